@@ -1,0 +1,170 @@
+// `zerotrain debug-state`: one forward/backward on one deterministic batch, written as a
+// safetensors file (inputs, targets, loss, logits, every parameter and gradient under its Hugging
+// Face name) -- the oracle interface the PyTorch parity tests read. Optionally S AdamW steps on
+// the same batch, whose losses are recorded too. Prints the memory table by category.
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <functional>
+
+#include "engine/cli/commands/arg_parser.h"
+#include "engine/cli/commands/commands.h"
+#include "engine/config/run_config.h"
+#include "engine/core/bf16.h"
+#include "engine/core/philox.h"
+#include "engine/io/safetensors.h"
+#include "engine/optim/adamw_optimizer.h"
+#include "engine/sharding/resident_param_store.h"
+#include "kernels/cpu/blas.h"
+#include "kernels/cpu/cast.h"
+#include "models/gpt/gpt_model.h"
+
+namespace zt::cli {
+
+namespace {
+
+// Tokens of the debug batch: uniform in [0, vocab) from Philox at (seed, stream 0xDEB6, index),
+// a [B, T+1] sequence whose shifted halves are inputs and targets.
+void make_debug_batch(const RunConfig& c, std::vector<std::int32_t>& inputs, std::vector<std::int32_t>& targets) {
+  const int B = c.train.micro_batch, T = c.train.seq_len;
+  inputs.resize(static_cast<std::size_t>(B) * T);
+  targets.resize(inputs.size());
+  for (int b = 0; b < B; ++b) {
+    for (int t = 0; t <= T; ++t) {
+      const auto r = philox4x32({static_cast<std::uint32_t>(b * (T + 1) + t), 0u, 0xDEB6u, 0u},
+                                {static_cast<std::uint32_t>(c.train.seed), static_cast<std::uint32_t>(c.train.seed >> 32)});
+      const auto token = static_cast<std::int32_t>(r[0] % static_cast<std::uint32_t>(c.model.vocab_size));
+      if (t < T) inputs[static_cast<std::size_t>(b) * T + t] = token;
+      if (t > 0) targets[static_cast<std::size_t>(b) * T + t - 1] = token;
+    }
+  }
+}
+
+// Adds every parameter of the store (as f32, unpadded HF shape) under prefix + name.
+void add_unit_tensors(SafetensorsWriter& w, const ParamTable& table, const std::string& prefix,
+                      const std::function<TensorView(int)>& unit_view, const ExecContext& ctx) {
+  for (std::size_t u = 0; u < table.units().size(); ++u) {
+    const UnitSpec& unit = table.units()[u];
+    const TensorView src = unit_view(static_cast<int>(u));
+    std::vector<float> f32(static_cast<std::size_t>(unit.numel));
+    cpu::cast(ctx, TensorView{f32.data(), DType::kF32, Device::kCPU, Shape{unit.numel}}, src);
+    for (int index : unit.params) {
+      const ParamSpec& p = table.param(index);
+      // Padded vocabulary rows are trailing rows, so the HF tensor is a prefix of the stored one.
+      w.add_f32(prefix + p.name, p.hf_shape, f32.data() + p.offset);
+    }
+  }
+}
+
+std::string memory_report(const MemorySnapshot& s, std::int64_t predicted_activation_bytes) {
+  std::string out = format_memory_table(s);
+  out += fmt::format("activations peak: measured {} B, predicted {} B ({})\n", s.peak(MemCategory::kActivations),
+                     predicted_activation_bytes,
+                     s.peak(MemCategory::kActivations) == predicted_activation_bytes ? "exact" : "MISMATCH");
+  return out;
+}
+
+}  // namespace
+
+int debug_state_main(const std::vector<std::string>& args) {
+  ArgParser parser("debug-state",
+                   "Run one forward/backward on one deterministic batch and write every tensor the PyTorch parity "
+                   "tests need to a safetensors file.");
+  parser.value_flag("config", "FILE", "JSON run config", true)
+      .value_flag("out", "FILE", "output safetensors file", true)
+      .value_flag("steps", "S", "also run S AdamW steps on the same batch and record their losses (default 0)")
+      .value_flag("set", "SECTION.KEY=VALUE", "override a config key", false, true);
+  if (!parser.parse(args)) {
+    fmt::print("{}", parser.help_text());
+    return 0;
+  }
+  const RunConfig cfg = load_run_config(parser.get("config"), parser.all("set"));
+  const int steps = parser.get_int("steps", 0, 0, 100000);
+  const ExecContext ctx{Device::kCPU, cfg.train.num_threads, nullptr};
+  const gpt::GptConfig& mc = cfg.model;
+
+  MemoryTracker tracker;
+  gpt::GptModel model(mc, cfg.train.micro_batch, cfg.train.seq_len, cfg.train.activation_checkpointing, tracker, ctx);
+  const ParamTable& table = model.table();
+  ResidentParamStore store(table, cfg.param_dtype, tracker, ctx);
+
+  // Initialise the fp32 values, then the working parameters from them.
+  std::vector<std::vector<float>> master(table.units().size());
+  for (std::size_t u = 0; u < master.size(); ++u) {
+    master[u].resize(static_cast<std::size_t>(table.units()[u].numel));
+    gpt::init_unit_params(table, mc, static_cast<int>(u), cfg.train.seed, master[u].data());
+    cpu::cast(ctx, store.params(static_cast<int>(u)),
+              TensorView{master[u].data(), DType::kF32, Device::kCPU, Shape{table.units()[u].numel}});
+  }
+  const bool mixed = cfg.param_dtype == DType::kBF16;
+  AdamWOptimizer optimizer(store, cfg.optim, tracker, ctx, mixed ? &master : nullptr);
+
+  std::vector<std::int32_t> inputs, targets;
+  make_debug_batch(cfg, inputs, targets);
+  const std::int64_t B = cfg.train.micro_batch, T = cfg.train.seq_len, V = mc.vocab_size;
+  std::vector<float> logits(static_cast<std::size_t>(B * T * V));
+
+  tracker.reset_peaks();
+  store.zero_grads();
+  const float loss = model.forward(store, inputs.data(), targets.data(), logits.data());
+  model.backward(store);
+  const MemorySnapshot memory = tracker.snapshot();
+  if (!std::isfinite(loss)) throw_runtime_error("debug-state: loss is not finite ({})", loss);
+
+  SafetensorsWriter writer;
+  writer.add("inputs", DType::kI32, {B, T}, inputs.data());
+  writer.add("targets", DType::kI32, {B, T}, targets.data());
+  writer.add_f32("loss", {1}, &loss);
+  writer.add_f32("logits", {B, T, V}, logits.data());
+  add_unit_tensors(writer, table, "", [&](int u) { return store.params(u); }, ctx);
+  add_unit_tensors(writer, table, "grad.", [&](int u) { return store.grads(u); }, ctx);
+  if (mixed) add_unit_tensors(writer, table, "master.", [&](int u) { return optimizer.master(u); }, ctx);
+
+  std::vector<float> train_losses;
+  for (int s = 0; s < steps; ++s) {
+    if (s > 0) {
+      store.zero_grads();
+      train_losses.push_back(model.forward(store, inputs.data(), targets.data()));
+      model.backward(store);
+    } else {
+      train_losses.push_back(loss);
+    }
+    optimizer.step(cfg.optim.lr);
+  }
+  if (steps > 0) writer.add_f32("train_losses", {steps}, train_losses.data());
+
+  const nlohmann::json model_json = {{"n_layer", mc.n_layer},       {"n_head", mc.n_head},
+                                     {"n_embd", mc.n_embd},         {"block_size", mc.block_size},
+                                     {"vocab_size", mc.vocab_size}, {"padded_vocab_size", mc.padded_vocab_size()}};
+  const nlohmann::json optim_json = {{"lr", cfg.optim.lr},
+                                     {"beta1", cfg.optim.beta1},
+                                     {"beta2", cfg.optim.beta2},
+                                     {"eps", cfg.optim.eps},
+                                     {"weight_decay", cfg.optim.weight_decay}};
+  writer.set_metadata("config", model_json.dump());
+  writer.set_metadata("param_dtype", mixed ? "bf16" : "f32");
+  writer.set_metadata("activation_checkpointing", cfg.train.activation_checkpointing.to_string());
+  writer.set_metadata("optim", optim_json.dump());
+  writer.set_metadata("steps", std::to_string(steps));
+  writer.set_metadata("run_config", cfg.to_json().dump());
+  writer.write(parser.get("out"));
+
+  const auto& blas = cpu::blas_info();
+  fmt::print("zerotrain debug-state: {}\n", cfg.source);
+  fmt::print("model: n_layer={} n_head={} n_embd={} block_size={} vocab={} (padded {}), {} parameters in {} units\n",
+             mc.n_layer, mc.n_head, mc.n_embd, mc.block_size, mc.vocab_size, mc.padded_vocab_size(),
+             table.total_numel(), table.units().size());
+  fmt::print("batch: B={} T={}  param_dtype={}  activation_checkpointing={}  threads={}  blas={} ({})\n", B, T,
+             mixed ? "bf16" : "f32", cfg.train.activation_checkpointing.to_string(), ctx.num_threads,
+             blas.core_name, blas.core_type_source);
+  fmt::print("loss: {:.6f} (uniform-prediction loss ln(V) = {:.6f})\n", loss, std::log(static_cast<double>(V)));
+  if (steps > 0) fmt::print("losses over {} AdamW steps: {:.6f} -> {:.6f}\n", steps, train_losses.front(), train_losses.back());
+  fmt::print("memory during one forward/backward (bytes per category):\n{}",
+             memory_report(memory, gpt::predict_activation_peak_bytes(mc, model.dims(), cfg.train.activation_checkpointing)));
+  fmt::print("wrote {}\n", parser.get("out"));
+  return 0;
+}
+
+}  // namespace zt::cli

@@ -1,0 +1,44 @@
+// zerotrain's command-line entry point: dispatches sub-commands and turns exceptions into
+// one-line errors and exit codes (2: usage/config/input, 1: runtime failure).
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <exception>
+#include <string>
+#include <vector>
+
+#include "engine/cli/commands/commands.h"
+#include "engine/core/check.h"
+
+namespace {
+
+constexpr const char* kUsage =
+    "usage: zerotrain <command> [flags]\n\n"
+    "commands:\n"
+    "  debug-state   one forward/backward on a deterministic batch, every tensor to safetensors\n"
+    "  version       print the version and build features\n\n"
+    "Run 'zerotrain <command> --help' for a command's flags.\n";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::vector<std::string> all(argv + 1, argv + argc);
+  if (all.empty() || all[0] == "--help" || all[0] == "-h" || all[0] == "help") {
+    std::fputs(kUsage, all.empty() ? stderr : stdout);
+    return all.empty() ? 2 : 0;
+  }
+  const std::string command = all[0];
+  const std::vector<std::string> args(all.begin() + 1, all.end());
+  try {
+    if (command == "debug-state") return zt::cli::debug_state_main(args);
+    if (command == "version" || command == "--version") return zt::cli::version_main(args);
+    fmt::print(stderr, "zerotrain: unknown command '{}'\n{}", command, kUsage);
+    return 2;
+  } catch (const zt::InputError& e) {
+    fmt::print(stderr, "zerotrain: error: {}\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "zerotrain: error: {}\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,53 @@
+// Reads one JSON config section with type and range checks, remembering which keys were read so
+// that any key left over is reported as unknown, with the nearest valid key suggested. Every
+// error is an InputError naming the file and the dotted key ("model.n_embd").
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <set>
+#include <string>
+#include <vector>
+
+namespace zt {
+
+class ConfigReader {
+ public:
+  // `node` must outlive the reader. `path` is "" for the root, else the dotted section name.
+  ConfigReader(const nlohmann::json& node, std::string file, std::string path);
+
+  // Each getter returns `fallback` when the key is absent and throws when present but invalid.
+  int get_int(const std::string& key, int fallback, long long min_value, long long max_value);
+  double get_double(const std::string& key, double fallback, double min_value, double max_value);
+  std::string get_string(const std::string& key, const std::string& fallback);
+  std::string get_enum(const std::string& key, const std::string& fallback, const std::vector<std::string>& allowed);
+  bool get_bool(const std::string& key, bool fallback);
+  bool has(const std::string& key) const;
+  // A nested section (an object, or an empty one when absent).
+  ConfigReader section(const std::string& key);
+
+  // Throws for the first key that no getter or section() asked for.
+  void reject_unknown_keys() const;
+
+  const std::string& file() const { return file_; }
+  std::string dotted(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
+
+ private:
+  const nlohmann::json* find(const std::string& key);
+  [[noreturn]] void fail_type(const std::string& key, const char* expected, const nlohmann::json& got) const;
+
+  const nlohmann::json& node_;
+  std::string file_;
+  std::string path_;
+  std::set<std::string> known_;
+  static const nlohmann::json kEmptyObject;
+};
+
+// The valid key closest to `key` by edit distance, or "" when none is close enough to suggest.
+std::string nearest_key(const std::string& key, const std::set<std::string>& valid);
+
+// Applies "--set section.key=value" to a config document. The value is parsed as JSON when it
+// parses (numbers, true/false, quoted strings), else taken as a plain string.
+void apply_override(nlohmann::json& doc, const std::string& assignment);
+
+}  // namespace zt

@@ -1,0 +1,59 @@
+// Buffer: tracked, aligned, zero-filled allocations.
+#include "engine/core/buffer.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+namespace zt {
+
+namespace {
+constexpr std::size_t kAlignBytes = 64;
+}
+
+Buffer::Buffer(MemoryTracker& tracker, MemCategory category, DType dtype, std::int64_t numel, Device device)
+    : tracker_(&tracker), dtype_(dtype), device_(device), category_(category), numel_(numel) {
+  ZT_CHECK(numel >= 0);
+  ZT_CHECK(device == Device::kCPU, "CUDA buffers are allocated by the CUDA backend");
+  const std::size_t bytes = static_cast<std::size_t>(size_bytes());
+  const std::size_t rounded = (bytes + kAlignBytes - 1) / kAlignBytes * kAlignBytes;
+  if (rounded > 0) {
+    data_ = std::aligned_alloc(kAlignBytes, rounded);
+    if (data_ == nullptr) {
+      throw_runtime_error("out of memory allocating {} for {}", format_bytes(static_cast<std::int64_t>(bytes)),
+                          mem_category_name(category));
+    }
+    std::memset(data_, 0, rounded);
+  }
+  tracker_->charge(category_, size_bytes());
+}
+
+Buffer::~Buffer() { reset(); }
+
+Buffer& Buffer::operator=(Buffer&& o) noexcept {
+  if (this != &o) {
+    reset();
+    tracker_ = std::exchange(o.tracker_, nullptr);
+    data_ = std::exchange(o.data_, nullptr);
+    dtype_ = o.dtype_;
+    device_ = o.device_;
+    category_ = o.category_;
+    numel_ = std::exchange(o.numel_, 0);
+  }
+  return *this;
+}
+
+TensorView Buffer::view(Shape shape) const {
+  ZT_CHECK(shape.numel() == numel_, "reshape of {} elements to {}", numel_, shape.numel());
+  return TensorView{data_, dtype_, device_, shape};
+}
+
+void Buffer::reset() {
+  if (tracker_ != nullptr) tracker_->release(category_, size_bytes());
+  std::free(data_);
+  data_ = nullptr;
+  tracker_ = nullptr;
+  numel_ = 0;
+}
+
+}  // namespace zt

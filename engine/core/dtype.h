@@ -1,0 +1,38 @@
+// Element types the engine stores, and where a buffer lives. Sizes and names are used by the
+// memory tracker, the tensor views and the safetensors writer alike.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+namespace zt {
+
+enum class DType : std::uint8_t { kF32, kBF16, kI32, kU16 };
+
+constexpr std::size_t dtype_size_bytes(DType t) {
+  switch (t) {
+    case DType::kF32: return 4;
+    case DType::kBF16: return 2;
+    case DType::kI32: return 4;
+    case DType::kU16: return 2;
+  }
+  return 0;
+}
+
+// The names safetensors uses ("F32", "BF16", "I32", "U16").
+constexpr std::string_view dtype_name(DType t) {
+  switch (t) {
+    case DType::kF32: return "F32";
+    case DType::kBF16: return "BF16";
+    case DType::kI32: return "I32";
+    case DType::kU16: return "U16";
+  }
+  return "?";
+}
+
+enum class Device : std::uint8_t { kCPU, kCUDA };
+
+constexpr std::string_view device_name(Device d) { return d == Device::kCPU ? "cpu" : "cuda"; }
+
+}  // namespace zt

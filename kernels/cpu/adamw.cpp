@@ -1,0 +1,101 @@
+// AdamW on the CPU, element-wise over a flat parameter range, in torch.optim.AdamW's order of
+// operations (single-tensor path) so results track PyTorch closely. Templated on the gradient and
+// working-copy types so the bf16 paths cost no per-element branches.
+#include "kernels/cpu/adamw.h"
+
+#include <cmath>
+#include <cstdint>
+
+#include "engine/core/bf16.h"
+
+namespace zt::cpu {
+
+namespace {
+
+// Per-step scalars, formed in fp64 as Python does for torch, then used in fp32.
+struct AdamWCoeffs {
+  float decay;        // 1 - lr * weight_decay
+  float one_minus_beta1;
+  float beta2;
+  float one_minus_beta2;
+  float step_size;    // lr / (1 - beta1^step)
+  float bc2_sqrt;     // sqrt(1 - beta2^step)
+  float eps;
+};
+
+struct NoWorkingCopy {};
+
+inline float load(float g) { return g; }
+inline float load(bf16 g) { return bf16_to_float(g); }
+inline void store(NoWorkingCopy*, std::int64_t, float) {}
+inline void store(float* w, std::int64_t i, float p) { w[i] = p; }
+inline void store(bf16* w, std::int64_t i, float p) { w[i] = float_to_bf16(p); }
+
+template <typename G, typename W>
+void adamw_typed(const ExecContext& ctx, float* param, const G* grad, float* m, float* v, W* working, std::int64_t n,
+                 const AdamWCoeffs& k, float grad_scale) {
+#pragma omp parallel for num_threads(ctx.num_threads) schedule(static)
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float g = load(grad[i]) * grad_scale;
+    float p = param[i] * k.decay;
+    const float mi = m[i] + k.one_minus_beta1 * (g - m[i]);  // exp_avg.lerp_(grad, 1 - beta1)
+    const float vi = v[i] * k.beta2 + k.one_minus_beta2 * g * g;
+    const float denom = std::sqrt(vi) / k.bc2_sqrt + k.eps;
+    p = p - k.step_size * mi / denom;
+    m[i] = mi;
+    v[i] = vi;
+    param[i] = p;
+    store(working, i, p);
+  }
+}
+
+template <typename G>
+void dispatch_working(const ExecContext& ctx, float* param, const G* grad, float* m, float* v, TensorView working,
+                      std::int64_t n, const AdamWCoeffs& k, float grad_scale) {
+  if (working.data == nullptr) {
+    adamw_typed(ctx, param, grad, m, v, static_cast<NoWorkingCopy*>(nullptr), n, k, grad_scale);
+  } else if (working.dtype == DType::kF32) {
+    adamw_typed(ctx, param, grad, m, v, working.as<float>(), n, k, grad_scale);
+  } else {
+    adamw_typed(ctx, param, grad, m, v, working.as<bf16>(), n, k, grad_scale);
+  }
+}
+
+}  // namespace
+
+void adamw_update(const ExecContext& ctx, TensorView param, TensorView grad, TensorView m, TensorView v,
+                  TensorView working_out, const AdamWHyper& hyper, int step, float grad_scale) {
+  const std::int64_t n = param.numel();
+  ZT_CHECK(param.dtype == DType::kF32 && m.dtype == DType::kF32 && v.dtype == DType::kF32,
+           "param, m and v must be F32");
+  ZT_CHECK(grad.dtype == DType::kF32 || grad.dtype == DType::kBF16, "grad must be F32 or BF16, is {}",
+           dtype_name(grad.dtype));
+  ZT_CHECK(grad.numel() == n && m.numel() == n && v.numel() == n, "adamw: lengths differ (param {}, grad {}, m {}, v {})",
+           n, grad.numel(), m.numel(), v.numel());
+  if (working_out.data != nullptr) {
+    ZT_CHECK(working_out.dtype == DType::kF32 || working_out.dtype == DType::kBF16, "working_out must be F32 or BF16");
+    ZT_CHECK(working_out.numel() == n, "working_out has {} elements, param {}", working_out.numel(), n);
+  }
+  ZT_CHECK(step >= 1, "AdamW step is 1-based, got {}", step);
+
+  const double lr = hyper.lr, beta1 = hyper.beta1, beta2 = hyper.beta2;
+  AdamWCoeffs k;
+  k.decay = static_cast<float>(1.0 - lr * static_cast<double>(hyper.weight_decay));
+  k.one_minus_beta1 = static_cast<float>(1.0 - beta1);
+  k.beta2 = hyper.beta2;
+  k.one_minus_beta2 = static_cast<float>(1.0 - beta2);
+  k.step_size = static_cast<float>(lr / (1.0 - std::pow(beta1, step)));
+  k.bc2_sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(beta2, step)));
+  k.eps = hyper.eps;
+
+  float* p = param.as<float>();
+  float* mp = m.as<float>();
+  float* vp = v.as<float>();
+  if (grad.dtype == DType::kF32) {
+    dispatch_working(ctx, p, grad.as<float>(), mp, vp, working_out, n, k, grad_scale);
+  } else {
+    dispatch_working(ctx, p, grad.as<bf16>(), mp, vp, working_out, n, k, grad_scale);
+  }
+}
+
+}  // namespace zt::cpu

@@ -1,0 +1,19 @@
+// Causal multi-head self-attention core (after the qkv projection, before the output projection),
+// forward and backward, fp32. Softmax subtracts the row maximum before exp.
+#pragma once
+
+#include "engine/core/tensor.h"
+#include "kernels/exec_context.h"
+
+namespace zt::cpu {
+
+// qkv [B, T, 3C] holds q | k | v, head h in columns [h*hs, (h+1)*hs) of each (hs = C / n_head).
+// Writes out [B, T, C] (heads concatenated) and att [B, n_head, T, T]: the softmax probabilities,
+// scaled by 1/sqrt(hs), zero above the diagonal. att is what backward needs.
+void attention_forward(const ExecContext& ctx, TensorView out, TensorView att, TensorView qkv, int n_head);
+
+// dqkv [B, T, 3C] (overwritten) from dout [B, T, C], the forward's qkv and att.
+void attention_backward(const ExecContext& ctx, TensorView dqkv, TensorView dout, TensorView qkv, TensorView att,
+                        int n_head);
+
+}  // namespace zt::cpu

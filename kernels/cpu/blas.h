@@ -1,0 +1,24 @@
+// The engine's door to OpenBLAS. The library is loaded at run time (dlopen) so that the CPU core
+// type can be chosen *before* OpenBLAS initialises: Debian's DYNAMIC_ARCH build misdetects our
+// virtualised Xeons as Prescott and runs sgemm ~5x slower. See [Note: OpenBLAS core type].
+#pragma once
+
+#include <string>
+
+namespace zt::cpu {
+
+struct BlasInfo {
+  std::string library_path;  // the file that was loaded
+  std::string core_name;     // what OpenBLAS says it runs on (openblas_get_corename)
+  std::string core_type_source;  // "user" (OPENBLAS_CORETYPE was set), "detected", or "library default"
+  std::string config;        // openblas_get_config()
+};
+
+// Loads OpenBLAS on first use; throws RuntimeError if no OpenBLAS library can be loaded.
+const BlasInfo& blas_info();
+
+// Row-major C[M, N] = alpha * op(A)[M, K] @ op(B)[K, N] + beta * C, on `threads` threads.
+void sgemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda, const float* B,
+           int ldb, float beta, float* C, int ldc, int threads);
+
+}  // namespace zt::cpu

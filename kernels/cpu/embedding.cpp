@@ -1,0 +1,83 @@
+// Token + position embedding on the CPU. Backward is a scatter-add, where two positions can share a
+// token row: threads split the C columns instead of the positions, and each walks every (b, t) in
+// order, so every gradient element is summed by one thread in a fixed order (deterministic).
+#include "kernels/cpu/embedding.h"
+
+#include <algorithm>
+#include <cstdint>
+
+namespace zt::cpu {
+
+namespace {
+
+// Columns per backward task. 64 floats (256 bytes) keeps each row segment a few cache lines.
+constexpr std::int64_t kColumnBlock = 64;
+
+struct EmbedDims {
+  std::int64_t B, T, C, vocab, max_T;
+};
+
+EmbedDims check_dims(const TensorView& out_like, const TensorView& tokens, const TensorView& wte,
+                     const TensorView& wpe) {
+  ZT_CHECK(tokens.dtype == DType::kI32 && tokens.shape.ndim() == 2, "tokens must be I32 [B, T]");
+  ZT_CHECK(out_like.dtype == DType::kF32 && wte.dtype == DType::kF32 && wpe.dtype == DType::kF32,
+           "embedding is fp32 only");
+  ZT_CHECK(wte.shape.ndim() == 2 && wpe.shape.ndim() == 2, "wte/wpe must be 2-D");
+  EmbedDims d{tokens.shape[0], tokens.shape[1], wte.shape[1], wte.shape[0], wpe.shape[0]};
+  ZT_CHECK(wpe.shape[1] == d.C, "wpe has {} columns, wte {}", wpe.shape[1], d.C);
+  ZT_CHECK(d.T <= d.max_T, "sequence length {} exceeds the {} learned positions", d.T, d.max_T);
+  ZT_CHECK(out_like.numel() == d.B * d.T * d.C, "out/dout must be [B={}, T={}, C={}]", d.B, d.T, d.C);
+  // Checked up front, outside the parallel loops: an exception must not leave an OpenMP region.
+  const std::int32_t* tok = tokens.as<std::int32_t>();
+  for (std::int64_t i = 0; i < d.B * d.T; ++i) {
+    ZT_CHECK(tok[i] >= 0 && tok[i] < d.vocab, "token {} at position {} outside [0, {})", tok[i], i, d.vocab);
+  }
+  return d;
+}
+
+}  // namespace
+
+void embedding_forward(const ExecContext& ctx, TensorView out, TensorView tokens, TensorView wte, TensorView wpe) {
+  const EmbedDims d = check_dims(out, tokens, wte, wpe);
+  const std::int64_t C = d.C;
+  float* o = out.as<float>();
+  const std::int32_t* tok = tokens.as<std::int32_t>();
+  const float* te = wte.as<float>();
+  const float* pe = wpe.as<float>();
+#pragma omp parallel for num_threads(ctx.num_threads) schedule(static)
+  for (std::int64_t bt = 0; bt < d.B * d.T; ++bt) {
+    const float* te_row = te + static_cast<std::int64_t>(tok[bt]) * C;
+    const float* pe_row = pe + (bt % d.T) * C;
+    float* orow = o + bt * C;
+    for (std::int64_t c = 0; c < C; ++c) orow[c] = te_row[c] + pe_row[c];
+  }
+}
+
+void embedding_backward(const ExecContext& ctx, TensorView dwte, TensorView dwpe, TensorView dout, TensorView tokens) {
+  const EmbedDims d = check_dims(dout, tokens, dwte, dwpe);
+  const std::int64_t C = d.C;
+  const float* g = dout.as<float>();
+  const std::int32_t* tok = tokens.as<std::int32_t>();
+  float* dte = dwte.as<float>();
+  float* dpe = dwpe.as<float>();
+  const std::int64_t num_blocks = (C + kColumnBlock - 1) / kColumnBlock;
+#pragma omp parallel for num_threads(ctx.num_threads) schedule(static)
+  for (std::int64_t blk = 0; blk < num_blocks; ++blk) {
+    const std::int64_t c0 = blk * kColumnBlock;
+    const std::int64_t width = std::min(kColumnBlock, C - c0);
+    for (std::int64_t b = 0; b < d.B; ++b) {
+      for (std::int64_t t = 0; t < d.T; ++t) {
+        const std::int64_t bt = b * d.T + t;
+        const float* grow = g + bt * C + c0;
+        float* te_row = dte + static_cast<std::int64_t>(tok[bt]) * C + c0;
+        float* pe_row = dpe + t * C + c0;
+        for (std::int64_t c = 0; c < width; ++c) {
+          te_row[c] += grow[c];
+          pe_row[c] += grow[c];
+        }
+      }
+    }
+  }
+}
+
+}  // namespace zt::cpu

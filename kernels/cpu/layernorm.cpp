@@ -1,0 +1,145 @@
+// LayerNorm on the CPU, one row per task. Backward sums the weight/bias gradients over rows in
+// fixed-size row chunks whose partials are then added in chunk order, so the result depends on
+// the shapes only, never on the thread count (activation recompute relies on bitwise repeats).
+#include "kernels/cpu/layernorm.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "kernels/cpu/vec_math.h"
+
+namespace zt::cpu {
+
+namespace {
+
+// Rows per partial sum of dweight/dbias. Fixed (not derived from the thread count) for determinism.
+constexpr std::int64_t kRowsPerChunk = 32;
+// Columns per task when the chunk partials are added up.
+constexpr std::int64_t kColumnBlock = 256;
+
+struct RowDims {
+  std::int64_t rows;
+  std::int64_t cols;
+};
+
+// Checks the views forward and backward share; out_like is out (forward) or dout (backward).
+RowDims check_views(const TensorView& out_like, const TensorView& mean, const TensorView& rstd,
+                    const TensorView& inp, const TensorView& weight) {
+  for (const TensorView* v : {&out_like, &mean, &rstd, &inp, &weight}) {
+    ZT_CHECK(v->dtype == DType::kF32, "layernorm is fp32 only");
+  }
+  ZT_CHECK(inp.shape.ndim() >= 1);
+  RowDims d;
+  d.cols = inp.shape[inp.shape.ndim() - 1];
+  ZT_CHECK(d.cols > 0);
+  d.rows = inp.numel() / d.cols;
+  ZT_CHECK(out_like.numel() == inp.numel(), "out/dout has {} elements, inp {}", out_like.numel(), inp.numel());
+  ZT_CHECK(mean.numel() == d.rows && rstd.numel() == d.rows, "mean/rstd must have {} elements", d.rows);
+  ZT_CHECK(weight.numel() == d.cols, "weight must have {} elements", d.cols);
+  return d;
+}
+
+}  // namespace
+
+void layernorm_forward(const ExecContext& ctx, TensorView out, TensorView mean, TensorView rstd, TensorView inp,
+                       TensorView weight, TensorView bias) {
+  const RowDims d = check_views(out, mean, rstd, inp, weight);
+  ZT_CHECK(bias.dtype == DType::kF32 && bias.numel() == d.cols, "bias must be F32 [{}]", d.cols);
+  const std::int64_t C = d.cols;
+  float* o = out.as<float>();
+  float* mean_p = mean.as<float>();
+  float* rstd_p = rstd.as<float>();
+  const float* x = inp.as<float>();
+  const float* w = weight.as<float>();
+  const float* b = bias.as<float>();
+#pragma omp parallel for num_threads(ctx.num_threads) schedule(static)
+  for (std::int64_t n = 0; n < d.rows; ++n) {
+    const float* xr = x + n * C;
+    float* orow = o + n * C;
+    const float m = vec::sum(xr, C) / static_cast<float>(C);
+    // Two-pass variance: (x - mean)^2 stays accurate when |mean| >> std. orow is the scratch.
+    for (std::int64_t c = 0; c < C; ++c) orow[c] = xr[c] - m;
+    const float var = vec::dot(orow, orow, C) / static_cast<float>(C);
+    const float s = 1.0f / std::sqrt(var + kLayerNormEps);
+    for (std::int64_t c = 0; c < C; ++c) orow[c] = orow[c] * s * w[c] + b[c];
+    mean_p[n] = m;
+    rstd_p[n] = s;
+  }
+}
+
+void layernorm_backward(const ExecContext& ctx, TensorView dinp, TensorView dweight, TensorView dbias, TensorView dout,
+                        TensorView inp, TensorView weight, TensorView mean, TensorView rstd) {
+  const RowDims d = check_views(dout, mean, rstd, inp, weight);
+  ZT_CHECK(dinp.dtype == DType::kF32 && dinp.numel() == inp.numel(), "dinp must be F32 like inp");
+  ZT_CHECK(dweight.dtype == DType::kF32 && dweight.numel() == d.cols, "dweight must be F32 [{}]", d.cols);
+  ZT_CHECK(dbias.dtype == DType::kF32 && dbias.numel() == d.cols, "dbias must be F32 [{}]", d.cols);
+  const std::int64_t C = d.cols;
+  const std::int64_t num_chunks = (d.rows + kRowsPerChunk - 1) / kRowsPerChunk;
+  if (num_chunks == 0) return;
+  // partials[k] holds chunk k's dweight sums, then its dbias sums: [num_chunks, 2, C].
+  std::vector<float> partials(static_cast<std::size_t>(num_chunks * 2 * C), 0.0f);
+
+  float* di = dinp.as<float>();
+  const float* g = dout.as<float>();
+  const float* x = inp.as<float>();
+  const float* w = weight.as<float>();
+  const float* mean_p = mean.as<float>();
+  const float* rstd_p = rstd.as<float>();
+#pragma omp parallel num_threads(ctx.num_threads)
+  {
+    std::vector<float> scratch(static_cast<std::size_t>(2 * C));
+    float* norm = scratch.data();   // (x - mean) * rstd of the current row
+    float* dnorm = norm + C;        // dout * weight of the current row
+#pragma omp for schedule(static)
+    for (std::int64_t k = 0; k < num_chunks; ++k) {
+      float* dw_part = partials.data() + k * 2 * C;
+      float* db_part = dw_part + C;
+      const std::int64_t row_end = std::min(d.rows, (k + 1) * kRowsPerChunk);
+      for (std::int64_t n = k * kRowsPerChunk; n < row_end; ++n) {
+        const float* xr = x + n * C;
+        const float* gr = g + n * C;
+        float* dir = di + n * C;
+        const float m = mean_p[n];
+        const float s = rstd_p[n];
+        for (std::int64_t c = 0; c < C; ++c) {
+          norm[c] = (xr[c] - m) * s;
+          dnorm[c] = gr[c] * w[c];
+          dw_part[c] += gr[c] * norm[c];
+          db_part[c] += gr[c];
+        }
+        const float dnorm_mean = vec::sum(dnorm, C) / static_cast<float>(C);
+        const float dnorm_norm_mean = vec::dot(dnorm, norm, C) / static_cast<float>(C);
+        for (std::int64_t c = 0; c < C; ++c) {
+          dir[c] += s * (dnorm[c] - dnorm_mean - norm[c] * dnorm_norm_mean);
+        }
+      }
+    }
+  }
+
+  float* dw = dweight.as<float>();
+  float* db = dbias.as<float>();
+  const std::int64_t num_blocks = (C + kColumnBlock - 1) / kColumnBlock;
+#pragma omp parallel for num_threads(ctx.num_threads) schedule(static)
+  for (std::int64_t blk = 0; blk < num_blocks; ++blk) {
+    const std::int64_t c0 = blk * kColumnBlock;
+    const std::int64_t c1 = std::min(C, c0 + kColumnBlock);
+    float dw_sum[kColumnBlock] = {};
+    float db_sum[kColumnBlock] = {};
+    for (std::int64_t k = 0; k < num_chunks; ++k) {
+      const float* dw_part = partials.data() + k * 2 * C;
+      const float* db_part = dw_part + C;
+      for (std::int64_t c = c0; c < c1; ++c) {
+        dw_sum[c - c0] += dw_part[c];
+        db_sum[c - c0] += db_part[c];
+      }
+    }
+    for (std::int64_t c = c0; c < c1; ++c) {
+      dw[c] += dw_sum[c - c0];
+      db[c] += db_sum[c - c0];
+    }
+  }
+}
+
+}  // namespace zt::cpu

@@ -1,0 +1,122 @@
+// Linear layer on the CPU: every product goes through OpenBLAS sgemm (row-major), the weight's
+// layout (Conv1D [in, out] or nn.Linear [out, in]) chosen by transposing the operand, not copying it.
+// Bias add and bias gradient are plain loops; the bias gradient sums each column in row order.
+#include "kernels/cpu/matmul.h"
+
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+
+#include "kernels/cpu/blas.h"
+
+namespace zt::cpu {
+
+namespace {
+
+// Columns per task in the bias-gradient reduction: a task owns its columns, so each dbias[c] is
+// summed by one thread in row order and the result does not depend on the thread count.
+constexpr std::int64_t kBiasColumnBlock = 64;
+
+struct MatmulDims {
+  std::int64_t rows;  // N: all leading dimensions of inp flattened
+  std::int64_t in;    // C
+  std::int64_t out;   // OC
+};
+
+std::int64_t last_dim(const TensorView& v) {
+  ZT_CHECK(v.shape.ndim() >= 1);
+  return v.shape[v.shape.ndim() - 1];
+}
+
+// Checks dtypes and shapes shared by forward and backward and returns N, C, OC.
+MatmulDims check_dims(const TensorView& out_like, const TensorView& inp, const TensorView& weight,
+                      WeightLayout layout) {
+  ZT_CHECK(out_like.dtype == DType::kF32 && inp.dtype == DType::kF32 && weight.dtype == DType::kF32,
+           "matmul is fp32 only");
+  ZT_CHECK(weight.shape.ndim() == 2, "weight must be 2-D, has {} dims", weight.shape.ndim());
+  MatmulDims d;
+  d.in = last_dim(inp);
+  d.out = last_dim(out_like);
+  ZT_CHECK(d.in > 0 && d.out > 0);
+  d.rows = inp.numel() / d.in;
+  ZT_CHECK(out_like.numel() == d.rows * d.out, "out has {} elements, expected {} x {}", out_like.numel(), d.rows,
+           d.out);
+  const std::int64_t w_rows = layout == WeightLayout::kInOut ? d.in : d.out;
+  const std::int64_t w_cols = layout == WeightLayout::kInOut ? d.out : d.in;
+  ZT_CHECK(weight.shape[0] == w_rows && weight.shape[1] == w_cols, "weight is [{}, {}], expected [{}, {}]",
+           weight.shape[0], weight.shape[1], w_rows, w_cols);
+  ZT_CHECK(d.rows <= INT_MAX && d.in <= INT_MAX && d.out <= INT_MAX, "matmul dims exceed BLAS int range");
+  return d;
+}
+
+}  // namespace
+
+void matmul_forward(const ExecContext& ctx, TensorView out, TensorView inp, TensorView weight, WeightLayout layout,
+                    TensorView bias) {
+  const MatmulDims d = check_dims(out, inp, weight, layout);
+  const bool has_bias = bias.data != nullptr;
+  if (has_bias) ZT_CHECK(bias.dtype == DType::kF32 && bias.numel() == d.out, "bias must be F32 [{}]", d.out);
+  if (d.rows == 0) return;
+  const int N = static_cast<int>(d.rows), C = static_cast<int>(d.in), OC = static_cast<int>(d.out);
+  const bool trans_w = layout == WeightLayout::kOutIn;
+  sgemm(false, trans_w, N, OC, C, 1.0f, inp.as<float>(), C, weight.as<float>(), trans_w ? C : OC, 0.0f,
+        out.as<float>(), OC, ctx.num_threads);
+  if (!has_bias) return;
+  float* o = out.as<float>();
+  const float* b = bias.as<float>();
+#pragma omp parallel for num_threads(ctx.num_threads) schedule(static)
+  for (std::int64_t n = 0; n < d.rows; ++n) {
+    float* row = o + n * d.out;
+    for (std::int64_t c = 0; c < d.out; ++c) row[c] += b[c];
+  }
+}
+
+void matmul_backward(const ExecContext& ctx, TensorView dinp, TensorView dweight, TensorView dbias, TensorView dout,
+                     TensorView inp, TensorView weight, WeightLayout layout) {
+  const MatmulDims d = check_dims(dout, inp, weight, layout);
+  const bool want_dinp = dinp.data != nullptr;
+  const bool want_dweight = dweight.data != nullptr;
+  const bool want_dbias = dbias.data != nullptr;
+  if (want_dinp) {
+    ZT_CHECK(dinp.dtype == DType::kF32 && dinp.numel() == inp.numel(), "dinp must be F32 like inp");
+  }
+  if (want_dweight) {
+    ZT_CHECK(dweight.dtype == DType::kF32 && dweight.shape == weight.shape, "dweight must be F32 shaped as weight");
+  }
+  if (want_dbias) ZT_CHECK(dbias.dtype == DType::kF32 && dbias.numel() == d.out, "dbias must be F32 [{}]", d.out);
+  if (d.rows == 0) return;
+  const int N = static_cast<int>(d.rows), C = static_cast<int>(d.in), OC = static_cast<int>(d.out);
+  const float* g = dout.as<float>();
+  const float* x = inp.as<float>();
+  const bool in_out = layout == WeightLayout::kInOut;
+
+  if (want_dinp) {
+    // dinp[N, C] = dout[N, OC] @ W^T; with W stored [OC, C] that is dout @ W.
+    sgemm(false, in_out, N, C, OC, 1.0f, g, OC, weight.as<float>(), in_out ? OC : C, 0.0f, dinp.as<float>(), C,
+          ctx.num_threads);
+  }
+  if (want_dweight) {
+    if (in_out) {  // dW[C, OC] += inp^T @ dout
+      sgemm(true, false, C, OC, N, 1.0f, x, C, g, OC, 1.0f, dweight.as<float>(), OC, ctx.num_threads);
+    } else {  // dW[OC, C] += dout^T @ inp
+      sgemm(true, false, OC, C, N, 1.0f, g, OC, x, C, 1.0f, dweight.as<float>(), C, ctx.num_threads);
+    }
+  }
+  if (want_dbias) {
+    float* db = dbias.as<float>();
+    const std::int64_t num_blocks = (d.out + kBiasColumnBlock - 1) / kBiasColumnBlock;
+#pragma omp parallel for num_threads(ctx.num_threads) schedule(static)
+    for (std::int64_t blk = 0; blk < num_blocks; ++blk) {
+      const std::int64_t c0 = blk * kBiasColumnBlock;
+      const std::int64_t width = std::min(kBiasColumnBlock, d.out - c0);
+      float acc[kBiasColumnBlock] = {};
+      for (std::int64_t n = 0; n < d.rows; ++n) {
+        const float* row = g + n * d.out + c0;
+        for (std::int64_t c = 0; c < width; ++c) acc[c] += row[c];
+      }
+      for (std::int64_t c = 0; c < width; ++c) db[c0 + c] += acc[c];
+    }
+  }
+}
+
+}  // namespace zt::cpu

@@ -1,0 +1,50 @@
+// Element-wise adds on the CPU: the residual connection's forward and dst += src accumulation.
+// bf16 destinations are summed in fp32 and rounded to nearest even once (zt::float_to_bf16).
+#include "kernels/cpu/residual.h"
+
+#include <cstdint>
+
+#include "engine/core/bf16.h"
+
+namespace zt::cpu {
+
+namespace {
+// Elements per parallel task.
+constexpr std::int64_t kBlock = 16384;
+}  // namespace
+
+void residual_forward(const ExecContext& ctx, TensorView out, TensorView a, TensorView b) {
+  ZT_CHECK(out.dtype == DType::kF32 && a.dtype == DType::kF32 && b.dtype == DType::kF32, "residual is fp32 only");
+  ZT_CHECK(a.numel() == out.numel() && b.numel() == out.numel(), "residual_forward: element counts differ ({}, {}, {})",
+           out.numel(), a.numel(), b.numel());
+  const std::int64_t n = out.numel();
+  float* o = out.as<float>();
+  const float* x = a.as<float>();
+  const float* y = b.as<float>();
+#pragma omp parallel for num_threads(ctx.num_threads) schedule(static)
+  for (std::int64_t i = 0; i < n; ++i) o[i] = x[i] + y[i];
+}
+
+void accumulate_into(const ExecContext& ctx, TensorView dst, TensorView src) {
+  ZT_CHECK(src.dtype == DType::kF32, "accumulate_into: src must be F32, is {}", dtype_name(src.dtype));
+  ZT_CHECK(dst.dtype == DType::kF32 || dst.dtype == DType::kBF16, "accumulate_into: dst must be F32 or BF16, is {}",
+           dtype_name(dst.dtype));
+  ZT_CHECK(dst.numel() == src.numel(), "accumulate_into: dst has {} elements, src {}", dst.numel(), src.numel());
+  const std::int64_t n = dst.numel();
+  const float* s = src.as<float>();
+  if (dst.dtype == DType::kF32) {
+    float* d = dst.as<float>();
+#pragma omp parallel for num_threads(ctx.num_threads) schedule(static)
+    for (std::int64_t i = 0; i < n; ++i) d[i] += s[i];
+    return;
+  }
+  bf16* d = dst.as<bf16>();
+  const std::int64_t num_blocks = (n + kBlock - 1) / kBlock;
+#pragma omp parallel for num_threads(ctx.num_threads) schedule(static)
+  for (std::int64_t blk = 0; blk < num_blocks; ++blk) {
+    const std::int64_t end = blk * kBlock + kBlock < n ? blk * kBlock + kBlock : n;
+    for (std::int64_t i = blk * kBlock; i < end; ++i) d[i] = float_to_bf16(bf16_to_float(d[i]) + s[i]);
+  }
+}
+
+}  // namespace zt::cpu

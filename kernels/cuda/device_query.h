@@ -1,0 +1,16 @@
+// What the CUDA runtime sees: device count and names. Lets the CLI and the gpu-labelled tests
+// say plainly whether a GPU is present (and skip visibly when not). Kernels arrive with the CUDA
+// backend issue, one op per .cu/.cuh pair beside this file.
+#pragma once
+
+#include <string>
+
+namespace zt::cuda {
+
+// Number of usable CUDA devices; 0 when there is no driver or no device (never throws).
+int device_count();
+
+// "NVIDIA H100 80GB HBM3 (sm_90)" for device `index`, or the runtime's error text.
+std::string device_description(int index);
+
+}  // namespace zt::cuda

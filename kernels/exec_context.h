@@ -1,0 +1,16 @@
+// The explicit execution context every kernel takes: which device, how many CPU threads, and (for
+// the CUDA backend) which stream. Passed by the caller, never read from globals, so two contexts
+// can run side by side (e.g. compute and communication streams later).
+#pragma once
+
+#include "engine/core/dtype.h"
+
+namespace zt {
+
+struct ExecContext {
+  Device device = Device::kCPU;
+  int num_threads = 1;        // CPU kernels: OpenMP team size (OpenBLAS is set to the same count)
+  void* cuda_stream = nullptr;  // cudaStream_t when device == kCUDA
+};
+
+}  // namespace zt

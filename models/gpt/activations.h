@@ -1,0 +1,57 @@
+// What GPT-2's forward keeps for backward, carved out of tracked buffers, and the prediction of
+// the activation peak that the memory tracker measures (docs/memory.md derives the formulas).
+// All activations are fp32 on the CPU backend, in both precisions.
+#pragma once
+
+#include <cstdint>
+
+#include "engine/core/buffer.h"
+#include "models/gpt/gpt_config.h"
+
+namespace zt::gpt {
+
+struct ActivationDims {
+  std::int64_t B, T, C, NH, Vp;
+  std::int64_t BT() const { return B * T; }
+  std::int64_t BTC() const { return B * T * C; }
+};
+
+// Elements of one block's internal activations: 15 BTC + 4 BT + B NH T^2.
+std::int64_t block_activation_numel(const ActivationDims& d);
+// Elements of the head's activations (ln_f output, its mean/rstd, probabilities, losses):
+// BTC + 3 BT + BT Vp.
+std::int64_t head_activation_numel(const ActivationDims& d);
+// Elements kept for the whole step: the residual stream, (n_layer + 1) BTC fp32 (each block's
+// input -- exactly what a checkpointed block keeps -- and the last block's output), plus the
+// input and target token ids, 2 BT i32. All elements are 4 bytes.
+std::int64_t residual_stream_numel(const ActivationDims& d, int n_layer);
+
+// Peak bytes of the activations category over one forward + backward, replaying the model's
+// allocation order (see GptModel): residual stream first; per block, its activations (freed at
+// once when the block is checkpointed); the head; in backward the head is freed first, then each
+// block's activations are freed after its backward (checkpointed blocks re-allocate to recompute).
+std::int64_t predict_activation_peak_bytes(const GptConfig& c, const ActivationDims& d, const CheckpointPolicy& policy);
+
+struct BlockActivations {
+  Buffer storage;  // one tracked allocation per block
+  TensorView ln1, ln1_mean, ln1_rstd;  // [B,T,C], [B,T], [B,T]
+  TensorView qkv;                      // [B,T,3C]
+  TensorView att;                      // [B,NH,T,T] softmax probabilities
+  TensorView atty;                     // [B,T,C] attention output before projection
+  TensorView resid2;                   // [B,T,C] x + attention branch
+  TensorView ln2, ln2_mean, ln2_rstd;  // [B,T,C], [B,T], [B,T]
+  TensorView fch, fch_gelu;            // [B,T,4C] before / after GELU
+
+  BlockActivations(MemoryTracker& tracker, const ActivationDims& d);
+};
+
+struct HeadActivations {
+  Buffer storage;
+  TensorView lnf, lnf_mean, lnf_rstd;  // [B,T,C], [B,T], [B,T]
+  TensorView probs;                    // [B,T,Vp] logits, softmax in place, then dlogits
+  TensorView losses;                   // [B,T]
+
+  HeadActivations(MemoryTracker& tracker, const ActivationDims& d);
+};
+
+}  // namespace zt::gpt

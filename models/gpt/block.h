@@ -1,0 +1,30 @@
+// One pre-LN transformer block, forward and backward, as a sequence of CPU kernel calls:
+//   resid2 = x + attn_proj(attention(c_attn(ln_1(x))));  out = resid2 + mlp_proj(gelu(c_fc(ln_2(resid2)))).
+#pragma once
+
+#include "engine/core/buffer.h"
+#include "kernels/exec_context.h"
+#include "models/gpt/activations.h"
+#include "models/gpt/gpt_params.h"
+
+namespace zt::gpt {
+
+// Activation-gradient scratch shared by all blocks' backward (workspace category).
+struct BlockGradScratch {
+  Buffer d_btc;   // [B,T,C]: d(ln_2 out), then d(attention out), then d(ln_1 out)
+  Buffer d_qkv;   // [B,T,3C]
+  Buffer d_bt4c;  // [B,T,4C]: d(gelu out), then d(c_fc out) in place
+
+  BlockGradScratch(MemoryTracker& tracker, const ActivationDims& d);
+};
+
+// Fills `acts` from input x [B,T,C]. When `out` is non-empty it receives the block output; a
+// recompute for activation checkpointing passes an empty `out`, since the output is already kept.
+void block_forward(const ExecContext& ctx, const BlockParams& p, TensorView x, BlockActivations& acts,
+                   TensorView out, int n_head);
+
+// On entry dresid holds d(out); on exit d(x). Parameter gradients are added into `grads`.
+void block_backward(const ExecContext& ctx, const BlockParams& p, const BlockParams& grads, TensorView x,
+                    const BlockActivations& acts, TensorView dresid, BlockGradScratch& scratch, int n_head);
+
+}  // namespace zt::gpt

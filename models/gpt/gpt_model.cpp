@@ -1,0 +1,166 @@
+// GPT-2 forward/backward: embeddings -> blocks -> final LN -> tied LM head -> cross-entropy, and
+// back, acquiring each unit's parameters from the ParamStore just before it computes.
+#include "models/gpt/gpt_model.h"
+
+#include <cstring>
+
+#include "kernels/cpu/cast.h"
+#include "kernels/cpu/cross_entropy.h"
+#include "kernels/cpu/embedding.h"
+#include "kernels/cpu/layernorm.h"
+#include "kernels/cpu/matmul.h"
+
+namespace zt::gpt {
+
+GptModel::GptModel(const GptConfig& config, int batch, int seq_len, CheckpointPolicy policy, MemoryTracker& tracker,
+                   const ExecContext& ctx)
+    : config_(config),
+      table_(build_param_table(config)),
+      dims_{batch, seq_len, config.n_embd, config.n_head, config.padded_vocab_size()},
+      policy_(policy),
+      tracker_(tracker),
+      ctx_(ctx),
+      block_scratch_(tracker, dims_),
+      dresid_(tracker, MemCategory::kWorkspace, DType::kF32, dims_.BTC()),
+      grad_scratch_(tracker, MemCategory::kWorkspace, DType::kF32, table_.max_unit_numel()) {
+  ZT_CHECK(batch > 0 && seq_len > 0 && seq_len <= config.block_size);
+  block_acts_.resize(static_cast<std::size_t>(config.n_layer));
+}
+
+GptModel::~GptModel() = default;
+
+TensorView GptModel::resid(int layer) const {
+  return TensorView{stream_.as<float>() + layer * dims_.BTC(), DType::kF32, Device::kCPU,
+                    Shape{dims_.B, dims_.T, dims_.C}};
+}
+
+TensorView GptModel::acquire_fp32(ParamStore& store, int unit, Pass pass) {
+  const TensorView working = store.acquire_params(unit, pass);
+  if (working.dtype == DType::kF32) return working;
+  for (int slot = 0; slot < 2; ++slot) {
+    if (fp32_copy_unit_[slot] == unit) return TensorView{fp32_copies_[slot].data(), DType::kF32, Device::kCPU, working.shape};
+  }
+  const int slot = next_copy_slot_;
+  next_copy_slot_ = 1 - slot;
+  if (fp32_copies_[slot].empty()) {
+    fp32_copies_[slot] = Buffer(tracker_, MemCategory::kWorkspace, DType::kF32, table_.max_unit_numel());
+  }
+  TensorView copy{fp32_copies_[slot].data(), DType::kF32, Device::kCPU, working.shape};
+  cpu::cast(ctx_, copy, working);
+  fp32_copy_unit_[slot] = unit;
+  return copy;
+}
+
+TensorView GptModel::zeroed_grad_scratch(int unit) {
+  const std::int64_t n = table_.units()[static_cast<std::size_t>(unit)].numel;
+  std::memset(grad_scratch_.data(), 0, static_cast<std::size_t>(n) * sizeof(float));
+  return TensorView{grad_scratch_.data(), DType::kF32, Device::kCPU, Shape{n}};
+}
+
+float GptModel::forward(ParamStore& store, const std::int32_t* inputs, const std::int32_t* targets,
+                        float* logits_out) {
+  const ActivationDims& d = dims_;
+  const int L = config_.n_layer, emb = embedding_unit(), fin = final_unit(config_);
+  fp32_copy_unit_ = {-1, -1};  // parameters may have changed since the last step
+  stream_ = Buffer(tracker_, MemCategory::kActivations, DType::kF32, residual_stream_numel(d, L));
+  auto* tokens = reinterpret_cast<std::int32_t*>(stream_.as<float>() + (L + 1) * d.BTC());
+  std::memcpy(tokens, inputs, static_cast<std::size_t>(d.BT()) * sizeof(std::int32_t));
+  std::memcpy(tokens + d.BT(), targets, static_cast<std::size_t>(d.BT()) * sizeof(std::int32_t));
+  const TensorView input_view{tokens, DType::kI32, Device::kCPU, Shape{d.B, d.T}};
+  const TensorView target_view{tokens + d.BT(), DType::kI32, Device::kCPU, Shape{d.BT()}};
+
+  {
+    const EmbeddingParams p = embedding_views(table_, acquire_fp32(store, emb, Pass::kForward));
+    cpu::embedding_forward(ctx_, resid(0), input_view, p.wte, p.wpe);
+    store.release_params(emb, Pass::kForward);
+  }
+  for (int l = 0; l < L; ++l) {
+    const BlockParams p = block_views(table_, l, acquire_fp32(store, block_unit(l), Pass::kForward));
+    auto acts = std::make_unique<BlockActivations>(tracker_, d);
+    block_forward(ctx_, p, resid(l), *acts, resid(l + 1), config_.n_head);
+    // A checkpointed block keeps only its input (resid(l)); backward recomputes the rest.
+    if (!policy_.is_checkpointed(l)) block_acts_[static_cast<std::size_t>(l)] = std::move(acts);
+    store.release_params(block_unit(l), Pass::kForward);
+  }
+
+  head_acts_ = std::make_unique<HeadActivations>(tracker_, d);
+  HeadActivations& h = *head_acts_;
+  const FinalParams fp = final_views(table_, config_, acquire_fp32(store, fin, Pass::kForward));
+  const EmbeddingParams ep = embedding_views(table_, acquire_fp32(store, emb, Pass::kForward));
+  cpu::layernorm_forward(ctx_, h.lnf, h.lnf_mean, h.lnf_rstd, resid(L), fp.ln_f_w, fp.ln_f_b);
+  cpu::matmul_forward(ctx_, h.probs, h.lnf, ep.wte, cpu::WeightLayout::kOutIn, TensorView{});
+  store.release_params(emb, Pass::kForward);
+  store.release_params(fin, Pass::kForward);
+  if (logits_out != nullptr) {
+    const float* logits = h.probs.as<float>();
+    const std::int64_t V = config_.vocab_size;
+    for (std::int64_t r = 0; r < d.BT(); ++r) {
+      std::memcpy(logits_out + r * V, logits + r * d.Vp, static_cast<std::size_t>(V) * sizeof(float));
+    }
+  }
+  cpu::softmax_cross_entropy_forward(ctx_, h.losses, h.probs, h.probs, target_view, config_.vocab_size);
+  double sum = 0.0;  // fixed order: the loss is reproducible bit for bit
+  const float* losses = h.losses.as<float>();
+  for (std::int64_t i = 0; i < d.BT(); ++i) sum += losses[i];
+  return static_cast<float>(sum / static_cast<double>(d.BT()));
+}
+
+void GptModel::backward(ParamStore& store) {
+  ZT_CHECK(head_acts_ != nullptr, "backward without forward");
+  const ActivationDims& d = dims_;
+  const int L = config_.n_layer, emb = embedding_unit(), fin = final_unit(config_);
+  auto* tokens = reinterpret_cast<std::int32_t*>(stream_.as<float>() + (L + 1) * d.BTC());
+  const TensorView input_view{tokens, DType::kI32, Device::kCPU, Shape{d.B, d.T}};
+  const TensorView target_view{tokens + d.BT(), DType::kI32, Device::kCPU, Shape{d.BT()}};
+  const TensorView dresid = dresid_.view(Shape{d.B, d.T, d.C});
+  const TensorView dlnf = block_scratch_.d_btc.view(Shape{d.B, d.T, d.C});
+
+  {  // Head: dlogits in place of the probabilities, then the tied wte and ln_f.
+    HeadActivations& h = *head_acts_;
+    cpu::softmax_cross_entropy_backward(ctx_, h.probs, h.probs, target_view, 1.0f / static_cast<float>(d.BT()),
+                                        config_.vocab_size);
+    const EmbeddingParams ep = embedding_views(table_, acquire_fp32(store, emb, Pass::kBackward));
+    const TensorView emb_grad = zeroed_grad_scratch(emb);
+    cpu::matmul_backward(ctx_, dlnf, embedding_views(table_, emb_grad).wte, TensorView{}, h.probs, h.lnf, ep.wte,
+                         cpu::WeightLayout::kOutIn);
+    store.accumulate_grads(emb, emb_grad);
+    store.release_params(emb, Pass::kBackward);
+
+    const FinalParams fp = final_views(table_, config_, acquire_fp32(store, fin, Pass::kBackward));
+    const TensorView fin_grad = zeroed_grad_scratch(fin);
+    const FinalParams fg = final_views(table_, config_, fin_grad);
+    std::memset(dresid.data, 0, dresid.size_bytes());
+    cpu::layernorm_backward(ctx_, dresid, fg.ln_f_w, fg.ln_f_b, dlnf, resid(L), fp.ln_f_w, h.lnf_mean, h.lnf_rstd);
+    store.accumulate_grads(fin, fin_grad);
+    store.grads_ready(fin);
+    store.release_params(fin, Pass::kBackward);
+    head_acts_.reset();
+  }
+
+  for (int l = L - 1; l >= 0; --l) {
+    const int unit = block_unit(l);
+    const BlockParams p = block_views(table_, l, acquire_fp32(store, unit, Pass::kBackward));
+    std::unique_ptr<BlockActivations>& acts = block_acts_[static_cast<std::size_t>(l)];
+    if (policy_.is_checkpointed(l)) {
+      acts = std::make_unique<BlockActivations>(tracker_, d);
+      block_forward(ctx_, p, resid(l), *acts, TensorView{}, config_.n_head);
+    }
+    const TensorView grad = zeroed_grad_scratch(unit);
+    block_backward(ctx_, p, block_views(table_, l, grad), resid(l), *acts, dresid, block_scratch_, config_.n_head);
+    acts.reset();
+    store.accumulate_grads(unit, grad);
+    store.grads_ready(unit);
+    store.release_params(unit, Pass::kBackward);
+  }
+
+  {  // The embedding backward is a scatter-add of dresid: it reads no weights, so none are acquired.
+    const TensorView grad = zeroed_grad_scratch(emb);
+    const EmbeddingParams g = embedding_views(table_, grad);
+    cpu::embedding_backward(ctx_, g.wte, g.wpe, dresid, input_view);
+    store.accumulate_grads(emb, grad);
+    store.grads_ready(emb);
+  }
+  stream_.reset();
+}
+
+}  // namespace zt::gpt

@@ -1,0 +1,69 @@
+// GPT-2 forward and backward on the CPU backend. The model owns its activations and scratch, not
+// its parameters: it reaches them through a ParamStore, unit by unit in execution order, so the
+// same model runs unsharded or under any ZeRO stage. It knows nothing about parallelism.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "engine/core/buffer.h"
+#include "engine/sharding/param_store.h"
+#include "kernels/exec_context.h"
+#include "models/gpt/activations.h"
+#include "models/gpt/block.h"
+#include "models/gpt/gpt_params.h"
+
+namespace zt::gpt {
+
+class GptModel {
+ public:
+  // Sized for batches of `batch` sequences of `seq_len` tokens (seq_len <= block_size).
+  GptModel(const GptConfig& config, int batch, int seq_len, CheckpointPolicy policy, MemoryTracker& tracker,
+           const ExecContext& ctx);
+  ~GptModel();
+
+  const GptConfig& config() const { return config_; }
+  const ParamTable& table() const { return table_; }
+  const ActivationDims& dims() const { return dims_; }
+
+  // Forward on inputs and targets [B, T] (i32). Returns the mean cross-entropy and keeps what
+  // backward needs. When logits_out is given, the unpadded logits [B, T, V] are copied there.
+  float forward(ParamStore& store, const std::int32_t* inputs, const std::int32_t* targets,
+                float* logits_out = nullptr);
+  // Backward of the last forward: every unit's gradient of the mean loss goes to the store
+  // (accumulate_grads, then grads_ready). Frees the forward's activations.
+  void backward(ParamStore& store);
+
+ private:
+  // fp32 view of a unit's working parameters: the store's own buffer in fp32 mode, a converted
+  // copy in bf16 mode (kernels compute in fp32). Pair each call with store.release_params.
+  TensorView acquire_fp32(ParamStore& store, int unit, Pass pass);
+  TensorView zeroed_grad_scratch(int unit);
+  TensorView resid(int layer) const;  // input of block `layer`; resid(n_layer) is the last output
+
+  GptConfig config_;
+  ParamTable table_;
+  ActivationDims dims_;
+  CheckpointPolicy policy_;
+  MemoryTracker& tracker_;
+  ExecContext ctx_;
+
+  // Workspace, allocated once.
+  BlockGradScratch block_scratch_;
+  Buffer dresid_;        // [B,T,C] gradient of the residual stream
+  Buffer grad_scratch_;  // fp32, largest unit: one unit's gradient before it goes to the store
+  // bf16 mode: two fp32 copies of units (the head needs the final LN and the embeddings at once).
+  std::array<Buffer, 2> fp32_copies_;
+  std::array<int, 2> fp32_copy_unit_{-1, -1};
+  int next_copy_slot_ = 0;
+
+  // Activations of the step in flight.
+  Buffer stream_;  // residual stream (n_layer + 1 blocks of BTC) then inputs and targets (i32)
+  std::vector<std::unique_ptr<BlockActivations>> block_acts_;
+  std::unique_ptr<HeadActivations> head_acts_;
+};
+
+}  // namespace zt::gpt

@@ -1,0 +1,123 @@
+// Config parsing: defaults, overrides, and one clear error per class of bad input, naming the key.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "engine/config/config_reader.h"
+#include "engine/config/run_config.h"
+#include "engine/core/check.h"
+
+namespace zt {
+namespace {
+
+nlohmann::json base() {
+  return nlohmann::json::parse(R"({"model": {"n_layer": 2, "n_head": 2, "n_embd": 32, "block_size": 16,
+                                              "vocab_size": 65}})");
+}
+
+// Expects parse_run_config to throw InputError whose message contains every fragment.
+void expect_error(nlohmann::json doc, std::initializer_list<const char*> fragments) {
+  try {
+    parse_run_config(std::move(doc), "test.json");
+    FAIL() << "expected an InputError";
+  } catch (const InputError& e) {
+    const std::string msg = e.what();
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << "one line: " << msg;
+    for (const char* f : fragments) EXPECT_NE(msg.find(f), std::string::npos) << "'" << f << "' not in: " << msg;
+  }
+}
+
+TEST(RunConfig, DefaultsAreResolved) {
+  const RunConfig c = parse_run_config(base(), "test.json");
+  EXPECT_EQ(c.train.seq_len, 16);  // defaults to block_size
+  EXPECT_EQ(c.param_dtype, DType::kF32);
+  EXPECT_EQ(c.train.activation_checkpointing.kind, gpt::CheckpointPolicy::Kind::kNone);
+  EXPECT_GE(c.train.num_threads, 1);
+  EXPECT_EQ(c.model.padded_vocab_size(), 128);
+}
+
+TEST(RunConfig, OverridesReachNestedKeysAndParseTypes) {
+  nlohmann::json doc = base();
+  apply_override(doc, "precision.param_dtype=bf16");
+  apply_override(doc, "train.activation_checkpointing=every:2");
+  apply_override(doc, "optim.lr=0.5");
+  apply_override(doc, "model.n_layer=3");
+  const RunConfig c = parse_run_config(doc, "test.json");
+  EXPECT_EQ(c.param_dtype, DType::kBF16);
+  EXPECT_EQ(c.train.activation_checkpointing.every_k, 2);
+  EXPECT_FLOAT_EQ(c.optim.lr, 0.5f);
+  EXPECT_EQ(c.model.n_layer, 3);
+  EXPECT_THROW(apply_override(doc, "novalue"), InputError);
+  EXPECT_THROW(apply_override(doc, "model..x=1"), InputError);
+}
+
+TEST(RunConfig, UnknownKeyIsRejectedWithSuggestion) {
+  nlohmann::json doc = base();
+  doc["model"]["n_layers"] = 3;
+  expect_error(doc, {"test.json", "unknown key 'model.n_layers'", "did you mean 'model.n_layer'"});
+  doc = base();
+  doc["trian"] = nlohmann::json::object();
+  expect_error(doc, {"unknown key 'trian'", "did you mean 'train'"});
+}
+
+TEST(RunConfig, WrongTypesNameTheKey) {
+  nlohmann::json doc = base();
+  doc["model"]["n_embd"] = "32";
+  expect_error(doc, {"'model.n_embd' must be an integer"});
+  doc = base();
+  doc["model"]["n_embd"] = 32.5;
+  expect_error(doc, {"'model.n_embd' must be an integer"});
+  doc = base();
+  doc["optim"] = {{"lr", "fast"}};
+  expect_error(doc, {"'optim.lr' must be a number"});
+  doc = base();
+  doc["train"] = 3;
+  expect_error(doc, {"'train' must be a JSON object"});
+}
+
+TEST(RunConfig, RangesAndConsistencyAreChecked) {
+  for (const char* key : {"n_layer", "n_head", "n_embd", "block_size", "vocab_size"}) {
+    nlohmann::json doc = base();
+    doc["model"][key] = 0;
+    expect_error(doc, {"out of range", key});
+  }
+  nlohmann::json doc = base();
+  doc["model"]["n_head"] = 3;
+  expect_error(doc, {"n_embd = 32 is not divisible by model.n_head = 3"});
+  doc = base();
+  doc["train"] = {{"seq_len", 17}};
+  expect_error(doc, {"train.seq_len = 17 exceeds model.block_size = 16"});
+  doc = base();
+  doc["train"] = {{"activation_checkpointing", "every:0"}};
+  expect_error(doc, {"train.activation_checkpointing"});
+  doc = base();
+  doc["precision"] = {{"param_dtype", "fp8"}};
+  expect_error(doc, {"precision.param_dtype", "f32, bf16"});
+  doc = base();
+  doc["model"].erase("vocab_size");
+  expect_error(doc, {"missing required key 'model.vocab_size'"});
+  expect_error(nlohmann::json::object(), {"missing required section 'model'"});
+}
+
+TEST(RunConfig, FilesThatCannotBeReadOrParsedAreNamed) {
+  EXPECT_THROW(load_run_config("/nonexistent/config.json", {}), InputError);
+  const std::string path = ::testing::TempDir() + "/malformed.json";
+  {
+    std::ofstream out(path);
+    out << "{\n  \"model\": {\n    \"n_layer\": 2,,\n  }\n}\n";
+  }
+  try {
+    load_run_config(path, {});
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("malformed JSON at line 3"), std::string::npos) << e.what();
+  }
+}
+
+TEST(NearestKey, SuggestsOnlyCloseMatches) {
+  EXPECT_EQ(nearest_key("n_embed", {"n_embd", "n_head"}), "n_embd");
+  EXPECT_EQ(nearest_key("completely_different", {"n_embd", "n_head"}), "");
+}
+
+}  // namespace
+}  // namespace zt

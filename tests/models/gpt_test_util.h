@@ -1,0 +1,59 @@
+// Shared set-up for GPT model tests: a model, its resident store initialised from a seed, and a
+// random batch, so each test states only what it checks.
+#pragma once
+
+#include <cstring>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "engine/sharding/resident_param_store.h"
+#include "kernels/cpu/cast.h"
+#include "models/gpt/gpt_model.h"
+
+namespace zt::gpt::testing {
+
+struct GptFixture {
+  MemoryTracker tracker;
+  ExecContext ctx{Device::kCPU, 2, nullptr};
+  std::unique_ptr<GptModel> model;
+  std::unique_ptr<ResidentParamStore> store;
+  std::vector<std::int32_t> inputs, targets;
+
+  GptFixture(const GptConfig& c, int B, int T, CheckpointPolicy policy, DType dtype, std::uint64_t seed) {
+    model = std::make_unique<GptModel>(c, B, T, policy, tracker, ctx);
+    store = std::make_unique<ResidentParamStore>(model->table(), dtype, tracker, ctx);
+    for (std::size_t u = 0; u < model->table().units().size(); ++u) {
+      const std::int64_t n = model->table().units()[u].numel;
+      std::vector<float> init(static_cast<std::size_t>(n));
+      init_unit_params(model->table(), c, static_cast<int>(u), seed, init.data());
+      cpu::cast(ctx, store->params(static_cast<int>(u)), TensorView{init.data(), DType::kF32, Device::kCPU, Shape{n}});
+    }
+    std::mt19937 rng(static_cast<std::uint32_t>(seed));
+    std::uniform_int_distribution<int> tok(0, c.vocab_size - 1);
+    inputs.resize(static_cast<std::size_t>(B) * T);
+    targets.resize(inputs.size());
+    for (auto& t : inputs) t = tok(rng);
+    for (auto& t : targets) t = tok(rng);
+  }
+
+  float step() {
+    store->zero_grads();
+    const float loss = model->forward(*store, inputs.data(), targets.data());
+    model->backward(*store);
+    return loss;
+  }
+
+  // All gradients, unit after unit, as raw bytes (for bitwise comparison).
+  std::vector<unsigned char> grad_bytes() const {
+    std::vector<unsigned char> out;
+    for (std::size_t u = 0; u < model->table().units().size(); ++u) {
+      const TensorView g = store->grads(static_cast<int>(u));
+      const auto* p = static_cast<const unsigned char*>(g.data);
+      out.insert(out.end(), p, p + g.size_bytes());
+    }
+    return out;
+  }
+};
+
+}  // namespace zt::gpt::testing

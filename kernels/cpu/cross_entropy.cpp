@@ -66,6 +66,7 @@ void softmax_cross_entropy_forward(const ExecContext& ctx, TensorView losses, Te
     float* pr = p + n * Vp;  // may be xr itself: every xr[v] is read before pr[v] is written
     const float target_logit = xr[tgt[n]];
     const float mx = vec::max(xr, V);
+#pragma GCC ivdep
     for (std::int64_t v = 0; v < V; ++v) pr[v] = vec::exp_approx(xr[v] - mx);
     const double sum = sum_f64(pr, V);
     // loss = log(sum exp(x - max)) - (x_target - max), the max cancelling exactly in fp64.
@@ -89,6 +90,7 @@ void softmax_cross_entropy_backward(const ExecContext& ctx, TensorView dlogits, 
     const float* pr = p + n * Vp;
     float* dr = dx + n * Vp;  // may alias pr: the target's probability is read before the loop
     const float target_prob = pr[tgt[n]];
+#pragma GCC ivdep
     for (std::int64_t v = 0; v < V; ++v) dr[v] = pr[v] * dloss;
     dr[tgt[n]] = (target_prob - 1.0f) * dloss;
     if (Vp > V) std::memset(dr + V, 0, static_cast<std::size_t>(Vp - V) * sizeof(float));

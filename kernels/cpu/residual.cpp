@@ -21,8 +21,14 @@ void residual_forward(const ExecContext& ctx, TensorView out, TensorView a, Tens
   float* o = out.as<float>();
   const float* x = a.as<float>();
   const float* y = b.as<float>();
+  const std::int64_t num_blocks = (n + kBlock - 1) / kBlock;
 #pragma omp parallel for num_threads(ctx.num_threads) schedule(static)
-  for (std::int64_t i = 0; i < n; ++i) o[i] = x[i] + y[i];
+  for (std::int64_t blk = 0; blk < num_blocks; ++blk) {
+    const std::int64_t end = blk * kBlock + kBlock < n ? blk * kBlock + kBlock : n;
+    // out may alias a or b; every element is read before it is written.
+#pragma GCC ivdep
+    for (std::int64_t i = blk * kBlock; i < end; ++i) o[i] = x[i] + y[i];
+  }
 }
 
 void accumulate_into(const ExecContext& ctx, TensorView dst, TensorView src) {

@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+"""CLI bad-input test: every class of bad input (missing file, malformed JSON, unknown key, wrong
+type, indivisible n_embd, zero sizes, bad flags) ends with exit code 2 and exactly one line on
+stderr that names the culprit, never a crash, and leaves an existing output file untouched.
+
+usage: bad_input_test.py PATH/TO/zerotrain
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+GOOD = {"model": {"n_layer": 1, "n_head": 2, "n_embd": 8, "block_size": 8, "vocab_size": 10},
+        "train": {"micro_batch": 2}}
+
+
+def main():
+    binary = sys.argv[1]
+    work = tempfile.mkdtemp(prefix="zt_cli_")
+    out = os.path.join(work, "state.safetensors")
+    sentinel = b"previous contents must survive a failed run"
+
+    def config_file(name, content):
+        path = os.path.join(work, name)
+        with open(path, "w") as f:
+            f.write(content if isinstance(content, str) else json.dumps(content))
+        return path
+
+    def with_model(**changes):
+        doc = json.loads(json.dumps(GOOD))
+        doc["model"].update(changes)
+        return doc
+
+    cases = [  # (name, argv after the binary, fragment the error must contain)
+        ("missing config file", ["debug-state", "--config", os.path.join(work, "nope.json"), "--out", out], "nope.json"),
+        ("malformed JSON", ["debug-state", "--config", config_file("bad.json", '{"model": {"n_layer": 1,,}}'),
+                            "--out", out], "malformed JSON at line 1"),
+        ("unknown key", ["debug-state", "--config", config_file("k.json", with_model(n_layers=2)), "--out", out],
+         "model.n_layers"),
+        ("wrong type", ["debug-state", "--config", config_file("t.json", with_model(n_embd="8")), "--out", out],
+         "model.n_embd"),
+        ("n_embd not divisible by n_head", ["debug-state", "--config", config_file("d.json", with_model(n_head=3)),
+                                            "--out", out], "model.n_head"),
+        ("zero n_layer", ["debug-state", "--config", config_file("z1.json", with_model(n_layer=0)), "--out", out],
+         "model.n_layer"),
+        ("zero vocab", ["debug-state", "--config", config_file("z2.json", with_model(vocab_size=0)), "--out", out],
+         "model.vocab_size"),
+        ("zero batch", ["debug-state", "--config", config_file("z3.json", dict(GOOD, train={"micro_batch": 0})),
+                        "--out", out], "train.micro_batch"),
+        ("config not an object", ["debug-state", "--config", config_file("a.json", "[1, 2]"), "--out", out], "object"),
+        ("bad --set", ["debug-state", "--config", config_file("g.json", GOOD), "--out", out, "--set", "model.n_head"],
+         "--set"),
+        ("bad --steps", ["debug-state", "--config", config_file("g2.json", GOOD), "--out", out, "--steps", "-1"],
+         "--steps"),
+        ("missing --out", ["debug-state", "--config", config_file("g3.json", GOOD)], "--out"),
+        ("unknown flag", ["debug-state", "--frobnicate"], "--frobnicate"),
+        ("unknown command", ["frobnicate"], "frobnicate"),
+    ]
+
+    failures = []
+    for name, argv, fragment in cases:
+        with open(out, "wb") as f:
+            f.write(sentinel)
+        proc = subprocess.run([binary] + argv, capture_output=True, text=True, timeout=60)
+        err_lines = [l for l in proc.stderr.splitlines() if l.strip()]
+        problems = []
+        if proc.returncode != 2:
+            problems.append(f"exit code {proc.returncode}, expected 2")
+        if not err_lines or fragment not in err_lines[0]:
+            problems.append(f"first stderr line lacks '{fragment}'")
+        if name != "unknown command" and len(err_lines) != 1:
+            problems.append(f"{len(err_lines)} stderr lines, expected 1")
+        with open(out, "rb") as f:
+            if f.read() != sentinel:
+                problems.append("the existing output file was modified")
+        status = "OK" if not problems else "FAIL: " + "; ".join(problems)
+        print(f"{name:<32} exit={proc.returncode}  {status}\n    stderr: {proc.stderr.strip()[:200]}")
+        if problems:
+            failures.append(name)
+
+    proc = subprocess.run([binary, "debug-state", "--help"], capture_output=True, text=True, timeout=60)
+    if proc.returncode != 0 or "--config" not in proc.stdout:
+        failures.append("debug-state --help")
+    print(f"{len(cases) + 1 - len(failures)} passed, {len(failures)} failed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,7 +1,7 @@
 // Causal self-attention core on the CPU, one (batch, head) pair per task. Each task owns disjoint
-// slices of out/att/dqkv, so no reductions cross threads and results are bitwise independent of the
-// thread count. K (forward) and V (backward) of the head are transposed into per-thread scratch so
-// the score loops run contiguously over key positions and vectorise.
+// slices of out/att/dqkv, so nothing is reduced across threads and results are bitwise independent
+// of the thread count. Within a task the products run as register-blocked tiles over zero-padded
+// per-thread copies of the head's q, k, v (transient scratch, freed when the kernel returns).
 #include "kernels/cpu/attention.h"
 
 #include <algorithm>
@@ -16,8 +16,16 @@ namespace zt::cpu {
 
 namespace {
 
+// A tile is kTileRows x kTileCols accumulators: 4 x 16 floats fill 8 of the 16 AVX2 registers,
+// leaving room for the loaded and broadcast operands. Padded sizes are multiples of kTileCols.
+constexpr std::int64_t kTileRows = 4;
+constexpr std::int64_t kTileCols = 16;
+
+std::int64_t round_up(std::int64_t x, std::int64_t m) { return (x + m - 1) / m * m; }
+
 struct AttnDims {
   std::int64_t B, T, C, NH, hs;
+  std::int64_t Tp, hsp;  // T and hs rounded up to kTileCols
 };
 
 AttnDims check_dims(const TensorView& out_like, const TensorView& att, const TensorView& qkv, int n_head) {
@@ -32,17 +40,92 @@ AttnDims check_dims(const TensorView& out_like, const TensorView& att, const Ten
   d.NH = n_head;
   ZT_CHECK(n_head > 0 && d.C % n_head == 0, "C={} not divisible by n_head={}", d.C, n_head);
   d.hs = d.C / n_head;
+  d.Tp = round_up(d.T, kTileCols);
+  d.hsp = round_up(d.hs, kTileCols);
   ZT_CHECK(out_like.numel() == d.B * d.T * d.C && out_like.shape[out_like.shape.ndim() - 1] == d.C,
            "out/dout must be [B={}, T={}, C={}]", d.B, d.T, d.C);
   ZT_CHECK(att.numel() == d.B * d.NH * d.T * d.T, "att must be [B={}, n_head={}, T={}, T]", d.B, d.NH, d.T);
   return d;
 }
 
-// dst[d * T + t] = head slice of rows t of src (row stride 3C): a [T, hs] block transposed to [hs, T].
-void transpose_head(float* dst, const float* src, std::int64_t T, std::int64_t row_stride, std::int64_t hs) {
+// Eight floats as one vector (GCC/Clang vector extension): an AVX2 register under x86-64-v3.
+// The tiles below are written with it because the auto-vectoriser shuffles rather than keeps a
+// 4 x 16 accumulator block in registers.
+typedef float f32x8 __attribute__((vector_size(32)));
+static_assert(kTileCols == 16, "tiles hold two f32x8 per row");
+
+inline f32x8 load8(const float* p) {
+  f32x8 v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+inline void store8(float* p, f32x8 v) { std::memcpy(p, &v, sizeof v); }
+
+// out[r][j] = sum_{e < hs} a[r][e] * bt[e][j] for r < kTileRows, j < ncols (a multiple of kTileCols).
+void tile_a_times_bt(float* out, std::int64_t out_stride, const float* a, std::int64_t a_stride, const float* bt,
+                     std::int64_t bt_stride, std::int64_t hs, std::int64_t ncols) {
+  for (std::int64_t j = 0; j < ncols; j += kTileCols) {
+    f32x8 acc[kTileRows][2] = {};
+    for (std::int64_t e = 0; e < hs; ++e) {
+      const f32x8 b0 = load8(bt + e * bt_stride + j);
+      const f32x8 b1 = load8(bt + e * bt_stride + j + 8);
+      for (int r = 0; r < kTileRows; ++r) {
+        const float ar = a[r * a_stride + e];
+        acc[r][0] += ar * b0;
+        acc[r][1] += ar * b1;
+      }
+    }
+    for (int r = 0; r < kTileRows; ++r) {
+      store8(out + r * out_stride + j, acc[r][0]);
+      store8(out + r * out_stride + j + 8, acc[r][1]);
+    }
+  }
+}
+
+// out[r][e] = sum_{k0 <= k < k1} w(r, k) * m[k][e] for r < kTileRows, e < width (a multiple of
+// kTileCols), where w(r, k) = w[r * w_rs + k * w_cs]: a transposed weight matrix is just strides.
+void tile_w_times_m(float* out, std::int64_t out_stride, const float* w, std::int64_t w_rs, std::int64_t w_cs,
+                    const float* m, std::int64_t m_stride, std::int64_t k0, std::int64_t k1, std::int64_t width) {
+  for (std::int64_t e0 = 0; e0 < width; e0 += kTileCols) {
+    f32x8 acc[kTileRows][2] = {};
+    for (std::int64_t k = k0; k < k1; ++k) {
+      const f32x8 m0 = load8(m + k * m_stride + e0);
+      const f32x8 m1 = load8(m + k * m_stride + e0 + 8);
+      for (int r = 0; r < kTileRows; ++r) {
+        const float wr = w[r * w_rs + k * w_cs];
+        acc[r][0] += wr * m0;
+        acc[r][1] += wr * m1;
+      }
+    }
+    for (int r = 0; r < kTileRows; ++r) {
+      store8(out + r * out_stride + e0, acc[r][0]);
+      store8(out + r * out_stride + e0 + 8, acc[r][1]);
+    }
+  }
+}
+
+// dst[t][e] = src[t * src_stride + e] for t < T, e < hs; zero elsewhere in the [Tp, dst_stride] copy.
+void copy_head_rows(float* dst, std::int64_t Tp, std::int64_t dst_stride, const float* src, std::int64_t T,
+                    std::int64_t src_stride, std::int64_t hs) {
+  std::memset(dst, 0, static_cast<std::size_t>(Tp * dst_stride) * sizeof(float));
+  for (std::int64_t t = 0; t < T; ++t) std::memcpy(dst + t * dst_stride, src + t * src_stride, hs * sizeof(float));
+}
+
+// dst[e][t] = src[t * src_stride + e] for t < T, e < hs; zero for T <= t < Tp. dst is [hs, Tp].
+void copy_head_transposed(float* dst, std::int64_t Tp, const float* src, std::int64_t T, std::int64_t src_stride,
+                          std::int64_t hs) {
+  std::memset(dst, 0, static_cast<std::size_t>(hs * Tp) * sizeof(float));
   for (std::int64_t t = 0; t < T; ++t) {
-    const float* row = src + t * row_stride;
-    for (std::int64_t e = 0; e < hs; ++e) dst[e * T + t] = row[e];
+    for (std::int64_t e = 0; e < hs; ++e) dst[e * Tp + t] = src[t * src_stride + e];
+  }
+}
+
+// Writes rows [r0, min(r0 + kTileRows, T)) of a tile (row stride tile_stride) to dst rows
+// (row stride dst_stride), hs floats each.
+void store_tile_rows(float* dst, std::int64_t dst_stride, const float* tile, std::int64_t tile_stride,
+                     std::int64_t r0, std::int64_t T, std::int64_t hs) {
+  for (std::int64_t r = 0; r < kTileRows && r0 + r < T; ++r) {
+    std::memcpy(dst + (r0 + r) * dst_stride, tile + r * tile_stride, hs * sizeof(float));
   }
 }
 
@@ -50,43 +133,44 @@ void transpose_head(float* dst, const float* src, std::int64_t T, std::int64_t r
 
 void attention_forward(const ExecContext& ctx, TensorView out, TensorView att, TensorView qkv, int n_head) {
   const AttnDims d = check_dims(out, att, qkv, n_head);
-  const std::int64_t T = d.T, C = d.C, C3 = 3 * d.C, hs = d.hs;
+  const std::int64_t T = d.T, C = d.C, C3 = 3 * d.C, hs = d.hs, Tp = d.Tp, hsp = d.hsp;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
   const float* qkv_p = qkv.as<float>();
   float* out_p = out.as<float>();
   float* att_p = att.as<float>();
 #pragma omp parallel num_threads(ctx.num_threads)
   {
-    std::vector<float> k_t(static_cast<std::size_t>(hs * T));  // this head's keys, [hs, T]
-    std::vector<float> acc(static_cast<std::size_t>(hs));
+    std::vector<float> k_t(hs * Tp), q_c(Tp * hs), v_c(Tp * hsp);  // this head's k^T, q, v
+    std::vector<float> s(kTileRows * Tp), o(kTileRows * hsp);     // a tile's scores, its output rows
 #pragma omp for schedule(static)
     for (std::int64_t bh = 0; bh < d.B * d.NH; ++bh) {
       const std::int64_t b = bh / d.NH, h = bh % d.NH;
-      const float* base = qkv_p + b * T * C3;
-      transpose_head(k_t.data(), base + C + h * hs, T, C3, hs);
-      for (std::int64_t t = 0; t < T; ++t) {
-        const float* q = base + t * C3 + h * hs;
-        float* arow = att_p + (bh * T + t) * T;
-        const std::int64_t len = t + 1;  // causal: keys 0..t
-        std::memset(arow, 0, static_cast<std::size_t>(T) * sizeof(float));
-        for (std::int64_t e = 0; e < hs; ++e) {
-          const float qe = q[e];
-          const float* ke = k_t.data() + e * T;
-          for (std::int64_t t2 = 0; t2 < len; ++t2) arow[t2] += qe * ke[t2];
+      const float* base = qkv_p + b * T * C3 + h * hs;
+      copy_head_transposed(k_t.data(), Tp, base + C, T, C3, hs);
+      copy_head_rows(q_c.data(), Tp, hs, base, T, C3, hs);
+      copy_head_rows(v_c.data(), Tp, hsp, base + 2 * C, T, C3, hs);
+      for (std::int64_t t0 = 0; t0 < T; t0 += kTileRows) {
+        const std::int64_t keys = std::min(t0 + kTileRows, T);  // causal: this tile sees keys [0, keys)
+        const std::int64_t ncols = round_up(keys, kTileCols);
+        tile_a_times_bt(s.data(), Tp, q_c.data() + t0 * hs, hs, k_t.data(), Tp, hs, ncols);
+        for (std::int64_t r = 0; r < kTileRows; ++r) {
+          float* srow = s.data() + r * Tp;
+          const std::int64_t t = t0 + r;
+          const std::int64_t len = t < T ? t + 1 : 0;  // rows past T (padding) get all-zero weights
+          if (t < T) {
+            for (std::int64_t k = 0; k < len; ++k) srow[k] *= scale;
+            const float mx = vec::max(srow, len);
+            for (std::int64_t k = 0; k < len; ++k) srow[k] = vec::exp_approx(srow[k] - mx);
+            const float inv_sum = 1.0f / vec::sum(srow, len);
+            for (std::int64_t k = 0; k < len; ++k) srow[k] *= inv_sum;
+            float* arow = att_p + (bh * T + t) * T;
+            std::memcpy(arow, srow, len * sizeof(float));
+            std::memset(arow + len, 0, (T - len) * sizeof(float));
+          }
+          std::memset(srow + len, 0, (ncols - len) * sizeof(float));  // masked keys weigh nothing in p @ v
         }
-        for (std::int64_t t2 = 0; t2 < len; ++t2) arow[t2] *= scale;
-        const float mx = vec::max(arow, len);
-        for (std::int64_t t2 = 0; t2 < len; ++t2) arow[t2] = vec::exp_approx(arow[t2] - mx);
-        const float inv_sum = 1.0f / vec::sum(arow, len);
-        for (std::int64_t t2 = 0; t2 < len; ++t2) arow[t2] *= inv_sum;
-
-        std::fill(acc.begin(), acc.end(), 0.0f);
-        for (std::int64_t t2 = 0; t2 < len; ++t2) {
-          const float a = arow[t2];
-          const float* v = base + t2 * C3 + 2 * C + h * hs;
-          for (std::int64_t e = 0; e < hs; ++e) acc[e] += a * v[e];
-        }
-        std::memcpy(out_p + (b * T + t) * C + h * hs, acc.data(), static_cast<std::size_t>(hs) * sizeof(float));
+        tile_w_times_m(o.data(), hsp, s.data(), Tp, 1, v_c.data(), hsp, 0, keys, hsp);
+        store_tile_rows(out_p + b * T * C + h * hs, C, o.data(), hsp, t0, T, hs);
       }
     }
   }
@@ -96,59 +180,63 @@ void attention_backward(const ExecContext& ctx, TensorView dqkv, TensorView dout
                         int n_head) {
   const AttnDims d = check_dims(dout, att, qkv, n_head);
   ZT_CHECK(dqkv.dtype == DType::kF32 && dqkv.numel() == qkv.numel(), "dqkv must be F32 shaped as qkv");
-  const std::int64_t T = d.T, C = d.C, C3 = 3 * d.C, hs = d.hs;
+  const std::int64_t T = d.T, C = d.C, C3 = 3 * d.C, hs = d.hs, Tp = d.Tp, hsp = d.hsp;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
   const float* qkv_p = qkv.as<float>();
   const float* dout_p = dout.as<float>();
   const float* att_p = att.as<float>();
   float* dqkv_p = dqkv.as<float>();
-  const std::int64_t rows = d.B * T;
-#pragma omp parallel for num_threads(ctx.num_threads) schedule(static)
-  for (std::int64_t r = 0; r < rows; ++r) std::memset(dqkv_p + r * C3, 0, static_cast<std::size_t>(C3) * sizeof(float));
-
+  // Every element of dqkv belongs to exactly one (b, h) slice and is written once below, so the
+  // output is overwritten without a separate zeroing pass.
 #pragma omp parallel num_threads(ctx.num_threads)
   {
-    std::vector<float> v_t(static_cast<std::size_t>(hs * T));  // this head's values, [hs, T]
-    std::vector<float> datt(static_cast<std::size_t>(T));      // d loss / d att row, then d preatt
-    std::vector<float> dq(static_cast<std::size_t>(hs));
+    std::vector<float> v_t(hs * Tp), do_c(Tp * hsp), q_c(Tp * hsp), k_c(Tp * hsp);  // head copies
+    std::vector<float> p(Tp * Tp);  // att of this head, zero-padded; overwritten by d preatt
+    std::vector<float> dp(kTileRows * Tp), tile(kTileRows * hsp);
 #pragma omp for schedule(static)
     for (std::int64_t bh = 0; bh < d.B * d.NH; ++bh) {
       const std::int64_t b = bh / d.NH, h = bh % d.NH;
-      const float* base = qkv_p + b * T * C3;
-      float* dbase = dqkv_p + b * T * C3;
-      transpose_head(v_t.data(), base + 2 * C + h * hs, T, C3, hs);
-      for (std::int64_t t = 0; t < T; ++t) {
-        const float* arow = att_p + (bh * T + t) * T;
-        const float* g = dout_p + (b * T + t) * C + h * hs;
-        const float* q = base + t * C3 + h * hs;
-        const std::int64_t len = t + 1;
-        // out[t] = sum_t2 att[t, t2] v[t2]: datt[t2] = g . v[t2], dv[t2] += att[t, t2] g.
-        std::fill(datt.begin(), datt.begin() + len, 0.0f);
-        for (std::int64_t e = 0; e < hs; ++e) {
-          const float ge = g[e];
-          const float* ve = v_t.data() + e * T;
-          for (std::int64_t t2 = 0; t2 < len; ++t2) datt[t2] += ge * ve[t2];
+      const float* base = qkv_p + b * T * C3 + h * hs;
+      float* dbase = dqkv_p + b * T * C3 + h * hs;
+      copy_head_transposed(v_t.data(), Tp, base + 2 * C, T, C3, hs);
+      copy_head_rows(q_c.data(), Tp, hsp, base, T, C3, hs);
+      copy_head_rows(k_c.data(), Tp, hsp, base + C, T, C3, hs);
+      copy_head_rows(do_c.data(), Tp, hsp, dout_p + b * T * C + h * hs, T, C, hs);
+      // Only att on and below the diagonal is read; the copy is zero everywhere else.
+      for (std::int64_t t = 0; t < Tp; ++t) {
+        float* prow = p.data() + t * Tp;
+        const std::int64_t len = t < T ? t + 1 : 0;
+        std::memcpy(prow, att_p + (bh * T + t) * T, len * sizeof(float));
+        std::memset(prow + len, 0, (Tp - len) * sizeof(float));
+      }
+
+      // out = p @ v:  dv[s] = sum_{t >= s} p[t][s] do[t]  (p is zero above the diagonal).
+      for (std::int64_t s0 = 0; s0 < T; s0 += kTileRows) {
+        tile_w_times_m(tile.data(), hsp, p.data() + s0, 1, Tp, do_c.data(), hsp, s0, T, hsp);
+        store_tile_rows(dbase + 2 * C, C3, tile.data(), hsp, s0, T, hs);
+      }
+      // dp = do @ v^T, then the softmax backward from the probabilities alone, with the 1/sqrt(hs)
+      // scale folded in: p[t][k] becomes dpreatt = p (dp - sum_k' p dp) * scale, in place.
+      for (std::int64_t t0 = 0; t0 < T; t0 += kTileRows) {
+        const std::int64_t ncols = round_up(std::min(t0 + kTileRows, T), kTileCols);
+        tile_a_times_bt(dp.data(), Tp, do_c.data() + t0 * hsp, hsp, v_t.data(), Tp, hs, ncols);
+        for (std::int64_t r = 0; r < kTileRows && t0 + r < T; ++r) {
+          const std::int64_t len = t0 + r + 1;
+          float* prow = p.data() + (t0 + r) * Tp;
+          const float* dprow = dp.data() + r * Tp;
+          const float p_dot_dp = vec::dot(prow, dprow, len);
+          for (std::int64_t k = 0; k < len; ++k) prow[k] = prow[k] * (dprow[k] - p_dot_dp) * scale;
         }
-        for (std::int64_t t2 = 0; t2 < len; ++t2) {
-          const float a = arow[t2];
-          float* dv = dbase + t2 * C3 + 2 * C + h * hs;
-          for (std::int64_t e = 0; e < hs; ++e) dv[e] += a * g[e];
-        }
-        // Softmax backward from the probabilities alone, with the 1/sqrt(hs) scale folded in.
-        const float att_dot_datt = vec::dot(arow, datt.data(), len);
-        for (std::int64_t t2 = 0; t2 < len; ++t2) datt[t2] = arow[t2] * (datt[t2] - att_dot_datt) * scale;
-        // preatt[t, t2] = q[t] . k[t2]: dq[t] = sum_t2 dpre k[t2], dk[t2] += dpre q[t].
-        std::fill(dq.begin(), dq.end(), 0.0f);
-        for (std::int64_t t2 = 0; t2 < len; ++t2) {
-          const float dp = datt[t2];
-          const float* k = base + t2 * C3 + C + h * hs;
-          float* dk = dbase + t2 * C3 + C + h * hs;
-          for (std::int64_t e = 0; e < hs; ++e) {
-            dq[e] += dp * k[e];
-            dk[e] += dp * q[e];
-          }
-        }
-        std::memcpy(dbase + t * C3 + h * hs, dq.data(), static_cast<std::size_t>(hs) * sizeof(float));
+      }
+      // preatt = q @ k^T:  dq[t] = sum_{k <= t} dpre[t][k] k[k],  dk[s] = sum_{t >= s} dpre[t][s] q[t].
+      for (std::int64_t t0 = 0; t0 < T; t0 += kTileRows) {
+        const std::int64_t keys = std::min(t0 + kTileRows, T);
+        tile_w_times_m(tile.data(), hsp, p.data() + t0 * Tp, Tp, 1, k_c.data(), hsp, 0, keys, hsp);
+        store_tile_rows(dbase, C3, tile.data(), hsp, t0, T, hs);
+      }
+      for (std::int64_t s0 = 0; s0 < T; s0 += kTileRows) {
+        tile_w_times_m(tile.data(), hsp, p.data() + s0, 1, Tp, q_c.data(), hsp, s0, T, hsp);
+        store_tile_rows(dbase + C, C3, tile.data(), hsp, s0, T, hs);
       }
     }
   }

@@ -9,7 +9,7 @@
 
 namespace zt::cpu::vec {
 
-// e^x in fp32, within ~2 ulp of the true value (Cephes expf polynomial on a range-reduced
+// e^x in fp32, within ~1 ulp of the true value (Cephes expf polynomial on a range-reduced
 // argument). Returns 0 below ln(FLT_MIN) (no denormal results), +inf above 127.5*ln2 ~= 88.376,
 // NaN for NaN. The out-of-range cases are selected with integer masks, not float compares:
 // under -ftrapping-math GCC will not if-convert float compares, and the loop would stay scalar.

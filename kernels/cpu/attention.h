@@ -3,6 +3,7 @@
 #pragma once
 
 #include "engine/core/tensor.h"
+#include "kernels/cpu/dropout.h"
 #include "kernels/exec_context.h"
 
 namespace zt::cpu {
@@ -10,10 +11,14 @@ namespace zt::cpu {
 // qkv [B, T, 3C] holds q | k | v, head h in columns [h*hs, (h+1)*hs) of each (hs = C / n_head).
 // Writes out [B, T, C] (heads concatenated) and att [B, n_head, T, T]: the softmax probabilities,
 // scaled by 1/sqrt(hs), zero above the diagonal. att is what backward needs.
-void attention_forward(const ExecContext& ctx, TensorView out, TensorView att, TensorView qkv, int n_head);
+// With an active `dropout`, out = dropout(att) @ v, the mask drawn per [Note: dropout masks] over
+// each sample's [n_head, T, T] probabilities (j = (h * T + t) * T + t2); att stays pre-dropout.
+void attention_forward(const ExecContext& ctx, TensorView out, TensorView att, TensorView qkv, int n_head,
+                       const DropoutSpec& dropout = {});
 
-// dqkv [B, T, 3C] (overwritten) from dout [B, T, C], the forward's qkv and att.
+// dqkv [B, T, 3C] (overwritten) from dout [B, T, C], the forward's qkv and att, and the same
+// dropout spec as the forward (its mask is regenerated, not stored).
 void attention_backward(const ExecContext& ctx, TensorView dqkv, TensorView dout, TensorView qkv, TensorView att,
-                        int n_head);
+                        int n_head, const DropoutSpec& dropout = {});
 
 }  // namespace zt::cpu

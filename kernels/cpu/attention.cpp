@@ -131,7 +131,9 @@ void store_tile_rows(float* dst, std::int64_t dst_stride, const float* tile, std
 
 }  // namespace
 
-void attention_forward(const ExecContext& ctx, TensorView out, TensorView att, TensorView qkv, int n_head) {
+void attention_forward(const ExecContext& ctx, TensorView out, TensorView att, TensorView qkv, int n_head,
+                       const DropoutSpec& dropout) {
+  ZT_CHECK(!dropout.active(), "attention dropout is not implemented yet");
   const AttnDims d = check_dims(out, att, qkv, n_head);
   const std::int64_t T = d.T, C = d.C, C3 = 3 * d.C, hs = d.hs, Tp = d.Tp, hsp = d.hsp;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
@@ -177,7 +179,8 @@ void attention_forward(const ExecContext& ctx, TensorView out, TensorView att, T
 }
 
 void attention_backward(const ExecContext& ctx, TensorView dqkv, TensorView dout, TensorView qkv, TensorView att,
-                        int n_head) {
+                        int n_head, const DropoutSpec& dropout) {
+  ZT_CHECK(!dropout.active(), "attention dropout is not implemented yet");
   const AttnDims d = check_dims(dout, att, qkv, n_head);
   ZT_CHECK(dqkv.dtype == DType::kF32 && dqkv.numel() == qkv.numel(), "dqkv must be F32 shaped as qkv");
   const std::int64_t T = d.T, C = d.C, C3 = 3 * d.C, hs = d.hs, Tp = d.Tp, hsp = d.hsp;

@@ -15,6 +15,9 @@ namespace {
 constexpr const char* kUsage =
     "usage: zerotrain <command> [flags]\n\n"
     "commands:\n"
+    "  train         train a GPT model from a JSON config\n"
+    "  prepare       turn a text file into a vocabulary and train/val token files\n"
+    "  sample        generate text from a training run's final weights\n"
     "  debug-state   one forward/backward on a deterministic batch, every tensor to safetensors\n"
     "  version       print the version and build features\n\n"
     "Run 'zerotrain <command> --help' for a command's flags.\n";
@@ -30,6 +33,9 @@ int main(int argc, char** argv) {
   const std::string command = all[0];
   const std::vector<std::string> args(all.begin() + 1, all.end());
   try {
+    if (command == "train") return zt::cli::train_main(args);
+    if (command == "prepare") return zt::cli::prepare_main(args);
+    if (command == "sample") return zt::cli::sample_main(args);
     if (command == "debug-state") return zt::cli::debug_state_main(args);
     if (command == "version" || command == "--version") return zt::cli::version_main(args);
     fmt::print(stderr, "zerotrain: unknown command '{}'\n{}", command, kUsage);

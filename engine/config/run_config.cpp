@@ -1,8 +1,10 @@
-// Parsing and validation of RunConfig (the schema lives here, next to its defaults).
+// Parsing and validation of RunConfig: the schema lives here, next to its defaults, and to_json()
+// writes the resolved config in the same schema (so a run directory's config.json reloads).
 #include "engine/config/run_config.h"
 
 #include <omp.h>
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -14,8 +16,10 @@ namespace zt {
 namespace {
 
 constexpr long long kMaxDim = 1 << 20;
+constexpr long long kMaxSteps = 1'000'000'000;
 
-void read_model(ConfigReader r, gpt::GptConfig& m) {
+void read_model(ConfigReader r, RunConfig& c) {
+  gpt::GptConfig& m = c.model;
   for (const char* key : {"n_layer", "n_head", "n_embd", "block_size", "vocab_size"}) {
     if (!r.has(key)) throw_input_error("config error in {}: missing required key '{}'", r.file(), r.dotted(key));
   }
@@ -23,21 +27,75 @@ void read_model(ConfigReader r, gpt::GptConfig& m) {
   m.n_head = r.get_int("n_head", m.n_head, 1, 1024);
   m.n_embd = r.get_int("n_embd", m.n_embd, 1, kMaxDim);
   m.block_size = r.get_int("block_size", m.block_size, 1, kMaxDim);
-  m.vocab_size = r.get_int("vocab_size", m.vocab_size, 1, 1 << 24);
+  m.vocab_size = r.get_int("vocab_size", m.vocab_size, 1, 65535);
+  c.dropout = static_cast<float>(r.get_double("dropout", 0.0, 0.0, 0.95));
   r.reject_unknown_keys();
   if (m.n_embd % m.n_head != 0) {
-    throw_input_error("config error in {}: model.n_embd = {} is not divisible by model.n_head = {}", r.file(), m.n_embd,
-                      m.n_head);
+    throw_input_error("config error in {}: model.n_embd = {} is not divisible by model.n_head = {}", r.file(),
+                      m.n_embd, m.n_head);
   }
 }
 
-void read_train(ConfigReader r, TrainConfig& t, int block_size) {
+void read_data(ConfigReader r, DataConfig& d) {
+  d.dataset = r.get_string("dataset", d.dataset);
+  d.train_file = r.get_string("train_file", "");
+  d.val_file = r.get_string("val_file", "");
+  d.vocab_file = r.get_string("vocab_file", "");
+  d.format = r.get_enum("format", d.format, {"auto", "llmc", "nanogpt"});
+  d.embedded_chars = r.get_int("embedded_chars", static_cast<int>(d.embedded_chars), 10'000, 1 << 30);
+  if (d.train_file.empty() != d.val_file.empty()) {
+    throw_input_error("config error in {}: data.train_file and data.val_file must be given together", r.file());
+  }
+  r.reject_unknown_keys();
+}
+
+// The batch terms must agree: global_batch_tokens = micro_batch * seq_len * grad_accum * ranks.
+// A missing one is derived (and noted, so the run prints it).
+void resolve_batch(ConfigReader& r, RunConfig& c, bool has_accum, bool has_global) {
+  TrainConfig& t = c.train;
+  const std::int64_t per_accum = static_cast<std::int64_t>(t.micro_batch) * t.seq_len * c.world_size;
+  if (has_global && !has_accum) {
+    if (t.global_batch_tokens % per_accum != 0) {
+      throw_input_error(
+          "config error in {}: train.global_batch_tokens = {} is not a multiple of train.micro_batch x train.seq_len "
+          "x ranks = {} x {} x {}",
+          r.file(), t.global_batch_tokens, t.micro_batch, t.seq_len, c.world_size);
+    }
+    t.grad_accum = static_cast<int>(t.global_batch_tokens / per_accum);
+    c.derived.push_back(fmt::format("train.grad_accum = {} (from train.global_batch_tokens = {})", t.grad_accum,
+                                    t.global_batch_tokens));
+    return;
+  }
+  const std::int64_t implied = per_accum * t.grad_accum;
+  if (has_global && t.global_batch_tokens != implied) {
+    throw_input_error(
+        "config error in {}: train.global_batch_tokens = {} disagrees with train.micro_batch x train.seq_len x "
+        "train.grad_accum x ranks = {} x {} x {} x {} = {}",
+        r.file(), t.global_batch_tokens, t.micro_batch, t.seq_len, t.grad_accum, c.world_size, implied);
+  }
+  if (!has_global) {
+    c.derived.push_back(fmt::format("train.global_batch_tokens = {} (micro_batch {} x seq_len {} x grad_accum {} x "
+                                    "ranks {})",
+                                    implied, t.micro_batch, t.seq_len, t.grad_accum, c.world_size));
+  }
+  t.global_batch_tokens = implied;
+}
+
+void read_train(ConfigReader r, RunConfig& c) {
+  TrainConfig& t = c.train;
+  const int block_size = c.model.block_size;
   t.micro_batch = r.get_int("micro_batch", t.micro_batch, 1, kMaxDim);
+  if (!r.has("seq_len")) c.derived.push_back(fmt::format("train.seq_len = {} (model.block_size)", block_size));
   t.seq_len = r.get_int("seq_len", block_size, 1, kMaxDim);
   if (t.seq_len > block_size) {
     throw_input_error("config error in {}: train.seq_len = {} exceeds model.block_size = {}", r.file(), t.seq_len,
                       block_size);
   }
+  const bool has_accum = r.has("grad_accum"), has_global = r.has("global_batch_tokens");
+  t.grad_accum = r.get_int("grad_accum", 1, 1, 1 << 16);
+  t.global_batch_tokens = r.get_int("global_batch_tokens", 0, 1, 2147483647);
+  resolve_batch(r, c, has_accum, has_global);
+  t.max_steps = r.get_int("max_steps", t.max_steps, 0, kMaxSteps);
   t.seed = static_cast<std::uint64_t>(r.get_int("seed", static_cast<int>(t.seed), 0, 2147483647));
   t.num_threads = r.get_int("num_threads", 0, 0, 1024);
   if (t.num_threads == 0) t.num_threads = omp_get_num_procs();
@@ -46,15 +104,44 @@ void read_train(ConfigReader r, TrainConfig& t, int block_size) {
     throw_input_error("config error in {}: train.activation_checkpointing = \"{}\" is not none, all or every:K (K >= 1)",
                       r.file(), ac);
   }
+  t.eval_every = r.get_int("eval_every", t.eval_every, 0, kMaxSteps);
+  t.eval_batches = r.get_int("eval_batches", t.eval_batches, 1, 100000);
+  t.nonfinite = r.get_enum("nonfinite", t.nonfinite, {"stop", "skip"});
+  t.max_skipped_steps = r.get_int("max_skipped_steps", t.max_skipped_steps, 1, 1000000);
   r.reject_unknown_keys();
 }
 
-void read_optim(ConfigReader r, cpu::AdamWHyper& o) {
-  o.lr = static_cast<float>(r.get_double("lr", 1e-3, 0.0, 10.0));
-  o.beta1 = static_cast<float>(r.get_double("beta1", 0.9, 0.0, 0.999999));
-  o.beta2 = static_cast<float>(r.get_double("beta2", 0.95, 0.0, 0.999999));
-  o.eps = static_cast<float>(r.get_double("eps", 1e-8, 0.0, 1.0));
-  o.weight_decay = static_cast<float>(r.get_double("weight_decay", 0.1, 0.0, 10.0));
+void read_optim(ConfigReader r, OptimConfig& o, int max_steps) {
+  cpu::AdamWHyper& a = o.adamw;
+  a.lr = static_cast<float>(r.get_double("lr", 1e-3, 0.0, 10.0));
+  a.beta1 = static_cast<float>(r.get_double("beta1", 0.9, 0.0, 0.999999));
+  a.beta2 = static_cast<float>(r.get_double("beta2", 0.95, 0.0, 0.999999));
+  a.eps = static_cast<float>(r.get_double("eps", 1e-8, 0.0, 1.0));
+  a.weight_decay = static_cast<float>(r.get_double("weight_decay", 0.1, 0.0, 10.0));
+  o.min_lr = static_cast<float>(r.get_double("min_lr", a.lr / 10.0, 0.0, 10.0));
+  o.warmup_steps = r.get_int("warmup_steps", 0, 0, kMaxSteps);
+  o.decay = r.get_enum("decay", o.decay, {"cosine", "linear", "constant"});
+  o.decay_steps = r.get_int("decay_steps", max_steps, 0, kMaxSteps);
+  o.grad_clip = static_cast<float>(r.get_double("grad_clip", 1.0, 0.0, 1e6));
+  if (o.min_lr > a.lr) {
+    throw_input_error("config error in {}: optim.min_lr = {} exceeds optim.lr = {}", r.file(), o.min_lr, a.lr);
+  }
+  if (o.decay != "constant" && o.decay_steps < o.warmup_steps) {
+    throw_input_error("config error in {}: optim.decay_steps = {} is before the end of optim.warmup_steps = {}",
+                      r.file(), o.decay_steps, o.warmup_steps);
+  }
+  r.reject_unknown_keys();
+}
+
+void read_log(ConfigReader r, LogConfig& l, const std::string& source) {
+  l.run_dir = r.get_string("run_dir", "runs/" + std::filesystem::path(source).stem().string());
+  l.every_steps = r.get_int("every_steps", l.every_steps, 1, kMaxSteps);
+  l.progress = r.get_enum("progress", l.progress, {"auto", "live", "plain"});
+  l.sample_every = r.get_int("sample_every", l.sample_every, 0, kMaxSteps);
+  l.sample_tokens = r.get_int("sample_tokens", l.sample_tokens, 0, 100000);
+  l.sample_temperature = static_cast<float>(r.get_double("sample_temperature", l.sample_temperature, 1e-3, 100.0));
+  l.sample_top_k = r.get_int("sample_top_k", l.sample_top_k, 0, 65535);
+  l.sample_prompt = r.get_string("sample_prompt", l.sample_prompt);
   r.reject_unknown_keys();
 }
 
@@ -69,12 +156,22 @@ RunConfig parse_run_config(nlohmann::json doc, const std::string& source) {
   if (device == "cuda") {
     throw_input_error("config error in {}: device = \"cuda\": the CUDA backend cannot train yet (use \"cpu\")", source);
   }
-  read_model(root.section("model"), c.model);
-  read_train(root.section("train"), c.train, c.model.block_size);
+  read_model(root.section("model"), c);
+  read_data(root.section("data"), c.data);
+  read_train(root.section("train"), c);
+  read_optim(root.section("optim"), c.optim, c.train.max_steps);
   ConfigReader precision = root.section("precision");
   c.param_dtype = precision.get_enum("param_dtype", "f32", {"f32", "bf16"}) == "bf16" ? DType::kBF16 : DType::kF32;
   precision.reject_unknown_keys();
-  read_optim(root.section("optim"), c.optim);
+  ConfigReader zero = root.section("zero");
+  c.zero_stage = zero.get_int("stage", 0, 0, 3);
+  if (c.zero_stage != 0) {
+    throw_input_error("config error in {}: zero.stage = {}: only stage 0 runs yet (ZeRO stages 1-3 arrive with the "
+                      "sharding engine)",
+                      source, c.zero_stage);
+  }
+  zero.reject_unknown_keys();
+  read_log(root.section("log"), c.log, source);
   root.reject_unknown_keys();
   return c;
 }
@@ -92,7 +189,12 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
     std::size_t line = 1, col = 1;
     const std::string s = text.str();
     for (std::size_t i = 0; i + 1 < e.byte && i < s.size(); ++i) {
-      if (s[i] == '\n') { ++line; col = 1; } else { ++col; }
+      if (s[i] == '\n') {
+        ++line;
+        col = 1;
+      } else {
+        ++col;
+      }
     }
     throw_input_error("config error in {}: malformed JSON at line {}, column {}", path, line, col);
   }
@@ -101,18 +203,32 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
 }
 
 nlohmann::json RunConfig::to_json() const {
+  const cpu::AdamWHyper& a = optim.adamw;
   return {
       {"device", std::string(device_name(device))},
       {"model",
        {{"n_layer", model.n_layer}, {"n_head", model.n_head}, {"n_embd", model.n_embd},
-        {"block_size", model.block_size}, {"vocab_size", model.vocab_size}}},
+        {"block_size", model.block_size}, {"vocab_size", model.vocab_size}, {"dropout", dropout}}},
+      {"data",
+       {{"dataset", data.dataset}, {"train_file", data.train_file}, {"val_file", data.val_file},
+        {"vocab_file", data.vocab_file}, {"format", data.format}, {"embedded_chars", data.embedded_chars}}},
       {"train",
-       {{"micro_batch", train.micro_batch}, {"seq_len", train.seq_len}, {"seed", train.seed},
-        {"num_threads", train.num_threads}, {"activation_checkpointing", train.activation_checkpointing.to_string()}}},
-      {"precision", {{"param_dtype", param_dtype == DType::kBF16 ? "bf16" : "f32"}}},
+       {{"micro_batch", train.micro_batch}, {"seq_len", train.seq_len}, {"grad_accum", train.grad_accum},
+        {"global_batch_tokens", train.global_batch_tokens}, {"max_steps", train.max_steps}, {"seed", train.seed},
+        {"num_threads", train.num_threads}, {"activation_checkpointing", train.activation_checkpointing.to_string()},
+        {"eval_every", train.eval_every}, {"eval_batches", train.eval_batches}, {"nonfinite", train.nonfinite},
+        {"max_skipped_steps", train.max_skipped_steps}}},
       {"optim",
-       {{"lr", optim.lr}, {"beta1", optim.beta1}, {"beta2", optim.beta2}, {"eps", optim.eps},
-        {"weight_decay", optim.weight_decay}}},
+       {{"lr", a.lr}, {"beta1", a.beta1}, {"beta2", a.beta2}, {"eps", a.eps}, {"weight_decay", a.weight_decay},
+        {"min_lr", optim.min_lr}, {"warmup_steps", optim.warmup_steps}, {"decay", optim.decay},
+        {"decay_steps", optim.decay_steps}, {"grad_clip", optim.grad_clip}}},
+      {"precision", {{"param_dtype", param_dtype == DType::kBF16 ? "bf16" : "f32"}}},
+      {"zero", {{"stage", zero_stage}}},
+      {"log",
+       {{"run_dir", log.run_dir}, {"every_steps", log.every_steps}, {"progress", log.progress},
+        {"sample_every", log.sample_every}, {"sample_tokens", log.sample_tokens},
+        {"sample_temperature", log.sample_temperature}, {"sample_top_k", log.sample_top_k},
+        {"sample_prompt", log.sample_prompt}}},
   };
 }
 

@@ -1,6 +1,7 @@
 // The resolved configuration of a run, read from a JSON file plus --set overrides. Sections:
-// model, train, precision, optim (later issues add data, zero, checkpoint, log). Every key is
-// documented in docs/config.md; unknown keys, wrong types and out-of-range values are errors.
+// model, data, train, optim, precision, zero, log (checkpoint arrives with sharded checkpoints).
+// Every key is documented in docs/config.md; unknown keys, wrong types, out-of-range values and
+// batch terms that disagree are errors naming the key.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -14,21 +15,63 @@
 
 namespace zt {
 
+struct DataConfig {
+  std::string dataset = "embedded";  // "embedded", or a directory made by `zerotrain prepare`
+  std::string train_file;            // explicit token files override the directory's
+  std::string val_file;
+  std::string vocab_file;
+  std::string format = "auto";       // auto | llmc | nanogpt
+  std::int64_t embedded_chars = 2'000'000;  // size of the generated default dataset
+};
+
 struct TrainConfig {
-  int micro_batch = 4;  // sequences per forward/backward (B)
-  int seq_len = 0;      // tokens per sequence (T); 0 means model.block_size
+  int micro_batch = 4;       // sequences per forward/backward (B)
+  int seq_len = 0;           // tokens per sequence (T); defaults to model.block_size
+  int grad_accum = 1;        // micro-batches per optimizer step
+  std::int64_t global_batch_tokens = 0;  // micro_batch * seq_len * grad_accum * ranks
+  int max_steps = 100;
   std::uint64_t seed = 1337;
-  int num_threads = 0;  // CPU threads for kernels and BLAS; 0 means every core
+  int num_threads = 0;       // CPU threads for kernels and BLAS; 0 means every core
   gpt::CheckpointPolicy activation_checkpointing;
+  int eval_every = 0;        // steps between validation evaluations; 0 = only at the end
+  int eval_batches = 8;      // fixed validation micro-batches per evaluation
+  std::string nonfinite = "stop";  // stop | skip: what a non-finite loss or gradient does
+  int max_skipped_steps = 10;      // with skip: stop after this many consecutive skipped steps
+};
+
+struct OptimConfig {
+  cpu::AdamWHyper adamw;     // lr is the peak learning rate
+  float min_lr = 0.0f;       // floor reached at the end of the decay
+  int warmup_steps = 0;
+  std::string decay = "cosine";  // cosine | linear | constant
+  int decay_steps = 0;       // step at which the floor is reached; defaults to train.max_steps
+  float grad_clip = 1.0f;    // global-norm clipping; 0 disables
+};
+
+struct LogConfig {
+  std::string run_dir;       // defaults to runs/<config file name without .json>
+  int every_steps = 1;       // plain progress lines every N steps (a terminal gets a live line)
+  std::string progress = "auto";  // auto | live | plain
+  int sample_every = 0;      // steps between text samples; 0 = only at the end
+  int sample_tokens = 200;
+  float sample_temperature = 0.8f;
+  int sample_top_k = 40;     // 0 = no top-k filter
+  std::string sample_prompt = "\n";
 };
 
 struct RunConfig {
   std::string source;  // the file it came from, for messages
   Device device = Device::kCPU;
   gpt::GptConfig model;
+  float dropout = 0.0f;  // model.dropout: attention probabilities and residual branches
+  DataConfig data;
   TrainConfig train;
+  OptimConfig optim;
   DType param_dtype = DType::kF32;  // f32, or bf16 with fp32 master weights
-  cpu::AdamWHyper optim;            // lr, betas, eps, weight_decay
+  int zero_stage = 0;
+  int world_size = 1;               // ranks (set by the launcher, not the file)
+  LogConfig log;
+  std::vector<std::string> derived;  // "train.grad_accum = 4 (from ...)": printed at start
 
   nlohmann::json to_json() const;
 };

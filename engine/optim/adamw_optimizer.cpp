@@ -3,7 +3,8 @@
 
 #include <cstring>
 
-#include "engine/core/bf16.h"
+#include "kernels/cpu/cast.h"
+#include "kernels/cpu/norm.h"
 
 namespace zt {
 
@@ -17,20 +18,30 @@ TensorView slice(const TensorView& flat, std::int64_t offset, std::int64_t n) {
 }  // namespace
 
 AdamWOptimizer::AdamWOptimizer(ResidentParamStore& store, const cpu::AdamWHyper& hyper, MemoryTracker& tracker,
-                               const ExecContext& ctx, const std::vector<std::vector<float>>* initial_master)
+                               const ExecContext& ctx)
     : store_(store), hyper_(hyper), ctx_(ctx) {
   const auto& units = store.table().units();
   for (std::size_t u = 0; u < units.size(); ++u) {
     m_.emplace_back(tracker, MemCategory::kOptimizerStates, DType::kF32, units[u].numel);
     v_.emplace_back(tracker, MemCategory::kOptimizerStates, DType::kF32, units[u].numel);
     if (store.param_dtype() == DType::kBF16) {
-      ZT_CHECK(initial_master != nullptr && initial_master->size() == units.size(), "bf16 needs fp32 master values");
-      const std::vector<float>& init = (*initial_master)[u];
-      ZT_CHECK(static_cast<std::int64_t>(init.size()) == units[u].numel);
       master_.emplace_back(tracker, MemCategory::kMasterWeights, DType::kF32, units[u].numel);
-      std::memcpy(master_.back().data(), init.data(), init.size() * sizeof(float));
     }
   }
+}
+
+void AdamWOptimizer::copy_master_to_working() {
+  for (std::size_t u = 0; u < master_.size(); ++u) {
+    cpu::cast(ctx_, store_.params(static_cast<int>(u)), master_[u].view());
+  }
+}
+
+double AdamWOptimizer::grad_sum_of_squares() const {
+  double sum = 0.0;  // units in a fixed order: the norm is reproducible
+  for (std::size_t u = 0; u < store_.table().units().size(); ++u) {
+    sum += cpu::sum_of_squares(ctx_, store_.grads(static_cast<int>(u)));
+  }
+  return sum;
 }
 
 TensorView AdamWOptimizer::master(int unit) const {

@@ -14,18 +14,21 @@ namespace zt {
 
 class AdamWOptimizer {
  public:
-  // Takes the store's current working parameters as the starting point. In bf16 mode the fp32
-  // master is initialised from `initial_master` (unit-major fp32 values, one vector per unit),
-  // which must round to the store's bf16 parameters.
+  // In bf16 mode allocates a zeroed fp32 master: fill it through master(unit), then call
+  // copy_master_to_working(). In fp32 mode the master is the store's parameters themselves.
   AdamWOptimizer(ResidentParamStore& store, const cpu::AdamWHyper& hyper, MemoryTracker& tracker,
-                 const ExecContext& ctx, const std::vector<std::vector<float>>* initial_master = nullptr);
+                 const ExecContext& ctx);
 
   // One update from the store's gradients (times grad_scale), then the working parameters are
   // re-cast from the master. step_count() goes up by one.
   void step(float lr, float grad_scale = 1.0f);
   int step_count() const { return step_; }
-  // The fp32 master of a unit (the store's own buffer in fp32 mode).
+  // The fp32 master of a unit (the store's own buffer in fp32 mode), writable for initialisation.
   TensorView master(int unit) const;
+  // Working parameters = master cast to the working dtype (no-op in fp32 mode).
+  void copy_master_to_working();
+  // Sum of squares of every stored gradient (fp64), for the global gradient norm.
+  double grad_sum_of_squares() const;
 
  private:
   ResidentParamStore& store_;

@@ -2,6 +2,8 @@
 // slices of out/att/dqkv, so nothing is reduced across threads and results are bitwise independent
 // of the thread count. Within a task the products run as register-blocked tiles over zero-padded
 // per-thread copies of the head's q, k, v (transient scratch, freed when the kernel returns).
+// Dropout on the probabilities is fused: each row's mask is regenerated into a per-thread row of
+// scale factors (dropout_mask.h) where the row is formed, in forward and again in backward.
 #include "kernels/cpu/attention.h"
 
 #include <algorithm>
@@ -10,6 +12,7 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/cpu/dropout_mask.h"
 #include "kernels/cpu/vec_math.h"
 
 namespace zt::cpu {
@@ -129,12 +132,20 @@ void store_tile_rows(float* dst, std::int64_t dst_stride, const float* tile, std
   }
 }
 
+// Row t of head h in sample `sample` is elements [(h * T + t) * T, ... + len) of the sample's mask
+// (see attention.h); scale[k] = mask / (1 - p) for its first len = t + 1 (causal) entries.
+void dropout_row_scale(const DropoutSpec& dropout, std::int64_t sample, std::int64_t h, std::int64_t t,
+                       std::int64_t T, float* scale) {
+  dropout_detail::mask_scale_row(dropout, sample, (h * T + t) * T, t + 1, scale);
+}
+
 }  // namespace
 
 void attention_forward(const ExecContext& ctx, TensorView out, TensorView att, TensorView qkv, int n_head,
                        const DropoutSpec& dropout) {
-  ZT_CHECK(!dropout.active(), "attention dropout is not implemented yet");
   const AttnDims d = check_dims(out, att, qkv, n_head);
+  dropout_detail::check_spec(dropout, d.NH * d.T * d.T);
+  const bool drop = dropout.active();
   const std::int64_t T = d.T, C = d.C, C3 = 3 * d.C, hs = d.hs, Tp = d.Tp, hsp = d.hsp;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
   const float* qkv_p = qkv.as<float>();
@@ -144,6 +155,7 @@ void attention_forward(const ExecContext& ctx, TensorView out, TensorView att, T
   {
     std::vector<float> k_t(hs * Tp), q_c(Tp * hs), v_c(Tp * hsp);  // this head's k^T, q, v
     std::vector<float> s(kTileRows * Tp), o(kTileRows * hsp);     // a tile's scores, its output rows
+    std::vector<float> mask(drop ? T : 0);                          // a row's dropout scale factors
 #pragma omp for schedule(static)
     for (std::int64_t bh = 0; bh < d.B * d.NH; ++bh) {
       const std::int64_t b = bh / d.NH, h = bh % d.NH;
@@ -168,6 +180,10 @@ void attention_forward(const ExecContext& ctx, TensorView out, TensorView att, T
             float* arow = att_p + (bh * T + t) * T;
             std::memcpy(arow, srow, len * sizeof(float));
             std::memset(arow + len, 0, (T - len) * sizeof(float));
+            if (drop) {  // att keeps the probabilities; p @ v uses the dropped ones
+              dropout_row_scale(dropout, dropout.first_sample + b, h, t, T, mask.data());
+              for (std::int64_t k = 0; k < len; ++k) srow[k] *= mask[k];
+            }
           }
           std::memset(srow + len, 0, (ncols - len) * sizeof(float));  // masked keys weigh nothing in p @ v
         }
@@ -180,9 +196,10 @@ void attention_forward(const ExecContext& ctx, TensorView out, TensorView att, T
 
 void attention_backward(const ExecContext& ctx, TensorView dqkv, TensorView dout, TensorView qkv, TensorView att,
                         int n_head, const DropoutSpec& dropout) {
-  ZT_CHECK(!dropout.active(), "attention dropout is not implemented yet");
   const AttnDims d = check_dims(dout, att, qkv, n_head);
   ZT_CHECK(dqkv.dtype == DType::kF32 && dqkv.numel() == qkv.numel(), "dqkv must be F32 shaped as qkv");
+  dropout_detail::check_spec(dropout, d.NH * d.T * d.T);
+  const bool drop = dropout.active();
   const std::int64_t T = d.T, C = d.C, C3 = 3 * d.C, hs = d.hs, Tp = d.Tp, hsp = d.hsp;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
   const float* qkv_p = qkv.as<float>();
@@ -194,7 +211,8 @@ void attention_backward(const ExecContext& ctx, TensorView dqkv, TensorView dout
 #pragma omp parallel num_threads(ctx.num_threads)
   {
     std::vector<float> v_t(hs * Tp), do_c(Tp * hsp), q_c(Tp * hsp), k_c(Tp * hsp);  // head copies
-    std::vector<float> p(Tp * Tp);  // att of this head, zero-padded; overwritten by d preatt
+    std::vector<float> p(Tp * Tp);  // this head's att, zero-padded (dropped with dropout); then d preatt
+    std::vector<float> mask(drop ? T : 0);  // a row's dropout scale factors
     std::vector<float> dp(kTileRows * Tp), tile(kTileRows * hsp);
 #pragma omp for schedule(static)
     for (std::int64_t bh = 0; bh < d.B * d.NH; ++bh) {
@@ -211,9 +229,14 @@ void attention_backward(const ExecContext& ctx, TensorView dqkv, TensorView dout
         const std::int64_t len = t < T ? t + 1 : 0;
         std::memcpy(prow, att_p + (bh * T + t) * T, len * sizeof(float));
         std::memset(prow + len, 0, (Tp - len) * sizeof(float));
+        if (drop && t < T) {
+          dropout_row_scale(dropout, dropout.first_sample + b, h, t, T, mask.data());
+          for (std::int64_t k = 0; k < len; ++k) prow[k] *= mask[k];
+        }
       }
 
-      // out = p @ v:  dv[s] = sum_{t >= s} p[t][s] do[t]  (p is zero above the diagonal).
+      // out = p @ v:  dv[s] = sum_{t >= s} p[t][s] do[t]  (p is zero above the diagonal). With
+      // dropout, p holds pd = att * mask / (1 - dropout.p), the weights the forward applied to v.
       for (std::int64_t s0 = 0; s0 < T; s0 += kTileRows) {
         tile_w_times_m(tile.data(), hsp, p.data() + s0, 1, Tp, do_c.data(), hsp, s0, T, hsp);
         store_tile_rows(dbase + 2 * C, C3, tile.data(), hsp, s0, T, hs);
@@ -228,7 +251,15 @@ void attention_backward(const ExecContext& ctx, TensorView dqkv, TensorView dout
           float* prow = p.data() + (t0 + r) * Tp;
           const float* dprow = dp.data() + r * Tp;
           const float p_dot_dp = vec::dot(prow, dprow, len);
-          for (std::int64_t k = 0; k < len; ++k) prow[k] = prow[k] * (dprow[k] - p_dot_dp) * scale;
+          if (!drop) {
+            for (std::int64_t k = 0; k < len; ++k) prow[k] = prow[k] * (dprow[k] - p_dot_dp) * scale;
+          } else {
+            // datt = dp * mask / (1 - dropout.p), dpreatt = att (datt - sum att datt). As
+            // att * datt = pd * dp, that sum is p_dot_dp and dpreatt = pd dp - att p_dot_dp: the
+            // mask enters only through pd, and att is read again from the forward's output.
+            const float* arow = att_p + (bh * T + t0 + r) * T;
+            for (std::int64_t k = 0; k < len; ++k) prow[k] = (prow[k] * dprow[k] - arow[k] * p_dot_dp) * scale;
+          }
         }
       }
       // preatt = q @ k^T:  dq[t] = sum_{k <= t} dpre[t][k] k[k],  dk[s] = sum_{t >= s} dpre[t][s] q[t].

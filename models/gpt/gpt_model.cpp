@@ -6,6 +6,7 @@
 
 #include "kernels/cpu/cast.h"
 #include "kernels/cpu/cross_entropy.h"
+#include "kernels/cpu/dropout.h"
 #include "kernels/cpu/embedding.h"
 #include "kernels/cpu/layernorm.h"
 #include "kernels/cpu/matmul.h"
@@ -13,13 +14,15 @@
 namespace zt::gpt {
 
 GptModel::GptModel(const GptConfig& config, int batch, int seq_len, CheckpointPolicy policy, MemoryTracker& tracker,
-                   const ExecContext& ctx)
+                   const ExecContext& ctx, float dropout, std::uint64_t seed)
     : config_(config),
       table_(build_param_table(config)),
       dims_{batch, seq_len, config.n_embd, config.n_head, config.padded_vocab_size()},
       policy_(policy),
       tracker_(tracker),
       ctx_(ctx),
+      dropout_(dropout),
+      seed_(seed),
       block_scratch_(tracker, dims_),
       dresid_(tracker, MemCategory::kWorkspace, DType::kF32, dims_.BTC()),
       grad_scratch_(tracker, MemCategory::kWorkspace, DType::kF32, table_.max_unit_numel()) {
@@ -28,6 +31,23 @@ GptModel::GptModel(const GptConfig& config, int batch, int seq_len, CheckpointPo
 }
 
 GptModel::~GptModel() = default;
+
+cpu::DropoutSpec GptModel::dropout_spec(std::uint32_t site) const {
+  return cpu::DropoutSpec{step_.training ? dropout_ : 0.0f, seed_, site, step_.first_sample};
+}
+
+BlockDropout GptModel::block_dropout(int layer) const {
+  using cpu::DropoutSite;
+  return {dropout_spec(cpu::dropout_site(layer, DropoutSite::kAttentionProbs)),
+          dropout_spec(cpu::dropout_site(layer, DropoutSite::kAttentionResidual)),
+          dropout_spec(cpu::dropout_site(layer, DropoutSite::kMlpResidual))};
+}
+
+void GptModel::release_activations() {
+  head_acts_.reset();
+  for (auto& a : block_acts_) a.reset();
+  stream_.reset();
+}
 
 TensorView GptModel::resid(int layer) const {
   return TensorView{stream_.as<float>() + layer * dims_.BTC(), DType::kF32, Device::kCPU,
@@ -58,8 +78,11 @@ TensorView GptModel::zeroed_grad_scratch(int unit) {
 }
 
 float GptModel::forward(ParamStore& store, const std::int32_t* inputs, const std::int32_t* targets,
-                        float* logits_out) {
+                        const ForwardOptions& options) {
   const ActivationDims& d = dims_;
+  release_activations();
+  step_ = options;
+  float* logits_out = options.logits_out;
   const int L = config_.n_layer, emb = embedding_unit(), fin = final_unit(config_);
   fp32_copy_unit_ = {-1, -1};  // parameters may have changed since the last step
   stream_ = Buffer(tracker_, MemCategory::kActivations, DType::kF32, residual_stream_numel(d, L));
@@ -72,12 +95,14 @@ float GptModel::forward(ParamStore& store, const std::int32_t* inputs, const std
   {
     const EmbeddingParams p = embedding_views(table_, acquire_fp32(store, emb, Pass::kForward));
     cpu::embedding_forward(ctx_, resid(0), input_view, p.wte, p.wpe);
+    const cpu::DropoutSpec drop = dropout_spec(cpu::kEmbeddingDropoutSite);
+    if (drop.active()) cpu::dropout_forward(ctx_, resid(0), resid(0), drop);
     store.release_params(emb, Pass::kForward);
   }
   for (int l = 0; l < L; ++l) {
     const BlockParams p = block_views(table_, l, acquire_fp32(store, block_unit(l), Pass::kForward));
     auto acts = std::make_unique<BlockActivations>(tracker_, d);
-    block_forward(ctx_, p, resid(l), *acts, resid(l + 1), config_.n_head);
+    block_forward(ctx_, p, resid(l), *acts, resid(l + 1), config_.n_head, block_dropout(l));
     // A checkpointed block keeps only its input (resid(l)); backward recomputes the rest.
     if (!policy_.is_checkpointed(l)) block_acts_[static_cast<std::size_t>(l)] = std::move(acts);
     store.release_params(block_unit(l), Pass::kForward);
@@ -105,7 +130,7 @@ float GptModel::forward(ParamStore& store, const std::int32_t* inputs, const std
   return static_cast<float>(sum / static_cast<double>(d.BT()));
 }
 
-void GptModel::backward(ParamStore& store) {
+void GptModel::backward(ParamStore& store, float loss_scale) {
   ZT_CHECK(head_acts_ != nullptr, "backward without forward");
   const ActivationDims& d = dims_;
   const int L = config_.n_layer, emb = embedding_unit(), fin = final_unit(config_);
@@ -117,8 +142,8 @@ void GptModel::backward(ParamStore& store) {
 
   {  // Head: dlogits in place of the probabilities, then the tied wte and ln_f.
     HeadActivations& h = *head_acts_;
-    cpu::softmax_cross_entropy_backward(ctx_, h.probs, h.probs, target_view, 1.0f / static_cast<float>(d.BT()),
-                                        config_.vocab_size);
+    cpu::softmax_cross_entropy_backward(ctx_, h.probs, h.probs, target_view,
+                                        loss_scale / static_cast<float>(d.BT()), config_.vocab_size);
     const EmbeddingParams ep = embedding_views(table_, acquire_fp32(store, emb, Pass::kBackward));
     const TensorView emb_grad = zeroed_grad_scratch(emb);
     cpu::matmul_backward(ctx_, dlnf, embedding_views(table_, emb_grad).wte, TensorView{}, h.probs, h.lnf, ep.wte,
@@ -143,10 +168,11 @@ void GptModel::backward(ParamStore& store) {
     std::unique_ptr<BlockActivations>& acts = block_acts_[static_cast<std::size_t>(l)];
     if (policy_.is_checkpointed(l)) {
       acts = std::make_unique<BlockActivations>(tracker_, d);
-      block_forward(ctx_, p, resid(l), *acts, TensorView{}, config_.n_head);
+      block_forward(ctx_, p, resid(l), *acts, TensorView{}, config_.n_head, block_dropout(l));
     }
     const TensorView grad = zeroed_grad_scratch(unit);
-    block_backward(ctx_, p, block_views(table_, l, grad), resid(l), *acts, dresid, block_scratch_, config_.n_head);
+    block_backward(ctx_, p, block_views(table_, l, grad), resid(l), *acts, dresid, block_scratch_, config_.n_head,
+                   block_dropout(l));
     acts.reset();
     store.accumulate_grads(unit, grad);
     store.grads_ready(unit);
@@ -154,6 +180,8 @@ void GptModel::backward(ParamStore& store) {
   }
 
   {  // The embedding backward is a scatter-add of dresid: it reads no weights, so none are acquired.
+    const cpu::DropoutSpec drop = dropout_spec(cpu::kEmbeddingDropoutSite);
+    if (drop.active()) cpu::dropout_backward(ctx_, dresid, dresid, drop);
     const TensorView grad = zeroed_grad_scratch(emb);
     const EmbeddingParams g = embedding_views(table_, grad);
     cpu::embedding_backward(ctx_, g.wte, g.wpe, dresid, input_view);

@@ -18,11 +18,20 @@
 
 namespace zt::gpt {
 
+// Per-call options of GptModel::forward.
+struct ForwardOptions {
+  bool training = true;            // dropout applies (when the model has any)
+  std::int64_t first_sample = 0;   // global sample index of batch row 0: keys the dropout masks
+  float* logits_out = nullptr;     // when set, receives the unpadded logits [B, T, V]
+};
+
 class GptModel {
  public:
-  // Sized for batches of `batch` sequences of `seq_len` tokens (seq_len <= block_size).
+  // Sized for batches of `batch` sequences of `seq_len` tokens (seq_len <= block_size). `dropout`
+  // is the probability used at every site (embedding output, attention probabilities, both
+  // residual branches), with masks keyed by `seed` (see kernels/cpu/dropout.h).
   GptModel(const GptConfig& config, int batch, int seq_len, CheckpointPolicy policy, MemoryTracker& tracker,
-           const ExecContext& ctx);
+           const ExecContext& ctx, float dropout = 0.0f, std::uint64_t seed = 0);
   ~GptModel();
 
   const GptConfig& config() const { return config_; }
@@ -30,12 +39,15 @@ class GptModel {
   const ActivationDims& dims() const { return dims_; }
 
   // Forward on inputs and targets [B, T] (i32). Returns the mean cross-entropy and keeps what
-  // backward needs. When logits_out is given, the unpadded logits [B, T, V] are copied there.
+  // backward needs (until backward or release_activations).
   float forward(ParamStore& store, const std::int32_t* inputs, const std::int32_t* targets,
-                float* logits_out = nullptr);
-  // Backward of the last forward: every unit's gradient of the mean loss goes to the store
-  // (accumulate_grads, then grads_ready). Frees the forward's activations.
-  void backward(ParamStore& store);
+                const ForwardOptions& options = {});
+  // Backward of the last forward: every unit's gradient of loss_scale x the mean loss goes to the
+  // store (accumulate_grads, then grads_ready). Frees the forward's activations. Gradient
+  // accumulation over k micro-batches passes loss_scale = 1/k.
+  void backward(ParamStore& store, float loss_scale = 1.0f);
+  // Drops the activations of a forward that will not be followed by backward (evaluation).
+  void release_activations();
 
  private:
   // fp32 view of a unit's working parameters: the store's own buffer in fp32 mode, a converted
@@ -43,6 +55,8 @@ class GptModel {
   TensorView acquire_fp32(ParamStore& store, int unit, Pass pass);
   TensorView zeroed_grad_scratch(int unit);
   TensorView resid(int layer) const;  // input of block `layer`; resid(n_layer) is the last output
+  cpu::DropoutSpec dropout_spec(std::uint32_t site) const;
+  BlockDropout block_dropout(int layer) const;
 
   GptConfig config_;
   ParamTable table_;
@@ -50,6 +64,9 @@ class GptModel {
   CheckpointPolicy policy_;
   MemoryTracker& tracker_;
   ExecContext ctx_;
+  float dropout_;
+  std::uint64_t seed_;
+  ForwardOptions step_;  // options of the forward in flight (backward regenerates its masks)
 
   // Workspace, allocated once.
   BlockGradScratch block_scratch_;

@@ -7,6 +7,9 @@
 
 namespace zt::cli {
 
+int train_main(const std::vector<std::string>& args);
+int prepare_main(const std::vector<std::string>& args);
+int sample_main(const std::vector<std::string>& args);
 int debug_state_main(const std::vector<std::string>& args);
 int version_main(const std::vector<std::string>& args);
 

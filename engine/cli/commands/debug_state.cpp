@@ -19,6 +19,7 @@
 #include "engine/sharding/resident_param_store.h"
 #include "kernels/cpu/blas.h"
 #include "kernels/cpu/cast.h"
+#include "engine/trainer/model_setup.h"
 #include "models/gpt/gpt_model.h"
 
 namespace zt::cli {
@@ -90,16 +91,9 @@ int debug_state_main(const std::vector<std::string>& args) {
   const ParamTable& table = model.table();
   ResidentParamStore store(table, cfg.param_dtype, tracker, ctx);
 
-  // Initialise the fp32 values, then the working parameters from them.
-  std::vector<std::vector<float>> master(table.units().size());
-  for (std::size_t u = 0; u < master.size(); ++u) {
-    master[u].resize(static_cast<std::size_t>(table.units()[u].numel));
-    gpt::init_unit_params(table, mc, static_cast<int>(u), cfg.train.seed, master[u].data());
-    cpu::cast(ctx, store.params(static_cast<int>(u)),
-              TensorView{master[u].data(), DType::kF32, Device::kCPU, Shape{table.units()[u].numel}});
-  }
   const bool mixed = cfg.param_dtype == DType::kBF16;
-  AdamWOptimizer optimizer(store, cfg.optim, tracker, ctx, mixed ? &master : nullptr);
+  AdamWOptimizer optimizer(store, cfg.optim.adamw, tracker, ctx);
+  initialize_gpt_parameters(table, mc, cfg.train.seed, optimizer);
 
   std::vector<std::int32_t> inputs, targets;
   make_debug_batch(cfg, inputs, targets);
@@ -108,7 +102,7 @@ int debug_state_main(const std::vector<std::string>& args) {
 
   tracker.reset_peaks();
   store.zero_grads();
-  const float loss = model.forward(store, inputs.data(), targets.data(), logits.data());
+  const float loss = model.forward(store, inputs.data(), targets.data(), {.logits_out = logits.data()});
   model.backward(store);
   const MemorySnapshot memory = tracker.snapshot();
   if (!std::isfinite(loss)) throw_runtime_error("debug-state: loss is not finite ({})", loss);
@@ -131,18 +125,18 @@ int debug_state_main(const std::vector<std::string>& args) {
     } else {
       train_losses.push_back(loss);
     }
-    optimizer.step(cfg.optim.lr);
+    optimizer.step(cfg.optim.adamw.lr);
   }
   if (steps > 0) writer.add_f32("train_losses", {steps}, train_losses.data());
 
   const nlohmann::json model_json = {{"n_layer", mc.n_layer},       {"n_head", mc.n_head},
                                      {"n_embd", mc.n_embd},         {"block_size", mc.block_size},
                                      {"vocab_size", mc.vocab_size}, {"padded_vocab_size", mc.padded_vocab_size()}};
-  const nlohmann::json optim_json = {{"lr", cfg.optim.lr},
-                                     {"beta1", cfg.optim.beta1},
-                                     {"beta2", cfg.optim.beta2},
-                                     {"eps", cfg.optim.eps},
-                                     {"weight_decay", cfg.optim.weight_decay}};
+  const nlohmann::json optim_json = {{"lr", cfg.optim.adamw.lr},
+                                     {"beta1", cfg.optim.adamw.beta1},
+                                     {"beta2", cfg.optim.adamw.beta2},
+                                     {"eps", cfg.optim.adamw.eps},
+                                     {"weight_decay", cfg.optim.adamw.weight_decay}};
   writer.set_metadata("config", model_json.dump());
   writer.set_metadata("param_dtype", mixed ? "bf16" : "f32");
   writer.set_metadata("activation_checkpointing", cfg.train.activation_checkpointing.to_string());

@@ -1,0 +1,82 @@
+// `zerotrain sample`: generates text from the final weights a `train` run left in its directory.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <filesystem>
+#include <optional>
+
+#include "engine/cli/commands/arg_parser.h"
+#include "engine/cli/commands/commands.h"
+#include "engine/config/run_config.h"
+#include "engine/data/vocab.h"
+#include "engine/io/model_weights.h"
+#include "engine/sharding/resident_param_store.h"
+#include "engine/trainer/text_sampler.h"
+#include "kernels/cpu/cast.h"
+#include "models/gpt/gpt_model.h"
+
+namespace zt::cli {
+
+int sample_main(const std::vector<std::string>& args) {
+  ArgParser parser("sample", "Generate text from a training run's final weights.");
+  parser.value_flag("run", "DIR", "run directory written by 'zerotrain train'", true)
+      .value_flag("tokens", "N", "tokens to generate (default 200)")
+      .value_flag("temperature", "T", "softmax temperature (default 0.8)")
+      .value_flag("top-k", "K", "sample among the K most likely tokens, 0 = all (default 40)")
+      .value_flag("prompt", "TEXT", "text to continue (default a newline)")
+      .value_flag("seed", "S", "sampling seed (default 1)");
+  if (!parser.parse(args)) {
+    fmt::print("{}", parser.help_text());
+    return 0;
+  }
+  const std::filesystem::path dir(parser.get("run"));
+  for (const char* f : {"config.json", "final.safetensors"}) {
+    if (!std::filesystem::exists(dir / f)) throw_input_error("zerotrain sample: {} has no {}", dir.string(), f);
+  }
+  const RunConfig cfg = load_run_config((dir / "config.json").string(), {});
+  std::optional<data::Vocab> vocab;
+  if (std::filesystem::exists(dir / "vocab.json")) vocab = data::Vocab::load((dir / "vocab.json").string());
+
+  double temperature = 0.8;
+  if (parser.has("temperature")) {
+    try {
+      temperature = std::stod(parser.get("temperature"));
+    } catch (const std::exception&) {
+      temperature = -1.0;
+    }
+    if (!(temperature > 0.0 && temperature <= 100.0)) {
+      throw_input_error("zerotrain sample: --temperature must be a number in (0, 100] (got '{}')", parser.get("temperature"));
+    }
+  }
+  SamplingOptions options{parser.get_int("tokens", 200, 0, 1000000), static_cast<float>(temperature),
+                          parser.get_int("top-k", 40, 0, 65535),
+                          static_cast<std::uint64_t>(parser.get_int("seed", 1, 0, 2147483647)),
+                          vocab ? vocab->size() : 0};
+
+  MemoryTracker tracker;
+  const ExecContext ctx{Device::kCPU, cfg.train.num_threads, nullptr};
+  gpt::GptModel model(cfg.model, 1, cfg.train.seq_len, gpt::CheckpointPolicy{}, tracker, ctx);
+  ResidentParamStore store(model.table(), cfg.param_dtype, tracker, ctx);
+  // fp32 weights load straight into the store; bf16 ones go through fp32 staging buffers.
+  const bool mixed = cfg.param_dtype == DType::kBF16;
+  std::vector<Buffer> staging;
+  for (std::size_t u = 0; mixed && u < model.table().units().size(); ++u) {
+    staging.emplace_back(tracker, MemCategory::kWorkspace, DType::kF32, model.table().units()[u].numel);
+  }
+  load_model_weights((dir / "final.safetensors").string(), model.table(), [&](int u) {
+    return mixed ? staging[static_cast<std::size_t>(u)].view() : store.params(u);
+  });
+  for (std::size_t u = 0; u < staging.size(); ++u) cpu::cast(ctx, store.params(static_cast<int>(u)), staging[u].view());
+  staging.clear();
+
+  std::vector<std::int32_t> prompt;
+  const std::string prompt_text = parser.get("prompt", "\n");
+  if (vocab) {
+    for (std::uint16_t t : vocab->encode(prompt_text)) prompt.push_back(t);
+  }
+  const auto tokens = generate_tokens(model, store, prompt, options);
+  fmt::print("{}{}\n", vocab ? prompt_text : "", vocab ? vocab->decode(tokens) : fmt::format("{}", fmt::join(tokens, " ")));
+  return 0;
+}
+
+}  // namespace zt::cli

@@ -1,0 +1,184 @@
+// Token files: memory-mapped reading with full validation (llm.c header and size, nanoGPT raw
+// size, every token inside the vocabulary) and atomic writing in llm.c's format. Every error is
+// one line that starts with the file's path.
+#include "engine/data/token_file.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <array>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <utility>
+
+#include "engine/core/check.h"
+
+namespace zt::data {
+
+namespace {
+
+const char* format_name(TokenFileFormat f) {
+  switch (f) {
+    case TokenFileFormat::kAuto: return "auto";
+    case TokenFileFormat::kLlmc: return "llm.c";
+    case TokenFileFormat::kNanoGpt: return "nanoGPT raw uint16";
+  }
+  return "?";
+}
+
+// Closes a file descriptor on every path out of a scope.
+struct FdGuard {
+  int fd = -1;
+  ~FdGuard() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+// Writes all of `bytes`, retrying short writes; false on error (errno set).
+bool write_all(int fd, const void* data, std::size_t bytes) {
+  const char* p = static_cast<const char*>(data);
+  while (bytes > 0) {
+    const ssize_t n = ::write(fd, p, bytes);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    p += n;
+    bytes -= static_cast<std::size_t>(n);
+  }
+  return true;
+}
+
+}  // namespace
+
+bool parse_token_file_format(const std::string& text, TokenFileFormat* out) {
+  if (text == "auto") *out = TokenFileFormat::kAuto;
+  else if (text == "llmc") *out = TokenFileFormat::kLlmc;
+  else if (text == "nanogpt") *out = TokenFileFormat::kNanoGpt;
+  else return false;
+  return true;
+}
+
+TokenFile TokenFile::open(const std::string& path, TokenFileFormat format, int vocab_size) {
+  ZT_CHECK(vocab_size > 0 && vocab_size <= 65536, "vocab_size {}", vocab_size);
+  TokenFile f;
+  f.path_ = path;
+
+  FdGuard fd{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+  if (fd.fd < 0) throw_input_error("{}: cannot open token file: {}", path, std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd.fd, &st) != 0) throw_input_error("{}: cannot stat token file: {}", path, std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) throw_input_error("{}: not a regular file", path);
+  const auto size_bytes = static_cast<std::int64_t>(st.st_size);
+  if (size_bytes == 0) throw_input_error("{}: token file is empty", path);
+
+  void* map = ::mmap(nullptr, static_cast<std::size_t>(size_bytes), PROT_READ, MAP_PRIVATE, fd.fd, 0);
+  if (map == MAP_FAILED) throw_input_error("{}: cannot map token file: {}", path, std::strerror(errno));
+  f.map_ = map;  // from here on, f's destructor unmaps if validation throws
+  f.map_bytes_ = static_cast<std::size_t>(size_bytes);
+  const auto* bytes = static_cast<const unsigned char*>(map);
+
+  if (format == TokenFileFormat::kAuto) {
+    std::int32_t first = 0;
+    if (size_bytes >= 4) std::memcpy(&first, bytes, 4);
+    format = (size_bytes >= 4 && first == kLlmcTokenMagic) ? TokenFileFormat::kLlmc : TokenFileFormat::kNanoGpt;
+  }
+  f.format_ = format;
+
+  if (format == TokenFileFormat::kLlmc) {
+    if (size_bytes < kLlmcHeaderBytes) {
+      throw_input_error("{}: file is {} bytes, smaller than llm.c's {}-byte token file header", path, size_bytes,
+                        kLlmcHeaderBytes);
+    }
+    std::array<std::int32_t, 3> header{};
+    std::memcpy(header.data(), bytes, sizeof(header));
+    if (header[0] != kLlmcTokenMagic) {
+      throw_input_error("{}: bad magic {} in llm.c token file header (expected {})", path, header[0], kLlmcTokenMagic);
+    }
+    if (header[1] != kLlmcTokenVersion) {
+      throw_input_error("{}: unsupported version {} in llm.c token file header (expected {})", path,
+                        header[1], kLlmcTokenVersion);
+    }
+    if (header[2] < 0) throw_input_error("{}: negative token count {} in llm.c header", path, header[2]);
+    const std::int64_t expected_bytes = kLlmcHeaderBytes + 2 * static_cast<std::int64_t>(header[2]);
+    if (size_bytes != expected_bytes) {
+      throw_input_error("{}: file is {} bytes but the header's token count ({}) implies {}", path, size_bytes,
+                        header[2], expected_bytes);
+    }
+    f.tokens_ = reinterpret_cast<const std::uint16_t*>(bytes + kLlmcHeaderBytes);
+    f.count_ = header[2];
+  } else {
+    if (size_bytes % 2 != 0) {
+      throw_input_error("{}: raw uint16 token file has an odd size ({} bytes)", path, size_bytes);
+    }
+    f.tokens_ = reinterpret_cast<const std::uint16_t*>(bytes);
+    f.count_ = size_bytes / 2;
+  }
+  if (f.count_ == 0) throw_input_error("{}: {} token file holds no tokens", path, format_name(format));
+
+  // One pass over every token, so that training can index the embedding without checks.
+  const std::uint16_t* t = f.tokens_;
+  for (std::int64_t i = 0; i < f.count_; ++i) {
+    if (t[i] >= vocab_size) {
+      throw_input_error("{}: token {} at position {} is outside the vocabulary (size {})", path, t[i], i, vocab_size);
+    }
+  }
+  return f;
+}
+
+TokenFile::TokenFile(TokenFile&& o) noexcept
+    : path_(std::move(o.path_)),
+      format_(o.format_),
+      map_(std::exchange(o.map_, nullptr)),
+      map_bytes_(std::exchange(o.map_bytes_, 0)),
+      tokens_(std::exchange(o.tokens_, nullptr)),
+      count_(std::exchange(o.count_, 0)) {}
+
+TokenFile& TokenFile::operator=(TokenFile&& o) noexcept {
+  if (this != &o) {
+    if (map_ != nullptr) ::munmap(map_, map_bytes_);
+    path_ = std::move(o.path_);
+    format_ = o.format_;
+    map_ = std::exchange(o.map_, nullptr);
+    map_bytes_ = std::exchange(o.map_bytes_, 0);
+    tokens_ = std::exchange(o.tokens_, nullptr);
+    count_ = std::exchange(o.count_, 0);
+  }
+  return *this;
+}
+
+TokenFile::~TokenFile() {
+  if (map_ != nullptr) ::munmap(map_, map_bytes_);
+}
+
+void write_llmc_token_file(const std::string& path, std::span<const std::uint16_t> tokens) {
+  if (tokens.size() > static_cast<std::size_t>(INT32_MAX)) {
+    throw_input_error("{}: {} tokens do not fit llm.c's int32 token count", path, tokens.size());
+  }
+  std::array<std::int32_t, kLlmcHeaderBytes / 4> header{};
+  header[0] = kLlmcTokenMagic;
+  header[1] = kLlmcTokenVersion;
+  header[2] = static_cast<std::int32_t>(tokens.size());
+
+  const std::string tmp = path + ".tmp";
+  {
+    FdGuard fd{::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)};
+    if (fd.fd < 0) throw_runtime_error("{}: cannot open for writing: {}", tmp, std::strerror(errno));
+    if (!write_all(fd.fd, header.data(), sizeof(header)) ||
+        !write_all(fd.fd, tokens.data(), tokens.size_bytes()) || ::fsync(fd.fd) != 0) {
+      const int err = errno;
+      std::remove(tmp.c_str());
+      throw_runtime_error("{}: write failed: {}", tmp, std::strerror(err));
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    std::remove(tmp.c_str());
+    throw_runtime_error("{}: cannot rename '{}' into place: {}", path, tmp, std::strerror(err));
+  }
+}
+
+}  // namespace zt::data

@@ -1,0 +1,55 @@
+// MetricsLog and ProgressPrinter.
+#include "engine/trainer/run_log.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include "engine/core/check.h"
+
+namespace zt {
+
+MetricsLog::MetricsLog(const std::string& path) : path_(path), file_(std::fopen(path.c_str(), "w")) {
+  if (file_ == nullptr) throw_runtime_error("cannot open metrics file '{}' for writing", path);
+}
+
+MetricsLog::~MetricsLog() {
+  if (file_ != nullptr) std::fclose(file_);
+}
+
+void MetricsLog::write(const nlohmann::json& record) {
+  const std::string line = record.dump() + "\n";
+  if (std::fwrite(line.data(), 1, line.size(), file_) != line.size() || std::fflush(file_) != 0) {
+    throw_runtime_error("write to metrics file '{}' failed (disk full?)", path_);
+  }
+}
+
+ProgressPrinter::ProgressPrinter(const std::string& mode, int every_steps)
+    : live_(mode == "live" || (mode == "auto" && isatty(STDOUT_FILENO) == 1)), every_steps_(every_steps) {}
+
+ProgressPrinter::~ProgressPrinter() {
+  if (line_open_) fmt::print("\n");
+}
+
+void ProgressPrinter::step(int step, int total_steps, const std::string& line) {
+  if (live_) {
+    fmt::print("\r{}\x1b[K", line);  // carriage return, then clear what the longer old line left
+    std::fflush(stdout);
+    line_open_ = true;
+    return;
+  }
+  if (step % every_steps_ == 0 || step == total_steps) {
+    fmt::print("{}\n", line);
+    std::fflush(stdout);
+  }
+}
+
+void ProgressPrinter::message(const std::string& text) {
+  if (line_open_) {
+    fmt::print("\n");
+    line_open_ = false;
+  }
+  fmt::print("{}\n", text);
+  std::fflush(stdout);
+}
+
+}  // namespace zt

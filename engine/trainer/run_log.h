@@ -1,0 +1,45 @@
+// What a run reports: a JSONL metrics file in the run directory (one object per step, eval and
+// sample, flushed as written so a killed run keeps its history) and the progress shown to the
+// user -- one live, rewritten line on a terminal, plain lines every N steps otherwise.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <string>
+
+namespace zt {
+
+class MetricsLog {
+ public:
+  explicit MetricsLog(const std::string& path);  // truncates; throws RuntimeError if it cannot
+  ~MetricsLog();
+  MetricsLog(const MetricsLog&) = delete;
+  MetricsLog& operator=(const MetricsLog&) = delete;
+
+  void write(const nlohmann::json& record);
+
+ private:
+  std::string path_;
+  std::FILE* file_ = nullptr;
+};
+
+class ProgressPrinter {
+ public:
+  // mode: "auto" (live when stdout is a terminal), "live" or "plain".
+  ProgressPrinter(const std::string& mode, int every_steps);
+  ~ProgressPrinter();
+
+  // A step's line: live mode rewrites one line; plain mode prints every `every_steps` steps and
+  // always for the last step.
+  void step(int step, int total_steps, const std::string& line);
+  // A line that stays (evaluation, samples, warnings); ends any live line first.
+  void message(const std::string& text);
+
+ private:
+  bool live_;
+  int every_steps_;
+  bool line_open_ = false;
+};
+
+}  // namespace zt

@@ -1,0 +1,210 @@
+// Trainer: the loop over steps and micro-batches, evaluation, sampling and the run directory.
+#include "engine/trainer/trainer.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "engine/core/check.h"
+#include "engine/data/batch_sampler.h"
+#include "engine/io/model_weights.h"
+#include "engine/optim/adamw_optimizer.h"
+#include "engine/sharding/resident_param_store.h"
+#include "engine/trainer/data_source.h"
+#include "engine/trainer/grad_clip.h"
+#include "engine/trainer/lr_schedule.h"
+#include "engine/trainer/model_setup.h"
+#include "engine/trainer/run_log.h"
+#include "engine/trainer/text_sampler.h"
+#include "models/gpt/gpt_model.h"
+
+namespace zt {
+
+namespace {
+
+// "p 1.6M g 1.6M m 3.2M o 6.4M a 19M w 4.5M": the live memory figures in one short field.
+std::string compact_memory(const MemorySnapshot& s) {
+  static constexpr const char* kShort[] = {"p", "m", "g", "o", "a", "c", "w"};
+  std::string out;
+  for (int i = 0; i < kNumMemCategories; ++i) {
+    if (s.peak_bytes[i] == 0) continue;
+    out += fmt::format("{}{} {:.1f}M", out.empty() ? "" : " ", kShort[i], s.peak_bytes[i] / 1e6);
+  }
+  return out;
+}
+
+nlohmann::json memory_json(const MemorySnapshot& s) {
+  nlohmann::json j = nlohmann::json::object();
+  for (int i = 0; i < kNumMemCategories; ++i) {
+    j[std::string(mem_category_name(static_cast<MemCategory>(i)))] = s.peak_bytes[i];
+  }
+  return j;
+}
+
+}  // namespace
+
+struct Trainer::State {
+  MemoryTracker tracker;
+  ExecContext ctx;
+  DataSource data;
+  gpt::GptModel model;
+  ResidentParamStore store;
+  AdamWOptimizer optimizer;
+  LrSchedule schedule;
+  MetricsLog metrics;
+  ProgressPrinter progress;
+  std::vector<std::int32_t> inputs, targets;
+
+  State(const RunConfig& c, const std::string& run_dir)
+      : ctx{Device::kCPU, c.train.num_threads, nullptr},
+        data(c),
+        model(c.model, c.train.micro_batch, c.train.seq_len, c.train.activation_checkpointing, tracker, ctx, c.dropout,
+              c.train.seed),
+        store(model.table(), c.param_dtype, tracker, ctx),
+        optimizer(store, c.optim.adamw, tracker, ctx),
+        schedule(c.optim.adamw.lr, c.optim.min_lr, c.optim.warmup_steps, c.optim.decay_steps,
+                 LrSchedule::parse_decay(c.optim.decay)),
+        metrics(run_dir + "/metrics.jsonl"),
+        progress(c.log.progress, c.log.every_steps),
+        inputs(static_cast<std::size_t>(c.train.micro_batch) * c.train.seq_len),
+        targets(inputs.size()) {}
+};
+
+Trainer::Trainer(RunConfig config, std::string run_dir) : config_(std::move(config)), run_dir_(std::move(run_dir)) {
+  std::error_code ec;
+  std::filesystem::create_directories(run_dir_, ec);
+  if (ec) throw_input_error("cannot create run directory '{}': {}", run_dir_, ec.message());
+  state_ = std::make_unique<State>(config_, run_dir_);
+  std::ofstream(run_dir_ + "/config.json") << config_.to_json().dump(2) << "\n";
+  if (state_->data.vocab()) state_->data.vocab()->save(run_dir_ + "/vocab.json");
+}
+
+Trainer::~Trainer() = default;
+
+TrainSummary Trainer::run() {
+  const RunConfig& c = config_;
+  State& s = *state_;
+  const int B = c.train.micro_batch, T = c.train.seq_len, accum = c.train.grad_accum;
+  const std::int64_t tokens_per_step = c.train.global_batch_tokens;
+  TrainSummary summary;
+  summary.unigram_entropy_nats = data::unigram_entropy_nats(s.data.train(), c.model.vocab_size);
+  initialize_gpt_parameters(s.model.table(), c.model, c.train.seed, s.optimizer);
+
+  auto evaluate = [&](int step) {
+    double sum = 0.0;
+    for (int i = 0; i < c.train.eval_batches; ++i) {  // the same fixed validation windows every time
+      data::fill_batch(s.data.val(), B, T, c.train.seed, data::kValStream, static_cast<std::int64_t>(i) * B,
+                       s.inputs.data(), s.targets.data());
+      sum += s.model.forward(s.store, s.inputs.data(), s.targets.data(), {.training = false});
+    }
+    s.model.release_activations();
+    summary.val_loss = static_cast<float>(sum / c.train.eval_batches);
+    s.metrics.write({{"type", "eval"}, {"step", step}, {"val_loss", summary.val_loss}});
+    s.progress.message(fmt::format("step {}: val loss {:.4f} (unigram entropy of the data {:.4f})", step,
+                                   summary.val_loss, summary.unigram_entropy_nats));
+  };
+  auto sample = [&](int step) {
+    gpt::GptModel sampler(c.model, 1, T, gpt::CheckpointPolicy{}, s.tracker, s.ctx);
+    std::vector<std::int32_t> prompt;
+    if (s.data.vocab()) {
+      for (std::uint16_t t : s.data.vocab()->encode(c.log.sample_prompt)) prompt.push_back(t);
+    }
+    const auto tokens = generate_tokens(sampler, s.store, prompt,
+                                        {c.log.sample_tokens, c.log.sample_temperature, c.log.sample_top_k,
+                                         c.train.seed + static_cast<std::uint64_t>(step),
+                                         s.data.vocab() ? s.data.vocab()->size() : 0});
+    summary.sample = s.data.vocab() ? s.data.vocab()->decode(tokens) : fmt::format("{}", fmt::join(tokens, " "));
+    s.metrics.write({{"type", "sample"}, {"step", step}, {"text", summary.sample}});
+    s.progress.message(fmt::format("step {}: sample:\n{}\n---", step, summary.sample));
+  };
+
+  int consecutive_skips = 0;
+  int step = 0;
+  const auto run_start = std::chrono::steady_clock::now();
+  for (; step < c.train.max_steps; ++step) {
+    const auto t0 = std::chrono::steady_clock::now();
+    s.store.zero_grads();
+    double loss_sum = 0.0;
+    for (int micro = 0; micro < accum; ++micro) {
+      // Global sample index of row 0: numbers every sample of the run (and, with ranks, each
+      // rank's disjoint slice of the global batch); keys both the data windows and dropout.
+      const std::int64_t first_sample = (static_cast<std::int64_t>(step) * accum + micro) * B * c.world_size;
+      data::fill_batch(s.data.train(), B, T, c.train.seed, data::kTrainStream, first_sample, s.inputs.data(),
+                       s.targets.data());
+      loss_sum += s.model.forward(s.store, s.inputs.data(), s.targets.data(), {.first_sample = first_sample});
+      s.model.backward(s.store, 1.0f / static_cast<float>(accum));
+    }
+    const float loss = static_cast<float>(loss_sum / accum);
+    const double grad_norm = std::sqrt(s.optimizer.grad_sum_of_squares());
+    if (!std::isfinite(loss) || !std::isfinite(grad_norm)) {
+      const std::string what = fmt::format("step {}: non-finite {} (loss {}, grad norm {})", step + 1,
+                                           std::isfinite(loss) ? "gradient" : "loss", loss, grad_norm);
+      s.metrics.write({{"type", "nonfinite"}, {"step", step + 1}, {"loss", std::isfinite(loss) ? loss : -1.0f},
+                       {"action", c.train.nonfinite}});
+      if (c.train.nonfinite == "stop" || ++consecutive_skips > c.train.max_skipped_steps) {
+        s.progress.message(fmt::format("error: {}; stopping (no optimizer step taken, weights not saved)", what));
+        summary.stopped_nonfinite = true;
+        break;
+      }
+      ++summary.skipped_steps;
+      s.progress.message(fmt::format("warning: {}; step skipped ({} in a row)", what, consecutive_skips));
+      continue;
+    }
+    consecutive_skips = 0;
+    const float clip_scale = clip_coefficient(grad_norm, c.optim.grad_clip);
+    const float lr = s.schedule.at(step);
+    s.optimizer.step(lr, clip_scale);
+    ++summary.steps_done;
+    if (summary.steps_done == 1) summary.first_loss = loss;
+    summary.last_loss = loss;
+
+    const double step_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    const double tokens_per_s = static_cast<double>(tokens_per_step) / (step_ms / 1000.0);
+    const MemorySnapshot mem = s.tracker.snapshot();
+    s.metrics.write({{"type", "train"}, {"step", step + 1}, {"loss", loss}, {"lr", lr}, {"grad_norm", grad_norm},
+                     {"step_ms", step_ms}, {"tokens_per_s", tokens_per_s}, {"tokens", tokens_per_step},
+                     {"memory_peak_bytes", memory_json(mem)}});
+    const double elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
+    const double eta_s = elapsed_s / (step + 1) * (c.train.max_steps - step - 1);
+    s.progress.step(step + 1, c.train.max_steps,
+                    fmt::format("step {:>{}}/{} | loss {:.4f} | lr {:.2e} | norm {:.3f} | {:.0f} ms | {:.0f} tok/s | "
+                                "eta {:.0f}s | mem {}",
+                                step + 1, std::to_string(c.train.max_steps).size(), c.train.max_steps, loss, lr,
+                                grad_norm, step_ms, tokens_per_s, eta_s, compact_memory(mem)));
+    const bool last = step + 1 == c.train.max_steps;
+    if ((c.train.eval_every > 0 && (step + 1) % c.train.eval_every == 0) || last) evaluate(step + 1);
+    if ((c.log.sample_every > 0 && (step + 1) % c.log.sample_every == 0) || last) sample(step + 1);
+  }
+  if (c.train.max_steps == 0) evaluate(0);
+
+  summary.memory = s.tracker.snapshot();
+  if (!summary.stopped_nonfinite) {
+    // The master weights are checked before anything is written: no NaN reaches disk.
+    for (std::size_t u = 0; u < s.model.table().units().size(); ++u) {
+      const TensorView m = s.optimizer.master(static_cast<int>(u));
+      const float* p = m.as<float>();
+      for (std::int64_t i = 0; i < m.numel(); ++i) {
+        if (!std::isfinite(p[i])) throw_runtime_error("parameters became non-finite; final weights not written");
+      }
+    }
+    save_model_weights(run_dir_ + "/final.safetensors", s.model.table(),
+                       [&](int u) { return s.optimizer.master(u); },
+                       {{"run_config", c.to_json().dump()}, {"steps", std::to_string(summary.steps_done)}});
+  }
+  s.metrics.write({{"type", "summary"},
+                   {"steps", summary.steps_done},
+                   {"skipped_steps", summary.skipped_steps},
+                   {"stopped_nonfinite", summary.stopped_nonfinite},
+                   {"first_loss", summary.first_loss},
+                   {"last_loss", summary.last_loss},
+                   {"val_loss", summary.val_loss},
+                   {"unigram_entropy_nats", summary.unigram_entropy_nats},
+                   {"memory_peak_bytes", memory_json(summary.memory)}});
+  return summary;
+}
+
+}  // namespace zt

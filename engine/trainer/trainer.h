@@ -1,0 +1,40 @@
+// The single-process training loop: deterministic batches, gradient accumulation, global-norm
+// clipping, the LR schedule, AdamW, periodic evaluation and text samples, a JSONL metrics file,
+// and the final weights in the run directory. A non-finite loss or gradient stops the run (or
+// skips the step, if configured) before any weights are touched.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "engine/config/run_config.h"
+#include "engine/core/memory_tracker.h"
+
+namespace zt {
+
+struct TrainSummary {
+  int steps_done = 0;        // optimizer steps taken
+  int skipped_steps = 0;     // steps skipped for a non-finite loss or gradient
+  bool stopped_nonfinite = false;
+  float first_loss = 0.0f, last_loss = 0.0f;
+  float val_loss = 0.0f;
+  double unigram_entropy_nats = 0.0;
+  std::string sample;
+  MemorySnapshot memory;
+};
+
+class Trainer {
+ public:
+  Trainer(RunConfig config, std::string run_dir);
+  ~Trainer();
+  // Runs max_steps optimizer steps (printing progress) and returns what happened.
+  TrainSummary run();
+
+ private:
+  struct State;
+  RunConfig config_;
+  std::string run_dir_;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace zt

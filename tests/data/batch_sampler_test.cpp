@@ -1,0 +1,101 @@
+// Batch sampling: a batch is a pure function of (seed, stream, first sample), windows stay inside
+// the tokens, targets are inputs shifted by one, and consecutive ranges of samples compose -- the
+// property that lets ranks take disjoint slices of one global batch.
+#include "engine/data/batch_sampler.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <numeric>
+
+#include "engine/core/check.h"
+
+namespace zt::data {
+namespace {
+
+// Token i is i % 1000, so a window's position can be read from its first token.
+std::vector<std::uint16_t> ramp(std::size_t n) {
+  std::vector<std::uint16_t> t(n);
+  for (std::size_t i = 0; i < n; ++i) t[i] = static_cast<std::uint16_t>(i % 1000);
+  return t;
+}
+
+struct Batch {
+  std::vector<std::int32_t> inputs, targets;
+  bool operator==(const Batch&) const = default;
+};
+
+Batch make_batch(const std::vector<std::uint16_t>& tokens, int B, int T, std::uint64_t seed, std::int64_t first,
+                 std::uint32_t stream = kTrainStream) {
+  Batch b{std::vector<std::int32_t>(static_cast<std::size_t>(B) * T), std::vector<std::int32_t>(static_cast<std::size_t>(B) * T)};
+  fill_batch(tokens, B, T, seed, stream, first, b.inputs.data(), b.targets.data());
+  return b;
+}
+
+TEST(BatchSampler, SameSeedAndSampleGiveTheSameBatch) {
+  const auto tokens = ramp(5000);
+  EXPECT_EQ(make_batch(tokens, 4, 16, 42, 100), make_batch(tokens, 4, 16, 42, 100));
+  EXPECT_NE(make_batch(tokens, 4, 16, 42, 100), make_batch(tokens, 4, 16, 43, 100));
+  EXPECT_NE(make_batch(tokens, 4, 16, 42, 100), make_batch(tokens, 4, 16, 42, 100, kValStream));
+}
+
+TEST(BatchSampler, WindowsStayInBoundsAndCoverTheRange) {
+  const int T = 7;
+  const std::int64_t n = 20;  // starts in [0, 12]
+  std::vector<int> hits(static_cast<std::size_t>(n - T), 0);
+  for (std::int64_t g = 0; g < 5000; ++g) {
+    const std::int64_t s = sample_window_start(3, kTrainStream, g, n, T);
+    ASSERT_GE(s, 0);
+    ASSERT_LE(s, n - T - 1);
+    ++hits[static_cast<std::size_t>(s)];
+  }
+  for (int h : hits) EXPECT_GT(h, 250) << "every start is drawn, roughly uniformly (expected ~385)";
+  EXPECT_EQ(sample_window_start(3, kTrainStream, 9, T + 1, T), 0) << "one window fits exactly";
+  EXPECT_THROW(sample_window_start(3, kTrainStream, 0, T, T), InternalError);
+}
+
+TEST(BatchSampler, TargetsAreInputsShiftedByOne) {
+  const auto tokens = ramp(3000);
+  const int B = 8, T = 32;
+  const Batch b = make_batch(tokens, B, T, 9, 0);
+  for (int r = 0; r < B; ++r) {
+    const std::int64_t start = sample_window_start(9, kTrainStream, r, 3000, T);
+    for (int t = 0; t < T; ++t) {
+      const std::size_t i = static_cast<std::size_t>(r) * T + t;
+      EXPECT_EQ(b.inputs[i], tokens[static_cast<std::size_t>(start + t)]);
+      EXPECT_EQ(b.targets[i], tokens[static_cast<std::size_t>(start + t + 1)]);
+    }
+  }
+}
+
+TEST(BatchSampler, DifferentSamplesDrawDifferentWindows) {
+  const auto tokens = ramp(100000);
+  const Batch b = make_batch(tokens, 16, 8, 5, 0);
+  int same_as_previous = 0;
+  for (int r = 1; r < 16; ++r) same_as_previous += b.inputs[r * 8] == b.inputs[(r - 1) * 8];
+  EXPECT_LE(same_as_previous, 1);
+  EXPECT_NE(make_batch(tokens, 4, 8, 5, 0), make_batch(tokens, 4, 8, 5, 4));
+}
+
+TEST(BatchSampler, ConsecutiveSampleRangesCompose) {
+  const auto tokens = ramp(4096);
+  const int T = 16;
+  const Batch whole = make_batch(tokens, 4, T, 77, 1000);
+  const Batch first = make_batch(tokens, 2, T, 77, 1000), second = make_batch(tokens, 2, T, 77, 1002);
+  Batch joined = first;
+  joined.inputs.insert(joined.inputs.end(), second.inputs.begin(), second.inputs.end());
+  joined.targets.insert(joined.targets.end(), second.targets.begin(), second.targets.end());
+  EXPECT_EQ(whole, joined);
+}
+
+TEST(BatchSampler, UnigramEntropyOfUniformAndConstantSequences) {
+  const int V = 50;
+  std::vector<std::uint16_t> uniform(static_cast<std::size_t>(V) * 20);
+  for (std::size_t i = 0; i < uniform.size(); ++i) uniform[i] = static_cast<std::uint16_t>(i % V);
+  EXPECT_NEAR(unigram_entropy_nats(uniform, V), std::log(static_cast<double>(V)), 1e-12);
+  EXPECT_EQ(unigram_entropy_nats(std::vector<std::uint16_t>(100, 7), V), 0.0);
+  EXPECT_NEAR(unigram_entropy_nats(std::vector<std::uint16_t>{0, 0, 1, 1}, 256), std::log(2.0), 1e-12);
+}
+
+}  // namespace
+}  // namespace zt::data

@@ -1,0 +1,162 @@
+// Token files: llm.c and nanoGPT files read back what was written, the format is detected, and
+// every kind of damaged file is refused with its own one-line message naming the file.
+#include "engine/data/token_file.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "tests/data/data_test_util.h"
+
+namespace zt::data {
+namespace {
+
+using testing::expect_input_error;
+using testing::read_file;
+using testing::temp_path;
+using testing::write_file;
+
+// An llm.c file's bytes with the given header fields and tokens.
+std::string llmc_bytes(std::int32_t magic, std::int32_t version, std::int32_t count,
+                       const std::vector<std::uint16_t>& tokens) {
+  std::string bytes(static_cast<std::size_t>(kLlmcHeaderBytes) + 2 * tokens.size(), '\0');
+  const std::int32_t fields[3] = {magic, version, count};
+  std::memcpy(bytes.data(), fields, sizeof(fields));
+  std::memcpy(bytes.data() + kLlmcHeaderBytes, tokens.data(), 2 * tokens.size());
+  return bytes;
+}
+
+std::string raw_bytes(const std::vector<std::uint16_t>& tokens) {
+  return std::string(reinterpret_cast<const char*>(tokens.data()), 2 * tokens.size());
+}
+
+const std::vector<std::uint16_t> kTokens = {0, 1, 64, 7, 12, 3, 64, 0};
+
+TEST(TokenFile, LlmcRoundTripWritesTheStandardLayout) {
+  const std::string path = temp_path("round_trip.bin");
+  write_llmc_token_file(path, kTokens);
+  EXPECT_EQ(read_file(path), llmc_bytes(kLlmcTokenMagic, kLlmcTokenVersion, 8, kTokens));
+  const TokenFile f = TokenFile::open(path, TokenFileFormat::kLlmc, 65);
+  EXPECT_EQ(f.format(), TokenFileFormat::kLlmc);
+  EXPECT_EQ(f.path(), path);
+  EXPECT_EQ(std::vector<std::uint16_t>(f.tokens().begin(), f.tokens().end()), kTokens);
+}
+
+TEST(TokenFile, NanoGptRawFileReadsEveryToken) {
+  const std::string path = temp_path("raw.bin");
+  write_file(path, raw_bytes(kTokens));
+  const TokenFile f = TokenFile::open(path, TokenFileFormat::kNanoGpt, 65);
+  EXPECT_EQ(f.format(), TokenFileFormat::kNanoGpt);
+  EXPECT_EQ(std::vector<std::uint16_t>(f.tokens().begin(), f.tokens().end()), kTokens);
+}
+
+TEST(TokenFile, AutoDetectsTheFormatFromTheMagic) {
+  const std::string llmc = temp_path("auto_llmc.bin"), raw = temp_path("auto_raw.bin");
+  write_llmc_token_file(llmc, kTokens);
+  write_file(raw, raw_bytes(kTokens));
+  const TokenFile a = TokenFile::open(llmc, TokenFileFormat::kAuto, 65);
+  const TokenFile b = TokenFile::open(raw, TokenFileFormat::kAuto, 65);
+  EXPECT_EQ(a.format(), TokenFileFormat::kLlmc);
+  EXPECT_EQ(b.format(), TokenFileFormat::kNanoGpt);
+  EXPECT_EQ(a.tokens().size(), kTokens.size());
+  EXPECT_EQ(b.tokens().size(), kTokens.size());
+}
+
+TEST(TokenFile, MovedFileKeepsItsMapping) {
+  const std::string path = temp_path("move.bin");
+  write_llmc_token_file(path, kTokens);
+  TokenFile a = TokenFile::open(path, TokenFileFormat::kAuto, 65);
+  TokenFile b = std::move(a);
+  EXPECT_EQ(b.tokens()[2], 64);
+  a = std::move(b);
+  EXPECT_EQ(a.tokens().size(), kTokens.size());
+}
+
+TEST(TokenFile, ParsesFormatNames) {
+  TokenFileFormat f = TokenFileFormat::kAuto;
+  EXPECT_TRUE(parse_token_file_format("llmc", &f));
+  EXPECT_EQ(f, TokenFileFormat::kLlmc);
+  EXPECT_TRUE(parse_token_file_format("nanogpt", &f));
+  EXPECT_EQ(f, TokenFileFormat::kNanoGpt);
+  EXPECT_TRUE(parse_token_file_format("auto", &f));
+  EXPECT_EQ(f, TokenFileFormat::kAuto);
+  EXPECT_FALSE(parse_token_file_format("llm.c", &f));
+}
+
+TEST(TokenFile, RefusesBadMagic) {
+  const std::string path = temp_path("bad_magic.bin");
+  write_file(path, llmc_bytes(12345, 1, 8, kTokens));
+  expect_input_error([&] { TokenFile::open(path, TokenFileFormat::kLlmc, 65); }, {path, "bad magic", "12345"});
+}
+
+TEST(TokenFile, RefusesUnsupportedVersion) {
+  const std::string path = temp_path("bad_version.bin");
+  write_file(path, llmc_bytes(kLlmcTokenMagic, 2, 8, kTokens));
+  expect_input_error([&] { TokenFile::open(path, TokenFileFormat::kAuto, 65); }, {path, "unsupported version 2"});
+}
+
+TEST(TokenFile, RefusesTruncatedFile) {
+  const std::string path = temp_path("truncated.bin");
+  std::string bytes = llmc_bytes(kLlmcTokenMagic, 1, 8, kTokens);
+  bytes.resize(bytes.size() - 4);  // two tokens missing
+  write_file(path, bytes);
+  expect_input_error([&] { TokenFile::open(path, TokenFileFormat::kAuto, 65); },
+                     {path, "file is 1036 bytes but the header's token count (8) implies 1040"});
+}
+
+TEST(TokenFile, RefusesOversizedFile) {
+  const std::string path = temp_path("oversized.bin");
+  write_file(path, llmc_bytes(kLlmcTokenMagic, 1, 6, kTokens));  // header says 6, file holds 8
+  expect_input_error([&] { TokenFile::open(path, TokenFileFormat::kLlmc, 65); },
+                     {path, "file is 1040 bytes but the header's token count (6) implies 1036"});
+}
+
+TEST(TokenFile, RefusesFileShorterThanTheHeader) {
+  const std::string path = temp_path("short_header.bin");
+  write_file(path, raw_bytes(kTokens));
+  expect_input_error([&] { TokenFile::open(path, TokenFileFormat::kLlmc, 65); }, {path, "16 bytes", "header"});
+}
+
+TEST(TokenFile, RefusesOddSizedRawFile) {
+  const std::string path = temp_path("odd.bin");
+  write_file(path, raw_bytes(kTokens) + "x");
+  expect_input_error([&] { TokenFile::open(path, TokenFileFormat::kNanoGpt, 65); }, {path, "odd size (17 bytes)"});
+}
+
+TEST(TokenFile, RefusesEmptyFile) {
+  const std::string path = temp_path("empty.bin");
+  write_file(path, "");
+  expect_input_error([&] { TokenFile::open(path, TokenFileFormat::kAuto, 65); }, {path, "empty"});
+}
+
+TEST(TokenFile, RefusesLlmcFileWithNoTokens) {
+  const std::string path = temp_path("no_tokens.bin");
+  write_llmc_token_file(path, {});
+  expect_input_error([&] { TokenFile::open(path, TokenFileFormat::kAuto, 65); }, {path, "no tokens"});
+}
+
+TEST(TokenFile, RefusesMissingFile) {
+  const std::string path = temp_path("does_not_exist.bin");
+  expect_input_error([&] { TokenFile::open(path, TokenFileFormat::kAuto, 65); }, {path, "cannot open"});
+}
+
+TEST(TokenFile, RefusesOutOfRangeTokenInLlmcFile) {
+  const std::string path = temp_path("range_llmc.bin");
+  std::vector<std::uint16_t> tokens = kTokens;
+  tokens[5] = 70;
+  write_llmc_token_file(path, tokens);
+  expect_input_error([&] { TokenFile::open(path, TokenFileFormat::kAuto, 65); },
+                     {path, "token 70 at position 5 is outside the vocabulary (size 65)"});
+}
+
+TEST(TokenFile, RefusesOutOfRangeTokenInRawFile) {
+  const std::string path = temp_path("range_raw.bin");
+  std::vector<std::uint16_t> tokens = kTokens;
+  tokens[7] = 65535;
+  write_file(path, raw_bytes(tokens));
+  expect_input_error([&] { TokenFile::open(path, TokenFileFormat::kNanoGpt, 50257); },
+                     {path, "token 65535 at position 7 is outside the vocabulary (size 50257)"});
+}
+
+}  // namespace
+}  // namespace zt::data

@@ -1,0 +1,142 @@
+"""Smoke test of tools/bench_cpu.py: its arithmetic, its result file, and its failure modes.
+
+Proves, with stand-in zerotrain and zt_bench_sgemm programs whose step times are known, that the
+median skips the warm-up steps, that speedup, tokens/s, GFLOP/s and fraction of peak follow from
+them and from flops/token = 6*N + 6*L*C*T (N with the vocabulary padded to 64), that the real
+PyTorch side runs, and that a failing side gives exit 1 with one line and bad flags exit 2.
+With --zerotrain and --sgemm (the real binaries) it also runs a tiny config end to end.
+Usage: bench_cpu_smoke_test.py [--zerotrain build/zerotrain --sgemm build/tools/zt_bench_sgemm]
+"""
+import argparse
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parents[2] / "tools" / "bench_cpu.py"
+TINY = ["--set", "model.n_layer=1", "--set", "model.n_head=2", "--set", "model.n_embd=32",
+        "--set", "model.block_size=16", "--set", "train.seq_len=16", "--set", "train.micro_batch=2"]
+
+FAKE_ZEROTRAIN = """#!{python}
+import json, sys
+args = sys.argv[1:]
+if args[0] == "version":
+    print("zerotrain 0.0\\ncpu blas: /fake/libopenblas.so.0 core=Haswell (detected), OpenBLAS fake")
+    sys.exit(0)
+if {fail}:
+    print("train: error: model.n_embd: planted failure", file=sys.stderr)
+    sys.exit(2)
+config = json.load(open(args[args.index("--config") + 1]))
+run_dir = args[args.index("--run-dir") + 1]
+import os; os.makedirs(run_dir)
+t = config["train"]
+with open(os.path.join(run_dir, "metrics.jsonl"), "w") as f:
+    for step in range(1, t["max_steps"] + 1):
+        ms = 1000.0 if step == 1 else 100.0 + step  # a slow first step the median must skip
+        f.write(json.dumps({{"type": "train", "step": step, "loss": 4.0, "step_ms": ms,
+                            "tokens": t["micro_batch"] * t["seq_len"]}}) + "\\n")
+    f.write(json.dumps({{"type": "summary"}}) + "\\n")
+"""
+
+FAKE_SGEMM = """#!{python}
+import sys
+print('{{"size": 2048, "threads": %s, "gflops": 100.0, "core": "Haswell"}}' % sys.argv[sys.argv.index("--threads") + 1])
+"""
+
+
+def write_script(path, text, **fmt):
+    path.write_text(text.format(python=sys.executable, **fmt))
+    path.chmod(0o755)
+    return str(path)
+
+
+def run_bench(*flags):
+    return subprocess.run([sys.executable, str(BENCH), *flags], capture_output=True, text=True, timeout=600)
+
+
+def check(cond, what):
+    if not cond:
+        raise AssertionError(what)
+
+
+def test_arithmetic_with_fakes(tmp):
+    zt = write_script(tmp / "fake_zerotrain", FAKE_ZEROTRAIN, fail=False)
+    sgemm = write_script(tmp / "fake_sgemm", FAKE_SGEMM)
+    out = tmp / "result.json"
+    proc = run_bench("--zerotrain", zt, "--sgemm", sgemm, "--steps", "4", "--warmup", "1", "--threads", "1",
+                     "--out", str(out), *TINY)
+    check(proc.returncode == 0, f"bench exited {proc.returncode}: {proc.stderr}")
+    r = json.loads(out.read_text())
+    zt_side, pt = r["zerotrain"], r["pytorch"]
+    check(zt_side["ms_per_step_median"] == 103.0, f"median of 102,103,104 expected, got {zt_side}")
+    # N = 128*32 (wte, vocab 65 padded) + 16*32 (wpe) + 1*(12*32^2 + 13*32) + 2*32 = 17376
+    check(r["flops"]["n_params"] == 17376 and r["flops"]["padded_vocab_size"] == 128, f"N: {r['flops']}")
+    flops_per_token = 6 * 17376 + 6 * 1 * 32 * 16
+    check(r["flops"]["per_token"] == flops_per_token, f"flops/token {r['flops']['per_token']} != {flops_per_token}")
+    check(math.isclose(zt_side["tokens_per_s"], 32 / 0.103), f"tokens/s {zt_side['tokens_per_s']}")
+    check(math.isclose(zt_side["gflops"], flops_per_token * 32 / 0.103 / 1e9), f"GFLOP/s {zt_side['gflops']}")
+    check(math.isclose(zt_side["fraction_of_sgemm_peak"], zt_side["gflops"] / 100.0), "fraction of peak")
+    check(len(pt["step_ms"]) == 4 and all(ms > 0 for ms in pt["step_ms"]), f"PyTorch steps {pt['step_ms']}")
+    check(math.isclose(pt["ms_per_step_median"], statistics.median(pt["step_ms"][1:])), "PyTorch median")
+    check(math.isclose(r["speedup"], pt["ms_per_step_median"] / 103.0), f"speedup {r['speedup']}")
+    check(pt["blas"]["core"] in ("Haswell", "unknown"), f"PyTorch ran with core {pt['blas']['core']}, not Haswell")
+    check(math.isfinite(pt["final_loss"]), "PyTorch loss not finite")
+    check(r["targets"]["speedup_pass"] == (r["speedup"] >= 2.0), "speedup verdict")
+    for key in ("git_commit", "date", "machine", "config", "sgemm"):
+        check(key in r, f"result lacks {key}")
+    check("speedup (PyTorch ms / zerotrain ms)" in proc.stdout and "target >= 60%" in proc.stdout,
+          f"table lacks the verdict lines:\n{proc.stdout}")
+
+
+def test_failures(tmp):
+    zt = write_script(tmp / "failing_zerotrain", FAKE_ZEROTRAIN, fail=True)
+    sgemm = write_script(tmp / "fake_sgemm", FAKE_SGEMM)
+    proc = run_bench("--zerotrain", zt, "--sgemm", sgemm, "--out", str(tmp / "x.json"), *TINY)
+    lines = proc.stderr.strip().splitlines()
+    check(proc.returncode == 1 and len(lines) == 1 and "zerotrain train exited 2" in lines[0]
+          and "planted failure" in lines[0], f"failing side: rc {proc.returncode}, stderr {proc.stderr!r}")
+    check(not (tmp / "x.json").exists(), "a failed run wrote a result file")
+    proc = run_bench("--zerotrain", str(tmp / "missing"), "--out", str(tmp / "x.json"))
+    check(proc.returncode == 1 and "cannot run" in proc.stderr, f"missing binary: {proc.stderr!r}")
+    proc = run_bench("--steps", "3", "--warmup", "3")
+    check(proc.returncode == 2 and "warmup" in proc.stderr, f"bad flags: rc {proc.returncode} {proc.stderr!r}")
+
+
+def test_real_binaries(tmp, zerotrain, sgemm):
+    out = tmp / "real.json"
+    proc = run_bench("--zerotrain", zerotrain, "--sgemm", sgemm, "--steps", "3", "--warmup", "1",
+                     "--threads", "1", "--out", str(out), *TINY)
+    check(proc.returncode == 0, f"real run exited {proc.returncode}: {proc.stderr}")
+    r = json.loads(out.read_text())
+    for side in ("zerotrain", "pytorch"):
+        check(r[side]["ms_per_step_median"] > 0 and math.isfinite(r[side]["final_loss"]), f"{side}: {r[side]}")
+    check(r["sgemm"]["gflops"] > 0 and r["pytorch"]["blas"]["core"] in (r["zerotrain"]["blas_core"], "unknown"),
+          f"PyTorch BLAS core {r['pytorch']['blas']} differs from zerotrain's {r['zerotrain']['blas_core']}")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--zerotrain")
+    parser.add_argument("--sgemm")
+    args = parser.parse_args()
+    tests = [("arithmetic_with_fakes", test_arithmetic_with_fakes, ()), ("failures", test_failures, ())]
+    if args.zerotrain and args.sgemm:
+        tests.append(("real_binaries", test_real_binaries, (args.zerotrain, args.sgemm)))
+    failed = 0
+    for name, fn, extra in tests:
+        with tempfile.TemporaryDirectory(prefix="bench_cpu_test_") as tmp:
+            try:
+                fn(Path(tmp), *extra)
+                print(f"PASS {name}")
+            except AssertionError as e:
+                failed += 1
+                print(f"FAIL {name}: {e}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

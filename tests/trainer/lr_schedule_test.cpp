@@ -1,0 +1,51 @@
+// LR schedule: warmup ramp, cosine/linear decay to the floor, constant, the values nanoGPT uses.
+#include "engine/trainer/lr_schedule.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "engine/trainer/grad_clip.h"
+
+namespace zt {
+namespace {
+
+TEST(LrSchedule, WarmupRampsLinearlyToThePeak) {
+  const LrSchedule s(1e-3f, 1e-4f, 100, 5000, LrSchedule::Decay::kCosine);
+  EXPECT_FLOAT_EQ(s.at(0), 1e-3f * 1 / 101);
+  EXPECT_FLOAT_EQ(s.at(49), 1e-3f * 50 / 101);
+  EXPECT_FLOAT_EQ(s.at(99), 1e-3f * 100 / 101);
+  EXPECT_FLOAT_EQ(s.at(100), 1e-3f);  // cosine starts at the peak
+}
+
+TEST(LrSchedule, CosineDecaysToTheFloorAndStaysThere) {
+  const LrSchedule s(1e-3f, 1e-4f, 100, 5000, LrSchedule::Decay::kCosine);
+  EXPECT_NEAR(s.at(2550), 0.5 * (1e-3 + 1e-4), 1e-9);  // halfway: cos(pi/2) = 0
+  EXPECT_NEAR(s.at(4999), 1e-4, 1e-9);
+  EXPECT_FLOAT_EQ(s.at(5000), 1e-4f);
+  EXPECT_FLOAT_EQ(s.at(100000), 1e-4f);
+  for (int step = 101; step < 5000; step += 37) EXPECT_LE(s.at(step), s.at(step - 1)) << step;
+}
+
+TEST(LrSchedule, LinearAndConstant) {
+  const LrSchedule lin(1.0f, 0.0f, 0, 10, LrSchedule::Decay::kLinear);
+  EXPECT_FLOAT_EQ(lin.at(0), 1.0f);
+  EXPECT_FLOAT_EQ(lin.at(5), 0.5f);
+  EXPECT_FLOAT_EQ(lin.at(10), 0.0f);
+  const LrSchedule flat(0.3f, 0.0f, 4, 0, LrSchedule::Decay::kConstant);
+  EXPECT_FLOAT_EQ(flat.at(1), 0.3f * 2 / 5);
+  EXPECT_FLOAT_EQ(flat.at(4), 0.3f);
+  EXPECT_FLOAT_EQ(flat.at(1000000), 0.3f);
+}
+
+TEST(GradClip, ScalesOnlyAboveTheMaximum) {
+  EXPECT_EQ(clip_coefficient(0.5, 1.0f), 1.0f);
+  EXPECT_EQ(clip_coefficient(1.0, 1.0f), 1.0f);
+  EXPECT_NEAR(clip_coefficient(4.0, 1.0f), 0.25, 1e-6);
+  EXPECT_EQ(clip_coefficient(1e9, 0.0f), 1.0f) << "0 disables clipping";
+  // After scaling, the global norm is max_norm (up to the 1e-6 guard), as torch's rule.
+  EXPECT_NEAR(5.0 * clip_coefficient(5.0, 2.0f), 2.0, 1e-5);
+}
+
+}  // namespace
+}  // namespace zt

@@ -1,0 +1,140 @@
+"""Plots a training run: RUN_DIR/metrics.jsonl -> RUN_DIR/loss.png (or --out).
+
+Draws the train loss per step (thin) with a smoothed line, the validation loss as markers, and the
+learning rate on a second axis; the title names the model from RUN_DIR/config.json. Renders with
+matplotlib's Agg backend (no display needed). A missing, empty or malformed metrics file is a
+one-line error naming the file (and line), exit 2.
+Usage: plot_run.py RUN_DIR [--out PNG] [--smoothing 0.9]
+"""
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+
+
+class InputError(Exception):
+    """Bad input: printed as one line, exit 2."""
+
+
+def as_float(value):
+    """A logged number; null is how the engine's JSON writer spells a non-finite loss."""
+    return float("nan") if value is None else float(value)
+
+
+def read_metrics(path):
+    """(train, evals): train = [(step, loss, lr or None)], evals = [(step, val_loss)], each by step."""
+    if not path.is_file():
+        raise InputError(f"{path}: no such file (is it a run directory made by `zerotrain train`?)")
+    train, evals = [], []
+    with open(path) as f:
+        for number, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+                kind = record.get("type")
+                if kind == "train":
+                    train.append((int(record["step"]), as_float(record["loss"]), record.get("lr")))
+                elif kind == "eval":
+                    evals.append((int(record["step"]), as_float(record["val_loss"])))
+            except json.JSONDecodeError as e:
+                raise InputError(f"{path}:{number}: not JSON ({e.msg}): {line.strip()[:80]}") from None
+            except (AttributeError, KeyError, TypeError, ValueError) as e:
+                raise InputError(f"{path}:{number}: malformed {kind or 'record'} record "
+                                 f"({type(e).__name__}: {e}): {line.strip()[:80]}") from None
+    if not train:
+        raise InputError(f"{path}: no train records (empty or not a metrics file)")
+    return sorted(train), sorted(evals)
+
+
+def smooth(values, weight):
+    """Exponential moving average with bias correction (the first points are not pulled to 0)."""
+    out, avg, norm = [], 0.0, 0.0
+    for v in values:
+        if math.isfinite(v):
+            avg, norm = weight * avg + (1 - weight) * v, weight * norm + (1 - weight)
+        out.append(avg / norm if norm > 0 else float("nan"))
+    return out
+
+
+def title_from_config(run_dir):
+    """'GPT 4L/4H/256C, 3.23M params, T=128 — RUN_DIR', or just the directory without a config."""
+    try:
+        config = json.loads((run_dir / "config.json").read_text())
+        m = config["model"]
+        L, C, V = int(m["n_layer"]), int(m["n_embd"]), int(m["vocab_size"])
+        padded_vocab = (V + 63) // 64 * 64
+        n_params = padded_vocab * C + int(m["block_size"]) * C + L * (12 * C * C + 13 * C) + 2 * C
+        t = config.get("train", {})
+        batch = f", B={t['micro_batch']}" if "micro_batch" in t else ""
+        return (f"GPT {L}L/{m['n_head']}H/{C}C, {n_params / 1e6:.2f}M params, vocab {V}, "
+                f"T={t.get('seq_len') or m['block_size']}{batch} — {run_dir.name}")
+    except (OSError, ValueError, KeyError, TypeError):
+        return str(run_dir.name)
+
+
+def plot(run_dir, train, evals, out, smoothing):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    steps = [s for s, _, _ in train]
+    losses = [l for _, l, _ in train]
+    fig, ax = plt.subplots(figsize=(9, 5), dpi=110)
+    ax.plot(steps, losses, color="tab:blue", alpha=0.3, linewidth=0.8, label="train loss")
+    if smoothing > 0 and len(train) > 1:
+        ax.plot(steps, smooth(losses, smoothing), color="tab:blue", linewidth=1.8,
+                label=f"train loss (EMA {smoothing:g})")
+    if evals:
+        ax.plot([s for s, _ in evals], [v for _, v in evals], "o", color="tab:red", markersize=5,
+                label="val loss")
+    ax.set_xlabel("step")
+    ax.set_ylabel("loss (nats/token)")
+    ax.grid(True, alpha=0.3)
+    handles, labels = ax.get_legend_handles_labels()
+    lr_points = [(s, lr) for s, _, lr in train if isinstance(lr, (int, float))]
+    if lr_points:
+        ax_lr = ax.twinx()
+        ax_lr.plot([s for s, _ in lr_points], [lr for _, lr in lr_points], color="tab:green", linewidth=1.0,
+                   linestyle="--", label="learning rate")
+        ax_lr.set_ylabel("learning rate")
+        ax_lr.ticklabel_format(axis="y", style="sci", scilimits=(-2, 3))
+        more_handles, more_labels = ax_lr.get_legend_handles_labels()
+        handles, labels = handles + more_handles, labels + more_labels
+    ax.legend(handles, labels, loc="upper right")
+    ax.set_title(title_from_config(run_dir), fontsize=10)
+    fig.tight_layout()
+    fig.savefig(out, format="png")
+    plt.close(fig)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("run_dir", help="a run directory holding metrics.jsonl (and config.json)")
+    parser.add_argument("--out", help="PNG to write (default RUN_DIR/loss.png)")
+    parser.add_argument("--smoothing", type=float, default=0.9, help="EMA weight of the smoothed line, 0 = none")
+    args = parser.parse_args(argv)
+    if not 0.0 <= args.smoothing < 1.0:
+        parser.error(f"--smoothing must be in [0, 1) (got {args.smoothing})")
+    run_dir = Path(args.run_dir)
+    out = Path(args.out) if args.out else run_dir / "loss.png"
+    try:
+        train, evals = read_metrics(run_dir / "metrics.jsonl")
+        plot(run_dir, train, evals, out, args.smoothing)
+    except InputError as e:
+        print(f"plot_run: error: {e}", file=sys.stderr)
+        return 2
+    except ImportError as e:
+        print(f"plot_run: error: {e.name or 'matplotlib'} is missing: install python3-matplotlib "
+              "(tools/setup.sh does)", file=sys.stderr)
+        return 1
+    except OSError as e:
+        print(f"plot_run: error: cannot write {out}: {e.strerror}", file=sys.stderr)
+        return 2
+    print(f"plot_run: {len(train)} train steps, {len(evals)} evaluations -> {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

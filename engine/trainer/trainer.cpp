@@ -5,10 +5,13 @@
 #include <fmt/ranges.h>
 
 #include <chrono>
+#include <cstdlib>
+#include <limits>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 
+#include "engine/core/bf16.h"
 #include "engine/core/check.h"
 #include "engine/data/batch_sampler.h"
 #include "engine/io/model_weights.h"
@@ -43,6 +46,17 @@ nlohmann::json memory_json(const MemorySnapshot& s) {
     j[std::string(mem_category_name(static_cast<MemCategory>(i)))] = s.peak_bytes[i];
   }
   return j;
+}
+
+// Writes NaN into the first gradient element of the first transformer block: what an overflow in
+// backward would leave, so the real detection path runs.
+void poison_one_gradient(ResidentParamStore& store) {
+  const TensorView g = store.grads(1);
+  if (g.dtype == DType::kF32) {
+    g.as<float>()[0] = std::numeric_limits<float>::quiet_NaN();
+  } else {
+    g.as<bf16>()[0] = float_to_bf16(std::numeric_limits<float>::quiet_NaN());
+  }
 }
 
 }  // namespace
@@ -122,6 +136,9 @@ TrainSummary Trainer::run() {
     s.progress.message(fmt::format("step {}: sample:\n{}\n---", step, summary.sample));
   };
 
+  // Fault injection for the tests of the non-finite path (docs/config.md, "Testing hooks").
+  const char* inject = std::getenv("ZT_TEST_NONFINITE_AT_STEP");
+  const int inject_nonfinite_step = inject != nullptr ? std::atoi(inject) : 0;
   int consecutive_skips = 0;
   int step = 0;
   const auto run_start = std::chrono::steady_clock::now();
@@ -138,6 +155,7 @@ TrainSummary Trainer::run() {
       loss_sum += s.model.forward(s.store, s.inputs.data(), s.targets.data(), {.first_sample = first_sample});
       s.model.backward(s.store, 1.0f / static_cast<float>(accum));
     }
+    if (step + 1 == inject_nonfinite_step) poison_one_gradient(s.store);
     const float loss = static_cast<float>(loss_sum / accum);
     const double grad_norm = std::sqrt(s.optimizer.grad_sum_of_squares());
     if (!std::isfinite(loss) || !std::isfinite(grad_norm)) {

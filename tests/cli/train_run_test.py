@@ -1,0 +1,135 @@
+#!/usr/bin/env python3
+"""End-to-end `zerotrain train` / `sample` on the embedded dataset, through the real binary:
+
+  * a short run writes config.json (which reloads), metrics.jsonl (one record per step with loss,
+    lr, grad norm, timing, memory; eval, sample and summary records), final.safetensors, vocab.json;
+    the loss falls; `sample --run` generates text from the final weights;
+  * the same config twice gives bitwise the same losses (deterministic batches, init, kernels);
+  * a non-finite gradient (injected through ZT_TEST_NONFINITE_AT_STEP) stops the run with exit 1
+    and writes no weights, or with train.nonfinite=skip skips that step and finishes with finite
+    weights;
+  * bad batch terms on the command line are refused with exit 2 and one line.
+
+usage: train_run_test.py PATH/TO/zerotrain
+"""
+import json
+import math
+import os
+import struct
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CONFIG = {
+    "model": {"n_layer": 2, "n_head": 2, "n_embd": 32, "block_size": 32, "vocab_size": 64},
+    "data": {"embedded_chars": 200000},
+    "train": {"micro_batch": 8, "max_steps": 30, "eval_every": 15, "eval_batches": 4, "num_threads": 2},
+    "optim": {"lr": 3e-3, "warmup_steps": 5},
+    "log": {"sample_every": 15, "sample_tokens": 40, "progress": "plain", "every_steps": 10},
+}
+failures = []
+checks = []
+
+
+def check(cond, what):
+    print(("ok    " if cond else "FAIL  ") + what)
+    checks.append(what)
+    if not cond:
+        failures.append(what)
+
+
+def run(binary, args, env_extra=None):
+    env = dict(os.environ, **(env_extra or {}))
+    return subprocess.run([binary] + args, capture_output=True, text=True, timeout=600, env=env)
+
+
+def records(run_dir):
+    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+        return [json.loads(line) for line in f]
+
+
+def safetensors_all_finite(path):
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(n))
+        data = f.read()
+    for name, entry in header.items():
+        if name == "__metadata__":
+            continue
+        begin, end = entry["data_offsets"]
+        values = struct.unpack(f"<{(end - begin) // 4}f", data[begin:end])
+        if not all(math.isfinite(v) for v in values):
+            return False
+    return True
+
+
+def main():
+    binary = sys.argv[1]
+    work = tempfile.mkdtemp(prefix="zt_train_")
+    config_path = os.path.join(work, "tiny.json")
+    with open(config_path, "w") as f:
+        json.dump(CONFIG, f)
+
+    # 1. A short run and everything it leaves behind.
+    run_a = os.path.join(work, "a")
+    p = run(binary, ["train", "--config", config_path, "--run-dir", run_a])
+    print(p.stdout[-1500:], p.stderr[-500:])
+    check(p.returncode == 0, "train exits 0")
+    for name in ["config.json", "metrics.jsonl", "final.safetensors", "vocab.json"]:
+        check(os.path.exists(os.path.join(run_a, name)), f"run dir holds {name}")
+    recs = records(run_a)
+    train = [r for r in recs if r["type"] == "train"]
+    check([r["step"] for r in train] == list(range(1, 31)), "one train record per step")
+    check(all({"loss", "lr", "grad_norm", "step_ms", "tokens_per_s", "memory_peak_bytes"} <= r.keys() for r in train),
+          "train records carry loss, lr, grad_norm, timing and memory")
+    check([r["step"] for r in recs if r["type"] == "eval"] == [15, 30], "evaluations at steps 15 and 30")
+    check(sum(r["type"] == "sample" for r in recs) == 2, "two text samples")
+    check(recs[-1]["type"] == "summary", "a closing summary record")
+    check(train[-1]["loss"] < train[0]["loss"] - 0.5, f"loss falls ({train[0]['loss']:.3f} -> {train[-1]['loss']:.3f})")
+    check(abs(train[0]["lr"] - 3e-3 / 6) < 1e-9, "warmup: step 1 runs at lr/(warmup+1)")
+    check("derived: train.global_batch_tokens = 256" in p.stdout, "derived batch terms are printed")
+    check("val loss" in p.stdout and "unigram entropy" in p.stdout, "summary prints val loss and unigram entropy")
+    check(safetensors_all_finite(os.path.join(run_a, "final.safetensors")), "final weights are finite")
+
+    p = run(binary, ["sample", "--run", run_a, "--tokens", "30", "--prompt", "the "])
+    check(p.returncode == 0 and len(p.stdout) >= 30, f"sample --run generates text: {p.stdout.strip()[:60]!r}")
+
+    # 2. Determinism: the same config twice gives the same losses, bit for bit.
+    run_b = os.path.join(work, "b")
+    p = run(binary, ["train", "--config", config_path, "--run-dir", run_b])
+    losses_a = [r["loss"] for r in train]
+    losses_b = [r["loss"] for r in records(run_b) if r["type"] == "train"]
+    check(p.returncode == 0 and losses_a == losses_b, "two identical runs give identical losses")
+
+    # 3. Non-finite handling.
+    run_c = os.path.join(work, "c")
+    p = run(binary, ["train", "--config", config_path, "--run-dir", run_c, "--set", "train.max_steps=8"],
+            {"ZT_TEST_NONFINITE_AT_STEP": "4"})
+    check(p.returncode == 1, f"a NaN gradient stops the run with exit 1 (got {p.returncode})")
+    check("non-finite" in p.stderr + p.stdout, "the stop is explained")
+    check(not os.path.exists(os.path.join(run_c, "final.safetensors")), "no weights are written after a NaN stop")
+    check(any(r["type"] == "nonfinite" and r["step"] == 4 for r in records(run_c)), "metrics record the NaN step")
+    check(max(r["step"] for r in records(run_c) if r["type"] == "train") == 3, "no optimizer step after the NaN")
+
+    run_d = os.path.join(work, "d")
+    p = run(binary, ["train", "--config", config_path, "--run-dir", run_d, "--set", "train.max_steps=8",
+                     "--set", "train.nonfinite=skip"], {"ZT_TEST_NONFINITE_AT_STEP": "4"})
+    summary = records(run_d)[-1]
+    check(p.returncode == 0 and summary["skipped_steps"] == 1 and summary["steps"] == 7,
+          "with nonfinite=skip the step is skipped and the run finishes")
+    check(safetensors_all_finite(os.path.join(run_d, "final.safetensors")), "weights after a skipped step are finite")
+
+    # 4. Batch terms that disagree.
+    p = run(binary, ["train", "--config", config_path, "--run-dir", os.path.join(work, "e"),
+                     "--set", "train.global_batch_tokens=1000"])
+    lines = [l for l in p.stderr.splitlines() if l.strip()]
+    check(p.returncode == 2 and len(lines) == 1 and "train.global_batch_tokens" in lines[0],
+          f"inconsistent batch terms: exit 2, one line ({lines[:1]})")
+
+    print(f"{len(checks) - len(failures)} passed, {len(failures)} failed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,126 @@
+"""Test of tools/plot_run.py: a synthetic run directory becomes a real PNG; bad input fails cleanly.
+
+Proves that a metrics.jsonl with train, eval, sample and summary records (and a null loss, as the
+engine writes a non-finite one) plots to a PNG with the PNG signature and a plausible size, at the
+default place and at --out; and that a missing, empty or malformed metrics file exits 2 with one
+line naming the file (and the line). Fails, never skips, when matplotlib is missing.
+"""
+import json
+import math
+import struct
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+TOOL = Path(__file__).resolve().parents[2] / "tools" / "plot_run.py"
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def run_tool(*args):
+    return subprocess.run([sys.executable, str(TOOL), *map(str, args)], capture_output=True, text=True, timeout=120)
+
+
+def check(cond, what):
+    if not cond:
+        raise AssertionError(what)
+
+
+def write_run(run_dir, lines, config=True):
+    run_dir.mkdir(parents=True)
+    (run_dir / "metrics.jsonl").write_text("".join(line + "\n" for line in lines))
+    if config:
+        (run_dir / "config.json").write_text(json.dumps({
+            "model": {"n_layer": 2, "n_head": 2, "n_embd": 64, "block_size": 32, "vocab_size": 65},
+            "train": {"micro_batch": 4, "seq_len": 32}}))
+
+
+def synthetic_metrics(steps=300):
+    lines = []
+    for step in range(1, steps + 1):
+        loss = 1.5 + 2.7 * math.exp(-step / 60) + 0.1 * math.sin(step)  # falling, noisy
+        lr = 1e-3 * min(1.0, step / 20) * 0.5 * (1 + math.cos(math.pi * step / steps))
+        lines.append(json.dumps({"type": "train", "step": step, "loss": None if step == 150 else loss, "lr": lr,
+                                 "grad_norm": 1.0, "step_ms": 300.0, "tokens_per_s": 6800.0, "tokens": 2048}))
+        if step % 50 == 0:
+            lines.append(json.dumps({"type": "eval", "step": step, "val_loss": loss + 0.05}))
+            lines.append(json.dumps({"type": "sample", "step": step, "text": "to be or not"}))
+    lines.append(json.dumps({"type": "summary", "steps": steps}))
+    return lines
+
+
+def check_png(path):
+    check(path.is_file(), f"{path} was not written")
+    data = path.read_bytes()
+    check(data[:8] == PNG_SIGNATURE, f"{path} does not start with the PNG signature: {data[:8]!r}")
+    width, height = struct.unpack(">II", data[16:24])  # IHDR chunk
+    check(400 <= width <= 4000 and 300 <= height <= 4000, f"implausible PNG size {width}x{height}")
+    check(20_000 < len(data) < 5_000_000, f"implausible PNG file size {len(data)} bytes")
+
+
+def test_matplotlib_present(tmp):
+    proc = subprocess.run([sys.executable, "-c", "import matplotlib"], capture_output=True, text=True)
+    check(proc.returncode == 0, "matplotlib is missing: install python3-matplotlib (tools/setup.sh)")
+
+
+def test_plots_synthetic_run(tmp):
+    run_dir = tmp / "run"
+    write_run(run_dir, synthetic_metrics())
+    proc = run_tool(run_dir)
+    check(proc.returncode == 0, f"exit {proc.returncode}: {proc.stderr}")
+    check("300 train steps, 6 evaluations" in proc.stdout, f"unexpected summary: {proc.stdout!r}")
+    check_png(run_dir / "loss.png")
+
+
+def test_out_flag_and_no_config(tmp):
+    run_dir = tmp / "bare"
+    write_run(run_dir, synthetic_metrics(steps=5)[:3], config=False)  # a few steps, no lr, no config
+    out = tmp / "elsewhere" / "plot.png"
+    out.parent.mkdir()
+    proc = run_tool(run_dir, "--out", out)
+    check(proc.returncode == 0, f"exit {proc.returncode}: {proc.stderr}")
+    check_png(out)
+    check(not (run_dir / "loss.png").exists(), "--out was ignored")
+
+
+def expect_input_error(tmp, name, lines, *expected):
+    run_dir = tmp / name
+    if lines is None:
+        run_dir.mkdir()
+    else:
+        write_run(run_dir, lines)
+    proc = run_tool(run_dir)
+    errors = proc.stderr.strip().splitlines()
+    check(proc.returncode == 2, f"{name}: exit {proc.returncode}, expected 2: {proc.stderr!r}")
+    check(len(errors) == 1 and all(e in errors[0] for e in expected),
+          f"{name}: expected one line with {expected}, got {proc.stderr!r}")
+    check(not (run_dir / "loss.png").exists(), f"{name}: a PNG was written for bad input")
+
+
+def test_errors(tmp):
+    expect_input_error(tmp, "missing", None, "metrics.jsonl", "no such file")
+    expect_input_error(tmp, "empty", [], "metrics.jsonl", "no train records")
+    expect_input_error(tmp, "only_eval", ['{"type": "eval", "step": 1, "val_loss": 2.0}'], "no train records")
+    good = json.dumps({"type": "train", "step": 1, "loss": 4.0, "lr": 1e-3})
+    expect_input_error(tmp, "not_json", [good, '{"type": "train", "step": 2,'], "metrics.jsonl:2", "not JSON")
+    expect_input_error(tmp, "no_loss", [good, '{"type": "train", "step": 2}'], "metrics.jsonl:2", "malformed train")
+    expect_input_error(tmp, "bad_eval", [good, '{"type": "eval", "step": "x", "val_loss": 1}'], ":2", "malformed eval")
+    expect_input_error(tmp, "not_object", [good, "[1, 2]"], "metrics.jsonl:2", "malformed")
+
+
+def main():
+    failed = 0
+    for name, fn in [("matplotlib_present", test_matplotlib_present), ("plots_synthetic_run", test_plots_synthetic_run),
+                     ("out_flag_and_no_config", test_out_flag_and_no_config), ("errors", test_errors)]:
+        with tempfile.TemporaryDirectory(prefix="plot_run_test_") as tmp:
+            try:
+                fn(Path(tmp))
+                print(f"PASS {name}")
+            except AssertionError as e:
+                failed += 1
+                print(f"FAIL {name}: {e}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

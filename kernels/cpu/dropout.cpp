@@ -9,11 +9,11 @@
 #include <cstring>
 
 #include "engine/core/philox.h"
+#include "kernels/cpu/dropout_mask.h"
 
 #if defined(__AVX2__)
 #include <immintrin.h>
 #endif
-#include "kernels/cpu/dropout_mask.h"
 
 namespace zt::cpu {
 
@@ -102,10 +102,11 @@ void mask_scale_row(const DropoutSpec& spec, std::int64_t sample, std::int64_t j
   // Batches start at the block holding j0; elements before j0 in the first one are skipped.
   for (std::int64_t blk = j0 / 4, j = j0, end = j0 + n; j < end; blk += kBatch) {
     philox_batch(r, static_cast<std::uint32_t>(blk), spec.site, static_cast<std::uint64_t>(sample), spec.seed);
-    const std::int64_t batch_end = std::min(end, (blk + kBatch) * 4);
-    const std::uint32_t* rj = r - blk * 4;  // rj[j] is element j's random bits
-    float* out = scale - j0;
-    for (; j < batch_end; ++j) out[j] = rj[j] >= threshold ? s : 0.0f;
+    const std::int64_t count = std::min(end, (blk + kBatch) * 4) - j;
+    const std::uint32_t* rj = r + (j - blk * 4);  // element j's random bits onwards
+    float* out = scale + (j - j0);
+    for (std::int64_t i = 0; i < count; ++i) out[i] = rj[i] >= threshold ? s : 0.0f;
+    j += count;
   }
 }
 
@@ -148,7 +149,8 @@ void apply_mask(const ExecContext& ctx, TensorView out, TensorView in, const Dro
     dropout_detail::mask_scale_row(spec, spec.first_sample + b, j0, n, scale);
     const float* xs = x + b * N + j0;
     float* os = o + b * N + j0;
-    // out may alias in; every element is read before it is written.
+    // out may alias in; every element is read before it is written. The mask is multiplied in, so
+    // a dropped inf or NaN gives NaN, as PyTorch's dropout does.
 #pragma GCC ivdep
     for (std::int64_t i = 0; i < n; ++i) os[i] = xs[i] * scale[i];
   }

@@ -45,7 +45,7 @@ TEST(RunConfig, OverridesReachNestedKeysAndParseTypes) {
   const RunConfig c = parse_run_config(doc, "test.json");
   EXPECT_EQ(c.param_dtype, DType::kBF16);
   EXPECT_EQ(c.train.activation_checkpointing.every_k, 2);
-  EXPECT_FLOAT_EQ(c.optim.lr, 0.5f);
+  EXPECT_FLOAT_EQ(c.optim.adamw.lr, 0.5f);
   EXPECT_EQ(c.model.n_layer, 3);
   EXPECT_THROW(apply_override(doc, "novalue"), InputError);
   EXPECT_THROW(apply_override(doc, "model..x=1"), InputError);
@@ -112,6 +112,61 @@ TEST(RunConfig, FilesThatCannotBeReadOrParsedAreNamed) {
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("malformed JSON at line 3"), std::string::npos) << e.what();
   }
+}
+
+TEST(RunConfig, BatchTermsAreDerivedOrMustAgree) {
+  nlohmann::json doc = base();
+  doc["train"] = {{"micro_batch", 4}, {"seq_len", 16}, {"global_batch_tokens", 256}};
+  RunConfig c = parse_run_config(doc, "test.json");
+  EXPECT_EQ(c.train.grad_accum, 4);  // 256 / (4 x 16 x 1 rank)
+  ASSERT_FALSE(c.derived.empty());
+  EXPECT_NE(c.derived.back().find("train.grad_accum = 4"), std::string::npos);
+
+  doc["train"] = {{"micro_batch", 4}, {"seq_len", 16}, {"grad_accum", 2}};
+  c = parse_run_config(doc, "test.json");
+  EXPECT_EQ(c.train.global_batch_tokens, 128);
+
+  doc["train"] = {{"micro_batch", 4}, {"seq_len", 16}, {"grad_accum", 2}, {"global_batch_tokens", 256}};
+  expect_error(doc, {"train.global_batch_tokens = 256 disagrees", "= 128"});
+  doc["train"] = {{"micro_batch", 4}, {"seq_len", 16}, {"global_batch_tokens", 100}};
+  expect_error(doc, {"train.global_batch_tokens = 100 is not a multiple"});
+}
+
+TEST(RunConfig, OptimizerScheduleAndOtherSectionsAreChecked) {
+  nlohmann::json doc = base();
+  doc["optim"] = {{"lr", 1e-3}, {"min_lr", 1e-2}};
+  expect_error(doc, {"optim.min_lr", "exceeds optim.lr"});
+  doc = base();
+  doc["optim"] = {{"warmup_steps", 50}, {"decay_steps", 10}};
+  expect_error(doc, {"optim.decay_steps = 10"});
+  doc = base();
+  doc["optim"] = {{"decay", "exponential"}};
+  expect_error(doc, {"optim.decay", "cosine, linear, constant"});
+  doc = base();
+  doc["zero"] = {{"stage", 2}};
+  expect_error(doc, {"zero.stage = 2"});
+  doc = base();
+  doc["data"] = {{"train_file", "t.bin"}};
+  expect_error(doc, {"data.train_file and data.val_file"});
+  doc = base();
+  doc["model"]["dropout"] = 1.5;
+  expect_error(doc, {"model.dropout"});
+  doc = base();
+  doc["train"] = {{"nonfinite", "ignore"}};
+  expect_error(doc, {"train.nonfinite", "stop, skip"});
+  doc = base();
+  doc["log"] = {{"sample_evry", 5}};
+  expect_error(doc, {"unknown key 'log.sample_evry'", "did you mean 'log.sample_every'"});
+}
+
+TEST(RunConfig, ResolvedConfigReloadsToItself) {
+  nlohmann::json doc = base();
+  doc["train"] = {{"micro_batch", 2}, {"global_batch_tokens", 64}, {"activation_checkpointing", "every:2"}};
+  doc["precision"] = {{"param_dtype", "bf16"}};
+  const RunConfig c = parse_run_config(doc, "configs/x.json");
+  EXPECT_EQ(c.log.run_dir, "runs/x");
+  const RunConfig again = parse_run_config(c.to_json(), "config.json");
+  EXPECT_EQ(again.to_json(), c.to_json());
 }
 
 TEST(NearestKey, SuggestsOnlyCloseMatches) {

@@ -153,9 +153,10 @@ std::string verb_phrase(SplitMix64& rng, const Subject& s) {
              (adjective ? std::string(adjective) + " " : "") + thing;
     }
     case 2: {
+      // One draw per statement: the order of evaluation within an expression is unspecified.
       const Animal& a = kAnimals[static_cast<std::size_t>(rng.below(8))];
-      return std::string(s.verb({"feeds", "feed"})) + " the " + (rng.chance(0.5) ? a.many : a.one) + " " +
-             rng.pick(a.foods);
+      const char* fed = rng.chance(0.5) ? a.many : a.one;
+      return std::string(s.verb({"feeds", "feed"})) + " the " + fed + " " + rng.pick(a.foods);
     }
     case 3: {
       const Place& p = rng.pick(kPlaces);

@@ -19,7 +19,8 @@ class Vocab {
   static Vocab build_char(std::string_view utf8_text);
   // Byte level: 256 tokens, token i is byte i.
   static Vocab byte_level();
-  // JSON: {"format": "zerotrain-vocab", "version": 1, "kind": "char"|"byte", "tokens": [strings]}.
+  // JSON: {"format": "zerotrain-vocab", "version": 1, "kind": "char"|"byte", "tokens": [...]} with
+  // each token's UTF-8 text (char level) or its byte value 0..255 (byte level).
   static Vocab load(const std::string& path);
   void save(const std::string& path) const;
 

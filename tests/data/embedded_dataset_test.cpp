@@ -23,6 +23,23 @@ TEST(EmbeddedDataset, SameSeedGivesSameTextAndDifferentSeedsDiffer) {
   EXPECT_EQ(a.substr(0, shorter.size()), shorter);
 }
 
+// The text is pinned: it must not change with the compiler, the standard library or the platform
+// (the generator uses its own splitmix64 and one draw per statement). Changing the grammar on
+// purpose means updating these golden values.
+TEST(EmbeddedDataset, MatchesGoldenText) {
+  const std::string text = generate_embedded_text(1337, 200);
+  EXPECT_EQ(text,
+            "the tired farmer sells meat.\n"
+            "the lazy fox eats meat. then it chases the bird.\n"
+            "the baker feeds the fox eggs. she bakes bread.\n"
+            "count: 0 1 2 3 4 5.\n"
+            "count: 8 9 10 11 12.\n"
+            "8 minus 5 is 3.\n");
+  std::uint64_t fnv1a = 0xCBF29CE484222325ull;
+  for (char c : generate_embedded_text(1337, 1000000)) fnv1a = (fnv1a ^ static_cast<unsigned char>(c)) * 0x100000001B3ull;
+  EXPECT_EQ(fnv1a, 0xC32A1094257AA79Eull) << std::hex << fnv1a;
+}
+
 TEST(EmbeddedDataset, IsWholeAsciiLinesOfAboutTheRequestedLength) {
   for (std::int64_t n : {1000, 100000, 1000000}) {
     const std::string text = generate_embedded_text(7, n);

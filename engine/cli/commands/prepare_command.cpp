@@ -12,8 +12,6 @@
 
 namespace zt::cli {
 
-int prepare_main(const std::vector<std::string>& args);  // also declared in commands.h
-
 int prepare_main(const std::vector<std::string>& args) {
   ArgParser parser("prepare",
                    "Turn a text file into a vocabulary (vocab.json) and train/val token files (train.bin, val.bin, "

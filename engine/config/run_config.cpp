@@ -202,13 +202,18 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
   return parse_run_config(std::move(doc), path);
 }
 
+namespace {
+// A float as the shortest decimal that reads back to it (0.9f -> 0.9, not 0.8999999761581421).
+double shortest(float f) { return std::stod(fmt::format("{}", f)); }
+}  // namespace
+
 nlohmann::json RunConfig::to_json() const {
   const cpu::AdamWHyper& a = optim.adamw;
   return {
       {"device", std::string(device_name(device))},
       {"model",
        {{"n_layer", model.n_layer}, {"n_head", model.n_head}, {"n_embd", model.n_embd},
-        {"block_size", model.block_size}, {"vocab_size", model.vocab_size}, {"dropout", dropout}}},
+        {"block_size", model.block_size}, {"vocab_size", model.vocab_size}, {"dropout", shortest(dropout)}}},
       {"data",
        {{"dataset", data.dataset}, {"train_file", data.train_file}, {"val_file", data.val_file},
         {"vocab_file", data.vocab_file}, {"format", data.format}, {"embedded_chars", data.embedded_chars}}},
@@ -219,15 +224,16 @@ nlohmann::json RunConfig::to_json() const {
         {"eval_every", train.eval_every}, {"eval_batches", train.eval_batches}, {"nonfinite", train.nonfinite},
         {"max_skipped_steps", train.max_skipped_steps}}},
       {"optim",
-       {{"lr", a.lr}, {"beta1", a.beta1}, {"beta2", a.beta2}, {"eps", a.eps}, {"weight_decay", a.weight_decay},
-        {"min_lr", optim.min_lr}, {"warmup_steps", optim.warmup_steps}, {"decay", optim.decay},
-        {"decay_steps", optim.decay_steps}, {"grad_clip", optim.grad_clip}}},
+       {{"lr", shortest(a.lr)}, {"beta1", shortest(a.beta1)}, {"beta2", shortest(a.beta2)}, {"eps", shortest(a.eps)},
+        {"weight_decay", shortest(a.weight_decay)},
+        {"min_lr", shortest(optim.min_lr)}, {"warmup_steps", optim.warmup_steps}, {"decay", optim.decay},
+        {"decay_steps", optim.decay_steps}, {"grad_clip", shortest(optim.grad_clip)}}},
       {"precision", {{"param_dtype", param_dtype == DType::kBF16 ? "bf16" : "f32"}}},
       {"zero", {{"stage", zero_stage}}},
       {"log",
        {{"run_dir", log.run_dir}, {"every_steps", log.every_steps}, {"progress", log.progress},
         {"sample_every", log.sample_every}, {"sample_tokens", log.sample_tokens},
-        {"sample_temperature", log.sample_temperature}, {"sample_top_k", log.sample_top_k},
+        {"sample_temperature", shortest(log.sample_temperature)}, {"sample_top_k", log.sample_top_k},
         {"sample_prompt", log.sample_prompt}}},
   };
 }

@@ -1,0 +1,66 @@
+#!/usr/bin/env python3
+"""A short, fixed-step version of nanoGPT's shakespeare-char run (configs/shakespeare_char.json:
+6 layers, 6 heads, 384 wide, dropout 0.2, lr 1e-3), trained on ../shared/data/tinyshakespeare.txt
+after `zerotrain prepare`, with a smaller batch (8 x 64 tokens) and 150 steps so it fits in CI.
+
+Proves the loss falls steadily: validation loss at steps 50, 100, 150 strictly decreases, and at
+step 150 is below VAL_BOUND. Justification of the bound: the unigram entropy of the characters is
+3.31 nats (what a model that ignores context reaches); 2.75 can only be reached by using the
+previous characters. Measured here: 2.70 / 2.60 / 2.57 (seed 1337), so the bound leaves 0.18 nats
+for platform and library differences. Exit 77 (ctest: skipped, shown) when the corpus is absent.
+
+usage: shakespeare_run_test.py PATH/TO/zerotrain
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CORPUS = os.path.join(ROOT, "..", "shared", "data", "tinyshakespeare.txt")
+STEPS = 150
+VAL_BOUND = 2.75
+
+
+def main():
+    binary = sys.argv[1]
+    if not os.path.exists(CORPUS):
+        print(f"SKIP: {CORPUS} not found (the shared corpus sits beside the repository)")
+        return 77
+    work = tempfile.mkdtemp(prefix="zt_shakespeare_")
+    data_dir, run_dir = os.path.join(work, "shakespeare_char"), os.path.join(work, "run")
+    p = subprocess.run([binary, "prepare", "--text", CORPUS, "--out", data_dir], capture_output=True, text=True)
+    print(p.stdout)
+    if p.returncode != 0:
+        print(p.stderr)
+        return 1
+    overrides = [f"data.dataset={data_dir}", "train.micro_batch=8", "train.seq_len=64", f"train.max_steps={STEPS}",
+                 "optim.warmup_steps=10", "train.eval_every=50", "train.eval_batches=8", "log.sample_tokens=100",
+                 "log.progress=plain", "log.every_steps=25"]
+    args = [binary, "train", "--config", os.path.join(ROOT, "configs", "shakespeare_char.json"), "--run-dir", run_dir]
+    for o in overrides:
+        args += ["--set", o]
+    p = subprocess.run(args, capture_output=True, text=True, timeout=900)
+    print(p.stdout[-3000:], p.stderr[-1000:])
+    if p.returncode != 0:
+        print("FAIL: training exited", p.returncode)
+        return 1
+    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+        evals = [json.loads(line) for line in f if '"eval"' in line]
+    val = [e["val_loss"] for e in evals]
+    checks = [
+        ([e["step"] for e in evals] == [50, 100, 150], f"evaluations at 50, 100, 150: {[e['step'] for e in evals]}"),
+        (all(a > b for a, b in zip(val, val[1:])), f"validation loss falls at every evaluation: {val}"),
+        (val[-1] < VAL_BOUND, f"validation loss after {STEPS} steps {val[-1]:.4f} < {VAL_BOUND}"),
+    ]
+    failed = 0
+    for ok, what in checks:
+        print(("ok    " if ok else "FAIL  ") + what)
+        failed += not ok
+    print(f"{len(checks) - failed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,5 +1,7 @@
-// Buffer: tracked, aligned, zero-filled allocations.
+// Buffer: tracked, aligned, zero-filled allocations (memory from the host block cache).
 #include "engine/core/buffer.h"
+
+#include "engine/core/host_allocator.h"
 
 #include <cstdlib>
 #include <cstring>
@@ -7,23 +9,18 @@
 
 namespace zt {
 
-namespace {
-constexpr std::size_t kAlignBytes = 64;
-}
-
 Buffer::Buffer(MemoryTracker& tracker, MemCategory category, DType dtype, std::int64_t numel, Device device)
     : tracker_(&tracker), dtype_(dtype), device_(device), category_(category), numel_(numel) {
   ZT_CHECK(numel >= 0);
   ZT_CHECK(device == Device::kCPU, "CUDA buffers are allocated by the CUDA backend");
   const std::size_t bytes = static_cast<std::size_t>(size_bytes());
-  const std::size_t rounded = (bytes + kAlignBytes - 1) / kAlignBytes * kAlignBytes;
-  if (rounded > 0) {
-    data_ = std::aligned_alloc(kAlignBytes, rounded);
+  if (bytes > 0) {
+    data_ = host_alloc(bytes);
     if (data_ == nullptr) {
       throw_runtime_error("out of memory allocating {} for {}", format_bytes(static_cast<std::int64_t>(bytes)),
                           mem_category_name(category));
     }
-    std::memset(data_, 0, rounded);
+    std::memset(data_, 0, bytes);
   }
   tracker_->charge(category_, size_bytes());
 }
@@ -50,7 +47,7 @@ TensorView Buffer::view(Shape shape) const {
 
 void Buffer::reset() {
   if (tracker_ != nullptr) tracker_->release(category_, size_bytes());
-  std::free(data_);
+  host_free(data_, static_cast<std::size_t>(size_bytes()));
   data_ = nullptr;
   tracker_ = nullptr;
   numel_ = 0;

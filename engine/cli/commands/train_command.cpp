@@ -6,6 +6,7 @@
 #include "engine/cli/commands/arg_parser.h"
 #include "engine/cli/commands/commands.h"
 #include "engine/config/run_config.h"
+#include "engine/core/host_allocator.h"
 #include "engine/trainer/trainer.h"
 #include "kernels/cpu/blas.h"
 #include "models/gpt/gpt_params.h"
@@ -45,6 +46,7 @@ int train_main(const std::vector<std::string>& args) {
              s.unigram_entropy_nats, s.val_loss < s.unigram_entropy_nats ? "below: the model uses context" : "not below");
   if (!s.sample.empty()) fmt::print("sample:\n{}\n---\n", s.sample);
   fmt::print("memory (bytes per category over the run):\n{}", format_memory_table(s.memory));
+  fmt::print("(plus {} of freed blocks the host allocator keeps for reuse)\n", format_bytes(host_cached_bytes()));
   if (s.stopped_nonfinite) {
     fmt::print(stderr, "zerotrain: error: training stopped on a non-finite loss or gradient (see {}/metrics.jsonl)\n",
                cfg.log.run_dir);

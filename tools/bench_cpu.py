@@ -9,6 +9,11 @@ for both sides: flops/token = 6*N + 6*L*C*T, N = every parameter including the e
 vocabulary padded to a multiple of 64 as zerotrain pads it (the attention term counts the causal
 half of QK^T and AV). Prints PASS/FAIL against the issue's targets (speedup >= 2x, >= 60% of the
 sgemm peak) but exits 0 either way: 1 only when a side failed to run, 2 on bad flags.
+
+PyTorch runs twice (--torch-blas): "PyTorch" with Debian's libblas.so.3 (the pthread OpenBLAS by
+default: the issue's baseline), and "PyTorch/zt" with LD_LIBRARY_PATH pointing at the directory of
+the OpenBLAS zerotrain loads (the OpenMP build), so its BLAS shares torch's OpenMP thread pool
+instead of spinning a second pool on the same cores. The speedup is reported against both.
 """
 import argparse
 import datetime
@@ -16,7 +21,6 @@ import json
 import os
 import platform
 import re
-import shutil
 import statistics
 import subprocess
 import sys
@@ -27,6 +31,7 @@ REPO = Path(__file__).resolve().parent.parent
 TARGET_SPEEDUP = 2.0
 TARGET_PEAK_FRACTION = 0.6
 SGEMM_SIZE = 2048
+TORCH_SIDES = {"pytorch": "PyTorch", "pytorch_zt_blas": "PyTorch/zt"}  # result key -> table label
 DEFAULT_CONFIG = {  # the issue's benchmark: char-level (vocab 65) 4-layer GPT, f32, AdamW
     "model": {"n_layer": 4, "n_head": 4, "n_embd": 256, "block_size": 128, "vocab_size": 65, "dropout": 0.0},
     "train": {"micro_batch": 16, "seq_len": 128, "grad_accum": 1, "seed": 1337, "eval_every": 0},
@@ -49,6 +54,8 @@ def parse_args(argv):
     p.add_argument("--zerotrain", default=str(REPO / "build" / "zerotrain"), help="zerotrain binary")
     p.add_argument("--sgemm", default=str(REPO / "build" / "tools" / "zt_bench_sgemm"), help="zt_bench_sgemm binary")
     p.add_argument("--out", default=str(REPO / "docs" / "results" / "cpu_bench.json"), help="result JSON")
+    p.add_argument("--torch-blas", choices=("both", "system", "zerotrain"), default="both",
+                   help="PyTorch with the system libblas.so.3, with zerotrain's OpenBLAS build, or both")
     p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
                    help="override the benchmark config (both sides), e.g. --set model.n_layer=2")
     args = p.parse_args(argv)
@@ -97,12 +104,12 @@ def thread_env(threads, core=None):
 
 
 def zerotrain_blas(zerotrain):
-    """(core, source, version output) from `zerotrain version`: 'cpu blas: PATH core=SkylakeX (detected), ...'."""
+    """{core, core_source, library, version} from `zerotrain version`: 'cpu blas: PATH core=SkylakeX (detected), ...'."""
     out = run_checked([zerotrain, "version"], what="zerotrain version")
-    m = re.search(r"core=(\S+) \(([^)]*)\)", out)
+    m = re.search(r"cpu blas: (\S+) core=(\S+) \(([^)]*)\)", out)
     if not m:
-        raise BenchError(f"zerotrain version printed no 'core=NAME (source)': {out.strip()!r}")
-    return m.group(1), m.group(2), out.strip()
+        raise BenchError(f"zerotrain version printed no 'cpu blas: PATH core=NAME (source)': {out.strip()!r}")
+    return {"library": m.group(1), "core": m.group(2), "core_source": m.group(3), "version": out.strip()}
 
 
 def run_sgemm(sgemm, threads):
@@ -131,12 +138,25 @@ def run_zerotrain(zerotrain, config, threads):
             "final_loss": train[-1].get("loss")}
 
 
-def run_torch(config, steps, threads, core):
+def run_torch(config, steps, threads, core, library_dir=None):
+    """bench_cpu_torch.py's result; library_dir first on LD_LIBRARY_PATH picks its libblas.so.3."""
     spec = {k: config[k] for k in ("model", "train", "optim")}
     spec.update(steps=steps, threads=threads, foreach=None)  # None: torch's default AdamW loop
     cmd = [sys.executable, str(Path(__file__).with_name("bench_cpu_torch.py")), "--spec", json.dumps(spec)]
-    out = run_checked(cmd, thread_env(threads, core), "PyTorch benchmark")
-    return json.loads(out.strip().splitlines()[-1])
+    env = thread_env(threads, core)
+    if library_dir:
+        env["LD_LIBRARY_PATH"] = os.pathsep.join(filter(None, [library_dir, env.get("LD_LIBRARY_PATH")]))
+    out = run_checked(cmd, env, "PyTorch benchmark" + (f" (LD_LIBRARY_PATH={library_dir})" if library_dir else ""))
+    result = json.loads(out.strip().splitlines()[-1])
+    result["env"] = {k: env[k] for k in ("OPENBLAS_CORETYPE", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+                                         "LD_LIBRARY_PATH") if k in env and (k != "LD_LIBRARY_PATH" or library_dir)}
+    return result
+
+
+def zerotrain_blas_dir(library):
+    """The directory of zerotrain's OpenBLAS when it also holds a libblas.so.3 torch can load, else None."""
+    directory = Path(library).parent
+    return str(directory) if Path(library).is_absolute() and (directory / "libblas.so.3").is_file() else None
 
 
 def summarize(step_ms, warmup, tokens_per_step, flops_per_token, peak_gflops):
@@ -163,21 +183,20 @@ def cpu_competition(start):
 
 
 def machine_info():
-    cpu = "unknown"
-    try:
-        cpu = next(l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
+    with open("/proc/cpuinfo") as f:
+        cpu = next((l.split(":", 1)[1].strip() for l in f if l.startswith("model name")), "unknown")
     return {"cpu_model": cpu, "cores": os.cpu_count(), "usable_cores": len(os.sched_getaffinity(0)),
             "hostname": platform.node()}
 
 
 def git_commit():
-    if not shutil.which("git"):
+    """(HEAD commit, whether the tree has uncommitted changes), or (None, None) without git."""
+    def git(*args):
+        return subprocess.run(["git", "-C", str(REPO), *args], capture_output=True, text=True).stdout.strip()
+    try:
+        return git("rev-parse", "HEAD") or None, bool(git("status", "--porcelain"))
+    except OSError:
         return None, None
-    commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True)
-    dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain"], capture_output=True, text=True)
-    return (commit.stdout.strip() or None), bool(dirty.stdout.strip())
 
 
 def warnings(r):
@@ -187,10 +206,10 @@ def warnings(r):
     if other["other_processes_cores"] > 0.2 or other["steal_cores"] > 0.1:
         found.append(f"other processes used {other['other_processes_cores']:.2f} cores and the hypervisor stole "
                      f"{other['steal_cores']:.2f} while this ran: timings are unreliable; rerun on an idle machine")
-    cores = {r["zerotrain"]["blas_core"], r["sgemm"]["core"], r["pytorch"]["blas"]["core"]}
-    if len(cores) > 1:
-        found.append(f"BLAS cores differ: zerotrain {r['zerotrain']['blas_core']}, sgemm {r['sgemm']['core']}, "
-                     f"PyTorch {r['pytorch']['blas']['core']}")
+    cores = {key: r[key]["blas"]["core"] for key in TORCH_SIDES if key in r}
+    cores.update(zerotrain=r["zerotrain"]["blas_core"], sgemm=r["sgemm"]["core"])
+    if len(set(cores.values())) > 1:
+        found.append("BLAS cores differ: " + ", ".join(f"{k} {v}" for k, v in cores.items()))
     if r["threads"] > r["machine"]["usable_cores"]:
         found.append(f"--threads {r['threads']} exceeds the {r['machine']['usable_cores']} usable cores")
     return found
@@ -202,23 +221,31 @@ def print_table(r):
           f"B={t['micro_batch']} T={t['seq_len']} x{t.get('grad_accum', 1)} ({fl['tokens_per_step']} tokens/step), "
           f"{r['config']['precision']['param_dtype']}, {r['threads']} threads, median of steps "
           f"{r['warmup'] + 1}..{r['steps']}")
-    print(f"machine: {r['machine']['cpu_model']}, {r['machine']['cores']} cores; BLAS core: zerotrain "
-          f"{r['zerotrain']['blas_core']} ({r['zerotrain']['blas_core_source']}), PyTorch {r['pytorch']['blas']['core']} "
-          f"({r['pytorch']['blas'].get('library', 'no OpenBLAS found')})")
+    print(f"machine: {r['machine']['cpu_model']}, {r['machine']['cores']} cores; zerotrain BLAS "
+          f"{r['zerotrain']['blas_library']} core {r['zerotrain']['blas_core']} ({r['zerotrain']['blas_core_source']})")
+    for key, label in TORCH_SIDES.items():
+        if key in r:
+            print(f"{label}: torch {r[key]['torch_version']}, BLAS {r[key]['blas'].get('library', 'no OpenBLAS found')} "
+                  f"core {r[key]['blas']['core']}")
     print(f"sgemm peak ({SGEMM_SIZE}^3, {r['sgemm']['threads']} threads, core {r['sgemm']['core']}): "
           f"{r['sgemm']['gflops']:.1f} GFLOP/s")
     print(f"flops/token = 6*N + 6*L*C*T = {fl['per_token'] / 1e6:.2f} MFLOP "
           f"(N = {fl['n_params']:,} incl. embeddings, vocab padded {m['vocab_size']} -> {fl['padded_vocab_size']})\n")
     print(f"{'':<11}{'ms/step':>10}{'min':>9}{'tokens/s':>11}{'GFLOP/s':>9}{'of peak':>9}")
-    for name, key in (("zerotrain", "zerotrain"), ("PyTorch", "pytorch")):
+    for key, name in {"zerotrain": "zerotrain", **TORCH_SIDES}.items():
+        if key not in r:
+            continue
         s = r[key]
         print(f"{name:<11}{s['ms_per_step_median']:>10.1f}{s['ms_per_step_min']:>9.1f}{s['tokens_per_s']:>11.0f}"
               f"{s['gflops']:>9.1f}{s['fraction_of_sgemm_peak']:>9.1%}")
     for warning in r["warnings"]:
         print(f"warning: {warning}")
     tg = r["targets"]
-    print(f"\nspeedup (PyTorch ms / zerotrain ms): {r['speedup']:.2f}x   "
-          f"target >= {tg['speedup_min']:.1f}x: {'PASS' if tg['speedup_pass'] else 'FAIL'}")
+    print()
+    for key, label in TORCH_SIDES.items():
+        if key in r["speedup"]:
+            print(f"speedup over {label} ({label} ms / zerotrain ms): {r['speedup'][key]:.2f}x   "
+                  f"target >= {tg['speedup_min']:.1f}x: {'PASS' if tg['speedup_pass'][key] else 'FAIL'}")
     print(f"zerotrain fraction of sgemm peak: {r['zerotrain']['fraction_of_sgemm_peak']:.1%}   "
           f"target >= {tg['fraction_of_peak_min']:.0%}: {'PASS' if tg['fraction_pass'] else 'FAIL'}")
 
@@ -229,20 +256,35 @@ def main(argv=None):
     flops_per_token, n_params, padded_vocab = model_flops_per_token(config["model"], t["seq_len"])
     machine = machine_info()
     counters_at_start = cpu_counters()
+    torch_sides = {"pytorch": None}
     try:
-        core, core_source, version = zerotrain_blas(args.zerotrain)
-        print(f"bench_cpu: zerotrain BLAS core {core} ({core_source}); measuring sgemm peak", flush=True)
+        zt_blas = zerotrain_blas(args.zerotrain)
+        core = zt_blas["core"]
+        if args.torch_blas != "system":
+            torch_sides["pytorch_zt_blas"] = zerotrain_blas_dir(zt_blas["library"])
+            if torch_sides["pytorch_zt_blas"] is None:
+                raise BenchError(f"no libblas.so.3 beside zerotrain's {zt_blas['library']}: use --torch-blas system")
+            if args.torch_blas == "zerotrain":
+                del torch_sides["pytorch"]
+        print(f"bench_cpu: zerotrain BLAS core {core} ({zt_blas['core_source']}); measuring sgemm peak", flush=True)
         sgemm = run_sgemm(args.sgemm, args.threads)
         print(f"bench_cpu: sgemm {sgemm['gflops']:.1f} GFLOP/s; training {args.steps} steps in zerotrain", flush=True)
         zt = run_zerotrain(args.zerotrain, config, args.threads)
-        print(f"bench_cpu: training {args.steps} steps in PyTorch (OPENBLAS_CORETYPE={core})", flush=True)
-        torch_run = run_torch(config, args.steps, args.threads, core)
+        torch_runs = {}
+        for key, library_dir in torch_sides.items():
+            print(f"bench_cpu: training {args.steps} steps in {TORCH_SIDES[key]} (OPENBLAS_CORETYPE={core}"
+                  + (f", LD_LIBRARY_PATH={library_dir})" if library_dir else ")"), flush=True)
+            torch_runs[key] = run_torch(config, args.steps, args.threads, core, library_dir)
     except BenchError as e:
         print(f"bench_cpu: error: {e}", file=sys.stderr)
         return 1
     tokens_per_step = zt["tokens_per_step"] or t["micro_batch"] * t["seq_len"] * t.get("grad_accum", 1)
     machine["cpu_competition"] = cpu_competition(counters_at_start)
     commit, dirty = git_commit()
+
+    def side(step_ms):
+        return summarize(step_ms, args.warmup, tokens_per_step, flops_per_token, sgemm["gflops"])
+
     result = {
         "benchmark": "cpu_train_step", "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "git_commit": commit, "git_dirty": dirty, "machine": machine, "config": config,
@@ -251,18 +293,18 @@ def main(argv=None):
                   "padded_vocab_size": padded_vocab, "tokens_per_step": tokens_per_step,
                   "note": "model FLOPs, same count for both sides; N includes embeddings (vocab padded to 64)"},
         "sgemm": sgemm,
-        "zerotrain": {**summarize(zt["step_ms"], args.warmup, tokens_per_step, flops_per_token, sgemm["gflops"]),
-                      "blas_core": core, "blas_core_source": core_source, "version": version,
-                      "final_loss": zt["final_loss"]},
-        "pytorch": {**summarize(torch_run["step_ms"], args.warmup, tokens_per_step, flops_per_token, sgemm["gflops"]),
-                    "torch_version": torch_run["torch_version"], "torch_threads": torch_run["threads"],
-                    "adamw_foreach": torch_run["foreach"], "blas": torch_run["blas"],
-                    "final_loss": torch_run["losses"][-1], "env": {"OPENBLAS_CORETYPE": core}},
+        "zerotrain": {**side(zt["step_ms"]), "blas_core": core, "blas_core_source": zt_blas["core_source"],
+                      "blas_library": zt_blas["library"], "version": zt_blas["version"], "final_loss": zt["final_loss"]},
     }
+    for key, run in torch_runs.items():
+        result[key] = {**side(run["step_ms"]), "torch_version": run["torch_version"], "torch_threads": run["threads"],
+                       "adamw_foreach": run["foreach"], "blas": run["blas"], "env": run["env"],
+                       "final_loss": run["losses"][-1], "label": TORCH_SIDES[key]}
     result["warnings"] = warnings(result)
-    result["speedup"] = result["pytorch"]["ms_per_step_median"] / result["zerotrain"]["ms_per_step_median"]
+    zt_ms = result["zerotrain"]["ms_per_step_median"]
+    result["speedup"] = {key: result[key]["ms_per_step_median"] / zt_ms for key in torch_runs}
     result["targets"] = {
-        "speedup_min": TARGET_SPEEDUP, "speedup_pass": result["speedup"] >= TARGET_SPEEDUP,
+        "speedup_min": TARGET_SPEEDUP, "speedup_pass": {k: v >= TARGET_SPEEDUP for k, v in result["speedup"].items()},
         "fraction_of_peak_min": TARGET_PEAK_FRACTION,
         "fraction_pass": result["zerotrain"]["fraction_of_sgemm_peak"] >= TARGET_PEAK_FRACTION}
     print_table(result)

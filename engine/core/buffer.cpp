@@ -9,7 +9,8 @@
 
 namespace zt {
 
-Buffer::Buffer(MemoryTracker& tracker, MemCategory category, DType dtype, std::int64_t numel, Device device)
+Buffer::Buffer(MemoryTracker& tracker, MemCategory category, DType dtype, std::int64_t numel, Device device,
+               bool zero_fill)
     : tracker_(&tracker), dtype_(dtype), device_(device), category_(category), numel_(numel) {
   ZT_CHECK(numel >= 0);
   ZT_CHECK(device == Device::kCPU, "CUDA buffers are allocated by the CUDA backend");
@@ -20,7 +21,7 @@ Buffer::Buffer(MemoryTracker& tracker, MemCategory category, DType dtype, std::i
       throw_runtime_error("out of memory allocating {} for {}", format_bytes(static_cast<std::int64_t>(bytes)),
                           mem_category_name(category));
     }
-    std::memset(data_, 0, bytes);
+    if (zero_fill) std::memset(data_, 0, bytes);
   }
   tracker_->charge(category_, size_bytes());
 }

@@ -14,9 +14,10 @@ namespace zt {
 class Buffer {
  public:
   Buffer() = default;
-  // Allocates numel elements of dtype, zero-filled.
+  // Allocates numel elements of dtype, zero-filled unless `zero_fill` is false (for buffers whose
+  // every element is written before it is read, such as activations).
   Buffer(MemoryTracker& tracker, MemCategory category, DType dtype, std::int64_t numel,
-         Device device = Device::kCPU);
+         Device device = Device::kCPU, bool zero_fill = true);
   ~Buffer();
 
   Buffer(const Buffer&) = delete;

@@ -3,6 +3,8 @@
 // Bias add and bias gradient are plain loops; the bias gradient sums each column in row order.
 #include "kernels/cpu/matmul.h"
 
+#include <cstring>
+
 #include <algorithm>
 #include <climits>
 #include <cstdint>
@@ -59,16 +61,16 @@ void matmul_forward(const ExecContext& ctx, TensorView out, TensorView inp, Tens
   if (d.rows == 0) return;
   const int N = static_cast<int>(d.rows), C = static_cast<int>(d.in), OC = static_cast<int>(d.out);
   const bool trans_w = layout == WeightLayout::kOutIn;
-  sgemm(false, trans_w, N, OC, C, 1.0f, inp.as<float>(), C, weight.as<float>(), trans_w ? C : OC, 0.0f,
-        out.as<float>(), OC, ctx.num_threads);
-  if (!has_bias) return;
   float* o = out.as<float>();
-  const float* b = bias.as<float>();
+  if (has_bias) {
+    // Start every output row at the bias and let sgemm accumulate into it (beta = 1): one pass
+    // over the output instead of sgemm zeroing it and a second pass adding the bias.
+    const float* b = bias.as<float>();
 #pragma omp parallel for num_threads(ctx.num_threads) schedule(static)
-  for (std::int64_t n = 0; n < d.rows; ++n) {
-    float* row = o + n * d.out;
-    for (std::int64_t c = 0; c < d.out; ++c) row[c] += b[c];
+    for (std::int64_t n = 0; n < d.rows; ++n) std::memcpy(o + n * d.out, b, static_cast<std::size_t>(d.out) * sizeof(float));
   }
+  sgemm(false, trans_w, N, OC, C, 1.0f, inp.as<float>(), C, weight.as<float>(), trans_w ? C : OC,
+        has_bias ? 1.0f : 0.0f, o, OC, ctx.num_threads);
 }
 
 void matmul_backward(const ExecContext& ctx, TensorView dinp, TensorView dweight, TensorView dbias, TensorView dout,

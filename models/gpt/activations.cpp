@@ -55,7 +55,8 @@ std::int64_t predict_activation_peak_bytes(const GptConfig& c, const ActivationD
 }
 
 BlockActivations::BlockActivations(MemoryTracker& tracker, const ActivationDims& d)
-    : storage(tracker, MemCategory::kActivations, DType::kF32, block_activation_numel(d)) {
+    : storage(tracker, MemCategory::kActivations, DType::kF32, block_activation_numel(d), Device::kCPU,
+              /*zero_fill=*/false) {  // every kernel writes all of its outputs
   Carver c(storage);
   ln1 = c.take({d.B, d.T, d.C});
   ln1_mean = c.take({d.B, d.T});
@@ -73,7 +74,8 @@ BlockActivations::BlockActivations(MemoryTracker& tracker, const ActivationDims&
 }
 
 HeadActivations::HeadActivations(MemoryTracker& tracker, const ActivationDims& d)
-    : storage(tracker, MemCategory::kActivations, DType::kF32, head_activation_numel(d)) {
+    : storage(tracker, MemCategory::kActivations, DType::kF32, head_activation_numel(d), Device::kCPU,
+              /*zero_fill=*/false) {
   Carver c(storage);
   lnf = c.take({d.B, d.T, d.C});
   lnf_mean = c.take({d.B, d.T});

@@ -85,7 +85,8 @@ float GptModel::forward(ParamStore& store, const std::int32_t* inputs, const std
   float* logits_out = options.logits_out;
   const int L = config_.n_layer, emb = embedding_unit(), fin = final_unit(config_);
   fp32_copy_unit_ = {-1, -1};  // parameters may have changed since the last step
-  stream_ = Buffer(tracker_, MemCategory::kActivations, DType::kF32, residual_stream_numel(d, L));
+  stream_ = Buffer(tracker_, MemCategory::kActivations, DType::kF32, residual_stream_numel(d, L), Device::kCPU,
+                   /*zero_fill=*/false);  // the embedding and each block write their whole output
   auto* tokens = reinterpret_cast<std::int32_t*>(stream_.as<float>() + (L + 1) * d.BTC());
   std::memcpy(tokens, inputs, static_cast<std::size_t>(d.BT()) * sizeof(std::int32_t));
   std::memcpy(tokens + d.BT(), targets, static_cast<std::size_t>(d.BT()) * sizeof(std::int32_t));

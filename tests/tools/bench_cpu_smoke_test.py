@@ -3,14 +3,14 @@
 Proves, with stand-in zerotrain and zt_bench_sgemm programs whose step times are known, that the
 median skips the warm-up steps, that speedup, tokens/s, GFLOP/s and fraction of peak follow from
 them and from flops/token = 6*N + 6*L*C*T (N with the vocabulary padded to 64), that the real
-PyTorch side runs, and that a failing side gives exit 1 with one line and bad flags exit 2.
+PyTorch side runs, and that a failing side gives exit 1 with one line and bad flags exit 2. The real-binary run also
+proves the PyTorch/zt side loads the OpenBLAS build in the directory zerotrain's library is in.
 With --zerotrain and --sgemm (the real binaries) it also runs a tiny config end to end.
 Usage: bench_cpu_smoke_test.py [--zerotrain build/zerotrain --sgemm build/tools/zt_bench_sgemm]
 """
 import argparse
 import json
 import math
-import os
 import statistics
 import subprocess
 import sys
@@ -68,7 +68,7 @@ def test_arithmetic_with_fakes(tmp):
     sgemm = write_script(tmp / "fake_sgemm", FAKE_SGEMM)
     out = tmp / "result.json"
     proc = run_bench("--zerotrain", zt, "--sgemm", sgemm, "--steps", "4", "--warmup", "1", "--threads", "1",
-                     "--out", str(out), *TINY)
+                     "--torch-blas", "system", "--out", str(out), *TINY)
     check(proc.returncode == 0, f"bench exited {proc.returncode}: {proc.stderr}")
     r = json.loads(out.read_text())
     zt_side, pt = r["zerotrain"], r["pytorch"]
@@ -82,26 +82,31 @@ def test_arithmetic_with_fakes(tmp):
     check(math.isclose(zt_side["fraction_of_sgemm_peak"], zt_side["gflops"] / 100.0), "fraction of peak")
     check(len(pt["step_ms"]) == 4 and all(ms > 0 for ms in pt["step_ms"]), f"PyTorch steps {pt['step_ms']}")
     check(math.isclose(pt["ms_per_step_median"], statistics.median(pt["step_ms"][1:])), "PyTorch median")
-    check(math.isclose(r["speedup"], pt["ms_per_step_median"] / 103.0), f"speedup {r['speedup']}")
+    check(r["speedup"].keys() == {"pytorch"} and "pytorch_zt_blas" not in r, f"--torch-blas system: {r['speedup']}")
+    check(math.isclose(r["speedup"]["pytorch"], pt["ms_per_step_median"] / 103.0), f"speedup {r['speedup']}")
     check(pt["blas"]["core"] in ("Haswell", "unknown"), f"PyTorch ran with core {pt['blas']['core']}, not Haswell")
     check(math.isfinite(pt["final_loss"]), "PyTorch loss not finite")
-    check(r["targets"]["speedup_pass"] == (r["speedup"] >= 2.0), "speedup verdict")
+    check(r["targets"]["speedup_pass"]["pytorch"] == (r["speedup"]["pytorch"] >= 2.0), "speedup verdict")
     for key in ("git_commit", "date", "machine", "config", "sgemm"):
         check(key in r, f"result lacks {key}")
-    check("speedup (PyTorch ms / zerotrain ms)" in proc.stdout and "target >= 60%" in proc.stdout,
+    check("speedup over PyTorch (PyTorch ms / zerotrain ms)" in proc.stdout and "target >= 60%" in proc.stdout,
           f"table lacks the verdict lines:\n{proc.stdout}")
 
 
 def test_failures(tmp):
     zt = write_script(tmp / "failing_zerotrain", FAKE_ZEROTRAIN, fail=True)
     sgemm = write_script(tmp / "fake_sgemm", FAKE_SGEMM)
-    proc = run_bench("--zerotrain", zt, "--sgemm", sgemm, "--out", str(tmp / "x.json"), *TINY)
+    proc = run_bench("--zerotrain", zt, "--sgemm", sgemm, "--torch-blas", "system", "--out", str(tmp / "x.json"), *TINY)
     lines = proc.stderr.strip().splitlines()
     check(proc.returncode == 1 and len(lines) == 1 and "zerotrain train exited 2" in lines[0]
           and "planted failure" in lines[0], f"failing side: rc {proc.returncode}, stderr {proc.stderr!r}")
     check(not (tmp / "x.json").exists(), "a failed run wrote a result file")
     proc = run_bench("--zerotrain", str(tmp / "missing"), "--out", str(tmp / "x.json"))
     check(proc.returncode == 1 and "cannot run" in proc.stderr, f"missing binary: {proc.stderr!r}")
+    proc = run_bench("--zerotrain", write_script(tmp / "fake_zerotrain", FAKE_ZEROTRAIN, fail=False),
+                     "--sgemm", sgemm, "--torch-blas", "zerotrain", "--out", str(tmp / "x.json"))
+    check(proc.returncode == 1 and "no libblas.so.3 beside zerotrain's /fake/libopenblas.so.0" in proc.stderr,
+          f"--torch-blas zerotrain without a libblas.so.3 beside zerotrain's library: {proc.stderr!r}")
     proc = run_bench("--steps", "3", "--warmup", "3")
     check(proc.returncode == 2 and "warmup" in proc.stderr, f"bad flags: rc {proc.returncode} {proc.stderr!r}")
 
@@ -112,10 +117,15 @@ def test_real_binaries(tmp, zerotrain, sgemm):
                      "--threads", "1", "--out", str(out), *TINY)
     check(proc.returncode == 0, f"real run exited {proc.returncode}: {proc.stderr}")
     r = json.loads(out.read_text())
-    for side in ("zerotrain", "pytorch"):
+    for side in ("zerotrain", "pytorch", "pytorch_zt_blas"):
         check(r[side]["ms_per_step_median"] > 0 and math.isfinite(r[side]["final_loss"]), f"{side}: {r[side]}")
-    check(r["sgemm"]["gflops"] > 0 and r["pytorch"]["blas"]["core"] in (r["zerotrain"]["blas_core"], "unknown"),
-          f"PyTorch BLAS core {r['pytorch']['blas']} differs from zerotrain's {r['zerotrain']['blas_core']}")
+    for side in ("pytorch", "pytorch_zt_blas"):
+        check(r[side]["blas"]["core"] in (r["zerotrain"]["blas_core"], "unknown"),
+              f"{side} BLAS core {r[side]['blas']} differs from zerotrain's {r['zerotrain']['blas_core']}")
+    zt_dir = str(Path(r["zerotrain"]["blas_library"]).parent)
+    check(r["pytorch_zt_blas"]["blas"].get("library", "").startswith(zt_dir + "/"),
+          f"PyTorch/zt loaded {r['pytorch_zt_blas']['blas']}, not the library in {zt_dir}")
+    check(r["sgemm"]["gflops"] > 0 and set(r["speedup"]) == {"pytorch", "pytorch_zt_blas"}, f"{r['speedup']}")
 
 
 def main():

@@ -244,8 +244,12 @@ def print_table(r):
     print()
     for key, label in TORCH_SIDES.items():
         if key in r["speedup"]:
+            # The 2x target is against Debian's PyTorch as installed (same core type);
+            # PyTorch on the OpenMP OpenBLAS is a stronger baseline, reported for information.
+            verdict = "PASS" if tg["speedup_pass"][key] else "FAIL"
+            note = "the issue's target" if key == "pytorch" else "stronger baseline, for information"
             print(f"speedup over {label} ({label} ms / zerotrain ms): {r['speedup'][key]:.2f}x   "
-                  f"target >= {tg['speedup_min']:.1f}x: {'PASS' if tg['speedup_pass'][key] else 'FAIL'}")
+                  f"target >= {tg['speedup_min']:.1f}x: {verdict} ({note})")
     print(f"zerotrain fraction of sgemm peak: {r['zerotrain']['fraction_of_sgemm_peak']:.1%}   "
           f"target >= {tg['fraction_of_peak_min']:.0%}: {'PASS' if tg['fraction_pass'] else 'FAIL'}")
 

@@ -59,6 +59,35 @@ def main():
         ("unknown command", ["frobnicate"], "frobnicate"),
     ]
 
+    # Data files: a token file with a bad magic, one shorter than its header says, and an
+    # out-of-range token, each refused when training opens it.
+    import struct
+    def token_file(name, magic=20240520, count=100, actual=100, token=1):
+        path = os.path.join(work, name)
+        with open(path, "wb") as f:
+            f.write(struct.pack("<256i", magic, 1, count, *([0] * 253)))
+            f.write(struct.pack(f"<{actual}H", *([token] * actual)))
+        return path
+    good_tokens = token_file("good.bin")
+    run_dir = os.path.join(work, "run")
+    def train_on(train_path, *extra):
+        return ["train", "--config", config_file("tr.json", GOOD), "--run-dir", run_dir,
+                "--set", f"data.train_file={train_path}", "--set", f"data.val_file={good_tokens}"] + list(extra)
+    cases += [
+        ("token file with bad magic", train_on(token_file("magic.bin", magic=1234), "--set", "data.format=llmc"),
+         "magic"),
+        ("truncated token file", train_on(token_file("short.bin", count=100, actual=60)), "short.bin"),
+        ("out-of-range token", train_on(token_file("range.bin", token=500)), "500"),
+        ("missing dataset directory", ["train", "--config", config_file("nd.json", dict(GOOD, data={"dataset": "/nonexistent/data"})),
+                                       "--run-dir", run_dir], "data.dataset"),
+        ("inconsistent batch terms", ["train", "--config", config_file("bt.json", dict(GOOD, train={"micro_batch": 2, "grad_accum": 2, "global_batch_tokens": 7})),
+                                      "--run-dir", run_dir], "train.global_batch_tokens"),
+        ("prepare: missing text", ["prepare", "--text", os.path.join(work, "none.txt"), "--out", os.path.join(work, "p")],
+         "none.txt"),
+        ("sample: not a run directory", ["sample", "--run", os.path.join(work, "norun")], "norun"),
+        ("train: unknown flag", ["train", "--confg", "x.json"], "--confg"),
+    ]
+
     failures = []
     for name, argv, fragment in cases:
         with open(out, "wb") as f:

@@ -11,6 +11,7 @@ packages=(
   libopenblas-dev libopenblas0-openmp  # CPU matrix products (OpenMP build shares our thread pool)
   python3-torch python3-numpy     # numerical reference for the parity tests (/usr/bin/python3)
   python3-matplotlib              # tools/plot_run.py loss curves
+  libopenmpi-dev openmpi-bin      # CPU ranks as processes (mpirun)
 )
 
 missing=()

@@ -19,6 +19,7 @@ constexpr const char* kUsage =
     "  prepare       turn a text file into a vocabulary and train/val token files\n"
     "  sample        generate text from a training run's final weights\n"
     "  debug-state   one forward/backward on a deterministic batch, every tensor to safetensors\n"
+    "  memory        predicted bytes per rank for ZeRO stages 0-3 (a config, or a parameter count)\n"
     "  version       print the version and build features\n\n"
     "Run 'zerotrain <command> --help' for a command's flags.\n";
 
@@ -37,6 +38,7 @@ int main(int argc, char** argv) {
     if (command == "prepare") return zt::cli::prepare_main(args);
     if (command == "sample") return zt::cli::sample_main(args);
     if (command == "debug-state") return zt::cli::debug_state_main(args);
+    if (command == "memory") return zt::cli::memory_main(args);
     if (command == "version" || command == "--version") return zt::cli::version_main(args);
     fmt::print(stderr, "zerotrain: unknown command '{}'\n{}", command, kUsage);
     return 2;

@@ -11,6 +11,7 @@ int train_main(const std::vector<std::string>& args);
 int prepare_main(const std::vector<std::string>& args);
 int sample_main(const std::vector<std::string>& args);
 int debug_state_main(const std::vector<std::string>& args);
+int memory_main(const std::vector<std::string>& args);
 int version_main(const std::vector<std::string>& args);
 
 }  // namespace zt::cli

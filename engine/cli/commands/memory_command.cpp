@@ -1,0 +1,201 @@
+// `zerotrain memory`: the ZeRO memory prediction without training. With --config, bytes per rank
+// per category for stages 0-3 side by side (engine/sharding/memory_model.h, docs/zero_memory.md);
+// with --params, the ZeRO paper's model-state table for any parameter count. --json for tools.
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <utility>
+
+#include "engine/cli/commands/arg_parser.h"
+#include "engine/cli/commands/commands.h"
+#include "engine/config/run_config.h"
+#include "engine/core/check.h"
+#include "engine/sharding/memory_model.h"
+#include "models/gpt/gpt_params.h"
+
+namespace zt::cli {
+
+namespace {
+
+constexpr int kStages = 4;
+constexpr int kMaxRanks = 1 << 24;
+constexpr double kGB = 1e9, kGiB = 1024.0 * 1024.0 * 1024.0;
+
+// Rows of the config table, in the order the memory docs list the categories.
+constexpr MemCategory kRows[] = {MemCategory::kParameters,   MemCategory::kGradients,   MemCategory::kMasterWeights,
+                                 MemCategory::kOptimizerStates, MemCategory::kActivations, MemCategory::kCommBuffers,
+                                 MemCategory::kWorkspace};
+
+// A parameter count: an integer, also written as a float ("7.5e9", "124e6").
+std::int64_t parse_param_count(const std::string& text) {
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || end != text.c_str() + text.size() || !std::isfinite(v) || v < 1 || v > 9e15 ||
+      v != std::floor(v)) {
+    throw_input_error("zerotrain memory: --params must be a whole number of parameters >= 1, such as 124e6 or "
+                      "7.5e9 (got '{}')", text);
+  }
+  return static_cast<std::int64_t>(v);
+}
+
+std::int64_t parse_elements(const std::string& flag, const std::string& text) {
+  std::int64_t v = 0;
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || ptr != text.data() + text.size() || v < 0) {
+    throw_input_error("zerotrain memory: --{} must be a number of elements >= 0 (got '{}')", flag, text);
+  }
+  return v;
+}
+
+int paper_table(const ArgParser& parser, int ranks, bool json) {
+  const std::int64_t psi = parse_param_count(parser.get("params"));
+  const int k = parser.get_int("k", 12, 0, 1000);
+  constexpr const char* kSharded[] = {"nothing (data parallel)", "optimizer states", "+ gradients", "+ parameters"};
+  constexpr const char* kFormula[] = {"(2+2+K)Psi", "2Psi+2Psi+K*Psi/N", "2Psi+(2+K)Psi/N", "(2+2+K)Psi/N"};
+  nlohmann::json stages = nlohmann::json::array();
+  std::string table = fmt::format("{:<6}{:<25}{:<19}{:>11}{:>11}{:>14}{:>12}{:>12}\n", "stage", "sharded", "formula",
+                                  "params GB", "grads GB", "optimizer GB", "total GB", "total GiB");
+  for (int stage = 0; stage < kStages; ++stage) {
+    const ModelStateBytes m = predict_model_states(psi, stage, ranks, k);
+    stages.push_back({{"stage", stage},
+                      {"parameters_bytes", m.parameters},
+                      {"gradients_bytes", m.gradients},
+                      {"optimizer_states_bytes", m.optimizer_states},
+                      {"total_bytes", m.total()}});
+    table += fmt::format("{:<6}{:<25}{:<19}{:>11.3f}{:>11.3f}{:>14.3f}{:>12.3f}{:>12.3f}\n", stage, kSharded[stage],
+                         kFormula[stage], m.parameters / kGB, m.gradients / kGB, m.optimizer_states / kGB,
+                         m.total() / kGB, m.total() / kGiB);
+  }
+  if (json) {
+    const nlohmann::json doc = {{"mode", "paper"}, {"params", psi},         {"ranks", ranks},  {"k", k},
+                                {"bytes_per_param", 2}, {"bytes_per_grad", 2}, {"stages", stages}};
+    fmt::print("{}\n", doc.dump(2));
+    return 0;
+  }
+  fmt::print("ZeRO model states per rank, the paper's 2Psi + 2Psi + K*Psi: Psi = {} parameters, N = {} ranks, K = {}\n",
+             psi, ranks, k);
+  fmt::print("(bf16 parameters and gradients, 2 bytes each; K bytes of optimizer state per parameter: fp32 master, "
+             "m, v)\n{}", table);
+  fmt::print("GB = 1e9 bytes, GiB = 2^30 bytes; no units, padding, buffers or activations (use --config for those).\n"
+             "The paper's Figure 1 (Psi = 7.5e9, N = 64, K = 12) rounds these to 120, 31.4, 16.6 and 1.9 GB.\n");
+  return 0;
+}
+
+int config_table(const ArgParser& parser, int ranks, bool json) {
+  // The prediction covers every stage on the CPU backend's layout, so the run's own stage and
+  // device are set aside (either would otherwise be refused until its engine lands).
+  std::vector<std::string> overrides = parser.all("set");
+  overrides.push_back("device=cpu");
+  overrides.push_back("zero.stage=0");
+  const RunConfig cfg = load_run_config(parser.get("config"), overrides);
+  ShardingOptions options;
+  options.max_gathered_units = parser.get_int("gathered-units", options.max_gathered_units, 1, 1 << 20);
+  if (parser.has("persistence-threshold")) {
+    options.persistence_threshold = parse_elements("persistence-threshold", parser.get("persistence-threshold"));
+  }
+  const gpt::GptConfig& mc = cfg.model;
+  const ParamTable table = gpt::build_param_table(mc);
+  const UnitShard largest = shard_unit(table.max_unit_numel(), ranks);
+  const char* dtype = cfg.param_dtype == DType::kBF16 ? "bf16" : "f32";
+  const std::string ckpt = cfg.train.activation_checkpointing.to_string();
+
+  std::vector<StageMemory> stages;
+  for (int stage = 0; stage < kStages; ++stage) stages.push_back(predict_rank_memory(cfg, stage, ranks, options));
+
+  if (json) {
+    nlohmann::json out = nlohmann::json::array();
+    for (int stage = 0; stage < kStages; ++stage) {
+      nlohmann::json bytes = nlohmann::json::object();
+      for (MemCategory c : kRows) bytes[std::string(mem_category_name(c))] = stages[stage][c];
+      out.push_back({{"stage", stage},
+                     {"bytes", bytes},
+                     {"model_states", stages[stage].model_state_bytes()},
+                     {"total", stages[stage].total_bytes()},
+                     {"padding", stages[stage].padding_bytes}});
+    }
+    const nlohmann::json doc = {
+        {"mode", "config"},
+        {"config", cfg.source},
+        {"ranks", ranks},
+        {"param_dtype", dtype},
+        {"micro_batch", cfg.train.micro_batch},
+        {"seq_len", cfg.train.seq_len},
+        {"activation_checkpointing", ckpt},
+        {"params", table.total_numel()},
+        {"units", table.units().size()},
+        {"max_unit_numel", table.max_unit_numel()},
+        {"sharding",
+         {{"max_gathered_units", options.max_gathered_units},
+          {"persistence_threshold", options.persistence_threshold},
+          {"max_pending_grad_units", options.max_pending_grad_units}}},
+        {"stages", out}};
+    fmt::print("{}\n", doc.dump(2));
+    return 0;
+  }
+
+  fmt::print("zerotrain memory: {} on {} rank{}: predicted peak bytes per rank (nothing is trained)\n", cfg.source,
+             ranks, ranks == 1 ? "" : "s");
+  fmt::print("model: {} layers, {} heads, {} wide, vocab {} (padded {}): {} parameters in {} units; largest unit {} "
+             "elements ({} per rank)\n",
+             mc.n_layer, mc.n_head, mc.n_embd, mc.vocab_size, mc.padded_vocab_size(), table.total_numel(),
+             table.units().size(), largest.numel, largest.shard_numel);
+  fmt::print("per rank: micro_batch {} x seq_len {}, activation_checkpointing {}, param_dtype {} (CPU backend layout: "
+             "fp32 activations)\n",
+             cfg.train.micro_batch, cfg.train.seq_len, ckpt, dtype);
+  fmt::print("stage 3: {} gathered units at once; {}\n\n", options.max_gathered_units,
+             options.persistence_threshold == 0
+                 ? std::string("every unit sharded (persistence threshold 0)")
+                 : fmt::format("units under {} elements kept whole", options.persistence_threshold));
+  std::string head = fmt::format("{:<22}", "category");
+  for (int stage = 0; stage < kStages; ++stage) head += fmt::format("{:>14}", fmt::format("stage {}", stage));
+  fmt::print("{}\n", head);
+  auto row = [&](const std::string& name, auto value_of) {
+    std::string line = fmt::format("{:<22}", name);
+    for (const StageMemory& m : stages) line += fmt::format("{:>14}", format_bytes(value_of(m)));
+    fmt::print("{}\n", line);
+  };
+  for (MemCategory c : kRows) row(std::string(mem_category_name(c)), [c](const StageMemory& m) { return m[c]; });
+  row("total", [](const StageMemory& m) { return m.total_bytes(); });
+  row("padding (in the above)", [](const StageMemory& m) { return m.padding_bytes; });
+  fmt::print("\ntotal = sum of the category peaks; padding = bytes above that hold no data on rank {} (the most "
+             "padded).\nThe layout and why each buffer exists: docs/zero_memory.md. Exact bytes: --json.\n",
+             ranks - 1);
+  return 0;
+}
+
+}  // namespace
+
+int memory_main(const std::vector<std::string>& args) {
+  ArgParser parser("memory",
+                   "Predict the bytes per rank of ZeRO stages 0-3 without training: per memory category for a run "
+                   "config (--config), or the ZeRO paper's model states for a parameter count (--params).");
+  parser.value_flag("config", "FILE", "JSON run config: per-category bytes per rank for stages 0-3")
+      .value_flag("params", "PSI", "parameter count (e.g. 7.5e9): the paper's model-state table")
+      .value_flag("ranks", "N", "data-parallel ranks", true)
+      .value_flag("k", "K", "with --params: optimizer bytes per parameter (default 12: fp32 master, m, v)")
+      .value_flag("set", "SECTION.KEY=VALUE", "with --config: override a config key", false, true)
+      .value_flag("gathered-units", "K", "with --config: stage-3 full units alive at once (default 2)")
+      .value_flag("persistence-threshold", "E",
+                  "with --config: stage-3 units under E elements stay whole on every rank (default 0)")
+      .bool_flag("json", "print the same as JSON");
+  if (!parser.parse(args)) {
+    fmt::print("{}", parser.help_text());
+    return 0;
+  }
+  if (parser.has("config") == parser.has("params")) {
+    throw_input_error("zerotrain memory: give exactly one of --config FILE and --params PSI");
+  }
+  const bool paper = parser.has("params");
+  for (const char* flag : {"set", "gathered-units", "persistence-threshold"}) {
+    if (paper && parser.has(flag)) throw_input_error("zerotrain memory: --{} needs --config, not --params", flag);
+  }
+  if (!paper && parser.has("k")) throw_input_error("zerotrain memory: --k needs --params, not --config");
+  const int ranks = parser.get_int("ranks", 1, 1, kMaxRanks);
+  const bool json = parser.has("json");
+  return paper ? paper_table(parser, ranks, json) : config_table(parser, ranks, json);
+}
+
+}  // namespace zt::cli

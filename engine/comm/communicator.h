@@ -1,0 +1,86 @@
+// The collectives the sharding engine needs, on flat F32 or BF16 buffers, behind one interface:
+// all-gather, reduce-scatter, all-reduce, broadcast, barrier. Each returns a Work handle (the
+// operation may still be in flight) whose wait() gives up with a clear error after the timeout,
+// naming the collective and the step, instead of hanging when a rank died or never arrived.
+// Backends: LocalCommunicator (one process) and MpiCommunicator (ranks as processes); NCCL later.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "engine/core/memory_tracker.h"
+#include "engine/core/tensor.h"
+
+namespace zt {
+
+enum class ReduceOp { kSum, kAvg };
+
+struct CommOptions {
+  double timeout_s = 300.0;  // a collective that has not completed by then is an error
+  // Reductions in a fixed order (each element summed over ranks 0, 1, ..., N-1 in fp32), the same
+  // for all-reduce and reduce-scatter, so every ZeRO stage produces bitwise identical sums.
+  bool deterministic = false;
+};
+
+// An in-flight collective. wait() drives it to completion (or throws RuntimeError on timeout);
+// a default-constructed Work is already complete.
+class Work {
+ public:
+  Work() = default;
+  // `advance` makes progress and returns true once everything (including copies back) is done.
+  // `on_timeout` (optional) gets the error message first; a backend that cannot recover (MPI with
+  // a rank gone) prints it and aborts the job there.
+  Work(std::function<bool()> advance, std::string description, double timeout_s, const std::string* context,
+       std::function<void(const std::string&)> on_timeout = nullptr);
+
+  void wait();
+  bool done() const { return !advance_; }
+
+ private:
+  std::function<bool()> advance_;
+  std::string description_;
+  double timeout_s_ = 0.0;
+  const std::string* context_ = nullptr;
+  std::function<void(const std::string&)> on_timeout_;
+};
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+
+  virtual int rank() const = 0;
+  virtual int world_size() const = 0;
+  virtual std::string backend_name() const = 0;
+
+  // recv [world * n] = every rank's send [n], in rank order. Same dtype on both sides.
+  virtual Work all_gather(TensorView send, TensorView recv) = 0;
+  // recv [n] on rank r = reduction over ranks of send[r*n, (r+1)*n). BF16 data is reduced in fp32
+  // and rounded once at the end; recv may be F32 or the send dtype.
+  virtual Work reduce_scatter(TensorView send, TensorView recv, ReduceOp op) = 0;
+  // buf = reduction over ranks of buf, in place (F32 or BF16, reduced in fp32).
+  virtual Work all_reduce(TensorView buf, ReduceOp op) = 0;
+  // buf on every rank = buf on `root`.
+  virtual Work broadcast(TensorView buf, int root) = 0;
+  virtual void barrier() = 0;
+
+  // What the current work is part of ("step 12"), quoted in timeout errors.
+  void set_context(std::string context) { context_ = std::move(context); }
+  const CommOptions& options() const { return options_; }
+
+ protected:
+  explicit Communicator(CommOptions options) : options_(options) {}
+  const std::string* context_ptr() const { return &context_; }
+
+  CommOptions options_;
+  std::string context_ = "start-up";
+};
+
+// The communicator for this process: MPI when launched by mpirun/srun (and built with MPI),
+// otherwise a single rank. Temporary buffers are charged to `tracker` as comm_buffers.
+std::unique_ptr<Communicator> make_communicator(MemoryTracker& tracker, const CommOptions& options);
+
+// True when the environment says this process was started by an MPI launcher.
+bool launched_by_mpi();
+
+}  // namespace zt

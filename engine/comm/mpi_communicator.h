@@ -1,0 +1,39 @@
+// Collectives between processes through OpenMPI (one rank per process, started by mpirun). Every
+// operation is non-blocking (MPI-3 I-collectives) and completes through Work::wait's polling, so
+// a rank that dies or never arrives turns into a one-line error on every other rank and an abort
+// of the job, never a silent hang. BF16 data travels as fp32 for reductions (MPI has no bf16).
+#pragma once
+
+#include <mpi.h>
+
+#include "engine/comm/communicator.h"
+
+namespace zt {
+
+class MpiCommunicator final : public Communicator {
+ public:
+  // Initialises MPI if nobody did (and then finalises it on destruction).
+  MpiCommunicator(MemoryTracker& tracker, const CommOptions& options);
+  ~MpiCommunicator() override;
+
+  int rank() const override { return rank_; }
+  int world_size() const override { return world_; }
+  std::string backend_name() const override { return "mpi"; }
+  Work all_gather(TensorView send, TensorView recv) override;
+  Work reduce_scatter(TensorView send, TensorView recv, ReduceOp op) override;
+  Work all_reduce(TensorView buf, ReduceOp op) override;
+  Work broadcast(TensorView buf, int root) override;
+  void barrier() override;
+
+ private:
+  // Wraps an advance function so that a timeout prints the error and aborts the whole job.
+  Work make_work(std::function<bool()> advance, std::string description);
+
+  MemoryTracker& tracker_;
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  int rank_ = 0;
+  int world_ = 1;
+  bool owns_mpi_ = false;
+};
+
+}  // namespace zt

@@ -1,0 +1,38 @@
+#!/usr/bin/env python3
+"""A rank that never reaches a collective: the other ranks must stop within their timeout with a
+one-line error naming the collective and the step, and the whole MPI job must end (no hang).
+
+usage: timeout_test.py MPIRUN_PREFIX... -- PATH/TO/zt_comm_tests
+"""
+import os
+import subprocess
+import sys
+import time
+
+
+def main():
+    split = sys.argv.index("--")
+    launcher, binary = sys.argv[1:split], sys.argv[split + 1]
+    env = dict(os.environ, ZT_COMM_TEST_SCENARIO="timeout")
+    start = time.time()
+    p = subprocess.run(launcher + ["-np", "3", binary], capture_output=True, text=True, env=env, timeout=120)
+    elapsed = time.time() - start
+    output = p.stdout + p.stderr
+    print(output[-2000:])
+    errors = [l for l in output.splitlines() if l.startswith("zerotrain: error:")]
+    checks = [
+        (p.returncode != 0, f"the job exits non-zero (got {p.returncode})"),
+        (any("all_reduce" in l and "did not complete within 2 s at step 7" in l for l in errors),
+         "a waiting rank names the collective, its timeout and the step"),
+        (elapsed < 18, f"the job ends before the late rank would have arrived ({elapsed:.1f} s < 18 s)"),
+    ]
+    failed = 0
+    for ok, what in checks:
+        print(("ok    " if ok else "FAIL  ") + what)
+        failed += not ok
+    print(f"{len(checks) - failed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

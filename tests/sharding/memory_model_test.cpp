@@ -1,0 +1,241 @@
+// The ZeRO memory prediction: the paper's Figure 1, shard sizes and padding worked by hand, the
+// stages' ordering, and the single-rank stage-0 figures against what the engine really allocates.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/cli/commands/commands.h"
+#include "engine/core/check.h"
+#include "engine/optim/adamw_optimizer.h"
+#include "engine/sharding/memory_model.h"
+#include "engine/sharding/resident_param_store.h"
+#include "models/gpt/gpt_model.h"
+
+namespace zt {
+namespace {
+
+using C = MemCategory;
+
+const gpt::GptConfig kTiny{/*n_layer=*/2, /*n_head=*/2, /*n_embd=*/32, /*block_size=*/16, /*vocab_size=*/65};
+const gpt::GptConfig kGpt2Small{12, 12, 768, 1024, 50257};
+const gpt::GptConfig kGpt2Medium{24, 16, 1024, 1024, 50257};
+
+TEST(PaperModelStates, Figure1SevenPointFiveBillionOn64Ranks) {
+  const double expected[] = {120e9, 31.40625e9, 16.640625e9, 1.875e9};
+  for (int stage = 0; stage < 4; ++stage) {
+    EXPECT_EQ(predict_model_states(7'500'000'000, stage, 64).total(), expected[stage]) << "stage " << stage;
+  }
+  const ModelStateBytes s2 = predict_model_states(7'500'000'000, 2, 64);
+  EXPECT_EQ(s2.parameters, 15e9);
+  EXPECT_EQ(s2.gradients, 15e9 / 64);
+  EXPECT_EQ(s2.optimizer_states, 90e9 / 64);
+}
+
+TEST(ShardUnit, CeilShardsPadTheLastRanks) {
+  const UnitShard a = shard_unit(10, 3);  // ranks hold 4, 4, 2
+  EXPECT_EQ(a.shard_numel, 4);
+  EXPECT_EQ(a.padded_numel, 12);
+  EXPECT_EQ(a.last_rank_padding, 2);
+  const UnitShard b = shard_unit(5, 4);  // ranks hold 2, 2, 1, 0: the last shard is all padding
+  EXPECT_EQ(b.shard_numel, 2);
+  EXPECT_EQ(b.padded_numel, 8);
+  EXPECT_EQ(b.last_rank_padding, 2);
+  const UnitShard c = shard_unit(12, 3);
+  EXPECT_EQ(c.shard_numel, 4);
+  EXPECT_EQ(c.last_rank_padding, 0);
+  const UnitShard d = shard_unit(7, 1);
+  EXPECT_EQ(d.shard_numel, 7);
+  EXPECT_EQ(d.padded_numel, 7);
+  EXPECT_EQ(d.last_rank_padding, 0);
+}
+
+// Units of 10, 7 and 3 elements on 3 ranks: shards 4, 3, 1 (sum 8), rank 2 holds 2, 1, 1 of
+// them (padding 2, 2, 0); the largest unit pads to 12.
+ParamTable hand_table() {
+  ParamTable t;
+  const std::int64_t sizes[] = {10, 7, 3};
+  for (int u = 0; u < 3; ++u) {
+    t.add_unit("u" + std::to_string(u));
+    t.add_param("p" + std::to_string(u), {sizes[u]}, {sizes[u]}, true);
+  }
+  return t;
+}
+
+struct Expected {
+  std::int64_t params, grads, master, optimizer, comm, padding;
+};
+
+void expect_prediction(const StageMemory& m, const Expected& e, const std::string& what) {
+  SCOPED_TRACE(what);
+  EXPECT_EQ(m[C::kParameters], e.params);
+  EXPECT_EQ(m[C::kGradients], e.grads);
+  EXPECT_EQ(m[C::kMasterWeights], e.master);
+  EXPECT_EQ(m[C::kOptimizerStates], e.optimizer);
+  EXPECT_EQ(m[C::kCommBuffers], e.comm);
+  EXPECT_EQ(m[C::kActivations], 1000);
+  EXPECT_EQ(m[C::kWorkspace], 500);
+  EXPECT_EQ(m.padding_bytes, e.padding);
+}
+
+TEST(RankMemory, ThreeRanksThatDivideNoUnitWorkedByHand) {
+  const ParamTable t = hand_table();
+  const ModelFootprint fp{1000, 500};
+  // f32: W = 4, no master. Comm (stages 1-3): RS input 4*12 + RS output 4*4 + all-gather 4*12 = 112,
+  // of which padding 4*2 + 4*2 + 4*2. Shard padding 4 elements: 8 B each of m, v; 4 B of grads, params.
+  const Expected f32[] = {{80, 80, 0, 160, 40, 0},
+                          {80, 80, 0, 64, 112, 32 + 24},
+                          {80, 32 + 4 * 17, 0, 64, 112, 32 + 24 + 16},
+                          {32 + 4 * 17, 32 + 4 * 17, 0, 64, 112, 32 + 24 + 16 + 16}};
+  // bf16: W = 2, master 4 B per shard element. Comm: 48 + 16 + 24 = 88, padding 8 + 8 + 4.
+  const Expected bf16[] = {{40, 40, 80, 160, 40, 0},
+                           {40, 40, 32, 64, 88, 48 + 20},
+                           {40, 16 + 2 * 17, 32, 64, 88, 48 + 20 + 8},
+                           {16 + 2 * 17, 16 + 2 * 17, 32, 64, 88, 48 + 20 + 8 + 8}};
+  for (int stage = 0; stage < 4; ++stage) {
+    expect_prediction(predict_rank_memory(t, DType::kF32, fp, stage, 3), f32[stage], "f32 stage " + std::to_string(stage));
+    expect_prediction(predict_rank_memory(t, DType::kBF16, fp, stage, 3), bf16[stage],
+                      "bf16 stage " + std::to_string(stage));
+  }
+  // Units under 8 elements (7 and 3) stay whole; only the 10-element unit is ever gathered.
+  ShardingOptions persist;
+  persist.persistence_threshold = 8;
+  expect_prediction(predict_rank_memory(t, DType::kF32, fp, 3, 3, persist),
+                    {4 * 4 + 4 * (7 + 3) + 4 * 10, 100, 0, 64, 112, 88 - 4 * 2}, "f32 stage 3, threshold 8");
+}
+
+TEST(RankMemory, OneRankStagesDifferOnlyByTheirFullUnitBuffers) {
+  const ParamTable t = gpt::build_param_table(kTiny);
+  const std::int64_t two_largest = 12704 + 12704;  // the two blocks: 12 C^2 + 13 C each
+  for (DType dtype : {DType::kF32, DType::kBF16}) {
+    const std::int64_t W = static_cast<std::int64_t>(dtype_size_bytes(dtype));
+    const ModelFootprint fp = predict_gpt_footprint(kTiny, 4, 16, {}, dtype);
+    StageMemory s[4];
+    for (int stage = 0; stage < 4; ++stage) {
+      s[stage] = predict_rank_memory(t, dtype, fp, stage, 1);
+      EXPECT_EQ(s[stage].padding_bytes, 0);
+      EXPECT_EQ(s[stage][C::kActivations], fp.activation_bytes);
+      EXPECT_EQ(s[stage][C::kWorkspace], fp.workspace_bytes);
+    }
+    EXPECT_EQ(s[0].model_state_bytes(), (2 * W + (dtype == DType::kBF16 ? 12 : 8)) * t.total_numel());
+    EXPECT_EQ(s[1].model_state_bytes(), s[0].model_state_bytes());
+    EXPECT_EQ(s[2].model_state_bytes(), s[0].model_state_bytes() + W * two_largest);      // pending gradients
+    EXPECT_EQ(s[3].model_state_bytes(), s[0].model_state_bytes() + 2 * W * two_largest);  // + gathered units
+    EXPECT_EQ(s[0][C::kCommBuffers], 0);  // one rank averages nothing
+  }
+}
+
+TEST(RankMemory, EachStageNeedsNoMoreThanTheLastForGpt2OnTwoOrMoreRanks) {
+  for (const gpt::GptConfig& model : {kGpt2Small, kGpt2Medium}) {
+    const ParamTable t = gpt::build_param_table(model);
+    for (DType dtype : {DType::kF32, DType::kBF16}) {
+      const ModelFootprint fp = predict_gpt_footprint(model, 8, 1024, {}, dtype);
+      for (int ranks : {2, 3, 4, 7, 8, 64, 1000}) {
+        std::int64_t previous = predict_rank_memory(t, dtype, fp, 0, ranks).total_bytes();
+        for (int stage = 1; stage < 4; ++stage) {
+          const std::int64_t total = predict_rank_memory(t, dtype, fp, stage, ranks).total_bytes();
+          EXPECT_LE(total, previous) << "n_layer " << model.n_layer << " stage " << stage << " ranks " << ranks;
+          previous = total;
+        }
+      }
+    }
+  }
+}
+
+TEST(RankMemory, GatheredUnitsOutweighShardingWhenOneUnitIsMostOfTheModel) {
+  // The tiny model's two blocks are 84% of Psi: on 2 ranks stage 3 saves half of Psi but gathers
+  // both blocks whole, so it needs more than stage 2 (docs/zero_memory.md, "When a stage costs more").
+  const ParamTable t = gpt::build_param_table(kTiny);
+  const ModelFootprint fp{};
+  EXPECT_GT(predict_rank_memory(t, DType::kBF16, fp, 3, 2).total_bytes(),
+            predict_rank_memory(t, DType::kBF16, fp, 2, 2).total_bytes());
+}
+
+// One optimizer step on one rank, measured by the tracker, against the stage-0 prediction at N=1.
+void expect_measured_equals_predicted(DType dtype, const char* checkpointing) {
+  SCOPED_TRACE(::testing::Message() << dtype_name(dtype) << " activation_checkpointing=" << checkpointing);
+  gpt::CheckpointPolicy policy;
+  ASSERT_TRUE(gpt::CheckpointPolicy::parse(checkpointing, &policy));
+  const int B = 4, T = 16;
+  MemoryTracker tracker;
+  const ExecContext ctx{Device::kCPU, 2, nullptr};
+  gpt::GptModel model(kTiny, B, T, policy, tracker, ctx);
+  ResidentParamStore store(model.table(), dtype, tracker, ctx);
+  AdamWOptimizer optimizer(store, cpu::AdamWHyper{}, tracker, ctx);
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int> token(0, kTiny.vocab_size - 1);
+  std::vector<std::int32_t> inputs(B * T), targets(B * T);
+  for (auto& x : inputs) x = token(rng);
+  for (auto& x : targets) x = token(rng);
+  store.zero_grads();
+  model.forward(store, inputs.data(), targets.data());
+  model.backward(store);
+  optimizer.step(1e-3f);
+  const MemorySnapshot measured = tracker.snapshot();
+
+  const StageMemory predicted = predict_rank_memory(
+      model.table(), dtype, predict_gpt_footprint(kTiny, B, T, policy, dtype), /*stage=*/0, /*world_size=*/1);
+  for (int i = 0; i < kNumMemCategories; ++i) {
+    EXPECT_EQ(measured.peak_bytes[i], predicted.bytes[i]) << mem_category_name(static_cast<MemCategory>(i));
+  }
+  EXPECT_LE(measured.total_peak_bytes, predicted.total_bytes());
+}
+
+TEST(RankMemory, OneRankStageZeroEqualsWhatTheEngineAllocates) {
+  for (DType dtype : {DType::kF32, DType::kBF16}) {
+    for (const char* checkpointing : {"none", "all"}) expect_measured_equals_predicted(dtype, checkpointing);
+  }
+}
+
+TEST(MemoryCommand, PaperTablePrintsFigure1) {
+  ::testing::internal::CaptureStdout();
+  const int rc = cli::memory_main({"--params", "7.5e9", "--ranks", "64"});
+  const std::string out = ::testing::internal::GetCapturedStdout();
+  EXPECT_EQ(rc, 0);
+  for (const char* total : {"120.000", "31.406", "16.641", "1.875"}) EXPECT_NE(out.find(total), std::string::npos) << out;
+}
+
+TEST(MemoryCommand, JsonForAParamCountAndAConfig) {
+  ::testing::internal::CaptureStdout();
+  EXPECT_EQ(cli::memory_main({"--params", "1e6", "--ranks", "4", "--k", "16", "--json"}), 0);
+  const nlohmann::json paper = nlohmann::json::parse(::testing::internal::GetCapturedStdout());
+  EXPECT_EQ(paper["stages"][3]["total_bytes"].get<double>(), 20e6 / 4);
+
+  const auto path = std::filesystem::temp_directory_path() / "zt_memory_command_test.json";
+  std::ofstream(path) << R"({"model": {"n_layer": 2, "n_head": 2, "n_embd": 32, "block_size": 16, "vocab_size": 65},
+                             "train": {"micro_batch": 4}, "precision": {"param_dtype": "bf16"}})";
+  ::testing::internal::CaptureStdout();
+  EXPECT_EQ(cli::memory_main({"--config", path.string(), "--ranks", "3", "--set", "train.micro_batch=2", "--json"}), 0);
+  const nlohmann::json doc = nlohmann::json::parse(::testing::internal::GetCapturedStdout());
+  RunConfig cfg = load_run_config(path.string(), {"train.micro_batch=2"});
+  const StageMemory s2 = predict_rank_memory(cfg, 2, 3);
+  EXPECT_EQ(doc["stages"][2]["bytes"]["gradients"].get<std::int64_t>(), s2[C::kGradients]);
+  EXPECT_EQ(doc["stages"][2]["total"].get<std::int64_t>(), s2.total_bytes());
+  EXPECT_EQ(doc["stages"][2]["padding"].get<std::int64_t>(), s2.padding_bytes);
+
+  ::testing::internal::CaptureStdout();
+  EXPECT_EQ(cli::memory_main({"--config", path.string(), "--ranks", "3"}), 0);
+  EXPECT_NE(::testing::internal::GetCapturedStdout().find("stage 3"), std::string::npos);
+  std::filesystem::remove(path);
+}
+
+TEST(MemoryCommand, BadInputIsAnInputError) {
+  const std::vector<std::vector<std::string>> bad = {
+      {"--ranks", "4"},                                          // neither --config nor --params
+      {"--params", "1e6", "--config", "x.json", "--ranks", "4"},  // both
+      {"--params", "1.5", "--ranks", "4"},                       // not whole
+      {"--params", "-3", "--ranks", "4"},
+      {"--params", "lots", "--ranks", "4"},
+      {"--params", "1e6", "--ranks", "0"},
+      {"--params", "1e6"},                                       // --ranks missing
+      {"--params", "1e6", "--ranks", "4", "--set", "train.micro_batch=2"},
+      {"--config", "/nonexistent/zt.json", "--ranks", "4"},
+  };
+  for (const auto& args : bad) EXPECT_THROW(cli::memory_main(args), InputError) << ::testing::PrintToString(args);
+}
+
+}  // namespace
+}  // namespace zt

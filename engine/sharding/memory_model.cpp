@@ -25,9 +25,9 @@ std::int64_t sum_of_largest(std::vector<std::int64_t> numels, int k) {
 
 }  // namespace
 
-UnitShard shard_unit(std::int64_t numel, int world_size) {
+ShardSizes shard_sizes(std::int64_t numel, int world_size) {
   ZT_CHECK(numel >= 0 && world_size >= 1, "numel {} world_size {}", numel, world_size);
-  UnitShard s;
+  ShardSizes s;
   s.numel = numel;
   s.shard_numel = (numel + world_size - 1) / world_size;
   s.padded_numel = s.shard_numel * world_size;
@@ -85,7 +85,7 @@ StageMemory predict_rank_memory(const ParamTable& table, DType param_dtype, cons
   std::int64_t stage3_param_numel = 0, stage3_param_padding = 0;  // shards, or whole persistent units
   std::vector<std::int64_t> unit_numels, gathered_numels;
   for (const UnitSpec& unit : table.units()) {
-    const UnitShard s = shard_unit(unit.numel, world_size);
+    const ShardSizes s = shard_sizes(unit.numel, world_size);
     psi += s.numel;
     shard_sum += s.shard_numel;
     shard_padding += s.last_rank_padding;
@@ -120,7 +120,7 @@ StageMemory predict_rank_memory(const ParamTable& table, DType param_dtype, cons
 
   // Collectives run on padded units, one at a time per kind: the fp32 reduce-scatter input of the
   // largest padded unit and its fp32 output shard, and the all-gather receive buffer in W bytes.
-  const UnitShard largest = shard_unit(max_numel, world_size);
+  const ShardSizes largest = shard_sizes(max_numel, world_size);
   const std::int64_t unused_padded = largest.padded_numel - largest.numel;
   m[MemCategory::kCommBuffers] = kF32Bytes * largest.padded_numel + kF32Bytes * largest.shard_numel +
                                  W * largest.padded_numel;

@@ -21,14 +21,14 @@ struct ShardingOptions {
 };
 
 // One unit's flat buffer of `numel` elements split over `world_size` ranks.
-struct UnitShard {
+struct ShardSizes {
   std::int64_t numel = 0;              // n: elements of the unit
   std::int64_t shard_numel = 0;        // s = ceil(n / N): elements every rank allocates
   std::int64_t padded_numel = 0;       // s * N: the unit as the collectives see it
   std::int64_t last_rank_padding = 0;  // elements of rank N-1's shard that hold no data (the most of any rank)
 };
 
-UnitShard shard_unit(std::int64_t numel, int world_size);
+ShardSizes shard_sizes(std::int64_t numel, int world_size);
 
 // What the model allocates itself, the same under every stage (it is sized by the batch, not the shard).
 struct ModelFootprint {

@@ -35,19 +35,19 @@ TEST(PaperModelStates, Figure1SevenPointFiveBillionOn64Ranks) {
   EXPECT_EQ(s2.optimizer_states, 90e9 / 64);
 }
 
-TEST(ShardUnit, CeilShardsPadTheLastRanks) {
-  const UnitShard a = shard_unit(10, 3);  // ranks hold 4, 4, 2
+TEST(ShardSizes, CeilShardsPadTheLastRanks) {
+  const ShardSizes a = shard_sizes(10, 3);  // ranks hold 4, 4, 2
   EXPECT_EQ(a.shard_numel, 4);
   EXPECT_EQ(a.padded_numel, 12);
   EXPECT_EQ(a.last_rank_padding, 2);
-  const UnitShard b = shard_unit(5, 4);  // ranks hold 2, 2, 1, 0: the last shard is all padding
+  const ShardSizes b = shard_sizes(5, 4);  // ranks hold 2, 2, 1, 0: the last shard is all padding
   EXPECT_EQ(b.shard_numel, 2);
   EXPECT_EQ(b.padded_numel, 8);
   EXPECT_EQ(b.last_rank_padding, 2);
-  const UnitShard c = shard_unit(12, 3);
+  const ShardSizes c = shard_sizes(12, 3);
   EXPECT_EQ(c.shard_numel, 4);
   EXPECT_EQ(c.last_rank_padding, 0);
-  const UnitShard d = shard_unit(7, 1);
+  const ShardSizes d = shard_sizes(7, 1);
   EXPECT_EQ(d.shard_numel, 7);
   EXPECT_EQ(d.padded_numel, 7);
   EXPECT_EQ(d.last_rank_padding, 0);

@@ -98,7 +98,7 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
   }
   const gpt::GptConfig& mc = cfg.model;
   const ParamTable table = gpt::build_param_table(mc);
-  const UnitShard largest = shard_unit(table.max_unit_numel(), ranks);
+  const ShardSizes largest = shard_sizes(table.max_unit_numel(), ranks);
   const char* dtype = cfg.param_dtype == DType::kBF16 ? "bf16" : "f32";
   const std::string ckpt = cfg.train.activation_checkpointing.to_string();
 

@@ -1,0 +1,74 @@
+// ShardedAdamW: each parameter's overlap with this rank's shard, updated by the AdamW kernel.
+#include "engine/optim/sharded_adamw.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "engine/core/check.h"
+#include "kernels/cpu/cast.h"
+
+namespace zt {
+
+namespace {
+
+TensorView offset_view(const TensorView& v, std::int64_t offset, std::int64_t n) {
+  ZT_CHECK(offset >= 0 && offset + n <= v.numel());
+  return TensorView{static_cast<char*>(v.data) + offset * static_cast<std::int64_t>(dtype_size_bytes(v.dtype)), v.dtype,
+                    v.device, Shape{n}};
+}
+
+}  // namespace
+
+ShardedAdamW::ShardedAdamW(ZeroParamStore& store, const cpu::AdamWHyper& hyper, MemoryTracker& tracker,
+                           const ExecContext& ctx)
+    : store_(store), hyper_(hyper), ctx_(ctx) {
+  const ShardLayout& layout = store.optimizer_layout();
+  for (std::size_t u = 0; u < layout.num_units(); ++u) {
+    const std::int64_t n = layout.unit(static_cast<int>(u)).shard;
+    m_.emplace_back(tracker, MemCategory::kOptimizerStates, DType::kF32, n);
+    v_.emplace_back(tracker, MemCategory::kOptimizerStates, DType::kF32, n);
+    if (store.param_dtype() == DType::kBF16) master_.emplace_back(tracker, MemCategory::kMasterWeights, DType::kF32, n);
+  }
+}
+
+TensorView ShardedAdamW::master(int unit) const {
+  return master_.empty() ? store_.working_shard(unit) : master_.at(static_cast<std::size_t>(unit)).view();
+}
+
+void ShardedAdamW::load_unit(int unit, const float* full) {
+  const UnitShard& s = store_.optimizer_layout().unit(unit);
+  if (!master_.empty()) {
+    std::memcpy(master_[static_cast<std::size_t>(unit)].data(), full + s.begin, static_cast<std::size_t>(s.live()) * 4);
+  }
+  // Working parameters of the optimizer's shard; at stages 1-2 the rest of the full unit arrives
+  // with store.publish_updated_params(), which the caller runs once every unit is loaded.
+  const TensorView working = store_.working_shard(unit);
+  cpu::cast(ctx_, offset_view(working, 0, s.live()),
+            TensorView{const_cast<float*>(full) + s.begin, DType::kF32, Device::kCPU, Shape{s.live()}});
+}
+
+void ShardedAdamW::step(float lr, float grad_scale) {
+  ++step_;
+  cpu::AdamWHyper h = hyper_;
+  h.lr = lr;
+  const ParamTable& table = store_.table();
+  const bool mixed = !master_.empty();
+  for (std::size_t u = 0; u < table.units().size(); ++u) {
+    const int unit = static_cast<int>(u);
+    const UnitShard& s = store_.optimizer_layout().unit(unit);
+    const TensorView params = master(unit), grads = store_.grad_shard(unit), working = store_.working_shard(unit);
+    for (int index : table.units()[u].params) {
+      const ParamSpec& p = table.param(index);
+      const std::int64_t lo = std::max(p.offset, s.begin), hi = std::min(p.offset + p.numel, s.end);
+      if (lo >= hi) continue;  // this parameter lies outside this rank's shard
+      const std::int64_t at = lo - s.begin, n = hi - lo;
+      h.weight_decay = p.decays ? hyper_.weight_decay : 0.0f;
+      cpu::adamw_update(ctx_, offset_view(params, at, n), offset_view(grads, at, n), offset_view(m_[u].view(), at, n),
+                        offset_view(v_[u].view(), at, n), mixed ? offset_view(working, at, n) : TensorView{}, h, step_,
+                        grad_scale);
+    }
+  }
+  store_.publish_updated_params();
+}
+
+}  // namespace zt

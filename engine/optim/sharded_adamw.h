@@ -1,0 +1,35 @@
+// AdamW over the shards a ZeroParamStore's optimizer layout gives this rank: fp32 master weights
+// (bf16 mode; in fp32 mode the working shard is the master), m and v for those elements only,
+// decay where the parameter table says, then the store publishes the updated parameters.
+#pragma once
+
+#include <vector>
+
+#include "engine/core/buffer.h"
+#include "engine/sharding/zero_param_store.h"
+#include "kernels/cpu/adamw.h"
+
+namespace zt {
+
+class ShardedAdamW {
+ public:
+  ShardedAdamW(ZeroParamStore& store, const cpu::AdamWHyper& hyper, MemoryTracker& tracker, const ExecContext& ctx);
+
+  // Sets this rank's shard of `unit` from the unit's full fp32 values (initialisation): master and
+  // working parameters. Call store.publish_updated_params() after loading every unit.
+  void load_unit(int unit, const float* full_values);
+  void step(float lr, float grad_scale = 1.0f);
+  // The fp32 master of this rank's shard of a unit ([optimizer shard] elements, padding zero).
+  TensorView master(int unit) const;
+  int step_count() const { return step_; }
+
+ private:
+  ZeroParamStore& store_;
+  cpu::AdamWHyper hyper_;
+  ExecContext ctx_;
+  std::vector<Buffer> master_;  // bf16 mode only
+  std::vector<Buffer> m_, v_;
+  int step_ = 0;
+};
+
+}  // namespace zt

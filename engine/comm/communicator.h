@@ -67,6 +67,8 @@ class Communicator {
   // What the current work is part of ("step 12"), quoted in timeout errors.
   void set_context(std::string context) { context_ = std::move(context); }
   const CommOptions& options() const { return options_; }
+  // Timeout and reduction order for the collectives that follow (e.g. once the config is read).
+  void set_options(const CommOptions& options) { options_ = options; }
 
  protected:
   explicit Communicator(CommOptions options) : options_(options) {}

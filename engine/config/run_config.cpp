@@ -108,6 +108,8 @@ void read_train(ConfigReader r, RunConfig& c) {
   t.eval_batches = r.get_int("eval_batches", t.eval_batches, 1, 100000);
   t.nonfinite = r.get_enum("nonfinite", t.nonfinite, {"stop", "skip"});
   t.max_skipped_steps = r.get_int("max_skipped_steps", t.max_skipped_steps, 1, 1000000);
+  t.deterministic = r.get_bool("deterministic", t.deterministic);
+  t.collective_timeout_s = r.get_double("collective_timeout_s", t.collective_timeout_s, 0.1, 86400.0);
   r.reject_unknown_keys();
 }
 
@@ -147,9 +149,10 @@ void read_log(ConfigReader r, LogConfig& l, const std::string& source) {
 
 }  // namespace
 
-RunConfig parse_run_config(nlohmann::json doc, const std::string& source) {
+RunConfig parse_run_config(nlohmann::json doc, const std::string& source, int world_size) {
   RunConfig c;
   c.source = source;
+  c.world_size = world_size;
   ConfigReader root(doc, source, "");
   if (!root.has("model")) throw_input_error("config error in {}: missing required section 'model'", source);
   const std::string device = root.get_enum("device", "cpu", {"cpu", "cuda"});
@@ -165,18 +168,13 @@ RunConfig parse_run_config(nlohmann::json doc, const std::string& source) {
   precision.reject_unknown_keys();
   ConfigReader zero = root.section("zero");
   c.zero_stage = zero.get_int("stage", 0, 0, 3);
-  if (c.zero_stage != 0) {
-    throw_input_error("config error in {}: zero.stage = {}: only stage 0 runs yet (ZeRO stages 1-3 arrive with the "
-                      "sharding engine)",
-                      source, c.zero_stage);
-  }
   zero.reject_unknown_keys();
   read_log(root.section("log"), c.log, source);
   root.reject_unknown_keys();
   return c;
 }
 
-RunConfig load_run_config(const std::string& path, const std::vector<std::string>& overrides) {
+RunConfig load_run_config(const std::string& path, const std::vector<std::string>& overrides, int world_size) {
   std::ifstream in(path);
   if (!in) throw_input_error("config error: cannot open '{}'", path);
   std::stringstream text;
@@ -199,7 +197,7 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
     throw_input_error("config error in {}: malformed JSON at line {}, column {}", path, line, col);
   }
   for (const std::string& o : overrides) apply_override(doc, o);
-  return parse_run_config(std::move(doc), path);
+  return parse_run_config(std::move(doc), path, world_size);
 }
 
 namespace {
@@ -222,7 +220,8 @@ nlohmann::json RunConfig::to_json() const {
         {"global_batch_tokens", train.global_batch_tokens}, {"max_steps", train.max_steps}, {"seed", train.seed},
         {"num_threads", train.num_threads}, {"activation_checkpointing", train.activation_checkpointing.to_string()},
         {"eval_every", train.eval_every}, {"eval_batches", train.eval_batches}, {"nonfinite", train.nonfinite},
-        {"max_skipped_steps", train.max_skipped_steps}}},
+        {"max_skipped_steps", train.max_skipped_steps}, {"deterministic", train.deterministic},
+        {"collective_timeout_s", train.collective_timeout_s}}},
       {"optim",
        {{"lr", shortest(a.lr)}, {"beta1", shortest(a.beta1)}, {"beta2", shortest(a.beta2)}, {"eps", shortest(a.eps)},
         {"weight_decay", shortest(a.weight_decay)},

@@ -37,6 +37,8 @@ struct TrainConfig {
   int eval_batches = 8;      // fixed validation micro-batches per evaluation
   std::string nonfinite = "stop";  // stop | skip: what a non-finite loss or gradient does
   int max_skipped_steps = 10;      // with skip: stop after this many consecutive skipped steps
+  bool deterministic = false;      // fixed-order reductions: bitwise equal results at every ZeRO stage
+  double collective_timeout_s = 300.0;  // a collective not done by then ends the run with an error
 };
 
 struct OptimConfig {
@@ -78,9 +80,10 @@ struct RunConfig {
 
 // Reads `path`, applies each "section.key=value" override in order, validates, resolves defaults.
 // Throws InputError with a one-line message naming the file and key on any problem.
-RunConfig load_run_config(const std::string& path, const std::vector<std::string>& overrides);
+// `world_size` is the number of ranks the run will use (batch terms depend on it).
+RunConfig load_run_config(const std::string& path, const std::vector<std::string>& overrides, int world_size = 1);
 
 // Same, from a document already in memory (tests; `source` names it in messages).
-RunConfig parse_run_config(nlohmann::json doc, const std::string& source);
+RunConfig parse_run_config(nlohmann::json doc, const std::string& source, int world_size = 1);
 
 }  // namespace zt

@@ -24,13 +24,16 @@ void MetricsLog::write(const nlohmann::json& record) {
 }
 
 ProgressPrinter::ProgressPrinter(const std::string& mode, int every_steps)
-    : live_(mode == "live" || (mode == "auto" && isatty(STDOUT_FILENO) == 1)), every_steps_(every_steps) {}
+    : live_(mode == "live" || (mode == "auto" && isatty(STDOUT_FILENO) == 1)),
+      quiet_(mode == "quiet"),
+      every_steps_(every_steps) {}
 
 ProgressPrinter::~ProgressPrinter() {
   if (line_open_) fmt::print("\n");
 }
 
 void ProgressPrinter::step(int step, int total_steps, const std::string& line) {
+  if (quiet_) return;
   if (live_) {
     fmt::print("\r{}\x1b[K", line);  // carriage return, then clear what the longer old line left
     std::fflush(stdout);
@@ -44,6 +47,7 @@ void ProgressPrinter::step(int step, int total_steps, const std::string& line) {
 }
 
 void ProgressPrinter::message(const std::string& text) {
+  if (quiet_) return;
   if (line_open_) {
     fmt::print("\n");
     line_open_ = false;

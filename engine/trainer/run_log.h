@@ -26,7 +26,7 @@ class MetricsLog {
 
 class ProgressPrinter {
  public:
-  // mode: "auto" (live when stdout is a terminal), "live" or "plain".
+  // mode: "auto" (live when stdout is a terminal), "live", "plain", or "quiet" (ranks other than 0).
   ProgressPrinter(const std::string& mode, int every_steps);
   ~ProgressPrinter();
 
@@ -38,6 +38,7 @@ class ProgressPrinter {
 
  private:
   bool live_;
+  bool quiet_;
   int every_steps_;
   bool line_open_ = false;
 };

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <cmath>
 #include <filesystem>
@@ -15,12 +16,12 @@
 #include "engine/core/check.h"
 #include "engine/data/batch_sampler.h"
 #include "engine/io/model_weights.h"
-#include "engine/optim/adamw_optimizer.h"
-#include "engine/sharding/resident_param_store.h"
+#include "engine/optim/sharded_adamw.h"
+#include "engine/sharding/zero_param_store.h"
+#include "models/gpt/gpt_params.h"
 #include "engine/trainer/data_source.h"
 #include "engine/trainer/grad_clip.h"
 #include "engine/trainer/lr_schedule.h"
-#include "engine/trainer/model_setup.h"
 #include "engine/trainer/run_log.h"
 #include "engine/trainer/text_sampler.h"
 #include "models/gpt/gpt_model.h"
@@ -50,8 +51,8 @@ nlohmann::json memory_json(const MemorySnapshot& s) {
 
 // Writes NaN into the first gradient element of the first transformer block: what an overflow in
 // backward would leave, so the real detection path runs.
-void poison_one_gradient(ResidentParamStore& store) {
-  const TensorView g = store.grads(1);
+void poison_one_gradient(ZeroParamStore& store) {
+  const TensorView g = store.grad_shard(1);
   if (g.dtype == DType::kF32) {
     g.as<float>()[0] = std::numeric_limits<float>::quiet_NaN();
   } else {
@@ -62,39 +63,55 @@ void poison_one_gradient(ResidentParamStore& store) {
 }  // namespace
 
 struct Trainer::State {
-  MemoryTracker tracker;
+  Communicator& comm;
+  bool root;  // rank 0 prints, logs and writes files; every rank computes
+  MemoryTracker& tracker;
   ExecContext ctx;
   DataSource data;
   gpt::GptModel model;
-  ResidentParamStore store;
-  AdamWOptimizer optimizer;
+  ZeroParamStore store;
+  ShardedAdamW optimizer;
   LrSchedule schedule;
-  MetricsLog metrics;
+  std::unique_ptr<MetricsLog> metrics;
   ProgressPrinter progress;
   std::vector<std::int32_t> inputs, targets;
 
-  State(const RunConfig& c, const std::string& run_dir)
-      : ctx{Device::kCPU, c.train.num_threads, nullptr},
+  State(const RunConfig& c, const std::string& run_dir, Communicator& communicator, MemoryTracker& memory)
+      : comm(communicator),
+        root(communicator.rank() == 0),
+        tracker(memory),
+        ctx{Device::kCPU, c.train.num_threads, nullptr},
         data(c),
         model(c.model, c.train.micro_batch, c.train.seq_len, c.train.activation_checkpointing, tracker, ctx, c.dropout,
               c.train.seed),
-        store(model.table(), c.param_dtype, tracker, ctx),
+        store(model.table(), c.param_dtype, c.zero_stage, comm, tracker, ctx),
         optimizer(store, c.optim.adamw, tracker, ctx),
         schedule(c.optim.adamw.lr, c.optim.min_lr, c.optim.warmup_steps, c.optim.decay_steps,
                  LrSchedule::parse_decay(c.optim.decay)),
-        metrics(run_dir + "/metrics.jsonl"),
-        progress(c.log.progress, c.log.every_steps),
+        metrics(root ? std::make_unique<MetricsLog>(run_dir + "/metrics.jsonl") : nullptr),
+        progress(root ? c.log.progress : "quiet", c.log.every_steps),
         inputs(static_cast<std::size_t>(c.train.micro_batch) * c.train.seq_len),
         targets(inputs.size()) {}
+
+  void log(const nlohmann::json& record) {
+    if (metrics) metrics->write(record);
+  }
 };
 
-Trainer::Trainer(RunConfig config, std::string run_dir) : config_(std::move(config)), run_dir_(std::move(run_dir)) {
-  std::error_code ec;
-  std::filesystem::create_directories(run_dir_, ec);
-  if (ec) throw_input_error("cannot create run directory '{}': {}", run_dir_, ec.message());
-  state_ = std::make_unique<State>(config_, run_dir_);
-  std::ofstream(run_dir_ + "/config.json") << config_.to_json().dump(2) << "\n";
-  if (state_->data.vocab()) state_->data.vocab()->save(run_dir_ + "/vocab.json");
+Trainer::Trainer(RunConfig config, std::string run_dir, Communicator& comm, MemoryTracker& tracker)
+    : config_(std::move(config)), run_dir_(std::move(run_dir)) {
+  ZT_CHECK(config_.world_size == comm.world_size(), "config resolved for {} ranks, running on {}",
+           config_.world_size, comm.world_size());
+  if (comm.rank() == 0) {
+    std::error_code ec;
+    std::filesystem::create_directories(run_dir_, ec);
+    if (ec) throw_input_error("cannot create run directory '{}': {}", run_dir_, ec.message());
+  }
+  state_ = std::make_unique<State>(config_, run_dir_, comm, tracker);
+  if (comm.rank() == 0) {
+    std::ofstream(run_dir_ + "/config.json") << config_.to_json().dump(2) << "\n";
+    if (state_->data.vocab()) state_->data.vocab()->save(run_dir_ + "/vocab.json");
+  }
 }
 
 Trainer::~Trainer() = default;
@@ -106,7 +123,15 @@ TrainSummary Trainer::run() {
   const std::int64_t tokens_per_step = c.train.global_batch_tokens;
   TrainSummary summary;
   summary.unigram_entropy_nats = data::unigram_entropy_nats(s.data.train(), c.model.vocab_size);
-  initialize_gpt_parameters(s.model.table(), c.model, c.train.seed, s.optimizer);
+  {  // Every rank draws the same full unit from the seed and keeps its shard.
+    const ParamTable& table = s.model.table();
+    Buffer full(s.tracker, MemCategory::kWorkspace, DType::kF32, table.max_unit_numel());
+    for (std::size_t u = 0; u < table.units().size(); ++u) {
+      gpt::init_unit_params(table, c.model, static_cast<int>(u), c.train.seed, full.as<float>());
+      s.optimizer.load_unit(static_cast<int>(u), full.as<float>());
+    }
+    s.store.publish_updated_params();
+  }
 
   auto evaluate = [&](int step) {
     double sum = 0.0;
@@ -117,7 +142,7 @@ TrainSummary Trainer::run() {
     }
     s.model.release_activations();
     summary.val_loss = static_cast<float>(sum / c.train.eval_batches);
-    s.metrics.write({{"type", "eval"}, {"step", step}, {"val_loss", summary.val_loss}});
+    s.log({{"type", "eval"}, {"step", step}, {"val_loss", summary.val_loss}});
     s.progress.message(fmt::format("step {}: val loss {:.4f} (unigram entropy of the data {:.4f})", step,
                                    summary.val_loss, summary.unigram_entropy_nats));
   };
@@ -132,7 +157,7 @@ TrainSummary Trainer::run() {
                                          c.train.seed + static_cast<std::uint64_t>(step),
                                          s.data.vocab() ? s.data.vocab()->size() : 0});
     summary.sample = s.data.vocab() ? s.data.vocab()->decode(tokens) : fmt::format("{}", fmt::join(tokens, " "));
-    s.metrics.write({{"type", "sample"}, {"step", step}, {"text", summary.sample}});
+    s.log({{"type", "sample"}, {"step", step}, {"text", summary.sample}});
     s.progress.message(fmt::format("step {}: sample:\n{}\n---", step, summary.sample));
   };
 
@@ -144,24 +169,28 @@ TrainSummary Trainer::run() {
   const auto run_start = std::chrono::steady_clock::now();
   for (; step < c.train.max_steps; ++step) {
     const auto t0 = std::chrono::steady_clock::now();
-    s.store.zero_grads();
+    s.store.begin_step();
     double loss_sum = 0.0;
     for (int micro = 0; micro < accum; ++micro) {
-      // Global sample index of row 0: numbers every sample of the run (and, with ranks, each
-      // rank's disjoint slice of the global batch); keys both the data windows and dropout.
-      const std::int64_t first_sample = (static_cast<std::int64_t>(step) * accum + micro) * B * c.world_size;
+      s.comm.set_context(fmt::format("step {} micro-batch {}", step + 1, micro));
+      s.store.set_micro_batch(micro, accum);
+      // Global sample index of row 0: numbers every sample of the run, each rank taking its own
+      // slice of the global batch; keys both the data windows and dropout.
+      const std::int64_t first_sample =
+          (static_cast<std::int64_t>(step) * accum + micro) * B * c.world_size + static_cast<std::int64_t>(s.comm.rank()) * B;
       data::fill_batch(s.data.train(), B, T, c.train.seed, data::kTrainStream, first_sample, s.inputs.data(),
                        s.targets.data());
       loss_sum += s.model.forward(s.store, s.inputs.data(), s.targets.data(), {.first_sample = first_sample});
       s.model.backward(s.store, 1.0f / static_cast<float>(accum));
     }
     if (step + 1 == inject_nonfinite_step) poison_one_gradient(s.store);
-    const float loss = static_cast<float>(loss_sum / accum);
-    const double grad_norm = std::sqrt(s.optimizer.grad_sum_of_squares());
+    float loss = static_cast<float>(loss_sum / accum);
+    s.comm.all_reduce(TensorView{&loss, DType::kF32, Device::kCPU, Shape{1}}, ReduceOp::kAvg).wait();
+    const double grad_norm = std::sqrt(s.store.global_grad_sum_of_squares());
     if (!std::isfinite(loss) || !std::isfinite(grad_norm)) {
       const std::string what = fmt::format("step {}: non-finite {} (loss {}, grad norm {})", step + 1,
                                            std::isfinite(loss) ? "gradient" : "loss", loss, grad_norm);
-      s.metrics.write({{"type", "nonfinite"}, {"step", step + 1}, {"loss", std::isfinite(loss) ? loss : -1.0f},
+      s.log({{"type", "nonfinite"}, {"step", step + 1}, {"loss", std::isfinite(loss) ? loss : -1.0f},
                        {"action", c.train.nonfinite}});
       if (c.train.nonfinite == "stop" || ++consecutive_skips > c.train.max_skipped_steps) {
         s.progress.message(fmt::format("error: {}; stopping (no optimizer step taken, weights not saved)", what));
@@ -183,7 +212,7 @@ TrainSummary Trainer::run() {
     const double step_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     const double tokens_per_s = static_cast<double>(tokens_per_step) / (step_ms / 1000.0);
     const MemorySnapshot mem = s.tracker.snapshot();
-    s.metrics.write({{"type", "train"}, {"step", step + 1}, {"loss", loss}, {"lr", lr}, {"grad_norm", grad_norm},
+    s.log({{"type", "train"}, {"step", step + 1}, {"loss", loss}, {"lr", lr}, {"grad_norm", grad_norm},
                      {"step_ms", step_ms}, {"tokens_per_s", tokens_per_s}, {"tokens", tokens_per_step},
                      {"memory_peak_bytes", memory_json(mem)}});
     const double elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
@@ -202,18 +231,34 @@ TrainSummary Trainer::run() {
   summary.memory = s.tracker.snapshot();
   if (!summary.stopped_nonfinite) {
     // The master weights are checked before anything is written: no NaN reaches disk.
-    for (std::size_t u = 0; u < s.model.table().units().size(); ++u) {
-      const TensorView m = s.optimizer.master(static_cast<int>(u));
-      const float* p = m.as<float>();
-      for (std::int64_t i = 0; i < m.numel(); ++i) {
+    // The fp32 master shards of every unit are gathered (each rank takes part), checked, and
+    // written by rank 0: no NaN reaches disk.
+    const ParamTable& table = s.model.table();
+    std::vector<Buffer> full;
+    for (std::size_t u = 0; u < table.units().size(); ++u) {
+      const UnitShard& sh = s.store.optimizer_layout().unit(static_cast<int>(u));
+      full.emplace_back(s.tracker, MemCategory::kWorkspace, DType::kF32, sh.padded);
+      if (s.store.optimizer_layout().world_size() == 1) {  // stage 0: every rank holds the whole master
+        std::memcpy(full.back().data(), s.optimizer.master(static_cast<int>(u)).data,
+                    static_cast<std::size_t>(full.back().size_bytes()));
+      } else {
+        s.comm.all_gather(s.optimizer.master(static_cast<int>(u)), full.back().view()).wait();
+      }
+      const float* p = full.back().as<float>();
+      for (std::int64_t i = 0; i < sh.numel; ++i) {
         if (!std::isfinite(p[i])) throw_runtime_error("parameters became non-finite; final weights not written");
       }
     }
-    save_model_weights(run_dir_ + "/final.safetensors", s.model.table(),
-                       [&](int u) { return s.optimizer.master(u); },
-                       {{"run_config", c.to_json().dump()}, {"steps", std::to_string(summary.steps_done)}});
+    if (s.root) {
+      save_model_weights(run_dir_ + "/final.safetensors", table,
+                         [&](int u) {
+                           return TensorView{full[static_cast<std::size_t>(u)].data(), DType::kF32, Device::kCPU,
+                                             Shape{table.units()[static_cast<std::size_t>(u)].numel}};
+                         },
+                         {{"run_config", c.to_json().dump()}, {"steps", std::to_string(summary.steps_done)}});
+    }
   }
-  s.metrics.write({{"type", "summary"},
+  s.log({{"type", "summary"},
                    {"steps", summary.steps_done},
                    {"skipped_steps", summary.skipped_steps},
                    {"stopped_nonfinite", summary.stopped_nonfinite},

@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 
+#include "engine/comm/communicator.h"
 #include "engine/config/run_config.h"
 #include "engine/core/memory_tracker.h"
 
@@ -25,7 +26,9 @@ struct TrainSummary {
 
 class Trainer {
  public:
-  Trainer(RunConfig config, std::string run_dir);
+  // The config must be resolved for comm.world_size() ranks. Every rank constructs a Trainer and
+  // calls run(); rank 0 prints, logs and writes the run directory.
+  Trainer(RunConfig config, std::string run_dir, Communicator& comm, MemoryTracker& tracker);
   ~Trainer();
   // Runs max_steps optimizer steps (printing progress) and returns what happened.
   TrainSummary run();

@@ -143,8 +143,8 @@ TEST(RunConfig, OptimizerScheduleAndOtherSectionsAreChecked) {
   doc["optim"] = {{"decay", "exponential"}};
   expect_error(doc, {"optim.decay", "cosine, linear, constant"});
   doc = base();
-  doc["zero"] = {{"stage", 2}};
-  expect_error(doc, {"zero.stage = 2"});
+  doc["zero"] = {{"stage", 4}};
+  expect_error(doc, {"zero.stage", "out of range"});
   doc = base();
   doc["data"] = {{"train_file", "t.bin"}};
   expect_error(doc, {"data.train_file and data.val_file"});

@@ -3,8 +3,11 @@
 // memory table. Exit code 1 when the run stopped on a non-finite loss or gradient.
 #include <fmt/format.h>
 
+#include <memory>
+
 #include "engine/cli/commands/arg_parser.h"
 #include "engine/cli/commands/commands.h"
+#include "engine/comm/communicator.h"
 #include "engine/config/run_config.h"
 #include "engine/core/host_allocator.h"
 #include "engine/trainer/trainer.h"
@@ -22,30 +25,47 @@ int train_main(const std::vector<std::string>& args) {
     fmt::print("{}", parser.help_text());
     return 0;
   }
-  RunConfig cfg = load_run_config(parser.get("config"), parser.all("set"));
+  // Under mpirun every rank runs this; the communicator says how many there are, and the batch
+  // terms are resolved for that many. Rank 0 alone prints and writes the run directory.
+  MemoryTracker tracker;
+  CommOptions comm_options;
+  std::unique_ptr<Communicator> comm = make_communicator(tracker, comm_options);
+  RunConfig cfg = load_run_config(parser.get("config"), parser.all("set"), comm->world_size());
   if (parser.has("run-dir")) cfg.log.run_dir = parser.get("run-dir");
+  comm_options.deterministic = cfg.train.deterministic;
+  comm_options.timeout_s = cfg.train.collective_timeout_s;
+  comm->set_options(comm_options);
+  const bool root = comm->rank() == 0;
   const gpt::GptConfig& m = cfg.model;
 
-  fmt::print("zerotrain train: {}\nresolved config: {}\n", cfg.source, cfg.to_json().dump());
-  for (const std::string& note : cfg.derived) fmt::print("derived: {}\n", note);
-  Trainer trainer(cfg, cfg.log.run_dir);
+  if (root) {
+    fmt::print("zerotrain train: {}\nresolved config: {}\n", cfg.source, cfg.to_json().dump());
+    for (const std::string& note : cfg.derived) fmt::print("derived: {}\n", note);
+  }
+  Trainer trainer(cfg, cfg.log.run_dir, *comm, tracker);
   const auto& blas = cpu::blas_info();
-  fmt::print("model: {} layers, {} heads, {} wide, context {}, vocab {} (padded {}): {:.2f}M parameters\n", m.n_layer,
-             m.n_head, m.n_embd, m.block_size, m.vocab_size, m.padded_vocab_size(),
-             gpt::build_param_table(m).total_numel() / 1e6);
-  fmt::print("batch: {} tokens/step = micro_batch {} x seq_len {} x grad_accum {}; {} steps; {} threads, blas {}\n",
-             cfg.train.global_batch_tokens, cfg.train.micro_batch, cfg.train.seq_len, cfg.train.grad_accum,
-             cfg.train.max_steps, cfg.train.num_threads, blas.core_name);
-  fmt::print("run directory: {}\n", cfg.log.run_dir);
+  if (root) {
+    fmt::print("model: {} layers, {} heads, {} wide, context {}, vocab {} (padded {}): {:.2f}M parameters\n",
+               m.n_layer, m.n_head, m.n_embd, m.block_size, m.vocab_size, m.padded_vocab_size(),
+               gpt::build_param_table(m).total_numel() / 1e6);
+    fmt::print("batch: {} tokens/step = micro_batch {} x seq_len {} x grad_accum {} x {} ranks; {} steps; {} threads, "
+               "blas {}\n",
+               cfg.train.global_batch_tokens, cfg.train.micro_batch, cfg.train.seq_len, cfg.train.grad_accum,
+               comm->world_size(), cfg.train.max_steps, cfg.train.num_threads, blas.core_name);
+    fmt::print("ZeRO stage {} on {} rank(s) ({} communicator{})\nrun directory: {}\n", cfg.zero_stage,
+               comm->world_size(), comm->backend_name(), cfg.train.deterministic ? ", deterministic reductions" : "",
+               cfg.log.run_dir);
+  }
 
   const TrainSummary s = trainer.run();
+  if (!root) return s.stopped_nonfinite ? 1 : 0;
   fmt::print("\n== summary ==\n");
   fmt::print("steps: {} ({} skipped)\n", s.steps_done, s.skipped_steps);
   fmt::print("train loss: {:.4f} (step 1) -> {:.4f} (last step)\n", s.first_loss, s.last_loss);
   fmt::print("val loss: {:.4f}   unigram entropy of the training data: {:.4f} nats ({})\n", s.val_loss,
              s.unigram_entropy_nats, s.val_loss < s.unigram_entropy_nats ? "below: the model uses context" : "not below");
   if (!s.sample.empty()) fmt::print("sample:\n{}\n---\n", s.sample);
-  fmt::print("memory (bytes per category over the run):\n{}", format_memory_table(s.memory));
+  fmt::print("memory on rank 0 (bytes per category over the run):\n{}", format_memory_table(s.memory));
   fmt::print("(plus {} of freed blocks the host allocator keeps for reuse)\n", format_bytes(host_cached_bytes()));
   if (s.stopped_nonfinite) {
     fmt::print(stderr, "zerotrain: error: training stopped on a non-finite loss or gradient (see {}/metrics.jsonl)\n",

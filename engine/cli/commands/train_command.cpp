@@ -10,6 +10,7 @@
 #include "engine/comm/communicator.h"
 #include "engine/config/run_config.h"
 #include "engine/core/host_allocator.h"
+#include "engine/trainer/memory_report.h"
 #include "engine/trainer/trainer.h"
 #include "kernels/cpu/blas.h"
 #include "models/gpt/gpt_params.h"
@@ -58,6 +59,7 @@ int train_main(const std::vector<std::string>& args) {
   }
 
   const TrainSummary s = trainer.run();
+  const std::vector<MemorySnapshot> memory = gather_memory_snapshots(*comm, s.memory);
   if (!root) return s.stopped_nonfinite ? 1 : 0;
   fmt::print("\n== summary ==\n");
   fmt::print("steps: {} ({} skipped)\n", s.steps_done, s.skipped_steps);
@@ -67,6 +69,7 @@ int train_main(const std::vector<std::string>& args) {
   if (!s.sample.empty()) fmt::print("sample:\n{}\n---\n", s.sample);
   fmt::print("memory on rank 0 (bytes per category over the run):\n{}", format_memory_table(s.memory));
   fmt::print("(plus {} of freed blocks the host allocator keeps for reuse)\n", format_bytes(host_cached_bytes()));
+  fmt::print("{}", format_measured_vs_predicted(cfg, memory));
   if (s.stopped_nonfinite) {
     fmt::print(stderr, "zerotrain: error: training stopped on a non-finite loss or gradient (see {}/metrics.jsonl)\n",
                cfg.log.run_dir);

@@ -1,0 +1,49 @@
+// Gathering the ranks' memory peaks and printing them beside engine/sharding/memory_model's
+// prediction.
+#include "engine/trainer/memory_report.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "engine/sharding/memory_model.h"
+
+namespace zt {
+
+std::vector<MemorySnapshot> gather_memory_snapshots(Communicator& comm, const MemorySnapshot& mine) {
+  const int N = comm.world_size();
+  // The peaks as raw 8-byte integers, moved as pairs of i32 (the collectives move bytes).
+  std::vector<std::int64_t> all(static_cast<std::size_t>(N * kNumMemCategories));
+  std::vector<std::int64_t> own(mine.peak_bytes.begin(), mine.peak_bytes.end());
+  comm.all_gather(TensorView{own.data(), DType::kI32, Device::kCPU, Shape{2 * kNumMemCategories}},
+                  TensorView{all.data(), DType::kI32, Device::kCPU, Shape{2 * kNumMemCategories * N}})
+      .wait();
+  std::vector<MemorySnapshot> out(static_cast<std::size_t>(N));
+  for (int r = 0; r < N; ++r) {
+    for (int c = 0; c < kNumMemCategories; ++c) out[static_cast<std::size_t>(r)].peak_bytes[c] = all[r * kNumMemCategories + c];
+  }
+  return out;
+}
+
+std::string format_measured_vs_predicted(const RunConfig& config, const std::vector<MemorySnapshot>& per_rank) {
+  const int N = static_cast<int>(per_rank.size());
+  const StageMemory predicted = predict_rank_memory(config, config.zero_stage, N);
+  std::string out = fmt::format("memory per rank, ZeRO stage {} on {} rank(s): measured peak beside the prediction "
+                                "(docs/zero_memory.md)\n",
+                                config.zero_stage, N);
+  out += fmt::format("{:<18} {:>12} {:>12} {:>12} {:>8}\n", "category", "predicted", "rank 0", "max rank", "ratio");
+  for (int c = 0; c < kNumMemCategories; ++c) {
+    const auto cat = static_cast<MemCategory>(c);
+    std::int64_t worst = 0;
+    for (const MemorySnapshot& s : per_rank) worst = std::max(worst, s.peak_bytes[c]);
+    const std::int64_t p = predicted[cat];
+    out += fmt::format("{:<18} {:>12} {:>12} {:>12} {:>8}\n", mem_category_name(cat), format_bytes(p),
+                       format_bytes(per_rank[0].peak_bytes[c]), format_bytes(worst),
+                       p > 0 ? fmt::format("{:.3f}", static_cast<double>(worst) / static_cast<double>(p)) : "-");
+  }
+  out += fmt::format("(measured includes evaluation and sampling; padding in the prediction: {})\n",
+                     format_bytes(predicted.padding_bytes));
+  return out;
+}
+
+}  // namespace zt

@@ -3,7 +3,12 @@
 
 #include <fmt/format.h>
 
+#include <unistd.h>
+
 #include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
 #include <cstdlib>
 #include <thread>
 
@@ -23,8 +28,61 @@ Work::Work(std::function<bool()> advance, std::string description, double timeou
       context_(context),
       on_timeout_(std::move(on_timeout)) {}
 
+namespace {
+
+// [Note: launcher termination]
+// When one rank dies, mpirun terminates the others with SIGTERM, typically long before their
+// collective timeout. So that each of them still says what it was doing, Work::wait records the
+// collective in flight here, and a SIGTERM handler (installed by the MPI backend) prints it with
+// write(2), which is async-signal-safe, before exiting. Two slots: the handler reads the last
+// complete one.
+constexpr std::size_t kInflightBytes = 512;
+char g_inflight[2][kInflightBytes] = {{0}, {0}};
+volatile std::sig_atomic_t g_inflight_slot = 0;
+volatile std::sig_atomic_t g_inflight_active = 0;  // 0 until the first record
+
+void record(const std::string* description, const std::string* context) {
+  const int next = 1 - g_inflight_slot;
+  const char* where = context != nullptr ? context->c_str() : "?";
+  if (description != nullptr) {
+    std::snprintf(g_inflight[next], kInflightBytes,
+                  "zerotrain: error: %s was interrupted at %s: the launcher stopped this rank because another rank "
+                  "failed or died\n",
+                  description->c_str(), where);
+  } else {
+    std::snprintf(g_inflight[next], kInflightBytes,
+                  "zerotrain: error: the launcher stopped this rank at %s (between collectives) because another "
+                  "rank failed or died\n",
+                  where);
+  }
+  g_inflight_slot = next;
+  g_inflight_active = 1;
+}
+
+extern "C" void on_launcher_termination(int) {
+  static const char kUnknown[] = "zerotrain: error: the launcher stopped this rank because another rank failed\n";
+  const char* text = g_inflight_active ? g_inflight[g_inflight_slot] : kUnknown;
+  ssize_t ignored = write(STDERR_FILENO, text, std::strlen(text));
+  (void)ignored;
+  _exit(1);
+}
+
+}  // namespace
+
+void install_launcher_termination_handler() { std::signal(SIGTERM, on_launcher_termination); }
+
+void Communicator::set_context(std::string context) {
+  context_ = std::move(context);
+  record(nullptr, &context_);
+}
+
 void Work::wait() {
   if (!advance_) return;
+  record(&description_, context_);
+  struct BackToIdle {
+    const std::string* context;
+    ~BackToIdle() { record(nullptr, context); }
+  } back_to_idle{context_};
   const auto start = std::chrono::steady_clock::now();
   int spins = 0;
   while (!advance_()) {

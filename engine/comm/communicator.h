@@ -65,7 +65,7 @@ class Communicator {
   virtual void barrier() = 0;
 
   // What the current work is part of ("step 12"), quoted in timeout errors.
-  void set_context(std::string context) { context_ = std::move(context); }
+  void set_context(std::string context);
   const CommOptions& options() const { return options_; }
   // Timeout and reduction order for the collectives that follow (e.g. once the config is read).
   void set_options(const CommOptions& options) { options_ = options; }
@@ -84,5 +84,9 @@ std::unique_ptr<Communicator> make_communicator(MemoryTracker& tracker, const Co
 
 // True when the environment says this process was started by an MPI launcher.
 bool launched_by_mpi();
+
+// Makes SIGTERM print the collective this rank is waiting in (and the step) before exiting: what a
+// rank shows when the launcher stops it because another rank died ([Note: launcher termination]).
+void install_launcher_termination_handler();
 
 }  // namespace zt

@@ -57,6 +57,7 @@ MpiCommunicator::MpiCommunicator(MemoryTracker& tracker, const CommOptions& opti
   MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &world_);
+  install_launcher_termination_handler();
 }
 
 MpiCommunicator::~MpiCommunicator() {

@@ -1,0 +1,85 @@
+#!/usr/bin/env python3
+"""A rank killed with SIGKILL in the middle of training: every other rank must end with a one-line
+error saying where it was (the collective it was waiting in, or that it was between collectives,
+and the step), and the job must end well within the collective timeout, never hang.
+
+usage: killed_rank_test.py MPIRUN [FLAGS...] -- PATH/TO/zerotrain
+"""
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+CONFIG = {
+    "model": {"n_layer": 2, "n_head": 2, "n_embd": 64, "block_size": 64, "vocab_size": 64},
+    "data": {"embedded_chars": 200000},
+    "train": {"micro_batch": 8, "max_steps": 100000, "num_threads": 1, "collective_timeout_s": 60},
+    "log": {"progress": "plain", "every_steps": 1, "sample_tokens": 0},
+}
+
+
+def rank_pids(marker):
+    """PIDs of the ranks (processes whose command line holds `marker`), by their MPI rank."""
+    out = {}
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmd = f.read().split(b"\0")
+            if b"train" not in cmd or marker.encode() not in b" ".join(cmd) or b"mpirun" in cmd[0]:
+                continue
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                env = dict(kv.split(b"=", 1) for kv in f.read().split(b"\0") if b"=" in kv)
+            if b"OMPI_COMM_WORLD_RANK" in env:
+                out[int(env[b"OMPI_COMM_WORLD_RANK"])] = int(pid)
+        except OSError:
+            pass
+    return out
+
+
+def main():
+    split = sys.argv.index("--")
+    launcher, binary = sys.argv[1:split], sys.argv[split + 1]
+    work = tempfile.mkdtemp(prefix="zt_kill_")
+    config = os.path.join(work, "config.json")
+    with open(config, "w") as f:
+        json.dump(CONFIG, f)
+    proc = subprocess.Popen(launcher + ["-np", "3", binary, "train", "--config", config, "--run-dir",
+                                        os.path.join(work, "run")],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.time() + 120
+    pids = {}
+    while time.time() < deadline and len(pids) < 3:  # wait for the ranks, then for training to run
+        time.sleep(0.5)
+        pids = rank_pids(work)
+    time.sleep(4)
+    killed_at = time.time()
+    os.kill(pids[1], signal.SIGKILL)
+    try:
+        output, _ = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        output, _ = proc.communicate()
+    elapsed = time.time() - killed_at
+    print(output[-2500:])
+    errors = [l for l in output.splitlines() if l.startswith("zerotrain: error:")]
+    checks = [
+        (proc.returncode != 0, f"the job exits non-zero ({proc.returncode})"),
+        (elapsed < 30, f"the job ends {elapsed:.1f} s after the kill (collective timeout 60 s)"),
+        (len(errors) >= 2, f"both surviving ranks print an error line ({len(errors)})"),
+        (all(" at step " in l for l in errors), "each error names the step"),
+    ]
+    failed = 0
+    for ok, what in checks:
+        print(("ok    " if ok else "FAIL  ") + what)
+        failed += not ok
+    print(f"{len(checks) - failed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

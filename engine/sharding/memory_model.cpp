@@ -16,12 +16,6 @@ namespace {
 constexpr std::int64_t kF32Bytes = 4;
 
 // Sum of the k largest element counts (all of them when there are fewer than k).
-std::int64_t sum_of_largest(std::vector<std::int64_t> numels, int k) {
-  std::sort(numels.begin(), numels.end(), std::greater<>());
-  std::int64_t sum = 0;
-  for (std::size_t i = 0; i < numels.size() && i < static_cast<std::size_t>(k); ++i) sum += numels[i];
-  return sum;
-}
 
 }  // namespace
 
@@ -100,16 +94,44 @@ StageMemory predict_rank_memory(const ParamTable& table, DType param_dtype, cons
     }
   }
 
+  // Per-unit padded sizes: stages 1-2 keep whole units padded to s*N so the all-gather of the
+  // updated shards lands in place (ZeroParamStore), stage 1 its gradients too.
+  std::int64_t padded_sum = 0, max_padded = 0;
+  for (const UnitSpec& unit : table.units()) {
+    const ShardSizes s = shard_sizes(unit.numel, world_size);
+    padded_sum += s.padded_numel;
+    max_padded = std::max(max_padded, s.padded_numel);
+  }
+  const std::int64_t padded_extra = padded_sum - psi;  // padding elements of the padded whole units
+  const std::size_t units = table.units().size();
+  const ShardSizes first = shard_sizes(table.units().front().numel, world_size);
+  const ShardSizes last = shard_sizes(table.units().back().numel, world_size);
+  std::int64_t max_other_padded = 0;  // the largest unit besides the first (the embeddings)
+  for (std::size_t u = 1; u < units; ++u) {
+    max_other_padded = std::max(max_other_padded, shard_sizes(table.units()[u].numel, world_size).padded_numel);
+  }
+
   StageMemory m;
   m[MemCategory::kActivations] = model.activation_bytes;
   m[MemCategory::kWorkspace] = model.workspace_bytes;
+  const ShardSizes largest = shard_sizes(max_numel, world_size);
+  const std::int64_t s_max = largest.shard_numel, p_max = largest.padded_numel;
+  const bool bf16 = param_dtype == DType::kBF16;
+  const bool multi = world_size > 1;
+  // What the MPI communicator stages around a reduce-scatter of the largest unit (fp32 output
+  // shard; fp32 copy of a bf16 input; all-to-all chunks in deterministic mode). One rank's local
+  // communicator stages nothing.
+  const std::int64_t rs_staging =
+      multi ? kF32Bytes * s_max + (bf16 ? kF32Bytes * p_max : 0) + (options.deterministic ? kF32Bytes * p_max : 0) : 0;
   if (stage == 0) {
     m[MemCategory::kParameters] = W * psi;
     m[MemCategory::kGradients] = W * psi;
     m[MemCategory::kMasterWeights] = master_per_elem * psi;
     m[MemCategory::kOptimizerStates] = moments_per_elem * psi;
-    // One fp32 bucket of the largest unit for the averaging all-reduce; one rank averages nothing.
-    m[MemCategory::kCommBuffers] = world_size > 1 ? kF32Bytes * max_numel : 0;
+    // The all-reduce of the largest unit, staged in fp32: n_max elements, or in deterministic mode
+    // the padded unit twice (data and all-to-all chunks) plus the reduced shard. One rank: nothing.
+    m[MemCategory::kCommBuffers] =
+        !multi ? 0 : options.deterministic ? kF32Bytes * (2 * p_max + s_max) : kF32Bytes * max_numel;
     return m;
   }
 
@@ -118,27 +140,35 @@ StageMemory predict_rank_memory(const ParamTable& table, DType param_dtype, cons
   m[MemCategory::kOptimizerStates] = moments_per_elem * shard_sum;
   m.padding_bytes += (master_per_elem + moments_per_elem) * shard_padding;
 
-  // Collectives run on padded units, one at a time per kind: the fp32 reduce-scatter input of the
-  // largest padded unit and its fp32 output shard, and the all-gather receive buffer in W bytes.
-  const ShardSizes largest = shard_sizes(max_numel, world_size);
-  const std::int64_t unused_padded = largest.padded_numel - largest.numel;
-  m[MemCategory::kCommBuffers] = kF32Bytes * largest.padded_numel + kF32Bytes * largest.shard_numel +
-                                 W * largest.padded_numel;
-  m.padding_bytes += kF32Bytes * unused_padded + kF32Bytes * largest.last_rank_padding + W * unused_padded;
-
   if (stage == 1) {
-    m[MemCategory::kParameters] = W * psi;
-    m[MemCategory::kGradients] = W * psi;
+    m[MemCategory::kParameters] = W * padded_sum;
+    m[MemCategory::kGradients] = W * padded_sum;  // the reduced shard lands in the rank's own slice
+    m.padding_bytes += 2 * W * padded_extra;
+    // Reduce-scatter staging, then (not at the same time) the W-byte send copy of the all-gather.
+    m[MemCategory::kCommBuffers] = std::max(rs_staging, W * s_max);
     return m;
   }
-  m[MemCategory::kGradients] = W * shard_sum + W * sum_of_largest(unit_numels, options.max_pending_grad_units);
+  // Stages 2-3: gradient shards, plus the pending full gradients of the embeddings (tied: from the
+  // head's contribution at the start of backward to its own at the end) and of one other unit at
+  // a time, padded for the reduce-scatter ([Note: pending gradient units]).
+  m[MemCategory::kGradients] = W * shard_sum + W * (first.padded_numel + max_other_padded);
   m.padding_bytes += W * shard_padding;
+  // grads_ready's fp32 reduced shard, beside the communicator's staging.
+  m[MemCategory::kCommBuffers] = kF32Bytes * s_max + rs_staging;
   if (stage == 2) {
-    m[MemCategory::kParameters] = W * psi;
+    m[MemCategory::kParameters] = W * padded_sum;
+    m.padding_bytes += W * padded_extra;
+    m[MemCategory::kCommBuffers] = std::max(m[MemCategory::kCommBuffers], W * s_max);
     return m;
   }
-  m[MemCategory::kParameters] = W * stage3_param_numel + W * sum_of_largest(gathered_numels, options.max_gathered_units);
+  // Stage 3: parameter shards plus the gathered (padded) units alive at once. Gathers are not
+  // prefetched yet, so that is one unit, except in the head, which computes with the final
+  // LayerNorm and the tied embeddings together.
+  m[MemCategory::kParameters] =
+      W * stage3_param_numel + W * std::max(max_padded, first.padded_numel + last.padded_numel);
   m.padding_bytes += W * stage3_param_padding;
+  (void)gathered_numels;
+  (void)unit_numels;
   return m;
 }
 
@@ -146,8 +176,9 @@ StageMemory predict_rank_memory(const RunConfig& config, int stage, int world_si
   const ModelFootprint footprint =
       predict_gpt_footprint(config.model, config.train.micro_batch, config.train.seq_len,
                             config.train.activation_checkpointing, config.param_dtype);
-  return predict_rank_memory(gpt::build_param_table(config.model), config.param_dtype, footprint, stage, world_size,
-                             options);
+  ShardingOptions o = options;
+  o.deterministic = o.deterministic || config.train.deterministic;
+  return predict_rank_memory(gpt::build_param_table(config.model), config.param_dtype, footprint, stage, world_size, o);
 }
 
 ModelStateBytes predict_model_states(std::int64_t psi, int stage, int world_size, int k, int bytes_per_param,

@@ -41,7 +41,6 @@ ZeroParamStore::ZeroParamStore(const ParamTable& table, DType param_dtype, int s
     const std::int64_t grad_numel = stage == 0 ? s.numel : stage == 1 ? s.padded : s.shard;
     params_.emplace_back(tracker, MemCategory::kParameters, dtype_, param_numel);
     grads_.emplace_back(tracker, MemCategory::kGradients, dtype_, grad_numel);
-    if (stage == 1) grad_shards_.emplace_back(tracker, MemCategory::kGradients, dtype_, s.shard);
   }
 }
 
@@ -93,7 +92,10 @@ void ZeroParamStore::grads_ready(int unit) {
   if (stage_ == 0) {
     if (last_micro_batch_) comm_.all_reduce(slice(grads_[u], 0, s.numel), ReduceOp::kAvg).wait();
   } else if (stage_ == 1) {
-    if (last_micro_batch_) comm_.reduce_scatter(grads_[u].view(), grad_shards_[u].view(), ReduceOp::kAvg).wait();
+    // In place: the reduced shard lands in this rank's own slice of the full gradient buffer.
+    if (last_micro_batch_) {
+      comm_.reduce_scatter(grads_[u].view(), slice(grads_[u], s.begin, s.shard), ReduceOp::kAvg).wait();
+    }
   } else {
     ZT_CHECK(!pending_full_grads_[u].empty(), "grads_ready for unit {} without a contribution", unit);
     Buffer reduced(tracker_, MemCategory::kCommBuffers, DType::kF32, s.shard, Device::kCPU, false);
@@ -105,14 +107,13 @@ void ZeroParamStore::grads_ready(int unit) {
 
 void ZeroParamStore::begin_step() {
   for (Buffer& g : grads_) std::memset(g.data(), 0, static_cast<std::size_t>(g.size_bytes()));
-  for (Buffer& g : grad_shards_) std::memset(g.data(), 0, static_cast<std::size_t>(g.size_bytes()));
 }
 
 void ZeroParamStore::set_micro_batch(int index, int count) { last_micro_batch_ = index + 1 == count; }
 
 TensorView ZeroParamStore::grad_shard(int unit) const {
   const std::size_t u = static_cast<std::size_t>(unit);
-  if (stage_ == 1) return grad_shards_[u].view();
+  if (stage_ == 1) return slice(grads_[u], layout_.unit(unit).begin, layout_.unit(unit).shard);
   return grads_[u].view();  // stage 0: the whole (all-reduced) unit; stages 2-3: the shard
 }
 
@@ -138,8 +139,7 @@ double ZeroParamStore::global_grad_sum_of_squares() {
   double partial = 0.0;
   for (std::size_t u = 0; u < grads_.size(); ++u) {
     const UnitShard& s = layout_.unit(static_cast<int>(u));
-    const TensorView g = stage_ == 0 ? slice(grads_[u], s.begin, s.live())
-                                     : slice(stage_ == 1 ? grad_shards_[u] : grads_[u], 0, s.live());
+    const TensorView g = stage_ <= 1 ? slice(grads_[u], s.begin, s.live()) : slice(grads_[u], 0, s.live());
     partial += cpu::sum_of_squares(ctx_, g);
   }
   std::vector<double> partials(static_cast<std::size_t>(comm_.world_size()));

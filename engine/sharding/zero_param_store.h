@@ -2,7 +2,8 @@
 // collectives that move them, driven by the model's explicit acquire/release/grads_ready calls.
 //   stage 0: full params, full grads; grads all-reduced (average) after the last micro-batch.
 //   stage 1: full params and grads; grads reduce-scattered after the last micro-batch into this
-//            rank's shard; after the optimizer updates the shard, params are all-gathered.
+//            rank's slice of the full buffer; after the optimizer updates the shard, params are
+//            all-gathered (in place: full units are padded to s*N elements at stages 1-2).
 //   stage 2: full params; a unit's full gradient exists only from its first contribution to
 //            grads_ready, which reduce-scatters it into the shard (every micro-batch) and frees it.
 //   stage 3: as 2, and params are sharded too: acquire all-gathers a unit, release frees it.
@@ -75,8 +76,8 @@ class ZeroParamStore final : public ParamStore {
   std::vector<Buffer> params_;       // full (stages 0-2, padded at 1-2) or shard (stage 3)
   std::vector<Buffer> gathered_;     // stage 3: the full unit while acquired
   std::vector<UnitState> state_;
-  std::vector<Buffer> grads_;        // full (stages 0-1) or shard (stages 2-3)
-  std::vector<Buffer> grad_shards_;  // stage 1: reduced shards
+  std::vector<Buffer> grads_;        // full (stage 0; padded at 1, where the reduced shard lands in
+                                     // this rank's slice) or shard (stages 2-3)
   std::vector<Buffer> pending_full_grads_;  // stages 2-3: a unit's full gradient until grads_ready
 };
 

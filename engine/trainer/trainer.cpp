@@ -22,6 +22,8 @@
 #include "engine/trainer/data_source.h"
 #include "engine/trainer/grad_clip.h"
 #include "engine/trainer/lr_schedule.h"
+#include "engine/trainer/memory_report.h"
+#include "engine/sharding/memory_model.h"
 #include "engine/trainer/run_log.h"
 #include "engine/trainer/text_sampler.h"
 #include "models/gpt/gpt_model.h"
@@ -58,6 +60,12 @@ void poison_one_gradient(ZeroParamStore& store) {
   } else {
     g.as<bf16>()[0] = float_to_bf16(std::numeric_limits<float>::quiet_NaN());
   }
+}
+
+nlohmann::json memory_json_of(const StageMemory& m) {
+  nlohmann::json j = nlohmann::json::object();
+  for (int i = 0; i < kNumMemCategories; ++i) j[std::string(mem_category_name(static_cast<MemCategory>(i)))] = m.bytes[i];
+  return j;
 }
 
 }  // namespace
@@ -134,6 +142,7 @@ TrainSummary Trainer::run() {
     }
     s.store.publish_updated_params();
   }
+  s.tracker.reset_peaks();  // the comparison with the prediction below covers the steps, not set-up
 
   auto evaluate = [&](int step) {
     double sum = 0.0;
@@ -224,6 +233,16 @@ TrainSummary Trainer::run() {
                                 "eta {:.0f}s | mem {}",
                                 step + 1, std::to_string(c.train.max_steps).size(), c.train.max_steps, loss, lr,
                                 grad_norm, step_ms, tokens_per_s, eta_s, compact_memory(mem)));
+    if (summary.steps_done == 1) {  // a full step's peaks, before any evaluation or sampling
+      const std::vector<MemorySnapshot> ranks = gather_memory_snapshots(s.comm, s.tracker.snapshot());
+      const StageMemory predicted = predict_rank_memory(c, c.zero_stage, s.comm.world_size());
+      nlohmann::json measured = nlohmann::json::array();
+      for (const MemorySnapshot& r : ranks) measured.push_back(memory_json(r));
+      s.log({{"type", "memory"}, {"step", step + 1}, {"stage", c.zero_stage}, {"ranks", s.comm.world_size()},
+             {"predicted_bytes", memory_json_of(predicted)}, {"predicted_padding_bytes", predicted.padding_bytes},
+             {"measured_peak_bytes", measured}});
+      s.progress.message(format_measured_vs_predicted(c, ranks));
+    }
     const bool last = step + 1 == c.train.max_steps;
     if ((c.train.eval_every > 0 && (step + 1) % c.train.eval_every == 0) || last) evaluate(step + 1);
     if ((c.log.sample_every > 0 && (step + 1) % c.log.sample_every == 0) || last) sample(step + 1);

@@ -69,7 +69,8 @@ int train_main(const std::vector<std::string>& args) {
   if (!s.sample.empty()) fmt::print("sample:\n{}\n---\n", s.sample);
   fmt::print("memory on rank 0 (bytes per category over the run):\n{}", format_memory_table(s.memory));
   fmt::print("(plus {} of freed blocks the host allocator keeps for reuse)\n", format_bytes(host_cached_bytes()));
-  fmt::print("{}", format_measured_vs_predicted(cfg, memory));
+  fmt::print("over the whole run (evaluation, sampling and the final gather included):\n{}",
+             format_measured_vs_predicted(cfg, memory));
   if (s.stopped_nonfinite) {
     fmt::print(stderr, "zerotrain: error: training stopped on a non-finite loss or gradient (see {}/metrics.jsonl)\n",
                cfg.log.run_dir);

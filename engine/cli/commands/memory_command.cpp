@@ -41,15 +41,6 @@ std::int64_t parse_param_count(const std::string& text) {
   return static_cast<std::int64_t>(v);
 }
 
-std::int64_t parse_elements(const std::string& flag, const std::string& text) {
-  std::int64_t v = 0;
-  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (ec != std::errc() || ptr != text.data() + text.size() || v < 0) {
-    throw_input_error("zerotrain memory: --{} must be a number of elements >= 0 (got '{}')", flag, text);
-  }
-  return v;
-}
-
 int paper_table(const ArgParser& parser, int ranks, bool json) {
   const std::int64_t psi = parse_param_count(parser.get("params"));
   const int k = parser.get_int("k", 12, 0, 1000);
@@ -92,10 +83,7 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
   overrides.push_back("zero.stage=0");
   const RunConfig cfg = load_run_config(parser.get("config"), overrides);
   ShardingOptions options;
-  options.max_gathered_units = parser.get_int("gathered-units", options.max_gathered_units, 1, 1 << 20);
-  if (parser.has("persistence-threshold")) {
-    options.persistence_threshold = parse_elements("persistence-threshold", parser.get("persistence-threshold"));
-  }
+  options.deterministic = cfg.train.deterministic;
   const gpt::GptConfig& mc = cfg.model;
   const ParamTable table = gpt::build_param_table(mc);
   const ShardSizes largest = shard_sizes(table.max_unit_numel(), ranks);
@@ -127,10 +115,7 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
         {"params", table.total_numel()},
         {"units", table.units().size()},
         {"max_unit_numel", table.max_unit_numel()},
-        {"sharding",
-         {{"max_gathered_units", options.max_gathered_units},
-          {"persistence_threshold", options.persistence_threshold},
-          {"max_pending_grad_units", options.max_pending_grad_units}}},
+        {"deterministic_reductions", options.deterministic},
         {"stages", out}};
     fmt::print("{}\n", doc.dump(2));
     return 0;
@@ -145,10 +130,9 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
   fmt::print("per rank: micro_batch {} x seq_len {}, activation_checkpointing {}, param_dtype {} (CPU backend layout: "
              "fp32 activations)\n",
              cfg.train.micro_batch, cfg.train.seq_len, ckpt, dtype);
-  fmt::print("stage 3: {} gathered units at once; {}\n\n", options.max_gathered_units,
-             options.persistence_threshold == 0
-                 ? std::string("every unit sharded (persistence threshold 0)")
-                 : fmt::format("units under {} elements kept whole", options.persistence_threshold));
+  fmt::print("stage 3: one gathered unit at a time (two in the head: final LayerNorm and embeddings), no prefetch "
+             "yet{}\n\n",
+             options.deterministic ? "; deterministic reductions" : "");
   std::string head = fmt::format("{:<22}", "category");
   for (int stage = 0; stage < kStages; ++stage) head += fmt::format("{:>14}", fmt::format("stage {}", stage));
   fmt::print("{}\n", head);
@@ -177,9 +161,6 @@ int memory_main(const std::vector<std::string>& args) {
       .value_flag("ranks", "N", "data-parallel ranks", true)
       .value_flag("k", "K", "with --params: optimizer bytes per parameter (default 12: fp32 master, m, v)")
       .value_flag("set", "SECTION.KEY=VALUE", "with --config: override a config key", false, true)
-      .value_flag("gathered-units", "K", "with --config: stage-3 full units alive at once (default 2)")
-      .value_flag("persistence-threshold", "E",
-                  "with --config: stage-3 units under E elements stay whole on every rank (default 0)")
       .bool_flag("json", "print the same as JSON");
   if (!parser.parse(args)) {
     fmt::print("{}", parser.help_text());
@@ -189,7 +170,7 @@ int memory_main(const std::vector<std::string>& args) {
     throw_input_error("zerotrain memory: give exactly one of --config FILE and --params PSI");
   }
   const bool paper = parser.has("params");
-  for (const char* flag : {"set", "gathered-units", "persistence-threshold"}) {
+  for (const char* flag : {"set"}) {
     if (paper && parser.has(flag)) throw_input_error("zerotrain memory: --{} needs --config, not --params", flag);
   }
   if (!paper && parser.has("k")) throw_input_error("zerotrain memory: --k needs --params, not --config");

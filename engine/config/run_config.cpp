@@ -4,6 +4,7 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -123,7 +124,8 @@ void read_optim(ConfigReader r, OptimConfig& o, int max_steps) {
   o.min_lr = static_cast<float>(r.get_double("min_lr", a.lr / 10.0, 0.0, 10.0));
   o.warmup_steps = r.get_int("warmup_steps", 0, 0, kMaxSteps);
   o.decay = r.get_enum("decay", o.decay, {"cosine", "linear", "constant"});
-  o.decay_steps = r.get_int("decay_steps", max_steps, 0, kMaxSteps);
+  // By default the decay ends with the run (or with the warmup, for a run shorter than its warmup).
+  o.decay_steps = r.get_int("decay_steps", std::max(max_steps, o.warmup_steps), 0, kMaxSteps);
   o.grad_clip = static_cast<float>(r.get_double("grad_clip", 1.0, 0.0, 1e6));
   if (o.min_lr > a.lr) {
     throw_input_error("config error in {}: optim.min_lr = {} exceeds optim.lr = {}", r.file(), o.min_lr, a.lr);

@@ -67,6 +67,10 @@ class Communicator {
   // What the current work is part of ("step 12"), quoted in timeout errors.
   void set_context(std::string context);
   const CommOptions& options() const { return options_; }
+  // Elements this rank has sent so far, counted as a ring algorithm moves them (all-gather and
+  // reduce-scatter of a unit of n: n (N-1)/N; all-reduce: 2 n (N-1)/N), the measure of the ZeRO
+  // paper's communication volume (2 Psi per step for stages 0-2, 3 Psi for stage 3).
+  std::int64_t elements_sent() const { return elements_sent_; }
   // Timeout and reduction order for the collectives that follow (e.g. once the config is read).
   void set_options(const CommOptions& options) { options_ = options; }
 
@@ -74,8 +78,14 @@ class Communicator {
   explicit Communicator(CommOptions options) : options_(options) {}
   const std::string* context_ptr() const { return &context_; }
 
+  // Adds the ring volume of a collective over `total` elements (factor 2 for an all-reduce).
+  void count_volume(std::int64_t total, int factor = 1) {
+    elements_sent_ += factor * total * (world_size() - 1) / world_size();
+  }
+
   CommOptions options_;
   std::string context_ = "start-up";
+  std::int64_t elements_sent_ = 0;
 };
 
 // The communicator for this process: MPI when launched by mpirun/srun (and built with MPI),

@@ -80,6 +80,7 @@ Work MpiCommunicator::make_work(std::function<bool()> advance, std::string descr
 Work MpiCommunicator::all_gather(TensorView send, TensorView recv) {
   ZT_CHECK(send.dtype == recv.dtype && recv.numel() == send.numel() * world_, "all_gather: recv must be [world * n]");
   const int bytes = to_int_count(static_cast<std::int64_t>(send.size_bytes()), "all_gather");
+  count_volume(recv.numel());
   auto request = std::make_shared<MPI_Request>(MPI_REQUEST_NULL);
   mpi_check(MPI_Iallgather(send.data, bytes, MPI_BYTE, recv.data, bytes, MPI_BYTE, comm_, request.get()),
             "MPI_Iallgather");
@@ -89,6 +90,7 @@ Work MpiCommunicator::all_gather(TensorView send, TensorView recv) {
 Work MpiCommunicator::reduce_scatter(TensorView send, TensorView recv, ReduceOp op) {
   const std::int64_t n = recv.numel();
   ZT_CHECK(send.numel() == n * world_, "reduce_scatter: send must be [world * n]");
+  count_volume(send.numel());
   const float scale = op == ReduceOp::kAvg ? 1.0f / static_cast<float>(world_) : 1.0f;
   // fp32 staging: the input (when bf16), the all-to-all receive (deterministic) and the output.
   auto in = std::make_shared<Buffer>();
@@ -133,6 +135,7 @@ Work MpiCommunicator::reduce_scatter(TensorView send, TensorView recv, ReduceOp 
 Work MpiCommunicator::all_reduce(TensorView buf, ReduceOp op) {
   const std::int64_t n = buf.numel();
   const float scale = op == ReduceOp::kAvg ? 1.0f / static_cast<float>(world_) : 1.0f;
+  count_volume(n, 2);
   if (!options_.deterministic) {
     auto staged = std::make_shared<Buffer>(tracker_, MemCategory::kCommBuffers, DType::kF32, n, Device::kCPU, false);
     convert_copy(staged->view(), buf);

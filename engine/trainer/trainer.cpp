@@ -180,6 +180,7 @@ TrainSummary Trainer::run() {
   const auto run_start = std::chrono::steady_clock::now();
   for (; step < c.train.max_steps; ++step) {
     const auto t0 = std::chrono::steady_clock::now();
+    const std::int64_t sent_before = s.comm.elements_sent();
     s.store.begin_step();
     double loss_sum = 0.0;
     for (int micro = 0; micro < accum; ++micro) {
@@ -225,6 +226,7 @@ TrainSummary Trainer::run() {
     const MemorySnapshot mem = s.tracker.snapshot();
     s.log({{"type", "train"}, {"step", step + 1}, {"loss", loss}, {"lr", lr}, {"grad_norm", grad_norm},
                      {"step_ms", step_ms}, {"tokens_per_s", tokens_per_s}, {"tokens", tokens_per_step},
+                     {"comm_elements_sent", s.comm.elements_sent() - sent_before},
                      {"memory_peak_bytes", memory_json(mem)}});
     const double elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
     const double eta_s = elapsed_s / (step + 1) * (c.train.max_steps - step - 1);

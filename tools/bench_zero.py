@@ -1,0 +1,98 @@
+#!/usr/bin/env python3
+"""ZeRO stage benchmark on CPU ranks: trains the same config at stages 0-3 on 2 and 4 ranks
+(processes under mpirun, one thread each) and prints ms/step per stage, its ratio to stage 0
+(target: stage 3 within 1.25x of stage 0 at 2 ranks), and the elements each rank sent per step
+beside the ZeRO paper's volumes (2 Psi for stages 0-2, 3 Psi for stage 3, as ring collectives
+move them: the measured count divided by (N-1)/N). Writes docs/results/zero_bench.{json,md}.
+
+These machines have 2 cores: at 4 ranks the processes share them, so 4-rank times measure the
+oversubscribed machine, not scaling.
+
+usage: /usr/bin/python3 tools/bench_zero.py [--zerotrain build/zerotrain] [--config configs/tiny.json]
+                                            [--steps 12] [--warmup 2]
+"""
+import argparse
+import datetime
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MPIRUN = ["mpirun", "--oversubscribe", "--allow-run-as-root", "--bind-to", "none", "--mca", "btl", "self,vader"]
+
+
+def param_count(binary, config):
+    p = subprocess.run([binary, "memory", "--config", config, "--ranks", "1", "--json"], capture_output=True, text=True)
+    if p.returncode != 0:
+        sys.exit(f"bench_zero: {p.stderr.strip()}")
+    return json.loads(p.stdout)["params"]
+
+
+def run(args, ranks, stage, work):
+    run_dir = os.path.join(work, f"n{ranks}_s{stage}")
+    cmd = MPIRUN + ["-np", str(ranks), args.zerotrain, "train", "--config", args.config, "--run-dir", run_dir,
+                    "--set", f"zero.stage={stage}", "--set", f"train.max_steps={args.steps}", "--set",
+                    "train.num_threads=1", "--set", "log.sample_tokens=0", "--set", "train.eval_batches=1",
+                    "--set", "log.progress=plain", "--set", "log.every_steps=1000"]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    if p.returncode != 0:
+        sys.exit(f"bench_zero: {' '.join(cmd)} failed:\n{p.stderr[-2000:]}")
+    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+        steps = [json.loads(l) for l in f if '"train"' in l]
+    timed = steps[args.warmup:]
+    return {"ms_per_step": statistics.median(s["step_ms"] for s in timed),
+            "step_ms": [s["step_ms"] for s in steps],
+            "elements_sent_per_step": statistics.median(s["comm_elements_sent"] for s in timed)}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--zerotrain", default=os.path.join(ROOT, "build", "zerotrain"))
+    ap.add_argument("--config", default=os.path.join(ROOT, "configs", "tiny.json"))
+    ap.add_argument("--steps", type=int, default=12)
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--out-dir", default=os.path.join(ROOT, "docs", "results"))
+    args = ap.parse_args()
+    psi = param_count(args.zerotrain, args.config)
+    work = tempfile.mkdtemp(prefix="zt_zerobench_")
+    results = {}
+    for n in (2, 4):
+        for st in range(4):
+            results[f"N{n}_stage{st}"] = r = run(args, n, st, work)
+            r["ranks"], r["stage"] = n, st
+            r["volume_psi"] = r["elements_sent_per_step"] / psi / ((n - 1) / n)
+            r["paper_volume_psi"] = 3.0 if st == 3 else 2.0
+    for n in (2, 4):
+        base = results[f"N{n}_stage0"]["ms_per_step"]
+        for st in range(4):
+            results[f"N{n}_stage{st}"]["ratio_to_stage0"] = results[f"N{n}_stage{st}"]["ms_per_step"] / base
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout.strip()
+    target = results["N2_stage3"]["ratio_to_stage0"] <= 1.25
+    lines = [f"# ZeRO stages on CPU ranks ({os.path.basename(args.config)}, Psi = {psi:,} parameters)", "",
+             f"`tools/bench_zero.py`, {datetime.date.today()}, commit {commit[:10]}; median of steps "
+             f"{args.warmup + 1}-{args.steps}; one thread per rank on a 2-core machine (4 ranks oversubscribe it). "
+             "Collectives are synchronous (no overlap yet).", "",
+             "| ranks | stage | ms/step | vs stage 0 | sent per rank per step | volume (/ (N-1)/N) | paper |",
+             "|---|---|---|---|---|---|---|"]
+    for key, r in results.items():
+        lines.append(f"| {r['ranks']} | {r['stage']} | {r['ms_per_step']:.1f} | {r['ratio_to_stage0']:.2f}x | "
+                     f"{r['elements_sent_per_step']:,.0f} elements | {r['volume_psi']:.2f} Psi | "
+                     f"{r['paper_volume_psi']:.0f} Psi |")
+    lines += ["", f"Target: stage 3 within 1.25x of stage 0 at 2 ranks: "
+                  f"{results['N2_stage3']['ratio_to_stage0']:.2f}x, {'PASS' if target else 'FAIL'}."]
+    text = "\n".join(lines) + "\n"
+    print(text)
+    os.makedirs(args.out_dir, exist_ok=True)
+    with open(os.path.join(args.out_dir, "zero_bench.md"), "w") as f:
+        f.write(text)
+    with open(os.path.join(args.out_dir, "zero_bench.json"), "w") as f:
+        json.dump({"date": datetime.datetime.now().isoformat(timespec="seconds"), "commit": commit,
+                   "config": args.config, "psi": psi, "steps": args.steps, "warmup": args.warmup,
+                   "results": results, "target_stage3_within_1_25x_at_2_ranks": target}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,15 +1,16 @@
-// Setting a GPT model's parameters up for a run: initialisation from the seed straight into the
-// optimizer's fp32 master (no untracked copy), then the working parameters cast from it.
+// Setting a GPT model's parameters up for a run: every rank draws each full unit from the seed (the
+// same values whatever the rank count), keeps its shard as fp32 master and working parameters,
+// and the store publishes the full units where its stage keeps them.
 #pragma once
 
 #include <cstdint>
 
-#include "engine/optim/adamw_optimizer.h"
+#include "engine/optim/sharded_adamw.h"
 #include "models/gpt/gpt_config.h"
 
 namespace zt {
 
-void initialize_gpt_parameters(const ParamTable& table, const gpt::GptConfig& config, std::uint64_t seed,
-                               AdamWOptimizer& optimizer);
+void initialize_gpt_parameters(const gpt::GptConfig& config, std::uint64_t seed, ZeroParamStore& store,
+                               ShardedAdamW& optimizer, MemoryTracker& tracker);
 
 }  // namespace zt

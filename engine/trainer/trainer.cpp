@@ -23,6 +23,7 @@
 #include "engine/trainer/grad_clip.h"
 #include "engine/trainer/lr_schedule.h"
 #include "engine/trainer/memory_report.h"
+#include "engine/trainer/model_setup.h"
 #include "engine/sharding/memory_model.h"
 #include "engine/trainer/run_log.h"
 #include "engine/trainer/text_sampler.h"
@@ -133,15 +134,7 @@ TrainSummary Trainer::run() {
   const std::int64_t tokens_per_step = c.train.global_batch_tokens;
   TrainSummary summary;
   summary.unigram_entropy_nats = data::unigram_entropy_nats(s.data.train(), c.model.vocab_size);
-  {  // Every rank draws the same full unit from the seed and keeps its shard.
-    const ParamTable& table = s.model.table();
-    Buffer full(s.tracker, MemCategory::kWorkspace, DType::kF32, table.max_unit_numel());
-    for (std::size_t u = 0; u < table.units().size(); ++u) {
-      gpt::init_unit_params(table, c.model, static_cast<int>(u), c.train.seed, full.as<float>());
-      s.optimizer.load_unit(static_cast<int>(u), full.as<float>());
-    }
-    s.store.publish_updated_params();
-  }
+  initialize_gpt_parameters(c.model, c.train.seed, s.store, s.optimizer, s.tracker);
   s.tracker.reset_peaks();  // the comparison with the prediction below covers the steps, not set-up
 
   auto evaluate = [&](int step) {

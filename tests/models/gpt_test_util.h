@@ -7,7 +7,8 @@
 #include <random>
 #include <vector>
 
-#include "engine/sharding/resident_param_store.h"
+#include "engine/comm/local_communicator.h"
+#include "engine/sharding/zero_param_store.h"
 #include "kernels/cpu/cast.h"
 #include "models/gpt/gpt_model.h"
 
@@ -17,17 +18,18 @@ struct GptFixture {
   MemoryTracker tracker;
   ExecContext ctx{Device::kCPU, 2, nullptr};
   std::unique_ptr<GptModel> model;
-  std::unique_ptr<ResidentParamStore> store;
+  LocalCommunicator comm{tracker, {}};
+  std::unique_ptr<ZeroParamStore> store;  // one rank, stage 0: everything resident
   std::vector<std::int32_t> inputs, targets;
 
   GptFixture(const GptConfig& c, int B, int T, CheckpointPolicy policy, DType dtype, std::uint64_t seed) {
     model = std::make_unique<GptModel>(c, B, T, policy, tracker, ctx);
-    store = std::make_unique<ResidentParamStore>(model->table(), dtype, tracker, ctx);
+    store = std::make_unique<ZeroParamStore>(model->table(), dtype, /*stage=*/0, comm, tracker, ctx);
     for (std::size_t u = 0; u < model->table().units().size(); ++u) {
       const std::int64_t n = model->table().units()[u].numel;
       std::vector<float> init(static_cast<std::size_t>(n));
       init_unit_params(model->table(), c, static_cast<int>(u), seed, init.data());
-      cpu::cast(ctx, store->params(static_cast<int>(u)), TensorView{init.data(), DType::kF32, Device::kCPU, Shape{n}});
+      cpu::cast(ctx, store->working_shard(static_cast<int>(u)), TensorView{init.data(), DType::kF32, Device::kCPU, Shape{n}});
     }
     std::mt19937 rng(static_cast<std::uint32_t>(seed));
     std::uniform_int_distribution<int> tok(0, c.vocab_size - 1);
@@ -38,7 +40,7 @@ struct GptFixture {
   }
 
   float step() {
-    store->zero_grads();
+    store->begin_step();
     const float loss = model->forward(*store, inputs.data(), targets.data());
     model->backward(*store);
     return loss;
@@ -48,7 +50,7 @@ struct GptFixture {
   std::vector<unsigned char> grad_bytes() const {
     std::vector<unsigned char> out;
     for (std::size_t u = 0; u < model->table().units().size(); ++u) {
-      const TensorView g = store->grads(static_cast<int>(u));
+      const TensorView g = store->grad_shard(static_cast<int>(u));
       const auto* p = static_cast<const unsigned char*>(g.data);
       out.insert(out.end(), p, p + g.size_bytes());
     }

@@ -10,9 +10,10 @@
 
 #include "engine/cli/commands/commands.h"
 #include "engine/core/check.h"
-#include "engine/optim/adamw_optimizer.h"
+#include "engine/comm/local_communicator.h"
+#include "engine/optim/sharded_adamw.h"
 #include "engine/sharding/memory_model.h"
-#include "engine/sharding/resident_param_store.h"
+#include "engine/sharding/zero_param_store.h"
 #include "models/gpt/gpt_model.h"
 
 namespace zt {
@@ -167,14 +168,15 @@ void expect_measured_equals_predicted(DType dtype, const char* checkpointing) {
   MemoryTracker tracker;
   const ExecContext ctx{Device::kCPU, 2, nullptr};
   gpt::GptModel model(kTiny, B, T, policy, tracker, ctx);
-  ResidentParamStore store(model.table(), dtype, tracker, ctx);
-  AdamWOptimizer optimizer(store, cpu::AdamWHyper{}, tracker, ctx);
+  LocalCommunicator comm(tracker, {});
+  ZeroParamStore store(model.table(), dtype, /*stage=*/0, comm, tracker, ctx);
+  ShardedAdamW optimizer(store, cpu::AdamWHyper{}, tracker, ctx);
   std::mt19937 rng(7);
   std::uniform_int_distribution<int> token(0, kTiny.vocab_size - 1);
   std::vector<std::int32_t> inputs(B * T), targets(B * T);
   for (auto& x : inputs) x = token(rng);
   for (auto& x : targets) x = token(rng);
-  store.zero_grads();
+  store.begin_step();
   model.forward(store, inputs.data(), targets.data());
   model.backward(store);
   optimizer.step(1e-3f);

@@ -18,7 +18,7 @@ const GptConfig kConfig{/*n_layer=*/2, /*n_head=*/2, /*n_embd=*/16, /*block_size
 std::vector<float> grads_f32(const GptFixture& f) {
   std::vector<float> out;
   for (std::size_t u = 0; u < f.model->table().units().size(); ++u) {
-    const TensorView g = f.store->grads(static_cast<int>(u));
+    const TensorView g = f.store->grad_shard(static_cast<int>(u));
     out.insert(out.end(), g.as<float>(), g.as<float>() + g.numel());
   }
   return out;
@@ -40,7 +40,7 @@ std::vector<float> batch_gradient(int k, float p, std::uint64_t seed, float* los
   GptFixture f(kConfig, rows, T, CheckpointPolicy{}, DType::kF32, seed);
   GptModel model(kConfig, rows, T, CheckpointPolicy{}, f.tracker, f.ctx, p, seed);
   GptFixture full(kConfig, 4, T, CheckpointPolicy{}, DType::kF32, seed);  // the batch of 4 rows
-  f.store->zero_grads();
+  f.store->begin_step();
   double loss = 0;
   for (int micro = 0; micro < k; ++micro) {
     const std::size_t off = static_cast<std::size_t>(micro) * rows * T;
@@ -84,7 +84,7 @@ TEST(Dropout, ZeroProbabilityIsExactlyThePlainPath) {
   const float loss = plain.step();
   GptFixture f(kConfig, 2, 10, CheckpointPolicy{}, DType::kF32, 3);
   GptModel model(kConfig, 2, 10, CheckpointPolicy{}, f.tracker, f.ctx, /*dropout=*/0.0f, /*seed=*/99);
-  f.store->zero_grads();
+  f.store->begin_step();
   EXPECT_EQ(model.forward(*f.store, f.inputs.data(), f.targets.data(), {.training = true, .first_sample = 7}), loss);
   model.backward(*f.store);
   EXPECT_TRUE(f.grad_bytes() == plain.grad_bytes());
@@ -97,7 +97,7 @@ TEST(Dropout, CheckpointingRecomputesTheSameMasks) {
     ASSERT_TRUE(CheckpointPolicy::parse(p, &policy));
     GptFixture f(kConfig, 2, 10, policy, DType::kF32, 11);
     GptModel model(kConfig, 2, 10, policy, f.tracker, f.ctx, 0.2f, 11);
-    f.store->zero_grads();
+    f.store->begin_step();
     model.forward(*f.store, f.inputs.data(), f.targets.data(), {.training = true, .first_sample = 5});
     model.backward(*f.store);
     grads.push_back(f.grad_bytes());

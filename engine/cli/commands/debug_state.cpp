@@ -15,8 +15,9 @@
 #include "engine/core/bf16.h"
 #include "engine/core/philox.h"
 #include "engine/io/safetensors.h"
-#include "engine/optim/adamw_optimizer.h"
-#include "engine/sharding/resident_param_store.h"
+#include "engine/comm/local_communicator.h"
+#include "engine/optim/sharded_adamw.h"
+#include "engine/sharding/zero_param_store.h"
 #include "kernels/cpu/blas.h"
 #include "kernels/cpu/cast.h"
 #include "engine/trainer/model_setup.h"
@@ -89,11 +90,12 @@ int debug_state_main(const std::vector<std::string>& args) {
   MemoryTracker tracker;
   gpt::GptModel model(mc, cfg.train.micro_batch, cfg.train.seq_len, cfg.train.activation_checkpointing, tracker, ctx);
   const ParamTable& table = model.table();
-  ResidentParamStore store(table, cfg.param_dtype, tracker, ctx);
-
+  // One rank at stage 0: the store and optimizer `train` uses, over a world of one.
+  LocalCommunicator comm(tracker, {});
+  ZeroParamStore store(table, cfg.param_dtype, /*stage=*/0, comm, tracker, ctx);
   const bool mixed = cfg.param_dtype == DType::kBF16;
-  AdamWOptimizer optimizer(store, cfg.optim.adamw, tracker, ctx);
-  initialize_gpt_parameters(table, mc, cfg.train.seed, optimizer);
+  ShardedAdamW optimizer(store, cfg.optim.adamw, tracker, ctx);
+  initialize_gpt_parameters(mc, cfg.train.seed, store, optimizer, tracker);
 
   std::vector<std::int32_t> inputs, targets;
   make_debug_batch(cfg, inputs, targets);
@@ -101,7 +103,7 @@ int debug_state_main(const std::vector<std::string>& args) {
   std::vector<float> logits(static_cast<std::size_t>(B * T * V));
 
   tracker.reset_peaks();
-  store.zero_grads();
+  store.begin_step();
   const float loss = model.forward(store, inputs.data(), targets.data(), {.logits_out = logits.data()});
   model.backward(store);
   const MemorySnapshot memory = tracker.snapshot();
@@ -112,14 +114,14 @@ int debug_state_main(const std::vector<std::string>& args) {
   writer.add("targets", DType::kI32, {B, T}, targets.data());
   writer.add_f32("loss", {1}, &loss);
   writer.add_f32("logits", {B, T, V}, logits.data());
-  add_unit_tensors(writer, table, "", [&](int u) { return store.params(u); }, ctx);
-  add_unit_tensors(writer, table, "grad.", [&](int u) { return store.grads(u); }, ctx);
+  add_unit_tensors(writer, table, "", [&](int u) { return store.working_shard(u); }, ctx);
+  add_unit_tensors(writer, table, "grad.", [&](int u) { return store.grad_shard(u); }, ctx);
   if (mixed) add_unit_tensors(writer, table, "master.", [&](int u) { return optimizer.master(u); }, ctx);
 
   std::vector<float> train_losses;
   for (int s = 0; s < steps; ++s) {
     if (s > 0) {
-      store.zero_grads();
+      store.begin_step();
       train_losses.push_back(model.forward(store, inputs.data(), targets.data()));
       model.backward(store);
     } else {

@@ -10,7 +10,8 @@
 #include "engine/config/run_config.h"
 #include "engine/data/vocab.h"
 #include "engine/io/model_weights.h"
-#include "engine/sharding/resident_param_store.h"
+#include "engine/comm/local_communicator.h"
+#include "engine/sharding/zero_param_store.h"
 #include "engine/trainer/text_sampler.h"
 #include "kernels/cpu/cast.h"
 #include "models/gpt/gpt_model.h"
@@ -56,7 +57,8 @@ int sample_main(const std::vector<std::string>& args) {
   MemoryTracker tracker;
   const ExecContext ctx{Device::kCPU, cfg.train.num_threads, nullptr};
   gpt::GptModel model(cfg.model, 1, cfg.train.seq_len, gpt::CheckpointPolicy{}, tracker, ctx);
-  ResidentParamStore store(model.table(), cfg.param_dtype, tracker, ctx);
+  LocalCommunicator comm(tracker, {});
+  ZeroParamStore store(model.table(), cfg.param_dtype, /*stage=*/0, comm, tracker, ctx);
   // fp32 weights load straight into the store; bf16 ones go through fp32 staging buffers.
   const bool mixed = cfg.param_dtype == DType::kBF16;
   std::vector<Buffer> staging;
@@ -64,9 +66,9 @@ int sample_main(const std::vector<std::string>& args) {
     staging.emplace_back(tracker, MemCategory::kWorkspace, DType::kF32, model.table().units()[u].numel);
   }
   load_model_weights((dir / "final.safetensors").string(), model.table(), [&](int u) {
-    return mixed ? staging[static_cast<std::size_t>(u)].view() : store.params(u);
+    return mixed ? staging[static_cast<std::size_t>(u)].view() : store.working_shard(u);
   });
-  for (std::size_t u = 0; u < staging.size(); ++u) cpu::cast(ctx, store.params(static_cast<int>(u)), staging[u].view());
+  for (std::size_t u = 0; u < staging.size(); ++u) cpu::cast(ctx, store.working_shard(static_cast<int>(u)), staging[u].view());
   staging.clear();
 
   std::vector<std::int32_t> prompt;

@@ -182,7 +182,7 @@ TrainSummary Trainer::run() {
       // Global sample index of row 0: numbers every sample of the run, each rank taking its own
       // slice of the global batch; keys both the data windows and dropout.
       const std::int64_t first_sample =
-          (static_cast<std::int64_t>(step) * accum + micro) * B * c.world_size + static_cast<std::int64_t>(s.comm.rank()) * B;
+          data::first_sample_index(step, micro, accum, B, c.world_size, s.comm.rank());
       data::fill_batch(s.data.train(), B, T, c.train.seed, data::kTrainStream, first_sample, s.inputs.data(),
                        s.targets.data());
       loss_sum += s.model.forward(s.store, s.inputs.data(), s.targets.data(), {.first_sample = first_sample});

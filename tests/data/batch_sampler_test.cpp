@@ -99,3 +99,33 @@ TEST(BatchSampler, UnigramEntropyOfUniformAndConstantSequences) {
 
 }  // namespace
 }  // namespace zt::data
+
+namespace zt::data {
+namespace {
+
+// Every rank's rows over steps and micro-batches: disjoint, and together exactly the samples one
+// process with micro_batch B*N reads, in the same order per micro-step.
+TEST(FirstSampleIndex, RanksTakeDisjointSlicesThatCoverTheGlobalBatch) {
+  for (int world : {1, 2, 3, 4}) {
+    for (int accum : {1, 3}) {
+      const int B = 5, steps = 4;
+      std::vector<int> seen(static_cast<std::size_t>(steps * accum * B * world), 0);
+      for (int step = 0; step < steps; ++step) {
+        for (int micro = 0; micro < accum; ++micro) {
+          for (int rank = 0; rank < world; ++rank) {
+            const std::int64_t first = first_sample_index(step, micro, accum, B, world, rank);
+            EXPECT_EQ(first, first_sample_index(step, micro, accum, B * world, 1, 0) + rank * B)
+                << "rank r reads rows [r*B, (r+1)*B) of the single-process micro-batch";
+            for (int b = 0; b < B; ++b) ++seen.at(static_cast<std::size_t>(first + b));
+          }
+        }
+      }
+      for (std::size_t g = 0; g < seen.size(); ++g) {
+        ASSERT_EQ(seen[g], 1) << "sample " << g << " world " << world << " accum " << accum;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace zt::data

@@ -218,8 +218,10 @@ nlohmann::json RunConfig::to_json() const {
        {{"dataset", data.dataset}, {"train_file", data.train_file}, {"val_file", data.val_file},
         {"vocab_file", data.vocab_file}, {"format", data.format}, {"embedded_chars", data.embedded_chars}}},
       {"train",
+       // global_batch_tokens is left out: it is derived from the rank count, and a saved config
+       // must reload on any number of ranks (sampling on one process, resuming elsewhere).
        {{"micro_batch", train.micro_batch}, {"seq_len", train.seq_len}, {"grad_accum", train.grad_accum},
-        {"global_batch_tokens", train.global_batch_tokens}, {"max_steps", train.max_steps}, {"seed", train.seed},
+        {"max_steps", train.max_steps}, {"seed", train.seed},
         {"num_threads", train.num_threads}, {"activation_checkpointing", train.activation_checkpointing.to_string()},
         {"eval_every", train.eval_every}, {"eval_batches", train.eval_batches}, {"nonfinite", train.nonfinite},
         {"max_skipped_steps", train.max_skipped_steps}, {"deterministic", train.deterministic},

@@ -119,6 +119,10 @@ def main():
         if r is not None:
             d = rel_loss_diff(r["loss"], ref["loss"])
             check(d <= LOSS_BOUND, f"N=2 stage {st} with grad_accum 2: losses follow the single rank ({d:.1e})")
+    # A run directory written by 4 ranks reloads on one process (its config keeps no rank count).
+    p = subprocess.run([binary, "sample", "--run", os.path.join(work, "n4_s3"), "--tokens", "10"], capture_output=True,
+                       text=True, timeout=120)
+    check(p.returncode == 0, f"sample on one process from a 4-rank stage-3 run ({p.stderr.strip()[:120]})")
     print(f"{len(checks) - len(failures)} passed, {len(failures)} failed")
     return 1 if failures else 0
 

@@ -99,7 +99,7 @@ Work MpiCommunicator::reduce_scatter(TensorView send, TensorView recv, ReduceOp 
     send_f32 = send.as<float>();
   } else {
     *in = Buffer(tracker_, MemCategory::kCommBuffers, DType::kF32, send.numel(), Device::kCPU, false);
-    convert_copy(in->view(), send);
+    cpu::cast(kCommCtx, in->view(), send);
     send_f32 = in->as<float>();
   }
   auto out = std::make_shared<Buffer>(tracker_, MemCategory::kCommBuffers, DType::kF32, n, Device::kCPU, false);
@@ -125,7 +125,7 @@ Work MpiCommunicator::reduce_scatter(TensorView send, TensorView recv, ReduceOp 
         } else if (scale != 1.0f) {
           for (std::int64_t i = 0; i < n; ++i) o[i] *= scale;
         }
-        convert_copy(recv, out->view());
+        cpu::cast(kCommCtx, recv, out->view());
         (void)in;  // the staged input lives until the operation completes
         return true;
       },
@@ -138,7 +138,7 @@ Work MpiCommunicator::all_reduce(TensorView buf, ReduceOp op) {
   count_volume(n, 2);
   if (!options_.deterministic) {
     auto staged = std::make_shared<Buffer>(tracker_, MemCategory::kCommBuffers, DType::kF32, n, Device::kCPU, false);
-    convert_copy(staged->view(), buf);
+    cpu::cast(kCommCtx, staged->view(), buf);
     auto request = std::make_shared<MPI_Request>(MPI_REQUEST_NULL);
     mpi_check(MPI_Iallreduce(MPI_IN_PLACE, staged->data(), to_int_count(n, "all_reduce"), MPI_FLOAT, MPI_SUM, comm_,
                              request.get()),
@@ -150,7 +150,7 @@ Work MpiCommunicator::all_reduce(TensorView buf, ReduceOp op) {
           if (scale != 1.0f) {
             for (std::int64_t i = 0; i < n; ++i) s[i] *= scale;
           }
-          convert_copy(buf, staged->view());
+          cpu::cast(kCommCtx, buf, staged->view());
           return true;
         },
         describe("all_reduce", buf));
@@ -159,7 +159,7 @@ Work MpiCommunicator::all_reduce(TensorView buf, ReduceOp op) {
   // sum (exactly what reduce_scatter does), then all-gather the reduced shards.
   const std::int64_t shard = (n + world_ - 1) / world_, padded = shard * world_;
   auto full = std::make_shared<Buffer>(tracker_, MemCategory::kCommBuffers, DType::kF32, padded);  // zero padding
-  convert_copy(TensorView{full->data(), DType::kF32, Device::kCPU, Shape{n}}, buf);
+  cpu::cast(kCommCtx, full->view().slice(0, n), buf);
   auto chunks = std::make_shared<Buffer>(tracker_, MemCategory::kCommBuffers, DType::kF32, padded, Device::kCPU, false);
   auto mine = std::make_shared<Buffer>(tracker_, MemCategory::kCommBuffers, DType::kF32, shard, Device::kCPU, false);
   auto request = std::make_shared<MPI_Request>(MPI_REQUEST_NULL);
@@ -179,7 +179,7 @@ Work MpiCommunicator::all_reduce(TensorView buf, ReduceOp op) {
           *phase = 1;
           return false;
         }
-        convert_copy(buf, TensorView{full->data(), DType::kF32, Device::kCPU, Shape{n}});
+        cpu::cast(kCommCtx, buf, full->view().slice(0, n));
         return true;
       },
       describe("all_reduce", buf));

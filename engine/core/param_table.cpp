@@ -55,10 +55,7 @@ std::int64_t ParamTable::max_unit_numel() const {
 TensorView ParamTable::view(int index, const TensorView& unit_base) const {
   const ParamSpec& p = param(index);
   ZT_CHECK(unit_base.numel() == units_[static_cast<std::size_t>(p.unit)].numel, "unit base of wrong length");
-  TensorView v;
-  v.data = static_cast<char*>(unit_base.data) + p.offset * static_cast<std::int64_t>(dtype_size_bytes(unit_base.dtype));
-  v.dtype = unit_base.dtype;
-  v.device = unit_base.device;
+  TensorView v = unit_base.slice(p.offset, p.numel);
   switch (p.shape.size()) {
     case 1: v.shape = Shape{p.shape[0]}; break;
     case 2: v.shape = Shape{p.shape[0], p.shape[1]}; break;

@@ -57,6 +57,14 @@ struct TensorView {
   // Typed access with a dtype check: view.as<float>() on an F32 view.
   template <typename T>
   T* as() const;
+
+  // Elements [offset, offset + n) of the flattened view, as a 1-D view.
+  TensorView slice(std::int64_t offset, std::int64_t n) const {
+    ZT_CHECK(offset >= 0 && n >= 0 && offset + n <= numel(), "slice [{}, {}) of {} elements", offset, offset + n,
+             numel());
+    return TensorView{static_cast<char*>(data) + offset * static_cast<std::int64_t>(dtype_size_bytes(dtype)), dtype,
+                      device, Shape{n}};
+  }
 };
 
 template <typename T>

@@ -9,15 +9,6 @@
 
 namespace zt {
 
-namespace {
-
-TensorView offset_view(const TensorView& v, std::int64_t offset, std::int64_t n) {
-  ZT_CHECK(offset >= 0 && offset + n <= v.numel());
-  return TensorView{static_cast<char*>(v.data) + offset * static_cast<std::int64_t>(dtype_size_bytes(v.dtype)), v.dtype,
-                    v.device, Shape{n}};
-}
-
-}  // namespace
 
 ShardedAdamW::ShardedAdamW(ZeroParamStore& store, const cpu::AdamWHyper& hyper, MemoryTracker& tracker,
                            const ExecContext& ctx)
@@ -43,7 +34,7 @@ void ShardedAdamW::load_unit(int unit, const float* full) {
   // Working parameters of the optimizer's shard; at stages 1-2 the rest of the full unit arrives
   // with store.publish_updated_params(), which the caller runs once every unit is loaded.
   const TensorView working = store_.working_shard(unit);
-  cpu::cast(ctx_, offset_view(working, 0, s.live()),
+  cpu::cast(ctx_, working.slice(0, s.live()),
             TensorView{const_cast<float*>(full) + s.begin, DType::kF32, Device::kCPU, Shape{s.live()}});
 }
 
@@ -63,9 +54,8 @@ void ShardedAdamW::step(float lr, float grad_scale) {
       if (lo >= hi) continue;  // this parameter lies outside this rank's shard
       const std::int64_t at = lo - s.begin, n = hi - lo;
       h.weight_decay = p.decays ? hyper_.weight_decay : 0.0f;
-      cpu::adamw_update(ctx_, offset_view(params, at, n), offset_view(grads, at, n), offset_view(m_[u].view(), at, n),
-                        offset_view(v_[u].view(), at, n), mixed ? offset_view(working, at, n) : TensorView{}, h, step_,
-                        grad_scale);
+      cpu::adamw_update(ctx_, params.slice(at, n), grads.slice(at, n), m_[u].view().slice(at, n),
+                        v_[u].view().slice(at, n), mixed ? working.slice(at, n) : TensorView{}, h, step_, grad_scale);
     }
   }
   store_.publish_updated_params();

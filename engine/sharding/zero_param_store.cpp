@@ -10,15 +10,6 @@
 
 namespace zt {
 
-namespace {
-
-TensorView slice(const Buffer& b, std::int64_t offset, std::int64_t n) {
-  ZT_CHECK(offset >= 0 && offset + n <= b.numel(), "slice [{}, {}) of a buffer of {}", offset, offset + n, b.numel());
-  return TensorView{static_cast<char*>(b.data()) + offset * static_cast<std::int64_t>(dtype_size_bytes(b.dtype())),
-                    b.dtype(), Device::kCPU, Shape{n}};
-}
-
-}  // namespace
 
 ZeroParamStore::ZeroParamStore(const ParamTable& table, DType param_dtype, int stage, Communicator& comm,
                                MemoryTracker& tracker, const ExecContext& ctx)
@@ -49,7 +40,7 @@ ZeroParamStore::~ZeroParamStore() = default;
 TensorView ZeroParamStore::full_params(int unit) const {
   const std::int64_t n = layout_.unit(unit).numel;
   const std::size_t u = static_cast<std::size_t>(unit);
-  return stage_ == 3 ? slice(gathered_[u], 0, n) : slice(params_[u], 0, n);
+  return stage_ == 3 ? gathered_[u].view().slice(0, n) : params_[u].view().slice(0, n);
 }
 
 TensorView ZeroParamStore::acquire_params(int unit, Pass) {
@@ -77,24 +68,24 @@ void ZeroParamStore::accumulate_grads(int unit, TensorView grad_f32) {
   const std::size_t u = static_cast<std::size_t>(unit);
   const std::int64_t n = layout_.unit(unit).numel;
   if (stage_ <= 1) {
-    cpu::accumulate_into(ctx_, slice(grads_[u], 0, n), grad_f32);
+    cpu::accumulate_into(ctx_, grads_[u].view().slice(0, n), grad_f32);
     return;
   }
   if (pending_full_grads_[u].empty()) {
     pending_full_grads_[u] = Buffer(tracker_, MemCategory::kGradients, dtype_, layout_.unit(unit).padded);
   }
-  cpu::accumulate_into(ctx_, slice(pending_full_grads_[u], 0, n), grad_f32);
+  cpu::accumulate_into(ctx_, pending_full_grads_[u].view().slice(0, n), grad_f32);
 }
 
 void ZeroParamStore::grads_ready(int unit) {
   const std::size_t u = static_cast<std::size_t>(unit);
   const UnitShard& s = layout_.unit(unit);
   if (stage_ == 0) {
-    if (last_micro_batch_) comm_.all_reduce(slice(grads_[u], 0, s.numel), ReduceOp::kAvg).wait();
+    if (last_micro_batch_) comm_.all_reduce(grads_[u].view().slice(0, s.numel), ReduceOp::kAvg).wait();
   } else if (stage_ == 1) {
     // In place: the reduced shard lands in this rank's own slice of the full gradient buffer.
     if (last_micro_batch_) {
-      comm_.reduce_scatter(grads_[u].view(), slice(grads_[u], s.begin, s.shard), ReduceOp::kAvg).wait();
+      comm_.reduce_scatter(grads_[u].view(), grads_[u].view().slice(s.begin, s.shard), ReduceOp::kAvg).wait();
     }
   } else {
     ZT_CHECK(!pending_full_grads_[u].empty(), "grads_ready for unit {} without a contribution", unit);
@@ -113,13 +104,13 @@ void ZeroParamStore::set_micro_batch(int index, int count) { last_micro_batch_ =
 
 TensorView ZeroParamStore::grad_shard(int unit) const {
   const std::size_t u = static_cast<std::size_t>(unit);
-  if (stage_ == 1) return slice(grads_[u], layout_.unit(unit).begin, layout_.unit(unit).shard);
+  if (stage_ == 1) return grads_[u].view().slice(layout_.unit(unit).begin, layout_.unit(unit).shard);
   return grads_[u].view();  // stage 0: the whole (all-reduced) unit; stages 2-3: the shard
 }
 
 TensorView ZeroParamStore::working_shard(int unit) const {
   const std::size_t u = static_cast<std::size_t>(unit);
-  if (stage_ == 1 || stage_ == 2) return slice(params_[u], layout_.unit(unit).begin, layout_.unit(unit).shard);
+  if (stage_ == 1 || stage_ == 2) return params_[u].view().slice(layout_.unit(unit).begin, layout_.unit(unit).shard);
   return params_[u].view();  // stage 0: the whole unit; stage 3: the shard
 }
 
@@ -139,7 +130,7 @@ double ZeroParamStore::global_grad_sum_of_squares() {
   double partial = 0.0;
   for (std::size_t u = 0; u < grads_.size(); ++u) {
     const UnitShard& s = layout_.unit(static_cast<int>(u));
-    const TensorView g = stage_ <= 1 ? slice(grads_[u], s.begin, s.live()) : slice(grads_[u], 0, s.live());
+    const TensorView g = stage_ <= 1 ? grads_[u].view().slice(s.begin, s.live()) : grads_[u].view().slice(0, s.live());
     partial += cpu::sum_of_squares(ctx_, g);
   }
   std::vector<double> partials(static_cast<std::size_t>(comm_.world_size()));

@@ -268,8 +268,8 @@ TrainSummary Trainer::run() {
     if (s.root) {
       save_model_weights(run_dir_ + "/final.safetensors", table,
                          [&](int u) {
-                           return TensorView{full[static_cast<std::size_t>(u)].data(), DType::kF32, Device::kCPU,
-                                             Shape{table.units()[static_cast<std::size_t>(u)].numel}};
+                           return full[static_cast<std::size_t>(u)].view().slice(
+                               0, table.units()[static_cast<std::size_t>(u)].numel);
                          },
                          {{"run_config", c.to_json().dump()}, {"steps", std::to_string(summary.steps_done)}});
     }

@@ -74,7 +74,7 @@ TensorView GptModel::acquire_fp32(ParamStore& store, int unit, Pass pass) {
 TensorView GptModel::zeroed_grad_scratch(int unit) {
   const std::int64_t n = table_.units()[static_cast<std::size_t>(unit)].numel;
   std::memset(grad_scratch_.data(), 0, static_cast<std::size_t>(n) * sizeof(float));
-  return TensorView{grad_scratch_.data(), DType::kF32, Device::kCPU, Shape{n}};
+  return grad_scratch_.view().slice(0, n);
 }
 
 float GptModel::forward(ParamStore& store, const std::int32_t* inputs, const std::int32_t* targets,

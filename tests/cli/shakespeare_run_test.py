@@ -17,6 +17,9 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from check_report import Checks  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CORPUS = os.path.join(ROOT, "..", "shared", "data", "tinyshakespeare.txt")
 STEPS = 150
@@ -54,12 +57,10 @@ def main():
         (all(a > b for a, b in zip(val, val[1:])), f"validation loss falls at every evaluation: {val}"),
         (val[-1] < VAL_BOUND, f"validation loss after {STEPS} steps {val[-1]:.4f} < {VAL_BOUND}"),
     ]
-    failed = 0
+    report = Checks()
     for ok, what in checks:
-        print(("ok    " if ok else "FAIL  ") + what)
-        failed += not ok
-    print(f"{len(checks) - failed} passed, {failed} failed")
-    return 1 if failed else 0
+        report.check(ok, what)
+    return report.finish()
 
 
 if __name__ == "__main__":

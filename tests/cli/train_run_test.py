@@ -20,6 +20,9 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from check_report import Checks  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CONFIG = {
     "model": {"n_layer": 2, "n_head": 2, "n_embd": 32, "block_size": 32, "vocab_size": 64},
@@ -28,15 +31,8 @@ CONFIG = {
     "optim": {"lr": 3e-3, "warmup_steps": 5},
     "log": {"sample_every": 15, "sample_tokens": 40, "progress": "plain", "every_steps": 10},
 }
-failures = []
-checks = []
-
-
-def check(cond, what):
-    print(("ok    " if cond else "FAIL  ") + what)
-    checks.append(what)
-    if not cond:
-        failures.append(what)
+report = Checks()
+check = report.check
 
 
 def run(binary, args, env_extra=None):
@@ -127,8 +123,7 @@ def main():
     check(p.returncode == 2 and len(lines) == 1 and "train.global_batch_tokens" in lines[0],
           f"inconsistent batch terms: exit 2, one line ({lines[:1]})")
 
-    print(f"{len(checks) - len(failures)} passed, {len(failures)} failed")
-    return 1 if failures else 0
+    return report.finish()
 
 
 if __name__ == "__main__":

@@ -13,6 +13,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from check_report import Checks  # noqa: E402
+
 CONFIG = {
     "model": {"n_layer": 2, "n_head": 2, "n_embd": 64, "block_size": 64, "vocab_size": 64},
     "data": {"embedded_chars": 200000},
@@ -73,12 +76,10 @@ def main():
         (len(errors) >= 2, f"both surviving ranks print an error line ({len(errors)})"),
         (all(" at step " in l for l in errors), "each error names the step"),
     ]
-    failed = 0
+    report = Checks()
     for ok, what in checks:
-        print(("ok    " if ok else "FAIL  ") + what)
-        failed += not ok
-    print(f"{len(checks) - failed} passed, {failed} failed")
-    return 1 if failed else 0
+        report.check(ok, what)
+    return report.finish()
 
 
 if __name__ == "__main__":

@@ -9,6 +9,9 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from check_report import Checks  # noqa: E402
+
 
 def main():
     split = sys.argv.index("--")
@@ -26,12 +29,10 @@ def main():
          "a waiting rank names the collective, its timeout and the step"),
         (elapsed < 18, f"the job ends before the late rank would have arrived ({elapsed:.1f} s < 18 s)"),
     ]
-    failed = 0
+    report = Checks()
     for ok, what in checks:
-        print(("ok    " if ok else "FAIL  ") + what)
-        failed += not ok
-    print(f"{len(checks) - failed} passed, {failed} failed")
-    return 1 if failed else 0
+        report.check(ok, what)
+    return report.finish()
 
 
 if __name__ == "__main__":

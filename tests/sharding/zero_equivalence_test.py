@@ -26,6 +26,9 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from check_report import Checks  # noqa: E402
+
 CONFIG = {
     "model": {"n_layer": 2, "n_head": 2, "n_embd": 32, "block_size": 32, "vocab_size": 64, "dropout": 0.1},
     "data": {"embedded_chars": 200000},
@@ -35,14 +38,8 @@ CONFIG = {
     "log": {"sample_tokens": 0, "progress": "plain", "every_steps": 100},
 }
 LOSS_BOUND, WEIGHT_BOUND = 2e-5, 1e-4
-failures, checks = [], []
-
-
-def check(ok, what):
-    checks.append(what)
-    print(("ok    " if ok else "FAIL  ") + what)
-    if not ok:
-        failures.append(what)
+report = Checks()
+check = report.check
 
 
 def read_weights(path):
@@ -123,8 +120,7 @@ def main():
     p = subprocess.run([binary, "sample", "--run", os.path.join(work, "n4_s3"), "--tokens", "10"], capture_output=True,
                        text=True, timeout=120)
     check(p.returncode == 0, f"sample on one process from a 4-rank stage-3 run ({p.stderr.strip()[:120]})")
-    print(f"{len(checks) - len(failures)} passed, {len(failures)} failed")
-    return 1 if failures else 0
+    return report.finish()
 
 
 if __name__ == "__main__":

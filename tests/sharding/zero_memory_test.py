@@ -14,6 +14,9 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from check_report import Checks  # noqa: E402
+
 CONFIG = {
     "model": {"n_layer": 2, "n_head": 2, "n_embd": 32, "block_size": 32, "vocab_size": 64},
     "data": {"embedded_chars": 100000},
@@ -21,14 +24,8 @@ CONFIG = {
     "log": {"sample_tokens": 0, "progress": "plain"},
 }
 MODEL_STATES = ["parameters", "gradients", "master_weights", "optimizer_states"]
-failures, checks = [], []
-
-
-def check(ok, what):
-    checks.append(what)
-    if not ok:
-        print("FAIL  " + what)
-        failures.append(what)
+report = Checks(quiet_ok=True)
+check = report.check
 
 
 def memory_record(launcher, binary, work, ranks, stage, dtype, det):
@@ -74,8 +71,7 @@ def main():
         print("measured model states per rank at N=4, bf16:", states_at_4)
         check(all(states_at_4[s] < states_at_4[s - 1] for s in (1, 2, 3)),
               "at N=4 each stage needs less model-state memory per rank than the one before")
-    print(f"{len(checks) - len(failures)} passed, {len(failures)} failed")
-    return 1 if failures else 0
+    return report.finish()
 
 
 if __name__ == "__main__":

@@ -4,21 +4,41 @@
 #include <fmt/ranges.h>
 
 #include <cstring>
+#include <vector>
 
 #include "engine/core/check.h"
 #include "engine/io/safetensors.h"
+#include "kernels/cpu/cast.h"
 
 namespace zt {
+
+void add_param_tensors(SafetensorsWriter& writer, const ParamTable& table, const std::string& prefix,
+                       const std::function<TensorView(int)>& unit_values) {
+  std::vector<float> f32;
+  for (std::size_t u = 0; u < table.units().size(); ++u) {
+    const UnitSpec& unit = table.units()[u];
+    const TensorView values = unit_values(static_cast<int>(u));
+    const float* data = nullptr;
+    if (values.dtype == DType::kF32) {
+      data = values.as<float>();
+    } else {
+      f32.resize(static_cast<std::size_t>(unit.numel));
+      cpu::cast(ExecContext{}, TensorView{f32.data(), DType::kF32, Device::kCPU, Shape{unit.numel}}, values);
+      data = f32.data();
+    }
+    for (int index : unit.params) {
+      const ParamSpec& p = table.param(index);
+      // Padded vocabulary rows are trailing rows: the HF tensor is a prefix of the stored one.
+      writer.add_f32(prefix + p.name, p.hf_shape, data + p.offset);
+    }
+  }
+}
 
 void save_model_weights(const std::string& path, const ParamTable& table,
                         const std::function<TensorView(int)>& unit_values,
                         const std::map<std::string, std::string>& metadata) {
   SafetensorsWriter writer;
-  for (const ParamSpec& p : table.params()) {
-    const TensorView unit = unit_values(p.unit);
-    // Padded vocabulary rows are trailing rows: the HF tensor is a prefix of the stored one.
-    writer.add_f32(p.name, p.hf_shape, unit.as<float>() + p.offset);
-  }
+  add_param_tensors(writer, table, "", unit_values);
   for (const auto& [key, value] : metadata) writer.set_metadata(key, value);
   writer.write(path);
 }

@@ -11,6 +11,13 @@
 
 namespace zt {
 
+class SafetensorsWriter;
+
+// Adds every parameter under prefix + its Hugging Face name, as F32 in its unpadded HF shape.
+// unit_values(u) gives unit u's flat values, F32 or BF16 (converted here).
+void add_param_tensors(SafetensorsWriter& writer, const ParamTable& table, const std::string& prefix,
+                       const std::function<TensorView(int)>& unit_values);
+
 // unit_values(u) gives unit u's fp32 values (e.g. the optimizer's master weights).
 void save_model_weights(const std::string& path, const ParamTable& table,
                         const std::function<TensorView(int)>& unit_values,

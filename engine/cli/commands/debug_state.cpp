@@ -7,19 +7,18 @@
 
 #include <cmath>
 #include <cstring>
-#include <functional>
 
 #include "engine/cli/commands/arg_parser.h"
 #include "engine/cli/commands/commands.h"
 #include "engine/config/run_config.h"
 #include "engine/core/bf16.h"
 #include "engine/core/philox.h"
+#include "engine/io/model_weights.h"
 #include "engine/io/safetensors.h"
 #include "engine/comm/local_communicator.h"
 #include "engine/optim/sharded_adamw.h"
 #include "engine/sharding/zero_param_store.h"
 #include "kernels/cpu/blas.h"
-#include "kernels/cpu/cast.h"
 #include "engine/trainer/model_setup.h"
 #include "models/gpt/gpt_model.h"
 
@@ -40,22 +39,6 @@ void make_debug_batch(const RunConfig& c, std::vector<std::int32_t>& inputs, std
       const auto token = static_cast<std::int32_t>(r[0] % static_cast<std::uint32_t>(c.model.vocab_size));
       if (t < T) inputs[static_cast<std::size_t>(b) * T + t] = token;
       if (t > 0) targets[static_cast<std::size_t>(b) * T + t - 1] = token;
-    }
-  }
-}
-
-// Adds every parameter of the store (as f32, unpadded HF shape) under prefix + name.
-void add_unit_tensors(SafetensorsWriter& w, const ParamTable& table, const std::string& prefix,
-                      const std::function<TensorView(int)>& unit_view, const ExecContext& ctx) {
-  for (std::size_t u = 0; u < table.units().size(); ++u) {
-    const UnitSpec& unit = table.units()[u];
-    const TensorView src = unit_view(static_cast<int>(u));
-    std::vector<float> f32(static_cast<std::size_t>(unit.numel));
-    cpu::cast(ctx, TensorView{f32.data(), DType::kF32, Device::kCPU, Shape{unit.numel}}, src);
-    for (int index : unit.params) {
-      const ParamSpec& p = table.param(index);
-      // Padded vocabulary rows are trailing rows, so the HF tensor is a prefix of the stored one.
-      w.add_f32(prefix + p.name, p.hf_shape, f32.data() + p.offset);
     }
   }
 }
@@ -114,9 +97,9 @@ int debug_state_main(const std::vector<std::string>& args) {
   writer.add("targets", DType::kI32, {B, T}, targets.data());
   writer.add_f32("loss", {1}, &loss);
   writer.add_f32("logits", {B, T, V}, logits.data());
-  add_unit_tensors(writer, table, "", [&](int u) { return store.working_shard(u); }, ctx);
-  add_unit_tensors(writer, table, "grad.", [&](int u) { return store.grad_shard(u); }, ctx);
-  if (mixed) add_unit_tensors(writer, table, "master.", [&](int u) { return optimizer.master(u); }, ctx);
+  add_param_tensors(writer, table, "", [&](int u) { return store.working_shard(u); });
+  add_param_tensors(writer, table, "grad.", [&](int u) { return store.grad_shard(u); });
+  if (mixed) add_param_tensors(writer, table, "master.", [&](int u) { return optimizer.master(u); });
 
   std::vector<float> train_losses;
   for (int s = 0; s < steps; ++s) {

@@ -57,48 +57,30 @@ std::int64_t StageMemory::total_bytes() const {
 
 // [Note: pending gradient units]
 // From stage 2 on a rank keeps only its gradient shard, but a unit's gradient arrives whole: each
-// accumulate_grads contribution is added (rounded to the working dtype, exactly as the resident
-// store does) into a full-unit gradient buffer that lives from the unit's first contribution until
-// grads_ready has copied it into the reduce-scatter input. GptModel's tied embedding receives the
-// head's contribution at the start of backward and its own at the end, so its buffer stays live
-// through the whole backward beside one other unit's at a time: 2 pending units, whose bytes are
-// bounded by the two largest units (for GPT-2 exactly: the embeddings plus a block).
+// accumulate_grads contribution is added (rounded to the working dtype, as at stage 0) into a
+// padded full-unit buffer that lives from the unit's first contribution until grads_ready has
+// reduce-scattered it. GptModel's tied embedding receives the head's contribution at the start of
+// backward and its own at the end, so its buffer stays live through the whole backward beside one
+// other unit's at a time: the embeddings plus the largest other unit.
 StageMemory predict_rank_memory(const ParamTable& table, DType param_dtype, const ModelFootprint& model, int stage,
                                 int world_size, const ShardingOptions& options) {
   ZT_CHECK(stage >= 0 && stage <= 3, "stage {}", stage);
   ZT_CHECK(world_size >= 1, "world_size {}", world_size);
   ZT_CHECK(param_dtype == DType::kF32 || param_dtype == DType::kBF16);
-  ZT_CHECK(options.max_gathered_units >= 1 && options.max_pending_grad_units >= 1 &&
-           options.persistence_threshold >= 0);
   const std::int64_t W = static_cast<std::int64_t>(dtype_size_bytes(param_dtype));
   // fp32 master copy only in mixed precision: in f32 mode the fp32 parameters are the master.
   const std::int64_t master_per_elem = param_dtype == DType::kBF16 ? kF32Bytes : 0;
   const std::int64_t moments_per_elem = 2 * kF32Bytes;  // AdamW m and v
 
-  std::int64_t psi = 0, shard_sum = 0, shard_padding = 0, max_numel = 0;
-  std::int64_t stage3_param_numel = 0, stage3_param_padding = 0;  // shards, or whole persistent units
-  std::vector<std::int64_t> unit_numels, gathered_numels;
+  // Stages 1-2 keep whole units padded to s*N so the all-gather of the updated shards lands in
+  // place (ZeroParamStore), stage 1 its gradients too.
+  std::int64_t psi = 0, shard_sum = 0, shard_padding = 0, max_numel = 0, padded_sum = 0, max_padded = 0;
   for (const UnitSpec& unit : table.units()) {
     const ShardSizes s = shard_sizes(unit.numel, world_size);
     psi += s.numel;
     shard_sum += s.shard_numel;
     shard_padding += s.last_rank_padding;
     max_numel = std::max(max_numel, s.numel);
-    unit_numels.push_back(s.numel);
-    if (s.numel < options.persistence_threshold) {
-      stage3_param_numel += s.numel;  // persistent: whole on every rank, never gathered
-    } else {
-      stage3_param_numel += s.shard_numel;
-      stage3_param_padding += s.last_rank_padding;
-      gathered_numels.push_back(s.numel);
-    }
-  }
-
-  // Per-unit padded sizes: stages 1-2 keep whole units padded to s*N so the all-gather of the
-  // updated shards lands in place (ZeroParamStore), stage 1 its gradients too.
-  std::int64_t padded_sum = 0, max_padded = 0;
-  for (const UnitSpec& unit : table.units()) {
-    const ShardSizes s = shard_sizes(unit.numel, world_size);
     padded_sum += s.padded_numel;
     max_padded = std::max(max_padded, s.padded_numel);
   }
@@ -164,11 +146,8 @@ StageMemory predict_rank_memory(const ParamTable& table, DType param_dtype, cons
   // Stage 3: parameter shards plus the gathered (padded) units alive at once. Gathers are not
   // prefetched yet, so that is one unit, except in the head, which computes with the final
   // LayerNorm and the tied embeddings together.
-  m[MemCategory::kParameters] =
-      W * stage3_param_numel + W * std::max(max_padded, first.padded_numel + last.padded_numel);
-  m.padding_bytes += W * stage3_param_padding;
-  (void)gathered_numels;
-  (void)unit_numels;
+  m[MemCategory::kParameters] = W * shard_sum + W * std::max(max_padded, first.padded_numel + last.padded_numel);
+  m.padding_bytes += W * shard_padding;
   return m;
 }
 

@@ -13,11 +13,8 @@
 
 namespace zt {
 
-// Stage-3 and gradient-buffer knobs of the layout ([Note: pending gradient units] in memory_model.cpp).
+// What the layout depends on beyond the table and dtype.
 struct ShardingOptions {
-  int max_gathered_units = 2;              // stage 3: full units alive at once (computing + prefetched)
-  std::int64_t persistence_threshold = 0;  // stage 3: units with fewer elements stay whole on every rank
-  int max_pending_grad_units = 2;          // stages 2-3: full-unit gradients accumulating at once
   bool deterministic = false;              // the communicator's fixed-order reductions (more staging)
 };
 

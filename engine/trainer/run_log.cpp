@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include "engine/comm/communicator.h"
 #include "engine/core/check.h"
 
 namespace zt {
@@ -24,7 +25,8 @@ void MetricsLog::write(const nlohmann::json& record) {
 }
 
 ProgressPrinter::ProgressPrinter(const std::string& mode, int every_steps)
-    : live_(mode == "live" || (mode == "auto" && isatty(STDOUT_FILENO) == 1)),
+    // Under mpirun stdout is the launcher's pseudo-terminal, not the user's: "auto" is plain there.
+    : live_(mode == "live" || (mode == "auto" && isatty(STDOUT_FILENO) == 1 && !launched_by_mpi())),
       quiet_(mode == "quiet"),
       every_steps_(every_steps) {}
 

@@ -98,9 +98,7 @@ struct Trainer::State {
         schedule(c.optim.adamw.lr, c.optim.min_lr, c.optim.warmup_steps, c.optim.decay_steps,
                  LrSchedule::parse_decay(c.optim.decay)),
         metrics(root ? std::make_unique<MetricsLog>(run_dir + "/metrics.jsonl") : nullptr),
-        // Under mpirun stdout is a pseudo-terminal of the launcher's: "auto" means plain lines there.
-        progress(!root ? "quiet" : c.log.progress == "auto" && launched_by_mpi() ? "plain" : c.log.progress,
-                 c.log.every_steps),
+        progress(root ? c.log.progress : "quiet", c.log.every_steps),
         inputs(static_cast<std::size_t>(c.train.micro_batch) * c.train.seq_len),
         targets(inputs.size()) {}
 

@@ -12,6 +12,7 @@ packages=(
   python3-torch python3-numpy     # numerical reference for the parity tests (/usr/bin/python3)
   python3-matplotlib              # tools/plot_run.py loss curves
   libopenmpi-dev openmpi-bin      # CPU ranks as processes (mpirun)
+  zlib1g-dev                      # crc32 checksums of checkpoint files
 )
 
 missing=()

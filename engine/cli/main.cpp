@@ -20,6 +20,7 @@ constexpr const char* kUsage =
     "  sample        generate text from a training run's final weights\n"
     "  debug-state   one forward/backward on a deterministic batch, every tensor to safetensors\n"
     "  memory        predicted bytes per rank for ZeRO stages 0-3 (a config, or a parameter count)\n"
+    "  ckpt          inspect, verify or export a sharded checkpoint\n"
     "  version       print the version and build features\n\n"
     "Run 'zerotrain <command> --help' for a command's flags.\n";
 
@@ -39,6 +40,7 @@ int main(int argc, char** argv) {
     if (command == "sample") return zt::cli::sample_main(args);
     if (command == "debug-state") return zt::cli::debug_state_main(args);
     if (command == "memory") return zt::cli::memory_main(args);
+    if (command == "ckpt") return zt::cli::ckpt_main(args);
     if (command == "version" || command == "--version") return zt::cli::version_main(args);
     fmt::print(stderr, "zerotrain: unknown command '{}'\n{}", command, kUsage);
     return 2;

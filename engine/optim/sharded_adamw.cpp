@@ -38,6 +38,15 @@ void ShardedAdamW::load_unit(int unit, const float* full) {
             TensorView{const_cast<float*>(full) + s.begin, DType::kF32, Device::kCPU, Shape{s.live()}});
 }
 
+void ShardedAdamW::restore_working_from_master() {
+  for (std::size_t u = 0; !master_.empty() && u < master_.size(); ++u) {
+    const int unit = static_cast<int>(u);
+    const std::int64_t live = store_.optimizer_layout().unit(unit).live();
+    cpu::cast(ctx_, store_.working_shard(unit).slice(0, live), master_[u].view().slice(0, live));
+  }
+  store_.publish_updated_params();
+}
+
 void ShardedAdamW::step(float lr, float grad_scale) {
   ++step_;
   cpu::AdamWHyper h = hyper_;

@@ -23,6 +23,15 @@ class ShardedAdamW {
   TensorView master(int unit) const;
   int step_count() const { return step_; }
 
+  // Checkpoint access (engine/checkpoint): AdamW's moments of this rank's shard, laid out as
+  // master(); restoring sets them, the master and the step count, then restore_working_from_master.
+  TensorView exp_avg(int unit) const { return m_.at(static_cast<std::size_t>(unit)).view(); }
+  TensorView exp_avg_sq(int unit) const { return v_.at(static_cast<std::size_t>(unit)).view(); }
+  void set_step_count(int step) { step_ = step; }
+  // Working shards = master (its bf16 cast in mixed precision, as step() writes them), then the
+  // store publishes the parameters (all-gather at stages 1-2).
+  void restore_working_from_master();
+
  private:
   ZeroParamStore& store_;
   cpu::AdamWHyper hyper_;

@@ -13,5 +13,6 @@ int sample_main(const std::vector<std::string>& args);
 int debug_state_main(const std::vector<std::string>& args);
 int memory_main(const std::vector<std::string>& args);
 int version_main(const std::vector<std::string>& args);
+int ckpt_main(const std::vector<std::string>& args);
 
 }  // namespace zt::cli

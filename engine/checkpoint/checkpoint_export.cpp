@@ -1,0 +1,178 @@
+// HF and llm.c exports: each tensor is read from the rank files' byte ranges that hold it,
+// converted (and transposed for llm.c's [out, in] linear weights), written, and dropped.
+#include "engine/checkpoint/checkpoint_export.h"
+
+#include <fmt/format.h>
+
+#include <array>
+#include <filesystem>
+#include <vector>
+
+#include "engine/checkpoint/durable_file.h"
+#include "engine/core/bf16.h"
+#include "engine/core/check.h"
+#include "models/gpt/gpt_params.h"
+
+namespace zt::ckpt {
+
+namespace fs = std::filesystem;
+
+nlohmann::json gpt_model_json(const gpt::GptConfig& c) {
+  return {{"type", "gpt2"},           {"n_layer", c.n_layer},       {"n_head", c.n_head},
+          {"n_embd", c.n_embd},       {"block_size", c.block_size}, {"vocab_size", c.vocab_size},
+          {"padded_vocab_size", c.padded_vocab_size()}};
+}
+
+gpt::GptConfig gpt_config_of(const CheckpointReader& reader) {
+  const std::string source = reader.dir() + "/" + std::string(kManifestName);
+  const nlohmann::json& m = reader.manifest().model;
+  gpt::GptConfig c;
+  try {
+    c.n_layer = m.at("n_layer").get<int>();
+    c.n_head = m.at("n_head").get<int>();
+    c.n_embd = m.at("n_embd").get<int>();
+    c.block_size = m.at("block_size").get<int>();
+    c.vocab_size = m.at("vocab_size").get<int>();
+  } catch (const nlohmann::json::exception& e) {
+    throw_input_error("{}: \"model\" is not a GPT config: {}", source, e.what());
+  }
+  if (c.n_layer < 1 || c.n_head < 1 || c.n_embd < 1 || c.n_embd % c.n_head != 0 || c.block_size < 1 || c.vocab_size < 1) {
+    throw_input_error("{}: \"model\" {} is not a valid GPT config", source, m.dump());
+  }
+  const std::string diff = table_difference(gpt::build_param_table(c), reader.manifest().table);
+  if (!diff.empty()) throw_input_error("{}: the parameter table is not GPT-2's for {}: {}", source, m.dump(), diff);
+  return c;
+}
+
+namespace {
+
+// Writes fp32 values as `dtype` at *offset (advanced), converting through a reused buffer.
+void write_values(FileHandle& out, std::int64_t& offset, const std::vector<float>& values, DType dtype,
+                  std::vector<bf16>& scratch) {
+  const std::int64_t n = static_cast<std::int64_t>(values.size());
+  if (dtype == DType::kF32) {
+    out.write_at(values.data(), n * 4, offset);
+    offset += n * 4;
+    return;
+  }
+  scratch.resize(values.size());
+  for (std::size_t i = 0; i < values.size(); ++i) scratch[i] = float_to_bf16(values[i]);
+  out.write_at(scratch.data(), n * 2, offset);
+  offset += n * 2;
+}
+
+// The HF tensor (true vocabulary rows: a prefix of the stored one) of parameter `index`.
+void read_hf_tensor(const CheckpointReader& reader, int index, std::vector<float>& out) {
+  const ParamSpec& p = reader.manifest().table.param(index);
+  std::int64_t n = 1;
+  for (std::int64_t d : p.hf_shape) n *= d;
+  out.resize(static_cast<std::size_t>(n));
+  reader.read(StateKind::kMaster, p.unit, p.offset, p.offset + n, out.data());
+}
+
+void finish_file(FileHandle& out, const std::string& tmp, const std::string& path) {
+  out.sync();
+  out.close();
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) throw_runtime_error("cannot rename '{}' to '{}': {}", tmp, path, ec.message());
+}
+
+}  // namespace
+
+void export_hf(const CheckpointReader& reader, const std::string& out_dir, DType dtype) {
+  ZT_CHECK(dtype == DType::kF32 || dtype == DType::kBF16);
+  const gpt::GptConfig c = gpt_config_of(reader);
+  const ParamTable& table = reader.manifest().table;
+  std::error_code ec;
+  fs::create_directories(out_dir, ec);
+  if (ec) throw_input_error("cannot create export directory '{}': {}", out_dir, ec.message());
+
+  const nlohmann::json& cfg_model = reader.manifest().config.value("model", nlohmann::json::object());
+  const double dropout = cfg_model.value("dropout", 0.0);
+  nlohmann::ordered_json hf = {
+      {"architectures", {"GPT2LMHeadModel"}}, {"model_type", "gpt2"}, {"vocab_size", c.vocab_size},
+      {"n_positions", c.block_size}, {"n_ctx", c.block_size}, {"n_embd", c.n_embd}, {"n_layer", c.n_layer},
+      {"n_head", c.n_head}, {"n_inner", nullptr}, {"activation_function", "gelu_new"}, {"resid_pdrop", dropout},
+      {"embd_pdrop", dropout}, {"attn_pdrop", dropout}, {"layer_norm_epsilon", 1e-5}, {"initializer_range", 0.02},
+      {"scale_attn_weights", true}, {"tie_word_embeddings", true},
+      {"torch_dtype", dtype == DType::kF32 ? "float32" : "bfloat16"}};
+  write_file_atomically((fs::path(out_dir) / "config.json").string(), hf.dump(2) + "\n");
+
+  // The header is known before any data: shapes and dtypes come from the table.
+  nlohmann::ordered_json header = {{"__metadata__", {{"format", "pt"}}}};
+  std::int64_t data_bytes = 0;
+  for (const ParamSpec& p : table.params()) {
+    std::int64_t n = 1;
+    for (std::int64_t d : p.hf_shape) n *= d;
+    const std::int64_t bytes = n * static_cast<std::int64_t>(dtype_size_bytes(dtype));
+    header[p.name] = {{"dtype", dtype_name(dtype)}, {"shape", p.hf_shape}, {"data_offsets", {data_bytes, data_bytes + bytes}}};
+    data_bytes += bytes;
+  }
+  std::string text = header.dump();
+  while ((8 + text.size()) % 8 != 0) text.push_back(' ');
+  const std::string path = (fs::path(out_dir) / "model.safetensors").string(), tmp = path + ".tmp";
+  FileHandle out = FileHandle::create(tmp);
+  const std::uint64_t header_len = text.size();
+  out.write_at(&header_len, 8, 0);  // little-endian (x86-64, aarch64)
+  out.write_at(text.data(), static_cast<std::int64_t>(text.size()), 8);
+  std::int64_t offset = 8 + static_cast<std::int64_t>(text.size());
+  std::vector<float> values;
+  std::vector<bf16> scratch;
+  for (std::size_t i = 0; i < table.params().size(); ++i) {
+    read_hf_tensor(reader, static_cast<int>(i), values);
+    write_values(out, offset, values, dtype, scratch);
+  }
+  finish_file(out, tmp, path);
+}
+
+void export_llmc(const CheckpointReader& reader, const std::string& out_path, DType dtype) {
+  ZT_CHECK(dtype == DType::kF32 || dtype == DType::kBF16);
+  const gpt::GptConfig c = gpt_config_of(reader);
+  const ParamTable& table = reader.manifest().table;
+  std::array<std::int32_t, 256> header{};
+  header[0] = 20240326;
+  header[1] = dtype == DType::kF32 ? 3 : 5;  // llm.c: 3 = fp32 parameters, 5 = bf16
+  header[2] = c.block_size;
+  header[3] = c.vocab_size;
+  header[4] = c.n_layer;
+  header[5] = c.n_head;
+  header[6] = c.n_embd;
+  header[7] = c.padded_vocab_size();
+  const std::string tmp = out_path + ".tmp";
+  FileHandle out = FileHandle::create(tmp);
+  out.write_at(header.data(), sizeof(header), 0);
+  std::int64_t offset = sizeof(header);
+  std::vector<float> values, transposed;
+  std::vector<bf16> scratch;
+  // Stored tensors (padded vocabulary rows included: llm.c's wte is [Vp, C]); `transpose` turns
+  // our Conv1D [in, out] weights into llm.c's nn.Linear [out, in].
+  auto write_param = [&](const std::string& name, bool transpose) {
+    const ParamSpec& p = table.param(table.index_of(name));
+    values.resize(static_cast<std::size_t>(p.numel));
+    reader.read(StateKind::kMaster, p.unit, p.offset, p.offset + p.numel, values.data());
+    if (transpose) {
+      const std::int64_t rows = p.shape[0], cols = p.shape[1];
+      transposed.resize(values.size());
+      for (std::int64_t i = 0; i < rows; ++i) {
+        for (std::int64_t j = 0; j < cols; ++j) transposed[j * rows + i] = values[i * cols + j];
+      }
+      values.swap(transposed);
+    }
+    write_values(out, offset, values, dtype, scratch);
+  };
+  write_param("transformer.wte.weight", false);
+  write_param("transformer.wpe.weight", false);
+  static constexpr std::array<std::pair<const char*, bool>, 12> kLayerTensors = {{
+      {"ln_1.weight", false}, {"ln_1.bias", false}, {"attn.c_attn.weight", true}, {"attn.c_attn.bias", false},
+      {"attn.c_proj.weight", true}, {"attn.c_proj.bias", false}, {"ln_2.weight", false}, {"ln_2.bias", false},
+      {"mlp.c_fc.weight", true}, {"mlp.c_fc.bias", false}, {"mlp.c_proj.weight", true}, {"mlp.c_proj.bias", false}}};
+  for (const auto& [suffix, transpose] : kLayerTensors) {  // llm.c stacks each tensor over layers
+    for (int l = 0; l < c.n_layer; ++l) write_param(fmt::format("transformer.h.{}.{}", l, suffix), transpose);
+  }
+  write_param("transformer.ln_f.weight", false);
+  write_param("transformer.ln_f.bias", false);
+  finish_file(out, tmp, out_path);
+}
+
+}  // namespace zt::ckpt

@@ -1,0 +1,47 @@
+// The checkpoint folder of a run: complete checkpoints step_XXXXXXXX/, a `latest` pointer file
+// naming one of them, temporary .tmp-step_* directories of saves in progress (or killed), and the
+// policies over them: resolve `latest` (falling back to the newest valid one) and keep the last K.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace zt::ckpt {
+
+inline constexpr const char* kLatestName = "latest";
+inline constexpr const char* kTempPrefix = ".tmp-";
+inline constexpr const char* kDeletePrefix = ".del-";
+
+struct CheckpointEntry {
+  std::int64_t step = 0;
+  std::string path;
+};
+
+// step_* directories directly under `folder`, oldest first (complete or not: see is_complete).
+std::vector<CheckpointEntry> list_checkpoints(const std::string& folder);
+// A directory whose manifest exists: the last thing a save writes before the rename.
+bool is_complete(const std::string& checkpoint_dir);
+// The directory name in `latest` ("" when absent or unreadable).
+std::string read_latest(const std::string& folder);
+void write_latest(const std::string& folder, const std::string& dir_name);
+// Removes a directory tree by first renaming it to .del-NAME, so a crash mid-removal never leaves
+// something that looks like a checkpoint.
+void remove_checkpoint_dir(const std::string& path);
+// Deletes the oldest complete checkpoints beyond the newest `keep_last` (0 keeps everything) and
+// leftover .tmp-/.del- directories; never `keep` (the one just written).
+void apply_keep_last(const std::string& folder, int keep_last, const std::string& keep);
+
+enum class Validation { kStructure, kChecksums };
+
+struct ResolvedCheckpoint {
+  std::string path;
+  std::vector<std::string> notes;  // why newer candidates were skipped ("falling back to ...")
+};
+
+// `path` is either a checkpoint directory (it must be valid: no fallback) or a checkpoint folder:
+// then the checkpoint `latest` names, or when that is missing or invalid the newest valid
+// step_* (each skipped one gets a note). InputError when nothing valid is found.
+ResolvedCheckpoint resolve_checkpoint(const std::string& path, Validation validation);
+
+}  // namespace zt::ckpt

@@ -1,0 +1,45 @@
+// POSIX file primitives the checkpoint code needs for crash safety and ranged reads: full
+// pwrite/pread loops, fsync of files and directories, and write-temp-fsync-rename of small files.
+// Errors are RuntimeError (I/O failed) or InputError (a file to read is missing or short).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace zt::ckpt {
+
+// An open file descriptor, closed on destruction.
+class FileHandle {
+ public:
+  FileHandle() = default;
+  static FileHandle create(const std::string& path);     // write-only, truncates
+  static FileHandle open_read(const std::string& path);  // InputError naming the file if absent
+  ~FileHandle();
+  FileHandle(FileHandle&& o) noexcept : fd_(o.fd_), path_(std::move(o.path_)) { o.fd_ = -1; }
+  FileHandle& operator=(FileHandle&& o) noexcept;
+  FileHandle(const FileHandle&) = delete;
+  FileHandle& operator=(const FileHandle&) = delete;
+
+  bool is_open() const { return fd_ >= 0; }
+  const std::string& path() const { return path_; }
+  void write_at(const void* data, std::int64_t bytes, std::int64_t offset);
+  // Reads exactly `bytes`; InputError naming the file when it ends first (truncated).
+  void read_at(void* data, std::int64_t bytes, std::int64_t offset) const;
+  void sync();
+  void close();
+
+ private:
+  int fd_ = -1;
+  std::string path_;
+};
+
+// fsync of a directory, so the entries created or renamed in it survive a power loss.
+void sync_dir(const std::string& dir);
+// Writes `text` to path via path.tmp: write, fsync, rename, fsync the directory.
+void write_file_atomically(const std::string& path, const std::string& text);
+// zlib's crc32, continuing from `crc` (0 to start).
+std::uint32_t crc32_update(std::uint32_t crc, const void* data, std::int64_t bytes);
+// crc32 of A followed by B, from crc32(A), crc32(B) and B's length.
+std::uint32_t crc32_concat(std::uint32_t crc_a, std::uint32_t crc_b, std::int64_t bytes_b);
+
+}  // namespace zt::ckpt

@@ -1,0 +1,136 @@
+// Every damaged checkpoint is refused with an error naming the file and the fault: missing or
+// truncated rank file, flipped byte, missing or malformed manifest, another format version, an
+// edited layout, and another model's parameter table.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <sstream>
+
+#include "tests/checkpoint/checkpoint_test_util.h"
+
+namespace zt::ckpt {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::RankState;
+
+class CheckpointCorruption : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string tmpl = (fs::temp_directory_path() / "zt_ckpt_bad_XXXXXX").string();
+    folder_ = mkdtemp(tmpl.data());
+    dir_ = testing::save_simulated(folder_, table_, 3, 1, 7);
+  }
+  void TearDown() override { fs::remove_all(folder_); }
+
+  // The InputError message of fn, or "" when it does not throw one.
+  static std::string error_of(const std::function<void()>& fn) {
+    try {
+      fn();
+    } catch (const InputError& e) {
+      return e.what();
+    }
+    return "";
+  }
+  std::string load_error() {
+    return error_of([&] {
+      const CheckpointReader reader(dir_);
+      RankState loaded(table_, 2, 1);
+      load_optimizer_state(reader, table_, loaded.target());
+    });
+  }
+  std::string manifest_text() {
+    std::ifstream in(dir_ + "/manifest.json");
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+  }
+  void write_manifest(const std::string& text) { std::ofstream(dir_ + "/manifest.json") << text; }
+
+  ParamTable table_ = testing::odd_table();
+  std::string folder_, dir_;
+};
+
+TEST_F(CheckpointCorruption, MissingRankFileIsNamed) {
+  fs::remove(dir_ + "/rank_00002.bin");
+  const std::string e = load_error();
+  EXPECT_NE(e.find("rank_00002.bin: rank file missing"), std::string::npos) << e;
+}
+
+TEST_F(CheckpointCorruption, TruncatedRankFileIsNamed) {
+  fs::resize_file(dir_ + "/rank_00001.bin", fs::file_size(dir_ + "/rank_00001.bin") - 3);
+  const std::string e = load_error();
+  EXPECT_NE(e.find("rank_00001.bin"), std::string::npos) << e;
+  EXPECT_NE(e.find("truncated"), std::string::npos) << e;
+}
+
+TEST_F(CheckpointCorruption, FlippedByteFailsTheChecksumOfThatFile) {
+  {
+    std::fstream f(dir_ + "/rank_00001.bin", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(17);
+    char c = 0;
+    f.read(&c, 1);
+    f.seekp(17);
+    c = static_cast<char>(c ^ 0x10);
+    f.write(&c, 1);
+  }
+  const std::string e = load_error();  // rank 1 of 2 needs bytes of rank 1's file
+  EXPECT_NE(e.find("rank_00001.bin: checksum mismatch in bytes [0, "), std::string::npos) << e;
+  const std::string v = error_of([&] { CheckpointReader(dir_).verify_checksums(); });
+  EXPECT_NE(v.find("rank_00001.bin: checksum mismatch"), std::string::npos) << v;
+  EXPECT_EQ(error_of([&] { CheckpointReader(dir_).verify_file(0); }), "");  // the others are fine
+}
+
+TEST_F(CheckpointCorruption, MissingManifestMeansNoCheckpoint) {
+  fs::remove(dir_ + "/manifest.json");
+  const std::string e = load_error();
+  EXPECT_NE(e.find("manifest.json: missing manifest"), std::string::npos) << e;
+}
+
+TEST_F(CheckpointCorruption, MalformedManifestIsNamed) {
+  write_manifest(manifest_text().substr(0, 200));
+  const std::string e = load_error();
+  EXPECT_NE(e.find("manifest.json: malformed JSON"), std::string::npos) << e;
+}
+
+TEST_F(CheckpointCorruption, OtherFormatVersionIsRefused) {
+  std::string text = manifest_text();
+  const std::string key = "\"format_version\": 1";
+  ASSERT_NE(text.find(key), std::string::npos);
+  text.replace(text.find(key), key.size(), "\"format_version\": 2");
+  write_manifest(text);
+  const std::string e = load_error();
+  EXPECT_NE(e.find("format version 2 is not supported"), std::string::npos) << e;
+}
+
+TEST_F(CheckpointCorruption, EditedLayoutIsRefused) {
+  std::string text = manifest_text();
+  const std::string key = "\"world_size\": 3";
+  ASSERT_NE(text.find(key), std::string::npos);
+  text.replace(text.find(key), key.size(), "\"world_size\": 2");
+  write_manifest(text);
+  const std::string e = load_error();
+  EXPECT_NE(e.find("3 rank files listed for world_size 2"), std::string::npos) << e;
+}
+
+TEST_F(CheckpointCorruption, AnotherModelIsRefusedOnLoad) {
+  const ParamTable other = testing::big_table();
+  const std::string e = error_of([&] {
+    const CheckpointReader reader(dir_);
+    RankState loaded(other, 1, 0);
+    load_optimizer_state(reader, other, loaded.target());
+  });
+  EXPECT_NE(e.find("the checkpoint's model differs from this run's"), std::string::npos) << e;
+}
+
+TEST_F(CheckpointCorruption, NotAManifestAtAll) {
+  write_manifest("{\"hello\": 1}");
+  const std::string e = load_error();
+  EXPECT_NE(e.find("not a zerotrain checkpoint manifest"), std::string::npos) << e;
+}
+
+}  // namespace
+}  // namespace zt::ckpt

@@ -1,0 +1,127 @@
+// The checkpoint folder: `latest` resolution with fallback to the newest valid checkpoint, keep-last,
+// leftovers of killed saves, and saving the same step twice.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "engine/checkpoint/checkpoint_folder.h"
+#include "tests/checkpoint/checkpoint_test_util.h"
+
+namespace zt::ckpt {
+namespace {
+
+namespace fs = std::filesystem;
+
+class CheckpointFolder : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string tmpl = (fs::temp_directory_path() / "zt_ckpt_folder_XXXXXX").string();
+    folder_ = mkdtemp(tmpl.data());
+  }
+  void TearDown() override { fs::remove_all(folder_); }
+  std::string save(std::int64_t step, int keep_last = 0) {
+    return testing::save_simulated(folder_, table_, 2, 2, step, keep_last);
+  }
+  std::vector<std::int64_t> steps() const {
+    std::vector<std::int64_t> out;
+    for (const CheckpointEntry& e : list_checkpoints(folder_)) out.push_back(e.step);
+    return out;
+  }
+  ParamTable table_ = testing::odd_table();
+  std::string folder_;
+};
+
+TEST_F(CheckpointFolder, LatestNamesTheNewestSave) {
+  save(10);
+  const std::string newest = save(20);
+  EXPECT_EQ(read_latest(folder_), "step_00000020");
+  const ResolvedCheckpoint r = resolve_checkpoint(folder_, Validation::kChecksums);
+  EXPECT_EQ(r.path, newest);
+  EXPECT_TRUE(r.notes.empty());
+}
+
+TEST_F(CheckpointFolder, CorruptLatestFallsBackToTheNewestValidOneSayingSo) {
+  const std::string older = save(10);
+  const std::string newer = save(20);
+  fs::resize_file(newer + "/rank_00000.bin", 5);
+  const ResolvedCheckpoint r = resolve_checkpoint(folder_, Validation::kStructure);
+  EXPECT_EQ(r.path, older);
+  ASSERT_EQ(r.notes.size(), 1u);
+  EXPECT_NE(r.notes[0].find("step_00000020 is not usable"), std::string::npos) << r.notes[0];
+  EXPECT_NE(r.notes[0].find("rank_00000.bin"), std::string::npos) << r.notes[0];
+  EXPECT_NE(r.notes[0].find("falling back"), std::string::npos) << r.notes[0];
+}
+
+TEST_F(CheckpointFolder, ChecksumValidationCatchesWhatStructureDoesNot) {
+  const std::string older = save(10);
+  const std::string newer = save(20);
+  {
+    std::fstream f(newer + "/rank_00001.bin", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(4);
+    f.put('\x7f');
+  }
+  EXPECT_EQ(resolve_checkpoint(folder_, Validation::kStructure).path, newer);
+  EXPECT_EQ(resolve_checkpoint(folder_, Validation::kChecksums).path, older);
+}
+
+TEST_F(CheckpointFolder, LatestPointingAtAMissingDirectoryFallsBack) {
+  const std::string older = save(10);
+  write_latest(folder_, "step_00000099");
+  const ResolvedCheckpoint r = resolve_checkpoint(folder_, Validation::kStructure);
+  EXPECT_EQ(r.path, older);
+  EXPECT_FALSE(r.notes.empty());
+}
+
+TEST_F(CheckpointFolder, AnExplicitBadCheckpointIsAnErrorNotAFallback) {
+  save(10);
+  const std::string newer = save(20);
+  fs::remove(newer + "/rank_00001.bin");
+  try {
+    resolve_checkpoint(newer, Validation::kStructure);
+    FAIL() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("rank_00001.bin: rank file missing"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(CheckpointFolder, NothingValidIsAnErrorNamingTheFolder) {
+  EXPECT_THROW(resolve_checkpoint(folder_, Validation::kStructure), InputError);
+  const std::string only = save(10);
+  fs::remove(only + "/manifest.json");
+  try {
+    resolve_checkpoint(folder_, Validation::kStructure);
+    FAIL() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("no valid checkpoint"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(CheckpointFolder, KeepLastDeletesOnlyOlderCompleteCheckpoints) {
+  for (std::int64_t step : {10, 20, 30, 40}) save(step, /*keep_last=*/2);
+  EXPECT_EQ(steps(), (std::vector<std::int64_t>{30, 40}));
+  EXPECT_EQ(read_latest(folder_), "step_00000040");
+  save(50, 0);  // keep_last 0 keeps everything
+  EXPECT_EQ(steps(), (std::vector<std::int64_t>{30, 40, 50}));
+}
+
+TEST_F(CheckpointFolder, LeftoversOfAKilledSaveAreNotCheckpointsAndAreCleanedUp) {
+  save(10);
+  fs::create_directories(folder_ + "/.tmp-step_00000020");
+  std::ofstream(folder_ + "/.tmp-step_00000020/rank_00000.bin") << "partial";
+  EXPECT_EQ(steps(), (std::vector<std::int64_t>{10}));
+  EXPECT_EQ(resolve_checkpoint(folder_, Validation::kChecksums).path, folder_ + "/step_00000010");
+  save(30);
+  EXPECT_FALSE(fs::exists(folder_ + "/.tmp-step_00000020"));
+}
+
+TEST_F(CheckpointFolder, SavingTheSameStepAgainReplacesIt) {
+  save(10);
+  const std::string again = save(10);
+  EXPECT_EQ(steps(), (std::vector<std::int64_t>{10}));
+  CheckpointReader(again).verify_checksums();
+}
+
+}  // namespace
+}  // namespace zt::ckpt

@@ -1,0 +1,21 @@
+# Checkpoint tests driven from Python: saves and loads across real ranks (mpirun), a save killed
+# with SIGKILL, and the `zerotrain ckpt` tools (inspect, verify, HF and llm.c export read back).
+add_executable(zt_checkpoint_driver ${CMAKE_CURRENT_SOURCE_DIR}/checkpoint/checkpoint_mpi_driver.cpp)
+target_link_libraries(zt_checkpoint_driver PRIVATE zerotrain_lib)
+target_compile_options(zt_checkpoint_driver PRIVATE ${ZT_WARNINGS})
+
+add_test(NAME checkpoint.cli_tools_and_export
+  COMMAND ${ZT_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/checkpoint/ckpt_cli_test.py
+    --zerotrain $<TARGET_FILE:zerotrain> --driver $<TARGET_FILE:zt_checkpoint_driver>
+    --config ${PROJECT_SOURCE_DIR}/configs/tiny_debug.json)
+set_tests_properties(checkpoint.cli_tools_and_export PROPERTIES LABELS cpu TIMEOUT 300)
+add_test(NAME checkpoint.killed_save_leaves_previous_loadable
+  COMMAND ${ZT_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/checkpoint/killed_save_test.py
+    --zerotrain $<TARGET_FILE:zerotrain> --driver $<TARGET_FILE:zt_checkpoint_driver>)
+set_tests_properties(checkpoint.killed_save_leaves_previous_loadable PROPERTIES LABELS cpu TIMEOUT 300)
+if(ZT_MPI)
+  add_test(NAME checkpoint.reshard_across_ranks_and_stages
+    COMMAND ${ZT_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/checkpoint/reshard_mpi_test.py
+      --driver $<TARGET_FILE:zt_checkpoint_driver> -- ${ZT_MPIRUN} ${ZT_MPIRUN_FLAGS})
+  set_tests_properties(checkpoint.reshard_across_ranks_and_stages PROPERTIES LABELS "cpu;mpi" TIMEOUT 600 RESOURCE_LOCK mpi)
+endif()

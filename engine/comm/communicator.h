@@ -21,6 +21,9 @@ struct CommOptions {
   // Reductions in a fixed order (each element summed over ranks 0, 1, ..., N-1 in fp32), the same
   // for all-reduce and reduce-scatter, so every ZeRO stage produces bitwise identical sums.
   bool deterministic = false;
+  // Backends that need a thread to move data while the caller computes (MPI on the CPU) start one
+  // (engine/comm/comm_worker.h); false polls inside Work::wait only (nothing overlaps).
+  bool progress_thread = true;
 };
 
 // An in-flight collective. wait() drives it to completion (or throws RuntimeError on timeout);
@@ -53,7 +56,8 @@ class Communicator {
   virtual int world_size() const = 0;
   virtual std::string backend_name() const = 0;
 
-  // recv [world * n] = every rank's send [n], in rank order. Same dtype on both sides.
+  // recv [world * n] = every rank's send [n], in rank order. Same dtype on both sides. send may be
+  // this rank's own slice of recv (recv + rank * n): then it is gathered in place.
   virtual Work all_gather(TensorView send, TensorView recv) = 0;
   // recv [n] on rank r = reduction over ranks of send[r*n, (r+1)*n). BF16 data is reduced in fp32
   // and rounded once at the end; recv may be F32 or the send dtype.

@@ -149,6 +149,16 @@ void read_log(ConfigReader r, LogConfig& l, const std::string& source) {
   r.reject_unknown_keys();
 }
 
+void read_zero(ConfigReader& r, ZeroOptions& z) {
+  z.stage = r.get_int("stage", z.stage, 0, 3);
+  z.overlap_comm = r.get_bool("overlap_comm", z.overlap_comm);
+  z.prefetch_units = r.get_int("prefetch_units", z.prefetch_units, 0, 64);
+  z.max_inflight_reductions = r.get_int("max_inflight_reductions", z.max_inflight_reductions, 1, 64);
+  z.reshard_after_forward = r.get_bool("reshard_after_forward", z.reshard_after_forward);
+  z.persistence_threshold = r.get_int("param_persistence_threshold", 0, 0, 2000000000);
+  z.fp32_grad_shards = r.get_enum("grad_shard_dtype", "working", {"working", "fp32"}) == "fp32";
+}
+
 }  // namespace
 
 RunConfig parse_run_config(nlohmann::json doc, const std::string& source, int world_size) {
@@ -169,7 +179,7 @@ RunConfig parse_run_config(nlohmann::json doc, const std::string& source, int wo
   c.param_dtype = precision.get_enum("param_dtype", "f32", {"f32", "bf16"}) == "bf16" ? DType::kBF16 : DType::kF32;
   precision.reject_unknown_keys();
   ConfigReader zero = root.section("zero");
-  c.zero_stage = zero.get_int("stage", 0, 0, 3);
+  read_zero(zero, c.zero);
   zero.reject_unknown_keys();
   read_log(root.section("log"), c.log, source);
   root.reject_unknown_keys();
@@ -232,7 +242,12 @@ nlohmann::json RunConfig::to_json() const {
         {"min_lr", shortest(optim.min_lr)}, {"warmup_steps", optim.warmup_steps}, {"decay", optim.decay},
         {"decay_steps", optim.decay_steps}, {"grad_clip", shortest(optim.grad_clip)}}},
       {"precision", {{"param_dtype", param_dtype == DType::kBF16 ? "bf16" : "f32"}}},
-      {"zero", {{"stage", zero_stage}}},
+      {"zero",
+       {{"stage", zero.stage}, {"overlap_comm", zero.overlap_comm}, {"prefetch_units", zero.prefetch_units},
+        {"max_inflight_reductions", zero.max_inflight_reductions},
+        {"reshard_after_forward", zero.reshard_after_forward},
+        {"param_persistence_threshold", zero.persistence_threshold},
+        {"grad_shard_dtype", zero.fp32_grad_shards ? "fp32" : "working"}}},
       {"log",
        {{"run_dir", log.run_dir}, {"every_steps", log.every_steps}, {"progress", log.progress},
         {"sample_every", log.sample_every}, {"sample_tokens", log.sample_tokens},

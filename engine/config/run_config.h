@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/core/dtype.h"
+#include "engine/sharding/zero_options.h"
 #include "kernels/cpu/adamw.h"
 #include "models/gpt/gpt_config.h"
 
@@ -70,7 +71,7 @@ struct RunConfig {
   TrainConfig train;
   OptimConfig optim;
   DType param_dtype = DType::kF32;  // f32, or bf16 with fp32 master weights
-  int zero_stage = 0;
+  ZeroOptions zero;
   int world_size = 1;               // ranks (set by the launcher, not the file)
   LogConfig log;
   std::vector<std::string> derived;  // "train.grad_accum = 4 (from ...)": printed at start

@@ -8,6 +8,7 @@
 
 #include "engine/core/check.h"
 #include "models/gpt/gpt_params.h"
+#include "models/gpt/gpt_schedule.h"
 
 namespace zt {
 
@@ -15,7 +16,6 @@ namespace {
 
 constexpr std::int64_t kF32Bytes = 4;
 
-// Sum of the k largest element counts (all of them when there are fewer than k).
 
 }  // namespace
 
@@ -55,15 +55,17 @@ std::int64_t StageMemory::total_bytes() const {
   return sum;
 }
 
-// [Note: pending gradient units]
-// From stage 2 on a rank keeps only its gradient shard, but a unit's gradient arrives whole: each
-// accumulate_grads contribution is added (rounded to the working dtype, as at stage 0) into a
-// padded full-unit buffer that lives from the unit's first contribution until grads_ready has
-// reduce-scattered it. GptModel's tied embedding receives the head's contribution at the start of
-// backward and its own at the end, so its buffer stays live through the whole backward beside one
-// other unit's at a time: the embeddings plus the largest other unit.
-StageMemory predict_rank_memory(const ParamTable& table, DType param_dtype, const ModelFootprint& model, int stage,
-                                int world_size, const ShardingOptions& options) {
+// [Note: transient buffers]
+// Besides its fixed buffers, a rank holds for part of each step: gathered full units (stage 3,
+// including prefetched and kept ones), full unit gradients awaiting their reduce-scatter (stages
+// 2-3: from a unit's first contribution until its reduction is waited), and the fp32 staging of
+// the gradient collectives in flight. When each is allocated and freed follows from the pass
+// schedules and ZeroParamStore's rules alone (every wait is at a fixed point of the program), so
+// replay_step computes their peaks exactly instead of bounding them.
+StageMemory predict_rank_memory(const ParamTable& table, DType param_dtype, const ModelFootprint& model,
+                                const StepSchedule& schedule, const ZeroOptions& zero, int world_size,
+                                const ShardingOptions& options) {
+  const int stage = zero.stage;
   ZT_CHECK(stage >= 0 && stage <= 3, "stage {}", stage);
   ZT_CHECK(world_size >= 1, "world_size {}", world_size);
   ZT_CHECK(param_dtype == DType::kF32 || param_dtype == DType::kBF16);
@@ -71,83 +73,48 @@ StageMemory predict_rank_memory(const ParamTable& table, DType param_dtype, cons
   // fp32 master copy only in mixed precision: in f32 mode the fp32 parameters are the master.
   const std::int64_t master_per_elem = param_dtype == DType::kBF16 ? kF32Bytes : 0;
   const std::int64_t moments_per_elem = 2 * kF32Bytes;  // AdamW m and v
-
-  // Stages 1-2 keep whole units padded to s*N so the all-gather of the updated shards lands in
-  // place (ZeroParamStore), stage 1 its gradients too.
-  std::int64_t psi = 0, shard_sum = 0, shard_padding = 0, max_numel = 0, padded_sum = 0, max_padded = 0;
-  for (const UnitSpec& unit : table.units()) {
-    const ShardSizes s = shard_sizes(unit.numel, world_size);
-    psi += s.numel;
-    shard_sum += s.shard_numel;
-    shard_padding += s.last_rank_padding;
-    max_numel = std::max(max_numel, s.numel);
-    padded_sum += s.padded_numel;
-    max_padded = std::max(max_padded, s.padded_numel);
-  }
-  const std::int64_t padded_extra = padded_sum - psi;  // padding elements of the padded whole units
-  const std::size_t units = table.units().size();
-  const ShardSizes first = shard_sizes(table.units().front().numel, world_size);
-  const ShardSizes last = shard_sizes(table.units().back().numel, world_size);
-  std::int64_t max_other_padded = 0;  // the largest unit besides the first (the embeddings)
-  for (std::size_t u = 1; u < units; ++u) {
-    max_other_padded = std::max(max_other_padded, shard_sizes(table.units()[u].numel, world_size).padded_numel);
-  }
+  const std::int64_t G = stage >= 2 && zero.fp32_grad_shards ? kF32Bytes : W;  // gradient element bytes
 
   StageMemory m;
   m[MemCategory::kActivations] = model.activation_bytes;
   m[MemCategory::kWorkspace] = model.workspace_bytes;
-  const ShardSizes largest = shard_sizes(max_numel, world_size);
-  const std::int64_t s_max = largest.shard_numel, p_max = largest.padded_numel;
-  const bool bf16 = param_dtype == DType::kBF16;
-  const bool multi = world_size > 1;
-  // What the MPI communicator stages around a reduce-scatter of the largest unit (fp32 output
-  // shard; fp32 copy of a bf16 input; all-to-all chunks in deterministic mode). One rank's local
-  // communicator stages nothing.
-  const std::int64_t rs_staging =
-      multi ? kF32Bytes * s_max + (bf16 ? kF32Bytes * p_max : 0) + (options.deterministic ? kF32Bytes * p_max : 0) : 0;
-  if (stage == 0) {
-    m[MemCategory::kParameters] = W * psi;
-    m[MemCategory::kGradients] = W * psi;
-    m[MemCategory::kMasterWeights] = master_per_elem * psi;
-    m[MemCategory::kOptimizerStates] = moments_per_elem * psi;
-    // The all-reduce of the largest unit, staged in fp32: n_max elements, or in deterministic mode
-    // the padded unit twice (data and all-to-all chunks) plus the reduced shard. One rank: nothing.
-    m[MemCategory::kCommBuffers] =
-        !multi ? 0 : options.deterministic ? kF32Bytes * (2 * p_max + s_max) : kF32Bytes * max_numel;
-    return m;
+  std::int64_t params = 0, grads = 0, optimizer_elems = 0;
+  for (const UnitSpec& unit : table.units()) {
+    const ShardSizes s = shard_sizes(unit.numel, world_size);
+    const std::int64_t whole_padding = s.padded_numel - s.numel;
+    if (stage == 0) {
+      params += W * s.numel;
+      grads += W * s.numel;
+      optimizer_elems += s.numel;
+      continue;
+    }
+    optimizer_elems += s.shard_numel;
+    m.padding_bytes += (master_per_elem + moments_per_elem) * s.last_rank_padding;
+    // Parameters: whole units padded to s*N so the all-gather of the updated shards lands in place
+    // (stages 1-2, and units below the persistence threshold at 3), else the shard.
+    if (stage == 3 && s.numel >= zero.persistence_threshold) {
+      params += W * s.shard_numel;
+      m.padding_bytes += W * s.last_rank_padding;
+    } else {
+      params += W * s.padded_numel;
+      m.padding_bytes += W * whole_padding;
+    }
+    // Gradients: the padded whole unit at stage 1 (the reduced shard lands in the rank's own
+    // slice), the shard from stage 2 on.
+    if (stage == 1) {
+      grads += W * s.padded_numel;
+      m.padding_bytes += W * whole_padding;
+    } else {
+      grads += G * s.shard_numel;
+      m.padding_bytes += G * s.last_rank_padding;
+    }
   }
-
-  // Stages 1-3: the optimizer (master, m, v) covers the rank's shard of every unit.
-  m[MemCategory::kMasterWeights] = master_per_elem * shard_sum;
-  m[MemCategory::kOptimizerStates] = moments_per_elem * shard_sum;
-  m.padding_bytes += (master_per_elem + moments_per_elem) * shard_padding;
-
-  if (stage == 1) {
-    m[MemCategory::kParameters] = W * padded_sum;
-    m[MemCategory::kGradients] = W * padded_sum;  // the reduced shard lands in the rank's own slice
-    m.padding_bytes += 2 * W * padded_extra;
-    // Reduce-scatter staging, then (not at the same time) the W-byte send copy of the all-gather.
-    m[MemCategory::kCommBuffers] = std::max(rs_staging, W * s_max);
-    return m;
-  }
-  // Stages 2-3: gradient shards, plus the pending full gradients of the embeddings (tied: from the
-  // head's contribution at the start of backward to its own at the end) and of one other unit at
-  // a time, padded for the reduce-scatter ([Note: pending gradient units]).
-  m[MemCategory::kGradients] = W * shard_sum + W * (first.padded_numel + max_other_padded);
-  m.padding_bytes += W * shard_padding;
-  // grads_ready's fp32 reduced shard, beside the communicator's staging.
-  m[MemCategory::kCommBuffers] = kF32Bytes * s_max + rs_staging;
-  if (stage == 2) {
-    m[MemCategory::kParameters] = W * padded_sum;
-    m.padding_bytes += W * padded_extra;
-    m[MemCategory::kCommBuffers] = std::max(m[MemCategory::kCommBuffers], W * s_max);
-    return m;
-  }
-  // Stage 3: parameter shards plus the gathered (padded) units alive at once. Gathers are not
-  // prefetched yet, so that is one unit, except in the head, which computes with the final
-  // LayerNorm and the tied embeddings together.
-  m[MemCategory::kParameters] = W * shard_sum + W * std::max(max_padded, first.padded_numel + last.padded_numel);
-  m.padding_bytes += W * shard_padding;
+  const TransientPeaks t = replay_step(table, param_dtype, zero, world_size, options.deterministic, schedule);
+  m[MemCategory::kParameters] = params + t.gathered_params;
+  m[MemCategory::kGradients] = grads + t.pending_grads;
+  m[MemCategory::kMasterWeights] = master_per_elem * optimizer_elems;
+  m[MemCategory::kOptimizerStates] = moments_per_elem * optimizer_elems;
+  m[MemCategory::kCommBuffers] = t.comm_staging;
   return m;
 }
 
@@ -157,7 +124,11 @@ StageMemory predict_rank_memory(const RunConfig& config, int stage, int world_si
                             config.train.activation_checkpointing, config.param_dtype);
   ShardingOptions o = options;
   o.deterministic = o.deterministic || config.train.deterministic;
-  return predict_rank_memory(gpt::build_param_table(config.model), config.param_dtype, footprint, stage, world_size, o);
+  ZeroOptions zero = config.zero;
+  zero.stage = stage;
+  const StepSchedule schedule{gpt::forward_schedule(config.model), gpt::backward_schedule(config.model)};
+  return predict_rank_memory(gpt::build_param_table(config.model), config.param_dtype, footprint, schedule, zero,
+                             world_size, o);
 }
 
 ModelStateBytes predict_model_states(std::int64_t psi, int stage, int world_size, int k, int bytes_per_param,

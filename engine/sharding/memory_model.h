@@ -1,6 +1,7 @@
 // The ZeRO memory prediction: bytes per rank per MemoryTracker category for stages 0-3, from the
-// parameter table's units and the sharding layout of docs/zero_memory.md. It is the contract the
-// ZeRO stores must meet (measured within 2% + padding), and `zerotrain memory` prints it.
+// parameter table, the step schedule and the sharding layout of docs/zero_memory.md. It is the
+// contract the ZeRO store meets exactly (tests/sharding/zero_memory_test.py); `zerotrain memory`
+// prints it.
 #pragma once
 
 #include <array>
@@ -9,6 +10,8 @@
 #include "engine/config/run_config.h"
 #include "engine/core/memory_tracker.h"
 #include "engine/core/param_table.h"
+#include "engine/sharding/schedule_replay.h"
+#include "engine/sharding/zero_options.h"
 #include "models/gpt/activations.h"
 
 namespace zt {
@@ -53,11 +56,14 @@ struct StageMemory {
   std::int64_t total_bytes() const;
 };
 
-// The prediction for `stage` (0-3) on `world_size` ranks. param_dtype: kF32 or kBF16.
-StageMemory predict_rank_memory(const ParamTable& table, DType param_dtype, const ModelFootprint& model, int stage,
-                                int world_size, const ShardingOptions& options = {});
+// The prediction for a model's table and step schedule under `zero` on `world_size` ranks.
+// param_dtype: kF32 or kBF16.
+StageMemory predict_rank_memory(const ParamTable& table, DType param_dtype, const ModelFootprint& model,
+                                const StepSchedule& schedule, const ZeroOptions& zero, int world_size,
+                                const ShardingOptions& options = {});
 
-// The same for a run config (its model, micro_batch, seq_len, checkpointing and param_dtype).
+// The same for a run config (its model, micro_batch, seq_len, checkpointing, param_dtype and zero
+// options) at `stage`.
 StageMemory predict_rank_memory(const RunConfig& config, int stage, int world_size,
                                 const ShardingOptions& options = {});
 

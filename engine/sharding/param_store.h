@@ -1,9 +1,12 @@
 // ParamStore: the model's only way to reach parameter and gradient memory, one unit at a time and
 // in execution order. The model calls it explicitly (no hooks): acquire before a unit computes,
 // release after, hand over each gradient contribution, say when a unit's gradient is final.
-// The single-rank store keeps everything resident; the ZeRO stores (later) gather, free and
-// reduce-scatter behind the same calls. See docs/architecture.md.
+// ZeroParamStore keeps, gathers, frees and reduce-scatters behind these calls at every stage.
+// A model also declares each pass's schedule up front (begin_pass): the sequence of calls it will
+// make, which the store enforces and uses to prefetch. See docs/architecture.md.
 #pragma once
+
+#include <vector>
 
 #include "engine/core/param_table.h"
 #include "engine/core/tensor.h"
@@ -11,6 +14,15 @@
 namespace zt {
 
 enum class Pass { kForward, kBackward };
+
+// One ParamStore call of a pass: the model's explicit execution order, known before it runs.
+enum class UnitOp { kAcquire, kRelease, kAccumulate, kGradsReady };
+struct UnitEvent {
+  UnitOp op;
+  int unit;
+  bool operator==(const UnitEvent&) const = default;
+};
+using PassSchedule = std::vector<UnitEvent>;
 
 class ParamStore {
  public:
@@ -29,6 +41,11 @@ class ParamStore {
   virtual void accumulate_grads(int unit, TensorView grad_f32) = 0;
   // No more contributions for `unit` in this backward pass.
   virtual void grads_ready(int unit) = 0;
+
+  // A pass begins: the calls up to end_pass follow `schedule` exactly (a store may check it and
+  // prefetch from it). `backward_follows`: a training forward, whose backward comes next.
+  virtual void begin_pass(Pass pass, const PassSchedule& schedule, bool backward_follows) = 0;
+  virtual void end_pass(Pass pass) = 0;
 };
 
 }  // namespace zt

@@ -1,4 +1,5 @@
-// ZeroParamStore: per-stage storage and the collectives of each ParamStore call.
+// ZeroParamStore: per-stage storage, the collectives of each ParamStore call, and when each one
+// is waited (see the header for the overlap rules).
 #include "engine/sharding/zero_param_store.h"
 
 #include <cstring>
@@ -10,64 +11,142 @@
 
 namespace zt {
 
+namespace {
 
-ZeroParamStore::ZeroParamStore(const ParamTable& table, DType param_dtype, int stage, Communicator& comm,
-                               MemoryTracker& tracker, const ExecContext& ctx)
+const char* op_name(UnitOp op) {
+  switch (op) {
+    case UnitOp::kAcquire: return "acquire_params";
+    case UnitOp::kRelease: return "release_params";
+    case UnitOp::kAccumulate: return "accumulate_grads";
+    case UnitOp::kGradsReady: return "grads_ready";
+  }
+  return "?";
+}
+
+}  // namespace
+
+ZeroParamStore::ZeroParamStore(const ParamTable& table, DType param_dtype, const ZeroOptions& options,
+                               Communicator& comm, MemoryTracker& tracker, const ExecContext& ctx)
     : table_(table),
       dtype_(param_dtype),
-      stage_(stage),
+      options_(options),
       comm_(comm),
       tracker_(tracker),
       ctx_(ctx),
       layout_(table, comm.world_size(), comm.rank()),
-      opt_layout_(table, stage == 0 ? 1 : comm.world_size(), stage == 0 ? 0 : comm.rank()) {
+      opt_layout_(table, options.stage == 0 ? 1 : comm.world_size(), options.stage == 0 ? 0 : comm.rank()) {
+  const int stage = options.stage;
   ZT_CHECK(stage >= 0 && stage <= 3, "ZeRO stage {}", stage);
+  ZT_CHECK(options.prefetch_units >= 0 && options.max_inflight_reductions >= 1);
   const std::size_t units = table.units().size();
   gathered_.resize(units);
+  gathers_.resize(units);
+  publishes_.resize(units);
   pending_full_grads_.resize(units);
-  state_.assign(units, stage == 3 ? UnitState::kSharded : UnitState::kGathered);
+  in_use_.assign(units, false);
+  const DType grad_dtype = stage >= 2 && options.fp32_grad_shards ? DType::kF32 : dtype_;
   for (std::size_t u = 0; u < units; ++u) {
     const UnitShard& s = layout_.unit(static_cast<int>(u));
-    const std::int64_t param_numel = stage == 0 ? s.numel : stage == 3 ? s.shard : s.padded;
+    const bool sharded = stage == 3 && s.numel >= options.persistence_threshold;
+    sharded_.push_back(sharded);
+    state_.push_back(sharded ? UnitState::kSharded : UnitState::kGathered);
+    const std::int64_t param_numel = stage == 0 ? s.numel : sharded ? s.shard : s.padded;
     const std::int64_t grad_numel = stage == 0 ? s.numel : stage == 1 ? s.padded : s.shard;
     params_.emplace_back(tracker, MemCategory::kParameters, dtype_, param_numel);
-    grads_.emplace_back(tracker, MemCategory::kGradients, dtype_, grad_numel);
+    grads_.emplace_back(tracker, MemCategory::kGradients, grad_dtype, grad_numel);
   }
 }
 
+// Collectives still in flight here mean an error is unwinding the run; the job is failing and
+// MPI_Abort follows, so nothing waits for them.
 ZeroParamStore::~ZeroParamStore() = default;
 
 TensorView ZeroParamStore::full_params(int unit) const {
   const std::int64_t n = layout_.unit(unit).numel;
   const std::size_t u = static_cast<std::size_t>(unit);
-  return stage_ == 3 ? gathered_[u].view().slice(0, n) : params_[u].view().slice(0, n);
+  return sharded_[u] ? gathered_[u].view().slice(0, n) : params_[u].view().slice(0, n);
+}
+
+void ZeroParamStore::follow_schedule(UnitOp op, int unit) {
+  if (schedule_ == nullptr) return;
+  const UnitEvent expected = cursor_ < schedule_->size() ? (*schedule_)[cursor_] : UnitEvent{op, -1};
+  ZT_CHECK(expected == (UnitEvent{op, unit}), "{} pass: call {} is {}(unit {}), but the schedule says {}(unit {})",
+           pass_ == Pass::kForward ? "forward" : "backward", cursor_, op_name(op), unit, op_name(expected.op),
+           expected.unit);
+  ++cursor_;
+}
+
+void ZeroParamStore::start_gather(int unit) {
+  const std::size_t u = static_cast<std::size_t>(unit);
+  ZT_CHECK(state_[u] == UnitState::kSharded, "unit {}: gather started while not sharded", unit);
+  gathered_[u] = Buffer(tracker_, MemCategory::kParameters, dtype_, layout_.unit(unit).padded, Device::kCPU, false);
+  gathers_[u] = comm_.all_gather(params_[u].view(), gathered_[u].view());
+  state_[u] = UnitState::kGathering;
+}
+
+void ZeroParamStore::free_gathered(int unit) {
+  const std::size_t u = static_cast<std::size_t>(unit);
+  ZT_CHECK(state_[u] == UnitState::kGathered && !in_use_[u], "unit {}: freed while gathering or in use", unit);
+  gathered_[u].reset();  // reshard: the full unit exists only while it is used
+  state_[u] = UnitState::kSharded;
+}
+
+// Gathers the units of the next `prefetch_units` acquires of the schedule that are still sharded,
+// so their all-gathers run while the current unit computes (FSDP's forward/backward prefetch).
+void ZeroParamStore::prefetch() {
+  if (schedule_ == nullptr || !options_.overlap_comm) return;
+  int ahead = 0;
+  for (std::size_t i = cursor_; i < schedule_->size() && ahead < options_.prefetch_units; ++i) {
+    const UnitEvent& e = (*schedule_)[i];
+    if (e.op != UnitOp::kAcquire) continue;
+    ++ahead;
+    const std::size_t u = static_cast<std::size_t>(e.unit);
+    if (sharded_[u] && state_[u] == UnitState::kSharded) start_gather(e.unit);
+  }
+}
+
+void ZeroParamStore::wait_published(int unit) {
+  Work& w = publishes_[static_cast<std::size_t>(unit)];
+  if (!w.done()) w.wait();
 }
 
 TensorView ZeroParamStore::acquire_params(int unit, Pass) {
+  follow_schedule(UnitOp::kAcquire, unit);
   const std::size_t u = static_cast<std::size_t>(unit);
-  if (stage_ == 3) {
-    ZT_CHECK(state_[u] == UnitState::kSharded, "unit {} acquired twice", unit);
-    gathered_[u] = Buffer(tracker_, MemCategory::kParameters, dtype_, layout_.unit(unit).padded, Device::kCPU, false);
-    comm_.all_gather(params_[u].view(), gathered_[u].view()).wait();
-    state_[u] = UnitState::kGathered;
+  ZT_CHECK(!in_use_[u], "unit {} acquired twice", unit);
+  if (sharded_[u]) {
+    if (state_[u] == UnitState::kSharded) start_gather(unit);
+    if (state_[u] == UnitState::kGathering) {
+      gathers_[u].wait();
+      state_[u] = UnitState::kGathered;
+    }
+  } else {
+    wait_published(unit);
   }
   ZT_CHECK(state_[u] == UnitState::kGathered);
+  in_use_[u] = true;
+  prefetch();
   return full_params(unit);
 }
 
-void ZeroParamStore::release_params(int unit, Pass) {
+void ZeroParamStore::release_params(int unit, Pass pass) {
+  follow_schedule(UnitOp::kRelease, unit);
   const std::size_t u = static_cast<std::size_t>(unit);
-  ZT_CHECK(state_[u] == UnitState::kGathered, "unit {} released while not gathered", unit);
-  if (stage_ == 3) {
-    gathered_[u].reset();  // reshard after use: the full unit exists only while it computes
-    state_[u] = UnitState::kSharded;
-  }
+  ZT_CHECK(in_use_[u] && state_[u] == UnitState::kGathered, "unit {} released while not acquired", unit);
+  in_use_[u] = false;
+  if (!sharded_[u]) return;
+  // A training forward keeps a unit for its backward when resharding after forward is off, and
+  // always keeps the units still gathered after its last acquire: backward starts with them.
+  const bool in_training_forward = schedule_ != nullptr && pass == Pass::kForward && backward_follows_;
+  const bool keep = in_training_forward && (!options_.reshard_after_forward || cursor_ > last_acquire_);
+  if (!keep) free_gathered(unit);
 }
 
 void ZeroParamStore::accumulate_grads(int unit, TensorView grad_f32) {
+  follow_schedule(UnitOp::kAccumulate, unit);
   const std::size_t u = static_cast<std::size_t>(unit);
   const std::int64_t n = layout_.unit(unit).numel;
-  if (stage_ <= 1) {
+  if (options_.stage <= 1) {
     cpu::accumulate_into(ctx_, grads_[u].view().slice(0, n), grad_f32);
     return;
   }
@@ -78,22 +157,72 @@ void ZeroParamStore::accumulate_grads(int unit, TensorView grad_f32) {
 }
 
 void ZeroParamStore::grads_ready(int unit) {
+  follow_schedule(UnitOp::kGradsReady, unit);
   const std::size_t u = static_cast<std::size_t>(unit);
   const UnitShard& s = layout_.unit(unit);
-  if (stage_ == 0) {
-    if (last_micro_batch_) comm_.all_reduce(grads_[u].view().slice(0, s.numel), ReduceOp::kAvg).wait();
-  } else if (stage_ == 1) {
+  if (options_.stage == 0) {
+    if (last_micro_batch_) {
+      reductions_.push_back({unit, comm_.all_reduce(grads_[u].view().slice(0, s.numel), ReduceOp::kAvg), {}});
+    }
+  } else if (options_.stage == 1) {
     // In place: the reduced shard lands in this rank's own slice of the full gradient buffer.
     if (last_micro_batch_) {
-      comm_.reduce_scatter(grads_[u].view(), grads_[u].view().slice(s.begin, s.shard), ReduceOp::kAvg).wait();
+      reductions_.push_back(
+          {unit, comm_.reduce_scatter(grads_[u].view(), grads_[u].view().slice(s.begin, s.shard), ReduceOp::kAvg), {}});
     }
   } else {
     ZT_CHECK(!pending_full_grads_[u].empty(), "grads_ready for unit {} without a contribution", unit);
     Buffer reduced(tracker_, MemCategory::kCommBuffers, DType::kF32, s.shard, Device::kCPU, false);
-    comm_.reduce_scatter(pending_full_grads_[u].view(), reduced.view(), ReduceOp::kAvg).wait();
-    cpu::accumulate_into(ctx_, grads_[u].view(), reduced.view());
+    Work work = comm_.reduce_scatter(pending_full_grads_[u].view(), reduced.view(), ReduceOp::kAvg);
+    reductions_.push_back({unit, std::move(work), std::move(reduced)});
+  }
+  const std::size_t limit =
+      schedule_ != nullptr && options_.overlap_comm ? static_cast<std::size_t>(options_.max_inflight_reductions) : 0;
+  while (reductions_.size() > limit) finish_oldest_reduction();
+}
+
+void ZeroParamStore::finish_oldest_reduction() {
+  PendingReduction& r = reductions_.front();
+  r.work.wait();
+  if (options_.stage >= 2) {
+    const std::size_t u = static_cast<std::size_t>(r.unit);
+    cpu::accumulate_into(ctx_, grads_[u].view(), r.reduced.view());
     pending_full_grads_[u].reset();  // the full gradient lived only until its reduce-scatter
   }
+  reductions_.pop_front();
+}
+
+void ZeroParamStore::begin_pass(Pass pass, const PassSchedule& schedule, bool backward_follows) {
+  ZT_CHECK(schedule_ == nullptr, "a pass began inside another");
+  ZT_CHECK(reductions_.empty(), "a pass began with gradient reductions in flight");
+  if (pass == Pass::kForward) {
+    // Units a training forward kept for a backward that never came (the caller dropped it).
+    for (std::size_t u = 0; u < state_.size(); ++u) {
+      if (sharded_[u] && state_[u] == UnitState::kGathered) free_gathered(static_cast<int>(u));
+    }
+  }
+  schedule_ = &schedule;
+  cursor_ = 0;
+  last_acquire_ = 0;
+  for (std::size_t i = 0; i < schedule.size(); ++i) {
+    if (schedule[i].op == UnitOp::kAcquire) last_acquire_ = i;
+  }
+  pass_ = pass;
+  backward_follows_ = pass == Pass::kForward && backward_follows;
+}
+
+void ZeroParamStore::end_pass(Pass pass) {
+  ZT_CHECK(schedule_ != nullptr && pass == pass_, "end_pass without its begin_pass");
+  ZT_CHECK(cursor_ == schedule_->size(), "the pass ended after {} of its {} scheduled calls", cursor_,
+           schedule_->size());
+  while (!reductions_.empty()) finish_oldest_reduction();
+  for (std::size_t u = 0; u < state_.size(); ++u) {
+    ZT_CHECK(!in_use_[u] && state_[u] != UnitState::kGathering, "unit {} still in use at the end of a pass", u);
+    if (pass == Pass::kBackward || !backward_follows_) {
+      ZT_CHECK(!sharded_[u] || state_[u] == UnitState::kSharded, "unit {} still gathered at the end of a pass", u);
+    }
+  }
+  schedule_ = nullptr;
 }
 
 void ZeroParamStore::begin_step() {
@@ -104,23 +233,24 @@ void ZeroParamStore::set_micro_batch(int index, int count) { last_micro_batch_ =
 
 TensorView ZeroParamStore::grad_shard(int unit) const {
   const std::size_t u = static_cast<std::size_t>(unit);
-  if (stage_ == 1) return grads_[u].view().slice(layout_.unit(unit).begin, layout_.unit(unit).shard);
+  if (options_.stage == 1) return grads_[u].view().slice(layout_.unit(unit).begin, layout_.unit(unit).shard);
   return grads_[u].view();  // stage 0: the whole (all-reduced) unit; stages 2-3: the shard
 }
 
 TensorView ZeroParamStore::working_shard(int unit) const {
   const std::size_t u = static_cast<std::size_t>(unit);
-  if (stage_ == 1 || stage_ == 2) return params_[u].view().slice(layout_.unit(unit).begin, layout_.unit(unit).shard);
-  return params_[u].view();  // stage 0: the whole unit; stage 3: the shard
+  if (options_.stage == 0 || sharded_[u]) return params_[u].view();  // the whole unit, or the shard
+  return params_[u].view().slice(layout_.unit(unit).begin, layout_.unit(unit).shard);
 }
 
 void ZeroParamStore::publish_updated_params() {
-  if (stage_ != 1 && stage_ != 2) return;
+  if (options_.stage == 0) return;
   for (std::size_t u = 0; u < params_.size(); ++u) {
-    const UnitShard& s = layout_.unit(static_cast<int>(u));
-    Buffer send(tracker_, MemCategory::kCommBuffers, dtype_, s.shard, Device::kCPU, false);
-    std::memcpy(send.data(), working_shard(static_cast<int>(u)).data, static_cast<std::size_t>(send.size_bytes()));
-    comm_.all_gather(send.view(), params_[u].view()).wait();
+    if (sharded_[u]) continue;  // the shard is the parameter: the next acquire gathers it
+    ZT_CHECK(publishes_[u].done(), "unit {}: parameters published twice without use", u);
+    // In place: this rank's slice of the padded unit is both the send buffer and its destination.
+    publishes_[u] = comm_.all_gather(working_shard(static_cast<int>(u)), params_[u].view());
+    if (!options_.overlap_comm) publishes_[u].wait();
   }
 }
 
@@ -130,7 +260,8 @@ double ZeroParamStore::global_grad_sum_of_squares() {
   double partial = 0.0;
   for (std::size_t u = 0; u < grads_.size(); ++u) {
     const UnitShard& s = layout_.unit(static_cast<int>(u));
-    const TensorView g = stage_ <= 1 ? grads_[u].view().slice(s.begin, s.live()) : grads_[u].view().slice(0, s.live());
+    const TensorView g =
+        options_.stage <= 1 ? grads_[u].view().slice(s.begin, s.live()) : grads_[u].view().slice(0, s.live());
     partial += cpu::sum_of_squares(ctx_, g);
   }
   std::vector<double> partials(static_cast<std::size_t>(comm_.world_size()));
@@ -143,6 +274,7 @@ double ZeroParamStore::global_grad_sum_of_squares() {
 }
 
 void ZeroParamStore::gather_unit_f32(int unit, float* out) {
+  ZT_CHECK(schedule_ == nullptr, "gather_unit_f32 inside a pass");
   const std::int64_t n = layout_.unit(unit).numel;
   const TensorView full = acquire_params(unit, Pass::kForward);
   cpu::cast(ctx_, TensorView{out, DType::kF32, Device::kCPU, Shape{n}}, full);

@@ -1,16 +1,24 @@
 // The ZeRO ParamStore: what each rank keeps of parameters and gradients at stage 0-3, and the
-// collectives that move them, driven by the model's explicit acquire/release/grads_ready calls.
-//   stage 0: full params, full grads; grads all-reduced (average) after the last micro-batch.
-//   stage 1: full params and grads; grads reduce-scattered after the last micro-batch into this
-//            rank's slice of the full buffer; after the optimizer updates the shard, params are
-//            all-gathered (in place: full units are padded to s*N elements at stages 1-2).
-//   stage 2: full params; a unit's full gradient exists only from its first contribution to
-//            grads_ready, which reduce-scatters it into the shard (every micro-batch) and frees it.
-//   stage 3: as 2, and params are sharded too: acquire all-gathers a unit, release frees it.
-// Each unit's parameters follow the state machine kSharded -> kGathered -> kSharded (stage 3) with
-// asserts on every transition. Collectives are synchronous for now (overlap comes next).
+// collectives that move them, driven by the model's explicit calls and declared pass schedules.
+//   stage 0: full params, full grads; each unit's gradient all-reduced (average) as soon as its
+//            backward is done, after the last micro-batch.
+//   stage 1: full params and grads; grads reduce-scattered likewise into this rank's slice of the
+//            full buffer; after the optimizer updates the shard, params are all-gathered in place
+//            (full units are padded to s*N elements at stages 1-2).
+//   stage 2: full params; a unit's full gradient exists only from its first contribution until its
+//            reduce-scatter (started at grads_ready, every micro-batch) has landed in the shard.
+//   stage 3: as 2, and params are sharded too: a unit is all-gathered before use and freed after;
+//            the next units of the schedule are gathered ahead (prefetch). Units below the
+//            persistence threshold stay whole, as at stage 2.
+// Overlap (options.overlap_comm): collectives are started when their data is ready and waited when
+// the result is needed: a gather at the unit's acquire, a gradient reduction when more than
+// max_inflight_reductions are in flight or at the end of backward, a stage 1-2 parameter
+// all-gather at the unit's next acquire. Every wait is at a fixed point of the program order, so
+// memory peaks are deterministic (docs/zero_memory.md predicts them exactly).
+// Each sharded unit follows kSharded -> kGathering -> kGathered -> kSharded with asserts.
 #pragma once
 
+#include <deque>
 #include <memory>
 #include <vector>
 
@@ -18,16 +26,17 @@
 #include "engine/core/buffer.h"
 #include "engine/sharding/param_store.h"
 #include "engine/sharding/shard_layout.h"
+#include "engine/sharding/zero_options.h"
 #include "kernels/exec_context.h"
 
 namespace zt {
 
-enum class UnitState { kSharded, kGathered };
+enum class UnitState { kSharded, kGathering, kGathered };
 
 class ZeroParamStore final : public ParamStore {
  public:
-  ZeroParamStore(const ParamTable& table, DType param_dtype, int stage, Communicator& comm, MemoryTracker& tracker,
-                 const ExecContext& ctx);
+  ZeroParamStore(const ParamTable& table, DType param_dtype, const ZeroOptions& options, Communicator& comm,
+                 MemoryTracker& tracker, const ExecContext& ctx);
   ~ZeroParamStore() override;
 
   const ParamTable& table() const override { return table_; }
@@ -36,8 +45,15 @@ class ZeroParamStore final : public ParamStore {
   void release_params(int unit, Pass pass) override;
   void accumulate_grads(int unit, TensorView grad_f32) override;
   void grads_ready(int unit) override;
+  void begin_pass(Pass pass, const PassSchedule& schedule, bool backward_follows) override;
+  void end_pass(Pass pass) override;
 
-  int stage() const { return stage_; }
+  int stage() const { return options_.stage; }
+  const ZeroOptions& options() const { return options_; }
+  // Stage 3 keeps this unit's parameters as a shard (false: whole, below the persistence threshold
+  // or at stages 0-2).
+  bool params_sharded(int unit) const { return sharded_[static_cast<std::size_t>(unit)]; }
+  UnitState unit_state(int unit) const { return state_[static_cast<std::size_t>(unit)]; }
   // The split the optimizer works on: the ranks' shards (stage >= 1) or whole units (stage 0).
   const ShardLayout& optimizer_layout() const { return opt_layout_; }
 
@@ -50,22 +66,35 @@ class ZeroParamStore final : public ParamStore {
   // coordinates: element 0 is unit element optimizer_layout().unit(u).begin.
   TensorView grad_shard(int unit) const;
   TensorView working_shard(int unit) const;
-  // After the optimizer wrote every working shard: stages 1-2 all-gather full parameters.
+  // After the optimizer wrote every working shard: all-gathers the units kept whole (stages 1-2,
+  // persistent units at 3); with overlap each is waited at the unit's next acquire.
   void publish_updated_params();
 
   // Sum of squares of the reduced gradient over all ranks, identical on every rank and, with a
   // deterministic communicator, identical for every stage (fixed partition, fp64, rank order).
   double global_grad_sum_of_squares();
 
-  // Full fp32 values of a unit's working parameters (a collective at stage 3).
+  // Full fp32 values of a unit's working parameters (a collective at stage 3). Outside a pass.
   void gather_unit_f32(int unit, float* out);
 
  private:
+  struct PendingReduction {
+    int unit;
+    Work work;
+    Buffer reduced;  // stages 2-3: the fp32 reduced shard, added into the gradient shard once done
+  };
+
   TensorView full_params(int unit) const;
+  void follow_schedule(UnitOp op, int unit);  // checks the call against the pass's schedule
+  void start_gather(int unit);
+  void prefetch();
+  void free_gathered(int unit);
+  void finish_oldest_reduction();
+  void wait_published(int unit);
 
   const ParamTable& table_;
   DType dtype_;
-  int stage_;
+  ZeroOptions options_;
   Communicator& comm_;
   MemoryTracker& tracker_;
   ExecContext ctx_;
@@ -73,12 +102,24 @@ class ZeroParamStore final : public ParamStore {
   ShardLayout opt_layout_;  // layout_, or a 1-way split at stage 0
   bool last_micro_batch_ = true;
 
-  std::vector<Buffer> params_;       // full (stages 0-2, padded at 1-2) or shard (stage 3)
-  std::vector<Buffer> gathered_;     // stage 3: the full unit while acquired
+  std::vector<bool> sharded_;        // stage 3 and at least the persistence threshold
+  std::vector<Buffer> params_;       // full (padded at stages 1-3) or shard (sharded units)
+  std::vector<Buffer> gathered_;     // sharded units: the full unit while gathering or gathered
   std::vector<UnitState> state_;
+  std::vector<bool> in_use_;         // between acquire and release
+  std::vector<Work> gathers_;        // a sharded unit's all-gather in flight (kGathering)
+  std::vector<Work> publishes_;      // a whole unit's all-gather of updated params in flight
   std::vector<Buffer> grads_;        // full (stage 0; padded at 1, where the reduced shard lands in
                                      // this rank's slice) or shard (stages 2-3)
-  std::vector<Buffer> pending_full_grads_;  // stages 2-3: a unit's full gradient until grads_ready
+  std::vector<Buffer> pending_full_grads_;  // stages 2-3: a unit's full gradient until reduced
+  std::deque<PendingReduction> reductions_;  // gradient collectives in flight, oldest first
+
+  // The pass in progress (none: calls are synchronous and unchecked, e.g. gather_unit_f32).
+  const PassSchedule* schedule_ = nullptr;
+  std::size_t cursor_ = 0;        // index of the next expected call
+  std::size_t last_acquire_ = 0;  // index of the pass's last acquire
+  Pass pass_ = Pass::kForward;
+  bool backward_follows_ = false;
 };
 
 }  // namespace zt

@@ -27,10 +27,10 @@ std::vector<MemorySnapshot> gather_memory_snapshots(Communicator& comm, const Me
 
 std::string format_measured_vs_predicted(const RunConfig& config, const std::vector<MemorySnapshot>& per_rank) {
   const int N = static_cast<int>(per_rank.size());
-  const StageMemory predicted = predict_rank_memory(config, config.zero_stage, N);
+  const StageMemory predicted = predict_rank_memory(config, config.zero.stage, N);
   std::string out = fmt::format("memory per rank, ZeRO stage {} on {} rank(s): measured peak beside the prediction "
                                 "(docs/zero_memory.md)\n",
-                                config.zero_stage, N);
+                                config.zero.stage, N);
   out += fmt::format("{:<18} {:>12} {:>12} {:>12} {:>8}\n", "category", "predicted", "rank 0", "max rank", "ratio");
   for (int c = 0; c < kNumMemCategories; ++c) {
     const auto cat = static_cast<MemCategory>(c);

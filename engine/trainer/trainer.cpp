@@ -93,7 +93,7 @@ struct Trainer::State {
         data(c),
         model(c.model, c.train.micro_batch, c.train.seq_len, c.train.activation_checkpointing, tracker, ctx, c.dropout,
               c.train.seed),
-        store(model.table(), c.param_dtype, c.zero_stage, comm, tracker, ctx),
+        store(model.table(), c.param_dtype, c.zero, comm, tracker, ctx),
         optimizer(store, c.optim.adamw, tracker, ctx),
         schedule(c.optim.adamw.lr, c.optim.min_lr, c.optim.warmup_steps, c.optim.decay_steps,
                  LrSchedule::parse_decay(c.optim.decay)),
@@ -228,10 +228,10 @@ TrainSummary Trainer::run() {
                                 grad_norm, step_ms, tokens_per_s, eta_s, compact_memory(mem)));
     if (summary.steps_done == 1) {  // a full step's peaks, before any evaluation or sampling
       const std::vector<MemorySnapshot> ranks = gather_memory_snapshots(s.comm, s.tracker.snapshot());
-      const StageMemory predicted = predict_rank_memory(c, c.zero_stage, s.comm.world_size());
+      const StageMemory predicted = predict_rank_memory(c, c.zero.stage, s.comm.world_size());
       nlohmann::json measured = nlohmann::json::array();
       for (const MemorySnapshot& r : ranks) measured.push_back(memory_json(r));
-      s.log({{"type", "memory"}, {"step", step + 1}, {"stage", c.zero_stage}, {"ranks", s.comm.world_size()},
+      s.log({{"type", "memory"}, {"step", step + 1}, {"stage", c.zero.stage}, {"ranks", s.comm.world_size()},
              {"predicted_bytes", memory_json_of(predicted)}, {"predicted_padding_bytes", predicted.padding_bytes},
              {"measured_peak_bytes", measured}});
       s.progress.message(format_measured_vs_predicted(c, ranks));

@@ -2,6 +2,8 @@
 // back, acquiring each unit's parameters from the ParamStore just before it computes.
 #include "models/gpt/gpt_model.h"
 
+#include "models/gpt/gpt_schedule.h"
+
 #include <cstring>
 
 #include "kernels/cpu/cast.h"
@@ -25,7 +27,9 @@ GptModel::GptModel(const GptConfig& config, int batch, int seq_len, CheckpointPo
       seed_(seed),
       block_scratch_(tracker, dims_),
       dresid_(tracker, MemCategory::kWorkspace, DType::kF32, dims_.BTC()),
-      grad_scratch_(tracker, MemCategory::kWorkspace, DType::kF32, table_.max_unit_numel()) {
+      grad_scratch_(tracker, MemCategory::kWorkspace, DType::kF32, table_.max_unit_numel()),
+      forward_schedule_(forward_schedule(config)),
+      backward_schedule_(backward_schedule(config)) {
   ZT_CHECK(batch > 0 && seq_len > 0 && seq_len <= config.block_size);
   block_acts_.resize(static_cast<std::size_t>(config.n_layer));
 }
@@ -93,6 +97,7 @@ float GptModel::forward(ParamStore& store, const std::int32_t* inputs, const std
   const TensorView input_view{tokens, DType::kI32, Device::kCPU, Shape{d.B, d.T}};
   const TensorView target_view{tokens + d.BT(), DType::kI32, Device::kCPU, Shape{d.BT()}};
 
+  store.begin_pass(Pass::kForward, forward_schedule_, options.training);
   {
     const EmbeddingParams p = embedding_views(table_, acquire_fp32(store, emb, Pass::kForward));
     cpu::embedding_forward(ctx_, resid(0), input_view, p.wte, p.wpe);
@@ -117,6 +122,7 @@ float GptModel::forward(ParamStore& store, const std::int32_t* inputs, const std
   cpu::matmul_forward(ctx_, h.probs, h.lnf, ep.wte, cpu::WeightLayout::kOutIn, TensorView{});
   store.release_params(emb, Pass::kForward);
   store.release_params(fin, Pass::kForward);
+  store.end_pass(Pass::kForward);
   if (logits_out != nullptr) {
     const float* logits = h.probs.as<float>();
     const std::int64_t V = config_.vocab_size;
@@ -141,6 +147,7 @@ void GptModel::backward(ParamStore& store, float loss_scale) {
   const TensorView dresid = dresid_.view(Shape{d.B, d.T, d.C});
   const TensorView dlnf = block_scratch_.d_btc.view(Shape{d.B, d.T, d.C});
 
+  store.begin_pass(Pass::kBackward, backward_schedule_, false);
   {  // Head: dlogits in place of the probabilities, then the tied wte and ln_f.
     HeadActivations& h = *head_acts_;
     cpu::softmax_cross_entropy_backward(ctx_, h.probs, h.probs, target_view,
@@ -189,6 +196,7 @@ void GptModel::backward(ParamStore& store, float loss_scale) {
     store.accumulate_grads(emb, grad);
     store.grads_ready(emb);
   }
+  store.end_pass(Pass::kBackward);
   stream_.reset();
 }
 

@@ -72,6 +72,7 @@ class GptModel {
   BlockGradScratch block_scratch_;
   Buffer dresid_;        // [B,T,C] gradient of the residual stream
   Buffer grad_scratch_;  // fp32, largest unit: one unit's gradient before it goes to the store
+  PassSchedule forward_schedule_, backward_schedule_;  // the store calls of each pass (gpt_schedule.h)
   // bf16 mode: two fp32 copies of units (the head needs the final LN and the embeddings at once).
   std::array<Buffer, 2> fp32_copies_;
   std::array<int, 2> fp32_copy_unit_{-1, -1};

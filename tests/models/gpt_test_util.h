@@ -24,7 +24,7 @@ struct GptFixture {
 
   GptFixture(const GptConfig& c, int B, int T, CheckpointPolicy policy, DType dtype, std::uint64_t seed) {
     model = std::make_unique<GptModel>(c, B, T, policy, tracker, ctx);
-    store = std::make_unique<ZeroParamStore>(model->table(), dtype, /*stage=*/0, comm, tracker, ctx);
+    store = std::make_unique<ZeroParamStore>(model->table(), dtype, ZeroOptions{}, comm, tracker, ctx);
     for (std::size_t u = 0; u < model->table().units().size(); ++u) {
       const std::int64_t n = model->table().units()[u].numel;
       std::vector<float> init(static_cast<std::size_t>(n));

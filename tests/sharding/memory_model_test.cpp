@@ -15,6 +15,7 @@
 #include "engine/sharding/memory_model.h"
 #include "engine/sharding/zero_param_store.h"
 #include "models/gpt/gpt_model.h"
+#include "models/gpt/gpt_schedule.h"
 
 namespace zt {
 namespace {
@@ -82,41 +83,96 @@ void expect_prediction(const StageMemory& m, const Expected& e, const std::strin
   EXPECT_EQ(m.padding_bytes, e.padding);
 }
 
+// A chain of three units: forward acquires and releases each in turn; backward does the same in
+// reverse, each unit's gradient contributed once and ready before its release.
+StepSchedule chain_schedule() {
+  StepSchedule s;
+  for (int u = 0; u < 3; ++u) {
+    for (UnitOp op : {UnitOp::kAcquire, UnitOp::kRelease}) s.forward.push_back({op, u});
+  }
+  for (int u = 2; u >= 0; --u) {
+    for (UnitOp op : {UnitOp::kAcquire, UnitOp::kAccumulate, UnitOp::kGradsReady, UnitOp::kRelease}) {
+      s.backward.push_back({op, u});
+    }
+  }
+  return s;
+}
+
+StageMemory predict(const ParamTable& t, DType dtype, const ModelFootprint& fp, int stage, int ranks,
+                    const ShardingOptions& options = {}) {
+  ZeroOptions zero;  // defaults: overlap, prefetch 1, 2 reductions in flight
+  zero.stage = stage;
+  return predict_rank_memory(t, dtype, fp, chain_schedule(), zero, ranks, options);
+}
+
 TEST(RankMemory, ThreeRanksThatDivideNoUnitWorkedByHand) {
   const ParamTable t = hand_table();
   const ModelFootprint fp{1000, 500};
   // Shards 4, 3, 1 (sum 8), padded units 12, 9, 3 (sum 24: 4 padding elements), last-rank shard
   // padding 2 + 2 + 0 = 4. Stages 1-2 keep whole units padded (W * 24), stage 1 its gradients too.
-  // Stages 2-3 gradients: shards (W * 8) + pending embeddings-like first unit (12) + largest other (9).
-  // Stage 3 parameters: shards (W * 8) + max(largest padded unit 12, first + last unit 12 + 3 = 15).
-  // f32 (W = 4): reduce-scatter staging = fp32 output shard 4 * 4 = 16; stages 2-3 add the store's
-  // fp32 reduced shard (16). Padding: m, v shard padding 8 * 4 = 32; padded units 4 * 4 per buffer;
-  // gradient and parameter shards 4 * 4 each.
-  const Expected f32[] = {{80, 80, 0, 160, 40, 0},
-                          {96, 96, 0, 64, 16, 32 + 16 + 16},
-                          {96, 32 + 4 * 21, 0, 64, 32, 32 + 16 + 16},
-                          {32 + 4 * 15, 32 + 4 * 21, 0, 64, 32, 32 + 16 + 16}};
-  // bf16 (W = 2, master 4 B per shard element): staging adds the fp32 copy of the bf16 input
-  // (4 * 12): 16 + 48 = 64; stages 2-3 80. Padding: (4 + 8) * 4 = 48, then 2 * 4 per buffer.
-  const Expected bf16[] = {{40, 40, 80, 160, 40, 0},
-                           {48, 48, 32, 64, 64, 48 + 8 + 8},
-                           {48, 16 + 2 * 21, 32, 64, 80, 48 + 8 + 8},
-                           {16 + 2 * 15, 16 + 2 * 21, 32, 64, 80, 48 + 8 + 8}};
+  // Stage 3 gathered units: u0 with u1 prefetched (12 + 9 = 21 elements) is the most at once;
+  // u2 stays gathered from the end of forward into backward, then u1 and u0 are prefetched again.
+  // Stages 2-3 pending full gradients: u2, u1, u0 (3 + 9 + 12 = 24) before the third reduction's
+  // start makes the first one wait. Comm staging, all three reductions in flight at that moment:
+  // stage 0 all-reduces fp32 copies of 3 + 7 + 10 elements; a reduce-scatter stages its fp32
+  // output shard (4 s), stages 2-3 also the store's fp32 reduced shard (4 s), and bf16 an fp32
+  // copy of the padded input (4 p). Padding: m, v shard padding 8 * 4 = 32; padded units and
+  // shards 4 * W each.
+  const Expected f32[] = {{80, 80, 0, 160, 80, 0},
+                          {96, 96, 0, 64, 4 * 8, 32 + 16 + 16},
+                          {96, 32 + 4 * 24, 0, 64, 8 * 8, 32 + 16 + 16},
+                          {32 + 4 * 21, 32 + 4 * 24, 0, 64, 8 * 8, 32 + 16 + 16}};
+  const Expected bf16[] = {{40, 40, 80, 160, 80, 0},
+                           {48, 48, 32, 64, 4 * 8 + 4 * 24, 48 + 8 + 8},
+                           {48, 16 + 2 * 24, 32, 64, 8 * 8 + 4 * 24, 48 + 8 + 8},
+                           {16 + 2 * 21, 16 + 2 * 24, 32, 64, 8 * 8 + 4 * 24, 48 + 8 + 8}};
   for (int stage = 0; stage < 4; ++stage) {
-    expect_prediction(predict_rank_memory(t, DType::kF32, fp, stage, 3), f32[stage], "f32 stage " + std::to_string(stage));
-    expect_prediction(predict_rank_memory(t, DType::kBF16, fp, stage, 3), bf16[stage],
-                      "bf16 stage " + std::to_string(stage));
+    expect_prediction(predict(t, DType::kF32, fp, stage, 3), f32[stage], "f32 stage " + std::to_string(stage));
+    expect_prediction(predict(t, DType::kBF16, fp, stage, 3), bf16[stage], "bf16 stage " + std::to_string(stage));
   }
-  // Deterministic reductions stage more: stage 0's all-reduce holds the padded unit twice plus a
-  // shard (4 * (2 * 12 + 4)); a reduce-scatter adds the all-to-all chunks (4 * 12).
+  // Deterministic reductions stage more: an all-reduce holds the padded unit twice plus a shard
+  // (4 (2 p + s) summed over the three units: 28 + 84 + 112); a reduce-scatter adds the
+  // all-to-all chunks (4 p: 4 * 24).
   ShardingOptions det;
   det.deterministic = true;
-  EXPECT_EQ(predict_rank_memory(t, DType::kF32, fp, 0, 3, det)[C::kCommBuffers], 4 * (2 * 12 + 4));
-  EXPECT_EQ(predict_rank_memory(t, DType::kF32, fp, 2, 3, det)[C::kCommBuffers], 32 + 48);
+  EXPECT_EQ(predict(t, DType::kF32, fp, 0, 3, det)[C::kCommBuffers], 224);
+  EXPECT_EQ(predict(t, DType::kF32, fp, 2, 3, det)[C::kCommBuffers], 8 * 8 + 4 * 24);
+}
+
+TEST(RankMemory, ZeroOptionsMoveTheTransientBuffersAsWorkedByHand) {
+  const ParamTable t = hand_table();
+  const ModelFootprint fp{1000, 500};
+  const auto with = [&](auto edit) {
+    ZeroOptions zero;
+    zero.stage = 3;
+    edit(zero);
+    return predict_rank_memory(t, DType::kF32, fp, chain_schedule(), zero, 3);
+  };
+  // No prefetch: one gathered unit at a time (the largest, 12); no overlap: also one pending
+  // gradient and one reduction's staging at a time (u0: 12 elements; 8 s = 32 bytes).
+  EXPECT_EQ(with([](ZeroOptions& z) { z.prefetch_units = 0; })[C::kParameters], 32 + 4 * 12);
+  const StageMemory sync = with([](ZeroOptions& z) { z.overlap_comm = false; });
+  EXPECT_EQ(sync[C::kParameters], 32 + 4 * 12);
+  EXPECT_EQ(sync[C::kGradients], 32 + 4 * 12);
+  EXPECT_EQ(sync[C::kCommBuffers], 8 * 4);
+  // One reduction in flight: two pending gradients at most (u1 + u0 = 21).
+  EXPECT_EQ(with([](ZeroOptions& z) { z.max_inflight_reductions = 1; })[C::kGradients], 32 + 4 * 21);
+  // Keeping units for backward: all three gathered at the end of forward (24).
+  EXPECT_EQ(with([](ZeroOptions& z) { z.reshard_after_forward = false; })[C::kParameters], 32 + 4 * 24);
+  // Units under 5 elements persist whole (u2: padded 3 instead of shard 1); gathers of the others
+  // reach u0 + u1 = 21 as before.
+  EXPECT_EQ(with([](ZeroOptions& z) { z.persistence_threshold = 5; })[C::kParameters], 4 * (4 + 3 + 3) + 4 * 21);
+  // fp32 gradient shards cost the same as working ones in f32; in bf16 they double the shard.
+  ZeroOptions fp32_shards;
+  fp32_shards.stage = 2;
+  fp32_shards.fp32_grad_shards = true;
+  EXPECT_EQ(predict_rank_memory(t, DType::kBF16, fp, chain_schedule(), fp32_shards, 3)[C::kGradients],
+            4 * 8 + 2 * 24);
 }
 
 TEST(RankMemory, OneRankStagesDifferOnlyByTheirFullUnitBuffers) {
   const ParamTable t = gpt::build_param_table(kTiny);
+  const StepSchedule schedule{gpt::forward_schedule(kTiny), gpt::backward_schedule(kTiny)};
   const std::int64_t first = t.units().front().numel, last = t.units().back().numel, block = 12704;  // 12 C^2 + 13 C
   ASSERT_GE(block, first);
   for (DType dtype : {DType::kF32, DType::kBF16}) {
@@ -124,33 +180,42 @@ TEST(RankMemory, OneRankStagesDifferOnlyByTheirFullUnitBuffers) {
     const ModelFootprint fp = predict_gpt_footprint(kTiny, 4, 16, {}, dtype);
     StageMemory s[4];
     for (int stage = 0; stage < 4; ++stage) {
-      s[stage] = predict_rank_memory(t, dtype, fp, stage, 1);
+      ZeroOptions zero;
+      zero.stage = stage;
+      s[stage] = predict_rank_memory(t, dtype, fp, schedule, zero, 1);
       EXPECT_EQ(s[stage].padding_bytes, 0);
       EXPECT_EQ(s[stage][C::kActivations], fp.activation_bytes);
       EXPECT_EQ(s[stage][C::kWorkspace], fp.workspace_bytes);
     }
     EXPECT_EQ(s[0].model_state_bytes(), (2 * W + (dtype == DType::kBF16 ? 12 : 8)) * t.total_numel());
     EXPECT_EQ(s[1].model_state_bytes(), s[0].model_state_bytes());
-    // Pending gradients: the tied embeddings' and one block's; gathered: the largest unit, or the
-    // head's final LayerNorm with the embeddings.
-    EXPECT_EQ(s[2].model_state_bytes(), s[0].model_state_bytes() + W * (first + block));
-    EXPECT_EQ(s[3].model_state_bytes(), s[2].model_state_bytes() + W * std::max(block, first + last));
+    // Pending gradients: the tied embeddings' (through all of backward), ln_f's and both blocks'
+    // before the third reduction in flight makes the first (ln_f's) wait. Gathered: a block with
+    // the next one prefetched.
+    EXPECT_EQ(s[2].model_state_bytes(), s[0].model_state_bytes() + W * (first + last + 2 * block));
+    EXPECT_EQ(s[3].model_state_bytes(), s[2].model_state_bytes() + W * 2 * block);
     EXPECT_EQ(s[0][C::kCommBuffers], 0);  // one rank averages nothing
+    EXPECT_EQ(s[2][C::kCommBuffers], 4 * (2 * block + first));  // the store's reduced shards in flight
   }
 }
 
-// From 3 ranks on. At 2 ranks stage 2 can exceed stage 1 slightly for GPT-2: the tied embedding's
-// full pending gradient (38.6M elements, alive through backward) plus one block's and the
-// reduce-scatter staging outweigh the half of the gradients that sharding saves.
-TEST(RankMemory, EachStageNeedsNoMoreThanTheLastForGpt2OnThreeOrMoreRanks) {
+// From 4 ranks on. With fewer, stage 2 can exceed stage 1 for GPT-2: the overlap keeps the tied
+// embedding's full pending gradient (38.6M elements, alive through backward) beside two blocks'
+// and the staging of three reduce-scatters in flight, which outweighs the part of the gradients
+// that sharding saves at 2-3 ranks (the price of overlap, as DeepSpeed's overlap_comm buckets).
+TEST(RankMemory, EachStageNeedsNoMoreThanTheLastForGpt2OnFourOrMoreRanks) {
   for (const gpt::GptConfig& model : {kGpt2Small, kGpt2Medium}) {
     const ParamTable t = gpt::build_param_table(model);
+    const StepSchedule schedule{gpt::forward_schedule(model), gpt::backward_schedule(model)};
     for (DType dtype : {DType::kF32, DType::kBF16}) {
       const ModelFootprint fp = predict_gpt_footprint(model, 8, 1024, {}, dtype);
-      for (int ranks : {3, 4, 7, 8, 64, 1000}) {
-        std::int64_t previous = predict_rank_memory(t, dtype, fp, 0, ranks).total_bytes();
-        for (int stage = 1; stage < 4; ++stage) {
-          const std::int64_t total = predict_rank_memory(t, dtype, fp, stage, ranks).total_bytes();
+      for (int ranks : {4, 7, 8, 64, 1000}) {
+        std::int64_t previous = 0;
+        for (int stage = 0; stage < 4; ++stage) {
+          ZeroOptions zero;
+          zero.stage = stage;
+          const std::int64_t total = predict_rank_memory(t, dtype, fp, schedule, zero, ranks).total_bytes();
+          if (stage == 0) previous = total;
           EXPECT_LE(total, previous) << "n_layer " << model.n_layer << " stage " << stage << " ranks " << ranks;
           previous = total;
         }
@@ -169,7 +234,7 @@ void expect_measured_equals_predicted(DType dtype, const char* checkpointing) {
   const ExecContext ctx{Device::kCPU, 2, nullptr};
   gpt::GptModel model(kTiny, B, T, policy, tracker, ctx);
   LocalCommunicator comm(tracker, {});
-  ZeroParamStore store(model.table(), dtype, /*stage=*/0, comm, tracker, ctx);
+  ZeroParamStore store(model.table(), dtype, ZeroOptions{}, comm, tracker, ctx);
   ShardedAdamW optimizer(store, cpu::AdamWHyper{}, tracker, ctx);
   std::mt19937 rng(7);
   std::uniform_int_distribution<int> token(0, kTiny.vocab_size - 1);
@@ -182,8 +247,9 @@ void expect_measured_equals_predicted(DType dtype, const char* checkpointing) {
   optimizer.step(1e-3f);
   const MemorySnapshot measured = tracker.snapshot();
 
-  const StageMemory predicted = predict_rank_memory(
-      model.table(), dtype, predict_gpt_footprint(kTiny, B, T, policy, dtype), /*stage=*/0, /*world_size=*/1);
+  const StageMemory predicted =
+      predict_rank_memory(model.table(), dtype, predict_gpt_footprint(kTiny, B, T, policy, dtype),
+                          {gpt::forward_schedule(kTiny), gpt::backward_schedule(kTiny)}, ZeroOptions{}, 1);
   for (int i = 0; i < kNumMemCategories; ++i) {
     EXPECT_EQ(measured.peak_bytes[i], predicted.bytes[i]) << mem_category_name(static_cast<MemCategory>(i));
   }

@@ -75,7 +75,7 @@ int debug_state_main(const std::vector<std::string>& args) {
   const ParamTable& table = model.table();
   // One rank at stage 0: the store and optimizer `train` uses, over a world of one.
   LocalCommunicator comm(tracker, {});
-  ZeroParamStore store(table, cfg.param_dtype, /*stage=*/0, comm, tracker, ctx);
+  ZeroParamStore store(table, cfg.param_dtype, ZeroOptions{}, comm, tracker, ctx);
   const bool mixed = cfg.param_dtype == DType::kBF16;
   ShardedAdamW optimizer(store, cfg.optim.adamw, tracker, ctx);
   initialize_gpt_parameters(mc, cfg.train.seed, store, optimizer, tracker);

@@ -58,7 +58,7 @@ int sample_main(const std::vector<std::string>& args) {
   const ExecContext ctx{Device::kCPU, cfg.train.num_threads, nullptr};
   gpt::GptModel model(cfg.model, 1, cfg.train.seq_len, gpt::CheckpointPolicy{}, tracker, ctx);
   LocalCommunicator comm(tracker, {});
-  ZeroParamStore store(model.table(), cfg.param_dtype, /*stage=*/0, comm, tracker, ctx);
+  ZeroParamStore store(model.table(), cfg.param_dtype, ZeroOptions{}, comm, tracker, ctx);
   // fp32 weights load straight into the store; bf16 ones go through fp32 staging buffers.
   const bool mixed = cfg.param_dtype == DType::kBF16;
   std::vector<Buffer> staging;

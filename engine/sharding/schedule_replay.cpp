@@ -1,0 +1,150 @@
+// The replay: ZeroParamStore's decisions re-stated over byte counts, event by event.
+#include "engine/sharding/schedule_replay.h"
+
+#include <algorithm>
+#include <deque>
+#include <vector>
+
+#include "engine/core/check.h"
+
+namespace zt {
+
+namespace {
+
+constexpr std::int64_t kF32 = 4;
+
+struct Counter {
+  std::int64_t now = 0, peak = 0;
+  void add(std::int64_t b) {
+    now += b;
+    peak = std::max(peak, now);
+  }
+  void sub(std::int64_t b) { now -= b; }
+};
+
+class Replay {
+ public:
+  Replay(const ParamTable& table, DType dtype, const ZeroOptions& zero, int world, bool deterministic)
+      : zero_(zero), world_(world), deterministic_(deterministic), W_(dtype_size_bytes(dtype)), bf16_(dtype == DType::kBF16) {
+    for (const UnitSpec& u : table.units()) {
+      const std::int64_t shard = (u.numel + world - 1) / world;
+      numel_.push_back(u.numel);
+      shard_.push_back(shard);
+      padded_.push_back(shard * world);
+      sharded_.push_back(zero.stage == 3 && u.numel >= zero.persistence_threshold);
+    }
+    const std::size_t n = numel_.size();
+    gathered_.assign(n, false);
+    in_use_.assign(n, false);
+    pending_.assign(n, false);
+  }
+
+  void pass(const PassSchedule& s, Pass pass) {
+    std::size_t last_acquire = 0;
+    for (std::size_t i = 0; i < s.size(); ++i) {
+      if (s[i].op == UnitOp::kAcquire) last_acquire = i;
+    }
+    for (std::size_t i = 0; i < s.size(); ++i) {
+      const std::size_t u = static_cast<std::size_t>(s[i].unit);
+      switch (s[i].op) {
+        case UnitOp::kAcquire:
+          gather(u);
+          in_use_[u] = true;
+          if (zero_.overlap_comm) {  // prefetch the next acquires' units
+            int ahead = 0;
+            for (std::size_t j = i + 1; j < s.size() && ahead < zero_.prefetch_units; ++j) {
+              if (s[j].op != UnitOp::kAcquire) continue;
+              ++ahead;
+              gather(static_cast<std::size_t>(s[j].unit));
+            }
+          }
+          break;
+        case UnitOp::kRelease: {
+          in_use_[u] = false;
+          const bool keep = pass == Pass::kForward && (!zero_.reshard_after_forward || i > last_acquire);
+          if (sharded_[u] && !keep) {
+            gathered_[u] = false;
+            params_.sub(W_ * padded_[u]);
+          }
+          break;
+        }
+        case UnitOp::kAccumulate:
+          if (zero_.stage >= 2 && !pending_[u]) {
+            pending_[u] = true;
+            grads_.add(W_ * padded_[u]);
+          }
+          break;
+        case UnitOp::kGradsReady: {
+          const std::int64_t staged = staging(u);
+          comm_.add(staged);
+          inflight_.push_back({u, staged});
+          const std::size_t limit = zero_.overlap_comm ? static_cast<std::size_t>(zero_.max_inflight_reductions) : 0;
+          while (inflight_.size() > limit) finish_oldest();
+          break;
+        }
+      }
+    }
+    while (!inflight_.empty()) finish_oldest();
+  }
+
+  TransientPeaks peaks() const { return {params_.peak, grads_.peak, comm_.peak}; }
+
+ private:
+  struct InFlight {
+    std::size_t unit;
+    std::int64_t bytes;
+  };
+
+  void gather(std::size_t u) {
+    if (!sharded_[u] || gathered_[u]) return;
+    gathered_[u] = true;
+    params_.add(W_ * padded_[u]);
+  }
+
+  void finish_oldest() {
+    const InFlight f = inflight_.front();
+    inflight_.pop_front();
+    comm_.sub(f.bytes);
+    if (zero_.stage >= 2) {
+      pending_[f.unit] = false;
+      grads_.sub(W_ * padded_[f.unit]);
+    }
+  }
+
+  // fp32 bytes staged by grads_ready's collective on unit u (what MpiCommunicator allocates; the
+  // local communicator of one rank stages nothing), plus the store's reduced shard at stages 2-3.
+  std::int64_t staging(std::size_t u) const {
+    const bool multi = world_ > 1;
+    std::int64_t b = zero_.stage >= 2 ? kF32 * shard_[u] : 0;
+    if (!multi) return b;
+    if (zero_.stage == 0) {  // all-reduce of the unpadded unit
+      return deterministic_ ? kF32 * (2 * padded_[u] + shard_[u]) : kF32 * numel_[u];
+    }
+    // reduce-scatter of the padded unit: fp32 output shard, fp32 copy of a bf16 input, all-to-all chunks
+    b += kF32 * shard_[u] + (bf16_ ? kF32 * padded_[u] : 0) + (deterministic_ ? kF32 * padded_[u] : 0);
+    return b;
+  }
+
+  ZeroOptions zero_;
+  int world_;
+  bool deterministic_;
+  std::int64_t W_;
+  bool bf16_;
+  std::vector<std::int64_t> numel_, shard_, padded_;
+  std::vector<bool> sharded_, gathered_, in_use_, pending_;
+  std::deque<InFlight> inflight_;
+  Counter params_, grads_, comm_;
+};
+
+}  // namespace
+
+TransientPeaks replay_step(const ParamTable& table, DType param_dtype, const ZeroOptions& zero, int world_size,
+                           bool deterministic, const StepSchedule& schedule) {
+  ZT_CHECK(world_size >= 1 && zero.stage >= 0 && zero.stage <= 3);
+  Replay r(table, param_dtype, zero, world_size, deterministic);
+  r.pass(schedule.forward, Pass::kForward);
+  r.pass(schedule.backward, Pass::kBackward);
+  return r.peaks();
+}
+
+}  // namespace zt

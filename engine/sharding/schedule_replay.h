@@ -1,0 +1,32 @@
+// Replays one training step's pass schedules with ZeroParamStore's rules (which units are
+// gathered, prefetched, kept or freed; which gradient reductions are in flight; what each
+// collective stages) and returns the peak bytes of what lives only part of the step. With the
+// step's fixed buffers this is the exact per-rank prediction of docs/zero_memory.md.
+#pragma once
+
+#include <cstdint>
+
+#include "engine/core/dtype.h"
+#include "engine/core/param_table.h"
+#include "engine/sharding/param_store.h"
+#include "engine/sharding/zero_options.h"
+
+namespace zt {
+
+// A model's forward and backward schedules (for GPT: models/gpt/gpt_schedule.h).
+struct StepSchedule {
+  PassSchedule forward, backward;
+};
+
+struct TransientPeaks {
+  std::int64_t gathered_params = 0;  // stage 3: full units gathered (or gathering) at once
+  std::int64_t pending_grads = 0;    // stages 2-3: full unit gradients awaiting their reduce-scatter
+  std::int64_t comm_staging = 0;     // fp32 staging of the reductions in flight
+};
+
+// `deterministic`: the communicator's fixed-order reductions (all-to-all staging). One rank
+// (a local communicator) stages nothing but the store's own reduced shards.
+TransientPeaks replay_step(const ParamTable& table, DType param_dtype, const ZeroOptions& zero, int world_size,
+                           bool deterministic, const StepSchedule& schedule);
+
+}  // namespace zt

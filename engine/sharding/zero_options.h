@@ -1,0 +1,24 @@
+// What a run's `zero` config section chooses: the stage and how its collectives are scheduled.
+// Defaults follow the peers: DeepSpeed's overlap_comm, FSDP's forward/backward prefetch of one
+// unit and reshard_after_forward, DeepSpeed's stage3_param_persistence_threshold (off here: our
+// units are whole layers, see docs/zero_memory.md). docs/config.md documents each key.
+#pragma once
+
+#include <cstdint>
+
+namespace zt {
+
+struct ZeroOptions {
+  int stage = 0;  // 0 (DDP) .. 3 (parameters sharded too)
+  // Collectives start as soon as their data is ready and are waited only when the result is
+  // needed (false: each one is waited at once, the synchronous baseline).
+  bool overlap_comm = true;
+  int prefetch_units = 1;           // stage 3: units gathered ahead of use, in schedule order
+  int max_inflight_reductions = 2;  // gradient collectives in flight before the oldest is waited
+  bool reshard_after_forward = true;  // stage 3: false keeps every unit gathered until its backward
+  std::int64_t persistence_threshold = 0;  // stage 3: units with fewer elements stay whole (as stage 2)
+  bool fp32_grad_shards = false;    // stages 2-3: the gradient shard (and its accumulation) in fp32,
+                                    // instead of the working dtype
+};
+
+}  // namespace zt

@@ -1,0 +1,226 @@
+// ZeroParamStore on one rank: the stage-3 state machine (prefetch, keep for backward, reshard),
+// the schedule contract (GptModel's real calls equal its declared schedules; a call out of order
+// is refused), the persistence threshold and every option giving the stage-0 gradients.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <vector>
+
+#include "engine/comm/local_communicator.h"
+#include "engine/core/check.h"
+#include "engine/sharding/zero_param_store.h"
+#include "kernels/cpu/cast.h"
+#include "models/gpt/gpt_model.h"
+#include "models/gpt/gpt_params.h"
+#include "models/gpt/gpt_schedule.h"
+
+namespace zt {
+namespace {
+
+const gpt::GptConfig kTiny{/*n_layer=*/3, /*n_head=*/2, /*n_embd=*/16, /*block_size=*/8, /*vocab_size=*/40};
+
+// Forwards to a ZeroParamStore and records every call, to compare with the declared schedules.
+class RecordingStore final : public ParamStore {
+ public:
+  explicit RecordingStore(ZeroParamStore& inner) : inner_(inner) {}
+  const ParamTable& table() const override { return inner_.table(); }
+  DType param_dtype() const override { return inner_.param_dtype(); }
+  TensorView acquire_params(int u, Pass p) override {
+    calls.push_back({UnitOp::kAcquire, u});
+    return inner_.acquire_params(u, p);
+  }
+  void release_params(int u, Pass p) override {
+    calls.push_back({UnitOp::kRelease, u});
+    inner_.release_params(u, p);
+  }
+  void accumulate_grads(int u, TensorView g) override {
+    calls.push_back({UnitOp::kAccumulate, u});
+    inner_.accumulate_grads(u, g);
+  }
+  void grads_ready(int u) override {
+    calls.push_back({UnitOp::kGradsReady, u});
+    inner_.grads_ready(u);
+  }
+  void begin_pass(Pass p, const PassSchedule& s, bool backward_follows) override {
+    calls.clear();
+    inner_.begin_pass(p, s, backward_follows);
+  }
+  void end_pass(Pass p) override {
+    passes.push_back(calls);
+    inner_.end_pass(p);
+  }
+  PassSchedule calls;
+  std::vector<PassSchedule> passes;
+
+ private:
+  ZeroParamStore& inner_;
+};
+
+struct Fixture {
+  MemoryTracker tracker;
+  ExecContext ctx{Device::kCPU, 1, nullptr};
+  LocalCommunicator comm{tracker, {}};
+  gpt::GptModel model;
+  ZeroParamStore store;
+  std::vector<std::int32_t> inputs, targets;
+
+  Fixture(const ZeroOptions& zero, const char* checkpointing = "none", int B = 2, int T = 8)
+      : model(kTiny, B, T, policy(checkpointing), tracker, ctx),
+        store(model.table(), DType::kF32, zero, comm, tracker, ctx),
+        inputs(static_cast<std::size_t>(B * T)),
+        targets(inputs.size()) {
+    for (std::size_t u = 0; u < model.table().units().size(); ++u) {
+      const std::int64_t n = model.table().units()[u].numel;
+      std::vector<float> init(static_cast<std::size_t>(n));
+      gpt::init_unit_params(model.table(), kTiny, static_cast<int>(u), 11, init.data());
+      cpu::cast(ctx, store.working_shard(static_cast<int>(u)).slice(0, n),
+                TensorView{init.data(), DType::kF32, Device::kCPU, Shape{n}});
+    }
+    std::mt19937 rng(5);
+    std::uniform_int_distribution<int> tok(0, kTiny.vocab_size - 1);
+    for (auto& x : inputs) x = tok(rng);
+    for (auto& x : targets) x = tok(rng);
+  }
+  static gpt::CheckpointPolicy policy(const char* text) {
+    gpt::CheckpointPolicy p;
+    EXPECT_TRUE(gpt::CheckpointPolicy::parse(text, &p));
+    return p;
+  }
+  std::vector<float> grads() {
+    std::vector<float> out;
+    for (std::size_t u = 0; u < model.table().units().size(); ++u) {
+      const TensorView g = store.grad_shard(static_cast<int>(u));
+      const std::int64_t n = model.table().units()[u].numel;
+      for (std::int64_t i = 0; i < n; ++i) out.push_back(g.as<float>()[i]);
+    }
+    return out;
+  }
+};
+
+ZeroOptions stage(int s) {
+  ZeroOptions z;
+  z.stage = s;
+  return z;
+}
+
+TEST(ZeroParamStore, GptModelMakesExactlyTheCallsItsSchedulesDeclare) {
+  for (const char* checkpointing : {"none", "all"}) {
+    Fixture f(stage(3), checkpointing);
+    RecordingStore recorder(f.store);
+    f.store.begin_step();
+    f.model.forward(recorder, f.inputs.data(), f.targets.data());
+    f.model.backward(recorder);
+    ASSERT_EQ(recorder.passes.size(), 2u);
+    EXPECT_EQ(recorder.passes[0], gpt::forward_schedule(kTiny)) << checkpointing;
+    EXPECT_EQ(recorder.passes[1], gpt::backward_schedule(kTiny)) << checkpointing;
+  }
+}
+
+TEST(ZeroParamStore, StageThreePrefetchesKeepsTheHeadForBackwardAndReshardsEverything) {
+  Fixture f(stage(3));
+  const PassSchedule fwd = gpt::forward_schedule(kTiny), bwd = gpt::backward_schedule(kTiny);
+  const int emb = gpt::embedding_unit(), b0 = gpt::block_unit(0), fin = gpt::final_unit(kTiny);
+  f.store.begin_pass(Pass::kForward, fwd, /*backward_follows=*/true);
+  f.store.acquire_params(emb, Pass::kForward);
+  EXPECT_EQ(f.store.unit_state(emb), UnitState::kGathered);
+  EXPECT_EQ(f.store.unit_state(b0), UnitState::kGathering);  // prefetched while emb computes
+  EXPECT_EQ(f.store.unit_state(gpt::block_unit(1)), UnitState::kSharded);
+  f.store.release_params(emb, Pass::kForward);
+  EXPECT_EQ(f.store.unit_state(emb), UnitState::kSharded);
+  for (int l = 0; l < kTiny.n_layer; ++l) {
+    f.store.acquire_params(gpt::block_unit(l), Pass::kForward);
+    f.store.release_params(gpt::block_unit(l), Pass::kForward);
+    EXPECT_EQ(f.store.unit_state(gpt::block_unit(l)), UnitState::kSharded);
+  }
+  EXPECT_EQ(f.store.unit_state(fin), UnitState::kGathering);
+  f.store.acquire_params(fin, Pass::kForward);
+  f.store.acquire_params(emb, Pass::kForward);
+  f.store.release_params(emb, Pass::kForward);
+  f.store.release_params(fin, Pass::kForward);
+  f.store.end_pass(Pass::kForward);
+  // The head's units stay gathered: backward begins with them.
+  EXPECT_EQ(f.store.unit_state(emb), UnitState::kGathered);
+  EXPECT_EQ(f.store.unit_state(fin), UnitState::kGathered);
+  // A forward that is not followed by backward (evaluation) reshards them first and keeps none.
+  f.store.begin_pass(Pass::kForward, fwd, /*backward_follows=*/false);
+  EXPECT_EQ(f.store.unit_state(emb), UnitState::kSharded);
+  for (const UnitEvent& e : fwd) {
+    if (e.op == UnitOp::kAcquire) f.store.acquire_params(e.unit, Pass::kForward);
+    if (e.op == UnitOp::kRelease) f.store.release_params(e.unit, Pass::kForward);
+  }
+  f.store.end_pass(Pass::kForward);
+  for (int u = 0; u < static_cast<int>(f.model.table().units().size()); ++u) {
+    EXPECT_EQ(f.store.unit_state(u), UnitState::kSharded) << u;
+  }
+  (void)bwd;
+}
+
+TEST(ZeroParamStore, ACallOutOfScheduleIsRefused) {
+  Fixture f(stage(3));
+  const PassSchedule fwd = gpt::forward_schedule(kTiny);
+  f.store.begin_pass(Pass::kForward, fwd, true);
+  try {
+    f.store.acquire_params(gpt::block_unit(0), Pass::kForward);  // the schedule starts with the embeddings
+    FAIL() << "an acquire out of order was accepted";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("the schedule says acquire_params(unit 0)"), std::string::npos) << e.what();
+  }
+}
+
+TEST(ZeroParamStore, ReshardAfterForwardOffKeepsEveryUnitUntilItsBackward) {
+  ZeroOptions z = stage(3);
+  z.reshard_after_forward = false;
+  Fixture f(z);
+  f.store.begin_step();
+  f.model.forward(f.store, f.inputs.data(), f.targets.data());
+  for (int u = 0; u < static_cast<int>(f.model.table().units().size()); ++u) {
+    EXPECT_EQ(f.store.unit_state(u), UnitState::kGathered) << u;
+  }
+  f.model.backward(f.store);
+  for (int u = 0; u < static_cast<int>(f.model.table().units().size()); ++u) {
+    EXPECT_EQ(f.store.unit_state(u), UnitState::kSharded) << u;
+  }
+}
+
+TEST(ZeroParamStore, UnitsBelowThePersistenceThresholdStayWhole) {
+  ZeroOptions z = stage(3);
+  z.persistence_threshold = 1000;  // the final LayerNorm (2 C = 32 elements) stays whole
+  Fixture f(z);
+  EXPECT_FALSE(f.store.params_sharded(gpt::final_unit(kTiny)));
+  EXPECT_TRUE(f.store.params_sharded(gpt::embedding_unit()));  // (64 padded vocab + 8 positions) x 16
+  EXPECT_TRUE(f.store.params_sharded(gpt::block_unit(0)));
+  EXPECT_EQ(f.store.unit_state(gpt::final_unit(kTiny)), UnitState::kGathered);
+}
+
+// On one rank every stage and option computes the same gradients as stage 0, bit for bit.
+TEST(ZeroParamStore, EveryStageAndOptionGivesStageZerosGradients) {
+  Fixture ref(stage(0));
+  ref.store.begin_step();
+  ref.model.forward(ref.store, ref.inputs.data(), ref.targets.data());
+  ref.model.backward(ref.store);
+  const std::vector<float> expected = ref.grads();
+  std::vector<ZeroOptions> options;
+  for (int s = 1; s <= 3; ++s) options.push_back(stage(s));
+  ZeroOptions z = stage(3);
+  z.overlap_comm = false;
+  options.push_back(z);
+  z = stage(3);
+  z.prefetch_units = 3;
+  z.max_inflight_reductions = 1;
+  options.push_back(z);
+  z = stage(3);
+  z.reshard_after_forward = false;
+  z.persistence_threshold = 1000;
+  options.push_back(z);
+  for (const ZeroOptions& o : options) {
+    Fixture f(o);
+    f.store.begin_step();
+    f.model.forward(f.store, f.inputs.data(), f.targets.data());
+    f.model.backward(f.store);
+    EXPECT_EQ(f.grads(), expected) << "stage " << o.stage << " overlap " << o.overlap_comm << " prefetch "
+                                   << o.prefetch_units;
+  }
+}
+
+}  // namespace
+}  // namespace zt

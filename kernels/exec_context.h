@@ -7,10 +7,15 @@
 
 namespace zt {
 
+namespace cuda {
+class KernelResources;  // kernels/cuda/kernel_resources.h: cuBLASLt handle, workspace, scratch
+}
+
 struct ExecContext {
   Device device = Device::kCPU;
   int num_threads = 1;        // CPU kernels: OpenMP team size (OpenBLAS is set to the same count)
   void* cuda_stream = nullptr;  // cudaStream_t when device == kCUDA
+  cuda::KernelResources* cuda_resources = nullptr;  // required by the CUDA kernels, unused on the CPU
 };
 
 }  // namespace zt

@@ -1,11 +1,13 @@
 // Buffer: the one owning allocation type. It charges its bytes to a MemoryTracker category for
 // its whole life, so the tracker's figures are the engine's real footprint. CPU memory is
-// 64-byte aligned; CUDA buffers come with the CUDA backend behind the same type.
+// 64-byte aligned; device memory comes from a DeviceAllocator (the CUDA backend's caching
+// allocator) through the second constructor, behind the same type and the same tracker.
 #pragma once
 
 #include <cstdint>
 #include <utility>
 
+#include "engine/core/device_allocator.h"
 #include "engine/core/memory_tracker.h"
 #include "engine/core/tensor.h"
 
@@ -18,6 +20,9 @@ class Buffer {
   // every element is written before it is read, such as activations).
   Buffer(MemoryTracker& tracker, MemCategory category, DType dtype, std::int64_t numel,
          Device device = Device::kCPU, bool zero_fill = true);
+  // The same on the allocator's device (allocator.device()); the allocator must outlive the buffer.
+  Buffer(MemoryTracker& tracker, MemCategory category, DType dtype, std::int64_t numel, DeviceAllocator& allocator,
+         bool zero_fill = true);
   ~Buffer();
 
   Buffer(const Buffer&) = delete;
@@ -33,6 +38,7 @@ class Buffer {
   std::int64_t numel() const { return numel_; }
   std::int64_t size_bytes() const { return numel_ * static_cast<std::int64_t>(dtype_size_bytes(dtype_)); }
   MemCategory category() const { return category_; }
+  Device device() const { return device_; }
 
   // The whole buffer as a 1-D view, or reshaped (numel must match).
   TensorView view() const { return TensorView{data_, dtype_, device_, Shape{numel_}}; }
@@ -43,6 +49,7 @@ class Buffer {
 
  private:
   MemoryTracker* tracker_ = nullptr;
+  DeviceAllocator* allocator_ = nullptr;  // null: host memory from host_alloc
   void* data_ = nullptr;
   DType dtype_ = DType::kF32;
   Device device_ = Device::kCPU;

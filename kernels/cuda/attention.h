@@ -1,0 +1,23 @@
+// CUDA twin of kernels/cpu/attention.h: causal multi-head self-attention core, fp32, as cuBLASLt
+// strided-batched products (one batch of heads per sample) around a fused causal softmax.
+#pragma once
+
+#include "engine/core/tensor.h"
+#include "kernels/cpu/dropout.h"  // DropoutSpec
+#include "kernels/exec_context.h"
+
+namespace zt::cuda {
+
+using cpu::DropoutSpec;
+
+// As cpu::attention_forward: qkv [B, T, 3C], out [B, T, C], att [B, n_head, T, T] (probabilities,
+// zero above the diagonal). Difference: dropout on the probabilities is not implemented on the
+// GPU yet; an active `dropout` throws InternalError (the model must run with dropout 0 on CUDA).
+void attention_forward(const ExecContext& ctx, TensorView out, TensorView att, TensorView qkv, int n_head,
+                       const DropoutSpec& dropout = {});
+
+// As cpu::attention_backward: dqkv [B, T, 3C] overwritten. Scratch: one sample's [n_head, T, T].
+void attention_backward(const ExecContext& ctx, TensorView dqkv, TensorView dout, TensorView qkv, TensorView att,
+                        int n_head, const DropoutSpec& dropout = {});
+
+}  // namespace zt::cuda

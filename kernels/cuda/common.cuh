@@ -1,0 +1,94 @@
+// Internal to the CUDA kernels (not part of the kernel API): context and view checks shared by the
+// launchers, bf16 conversions bit-identical to engine/core/bf16.h, and fixed-order warp and block
+// reductions. Fixed order matters: the same inputs give the same bits on every run.
+#pragma once
+
+#include <cstdint>
+
+#include <cuda_runtime.h>
+
+#include "engine/core/check.h"
+#include "engine/core/tensor.h"
+#include "engine/device/cuda_check.h"
+#include "kernels/cuda/kernel_resources.h"
+#include "kernels/exec_context.h"
+
+namespace zt::cuda::detail {
+
+constexpr int kWarpSize = 32;
+
+inline cudaStream_t stream_of(const ExecContext& ctx) {
+  ZT_CHECK(ctx.device == Device::kCUDA, "a CUDA kernel was given a {} context", device_name(ctx.device));
+  return static_cast<cudaStream_t>(ctx.cuda_stream);
+}
+
+inline KernelResources& resources_of(const ExecContext& ctx) {
+  ZT_CHECK(ctx.cuda_resources != nullptr, "CUDA kernels need ExecContext::cuda_resources");
+  return *ctx.cuda_resources;
+}
+
+// Every non-empty view a CUDA kernel touches must live on the GPU.
+inline void check_on_gpu(const TensorView& v, const char* name) {
+  ZT_CHECK(v.data == nullptr || v.device == Device::kCUDA, "{} is on the {}, the kernel runs on the GPU", name,
+           device_name(v.device));
+}
+
+inline bool aligned16(const void* p) { return (reinterpret_cast<std::uintptr_t>(p) & 15u) == 0; }
+
+inline unsigned int grid_for(std::int64_t n, int threads, std::int64_t max_blocks = 65535LL * 32) {
+  std::int64_t blocks = (n + threads - 1) / threads;
+  if (blocks < 1) blocks = 1;
+  return static_cast<unsigned int>(blocks < max_blocks ? blocks : max_blocks);
+}
+
+// bf16 -> fp32 is exact.
+__device__ __forceinline__ float bf16_to_f32(std::uint16_t h) { return __uint_as_float(static_cast<unsigned>(h) << 16); }
+
+// fp32 -> bf16 rounding to nearest even, NaN kept quiet with its sign: the algorithm of
+// engine/core/bf16.h, so GPU and CPU casts agree bit for bit (cuda_bf16's __float2bfloat16_rn
+// returns a canonical NaN instead).
+__device__ __forceinline__ std::uint16_t f32_to_bf16(float f) {
+  unsigned u = __float_as_uint(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<std::uint16_t>((u >> 16) | 0x0040u);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return static_cast<std::uint16_t>(u >> 16);
+}
+
+template <typename T>
+__device__ __forceinline__ T warp_sum(T v) {
+  for (int off = kWarpSize / 2; off > 0; off /= 2) v += __shfl_xor_sync(0xffffffffu, v, off);
+  return v;
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+  for (int off = kWarpSize / 2; off > 0; off /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, off));
+  return v;
+}
+
+// Sum over the block (blockDim.x a multiple of 32, at most 1024), returned to every thread. The
+// order (xor butterflies in each warp, then warp totals in index order) depends on blockDim only.
+// `shared` holds 32 values; it may be reused after the call returns.
+template <typename T>
+__device__ T block_sum(T v, T* shared) {
+  const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
+  const int num_warps = blockDim.x / kWarpSize;
+  v = warp_sum(v);
+  __syncthreads();  // an earlier call's readers are done with `shared`
+  if (lane == 0) shared[warp] = v;
+  __syncthreads();
+  T total = lane < num_warps ? shared[lane] : T(0);
+  return warp_sum(total);
+}
+
+__device__ inline float block_max(float v, float* shared) {
+  const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
+  const int num_warps = blockDim.x / kWarpSize;
+  v = warp_max(v);
+  __syncthreads();
+  if (lane == 0) shared[warp] = v;
+  __syncthreads();
+  float m = lane < num_warps ? shared[lane] : -INFINITY;
+  return warp_max(m);
+}
+
+}  // namespace zt::cuda::detail

@@ -1,0 +1,59 @@
+// What the CUDA kernels need beyond their arguments, created once per device and stream and
+// handed to them through ExecContext::cuda_resources: the cuBLASLt handle, its workspace (sized
+// once, so no kernel allocates in the step loop), and tracked transient scratch.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include <cublasLt.h>
+
+#include "engine/core/buffer.h"
+#include "engine/core/device_allocator.h"
+#include "engine/core/memory_tracker.h"
+#include "kernels/exec_context.h"
+
+namespace zt::cuda {
+
+// cuBLASLt's recommended workspace for Hopper is 32 MiB (more lets it pick split-K kernels).
+constexpr std::size_t kDefaultCublasWorkspaceBytes = std::size_t{32} << 20;
+
+class KernelResources {
+ public:
+  // `allocator` serves the workspace and every scratch buffer; it must order its reuse on the
+  // stream the kernels run on ([Note: stream-ordered reuse] in engine/device/cuda_allocator.h).
+  KernelResources(MemoryTracker& tracker, DeviceAllocator& allocator,
+                  std::size_t cublas_workspace_bytes = kDefaultCublasWorkspaceBytes);
+  ~KernelResources();
+  KernelResources(const KernelResources&) = delete;
+  KernelResources& operator=(const KernelResources&) = delete;
+
+  cublasLtHandle_t cublaslt() const { return cublaslt_; }
+  void* cublas_workspace() const { return workspace_.data(); }
+  std::size_t cublas_workspace_bytes() const { return static_cast<std::size_t>(workspace_.size_bytes()); }
+
+  // Scratch for the duration of one kernel call (e.g. LayerNorm's per-chunk partial sums), charged
+  // to MemCategory::kWorkspace while held and then returned to the allocator's cache. Not zeroed.
+  Buffer scratch(DType dtype, std::int64_t numel);
+
+  // fp32 matrix products may use TF32 tensor cores (10-bit mantissa inputs, ~1e-3 relative error).
+  // Off by default: fp32 means fp32 here, so the fp32 GPU path tracks the CPU within ~1e-5.
+  bool allow_tf32 = false;
+
+ private:
+  MemoryTracker& tracker_;
+  DeviceAllocator& allocator_;
+  cublasLtHandle_t cublaslt_ = nullptr;
+  Buffer workspace_;
+};
+
+// The ExecContext for CUDA kernels on `stream` with these resources.
+inline ExecContext cuda_context(void* stream, KernelResources& resources) {
+  ExecContext ctx;
+  ctx.device = Device::kCUDA;
+  ctx.cuda_stream = stream;
+  ctx.cuda_resources = &resources;
+  return ctx;
+}
+
+}  // namespace zt::cuda

@@ -1,0 +1,25 @@
+// CUDA twin of kernels/cpu/layernorm.h: LayerNorm over the last dimension (eps 1e-5), fp32, plus
+// the residual-fused forward the GPU block uses (one pass over memory fewer per block and layer).
+#pragma once
+
+#include "engine/core/tensor.h"
+#include "kernels/cpu/layernorm.h"  // kLayerNormEps
+#include "kernels/exec_context.h"
+
+namespace zt::cuda {
+
+// out[N, C] = (inp - mean) * rstd * weight + bias; mean[N] and rstd[N] are saved for backward.
+void layernorm_forward(const ExecContext& ctx, TensorView out, TensorView mean, TensorView rstd, TensorView inp,
+                       TensorView weight, TensorView bias);
+
+// residual = a + b, then out = layernorm(residual) as above: the residual add of one sub-block
+// fused with the next LayerNorm. residual may alias a or b.
+void layernorm_residual_forward(const ExecContext& ctx, TensorView residual, TensorView out, TensorView mean,
+                                TensorView rstd, TensorView a, TensorView b, TensorView weight, TensorView bias);
+
+// dinp += d/dinp, dweight += , dbias += (accumulating, as on the CPU). The parameter gradients are
+// summed per fixed 32-row chunk and the chunks added in order: deterministic, no float atomics.
+void layernorm_backward(const ExecContext& ctx, TensorView dinp, TensorView dweight, TensorView dbias, TensorView dout,
+                        TensorView inp, TensorView weight, TensorView mean, TensorView rstd);
+
+}  // namespace zt::cuda

@@ -1,0 +1,36 @@
+// Internal to the CUDA kernels: one cuBLASLt matrix product (optionally strided-batched) with the
+// epilogue, workspace and heuristic handling in one place, for matmul and attention.
+#pragma once
+
+#include <cstdint>
+
+#include <cublasLt.h>
+
+#include "kernels/exec_context.h"
+
+namespace zt::cuda::detail {
+
+// One cuBLASLt product in column-major terms: D[m, n] = alpha op(A)[m, k] op(B)[k, n] + beta D.
+struct LtGemm {
+  bool trans_a = false, trans_b = false;
+  std::int64_t m = 0, n = 0, k = 0;
+  const void* A = nullptr;
+  std::int64_t lda = 0;
+  const void* B = nullptr;
+  std::int64_t ldb = 0;
+  void* D = nullptr;
+  std::int64_t ldd = 0;
+  cudaDataType_t ab_type = CUDA_R_32F, d_type = CUDA_R_32F;
+  float beta = 0.0f;
+  cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+  const void* bias = nullptr;  // [m], d_type
+  void* aux = nullptr;         // [m, n] column-major, ld = m, d_type (GELU input)
+  float alpha = 1.0f;
+  // Strided batch: batch_count products, operand i at A + i * stride_a elements (and B, D alike).
+  int batch_count = 1;
+  std::int64_t stride_a = 0, stride_b = 0, stride_d = 0;
+};
+
+void run_gemm(const ExecContext& ctx, const LtGemm& g);
+
+}  // namespace zt::cuda::detail

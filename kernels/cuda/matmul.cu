@@ -1,0 +1,177 @@
+// Linear layer through cuBLASLt. cuBLASLt is column-major; a row-major X[r, c] is the column-major
+// X^T, so every row-major product C = A @ B runs as C^T = B^T @ A^T (operands swapped, no copies).
+// The workspace comes from KernelResources (sized once). Bias gradients use our own two-stage
+// column sum so they accumulate (+=) like the CPU's and stay deterministic.
+#include "kernels/cuda/matmul.h"
+
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/lt_gemm.h"
+
+namespace zt::cuda {
+
+namespace {
+
+using detail::LtGemm;
+using detail::run_gemm;
+
+constexpr int kBiasRowsPerChunk = 256;
+constexpr int kBiasThreads = 256;
+
+// partials[chunk, c] = sum over the chunk's rows (in order) of dout[row, c].
+template <typename T>
+__global__ void bias_grad_partials(float* partials, const T* dout, std::int64_t N, int OC) {
+  const int c = blockIdx.x * kBiasThreads + threadIdx.x;
+  if (c >= OC) return;
+  const std::int64_t r0 = blockIdx.y * std::int64_t{kBiasRowsPerChunk};
+  const std::int64_t r1 = r0 + kBiasRowsPerChunk < N ? r0 + kBiasRowsPerChunk : N;
+  float acc = 0.0f;
+  for (std::int64_t r = r0; r < r1; ++r) {
+    if constexpr (sizeof(T) == 2) {
+      acc += detail::bf16_to_f32(dout[r * OC + c]);
+    } else {
+      acc += dout[r * OC + c];
+    }
+  }
+  partials[blockIdx.y * std::int64_t{OC} + c] = acc;
+}
+
+__global__ void bias_grad_accumulate(float* dbias, const float* partials, int num_chunks, int OC) {
+  const int c = blockIdx.x * kBiasThreads + threadIdx.x;
+  if (c >= OC) return;
+  float acc = 0.0f;
+  for (int k = 0; k < num_chunks; ++k) acc += partials[std::int64_t{k} * OC + c];  // chunk order
+  dbias[c] += acc;
+}
+
+struct MatmulDims {
+  std::int64_t rows, in, out;
+};
+
+MatmulDims check_dims(const TensorView& out_like, const TensorView& inp, const TensorView& weight, WeightLayout layout) {
+  for (const TensorView* v : {&out_like, &inp, &weight}) detail::check_on_gpu(*v, "matmul operand");
+  ZT_CHECK((inp.dtype == DType::kF32 || inp.dtype == DType::kBF16) && weight.dtype == inp.dtype &&
+               out_like.dtype == inp.dtype,
+           "matmul operands must all be F32 or all BF16");
+  ZT_CHECK(weight.shape.ndim() == 2, "weight must be 2-D, has {} dims", weight.shape.ndim());
+  ZT_CHECK(inp.shape.ndim() >= 1 && out_like.shape.ndim() >= 1);
+  MatmulDims d;
+  d.in = inp.shape[inp.shape.ndim() - 1];
+  d.out = out_like.shape[out_like.shape.ndim() - 1];
+  ZT_CHECK(d.in > 0 && d.out > 0);
+  d.rows = inp.numel() / d.in;
+  ZT_CHECK(out_like.numel() == d.rows * d.out, "out has {} elements, expected {} x {}", out_like.numel(), d.rows, d.out);
+  const std::int64_t w_rows = layout == WeightLayout::kInOut ? d.in : d.out;
+  const std::int64_t w_cols = layout == WeightLayout::kInOut ? d.out : d.in;
+  ZT_CHECK(weight.shape[0] == w_rows && weight.shape[1] == w_cols, "weight is [{}, {}], expected [{}, {}]",
+           weight.shape[0], weight.shape[1], w_rows, w_cols);
+  return d;
+}
+
+cudaDataType_t cuda_type(DType t) { return t == DType::kBF16 ? CUDA_R_16BF : CUDA_R_32F; }
+
+}  // namespace
+
+void matmul_forward(const ExecContext& ctx, TensorView out, TensorView inp, TensorView weight, WeightLayout layout,
+                    TensorView bias, TensorView gelu_pre) {
+  const MatmulDims d = check_dims(out, inp, weight, layout);
+  const bool has_bias = bias.data != nullptr, has_gelu = gelu_pre.data != nullptr;
+  if (has_bias) {
+    detail::check_on_gpu(bias, "bias");
+    ZT_CHECK(bias.dtype == out.dtype && bias.numel() == d.out, "bias must be {} [{}]", dtype_name(out.dtype), d.out);
+    ZT_CHECK(detail::aligned16(bias.data), "cuBLASLt's bias epilogue needs a 16-byte aligned bias");
+  }
+  if (has_gelu) {
+    detail::check_on_gpu(gelu_pre, "gelu_pre");
+    ZT_CHECK(gelu_pre.dtype == out.dtype && gelu_pre.numel() == out.numel(), "gelu_pre must be shaped and typed as out");
+    ZT_CHECK(d.out % 8 == 0, "the GELU epilogue needs OC a multiple of 8, OC = {}", d.out);
+  }
+  if (d.rows == 0) return;
+  // out^T[OC, N] = op(W)[OC, C] @ inp^T[C, N]. Row-major W [C, OC] is column-major [OC, C] (no
+  // transpose); row-major W [OC, C] is column-major [C, OC] (transpose).
+  LtGemm g;
+  g.trans_a = layout == WeightLayout::kOutIn;
+  g.m = d.out, g.n = d.rows, g.k = d.in;
+  g.A = weight.data, g.lda = layout == WeightLayout::kInOut ? d.out : d.in;
+  g.B = inp.data, g.ldb = d.in;
+  g.D = out.data, g.ldd = d.out;
+  g.ab_type = g.d_type = cuda_type(out.dtype);
+  g.bias = has_bias ? bias.data : nullptr;
+  g.aux = has_gelu ? gelu_pre.data : nullptr;
+  g.epilogue = has_gelu ? (has_bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX)
+                        : (has_bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT);
+  run_gemm(ctx, g);
+}
+
+void matmul_backward(const ExecContext& ctx, TensorView dinp, TensorView dweight, TensorView dbias, TensorView dout,
+                     TensorView inp, TensorView weight, WeightLayout layout, TensorView gelu_pre) {
+  const MatmulDims d = check_dims(dout, inp, weight, layout);
+  const bool in_out = layout == WeightLayout::kInOut;
+  const cudaDataType_t ab = cuda_type(inp.dtype);
+  if (dinp.data != nullptr) {
+    detail::check_on_gpu(dinp, "dinp");
+    ZT_CHECK(dinp.dtype == inp.dtype && dinp.numel() == inp.numel(), "dinp must be shaped and typed as inp");
+    const bool has_gelu = gelu_pre.data != nullptr;
+    if (has_gelu) {
+      detail::check_on_gpu(gelu_pre, "gelu_pre");
+      ZT_CHECK(gelu_pre.dtype == inp.dtype && gelu_pre.numel() == inp.numel(), "gelu_pre must be shaped as dinp");
+      ZT_CHECK(d.in % 8 == 0, "the dGELU epilogue needs C a multiple of 8, C = {}", d.in);
+    }
+    if (d.rows > 0) {
+      // dinp^T[C, N] = op(W)[C, OC] @ dout^T[OC, N].
+      LtGemm g;
+      g.trans_a = in_out;
+      g.m = d.in, g.n = d.rows, g.k = d.out;
+      g.A = weight.data, g.lda = in_out ? d.out : d.in;
+      g.B = dout.data, g.ldb = d.out;
+      g.D = dinp.data, g.ldd = d.in;
+      g.ab_type = g.d_type = ab;
+      g.aux = has_gelu ? gelu_pre.data : nullptr;
+      g.epilogue = has_gelu ? CUBLASLT_EPILOGUE_DGELU : CUBLASLT_EPILOGUE_DEFAULT;
+      run_gemm(ctx, g);
+    }
+  }
+  if (dweight.data != nullptr && d.rows > 0) {
+    detail::check_on_gpu(dweight, "dweight");
+    ZT_CHECK(dweight.shape == weight.shape && (dweight.dtype == DType::kF32 || dweight.dtype == inp.dtype),
+             "dweight must be shaped as weight, F32 or {}", dtype_name(inp.dtype));
+    LtGemm g;
+    g.ab_type = ab;
+    g.d_type = cuda_type(dweight.dtype);
+    g.beta = 1.0f;  // accumulate, as the CPU's dweight +=
+    if (in_out) {   // dW[C, OC] row-major = column-major [OC, C] = dout^T[OC, N] @ inp[N, C]
+      g.m = d.out, g.n = d.in, g.k = d.rows;
+      g.A = dout.data, g.lda = d.out, g.trans_a = false;
+      g.B = inp.data, g.ldb = d.in, g.trans_b = true;
+      g.D = dweight.data, g.ldd = d.out;
+    } else {  // dW[OC, C] row-major = column-major [C, OC] = inp^T[C, N] @ dout[N, OC]
+      g.m = d.in, g.n = d.out, g.k = d.rows;
+      g.A = inp.data, g.lda = d.in, g.trans_a = false;
+      g.B = dout.data, g.ldb = d.out, g.trans_b = true;
+      g.D = dweight.data, g.ldd = d.in;
+    }
+    run_gemm(ctx, g);
+  }
+  if (dbias.data != nullptr && d.rows > 0) {
+    detail::check_on_gpu(dbias, "dbias");
+    ZT_CHECK(dbias.dtype == DType::kF32 && dbias.numel() == d.out, "dbias must be F32 [{}]", d.out);
+    const cudaStream_t stream = detail::stream_of(ctx);
+    const std::int64_t chunks = (d.rows + kBiasRowsPerChunk - 1) / kBiasRowsPerChunk;
+    ZT_CHECK(chunks < 65536, "too many rows ({}) for the bias-gradient grid", d.rows);
+    Buffer partials = detail::resources_of(ctx).scratch(DType::kF32, chunks * d.out);
+    const auto col_blocks = static_cast<unsigned>((d.out + kBiasThreads - 1) / kBiasThreads);
+    const dim3 grid(col_blocks, static_cast<unsigned>(chunks));
+    const int OC = static_cast<int>(d.out);
+    if (dout.dtype == DType::kF32) {
+      bias_grad_partials<<<grid, kBiasThreads, 0, stream>>>(partials.as<float>(), dout.as<float>(), d.rows, OC);
+    } else {
+      bias_grad_partials<<<grid, kBiasThreads, 0, stream>>>(partials.as<float>(),
+                                                            static_cast<const std::uint16_t*>(dout.data), d.rows, OC);
+    }
+    ZT_CUDA_CHECK_LAUNCH();
+    bias_grad_accumulate<<<col_blocks, kBiasThreads, 0, stream>>>(dbias.as<float>(), partials.as<float>(),
+                                                                  static_cast<int>(chunks), OC);
+    ZT_CUDA_CHECK_LAUNCH();
+  }
+}
+
+}  // namespace zt::cuda

@@ -1,0 +1,15 @@
+// CUDA twin of kernels/cpu/residual.h: the residual add and in-place accumulation.
+#pragma once
+
+#include "engine/core/tensor.h"
+#include "kernels/exec_context.h"
+
+namespace zt::cuda {
+
+// out = a + b (fp32; out may alias a or b).
+void residual_forward(const ExecContext& ctx, TensorView out, TensorView a, TensorView b);
+
+// dst += src. src is F32; dst is F32 or BF16 (sum formed in fp32, then rounded to nearest even).
+void accumulate_into(const ExecContext& ctx, TensorView dst, TensorView src);
+
+}  // namespace zt::cuda

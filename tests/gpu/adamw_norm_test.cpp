@@ -1,0 +1,75 @@
+// CUDA AdamW and sum of squares against the CPU kernels (label gpu). AdamW is written with explicit
+// rounding intrinsics so it must equal the CPU update bit for bit (every grad/working dtype pair).
+// The sum of squares adds in a different fixed order in fp64: the two differ by at most about
+// n * 2^-53 relative (n <= 2^20 here: < 1.2e-10), and two GPU runs must agree bitwise.
+#include "kernels/cpu/adamw.h"
+#include "kernels/cpu/cast.h"
+#include "kernels/cpu/norm.h"
+#include "kernels/cuda/adamw.h"
+#include "kernels/cuda/norm.h"
+#include "tests/gpu/gpu_test_util.h"
+
+namespace zt::test {
+namespace {
+
+using CudaOptim = GpuKernelTest;
+
+TEST_F(CudaOptim, AdamWMatchesCpuBitForBit) {
+  ZT_SEEDED_RNG(rng);
+  cpu::AdamWHyper hyper;
+  hyper.lr = 6e-4f;
+  hyper.weight_decay = 0.1f;
+  for (std::int64_t n : {1, 1000, 65537}) {
+    for (DType grad_dtype : {DType::kF32, DType::kBF16}) {
+      for (int working : {0, 1, 2}) {  // none, F32, BF16
+        std::vector<float> p = rng.normal(n), g = rng.normal(n, 0.0f, 0.01f), m = rng.normal(n, 0.0f, 0.01f),
+                           v = rng.uniform(n, 0.0f, 1e-4f);
+        std::vector<bf16> g16(g.size());
+        cpu::cast(cpu_ctx(), view_of(g16), view_of(g));
+        Buffer dp = upload(p), dm = upload(m), dv = upload(v);
+        Buffer dg = grad_dtype == DType::kF32 ? upload(g) : upload_bf16(g);
+        const DType wdt = working == 2 ? DType::kBF16 : DType::kF32;
+        Buffer dw = working == 0 ? Buffer() : poisoned(wdt, n);
+        std::vector<float> wf(working == 1 ? n : 0);
+        std::vector<bf16> wb(working == 2 ? n : 0);
+        TensorView cpu_w = working == 1 ? view_of(wf) : working == 2 ? view_of(wb) : TensorView{};
+        TensorView cpu_g = grad_dtype == DType::kF32 ? view_of(g) : view_of(g16);
+        for (int step = 1; step <= 3; ++step) {
+          cpu::adamw_update(cpu_ctx(), view_of(p), cpu_g, view_of(m), view_of(v), cpu_w, hyper, step, 0.5f);
+          cuda::adamw_update(gpu(), dp.view(), dg.view(), dm.view(), dv.view(), working == 0 ? TensorView{} : dw.view(),
+                             hyper, step, 0.5f);
+        }
+        SCOPED_TRACE(::testing::Message() << "n=" << n << " grad " << dtype_name(grad_dtype) << " working " << working);
+        EXPECT_TRUE(bitwise_equal(download<float>(dp), p));
+        EXPECT_TRUE(bitwise_equal(download<float>(dm), m));
+        EXPECT_TRUE(bitwise_equal(download<float>(dv), v));
+        if (working == 1) {
+          EXPECT_TRUE(bitwise_equal(download<float>(dw), wf));
+        }
+        if (working == 2) {
+          const auto got = download<std::uint16_t>(dw);
+          for (std::int64_t i = 0; i < n; ++i) ASSERT_EQ(got[i], wb[i].bits) << i;
+        }
+      }
+    }
+  }
+}
+
+TEST_F(CudaOptim, SumOfSquaresMatchesCpuAndRepeatsBitwise) {
+  ZT_SEEDED_RNG(rng);
+  for (std::int64_t n : {1, 4097, 1 << 20}) {
+    std::vector<float> x = rng.normal(n);
+    const double want = cpu::sum_of_squares(cpu_ctx(), view_of(x));
+    Buffer dx = upload(x), dx16 = upload_bf16(x);
+    const double got = cuda::sum_of_squares(gpu(), dx.view());
+    EXPECT_NEAR(got, want, 1.2e-10 * want) << "n=" << n;
+    EXPECT_EQ(cuda::sum_of_squares(gpu(), dx.view()), got) << "two runs differ, n=" << n;
+    std::vector<bf16> x16(x.size());
+    cpu::cast(cpu_ctx(), view_of(x16), view_of(x));
+    const double want16 = cpu::sum_of_squares(cpu_ctx(), view_of(x16));
+    EXPECT_NEAR(cuda::sum_of_squares(gpu(), dx16.view()), want16, 1.2e-10 * want16) << "bf16, n=" << n;
+  }
+}
+
+}  // namespace
+}  // namespace zt::test

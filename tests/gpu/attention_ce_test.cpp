@@ -1,0 +1,98 @@
+// CUDA attention (cuBLASLt + fused causal softmax) and softmax-cross-entropy against the CPU
+// kernels (label gpu). Attention in fp32: products over hs and T (<= 130) terms and a softmax whose
+// sums differ in order: 1e-5 normwise for att and out; the backward chains three products and the
+// softmax backward: 5e-5. Cross-entropy: both sum exp in fp64, so probabilities and losses differ
+// by the exp implementations (~2 ulp): 1e-5. Padded vocabulary columns must be exactly 0, and
+// att must be exactly 0 above the diagonal (poisoned outputs would leave NaN there).
+#include "kernels/cpu/attention.h"
+#include "kernels/cpu/cross_entropy.h"
+#include "kernels/cuda/attention.h"
+#include "kernels/cuda/cross_entropy.h"
+#include "tests/gpu/gpu_test_util.h"
+
+namespace zt::test {
+namespace {
+
+using CudaAttention = GpuKernelTest;
+using CudaCrossEntropy = GpuKernelTest;
+
+TEST_F(CudaAttention, ForwardBackwardMatchCpuAndRepeatBitwise) {
+  ZT_SEEDED_RNG(rng);
+  struct S { std::int64_t B, T, NH, hs; };
+  for (auto [B, T, NH, hs] : {S{1, 1, 1, 8}, S{2, 7, 3, 5}, S{2, 130, 4, 16}, S{1, 64, 12, 64}}) {
+    SCOPED_TRACE(::testing::Message() << "B=" << B << " T=" << T << " NH=" << NH << " hs=" << hs);
+    const std::int64_t C = NH * hs;
+    std::vector<float> qkv = rng.normal(B * T * 3 * C), dout = rng.normal(B * T * C);
+    std::vector<float> out(B * T * C), att(B * NH * T * T), dqkv(qkv.size());
+    const int nh = static_cast<int>(NH);
+    cpu::attention_forward(cpu_ctx(), view_of(out, Shape{B, T, C}), view_of(att, Shape{B, NH, T, T}),
+                           view_of(qkv, Shape{B, T, 3 * C}), nh);
+    cpu::attention_backward(cpu_ctx(), view_of(dqkv, Shape{B, T, 3 * C}), view_of(dout, Shape{B, T, C}),
+                            view_of(qkv, Shape{B, T, 3 * C}), view_of(att, Shape{B, NH, T, T}), nh);
+    Buffer gqkv = upload(qkv), gdout = upload(dout);
+    std::vector<float> first;
+    for (int run = 0; run < 2; ++run) {
+      Buffer go = poisoned(DType::kF32, B * T * C), gatt = poisoned(DType::kF32, B * NH * T * T),
+             gdq = poisoned(DType::kF32, B * T * 3 * C);
+      cuda::attention_forward(gpu(), go.view(Shape{B, T, C}), gatt.view(Shape{B, NH, T, T}), gqkv.view(Shape{B, T, 3 * C}), nh);
+      cuda::attention_backward(gpu(), gdq.view(Shape{B, T, 3 * C}), gdout.view(Shape{B, T, C}),
+                               gqkv.view(Shape{B, T, 3 * C}), gatt.view(Shape{B, NH, T, T}), nh);
+      const auto o = download<float>(go), a = download<float>(gatt), dq = download<float>(gdq);
+      EXPECT_TRUE(close_normwise(o, to_double(out), 1e-5)) << "out";
+      EXPECT_TRUE(close_normwise(a, to_double(att), 1e-5)) << "att";
+      EXPECT_TRUE(close_normwise(dq, to_double(dqkv), 5e-5)) << "dqkv";
+      for (std::int64_t r = 0; r < B * NH * T; ++r)
+        for (std::int64_t k = r % T + 1; k < T; ++k) ASSERT_EQ(a[r * T + k], 0.0f) << "above the diagonal";
+      std::vector<float> all(o);
+      all.insert(all.end(), a.begin(), a.end());
+      all.insert(all.end(), dq.begin(), dq.end());
+      if (run == 0) first = all;
+      else EXPECT_TRUE(bitwise_equal(all, first)) << "two runs differ";
+    }
+  }
+}
+
+TEST_F(CudaAttention, ActiveDropoutIsRefusedNotIgnored) {
+  Buffer qkv = poisoned(DType::kF32, 2 * 4 * 3 * 8), out = poisoned(DType::kF32, 2 * 4 * 8),
+         att = poisoned(DType::kF32, 2 * 2 * 4 * 4);
+  cpu::DropoutSpec drop;
+  drop.p = 0.1f;
+  EXPECT_THROW(cuda::attention_forward(gpu(), out.view(Shape{2, 4, 8}), att.view(Shape{2, 2, 4, 4}),
+                                       qkv.view(Shape{2, 4, 24}), 2, drop),
+               InternalError);
+}
+
+TEST_F(CudaCrossEntropy, ForwardBackwardAndFusedMatchCpu) {
+  ZT_SEEDED_RNG(rng);
+  struct S { std::int64_t N; int V; std::int64_t Vp; };
+  for (auto [N, V, Vp] : {S{1, 1, 1}, S{3, 5, 64}, S{17, 1000, 1024}, S{8, 50257, 50304}}) {
+    SCOPED_TRACE(::testing::Message() << "N=" << N << " V=" << V << " Vp=" << Vp);
+    std::vector<float> logits = rng.normal(N * Vp, 0.0f, 4.0f);
+    std::vector<std::int32_t> tgt = rng.ints(N, 0, V);
+    const float dloss = 1.0f / static_cast<float>(N);
+    std::vector<float> losses(N), probs(N * Vp), dlogits(N * Vp);
+    cpu::softmax_cross_entropy_forward(cpu_ctx(), view_of(losses), view_of(probs, Shape{N, Vp}),
+                                       view_of(logits, Shape{N, Vp}), view_of(tgt), V);
+    cpu::softmax_cross_entropy_backward(cpu_ctx(), view_of(dlogits, Shape{N, Vp}), view_of(probs, Shape{N, Vp}),
+                                        view_of(tgt), dloss, V);
+    Buffer gl = upload(logits), gt = upload(tgt);
+    Buffer gloss = poisoned(DType::kF32, N), gp = poisoned(DType::kF32, N * Vp), gd = poisoned(DType::kF32, N * Vp);
+    cuda::softmax_cross_entropy_forward(gpu(), gloss.view(), gp.view(Shape{N, Vp}), gl.view(Shape{N, Vp}), gt.view(), V);
+    cuda::softmax_cross_entropy_backward(gpu(), gd.view(Shape{N, Vp}), gp.view(Shape{N, Vp}), gt.view(), dloss, V);
+    EXPECT_TRUE(close_normwise(download<float>(gloss), to_double(losses), 1e-5)) << "losses";
+    const auto p = download<float>(gp);
+    EXPECT_TRUE(close_normwise(p, to_double(probs), 1e-5)) << "probs";
+    EXPECT_TRUE(close_normwise(download<float>(gd), to_double(dlogits), 1e-5)) << "dlogits";
+    for (std::int64_t n = 0; n < N; ++n)
+      for (std::int64_t v = V; v < Vp; ++v) ASSERT_EQ(p[n * Vp + v], 0.0f) << "padded column";
+    // Fused, in place on the logits: same losses and gradient.
+    Buffer gloss2 = poisoned(DType::kF32, N);
+    cuda::softmax_cross_entropy_fused(gpu(), gloss2.view(), gl.view(Shape{N, Vp}), gl.view(Shape{N, Vp}), gt.view(),
+                                      dloss, V);
+    EXPECT_TRUE(close_normwise(download<float>(gloss2), to_double(losses), 1e-5)) << "fused losses";
+    EXPECT_TRUE(close_normwise(download<float>(gl), to_double(dlogits), 1e-5)) << "fused dlogits";
+  }
+}
+
+}  // namespace
+}  // namespace zt::test

@@ -1,0 +1,88 @@
+// Shared helpers for the CUDA kernel tests (label gpu): a fixture owning a stream, the caching
+// allocator and the kernel resources, which skips visibly (GTEST_SKIP with the reason) when the
+// machine has no CUDA device; uploads, downloads, and NaN-poisoned outputs so an element a kernel
+// fails to write shows up as a NaN in the comparison.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "engine/core/buffer.h"
+#include "engine/core/memory_tracker.h"
+#include "engine/device/cuda_allocator.h"
+#include "engine/device/cuda_check.h"
+#include "engine/device/cuda_stream.h"
+#include "kernels/cuda/device_query.h"
+#include "kernels/cuda/kernel_resources.h"
+#include "tests/kernels/kernel_test_util.h"
+
+namespace zt::test {
+
+class GpuKernelTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device on this machine (kernel never ran here)";
+    stream_ = std::make_unique<cuda::CudaStream>(0);
+    allocator_ = std::make_unique<cuda::CudaCachingAllocator>(0, stream_->get());
+    resources_ = std::make_unique<cuda::KernelResources>(tracker_, *allocator_);
+  }
+  void TearDown() override {
+    if (stream_) stream_->synchronize();
+  }
+
+  ExecContext gpu() { return cuda::cuda_context(stream_->get(), *resources_); }
+
+  // A device buffer of `dtype` holding the bytes of `values` (T is the host storage type).
+  template <typename T>
+  Buffer upload_as(DType dtype, const std::vector<T>& values) {
+    Buffer b(tracker_, MemCategory::kWorkspace, dtype, static_cast<std::int64_t>(values.size()), *allocator_,
+             /*zero_fill=*/false);
+    cuda::copy_async(b.view(), TensorView{const_cast<T*>(values.data()), dtype, Device::kCPU, b.view().shape},
+                     stream_->get());
+    stream_->synchronize();  // `values` may be a temporary
+    return b;
+  }
+  Buffer upload(const std::vector<float>& v) { return upload_as(DType::kF32, v); }
+  Buffer upload(const std::vector<std::int32_t>& v) { return upload_as(DType::kI32, v); }
+  // fp32 values rounded to bf16 on the host (the CPU's rounding).
+  Buffer upload_bf16(const std::vector<float>& values) {
+    std::vector<std::uint16_t> bits(values.size());
+    for (std::size_t i = 0; i < values.size(); ++i) bits[i] = float_to_bf16(values[i]).bits;
+    return upload_as(DType::kBF16, bits);
+  }
+  // n elements of dtype, every byte 0xFF: NaN as F32 and as BF16, so unwritten outputs fail.
+  Buffer poisoned(DType dtype, std::int64_t n) {
+    Buffer b(tracker_, MemCategory::kWorkspace, dtype, n, *allocator_, /*zero_fill=*/false);
+    if (n > 0) ZT_CUDA_CHECK(cudaMemsetAsync(b.data(), 0xFF, static_cast<std::size_t>(b.size_bytes()), stream_->get()));
+    return b;
+  }
+  // The buffer's bytes as T (T's size must match the dtype's).
+  template <typename T>
+  std::vector<T> download(const Buffer& b) {
+    EXPECT_EQ(sizeof(T), dtype_size_bytes(b.dtype()));
+    std::vector<T> out(static_cast<std::size_t>(b.numel()));
+    cuda::copy_async(TensorView{out.data(), b.dtype(), Device::kCPU, b.view().shape}, b.view(), stream_->get());
+    stream_->synchronize();
+    return out;
+  }
+  std::vector<float> download_f32(const Buffer& b) {
+    if (b.dtype() == DType::kF32) return download<float>(b);
+    std::vector<std::uint16_t> bits = download<std::uint16_t>(b);
+    std::vector<float> out(bits.size());
+    for (std::size_t i = 0; i < bits.size(); ++i) out[i] = bf16_to_float(bf16{bits[i]});
+    return out;
+  }
+
+  MemoryTracker tracker_;
+  std::unique_ptr<cuda::CudaStream> stream_;
+  std::unique_ptr<cuda::CudaCachingAllocator> allocator_;
+  std::unique_ptr<cuda::KernelResources> resources_;
+};
+
+// The CPU reference's output as fp64, for close_normwise.
+inline std::vector<double> ref_of(const std::vector<float>& v) { return to_double(v); }
+
+}  // namespace zt::test

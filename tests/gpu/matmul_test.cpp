@@ -1,0 +1,100 @@
+// CUDA matmul (cuBLASLt) against the CPU's OpenBLAS sgemm (label gpu), both layouts, with and
+// without bias, at shapes that are not multiples of any tile. Tolerances: fp32 (FP32 compute, no
+// TF32) differs only in summation order: ~sqrt(K) ulp normwise for K <= 1024, held to 1e-5 (the
+// dweight products sum over N <= 300 rows). bf16: inputs are rounded to bf16 on the host and the
+// CPU reference uses the same rounded values, so the only extra error is the output's rounding
+// to bf16 (2^-9 relative) plus fp32 accumulation: 4e-3. The GELU epilogue is cuBLASLt's own GELU:
+// 1e-4 until a device run calibrates it. Bias gradients must repeat bitwise.
+#include "kernels/cpu/gelu.h"
+#include "kernels/cpu/matmul.h"
+#include "kernels/cuda/matmul.h"
+#include "tests/gpu/gpu_test_util.h"
+
+namespace zt::test {
+namespace {
+
+using CudaMatmul = GpuKernelTest;
+using cpu::WeightLayout;
+
+struct MmShape {
+  std::int64_t N, C, OC;
+};
+const MmShape kShapes[] = {{1, 8, 8}, {7, 24, 40}, {129, 96, 136}, {300, 768, 72}};
+
+std::vector<float> round_bf16(std::vector<float> v) {
+  for (float& x : v) x = round_to_bf16(x);
+  return v;
+}
+
+TEST_F(CudaMatmul, ForwardAndBackwardMatchCpuInFp32AndBf16) {
+  ZT_SEEDED_RNG(rng);
+  for (auto [N, C, OC] : kShapes) {
+    for (WeightLayout layout : {WeightLayout::kInOut, WeightLayout::kOutIn}) {
+      for (DType dt : {DType::kF32, DType::kBF16}) {
+        const bool bf = dt == DType::kBF16;
+        SCOPED_TRACE(::testing::Message() << "N=" << N << " C=" << C << " OC=" << OC << " layout "
+                                          << (layout == WeightLayout::kInOut ? "in_out" : "out_in") << " "
+                                          << dtype_name(dt));
+        const double tol = bf ? 4e-3 : 1e-5;
+        const Shape wshape = layout == WeightLayout::kInOut ? Shape{C, OC} : Shape{OC, C};
+        std::vector<float> x = rng.normal(N * C), w = rng.normal(C * OC, 0.0f, 0.05f), b = rng.normal(OC),
+                           g = rng.normal(N * OC);
+        if (bf) x = round_bf16(x), w = round_bf16(w), b = round_bf16(b), g = round_bf16(g);
+        std::vector<float> out(N * OC), dx(N * C), dw(C * OC, 0.0f), db(OC, 0.0f);
+        cpu::matmul_forward(cpu_ctx(), view_of(out, Shape{N, OC}), view_of(x, Shape{N, C}), view_of(w, wshape), layout,
+                            view_of(b));
+        cpu::matmul_backward(cpu_ctx(), view_of(dx, Shape{N, C}), view_of(dw, wshape), view_of(db),
+                             view_of(g, Shape{N, OC}), view_of(x, Shape{N, C}), view_of(w, wshape), layout);
+        auto up = [&](const std::vector<float>& v) { return bf ? upload_bf16(v) : upload(v); };
+        Buffer gx = up(x), gw = up(w), gb = up(b), gg = up(g);
+        Buffer o = poisoned(dt, N * OC), gdx = poisoned(dt, N * C);
+        Buffer gdw = upload(std::vector<float>(C * OC, 0.0f)), gdb = upload(std::vector<float>(OC, 0.0f));
+        cuda::matmul_forward(gpu(), o.view(Shape{N, OC}), gx.view(Shape{N, C}), gw.view(wshape), layout, gb.view());
+        cuda::matmul_backward(gpu(), gdx.view(Shape{N, C}), gdw.view(wshape), gdb.view(), gg.view(Shape{N, OC}),
+                              gx.view(Shape{N, C}), gw.view(wshape), layout);
+        EXPECT_TRUE(close_normwise(download_f32(o), to_double(out), tol)) << "out";
+        EXPECT_TRUE(close_normwise(download_f32(gdx), to_double(dx), tol)) << "dinp";
+        EXPECT_TRUE(close_normwise(download_f32(gdw), to_double(dw), bf ? 1e-4 : 1e-5)) << "dweight (F32 accumulate)";
+        EXPECT_TRUE(close_normwise(download_f32(gdb), to_double(db), 1e-5)) << "dbias";
+        // dbias twice from zero: bitwise equal (the deterministic two-stage column sum).
+        Buffer db1 = upload(std::vector<float>(OC, 0.0f)), db2 = upload(std::vector<float>(OC, 0.0f));
+        cuda::matmul_backward(gpu(), {}, {}, db1.view(), gg.view(Shape{N, OC}), gx.view(Shape{N, C}), gw.view(wshape), layout);
+        cuda::matmul_backward(gpu(), {}, {}, db2.view(), gg.view(Shape{N, OC}), gx.view(Shape{N, C}), gw.view(wshape), layout);
+        EXPECT_TRUE(bitwise_equal(download<float>(db1), download<float>(db2)));
+      }
+    }
+  }
+}
+
+TEST_F(CudaMatmul, GeluEpiloguesMatchSeparateCpuKernels) {
+  ZT_SEEDED_RNG(rng);
+  for (auto [N, C, OC] : kShapes) {
+    SCOPED_TRACE(::testing::Message() << "N=" << N << " C=" << C << " OC=" << OC);
+    const WeightLayout layout = WeightLayout::kInOut;
+    std::vector<float> x = rng.normal(N * C), w = rng.normal(C * OC, 0.0f, 0.1f), b = rng.normal(OC);
+    std::vector<float> pre(N * OC), act(N * OC);
+    cpu::matmul_forward(cpu_ctx(), view_of(pre, Shape{N, OC}), view_of(x, Shape{N, C}), view_of(w, Shape{C, OC}), layout,
+                        view_of(b));
+    cpu::gelu_forward(cpu_ctx(), view_of(act), view_of(pre));
+    Buffer gx = upload(x), gw = upload(w), gb = upload(b);
+    Buffer gpre = poisoned(DType::kF32, N * OC), gact = poisoned(DType::kF32, N * OC);
+    cuda::matmul_forward(gpu(), gact.view(Shape{N, OC}), gx.view(Shape{N, C}), gw.view(Shape{C, OC}), layout, gb.view(),
+                         gpre.view(Shape{N, OC}));
+    EXPECT_TRUE(close_normwise(download<float>(gpre), to_double(pre), 1e-5)) << "pre-GELU aux";
+    EXPECT_TRUE(close_normwise(download<float>(gact), to_double(act), 1e-4)) << "GELU output";
+    // Backward through a following layer [N, OC] -> [N, C2] whose input is act: dact * gelu'(pre).
+    const std::int64_t C2 = 24;
+    std::vector<float> w2 = rng.normal(OC * C2, 0.0f, 0.1f), g2 = rng.normal(N * C2);
+    std::vector<float> dact(N * OC), dpre(N * OC);
+    cpu::matmul_backward(cpu_ctx(), view_of(dact, Shape{N, OC}), {}, {}, view_of(g2, Shape{N, C2}),
+                         view_of(act, Shape{N, OC}), view_of(w2, Shape{OC, C2}), layout);
+    cpu::gelu_backward(cpu_ctx(), view_of(dpre), view_of(pre), view_of(dact));
+    Buffer gw2 = upload(w2), gg2 = upload(g2), gdpre = poisoned(DType::kF32, N * OC);
+    cuda::matmul_backward(gpu(), gdpre.view(Shape{N, OC}), {}, {}, gg2.view(Shape{N, C2}), gact.view(Shape{N, OC}),
+                          gw2.view(Shape{OC, C2}), layout, gpre.view(Shape{N, OC}));
+    EXPECT_TRUE(close_normwise(download<float>(gdpre), to_double(dpre), 1e-4)) << "dGELU epilogue";
+  }
+}
+
+}  // namespace
+}  // namespace zt::test

@@ -1,0 +1,258 @@
+// zt_bench_kernels: times every CUDA kernel at GPT-2 124M shapes (B x T = 8 x 1024 by default,
+// C = 768, 12 heads, V = 50257 padded to 50304) with CUDA events: warm-up, then the median of many
+// runs. Each kernel's bytes (memory-bound) or FLOPs (products) give GB/s or TFLOP/s, printed
+// against the device's measured peaks (a large device-to-device copy, a large bf16 GEMM).
+// Writes docs/results/gpu_kernels_<device>.json. Usage: zt_bench_kernels [--batch B] [--out DIR]
+// [--commit SHA]. Without a CUDA device it says so and exits with code 2.
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "engine/core/buffer.h"
+#include "engine/device/cuda_allocator.h"
+#include "engine/device/cuda_check.h"
+#include "engine/device/cuda_stream.h"
+#include "kernels/cuda/adamw.h"
+#include "kernels/cuda/attention.h"
+#include "kernels/cuda/cast.h"
+#include "kernels/cuda/cross_entropy.h"
+#include "kernels/cuda/device_query.h"
+#include "kernels/cuda/embedding.h"
+#include "kernels/cuda/gelu.h"
+#include "kernels/cuda/kernel_resources.h"
+#include "kernels/cuda/layernorm.h"
+#include "kernels/cuda/matmul.h"
+#include "kernels/cuda/norm.h"
+#include "kernels/cuda/residual.h"
+
+namespace {
+
+using namespace zt;
+
+struct Result {
+  std::string name;
+  double median_ms;
+  double bytes;  // memory traffic the kernel cannot avoid (0 for compute-bound products)
+  double flops;  // for products
+};
+
+class Bench {
+ public:
+  Bench() : stream_(0), alloc_(0, stream_.get()), res_(tracker_, alloc_) {}
+  ExecContext ctx() { return cuda::cuda_context(stream_.get(), res_); }
+  Buffer buf(DType t, std::int64_t n) {
+    Buffer b(tracker_, MemCategory::kWorkspace, t, n, alloc_, /*zero_fill=*/false);
+    // Small random-ish values (not zeros: some kernels take shortcuts on zeros; not NaN).
+    if (t == DType::kF32) fill_f32(b);
+    else ZT_CUDA_CHECK(cudaMemsetAsync(b.data(), 0x3c, static_cast<std::size_t>(b.size_bytes()), stream_.get()));
+    return b;
+  }
+  Buffer tokens(std::int64_t n, int vocab) {
+    std::vector<std::int32_t> host(static_cast<std::size_t>(n));
+    for (std::int64_t i = 0; i < n; ++i) host[i] = static_cast<std::int32_t>((i * 2654435761u) % vocab);
+    Buffer b(tracker_, MemCategory::kWorkspace, DType::kI32, n, alloc_, false);
+    cuda::copy_async(b.view(), TensorView{host.data(), DType::kI32, Device::kCPU, Shape{n}}, stream_.get());
+    stream_.synchronize();
+    return b;
+  }
+  // Median of `reps` timed runs after `warmup` untimed ones.
+  double time_ms(const std::function<void()>& fn, int warmup = 5, int reps = 30) {
+    for (int i = 0; i < warmup; ++i) fn();
+    std::vector<float> ms;
+    cuda::CudaEvent start(true), end(true);
+    for (int i = 0; i < reps; ++i) {
+      start.record(stream_.get());
+      fn();
+      end.record(stream_.get());
+      end.synchronize();
+      ms.push_back(cuda::CudaEvent::elapsed_ms(start, end));
+    }
+    std::sort(ms.begin(), ms.end());
+    return ms[ms.size() / 2];
+  }
+  cudaStream_t stream() { return stream_.get(); }
+
+ private:
+  void fill_f32(Buffer& b) {
+    std::vector<float> host(static_cast<std::size_t>(std::min<std::int64_t>(b.numel(), 1 << 20)));
+    for (std::size_t i = 0; i < host.size(); ++i) host[i] = 0.01f * static_cast<float>(static_cast<int>(i % 201) - 100);
+    for (std::int64_t off = 0; off < b.numel(); off += static_cast<std::int64_t>(host.size())) {
+      const std::int64_t n = std::min<std::int64_t>(static_cast<std::int64_t>(host.size()), b.numel() - off);
+      cuda::copy_async(b.view().slice(off, n), TensorView{host.data(), DType::kF32, Device::kCPU, Shape{n}}, stream_.get());
+    }
+    stream_.synchronize();
+  }
+  MemoryTracker tracker_;
+  cuda::CudaStream stream_;
+  cuda::CudaCachingAllocator alloc_;
+  cuda::KernelResources res_;
+};
+
+std::string slug(std::string s) {
+  for (char& c : s) c = std::isalnum(static_cast<unsigned char>(c)) ? static_cast<char>(std::tolower(c)) : '_';
+  return s;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::int64_t B = 8;
+  std::string out_dir = "docs/results", commit = "unknown";
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string a = argv[i];
+    if (a == "--batch") B = std::stoll(argv[i + 1]);
+    else if (a == "--out") out_dir = argv[i + 1];
+    else if (a == "--commit") commit = argv[i + 1];
+    else { std::fprintf(stderr, "unknown flag %s\n", a.c_str()); return 2; }
+  }
+  if (cuda::device_count() == 0) {
+    std::fprintf(stderr, "zt_bench_kernels: no CUDA device on this machine; nothing was timed\n");
+    return 2;
+  }
+  try {
+    const std::int64_t T = 1024, C = 768, NH = 12, V = 50257, Vp = 50304, N = B * T;
+    Bench bench;
+    ExecContext ctx = bench.ctx();
+    std::vector<Result> results;
+    auto mem = [&](const std::string& name, double bytes, const std::function<void()>& fn) {
+      results.push_back({name, bench.time_ms(fn), bytes, 0.0});
+    };
+    auto gemm = [&](const std::string& name, double flops, const std::function<void()>& fn) {
+      results.push_back({name, bench.time_ms(fn), 0.0, flops});
+    };
+    // Peaks: a 1 GiB device copy (read + write) and an 8192^3 bf16 GEMM.
+    const std::int64_t big = std::int64_t{1} << 28;
+    Buffer src = bench.buf(DType::kF32, big), dst = bench.buf(DType::kF32, big);
+    const double copy_ms = bench.time_ms([&] {
+      ZT_CUDA_CHECK(cudaMemcpyAsync(dst.data(), src.data(), static_cast<std::size_t>(src.size_bytes()),
+                                    cudaMemcpyDeviceToDevice, bench.stream()));
+    });
+    const double peak_gbps = 2.0 * static_cast<double>(src.size_bytes()) / (copy_ms * 1e6);
+    src.reset(), dst.reset();
+    const std::int64_t G = 8192;
+    Buffer ga = bench.buf(DType::kBF16, G * G), gb = bench.buf(DType::kBF16, G * G), gc = bench.buf(DType::kBF16, G * G);
+    const double gemm_ms = bench.time_ms([&] {
+      cuda::matmul_forward(ctx, gc.view(Shape{G, G}), ga.view(Shape{G, G}), gb.view(Shape{G, G}),
+                           cuda::WeightLayout::kInOut, {});
+    });
+    const double peak_tflops = 2.0 * G * G * G / (gemm_ms * 1e9);
+    ga.reset(), gb.reset(), gc.reset();
+
+    Buffer x = bench.buf(DType::kF32, N * C), y = bench.buf(DType::kF32, N * C), z = bench.buf(DType::kF32, N * C);
+    Buffer w = bench.buf(DType::kF32, C), bvec = bench.buf(DType::kF32, C), mean = bench.buf(DType::kF32, N),
+           rstd = bench.buf(DType::kF32, N);
+    Buffer x16 = bench.buf(DType::kBF16, N * C);
+    mem("cast f32->bf16", N * C * 6.0, [&] { cuda::cast(ctx, x16.view(), x.view()); });
+    mem("residual_forward", N * C * 12.0, [&] { cuda::residual_forward(ctx, z.view(), x.view(), y.view()); });
+    mem("layernorm_forward", N * C * 8.0, [&] {
+      cuda::layernorm_forward(ctx, z.view(Shape{N, C}), mean.view(), rstd.view(), x.view(Shape{N, C}), w.view(), bvec.view());
+    });
+    mem("layernorm_residual_forward", N * C * 16.0, [&] {
+      cuda::layernorm_residual_forward(ctx, y.view(Shape{N, C}), z.view(Shape{N, C}), mean.view(), rstd.view(),
+                                       x.view(Shape{N, C}), y.view(Shape{N, C}), w.view(), bvec.view());
+    });
+    mem("layernorm_backward", N * C * 16.0, [&] {
+      cuda::layernorm_backward(ctx, z.view(Shape{N, C}), w.view(), bvec.view(), y.view(Shape{N, C}), x.view(Shape{N, C}),
+                               w.view(), mean.view(), rstd.view());
+    });
+    Buffer h = bench.buf(DType::kF32, N * 4 * C), h2 = bench.buf(DType::kF32, N * 4 * C);
+    mem("gelu_forward", N * 4 * C * 8.0, [&] { cuda::gelu_forward(ctx, h2.view(), h.view()); });
+    mem("gelu_backward", N * 4 * C * 12.0, [&] { cuda::gelu_backward(ctx, h2.view(), h.view(), h2.view()); });
+    for (DType dt : {DType::kF32, DType::kBF16}) {
+      const std::string tag = dt == DType::kF32 ? "f32" : "bf16";
+      Buffer in = bench.buf(dt, N * C), wt = bench.buf(dt, C * 4 * C), bias = bench.buf(dt, 4 * C),
+             out = bench.buf(dt, N * 4 * C), pre = bench.buf(dt, N * 4 * C), dwt = bench.buf(DType::kF32, C * 4 * C);
+      const double fl = 2.0 * N * C * 4 * C;
+      gemm("matmul fc " + tag + " fwd +bias", fl, [&] {
+        cuda::matmul_forward(ctx, out.view(Shape{N, 4 * C}), in.view(Shape{N, C}), wt.view(Shape{C, 4 * C}),
+                             cuda::WeightLayout::kInOut, bias.view());
+      });
+      gemm("matmul fc " + tag + " fwd +bias+gelu", fl, [&] {
+        cuda::matmul_forward(ctx, out.view(Shape{N, 4 * C}), in.view(Shape{N, C}), wt.view(Shape{C, 4 * C}),
+                             cuda::WeightLayout::kInOut, bias.view(), pre.view(Shape{N, 4 * C}));
+      });
+      gemm("matmul fc " + tag + " bwd (dinp+dweight)", 2 * fl, [&] {
+        cuda::matmul_backward(ctx, in.view(Shape{N, C}), dwt.view(Shape{C, 4 * C}), {}, out.view(Shape{N, 4 * C}),
+                              in.view(Shape{N, C}), wt.view(Shape{C, 4 * C}), cuda::WeightLayout::kInOut);
+      });
+    }
+    {
+      Buffer qkv = bench.buf(DType::kF32, N * 3 * C), att = bench.buf(DType::kF32, B * NH * T * T),
+             out = bench.buf(DType::kF32, N * C), dqkv = bench.buf(DType::kF32, N * 3 * C);
+      const double fl = 4.0 * B * NH * T * T * (C / NH);  // two T x T x hs products, full (not causal) work
+      gemm("attention_forward (cuBLASLt + softmax)", fl, [&] {
+        cuda::attention_forward(ctx, out.view(Shape{B, T, C}), att.view(Shape{B, NH, T, T}), qkv.view(Shape{B, T, 3 * C}), 12);
+      });
+      gemm("attention_backward (cuBLASLt + softmax)", 2 * fl, [&] {
+        cuda::attention_backward(ctx, dqkv.view(Shape{B, T, 3 * C}), out.view(Shape{B, T, C}), qkv.view(Shape{B, T, 3 * C}),
+                                 att.view(Shape{B, NH, T, T}), 12);
+      });
+    }
+    {
+      Buffer tok = bench.tokens(N, static_cast<int>(V)), wte = bench.buf(DType::kF32, Vp * C),
+             wpe = bench.buf(DType::kF32, T * C), out = bench.buf(DType::kF32, N * C);
+      mem("embedding_forward", N * C * 8.0, [&] {
+        cuda::embedding_forward(ctx, out.view(Shape{B, T, C}), tok.view(Shape{B, T}), wte.view(Shape{Vp, C}), wpe.view(Shape{T, C}));
+      });
+      mem("embedding_backward", N * C * 12.0, [&] {
+        cuda::embedding_backward(ctx, wte.view(Shape{Vp, C}), wpe.view(Shape{T, C}), out.view(Shape{B, T, C}), tok.view(Shape{B, T}));
+      });
+      Buffer logits = bench.buf(DType::kF32, N * Vp), losses = bench.buf(DType::kF32, N);
+      mem("softmax_cross_entropy_fused", N * Vp * 8.0, [&] {
+        cuda::softmax_cross_entropy_fused(ctx, losses.view(), logits.view(Shape{N, Vp}), logits.view(Shape{N, Vp}),
+                                          tok.view(), 1.0f / N, static_cast<int>(V));
+      });
+    }
+    {
+      const std::int64_t P = 124'475'904;  // GPT-2 124M with Vp = 50304
+      Buffer p = bench.buf(DType::kF32, P), g = bench.buf(DType::kBF16, P), m = bench.buf(DType::kF32, P),
+             v = bench.buf(DType::kF32, P), wk = bench.buf(DType::kBF16, P);
+      ZT_CUDA_CHECK(cudaMemsetAsync(v.data(), 0, static_cast<std::size_t>(v.size_bytes()), bench.stream()));
+      int step = 0;
+      mem("adamw (bf16 grad + bf16 working copy)", P * (2.0 + 3 * 8.0 + 2.0), [&] {
+        cuda::adamw_update(ctx, p.view(), g.view(), m.view(), v.view(), wk.view(), cuda::AdamWHyper{}, ++step);
+      });
+      mem("sum_of_squares bf16 (incl. sync)", P * 2.0, [&] { (void)cuda::sum_of_squares(ctx, g.view()); });
+    }
+
+    nlohmann::json j;
+    cudaDeviceProp prop{};
+    ZT_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+    int driver = 0, runtime = 0;
+    cudaDriverGetVersion(&driver);
+    cudaRuntimeGetVersion(&runtime);
+    j["device"] = prop.name;
+    j["driver_version"] = driver;
+    j["cuda_runtime_version"] = runtime;
+    j["commit"] = commit;
+    j["shapes"] = {{"B", B}, {"T", T}, {"C", C}, {"n_head", NH}, {"V", V}, {"Vp", Vp}};
+    j["peak_copy_gbps"] = peak_gbps;
+    j["peak_bf16_gemm_tflops"] = peak_tflops;
+    fmt::print("{} | driver {} | runtime {} | peaks: copy {:.0f} GB/s, bf16 GEMM {:.0f} TFLOP/s\n", prop.name, driver,
+               runtime, peak_gbps, peak_tflops);
+    fmt::print("{:<44} {:>10} {:>12} {:>8}\n", "kernel", "median ms", "achieved", "of peak");
+    for (const Result& r : results) {
+      const bool is_mem = r.bytes > 0;
+      const double rate = is_mem ? r.bytes / (r.median_ms * 1e6) : r.flops / (r.median_ms * 1e9);
+      const double frac = rate / (is_mem ? peak_gbps : peak_tflops);
+      fmt::print("{:<44} {:>10.3f} {:>8.1f} {:<3} {:>7.0f}%\n", r.name, r.median_ms, rate, is_mem ? "GB/s" : "TF/s",
+                 100 * frac);
+      j["kernels"].push_back({{"name", r.name}, {"median_ms", r.median_ms}, {is_mem ? "gbps" : "tflops", rate},
+                              {"fraction_of_peak", frac}});
+    }
+    const std::string path = fmt::format("{}/gpu_kernels_{}.json", out_dir, slug(prop.name));
+    std::ofstream(path) << j.dump(2) << "\n";
+    fmt::print("wrote {}\n", path);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "zt_bench_kernels: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -4,11 +4,16 @@ add_executable(zt_checkpoint_driver ${CMAKE_CURRENT_SOURCE_DIR}/checkpoint/check
 target_link_libraries(zt_checkpoint_driver PRIVATE zerotrain_lib)
 target_compile_options(zt_checkpoint_driver PRIVATE ${ZT_WARNINGS})
 
+# The CLI test saves its GPT checkpoint with 3 ranks when MPI is built, with 1 otherwise.
+if(ZT_MPI)
+  set(_zt_ckpt_launcher -- ${ZT_MPIRUN} ${ZT_MPIRUN_FLAGS})
+  set(_zt_ckpt_lock RESOURCE_LOCK mpi)
+endif()
 add_test(NAME checkpoint.cli_tools_and_export
   COMMAND ${ZT_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/checkpoint/ckpt_cli_test.py
     --zerotrain $<TARGET_FILE:zerotrain> --driver $<TARGET_FILE:zt_checkpoint_driver>
-    --config ${PROJECT_SOURCE_DIR}/configs/tiny_debug.json)
-set_tests_properties(checkpoint.cli_tools_and_export PROPERTIES LABELS cpu TIMEOUT 300)
+    --config ${PROJECT_SOURCE_DIR}/configs/tiny_debug.json ${_zt_ckpt_launcher})
+set_tests_properties(checkpoint.cli_tools_and_export PROPERTIES LABELS cpu TIMEOUT 300 ${_zt_ckpt_lock})
 add_test(NAME checkpoint.killed_save_leaves_previous_loadable
   COMMAND ${ZT_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/checkpoint/killed_save_test.py
     --zerotrain $<TARGET_FILE:zerotrain> --driver $<TARGET_FILE:zt_checkpoint_driver>)

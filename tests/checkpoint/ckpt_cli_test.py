@@ -1,0 +1,196 @@
+#!/usr/bin/env python3
+"""`zerotrain ckpt` end to end on a GPT checkpoint written by several ranks:
+  * the manifest and rank files, read by an independent Python reader of docs/checkpoint_format.md,
+    hold the model's initial weights exactly as `zerotrain debug-state` has them;
+  * `ckpt export --format hf` (fp32 and bf16) writes config.json for GPT2LMHeadModel and a
+    model.safetensors with the true vocabulary whose tensors equal those weights (bf16: rounded to
+    nearest even), and a plain PyTorch GPT-2 with HF semantics computes zerotrain's loss from it;
+  * `ckpt export --format llmc` writes llm.c's header and tensors ([out, in] linear weights);
+  * `ckpt inspect` / `ckpt verify` report and check; bad input is one line and exit code 2.
+
+usage: ckpt_cli_test.py --zerotrain PATH --driver PATH --config tiny_debug.json [-- MPIRUN FLAGS...]
+"""
+import argparse
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, ".."))
+sys.path.insert(0, os.path.join(HERE, "..", "parity"))
+from check_report import Checks  # noqa: E402
+import gpt2_reference as ref  # noqa: E402
+from safetensors_io import read_safetensors  # noqa: E402
+
+LOSS_RTOL = 1e-5  # fp32 engine vs float64 reference from the same weights (as tests/parity)
+
+
+def read_master(ckpt_dir):
+    """{name: stored-shape fp32 array} assembled from the rank files via the manifest's segments."""
+    with open(os.path.join(ckpt_dir, "manifest.json")) as f:
+        m = json.load(f)
+    units = [np.zeros(u["numel"], np.float32) for u in m["units"]]
+    for entry in m["files"]:
+        with open(os.path.join(ckpt_dir, entry["name"]), "rb") as f:
+            blob = f.read()
+        for s in entry["segments"]:
+            if s["state"] == "master":
+                n = s["end"] - s["begin"]
+                units[s["unit"]][s["begin"]:s["end"]] = np.frombuffer(blob, "<f4", n, s["offset"])
+    out = {}
+    for p in m["params"]:
+        n = int(np.prod(p["shape"]))
+        out[p["name"]] = units[p["unit"]][p["offset"]:p["offset"] + n].reshape(p["shape"])
+    return m, out
+
+
+def bf16_round(a):
+    return torch.from_numpy(np.ascontiguousarray(a)).to(torch.bfloat16).to(torch.float32).numpy()
+
+
+def main():
+    argv = sys.argv[1:]
+    mpirun = argv[argv.index("--") + 1:] if "--" in argv else []
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--zerotrain", required=True)
+    parser.add_argument("--driver", required=True)
+    parser.add_argument("--config", required=True)
+    args = parser.parse_args(argv[:argv.index("--")] if "--" in argv else argv)
+    checks = Checks()
+    work = tempfile.mkdtemp(prefix="zt_ckpt_cli_")
+    folder = os.path.join(work, "checkpoints")
+    ranks = 3 if mpirun else 1
+
+    def run(cmd):
+        return subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=120)
+
+    def ckpt(*a):
+        return run([args.zerotrain, "ckpt", *a])
+
+    saved = run(mpirun + ["-np", str(ranks)] * bool(mpirun) + [args.driver, "save", folder, "--stage", 1, "--step", 3,
+                                                                  "--gpt-config", args.config])
+    if not checks.check(saved.returncode == 0, f"GPT checkpoint saved by {ranks} ranks ({saved.stderr.strip()})"):
+        return checks.finish()
+    ckpt_dir = os.path.join(folder, "step_00000003")
+    manifest, master = read_master(ckpt_dir)
+    cfg = manifest["model"]
+    V, C, L, T, Vp = cfg["vocab_size"], cfg["n_embd"], cfg["n_layer"], cfg["block_size"], cfg["padded_vocab_size"]
+
+    # The engine's own view of the same weights and its loss on the debug batch.
+    states = {}
+    for dtype in ("f32", "bf16"):
+        out = os.path.join(work, f"debug_{dtype}.safetensors")
+        r = run([args.zerotrain, "debug-state", "--config", args.config, "--out", out,
+                 "--set", f"precision.param_dtype={dtype}"])
+        checks.check(r.returncode == 0, f"debug-state {dtype} runs ({r.stderr.strip()[-200:]})")
+        states[dtype] = read_safetensors(out)[0]
+    engine = states["f32"]
+    same = all(np.array_equal(master[n][:engine[n].shape[0]], engine[n]) for n in engine if n in master)
+    checks.check(same and all(n in engine for n in master),
+                 "rank files (read by the Python reader) hold exactly the engine's initial weights")
+
+    r = ckpt("inspect", folder)
+    checks.check(r.returncode == 0 and "step 3 " in r.stdout and f"saved by {ranks} rank" in r.stdout
+                 and "checksums: ok" in r.stdout, f"ckpt inspect FOLDER reports the checkpoint ({r.stdout[-300:]})")
+    r = ckpt("verify", ckpt_dir)
+    checks.check(r.returncode == 0 and r.stdout.startswith("ok:"), f"ckpt verify: ok ({r.stdout.strip()})")
+
+    for dtype in ("f32", "bf16"):
+        out = os.path.join(work, f"hf_{dtype}")
+        r = ckpt("export", folder, "--format", "hf", "--out", out, "--dtype", dtype)
+        if not checks.check(r.returncode == 0, f"export hf {dtype} exits 0 ({r.stderr.strip()})"):
+            continue
+        with open(os.path.join(out, "config.json")) as f:
+            hf = json.load(f)
+        checks.check(hf["architectures"] == ["GPT2LMHeadModel"] and hf["model_type"] == "gpt2"
+                     and (hf["vocab_size"], hf["n_embd"], hf["n_layer"], hf["n_head"], hf["n_positions"])
+                     == (V, C, L, cfg["n_head"], T) and hf["activation_function"] == "gelu_new"
+                     and hf["torch_dtype"] == ("float32" if dtype == "f32" else "bfloat16"),
+                     f"hf {dtype}: config.json describes the model")
+        tensors, dtypes, meta = read_safetensors(os.path.join(out, "model.safetensors"))
+        checks.check(meta.get("format") == "pt" and set(tensors) == set(master)
+                     and set(dtypes.values()) == {"F32" if dtype == "f32" else "BF16"},
+                     f"hf {dtype}: every parameter, dtype {set(dtypes.values())}, metadata format=pt")
+        checks.check(tensors["transformer.wte.weight"].shape == (V, C), f"hf {dtype}: wte has the true vocabulary {V}")
+        expect = {n: a[:V] if n == "transformer.wte.weight" else a for n, a in master.items()}
+        if dtype == "bf16":
+            expect = {n: bf16_round(a) for n, a in expect.items()}
+        checks.check(all(np.array_equal(tensors[n], expect[n]) for n in expect),
+                     f"hf {dtype}: tensors equal the checkpoint's master weights{' rounded to bf16' if dtype == 'bf16' else ''}")
+        # HF GPT-2 semantics in plain PyTorch (float64), against the engine's loss on the same batch.
+        state = states[dtype]
+        gcfg = ref.GPT2Config(n_layer=L, n_head=cfg["n_head"], n_embd=C, block_size=T, vocab_size=V,
+                              padded_vocab_size=Vp)
+        params = {n: torch.tensor(a, dtype=torch.float64) for n, a in tensors.items()}
+        _, loss = ref.forward(params, torch.as_tensor(state["inputs"]).long(), torch.as_tensor(state["targets"]).long(), gcfg)
+        want = float(state["loss"].reshape(-1)[0])
+        err = abs(loss.item() - want) / abs(want)
+        checks.check(err < LOSS_RTOL, f"hf {dtype}: PyTorch GPT-2 loss {loss.item():.7f} from the export vs zerotrain "
+                                      f"{want:.7f} (rel err {err:.1e} < {LOSS_RTOL})")
+
+    for dtype, version, width in (("f32", 3, 4), ("bf16", 5, 2)):
+        out = os.path.join(work, f"model_{dtype}.bin")
+        r = ckpt("export", ckpt_dir, "--format", "llmc", "--out", out, "--dtype", dtype)
+        if not checks.check(r.returncode == 0, f"export llmc {dtype} exits 0 ({r.stderr.strip()})"):
+            continue
+        with open(out, "rb") as f:
+            blob = f.read()
+        header = struct.unpack("<256i", blob[:1024])
+        checks.check(header[:8] == (20240326, version, T, V, L, cfg["n_head"], C, Vp),
+                     f"llmc {dtype}: header magic, version {version}, maxT V L H C Vp ({header[:8]})")
+        order = [("transformer.wte.weight", False), ("transformer.wpe.weight", False)]
+        for suffix, transpose in (("ln_1.weight", 0), ("ln_1.bias", 0), ("attn.c_attn.weight", 1),
+                                  ("attn.c_attn.bias", 0), ("attn.c_proj.weight", 1), ("attn.c_proj.bias", 0),
+                                  ("ln_2.weight", 0), ("ln_2.bias", 0), ("mlp.c_fc.weight", 1), ("mlp.c_fc.bias", 0),
+                                  ("mlp.c_proj.weight", 1), ("mlp.c_proj.bias", 0)):
+            order += [(f"transformer.h.{l}.{suffix}", bool(transpose)) for l in range(L)]
+        order += [("transformer.ln_f.weight", False), ("transformer.ln_f.bias", False)]
+        parts = [master[n].T if t else master[n] for n, t in order]
+        want = np.concatenate([np.ascontiguousarray(p).reshape(-1) for p in parts])
+        if dtype == "f32":
+            got = np.frombuffer(blob, "<f4", offset=1024)
+        else:
+            want = bf16_round(want)
+            got = (np.frombuffer(blob, "<u2", offset=1024).astype(np.uint32) << 16).view(np.float32)
+        checks.check(len(blob) == 1024 + width * want.size and np.array_equal(got, want),
+                     f"llmc {dtype}: tensors in llm.c's order, wte with {Vp} rows, linear weights [out, in]")
+
+    # Bad input: one line on stderr, exit code 2.
+    shutil.copytree(ckpt_dir, os.path.join(work, "old_version"))
+    with open(os.path.join(work, "old_version", "manifest.json")) as f:
+        doc = json.load(f)
+    doc["format_version"] = 99
+    with open(os.path.join(work, "old_version", "manifest.json"), "w") as f:
+        json.dump(doc, f)
+    odd = os.path.join(work, "odd")
+    run([args.driver, "save", odd, "--stage", 0, "--step", 1])
+    cases = [
+        ("unknown action", ["frob", folder], "unknown action 'frob'"),
+        ("missing PATH", ["inspect"], "missing PATH"),
+        ("no such path", ["verify", os.path.join(work, "nope")], "nope: no such checkpoint"),
+        ("empty folder", ["verify", work + "/hf_f32"], "no checkpoint found"),
+        ("bad --format", ["export", folder, "--format", "onnx", "--out", work + "/x"], "--format must be hf or llmc"),
+        ("bad --dtype", ["export", folder, "--format", "hf", "--out", work + "/x", "--dtype", "fp16"], "--dtype"),
+        ("missing --out", ["export", folder, "--format", "hf"], "--out"),
+        ("unknown flag", ["verify", folder, "--frob"], "--frob"),
+        ("other format version", ["verify", work + "/old_version"], "format version 99 is not supported"),
+        ("not a GPT checkpoint", ["export", odd, "--format", "llmc", "--out", work + "/x.bin"], "not a GPT config"),
+    ]
+    for name, argv_, fragment in cases:
+        r = ckpt(*argv_)
+        lines = r.stderr.strip().splitlines()
+        checks.check(r.returncode == 2 and len(lines) == 1 and fragment in lines[0],
+                     f"bad input, {name}: exit 2, one line containing '{fragment}' (rc {r.returncode}: {r.stderr.strip()})")
+    shutil.rmtree(work, ignore_errors=True)
+    return checks.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -3,7 +3,11 @@
 (processes under mpirun, one thread each) and prints ms/step per stage, its ratio to stage 0
 (target: stage 3 within 1.25x of stage 0 at 2 ranks), and the elements each rank sent per step
 beside the ZeRO paper's volumes (2 Psi for stages 0-2, 3 Psi for stage 3, as ring collectives
-move them: the measured count divided by (N-1)/N). Writes docs/results/zero_bench.{json,md}.
+move them: the measured count divided by (N-1)/N). Each configuration runs twice, with the
+overlapped schedule (zero.overlap_comm = true, the default) and with every collective waited at
+once (false), interleaved, and reports both and the time each rank spent blocked waiting for
+communication (comm_wait_ms: what computation did not hide). Writes
+docs/results/zero_bench.{json,md}.
 
 These machines have 2 cores: at 4 ranks the processes share them, so 4-rank times measure the
 oversubscribed machine, not scaling.
@@ -31,10 +35,11 @@ def param_count(binary, config):
     return json.loads(p.stdout)["params"]
 
 
-def run(args, ranks, stage, work):
-    run_dir = os.path.join(work, f"n{ranks}_s{stage}")
+def run(args, ranks, stage, overlap, work):
+    run_dir = os.path.join(work, f"n{ranks}_s{stage}_{'overlap' if overlap else 'sync'}")
     cmd = MPIRUN + ["-np", str(ranks), args.zerotrain, "train", "--config", args.config, "--run-dir", run_dir,
-                    "--set", f"zero.stage={stage}", "--set", f"train.max_steps={args.steps}", "--set",
+                    "--set", f"zero.stage={stage}", "--set", f"zero.overlap_comm={'true' if overlap else 'false'}",
+                    "--set", f"train.max_steps={args.steps}", "--set",
                     "train.num_threads=1", "--set", "log.sample_tokens=0", "--set", "train.eval_batches=1",
                     "--set", "log.progress=plain", "--set", "log.every_steps=1000"]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
@@ -45,6 +50,7 @@ def run(args, ranks, stage, work):
     timed = steps[args.warmup:]
     return {"ms_per_step": statistics.median(s["step_ms"] for s in timed),
             "step_ms": [s["step_ms"] for s in steps],
+            "comm_wait_ms": statistics.median(s["comm_wait_ms"] for s in timed),
             "elements_sent_per_step": statistics.median(s["comm_elements_sent"] for s in timed)}
 
 
@@ -61,24 +67,33 @@ def main():
     results = {}
     for n in (2, 4):
         for st in range(4):
-            results[f"N{n}_stage{st}"] = r = run(args, n, st, work)
+            sync = run(args, n, st, False, work)  # interleaved with the overlapped run: same machine noise
+            r = run(args, n, st, True, work)
+            results[f"N{n}_stage{st}"] = r
             r["ranks"], r["stage"] = n, st
+            r["sync"] = sync
             r["volume_psi"] = r["elements_sent_per_step"] / psi / ((n - 1) / n)
             r["paper_volume_psi"] = 3.0 if st == 3 else 2.0
     for n in (2, 4):
         base = results[f"N{n}_stage0"]["ms_per_step"]
         for st in range(4):
-            results[f"N{n}_stage{st}"]["ratio_to_stage0"] = results[f"N{n}_stage{st}"]["ms_per_step"] / base
+            r = results[f"N{n}_stage{st}"]
+            r["ratio_to_stage0"] = r["ms_per_step"] / base
+            r["overlap_speedup"] = r["sync"]["ms_per_step"] / r["ms_per_step"]
     commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout.strip()
     target = results["N2_stage3"]["ratio_to_stage0"] <= 1.25
     lines = [f"# ZeRO stages on CPU ranks ({os.path.basename(args.config)}, Psi = {psi:,} parameters)", "",
              f"`tools/bench_zero.py`, {datetime.date.today()}, commit {commit[:10]}; median of steps "
-             f"{args.warmup + 1}-{args.steps}; one thread per rank on a 2-core machine (4 ranks oversubscribe it). "
-             "Collectives are synchronous (no overlap yet).", "",
-             "| ranks | stage | ms/step | vs stage 0 | sent per rank per step | volume (/ (N-1)/N) | paper |",
-             "|---|---|---|---|---|---|---|"]
+             f"{args.warmup + 1}-{args.steps}; one compute thread per rank on a 2-core machine (4 ranks "
+             "oversubscribe it). 'overlapped' is the default schedule (collectives progressed by the "
+             "communication thread while the rank computes), 'synchronous' waits each collective at once; "
+             "'blocked' is the time per step a rank spent waiting for communication.", "",
+             "| ranks | stage | overlapped ms/step | vs stage 0 | blocked | synchronous ms/step | blocked | "
+             "sent per rank per step | volume (/ (N-1)/N) | paper |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for key, r in results.items():
         lines.append(f"| {r['ranks']} | {r['stage']} | {r['ms_per_step']:.1f} | {r['ratio_to_stage0']:.2f}x | "
+                     f"{r['comm_wait_ms']:.1f} ms | {r['sync']['ms_per_step']:.1f} | {r['sync']['comm_wait_ms']:.1f} ms | "
                      f"{r['elements_sent_per_step']:,.0f} elements | {r['volume_psi']:.2f} Psi | "
                      f"{r['paper_volume_psi']:.0f} Psi |")
     lines += ["", f"Target: stage 3 within 1.25x of stage 0 at 2 ranks: "

@@ -1,6 +1,7 @@
 // CommWorker: the progress loop (see the header for why it exists and how it keeps MPI's order).
 #include "engine/comm/comm_worker.h"
 
+#include <algorithm>
 #include <chrono>
 
 namespace zt {
@@ -61,9 +62,15 @@ void CommWorker::run() {
         ++it;
       }
     }
-    // Poll eagerly while data moves, then back off so the computing threads keep their cores.
+    // Poll eagerly while data moves, then back off (10 us doubling to 200 us) so that the computing
+    // threads keep their cores; a new submission wakes the thread at once.
     idle_rounds = finished_any ? 0 : idle_rounds + 1;
-    if (idle_rounds > 64) std::this_thread::sleep_for(std::chrono::microseconds(20));
+    if (idle_rounds > 32) {
+      const int shift = std::min(idle_rounds - 33, 5);
+      std::unique_lock<std::mutex> lock(mutex_);
+      wake_.wait_for(lock, std::chrono::microseconds(std::min(10 << shift, 200)),
+                     [&] { return stop_ || !queue_.empty(); });
+    }
   }
 }
 

@@ -67,7 +67,12 @@ extern "C" void on_launcher_termination(int) {
   _exit(1);
 }
 
+// Only the thread that waits (the main thread) adds to it.
+double g_comm_wait_seconds = 0.0;
+
 }  // namespace
+
+double comm_wait_seconds() { return g_comm_wait_seconds; }
 
 void install_launcher_termination_handler() { std::signal(SIGTERM, on_launcher_termination); }
 
@@ -84,6 +89,12 @@ void Work::wait() {
     ~BackToIdle() { record(nullptr, context); }
   } back_to_idle{context_};
   const auto start = std::chrono::steady_clock::now();
+  struct AddWaitTime {
+    std::chrono::steady_clock::time_point start;
+    ~AddWaitTime() {
+      g_comm_wait_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    }
+  } add_wait_time{start};
   int spins = 0;
   while (!advance_()) {
     const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

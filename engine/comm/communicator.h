@@ -96,6 +96,10 @@ class Communicator {
 // otherwise a single rank. Temporary buffers are charged to `tracker` as comm_buffers.
 std::unique_ptr<Communicator> make_communicator(MemoryTracker& tracker, const CommOptions& options);
 
+// Seconds this process has spent blocked in Work::wait: the communication that computation did
+// not hide (the trainer logs it per step as comm_wait_ms).
+double comm_wait_seconds();
+
 // True when the environment says this process was started by an MPI launcher.
 bool launched_by_mpi();
 

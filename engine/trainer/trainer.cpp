@@ -172,6 +172,7 @@ TrainSummary Trainer::run() {
   for (; step < c.train.max_steps; ++step) {
     const auto t0 = std::chrono::steady_clock::now();
     const std::int64_t sent_before = s.comm.elements_sent();
+    const double wait_before = comm_wait_seconds();
     s.store.begin_step();
     double loss_sum = 0.0;
     for (int micro = 0; micro < accum; ++micro) {
@@ -218,6 +219,7 @@ TrainSummary Trainer::run() {
     s.log({{"type", "train"}, {"step", step + 1}, {"loss", loss}, {"lr", lr}, {"grad_norm", grad_norm},
                      {"step_ms", step_ms}, {"tokens_per_s", tokens_per_s}, {"tokens", tokens_per_step},
                      {"comm_elements_sent", s.comm.elements_sent() - sent_before},
+                     {"comm_wait_ms", 1000.0 * (comm_wait_seconds() - wait_before)},
                      {"memory_peak_bytes", memory_json(mem)}});
     const double elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
     const double eta_s = elapsed_s / (step + 1) * (c.train.max_steps - step - 1);

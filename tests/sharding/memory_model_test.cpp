@@ -287,6 +287,14 @@ TEST(MemoryCommand, JsonForAParamCountAndAConfig) {
   EXPECT_EQ(doc["stages"][2]["bytes"]["gradients"].get<std::int64_t>(), s2[C::kGradients]);
   EXPECT_EQ(doc["stages"][2]["total"].get<std::int64_t>(), s2.total_bytes());
   EXPECT_EQ(doc["stages"][2]["padding"].get<std::int64_t>(), s2.padding_bytes);
+  // The other gradient-shard dtype's cost, shown beside: fp32 shards at stages 2-3 in bf16.
+  cfg.zero.fp32_grad_shards = true;
+  EXPECT_EQ(doc["other_grad_shard_dtype"], "fp32");
+  EXPECT_EQ(doc["stages"][2]["gradients_with_other_grad_shard_dtype"].get<std::int64_t>(),
+            predict_rank_memory(cfg, 2, 3)[C::kGradients]);
+  EXPECT_GT(predict_rank_memory(cfg, 2, 3)[C::kGradients], s2[C::kGradients]);
+  EXPECT_EQ(doc["stages"][0]["gradients_with_other_grad_shard_dtype"].get<std::int64_t>(),
+            doc["stages"][0]["bytes"]["gradients"].get<std::int64_t>());
 
   ::testing::internal::CaptureStdout();
   EXPECT_EQ(cli::memory_main({"--config", path.string(), "--ranks", "3"}), 0);

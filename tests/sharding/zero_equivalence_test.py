@@ -7,7 +7,9 @@ Setup: a 2-layer GPT (units of 5120, 12704, 12704 and 64 elements: N = 3 divides
 three, so shards are padded), dropout 0.1 (masks keyed by global sample index), clipping at 1.0,
 24 steps, a global batch of 12 sequences split as micro_batch = 12 / N per rank. The reference is
 one process with micro_batch 12. Also: grad_accum 2 at N = 2 (stage 2, reduce-scatter per
-micro-batch; stage 1, reduce after the last) against the same reference.
+micro-batch; stage 1, reduce after the last) against the same reference, and at N = 3 each zero
+scheduling option (no overlap, deeper prefetch, fewer reductions in flight, no reshard after
+forward, persistent small units, fp32 gradient shards) bitwise identical to stage 0.
 
 Bounds: per-step relative loss difference <= 2e-5 and final weights normwise <= 1e-4 against the
 reference. The ranks sum the same per-sample gradients in a different order (over ranks, then
@@ -110,7 +112,18 @@ def main():
         check(same, f"N={n}: stages 0-3 give bitwise identical losses and gradient norms (deterministic)")
         check(all(runs[st]["weights"] == runs[0]["weights"] for st in range(4)),
               f"N={n}: stages 0-3 give bitwise identical final weights")
-    for st in (1, 2):
+    # Every scheduling option only moves when collectives start and buffers live, never what is
+    # summed: bitwise the same as stage 0 at N = 3.
+    n3_stage0 = train(launcher, binary, work, "n3_s0_again", 3, "zero.stage=0", "train.micro_batch=4")
+    variants = [("zero.overlap_comm=false",), ("zero.prefetch_units=2", "zero.max_inflight_reductions=1"),
+                ("zero.reshard_after_forward=false",), ("zero.param_persistence_threshold=6000",),
+                ("zero.grad_shard_dtype=fp32",)]
+    for i, v in enumerate(variants):
+        r = train(launcher, binary, work, f"n3_s3_v{i}", 3, "zero.stage=3", "train.micro_batch=4", *v)
+        if r is not None and n3_stage0 is not None:
+            check(r["loss"] == n3_stage0["loss"] and r["weights"] == n3_stage0["weights"],
+                  f"N=3 stage 3 with {' '.join(v)}: bitwise identical to stage 0")
+    for st in (1, 2, 3):
         r = train(launcher, binary, work, f"accum_s{st}", 2, f"zero.stage={st}", "train.micro_batch=3",
                   "train.grad_accum=2")
         if r is not None:

@@ -92,6 +92,16 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
 
   std::vector<StageMemory> stages;
   for (int stage = 0; stage < kStages; ++stage) stages.push_back(predict_rank_memory(cfg, stage, ranks, options));
+  // The other choice of gradient-shard dtype at stages 2-3, so the table shows what each costs.
+  RunConfig other_cfg = cfg;
+  other_cfg.zero.fp32_grad_shards = !cfg.zero.fp32_grad_shards;
+  std::vector<std::int64_t> other_grads;
+  for (int stage = 0; stage < kStages; ++stage) {
+    other_grads.push_back(predict_rank_memory(other_cfg, stage, ranks, options)[MemCategory::kGradients]);
+  }
+  const char* grad_dtype = cfg.zero.fp32_grad_shards ? "fp32" : "working";
+  const char* other_grad_dtype = cfg.zero.fp32_grad_shards ? "working" : "fp32";
+  const ZeroOptions& z = cfg.zero;
 
   if (json) {
     nlohmann::json out = nlohmann::json::array();
@@ -102,6 +112,7 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
                      {"bytes", bytes},
                      {"model_states", stages[stage].model_state_bytes()},
                      {"total", stages[stage].total_bytes()},
+                     {"gradients_with_other_grad_shard_dtype", other_grads[static_cast<std::size_t>(stage)]},
                      {"padding", stages[stage].padding_bytes}});
     }
     const nlohmann::json doc = {
@@ -116,6 +127,8 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
         {"units", table.units().size()},
         {"max_unit_numel", table.max_unit_numel()},
         {"deterministic_reductions", options.deterministic},
+        {"zero", cfg.to_json()["zero"]},
+        {"other_grad_shard_dtype", other_grad_dtype},
         {"stages", out}};
     fmt::print("{}\n", doc.dump(2));
     return 0;
@@ -130,9 +143,10 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
   fmt::print("per rank: micro_batch {} x seq_len {}, activation_checkpointing {}, param_dtype {} (CPU backend layout: "
              "fp32 activations)\n",
              cfg.train.micro_batch, cfg.train.seq_len, ckpt, dtype);
-  fmt::print("stage 3: one gathered unit at a time (two in the head: final LayerNorm and embeddings), no prefetch "
-             "yet{}\n\n",
-             options.deterministic ? "; deterministic reductions" : "");
+  fmt::print("zero: overlap_comm {}, prefetch_units {}, max_inflight_reductions {}, reshard_after_forward {}, "
+             "param_persistence_threshold {}, grad_shard_dtype {}{}\n\n",
+             z.overlap_comm, z.prefetch_units, z.max_inflight_reductions, z.reshard_after_forward,
+             z.persistence_threshold, grad_dtype, options.deterministic ? "; deterministic reductions" : "");
   std::string head = fmt::format("{:<22}", "category");
   for (int stage = 0; stage < kStages; ++stage) head += fmt::format("{:>14}", fmt::format("stage {}", stage));
   fmt::print("{}\n", head);
@@ -144,6 +158,9 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
   for (MemCategory c : kRows) row(std::string(mem_category_name(c)), [c](const StageMemory& m) { return m[c]; });
   row("total", [](const StageMemory& m) { return m.total_bytes(); });
   row("padding (in the above)", [](const StageMemory& m) { return m.padding_bytes; });
+  std::string other = fmt::format("{:<22}", fmt::format("gradients, {} shards", other_grad_dtype));
+  for (std::int64_t g : other_grads) other += fmt::format("{:>14}", format_bytes(g));
+  fmt::print("{}   (zero.grad_shard_dtype = {}: stages 2-3)\n", other, other_grad_dtype);
   fmt::print("\ntotal = sum of the category peaks; padding = bytes above that hold no data on rank {} (the most "
              "padded).\nThe layout and why each buffer exists: docs/zero_memory.md. Exact bytes: --json.\n",
              ranks - 1);

@@ -23,32 +23,15 @@ import numpy as np
 import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, ".."))
 sys.path.insert(0, os.path.join(HERE, "..", "parity"))
 from check_report import Checks  # noqa: E402
 import gpt2_reference as ref  # noqa: E402
 from safetensors_io import read_safetensors  # noqa: E402
+from ckpt_format import read_master  # noqa: E402
 
 LOSS_RTOL = 1e-5  # fp32 engine vs float64 reference from the same weights (as tests/parity)
-
-
-def read_master(ckpt_dir):
-    """{name: stored-shape fp32 array} assembled from the rank files via the manifest's segments."""
-    with open(os.path.join(ckpt_dir, "manifest.json")) as f:
-        m = json.load(f)
-    units = [np.zeros(u["numel"], np.float32) for u in m["units"]]
-    for entry in m["files"]:
-        with open(os.path.join(ckpt_dir, entry["name"]), "rb") as f:
-            blob = f.read()
-        for s in entry["segments"]:
-            if s["state"] == "master":
-                n = s["end"] - s["begin"]
-                units[s["unit"]][s["begin"]:s["end"]] = np.frombuffer(blob, "<f4", n, s["offset"])
-    out = {}
-    for p in m["params"]:
-        n = int(np.prod(p["shape"]))
-        out[p["name"]] = units[p["unit"]][p["offset"]:p["offset"] + n].reshape(p["shape"])
-    return m, out
 
 
 def bf16_round(a):

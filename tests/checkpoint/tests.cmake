@@ -24,3 +24,15 @@ if(ZT_MPI)
       --driver $<TARGET_FILE:zt_checkpoint_driver> -- ${ZT_MPIRUN} ${ZT_MPIRUN_FLAGS})
   set_tests_properties(checkpoint.reshard_across_ranks_and_stages PROPERTIES LABELS "cpu;mpi" TIMEOUT 600 RESOURCE_LOCK mpi)
 endif()
+
+# Resume through the real ZeroParamStore + ShardedAdamW on other rank counts and stages.
+add_executable(zt_checkpoint_resume_driver ${CMAKE_CURRENT_SOURCE_DIR}/checkpoint/optimizer_resume_driver.cpp)
+target_link_libraries(zt_checkpoint_resume_driver PRIVATE zerotrain_lib)
+target_compile_options(zt_checkpoint_resume_driver PRIVATE ${ZT_WARNINGS})
+if(ZT_MPI)
+  add_test(NAME checkpoint.resume_resharded_through_the_optimizer
+    COMMAND ${ZT_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/checkpoint/reshard_resume_test.py
+      --driver $<TARGET_FILE:zt_checkpoint_resume_driver> --config ${PROJECT_SOURCE_DIR}/configs/tiny_debug.json
+      -- ${ZT_MPIRUN} ${ZT_MPIRUN_FLAGS})
+  set_tests_properties(checkpoint.resume_resharded_through_the_optimizer PROPERTIES LABELS "cpu;mpi" TIMEOUT 600 RESOURCE_LOCK mpi)
+endif()

@@ -8,8 +8,7 @@
 #include <filesystem>
 #include <memory>
 
-#include "engine/checkpoint/checkpoint_reader.h"
-#include "engine/checkpoint/checkpoint_writer.h"
+#include "engine/checkpoint/optimizer_checkpoint.h"
 #include "engine/comm/local_communicator.h"
 #include "engine/core/bf16.h"
 #include "engine/sharding/zero_options.h"
@@ -80,16 +79,14 @@ TEST_P(OptimizerRestore, ResumedStepsAreBitwiseTheUninterruptedOnes) {
   for (int s = 0; s < 3; ++s) a.step(s);
 
   CheckpointMeta meta;
-  meta.position = {3, 0, 0, a.optimizer.step_count()};
-  meta.param_dtype = dtype == DType::kF32 ? "f32" : "bf16";
-  const OptimizerStateSource source{&a.store.optimizer_layout(), [&](StateKind k, int u) { return a.state(k, u); }};
-  const SaveResult saved = save_checkpoint(comm, folder, table, source, meta, 0);
+  meta.position.step = 3;
+  const SaveResult saved = save_training_state(comm, folder, a.store, a.optimizer, meta, 0);
 
   Replica b(table, dtype, comm, tracker, ctx);
   const CheckpointReader reader(saved.path);
-  load_optimizer_state(reader, table, {&b.store.optimizer_layout(), [&](StateKind k, int u) { return b.state(k, u); }});
-  b.optimizer.set_step_count(reader.manifest().position.optimizer_step);
-  b.optimizer.restore_working_from_master();
+  EXPECT_EQ(reader.manifest().position.optimizer_step, 3);
+  EXPECT_EQ(reader.manifest().param_dtype, dtype == DType::kF32 ? "f32" : "bf16");
+  restore_training_state(reader, b.store, b.optimizer);
   for (std::size_t u = 0; u < table.units().size(); ++u) {
     EXPECT_TRUE(same_bytes(a.store.working_shard(static_cast<int>(u)), b.store.working_shard(static_cast<int>(u))))
         << "working parameters of unit " << u << " right after the restore";

@@ -15,8 +15,7 @@
 
 #include "engine/checkpoint/checkpoint_export.h"
 #include "engine/checkpoint/checkpoint_folder.h"
-#include "engine/checkpoint/checkpoint_reader.h"
-#include "engine/checkpoint/checkpoint_writer.h"
+#include "engine/checkpoint/optimizer_checkpoint.h"
 #include "engine/config/run_config.h"
 #include "engine/core/bf16.h"
 #include "engine/optim/sharded_adamw.h"
@@ -31,15 +30,6 @@ using namespace zt::ckpt;
 float synthetic_grad(std::size_t unit, std::int64_t element, int step) {
   return std::sin(0.001f * static_cast<float>(element % 100003) + 0.7f * static_cast<float>(unit) +
                   1.3f * static_cast<float>(step)) * 0.1f;
-}
-
-TensorView state_of(const ShardedAdamW& opt, StateKind kind, int unit) {
-  switch (kind) {
-    case StateKind::kMaster: return opt.master(unit);
-    case StateKind::kExpAvg: return opt.exp_avg(unit);
-    case StateKind::kExpAvgSq: return opt.exp_avg_sq(unit);
-  }
-  return {};
 }
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
@@ -84,9 +74,7 @@ int run(int argc, char** argv, Communicator& comm) {
     const auto t0 = std::chrono::steady_clock::now();
     const CheckpointReader reader(resolve_checkpoint(folder, Validation::kStructure).path);
     if (reader.manifest().position.step != from) throw InputError(fmt::format("latest is not step {}", from));
-    load_optimizer_state(reader, table, {&store.optimizer_layout(), [&](StateKind k, int u) { return state_of(optimizer, k, u); }});
-    optimizer.set_step_count(reader.manifest().position.optimizer_step);
-    optimizer.restore_working_from_master();
+    restore_training_state(reader, store, optimizer);
     fmt::print("rank {}/{}: loaded step {} (saved by {} ranks at stage {}) at stage {} in {:.3f} s, read {} bytes\n",
                rank, comm.world_size(), from, reader.manifest().world_size, reader.manifest().zero_stage, stage,
                seconds_since(t0), reader.bytes_read());
@@ -109,14 +97,10 @@ int run(int argc, char** argv, Communicator& comm) {
   }
 
   CheckpointMeta meta;
-  meta.position = {to, 0, 0, optimizer.step_count()};
-  meta.zero_stage = stage;
-  meta.param_dtype = dtype;
+  meta.position.step = to;
   meta.model = gpt_model_json(cfg.model);
   meta.config = cfg.to_json();
-  const SaveResult saved = save_checkpoint(
-      comm, folder, table, {&store.optimizer_layout(), [&](StateKind k, int u) { return state_of(optimizer, k, u); }},
-      meta, 0);
+  const SaveResult saved = save_training_state(comm, folder, store, optimizer, meta, 0);
   fmt::print("rank {}/{}: saved step {} at stage {} in {:.3f} s, {} bytes (all ranks {})\n", rank, comm.world_size(),
              to, stage, saved.seconds, saved.rank_bytes, saved.total_bytes);
   return 0;

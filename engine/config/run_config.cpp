@@ -149,6 +149,14 @@ void read_log(ConfigReader r, LogConfig& l, const std::string& source) {
   r.reject_unknown_keys();
 }
 
+void read_checkpoint(ConfigReader r, CheckpointConfig& k) {
+  k.dir = r.get_string("dir", k.dir);
+  k.every_steps = r.get_int("every_steps", k.every_steps, 0, kMaxSteps);
+  k.keep_last = r.get_int("keep_last", k.keep_last, 0, 1000000);
+  k.at_end = r.get_bool("at_end", k.at_end);
+  r.reject_unknown_keys();
+}
+
 void read_zero(ConfigReader& r, ZeroOptions& z) {
   z.stage = r.get_int("stage", z.stage, 0, 3);
   z.overlap_comm = r.get_bool("overlap_comm", z.overlap_comm);
@@ -182,6 +190,7 @@ RunConfig parse_run_config(nlohmann::json doc, const std::string& source, int wo
   read_zero(zero, c.zero);
   zero.reject_unknown_keys();
   read_log(root.section("log"), c.log, source);
+  read_checkpoint(root.section("checkpoint"), c.checkpoint);
   root.reject_unknown_keys();
   return c;
 }
@@ -253,6 +262,9 @@ nlohmann::json RunConfig::to_json() const {
         {"sample_every", log.sample_every}, {"sample_tokens", log.sample_tokens},
         {"sample_temperature", shortest(log.sample_temperature)}, {"sample_top_k", log.sample_top_k},
         {"sample_prompt", log.sample_prompt}}},
+      {"checkpoint",
+       {{"dir", checkpoint.dir}, {"every_steps", checkpoint.every_steps}, {"keep_last", checkpoint.keep_last},
+        {"at_end", checkpoint.at_end}}},
   };
 }
 

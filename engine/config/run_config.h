@@ -1,5 +1,5 @@
 // The resolved configuration of a run, read from a JSON file plus --set overrides. Sections:
-// model, data, train, optim, precision, zero, log (checkpoint arrives with sharded checkpoints).
+// model, data, train, optim, precision, zero, log, checkpoint.
 // Every key is documented in docs/config.md; unknown keys, wrong types, out-of-range values and
 // batch terms that disagree are errors naming the key.
 #pragma once
@@ -62,6 +62,16 @@ struct LogConfig {
   std::string sample_prompt = "\n";
 };
 
+struct CheckpointConfig {
+  std::string dir;           // checkpoint folder; "" means <run_dir>/checkpoints (see folder_for)
+  int every_steps = 0;       // save after every N optimizer-loop steps; 0 = off
+  int keep_last = 3;         // complete checkpoints kept (older ones deleted after a newer one is complete); 0 = all
+  bool at_end = false;       // save after the last step
+
+  // The folder checkpoints go to for a run writing into run_dir.
+  std::string folder_for(const std::string& run_dir) const { return dir.empty() ? run_dir + "/checkpoints" : dir; }
+};
+
 struct RunConfig {
   std::string source;  // the file it came from, for messages
   Device device = Device::kCPU;
@@ -74,6 +84,7 @@ struct RunConfig {
   ZeroOptions zero;
   int world_size = 1;               // ranks (set by the launcher, not the file)
   LogConfig log;
+  CheckpointConfig checkpoint;
   std::vector<std::string> derived;  // "train.grad_accum = 4 (from ...)": printed at start
 
   nlohmann::json to_json() const;

@@ -9,7 +9,8 @@
 
 namespace zt {
 
-MetricsLog::MetricsLog(const std::string& path) : path_(path), file_(std::fopen(path.c_str(), "w")) {
+MetricsLog::MetricsLog(const std::string& path, bool append)
+    : path_(path), file_(std::fopen(path.c_str(), append ? "a" : "w")) {
   if (file_ == nullptr) throw_runtime_error("cannot open metrics file '{}' for writing", path);
 }
 

@@ -12,7 +12,8 @@ namespace zt {
 
 class MetricsLog {
  public:
-  explicit MetricsLog(const std::string& path);  // truncates; throws RuntimeError if it cannot
+  // Truncates (or, for a resumed run, appends); throws RuntimeError if it cannot open the file.
+  explicit MetricsLog(const std::string& path, bool append = false);
   ~MetricsLog();
   MetricsLog(const MetricsLog&) = delete;
   MetricsLog& operator=(const MetricsLog&) = delete;

@@ -12,6 +12,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "engine/checkpoint/checkpoint_export.h"
+#include "engine/checkpoint/optimizer_checkpoint.h"
 #include "engine/core/bf16.h"
 #include "engine/core/check.h"
 #include "engine/data/batch_sampler.h"
@@ -85,7 +87,8 @@ struct Trainer::State {
   ProgressPrinter progress;
   std::vector<std::int32_t> inputs, targets;
 
-  State(const RunConfig& c, const std::string& run_dir, Communicator& communicator, MemoryTracker& memory)
+  State(const RunConfig& c, const std::string& run_dir, Communicator& communicator, MemoryTracker& memory,
+        bool resuming)
       : comm(communicator),
         root(communicator.rank() == 0),
         tracker(memory),
@@ -97,7 +100,7 @@ struct Trainer::State {
         optimizer(store, c.optim.adamw, tracker, ctx),
         schedule(c.optim.adamw.lr, c.optim.min_lr, c.optim.warmup_steps, c.optim.decay_steps,
                  LrSchedule::parse_decay(c.optim.decay)),
-        metrics(root ? std::make_unique<MetricsLog>(run_dir + "/metrics.jsonl") : nullptr),
+        metrics(root ? std::make_unique<MetricsLog>(run_dir + "/metrics.jsonl", resuming) : nullptr),
         progress(root ? c.log.progress : "quiet", c.log.every_steps),
         inputs(static_cast<std::size_t>(c.train.micro_batch) * c.train.seq_len),
         targets(inputs.size()) {}
@@ -107,8 +110,9 @@ struct Trainer::State {
   }
 };
 
-Trainer::Trainer(RunConfig config, std::string run_dir, Communicator& comm, MemoryTracker& tracker)
-    : config_(std::move(config)), run_dir_(std::move(run_dir)) {
+Trainer::Trainer(RunConfig config, std::string run_dir, Communicator& comm, MemoryTracker& tracker,
+                 std::string resume_checkpoint)
+    : config_(std::move(config)), run_dir_(std::move(run_dir)), resume_checkpoint_(std::move(resume_checkpoint)) {
   ZT_CHECK(config_.world_size == comm.world_size(), "config resolved for {} ranks, running on {}",
            config_.world_size, comm.world_size());
   if (comm.rank() == 0) {
@@ -116,7 +120,7 @@ Trainer::Trainer(RunConfig config, std::string run_dir, Communicator& comm, Memo
     std::filesystem::create_directories(run_dir_, ec);
     if (ec) throw_input_error("cannot create run directory '{}': {}", run_dir_, ec.message());
   }
-  state_ = std::make_unique<State>(config_, run_dir_, comm, tracker);
+  state_ = std::make_unique<State>(config_, run_dir_, comm, tracker, !resume_checkpoint_.empty());
   if (comm.rank() == 0) {
     std::ofstream(run_dir_ + "/config.json") << config_.to_json().dump(2) << "\n";
     if (state_->data.vocab()) state_->data.vocab()->save(run_dir_ + "/vocab.json");
@@ -132,7 +136,54 @@ TrainSummary Trainer::run() {
   const std::int64_t tokens_per_step = c.train.global_batch_tokens;
   TrainSummary summary;
   summary.unigram_entropy_nats = data::unigram_entropy_nats(s.data.train(), c.model.vocab_size);
-  initialize_gpt_parameters(c.model, c.train.seed, s.store, s.optimizer, s.tracker);
+  // Where the loop starts: step 0 and sample 0, or a checkpoint's position (the LR schedule, data
+  // windows and dropout are functions of the step and the global sample index, so nothing else
+  // is needed to continue exactly).
+  int start_step = 0;
+  std::int64_t start_sample = 0, start_tokens = 0;
+  int consecutive_skips = 0;
+  if (resume_checkpoint_.empty()) {
+    initialize_gpt_parameters(c.model, c.train.seed, s.store, s.optimizer, s.tracker);
+  } else {
+    const ckpt::CheckpointReader reader(resume_checkpoint_);
+    const ckpt::Manifest& m = reader.manifest();
+    const nlohmann::json expected = ckpt::gpt_model_json(c.model);
+    if (m.model != expected) {
+      throw_input_error("--resume {}: the checkpoint's model {} differs from the config's model {}", resume_checkpoint_,
+                        m.model.dump(), expected.dump());
+    }
+    ckpt::restore_training_state(reader, s.store, s.optimizer);  // publishes; the first acquire waits for it
+    start_step = static_cast<int>(m.position.step);
+    start_sample = m.position.next_sample_index;
+    start_tokens = m.position.tokens_seen;
+    summary.steps_done = m.position.optimizer_step;
+    summary.skipped_steps = m.extra.value("skipped_steps", 0);
+    consecutive_skips = m.extra.value("consecutive_skips", 0);
+    s.log({{"type", "resume"}, {"step", start_step}, {"checkpoint", resume_checkpoint_},
+           {"saved_world_size", m.world_size}, {"saved_zero_stage", m.zero_stage}});
+    s.progress.message(fmt::format("resumed from {} at step {} (saved by {} rank(s) at ZeRO stage {}; sample {})",
+                                   resume_checkpoint_, start_step, m.world_size, m.zero_stage, start_sample));
+  }
+  const std::int64_t samples_per_step = static_cast<std::int64_t>(accum) * B * c.world_size;
+  const std::string checkpoint_folder = c.checkpoint.folder_for(run_dir_);
+  int last_saved_step = -1;
+  // Collective: every rank writes its shard of the optimizer state; rank 0 logs the save.
+  auto save_checkpoint = [&](int steps_completed) {
+    ckpt::CheckpointMeta meta;
+    meta.position.step = steps_completed;
+    meta.position.next_sample_index = start_sample + (steps_completed - start_step) * samples_per_step;
+    meta.position.tokens_seen = start_tokens + (steps_completed - start_step) * tokens_per_step;
+    meta.model = ckpt::gpt_model_json(c.model);
+    meta.config = c.to_json();
+    meta.extra = {{"skipped_steps", summary.skipped_steps}, {"consecutive_skips", consecutive_skips}};
+    const ckpt::SaveResult r =
+        ckpt::save_training_state(s.comm, checkpoint_folder, s.store, s.optimizer, meta, c.checkpoint.keep_last);
+    last_saved_step = steps_completed;
+    s.log({{"type", "checkpoint"}, {"step", steps_completed}, {"path", r.path}, {"seconds", r.seconds},
+           {"rank_bytes", r.rank_bytes}, {"total_bytes", r.total_bytes}, {"ranks", s.comm.world_size()}});
+    s.progress.message(fmt::format("step {}: saved checkpoint {} ({:.2f} MB in {} rank file(s)) in {:.2f} s",
+                                   steps_completed, r.path, r.total_bytes / 1e6, s.comm.world_size(), r.seconds));
+  };
   s.tracker.reset_peaks();  // the comparison with the prediction below covers the steps, not set-up
 
   auto evaluate = [&](int step) {
@@ -166,8 +217,8 @@ TrainSummary Trainer::run() {
   // Fault injection for the tests of the non-finite path (docs/config.md, "Testing hooks").
   const char* inject = std::getenv("ZT_TEST_NONFINITE_AT_STEP");
   const int inject_nonfinite_step = inject != nullptr ? std::atoi(inject) : 0;
-  int consecutive_skips = 0;
-  int step = 0;
+  int step = start_step;
+  int steps_this_run = 0;
   const auto run_start = std::chrono::steady_clock::now();
   for (; step < c.train.max_steps; ++step) {
     const auto t0 = std::chrono::steady_clock::now();
@@ -181,7 +232,7 @@ TrainSummary Trainer::run() {
       // Global sample index of row 0: numbers every sample of the run, each rank taking its own
       // slice of the global batch; keys both the data windows and dropout.
       const std::int64_t first_sample =
-          data::first_sample_index(step, micro, accum, B, c.world_size, s.comm.rank());
+          start_sample + data::first_sample_index(step - start_step, micro, accum, B, c.world_size, s.comm.rank());
       data::fill_batch(s.data.train(), B, T, c.train.seed, data::kTrainStream, first_sample, s.inputs.data(),
                        s.targets.data());
       loss_sum += s.model.forward(s.store, s.inputs.data(), s.targets.data(), {.first_sample = first_sample});
@@ -210,7 +261,7 @@ TrainSummary Trainer::run() {
     const float lr = s.schedule.at(step);
     s.optimizer.step(lr, clip_scale);
     ++summary.steps_done;
-    if (summary.steps_done == 1) summary.first_loss = loss;
+    if (++steps_this_run == 1) summary.first_loss = loss;
     summary.last_loss = loss;
 
     const double step_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -222,13 +273,13 @@ TrainSummary Trainer::run() {
                      {"comm_wait_ms", 1000.0 * (comm_wait_seconds() - wait_before)},
                      {"memory_peak_bytes", memory_json(mem)}});
     const double elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
-    const double eta_s = elapsed_s / (step + 1) * (c.train.max_steps - step - 1);
+    const double eta_s = elapsed_s / (step + 1 - start_step) * (c.train.max_steps - step - 1);
     s.progress.step(step + 1, c.train.max_steps,
                     fmt::format("step {:>{}}/{} | loss {:.4f} | lr {:.2e} | norm {:.3f} | {:.0f} ms | {:.0f} tok/s | "
                                 "eta {:.0f}s | mem {}",
                                 step + 1, std::to_string(c.train.max_steps).size(), c.train.max_steps, loss, lr,
                                 grad_norm, step_ms, tokens_per_s, eta_s, compact_memory(mem)));
-    if (summary.steps_done == 1) {  // a full step's peaks, before any evaluation or sampling
+    if (steps_this_run == 1) {  // a full step's peaks, before any evaluation or sampling
       const std::vector<MemorySnapshot> ranks = gather_memory_snapshots(s.comm, s.tracker.snapshot());
       const StageMemory predicted = predict_rank_memory(c, c.zero.stage, s.comm.world_size());
       nlohmann::json measured = nlohmann::json::array();
@@ -239,10 +290,14 @@ TrainSummary Trainer::run() {
       s.progress.message(format_measured_vs_predicted(c, ranks));
     }
     const bool last = step + 1 == c.train.max_steps;
+    if (c.checkpoint.every_steps > 0 && (step + 1) % c.checkpoint.every_steps == 0) save_checkpoint(step + 1);
     if ((c.train.eval_every > 0 && (step + 1) % c.train.eval_every == 0) || last) evaluate(step + 1);
     if ((c.log.sample_every > 0 && (step + 1) % c.log.sample_every == 0) || last) sample(step + 1);
   }
   if (c.train.max_steps == 0) evaluate(0);
+  if (c.checkpoint.at_end && !summary.stopped_nonfinite && last_saved_step != step && step > start_step) {
+    save_checkpoint(step);
+  }
 
   summary.memory = s.tracker.snapshot();
   if (!summary.stopped_nonfinite) {

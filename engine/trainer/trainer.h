@@ -1,6 +1,6 @@
-// The single-process training loop: deterministic batches, gradient accumulation, global-norm
+// The training loop on every rank: deterministic batches, gradient accumulation, global-norm
 // clipping, the LR schedule, AdamW, periodic evaluation and text samples, a JSONL metrics file,
-// and the final weights in the run directory. A non-finite loss or gradient stops the run (or
+// sharded checkpoints (and resuming from one), and the final weights in the run directory. A non-finite loss or gradient stops the run (or
 // skips the step, if configured) before any weights are touched.
 #pragma once
 
@@ -14,7 +14,7 @@
 namespace zt {
 
 struct TrainSummary {
-  int steps_done = 0;        // optimizer steps taken
+  int steps_done = 0;        // optimizer steps taken (over the whole run, resumed ones included)
   int skipped_steps = 0;     // steps skipped for a non-finite loss or gradient
   bool stopped_nonfinite = false;
   float first_loss = 0.0f, last_loss = 0.0f;
@@ -27,8 +27,11 @@ struct TrainSummary {
 class Trainer {
  public:
   // The config must be resolved for comm.world_size() ranks. Every rank constructs a Trainer and
-  // calls run(); rank 0 prints, logs and writes the run directory.
-  Trainer(RunConfig config, std::string run_dir, Communicator& comm, MemoryTracker& tracker);
+  // calls run(); rank 0 prints, logs and writes the run directory. A non-empty `resume_checkpoint`
+  // (a step_XXXXXXXX directory, the same on every rank: see resolve_resume_checkpoint) makes run()
+  // restore the training state from it instead of initialising, and continue from its step.
+  Trainer(RunConfig config, std::string run_dir, Communicator& comm, MemoryTracker& tracker,
+          std::string resume_checkpoint = {});
   ~Trainer();
   // Runs max_steps optimizer steps (printing progress) and returns what happened.
   TrainSummary run();
@@ -37,6 +40,7 @@ class Trainer {
   struct State;
   RunConfig config_;
   std::string run_dir_;
+  std::string resume_checkpoint_;
   std::unique_ptr<State> state_;
 };
 

@@ -169,6 +169,29 @@ TEST(RunConfig, ResolvedConfigReloadsToItself) {
   EXPECT_EQ(again.to_json(), c.to_json());
 }
 
+TEST(RunConfig, CheckpointSectionDefaultsRangesAndUnknownKeys) {
+  const RunConfig d = parse_run_config(base(), "configs/x.json");
+  EXPECT_EQ(d.checkpoint.dir, "");
+  EXPECT_EQ(d.checkpoint.folder_for("runs/x"), "runs/x/checkpoints");
+  EXPECT_EQ(d.checkpoint.every_steps, 0);
+  EXPECT_EQ(d.checkpoint.keep_last, 3);
+  EXPECT_FALSE(d.checkpoint.at_end);
+  nlohmann::json doc = base();
+  doc["checkpoint"] = {{"dir", "/ckpts"}, {"every_steps", 50}, {"keep_last", 0}, {"at_end", true}};
+  const RunConfig c = parse_run_config(doc, "x.json");
+  EXPECT_EQ(c.checkpoint.folder_for("runs/x"), "/ckpts");
+  EXPECT_EQ(c.checkpoint.every_steps, 50);
+  EXPECT_EQ(c.checkpoint.keep_last, 0);
+  EXPECT_TRUE(c.checkpoint.at_end);
+  EXPECT_EQ(parse_run_config(c.to_json(), "config.json").to_json(), c.to_json());
+  doc["checkpoint"] = {{"every_step", 5}};
+  expect_error(doc, {"unknown key 'checkpoint.every_step'", "did you mean 'checkpoint.every_steps'"});
+  doc["checkpoint"] = {{"every_steps", -1}};
+  expect_error(doc, {"checkpoint.every_steps", "out of range"});
+  doc["checkpoint"] = {{"at_end", 1}};
+  expect_error(doc, {"checkpoint.at_end"});
+}
+
 TEST(NearestKey, SuggestsOnlyCloseMatches) {
   EXPECT_EQ(nearest_key("n_embed", {"n_embd", "n_head"}), "n_embd");
   EXPECT_EQ(nearest_key("completely_different", {"n_embd", "n_head"}), "");

@@ -1,6 +1,6 @@
 // `zerotrain train`: trains a GPT model from a JSON config on this process and reports the loss
 // curve's ends, the validation loss beside the data's unigram entropy, a text sample and the
-// memory table. Exit code 1 when the run stopped on a non-finite loss or gradient.
+// memory table; with --resume it continues from a sharded checkpoint. Exit code 1 when the run stopped on a non-finite loss or gradient.
 #include <fmt/format.h>
 
 #include <memory>
@@ -9,8 +9,10 @@
 #include "engine/cli/commands/commands.h"
 #include "engine/comm/communicator.h"
 #include "engine/config/run_config.h"
+#include "engine/core/check.h"
 #include "engine/core/host_allocator.h"
 #include "engine/trainer/memory_report.h"
+#include "engine/trainer/resume.h"
 #include "engine/trainer/trainer.h"
 #include "kernels/cpu/blas.h"
 #include "models/gpt/gpt_params.h"
@@ -21,7 +23,9 @@ int train_main(const std::vector<std::string>& args) {
   ArgParser parser("train", "Train a GPT model from a JSON config (see docs/config.md).");
   parser.value_flag("config", "FILE", "JSON run config", true)
       .value_flag("set", "SECTION.KEY=VALUE", "override a config key", false, true)
-      .value_flag("run-dir", "DIR", "where metrics, config and final weights go (default: log.run_dir)");
+      .value_flag("run-dir", "DIR", "where metrics, config and final weights go (default: log.run_dir)")
+      .value_flag("resume", "latest|PATH",
+                  "continue from the newest valid checkpoint in checkpoint.dir, or from a checkpoint directory or folder");
   if (!parser.parse(args)) {
     fmt::print("{}", parser.help_text());
     return 0;
@@ -43,7 +47,14 @@ int train_main(const std::vector<std::string>& args) {
     fmt::print("zerotrain train: {}\nresolved config: {}\n", cfg.source, cfg.to_json().dump());
     for (const std::string& note : cfg.derived) fmt::print("derived: {}\n", note);
   }
-  Trainer trainer(cfg, cfg.log.run_dir, *comm, tracker);
+  std::string resume_checkpoint;
+  if (parser.has("resume")) {
+    const std::string arg = parser.get("resume");
+    if (arg.empty()) throw_input_error("--resume needs 'latest' or a checkpoint path");
+    resume_checkpoint = resolve_resume_checkpoint(*comm, arg, cfg.checkpoint.folder_for(cfg.log.run_dir));
+    if (root) fmt::print("resuming from {}\n", resume_checkpoint);
+  }
+  Trainer trainer(cfg, cfg.log.run_dir, *comm, tracker, resume_checkpoint);
   const auto& blas = cpu::blas_info();
   if (root) {
     fmt::print("model: {} layers, {} heads, {} wide, context {}, vocab {} (padded {}): {:.2f}M parameters\n",

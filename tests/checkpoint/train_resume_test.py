@@ -10,6 +10,7 @@
   * resume on another number of ranks (saved by 2, resumed on 1 and on 3, same global batch,
     deterministic reductions) matches the uninterrupted 2-rank run within the fp32 reduction-order
     bound stated below;
+  * `sample --ckpt FOLDER` generates the text `sample --run` does from the same (fp32) weights;
   * `--resume latest` with no checkpoint and a checkpoint of another model are one-line errors, exit 2.
 
 The LR schedule's length is fixed (optim.decay_steps = 8) so the stopped run has the schedule of
@@ -137,6 +138,15 @@ def main():
             saves = [r for r in train_records(ref_dir) if r["type"] == "checkpoint"]
             check([r["step"] for r in saves] == [2, 4, 6, 8] and all(r["total_bytes"] > 0 for r in saves),
                   f"{name}: one checkpoint record (with size and duration) per save")
+            # fp32 final weights are the masters: sampling from the checkpoint folder's latest
+            # checkpoint gives the text the run directory's final weights give.
+            sample = [args.zerotrain, "sample", "--tokens", "30", "--seed", "5"]
+            from_run = subprocess.run(sample + ["--run", ref_dir], capture_output=True, text=True, timeout=60)
+            from_ckpt = subprocess.run(sample + ["--ckpt", folder], capture_output=True, text=True, timeout=60)
+            check(from_run.returncode == 0 and from_ckpt.returncode == 0 and from_run.stdout == from_ckpt.stdout
+                  and len(from_ckpt.stdout) > 10,
+                  f"{name}: sample --ckpt (2 rank files, stage 3) gives sample --run's text "
+                  f"({from_ckpt.stdout.strip()!r} vs {from_run.stdout.strip()!r}{from_ckpt.stderr.strip()})")
         run_dir = os.path.join(work, f"resumed{len(references)}")
         p1, p2 = interrupted(np_, config, run_dir)
         if not ok(p1, f"{name}: run stopped after 4 steps exits 0") or not ok(p2, f"{name}: --resume latest exits 0"):

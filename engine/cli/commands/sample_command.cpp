@@ -1,12 +1,17 @@
-// `zerotrain sample`: generates text from the final weights a `train` run left in its directory.
+// `zerotrain sample`: generates text from the final weights a `train` run left in its directory,
+// or from the fp32 master weights of a sharded checkpoint (read unit by unit, any save layout).
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+
+#include <omp.h>
 
 #include <filesystem>
 #include <optional>
 
 #include "engine/cli/commands/arg_parser.h"
 #include "engine/cli/commands/commands.h"
+#include "engine/checkpoint/checkpoint_export.h"
+#include "engine/checkpoint/checkpoint_folder.h"
 #include "engine/config/run_config.h"
 #include "engine/data/vocab.h"
 #include "engine/io/model_weights.h"
@@ -18,26 +23,9 @@
 
 namespace zt::cli {
 
-int sample_main(const std::vector<std::string>& args) {
-  ArgParser parser("sample", "Generate text from a training run's final weights.");
-  parser.value_flag("run", "DIR", "run directory written by 'zerotrain train'", true)
-      .value_flag("tokens", "N", "tokens to generate (default 200)")
-      .value_flag("temperature", "T", "softmax temperature (default 0.8)")
-      .value_flag("top-k", "K", "sample among the K most likely tokens, 0 = all (default 40)")
-      .value_flag("prompt", "TEXT", "text to continue (default a newline)")
-      .value_flag("seed", "S", "sampling seed (default 1)");
-  if (!parser.parse(args)) {
-    fmt::print("{}", parser.help_text());
-    return 0;
-  }
-  const std::filesystem::path dir(parser.get("run"));
-  for (const char* f : {"config.json", "final.safetensors"}) {
-    if (!std::filesystem::exists(dir / f)) throw_input_error("zerotrain sample: {} has no {}", dir.string(), f);
-  }
-  const RunConfig cfg = load_run_config((dir / "config.json").string(), {});
-  std::optional<data::Vocab> vocab;
-  if (std::filesystem::exists(dir / "vocab.json")) vocab = data::Vocab::load((dir / "vocab.json").string());
+namespace {
 
+SamplingOptions sampling_options(const ArgParser& parser, const std::optional<data::Vocab>& vocab) {
   double temperature = 0.8;
   if (parser.has("temperature")) {
     try {
@@ -49,10 +37,78 @@ int sample_main(const std::vector<std::string>& args) {
       throw_input_error("zerotrain sample: --temperature must be a number in (0, 100] (got '{}')", parser.get("temperature"));
     }
   }
-  SamplingOptions options{parser.get_int("tokens", 200, 0, 1000000), static_cast<float>(temperature),
-                          parser.get_int("top-k", 40, 0, 65535),
-                          static_cast<std::uint64_t>(parser.get_int("seed", 1, 0, 2147483647)),
-                          vocab ? vocab->size() : 0};
+  return SamplingOptions{parser.get_int("tokens", 200, 0, 1000000), static_cast<float>(temperature),
+                         parser.get_int("top-k", 40, 0, 65535),
+                         static_cast<std::uint64_t>(parser.get_int("seed", 1, 0, 2147483647)), vocab ? vocab->size() : 0};
+}
+
+int generate_and_print(const ArgParser& parser, gpt::GptModel& model, ZeroParamStore& store,
+                       const std::optional<data::Vocab>& vocab, const SamplingOptions& options) {
+  std::vector<std::int32_t> prompt;
+  const std::string prompt_text = parser.get("prompt", "\n");
+  if (vocab) {
+    for (std::uint16_t t : vocab->encode(prompt_text)) prompt.push_back(t);
+  }
+  const auto tokens = generate_tokens(model, store, prompt, options);
+  fmt::print("{}{}\n", vocab ? prompt_text : "", vocab ? vocab->decode(tokens) : fmt::format("{}", fmt::join(tokens, " ")));
+  return 0;
+}
+
+// --ckpt: the model from the manifest, fp32 master weights read unit by unit into a one-process
+// stage-0 store (whatever the number of ranks and stage that saved it).
+int sample_checkpoint(const ArgParser& parser) {
+  const ckpt::ResolvedCheckpoint resolved = ckpt::resolve_checkpoint(parser.get("ckpt"), ckpt::Validation::kStructure);
+  for (const std::string& note : resolved.notes) fmt::print(stderr, "zerotrain sample: {}\n", note);
+  const ckpt::CheckpointReader reader(resolved.path);
+  const gpt::GptConfig config = ckpt::gpt_config_of(reader);
+  std::filesystem::path vocab_path = parser.has("vocab") ? std::filesystem::path(parser.get("vocab"))
+                                     : std::filesystem::path(resolved.path).parent_path().parent_path() / "vocab.json";
+  if (parser.has("vocab") && !std::filesystem::exists(vocab_path)) {
+    throw_input_error("zerotrain sample: --vocab {}: no such file", vocab_path.string());
+  }
+  std::optional<data::Vocab> vocab;
+  if (std::filesystem::exists(vocab_path)) vocab = data::Vocab::load(vocab_path.string());
+  const SamplingOptions options = sampling_options(parser, vocab);
+
+  MemoryTracker tracker;
+  const ExecContext ctx{Device::kCPU, omp_get_num_procs(), nullptr};
+  gpt::GptModel model(config, 1, config.block_size, gpt::CheckpointPolicy{}, tracker, ctx);
+  LocalCommunicator comm(tracker, {});
+  ZeroParamStore store(model.table(), DType::kF32, ZeroOptions{}, comm, tracker, ctx);
+  for (std::size_t u = 0; u < model.table().units().size(); ++u) {
+    const int unit = static_cast<int>(u);
+    reader.read(ckpt::StateKind::kMaster, unit, 0, model.table().units()[u].numel, store.working_shard(unit).as<float>());
+  }
+  return generate_and_print(parser, model, store, vocab, options);
+}
+
+}  // namespace
+
+int sample_main(const std::vector<std::string>& args) {
+  ArgParser parser("sample", "Generate text from a training run's final weights.");
+  parser.value_flag("run", "DIR", "run directory written by 'zerotrain train'")
+      .value_flag("ckpt", "PATH", "a checkpoint directory, or a checkpoint folder (its latest valid checkpoint)")
+      .value_flag("vocab", "FILE", "vocab.json to decode with (--ckpt; default RUN_DIR/vocab.json beside checkpoints/)")
+      .value_flag("tokens", "N", "tokens to generate (default 200)")
+      .value_flag("temperature", "T", "softmax temperature (default 0.8)")
+      .value_flag("top-k", "K", "sample among the K most likely tokens, 0 = all (default 40)")
+      .value_flag("prompt", "TEXT", "text to continue (default a newline)")
+      .value_flag("seed", "S", "sampling seed (default 1)");
+  if (!parser.parse(args)) {
+    fmt::print("{}", parser.help_text());
+    return 0;
+  }
+  if (parser.has("run") == parser.has("ckpt")) throw_input_error("zerotrain sample: give exactly one of --run and --ckpt");
+  if (parser.has("ckpt")) return sample_checkpoint(parser);
+  const std::filesystem::path dir(parser.get("run"));
+  for (const char* f : {"config.json", "final.safetensors"}) {
+    if (!std::filesystem::exists(dir / f)) throw_input_error("zerotrain sample: {} has no {}", dir.string(), f);
+  }
+  const RunConfig cfg = load_run_config((dir / "config.json").string(), {});
+  std::optional<data::Vocab> vocab;
+  if (std::filesystem::exists(dir / "vocab.json")) vocab = data::Vocab::load((dir / "vocab.json").string());
+
+  const SamplingOptions options = sampling_options(parser, vocab);
 
   MemoryTracker tracker;
   const ExecContext ctx{Device::kCPU, cfg.train.num_threads, nullptr};
@@ -71,14 +127,7 @@ int sample_main(const std::vector<std::string>& args) {
   for (std::size_t u = 0; u < staging.size(); ++u) cpu::cast(ctx, store.working_shard(static_cast<int>(u)), staging[u].view());
   staging.clear();
 
-  std::vector<std::int32_t> prompt;
-  const std::string prompt_text = parser.get("prompt", "\n");
-  if (vocab) {
-    for (std::uint16_t t : vocab->encode(prompt_text)) prompt.push_back(t);
-  }
-  const auto tokens = generate_tokens(model, store, prompt, options);
-  fmt::print("{}{}\n", vocab ? prompt_text : "", vocab ? vocab->decode(tokens) : fmt::format("{}", fmt::join(tokens, " ")));
-  return 0;
+  return generate_and_print(parser, model, store, vocab, options);
 }
 
 }  // namespace zt::cli

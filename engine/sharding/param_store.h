@@ -24,6 +24,26 @@ struct UnitEvent {
 };
 using PassSchedule = std::vector<UnitEvent>;
 
+// Index of the schedule's last acquire (0 when it has none): past it, a forward only releases.
+inline std::size_t last_acquire_index(const PassSchedule& s) {
+  std::size_t last = 0;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (s[i].op == UnitOp::kAcquire) last = i;
+  }
+  return last;
+}
+
+// Calls fn(unit) for the units of the next `count` acquires at or after index `from`: what a
+// prefetch of depth `count` gathers ahead.
+template <class Fn>
+void for_next_acquires(const PassSchedule& s, std::size_t from, int count, Fn&& fn) {
+  for (std::size_t i = from; i < s.size() && count > 0; ++i) {
+    if (s[i].op != UnitOp::kAcquire) continue;
+    --count;
+    fn(s[i].unit);
+  }
+}
+
 class ParamStore {
  public:
   virtual ~ParamStore() = default;

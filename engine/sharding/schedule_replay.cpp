@@ -35,32 +35,21 @@ class Replay {
     }
     const std::size_t n = numel_.size();
     gathered_.assign(n, false);
-    in_use_.assign(n, false);
     pending_.assign(n, false);
   }
 
   void pass(const PassSchedule& s, Pass pass) {
-    std::size_t last_acquire = 0;
-    for (std::size_t i = 0; i < s.size(); ++i) {
-      if (s[i].op == UnitOp::kAcquire) last_acquire = i;
-    }
+    const std::size_t last_acquire = last_acquire_index(s);
     for (std::size_t i = 0; i < s.size(); ++i) {
       const std::size_t u = static_cast<std::size_t>(s[i].unit);
       switch (s[i].op) {
         case UnitOp::kAcquire:
           gather(u);
-          in_use_[u] = true;
           if (zero_.overlap_comm) {  // prefetch the next acquires' units
-            int ahead = 0;
-            for (std::size_t j = i + 1; j < s.size() && ahead < zero_.prefetch_units; ++j) {
-              if (s[j].op != UnitOp::kAcquire) continue;
-              ++ahead;
-              gather(static_cast<std::size_t>(s[j].unit));
-            }
+            for_next_acquires(s, i + 1, zero_.prefetch_units, [&](int v) { gather(static_cast<std::size_t>(v)); });
           }
           break;
         case UnitOp::kRelease: {
-          in_use_[u] = false;
           const bool keep = pass == Pass::kForward && (!zero_.reshard_after_forward || i > last_acquire);
           if (sharded_[u] && !keep) {
             gathered_[u] = false;
@@ -131,7 +120,7 @@ class Replay {
   std::int64_t W_;
   bool bf16_;
   std::vector<std::int64_t> numel_, shard_, padded_;
-  std::vector<bool> sharded_, gathered_, in_use_, pending_;
+  std::vector<bool> sharded_, gathered_, pending_;
   std::deque<InFlight> inflight_;
   Counter params_, grads_, comm_;
 };

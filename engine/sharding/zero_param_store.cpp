@@ -95,14 +95,10 @@ void ZeroParamStore::free_gathered(int unit) {
 // so their all-gathers run while the current unit computes (FSDP's forward/backward prefetch).
 void ZeroParamStore::prefetch() {
   if (schedule_ == nullptr || !options_.overlap_comm) return;
-  int ahead = 0;
-  for (std::size_t i = cursor_; i < schedule_->size() && ahead < options_.prefetch_units; ++i) {
-    const UnitEvent& e = (*schedule_)[i];
-    if (e.op != UnitOp::kAcquire) continue;
-    ++ahead;
-    const std::size_t u = static_cast<std::size_t>(e.unit);
-    if (sharded_[u] && state_[u] == UnitState::kSharded) start_gather(e.unit);
-  }
+  for_next_acquires(*schedule_, cursor_, options_.prefetch_units, [&](int unit) {
+    const std::size_t u = static_cast<std::size_t>(unit);
+    if (sharded_[u] && state_[u] == UnitState::kSharded) start_gather(unit);
+  });
 }
 
 void ZeroParamStore::wait_published(int unit) {
@@ -203,10 +199,7 @@ void ZeroParamStore::begin_pass(Pass pass, const PassSchedule& schedule, bool ba
   }
   schedule_ = &schedule;
   cursor_ = 0;
-  last_acquire_ = 0;
-  for (std::size_t i = 0; i < schedule.size(); ++i) {
-    if (schedule[i].op == UnitOp::kAcquire) last_acquire_ = i;
-  }
+  last_acquire_ = last_acquire_index(schedule);
   pass_ = pass;
   backward_follows_ = pass == Pass::kForward && backward_follows;
 }

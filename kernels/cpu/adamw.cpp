@@ -12,17 +12,6 @@ namespace zt::cpu {
 
 namespace {
 
-// Per-step scalars, formed in fp64 as Python does for torch, then used in fp32.
-struct AdamWCoeffs {
-  float decay;        // 1 - lr * weight_decay
-  float one_minus_beta1;
-  float beta2;
-  float one_minus_beta2;
-  float step_size;    // lr / (1 - beta1^step)
-  float bc2_sqrt;     // sqrt(1 - beta2^step)
-  float eps;
-};
-
 struct NoWorkingCopy {};
 
 inline float load(float g) { return g; }
@@ -63,6 +52,19 @@ void dispatch_working(const ExecContext& ctx, float* param, const G* grad, float
 
 }  // namespace
 
+AdamWCoeffs adamw_coeffs(const AdamWHyper& hyper, int step) {
+  const double lr = hyper.lr, beta1 = hyper.beta1, beta2 = hyper.beta2;
+  AdamWCoeffs k;
+  k.decay = static_cast<float>(1.0 - lr * static_cast<double>(hyper.weight_decay));
+  k.one_minus_beta1 = static_cast<float>(1.0 - beta1);
+  k.beta2 = hyper.beta2;
+  k.one_minus_beta2 = static_cast<float>(1.0 - beta2);
+  k.step_size = static_cast<float>(lr / (1.0 - std::pow(beta1, step)));
+  k.bc2_sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(beta2, step)));
+  k.eps = hyper.eps;
+  return k;
+}
+
 void adamw_update(const ExecContext& ctx, TensorView param, TensorView grad, TensorView m, TensorView v,
                   TensorView working_out, const AdamWHyper& hyper, int step, float grad_scale) {
   const std::int64_t n = param.numel();
@@ -78,15 +80,7 @@ void adamw_update(const ExecContext& ctx, TensorView param, TensorView grad, Ten
   }
   ZT_CHECK(step >= 1, "AdamW step is 1-based, got {}", step);
 
-  const double lr = hyper.lr, beta1 = hyper.beta1, beta2 = hyper.beta2;
-  AdamWCoeffs k;
-  k.decay = static_cast<float>(1.0 - lr * static_cast<double>(hyper.weight_decay));
-  k.one_minus_beta1 = static_cast<float>(1.0 - beta1);
-  k.beta2 = hyper.beta2;
-  k.one_minus_beta2 = static_cast<float>(1.0 - beta2);
-  k.step_size = static_cast<float>(lr / (1.0 - std::pow(beta1, step)));
-  k.bc2_sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(beta2, step)));
-  k.eps = hyper.eps;
+  const AdamWCoeffs k = adamw_coeffs(hyper, step);
 
   float* p = param.as<float>();
   float* mp = m.as<float>();

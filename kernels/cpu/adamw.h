@@ -23,4 +23,17 @@ struct AdamWHyper {
 void adamw_update(const ExecContext& ctx, TensorView param, TensorView grad, TensorView m, TensorView v,
                   TensorView working_out, const AdamWHyper& hyper, int step, float grad_scale = 1.0f);
 
+// The per-step scalars of the update, formed in fp64 as Python does for torch, then used in fp32.
+// One definition for both backends: the CUDA update equals the CPU's bit for bit only if these do.
+struct AdamWCoeffs {
+  float decay;  // 1 - lr * weight_decay
+  float one_minus_beta1;
+  float beta2;
+  float one_minus_beta2;
+  float step_size;  // lr / (1 - beta1^step)
+  float bc2_sqrt;   // sqrt(1 - beta2^step)
+  float eps;
+};
+AdamWCoeffs adamw_coeffs(const AdamWHyper& hyper, int step);
+
 }  // namespace zt::cpu

@@ -17,6 +17,24 @@
 
 namespace zt::cpu {
 
+AttentionDims attention_dims(const TensorView& out_like, const TensorView& att, const TensorView& qkv, int n_head) {
+  ZT_CHECK(out_like.dtype == DType::kF32 && att.dtype == DType::kF32 && qkv.dtype == DType::kF32,
+           "attention is fp32 only");
+  ZT_CHECK(qkv.shape.ndim() == 3, "qkv must be [B, T, 3C], has {} dims", qkv.shape.ndim());
+  AttentionDims d;
+  d.B = qkv.shape[0];
+  d.T = qkv.shape[1];
+  ZT_CHECK(qkv.shape[2] % 3 == 0, "qkv last dim {} is not 3C", qkv.shape[2]);
+  d.C = qkv.shape[2] / 3;
+  d.NH = n_head;
+  ZT_CHECK(n_head > 0 && d.C % n_head == 0, "C={} not divisible by n_head={}", d.C, n_head);
+  d.hs = d.C / n_head;
+  ZT_CHECK(out_like.numel() == d.B * d.T * d.C && out_like.shape[out_like.shape.ndim() - 1] == d.C,
+           "out/dout must be [B={}, T={}, C={}]", d.B, d.T, d.C);
+  ZT_CHECK(att.numel() == d.B * d.NH * d.T * d.T, "att must be [B={}, n_head={}, T={}, T]", d.B, d.NH, d.T);
+  return d;
+}
+
 namespace {
 
 // A tile is kTileRows x kTileCols accumulators: 4 x 16 floats fill 8 of the 16 AVX2 registers,
@@ -26,28 +44,15 @@ constexpr std::int64_t kTileCols = 16;
 
 std::int64_t round_up(std::int64_t x, std::int64_t m) { return (x + m - 1) / m * m; }
 
-struct AttnDims {
-  std::int64_t B, T, C, NH, hs;
+struct AttnDims : AttentionDims {
   std::int64_t Tp, hsp;  // T and hs rounded up to kTileCols
 };
 
 AttnDims check_dims(const TensorView& out_like, const TensorView& att, const TensorView& qkv, int n_head) {
-  ZT_CHECK(out_like.dtype == DType::kF32 && att.dtype == DType::kF32 && qkv.dtype == DType::kF32,
-           "attention is fp32 only");
-  ZT_CHECK(qkv.shape.ndim() == 3, "qkv must be [B, T, 3C], has {} dims", qkv.shape.ndim());
   AttnDims d;
-  d.B = qkv.shape[0];
-  d.T = qkv.shape[1];
-  ZT_CHECK(qkv.shape[2] % 3 == 0, "qkv last dim {} is not 3C", qkv.shape[2]);
-  d.C = qkv.shape[2] / 3;
-  d.NH = n_head;
-  ZT_CHECK(n_head > 0 && d.C % n_head == 0, "C={} not divisible by n_head={}", d.C, n_head);
-  d.hs = d.C / n_head;
+  static_cast<AttentionDims&>(d) = attention_dims(out_like, att, qkv, n_head);
   d.Tp = round_up(d.T, kTileCols);
   d.hsp = round_up(d.hs, kTileCols);
-  ZT_CHECK(out_like.numel() == d.B * d.T * d.C && out_like.shape[out_like.shape.ndim() - 1] == d.C,
-           "out/dout must be [B={}, T={}, C={}]", d.B, d.T, d.C);
-  ZT_CHECK(att.numel() == d.B * d.NH * d.T * d.T, "att must be [B={}, n_head={}, T={}, T]", d.B, d.NH, d.T);
   return d;
 }
 

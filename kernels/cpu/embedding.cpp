@@ -8,25 +8,27 @@
 
 namespace zt::cpu {
 
+EmbeddingDims embedding_dims(const TensorView& out_like, const TensorView& tokens, const TensorView& wte,
+                             const TensorView& wpe) {
+  ZT_CHECK(tokens.dtype == DType::kI32 && tokens.shape.ndim() == 2, "tokens must be I32 [B, T]");
+  ZT_CHECK(out_like.dtype == DType::kF32 && wte.dtype == DType::kF32 && wpe.dtype == DType::kF32,
+           "embedding is fp32 only");
+  ZT_CHECK(wte.shape.ndim() == 2 && wpe.shape.ndim() == 2, "wte/wpe must be 2-D");
+  EmbeddingDims d{tokens.shape[0], tokens.shape[1], wte.shape[1], wte.shape[0], wpe.shape[0]};
+  ZT_CHECK(wpe.shape[1] == d.C, "wpe has {} columns, wte {}", wpe.shape[1], d.C);
+  ZT_CHECK(d.T <= d.max_T, "sequence length {} exceeds the {} learned positions", d.T, d.max_T);
+  ZT_CHECK(out_like.numel() == d.B * d.T * d.C, "out/dout must be [B={}, T={}, C={}]", d.B, d.T, d.C);
+  return d;
+}
+
 namespace {
 
 // Columns per backward task. 64 floats (256 bytes) keeps each row segment a few cache lines.
 constexpr std::int64_t kColumnBlock = 64;
 
-struct EmbedDims {
-  std::int64_t B, T, C, vocab, max_T;
-};
-
-EmbedDims check_dims(const TensorView& out_like, const TensorView& tokens, const TensorView& wte,
-                     const TensorView& wpe) {
-  ZT_CHECK(tokens.dtype == DType::kI32 && tokens.shape.ndim() == 2, "tokens must be I32 [B, T]");
-  ZT_CHECK(out_like.dtype == DType::kF32 && wte.dtype == DType::kF32 && wpe.dtype == DType::kF32,
-           "embedding is fp32 only");
-  ZT_CHECK(wte.shape.ndim() == 2 && wpe.shape.ndim() == 2, "wte/wpe must be 2-D");
-  EmbedDims d{tokens.shape[0], tokens.shape[1], wte.shape[1], wte.shape[0], wpe.shape[0]};
-  ZT_CHECK(wpe.shape[1] == d.C, "wpe has {} columns, wte {}", wpe.shape[1], d.C);
-  ZT_CHECK(d.T <= d.max_T, "sequence length {} exceeds the {} learned positions", d.T, d.max_T);
-  ZT_CHECK(out_like.numel() == d.B * d.T * d.C, "out/dout must be [B={}, T={}, C={}]", d.B, d.T, d.C);
+EmbeddingDims check_dims(const TensorView& out_like, const TensorView& tokens, const TensorView& wte,
+                         const TensorView& wpe) {
+  const EmbeddingDims d = embedding_dims(out_like, tokens, wte, wpe);
   // Checked up front, outside the parallel loops: an exception must not leave an OpenMP region.
   const std::int32_t* tok = tokens.as<std::int32_t>();
   for (std::int64_t i = 0; i < d.B * d.T; ++i) {
@@ -38,7 +40,7 @@ EmbedDims check_dims(const TensorView& out_like, const TensorView& tokens, const
 }  // namespace
 
 void embedding_forward(const ExecContext& ctx, TensorView out, TensorView tokens, TensorView wte, TensorView wpe) {
-  const EmbedDims d = check_dims(out, tokens, wte, wpe);
+  const EmbeddingDims d = check_dims(out, tokens, wte, wpe);
   const std::int64_t C = d.C;
   float* o = out.as<float>();
   const std::int32_t* tok = tokens.as<std::int32_t>();
@@ -54,7 +56,7 @@ void embedding_forward(const ExecContext& ctx, TensorView out, TensorView tokens
 }
 
 void embedding_backward(const ExecContext& ctx, TensorView dwte, TensorView dwpe, TensorView dout, TensorView tokens) {
-  const EmbedDims d = check_dims(dout, tokens, dwte, dwpe);
+  const EmbeddingDims d = check_dims(dout, tokens, dwte, dwpe);
   const std::int64_t C = d.C;
   const float* g = dout.as<float>();
   const std::int32_t* tok = tokens.as<std::int32_t>();

@@ -14,4 +14,12 @@ void embedding_forward(const ExecContext& ctx, TensorView out, TensorView tokens
 // Deterministic: each output row is summed in (b, t) order whatever the thread count.
 void embedding_backward(const ExecContext& ctx, TensorView dwte, TensorView dwpe, TensorView dout, TensorView tokens);
 
+// The operand shapes every embedding kernel (CPU and CUDA) takes, checked: tokens I32 [B, T],
+// wte [vocab, C], wpe [max_T, C] with T <= max_T, out/dout [B, T, C], all but tokens fp32.
+struct EmbeddingDims {
+  std::int64_t B, T, C, vocab, max_T;
+};
+EmbeddingDims embedding_dims(const TensorView& out_like, const TensorView& tokens, const TensorView& wte,
+                             const TensorView& wpe);
+
 }  // namespace zt::cpu

@@ -4,7 +4,6 @@
 // contract it into an FMA: the CPU (ISO C++, no contraction) and GPU updates are then bitwise equal.
 #include "kernels/cuda/adamw.h"
 
-#include <cmath>
 
 #include "kernels/cuda/common.cuh"
 
@@ -14,9 +13,7 @@ namespace {
 
 constexpr int kThreads = 256;
 
-struct AdamWCoeffs {
-  float decay, one_minus_beta1, beta2, one_minus_beta2, step_size, bc2_sqrt, eps;
-};
+using cpu::AdamWCoeffs;
 
 struct NoWorkingCopy {};
 
@@ -86,16 +83,7 @@ void adamw_update(const ExecContext& ctx, TensorView param, TensorView grad, Ten
   ZT_CHECK(step >= 1, "AdamW step is 1-based, got {}", step);
   if (n == 0) return;
 
-  // As kernels/cpu/adamw.cpp: the scalars in fp64 (as Python forms them for torch), used in fp32.
-  const double lr = hyper.lr, beta1 = hyper.beta1, beta2 = hyper.beta2;
-  AdamWCoeffs k;
-  k.decay = static_cast<float>(1.0 - lr * static_cast<double>(hyper.weight_decay));
-  k.one_minus_beta1 = static_cast<float>(1.0 - beta1);
-  k.beta2 = hyper.beta2;
-  k.one_minus_beta2 = static_cast<float>(1.0 - beta2);
-  k.step_size = static_cast<float>(lr / (1.0 - std::pow(beta1, step)));
-  k.bc2_sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(beta2, step)));
-  k.eps = hyper.eps;
+  const AdamWCoeffs k = cpu::adamw_coeffs(hyper, step);  // the CPU's scalars, bit for bit
 
   if (grad.dtype == DType::kF32) {
     dispatch_working(stream, param.as<float>(), grad.as<float>(), m.as<float>(), v.as<float>(), working_out, n, k,

@@ -8,6 +8,7 @@
 
 #include <cmath>
 
+#include "kernels/cpu/attention.h"  // attention_dims: the operand checks both backends share
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/lt_gemm.h"
 
@@ -51,29 +52,13 @@ __global__ void causal_softmax_backward(float* dp, const float* att, std::int64_
   for (int k = lane; k < T; k += detail::kWarpSize) d[k] = k < len ? p[k] * (d[k] - dot) * scale : 0.0f;
 }
 
-struct AttnDims {
-  std::int64_t B, T, C, NH, hs;
-};
+using AttnDims = cpu::AttentionDims;
 
 AttnDims check_dims(const TensorView& out_like, const TensorView& att, const TensorView& qkv, int n_head,
                     const DropoutSpec& dropout) {
   for (const TensorView* v : {&out_like, &att, &qkv}) detail::check_on_gpu(*v, "attention operand");
-  ZT_CHECK(out_like.dtype == DType::kF32 && att.dtype == DType::kF32 && qkv.dtype == DType::kF32,
-           "attention is fp32 only");
   ZT_CHECK(!dropout.active(), "attention dropout is not implemented on the GPU yet (set dropout to 0 for device cuda)");
-  ZT_CHECK(qkv.shape.ndim() == 3, "qkv must be [B, T, 3C], has {} dims", qkv.shape.ndim());
-  AttnDims d;
-  d.B = qkv.shape[0];
-  d.T = qkv.shape[1];
-  ZT_CHECK(qkv.shape[2] % 3 == 0, "qkv last dim {} is not 3C", qkv.shape[2]);
-  d.C = qkv.shape[2] / 3;
-  d.NH = n_head;
-  ZT_CHECK(n_head > 0 && d.C % n_head == 0, "C={} not divisible by n_head={}", d.C, n_head);
-  d.hs = d.C / n_head;
-  ZT_CHECK(out_like.numel() == d.B * d.T * d.C && out_like.shape[out_like.shape.ndim() - 1] == d.C,
-           "out/dout must be [B={}, T={}, C={}]", d.B, d.T, d.C);
-  ZT_CHECK(att.numel() == d.B * d.NH * d.T * d.T, "att must be [B={}, n_head={}, T={}, T]", d.B, d.NH, d.T);
-  return d;
+  return cpu::attention_dims(out_like, att, qkv, n_head);
 }
 
 // A product batched over the heads of one sample; A/B/D offsets and leading dimensions per call.

@@ -5,6 +5,7 @@
 
 #include <cub/device/device_radix_sort.cuh>
 
+#include "kernels/cpu/embedding.h"  // embedding_dims: the operand checks both backends share
 #include "kernels/cuda/common.cuh"
 
 namespace zt::cuda {
@@ -57,21 +58,12 @@ __global__ void embedding_backward_wpe(float* dwpe, const float* dout, int B, in
   }
 }
 
-struct EmbedDims {
-  std::int64_t B, T, C, vocab, max_T;
-};
+using cpu::EmbeddingDims;
 
-EmbedDims check_dims(const TensorView& out_like, const TensorView& tokens, const TensorView& wte,
-                     const TensorView& wpe) {
+EmbeddingDims check_dims(const TensorView& out_like, const TensorView& tokens, const TensorView& wte,
+                         const TensorView& wpe) {
   for (const TensorView* v : {&out_like, &tokens, &wte, &wpe}) detail::check_on_gpu(*v, "embedding operand");
-  ZT_CHECK(tokens.dtype == DType::kI32 && tokens.shape.ndim() == 2, "tokens must be I32 [B, T]");
-  ZT_CHECK(out_like.dtype == DType::kF32 && wte.dtype == DType::kF32 && wpe.dtype == DType::kF32,
-           "embedding is fp32 only");
-  ZT_CHECK(wte.shape.ndim() == 2 && wpe.shape.ndim() == 2, "wte/wpe must be 2-D");
-  EmbedDims d{tokens.shape[0], tokens.shape[1], wte.shape[1], wte.shape[0], wpe.shape[0]};
-  ZT_CHECK(wpe.shape[1] == d.C, "wpe has {} columns, wte {}", wpe.shape[1], d.C);
-  ZT_CHECK(d.T <= d.max_T, "sequence length {} exceeds the {} learned positions", d.T, d.max_T);
-  ZT_CHECK(out_like.numel() == d.B * d.T * d.C, "out/dout must be [B={}, T={}, C={}]", d.B, d.T, d.C);
+  const EmbeddingDims d = cpu::embedding_dims(out_like, tokens, wte, wpe);
   ZT_CHECK(d.B * d.T < (std::int64_t{1} << 31) && d.vocab < (std::int64_t{1} << 31), "embedding sizes exceed int32");
   return d;
 }
@@ -80,7 +72,7 @@ EmbedDims check_dims(const TensorView& out_like, const TensorView& tokens, const
 
 void embedding_forward(const ExecContext& ctx, TensorView out, TensorView tokens, TensorView wte, TensorView wpe) {
   const cudaStream_t stream = detail::stream_of(ctx);
-  const EmbedDims d = check_dims(out, tokens, wte, wpe);
+  const EmbeddingDims d = check_dims(out, tokens, wte, wpe);
   if (out.numel() == 0) return;
   embedding_forward_kernel<<<detail::grid_for(out.numel(), kThreads), kThreads, 0, stream>>>(
       out.as<float>(), tokens.as<std::int32_t>(), wte.as<float>(), wpe.as<float>(), d.B * d.T,
@@ -90,7 +82,7 @@ void embedding_forward(const ExecContext& ctx, TensorView out, TensorView tokens
 
 void embedding_backward(const ExecContext& ctx, TensorView dwte, TensorView dwpe, TensorView dout, TensorView tokens) {
   const cudaStream_t stream = detail::stream_of(ctx);
-  const EmbedDims d = check_dims(dout, tokens, dwte, dwpe);
+  const EmbeddingDims d = check_dims(dout, tokens, dwte, dwpe);
   const std::int64_t BT = d.B * d.T;
   if (BT == 0) return;
   KernelResources& res = detail::resources_of(ctx);

@@ -3,16 +3,13 @@
 
 #include <fmt/format.h>
 
-#include <unistd.h>
-
+#include <algorithm>
 #include <chrono>
-#include <csignal>
-#include <cstdio>
-#include <cstring>
 #include <cstdlib>
 #include <thread>
 
 #include "engine/comm/local_communicator.h"
+#include "engine/comm/signals.h"
 #include "engine/core/check.h"
 #ifdef ZT_HAVE_MPI
 #include "engine/comm/mpi_communicator.h"
@@ -30,43 +27,6 @@ Work::Work(std::function<bool()> advance, std::string description, double timeou
 
 namespace {
 
-// [Note: launcher termination]
-// When one rank dies, mpirun terminates the others with SIGTERM, typically long before their
-// collective timeout. So that each of them still says what it was doing, Work::wait records the
-// collective in flight here, and a SIGTERM handler (installed by the MPI backend) prints it with
-// write(2), which is async-signal-safe, before exiting. Two slots: the handler reads the last
-// complete one.
-constexpr std::size_t kInflightBytes = 512;
-char g_inflight[2][kInflightBytes] = {{0}, {0}};
-volatile std::sig_atomic_t g_inflight_slot = 0;
-volatile std::sig_atomic_t g_inflight_active = 0;  // 0 until the first record
-
-void record(const std::string* description, const std::string* context) {
-  const int next = 1 - g_inflight_slot;
-  const char* where = context != nullptr ? context->c_str() : "?";
-  if (description != nullptr) {
-    std::snprintf(g_inflight[next], kInflightBytes,
-                  "zerotrain: error: %s was interrupted at %s: the launcher stopped this rank because another rank "
-                  "failed or died\n",
-                  description->c_str(), where);
-  } else {
-    std::snprintf(g_inflight[next], kInflightBytes,
-                  "zerotrain: error: the launcher stopped this rank at %s (between collectives) because another "
-                  "rank failed or died\n",
-                  where);
-  }
-  g_inflight_slot = next;
-  g_inflight_active = 1;
-}
-
-extern "C" void on_launcher_termination(int) {
-  static const char kUnknown[] = "zerotrain: error: the launcher stopped this rank because another rank failed\n";
-  const char* text = g_inflight_active ? g_inflight[g_inflight_slot] : kUnknown;
-  ssize_t ignored = write(STDERR_FILENO, text, std::strlen(text));
-  (void)ignored;
-  _exit(1);
-}
-
 // Only the thread that waits (the main thread) adds to it.
 double g_comm_wait_seconds = 0.0;
 
@@ -74,19 +34,17 @@ double g_comm_wait_seconds = 0.0;
 
 double comm_wait_seconds() { return g_comm_wait_seconds; }
 
-void install_launcher_termination_handler() { std::signal(SIGTERM, on_launcher_termination); }
-
 void Communicator::set_context(std::string context) {
   context_ = std::move(context);
-  record(nullptr, &context_);
+  record_wait_site(nullptr, &context_);
 }
 
 void Work::wait() {
   if (!advance_) return;
-  record(&description_, context_);
+  record_wait_site(&description_, context_);
   struct BackToIdle {
     const std::string* context;
-    ~BackToIdle() { record(nullptr, context); }
+    ~BackToIdle() { record_wait_site(nullptr, context); }
   } back_to_idle{context_};
   const auto start = std::chrono::steady_clock::now();
   struct AddWaitTime {
@@ -98,10 +56,18 @@ void Work::wait() {
   int spins = 0;
   while (!advance_()) {
     const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (waited > timeout_s_) {
+    // After a stop request every live rank heads for the step boundary, so a collective that
+    // stays blocked for the grace period has a dead peer: give up rather than wait for SIGKILL.
+    const double grace = std::min(timeout_s_, stop_grace_seconds());
+    const bool stop_stalled = waited > grace && seconds_since_stop_signal() > grace;
+    if (waited > timeout_s_ || stop_stalled) {
+      const std::string where = context_ != nullptr ? *context_ : "?";
       const std::string message =
-          fmt::format("{} did not complete within {:.0f} s at {}: a rank died or never reached it", description_,
-                      timeout_s_, context_ != nullptr ? *context_ : "?");
+          stop_stalled ? fmt::format("{} at {} was still blocked {:.0f} s after {} asked this rank to stop: another "
+                                     "rank has failed or died; exiting without a checkpoint",
+                                     description_, where, grace, signal_name(stop_signal()))
+                       : fmt::format("{} did not complete within {:.0f} s at {}: a rank died or never reached it",
+                                     description_, timeout_s_, where);
       advance_ = nullptr;
       if (on_timeout_) on_timeout_(message);
       throw RuntimeError(message);

@@ -103,8 +103,4 @@ double comm_wait_seconds();
 // True when the environment says this process was started by an MPI launcher.
 bool launched_by_mpi();
 
-// Makes SIGTERM print the collective this rank is waiting in (and the step) before exiting: what a
-// rank shows when the launcher stops it because another rank died ([Note: launcher termination]).
-void install_launcher_termination_handler();
-
 }  // namespace zt

@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "engine/comm/reduce_buffers.h"
+#include "engine/comm/signals.h"
 #include "engine/core/buffer.h"
 #include "engine/core/check.h"
 

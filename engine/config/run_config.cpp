@@ -154,6 +154,7 @@ void read_checkpoint(ConfigReader r, CheckpointConfig& k) {
   k.every_steps = r.get_int("every_steps", k.every_steps, 0, kMaxSteps);
   k.keep_last = r.get_int("keep_last", k.keep_last, 0, 1000000);
   k.at_end = r.get_bool("at_end", k.at_end);
+  k.save_on_signal = r.get_bool("save_on_signal", k.save_on_signal);
   r.reject_unknown_keys();
 }
 
@@ -264,7 +265,7 @@ nlohmann::json RunConfig::to_json() const {
         {"sample_prompt", log.sample_prompt}}},
       {"checkpoint",
        {{"dir", checkpoint.dir}, {"every_steps", checkpoint.every_steps}, {"keep_last", checkpoint.keep_last},
-        {"at_end", checkpoint.at_end}}},
+        {"at_end", checkpoint.at_end}, {"save_on_signal", checkpoint.save_on_signal}}},
   };
 }
 

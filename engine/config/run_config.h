@@ -67,6 +67,7 @@ struct CheckpointConfig {
   int every_steps = 0;       // save after every N optimizer-loop steps; 0 = off
   int keep_last = 3;         // complete checkpoints kept (older ones deleted after a newer one is complete); 0 = all
   bool at_end = false;       // save after the last step
+  bool save_on_signal = true;  // SIGTERM/SIGINT/SIGUSR1: save at the next step boundary and exit 0
 
   // The folder checkpoints go to for a run writing into run_dir.
   std::string folder_for(const std::string& run_dir) const { return dir.empty() ? run_dir + "/checkpoints" : dir; }

@@ -4,6 +4,10 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <filesystem>
+#include <fstream>
+#include <vector>
+
 #include "engine/comm/communicator.h"
 #include "engine/core/check.h"
 
@@ -23,6 +27,41 @@ void MetricsLog::write(const nlohmann::json& record) {
   if (std::fwrite(line.data(), 1, line.size(), file_) != line.size() || std::fflush(file_) != 0) {
     throw_runtime_error("write to metrics file '{}' failed (disk full?)", path_);
   }
+}
+
+int MetricsLog::drop_records_after_step(std::int64_t step) {
+  std::fclose(file_);
+  file_ = nullptr;
+  std::vector<std::string> kept;
+  int dropped = 0;
+  {
+    std::ifstream in(path_);
+    std::string line;
+    while (std::getline(in, line)) {
+      const nlohmann::json record = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+      const bool later = record.is_object() && record.contains("step") && record["step"].is_number_integer() &&
+                         record["step"].get<std::int64_t>() > step;
+      if (later) {
+        ++dropped;
+      } else {
+        kept.push_back(std::move(line));
+      }
+    }
+  }
+  if (dropped > 0) {
+    const std::string temp = path_ + ".tmp";
+    {
+      std::ofstream out(temp, std::ios::trunc);
+      for (const std::string& line : kept) out << line << "\n";
+      if (!out.flush()) throw_runtime_error("cannot rewrite metrics file '{}' (disk full?)", temp);
+    }
+    std::error_code ec;
+    std::filesystem::rename(temp, path_, ec);
+    if (ec) throw_runtime_error("cannot replace metrics file '{}': {}", path_, ec.message());
+  }
+  file_ = std::fopen(path_.c_str(), "a");
+  if (file_ == nullptr) throw_runtime_error("cannot open metrics file '{}' for writing", path_);
+  return dropped;
 }
 
 ProgressPrinter::ProgressPrinter(const std::string& mode, int every_steps)

@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstdint>
 #include <cstdio>
 #include <string>
 
@@ -19,6 +20,10 @@ class MetricsLog {
   MetricsLog& operator=(const MetricsLog&) = delete;
 
   void write(const nlohmann::json& record);
+
+  // For a resumed run: removes the records of steps after `step` (what an interrupted run logged
+  // past its last checkpoint, and will log again), rewriting the file atomically. Returns how many.
+  int drop_records_after_step(std::int64_t step);
 
  private:
   std::string path_;

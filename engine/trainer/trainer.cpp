@@ -14,6 +14,7 @@
 
 #include "engine/checkpoint/checkpoint_export.h"
 #include "engine/checkpoint/optimizer_checkpoint.h"
+#include "engine/comm/signals.h"
 #include "engine/core/bf16.h"
 #include "engine/core/check.h"
 #include "engine/data/batch_sampler.h"
@@ -159,6 +160,12 @@ TrainSummary Trainer::run() {
     summary.steps_done = m.position.optimizer_step;
     summary.skipped_steps = m.extra.value("skipped_steps", 0);
     consecutive_skips = m.extra.value("consecutive_skips", 0);
+    if (s.metrics) {
+      if (const int dropped = s.metrics->drop_records_after_step(start_step); dropped > 0) {
+        s.progress.message(fmt::format("metrics.jsonl: dropped {} record(s) the interrupted run wrote after step {}",
+                                       dropped, start_step));
+      }
+    }
     s.log({{"type", "resume"}, {"step", start_step}, {"checkpoint", resume_checkpoint_},
            {"saved_world_size", m.world_size}, {"saved_zero_stage", m.zero_stage}});
     s.progress.message(fmt::format("resumed from {} at step {} (saved by {} rank(s) at ZeRO stage {}; sample {})",
@@ -167,6 +174,7 @@ TrainSummary Trainer::run() {
   const std::int64_t samples_per_step = static_cast<std::int64_t>(accum) * B * c.world_size;
   const std::string checkpoint_folder = c.checkpoint.folder_for(run_dir_);
   int last_saved_step = -1;
+  std::string last_saved_path;
   // Collective: every rank writes its shard of the optimizer state; rank 0 logs the save.
   auto save_checkpoint = [&](int steps_completed) {
     ckpt::CheckpointMeta meta;
@@ -179,10 +187,21 @@ TrainSummary Trainer::run() {
     const ckpt::SaveResult r =
         ckpt::save_training_state(s.comm, checkpoint_folder, s.store, s.optimizer, meta, c.checkpoint.keep_last);
     last_saved_step = steps_completed;
+    last_saved_path = r.path;
     s.log({{"type", "checkpoint"}, {"step", steps_completed}, {"path", r.path}, {"seconds", r.seconds},
            {"rank_bytes", r.rank_bytes}, {"total_bytes", r.total_bytes}, {"ranks", s.comm.world_size()}});
     s.progress.message(fmt::format("step {}: saved checkpoint {} ({:.2f} MB in {} rank file(s)) in {:.2f} s",
                                    steps_completed, r.path, r.total_bytes / 1e6, s.comm.world_size(), r.seconds));
+  };
+  // A stop request agreed at a step boundary: save (unless this step was just saved) and stop.
+  auto stop_after = [&](int steps_completed) {
+    summary.stop_signal = stop_signal() != 0 ? stop_signal() : -1;
+    summary.stopped_after_step = steps_completed;
+    if (last_saved_step != steps_completed) save_checkpoint(steps_completed);
+    summary.stop_checkpoint = last_saved_path;
+    const std::string by = summary.stop_signal > 0 ? signal_name(summary.stop_signal) : "a signal to another rank";
+    s.log({{"type", "stop"}, {"step", steps_completed}, {"signal", by}, {"checkpoint", last_saved_path}});
+    s.progress.message(fmt::format("step {}: stopping on {}; resume with --resume latest", steps_completed, by));
   };
   s.tracker.reset_peaks();  // the comparison with the prediction below covers the steps, not set-up
 
@@ -239,8 +258,13 @@ TrainSummary Trainer::run() {
       s.model.backward(s.store, 1.0f / static_cast<float>(accum));
     }
     if (step + 1 == inject_nonfinite_step) poison_one_gradient(s.store);
-    float loss = static_cast<float>(loss_sum / accum);
-    s.comm.all_reduce(TensorView{&loss, DType::kF32, Device::kCPU, Shape{1}}, ReduceOp::kAvg).wait();
+    // The step boundary's agreement rides on the loss all-reduce: element 1 is above 0 when any
+    // rank has a stop request (engine/comm/signals.h).
+    float loss_and_stop[2] = {static_cast<float>(loss_sum / accum), stop_signal() != 0 ? 1.0f : 0.0f};
+    s.comm.all_reduce(TensorView{loss_and_stop, DType::kF32, Device::kCPU, Shape{2}}, ReduceOp::kAvg).wait();
+    const float loss = loss_and_stop[0];
+    // On the last step the run simply finishes: its final weights are what a resume would make.
+    const bool stop_requested = loss_and_stop[1] > 0.0f && step + 1 < c.train.max_steps;
     const double grad_norm = std::sqrt(s.store.global_grad_sum_of_squares());
     if (!std::isfinite(loss) || !std::isfinite(grad_norm)) {
       const std::string what = fmt::format("step {}: non-finite {} (loss {}, grad norm {})", step + 1,
@@ -254,6 +278,10 @@ TrainSummary Trainer::run() {
       }
       ++summary.skipped_steps;
       s.progress.message(fmt::format("warning: {}; step skipped ({} in a row)", what, consecutive_skips));
+      if (stop_requested) {
+        stop_after(step + 1);
+        break;
+      }
       continue;
     }
     consecutive_skips = 0;
@@ -291,16 +319,19 @@ TrainSummary Trainer::run() {
     }
     const bool last = step + 1 == c.train.max_steps;
     if (c.checkpoint.every_steps > 0 && (step + 1) % c.checkpoint.every_steps == 0) save_checkpoint(step + 1);
+    if (stop_requested) {  // evaluation and sampling wait for the resumed run
+      stop_after(step + 1);
+      break;
+    }
     if ((c.train.eval_every > 0 && (step + 1) % c.train.eval_every == 0) || last) evaluate(step + 1);
     if ((c.log.sample_every > 0 && (step + 1) % c.log.sample_every == 0) || last) sample(step + 1);
   }
   if (c.train.max_steps == 0) evaluate(0);
-  if (c.checkpoint.at_end && !summary.stopped_nonfinite && last_saved_step != step && step > start_step) {
-    save_checkpoint(step);
-  }
+  const bool finished = !summary.stopped_nonfinite && summary.stop_signal == 0;
+  if (c.checkpoint.at_end && finished && last_saved_step != step && step > start_step) save_checkpoint(step);
 
   summary.memory = s.tracker.snapshot();
-  if (!summary.stopped_nonfinite) {
+  if (finished) {
     // The master weights are checked before anything is written: no NaN reaches disk.
     // The fp32 master shards of every unit are gathered (each rank takes part), checked, and
     // written by rank 0: no NaN reaches disk.
@@ -333,6 +364,7 @@ TrainSummary Trainer::run() {
                    {"steps", summary.steps_done},
                    {"skipped_steps", summary.skipped_steps},
                    {"stopped_nonfinite", summary.stopped_nonfinite},
+                   {"stopped_by_signal", summary.stop_signal != 0},
                    {"first_loss", summary.first_loss},
                    {"last_loss", summary.last_loss},
                    {"val_loss", summary.val_loss},

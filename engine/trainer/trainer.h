@@ -1,7 +1,8 @@
 // The training loop on every rank: deterministic batches, gradient accumulation, global-norm
 // clipping, the LR schedule, AdamW, periodic evaluation and text samples, a JSONL metrics file,
-// sharded checkpoints (and resuming from one), and the final weights in the run directory. A non-finite loss or gradient stops the run (or
-// skips the step, if configured) before any weights are touched.
+// sharded checkpoints (and resuming from one, or saving one when a stop signal arrives), and the
+// final weights in the run directory. A non-finite loss or gradient stops the run (or skips the
+// step, if configured) before any weights are touched.
 #pragma once
 
 #include <memory>
@@ -17,6 +18,12 @@ struct TrainSummary {
   int steps_done = 0;        // optimizer steps taken (over the whole run, resumed ones included)
   int skipped_steps = 0;     // steps skipped for a non-finite loss or gradient
   bool stopped_nonfinite = false;
+  // A stop request (SIGTERM/SIGINT/SIGUSR1 on any rank, see engine/comm/signals.h) ended the run
+  // early: the signal seen on this rank (-1: it came to another rank), the steps completed and the
+  // checkpoint saved for them.
+  int stop_signal = 0;
+  int stopped_after_step = 0;
+  std::string stop_checkpoint;
   float first_loss = 0.0f, last_loss = 0.0f;
   float val_loss = 0.0f;
   double unigram_entropy_nats = 0.0;

@@ -3,13 +3,13 @@
 
   * exact resume: a run stopped after 4 of 8 steps (checkpoint.at_end) and resumed with
     `--resume latest` gives BITWISE the losses, gradient norms (metrics.jsonl) and final weights
-    (final.safetensors tensor bytes) of the uninterrupted 8-step run -- at ZeRO stage 0 and stage 3
-    on 2 ranks, with grad_accum 2, and in bf16;
+    (final.safetensors tensor bytes) of the uninterrupted 8-step run -- at ZeRO stages 0-3 on 2
+    ranks, each with grad_accum 1 and 2, and at stage 3 in bf16;
   * periodic saves (every_steps 2, keep_last 2) leave exactly the last two checkpoints, `latest`
     on the newest, a "checkpoint" metrics record per save, and do not perturb training;
-  * resume on another number of ranks (saved by 2, resumed on 1 and on 3, same global batch,
-    deterministic reductions) matches the uninterrupted 2-rank run within the fp32 reduction-order
-    bound stated below;
+  * resume on another number of ranks and stage (RESHARD_CASES: 4->2, 2->4, 3->2, 1->4, 4->1, 2->1,
+    2->3 ranks across stage changes, same global batch, deterministic reductions) matches the
+    uninterrupted run on the saving ranks within the fp32 reduction-order bound stated below;
   * `sample --ckpt FOLDER` generates the text `sample --run` does from the same (fp32) weights;
   * `--resume latest` with no checkpoint and a checkpoint of another model are one-line errors, exit 2.
 
@@ -41,6 +41,9 @@ BASE = {
 # 1.3e-7 relative on losses and gradient norms and 3.1e-7 absolute on any weight; the bounds leave
 # a factor ~30-80 (an error in the data position or the optimizer state shows as >= 1e-3).
 RESHARD_REL_TOL = 1e-5
+# (saving ranks N, stage s, resuming ranks M, stage t): the pairs 4->2 (3->0), 2->4 (1->3),
+# 3->2 (2->2), 1->4, 4->1, and 2->1, 2->3.
+RESHARD_CASES = [(4, 3, 2, 0), (2, 1, 4, 3), (3, 2, 2, 2), (1, 0, 4, 1), (4, 0, 1, 3), (2, 3, 1, 0), (2, 3, 3, 1)]
 RESHARD_WEIGHT_ABS_TOL = 1e-5
 
 
@@ -112,9 +115,10 @@ def main():
         p2 = train(resume_np or np_, resume_config or config, run_dir, ["--resume", "latest"])
         return p1, p2
 
-    cases = [("stage 0, f32", 2, {"zero": {"stage": 0}}),
-             ("stage 3, f32, grad_accum 2", 2, {"zero": {"stage": 3}, "train": {"grad_accum": 2}}),
-             ("stage 3, bf16", 2, {"zero": {"stage": 3}, "precision": {"param_dtype": "bf16"}})]
+    cases = [(f"stage {stage}, f32" + (f", grad_accum {accum}" if accum > 1 else ""), 2,
+              {"zero": {"stage": stage}, "train": {"grad_accum": accum}})
+             for stage in range(4) for accum in (1, 2)]
+    cases.append(("stage 3, bf16", 2, {"zero": {"stage": 3}, "precision": {"param_dtype": "bf16"}}))
     if not mpirun:
         cases = [("1 rank, stage 0, f32, grad_accum 2", 1, {"train": {"grad_accum": 2}})]
     references = {}
@@ -123,7 +127,7 @@ def main():
         config = deep_merge(BASE, over)
         ref_dir = os.path.join(work, f"ref{len(references)}")
         ref_config = config
-        periodic = name.startswith("stage 3, f32")
+        periodic = name == "stage 3, f32, grad_accum 2"
         if periodic:  # saving every 2 steps must not change what the run computes
             ref_config = deep_merge(config, {"checkpoint": {"every_steps": 2, "keep_last": 2}})
         if not ok(train(np_, ref_config, ref_dir), f"{name}: uninterrupted 8-step run exits 0"):
@@ -162,31 +166,37 @@ def main():
               f"{name}: final weights bitwise equal ({len(ref_w)} tensors)")
 
     if mpirun:
-        # Resharded resume: saved by 2 ranks (micro_batch 6), resumed on 1 (micro_batch 12) and on
-        # 3 (micro_batch 4): the same 12 samples per step, the same global sample order.
-        config = deep_merge(BASE, {"zero": {"stage": 3}, "train": {"deterministic": True}})
-        ref_dir = os.path.join(work, "reshard_ref")
-        if ok(train(2, config, ref_dir), "reshard: uninterrupted 2-rank run exits 0"):
+        # Resharded resume through the trainer: saved by N ranks at stage s, resumed on M at stage
+        # t, with micro_batch 12 / ranks: the same 12 samples per step in the same global order.
+        ref_dirs = {}
+        for n, s_stage, m, t in RESHARD_CASES:
+            config = deep_merge(BASE, {"zero": {"stage": s_stage}, "train": {"deterministic": True, "micro_batch": 12 // n}})
+            if (n, s_stage) not in ref_dirs:
+                ref_dir = os.path.join(work, f"reshard_ref_{n}_{s_stage}")
+                ref_dirs[n, s_stage] = ref_dir if ok(train(n, config, ref_dir),
+                                               f"reshard: uninterrupted {n}-rank stage-{s_stage} run exits 0") else None
+            ref_dir = ref_dirs[n, s_stage]
+            if ref_dir is None:
+                continue
             ref_curve = curve(train_records(ref_dir))
             ref_w = tensors(os.path.join(ref_dir, "final.safetensors"))
-            for m, micro, stage in [(1, 12, 0), (3, 4, 1)]:
-                name = f"saved by 2 ranks at stage 3, resumed on {m} at stage {stage}"
-                run_dir = os.path.join(work, f"reshard_{m}")
-                resume_config = deep_merge(config, {"zero": {"stage": stage}, "train": {"micro_batch": micro}})
-                p1, p2 = interrupted(2, config, run_dir, resume_np=m, resume_config=resume_config)
-                if not ok(p1, f"{name}: first part exits 0") or not ok(p2, f"{name}: resume exits 0"):
-                    continue
-                got_curve = curve(train_records(run_dir))
-                check([s for s, *_ in got_curve] == list(range(1, 9)), f"{name}: steps 1-8 recorded")
-                check(got_curve[:4] == ref_curve[:4], f"{name}: steps 1-4 bitwise equal (same ranks)")
-                worst = max(max(abs(a[1] - b[1]) / abs(b[1]), abs(a[2] - b[2]) / abs(b[2]))
-                            for a, b in zip(got_curve[4:], ref_curve[4:]))
-                check(worst <= RESHARD_REL_TOL, f"{name}: steps 5-8 losses and grad norms within "
-                      f"{RESHARD_REL_TOL:g} relative (worst {worst:.2e})")
-                got_w = tensors(os.path.join(run_dir, "final.safetensors"))
-                wmax = max(max(abs(x - y) for x, y in zip(floats(got_w[k][1]), floats(ref_w[k][1]))) for k in ref_w)
-                check(wmax <= RESHARD_WEIGHT_ABS_TOL,
-                      f"{name}: final weights within {RESHARD_WEIGHT_ABS_TOL:g} absolute (worst {wmax:.2e})")
+            name = f"saved by {n} rank(s) at stage {s_stage}, resumed on {m} at stage {t}"
+            run_dir = os.path.join(work, f"reshard_{n}_{s_stage}_{m}_{t}")
+            resume_config = deep_merge(config, {"zero": {"stage": t}, "train": {"micro_batch": 12 // m}})
+            p1, p2 = interrupted(n, config, run_dir, resume_np=m, resume_config=resume_config)
+            if not ok(p1, f"{name}: first part exits 0") or not ok(p2, f"{name}: resume exits 0"):
+                continue
+            got_curve = curve(train_records(run_dir))
+            check([step for step, *_ in got_curve] == list(range(1, 9)), f"{name}: steps 1-8 recorded")
+            check(got_curve[:4] == ref_curve[:4], f"{name}: steps 1-4 bitwise equal (same ranks)")
+            worst = max(max(abs(a[1] - b[1]) / abs(b[1]), abs(a[2] - b[2]) / abs(b[2]))
+                        for a, b in zip(got_curve[4:], ref_curve[4:]))
+            check(worst <= RESHARD_REL_TOL, f"{name}: steps 5-8 losses and grad norms within "
+                  f"{RESHARD_REL_TOL:g} relative (worst {worst:.2e})")
+            got_w = tensors(os.path.join(run_dir, "final.safetensors"))
+            wmax = max(max(abs(x - y) for x, y in zip(floats(got_w[k][1]), floats(ref_w[k][1]))) for k in ref_w)
+            check(wmax <= RESHARD_WEIGHT_ABS_TOL,
+                  f"{name}: final weights within {RESHARD_WEIGHT_ABS_TOL:g} absolute (worst {wmax:.2e})")
 
     # Errors: one line, exit 2 (one process, so one stderr).
     empty_dir = os.path.join(work, "nothing")

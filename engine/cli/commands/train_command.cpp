@@ -1,6 +1,8 @@
 // `zerotrain train`: trains a GPT model from a JSON config on this process and reports the loss
 // curve's ends, the validation loss beside the data's unigram entropy, a text sample and the
-// memory table; with --resume it continues from a sharded checkpoint. Exit code 1 when the run stopped on a non-finite loss or gradient.
+// memory table; with --resume it continues from a sharded checkpoint. SIGTERM, SIGINT or SIGUSR1
+// makes it save a checkpoint at the next step boundary and exit 0. Exit code 1 when the run
+// stopped on a non-finite loss or gradient.
 #include <fmt/format.h>
 
 #include <memory>
@@ -8,6 +10,7 @@
 #include "engine/cli/commands/arg_parser.h"
 #include "engine/cli/commands/commands.h"
 #include "engine/comm/communicator.h"
+#include "engine/comm/signals.h"
 #include "engine/config/run_config.h"
 #include "engine/core/check.h"
 #include "engine/core/host_allocator.h"
@@ -41,6 +44,8 @@ int train_main(const std::vector<std::string>& args) {
   comm_options.timeout_s = cfg.train.collective_timeout_s;
   comm->set_options(comm_options);
   const bool root = comm->rank() == 0;
+  // From here on a stop signal means "save at the next step boundary" (engine/comm/signals.h).
+  if (cfg.checkpoint.save_on_signal) install_stop_request_handlers();
   const gpt::GptConfig& m = cfg.model;
 
   if (root) {
@@ -72,6 +77,12 @@ int train_main(const std::vector<std::string>& args) {
   const TrainSummary s = trainer.run();
   const std::vector<MemorySnapshot> memory = gather_memory_snapshots(*comm, s.memory);
   if (!root) return s.stopped_nonfinite ? 1 : 0;
+  if (s.stop_signal != 0) {
+    fmt::print("\nstopped after step {} of {} on {}; saved {}\n(continue with the same command and --resume latest)\n",
+               s.stopped_after_step, cfg.train.max_steps,
+               s.stop_signal > 0 ? signal_name(s.stop_signal) : "a signal to another rank", s.stop_checkpoint);
+    return 0;
+  }
   fmt::print("\n== summary ==\n");
   fmt::print("steps: {} ({} skipped)\n", s.steps_done, s.skipped_steps);
   fmt::print("train loss: {:.4f} (step 1) -> {:.4f} (last step)\n", s.first_loss, s.last_loss);

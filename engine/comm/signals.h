@@ -1,0 +1,38 @@
+// How a rank reacts to signals: the launcher's termination of a job after another rank died, and
+// a stop request (preemption, Ctrl-C) that the trainer answers with a checkpoint at the next step
+// boundary. See [Note: launcher termination] and [Note: stop requests] in signals.cpp.
+#pragma once
+
+#include <string>
+
+namespace zt {
+
+// Remembers what this thread is waiting in (a collective's description, or nullptr between
+// collectives) and where (the communicator's context, e.g. "step 5 micro-batch 0"), for the line
+// a terminated rank prints.
+void record_wait_site(const std::string* description, const std::string* context);
+
+// Makes SIGTERM print the recorded wait site and exit 1: what a rank shows when the launcher stops
+// it because another rank died. The MPI backend installs it.
+void install_launcher_termination_handler();
+
+// Makes SIGTERM, SIGINT and SIGUSR1 request a stop instead of ending the process, except a
+// SIGTERM sent by mpirun itself (the launcher ending the job, which it follows with SIGKILL within
+// a second): that one keeps the launcher-termination behaviour. A second SIGINT or SIGTERM after
+// a request ends the process at once (exit 130 / 143) without a checkpoint.
+void install_stop_request_handlers();
+
+// The signal that first requested a stop (SIGTERM, SIGINT or SIGUSR1), or 0.
+int stop_signal();
+// Seconds since that signal arrived (0 when none did).
+double seconds_since_stop_signal();
+// "SIGTERM", "SIGINT", "SIGUSR1", or "signal N".
+std::string signal_name(int signal_number);
+
+// How long a collective may stay blocked after a stop request before the rank gives up on it
+// (Work::wait): a healthy peer reaches the step boundary well within the default 20 s, a dead one
+// never does. Under Slurm the SIGKILL follows SIGTERM after KillWait (30 s by default).
+double stop_grace_seconds();
+void set_stop_grace_seconds(double seconds);
+
+}  // namespace zt

@@ -1,0 +1,246 @@
+#!/usr/bin/env python3
+"""A training run stopped from outside, through the real binary and real ranks:
+
+  * SIGTERM (as Slurm or Kubernetes send it, to every rank) and SIGINT (Ctrl-C) make `train` save a
+    checkpoint at the next step boundary and exit 0, with a "stop" record in metrics.jsonl and no
+    final weights; `--resume latest` then finishes the run BITWISE equal (losses, gradient norms,
+    final weights) to the uninterrupted one -- alone, and on 2 ranks at stage 3 with grad_accum 2;
+  * SIGUSR1 sent to mpirun (which forwards it to every rank) does the same;
+  * SIGTERM to one rank only: every rank agrees at the step boundary, all save and exit 0;
+  * kill -9 of a rank in the middle of a trainer save (inside the test hook's pause, after the
+    rank files, before the commit): `latest` still names the previous complete checkpoint, and
+    `--resume latest` resumes from it and finishes bitwise equal to the uninterrupted run.
+
+The step at which a signal lands is whatever it is; the checks hold for any step.
+
+usage: stop_and_kill_test.py --zerotrain PATH [-- MPIRUN FLAGS...]   (without mpirun: 1-process cases)
+"""
+import argparse
+import json
+import os
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from check_report import Checks  # noqa: E402
+
+# ~4 ms a step alone, ~13 ms on 2 ranks with grad_accum 2: long enough to signal mid-run.
+LONG = {
+    "model": {"n_layer": 2, "n_head": 2, "n_embd": 64, "block_size": 64, "vocab_size": 64},
+    "data": {"embedded_chars": 50000},
+    "train": {"micro_batch": 8, "max_steps": 600, "eval_batches": 2, "num_threads": 1},
+    "optim": {"lr": 3e-3, "warmup_steps": 2, "decay_steps": 600},
+    "log": {"sample_tokens": 8, "progress": "plain", "every_steps": 100},
+}
+SHORT = {
+    "model": {"n_layer": 2, "n_head": 2, "n_embd": 32, "block_size": 32, "vocab_size": 64},
+    "data": {"embedded_chars": 50000},
+    "train": {"micro_batch": 6, "max_steps": 8, "eval_batches": 2, "num_threads": 1},
+    "optim": {"lr": 3e-3, "warmup_steps": 2, "decay_steps": 8},
+    "checkpoint": {"every_steps": 2},
+    "log": {"sample_tokens": 8, "progress": "plain"},
+}
+
+
+def merge(base, over):
+    out = json.loads(json.dumps(base))
+    for section, keys in over.items():
+        out.setdefault(section, {}).update(keys)
+    return out
+
+
+def records(run_dir):
+    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+        return [json.loads(line) for line in f]
+
+
+def curve(run_dir):
+    return [(r["step"], r["loss"], r["grad_norm"], r["lr"]) for r in records(run_dir) if r["type"] == "train"]
+
+
+def tensors(path):
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(n))
+        data = f.read()
+    return {k: data[v["data_offsets"][0]:v["data_offsets"][1]] for k, v in header.items() if k != "__metadata__"}
+
+
+def train_steps_logged(run_dir):
+    try:
+        with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+            return sum(1 for line in f if '"type":"train"' in line)
+    except OSError:
+        return 0
+
+
+def rank_pids(marker):
+    """MPI rank -> PID of the processes whose command line holds `marker` (mpirun excluded)."""
+    out = {}
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmd = f.read().split(b"\0")
+            if marker.encode() not in b" ".join(cmd) or b"mpirun" in cmd[0]:
+                continue
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                env = dict(kv.split(b"=", 1) for kv in f.read().split(b"\0") if b"=" in kv)
+            out[int(env.get(b"OMPI_COMM_WORLD_RANK", b"0"))] = int(pid)
+        except (OSError, ValueError):
+            pass
+    return out
+
+
+def main():
+    argv = sys.argv[1:]
+    mpirun = []
+    if "--" in argv:
+        mpirun = argv[argv.index("--") + 1:]
+        argv = argv[:argv.index("--")]
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--zerotrain", required=True)
+    args = parser.parse_args(argv)
+    checks = Checks()
+    check = checks.check
+    work = tempfile.mkdtemp(prefix="zt_stop_")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OMPI_", "PMIX_"))}
+    counter = [0]
+
+    def command(np_, config, run_dir, extra=()):
+        counter[0] += 1
+        path = os.path.join(work, f"config{counter[0]}.json")
+        with open(path, "w") as f:
+            json.dump(config, f)
+        launcher = mpirun + ["-np", str(np_)] if np_ > 1 else []
+        return launcher + [args.zerotrain, "train", "--config", path, "--run-dir", run_dir] + list(extra)
+
+    def run(np_, config, run_dir, extra=()):
+        return subprocess.run(command(np_, config, run_dir, extra), capture_output=True, text=True, timeout=180,
+                              env=env)
+
+    def start(np_, config, run_dir, extra_env=None):
+        return subprocess.Popen(command(np_, config, run_dir), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, env={**env, **(extra_env or {})})
+
+    def wait_until(condition, seconds=60):
+        deadline = time.time() + seconds
+        while time.time() < deadline and not condition():
+            time.sleep(0.02)
+        return condition()
+
+    def ok(p, what):
+        return check(p.returncode == 0, what + ("" if p.returncode == 0 else
+                                                f": exit {p.returncode}: {(p.stdout + p.stderr)[-600:]}"))
+
+    def same_as_reference(name, run_dir, ref_dir, max_steps):
+        got = curve(run_dir)
+        check([s for s, *_ in got] == list(range(1, max_steps + 1)),
+              f"{name}: metrics.jsonl holds each of steps 1-{max_steps} once after the resume")
+        check(got == curve(ref_dir), f"{name}: losses, grad norms and LRs bitwise equal to the uninterrupted run")
+        ref_w, got_w = tensors(os.path.join(ref_dir, "final.safetensors")), tensors(os.path.join(run_dir, "final.safetensors"))
+        check(ref_w.keys() == got_w.keys() and all(ref_w[k] == got_w[k] for k in ref_w),
+              f"{name}: final weights bitwise equal ({len(ref_w)} tensors)")
+
+    def stopped_run(name, np_, config, run_dir, send):
+        """Starts a run, lets it train a few steps, calls send(proc, run_dir); checks the stop."""
+        proc = start(np_, config, run_dir)
+        if not wait_until(lambda: train_steps_logged(run_dir) >= 5):
+            proc.kill()
+            check(False, f"{name}: training started ({proc.communicate()[1][-400:]})")
+            return None
+        send(proc)
+        try:
+            out, err = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
+        if not check(proc.returncode == 0, f"{name}: exits 0" +
+                     ("" if proc.returncode == 0 else f" (exit {proc.returncode}: {(out + err)[-500:]})")):
+            return None
+        stops = [r for r in records(run_dir) if r["type"] == "stop"]
+        step = stops[0]["step"] if stops else -1
+        check(len(stops) == 1 and 5 <= step < config["train"]["max_steps"],
+              f"{name}: one stop record, after step {step}")
+        folder = os.path.join(run_dir, "checkpoints")
+        with open(os.path.join(folder, "latest")) as f:
+            latest = f.read().strip()
+        files = sorted(os.listdir(os.path.join(folder, latest)))
+        check(latest == f"step_{step:08d}" and files == ["manifest.json"] + [f"rank_{r:05d}.bin" for r in range(np_)],
+              f"{name}: latest names the checkpoint of step {step}, with {np_} rank file(s) ({latest}: {files})")
+        check(f"stopped after step {step} of" in out and not os.path.exists(os.path.join(run_dir, "final.safetensors")),
+              f"{name}: says where it stopped; no final weights yet")
+        return out
+
+    # Alone: SIGTERM and SIGINT; the SIGTERM run is resumed and compared.
+    ref_dir = os.path.join(work, "ref1")
+    if ok(run(1, LONG, ref_dir), "1 process: uninterrupted run exits 0"):
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            name = f"1 process, {sig.name}"
+            run_dir = os.path.join(work, f"alone_{sig.name}")
+            out = stopped_run(name, 1, LONG, run_dir, lambda p, sig=sig: p.send_signal(sig))
+            if out is not None and sig == signal.SIGTERM:
+                check(f"on {sig.name}" in out, f"{name}: names the signal")
+                if ok(run(1, LONG, run_dir, ["--resume", "latest"]), f"{name}: --resume latest exits 0"):
+                    same_as_reference(name, run_dir, ref_dir, LONG["train"]["max_steps"])
+
+    if mpirun:
+        config = merge(LONG, {"zero": {"stage": 3}, "train": {"grad_accum": 2}})
+        ref_dir = os.path.join(work, "ref2")
+        if ok(run(2, config, ref_dir), "2 ranks, stage 3, grad_accum 2: uninterrupted run exits 0"):
+            name = "2 ranks, stage 3, grad_accum 2, SIGTERM to every rank"
+            run_dir = os.path.join(work, "both_sigterm")
+
+            def signal_ranks(proc, ranks=(0, 1), run_dir=run_dir):
+                pids = rank_pids(run_dir)
+                for r in ranks:
+                    os.kill(pids[r], signal.SIGTERM)
+            if stopped_run(name, 2, config, run_dir, signal_ranks) is not None:
+                if ok(run(2, config, run_dir, ["--resume", "latest"]), f"{name}: --resume latest exits 0"):
+                    same_as_reference(name, run_dir, ref_dir, config["train"]["max_steps"])
+
+        name = "2 ranks, SIGUSR1 to mpirun"
+        stopped_run(name, 2, LONG, os.path.join(work, "usr1"), lambda p: p.send_signal(signal.SIGUSR1))
+        name = "2 ranks, SIGTERM to rank 1 only"
+        run_dir = os.path.join(work, "one_rank")
+        out = stopped_run(name, 2, LONG, run_dir, lambda p: os.kill(rank_pids(run_dir)[1], signal.SIGTERM))
+        if out is not None:
+            check("on a signal to another rank" in out, f"{name}: rank 0 says another rank got the signal")
+
+    # kill -9 in the middle of the step-4 save (each save pauses 1.5 s after its rank files).
+    np_ = 2 if mpirun else 1
+    name = f"{np_} rank(s), kill -9 during the save of step 4"
+    ref_dir = os.path.join(work, "ref_short")
+    run_dir = os.path.join(work, "killed")
+    if ok(run(np_, SHORT, ref_dir), f"{name}: uninterrupted run exits 0"):
+        proc = start(np_, SHORT, run_dir, {"ZT_TEST_CHECKPOINT_PAUSE_MS": "1500"})
+        partial = os.path.join(run_dir, "checkpoints", ".tmp-step_00000004", f"rank_{np_ - 1:05d}.bin")
+        in_save = wait_until(lambda: os.path.exists(partial) and os.path.getsize(partial) > 0)
+        if in_save:
+            time.sleep(0.1)
+            os.kill(rank_pids(run_dir)[0], signal.SIGKILL)
+        try:
+            proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+        check(in_save and proc.returncode != 0, f"{name}: killed inside the save (exit {proc.returncode})")
+        folder = os.path.join(run_dir, "checkpoints")
+        with open(os.path.join(folder, "latest")) as f:
+            check(f.read().strip() == "step_00000002", f"{name}: latest still names step_00000002")
+        check(not os.path.exists(os.path.join(folder, "step_00000004")), f"{name}: no step_00000004 appeared")
+        p = run(np_, SHORT, run_dir, ["--resume", "latest"])
+        if ok(p, f"{name}: --resume latest exits 0"):
+            check("step_00000002" in p.stdout, f"{name}: resumed from step_00000002")
+            check(not os.path.exists(os.path.dirname(partial)), f"{name}: the leftover temporary directory is gone")
+            same_as_reference(name, run_dir, ref_dir, SHORT["train"]["max_steps"])
+    return checks.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

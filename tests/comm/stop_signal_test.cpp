@@ -1,0 +1,73 @@
+// Stop requests (engine/comm/signals.h) in one process: a signal is recorded, not fatal; a repeated
+// SIGUSR1 is harmless; a second SIGTERM or SIGINT ends the process at once; and a collective that
+// stays blocked after a stop request gives up after the grace period, long before its timeout,
+// naming the signal. ctest runs each test in a process of its own (gtest_discover_tests), so each
+// starts with no request.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <csignal>
+#include <string>
+
+#include "engine/comm/communicator.h"
+#include "engine/comm/signals.h"
+#include "engine/core/check.h"
+
+namespace zt {
+namespace {
+
+// A collective that never completes; returns the error wait() ends with and how long it took.
+std::pair<std::string, double> wait_on_dead_peer(double timeout_s) {
+  const std::string context = "step 7 micro-batch 0";
+  Work work([] { return false; }, "all-reduce of 4 f32", timeout_s, &context);
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    work.wait();
+  } catch (const RuntimeError& e) {
+    return {e.what(), std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()};
+  }
+  return {"", 0.0};
+}
+
+TEST(StopSignal, WithoutARequestAWaitRunsToItsTimeout) {
+  install_stop_request_handlers();
+  ASSERT_EQ(stop_signal(), 0);
+  EXPECT_EQ(seconds_since_stop_signal(), 0.0);
+  const auto [error, seconds] = wait_on_dead_peer(0.3);
+  EXPECT_NE(error.find("did not complete within 0 s at step 7 micro-batch 0"), std::string::npos) << error;
+  EXPECT_GE(seconds, 0.3);
+}
+
+TEST(StopSignal, TheFirstSignalIsRecordedAndABlockedCollectiveGivesUpAfterTheGrace) {
+  install_stop_request_handlers();
+  set_stop_grace_seconds(0.2);
+  ASSERT_EQ(std::raise(SIGUSR1), 0);  // returns: the handler records, the process lives
+  ASSERT_EQ(stop_signal(), SIGUSR1);
+  ASSERT_EQ(std::raise(SIGUSR1), 0);  // mpirun may forward it twice: still alive, first one kept
+  EXPECT_EQ(stop_signal(), SIGUSR1);
+  EXPECT_GE(seconds_since_stop_signal(), 0.0);
+  const auto [error, seconds] = wait_on_dead_peer(60.0);  // would wait a minute without the request
+  EXPECT_NE(error.find("all-reduce of 4 f32 at step 7 micro-batch 0 was still blocked"), std::string::npos) << error;
+  EXPECT_NE(error.find("after SIGUSR1 asked this rank to stop"), std::string::npos) << error;
+  EXPECT_LT(seconds, 10.0);
+  EXPECT_EQ(signal_name(SIGTERM), "SIGTERM");
+  EXPECT_EQ(signal_name(SIGINT), "SIGINT");
+}
+
+TEST(StopSignalDeathTest, ASecondSigtermOrSigintEndsTheProcessAtOnce) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  for (int sig : {SIGTERM, SIGINT}) {
+    EXPECT_EXIT(
+        {
+          install_stop_request_handlers();
+          std::raise(sig);  // recorded
+          std::raise(sig);  // ends the process
+          std::exit(0);
+        },
+        testing::ExitedWithCode(128 + sig), "a second stop signal: exiting now, without a checkpoint")
+        << signal_name(sig);
+  }
+}
+
+}  // namespace
+}  // namespace zt

@@ -7,6 +7,8 @@
 
 namespace zt {
 
+class DeviceAllocator;  // engine/core/device_allocator.h
+
 namespace cuda {
 class KernelResources;  // kernels/cuda/kernel_resources.h: cuBLASLt handle, workspace, scratch
 }
@@ -16,6 +18,7 @@ struct ExecContext {
   int num_threads = 1;        // CPU kernels: OpenMP team size (OpenBLAS is set to the same count)
   void* cuda_stream = nullptr;  // cudaStream_t when device == kCUDA
   cuda::KernelResources* cuda_resources = nullptr;  // required by the CUDA kernels, unused on the CPU
+  DeviceAllocator* allocator = nullptr;  // where ops::allocate puts a CUDA context's buffers
 };
 
 }  // namespace zt

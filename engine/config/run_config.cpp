@@ -176,10 +176,7 @@ RunConfig parse_run_config(nlohmann::json doc, const std::string& source, int wo
   c.world_size = world_size;
   ConfigReader root(doc, source, "");
   if (!root.has("model")) throw_input_error("config error in {}: missing required section 'model'", source);
-  const std::string device = root.get_enum("device", "cpu", {"cpu", "cuda"});
-  if (device == "cuda") {
-    throw_input_error("config error in {}: device = \"cuda\": the CUDA backend cannot train yet (use \"cpu\")", source);
-  }
+  c.device = root.get_enum("device", "cpu", {"cpu", "cuda"}) == "cuda" ? Device::kCUDA : Device::kCPU;
   read_model(root.section("model"), c);
   read_data(root.section("data"), c.data);
   read_train(root.section("train"), c);
@@ -193,6 +190,19 @@ RunConfig parse_run_config(nlohmann::json doc, const std::string& source, int wo
   read_log(root.section("log"), c.log, source);
   read_checkpoint(root.section("checkpoint"), c.checkpoint);
   root.reject_unknown_keys();
+  // What the CUDA backend does not do yet: one rank at stage 0 (the NCCL communicator and the
+  // stages' device collectives come with the multi-GPU work), and no dropout kernel.
+  if (c.device == Device::kCUDA) {
+    if (world_size > 1 || c.zero.stage != 0) {
+      throw_input_error("config error in {}: device = \"cuda\" runs one rank at zero.stage 0 so far (here {} rank(s), "
+                        "stage {})",
+                        source, world_size, c.zero.stage);
+    }
+    if (c.dropout > 0.0f) {
+      throw_input_error("config error in {}: model.dropout = {} is not implemented on device = \"cuda\" yet (use 0)",
+                        source, c.dropout);
+    }
+  }
   return c;
 }
 

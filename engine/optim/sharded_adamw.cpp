@@ -2,10 +2,9 @@
 #include "engine/optim/sharded_adamw.h"
 
 #include <algorithm>
-#include <cstring>
 
 #include "engine/core/check.h"
-#include "kernels/cpu/cast.h"
+#include "kernels/ops.h"
 
 namespace zt {
 
@@ -16,9 +15,11 @@ ShardedAdamW::ShardedAdamW(ZeroParamStore& store, const cpu::AdamWHyper& hyper, 
   const ShardLayout& layout = store.optimizer_layout();
   for (std::size_t u = 0; u < layout.num_units(); ++u) {
     const std::int64_t n = layout.unit(static_cast<int>(u)).shard;
-    m_.emplace_back(tracker, MemCategory::kOptimizerStates, DType::kF32, n);
-    v_.emplace_back(tracker, MemCategory::kOptimizerStates, DType::kF32, n);
-    if (store.param_dtype() == DType::kBF16) master_.emplace_back(tracker, MemCategory::kMasterWeights, DType::kF32, n);
+    m_.push_back(ops::allocate(ctx, tracker, MemCategory::kOptimizerStates, DType::kF32, n));
+    v_.push_back(ops::allocate(ctx, tracker, MemCategory::kOptimizerStates, DType::kF32, n));
+    if (store.param_dtype() == DType::kBF16) {
+      master_.push_back(ops::allocate(ctx, tracker, MemCategory::kMasterWeights, DType::kF32, n));
+    }
   }
 }
 
@@ -28,21 +29,25 @@ TensorView ShardedAdamW::master(int unit) const {
 
 void ShardedAdamW::load_unit(int unit, const float* full) {
   const UnitShard& s = store_.optimizer_layout().unit(unit);
-  if (!master_.empty()) {
-    std::memcpy(master_[static_cast<std::size_t>(unit)].data(), full + s.begin, static_cast<std::size_t>(s.live()) * 4);
-  }
+  const TensorView host{const_cast<float*>(full) + s.begin, DType::kF32, Device::kCPU, Shape{s.live()}};
+  if (!master_.empty()) ops::copy(ctx_, master_[static_cast<std::size_t>(unit)].view().slice(0, s.live()), host);
   // Working parameters of the optimizer's shard; at stages 1-2 the rest of the full unit arrives
   // with store.publish_updated_params(), which the caller runs once every unit is loaded.
-  const TensorView working = store_.working_shard(unit);
-  cpu::cast(ctx_, working.slice(0, s.live()),
-            TensorView{const_cast<float*>(full) + s.begin, DType::kF32, Device::kCPU, Shape{s.live()}});
+  const TensorView working = store_.working_shard(unit).slice(0, s.live());
+  if (working.device == Device::kCPU) {
+    ops::cast(ctx_, working, host);
+  } else if (!master_.empty()) {  // the master is already on the device: cast from it
+    ops::cast(ctx_, working, master_[static_cast<std::size_t>(unit)].view().slice(0, s.live()));
+  } else {
+    ops::copy(ctx_, working, host);  // fp32 working parameters are the master
+  }
 }
 
 void ShardedAdamW::restore_working_from_master() {
   for (std::size_t u = 0; !master_.empty() && u < master_.size(); ++u) {
     const int unit = static_cast<int>(u);
     const std::int64_t live = store_.optimizer_layout().unit(unit).live();
-    cpu::cast(ctx_, store_.working_shard(unit).slice(0, live), master_[u].view().slice(0, live));
+    ops::cast(ctx_, store_.working_shard(unit).slice(0, live), master_[u].view().slice(0, live));
   }
   store_.publish_updated_params();
 }
@@ -63,7 +68,7 @@ void ShardedAdamW::step(float lr, float grad_scale) {
       if (lo >= hi) continue;  // this parameter lies outside this rank's shard
       const std::int64_t at = lo - s.begin, n = hi - lo;
       h.weight_decay = p.decays ? hyper_.weight_decay : 0.0f;
-      cpu::adamw_update(ctx_, params.slice(at, n), grads.slice(at, n), m_[u].view().slice(at, n),
+      ops::adamw_update(ctx_, params.slice(at, n), grads.slice(at, n), m_[u].view().slice(at, n),
                         v_[u].view().slice(at, n), mixed ? working.slice(at, n) : TensorView{}, h, step_, grad_scale);
     }
   }

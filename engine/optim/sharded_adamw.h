@@ -27,6 +27,8 @@ class ShardedAdamW {
   // master(); restoring sets them, the master and the step count, then restore_working_from_master.
   TensorView exp_avg(int unit) const { return m_.at(static_cast<std::size_t>(unit)).view(); }
   TensorView exp_avg_sq(int unit) const { return v_.at(static_cast<std::size_t>(unit)).view(); }
+  // The context its state lives in (host memory, or a device's).
+  const ExecContext& context() const { return ctx_; }
   void set_step_count(int step) { step_ = step; }
   // Working shards = master (its bf16 cast in mixed precision, as step() writes them), then the
   // store publishes the parameters (all-gather at stages 1-2).

@@ -2,12 +2,8 @@
 // is waited (see the header for the overlap rules).
 #include "engine/sharding/zero_param_store.h"
 
-#include <cstring>
-
 #include "engine/core/check.h"
-#include "kernels/cpu/cast.h"
-#include "kernels/cpu/norm.h"
-#include "kernels/cpu/residual.h"
+#include "kernels/ops.h"
 
 namespace zt {
 
@@ -52,8 +48,8 @@ ZeroParamStore::ZeroParamStore(const ParamTable& table, DType param_dtype, const
     state_.push_back(sharded ? UnitState::kSharded : UnitState::kGathered);
     const std::int64_t param_numel = stage == 0 ? s.numel : sharded ? s.shard : s.padded;
     const std::int64_t grad_numel = stage == 0 ? s.numel : stage == 1 ? s.padded : s.shard;
-    params_.emplace_back(tracker, MemCategory::kParameters, dtype_, param_numel);
-    grads_.emplace_back(tracker, MemCategory::kGradients, grad_dtype, grad_numel);
+    params_.push_back(ops::allocate(ctx, tracker, MemCategory::kParameters, dtype_, param_numel));
+    grads_.push_back(ops::allocate(ctx, tracker, MemCategory::kGradients, grad_dtype, grad_numel));
   }
 }
 
@@ -79,7 +75,7 @@ void ZeroParamStore::follow_schedule(UnitOp op, int unit) {
 void ZeroParamStore::start_gather(int unit) {
   const std::size_t u = static_cast<std::size_t>(unit);
   ZT_CHECK(state_[u] == UnitState::kSharded, "unit {}: gather started while not sharded", unit);
-  gathered_[u] = Buffer(tracker_, MemCategory::kParameters, dtype_, layout_.unit(unit).padded, Device::kCPU, false);
+  gathered_[u] = ops::allocate(ctx_, tracker_, MemCategory::kParameters, dtype_, layout_.unit(unit).padded, false);
   gathers_[u] = comm_.all_gather(params_[u].view(), gathered_[u].view());
   state_[u] = UnitState::kGathering;
 }
@@ -143,13 +139,13 @@ void ZeroParamStore::accumulate_grads(int unit, TensorView grad_f32) {
   const std::size_t u = static_cast<std::size_t>(unit);
   const std::int64_t n = layout_.unit(unit).numel;
   if (options_.stage <= 1) {
-    cpu::accumulate_into(ctx_, grads_[u].view().slice(0, n), grad_f32);
+    ops::accumulate_into(ctx_, grads_[u].view().slice(0, n), grad_f32);
     return;
   }
   if (pending_full_grads_[u].empty()) {
-    pending_full_grads_[u] = Buffer(tracker_, MemCategory::kGradients, dtype_, layout_.unit(unit).padded);
+    pending_full_grads_[u] = ops::allocate(ctx_, tracker_, MemCategory::kGradients, dtype_, layout_.unit(unit).padded);
   }
-  cpu::accumulate_into(ctx_, pending_full_grads_[u].view().slice(0, n), grad_f32);
+  ops::accumulate_into(ctx_, pending_full_grads_[u].view().slice(0, n), grad_f32);
 }
 
 void ZeroParamStore::grads_ready(int unit) {
@@ -168,7 +164,7 @@ void ZeroParamStore::grads_ready(int unit) {
     }
   } else {
     ZT_CHECK(!pending_full_grads_[u].empty(), "grads_ready for unit {} without a contribution", unit);
-    Buffer reduced(tracker_, MemCategory::kCommBuffers, DType::kF32, s.shard, Device::kCPU, false);
+    Buffer reduced = ops::allocate(ctx_, tracker_, MemCategory::kCommBuffers, DType::kF32, s.shard, false);
     Work work = comm_.reduce_scatter(pending_full_grads_[u].view(), reduced.view(), ReduceOp::kAvg);
     reductions_.push_back({unit, std::move(work), std::move(reduced)});
   }
@@ -182,7 +178,7 @@ void ZeroParamStore::finish_oldest_reduction() {
   r.work.wait();
   if (options_.stage >= 2) {
     const std::size_t u = static_cast<std::size_t>(r.unit);
-    cpu::accumulate_into(ctx_, grads_[u].view(), r.reduced.view());
+    ops::accumulate_into(ctx_, grads_[u].view(), r.reduced.view());
     pending_full_grads_[u].reset();  // the full gradient lived only until its reduce-scatter
   }
   reductions_.pop_front();
@@ -219,7 +215,7 @@ void ZeroParamStore::end_pass(Pass pass) {
 }
 
 void ZeroParamStore::begin_step() {
-  for (Buffer& g : grads_) std::memset(g.data(), 0, static_cast<std::size_t>(g.size_bytes()));
+  for (Buffer& g : grads_) ops::fill_zero(ctx_, g.view());
 }
 
 void ZeroParamStore::set_micro_batch(int index, int count) { last_micro_batch_ = index + 1 == count; }
@@ -255,7 +251,7 @@ double ZeroParamStore::global_grad_sum_of_squares() {
     const UnitShard& s = layout_.unit(static_cast<int>(u));
     const TensorView g =
         options_.stage <= 1 ? grads_[u].view().slice(s.begin, s.live()) : grads_[u].view().slice(0, s.live());
-    partial += cpu::sum_of_squares(ctx_, g);
+    partial += ops::sum_of_squares(ctx_, g);
   }
   std::vector<double> partials(static_cast<std::size_t>(comm_.world_size()));
   comm_.all_gather(TensorView{&partial, DType::kI32, Device::kCPU, Shape{2}},  // a double as 8 raw bytes
@@ -270,7 +266,14 @@ void ZeroParamStore::gather_unit_f32(int unit, float* out) {
   ZT_CHECK(schedule_ == nullptr, "gather_unit_f32 inside a pass");
   const std::int64_t n = layout_.unit(unit).numel;
   const TensorView full = acquire_params(unit, Pass::kForward);
-  cpu::cast(ctx_, TensorView{out, DType::kF32, Device::kCPU, Shape{n}}, full);
+  const TensorView host_out{out, DType::kF32, Device::kCPU, Shape{n}};
+  if (full.device == Device::kCPU) {
+    ops::cast(ctx_, host_out, full);
+  } else {  // cast on the device, then one copy to the host
+    const Buffer staged = ops::allocate(ctx_, tracker_, MemCategory::kWorkspace, DType::kF32, n, false);
+    ops::cast(ctx_, staged.view(), full);
+    ops::copy(ctx_, host_out, staged.view());
+  }
   release_params(unit, Pass::kForward);
 }
 

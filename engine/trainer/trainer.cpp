@@ -30,6 +30,8 @@
 #include "engine/sharding/memory_model.h"
 #include "engine/trainer/run_log.h"
 #include "engine/trainer/text_sampler.h"
+#include "kernels/compute_backend.h"
+#include "kernels/ops.h"
 #include "models/gpt/gpt_model.h"
 
 namespace zt {
@@ -57,13 +59,12 @@ nlohmann::json memory_json(const MemorySnapshot& s) {
 
 // Writes NaN into the first gradient element of the first transformer block: what an overflow in
 // backward would leave, so the real detection path runs.
-void poison_one_gradient(ZeroParamStore& store) {
-  const TensorView g = store.grad_shard(1);
-  if (g.dtype == DType::kF32) {
-    g.as<float>()[0] = std::numeric_limits<float>::quiet_NaN();
-  } else {
-    g.as<bf16>()[0] = float_to_bf16(std::numeric_limits<float>::quiet_NaN());
-  }
+void poison_one_gradient(const ExecContext& ctx, ZeroParamStore& store) {
+  const TensorView g = store.grad_shard(1).slice(0, 1);
+  float nan_f32 = std::numeric_limits<float>::quiet_NaN();
+  bf16 nan_bf16 = float_to_bf16(nan_f32);
+  void* value = g.dtype == DType::kF32 ? static_cast<void*>(&nan_f32) : static_cast<void*>(&nan_bf16);
+  ops::copy(ctx, g, TensorView{value, g.dtype, Device::kCPU, Shape{1}});
 }
 
 nlohmann::json memory_json_of(const StageMemory& m) {
@@ -78,6 +79,7 @@ struct Trainer::State {
   Communicator& comm;
   bool root;  // rank 0 prints, logs and writes files; every rank computes
   MemoryTracker& tracker;
+  ComputeBackend backend;  // before everything that allocates through its context, so destroyed after
   ExecContext ctx;
   DataSource data;
   gpt::GptModel model;
@@ -93,7 +95,8 @@ struct Trainer::State {
       : comm(communicator),
         root(communicator.rank() == 0),
         tracker(memory),
-        ctx{Device::kCPU, c.train.num_threads, nullptr},
+        backend(c.device, c.train.num_threads, memory),
+        ctx(backend.context()),
         data(c),
         model(c.model, c.train.micro_batch, c.train.seq_len, c.train.activation_checkpointing, tracker, ctx, c.dropout,
               c.train.seed),
@@ -129,6 +132,8 @@ Trainer::Trainer(RunConfig config, std::string run_dir, Communicator& comm, Memo
 }
 
 Trainer::~Trainer() = default;
+
+const std::string& Trainer::device_description() const { return state_->backend.description(); }
 
 TrainSummary Trainer::run() {
   const RunConfig& c = config_;
@@ -257,7 +262,7 @@ TrainSummary Trainer::run() {
       loss_sum += s.model.forward(s.store, s.inputs.data(), s.targets.data(), {.first_sample = first_sample});
       s.model.backward(s.store, 1.0f / static_cast<float>(accum));
     }
-    if (step + 1 == inject_nonfinite_step) poison_one_gradient(s.store);
+    if (step + 1 == inject_nonfinite_step) poison_one_gradient(s.ctx, s.store);
     // The step boundary's agreement rides on the loss all-reduce: element 1 is above 0 when any
     // rank has a stop request (engine/comm/signals.h).
     float loss_and_stop[2] = {static_cast<float>(loss_sum / accum), stop_signal() != 0 ? 1.0f : 0.0f};
@@ -341,8 +346,7 @@ TrainSummary Trainer::run() {
       const UnitShard& sh = s.store.optimizer_layout().unit(static_cast<int>(u));
       full.emplace_back(s.tracker, MemCategory::kWorkspace, DType::kF32, sh.padded);
       if (s.store.optimizer_layout().world_size() == 1) {  // stage 0: every rank holds the whole master
-        std::memcpy(full.back().data(), s.optimizer.master(static_cast<int>(u)).data,
-                    static_cast<std::size_t>(full.back().size_bytes()));
+        ops::copy(s.ctx, full.back().view(), s.optimizer.master(static_cast<int>(u)));
       } else {
         s.comm.all_gather(s.optimizer.master(static_cast<int>(u)), full.back().view()).wait();
       }

@@ -42,6 +42,8 @@ class Trainer {
   ~Trainer();
   // Runs max_steps optimizer steps (printing progress) and returns what happened.
   TrainSummary run();
+  // The compute backend it runs on: "cpu (2 threads)", "cuda:0 (NVIDIA H100 ...)".
+  const std::string& device_description() const;
 
  private:
   struct State;

@@ -35,6 +35,7 @@ class KernelResources {
   // Scratch for the duration of one kernel call (e.g. LayerNorm's per-chunk partial sums), charged
   // to MemCategory::kWorkspace while held and then returned to the allocator's cache. Not zeroed.
   Buffer scratch(DType dtype, std::int64_t numel);
+  DeviceAllocator& allocator() const { return allocator_; }
 
   // fp32 matrix products may use TF32 tensor cores (10-bit mantissa inputs, ~1e-3 relative error).
   // Off by default: fp32 means fp32 here, so the fp32 GPU path tracks the CPU within ~1e-5.
@@ -53,6 +54,7 @@ inline ExecContext cuda_context(void* stream, KernelResources& resources) {
   ctx.device = Device::kCUDA;
   ctx.cuda_stream = stream;
   ctx.cuda_resources = &resources;
+  ctx.allocator = &resources.allocator();
   return ctx;
 }
 

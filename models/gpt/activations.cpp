@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "kernels/ops.h"
+
 namespace zt::gpt {
 
 namespace {
@@ -10,9 +12,9 @@ namespace {
 // Hands out consecutive views of a buffer; checks at the end that it used it exactly.
 class Carver {
  public:
-  explicit Carver(const Buffer& b) : base_(b.as<float>()), size_(b.numel()) {}
+  explicit Carver(const Buffer& b) : base_(b.as<float>()), size_(b.numel()), device_(b.device()) {}
   TensorView take(Shape s) {
-    TensorView v{base_ + used_, DType::kF32, Device::kCPU, s};
+    TensorView v{base_ + used_, DType::kF32, device_, s};
     used_ += s.numel();
     ZT_CHECK(used_ <= size_);
     return v;
@@ -23,6 +25,7 @@ class Carver {
   float* base_;
   std::int64_t size_;
   std::int64_t used_ = 0;
+  Device device_;
 };
 
 }  // namespace
@@ -54,9 +57,9 @@ std::int64_t predict_activation_peak_bytes(const GptConfig& c, const ActivationD
   return peak * static_cast<std::int64_t>(sizeof(float));
 }
 
-BlockActivations::BlockActivations(MemoryTracker& tracker, const ActivationDims& d)
-    : storage(tracker, MemCategory::kActivations, DType::kF32, block_activation_numel(d), Device::kCPU,
-              /*zero_fill=*/false) {  // every kernel writes all of its outputs
+BlockActivations::BlockActivations(MemoryTracker& tracker, const ActivationDims& d, const ExecContext& ctx)
+    : storage(ops::allocate(ctx, tracker, MemCategory::kActivations, DType::kF32, block_activation_numel(d),
+                            /*zero_fill=*/false)) {  // every kernel writes all of its outputs
   Carver c(storage);
   ln1 = c.take({d.B, d.T, d.C});
   ln1_mean = c.take({d.B, d.T});
@@ -73,9 +76,9 @@ BlockActivations::BlockActivations(MemoryTracker& tracker, const ActivationDims&
   c.finish();
 }
 
-HeadActivations::HeadActivations(MemoryTracker& tracker, const ActivationDims& d)
-    : storage(tracker, MemCategory::kActivations, DType::kF32, head_activation_numel(d), Device::kCPU,
-              /*zero_fill=*/false) {
+HeadActivations::HeadActivations(MemoryTracker& tracker, const ActivationDims& d, const ExecContext& ctx)
+    : storage(ops::allocate(ctx, tracker, MemCategory::kActivations, DType::kF32, head_activation_numel(d),
+                            /*zero_fill=*/false)) {
   Carver c(storage);
   lnf = c.take({d.B, d.T, d.C});
   lnf_mean = c.take({d.B, d.T});

@@ -1,11 +1,12 @@
 // What GPT-2's forward keeps for backward, carved out of tracked buffers, and the prediction of
 // the activation peak that the memory tracker measures (docs/memory.md derives the formulas).
-// All activations are fp32 on the CPU backend, in both precisions.
+// All activations are fp32, in both precisions, in the memory of the context's device.
 #pragma once
 
 #include <cstdint>
 
 #include "engine/core/buffer.h"
+#include "kernels/exec_context.h"
 #include "models/gpt/gpt_config.h"
 
 namespace zt::gpt {
@@ -42,7 +43,7 @@ struct BlockActivations {
   TensorView ln2, ln2_mean, ln2_rstd;  // [B,T,C], [B,T], [B,T]
   TensorView fch, fch_gelu;            // [B,T,4C] before / after GELU
 
-  BlockActivations(MemoryTracker& tracker, const ActivationDims& d);
+  BlockActivations(MemoryTracker& tracker, const ActivationDims& d, const ExecContext& ctx);
 };
 
 struct HeadActivations {
@@ -51,7 +52,7 @@ struct HeadActivations {
   TensorView probs;                    // [B,T,Vp] logits, softmax in place, then dlogits
   TensorView losses;                   // [B,T]
 
-  HeadActivations(MemoryTracker& tracker, const ActivationDims& d);
+  HeadActivations(MemoryTracker& tracker, const ActivationDims& d, const ExecContext& ctx);
 };
 
 }  // namespace zt::gpt

@@ -1,38 +1,33 @@
-// Transformer block forward/backward over the CPU kernels (fp32 compute).
+// Transformer block forward/backward over the kernels of the context's device (fp32 compute).
 #include "models/gpt/block.h"
 
-#include "kernels/cpu/attention.h"
-#include "kernels/cpu/dropout.h"
-#include "kernels/cpu/gelu.h"
-#include "kernels/cpu/layernorm.h"
-#include "kernels/cpu/matmul.h"
-#include "kernels/cpu/residual.h"
+#include "kernels/ops.h"
 
 namespace zt::gpt {
 
-using cpu::WeightLayout;
+using ops::WeightLayout;
 
-BlockGradScratch::BlockGradScratch(MemoryTracker& tracker, const ActivationDims& d)
-    : d_btc(tracker, MemCategory::kWorkspace, DType::kF32, d.BTC()),
-      d_branch(tracker, MemCategory::kWorkspace, DType::kF32, d.BTC()),
-      d_qkv(tracker, MemCategory::kWorkspace, DType::kF32, 3 * d.BTC()),
-      d_bt4c(tracker, MemCategory::kWorkspace, DType::kF32, 4 * d.BTC()) {}
+BlockGradScratch::BlockGradScratch(MemoryTracker& tracker, const ActivationDims& d, const ExecContext& ctx)
+    : d_btc(ops::allocate(ctx, tracker, MemCategory::kWorkspace, DType::kF32, d.BTC())),
+      d_branch(ops::allocate(ctx, tracker, MemCategory::kWorkspace, DType::kF32, d.BTC())),
+      d_qkv(ops::allocate(ctx, tracker, MemCategory::kWorkspace, DType::kF32, 3 * d.BTC())),
+      d_bt4c(ops::allocate(ctx, tracker, MemCategory::kWorkspace, DType::kF32, 4 * d.BTC())) {}
 
 void block_forward(const ExecContext& ctx, const BlockParams& p, TensorView x, BlockActivations& a, TensorView out,
                    int n_head, const BlockDropout& dropout) {
-  cpu::layernorm_forward(ctx, a.ln1, a.ln1_mean, a.ln1_rstd, x, p.ln_1_w, p.ln_1_b);
-  cpu::matmul_forward(ctx, a.qkv, a.ln1, p.c_attn_w, WeightLayout::kInOut, p.c_attn_b);
-  cpu::attention_forward(ctx, a.atty, a.att, a.qkv, n_head, dropout.attn_probs);
-  cpu::matmul_forward(ctx, a.resid2, a.atty, p.attn_proj_w, WeightLayout::kInOut, p.attn_proj_b);
-  if (dropout.attn_residual.active()) cpu::dropout_forward(ctx, a.resid2, a.resid2, dropout.attn_residual);
-  cpu::residual_forward(ctx, a.resid2, a.resid2, x);
-  cpu::layernorm_forward(ctx, a.ln2, a.ln2_mean, a.ln2_rstd, a.resid2, p.ln_2_w, p.ln_2_b);
-  cpu::matmul_forward(ctx, a.fch, a.ln2, p.c_fc_w, WeightLayout::kInOut, p.c_fc_b);
-  cpu::gelu_forward(ctx, a.fch_gelu, a.fch);
+  ops::layernorm_forward(ctx, a.ln1, a.ln1_mean, a.ln1_rstd, x, p.ln_1_w, p.ln_1_b);
+  ops::matmul_forward(ctx, a.qkv, a.ln1, p.c_attn_w, WeightLayout::kInOut, p.c_attn_b);
+  ops::attention_forward(ctx, a.atty, a.att, a.qkv, n_head, dropout.attn_probs);
+  ops::matmul_forward(ctx, a.resid2, a.atty, p.attn_proj_w, WeightLayout::kInOut, p.attn_proj_b);
+  if (dropout.attn_residual.active()) ops::dropout_forward(ctx, a.resid2, a.resid2, dropout.attn_residual);
+  ops::residual_forward(ctx, a.resid2, a.resid2, x);
+  ops::layernorm_forward(ctx, a.ln2, a.ln2_mean, a.ln2_rstd, a.resid2, p.ln_2_w, p.ln_2_b);
+  ops::matmul_forward(ctx, a.fch, a.ln2, p.c_fc_w, WeightLayout::kInOut, p.c_fc_b);
+  ops::gelu_forward(ctx, a.fch_gelu, a.fch);
   if (out.data != nullptr) {
-    cpu::matmul_forward(ctx, out, a.fch_gelu, p.mlp_proj_w, WeightLayout::kInOut, p.mlp_proj_b);
-    if (dropout.mlp_residual.active()) cpu::dropout_forward(ctx, out, out, dropout.mlp_residual);
-    cpu::residual_forward(ctx, out, out, a.resid2);
+    ops::matmul_forward(ctx, out, a.fch_gelu, p.mlp_proj_w, WeightLayout::kInOut, p.mlp_proj_b);
+    if (dropout.mlp_residual.active()) ops::dropout_forward(ctx, out, out, dropout.mlp_residual);
+    ops::residual_forward(ctx, out, out, a.resid2);
   }
 }
 
@@ -47,21 +42,21 @@ void block_backward(const ExecContext& ctx, const BlockParams& p, const BlockPar
   auto through_dropout = [&](const cpu::DropoutSpec& spec) {
     if (!spec.active()) return dresid;
     const TensorView d_branch = s.d_branch.view(x.shape);
-    cpu::dropout_backward(ctx, d_branch, dresid, spec);
+    ops::dropout_backward(ctx, d_branch, dresid, spec);
     return d_branch;
   };
   // MLP branch: dresid = d(out) flows unchanged into d(resid2) through the residual.
-  cpu::matmul_backward(ctx, d_bt4c, g.mlp_proj_w, g.mlp_proj_b, through_dropout(dropout.mlp_residual), a.fch_gelu,
+  ops::matmul_backward(ctx, d_bt4c, g.mlp_proj_w, g.mlp_proj_b, through_dropout(dropout.mlp_residual), a.fch_gelu,
                        p.mlp_proj_w, WeightLayout::kInOut);
-  cpu::gelu_backward(ctx, d_bt4c, a.fch, d_bt4c);
-  cpu::matmul_backward(ctx, d_btc, g.c_fc_w, g.c_fc_b, d_bt4c, a.ln2, p.c_fc_w, WeightLayout::kInOut);
-  cpu::layernorm_backward(ctx, dresid, g.ln_2_w, g.ln_2_b, d_btc, a.resid2, p.ln_2_w, a.ln2_mean, a.ln2_rstd);
+  ops::gelu_backward(ctx, d_bt4c, a.fch, d_bt4c);
+  ops::matmul_backward(ctx, d_btc, g.c_fc_w, g.c_fc_b, d_bt4c, a.ln2, p.c_fc_w, WeightLayout::kInOut);
+  ops::layernorm_backward(ctx, dresid, g.ln_2_w, g.ln_2_b, d_btc, a.resid2, p.ln_2_w, a.ln2_mean, a.ln2_rstd);
   // Attention branch: dresid now holds d(resid2), which flows on into d(x).
-  cpu::matmul_backward(ctx, d_btc, g.attn_proj_w, g.attn_proj_b, through_dropout(dropout.attn_residual), a.atty,
+  ops::matmul_backward(ctx, d_btc, g.attn_proj_w, g.attn_proj_b, through_dropout(dropout.attn_residual), a.atty,
                        p.attn_proj_w, WeightLayout::kInOut);
-  cpu::attention_backward(ctx, d_qkv, d_btc, a.qkv, a.att, n_head, dropout.attn_probs);
-  cpu::matmul_backward(ctx, d_btc, g.c_attn_w, g.c_attn_b, d_qkv, a.ln1, p.c_attn_w, WeightLayout::kInOut);
-  cpu::layernorm_backward(ctx, dresid, g.ln_1_w, g.ln_1_b, d_btc, x, p.ln_1_w, a.ln1_mean, a.ln1_rstd);
+  ops::attention_backward(ctx, d_qkv, d_btc, a.qkv, a.att, n_head, dropout.attn_probs);
+  ops::matmul_backward(ctx, d_btc, g.c_attn_w, g.c_attn_b, d_qkv, a.ln1, p.c_attn_w, WeightLayout::kInOut);
+  ops::layernorm_backward(ctx, dresid, g.ln_1_w, g.ln_1_b, d_btc, x, p.ln_1_w, a.ln1_mean, a.ln1_rstd);
 }
 
 }  // namespace zt::gpt

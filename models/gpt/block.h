@@ -1,4 +1,4 @@
-// One pre-LN transformer block, forward and backward, as a sequence of CPU kernel calls:
+// One pre-LN transformer block, forward and backward, as a sequence of kernel calls (kernels/ops.h):
 //   resid2 = x + attn_proj(attention(c_attn(ln_1(x))));  out = resid2 + mlp_proj(gelu(c_fc(ln_2(resid2)))).
 #pragma once
 
@@ -22,7 +22,7 @@ struct BlockGradScratch {
   Buffer d_qkv;   // [B,T,3C]
   Buffer d_bt4c;  // [B,T,4C]: d(gelu out), then d(c_fc out) in place
 
-  BlockGradScratch(MemoryTracker& tracker, const ActivationDims& d);
+  BlockGradScratch(MemoryTracker& tracker, const ActivationDims& d, const ExecContext& ctx);
 };
 
 // Fills `acts` from input x [B,T,C]. When `out` is non-empty it receives the block output; a

@@ -1,17 +1,17 @@
 // GPT-2 forward/backward: embeddings -> blocks -> final LN -> tied LM head -> cross-entropy, and
-// back, acquiring each unit's parameters from the ParamStore just before it computes.
+// back, acquiring each unit's parameters from the ParamStore just before it computes. Every
+// buffer is in the context's memory and every kernel runs on its device (kernels/ops.h); only the
+// token ids come from, and the losses and logits go back to, the host.
 #include "models/gpt/gpt_model.h"
 
 #include "models/gpt/gpt_schedule.h"
 
 #include <cstring>
 
-#include "kernels/cpu/cast.h"
-#include "kernels/cpu/cross_entropy.h"
+#include <vector>
+
 #include "kernels/cpu/dropout.h"
-#include "kernels/cpu/embedding.h"
-#include "kernels/cpu/layernorm.h"
-#include "kernels/cpu/matmul.h"
+#include "kernels/ops.h"
 
 namespace zt::gpt {
 
@@ -25,9 +25,9 @@ GptModel::GptModel(const GptConfig& config, int batch, int seq_len, CheckpointPo
       ctx_(ctx),
       dropout_(dropout),
       seed_(seed),
-      block_scratch_(tracker, dims_),
-      dresid_(tracker, MemCategory::kWorkspace, DType::kF32, dims_.BTC()),
-      grad_scratch_(tracker, MemCategory::kWorkspace, DType::kF32, table_.max_unit_numel()),
+      block_scratch_(tracker, dims_, ctx),
+      dresid_(ops::allocate(ctx, tracker, MemCategory::kWorkspace, DType::kF32, dims_.BTC())),
+      grad_scratch_(ops::allocate(ctx, tracker, MemCategory::kWorkspace, DType::kF32, table_.max_unit_numel())),
       forward_schedule_(forward_schedule(config)),
       backward_schedule_(backward_schedule(config)) {
   ZT_CHECK(batch > 0 && seq_len > 0 && seq_len <= config.block_size);
@@ -54,31 +54,45 @@ void GptModel::release_activations() {
 }
 
 TensorView GptModel::resid(int layer) const {
-  return TensorView{stream_.as<float>() + layer * dims_.BTC(), DType::kF32, Device::kCPU,
+  return TensorView{stream_.as<float>() + layer * dims_.BTC(), DType::kF32, stream_.device(),
                     Shape{dims_.B, dims_.T, dims_.C}};
+}
+
+TensorView GptModel::token_view(int which, Shape shape) const {
+  const ActivationDims& d = dims_;
+  auto* tokens = reinterpret_cast<std::int32_t*>(stream_.as<float>() + (config_.n_layer + 1) * d.BTC());
+  return TensorView{tokens + which * d.BT(), DType::kI32, stream_.device(), shape};
+}
+
+const float* GptModel::on_host(TensorView v, std::vector<float>& staging) const {
+  if (v.device == Device::kCPU) return v.as<float>();
+  staging.resize(static_cast<std::size_t>(v.numel()));
+  ops::copy(ctx_, TensorView{staging.data(), DType::kF32, Device::kCPU, v.shape}, v);
+  return staging.data();
 }
 
 TensorView GptModel::acquire_fp32(ParamStore& store, int unit, Pass pass) {
   const TensorView working = store.acquire_params(unit, pass);
   if (working.dtype == DType::kF32) return working;
   for (int slot = 0; slot < 2; ++slot) {
-    if (fp32_copy_unit_[slot] == unit) return TensorView{fp32_copies_[slot].data(), DType::kF32, Device::kCPU, working.shape};
+    if (fp32_copy_unit_[slot] == unit) return TensorView{fp32_copies_[slot].data(), DType::kF32, working.device, working.shape};
   }
   const int slot = next_copy_slot_;
   next_copy_slot_ = 1 - slot;
   if (fp32_copies_[slot].empty()) {
-    fp32_copies_[slot] = Buffer(tracker_, MemCategory::kWorkspace, DType::kF32, table_.max_unit_numel());
+    fp32_copies_[slot] = ops::allocate(ctx_, tracker_, MemCategory::kWorkspace, DType::kF32, table_.max_unit_numel());
   }
-  TensorView copy{fp32_copies_[slot].data(), DType::kF32, Device::kCPU, working.shape};
-  cpu::cast(ctx_, copy, working);
+  TensorView copy{fp32_copies_[slot].data(), DType::kF32, working.device, working.shape};
+  ops::cast(ctx_, copy, working);
   fp32_copy_unit_[slot] = unit;
   return copy;
 }
 
 TensorView GptModel::zeroed_grad_scratch(int unit) {
   const std::int64_t n = table_.units()[static_cast<std::size_t>(unit)].numel;
-  std::memset(grad_scratch_.data(), 0, static_cast<std::size_t>(n) * sizeof(float));
-  return grad_scratch_.view().slice(0, n);
+  const TensorView grad = grad_scratch_.view().slice(0, n);
+  ops::fill_zero(ctx_, grad);
+  return grad;
 }
 
 float GptModel::forward(ParamStore& store, const std::int32_t* inputs, const std::int32_t* targets,
@@ -89,50 +103,51 @@ float GptModel::forward(ParamStore& store, const std::int32_t* inputs, const std
   float* logits_out = options.logits_out;
   const int L = config_.n_layer, emb = embedding_unit(), fin = final_unit(config_);
   fp32_copy_unit_ = {-1, -1};  // parameters may have changed since the last step
-  stream_ = Buffer(tracker_, MemCategory::kActivations, DType::kF32, residual_stream_numel(d, L), Device::kCPU,
-                   /*zero_fill=*/false);  // the embedding and each block write their whole output
-  auto* tokens = reinterpret_cast<std::int32_t*>(stream_.as<float>() + (L + 1) * d.BTC());
-  std::memcpy(tokens, inputs, static_cast<std::size_t>(d.BT()) * sizeof(std::int32_t));
-  std::memcpy(tokens + d.BT(), targets, static_cast<std::size_t>(d.BT()) * sizeof(std::int32_t));
-  const TensorView input_view{tokens, DType::kI32, Device::kCPU, Shape{d.B, d.T}};
-  const TensorView target_view{tokens + d.BT(), DType::kI32, Device::kCPU, Shape{d.BT()}};
+  stream_ = ops::allocate(ctx_, tracker_, MemCategory::kActivations, DType::kF32, residual_stream_numel(d, L),
+                          /*zero_fill=*/false);  // the embedding and each block write their whole output
+  const TensorView input_view = token_view(0, Shape{d.B, d.T}), target_view = token_view(1, Shape{d.BT()});
+  ops::copy(ctx_, input_view, TensorView{const_cast<std::int32_t*>(inputs), DType::kI32, Device::kCPU, input_view.shape});
+  ops::copy(ctx_, target_view,
+            TensorView{const_cast<std::int32_t*>(targets), DType::kI32, Device::kCPU, target_view.shape});
 
   store.begin_pass(Pass::kForward, forward_schedule_, options.training);
   {
     const EmbeddingParams p = embedding_views(table_, acquire_fp32(store, emb, Pass::kForward));
-    cpu::embedding_forward(ctx_, resid(0), input_view, p.wte, p.wpe);
+    ops::embedding_forward(ctx_, resid(0), input_view, p.wte, p.wpe);
     const cpu::DropoutSpec drop = dropout_spec(cpu::kEmbeddingDropoutSite);
-    if (drop.active()) cpu::dropout_forward(ctx_, resid(0), resid(0), drop);
+    if (drop.active()) ops::dropout_forward(ctx_, resid(0), resid(0), drop);
     store.release_params(emb, Pass::kForward);
   }
   for (int l = 0; l < L; ++l) {
     const BlockParams p = block_views(table_, l, acquire_fp32(store, block_unit(l), Pass::kForward));
-    auto acts = std::make_unique<BlockActivations>(tracker_, d);
+    auto acts = std::make_unique<BlockActivations>(tracker_, d, ctx_);
     block_forward(ctx_, p, resid(l), *acts, resid(l + 1), config_.n_head, block_dropout(l));
     // A checkpointed block keeps only its input (resid(l)); backward recomputes the rest.
     if (!policy_.is_checkpointed(l)) block_acts_[static_cast<std::size_t>(l)] = std::move(acts);
     store.release_params(block_unit(l), Pass::kForward);
   }
 
-  head_acts_ = std::make_unique<HeadActivations>(tracker_, d);
+  head_acts_ = std::make_unique<HeadActivations>(tracker_, d, ctx_);
   HeadActivations& h = *head_acts_;
   const FinalParams fp = final_views(table_, config_, acquire_fp32(store, fin, Pass::kForward));
   const EmbeddingParams ep = embedding_views(table_, acquire_fp32(store, emb, Pass::kForward));
-  cpu::layernorm_forward(ctx_, h.lnf, h.lnf_mean, h.lnf_rstd, resid(L), fp.ln_f_w, fp.ln_f_b);
-  cpu::matmul_forward(ctx_, h.probs, h.lnf, ep.wte, cpu::WeightLayout::kOutIn, TensorView{});
+  ops::layernorm_forward(ctx_, h.lnf, h.lnf_mean, h.lnf_rstd, resid(L), fp.ln_f_w, fp.ln_f_b);
+  ops::matmul_forward(ctx_, h.probs, h.lnf, ep.wte, ops::WeightLayout::kOutIn, TensorView{});
   store.release_params(emb, Pass::kForward);
   store.release_params(fin, Pass::kForward);
   store.end_pass(Pass::kForward);
   if (logits_out != nullptr) {
-    const float* logits = h.probs.as<float>();
+    std::vector<float> staging;
+    const float* logits = on_host(h.probs, staging);
     const std::int64_t V = config_.vocab_size;
     for (std::int64_t r = 0; r < d.BT(); ++r) {
       std::memcpy(logits_out + r * V, logits + r * d.Vp, static_cast<std::size_t>(V) * sizeof(float));
     }
   }
-  cpu::softmax_cross_entropy_forward(ctx_, h.losses, h.probs, h.probs, target_view, config_.vocab_size);
-  double sum = 0.0;  // fixed order: the loss is reproducible bit for bit
-  const float* losses = h.losses.as<float>();
+  ops::softmax_cross_entropy_forward(ctx_, h.losses, h.probs, h.probs, target_view, config_.vocab_size);
+  double sum = 0.0;  // fixed order, on the host: the loss is reproducible bit for bit on either device
+  std::vector<float> staging;
+  const float* losses = on_host(h.losses, staging);
   for (std::int64_t i = 0; i < d.BT(); ++i) sum += losses[i];
   return static_cast<float>(sum / static_cast<double>(d.BT()));
 }
@@ -141,29 +156,27 @@ void GptModel::backward(ParamStore& store, float loss_scale) {
   ZT_CHECK(head_acts_ != nullptr, "backward without forward");
   const ActivationDims& d = dims_;
   const int L = config_.n_layer, emb = embedding_unit(), fin = final_unit(config_);
-  auto* tokens = reinterpret_cast<std::int32_t*>(stream_.as<float>() + (L + 1) * d.BTC());
-  const TensorView input_view{tokens, DType::kI32, Device::kCPU, Shape{d.B, d.T}};
-  const TensorView target_view{tokens + d.BT(), DType::kI32, Device::kCPU, Shape{d.BT()}};
+  const TensorView input_view = token_view(0, Shape{d.B, d.T}), target_view = token_view(1, Shape{d.BT()});
   const TensorView dresid = dresid_.view(Shape{d.B, d.T, d.C});
   const TensorView dlnf = block_scratch_.d_btc.view(Shape{d.B, d.T, d.C});
 
   store.begin_pass(Pass::kBackward, backward_schedule_, false);
   {  // Head: dlogits in place of the probabilities, then the tied wte and ln_f.
     HeadActivations& h = *head_acts_;
-    cpu::softmax_cross_entropy_backward(ctx_, h.probs, h.probs, target_view,
+    ops::softmax_cross_entropy_backward(ctx_, h.probs, h.probs, target_view,
                                         loss_scale / static_cast<float>(d.BT()), config_.vocab_size);
     const EmbeddingParams ep = embedding_views(table_, acquire_fp32(store, emb, Pass::kBackward));
     const TensorView emb_grad = zeroed_grad_scratch(emb);
-    cpu::matmul_backward(ctx_, dlnf, embedding_views(table_, emb_grad).wte, TensorView{}, h.probs, h.lnf, ep.wte,
-                         cpu::WeightLayout::kOutIn);
+    ops::matmul_backward(ctx_, dlnf, embedding_views(table_, emb_grad).wte, TensorView{}, h.probs, h.lnf, ep.wte,
+                         ops::WeightLayout::kOutIn);
     store.accumulate_grads(emb, emb_grad);
     store.release_params(emb, Pass::kBackward);
 
     const FinalParams fp = final_views(table_, config_, acquire_fp32(store, fin, Pass::kBackward));
     const TensorView fin_grad = zeroed_grad_scratch(fin);
     const FinalParams fg = final_views(table_, config_, fin_grad);
-    std::memset(dresid.data, 0, dresid.size_bytes());
-    cpu::layernorm_backward(ctx_, dresid, fg.ln_f_w, fg.ln_f_b, dlnf, resid(L), fp.ln_f_w, h.lnf_mean, h.lnf_rstd);
+    ops::fill_zero(ctx_, dresid);
+    ops::layernorm_backward(ctx_, dresid, fg.ln_f_w, fg.ln_f_b, dlnf, resid(L), fp.ln_f_w, h.lnf_mean, h.lnf_rstd);
     store.accumulate_grads(fin, fin_grad);
     store.grads_ready(fin);
     store.release_params(fin, Pass::kBackward);
@@ -175,7 +188,7 @@ void GptModel::backward(ParamStore& store, float loss_scale) {
     const BlockParams p = block_views(table_, l, acquire_fp32(store, unit, Pass::kBackward));
     std::unique_ptr<BlockActivations>& acts = block_acts_[static_cast<std::size_t>(l)];
     if (policy_.is_checkpointed(l)) {
-      acts = std::make_unique<BlockActivations>(tracker_, d);
+      acts = std::make_unique<BlockActivations>(tracker_, d, ctx_);
       block_forward(ctx_, p, resid(l), *acts, TensorView{}, config_.n_head, block_dropout(l));
     }
     const TensorView grad = zeroed_grad_scratch(unit);
@@ -189,10 +202,10 @@ void GptModel::backward(ParamStore& store, float loss_scale) {
 
   {  // The embedding backward is a scatter-add of dresid: it reads no weights, so none are acquired.
     const cpu::DropoutSpec drop = dropout_spec(cpu::kEmbeddingDropoutSite);
-    if (drop.active()) cpu::dropout_backward(ctx_, dresid, dresid, drop);
+    if (drop.active()) ops::dropout_backward(ctx_, dresid, dresid, drop);
     const TensorView grad = zeroed_grad_scratch(emb);
     const EmbeddingParams g = embedding_views(table_, grad);
-    cpu::embedding_backward(ctx_, g.wte, g.wpe, dresid, input_view);
+    ops::embedding_backward(ctx_, g.wte, g.wpe, dresid, input_view);
     store.accumulate_grads(emb, grad);
     store.grads_ready(emb);
   }

@@ -18,7 +18,9 @@
 #include "engine/comm/local_communicator.h"
 #include "engine/optim/sharded_adamw.h"
 #include "engine/sharding/zero_param_store.h"
+#include "kernels/compute_backend.h"
 #include "kernels/cpu/blas.h"
+#include "kernels/ops.h"
 #include "engine/trainer/model_setup.h"
 #include "models/gpt/gpt_model.h"
 
@@ -67,10 +69,11 @@ int debug_state_main(const std::vector<std::string>& args) {
   }
   const RunConfig cfg = load_run_config(parser.get("config"), parser.all("set"));
   const int steps = parser.get_int("steps", 0, 0, 100000);
-  const ExecContext ctx{Device::kCPU, cfg.train.num_threads, nullptr};
   const gpt::GptConfig& mc = cfg.model;
 
   MemoryTracker tracker;
+  const ComputeBackend backend(cfg.device, cfg.train.num_threads, tracker);  // outlives what it allocates
+  const ExecContext& ctx = backend.context();
   gpt::GptModel model(mc, cfg.train.micro_batch, cfg.train.seq_len, cfg.train.activation_checkpointing, tracker, ctx);
   const ParamTable& table = model.table();
   // One rank at stage 0: the store and optimizer `train` uses, over a world of one.
@@ -97,9 +100,18 @@ int debug_state_main(const std::vector<std::string>& args) {
   writer.add("targets", DType::kI32, {B, T}, targets.data());
   writer.add_f32("loss", {1}, &loss);
   writer.add_f32("logits", {B, T, V}, logits.data());
-  add_param_tensors(writer, table, "", [&](int u) { return store.working_shard(u); });
-  add_param_tensors(writer, table, "grad.", [&](int u) { return store.grad_shard(u); });
-  if (mixed) add_param_tensors(writer, table, "master.", [&](int u) { return optimizer.master(u); });
+  // add_param_tensors reads each unit's view before asking for the next: one host staging buffer.
+  std::vector<float> staging;
+  auto on_host = [&](TensorView v) {
+    if (v.device == Device::kCPU) return v;
+    staging.resize((v.size_bytes() + sizeof(float) - 1) / sizeof(float));
+    const TensorView host{staging.data(), v.dtype, Device::kCPU, v.shape};
+    ops::copy(ctx, host, v);
+    return host;
+  };
+  add_param_tensors(writer, table, "", [&](int u) { return on_host(store.working_shard(u)); });
+  add_param_tensors(writer, table, "grad.", [&](int u) { return on_host(store.grad_shard(u)); });
+  if (mixed) add_param_tensors(writer, table, "master.", [&](int u) { return on_host(optimizer.master(u)); });
 
   std::vector<float> train_losses;
   for (int s = 0; s < steps; ++s) {
@@ -135,6 +147,7 @@ int debug_state_main(const std::vector<std::string>& args) {
   fmt::print("model: n_layer={} n_head={} n_embd={} block_size={} vocab={} (padded {}), {} parameters in {} units\n",
              mc.n_layer, mc.n_head, mc.n_embd, mc.block_size, mc.vocab_size, mc.padded_vocab_size(),
              table.total_numel(), table.units().size());
+  fmt::print("device: {}\n", backend.description());
   fmt::print("batch: B={} T={}  param_dtype={}  activation_checkpointing={}  threads={}  blas={} ({})\n", B, T,
              mixed ? "bf16" : "f32", cfg.train.activation_checkpointing.to_string(), ctx.num_threads,
              blas.core_name, blas.core_type_source);

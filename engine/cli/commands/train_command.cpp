@@ -69,6 +69,7 @@ int train_main(const std::vector<std::string>& args) {
                "blas {}\n",
                cfg.train.global_batch_tokens, cfg.train.micro_batch, cfg.train.seq_len, cfg.train.grad_accum,
                comm->world_size(), cfg.train.max_steps, cfg.train.num_threads, blas.core_name);
+    fmt::print("device: {}\n", trainer.device_description());
     fmt::print("ZeRO stage {} on {} rank(s) ({} communicator{})\nrun directory: {}\n", cfg.zero.stage,
                comm->world_size(), comm->backend_name(), cfg.train.deterministic ? ", deterministic reductions" : "",
                cfg.log.run_dir);

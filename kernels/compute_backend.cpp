@@ -1,0 +1,54 @@
+// ComputeBackend: the CUDA parts are built in the order their users need them and destroyed in
+// reverse (resources, then the allocator that served them, then the stream both order work on).
+#include "kernels/compute_backend.h"
+
+#include <fmt/format.h>
+
+#include "engine/core/check.h"
+#ifdef ZT_HAVE_CUDA
+#include "engine/device/cuda_allocator.h"
+#include "engine/device/cuda_stream.h"
+#include "kernels/cuda/device_query.h"
+#include "kernels/cuda/kernel_resources.h"
+#endif
+
+namespace zt {
+
+#ifdef ZT_HAVE_CUDA
+struct ComputeBackend::CudaParts {
+  cuda::CudaStream stream;
+  cuda::CudaCachingAllocator allocator;
+  cuda::KernelResources resources;
+  CudaParts(int device, MemoryTracker& tracker)
+      : stream(device), allocator(device, stream.get()), resources(tracker, allocator) {}
+  ~CudaParts() { stream.synchronize(); }  // nothing queued may outlive the memory it uses
+};
+#else
+struct ComputeBackend::CudaParts {};
+#endif
+
+ComputeBackend::ComputeBackend(Device device, int num_threads, MemoryTracker& tracker, int device_index) {
+  ctx_.num_threads = num_threads;
+  if (device == Device::kCPU) {
+    description_ = fmt::format("cpu ({} thread{})", num_threads, num_threads == 1 ? "" : "s");
+    return;
+  }
+#ifdef ZT_HAVE_CUDA
+  const int count = cuda::device_count();
+  if (device_index < 0 || device_index >= count) {
+    throw_input_error("device = \"cuda\": CUDA device {} requested, but this machine has {} CUDA device(s)",
+                      device_index, count);
+  }
+  cuda_ = std::make_unique<CudaParts>(device_index, tracker);
+  ctx_ = cuda::cuda_context(cuda_->stream.get(), cuda_->resources);
+  ctx_.num_threads = num_threads;
+  description_ = fmt::format("cuda:{} ({})", device_index, cuda::device_description(device_index));
+#else
+  (void)tracker;
+  throw_input_error("device = \"cuda\": this build has no CUDA backend (nvcc was not found when it was configured)");
+#endif
+}
+
+ComputeBackend::~ComputeBackend() = default;
+
+}  // namespace zt

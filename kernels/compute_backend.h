@@ -1,0 +1,34 @@
+// The compute backend of one process: the CPU, or one CUDA device with the stream the kernels run
+// on, the caching allocator every device Buffer comes from, and the cuBLASLt resources. Whatever
+// allocates through its context() (models, parameter stores, optimizers) must be destroyed first.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "engine/core/memory_tracker.h"
+#include "kernels/exec_context.h"
+
+namespace zt {
+
+class ComputeBackend {
+ public:
+  // kCPU: `num_threads` for the CPU kernels. kCUDA: device `device_index`; an InputError when this
+  // build has no CUDA backend or the machine no such device.
+  ComputeBackend(Device device, int num_threads, MemoryTracker& tracker, int device_index = 0);
+  ~ComputeBackend();
+  ComputeBackend(const ComputeBackend&) = delete;
+  ComputeBackend& operator=(const ComputeBackend&) = delete;
+
+  const ExecContext& context() const { return ctx_; }
+  // "cpu (2 threads)" or "cuda:0 (NVIDIA H100 80GB HBM3, ...)".
+  const std::string& description() const { return description_; }
+
+ private:
+  struct CudaParts;
+  std::unique_ptr<CudaParts> cuda_;
+  ExecContext ctx_;
+  std::string description_;
+};
+
+}  // namespace zt

@@ -1,0 +1,68 @@
+// The kernels as the model, the parameter store and the optimizer call them: each op dispatches
+// on ctx.device to its CPU kernel (kernels/cpu) or its CUDA twin (kernels/cuda), which share one
+// signature. Also the memory operations those callers need on either side: allocation in the
+// context's memory, zero-fill and copies between host and device.
+#pragma once
+
+#include <cstdint>
+
+#include "engine/core/buffer.h"
+#include "engine/core/memory_tracker.h"
+#include "engine/core/tensor.h"
+#include "kernels/cpu/adamw.h"
+#include "kernels/cpu/dropout.h"
+#include "kernels/cpu/matmul.h"
+#include "kernels/exec_context.h"
+
+namespace zt::ops {
+
+using cpu::AdamWHyper;
+using cpu::DropoutSpec;
+using cpu::WeightLayout;
+
+// ---- memory ----
+// `numel` elements in the context's memory: the host, or ctx.allocator's device.
+Buffer allocate(const ExecContext& ctx, MemoryTracker& tracker, MemCategory category, DType dtype, std::int64_t numel,
+                bool zero_fill = true);
+void fill_zero(const ExecContext& ctx, TensorView x);
+// dst = src (same dtype and numel), each on the host or the context's device. On CUDA it is
+// ordered on ctx's stream, and a copy to the host has completed when it returns.
+void copy(const ExecContext& ctx, TensorView dst, TensorView src);
+// Waits for everything queued on the context (a no-op on the CPU).
+void synchronize(const ExecContext& ctx);
+
+// ---- layers (see the CPU headers for each op's contract) ----
+void embedding_forward(const ExecContext& ctx, TensorView out, TensorView tokens, TensorView wte, TensorView wpe);
+void embedding_backward(const ExecContext& ctx, TensorView dwte, TensorView dwpe, TensorView dout, TensorView tokens);
+void layernorm_forward(const ExecContext& ctx, TensorView out, TensorView mean, TensorView rstd, TensorView inp,
+                       TensorView weight, TensorView bias);
+void layernorm_backward(const ExecContext& ctx, TensorView dinp, TensorView dweight, TensorView dbias, TensorView dout,
+                        TensorView inp, TensorView weight, TensorView mean, TensorView rstd);
+void matmul_forward(const ExecContext& ctx, TensorView out, TensorView inp, TensorView weight, WeightLayout layout,
+                    TensorView bias);
+void matmul_backward(const ExecContext& ctx, TensorView dinp, TensorView dweight, TensorView dbias, TensorView dout,
+                     TensorView inp, TensorView weight, WeightLayout layout);
+void attention_forward(const ExecContext& ctx, TensorView out, TensorView att, TensorView qkv, int n_head,
+                       const DropoutSpec& dropout);
+void attention_backward(const ExecContext& ctx, TensorView dqkv, TensorView dout, TensorView qkv, TensorView att,
+                        int n_head, const DropoutSpec& dropout);
+void gelu_forward(const ExecContext& ctx, TensorView out, TensorView inp);
+void gelu_backward(const ExecContext& ctx, TensorView dinp, TensorView inp, TensorView dout);
+void residual_forward(const ExecContext& ctx, TensorView out, TensorView a, TensorView b);
+// Dropout exists on the CPU only so far: on CUDA an active spec is an InputError (an inactive one
+// is a copy, or nothing when in and out alias).
+void dropout_forward(const ExecContext& ctx, TensorView out, TensorView in, const DropoutSpec& spec);
+void dropout_backward(const ExecContext& ctx, TensorView dinp, TensorView dout, const DropoutSpec& spec);
+void softmax_cross_entropy_forward(const ExecContext& ctx, TensorView losses, TensorView probs, TensorView logits,
+                                   TensorView targets, int vocab_size);
+void softmax_cross_entropy_backward(const ExecContext& ctx, TensorView dlogits, TensorView probs, TensorView targets,
+                                    float dloss, int vocab_size);
+
+// ---- parameter store and optimizer ----
+void cast(const ExecContext& ctx, TensorView dst, TensorView src);
+void accumulate_into(const ExecContext& ctx, TensorView dst, TensorView src);
+double sum_of_squares(const ExecContext& ctx, TensorView x);
+void adamw_update(const ExecContext& ctx, TensorView param, TensorView grad, TensorView m, TensorView v,
+                  TensorView working_out, const AdamWHyper& hyper, int step, float grad_scale);
+
+}  // namespace zt::ops

@@ -103,7 +103,8 @@ def run_engine(args, state_path):
     cmd = [args.zerotrain, "debug-state", "--config", args.config, "--out", state_path,
            "--steps", str(args.steps),
            "--set", f"precision.param_dtype={args.param_dtype}",
-           "--set", f"train.activation_checkpointing={args.activation_checkpointing}"]
+           "--set", f"train.activation_checkpointing={args.activation_checkpointing}",
+           "--set", f"device={args.device}"]
     print("running:", " ".join(cmd), flush=True)
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=ENGINE_TIMEOUT_S)
@@ -342,7 +343,15 @@ def main():
     parser.add_argument("--workdir", help="where state.safetensors is written (created if absent)")
     parser.add_argument("--steps", type=int, default=DEFAULT_STEPS, help="AdamW steps to compare")
     parser.add_argument("--self-test", action="store_true", help="check this harness on faked files")
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                        help="where debug-state runs; cuda exits 77 (a ctest skip) when no device is visible")
     args = parser.parse_args()
+    if args.device == "cuda" and not args.self_test:
+        version = subprocess.run([args.zerotrain, "version"], capture_output=True, text=True).stdout
+        if "cuda: built;" not in version or "; 0 device(s)" in version:
+            print(f"SKIPPED: no CUDA device visible to this build ({version.strip().splitlines()[-1]!r}): "
+                  "the GPU model has not run here")
+            return 77
     torch.set_num_threads(min(8, os.cpu_count() or 1))  # ctest may run several parity tests at once
 
     workdir = args.workdir or tempfile.mkdtemp(prefix="torch_parity_")

@@ -25,6 +25,7 @@
 #include "kernels/cuda/cross_entropy.h"
 #include "kernels/cuda/device_query.h"
 #include "kernels/cuda/embedding.h"
+#include "kernels/cuda/flash_attention.h"
 #include "kernels/cuda/gelu.h"
 #include "kernels/cuda/kernel_resources.h"
 #include "kernels/cuda/layernorm.h"
@@ -193,6 +194,17 @@ int main(int argc, char** argv) {
       gemm("attention_backward (cuBLASLt + softmax)", 2 * fl, [&] {
         cuda::attention_backward(ctx, dqkv.view(Shape{B, T, 3 * C}), out.view(Shape{B, T, C}), qkv.view(Shape{B, T, 3 * C}),
                                  att.view(Shape{B, NH, T, T}), 12);
+      });
+      // The flash-style kernels on the same shapes (no T x T buffer; same FLOP count for the ratio).
+      Buffer lse = bench.buf(DType::kF32, B * NH * T), dout = bench.buf(DType::kF32, N * C);
+      gemm("attention_forward (flash-style)", fl, [&] {
+        cuda::flash_attention_forward(ctx, out.view(Shape{B, T, C}), lse.view(Shape{B, NH, T}), qkv.view(Shape{B, T, 3 * C}),
+                                      12);
+      });
+      gemm("attention_backward (flash-style)", 2 * fl, [&] {
+        cuda::flash_attention_backward(ctx, dqkv.view(Shape{B, T, 3 * C}), dout.view(Shape{B, T, C}),
+                                       out.view(Shape{B, T, C}), qkv.view(Shape{B, T, 3 * C}),
+                                       lse.view(Shape{B, NH, T}), 12);
       });
     }
     {

@@ -1,0 +1,293 @@
+// Flash-style attention kernels. One thread owns one query row (forward, dq) or one key row (dk,
+// dv) and keeps it in registers; a block of kRows threads shares tiles of the other side's rows
+// in shared memory. Scores use q pre-multiplied by 1/sqrt(hs). Causality bounds every loop, so a
+// block only visits the tiles its rows can see.
+#include "kernels/cuda/flash_attention.h"
+
+#include <cmath>
+
+#include "kernels/cuda/common.cuh"
+
+namespace zt::cuda {
+
+namespace {
+
+constexpr int kRows = 64;  // rows owned per block, one per thread
+
+// Rows per shared-memory tile: two tiles of kTileRows x HS floats stay within 32 KiB.
+template <int HS>
+constexpr int kTileRows = 4096 / HS;
+
+struct Geometry {
+  int T, C, NH;
+  float scale;
+};
+
+// Pointers to row t's q, k, v of head h in sample b's [T, 3C] block.
+__device__ __forceinline__ const float* qkv_row(const float* qkv, const Geometry& g, int b, int t, int h, int part,
+                                                int hs) {
+  return qkv + (static_cast<std::int64_t>(b) * g.T + t) * 3 * g.C + part * g.C + h * hs;
+}
+
+template <int HS>
+__global__ void flash_forward_kernel(float* out, float* lse, const float* qkv, Geometry g) {
+  constexpr int KT = kTileRows<HS>;
+  __shared__ float ks[KT][HS];
+  __shared__ float vs[KT][HS];
+  const int b = blockIdx.y / g.NH, h = blockIdx.y % g.NH;
+  const int first = blockIdx.x * kRows, i = first + threadIdx.x;
+  const bool active = i < g.T;
+  float q[HS], acc[HS];
+  float m = -INFINITY, l = 0.0f;
+  if (active) {
+    const float* qi = qkv_row(qkv, g, b, i, h, 0, HS);
+    for (int d = 0; d < HS; ++d) {
+      q[d] = qi[d] * g.scale;
+      acc[d] = 0.0f;
+    }
+  }
+  const int last_key = min(g.T, first + kRows) - 1;  // the block's last row sees keys 0..last_key
+  for (int k0 = 0; k0 <= last_key; k0 += KT) {
+    for (int e = threadIdx.x; e < KT * HS; e += blockDim.x) {
+      const int r = e / HS, d = e % HS, j = k0 + r;
+      ks[r][d] = j < g.T ? qkv_row(qkv, g, b, j, h, 1, HS)[d] : 0.0f;
+      vs[r][d] = j < g.T ? qkv_row(qkv, g, b, j, h, 2, HS)[d] : 0.0f;
+    }
+    __syncthreads();
+    if (active) {
+      const int visible = min(KT, i - k0 + 1);  // keys k0 .. i of this tile
+      for (int r = 0; r < visible; ++r) {
+        float s = 0.0f;
+        for (int d = 0; d < HS; ++d) s += q[d] * ks[r][d];
+        if (s > m) {  // a new maximum: rescale what was summed against the old one
+          const float c = expf(m - s);
+          l *= c;
+          for (int d = 0; d < HS; ++d) acc[d] *= c;
+          m = s;
+        }
+        const float p = expf(s - m);
+        l += p;
+        for (int d = 0; d < HS; ++d) acc[d] += p * vs[r][d];
+      }
+    }
+    __syncthreads();
+  }
+  if (active) {
+    const float inv = 1.0f / l;
+    float* oi = out + (static_cast<std::int64_t>(b) * g.T + i) * g.C + h * HS;
+    for (int d = 0; d < HS; ++d) oi[d] = acc[d] * inv;
+    lse[static_cast<std::int64_t>(blockIdx.y) * g.T + i] = m + logf(l);
+  }
+}
+
+// delta[bh, i] = sum_d dout[i, d] * out[i, d]: the softmax backward's row term.
+__global__ void flash_delta_kernel(float* delta, const float* dout, const float* out, Geometry g, int hs,
+                                   std::int64_t rows) {
+  const std::int64_t r = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (r >= rows) return;
+  const std::int64_t bh = r / g.T;
+  const int i = static_cast<int>(r % g.T), b = static_cast<int>(bh / g.NH), h = static_cast<int>(bh % g.NH);
+  const std::int64_t at = (static_cast<std::int64_t>(b) * g.T + i) * g.C + h * hs;
+  float sum = 0.0f;
+  for (int d = 0; d < hs; ++d) sum += dout[at + d] * out[at + d];
+  delta[r] = sum;
+}
+
+// dq for one query row per thread: dq_i = scale * sum_j p_ij (dp_ij - delta_i) k_j.
+template <int HS>
+__global__ void flash_dq_kernel(float* dqkv, const float* qkv, const float* dout, const float* lse, const float* delta,
+                                Geometry g) {
+  constexpr int KT = kTileRows<HS>;
+  __shared__ float ks[KT][HS];
+  __shared__ float vs[KT][HS];
+  const int b = blockIdx.y / g.NH, h = blockIdx.y % g.NH;
+  const int first = blockIdx.x * kRows, i = first + threadIdx.x;
+  const bool active = i < g.T;
+  float q[HS], dO[HS], dq[HS];
+  float lse_i = 0.0f, delta_i = 0.0f;
+  if (active) {
+    const float* qi = qkv_row(qkv, g, b, i, h, 0, HS);
+    const float* doi = dout + (static_cast<std::int64_t>(b) * g.T + i) * g.C + h * HS;
+    for (int d = 0; d < HS; ++d) {
+      q[d] = qi[d] * g.scale;
+      dO[d] = doi[d];
+      dq[d] = 0.0f;
+    }
+    lse_i = lse[static_cast<std::int64_t>(blockIdx.y) * g.T + i];
+    delta_i = delta[static_cast<std::int64_t>(blockIdx.y) * g.T + i];
+  }
+  const int last_key = min(g.T, first + kRows) - 1;
+  for (int k0 = 0; k0 <= last_key; k0 += KT) {
+    for (int e = threadIdx.x; e < KT * HS; e += blockDim.x) {
+      const int r = e / HS, d = e % HS, j = k0 + r;
+      ks[r][d] = j < g.T ? qkv_row(qkv, g, b, j, h, 1, HS)[d] : 0.0f;
+      vs[r][d] = j < g.T ? qkv_row(qkv, g, b, j, h, 2, HS)[d] : 0.0f;
+    }
+    __syncthreads();
+    if (active) {
+      const int visible = min(KT, i - k0 + 1);
+      for (int r = 0; r < visible; ++r) {
+        float s = 0.0f, dp = 0.0f;
+        for (int d = 0; d < HS; ++d) {
+          s += q[d] * ks[r][d];
+          dp += dO[d] * vs[r][d];
+        }
+        const float ds = expf(s - lse_i) * (dp - delta_i);
+        for (int d = 0; d < HS; ++d) dq[d] += ds * ks[r][d];
+      }
+    }
+    __syncthreads();
+  }
+  if (active) {
+    float* dqi = dqkv + (static_cast<std::int64_t>(b) * g.T + i) * 3 * g.C + h * HS;
+    for (int d = 0; d < HS; ++d) dqi[d] = dq[d] * g.scale;
+  }
+}
+
+// dk and dv for one key row per thread, over the query rows that see it (i >= j):
+// dv_j = sum_i p_ij dout_i,  dk_j = sum_i p_ij (dp_ij - delta_i) (scale q_i).
+template <int HS>
+__global__ void flash_dkv_kernel(float* dqkv, const float* qkv, const float* dout, const float* lse, const float* delta,
+                                 Geometry g) {
+  constexpr int QT = kTileRows<HS> / 2;  // four tiles: q, dout (and the row terms)
+  __shared__ float qs[QT][HS];
+  __shared__ float dos[QT][HS];
+  __shared__ float lses[QT];
+  __shared__ float deltas[QT];
+  const int b = blockIdx.y / g.NH, h = blockIdx.y % g.NH;
+  const int first = blockIdx.x * kRows, j = first + threadIdx.x;
+  const bool active = j < g.T;
+  float k[HS], v[HS], dk[HS], dv[HS];
+  if (active) {
+    const float* kj = qkv_row(qkv, g, b, j, h, 1, HS);
+    const float* vj = qkv_row(qkv, g, b, j, h, 2, HS);
+    for (int d = 0; d < HS; ++d) {
+      k[d] = kj[d];
+      v[d] = vj[d];
+      dk[d] = 0.0f;
+      dv[d] = 0.0f;
+    }
+  }
+  for (int q0 = (first / QT) * QT; q0 < g.T; q0 += QT) {  // query rows from the block's first key on
+    for (int e = threadIdx.x; e < QT * HS; e += blockDim.x) {
+      const int r = e / HS, d = e % HS, i = q0 + r;
+      qs[r][d] = i < g.T ? qkv_row(qkv, g, b, i, h, 0, HS)[d] * g.scale : 0.0f;
+      dos[r][d] = i < g.T ? dout[(static_cast<std::int64_t>(b) * g.T + i) * g.C + h * HS + d] : 0.0f;
+    }
+    for (int r = threadIdx.x; r < QT; r += blockDim.x) {
+      const int i = q0 + r;
+      lses[r] = i < g.T ? lse[static_cast<std::int64_t>(blockIdx.y) * g.T + i] : 0.0f;
+      deltas[r] = i < g.T ? delta[static_cast<std::int64_t>(blockIdx.y) * g.T + i] : 0.0f;
+    }
+    __syncthreads();
+    if (active) {
+      for (int r = max(0, j - q0); r < QT && q0 + r < g.T; ++r) {  // rows i = q0 + r >= j
+        float s = 0.0f, dp = 0.0f;
+        for (int d = 0; d < HS; ++d) {
+          s += qs[r][d] * k[d];
+          dp += dos[r][d] * v[d];
+        }
+        const float p = expf(s - lses[r]);
+        const float ds = p * (dp - deltas[r]);
+        for (int d = 0; d < HS; ++d) {
+          dv[d] += p * dos[r][d];
+          dk[d] += ds * qs[r][d];
+        }
+      }
+    }
+    __syncthreads();
+  }
+  if (active) {
+    float* row = dqkv + (static_cast<std::int64_t>(b) * g.T + j) * 3 * g.C + h * HS;
+    for (int d = 0; d < HS; ++d) {
+      row[g.C + d] = dk[d];
+      row[2 * g.C + d] = dv[d];
+    }
+  }
+}
+
+struct FlashDims {
+  std::int64_t B, T, C, NH, hs;
+};
+
+FlashDims check_dims(const TensorView& out_like, const TensorView& lse, const TensorView& qkv, int n_head) {
+  detail::check_on_gpu(out_like, "out");
+  detail::check_on_gpu(lse, "lse");
+  detail::check_on_gpu(qkv, "qkv");
+  ZT_CHECK(qkv.dtype == DType::kF32 && out_like.dtype == DType::kF32 && lse.dtype == DType::kF32,
+           "flash attention is fp32 only");
+  ZT_CHECK(qkv.shape.ndim() == 3 && n_head > 0, "qkv must be [B, T, 3C]");
+  FlashDims d{qkv.shape[0], qkv.shape[1], qkv.shape[2] / 3, n_head, 0};
+  ZT_CHECK(d.C * 3 == qkv.shape[2] && d.C % n_head == 0, "qkv [.., {}] is not 3C with C a multiple of {} heads",
+           qkv.shape[2], n_head);
+  d.hs = d.C / n_head;
+  ZT_CHECK(flash_attention_supports_head_size(d.hs), "flash attention has no kernel for head size {} (8-128, powers of 2)",
+           d.hs);
+  ZT_CHECK(out_like.numel() == d.B * d.T * d.C, "out must be [B, T, C]");
+  ZT_CHECK(lse.numel() == d.B * d.NH * d.T, "lse must be [B, n_head, T]");
+  ZT_CHECK(d.B * d.NH <= 65535 && d.T < (1 << 30), "B * n_head = {} exceeds the grid", d.B * d.NH);
+  return d;
+}
+
+template <typename Fn>
+void with_head_size(std::int64_t hs, Fn&& fn) {
+  switch (hs) {
+    case 8: fn(std::integral_constant<int, 8>{}); break;
+    case 16: fn(std::integral_constant<int, 16>{}); break;
+    case 32: fn(std::integral_constant<int, 32>{}); break;
+    case 64: fn(std::integral_constant<int, 64>{}); break;
+    case 128: fn(std::integral_constant<int, 128>{}); break;
+    default: ZT_CHECK(false, "head size {}", hs);
+  }
+}
+
+}  // namespace
+
+bool flash_attention_supports_head_size(std::int64_t hs) {
+  return hs == 8 || hs == 16 || hs == 32 || hs == 64 || hs == 128;
+}
+
+void flash_attention_forward(const ExecContext& ctx, TensorView out, TensorView lse, TensorView qkv, int n_head) {
+  const FlashDims d = check_dims(out, lse, qkv, n_head);
+  if (d.B * d.T == 0) return;
+  const cudaStream_t stream = detail::stream_of(ctx);
+  const Geometry g{static_cast<int>(d.T), static_cast<int>(d.C), static_cast<int>(d.NH),
+                   static_cast<float>(1.0 / std::sqrt(static_cast<double>(d.hs)))};
+  const dim3 grid(static_cast<unsigned>((d.T + kRows - 1) / kRows), static_cast<unsigned>(d.B * d.NH));
+  with_head_size(d.hs, [&](auto hs) {
+    flash_forward_kernel<decltype(hs)::value><<<grid, kRows, 0, stream>>>(out.as<float>(), lse.as<float>(),
+                                                                          qkv.as<float>(), g);
+  });
+  ZT_CUDA_CHECK_LAUNCH();
+}
+
+void flash_attention_backward(const ExecContext& ctx, TensorView dqkv, TensorView dout, TensorView out, TensorView qkv,
+                              TensorView lse, int n_head) {
+  const FlashDims d = check_dims(out, lse, qkv, n_head);
+  detail::check_on_gpu(dqkv, "dqkv");
+  detail::check_on_gpu(dout, "dout");
+  ZT_CHECK(dqkv.dtype == DType::kF32 && dqkv.numel() == qkv.numel(), "dqkv must be F32 shaped as qkv");
+  ZT_CHECK(dout.dtype == DType::kF32 && dout.numel() == out.numel(), "dout must be F32 shaped as out");
+  if (d.B * d.T == 0) return;
+  const cudaStream_t stream = detail::stream_of(ctx);
+  const Geometry g{static_cast<int>(d.T), static_cast<int>(d.C), static_cast<int>(d.NH),
+                   static_cast<float>(1.0 / std::sqrt(static_cast<double>(d.hs)))};
+  const std::int64_t rows = d.B * d.NH * d.T;
+  Buffer delta = detail::resources_of(ctx).scratch(DType::kF32, rows);
+  constexpr int kThreads = 256;
+  flash_delta_kernel<<<detail::grid_for(rows, kThreads, INT32_MAX), kThreads, 0, stream>>>(
+      delta.as<float>(), dout.as<float>(), out.as<float>(), g, static_cast<int>(d.hs), rows);
+  ZT_CUDA_CHECK_LAUNCH();
+  const dim3 grid(static_cast<unsigned>((d.T + kRows - 1) / kRows), static_cast<unsigned>(d.B * d.NH));
+  with_head_size(d.hs, [&](auto hs) {
+    constexpr int HS = decltype(hs)::value;
+    flash_dq_kernel<HS><<<grid, kRows, 0, stream>>>(dqkv.as<float>(), qkv.as<float>(), dout.as<float>(),
+                                                    lse.as<float>(), delta.as<float>(), g);
+    ZT_CUDA_CHECK_LAUNCH();
+    flash_dkv_kernel<HS><<<grid, kRows, 0, stream>>>(dqkv.as<float>(), qkv.as<float>(), dout.as<float>(),
+                                                     lse.as<float>(), delta.as<float>(), g);
+    ZT_CUDA_CHECK_LAUNCH();
+  });
+}
+
+}  // namespace zt::cuda

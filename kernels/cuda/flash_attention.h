@@ -1,0 +1,26 @@
+// Flash-style causal attention on the GPU, fp32: the same result as kernels/cuda/attention.h (and
+// the CPU's) without ever materialising the [B, n_head, T, T] probabilities. The forward streams
+// key/value tiles through shared memory with an online softmax and keeps one log-sum-exp per query
+// row; the backward recomputes the probabilities from it (FlashAttention-2's split: one pass for
+// dq per query row, one for dk and dv per key row). Deterministic: no atomics. Not yet used by the
+// model, which still runs the cuBLASLt path (tools/bench_kernels times both).
+#pragma once
+
+#include "engine/core/tensor.h"
+#include "kernels/exec_context.h"
+
+namespace zt::cuda {
+
+// Head sizes the kernels are compiled for (registers hold a row of q and the output).
+bool flash_attention_supports_head_size(std::int64_t hs);
+
+// qkv [B, T, 3C] (q | k | v, head h in columns [h*hs, (h+1)*hs)), out [B, T, C], lse [B, n_head, T]:
+// out = softmax(q k^T / sqrt(hs), causal) v per head, lse = the log of each row's softmax sum
+// (after subtracting nothing: log sum_j exp(s_ij)), which the backward needs.
+void flash_attention_forward(const ExecContext& ctx, TensorView out, TensorView lse, TensorView qkv, int n_head);
+
+// dqkv [B, T, 3C] (overwritten) from dout [B, T, C] and the forward's out, qkv and lse.
+void flash_attention_backward(const ExecContext& ctx, TensorView dqkv, TensorView dout, TensorView out, TensorView qkv,
+                              TensorView lse, int n_head);
+
+}  // namespace zt::cuda

@@ -45,6 +45,7 @@ ComputeBackend::ComputeBackend(Device device, int num_threads, MemoryTracker& tr
   description_ = fmt::format("cuda:{} ({})", device_index, cuda::device_description(device_index));
 #else
   (void)tracker;
+  (void)device_index;
   throw_input_error("device = \"cuda\": this build has no CUDA backend (nvcc was not found when it was configured)");
 #endif
 }

@@ -47,20 +47,10 @@ bool on_cuda(const ExecContext& ctx) {
 
 #ifdef ZT_HAVE_CUDA
 cudaStream_t stream_of(const ExecContext& ctx) { return static_cast<cudaStream_t>(ctx.cuda_stream); }
-#define ZT_OP(name, ...)                \
-  do {                                  \
-    if (on_cuda(ctx)) {                 \
-      cuda::name(__VA_ARGS__);          \
-    } else {                            \
-      cpu::name(__VA_ARGS__);           \
-    }                                   \
-  } while (false)
+// The op's result (or void) from the backend ctx names: `return ZT_OP(op, args...)`.
+#define ZT_OP(name, ...) (on_cuda(ctx) ? cuda::name(__VA_ARGS__) : cpu::name(__VA_ARGS__))
 #else
-#define ZT_OP(name, ...)  \
-  do {                    \
-    on_cuda(ctx);         \
-    cpu::name(__VA_ARGS__); \
-  } while (false)
+#define ZT_OP(name, ...) (on_cuda(ctx), cpu::name(__VA_ARGS__))
 #endif
 
 }  // namespace
@@ -97,6 +87,14 @@ void copy(const ExecContext& ctx, TensorView dst, TensorView src) {
   std::memmove(dst.data, src.data, static_cast<std::size_t>(dst.size_bytes()));
 }
 
+TensorView on_host(const ExecContext& ctx, TensorView v, std::vector<float>& staging) {
+  if (v.device == Device::kCPU) return v;
+  staging.resize((v.size_bytes() + sizeof(float) - 1) / sizeof(float));
+  const TensorView host{staging.data(), v.dtype, Device::kCPU, v.shape};
+  copy(ctx, host, v);
+  return host;
+}
+
 void synchronize(const ExecContext& ctx) {
   if (on_cuda(ctx)) {
 #ifdef ZT_HAVE_CUDA
@@ -106,41 +104,41 @@ void synchronize(const ExecContext& ctx) {
 }
 
 void embedding_forward(const ExecContext& ctx, TensorView out, TensorView tokens, TensorView wte, TensorView wpe) {
-  ZT_OP(embedding_forward, ctx, out, tokens, wte, wpe);
+  return ZT_OP(embedding_forward, ctx, out, tokens, wte, wpe);
 }
 void embedding_backward(const ExecContext& ctx, TensorView dwte, TensorView dwpe, TensorView dout, TensorView tokens) {
-  ZT_OP(embedding_backward, ctx, dwte, dwpe, dout, tokens);
+  return ZT_OP(embedding_backward, ctx, dwte, dwpe, dout, tokens);
 }
 void layernorm_forward(const ExecContext& ctx, TensorView out, TensorView mean, TensorView rstd, TensorView inp,
                        TensorView weight, TensorView bias) {
-  ZT_OP(layernorm_forward, ctx, out, mean, rstd, inp, weight, bias);
+  return ZT_OP(layernorm_forward, ctx, out, mean, rstd, inp, weight, bias);
 }
 void layernorm_backward(const ExecContext& ctx, TensorView dinp, TensorView dweight, TensorView dbias, TensorView dout,
                         TensorView inp, TensorView weight, TensorView mean, TensorView rstd) {
-  ZT_OP(layernorm_backward, ctx, dinp, dweight, dbias, dout, inp, weight, mean, rstd);
+  return ZT_OP(layernorm_backward, ctx, dinp, dweight, dbias, dout, inp, weight, mean, rstd);
 }
 void matmul_forward(const ExecContext& ctx, TensorView out, TensorView inp, TensorView weight, WeightLayout layout,
                     TensorView bias) {
-  ZT_OP(matmul_forward, ctx, out, inp, weight, layout, bias);
+  return ZT_OP(matmul_forward, ctx, out, inp, weight, layout, bias);
 }
 void matmul_backward(const ExecContext& ctx, TensorView dinp, TensorView dweight, TensorView dbias, TensorView dout,
                      TensorView inp, TensorView weight, WeightLayout layout) {
-  ZT_OP(matmul_backward, ctx, dinp, dweight, dbias, dout, inp, weight, layout);
+  return ZT_OP(matmul_backward, ctx, dinp, dweight, dbias, dout, inp, weight, layout);
 }
 void attention_forward(const ExecContext& ctx, TensorView out, TensorView att, TensorView qkv, int n_head,
                        const DropoutSpec& dropout) {
-  ZT_OP(attention_forward, ctx, out, att, qkv, n_head, dropout);
+  return ZT_OP(attention_forward, ctx, out, att, qkv, n_head, dropout);
 }
 void attention_backward(const ExecContext& ctx, TensorView dqkv, TensorView dout, TensorView qkv, TensorView att,
                         int n_head, const DropoutSpec& dropout) {
-  ZT_OP(attention_backward, ctx, dqkv, dout, qkv, att, n_head, dropout);
+  return ZT_OP(attention_backward, ctx, dqkv, dout, qkv, att, n_head, dropout);
 }
-void gelu_forward(const ExecContext& ctx, TensorView out, TensorView inp) { ZT_OP(gelu_forward, ctx, out, inp); }
+void gelu_forward(const ExecContext& ctx, TensorView out, TensorView inp) { return ZT_OP(gelu_forward, ctx, out, inp); }
 void gelu_backward(const ExecContext& ctx, TensorView dinp, TensorView inp, TensorView dout) {
-  ZT_OP(gelu_backward, ctx, dinp, inp, dout);
+  return ZT_OP(gelu_backward, ctx, dinp, inp, dout);
 }
 void residual_forward(const ExecContext& ctx, TensorView out, TensorView a, TensorView b) {
-  ZT_OP(residual_forward, ctx, out, a, b);
+  return ZT_OP(residual_forward, ctx, out, a, b);
 }
 
 void dropout_forward(const ExecContext& ctx, TensorView out, TensorView in, const DropoutSpec& spec) {
@@ -161,26 +159,19 @@ void dropout_backward(const ExecContext& ctx, TensorView dinp, TensorView dout, 
 
 void softmax_cross_entropy_forward(const ExecContext& ctx, TensorView losses, TensorView probs, TensorView logits,
                                    TensorView targets, int vocab_size) {
-  ZT_OP(softmax_cross_entropy_forward, ctx, losses, probs, logits, targets, vocab_size);
+  return ZT_OP(softmax_cross_entropy_forward, ctx, losses, probs, logits, targets, vocab_size);
 }
 void softmax_cross_entropy_backward(const ExecContext& ctx, TensorView dlogits, TensorView probs, TensorView targets,
                                     float dloss, int vocab_size) {
-  ZT_OP(softmax_cross_entropy_backward, ctx, dlogits, probs, targets, dloss, vocab_size);
+  return ZT_OP(softmax_cross_entropy_backward, ctx, dlogits, probs, targets, dloss, vocab_size);
 }
 
-void cast(const ExecContext& ctx, TensorView dst, TensorView src) { ZT_OP(cast, ctx, dst, src); }
-void accumulate_into(const ExecContext& ctx, TensorView dst, TensorView src) { ZT_OP(accumulate_into, ctx, dst, src); }
-double sum_of_squares(const ExecContext& ctx, TensorView x) {
-#ifdef ZT_HAVE_CUDA
-  if (on_cuda(ctx)) return cuda::sum_of_squares(ctx, x);
-#else
-  on_cuda(ctx);
-#endif
-  return cpu::sum_of_squares(ctx, x);
-}
+void cast(const ExecContext& ctx, TensorView dst, TensorView src) { return ZT_OP(cast, ctx, dst, src); }
+void accumulate_into(const ExecContext& ctx, TensorView dst, TensorView src) { return ZT_OP(accumulate_into, ctx, dst, src); }
+double sum_of_squares(const ExecContext& ctx, TensorView x) { return ZT_OP(sum_of_squares, ctx, x); }
 void adamw_update(const ExecContext& ctx, TensorView param, TensorView grad, TensorView m, TensorView v,
                   TensorView working_out, const AdamWHyper& hyper, int step, float grad_scale) {
-  ZT_OP(adamw_update, ctx, param, grad, m, v, working_out, hyper, step, grad_scale);
+  return ZT_OP(adamw_update, ctx, param, grad, m, v, working_out, hyper, step, grad_scale);
 }
 
 }  // namespace zt::ops

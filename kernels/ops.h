@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "engine/core/buffer.h"
 #include "engine/core/memory_tracker.h"
@@ -28,6 +29,9 @@ void fill_zero(const ExecContext& ctx, TensorView x);
 // dst = src (same dtype and numel), each on the host or the context's device. On CUDA it is
 // ordered on ctx's stream, and a copy to the host has completed when it returns.
 void copy(const ExecContext& ctx, TensorView dst, TensorView src);
+// `v` itself when it is in host memory; otherwise a host copy of it in `staging` (resized to hold
+// it; any dtype), valid until `staging` changes. For reading device results on the host.
+TensorView on_host(const ExecContext& ctx, TensorView v, std::vector<float>& staging);
 // Waits for everything queued on the context (a no-op on the CPU).
 void synchronize(const ExecContext& ctx);
 

@@ -34,11 +34,7 @@ SaveResult save_training_state(Communicator& comm, const std::string& folder, co
   meta.param_dtype = store.param_dtype() == DType::kBF16 ? "bf16" : "f32";
   std::vector<float> staging;  // the writer uses each view before it asks for the next
   const OptimizerStateSource source{&store.optimizer_layout(), [&](StateKind k, int u) {
-                                      const TensorView state = state_of(optimizer, k, u);
-                                      if (state.device == Device::kCPU) return state;
-                                      const TensorView host = host_view(staging, state);
-                                      ops::copy(optimizer.context(), host, state);
-                                      return host;
+                                      return ops::on_host(optimizer.context(), state_of(optimizer, k, u), staging);
                                     }};
   return save_checkpoint(comm, folder, store.table(), source, meta, keep_last);
 }

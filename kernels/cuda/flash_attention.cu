@@ -29,6 +29,18 @@ __device__ __forceinline__ const float* qkv_row(const float* qkv, const Geometry
   return qkv + (static_cast<std::int64_t>(b) * g.T + t) * 3 * g.C + part * g.C + h * hs;
 }
 
+// The block's threads copy keys and values k0 .. k0 + KT - 1 of head h (zeros past T) into shared
+// memory; the caller synchronises before reading them.
+template <int HS>
+__device__ __forceinline__ void load_kv_tile(float (*ks)[HS], float (*vs)[HS], const float* qkv, const Geometry& g,
+                                             int b, int h, int k0) {
+  for (int e = threadIdx.x; e < kTileRows<HS> * HS; e += blockDim.x) {
+    const int r = e / HS, d = e % HS, j = k0 + r;
+    ks[r][d] = j < g.T ? qkv_row(qkv, g, b, j, h, 1, HS)[d] : 0.0f;
+    vs[r][d] = j < g.T ? qkv_row(qkv, g, b, j, h, 2, HS)[d] : 0.0f;
+  }
+}
+
 template <int HS>
 __global__ void flash_forward_kernel(float* out, float* lse, const float* qkv, Geometry g) {
   constexpr int KT = kTileRows<HS>;
@@ -48,11 +60,7 @@ __global__ void flash_forward_kernel(float* out, float* lse, const float* qkv, G
   }
   const int last_key = min(g.T, first + kRows) - 1;  // the block's last row sees keys 0..last_key
   for (int k0 = 0; k0 <= last_key; k0 += KT) {
-    for (int e = threadIdx.x; e < KT * HS; e += blockDim.x) {
-      const int r = e / HS, d = e % HS, j = k0 + r;
-      ks[r][d] = j < g.T ? qkv_row(qkv, g, b, j, h, 1, HS)[d] : 0.0f;
-      vs[r][d] = j < g.T ? qkv_row(qkv, g, b, j, h, 2, HS)[d] : 0.0f;
-    }
+    load_kv_tile<HS>(ks, vs, qkv, g, b, h, k0);
     __syncthreads();
     if (active) {
       const int visible = min(KT, i - k0 + 1);  // keys k0 .. i of this tile
@@ -118,11 +126,7 @@ __global__ void flash_dq_kernel(float* dqkv, const float* qkv, const float* dout
   }
   const int last_key = min(g.T, first + kRows) - 1;
   for (int k0 = 0; k0 <= last_key; k0 += KT) {
-    for (int e = threadIdx.x; e < KT * HS; e += blockDim.x) {
-      const int r = e / HS, d = e % HS, j = k0 + r;
-      ks[r][d] = j < g.T ? qkv_row(qkv, g, b, j, h, 1, HS)[d] : 0.0f;
-      vs[r][d] = j < g.T ? qkv_row(qkv, g, b, j, h, 2, HS)[d] : 0.0f;
-    }
+    load_kv_tile<HS>(ks, vs, qkv, g, b, h, k0);
     __syncthreads();
     if (active) {
       const int visible = min(KT, i - k0 + 1);

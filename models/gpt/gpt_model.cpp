@@ -64,13 +64,6 @@ TensorView GptModel::token_view(int which, Shape shape) const {
   return TensorView{tokens + which * d.BT(), DType::kI32, stream_.device(), shape};
 }
 
-const float* GptModel::on_host(TensorView v, std::vector<float>& staging) const {
-  if (v.device == Device::kCPU) return v.as<float>();
-  staging.resize(static_cast<std::size_t>(v.numel()));
-  ops::copy(ctx_, TensorView{staging.data(), DType::kF32, Device::kCPU, v.shape}, v);
-  return staging.data();
-}
-
 TensorView GptModel::acquire_fp32(ParamStore& store, int unit, Pass pass) {
   const TensorView working = store.acquire_params(unit, pass);
   if (working.dtype == DType::kF32) return working;
@@ -138,7 +131,7 @@ float GptModel::forward(ParamStore& store, const std::int32_t* inputs, const std
   store.end_pass(Pass::kForward);
   if (logits_out != nullptr) {
     std::vector<float> staging;
-    const float* logits = on_host(h.probs, staging);
+    const float* logits = ops::on_host(ctx_, h.probs, staging).as<float>();
     const std::int64_t V = config_.vocab_size;
     for (std::int64_t r = 0; r < d.BT(); ++r) {
       std::memcpy(logits_out + r * V, logits + r * d.Vp, static_cast<std::size_t>(V) * sizeof(float));
@@ -147,7 +140,7 @@ float GptModel::forward(ParamStore& store, const std::int32_t* inputs, const std
   ops::softmax_cross_entropy_forward(ctx_, h.losses, h.probs, h.probs, target_view, config_.vocab_size);
   double sum = 0.0;  // fixed order, on the host: the loss is reproducible bit for bit on either device
   std::vector<float> staging;
-  const float* losses = on_host(h.losses, staging);
+  const float* losses = ops::on_host(ctx_, h.losses, staging).as<float>();
   for (std::int64_t i = 0; i < d.BT(); ++i) sum += losses[i];
   return static_cast<float>(sum / static_cast<double>(d.BT()));
 }

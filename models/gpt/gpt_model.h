@@ -56,8 +56,6 @@ class GptModel {
   TensorView zeroed_grad_scratch(int unit);
   // The input (which = 0) or target (1) token ids kept after the residual stream.
   TensorView token_view(int which, Shape shape) const;
-  // An fp32 view's elements on the host: the view itself on the CPU, else copied into `staging`.
-  const float* on_host(TensorView v, std::vector<float>& staging) const;
   TensorView resid(int layer) const;  // input of block `layer`; resid(n_layer) is the last output
   cpu::DropoutSpec dropout_spec(std::uint32_t site) const;
   BlockDropout block_dropout(int layer) const;

@@ -19,7 +19,6 @@ import argparse
 import json
 import os
 import signal
-import struct
 import subprocess
 import sys
 import tempfile
@@ -27,6 +26,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from check_report import Checks  # noqa: E402
+from run_dir_util import curve, deep_merge, rank_pids, tensors, train_records  # noqa: E402
 
 # ~4 ms a step alone, ~13 ms on 2 ranks with grad_accum 2: long enough to signal mid-run.
 LONG = {
@@ -46,55 +46,12 @@ SHORT = {
 }
 
 
-def merge(base, over):
-    out = json.loads(json.dumps(base))
-    for section, keys in over.items():
-        out.setdefault(section, {}).update(keys)
-    return out
-
-
-def records(run_dir):
-    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
-        return [json.loads(line) for line in f]
-
-
-def curve(run_dir):
-    return [(r["step"], r["loss"], r["grad_norm"], r["lr"]) for r in records(run_dir) if r["type"] == "train"]
-
-
-def tensors(path):
-    with open(path, "rb") as f:
-        n = struct.unpack("<Q", f.read(8))[0]
-        header = json.loads(f.read(n))
-        data = f.read()
-    return {k: data[v["data_offsets"][0]:v["data_offsets"][1]] for k, v in header.items() if k != "__metadata__"}
-
-
 def train_steps_logged(run_dir):
     try:
         with open(os.path.join(run_dir, "metrics.jsonl")) as f:
             return sum(1 for line in f if '"type":"train"' in line)
     except OSError:
         return 0
-
-
-def rank_pids(marker):
-    """MPI rank -> PID of the processes whose command line holds `marker` (mpirun excluded)."""
-    out = {}
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                cmd = f.read().split(b"\0")
-            if marker.encode() not in b" ".join(cmd) or b"mpirun" in cmd[0]:
-                continue
-            with open(f"/proc/{pid}/environ", "rb") as f:
-                env = dict(kv.split(b"=", 1) for kv in f.read().split(b"\0") if b"=" in kv)
-            out[int(env.get(b"OMPI_COMM_WORLD_RANK", b"0"))] = int(pid)
-        except (OSError, ValueError):
-            pass
-    return out
 
 
 def main():
@@ -139,10 +96,10 @@ def main():
                                                 f": exit {p.returncode}: {(p.stdout + p.stderr)[-600:]}"))
 
     def same_as_reference(name, run_dir, ref_dir, max_steps):
-        got = curve(run_dir)
+        got = curve(train_records(run_dir))
         check([s for s, *_ in got] == list(range(1, max_steps + 1)),
               f"{name}: metrics.jsonl holds each of steps 1-{max_steps} once after the resume")
-        check(got == curve(ref_dir), f"{name}: losses, grad norms and LRs bitwise equal to the uninterrupted run")
+        check(got == curve(train_records(ref_dir)), f"{name}: losses, grad norms and LRs bitwise equal to the uninterrupted run")
         ref_w, got_w = tensors(os.path.join(ref_dir, "final.safetensors")), tensors(os.path.join(run_dir, "final.safetensors"))
         check(ref_w.keys() == got_w.keys() and all(ref_w[k] == got_w[k] for k in ref_w),
               f"{name}: final weights bitwise equal ({len(ref_w)} tensors)")
@@ -163,7 +120,7 @@ def main():
         if not check(proc.returncode == 0, f"{name}: exits 0" +
                      ("" if proc.returncode == 0 else f" (exit {proc.returncode}: {(out + err)[-500:]})")):
             return None
-        stops = [r for r in records(run_dir) if r["type"] == "stop"]
+        stops = [r for r in train_records(run_dir) if r["type"] == "stop"]
         step = stops[0]["step"] if stops else -1
         check(len(stops) == 1 and 5 <= step < config["train"]["max_steps"],
               f"{name}: one stop record, after step {step}")
@@ -190,7 +147,7 @@ def main():
                     same_as_reference(name, run_dir, ref_dir, LONG["train"]["max_steps"])
 
     if mpirun:
-        config = merge(LONG, {"zero": {"stage": 3}, "train": {"grad_accum": 2}})
+        config = deep_merge(LONG, {"zero": {"stage": 3}, "train": {"grad_accum": 2}})
         ref_dir = os.path.join(work, "ref2")
         if ok(run(2, config, ref_dir), "2 ranks, stage 3, grad_accum 2: uninterrupted run exits 0"):
             name = "2 ranks, stage 3, grad_accum 2, SIGTERM to every rank"

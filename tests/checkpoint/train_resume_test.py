@@ -21,13 +21,13 @@ usage: train_resume_test.py --zerotrain PATH [-- MPIRUN FLAGS...]   (without mpi
 import argparse
 import json
 import os
-import struct
 import subprocess
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from check_report import Checks  # noqa: E402
+from run_dir_util import curve, deep_merge, floats, tensors, train_records  # noqa: E402
 
 BASE = {
     "model": {"n_layer": 2, "n_head": 2, "n_embd": 32, "block_size": 32, "vocab_size": 64},
@@ -45,37 +45,6 @@ RESHARD_REL_TOL = 1e-5
 # 3->2 (2->2), 1->4, 4->1, and 2->1, 2->3.
 RESHARD_CASES = [(4, 3, 2, 0), (2, 1, 4, 3), (3, 2, 2, 2), (1, 0, 4, 1), (4, 0, 1, 3), (2, 3, 1, 0), (2, 3, 3, 1)]
 RESHARD_WEIGHT_ABS_TOL = 1e-5
-
-
-def deep_merge(base, over):
-    out = json.loads(json.dumps(base))
-    for section, keys in over.items():
-        out.setdefault(section, {}).update(keys)
-    return out
-
-
-def train_records(run_dir):
-    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
-        recs = [json.loads(line) for line in f]
-    return recs
-
-
-def curve(recs):
-    """(step, loss, grad_norm, lr) of every train record, in the order written."""
-    return [(r["step"], r["loss"], r["grad_norm"], r["lr"]) for r in recs if r["type"] == "train"]
-
-
-def tensors(path):
-    with open(path, "rb") as f:
-        n = struct.unpack("<Q", f.read(8))[0]
-        header = json.loads(f.read(n))
-        data = f.read()
-    return {k: (v["dtype"], data[v["data_offsets"][0]:v["data_offsets"][1]])
-            for k, v in header.items() if k != "__metadata__"}
-
-
-def floats(blob):
-    return struct.unpack(f"<{len(blob) // 4}f", blob)
 
 
 def main():

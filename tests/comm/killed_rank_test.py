@@ -15,6 +15,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from check_report import Checks  # noqa: E402
+from run_dir_util import rank_pids  # noqa: E402
 
 CONFIG = {
     "model": {"n_layer": 2, "n_head": 2, "n_embd": 64, "block_size": 64, "vocab_size": 64},
@@ -22,26 +23,6 @@ CONFIG = {
     "train": {"micro_batch": 8, "max_steps": 100000, "num_threads": 1, "collective_timeout_s": 60},
     "log": {"progress": "plain", "every_steps": 1, "sample_tokens": 0},
 }
-
-
-def rank_pids(marker):
-    """PIDs of the ranks (processes whose command line holds `marker`), by their MPI rank."""
-    out = {}
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                cmd = f.read().split(b"\0")
-            if b"train" not in cmd or marker.encode() not in b" ".join(cmd) or b"mpirun" in cmd[0]:
-                continue
-            with open(f"/proc/{pid}/environ", "rb") as f:
-                env = dict(kv.split(b"=", 1) for kv in f.read().split(b"\0") if b"=" in kv)
-            if b"OMPI_COMM_WORLD_RANK" in env:
-                out[int(env[b"OMPI_COMM_WORLD_RANK"])] = int(pid)
-        except OSError:
-            pass
-    return out
 
 
 def main():

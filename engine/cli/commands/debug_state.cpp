@@ -102,13 +102,7 @@ int debug_state_main(const std::vector<std::string>& args) {
   writer.add_f32("logits", {B, T, V}, logits.data());
   // add_param_tensors reads each unit's view before asking for the next: one host staging buffer.
   std::vector<float> staging;
-  auto on_host = [&](TensorView v) {
-    if (v.device == Device::kCPU) return v;
-    staging.resize((v.size_bytes() + sizeof(float) - 1) / sizeof(float));
-    const TensorView host{staging.data(), v.dtype, Device::kCPU, v.shape};
-    ops::copy(ctx, host, v);
-    return host;
-  };
+  auto on_host = [&](TensorView v) { return ops::on_host(ctx, v, staging); };
   add_param_tensors(writer, table, "", [&](int u) { return on_host(store.working_shard(u)); });
   add_param_tensors(writer, table, "grad.", [&](int u) { return on_host(store.grad_shard(u)); });
   if (mixed) add_param_tensors(writer, table, "master.", [&](int u) { return on_host(optimizer.master(u)); });

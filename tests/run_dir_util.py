@@ -1,0 +1,59 @@
+"""What the Python drivers read back from a zerotrain run: configs built by merging sections,
+metrics.jsonl records and the train curve, final.safetensors tensor bytes, and the PIDs of a job's
+rank processes (to signal or kill one)."""
+import json
+import os
+import struct
+
+
+def deep_merge(base, over):
+    """A copy of config `base` with each section of `over` updated key by key."""
+    out = json.loads(json.dumps(base))
+    for section, keys in over.items():
+        out.setdefault(section, {}).update(keys)
+    return out
+
+
+def train_records(run_dir):
+    """Every record of run_dir/metrics.jsonl, in the order written."""
+    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+        return [json.loads(line) for line in f]
+
+
+def curve(recs):
+    """(step, loss, grad_norm, lr) of every train record, in the order written."""
+    return [(r["step"], r["loss"], r["grad_norm"], r["lr"]) for r in recs if r["type"] == "train"]
+
+
+def tensors(path):
+    """{name: (dtype, raw bytes)} of a safetensors file."""
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(n))
+        data = f.read()
+    return {k: (v["dtype"], data[v["data_offsets"][0]:v["data_offsets"][1]])
+            for k, v in header.items() if k != "__metadata__"}
+
+
+def floats(blob):
+    return struct.unpack(f"<{len(blob) // 4}f", blob)
+
+
+def rank_pids(marker):
+    """MPI rank -> PID of the processes (mpirun excluded) whose command line holds `marker`; a
+    process started without mpirun counts as rank 0."""
+    out = {}
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmd = f.read().split(b"\0")
+            if marker.encode() not in b" ".join(cmd) or b"mpirun" in cmd[0]:
+                continue
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                env = dict(kv.split(b"=", 1) for kv in f.read().split(b"\0") if b"=" in kv)
+            out[int(env.get(b"OMPI_COMM_WORLD_RANK", b"0"))] = int(pid)
+        except (OSError, ValueError):
+            pass
+    return out

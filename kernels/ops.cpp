@@ -174,4 +174,9 @@ void adamw_update(const ExecContext& ctx, TensorView param, TensorView grad, Ten
   return ZT_OP(adamw_update, ctx, param, grad, m, v, working_out, hyper, step, grad_scale);
 }
 
+void adamw_update_slices(const ExecContext& ctx, const std::vector<cpu::AdamWSlice>& slices, const AdamWHyper& hyper,
+                         int step, float grad_scale) {
+  return ZT_OP(adamw_update_slices, ctx, slices, hyper, step, grad_scale);
+}
+
 }  // namespace zt::ops

@@ -68,5 +68,7 @@ void accumulate_into(const ExecContext& ctx, TensorView dst, TensorView src);
 double sum_of_squares(const ExecContext& ctx, TensorView x);
 void adamw_update(const ExecContext& ctx, TensorView param, TensorView grad, TensorView m, TensorView v,
                   TensorView working_out, const AdamWHyper& hyper, int step, float grad_scale);
+void adamw_update_slices(const ExecContext& ctx, const std::vector<cpu::AdamWSlice>& slices, const AdamWHyper& hyper,
+                         int step, float grad_scale);
 
 }  // namespace zt::ops

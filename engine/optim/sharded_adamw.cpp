@@ -8,6 +8,23 @@
 
 namespace zt {
 
+std::vector<DecayRun> decay_runs(const ParamTable& table, int unit, const UnitShard& shard) {
+  std::vector<const ParamSpec*> params;
+  for (int index : table.units().at(static_cast<std::size_t>(unit)).params) params.push_back(&table.param(index));
+  std::sort(params.begin(), params.end(), [](const ParamSpec* a, const ParamSpec* b) { return a->offset < b->offset; });
+  std::vector<DecayRun> runs;
+  for (const ParamSpec* p : params) {
+    const std::int64_t lo = std::max(p->offset, shard.begin), hi = std::min(p->offset + p->numel, shard.end);
+    if (lo >= hi) continue;  // this parameter lies outside the shard
+    const std::int64_t at = lo - shard.begin;
+    if (!runs.empty() && runs.back().decays == p->decays && runs.back().at + runs.back().n == at) {
+      runs.back().n += hi - lo;
+    } else {
+      runs.push_back(DecayRun{at, hi - lo, p->decays});
+    }
+  }
+  return runs;
+}
 
 ShardedAdamW::ShardedAdamW(ZeroParamStore& store, const cpu::AdamWHyper& hyper, MemoryTracker& tracker,
                            const ExecContext& ctx)
@@ -20,6 +37,7 @@ ShardedAdamW::ShardedAdamW(ZeroParamStore& store, const cpu::AdamWHyper& hyper, 
     if (store.param_dtype() == DType::kBF16) {
       master_.push_back(ops::allocate(ctx, tracker, MemCategory::kMasterWeights, DType::kF32, n));
     }
+    runs_.push_back(decay_runs(store.table(), static_cast<int>(u), layout.unit(static_cast<int>(u))));
   }
 }
 
@@ -56,22 +74,19 @@ void ShardedAdamW::step(float lr, float grad_scale) {
   ++step_;
   cpu::AdamWHyper h = hyper_;
   h.lr = lr;
-  const ParamTable& table = store_.table();
   const bool mixed = !master_.empty();
-  for (std::size_t u = 0; u < table.units().size(); ++u) {
+  // Every decay run of every unit in one call: one kernel launch per 48 runs on the GPU.
+  std::vector<cpu::AdamWSlice> slices;
+  for (std::size_t u = 0; u < runs_.size(); ++u) {
     const int unit = static_cast<int>(u);
-    const UnitShard& s = store_.optimizer_layout().unit(unit);
     const TensorView params = master(unit), grads = store_.grad_shard(unit), working = store_.working_shard(unit);
-    for (int index : table.units()[u].params) {
-      const ParamSpec& p = table.param(index);
-      const std::int64_t lo = std::max(p.offset, s.begin), hi = std::min(p.offset + p.numel, s.end);
-      if (lo >= hi) continue;  // this parameter lies outside this rank's shard
-      const std::int64_t at = lo - s.begin, n = hi - lo;
-      h.weight_decay = p.decays ? hyper_.weight_decay : 0.0f;
-      ops::adamw_update(ctx_, params.slice(at, n), grads.slice(at, n), m_[u].view().slice(at, n),
-                        v_[u].view().slice(at, n), mixed ? working.slice(at, n) : TensorView{}, h, step_, grad_scale);
+    for (const DecayRun& r : runs_[u]) {
+      slices.push_back(cpu::AdamWSlice{params.slice(r.at, r.n), grads.slice(r.at, r.n), m_[u].view().slice(r.at, r.n),
+                                       v_[u].view().slice(r.at, r.n),
+                                       mixed ? working.slice(r.at, r.n) : TensorView{}, r.decays});
     }
   }
+  ops::adamw_update_slices(ctx_, slices, h, step_, grad_scale);
   store_.publish_updated_params();
 }
 

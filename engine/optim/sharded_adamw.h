@@ -11,6 +11,17 @@
 
 namespace zt {
 
+// Consecutive elements [at, at + n) of a unit's optimizer shard (shard coordinates) whose
+// parameters all decay, or all do not: the optimizer updates each run as one AdamW slice.
+struct DecayRun {
+  std::int64_t at = 0;
+  std::int64_t n = 0;
+  bool decays = false;
+};
+// The runs covering every parameter element of `unit` inside `shard`, adjacent parameters with
+// the same decay flag merged (a GPT-2 block is 9 runs, not 12 parameters); padding is left out.
+std::vector<DecayRun> decay_runs(const ParamTable& table, int unit, const UnitShard& shard);
+
 class ShardedAdamW {
  public:
   ShardedAdamW(ZeroParamStore& store, const cpu::AdamWHyper& hyper, MemoryTracker& tracker, const ExecContext& ctx);
@@ -40,6 +51,7 @@ class ShardedAdamW {
   ExecContext ctx_;
   std::vector<Buffer> master_;  // bf16 mode only
   std::vector<Buffer> m_, v_;
+  std::vector<std::vector<DecayRun>> runs_;  // per unit, for this rank's shard
   int step_ = 0;
 };
 

@@ -65,8 +65,8 @@ AdamWCoeffs adamw_coeffs(const AdamWHyper& hyper, int step) {
   return k;
 }
 
-void adamw_update(const ExecContext& ctx, TensorView param, TensorView grad, TensorView m, TensorView v,
-                  TensorView working_out, const AdamWHyper& hyper, int step, float grad_scale) {
+void check_adamw_operands(const TensorView& param, const TensorView& grad, const TensorView& m, const TensorView& v,
+                          const TensorView& working_out) {
   const std::int64_t n = param.numel();
   ZT_CHECK(param.dtype == DType::kF32 && m.dtype == DType::kF32 && v.dtype == DType::kF32,
            "param, m and v must be F32");
@@ -78,6 +78,12 @@ void adamw_update(const ExecContext& ctx, TensorView param, TensorView grad, Ten
     ZT_CHECK(working_out.dtype == DType::kF32 || working_out.dtype == DType::kBF16, "working_out must be F32 or BF16");
     ZT_CHECK(working_out.numel() == n, "working_out has {} elements, param {}", working_out.numel(), n);
   }
+}
+
+void adamw_update(const ExecContext& ctx, TensorView param, TensorView grad, TensorView m, TensorView v,
+                  TensorView working_out, const AdamWHyper& hyper, int step, float grad_scale) {
+  check_adamw_operands(param, grad, m, v, working_out);
+  const std::int64_t n = param.numel();
   ZT_CHECK(step >= 1, "AdamW step is 1-based, got {}", step);
 
   const AdamWCoeffs k = adamw_coeffs(hyper, step);
@@ -89,6 +95,15 @@ void adamw_update(const ExecContext& ctx, TensorView param, TensorView grad, Ten
     dispatch_working(ctx, p, grad.as<float>(), mp, vp, working_out, n, k, grad_scale);
   } else {
     dispatch_working(ctx, p, grad.as<bf16>(), mp, vp, working_out, n, k, grad_scale);
+  }
+}
+
+void adamw_update_slices(const ExecContext& ctx, const std::vector<AdamWSlice>& slices, const AdamWHyper& hyper,
+                         int step, float grad_scale) {
+  AdamWHyper h = hyper;
+  for (const AdamWSlice& s : slices) {
+    h.weight_decay = s.decays ? hyper.weight_decay : 0.0f;
+    adamw_update(ctx, s.param, s.grad, s.m, s.v, s.working, h, step, grad_scale);
   }
 }
 

@@ -1,5 +1,7 @@
-// CUDA twin of kernels/cpu/adamw.h: AdamW over a flat fp32 shard in one fused kernel.
+// CUDA twin of kernels/cpu/adamw.h: AdamW over flat fp32 ranges in one fused multi-tensor kernel.
 #pragma once
+
+#include <vector>
 
 #include "engine/core/tensor.h"
 #include "kernels/cpu/adamw.h"  // AdamWHyper: one definition of the hyper-parameters for both backends
@@ -8,11 +10,17 @@
 namespace zt::cuda {
 
 using cpu::AdamWHyper;
+using cpu::AdamWSlice;
 
 // Same contract as cpu::adamw_update: param, m, v F32; grad F32 or BF16; optional working_out
 // (F32 or BF16) receives the updated parameter. The arithmetic is the CPU's, operation for
 // operation with no fused multiply-adds, so the GPU update is bitwise equal to the CPU's.
 void adamw_update(const ExecContext& ctx, TensorView param, TensorView grad, TensorView m, TensorView v,
                   TensorView working_out, const AdamWHyper& hyper, int step, float grad_scale = 1.0f);
+
+// Same contract as cpu::adamw_update_slices, one launch per 48 slices; every slice must have the
+// same gradient dtype and working-copy dtype (or none). Bitwise equal to the CPU's update.
+void adamw_update_slices(const ExecContext& ctx, const std::vector<AdamWSlice>& slices, const AdamWHyper& hyper,
+                         int step, float grad_scale = 1.0f);
 
 }  // namespace zt::cuda

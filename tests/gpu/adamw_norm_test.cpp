@@ -86,6 +86,60 @@ TEST_F(CudaOptim, AdamWOnSlicesAtAnyOffsetMatchesCpuBitForBit) {
   }
 }
 
+// The multi-tensor launch: 61 slices (two tables of 48, so the flush between launches is crossed)
+// of lengths 1 to 9000 (several 4096-element chunks, odd tails) at offsets 0-3 of one buffer so
+// some take 16-byte groups and some not, alternating decay: bit for bit the CPU's per-slice update,
+// and the gaps between slices (poisoned working copy) left unwritten.
+TEST_F(CudaOptim, AdamWSlicesMatchCpuBitForBitAcrossLaunches) {
+  ZT_SEEDED_RNG(rng);
+  cpu::AdamWHyper hyper;
+  hyper.lr = 6e-4f;
+  hyper.weight_decay = 0.1f;
+  struct Range {
+    std::int64_t at, n;
+  };
+  std::vector<Range> ranges;
+  std::int64_t total = 0;
+  for (int i = 0; i < 61; ++i) {
+    const std::int64_t n = i % 7 == 0 ? 9000 : 1 + (i * 37) % 300;
+    total += i % 4;  // a gap of 0-3 elements: the next slice starts at varying alignment
+    ranges.push_back(Range{total, n});
+    total += n;
+  }
+  std::vector<float> p = rng.normal(total), g = rng.normal(total, 0.0f, 0.01f), m = rng.normal(total, 0.0f, 0.01f),
+                     v = rng.uniform(total, 0.0f, 1e-4f);
+  std::vector<bf16> g16(g.size());
+  cpu::cast(cpu_ctx(), view_of(g16), view_of(g));
+  std::vector<bf16> wb(g.size());
+  Buffer dp = upload(p), dm = upload(m), dv = upload(v), dg = upload_bf16(g), dw = poisoned(DType::kBF16, total);
+  const auto dw_before = download<std::uint16_t>(dw);
+  std::vector<cpu::AdamWSlice> cpu_slices, gpu_slices;
+  for (std::size_t i = 0; i < ranges.size(); ++i) {
+    const auto [at, n] = ranges[i];
+    const bool decays = i % 2 == 0;
+    cpu_slices.push_back(cpu::AdamWSlice{view_of(p).slice(at, n), view_of(g16).slice(at, n), view_of(m).slice(at, n),
+                                         view_of(v).slice(at, n), view_of(wb).slice(at, n), decays});
+    gpu_slices.push_back(cpu::AdamWSlice{dp.view().slice(at, n), dg.view().slice(at, n), dm.view().slice(at, n),
+                                         dv.view().slice(at, n), dw.view().slice(at, n), decays});
+  }
+  for (int step = 1; step <= 2; ++step) {
+    cpu::adamw_update_slices(cpu_ctx(), cpu_slices, hyper, step, 0.75f);
+    cuda::adamw_update_slices(gpu(), gpu_slices, hyper, step, 0.75f);
+  }
+  EXPECT_TRUE(bitwise_equal(download<float>(dp), p));
+  EXPECT_TRUE(bitwise_equal(download<float>(dm), m));
+  EXPECT_TRUE(bitwise_equal(download<float>(dv), v));
+  const auto got = download<std::uint16_t>(dw);
+  std::vector<bool> in_slice(static_cast<std::size_t>(total), false);
+  for (const Range& r : ranges) {
+    for (std::int64_t i = r.at; i < r.at + r.n; ++i) in_slice[static_cast<std::size_t>(i)] = true;
+  }
+  for (std::int64_t i = 0; i < total; ++i) {
+    const auto k = static_cast<std::size_t>(i);
+    ASSERT_EQ(got[k], in_slice[k] ? wb[k].bits : dw_before[k]) << i;
+  }
+}
+
 TEST_F(CudaOptim, SumOfSquaresMatchesCpuAndRepeatsBitwise) {
   ZT_SEEDED_RNG(rng);
   for (std::int64_t n : {1, 4097, 1 << 20}) {

@@ -35,6 +35,34 @@ inline void check_on_gpu(const TensorView& v, const char* name) {
 
 inline bool aligned16(const void* p) { return (reinterpret_cast<std::uintptr_t>(p) & 15u) == 0; }
 
+// kVec consecutive floats moved as one access: a float4 (one 16-byte load or store; the address must
+// be 16-byte aligned) for kVec = 4, a plain float for kVec = 1. Kernels templated on kVec take the
+// 4-wide instance only where the launcher checked that rows are a multiple of 4 floats long and
+// every base pointer is aligned16, so every group of 4 starts on a 16-byte boundary.
+template <int kVec>
+struct FloatVec {
+  static_assert(kVec == 1 || kVec == 4, "FloatVec holds 1 or 4 floats");
+  float v[kVec];
+
+  __device__ __forceinline__ static FloatVec load(const float* p) {
+    if constexpr (kVec == 4) {
+      const float4 q = *reinterpret_cast<const float4*>(p);
+      return FloatVec{{q.x, q.y, q.z, q.w}};
+    } else {
+      return FloatVec{{*p}};
+    }
+  }
+  __device__ __forceinline__ void store(float* p) const {
+    if constexpr (kVec == 4) {
+      *reinterpret_cast<float4*>(p) = make_float4(v[0], v[1], v[2], v[3]);
+    } else {
+      *p = v[0];
+    }
+  }
+  __device__ __forceinline__ float& operator[](int i) { return v[i]; }
+  __device__ __forceinline__ float operator[](int i) const { return v[i]; }
+};
+
 inline unsigned int grid_for(std::int64_t n, int threads, std::int64_t max_blocks = 65535LL * 32) {
   std::int64_t blocks = (n + threads - 1) / threads;
   if (blocks < 1) blocks = 1;

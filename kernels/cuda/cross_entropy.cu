@@ -1,7 +1,9 @@
 // Softmax + cross-entropy on the GPU, one block per row: max (block reduction), sum of
 // exp(x - max) in fp64 (fixed-order block reduction, as the CPU keeps its sum in fp64), then one
 // write pass. The row (200 KB at V = 50257) is read three times but stays in L2 between passes,
-// so DRAM sees about one read and one write of the logits.
+// so DRAM sees about one read and one write of the logits. Rows move in 16-byte float4 groups
+// (padded columns loaded but masked) where Vp % 4 == 0 and logits and output are 16-byte aligned,
+// else one float at a time; the fp64 sum's order is fixed for either, so results repeat bitwise.
 #include "kernels/cuda/cross_entropy.h"
 
 #include "kernels/cuda/common.cuh"
@@ -15,38 +17,67 @@ constexpr int kThreads = 1024;
 enum class Output { kProbs, kGradient };
 
 // Writes probs (kProbs) or (probs - onehot) * dloss (kGradient) into out; losses[row] in both.
-template <Output kOut>
+// Each thread owns the groups q = threadIdx.x, threadIdx.x + kThreads, ... of kVec columns of the
+// padded row (Vp % kVec == 0); columns v >= V in a group are loaded but never enter max or sum.
+template <Output kOut, int kVec>
 __global__ void softmax_ce_kernel(float* losses, float* out, const float* logits, const std::int32_t* targets,
                                   int Vp, int V, float dloss) {
+  using Vec = detail::FloatVec<kVec>;
   __shared__ float shared_f[32];
   __shared__ double shared_d[32];
   const std::int64_t row = blockIdx.x;
   const float* x = logits + row * Vp;
-  float* o = out + row * Vp;  // may be x: each element is read before the same thread writes it
+  float* o = out + row * Vp;  // may be x: each group is read before the same thread writes it
   const std::int32_t target = targets[row];
   const bool target_ok = target >= 0 && target < V;
   const float target_logit = target_ok ? x[target] : NAN;  // read before any write to the row
+  const int live_groups = (V + kVec - 1) / kVec;  // the groups holding columns < V
   float mx = -INFINITY;
-  for (int v = threadIdx.x; v < V; v += kThreads) mx = fmaxf(mx, x[v]);
+  for (int q = threadIdx.x; q < live_groups; q += kThreads) {
+    const Vec xv = Vec::load(x + q * kVec);
+#pragma unroll
+    for (int i = 0; i < kVec; ++i) {
+      if (q * kVec + i < V) mx = fmaxf(mx, xv[i]);
+    }
+  }
   mx = detail::block_max(mx, shared_f);
   double sum = 0.0;
-  for (int v = threadIdx.x; v < V; v += kThreads) sum += static_cast<double>(expf(x[v] - mx));
+  for (int q = threadIdx.x; q < live_groups; q += kThreads) {
+    const Vec xv = Vec::load(x + q * kVec);
+#pragma unroll
+    for (int i = 0; i < kVec; ++i) {
+      if (q * kVec + i < V) sum += static_cast<double>(expf(xv[i] - mx));
+    }
+  }
   sum = detail::block_sum(sum, shared_d);
   // All threads have read target_logit and finished their reads of x in the passes above; the
   // block_sum barrier orders them before the writes below.
   const float inv_sum = static_cast<float>(1.0 / sum);
-  for (int v = threadIdx.x; v < Vp; v += kThreads) {
-    float p = v < V ? expf(x[v] - mx) * inv_sum : 0.0f;
-    if (kOut == Output::kGradient && v < V) p = (p - (v == target ? 1.0f : 0.0f)) * dloss;
-    o[v] = p;
+  for (int q = threadIdx.x; q < Vp / kVec; q += kThreads) {
+    Vec p{};  // padded columns stay 0
+    if (q < live_groups) {
+      const Vec xv = Vec::load(x + q * kVec);
+#pragma unroll
+      for (int i = 0; i < kVec; ++i) {
+        const int v = q * kVec + i;
+        if (v < V) {
+          p[i] = expf(xv[i] - mx) * inv_sum;
+          if (kOut == Output::kGradient) p[i] = (p[i] - (v == target ? 1.0f : 0.0f)) * dloss;
+        }
+      }
+    }
+    p.store(o + q * kVec);
   }
   if (threadIdx.x == 0) {
     losses[row] = static_cast<float>(log(sum) - (static_cast<double>(target_logit) - static_cast<double>(mx)));
   }
 }
 
+// Groups of kVec columns as in softmax_ce_kernel.
+template <int kVec>
 __global__ void softmax_ce_backward_kernel(float* dlogits, const float* probs, const std::int32_t* targets, int Vp,
                                            int V, float dloss) {
+  using Vec = detail::FloatVec<kVec>;
   __shared__ float target_prob;
   const std::int64_t row = blockIdx.x;
   const float* p = probs + row * Vp;
@@ -54,11 +85,24 @@ __global__ void softmax_ce_backward_kernel(float* dlogits, const float* probs, c
   const std::int32_t target = targets[row];
   if (threadIdx.x == 0) target_prob = (target >= 0 && target < V) ? p[target] : NAN;
   __syncthreads();
-  for (int v = threadIdx.x; v < Vp; v += kThreads) {
-    float g = 0.0f;
-    if (v < V) g = v == target ? (target_prob - 1.0f) * dloss : p[v] * dloss;
-    d[v] = g;
+  const int live_groups = (V + kVec - 1) / kVec;
+  for (int q = threadIdx.x; q < Vp / kVec; q += kThreads) {
+    Vec g{};  // padded columns stay 0
+    if (q < live_groups) {
+      const Vec pv = Vec::load(p + q * kVec);
+#pragma unroll
+      for (int i = 0; i < kVec; ++i) {
+        const int v = q * kVec + i;
+        if (v < V) g[i] = v == target ? (target_prob - 1.0f) * dloss : pv[i] * dloss;
+      }
+    }
+    g.store(d + q * kVec);
   }
+}
+
+// 16-byte groups need whole groups per row (Vp % 4 == 0) and aligned row starts.
+bool use_vec4(int Vp, const void* a, const void* b) {
+  return Vp % 4 == 0 && detail::aligned16(a) && detail::aligned16(b);
 }
 
 struct CeDims {
@@ -91,9 +135,11 @@ void launch(const ExecContext& ctx, TensorView losses, TensorView out, TensorVie
   ZT_CHECK(logits.dtype == DType::kF32 && logits.numel() == out.numel(), "logits must be F32 shaped as probs");
   ZT_CHECK(losses.dtype == DType::kF32 && losses.numel() == d.rows, "losses must be F32 [{}]", d.rows);
   if (d.rows == 0) return;
-  softmax_ce_kernel<kOut><<<static_cast<unsigned>(d.rows), kThreads, 0, stream>>>(
-      losses.as<float>(), out.as<float>(), logits.as<float>(), targets.as<std::int32_t>(), d.padded_vocab,
-      vocab_size, dloss);
+  const auto kernel = use_vec4(d.padded_vocab, out.data, logits.data) ? softmax_ce_kernel<kOut, 4>
+                                                                      : softmax_ce_kernel<kOut, 1>;
+  kernel<<<static_cast<unsigned>(d.rows), kThreads, 0, stream>>>(losses.as<float>(), out.as<float>(),
+                                                                 logits.as<float>(), targets.as<std::int32_t>(),
+                                                                 d.padded_vocab, vocab_size, dloss);
   ZT_CUDA_CHECK_LAUNCH();
 }
 
@@ -116,8 +162,11 @@ void softmax_cross_entropy_backward(const ExecContext& ctx, TensorView dlogits, 
   detail::check_on_gpu(dlogits, "dlogits");
   ZT_CHECK(dlogits.dtype == DType::kF32 && dlogits.numel() == probs.numel(), "dlogits must be F32 shaped as probs");
   if (d.rows == 0) return;
-  softmax_ce_backward_kernel<<<static_cast<unsigned>(d.rows), kThreads, 0, stream>>>(
-      dlogits.as<float>(), probs.as<float>(), targets.as<std::int32_t>(), d.padded_vocab, vocab_size, dloss);
+  const auto kernel = use_vec4(d.padded_vocab, dlogits.data, probs.data) ? softmax_ce_backward_kernel<4>
+                                                                         : softmax_ce_backward_kernel<1>;
+  kernel<<<static_cast<unsigned>(d.rows), kThreads, 0, stream>>>(dlogits.as<float>(), probs.as<float>(),
+                                                                 targets.as<std::int32_t>(), d.padded_vocab,
+                                                                 vocab_size, dloss);
   ZT_CUDA_CHECK_LAUNCH();
 }
 

@@ -2,6 +2,9 @@
 // re-read from L1/L2, not DRAM). Backward: one block per 32-row chunk computes each row's dinp
 // (a warp per row) and the chunk's dweight/dbias partial sums (a thread per column, rows in
 // order); a second kernel adds the chunk partials in chunk order. No float atomics anywhere.
+// Both take 16-byte float4 accesses (kVec = 4: a lane owns groups of 4 columns) where C % 4 == 0
+// and every row operand is 16-byte aligned, else single floats (kVec = 1); the reduction order is
+// fixed for a given kVec, so results repeat bitwise.
 #include "kernels/cuda/layernorm.h"
 
 #include "kernels/cuda/common.cuh"
@@ -15,32 +18,56 @@ constexpr int kRowsPerChunk = 32;
 constexpr int kBackwardThreads = 256;
 constexpr int kColumnThreads = 256;
 
-// With `a2` non-null the row is a + a2 (written to `residual`); otherwise it is a.
+// With `a2` non-null the row is a + a2 (written to `residual`); otherwise it is a. Each lane owns
+// the groups q = lane, lane + 32, ... of kVec columns (see the header comment for kVec).
+template <int kVec>
 __global__ void layernorm_forward_kernel(float* out, float* mean, float* rstd, float* residual, const float* a,
                                          const float* a2, const float* weight, const float* bias, std::int64_t N,
                                          int C) {
+  using Vec = detail::FloatVec<kVec>;
   const int lane = threadIdx.x % detail::kWarpSize;
   const std::int64_t row = blockIdx.x * std::int64_t{kForwardWarps} + threadIdx.x / detail::kWarpSize;
   if (row >= N) return;
+  const int groups = C / kVec;
   const float* x = a + row * C;
   if (a2 != nullptr) {
     const float* y = a2 + row * C;
     float* r = residual + row * C;
-    for (int c = lane; c < C; c += detail::kWarpSize) r[c] = x[c] + y[c];
-    x = r;  // later passes read back what this lane wrote (same lane, same indices)
+    for (int q = lane; q < groups; q += detail::kWarpSize) {
+      Vec xv = Vec::load(x + q * kVec);
+      const Vec yv = Vec::load(y + q * kVec);
+#pragma unroll
+      for (int i = 0; i < kVec; ++i) xv[i] += yv[i];
+      xv.store(r + q * kVec);
+    }
+    x = r;  // later passes read back what this lane wrote (same lane, same groups)
   }
   float sum = 0.0f;
-  for (int c = lane; c < C; c += detail::kWarpSize) sum += x[c];
+  for (int q = lane; q < groups; q += detail::kWarpSize) {
+    const Vec xv = Vec::load(x + q * kVec);
+#pragma unroll
+    for (int i = 0; i < kVec; ++i) sum += xv[i];
+  }
   const float m = detail::warp_sum(sum) / static_cast<float>(C);
   float sq = 0.0f;
-  for (int c = lane; c < C; c += detail::kWarpSize) {
-    const float d = x[c] - m;
-    sq += d * d;
+  for (int q = lane; q < groups; q += detail::kWarpSize) {
+    const Vec xv = Vec::load(x + q * kVec);
+#pragma unroll
+    for (int i = 0; i < kVec; ++i) {
+      const float d = xv[i] - m;
+      sq += d * d;
+    }
   }
   const float var = detail::warp_sum(sq) / static_cast<float>(C);
   const float s = 1.0f / sqrtf(var + cpu::kLayerNormEps);
   float* o = out + row * C;
-  for (int c = lane; c < C; c += detail::kWarpSize) o[c] = (x[c] - m) * s * weight[c] + bias[c];
+  for (int q = lane; q < groups; q += detail::kWarpSize) {
+    const Vec xv = Vec::load(x + q * kVec), wv = Vec::load(weight + q * kVec), bv = Vec::load(bias + q * kVec);
+    Vec ov;
+#pragma unroll
+    for (int i = 0; i < kVec; ++i) ov[i] = (xv[i] - m) * s * wv[i] + bv[i];
+    ov.store(o + q * kVec);
+  }
   if (lane == 0) {
     mean[row] = m;
     rstd[row] = s;
@@ -48,44 +75,63 @@ __global__ void layernorm_forward_kernel(float* out, float* mean, float* rstd, f
 }
 
 // One block per chunk of kRowsPerChunk rows. partials: [num_chunks, 2, C] (dweight, then dbias).
+template <int kVec>
 __global__ void layernorm_backward_chunk(float* dinp, float* partials, const float* dout, const float* inp,
                                          const float* weight, const float* mean, const float* rstd, std::int64_t N,
                                          int C) {
+  using Vec = detail::FloatVec<kVec>;
   const int lane = threadIdx.x % detail::kWarpSize, warp = threadIdx.x / detail::kWarpSize;
   constexpr int kWarps = kBackwardThreads / detail::kWarpSize;
   const std::int64_t row0 = blockIdx.x * std::int64_t{kRowsPerChunk};
   const int rows = static_cast<int>(N - row0 < kRowsPerChunk ? N - row0 : kRowsPerChunk);
+  const int groups = C / kVec;
   for (int r = warp; r < rows; r += kWarps) {
     const std::int64_t row = row0 + r;
     const float* g = dout + row * C;
     const float* x = inp + row * C;
     const float m = mean[row], s = rstd[row];
     float dnorm_sum = 0.0f, dnorm_norm_sum = 0.0f;
-    for (int c = lane; c < C; c += detail::kWarpSize) {
-      const float dn = g[c] * weight[c];
-      dnorm_sum += dn;
-      dnorm_norm_sum += dn * ((x[c] - m) * s);
+    for (int q = lane; q < groups; q += detail::kWarpSize) {
+      const Vec gv = Vec::load(g + q * kVec), xv = Vec::load(x + q * kVec), wv = Vec::load(weight + q * kVec);
+#pragma unroll
+      for (int i = 0; i < kVec; ++i) {
+        const float dn = gv[i] * wv[i];
+        dnorm_sum += dn;
+        dnorm_norm_sum += dn * ((xv[i] - m) * s);
+      }
     }
     const float dnorm_mean = detail::warp_sum(dnorm_sum) / static_cast<float>(C);
     const float dnorm_norm_mean = detail::warp_sum(dnorm_norm_sum) / static_cast<float>(C);
     float* di = dinp + row * C;
-    for (int c = lane; c < C; c += detail::kWarpSize) {
-      const float norm = (x[c] - m) * s;
-      di[c] += s * (g[c] * weight[c] - dnorm_mean - norm * dnorm_norm_mean);
+    for (int q = lane; q < groups; q += detail::kWarpSize) {
+      const Vec gv = Vec::load(g + q * kVec), xv = Vec::load(x + q * kVec), wv = Vec::load(weight + q * kVec);
+      Vec dv = Vec::load(di + q * kVec);
+#pragma unroll
+      for (int i = 0; i < kVec; ++i) {
+        const float norm = (xv[i] - m) * s;
+        dv[i] += s * (gv[i] * wv[i] - dnorm_mean - norm * dnorm_norm_mean);
+      }
+      dv.store(di + q * kVec);
     }
   }
+  // A thread per group of kVec columns, rows in order: each partial is the same fixed-order sum for
+  // either kVec.
   float* dw_part = partials + blockIdx.x * std::int64_t{2} * C;
   float* db_part = dw_part + C;
-  for (int c = threadIdx.x; c < C; c += kBackwardThreads) {
-    float dw = 0.0f, db = 0.0f;
+  for (int q = threadIdx.x; q < groups; q += kBackwardThreads) {
+    Vec dw{}, db{};
     for (int r = 0; r < rows; ++r) {
       const std::int64_t row = row0 + r;
-      const float g = dout[row * C + c];
-      dw += g * ((inp[row * C + c] - mean[row]) * rstd[row]);
-      db += g;
+      const Vec gv = Vec::load(dout + row * C + q * kVec), xv = Vec::load(inp + row * C + q * kVec);
+      const float m = mean[row], s = rstd[row];
+#pragma unroll
+      for (int i = 0; i < kVec; ++i) {
+        dw[i] += gv[i] * ((xv[i] - m) * s);
+        db[i] += gv[i];
+      }
     }
-    dw_part[c] = dw;
-    db_part[c] = db;
+    dw.store(dw_part + q * kVec);
+    db.store(db_part + q * kVec);
   }
 }
 
@@ -131,9 +177,15 @@ void launch_forward(const ExecContext& ctx, TensorView out, TensorView mean, Ten
   ZT_CHECK(bias.dtype == DType::kF32 && bias.numel() == d.cols, "bias must be F32 [{}]", d.cols);
   if (d.rows == 0) return;
   const auto blocks = static_cast<unsigned>((d.rows + kForwardWarps - 1) / kForwardWarps);
-  layernorm_forward_kernel<<<blocks, kForwardWarps * detail::kWarpSize, 0, stream>>>(
-      out.as<float>(), mean.as<float>(), rstd.as<float>(), residual, a, a2, weight.as<float>(), bias.as<float>(),
-      d.rows, d.cols);
+  // residual and a2 are null in the plain forward; aligned16(nullptr) holds.
+  const bool vec = d.cols % 4 == 0 && detail::aligned16(out.data) && detail::aligned16(residual) &&
+                   detail::aligned16(a) && detail::aligned16(a2) && detail::aligned16(weight.data) &&
+                   detail::aligned16(bias.data);
+  const auto kernel = vec ? layernorm_forward_kernel<4> : layernorm_forward_kernel<1>;
+  kernel<<<blocks, kForwardWarps * detail::kWarpSize, 0, stream>>>(out.as<float>(), mean.as<float>(),
+                                                                   rstd.as<float>(), residual, a, a2,
+                                                                   weight.as<float>(), bias.as<float>(), d.rows,
+                                                                   d.cols);
   ZT_CUDA_CHECK_LAUNCH();
 }
 
@@ -164,7 +216,10 @@ void layernorm_backward(const ExecContext& ctx, TensorView dinp, TensorView dwei
   const std::int64_t num_chunks = (d.rows + kRowsPerChunk - 1) / kRowsPerChunk;
   if (num_chunks == 0) return;
   Buffer partials = detail::resources_of(ctx).scratch(DType::kF32, num_chunks * 2 * d.cols);
-  layernorm_backward_chunk<<<static_cast<unsigned>(num_chunks), kBackwardThreads, 0, stream>>>(
+  const bool vec = d.cols % 4 == 0 && detail::aligned16(dinp.data) && detail::aligned16(partials.data()) &&
+                   detail::aligned16(dout.data) && detail::aligned16(inp.data) && detail::aligned16(weight.data);
+  const auto chunk_kernel = vec ? layernorm_backward_chunk<4> : layernorm_backward_chunk<1>;
+  chunk_kernel<<<static_cast<unsigned>(num_chunks), kBackwardThreads, 0, stream>>>(
       dinp.as<float>(), partials.as<float>(), dout.as<float>(), inp.as<float>(), weight.as<float>(), mean.as<float>(),
       rstd.as<float>(), d.rows, d.cols);
   ZT_CUDA_CHECK_LAUNCH();

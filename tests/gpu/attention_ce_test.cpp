@@ -2,7 +2,8 @@
 // kernels (label gpu). Attention in fp32: products over hs and T (<= 130) terms and a softmax whose
 // sums differ in order: 1e-5 normwise for att and out; the backward chains three products and the
 // softmax backward: 5e-5. Cross-entropy: both sum exp in fp64, so probabilities and losses differ
-// by the exp implementations (~2 ulp): 1e-5. Padded vocabulary columns must be exactly 0, and
+// by the exp implementations (~2 ulp): 1e-5, on both the float4 and the single-float row paths
+// (aligned and one-float-offset views). Padded vocabulary columns must be exactly 0, and
 // att must be exactly 0 above the diagonal (poisoned outputs would leave NaN there).
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/cross_entropy.h"
@@ -62,35 +63,51 @@ TEST_F(CudaAttention, ActiveDropoutIsRefusedNotIgnored) {
                InternalError);
 }
 
+// Vp % 4 == 0 (8, 64, 1024, 50304) takes the float4 path at offset 0, with V inside a group at 5
+// and 7 (masked columns in a loaded group); Vp = 1, 15, 37 and offset 1 (every operand one float
+// off alignment) the single-float one.
 TEST_F(CudaCrossEntropy, ForwardBackwardAndFusedMatchCpu) {
   ZT_SEEDED_RNG(rng);
   struct S { std::int64_t N; int V; std::int64_t Vp; };
-  for (auto [N, V, Vp] : {S{1, 1, 1}, S{3, 5, 64}, S{17, 1000, 1024}, S{8, 50257, 50304}}) {
-    SCOPED_TRACE(::testing::Message() << "N=" << N << " V=" << V << " Vp=" << Vp);
-    std::vector<float> logits = rng.normal(N * Vp, 0.0f, 4.0f);
-    std::vector<std::int32_t> tgt = rng.ints(N, 0, V);
-    const float dloss = 1.0f / static_cast<float>(N);
-    std::vector<float> losses(N), probs(N * Vp), dlogits(N * Vp);
-    cpu::softmax_cross_entropy_forward(cpu_ctx(), view_of(losses), view_of(probs, Shape{N, Vp}),
-                                       view_of(logits, Shape{N, Vp}), view_of(tgt), V);
-    cpu::softmax_cross_entropy_backward(cpu_ctx(), view_of(dlogits, Shape{N, Vp}), view_of(probs, Shape{N, Vp}),
-                                        view_of(tgt), dloss, V);
-    Buffer gl = upload(logits), gt = upload(tgt);
-    Buffer gloss = poisoned(DType::kF32, N), gp = poisoned(DType::kF32, N * Vp), gd = poisoned(DType::kF32, N * Vp);
-    cuda::softmax_cross_entropy_forward(gpu(), gloss.view(), gp.view(Shape{N, Vp}), gl.view(Shape{N, Vp}), gt.view(), V);
-    cuda::softmax_cross_entropy_backward(gpu(), gd.view(Shape{N, Vp}), gp.view(Shape{N, Vp}), gt.view(), dloss, V);
-    EXPECT_TRUE(close_normwise(download<float>(gloss), to_double(losses), 1e-5)) << "losses";
-    const auto p = download<float>(gp);
-    EXPECT_TRUE(close_normwise(p, to_double(probs), 1e-5)) << "probs";
-    EXPECT_TRUE(close_normwise(download<float>(gd), to_double(dlogits), 1e-5)) << "dlogits";
-    for (std::int64_t n = 0; n < N; ++n)
-      for (std::int64_t v = V; v < Vp; ++v) ASSERT_EQ(p[n * Vp + v], 0.0f) << "padded column";
-    // Fused, in place on the logits: same losses and gradient.
-    Buffer gloss2 = poisoned(DType::kF32, N);
-    cuda::softmax_cross_entropy_fused(gpu(), gloss2.view(), gl.view(Shape{N, Vp}), gl.view(Shape{N, Vp}), gt.view(),
-                                      dloss, V);
-    EXPECT_TRUE(close_normwise(download<float>(gloss2), to_double(losses), 1e-5)) << "fused losses";
-    EXPECT_TRUE(close_normwise(download<float>(gl), to_double(dlogits), 1e-5)) << "fused dlogits";
+  for (auto [N, V, Vp] : {S{1, 1, 1}, S{3, 5, 64}, S{2, 7, 8}, S{5, 13, 15}, S{4, 37, 37}, S{17, 1000, 1024},
+                          S{8, 50257, 50304}}) {
+    for (std::int64_t off : {0, 1}) {
+      SCOPED_TRACE(::testing::Message() << "N=" << N << " V=" << V << " Vp=" << Vp << " offset=" << off);
+      std::vector<float> logits = rng.normal(N * Vp, 0.0f, 4.0f);
+      std::vector<std::int32_t> tgt = rng.ints(N, 0, V);
+      const float dloss = 1.0f / static_cast<float>(N);
+      const Shape nv{N, Vp};
+      std::vector<float> losses(N), probs(N * Vp), dlogits(N * Vp);
+      cpu::softmax_cross_entropy_forward(cpu_ctx(), view_of(losses), view_of(probs, nv), view_of(logits, nv),
+                                         view_of(tgt), V);
+      cpu::softmax_cross_entropy_backward(cpu_ctx(), view_of(dlogits, nv), view_of(probs, nv), view_of(tgt), dloss, V);
+      Buffer gl = upload_at(off, logits), gt = upload(tgt);
+      Buffer gloss = poisoned(DType::kF32, N), gp = poisoned(DType::kF32, off + N * Vp),
+             gd = poisoned(DType::kF32, off + N * Vp);
+      cuda::softmax_cross_entropy_forward(gpu(), gloss.view(), view_at(gp, off, nv), view_at(gl, off, nv), gt.view(),
+                                          V);
+      cuda::softmax_cross_entropy_backward(gpu(), view_at(gd, off, nv), view_at(gp, off, nv), gt.view(), dloss, V);
+      EXPECT_TRUE(close_normwise(download<float>(gloss), to_double(losses), 1e-5)) << "losses";
+      const auto p = download_from(gp, off), d = download_from(gd, off);
+      EXPECT_TRUE(close_normwise(p, to_double(probs), 1e-5)) << "probs";
+      EXPECT_TRUE(close_normwise(d, to_double(dlogits), 1e-5)) << "dlogits";
+      for (std::int64_t n = 0; n < N; ++n) {
+        for (std::int64_t v = V; v < Vp; ++v) {
+          ASSERT_EQ(p[n * Vp + v], 0.0f) << "padded column";
+          ASSERT_EQ(d[n * Vp + v], 0.0f) << "padded column";
+        }
+      }
+      // Fused, in place on the logits: same losses and gradient.
+      Buffer gloss2 = poisoned(DType::kF32, N);
+      cuda::softmax_cross_entropy_fused(gpu(), gloss2.view(), view_at(gl, off, nv), view_at(gl, off, nv), gt.view(),
+                                        dloss, V);
+      EXPECT_TRUE(close_normwise(download<float>(gloss2), to_double(losses), 1e-5)) << "fused losses";
+      const auto fused = download_from(gl, off);
+      EXPECT_TRUE(close_normwise(fused, to_double(dlogits), 1e-5)) << "fused dlogits";
+      for (std::int64_t n = 0; n < N; ++n) {
+        for (std::int64_t v = V; v < Vp; ++v) ASSERT_EQ(fused[n * Vp + v], 0.0f) << "fused padded column";
+      }
+    }
   }
 }
 

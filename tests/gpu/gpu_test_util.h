@@ -1,7 +1,7 @@
 // Shared helpers for the CUDA kernel tests (label gpu): a fixture owning a stream, the caching
 // allocator and the kernel resources, which skips visibly (GTEST_SKIP with the reason) when the
 // machine has no CUDA device; uploads, downloads, and NaN-poisoned outputs so an element a kernel
-// fails to write shows up as a NaN in the comparison.
+// fails to write shows up as a NaN in the comparison; views at an element offset (misaligned).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -47,6 +47,13 @@ class GpuKernelTest : public ::testing::Test {
   }
   Buffer upload(const std::vector<float>& v) { return upload_as(DType::kF32, v); }
   Buffer upload(const std::vector<std::int32_t>& v) { return upload_as(DType::kI32, v); }
+  // `values` starting at element `offset` of a fresh device buffer (the elements before are 0); see
+  // view_at for the view and download_from for reading them back.
+  Buffer upload_at(std::int64_t offset, const std::vector<float>& values) {
+    std::vector<float> padded(static_cast<std::size_t>(offset), 0.0f);
+    padded.insert(padded.end(), values.begin(), values.end());
+    return upload(padded);
+  }
   // fp32 values rounded to bf16 on the host (the CPU's rounding).
   Buffer upload_bf16(const std::vector<float>& values) {
     std::vector<std::uint16_t> bits(values.size());
@@ -68,6 +75,11 @@ class GpuKernelTest : public ::testing::Test {
     stream_->synchronize();
     return out;
   }
+  // The F32 buffer's elements from `offset` on.
+  std::vector<float> download_from(const Buffer& b, std::int64_t offset) {
+    std::vector<float> all = download<float>(b);
+    return std::vector<float>(all.begin() + offset, all.end());
+  }
   std::vector<float> download_f32(const Buffer& b) {
     if (b.dtype() == DType::kF32) return download<float>(b);
     std::vector<std::uint16_t> bits = download<std::uint16_t>(b);
@@ -81,6 +93,15 @@ class GpuKernelTest : public ::testing::Test {
   std::unique_ptr<cuda::CudaCachingAllocator> allocator_;
   std::unique_ptr<cuda::KernelResources> resources_;
 };
+
+// `shape` over b's elements from `offset` on. The allocator's blocks are 512-byte aligned, so at
+// offset 0 kernels take their 16-byte (float4) paths where the shape allows, and offset 1 forces
+// their single-float fallbacks.
+inline TensorView view_at(const Buffer& b, std::int64_t offset, Shape shape) {
+  TensorView v = b.view().slice(offset, shape.numel());
+  v.shape = shape;
+  return v;
+}
 
 // The CPU reference's output as fp64, for close_normwise.
 inline std::vector<double> ref_of(const std::vector<float>& v) { return to_double(v); }

@@ -1,0 +1,55 @@
+// How the ranks of a job find each other before any communicator exists: which rank this process
+// is (from the launcher's environment), and how rank 0 hands every rank a small opaque blob (the
+// NCCL unique id) through MPI, a file on a shared filesystem, or a TCP socket. Pure host code.
+// See docs/multi_node.md, "Rendezvous: how ranks find each other".
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace zt {
+
+// Who this process is, as its launcher said.
+struct LaunchInfo {
+  int rank = 0;
+  int world_size = 1;
+  int local_rank = 0;  // index among the ranks on this node (picks the GPU)
+  std::string source = "single";  // "ZT_RANK", "OpenMPI", "Slurm", "PMI", "torchrun" or "single"
+};
+
+// Reads, first match wins: ZT_RANK/ZT_WORLD_SIZE/ZT_LOCAL_RANK; OpenMPI (OMPI_COMM_WORLD_RANK/
+// _SIZE/_LOCAL_RANK); Slurm (SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID); PMI (PMI_RANK/PMI_SIZE,
+// MPI_LOCALRANKID); torchrun (RANK/WORLD_SIZE/LOCAL_RANK). None: rank 0 of 1 ("single"). A local
+// rank the launcher does not give is taken to be the rank (right on one node). Throws InputError
+// naming the variable for a non-number, rank >= world size, or a rank without a world size (or the
+// reverse; for torchrun's and Slurm's names, which shells set for other reasons, one alone is ignored).
+LaunchInfo detect_launch();
+
+enum class RendezvousMethod { kSingle, kMpi, kFile, kTcp };
+
+struct RendezvousOptions {
+  RendezvousMethod method = RendezvousMethod::kSingle;
+  std::string file_path;   // kFile: the file rank 0 writes (on a filesystem every rank sees)
+  std::string host;        // kTcp: where rank 0 listens (it binds every interface of that family)
+  int port = 0;            // kTcp
+  double timeout_s = 300;  // the whole rendezvous, on every rank
+};
+
+// ZT_RENDEZVOUS = "mpi" | "file:/shared/path" | "tcp:host:port" | "single"; ZT_RENDEZVOUS_TIMEOUT
+// (seconds, default 300). Unset: single for a world of 1; mpi when started by mpirun/srun/PMI and
+// MPI is built; tcp from MASTER_ADDR/MASTER_PORT (torchrun's names; MASTER_PORT + 1 when torchrun's
+// agent holds MASTER_PORT for its own store); otherwise InputError listing the choices.
+RendezvousOptions rendezvous_from_env(const LaunchInfo& launch);
+
+// Rank 0 passes `blob_on_rank0` (exactly `size` bytes); every rank returns rank 0's blob. Throws
+// RuntimeError naming the method and the file or address when a peer does not arrive within
+// options.timeout_s, or when the ranks disagree on the world size.
+std::vector<std::uint8_t> share_from_rank0(const LaunchInfo& launch, const RendezvousOptions& options,
+                                           std::vector<std::uint8_t> blob_on_rank0, std::size_t size);
+
+// "mpi", "file:/path", "tcp:host:port" or "single", for logs and errors.
+std::string rendezvous_name(const RendezvousOptions& options);
+
+}  // namespace zt

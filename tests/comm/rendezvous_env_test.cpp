@@ -1,0 +1,203 @@
+// Launch detection and rendezvous options from the environment (engine/comm/rendezvous.h): which
+// launcher's variables win, what a malformed value says, which method an unset ZT_RENDEZVOUS picks;
+// and the file and TCP methods between two threads of this process. Each test starts from an
+// environment with every launcher variable removed.
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <future>
+#include <string>
+
+#include "engine/comm/rendezvous.h"
+#include "engine/core/check.h"
+
+namespace zt {
+namespace {
+
+class RendezvousEnv : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    for (const char* name :
+         {"ZT_RANK", "ZT_WORLD_SIZE", "ZT_LOCAL_RANK", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
+          "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "PMI_RANK", "PMI_SIZE",
+          "MPI_LOCALRANKID", "RANK", "WORLD_SIZE", "LOCAL_RANK", "ZT_RENDEZVOUS", "ZT_RENDEZVOUS_TIMEOUT",
+          "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_USE_AGENT_STORE"}) {
+      ::unsetenv(name);
+    }
+  }
+  static void set(const char* name, const char* value) { ::setenv(name, value, 1); }
+
+  // The InputError's message, or "" when none is thrown.
+  template <typename F>
+  static std::string input_error(F&& f) {
+    try {
+      f();
+    } catch (const InputError& e) {
+      return e.what();
+    }
+    return "";
+  }
+};
+
+TEST_F(RendezvousEnv, NoLauncherMeansRankZeroOfOneAndNoRendezvous) {
+  const LaunchInfo launch = detect_launch();
+  EXPECT_EQ(launch.rank, 0);
+  EXPECT_EQ(launch.world_size, 1);
+  EXPECT_EQ(launch.source, "single");
+  EXPECT_EQ(rendezvous_from_env(launch).method, RendezvousMethod::kSingle);
+  EXPECT_EQ(share_from_rank0(launch, {}, {1, 2, 3}, 3), (std::vector<std::uint8_t>{1, 2, 3}));
+}
+
+TEST_F(RendezvousEnv, ZtVariablesWinOverTheLaunchers) {
+  set("OMPI_COMM_WORLD_RANK", "1");
+  set("OMPI_COMM_WORLD_SIZE", "4");
+  set("ZT_RANK", "2");
+  set("ZT_WORLD_SIZE", "3");
+  const LaunchInfo launch = detect_launch();
+  EXPECT_EQ(launch.source, "ZT_RANK");
+  EXPECT_EQ(launch.rank, 2);
+  EXPECT_EQ(launch.world_size, 3);
+  EXPECT_EQ(launch.local_rank, 2);  // not given: the rank
+}
+
+TEST_F(RendezvousEnv, EachLauncherIsRead) {
+  struct Case {
+    const char *rank, *world, *local, *source;
+  };
+  for (const Case& c : {Case{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "OpenMPI"},
+                        Case{"SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "Slurm"},
+                        Case{"PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "PMI"},
+                        Case{"RANK", "WORLD_SIZE", "LOCAL_RANK", "torchrun"}}) {
+    SetUp();
+    set(c.rank, "5");
+    set(c.world, "8");
+    set(c.local, "1");
+    const LaunchInfo launch = detect_launch();
+    EXPECT_EQ(launch.source, c.source);
+    EXPECT_EQ(launch.rank, 5) << c.source;
+    EXPECT_EQ(launch.world_size, 8) << c.source;
+    EXPECT_EQ(launch.local_rank, 1) << c.source;
+  }
+}
+
+TEST_F(RendezvousEnv, MalformedValuesNameTheVariable) {
+  set("ZT_RANK", "5");
+  set("ZT_WORLD_SIZE", "2");
+  EXPECT_EQ(input_error(detect_launch), "ZT_RANK=5 is not below ZT_WORLD_SIZE=2");
+  set("ZT_WORLD_SIZE", "two");
+  EXPECT_EQ(input_error(detect_launch), "ZT_WORLD_SIZE='two' is not a non-negative integer");
+  set("ZT_WORLD_SIZE", "0");
+  EXPECT_EQ(input_error(detect_launch), "ZT_WORLD_SIZE=0 must be at least 1");
+  SetUp();
+  set("OMPI_COMM_WORLD_SIZE", "4");
+  EXPECT_EQ(input_error(detect_launch), "OMPI_COMM_WORLD_SIZE is set but OMPI_COMM_WORLD_RANK is not");
+  SetUp();
+  set("OMPI_COMM_WORLD_RANK", "-1");
+  set("OMPI_COMM_WORLD_SIZE", "2");
+  EXPECT_EQ(input_error(detect_launch), "OMPI_COMM_WORLD_RANK='-1' is not a non-negative integer");
+  SetUp();
+  set("RANK", "3");  // a generic name alone is not torchrun
+  set("SLURM_PROCID", "0");  // salloc's shell: no tasks, no rank
+  EXPECT_EQ(detect_launch().source, "single");
+}
+
+TEST_F(RendezvousEnv, ExplicitMethodsAreParsed) {
+  LaunchInfo launch{1, 4, 1, "ZT_RANK"};
+  set("ZT_RENDEZVOUS", "file:/shared/run/id");
+  set("ZT_RENDEZVOUS_TIMEOUT", "2.5");
+  RendezvousOptions options = rendezvous_from_env(launch);
+  EXPECT_EQ(options.method, RendezvousMethod::kFile);
+  EXPECT_EQ(options.file_path, "/shared/run/id");
+  EXPECT_EQ(options.timeout_s, 2.5);
+  set("ZT_RENDEZVOUS", "tcp:node-001:29500");
+  options = rendezvous_from_env(launch);
+  EXPECT_EQ(options.method, RendezvousMethod::kTcp);
+  EXPECT_EQ(options.host, "node-001");
+  EXPECT_EQ(options.port, 29500);
+  EXPECT_EQ(rendezvous_name(options), "tcp:node-001:29500");
+  set("ZT_RENDEZVOUS", "tcp:[::1]:7");
+  options = rendezvous_from_env(launch);
+  EXPECT_EQ(options.host, "::1");
+  EXPECT_EQ(rendezvous_name(options), "tcp:[::1]:7");
+}
+
+TEST_F(RendezvousEnv, MalformedMethodsNameTheVariable) {
+  LaunchInfo launch{0, 2, 0, "ZT_RANK"};
+  const auto error_for = [&](const char* spec) {
+    set("ZT_RENDEZVOUS", spec);
+    return input_error([&] { rendezvous_from_env(launch); });
+  };
+  EXPECT_EQ(error_for("bogus"), "ZT_RENDEZVOUS='bogus' is not one of: mpi, file:/shared/path, tcp:host:port, single");
+  EXPECT_EQ(error_for("file:"), "ZT_RENDEZVOUS='file:' is not one of: mpi, file:/shared/path, tcp:host:port, single");
+  EXPECT_EQ(error_for("tcp:host"), "ZT_RENDEZVOUS='tcp:host': expected tcp:host:port (an IPv6 address in brackets)");
+  EXPECT_EQ(error_for("tcp:host:99999"), "ZT_RENDEZVOUS='tcp:host:99999': port '99999' is not a number in 1..65535");
+  EXPECT_EQ(error_for("tcp:host:http"), "ZT_RENDEZVOUS='tcp:host:http': port 'http' is not a number in 1..65535");
+  EXPECT_EQ(error_for("single"), "ZT_RENDEZVOUS=single, but this is rank 0 of 2 (from ZT_RANK)");
+  set("ZT_RENDEZVOUS", "file:/x");
+  set("ZT_RENDEZVOUS_TIMEOUT", "-1");
+  EXPECT_EQ(input_error([&] { rendezvous_from_env(launch); }),
+            "ZT_RENDEZVOUS_TIMEOUT='-1' is not a positive number of seconds");
+}
+
+TEST_F(RendezvousEnv, UnsetMethodFollowsTheLauncher) {
+  LaunchInfo launch{0, 2, 0, "ZT_RANK"};
+  EXPECT_NE(input_error([&] { rendezvous_from_env(launch); })
+                .find("rank 0 of 2 (from ZT_RANK) needs a rendezvous: set ZT_RENDEZVOUS=file:/shared/path or "
+                      "tcp:host:port, or MASTER_ADDR and MASTER_PORT"),
+            std::string::npos);
+  set("MASTER_ADDR", "10.0.0.1");
+  set("MASTER_PORT", "29500");
+  RendezvousOptions options = rendezvous_from_env(launch);
+  EXPECT_EQ(options.method, RendezvousMethod::kTcp);
+  EXPECT_EQ(options.host, "10.0.0.1");
+  EXPECT_EQ(options.port, 29500);
+  set("TORCHELASTIC_USE_AGENT_STORE", "True");  // torchrun's agent serves its store on MASTER_PORT
+  EXPECT_EQ(rendezvous_from_env(launch).port, 29501);
+  launch.source = "OpenMPI";
+#ifdef ZT_HAVE_MPI
+  EXPECT_EQ(rendezvous_from_env(launch).method, RendezvousMethod::kMpi);
+#else
+  EXPECT_EQ(rendezvous_from_env(launch).method, RendezvousMethod::kTcp);
+#endif
+}
+
+// Rank 0 and rank 1 of a 2-rank job as two threads of this process.
+std::pair<std::vector<std::uint8_t>, std::vector<std::uint8_t>> share_between_threads(const RendezvousOptions& o) {
+  const std::vector<std::uint8_t> blob = {7, 0, 255, 42};
+  auto other = std::async(std::launch::async, [&] { return share_from_rank0({1, 2, 1, "ZT_RANK"}, o, {}, 4); });
+  auto root = share_from_rank0({0, 2, 0, "ZT_RANK"}, o, blob, 4);
+  return {root, other.get()};
+}
+
+TEST_F(RendezvousEnv, FileMethodBetweenThreadsLeavesNothingBehind) {
+  const auto dir = std::filesystem::temp_directory_path() / ("zt_rdv_unit_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  RendezvousOptions options{RendezvousMethod::kFile, (dir / "id").string(), "", 0, 10.0};
+  const auto [root, other] = share_between_threads(options);
+  EXPECT_EQ(root, (std::vector<std::uint8_t>{7, 0, 255, 42}));
+  EXPECT_EQ(other, root);
+  EXPECT_TRUE(std::filesystem::is_empty(dir));
+  std::filesystem::remove_all(dir);
+}
+
+TEST_F(RendezvousEnv, TcpMethodBetweenThreads) {
+  // A port the kernel says is free now.
+  const int probe = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  ASSERT_EQ(::bind(probe, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ::getsockname(probe, reinterpret_cast<sockaddr*>(&addr), &len);
+  ::close(probe);
+  RendezvousOptions options{RendezvousMethod::kTcp, "", "127.0.0.1", ntohs(addr.sin_port), 10.0};
+  const auto [root, other] = share_between_threads(options);
+  EXPECT_EQ(other, root);
+}
+
+}  // namespace
+}  // namespace zt

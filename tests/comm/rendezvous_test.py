@@ -1,0 +1,206 @@
+#!/usr/bin/env python3
+"""Rendezvous between real processes (engine/comm/rendezvous.h, through zt_rendezvous_probe): every
+rank must print rank 0's blob over MPI (mpirun, ZT_RENDEZVOUS unset), a file (nothing left behind,
+rank 0 started last) and TCP (rank 0 started last); a missing peer must end in a one-line timeout
+error naming the method within the configured timeout, never a hang; a stale file and malformed
+variables must end in a one-line error with exit 2.
+
+usage: rendezvous_test.py PATH/TO/zt_rendezvous_probe [-- MPIRUN FLAGS...]   (no mpirun: MPI cases skipped)
+"""
+import os
+import re
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from check_report import Checks  # noqa: E402
+
+LAUNCHER_VARS = re.compile(r"^(ZT_.*|OMPI_COMM_WORLD_.*|PMI_.*|PMIX_.*|SLURM_.*|MPI_LOCALRANKID|RANK|WORLD_SIZE|"
+                           r"LOCAL_RANK|MASTER_ADDR|MASTER_PORT|TORCHELASTIC_.*)$")
+LINE = re.compile(r"^rank (\d+)/(\d+) blob ([0-9a-f]{256})$")
+TIMEOUT_S = 2.0  # ZT_RENDEZVOUS_TIMEOUT in the failure cases
+
+
+def clean_env(**extra):
+    env = {k: v for k, v in os.environ.items() if not LAUNCHER_VARS.match(k)}
+    env.update({k: str(v) for k, v in extra.items()})
+    return env
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Probe:
+    """One probe process (rank `rank` of `world`), its output collected when it ends."""
+
+    def __init__(self, binary, rank, world, rendezvous, **extra):
+        self.started = time.time()
+        self.proc = subprocess.Popen([binary], env=clean_env(ZT_RANK=rank, ZT_WORLD_SIZE=world,
+                                                             ZT_RENDEZVOUS=rendezvous, **extra),
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def finish(self, timeout=60):
+        try:
+            self.out, self.err = self.proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.out, self.err = self.proc.communicate()
+            self.err += "\n(killed: still running after %d s)" % timeout
+        self.seconds = time.time() - self.started
+        self.rc = self.proc.returncode
+        return self
+
+
+def run_ranks(binary, world, rendezvous, rank0_last=False, ranks=None, **extra):
+    """Starts `ranks` (default all) of a `world`-rank job, rank 0 a second after the others when
+    rank0_last; returns the finished probes by rank."""
+    ranks = list(range(world)) if ranks is None else ranks
+    order = [r for r in ranks if r != 0] + [0] if rank0_last and 0 in ranks else ranks
+    probes = {}
+    for r in order:
+        if r == 0 and rank0_last:
+            time.sleep(1.0)
+        probes[r] = Probe(binary, r, world, rendezvous, **extra)
+    return {r: p.finish() for r, p in probes.items()}
+
+
+def blobs_agree(lines, world):
+    """True when the output lines hold one 'rank r/world blob' line per rank, all with one blob."""
+    found = {}
+    for line in lines:
+        m = LINE.match(line.strip())
+        if m and int(m.group(2)) == world:
+            found[int(m.group(1))] = m.group(3)
+    return sorted(found) == list(range(world)) and len(set(found.values())) == 1
+
+
+def one_error_line(text, *needles):
+    lines = [l for l in text.splitlines() if l.strip()]
+    return (len(lines) == 1 and lines[0].startswith("zt_rendezvous_probe: error: ")
+            and all(n in lines[0] for n in needles))
+
+
+def describe(probes):
+    return "; ".join(f"rank {r}: rc {p.rc} in {p.seconds:.1f} s {p.err.strip()!r}" for r, p in probes.items())
+
+
+def check_file_and_tcp(report, binary, work):
+    for rank0_last in (False, True):
+        when = "rank 0 started last" if rank0_last else "started together"
+        directory = tempfile.mkdtemp(dir=work)
+        probes = run_ranks(binary, 3, f"file:{directory}/id", rank0_last)
+        report.check(all(p.rc == 0 for p in probes.values()) and
+                     blobs_agree([p.out for p in probes.values()], 3),
+                     f"file, 3 processes, {when}: all print rank 0's blob ({describe(probes)})")
+        report.check(os.listdir(directory) == [], f"file, {when}: the file and acks are gone ({os.listdir(directory)})")
+
+        port = free_port()
+        probes = run_ranks(binary, 3, f"tcp:127.0.0.1:{port}", rank0_last)
+        report.check(all(p.rc == 0 for p in probes.values()) and
+                     blobs_agree([p.out for p in probes.values()], 3),
+                     f"tcp:127.0.0.1:{port}, 3 processes, {when}: all print rank 0's blob ({describe(probes)})")
+
+
+def check_missing_peers(report, binary, work):
+    def timed_out_clearly(probe, *needles):
+        return probe.rc == 1 and one_error_line(probe.err, "timed out", *needles) and probe.seconds < TIMEOUT_S + 3
+
+    directory = tempfile.mkdtemp(dir=work)
+    path = f"{directory}/id"
+    probes = run_ranks(binary, 3, f"file:{path}", ranks=[0, 1], ZT_RENDEZVOUS_TIMEOUT=TIMEOUT_S)
+    report.check(timed_out_clearly(probes[0], f"rendezvous via file {path}", "rank(s) 2 of 3"),
+                 f"file, rank 2 missing: rank 0 times out naming the file and rank 2 ({describe(probes)})")
+    # Rank 1 started first, so its own deadline may pass before it sees rank 0's: either line will do.
+    report.check(probes[1].rc == 1 and (one_error_line(probes[1].err, path, "rank 0 gave up") or
+                                        one_error_line(probes[1].err, path, "waiting for rank 0 to hear from every")),
+                 "file, rank 2 missing: rank 1 fails too, saying rank 0 gave up or that it timed out waiting for it")
+    report.check(os.listdir(directory) == [], f"file, failed rendezvous: nothing left behind ({os.listdir(directory)})")
+
+    probes = run_ranks(binary, 3, f"file:{path}", ranks=[1, 2], ZT_RENDEZVOUS_TIMEOUT=TIMEOUT_S)
+    report.check(all(timed_out_clearly(p, f"rendezvous via file {path}", "waiting for rank 0") for p in probes.values()),
+                 f"file, rank 0 missing: ranks 1 and 2 time out naming the file ({describe(probes)})")
+
+    port = free_port()
+    probes = run_ranks(binary, 3, f"tcp:127.0.0.1:{port}", ranks=[0, 1], ZT_RENDEZVOUS_TIMEOUT=TIMEOUT_S)
+    report.check(timed_out_clearly(probes[0], f"rendezvous via tcp:127.0.0.1:{port}", "rank(s) 2 of 3"),
+                 f"tcp, rank 2 missing: rank 0 times out naming the address and rank 2 ({describe(probes)})")
+    probes = run_ranks(binary, 3, f"tcp:127.0.0.1:{port}", ranks=[1, 2], ZT_RENDEZVOUS_TIMEOUT=TIMEOUT_S)
+    report.check(all(timed_out_clearly(p, f"rendezvous via tcp:127.0.0.1:{port}", "connecting to rank 0",
+                                       "Connection refused") for p in probes.values()),
+                 f"tcp, rank 0 missing: ranks 1 and 2 time out naming the address ({describe(probes)})")
+
+
+def check_bad_input(report, binary, work):
+    directory = tempfile.mkdtemp(dir=work)
+    stale = f"{directory}/id"
+    with open(stale, "wb") as f:
+        f.write(b"left over")
+    p = Probe(binary, 0, 3, f"file:{stale}").finish()
+    report.check(p.rc == 2 and one_error_line(p.err, stale, "left by an earlier run; remove it") and p.seconds < 3,
+                 f"a stale rendezvous file: rank 0 exits 2 with one line ({p.rc}, {p.err.strip()!r})")
+    report.check(os.path.exists(stale), "the stale file is left for the user to inspect")
+
+    cases = [
+        ({"ZT_RANK": 5, "ZT_WORLD_SIZE": 2}, "ZT_RANK=5 is not below ZT_WORLD_SIZE=2"),
+        ({"ZT_RANK": "x", "ZT_WORLD_SIZE": 2}, "ZT_RANK='x'"),
+        ({"ZT_RANK": 0, "ZT_WORLD_SIZE": 2, "ZT_RENDEZVOUS": "bogus"}, "ZT_RENDEZVOUS='bogus' is not one of"),
+        ({"ZT_RANK": 0, "ZT_WORLD_SIZE": 2, "ZT_RENDEZVOUS": "tcp:host:0"}, "port '0'"),
+        ({"ZT_RANK": 0, "ZT_WORLD_SIZE": 2, "ZT_RENDEZVOUS": "file:/x", "ZT_RENDEZVOUS_TIMEOUT": "soon"},
+         "ZT_RENDEZVOUS_TIMEOUT='soon'"),
+        ({"ZT_RANK": 0, "ZT_WORLD_SIZE": 2}, "needs a rendezvous: set ZT_RENDEZVOUS="),
+    ]
+    for env, needle in cases:
+        proc = subprocess.run([binary], env=clean_env(**env), capture_output=True, text=True, timeout=30)
+        report.check(proc.returncode == 2 and one_error_line(proc.stderr, needle),
+                     f"{env}: exit 2 and one line naming the variable ({proc.returncode}, {proc.stderr.strip()!r})")
+
+    proc = subprocess.run([binary], env=clean_env(), capture_output=True, text=True, timeout=30)
+    report.check(proc.returncode == 0 and blobs_agree([proc.stdout], 1), "no launcher: rank 0 of 1 needs no rendezvous")
+
+
+def check_mpi(report, binary, mpirun):
+    started = time.time()
+    proc = subprocess.run(mpirun + ["-np", "3", binary], env=clean_env(), capture_output=True, text=True, timeout=120)
+    report.check(proc.returncode == 0 and blobs_agree(proc.stdout.splitlines(), 3),
+                 f"mpirun -np 3, ZT_RENDEZVOUS unset: all print rank 0's blob "
+                 f"({proc.returncode}, {time.time() - started:.1f} s, {proc.stderr.strip()[-300:]!r})")
+
+    # Rank 0 arrives long after the timeout: the others give up naming the method; mpirun ends the job.
+    started = time.time()
+    proc = subprocess.run(mpirun + ["-np", "3", binary], capture_output=True, text=True, timeout=120,
+                          env=clean_env(ZT_RENDEZVOUS_TIMEOUT=TIMEOUT_S, ZT_PROBE_RANK0_DELAY_S=60))
+    seconds = time.time() - started
+    errors = [l for l in proc.stderr.splitlines() if l.startswith("zt_rendezvous_probe: error: rendezvous via mpi:")]
+    report.check(proc.returncode != 0 and len(errors) == 2 and all("timed out after 2 s" in l for l in errors) and
+                 seconds < TIMEOUT_S + 10,
+                 f"mpirun, rank 0 late: ranks 1 and 2 time out naming mpi, the job ends in {seconds:.1f} s "
+                 f"({proc.returncode}, {errors})")
+
+
+def main():
+    binary = sys.argv[1]
+    mpirun = sys.argv[sys.argv.index("--") + 1:] if "--" in sys.argv else []
+    report = Checks()
+    with tempfile.TemporaryDirectory(prefix="zt_rdv_") as work:
+        sections = [("file and tcp", lambda: check_file_and_tcp(report, binary, work)),
+                    ("missing peers", lambda: check_missing_peers(report, binary, work)),
+                    ("bad input", lambda: check_bad_input(report, binary, work))]
+        if mpirun:
+            sections.append(("mpi", lambda: check_mpi(report, binary, mpirun)))
+        else:
+            print("skip  mpi: no mpirun given (a build without MPI)")
+        for name, run in sections:
+            started = time.time()
+            run()
+            print(f"      ({name}: {time.time() - started:.1f} s)")
+    return report.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -27,6 +27,14 @@ struct ComputeBackend::CudaParts {
 struct ComputeBackend::CudaParts {};
 #endif
 
+int cuda_device_count() {
+#ifdef ZT_HAVE_CUDA
+  return cuda::device_count();
+#else
+  return 0;
+#endif
+}
+
 ComputeBackend::ComputeBackend(Device device, int num_threads, MemoryTracker& tracker, int device_index) {
   ctx_.num_threads = num_threads;
   if (device == Device::kCPU) {

@@ -11,6 +11,9 @@
 
 namespace zt {
 
+// CUDA devices this process can use (0 in a build without CUDA).
+int cuda_device_count();
+
 class ComputeBackend {
  public:
   // kCPU: `num_threads` for the CPU kernels. kCUDA: device `device_index`; an InputError when this

@@ -9,10 +9,14 @@
 #include <thread>
 
 #include "engine/comm/local_communicator.h"
+#include "engine/comm/rendezvous.h"
 #include "engine/comm/signals.h"
 #include "engine/core/check.h"
 #ifdef ZT_HAVE_MPI
 #include "engine/comm/mpi_communicator.h"
+#endif
+#ifdef ZT_HAVE_CUDA
+#include "engine/comm/nccl_communicator.h"
 #endif
 
 namespace zt {
@@ -93,6 +97,17 @@ std::unique_ptr<Communicator> make_communicator(MemoryTracker& tracker, const Co
     throw_runtime_error("started by an MPI launcher, but this build has no MPI (install libopenmpi-dev, rebuild)");
   }
 #endif
+  // Ranks started without MPI (ZT_RANK, torchrun, Slurm without PMI) talk through NCCL.
+  const LaunchInfo launch = detect_launch();
+  if (launch.world_size > 1) {
+#ifdef ZT_HAVE_CUDA
+    return make_launched_nccl_communicator(tracker, options, launch);
+#else
+    throw_input_error("launched as rank {} of {} ({}) without MPI: such ranks talk through NCCL, and this build has "
+                      "no CUDA backend (use mpirun for CPU ranks)",
+                      launch.rank, launch.world_size, launch.source);
+#endif
+  }
   return std::make_unique<LocalCommunicator>(tracker, options);
 }
 

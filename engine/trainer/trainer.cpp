@@ -14,6 +14,7 @@
 
 #include "engine/checkpoint/checkpoint_export.h"
 #include "engine/checkpoint/optimizer_checkpoint.h"
+#include "engine/comm/rendezvous.h"
 #include "engine/comm/signals.h"
 #include "engine/core/bf16.h"
 #include "engine/core/check.h"
@@ -33,6 +34,9 @@
 #include "kernels/compute_backend.h"
 #include "kernels/ops.h"
 #include "models/gpt/gpt_model.h"
+#ifdef ZT_HAVE_CUDA
+#include "engine/comm/nccl_communicator.h"
+#endif
 
 namespace zt {
 
@@ -75,12 +79,39 @@ nlohmann::json memory_json_of(const StageMemory& m) {
 
 }  // namespace
 
+namespace {
+
+// One GPU per rank: the rank's index among the ranks of its node picks the device.
+int device_index_for_rank(Device device) {
+  if (device != Device::kCUDA) return 0;
+  const int count = cuda_device_count();
+  return count > 0 ? detect_launch().local_rank % count : 0;
+}
+
+std::unique_ptr<Communicator> make_store_communicator(Communicator& comm, MemoryTracker& tracker,
+                                                      const ExecContext& ctx) {
+  if (ctx.device != Device::kCUDA) return nullptr;
+#ifdef ZT_HAVE_CUDA
+  return make_device_communicator(comm, tracker, ctx);
+#else
+  (void)comm;
+  (void)tracker;
+  ZT_CHECK(false, "a CUDA context in a build without CUDA");
+  return nullptr;
+#endif
+}
+
+}  // namespace
+
 struct Trainer::State {
   Communicator& comm;
   bool root;  // rank 0 prints, logs and writes files; every rank computes
   MemoryTracker& tracker;
   ComputeBackend backend;  // before everything that allocates through its context, so destroyed after
   ExecContext ctx;
+  // On CUDA the parameter store's collectives go through NCCL on the device (null on the CPU: the
+  // store uses `comm`); the trainer's own small collectives stay on `comm`.
+  std::unique_ptr<Communicator> device_comm;
   DataSource data;
   gpt::GptModel model;
   ZeroParamStore store;
@@ -95,12 +126,13 @@ struct Trainer::State {
       : comm(communicator),
         root(communicator.rank() == 0),
         tracker(memory),
-        backend(c.device, c.train.num_threads, memory),
+        backend(c.device, c.train.num_threads, memory, device_index_for_rank(c.device)),
         ctx(backend.context()),
+        device_comm(make_store_communicator(communicator, memory, ctx)),
         data(c),
         model(c.model, c.train.micro_batch, c.train.seq_len, c.train.activation_checkpointing, tracker, ctx, c.dropout,
               c.train.seed),
-        store(model.table(), c.param_dtype, c.zero, comm, tracker, ctx),
+        store(model.table(), c.param_dtype, c.zero, device_comm ? *device_comm : comm, tracker, ctx),
         optimizer(store, c.optim.adamw, tracker, ctx),
         schedule(c.optim.adamw.lr, c.optim.min_lr, c.optim.warmup_steps, c.optim.decay_steps,
                  LrSchedule::parse_decay(c.optim.decay)),

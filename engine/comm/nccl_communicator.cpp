@@ -1,0 +1,336 @@
+// NcclCommunicator: a collective is planned by a Collective (staging of host or bf16 operands in,
+// the NCCL call, conversions back), which ends in an event on the communication stream that both
+// the Work (compute-stream wait, or host polling) and the watchdog look at.
+#include "engine/comm/nccl_communicator.h"
+
+#include <cuda_runtime_api.h>
+#include <fmt/format.h>
+#include <nccl.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+#include "engine/comm/collective_watchdog.h"
+#include "engine/core/check.h"
+#include "engine/device/cuda_check.h"
+#include "engine/device/cuda_stream.h"
+#include "kernels/compute_backend.h"
+#include "kernels/ops.h"
+
+namespace zt {
+
+namespace {
+
+void nccl_check(ncclResult_t r, ncclComm_t comm, const char* call, const char* file, int line) {
+  if (r == ncclSuccess || r == ncclInProgress) return;
+  const char* last = comm != nullptr ? ncclGetLastError(comm) : "";
+  throw_runtime_error("{} failed at {}:{}: {}{}{}", call, file, line, ncclGetErrorString(r),
+                      last != nullptr && *last != '\0' ? ": " : "", last != nullptr ? last : "");
+}
+#define ZT_NCCL_CHECK(call, comm) nccl_check((call), (comm), #call, __FILE__, __LINE__)
+
+ncclDataType_t nccl_type(DType t) {
+  switch (t) {
+    case DType::kF32: return ncclFloat32;
+    case DType::kBF16: return ncclBfloat16;
+    case DType::kI32: return ncclInt32;
+    default: return ncclUint8;  // moved as bytes (all-gather and broadcast only)
+  }
+}
+
+std::int64_t nccl_count(const TensorView& v) {
+  return nccl_type(v.dtype) == ncclUint8 ? static_cast<std::int64_t>(v.size_bytes()) : v.numel();
+}
+
+std::string describe(const char* op, const TensorView& v) {
+  return fmt::format("NCCL {} of {} {} elements", op, v.numel(), dtype_name(v.dtype));
+}
+
+}  // namespace
+
+std::vector<std::uint8_t> make_nccl_unique_id() {
+  ncclUniqueId id;
+  ZT_NCCL_CHECK(ncclGetUniqueId(&id), nullptr);
+  std::vector<std::uint8_t> bytes(sizeof(id));
+  std::memcpy(bytes.data(), &id, sizeof(id));
+  return bytes;
+}
+
+struct NcclCommunicator::Impl {
+  MemoryTracker& tracker;
+  ExecContext ctx;       // the compute stream collectives are ordered against
+  int device = 0;
+  cuda::CudaStream comm_stream;
+  ExecContext comm_ctx;  // ctx with the communication stream: staging casts run there
+  ncclComm_t comm = nullptr;
+  std::unique_ptr<CollectiveWatchdog> watchdog;  // last: its thread stops before the rest goes
+
+  Impl(MemoryTracker& t, const ExecContext& c, int dev) : tracker(t), ctx(c), device(dev), comm_stream(dev), comm_ctx(c) {
+    comm_ctx.cuda_stream = comm_stream.get();
+  }
+
+  cudaStream_t compute_stream() const { return static_cast<cudaStream_t>(ctx.cuda_stream); }
+
+  // A non-blocking communicator's calls may return ncclInProgress: poll until they settled.
+  void settle(const char* what, double timeout_s) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+    for (;;) {
+      ncclResult_t state = ncclSuccess;
+      ZT_NCCL_CHECK(ncclCommGetAsyncError(comm, &state), comm);
+      if (state == ncclSuccess) return;
+      if (state != ncclInProgress) nccl_check(state, comm, what, __FILE__, __LINE__);
+      if (std::chrono::steady_clock::now() > deadline) {
+        ncclCommAbort(comm);
+        comm = nullptr;
+        throw_runtime_error("{} did not finish within {:g} s: a rank is missing or stuck", what, timeout_s);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+
+  // What a failed or timed-out collective does: the NCCL communicator cannot be trusted after it,
+  // and peers may be blocked in it, so report, abort it (releasing their kernels) and exit.
+  [[noreturn]] void fail(int rank, const std::string& message) {
+    std::fprintf(stderr, "zerotrain: error: rank %d: %s\n", rank, message.c_str());
+    std::fflush(stderr);
+    if (comm != nullptr) ncclCommAbort(comm);
+    std::_Exit(1);
+  }
+};
+
+// One collective from start to Work: inputs moved to the device in the dtype NCCL reduces in,
+// the call, results moved back. Every step runs on the communication stream, after an event
+// that orders it behind the compute stream's queued work.
+class NcclCommunicator::Collective {
+ public:
+  explicit Collective(NcclCommunicator& owner) : owner_(owner), impl_(*owner.impl_) {
+    cuda::CudaEvent ready;
+    ready.record(impl_.compute_stream());
+    ready.wait_on(impl_.comm_stream.get());
+  }
+
+  // `v` as a device view of dtype `want`: v itself, or a staging copy (upload, cast, or both).
+  TensorView input(TensorView v, DType want) {
+    if (v.device != Device::kCUDA) {
+      TensorView dev = stage(v.dtype, v.numel());
+      cuda::copy_async(dev, v, stream());
+      v = dev;
+    }
+    if (v.dtype != want) {
+      TensorView converted = stage(want, v.numel());
+      ops::cast(impl_.comm_ctx, converted, v);
+      v = converted;
+    }
+    return v;
+  }
+
+  // A device view of dtype `want` for the result that belongs in `dst`: dst itself, or staging
+  // that finish() converts and copies into dst.
+  TensorView output(TensorView dst, DType want) {
+    if (dst.device == Device::kCUDA && dst.dtype == want) return dst;
+    TensorView staged = stage(want, dst.numel());
+    result_into(dst, staged);
+    return staged;
+  }
+
+  // After the call: `src` (device) goes into `dst` (cast on the device if dtypes differ; a host
+  // dst is filled when the Work completes).
+  void result_into(TensorView dst, TensorView src) { results_.push_back({dst, src}); }
+
+  cudaStream_t stream() const { return impl_.comm_stream.get(); }
+  ncclComm_t comm() const { return impl_.comm; }
+
+  Work finish(std::string description) {
+    std::vector<std::pair<TensorView, TensorView>> host_copies;  // (host dst, device src)
+    for (auto& [dst, src] : results_) {
+      TensorView s = src;
+      if (s.dtype != dst.dtype) {
+        TensorView converted = dst.device == Device::kCUDA ? dst : stage(dst.dtype, dst.numel());
+        ops::cast(impl_.comm_ctx, converted, s);
+        s = converted;
+      }
+      if (dst.device == Device::kCUDA) {
+        if (s.data != dst.data) cuda::copy_async(dst, s, stream());
+      } else {
+        host_copies.emplace_back(dst, s);
+      }
+    }
+    auto done = std::make_shared<cuda::CudaEvent>();
+    done->record(stream());
+    const std::string context = *owner_.context_ptr();
+    const double timeout_s = owner_.options().timeout_s;  // set_options may change it after set-up
+    impl_.watchdog->watch(description, context,
+                          [done] { return cudaEventQuery(done->get()) != cudaErrorNotReady; }, timeout_s);
+    auto staging = std::make_shared<std::vector<Buffer>>(std::move(staging_));
+    const cudaStream_t compute = impl_.compute_stream();
+    std::function<bool()> advance;
+    if (host_copies.empty()) {
+      // Device results: the compute stream waits for them; the host goes on at once. The staging
+      // is freed after that wait is queued, so its reuse on the compute stream comes after it.
+      advance = [done, staging, compute] {
+        done->wait_on(compute);
+        return true;
+      };
+    } else {
+      // Host results: poll the event (Work::wait's deadline applies), then copy back.
+      advance = [done, staging, compute, host_copies] {
+        const cudaError_t state = cudaEventQuery(done->get());
+        if (state == cudaErrorNotReady) return false;
+        ZT_CUDA_CHECK(state);
+        for (const auto& [dst, src] : host_copies) {
+          ZT_CUDA_CHECK(cudaMemcpy(dst.data, src.data, dst.size_bytes(), cudaMemcpyDeviceToHost));
+        }
+        done->wait_on(compute);
+        return true;
+      };
+    }
+    Impl* impl = &impl_;
+    const int rank = owner_.rank_;
+    return Work(std::move(advance), std::move(description), timeout_s, owner_.context_ptr(),
+                [impl, rank](const std::string& message) { impl->fail(rank, message); });
+  }
+
+ private:
+  TensorView stage(DType dtype, std::int64_t n) {
+    staging_.push_back(ops::allocate(impl_.ctx, impl_.tracker, MemCategory::kCommBuffers, dtype, n));
+    return staging_.back().view();
+  }
+
+  NcclCommunicator& owner_;
+  Impl& impl_;
+  std::vector<Buffer> staging_;
+  std::vector<std::pair<TensorView, TensorView>> results_;
+};
+
+NcclCommunicator::NcclCommunicator(MemoryTracker& tracker, const CommOptions& options, const ExecContext& ctx, int rank,
+                                   int world_size, const std::vector<std::uint8_t>& unique_id)
+    : Communicator(options), rank_(rank), world_(world_size) {
+  ZT_CHECK(ctx.device == Device::kCUDA && ctx.allocator != nullptr, "the NCCL communicator needs a CUDA context");
+  ZT_CHECK(world_size >= 1 && rank >= 0 && rank < world_size, "rank {} of {}", rank, world_size);
+  ncclUniqueId id;
+  ZT_CHECK(unique_id.size() == sizeof(id), "an NCCL unique id has {} bytes, got {}", sizeof(id), unique_id.size());
+  std::memcpy(&id, unique_id.data(), sizeof(id));
+  int device = 0;
+  ZT_CUDA_CHECK(cudaGetDevice(&device));  // the compute backend selected it
+  impl_ = std::make_unique<Impl>(tracker, ctx, device);
+  // Non-blocking, so that a rank that never joins is a timeout here rather than a hang.
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  ZT_NCCL_CHECK(ncclCommInitRankConfig(&impl_->comm, world_size, id, rank, &config), impl_->comm);
+  impl_->settle(fmt::format("NCCL set-up of rank {} of {}", rank, world_size).c_str(), options.timeout_s);
+  Impl* impl = impl_.get();
+  impl_->watchdog = std::make_unique<CollectiveWatchdog>(
+      [impl]() -> std::string {
+        ncclResult_t state = ncclSuccess;
+        if (ncclCommGetAsyncError(impl->comm, &state) != ncclSuccess) return "ncclCommGetAsyncError failed";
+        if (state == ncclSuccess || state == ncclInProgress) return {};
+        return fmt::format("{} ({})", ncclGetErrorString(state), ncclGetLastError(impl->comm));
+      },
+      [impl, rank](const std::string& message) { impl->fail(rank, message); },
+      [device] { cudaSetDevice(device); });
+}
+
+NcclCommunicator::~NcclCommunicator() {
+  if (!impl_) return;
+  impl_->watchdog.reset();
+  cudaStreamSynchronize(impl_->comm_stream.get());  // nothing in flight may outlive its buffers
+  if (impl_->comm != nullptr) ncclCommDestroy(impl_->comm);
+}
+
+void NcclCommunicator::own_backend(std::unique_ptr<ComputeBackend> backend) { owned_backend_ = std::move(backend); }
+
+Work NcclCommunicator::all_gather(TensorView send, TensorView recv) {
+  ZT_CHECK(send.dtype == recv.dtype, "all_gather: send is {}, recv {}", dtype_name(send.dtype), dtype_name(recv.dtype));
+  ZT_CHECK(recv.numel() == send.numel() * world_, "all_gather: recv has {} elements, needs {} x {}", recv.numel(),
+           world_, send.numel());
+  count_volume(recv.numel());
+  Collective c(*this);
+  const TensorView in = c.input(send, send.dtype);  // in place stays in place: NCCL allows send = recv + rank * n
+  const TensorView out = c.output(recv, recv.dtype);
+  ZT_NCCL_CHECK(ncclAllGather(in.data, out.data, static_cast<std::size_t>(nccl_count(in)), nccl_type(in.dtype),
+                              c.comm(), c.stream()),
+                c.comm());
+  impl_->settle("ncclAllGather", options().timeout_s);
+  return c.finish(describe("all_gather", recv));
+}
+
+Work NcclCommunicator::reduce_scatter(TensorView send, TensorView recv, ReduceOp op) {
+  ZT_CHECK(send.numel() == recv.numel() * world_, "reduce_scatter: send has {} elements, needs {} x {}", send.numel(),
+           world_, recv.numel());
+  for (const TensorView* v : {&send, &recv}) {
+    ZT_CHECK(v->dtype == DType::kF32 || v->dtype == DType::kBF16, "reduce_scatter reduces F32 or BF16, not {}",
+             dtype_name(v->dtype));
+  }
+  count_volume(send.numel());
+  Collective c(*this);
+  const TensorView in = c.input(send, DType::kF32);
+  const TensorView out = c.output(recv, DType::kF32);
+  ZT_NCCL_CHECK(ncclReduceScatter(in.data, out.data, static_cast<std::size_t>(out.numel()), ncclFloat32,
+                                  op == ReduceOp::kAvg ? ncclAvg : ncclSum, c.comm(), c.stream()),
+                c.comm());
+  impl_->settle("ncclReduceScatter", options().timeout_s);
+  return c.finish(describe("reduce_scatter", send));
+}
+
+Work NcclCommunicator::all_reduce(TensorView buf, ReduceOp op) {
+  ZT_CHECK(buf.dtype == DType::kF32 || buf.dtype == DType::kBF16, "all_reduce reduces F32 or BF16, not {}",
+           dtype_name(buf.dtype));
+  count_volume(buf.numel(), 2);
+  Collective c(*this);
+  const TensorView work = c.input(buf, DType::kF32);  // buf itself when it is F32 on the device
+  if (work.data != buf.data) c.result_into(buf, work);
+  ZT_NCCL_CHECK(ncclAllReduce(work.data, work.data, static_cast<std::size_t>(work.numel()), ncclFloat32,
+                              op == ReduceOp::kAvg ? ncclAvg : ncclSum, c.comm(), c.stream()),
+                c.comm());
+  impl_->settle("ncclAllReduce", options().timeout_s);
+  return c.finish(describe("all_reduce", buf));
+}
+
+Work NcclCommunicator::broadcast(TensorView buf, int root) {
+  ZT_CHECK(root >= 0 && root < world_, "broadcast root {} outside the world of {}", root, world_);
+  Collective c(*this);
+  const TensorView work = c.input(buf, buf.dtype);
+  if (work.data != buf.data) c.result_into(buf, work);
+  ZT_NCCL_CHECK(ncclBroadcast(work.data, work.data, static_cast<std::size_t>(nccl_count(work)), nccl_type(work.dtype),
+                              root, c.comm(), c.stream()),
+                c.comm());
+  impl_->settle("ncclBroadcast", options().timeout_s);
+  return c.finish(describe("broadcast", buf));
+}
+
+void NcclCommunicator::barrier() {
+  float token = 0.0f;
+  all_reduce(TensorView{&token, DType::kF32, Device::kCPU, Shape{1}}, ReduceOp::kSum).wait();
+}
+
+std::unique_ptr<Communicator> make_device_communicator(Communicator& control, MemoryTracker& tracker,
+                                                       const ExecContext& ctx) {
+  std::vector<std::uint8_t> id = control.rank() == 0 ? make_nccl_unique_id() : std::vector<std::uint8_t>(128);
+  ZT_CHECK(id.size() % 4 == 0);
+  control.broadcast(TensorView{id.data(), DType::kI32, Device::kCPU, Shape{static_cast<std::int64_t>(id.size() / 4)}}, 0)
+      .wait();  // the host communicator moves bytes; I32 is only the view's element type
+  return std::make_unique<NcclCommunicator>(tracker, control.options(), ctx, control.rank(), control.world_size(), id);
+}
+
+std::unique_ptr<Communicator> make_launched_nccl_communicator(MemoryTracker& tracker, const CommOptions& options,
+                                                              const LaunchInfo& launch) {
+  const int devices = cuda_device_count();
+  if (devices == 0) {
+    throw_input_error("launched as rank {} of {} ({}) without MPI: such ranks talk through NCCL, and this machine has "
+                      "no CUDA device (use mpirun for CPU ranks)",
+                      launch.rank, launch.world_size, launch.source);
+  }
+  auto backend = std::make_unique<ComputeBackend>(Device::kCUDA, 1, tracker, launch.local_rank % devices);
+  const RendezvousOptions rendezvous = rendezvous_from_env(launch);
+  std::vector<std::uint8_t> id = share_from_rank0(
+      launch, rendezvous, launch.rank == 0 ? make_nccl_unique_id() : std::vector<std::uint8_t>{}, sizeof(ncclUniqueId));
+  auto comm = std::make_unique<NcclCommunicator>(tracker, options, backend->context(), launch.rank,
+                                                 launch.world_size, id);
+  comm->own_backend(std::move(backend));
+  return comm;
+}
+
+}  // namespace zt

@@ -1,0 +1,107 @@
+// The NCCL communicator's watchdog, on the CPU with plain-function probes: completed collectives
+// retire without a report; one past its deadline, or a backend error, is reported once with the
+// collective and the rank's context named; nothing is reported after a clean shutdown.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <thread>
+
+#include "engine/comm/collective_watchdog.h"
+
+namespace zt {
+namespace {
+
+using namespace std::chrono_literals;
+
+struct Reports {
+  std::mutex mutex;
+  std::vector<std::string> messages;
+  void add(const std::string& m) {
+    std::lock_guard<std::mutex> lock(mutex);
+    messages.push_back(m);
+  }
+  std::size_t size() {
+    std::lock_guard<std::mutex> lock(mutex);
+    return messages.size();
+  }
+};
+
+// Polls `condition` for up to 5 s (the watchdog polls every 2 ms).
+template <typename F>
+bool eventually(F condition) {
+  for (int i = 0; i < 5000; ++i) {
+    if (condition()) return true;
+    std::this_thread::sleep_for(1ms);
+  }
+  return condition();
+}
+
+TEST(CollectiveWatchdog, CompletedCollectivesRetireInAnyOrderWithoutAReport) {
+  Reports reports;
+  std::atomic<bool> a{false}, b{false}, c{false};
+  CollectiveWatchdog dog([] { return std::string(); }, [&](const std::string& m) { reports.add(m); });
+  dog.watch("all_gather A", "step 1", [&] { return a.load(); }, 30.0);
+  dog.watch("reduce_scatter B", "step 1", [&] { return b.load(); }, 30.0);
+  dog.watch("all_reduce C", "step 1", [&] { return c.load(); }, 30.0);
+  EXPECT_EQ(dog.in_flight(), 3u);
+  b = true;  // the second finishes first (another stream)
+  ASSERT_TRUE(eventually([&] { return dog.in_flight() == 2; }));
+  a = true;
+  c = true;
+  ASSERT_TRUE(eventually([&] { return dog.in_flight() == 0; }));
+  EXPECT_EQ(reports.size(), 0u);
+  EXPECT_FALSE(dog.failed());
+}
+
+TEST(CollectiveWatchdog, ACollectivePastItsDeadlineIsReportedOnceWithItsContext) {
+  Reports reports;
+  CollectiveWatchdog dog([] { return std::string(); }, [&](const std::string& m) { reports.add(m); });
+  dog.watch("NCCL all_gather of 4096 bf16 elements", "step 7 micro-batch 1", [] { return false; }, 0.05);
+  const auto start = std::chrono::steady_clock::now();
+  ASSERT_TRUE(eventually([&] { return reports.size() == 1; }));
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_GE(waited, 0.04);
+  EXPECT_LT(waited, 2.0);
+  const std::string& m = reports.messages[0];
+  EXPECT_NE(m.find("NCCL all_gather of 4096 bf16 elements"), std::string::npos) << m;
+  EXPECT_NE(m.find("step 7 micro-batch 1"), std::string::npos) << m;
+  EXPECT_NE(m.find("0.05 s"), std::string::npos) << m;
+  EXPECT_EQ(m.find('\n'), std::string::npos) << "one line";
+  EXPECT_TRUE(dog.failed());
+  std::this_thread::sleep_for(50ms);
+  EXPECT_EQ(reports.size(), 1u) << "reported once";
+}
+
+TEST(CollectiveWatchdog, ABackendErrorIsReportedNamingTheOldestCollective) {
+  Reports reports;
+  std::atomic<bool> broken{false};
+  CollectiveWatchdog dog([&] { return broken ? std::string("remote process exited") : std::string(); },
+                         [&](const std::string& m) { reports.add(m); });
+  dog.watch("NCCL reduce_scatter of 10 f32 elements", "step 3 micro-batch 0", [] { return false; }, 60.0);
+  std::this_thread::sleep_for(20ms);
+  EXPECT_EQ(reports.size(), 0u) << "no error yet, deadline far";
+  broken = true;
+  ASSERT_TRUE(eventually([&] { return reports.size() == 1; }));
+  EXPECT_NE(reports.messages[0].find("NCCL reduce_scatter of 10 f32 elements (step 3 micro-batch 0) failed: "
+                                     "remote process exited"),
+            std::string::npos)
+      << reports.messages[0];
+}
+
+TEST(CollectiveWatchdog, StartHookRunsOnTheWatchdogThreadAndShutdownIsSilent) {
+  Reports reports;
+  std::atomic<bool> hook_ran_elsewhere{false};
+  const auto main_id = std::this_thread::get_id();
+  {
+    CollectiveWatchdog dog([] { return std::string(); }, [&](const std::string& m) { reports.add(m); },
+                           [&] { hook_ran_elsewhere = std::this_thread::get_id() != main_id; });
+    dog.watch("NCCL broadcast", "start-up", [] { return false; }, 60.0);  // still in flight at shutdown
+    ASSERT_TRUE(eventually([&] { return hook_ran_elsewhere.load(); }));
+  }
+  EXPECT_EQ(reports.size(), 0u);
+}
+
+}  // namespace
+}  // namespace zt

@@ -1,0 +1,89 @@
+// The NCCL communicator on one GPU (label gpu): a world of one, so every collective is an identity
+// whose result is known exactly; what is tested is the path around NCCL: ordering after work queued
+// on the compute stream, in-place and out-of-place buffers, BF16 operands reduced in fp32 and
+// rounded once, host buffers staged through the device, and volumes counted as for one rank (0).
+// Several GPUs per communicator need several GPUs: never tested here (docs/multi_node.md).
+#include <numeric>
+
+#include "engine/comm/nccl_communicator.h"
+#include "kernels/ops.h"
+#include "tests/gpu/gpu_test_util.h"
+
+namespace zt::test {
+namespace {
+
+class NcclOneRank : public GpuKernelTest {
+ protected:
+  void SetUp() override {
+    GpuKernelTest::SetUp();
+    if (IsSkipped()) return;
+    comm_ = std::make_unique<NcclCommunicator>(tracker_, CommOptions{}, gpu(), 0, 1, make_nccl_unique_id());
+  }
+  void TearDown() override {
+    comm_.reset();
+    GpuKernelTest::TearDown();
+  }
+  std::unique_ptr<NcclCommunicator> comm_;
+};
+
+TEST_F(NcclOneRank, AllGatherInPlaceAndOutOfPlaceAfterComputeStreamWork) {
+  ZT_SEEDED_RNG(rng);
+  const std::vector<float> x = rng.normal(100003);
+  Buffer src = upload(x);
+  Buffer dst = poisoned(DType::kF32, 100003);
+  // Queued on the compute stream just before: the collective must see the copied values.
+  Buffer staged = poisoned(DType::kF32, 100003);
+  ops::copy(gpu(), staged.view(), src.view());
+  comm_->all_gather(staged.view(), dst.view()).wait();
+  EXPECT_TRUE(bitwise_equal(download<float>(dst), x));
+  comm_->all_gather(dst.view(), dst.view()).wait();  // in place: send is rank 0's slice of recv
+  EXPECT_TRUE(bitwise_equal(download<float>(dst), x));
+  EXPECT_EQ(comm_->elements_sent(), 0) << "a world of one sends nothing";
+}
+
+TEST_F(NcclOneRank, ReduceScatterOfBf16IntoF32AndInPlaceAverage) {
+  ZT_SEEDED_RNG(rng);
+  const std::vector<float> g = rng.normal(4099);
+  Buffer g16 = upload_bf16(g);
+  Buffer out = poisoned(DType::kF32, 4099);
+  comm_->reduce_scatter(g16.view(), out.view(), ReduceOp::kAvg).wait();
+  EXPECT_TRUE(bitwise_equal(download<float>(out), download_f32(g16))) << "bf16 -> f32 is exact, avg of one is x";
+  Buffer f = upload(g);
+  comm_->reduce_scatter(f.view(), f.view(), ReduceOp::kSum).wait();  // in place
+  EXPECT_TRUE(bitwise_equal(download<float>(f), g));
+}
+
+TEST_F(NcclOneRank, AllReduceOfBf16RoundsOnceAndHostBuffersAreStaged) {
+  ZT_SEEDED_RNG(rng);
+  const std::vector<float> g = rng.normal(777);
+  Buffer g16 = upload_bf16(g);
+  const auto before = download<std::uint16_t>(g16);
+  comm_->all_reduce(g16.view(), ReduceOp::kAvg).wait();
+  EXPECT_EQ(download<std::uint16_t>(g16), before) << "bf16 -> f32 -> reduce (identity) -> bf16 is exact";
+  std::vector<float> host = g;  // the trainer's loss and stop flag live on the host
+  comm_->all_reduce(TensorView{host.data(), DType::kF32, Device::kCPU, Shape{777}}, ReduceOp::kAvg).wait();
+  EXPECT_TRUE(bitwise_equal(host, g));
+  std::vector<std::int32_t> ids(32);
+  std::iota(ids.begin(), ids.end(), 7);
+  const std::vector<std::int32_t> want = ids;
+  comm_->broadcast(TensorView{ids.data(), DType::kI32, Device::kCPU, Shape{32}}, 0).wait();
+  EXPECT_EQ(ids, want);
+  std::vector<float> gathered(5, -1.0f);
+  std::vector<float> mine = {1, 2, 3, 4, 5};
+  comm_->all_gather(TensorView{mine.data(), DType::kF32, Device::kCPU, Shape{5}},
+                    TensorView{gathered.data(), DType::kF32, Device::kCPU, Shape{5}})
+      .wait();
+  EXPECT_EQ(gathered, mine);
+  comm_->barrier();
+}
+
+TEST_F(NcclOneRank, MismatchedShapesAreRefusedBeforeAnythingIsQueued) {
+  Buffer a = poisoned(DType::kF32, 10), b = poisoned(DType::kF32, 11);
+  EXPECT_THROW(comm_->all_gather(a.view(), b.view()), std::exception);
+  EXPECT_THROW(comm_->reduce_scatter(a.view(), b.view(), ReduceOp::kSum), std::exception);
+  Buffer i = poisoned(DType::kI32, 4);
+  EXPECT_THROW(comm_->all_reduce(i.view(), ReduceOp::kSum), std::exception);
+}
+
+}  // namespace
+}  // namespace zt::test

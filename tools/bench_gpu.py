@@ -1,0 +1,147 @@
+#!/usr/bin/env python3
+"""GPU throughput benchmark: GPT-2 124M (12 layers, 12 heads, 768 wide, vocab 50257 padded to
+50304, T = 1024, bf16 parameters, no activation checkpointing) trained by zerotrain on one GPU at
+ZeRO stages 0-3 (stages 1-3 through a 1-rank NCCL communicator: gather, free and reduce-scatter
+all run), beside a PyTorch GPT-2 of the same shapes on the same GPU in the same run
+(tools/bench_gpu_torch.py: torch.compile, bf16 autocast, fused AdamW). Random tokens (speed does
+not depend on them). Prints tokens/s, ms/step and MFU per engine and the ratios the targets are
+stated in (zerotrain stage 0 / PyTorch >= 1.1; stage 3 / stage 0 >= 0.95; MFU >= 50%), and writes
+docs/results/gpu_bench_<device>.json.
+
+MFU = tokens/s x (6 N + 6 L C T) / peak, N the parameter count (wpe included, the tied head
+counted once), peak 989 TFLOP/s (dense bf16, H100 and H200 SXM).
+
+usage: python3 tools/bench_gpu.py [--zerotrain build/zerotrain] [--batch 16] [--steps 20] [--warmup 5]
+                                  [--stages 0 1 2 3] [--python python3] [--no-torch]
+"""
+import argparse
+import datetime
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PEAK_BF16_FLOPS = 989e12
+N_LAYER, N_HEAD, N_EMBD, T, VOCAB, VOCAB_PADDED = 12, 12, 768, 1024, 50257, 50304
+LLMC_MAGIC, LLMC_VERSION = 20240520, 1
+
+
+def write_llmc_tokens(path, tokens):
+    header = np.zeros(256, dtype=np.int32)
+    header[0], header[1], header[2] = LLMC_MAGIC, LLMC_VERSION, len(tokens)
+    with open(path, "wb") as f:
+        f.write(header.tobytes())
+        f.write(tokens.astype(np.uint16).tobytes())
+
+
+def flops_per_token():
+    n = VOCAB_PADDED * N_EMBD + T * N_EMBD + N_LAYER * (12 * N_EMBD * N_EMBD + 13 * N_EMBD) + 2 * N_EMBD
+    return n, 6 * n + 6 * N_LAYER * N_EMBD * T
+
+
+def device_facts():
+    p = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                       capture_output=True, text=True)
+    if p.returncode != 0 or not p.stdout.strip():
+        sys.exit("bench_gpu: no NVIDIA GPU here (nvidia-smi found none); this benchmark needs one")
+    name, driver = [s.strip() for s in p.stdout.strip().splitlines()[0].split(",")]
+    return name, driver
+
+
+def run_zerotrain(args, stage, data_dir, work):
+    run_dir = os.path.join(work, f"stage{stage}")
+    sets = {"device": "cuda", "zero.stage": stage, "precision.param_dtype": "bf16",
+            "data.dataset": data_dir, "train.micro_batch": args.batch, "train.seq_len": T, "train.grad_accum": 1,
+            "train.global_batch_tokens": args.batch * T, "train.max_steps": args.warmup + args.steps,
+            "train.eval_every": 0, "train.eval_batches": 1, "train.activation_checkpointing": "none",
+            "log.sample_tokens": 0, "log.every_steps": 1000, "log.progress": "plain", "checkpoint.at_end": "false"}
+    cmd = [args.zerotrain, "train", "--config", os.path.join(ROOT, "configs", "gpt2_124m.json"), "--run-dir", run_dir]
+    for k, v in sets.items():
+        cmd += ["--set", f"{k}={v}"]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
+    if p.returncode != 0:
+        sys.exit(f"bench_gpu: {' '.join(cmd)} failed:\n{p.stderr[-3000:]}")
+    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+        steps = [json.loads(l) for l in f if '"train"' in l]
+    return {"step_ms": [s["step_ms"] for s in steps], "losses": [s["loss"] for s in steps],
+            "comm_wait_ms": [s.get("comm_wait_ms", 0.0) for s in steps]}
+
+
+def run_torch(args):
+    cmd = [args.python, os.path.join(ROOT, "tools", "bench_gpu_torch.py"), "--batch", str(args.batch),
+           "--steps", str(args.steps), "--warmup", str(args.warmup)]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
+    if p.returncode != 0:
+        sys.exit(f"bench_gpu: the PyTorch reference failed:\n{p.stderr[-3000:]}")
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def summarise(step_ms, warmup, batch, flops_tok):
+    ms = statistics.median(step_ms[warmup:])
+    tok_s = batch * T / (ms / 1e3)
+    return {"ms_per_step": ms, "tokens_per_s": tok_s, "mfu": tok_s * flops_tok / PEAK_BF16_FLOPS}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--zerotrain", default=os.path.join(ROOT, "build", "zerotrain"))
+    ap.add_argument("--batch", type=int, default=16)
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--stages", type=int, nargs="+", default=[0, 1, 2, 3])
+    ap.add_argument("--python", default=sys.executable, help="interpreter with torch for the reference")
+    ap.add_argument("--no-torch", action="store_true")
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args()
+    name, driver = device_facts()
+    n_params, flops_tok = flops_per_token()
+    rows = []
+    with tempfile.TemporaryDirectory() as work:
+        data_dir = os.path.join(work, "data")
+        os.makedirs(data_dir)
+        rng = np.random.default_rng(0)
+        write_llmc_tokens(os.path.join(data_dir, "train.bin"), rng.integers(0, VOCAB, 4_000_000))
+        write_llmc_tokens(os.path.join(data_dir, "val.bin"), rng.integers(0, VOCAB, 200_000))
+        for stage in args.stages:
+            r = run_zerotrain(args, stage, data_dir, work)
+            rows.append({"engine": f"zerotrain stage {stage}", "stage": stage, **r,
+                         **summarise(r["step_ms"], args.warmup, args.batch, flops_tok)})
+            print(f"zerotrain stage {stage}: {rows[-1]['ms_per_step']:.1f} ms/step", flush=True)
+    if not args.no_torch:
+        t = run_torch(args)
+        rows.append({"engine": "pytorch (compile, bf16 autocast, fused AdamW)", "stage": None, **t,
+                     **summarise(t["step_ms"], args.warmup, args.batch, flops_tok)})
+    by_stage = {r["stage"]: r for r in rows if r["stage"] is not None}
+    torch_row = next((r for r in rows if r["stage"] is None), None)
+    ratios = {}
+    if 0 in by_stage and torch_row:
+        ratios["stage0_over_pytorch_tokens_per_s"] = by_stage[0]["tokens_per_s"] / torch_row["tokens_per_s"]
+    if 0 in by_stage and 3 in by_stage:
+        ratios["stage3_over_stage0_tokens_per_s"] = by_stage[3]["tokens_per_s"] / by_stage[0]["tokens_per_s"]
+    print(f"\nGPT-2 124M, B={args.batch}, T={T}, bf16, {args.steps} timed steps after {args.warmup}, on {name}")
+    print(f"{'engine':48s} {'ms/step':>9s} {'tokens/s':>10s} {'MFU':>6s}")
+    for r in rows:
+        print(f"{r['engine']:48s} {r['ms_per_step']:9.1f} {r['tokens_per_s']:10.0f} {100 * r['mfu']:5.1f}%")
+    for k, v in ratios.items():
+        print(f"{k}: {v:.3f}")
+    commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    slug = re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_")
+    out = args.out or os.path.join(ROOT, "docs", "results", f"gpu_bench_{slug}.json")
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    with open(out, "w") as f:
+        json.dump({"date": datetime.datetime.now(datetime.timezone.utc).isoformat(), "commit": commit,
+                   "device": name, "driver": driver, "batch": args.batch, "seq_len": T, "params": n_params,
+                   "flops_per_token": flops_tok, "peak_bf16_flops": PEAK_BF16_FLOPS, "rows": rows,
+                   "ratios": ratios, "targets": {"stage0_over_pytorch_tokens_per_s": 1.1,
+                                                 "stage3_over_stage0_tokens_per_s": 0.95, "mfu": 0.5}}, f, indent=1)
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()

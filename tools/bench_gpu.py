@@ -19,6 +19,7 @@ import datetime
 import json
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -46,9 +47,10 @@ def flops_per_token():
 
 
 def device_facts():
-    p = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
-                       capture_output=True, text=True)
-    if p.returncode != 0 or not p.stdout.strip():
+    smi = shutil.which("nvidia-smi")
+    p = smi and subprocess.run([smi, "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                               capture_output=True, text=True)
+    if not p or p.returncode != 0 or not p.stdout.strip():
         sys.exit("bench_gpu: no NVIDIA GPU here (nvidia-smi found none); this benchmark needs one")
     name, driver = [s.strip() for s in p.stdout.strip().splitlines()[0].split(",")]
     return name, driver

@@ -6,52 +6,14 @@ Prints one JSON line: {"step_ms": [...], "losses": [...], "torch_version", "devi
 """
 import argparse
 import json
-import math
+import os
+import sys
 import time
 
 import torch
-import torch.nn as nn
-import torch.nn.functional as F
 
-
-class Block(nn.Module):
-    def __init__(self, n_embd, n_head):
-        super().__init__()
-        self.n_head = n_head
-        self.ln_1 = nn.LayerNorm(n_embd)
-        self.c_attn = nn.Linear(n_embd, 3 * n_embd)
-        self.c_proj = nn.Linear(n_embd, n_embd)
-        self.ln_2 = nn.LayerNorm(n_embd)
-        self.c_fc = nn.Linear(n_embd, 4 * n_embd)
-        self.mlp_proj = nn.Linear(4 * n_embd, n_embd)
-
-    def forward(self, x):
-        B, T, C = x.shape
-        q, k, v = self.c_attn(self.ln_1(x)).split(C, dim=2)
-        q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        x = x + self.c_proj(y.transpose(1, 2).reshape(B, T, C))
-        return x + self.mlp_proj(F.gelu(self.c_fc(self.ln_2(x)), approximate="tanh"))
-
-
-class Gpt(nn.Module):
-    def __init__(self, n_layer, n_head, n_embd, block_size, vocab_size):
-        super().__init__()
-        self.wte = nn.Embedding(vocab_size, n_embd)
-        self.wpe = nn.Embedding(block_size, n_embd)
-        self.h = nn.ModuleList(Block(n_embd, n_head) for _ in range(n_layer))
-        self.ln_f = nn.LayerNorm(n_embd)
-        for name, p in self.named_parameters():
-            if p.dim() == 2:
-                std = 0.02 / math.sqrt(2 * n_layer) if name.endswith("proj.weight") else 0.02
-                nn.init.normal_(p, mean=0.0, std=std)
-
-    def forward(self, idx, targets):
-        x = self.wte(idx) + self.wpe.weight[: idx.shape[1]]
-        for block in self.h:
-            x = block(x)
-        logits = F.linear(self.ln_f(x), self.wte.weight)
-        return F.cross_entropy(logits.view(-1, logits.shape[-1]).float(), targets.reshape(-1))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_cpu_torch import Gpt  # noqa: E402  the same GPT-2 module as the CPU benchmark's
 
 
 def main():
@@ -70,7 +32,7 @@ def main():
     torch.backends.cuda.matmul.allow_tf32 = True
     torch.backends.cudnn.allow_tf32 = True
     dev = torch.device("cuda")
-    model = Gpt(a.n_layer, a.n_head, a.n_embd, a.seq_len, a.vocab).to(dev)
+    model = Gpt(a.n_layer, a.n_head, a.n_embd, a.seq_len, a.vocab, flash=True).to(dev)
     params = sum(p.numel() for p in model.parameters())
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]

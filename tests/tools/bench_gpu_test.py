@@ -1,0 +1,62 @@
+#!/usr/bin/env python3
+"""tools/bench_gpu.py's parts that run without a GPU: its parameter count (the MFU numerator) equals
+the engine's own table for GPT-2 124M, the token files it writes are ones zerotrain trains on, and
+on a machine without a GPU it stops with one line and a non-zero exit instead of a traceback."""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+sys.path.insert(0, os.path.dirname(HERE))
+import bench_gpu  # noqa: E402
+from check_report import Checks  # noqa: E402
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--zerotrain", required=True)
+    args = ap.parse_args()
+    checks = Checks()
+
+    p = subprocess.run([args.zerotrain, "memory", "--config", os.path.join(ROOT, "configs", "gpt2_124m.json"),
+                        "--ranks", "1", "--json"], capture_output=True, text=True)
+    n_bench, flops = bench_gpu.flops_per_token()
+    if checks.check(p.returncode == 0, f"zerotrain memory --json runs ({p.stderr.strip()[:200]})"):
+        n_engine = json.loads(p.stdout)["params"]
+        checks.check(n_bench == n_engine, f"MFU parameter count {n_bench} equals the engine's table {n_engine}")
+    checks.check(flops == 6 * n_bench + 6 * 12 * 768 * 1024, "flops per token = 6 N + 6 L C T")
+
+    with tempfile.TemporaryDirectory() as work:
+        rng = np.random.default_rng(3)
+        for name, n in (("train.bin", 5000), ("val.bin", 800)):
+            bench_gpu.write_llmc_tokens(os.path.join(work, name), rng.integers(0, 64, n))
+        run = subprocess.run([args.zerotrain, "train", "--config", os.path.join(ROOT, "configs", "tiny.json"),
+                              "--run-dir", os.path.join(work, "run"), "--set", f"data.dataset={work}",
+                              "--set", "train.max_steps=2", "--set", "train.eval_batches=1",
+                              "--set", "log.sample_tokens=0", "--set", "log.progress=plain"],
+                             capture_output=True, text=True, timeout=300)
+        checks.check(run.returncode == 0, f"zerotrain trains on the token files bench_gpu writes ({run.stderr[-300:]})")
+
+    has_gpu = shutil.which("nvidia-smi") is not None and subprocess.run(
+        ["nvidia-smi", "-L"], capture_output=True, text=True).returncode == 0
+    if not has_gpu:
+        b = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "bench_gpu.py"), "--zerotrain", args.zerotrain],
+                           capture_output=True, text=True, timeout=120)
+        lines = b.stderr.strip().splitlines()
+        checks.check(b.returncode != 0 and len(lines) == 1 and "no NVIDIA GPU" in lines[0],
+                     f"without a GPU: one line and a non-zero exit (exit {b.returncode}: {b.stderr.strip()[:300]})")
+    else:
+        print("(a GPU is present: the no-device exit is not exercised)")
+    return checks.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -144,6 +144,8 @@ struct Trainer::State {
   void log(const nlohmann::json& record) {
     if (metrics) metrics->write(record);
   }
+  // The communicator the parameter store's collectives go through (its volume is the ZeRO one).
+  Communicator& store_comm() { return device_comm ? *device_comm : comm; }
 };
 
 Trainer::Trainer(RunConfig config, std::string run_dir, Communicator& comm, MemoryTracker& tracker,
@@ -278,7 +280,7 @@ TrainSummary Trainer::run() {
   const auto run_start = std::chrono::steady_clock::now();
   for (; step < c.train.max_steps; ++step) {
     const auto t0 = std::chrono::steady_clock::now();
-    const std::int64_t sent_before = s.comm.elements_sent();
+    const std::int64_t sent_before = s.store_comm().elements_sent();
     const double wait_before = comm_wait_seconds();
     s.store.begin_step();
     double loss_sum = 0.0;
@@ -334,7 +336,7 @@ TrainSummary Trainer::run() {
     const MemorySnapshot mem = s.tracker.snapshot();
     s.log({{"type", "train"}, {"step", step + 1}, {"loss", loss}, {"lr", lr}, {"grad_norm", grad_norm},
                      {"step_ms", step_ms}, {"tokens_per_s", tokens_per_s}, {"tokens", tokens_per_step},
-                     {"comm_elements_sent", s.comm.elements_sent() - sent_before},
+                     {"comm_elements_sent", s.store_comm().elements_sent() - sent_before},
                      {"comm_wait_ms", 1000.0 * (comm_wait_seconds() - wait_before)},
                      {"memory_peak_bytes", memory_json(mem)}});
     const double elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();

@@ -89,12 +89,14 @@ int device_index_for_rank(Device device) {
 }
 
 std::unique_ptr<Communicator> make_store_communicator(Communicator& comm, MemoryTracker& tracker,
-                                                      const ExecContext& ctx) {
-  if (ctx.device != Device::kCUDA) return nullptr;
+                                                      const ExecContext& ctx, int stage) {
+  // A single process at stage 0 has nothing to communicate: the local world's all-reduce is a
+  // no-op on any device. Every other case on the GPU goes through NCCL (stages 1-3 even on one
+  // GPU; MPI's backend moves host memory only).
+  if (ctx.device != Device::kCUDA || (comm.backend_name() == "local" && stage == 0)) return nullptr;
 #ifdef ZT_HAVE_CUDA
   return make_device_communicator(comm, tracker, ctx);
 #else
-  (void)comm;
   (void)tracker;
   ZT_CHECK(false, "a CUDA context in a build without CUDA");
   return nullptr;
@@ -128,7 +130,7 @@ struct Trainer::State {
         tracker(memory),
         backend(c.device, c.train.num_threads, memory, device_index_for_rank(c.device)),
         ctx(backend.context()),
-        device_comm(make_store_communicator(communicator, memory, ctx)),
+        device_comm(make_store_communicator(communicator, memory, ctx, c.zero.stage)),
         data(c),
         model(c.model, c.train.micro_batch, c.train.seq_len, c.train.activation_checkpointing, tracker, ctx, c.dropout,
               c.train.seed),

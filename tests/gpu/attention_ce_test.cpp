@@ -44,9 +44,7 @@ TEST_F(CudaAttention, ForwardBackwardMatchCpuAndRepeatBitwise) {
       EXPECT_TRUE(close_normwise(dq, to_double(dqkv), 5e-5)) << "dqkv";
       for (std::int64_t r = 0; r < B * NH * T; ++r)
         for (std::int64_t k = r % T + 1; k < T; ++k) ASSERT_EQ(a[r * T + k], 0.0f) << "above the diagonal";
-      std::vector<float> all(o);
-      all.insert(all.end(), a.begin(), a.end());
-      all.insert(all.end(), dq.begin(), dq.end());
+      const std::vector<float> all = concat({o, a, dq});
       if (run == 0) first = all;
       else EXPECT_TRUE(bitwise_equal(all, first)) << "two runs differ";
     }

@@ -67,9 +67,7 @@ TEST_F(CudaFlashAttention, ForwardBackwardMatchCpuAndRepeatBitwise) {
       EXPECT_TRUE(close_normwise(o, to_double(out), 1e-5)) << "out";
       EXPECT_TRUE(close_normwise(l, lse_ref, 1e-5)) << "lse";
       EXPECT_TRUE(close_normwise(dq, to_double(dqkv), 5e-5)) << "dqkv";
-      std::vector<float> all(o);
-      all.insert(all.end(), l.begin(), l.end());
-      all.insert(all.end(), dq.begin(), dq.end());
+      const std::vector<float> all = concat({o, l, dq});
       if (run == 0) first = all;
       else EXPECT_TRUE(bitwise_equal(all, first)) << "two runs differ";
     }

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <initializer_list>
 #include <memory>
 #include <vector>
 
@@ -101,6 +102,13 @@ inline TensorView view_at(const Buffer& b, std::int64_t offset, Shape shape) {
   TensorView v = b.view().slice(offset, shape.numel());
   v.shape = shape;
   return v;
+}
+
+// The vectors one after another: several outputs compared at once (two runs, bitwise).
+inline std::vector<float> concat(std::initializer_list<std::vector<float>> parts) {
+  std::vector<float> all;
+  for (const std::vector<float>& p : parts) all.insert(all.end(), p.begin(), p.end());
+  return all;
 }
 
 // The CPU reference's output as fp64, for close_normwise.

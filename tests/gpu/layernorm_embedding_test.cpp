@@ -97,9 +97,7 @@ TEST_F(CudaLayerNorm, BackwardMatchesCpuAndRepeatsBitwise) {
       for (int run = 0; run < 2; ++run) {
         Buffer a = upload_at(off, zeros_nc), bw = upload_at(off, zeros_c), bb = upload_at(off, zeros_c);
         backward(a, bw, bb);
-        std::vector<float> all = download_from(a, off);
-        for (float f : download_from(bw, off)) all.push_back(f);
-        for (float f : download_from(bb, off)) all.push_back(f);
+        const std::vector<float> all = concat({download_from(a, off), download_from(bw, off), download_from(bb, off)});
         if (run == 0) first = all;
         else EXPECT_TRUE(bitwise_equal(all, first));
       }

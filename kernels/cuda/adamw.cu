@@ -140,8 +140,6 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-bool aligned(const void* p, std::uintptr_t bytes) { return (reinterpret_cast<std::uintptr_t>(p) % bytes) == 0; }
-
 enum class WorkingKind { kNone, kF32, kBF16 };
 
 WorkingKind working_kind(const TensorView& w) {
@@ -204,8 +202,9 @@ void adamw_update_slices(const ExecContext& ctx, const std::vector<AdamWSlice>& 
     const std::int64_t n = s.param.numel();
     if (n == 0) continue;
     const std::size_t grad_bytes = dtype_size_bytes(grad_dtype), working_bytes = s.working.data ? dtype_size_bytes(s.working.dtype) : 0;
-    const bool vec = aligned(s.param.data, 16) && aligned(s.m.data, 16) && aligned(s.v.data, 16) &&
-                     aligned(s.grad.data, 4 * grad_bytes) && (working_bytes == 0 || aligned(s.working.data, 4 * working_bytes));
+    const bool vec = detail::aligned16(s.param.data) && detail::aligned16(s.m.data) && detail::aligned16(s.v.data) &&
+                     detail::aligned(s.grad.data, 4 * grad_bytes) &&
+                     (working_bytes == 0 || detail::aligned(s.working.data, 4 * working_bytes));
     table.slice[table.count] = SliceDesc{s.param.as<float>(), s.grad.data, s.m.as<float>(), s.v.as<float>(),
                                          s.working.data, n, s.decays ? 1 : 0, vec ? 1 : 0};
     table.first_block[table.count] = blocks;

@@ -33,7 +33,9 @@ inline void check_on_gpu(const TensorView& v, const char* name) {
            device_name(v.device));
 }
 
-inline bool aligned16(const void* p) { return (reinterpret_cast<std::uintptr_t>(p) & 15u) == 0; }
+// Whether p is a multiple of `bytes` (a vector access's width).
+inline bool aligned(const void* p, std::uintptr_t bytes) { return reinterpret_cast<std::uintptr_t>(p) % bytes == 0; }
+inline bool aligned16(const void* p) { return aligned(p, 16); }
 
 // kVec consecutive floats moved as one access: a float4 (one 16-byte load or store; the address must
 // be 16-byte aligned) for kVec = 4, a plain float for kVec = 1. Kernels templated on kVec take the

@@ -116,7 +116,7 @@ class NcclCommunicator::Collective {
   TensorView input(TensorView v, DType want) {
     if (v.device != Device::kCUDA) {
       TensorView dev = stage(v.dtype, v.numel());
-      cuda::copy_async(dev, v, stream());
+      ops::copy(impl_.comm_ctx, dev, v);
       v = dev;
     }
     if (v.dtype != want) {
@@ -153,7 +153,7 @@ class NcclCommunicator::Collective {
         s = converted;
       }
       if (dst.device == Device::kCUDA) {
-        if (s.data != dst.data) cuda::copy_async(dst, s, stream());
+        ops::copy(impl_.comm_ctx, dst, s);  // nothing when the cast already wrote dst
       } else {
         host_copies.emplace_back(dst, s);
       }

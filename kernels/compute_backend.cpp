@@ -35,6 +35,11 @@ int cuda_device_count() {
 #endif
 }
 
+int cuda_device_for_local_rank(int local_rank) {
+  const int count = cuda_device_count();
+  return count > 0 ? local_rank % count : 0;
+}
+
 ComputeBackend::ComputeBackend(Device device, int num_threads, MemoryTracker& tracker, int device_index) {
   ctx_.num_threads = num_threads;
   if (device == Device::kCPU) {

@@ -13,6 +13,9 @@ namespace zt {
 
 // CUDA devices this process can use (0 in a build without CUDA).
 int cuda_device_count();
+// The GPU of the rank with index `local_rank` among its node's ranks: one GPU per rank, wrapping
+// when a node runs more ranks than it shows GPUs; 0 when it shows none (ComputeBackend refuses).
+int cuda_device_for_local_rank(int local_rank);
 
 class ComputeBackend {
  public:

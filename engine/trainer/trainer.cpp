@@ -77,17 +77,6 @@ nlohmann::json memory_json_of(const StageMemory& m) {
   return j;
 }
 
-}  // namespace
-
-namespace {
-
-// One GPU per rank: the rank's index among the ranks of its node picks the device.
-int device_index_for_rank(Device device) {
-  if (device != Device::kCUDA) return 0;
-  const int count = cuda_device_count();
-  return count > 0 ? detect_launch().local_rank % count : 0;
-}
-
 std::unique_ptr<Communicator> make_store_communicator(Communicator& comm, MemoryTracker& tracker,
                                                       const ExecContext& ctx, int stage) {
   // A single process at stage 0 has nothing to communicate: the local world's all-reduce is a
@@ -128,7 +117,8 @@ struct Trainer::State {
       : comm(communicator),
         root(communicator.rank() == 0),
         tracker(memory),
-        backend(c.device, c.train.num_threads, memory, device_index_for_rank(c.device)),
+        backend(c.device, c.train.num_threads, memory,
+                c.device == Device::kCUDA ? cuda_device_for_local_rank(detect_launch().local_rank) : 0),
         ctx(backend.context()),
         device_comm(make_store_communicator(communicator, memory, ctx, c.zero.stage)),
         data(c),

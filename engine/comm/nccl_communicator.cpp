@@ -136,9 +136,13 @@ class NcclCommunicator::Collective {
     return staged;
   }
 
-  // After the call: `src` (device) goes into `dst` (cast on the device if dtypes differ; a host
-  // dst is filled when the Work completes).
-  void result_into(TensorView dst, TensorView src) { results_.push_back({dst, src}); }
+  // `buf` read and written by the call: its device view of dtype `want` (as input() makes it),
+  // whose result finish() moves back into buf when it is a staging copy.
+  TensorView in_place(TensorView buf, DType want) {
+    const TensorView work = input(buf, want);
+    if (work.data != buf.data) result_into(buf, work);
+    return work;
+  }
 
   cudaStream_t stream() const { return impl_.comm_stream.get(); }
   ncclComm_t comm() const { return impl_.comm; }
@@ -194,6 +198,10 @@ class NcclCommunicator::Collective {
   }
 
  private:
+  // After the call: `src` (device) goes into `dst` (cast on the device if dtypes differ; a host
+  // dst is filled when the Work completes).
+  void result_into(TensorView dst, TensorView src) { results_.push_back({dst, src}); }
+
   TensorView stage(DType dtype, std::int64_t n) {
     staging_.push_back(ops::allocate(impl_.ctx, impl_.tracker, MemCategory::kCommBuffers, dtype, n));
     return staging_.back().view();
@@ -280,8 +288,7 @@ Work NcclCommunicator::all_reduce(TensorView buf, ReduceOp op) {
            dtype_name(buf.dtype));
   count_volume(buf.numel(), 2);
   Collective c(*this);
-  const TensorView work = c.input(buf, DType::kF32);  // buf itself when it is F32 on the device
-  if (work.data != buf.data) c.result_into(buf, work);
+  const TensorView work = c.in_place(buf, DType::kF32);  // buf itself when it is F32 on the device
   ZT_NCCL_CHECK(ncclAllReduce(work.data, work.data, static_cast<std::size_t>(work.numel()), ncclFloat32,
                               op == ReduceOp::kAvg ? ncclAvg : ncclSum, c.comm(), c.stream()),
                 c.comm());
@@ -292,8 +299,7 @@ Work NcclCommunicator::all_reduce(TensorView buf, ReduceOp op) {
 Work NcclCommunicator::broadcast(TensorView buf, int root) {
   ZT_CHECK(root >= 0 && root < world_, "broadcast root {} outside the world of {}", root, world_);
   Collective c(*this);
-  const TensorView work = c.input(buf, buf.dtype);
-  if (work.data != buf.data) c.result_into(buf, work);
+  const TensorView work = c.in_place(buf, buf.dtype);
   ZT_NCCL_CHECK(ncclBroadcast(work.data, work.data, static_cast<std::size_t>(nccl_count(work)), nccl_type(work.dtype),
                               root, c.comm(), c.stream()),
                 c.comm());

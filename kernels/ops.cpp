@@ -21,6 +21,7 @@
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/cast.h"
 #include "kernels/cuda/cross_entropy.h"
+#include "kernels/cuda/dropout.h"
 #include "kernels/cuda/embedding.h"
 #include "kernels/cuda/gelu.h"
 #include "kernels/cuda/layernorm.h"
@@ -142,19 +143,10 @@ void residual_forward(const ExecContext& ctx, TensorView out, TensorView a, Tens
 }
 
 void dropout_forward(const ExecContext& ctx, TensorView out, TensorView in, const DropoutSpec& spec) {
-  if (on_cuda(ctx)) {
-    if (spec.active()) throw_input_error("dropout {} is not implemented on the CUDA backend yet (set dropout to 0)", spec.p);
-    copy(ctx, out, in);
-    return;
-  }
-  cpu::dropout_forward(ctx, out, in, spec);
+  return ZT_OP(dropout_forward, ctx, out, in, spec);
 }
 void dropout_backward(const ExecContext& ctx, TensorView dinp, TensorView dout, const DropoutSpec& spec) {
-  if (on_cuda(ctx)) {
-    ops::dropout_forward(ctx, dinp, dout, spec);  // refuses an active spec, copies otherwise
-    return;
-  }
-  cpu::dropout_backward(ctx, dinp, dout, spec);
+  return ZT_OP(dropout_backward, ctx, dinp, dout, spec);
 }
 
 void softmax_cross_entropy_forward(const ExecContext& ctx, TensorView losses, TensorView probs, TensorView logits,

@@ -53,8 +53,6 @@ void attention_backward(const ExecContext& ctx, TensorView dqkv, TensorView dout
 void gelu_forward(const ExecContext& ctx, TensorView out, TensorView inp);
 void gelu_backward(const ExecContext& ctx, TensorView dinp, TensorView inp, TensorView dout);
 void residual_forward(const ExecContext& ctx, TensorView out, TensorView a, TensorView b);
-// Dropout exists on the CPU only so far: on CUDA an active spec is an InputError (an inactive one
-// is a copy, or nothing when in and out alias).
 void dropout_forward(const ExecContext& ctx, TensorView out, TensorView in, const DropoutSpec& spec);
 void dropout_backward(const ExecContext& ctx, TensorView dinp, TensorView dout, const DropoutSpec& spec);
 void softmax_cross_entropy_forward(const ExecContext& ctx, TensorView losses, TensorView probs, TensorView logits,

@@ -1,0 +1,20 @@
+// CUDA twin of kernels/cpu/dropout.h: the same counter-based mask ([Note: dropout masks]), so a
+// sample's mask is bit for bit the CPU's, and a GPU run drops exactly the elements a CPU run
+// drops. One thread per Philox block (4 elements).
+#pragma once
+
+#include "engine/core/tensor.h"
+#include "kernels/cpu/dropout.h"  // DropoutSpec
+#include "kernels/exec_context.h"
+
+namespace zt::cuda {
+
+using cpu::DropoutSpec;
+
+// As cpu::dropout_forward: out = in * mask / (1 - p) over [B, ...] samples (out may alias in).
+void dropout_forward(const ExecContext& ctx, TensorView out, TensorView in, const DropoutSpec& spec);
+
+// As cpu::dropout_backward: dinp = dout * mask / (1 - p), the same mask (dinp may alias dout).
+void dropout_backward(const ExecContext& ctx, TensorView dinp, TensorView dout, const DropoutSpec& spec);
+
+}  // namespace zt::cuda

@@ -190,11 +190,6 @@ RunConfig parse_run_config(nlohmann::json doc, const std::string& source, int wo
   read_log(root.section("log"), c.log, source);
   read_checkpoint(root.section("checkpoint"), c.checkpoint);
   root.reject_unknown_keys();
-  // What the CUDA backend does not do yet: dropout (no GPU dropout kernel).
-  if (c.device == Device::kCUDA && c.dropout > 0.0f) {
-    throw_input_error("config error in {}: model.dropout = {} is not implemented on device = \"cuda\" yet (use 0)",
-                      source, c.dropout);
-  }
   return c;
 }
 

@@ -3,13 +3,15 @@
 // copy is needed), a fused causal softmax over whole rows (a warp per row), and the products of
 // the backward likewise. The products are full T x T (the upper triangle is computed and then
 // zeroed): simple and exact, at twice the minimum FLOPs; a flash-style fused kernel is the next
-// step (docs/gpu_backend.md).
+// step (docs/gpu_backend.md). Dropout on the probabilities draws cpu::attention_forward's mask
+// (kernels/cuda/dropout.h) one sample at a time into scratch, so att keeps the undropped values.
 #include "kernels/cuda/attention.h"
 
 #include <cmath>
 
 #include "kernels/cpu/attention.h"  // attention_dims: the operand checks both backends share
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/dropout.h"
 #include "kernels/cuda/lt_gemm.h"
 
 namespace zt::cuda {
@@ -54,11 +56,20 @@ __global__ void causal_softmax_backward(float* dp, const float* att, std::int64_
 
 using AttnDims = cpu::AttentionDims;
 
-AttnDims check_dims(const TensorView& out_like, const TensorView& att, const TensorView& qkv, int n_head,
-                    const DropoutSpec& dropout) {
+AttnDims check_dims(const TensorView& out_like, const TensorView& att, const TensorView& qkv, int n_head) {
   for (const TensorView* v : {&out_like, &att, &qkv}) detail::check_on_gpu(*v, "attention operand");
-  ZT_CHECK(!dropout.active(), "attention dropout is not implemented on the GPU yet (set dropout to 0 for device cuda)");
   return cpu::attention_dims(out_like, att, qkv, n_head);
+}
+
+// dst = dropout(sample b's probabilities [n_head, T, T]): the whole sample is one row of the mask,
+// element j = (h * T + t) * T + t2, as cpu::attention_forward draws it.
+void drop_sample_probs(const ExecContext& ctx, float* dst, const float* probs, const AttnDims& d, std::int64_t b,
+                       const DropoutSpec& dropout) {
+  const Shape one_sample{1, d.NH * d.T * d.T};
+  DropoutSpec spec = dropout;
+  spec.first_sample += b;
+  cuda::dropout_forward(ctx, TensorView{dst, DType::kF32, Device::kCUDA, one_sample},
+                  TensorView{const_cast<float*>(probs), DType::kF32, Device::kCUDA, one_sample}, spec);
 }
 
 // A product batched over the heads of one sample; A/B/D offsets and leading dimensions per call.
@@ -73,12 +84,15 @@ LtGemm head_batch(const AttnDims& d) {
 void attention_forward(const ExecContext& ctx, TensorView out, TensorView att, TensorView qkv, int n_head,
                        const DropoutSpec& dropout) {
   const cudaStream_t stream = detail::stream_of(ctx);
-  const AttnDims d = check_dims(out, att, qkv, n_head, dropout);
+  const AttnDims d = check_dims(out, att, qkv, n_head);
   if (d.B * d.T == 0) return;
   const std::int64_t T = d.T, C = d.C, C3 = 3 * d.C, hs = d.hs;
   const float* qkv_p = qkv.as<float>();
   float* att_p = att.as<float>();
   float* out_p = out.as<float>();
+  // With dropout, att keeps the probabilities (backward needs them) and one sample at a time is
+  // dropped into scratch for the product with v.
+  Buffer dropped = dropout.active() ? detail::resources_of(ctx).scratch(DType::kF32, d.NH * T * T) : Buffer{};
   for (std::int64_t b = 0; b < d.B; ++b) {
     // att^T[k, q] (column-major) = K[k, :] . Q[q, :] * scale: A = K (transposed), B = Q.
     LtGemm g = head_batch(d);
@@ -95,11 +109,16 @@ void attention_forward(const ExecContext& ctx, TensorView out, TensorView att, T
                            kRowsPerBlock * detail::kWarpSize, 0, stream>>>(att_p, rows, static_cast<int>(T));
   ZT_CUDA_CHECK_LAUNCH();
   for (std::int64_t b = 0; b < d.B; ++b) {
+    const float* probs = att_p + b * d.NH * T * T;
+    if (dropout.active()) {
+      drop_sample_probs(ctx, dropped.as<float>(), probs, d, b, dropout);
+      probs = dropped.as<float>();
+    }
     // out^T[e, q] = V^T[e, k] @ P^T[k, q]: A = V (column-major [hs, T]), B = att (column-major [k, q]).
     LtGemm g = head_batch(d);
     g.m = hs, g.n = T, g.k = T;
     g.A = qkv_p + b * T * C3 + 2 * C, g.lda = C3, g.stride_a = hs;
-    g.B = att_p + b * d.NH * T * T, g.ldb = T, g.stride_b = T * T;
+    g.B = probs, g.ldb = T, g.stride_b = T * T;
     g.D = out_p + b * T * C, g.ldd = C, g.stride_d = hs;
     run_gemm(ctx, g);
   }
@@ -108,7 +127,7 @@ void attention_forward(const ExecContext& ctx, TensorView out, TensorView att, T
 void attention_backward(const ExecContext& ctx, TensorView dqkv, TensorView dout, TensorView qkv, TensorView att,
                         int n_head, const DropoutSpec& dropout) {
   const cudaStream_t stream = detail::stream_of(ctx);
-  const AttnDims d = check_dims(dout, att, qkv, n_head, dropout);
+  const AttnDims d = check_dims(dout, att, qkv, n_head);
   detail::check_on_gpu(dqkv, "dqkv");
   ZT_CHECK(dqkv.dtype == DType::kF32 && dqkv.numel() == qkv.numel(), "dqkv must be F32 shaped as qkv");
   if (d.B * d.T == 0) return;
@@ -120,6 +139,8 @@ void attention_backward(const ExecContext& ctx, TensorView dqkv, TensorView dout
   float* dqkv_p = dqkv.as<float>();
   Buffer dp_buf = detail::resources_of(ctx).scratch(DType::kF32, d.NH * T * T);  // one sample at a time
   float* dp = dp_buf.as<float>();
+  Buffer dropped = dropout.active() ? detail::resources_of(ctx).scratch(DType::kF32, d.NH * T * T) : Buffer{};
+  const Shape one_sample{1, d.NH * T * T};
   const std::int64_t rows = d.NH * T;
   for (std::int64_t b = 0; b < d.B; ++b) {
     const float* q = qkv_p + b * T * C3;
@@ -128,12 +149,19 @@ void attention_backward(const ExecContext& ctx, TensorView dqkv, TensorView dout
     const float* p = att_p + b * d.NH * T * T;
     const float* dO = dout_p + b * T * C;
     float* dq = dqkv_p + b * T * C3;
+    // The forward multiplied v by the dropped probabilities M * P: dV uses them, and
+    // d(M * P) = dO v^T becomes dP = M * d(M * P) before the softmax backward (which uses P).
+    const float* pv = p;
+    if (dropout.active()) {
+      drop_sample_probs(ctx, dropped.as<float>(), p, d, b, dropout);
+      pv = dropped.as<float>();
+    }
     {  // dV^T[e, k] = dO^T[e, q] @ P[q, k]: A = dO, B = att transposed.
       LtGemm g = head_batch(d);
       g.trans_b = true;
       g.m = hs, g.n = T, g.k = T;
       g.A = dO, g.lda = C, g.stride_a = hs;
-      g.B = p, g.ldb = T, g.stride_b = T * T;
+      g.B = pv, g.ldb = T, g.stride_b = T * T;
       g.D = dq + 2 * C, g.ldd = C3, g.stride_d = hs;
       run_gemm(ctx, g);
     }
@@ -145,6 +173,12 @@ void attention_backward(const ExecContext& ctx, TensorView dqkv, TensorView dout
       g.B = dO, g.ldb = C, g.stride_b = hs;
       g.D = dp, g.ldd = T, g.stride_d = T * T;
       run_gemm(ctx, g);
+    }
+    if (dropout.active()) {
+      DropoutSpec spec = dropout;
+      spec.first_sample += b;
+      const TensorView dp_view{dp, DType::kF32, Device::kCUDA, one_sample};
+      cuda::dropout_backward(ctx, dp_view, dp_view, spec);  // qualified: ADL also finds cpu::
     }
     causal_softmax_backward<<<static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock),
                               kRowsPerBlock * detail::kWarpSize, 0, stream>>>(dp, p, rows, static_cast<int>(T), scale);

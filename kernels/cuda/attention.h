@@ -10,13 +10,14 @@ namespace zt::cuda {
 
 using cpu::DropoutSpec;
 
-// As cpu::attention_forward: qkv [B, T, 3C], out [B, T, C], att [B, n_head, T, T] (probabilities,
-// zero above the diagonal). Difference: dropout on the probabilities is not implemented on the
-// GPU yet; an active `dropout` throws InternalError (the model must run with dropout 0 on CUDA).
+// As cpu::attention_forward: qkv [B, T, 3C], out [B, T, C], att [B, n_head, T, T] (probabilities
+// before dropout, zero above the diagonal). An active `dropout` draws the CPU's mask; scratch: one
+// sample's [n_head, T, T].
 void attention_forward(const ExecContext& ctx, TensorView out, TensorView att, TensorView qkv, int n_head,
                        const DropoutSpec& dropout = {});
 
-// As cpu::attention_backward: dqkv [B, T, 3C] overwritten. Scratch: one sample's [n_head, T, T].
+// As cpu::attention_backward: dqkv [B, T, 3C] overwritten. Scratch: one sample's [n_head, T, T]
+// (two with dropout).
 void attention_backward(const ExecContext& ctx, TensorView dqkv, TensorView dout, TensorView qkv, TensorView att,
                         int n_head, const DropoutSpec& dropout = {});
 

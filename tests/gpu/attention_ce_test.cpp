@@ -51,14 +51,34 @@ TEST_F(CudaAttention, ForwardBackwardMatchCpuAndRepeatBitwise) {
   }
 }
 
-TEST_F(CudaAttention, ActiveDropoutIsRefusedNotIgnored) {
-  Buffer qkv = poisoned(DType::kF32, 2 * 4 * 3 * 8), out = poisoned(DType::kF32, 2 * 4 * 8),
-         att = poisoned(DType::kF32, 2 * 2 * 4 * 4);
-  cpu::DropoutSpec drop;
-  drop.p = 0.1f;
-  EXPECT_THROW(cuda::attention_forward(gpu(), out.view(Shape{2, 4, 8}), att.view(Shape{2, 2, 4, 4}),
-                                       qkv.view(Shape{2, 4, 24}), 2, drop),
-               InternalError);
+// Dropout on the probabilities draws the CPU's mask, so the GPU drops the same entries; the
+// results then differ only as without dropout (same tolerances). att keeps the undropped values.
+TEST_F(CudaAttention, DropoutOnProbabilitiesMatchesCpu) {
+  ZT_SEEDED_RNG(rng);
+  struct S { std::int64_t B, T, NH, hs; };
+  for (auto [B, T, NH, hs] : {S{2, 7, 3, 5}, S{3, 64, 4, 16}}) {
+    SCOPED_TRACE(::testing::Message() << "B=" << B << " T=" << T << " NH=" << NH << " hs=" << hs);
+    const std::int64_t C = NH * hs;
+    const int nh = static_cast<int>(NH);
+    const cpu::DropoutSpec drop{0.2f, /*seed=*/99, /*site=*/4, /*first_sample=*/(std::int64_t{1} << 32) + 17};
+    std::vector<float> qkv = rng.normal(B * T * 3 * C), dout = rng.normal(B * T * C);
+    std::vector<float> out(B * T * C), att(B * NH * T * T), dqkv(qkv.size()), out_nodrop(B * T * C);
+    const Shape sq{B, T, 3 * C}, so{B, T, C}, sa{B, NH, T, T};
+    cpu::attention_forward(cpu_ctx(), view_of(out, so), view_of(att, sa), view_of(qkv, sq), nh, drop);
+    cpu::attention_backward(cpu_ctx(), view_of(dqkv, sq), view_of(dout, so), view_of(qkv, sq), view_of(att, sa), nh,
+                            drop);
+    std::vector<float> att_nodrop(att.size());
+    cpu::attention_forward(cpu_ctx(), view_of(out_nodrop, so), view_of(att_nodrop, sa), view_of(qkv, sq), nh);
+    ASSERT_FALSE(close_normwise(out, to_double(out_nodrop), 1e-2)) << "the reference did not drop anything";
+    Buffer gqkv = upload(qkv), gdout = upload(dout);
+    Buffer go = poisoned(DType::kF32, B * T * C), gatt = poisoned(DType::kF32, B * NH * T * T),
+           gdq = poisoned(DType::kF32, B * T * 3 * C);
+    cuda::attention_forward(gpu(), go.view(so), gatt.view(sa), gqkv.view(sq), nh, drop);
+    cuda::attention_backward(gpu(), gdq.view(sq), gdout.view(so), gqkv.view(sq), gatt.view(sa), nh, drop);
+    EXPECT_TRUE(close_normwise(download<float>(go), to_double(out), 1e-5)) << "out";
+    EXPECT_TRUE(close_normwise(download<float>(gatt), to_double(att_nodrop), 1e-5)) << "att (before dropout)";
+    EXPECT_TRUE(close_normwise(download<float>(gdq), to_double(dqkv), 5e-5)) << "dqkv";
+  }
 }
 
 // Vp % 4 == 0 (8, 64, 1024, 50304) takes the float4 path at offset 0, with V inside a group at 5

@@ -7,7 +7,8 @@
   * two CUDA runs of the same config write bitwise identical tensors (no order-dependent atomics);
   * `train --set device=cuda` runs, and 4 steps + `--resume latest` + 4 steps is bitwise the
     8-step CUDA run (checkpoints staged through the host);
-  * 10 training steps on CUDA match the CPU's losses within bf16 tolerance.
+  * 10 training steps on CUDA match the CPU's losses within bf16 tolerance, also with dropout
+    (the same masks on both devices), with and without activation checkpointing.
 
 Exits 77 (a ctest skip) when this build sees no CUDA device.
 
@@ -138,6 +139,19 @@ def main():
         err = rel(losses(gpu_run), losses(cpu_run))
         check(err <= TRAIN_LOSS_BOUND and len(losses(gpu_run)) == 10,
               f"10 bf16 training steps: CUDA losses within {TRAIN_LOSS_BOUND:g} of the CPU's (error {err:.3e})")
+        # Dropout: the GPU draws the CPU's masks (same seed, site and sample index), so with
+        # dropout 0.1 at every site the runs still agree within the same bound, also when
+        # checkpointed blocks regenerate their masks in the recompute.
+        for ckpt in ("none", "all"):
+            extra = ["--set", "model.dropout=0.1", "--set", f"train.activation_checkpointing={ckpt}"]
+            d_cpu, d_gpu = os.path.join(work, f"cpu_drop_{ckpt}"), os.path.join(work, f"cuda_drop_{ckpt}")
+            pc, pg = train("cpu", d_cpu, 10, extra), train("cuda", d_gpu, 10, extra)
+            if check(pc.returncode == 0 and pg.returncode == 0,
+                     f"dropout 0.1, checkpointing {ckpt}: train on cpu and cuda exit 0 ({pg.stderr[-400:]})"):
+                err = rel(losses(d_gpu), losses(d_cpu))
+                check(err <= TRAIN_LOSS_BOUND and losses(d_gpu) != losses(gpu_run),
+                      f"dropout 0.1, checkpointing {ckpt}: CUDA losses within {TRAIN_LOSS_BOUND:g} of the CPU's "
+                      f"(error {err:.3e}) and differ from the run without dropout")
         resumed = os.path.join(work, "cuda_resumed")
         first = train("cuda", resumed, 4, ["--set", "checkpoint.at_end=true"])
         second = train("cuda", resumed, 10, ["--resume", "latest"])

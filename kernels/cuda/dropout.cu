@@ -1,0 +1,111 @@
+// Dropout on the GPU: the mask of [Note: dropout masks] (kernels/cpu/dropout.h) regenerated from
+// Philox wherever it is needed, never stored. One thread owns one Philox block, i.e. 4 consecutive
+// elements of one sample, so each block of random bits is drawn once and the 4 elements move as
+// one 16-byte access where the rows allow it.
+#include "kernels/cuda/dropout.h"
+
+#include "kernels/cpu/dropout_mask.h"  // check_spec, keep_threshold, keep_scale: shared with the CPU
+#include "kernels/cuda/common.cuh"
+
+namespace zt::cuda {
+
+namespace {
+
+constexpr int kThreads = 256;
+
+// Philox4x32-10 with the rounds of zt::philox4x32 (engine/core/philox.h): same bits on both sides.
+__device__ __forceinline__ uint4 philox4x32(uint4 ctr, std::uint32_t k0, std::uint32_t k1) {
+  constexpr std::uint32_t kM0 = 0xD2511F53u, kM1 = 0xCD9E8D57u;
+  constexpr std::uint32_t kW0 = 0x9E3779B9u, kW1 = 0xBB67AE85u;
+#pragma unroll
+  for (int round = 0; round < 10; ++round) {
+    const std::uint32_t hi0 = __umulhi(kM0, ctr.x), lo0 = kM0 * ctr.x;
+    const std::uint32_t hi1 = __umulhi(kM1, ctr.z), lo1 = kM1 * ctr.z;
+    ctr = make_uint4(hi1 ^ ctr.y ^ k0, lo1, hi0 ^ ctr.w ^ k1, lo0);
+    k0 += kW0;
+    k1 += kW1;
+  }
+  return ctr;
+}
+
+struct MaskParams {
+  std::uint64_t seed;
+  std::uint32_t site;
+  std::uint32_t threshold;  // kept iff the element's 32 random bits are >= this
+  float scale;              // 1 / (1 - p), rounded once on the host as the CPU does
+  std::int64_t first_sample;
+};
+
+// out[b, j] = in[b, j] * (kept ? scale : 0) over B samples of N elements. Thread t handles Philox
+// block t % blocks_per_sample of sample t / blocks_per_sample. kVec = 4 only when N % 4 == 0 and
+// both pointers are 16-byte aligned, so a block's 4 elements are one aligned float4.
+template <int kVec>
+__global__ void apply_mask(float* out, const float* in, std::int64_t B, std::int64_t N, MaskParams m) {
+  const std::int64_t blocks_per_sample = (N + 3) / 4;
+  const std::int64_t total = B * blocks_per_sample;
+  for (std::int64_t t = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; t < total;
+       t += std::int64_t{gridDim.x} * blockDim.x) {
+    const std::int64_t b = t / blocks_per_sample, blk = t % blocks_per_sample;
+    const auto g = static_cast<std::uint64_t>(m.first_sample + b);
+    const uint4 r = philox4x32(make_uint4(static_cast<std::uint32_t>(blk), m.site, static_cast<std::uint32_t>(g),
+                                          static_cast<std::uint32_t>(g >> 32)),
+                               static_cast<std::uint32_t>(m.seed), static_cast<std::uint32_t>(m.seed >> 32));
+    const std::uint32_t bits[4] = {r.x, r.y, r.z, r.w};
+    const std::int64_t j0 = blk * 4, base = b * N + j0;
+    // The mask is multiplied in (not selected), so a dropped inf or NaN gives NaN, as on the CPU.
+    if constexpr (kVec == 4) {
+      detail::FloatVec<4> x = detail::FloatVec<4>::load(in + base);
+#pragma unroll
+      for (int lane = 0; lane < 4; ++lane) x[lane] *= bits[lane] >= m.threshold ? m.scale : 0.0f;
+      x.store(out + base);
+    } else {
+      const int n = static_cast<int>(N - j0 < 4 ? N - j0 : 4);
+      for (int lane = 0; lane < n; ++lane) out[base + lane] = in[base + lane] * (bits[lane] >= m.threshold ? m.scale : 0.0f);
+    }
+  }
+}
+
+void run(const ExecContext& ctx, TensorView out, TensorView in, const DropoutSpec& spec, const char* what) {
+  const cudaStream_t stream = detail::stream_of(ctx);
+  detail::check_on_gpu(out, what);
+  detail::check_on_gpu(in, what);
+  ZT_CHECK(out.dtype == DType::kF32 && in.dtype == DType::kF32, "{}: fp32 only", what);
+  ZT_CHECK(out.numel() == in.numel(), "{}: out has {} elements, in {}", what, out.numel(), in.numel());
+  ZT_CHECK(in.shape.ndim() >= 1, "{}: needs a leading sample dimension", what);
+  const std::int64_t B = in.shape[0];
+  const std::int64_t N = B > 0 ? in.numel() / B : 0;  // elements per sample
+  cpu::dropout_detail::check_spec(spec, N);
+  if (in.numel() == 0) return;
+  float* o = out.as<float>();
+  const float* x = in.as<float>();
+  if (!spec.active()) {  // exactly the identity, no random numbers drawn
+    if (o != x) {
+      ZT_CUDA_CHECK(cudaMemcpyAsync(o, x, static_cast<std::size_t>(in.size_bytes()), cudaMemcpyDeviceToDevice, stream));
+    }
+    return;
+  }
+  const MaskParams m{spec.seed, spec.site, cpu::dropout_detail::keep_threshold(spec.p),
+                     cpu::dropout_detail::keep_scale(spec.p), spec.first_sample};
+  const std::int64_t threads_needed = B * ((N + 3) / 4);
+  const unsigned grid = detail::grid_for(threads_needed, kThreads);
+  // out may alias in: each thread reads its 4 elements before writing them, and no other thread
+  // touches them.
+  if (N % 4 == 0 && detail::aligned16(o) && detail::aligned16(x)) {
+    apply_mask<4><<<grid, kThreads, 0, stream>>>(o, x, B, N, m);
+  } else {
+    apply_mask<1><<<grid, kThreads, 0, stream>>>(o, x, B, N, m);
+  }
+  ZT_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+void dropout_forward(const ExecContext& ctx, TensorView out, TensorView in, const DropoutSpec& spec) {
+  run(ctx, out, in, spec, "dropout_forward");
+}
+
+void dropout_backward(const ExecContext& ctx, TensorView dinp, TensorView dout, const DropoutSpec& spec) {
+  run(ctx, dinp, dout, spec, "dropout_backward");
+}
+
+}  // namespace zt::cuda

@@ -23,6 +23,7 @@
 #include "kernels/cuda/cross_entropy.h"
 #include "kernels/cuda/dropout.h"
 #include "kernels/cuda/embedding.h"
+#include "kernels/cuda/flash_attention.h"
 #include "kernels/cuda/gelu.h"
 #include "kernels/cuda/layernorm.h"
 #include "kernels/cuda/matmul.h"
@@ -133,6 +134,27 @@ void attention_forward(const ExecContext& ctx, TensorView out, TensorView att, T
 void attention_backward(const ExecContext& ctx, TensorView dqkv, TensorView dout, TensorView qkv, TensorView att,
                         int n_head, const DropoutSpec& dropout) {
   return ZT_OP(attention_backward, ctx, dqkv, dout, qkv, att, n_head, dropout);
+}
+bool flash_attention_available(Device device, std::int64_t head_size) {
+#ifdef ZT_HAVE_CUDA
+  return device == Device::kCUDA && cuda::flash_attention_supports_head_size(head_size);
+#else
+  (void)device, (void)head_size;
+  return false;
+#endif
+}
+void flash_attention_forward(const ExecContext& ctx, TensorView out, TensorView lse, TensorView qkv, int n_head) {
+  ZT_CHECK(on_cuda(ctx), "flash attention runs on CUDA only (the CPU uses attention_forward)");
+#ifdef ZT_HAVE_CUDA
+  cuda::flash_attention_forward(ctx, out, lse, qkv, n_head);
+#endif
+}
+void flash_attention_backward(const ExecContext& ctx, TensorView dqkv, TensorView dout, TensorView out, TensorView qkv,
+                              TensorView lse, int n_head) {
+  ZT_CHECK(on_cuda(ctx), "flash attention runs on CUDA only (the CPU uses attention_backward)");
+#ifdef ZT_HAVE_CUDA
+  cuda::flash_attention_backward(ctx, dqkv, dout, out, qkv, lse, n_head);
+#endif
 }
 void gelu_forward(const ExecContext& ctx, TensorView out, TensorView inp) { return ZT_OP(gelu_forward, ctx, out, inp); }
 void gelu_backward(const ExecContext& ctx, TensorView dinp, TensorView inp, TensorView dout) {

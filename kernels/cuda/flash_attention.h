@@ -2,8 +2,9 @@
 // the CPU's) without ever materialising the [B, n_head, T, T] probabilities. The forward streams
 // key/value tiles through shared memory with an online softmax and keeps one log-sum-exp per query
 // row; the backward recomputes the probabilities from it (FlashAttention-2's split: one pass for
-// dq per query row, one for dk and dv per key row). Deterministic: no atomics. Not yet used by the
-// model, which still runs the cuBLASLt path (tools/bench_kernels times both).
+// dq per query row, one for dk and dv per key row). Deterministic: no atomics. The model's attention
+// on CUDA unless the probabilities take dropout (gpt::activation_dims); tools/bench_kernels times
+// it beside the cuBLASLt path.
 #pragma once
 
 #include "engine/core/tensor.h"

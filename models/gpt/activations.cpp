@@ -30,8 +30,15 @@ class Carver {
 
 }  // namespace
 
+ActivationDims activation_dims(const GptConfig& c, std::int64_t batch, std::int64_t seq_len, Device device,
+                               float dropout) {
+  const bool flash = dropout == 0.0f && ops::flash_attention_available(device, c.n_embd / c.n_head);
+  return ActivationDims{batch, seq_len, c.n_embd, c.n_head, c.padded_vocab_size(), flash};
+}
+
 std::int64_t block_activation_numel(const ActivationDims& d) {
-  return 15 * d.BTC() + 4 * d.BT() + d.B * d.NH * d.T * d.T;
+  const std::int64_t attention = d.flash_attention ? d.B * d.NH * d.T : d.B * d.NH * d.T * d.T;
+  return 15 * d.BTC() + 4 * d.BT() + attention;
 }
 
 std::int64_t head_activation_numel(const ActivationDims& d) { return d.BTC() + 3 * d.BT() + d.BT() * d.Vp; }
@@ -65,7 +72,11 @@ BlockActivations::BlockActivations(MemoryTracker& tracker, const ActivationDims&
   ln1_mean = c.take({d.B, d.T});
   ln1_rstd = c.take({d.B, d.T});
   qkv = c.take({d.B, d.T, 3 * d.C});
-  att = c.take({d.B, d.NH, d.T, d.T});
+  if (d.flash_attention) {
+    lse = c.take({d.B, d.NH, d.T});
+  } else {
+    att = c.take({d.B, d.NH, d.T, d.T});
+  }
   atty = c.take({d.B, d.T, d.C});
   resid2 = c.take({d.B, d.T, d.C});
   ln2 = c.take({d.B, d.T, d.C});

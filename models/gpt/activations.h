@@ -13,11 +13,22 @@ namespace zt::gpt {
 
 struct ActivationDims {
   std::int64_t B, T, C, NH, Vp;
+  // Attention through the flash kernels: a block keeps each row's log-sum-exp [B, NH, T] instead
+  // of the probabilities [B, NH, T, T] (see activation_dims for when).
+  bool flash_attention;
   std::int64_t BT() const { return B * T; }
   std::int64_t BTC() const { return B * T * C; }
 };
 
-// Elements of one block's internal activations: 15 BTC + 4 BT + B NH T^2.
+// The model's dimensions for batches of B x T on `device`. Attention is flash where it can be:
+// on CUDA, for the head sizes the flash kernels are compiled for, and without dropout on the
+// attention probabilities (which only the materialised path applies); the memory prediction
+// calls this too, so both make the same choice.
+ActivationDims activation_dims(const GptConfig& c, std::int64_t batch, std::int64_t seq_len, Device device,
+                               float dropout);
+
+// Elements of one block's internal activations: 15 BTC + 4 BT + B NH T^2 (B NH T with flash
+// attention).
 std::int64_t block_activation_numel(const ActivationDims& d);
 // Elements of the head's activations (ln_f output, its mean/rstd, probabilities, losses):
 // BTC + 3 BT + BT Vp.
@@ -37,7 +48,8 @@ struct BlockActivations {
   Buffer storage;  // one tracked allocation per block
   TensorView ln1, ln1_mean, ln1_rstd;  // [B,T,C], [B,T], [B,T]
   TensorView qkv;                      // [B,T,3C]
-  TensorView att;                      // [B,NH,T,T] softmax probabilities
+  TensorView att;                      // [B,NH,T,T] softmax probabilities (materialised attention)
+  TensorView lse;                      // [B,NH,T] row log-sum-exps (flash attention)
   TensorView atty;                     // [B,T,C] attention output before projection
   TensorView resid2;                   // [B,T,C] x + attention branch
   TensorView ln2, ln2_mean, ln2_rstd;  // [B,T,C], [B,T], [B,T]

@@ -1,4 +1,5 @@
-// Transformer block forward/backward over the kernels of the context's device (fp32 compute).
+// Transformer block forward/backward over the kernels of the context's device (fp32 compute);
+// attention through the flash kernels when the activations hold log-sum-exps (activation_dims).
 #include "models/gpt/block.h"
 
 #include "kernels/ops.h"
@@ -17,7 +18,12 @@ void block_forward(const ExecContext& ctx, const BlockParams& p, TensorView x, B
                    int n_head, const BlockDropout& dropout) {
   ops::layernorm_forward(ctx, a.ln1, a.ln1_mean, a.ln1_rstd, x, p.ln_1_w, p.ln_1_b);
   ops::matmul_forward(ctx, a.qkv, a.ln1, p.c_attn_w, WeightLayout::kInOut, p.c_attn_b);
-  ops::attention_forward(ctx, a.atty, a.att, a.qkv, n_head, dropout.attn_probs);
+  if (a.lse.data != nullptr) {  // flash: never with dropout on the probabilities (activation_dims)
+    ZT_CHECK(!dropout.attn_probs.active());
+    ops::flash_attention_forward(ctx, a.atty, a.lse, a.qkv, n_head);
+  } else {
+    ops::attention_forward(ctx, a.atty, a.att, a.qkv, n_head, dropout.attn_probs);
+  }
   ops::matmul_forward(ctx, a.resid2, a.atty, p.attn_proj_w, WeightLayout::kInOut, p.attn_proj_b);
   if (dropout.attn_residual.active()) ops::dropout_forward(ctx, a.resid2, a.resid2, dropout.attn_residual);
   ops::residual_forward(ctx, a.resid2, a.resid2, x);
@@ -54,7 +60,11 @@ void block_backward(const ExecContext& ctx, const BlockParams& p, const BlockPar
   // Attention branch: dresid now holds d(resid2), which flows on into d(x).
   ops::matmul_backward(ctx, d_btc, g.attn_proj_w, g.attn_proj_b, through_dropout(dropout.attn_residual), a.atty,
                        p.attn_proj_w, WeightLayout::kInOut);
-  ops::attention_backward(ctx, d_qkv, d_btc, a.qkv, a.att, n_head, dropout.attn_probs);
+  if (a.lse.data != nullptr) {
+    ops::flash_attention_backward(ctx, d_qkv, d_btc, a.atty, a.qkv, a.lse, n_head);
+  } else {
+    ops::attention_backward(ctx, d_qkv, d_btc, a.qkv, a.att, n_head, dropout.attn_probs);
+  }
   ops::matmul_backward(ctx, d_btc, g.c_attn_w, g.c_attn_b, d_qkv, a.ln1, p.c_attn_w, WeightLayout::kInOut);
   ops::layernorm_backward(ctx, dresid, g.ln_1_w, g.ln_1_b, d_btc, x, p.ln_1_w, a.ln1_mean, a.ln1_rstd);
 }

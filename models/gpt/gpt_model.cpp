@@ -19,7 +19,7 @@ GptModel::GptModel(const GptConfig& config, int batch, int seq_len, CheckpointPo
                    const ExecContext& ctx, float dropout, std::uint64_t seed)
     : config_(config),
       table_(build_param_table(config)),
-      dims_{batch, seq_len, config.n_embd, config.n_head, config.padded_vocab_size()},
+      dims_(activation_dims(config, batch, seq_len, ctx.device, dropout)),
       policy_(policy),
       tracker_(tracker),
       ctx_(ctx),

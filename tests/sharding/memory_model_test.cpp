@@ -14,6 +14,7 @@
 #include "engine/optim/sharded_adamw.h"
 #include "engine/sharding/memory_model.h"
 #include "engine/sharding/zero_param_store.h"
+#include "kernels/ops.h"
 #include "models/gpt/gpt_model.h"
 #include "models/gpt/gpt_schedule.h"
 
@@ -177,7 +178,7 @@ TEST(RankMemory, OneRankStagesDifferOnlyByTheirFullUnitBuffers) {
   ASSERT_GE(block, first);
   for (DType dtype : {DType::kF32, DType::kBF16}) {
     const std::int64_t W = static_cast<std::int64_t>(dtype_size_bytes(dtype));
-    const ModelFootprint fp = predict_gpt_footprint(kTiny, 4, 16, {}, dtype);
+    const ModelFootprint fp = predict_gpt_footprint(kTiny, 4, 16, {}, dtype, Device::kCPU, 0.0f);
     StageMemory s[4];
     for (int stage = 0; stage < 4; ++stage) {
       ZeroOptions zero;
@@ -199,6 +200,27 @@ TEST(RankMemory, OneRankStagesDifferOnlyByTheirFullUnitBuffers) {
   }
 }
 
+// On CUDA, attention is flash where the kernels allow (no T x T probabilities kept: the block's
+// activations lose B NH (T^2 - T) elements); on the CPU, with dropout, or in a build without
+// CUDA, the probabilities are kept. The model sizes its buffers from the same activation_dims.
+TEST(RankMemory, FlashAttentionOnCudaDropsTheProbabilitiesFromThePrediction) {
+  const gpt::GptConfig& m = kGpt2Small;
+  const std::int64_t B = 8, T = 1024, L = m.n_layer, NH = m.n_head;
+  const std::int64_t cpu = predict_gpt_footprint(m, B, T, {}, DType::kBF16, Device::kCPU, 0.0f).activation_bytes;
+  const std::int64_t cuda = predict_gpt_footprint(m, B, T, {}, DType::kBF16, Device::kCUDA, 0.0f).activation_bytes;
+  const std::int64_t cuda_dropout =
+      predict_gpt_footprint(m, B, T, {}, DType::kBF16, Device::kCUDA, 0.1f).activation_bytes;
+  EXPECT_EQ(cuda_dropout, cpu) << "dropout on the probabilities needs the materialised path";
+  EXPECT_FALSE(gpt::activation_dims(m, B, T, Device::kCPU, 0.0f).flash_attention);
+  if (ops::flash_attention_available(Device::kCUDA, m.n_embd / NH)) {
+    EXPECT_TRUE(gpt::activation_dims(m, B, T, Device::kCUDA, 0.0f).flash_attention);
+    // Without checkpointing every block's activations are alive at the peak.
+    EXPECT_EQ(cpu - cuda, 4 * L * B * NH * (T * T - T));
+  } else {
+    EXPECT_EQ(cuda, cpu) << "a build without CUDA has no flash kernels";
+  }
+}
+
 // From 4 ranks on. With fewer, stage 2 can exceed stage 1 for GPT-2: the overlap keeps the tied
 // embedding's full pending gradient (38.6M elements, alive through backward) beside two blocks'
 // and the staging of three reduce-scatters in flight, which outweighs the part of the gradients
@@ -208,7 +230,7 @@ TEST(RankMemory, EachStageNeedsNoMoreThanTheLastForGpt2OnFourOrMoreRanks) {
     const ParamTable t = gpt::build_param_table(model);
     const StepSchedule schedule{gpt::forward_schedule(model), gpt::backward_schedule(model)};
     for (DType dtype : {DType::kF32, DType::kBF16}) {
-      const ModelFootprint fp = predict_gpt_footprint(model, 8, 1024, {}, dtype);
+      const ModelFootprint fp = predict_gpt_footprint(model, 8, 1024, {}, dtype, Device::kCPU, 0.0f);
       for (int ranks : {4, 7, 8, 64, 1000}) {
         std::int64_t previous = 0;
         for (int stage = 0; stage < 4; ++stage) {
@@ -248,7 +270,7 @@ void expect_measured_equals_predicted(DType dtype, const char* checkpointing) {
   const MemorySnapshot measured = tracker.snapshot();
 
   const StageMemory predicted =
-      predict_rank_memory(model.table(), dtype, predict_gpt_footprint(kTiny, B, T, policy, dtype),
+      predict_rank_memory(model.table(), dtype, predict_gpt_footprint(kTiny, B, T, policy, dtype, Device::kCPU, 0.0f),
                           {gpt::forward_schedule(kTiny), gpt::backward_schedule(kTiny)}, ZeroOptions{}, 1);
   for (int i = 0; i < kNumMemCategories; ++i) {
     EXPECT_EQ(measured.peak_bytes[i], predicted.bytes[i]) << mem_category_name(static_cast<MemCategory>(i));

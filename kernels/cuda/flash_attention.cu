@@ -225,11 +225,12 @@ FlashDims check_dims(const TensorView& out_like, const TensorView& lse, const Te
   ZT_CHECK(d.C * 3 == qkv.shape[2] && d.C % n_head == 0, "qkv [.., {}] is not 3C with C a multiple of {} heads",
            qkv.shape[2], n_head);
   d.hs = d.C / n_head;
-  ZT_CHECK(flash_attention_supports_head_size(d.hs), "flash attention has no kernel for head size {} (8-128, powers of 2)",
-           d.hs);
+  ZT_CHECK(flash_attention_supports(d.B, d.NH, d.hs),
+           "flash attention has no kernel for head size {} (8-128, powers of 2) or B * n_head = {} (at most 65535)",
+           d.hs, d.B * d.NH);
   ZT_CHECK(out_like.numel() == d.B * d.T * d.C, "out must be [B, T, C]");
   ZT_CHECK(lse.numel() == d.B * d.NH * d.T, "lse must be [B, n_head, T]");
-  ZT_CHECK(d.B * d.NH <= 65535 && d.T < (1 << 30), "B * n_head = {} exceeds the grid", d.B * d.NH);
+  ZT_CHECK(d.T < (1 << 30), "T = {} exceeds the grid", d.T);
   return d;
 }
 
@@ -247,8 +248,9 @@ void with_head_size(std::int64_t hs, Fn&& fn) {
 
 }  // namespace
 
-bool flash_attention_supports_head_size(std::int64_t hs) {
-  return hs == 8 || hs == 16 || hs == 32 || hs == 64 || hs == 128;
+bool flash_attention_supports(std::int64_t batch, std::int64_t n_head, std::int64_t hs) {
+  const bool compiled = hs == 8 || hs == 16 || hs == 32 || hs == 64 || hs == 128;
+  return compiled && batch * n_head <= 65535;  // one grid row per (sample, head)
 }
 
 void flash_attention_forward(const ExecContext& ctx, TensorView out, TensorView lse, TensorView qkv, int n_head) {

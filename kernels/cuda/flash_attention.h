@@ -12,8 +12,9 @@
 
 namespace zt::cuda {
 
-// Head sizes the kernels are compiled for (registers hold a row of q and the output).
-bool flash_attention_supports_head_size(std::int64_t hs);
+// Whether the kernels serve these shapes: a head size they are compiled for (registers hold a row
+// of q and the output: 8-128, powers of 2) and batch * n_head within the grid's y dimension.
+bool flash_attention_supports(std::int64_t batch, std::int64_t n_head, std::int64_t hs);
 
 // qkv [B, T, 3C] (q | k | v, head h in columns [h*hs, (h+1)*hs)), out [B, T, C], lse [B, n_head, T]:
 // out = softmax(q k^T / sqrt(hs), causal) v per head, lse = the log of each row's softmax sum

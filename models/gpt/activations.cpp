@@ -32,7 +32,7 @@ class Carver {
 
 ActivationDims activation_dims(const GptConfig& c, std::int64_t batch, std::int64_t seq_len, Device device,
                                float dropout) {
-  const bool flash = dropout == 0.0f && ops::flash_attention_available(device, c.n_embd / c.n_head);
+  const bool flash = dropout == 0.0f && ops::flash_attention_available(device, batch, c.n_head, c.n_embd / c.n_head);
   return ActivationDims{batch, seq_len, c.n_embd, c.n_head, c.padded_vocab_size(), flash};
 }
 

@@ -43,7 +43,7 @@ TEST_F(CudaFlashAttention, ForwardBackwardMatchCpuAndRepeatBitwise) {
   struct S { std::int64_t B, T, NH, hs; };
   for (auto [B, T, NH, hs] : {S{1, 1, 1, 8}, S{2, 67, 3, 16}, S{2, 130, 4, 32}, S{1, 200, 2, 64}, S{1, 70, 2, 128}}) {
     SCOPED_TRACE(::testing::Message() << "B=" << B << " T=" << T << " NH=" << NH << " hs=" << hs);
-    ASSERT_TRUE(cuda::flash_attention_supports_head_size(hs));
+    ASSERT_TRUE(cuda::flash_attention_supports(B, NH, hs));
     const std::int64_t C = NH * hs;
     std::vector<float> qkv = rng.normal(B * T * 3 * C), dout = rng.normal(B * T * C);
     std::vector<float> out(B * T * C), att(B * NH * T * T), dqkv(qkv.size());
@@ -74,8 +74,10 @@ TEST_F(CudaFlashAttention, ForwardBackwardMatchCpuAndRepeatBitwise) {
   }
 }
 
-TEST_F(CudaFlashAttention, UnsupportedHeadSizeIsRefused) {
-  EXPECT_FALSE(cuda::flash_attention_supports_head_size(5));
+TEST_F(CudaFlashAttention, UnsupportedShapesAreRefused) {
+  EXPECT_FALSE(cuda::flash_attention_supports(1, 1, 5));
+  EXPECT_FALSE(cuda::flash_attention_supports(65536, 1, 64));
+  EXPECT_TRUE(cuda::flash_attention_supports(5461, 12, 64));
   Buffer qkv = poisoned(DType::kF32, 2 * 4 * 3 * 10), out = poisoned(DType::kF32, 2 * 4 * 10),
          lse = poisoned(DType::kF32, 2 * 2 * 4);
   EXPECT_THROW(cuda::flash_attention_forward(gpu(), out.view(Shape{2, 4, 10}), lse.view(Shape{2, 2, 4}),

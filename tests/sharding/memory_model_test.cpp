@@ -212,7 +212,7 @@ TEST(RankMemory, FlashAttentionOnCudaDropsTheProbabilitiesFromThePrediction) {
       predict_gpt_footprint(m, B, T, {}, DType::kBF16, Device::kCUDA, 0.1f).activation_bytes;
   EXPECT_EQ(cuda_dropout, cpu) << "dropout on the probabilities needs the materialised path";
   EXPECT_FALSE(gpt::activation_dims(m, B, T, Device::kCPU, 0.0f).flash_attention);
-  if (ops::flash_attention_available(Device::kCUDA, m.n_embd / NH)) {
+  if (ops::flash_attention_available(Device::kCUDA, B, NH, m.n_embd / NH)) {
     EXPECT_TRUE(gpt::activation_dims(m, B, T, Device::kCUDA, 0.0f).flash_attention);
     // Without checkpointing every block's activations are alive at the peak.
     EXPECT_EQ(cpu - cuda, 4 * L * B * NH * (T * T - T));

@@ -35,4 +35,14 @@ enum class Device : std::uint8_t { kCPU, kCUDA };
 
 constexpr std::string_view device_name(Device d) { return d == Device::kCPU ? "cpu" : "cuda"; }
 
+// How the GPU multiplies fp32 matrices (precision.matmul): exactly in FP32; on tensor cores with
+// TF32 inputs (10-bit mantissas); or on tensor cores with the inputs rounded to bf16 (as PyTorch's
+// autocast does at each matmul), both accumulating in fp32 into fp32 results. The CPU is always
+// FP32.
+enum class MatmulPrecision : std::uint8_t { kFp32, kTf32, kBf16 };
+
+constexpr std::string_view matmul_precision_name(MatmulPrecision p) {
+  return p == MatmulPrecision::kFp32 ? "fp32" : p == MatmulPrecision::kTf32 ? "tf32" : "bf16";
+}
+
 }  // namespace zt

@@ -37,9 +37,10 @@ class KernelResources {
   Buffer scratch(DType dtype, std::int64_t numel);
   DeviceAllocator& allocator() const { return allocator_; }
 
-  // fp32 matrix products may use TF32 tensor cores (10-bit mantissa inputs, ~1e-3 relative error).
-  // Off by default: fp32 means fp32 here, so the fp32 GPU path tracks the CPU within ~1e-5.
-  bool allow_tf32 = false;
+  // How fp32 matrix products run (engine/core/dtype.h): kFp32 by default, so the fp32 GPU path
+  // tracks the CPU within ~1e-5; kTf32 (~1e-3 relative) and kBf16 (~4e-3) trade that for tensor
+  // cores. kTf32 applies to every cuBLASLt product, kBf16 to the linear layers (cuda::matmul_*).
+  MatmulPrecision fp32_matmuls = MatmulPrecision::kFp32;
 
  private:
   MemoryTracker& tracker_;

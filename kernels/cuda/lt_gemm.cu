@@ -38,7 +38,8 @@ void run_gemm(const ExecContext& ctx, const LtGemm& g) {
   const cudaStream_t stream = detail::stream_of(ctx);
   const bool fp32 = g.ab_type == CUDA_R_32F;
   const cublasComputeType_t compute =
-      fp32 && res.allow_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;  // bf16 inputs: fp32 accumulate
+      fp32 && res.fp32_matmuls == MatmulPrecision::kTf32 ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                                         : CUBLAS_COMPUTE_32F;  // bf16 inputs: fp32 accumulate
   LtDescriptors desc;
   ZT_CUDA_CHECK(cublasLtMatmulDescCreate(&desc.op, compute, CUDA_R_32F));
   const cublasOperation_t ta = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;

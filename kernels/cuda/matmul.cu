@@ -4,6 +4,7 @@
 // column sum so they accumulate (+=) like the CPU's and stay deterministic.
 #include "kernels/cuda/matmul.h"
 
+#include "kernels/cuda/cast.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/lt_gemm.h"
 
@@ -69,6 +70,25 @@ MatmulDims check_dims(const TensorView& out_like, const TensorView& inp, const T
 
 cudaDataType_t cuda_type(DType t) { return t == DType::kBF16 ? CUDA_R_16BF : CUDA_R_32F; }
 
+// A product's input as cuBLASLt reads it: the tensor itself, or under MatmulPrecision::kBf16 an
+// fp32 tensor rounded to bf16 in scratch (held until the product is queued; the allocator orders
+// its reuse on the stream). Results stay fp32: bf16 x bf16 products are exact in fp32 and summed
+// in fp32, so only the inputs' rounding differs from the fp32 product.
+struct GemmInput {
+  const void* data = nullptr;
+  cudaDataType_t type = CUDA_R_32F;
+  Buffer rounded;
+};
+
+GemmInput gemm_input(const ExecContext& ctx, const TensorView& v) {
+  KernelResources& res = detail::resources_of(ctx);
+  if (v.dtype != DType::kF32 || res.fp32_matmuls != MatmulPrecision::kBf16) return {v.data, cuda_type(v.dtype), {}};
+  GemmInput in{nullptr, CUDA_R_16BF, res.scratch(DType::kBF16, v.numel())};
+  cast(ctx, in.rounded.view(v.shape), v);
+  in.data = in.rounded.data();
+  return in;
+}
+
 }  // namespace
 
 void matmul_forward(const ExecContext& ctx, TensorView out, TensorView inp, TensorView weight, WeightLayout layout,
@@ -88,13 +108,15 @@ void matmul_forward(const ExecContext& ctx, TensorView out, TensorView inp, Tens
   if (d.rows == 0) return;
   // out^T[OC, N] = op(W)[OC, C] @ inp^T[C, N]. Row-major W [C, OC] is column-major [OC, C] (no
   // transpose); row-major W [OC, C] is column-major [C, OC] (transpose).
+  const GemmInput w = gemm_input(ctx, weight), x = gemm_input(ctx, inp);
   LtGemm g;
   g.trans_a = layout == WeightLayout::kOutIn;
   g.m = d.out, g.n = d.rows, g.k = d.in;
-  g.A = weight.data, g.lda = layout == WeightLayout::kInOut ? d.out : d.in;
-  g.B = inp.data, g.ldb = d.in;
+  g.A = w.data, g.lda = layout == WeightLayout::kInOut ? d.out : d.in;
+  g.B = x.data, g.ldb = d.in;
   g.D = out.data, g.ldd = d.out;
-  g.ab_type = g.d_type = cuda_type(out.dtype);
+  g.ab_type = w.type;
+  g.d_type = cuda_type(out.dtype);
   g.bias = has_bias ? bias.data : nullptr;
   g.aux = has_gelu ? gelu_pre.data : nullptr;
   g.epilogue = has_gelu ? (has_bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX)
@@ -106,7 +128,9 @@ void matmul_backward(const ExecContext& ctx, TensorView dinp, TensorView dweight
                      TensorView inp, TensorView weight, WeightLayout layout, TensorView gelu_pre) {
   const MatmulDims d = check_dims(dout, inp, weight, layout);
   const bool in_out = layout == WeightLayout::kInOut;
-  const cudaDataType_t ab = cuda_type(inp.dtype);
+  // dout feeds both products; each other input is rounded (kBf16) only when its product runs.
+  const bool need_dinp = dinp.data != nullptr && d.rows > 0, need_dweight = dweight.data != nullptr && d.rows > 0;
+  const GemmInput dy = need_dinp || need_dweight ? gemm_input(ctx, dout) : GemmInput{};
   if (dinp.data != nullptr) {
     detail::check_on_gpu(dinp, "dinp");
     ZT_CHECK(dinp.dtype == inp.dtype && dinp.numel() == inp.numel(), "dinp must be shaped and typed as inp");
@@ -116,37 +140,40 @@ void matmul_backward(const ExecContext& ctx, TensorView dinp, TensorView dweight
       ZT_CHECK(gelu_pre.dtype == inp.dtype && gelu_pre.numel() == inp.numel(), "gelu_pre must be shaped as dinp");
       ZT_CHECK(d.in % 8 == 0, "the dGELU epilogue needs C a multiple of 8, C = {}", d.in);
     }
-    if (d.rows > 0) {
+    if (need_dinp) {
       // dinp^T[C, N] = op(W)[C, OC] @ dout^T[OC, N].
+      const GemmInput w = gemm_input(ctx, weight);
       LtGemm g;
       g.trans_a = in_out;
       g.m = d.in, g.n = d.rows, g.k = d.out;
-      g.A = weight.data, g.lda = in_out ? d.out : d.in;
-      g.B = dout.data, g.ldb = d.out;
+      g.A = w.data, g.lda = in_out ? d.out : d.in;
+      g.B = dy.data, g.ldb = d.out;
       g.D = dinp.data, g.ldd = d.in;
-      g.ab_type = g.d_type = ab;
+      g.ab_type = dy.type;
+      g.d_type = cuda_type(dinp.dtype);
       g.aux = has_gelu ? gelu_pre.data : nullptr;
       g.epilogue = has_gelu ? CUBLASLT_EPILOGUE_DGELU : CUBLASLT_EPILOGUE_DEFAULT;
       run_gemm(ctx, g);
     }
   }
-  if (dweight.data != nullptr && d.rows > 0) {
+  if (need_dweight) {
     detail::check_on_gpu(dweight, "dweight");
     ZT_CHECK(dweight.shape == weight.shape && (dweight.dtype == DType::kF32 || dweight.dtype == inp.dtype),
              "dweight must be shaped as weight, F32 or {}", dtype_name(inp.dtype));
+    const GemmInput x = gemm_input(ctx, inp);
     LtGemm g;
-    g.ab_type = ab;
+    g.ab_type = x.type;
     g.d_type = cuda_type(dweight.dtype);
     g.beta = 1.0f;  // accumulate, as the CPU's dweight +=
     if (in_out) {   // dW[C, OC] row-major = column-major [OC, C] = dout^T[OC, N] @ inp[N, C]
       g.m = d.out, g.n = d.in, g.k = d.rows;
-      g.A = dout.data, g.lda = d.out, g.trans_a = false;
-      g.B = inp.data, g.ldb = d.in, g.trans_b = true;
+      g.A = dy.data, g.lda = d.out, g.trans_a = false;
+      g.B = x.data, g.ldb = d.in, g.trans_b = true;
       g.D = dweight.data, g.ldd = d.out;
     } else {  // dW[OC, C] row-major = column-major [C, OC] = inp^T[C, N] @ dout[N, OC]
       g.m = d.in, g.n = d.out, g.k = d.rows;
-      g.A = inp.data, g.lda = d.in, g.trans_a = false;
-      g.B = dout.data, g.ldb = d.out, g.trans_b = true;
+      g.A = x.data, g.lda = d.in, g.trans_a = false;
+      g.B = dy.data, g.ldb = d.out, g.trans_b = true;
       g.D = dweight.data, g.ldd = d.in;
     }
     run_gemm(ctx, g);

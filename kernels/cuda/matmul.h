@@ -1,5 +1,6 @@
 // CUDA twin of kernels/cpu/matmul.h: the linear layer through cuBLASLt, in fp32 (FP32 compute, or
-// TF32 when KernelResources::allow_tf32) and in bf16 (fp32 accumulate). Bias and GELU are folded
+// as KernelResources::fp32_matmuls says: TF32 inputs, or inputs rounded to bf16 in scratch) and in
+// bf16 (fp32 accumulate). Bias and GELU are folded
 // into cuBLASLt epilogues: bias + GELU in the forward, GELU's derivative in the backward.
 #pragma once
 

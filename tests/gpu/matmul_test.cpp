@@ -4,7 +4,8 @@
 // dweight products sum over N <= 300 rows). bf16: inputs are rounded to bf16 on the host and the
 // CPU reference uses the same rounded values, so the only extra error is the output's rounding
 // to bf16 (2^-9 relative) plus fp32 accumulation: 4e-3. The GELU epilogue is cuBLASLt's own GELU:
-// 1e-4 until a device run calibrates it. Bias gradients must repeat bitwise.
+// 1e-4 until a device run calibrates it. Bias gradients must repeat bitwise. The fp32 precision
+// modes (tf32, bf16-rounded inputs) are bounded where they are tested.
 #include "kernels/cpu/gelu.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cuda/matmul.h"
@@ -64,6 +65,53 @@ TEST_F(CudaMatmul, ForwardAndBackwardMatchCpuInFp32AndBf16) {
       }
     }
   }
+}
+
+// fp32 operands under precision.matmul = bf16: the GPU rounds inp, weight and dout to bf16 and
+// accumulates in fp32 into fp32 results, so it must match the CPU's fp32 products of the same
+// bf16-rounded values to summation order (1e-5, results are not rounded), and differ from the
+// unrounded fp32 product by about the inputs' rounding (2^-9 relative each: within 1e-2, above
+// 1e-5). Under tf32 inputs keep 10 mantissa bits: within 2e-3 of the fp32 product.
+TEST_F(CudaMatmul, Fp32OperandsUnderTf32AndBf16PrecisionMatchTheirReferences) {
+  ZT_SEEDED_RNG(rng);
+  const auto [N, C, OC] = MmShape{129, 96, 136};
+  const WeightLayout layout = WeightLayout::kInOut;
+  const Shape wshape{C, OC};
+  std::vector<float> x = rng.normal(N * C), w = rng.normal(C * OC, 0.0f, 0.05f), b = rng.normal(OC),
+                     g = rng.normal(N * OC);
+  // CPU references: the exact fp32 products, and the products of the bf16-rounded inputs.
+  auto reference = [&](std::vector<float> xs, std::vector<float> ws, std::vector<float> gs) {
+    std::vector<float> out(N * OC), dx(N * C), dw(C * OC, 0.0f), db(OC, 0.0f);
+    cpu::matmul_forward(cpu_ctx(), view_of(out, Shape{N, OC}), view_of(xs, Shape{N, C}), view_of(ws, wshape), layout,
+                        view_of(b));
+    cpu::matmul_backward(cpu_ctx(), view_of(dx, Shape{N, C}), view_of(dw, wshape), view_of(db),
+                         view_of(gs, Shape{N, OC}), view_of(xs, Shape{N, C}), view_of(ws, wshape), layout);
+    return std::vector<std::vector<float>>{out, dx, dw};
+  };
+  const auto exact = reference(x, w, g);
+  const auto rounded = reference(round_bf16(x), round_bf16(w), round_bf16(g));
+  Buffer gx = upload(x), gw = upload(w), gb = upload(b), gg = upload(g);
+  for (MatmulPrecision precision : {MatmulPrecision::kBf16, MatmulPrecision::kTf32}) {
+    SCOPED_TRACE(matmul_precision_name(precision));
+    resources_->fp32_matmuls = precision;
+    Buffer o = poisoned(DType::kF32, N * OC), gdx = poisoned(DType::kF32, N * C);
+    Buffer gdw = upload(std::vector<float>(C * OC, 0.0f)), gdb = upload(std::vector<float>(OC, 0.0f));
+    cuda::matmul_forward(gpu(), o.view(Shape{N, OC}), gx.view(Shape{N, C}), gw.view(wshape), layout, gb.view());
+    cuda::matmul_backward(gpu(), gdx.view(Shape{N, C}), gdw.view(wshape), gdb.view(), gg.view(Shape{N, OC}),
+                          gx.view(Shape{N, C}), gw.view(wshape), layout);
+    const std::vector<float> got[] = {download<float>(o), download<float>(gdx), download<float>(gdw)};
+    const char* names[] = {"out", "dinp", "dweight"};
+    for (int i = 0; i < 3; ++i) {
+      if (precision == MatmulPrecision::kBf16) {
+        EXPECT_TRUE(close_normwise(got[i], to_double(rounded[i]), 1e-5)) << names[i] << " vs the rounded inputs' product";
+        EXPECT_TRUE(close_normwise(got[i], to_double(exact[i]), 1e-2)) << names[i] << " vs the fp32 product";
+        EXPECT_FALSE(close_normwise(got[i], to_double(exact[i]), 1e-5)) << names[i] << ": the inputs were not rounded";
+      } else {
+        EXPECT_TRUE(close_normwise(got[i], to_double(exact[i]), 2e-3)) << names[i] << " vs the fp32 product";
+      }
+    }
+  }
+  resources_->fp32_matmuls = MatmulPrecision::kFp32;
 }
 
 TEST_F(CudaMatmul, GeluEpiloguesMatchSeparateCpuKernels) {

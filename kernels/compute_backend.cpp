@@ -40,7 +40,8 @@ int cuda_device_for_local_rank(int local_rank) {
   return count > 0 ? local_rank % count : 0;
 }
 
-ComputeBackend::ComputeBackend(Device device, int num_threads, MemoryTracker& tracker, int device_index) {
+ComputeBackend::ComputeBackend(Device device, int num_threads, MemoryTracker& tracker, int device_index,
+                               MatmulPrecision matmuls) {
   ctx_.num_threads = num_threads;
   if (device == Device::kCPU) {
     description_ = fmt::format("cpu ({} thread{})", num_threads, num_threads == 1 ? "" : "s");
@@ -53,12 +54,17 @@ ComputeBackend::ComputeBackend(Device device, int num_threads, MemoryTracker& tr
                       device_index, count);
   }
   cuda_ = std::make_unique<CudaParts>(device_index, tracker);
+  cuda_->resources.fp32_matmuls = matmuls;
   ctx_ = cuda::cuda_context(cuda_->stream.get(), cuda_->resources);
   ctx_.num_threads = num_threads;
-  description_ = fmt::format("cuda:{} ({})", device_index, cuda::device_description(device_index));
+  description_ = fmt::format("cuda:{} ({}){}", device_index, cuda::device_description(device_index),
+                             matmuls == MatmulPrecision::kFp32
+                                 ? ""
+                                 : fmt::format(", {} matmuls", matmul_precision_name(matmuls)));
 #else
   (void)tracker;
   (void)device_index;
+  (void)matmuls;
   throw_input_error("device = \"cuda\": this build has no CUDA backend (nvcc was not found when it was configured)");
 #endif
 }

@@ -19,15 +19,18 @@ int cuda_device_for_local_rank(int local_rank);
 
 class ComputeBackend {
  public:
-  // kCPU: `num_threads` for the CPU kernels. kCUDA: device `device_index`; an InputError when this
-  // build has no CUDA backend or the machine no such device.
-  ComputeBackend(Device device, int num_threads, MemoryTracker& tracker, int device_index = 0);
+  // kCPU: `num_threads` for the CPU kernels. kCUDA: device `device_index`, multiplying fp32
+  // matrices as `matmuls` says (the CPU always multiplies in FP32); an InputError when this build
+  // has no CUDA backend or the machine no such device.
+  ComputeBackend(Device device, int num_threads, MemoryTracker& tracker, int device_index = 0,
+                 MatmulPrecision matmuls = MatmulPrecision::kFp32);
   ~ComputeBackend();
   ComputeBackend(const ComputeBackend&) = delete;
   ComputeBackend& operator=(const ComputeBackend&) = delete;
 
   const ExecContext& context() const { return ctx_; }
-  // "cpu (2 threads)" or "cuda:0 (NVIDIA H100 80GB HBM3, ...)".
+  // "cpu (2 threads)" or "cuda:0 (NVIDIA H100 80GB HBM3, ...)", with ", tf32 matmuls" or
+  // ", bf16 matmuls" when fp32 products are not exact.
   const std::string& description() const { return description_; }
 
  private:

@@ -8,6 +8,7 @@
 namespace zt {
 
 class DeviceAllocator;  // engine/core/device_allocator.h
+class OpProfiler;       // kernels/op_profiler.h
 
 namespace cuda {
 class KernelResources;  // kernels/cuda/kernel_resources.h: cuBLASLt handle, workspace, scratch
@@ -19,6 +20,9 @@ struct ExecContext {
   void* cuda_stream = nullptr;  // cudaStream_t when device == kCUDA
   cuda::KernelResources* cuda_resources = nullptr;  // required by the CUDA kernels, unused on the CPU
   DeviceAllocator* allocator = nullptr;  // where ops::allocate puts a CUDA context's buffers
+  // When set, kernels/ops.cpp times each op call inside the profiler's open step (log.profile_ops);
+  // null (the default) costs one comparison per op.
+  OpProfiler* profiler = nullptr;
 };
 
 }  // namespace zt

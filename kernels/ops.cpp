@@ -1,4 +1,5 @@
-// Device dispatch: one branch per op, so each call site names the op once and runs on either backend.
+// Device dispatch: one branch per op, so each call site names the op once and runs on either backend;
+// with a profiler on the context, each call (memory ops included, allocation excepted) is timed.
 #include "kernels/ops.h"
 
 #include <cstring>
@@ -12,6 +13,7 @@
 #include "kernels/cpu/layernorm.h"
 #include "kernels/cpu/norm.h"
 #include "kernels/cpu/residual.h"
+#include "kernels/op_profiler.h"
 #ifdef ZT_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
@@ -47,12 +49,14 @@ bool on_cuda(const ExecContext& ctx) {
 #endif
 }
 
+// The op's result (or void) from the backend ctx names, timed under the op's name when ctx
+// carries a profiler inside a step (kernels/op_profiler.h): `return ZT_OP(op, args...)`.
 #ifdef ZT_HAVE_CUDA
 cudaStream_t stream_of(const ExecContext& ctx) { return static_cast<cudaStream_t>(ctx.cuda_stream); }
-// The op's result (or void) from the backend ctx names: `return ZT_OP(op, args...)`.
-#define ZT_OP(name, ...) (on_cuda(ctx) ? cuda::name(__VA_ARGS__) : cpu::name(__VA_ARGS__))
+#define ZT_OP(name, ...) \
+  timed_op(ctx, #name, [&] { return on_cuda(ctx) ? cuda::name(__VA_ARGS__) : cpu::name(__VA_ARGS__); })
 #else
-#define ZT_OP(name, ...) (on_cuda(ctx), cpu::name(__VA_ARGS__))
+#define ZT_OP(name, ...) timed_op(ctx, #name, [&] { return on_cuda(ctx), cpu::name(__VA_ARGS__); })
 #endif
 
 }  // namespace
@@ -65,28 +69,32 @@ Buffer allocate(const ExecContext& ctx, MemoryTracker& tracker, MemCategory cate
 
 void fill_zero(const ExecContext& ctx, TensorView x) {
   if (x.numel() == 0) return;
-  if (on_cuda(ctx)) {
+  timed_op(ctx, "fill_zero", [&] {
+    if (on_cuda(ctx)) {
 #ifdef ZT_HAVE_CUDA
-    ZT_CUDA_CHECK(cudaMemsetAsync(x.data, 0, static_cast<std::size_t>(x.size_bytes()), stream_of(ctx)));
+      ZT_CUDA_CHECK(cudaMemsetAsync(x.data, 0, static_cast<std::size_t>(x.size_bytes()), stream_of(ctx)));
 #endif
-    return;
-  }
-  std::memset(x.data, 0, static_cast<std::size_t>(x.size_bytes()));
+      return;
+    }
+    std::memset(x.data, 0, static_cast<std::size_t>(x.size_bytes()));
+  });
 }
 
 void copy(const ExecContext& ctx, TensorView dst, TensorView src) {
   ZT_CHECK(dst.dtype == src.dtype && dst.numel() == src.numel(), "copy of {} {} elements into {} {}", src.numel(),
            dtype_name(src.dtype), dst.numel(), dtype_name(dst.dtype));
   if (dst.numel() == 0 || dst.data == src.data) return;
-  if (on_cuda(ctx)) {
+  timed_op(ctx, "copy", [&] {
+    if (on_cuda(ctx)) {
 #ifdef ZT_HAVE_CUDA
-    cuda::copy_async(dst, src, stream_of(ctx));
-    if (dst.device == Device::kCPU) ZT_CUDA_CHECK(cudaStreamSynchronize(stream_of(ctx)));
+      cuda::copy_async(dst, src, stream_of(ctx));
+      if (dst.device == Device::kCPU) ZT_CUDA_CHECK(cudaStreamSynchronize(stream_of(ctx)));
 #endif
-    return;
-  }
-  ZT_CHECK(dst.device == Device::kCPU && src.device == Device::kCPU, "a device copy on a CPU context");
-  std::memmove(dst.data, src.data, static_cast<std::size_t>(dst.size_bytes()));
+      return;
+    }
+    ZT_CHECK(dst.device == Device::kCPU && src.device == Device::kCPU, "a device copy on a CPU context");
+    std::memmove(dst.data, src.data, static_cast<std::size_t>(dst.size_bytes()));
+  });
 }
 
 TensorView on_host(const ExecContext& ctx, TensorView v, std::vector<float>& staging) {
@@ -146,14 +154,15 @@ bool flash_attention_available(Device device, std::int64_t batch, std::int64_t n
 void flash_attention_forward(const ExecContext& ctx, TensorView out, TensorView lse, TensorView qkv, int n_head) {
   ZT_CHECK(on_cuda(ctx), "flash attention runs on CUDA only (the CPU uses attention_forward)");
 #ifdef ZT_HAVE_CUDA
-  cuda::flash_attention_forward(ctx, out, lse, qkv, n_head);
+  timed_op(ctx, "flash_attention_forward", [&] { cuda::flash_attention_forward(ctx, out, lse, qkv, n_head); });
 #endif
 }
 void flash_attention_backward(const ExecContext& ctx, TensorView dqkv, TensorView dout, TensorView out, TensorView qkv,
                               TensorView lse, int n_head) {
   ZT_CHECK(on_cuda(ctx), "flash attention runs on CUDA only (the CPU uses attention_backward)");
 #ifdef ZT_HAVE_CUDA
-  cuda::flash_attention_backward(ctx, dqkv, dout, out, qkv, lse, n_head);
+  timed_op(ctx, "flash_attention_backward",
+           [&] { cuda::flash_attention_backward(ctx, dqkv, dout, out, qkv, lse, n_head); });
 #endif
 }
 void gelu_forward(const ExecContext& ctx, TensorView out, TensorView inp) { return ZT_OP(gelu_forward, ctx, out, inp); }

@@ -146,6 +146,7 @@ void read_log(ConfigReader r, LogConfig& l, const std::string& source) {
   l.sample_temperature = static_cast<float>(r.get_double("sample_temperature", l.sample_temperature, 1e-3, 100.0));
   l.sample_top_k = r.get_int("sample_top_k", l.sample_top_k, 0, 65535);
   l.sample_prompt = r.get_string("sample_prompt", l.sample_prompt);
+  l.profile_ops = r.get_bool("profile_ops", l.profile_ops);
   r.reject_unknown_keys();
 }
 
@@ -259,7 +260,7 @@ nlohmann::json RunConfig::to_json() const {
        {{"run_dir", log.run_dir}, {"every_steps", log.every_steps}, {"progress", log.progress},
         {"sample_every", log.sample_every}, {"sample_tokens", log.sample_tokens},
         {"sample_temperature", shortest(log.sample_temperature)}, {"sample_top_k", log.sample_top_k},
-        {"sample_prompt", log.sample_prompt}}},
+        {"sample_prompt", log.sample_prompt}, {"profile_ops", log.profile_ops}}},
       {"checkpoint",
        {{"dir", checkpoint.dir}, {"every_steps", checkpoint.every_steps}, {"keep_last", checkpoint.keep_last},
         {"at_end", checkpoint.at_end}, {"save_on_signal", checkpoint.save_on_signal}}},

@@ -60,6 +60,8 @@ struct LogConfig {
   float sample_temperature = 0.8f;
   int sample_top_k = 40;     // 0 = no top-k filter
   std::string sample_prompt = "\n";
+  // Time every op of every step after the first and write op_profile.json (kernels/op_profiler.h).
+  bool profile_ops = false;
 };
 
 struct CheckpointConfig {

@@ -10,6 +10,28 @@
 
 namespace zt {
 
+std::string compact_memory(const MemorySnapshot& s) {
+  static constexpr const char* kShort[] = {"p", "m", "g", "o", "a", "c", "w"};
+  std::string out;
+  for (int i = 0; i < kNumMemCategories; ++i) {
+    if (s.peak_bytes[i] == 0) continue;
+    out += fmt::format("{}{} {:.1f}M", out.empty() ? "" : " ", kShort[i], s.peak_bytes[i] / 1e6);
+  }
+  return out;
+}
+
+nlohmann::json memory_json(const MemorySnapshot& s) {
+  nlohmann::json j = nlohmann::json::object();
+  for (int i = 0; i < kNumMemCategories; ++i) j[std::string(mem_category_name(static_cast<MemCategory>(i)))] = s.peak_bytes[i];
+  return j;
+}
+
+nlohmann::json memory_json(const StageMemory& m) {
+  nlohmann::json j = nlohmann::json::object();
+  for (int i = 0; i < kNumMemCategories; ++i) j[std::string(mem_category_name(static_cast<MemCategory>(i)))] = m.bytes[i];
+  return j;
+}
+
 std::vector<MemorySnapshot> gather_memory_snapshots(Communicator& comm, const MemorySnapshot& mine) {
   const int N = comm.world_size();
   // The peaks as raw 8-byte integers, moved as pairs of i32 (the collectives move bytes).

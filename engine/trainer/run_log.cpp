@@ -1,4 +1,4 @@
-// MetricsLog and ProgressPrinter.
+// MetricsLog, ProgressPrinter and the op profile's report.
 #include "engine/trainer/run_log.h"
 
 #include <fmt/format.h>
@@ -10,6 +10,7 @@
 
 #include "engine/comm/communicator.h"
 #include "engine/core/check.h"
+#include "kernels/op_profiler.h"
 
 namespace zt {
 
@@ -96,6 +97,27 @@ void ProgressPrinter::message(const std::string& text) {
   }
   fmt::print("{}\n", text);
   std::fflush(stdout);
+}
+
+void report_op_profile(const OpProfiler& profiler, const std::string& path, nlohmann::json about,
+                       ProgressPrinter& progress) {
+  nlohmann::json j = profiler.to_json();
+  j.update(about);
+  // Step time not inside any timed op: every wait and every piece of host work of the step.
+  j["outside_ops_holds"] =
+      "communication (the parameter store's collectives and waits, the loss all-reduce), data loading, buffer "
+      "allocation, the parameter store's and optimizer's host bookkeeping; on CUDA also the gaps between kernels "
+      "when the host launches slower than the device runs";
+  std::ofstream out(path);
+  out << j.dump(1) << "\n";
+  if (!out) throw_runtime_error("cannot write the op profile '{}'", path);
+  if (profiler.steps() == 0) {
+    progress.message(fmt::format("op profile: no step after the warm-up step to profile; {} lists no ops", path));
+    return;
+  }
+  progress.message(fmt::format("op profile over {} step(s) after {} warm-up step(s), {}: {} ({})\n{}",
+                               profiler.steps(), j.value("warmup_steps_excluded", 0), j.value("timing", std::string()),
+                               path, j.value("device", std::string()), profiler.format_table()));
 }
 
 }  // namespace zt

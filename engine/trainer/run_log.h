@@ -1,6 +1,7 @@
 // What a run reports: a JSONL metrics file in the run directory (one object per step, eval and
-// sample, flushed as written so a killed run keeps its history) and the progress shown to the
-// user -- one live, rewritten line on a terminal, plain lines every N steps otherwise.
+// sample, flushed as written so a killed run keeps its history), the progress shown to the
+// user -- one live, rewritten line on a terminal, plain lines every N steps otherwise -- and, with
+// log.profile_ops, the per-op time profile.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -48,5 +49,13 @@ class ProgressPrinter {
   int every_steps_;
   bool line_open_ = false;
 };
+
+class OpProfiler;  // kernels/op_profiler.h
+
+// log.profile_ops at the end of a run: writes `path` (op_profile.json: the profiler's totals with
+// `about` merged in -- device, timing method, warm-up, ranks -- and what "outside the ops" holds)
+// and prints the per-op table, most time first.
+void report_op_profile(const OpProfiler& profiler, const std::string& path, nlohmann::json about,
+                       ProgressPrinter& progress);
 
 }  // namespace zt

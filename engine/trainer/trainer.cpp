@@ -32,6 +32,7 @@
 #include "engine/trainer/run_log.h"
 #include "engine/trainer/text_sampler.h"
 #include "kernels/compute_backend.h"
+#include "kernels/op_profiler.h"
 #include "kernels/ops.h"
 #include "models/gpt/gpt_model.h"
 #ifdef ZT_HAVE_CUDA
@@ -41,25 +42,6 @@
 namespace zt {
 
 namespace {
-
-// "p 1.6M g 1.6M m 3.2M o 6.4M a 19M w 4.5M": the live memory figures in one short field.
-std::string compact_memory(const MemorySnapshot& s) {
-  static constexpr const char* kShort[] = {"p", "m", "g", "o", "a", "c", "w"};
-  std::string out;
-  for (int i = 0; i < kNumMemCategories; ++i) {
-    if (s.peak_bytes[i] == 0) continue;
-    out += fmt::format("{}{} {:.1f}M", out.empty() ? "" : " ", kShort[i], s.peak_bytes[i] / 1e6);
-  }
-  return out;
-}
-
-nlohmann::json memory_json(const MemorySnapshot& s) {
-  nlohmann::json j = nlohmann::json::object();
-  for (int i = 0; i < kNumMemCategories; ++i) {
-    j[std::string(mem_category_name(static_cast<MemCategory>(i)))] = s.peak_bytes[i];
-  }
-  return j;
-}
 
 // Writes NaN into the first gradient element of the first transformer block: what an overflow in
 // backward would leave, so the real detection path runs.
@@ -71,10 +53,9 @@ void poison_one_gradient(const ExecContext& ctx, ZeroParamStore& store) {
   ops::copy(ctx, g, TensorView{value, g.dtype, Device::kCPU, Shape{1}});
 }
 
-nlohmann::json memory_json_of(const StageMemory& m) {
-  nlohmann::json j = nlohmann::json::object();
-  for (int i = 0; i < kNumMemCategories; ++i) j[std::string(mem_category_name(static_cast<MemCategory>(i)))] = m.bytes[i];
-  return j;
+ExecContext with_profiler(ExecContext ctx, OpProfiler* profiler) {
+  ctx.profiler = profiler;
+  return ctx;
 }
 
 std::unique_ptr<Communicator> make_store_communicator(Communicator& comm, MemoryTracker& tracker,
@@ -99,6 +80,9 @@ struct Trainer::State {
   bool root;  // rank 0 prints, logs and writes files; every rank computes
   MemoryTracker& tracker;
   ComputeBackend backend;  // before everything that allocates through its context, so destroyed after
+  // log.profile_ops: the profiler ctx carries (null when off). The model, store and optimizer copy
+  // ctx when built, so every op of a step (AdamW and the gradient norm included) reaches it.
+  std::unique_ptr<OpProfiler> profiler;
   ExecContext ctx;
   // On CUDA the parameter store's collectives go through NCCL on the device (null on the CPU: the
   // store uses `comm`); the trainer's own small collectives stay on `comm`.
@@ -119,8 +103,11 @@ struct Trainer::State {
         tracker(memory),
         backend(c.device, c.train.num_threads, memory,
                 c.device == Device::kCUDA ? cuda_device_for_local_rank(detect_launch().local_rank) : 0),
-        ctx(backend.context()),
-        device_comm(make_store_communicator(communicator, memory, ctx, c.zero.stage)),
+        profiler(c.log.profile_ops ? std::make_unique<OpProfiler>() : nullptr),
+        ctx(with_profiler(backend.context(), profiler.get())),
+        // Without the profiler: NCCL's staging ops run on its own stream and are part of
+        // communication, which the profile counts outside the ops.
+        device_comm(make_store_communicator(communicator, memory, backend.context(), c.zero.stage)),
         data(c),
         model(c.model, c.train.micro_batch, c.train.seq_len, c.train.activation_checkpointing, tracker, ctx, c.dropout,
               c.train.seed),
@@ -269,8 +256,17 @@ TrainSummary Trainer::run() {
   const int inject_nonfinite_step = inject != nullptr ? std::atoi(inject) : 0;
   int step = start_step;
   int steps_this_run = 0;
+  // log.profile_ops: every step is timed op by op; the first of this run only warms up (allocator,
+  // cuBLASLt heuristics, the profiler's CUDA events) and is discarded.
+  int profiled_iterations = 0;
+  auto end_profiled_step = [&] {
+    if (!s.profiler) return;
+    s.profiler->end_step(s.ctx);
+    if (++profiled_iterations == 1) s.profiler->clear();
+  };
   const auto run_start = std::chrono::steady_clock::now();
   for (; step < c.train.max_steps; ++step) {
+    if (s.profiler) s.profiler->begin_step(s.ctx);
     const auto t0 = std::chrono::steady_clock::now();
     const std::int64_t sent_before = s.store_comm().elements_sent();
     const double wait_before = comm_wait_seconds();
@@ -298,6 +294,7 @@ TrainSummary Trainer::run() {
     const bool stop_requested = loss_and_stop[1] > 0.0f && step + 1 < c.train.max_steps;
     const double grad_norm = std::sqrt(s.store.global_grad_sum_of_squares());
     if (!std::isfinite(loss) || !std::isfinite(grad_norm)) {
+      end_profiled_step();
       const std::string what = fmt::format("step {}: non-finite {} (loss {}, grad norm {})", step + 1,
                                            std::isfinite(loss) ? "gradient" : "loss", loss, grad_norm);
       s.log({{"type", "nonfinite"}, {"step", step + 1}, {"loss", std::isfinite(loss) ? loss : -1.0f},
@@ -319,6 +316,7 @@ TrainSummary Trainer::run() {
     const float clip_scale = clip_coefficient(grad_norm, c.optim.grad_clip);
     const float lr = s.schedule.at(step);
     s.optimizer.step(lr, clip_scale);
+    end_profiled_step();
     ++summary.steps_done;
     if (++steps_this_run == 1) summary.first_loss = loss;
     summary.last_loss = loss;
@@ -344,7 +342,7 @@ TrainSummary Trainer::run() {
       nlohmann::json measured = nlohmann::json::array();
       for (const MemorySnapshot& r : ranks) measured.push_back(memory_json(r));
       s.log({{"type", "memory"}, {"step", step + 1}, {"stage", c.zero.stage}, {"ranks", s.comm.world_size()},
-             {"predicted_bytes", memory_json_of(predicted)}, {"predicted_padding_bytes", predicted.padding_bytes},
+             {"predicted_bytes", memory_json(predicted)}, {"predicted_padding_bytes", predicted.padding_bytes},
              {"measured_peak_bytes", measured}});
       s.progress.message(format_measured_vs_predicted(c, ranks));
     }
@@ -361,6 +359,18 @@ TrainSummary Trainer::run() {
   const bool finished = !summary.stopped_nonfinite && summary.stop_signal == 0;
   if (c.checkpoint.at_end && finished && last_saved_step != step && step > start_step) save_checkpoint(step);
 
+  if (s.profiler && s.root) {
+    report_op_profile(*s.profiler, run_dir_ + "/op_profile.json",
+                      {{"device", s.backend.description()},
+                       {"timing", c.device == Device::kCUDA ? "CUDA events on the compute stream around each call"
+                                                            : "host clock around each call"},
+                       {"warmup_steps_excluded", std::min(profiled_iterations, 1)},
+                       {"first_profiled_step", start_step + 2},
+                       {"micro_batches_per_step", accum},
+                       {"rank", s.comm.rank()},
+                       {"ranks", s.comm.world_size()}},
+                      s.progress);
+  }
   summary.memory = s.tracker.snapshot();
   if (finished) {
     // The master weights are checked before anything is written: no NaN reaches disk.

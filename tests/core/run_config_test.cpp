@@ -192,6 +192,23 @@ TEST(RunConfig, CheckpointSectionDefaultsRangesAndUnknownKeys) {
   expect_error(doc, {"checkpoint.at_end"});
 }
 
+TEST(RunConfig, ProfileOpsIsABooleanOffByDefault) {
+  EXPECT_FALSE(parse_run_config(base(), "x.json").log.profile_ops);
+  nlohmann::json doc = base();
+  apply_override(doc, "log.profile_ops=true");
+  const RunConfig c = parse_run_config(doc, "x.json");
+  EXPECT_TRUE(c.log.profile_ops);
+  EXPECT_EQ(parse_run_config(c.to_json(), "config.json").to_json(), c.to_json());
+  doc = base();
+  apply_override(doc, "log.profile_ops=yes");  // not JSON: read as the string "yes"
+  expect_error(doc, {"test.json", "log.profile_ops", "true or false"});
+  doc = base();
+  doc["log"] = {{"profile_ops", 1}};
+  expect_error(doc, {"log.profile_ops", "true or false"});
+  doc["log"] = {{"profile_op", true}};
+  expect_error(doc, {"unknown key 'log.profile_op'", "did you mean 'log.profile_ops'"});
+}
+
 TEST(NearestKey, SuggestsOnlyCloseMatches) {
   EXPECT_EQ(nearest_key("n_embed", {"n_embd", "n_head"}), "n_embd");
   EXPECT_EQ(nearest_key("completely_different", {"n_embd", "n_head"}), "");

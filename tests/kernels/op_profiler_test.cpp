@@ -1,0 +1,125 @@
+// kernels/op_profiler: totals aggregate per op name and sort by time, the JSON report's fields and
+// arithmetic (shares of the step, "outside the ops" = step - sum of ops, zeros rather than NaN when
+// nothing was profiled), and the ops dispatch timing real CPU calls only inside an open step.
+#include "kernels/op_profiler.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "engine/core/check.h"
+#include "kernel_test_util.h"
+#include "kernels/ops.h"
+
+namespace zt {
+namespace {
+
+using test::cpu_ctx;
+using test::view_of;
+
+TEST(OpProfiler, AggregatesPerOpAndSortsByTimeThenName) {
+  OpProfiler p;
+  p.add("matmul_forward", 1, 2.0);
+  p.add("gelu_forward", 2, 3.0);
+  p.add("matmul_forward", 1, 2.0);
+  p.add("copy", 1, 3.0);  // ties gelu_forward's time: the name decides
+  const std::vector<OpProfiler::OpTotal> t = p.by_time();
+  ASSERT_EQ(t.size(), 3u);
+  EXPECT_EQ(t[0].op, "matmul_forward");
+  EXPECT_EQ(t[0].calls, 2);
+  EXPECT_DOUBLE_EQ(t[0].total_ms, 4.0);
+  EXPECT_EQ(t[1].op, "copy");
+  EXPECT_EQ(t[2].op, "gelu_forward");
+  EXPECT_EQ(t[2].calls, 2);
+}
+
+TEST(OpProfiler, JsonHasPerStepFiguresSharesAndTheTimeOutsideTheOps) {
+  OpProfiler p;
+  p.add("matmul_forward", 8, 6.0);
+  p.add("adamw_update_slices", 2, 2.0);
+  p.add_step(10.0);
+  p.add_step(10.0);
+  const nlohmann::json j = p.to_json();
+  EXPECT_EQ(j["profiled_steps"], 2);
+  EXPECT_DOUBLE_EQ(j["step_ms_total"].get<double>(), 20.0);
+  EXPECT_DOUBLE_EQ(j["step_ms_per_step"].get<double>(), 10.0);
+  EXPECT_DOUBLE_EQ(j["ops_ms_total"].get<double>(), 8.0);
+  EXPECT_DOUBLE_EQ(j["ops_ms_per_step"].get<double>(), 4.0);
+  EXPECT_DOUBLE_EQ(j["ops_share"].get<double>(), 0.4);
+  EXPECT_DOUBLE_EQ(j["outside_ops_ms_total"].get<double>(), 12.0);
+  EXPECT_DOUBLE_EQ(j["outside_ops_ms_per_step"].get<double>(), 6.0);
+  EXPECT_DOUBLE_EQ(j["outside_ops_share"].get<double>(), 0.6);
+  ASSERT_EQ(j["ops"].size(), 2u);
+  const nlohmann::json& top = j["ops"][0];
+  EXPECT_EQ(top["op"], "matmul_forward");
+  EXPECT_EQ(top["calls"], 8);
+  EXPECT_DOUBLE_EQ(top["calls_per_step"].get<double>(), 4.0);
+  EXPECT_DOUBLE_EQ(top["total_ms"].get<double>(), 6.0);
+  EXPECT_DOUBLE_EQ(top["ms_per_step"].get<double>(), 3.0);
+  EXPECT_DOUBLE_EQ(top["share"].get<double>(), 0.3);
+  EXPECT_EQ(j["ops"][1]["op"], "adamw_update_slices");
+
+  const std::string table = p.format_table();
+  EXPECT_LT(table.find("matmul_forward"), table.find("adamw_update_slices")) << table;
+  EXPECT_NE(table.find("(outside the ops)"), std::string::npos) << table;
+  EXPECT_NE(table.find("60.0%"), std::string::npos) << "outside share: " << table;
+}
+
+TEST(OpProfiler, NothingProfiledGivesZerosNotNaN) {
+  OpProfiler p;
+  p.add("copy", 1, 1.0);
+  const nlohmann::json j = p.to_json();
+  EXPECT_EQ(j["profiled_steps"], 0);
+  EXPECT_EQ(j["ops"][0]["ms_per_step"].get<double>(), 0.0);
+  EXPECT_EQ(j["ops"][0]["share"].get<double>(), 0.0);
+  EXPECT_EQ(j["outside_ops_share"].get<double>(), 0.0);
+  EXPECT_EQ(j.dump().find("null"), std::string::npos) << "nlohmann writes NaN as null: " << j.dump();
+}
+
+TEST(OpProfiler, OpsAreTimedOnlyInsideAStepOfAContextThatCarriesTheProfiler) {
+  OpProfiler p;
+  ExecContext ctx = cpu_ctx();
+  std::vector<float> a(4096, 0.5f), b(4096);
+  const TensorView va = view_of(a), vb = view_of(b);
+
+  ops::gelu_forward(ctx, vb, va);  // no profiler on the context: nothing to record into
+  ctx.profiler = &p;
+  ops::gelu_forward(ctx, vb, va);  // a profiler, but no open step
+  EXPECT_TRUE(p.by_time().empty());
+
+  p.begin_step(ctx);
+  ops::gelu_forward(ctx, vb, va);
+  ops::gelu_forward(ctx, vb, va);
+  ops::copy(ctx, vb, va);
+  ops::copy(ctx, va, va);  // source is destination: returns before any work, not a call
+  ops::fill_zero(ctx, vb);
+  EXPECT_EQ(ops::sum_of_squares(ctx, vb), 0.0) << "a timed op still returns its result";
+  p.end_step(ctx);
+  ops::gelu_forward(ctx, vb, va);  // after the step: not recorded
+
+  std::map<std::string, std::int64_t> calls;
+  double ops_ms = 0.0;
+  for (const OpProfiler::OpTotal& t : p.by_time()) {
+    calls[t.op] = t.calls;
+    EXPECT_GE(t.total_ms, 0.0) << t.op;
+    ops_ms += t.total_ms;
+  }
+  const std::map<std::string, std::int64_t> expected{
+      {"gelu_forward", 2}, {"copy", 1}, {"fill_zero", 1}, {"sum_of_squares", 1}};
+  EXPECT_EQ(calls, expected);
+  EXPECT_EQ(p.steps(), 1);
+  EXPECT_LE(ops_ms, p.step_ms_total()) << "the calls happen inside the step";
+
+  EXPECT_THROW(p.end_step(ctx), InternalError) << "no step is open";
+  p.begin_step(ctx);
+  EXPECT_THROW(p.begin_step(ctx), InternalError) << "steps do not nest";
+  EXPECT_THROW(p.clear(), InternalError) << "a step is open";
+  p.end_step(ctx);
+  p.clear();
+  EXPECT_TRUE(p.by_time().empty());
+  EXPECT_EQ(p.steps(), 0);
+  EXPECT_EQ(p.step_ms_total(), 0.0);
+}
+
+}  // namespace
+}  // namespace zt

@@ -86,6 +86,8 @@ def main():
          "none.txt"),
         ("sample: not a run directory", ["sample", "--run", os.path.join(work, "norun")], "norun"),
         ("train: unknown flag", ["train", "--confg", "x.json"], "--confg"),
+        ("log.profile_ops not a bool", ["train", "--config", config_file("po.json", GOOD), "--run-dir", run_dir,
+                                        "--set", "log.profile_ops=yes"], "log.profile_ops"),
     ]
 
     failures = []

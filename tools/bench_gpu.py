@@ -8,11 +8,16 @@ not depend on them). Prints tokens/s, ms/step and MFU per engine and the ratios 
 stated in (zerotrain stage 0 / PyTorch >= 1.1; stage 3 / stage 0 >= 0.95; MFU >= 50%), and writes
 docs/results/gpu_bench_<device>.json.
 
+Where the time goes: the stage-0 run trains with log.profile_ops (CUDA events around every op on
+the compute stream, read once per step), its op_profile.json goes into that row of the JSON
+(`op_profile`), and the most expensive ops are printed after the table. Profiling adds two event
+records per op and a synchronize at each step's start and end; --no-profile leaves it off.
+
 MFU = tokens/s x (6 N + 6 L C T) / peak, N the parameter count (wpe included, the tied head
 counted once), peak 989 TFLOP/s (dense bf16, H100 and H200 SXM).
 
 usage: python3 tools/bench_gpu.py [--zerotrain build/zerotrain] [--batch 16] [--steps 20] [--warmup 5]
-                                  [--stages 0 1 2 3] [--python python3] [--no-torch]
+                                  [--stages 0 1 2 3] [--python python3] [--no-torch] [--no-profile]
 """
 import argparse
 import datetime
@@ -56,13 +61,14 @@ def device_facts():
     return name, driver
 
 
-def run_zerotrain(args, stage, data_dir, work):
+def run_zerotrain(args, stage, data_dir, work, profile=False):
     run_dir = os.path.join(work, f"stage{stage}")
     sets = {"device": "cuda", "zero.stage": stage, "precision.param_dtype": "bf16",
             "data.dataset": data_dir, "train.micro_batch": args.batch, "train.seq_len": T, "train.grad_accum": 1,
             "train.global_batch_tokens": args.batch * T, "train.max_steps": args.warmup + args.steps,
             "train.eval_every": 0, "train.eval_batches": 1, "train.activation_checkpointing": "none",
-            "log.sample_tokens": 0, "log.every_steps": 1000, "log.progress": "plain", "checkpoint.at_end": "false"}
+            "log.sample_tokens": 0, "log.every_steps": 1000, "log.progress": "plain", "checkpoint.at_end": "false",
+            "log.profile_ops": "true" if profile else "false"}
     cmd = [args.zerotrain, "train", "--config", os.path.join(ROOT, "configs", "gpt2_124m.json"), "--run-dir", run_dir]
     for k, v in sets.items():
         cmd += ["--set", f"{k}={v}"]
@@ -71,8 +77,31 @@ def run_zerotrain(args, stage, data_dir, work):
         sys.exit(f"bench_gpu: {' '.join(cmd)} failed:\n{p.stderr[-3000:]}")
     with open(os.path.join(run_dir, "metrics.jsonl")) as f:
         steps = [json.loads(l) for l in f if '"train"' in l]
-    return {"step_ms": [s["step_ms"] for s in steps], "losses": [s["loss"] for s in steps],
-            "comm_wait_ms": [s.get("comm_wait_ms", 0.0) for s in steps]}
+    result = {"step_ms": [s["step_ms"] for s in steps], "losses": [s["loss"] for s in steps],
+              "comm_wait_ms": [s.get("comm_wait_ms", 0.0) for s in steps], "profiled": profile}
+    profile_path = os.path.join(run_dir, "op_profile.json")
+    if profile and os.path.exists(profile_path):
+        with open(profile_path) as f:
+            result["op_profile"] = json.load(f)
+    return result
+
+
+def top_ops_lines(profile, engine, n=12):
+    """An op_profile.json's n most expensive ops, the rest summed, and the time outside the ops."""
+    lines = [f"where the time goes in {engine} ({profile['profiled_steps']} profiled steps after "
+             f"{profile.get('warmup_steps_excluded', 0)} warm-up; {profile.get('timing', '')}; "
+             f"{profile['step_ms_per_step']:.1f} ms/step):",
+             f"  {'op':32s} {'calls/step':>10s} {'ms/step':>9s} {'share':>7s}"]
+    for op in profile["ops"][:n]:
+        lines.append(f"  {op['op']:32s} {op['calls_per_step']:10.1f} {op['ms_per_step']:9.3f} {100 * op['share']:6.1f}%")
+    rest = profile["ops"][n:]
+    if rest:
+        label = f"({len(rest)} more ops)"
+        lines.append(f"  {label:32s} {'':10s} {sum(o['ms_per_step'] for o in rest):9.3f} "
+                     f"{100 * sum(o['share'] for o in rest):6.1f}%")
+    lines.append(f"  {'(outside the ops)':32s} {'':10s} {profile['outside_ops_ms_per_step']:9.3f} "
+                 f"{100 * profile['outside_ops_share']:6.1f}%")
+    return lines
 
 
 def run_torch(args):
@@ -99,6 +128,7 @@ def main():
     ap.add_argument("--stages", type=int, nargs="+", default=[0, 1, 2, 3])
     ap.add_argument("--python", default=sys.executable, help="interpreter with torch for the reference")
     ap.add_argument("--no-torch", action="store_true")
+    ap.add_argument("--no-profile", action="store_true", help="no per-op profile in the stage-0 run")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     name, driver = device_facts()
@@ -111,7 +141,7 @@ def main():
         write_llmc_tokens(os.path.join(data_dir, "train.bin"), rng.integers(0, VOCAB, 4_000_000))
         write_llmc_tokens(os.path.join(data_dir, "val.bin"), rng.integers(0, VOCAB, 200_000))
         for stage in args.stages:
-            r = run_zerotrain(args, stage, data_dir, work)
+            r = run_zerotrain(args, stage, data_dir, work, profile=stage == 0 and not args.no_profile)
             rows.append({"engine": f"zerotrain stage {stage}", "stage": stage, **r,
                          **summarise(r["step_ms"], args.warmup, args.batch, flops_tok)})
             print(f"zerotrain stage {stage}: {rows[-1]['ms_per_step']:.1f} ms/step", flush=True)
@@ -132,6 +162,9 @@ def main():
         print(f"{r['engine']:48s} {r['ms_per_step']:9.1f} {r['tokens_per_s']:10.0f} {100 * r['mfu']:5.1f}%")
     for k, v in ratios.items():
         print(f"{k}: {v:.3f}")
+    for r in rows:
+        if "op_profile" in r:
+            print("\n" + "\n".join(top_ops_lines(r["op_profile"], r["engine"])))
     commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
     slug = re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_")
     out = args.out or os.path.join(ROOT, "docs", "results", f"gpu_bench_{slug}.json")

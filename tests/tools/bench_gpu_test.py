@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """tools/bench_gpu.py's parts that run without a GPU: its parameter count (the MFU numerator) equals
-the engine's own table for GPT-2 124M, the token files it writes are ones zerotrain trains on, and
-on a machine without a GPU it stops with one line and a non-zero exit instead of a traceback."""
+the engine's own table for GPT-2 124M, the token files it writes are ones zerotrain trains on, the
+per-op summary it prints reads the op_profile.json such a run writes with log.profile_ops, and on a
+machine without a GPU it stops with one line and a non-zero exit instead of a traceback."""
 import argparse
 import json
 import os
@@ -41,9 +42,22 @@ def main():
         run = subprocess.run([args.zerotrain, "train", "--config", os.path.join(ROOT, "configs", "tiny.json"),
                               "--run-dir", os.path.join(work, "run"), "--set", f"data.dataset={work}",
                               "--set", "train.max_steps=2", "--set", "train.eval_batches=1",
-                              "--set", "log.sample_tokens=0", "--set", "log.progress=plain"],
+                              "--set", "log.sample_tokens=0", "--set", "log.progress=plain",
+                              "--set", "log.profile_ops=true"],
                              capture_output=True, text=True, timeout=300)
         checks.check(run.returncode == 0, f"zerotrain trains on the token files bench_gpu writes ({run.stderr[-300:]})")
+        profile_path = os.path.join(work, "run", "op_profile.json")
+        if checks.check(os.path.exists(profile_path), "log.profile_ops writes op_profile.json"):
+            with open(profile_path) as f:
+                profile = json.load(f)
+            lines = bench_gpu.top_ops_lines(profile, "zerotrain stage 0", n=3)
+            text = "\n".join(lines)
+            print(text)
+            checks.check(profile["profiled_steps"] == 1, "2 steps: the first warms up, 1 is profiled")
+            checks.check(len(profile["ops"]) > 3 and f"({len(profile['ops']) - 3} more ops)" in text,
+                         "the summary lists the top 3 ops and sums the rest")
+            checks.check(profile["ops"][0]["op"] in lines[2] and "(outside the ops)" in lines[-1],
+                         "the most expensive op comes first, the time outside the ops last")
 
     has_gpu = shutil.which("nvidia-smi") is not None and subprocess.run(
         ["nvidia-smi", "-L"], capture_output=True, text=True).returncode == 0

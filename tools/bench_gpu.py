@@ -63,7 +63,9 @@ def device_facts():
 
 def run_zerotrain(args, stage, data_dir, work, profile=False):
     run_dir = os.path.join(work, f"stage{stage}")
-    sets = {"device": "cuda", "zero.stage": stage, "precision.param_dtype": "bf16",
+    # bf16 parameters and bf16 matmul inputs (fp32 accumulate): the rounding PyTorch's bf16
+    # autocast applies on the reference side; activations and the other kernels stay fp32.
+    sets = {"device": "cuda", "zero.stage": stage, "precision.param_dtype": "bf16", "precision.matmul": "bf16",
             "data.dataset": data_dir, "train.micro_batch": args.batch, "train.seq_len": T, "train.grad_accum": 1,
             "train.global_batch_tokens": args.batch * T, "train.max_steps": args.warmup + args.steps,
             "train.eval_every": 0, "train.eval_batches": 1, "train.activation_checkpointing": "none",

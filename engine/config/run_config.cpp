@@ -184,6 +184,14 @@ RunConfig parse_run_config(nlohmann::json doc, const std::string& source, int wo
   read_optim(root.section("optim"), c.optim, c.train.max_steps);
   ConfigReader precision = root.section("precision");
   c.param_dtype = precision.get_enum("param_dtype", "f32", {"f32", "bf16"}) == "bf16" ? DType::kBF16 : DType::kF32;
+  const std::string matmul = precision.get_enum("matmul", "fp32", {"fp32", "tf32", "bf16"});
+  c.matmul_precision = matmul == "bf16"   ? MatmulPrecision::kBf16
+                       : matmul == "tf32" ? MatmulPrecision::kTf32
+                                          : MatmulPrecision::kFp32;
+  if (c.matmul_precision != MatmulPrecision::kFp32 && c.device != Device::kCUDA) {
+    throw_input_error("config error in {}: precision.matmul = \"{}\" needs device = \"cuda\" (the CPU multiplies in fp32)",
+                      source, matmul);
+  }
   precision.reject_unknown_keys();
   ConfigReader zero = root.section("zero");
   read_zero(zero, c.zero);
@@ -249,7 +257,8 @@ nlohmann::json RunConfig::to_json() const {
         {"weight_decay", shortest(a.weight_decay)},
         {"min_lr", shortest(optim.min_lr)}, {"warmup_steps", optim.warmup_steps}, {"decay", optim.decay},
         {"decay_steps", optim.decay_steps}, {"grad_clip", shortest(optim.grad_clip)}}},
-      {"precision", {{"param_dtype", param_dtype == DType::kBF16 ? "bf16" : "f32"}}},
+      {"precision",
+       {{"param_dtype", param_dtype == DType::kBF16 ? "bf16" : "f32"}, {"matmul", matmul_precision_name(matmul_precision)}}},
       {"zero",
        {{"stage", zero.stage}, {"overlap_comm", zero.overlap_comm}, {"prefetch_units", zero.prefetch_units},
         {"max_inflight_reductions", zero.max_inflight_reductions},

@@ -84,6 +84,7 @@ struct RunConfig {
   TrainConfig train;
   OptimConfig optim;
   DType param_dtype = DType::kF32;  // f32, or bf16 with fp32 master weights
+  MatmulPrecision matmul_precision = MatmulPrecision::kFp32;  // precision.matmul: fp32 products on CUDA
   ZeroOptions zero;
   int world_size = 1;               // ranks (set by the launcher, not the file)
   LogConfig log;

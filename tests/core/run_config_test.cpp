@@ -209,6 +209,24 @@ TEST(RunConfig, ProfileOpsIsABooleanOffByDefault) {
   expect_error(doc, {"unknown key 'log.profile_op'", "did you mean 'log.profile_ops'"});
 }
 
+TEST(RunConfig, MatmulPrecisionIsForCudaOnlyAndRoundTrips) {
+  EXPECT_EQ(parse_run_config(base(), "x.json").matmul_precision, MatmulPrecision::kFp32);
+  for (const char* name : {"tf32", "bf16"}) {
+    nlohmann::json doc = base();
+    doc["device"] = "cuda";
+    doc["precision"] = {{"matmul", name}};
+    const RunConfig c = parse_run_config(doc, "x.json");
+    EXPECT_EQ(matmul_precision_name(c.matmul_precision), name);
+    EXPECT_EQ(parse_run_config(c.to_json(), "config.json").to_json(), c.to_json());
+    doc.erase("device");  // the CPU multiplies in fp32 only
+    expect_error(doc, {"test.json", "precision.matmul", name, "device = \"cuda\""});
+  }
+  nlohmann::json doc = base();
+  doc["device"] = "cuda";
+  doc["precision"] = {{"matmul", "fp16"}};
+  expect_error(doc, {"precision.matmul", "fp32, tf32, bf16"});
+}
+
 TEST(NearestKey, SuggestsOnlyCloseMatches) {
   EXPECT_EQ(nearest_key("n_embed", {"n_embd", "n_head"}), "n_embd");
   EXPECT_EQ(nearest_key("completely_different", {"n_embd", "n_head"}), "");

@@ -152,6 +152,16 @@ def main():
                 check(err <= TRAIN_LOSS_BOUND and losses(d_gpu) != losses(gpu_run),
                       f"dropout 0.1, checkpointing {ckpt}: CUDA losses within {TRAIN_LOSS_BOUND:g} of the CPU's "
                       f"(error {err:.3e}) and differ from the run without dropout")
+        # precision.matmul: tensor-core products of rounded inputs; the losses stay near the exact
+        # fp32 products' (bf16 inputs: 2^-9 relative each), within the bf16 training bound.
+        for matmul in ("tf32", "bf16"):
+            run = os.path.join(work, f"cuda_matmul_{matmul}")
+            p = train("cuda", run, 10, ["--set", f"precision.matmul={matmul}"])
+            if check(p.returncode == 0, f"precision.matmul={matmul} on CUDA exits 0 ({p.stderr[-400:]})"):
+                err = rel(losses(run), losses(gpu_run))
+                check(err <= TRAIN_LOSS_BOUND and f"{matmul} matmuls" in p.stdout,
+                      f"precision.matmul={matmul}: losses within {TRAIN_LOSS_BOUND:g} of exact fp32 products "
+                      f"(error {err:.3e}), named in the device line")
         resumed = os.path.join(work, "cuda_resumed")
         first = train("cuda", resumed, 4, ["--set", "checkpoint.at_end=true"])
         second = train("cuda", resumed, 10, ["--resume", "latest"])

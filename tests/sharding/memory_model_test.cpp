@@ -321,6 +321,19 @@ TEST(MemoryCommand, JsonForAParamCountAndAConfig) {
   ::testing::internal::CaptureStdout();
   EXPECT_EQ(cli::memory_main({"--config", path.string(), "--ranks", "3"}), 0);
   EXPECT_NE(::testing::internal::GetCapturedStdout().find("stage 3"), std::string::npos);
+
+  // The config's device stays: on CUDA the attention is flash where the kernels allow, and the
+  // activations predicted are the ones that device allocates.
+  EXPECT_EQ(doc["device"], "cpu");
+  EXPECT_EQ(doc["attention"], "materialised (T x T probabilities kept)");
+  ::testing::internal::CaptureStdout();
+  EXPECT_EQ(cli::memory_main({"--config", path.string(), "--ranks", "3", "--set", "device=cuda", "--json"}), 0);
+  const nlohmann::json on_cuda = nlohmann::json::parse(::testing::internal::GetCapturedStdout());
+  EXPECT_EQ(on_cuda["device"], "cuda");
+  const bool flash = ops::flash_attention_available(Device::kCUDA, 4, 2, 16);
+  EXPECT_EQ(on_cuda["attention"] == "flash (no T x T probabilities kept)", flash);
+  EXPECT_EQ(on_cuda["stages"][0]["bytes"]["activations"].get<std::int64_t>(),
+            predict_rank_memory(load_run_config(path.string(), {"device=cuda"}), 0, 3)[C::kActivations]);
   std::filesystem::remove(path);
 }
 

@@ -76,10 +76,9 @@ int paper_table(const ArgParser& parser, int ranks, bool json) {
 }
 
 int config_table(const ArgParser& parser, int ranks, bool json) {
-  // The prediction covers every stage on the CPU backend's layout, so the run's own stage and
-  // device are set aside (either would otherwise be refused until its engine lands).
+  // The prediction covers every stage, so the run's own stage is set aside. The device stays: it
+  // decides the attention's activations (flash on CUDA, gpt::activation_dims).
   std::vector<std::string> overrides = parser.all("set");
-  overrides.push_back("device=cpu");
   overrides.push_back("zero.stage=0");
   const RunConfig cfg = load_run_config(parser.get("config"), overrides);
   ShardingOptions options;
@@ -89,6 +88,10 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
   const ShardSizes largest = shard_sizes(table.max_unit_numel(), ranks);
   const char* dtype = cfg.param_dtype == DType::kBF16 ? "bf16" : "f32";
   const std::string ckpt = cfg.train.activation_checkpointing.to_string();
+  const char* attention =
+      gpt::activation_dims(mc, cfg.train.micro_batch, cfg.train.seq_len, cfg.device, cfg.dropout).flash_attention
+          ? "flash (no T x T probabilities kept)"
+          : "materialised (T x T probabilities kept)";
 
   std::vector<StageMemory> stages;
   for (int stage = 0; stage < kStages; ++stage) stages.push_back(predict_rank_memory(cfg, stage, ranks, options));
@@ -123,6 +126,8 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
         {"micro_batch", cfg.train.micro_batch},
         {"seq_len", cfg.train.seq_len},
         {"activation_checkpointing", ckpt},
+        {"device", device_name(cfg.device)},
+        {"attention", attention},
         {"params", table.total_numel()},
         {"units", table.units().size()},
         {"max_unit_numel", table.max_unit_numel()},
@@ -140,9 +145,9 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
              "elements ({} per rank)\n",
              mc.n_layer, mc.n_head, mc.n_embd, mc.vocab_size, mc.padded_vocab_size(), table.total_numel(),
              table.units().size(), largest.numel, largest.shard_numel);
-  fmt::print("per rank: micro_batch {} x seq_len {}, activation_checkpointing {}, param_dtype {} (CPU backend layout: "
-             "fp32 activations)\n",
-             cfg.train.micro_batch, cfg.train.seq_len, ckpt, dtype);
+  fmt::print("per rank: micro_batch {} x seq_len {}, activation_checkpointing {}, param_dtype {}; device {}: fp32 "
+             "activations, {} attention\n",
+             cfg.train.micro_batch, cfg.train.seq_len, ckpt, dtype, device_name(cfg.device), attention);
   fmt::print("zero: overlap_comm {}, prefetch_units {}, max_inflight_reductions {}, reshard_after_forward {}, "
              "param_persistence_threshold {}, grad_shard_dtype {}{}\n\n",
              z.overlap_comm, z.prefetch_units, z.max_inflight_reductions, z.reshard_after_forward,

@@ -166,8 +166,14 @@ int main(int argc, char** argv) {
     Buffer h = bench.buf(DType::kF32, N * 4 * C), h2 = bench.buf(DType::kF32, N * 4 * C);
     mem("gelu_forward", N * 4 * C * 8.0, [&] { cuda::gelu_forward(ctx, h2.view(), h.view()); });
     mem("gelu_backward", N * 4 * C * 12.0, [&] { cuda::gelu_backward(ctx, h2.view(), h.view(), h2.view()); });
-    for (DType dt : {DType::kF32, DType::kBF16}) {
-      const std::string tag = dt == DType::kF32 ? "f32" : "bf16";
+    // fp32 operands under each precision.matmul (exact, TF32, bf16-rounded inputs), then bf16 operands.
+    struct MatmulCase { DType dt; MatmulPrecision precision; const char* tag; };
+    for (auto [dt, precision, tag_c] : {MatmulCase{DType::kF32, MatmulPrecision::kFp32, "f32"},
+                                         MatmulCase{DType::kF32, MatmulPrecision::kTf32, "f32 (tf32)"},
+                                         MatmulCase{DType::kF32, MatmulPrecision::kBf16, "f32 (bf16 inputs)"},
+                                         MatmulCase{DType::kBF16, MatmulPrecision::kFp32, "bf16"}}) {
+      const std::string tag = tag_c;
+      ctx.cuda_resources->fp32_matmuls = precision;
       Buffer in = bench.buf(dt, N * C), wt = bench.buf(dt, C * 4 * C), bias = bench.buf(dt, 4 * C),
              out = bench.buf(dt, N * 4 * C), pre = bench.buf(dt, N * 4 * C), dwt = bench.buf(DType::kF32, C * 4 * C);
       const double fl = 2.0 * N * C * 4 * C;
@@ -184,6 +190,7 @@ int main(int argc, char** argv) {
                               in.view(Shape{N, C}), wt.view(Shape{C, 4 * C}), cuda::WeightLayout::kInOut);
       });
     }
+    ctx.cuda_resources->fp32_matmuls = MatmulPrecision::kFp32;
     {
       Buffer qkv = bench.buf(DType::kF32, N * 3 * C), att = bench.buf(DType::kF32, B * NH * T * T),
              out = bench.buf(DType::kF32, N * C), dqkv = bench.buf(DType::kF32, N * 3 * C);

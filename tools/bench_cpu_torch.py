@@ -17,13 +17,19 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 
+def dropout(x, p, training):
+    """nanoGPT's dropout at one site; p = 0 (the benchmarks) leaves the graph as it was."""
+    return F.dropout(x, p, training) if p > 0 else x
+
+
 class Block(nn.Module):
     """Pre-LN transformer block; attention is the explicit matmul + causal mask + softmax form."""
 
-    def __init__(self, n_embd, n_head, block_size, flash=False):
+    def __init__(self, n_embd, n_head, block_size, flash=False, dropout_p=0.0):
         super().__init__()
         self.n_head = n_head
         self.flash = flash  # torch's fused attention kernel (the GPU benchmark) instead of the explicit form
+        self.dropout_p = dropout_p  # on the attention probabilities and both residual branches, as nanoGPT
         self.ln_1 = nn.LayerNorm(n_embd, eps=1e-5)
         self.c_attn = nn.Linear(n_embd, 3 * n_embd)
         self.c_proj = nn.Linear(n_embd, n_embd)
@@ -39,26 +45,31 @@ class Block(nn.Module):
         q, k, v = self.c_attn(x).split(C, dim=2)
         q, k, v = (t.view(B, T, self.n_head, head_size).transpose(1, 2) for t in (q, k, v))
         if self.flash:
-            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            p = self.dropout_p if self.training else 0.0
+            y = F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=True)
             return self.c_proj(y.transpose(1, 2).reshape(B, T, C))
         scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(head_size))
         scores = scores.masked_fill(self.masked[:T, :T], float("-inf"))
-        y = scores.softmax(dim=-1) @ v  # [B, n_head, T, head_size]
+        y = dropout(scores.softmax(dim=-1), self.dropout_p, self.training) @ v  # [B, n_head, T, head_size]
         return self.c_proj(y.transpose(1, 2).reshape(B, T, C))
 
     def forward(self, x):
-        x = x + self.attention(self.ln_1(x))
-        return x + self.mlp_proj(F.gelu(self.c_fc(self.ln_2(x)), approximate="tanh"))
+        x = x + dropout(self.attention(self.ln_1(x)), self.dropout_p, self.training)
+        mlp = self.mlp_proj(F.gelu(self.c_fc(self.ln_2(x)), approximate="tanh"))
+        return x + dropout(mlp, self.dropout_p, self.training)
 
 
 class Gpt(nn.Module):
-    """GPT-2: token + learned position embeddings, pre-LN blocks, final LN, head tied to wte."""
+    """GPT-2: token + learned position embeddings, pre-LN blocks, final LN, head tied to wte.
+    dropout_p > 0 drops at nanoGPT's four sites (embedding output, attention probabilities, both
+    residual branches) in training mode; the default 0 is the benchmarks' model."""
 
-    def __init__(self, n_layer, n_head, n_embd, block_size, vocab_size, flash=False):
+    def __init__(self, n_layer, n_head, n_embd, block_size, vocab_size, flash=False, dropout_p=0.0):
         super().__init__()
+        self.dropout_p = dropout_p
         self.wte = nn.Embedding(vocab_size, n_embd)
         self.wpe = nn.Embedding(block_size, n_embd)
-        self.h = nn.ModuleList(Block(n_embd, n_head, block_size, flash) for _ in range(n_layer))
+        self.h = nn.ModuleList(Block(n_embd, n_head, block_size, flash, dropout_p) for _ in range(n_layer))
         self.ln_f = nn.LayerNorm(n_embd, eps=1e-5)
         for name, p in self.named_parameters():  # GPT-2 initialisation
             if p.dim() == 2:
@@ -67,7 +78,7 @@ class Gpt(nn.Module):
 
     def forward(self, idx, targets):
         T = idx.shape[1]
-        x = self.wte(idx) + self.wpe.weight[:T]
+        x = dropout(self.wte(idx) + self.wpe.weight[:T], self.dropout_p, self.training)
         for block in self.h:
             x = block(x)
         logits = F.linear(self.ln_f(x), self.wte.weight)

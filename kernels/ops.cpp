@@ -155,6 +155,8 @@ void flash_attention_forward(const ExecContext& ctx, TensorView out, TensorView 
   ZT_CHECK(on_cuda(ctx), "flash attention runs on CUDA only (the CPU uses attention_forward)");
 #ifdef ZT_HAVE_CUDA
   timed_op(ctx, "flash_attention_forward", [&] { cuda::flash_attention_forward(ctx, out, lse, qkv, n_head); });
+#else
+  (void)out, (void)lse, (void)qkv, (void)n_head;  // on_cuda has thrown: no CUDA backend in this build
 #endif
 }
 void flash_attention_backward(const ExecContext& ctx, TensorView dqkv, TensorView dout, TensorView out, TensorView qkv,
@@ -163,6 +165,8 @@ void flash_attention_backward(const ExecContext& ctx, TensorView dqkv, TensorVie
 #ifdef ZT_HAVE_CUDA
   timed_op(ctx, "flash_attention_backward",
            [&] { cuda::flash_attention_backward(ctx, dqkv, dout, out, qkv, lse, n_head); });
+#else
+  (void)dqkv, (void)dout, (void)out, (void)qkv, (void)lse, (void)n_head;
 #endif
 }
 void gelu_forward(const ExecContext& ctx, TensorView out, TensorView inp) { return ZT_OP(gelu_forward, ctx, out, inp); }

@@ -8,10 +8,12 @@ not depend on them). Prints tokens/s, ms/step and MFU per engine and the ratios 
 stated in (zerotrain stage 0 / PyTorch >= 1.1; stage 3 / stage 0 >= 0.95; MFU >= 50%), and writes
 docs/results/gpu_bench_<device>.json.
 
-Where the time goes: the stage-0 run trains with log.profile_ops (CUDA events around every op on
-the compute stream, read once per step), its op_profile.json goes into that row of the JSON
-(`op_profile`), and the most expensive ops are printed after the table. Profiling adds two event
-records per op and a synchronize at each step's start and end; --no-profile leaves it off.
+Where the time goes: after the timed runs, a separate short stage-0 run trains with
+log.profile_ops (CUDA events around every op on the compute stream, read once per step); its
+op_profile.json goes into the stage-0 row of the JSON (`op_profile`), and the most expensive ops
+are printed after the table. It is a run of its own because profiling adds two event records per
+op and a synchronize at each step's start and end, which the throughput figures must not carry;
+--no-profile skips it.
 
 MFU = tokens/s x (6 N + 6 L C T) / peak, N the parameter count (wpe included, the tied head
 counted once), peak 989 TFLOP/s (dense bf16, H100 and H200 SXM).
@@ -34,6 +36,7 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PEAK_BF16_FLOPS = 989e12
+PROFILED_STEPS = 5  # timed steps of the separate per-op profile run (after the warm-up steps)
 N_LAYER, N_HEAD, N_EMBD, T, VOCAB, VOCAB_PADDED = 12, 12, 768, 1024, 50257, 50304
 LLMC_MAGIC, LLMC_VERSION = 20240520, 1
 
@@ -62,12 +65,13 @@ def device_facts():
 
 
 def run_zerotrain(args, stage, data_dir, work, profile=False):
-    run_dir = os.path.join(work, f"stage{stage}")
+    run_dir = os.path.join(work, f"stage{stage}" + ("_profiled" if profile else ""))
+    steps = min(args.steps, PROFILED_STEPS) if profile else args.steps
     # bf16 parameters and bf16 matmul inputs (fp32 accumulate): the rounding PyTorch's bf16
     # autocast applies on the reference side; activations and the other kernels stay fp32.
     sets = {"device": "cuda", "zero.stage": stage, "precision.param_dtype": "bf16", "precision.matmul": "bf16",
             "data.dataset": data_dir, "train.micro_batch": args.batch, "train.seq_len": T, "train.grad_accum": 1,
-            "train.global_batch_tokens": args.batch * T, "train.max_steps": args.warmup + args.steps,
+            "train.global_batch_tokens": args.batch * T, "train.max_steps": args.warmup + steps,
             "train.eval_every": 0, "train.eval_batches": 1, "train.activation_checkpointing": "none",
             "log.sample_tokens": 0, "log.every_steps": 1000, "log.progress": "plain", "checkpoint.at_end": "false",
             "log.profile_ops": "true" if profile else "false"}
@@ -130,7 +134,7 @@ def main():
     ap.add_argument("--stages", type=int, nargs="+", default=[0, 1, 2, 3])
     ap.add_argument("--python", default=sys.executable, help="interpreter with torch for the reference")
     ap.add_argument("--no-torch", action="store_true")
-    ap.add_argument("--no-profile", action="store_true", help="no per-op profile in the stage-0 run")
+    ap.add_argument("--no-profile", action="store_true", help="no separate per-op profile run of stage 0")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     name, driver = device_facts()
@@ -143,10 +147,14 @@ def main():
         write_llmc_tokens(os.path.join(data_dir, "train.bin"), rng.integers(0, VOCAB, 4_000_000))
         write_llmc_tokens(os.path.join(data_dir, "val.bin"), rng.integers(0, VOCAB, 200_000))
         for stage in args.stages:
-            r = run_zerotrain(args, stage, data_dir, work, profile=stage == 0 and not args.no_profile)
+            r = run_zerotrain(args, stage, data_dir, work)
             rows.append({"engine": f"zerotrain stage {stage}", "stage": stage, **r,
                          **summarise(r["step_ms"], args.warmup, args.batch, flops_tok)})
             print(f"zerotrain stage {stage}: {rows[-1]['ms_per_step']:.1f} ms/step", flush=True)
+            if stage == 0 and not args.no_profile:
+                profiled = run_zerotrain(args, 0, data_dir, work, profile=True)
+                if "op_profile" in profiled:
+                    rows[-1]["op_profile"] = profiled["op_profile"]
     if not args.no_torch:
         t = run_torch(args)
         rows.append({"engine": "pytorch (compile, bf16 autocast, fused AdamW)", "stage": None, **t,

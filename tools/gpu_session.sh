@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# Run ON THE LENT GPU MACHINE, one device call per phase (each under the 10-minute command limit):
+#   bash tools/gpu_session.sh tests   # build; ctest -L gpu; compute-sanitizer memcheck on zt_gpu_tests
+#   bash tools/gpu_session.sh bench [ARGS]  # build; zt_bench_kernels; tools/bench_gpu.py ARGS (default:
+#                                           # stages 0-3 vs PyTorch; e.g. --stages 0 3 if time is short)
+# with carry [".gpu_deps"] (made here by tools/gpu_deps.sh). It unpacks those packages into
+# /tmp/zt_deps (never into /), points CMake and the loader at them, takes NCCL from the CUDA
+# toolkit or else from PyTorch's nvidia-nccl wheel, and keeps going past a failing step so one
+# call brings back everything it can. Everything lands in $OUT (at most 8 files come back):
+# session_<phase>.txt (device, commit, toolkit, each step's status and seconds), the logs, and
+# the result JSONs, which then go into docs/results/ here.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+phase=${1:-}
+if [ "$phase" != tests ] && [ "$phase" != bench ]; then
+  echo "usage: tools/gpu_session.sh tests|bench" >&2
+  exit 2
+fi
+OUT=${OUT:-/tmp/zt_gpu_session}
+mkdir -p "$OUT"
+budget=${ZT_SESSION_SECONDS:-570}  # the device's 600 s command limit, less the copy back
+summary="$OUT/session_$phase.txt"
+commit=$(git rev-parse HEAD 2>/dev/null || echo unknown)
+{
+  echo "phase: $phase"
+  echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo "commit: $commit$(git diff --quiet HEAD 2>/dev/null || echo ' (working tree differs)')"
+  echo "gpu: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | head -1)"
+  echo "nvcc: $(nvcc --version 2>&1 | tail -1)"
+} >"$summary"
+
+# step NAME SECONDS CMD...: runs CMD with a time limit (never past the budget), logs status.
+failed=0
+step() {
+  local name=$1 limit=$2
+  shift 2
+  local left=$((budget - SECONDS))
+  if [ "$left" -lt 20 ]; then
+    echo "$name: skipped (budget spent)" >>"$summary"
+    failed=1
+    return 1
+  fi
+  [ "$limit" -gt "$left" ] && limit=$left
+  local t0=$SECONDS rc=0
+  timeout "$limit" "$@" || rc=$?
+  echo "$name: $([ $rc -eq 0 ] && echo ok || echo "FAILED (exit $rc$([ $rc -eq 124 ] && echo ', time limit'))") in $((SECONDS - t0)) s" >>"$summary"
+  [ $rc -eq 0 ] || failed=1
+  return $rc
+}
+
+# The carried packages, unpacked where nothing of the image is touched.
+deps=/tmp/zt_deps
+if ls .gpu_deps/*.deb >/dev/null 2>&1; then
+  for f in .gpu_deps/*.deb; do dpkg -x "$f" "$deps"; done
+  # zlib1g-dev's libz.so points at /lib/...: point it at the unpacked library instead.
+  ln -sf "$deps/lib/x86_64-linux-gnu/libz.so.1" "$deps/usr/lib/x86_64-linux-gnu/libz.so"
+  export CMAKE_PREFIX_PATH="$deps/usr${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}"
+  export LD_LIBRARY_PATH="$deps/usr/lib/x86_64-linux-gnu:$deps/usr/lib/x86_64-linux-gnu/openblas-openmp:$deps/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  zlib_args=(-DZLIB_INCLUDE_DIR="$deps/usr/include" -DZLIB_LIBRARY="$deps/lib/x86_64-linux-gnu/libz.so.1")
+  echo "deps: $(ls .gpu_deps/*.deb | wc -l) packages unpacked into $deps" >>"$summary"
+else
+  zlib_args=()
+  echo "deps: none carried (.gpu_deps missing): the image's own libraries must do" >>"$summary"
+fi
+
+# NCCL: beside the CUDA toolkit if it is there, else PyTorch's wheel (which has no libnccl.so link).
+nccl_args=()
+if ! ls /usr/local/cuda/include/nccl.h >/dev/null 2>&1; then
+  nccl_dir=$(python3 -c 'import nvidia.nccl as m; print(list(m.__path__)[0])' 2>/dev/null || true)
+  nccl_lib=$(ls "$nccl_dir"/lib/libnccl.so* 2>/dev/null | head -1)
+  if [ -n "$nccl_dir" ] && [ -n "$nccl_lib" ]; then
+    nccl_args=(-DZT_NCCL_INCLUDE_DIR="$nccl_dir/include" -DZT_NCCL_LIBRARY="$nccl_lib")
+    export LD_LIBRARY_PATH="$nccl_dir/lib:$LD_LIBRARY_PATH"
+    echo "nccl: $nccl_lib (PyTorch's wheel)" >>"$summary"
+  fi
+fi
+
+python=${ZT_SESSION_PYTHON:-$(command -v python3)}  # there: the python3 that holds PyTorch and numpy
+targets=(zerotrain zt_gpu_tests zt_bench_kernels)
+[ "$phase" = tests ] && targets=(all)
+built=0
+if step configure 120 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DZT_CUDA=ON -DZT_PYTHON="$python" \
+    "${zlib_args[@]}" "${nccl_args[@]}" >"$OUT/build_$phase.log" 2>&1; then
+  step build 400 cmake --build build-gpu -j "$(nproc)" --target "${targets[@]}" >>"$OUT/build_$phase.log" 2>&1 && built=1
+fi
+if [ "$built" -ne 1 ]; then
+  tail -40 "$OUT/build_$phase.log"
+  cat "$summary"
+  exit 1
+fi
+
+if [ "$phase" = tests ]; then
+  # Every GPU-labelled test: the kernels against the CPU, NCCL on one rank, parity_cuda.*, the model.
+  step "ctest -L gpu" 330 bash -c "cd build-gpu && ctest -L gpu --output-on-failure --timeout 300 -j 2" \
+    >"$OUT/ctest_gpu.log" 2>&1
+  grep -E "tests passed|tests failed" "$OUT/ctest_gpu.log" >>"$summary"
+  # Out-of-bounds accesses and uninitialised reads in the kernels (memcheck is slow: what fits).
+  sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  step "compute-sanitizer memcheck" 150 "$sanitizer" --tool memcheck --error-exitcode 1 \
+    build-gpu/tests/zt_gpu_tests --gtest_brief=1 >"$OUT/sanitizer.log" 2>&1
+  tail -3 "$OUT/sanitizer.log" >>"$summary"
+else
+  step zt_bench_kernels 120 build-gpu/tools/zt_bench_kernels --commit "$commit" >"$OUT/bench_kernels.log" 2>&1
+  step bench_gpu 420 env PYTHONUNBUFFERED=1 "$python" tools/bench_gpu.py --zerotrain build-gpu/zerotrain "${@:2}" \
+    >"$OUT/bench_gpu.log" 2>&1
+  cp docs/results/gpu_kernels_*.json docs/results/gpu_bench_*.json "$OUT/" 2>/dev/null
+fi
+cat "$summary"
+exit $failed

@@ -175,7 +175,9 @@ def main():
     for r in rows:
         if "op_profile" in r:
             print("\n" + "\n".join(top_ops_lines(r["op_profile"], r["engine"])))
-    commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    # ZT_COMMIT: the commit measured, for copies of the tree that travel without .git (device calls).
+    commit = os.environ.get("ZT_COMMIT") or subprocess.run(["git", "-C", ROOT, "rev-parse", "HEAD"],
+                                                           capture_output=True, text=True).stdout.strip()
     slug = re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_")
     out = args.out or os.path.join(ROOT, "docs", "results", f"gpu_bench_{slug}.json")
     os.makedirs(os.path.dirname(out), exist_ok=True)

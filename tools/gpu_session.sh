@@ -20,11 +20,13 @@ OUT=${OUT:-/tmp/zt_gpu_session}
 mkdir -p "$OUT"
 budget=${ZT_SESSION_SECONDS:-570}  # the device's 600 s command limit, less the copy back
 summary="$OUT/session_$phase.txt"
-commit=$(git rev-parse HEAD 2>/dev/null || echo unknown)
+# ZT_COMMIT=<hash> names the commit when the tree travelled without .git (the device tool's copies).
+commit=${ZT_COMMIT:-$(git rev-parse HEAD 2>/dev/null || echo unknown)}
+export ZT_COMMIT=$commit
 {
   echo "phase: $phase"
   echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-  echo "commit: $commit$(git diff --quiet HEAD 2>/dev/null || echo ' (working tree differs)')"
+  echo "commit: $commit$(git diff --quiet HEAD 2>/dev/null || echo ' (no git here, or the working tree differs)')"
   echo "gpu: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | head -1)"
   echo "nvcc: $(nvcc --version 2>&1 | tail -1)"
 } >"$summary"

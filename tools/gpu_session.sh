@@ -3,6 +3,8 @@
 #   bash tools/gpu_session.sh tests   # build; ctest -L gpu; compute-sanitizer memcheck on zt_gpu_tests
 #   bash tools/gpu_session.sh bench [ARGS]  # build; zt_bench_kernels; tools/bench_gpu.py ARGS (default:
 #                                           # stages 0-3 vs PyTorch; e.g. --stages 0 3 if time is short)
+#   bash tools/gpu_session.sh shakespeare   # build zerotrain; its half of tools/shakespeare_gpu.py
+#                                           # (carry runs/shakespeare_char too; docs/gpu_backend.md)
 # with carry [".gpu_deps"] (made here by tools/gpu_deps.sh). It unpacks those packages into
 # /tmp/zt_deps (never into /), points CMake and the loader at them, takes NCCL from the CUDA
 # toolkit or else from PyTorch's nvidia-nccl wheel, and keeps going past a failing step so one
@@ -12,8 +14,8 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 phase=${1:-}
-if [ "$phase" != tests ] && [ "$phase" != bench ]; then
-  echo "usage: tools/gpu_session.sh tests|bench" >&2
+if [ "$phase" != tests ] && [ "$phase" != bench ] && [ "$phase" != shakespeare ]; then
+  echo "usage: tools/gpu_session.sh tests|bench|shakespeare" >&2
   exit 2
 fi
 OUT=${OUT:-/tmp/zt_gpu_session}
@@ -80,6 +82,7 @@ fi
 python=${ZT_SESSION_PYTHON:-$(command -v python3)}  # there: the python3 that holds PyTorch and numpy
 targets=(zerotrain zt_gpu_tests zt_bench_kernels)
 [ "$phase" = tests ] && targets=(all)
+[ "$phase" = shakespeare ] && targets=(zerotrain)
 built=0
 if step configure 120 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DZT_CUDA=ON -DZT_PYTHON="$python" \
     "${zlib_args[@]}" "${nccl_args[@]}" >"$OUT/build_$phase.log" 2>&1; then
@@ -101,6 +104,12 @@ if [ "$phase" = tests ]; then
   step "compute-sanitizer memcheck" 150 "$sanitizer" --tool memcheck --error-exitcode 1 \
     build-gpu/tests/zt_gpu_tests --gtest_brief=1 >"$OUT/sanitizer.log" 2>&1
   tail -3 "$OUT/sanitizer.log" >>"$summary"
+elif [ "$phase" = shakespeare ]; then
+  # Whatever the build left of the budget; exit 3 = stopped with a checkpoint, call again to continue.
+  step shakespeare_gpu $((budget - SECONDS)) env PYTHONUNBUFFERED=1 "$python" tools/shakespeare_gpu.py --engines zerotrain \
+    --zerotrain build-gpu/zerotrain --data runs/shakespeare_char --commit "$commit" --set precision.matmul=bf16 \
+    --time-limit $((budget - SECONDS - 10)) >"$OUT/shakespeare_zerotrain.log" 2>&1
+  cp docs/results/shakespeare_gpu_*.json "$OUT/" 2>/dev/null
 else
   step zt_bench_kernels 120 build-gpu/tools/zt_bench_kernels --commit "$commit" >"$OUT/bench_kernels.log" 2>&1
   step bench_gpu 420 env PYTHONUNBUFFERED=1 "$python" tools/bench_gpu.py --zerotrain build-gpu/zerotrain "${@:2}" \

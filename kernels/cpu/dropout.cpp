@@ -88,6 +88,16 @@ void check_spec(const DropoutSpec& spec, std::int64_t elems_per_sample) {
            "dropout over {} elements per sample exceeds the 32-bit Philox block counter", elems_per_sample);
 }
 
+MaskRows check_operands(const TensorView& out, const TensorView& in, const DropoutSpec& spec, const char* what) {
+  ZT_CHECK(out.dtype == DType::kF32 && in.dtype == DType::kF32, "{}: fp32 only", what);
+  ZT_CHECK(out.numel() == in.numel(), "{}: out has {} elements, in {}", what, out.numel(), in.numel());
+  ZT_CHECK(in.shape.ndim() >= 1, "{}: needs a leading sample dimension", what);
+  const std::int64_t B = in.shape[0];
+  const MaskRows rows{B, B > 0 ? in.numel() / B : 0};
+  check_spec(spec, rows.per_sample);
+  return rows;
+}
+
 std::uint32_t keep_threshold(float p) {
   const double scaled = std::round(static_cast<double>(p) * 4294967296.0);  // exact product: p is fp32
   return scaled >= 4294967295.0 ? 0xFFFFFFFFu : static_cast<std::uint32_t>(scaled);
@@ -127,12 +137,8 @@ constexpr std::int64_t kTaskElems = 4096;
 
 // out = in * mask / (1 - p) over [B, ...]: forward and backward are the same operation.
 void apply_mask(const ExecContext& ctx, TensorView out, TensorView in, const DropoutSpec& spec, const char* what) {
-  ZT_CHECK(out.dtype == DType::kF32 && in.dtype == DType::kF32, "{}: fp32 only", what);
-  ZT_CHECK(out.numel() == in.numel(), "{}: out has {} elements, in {}", what, out.numel(), in.numel());
-  ZT_CHECK(in.shape.ndim() >= 1, "{}: needs a leading sample dimension", what);
-  const std::int64_t B = in.shape[0];
-  const std::int64_t N = B > 0 ? in.numel() / B : 0;  // elements per sample
-  dropout_detail::check_spec(spec, N);
+  const dropout_detail::MaskRows rows = dropout_detail::check_operands(out, in, spec, what);
+  const std::int64_t B = rows.samples, N = rows.per_sample;  // N: elements per sample
   float* o = out.as<float>();
   const float* x = in.as<float>();
   if (!spec.active()) {  // exactly the identity, no random numbers drawn

@@ -4,7 +4,7 @@
 // one 16-byte access where the rows allow it.
 #include "kernels/cuda/dropout.h"
 
-#include "kernels/cpu/dropout_mask.h"  // check_spec, keep_threshold, keep_scale: shared with the CPU
+#include "kernels/cpu/dropout_mask.h"  // check_operands, keep_threshold, keep_scale: shared with the CPU
 #include "kernels/cuda/common.cuh"
 
 namespace zt::cuda {
@@ -69,12 +69,8 @@ void run(const ExecContext& ctx, TensorView out, TensorView in, const DropoutSpe
   const cudaStream_t stream = detail::stream_of(ctx);
   detail::check_on_gpu(out, what);
   detail::check_on_gpu(in, what);
-  ZT_CHECK(out.dtype == DType::kF32 && in.dtype == DType::kF32, "{}: fp32 only", what);
-  ZT_CHECK(out.numel() == in.numel(), "{}: out has {} elements, in {}", what, out.numel(), in.numel());
-  ZT_CHECK(in.shape.ndim() >= 1, "{}: needs a leading sample dimension", what);
-  const std::int64_t B = in.shape[0];
-  const std::int64_t N = B > 0 ? in.numel() / B : 0;  // elements per sample
-  cpu::dropout_detail::check_spec(spec, N);
+  const cpu::dropout_detail::MaskRows rows = cpu::dropout_detail::check_operands(out, in, spec, what);
+  const std::int64_t B = rows.samples, N = rows.per_sample;  // N: elements per sample
   if (in.numel() == 0) return;
   float* o = out.as<float>();
   const float* x = in.as<float>();

@@ -61,15 +61,18 @@ AttnDims check_dims(const TensorView& out_like, const TensorView& att, const Ten
   return cpu::attention_dims(out_like, att, qkv, n_head);
 }
 
-// dst = dropout(sample b's probabilities [n_head, T, T]): the whole sample is one row of the mask,
-// element j = (h * T + t) * T + t2, as cpu::attention_forward draws it.
-void drop_sample_probs(const ExecContext& ctx, float* dst, const float* probs, const AttnDims& d, std::int64_t b,
+// dst = src * sample b's dropout mask over [n_head, T, T] (scaled by 1 / (1 - p); dst may be src):
+// the whole sample is one row of the mask, element j = (h * T + t) * T + t2, as
+// cpu::attention_forward draws it. The forward drops the probabilities with it, the backward
+// their gradient.
+void apply_sample_mask(const ExecContext& ctx, float* dst, const float* src, const AttnDims& d, std::int64_t b,
                        const DropoutSpec& dropout) {
   const Shape one_sample{1, d.NH * d.T * d.T};
   DropoutSpec spec = dropout;
   spec.first_sample += b;
+  // Qualified: ADL on DropoutSpec also finds cpu::dropout_forward.
   cuda::dropout_forward(ctx, TensorView{dst, DType::kF32, Device::kCUDA, one_sample},
-                  TensorView{const_cast<float*>(probs), DType::kF32, Device::kCUDA, one_sample}, spec);
+                        TensorView{const_cast<float*>(src), DType::kF32, Device::kCUDA, one_sample}, spec);
 }
 
 // A product batched over the heads of one sample; A/B/D offsets and leading dimensions per call.
@@ -111,7 +114,7 @@ void attention_forward(const ExecContext& ctx, TensorView out, TensorView att, T
   for (std::int64_t b = 0; b < d.B; ++b) {
     const float* probs = att_p + b * d.NH * T * T;
     if (dropout.active()) {
-      drop_sample_probs(ctx, dropped.as<float>(), probs, d, b, dropout);
+      apply_sample_mask(ctx, dropped.as<float>(), probs, d, b, dropout);
       probs = dropped.as<float>();
     }
     // out^T[e, q] = V^T[e, k] @ P^T[k, q]: A = V (column-major [hs, T]), B = att (column-major [k, q]).
@@ -140,7 +143,6 @@ void attention_backward(const ExecContext& ctx, TensorView dqkv, TensorView dout
   Buffer dp_buf = detail::resources_of(ctx).scratch(DType::kF32, d.NH * T * T);  // one sample at a time
   float* dp = dp_buf.as<float>();
   Buffer dropped = dropout.active() ? detail::resources_of(ctx).scratch(DType::kF32, d.NH * T * T) : Buffer{};
-  const Shape one_sample{1, d.NH * T * T};
   const std::int64_t rows = d.NH * T;
   for (std::int64_t b = 0; b < d.B; ++b) {
     const float* q = qkv_p + b * T * C3;
@@ -153,7 +155,7 @@ void attention_backward(const ExecContext& ctx, TensorView dqkv, TensorView dout
     // d(M * P) = dO v^T becomes dP = M * d(M * P) before the softmax backward (which uses P).
     const float* pv = p;
     if (dropout.active()) {
-      drop_sample_probs(ctx, dropped.as<float>(), p, d, b, dropout);
+      apply_sample_mask(ctx, dropped.as<float>(), p, d, b, dropout);
       pv = dropped.as<float>();
     }
     {  // dV^T[e, k] = dO^T[e, q] @ P[q, k]: A = dO, B = att transposed.
@@ -174,12 +176,7 @@ void attention_backward(const ExecContext& ctx, TensorView dqkv, TensorView dout
       g.D = dp, g.ldd = T, g.stride_d = T * T;
       run_gemm(ctx, g);
     }
-    if (dropout.active()) {
-      DropoutSpec spec = dropout;
-      spec.first_sample += b;
-      const TensorView dp_view{dp, DType::kF32, Device::kCUDA, one_sample};
-      cuda::dropout_backward(ctx, dp_view, dp_view, spec);  // qualified: ADL also finds cpu::
-    }
+    if (dropout.active()) apply_sample_mask(ctx, dp, dp, d, b, dropout);
     causal_softmax_backward<<<static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock),
                               kRowsPerBlock * detail::kWarpSize, 0, stream>>>(dp, p, rows, static_cast<int>(T), scale);
     ZT_CUDA_CHECK_LAUNCH();

@@ -185,9 +185,9 @@ RunConfig parse_run_config(nlohmann::json doc, const std::string& source, int wo
   ConfigReader precision = root.section("precision");
   c.param_dtype = precision.get_enum("param_dtype", "f32", {"f32", "bf16"}) == "bf16" ? DType::kBF16 : DType::kF32;
   const std::string matmul = precision.get_enum("matmul", "fp32", {"fp32", "tf32", "bf16"});
-  c.matmul_precision = matmul == "bf16"   ? MatmulPrecision::kBf16
-                       : matmul == "tf32" ? MatmulPrecision::kTf32
-                                          : MatmulPrecision::kFp32;
+  for (MatmulPrecision p : {MatmulPrecision::kFp32, MatmulPrecision::kTf32, MatmulPrecision::kBf16}) {
+    if (matmul_precision_name(p) == matmul) c.matmul_precision = p;  // get_enum admitted only these names
+  }
   if (c.matmul_precision != MatmulPrecision::kFp32 && c.device != Device::kCUDA) {
     throw_input_error("config error in {}: precision.matmul = \"{}\" needs device = \"cuda\" (the CPU multiplies in fp32)",
                       source, matmul);

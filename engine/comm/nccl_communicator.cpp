@@ -45,6 +45,9 @@ std::int64_t nccl_count(const TensorView& v) {
   return nccl_type(v.dtype) == ncclUint8 ? static_cast<std::int64_t>(v.size_bytes()) : v.numel();
 }
 
+// Reductions run in fp32 whatever the operand's dtype (bf16 is staged up and rounded once back).
+ncclRedOp_t nccl_op(ReduceOp op) { return op == ReduceOp::kAvg ? ncclAvg : ncclSum; }
+
 std::string describe(const char* op, const TensorView& v) {
   return fmt::format("NCCL {} of {} {} elements", op, v.numel(), dtype_name(v.dtype));
 }
@@ -277,7 +280,7 @@ Work NcclCommunicator::reduce_scatter(TensorView send, TensorView recv, ReduceOp
   const TensorView in = c.input(send, DType::kF32);
   const TensorView out = c.output(recv, DType::kF32);
   ZT_NCCL_CHECK(ncclReduceScatter(in.data, out.data, static_cast<std::size_t>(out.numel()), ncclFloat32,
-                                  op == ReduceOp::kAvg ? ncclAvg : ncclSum, c.comm(), c.stream()),
+                                  nccl_op(op), c.comm(), c.stream()),
                 c.comm());
   impl_->settle("ncclReduceScatter", options().timeout_s);
   return c.finish(describe("reduce_scatter", send));
@@ -290,7 +293,7 @@ Work NcclCommunicator::all_reduce(TensorView buf, ReduceOp op) {
   Collective c(*this);
   const TensorView work = c.in_place(buf, DType::kF32);  // buf itself when it is F32 on the device
   ZT_NCCL_CHECK(ncclAllReduce(work.data, work.data, static_cast<std::size_t>(work.numel()), ncclFloat32,
-                              op == ReduceOp::kAvg ? ncclAvg : ncclSum, c.comm(), c.stream()),
+                              nccl_op(op), c.comm(), c.stream()),
                 c.comm());
   impl_->settle("ncclAllReduce", options().timeout_s);
   return c.finish(describe("all_reduce", buf));

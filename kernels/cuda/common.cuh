@@ -4,7 +4,10 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
+#include <type_traits>
 
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include "engine/core/check.h"
@@ -120,5 +123,106 @@ __device__ inline float block_max(float v, float* shared) {
   float m = lane < num_warps ? shared[lane] : -INFINITY;
   return warp_max(m);
 }
+
+// ---- Activation storage: docs/precision.md, "bf16 activations: the kernel contract" ----
+// Kernels templated on the activation storage type T (float, or __nv_bfloat16 for bf16
+// activations) load through these helpers, compute in fp32 and store through them: a bf16 load
+// widens exactly, a bf16 store rounds once to nearest even. The rounding is f32_to_bf16 above
+// rather than __float2bfloat16_rn: the same for every non-NaN value, and it also keeps a NaN's sign
+// and payload as the CPU reference does, so one-rounding ops (residual, dropout) match it bitwise.
+
+// The DType whose elements T stores: DTypeOf for the device storage types.
+template <typename T>
+constexpr DType act_dtype_of() {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, __nv_bfloat16>, "activations are float or bf16");
+  return std::is_same_v<T, float> ? DType::kF32 : DType::kBF16;
+}
+
+// The dtype an op's activation operands share: F32 or BF16, ignoring empty views (as
+// cpu::detail::activation_dtype does). A mix, or another dtype, fails a ZT_CHECK naming `op`.
+inline DType activation_dtype(const char* op, std::initializer_list<TensorView> operands) {
+  bool found = false;
+  DType dtype = DType::kF32;
+  for (const TensorView& v : operands) {
+    if (v.numel() == 0) continue;
+    ZT_CHECK(v.dtype == DType::kF32 || v.dtype == DType::kBF16, "{}: activation operands must be F32 or BF16, not {}",
+             op, dtype_name(v.dtype));
+    ZT_CHECK(!found || v.dtype == dtype, "{}: activation operands mix {} and {} (they must share one dtype)", op,
+             dtype_name(dtype), dtype_name(v.dtype));
+    found = true;
+    dtype = v.dtype;
+  }
+  return dtype;
+}
+
+// Calls f(ActType<T>{}) with T the storage type of `dtype` (F32 or BF16, see activation_dtype):
+// one launcher body serves both instantiations of a templated kernel.
+template <typename T>
+struct ActType {
+  using type = T;
+};
+template <typename F>
+void dispatch_activation(DType dtype, F&& f) {
+  if (dtype == DType::kBF16) {
+    f(ActType<__nv_bfloat16>{});
+  } else {
+    f(ActType<float>{});
+  }
+}
+
+// v's data as T, checking that T is v's dtype (TensorView::as for the device storage types).
+template <typename T>
+T* act_data(const TensorView& v) {
+  ZT_CHECK(v.dtype == act_dtype_of<T>(), "view has dtype {}, the kernel reads {}", dtype_name(v.dtype),
+           dtype_name(act_dtype_of<T>()));
+  return static_cast<T*>(v.data);
+}
+
+// Whether p may take ActVec<T, 4>'s access: aligned to 4 elements of T (16 bytes of float, 8 of bf16).
+template <typename T>
+bool act_vec4_aligned(const T* p) {
+  return aligned(p, 4 * sizeof(T));
+}
+
+__device__ __forceinline__ float load_act(const float* p) { return *p; }
+__device__ __forceinline__ float load_act(const __nv_bfloat16* p) { return bf16_to_f32(__bfloat16_as_ushort(*p)); }
+__device__ __forceinline__ void store_act(float* p, float v) { *p = v; }
+__device__ __forceinline__ void store_act(__nv_bfloat16* p, float v) { *p = __ushort_as_bfloat16(f32_to_bf16(v)); }
+
+// FloatVec over storage type T: kVec consecutive activations as fp32 values. kVec = 4 is one access
+// of 4 * sizeof(T) bytes (a float4, or a uint2 of 4 bf16), taken only where the launcher checked
+// act_vec4_aligned for every base pointer and rows of whole groups; kVec = 1 is one element.
+template <typename T, int kVec>
+struct ActVec {
+  static_assert(kVec == 1 || kVec == 4, "ActVec holds 1 or 4 values");
+  float v[kVec];
+
+  __device__ __forceinline__ static ActVec load(const T* p) {
+    if constexpr (kVec == 4 && std::is_same_v<T, float>) {
+      const float4 q = *reinterpret_cast<const float4*>(p);
+      return ActVec{{q.x, q.y, q.z, q.w}};
+    } else if constexpr (kVec == 4) {  // element 0 is the low half of the first word
+      const uint2 q = *reinterpret_cast<const uint2*>(p);
+      return ActVec{{__uint_as_float(q.x << 16), __uint_as_float(q.x & 0xffff0000u), __uint_as_float(q.y << 16),
+                     __uint_as_float(q.y & 0xffff0000u)}};
+    } else {
+      return ActVec{{load_act(p)}};
+    }
+  }
+  __device__ __forceinline__ void store(T* p) const {
+    if constexpr (kVec == 4 && std::is_same_v<T, float>) {
+      *reinterpret_cast<float4*>(p) = make_float4(v[0], v[1], v[2], v[3]);
+    } else if constexpr (kVec == 4) {
+      *reinterpret_cast<uint2*>(p) =
+          make_uint2(f32_to_bf16(v[0]) | (static_cast<unsigned>(f32_to_bf16(v[1])) << 16),
+                     f32_to_bf16(v[2]) | (static_cast<unsigned>(f32_to_bf16(v[3])) << 16));
+    } else {
+      store_act(p, v[0]);
+    }
+  }
+  __device__ __forceinline__ float& operator[](int i) { return v[i]; }
+  __device__ __forceinline__ float operator[](int i) const { return v[i]; }
+};
+// ---- end of activation storage ----
 
 }  // namespace zt::cuda::detail

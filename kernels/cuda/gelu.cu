@@ -1,6 +1,7 @@
 // GELU on the GPU, the CPU's formulation (x * sigmoid(2a), sigmoid formed from e = exp(-2|a|) so
 // neither side cancels) with expf (~2 ulp) instead of the CPU's polynomial (~1 ulp): results agree
-// to a few ulp, not bitwise. Memory-bound: float4 accesses for the 16-byte aligned bulk.
+// to a few ulp, not bitwise (with bf16 activations, to a bf16 rounding). Memory-bound: 4-element
+// vector accesses (a float4, or 8 bytes of bf16) for the aligned bulk.
 #include "kernels/cuda/gelu.h"
 
 #include "kernels/cuda/common.cuh"
@@ -33,29 +34,39 @@ __device__ __forceinline__ float gelu_grad(float x, float g) {
   return g * (sp.s + 2.0f * x * sp.s * sp.one_minus_s * da_dx);
 }
 
-// Elements [0, 4 n4) as float4 when `vec`, then the rest one by one; one launch for both.
-__global__ void gelu_forward_kernel(float* out, const float* inp, std::int64_t n, bool vec) {
+// Elements [0, 4 n4) as 4-element vector accesses when `vec`, then the rest one by one; one launch
+// for both. T is the activation storage type (float or bf16: widened on load, rounded once on store).
+template <typename T>
+__global__ void gelu_forward_kernel(T* out, const T* inp, std::int64_t n, bool vec) {
+  using Vec = detail::ActVec<T, 4>;
   const std::int64_t stride = std::int64_t{gridDim.x} * blockDim.x;
   const std::int64_t start = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x;
   const std::int64_t n4 = vec ? n / 4 : 0;
   for (std::int64_t i = start; i < n4; i += stride) {
-    const float4 x = reinterpret_cast<const float4*>(inp)[i];
-    reinterpret_cast<float4*>(out)[i] = make_float4(gelu(x.x), gelu(x.y), gelu(x.z), gelu(x.w));
+    Vec x = Vec::load(inp + 4 * i);
+#pragma unroll
+    for (int k = 0; k < 4; ++k) x[k] = gelu(x[k]);
+    x.store(out + 4 * i);
   }
-  for (std::int64_t i = 4 * n4 + start; i < n; i += stride) out[i] = gelu(inp[i]);
+  for (std::int64_t i = 4 * n4 + start; i < n; i += stride) detail::store_act(out + i, gelu(detail::load_act(inp + i)));
 }
 
-__global__ void gelu_backward_kernel(float* dinp, const float* inp, const float* dout, std::int64_t n, bool vec) {
+template <typename T>
+__global__ void gelu_backward_kernel(T* dinp, const T* inp, const T* dout, std::int64_t n, bool vec) {
+  using Vec = detail::ActVec<T, 4>;
   const std::int64_t stride = std::int64_t{gridDim.x} * blockDim.x;
   const std::int64_t start = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x;
   const std::int64_t n4 = vec ? n / 4 : 0;
   for (std::int64_t i = start; i < n4; i += stride) {
-    const float4 x = reinterpret_cast<const float4*>(inp)[i];
-    const float4 g = reinterpret_cast<const float4*>(dout)[i];
-    reinterpret_cast<float4*>(dinp)[i] =
-        make_float4(gelu_grad(x.x, g.x), gelu_grad(x.y, g.y), gelu_grad(x.z, g.z), gelu_grad(x.w, g.w));
+    const Vec x = Vec::load(inp + 4 * i);
+    Vec g = Vec::load(dout + 4 * i);
+#pragma unroll
+    for (int k = 0; k < 4; ++k) g[k] = gelu_grad(x[k], g[k]);
+    g.store(dinp + 4 * i);
   }
-  for (std::int64_t i = 4 * n4 + start; i < n; i += stride) dinp[i] = gelu_grad(inp[i], dout[i]);
+  for (std::int64_t i = 4 * n4 + start; i < n; i += stride) {
+    detail::store_act(dinp + i, gelu_grad(detail::load_act(inp + i), detail::load_act(dout + i)));
+  }
 }
 
 }  // namespace
@@ -64,13 +75,17 @@ void gelu_forward(const ExecContext& ctx, TensorView out, TensorView inp) {
   const cudaStream_t stream = detail::stream_of(ctx);
   detail::check_on_gpu(out, "out");
   detail::check_on_gpu(inp, "inp");
-  ZT_CHECK(out.dtype == DType::kF32 && inp.dtype == DType::kF32, "gelu is fp32 only");
+  const DType dtype = detail::activation_dtype("gelu_forward", {out, inp});
   ZT_CHECK(out.numel() == inp.numel(), "out has {} elements, inp {}", out.numel(), inp.numel());
   const std::int64_t n = inp.numel();
   if (n == 0) return;
-  const bool vec = detail::aligned16(out.data) && detail::aligned16(inp.data);
-  gelu_forward_kernel<<<detail::grid_for(vec ? (n + 3) / 4 : n, kThreads), kThreads, 0, stream>>>(
-      out.as<float>(), inp.as<float>(), n, vec);
+  detail::dispatch_activation(dtype, [&](auto type) {
+    using T = typename decltype(type)::type;
+    T* o = detail::act_data<T>(out);
+    const T* x = detail::act_data<T>(inp);
+    const bool vec = detail::act_vec4_aligned(o) && detail::act_vec4_aligned(x);
+    gelu_forward_kernel<T><<<detail::grid_for(vec ? (n + 3) / 4 : n, kThreads), kThreads, 0, stream>>>(o, x, n, vec);
+  });
   ZT_CUDA_CHECK_LAUNCH();
 }
 
@@ -79,13 +94,19 @@ void gelu_backward(const ExecContext& ctx, TensorView dinp, TensorView inp, Tens
   detail::check_on_gpu(dinp, "dinp");
   detail::check_on_gpu(inp, "inp");
   detail::check_on_gpu(dout, "dout");
-  ZT_CHECK(dinp.dtype == DType::kF32 && inp.dtype == DType::kF32 && dout.dtype == DType::kF32, "gelu is fp32 only");
+  const DType dtype = detail::activation_dtype("gelu_backward", {dinp, inp, dout});
   ZT_CHECK(dinp.numel() == inp.numel() && dout.numel() == inp.numel(), "gelu_backward: element counts differ");
   const std::int64_t n = inp.numel();
   if (n == 0) return;
-  const bool vec = detail::aligned16(dinp.data) && detail::aligned16(inp.data) && detail::aligned16(dout.data);
-  gelu_backward_kernel<<<detail::grid_for(vec ? (n + 3) / 4 : n, kThreads), kThreads, 0, stream>>>(
-      dinp.as<float>(), inp.as<float>(), dout.as<float>(), n, vec);
+  detail::dispatch_activation(dtype, [&](auto type) {
+    using T = typename decltype(type)::type;
+    T* di = detail::act_data<T>(dinp);
+    const T* x = detail::act_data<T>(inp);
+    const T* g = detail::act_data<T>(dout);
+    const bool vec = detail::act_vec4_aligned(di) && detail::act_vec4_aligned(x) && detail::act_vec4_aligned(g);
+    gelu_backward_kernel<T><<<detail::grid_for(vec ? (n + 3) / 4 : n, kThreads), kThreads, 0, stream>>>(di, x, g, n,
+                                                                                                          vec);
+  });
   ZT_CUDA_CHECK_LAUNCH();
 }
 

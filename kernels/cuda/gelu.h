@@ -1,4 +1,5 @@
-// CUDA twin of kernels/cpu/gelu.h: GELU, tanh approximation (GPT-2's "gelu_new"), fp32.
+// CUDA twin of kernels/cpu/gelu.h: GELU, tanh approximation (GPT-2's "gelu_new"), computed in fp32.
+// Each op's operands are all F32 or all BF16 (docs/precision.md: bf16 results rounded once).
 #pragma once
 
 #include "engine/core/tensor.h"

@@ -1,5 +1,6 @@
-// Element-wise adds on the GPU (memory-bound): float4 accesses when every pointer is 16-byte
-// aligned, scalar otherwise. Each element is one rounding, so results equal the CPU's bit for bit.
+// Element-wise adds on the GPU (memory-bound): 4-element vector accesses when every pointer is
+// aligned to them, scalar otherwise. Each element is one rounding (the fp32 add, then for bf16
+// activations the round to bf16), so results equal the CPU's bit for bit.
 #include "kernels/cuda/residual.h"
 
 #include "kernels/cuda/common.cuh"
@@ -10,15 +11,23 @@ namespace {
 
 constexpr int kThreads = 256;
 
-__global__ void add_f32(float* out, const float* a, const float* b, std::int64_t n) {
+// out = a + b element by element, storage type T (float or bf16: one rounding of the fp32 sum).
+template <typename T>
+__global__ void add_scalar(T* out, const T* a, const T* b, std::int64_t n) {
   for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < n; i += std::int64_t{gridDim.x} * blockDim.x)
-    out[i] = a[i] + b[i];
+    detail::store_act(out + i, detail::load_act(a + i) + detail::load_act(b + i));
 }
 
-__global__ void add_f32x4(float4* out, const float4* a, const float4* b, std::int64_t n4) {
+// The same over groups of 4 elements, each one vector access (see detail::ActVec).
+template <typename T>
+__global__ void add_vec4(T* out, const T* a, const T* b, std::int64_t n4) {
+  using Vec = detail::ActVec<T, 4>;
   for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < n4; i += std::int64_t{gridDim.x} * blockDim.x) {
-    const float4 x = a[i], y = b[i];
-    out[i] = make_float4(x.x + y.x, x.y + y.y, x.z + y.z, x.w + y.w);
+    Vec x = Vec::load(a + 4 * i);
+    const Vec y = Vec::load(b + 4 * i);
+#pragma unroll
+    for (int k = 0; k < 4; ++k) x[k] += y[k];
+    x.store(out + 4 * i);
   }
 }
 
@@ -27,17 +36,15 @@ __global__ void accumulate_bf16(std::uint16_t* dst, const float* src, std::int64
     dst[i] = detail::f32_to_bf16(detail::bf16_to_f32(dst[i]) + src[i]);
 }
 
-// out = a + b over n floats, picking the vector kernel for the aligned bulk.
-void launch_add(cudaStream_t stream, float* out, const float* a, const float* b, std::int64_t n) {
-  const bool vec = detail::aligned16(out) && detail::aligned16(a) && detail::aligned16(b);
+// out = a + b over n elements, picking the vector kernel for the aligned bulk.
+template <typename T>
+void launch_add(cudaStream_t stream, T* out, const T* a, const T* b, std::int64_t n) {
+  const bool vec = detail::act_vec4_aligned(out) && detail::act_vec4_aligned(a) && detail::act_vec4_aligned(b);
   const std::int64_t n4 = vec ? n / 4 : 0;
-  if (n4 > 0) {
-    add_f32x4<<<detail::grid_for(n4, kThreads), kThreads, 0, stream>>>(
-        reinterpret_cast<float4*>(out), reinterpret_cast<const float4*>(a), reinterpret_cast<const float4*>(b), n4);
-  }
+  if (n4 > 0) add_vec4<T><<<detail::grid_for(n4, kThreads), kThreads, 0, stream>>>(out, a, b, n4);
   if (n > 4 * n4) {
-    add_f32<<<detail::grid_for(n - 4 * n4, kThreads), kThreads, 0, stream>>>(out + 4 * n4, a + 4 * n4, b + 4 * n4,
-                                                                              n - 4 * n4);
+    add_scalar<T><<<detail::grid_for(n - 4 * n4, kThreads), kThreads, 0, stream>>>(out + 4 * n4, a + 4 * n4,
+                                                                                    b + 4 * n4, n - 4 * n4);
   }
   ZT_CUDA_CHECK_LAUNCH();
 }
@@ -46,13 +53,14 @@ void launch_add(cudaStream_t stream, float* out, const float* a, const float* b,
 
 void residual_forward(const ExecContext& ctx, TensorView out, TensorView a, TensorView b) {
   const cudaStream_t stream = detail::stream_of(ctx);
-  for (const auto* v : {&out, &a, &b}) {
-    detail::check_on_gpu(*v, "residual operand");
-    ZT_CHECK(v->dtype == DType::kF32, "residual_forward is fp32 only");
-  }
+  for (const auto* v : {&out, &a, &b}) detail::check_on_gpu(*v, "residual operand");
+  const DType dtype = detail::activation_dtype("residual_forward", {out, a, b});
   ZT_CHECK(a.numel() == out.numel() && b.numel() == out.numel(), "residual_forward: element counts differ");
   if (out.numel() == 0) return;
-  launch_add(stream, out.as<float>(), a.as<float>(), b.as<float>(), out.numel());
+  detail::dispatch_activation(dtype, [&](auto type) {
+    using T = typename decltype(type)::type;
+    launch_add(stream, detail::act_data<T>(out), detail::act_data<T>(a), detail::act_data<T>(b), out.numel());
+  });
 }
 
 void accumulate_into(const ExecContext& ctx, TensorView dst, TensorView src) {
@@ -64,7 +72,7 @@ void accumulate_into(const ExecContext& ctx, TensorView dst, TensorView src) {
   const std::int64_t n = dst.numel();
   if (n == 0) return;
   if (dst.dtype == DType::kF32) {
-    launch_add(stream, dst.as<float>(), dst.as<float>(), src.as<float>(), n);
+    launch_add<float>(stream, dst.as<float>(), dst.as<float>(), src.as<float>(), n);
   } else {
     ZT_CHECK(dst.dtype == DType::kBF16, "accumulate_into: dst must be F32 or BF16");
     accumulate_bf16<<<detail::grid_for(n, kThreads), kThreads, 0, stream>>>(static_cast<std::uint16_t*>(dst.data),

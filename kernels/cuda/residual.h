@@ -6,7 +6,8 @@
 
 namespace zt::cuda {
 
-// out = a + b (fp32; out may alias a or b).
+// out = a + b (out may alias a or b). out, a and b are all F32 or all BF16 (docs/precision.md): the
+// sum is formed in fp32 and, for BF16, rounded once to nearest even.
 void residual_forward(const ExecContext& ctx, TensorView out, TensorView a, TensorView b);
 
 // dst += src. src is F32; dst is F32 or BF16 (sum formed in fp32, then rounded to nearest even).

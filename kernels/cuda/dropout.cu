@@ -1,7 +1,8 @@
 // Dropout on the GPU: the mask of [Note: dropout masks] (kernels/cpu/dropout.h) regenerated from
 // Philox wherever it is needed, never stored. One thread owns one Philox block, i.e. 4 consecutive
 // elements of one sample, so each block of random bits is drawn once and the 4 elements move as
-// one 16-byte access where the rows allow it.
+// one vector access where the rows allow it. F32 or BF16 activations (docs/precision.md): the
+// same mask either way, a bf16 result being the fp32 product rounded once.
 #include "kernels/cuda/dropout.h"
 
 #include "kernels/cpu/dropout_mask.h"  // check_operands, keep_threshold, keep_scale: shared with the CPU
@@ -38,9 +39,10 @@ struct MaskParams {
 
 // out[b, j] = in[b, j] * (kept ? scale : 0) over B samples of N elements. Thread t handles Philox
 // block t % blocks_per_sample of sample t / blocks_per_sample. kVec = 4 only when N % 4 == 0 and
-// both pointers are 16-byte aligned, so a block's 4 elements are one aligned float4.
-template <int kVec>
-__global__ void apply_mask(float* out, const float* in, std::int64_t B, std::int64_t N, MaskParams m) {
+// both pointers are act_vec4_aligned, so a block's 4 elements are one aligned vector access. T is
+// the activation storage type: a bf16 result is the fp32 product rounded once.
+template <typename T, int kVec>
+__global__ void apply_mask(T* out, const T* in, std::int64_t B, std::int64_t N, MaskParams m) {
   const std::int64_t blocks_per_sample = (N + 3) / 4;
   const std::int64_t total = B * blocks_per_sample;
   for (std::int64_t t = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; t < total;
@@ -54,44 +56,55 @@ __global__ void apply_mask(float* out, const float* in, std::int64_t B, std::int
     const std::int64_t j0 = blk * 4, base = b * N + j0;
     // The mask is multiplied in (not selected), so a dropped inf or NaN gives NaN, as on the CPU.
     if constexpr (kVec == 4) {
-      detail::FloatVec<4> x = detail::FloatVec<4>::load(in + base);
+      detail::ActVec<T, 4> x = detail::ActVec<T, 4>::load(in + base);
 #pragma unroll
       for (int lane = 0; lane < 4; ++lane) x[lane] *= bits[lane] >= m.threshold ? m.scale : 0.0f;
       x.store(out + base);
     } else {
       const int n = static_cast<int>(N - j0 < 4 ? N - j0 : 4);
-      for (int lane = 0; lane < n; ++lane) out[base + lane] = in[base + lane] * (bits[lane] >= m.threshold ? m.scale : 0.0f);
+      for (int lane = 0; lane < n; ++lane) {
+        detail::store_act(out + base + lane,
+                          detail::load_act(in + base + lane) * (bits[lane] >= m.threshold ? m.scale : 0.0f));
+      }
     }
   }
 }
 
-void run(const ExecContext& ctx, TensorView out, TensorView in, const DropoutSpec& spec, const char* what) {
-  const cudaStream_t stream = detail::stream_of(ctx);
-  detail::check_on_gpu(out, what);
-  detail::check_on_gpu(in, what);
-  const cpu::dropout_detail::MaskRows rows = cpu::dropout_detail::check_operands(out, in, spec, what);
-  const std::int64_t B = rows.samples, N = rows.per_sample;  // N: elements per sample
-  if (in.numel() == 0) return;
-  float* o = out.as<float>();
-  const float* x = in.as<float>();
-  if (!spec.active()) {  // exactly the identity, no random numbers drawn
-    if (o != x) {
-      ZT_CUDA_CHECK(cudaMemcpyAsync(o, x, static_cast<std::size_t>(in.size_bytes()), cudaMemcpyDeviceToDevice, stream));
-    }
-    return;
-  }
+template <typename T>
+void launch(cudaStream_t stream, T* o, const T* x, std::int64_t B, std::int64_t N, const DropoutSpec& spec) {
   const MaskParams m{spec.seed, spec.site, cpu::dropout_detail::keep_threshold(spec.p),
                      cpu::dropout_detail::keep_scale(spec.p), spec.first_sample};
   const std::int64_t threads_needed = B * ((N + 3) / 4);
   const unsigned grid = detail::grid_for(threads_needed, kThreads);
   // out may alias in: each thread reads its 4 elements before writing them, and no other thread
   // touches them.
-  if (N % 4 == 0 && detail::aligned16(o) && detail::aligned16(x)) {
-    apply_mask<4><<<grid, kThreads, 0, stream>>>(o, x, B, N, m);
+  if (N % 4 == 0 && detail::act_vec4_aligned(o) && detail::act_vec4_aligned(x)) {
+    apply_mask<T, 4><<<grid, kThreads, 0, stream>>>(o, x, B, N, m);
   } else {
-    apply_mask<1><<<grid, kThreads, 0, stream>>>(o, x, B, N, m);
+    apply_mask<T, 1><<<grid, kThreads, 0, stream>>>(o, x, B, N, m);
   }
   ZT_CUDA_CHECK_LAUNCH();
+}
+
+void run(const ExecContext& ctx, TensorView out, TensorView in, const DropoutSpec& spec, const char* what) {
+  const cudaStream_t stream = detail::stream_of(ctx);
+  detail::check_on_gpu(out, what);
+  detail::check_on_gpu(in, what);
+  const DType dtype = detail::activation_dtype(what, {out, in});
+  const cpu::dropout_detail::MaskRows rows =
+      cpu::dropout_detail::check_operands(detail::f32_shaped(out), detail::f32_shaped(in), spec, what);
+  const std::int64_t B = rows.samples, N = rows.per_sample;  // N: elements per sample
+  if (in.numel() == 0) return;
+  if (!spec.active()) {  // exactly the identity, no random numbers drawn
+    if (out.data != in.data) {
+      ZT_CUDA_CHECK(cudaMemcpyAsync(out.data, in.data, in.size_bytes(), cudaMemcpyDeviceToDevice, stream));
+    }
+    return;
+  }
+  detail::dispatch_activation(dtype, [&](auto type) {
+    using T = typename decltype(type)::type;
+    launch(stream, detail::act_data<T>(out), detail::act_data<T>(in), B, N, spec);
+  });
 }
 
 }  // namespace

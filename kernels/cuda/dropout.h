@@ -12,6 +12,7 @@ namespace zt::cuda {
 using cpu::DropoutSpec;
 
 // As cpu::dropout_forward: out = in * mask / (1 - p) over [B, ...] samples (out may alias in).
+// out and in are both F32 or both BF16 (docs/precision.md), as are dinp and dout below.
 void dropout_forward(const ExecContext& ctx, TensorView out, TensorView in, const DropoutSpec& spec);
 
 // As cpu::dropout_backward: dinp = dout * mask / (1 - p), the same mask (dinp may alias dout).

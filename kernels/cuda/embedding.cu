@@ -1,8 +1,10 @@
 // Embeddings on the GPU. Backward without float atomics: positions are sorted by token with a
 // stable radix sort (equal tokens keep (b, t) order), then a block per run of equal tokens adds
 // the run's dout rows in that order into the token's dwte row; dwpe sums over b in order. All three
-// kernels move 16-byte float4 column groups where C % 4 == 0 and their fp32 operands are 16-byte
-// aligned, else single floats; each element is summed in the same order either way.
+// kernels move groups of 4 columns as vector accesses where C % 4 == 0 and every operand is aligned
+// to its group's width, else single elements; each element is summed in the same order either way.
+// The activation (out, dout) is F32 or BF16 (docs/precision.md): out is the fp32 sum rounded once,
+// dout is widened and the parameter gradients stay fp32 sums.
 #include "kernels/cuda/embedding.h"
 
 #include <initializer_list>
@@ -19,8 +21,9 @@ namespace {
 constexpr int kThreads = 256;
 
 // A thread per group of kVec columns of one (b, t) row (C % kVec == 0, so groups never straddle rows).
-template <int kVec>
-__global__ void embedding_forward_kernel(float* out, const std::int32_t* tokens, const float* wte, const float* wpe,
+// Act is the activation storage type of out: the fp32 sum, rounded once for bf16.
+template <typename Act, int kVec>
+__global__ void embedding_forward_kernel(Act* out, const std::int32_t* tokens, const float* wte, const float* wpe,
                                          std::int64_t BT, int T, int C, int vocab) {
   using Vec = detail::FloatVec<kVec>;
   const std::int64_t groups = BT * C / kVec;
@@ -31,7 +34,7 @@ __global__ void embedding_forward_kernel(float* out, const std::int32_t* tokens,
     const int c = static_cast<int>(i % C);
     const std::int32_t tok = tokens[bt];
     const int t = static_cast<int>(bt % T);
-    Vec o;
+    detail::ActVec<Act, kVec> o;
     if (tok >= 0 && tok < vocab) {
       const Vec e = Vec::load(wte + std::int64_t{tok} * C + c), p = Vec::load(wpe + std::int64_t{t} * C + c);
 #pragma unroll
@@ -51,11 +54,12 @@ __global__ void iota_kernel(std::int32_t* v, std::int64_t n) {
 
 // Block i handles the run of equal tokens that starts at sorted position i (others exit at once).
 // Its threads own groups of kVec columns and walk the run in order: each dwte element is summed by
-// one thread in (b, t) order, for either kVec.
-template <int kVec>
-__global__ void embedding_backward_wte(float* dwte, const float* dout, const std::int32_t* sorted_tokens,
+// one thread in (b, t) order, for either kVec. dout is of activation storage type Act, widened.
+template <typename Act, int kVec>
+__global__ void embedding_backward_wte(float* dwte, const Act* dout, const std::int32_t* sorted_tokens,
                                        const std::int32_t* sorted_positions, std::int64_t BT, int C, int vocab) {
   using Vec = detail::FloatVec<kVec>;
+  using GradVec = detail::ActVec<Act, kVec>;
   const std::int64_t start = blockIdx.x;
   const std::int32_t tok = sorted_tokens[start];
   if (start > 0 && sorted_tokens[start - 1] == tok) return;  // not the start of a run
@@ -66,7 +70,7 @@ __global__ void embedding_backward_wte(float* dwte, const float* dout, const std
   for (int c = threadIdx.x * kVec; c < C; c += kThreads * kVec) {
     Vec acc = Vec::load(row + c);
     for (std::int64_t j = start; j < end; ++j) {
-      const Vec g = Vec::load(dout + std::int64_t{sorted_positions[j]} * C + c);
+      const GradVec g = GradVec::load(dout + std::int64_t{sorted_positions[j]} * C + c);
 #pragma unroll
       for (int k = 0; k < kVec; ++k) acc[k] += g[k];
     }
@@ -75,15 +79,16 @@ __global__ void embedding_backward_wte(float* dwte, const float* dout, const std
 }
 
 // dwpe[t, :] += dout[b, t, :] for b in order; a thread per group of kVec elements of [T, C].
-template <int kVec>
-__global__ void embedding_backward_wpe(float* dwpe, const float* dout, int B, int T, int C) {
+template <typename Act, int kVec>
+__global__ void embedding_backward_wpe(float* dwpe, const Act* dout, int B, int T, int C) {
   using Vec = detail::FloatVec<kVec>;
+  using GradVec = detail::ActVec<Act, kVec>;
   const std::int64_t n = std::int64_t{T} * C;
   for (std::int64_t i = (blockIdx.x * std::int64_t{kThreads} + threadIdx.x) * kVec; i < n;
        i += std::int64_t{gridDim.x} * kThreads * kVec) {
     Vec acc = Vec::load(dwpe + i);
     for (int b = 0; b < B; ++b) {
-      const Vec g = Vec::load(dout + std::int64_t{b} * n + i);
+      const GradVec g = GradVec::load(dout + std::int64_t{b} * n + i);
 #pragma unroll
       for (int k = 0; k < kVec; ++k) acc[k] += g[k];
     }
@@ -91,10 +96,12 @@ __global__ void embedding_backward_wpe(float* dwpe, const float* dout, int B, in
   }
 }
 
-// 16-byte groups need rows of whole groups (C % 4 == 0) and aligned row starts.
-bool use_vec4(std::int64_t C, std::initializer_list<const void*> pointers) {
-  if (C % 4 != 0) return false;
-  for (const void* p : pointers) {
+// Groups of 4 need rows of whole groups (C % 4 == 0) and row starts aligned to the groups' width:
+// 16 bytes for the fp32 parameters, act_vec4_aligned for the activation.
+template <typename Act>
+bool use_vec4(std::int64_t C, const Act* activation, std::initializer_list<const float*> params) {
+  if (C % 4 != 0 || !detail::act_vec4_aligned(activation)) return false;
+  for (const float* p : params) {
     if (!detail::aligned16(p)) return false;
   }
   return true;
@@ -102,10 +109,13 @@ bool use_vec4(std::int64_t C, std::initializer_list<const void*> pointers) {
 
 using cpu::EmbeddingDims;
 
-EmbeddingDims check_dims(const TensorView& out_like, const TensorView& tokens, const TensorView& wte,
+// The checked shapes, and (through activation_dtype, naming `op`) out_like's dtype: F32 or BF16.
+// wte and wpe are parameters: F32, checked by embedding_dims.
+EmbeddingDims check_dims(const char* op, const TensorView& out_like, const TensorView& tokens, const TensorView& wte,
                          const TensorView& wpe) {
   for (const TensorView* v : {&out_like, &tokens, &wte, &wpe}) detail::check_on_gpu(*v, "embedding operand");
-  const EmbeddingDims d = cpu::embedding_dims(out_like, tokens, wte, wpe);
+  detail::activation_dtype(op, {out_like});
+  const EmbeddingDims d = cpu::embedding_dims(detail::f32_shaped(out_like), tokens, wte, wpe);
   ZT_CHECK(d.B * d.T < (std::int64_t{1} << 31) && d.vocab < (std::int64_t{1} << 31), "embedding sizes exceed int32");
   return d;
 }
@@ -114,19 +124,23 @@ EmbeddingDims check_dims(const TensorView& out_like, const TensorView& tokens, c
 
 void embedding_forward(const ExecContext& ctx, TensorView out, TensorView tokens, TensorView wte, TensorView wpe) {
   const cudaStream_t stream = detail::stream_of(ctx);
-  const EmbeddingDims d = check_dims(out, tokens, wte, wpe);
+  const EmbeddingDims d = check_dims("embedding_forward", out, tokens, wte, wpe);
   if (out.numel() == 0) return;
-  const bool vec = use_vec4(d.C, {out.data, wte.data, wpe.data});
-  const auto kernel = vec ? embedding_forward_kernel<4> : embedding_forward_kernel<1>;
-  kernel<<<detail::grid_for(out.numel() / (vec ? 4 : 1), kThreads), kThreads, 0, stream>>>(
-      out.as<float>(), tokens.as<std::int32_t>(), wte.as<float>(), wpe.as<float>(), d.B * d.T,
-      static_cast<int>(d.T), static_cast<int>(d.C), static_cast<int>(d.vocab));
+  detail::dispatch_activation(out.dtype, [&](auto type) {
+    using Act = typename decltype(type)::type;
+    Act* o = detail::act_data<Act>(out);
+    const bool vec = use_vec4(d.C, o, {wte.as<float>(), wpe.as<float>()});
+    const auto kernel = vec ? embedding_forward_kernel<Act, 4> : embedding_forward_kernel<Act, 1>;
+    kernel<<<detail::grid_for(out.numel() / (vec ? 4 : 1), kThreads), kThreads, 0, stream>>>(
+        o, tokens.as<std::int32_t>(), wte.as<float>(), wpe.as<float>(), d.B * d.T, static_cast<int>(d.T),
+        static_cast<int>(d.C), static_cast<int>(d.vocab));
+  });
   ZT_CUDA_CHECK_LAUNCH();
 }
 
 void embedding_backward(const ExecContext& ctx, TensorView dwte, TensorView dwpe, TensorView dout, TensorView tokens) {
   const cudaStream_t stream = detail::stream_of(ctx);
-  const EmbeddingDims d = check_dims(dout, tokens, dwte, dwpe);
+  const EmbeddingDims d = check_dims("embedding_backward", dout, tokens, dwte, dwpe);
   const std::int64_t BT = d.B * d.T;
   if (BT == 0) return;
   KernelResources& res = detail::resources_of(ctx);
@@ -147,15 +161,19 @@ void embedding_backward(const ExecContext& ctx, TensorView dwte, TensorView dwpe
   Buffer temp = res.scratch(DType::kU16, static_cast<std::int64_t>((temp_bytes + 1) / 2));
   ZT_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp.data(), temp_bytes, tokens.as<std::int32_t>(), sorted_tokens,
                                                 positions.as<std::int32_t>(), sorted_positions, n, 0, end_bit, stream));
-  const bool vec = use_vec4(d.C, {dwte.data, dwpe.data, dout.data});
-  const auto wte_kernel = vec ? embedding_backward_wte<4> : embedding_backward_wte<1>;
-  wte_kernel<<<static_cast<unsigned>(BT), kThreads, 0, stream>>>(
-      dwte.as<float>(), dout.as<float>(), sorted_tokens, sorted_positions, BT, static_cast<int>(d.C),
-      static_cast<int>(d.vocab));
-  ZT_CUDA_CHECK_LAUNCH();
-  const auto wpe_kernel = vec ? embedding_backward_wpe<4> : embedding_backward_wpe<1>;
-  wpe_kernel<<<detail::grid_for(d.T * d.C / (vec ? 4 : 1), kThreads), kThreads, 0, stream>>>(
-      dwpe.as<float>(), dout.as<float>(), static_cast<int>(d.B), static_cast<int>(d.T), static_cast<int>(d.C));
+  detail::dispatch_activation(dout.dtype, [&](auto type) {
+    using Act = typename decltype(type)::type;
+    const Act* g = detail::act_data<Act>(dout);
+    const bool vec = use_vec4(d.C, g, {dwte.as<float>(), dwpe.as<float>()});
+    const auto wte_kernel = vec ? embedding_backward_wte<Act, 4> : embedding_backward_wte<Act, 1>;
+    wte_kernel<<<static_cast<unsigned>(BT), kThreads, 0, stream>>>(dwte.as<float>(), g, sorted_tokens,
+                                                                   sorted_positions, BT, static_cast<int>(d.C),
+                                                                   static_cast<int>(d.vocab));
+    ZT_CUDA_CHECK_LAUNCH();
+    const auto wpe_kernel = vec ? embedding_backward_wpe<Act, 4> : embedding_backward_wpe<Act, 1>;
+    wpe_kernel<<<detail::grid_for(d.T * d.C / (vec ? 4 : 1), kThreads), kThreads, 0, stream>>>(
+        dwpe.as<float>(), g, static_cast<int>(d.B), static_cast<int>(d.T), static_cast<int>(d.C));
+  });
   ZT_CUDA_CHECK_LAUNCH();
 }
 

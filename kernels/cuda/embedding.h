@@ -1,4 +1,5 @@
-// CUDA twin of kernels/cpu/embedding.h: token + learned position embedding, fp32.
+// CUDA twin of kernels/cpu/embedding.h: token + learned position embedding. wte, wpe and their
+// gradients are F32; out and dout are F32 or BF16 (docs/precision.md: bf16 out rounded once).
 #pragma once
 
 #include "engine/core/tensor.h"

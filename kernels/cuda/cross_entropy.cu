@@ -1,9 +1,11 @@
 // Softmax + cross-entropy on the GPU, one block per row: max (block reduction), sum of
 // exp(x - max) in fp64 (fixed-order block reduction, as the CPU keeps its sum in fp64), then one
 // write pass. The row (200 KB at V = 50257) is read three times but stays in L2 between passes,
-// so DRAM sees about one read and one write of the logits. Rows move in 16-byte float4 groups
-// (padded columns loaded but masked) where Vp % 4 == 0 and logits and output are 16-byte aligned,
-// else one float at a time; the fp64 sum's order is fixed for either, so results repeat bitwise.
+// so DRAM sees about one read and one write of the logits. Rows move in groups of 4 columns, one
+// vector access each (padded columns loaded but masked), where Vp % 4 == 0 and logits and output are
+// aligned to the group's width, else one element at a time; the fp64 sum's order is fixed for
+// either, so results repeat bitwise. logits/probs/dlogits are F32 or BF16 (docs/precision.md:
+// bf16 widened on load, each output rounded once); losses are F32.
 #include "kernels/cuda/cross_entropy.h"
 
 #include "kernels/cuda/common.cuh"
@@ -19,18 +21,19 @@ enum class Output { kProbs, kGradient };
 // Writes probs (kProbs) or (probs - onehot) * dloss (kGradient) into out; losses[row] in both.
 // Each thread owns the groups q = threadIdx.x, threadIdx.x + kThreads, ... of kVec columns of the
 // padded row (Vp % kVec == 0); columns v >= V in a group are loaded but never enter max or sum.
-template <Output kOut, int kVec>
-__global__ void softmax_ce_kernel(float* losses, float* out, const float* logits, const std::int32_t* targets,
-                                  int Vp, int V, float dloss) {
-  using Vec = detail::FloatVec<kVec>;
+// T is the activation storage type of out and logits: widened on load, each output rounded once.
+template <Output kOut, typename T, int kVec>
+__global__ void softmax_ce_kernel(float* losses, T* out, const T* logits, const std::int32_t* targets, int Vp, int V,
+                                  float dloss) {
+  using Vec = detail::ActVec<T, kVec>;
   __shared__ float shared_f[32];
   __shared__ double shared_d[32];
   const std::int64_t row = blockIdx.x;
-  const float* x = logits + row * Vp;
-  float* o = out + row * Vp;  // may be x: each group is read before the same thread writes it
+  const T* x = logits + row * Vp;
+  T* o = out + row * Vp;  // may be x: each group is read before the same thread writes it
   const std::int32_t target = targets[row];
   const bool target_ok = target >= 0 && target < V;
-  const float target_logit = target_ok ? x[target] : NAN;  // read before any write to the row
+  const float target_logit = target_ok ? detail::load_act(x + target) : NAN;  // read before any write to the row
   const int live_groups = (V + kVec - 1) / kVec;  // the groups holding columns < V
   float mx = -INFINITY;
   for (int q = threadIdx.x; q < live_groups; q += kThreads) {
@@ -73,17 +76,17 @@ __global__ void softmax_ce_kernel(float* losses, float* out, const float* logits
   }
 }
 
-// Groups of kVec columns as in softmax_ce_kernel.
-template <int kVec>
-__global__ void softmax_ce_backward_kernel(float* dlogits, const float* probs, const std::int32_t* targets, int Vp,
-                                           int V, float dloss) {
-  using Vec = detail::FloatVec<kVec>;
+// Groups of kVec columns and storage type T as in softmax_ce_kernel.
+template <typename T, int kVec>
+__global__ void softmax_ce_backward_kernel(T* dlogits, const T* probs, const std::int32_t* targets, int Vp, int V,
+                                           float dloss) {
+  using Vec = detail::ActVec<T, kVec>;
   __shared__ float target_prob;
   const std::int64_t row = blockIdx.x;
-  const float* p = probs + row * Vp;
-  float* d = dlogits + row * Vp;  // may alias p: the target's probability is read first
+  const T* p = probs + row * Vp;
+  T* d = dlogits + row * Vp;  // may alias p: the target's probability is read first
   const std::int32_t target = targets[row];
-  if (threadIdx.x == 0) target_prob = (target >= 0 && target < V) ? p[target] : NAN;
+  if (threadIdx.x == 0) target_prob = (target >= 0 && target < V) ? detail::load_act(p + target) : NAN;
   __syncthreads();
   const int live_groups = (V + kVec - 1) / kVec;
   for (int q = threadIdx.x; q < Vp / kVec; q += kThreads) {
@@ -100,9 +103,10 @@ __global__ void softmax_ce_backward_kernel(float* dlogits, const float* probs, c
   }
 }
 
-// 16-byte groups need whole groups per row (Vp % 4 == 0) and aligned row starts.
-bool use_vec4(int Vp, const void* a, const void* b) {
-  return Vp % 4 == 0 && detail::aligned16(a) && detail::aligned16(b);
+// Groups of 4 need whole groups per row (Vp % 4 == 0) and row starts aligned to the groups' width.
+template <typename T>
+bool use_vec4(int Vp, const T* a, const T* b) {
+  return Vp % 4 == 0 && detail::act_vec4_aligned(a) && detail::act_vec4_aligned(b);
 }
 
 struct CeDims {
@@ -110,10 +114,10 @@ struct CeDims {
   int padded_vocab;
 };
 
+// Shapes only: the callers check the activation dtypes (activation_dtype).
 CeDims check_dims(const TensorView& probs, const TensorView& targets, int vocab_size) {
   detail::check_on_gpu(probs, "probs/logits");
   detail::check_on_gpu(targets, "targets");
-  ZT_CHECK(probs.dtype == DType::kF32, "cross-entropy is fp32 only");
   ZT_CHECK(targets.dtype == DType::kI32, "targets must be I32");
   ZT_CHECK(probs.shape.ndim() >= 1);
   const std::int64_t Vp = probs.shape[probs.shape.ndim() - 1];
@@ -126,20 +130,25 @@ CeDims check_dims(const TensorView& probs, const TensorView& targets, int vocab_
 }
 
 template <Output kOut>
-void launch(const ExecContext& ctx, TensorView losses, TensorView out, TensorView logits, TensorView targets,
-            float dloss, int vocab_size) {
+void launch(const char* op, const ExecContext& ctx, TensorView losses, TensorView out, TensorView logits,
+            TensorView targets, float dloss, int vocab_size) {
   const cudaStream_t stream = detail::stream_of(ctx);
+  const DType dtype = detail::activation_dtype(op, {out, logits});
   const CeDims d = check_dims(out, targets, vocab_size);
   detail::check_on_gpu(logits, "logits");
   detail::check_on_gpu(losses, "losses");
-  ZT_CHECK(logits.dtype == DType::kF32 && logits.numel() == out.numel(), "logits must be F32 shaped as probs");
+  ZT_CHECK(logits.numel() == out.numel(), "{}: logits must be shaped as the output", op);
   ZT_CHECK(losses.dtype == DType::kF32 && losses.numel() == d.rows, "losses must be F32 [{}]", d.rows);
   if (d.rows == 0) return;
-  const auto kernel = use_vec4(d.padded_vocab, out.data, logits.data) ? softmax_ce_kernel<kOut, 4>
-                                                                      : softmax_ce_kernel<kOut, 1>;
-  kernel<<<static_cast<unsigned>(d.rows), kThreads, 0, stream>>>(losses.as<float>(), out.as<float>(),
-                                                                 logits.as<float>(), targets.as<std::int32_t>(),
-                                                                 d.padded_vocab, vocab_size, dloss);
+  detail::dispatch_activation(dtype, [&](auto type) {
+    using T = typename decltype(type)::type;
+    T* o = detail::act_data<T>(out);
+    const T* x = detail::act_data<T>(logits);
+    const auto kernel = use_vec4(d.padded_vocab, o, x) ? softmax_ce_kernel<kOut, T, 4> : softmax_ce_kernel<kOut, T, 1>;
+    kernel<<<static_cast<unsigned>(d.rows), kThreads, 0, stream>>>(losses.as<float>(), o, x,
+                                                                   targets.as<std::int32_t>(), d.padded_vocab,
+                                                                   vocab_size, dloss);
+  });
   ZT_CUDA_CHECK_LAUNCH();
 }
 
@@ -147,26 +156,31 @@ void launch(const ExecContext& ctx, TensorView losses, TensorView out, TensorVie
 
 void softmax_cross_entropy_forward(const ExecContext& ctx, TensorView losses, TensorView probs, TensorView logits,
                                    TensorView targets, int vocab_size) {
-  launch<Output::kProbs>(ctx, losses, probs, logits, targets, 0.0f, vocab_size);
+  launch<Output::kProbs>("softmax_cross_entropy_forward", ctx, losses, probs, logits, targets, 0.0f, vocab_size);
 }
 
 void softmax_cross_entropy_fused(const ExecContext& ctx, TensorView losses, TensorView dlogits, TensorView logits,
                                  TensorView targets, float dloss, int vocab_size) {
-  launch<Output::kGradient>(ctx, losses, dlogits, logits, targets, dloss, vocab_size);
+  launch<Output::kGradient>("softmax_cross_entropy_fused", ctx, losses, dlogits, logits, targets, dloss, vocab_size);
 }
 
 void softmax_cross_entropy_backward(const ExecContext& ctx, TensorView dlogits, TensorView probs, TensorView targets,
                                     float dloss, int vocab_size) {
   const cudaStream_t stream = detail::stream_of(ctx);
+  const DType dtype = detail::activation_dtype("softmax_cross_entropy_backward", {dlogits, probs});
   const CeDims d = check_dims(probs, targets, vocab_size);
   detail::check_on_gpu(dlogits, "dlogits");
-  ZT_CHECK(dlogits.dtype == DType::kF32 && dlogits.numel() == probs.numel(), "dlogits must be F32 shaped as probs");
+  ZT_CHECK(dlogits.numel() == probs.numel(), "dlogits must be shaped as probs");
   if (d.rows == 0) return;
-  const auto kernel = use_vec4(d.padded_vocab, dlogits.data, probs.data) ? softmax_ce_backward_kernel<4>
-                                                                         : softmax_ce_backward_kernel<1>;
-  kernel<<<static_cast<unsigned>(d.rows), kThreads, 0, stream>>>(dlogits.as<float>(), probs.as<float>(),
-                                                                 targets.as<std::int32_t>(), d.padded_vocab,
-                                                                 vocab_size, dloss);
+  detail::dispatch_activation(dtype, [&](auto type) {
+    using T = typename decltype(type)::type;
+    T* dl = detail::act_data<T>(dlogits);
+    const T* p = detail::act_data<T>(probs);
+    const auto kernel = use_vec4(d.padded_vocab, dl, p) ? softmax_ce_backward_kernel<T, 4>
+                                                        : softmax_ce_backward_kernel<T, 1>;
+    kernel<<<static_cast<unsigned>(d.rows), kThreads, 0, stream>>>(dl, p, targets.as<std::int32_t>(), d.padded_vocab,
+                                                                   vocab_size, dloss);
+  });
   ZT_CUDA_CHECK_LAUNCH();
 }
 

@@ -1,5 +1,6 @@
 // CUDA twin of kernels/cpu/cross_entropy.h: fused softmax + cross-entropy over a padded
-// vocabulary, fp32. Only the first vocab_size of the Vp columns enter the softmax.
+// vocabulary, computed in fp32. Only the first vocab_size of the Vp columns enter the softmax. Each
+// op's logits/probs/dlogits are all F32 or all BF16 (docs/precision.md); losses are always F32.
 #pragma once
 
 #include "engine/core/tensor.h"

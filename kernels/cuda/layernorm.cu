@@ -2,9 +2,11 @@
 // re-read from L1/L2, not DRAM). Backward: one block per 32-row chunk computes each row's dinp
 // (a warp per row) and the chunk's dweight/dbias partial sums (a thread per column, rows in
 // order); a second kernel adds the chunk partials in chunk order. No float atomics anywhere.
-// Both take 16-byte float4 accesses (kVec = 4: a lane owns groups of 4 columns) where C % 4 == 0
-// and every row operand is 16-byte aligned, else single floats (kVec = 1); the reduction order is
-// fixed for a given kVec, so results repeat bitwise.
+// Both take vector accesses (kVec = 4: a lane owns groups of 4 columns) where C % 4 == 0 and every
+// row operand is aligned to its group's width, else single elements (kVec = 1); the reduction order
+// is fixed for a given kVec, so results repeat bitwise. The activations (out, inp, residual and its
+// addends; dinp, dout) are of storage type T, float or bf16 (docs/precision.md): widened on load,
+// statistics and parameter gradients kept in fp32, each activation result rounded once.
 #include "kernels/cuda/layernorm.h"
 
 #include "kernels/cuda/common.cuh"
@@ -20,19 +22,19 @@ constexpr int kColumnThreads = 256;
 
 // With `a2` non-null the row is a + a2 (written to `residual`); otherwise it is a. Each lane owns
 // the groups q = lane, lane + 32, ... of kVec columns (see the header comment for kVec).
-template <int kVec>
-__global__ void layernorm_forward_kernel(float* out, float* mean, float* rstd, float* residual, const float* a,
-                                         const float* a2, const float* weight, const float* bias, std::int64_t N,
-                                         int C) {
-  using Vec = detail::FloatVec<kVec>;
+template <typename T, int kVec>
+__global__ void layernorm_forward_kernel(T* out, float* mean, float* rstd, T* residual, const T* a, const T* a2,
+                                         const float* weight, const float* bias, std::int64_t N, int C) {
+  using Vec = detail::ActVec<T, kVec>;
+  using ParamVec = detail::FloatVec<kVec>;
   const int lane = threadIdx.x % detail::kWarpSize;
   const std::int64_t row = blockIdx.x * std::int64_t{kForwardWarps} + threadIdx.x / detail::kWarpSize;
   if (row >= N) return;
   const int groups = C / kVec;
-  const float* x = a + row * C;
+  const T* x = a + row * C;
   if (a2 != nullptr) {
-    const float* y = a2 + row * C;
-    float* r = residual + row * C;
+    const T* y = a2 + row * C;
+    T* r = residual + row * C;
     for (int q = lane; q < groups; q += detail::kWarpSize) {
       Vec xv = Vec::load(x + q * kVec);
       const Vec yv = Vec::load(y + q * kVec);
@@ -40,7 +42,9 @@ __global__ void layernorm_forward_kernel(float* out, float* mean, float* rstd, f
       for (int i = 0; i < kVec; ++i) xv[i] += yv[i];
       xv.store(r + q * kVec);
     }
-    x = r;  // later passes read back what this lane wrote (same lane, same groups)
+    // Later passes read back what this lane wrote (same lane, same groups): for bf16 the rounded
+    // residual, so the fused op equals residual_forward then layernorm_forward.
+    x = r;
   }
   float sum = 0.0f;
   for (int q = lane; q < groups; q += detail::kWarpSize) {
@@ -60,9 +64,10 @@ __global__ void layernorm_forward_kernel(float* out, float* mean, float* rstd, f
   }
   const float var = detail::warp_sum(sq) / static_cast<float>(C);
   const float s = 1.0f / sqrtf(var + cpu::kLayerNormEps);
-  float* o = out + row * C;
+  T* o = out + row * C;
   for (int q = lane; q < groups; q += detail::kWarpSize) {
-    const Vec xv = Vec::load(x + q * kVec), wv = Vec::load(weight + q * kVec), bv = Vec::load(bias + q * kVec);
+    const Vec xv = Vec::load(x + q * kVec);
+    const ParamVec wv = ParamVec::load(weight + q * kVec), bv = ParamVec::load(bias + q * kVec);
     Vec ov;
 #pragma unroll
     for (int i = 0; i < kVec; ++i) ov[i] = (xv[i] - m) * s * wv[i] + bv[i];
@@ -75,11 +80,12 @@ __global__ void layernorm_forward_kernel(float* out, float* mean, float* rstd, f
 }
 
 // One block per chunk of kRowsPerChunk rows. partials: [num_chunks, 2, C] (dweight, then dbias).
-template <int kVec>
-__global__ void layernorm_backward_chunk(float* dinp, float* partials, const float* dout, const float* inp,
-                                         const float* weight, const float* mean, const float* rstd, std::int64_t N,
-                                         int C) {
-  using Vec = detail::FloatVec<kVec>;
+// dinp accumulates as round(widen(old) + contribution) for bf16 (docs/precision.md).
+template <typename T, int kVec>
+__global__ void layernorm_backward_chunk(T* dinp, float* partials, const T* dout, const T* inp, const float* weight,
+                                         const float* mean, const float* rstd, std::int64_t N, int C) {
+  using Vec = detail::ActVec<T, kVec>;
+  using ParamVec = detail::FloatVec<kVec>;
   const int lane = threadIdx.x % detail::kWarpSize, warp = threadIdx.x / detail::kWarpSize;
   constexpr int kWarps = kBackwardThreads / detail::kWarpSize;
   const std::int64_t row0 = blockIdx.x * std::int64_t{kRowsPerChunk};
@@ -87,12 +93,13 @@ __global__ void layernorm_backward_chunk(float* dinp, float* partials, const flo
   const int groups = C / kVec;
   for (int r = warp; r < rows; r += kWarps) {
     const std::int64_t row = row0 + r;
-    const float* g = dout + row * C;
-    const float* x = inp + row * C;
+    const T* g = dout + row * C;
+    const T* x = inp + row * C;
     const float m = mean[row], s = rstd[row];
     float dnorm_sum = 0.0f, dnorm_norm_sum = 0.0f;
     for (int q = lane; q < groups; q += detail::kWarpSize) {
-      const Vec gv = Vec::load(g + q * kVec), xv = Vec::load(x + q * kVec), wv = Vec::load(weight + q * kVec);
+      const Vec gv = Vec::load(g + q * kVec), xv = Vec::load(x + q * kVec);
+      const ParamVec wv = ParamVec::load(weight + q * kVec);
 #pragma unroll
       for (int i = 0; i < kVec; ++i) {
         const float dn = gv[i] * wv[i];
@@ -102,9 +109,10 @@ __global__ void layernorm_backward_chunk(float* dinp, float* partials, const flo
     }
     const float dnorm_mean = detail::warp_sum(dnorm_sum) / static_cast<float>(C);
     const float dnorm_norm_mean = detail::warp_sum(dnorm_norm_sum) / static_cast<float>(C);
-    float* di = dinp + row * C;
+    T* di = dinp + row * C;
     for (int q = lane; q < groups; q += detail::kWarpSize) {
-      const Vec gv = Vec::load(g + q * kVec), xv = Vec::load(x + q * kVec), wv = Vec::load(weight + q * kVec);
+      const Vec gv = Vec::load(g + q * kVec), xv = Vec::load(x + q * kVec);
+      const ParamVec wv = ParamVec::load(weight + q * kVec);
       Vec dv = Vec::load(di + q * kVec);
 #pragma unroll
       for (int i = 0; i < kVec; ++i) {
@@ -119,7 +127,7 @@ __global__ void layernorm_backward_chunk(float* dinp, float* partials, const flo
   float* dw_part = partials + blockIdx.x * std::int64_t{2} * C;
   float* db_part = dw_part + C;
   for (int q = threadIdx.x; q < groups; q += kBackwardThreads) {
-    Vec dw{}, db{};
+    ParamVec dw{}, db{};
     for (int r = 0; r < rows; ++r) {
       const std::int64_t row = row0 + r;
       const Vec gv = Vec::load(dout + row * C + q * kVec), xv = Vec::load(inp + row * C + q * kVec);
@@ -153,11 +161,13 @@ struct RowDims {
   int cols;
 };
 
+// Shapes, and the dtypes of the fp32 operands (statistics and parameters); the callers check the
+// activations' dtypes (activation_dtype).
 RowDims check_views(const TensorView& out_like, const TensorView& mean, const TensorView& rstd,
                     const TensorView& inp, const TensorView& weight) {
-  for (const TensorView* v : {&out_like, &mean, &rstd, &inp, &weight}) {
-    ZT_CHECK(v->dtype == DType::kF32, "layernorm is fp32 only");
-    detail::check_on_gpu(*v, "layernorm operand");
+  for (const TensorView* v : {&out_like, &mean, &rstd, &inp, &weight}) detail::check_on_gpu(*v, "layernorm operand");
+  for (const TensorView* v : {&mean, &rstd, &weight}) {
+    ZT_CHECK(v->dtype == DType::kF32, "layernorm: mean, rstd and weight are F32, not {}", dtype_name(v->dtype));
   }
   ZT_CHECK(inp.shape.ndim() >= 1);
   const std::int64_t C = inp.shape[inp.shape.ndim() - 1];
@@ -169,59 +179,86 @@ RowDims check_views(const TensorView& out_like, const TensorView& mean, const Te
   return d;
 }
 
-void launch_forward(const ExecContext& ctx, TensorView out, TensorView mean, TensorView rstd, float* residual,
-                    const float* a, const float* a2, TensorView inp_like, TensorView weight, TensorView bias) {
-  const cudaStream_t stream = detail::stream_of(ctx);
+// Both forwards: `residual` and `a2` are null in the plain one (the row is a).
+template <typename T>
+void launch_forward(cudaStream_t stream, RowDims d, T* out, float* mean, float* rstd, T* residual, const T* a,
+                    const T* a2, const float* weight, const float* bias) {
+  if (d.rows == 0) return;
+  const auto blocks = static_cast<unsigned>((d.rows + kForwardWarps - 1) / kForwardWarps);
+  // act_vec4_aligned(nullptr) holds.
+  const bool vec = d.cols % 4 == 0 && detail::act_vec4_aligned(out) && detail::act_vec4_aligned(residual) &&
+                   detail::act_vec4_aligned(a) && detail::act_vec4_aligned(a2) && detail::aligned16(weight) &&
+                   detail::aligned16(bias);
+  const auto kernel = vec ? layernorm_forward_kernel<T, 4> : layernorm_forward_kernel<T, 1>;
+  kernel<<<blocks, kForwardWarps * detail::kWarpSize, 0, stream>>>(out, mean, rstd, residual, a, a2, weight, bias,
+                                                                   d.rows, d.cols);
+  ZT_CUDA_CHECK_LAUNCH();
+}
+
+// The checks both forwards share; `inp_like` is the row input (inp, or the addend a).
+RowDims check_forward(const TensorView& out, const TensorView& mean, const TensorView& rstd,
+                      const TensorView& inp_like, const TensorView& weight, const TensorView& bias) {
   const RowDims d = check_views(out, mean, rstd, inp_like, weight);
   detail::check_on_gpu(bias, "bias");
   ZT_CHECK(bias.dtype == DType::kF32 && bias.numel() == d.cols, "bias must be F32 [{}]", d.cols);
-  if (d.rows == 0) return;
-  const auto blocks = static_cast<unsigned>((d.rows + kForwardWarps - 1) / kForwardWarps);
-  // residual and a2 are null in the plain forward; aligned16(nullptr) holds.
-  const bool vec = d.cols % 4 == 0 && detail::aligned16(out.data) && detail::aligned16(residual) &&
-                   detail::aligned16(a) && detail::aligned16(a2) && detail::aligned16(weight.data) &&
-                   detail::aligned16(bias.data);
-  const auto kernel = vec ? layernorm_forward_kernel<4> : layernorm_forward_kernel<1>;
-  kernel<<<blocks, kForwardWarps * detail::kWarpSize, 0, stream>>>(out.as<float>(), mean.as<float>(),
-                                                                   rstd.as<float>(), residual, a, a2,
-                                                                   weight.as<float>(), bias.as<float>(), d.rows,
-                                                                   d.cols);
-  ZT_CUDA_CHECK_LAUNCH();
+  return d;
 }
 
 }  // namespace
 
 void layernorm_forward(const ExecContext& ctx, TensorView out, TensorView mean, TensorView rstd, TensorView inp,
                        TensorView weight, TensorView bias) {
-  launch_forward(ctx, out, mean, rstd, nullptr, inp.as<float>(), nullptr, inp, weight, bias);
+  const cudaStream_t stream = detail::stream_of(ctx);
+  const DType dtype = detail::activation_dtype("layernorm_forward", {out, inp});
+  const RowDims d = check_forward(out, mean, rstd, inp, weight, bias);
+  detail::dispatch_activation(dtype, [&](auto type) {
+    using T = typename decltype(type)::type;
+    launch_forward<T>(stream, d, detail::act_data<T>(out), mean.as<float>(), rstd.as<float>(), nullptr,
+                      detail::act_data<T>(inp), nullptr, weight.as<float>(), bias.as<float>());
+  });
 }
 
 void layernorm_residual_forward(const ExecContext& ctx, TensorView residual, TensorView out, TensorView mean,
                                 TensorView rstd, TensorView a, TensorView b, TensorView weight, TensorView bias) {
+  const cudaStream_t stream = detail::stream_of(ctx);
+  const DType dtype = detail::activation_dtype("layernorm_residual_forward", {residual, out, a, b});
   for (const TensorView* v : {&residual, &a, &b}) {
     detail::check_on_gpu(*v, "residual operand");
-    ZT_CHECK(v->dtype == DType::kF32 && v->numel() == out.numel(), "residual, a and b must be F32 shaped as out");
+    ZT_CHECK(v->numel() == out.numel(), "layernorm_residual_forward: residual, a and b must be shaped as out");
   }
-  launch_forward(ctx, out, mean, rstd, residual.as<float>(), a.as<float>(), b.as<float>(), a, weight, bias);
+  const RowDims d = check_forward(out, mean, rstd, a, weight, bias);
+  detail::dispatch_activation(dtype, [&](auto type) {
+    using T = typename decltype(type)::type;
+    launch_forward<T>(stream, d, detail::act_data<T>(out), mean.as<float>(), rstd.as<float>(),
+                      detail::act_data<T>(residual), detail::act_data<T>(a), detail::act_data<T>(b),
+                      weight.as<float>(), bias.as<float>());
+  });
 }
 
 void layernorm_backward(const ExecContext& ctx, TensorView dinp, TensorView dweight, TensorView dbias, TensorView dout,
                         TensorView inp, TensorView weight, TensorView mean, TensorView rstd) {
   const cudaStream_t stream = detail::stream_of(ctx);
+  const DType dtype = detail::activation_dtype("layernorm_backward", {dinp, dout, inp});
   const RowDims d = check_views(dout, mean, rstd, inp, weight);
   for (const TensorView* v : {&dinp, &dweight, &dbias}) detail::check_on_gpu(*v, "layernorm gradient");
-  ZT_CHECK(dinp.dtype == DType::kF32 && dinp.numel() == inp.numel(), "dinp must be F32 like inp");
+  ZT_CHECK(dinp.numel() == inp.numel(), "dinp must be shaped as inp");
   ZT_CHECK(dweight.dtype == DType::kF32 && dweight.numel() == d.cols, "dweight must be F32 [{}]", d.cols);
   ZT_CHECK(dbias.dtype == DType::kF32 && dbias.numel() == d.cols, "dbias must be F32 [{}]", d.cols);
   const std::int64_t num_chunks = (d.rows + kRowsPerChunk - 1) / kRowsPerChunk;
   if (num_chunks == 0) return;
   Buffer partials = detail::resources_of(ctx).scratch(DType::kF32, num_chunks * 2 * d.cols);
-  const bool vec = d.cols % 4 == 0 && detail::aligned16(dinp.data) && detail::aligned16(partials.data()) &&
-                   detail::aligned16(dout.data) && detail::aligned16(inp.data) && detail::aligned16(weight.data);
-  const auto chunk_kernel = vec ? layernorm_backward_chunk<4> : layernorm_backward_chunk<1>;
-  chunk_kernel<<<static_cast<unsigned>(num_chunks), kBackwardThreads, 0, stream>>>(
-      dinp.as<float>(), partials.as<float>(), dout.as<float>(), inp.as<float>(), weight.as<float>(), mean.as<float>(),
-      rstd.as<float>(), d.rows, d.cols);
+  detail::dispatch_activation(dtype, [&](auto type) {
+    using T = typename decltype(type)::type;
+    T* di = detail::act_data<T>(dinp);
+    const T* g = detail::act_data<T>(dout);
+    const T* x = detail::act_data<T>(inp);
+    const bool vec = d.cols % 4 == 0 && detail::act_vec4_aligned(di) && detail::act_vec4_aligned(g) &&
+                     detail::act_vec4_aligned(x) && detail::aligned16(partials.data()) &&
+                     detail::aligned16(weight.data);
+    const auto chunk_kernel = vec ? layernorm_backward_chunk<T, 4> : layernorm_backward_chunk<T, 1>;
+    chunk_kernel<<<static_cast<unsigned>(num_chunks), kBackwardThreads, 0, stream>>>(
+        di, partials.as<float>(), g, x, weight.as<float>(), mean.as<float>(), rstd.as<float>(), d.rows, d.cols);
+  });
   ZT_CUDA_CHECK_LAUNCH();
   layernorm_backward_params<<<(d.cols + kColumnThreads - 1) / kColumnThreads, kColumnThreads, 0, stream>>>(
       dweight.as<float>(), dbias.as<float>(), partials.as<float>(), num_chunks, d.cols);

@@ -12,14 +12,14 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/cpu/bf16_staging.h"
 #include "kernels/cpu/dropout_mask.h"
 #include "kernels/cpu/vec_math.h"
 
 namespace zt::cpu {
 
 AttentionDims attention_dims(const TensorView& out_like, const TensorView& att, const TensorView& qkv, int n_head) {
-  ZT_CHECK(out_like.dtype == DType::kF32 && att.dtype == DType::kF32 && qkv.dtype == DType::kF32,
-           "attention is fp32 only");
+  detail::activation_dtype("attention", {out_like, att, qkv});  // one dtype, F32 or BF16
   ZT_CHECK(qkv.shape.ndim() == 3, "qkv must be [B, T, 3C], has {} dims", qkv.shape.ndim());
   AttentionDims d;
   d.B = qkv.shape[0];
@@ -150,6 +150,16 @@ void attention_forward(const ExecContext& ctx, TensorView out, TensorView att, T
                        const DropoutSpec& dropout) {
   const AttnDims d = check_dims(out, att, qkv, n_head);
   dropout_detail::check_spec(dropout, d.NH * d.T * d.T);
+  if (qkv.dtype == DType::kBF16) {  // samples staged in fp32, each keeping its global sample index
+    using detail::Access;
+    detail::stage_rows(ctx, {{out, Access::kWrite}, {att, Access::kWrite}, {qkv, Access::kRead}},
+                       [&](std::int64_t first, std::int64_t, std::span<const TensorView> v) {
+                         DropoutSpec chunk = dropout;
+                         chunk.first_sample += first;
+                         attention_forward(ctx, v[0], v[1], v[2], n_head, chunk);
+                       });
+    return;
+  }
   const bool drop = dropout.active();
   const std::int64_t T = d.T, C = d.C, C3 = 3 * d.C, hs = d.hs, Tp = d.Tp, hsp = d.hsp;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
@@ -202,8 +212,19 @@ void attention_forward(const ExecContext& ctx, TensorView out, TensorView att, T
 void attention_backward(const ExecContext& ctx, TensorView dqkv, TensorView dout, TensorView qkv, TensorView att,
                         int n_head, const DropoutSpec& dropout) {
   const AttnDims d = check_dims(dout, att, qkv, n_head);
-  ZT_CHECK(dqkv.dtype == DType::kF32 && dqkv.numel() == qkv.numel(), "dqkv must be F32 shaped as qkv");
+  ZT_CHECK(dqkv.dtype == qkv.dtype && dqkv.shape == qkv.shape, "dqkv must be shaped as qkv, in its dtype");
   dropout_detail::check_spec(dropout, d.NH * d.T * d.T);
+  if (qkv.dtype == DType::kBF16) {
+    using detail::Access;
+    detail::stage_rows(ctx,
+                       {{dqkv, Access::kWrite}, {dout, Access::kRead}, {qkv, Access::kRead}, {att, Access::kRead}},
+                       [&](std::int64_t first, std::int64_t, std::span<const TensorView> v) {
+                         DropoutSpec chunk = dropout;
+                         chunk.first_sample += first;
+                         attention_backward(ctx, v[0], v[1], v[2], v[3], n_head, chunk);
+                       });
+    return;
+  }
   const bool drop = dropout.active();
   const std::int64_t T = d.T, C = d.C, C3 = 3 * d.C, hs = d.hs, Tp = d.Tp, hsp = d.hsp;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/cpu/bf16_staging.h"
 #include "kernels/cpu/vec_math.h"
 
 namespace zt::cpu {
@@ -19,7 +20,6 @@ struct CeDims {
 };
 
 CeDims check_dims(const TensorView& probs, const TensorView& targets, int vocab_size) {
-  ZT_CHECK(probs.dtype == DType::kF32, "cross-entropy is fp32 only");
   ZT_CHECK(targets.dtype == DType::kI32, "targets must be I32");
   ZT_CHECK(probs.shape.ndim() >= 1);
   CeDims d;
@@ -53,8 +53,19 @@ double sum_f64(const float* x, std::int64_t n) {
 void softmax_cross_entropy_forward(const ExecContext& ctx, TensorView losses, TensorView probs, TensorView logits,
                                    TensorView targets, int vocab_size) {
   const CeDims d = check_dims(probs, targets, vocab_size);
-  ZT_CHECK(logits.dtype == DType::kF32 && logits.numel() == probs.numel(), "logits must be F32 shaped as probs");
+  ZT_CHECK(logits.numel() == probs.numel(), "logits must be shaped as probs");
   ZT_CHECK(losses.dtype == DType::kF32 && losses.numel() == d.rows, "losses must be F32 [{}]", d.rows);
+  if (detail::activation_dtype("softmax_cross_entropy_forward", {probs, logits}) == DType::kBF16) {
+    using detail::Access;
+    detail::stage_rows(ctx,
+                       {{detail::as_rows(probs, d.padded_vocab), Access::kWrite},
+                        {detail::as_rows(logits, d.padded_vocab), Access::kRead}},
+                       [&](std::int64_t first, std::int64_t n, std::span<const TensorView> v) {
+                         softmax_cross_entropy_forward(ctx, losses.slice(first, n), v[0], v[1], targets.slice(first, n),
+                                                       vocab_size);
+                       });
+    return;
+  }
   const std::int64_t Vp = d.padded_vocab, V = vocab_size;
   const float* x = logits.as<float>();
   float* p = probs.as<float>();
@@ -80,7 +91,17 @@ void softmax_cross_entropy_forward(const ExecContext& ctx, TensorView losses, Te
 void softmax_cross_entropy_backward(const ExecContext& ctx, TensorView dlogits, TensorView probs, TensorView targets,
                                     float dloss, int vocab_size) {
   const CeDims d = check_dims(probs, targets, vocab_size);
-  ZT_CHECK(dlogits.dtype == DType::kF32 && dlogits.numel() == probs.numel(), "dlogits must be F32 shaped as probs");
+  ZT_CHECK(dlogits.numel() == probs.numel(), "dlogits must be shaped as probs");
+  if (detail::activation_dtype("softmax_cross_entropy_backward", {dlogits, probs}) == DType::kBF16) {
+    using detail::Access;
+    detail::stage_rows(ctx,
+                       {{detail::as_rows(dlogits, d.padded_vocab), Access::kWrite},
+                        {detail::as_rows(probs, d.padded_vocab), Access::kRead}},
+                       [&](std::int64_t first, std::int64_t n, std::span<const TensorView> v) {
+                         softmax_cross_entropy_backward(ctx, v[0], v[1], targets.slice(first, n), dloss, vocab_size);
+                       });
+    return;
+  }
   const std::int64_t Vp = d.padded_vocab, V = vocab_size;
   float* dx = dlogits.as<float>();
   const float* p = probs.as<float>();

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "engine/core/philox.h"
+#include "kernels/cpu/bf16_staging.h"
 #include "kernels/cpu/dropout_mask.h"
 
 #if defined(__AVX2__)
@@ -89,7 +90,9 @@ void check_spec(const DropoutSpec& spec, std::int64_t elems_per_sample) {
 }
 
 MaskRows check_operands(const TensorView& out, const TensorView& in, const DropoutSpec& spec, const char* what) {
-  ZT_CHECK(out.dtype == DType::kF32 && in.dtype == DType::kF32, "{}: fp32 only", what);
+  ZT_CHECK(out.dtype == in.dtype && (in.dtype == DType::kF32 || in.dtype == DType::kBF16),
+           "{}: out and in must both be F32 or both BF16, not {} and {}", what, dtype_name(out.dtype),
+           dtype_name(in.dtype));
   ZT_CHECK(out.numel() == in.numel(), "{}: out has {} elements, in {}", what, out.numel(), in.numel());
   ZT_CHECK(in.shape.ndim() >= 1, "{}: needs a leading sample dimension", what);
   const std::int64_t B = in.shape[0];
@@ -138,6 +141,18 @@ constexpr std::int64_t kTaskElems = 4096;
 // out = in * mask / (1 - p) over [B, ...]: forward and backward are the same operation.
 void apply_mask(const ExecContext& ctx, TensorView out, TensorView in, const DropoutSpec& spec, const char* what) {
   const dropout_detail::MaskRows rows = dropout_detail::check_operands(out, in, spec, what);
+  if (in.dtype == DType::kBF16) {  // samples staged in fp32, each keeping its global sample index
+    using detail::Access;
+    detail::stage_rows(ctx,
+                       {{detail::as_rows(out, rows.per_sample), Access::kWrite},
+                        {detail::as_rows(in, rows.per_sample), Access::kRead}},
+                       [&](std::int64_t first, std::int64_t, std::span<const TensorView> v) {
+                         DropoutSpec chunk = spec;
+                         chunk.first_sample += first;
+                         apply_mask(ctx, v[0], v[1], chunk, what);
+                       });
+    return;
+  }
   const std::int64_t B = rows.samples, N = rows.per_sample;  // N: elements per sample
   float* o = out.as<float>();
   const float* x = in.as<float>();

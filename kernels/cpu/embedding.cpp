@@ -6,13 +6,15 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "kernels/cpu/bf16_staging.h"
+
 namespace zt::cpu {
 
 EmbeddingDims embedding_dims(const TensorView& out_like, const TensorView& tokens, const TensorView& wte,
                              const TensorView& wpe) {
   ZT_CHECK(tokens.dtype == DType::kI32 && tokens.shape.ndim() == 2, "tokens must be I32 [B, T]");
-  ZT_CHECK(out_like.dtype == DType::kF32 && wte.dtype == DType::kF32 && wpe.dtype == DType::kF32,
-           "embedding is fp32 only");
+  ZT_CHECK(out_like.dtype == DType::kF32 || out_like.dtype == DType::kBF16, "embedding out/dout must be F32 or BF16");
+  ZT_CHECK(wte.dtype == DType::kF32 && wpe.dtype == DType::kF32, "embedding tables (and their gradients) are F32");
   ZT_CHECK(wte.shape.ndim() == 2 && wpe.shape.ndim() == 2, "wte/wpe must be 2-D");
   EmbeddingDims d{tokens.shape[0], tokens.shape[1], wte.shape[1], wte.shape[0], wpe.shape[0]};
   ZT_CHECK(wpe.shape[1] == d.C, "wpe has {} columns, wte {}", wpe.shape[1], d.C);
@@ -41,6 +43,13 @@ EmbeddingDims check_dims(const TensorView& out_like, const TensorView& tokens, c
 
 void embedding_forward(const ExecContext& ctx, TensorView out, TensorView tokens, TensorView wte, TensorView wpe) {
   const EmbeddingDims d = check_dims(out, tokens, wte, wpe);
+  if (out.dtype == DType::kBF16) {
+    using detail::Access;
+    detail::stage_rows(ctx, {{out, Access::kWrite}}, [&](std::int64_t first, std::int64_t n, std::span<const TensorView> v) {
+      embedding_forward(ctx, v[0], detail::row_slice(tokens, first, n), wte, wpe);
+    });
+    return;
+  }
   const std::int64_t C = d.C;
   float* o = out.as<float>();
   const std::int32_t* tok = tokens.as<std::int32_t>();
@@ -57,6 +66,13 @@ void embedding_forward(const ExecContext& ctx, TensorView out, TensorView tokens
 
 void embedding_backward(const ExecContext& ctx, TensorView dwte, TensorView dwpe, TensorView dout, TensorView tokens) {
   const EmbeddingDims d = check_dims(dout, tokens, dwte, dwpe);
+  if (dout.dtype == DType::kBF16) {  // chunks of samples in order: the same (b, t) summation order
+    using detail::Access;
+    detail::stage_rows(ctx, {{dout, Access::kRead}}, [&](std::int64_t first, std::int64_t n, std::span<const TensorView> v) {
+      embedding_backward(ctx, dwte, dwpe, v[0], detail::row_slice(tokens, first, n));
+    });
+    return;
+  }
   const std::int64_t C = d.C;
   const float* g = dout.as<float>();
   const std::int32_t* tok = tokens.as<std::int32_t>();

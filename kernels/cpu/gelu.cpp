@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "kernels/cpu/bf16_staging.h"
 #include "kernels/cpu/vec_math.h"
 
 namespace zt::cpu {
@@ -37,8 +38,13 @@ inline SigmoidPair gelu_sigmoid(float x) {
 }  // namespace
 
 void gelu_forward(const ExecContext& ctx, TensorView out, TensorView inp) {
-  ZT_CHECK(out.dtype == DType::kF32 && inp.dtype == DType::kF32, "gelu is fp32 only");
   ZT_CHECK(out.numel() == inp.numel(), "out has {} elements, inp {}", out.numel(), inp.numel());
+  if (detail::activation_dtype("gelu_forward", {out, inp}) == DType::kBF16) {
+    using detail::Access;
+    detail::stage_rows(ctx, {{detail::as_rows(out, 1), Access::kWrite}, {detail::as_rows(inp, 1), Access::kRead}},
+                       [&](std::int64_t, std::int64_t, std::span<const TensorView> v) { gelu_forward(ctx, v[0], v[1]); });
+    return;
+  }
   const std::int64_t n = inp.numel();
   float* o = out.as<float>();
   const float* x = inp.as<float>();
@@ -56,8 +62,18 @@ void gelu_forward(const ExecContext& ctx, TensorView out, TensorView inp) {
 }
 
 void gelu_backward(const ExecContext& ctx, TensorView dinp, TensorView inp, TensorView dout) {
-  ZT_CHECK(dinp.dtype == DType::kF32 && inp.dtype == DType::kF32 && dout.dtype == DType::kF32, "gelu is fp32 only");
   ZT_CHECK(dinp.numel() == inp.numel() && dout.numel() == inp.numel(), "gelu_backward: element counts differ");
+  if (detail::activation_dtype("gelu_backward", {dinp, inp, dout}) == DType::kBF16) {
+    using detail::Access;
+    detail::stage_rows(ctx,
+                       {{detail::as_rows(dinp, 1), Access::kWrite},
+                        {detail::as_rows(inp, 1), Access::kRead},
+                        {detail::as_rows(dout, 1), Access::kRead}},
+                       [&](std::int64_t, std::int64_t, std::span<const TensorView> v) {
+                         gelu_backward(ctx, v[0], v[1], v[2]);
+                       });
+    return;
+  }
   const std::int64_t n = inp.numel();
   float* di = dinp.as<float>();
   const float* x = inp.as<float>();

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/cpu/bf16_staging.h"
 #include "kernels/cpu/vec_math.h"
 
 namespace zt::cpu {
@@ -27,8 +28,8 @@ struct RowDims {
 // Checks the views forward and backward share; out_like is out (forward) or dout (backward).
 RowDims check_views(const TensorView& out_like, const TensorView& mean, const TensorView& rstd,
                     const TensorView& inp, const TensorView& weight) {
-  for (const TensorView* v : {&out_like, &mean, &rstd, &inp, &weight}) {
-    ZT_CHECK(v->dtype == DType::kF32, "layernorm is fp32 only");
+  for (const TensorView* v : {&mean, &rstd, &weight}) {
+    ZT_CHECK(v->dtype == DType::kF32, "layernorm statistics and weights are F32");
   }
   ZT_CHECK(inp.shape.ndim() >= 1);
   RowDims d;
@@ -66,6 +67,14 @@ inline void backward_row(float* __restrict dinp, float* __restrict dw_part, floa
 void layernorm_forward(const ExecContext& ctx, TensorView out, TensorView mean, TensorView rstd, TensorView inp,
                        TensorView weight, TensorView bias) {
   const RowDims d = check_views(out, mean, rstd, inp, weight);
+  if (detail::activation_dtype("layernorm_forward", {out, inp}) == DType::kBF16) {
+    using detail::Access;
+    detail::stage_rows(ctx, {{detail::as_rows(out, d.cols), Access::kWrite}, {detail::as_rows(inp, d.cols), Access::kRead}},
+                       [&](std::int64_t first, std::int64_t n, std::span<const TensorView> v) {
+                         layernorm_forward(ctx, v[0], mean.slice(first, n), rstd.slice(first, n), v[1], weight, bias);
+                       });
+    return;
+  }
   ZT_CHECK(bias.dtype == DType::kF32 && bias.numel() == d.cols, "bias must be F32 [{}]", d.cols);
   const std::int64_t C = d.cols;
   float* o = out.as<float>();
@@ -92,7 +101,19 @@ void layernorm_forward(const ExecContext& ctx, TensorView out, TensorView mean, 
 void layernorm_backward(const ExecContext& ctx, TensorView dinp, TensorView dweight, TensorView dbias, TensorView dout,
                         TensorView inp, TensorView weight, TensorView mean, TensorView rstd) {
   const RowDims d = check_views(dout, mean, rstd, inp, weight);
-  ZT_CHECK(dinp.dtype == DType::kF32 && dinp.numel() == inp.numel(), "dinp must be F32 like inp");
+  ZT_CHECK(dinp.numel() == inp.numel(), "dinp must be shaped like inp");
+  if (detail::activation_dtype("layernorm_backward", {dinp, dout, inp}) == DType::kBF16) {
+    using detail::Access;
+    detail::stage_rows(ctx,
+                       {{detail::as_rows(dinp, d.cols), Access::kReadWrite},
+                        {detail::as_rows(dout, d.cols), Access::kRead},
+                        {detail::as_rows(inp, d.cols), Access::kRead}},
+                       [&](std::int64_t first, std::int64_t n, std::span<const TensorView> v) {
+                         layernorm_backward(ctx, v[0], dweight, dbias, v[1], v[2], weight, mean.slice(first, n),
+                                            rstd.slice(first, n));
+                       });
+    return;
+  }
   ZT_CHECK(dweight.dtype == DType::kF32 && dweight.numel() == d.cols, "dweight must be F32 [{}]", d.cols);
   ZT_CHECK(dbias.dtype == DType::kF32 && dbias.numel() == d.cols, "dbias must be F32 [{}]", d.cols);
   const std::int64_t C = d.cols;

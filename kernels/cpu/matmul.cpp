@@ -8,7 +8,10 @@
 #include <algorithm>
 #include <climits>
 #include <cstdint>
+#include <vector>
 
+#include "engine/core/bf16.h"
+#include "kernels/cpu/bf16_staging.h"
 #include "kernels/cpu/blas.h"
 
 namespace zt::cpu {
@@ -33,8 +36,7 @@ std::int64_t last_dim(const TensorView& v) {
 // Checks dtypes and shapes shared by forward and backward and returns N, C, OC.
 MatmulDims check_dims(const TensorView& out_like, const TensorView& inp, const TensorView& weight,
                       WeightLayout layout) {
-  ZT_CHECK(out_like.dtype == DType::kF32 && inp.dtype == DType::kF32 && weight.dtype == DType::kF32,
-           "matmul is fp32 only");
+  ZT_CHECK(weight.dtype == DType::kF32, "matmul weights are F32");
   ZT_CHECK(weight.shape.ndim() == 2, "weight must be 2-D, has {} dims", weight.shape.ndim());
   MatmulDims d;
   d.in = last_dim(inp);
@@ -51,6 +53,21 @@ MatmulDims check_dims(const TensorView& out_like, const TensorView& inp, const T
   return d;
 }
 
+// Staging chunks for bf16 products: large, so that sgemm sees tall panels and a wide weight (the
+// tied LM head's) is packed few times per call.
+constexpr std::int64_t kMatmulStageBytes = std::int64_t{64} << 20;
+
+// The weight as a bf16 product sees it: each element rounded to bf16 (then widened, exactly), in
+// `storage`. The contract of docs/precision.md: tensor cores multiply bf16 weights.
+TensorView bf16_rounded_weight(const TensorView& weight, std::vector<float>& storage, int num_threads) {
+  const std::int64_t n = weight.numel();
+  storage.resize(static_cast<std::size_t>(n));
+  const float* w = weight.as<float>();
+#pragma omp parallel for num_threads(num_threads) schedule(static)
+  for (std::int64_t i = 0; i < n; ++i) storage[static_cast<std::size_t>(i)] = round_to_bf16(w[i]);
+  return TensorView{storage.data(), DType::kF32, Device::kCPU, weight.shape};
+}
+
 }  // namespace
 
 void matmul_forward(const ExecContext& ctx, TensorView out, TensorView inp, TensorView weight, WeightLayout layout,
@@ -59,6 +76,16 @@ void matmul_forward(const ExecContext& ctx, TensorView out, TensorView inp, Tens
   const bool has_bias = bias.data != nullptr;
   if (has_bias) ZT_CHECK(bias.dtype == DType::kF32 && bias.numel() == d.out, "bias must be F32 [{}]", d.out);
   if (d.rows == 0) return;
+  if (detail::activation_dtype("matmul_forward", {out, inp}) == DType::kBF16) {
+    using detail::Access;
+    std::vector<float> rounded;
+    const TensorView w = bf16_rounded_weight(weight, rounded, ctx.num_threads);
+    detail::stage_rows(
+        ctx, {{detail::as_rows(out, d.out), Access::kWrite}, {detail::as_rows(inp, d.in), Access::kRead}},
+        [&](std::int64_t, std::int64_t, std::span<const TensorView> v) { matmul_forward(ctx, v[0], v[1], w, layout, bias); },
+        kMatmulStageBytes);
+    return;
+  }
   const int N = static_cast<int>(d.rows), C = static_cast<int>(d.in), OC = static_cast<int>(d.out);
   const bool trans_w = layout == WeightLayout::kOutIn;
   float* o = out.as<float>();
@@ -79,14 +106,28 @@ void matmul_backward(const ExecContext& ctx, TensorView dinp, TensorView dweight
   const bool want_dinp = dinp.data != nullptr;
   const bool want_dweight = dweight.data != nullptr;
   const bool want_dbias = dbias.data != nullptr;
-  if (want_dinp) {
-    ZT_CHECK(dinp.dtype == DType::kF32 && dinp.numel() == inp.numel(), "dinp must be F32 like inp");
-  }
+  if (want_dinp) ZT_CHECK(dinp.numel() == inp.numel(), "dinp must be shaped like inp");
   if (want_dweight) {
     ZT_CHECK(dweight.dtype == DType::kF32 && dweight.shape == weight.shape, "dweight must be F32 shaped as weight");
   }
   if (want_dbias) ZT_CHECK(dbias.dtype == DType::kF32 && dbias.numel() == d.out, "dbias must be F32 [{}]", d.out);
   if (d.rows == 0) return;
+  if (detail::activation_dtype("matmul_backward", {dinp, dout, inp}) == DType::kBF16) {
+    // Row chunks: dinp's rows are independent, and dweight/dbias accumulate chunk after chunk.
+    using detail::Access;
+    std::vector<float> rounded;
+    const TensorView w = want_dinp ? bf16_rounded_weight(weight, rounded, ctx.num_threads) : weight;
+    detail::stage_rows(
+        ctx,
+        {{want_dinp ? detail::as_rows(dinp, d.in) : TensorView{}, Access::kWrite},
+         {detail::as_rows(dout, d.out), Access::kRead},
+         {detail::as_rows(inp, d.in), Access::kRead}},
+        [&](std::int64_t, std::int64_t, std::span<const TensorView> v) {
+          matmul_backward(ctx, v[0], dweight, dbias, v[1], v[2], w, layout);
+        },
+        kMatmulStageBytes);
+    return;
+  }
   const int N = static_cast<int>(d.rows), C = static_cast<int>(d.in), OC = static_cast<int>(d.out);
   const float* g = dout.as<float>();
   const float* x = inp.as<float>();

@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "engine/core/bf16.h"
+#include "kernels/cpu/bf16_staging.h"
 
 namespace zt::cpu {
 
@@ -14,9 +15,19 @@ constexpr std::int64_t kBlock = 16384;
 }  // namespace
 
 void residual_forward(const ExecContext& ctx, TensorView out, TensorView a, TensorView b) {
-  ZT_CHECK(out.dtype == DType::kF32 && a.dtype == DType::kF32 && b.dtype == DType::kF32, "residual is fp32 only");
   ZT_CHECK(a.numel() == out.numel() && b.numel() == out.numel(), "residual_forward: element counts differ ({}, {}, {})",
            out.numel(), a.numel(), b.numel());
+  if (detail::activation_dtype("residual_forward", {out, a, b}) == DType::kBF16) {
+    using detail::Access;
+    detail::stage_rows(ctx,
+                       {{detail::as_rows(out, 1), Access::kWrite},
+                        {detail::as_rows(a, 1), Access::kRead},
+                        {detail::as_rows(b, 1), Access::kRead}},
+                       [&](std::int64_t, std::int64_t, std::span<const TensorView> v) {
+                         residual_forward(ctx, v[0], v[1], v[2]);
+                       });
+    return;
+  }
   const std::int64_t n = out.numel();
   float* o = out.as<float>();
   const float* x = a.as<float>();

@@ -4,6 +4,8 @@
 // column sum so they accumulate (+=) like the CPU's and stay deterministic.
 #include "kernels/cuda/matmul.h"
 
+#include <algorithm>
+
 #include "kernels/cuda/cast.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/lt_gemm.h"
@@ -48,11 +50,14 @@ struct MatmulDims {
   std::int64_t rows, in, out;
 };
 
+// Shapes, and the weight's dtype: F32 with either activation dtype (rounded to bf16 for the product
+// where gemm_input says so), or BF16 with BF16 activations (used as it is: bf16 working weights).
+// The activation operands' shared dtype is the caller's check (its operands differ per op).
 MatmulDims check_dims(const TensorView& out_like, const TensorView& inp, const TensorView& weight, WeightLayout layout) {
   for (const TensorView* v : {&out_like, &inp, &weight}) detail::check_on_gpu(*v, "matmul operand");
-  ZT_CHECK((inp.dtype == DType::kF32 || inp.dtype == DType::kBF16) && weight.dtype == inp.dtype &&
-               out_like.dtype == inp.dtype,
-           "matmul operands must all be F32 or all BF16");
+  ZT_CHECK(weight.dtype == DType::kF32 || (weight.dtype == DType::kBF16 && inp.dtype == DType::kBF16),
+           "matmul weights are F32, or BF16 with BF16 activations (weight {}, inp {})", dtype_name(weight.dtype),
+           dtype_name(inp.dtype));
   ZT_CHECK(weight.shape.ndim() == 2, "weight must be 2-D, has {} dims", weight.shape.ndim());
   ZT_CHECK(inp.shape.ndim() >= 1 && out_like.shape.ndim() >= 1);
   MatmulDims d;
@@ -70,34 +75,73 @@ MatmulDims check_dims(const TensorView& out_like, const TensorView& inp, const T
 
 cudaDataType_t cuda_type(DType t) { return t == DType::kBF16 ? CUDA_R_16BF : CUDA_R_32F; }
 
-// A product's input as cuBLASLt reads it: the tensor itself, or under MatmulPrecision::kBf16 an
-// fp32 tensor rounded to bf16 in scratch (held until the product is queued; the allocator orders
-// its reuse on the stream). Results stay fp32: bf16 x bf16 products are exact in fp32 and summed
-// in fp32, so only the inputs' rounding differs from the fp32 product.
+// A product's input as cuBLASLt reads it: the tensor itself, or an fp32 tensor rounded to bf16 in
+// scratch (held until the product is queued; the allocator orders its reuse on the stream). fp32
+// inputs are rounded when the op's activations are BF16 (the fp32 weight: docs/precision.md rounds
+// it for the tensor cores) and, with F32 activations, under MatmulPrecision::kBf16. Products of
+// bf16 inputs are exact in fp32 and summed in fp32, so only the inputs' rounding differs from an
+// fp32 product (and, for BF16 results, the results' one rounding).
 struct GemmInput {
   const void* data = nullptr;
   cudaDataType_t type = CUDA_R_32F;
   Buffer rounded;
 };
 
-GemmInput gemm_input(const ExecContext& ctx, const TensorView& v) {
+GemmInput gemm_input(const ExecContext& ctx, const TensorView& v, DType activations) {
   KernelResources& res = detail::resources_of(ctx);
-  if (v.dtype != DType::kF32 || res.fp32_matmuls != MatmulPrecision::kBf16) return {v.data, cuda_type(v.dtype), {}};
+  const bool round = v.dtype == DType::kF32 &&
+                     (activations == DType::kBF16 || res.fp32_matmuls == MatmulPrecision::kBf16);
+  if (!round) return {v.data, cuda_type(v.dtype), {}};
   GemmInput in{nullptr, CUDA_R_16BF, res.scratch(DType::kBF16, v.numel())};
   cast(ctx, in.rounded.view(v.shape), v);
   in.data = in.rounded.data();
   return in;
 }
 
+// [Note: fp32 bias with bf16 results]
+// cuBLASLt's bias epilogue reads the bias in the type of D (cublasLt.h, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE:
+// other bias types only for IMMA and fp8 kernels), so a bf16 D cannot take the fp32 bias that
+// docs/precision.md adds before the result's single rounding (a bf16 copy of the bias would round
+// it first). So with BF16 activations and an F32 bias the product runs into fp32 scratch with the
+// fp32 bias epilogue (and the GELU's fp32 aux), a chunk of rows at a time, and each chunk is then
+// rounded into out (and gelu_pre): round(x @ W + b), one rounding. The extra pass reads and writes
+// the result once more; without a bias (the LM head) the product writes bf16 directly.
+constexpr std::int64_t kWideScratchBytes = std::int64_t{32} << 20;
+
+void forward_through_fp32_scratch(const ExecContext& ctx, LtGemm g, TensorView out, TensorView gelu_pre,
+                                  const MatmulDims& d) {
+  const bool has_gelu = gelu_pre.data != nullptr;
+  const std::int64_t row_bytes = d.out * static_cast<std::int64_t>(sizeof(float)) * (has_gelu ? 2 : 1);
+  const std::int64_t chunk = std::min(d.rows, std::max<std::int64_t>(1, kWideScratchBytes / row_bytes));
+  KernelResources& res = detail::resources_of(ctx);
+  Buffer wide = res.scratch(DType::kF32, chunk * d.out);
+  Buffer wide_pre = has_gelu ? res.scratch(DType::kF32, chunk * d.out) : Buffer{};
+  const auto* x = static_cast<const char*>(g.B);
+  const std::int64_t x_row_bytes = d.in * 2;  // bf16 activations
+  g.d_type = CUDA_R_32F;
+  for (std::int64_t r0 = 0; r0 < d.rows; r0 += chunk) {
+    const std::int64_t n = std::min(chunk, d.rows - r0);
+    g.n = n;
+    g.B = x + r0 * x_row_bytes;
+    g.D = wide.data();
+    g.aux = has_gelu ? wide_pre.data() : nullptr;
+    run_gemm(ctx, g);
+    cast(ctx, out.slice(r0 * d.out, n * d.out), wide.view().slice(0, n * d.out));
+    if (has_gelu) cast(ctx, gelu_pre.slice(r0 * d.out, n * d.out), wide_pre.view().slice(0, n * d.out));
+  }
+}
+
 }  // namespace
 
 void matmul_forward(const ExecContext& ctx, TensorView out, TensorView inp, TensorView weight, WeightLayout layout,
                     TensorView bias, TensorView gelu_pre) {
+  const DType act = detail::activation_dtype("matmul_forward", {out, inp});
   const MatmulDims d = check_dims(out, inp, weight, layout);
   const bool has_bias = bias.data != nullptr, has_gelu = gelu_pre.data != nullptr;
   if (has_bias) {
     detail::check_on_gpu(bias, "bias");
-    ZT_CHECK(bias.dtype == out.dtype && bias.numel() == d.out, "bias must be {} [{}]", dtype_name(out.dtype), d.out);
+    ZT_CHECK((bias.dtype == DType::kF32 || bias.dtype == act) && bias.numel() == d.out,
+             "matmul_forward: bias must be F32 (or {}) [{}]", dtype_name(act), d.out);
     ZT_CHECK(detail::aligned16(bias.data), "cuBLASLt's bias epilogue needs a 16-byte aligned bias");
   }
   if (has_gelu) {
@@ -108,7 +152,8 @@ void matmul_forward(const ExecContext& ctx, TensorView out, TensorView inp, Tens
   if (d.rows == 0) return;
   // out^T[OC, N] = op(W)[OC, C] @ inp^T[C, N]. Row-major W [C, OC] is column-major [OC, C] (no
   // transpose); row-major W [OC, C] is column-major [C, OC] (transpose).
-  const GemmInput w = gemm_input(ctx, weight), x = gemm_input(ctx, inp);
+  const GemmInput w = gemm_input(ctx, weight, act), x = gemm_input(ctx, inp, act);
+  ZT_CHECK(w.type == x.type, "matmul_forward: weight and inp reach cuBLASLt in different types");
   LtGemm g;
   g.trans_a = layout == WeightLayout::kOutIn;
   g.m = d.out, g.n = d.rows, g.k = d.in;
@@ -121,19 +166,26 @@ void matmul_forward(const ExecContext& ctx, TensorView out, TensorView inp, Tens
   g.aux = has_gelu ? gelu_pre.data : nullptr;
   g.epilogue = has_gelu ? (has_bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX)
                         : (has_bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT);
-  run_gemm(ctx, g);
+  if (act == DType::kBF16 && has_bias && bias.dtype == DType::kF32) {
+    forward_through_fp32_scratch(ctx, g, out, gelu_pre, d);  // [Note: fp32 bias with bf16 results]
+  } else {
+    run_gemm(ctx, g);
+  }
 }
 
 void matmul_backward(const ExecContext& ctx, TensorView dinp, TensorView dweight, TensorView dbias, TensorView dout,
                      TensorView inp, TensorView weight, WeightLayout layout, TensorView gelu_pre) {
+  // A skipped dinp ({}: no data, yet numel 1 as a 0-d shape) takes no part in the dtype check.
+  const DType act = dinp.data != nullptr ? detail::activation_dtype("matmul_backward", {dinp, dout, inp})
+                                         : detail::activation_dtype("matmul_backward", {dout, inp});
   const MatmulDims d = check_dims(dout, inp, weight, layout);
   const bool in_out = layout == WeightLayout::kInOut;
   // dout feeds both products; each other input is rounded (kBf16) only when its product runs.
   const bool need_dinp = dinp.data != nullptr && d.rows > 0, need_dweight = dweight.data != nullptr && d.rows > 0;
-  const GemmInput dy = need_dinp || need_dweight ? gemm_input(ctx, dout) : GemmInput{};
+  const GemmInput dy = need_dinp || need_dweight ? gemm_input(ctx, dout, act) : GemmInput{};
   if (dinp.data != nullptr) {
     detail::check_on_gpu(dinp, "dinp");
-    ZT_CHECK(dinp.dtype == inp.dtype && dinp.numel() == inp.numel(), "dinp must be shaped and typed as inp");
+    ZT_CHECK(dinp.numel() == inp.numel(), "dinp must be shaped as inp");
     const bool has_gelu = gelu_pre.data != nullptr;
     if (has_gelu) {
       detail::check_on_gpu(gelu_pre, "gelu_pre");
@@ -142,7 +194,7 @@ void matmul_backward(const ExecContext& ctx, TensorView dinp, TensorView dweight
     }
     if (need_dinp) {
       // dinp^T[C, N] = op(W)[C, OC] @ dout^T[OC, N].
-      const GemmInput w = gemm_input(ctx, weight);
+      const GemmInput w = gemm_input(ctx, weight, act);  // BF16 activations: dinp = round(dout @ W_bf16^T)
       LtGemm g;
       g.trans_a = in_out;
       g.m = d.in, g.n = d.rows, g.k = d.out;
@@ -160,7 +212,7 @@ void matmul_backward(const ExecContext& ctx, TensorView dinp, TensorView dweight
     detail::check_on_gpu(dweight, "dweight");
     ZT_CHECK(dweight.shape == weight.shape && (dweight.dtype == DType::kF32 || dweight.dtype == inp.dtype),
              "dweight must be shaped as weight, F32 or {}", dtype_name(inp.dtype));
-    const GemmInput x = gemm_input(ctx, inp);
+    const GemmInput x = gemm_input(ctx, inp, act);  // BF16: bf16 A/B, fp32 C/D (beta 1) into an F32 dweight
     LtGemm g;
     g.ab_type = x.type;
     g.d_type = cuda_type(dweight.dtype);

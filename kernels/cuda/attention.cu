@@ -5,9 +5,12 @@
 // zeroed): simple and exact, at twice the minimum FLOPs; a flash-style fused kernel is the next
 // step (docs/gpu_backend.md). Dropout on the probabilities draws cpu::attention_forward's mask
 // (kernels/cuda/dropout.h) one sample at a time into scratch, so att keeps the undropped values.
+// One body serves F32 and BF16 activations (docs/precision.md), templated on the storage type;
+// [Note: bf16 attention] says where a BF16 run keeps fp32 and where it rounds.
 #include "kernels/cuda/attention.h"
 
 #include <cmath>
+#include <type_traits>
 
 #include "kernels/cpu/attention.h"  // attention_dims: the operand checks both backends share
 #include "kernels/cuda/common.cuh"
@@ -21,38 +24,66 @@ namespace {
 using detail::LtGemm;
 using detail::run_gemm;
 
+// [Note: bf16 attention]
+// With BF16 qkv/att/out the products run on bf16 operands with fp32 accumulation, and fp32 is kept
+// where a rounding would cost accuracy that the contract does not spend: the scores q k^T go to an
+// fp32 scratch of one sample, which the softmax reads and rounds once into att (bf16 probabilities);
+// the backward's dP = dO v^T goes to fp32 scratch too, and the softmax backward reads it with the
+// bf16 probabilities. Two operands are bf16 only because cuBLASLt multiplies A and B of one type:
+// P @ V (and dV = P^T dO) reads att, the rounded probabilities (dropped in bf16 with dropout), and
+// dQ, dK read the softmax backward's result rounded to bf16 scratch. Each is one extra rounding of
+// an operand (2^-9 relative), which the CPU reference (fp32 staging) does not make; the tests
+// bound the difference normwise. Every stored result (att, out, dqkv) is rounded once.
+
 constexpr int kRowsPerBlock = 8;  // warps per softmax block, one row each
 
-// att rows [rows = B * NH * T, T]: row r is query t = r % T. In place: scores -> probabilities,
-// zero above the diagonal. Scores already carry the 1/sqrt(hs) scale (the GEMM's alpha).
-__global__ void causal_softmax_forward(float* att, std::int64_t rows, int T) {
-  const int lane = threadIdx.x % detail::kWarpSize;
-  const std::int64_t r = blockIdx.x * std::int64_t{kRowsPerBlock} + threadIdx.x / detail::kWarpSize;
-  if (r >= rows) return;
-  const int len = static_cast<int>(r % T) + 1;
-  float* row = att + r * T;
-  float mx = -INFINITY;
-  for (int k = lane; k < len; k += detail::kWarpSize) mx = fmaxf(mx, row[k]);
-  mx = detail::warp_max(mx);
-  float sum = 0.0f;
-  for (int k = lane; k < len; k += detail::kWarpSize) sum += expf(row[k] - mx);
-  const float inv_sum = 1.0f / detail::warp_sum(sum);
-  for (int k = lane; k < T; k += detail::kWarpSize) row[k] = k < len ? expf(row[k] - mx) * inv_sum : 0.0f;
+template <typename Act>
+constexpr cudaDataType_t lt_type() {
+  return std::is_same_v<Act, float> ? CUDA_R_32F : CUDA_R_16BF;
 }
 
-// dp rows (in place): dpreatt = att * (dp - sum_k att dp) * scale below and on the diagonal, 0 above.
-__global__ void causal_softmax_backward(float* dp, const float* att, std::int64_t rows, int T, float scale) {
+// Rows [rows, T] of fp32 scores -> rows of att: row r is query t = r % T; probabilities below and
+// on the diagonal, zero above. Scores already carry the 1/sqrt(hs) scale (the GEMM's alpha). For
+// F32, scores is att itself (in place: each element is read before the same thread writes it).
+template <typename Act>
+__global__ void causal_softmax_forward(Act* att, const float* scores, std::int64_t rows, int T) {
   const int lane = threadIdx.x % detail::kWarpSize;
   const std::int64_t r = blockIdx.x * std::int64_t{kRowsPerBlock} + threadIdx.x / detail::kWarpSize;
   if (r >= rows) return;
   const int len = static_cast<int>(r % T) + 1;
-  float* d = dp + r * T;
-  const float* p = att + r * T;
-  float dot = 0.0f;
-  for (int k = lane; k < len; k += detail::kWarpSize) dot += p[k] * d[k];
-  dot = detail::warp_sum(dot);
-  for (int k = lane; k < T; k += detail::kWarpSize) d[k] = k < len ? p[k] * (d[k] - dot) * scale : 0.0f;
+  const float* s = scores + r * T;
+  Act* row = att + r * T;
+  float mx = -INFINITY;
+  for (int k = lane; k < len; k += detail::kWarpSize) mx = fmaxf(mx, s[k]);
+  mx = detail::warp_max(mx);
+  float sum = 0.0f;
+  for (int k = lane; k < len; k += detail::kWarpSize) sum += expf(s[k] - mx);
+  const float inv_sum = 1.0f / detail::warp_sum(sum);
+  for (int k = lane; k < T; k += detail::kWarpSize) detail::store_act(row + k, k < len ? expf(s[k] - mx) * inv_sum : 0.0f);
 }
+
+// dpre = att * (dp - sum_k att dp) * scale below and on the diagonal, 0 above, row by row. dp is
+// fp32; for F32, dpre is dp itself (in place, as above).
+template <typename Act>
+__global__ void causal_softmax_backward(Act* dpre, const float* dp, const Act* att, std::int64_t rows, int T,
+                                        float scale) {
+  const int lane = threadIdx.x % detail::kWarpSize;
+  const std::int64_t r = blockIdx.x * std::int64_t{kRowsPerBlock} + threadIdx.x / detail::kWarpSize;
+  if (r >= rows) return;
+  const int len = static_cast<int>(r % T) + 1;
+  const float* d = dp + r * T;
+  const Act* p = att + r * T;
+  Act* out = dpre + r * T;
+  float dot = 0.0f;
+  for (int k = lane; k < len; k += detail::kWarpSize) dot += detail::load_act(p + k) * d[k];
+  dot = detail::warp_sum(dot);
+  for (int k = lane; k < T; k += detail::kWarpSize) {
+    detail::store_act(out + k, k < len ? detail::load_act(p + k) * (d[k] - dot) * scale : 0.0f);
+  }
+}
+
+unsigned softmax_blocks(std::int64_t rows) { return static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock); }
+constexpr unsigned kSoftmaxThreads = kRowsPerBlock * detail::kWarpSize;
 
 using AttnDims = cpu::AttentionDims;
 
@@ -61,64 +92,82 @@ AttnDims check_dims(const TensorView& out_like, const TensorView& att, const Ten
   return cpu::attention_dims(out_like, att, qkv, n_head);
 }
 
-// dst = src * sample b's dropout mask over [n_head, T, T] (scaled by 1 / (1 - p); dst may be src):
-// the whole sample is one row of the mask, element j = (h * T + t) * T + t2, as
+// dst = src * sample b's dropout mask over [n_head, T, T] (scaled by 1 / (1 - p); dst may be src;
+// both of `dtype`): the whole sample is one row of the mask, element j = (h * T + t) * T + t2, as
 // cpu::attention_forward draws it. The forward drops the probabilities with it, the backward
 // their gradient.
-void apply_sample_mask(const ExecContext& ctx, float* dst, const float* src, const AttnDims& d, std::int64_t b,
-                       const DropoutSpec& dropout) {
+void apply_sample_mask(const ExecContext& ctx, void* dst, const void* src, DType dtype, const AttnDims& d,
+                       std::int64_t b, const DropoutSpec& dropout) {
   const Shape one_sample{1, d.NH * d.T * d.T};
   DropoutSpec spec = dropout;
   spec.first_sample += b;
   // Qualified: ADL on DropoutSpec also finds cpu::dropout_forward.
-  cuda::dropout_forward(ctx, TensorView{dst, DType::kF32, Device::kCUDA, one_sample},
-                        TensorView{const_cast<float*>(src), DType::kF32, Device::kCUDA, one_sample}, spec);
+  cuda::dropout_forward(ctx, TensorView{dst, dtype, Device::kCUDA, one_sample},
+                        TensorView{const_cast<void*>(src), dtype, Device::kCUDA, one_sample}, spec);
 }
 
-// A product batched over the heads of one sample; A/B/D offsets and leading dimensions per call.
+// A product batched over the heads of one sample, on operands of storage type Act; A/B/D offsets,
+// leading dimensions and D's type per call.
+template <typename Act>
 LtGemm head_batch(const AttnDims& d) {
   LtGemm g;
   g.batch_count = static_cast<int>(d.NH);
+  g.ab_type = g.d_type = lt_type<Act>();
   return g;
 }
 
-}  // namespace
-
-void attention_forward(const ExecContext& ctx, TensorView out, TensorView att, TensorView qkv, int n_head,
-                       const DropoutSpec& dropout) {
+template <typename Act>
+void forward(const ExecContext& ctx, TensorView out, TensorView att, TensorView qkv, const AttnDims& d,
+             const DropoutSpec& dropout) {
+  constexpr bool kF32 = std::is_same_v<Act, float>;
   const cudaStream_t stream = detail::stream_of(ctx);
-  const AttnDims d = check_dims(out, att, qkv, n_head);
-  if (d.B * d.T == 0) return;
-  const std::int64_t T = d.T, C = d.C, C3 = 3 * d.C, hs = d.hs;
-  const float* qkv_p = qkv.as<float>();
-  float* att_p = att.as<float>();
-  float* out_p = out.as<float>();
+  KernelResources& res = detail::resources_of(ctx);
+  const std::int64_t T = d.T, C = d.C, C3 = 3 * d.C, hs = d.hs, sample = d.NH * T * T;
+  const Act* qkv_p = detail::act_data<Act>(qkv);
+  Act* att_p = detail::act_data<Act>(att);
+  Act* out_p = detail::act_data<Act>(out);
+  // F32 scores land in att and one softmax runs over all samples; bf16 ones in fp32 scratch, one
+  // sample at a time ([Note: bf16 attention]).
+  Buffer scores = kF32 ? Buffer{} : res.scratch(DType::kF32, sample);
   // With dropout, att keeps the probabilities (backward needs them) and one sample at a time is
   // dropped into scratch for the product with v.
-  Buffer dropped = dropout.active() ? detail::resources_of(ctx).scratch(DType::kF32, d.NH * T * T) : Buffer{};
+  Buffer dropped = dropout.active() ? res.scratch(detail::act_dtype_of<Act>(), sample) : Buffer{};
   for (std::int64_t b = 0; b < d.B; ++b) {
+    float* s;
+    if constexpr (kF32) {
+      s = att_p + b * sample;
+    } else {
+      s = scores.as<float>();
+    }
     // att^T[k, q] (column-major) = K[k, :] . Q[q, :] * scale: A = K (transposed), B = Q.
-    LtGemm g = head_batch(d);
+    LtGemm g = head_batch<Act>(d);
     g.trans_a = true;
     g.m = T, g.n = T, g.k = hs;
     g.A = qkv_p + b * T * C3 + C, g.lda = C3, g.stride_a = hs;
     g.B = qkv_p + b * T * C3, g.ldb = C3, g.stride_b = hs;
-    g.D = att_p + b * d.NH * T * T, g.ldd = T, g.stride_d = T * T;
+    g.D = s, g.ldd = T, g.stride_d = T * T, g.d_type = CUDA_R_32F;
     g.alpha = 1.0f / std::sqrt(static_cast<float>(hs));
     run_gemm(ctx, g);
+    if constexpr (!kF32) {
+      causal_softmax_forward<<<softmax_blocks(d.NH * T), kSoftmaxThreads, 0, stream>>>(att_p + b * sample, s,
+                                                                                       d.NH * T, static_cast<int>(T));
+      ZT_CUDA_CHECK_LAUNCH();
+    }
   }
-  const std::int64_t rows = d.B * d.NH * T;
-  causal_softmax_forward<<<static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock),
-                           kRowsPerBlock * detail::kWarpSize, 0, stream>>>(att_p, rows, static_cast<int>(T));
-  ZT_CUDA_CHECK_LAUNCH();
+  if constexpr (kF32) {
+    const std::int64_t rows = d.B * d.NH * T;
+    causal_softmax_forward<<<softmax_blocks(rows), kSoftmaxThreads, 0, stream>>>(att_p, att_p, rows,
+                                                                                 static_cast<int>(T));
+    ZT_CUDA_CHECK_LAUNCH();
+  }
   for (std::int64_t b = 0; b < d.B; ++b) {
-    const float* probs = att_p + b * d.NH * T * T;
+    const Act* probs = att_p + b * sample;
     if (dropout.active()) {
-      apply_sample_mask(ctx, dropped.as<float>(), probs, d, b, dropout);
-      probs = dropped.as<float>();
+      apply_sample_mask(ctx, dropped.data(), probs, detail::act_dtype_of<Act>(), d, b, dropout);
+      probs = static_cast<const Act*>(dropped.data());
     }
     // out^T[e, q] = V^T[e, k] @ P^T[k, q]: A = V (column-major [hs, T]), B = att (column-major [k, q]).
-    LtGemm g = head_batch(d);
+    LtGemm g = head_batch<Act>(d);
     g.m = hs, g.n = T, g.k = T;
     g.A = qkv_p + b * T * C3 + 2 * C, g.lda = C3, g.stride_a = hs;
     g.B = probs, g.ldb = T, g.stride_b = T * T;
@@ -127,39 +176,47 @@ void attention_forward(const ExecContext& ctx, TensorView out, TensorView att, T
   }
 }
 
-void attention_backward(const ExecContext& ctx, TensorView dqkv, TensorView dout, TensorView qkv, TensorView att,
-                        int n_head, const DropoutSpec& dropout) {
+template <typename Act>
+void backward(const ExecContext& ctx, TensorView dqkv, TensorView dout, TensorView qkv, TensorView att,
+              const AttnDims& d, const DropoutSpec& dropout) {
+  constexpr bool kF32 = std::is_same_v<Act, float>;
   const cudaStream_t stream = detail::stream_of(ctx);
-  const AttnDims d = check_dims(dout, att, qkv, n_head);
-  detail::check_on_gpu(dqkv, "dqkv");
-  ZT_CHECK(dqkv.dtype == DType::kF32 && dqkv.numel() == qkv.numel(), "dqkv must be F32 shaped as qkv");
-  if (d.B * d.T == 0) return;
-  const std::int64_t T = d.T, C = d.C, C3 = 3 * d.C, hs = d.hs;
+  KernelResources& res = detail::resources_of(ctx);
+  const std::int64_t T = d.T, C = d.C, C3 = 3 * d.C, hs = d.hs, sample = d.NH * T * T;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
-  const float* qkv_p = qkv.as<float>();
-  const float* att_p = att.as<float>();
-  const float* dout_p = dout.as<float>();
-  float* dqkv_p = dqkv.as<float>();
-  Buffer dp_buf = detail::resources_of(ctx).scratch(DType::kF32, d.NH * T * T);  // one sample at a time
+  const Act* qkv_p = detail::act_data<Act>(qkv);
+  const Act* att_p = detail::act_data<Act>(att);
+  const Act* dout_p = detail::act_data<Act>(dout);
+  Act* dqkv_p = detail::act_data<Act>(dqkv);
+  Buffer dp_buf = res.scratch(DType::kF32, sample);  // one sample at a time, fp32 for either dtype
   float* dp = dp_buf.as<float>();
-  Buffer dropped = dropout.active() ? detail::resources_of(ctx).scratch(DType::kF32, d.NH * T * T) : Buffer{};
+  // The softmax backward's result, the B operand of dQ and dK: dp itself for F32 (in place), bf16
+  // scratch for BF16 ([Note: bf16 attention]).
+  Buffer dpre_buf = kF32 ? Buffer{} : res.scratch(DType::kBF16, sample);
+  Act* dpre;
+  if constexpr (kF32) {
+    dpre = dp;
+  } else {
+    dpre = static_cast<Act*>(dpre_buf.data());
+  }
+  Buffer dropped = dropout.active() ? res.scratch(detail::act_dtype_of<Act>(), sample) : Buffer{};
   const std::int64_t rows = d.NH * T;
   for (std::int64_t b = 0; b < d.B; ++b) {
-    const float* q = qkv_p + b * T * C3;
-    const float* k = q + C;
-    const float* v = q + 2 * C;
-    const float* p = att_p + b * d.NH * T * T;
-    const float* dO = dout_p + b * T * C;
-    float* dq = dqkv_p + b * T * C3;
+    const Act* q = qkv_p + b * T * C3;
+    const Act* k = q + C;
+    const Act* v = q + 2 * C;
+    const Act* p = att_p + b * sample;
+    const Act* dO = dout_p + b * T * C;
+    Act* dq = dqkv_p + b * T * C3;
     // The forward multiplied v by the dropped probabilities M * P: dV uses them, and
     // d(M * P) = dO v^T becomes dP = M * d(M * P) before the softmax backward (which uses P).
-    const float* pv = p;
+    const Act* pv = p;
     if (dropout.active()) {
-      apply_sample_mask(ctx, dropped.as<float>(), p, d, b, dropout);
-      pv = dropped.as<float>();
+      apply_sample_mask(ctx, dropped.data(), p, detail::act_dtype_of<Act>(), d, b, dropout);
+      pv = static_cast<const Act*>(dropped.data());
     }
     {  // dV^T[e, k] = dO^T[e, q] @ P[q, k]: A = dO, B = att transposed.
-      LtGemm g = head_batch(d);
+      LtGemm g = head_batch<Act>(d);
       g.trans_b = true;
       g.m = hs, g.n = T, g.k = T;
       g.A = dO, g.lda = C, g.stride_a = hs;
@@ -167,37 +224,61 @@ void attention_backward(const ExecContext& ctx, TensorView dqkv, TensorView dout
       g.D = dq + 2 * C, g.ldd = C3, g.stride_d = hs;
       run_gemm(ctx, g);
     }
-    {  // dP^T[k, q] = V[k, :] . dO[q, :]: A = V transposed, B = dO.
-      LtGemm g = head_batch(d);
+    {  // dP^T[k, q] = V[k, :] . dO[q, :]: A = V transposed, B = dO; fp32 result.
+      LtGemm g = head_batch<Act>(d);
       g.trans_a = true;
       g.m = T, g.n = T, g.k = hs;
       g.A = v, g.lda = C3, g.stride_a = hs;
       g.B = dO, g.ldb = C, g.stride_b = hs;
-      g.D = dp, g.ldd = T, g.stride_d = T * T;
+      g.D = dp, g.ldd = T, g.stride_d = T * T, g.d_type = CUDA_R_32F;
       run_gemm(ctx, g);
     }
-    if (dropout.active()) apply_sample_mask(ctx, dp, dp, d, b, dropout);
-    causal_softmax_backward<<<static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock),
-                              kRowsPerBlock * detail::kWarpSize, 0, stream>>>(dp, p, rows, static_cast<int>(T), scale);
+    if (dropout.active()) apply_sample_mask(ctx, dp, dp, DType::kF32, d, b, dropout);
+    causal_softmax_backward<<<softmax_blocks(rows), kSoftmaxThreads, 0, stream>>>(dpre, dp, p, rows,
+                                                                                  static_cast<int>(T), scale);
     ZT_CUDA_CHECK_LAUNCH();
     {  // dQ^T[e, q] = K^T[e, k] @ dpre^T[k, q]: A = K, B = dpre (column-major [k, q]).
-      LtGemm g = head_batch(d);
+      LtGemm g = head_batch<Act>(d);
       g.m = hs, g.n = T, g.k = T;
       g.A = k, g.lda = C3, g.stride_a = hs;
-      g.B = dp, g.ldb = T, g.stride_b = T * T;
+      g.B = dpre, g.ldb = T, g.stride_b = T * T;
       g.D = dq, g.ldd = C3, g.stride_d = hs;
       run_gemm(ctx, g);
     }
     {  // dK^T[e, k] = Q^T[e, q] @ dpre[q, k]: A = Q, B = dpre transposed.
-      LtGemm g = head_batch(d);
+      LtGemm g = head_batch<Act>(d);
       g.trans_b = true;
       g.m = hs, g.n = T, g.k = T;
       g.A = q, g.lda = C3, g.stride_a = hs;
-      g.B = dp, g.ldb = T, g.stride_b = T * T;
+      g.B = dpre, g.ldb = T, g.stride_b = T * T;
       g.D = dq + C, g.ldd = C3, g.stride_d = hs;
       run_gemm(ctx, g);
     }
   }
+}
+
+}  // namespace
+
+void attention_forward(const ExecContext& ctx, TensorView out, TensorView att, TensorView qkv, int n_head,
+                       const DropoutSpec& dropout) {
+  const DType dtype = detail::activation_dtype("attention_forward", {out, att, qkv});
+  const AttnDims d = check_dims(out, att, qkv, n_head);
+  if (d.B * d.T == 0) return;
+  detail::dispatch_activation(dtype, [&](auto act) {
+    forward<typename decltype(act)::type>(ctx, out, att, qkv, d, dropout);
+  });
+}
+
+void attention_backward(const ExecContext& ctx, TensorView dqkv, TensorView dout, TensorView qkv, TensorView att,
+                        int n_head, const DropoutSpec& dropout) {
+  const DType dtype = detail::activation_dtype("attention_backward", {dqkv, dout, qkv, att});
+  const AttnDims d = check_dims(dout, att, qkv, n_head);
+  detail::check_on_gpu(dqkv, "dqkv");
+  ZT_CHECK(dqkv.numel() == qkv.numel(), "attention_backward: dqkv must be shaped as qkv");
+  if (d.B * d.T == 0) return;
+  detail::dispatch_activation(dtype, [&](auto act) {
+    backward<typename decltype(act)::type>(ctx, dqkv, dout, qkv, att, d, dropout);
+  });
 }
 
 }  // namespace zt::cuda

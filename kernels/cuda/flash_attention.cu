@@ -1,7 +1,9 @@
 // Flash-style attention kernels. One thread owns one query row (forward, dq) or one key row (dk,
 // dv) and keeps it in registers; a block of kRows threads shares tiles of the other side's rows
 // in shared memory. Scores use q pre-multiplied by 1/sqrt(hs). Causality bounds every loop, so a
-// block only visits the tiles its rows can see.
+// block only visits the tiles its rows can see. Kernels are templated on the activation storage
+// type (docs/precision.md): bf16 qkv, out, dout and dqkv are widened on load, everything (registers,
+// shared-memory tiles, lse, delta) is fp32, and each stored result is rounded once.
 #include "kernels/cuda/flash_attention.h"
 
 #include <cmath>
@@ -24,25 +26,26 @@ struct Geometry {
 };
 
 // Pointers to row t's q, k, v of head h in sample b's [T, 3C] block.
-__device__ __forceinline__ const float* qkv_row(const float* qkv, const Geometry& g, int b, int t, int h, int part,
-                                                int hs) {
+template <typename Act>
+__device__ __forceinline__ const Act* qkv_row(const Act* qkv, const Geometry& g, int b, int t, int h, int part,
+                                              int hs) {
   return qkv + (static_cast<std::int64_t>(b) * g.T + t) * 3 * g.C + part * g.C + h * hs;
 }
 
 // The block's threads copy keys and values k0 .. k0 + KT - 1 of head h (zeros past T) into shared
 // memory; the caller synchronises before reading them.
-template <int HS>
-__device__ __forceinline__ void load_kv_tile(float (*ks)[HS], float (*vs)[HS], const float* qkv, const Geometry& g,
+template <int HS, typename Act>
+__device__ __forceinline__ void load_kv_tile(float (*ks)[HS], float (*vs)[HS], const Act* qkv, const Geometry& g,
                                              int b, int h, int k0) {
   for (int e = threadIdx.x; e < kTileRows<HS> * HS; e += blockDim.x) {
     const int r = e / HS, d = e % HS, j = k0 + r;
-    ks[r][d] = j < g.T ? qkv_row(qkv, g, b, j, h, 1, HS)[d] : 0.0f;
-    vs[r][d] = j < g.T ? qkv_row(qkv, g, b, j, h, 2, HS)[d] : 0.0f;
+    ks[r][d] = j < g.T ? detail::load_act(qkv_row(qkv, g, b, j, h, 1, HS) + d) : 0.0f;
+    vs[r][d] = j < g.T ? detail::load_act(qkv_row(qkv, g, b, j, h, 2, HS) + d) : 0.0f;
   }
 }
 
-template <int HS>
-__global__ void flash_forward_kernel(float* out, float* lse, const float* qkv, Geometry g) {
+template <int HS, typename Act>
+__global__ void flash_forward_kernel(Act* out, float* lse, const Act* qkv, Geometry g) {
   constexpr int KT = kTileRows<HS>;
   __shared__ float ks[KT][HS];
   __shared__ float vs[KT][HS];
@@ -52,9 +55,9 @@ __global__ void flash_forward_kernel(float* out, float* lse, const float* qkv, G
   float q[HS], acc[HS];
   float m = -INFINITY, l = 0.0f;
   if (active) {
-    const float* qi = qkv_row(qkv, g, b, i, h, 0, HS);
+    const Act* qi = qkv_row(qkv, g, b, i, h, 0, HS);
     for (int d = 0; d < HS; ++d) {
-      q[d] = qi[d] * g.scale;
+      q[d] = detail::load_act(qi + d) * g.scale;
       acc[d] = 0.0f;
     }
   }
@@ -82,14 +85,16 @@ __global__ void flash_forward_kernel(float* out, float* lse, const float* qkv, G
   }
   if (active) {
     const float inv = 1.0f / l;
-    float* oi = out + (static_cast<std::int64_t>(b) * g.T + i) * g.C + h * HS;
-    for (int d = 0; d < HS; ++d) oi[d] = acc[d] * inv;
+    Act* oi = out + (static_cast<std::int64_t>(b) * g.T + i) * g.C + h * HS;
+    for (int d = 0; d < HS; ++d) detail::store_act(oi + d, acc[d] * inv);
     lse[static_cast<std::int64_t>(blockIdx.y) * g.T + i] = m + logf(l);
   }
 }
 
-// delta[bh, i] = sum_d dout[i, d] * out[i, d]: the softmax backward's row term.
-__global__ void flash_delta_kernel(float* delta, const float* dout, const float* out, Geometry g, int hs,
+// delta[bh, i] = sum_d dout[i, d] * out[i, d]: the softmax backward's row term (from the stored,
+// for BF16 rounded, out: FlashAttention-2's choice; the tests bound the difference).
+template <typename Act>
+__global__ void flash_delta_kernel(float* delta, const Act* dout, const Act* out, Geometry g, int hs,
                                    std::int64_t rows) {
   const std::int64_t r = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (r >= rows) return;
@@ -97,13 +102,13 @@ __global__ void flash_delta_kernel(float* delta, const float* dout, const float*
   const int i = static_cast<int>(r % g.T), b = static_cast<int>(bh / g.NH), h = static_cast<int>(bh % g.NH);
   const std::int64_t at = (static_cast<std::int64_t>(b) * g.T + i) * g.C + h * hs;
   float sum = 0.0f;
-  for (int d = 0; d < hs; ++d) sum += dout[at + d] * out[at + d];
+  for (int d = 0; d < hs; ++d) sum += detail::load_act(dout + at + d) * detail::load_act(out + at + d);
   delta[r] = sum;
 }
 
 // dq for one query row per thread: dq_i = scale * sum_j p_ij (dp_ij - delta_i) k_j.
-template <int HS>
-__global__ void flash_dq_kernel(float* dqkv, const float* qkv, const float* dout, const float* lse, const float* delta,
+template <int HS, typename Act>
+__global__ void flash_dq_kernel(Act* dqkv, const Act* qkv, const Act* dout, const float* lse, const float* delta,
                                 Geometry g) {
   constexpr int KT = kTileRows<HS>;
   __shared__ float ks[KT][HS];
@@ -114,11 +119,11 @@ __global__ void flash_dq_kernel(float* dqkv, const float* qkv, const float* dout
   float q[HS], dO[HS], dq[HS];
   float lse_i = 0.0f, delta_i = 0.0f;
   if (active) {
-    const float* qi = qkv_row(qkv, g, b, i, h, 0, HS);
-    const float* doi = dout + (static_cast<std::int64_t>(b) * g.T + i) * g.C + h * HS;
+    const Act* qi = qkv_row(qkv, g, b, i, h, 0, HS);
+    const Act* doi = dout + (static_cast<std::int64_t>(b) * g.T + i) * g.C + h * HS;
     for (int d = 0; d < HS; ++d) {
-      q[d] = qi[d] * g.scale;
-      dO[d] = doi[d];
+      q[d] = detail::load_act(qi + d) * g.scale;
+      dO[d] = detail::load_act(doi + d);
       dq[d] = 0.0f;
     }
     lse_i = lse[static_cast<std::int64_t>(blockIdx.y) * g.T + i];
@@ -143,15 +148,15 @@ __global__ void flash_dq_kernel(float* dqkv, const float* qkv, const float* dout
     __syncthreads();
   }
   if (active) {
-    float* dqi = dqkv + (static_cast<std::int64_t>(b) * g.T + i) * 3 * g.C + h * HS;
-    for (int d = 0; d < HS; ++d) dqi[d] = dq[d] * g.scale;
+    Act* dqi = dqkv + (static_cast<std::int64_t>(b) * g.T + i) * 3 * g.C + h * HS;
+    for (int d = 0; d < HS; ++d) detail::store_act(dqi + d, dq[d] * g.scale);
   }
 }
 
 // dk and dv for one key row per thread, over the query rows that see it (i >= j):
 // dv_j = sum_i p_ij dout_i,  dk_j = sum_i p_ij (dp_ij - delta_i) (scale q_i).
-template <int HS>
-__global__ void flash_dkv_kernel(float* dqkv, const float* qkv, const float* dout, const float* lse, const float* delta,
+template <int HS, typename Act>
+__global__ void flash_dkv_kernel(Act* dqkv, const Act* qkv, const Act* dout, const float* lse, const float* delta,
                                  Geometry g) {
   constexpr int QT = kTileRows<HS> / 2;  // four tiles: q, dout (and the row terms)
   __shared__ float qs[QT][HS];
@@ -163,11 +168,11 @@ __global__ void flash_dkv_kernel(float* dqkv, const float* qkv, const float* dou
   const bool active = j < g.T;
   float k[HS], v[HS], dk[HS], dv[HS];
   if (active) {
-    const float* kj = qkv_row(qkv, g, b, j, h, 1, HS);
-    const float* vj = qkv_row(qkv, g, b, j, h, 2, HS);
+    const Act* kj = qkv_row(qkv, g, b, j, h, 1, HS);
+    const Act* vj = qkv_row(qkv, g, b, j, h, 2, HS);
     for (int d = 0; d < HS; ++d) {
-      k[d] = kj[d];
-      v[d] = vj[d];
+      k[d] = detail::load_act(kj + d);
+      v[d] = detail::load_act(vj + d);
       dk[d] = 0.0f;
       dv[d] = 0.0f;
     }
@@ -175,8 +180,8 @@ __global__ void flash_dkv_kernel(float* dqkv, const float* qkv, const float* dou
   for (int q0 = (first / QT) * QT; q0 < g.T; q0 += QT) {  // query rows from the block's first key on
     for (int e = threadIdx.x; e < QT * HS; e += blockDim.x) {
       const int r = e / HS, d = e % HS, i = q0 + r;
-      qs[r][d] = i < g.T ? qkv_row(qkv, g, b, i, h, 0, HS)[d] * g.scale : 0.0f;
-      dos[r][d] = i < g.T ? dout[(static_cast<std::int64_t>(b) * g.T + i) * g.C + h * HS + d] : 0.0f;
+      qs[r][d] = i < g.T ? detail::load_act(qkv_row(qkv, g, b, i, h, 0, HS) + d) * g.scale : 0.0f;
+      dos[r][d] = i < g.T ? detail::load_act(dout + (static_cast<std::int64_t>(b) * g.T + i) * g.C + h * HS + d) : 0.0f;
     }
     for (int r = threadIdx.x; r < QT; r += blockDim.x) {
       const int i = q0 + r;
@@ -202,10 +207,10 @@ __global__ void flash_dkv_kernel(float* dqkv, const float* qkv, const float* dou
     __syncthreads();
   }
   if (active) {
-    float* row = dqkv + (static_cast<std::int64_t>(b) * g.T + j) * 3 * g.C + h * HS;
+    Act* row = dqkv + (static_cast<std::int64_t>(b) * g.T + j) * 3 * g.C + h * HS;
     for (int d = 0; d < HS; ++d) {
-      row[g.C + d] = dk[d];
-      row[2 * g.C + d] = dv[d];
+      detail::store_act(row + g.C + d, dk[d]);
+      detail::store_act(row + 2 * g.C + d, dv[d]);
     }
   }
 }
@@ -218,8 +223,7 @@ FlashDims check_dims(const TensorView& out_like, const TensorView& lse, const Te
   detail::check_on_gpu(out_like, "out");
   detail::check_on_gpu(lse, "lse");
   detail::check_on_gpu(qkv, "qkv");
-  ZT_CHECK(qkv.dtype == DType::kF32 && out_like.dtype == DType::kF32 && lse.dtype == DType::kF32,
-           "flash attention is fp32 only");
+  ZT_CHECK(lse.dtype == DType::kF32, "flash attention's lse is F32 (a row statistic), not {}", dtype_name(lse.dtype));
   ZT_CHECK(qkv.shape.ndim() == 3 && n_head > 0, "qkv must be [B, T, 3C]");
   FlashDims d{qkv.shape[0], qkv.shape[1], qkv.shape[2] / 3, n_head, 0};
   ZT_CHECK(d.C * 3 == qkv.shape[2] && d.C % n_head == 0, "qkv [.., {}] is not 3C with C a multiple of {} heads",
@@ -254,45 +258,55 @@ bool flash_attention_supports(std::int64_t batch, std::int64_t n_head, std::int6
 }
 
 void flash_attention_forward(const ExecContext& ctx, TensorView out, TensorView lse, TensorView qkv, int n_head) {
+  const DType dtype = detail::activation_dtype("flash_attention_forward", {out, qkv});
   const FlashDims d = check_dims(out, lse, qkv, n_head);
   if (d.B * d.T == 0) return;
   const cudaStream_t stream = detail::stream_of(ctx);
   const Geometry g{static_cast<int>(d.T), static_cast<int>(d.C), static_cast<int>(d.NH),
                    static_cast<float>(1.0 / std::sqrt(static_cast<double>(d.hs)))};
   const dim3 grid(static_cast<unsigned>((d.T + kRows - 1) / kRows), static_cast<unsigned>(d.B * d.NH));
-  with_head_size(d.hs, [&](auto hs) {
-    flash_forward_kernel<decltype(hs)::value><<<grid, kRows, 0, stream>>>(out.as<float>(), lse.as<float>(),
-                                                                          qkv.as<float>(), g);
+  detail::dispatch_activation(dtype, [&](auto act) {
+    using Act = typename decltype(act)::type;
+    with_head_size(d.hs, [&](auto hs) {
+      flash_forward_kernel<decltype(hs)::value, Act><<<grid, kRows, 0, stream>>>(
+          detail::act_data<Act>(out), lse.as<float>(), detail::act_data<Act>(qkv), g);
+    });
   });
   ZT_CUDA_CHECK_LAUNCH();
 }
 
 void flash_attention_backward(const ExecContext& ctx, TensorView dqkv, TensorView dout, TensorView out, TensorView qkv,
                               TensorView lse, int n_head) {
+  const DType dtype = detail::activation_dtype("flash_attention_backward", {dqkv, dout, out, qkv});
   const FlashDims d = check_dims(out, lse, qkv, n_head);
   detail::check_on_gpu(dqkv, "dqkv");
   detail::check_on_gpu(dout, "dout");
-  ZT_CHECK(dqkv.dtype == DType::kF32 && dqkv.numel() == qkv.numel(), "dqkv must be F32 shaped as qkv");
-  ZT_CHECK(dout.dtype == DType::kF32 && dout.numel() == out.numel(), "dout must be F32 shaped as out");
+  ZT_CHECK(dqkv.numel() == qkv.numel(), "flash_attention_backward: dqkv must be shaped as qkv");
+  ZT_CHECK(dout.numel() == out.numel(), "flash_attention_backward: dout must be shaped as out");
   if (d.B * d.T == 0) return;
   const cudaStream_t stream = detail::stream_of(ctx);
   const Geometry g{static_cast<int>(d.T), static_cast<int>(d.C), static_cast<int>(d.NH),
                    static_cast<float>(1.0 / std::sqrt(static_cast<double>(d.hs)))};
   const std::int64_t rows = d.B * d.NH * d.T;
   Buffer delta = detail::resources_of(ctx).scratch(DType::kF32, rows);
-  constexpr int kThreads = 256;
-  flash_delta_kernel<<<detail::grid_for(rows, kThreads, INT32_MAX), kThreads, 0, stream>>>(
-      delta.as<float>(), dout.as<float>(), out.as<float>(), g, static_cast<int>(d.hs), rows);
-  ZT_CUDA_CHECK_LAUNCH();
-  const dim3 grid(static_cast<unsigned>((d.T + kRows - 1) / kRows), static_cast<unsigned>(d.B * d.NH));
-  with_head_size(d.hs, [&](auto hs) {
-    constexpr int HS = decltype(hs)::value;
-    flash_dq_kernel<HS><<<grid, kRows, 0, stream>>>(dqkv.as<float>(), qkv.as<float>(), dout.as<float>(),
-                                                    lse.as<float>(), delta.as<float>(), g);
+  detail::dispatch_activation(dtype, [&](auto act) {
+    using Act = typename decltype(act)::type;
+    const Act* dout_p = detail::act_data<Act>(dout);
+    const Act* qkv_p = detail::act_data<Act>(qkv);
+    Act* dqkv_p = detail::act_data<Act>(dqkv);
+    constexpr int kThreads = 256;
+    flash_delta_kernel<<<detail::grid_for(rows, kThreads, INT32_MAX), kThreads, 0, stream>>>(
+        delta.as<float>(), dout_p, detail::act_data<Act>(out), g, static_cast<int>(d.hs), rows);
     ZT_CUDA_CHECK_LAUNCH();
-    flash_dkv_kernel<HS><<<grid, kRows, 0, stream>>>(dqkv.as<float>(), qkv.as<float>(), dout.as<float>(),
-                                                     lse.as<float>(), delta.as<float>(), g);
-    ZT_CUDA_CHECK_LAUNCH();
+    const dim3 grid(static_cast<unsigned>((d.T + kRows - 1) / kRows), static_cast<unsigned>(d.B * d.NH));
+    with_head_size(d.hs, [&](auto hs) {
+      constexpr int HS = decltype(hs)::value;
+      const float* lse_p = lse.as<float>();
+      flash_dq_kernel<HS, Act><<<grid, kRows, 0, stream>>>(dqkv_p, qkv_p, dout_p, lse_p, delta.as<float>(), g);
+      ZT_CUDA_CHECK_LAUNCH();
+      flash_dkv_kernel<HS, Act><<<grid, kRows, 0, stream>>>(dqkv_p, qkv_p, dout_p, lse_p, delta.as<float>(), g);
+      ZT_CUDA_CHECK_LAUNCH();
+    });
   });
 }
 

@@ -1,5 +1,6 @@
-// Flash-style causal attention on the GPU, fp32: the same result as kernels/cuda/attention.h (and
-// the CPU's) without ever materialising the [B, n_head, T, T] probabilities. The forward streams
+// Flash-style causal attention on the GPU, computing in fp32 on F32 or BF16 activations: the same
+// result as kernels/cuda/attention.h (and the CPU's) without ever materialising the
+// [B, n_head, T, T] probabilities. The forward streams
 // key/value tiles through shared memory with an online softmax and keeps one log-sum-exp per query
 // row; the backward recomputes the probabilities from it (FlashAttention-2's split: one pass for
 // dq per query row, one for dk and dv per key row). Deterministic: no atomics. The model's attention
@@ -18,10 +19,12 @@ bool flash_attention_supports(std::int64_t batch, std::int64_t n_head, std::int6
 
 // qkv [B, T, 3C] (q | k | v, head h in columns [h*hs, (h+1)*hs)), out [B, T, C], lse [B, n_head, T]:
 // out = softmax(q k^T / sqrt(hs), causal) v per head, lse = the log of each row's softmax sum
-// (after subtracting nothing: log sum_j exp(s_ij)), which the backward needs.
+// (after subtracting nothing: log sum_j exp(s_ij)), which the backward needs. qkv and out share one
+// dtype, F32 or BF16 (a mix fails naming the op); lse is F32 either way.
 void flash_attention_forward(const ExecContext& ctx, TensorView out, TensorView lse, TensorView qkv, int n_head);
 
-// dqkv [B, T, 3C] (overwritten) from dout [B, T, C] and the forward's out, qkv and lse.
+// dqkv [B, T, 3C] (overwritten) from dout [B, T, C] and the forward's out, qkv and lse; dqkv, dout,
+// out and qkv share one dtype.
 void flash_attention_backward(const ExecContext& ctx, TensorView dqkv, TensorView dout, TensorView out, TensorView qkv,
                               TensorView lse, int n_head);
 

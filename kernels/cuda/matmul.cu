@@ -99,8 +99,9 @@ GemmInput gemm_input(const ExecContext& ctx, const TensorView& v, DType activati
 }
 
 // [Note: fp32 bias with bf16 results]
-// cuBLASLt's bias epilogue reads the bias in the type of D (cublasLt.h, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE:
-// other bias types only for IMMA and fp8 kernels), so a bf16 D cannot take the fp32 bias that
+// cuBLASLt's bias epilogue reads the bias in the type of D (cublasLt.h on
+// CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE: other bias types only for IMMA and fp8 kernels), so a bf16 D
+// cannot take the fp32 bias that
 // docs/precision.md adds before the result's single rounding (a bf16 copy of the bias would round
 // it first). So with BF16 activations and an F32 bias the product runs into fp32 scratch with the
 // fp32 bias epilogue (and the GELU's fp32 aux), a chunk of rows at a time, and each chunk is then

@@ -59,7 +59,9 @@ __global__ void causal_softmax_forward(Act* att, const float* scores, std::int64
   float sum = 0.0f;
   for (int k = lane; k < len; k += detail::kWarpSize) sum += expf(s[k] - mx);
   const float inv_sum = 1.0f / detail::warp_sum(sum);
-  for (int k = lane; k < T; k += detail::kWarpSize) detail::store_act(row + k, k < len ? expf(s[k] - mx) * inv_sum : 0.0f);
+  for (int k = lane; k < T; k += detail::kWarpSize) {
+    detail::store_act(row + k, k < len ? expf(s[k] - mx) * inv_sum : 0.0f);
+  }
 }
 
 // dpre = att * (dp - sum_k att dp) * scale below and on the diagonal, 0 above, row by row. dp is

@@ -192,6 +192,20 @@ RunConfig parse_run_config(nlohmann::json doc, const std::string& source, int wo
     throw_input_error("config error in {}: precision.matmul = \"{}\" needs device = \"cuda\" (the CPU multiplies in fp32)",
                       source, matmul);
   }
+  const bool matmul_given = precision.has("matmul");
+  if (precision.get_enum("activations", "fp32", {"fp32", "bf16"}) == "bf16") {
+    c.activation_dtype = DType::kBF16;
+    // bf16 activations are multiplied as bf16 (weights rounded too) on either device.
+    if (c.device == Device::kCUDA && matmul_given && c.matmul_precision != MatmulPrecision::kBf16) {
+      throw_input_error("config error in {}: precision.matmul = \"{}\" conflicts with precision.activations = \"bf16\" "
+                        "(bf16 activations are multiplied in bf16; drop precision.matmul or set it to \"bf16\")",
+                        source, matmul);
+    }
+    if (c.device == Device::kCUDA && !matmul_given) {
+      c.matmul_precision = MatmulPrecision::kBf16;
+      c.derived.push_back("precision.matmul = bf16 (from precision.activations = bf16)");
+    }
+  }
   precision.reject_unknown_keys();
   ConfigReader zero = root.section("zero");
   read_zero(zero, c.zero);
@@ -258,7 +272,8 @@ nlohmann::json RunConfig::to_json() const {
         {"min_lr", shortest(optim.min_lr)}, {"warmup_steps", optim.warmup_steps}, {"decay", optim.decay},
         {"decay_steps", optim.decay_steps}, {"grad_clip", shortest(optim.grad_clip)}}},
       {"precision",
-       {{"param_dtype", param_dtype == DType::kBF16 ? "bf16" : "f32"}, {"matmul", matmul_precision_name(matmul_precision)}}},
+       {{"param_dtype", param_dtype == DType::kBF16 ? "bf16" : "f32"}, {"matmul", matmul_precision_name(matmul_precision)},
+        {"activations", activation_dtype == DType::kBF16 ? "bf16" : "fp32"}}},
       {"zero",
        {{"stage", zero.stage}, {"overlap_comm", zero.overlap_comm}, {"prefetch_units", zero.prefetch_units},
         {"max_inflight_reductions", zero.max_inflight_reductions},

@@ -32,15 +32,16 @@ ShardSizes shard_sizes(std::int64_t numel, int world_size) {
 
 ModelFootprint predict_gpt_footprint(const gpt::GptConfig& model, int micro_batch, int seq_len,
                                      const gpt::CheckpointPolicy& checkpointing, DType param_dtype, Device device,
-                                     float dropout) {
-  const gpt::ActivationDims d = gpt::activation_dims(model, micro_batch, seq_len, device, dropout);
+                                     float dropout, DType activations) {
+  const gpt::ActivationDims d = gpt::activation_dims(model, micro_batch, seq_len, device, dropout, activations);
   const std::int64_t max_unit = gpt::build_param_table(model).max_unit_numel();
   ModelFootprint f;
   f.activation_bytes = gpt::predict_activation_peak_bytes(model, d, checkpointing);
-  // GptModel's workspace, all fp32: BlockGradScratch (d_btc, d_branch: BTC each; d_qkv 3 BTC;
-  // d_bt4c 4 BTC), dresid_ (BTC), grad_scratch_ (the largest unit), and in bf16 mode the two fp32
-  // unit copies the kernels read (both are in use once the head acquires ln_f and the embeddings).
-  f.workspace_bytes = kF32Bytes * (9 * d.BTC() + d.BTC() + max_unit);
+  // GptModel's workspace: in the activation dtype BlockGradScratch (d_btc, d_branch: BTC each;
+  // d_qkv 3 BTC; d_bt4c 4 BTC) and dresid_ (BTC); in fp32 grad_scratch_ (the largest unit), and in
+  // bf16 mode the two fp32 unit copies the kernels read (both are in use once the head acquires
+  // ln_f and the embeddings).
+  f.workspace_bytes = d.act_bytes() * (9 * d.BTC() + d.BTC()) + kF32Bytes * max_unit;
   if (param_dtype == DType::kBF16) f.workspace_bytes += 2 * kF32Bytes * max_unit;
   return f;
 }
@@ -122,7 +123,8 @@ StageMemory predict_rank_memory(const ParamTable& table, DType param_dtype, cons
 StageMemory predict_rank_memory(const RunConfig& config, int stage, int world_size, const ShardingOptions& options) {
   const ModelFootprint footprint =
       predict_gpt_footprint(config.model, config.train.micro_batch, config.train.seq_len,
-                            config.train.activation_checkpointing, config.param_dtype, config.device, config.dropout);
+                            config.train.activation_checkpointing, config.param_dtype, config.device, config.dropout,
+                            config.activation_dtype);
   ShardingOptions o = options;
   o.deterministic = o.deterministic || config.train.deterministic;
   ZeroOptions zero = config.zero;

@@ -42,7 +42,7 @@ struct ModelFootprint {
 // and the workspace GptModel and BlockGradScratch allocate (docs/memory.md).
 ModelFootprint predict_gpt_footprint(const gpt::GptConfig& model, int micro_batch, int seq_len,
                                      const gpt::CheckpointPolicy& checkpointing, DType param_dtype, Device device,
-                                     float dropout);
+                                     float dropout, DType activations = DType::kF32);
 
 // Predicted peak bytes per category on one rank (rank N-1, the most padded; every rank allocates
 // the same bytes, the others hold fewer padding elements).

@@ -9,46 +9,62 @@ namespace zt::gpt {
 
 namespace {
 
-// Hands out consecutive views of a buffer; checks at the end that it used it exactly.
+// Hands out consecutive views of a buffer, 4-byte statistics first (so every view stays aligned to
+// its element size), then the activations; checks at the end that it used the buffer exactly.
 class Carver {
  public:
-  explicit Carver(const Buffer& b) : base_(b.as<float>()), size_(b.numel()), device_(b.device()) {}
-  TensorView take(Shape s) {
-    TensorView v{base_ + used_, DType::kF32, device_, s};
-    used_ += s.numel();
+  explicit Carver(const Buffer& b) : base_(static_cast<char*>(b.data())), size_(b.size_bytes()), device_(b.device()) {}
+  TensorView take(DType dtype, Shape s) {
+    TensorView v{base_ + used_, dtype, device_, s};
+    used_ += static_cast<std::int64_t>(v.size_bytes());
     ZT_CHECK(used_ <= size_);
     return v;
   }
-  void finish() const { ZT_CHECK(used_ == size_, "carved {} of {} elements", used_, size_); }
+  void finish() const { ZT_CHECK(used_ == size_, "carved {} of {} bytes", used_, size_); }
 
  private:
-  float* base_;
+  char* base_;
   std::int64_t size_;
   std::int64_t used_ = 0;
   Device device_;
 };
 
+constexpr std::int64_t kStatBytes = 4;  // fp32 statistics and i32 token ids
+
+// A tracked allocation of `bytes` in the activation dtype (every size is a multiple of it).
+Buffer allocate_bytes(const ExecContext& ctx, MemoryTracker& tracker, const ActivationDims& d, std::int64_t bytes) {
+  ZT_CHECK(bytes % d.act_bytes() == 0);
+  return ops::allocate(ctx, tracker, MemCategory::kActivations, d.act, bytes / d.act_bytes(),
+                       /*zero_fill=*/false);  // every kernel writes all of its outputs
+}
+
 }  // namespace
 
 ActivationDims activation_dims(const GptConfig& c, std::int64_t batch, std::int64_t seq_len, Device device,
-                               float dropout) {
+                               float dropout, DType activations) {
+  ZT_CHECK(activations == DType::kF32 || activations == DType::kBF16, "activations are F32 or BF16");
   const bool flash = dropout == 0.0f && ops::flash_attention_available(device, batch, c.n_head, c.n_embd / c.n_head);
-  return ActivationDims{batch, seq_len, c.n_embd, c.n_head, c.padded_vocab_size(), flash};
+  return ActivationDims{batch, seq_len, c.n_embd, c.n_head, c.padded_vocab_size(), flash, activations};
 }
 
-std::int64_t block_activation_numel(const ActivationDims& d) {
-  const std::int64_t attention = d.flash_attention ? d.B * d.NH * d.T : d.B * d.NH * d.T * d.T;
-  return 15 * d.BTC() + 4 * d.BT() + attention;
+std::int64_t block_activation_bytes(const ActivationDims& d) {
+  const std::int64_t probabilities = d.flash_attention ? 0 : d.B * d.NH * d.T * d.T;
+  const std::int64_t lse = d.flash_attention ? d.B * d.NH * d.T : 0;
+  return d.act_bytes() * (15 * d.BTC() + probabilities) + kStatBytes * (4 * d.BT() + lse);
 }
 
-std::int64_t head_activation_numel(const ActivationDims& d) { return d.BTC() + 3 * d.BT() + d.BT() * d.Vp; }
+std::int64_t head_activation_bytes(const ActivationDims& d) {
+  return d.act_bytes() * (d.BTC() + d.BT() * d.Vp) + kStatBytes * 3 * d.BT();
+}
 
-std::int64_t residual_stream_numel(const ActivationDims& d, int n_layer) { return (n_layer + 1) * d.BTC() + 2 * d.BT(); }
+std::int64_t residual_stream_bytes(const ActivationDims& d, int n_layer) {
+  return kStatBytes * 2 * d.BT() + d.act_bytes() * (n_layer + 1) * d.BTC();
+}
 
 std::int64_t predict_activation_peak_bytes(const GptConfig& c, const ActivationDims& d,
                                            const CheckpointPolicy& policy) {
-  const std::int64_t block = block_activation_numel(d), head = head_activation_numel(d);
-  std::int64_t live = residual_stream_numel(d, c.n_layer), peak = live;
+  const std::int64_t block = block_activation_bytes(d), head = head_activation_bytes(d);
+  std::int64_t live = residual_stream_bytes(d, c.n_layer), peak = live;
   auto alloc = [&](std::int64_t n) { live += n; peak = std::max(peak, live); };
   for (int l = 0; l < c.n_layer; ++l) {
     alloc(block);
@@ -60,42 +76,37 @@ std::int64_t predict_activation_peak_bytes(const GptConfig& c, const ActivationD
     if (policy.is_checkpointed(l)) alloc(block);
     live -= block;
   }
-  ZT_CHECK(live == residual_stream_numel(d, c.n_layer));
-  return peak * static_cast<std::int64_t>(sizeof(float));
+  ZT_CHECK(live == residual_stream_bytes(d, c.n_layer));
+  return peak;
 }
 
 BlockActivations::BlockActivations(MemoryTracker& tracker, const ActivationDims& d, const ExecContext& ctx)
-    : storage(ops::allocate(ctx, tracker, MemCategory::kActivations, DType::kF32, block_activation_numel(d),
-                            /*zero_fill=*/false)) {  // every kernel writes all of its outputs
+    : storage(allocate_bytes(ctx, tracker, d, block_activation_bytes(d))) {
   Carver c(storage);
-  ln1 = c.take({d.B, d.T, d.C});
-  ln1_mean = c.take({d.B, d.T});
-  ln1_rstd = c.take({d.B, d.T});
-  qkv = c.take({d.B, d.T, 3 * d.C});
-  if (d.flash_attention) {
-    lse = c.take({d.B, d.NH, d.T});
-  } else {
-    att = c.take({d.B, d.NH, d.T, d.T});
-  }
-  atty = c.take({d.B, d.T, d.C});
-  resid2 = c.take({d.B, d.T, d.C});
-  ln2 = c.take({d.B, d.T, d.C});
-  ln2_mean = c.take({d.B, d.T});
-  ln2_rstd = c.take({d.B, d.T});
-  fch = c.take({d.B, d.T, 4 * d.C});
-  fch_gelu = c.take({d.B, d.T, 4 * d.C});
+  ln1_mean = c.take(DType::kF32, {d.B, d.T});
+  ln1_rstd = c.take(DType::kF32, {d.B, d.T});
+  ln2_mean = c.take(DType::kF32, {d.B, d.T});
+  ln2_rstd = c.take(DType::kF32, {d.B, d.T});
+  if (d.flash_attention) lse = c.take(DType::kF32, {d.B, d.NH, d.T});
+  ln1 = c.take(d.act, {d.B, d.T, d.C});
+  qkv = c.take(d.act, {d.B, d.T, 3 * d.C});
+  if (!d.flash_attention) att = c.take(d.act, {d.B, d.NH, d.T, d.T});
+  atty = c.take(d.act, {d.B, d.T, d.C});
+  resid2 = c.take(d.act, {d.B, d.T, d.C});
+  ln2 = c.take(d.act, {d.B, d.T, d.C});
+  fch = c.take(d.act, {d.B, d.T, 4 * d.C});
+  fch_gelu = c.take(d.act, {d.B, d.T, 4 * d.C});
   c.finish();
 }
 
 HeadActivations::HeadActivations(MemoryTracker& tracker, const ActivationDims& d, const ExecContext& ctx)
-    : storage(ops::allocate(ctx, tracker, MemCategory::kActivations, DType::kF32, head_activation_numel(d),
-                            /*zero_fill=*/false)) {
+    : storage(allocate_bytes(ctx, tracker, d, head_activation_bytes(d))) {
   Carver c(storage);
-  lnf = c.take({d.B, d.T, d.C});
-  lnf_mean = c.take({d.B, d.T});
-  lnf_rstd = c.take({d.B, d.T});
-  probs = c.take({d.B, d.T, d.Vp});
-  losses = c.take({d.B, d.T});
+  lnf_mean = c.take(DType::kF32, {d.B, d.T});
+  lnf_rstd = c.take(DType::kF32, {d.B, d.T});
+  losses = c.take(DType::kF32, {d.B, d.T});
+  lnf = c.take(d.act, {d.B, d.T, d.C});
+  probs = c.take(d.act, {d.B, d.T, d.Vp});
   c.finish();
 }
 

@@ -1,6 +1,8 @@
 // What GPT-2's forward keeps for backward, carved out of tracked buffers, and the prediction of
 // the activation peak that the memory tracker measures (docs/memory.md derives the formulas).
-// All activations are fp32, in both precisions, in the memory of the context's device.
+// Activations are in the run's activation dtype (precision.activations: F32 or BF16, see
+// docs/precision.md); row statistics (LayerNorm mean/rstd, log-sum-exps, losses) and token ids are
+// 4-byte, in the memory of the context's device.
 #pragma once
 
 #include <cstdint>
@@ -16,8 +18,10 @@ struct ActivationDims {
   // Attention through the flash kernels: a block keeps each row's log-sum-exp [B, NH, T] instead
   // of the probabilities [B, NH, T, T] (see activation_dims for when).
   bool flash_attention;
+  DType act = DType::kF32;  // activations and activation gradients (precision.activations)
   std::int64_t BT() const { return B * T; }
   std::int64_t BTC() const { return B * T * C; }
+  std::int64_t act_bytes() const { return static_cast<std::int64_t>(dtype_size_bytes(act)); }
 };
 
 // The model's dimensions for batches of B x T on `device`. Attention is flash where it can be:
@@ -25,18 +29,18 @@ struct ActivationDims {
 // attention probabilities (which only the materialised path applies); the memory prediction
 // calls this too, so both make the same choice.
 ActivationDims activation_dims(const GptConfig& c, std::int64_t batch, std::int64_t seq_len, Device device,
-                               float dropout);
+                               float dropout, DType activations = DType::kF32);
 
-// Elements of one block's internal activations: 15 BTC + 4 BT + B NH T^2 (B NH T with flash
-// attention).
-std::int64_t block_activation_numel(const ActivationDims& d);
-// Elements of the head's activations (ln_f output, its mean/rstd, probabilities, losses):
-// BTC + 3 BT + BT Vp.
-std::int64_t head_activation_numel(const ActivationDims& d);
-// Elements kept for the whole step: the residual stream, (n_layer + 1) BTC fp32 (each block's
-// input -- exactly what a checkpointed block keeps -- and the last block's output), plus the
-// input and target token ids, 2 BT i32. All elements are 4 bytes.
-std::int64_t residual_stream_numel(const ActivationDims& d, int n_layer);
+// Bytes of one block's internal activations, with a = act_bytes(): a (15 BTC + B NH T^2) + 4 (4 BT)
+// materialised, a 15 BTC + 4 (4 BT + B NH T) with flash attention.
+std::int64_t block_activation_bytes(const ActivationDims& d);
+// Bytes of the head's activations (ln_f output, its mean/rstd, probabilities, losses):
+// a (BTC + BT Vp) + 4 (3 BT).
+std::int64_t head_activation_bytes(const ActivationDims& d);
+// Bytes kept for the whole step: the input and target token ids, 4 (2 BT), then the residual
+// stream, a (n_layer + 1) BTC (each block's input -- exactly what a checkpointed block keeps --
+// and the last block's output).
+std::int64_t residual_stream_bytes(const ActivationDims& d, int n_layer);
 
 // Peak bytes of the activations category over one forward + backward, replaying the model's
 // allocation order (see GptModel): residual stream first; per block, its activations (freed at

@@ -1,4 +1,5 @@
-// Transformer block forward/backward over the kernels of the context's device (fp32 compute);
+// Transformer block forward/backward over the kernels of the context's device (fp32 compute on
+// activations of the run's dtype);
 // attention through the flash kernels when the activations hold log-sum-exps (activation_dims).
 #include "models/gpt/block.h"
 
@@ -9,10 +10,10 @@ namespace zt::gpt {
 using ops::WeightLayout;
 
 BlockGradScratch::BlockGradScratch(MemoryTracker& tracker, const ActivationDims& d, const ExecContext& ctx)
-    : d_btc(ops::allocate(ctx, tracker, MemCategory::kWorkspace, DType::kF32, d.BTC())),
-      d_branch(ops::allocate(ctx, tracker, MemCategory::kWorkspace, DType::kF32, d.BTC())),
-      d_qkv(ops::allocate(ctx, tracker, MemCategory::kWorkspace, DType::kF32, 3 * d.BTC())),
-      d_bt4c(ops::allocate(ctx, tracker, MemCategory::kWorkspace, DType::kF32, 4 * d.BTC())) {}
+    : d_btc(ops::allocate(ctx, tracker, MemCategory::kWorkspace, d.act, d.BTC())),
+      d_branch(ops::allocate(ctx, tracker, MemCategory::kWorkspace, d.act, d.BTC())),
+      d_qkv(ops::allocate(ctx, tracker, MemCategory::kWorkspace, d.act, 3 * d.BTC())),
+      d_bt4c(ops::allocate(ctx, tracker, MemCategory::kWorkspace, d.act, 4 * d.BTC())) {}
 
 void block_forward(const ExecContext& ctx, const BlockParams& p, TensorView x, BlockActivations& a, TensorView out,
                    int n_head, const BlockDropout& dropout) {

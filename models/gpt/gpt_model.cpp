@@ -10,23 +10,24 @@
 
 #include <vector>
 
+#include "engine/core/bf16.h"
 #include "kernels/cpu/dropout.h"
 #include "kernels/ops.h"
 
 namespace zt::gpt {
 
 GptModel::GptModel(const GptConfig& config, int batch, int seq_len, CheckpointPolicy policy, MemoryTracker& tracker,
-                   const ExecContext& ctx, float dropout, std::uint64_t seed)
+                   const ExecContext& ctx, float dropout, std::uint64_t seed, DType activations)
     : config_(config),
       table_(build_param_table(config)),
-      dims_(activation_dims(config, batch, seq_len, ctx.device, dropout)),
+      dims_(activation_dims(config, batch, seq_len, ctx.device, dropout, activations)),
       policy_(policy),
       tracker_(tracker),
       ctx_(ctx),
       dropout_(dropout),
       seed_(seed),
       block_scratch_(tracker, dims_, ctx),
-      dresid_(ops::allocate(ctx, tracker, MemCategory::kWorkspace, DType::kF32, dims_.BTC())),
+      dresid_(ops::allocate(ctx, tracker, MemCategory::kWorkspace, dims_.act, dims_.BTC())),
       grad_scratch_(ops::allocate(ctx, tracker, MemCategory::kWorkspace, DType::kF32, table_.max_unit_numel())),
       forward_schedule_(forward_schedule(config)),
       backward_schedule_(backward_schedule(config)) {
@@ -54,14 +55,14 @@ void GptModel::release_activations() {
 }
 
 TensorView GptModel::resid(int layer) const {
-  return TensorView{stream_.as<float>() + layer * dims_.BTC(), DType::kF32, stream_.device(),
-                    Shape{dims_.B, dims_.T, dims_.C}};
+  const ActivationDims& d = dims_;
+  char* stream = static_cast<char*>(stream_.data()) + 2 * d.BT() * std::int64_t{sizeof(std::int32_t)};
+  return TensorView{stream + layer * d.BTC() * d.act_bytes(), d.act, stream_.device(), Shape{d.B, d.T, d.C}};
 }
 
 TensorView GptModel::token_view(int which, Shape shape) const {
-  const ActivationDims& d = dims_;
-  auto* tokens = reinterpret_cast<std::int32_t*>(stream_.as<float>() + (config_.n_layer + 1) * d.BTC());
-  return TensorView{tokens + which * d.BT(), DType::kI32, stream_.device(), shape};
+  auto* tokens = static_cast<std::int32_t*>(stream_.data());
+  return TensorView{tokens + which * dims_.BT(), DType::kI32, stream_.device(), shape};
 }
 
 TensorView GptModel::acquire_fp32(ParamStore& store, int unit, Pass pass) {
@@ -96,7 +97,7 @@ float GptModel::forward(ParamStore& store, const std::int32_t* inputs, const std
   float* logits_out = options.logits_out;
   const int L = config_.n_layer, emb = embedding_unit(), fin = final_unit(config_);
   fp32_copy_unit_ = {-1, -1};  // parameters may have changed since the last step
-  stream_ = ops::allocate(ctx_, tracker_, MemCategory::kActivations, DType::kF32, residual_stream_numel(d, L),
+  stream_ = ops::allocate(ctx_, tracker_, MemCategory::kActivations, d.act, residual_stream_bytes(d, L) / d.act_bytes(),
                           /*zero_fill=*/false);  // the embedding and each block write their whole output
   const TensorView input_view = token_view(0, Shape{d.B, d.T}), target_view = token_view(1, Shape{d.BT()});
   ops::copy(ctx_, input_view, TensorView{const_cast<std::int32_t*>(inputs), DType::kI32, Device::kCPU, input_view.shape});
@@ -131,10 +132,15 @@ float GptModel::forward(ParamStore& store, const std::int32_t* inputs, const std
   store.end_pass(Pass::kForward);
   if (logits_out != nullptr) {
     std::vector<float> staging;
-    const float* logits = ops::on_host(ctx_, h.probs, staging).as<float>();
+    const TensorView logits = ops::on_host(ctx_, h.probs, staging);
     const std::int64_t V = config_.vocab_size;
     for (std::int64_t r = 0; r < d.BT(); ++r) {
-      std::memcpy(logits_out + r * V, logits + r * d.Vp, static_cast<std::size_t>(V) * sizeof(float));
+      if (logits.dtype == DType::kF32) {
+        std::memcpy(logits_out + r * V, logits.as<float>() + r * d.Vp, static_cast<std::size_t>(V) * sizeof(float));
+      } else {
+        const bf16* row = logits.as<bf16>() + r * d.Vp;
+        for (std::int64_t v = 0; v < V; ++v) logits_out[r * V + v] = bf16_to_float(row[v]);
+      }
     }
   }
   ops::softmax_cross_entropy_forward(ctx_, h.losses, h.probs, h.probs, target_view, config_.vocab_size);

@@ -29,9 +29,10 @@ class GptModel {
  public:
   // Sized for batches of `batch` sequences of `seq_len` tokens (seq_len <= block_size). `dropout`
   // is the probability used at every site (embedding output, attention probabilities, both
-  // residual branches), with masks keyed by `seed` (see kernels/cpu/dropout.h).
+  // residual branches), with masks keyed by `seed` (see kernels/cpu/dropout.h). `activations` is
+  // the dtype of every activation and activation gradient (F32 or BF16, docs/precision.md).
   GptModel(const GptConfig& config, int batch, int seq_len, CheckpointPolicy policy, MemoryTracker& tracker,
-           const ExecContext& ctx, float dropout = 0.0f, std::uint64_t seed = 0);
+           const ExecContext& ctx, float dropout = 0.0f, std::uint64_t seed = 0, DType activations = DType::kF32);
   ~GptModel();
 
   const GptConfig& config() const { return config_; }
@@ -54,7 +55,7 @@ class GptModel {
   // copy in bf16 mode (kernels compute in fp32). Pair each call with store.release_params.
   TensorView acquire_fp32(ParamStore& store, int unit, Pass pass);
   TensorView zeroed_grad_scratch(int unit);
-  // The input (which = 0) or target (1) token ids kept after the residual stream.
+  // The input (which = 0) or target (1) token ids kept before the residual stream.
   TensorView token_view(int which, Shape shape) const;
   TensorView resid(int layer) const;  // input of block `layer`; resid(n_layer) is the last output
   cpu::DropoutSpec dropout_spec(std::uint32_t site) const;
@@ -81,7 +82,7 @@ class GptModel {
   int next_copy_slot_ = 0;
 
   // Activations of the step in flight.
-  Buffer stream_;  // residual stream (n_layer + 1 blocks of BTC) then inputs and targets (i32)
+  Buffer stream_;  // inputs and targets (i32), then the residual stream (n_layer + 1 blocks of BTC)
   std::vector<std::unique_ptr<BlockActivations>> block_acts_;
   std::unique_ptr<HeadActivations> head_acts_;
 };

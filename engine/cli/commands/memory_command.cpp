@@ -87,6 +87,7 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
   const ParamTable table = gpt::build_param_table(mc);
   const ShardSizes largest = shard_sizes(table.max_unit_numel(), ranks);
   const char* dtype = cfg.param_dtype == DType::kBF16 ? "bf16" : "f32";
+  const char* activations = cfg.activation_dtype == DType::kBF16 ? "bf16" : "fp32";
   const std::string ckpt = cfg.train.activation_checkpointing.to_string();
   const char* attention =
       gpt::activation_dims(mc, cfg.train.micro_batch, cfg.train.seq_len, cfg.device, cfg.dropout).flash_attention
@@ -123,6 +124,7 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
         {"config", cfg.source},
         {"ranks", ranks},
         {"param_dtype", dtype},
+        {"activations", activations},
         {"micro_batch", cfg.train.micro_batch},
         {"seq_len", cfg.train.seq_len},
         {"activation_checkpointing", ckpt},
@@ -145,9 +147,9 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
              "elements ({} per rank)\n",
              mc.n_layer, mc.n_head, mc.n_embd, mc.vocab_size, mc.padded_vocab_size(), table.total_numel(),
              table.units().size(), largest.numel, largest.shard_numel);
-  fmt::print("per rank: micro_batch {} x seq_len {}, activation_checkpointing {}, param_dtype {}; device {}: fp32 "
+  fmt::print("per rank: micro_batch {} x seq_len {}, activation_checkpointing {}, param_dtype {}; device {}: {} "
              "activations, {} attention\n",
-             cfg.train.micro_batch, cfg.train.seq_len, ckpt, dtype, device_name(cfg.device), attention);
+             cfg.train.micro_batch, cfg.train.seq_len, ckpt, dtype, device_name(cfg.device), activations, attention);
   fmt::print("zero: overlap_comm {}, prefetch_units {}, max_inflight_reductions {}, reshard_after_forward {}, "
              "param_persistence_threshold {}, grad_shard_dtype {}{}\n\n",
              z.overlap_comm, z.prefetch_units, z.max_inflight_reductions, z.reshard_after_forward,

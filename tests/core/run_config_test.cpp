@@ -1,6 +1,7 @@
 // Config parsing: defaults, overrides, and one clear error per class of bad input, naming the key.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 
 #include "engine/config/config_reader.h"
@@ -225,6 +226,29 @@ TEST(RunConfig, MatmulPrecisionIsForCudaOnlyAndRoundTrips) {
   doc["device"] = "cuda";
   doc["precision"] = {{"matmul", "fp16"}};
   expect_error(doc, {"precision.matmul", "fp32, tf32, bf16"});
+}
+
+TEST(RunConfig, Bf16ActivationsOnEitherDeviceImplyBf16MatmulsOnCuda) {
+  EXPECT_EQ(parse_run_config(base(), "x.json").activation_dtype, DType::kF32);
+  nlohmann::json doc = base();
+  doc["precision"] = {{"activations", "bf16"}};
+  const RunConfig cpu = parse_run_config(doc, "x.json");
+  EXPECT_EQ(cpu.activation_dtype, DType::kBF16);
+  EXPECT_EQ(cpu.matmul_precision, MatmulPrecision::kFp32);  // the key is cuda's; the CPU rounds per the contract
+  EXPECT_EQ(parse_run_config(cpu.to_json(), "config.json").to_json(), cpu.to_json());
+
+  doc["device"] = "cuda";
+  const RunConfig gpu = parse_run_config(doc, "x.json");
+  EXPECT_EQ(gpu.matmul_precision, MatmulPrecision::kBf16);
+  EXPECT_NE(std::find(gpu.derived.begin(), gpu.derived.end(), "precision.matmul = bf16 (from precision.activations = bf16)"),
+            gpu.derived.end());
+  EXPECT_EQ(parse_run_config(gpu.to_json(), "config.json").to_json(), gpu.to_json());
+  for (const char* name : {"fp32", "tf32"}) {
+    doc["precision"]["matmul"] = name;
+    expect_error(doc, {"test.json", "precision.matmul", name, "conflicts with precision.activations"});
+  }
+  doc["precision"] = {{"activations", "fp16"}};
+  expect_error(doc, {"precision.activations", "fp32, bf16"});
 }
 
 TEST(NearestKey, SuggestsOnlyCloseMatches) {

@@ -1,0 +1,324 @@
+// CUDA matmul, materialised attention and flash attention with BF16 activation operands
+// (docs/precision.md) against the CPU kernels called with the same BF16 operands on the host (label
+// gpu; flash attention's reference is the materialised CPU attention). Bound per element:
+//   |gpu - cpu| <= 2^-7 |cpu| + fp32_tol * max|cpu| + slack,
+// 2^-7 |cpu| for the two roundings (half a bf16 ulp each, an ulp being at most 2^-7 of the value),
+// fp32_tol the F32 test's normwise tolerance of the op (summation order, expf), and slack the
+// worst-case effect of the roundings one side makes and the other does not (zero for matmul: both
+// sides round the weight and the result only). Attention's slack is computed per element from the
+// reference's operands in fp64 (attention_slack below) rather than folded into a normwise bound: a
+// normwise bound would have to allow for u * sum_j P_ij |v_j|, which exceeds max|out| several
+// times over where the averaging in P @ V cancels, and would then pass most bugs.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "kernels/cpu/attention.h"
+#include "kernels/cpu/dropout.h"
+#include "kernels/cpu/matmul.h"
+#include "kernels/cuda/attention.h"
+#include "kernels/cuda/flash_attention.h"
+#include "kernels/cuda/matmul.h"
+#include "tests/gpu/gpu_test_util.h"
+
+namespace zt::test {
+namespace {
+
+using CudaBf16MatmulAttention = GpuKernelTest;
+using cpu::WeightLayout;
+
+constexpr double kUnitRoundoff = 1.0 / 256;  // bf16 round to nearest: |round(x) - x| <= 2^-8 |x|
+
+std::vector<bf16> rounded(const std::vector<float>& v) {
+  std::vector<bf16> out(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i) out[i] = float_to_bf16(v[i]);
+  return out;
+}
+
+std::vector<float> widened(const std::vector<bf16>& v) {
+  std::vector<float> out(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i) out[i] = bf16_to_float(v[i]);
+  return out;
+}
+
+// Every element within the header's bound (slack empty: none); NaN (an unwritten, poisoned
+// element) fails. ZT_TEST_PRINT_ERRORS=1 prints the largest difference / allowed ratio.
+::testing::AssertionResult within_bound(const std::vector<float>& got, const std::vector<float>& ref, double fp32_tol,
+                                        const std::vector<double>& slack = {}) {
+  if (got.size() != ref.size()) return ::testing::AssertionFailure() << "size " << got.size() << " vs " << ref.size();
+  double max_ref = 0.0;
+  for (float x : ref) max_ref = std::max(max_ref, std::abs(static_cast<double>(x)));
+  const double atol = fp32_tol * max_ref;
+  double worst_ratio = 0.0;
+  for (std::size_t i = 0; i < ref.size(); ++i) {
+    const double diff = std::abs(static_cast<double>(got[i]) - ref[i]);
+    const double allowed = std::abs(static_cast<double>(ref[i])) / 128.0 + atol + (slack.empty() ? 0.0 : slack[i]);
+    if (!(diff <= allowed)) {
+      return ::testing::AssertionFailure() << "element " << i << ": got " << got[i] << ", reference " << ref[i]
+                                           << ", allowed difference " << allowed;
+    }
+    if (allowed > 0.0) worst_ratio = std::max(worst_ratio, diff / allowed);
+  }
+  if (std::getenv("ZT_TEST_PRINT_ERRORS") != nullptr) std::printf("    worst difference / allowed %.3g\n", worst_ratio);
+  return ::testing::AssertionSuccess();
+}
+
+// ---- matmul ----
+
+TEST_F(CudaBf16MatmulAttention, MatmulForwardBackwardMatchCpuOnBf16Operands) {
+  ZT_SEEDED_RNG(rng);
+  struct S { std::int64_t N, C, OC; };
+  for (auto [N, C, OC] : {S{1, 8, 8}, S{7, 24, 40}, S{129, 96, 136}, S{300, 768, 72}}) {
+    for (WeightLayout layout : {WeightLayout::kInOut, WeightLayout::kOutIn}) {
+      for (bool with_bias : {true, false}) {
+        SCOPED_TRACE(::testing::Message() << "N=" << N << " C=" << C << " OC=" << OC << " layout "
+                                          << (layout == WeightLayout::kInOut ? "in_out" : "out_in")
+                                          << (with_bias ? " bias" : " no bias"));
+        const Shape sx{N, C}, so{N, OC}, sw = layout == WeightLayout::kInOut ? Shape{C, OC} : Shape{OC, C};
+        // Weights and bias are fp32 and not bf16 values: both sides must round the weight themselves.
+        std::vector<float> w = rng.normal(C * OC, 0.0f, 0.05f), b = rng.normal(OC);
+        std::vector<bf16> x = rounded(rng.normal(N * C)), g = rounded(rng.normal(N * OC));
+        // dweight and dbias accumulate (+=) onto what is there.
+        std::vector<float> dw = rng.normal(C * OC, 0.0f, 0.1f), db = rng.normal(OC, 0.0f, 0.1f);
+        const std::vector<float> dw0 = dw, db0 = db;
+        std::vector<bf16> out(N * OC), dx(N * C);
+        TensorView bias_view = with_bias ? view_of(b) : TensorView{};
+        cpu::matmul_forward(cpu_ctx(), view_of(out, so), view_of(x, sx), view_of(w, sw), layout, bias_view);
+        cpu::matmul_backward(cpu_ctx(), view_of(dx, sx), view_of(dw, sw), with_bias ? view_of(db) : TensorView{},
+                             view_of(g, so), view_of(x, sx), view_of(w, sw), layout);
+        Buffer gx = upload_as(DType::kBF16, x), gg = upload_as(DType::kBF16, g), gw = upload(w), gb = upload(b);
+        Buffer o = poisoned(DType::kBF16, N * OC), gdx = poisoned(DType::kBF16, N * C);
+        Buffer gdw = upload(dw0), gdb = upload(db0);
+        cuda::matmul_forward(gpu(), o.view(so), gx.view(sx), gw.view(sw), layout, with_bias ? gb.view() : TensorView{});
+        cuda::matmul_backward(gpu(), gdx.view(sx), gdw.view(sw), with_bias ? gdb.view() : TensorView{}, gg.view(so),
+                              gx.view(sx), gw.view(sw), layout);
+        // fp32 tolerances of tests/gpu/matmul_test.cpp: summation order only.
+        EXPECT_TRUE(within_bound(download_f32(o), widened(out), 1e-5)) << "out";
+        EXPECT_TRUE(within_bound(download_f32(gdx), widened(dx), 1e-5)) << "dinp";
+        EXPECT_TRUE(within_bound(download<float>(gdw), dw, 1e-5)) << "dweight (fp32, accumulated)";
+        if (with_bias) {
+          EXPECT_TRUE(within_bound(download<float>(gdb), db, 1e-5)) << "dbias (fp32, accumulated)";
+        }
+      }
+    }
+  }
+}
+
+// ---- attention ----
+
+struct AttnShape {
+  std::int64_t B, T, NH, hs;
+};
+
+// One attention problem's host operands (bf16) and the CPU reference's results.
+struct AttnCase {
+  AttnShape s;
+  std::vector<bf16> qkv, dout, out, att, dqkv;
+};
+
+AttnCase cpu_attention(Rng& rng, AttnShape s, const cpu::DropoutSpec& drop) {
+  const std::int64_t C = s.NH * s.hs;
+  AttnCase c{s, rounded(rng.normal(s.B * s.T * 3 * C)), rounded(rng.normal(s.B * s.T * C)), {}, {}, {}};
+  c.out.resize(static_cast<std::size_t>(s.B * s.T * C));
+  c.att.resize(static_cast<std::size_t>(s.B * s.NH * s.T * s.T));
+  c.dqkv.resize(c.qkv.size());
+  const Shape sq{s.B, s.T, 3 * C}, so{s.B, s.T, C}, sa{s.B, s.NH, s.T, s.T};
+  const int nh = static_cast<int>(s.NH);
+  cpu::attention_forward(cpu_ctx(), view_of(c.out, so), view_of(c.att, sa), view_of(c.qkv, sq), nh, drop);
+  cpu::attention_backward(cpu_ctx(), view_of(c.dqkv, sq), view_of(c.dout, so), view_of(c.qkv, sq), view_of(c.att, sa),
+                          nh, drop);
+  return c;
+}
+
+enum class AttnKind { kMaterialised, kFlash };
+
+struct Slack {
+  std::vector<double> out, dqkv;
+};
+
+// [Note: attention slack] What the GPU rounds that the CPU reference (fp32 staging: fp32 P @ V, the
+// rounded att read back in the backward, fp32 dpre) does not, propagated to each result element in
+// fp64 from the reference's operands (P = its att, widened), with u = 2^-8:
+//   materialised: P @ V multiplies the bf16 att (u P; with dropout round(att * mask scale) once more:
+//     2u), its own att may sit an ulp (2u) from the CPU's where a rounding flipped (dV, and dpre
+//     through P and the row term), dpre is rounded to bf16 before dQ and dK (u |dpre|);
+//   flash: the forward is the CPU's arithmetic (no slack); the backward recomputes an unrounded P
+//     where the CPU reads the rounded att (u P in dV and dpre), and its row term delta = dO . out
+//     reads the rounded out (u |dO| . |out|).
+// Slack terms: out u_o sum_k P'|v|; dV u_v sum_q P'|dO|; dQ sum_k e |K|; dK sum_q e |Q|, with
+// e_qk = scale (u_p P |dP' - dot| + P e_dot_q) + u_r |dpre_qk|, e_dot_q = u_p sum_k P |dP'| + u_o'
+// sum_e |dO||out|, P' the dropped probabilities, dP' = mask scale * dO . v. Second-order terms
+// are covered by a 10% margin.
+Slack attention_slack(const AttnCase& c, AttnKind kind, const cpu::DropoutSpec& drop) {
+  const std::int64_t B = c.s.B, T = c.s.T, NH = c.s.NH, hs = c.s.hs, C = NH * hs, C3 = 3 * C;
+  const double u = kUnitRoundoff, scale = 1.0 / std::sqrt(static_cast<double>(hs));
+  const bool flash = kind == AttnKind::kFlash;
+  const double u_out = flash ? 0.0 : (drop.active() ? 2 * u : u);
+  const double u_dv = flash ? u : (drop.active() ? 3 * u : 2 * u);
+  const double u_p = flash ? u : 2 * u, u_r = flash ? 0.0 : u, u_delta = flash ? u : 0.0;
+  const std::vector<float> qkv = widened(c.qkv), dout = widened(c.dout), out = widened(c.out), att = widened(c.att);
+  Slack sl{std::vector<double>(out.size(), 0.0), std::vector<double>(qkv.size(), 0.0)};
+  std::vector<double> pd(static_cast<std::size_t>(T * T)), dp(pd.size()), e(pd.size());
+  for (std::int64_t b = 0; b < B; ++b) {
+    for (std::int64_t h = 0; h < NH; ++h) {
+      // Element d of row t's q, k, v (parts 0-2 of qkv), dout or out in head h of sample b.
+      auto at = [&](const std::vector<float>& x, std::int64_t width, std::int64_t part, std::int64_t t,
+                    std::int64_t d) {
+        return static_cast<double>(x[static_cast<std::size_t>((b * T + t) * width + part * C + h * hs + d)]);
+      };
+      auto q = [&](std::int64_t t, std::int64_t d) { return at(qkv, C3, 0, t, d); };
+      auto k = [&](std::int64_t t, std::int64_t d) { return at(qkv, C3, 1, t, d); };
+      auto v = [&](std::int64_t t, std::int64_t d) { return at(qkv, C3, 2, t, d); };
+      auto dO = [&](std::int64_t t, std::int64_t d) { return at(dout, C, 0, t, d); };
+      auto o = [&](std::int64_t t, std::int64_t d) { return at(out, C, 0, t, d); };
+      const float* P = att.data() + (b * NH + h) * T * T;
+      for (std::int64_t i = 0; i < T; ++i) {
+        double dot = 0.0, dot_abs = 0.0, dO_out = 0.0;
+        for (std::int64_t j = 0; j <= i; ++j) {
+          const bool kept = !drop.active() || cpu::dropout_keep(drop, drop.first_sample + b, (h * T + i) * T + j);
+          const double m = !kept ? 0.0 : drop.active() ? 1.0 / (1.0 - drop.p) : 1.0;
+          double s = 0.0;
+          for (std::int64_t d = 0; d < hs; ++d) s += dO(i, d) * v(j, d);
+          pd[i * T + j] = P[i * T + j] * m;
+          dp[i * T + j] = s * m;
+          dot += P[i * T + j] * dp[i * T + j];
+          dot_abs += P[i * T + j] * std::abs(dp[i * T + j]);
+        }
+        for (std::int64_t d = 0; d < hs; ++d) dO_out += std::abs(dO(i, d) * o(i, d));
+        const double e_dot = u_p * dot_abs + u_delta * dO_out;
+        for (std::int64_t j = 0; j <= i; ++j) {
+          const double pij = P[i * T + j], dpre = scale * pij * (dp[i * T + j] - dot);
+          e[i * T + j] = scale * (u_p * pij * std::abs(dp[i * T + j] - dot) + pij * e_dot) + u_r * std::abs(dpre);
+        }
+      }
+      for (std::int64_t i = 0; i < T; ++i) {
+        for (std::int64_t d = 0; d < hs; ++d) {
+          double so = 0.0, sdq = 0.0, sdk = 0.0, sdv = 0.0;
+          for (std::int64_t j = 0; j <= i; ++j) {  // row i as a query: out, dQ
+            so += pd[i * T + j] * std::abs(v(j, d));
+            sdq += e[i * T + j] * std::abs(k(j, d));
+          }
+          for (std::int64_t r = i; r < T; ++r) {  // row i as a key: dK, dV
+            sdk += e[r * T + i] * std::abs(q(r, d));
+            sdv += pd[r * T + i] * std::abs(dO(r, d));
+          }
+          sl.out[(b * T + i) * C + h * hs + d] = 1.1 * u_out * so;
+          double* dq_row = sl.dqkv.data() + (b * T + i) * C3 + h * hs + d;
+          dq_row[0] = 1.1 * sdq;
+          dq_row[C] = 1.1 * sdk;
+          dq_row[2 * C] = 1.1 * u_dv * sdv;
+        }
+      }
+    }
+  }
+  return sl;
+}
+
+// Materialised attention, with and without dropout on the probabilities (the CPU's masks, drawn on
+// bf16 probabilities by cuda::dropout_forward). att is compared with the plain bound: both sides
+// round the same fp32 softmax once. fp32 tolerances of tests/gpu/attention_ce_test.cpp.
+TEST_F(CudaBf16MatmulAttention, AttentionMatchesCpuOnBf16Operands) {
+  ZT_SEEDED_RNG(rng);
+  const cpu::DropoutSpec no_drop{}, drop{0.2f, /*seed=*/99, /*site=*/4, /*first_sample=*/(std::int64_t{1} << 32) + 17};
+  for (const cpu::DropoutSpec* spec : {&no_drop, &drop}) {
+    for (AttnShape s :
+         {AttnShape{1, 1, 1, 8}, AttnShape{2, 7, 3, 5}, AttnShape{2, 130, 4, 16}, AttnShape{1, 64, 12, 64}}) {
+      SCOPED_TRACE(::testing::Message() << "B=" << s.B << " T=" << s.T << " NH=" << s.NH << " hs=" << s.hs
+                                        << (spec->active() ? " dropout" : ""));
+      const AttnCase c = cpu_attention(rng, s, *spec);
+      const Slack slack = attention_slack(c, AttnKind::kMaterialised, *spec);
+      const std::int64_t C = s.NH * s.hs;
+      const Shape sq{s.B, s.T, 3 * C}, so{s.B, s.T, C}, sa{s.B, s.NH, s.T, s.T};
+      const int nh = static_cast<int>(s.NH);
+      Buffer gqkv = upload_as(DType::kBF16, c.qkv), gdout = upload_as(DType::kBF16, c.dout);
+      Buffer go = poisoned(DType::kBF16, so.numel()), gatt = poisoned(DType::kBF16, sa.numel()),
+             gdq = poisoned(DType::kBF16, sq.numel());
+      cuda::attention_forward(gpu(), go.view(so), gatt.view(sa), gqkv.view(sq), nh, *spec);
+      cuda::attention_backward(gpu(), gdq.view(sq), gdout.view(so), gqkv.view(sq), gatt.view(sa), nh, *spec);
+      const std::vector<float> a = download_f32(gatt);
+      EXPECT_TRUE(within_bound(a, widened(c.att), 1e-5)) << "att";
+      EXPECT_TRUE(within_bound(download_f32(go), widened(c.out), 1e-5, slack.out)) << "out";
+      EXPECT_TRUE(within_bound(download_f32(gdq), widened(c.dqkv), 5e-5, slack.dqkv)) << "dqkv";
+      for (std::int64_t r = 0; r < s.B * s.NH * s.T; ++r)
+        for (std::int64_t k = r % s.T + 1; k < s.T; ++k) ASSERT_EQ(a[r * s.T + k], 0.0f) << "above the diagonal";
+    }
+  }
+}
+
+// Flash attention against the materialised CPU attention; fp32 tolerances of
+// tests/gpu/flash_attention_test.cpp. lse stays fp32 and is checked there (it reads the same widened
+// values here), so only out and dqkv are compared.
+TEST_F(CudaBf16MatmulAttention, FlashAttentionMatchesMaterialisedCpuOnBf16Operands) {
+  ZT_SEEDED_RNG(rng);
+  for (AttnShape s : {AttnShape{1, 1, 1, 8}, AttnShape{2, 67, 3, 16}, AttnShape{2, 130, 4, 32},
+                      AttnShape{1, 200, 2, 64}, AttnShape{1, 70, 2, 128}}) {
+    SCOPED_TRACE(::testing::Message() << "B=" << s.B << " T=" << s.T << " NH=" << s.NH << " hs=" << s.hs);
+    ASSERT_TRUE(cuda::flash_attention_supports(s.B, s.NH, s.hs));
+    const AttnCase c = cpu_attention(rng, s, {});
+    const Slack slack = attention_slack(c, AttnKind::kFlash, {});
+    const std::int64_t C = s.NH * s.hs;
+    const Shape sq{s.B, s.T, 3 * C}, so{s.B, s.T, C}, sl{s.B, s.NH, s.T};
+    const int nh = static_cast<int>(s.NH);
+    Buffer gqkv = upload_as(DType::kBF16, c.qkv), gdout = upload_as(DType::kBF16, c.dout);
+    Buffer go = poisoned(DType::kBF16, so.numel()), glse = poisoned(DType::kF32, sl.numel()),
+           gdq = poisoned(DType::kBF16, sq.numel());
+    cuda::flash_attention_forward(gpu(), go.view(so), glse.view(sl), gqkv.view(sq), nh);
+    cuda::flash_attention_backward(gpu(), gdq.view(sq), gdout.view(so), go.view(so), gqkv.view(sq), glse.view(sl), nh);
+    EXPECT_TRUE(within_bound(download_f32(go), widened(c.out), 1e-5, slack.out)) << "out";
+    EXPECT_TRUE(within_bound(download_f32(gdq), widened(c.dqkv), 5e-5, slack.dqkv)) << "dqkv";
+  }
+}
+
+// ---- mixed dtypes ----
+
+// Runs fn, expecting an InternalError whose message names `op`.
+template <typename Fn>
+void expect_rejected(const char* op, Fn&& fn) {
+  try {
+    fn();
+    ADD_FAILURE() << op << " accepted mixed activation dtypes";
+  } catch (const InternalError& e) {
+    EXPECT_NE(std::string(e.what()).find(op), std::string::npos) << e.what();
+  }
+}
+
+// Device-free: each op checks its operands' dtypes before it touches the stream, the resources or
+// the data, so views labelled as device memory over a host array (never read) and a context without
+// a stream reach the check and nothing else.
+TEST(CudaBf16MatmulAttentionChecks, MixedActivationDtypesAreRejectedNamingTheOp) {
+  const std::int64_t B = 2, T = 4, NH = 2, hs = 8, C = NH * hs;
+  const Shape sq{B, T, 3 * C}, so{B, T, C}, sa{B, NH, T, T}, sl{B, NH, T}, sw{C, C};
+  static float never_read[1];
+  auto view = [](DType dtype, Shape s) { return TensorView{never_read, dtype, Device::kCUDA, s}; };
+  ExecContext ctx;
+  ctx.device = Device::kCUDA;
+  const int nh = static_cast<int>(NH);
+  const TensorView w = view(DType::kF32, sw), lse = view(DType::kF32, sl);
+  expect_rejected("matmul_forward", [&] {
+    cuda::matmul_forward(ctx, view(DType::kF32, so), view(DType::kBF16, so), w, WeightLayout::kInOut, {});
+  });
+  expect_rejected("matmul_backward", [&] {  // dinp F32 beside BF16 dout and inp
+    cuda::matmul_backward(ctx, view(DType::kF32, so), view(DType::kF32, sw), {}, view(DType::kBF16, so),
+                          view(DType::kBF16, so), w, WeightLayout::kInOut);
+  });
+  expect_rejected("attention_forward", [&] {  // att F32 beside BF16 out and qkv
+    cuda::attention_forward(ctx, view(DType::kBF16, so), view(DType::kF32, sa), view(DType::kBF16, sq), nh);
+  });
+  expect_rejected("attention_backward", [&] {  // att BF16 beside F32 dqkv, dout, qkv
+    cuda::attention_backward(ctx, view(DType::kF32, sq), view(DType::kF32, so), view(DType::kF32, sq),
+                             view(DType::kBF16, sa), nh);
+  });
+  expect_rejected("flash_attention_forward", [&] {
+    cuda::flash_attention_forward(ctx, view(DType::kF32, so), lse, view(DType::kBF16, sq), nh);
+  });
+  expect_rejected("flash_attention_backward", [&] {  // dout F32 beside BF16 dqkv, out, qkv
+    cuda::flash_attention_backward(ctx, view(DType::kBF16, sq), view(DType::kF32, so), view(DType::kBF16, so),
+                                   view(DType::kBF16, sq), lse, nh);
+  });
+}
+
+}  // namespace
+}  // namespace zt::test

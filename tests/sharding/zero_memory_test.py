@@ -6,7 +6,7 @@ to metrics.jsonl; the contract (docs/zero_memory.md) is measured == predicted, t
 every rank and category (every rank allocates the same padded buffers, and every collective is
 waited at a fixed point of the program, so the peaks are deterministic). The zero options that
 move buffers (prefetch depth, reductions in flight, resharding after forward, the persistence
-threshold, fp32 gradient shards, no overlap) are each run once at N = 3. Also: at N = 4 each stage
+threshold, fp32 gradient shards, no overlap) and bf16 activations are each run once at N = 3. Also: at N = 4 each stage
 needs less model-state memory per rank than the stage before (what ZeRO is for; with 6 layers, so
 that the units alive at once (two gathered blocks, three pending gradients) are a small part).
 
@@ -57,7 +57,7 @@ def main():
     runs += [(3, st, "bf16", True, ()) for st in range(4)]
     variants = [("zero.prefetch_units=2",), ("zero.prefetch_units=0",), ("zero.max_inflight_reductions=1",),
                 ("zero.reshard_after_forward=false",), ("zero.param_persistence_threshold=5000",),
-                ("zero.grad_shard_dtype=fp32",), ("zero.overlap_comm=false",)]
+                ("zero.grad_shard_dtype=fp32",), ("zero.overlap_comm=false",), ("precision.activations=bf16",)]
     runs += [(3, st, "bf16", False, v) for v in variants for st in (2, 3)]
     states_at_4 = {}
     grads_at_3 = {}

@@ -12,13 +12,10 @@
 #include <span>
 
 #include "engine/core/tensor.h"
+#include "kernels/cpu/activation_dtype.h"
 #include "kernels/exec_context.h"
 
 namespace zt::cpu::detail {
-
-// The dtype an op's activation operands share (F32 or BF16), ignoring empty views; a mix of the
-// two, or any other dtype, is an InternalError naming `op`.
-DType activation_dtype(const char* op, std::initializer_list<TensorView> operands);
 
 // `v` seen as [numel / width, width] (width must divide numel).
 TensorView as_rows(const TensorView& v, std::int64_t width);

@@ -13,6 +13,7 @@
 #include "engine/core/check.h"
 #include "engine/core/tensor.h"
 #include "engine/device/cuda_check.h"
+#include "kernels/cpu/activation_dtype.h"
 #include "kernels/cuda/kernel_resources.h"
 #include "kernels/exec_context.h"
 
@@ -138,22 +139,9 @@ constexpr DType act_dtype_of() {
   return std::is_same_v<T, float> ? DType::kF32 : DType::kBF16;
 }
 
-// The dtype an op's activation operands share: F32 or BF16, ignoring empty views (as
-// cpu::detail::activation_dtype does). A mix, or another dtype, fails a ZT_CHECK naming `op`.
-inline DType activation_dtype(const char* op, std::initializer_list<TensorView> operands) {
-  bool found = false;
-  DType dtype = DType::kF32;
-  for (const TensorView& v : operands) {
-    if (v.numel() == 0) continue;
-    ZT_CHECK(v.dtype == DType::kF32 || v.dtype == DType::kBF16, "{}: activation operands must be F32 or BF16, not {}",
-             op, dtype_name(v.dtype));
-    ZT_CHECK(!found || v.dtype == dtype, "{}: activation operands mix {} and {} (they must share one dtype)", op,
-             dtype_name(dtype), dtype_name(v.dtype));
-    found = true;
-    dtype = v.dtype;
-  }
-  return dtype;
-}
+// The dtype an op's activation operands share: F32 or BF16, ignoring omitted operands (no data).
+// A mix, or another dtype, fails a ZT_CHECK naming `op`. One check for both backends.
+using cpu::detail::activation_dtype;
 
 // v relabelled F32 (same data and shape), for the shape checks the CPU kernels share with their
 // CUDA twins (cpu::embedding_dims, dropout_detail::check_operands) once activation_dtype has checked

@@ -177,8 +177,7 @@ void matmul_forward(const ExecContext& ctx, TensorView out, TensorView inp, Tens
 void matmul_backward(const ExecContext& ctx, TensorView dinp, TensorView dweight, TensorView dbias, TensorView dout,
                      TensorView inp, TensorView weight, WeightLayout layout, TensorView gelu_pre) {
   // A skipped dinp ({}: no data, yet numel 1 as a 0-d shape) takes no part in the dtype check.
-  const DType act = dinp.data != nullptr ? detail::activation_dtype("matmul_backward", {dinp, dout, inp})
-                                         : detail::activation_dtype("matmul_backward", {dout, inp});
+  const DType act = detail::activation_dtype("matmul_backward", {dinp, dout, inp});  // dinp may be omitted
   const MatmulDims d = check_dims(dout, inp, weight, layout);
   const bool in_out = layout == WeightLayout::kInOut;
   // dout feeds both products; each other input is rounded (kBf16) only when its product runs.

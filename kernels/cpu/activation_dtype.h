@@ -1,0 +1,15 @@
+// The one check of an op's activation operands (docs/precision.md): they share one dtype, F32 or
+// BF16. Shared by the CPU kernels and their CUDA twins (C++17, so nvcc can include it).
+#pragma once
+
+#include <initializer_list>
+
+#include "engine/core/tensor.h"
+
+namespace zt::cpu::detail {
+
+// The dtype an op's activation operands share (F32 or BF16), ignoring views without data (omitted
+// optional operands); a mix of the two, or any other dtype, is an InternalError naming `op`.
+DType activation_dtype(const char* op, std::initializer_list<TensorView> operands);
+
+}  // namespace zt::cpu::detail

@@ -8,7 +8,8 @@
   * `train --set device=cuda` runs, and 4 steps + `--resume latest` + 4 steps is bitwise the
     8-step CUDA run (checkpoints staged through the host);
   * 10 training steps on CUDA match the CPU's losses within bf16 tolerance, also with dropout
-    (the same masks on both devices), with and without activation checkpointing.
+    (the same masks on both devices), with and without activation checkpointing, and with bf16
+    activations (precision.activations) against the CPU's staged reference.
 
 Exits 77 (a ctest skip) when this build sees no CUDA device.
 
@@ -162,6 +163,34 @@ def main():
                 check(err <= TRAIN_LOSS_BOUND and f"{matmul} matmuls" in p.stdout,
                       f"precision.matmul={matmul}: losses within {TRAIN_LOSS_BOUND:g} of exact fp32 products "
                       f"(error {err:.3e}), named in the device line")
+        # precision.activations = bf16: every activation and activation gradient stored in bf16
+        # (docs/precision.md). The CPU stages the same contract through fp32, so the devices agree
+        # within the bf16 training bound; both stay near the fp32-activation run; the activations
+        # category is measured as predicted (the activations are the model's own buffers) and is
+        # smaller than with fp32 activations. Also with dropout (bf16 masks applied on either
+        # device) and with checkpointed blocks (the recompute writes the same bf16 values).
+        for extra_name, extra in (("", []), (" dropout 0.1, checkpointing all",
+                                            ["--set", "model.dropout=0.1", "--set", "train.activation_checkpointing=all"])):
+            a_cpu = os.path.join(work, f"cpu_act_bf16{len(extra)}")
+            a_gpu = os.path.join(work, f"cuda_act_bf16{len(extra)}")
+            flags = ["--set", "precision.activations=bf16", *extra]
+            pc, pg = train("cpu", a_cpu, 10, flags), train("cuda", a_gpu, 10, flags)
+            if check(pc.returncode == 0 and pg.returncode == 0,
+                     f"bf16 activations{extra_name}: train on cpu and cuda exit 0 ({pc.stderr[-300:]} {pg.stderr[-300:]})"):
+                err = rel(losses(a_gpu), losses(a_cpu))
+                check(err <= TRAIN_LOSS_BOUND and len(losses(a_gpu)) == 10,
+                      f"bf16 activations{extra_name}: CUDA losses within {TRAIN_LOSS_BOUND:g} of the CPU's (error {err:.3e})")
+                if not extra:
+                    err = rel(losses(a_gpu), losses(gpu_run))
+                    check(err <= TRAIN_LOSS_BOUND,
+                          f"bf16 activations: CUDA losses within {TRAIN_LOSS_BOUND:g} of fp32 activations' (error {err:.3e})")
+                    mem = [next(json.loads(l) for l in open(os.path.join(r, "metrics.jsonl")) if '"type":"memory"' in l)
+                           for r in (a_gpu, gpu_run)]
+                    m16, p16 = mem[0]["measured_peak_bytes"][0]["activations"], mem[0]["predicted_bytes"]["activations"]
+                    m32 = mem[1]["measured_peak_bytes"][0]["activations"]
+                    check(m16 == p16 and m16 < 0.6 * m32,
+                          f"bf16 activations on CUDA: activations measured {m16} == predicted {p16}, "
+                          f"< 0.6 x fp32 activations' {m32}")
         resumed = os.path.join(work, "cuda_resumed")
         first = train("cuda", resumed, 4, ["--set", "checkpoint.at_end=true"])
         second = train("cuda", resumed, 10, ["--resume", "latest"])

@@ -15,11 +15,17 @@ are printed after the table. It is a run of its own because profiling adds two e
 op and a synchronize at each step's start and end, which the throughput figures must not carry;
 --no-profile skips it.
 
+Activations: the stages run with the first of --activations (default bf16: every activation and
+activation gradient stored in bf16, docs/precision.md); stage 0 also runs with each other one
+(default fp32 activations with bf16 matmul inputs), so the table shows what bf16 activations give.
+A zerotrain run that fails is recorded as a failed row (its error in the JSON) and the others go on.
+
 MFU = tokens/s x (6 N + 6 L C T) / peak, N the parameter count (wpe included, the tied head
 counted once), peak 989 TFLOP/s (dense bf16, H100 and H200 SXM).
 
 usage: python3 tools/bench_gpu.py [--zerotrain build/zerotrain] [--batch 16] [--steps 20] [--warmup 5]
-                                  [--stages 0 1 2 3] [--python python3] [--no-torch] [--no-profile]
+                                  [--stages 0 1 2 3] [--activations bf16 fp32] [--python python3]
+                                  [--no-torch] [--no-profile]
 """
 import argparse
 import datetime
@@ -64,12 +70,14 @@ def device_facts():
     return name, driver
 
 
-def run_zerotrain(args, stage, data_dir, work, profile=False):
-    run_dir = os.path.join(work, f"stage{stage}" + ("_profiled" if profile else ""))
+def run_zerotrain(args, stage, data_dir, work, activations, profile=False):
+    """The run's per-step figures, or {"error": text} when it fails."""
+    run_dir = os.path.join(work, f"stage{stage}_{activations}" + ("_profiled" if profile else ""))
     steps = min(args.steps, PROFILED_STEPS) if profile else args.steps
     # bf16 parameters and bf16 matmul inputs (fp32 accumulate): the rounding PyTorch's bf16
-    # autocast applies on the reference side; activations and the other kernels stay fp32.
+    # autocast applies on the reference side; activations stored as --activations says.
     sets = {"device": "cuda", "zero.stage": stage, "precision.param_dtype": "bf16", "precision.matmul": "bf16",
+            "precision.activations": activations,
             "data.dataset": data_dir, "train.micro_batch": args.batch, "train.seq_len": T, "train.grad_accum": 1,
             "train.global_batch_tokens": args.batch * T, "train.max_steps": args.warmup + steps,
             "train.eval_every": 0, "train.eval_batches": 1, "train.activation_checkpointing": "none",
@@ -80,7 +88,8 @@ def run_zerotrain(args, stage, data_dir, work, profile=False):
         cmd += ["--set", f"{k}={v}"]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
     if p.returncode != 0:
-        sys.exit(f"bench_gpu: {' '.join(cmd)} failed:\n{p.stderr[-3000:]}")
+        print(f"bench_gpu: {' '.join(cmd)} failed (exit {p.returncode}):\n{p.stderr[-3000:]}", file=sys.stderr)
+        return {"error": f"exit {p.returncode}: {p.stderr[-3000:]}"}
     with open(os.path.join(run_dir, "metrics.jsonl")) as f:
         steps = [json.loads(l) for l in f if '"train"' in l]
     result = {"step_ms": [s["step_ms"] for s in steps], "losses": [s["loss"] for s in steps],
@@ -132,6 +141,8 @@ def main():
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--stages", type=int, nargs="+", default=[0, 1, 2, 3])
+    ap.add_argument("--activations", nargs="+", choices=["bf16", "fp32"], default=["bf16", "fp32"],
+                    help="precision.activations: the stages run with the first, stage 0 also with the others")
     ap.add_argument("--python", default=sys.executable, help="interpreter with torch for the reference")
     ap.add_argument("--no-torch", action="store_true")
     ap.add_argument("--no-profile", action="store_true", help="no separate per-op profile run of stage 0")
@@ -146,29 +157,44 @@ def main():
         rng = np.random.default_rng(0)
         write_llmc_tokens(os.path.join(data_dir, "train.bin"), rng.integers(0, VOCAB, 4_000_000))
         write_llmc_tokens(os.path.join(data_dir, "val.bin"), rng.integers(0, VOCAB, 200_000))
-        for stage in args.stages:
-            r = run_zerotrain(args, stage, data_dir, work)
-            rows.append({"engine": f"zerotrain stage {stage}", "stage": stage, **r,
-                         **summarise(r["step_ms"], args.warmup, args.batch, flops_tok)})
-            print(f"zerotrain stage {stage}: {rows[-1]['ms_per_step']:.1f} ms/step", flush=True)
-            if stage == 0 and not args.no_profile:
-                profiled = run_zerotrain(args, 0, data_dir, work, profile=True)
+        primary = args.activations[0]
+        runs = [(stage, primary) for stage in args.stages]
+        runs += [(0, other) for other in args.activations[1:] if 0 in args.stages]
+        for stage, activations in runs:
+            r = run_zerotrain(args, stage, data_dir, work, activations)
+            engine = f"zerotrain stage {stage}" + ("" if activations == primary else f", {activations} activations")
+            row = {"engine": engine, "stage": stage if activations == primary else None, "activations": activations, **r}
+            if "error" in r:
+                rows.append(row)
+                print(f"{engine}: FAILED", flush=True)
+                continue
+            rows.append({**row, **summarise(r["step_ms"], args.warmup, args.batch, flops_tok)})
+            print(f"{engine}: {rows[-1]['ms_per_step']:.1f} ms/step", flush=True)
+            if not args.no_profile and stage == 0:
+                profiled = run_zerotrain(args, 0, data_dir, work, activations, profile=True)
                 if "op_profile" in profiled:
                     rows[-1]["op_profile"] = profiled["op_profile"]
     if not args.no_torch:
         t = run_torch(args)
         rows.append({"engine": "pytorch (compile, bf16 autocast, fused AdamW)", "stage": None, **t,
                      **summarise(t["step_ms"], args.warmup, args.batch, flops_tok)})
-    by_stage = {r["stage"]: r for r in rows if r["stage"] is not None}
-    torch_row = next((r for r in rows if r["stage"] is None), None)
+    by_stage = {r["stage"]: r for r in rows if r["stage"] is not None and "error" not in r}
+    torch_row = next((r for r in rows if r["engine"].startswith("pytorch")), None)
     ratios = {}
     if 0 in by_stage and torch_row:
         ratios["stage0_over_pytorch_tokens_per_s"] = by_stage[0]["tokens_per_s"] / torch_row["tokens_per_s"]
     if 0 in by_stage and 3 in by_stage:
         ratios["stage3_over_stage0_tokens_per_s"] = by_stage[3]["tokens_per_s"] / by_stage[0]["tokens_per_s"]
+    for r in rows:  # what the primary activation dtype gives over each other one, at stage 0
+        if 0 in by_stage and r["stage"] is None and r.get("activations") and "error" not in r:
+            ratios[f"stage0_{by_stage[0]['activations']}_over_{r['activations']}_activations_tokens_per_s"] = (
+                by_stage[0]["tokens_per_s"] / r["tokens_per_s"])
     print(f"\nGPT-2 124M, B={args.batch}, T={T}, bf16, {args.steps} timed steps after {args.warmup}, on {name}")
     print(f"{'engine':48s} {'ms/step':>9s} {'tokens/s':>10s} {'MFU':>6s}")
     for r in rows:
+        if "error" in r:
+            print(f"{r['engine']:48s} {'FAILED':>9s}")
+            continue
         print(f"{r['engine']:48s} {r['ms_per_step']:9.1f} {r['tokens_per_s']:10.0f} {100 * r['mfu']:5.1f}%")
     for k, v in ratios.items():
         print(f"{k}: {v:.3f}")

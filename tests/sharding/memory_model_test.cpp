@@ -334,6 +334,20 @@ TEST(MemoryCommand, JsonForAParamCountAndAConfig) {
   EXPECT_EQ(on_cuda["attention"] == "flash (no T x T probabilities kept)", flash);
   EXPECT_EQ(on_cuda["stages"][0]["bytes"]["activations"].get<std::int64_t>(),
             predict_rank_memory(load_run_config(path.string(), {"device=cuda"}), 0, 3)[C::kActivations]);
+
+  // bf16 activations: named, and predicted smaller (the engine's measurement of them is checked in
+  // tests/sharding/zero_memory_test.py and tests/models).
+  EXPECT_EQ(doc["activations"], "fp32");
+  ::testing::internal::CaptureStdout();
+  EXPECT_EQ(cli::memory_main({"--config", path.string(), "--ranks", "3", "--set", "train.micro_batch=2", "--set",
+                              "precision.activations=bf16", "--json"}),
+            0);
+  const nlohmann::json half = nlohmann::json::parse(::testing::internal::GetCapturedStdout());
+  EXPECT_EQ(half["activations"], "bf16");
+  const std::int64_t act32 = doc["stages"][0]["bytes"]["activations"].get<std::int64_t>();
+  const std::int64_t act16 = half["stages"][0]["bytes"]["activations"].get<std::int64_t>();
+  EXPECT_LT(act16, act32 * 6 / 10);
+  EXPECT_GT(act16, act32 / 2);  // row statistics and token ids stay 4 bytes
   std::filesystem::remove(path);
 }
 

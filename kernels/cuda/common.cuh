@@ -143,14 +143,6 @@ constexpr DType act_dtype_of() {
 // A mix, or another dtype, fails a ZT_CHECK naming `op`. One check for both backends.
 using cpu::detail::activation_dtype;
 
-// v relabelled F32 (same data and shape), for the shape checks the CPU kernels share with their
-// CUDA twins (cpu::embedding_dims, dropout_detail::check_operands) once activation_dtype has checked
-// the dtypes: those checks predate bf16 activations. Never read through it.
-inline TensorView f32_shaped(TensorView v) {
-  v.dtype = DType::kF32;
-  return v;
-}
-
 // Calls f(ActType<T>{}) with T the storage type of `dtype` (F32 or BF16, see activation_dtype):
 // one launcher body serves both instantiations of a templated kernel.
 template <typename T>

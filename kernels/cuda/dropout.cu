@@ -91,8 +91,7 @@ void run(const ExecContext& ctx, TensorView out, TensorView in, const DropoutSpe
   detail::check_on_gpu(out, what);
   detail::check_on_gpu(in, what);
   const DType dtype = detail::activation_dtype(what, {out, in});
-  const cpu::dropout_detail::MaskRows rows =
-      cpu::dropout_detail::check_operands(detail::f32_shaped(out), detail::f32_shaped(in), spec, what);
+  const cpu::dropout_detail::MaskRows rows = cpu::dropout_detail::check_operands(out, in, spec, what);
   const std::int64_t B = rows.samples, N = rows.per_sample;  // N: elements per sample
   if (in.numel() == 0) return;
   if (!spec.active()) {  // exactly the identity, no random numbers drawn

@@ -115,7 +115,7 @@ EmbeddingDims check_dims(const char* op, const TensorView& out_like, const Tenso
                          const TensorView& wpe) {
   for (const TensorView* v : {&out_like, &tokens, &wte, &wpe}) detail::check_on_gpu(*v, "embedding operand");
   detail::activation_dtype(op, {out_like});
-  const EmbeddingDims d = cpu::embedding_dims(detail::f32_shaped(out_like), tokens, wte, wpe);
+  const EmbeddingDims d = cpu::embedding_dims(out_like, tokens, wte, wpe);
   ZT_CHECK(d.B * d.T < (std::int64_t{1} << 31) && d.vocab < (std::int64_t{1} << 31), "embedding sizes exceed int32");
   return d;
 }

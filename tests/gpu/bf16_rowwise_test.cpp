@@ -30,7 +30,9 @@
 namespace zt::test {
 namespace {
 
-constexpr std::int64_t kOffsets[] = {0, 1};
+// 0: the vector paths; 1: 2-byte aligned (scalar paths); 2: 4-byte aligned for bf16 and 8-byte for
+// F32, which an alignment test weaker than the access width would let fault or misread.
+constexpr std::int64_t kOffsets[] = {0, 1, 2};
 
 std::vector<bf16> rounded(const std::vector<float>& v) {
   std::vector<bf16> out(v.size());
@@ -110,6 +112,8 @@ TEST_F(CudaBf16Rowwise, LayerNormForwardAndResidualFusedMatchCpu) {
                                        view_at(dw, off, c), view_at(dbias, off, c));
       EXPECT_TRUE(bitwise_equal(download_bf16_from(res, off), x)) << "residual";
       EXPECT_TRUE(close_bf16(download_bf16_from(o2, off), out, 1e-5)) << "fused out";
+      EXPECT_TRUE(close_normwise(download_from(m, off), to_double(mean), 1e-5)) << "fused mean";
+      EXPECT_TRUE(close_normwise(download_from(r, off), to_double(rstd), 1e-5)) << "fused rstd";
       // In place (residual aliases a), as the GPU block calls it.
       Buffer o3 = poisoned(DType::kBF16, off + N * C);
       cuda::layernorm_residual_forward(gpu(), view_at(da, off, nc), view_at(o3, off, nc), view_at(m, off, n),

@@ -32,18 +32,6 @@ using cpu::WeightLayout;
 
 constexpr double kUnitRoundoff = 1.0 / 256;  // bf16 round to nearest: |round(x) - x| <= 2^-8 |x|
 
-std::vector<bf16> rounded(const std::vector<float>& v) {
-  std::vector<bf16> out(v.size());
-  for (std::size_t i = 0; i < v.size(); ++i) out[i] = float_to_bf16(v[i]);
-  return out;
-}
-
-std::vector<float> widened(const std::vector<bf16>& v) {
-  std::vector<float> out(v.size());
-  for (std::size_t i = 0; i < v.size(); ++i) out[i] = bf16_to_float(v[i]);
-  return out;
-}
-
 // Every element within the header's bound (slack empty: none); NaN (an unwritten, poisoned
 // element) fails. ZT_TEST_PRINT_ERRORS=1 prints the largest difference / allowed ratio.
 ::testing::AssertionResult within_bound(const std::vector<float>& got, const std::vector<float>& ref, double fp32_tol,

@@ -34,18 +34,6 @@ namespace {
 // F32, which an alignment test weaker than the access width would let fault or misread.
 constexpr std::int64_t kOffsets[] = {0, 1, 2};
 
-std::vector<bf16> rounded(const std::vector<float>& v) {
-  std::vector<bf16> out(v.size());
-  for (std::size_t i = 0; i < v.size(); ++i) out[i] = float_to_bf16(v[i]);
-  return out;
-}
-
-std::vector<float> widened(const std::vector<bf16>& v) {
-  std::vector<float> out(v.size());
-  for (std::size_t i = 0; i < v.size(); ++i) out[i] = bf16_to_float(v[i]);
-  return out;
-}
-
 // Every element within 2^-7 |ref| + fp32_tol * max|ref| of the reference (the header's bound); a
 // NaN (an element the kernel never wrote: outputs start poisoned) fails.
 ::testing::AssertionResult close_bf16(const std::vector<bf16>& got, const std::vector<bf16>& ref, double fp32_tol) {

@@ -11,6 +11,7 @@
 #include <memory>
 #include <vector>
 
+#include "engine/core/bf16.h"
 #include "engine/core/buffer.h"
 #include "engine/core/memory_tracker.h"
 #include "engine/device/cuda_allocator.h"
@@ -113,5 +114,17 @@ inline std::vector<float> concat(std::initializer_list<std::vector<float>> parts
 
 // The CPU reference's output as fp64, for close_normwise.
 inline std::vector<double> ref_of(const std::vector<float>& v) { return to_double(v); }
+
+// Host values rounded to bf16 (the CPU's rounding), and bf16 values widened back (exact).
+inline std::vector<bf16> rounded(const std::vector<float>& v) {
+  std::vector<bf16> out(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i) out[i] = float_to_bf16(v[i]);
+  return out;
+}
+inline std::vector<float> widened(const std::vector<bf16>& v) {
+  std::vector<float> out(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i) out[i] = bf16_to_float(v[i]);
+  return out;
+}
 
 }  // namespace zt::test

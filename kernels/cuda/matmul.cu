@@ -20,7 +20,8 @@ using detail::run_gemm;
 constexpr int kBiasRowsPerChunk = 256;
 constexpr int kBiasThreads = 256;
 
-// partials[chunk, c] = sum over the chunk's rows (in order) of dout[row, c].
+// partials[chunk, c] = sum over the chunk's rows (in order) of dout[row, c] (T: the activation
+// storage type, widened by load_act).
 template <typename T>
 __global__ void bias_grad_partials(float* partials, const T* dout, std::int64_t N, int OC) {
   const int c = blockIdx.x * kBiasThreads + threadIdx.x;
@@ -28,13 +29,7 @@ __global__ void bias_grad_partials(float* partials, const T* dout, std::int64_t 
   const std::int64_t r0 = blockIdx.y * std::int64_t{kBiasRowsPerChunk};
   const std::int64_t r1 = r0 + kBiasRowsPerChunk < N ? r0 + kBiasRowsPerChunk : N;
   float acc = 0.0f;
-  for (std::int64_t r = r0; r < r1; ++r) {
-    if constexpr (sizeof(T) == 2) {
-      acc += detail::bf16_to_f32(dout[r * OC + c]);
-    } else {
-      acc += dout[r * OC + c];
-    }
-  }
+  for (std::int64_t r = r0; r < r1; ++r) acc += detail::load_act(dout + r * OC + c);
   partials[blockIdx.y * std::int64_t{OC} + c] = acc;
 }
 
@@ -176,8 +171,8 @@ void matmul_forward(const ExecContext& ctx, TensorView out, TensorView inp, Tens
 
 void matmul_backward(const ExecContext& ctx, TensorView dinp, TensorView dweight, TensorView dbias, TensorView dout,
                      TensorView inp, TensorView weight, WeightLayout layout, TensorView gelu_pre) {
-  // A skipped dinp ({}: no data, yet numel 1 as a 0-d shape) takes no part in the dtype check.
-  const DType act = detail::activation_dtype("matmul_backward", {dinp, dout, inp});  // dinp may be omitted
+  // A skipped dinp ({}: no data) takes no part in the dtype check.
+  const DType act = detail::activation_dtype("matmul_backward", {dinp, dout, inp});
   const MatmulDims d = check_dims(dout, inp, weight, layout);
   const bool in_out = layout == WeightLayout::kInOut;
   // dout feeds both products; each other input is rounded (kBf16) only when its product runs.
@@ -240,12 +235,11 @@ void matmul_backward(const ExecContext& ctx, TensorView dinp, TensorView dweight
     const auto col_blocks = static_cast<unsigned>((d.out + kBiasThreads - 1) / kBiasThreads);
     const dim3 grid(col_blocks, static_cast<unsigned>(chunks));
     const int OC = static_cast<int>(d.out);
-    if (dout.dtype == DType::kF32) {
-      bias_grad_partials<<<grid, kBiasThreads, 0, stream>>>(partials.as<float>(), dout.as<float>(), d.rows, OC);
-    } else {
-      bias_grad_partials<<<grid, kBiasThreads, 0, stream>>>(partials.as<float>(),
-                                                            static_cast<const std::uint16_t*>(dout.data), d.rows, OC);
-    }
+    detail::dispatch_activation(dout.dtype, [&](auto type) {
+      using T = typename decltype(type)::type;
+      bias_grad_partials<<<grid, kBiasThreads, 0, stream>>>(partials.as<float>(), detail::act_data<T>(dout),
+                                                            d.rows, OC);
+    });
     ZT_CUDA_CHECK_LAUNCH();
     bias_grad_accumulate<<<col_blocks, kBiasThreads, 0, stream>>>(dbias.as<float>(), partials.as<float>(),
                                                                   static_cast<int>(chunks), OC);

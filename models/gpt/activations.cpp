@@ -57,8 +57,10 @@ std::int64_t head_activation_bytes(const ActivationDims& d) {
   return d.act_bytes() * (d.BTC() + d.BT() * d.Vp) + kStatBytes * 3 * d.BT();
 }
 
+std::int64_t token_ids_bytes(const ActivationDims& d) { return kStatBytes * 2 * d.BT(); }
+
 std::int64_t residual_stream_bytes(const ActivationDims& d, int n_layer) {
-  return kStatBytes * 2 * d.BT() + d.act_bytes() * (n_layer + 1) * d.BTC();
+  return token_ids_bytes(d) + d.act_bytes() * (n_layer + 1) * d.BTC();
 }
 
 std::int64_t predict_activation_peak_bytes(const GptConfig& c, const ActivationDims& d,

@@ -37,9 +37,10 @@ std::int64_t block_activation_bytes(const ActivationDims& d);
 // Bytes of the head's activations (ln_f output, its mean/rstd, probabilities, losses):
 // a (BTC + BT Vp) + 4 (3 BT).
 std::int64_t head_activation_bytes(const ActivationDims& d);
-// Bytes kept for the whole step: the input and target token ids, 4 (2 BT), then the residual
-// stream, a (n_layer + 1) BTC (each block's input -- exactly what a checkpointed block keeps --
-// and the last block's output).
+// Bytes kept for the whole step: the input and target token ids, 4 (2 BT) (token_ids_bytes), then
+// the residual stream, a (n_layer + 1) BTC (each block's input -- exactly what a checkpointed
+// block keeps -- and the last block's output).
+std::int64_t token_ids_bytes(const ActivationDims& d);
 std::int64_t residual_stream_bytes(const ActivationDims& d, int n_layer);
 
 // Peak bytes of the activations category over one forward + backward, replaying the model's

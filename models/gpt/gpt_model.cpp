@@ -56,7 +56,7 @@ void GptModel::release_activations() {
 
 TensorView GptModel::resid(int layer) const {
   const ActivationDims& d = dims_;
-  char* stream = static_cast<char*>(stream_.data()) + 2 * d.BT() * std::int64_t{sizeof(std::int32_t)};
+  char* stream = static_cast<char*>(stream_.data()) + token_ids_bytes(d);
   return TensorView{stream + layer * d.BTC() * d.act_bytes(), d.act, stream_.device(), Shape{d.B, d.T, d.C}};
 }
 

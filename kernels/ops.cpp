@@ -151,22 +151,24 @@ bool flash_attention_available(Device device, std::int64_t batch, std::int64_t n
   return false;
 #endif
 }
-void flash_attention_forward(const ExecContext& ctx, TensorView out, TensorView lse, TensorView qkv, int n_head) {
+void flash_attention_forward(const ExecContext& ctx, TensorView out, TensorView lse, TensorView qkv, int n_head,
+                             const DropoutSpec& dropout) {
   ZT_CHECK(on_cuda(ctx), "flash attention runs on CUDA only (the CPU uses attention_forward)");
 #ifdef ZT_HAVE_CUDA
-  timed_op(ctx, "flash_attention_forward", [&] { cuda::flash_attention_forward(ctx, out, lse, qkv, n_head); });
+  timed_op(ctx, "flash_attention_forward",
+           [&] { cuda::flash_attention_forward(ctx, out, lse, qkv, n_head, dropout); });
 #else
-  (void)out, (void)lse, (void)qkv, (void)n_head;  // on_cuda has thrown: no CUDA backend in this build
+  (void)out, (void)lse, (void)qkv, (void)n_head, (void)dropout;  // on_cuda has thrown: no CUDA backend in this build
 #endif
 }
 void flash_attention_backward(const ExecContext& ctx, TensorView dqkv, TensorView dout, TensorView out, TensorView qkv,
-                              TensorView lse, int n_head) {
+                              TensorView lse, int n_head, const DropoutSpec& dropout) {
   ZT_CHECK(on_cuda(ctx), "flash attention runs on CUDA only (the CPU uses attention_backward)");
 #ifdef ZT_HAVE_CUDA
   timed_op(ctx, "flash_attention_backward",
-           [&] { cuda::flash_attention_backward(ctx, dqkv, dout, out, qkv, lse, n_head); });
+           [&] { cuda::flash_attention_backward(ctx, dqkv, dout, out, qkv, lse, n_head, dropout); });
 #else
-  (void)dqkv, (void)dout, (void)out, (void)qkv, (void)lse, (void)n_head;
+  (void)dqkv, (void)dout, (void)out, (void)qkv, (void)lse, (void)n_head, (void)dropout;
 #endif
 }
 void gelu_forward(const ExecContext& ctx, TensorView out, TensorView inp) { return ZT_OP(gelu_forward, ctx, out, inp); }

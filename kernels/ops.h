@@ -52,12 +52,14 @@ void attention_backward(const ExecContext& ctx, TensorView dqkv, TensorView dout
                         int n_head, const DropoutSpec& dropout);
 // Flash attention: the result of attention_forward without the [B, n_head, T, T] probabilities;
 // it keeps lse [B, n_head, T] (each row's log-sum-exp) and its backward recomputes them from it.
-// CUDA only (kernels/cuda/flash_attention.h: some head sizes, batch * n_head <= 65535), no dropout:
-// where flash_attention_available is false the model uses attention_forward/backward.
+// CUDA only (kernels/cuda/flash_attention.h: some head sizes, batch * n_head <= 65535), dropout on
+// the probabilities fused: where flash_attention_available is false the model uses
+// attention_forward/backward.
 bool flash_attention_available(Device device, std::int64_t batch, std::int64_t n_head, std::int64_t head_size);
-void flash_attention_forward(const ExecContext& ctx, TensorView out, TensorView lse, TensorView qkv, int n_head);
+void flash_attention_forward(const ExecContext& ctx, TensorView out, TensorView lse, TensorView qkv, int n_head,
+                             const DropoutSpec& dropout);
 void flash_attention_backward(const ExecContext& ctx, TensorView dqkv, TensorView dout, TensorView out, TensorView qkv,
-                              TensorView lse, int n_head);
+                              TensorView lse, int n_head, const DropoutSpec& dropout);
 void gelu_forward(const ExecContext& ctx, TensorView out, TensorView inp);
 void gelu_backward(const ExecContext& ctx, TensorView dinp, TensorView inp, TensorView dout);
 void residual_forward(const ExecContext& ctx, TensorView out, TensorView a, TensorView b);

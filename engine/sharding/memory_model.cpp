@@ -32,8 +32,8 @@ ShardSizes shard_sizes(std::int64_t numel, int world_size) {
 
 ModelFootprint predict_gpt_footprint(const gpt::GptConfig& model, int micro_batch, int seq_len,
                                      const gpt::CheckpointPolicy& checkpointing, DType param_dtype, Device device,
-                                     float dropout, DType activations) {
-  const gpt::ActivationDims d = gpt::activation_dims(model, micro_batch, seq_len, device, dropout, activations);
+                                     DType activations) {
+  const gpt::ActivationDims d = gpt::activation_dims(model, micro_batch, seq_len, device, activations);
   const std::int64_t max_unit = gpt::build_param_table(model).max_unit_numel();
   ModelFootprint f;
   f.activation_bytes = gpt::predict_activation_peak_bytes(model, d, checkpointing);
@@ -123,7 +123,7 @@ StageMemory predict_rank_memory(const ParamTable& table, DType param_dtype, cons
 StageMemory predict_rank_memory(const RunConfig& config, int stage, int world_size, const ShardingOptions& options) {
   const ModelFootprint footprint =
       predict_gpt_footprint(config.model, config.train.micro_batch, config.train.seq_len,
-                            config.train.activation_checkpointing, config.param_dtype, config.device, config.dropout,
+                            config.train.activation_checkpointing, config.param_dtype, config.device,
                             config.activation_dtype);
   ShardingOptions o = options;
   o.deterministic = o.deterministic || config.train.deterministic;

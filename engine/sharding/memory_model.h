@@ -37,12 +37,12 @@ struct ModelFootprint {
   std::int64_t workspace_bytes = 0;   // peak of the workspace category
 };
 
-// GptModel's footprint for micro-batches of B x T on `device` with `dropout` (which decide
-// between flash and materialised attention, gpt::activation_dims): gpt::predict_activation_peak_bytes,
-// and the workspace GptModel and BlockGradScratch allocate (docs/memory.md).
+// GptModel's footprint for micro-batches of B x T on `device` (which decides between flash and
+// materialised attention, gpt::activation_dims): gpt::predict_activation_peak_bytes, and the
+// workspace GptModel and BlockGradScratch allocate (docs/memory.md).
 ModelFootprint predict_gpt_footprint(const gpt::GptConfig& model, int micro_batch, int seq_len,
                                      const gpt::CheckpointPolicy& checkpointing, DType param_dtype, Device device,
-                                     float dropout, DType activations = DType::kF32);
+                                     DType activations = DType::kF32);
 
 // Predicted peak bytes per category on one rank (rank N-1, the most padded; every rank allocates
 // the same bytes, the others hold fewer padding elements).

@@ -5,8 +5,9 @@
 // same mask either way, a bf16 result being the fp32 product rounded once.
 #include "kernels/cuda/dropout.h"
 
-#include "kernels/cpu/dropout_mask.h"  // check_operands, keep_threshold, keep_scale: shared with the CPU
+#include "kernels/cpu/dropout_mask.h"  // check_operands: shared with the CPU
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/dropout_mask.cuh"
 
 namespace zt::cuda {
 
@@ -14,44 +15,18 @@ namespace {
 
 constexpr int kThreads = 256;
 
-// Philox4x32-10 with the rounds of zt::philox4x32 (engine/core/philox.h): same bits on both sides.
-__device__ __forceinline__ uint4 philox4x32(uint4 ctr, std::uint32_t k0, std::uint32_t k1) {
-  constexpr std::uint32_t kM0 = 0xD2511F53u, kM1 = 0xCD9E8D57u;
-  constexpr std::uint32_t kW0 = 0x9E3779B9u, kW1 = 0xBB67AE85u;
-#pragma unroll
-  for (int round = 0; round < 10; ++round) {
-    const std::uint32_t hi0 = __umulhi(kM0, ctr.x), lo0 = kM0 * ctr.x;
-    const std::uint32_t hi1 = __umulhi(kM1, ctr.z), lo1 = kM1 * ctr.z;
-    ctr = make_uint4(hi1 ^ ctr.y ^ k0, lo1, hi0 ^ ctr.w ^ k1, lo0);
-    k0 += kW0;
-    k1 += kW1;
-  }
-  return ctr;
-}
-
-struct MaskParams {
-  std::uint64_t seed;
-  std::uint32_t site;
-  std::uint32_t threshold;  // kept iff the element's 32 random bits are >= this
-  float scale;              // 1 / (1 - p), rounded once on the host as the CPU does
-  std::int64_t first_sample;
-};
-
 // out[b, j] = in[b, j] * (kept ? scale : 0) over B samples of N elements. Thread t handles Philox
 // block t % blocks_per_sample of sample t / blocks_per_sample. kVec = 4 only when N % 4 == 0 and
 // both pointers are act_vec4_aligned, so a block's 4 elements are one aligned vector access. T is
 // the activation storage type: a bf16 result is the fp32 product rounded once.
 template <typename T, int kVec>
-__global__ void apply_mask(T* out, const T* in, std::int64_t B, std::int64_t N, MaskParams m) {
+__global__ void apply_mask(T* out, const T* in, std::int64_t B, std::int64_t N, detail::MaskParams m) {
   const std::int64_t blocks_per_sample = (N + 3) / 4;
   const std::int64_t total = B * blocks_per_sample;
   for (std::int64_t t = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; t < total;
        t += std::int64_t{gridDim.x} * blockDim.x) {
     const std::int64_t b = t / blocks_per_sample, blk = t % blocks_per_sample;
-    const auto g = static_cast<std::uint64_t>(m.first_sample + b);
-    const uint4 r = philox4x32(make_uint4(static_cast<std::uint32_t>(blk), m.site, static_cast<std::uint32_t>(g),
-                                          static_cast<std::uint32_t>(g >> 32)),
-                               static_cast<std::uint32_t>(m.seed), static_cast<std::uint32_t>(m.seed >> 32));
+    const uint4 r = detail::mask_bits(m, static_cast<std::uint64_t>(m.first_sample + b), static_cast<std::uint32_t>(blk));
     const std::uint32_t bits[4] = {r.x, r.y, r.z, r.w};
     const std::int64_t j0 = blk * 4, base = b * N + j0;
     // The mask is multiplied in (not selected), so a dropped inf or NaN gives NaN, as on the CPU.
@@ -72,8 +47,7 @@ __global__ void apply_mask(T* out, const T* in, std::int64_t B, std::int64_t N, 
 
 template <typename T>
 void launch(cudaStream_t stream, T* o, const T* x, std::int64_t B, std::int64_t N, const DropoutSpec& spec) {
-  const MaskParams m{spec.seed, spec.site, cpu::dropout_detail::keep_threshold(spec.p),
-                     cpu::dropout_detail::keep_scale(spec.p), spec.first_sample};
+  const detail::MaskParams m = detail::mask_params(spec);
   const std::int64_t threads_needed = B * ((N + 3) / 4);
   const unsigned grid = detail::grid_for(threads_needed, kThreads);
   // out may alias in: each thread reads its 4 elements before writing them, and no other thread

@@ -1,14 +1,20 @@
-// Flash-style attention kernels. One thread owns one query row (forward, dq) or one key row (dk,
-// dv) and keeps it in registers; a block of kRows threads shares tiles of the other side's rows
-// in shared memory. Scores use q pre-multiplied by 1/sqrt(hs). Causality bounds every loop, so a
-// block only visits the tiles its rows can see. Kernels are templated on the activation storage
-// type (docs/precision.md): bf16 qkv, out, dout and dqkv are widened on load, everything (registers,
-// shared-memory tiles, lse, delta) is fp32, and each stored result is rounded once.
+// Flash-style attention kernels on CUDA cores, and the dispatch to the tensor-core ones
+// (flash_attention_tc.cu) for BF16 activations. One thread owns one query row (forward, dq) or one
+// key row (dk, dv) and keeps it in registers; a block of kRows threads shares tiles of the other
+// side's rows in shared memory. Scores use q pre-multiplied by 1/sqrt(hs). Causality bounds every
+// loop, so a block only visits the tiles its rows can see. Kernels are templated on the activation
+// storage type (docs/precision.md): bf16 qkv, out, dout and dqkv are widened on load, everything
+// (registers, shared-memory tiles, lse, delta) is fp32, and each stored result is rounded once.
+// Dropout on the probabilities multiplies each P_ij by its mask factor where it meets v_j (forward,
+// dV) or dO . v_j (dP); the softmax sum, lse and the row term delta = dO . out stay as without it.
 #include "kernels/cuda/flash_attention.h"
 
 #include <cmath>
+#include <type_traits>
 
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/dropout_mask.cuh"
+#include "kernels/cuda/flash_attention_tc.cuh"
 
 namespace zt::cuda {
 
@@ -20,10 +26,9 @@ constexpr int kRows = 64;  // rows owned per block, one per thread
 template <int HS>
 constexpr int kTileRows = 4096 / HS;
 
-struct Geometry {
-  int T, C, NH;
-  float scale;
-};
+using Geometry = detail::FlashGeometry;
+using detail::MaskCursor;
+using detail::MaskParams;
 
 // Pointers to row t's q, k, v of head h in sample b's [T, 3C] block.
 template <typename Act>
@@ -45,7 +50,7 @@ __device__ __forceinline__ void load_kv_tile(float (*ks)[HS], float (*vs)[HS], c
 }
 
 template <int HS, typename Act>
-__global__ void flash_forward_kernel(Act* out, float* lse, const Act* qkv, Geometry g) {
+__global__ void flash_forward_kernel(Act* out, float* lse, const Act* qkv, Geometry g, MaskParams mask) {
   constexpr int KT = kTileRows<HS>;
   __shared__ float ks[KT][HS];
   __shared__ float vs[KT][HS];
@@ -54,6 +59,7 @@ __global__ void flash_forward_kernel(Act* out, float* lse, const Act* qkv, Geome
   const bool active = i < g.T;
   float q[HS], acc[HS];
   float m = -INFINITY, l = 0.0f;
+  MaskCursor cursor(mask, b);
   if (active) {
     const Act* qi = qkv_row(qkv, g, b, i, h, 0, HS);
     for (int d = 0; d < HS; ++d) {
@@ -78,7 +84,8 @@ __global__ void flash_forward_kernel(Act* out, float* lse, const Act* qkv, Geome
         }
         const float p = expf(s - m);
         l += p;
-        for (int d = 0; d < HS; ++d) acc[d] += p * vs[r][d];
+        const float pv = p * cursor.factor((static_cast<std::int64_t>(h) * g.T + i) * g.T + k0 + r);
+        for (int d = 0; d < HS; ++d) acc[d] += pv * vs[r][d];
       }
     }
     __syncthreads();
@@ -106,10 +113,10 @@ __global__ void flash_delta_kernel(float* delta, const Act* dout, const Act* out
   delta[r] = sum;
 }
 
-// dq for one query row per thread: dq_i = scale * sum_j p_ij (dp_ij - delta_i) k_j.
+// dq for one query row per thread: dq_i = scale * sum_j p_ij (mask_ij dp_ij - delta_i) k_j.
 template <int HS, typename Act>
 __global__ void flash_dq_kernel(Act* dqkv, const Act* qkv, const Act* dout, const float* lse, const float* delta,
-                                Geometry g) {
+                                Geometry g, MaskParams mask) {
   constexpr int KT = kTileRows<HS>;
   __shared__ float ks[KT][HS];
   __shared__ float vs[KT][HS];
@@ -118,6 +125,7 @@ __global__ void flash_dq_kernel(Act* dqkv, const Act* qkv, const Act* dout, cons
   const bool active = i < g.T;
   float q[HS], dO[HS], dq[HS];
   float lse_i = 0.0f, delta_i = 0.0f;
+  MaskCursor cursor(mask, b);
   if (active) {
     const Act* qi = qkv_row(qkv, g, b, i, h, 0, HS);
     const Act* doi = dout + (static_cast<std::int64_t>(b) * g.T + i) * g.C + h * HS;
@@ -141,7 +149,8 @@ __global__ void flash_dq_kernel(Act* dqkv, const Act* qkv, const Act* dout, cons
           s += q[d] * ks[r][d];
           dp += dO[d] * vs[r][d];
         }
-        const float ds = expf(s - lse_i) * (dp - delta_i);
+        const float f = cursor.factor((static_cast<std::int64_t>(h) * g.T + i) * g.T + k0 + r);
+        const float ds = expf(s - lse_i) * (dp * f - delta_i);
         for (int d = 0; d < HS; ++d) dq[d] += ds * ks[r][d];
       }
     }
@@ -154,10 +163,10 @@ __global__ void flash_dq_kernel(Act* dqkv, const Act* qkv, const Act* dout, cons
 }
 
 // dk and dv for one key row per thread, over the query rows that see it (i >= j):
-// dv_j = sum_i p_ij dout_i,  dk_j = sum_i p_ij (dp_ij - delta_i) (scale q_i).
+// dv_j = sum_i mask_ij p_ij dout_i,  dk_j = sum_i p_ij (mask_ij dp_ij - delta_i) (scale q_i).
 template <int HS, typename Act>
 __global__ void flash_dkv_kernel(Act* dqkv, const Act* qkv, const Act* dout, const float* lse, const float* delta,
-                                 Geometry g) {
+                                 Geometry g, MaskParams mask) {
   constexpr int QT = kTileRows<HS> / 2;  // four tiles: q, dout (and the row terms)
   __shared__ float qs[QT][HS];
   __shared__ float dos[QT][HS];
@@ -167,6 +176,7 @@ __global__ void flash_dkv_kernel(Act* dqkv, const Act* qkv, const Act* dout, con
   const int first = blockIdx.x * kRows, j = first + threadIdx.x;
   const bool active = j < g.T;
   float k[HS], v[HS], dk[HS], dv[HS];
+  MaskCursor cursor(mask, b);
   if (active) {
     const Act* kj = qkv_row(qkv, g, b, j, h, 1, HS);
     const Act* vj = qkv_row(qkv, g, b, j, h, 2, HS);
@@ -197,9 +207,10 @@ __global__ void flash_dkv_kernel(Act* dqkv, const Act* qkv, const Act* dout, con
           dp += dos[r][d] * v[d];
         }
         const float p = expf(s - lses[r]);
-        const float ds = p * (dp - deltas[r]);
+        const float f = cursor.factor((static_cast<std::int64_t>(h) * g.T + q0 + r) * g.T + j);
+        const float ds = p * (dp * f - deltas[r]);
         for (int d = 0; d < HS; ++d) {
-          dv[d] += p * dos[r][d];
+          dv[d] += p * f * dos[r][d];
           dk[d] += ds * qs[r][d];
         }
       }
@@ -252,41 +263,78 @@ void with_head_size(std::int64_t hs, Fn&& fn) {
 
 }  // namespace
 
+Geometry geometry_of(const FlashDims& d) {
+  return Geometry{static_cast<int>(d.T), static_cast<int>(d.C), static_cast<int>(d.NH),
+                  static_cast<float>(1.0 / std::sqrt(static_cast<double>(d.hs)))};
+}
+
+// The dropout on the probabilities, checked as the dropout kernels check theirs (p in [0, 1), a
+// sample's n_head * T * T elements within the Philox counter), as the kernels take it.
+MaskParams mask_of(const DropoutSpec& dropout, const FlashDims& d) {
+  cpu::dropout_detail::check_spec(dropout, d.NH * d.T * d.T);
+  return detail::mask_params(dropout);
+}
+
+// Whether the tensor-core kernels take these operands: BF16, a head size they are compiled for, and
+// every base pointer 16-byte aligned (their tiles move in 16-byte chunks).
+template <typename Act>
+bool use_tensor_cores(const FlashDims& d, std::initializer_list<const void*> operands) {
+  if (!std::is_same_v<Act, __nv_bfloat16> || !detail::tc_flash_supports(static_cast<int>(d.hs))) return false;
+  for (const void* p : operands) {
+    if (!detail::aligned16(p)) return false;
+  }
+  return true;
+}
+
 bool flash_attention_supports(std::int64_t batch, std::int64_t n_head, std::int64_t hs) {
   const bool compiled = hs == 8 || hs == 16 || hs == 32 || hs == 64 || hs == 128;
   return compiled && batch * n_head <= 65535;  // one grid row per (sample, head)
 }
 
-void flash_attention_forward(const ExecContext& ctx, TensorView out, TensorView lse, TensorView qkv, int n_head) {
+bool flash_attention_tensor_cores(DType activations, std::int64_t hs) {
+  return activations == DType::kBF16 && detail::tc_flash_supports(static_cast<int>(hs));
+}
+
+void flash_attention_forward(const ExecContext& ctx, TensorView out, TensorView lse, TensorView qkv, int n_head,
+                             const DropoutSpec& dropout) {
   const DType dtype = detail::activation_dtype("flash_attention_forward", {out, qkv});
   const FlashDims d = check_dims(out, lse, qkv, n_head);
+  const MaskParams mask = mask_of(dropout, d);
   if (d.B * d.T == 0) return;
   const cudaStream_t stream = detail::stream_of(ctx);
-  const Geometry g{static_cast<int>(d.T), static_cast<int>(d.C), static_cast<int>(d.NH),
-                   static_cast<float>(1.0 / std::sqrt(static_cast<double>(d.hs)))};
+  const Geometry g = geometry_of(d);
   const dim3 grid(static_cast<unsigned>((d.T + kRows - 1) / kRows), static_cast<unsigned>(d.B * d.NH));
   detail::dispatch_activation(dtype, [&](auto act) {
     using Act = typename decltype(act)::type;
+    Act* out_p = detail::act_data<Act>(out);
+    const Act* qkv_p = detail::act_data<Act>(qkv);
+    if constexpr (std::is_same_v<Act, __nv_bfloat16>) {
+      if (use_tensor_cores<Act>(d, {out_p, qkv_p})) {
+        detail::tc_flash_forward(stream, out_p, lse.as<float>(), qkv_p, static_cast<int>(d.B),
+                                 static_cast<int>(d.hs), g, mask);
+        return;
+      }
+    }
     with_head_size(d.hs, [&](auto hs) {
-      flash_forward_kernel<decltype(hs)::value, Act><<<grid, kRows, 0, stream>>>(
-          detail::act_data<Act>(out), lse.as<float>(), detail::act_data<Act>(qkv), g);
+      flash_forward_kernel<decltype(hs)::value, Act><<<grid, kRows, 0, stream>>>(out_p, lse.as<float>(), qkv_p, g,
+                                                                                mask);
     });
+    ZT_CUDA_CHECK_LAUNCH();
   });
-  ZT_CUDA_CHECK_LAUNCH();
 }
 
 void flash_attention_backward(const ExecContext& ctx, TensorView dqkv, TensorView dout, TensorView out, TensorView qkv,
-                              TensorView lse, int n_head) {
+                              TensorView lse, int n_head, const DropoutSpec& dropout) {
   const DType dtype = detail::activation_dtype("flash_attention_backward", {dqkv, dout, out, qkv});
   const FlashDims d = check_dims(out, lse, qkv, n_head);
   detail::check_on_gpu(dqkv, "dqkv");
   detail::check_on_gpu(dout, "dout");
   ZT_CHECK(dqkv.numel() == qkv.numel(), "flash_attention_backward: dqkv must be shaped as qkv");
   ZT_CHECK(dout.numel() == out.numel(), "flash_attention_backward: dout must be shaped as out");
+  const MaskParams mask = mask_of(dropout, d);
   if (d.B * d.T == 0) return;
   const cudaStream_t stream = detail::stream_of(ctx);
-  const Geometry g{static_cast<int>(d.T), static_cast<int>(d.C), static_cast<int>(d.NH),
-                   static_cast<float>(1.0 / std::sqrt(static_cast<double>(d.hs)))};
+  const Geometry g = geometry_of(d);
   const std::int64_t rows = d.B * d.NH * d.T;
   Buffer delta = detail::resources_of(ctx).scratch(DType::kF32, rows);
   detail::dispatch_activation(dtype, [&](auto act) {
@@ -298,13 +346,21 @@ void flash_attention_backward(const ExecContext& ctx, TensorView dqkv, TensorVie
     flash_delta_kernel<<<detail::grid_for(rows, kThreads, INT32_MAX), kThreads, 0, stream>>>(
         delta.as<float>(), dout_p, detail::act_data<Act>(out), g, static_cast<int>(d.hs), rows);
     ZT_CUDA_CHECK_LAUNCH();
+    const float* lse_p = lse.as<float>();
+    if constexpr (std::is_same_v<Act, __nv_bfloat16>) {
+      if (use_tensor_cores<Act>(d, {dqkv_p, qkv_p, dout_p})) {
+        detail::tc_flash_backward(stream, dqkv_p, qkv_p, dout_p, lse_p, delta.as<float>(), static_cast<int>(d.B),
+                                  static_cast<int>(d.hs), g, mask);
+        return;
+      }
+    }
     const dim3 grid(static_cast<unsigned>((d.T + kRows - 1) / kRows), static_cast<unsigned>(d.B * d.NH));
     with_head_size(d.hs, [&](auto hs) {
       constexpr int HS = decltype(hs)::value;
-      const float* lse_p = lse.as<float>();
-      flash_dq_kernel<HS, Act><<<grid, kRows, 0, stream>>>(dqkv_p, qkv_p, dout_p, lse_p, delta.as<float>(), g);
+      flash_dq_kernel<HS, Act><<<grid, kRows, 0, stream>>>(dqkv_p, qkv_p, dout_p, lse_p, delta.as<float>(), g, mask);
       ZT_CUDA_CHECK_LAUNCH();
-      flash_dkv_kernel<HS, Act><<<grid, kRows, 0, stream>>>(dqkv_p, qkv_p, dout_p, lse_p, delta.as<float>(), g);
+      flash_dkv_kernel<HS, Act><<<grid, kRows, 0, stream>>>(dqkv_p, qkv_p, dout_p, lse_p, delta.as<float>(), g,
+                                                            mask);
       ZT_CUDA_CHECK_LAUNCH();
     });
   });

@@ -41,9 +41,9 @@ Buffer allocate_bytes(const ExecContext& ctx, MemoryTracker& tracker, const Acti
 }  // namespace
 
 ActivationDims activation_dims(const GptConfig& c, std::int64_t batch, std::int64_t seq_len, Device device,
-                               float dropout, DType activations) {
+                               DType activations) {
   ZT_CHECK(activations == DType::kF32 || activations == DType::kBF16, "activations are F32 or BF16");
-  const bool flash = dropout == 0.0f && ops::flash_attention_available(device, batch, c.n_head, c.n_embd / c.n_head);
+  const bool flash = ops::flash_attention_available(device, batch, c.n_head, c.n_embd / c.n_head);
   return ActivationDims{batch, seq_len, c.n_embd, c.n_head, c.padded_vocab_size(), flash, activations};
 }
 

@@ -25,11 +25,10 @@ struct ActivationDims {
 };
 
 // The model's dimensions for batches of B x T on `device`. Attention is flash where it can be:
-// on CUDA, for the head sizes the flash kernels are compiled for, and without dropout on the
-// attention probabilities (which only the materialised path applies); the memory prediction
-// calls this too, so both make the same choice.
+// on CUDA, for the head sizes the flash kernels are compiled for (dropout on the probabilities is
+// fused into them); the memory prediction calls this too, so both make the same choice.
 ActivationDims activation_dims(const GptConfig& c, std::int64_t batch, std::int64_t seq_len, Device device,
-                               float dropout, DType activations = DType::kF32);
+                               DType activations = DType::kF32);
 
 // Bytes of one block's internal activations, with a = act_bytes(): a (15 BTC + B NH T^2) + 4 (4 BT)
 // materialised, a 15 BTC + 4 (4 BT + B NH T) with flash attention.

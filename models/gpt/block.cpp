@@ -19,9 +19,8 @@ void block_forward(const ExecContext& ctx, const BlockParams& p, TensorView x, B
                    int n_head, const BlockDropout& dropout) {
   ops::layernorm_forward(ctx, a.ln1, a.ln1_mean, a.ln1_rstd, x, p.ln_1_w, p.ln_1_b);
   ops::matmul_forward(ctx, a.qkv, a.ln1, p.c_attn_w, WeightLayout::kInOut, p.c_attn_b);
-  if (a.lse.data != nullptr) {  // flash: never with dropout on the probabilities (activation_dims)
-    ZT_CHECK(!dropout.attn_probs.active());
-    ops::flash_attention_forward(ctx, a.atty, a.lse, a.qkv, n_head);
+  if (a.lse.data != nullptr) {
+    ops::flash_attention_forward(ctx, a.atty, a.lse, a.qkv, n_head, dropout.attn_probs);
   } else {
     ops::attention_forward(ctx, a.atty, a.att, a.qkv, n_head, dropout.attn_probs);
   }
@@ -62,7 +61,7 @@ void block_backward(const ExecContext& ctx, const BlockParams& p, const BlockPar
   ops::matmul_backward(ctx, d_btc, g.attn_proj_w, g.attn_proj_b, through_dropout(dropout.attn_residual), a.atty,
                        p.attn_proj_w, WeightLayout::kInOut);
   if (a.lse.data != nullptr) {
-    ops::flash_attention_backward(ctx, d_qkv, d_btc, a.atty, a.qkv, a.lse, n_head);
+    ops::flash_attention_backward(ctx, d_qkv, d_btc, a.atty, a.qkv, a.lse, n_head, dropout.attn_probs);
   } else {
     ops::attention_backward(ctx, d_qkv, d_btc, a.qkv, a.att, n_head, dropout.attn_probs);
   }

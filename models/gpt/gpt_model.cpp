@@ -20,7 +20,7 @@ GptModel::GptModel(const GptConfig& config, int batch, int seq_len, CheckpointPo
                    const ExecContext& ctx, float dropout, std::uint64_t seed, DType activations)
     : config_(config),
       table_(build_param_table(config)),
-      dims_(activation_dims(config, batch, seq_len, ctx.device, dropout, activations)),
+      dims_(activation_dims(config, batch, seq_len, ctx.device, activations)),
       policy_(policy),
       tracker_(tracker),
       ctx_(ctx),

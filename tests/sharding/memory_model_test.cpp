@@ -178,7 +178,7 @@ TEST(RankMemory, OneRankStagesDifferOnlyByTheirFullUnitBuffers) {
   ASSERT_GE(block, first);
   for (DType dtype : {DType::kF32, DType::kBF16}) {
     const std::int64_t W = static_cast<std::int64_t>(dtype_size_bytes(dtype));
-    const ModelFootprint fp = predict_gpt_footprint(kTiny, 4, 16, {}, dtype, Device::kCPU, 0.0f);
+    const ModelFootprint fp = predict_gpt_footprint(kTiny, 4, 16, {}, dtype, Device::kCPU);
     StageMemory s[4];
     for (int stage = 0; stage < 4; ++stage) {
       ZeroOptions zero;
@@ -201,19 +201,16 @@ TEST(RankMemory, OneRankStagesDifferOnlyByTheirFullUnitBuffers) {
 }
 
 // On CUDA, attention is flash where the kernels allow (no T x T probabilities kept: the block's
-// activations lose B NH (T^2 - T) elements); on the CPU, with dropout, or in a build without
-// CUDA, the probabilities are kept. The model sizes its buffers from the same activation_dims.
+// activations lose B NH (T^2 - T) elements), with or without dropout (fused into the kernels); on
+// the CPU, or in a build without CUDA, the probabilities are kept. The model sizes its buffers from the same activation_dims.
 TEST(RankMemory, FlashAttentionOnCudaDropsTheProbabilitiesFromThePrediction) {
   const gpt::GptConfig& m = kGpt2Small;
   const std::int64_t B = 8, T = 1024, L = m.n_layer, NH = m.n_head;
-  const std::int64_t cpu = predict_gpt_footprint(m, B, T, {}, DType::kBF16, Device::kCPU, 0.0f).activation_bytes;
-  const std::int64_t cuda = predict_gpt_footprint(m, B, T, {}, DType::kBF16, Device::kCUDA, 0.0f).activation_bytes;
-  const std::int64_t cuda_dropout =
-      predict_gpt_footprint(m, B, T, {}, DType::kBF16, Device::kCUDA, 0.1f).activation_bytes;
-  EXPECT_EQ(cuda_dropout, cpu) << "dropout on the probabilities needs the materialised path";
-  EXPECT_FALSE(gpt::activation_dims(m, B, T, Device::kCPU, 0.0f).flash_attention);
+  const std::int64_t cpu = predict_gpt_footprint(m, B, T, {}, DType::kBF16, Device::kCPU).activation_bytes;
+  const std::int64_t cuda = predict_gpt_footprint(m, B, T, {}, DType::kBF16, Device::kCUDA).activation_bytes;
+  EXPECT_FALSE(gpt::activation_dims(m, B, T, Device::kCPU).flash_attention);
   if (ops::flash_attention_available(Device::kCUDA, B, NH, m.n_embd / NH)) {
-    EXPECT_TRUE(gpt::activation_dims(m, B, T, Device::kCUDA, 0.0f).flash_attention);
+    EXPECT_TRUE(gpt::activation_dims(m, B, T, Device::kCUDA).flash_attention);
     // Without checkpointing every block's activations are alive at the peak.
     EXPECT_EQ(cpu - cuda, 4 * L * B * NH * (T * T - T));
   } else {
@@ -230,7 +227,7 @@ TEST(RankMemory, EachStageNeedsNoMoreThanTheLastForGpt2OnFourOrMoreRanks) {
     const ParamTable t = gpt::build_param_table(model);
     const StepSchedule schedule{gpt::forward_schedule(model), gpt::backward_schedule(model)};
     for (DType dtype : {DType::kF32, DType::kBF16}) {
-      const ModelFootprint fp = predict_gpt_footprint(model, 8, 1024, {}, dtype, Device::kCPU, 0.0f);
+      const ModelFootprint fp = predict_gpt_footprint(model, 8, 1024, {}, dtype, Device::kCPU);
       for (int ranks : {4, 7, 8, 64, 1000}) {
         std::int64_t previous = 0;
         for (int stage = 0; stage < 4; ++stage) {
@@ -270,7 +267,7 @@ void expect_measured_equals_predicted(DType dtype, const char* checkpointing) {
   const MemorySnapshot measured = tracker.snapshot();
 
   const StageMemory predicted =
-      predict_rank_memory(model.table(), dtype, predict_gpt_footprint(kTiny, B, T, policy, dtype, Device::kCPU, 0.0f),
+      predict_rank_memory(model.table(), dtype, predict_gpt_footprint(kTiny, B, T, policy, dtype, Device::kCPU),
                           {gpt::forward_schedule(kTiny), gpt::backward_schedule(kTiny)}, ZeroOptions{}, 1);
   for (int i = 0; i < kNumMemCategories; ++i) {
     EXPECT_EQ(measured.peak_bytes[i], predicted.bytes[i]) << mem_category_name(static_cast<MemCategory>(i));

@@ -90,7 +90,7 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
   const char* activations = cfg.activation_dtype == DType::kBF16 ? "bf16" : "fp32";
   const std::string ckpt = cfg.train.activation_checkpointing.to_string();
   const char* attention =
-      gpt::activation_dims(mc, cfg.train.micro_batch, cfg.train.seq_len, cfg.device, cfg.dropout).flash_attention
+      gpt::activation_dims(mc, cfg.train.micro_batch, cfg.train.seq_len, cfg.device).flash_attention
           ? "flash (no T x T probabilities kept)"
           : "materialised (T x T probabilities kept)";
 

@@ -1,0 +1,440 @@
+// Tensor-core flash attention for BF16 activations, on WMMA 16x16x16 bf16 fragments with fp32
+// accumulators. A block of 4 warps owns 64 rows (queries in the forward and dq kernels, keys in the
+// dk/dv kernel), 16 per warp, and streams 64-row tiles of the other side through shared memory.
+//
+// [Note: flash attention on tensor cores]
+// WMMA fragments do not say which thread holds which element, so every step that works per row
+// (the causal mask, the online softmax, its rescaling of the output, dropout, the softmax backward)
+// goes through shared memory: a warp stores its 16 x 64 score tile as fp32, its 32 lanes work on
+// it two lanes per row (each lane half the columns, the pair combining maxima and sums with one
+// shuffle), and write bf16 probabilities (or dS) that the warp loads back as the A operand of the
+// next product. The forward's output accumulator lives in shared memory too (fp32), because every
+// tile rescales its rows; the backward's dq, dk and dv accumulators need no rescaling and stay in
+// fragments until the end. The q, k, v and dout rows a block owns are loaded into fragments once.
+// Rounding: S = Q K^T and dP = dO V^T multiply the stored bf16 operands exactly as the CUDA-core
+// kernels do (fp32 sums, another order); the probabilities (after dropout) and dS are rounded once
+// to bf16 before their products. Deterministic: every sum has a fixed order, no atomics.
+//
+// Internal to flash_attention_tc.cu (which launches them) and to the SIMT emulation test
+// (tests/emulation/), which runs this device code on the CPU: kernels only, no launch syntax.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include <mma.h>
+
+#include "kernels/cuda/common.cuh"  // f32_to_bf16
+#include "kernels/cuda/dropout_mask.cuh"
+#include "kernels/cuda/flash_attention_tc.cuh"
+
+namespace zt::cuda::detail::tc_flash {
+
+namespace wmma = nvcuda::wmma;
+using bf16 = __nv_bfloat16;
+
+constexpr int kWarps = 4;
+constexpr int kThreads = 32 * kWarps;
+constexpr int kRows = 16 * kWarps;  // rows a block owns
+constexpr int kTile = 64;           // rows per streamed tile; == kRows, so causal bounds fall on tiles
+static_assert(kTile == kRows, "the causal loop bounds assume one tile per block of rows");
+
+using FragA = wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major>;
+using FragBRow = wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::row_major>;
+using FragBCol = wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_major>;
+using FragAcc = wmma::fragment<wmma::accumulator, 16, 16, 16, float>;
+
+// Leading dimensions (elements) of the shared-memory tiles, padded against bank conflicts. WMMA
+// wants multiples of 8 bf16 / 4 floats, and fragment pointers (16-row, 16-column steps) 32-byte
+// aligned: 16 rows of each ld are a multiple of 32 bytes for every HS here.
+template <int HS>
+struct Ld {
+  static constexpr int h = HS + 8;     // bf16 [rows, HS]: q, k, v, dout tiles
+  static constexpr int s = kTile + 4;  // fp32 [rows, kTile]: scores, dP
+  static constexpr int p = kTile + 8;  // bf16 [rows, kTile]: probabilities, dS
+  static constexpr int o = HS + 4;     // fp32 [rows, HS]: output accumulator, epilogues
+};
+
+__host__ __device__ constexpr std::size_t round128(std::size_t n) { return (n + 127) / 128 * 128; }
+
+// Byte offsets of the shared-memory regions, in order, each 128-byte aligned.
+struct Carve {
+  std::size_t used = 0;
+  __host__ __device__ constexpr std::size_t take(std::size_t bytes) {
+    const std::size_t at = used;
+    used += round128(bytes);
+    return at;
+  }
+};
+
+template <int HS>
+__host__ __device__ constexpr std::size_t rows_bytes() {  // one bf16 [kRows, Ld::h] tile
+  return static_cast<std::size_t>(kRows) * Ld<HS>::h * sizeof(bf16);
+}
+constexpr std::size_t kScoreBytes = static_cast<std::size_t>(kRows) * (kTile + 4) * sizeof(float);
+constexpr std::size_t kProbBytes = static_cast<std::size_t>(kRows) * (kTile + 8) * sizeof(bf16);
+
+// Forward: q, k, v tiles, scores, probabilities, the output accumulator.
+template <int HS>
+struct ForwardSmem {
+  std::size_t q, k, v, s, p, o, bytes;
+};
+template <int HS>
+__host__ __device__ constexpr ForwardSmem<HS> forward_smem() {
+  Carve c;
+  ForwardSmem<HS> f{};
+  f.q = c.take(rows_bytes<HS>());
+  f.k = c.take(rows_bytes<HS>());
+  f.v = c.take(rows_bytes<HS>());
+  f.s = c.take(kScoreBytes);
+  f.p = c.take(kProbBytes);
+  f.o = c.take(static_cast<std::size_t>(kRows) * Ld<HS>::o * sizeof(float));
+  f.bytes = c.used;
+  return f;
+}
+
+// Backward (both kernels): the block's own two operands (a, b: q and dout for dq, k and v for
+// dk/dv), the streamed pair (c, d), two fp32 score tiles (s, dp), two bf16 tiles (p: dropped
+// probabilities, only dk/dv; ds), the streamed rows' lse and delta (dk/dv). The fp32 epilogue
+// [kRows, Ld::o] reuses a and b, whose contents went into fragments before the loop.
+template <int HS>
+struct BackwardSmem {
+  std::size_t a, b, c, d, s, dp, p, ds, lse, delta, bytes;
+};
+template <int HS>
+__host__ __device__ constexpr BackwardSmem<HS> backward_smem() {
+  Carve c;
+  BackwardSmem<HS> f{};
+  f.a = c.take(rows_bytes<HS>());
+  f.b = c.take(rows_bytes<HS>());
+  f.c = c.take(rows_bytes<HS>());
+  f.d = c.take(rows_bytes<HS>());
+  f.s = c.take(kScoreBytes);
+  f.dp = c.take(kScoreBytes);
+  f.p = c.take(kProbBytes);
+  f.ds = c.take(kProbBytes);
+  f.lse = c.take(kTile * sizeof(float));
+  f.delta = c.take(kTile * sizeof(float));
+  f.bytes = c.used;
+  static_assert(2 * rows_bytes<HS>() >= kRows * Ld<HS>::o * sizeof(float), "the epilogue fits regions a and b");
+  return f;
+}
+
+// Rows t0 .. t0 + kRows - 1 of a [T, row_width] bf16 matrix at `base` (one head's columns: HS
+// elements from base) into a [kRows, Ld::h] tile, zeros past T, in 16-byte chunks (the caller
+// checked base and row_width for 16-byte alignment).
+template <int HS>
+__device__ __forceinline__ void load_rows(bf16* tile, const bf16* base, std::int64_t row_width, int T, int t0) {
+  constexpr int kChunks = HS / 8;
+  for (int e = threadIdx.x; e < kRows * kChunks; e += kThreads) {
+    const int r = e / kChunks, c = e % kChunks, t = t0 + r;
+    uint4 v = make_uint4(0u, 0u, 0u, 0u);
+    if (t < T) v = *reinterpret_cast<const uint4*>(base + t * row_width + c * 8);
+    *reinterpret_cast<uint4*>(tile + r * Ld<HS>::h + c * 8) = v;
+  }
+}
+
+// acc = A B^T for the warp's 16 rows of A (fragments, HS / 16 of them) and the 16 rows of the
+// tile `rows` starting at row n0 (B^T read column-major out of the row-major tile).
+template <int HS>
+__device__ __forceinline__ void product_with_rows(FragAcc& acc, const FragA (&a)[HS / 16], const bf16* rows, int n0) {
+  wmma::fill_fragment(acc, 0.0f);
+#pragma unroll
+  for (int kk = 0; kk < HS / 16; ++kk) {
+    FragBCol bt;
+    wmma::load_matrix_sync(bt, rows + n0 * Ld<HS>::h + kk * 16, Ld<HS>::h);
+    wmma::mma_sync(acc, a[kk], bt, acc);
+  }
+}
+
+// acc += P (the warp's 16 rows of a bf16 [kRows, Ld::p] tile) times columns n0 .. n0 + 15 of the
+// [kTile, HS] tile `rows`.
+template <int HS>
+__device__ __forceinline__ void accumulate_p_times_rows(FragAcc& acc, const bf16* p_warp, const bf16* rows, int n0) {
+#pragma unroll
+  for (int kk = 0; kk < kTile / 16; ++kk) {
+    FragA pa;
+    FragBRow b;
+    wmma::load_matrix_sync(pa, p_warp + kk * 16, Ld<HS>::p);
+    wmma::load_matrix_sync(b, rows + kk * 16 * Ld<HS>::h + n0, Ld<HS>::h);
+    wmma::mma_sync(acc, pa, b, acc);
+  }
+}
+
+// The warp's 16 rows of a bf16 tile, as A fragments.
+template <int HS>
+__device__ __forceinline__ void load_row_fragments(FragA (&a)[HS / 16], const bf16* tile, int warp) {
+#pragma unroll
+  for (int kk = 0; kk < HS / 16; ++kk) wmma::load_matrix_sync(a[kk], tile + warp * 16 * Ld<HS>::h + kk * 16, Ld<HS>::h);
+}
+
+__device__ __forceinline__ bf16 round_bf16(float x) { return __ushort_as_bfloat16(f32_to_bf16(x)); }
+
+template <int HS>
+__global__ void __launch_bounds__(kThreads) tc_forward_kernel(bf16* out, float* lse, const bf16* qkv, FlashGeometry g,
+                                                              MaskParams mask) {
+  constexpr ForwardSmem<HS> L = forward_smem<HS>();
+  extern __shared__ __align__(128) unsigned char smem[];
+  bf16* qs = reinterpret_cast<bf16*>(smem + L.q);
+  bf16* ks = reinterpret_cast<bf16*>(smem + L.k);
+  bf16* vs = reinterpret_cast<bf16*>(smem + L.v);
+  float* ss = reinterpret_cast<float*>(smem + L.s);
+  bf16* ps = reinterpret_cast<bf16*>(smem + L.p);
+  float* os = reinterpret_cast<float*>(smem + L.o);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int bh = blockIdx.y, b = bh / g.NH, h = bh % g.NH;
+  const int first = (gridDim.x - 1 - blockIdx.x) * kRows;  // the longest rows first
+  const std::int64_t C3 = 3LL * g.C;
+  const bf16* head = qkv + static_cast<std::int64_t>(b) * g.T * C3 + h * HS;  // q; k at + C, v at + 2C
+
+  load_rows<HS>(qs, head, C3, g.T, first);
+  for (int e = threadIdx.x; e < kRows * Ld<HS>::o; e += kThreads) os[e] = 0.0f;
+  __syncthreads();
+  FragA q[HS / 16];
+  load_row_fragments<HS>(q, qs, warp);
+
+  // This lane's share of the per-row work: row `row` of the block, columns [c0, c0 + 32) of a
+  // score tile and [d0, d0 + HS / 2) of the output.
+  const int row = warp * 16 + lane / 2, c0 = (lane % 2) * (kTile / 2), d0 = (lane % 2) * (HS / 2);
+  const int i = first + row;
+  float* srow = ss + row * Ld<HS>::s;
+  bf16* prow = ps + row * Ld<HS>::p;
+  float* orow = os + row * Ld<HS>::o;
+  float m = -INFINITY, l = 0.0f;
+  MaskCursor cursor(mask, b);
+  const int last_key = min(g.T, first + kRows) - 1;
+  for (int k0 = 0; k0 <= last_key; k0 += kTile) {
+    __syncthreads();  // every warp is done with the previous k and v tiles
+    load_rows<HS>(ks, head + g.C, C3, g.T, k0);
+    load_rows<HS>(vs, head + 2 * g.C, C3, g.T, k0);
+    __syncthreads();
+#pragma unroll
+    for (int n = 0; n < kTile / 16; ++n) {
+      FragAcc s;
+      product_with_rows<HS>(s, q, ks, n * 16);
+      wmma::store_matrix_sync(ss + warp * 16 * Ld<HS>::s + n * 16, s, Ld<HS>::s, wmma::mem_row_major);
+    }
+    __syncwarp();
+    // Online softmax over the row's visible keys j <= i (j < T follows for i < T; rows past T,
+    // whose output is dropped, see keys below T only, so no row is ever fully masked: key 0 is
+    // in every row's first tile and m is finite from then on).
+    float tile_max = -INFINITY;
+    for (int c = c0; c < c0 + kTile / 2; ++c) {
+      const int j = k0 + c;
+      const float s = j <= i && j < g.T ? srow[c] * g.scale : -INFINITY;
+      srow[c] = s;
+      tile_max = fmaxf(tile_max, s);
+    }
+    tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
+    const float m_new = fmaxf(m, tile_max);
+    const float rescale = expf(m - m_new);  // 0 on the first tile (m = -inf)
+    const std::int64_t e0 = (static_cast<std::int64_t>(h) * g.T + i) * g.T + k0;  // mask index of (i, k0)
+    float sum = 0.0f;
+    for (int c = c0; c < c0 + kTile / 2; ++c) {
+      const float p = expf(srow[c] - m_new);
+      sum += p;
+      prow[c] = round_bf16(p != 0.0f && i < g.T ? p * cursor.factor(e0 + c) : p);
+    }
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    l = l * rescale + sum;
+    m = m_new;
+    for (int d = d0; d < d0 + HS / 2; ++d) orow[d] *= rescale;
+    __syncwarp();
+#pragma unroll
+    for (int n = 0; n < HS / 16; ++n) {
+      FragAcc o;
+      float* o_tile = os + warp * 16 * Ld<HS>::o + n * 16;
+      wmma::load_matrix_sync(o, o_tile, Ld<HS>::o, wmma::mem_row_major);
+      accumulate_p_times_rows<HS>(o, ps + warp * 16 * Ld<HS>::p, vs, n * 16);
+      wmma::store_matrix_sync(o_tile, o, Ld<HS>::o, wmma::mem_row_major);
+    }
+    __syncwarp();
+  }
+  if (i < g.T) {
+    const float inv = 1.0f / l;
+    bf16* out_row = out + (static_cast<std::int64_t>(b) * g.T + i) * g.C + h * HS;
+    for (int d = d0; d < d0 + HS / 2; ++d) out_row[d] = round_bf16(orow[d] * inv);
+    if (lane % 2 == 0) lse[static_cast<std::int64_t>(bh) * g.T + i] = m + logf(l);
+  }
+}
+
+// dq for 64 query rows: dq_i = scale * sum_j dS_ij k_j, dS_ij = P_ij (mask_ij dP_ij - delta_i),
+// dP = dO V^T, P recomputed from lse.
+template <int HS>
+__global__ void __launch_bounds__(kThreads) tc_dq_kernel(bf16* dqkv, const bf16* qkv, const bf16* dout,
+                                                         const float* lse, const float* delta, FlashGeometry g,
+                                                         MaskParams mask) {
+  constexpr BackwardSmem<HS> L = backward_smem<HS>();
+  extern __shared__ __align__(128) unsigned char smem[];
+  bf16* qs = reinterpret_cast<bf16*>(smem + L.a);
+  bf16* dos = reinterpret_cast<bf16*>(smem + L.b);
+  bf16* ks = reinterpret_cast<bf16*>(smem + L.c);
+  bf16* vs = reinterpret_cast<bf16*>(smem + L.d);
+  float* ss = reinterpret_cast<float*>(smem + L.s);
+  float* dps = reinterpret_cast<float*>(smem + L.dp);
+  bf16* dss = reinterpret_cast<bf16*>(smem + L.ds);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int bh = blockIdx.y, b = bh / g.NH, h = bh % g.NH;
+  const int first = (gridDim.x - 1 - blockIdx.x) * kRows;
+  const std::int64_t C3 = 3LL * g.C;
+  const bf16* head = qkv + static_cast<std::int64_t>(b) * g.T * C3 + h * HS;
+  const bf16* dout_head = dout + static_cast<std::int64_t>(b) * g.T * g.C + h * HS;
+
+  load_rows<HS>(qs, head, C3, g.T, first);
+  load_rows<HS>(dos, dout_head, g.C, g.T, first);
+  __syncthreads();
+  FragA q[HS / 16], dO[HS / 16];
+  load_row_fragments<HS>(q, qs, warp);
+  load_row_fragments<HS>(dO, dos, warp);
+  FragAcc dq[HS / 16];
+#pragma unroll
+  for (int n = 0; n < HS / 16; ++n) wmma::fill_fragment(dq[n], 0.0f);
+
+  const int row = warp * 16 + lane / 2, c0 = (lane % 2) * (kTile / 2), d0 = (lane % 2) * (HS / 2);
+  const int i = first + row;
+  const float lse_i = i < g.T ? lse[static_cast<std::int64_t>(bh) * g.T + i] : 0.0f;
+  const float delta_i = i < g.T ? delta[static_cast<std::int64_t>(bh) * g.T + i] : 0.0f;
+  const float* srow = ss + row * Ld<HS>::s;
+  const float* dprow = dps + row * Ld<HS>::s;
+  bf16* dsrow = dss + row * Ld<HS>::p;
+  MaskCursor cursor(mask, b);
+  const int last_key = min(g.T, first + kRows) - 1;
+  for (int k0 = 0; k0 <= last_key; k0 += kTile) {
+    __syncthreads();
+    load_rows<HS>(ks, head + g.C, C3, g.T, k0);
+    load_rows<HS>(vs, head + 2 * g.C, C3, g.T, k0);
+    __syncthreads();
+#pragma unroll
+    for (int n = 0; n < kTile / 16; ++n) {
+      FragAcc s, dp;
+      product_with_rows<HS>(s, q, ks, n * 16);
+      wmma::store_matrix_sync(ss + warp * 16 * Ld<HS>::s + n * 16, s, Ld<HS>::s, wmma::mem_row_major);
+      product_with_rows<HS>(dp, dO, vs, n * 16);
+      wmma::store_matrix_sync(dps + warp * 16 * Ld<HS>::s + n * 16, dp, Ld<HS>::s, wmma::mem_row_major);
+    }
+    __syncwarp();
+    const std::int64_t e0 = (static_cast<std::int64_t>(h) * g.T + i) * g.T + k0;
+    for (int c = c0; c < c0 + kTile / 2; ++c) {
+      const int j = k0 + c;
+      const float p = j <= i && j < g.T ? expf(srow[c] * g.scale - lse_i) : 0.0f;
+      const float ds = p != 0.0f && i < g.T ? p * (dprow[c] * cursor.factor(e0 + c) - delta_i) : 0.0f;
+      dsrow[c] = round_bf16(ds);
+    }
+    __syncwarp();
+#pragma unroll
+    for (int n = 0; n < HS / 16; ++n) accumulate_p_times_rows<HS>(dq[n], dss + warp * 16 * Ld<HS>::p, ks, n * 16);
+  }
+  __syncthreads();  // the epilogue reuses regions a and b
+  float* os = reinterpret_cast<float*>(smem + L.a);
+#pragma unroll
+  for (int n = 0; n < HS / 16; ++n) {
+    wmma::store_matrix_sync(os + warp * 16 * Ld<HS>::o + n * 16, dq[n], Ld<HS>::o, wmma::mem_row_major);
+  }
+  __syncwarp();
+  if (i < g.T) {
+    bf16* dq_row = dqkv + (static_cast<std::int64_t>(b) * g.T + i) * C3 + h * HS;
+    for (int d = d0; d < d0 + HS / 2; ++d) dq_row[d] = round_bf16(os[row * Ld<HS>::o + d] * g.scale);
+  }
+}
+
+// dk and dv for 64 key rows over the query rows that see them (i >= j):
+// dv_j = sum_i mask_ij P_ij dO_i, dk_j = scale * sum_i dS_ij q_i.
+template <int HS>
+__global__ void __launch_bounds__(kThreads) tc_dkv_kernel(bf16* dqkv, const bf16* qkv, const bf16* dout,
+                                                          const float* lse, const float* delta, FlashGeometry g,
+                                                          MaskParams mask) {
+  constexpr BackwardSmem<HS> L = backward_smem<HS>();
+  extern __shared__ __align__(128) unsigned char smem[];
+  bf16* ks = reinterpret_cast<bf16*>(smem + L.a);
+  bf16* vs = reinterpret_cast<bf16*>(smem + L.b);
+  bf16* qs = reinterpret_cast<bf16*>(smem + L.c);
+  bf16* dos = reinterpret_cast<bf16*>(smem + L.d);
+  float* sts = reinterpret_cast<float*>(smem + L.s);    // S^T: [key, query]
+  float* dpts = reinterpret_cast<float*>(smem + L.dp);  // dP^T
+  bf16* pts = reinterpret_cast<bf16*>(smem + L.p);      // dropped P^T, rounded
+  bf16* dsts = reinterpret_cast<bf16*>(smem + L.ds);    // dS^T, rounded
+  float* lses = reinterpret_cast<float*>(smem + L.lse);
+  float* deltas = reinterpret_cast<float*>(smem + L.delta);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int bh = blockIdx.y, b = bh / g.NH, h = bh % g.NH;
+  const int first = blockIdx.x * kRows;  // the longest (earliest) key rows come first anyway
+  const std::int64_t C3 = 3LL * g.C;
+  const bf16* head = qkv + static_cast<std::int64_t>(b) * g.T * C3 + h * HS;
+  const bf16* dout_head = dout + static_cast<std::int64_t>(b) * g.T * g.C + h * HS;
+
+  load_rows<HS>(ks, head + g.C, C3, g.T, first);
+  load_rows<HS>(vs, head + 2 * g.C, C3, g.T, first);
+  __syncthreads();
+  FragA k[HS / 16], v[HS / 16];
+  load_row_fragments<HS>(k, ks, warp);
+  load_row_fragments<HS>(v, vs, warp);
+  FragAcc dk[HS / 16], dv[HS / 16];
+#pragma unroll
+  for (int n = 0; n < HS / 16; ++n) {
+    wmma::fill_fragment(dk[n], 0.0f);
+    wmma::fill_fragment(dv[n], 0.0f);
+  }
+
+  const int row = warp * 16 + lane / 2, c0 = (lane % 2) * (kTile / 2), d0 = (lane % 2) * (HS / 2);
+  const int j = first + row;
+  const float* strow = sts + row * Ld<HS>::s;
+  const float* dptrow = dpts + row * Ld<HS>::s;
+  bf16* ptrow = pts + row * Ld<HS>::p;
+  bf16* dstrow = dsts + row * Ld<HS>::p;
+  MaskCursor cursor(mask, b);
+  for (int q0 = first; q0 < g.T; q0 += kTile) {  // query rows from the block's first key on
+    __syncthreads();
+    load_rows<HS>(qs, head, C3, g.T, q0);
+    load_rows<HS>(dos, dout_head, g.C, g.T, q0);
+    for (int r = threadIdx.x; r < kTile; r += kThreads) {
+      const int qi = q0 + r;
+      lses[r] = qi < g.T ? lse[static_cast<std::int64_t>(bh) * g.T + qi] : 0.0f;
+      deltas[r] = qi < g.T ? delta[static_cast<std::int64_t>(bh) * g.T + qi] : 0.0f;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int n = 0; n < kTile / 16; ++n) {
+      FragAcc st, dpt;
+      product_with_rows<HS>(st, k, qs, n * 16);
+      wmma::store_matrix_sync(sts + warp * 16 * Ld<HS>::s + n * 16, st, Ld<HS>::s, wmma::mem_row_major);
+      product_with_rows<HS>(dpt, v, dos, n * 16);
+      wmma::store_matrix_sync(dpts + warp * 16 * Ld<HS>::s + n * 16, dpt, Ld<HS>::s, wmma::mem_row_major);
+    }
+    __syncwarp();
+    for (int c = c0; c < c0 + kTile / 2; ++c) {
+      const int qi = q0 + c;
+      const bool visible = qi >= j && qi < g.T;
+      const float p = visible ? expf(strow[c] * g.scale - lses[c]) : 0.0f;
+      // Query-major mask index: the walk down a key's column draws one Philox block per element.
+      const float f = p != 0.0f ? cursor.factor((static_cast<std::int64_t>(h) * g.T + qi) * g.T + j) : 0.0f;
+      ptrow[c] = round_bf16(p * f);
+      dstrow[c] = round_bf16(p * (dptrow[c] * f - deltas[c]));
+    }
+    __syncwarp();
+#pragma unroll
+    for (int n = 0; n < HS / 16; ++n) {
+      accumulate_p_times_rows<HS>(dv[n], pts + warp * 16 * Ld<HS>::p, dos, n * 16);
+      accumulate_p_times_rows<HS>(dk[n], dsts + warp * 16 * Ld<HS>::p, qs, n * 16);
+    }
+  }
+  __syncthreads();  // the epilogue reuses regions a and b
+  float* os = reinterpret_cast<float*>(smem + L.a);
+  float* orow = os + row * Ld<HS>::o;
+  bf16* kv_row = dqkv + (static_cast<std::int64_t>(b) * g.T + j) * C3 + h * HS;  // dk at + C, dv at + 2C
+  // Fragments -> the warp's rows of the fp32 tile -> bf16 columns of part 1 (k) or 2 (v).
+  auto write_part = [&](FragAcc(&acc)[HS / 16], int part, float factor) {
+#pragma unroll
+    for (int n = 0; n < HS / 16; ++n) {
+      wmma::store_matrix_sync(os + warp * 16 * Ld<HS>::o + n * 16, acc[n], Ld<HS>::o, wmma::mem_row_major);
+    }
+    __syncwarp();
+    if (j < g.T) {
+      for (int d = d0; d < d0 + HS / 2; ++d) kv_row[part * g.C + d] = round_bf16(orow[d] * factor);
+    }
+    __syncwarp();  // the lanes are done reading before the next part overwrites the tile
+  };
+  write_part(dk, 1, g.scale);
+  write_part(dv, 2, 1.0f);
+}
+
+}  // namespace zt::cuda::detail::tc_flash

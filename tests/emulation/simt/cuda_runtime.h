@@ -1,0 +1,39 @@
+// Stand-in for <cuda_runtime.h> under the SIMT emulator (tests/emulation/simt_runtime.h): the
+// qualifiers vanish, built-in vector types and intrinsics become plain functions, and the
+// synchronisation intrinsics map to the emulator's barriers.
+#pragma once
+
+#include <math.h>
+
+#include <bit>
+#include <cstdint>
+
+#include "tests/emulation/simt_runtime.h"
+
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __launch_bounds__(...)
+#define __shared__
+#define __align__(n) __attribute__((aligned(n)))
+
+using cudaStream_t = struct CUstream_st*;
+
+struct uint4 {
+  unsigned x, y, z, w;
+};
+inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return uint4{x, y, z, w}; }
+
+inline unsigned __umulhi(unsigned a, unsigned b) {
+  return static_cast<unsigned>((static_cast<std::uint64_t>(a) * b) >> 32);
+}
+inline unsigned __float_as_uint(float f) { return std::bit_cast<unsigned>(f); }
+inline float __uint_as_float(unsigned u) { return std::bit_cast<float>(u); }
+inline int min(int a, int b) { return a < b ? a : b; }
+inline int max(int a, int b) { return a > b ? a : b; }
+
+inline void __syncthreads() { simt::sync_block(); }
+inline void __syncwarp(unsigned /*mask*/ = 0xffffffffu) { simt::sync_warp(); }
+// Only the full-warp form the kernels use.
+inline float __shfl_xor_sync(unsigned /*mask*/, float v, int lane_mask) { return simt::shuffle_xor(v, lane_mask); }

@@ -1,0 +1,62 @@
+// A SIMT emulator for running CUDA device code on the CPU in tests: every thread of a block is a
+// std::thread, __syncthreads and __syncwarp are std::barriers over the block and the warp, and
+// blocks run one after another over one shared-memory array. The headers under simt/ stand in for
+// the CUDA ones (cuda_runtime.h, cuda_bf16.h, mma.h) so that a kernel header compiles as C++.
+//
+// [Note: SIMT emulation]
+// What it checks: the kernel's own arithmetic and indexing, its use of shared memory (which starts
+// each block filled with 0xFF bytes, NaN as fp32 and bf16, so a read of a location nobody wrote
+// shows up), and its barrier discipline as far as real threads expose it. What it does not: timing,
+// occupancy, bank conflicts, register limits, or how the hardware spreads a WMMA tile over lanes.
+// WMMA operations (mma.h) are done by the warp's lane 0 on whole 16 x 16 tiles (the other lanes'
+// fragments stay empty, which device code cannot observe because fragments are opaque), after
+// checking the pointer and leading-dimension rules the CUDA documentation gives.
+#pragma once
+
+#include <atomic>
+#include <barrier>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+struct dim3 {
+  unsigned x = 1, y = 1, z = 1;
+  constexpr dim3(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}
+};
+
+extern thread_local dim3 threadIdx, blockIdx, gridDim, blockDim;
+
+namespace simt {
+
+constexpr int kWarpSize = 32;
+
+// One warp's barrier and the slots its shuffles exchange values through.
+struct WarpState {
+  WarpState() : barrier(kWarpSize) {}
+  std::barrier<> barrier;
+  float slots[kWarpSize] = {};
+};
+
+void sync_block();
+void sync_warp();
+float shuffle_xor(float v, int lane_mask);
+
+// A broken WMMA rule (alignment, leading dimension): recorded, the test fails on violations().
+void report_violation(const std::string& what);
+std::vector<std::string> violations();
+
+// Runs kernel(args...) on `grid` blocks of `threads` threads (a multiple of 32), block after
+// block; `smem`/`smem_bytes` is the shared memory, filled with 0xFF before each block.
+void run_blocks(dim3 grid, int threads, unsigned char* smem, std::size_t smem_bytes,
+                const std::function<void()>& thread_body);
+
+template <typename Kernel, typename... Args>
+void launch(dim3 grid, int threads, unsigned char* smem, std::size_t smem_bytes, Kernel kernel, Args... args) {
+  run_blocks(grid, threads, smem, smem_bytes, [&] { kernel(args...); });
+}
+
+}  // namespace simt

@@ -75,6 +75,14 @@ inline unsigned int grid_for(std::int64_t n, int threads, std::int64_t max_block
   return static_cast<unsigned int>(blocks < max_blocks ? blocks : max_blocks);
 }
 
+// The block's dynamic shared memory (the bytes given at launch), 128-byte aligned. Kernels take it
+// through this function rather than declaring the extern array themselves, so that the SIMT
+// emulator (tests/emulation/) can stand in for it.
+__device__ __forceinline__ unsigned char* dynamic_shared_memory() {
+  extern __shared__ __align__(128) unsigned char dynamic_smem[];
+  return dynamic_smem;
+}
+
 // bf16 -> fp32 is exact.
 __device__ __forceinline__ float bf16_to_f32(std::uint16_t h) { return __uint_as_float(static_cast<unsigned>(h) << 16); }
 

@@ -24,7 +24,7 @@
 
 #include <mma.h>
 
-#include "kernels/cuda/common.cuh"  // f32_to_bf16
+#include "kernels/cuda/common.cuh"  // dynamic_shared_memory, f32_to_bf16
 #include "kernels/cuda/dropout_mask.cuh"
 #include "kernels/cuda/flash_attention_tc.cuh"
 
@@ -174,7 +174,7 @@ template <int HS>
 __global__ void __launch_bounds__(kThreads) tc_forward_kernel(bf16* out, float* lse, const bf16* qkv, FlashGeometry g,
                                                               MaskParams mask) {
   constexpr ForwardSmem<HS> L = forward_smem<HS>();
-  extern __shared__ __align__(128) unsigned char smem[];
+  unsigned char* smem = dynamic_shared_memory();
   bf16* qs = reinterpret_cast<bf16*>(smem + L.q);
   bf16* ks = reinterpret_cast<bf16*>(smem + L.k);
   bf16* vs = reinterpret_cast<bf16*>(smem + L.v);
@@ -265,7 +265,7 @@ __global__ void __launch_bounds__(kThreads) tc_dq_kernel(bf16* dqkv, const bf16*
                                                          const float* lse, const float* delta, FlashGeometry g,
                                                          MaskParams mask) {
   constexpr BackwardSmem<HS> L = backward_smem<HS>();
-  extern __shared__ __align__(128) unsigned char smem[];
+  unsigned char* smem = dynamic_shared_memory();
   bf16* qs = reinterpret_cast<bf16*>(smem + L.a);
   bf16* dos = reinterpret_cast<bf16*>(smem + L.b);
   bf16* ks = reinterpret_cast<bf16*>(smem + L.c);
@@ -344,7 +344,7 @@ __global__ void __launch_bounds__(kThreads) tc_dkv_kernel(bf16* dqkv, const bf16
                                                           const float* lse, const float* delta, FlashGeometry g,
                                                           MaskParams mask) {
   constexpr BackwardSmem<HS> L = backward_smem<HS>();
-  extern __shared__ __align__(128) unsigned char smem[];
+  unsigned char* smem = dynamic_shared_memory();
   bf16* ks = reinterpret_cast<bf16*>(smem + L.a);
   bf16* vs = reinterpret_cast<bf16*>(smem + L.b);
   bf16* qs = reinterpret_cast<bf16*>(smem + L.c);

@@ -11,6 +11,7 @@ namespace simt {
 
 namespace {
 
+alignas(128) unsigned char block_smem[kMaxDynamicSmem];
 thread_local std::barrier<>* block_barrier = nullptr;
 thread_local WarpState* warp_state = nullptr;
 
@@ -20,6 +21,7 @@ std::vector<std::string> recorded;
 }  // namespace
 
 void sync_block() { block_barrier->arrive_and_wait(); }
+unsigned char* dynamic_smem() { return block_smem; }
 void sync_warp() { warp_state->barrier.arrive_and_wait(); }
 
 float shuffle_xor(float v, int lane_mask) {
@@ -41,12 +43,16 @@ std::vector<std::string> violations() {
   return recorded;
 }
 
-void run_blocks(dim3 grid, int threads, unsigned char* smem, std::size_t smem_bytes,
-                const std::function<void()>& thread_body) {
+void run_blocks(dim3 grid, int threads, std::size_t smem_bytes, const std::function<void()>& thread_body) {
+  if (smem_bytes > kMaxDynamicSmem || threads % kWarpSize != 0) {
+    report_violation("launch: " + std::to_string(smem_bytes) + " bytes of dynamic shared memory, " +
+                     std::to_string(threads) + " threads");
+    return;
+  }
   for (unsigned z = 0; z < grid.z; ++z) {
     for (unsigned y = 0; y < grid.y; ++y) {
       for (unsigned x = 0; x < grid.x; ++x) {
-        std::memset(smem, 0xFF, smem_bytes);
+        std::memset(block_smem, 0xFF, smem_bytes);
         std::barrier<> block(threads);
         std::deque<WarpState> warps(static_cast<std::size_t>((threads + kWarpSize - 1) / kWarpSize));
         std::vector<std::thread> pool;

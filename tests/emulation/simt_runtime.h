@@ -1,12 +1,12 @@
 // A SIMT emulator for running CUDA device code on the CPU in tests: every thread of a block is a
 // std::thread, __syncthreads and __syncwarp are std::barriers over the block and the warp, and
-// blocks run one after another over one shared-memory array. The headers under simt/ stand in for
+// blocks run one after another, each with the dynamic shared memory given to launch. The headers under simt/ stand in for
 // the CUDA ones (cuda_runtime.h, cuda_bf16.h, mma.h) so that a kernel header compiles as C++.
 //
 // [Note: SIMT emulation]
-// What it checks: the kernel's own arithmetic and indexing, its use of shared memory (which starts
-// each block filled with 0xFF bytes, NaN as fp32 and bf16, so a read of a location nobody wrote
-// shows up), and its barrier discipline as far as real threads expose it. What it does not: timing,
+// What it checks: the kernel's own arithmetic and indexing, its use of dynamic shared memory (which
+// starts each block filled with 0xFF bytes, NaN as fp32 and bf16, so a read of a location nobody
+// wrote shows up; static __shared__ arrays are function statics, not refilled), and its barrier discipline as far as real threads expose it. What it does not: timing,
 // occupancy, bank conflicts, register limits, or how the hardware spreads a WMMA tile over lanes.
 // WMMA operations (mma.h) are done by the warp's lane 0 on whole 16 x 16 tiles (the other lanes'
 // fragments stay empty, which device code cannot observe because fragments are opaque), after
@@ -42,6 +42,8 @@ struct WarpState {
 };
 
 void sync_block();
+// The running block's dynamic shared memory (kernels reach it through dynamic_shared_memory()).
+unsigned char* dynamic_smem();
 void sync_warp();
 float shuffle_xor(float v, int lane_mask);
 
@@ -50,13 +52,14 @@ void report_violation(const std::string& what);
 std::vector<std::string> violations();
 
 // Runs kernel(args...) on `grid` blocks of `threads` threads (a multiple of 32), block after
-// block; `smem`/`smem_bytes` is the shared memory, filled with 0xFF before each block.
-void run_blocks(dim3 grid, int threads, unsigned char* smem, std::size_t smem_bytes,
-                const std::function<void()>& thread_body);
+// block, with `smem_bytes` of dynamic shared memory (at most kMaxDynamicSmem, sm_90's per-block
+// limit), filled with 0xFF before each block.
+constexpr std::size_t kMaxDynamicSmem = 227 * 1024;
+void run_blocks(dim3 grid, int threads, std::size_t smem_bytes, const std::function<void()>& thread_body);
 
 template <typename Kernel, typename... Args>
-void launch(dim3 grid, int threads, unsigned char* smem, std::size_t smem_bytes, Kernel kernel, Args... args) {
-  run_blocks(grid, threads, smem, smem_bytes, [&] { kernel(args...); });
+void launch(dim3 grid, int threads, std::size_t smem_bytes, Kernel kernel, Args... args) {
+  run_blocks(grid, threads, smem_bytes, [&] { kernel(args...); });
 }
 
 }  // namespace simt

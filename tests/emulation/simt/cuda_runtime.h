@@ -1,5 +1,6 @@
 // Stand-in for <cuda_runtime.h> under the SIMT emulator (tests/emulation/simt_runtime.h): the
-// qualifiers vanish, built-in vector types and intrinsics become plain functions, and the
+// qualifiers vanish (__shared__ arrays become function statics: blocks run one at a time), built-in
+// vector types and intrinsics become plain functions, and the
 // synchronisation intrinsics map to the emulator's barriers.
 #pragma once
 
@@ -15,7 +16,7 @@
 #define __host__
 #define __forceinline__ inline
 #define __launch_bounds__(...)
-#define __shared__
+#define __shared__ static  // one array per kernel instantiation, shared by the block's threads
 #define __align__(n) __attribute__((aligned(n)))
 
 using cudaStream_t = struct CUstream_st*;

@@ -26,7 +26,8 @@ __global__ void apply_mask(T* out, const T* in, std::int64_t B, std::int64_t N, 
   for (std::int64_t t = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; t < total;
        t += std::int64_t{gridDim.x} * blockDim.x) {
     const std::int64_t b = t / blocks_per_sample, blk = t % blocks_per_sample;
-    const uint4 r = detail::mask_bits(m, static_cast<std::uint64_t>(m.first_sample + b), static_cast<std::uint32_t>(blk));
+    const uint4 r =
+        detail::mask_bits(m, static_cast<std::uint64_t>(m.first_sample + b), static_cast<std::uint32_t>(blk));
     const std::uint32_t bits[4] = {r.x, r.y, r.z, r.w};
     const std::int64_t j0 = blk * 4, base = b * N + j0;
     // The mask is multiplied in (not selected), so a dropped inf or NaN gives NaN, as on the CPU.

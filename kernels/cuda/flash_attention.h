@@ -23,8 +23,9 @@ using cpu::DropoutSpec;
 // of q and the output: 8-128, powers of 2) and batch * n_head within the grid's y dimension.
 bool flash_attention_supports(std::int64_t batch, std::int64_t n_head, std::int64_t hs);
 
-// Whether operands of this dtype and head size take the tensor-core kernels (BF16, hs 16, 32, 64
-// or 128; the operands 16-byte aligned, else the CUDA-core kernels run).
+// Whether 16-byte aligned operands of this dtype and head size take the tensor-core kernels on the
+// current device (BF16, hs 16, 32, 64 or 128 where the device grants their shared memory); other
+// operands take the CUDA-core kernels. The tests use it to know which rounding to expect.
 bool flash_attention_tensor_cores(DType activations, std::int64_t hs);
 
 // qkv [B, T, 3C] (q | k | v, head h in columns [h*hs, (h+1)*hs)), out [B, T, C], lse [B, n_head, T]:

@@ -1,8 +1,9 @@
 // Launchers of the tensor-core flash attention kernels (flash_attention_tc_kernels.cuh, where
 // [Note: flash attention on tensor cores] explains them): one instantiation per head size, the
-// dynamic shared memory each needs opted into before its launch.
+// dynamic shared memory each needs opted into once per process before its first launch.
 #include "kernels/cuda/flash_attention_tc.cuh"
 
+#include <algorithm>
 #include <type_traits>
 
 #include "kernels/cuda/flash_attention_tc_kernels.cuh"
@@ -13,14 +14,27 @@ namespace {
 
 using namespace tc_flash;  // NOLINT: the kernels and their constants, this file's whole subject
 
-// Launches kernel on a (row blocks, B * NH) grid with `bytes` of dynamic shared memory (above the
-// 48 KiB default, so opted into per kernel).
-template <typename Kernel, typename... Args>
-void launch(Kernel kernel, std::size_t bytes, cudaStream_t stream, int B, const FlashGeometry& g, Args... args) {
-  ZT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+// Launches kKernel on a (row blocks, B * NH) grid with `bytes` of dynamic shared memory. Above the
+// 48 KiB default that is opted into, once per kernel (the process drives one GPU), with the
+// preference for the largest shared-memory carveout so two blocks share an SM where they fit.
+template <auto kKernel, typename... Args>
+void launch(std::size_t bytes, cudaStream_t stream, int B, const FlashGeometry& g, Args... args) {
+  static const bool configured = [bytes] {
+    ZT_CUDA_CHECK(
+        cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+    ZT_CUDA_CHECK(cudaFuncSetAttribute(kKernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                       cudaSharedmemCarveoutMaxShared));
+    return true;
+  }();
+  (void)configured;
   const dim3 grid(static_cast<unsigned>((g.T + kRows - 1) / kRows), static_cast<unsigned>(B * g.NH));
-  kernel<<<grid, kThreads, bytes, stream>>>(args...);
+  kKernel<<<grid, kThreads, bytes, stream>>>(args...);
   ZT_CUDA_CHECK_LAUNCH();
+}
+
+template <int HS>
+constexpr std::size_t most_smem_bytes() {
+  return std::max({forward_smem<HS>().bytes, backward_smem<HS, false>().bytes, backward_smem<HS, true>().bytes});
 }
 
 template <typename Fn>
@@ -36,13 +50,26 @@ void with_tc_head_size(int hs, Fn&& fn) {
 
 }  // namespace
 
-bool tc_flash_supports(int hs) { return hs == 16 || hs == 32 || hs == 64 || hs == 128; }
+bool tc_flash_supports(int hs) {
+  if (hs != 16 && hs != 32 && hs != 64 && hs != 128) return false;
+  // The device must grant the shared memory (sm_90: 227 KiB a block; some GPUs the PTX also serves
+  // grant 99 KiB, too little at HS = 128, where the CUDA-core kernels run instead).
+  int device = 0, optin = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess) {
+    (void)cudaGetLastError();  // no device: nothing will launch, and the error must not linger
+    return false;
+  }
+  std::size_t needed = 0;
+  with_tc_head_size(hs, [&](auto size) { needed = most_smem_bytes<decltype(size)::value>(); });
+  return needed <= static_cast<std::size_t>(optin);
+}
 
 void tc_flash_forward(cudaStream_t stream, bf16* out, float* lse, const bf16* qkv, int B, int hs,
                       const FlashGeometry& g, const MaskParams& mask) {
   with_tc_head_size(hs, [&](auto size) {
     constexpr int HS = decltype(size)::value;
-    launch(tc_forward_kernel<HS>, forward_smem<HS>().bytes, stream, B, g, out, lse, qkv, g, mask);
+    launch<tc_forward_kernel<HS>>(forward_smem<HS>().bytes, stream, B, g, out, lse, qkv, g, mask);
   });
 }
 
@@ -50,9 +77,8 @@ void tc_flash_backward(cudaStream_t stream, bf16* dqkv, const bf16* qkv, const b
                        const float* delta, int B, int hs, const FlashGeometry& g, const MaskParams& mask) {
   with_tc_head_size(hs, [&](auto size) {
     constexpr int HS = decltype(size)::value;
-    constexpr std::size_t bytes = backward_smem<HS>().bytes;
-    launch(tc_dq_kernel<HS>, bytes, stream, B, g, dqkv, qkv, dout, lse, delta, g, mask);
-    launch(tc_dkv_kernel<HS>, bytes, stream, B, g, dqkv, qkv, dout, lse, delta, g, mask);
+    launch<tc_dq_kernel<HS>>(backward_smem<HS, false>().bytes, stream, B, g, dqkv, qkv, dout, lse, delta, g, mask);
+    launch<tc_dkv_kernel<HS>>(backward_smem<HS, true>().bytes, stream, B, g, dqkv, qkv, dout, lse, delta, g, mask);
   });
 }
 

@@ -18,8 +18,9 @@ struct FlashGeometry {
   float scale;
 };
 
-// Head sizes the tensor-core kernels are compiled for (multiples of 16, at most 128); their
-// operands must also be 16-byte aligned (checked by the caller).
+// Whether the tensor-core kernels serve head size hs on the current device: compiled for it (16,
+// 32, 64, 128) and the device grants the shared memory they need. Their operands must also be
+// 16-byte aligned (checked by the caller). False without a device.
 bool tc_flash_supports(int hs);
 
 // out [B, T, C] and lse [B, NH, T] from qkv, the probabilities taking `mask` (inactive: none).

@@ -93,28 +93,28 @@ __host__ __device__ constexpr ForwardSmem<HS> forward_smem() {
   return f;
 }
 
-// Backward (both kernels): the block's own two operands (a, b: q and dout for dq, k and v for
-// dk/dv), the streamed pair (c, d), two fp32 score tiles (s, dp), two bf16 tiles (p: dropped
-// probabilities, only dk/dv; ds), the streamed rows' lse and delta (dk/dv). The fp32 epilogue
+// Backward: the block's own two operands (a, b: q and dout for dq, k and v for dk/dv), the
+// streamed pair (c, d), two fp32 score tiles (s, dp), the bf16 dS tile, and for dk/dv only
+// (kDkv) the bf16 dropped-probability tile p and the streamed rows' lse and delta (dq keeps its
+// own rows' in registers; its smaller layout fits two blocks an SM at HS = 128). The fp32 epilogue
 // [kRows, Ld::o] reuses a and b, whose contents went into fragments before the loop.
-template <int HS>
 struct BackwardSmem {
   std::size_t a, b, c, d, s, dp, p, ds, lse, delta, bytes;
 };
-template <int HS>
-__host__ __device__ constexpr BackwardSmem<HS> backward_smem() {
+template <int HS, bool kDkv>
+__host__ __device__ constexpr BackwardSmem backward_smem() {
   Carve c;
-  BackwardSmem<HS> f{};
+  BackwardSmem f{};
   f.a = c.take(rows_bytes<HS>());
   f.b = c.take(rows_bytes<HS>());
   f.c = c.take(rows_bytes<HS>());
   f.d = c.take(rows_bytes<HS>());
   f.s = c.take(kScoreBytes);
   f.dp = c.take(kScoreBytes);
-  f.p = c.take(kProbBytes);
   f.ds = c.take(kProbBytes);
-  f.lse = c.take(kTile * sizeof(float));
-  f.delta = c.take(kTile * sizeof(float));
+  f.p = c.take(kDkv ? kProbBytes : 0);
+  f.lse = c.take(kDkv ? kTile * sizeof(float) : 0);
+  f.delta = c.take(kDkv ? kTile * sizeof(float) : 0);
   f.bytes = c.used;
   static_assert(2 * rows_bytes<HS>() >= kRows * Ld<HS>::o * sizeof(float), "the epilogue fits regions a and b");
   return f;
@@ -169,6 +169,22 @@ __device__ __forceinline__ void load_row_fragments(FragA (&a)[HS / 16], const bf
 }
 
 __device__ __forceinline__ bf16 round_bf16(float x) { return __ushort_as_bfloat16(f32_to_bf16(x)); }
+
+// dst[d] = round(src[d] * factor) for d < HS / 2, as 16-byte stores of 8 bf16 (dst is a lane's
+// half row of a global result: 16-byte aligned, as every row start and HS / 2 is a multiple of 8).
+template <int HS>
+__device__ __forceinline__ void store_half_row(bf16* dst, const float* src, float factor) {
+  static_assert(HS / 2 % 8 == 0, "a half row is whole 16-byte chunks");
+  for (int d = 0; d < HS / 2; d += 8) {
+    unsigned w[4];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      w[e] = f32_to_bf16(src[d + 2 * e] * factor) |
+             (static_cast<unsigned>(f32_to_bf16(src[d + 2 * e + 1] * factor)) << 16);
+    }
+    *reinterpret_cast<uint4*>(dst + d) = make_uint4(w[0], w[1], w[2], w[3]);
+  }
+}
 
 template <int HS>
 __global__ void __launch_bounds__(kThreads) tc_forward_kernel(bf16* out, float* lse, const bf16* qkv, FlashGeometry g,
@@ -253,7 +269,7 @@ __global__ void __launch_bounds__(kThreads) tc_forward_kernel(bf16* out, float* 
   if (i < g.T) {
     const float inv = 1.0f / l;
     bf16* out_row = out + (static_cast<std::int64_t>(b) * g.T + i) * g.C + h * HS;
-    for (int d = d0; d < d0 + HS / 2; ++d) out_row[d] = round_bf16(orow[d] * inv);
+    store_half_row<HS>(out_row + d0, orow + d0, inv);
     if (lane % 2 == 0) lse[static_cast<std::int64_t>(bh) * g.T + i] = m + logf(l);
   }
 }
@@ -264,7 +280,7 @@ template <int HS>
 __global__ void __launch_bounds__(kThreads) tc_dq_kernel(bf16* dqkv, const bf16* qkv, const bf16* dout,
                                                          const float* lse, const float* delta, FlashGeometry g,
                                                          MaskParams mask) {
-  constexpr BackwardSmem<HS> L = backward_smem<HS>();
+  constexpr BackwardSmem L = backward_smem<HS, false>();
   unsigned char* smem = dynamic_shared_memory();
   bf16* qs = reinterpret_cast<bf16*>(smem + L.a);
   bf16* dos = reinterpret_cast<bf16*>(smem + L.b);
@@ -333,7 +349,7 @@ __global__ void __launch_bounds__(kThreads) tc_dq_kernel(bf16* dqkv, const bf16*
   __syncwarp();
   if (i < g.T) {
     bf16* dq_row = dqkv + (static_cast<std::int64_t>(b) * g.T + i) * C3 + h * HS;
-    for (int d = d0; d < d0 + HS / 2; ++d) dq_row[d] = round_bf16(os[row * Ld<HS>::o + d] * g.scale);
+    store_half_row<HS>(dq_row + d0, os + row * Ld<HS>::o + d0, g.scale);
   }
 }
 
@@ -343,7 +359,7 @@ template <int HS>
 __global__ void __launch_bounds__(kThreads) tc_dkv_kernel(bf16* dqkv, const bf16* qkv, const bf16* dout,
                                                           const float* lse, const float* delta, FlashGeometry g,
                                                           MaskParams mask) {
-  constexpr BackwardSmem<HS> L = backward_smem<HS>();
+  constexpr BackwardSmem L = backward_smem<HS, true>();
   unsigned char* smem = dynamic_shared_memory();
   bf16* ks = reinterpret_cast<bf16*>(smem + L.a);
   bf16* vs = reinterpret_cast<bf16*>(smem + L.b);
@@ -429,7 +445,7 @@ __global__ void __launch_bounds__(kThreads) tc_dkv_kernel(bf16* dqkv, const bf16
     }
     __syncwarp();
     if (j < g.T) {
-      for (int d = d0; d < d0 + HS / 2; ++d) kv_row[part * g.C + d] = round_bf16(orow[d] * factor);
+      store_half_row<HS>(kv_row + part * g.C + d0, orow + d0, factor);
     }
     __syncwarp();  // the lanes are done reading before the next part overwrites the tile
   };

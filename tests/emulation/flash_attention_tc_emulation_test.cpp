@@ -40,16 +40,17 @@ void run_problem(const Problem& pr, std::uint32_t seed) {
                                       static_cast<float>(1.0 / std::sqrt(static_cast<double>(HS)))};
   const cuda::detail::MaskParams mask = cuda::detail::mask_params(drop);
   const dim3 grid(static_cast<unsigned>((T + tc::kRows - 1) / tc::kRows), static_cast<unsigned>(B * NH));
-  constexpr std::size_t fwd_bytes = tc::forward_smem<HS>().bytes, bwd_bytes = tc::backward_smem<HS>().bytes;
-  static_assert(fwd_bytes <= simt::kMaxDynamicSmem && bwd_bytes <= simt::kMaxDynamicSmem, "sm_90: 227 KiB a block");
+  constexpr std::size_t fwd_bytes = tc::forward_smem<HS>().bytes, dq_bytes = tc::backward_smem<HS, false>().bytes,
+                        dkv_bytes = tc::backward_smem<HS, true>().bytes;
 
   simt::launch(grid, tc::kThreads, fwd_bytes, tc::tc_forward_kernel<HS>, out.data(), lse.data(), qkv.data(), g, mask);
   const std::int64_t rows = B * NH * T;
-  simt::launch(dim3(static_cast<unsigned>((rows + 255) / 256)), 256, 0, cuda::detail::flash::flash_delta_kernel<bf16_dev>,
-               delta.data(), dout.data(), out.data(), g, static_cast<int>(HS), rows);
-  simt::launch(grid, tc::kThreads, bwd_bytes, tc::tc_dq_kernel<HS>, dqkv.data(), qkv.data(), dout.data(), lse.data(),
+  simt::launch(dim3(static_cast<unsigned>((rows + 255) / 256)), 256, 0,
+               cuda::detail::flash::flash_delta_kernel<bf16_dev>, delta.data(), dout.data(), out.data(), g,
+               static_cast<int>(HS), rows);
+  simt::launch(grid, tc::kThreads, dq_bytes, tc::tc_dq_kernel<HS>, dqkv.data(), qkv.data(), dout.data(), lse.data(),
                delta.data(), g, mask);
-  simt::launch(grid, tc::kThreads, bwd_bytes, tc::tc_dkv_kernel<HS>, dqkv.data(), qkv.data(), dout.data(),
+  simt::launch(grid, tc::kThreads, dkv_bytes, tc::tc_dkv_kernel<HS>, dqkv.data(), qkv.data(), dout.data(),
                lse.data(), delta.data(), g, mask);
 
   for (const std::string& v : simt::violations()) ADD_FAILURE() << "emulator rule broken: " << v;

@@ -1,13 +1,16 @@
 // A SIMT emulator for running CUDA device code on the CPU in tests: every thread of a block is a
 // std::thread, __syncthreads and __syncwarp are std::barriers over the block and the warp, and
-// blocks run one after another, each with the dynamic shared memory given to launch. The headers under simt/ stand in for
-// the CUDA ones (cuda_runtime.h, cuda_bf16.h, mma.h) so that a kernel header compiles as C++.
+// blocks run one after another, each with the dynamic shared memory given to launch. The headers
+// under simt/ stand in for the CUDA ones (cuda_runtime.h, cuda_bf16.h, mma.h) so that a kernel
+// header compiles as C++.
 //
 // [Note: SIMT emulation]
 // What it checks: the kernel's own arithmetic and indexing, its use of dynamic shared memory (which
 // starts each block filled with 0xFF bytes, NaN as fp32 and bf16, so a read of a location nobody
-// wrote shows up; static __shared__ arrays are function statics, not refilled), and its barrier discipline as far as real threads expose it. What it does not: timing,
-// occupancy, bank conflicts, register limits, or how the hardware spreads a WMMA tile over lanes.
+// wrote shows up; static __shared__ arrays are function statics, not refilled), and its barrier
+// discipline as far as real threads expose it (the ThreadSanitizer build reports a missing barrier
+// as a data race). What it does not: timing, occupancy, bank conflicts, register limits, or how
+// the hardware spreads a WMMA tile over lanes.
 // WMMA operations (mma.h) are done by the warp's lane 0 on whole 16 x 16 tiles (the other lanes'
 // fragments stay empty, which device code cannot observe because fragments are opaque), after
 // checking the pointer and leading-dimension rules the CUDA documentation gives.

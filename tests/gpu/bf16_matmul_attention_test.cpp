@@ -123,7 +123,7 @@ AttnCase cpu_attention(Rng& rng, AttnShape s, const cpu::DropoutSpec& drop) {
   return c;
 }
 
-enum class AttnKind { kMaterialised, kFlash };
+enum class AttnKind { kMaterialised, kFlash, kFlashTensorCores };
 
 struct Slack {
   std::vector<double> out, dqkv;
@@ -137,7 +137,9 @@ struct Slack {
 //     through P and the row term), dpre is rounded to bf16 before dQ and dK (u |dpre|);
 //   flash: the forward is the CPU's arithmetic (no slack); the backward recomputes an unrounded P
 //     where the CPU reads the rounded att (u P in dV and dpre), and its row term delta = dO . out
-//     reads the rounded out (u |dO| . |out|).
+//     reads the rounded out (u |dO| . |out|);
+//   flash on tensor cores: as flash, and it rounds the (dropped) probabilities before P V and
+//     P^T dO (u P' in out, one more u in dV) and dpre before dQ and dK (u |dpre|).
 // Slack terms: out u_o sum_k P'|v|; dV u_v sum_q P'|dO|; dQ sum_k e |K|; dK sum_q e |Q|, with
 // e_qk = scale (u_p P |dP' - dot| + P e_dot_q) + u_r |dpre_qk|, e_dot_q = u_p sum_k P |dP'| + u_o'
 // sum_e |dO||out|, P' the dropped probabilities, dP' = mask scale * dO . v. Second-order terms
@@ -145,10 +147,10 @@ struct Slack {
 Slack attention_slack(const AttnCase& c, AttnKind kind, const cpu::DropoutSpec& drop) {
   const std::int64_t B = c.s.B, T = c.s.T, NH = c.s.NH, hs = c.s.hs, C = NH * hs, C3 = 3 * C;
   const double u = kUnitRoundoff, scale = 1.0 / std::sqrt(static_cast<double>(hs));
-  const bool flash = kind == AttnKind::kFlash;
-  const double u_out = flash ? 0.0 : (drop.active() ? 2 * u : u);
-  const double u_dv = flash ? u : (drop.active() ? 3 * u : 2 * u);
-  const double u_p = flash ? u : 2 * u, u_r = flash ? 0.0 : u, u_delta = flash ? u : 0.0;
+  const bool flash = kind != AttnKind::kMaterialised, tensor_cores = kind == AttnKind::kFlashTensorCores;
+  const double u_out = tensor_cores ? u : flash ? 0.0 : (drop.active() ? 2 * u : u);
+  const double u_dv = tensor_cores ? 2 * u : flash ? u : (drop.active() ? 3 * u : 2 * u);
+  const double u_p = flash ? u : 2 * u, u_r = flash && !tensor_cores ? 0.0 : u, u_delta = flash ? u : 0.0;
   const std::vector<float> qkv = widened(c.qkv), dout = widened(c.dout), out = widened(c.out), att = widened(c.att);
   Slack sl{std::vector<double>(out.size(), 0.0), std::vector<double>(qkv.size(), 0.0)};
   std::vector<double> pd(static_cast<std::size_t>(T * T)), dp(pd.size()), e(pd.size());
@@ -238,27 +240,37 @@ TEST_F(CudaBf16MatmulAttention, AttentionMatchesCpuOnBf16Operands) {
   }
 }
 
-// Flash attention against the materialised CPU attention; fp32 tolerances of
-// tests/gpu/flash_attention_test.cpp. lse stays fp32 and is checked there (it reads the same widened
-// values here), so only out and dqkv are compared.
+// Flash attention against the materialised CPU attention, with and without dropout; fp32
+// tolerances of tests/gpu/flash_attention_test.cpp. Head size 8 takes the CUDA-core kernels, the
+// others the tensor-core ones (flash_attention_tensor_cores says which, and so which slack). lse
+// stays fp32 and is checked there (it reads the same widened values here), so only out and dqkv
+// are compared.
 TEST_F(CudaBf16MatmulAttention, FlashAttentionMatchesMaterialisedCpuOnBf16Operands) {
   ZT_SEEDED_RNG(rng);
-  for (AttnShape s : {AttnShape{1, 1, 1, 8}, AttnShape{2, 67, 3, 16}, AttnShape{2, 130, 4, 32},
-                      AttnShape{1, 200, 2, 64}, AttnShape{1, 70, 2, 128}}) {
-    SCOPED_TRACE(::testing::Message() << "B=" << s.B << " T=" << s.T << " NH=" << s.NH << " hs=" << s.hs);
-    ASSERT_TRUE(cuda::flash_attention_supports(s.B, s.NH, s.hs));
-    const AttnCase c = cpu_attention(rng, s, {});
-    const Slack slack = attention_slack(c, AttnKind::kFlash, {});
-    const std::int64_t C = s.NH * s.hs;
-    const Shape sq{s.B, s.T, 3 * C}, so{s.B, s.T, C}, sl{s.B, s.NH, s.T};
-    const int nh = static_cast<int>(s.NH);
-    Buffer gqkv = upload_as(DType::kBF16, c.qkv), gdout = upload_as(DType::kBF16, c.dout);
-    Buffer go = poisoned(DType::kBF16, so.numel()), glse = poisoned(DType::kF32, sl.numel()),
-           gdq = poisoned(DType::kBF16, sq.numel());
-    cuda::flash_attention_forward(gpu(), go.view(so), glse.view(sl), gqkv.view(sq), nh);
-    cuda::flash_attention_backward(gpu(), gdq.view(sq), gdout.view(so), go.view(so), gqkv.view(sq), glse.view(sl), nh);
-    EXPECT_TRUE(within_bound(download_f32(go), widened(c.out), 1e-5, slack.out)) << "out";
-    EXPECT_TRUE(within_bound(download_f32(gdq), widened(c.dqkv), 5e-5, slack.dqkv)) << "dqkv";
+  const cpu::DropoutSpec no_drop{}, drop{0.2f, /*seed=*/99, /*site=*/4, /*first_sample=*/(std::int64_t{1} << 32) + 17};
+  for (const cpu::DropoutSpec* spec : {&no_drop, &drop}) {
+    for (AttnShape s : {AttnShape{1, 1, 1, 8}, AttnShape{2, 67, 3, 16}, AttnShape{2, 130, 4, 32},
+                        AttnShape{1, 200, 2, 64}, AttnShape{1, 70, 2, 128}, AttnShape{2, 300, 3, 64}}) {
+      const bool tensor_cores = cuda::flash_attention_tensor_cores(DType::kBF16, s.hs);
+      SCOPED_TRACE(::testing::Message() << "B=" << s.B << " T=" << s.T << " NH=" << s.NH << " hs=" << s.hs
+                                        << (spec->active() ? " dropout" : "")
+                                        << (tensor_cores ? " tensor cores" : " CUDA cores"));
+      ASSERT_TRUE(cuda::flash_attention_supports(s.B, s.NH, s.hs));
+      const AttnCase c = cpu_attention(rng, s, *spec);
+      const Slack slack =
+          attention_slack(c, tensor_cores ? AttnKind::kFlashTensorCores : AttnKind::kFlash, *spec);
+      const std::int64_t C = s.NH * s.hs;
+      const Shape sq{s.B, s.T, 3 * C}, so{s.B, s.T, C}, sl{s.B, s.NH, s.T};
+      const int nh = static_cast<int>(s.NH);
+      Buffer gqkv = upload_as(DType::kBF16, c.qkv), gdout = upload_as(DType::kBF16, c.dout);
+      Buffer go = poisoned(DType::kBF16, so.numel()), glse = poisoned(DType::kF32, sl.numel()),
+             gdq = poisoned(DType::kBF16, sq.numel());
+      cuda::flash_attention_forward(gpu(), go.view(so), glse.view(sl), gqkv.view(sq), nh, *spec);
+      cuda::flash_attention_backward(gpu(), gdq.view(sq), gdout.view(so), go.view(so), gqkv.view(sq), glse.view(sl), nh,
+                                     *spec);
+      EXPECT_TRUE(within_bound(download_f32(go), widened(c.out), 1e-5, slack.out)) << "out";
+      EXPECT_TRUE(within_bound(download_f32(gdq), widened(c.dqkv), 5e-5, slack.dqkv)) << "dqkv";
+    }
   }
 }
 

@@ -1,10 +1,12 @@
 // The flash-style attention kernels against the CPU attention (label gpu): out and dqkv as the
 // cuBLASLt path's test bounds them (fp32, sums in another order: 1e-5 forward, 5e-5 backward), the
 // log-sum-exp against an fp64 host computation (1e-5), every output element written (poisoned
-// buffers), bitwise repeatable, at head sizes 8-128 and T that are not multiples of the tiles.
+// buffers), bitwise repeatable, at head sizes 8-128 and T that are not multiples of the tiles,
+// with and without dropout on the probabilities (the CPU's mask, fused into the kernels).
 #include <cmath>
 
 #include "kernels/cpu/attention.h"
+#include "kernels/cpu/dropout.h"
 #include "kernels/cuda/flash_attention.h"
 #include "tests/gpu/gpu_test_util.h"
 
@@ -41,35 +43,40 @@ std::vector<double> reference_lse(const std::vector<float>& qkv, std::int64_t B,
 TEST_F(CudaFlashAttention, ForwardBackwardMatchCpuAndRepeatBitwise) {
   ZT_SEEDED_RNG(rng);
   struct S { std::int64_t B, T, NH, hs; };
-  for (auto [B, T, NH, hs] : {S{1, 1, 1, 8}, S{2, 67, 3, 16}, S{2, 130, 4, 32}, S{1, 200, 2, 64}, S{1, 70, 2, 128}}) {
-    SCOPED_TRACE(::testing::Message() << "B=" << B << " T=" << T << " NH=" << NH << " hs=" << hs);
-    ASSERT_TRUE(cuda::flash_attention_supports(B, NH, hs));
-    const std::int64_t C = NH * hs;
-    std::vector<float> qkv = rng.normal(B * T * 3 * C), dout = rng.normal(B * T * C);
-    std::vector<float> out(B * T * C), att(B * NH * T * T), dqkv(qkv.size());
-    const int nh = static_cast<int>(NH);
-    cpu::attention_forward(cpu_ctx(), view_of(out, Shape{B, T, C}), view_of(att, Shape{B, NH, T, T}),
-                           view_of(qkv, Shape{B, T, 3 * C}), nh);
-    cpu::attention_backward(cpu_ctx(), view_of(dqkv, Shape{B, T, 3 * C}), view_of(dout, Shape{B, T, C}),
-                            view_of(qkv, Shape{B, T, 3 * C}), view_of(att, Shape{B, NH, T, T}), nh);
-    const std::vector<double> lse_ref = reference_lse(qkv, B, T, NH, hs);
-    Buffer gqkv = upload(qkv), gdout = upload(dout);
-    std::vector<float> first;
-    for (int run = 0; run < 2; ++run) {
-      Buffer go = poisoned(DType::kF32, B * T * C), glse = poisoned(DType::kF32, B * NH * T),
-             gdq = poisoned(DType::kF32, B * T * 3 * C);
-      cuda::flash_attention_forward(gpu(), go.view(Shape{B, T, C}), glse.view(Shape{B, NH, T}),
-                                    gqkv.view(Shape{B, T, 3 * C}), nh);
-      cuda::flash_attention_backward(gpu(), gdq.view(Shape{B, T, 3 * C}), gdout.view(Shape{B, T, C}),
-                                     go.view(Shape{B, T, C}), gqkv.view(Shape{B, T, 3 * C}),
-                                     glse.view(Shape{B, NH, T}), nh);
-      const auto o = download<float>(go), l = download<float>(glse), dq = download<float>(gdq);
-      EXPECT_TRUE(close_normwise(o, to_double(out), 1e-5)) << "out";
-      EXPECT_TRUE(close_normwise(l, lse_ref, 1e-5)) << "lse";
-      EXPECT_TRUE(close_normwise(dq, to_double(dqkv), 5e-5)) << "dqkv";
-      const std::vector<float> all = concat({o, l, dq});
-      if (run == 0) first = all;
-      else EXPECT_TRUE(bitwise_equal(all, first)) << "two runs differ";
+  const cpu::DropoutSpec no_drop{}, drop{0.2f, /*seed=*/99, /*site=*/4, /*first_sample=*/(std::int64_t{1} << 32) + 17};
+  for (const cpu::DropoutSpec* spec : {&no_drop, &drop}) {
+    for (auto [B, T, NH, hs] :
+         {S{1, 1, 1, 8}, S{2, 67, 3, 16}, S{2, 130, 4, 32}, S{1, 200, 2, 64}, S{1, 70, 2, 128}}) {
+      SCOPED_TRACE(::testing::Message() << "B=" << B << " T=" << T << " NH=" << NH << " hs=" << hs
+                                        << (spec->active() ? " dropout" : ""));
+      ASSERT_TRUE(cuda::flash_attention_supports(B, NH, hs));
+      const std::int64_t C = NH * hs;
+      std::vector<float> qkv = rng.normal(B * T * 3 * C), dout = rng.normal(B * T * C);
+      std::vector<float> out(B * T * C), att(B * NH * T * T), dqkv(qkv.size());
+      const int nh = static_cast<int>(NH);
+      cpu::attention_forward(cpu_ctx(), view_of(out, Shape{B, T, C}), view_of(att, Shape{B, NH, T, T}),
+                             view_of(qkv, Shape{B, T, 3 * C}), nh, *spec);
+      cpu::attention_backward(cpu_ctx(), view_of(dqkv, Shape{B, T, 3 * C}), view_of(dout, Shape{B, T, C}),
+                              view_of(qkv, Shape{B, T, 3 * C}), view_of(att, Shape{B, NH, T, T}), nh, *spec);
+      const std::vector<double> lse_ref = reference_lse(qkv, B, T, NH, hs);
+      Buffer gqkv = upload(qkv), gdout = upload(dout);
+      std::vector<float> first;
+      for (int run = 0; run < 2; ++run) {
+        Buffer go = poisoned(DType::kF32, B * T * C), glse = poisoned(DType::kF32, B * NH * T),
+               gdq = poisoned(DType::kF32, B * T * 3 * C);
+        cuda::flash_attention_forward(gpu(), go.view(Shape{B, T, C}), glse.view(Shape{B, NH, T}),
+                                      gqkv.view(Shape{B, T, 3 * C}), nh, *spec);
+        cuda::flash_attention_backward(gpu(), gdq.view(Shape{B, T, 3 * C}), gdout.view(Shape{B, T, C}),
+                                       go.view(Shape{B, T, C}), gqkv.view(Shape{B, T, 3 * C}),
+                                       glse.view(Shape{B, NH, T}), nh, *spec);
+        const auto o = download<float>(go), l = download<float>(glse), dq = download<float>(gdq);
+        EXPECT_TRUE(close_normwise(o, to_double(out), 1e-5)) << "out";
+        EXPECT_TRUE(close_normwise(l, lse_ref, 1e-5)) << "lse";
+        EXPECT_TRUE(close_normwise(dq, to_double(dqkv), 5e-5)) << "dqkv";
+        const std::vector<float> all = concat({o, l, dq});
+        if (run == 0) first = all;
+        else EXPECT_TRUE(bitwise_equal(all, first)) << "two runs differ";
+      }
     }
   }
 }

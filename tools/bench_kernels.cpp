@@ -191,28 +191,36 @@ int main(int argc, char** argv) {
       });
     }
     ctx.cuda_resources->fp32_matmuls = MatmulPrecision::kFp32;
-    {
-      Buffer qkv = bench.buf(DType::kF32, N * 3 * C), att = bench.buf(DType::kF32, B * NH * T * T),
-             out = bench.buf(DType::kF32, N * C), dqkv = bench.buf(DType::kF32, N * 3 * C);
+    // Attention with F32 and BF16 activations (BF16 flash runs on tensor cores at hs 64), and the
+    // flash kernels with dropout 0.1 on the probabilities (the mask fused into them).
+    for (DType dt : {DType::kF32, DType::kBF16}) {
+      const std::string tag = dt == DType::kF32 ? "f32" : "bf16";
+      Buffer qkv = bench.buf(dt, N * 3 * C), att = bench.buf(dt, B * NH * T * T), out = bench.buf(dt, N * C),
+             dqkv = bench.buf(dt, N * 3 * C);
       const double fl = 4.0 * B * NH * T * T * (C / NH);  // two T x T x hs products, full (not causal) work
-      gemm("attention_forward (cuBLASLt + softmax)", fl, [&] {
+      gemm("attention_forward " + tag + " (cuBLASLt + softmax)", fl, [&] {
         cuda::attention_forward(ctx, out.view(Shape{B, T, C}), att.view(Shape{B, NH, T, T}), qkv.view(Shape{B, T, 3 * C}), 12);
       });
-      gemm("attention_backward (cuBLASLt + softmax)", 2 * fl, [&] {
+      gemm("attention_backward " + tag + " (cuBLASLt + softmax)", 2 * fl, [&] {
         cuda::attention_backward(ctx, dqkv.view(Shape{B, T, 3 * C}), out.view(Shape{B, T, C}), qkv.view(Shape{B, T, 3 * C}),
                                  att.view(Shape{B, NH, T, T}), 12);
       });
-      // The flash-style kernels on the same shapes (no T x T buffer; same FLOP count for the ratio).
-      Buffer lse = bench.buf(DType::kF32, B * NH * T), dout = bench.buf(DType::kF32, N * C);
-      gemm("attention_forward (flash-style)", fl, [&] {
-        cuda::flash_attention_forward(ctx, out.view(Shape{B, T, C}), lse.view(Shape{B, NH, T}), qkv.view(Shape{B, T, 3 * C}),
-                                      12);
-      });
-      gemm("attention_backward (flash-style)", 2 * fl, [&] {
-        cuda::flash_attention_backward(ctx, dqkv.view(Shape{B, T, 3 * C}), dout.view(Shape{B, T, C}),
-                                       out.view(Shape{B, T, C}), qkv.view(Shape{B, T, 3 * C}),
-                                       lse.view(Shape{B, NH, T}), 12);
-      });
+      // The flash kernels on the same shapes (no T x T buffer; same FLOP count for the ratio).
+      Buffer lse = bench.buf(DType::kF32, B * NH * T), dout = bench.buf(dt, N * C);
+      const cuda::DropoutSpec no_dropout{}, dropout{0.1f, /*seed=*/1, /*site=*/1, /*first_sample=*/0};
+      for (const cuda::DropoutSpec* drop : {&no_dropout, &dropout}) {
+        const std::string name = tag + (drop->active() ? " dropout 0.1" : "") +
+                                 (cuda::flash_attention_tensor_cores(dt, C / NH) ? " (flash, tensor cores)" : " (flash)");
+        gemm("attention_forward " + name, fl, [&] {
+          cuda::flash_attention_forward(ctx, out.view(Shape{B, T, C}), lse.view(Shape{B, NH, T}),
+                                        qkv.view(Shape{B, T, 3 * C}), 12, *drop);
+        });
+        gemm("attention_backward " + name, 2 * fl, [&] {
+          cuda::flash_attention_backward(ctx, dqkv.view(Shape{B, T, 3 * C}), dout.view(Shape{B, T, C}),
+                                         out.view(Shape{B, T, C}), qkv.view(Shape{B, T, 3 * C}),
+                                         lse.view(Shape{B, NH, T}), 12, *drop);
+        });
+      }
     }
     {
       Buffer tok = bench.tokens(N, static_cast<int>(V)), wte = bench.buf(DType::kF32, Vp * C),

@@ -12,7 +12,7 @@
 
 #include <cstdint>
 
-#include "kernels/cuda/common.cuh"  // load_act, store_act
+#include "kernels/cuda/device_helpers.cuh"  // load_act, store_act
 #include "kernels/cuda/dropout_mask.cuh"
 #include "kernels/cuda/flash_attention_tc.cuh"  // FlashGeometry
 

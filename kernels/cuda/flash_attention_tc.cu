@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <type_traits>
 
+#include "kernels/cuda/common.cuh"
 #include "kernels/cuda/flash_attention_tc_kernels.cuh"
 
 namespace zt::cuda::detail {

@@ -24,7 +24,8 @@
 
 #include <mma.h>
 
-#include "kernels/cuda/common.cuh"  // dynamic_shared_memory, f32_to_bf16
+#include "kernels/cuda/device_helpers.cuh"  // f32_to_bf16
+#include "kernels/cuda/dynamic_smem.cuh"
 #include "kernels/cuda/dropout_mask.cuh"
 #include "kernels/cuda/flash_attention_tc.cuh"
 

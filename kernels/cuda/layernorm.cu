@@ -1,160 +1,21 @@
-// LayerNorm on the GPU. Forward: one warp per row, two-pass variance as on the CPU (the row is
-// re-read from L1/L2, not DRAM). Backward: one block per 32-row chunk computes each row's dinp
-// (a warp per row) and the chunk's dweight/dbias partial sums (a thread per column, rows in
-// order); a second kernel adds the chunk partials in chunk order. No float atomics anywhere.
-// Both take vector accesses (kVec = 4: a lane owns groups of 4 columns) where C % 4 == 0 and every
-// row operand is aligned to its group's width, else single elements (kVec = 1); the reduction order
-// is fixed for a given kVec, so results repeat bitwise. The activations (out, inp, residual and its
-// addends; dinp, dout) are of storage type T, float or bf16 (docs/precision.md): widened on load,
-// statistics and parameter gradients kept in fp32, each activation result rounded once.
+// LayerNorm on the GPU: operand checks and launches of the kernels in layernorm_kernels.cuh
+// (whose header says how they work).
 #include "kernels/cuda/layernorm.h"
 
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/layernorm_kernels.cuh"
 
 namespace zt::cuda {
 
 namespace {
 
-constexpr int kForwardWarps = 8;  // rows per forward block
-constexpr int kRowsPerChunk = 32;
-constexpr int kBackwardThreads = 256;
-constexpr int kColumnThreads = 256;
-
-// With `a2` non-null the row is a + a2 (written to `residual`); otherwise it is a. Each lane owns
-// the groups q = lane, lane + 32, ... of kVec columns (see the header comment for kVec).
-template <typename T, int kVec>
-__global__ void layernorm_forward_kernel(T* out, float* mean, float* rstd, T* residual, const T* a, const T* a2,
-                                         const float* weight, const float* bias, std::int64_t N, int C) {
-  using Vec = detail::ActVec<T, kVec>;
-  using ParamVec = detail::FloatVec<kVec>;
-  const int lane = threadIdx.x % detail::kWarpSize;
-  const std::int64_t row = blockIdx.x * std::int64_t{kForwardWarps} + threadIdx.x / detail::kWarpSize;
-  if (row >= N) return;
-  const int groups = C / kVec;
-  const T* x = a + row * C;
-  if (a2 != nullptr) {
-    const T* y = a2 + row * C;
-    T* r = residual + row * C;
-    for (int q = lane; q < groups; q += detail::kWarpSize) {
-      Vec xv = Vec::load(x + q * kVec);
-      const Vec yv = Vec::load(y + q * kVec);
-#pragma unroll
-      for (int i = 0; i < kVec; ++i) xv[i] += yv[i];
-      xv.store(r + q * kVec);
-    }
-    // Later passes read back what this lane wrote (same lane, same groups): for bf16 the rounded
-    // residual, so the fused op equals residual_forward then layernorm_forward.
-    x = r;
-  }
-  float sum = 0.0f;
-  for (int q = lane; q < groups; q += detail::kWarpSize) {
-    const Vec xv = Vec::load(x + q * kVec);
-#pragma unroll
-    for (int i = 0; i < kVec; ++i) sum += xv[i];
-  }
-  const float m = detail::warp_sum(sum) / static_cast<float>(C);
-  float sq = 0.0f;
-  for (int q = lane; q < groups; q += detail::kWarpSize) {
-    const Vec xv = Vec::load(x + q * kVec);
-#pragma unroll
-    for (int i = 0; i < kVec; ++i) {
-      const float d = xv[i] - m;
-      sq += d * d;
-    }
-  }
-  const float var = detail::warp_sum(sq) / static_cast<float>(C);
-  const float s = 1.0f / sqrtf(var + cpu::kLayerNormEps);
-  T* o = out + row * C;
-  for (int q = lane; q < groups; q += detail::kWarpSize) {
-    const Vec xv = Vec::load(x + q * kVec);
-    const ParamVec wv = ParamVec::load(weight + q * kVec), bv = ParamVec::load(bias + q * kVec);
-    Vec ov;
-#pragma unroll
-    for (int i = 0; i < kVec; ++i) ov[i] = (xv[i] - m) * s * wv[i] + bv[i];
-    ov.store(o + q * kVec);
-  }
-  if (lane == 0) {
-    mean[row] = m;
-    rstd[row] = s;
-  }
-}
-
-// One block per chunk of kRowsPerChunk rows. partials: [num_chunks, 2, C] (dweight, then dbias).
-// dinp accumulates as round(widen(old) + contribution) for bf16 (docs/precision.md).
-template <typename T, int kVec>
-__global__ void layernorm_backward_chunk(T* dinp, float* partials, const T* dout, const T* inp, const float* weight,
-                                         const float* mean, const float* rstd, std::int64_t N, int C) {
-  using Vec = detail::ActVec<T, kVec>;
-  using ParamVec = detail::FloatVec<kVec>;
-  const int lane = threadIdx.x % detail::kWarpSize, warp = threadIdx.x / detail::kWarpSize;
-  constexpr int kWarps = kBackwardThreads / detail::kWarpSize;
-  const std::int64_t row0 = blockIdx.x * std::int64_t{kRowsPerChunk};
-  const int rows = static_cast<int>(N - row0 < kRowsPerChunk ? N - row0 : kRowsPerChunk);
-  const int groups = C / kVec;
-  for (int r = warp; r < rows; r += kWarps) {
-    const std::int64_t row = row0 + r;
-    const T* g = dout + row * C;
-    const T* x = inp + row * C;
-    const float m = mean[row], s = rstd[row];
-    float dnorm_sum = 0.0f, dnorm_norm_sum = 0.0f;
-    for (int q = lane; q < groups; q += detail::kWarpSize) {
-      const Vec gv = Vec::load(g + q * kVec), xv = Vec::load(x + q * kVec);
-      const ParamVec wv = ParamVec::load(weight + q * kVec);
-#pragma unroll
-      for (int i = 0; i < kVec; ++i) {
-        const float dn = gv[i] * wv[i];
-        dnorm_sum += dn;
-        dnorm_norm_sum += dn * ((xv[i] - m) * s);
-      }
-    }
-    const float dnorm_mean = detail::warp_sum(dnorm_sum) / static_cast<float>(C);
-    const float dnorm_norm_mean = detail::warp_sum(dnorm_norm_sum) / static_cast<float>(C);
-    T* di = dinp + row * C;
-    for (int q = lane; q < groups; q += detail::kWarpSize) {
-      const Vec gv = Vec::load(g + q * kVec), xv = Vec::load(x + q * kVec);
-      const ParamVec wv = ParamVec::load(weight + q * kVec);
-      Vec dv = Vec::load(di + q * kVec);
-#pragma unroll
-      for (int i = 0; i < kVec; ++i) {
-        const float norm = (xv[i] - m) * s;
-        dv[i] += s * (gv[i] * wv[i] - dnorm_mean - norm * dnorm_norm_mean);
-      }
-      dv.store(di + q * kVec);
-    }
-  }
-  // A thread per group of kVec columns, rows in order: each partial is the same fixed-order sum for
-  // either kVec.
-  float* dw_part = partials + blockIdx.x * std::int64_t{2} * C;
-  float* db_part = dw_part + C;
-  for (int q = threadIdx.x; q < groups; q += kBackwardThreads) {
-    ParamVec dw{}, db{};
-    for (int r = 0; r < rows; ++r) {
-      const std::int64_t row = row0 + r;
-      const Vec gv = Vec::load(dout + row * C + q * kVec), xv = Vec::load(inp + row * C + q * kVec);
-      const float m = mean[row], s = rstd[row];
-#pragma unroll
-      for (int i = 0; i < kVec; ++i) {
-        dw[i] += gv[i] * ((xv[i] - m) * s);
-        db[i] += gv[i];
-      }
-    }
-    dw.store(dw_part + q * kVec);
-    db.store(db_part + q * kVec);
-  }
-}
-
-__global__ void layernorm_backward_params(float* dweight, float* dbias, const float* partials,
-                                          std::int64_t num_chunks, int C) {
-  const int c = blockIdx.x * kColumnThreads + threadIdx.x;
-  if (c >= C) return;
-  float dw = 0.0f, db = 0.0f;
-  for (std::int64_t k = 0; k < num_chunks; ++k) {  // chunk order: deterministic
-    dw += partials[k * 2 * C + c];
-    db += partials[k * 2 * C + C + c];
-  }
-  dweight[c] += dw;
-  dbias[c] += db;
-}
+using detail::ln::kBackwardThreads;
+using detail::ln::kColumnThreads;
+using detail::ln::kForwardWarps;
+using detail::ln::kRowsPerChunk;
+using detail::ln::layernorm_backward_chunk;
+using detail::ln::layernorm_backward_params;
+using detail::ln::layernorm_forward_kernel;
 
 struct RowDims {
   std::int64_t rows;

@@ -24,14 +24,7 @@ void sync_block() { block_barrier->arrive_and_wait(); }
 unsigned char* dynamic_smem() { return block_smem; }
 void sync_warp() { warp_state->barrier.arrive_and_wait(); }
 
-float shuffle_xor(float v, int lane_mask) {
-  const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
-  warp_state->slots[lane] = v;
-  warp_state->barrier.arrive_and_wait();
-  const float other = warp_state->slots[lane ^ lane_mask];
-  warp_state->barrier.arrive_and_wait();  // every lane has read before the slots are reused
-  return other;
-}
+WarpState& current_warp() { return *warp_state; }
 
 void report_violation(const std::string& what) {
   std::lock_guard<std::mutex> lock(violations_mutex);
@@ -49,29 +42,37 @@ void run_blocks(dim3 grid, int threads, std::size_t smem_bytes, const std::funct
                      std::to_string(threads) + " threads");
     return;
   }
-  for (unsigned z = 0; z < grid.z; ++z) {
-    for (unsigned y = 0; y < grid.y; ++y) {
-      for (unsigned x = 0; x < grid.x; ++x) {
-        std::memset(block_smem, 0xFF, smem_bytes);
-        std::barrier<> block(threads);
-        std::deque<WarpState> warps(static_cast<std::size_t>((threads + kWarpSize - 1) / kWarpSize));
-        std::vector<std::thread> pool;
-        pool.reserve(static_cast<std::size_t>(threads));
-        for (int t = 0; t < threads; ++t) {
-          pool.emplace_back([&, t] {
-            threadIdx = dim3(static_cast<unsigned>(t));
-            blockIdx = dim3(x, y, z);
-            gridDim = grid;
-            blockDim = dim3(static_cast<unsigned>(threads));
-            block_barrier = &block;
-            warp_state = &warps[static_cast<std::size_t>(t / kWarpSize)];
-            thread_body();
-          });
-        }
-        for (std::thread& th : pool) th.join();
+  // One pool of threads for the whole grid: thread t plays thread t of every block in turn. Each
+  // block gets fresh barriers (a thread that returned has dropped out of its block's), and a
+  // barrier that nobody drops orders the blocks and the refill of shared memory between them.
+  const std::size_t num_blocks = std::size_t{grid.x} * grid.y * grid.z;
+  const std::size_t warps_per_block = static_cast<std::size_t>(threads / kWarpSize);
+  std::deque<std::barrier<>> block_barriers;
+  std::deque<WarpState> warps(num_blocks * warps_per_block);
+  for (std::size_t i = 0; i < num_blocks; ++i) block_barriers.emplace_back(threads);
+  const auto refill = [smem_bytes]() noexcept { std::memset(block_smem, 0xFF, smem_bytes); };
+  std::barrier<decltype(refill)> between_blocks(threads, refill);
+  std::memset(block_smem, 0xFF, smem_bytes);
+  std::vector<std::thread> pool;
+  pool.reserve(static_cast<std::size_t>(threads));
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([&, t] {
+      threadIdx = dim3(static_cast<unsigned>(t));
+      gridDim = grid;
+      blockDim = dim3(static_cast<unsigned>(threads));
+      for (std::size_t i = 0; i < num_blocks; ++i) {
+        blockIdx = dim3(static_cast<unsigned>(i % grid.x), static_cast<unsigned>(i / grid.x % grid.y),
+                        static_cast<unsigned>(i / (std::size_t{grid.x} * grid.y)));
+        block_barrier = &block_barriers[i];
+        warp_state = &warps[i * warps_per_block + static_cast<std::size_t>(t / kWarpSize)];
+        thread_body();
+        block_barrier->arrive_and_drop();
+        warp_state->barrier.arrive_and_drop();
+        between_blocks.arrive_and_wait();  // the last arrival refills shared memory
       }
-    }
+    });
   }
+  for (std::thread& th : pool) th.join();
 }
 
 }  // namespace simt

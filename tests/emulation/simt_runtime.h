@@ -17,6 +17,8 @@
 #pragma once
 
 #include <atomic>
+#include <cstring>
+#include <type_traits>
 #include <barrier>
 #include <cstddef>
 #include <cstdint>
@@ -37,25 +39,30 @@ namespace simt {
 
 constexpr int kWarpSize = 32;
 
-// One warp's barrier and the slots its shuffles exchange values through.
+// One warp's barrier and the slots its shuffles exchange values through (8 bytes each: float,
+// int or double).
 struct WarpState {
   WarpState() : barrier(kWarpSize) {}
   std::barrier<> barrier;
-  float slots[kWarpSize] = {};
+  std::uint64_t slots[kWarpSize] = {};
 };
 
 void sync_block();
+WarpState& current_warp();
 // The running block's dynamic shared memory (kernels reach it through dynamic_shared_memory()).
 unsigned char* dynamic_smem();
 void sync_warp();
-float shuffle_xor(float v, int lane_mask);
+// The value `v` of lane (this lane ^ lane_mask); every lane of the warp must call it.
+template <typename T>
+T shuffle_xor(T v, int lane_mask);
 
 // A broken WMMA rule (alignment, leading dimension): recorded, the test fails on violations().
 void report_violation(const std::string& what);
 std::vector<std::string> violations();
 
 // Runs kernel(args...) on `grid` blocks of `threads` threads (a multiple of 32), block after
-// block, with `smem_bytes` of dynamic shared memory (at most kMaxDynamicSmem, sm_90's per-block
+// block (a thread that returns drops out of its block's and warp's barriers, as an exited CUDA
+// thread stops counting), with `smem_bytes` of dynamic shared memory (at most kMaxDynamicSmem, sm_90's per-block
 // limit), filled with 0xFF before each block.
 constexpr std::size_t kMaxDynamicSmem = 227 * 1024;
 void run_blocks(dim3 grid, int threads, std::size_t smem_bytes, const std::function<void()>& thread_body);
@@ -63,6 +70,19 @@ void run_blocks(dim3 grid, int threads, std::size_t smem_bytes, const std::funct
 template <typename Kernel, typename... Args>
 void launch(dim3 grid, int threads, std::size_t smem_bytes, Kernel kernel, Args... args) {
   run_blocks(grid, threads, smem_bytes, [&] { kernel(args...); });
+}
+
+template <typename T>
+T shuffle_xor(T v, int lane_mask) {
+  static_assert(std::is_trivially_copyable_v<T> && sizeof(T) <= sizeof(std::uint64_t), "a register-sized value");
+  WarpState& w = current_warp();
+  const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
+  std::memcpy(&w.slots[lane], &v, sizeof(T));
+  w.barrier.arrive_and_wait();
+  T other;
+  std::memcpy(&other, &w.slots[lane ^ lane_mask], sizeof(T));
+  w.barrier.arrive_and_wait();  // every lane has read before the slots are reused
+  return other;
 }
 
 }  // namespace simt

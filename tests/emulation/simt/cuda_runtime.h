@@ -21,10 +21,19 @@
 
 using cudaStream_t = struct CUstream_st*;
 
-struct uint4 {
+// Built-in vector types, with the CUDA alignment a vector access needs.
+struct alignas(16) uint4 {
   unsigned x, y, z, w;
 };
+struct alignas(8) uint2 {
+  unsigned x, y;
+};
+struct alignas(16) float4 {
+  float x, y, z, w;
+};
 inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return uint4{x, y, z, w}; }
+inline uint2 make_uint2(unsigned x, unsigned y) { return uint2{x, y}; }
+inline float4 make_float4(float x, float y, float z, float w) { return float4{x, y, z, w}; }
 
 inline unsigned __umulhi(unsigned a, unsigned b) {
   return static_cast<unsigned>((static_cast<std::uint64_t>(a) * b) >> 32);
@@ -37,4 +46,7 @@ inline int max(int a, int b) { return a > b ? a : b; }
 inline void __syncthreads() { simt::sync_block(); }
 inline void __syncwarp(unsigned /*mask*/ = 0xffffffffu) { simt::sync_warp(); }
 // Only the full-warp form the kernels use.
-inline float __shfl_xor_sync(unsigned /*mask*/, float v, int lane_mask) { return simt::shuffle_xor(v, lane_mask); }
+template <typename T>
+T __shfl_xor_sync(unsigned /*mask*/, T v, int lane_mask) {
+  return simt::shuffle_xor(v, lane_mask);
+}

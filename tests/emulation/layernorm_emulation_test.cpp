@@ -1,0 +1,140 @@
+// The CUDA LayerNorm kernels (kernels/cuda/layernorm_kernels.cuh) run on the CPU under the SIMT
+// emulator ([Note: SIMT emulation] in simt_runtime.h), as layernorm.cu launches them, against the
+// CPU kernels: plain and residual-fused forward, the chunked backward and its parameter-gradient
+// pass, both vector widths (kVec 4 where C % 4 == 0), F32 and BF16 activations. Tolerances of
+// tests/gpu/layernorm_embedding_test.cpp: 1e-5 normwise for fp32 results (sums of C terms in
+// another fixed order); BF16 results also within 2^-7 of the CPU's per element (one rounding each,
+// which a last-bit difference before it may flip), and the fused residual bitwise (one addition
+// rounded once on both sides).
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "kernels/cpu/layernorm.h"
+#include "kernels/cpu/residual.h"
+#include "kernels/cuda/layernorm_kernels.cuh"
+#include "tests/emulation/attention_reference.h"  // to_device_bf16, widen
+#include "tests/emulation/simt_runtime.h"
+#include "tests/kernels/kernel_test_util.h"
+
+namespace zt::test {
+namespace {
+
+namespace ln = cuda::detail::ln;
+using emulation::bf16_dev;
+
+template <typename T>
+std::vector<T> device_values(const std::vector<float>& x) {
+  if constexpr (std::is_same_v<T, float>) {
+    return x;
+  } else {
+    return emulation::to_device_bf16(x);
+  }
+}
+template <typename T>
+std::vector<float> host_values(const std::vector<T>& x) {
+  if constexpr (std::is_same_v<T, float>) {
+    return x;
+  } else {
+    return emulation::widen(x);
+  }
+}
+template <typename T>
+constexpr DType dtype_of() {
+  return std::is_same_v<T, float> ? DType::kF32 : DType::kBF16;
+}
+
+// fp32: normwise; BF16: per element 2^-7 relative plus the normwise term.
+::testing::AssertionResult close(const std::vector<float>& got, const std::vector<float>& ref, bool bf16) {
+  if (!bf16) return close_normwise(got, to_double(ref), 1e-5);
+  double max_ref = 0.0;
+  for (float x : ref) max_ref = std::max(max_ref, std::abs(static_cast<double>(x)));
+  for (std::size_t i = 0; i < ref.size(); ++i) {
+    const double diff = std::abs(static_cast<double>(got[i]) - ref[i]);
+    if (!(diff <= std::abs(static_cast<double>(ref[i])) / 128.0 + 1e-5 * max_ref)) {
+      return ::testing::AssertionFailure() << "element " << i << ": got " << got[i] << ", reference " << ref[i];
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+template <typename T, int kVec>
+void run_shape(Rng& rng, std::int64_t N, std::int64_t C) {
+  constexpr bool kBf16 = !std::is_same_v<T, float>;
+  SCOPED_TRACE(::testing::Message() << (kBf16 ? "BF16" : "F32") << " N=" << N << " C=" << C << " kVec=" << kVec);
+  const DType dt = dtype_of<T>();
+  const Shape nc{N, C};
+  // Operands rounded to the activation dtype first, so both sides read the same values.
+  const std::vector<float> a = host_values(device_values<T>(rng.normal(N * C, 2.0f, 3.0f)));
+  const std::vector<float> b = host_values(device_values<T>(rng.normal(N * C)));
+  std::vector<float> w = rng.normal(C), bias = rng.normal(C);
+  const std::vector<float> dout = host_values(device_values<T>(rng.normal(N * C)));
+  const std::vector<float> dinp0 = host_values(device_values<T>(rng.normal(N * C)));
+  const std::vector<float> dw0 = rng.normal(C), db0 = rng.normal(C);
+
+  // CPU: x = a + b (rounded to the dtype), out = LN(x), then the backward accumulating into
+  // dinp0, dw0, db0.
+  std::vector<T> a_t = device_values<T>(a), b_t = device_values<T>(b), x_t(a_t.size()), out_t(a_t.size());
+  std::vector<float> mean(N), rstd(N);
+  cpu::residual_forward(cpu_ctx(), TensorView{x_t.data(), dt, Device::kCPU, nc},
+                        TensorView{a_t.data(), dt, Device::kCPU, nc}, TensorView{b_t.data(), dt, Device::kCPU, nc});
+  cpu::layernorm_forward(cpu_ctx(), TensorView{out_t.data(), dt, Device::kCPU, nc}, view_of(mean), view_of(rstd),
+                         TensorView{x_t.data(), dt, Device::kCPU, nc}, view_of(w), view_of(bias));
+  std::vector<T> dout_t = device_values<T>(dout), dinp_t = device_values<T>(dinp0);
+  std::vector<float> dw = dw0, db = db0;
+  cpu::layernorm_backward(cpu_ctx(), TensorView{dinp_t.data(), dt, Device::kCPU, nc}, view_of(dw), view_of(db),
+                          TensorView{dout_t.data(), dt, Device::kCPU, nc}, TensorView{x_t.data(), dt, Device::kCPU, nc},
+                          view_of(w), view_of(mean), view_of(rstd));
+
+  // Emulated: the fused forward (residual = a + b, out = LN(residual)), then the plain one on x.
+  const std::vector<T> nan = device_values<T>(std::vector<float>(static_cast<std::size_t>(N * C), NAN));
+  std::vector<T> g_res = nan, g_out = nan, g_out2 = nan;
+  std::vector<float> g_mean(N, NAN), g_rstd(N, NAN);
+  const dim3 fwd_grid(static_cast<unsigned>((N + ln::kForwardWarps - 1) / ln::kForwardWarps));
+  const int fwd_threads = ln::kForwardWarps * cuda::detail::kWarpSize;
+  simt::launch(fwd_grid, fwd_threads, 0, ln::layernorm_forward_kernel<T, kVec>, g_out.data(),
+               g_mean.data(), g_rstd.data(), g_res.data(), a_t.data(), b_t.data(), w.data(), bias.data(), N,
+               static_cast<int>(C));
+  EXPECT_TRUE(bitwise_equal(host_values(g_res), host_values(x_t))) << "residual";
+  EXPECT_TRUE(close(host_values(g_out), host_values(out_t), kBf16)) << "fused out";
+  EXPECT_TRUE(close(g_mean, mean, false)) << "mean";
+  EXPECT_TRUE(close(g_rstd, rstd, false)) << "rstd";
+  simt::launch(fwd_grid, fwd_threads, 0, ln::layernorm_forward_kernel<T, kVec>, g_out2.data(), g_mean.data(),
+               g_rstd.data(), static_cast<T*>(nullptr), x_t.data(), static_cast<const T*>(nullptr), w.data(),
+               bias.data(), N, static_cast<int>(C));
+  EXPECT_TRUE(close(host_values(g_out2), host_values(out_t), kBf16)) << "out";
+
+  std::vector<T> g_dinp = device_values<T>(dinp0);
+  std::vector<float> g_dw = dw0, g_db = db0;
+  const std::int64_t chunks = (N + ln::kRowsPerChunk - 1) / ln::kRowsPerChunk;
+  std::vector<float> partials(static_cast<std::size_t>(chunks * 2 * C), NAN);
+  simt::launch(dim3(static_cast<unsigned>(chunks)), ln::kBackwardThreads, 0, ln::layernorm_backward_chunk<T, kVec>,
+               g_dinp.data(), partials.data(), dout_t.data(), x_t.data(), w.data(), g_mean.data(), g_rstd.data(), N,
+               static_cast<int>(C));
+  simt::launch(dim3(static_cast<unsigned>((C + ln::kColumnThreads - 1) / ln::kColumnThreads)), ln::kColumnThreads, 0,
+               ln::layernorm_backward_params, g_dw.data(), g_db.data(), partials.data(), chunks, static_cast<int>(C));
+  EXPECT_TRUE(close(host_values(g_dinp), host_values(dinp_t), kBf16)) << "dinp";
+  EXPECT_TRUE(close(g_dw, dw, false)) << "dweight";
+  EXPECT_TRUE(close(g_db, db, false)) << "dbias";
+  for (const std::string& v : simt::violations()) ADD_FAILURE() << "emulator rule broken: " << v;
+}
+
+// C not a multiple of 32 or 4, N not a multiple of the forward's 8 rows or the backward's 32-row
+// chunks; C = 768 spans several groups per lane.
+TEST(LayerNormEmulation, ForwardFusedAndBackwardMatchCpu) {
+  ZT_SEEDED_RNG(rng);
+  for (auto [N, C] : {std::pair<std::int64_t, std::int64_t>{1, 1}, {5, 37}, {7, 13}, {70, 100}}) {
+    run_shape<float, 1>(rng, N, C);
+    run_shape<bf16_dev, 1>(rng, N, C);
+  }
+  for (auto [N, C] : {std::pair<std::int64_t, std::int64_t>{65, 12}, {33, 768}, {70, 100}}) {
+    run_shape<float, 4>(rng, N, C);
+    run_shape<bf16_dev, 4>(rng, N, C);
+  }
+}
+
+}  // namespace
+}  // namespace zt::test

@@ -1,107 +1,18 @@
-// Softmax + cross-entropy on the GPU, one block per row: max (block reduction), sum of
-// exp(x - max) in fp64 (fixed-order block reduction, as the CPU keeps its sum in fp64), then one
-// write pass. The row (200 KB at V = 50257) is read three times but stays in L2 between passes,
-// so DRAM sees about one read and one write of the logits. Rows move in groups of 4 columns, one
-// vector access each (padded columns loaded but masked), where Vp % 4 == 0 and logits and output are
-// aligned to the group's width, else one element at a time; the fp64 sum's order is fixed for
-// either, so results repeat bitwise. logits/probs/dlogits are F32 or BF16 (docs/precision.md:
-// bf16 widened on load, each output rounded once); losses are F32.
+// Softmax + cross-entropy on the GPU: operand checks and launches of the kernels in
+// cross_entropy_kernels.cuh (whose header says how they work).
 #include "kernels/cuda/cross_entropy.h"
 
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/cross_entropy_kernels.cuh"
 
 namespace zt::cuda {
 
 namespace {
 
-constexpr int kThreads = 1024;
-
-enum class Output { kProbs, kGradient };
-
-// Writes probs (kProbs) or (probs - onehot) * dloss (kGradient) into out; losses[row] in both.
-// Each thread owns the groups q = threadIdx.x, threadIdx.x + kThreads, ... of kVec columns of the
-// padded row (Vp % kVec == 0); columns v >= V in a group are loaded but never enter max or sum.
-// T is the activation storage type of out and logits: widened on load, each output rounded once.
-template <Output kOut, typename T, int kVec>
-__global__ void softmax_ce_kernel(float* losses, T* out, const T* logits, const std::int32_t* targets, int Vp, int V,
-                                  float dloss) {
-  using Vec = detail::ActVec<T, kVec>;
-  __shared__ float shared_f[32];
-  __shared__ double shared_d[32];
-  const std::int64_t row = blockIdx.x;
-  const T* x = logits + row * Vp;
-  T* o = out + row * Vp;  // may be x: each group is read before the same thread writes it
-  const std::int32_t target = targets[row];
-  const bool target_ok = target >= 0 && target < V;
-  const float target_logit = target_ok ? detail::load_act(x + target) : NAN;  // read before any write to the row
-  const int live_groups = (V + kVec - 1) / kVec;  // the groups holding columns < V
-  float mx = -INFINITY;
-  for (int q = threadIdx.x; q < live_groups; q += kThreads) {
-    const Vec xv = Vec::load(x + q * kVec);
-#pragma unroll
-    for (int i = 0; i < kVec; ++i) {
-      if (q * kVec + i < V) mx = fmaxf(mx, xv[i]);
-    }
-  }
-  mx = detail::block_max(mx, shared_f);
-  double sum = 0.0;
-  for (int q = threadIdx.x; q < live_groups; q += kThreads) {
-    const Vec xv = Vec::load(x + q * kVec);
-#pragma unroll
-    for (int i = 0; i < kVec; ++i) {
-      if (q * kVec + i < V) sum += static_cast<double>(expf(xv[i] - mx));
-    }
-  }
-  sum = detail::block_sum(sum, shared_d);
-  // All threads have read target_logit and finished their reads of x in the passes above; the
-  // block_sum barrier orders them before the writes below.
-  const float inv_sum = static_cast<float>(1.0 / sum);
-  for (int q = threadIdx.x; q < Vp / kVec; q += kThreads) {
-    Vec p{};  // padded columns stay 0
-    if (q < live_groups) {
-      const Vec xv = Vec::load(x + q * kVec);
-#pragma unroll
-      for (int i = 0; i < kVec; ++i) {
-        const int v = q * kVec + i;
-        if (v < V) {
-          p[i] = expf(xv[i] - mx) * inv_sum;
-          if (kOut == Output::kGradient) p[i] = (p[i] - (v == target ? 1.0f : 0.0f)) * dloss;
-        }
-      }
-    }
-    p.store(o + q * kVec);
-  }
-  if (threadIdx.x == 0) {
-    losses[row] = static_cast<float>(log(sum) - (static_cast<double>(target_logit) - static_cast<double>(mx)));
-  }
-}
-
-// Groups of kVec columns and storage type T as in softmax_ce_kernel.
-template <typename T, int kVec>
-__global__ void softmax_ce_backward_kernel(T* dlogits, const T* probs, const std::int32_t* targets, int Vp, int V,
-                                           float dloss) {
-  using Vec = detail::ActVec<T, kVec>;
-  __shared__ float target_prob;
-  const std::int64_t row = blockIdx.x;
-  const T* p = probs + row * Vp;
-  T* d = dlogits + row * Vp;  // may alias p: the target's probability is read first
-  const std::int32_t target = targets[row];
-  if (threadIdx.x == 0) target_prob = (target >= 0 && target < V) ? detail::load_act(p + target) : NAN;
-  __syncthreads();
-  const int live_groups = (V + kVec - 1) / kVec;
-  for (int q = threadIdx.x; q < Vp / kVec; q += kThreads) {
-    Vec g{};  // padded columns stay 0
-    if (q < live_groups) {
-      const Vec pv = Vec::load(p + q * kVec);
-#pragma unroll
-      for (int i = 0; i < kVec; ++i) {
-        const int v = q * kVec + i;
-        if (v < V) g[i] = v == target ? (target_prob - 1.0f) * dloss : pv[i] * dloss;
-      }
-    }
-    g.store(d + q * kVec);
-  }
-}
+using detail::ce::kThreads;
+using detail::ce::Output;
+using detail::ce::softmax_ce_backward_kernel;
+using detail::ce::softmax_ce_kernel;
 
 // Groups of 4 need whole groups per row (Vp % 4 == 0) and row starts aligned to the groups' width.
 template <typename T>

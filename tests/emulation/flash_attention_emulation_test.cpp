@@ -14,6 +14,7 @@
 
 #include "kernels/cuda/flash_attention_kernels.cuh"
 #include "tests/emulation/attention_reference.h"
+#include "tests/emulation/emulation_util.h"
 #include "tests/emulation/simt_runtime.h"
 #include "tests/kernels/kernel_test_util.h"
 
@@ -22,23 +23,6 @@ namespace {
 
 namespace flash = cuda::detail::flash;
 using namespace emulation;  // NOLINT: the shared reference
-
-template <typename Act>
-std::vector<Act> device_values(const std::vector<float>& x) {
-  if constexpr (std::is_same_v<Act, float>) {
-    return x;
-  } else {
-    return to_device_bf16(x);
-  }
-}
-template <typename Act>
-std::vector<float> host_values(const std::vector<Act>& x) {
-  if constexpr (std::is_same_v<Act, float>) {
-    return x;
-  } else {
-    return widen(x);
-  }
-}
 
 template <int HS, typename Act>
 void run_problem(const Problem& pr, std::uint32_t seed) {

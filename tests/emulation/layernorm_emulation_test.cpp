@@ -16,7 +16,7 @@
 #include "kernels/cpu/layernorm.h"
 #include "kernels/cpu/residual.h"
 #include "kernels/cuda/layernorm_kernels.cuh"
-#include "tests/emulation/attention_reference.h"  // to_device_bf16, widen
+#include "tests/emulation/emulation_util.h"
 #include "tests/emulation/simt_runtime.h"
 #include "tests/kernels/kernel_test_util.h"
 
@@ -24,42 +24,7 @@ namespace zt::test {
 namespace {
 
 namespace ln = cuda::detail::ln;
-using emulation::bf16_dev;
-
-template <typename T>
-std::vector<T> device_values(const std::vector<float>& x) {
-  if constexpr (std::is_same_v<T, float>) {
-    return x;
-  } else {
-    return emulation::to_device_bf16(x);
-  }
-}
-template <typename T>
-std::vector<float> host_values(const std::vector<T>& x) {
-  if constexpr (std::is_same_v<T, float>) {
-    return x;
-  } else {
-    return emulation::widen(x);
-  }
-}
-template <typename T>
-constexpr DType dtype_of() {
-  return std::is_same_v<T, float> ? DType::kF32 : DType::kBF16;
-}
-
-// fp32: normwise; BF16: per element 2^-7 relative plus the normwise term.
-::testing::AssertionResult close(const std::vector<float>& got, const std::vector<float>& ref, bool bf16) {
-  if (!bf16) return close_normwise(got, to_double(ref), 1e-5);
-  double max_ref = 0.0;
-  for (float x : ref) max_ref = std::max(max_ref, std::abs(static_cast<double>(x)));
-  for (std::size_t i = 0; i < ref.size(); ++i) {
-    const double diff = std::abs(static_cast<double>(got[i]) - ref[i]);
-    if (!(diff <= std::abs(static_cast<double>(ref[i])) / 128.0 + 1e-5 * max_ref)) {
-      return ::testing::AssertionFailure() << "element " << i << ": got " << got[i] << ", reference " << ref[i];
-    }
-  }
-  return ::testing::AssertionSuccess();
-}
+using namespace emulation;  // NOLINT: the emulation tests' shared helpers
 
 template <typename T, int kVec>
 void run_shape(Rng& rng, std::int64_t N, std::int64_t C) {
@@ -99,13 +64,13 @@ void run_shape(Rng& rng, std::int64_t N, std::int64_t C) {
                g_mean.data(), g_rstd.data(), g_res.data(), a_t.data(), b_t.data(), w.data(), bias.data(), N,
                static_cast<int>(C));
   EXPECT_TRUE(bitwise_equal(host_values(g_res), host_values(x_t))) << "residual";
-  EXPECT_TRUE(close(host_values(g_out), host_values(out_t), kBf16)) << "fused out";
-  EXPECT_TRUE(close(g_mean, mean, false)) << "mean";
-  EXPECT_TRUE(close(g_rstd, rstd, false)) << "rstd";
+  EXPECT_TRUE(close_to_cpu(host_values(g_out), host_values(out_t), kBf16)) << "fused out";
+  EXPECT_TRUE(close_to_cpu(g_mean, mean, false)) << "mean";
+  EXPECT_TRUE(close_to_cpu(g_rstd, rstd, false)) << "rstd";
   simt::launch(fwd_grid, fwd_threads, 0, ln::layernorm_forward_kernel<T, kVec>, g_out2.data(), g_mean.data(),
                g_rstd.data(), static_cast<T*>(nullptr), x_t.data(), static_cast<const T*>(nullptr), w.data(),
                bias.data(), N, static_cast<int>(C));
-  EXPECT_TRUE(close(host_values(g_out2), host_values(out_t), kBf16)) << "out";
+  EXPECT_TRUE(close_to_cpu(host_values(g_out2), host_values(out_t), kBf16)) << "out";
 
   std::vector<T> g_dinp = device_values<T>(dinp0);
   std::vector<float> g_dw = dw0, g_db = db0;
@@ -116,9 +81,9 @@ void run_shape(Rng& rng, std::int64_t N, std::int64_t C) {
                static_cast<int>(C));
   simt::launch(dim3(static_cast<unsigned>((C + ln::kColumnThreads - 1) / ln::kColumnThreads)), ln::kColumnThreads, 0,
                ln::layernorm_backward_params, g_dw.data(), g_db.data(), partials.data(), chunks, static_cast<int>(C));
-  EXPECT_TRUE(close(host_values(g_dinp), host_values(dinp_t), kBf16)) << "dinp";
-  EXPECT_TRUE(close(g_dw, dw, false)) << "dweight";
-  EXPECT_TRUE(close(g_db, db, false)) << "dbias";
+  EXPECT_TRUE(close_to_cpu(host_values(g_dinp), host_values(dinp_t), kBf16)) << "dinp";
+  EXPECT_TRUE(close_to_cpu(g_dw, dw, false)) << "dweight";
+  EXPECT_TRUE(close_to_cpu(g_db, db, false)) << "dbias";
   for (const std::string& v : simt::violations()) ADD_FAILURE() << "emulator rule broken: " << v;
 }
 

@@ -1,0 +1,81 @@
+// The CUDA softmax + cross-entropy kernels (kernels/cuda/cross_entropy_kernels.cuh) run on the CPU
+// under the SIMT emulator ([Note: SIMT emulation] in simt_runtime.h) against the CPU kernels:
+// forward (probabilities), the fused forward-backward (gradient written over the logits, as the
+// model calls it) and the backward (in place over the probabilities), both vector widths, F32 and
+// BF16, a padded vocabulary and a vocabulary above the block's 1024 threads. Tolerances of
+// tests/gpu/attention_ce_test.cpp: 1e-5 normwise (fp64 sums in another order, expf ulps); BF16
+// outputs also per element within 2^-7 (emulation_util.h).
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/cross_entropy.h"
+#include "kernels/cuda/cross_entropy_kernels.cuh"
+#include "tests/emulation/emulation_util.h"
+#include "tests/emulation/simt_runtime.h"
+#include "tests/kernels/kernel_test_util.h"
+
+namespace zt::test {
+namespace {
+
+namespace ce = cuda::detail::ce;
+using namespace emulation;  // NOLINT: the emulation tests' shared helpers
+
+template <typename T, int kVec>
+void run_shape(Rng& rng, std::int64_t N, int V, int Vp) {
+  constexpr bool kBf16 = !std::is_same_v<T, float>;
+  SCOPED_TRACE(::testing::Message() << (kBf16 ? "BF16" : "F32") << " N=" << N << " V=" << V << " Vp=" << Vp
+                                    << " kVec=" << kVec);
+  const DType dt = dtype_of<T>();
+  const Shape nv{N, Vp};
+  const float dloss = 1.0f / static_cast<float>(N);
+  std::vector<float> logits_f = rng.normal(N * Vp, 0.0f, 3.0f);
+  std::vector<std::int32_t> targets(static_cast<std::size_t>(N));
+  for (std::int64_t n = 0; n < N; ++n) targets[n] = static_cast<std::int32_t>((n * 7919 + 3) % V);
+  const std::vector<T> logits = device_values<T>(logits_f);
+
+  // CPU: forward, then backward in place over the probabilities.
+  std::vector<T> probs(logits.size()), x = logits;
+  std::vector<float> losses(static_cast<std::size_t>(N));
+  cpu::softmax_cross_entropy_forward(cpu_ctx(), view_of(losses), TensorView{probs.data(), dt, Device::kCPU, nv},
+                                     TensorView{x.data(), dt, Device::kCPU, nv}, view_of(targets), V);
+  std::vector<T> dlogits = probs;
+  cpu::softmax_cross_entropy_backward(cpu_ctx(), TensorView{dlogits.data(), dt, Device::kCPU, nv},
+                                      TensorView{dlogits.data(), dt, Device::kCPU, nv}, view_of(targets), dloss, V);
+
+  const dim3 grid(static_cast<unsigned>(N));
+  const std::vector<T> nan = device_values<T>(std::vector<float>(logits.size(), NAN));
+  std::vector<T> g_probs = nan;
+  std::vector<float> g_losses(static_cast<std::size_t>(N), NAN);
+  simt::launch(grid, ce::kThreads, 0, ce::softmax_ce_kernel<ce::Output::kProbs, T, kVec>, g_losses.data(),
+               g_probs.data(), logits.data(), targets.data(), Vp, V, 0.0f);
+  EXPECT_TRUE(close_to_cpu(host_values(g_probs), host_values(probs), kBf16)) << "probs";
+  EXPECT_TRUE(close_to_cpu(g_losses, losses, false)) << "losses";
+
+  std::vector<T> g_fused = logits;  // the gradient overwrites the logits
+  std::vector<float> g_losses2(static_cast<std::size_t>(N), NAN);
+  simt::launch(grid, ce::kThreads, 0, ce::softmax_ce_kernel<ce::Output::kGradient, T, kVec>, g_losses2.data(),
+               g_fused.data(), g_fused.data(), targets.data(), Vp, V, dloss);
+  EXPECT_TRUE(close_to_cpu(host_values(g_fused), host_values(dlogits), kBf16)) << "fused dlogits";
+  EXPECT_TRUE(close_to_cpu(g_losses2, losses, false)) << "fused losses";
+
+  std::vector<T> g_back = probs;  // in place, from the CPU's probabilities
+  simt::launch(grid, ce::kThreads, 0, ce::softmax_ce_backward_kernel<T, kVec>, g_back.data(), g_back.data(),
+               targets.data(), Vp, V, dloss);
+  EXPECT_TRUE(close_to_cpu(host_values(g_back), host_values(dlogits), kBf16)) << "backward dlogits";
+  for (const std::string& v : simt::violations()) ADD_FAILURE() << "emulator rule broken: " << v;
+}
+
+TEST(CrossEntropyEmulation, ForwardFusedAndBackwardMatchCpu) {
+  ZT_SEEDED_RNG(rng);
+  run_shape<float, 1>(rng, 3, 37, 41);
+  run_shape<bf16_dev, 1>(rng, 3, 37, 41);
+  run_shape<float, 4>(rng, 4, 3001, 3008);
+  run_shape<bf16_dev, 4>(rng, 4, 3001, 3008);
+  run_shape<float, 1>(rng, 2, 1500, 1500);
+}
+
+}  // namespace
+}  // namespace zt::test

@@ -1,0 +1,53 @@
+// Helpers shared by the SIMT emulation tests: host vectors in a kernel's storage type (float, or
+// the emulator's __nv_bfloat16) and back, and the comparison with a CPU kernel's result.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <type_traits>
+#include <vector>
+
+#include "tests/emulation/attention_reference.h"  // to_device_bf16, widen
+#include "tests/kernels/kernel_test_util.h"
+
+namespace zt::test::emulation {
+
+template <typename T>
+inline std::vector<T> device_values(const std::vector<float>& x) {
+  if constexpr (std::is_same_v<T, float>) {
+    return x;
+  } else {
+    return to_device_bf16(x);
+  }
+}
+template <typename T>
+inline std::vector<float> host_values(const std::vector<T>& x) {
+  if constexpr (std::is_same_v<T, float>) {
+    return x;
+  } else {
+    return widen(x);
+  }
+}
+template <typename T>
+constexpr DType dtype_of() {
+  return std::is_same_v<T, float> ? DType::kF32 : DType::kBF16;
+}
+
+// fp32: normwise 1e-5 (fp32 sums in another order); BF16: also per element within 2^-7 of the
+// reference (one rounding of each result, which a last-bit difference before it may flip).
+inline ::testing::AssertionResult close_to_cpu(const std::vector<float>& got, const std::vector<float>& ref, bool bf16) {
+  if (!bf16) return close_normwise(got, to_double(ref), 1e-5);
+  double max_ref = 0.0;
+  for (float x : ref) max_ref = std::max(max_ref, std::abs(static_cast<double>(x)));
+  for (std::size_t i = 0; i < ref.size(); ++i) {
+    const double diff = std::abs(static_cast<double>(got[i]) - ref[i]);
+    if (!(diff <= std::abs(static_cast<double>(ref[i])) / 128.0 + 1e-5 * max_ref)) {
+      return ::testing::AssertionFailure() << "element " << i << ": got " << got[i] << ", reference " << ref[i];
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+}  // namespace zt::test::emulation

@@ -18,6 +18,7 @@
 #define __launch_bounds__(...)
 #define __shared__ static  // one array per kernel instantiation, shared by the block's threads
 #define __align__(n) __attribute__((aligned(n)))
+#define __grid_constant__
 
 using cudaStream_t = struct CUstream_st*;
 
@@ -40,6 +41,13 @@ inline unsigned __umulhi(unsigned a, unsigned b) {
 }
 inline unsigned __float_as_uint(float f) { return std::bit_cast<unsigned>(f); }
 inline float __uint_as_float(unsigned u) { return std::bit_cast<float>(u); }
+// IEEE single operations rounded to nearest: plain C++ arithmetic, which this ISO C++ build does
+// not contract into FMAs (the CPU kernels rely on the same).
+inline float __fmul_rn(float a, float b) { return a * b; }
+inline float __fadd_rn(float a, float b) { return a + b; }
+inline float __fsub_rn(float a, float b) { return a - b; }
+inline float __fdiv_rn(float a, float b) { return a / b; }
+inline float __fsqrt_rn(float a) { return sqrtf(a); }
 inline int min(int a, int b) { return a < b ? a : b; }
 inline int max(int a, int b) { return a > b ? a : b; }
 

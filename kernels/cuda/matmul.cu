@@ -1,7 +1,7 @@
 // Linear layer through cuBLASLt. cuBLASLt is column-major; a row-major X[r, c] is the column-major
 // X^T, so every row-major product C = A @ B runs as C^T = B^T @ A^T (operands swapped, no copies).
 // The workspace comes from KernelResources (sized once). Bias gradients use our own two-stage
-// column sum so they accumulate (+=) like the CPU's and stay deterministic.
+// column sum (matmul_kernels.cuh) so they accumulate (+=) like the CPU's and stay deterministic.
 #include "kernels/cuda/matmul.h"
 
 #include <algorithm>
@@ -9,6 +9,7 @@
 #include "kernels/cuda/cast.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/lt_gemm.h"
+#include "kernels/cuda/matmul_kernels.cuh"
 
 namespace zt::cuda {
 
@@ -17,29 +18,10 @@ namespace {
 using detail::LtGemm;
 using detail::run_gemm;
 
-constexpr int kBiasRowsPerChunk = 256;
-constexpr int kBiasThreads = 256;
-
-// partials[chunk, c] = sum over the chunk's rows (in order) of dout[row, c] (T: the activation
-// storage type, widened by load_act).
-template <typename T>
-__global__ void bias_grad_partials(float* partials, const T* dout, std::int64_t N, int OC) {
-  const int c = blockIdx.x * kBiasThreads + threadIdx.x;
-  if (c >= OC) return;
-  const std::int64_t r0 = blockIdx.y * std::int64_t{kBiasRowsPerChunk};
-  const std::int64_t r1 = r0 + kBiasRowsPerChunk < N ? r0 + kBiasRowsPerChunk : N;
-  float acc = 0.0f;
-  for (std::int64_t r = r0; r < r1; ++r) acc += detail::load_act(dout + r * OC + c);
-  partials[blockIdx.y * std::int64_t{OC} + c] = acc;
-}
-
-__global__ void bias_grad_accumulate(float* dbias, const float* partials, int num_chunks, int OC) {
-  const int c = blockIdx.x * kBiasThreads + threadIdx.x;
-  if (c >= OC) return;
-  float acc = 0.0f;
-  for (int k = 0; k < num_chunks; ++k) acc += partials[std::int64_t{k} * OC + c];  // chunk order
-  dbias[c] += acc;
-}
+using detail::matmul::bias_grad_accumulate;
+using detail::matmul::bias_grad_partials;
+using detail::matmul::kBiasRowsPerChunk;
+using detail::matmul::kBiasThreads;
 
 struct MatmulDims {
   std::int64_t rows, in, out;

@@ -39,10 +39,10 @@ void run_shape(Rng& rng, std::int64_t N, int V, int Vp) {
   // CPU: forward, then backward in place over the probabilities.
   std::vector<T> probs(logits.size()), x = logits;
   std::vector<float> losses(static_cast<std::size_t>(N));
-  cpu::softmax_cross_entropy_forward(cpu_ctx(), view_of(losses), TensorView{probs.data(), dt, Device::kCPU, nv},
+  cpu::softmax_cross_entropy_forward(reference_ctx(), view_of(losses), TensorView{probs.data(), dt, Device::kCPU, nv},
                                      TensorView{x.data(), dt, Device::kCPU, nv}, view_of(targets), V);
   std::vector<T> dlogits = probs;
-  cpu::softmax_cross_entropy_backward(cpu_ctx(), TensorView{dlogits.data(), dt, Device::kCPU, nv},
+  cpu::softmax_cross_entropy_backward(reference_ctx(), TensorView{dlogits.data(), dt, Device::kCPU, nv},
                                       TensorView{dlogits.data(), dt, Device::kCPU, nv}, view_of(targets), dloss, V);
 
   const dim3 grid(static_cast<unsigned>(N));

@@ -14,8 +14,12 @@
 
 namespace zt::test::emulation {
 
+// The CPU references run on one thread: the ThreadSanitizer build of these tests cannot see
+// OpenMP's (uninstrumented) synchronisation and would report the reference's own team as racing.
+inline ExecContext reference_ctx() { return cpu_ctx(1); }
+
 template <typename T>
-inline std::vector<T> device_values(const std::vector<float>& x) {
+inline std::vector<T> device_values(std::vector<float> x) {
   if constexpr (std::is_same_v<T, float>) {
     return x;
   } else {

@@ -44,13 +44,13 @@ void run_shape(Rng& rng, std::int64_t N, std::int64_t C) {
   // dinp0, dw0, db0.
   std::vector<T> a_t = device_values<T>(a), b_t = device_values<T>(b), x_t(a_t.size()), out_t(a_t.size());
   std::vector<float> mean(N), rstd(N);
-  cpu::residual_forward(cpu_ctx(), TensorView{x_t.data(), dt, Device::kCPU, nc},
+  cpu::residual_forward(reference_ctx(), TensorView{x_t.data(), dt, Device::kCPU, nc},
                         TensorView{a_t.data(), dt, Device::kCPU, nc}, TensorView{b_t.data(), dt, Device::kCPU, nc});
-  cpu::layernorm_forward(cpu_ctx(), TensorView{out_t.data(), dt, Device::kCPU, nc}, view_of(mean), view_of(rstd),
+  cpu::layernorm_forward(reference_ctx(), TensorView{out_t.data(), dt, Device::kCPU, nc}, view_of(mean), view_of(rstd),
                          TensorView{x_t.data(), dt, Device::kCPU, nc}, view_of(w), view_of(bias));
   std::vector<T> dout_t = device_values<T>(dout), dinp_t = device_values<T>(dinp0);
   std::vector<float> dw = dw0, db = db0;
-  cpu::layernorm_backward(cpu_ctx(), TensorView{dinp_t.data(), dt, Device::kCPU, nc}, view_of(dw), view_of(db),
+  cpu::layernorm_backward(reference_ctx(), TensorView{dinp_t.data(), dt, Device::kCPU, nc}, view_of(dw), view_of(db),
                           TensorView{dout_t.data(), dt, Device::kCPU, nc}, TensorView{x_t.data(), dt, Device::kCPU, nc},
                           view_of(w), view_of(mean), view_of(rstd));
 

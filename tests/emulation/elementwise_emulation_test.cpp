@@ -1,0 +1,203 @@
+// The CUDA element-wise and reduction kernels run on the CPU under the SIMT emulator ([Note: SIMT
+// emulation] in simt_runtime.h), launched as their .cu files launch them, against the CPU kernels:
+//   residual add (vector bulk + scalar tail) and the bf16 accumulate: bitwise (one rounding each);
+//   dropout (both access widths, F32 and BF16): bitwise (the CPU's Philox mask, one product);
+//   GELU forward and backward: 1e-5 normwise (expf against the CPU's polynomial), BF16 per element
+//   within 2^-7 as well (emulation_util.h);
+//   sum of squares (fp64 partials over a fixed grid): 1e-12 relative to the CPU's fp64 sum;
+//   the linear layer's bias gradient (two-stage column sums, accumulated into dbias): 1e-5
+//   normwise against fp64 column sums.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/dropout.h"
+#include "kernels/cpu/gelu.h"
+#include "kernels/cpu/norm.h"
+#include "kernels/cpu/residual.h"
+#include "kernels/cuda/dropout_kernels.cuh"
+#include "kernels/cuda/gelu_kernels.cuh"
+#include "kernels/cuda/matmul_kernels.cuh"
+#include "kernels/cuda/norm_kernels.cuh"
+#include "kernels/cuda/residual_kernels.cuh"
+#include "tests/emulation/emulation_util.h"
+#include "tests/emulation/simt_runtime.h"
+#include "tests/kernels/kernel_test_util.h"
+
+namespace zt::test {
+namespace {
+
+using namespace emulation;  // NOLINT: the emulation tests' shared helpers
+namespace cd = cuda::detail;
+
+constexpr int kThreads = 256;  // every kernel here is launched with 256 threads a block
+static_assert(cd::gelu::kThreads == kThreads && cd::residual::kThreads == kThreads &&
+              cd::dropout::kThreads == kThreads && cd::norm::kThreads == kThreads &&
+              cd::matmul::kBiasThreads == kThreads);
+
+dim3 blocks_for(std::int64_t work) { return dim3(static_cast<unsigned>(std::max<std::int64_t>(1, (work + 255) / 256))); }
+
+void expect_no_violations() {
+  for (const std::string& v : simt::violations()) ADD_FAILURE() << "emulator rule broken: " << v;
+}
+
+template <typename T>
+TensorView host_view(std::vector<T>& x) {
+  return TensorView{x.data(), dtype_of<T>(), Device::kCPU, Shape{static_cast<std::int64_t>(x.size())}};
+}
+
+// n elements from element `offset` of each operand (offset 1: the scalar path only).
+template <typename T>
+void residual_case(Rng& rng, std::int64_t n, std::int64_t offset) {
+  SCOPED_TRACE(::testing::Message() << "residual " << (dtype_of<T>() == DType::kF32 ? "F32" : "BF16") << " n=" << n
+                                    << " offset=" << offset);
+  std::vector<T> a = device_values<T>(rng.normal(n + offset)), b = device_values<T>(rng.normal(n + offset));
+  std::vector<T> out = device_values<T>(std::vector<float>(static_cast<std::size_t>(n + offset), NAN)), ref = out;
+  cpu::residual_forward(reference_ctx(), host_view(ref), host_view(a), host_view(b));
+  const std::int64_t n4 = offset == 0 ? n / 4 : 0;  // the launcher's choice for (un)aligned operands
+  T *o = out.data() + offset, *pa = a.data() + offset, *pb = b.data() + offset;
+  if (n4 > 0) simt::launch(blocks_for(n4), kThreads, 0, cd::residual::add_vec4<T>, o, pa, pb, n4);
+  if (n > 4 * n4) {
+    simt::launch(blocks_for(n - 4 * n4), kThreads, 0, cd::residual::add_scalar<T>, o + 4 * n4, pa + 4 * n4,
+                 pb + 4 * n4, n - 4 * n4);
+  }
+  std::vector<T> got(out.begin() + offset, out.end()), want(ref.begin() + offset, ref.end());
+  // ref was computed over the whole (offset + n) arrays; its first `offset` elements are not compared.
+  EXPECT_TRUE(bitwise_equal(host_values(got), host_values(want)));
+}
+
+TEST(ElementwiseEmulation, ResidualAndBf16AccumulateMatchCpuBitwise) {
+  ZT_SEEDED_RNG(rng);
+  for (std::int64_t n : {1, 7, 1030}) {
+    for (std::int64_t off : {0, 1}) {
+      residual_case<float>(rng, n, off);
+      residual_case<bf16_dev>(rng, n, off);
+    }
+  }
+  const std::int64_t n = 999;
+  std::vector<float> src = rng.normal(n);
+  std::vector<bf16_dev> dst = to_device_bf16(rng.normal(n)), ref = dst;
+  cpu::accumulate_into(reference_ctx(), host_view(ref), host_view(src));
+  simt::launch(blocks_for(n), kThreads, 0, cd::residual::accumulate_bf16, reinterpret_cast<std::uint16_t*>(dst.data()),
+               static_cast<const float*>(src.data()), n);
+  EXPECT_TRUE(bitwise_equal(widen(dst), widen(ref))) << "accumulate_bf16";
+  expect_no_violations();
+}
+
+template <typename T, int kVec>
+void dropout_case(Rng& rng, std::int64_t B, std::int64_t N) {
+  SCOPED_TRACE(::testing::Message() << "dropout " << (dtype_of<T>() == DType::kF32 ? "F32" : "BF16") << " B=" << B
+                                    << " N=" << N << " kVec=" << kVec);
+  const cpu::DropoutSpec spec{0.3f, /*seed=*/12345, /*site=*/9, /*first_sample=*/(std::int64_t{1} << 33) + 3};
+  std::vector<T> in = device_values<T>(rng.normal(B * N)), ref(in.size());
+  std::vector<T> out = device_values<T>(std::vector<float>(in.size(), NAN));
+  const Shape bn{B, N};
+  cpu::dropout_forward(reference_ctx(), TensorView{ref.data(), dtype_of<T>(), Device::kCPU, bn},
+                       TensorView{in.data(), dtype_of<T>(), Device::kCPU, bn}, spec);
+  simt::launch(blocks_for(B * ((N + 3) / 4)), kThreads, 0, cd::dropout::apply_mask<T, kVec>, out.data(),
+               static_cast<const T*>(in.data()), B, N, cd::mask_params(spec));
+  EXPECT_TRUE(bitwise_equal(host_values(out), host_values(ref)));
+}
+
+TEST(ElementwiseEmulation, DropoutMatchesCpuBitwise) {
+  ZT_SEEDED_RNG(rng);
+  dropout_case<float, 1>(rng, 3, 37);
+  dropout_case<bf16_dev, 1>(rng, 3, 37);
+  dropout_case<float, 4>(rng, 5, 256);
+  dropout_case<bf16_dev, 4>(rng, 5, 256);
+  expect_no_violations();
+}
+
+template <typename T>
+void gelu_case(Rng& rng, std::int64_t n, bool vec) {
+  constexpr bool kBf16 = !std::is_same_v<T, float>;
+  SCOPED_TRACE(::testing::Message() << "gelu " << (kBf16 ? "BF16" : "F32") << " n=" << n << " vec=" << vec);
+  std::vector<T> x = device_values<T>(rng.normal(n, 0.0f, 3.0f)), g = device_values<T>(rng.normal(n));
+  std::vector<T> out(x.size()), dinp(x.size());
+  cpu::gelu_forward(reference_ctx(), host_view(out), host_view(x));
+  cpu::gelu_backward(reference_ctx(), host_view(dinp), host_view(x), host_view(g));
+  const std::vector<T> nan = device_values<T>(std::vector<float>(x.size(), NAN));
+  std::vector<T> g_out = nan, g_dinp = nan;
+  const dim3 grid = blocks_for(vec ? (n + 3) / 4 : n);
+  simt::launch(grid, kThreads, 0, cd::gelu::gelu_forward_kernel<T>, g_out.data(), static_cast<const T*>(x.data()), n,
+               vec);
+  simt::launch(grid, kThreads, 0, cd::gelu::gelu_backward_kernel<T>, g_dinp.data(), static_cast<const T*>(x.data()),
+               static_cast<const T*>(g.data()), n, vec);
+  EXPECT_TRUE(close_to_cpu(host_values(g_out), host_values(out), kBf16)) << "forward";
+  EXPECT_TRUE(close_to_cpu(host_values(g_dinp), host_values(dinp), kBf16)) << "backward";
+}
+
+TEST(ElementwiseEmulation, GeluMatchesCpu) {
+  ZT_SEEDED_RNG(rng);
+  for (bool vec : {false, true}) {
+    gelu_case<float>(rng, 1027, vec);
+    gelu_case<bf16_dev>(rng, 1027, vec);
+  }
+  expect_no_violations();
+}
+
+TEST(ElementwiseEmulation, SumOfSquaresMatchesCpu) {
+#ifdef ZT_EMULATION_UNDER_TSAN
+  GTEST_SKIP() << "minutes under ThreadSanitizer (1024 emulated blocks a launch); its only barriers are "
+                  "block_sum's, which the cross-entropy test runs under ThreadSanitizer";
+#endif
+  ZT_SEEDED_RNG(rng);
+  // Fewer elements than the grid's 262144 threads (BF16), and more (F32); each launch emulates the
+  // whole fixed grid of 1024 blocks, the slowest thing in these tests.
+  for (auto [n, bf16] : {std::pair<std::int64_t, bool>{3000, true}, {300000, false}}) {
+    SCOPED_TRACE(::testing::Message() << "n=" << n);
+    std::vector<float> x = rng.normal(n);
+    std::vector<bf16_dev> xb = to_device_bf16(x);
+    const double ref = cpu::sum_of_squares(reference_ctx(), host_view(x));
+    const double ref_b = cpu::sum_of_squares(reference_ctx(), host_view(xb));
+    {
+      std::vector<double> partials(cd::norm::kPartialBlocks + 1, NAN);
+      if (bf16) {
+        simt::launch(dim3(cd::norm::kPartialBlocks), kThreads, 0, cd::norm::partial_sums<std::uint16_t>,
+                     partials.data(), reinterpret_cast<const std::uint16_t*>(xb.data()), n);
+      } else {
+        simt::launch(dim3(cd::norm::kPartialBlocks), kThreads, 0, cd::norm::partial_sums<float>, partials.data(),
+                     static_cast<const float*>(x.data()), n);
+      }
+      simt::launch(dim3(1), kThreads, 0, cd::norm::final_sum, partials.data() + cd::norm::kPartialBlocks,
+                   static_cast<const double*>(partials.data()), cd::norm::kPartialBlocks);
+      const double want = bf16 ? ref_b : ref;
+      EXPECT_NEAR(partials[cd::norm::kPartialBlocks], want, 1e-12 * want) << (bf16 ? "BF16" : "F32");
+    }
+  }
+  expect_no_violations();
+}
+
+template <typename T>
+void bias_case(Rng& rng, std::int64_t N, int OC) {
+  SCOPED_TRACE(::testing::Message() << "bias grad " << (dtype_of<T>() == DType::kF32 ? "F32" : "BF16") << " N=" << N
+                                    << " OC=" << OC);
+  const std::vector<T> dout = device_values<T>(rng.normal(N * OC));
+  const std::vector<float> dout_f = host_values(dout), dbias0 = rng.normal(OC);
+  std::vector<double> ref(dbias0.begin(), dbias0.end());
+  for (std::int64_t r = 0; r < N; ++r)
+    for (int c = 0; c < OC; ++c) ref[c] += dout_f[static_cast<std::size_t>(r * OC + c)];
+  const std::int64_t chunks = (N + cd::matmul::kBiasRowsPerChunk - 1) / cd::matmul::kBiasRowsPerChunk;
+  std::vector<float> partials(static_cast<std::size_t>(chunks * OC), NAN), dbias = dbias0;
+  const unsigned col_blocks = static_cast<unsigned>((OC + kThreads - 1) / kThreads);
+  simt::launch(dim3(col_blocks, static_cast<unsigned>(chunks)), kThreads, 0, cd::matmul::bias_grad_partials<T>,
+               partials.data(), dout.data(), N, OC);
+  simt::launch(dim3(col_blocks), kThreads, 0, cd::matmul::bias_grad_accumulate, dbias.data(),
+               static_cast<const float*>(partials.data()), static_cast<int>(chunks), OC);
+  EXPECT_TRUE(close_normwise(dbias, ref, 1e-5));
+}
+
+TEST(ElementwiseEmulation, BiasGradientMatchesColumnSums) {
+  ZT_SEEDED_RNG(rng);
+  bias_case<float>(rng, 600, 300);  // three row chunks (256 rows each), two column blocks
+  bias_case<bf16_dev>(rng, 600, 300);
+  bias_case<float>(rng, 1, 1);
+  expect_no_violations();
+}
+
+}  // namespace
+}  // namespace zt::test

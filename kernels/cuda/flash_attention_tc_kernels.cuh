@@ -148,17 +148,23 @@ __device__ __forceinline__ void product_with_rows(FragAcc& acc, const FragA (&a)
   }
 }
 
-// acc += P (the warp's 16 rows of a bf16 [kRows, Ld::p] tile) times columns n0 .. n0 + 15 of the
-// [kTile, HS] tile `rows`.
+// The warp's 16 rows of a bf16 [kRows, Ld::p] tile (P or dS) as the A fragments of one tile's
+// products, loaded once for all HS / 16 output column blocks.
 template <int HS>
-__device__ __forceinline__ void accumulate_p_times_rows(FragAcc& acc, const bf16* p_warp, const bf16* rows, int n0) {
+__device__ __forceinline__ void load_p_fragments(FragA (&pa)[kTile / 16], const bf16* p_warp) {
+#pragma unroll
+  for (int kk = 0; kk < kTile / 16; ++kk) wmma::load_matrix_sync(pa[kk], p_warp + kk * 16, Ld<HS>::p);
+}
+
+// acc += P (its fragments) times columns n0 .. n0 + 15 of the [kTile, HS] tile `rows`.
+template <int HS>
+__device__ __forceinline__ void accumulate_p_times_rows(FragAcc& acc, const FragA (&pa)[kTile / 16], const bf16* rows,
+                                                        int n0) {
 #pragma unroll
   for (int kk = 0; kk < kTile / 16; ++kk) {
-    FragA pa;
     FragBRow b;
-    wmma::load_matrix_sync(pa, p_warp + kk * 16, Ld<HS>::p);
     wmma::load_matrix_sync(b, rows + kk * 16 * Ld<HS>::h + n0, Ld<HS>::h);
-    wmma::mma_sync(acc, pa, b, acc);
+    wmma::mma_sync(acc, pa[kk], b, acc);
   }
 }
 
@@ -257,12 +263,14 @@ __global__ void __launch_bounds__(kThreads) tc_forward_kernel(bf16* out, float* 
     m = m_new;
     for (int d = d0; d < d0 + HS / 2; ++d) orow[d] *= rescale;
     __syncwarp();
+    FragA pa[kTile / 16];
+    load_p_fragments<HS>(pa, ps + warp * 16 * Ld<HS>::p);
 #pragma unroll
     for (int n = 0; n < HS / 16; ++n) {
       FragAcc o;
       float* o_tile = os + warp * 16 * Ld<HS>::o + n * 16;
       wmma::load_matrix_sync(o, o_tile, Ld<HS>::o, wmma::mem_row_major);
-      accumulate_p_times_rows<HS>(o, ps + warp * 16 * Ld<HS>::p, vs, n * 16);
+      accumulate_p_times_rows<HS>(o, pa, vs, n * 16);
       wmma::store_matrix_sync(o_tile, o, Ld<HS>::o, wmma::mem_row_major);
     }
     __syncwarp();
@@ -338,8 +346,10 @@ __global__ void __launch_bounds__(kThreads) tc_dq_kernel(bf16* dqkv, const bf16*
       dsrow[c] = round_bf16(ds);
     }
     __syncwarp();
+    FragA dsa[kTile / 16];
+    load_p_fragments<HS>(dsa, dss + warp * 16 * Ld<HS>::p);
 #pragma unroll
-    for (int n = 0; n < HS / 16; ++n) accumulate_p_times_rows<HS>(dq[n], dss + warp * 16 * Ld<HS>::p, ks, n * 16);
+    for (int n = 0; n < HS / 16; ++n) accumulate_p_times_rows<HS>(dq[n], dsa, ks, n * 16);
   }
   __syncthreads();  // the epilogue reuses regions a and b
   float* os = reinterpret_cast<float*>(smem + L.a);
@@ -428,10 +438,14 @@ __global__ void __launch_bounds__(kThreads) tc_dkv_kernel(bf16* dqkv, const bf16
       dstrow[c] = round_bf16(p * (dptrow[c] * f - deltas[c]));
     }
     __syncwarp();
+    {  // one operand's fragments alive at a time (this kernel's registers are the tightest)
+      FragA pa[kTile / 16];
+      load_p_fragments<HS>(pa, pts + warp * 16 * Ld<HS>::p);
 #pragma unroll
-    for (int n = 0; n < HS / 16; ++n) {
-      accumulate_p_times_rows<HS>(dv[n], pts + warp * 16 * Ld<HS>::p, dos, n * 16);
-      accumulate_p_times_rows<HS>(dk[n], dsts + warp * 16 * Ld<HS>::p, qs, n * 16);
+      for (int n = 0; n < HS / 16; ++n) accumulate_p_times_rows<HS>(dv[n], pa, dos, n * 16);
+      load_p_fragments<HS>(pa, dsts + warp * 16 * Ld<HS>::p);
+#pragma unroll
+      for (int n = 0; n < HS / 16; ++n) accumulate_p_times_rows<HS>(dk[n], pa, qs, n * 16);
     }
   }
   __syncthreads();  // the epilogue reuses regions a and b

@@ -402,12 +402,12 @@ __global__ void __launch_bounds__(kThreads) tc_dkv_kernel(bf16* dqkv, const bf16
     wmma::fill_fragment(dv[n], 0.0f);
   }
 
-  const int row = warp * 16 + lane / 2, c0 = (lane % 2) * (kTile / 2), d0 = (lane % 2) * (HS / 2);
+  // The per-element pass: this lane's keys kr0 .. kr0 + 3 (of the warp's 16) and queries cq0 ..
+  // cq0 + 7 of a tile, keys innermost, so the mask elements (h, qi, j .. j + 3) it walks share
+  // Philox blocks (at most 2 draws per 4 elements rather than 4). The epilogue: row `row`, half d0.
+  const int kr0 = warp * 16 + (lane % 4) * 4, cq0 = (lane / 4) * 8;
+  const int row = warp * 16 + lane / 2, d0 = (lane % 2) * (HS / 2);
   const int j = first + row;
-  const float* strow = sts + row * Ld<HS>::s;
-  const float* dptrow = dpts + row * Ld<HS>::s;
-  bf16* ptrow = pts + row * Ld<HS>::p;
-  bf16* dstrow = dsts + row * Ld<HS>::p;
   MaskCursor cursor(mask, b);
   for (int q0 = first; q0 < g.T; q0 += kTile) {  // query rows from the block's first key on
     __syncthreads();
@@ -428,14 +428,16 @@ __global__ void __launch_bounds__(kThreads) tc_dkv_kernel(bf16* dqkv, const bf16
       wmma::store_matrix_sync(dpts + warp * 16 * Ld<HS>::s + n * 16, dpt, Ld<HS>::s, wmma::mem_row_major);
     }
     __syncwarp();
-    for (int c = c0; c < c0 + kTile / 2; ++c) {
+    for (int c = cq0; c < cq0 + 8; ++c) {
       const int qi = q0 + c;
-      const bool visible = qi >= j && qi < g.T;
-      const float p = visible ? expf(strow[c] * g.scale - lses[c]) : 0.0f;
-      // Query-major mask index: the walk down a key's column draws one Philox block per element.
-      const float f = p != 0.0f ? cursor.factor((static_cast<std::int64_t>(h) * g.T + qi) * g.T + j) : 0.0f;
-      ptrow[c] = round_bf16(p * f);
-      dstrow[c] = round_bf16(p * (dptrow[c] * f - deltas[c]));
+      for (int r = kr0; r < kr0 + 4; ++r) {
+        const int key = first + r;
+        const bool visible = qi >= key && qi < g.T;
+        const float p = visible ? expf(sts[r * Ld<HS>::s + c] * g.scale - lses[c]) : 0.0f;
+        const float f = p != 0.0f ? cursor.factor((static_cast<std::int64_t>(h) * g.T + qi) * g.T + key) : 0.0f;
+        pts[r * Ld<HS>::p + c] = round_bf16(p * f);
+        dsts[r * Ld<HS>::p + c] = round_bf16(p * (dpts[r * Ld<HS>::s + c] * f - deltas[c]));
+      }
     }
     __syncwarp();
     {  // one operand's fragments alive at a time (this kernel's registers are the tightest)

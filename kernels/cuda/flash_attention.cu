@@ -70,11 +70,11 @@ MaskParams mask_of(const DropoutSpec& dropout, const FlashDims& d) {
   return detail::mask_params(dropout);
 }
 
-// Whether the tensor-core kernels take these operands: BF16, a head size they are compiled for, and
-// every base pointer 16-byte aligned (their tiles move in 16-byte chunks).
+// Whether the tensor-core kernels take these operands: flash_attention_tensor_cores, and every base
+// pointer 16-byte aligned (their tiles move in 16-byte chunks).
 template <typename Act>
 bool use_tensor_cores(const FlashDims& d, std::initializer_list<const void*> operands) {
-  if (!std::is_same_v<Act, __nv_bfloat16> || !detail::tc_flash_supports(static_cast<int>(d.hs))) return false;
+  if (!flash_attention_tensor_cores(detail::act_dtype_of<Act>(), d.hs)) return false;
   for (const void* p : operands) {
     if (!detail::aligned16(p)) return false;
   }

@@ -72,8 +72,9 @@ template <int HS>
 __host__ __device__ constexpr std::size_t rows_bytes() {  // one bf16 [kRows, Ld::h] tile
   return static_cast<std::size_t>(kRows) * Ld<HS>::h * sizeof(bf16);
 }
-constexpr std::size_t kScoreBytes = static_cast<std::size_t>(kRows) * (kTile + 4) * sizeof(float);
-constexpr std::size_t kProbBytes = static_cast<std::size_t>(kRows) * (kTile + 8) * sizeof(bf16);
+// The score and probability tiles' bytes (their leading dimensions do not depend on HS).
+constexpr std::size_t kScoreBytes = static_cast<std::size_t>(kRows) * Ld<16>::s * sizeof(float);
+constexpr std::size_t kProbBytes = static_cast<std::size_t>(kRows) * Ld<16>::p * sizeof(bf16);
 
 // Forward: q, k, v tiles, scores, probabilities, the output accumulator.
 template <int HS>

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <deque>
 #include <mutex>
+#include <thread>
 
 thread_local dim3 threadIdx, blockIdx, gridDim, blockDim;
 

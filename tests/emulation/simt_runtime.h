@@ -16,16 +16,13 @@
 // checking the pointer and leading-dimension rules the CUDA documentation gives.
 #pragma once
 
-#include <atomic>
-#include <cstring>
-#include <type_traits>
 #include <barrier>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <functional>
-#include <memory>
 #include <string>
-#include <thread>
+#include <type_traits>
 #include <vector>
 
 struct dim3 {

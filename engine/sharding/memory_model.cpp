@@ -38,11 +38,11 @@ ModelFootprint predict_gpt_footprint(const gpt::GptConfig& model, int micro_batc
   ModelFootprint f;
   f.activation_bytes = gpt::predict_activation_peak_bytes(model, d, checkpointing);
   // GptModel's workspace: in the activation dtype BlockGradScratch (d_btc, d_branch: BTC each;
-  // d_qkv 3 BTC; d_bt4c 4 BTC) and dresid_ (BTC); in fp32 grad_scratch_ (the largest unit), and in
-  // bf16 mode the two fp32 unit copies the kernels read (both are in use once the head acquires
-  // ln_f and the embeddings).
+  // d_qkv 3 BTC; d_bt4c 4 BTC) and dresid_ (BTC); in fp32 grad_scratch_ (the largest unit), and
+  // for bf16 parameters with fp32 activations the two fp32 unit copies those kernels read (both in
+  // use once the head acquires ln_f and the embeddings). bf16 activations read bf16 parameters.
   f.workspace_bytes = d.act_bytes() * (9 * d.BTC() + d.BTC()) + kF32Bytes * max_unit;
-  if (param_dtype == DType::kBF16) f.workspace_bytes += 2 * kF32Bytes * max_unit;
+  if (param_dtype == DType::kBF16 && d.act == DType::kF32) f.workspace_bytes += 2 * kF32Bytes * max_unit;
   return f;
 }
 

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "engine/core/bf16.h"
 #include "kernels/cpu/cast.h"
 
 namespace zt::cpu::detail {
@@ -41,6 +42,24 @@ DType activation_dtype(const char* op, std::initializer_list<TensorView> operand
     dtype = v.dtype;
   }
   return dtype;
+}
+
+void check_param_dtype(const char* op, DType activations, std::initializer_list<TensorView> params) {
+  for (const TensorView& v : params) {
+    if (v.data == nullptr) continue;
+    ZT_CHECK(v.dtype == DType::kF32 || (v.dtype == DType::kBF16 && activations == DType::kBF16),
+             "{}: parameters must be F32, or BF16 with BF16 activations (parameter {}, activations {})", op,
+             dtype_name(v.dtype), dtype_name(activations));
+  }
+}
+
+TensorView widened_f32(const TensorView& v, std::vector<float>& storage) {
+  if (v.data == nullptr || v.dtype == DType::kF32) return v;
+  ZT_CHECK(v.dtype == DType::kBF16, "only BF16 parameters are widened, not {}", dtype_name(v.dtype));
+  storage.resize(static_cast<std::size_t>(v.numel()));
+  const auto* bits = v.as<bf16>();
+  for (std::size_t i = 0; i < storage.size(); ++i) storage[i] = bf16_to_float(bits[i]);
+  return TensorView{storage.data(), DType::kF32, Device::kCPU, v.shape};
 }
 
 TensorView as_rows(const TensorView& v, std::int64_t width) {

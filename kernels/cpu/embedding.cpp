@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "engine/core/bf16.h"
 #include "kernels/cpu/bf16_staging.h"
 
 namespace zt::cpu {
@@ -14,7 +15,6 @@ EmbeddingDims embedding_dims(const TensorView& out_like, const TensorView& token
                              const TensorView& wpe) {
   ZT_CHECK(tokens.dtype == DType::kI32 && tokens.shape.ndim() == 2, "tokens must be I32 [B, T]");
   ZT_CHECK(out_like.dtype == DType::kF32 || out_like.dtype == DType::kBF16, "embedding out/dout must be F32 or BF16");
-  ZT_CHECK(wte.dtype == DType::kF32 && wpe.dtype == DType::kF32, "embedding tables (and their gradients) are F32");
   ZT_CHECK(wte.shape.ndim() == 2 && wpe.shape.ndim() == 2, "wte/wpe must be 2-D");
   EmbeddingDims d{tokens.shape[0], tokens.shape[1], wte.shape[1], wte.shape[0], wpe.shape[0]};
   ZT_CHECK(wpe.shape[1] == d.C, "wpe has {} columns, wte {}", wpe.shape[1], d.C);
@@ -24,6 +24,32 @@ EmbeddingDims embedding_dims(const TensorView& out_like, const TensorView& token
 }
 
 namespace {
+
+float widen(float v) { return v; }
+float widen(bf16 v) { return bf16_to_float(v); }
+
+// The forward into an fp32 out (the whole out, or a bf16 out's staged rows) from tables of type P.
+template <typename P>
+void embed_rows(const ExecContext& ctx, float* o, const std::int32_t* tok, const P* te, const P* pe,
+                std::int64_t rows, std::int64_t T, std::int64_t C) {
+#pragma omp parallel for num_threads(ctx.num_threads) schedule(static)
+  for (std::int64_t bt = 0; bt < rows; ++bt) {
+    const P* te_row = te + static_cast<std::int64_t>(tok[bt]) * C;
+    const P* pe_row = pe + (bt % T) * C;
+    float* orow = o + bt * C;
+    for (std::int64_t c = 0; c < C; ++c) orow[c] = widen(te_row[c]) + widen(pe_row[c]);
+  }
+}
+
+void embed_into_f32(const ExecContext& ctx, const TensorView& out, const TensorView& tokens, const TensorView& wte,
+                    const TensorView& wpe, std::int64_t C) {
+  const std::int64_t rows = tokens.numel(), T = tokens.shape[1];
+  if (wte.dtype == DType::kBF16) {
+    embed_rows(ctx, out.as<float>(), tokens.as<std::int32_t>(), wte.as<bf16>(), wpe.as<bf16>(), rows, T, C);
+  } else {
+    embed_rows(ctx, out.as<float>(), tokens.as<std::int32_t>(), wte.as<float>(), wpe.as<float>(), rows, T, C);
+  }
+}
 
 // Columns per backward task. 64 floats (256 bytes) keeps each row segment a few cache lines.
 constexpr std::int64_t kColumnBlock = 64;
@@ -43,29 +69,22 @@ EmbeddingDims check_dims(const TensorView& out_like, const TensorView& tokens, c
 
 void embedding_forward(const ExecContext& ctx, TensorView out, TensorView tokens, TensorView wte, TensorView wpe) {
   const EmbeddingDims d = check_dims(out, tokens, wte, wpe);
+  detail::check_param_dtype("embedding_forward", out.dtype, {wte, wpe});
+  ZT_CHECK(wte.dtype == wpe.dtype, "embedding_forward: wte is {}, wpe {} (one dtype)", dtype_name(wte.dtype),
+           dtype_name(wpe.dtype));
   if (out.dtype == DType::kBF16) {
     using detail::Access;
     detail::stage_rows(ctx, {{out, Access::kWrite}}, [&](std::int64_t first, std::int64_t n, std::span<const TensorView> v) {
-      embedding_forward(ctx, v[0], detail::row_slice(tokens, first, n), wte, wpe);
+      embed_into_f32(ctx, v[0], detail::row_slice(tokens, first, n), wte, wpe, d.C);
     });
     return;
   }
-  const std::int64_t C = d.C;
-  float* o = out.as<float>();
-  const std::int32_t* tok = tokens.as<std::int32_t>();
-  const float* te = wte.as<float>();
-  const float* pe = wpe.as<float>();
-#pragma omp parallel for num_threads(ctx.num_threads) schedule(static)
-  for (std::int64_t bt = 0; bt < d.B * d.T; ++bt) {
-    const float* te_row = te + static_cast<std::int64_t>(tok[bt]) * C;
-    const float* pe_row = pe + (bt % d.T) * C;
-    float* orow = o + bt * C;
-    for (std::int64_t c = 0; c < C; ++c) orow[c] = te_row[c] + pe_row[c];
-  }
+  embed_into_f32(ctx, out, tokens, wte, wpe, d.C);
 }
 
 void embedding_backward(const ExecContext& ctx, TensorView dwte, TensorView dwpe, TensorView dout, TensorView tokens) {
   const EmbeddingDims d = check_dims(dout, tokens, dwte, dwpe);
+  ZT_CHECK(dwte.dtype == DType::kF32 && dwpe.dtype == DType::kF32, "embedding gradients are F32");
   if (dout.dtype == DType::kBF16) {  // chunks of samples in order: the same (b, t) summation order
     using detail::Access;
     detail::stage_rows(ctx, {{dout, Access::kRead}}, [&](std::int64_t first, std::int64_t n, std::span<const TensorView> v) {

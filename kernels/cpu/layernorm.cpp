@@ -25,12 +25,11 @@ struct RowDims {
   std::int64_t cols;
 };
 
-// Checks the views forward and backward share; out_like is out (forward) or dout (backward).
+// Checks the views forward and backward share; out_like is out (forward) or dout (backward). The
+// parameters' dtypes depend on the activations': check_param_dtype in the public functions.
 RowDims check_views(const TensorView& out_like, const TensorView& mean, const TensorView& rstd,
                     const TensorView& inp, const TensorView& weight) {
-  for (const TensorView* v : {&mean, &rstd, &weight}) {
-    ZT_CHECK(v->dtype == DType::kF32, "layernorm statistics and weights are F32");
-  }
+  for (const TensorView* v : {&mean, &rstd}) ZT_CHECK(v->dtype == DType::kF32, "layernorm statistics are F32");
   ZT_CHECK(inp.shape.ndim() >= 1);
   RowDims d;
   d.cols = inp.shape[inp.shape.ndim() - 1];
@@ -67,15 +66,19 @@ inline void backward_row(float* __restrict dinp, float* __restrict dw_part, floa
 void layernorm_forward(const ExecContext& ctx, TensorView out, TensorView mean, TensorView rstd, TensorView inp,
                        TensorView weight, TensorView bias) {
   const RowDims d = check_views(out, mean, rstd, inp, weight);
-  if (detail::activation_dtype("layernorm_forward", {out, inp}) == DType::kBF16) {
+  const DType act = detail::activation_dtype("layernorm_forward", {out, inp});
+  detail::check_param_dtype("layernorm_forward", act, {weight, bias});
+  ZT_CHECK(bias.numel() == d.cols, "bias must have {} elements", d.cols);
+  if (act == DType::kBF16) {
     using detail::Access;
+    std::vector<float> weight_f32, bias_f32;
+    const TensorView w = detail::widened_f32(weight, weight_f32), b = detail::widened_f32(bias, bias_f32);
     detail::stage_rows(ctx, {{detail::as_rows(out, d.cols), Access::kWrite}, {detail::as_rows(inp, d.cols), Access::kRead}},
                        [&](std::int64_t first, std::int64_t n, std::span<const TensorView> v) {
-                         layernorm_forward(ctx, v[0], mean.slice(first, n), rstd.slice(first, n), v[1], weight, bias);
+                         layernorm_forward(ctx, v[0], mean.slice(first, n), rstd.slice(first, n), v[1], w, b);
                        });
     return;
   }
-  ZT_CHECK(bias.dtype == DType::kF32 && bias.numel() == d.cols, "bias must be F32 [{}]", d.cols);
   const std::int64_t C = d.cols;
   float* o = out.as<float>();
   float* mean_p = mean.as<float>();
@@ -102,14 +105,18 @@ void layernorm_backward(const ExecContext& ctx, TensorView dinp, TensorView dwei
                         TensorView inp, TensorView weight, TensorView mean, TensorView rstd) {
   const RowDims d = check_views(dout, mean, rstd, inp, weight);
   ZT_CHECK(dinp.numel() == inp.numel(), "dinp must be shaped like inp");
-  if (detail::activation_dtype("layernorm_backward", {dinp, dout, inp}) == DType::kBF16) {
+  const DType act = detail::activation_dtype("layernorm_backward", {dinp, dout, inp});
+  detail::check_param_dtype("layernorm_backward", act, {weight});
+  if (act == DType::kBF16) {
     using detail::Access;
+    std::vector<float> weight_f32;
+    const TensorView w = detail::widened_f32(weight, weight_f32);
     detail::stage_rows(ctx,
                        {{detail::as_rows(dinp, d.cols), Access::kReadWrite},
                         {detail::as_rows(dout, d.cols), Access::kRead},
                         {detail::as_rows(inp, d.cols), Access::kRead}},
                        [&](std::int64_t first, std::int64_t n, std::span<const TensorView> v) {
-                         layernorm_backward(ctx, v[0], dweight, dbias, v[1], v[2], weight, mean.slice(first, n),
+                         layernorm_backward(ctx, v[0], dweight, dbias, v[1], v[2], w, mean.slice(first, n),
                                             rstd.slice(first, n));
                        });
     return;

@@ -33,10 +33,10 @@ std::int64_t last_dim(const TensorView& v) {
   return v.shape[v.shape.ndim() - 1];
 }
 
-// Checks dtypes and shapes shared by forward and backward and returns N, C, OC.
+// Checks the shapes forward and backward share and returns N, C, OC (the public functions check
+// the dtypes: the weight's depends on the activations').
 MatmulDims check_dims(const TensorView& out_like, const TensorView& inp, const TensorView& weight,
                       WeightLayout layout) {
-  ZT_CHECK(weight.dtype == DType::kF32, "matmul weights are F32");
   ZT_CHECK(weight.shape.ndim() == 2, "weight must be 2-D, has {} dims", weight.shape.ndim());
   MatmulDims d;
   d.in = last_dim(inp);
@@ -57,9 +57,11 @@ MatmulDims check_dims(const TensorView& out_like, const TensorView& inp, const T
 // tied LM head's) is packed few times per call.
 constexpr std::int64_t kMatmulStageBytes = std::int64_t{64} << 20;
 
-// The weight as a bf16 product sees it: each element rounded to bf16 (then widened, exactly), in
-// `storage`. The contract of docs/precision.md: tensor cores multiply bf16 weights.
+// The weight as a bf16 product sees it, in `storage`: an F32 weight's elements rounded to bf16
+// (then widened, exactly), a BF16 weight's widened. The contract of docs/precision.md: tensor cores
+// multiply bf16 weights.
 TensorView bf16_rounded_weight(const TensorView& weight, std::vector<float>& storage, int num_threads) {
+  if (weight.dtype == DType::kBF16) return detail::widened_f32(weight, storage);
   const std::int64_t n = weight.numel();
   storage.resize(static_cast<std::size_t>(n));
   const float* w = weight.as<float>();
@@ -73,16 +75,19 @@ TensorView bf16_rounded_weight(const TensorView& weight, std::vector<float>& sto
 void matmul_forward(const ExecContext& ctx, TensorView out, TensorView inp, TensorView weight, WeightLayout layout,
                     TensorView bias) {
   const MatmulDims d = check_dims(out, inp, weight, layout);
+  const DType act = detail::activation_dtype("matmul_forward", {out, inp});
+  detail::check_param_dtype("matmul_forward", act, {weight, bias});
   const bool has_bias = bias.data != nullptr;
-  if (has_bias) ZT_CHECK(bias.dtype == DType::kF32 && bias.numel() == d.out, "bias must be F32 [{}]", d.out);
+  if (has_bias) ZT_CHECK(bias.numel() == d.out, "bias must have {} elements", d.out);
   if (d.rows == 0) return;
-  if (detail::activation_dtype("matmul_forward", {out, inp}) == DType::kBF16) {
+  if (act == DType::kBF16) {
     using detail::Access;
-    std::vector<float> rounded;
+    std::vector<float> rounded, bias_f32;
     const TensorView w = bf16_rounded_weight(weight, rounded, ctx.num_threads);
+    const TensorView b = detail::widened_f32(bias, bias_f32);
     detail::stage_rows(
         ctx, {{detail::as_rows(out, d.out), Access::kWrite}, {detail::as_rows(inp, d.in), Access::kRead}},
-        [&](std::int64_t, std::int64_t, std::span<const TensorView> v) { matmul_forward(ctx, v[0], v[1], w, layout, bias); },
+        [&](std::int64_t, std::int64_t, std::span<const TensorView> v) { matmul_forward(ctx, v[0], v[1], w, layout, b); },
         kMatmulStageBytes);
     return;
   }
@@ -103,6 +108,8 @@ void matmul_forward(const ExecContext& ctx, TensorView out, TensorView inp, Tens
 void matmul_backward(const ExecContext& ctx, TensorView dinp, TensorView dweight, TensorView dbias, TensorView dout,
                      TensorView inp, TensorView weight, WeightLayout layout) {
   const MatmulDims d = check_dims(dout, inp, weight, layout);
+  const DType act = detail::activation_dtype("matmul_backward", {dinp, dout, inp});
+  detail::check_param_dtype("matmul_backward", act, {weight});
   const bool want_dinp = dinp.data != nullptr;
   const bool want_dweight = dweight.data != nullptr;
   const bool want_dbias = dbias.data != nullptr;
@@ -112,11 +119,13 @@ void matmul_backward(const ExecContext& ctx, TensorView dinp, TensorView dweight
   }
   if (want_dbias) ZT_CHECK(dbias.dtype == DType::kF32 && dbias.numel() == d.out, "dbias must be F32 [{}]", d.out);
   if (d.rows == 0) return;
-  if (detail::activation_dtype("matmul_backward", {dinp, dout, inp}) == DType::kBF16) {
+  if (act == DType::kBF16) {
     // Row chunks: dinp's rows are independent, and dweight/dbias accumulate chunk after chunk.
     using detail::Access;
     std::vector<float> rounded;
-    const TensorView w = want_dinp ? bf16_rounded_weight(weight, rounded, ctx.num_threads) : weight;
+    // Without dinp the weight is only a shape: no data, so its dtype takes no part.
+    const TensorView w = want_dinp ? bf16_rounded_weight(weight, rounded, ctx.num_threads)
+                                   : TensorView{nullptr, DType::kF32, Device::kCPU, weight.shape};
     detail::stage_rows(
         ctx,
         {{want_dinp ? detail::as_rows(dinp, d.in) : TensorView{}, Access::kWrite},

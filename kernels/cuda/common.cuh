@@ -77,6 +77,23 @@ void dispatch_activation(DType dtype, F&& f) {
   }
 }
 
+// The parameters' check (F32, or BF16 with BF16 activations), shared with the CPU kernels.
+using cpu::detail::check_param_dtype;
+
+// Calls f(ActType<T>{}, ActType<P>{}) for activation storage T and parameter storage P, over the
+// pairs check_param_dtype admits: (float, float), (bf16, float) and (bf16, bf16), so kernels
+// templated on both are instantiated for those three only.
+template <typename F>
+void dispatch_activation_params(DType activations, DType params, F&& f) {
+  if (activations != DType::kBF16) {
+    f(ActType<float>{}, ActType<float>{});
+  } else if (params == DType::kBF16) {
+    f(ActType<__nv_bfloat16>{}, ActType<__nv_bfloat16>{});
+  } else {
+    f(ActType<__nv_bfloat16>{}, ActType<float>{});
+  }
+}
+
 // v's data as T, checking that T is v's dtype (TensorView::as for the device storage types).
 template <typename T>
 T* act_data(const TensorView& v) {

@@ -1,10 +1,10 @@
-// Embeddings on the GPU. Backward without float atomics: positions are sorted by token with a
-// stable radix sort (equal tokens keep (b, t) order), then a block per run of equal tokens adds
-// the run's dout rows in that order into the token's dwte row; dwpe sums over b in order. All three
-// kernels move groups of 4 columns as vector accesses where C % 4 == 0 and every operand is aligned
-// to its group's width, else single elements; each element is summed in the same order either way.
-// The activation (out, dout) is F32 or BF16 (docs/precision.md): out is the fp32 sum rounded once,
-// dout is widened and the parameter gradients stay fp32 sums.
+// Embeddings on the GPU: operand checks and launches of the kernels in embedding_kernels.cuh.
+// Backward without float atomics: positions are sorted by token with CUB's stable radix sort (equal
+// tokens keep (b, t) order), then a block per run of equal tokens adds the run's dout rows in that
+// order into the token's dwte row; dwpe sums over b in order. The activation (out, dout) is F32 or
+// BF16 and the forward's tables F32, or BF16 working weights with BF16 activations
+// (docs/precision.md): out is the fp32 sum rounded once, dout is widened and the parameter
+// gradients stay fp32 sums.
 #include "kernels/cuda/embedding.h"
 
 #include <initializer_list>
@@ -13,96 +13,25 @@
 
 #include "kernels/cpu/embedding.h"  // embedding_dims: the operand checks both backends share
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/embedding_kernels.cuh"
 
 namespace zt::cuda {
 
 namespace {
 
-constexpr int kThreads = 256;
+using detail::embedding::embedding_backward_wpe;
+using detail::embedding::embedding_backward_wte;
+using detail::embedding::embedding_forward_kernel;
+using detail::embedding::iota_kernel;
+using detail::embedding::kThreads;
 
-// A thread per group of kVec columns of one (b, t) row (C % kVec == 0, so groups never straddle rows).
-// Act is the activation storage type of out: the fp32 sum, rounded once for bf16.
-template <typename Act, int kVec>
-__global__ void embedding_forward_kernel(Act* out, const std::int32_t* tokens, const float* wte, const float* wpe,
-                                         std::int64_t BT, int T, int C, int vocab) {
-  using Vec = detail::FloatVec<kVec>;
-  const std::int64_t groups = BT * C / kVec;
-  for (std::int64_t q = blockIdx.x * std::int64_t{kThreads} + threadIdx.x; q < groups;
-       q += std::int64_t{gridDim.x} * kThreads) {
-    const std::int64_t i = q * kVec;
-    const std::int64_t bt = i / C;
-    const int c = static_cast<int>(i % C);
-    const std::int32_t tok = tokens[bt];
-    const int t = static_cast<int>(bt % T);
-    detail::ActVec<Act, kVec> o;
-    if (tok >= 0 && tok < vocab) {
-      const Vec e = Vec::load(wte + std::int64_t{tok} * C + c), p = Vec::load(wpe + std::int64_t{t} * C + c);
-#pragma unroll
-      for (int k = 0; k < kVec; ++k) o[k] = e[k] + p[k];
-    } else {
-#pragma unroll
-      for (int k = 0; k < kVec; ++k) o[k] = NAN;
-    }
-    o.store(out + i);
-  }
-}
-
-__global__ void iota_kernel(std::int32_t* v, std::int64_t n) {
-  for (std::int64_t i = blockIdx.x * std::int64_t{kThreads} + threadIdx.x; i < n; i += std::int64_t{gridDim.x} * kThreads)
-    v[i] = static_cast<std::int32_t>(i);
-}
-
-// Block i handles the run of equal tokens that starts at sorted position i (others exit at once).
-// Its threads own groups of kVec columns and walk the run in order: each dwte element is summed by
-// one thread in (b, t) order, for either kVec. dout is of activation storage type Act, widened.
-template <typename Act, int kVec>
-__global__ void embedding_backward_wte(float* dwte, const Act* dout, const std::int32_t* sorted_tokens,
-                                       const std::int32_t* sorted_positions, std::int64_t BT, int C, int vocab) {
-  using Vec = detail::FloatVec<kVec>;
-  using GradVec = detail::ActVec<Act, kVec>;
-  const std::int64_t start = blockIdx.x;
-  const std::int32_t tok = sorted_tokens[start];
-  if (start > 0 && sorted_tokens[start - 1] == tok) return;  // not the start of a run
-  if (tok < 0 || tok >= vocab) return;
-  std::int64_t end = start + 1;
-  while (end < BT && sorted_tokens[end] == tok) ++end;
-  float* row = dwte + std::int64_t{tok} * C;
-  for (int c = threadIdx.x * kVec; c < C; c += kThreads * kVec) {
-    Vec acc = Vec::load(row + c);
-    for (std::int64_t j = start; j < end; ++j) {
-      const GradVec g = GradVec::load(dout + std::int64_t{sorted_positions[j]} * C + c);
-#pragma unroll
-      for (int k = 0; k < kVec; ++k) acc[k] += g[k];
-    }
-    acc.store(row + c);
-  }
-}
-
-// dwpe[t, :] += dout[b, t, :] for b in order; a thread per group of kVec elements of [T, C].
-template <typename Act, int kVec>
-__global__ void embedding_backward_wpe(float* dwpe, const Act* dout, int B, int T, int C) {
-  using Vec = detail::FloatVec<kVec>;
-  using GradVec = detail::ActVec<Act, kVec>;
-  const std::int64_t n = std::int64_t{T} * C;
-  for (std::int64_t i = (blockIdx.x * std::int64_t{kThreads} + threadIdx.x) * kVec; i < n;
-       i += std::int64_t{gridDim.x} * kThreads * kVec) {
-    Vec acc = Vec::load(dwpe + i);
-    for (int b = 0; b < B; ++b) {
-      const GradVec g = GradVec::load(dout + std::int64_t{b} * n + i);
-#pragma unroll
-      for (int k = 0; k < kVec; ++k) acc[k] += g[k];
-    }
-    acc.store(dwpe + i);
-  }
-}
-
-// Groups of 4 need rows of whole groups (C % 4 == 0) and row starts aligned to the groups' width:
-// 16 bytes for the fp32 parameters, act_vec4_aligned for the activation.
-template <typename Act>
-bool use_vec4(std::int64_t C, const Act* activation, std::initializer_list<const float*> params) {
+// Groups of 4 need rows of whole groups (C % 4 == 0) and row starts aligned to the groups' width
+// (act_vec4_aligned: 16 bytes of float, 8 of bf16), for the activation and the tables alike.
+template <typename Act, typename P>
+bool use_vec4(std::int64_t C, const Act* activation, std::initializer_list<const P*> tables) {
   if (C % 4 != 0 || !detail::act_vec4_aligned(activation)) return false;
-  for (const float* p : params) {
-    if (!detail::aligned16(p)) return false;
+  for (const P* p : tables) {
+    if (!detail::act_vec4_aligned(p)) return false;
   }
   return true;
 }
@@ -110,7 +39,7 @@ bool use_vec4(std::int64_t C, const Act* activation, std::initializer_list<const
 using cpu::EmbeddingDims;
 
 // The checked shapes, and (through activation_dtype, naming `op`) out_like's dtype: F32 or BF16.
-// wte and wpe are parameters: F32, checked by embedding_dims.
+// The tables' dtypes are each op's own check.
 EmbeddingDims check_dims(const char* op, const TensorView& out_like, const TensorView& tokens, const TensorView& wte,
                          const TensorView& wpe) {
   for (const TensorView* v : {&out_like, &tokens, &wte, &wpe}) detail::check_on_gpu(*v, "embedding operand");
@@ -125,15 +54,21 @@ EmbeddingDims check_dims(const char* op, const TensorView& out_like, const Tenso
 void embedding_forward(const ExecContext& ctx, TensorView out, TensorView tokens, TensorView wte, TensorView wpe) {
   const cudaStream_t stream = detail::stream_of(ctx);
   const EmbeddingDims d = check_dims("embedding_forward", out, tokens, wte, wpe);
+  detail::check_param_dtype("embedding_forward", out.dtype, {wte, wpe});
+  ZT_CHECK(wte.dtype == wpe.dtype, "embedding_forward: wte is {}, wpe {} (one dtype)", dtype_name(wte.dtype),
+           dtype_name(wpe.dtype));
   if (out.numel() == 0) return;
-  detail::dispatch_activation(out.dtype, [&](auto type) {
+  detail::dispatch_activation_params(out.dtype, wte.dtype, [&](auto type, auto ptype) {
     using Act = typename decltype(type)::type;
+    using P = typename decltype(ptype)::type;
     Act* o = detail::act_data<Act>(out);
-    const bool vec = use_vec4(d.C, o, {wte.as<float>(), wpe.as<float>()});
-    const auto kernel = vec ? embedding_forward_kernel<Act, 4> : embedding_forward_kernel<Act, 1>;
+    const P* te = detail::act_data<P>(wte);
+    const P* pe = detail::act_data<P>(wpe);
+    const bool vec = use_vec4(d.C, o, {te, pe});
+    const auto kernel = vec ? embedding_forward_kernel<Act, P, 4> : embedding_forward_kernel<Act, P, 1>;
     kernel<<<detail::grid_for(out.numel() / (vec ? 4 : 1), kThreads), kThreads, 0, stream>>>(
-        o, tokens.as<std::int32_t>(), wte.as<float>(), wpe.as<float>(), d.B * d.T, static_cast<int>(d.T),
-        static_cast<int>(d.C), static_cast<int>(d.vocab));
+        o, tokens.as<std::int32_t>(), te, pe, d.B * d.T, static_cast<int>(d.T), static_cast<int>(d.C),
+        static_cast<int>(d.vocab));
   });
   ZT_CUDA_CHECK_LAUNCH();
 }
@@ -141,6 +76,7 @@ void embedding_forward(const ExecContext& ctx, TensorView out, TensorView tokens
 void embedding_backward(const ExecContext& ctx, TensorView dwte, TensorView dwpe, TensorView dout, TensorView tokens) {
   const cudaStream_t stream = detail::stream_of(ctx);
   const EmbeddingDims d = check_dims("embedding_backward", dout, tokens, dwte, dwpe);
+  ZT_CHECK(dwte.dtype == DType::kF32 && dwpe.dtype == DType::kF32, "embedding gradients are F32");
   const std::int64_t BT = d.B * d.T;
   if (BT == 0) return;
   KernelResources& res = detail::resources_of(ctx);

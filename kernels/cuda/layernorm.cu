@@ -22,14 +22,15 @@ struct RowDims {
   int cols;
 };
 
-// Shapes, and the dtypes of the fp32 operands (statistics and parameters); the callers check the
-// activations' dtypes (activation_dtype).
-RowDims check_views(const TensorView& out_like, const TensorView& mean, const TensorView& rstd,
-                    const TensorView& inp, const TensorView& weight) {
+// Shapes, and the dtypes of the statistics (F32) and the weight (check_param_dtype against the
+// activations' dtype `act`, which the callers take from activation_dtype).
+RowDims check_views(const char* op, DType act, const TensorView& out_like, const TensorView& mean,
+                    const TensorView& rstd, const TensorView& inp, const TensorView& weight) {
   for (const TensorView* v : {&out_like, &mean, &rstd, &inp, &weight}) detail::check_on_gpu(*v, "layernorm operand");
-  for (const TensorView* v : {&mean, &rstd, &weight}) {
-    ZT_CHECK(v->dtype == DType::kF32, "layernorm: mean, rstd and weight are F32, not {}", dtype_name(v->dtype));
+  for (const TensorView* v : {&mean, &rstd}) {
+    ZT_CHECK(v->dtype == DType::kF32, "layernorm: mean and rstd are F32, not {}", dtype_name(v->dtype));
   }
+  detail::check_param_dtype(op, act, {weight});
   ZT_CHECK(inp.shape.ndim() >= 1);
   const std::int64_t C = inp.shape[inp.shape.ndim() - 1];
   ZT_CHECK(C > 0 && C <= (1 << 30));
@@ -41,27 +42,28 @@ RowDims check_views(const TensorView& out_like, const TensorView& mean, const Te
 }
 
 // Both forwards: `residual` and `a2` are null in the plain one (the row is a).
-template <typename T>
+template <typename T, typename P>
 void launch_forward(cudaStream_t stream, RowDims d, T* out, float* mean, float* rstd, T* residual, const T* a,
-                    const T* a2, const float* weight, const float* bias) {
+                    const T* a2, const P* weight, const P* bias) {
   if (d.rows == 0) return;
   const auto blocks = static_cast<unsigned>((d.rows + kForwardWarps - 1) / kForwardWarps);
   // act_vec4_aligned(nullptr) holds.
   const bool vec = d.cols % 4 == 0 && detail::act_vec4_aligned(out) && detail::act_vec4_aligned(residual) &&
-                   detail::act_vec4_aligned(a) && detail::act_vec4_aligned(a2) && detail::aligned16(weight) &&
-                   detail::aligned16(bias);
-  const auto kernel = vec ? layernorm_forward_kernel<T, 4> : layernorm_forward_kernel<T, 1>;
+                   detail::act_vec4_aligned(a) && detail::act_vec4_aligned(a2) && detail::act_vec4_aligned(weight) &&
+                   detail::act_vec4_aligned(bias);
+  const auto kernel = vec ? layernorm_forward_kernel<T, P, 4> : layernorm_forward_kernel<T, P, 1>;
   kernel<<<blocks, kForwardWarps * detail::kWarpSize, 0, stream>>>(out, mean, rstd, residual, a, a2, weight, bias,
                                                                    d.rows, d.cols);
   ZT_CUDA_CHECK_LAUNCH();
 }
 
 // The checks both forwards share; `inp_like` is the row input (inp, or the addend a).
-RowDims check_forward(const TensorView& out, const TensorView& mean, const TensorView& rstd,
+RowDims check_forward(const char* op, DType act, const TensorView& out, const TensorView& mean, const TensorView& rstd,
                       const TensorView& inp_like, const TensorView& weight, const TensorView& bias) {
-  const RowDims d = check_views(out, mean, rstd, inp_like, weight);
+  const RowDims d = check_views(op, act, out, mean, rstd, inp_like, weight);
   detail::check_on_gpu(bias, "bias");
-  ZT_CHECK(bias.dtype == DType::kF32 && bias.numel() == d.cols, "bias must be F32 [{}]", d.cols);
+  ZT_CHECK(bias.dtype == weight.dtype && bias.numel() == d.cols, "bias must be {} [{}] like the weight",
+           dtype_name(weight.dtype), d.cols);
   return d;
 }
 
@@ -71,11 +73,12 @@ void layernorm_forward(const ExecContext& ctx, TensorView out, TensorView mean, 
                        TensorView weight, TensorView bias) {
   const cudaStream_t stream = detail::stream_of(ctx);
   const DType dtype = detail::activation_dtype("layernorm_forward", {out, inp});
-  const RowDims d = check_forward(out, mean, rstd, inp, weight, bias);
-  detail::dispatch_activation(dtype, [&](auto type) {
+  const RowDims d = check_forward("layernorm_forward", dtype, out, mean, rstd, inp, weight, bias);
+  detail::dispatch_activation_params(dtype, weight.dtype, [&](auto type, auto ptype) {
     using T = typename decltype(type)::type;
-    launch_forward<T>(stream, d, detail::act_data<T>(out), mean.as<float>(), rstd.as<float>(), nullptr,
-                      detail::act_data<T>(inp), nullptr, weight.as<float>(), bias.as<float>());
+    using P = typename decltype(ptype)::type;
+    launch_forward<T, P>(stream, d, detail::act_data<T>(out), mean.as<float>(), rstd.as<float>(), nullptr,
+                         detail::act_data<T>(inp), nullptr, detail::act_data<P>(weight), detail::act_data<P>(bias));
   });
 }
 
@@ -87,12 +90,13 @@ void layernorm_residual_forward(const ExecContext& ctx, TensorView residual, Ten
     detail::check_on_gpu(*v, "residual operand");
     ZT_CHECK(v->numel() == out.numel(), "layernorm_residual_forward: residual, a and b must be shaped as out");
   }
-  const RowDims d = check_forward(out, mean, rstd, a, weight, bias);
-  detail::dispatch_activation(dtype, [&](auto type) {
+  const RowDims d = check_forward("layernorm_residual_forward", dtype, out, mean, rstd, a, weight, bias);
+  detail::dispatch_activation_params(dtype, weight.dtype, [&](auto type, auto ptype) {
     using T = typename decltype(type)::type;
-    launch_forward<T>(stream, d, detail::act_data<T>(out), mean.as<float>(), rstd.as<float>(),
-                      detail::act_data<T>(residual), detail::act_data<T>(a), detail::act_data<T>(b),
-                      weight.as<float>(), bias.as<float>());
+    using P = typename decltype(ptype)::type;
+    launch_forward<T, P>(stream, d, detail::act_data<T>(out), mean.as<float>(), rstd.as<float>(),
+                         detail::act_data<T>(residual), detail::act_data<T>(a), detail::act_data<T>(b),
+                         detail::act_data<P>(weight), detail::act_data<P>(bias));
   });
 }
 
@@ -100,7 +104,7 @@ void layernorm_backward(const ExecContext& ctx, TensorView dinp, TensorView dwei
                         TensorView inp, TensorView weight, TensorView mean, TensorView rstd) {
   const cudaStream_t stream = detail::stream_of(ctx);
   const DType dtype = detail::activation_dtype("layernorm_backward", {dinp, dout, inp});
-  const RowDims d = check_views(dout, mean, rstd, inp, weight);
+  const RowDims d = check_views("layernorm_backward", dtype, dout, mean, rstd, inp, weight);
   for (const TensorView* v : {&dinp, &dweight, &dbias}) detail::check_on_gpu(*v, "layernorm gradient");
   ZT_CHECK(dinp.numel() == inp.numel(), "dinp must be shaped as inp");
   ZT_CHECK(dweight.dtype == DType::kF32 && dweight.numel() == d.cols, "dweight must be F32 [{}]", d.cols);
@@ -108,17 +112,18 @@ void layernorm_backward(const ExecContext& ctx, TensorView dinp, TensorView dwei
   const std::int64_t num_chunks = (d.rows + kRowsPerChunk - 1) / kRowsPerChunk;
   if (num_chunks == 0) return;
   Buffer partials = detail::resources_of(ctx).scratch(DType::kF32, num_chunks * 2 * d.cols);
-  detail::dispatch_activation(dtype, [&](auto type) {
+  detail::dispatch_activation_params(dtype, weight.dtype, [&](auto type, auto ptype) {
     using T = typename decltype(type)::type;
+    using P = typename decltype(ptype)::type;
     T* di = detail::act_data<T>(dinp);
     const T* g = detail::act_data<T>(dout);
     const T* x = detail::act_data<T>(inp);
+    const P* w = detail::act_data<P>(weight);
     const bool vec = d.cols % 4 == 0 && detail::act_vec4_aligned(di) && detail::act_vec4_aligned(g) &&
-                     detail::act_vec4_aligned(x) && detail::aligned16(partials.data()) &&
-                     detail::aligned16(weight.data);
-    const auto chunk_kernel = vec ? layernorm_backward_chunk<T, 4> : layernorm_backward_chunk<T, 1>;
+                     detail::act_vec4_aligned(x) && detail::aligned16(partials.data()) && detail::act_vec4_aligned(w);
+    const auto chunk_kernel = vec ? layernorm_backward_chunk<T, P, 4> : layernorm_backward_chunk<T, P, 1>;
     chunk_kernel<<<static_cast<unsigned>(num_chunks), kBackwardThreads, 0, stream>>>(
-        di, partials.as<float>(), g, x, weight.as<float>(), mean.as<float>(), rstd.as<float>(), d.rows, d.cols);
+        di, partials.as<float>(), g, x, w, mean.as<float>(), rstd.as<float>(), d.rows, d.cols);
   });
   ZT_CUDA_CHECK_LAUNCH();
   layernorm_backward_params<<<(d.cols + kColumnThreads - 1) / kColumnThreads, kColumnThreads, 0, stream>>>(

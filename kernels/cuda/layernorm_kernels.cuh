@@ -7,7 +7,9 @@
 // row operand is aligned to its group's width, else single elements (kVec = 1); the reduction order
 // is fixed for a given kVec, so results repeat bitwise. The activations (out, inp, residual and its
 // addends; dinp, dout) are of storage type T, float or bf16 (docs/precision.md): widened on load,
-// statistics and parameter gradients kept in fp32, each activation result rounded once.
+// statistics and parameter gradients kept in fp32, each activation result rounded once. The
+// parameters (weight, bias) are of type P: float, or bf16 working weights with bf16 activations,
+// widened on load like the activations.
 #pragma once
 
 #include <cstdint>
@@ -24,11 +26,11 @@ constexpr int kColumnThreads = 256;
 
 // With `a2` non-null the row is a + a2 (written to `residual`); otherwise it is a. Each lane owns
 // the groups q = lane, lane + 32, ... of kVec columns (see the header comment for kVec).
-template <typename T, int kVec>
+template <typename T, typename P, int kVec>
 __global__ void layernorm_forward_kernel(T* out, float* mean, float* rstd, T* residual, const T* a, const T* a2,
-                                         const float* weight, const float* bias, std::int64_t N, int C) {
+                                         const P* weight, const P* bias, std::int64_t N, int C) {
   using Vec = detail::ActVec<T, kVec>;
-  using ParamVec = detail::FloatVec<kVec>;
+  using ParamVec = detail::ActVec<P, kVec>;
   const int lane = threadIdx.x % detail::kWarpSize;
   const std::int64_t row = blockIdx.x * std::int64_t{kForwardWarps} + threadIdx.x / detail::kWarpSize;
   if (row >= N) return;
@@ -83,11 +85,12 @@ __global__ void layernorm_forward_kernel(T* out, float* mean, float* rstd, T* re
 
 // One block per chunk of kRowsPerChunk rows. partials: [num_chunks, 2, C] (dweight, then dbias).
 // dinp accumulates as round(widen(old) + contribution) for bf16 (docs/precision.md).
-template <typename T, int kVec>
-__global__ void layernorm_backward_chunk(T* dinp, float* partials, const T* dout, const T* inp, const float* weight,
+template <typename T, typename P, int kVec>
+__global__ void layernorm_backward_chunk(T* dinp, float* partials, const T* dout, const T* inp, const P* weight,
                                          const float* mean, const float* rstd, std::int64_t N, int C) {
   using Vec = detail::ActVec<T, kVec>;
-  using ParamVec = detail::FloatVec<kVec>;
+  using ParamVec = detail::ActVec<P, kVec>;
+  using PartialVec = detail::FloatVec<kVec>;
   const int lane = threadIdx.x % detail::kWarpSize, warp = threadIdx.x / detail::kWarpSize;
   constexpr int kWarps = kBackwardThreads / detail::kWarpSize;
   const std::int64_t row0 = blockIdx.x * std::int64_t{kRowsPerChunk};
@@ -129,7 +132,7 @@ __global__ void layernorm_backward_chunk(T* dinp, float* partials, const T* dout
   float* dw_part = partials + blockIdx.x * std::int64_t{2} * C;
   float* db_part = dw_part + C;
   for (int q = threadIdx.x; q < groups; q += kBackwardThreads) {
-    ParamVec dw{}, db{};
+    PartialVec dw{}, db{};
     for (int r = 0; r < rows; ++r) {
       const std::int64_t row = row0 + r;
       const Vec gv = Vec::load(dout + row * C + q * kVec), xv = Vec::load(inp + row * C + q * kVec);

@@ -65,9 +65,9 @@ TensorView GptModel::token_view(int which, Shape shape) const {
   return TensorView{tokens + which * dims_.BT(), DType::kI32, stream_.device(), shape};
 }
 
-TensorView GptModel::acquire_fp32(ParamStore& store, int unit, Pass pass) {
+TensorView GptModel::acquire_for_kernels(ParamStore& store, int unit, Pass pass) {
   const TensorView working = store.acquire_params(unit, pass);
-  if (working.dtype == DType::kF32) return working;
+  if (working.dtype == DType::kF32 || working.dtype == dims_.act) return working;
   for (int slot = 0; slot < 2; ++slot) {
     if (fp32_copy_unit_[slot] == unit) return TensorView{fp32_copies_[slot].data(), DType::kF32, working.device, working.shape};
   }
@@ -106,14 +106,14 @@ float GptModel::forward(ParamStore& store, const std::int32_t* inputs, const std
 
   store.begin_pass(Pass::kForward, forward_schedule_, options.training);
   {
-    const EmbeddingParams p = embedding_views(table_, acquire_fp32(store, emb, Pass::kForward));
+    const EmbeddingParams p = embedding_views(table_, acquire_for_kernels(store, emb, Pass::kForward));
     ops::embedding_forward(ctx_, resid(0), input_view, p.wte, p.wpe);
     const cpu::DropoutSpec drop = dropout_spec(cpu::kEmbeddingDropoutSite);
     if (drop.active()) ops::dropout_forward(ctx_, resid(0), resid(0), drop);
     store.release_params(emb, Pass::kForward);
   }
   for (int l = 0; l < L; ++l) {
-    const BlockParams p = block_views(table_, l, acquire_fp32(store, block_unit(l), Pass::kForward));
+    const BlockParams p = block_views(table_, l, acquire_for_kernels(store, block_unit(l), Pass::kForward));
     auto acts = std::make_unique<BlockActivations>(tracker_, d, ctx_);
     block_forward(ctx_, p, resid(l), *acts, resid(l + 1), config_.n_head, block_dropout(l));
     // A checkpointed block keeps only its input (resid(l)); backward recomputes the rest.
@@ -123,8 +123,8 @@ float GptModel::forward(ParamStore& store, const std::int32_t* inputs, const std
 
   head_acts_ = std::make_unique<HeadActivations>(tracker_, d, ctx_);
   HeadActivations& h = *head_acts_;
-  const FinalParams fp = final_views(table_, config_, acquire_fp32(store, fin, Pass::kForward));
-  const EmbeddingParams ep = embedding_views(table_, acquire_fp32(store, emb, Pass::kForward));
+  const FinalParams fp = final_views(table_, config_, acquire_for_kernels(store, fin, Pass::kForward));
+  const EmbeddingParams ep = embedding_views(table_, acquire_for_kernels(store, emb, Pass::kForward));
   ops::layernorm_forward(ctx_, h.lnf, h.lnf_mean, h.lnf_rstd, resid(L), fp.ln_f_w, fp.ln_f_b);
   ops::matmul_forward(ctx_, h.probs, h.lnf, ep.wte, ops::WeightLayout::kOutIn, TensorView{});
   store.release_params(emb, Pass::kForward);
@@ -164,14 +164,14 @@ void GptModel::backward(ParamStore& store, float loss_scale) {
     HeadActivations& h = *head_acts_;
     ops::softmax_cross_entropy_backward(ctx_, h.probs, h.probs, target_view,
                                         loss_scale / static_cast<float>(d.BT()), config_.vocab_size);
-    const EmbeddingParams ep = embedding_views(table_, acquire_fp32(store, emb, Pass::kBackward));
+    const EmbeddingParams ep = embedding_views(table_, acquire_for_kernels(store, emb, Pass::kBackward));
     const TensorView emb_grad = zeroed_grad_scratch(emb);
     ops::matmul_backward(ctx_, dlnf, embedding_views(table_, emb_grad).wte, TensorView{}, h.probs, h.lnf, ep.wte,
                          ops::WeightLayout::kOutIn);
     store.accumulate_grads(emb, emb_grad);
     store.release_params(emb, Pass::kBackward);
 
-    const FinalParams fp = final_views(table_, config_, acquire_fp32(store, fin, Pass::kBackward));
+    const FinalParams fp = final_views(table_, config_, acquire_for_kernels(store, fin, Pass::kBackward));
     const TensorView fin_grad = zeroed_grad_scratch(fin);
     const FinalParams fg = final_views(table_, config_, fin_grad);
     ops::fill_zero(ctx_, dresid);
@@ -184,7 +184,7 @@ void GptModel::backward(ParamStore& store, float loss_scale) {
 
   for (int l = L - 1; l >= 0; --l) {
     const int unit = block_unit(l);
-    const BlockParams p = block_views(table_, l, acquire_fp32(store, unit, Pass::kBackward));
+    const BlockParams p = block_views(table_, l, acquire_for_kernels(store, unit, Pass::kBackward));
     std::unique_ptr<BlockActivations>& acts = block_acts_[static_cast<std::size_t>(l)];
     if (policy_.is_checkpointed(l)) {
       acts = std::make_unique<BlockActivations>(tracker_, d, ctx_);

@@ -51,9 +51,11 @@ class GptModel {
   void release_activations();
 
  private:
-  // fp32 view of a unit's working parameters: the store's own buffer in fp32 mode, a converted
-  // copy in bf16 mode (kernels compute in fp32). Pair each call with store.release_params.
-  TensorView acquire_fp32(ParamStore& store, int unit, Pass pass);
+  // A unit's working parameters as the kernels read them: the store's own buffer when it is fp32,
+  // or bf16 with bf16 activations (the kernels widen bf16 parameters as they load them); an fp32
+  // copy for bf16 parameters with fp32 activations, whose kernels take fp32 parameters only
+  // (check_param_dtype). Pair each call with store.release_params.
+  TensorView acquire_for_kernels(ParamStore& store, int unit, Pass pass);
   TensorView zeroed_grad_scratch(int unit);
   // The input (which = 0) or target (1) token ids kept before the residual stream.
   TensorView token_view(int which, Shape shape) const;
@@ -76,7 +78,8 @@ class GptModel {
   Buffer dresid_;        // [B,T,C] gradient of the residual stream
   Buffer grad_scratch_;  // fp32, largest unit: one unit's gradient before it goes to the store
   PassSchedule forward_schedule_, backward_schedule_;  // the store calls of each pass (gpt_schedule.h)
-  // bf16 mode: two fp32 copies of units (the head needs the final LN and the embeddings at once).
+  // bf16 parameters with fp32 activations: two fp32 copies of units (the head needs the final LN
+  // and the embeddings at once).
   std::array<Buffer, 2> fp32_copies_;
   std::array<int, 2> fp32_copy_unit_{-1, -1};
   int next_copy_slot_ = 0;

@@ -1,7 +1,8 @@
 // The CUDA LayerNorm kernels (kernels/cuda/layernorm_kernels.cuh) run on the CPU under the SIMT
 // emulator ([Note: SIMT emulation] in simt_runtime.h), as layernorm.cu launches them, against the
 // CPU kernels: plain and residual-fused forward, the chunked backward and its parameter-gradient
-// pass, both vector widths (kVec 4 where C % 4 == 0), F32 and BF16 activations. Tolerances of
+// pass, both vector widths (kVec 4 where C % 4 == 0), F32 and BF16 activations, with F32 parameters
+// and (BF16 activations only) BF16 working parameters, read by the CPU kernels too. Tolerances of
 // tests/gpu/layernorm_embedding_test.cpp: 1e-5 normwise for fp32 results (sums of C terms in
 // another fixed order); BF16 results also within 2^-7 of the CPU's per element (one rounding each,
 // which a last-bit difference before it may flip), and the fused residual bitwise (one addition
@@ -26,16 +27,19 @@ namespace {
 namespace ln = cuda::detail::ln;
 using namespace emulation;  // NOLINT: the emulation tests' shared helpers
 
-template <typename T, int kVec>
+template <typename T, typename P, int kVec>
 void run_shape(Rng& rng, std::int64_t N, std::int64_t C) {
   constexpr bool kBf16 = !std::is_same_v<T, float>;
-  SCOPED_TRACE(::testing::Message() << (kBf16 ? "BF16" : "F32") << " N=" << N << " C=" << C << " kVec=" << kVec);
-  const DType dt = dtype_of<T>();
+  SCOPED_TRACE(::testing::Message() << (kBf16 ? "BF16" : "F32") << " activations, "
+                                    << (std::is_same_v<P, float> ? "F32" : "BF16") << " parameters, N=" << N
+                                    << " C=" << C << " kVec=" << kVec);
+  const DType dt = dtype_of<T>(), pt = dtype_of<P>();
   const Shape nc{N, C};
   // Operands rounded to the activation dtype first, so both sides read the same values.
   const std::vector<float> a = host_values(device_values<T>(rng.normal(N * C, 2.0f, 3.0f)));
   const std::vector<float> b = host_values(device_values<T>(rng.normal(N * C)));
-  std::vector<float> w = rng.normal(C), bias = rng.normal(C);
+  std::vector<P> w = device_values<P>(rng.normal(C)), bias = device_values<P>(rng.normal(C));
+  const TensorView w_view{w.data(), pt, Device::kCPU, Shape{C}}, bias_view{bias.data(), pt, Device::kCPU, Shape{C}};
   const std::vector<float> dout = host_values(device_values<T>(rng.normal(N * C)));
   const std::vector<float> dinp0 = host_values(device_values<T>(rng.normal(N * C)));
   const std::vector<float> dw0 = rng.normal(C), db0 = rng.normal(C);
@@ -47,12 +51,12 @@ void run_shape(Rng& rng, std::int64_t N, std::int64_t C) {
   cpu::residual_forward(reference_ctx(), TensorView{x_t.data(), dt, Device::kCPU, nc},
                         TensorView{a_t.data(), dt, Device::kCPU, nc}, TensorView{b_t.data(), dt, Device::kCPU, nc});
   cpu::layernorm_forward(reference_ctx(), TensorView{out_t.data(), dt, Device::kCPU, nc}, view_of(mean), view_of(rstd),
-                         TensorView{x_t.data(), dt, Device::kCPU, nc}, view_of(w), view_of(bias));
+                         TensorView{x_t.data(), dt, Device::kCPU, nc}, w_view, bias_view);
   std::vector<T> dout_t = device_values<T>(dout), dinp_t = device_values<T>(dinp0);
   std::vector<float> dw = dw0, db = db0;
   cpu::layernorm_backward(reference_ctx(), TensorView{dinp_t.data(), dt, Device::kCPU, nc}, view_of(dw), view_of(db),
                           TensorView{dout_t.data(), dt, Device::kCPU, nc}, TensorView{x_t.data(), dt, Device::kCPU, nc},
-                          view_of(w), view_of(mean), view_of(rstd));
+                          w_view, view_of(mean), view_of(rstd));
 
   // Emulated: the fused forward (residual = a + b, out = LN(residual)), then the plain one on x.
   const std::vector<T> nan = device_values<T>(std::vector<float>(static_cast<std::size_t>(N * C), NAN));
@@ -60,14 +64,14 @@ void run_shape(Rng& rng, std::int64_t N, std::int64_t C) {
   std::vector<float> g_mean(N, NAN), g_rstd(N, NAN);
   const dim3 fwd_grid(static_cast<unsigned>((N + ln::kForwardWarps - 1) / ln::kForwardWarps));
   const int fwd_threads = ln::kForwardWarps * cuda::detail::kWarpSize;
-  simt::launch(fwd_grid, fwd_threads, 0, ln::layernorm_forward_kernel<T, kVec>, g_out.data(),
+  simt::launch(fwd_grid, fwd_threads, 0, ln::layernorm_forward_kernel<T, P, kVec>, g_out.data(),
                g_mean.data(), g_rstd.data(), g_res.data(), a_t.data(), b_t.data(), w.data(), bias.data(), N,
                static_cast<int>(C));
   EXPECT_TRUE(bitwise_equal(host_values(g_res), host_values(x_t))) << "residual";
   EXPECT_TRUE(close_to_cpu(host_values(g_out), host_values(out_t), kBf16)) << "fused out";
   EXPECT_TRUE(close_to_cpu(g_mean, mean, false)) << "mean";
   EXPECT_TRUE(close_to_cpu(g_rstd, rstd, false)) << "rstd";
-  simt::launch(fwd_grid, fwd_threads, 0, ln::layernorm_forward_kernel<T, kVec>, g_out2.data(), g_mean.data(),
+  simt::launch(fwd_grid, fwd_threads, 0, ln::layernorm_forward_kernel<T, P, kVec>, g_out2.data(), g_mean.data(),
                g_rstd.data(), static_cast<T*>(nullptr), x_t.data(), static_cast<const T*>(nullptr), w.data(),
                bias.data(), N, static_cast<int>(C));
   EXPECT_TRUE(close_to_cpu(host_values(g_out2), host_values(out_t), kBf16)) << "out";
@@ -76,7 +80,7 @@ void run_shape(Rng& rng, std::int64_t N, std::int64_t C) {
   std::vector<float> g_dw = dw0, g_db = db0;
   const std::int64_t chunks = (N + ln::kRowsPerChunk - 1) / ln::kRowsPerChunk;
   std::vector<float> partials(static_cast<std::size_t>(chunks * 2 * C), NAN);
-  simt::launch(dim3(static_cast<unsigned>(chunks)), ln::kBackwardThreads, 0, ln::layernorm_backward_chunk<T, kVec>,
+  simt::launch(dim3(static_cast<unsigned>(chunks)), ln::kBackwardThreads, 0, ln::layernorm_backward_chunk<T, P, kVec>,
                g_dinp.data(), partials.data(), dout_t.data(), x_t.data(), w.data(), g_mean.data(), g_rstd.data(), N,
                static_cast<int>(C));
   simt::launch(dim3(static_cast<unsigned>((C + ln::kColumnThreads - 1) / ln::kColumnThreads)), ln::kColumnThreads, 0,
@@ -92,12 +96,14 @@ void run_shape(Rng& rng, std::int64_t N, std::int64_t C) {
 TEST(LayerNormEmulation, ForwardFusedAndBackwardMatchCpu) {
   ZT_SEEDED_RNG(rng);
   for (auto [N, C] : {std::pair<std::int64_t, std::int64_t>{1, 1}, {5, 37}, {7, 13}, {70, 100}}) {
-    run_shape<float, 1>(rng, N, C);
-    run_shape<bf16_dev, 1>(rng, N, C);
+    run_shape<float, float, 1>(rng, N, C);
+    run_shape<bf16_dev, float, 1>(rng, N, C);
+    run_shape<bf16_dev, bf16_dev, 1>(rng, N, C);
   }
   for (auto [N, C] : {std::pair<std::int64_t, std::int64_t>{65, 12}, {33, 768}, {70, 100}}) {
-    run_shape<float, 4>(rng, N, C);
-    run_shape<bf16_dev, 4>(rng, N, C);
+    run_shape<float, float, 4>(rng, N, C);
+    run_shape<bf16_dev, float, 4>(rng, N, C);
+    run_shape<bf16_dev, bf16_dev, 4>(rng, N, C);
   }
 }
 

@@ -244,14 +244,15 @@ TEST(RankMemory, EachStageNeedsNoMoreThanTheLastForGpt2OnFourOrMoreRanks) {
 }
 
 // One optimizer step on one rank, measured by the tracker, against the stage-0 prediction at N=1.
-void expect_measured_equals_predicted(DType dtype, const char* checkpointing) {
-  SCOPED_TRACE(::testing::Message() << dtype_name(dtype) << " activation_checkpointing=" << checkpointing);
+void expect_measured_equals_predicted(DType dtype, DType activations, const char* checkpointing) {
+  SCOPED_TRACE(::testing::Message() << dtype_name(dtype) << " parameters, " << dtype_name(activations)
+                                    << " activations, activation_checkpointing=" << checkpointing);
   gpt::CheckpointPolicy policy;
   ASSERT_TRUE(gpt::CheckpointPolicy::parse(checkpointing, &policy));
   const int B = 4, T = 16;
   MemoryTracker tracker;
   const ExecContext ctx{Device::kCPU, 2, nullptr};
-  gpt::GptModel model(kTiny, B, T, policy, tracker, ctx);
+  gpt::GptModel model(kTiny, B, T, policy, tracker, ctx, 0.0f, 0, activations);
   LocalCommunicator comm(tracker, {});
   ZeroParamStore store(model.table(), dtype, ZeroOptions{}, comm, tracker, ctx);
   ShardedAdamW optimizer(store, cpu::AdamWHyper{}, tracker, ctx);
@@ -267,7 +268,7 @@ void expect_measured_equals_predicted(DType dtype, const char* checkpointing) {
   const MemorySnapshot measured = tracker.snapshot();
 
   const StageMemory predicted =
-      predict_rank_memory(model.table(), dtype, predict_gpt_footprint(kTiny, B, T, policy, dtype, Device::kCPU),
+      predict_rank_memory(model.table(), dtype, predict_gpt_footprint(kTiny, B, T, policy, dtype, Device::kCPU, activations),
                           {gpt::forward_schedule(kTiny), gpt::backward_schedule(kTiny)}, ZeroOptions{}, 1);
   for (int i = 0; i < kNumMemCategories; ++i) {
     EXPECT_EQ(measured.peak_bytes[i], predicted.bytes[i]) << mem_category_name(static_cast<MemCategory>(i));
@@ -277,7 +278,9 @@ void expect_measured_equals_predicted(DType dtype, const char* checkpointing) {
 
 TEST(RankMemory, OneRankStageZeroEqualsWhatTheEngineAllocates) {
   for (DType dtype : {DType::kF32, DType::kBF16}) {
-    for (const char* checkpointing : {"none", "all"}) expect_measured_equals_predicted(dtype, checkpointing);
+    for (DType activations : {DType::kF32, DType::kBF16}) {
+      for (const char* checkpointing : {"none", "all"}) expect_measured_equals_predicted(dtype, activations, checkpointing);
+    }
   }
 }
 

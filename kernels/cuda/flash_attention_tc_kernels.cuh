@@ -15,6 +15,15 @@
 // kernels do (fp32 sums, another order); the probabilities (after dropout) and dS are rounded once
 // to bf16 before their products. Deterministic: every sum has a fixed order, no atomics.
 //
+// [Note: bank skew]
+// The fp32 tiles' rows are Ld::s = 68 floats apart (WMMA wants a multiple of 4), so row r starts
+// on bank 4r mod 32: rows r and r + 8 share a bank, and the two lanes of a row, 32 columns apart,
+// share one too. Walking columns in the same order, a warp's 32 lanes would hit 8 banks (4-way
+// conflicts; 8-way in the dk/dv pass, whose lanes own 4 keys x 8 queries). So each lane starts its
+// walk at a column offset of its own (row_pass_skew, dkdv_skew) and wraps: at every step the 32 lanes
+// then read 32 different banks (the output rows, HS + 4 floats apart, likewise). It changes only the
+// order of each lane's own row sum, which stays fixed.
+//
 // Internal to flash_attention_tc.cu (which launches them) and to the SIMT emulation test
 // (tests/emulation/), which runs this device code on the CPU: kernels only, no launch syntax.
 #pragma once
@@ -36,6 +45,12 @@ using bf16 = __nv_bfloat16;
 
 constexpr int kWarps = 4;
 constexpr int kThreads = 32 * kWarps;
+
+// [Note: bank skew] for the two-lanes-a-row passes: lane = 2 x (row in warp) + half, and rows
+// r, r + 8 of a warp are told apart by lane / 16, the halves by 2 x (lane % 2): offsets 0..3.
+__device__ __forceinline__ int row_pass_skew(int lane) { return lane / 16 + 2 * (lane % 2); }
+// The same for the dk/dv pass (lane % 4 picks 4 keys, lane / 4 the 8 queries): offsets 0..7.
+__device__ __forceinline__ int dkdv_skew(int lane) { return 2 * (lane % 4) + lane / 16; }
 constexpr int kRows = 16 * kWarps;  // rows a block owns
 constexpr int kTile = 64;           // rows per streamed tile; == kRows, so causal bounds fall on tiles
 static_assert(kTile == kRows, "the causal loop bounds assume one tile per block of rows");
@@ -220,6 +235,7 @@ __global__ void __launch_bounds__(kThreads) tc_forward_kernel(bf16* out, float* 
   // This lane's share of the per-row work: row `row` of the block, columns [c0, c0 + 32) of a
   // score tile and [d0, d0 + HS / 2) of the output.
   const int row = warp * 16 + lane / 2, c0 = (lane % 2) * (kTile / 2), d0 = (lane % 2) * (HS / 2);
+  const int skew = row_pass_skew(lane);  // [Note: bank skew]
   const int i = first + row;
   float* srow = ss + row * Ld<HS>::s;
   bf16* prow = ps + row * Ld<HS>::p;
@@ -243,7 +259,8 @@ __global__ void __launch_bounds__(kThreads) tc_forward_kernel(bf16* out, float* 
     // whose output is dropped, see keys below T only, so no row is ever fully masked: key 0 is
     // in every row's first tile and m is finite from then on).
     float tile_max = -INFINITY;
-    for (int c = c0; c < c0 + kTile / 2; ++c) {
+    for (int t = 0; t < kTile / 2; ++t) {
+      const int c = c0 + (t + skew) % (kTile / 2);
       const int j = k0 + c;
       const float s = j <= i && j < g.T ? srow[c] * g.scale : -INFINITY;
       srow[c] = s;
@@ -254,7 +271,8 @@ __global__ void __launch_bounds__(kThreads) tc_forward_kernel(bf16* out, float* 
     const float rescale = expf(m - m_new);  // 0 on the first tile (m = -inf)
     const std::int64_t e0 = (static_cast<std::int64_t>(h) * g.T + i) * g.T + k0;  // mask index of (i, k0)
     float sum = 0.0f;
-    for (int c = c0; c < c0 + kTile / 2; ++c) {
+    for (int t = 0; t < kTile / 2; ++t) {
+      const int c = c0 + (t + skew) % (kTile / 2);
       const float p = expf(srow[c] - m_new);
       sum += p;
       prow[c] = round_bf16(p != 0.0f && i < g.T ? p * cursor.factor(e0 + c) : p);
@@ -262,7 +280,7 @@ __global__ void __launch_bounds__(kThreads) tc_forward_kernel(bf16* out, float* 
     sum += __shfl_xor_sync(0xffffffffu, sum, 1);
     l = l * rescale + sum;
     m = m_new;
-    for (int d = d0; d < d0 + HS / 2; ++d) orow[d] *= rescale;
+    for (int t = 0; t < HS / 2; ++t) orow[d0 + (t + skew) % (HS / 2)] *= rescale;
     __syncwarp();
     FragA pa[kTile / 16];
     load_p_fragments<HS>(pa, ps + warp * 16 * Ld<HS>::p);
@@ -317,6 +335,7 @@ __global__ void __launch_bounds__(kThreads) tc_dq_kernel(bf16* dqkv, const bf16*
   for (int n = 0; n < HS / 16; ++n) wmma::fill_fragment(dq[n], 0.0f);
 
   const int row = warp * 16 + lane / 2, c0 = (lane % 2) * (kTile / 2), d0 = (lane % 2) * (HS / 2);
+  const int skew = row_pass_skew(lane);  // [Note: bank skew]
   const int i = first + row;
   const float lse_i = i < g.T ? lse[static_cast<std::int64_t>(bh) * g.T + i] : 0.0f;
   const float delta_i = i < g.T ? delta[static_cast<std::int64_t>(bh) * g.T + i] : 0.0f;
@@ -340,7 +359,8 @@ __global__ void __launch_bounds__(kThreads) tc_dq_kernel(bf16* dqkv, const bf16*
     }
     __syncwarp();
     const std::int64_t e0 = (static_cast<std::int64_t>(h) * g.T + i) * g.T + k0;
-    for (int c = c0; c < c0 + kTile / 2; ++c) {
+    for (int t = 0; t < kTile / 2; ++t) {
+      const int c = c0 + (t + skew) % (kTile / 2);
       const int j = k0 + c;
       const float p = j <= i && j < g.T ? expf(srow[c] * g.scale - lse_i) : 0.0f;
       const float ds = p != 0.0f && i < g.T ? p * (dprow[c] * cursor.factor(e0 + c) - delta_i) : 0.0f;
@@ -406,7 +426,7 @@ __global__ void __launch_bounds__(kThreads) tc_dkv_kernel(bf16* dqkv, const bf16
   // The per-element pass: this lane's keys kr0 .. kr0 + 3 (of the warp's 16) and queries cq0 ..
   // cq0 + 7 of a tile, keys innermost, so the mask elements (h, qi, j .. j + 3) it walks share
   // Philox blocks (at most 2 draws per 4 elements rather than 4). The epilogue: row `row`, half d0.
-  const int kr0 = warp * 16 + (lane % 4) * 4, cq0 = (lane / 4) * 8;
+  const int kr0 = warp * 16 + (lane % 4) * 4, cq0 = (lane / 4) * 8, skew = dkdv_skew(lane);  // [Note: bank skew]
   const int row = warp * 16 + lane / 2, d0 = (lane % 2) * (HS / 2);
   const int j = first + row;
   MaskCursor cursor(mask, b);
@@ -429,7 +449,8 @@ __global__ void __launch_bounds__(kThreads) tc_dkv_kernel(bf16* dqkv, const bf16
       wmma::store_matrix_sync(dpts + warp * 16 * Ld<HS>::s + n * 16, dpt, Ld<HS>::s, wmma::mem_row_major);
     }
     __syncwarp();
-    for (int c = cq0; c < cq0 + 8; ++c) {
+    for (int t = 0; t < 8; ++t) {
+      const int c = cq0 + (t + skew) % 8;
       const int qi = q0 + c;
       for (int r = kr0; r < kr0 + 4; ++r) {
         const int key = first + r;

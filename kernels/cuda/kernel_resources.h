@@ -3,8 +3,10 @@
 // once, so no kernel allocates in the step loop), and tracked transient scratch.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
+#include <map>
 
 #include <cublasLt.h>
 
@@ -42,11 +44,18 @@ class KernelResources {
   // cores. kTf32 applies to every cuBLASLt product, kBf16 to the linear layers (cuda::matmul_*).
   MatmulPrecision fp32_matmuls = MatmulPrecision::kFp32;
 
+  // cuBLASLt's heuristic choice per product configuration (lt_gemm.cu builds the key from every
+  // value its descriptors and preferences are made of): asked once per configuration, as a step
+  // repeats the same few dozen shapes and the query costs tens of microseconds of host time.
+  using GemmKey = std::array<std::int64_t, 22>;
+  std::map<GemmKey, cublasLtMatmulAlgo_t>& gemm_algorithms() { return gemm_algorithms_; }
+
  private:
   MemoryTracker& tracker_;
   DeviceAllocator& allocator_;
   cublasLtHandle_t cublaslt_ = nullptr;
   Buffer workspace_;
+  std::map<GemmKey, cublasLtMatmulAlgo_t> gemm_algorithms_;
 };
 
 // The ExecContext for CUDA kernels on `stream` with these resources.

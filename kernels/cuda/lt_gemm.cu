@@ -1,6 +1,7 @@
 // cuBLASLt products for the CUDA kernels (see lt_gemm.h). Descriptors are built per call (a few
 // microseconds of host time, hidden behind the queued GPU work); the algorithm comes from
-// cuBLASLt's heuristic, which is deterministic for a given shape, GPU and library version.
+// cuBLASLt's heuristic, which is deterministic for a given shape, GPU and library version, asked
+// once per configuration and kept in KernelResources::gemm_algorithms.
 #include "kernels/cuda/lt_gemm.h"
 
 #include <utility>
@@ -85,14 +86,24 @@ void run_gemm(const ExecContext& ctx, const LtGemm& g) {
   for (const auto& [attr, bytes] : aligns) {
     ZT_CUDA_CHECK(cublasLtMatmulPreferenceSetAttribute(desc.pref, attr, &bytes, sizeof bytes));
   }
-  cublasLtMatmulHeuristicResult_t heuristic{};
-  int found = 0;
-  ZT_CUDA_CHECK(cublasLtMatmulAlgoGetHeuristic(res.cublaslt(), desc.op, desc.a, desc.b, desc.d, desc.d, desc.pref, 1,
-                                               &heuristic, &found));
-  ZT_CHECK(found > 0, "cuBLASLt has no algorithm for m={} n={} k={} (transa {}, transb {}, epilogue {})", g.m, g.n,
-           g.k, g.trans_a, g.trans_b, static_cast<int>(g.epilogue));
+  // Everything the descriptors and preferences above are made of (pointers only through their
+  // alignments and whether a bias or aux is set), so equal keys ask the heuristic the same question.
+  const KernelResources::GemmKey key = {compute, g.trans_a, g.trans_b, g.m, g.n, g.k, g.lda, g.ldb, g.ldd,
+                                        g.ab_type, g.d_type, g.epilogue, g.bias != nullptr, g.aux != nullptr,
+                                        g.batch_count, g.stride_a, g.stride_b, g.stride_d, align_a, align_b,
+                                        align_d, static_cast<std::int64_t>(ws_bytes)};
+  auto cached = res.gemm_algorithms().find(key);
+  if (cached == res.gemm_algorithms().end()) {
+    cublasLtMatmulHeuristicResult_t heuristic{};
+    int found = 0;
+    ZT_CUDA_CHECK(cublasLtMatmulAlgoGetHeuristic(res.cublaslt(), desc.op, desc.a, desc.b, desc.d, desc.d, desc.pref,
+                                                 1, &heuristic, &found));
+    ZT_CHECK(found > 0, "cuBLASLt has no algorithm for m={} n={} k={} (transa {}, transb {}, epilogue {})", g.m, g.n,
+             g.k, g.trans_a, g.trans_b, static_cast<int>(g.epilogue));
+    cached = res.gemm_algorithms().emplace(key, heuristic.algo).first;
+  }
   ZT_CUDA_CHECK(cublasLtMatmul(res.cublaslt(), desc.op, &g.alpha, g.A, desc.a, g.B, desc.b, &g.beta, g.D, desc.d, g.D,
-                               desc.d, &heuristic.algo, res.cublas_workspace(), ws_bytes, stream));
+                               desc.d, &cached->second, res.cublas_workspace(), ws_bytes, stream));
 }
 
 

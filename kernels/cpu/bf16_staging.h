@@ -21,7 +21,7 @@ namespace zt::cpu::detail {
 // A parameter as the fp32 kernels read it: `v` itself when F32 (or without data), else its BF16
 // values widened (exactly) into `storage`, which the result views. Parameters are small next to
 // the activations, except the embedding tables, which embedding_forward reads row by row instead.
-TensorView widened_f32(const TensorView& v, std::vector<float>& storage);
+TensorView widened_f32(const ExecContext& ctx, const TensorView& v, std::vector<float>& storage);
 
 // `v` seen as [numel / width, width] (width must divide numel).
 TensorView as_rows(const TensorView& v, std::int64_t width);

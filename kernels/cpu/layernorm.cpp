@@ -68,11 +68,12 @@ void layernorm_forward(const ExecContext& ctx, TensorView out, TensorView mean, 
   const RowDims d = check_views(out, mean, rstd, inp, weight);
   const DType act = detail::activation_dtype("layernorm_forward", {out, inp});
   detail::check_param_dtype("layernorm_forward", act, {weight, bias});
-  ZT_CHECK(bias.numel() == d.cols, "bias must have {} elements", d.cols);
+  ZT_CHECK(bias.dtype == weight.dtype && bias.numel() == d.cols, "bias must be {} [{}] like the weight",
+           dtype_name(weight.dtype), d.cols);
   if (act == DType::kBF16) {
     using detail::Access;
     std::vector<float> weight_f32, bias_f32;
-    const TensorView w = detail::widened_f32(weight, weight_f32), b = detail::widened_f32(bias, bias_f32);
+    const TensorView w = detail::widened_f32(ctx, weight, weight_f32), b = detail::widened_f32(ctx, bias, bias_f32);
     detail::stage_rows(ctx, {{detail::as_rows(out, d.cols), Access::kWrite}, {detail::as_rows(inp, d.cols), Access::kRead}},
                        [&](std::int64_t first, std::int64_t n, std::span<const TensorView> v) {
                          layernorm_forward(ctx, v[0], mean.slice(first, n), rstd.slice(first, n), v[1], w, b);
@@ -110,7 +111,7 @@ void layernorm_backward(const ExecContext& ctx, TensorView dinp, TensorView dwei
   if (act == DType::kBF16) {
     using detail::Access;
     std::vector<float> weight_f32;
-    const TensorView w = detail::widened_f32(weight, weight_f32);
+    const TensorView w = detail::widened_f32(ctx, weight, weight_f32);
     detail::stage_rows(ctx,
                        {{detail::as_rows(dinp, d.cols), Access::kReadWrite},
                         {detail::as_rows(dout, d.cols), Access::kRead},

@@ -60,12 +60,12 @@ constexpr std::int64_t kMatmulStageBytes = std::int64_t{64} << 20;
 // The weight as a bf16 product sees it, in `storage`: an F32 weight's elements rounded to bf16
 // (then widened, exactly), a BF16 weight's widened. The contract of docs/precision.md: tensor cores
 // multiply bf16 weights.
-TensorView bf16_rounded_weight(const TensorView& weight, std::vector<float>& storage, int num_threads) {
-  if (weight.dtype == DType::kBF16) return detail::widened_f32(weight, storage);
+TensorView bf16_rounded_weight(const ExecContext& ctx, const TensorView& weight, std::vector<float>& storage) {
+  if (weight.dtype == DType::kBF16) return detail::widened_f32(ctx, weight, storage);
   const std::int64_t n = weight.numel();
   storage.resize(static_cast<std::size_t>(n));
   const float* w = weight.as<float>();
-#pragma omp parallel for num_threads(num_threads) schedule(static)
+#pragma omp parallel for num_threads(ctx.num_threads) schedule(static)
   for (std::int64_t i = 0; i < n; ++i) storage[static_cast<std::size_t>(i)] = round_to_bf16(w[i]);
   return TensorView{storage.data(), DType::kF32, Device::kCPU, weight.shape};
 }
@@ -83,8 +83,8 @@ void matmul_forward(const ExecContext& ctx, TensorView out, TensorView inp, Tens
   if (act == DType::kBF16) {
     using detail::Access;
     std::vector<float> rounded, bias_f32;
-    const TensorView w = bf16_rounded_weight(weight, rounded, ctx.num_threads);
-    const TensorView b = detail::widened_f32(bias, bias_f32);
+    const TensorView w = bf16_rounded_weight(ctx, weight, rounded);
+    const TensorView b = detail::widened_f32(ctx, bias, bias_f32);
     detail::stage_rows(
         ctx, {{detail::as_rows(out, d.out), Access::kWrite}, {detail::as_rows(inp, d.in), Access::kRead}},
         [&](std::int64_t, std::int64_t, std::span<const TensorView> v) { matmul_forward(ctx, v[0], v[1], w, layout, b); },
@@ -124,7 +124,7 @@ void matmul_backward(const ExecContext& ctx, TensorView dinp, TensorView dweight
     using detail::Access;
     std::vector<float> rounded;
     // Without dinp the weight is only a shape: no data, so its dtype takes no part.
-    const TensorView w = want_dinp ? bf16_rounded_weight(weight, rounded, ctx.num_threads)
+    const TensorView w = want_dinp ? bf16_rounded_weight(ctx, weight, rounded)
                                    : TensorView{nullptr, DType::kF32, Device::kCPU, weight.shape};
     detail::stage_rows(
         ctx,

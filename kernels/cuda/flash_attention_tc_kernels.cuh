@@ -19,10 +19,14 @@
 // The fp32 tiles' rows are Ld::s = 68 floats apart (WMMA wants a multiple of 4), so row r starts
 // on bank 4r mod 32: rows r and r + 8 share a bank, and the two lanes of a row, 32 columns apart,
 // share one too. Walking columns in the same order, a warp's 32 lanes would hit 8 banks (4-way
-// conflicts; 8-way in the dk/dv pass, whose lanes own 4 keys x 8 queries). So each lane starts its
-// walk at a column offset of its own (row_pass_skew, dkdv_skew) and wraps: at every step the 32 lanes
-// then read 32 different banks (the output rows, HS + 4 floats apart, likewise). It changes only the
-// order of each lane's own row sum, which stays fixed.
+// conflicts; 8-way in the dk/dv pass, whose lanes own 4 keys x 8 queries). So each lane walks its
+// columns in an order of its own (row_pass_skew, dkdv_skew): at every step the 32 lanes then read
+// 32 different banks of the fp32 tiles (the output rows, HS + 4 floats apart, likewise; the bf16
+// P and dS writes, 72 elements apart, go from 4-way to 2-way). The row passes rotate only within
+// each group of 4 columns, so all lanes still enter a new group, and a new 4-element Philox block of
+// the dropout mask, on the same step: MaskCursor's draw stays one per group in lock step, where a
+// full-row rotation would have some lane draw on every step (4x the warp's Philox work). It changes
+// only the order of each lane's own row sum, which stays fixed.
 //
 // Internal to flash_attention_tc.cu (which launches them) and to the SIMT emulation test
 // (tests/emulation/), which runs this device code on the CPU: kernels only, no launch syntax.
@@ -47,7 +51,8 @@ constexpr int kWarps = 4;
 constexpr int kThreads = 32 * kWarps;
 
 // [Note: bank skew] for the two-lanes-a-row passes: lane = 2 x (row in warp) + half, and rows
-// r, r + 8 of a warp are told apart by lane / 16, the halves by 2 x (lane % 2): offsets 0..3.
+// r, r + 8 of a warp are told apart by lane / 16, the halves by 2 x (lane % 2): offsets 0..3 within
+// each group of 4 columns.
 __device__ __forceinline__ int row_pass_skew(int lane) { return lane / 16 + 2 * (lane % 2); }
 // The same for the dk/dv pass (lane % 4 picks 4 keys, lane / 4 the 8 queries): offsets 0..7.
 __device__ __forceinline__ int dkdv_skew(int lane) { return 2 * (lane % 4) + lane / 16; }
@@ -260,7 +265,7 @@ __global__ void __launch_bounds__(kThreads) tc_forward_kernel(bf16* out, float* 
     // in every row's first tile and m is finite from then on).
     float tile_max = -INFINITY;
     for (int t = 0; t < kTile / 2; ++t) {
-      const int c = c0 + (t + skew) % (kTile / 2);
+      const int c = c0 + (t & ~3) + ((t + skew) & 3);  // [Note: bank skew]
       const int j = k0 + c;
       const float s = j <= i && j < g.T ? srow[c] * g.scale : -INFINITY;
       srow[c] = s;
@@ -272,7 +277,7 @@ __global__ void __launch_bounds__(kThreads) tc_forward_kernel(bf16* out, float* 
     const std::int64_t e0 = (static_cast<std::int64_t>(h) * g.T + i) * g.T + k0;  // mask index of (i, k0)
     float sum = 0.0f;
     for (int t = 0; t < kTile / 2; ++t) {
-      const int c = c0 + (t + skew) % (kTile / 2);
+      const int c = c0 + (t & ~3) + ((t + skew) & 3);  // [Note: bank skew]
       const float p = expf(srow[c] - m_new);
       sum += p;
       prow[c] = round_bf16(p != 0.0f && i < g.T ? p * cursor.factor(e0 + c) : p);
@@ -360,7 +365,7 @@ __global__ void __launch_bounds__(kThreads) tc_dq_kernel(bf16* dqkv, const bf16*
     __syncwarp();
     const std::int64_t e0 = (static_cast<std::int64_t>(h) * g.T + i) * g.T + k0;
     for (int t = 0; t < kTile / 2; ++t) {
-      const int c = c0 + (t + skew) % (kTile / 2);
+      const int c = c0 + (t & ~3) + ((t + skew) & 3);  // [Note: bank skew]
       const int j = k0 + c;
       const float p = j <= i && j < g.T ? expf(srow[c] * g.scale - lse_i) : 0.0f;
       const float ds = p != 0.0f && i < g.T ? p * (dprow[c] * cursor.factor(e0 + c) - delta_i) : 0.0f;

@@ -87,11 +87,16 @@ void run_gemm(const ExecContext& ctx, const LtGemm& g) {
     ZT_CUDA_CHECK(cublasLtMatmulPreferenceSetAttribute(desc.pref, attr, &bytes, sizeof bytes));
   }
   // Everything the descriptors and preferences above are made of (pointers only through their
-  // alignments and whether a bias or aux is set), so equal keys ask the heuristic the same question.
+  // alignments), so equal keys ask the heuristic the same question.
+  // The bias and aux pointers count through their alignments too: the heuristic reads the pointers
+  // set on the descriptor to judge their alignment (cublasLt.h), so an algorithm chosen for a
+  // 256-byte aligned bias need not serve a 16-byte aligned one.
+  const std::int64_t align_bias = g.bias != nullptr ? alignment_bytes(g.bias, 0) : 0;
+  const std::int64_t align_aux = g.aux != nullptr ? alignment_bytes(g.aux, 0) : 0;
   const KernelResources::GemmKey key = {compute, g.trans_a, g.trans_b, g.m, g.n, g.k, g.lda, g.ldb, g.ldd,
-                                        g.ab_type, g.d_type, g.epilogue, g.bias != nullptr, g.aux != nullptr,
-                                        g.batch_count, g.stride_a, g.stride_b, g.stride_d, align_a, align_b,
-                                        align_d, static_cast<std::int64_t>(ws_bytes)};
+                                        g.ab_type, g.d_type, g.epilogue, align_bias, align_aux, g.batch_count,
+                                        g.stride_a, g.stride_b, g.stride_d, align_a, align_b, align_d,
+                                        static_cast<std::int64_t>(ws_bytes)};
   auto cached = res.gemm_algorithms().find(key);
   if (cached == res.gemm_algorithms().end()) {
     cublasLtMatmulHeuristicResult_t heuristic{};

@@ -117,7 +117,8 @@ TEST(Bf16Params, EmbeddingWithBf16TablesEqualsF32OfTheSameValues) {
 }
 
 // The rule is check_param_dtype's: BF16 parameters need BF16 activations (an fp32 kernel would
-// otherwise read bf16 bits as floats), and the two embedding tables share a dtype.
+// otherwise read bf16 bits as floats); LayerNorm's weight and bias, and the two embedding tables,
+// share a dtype.
 TEST(Bf16Params, Bf16ParametersWithF32ActivationsAreRejectedNamingTheOp) {
   std::vector<float> x(8, 1.0f), out(8), mean(2), rstd(2);
   std::vector<bf16> w(4, float_to_bf16(1.0f)), b(4, float_to_bf16(0.0f)), wq(16, float_to_bf16(0.5f));
@@ -136,6 +137,12 @@ TEST(Bf16Params, Bf16ParametersWithF32ActivationsAreRejectedNamingTheOp) {
   expect_rejected("matmul_forward", [&] {
     cpu::matmul_forward(cpu_ctx(), view_of(out, Shape{2, 4}), view_of(x, Shape{2, 4}), view_of(wq, Shape{4, 4}),
                         WeightLayout::kInOut, TensorView{});
+  });
+  std::vector<bf16> x16(8, float_to_bf16(1.0f)), out_ln16(8);
+  std::vector<float> b_f32(4, 0.0f);
+  expect_rejected("bias must be BF16", [&] {  // BF16 weight, F32 bias: one dtype, as on CUDA
+    cpu::layernorm_forward(cpu_ctx(), view_of(out_ln16, Shape{2, 4}), view_of(mean), view_of(rstd),
+                           view_of(x16, Shape{2, 4}), view_of(w), view_of(b_f32));
   });
   std::vector<std::int32_t> tokens{0, 1};
   std::vector<float> wpe_f32(8, 0.0f);

@@ -107,7 +107,7 @@ if [ "$phase" = tests ]; then
 elif [ "$phase" = shakespeare ]; then
   # Whatever the build left of the budget; exit 3 = stopped with a checkpoint, call again to continue.
   step shakespeare_gpu $((budget - SECONDS)) env PYTHONUNBUFFERED=1 "$python" tools/shakespeare_gpu.py --engines zerotrain \
-    --zerotrain build-gpu/zerotrain --data runs/shakespeare_char --commit "$commit" --set precision.matmul=bf16 \
+    --zerotrain build-gpu/zerotrain --data runs/shakespeare_char --commit "$commit" --set precision.matmul=bf16 --set precision.activations=bf16 \
     --time-limit $((budget - SECONDS - 10)) >"$OUT/shakespeare_zerotrain.log" 2>&1
   cp docs/results/shakespeare_gpu_*.json "$OUT/" 2>/dev/null
 else

@@ -198,6 +198,9 @@ void softmax_cross_entropy_backward(const ExecContext& ctx, TensorView dlogits, 
 void cast(const ExecContext& ctx, TensorView dst, TensorView src) { return ZT_OP(cast, ctx, dst, src); }
 void accumulate_into(const ExecContext& ctx, TensorView dst, TensorView src) { return ZT_OP(accumulate_into, ctx, dst, src); }
 double sum_of_squares(const ExecContext& ctx, TensorView x) { return ZT_OP(sum_of_squares, ctx, x); }
+std::vector<double> sum_of_squares_each(const ExecContext& ctx, const std::vector<TensorView>& xs) {
+  return ZT_OP(sum_of_squares_each, ctx, xs);
+}
 void adamw_update(const ExecContext& ctx, TensorView param, TensorView grad, TensorView m, TensorView v,
                   TensorView working_out, const AdamWHyper& hyper, int step, float grad_scale) {
   return ZT_OP(adamw_update, ctx, param, grad, m, v, working_out, hyper, step, grad_scale);

@@ -74,6 +74,7 @@ void softmax_cross_entropy_backward(const ExecContext& ctx, TensorView dlogits, 
 void cast(const ExecContext& ctx, TensorView dst, TensorView src);
 void accumulate_into(const ExecContext& ctx, TensorView dst, TensorView src);
 double sum_of_squares(const ExecContext& ctx, TensorView x);
+std::vector<double> sum_of_squares_each(const ExecContext& ctx, const std::vector<TensorView>& xs);
 void adamw_update(const ExecContext& ctx, TensorView param, TensorView grad, TensorView m, TensorView v,
                   TensorView working_out, const AdamWHyper& hyper, int step, float grad_scale);
 void adamw_update_slices(const ExecContext& ctx, const std::vector<cpu::AdamWSlice>& slices, const AdamWHyper& hyper,

@@ -246,13 +246,14 @@ void ZeroParamStore::publish_updated_params() {
 double ZeroParamStore::global_grad_sum_of_squares() {
   // Every stage sums the same N-way partition of the reduced gradient (layout_), so with
   // deterministic reductions the norm is bitwise the same whatever the stage.
-  double partial = 0.0;
+  std::vector<TensorView> shards;
   for (std::size_t u = 0; u < grads_.size(); ++u) {
     const UnitShard& s = layout_.unit(static_cast<int>(u));
-    const TensorView g =
-        options_.stage <= 1 ? grads_[u].view().slice(s.begin, s.live()) : grads_[u].view().slice(0, s.live());
-    partial += ops::sum_of_squares(ctx_, g);
+    shards.push_back(options_.stage <= 1 ? grads_[u].view().slice(s.begin, s.live())
+                                         : grads_[u].view().slice(0, s.live()));
   }
+  double partial = 0.0;
+  for (double unit_sum : ops::sum_of_squares_each(ctx_, shards)) partial += unit_sum;  // unit order
   std::vector<double> partials(static_cast<std::size_t>(comm_.world_size()));
   comm_.all_gather(TensorView{&partial, DType::kI32, Device::kCPU, Shape{2}},  // a double as 8 raw bytes
                    TensorView{partials.data(), DType::kI32, Device::kCPU, Shape{2 * comm_.world_size()}})

@@ -58,4 +58,11 @@ double sum_of_squares(const ExecContext& ctx, TensorView x) {
   return sum_of_squares_typed(ctx, x.as<bf16>(), x.numel());
 }
 
+std::vector<double> sum_of_squares_each(const ExecContext& ctx, const std::vector<TensorView>& xs) {
+  std::vector<double> sums;
+  sums.reserve(xs.size());
+  for (const TensorView& x : xs) sums.push_back(sum_of_squares(ctx, x));
+  return sums;
+}
+
 }  // namespace zt::cpu

@@ -17,7 +17,7 @@
 
 namespace zt::cuda::detail::ce {
 
-constexpr int kThreads = 1024;
+constexpr int kThreads = 1024;  // a block per row; __launch_bounds__ keeps ptxas within 64 registers
 
 enum class Output { kProbs, kGradient };
 
@@ -26,8 +26,8 @@ enum class Output { kProbs, kGradient };
 // padded row (Vp % kVec == 0); columns v >= V in a group are loaded but never enter max or sum.
 // T is the activation storage type of out and logits: widened on load, each output rounded once.
 template <Output kOut, typename T, int kVec>
-__global__ void softmax_ce_kernel(float* losses, T* out, const T* logits, const std::int32_t* targets, int Vp, int V,
-                                  float dloss) {
+__global__ void __launch_bounds__(kThreads)
+    softmax_ce_kernel(float* losses, T* out, const T* logits, const std::int32_t* targets, int Vp, int V, float dloss) {
   using Vec = detail::ActVec<T, kVec>;
   __shared__ float shared_f[32];
   __shared__ double shared_d[32];
@@ -81,8 +81,8 @@ __global__ void softmax_ce_kernel(float* losses, T* out, const T* logits, const 
 
 // Groups of kVec columns and storage type T as in softmax_ce_kernel.
 template <typename T, int kVec>
-__global__ void softmax_ce_backward_kernel(T* dlogits, const T* probs, const std::int32_t* targets, int Vp, int V,
-                                           float dloss) {
+__global__ void __launch_bounds__(kThreads)
+    softmax_ce_backward_kernel(T* dlogits, const T* probs, const std::int32_t* targets, int Vp, int V, float dloss) {
   using Vec = detail::ActVec<T, kVec>;
   __shared__ float target_prob;
   const std::int64_t row = blockIdx.x;

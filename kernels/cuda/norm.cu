@@ -16,28 +16,41 @@ using detail::norm::partial_sums;
 
 }  // namespace
 
-double sum_of_squares(const ExecContext& ctx, TensorView x) {
+std::vector<double> sum_of_squares_each(const ExecContext& ctx, const std::vector<TensorView>& xs) {
   const cudaStream_t stream = detail::stream_of(ctx);
-  detail::check_on_gpu(x, "x");
-  ZT_CHECK(x.dtype == DType::kF32 || x.dtype == DType::kBF16, "sum_of_squares of {} is not supported",
-           dtype_name(x.dtype));
-  const std::int64_t n = x.numel();
-  if (n == 0) return 0.0;
-  // Partials, then the total in the last slot: one scratch block, one copy back. F32 pairs hold doubles.
-  Buffer scratch = detail::resources_of(ctx).scratch(DType::kF32, 2 * (kPartialBlocks + 1));
-  auto* partials = static_cast<double*>(scratch.data());
-  if (x.dtype == DType::kF32) {
-    partial_sums<<<kPartialBlocks, kThreads, 0, stream>>>(partials, x.as<float>(), n);
-  } else {
-    partial_sums<<<kPartialBlocks, kThreads, 0, stream>>>(partials, static_cast<const std::uint16_t*>(x.data), n);
+  for (const TensorView& x : xs) {
+    detail::check_on_gpu(x, "x");
+    ZT_CHECK(x.dtype == DType::kF32 || x.dtype == DType::kBF16, "sum_of_squares of {} is not supported",
+             dtype_name(x.dtype));
   }
-  ZT_CUDA_CHECK_LAUNCH();
-  final_sum<<<1, kThreads, 0, stream>>>(partials + kPartialBlocks, partials, kPartialBlocks);
-  ZT_CUDA_CHECK_LAUNCH();
-  double total = 0.0;
-  ZT_CUDA_CHECK(cudaMemcpyAsync(&total, partials + kPartialBlocks, sizeof(double), cudaMemcpyDeviceToHost, stream));
+  std::vector<double> totals(xs.size(), 0.0);
+  if (xs.empty()) return totals;
+  // One partials block (reused view after view: the stream orders each view's kernels after the
+  // last one's final_sum), then a total per view. F32 pairs hold doubles.
+  const auto count = static_cast<std::int64_t>(xs.size());
+  Buffer scratch = detail::resources_of(ctx).scratch(DType::kF32, 2 * (kPartialBlocks + count));
+  auto* partials = static_cast<double*>(scratch.data());
+  double* sums = partials + kPartialBlocks;
+  ZT_CUDA_CHECK(cudaMemsetAsync(sums, 0, static_cast<std::size_t>(count) * sizeof(double), stream));
+  for (std::size_t i = 0; i < xs.size(); ++i) {
+    const TensorView& x = xs[i];
+    const std::int64_t n = x.numel();
+    if (n == 0) continue;  // its total stays 0
+    if (x.dtype == DType::kF32) {
+      partial_sums<<<kPartialBlocks, kThreads, 0, stream>>>(partials, x.as<float>(), n);
+    } else {
+      partial_sums<<<kPartialBlocks, kThreads, 0, stream>>>(partials, static_cast<const std::uint16_t*>(x.data), n);
+    }
+    ZT_CUDA_CHECK_LAUNCH();
+    final_sum<<<1, kThreads, 0, stream>>>(sums + i, partials, kPartialBlocks);
+    ZT_CUDA_CHECK_LAUNCH();
+  }
+  ZT_CUDA_CHECK(cudaMemcpyAsync(totals.data(), sums, static_cast<std::size_t>(count) * sizeof(double),
+                                cudaMemcpyDeviceToHost, stream));
   ZT_CUDA_CHECK(cudaStreamSynchronize(stream));
-  return total;
+  return totals;
 }
+
+double sum_of_squares(const ExecContext& ctx, TensorView x) { return sum_of_squares_each(ctx, {x})[0]; }
 
 }  // namespace zt::cuda

@@ -1,6 +1,8 @@
 // CUDA twin of kernels/cpu/norm.h: sum of squares of a buffer for the global gradient norm.
 #pragma once
 
+#include <vector>
+
 #include "engine/core/tensor.h"
 #include "kernels/exec_context.h"
 
@@ -10,5 +12,9 @@ namespace zt::cuda {
 // bits on every run of the same size). Waits for the stream: the result is returned to the host.
 // Not bitwise equal to the CPU's sum (a different, equally fixed order); the two agree to ~1e-15.
 double sum_of_squares(const ExecContext& ctx, TensorView x);
+
+// sum_of_squares of each view (the same values, bit for bit), with one wait for the stream and one
+// copy back for all of them instead of one each: the gradient norm visits every unit.
+std::vector<double> sum_of_squares_each(const ExecContext& ctx, const std::vector<TensorView>& xs);
 
 }  // namespace zt::cuda

@@ -156,5 +156,21 @@ TEST_F(CudaOptim, SumOfSquaresMatchesCpuAndRepeatsBitwise) {
   }
 }
 
+// The gradient norm's batched form: each view's sum bit for bit as its own call gives it, in
+// order, with an empty view's sum 0 and F32 and BF16 views mixed in one call.
+TEST_F(CudaOptim, SumOfSquaresEachEqualsOneCallPerView) {
+  ZT_SEEDED_RNG(rng);
+  const std::vector<float> a = rng.normal(4097), b = rng.normal(1 << 18), c = rng.normal(5);
+  Buffer da = upload(a), db = upload_bf16(b), dc = upload(c);
+  const std::vector<TensorView> views = {da.view(), db.view(), da.view().slice(0, 0), dc.view(), da.view()};
+  const std::vector<double> each = cuda::sum_of_squares_each(gpu(), views);
+  ASSERT_EQ(each.size(), views.size());
+  for (std::size_t i = 0; i < views.size(); ++i) {
+    const double alone = views[i].numel() == 0 ? 0.0 : cuda::sum_of_squares(gpu(), views[i]);
+    EXPECT_EQ(each[i], alone) << "view " << i;
+  }
+  EXPECT_GT(each[1], 0.0);
+}
+
 }  // namespace
 }  // namespace zt::test

@@ -24,6 +24,7 @@ using detail::embedding::embedding_backward_wte;
 using detail::embedding::embedding_forward_kernel;
 using detail::embedding::iota_kernel;
 using detail::embedding::kThreads;
+using detail::embedding::run_ends_kernel;
 
 // Groups of 4 need rows of whole groups (C % 4 == 0) and row starts aligned to the groups' width
 // (act_vec4_aligned: 16 bytes of float, 8 of bf16), for the activation and the tables alike.
@@ -97,14 +98,18 @@ void embedding_backward(const ExecContext& ctx, TensorView dwte, TensorView dwpe
   Buffer temp = res.scratch(DType::kU16, static_cast<std::int64_t>((temp_bytes + 1) / 2));
   ZT_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp.data(), temp_bytes, tokens.as<std::int32_t>(), sorted_tokens,
                                                 positions.as<std::int32_t>(), sorted_positions, n, 0, end_bit, stream));
+  Buffer run_end = res.scratch(DType::kI32, d.vocab);  // read only for tokens present, which it sets
+  run_ends_kernel<<<detail::grid_for(BT, kThreads), kThreads, 0, stream>>>(run_end.as<std::int32_t>(), sorted_tokens,
+                                                                          BT, static_cast<int>(d.vocab));
+  ZT_CUDA_CHECK_LAUNCH();
   detail::dispatch_activation(dout.dtype, [&](auto type) {
     using Act = typename decltype(type)::type;
     const Act* g = detail::act_data<Act>(dout);
     const bool vec = use_vec4(d.C, g, {dwte.as<float>(), dwpe.as<float>()});
     const auto wte_kernel = vec ? embedding_backward_wte<Act, 4> : embedding_backward_wte<Act, 1>;
     wte_kernel<<<static_cast<unsigned>(BT), kThreads, 0, stream>>>(dwte.as<float>(), g, sorted_tokens,
-                                                                   sorted_positions, BT, static_cast<int>(d.C),
-                                                                   static_cast<int>(d.vocab));
+                                                                   sorted_positions, run_end.as<std::int32_t>(),
+                                                                   static_cast<int>(d.C), static_cast<int>(d.vocab));
     ZT_CUDA_CHECK_LAUNCH();
     const auto wpe_kernel = vec ? embedding_backward_wpe<Act, 4> : embedding_backward_wpe<Act, 1>;
     wpe_kernel<<<detail::grid_for(d.T * d.C / (vec ? 4 : 1), kThreads), kThreads, 0, stream>>>(

@@ -49,29 +49,54 @@ __global__ void iota_kernel(std::int32_t* v, std::int64_t n) {
     v[i] = static_cast<std::int32_t>(i);
 }
 
-// Block i handles the run of equal tokens that starts at sorted position i (others exit at once).
-// Its threads own groups of kVec columns and walk the run in order: each dwte element is summed by
-// one thread in (b, t) order, for either kVec. dout is of activation storage type Act, widened.
+// run_end[tok] = one past the last sorted position of token tok's run, for every token present
+// (in range); the entries of absent tokens are not written (and never read).
+__global__ void run_ends_kernel(std::int32_t* run_end, const std::int32_t* sorted_tokens, std::int64_t BT,
+                                int vocab) {
+  for (std::int64_t i = blockIdx.x * std::int64_t{kThreads} + threadIdx.x; i < BT;
+       i += std::int64_t{gridDim.x} * kThreads) {
+    const std::int32_t tok = sorted_tokens[i];
+    if (tok >= 0 && tok < vocab && (i + 1 == BT || sorted_tokens[i + 1] != tok)) {
+      run_end[tok] = static_cast<std::int32_t>(i + 1);
+    }
+  }
+}
+
+// Block i handles the run of equal tokens that starts at sorted position i (others exit at once);
+// run_end (run_ends_kernel) says where it stops. Its threads own groups of kVec columns and walk
+// the run in order: each dwte element is summed by one thread in (b, t) order, for either kVec.
+// The run's positions come through shared memory kThreads at a time, so a thread's loads of
+// successive dout rows do not wait on each other (a run is long for a small vocabulary: a common
+// character's run holds thousands of positions), while the additions keep their order; the row is
+// read and written back once per chunk. dout is of activation storage type Act, widened.
 template <typename Act, int kVec>
 __global__ void embedding_backward_wte(float* dwte, const Act* dout, const std::int32_t* sorted_tokens,
-                                       const std::int32_t* sorted_positions, std::int64_t BT, int C, int vocab) {
+                                       const std::int32_t* sorted_positions, const std::int32_t* run_end, int C,
+                                       int vocab) {
   using Vec = detail::FloatVec<kVec>;
   using GradVec = detail::ActVec<Act, kVec>;
+  __shared__ std::int32_t positions[kThreads];
   const std::int64_t start = blockIdx.x;
   const std::int32_t tok = sorted_tokens[start];
-  if (start > 0 && sorted_tokens[start - 1] == tok) return;  // not the start of a run
+  if (start > 0 && sorted_tokens[start - 1] == tok) return;  // not the start of a run (the whole block)
   if (tok < 0 || tok >= vocab) return;
-  std::int64_t end = start + 1;
-  while (end < BT && sorted_tokens[end] == tok) ++end;
+  const std::int64_t end = run_end[tok];
   float* row = dwte + std::int64_t{tok} * C;
-  for (int c = threadIdx.x * kVec; c < C; c += kThreads * kVec) {
-    Vec acc = Vec::load(row + c);
-    for (std::int64_t j = start; j < end; ++j) {
-      const GradVec g = GradVec::load(dout + std::int64_t{sorted_positions[j]} * C + c);
+  for (std::int64_t s = start; s < end; s += kThreads) {
+    const int n = static_cast<int>(end - s < kThreads ? end - s : kThreads);
+    __syncthreads();  // the previous chunk's readers are done with `positions`
+    if (static_cast<int>(threadIdx.x) < n) positions[threadIdx.x] = sorted_positions[s + threadIdx.x];
+    __syncthreads();
+    for (int c = threadIdx.x * kVec; c < C; c += kThreads * kVec) {
+      Vec acc = Vec::load(row + c);
+#pragma unroll 4
+      for (int j = 0; j < n; ++j) {
+        const GradVec g = GradVec::load(dout + std::int64_t{positions[j]} * C + c);
 #pragma unroll
-      for (int k = 0; k < kVec; ++k) acc[k] += g[k];
+        for (int k = 0; k < kVec; ++k) acc[k] += g[k];
+      }
+      acc.store(row + c);
     }
-    acc.store(row + c);
   }
 }
 

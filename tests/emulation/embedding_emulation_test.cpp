@@ -3,8 +3,8 @@
 // forward is one fp32 addition of two widened table values, rounded once for BF16 out, with F32
 // tables and with BF16 working tables (BF16 activations only); the backward sums each gradient
 // element in (b, t) order on both sides. embedding.cu sorts (token, position) pairs with CUB before
-// the dwte kernel; here a stable sort on the host stands in for it. Both vector widths, and grids
-// smaller than the work so the grid-stride loops turn.
+// the dwte kernel; here a stable sort on the host stands in for it. Both vector widths, grids
+// smaller than the work so the grid-stride loops turn, and a run longer than one chunk of positions.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -68,9 +68,12 @@ void run_shape(Rng& rng, Dims s) {
     for (std::size_t i = 0; i < positions.size(); ++i) {
       sorted_tokens[i] = tokens[static_cast<std::size_t>(positions[i])];
     }
-    simt::launch(dim3(static_cast<unsigned>(BT)), emb::kThreads, 0, emb::embedding_backward_wte<Act, kVec>,
-                 g_dwte.data(), dout.data(), sorted_tokens.data(), positions.data(), BT, static_cast<int>(s.C),
+    std::vector<std::int32_t> run_end(static_cast<std::size_t>(s.V), -7);  // absent tokens' entries: never read
+    simt::launch(dim3(2), emb::kThreads, 0, emb::run_ends_kernel, run_end.data(), sorted_tokens.data(), BT,
                  static_cast<int>(s.V));
+    simt::launch(dim3(static_cast<unsigned>(BT)), emb::kThreads, 0, emb::embedding_backward_wte<Act, kVec>,
+                 g_dwte.data(), dout.data(), sorted_tokens.data(), positions.data(), run_end.data(),
+                 static_cast<int>(s.C), static_cast<int>(s.V));
     simt::launch(dim3(2), emb::kThreads, 0, emb::embedding_backward_wpe<Act, kVec>, g_dwpe.data(), dout.data(),
                  static_cast<int>(s.B), static_cast<int>(s.T), static_cast<int>(s.C));
     EXPECT_TRUE(bitwise_equal(g_dwte, dwte)) << "dwte";
@@ -87,7 +90,8 @@ TEST(EmbeddingEmulation, ForwardAndBackwardMatchCpuBitForBit) {
     run_shape<bf16_dev, float, 1>(rng, s);
     run_shape<bf16_dev, bf16_dev, 1>(rng, s);
   }
-  for (Dims s : {Dims{3, 5, 12, 4}, Dims{2, 33, 64, 40}}) {
+  // One token throughout 300 positions: a run longer than the kernel's 256-position chunks.
+  for (Dims s : {Dims{3, 5, 12, 4}, Dims{2, 33, 64, 40}, Dims{1, 300, 8, 1}}) {
     run_shape<float, float, 4>(rng, s);
     run_shape<bf16_dev, float, 4>(rng, s);
     run_shape<bf16_dev, bf16_dev, 4>(rng, s);

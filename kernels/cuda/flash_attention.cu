@@ -156,8 +156,8 @@ void flash_attention_backward(const ExecContext& ctx, TensorView dqkv, TensorVie
       constexpr int HS = decltype(hs)::value;
       flash_dq_kernel<HS, Act><<<grid, kRows, 0, stream>>>(dqkv_p, qkv_p, dout_p, lse_p, delta.as<float>(), g, mask);
       ZT_CUDA_CHECK_LAUNCH();
-      flash_dkv_kernel<HS, Act><<<grid, kRows, 0, stream>>>(dqkv_p, qkv_p, dout_p, lse_p, delta.as<float>(), g,
-                                                            mask);
+      flash_dkv_kernel<HS, Act><<<grid, detail::flash::kDkvThreads, 0, stream>>>(dqkv_p, qkv_p, dout_p, lse_p,
+                                                                               delta.as<float>(), g, mask);
       ZT_CUDA_CHECK_LAUNCH();
     });
   });

@@ -1,7 +1,7 @@
 // Internal to flash_attention.cu (which launches them) and to the SIMT emulation test
 // (tests/emulation/): the CUDA-core flash attention kernels, device code only. One thread owns one
-// query row (forward, dq) or one key row (dk, dv) and keeps it in registers; a block of kRows
-// threads shares tiles of the other side's rows in shared memory. Scores use q pre-multiplied by
+// query row (forward, dq), a pair of threads one key row (dk, dv), and keeps it in registers; a
+// block of kRows rows shares tiles of the other side's rows in shared memory. Scores use q pre-multiplied by
 // 1/sqrt(hs). Causality bounds every loop, so a block only visits the tiles its rows can see.
 // Templated on the activation storage type (docs/precision.md): bf16 qkv, out, dout and dqkv are
 // widened on load, everything (registers, shared-memory tiles, lse, delta) is fp32, and each stored
@@ -158,30 +158,38 @@ __global__ void flash_dq_kernel(Act* dqkv, const Act* qkv, const Act* dout, cons
   }
 }
 
-// dk and dv for one key row per thread, over the query rows that see it (i >= j):
+// dk and dv for one key row per pair of threads, over the query rows that see it (i >= j):
 // dv_j = sum_i mask_ij p_ij dout_i,  dk_j = sum_i p_ij (mask_ij dp_ij - delta_i) (scale q_i).
+// A row's k, v, dk and dv are 4 HS values: one thread each would hold 256 floats at HS = 64 and
+// spill, so the pair splits the head dimension (thread `half` owns d = 2m + half, m < HS / 2;
+// interleaved, so the pair reads neighbouring words of the shared tiles) and adds its partial
+// scores with one shuffle. Every thread walks every query row of each tile (the masked ones add
+// nothing), so the whole warp reaches each shuffle.
+constexpr int kDkvThreadsPerRow = 2;
+constexpr int kDkvThreads = kRows * kDkvThreadsPerRow;
+
 template <int HS, typename Act>
-__global__ void flash_dkv_kernel(Act* dqkv, const Act* qkv, const Act* dout, const float* lse, const float* delta,
-                                 Geometry g, MaskParams mask) {
+__global__ void __launch_bounds__(kDkvThreads)
+    flash_dkv_kernel(Act* dqkv, const Act* qkv, const Act* dout, const float* lse, const float* delta, Geometry g,
+                     MaskParams mask) {
   constexpr int QT = kTileRows<HS> / 2;  // four tiles: q, dout (and the row terms)
+  constexpr int kHalf = HS / kDkvThreadsPerRow;
   __shared__ float qs[QT][HS];
   __shared__ float dos[QT][HS];
   __shared__ float lses[QT];
   __shared__ float deltas[QT];
   const int b = blockIdx.y / g.NH, h = blockIdx.y % g.NH;
-  const int first = blockIdx.x * kRows, j = first + threadIdx.x;
+  const int half = static_cast<int>(threadIdx.x) % kDkvThreadsPerRow;
+  const int first = blockIdx.x * kRows, j = first + static_cast<int>(threadIdx.x) / kDkvThreadsPerRow;
   const bool active = j < g.T;
-  float k[HS], v[HS], dk[HS], dv[HS];
+  float k[kHalf], v[kHalf], dk[kHalf], dv[kHalf];
   MaskCursor cursor(mask, b);
-  if (active) {
-    const Act* kj = qkv_row(qkv, g, b, j, h, 1, HS);
-    const Act* vj = qkv_row(qkv, g, b, j, h, 2, HS);
-    for (int d = 0; d < HS; ++d) {
-      k[d] = load_act(kj + d);
-      v[d] = load_act(vj + d);
-      dk[d] = 0.0f;
-      dv[d] = 0.0f;
-    }
+  for (int m = 0; m < kHalf; ++m) {
+    const int d = 2 * m + half;
+    k[m] = active ? load_act(qkv_row(qkv, g, b, j, h, 1, HS) + d) : 0.0f;
+    v[m] = active ? load_act(qkv_row(qkv, g, b, j, h, 2, HS) + d) : 0.0f;
+    dk[m] = 0.0f;
+    dv[m] = 0.0f;
   }
   for (int q0 = (first / QT) * QT; q0 < g.T; q0 += QT) {  // query rows from the block's first key on
     for (int e = threadIdx.x; e < QT * HS; e += blockDim.x) {
@@ -195,19 +203,21 @@ __global__ void flash_dkv_kernel(Act* dqkv, const Act* qkv, const Act* dout, con
       deltas[r] = i < g.T ? delta[static_cast<std::int64_t>(blockIdx.y) * g.T + i] : 0.0f;
     }
     __syncthreads();
-    if (active) {
-      for (int r = max(0, j - q0); r < QT && q0 + r < g.T; ++r) {  // rows i = q0 + r >= j
-        float s = 0.0f, dp = 0.0f;
-        for (int d = 0; d < HS; ++d) {
-          s += qs[r][d] * k[d];
-          dp += dos[r][d] * v[d];
-        }
+    for (int r = 0; r < QT && q0 + r < g.T; ++r) {  // the same rows for the whole block
+      float s = 0.0f, dp = 0.0f;
+      for (int m = 0; m < kHalf; ++m) {
+        s += qs[r][2 * m + half] * k[m];
+        dp += dos[r][2 * m + half] * v[m];
+      }
+      s += __shfl_xor_sync(0xffffffffu, s, 1);  // the pair's halves: the same sum in both threads
+      dp += __shfl_xor_sync(0xffffffffu, dp, 1);
+      if (active && q0 + r >= j) {
         const float p = expf(s - lses[r]);
         const float f = cursor.factor((static_cast<std::int64_t>(h) * g.T + q0 + r) * g.T + j);
         const float ds = p * (dp * f - deltas[r]);
-        for (int d = 0; d < HS; ++d) {
-          dv[d] += p * f * dos[r][d];
-          dk[d] += ds * qs[r][d];
+        for (int m = 0; m < kHalf; ++m) {
+          dv[m] += p * f * dos[r][2 * m + half];
+          dk[m] += ds * qs[r][2 * m + half];
         }
       }
     }
@@ -215,9 +225,9 @@ __global__ void flash_dkv_kernel(Act* dqkv, const Act* qkv, const Act* dout, con
   }
   if (active) {
     Act* row = dqkv + (static_cast<std::int64_t>(b) * g.T + j) * 3 * g.C + h * HS;
-    for (int d = 0; d < HS; ++d) {
-      store_act(row + g.C + d, dk[d]);
-      store_act(row + 2 * g.C + d, dv[d]);
+    for (int m = 0; m < kHalf; ++m) {
+      store_act(row + g.C + 2 * m + half, dk[m]);
+      store_act(row + 2 * g.C + 2 * m + half, dv[m]);
     }
   }
 }

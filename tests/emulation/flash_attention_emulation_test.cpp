@@ -50,7 +50,7 @@ void run_problem(const Problem& pr, std::uint32_t seed) {
                dout.data(), out.data(), g, static_cast<int>(HS), rows);
   simt::launch(grid, flash::kRows, 0, flash::flash_dq_kernel<HS, Act>, dqkv.data(), qkv.data(), dout.data(),
                lse.data(), delta.data(), g, mask);
-  simt::launch(grid, flash::kRows, 0, flash::flash_dkv_kernel<HS, Act>, dqkv.data(), qkv.data(), dout.data(),
+  simt::launch(grid, flash::kDkvThreads, 0, flash::flash_dkv_kernel<HS, Act>, dqkv.data(), qkv.data(), dout.data(),
                lse.data(), delta.data(), g, mask);
 
   for (const std::string& v : simt::violations()) ADD_FAILURE() << "emulator rule broken: " << v;

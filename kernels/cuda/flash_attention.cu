@@ -154,10 +154,11 @@ void flash_attention_backward(const ExecContext& ctx, TensorView dqkv, TensorVie
     const dim3 grid(static_cast<unsigned>((d.T + kRows - 1) / kRows), static_cast<unsigned>(d.B * d.NH));
     with_head_size(d.hs, [&](auto hs) {
       constexpr int HS = decltype(hs)::value;
-      flash_dq_kernel<HS, Act><<<grid, kRows, 0, stream>>>(dqkv_p, qkv_p, dout_p, lse_p, delta.as<float>(), g, mask);
-      ZT_CUDA_CHECK_LAUNCH();
-      flash_dkv_kernel<HS, Act><<<grid, detail::flash::kDkvThreads, 0, stream>>>(dqkv_p, qkv_p, dout_p, lse_p,
+      flash_dq_kernel<HS, Act><<<grid, detail::flash::kPairThreads, 0, stream>>>(dqkv_p, qkv_p, dout_p, lse_p,
                                                                                delta.as<float>(), g, mask);
+      ZT_CUDA_CHECK_LAUNCH();
+      flash_dkv_kernel<HS, Act><<<grid, detail::flash::kPairThreads, 0, stream>>>(dqkv_p, qkv_p, dout_p, lse_p,
+                                                                                delta.as<float>(), g, mask);
       ZT_CUDA_CHECK_LAUNCH();
     });
   });

@@ -1,6 +1,6 @@
 // Internal to flash_attention.cu (which launches them) and to the SIMT emulation test
-// (tests/emulation/): the CUDA-core flash attention kernels, device code only. One thread owns one
-// query row (forward, dq), a pair of threads one key row (dk, dv), and keeps it in registers; a
+// (tests/emulation/): the CUDA-core flash attention kernels, device code only. One thread (forward)
+// or a pair of threads (dq; dk and dv) owns one query or key row and keeps it in registers; a
 // block of kRows rows shares tiles of the other side's rows in shared memory. Scores use q pre-multiplied by
 // 1/sqrt(hs). Causality bounds every loop, so a block only visits the tiles its rows can see.
 // Templated on the activation storage type (docs/precision.md): bf16 qkv, out, dout and dqkv are
@@ -109,78 +109,80 @@ __global__ void flash_delta_kernel(float* delta, const Act* dout, const Act* out
   delta[r] = sum;
 }
 
-// dq for one query row per thread: dq_i = scale * sum_j p_ij (mask_ij dp_ij - delta_i) k_j.
+// The backward kernels give a row to a pair of threads: a row's operands and accumulators are 3 or
+// 4 HS values, which one thread could not hold at HS = 64 without spilling. Thread `half` owns
+// d = 2m + half, m < HS / 2 (interleaved, so the pair reads neighbouring words of the shared
+// tiles), and the pair adds its partial dot products with one shuffle. Every thread walks every
+// row of each tile (the masked ones add nothing), so the whole warp reaches each shuffle.
+constexpr int kThreadsPerRow = 2;
+constexpr int kPairThreads = kRows * kThreadsPerRow;
+
+// dq for one query row per pair of threads: dq_i = scale * sum_j p_ij (mask_ij dp_ij - delta_i) k_j.
 template <int HS, typename Act>
-__global__ void flash_dq_kernel(Act* dqkv, const Act* qkv, const Act* dout, const float* lse, const float* delta,
-                                Geometry g, MaskParams mask) {
+__global__ void __launch_bounds__(kPairThreads)
+    flash_dq_kernel(Act* dqkv, const Act* qkv, const Act* dout, const float* lse, const float* delta, Geometry g,
+                    MaskParams mask) {
   constexpr int KT = kTileRows<HS>;
+  constexpr int kHalf = HS / kThreadsPerRow;
   __shared__ float ks[KT][HS];
   __shared__ float vs[KT][HS];
   const int b = blockIdx.y / g.NH, h = blockIdx.y % g.NH;
-  const int first = blockIdx.x * kRows, i = first + threadIdx.x;
+  const int half = static_cast<int>(threadIdx.x) % kThreadsPerRow;
+  const int first = blockIdx.x * kRows, i = first + static_cast<int>(threadIdx.x) / kThreadsPerRow;
   const bool active = i < g.T;
-  float q[HS], dO[HS], dq[HS];
-  float lse_i = 0.0f, delta_i = 0.0f;
+  float q[kHalf], dO[kHalf], dq[kHalf];
   MaskCursor cursor(mask, b);
-  if (active) {
-    const Act* qi = qkv_row(qkv, g, b, i, h, 0, HS);
-    const Act* doi = dout + (static_cast<std::int64_t>(b) * g.T + i) * g.C + h * HS;
-    for (int d = 0; d < HS; ++d) {
-      q[d] = load_act(qi + d) * g.scale;
-      dO[d] = load_act(doi + d);
-      dq[d] = 0.0f;
-    }
-    lse_i = lse[static_cast<std::int64_t>(blockIdx.y) * g.T + i];
-    delta_i = delta[static_cast<std::int64_t>(blockIdx.y) * g.T + i];
+  const Act* qi = qkv_row(qkv, g, b, active ? i : 0, h, 0, HS);
+  const Act* doi = dout + (static_cast<std::int64_t>(b) * g.T + (active ? i : 0)) * g.C + h * HS;
+  for (int m = 0; m < kHalf; ++m) {
+    q[m] = active ? load_act(qi + 2 * m + half) * g.scale : 0.0f;
+    dO[m] = active ? load_act(doi + 2 * m + half) : 0.0f;
+    dq[m] = 0.0f;
   }
+  const float lse_i = active ? lse[static_cast<std::int64_t>(blockIdx.y) * g.T + i] : 0.0f;
+  const float delta_i = active ? delta[static_cast<std::int64_t>(blockIdx.y) * g.T + i] : 0.0f;
   const int last_key = min(g.T, first + kRows) - 1;
   for (int k0 = 0; k0 <= last_key; k0 += KT) {
     load_kv_tile<HS>(ks, vs, qkv, g, b, h, k0);
     __syncthreads();
-    if (active) {
-      const int visible = min(KT, i - k0 + 1);
-      for (int r = 0; r < visible; ++r) {
-        float s = 0.0f, dp = 0.0f;
-        for (int d = 0; d < HS; ++d) {
-          s += q[d] * ks[r][d];
-          dp += dO[d] * vs[r][d];
-        }
+    const int rows = min(KT, last_key - k0 + 1);  // the same for the whole block
+    for (int r = 0; r < rows; ++r) {
+      float s = 0.0f, dp = 0.0f;
+      for (int m = 0; m < kHalf; ++m) {
+        s += q[m] * ks[r][2 * m + half];
+        dp += dO[m] * vs[r][2 * m + half];
+      }
+      s += __shfl_xor_sync(0xffffffffu, s, 1);  // the pair's halves: the same sum in both threads
+      dp += __shfl_xor_sync(0xffffffffu, dp, 1);
+      if (active && k0 + r <= i) {
         const float f = cursor.factor((static_cast<std::int64_t>(h) * g.T + i) * g.T + k0 + r);
         const float ds = expf(s - lse_i) * (dp * f - delta_i);
-        for (int d = 0; d < HS; ++d) dq[d] += ds * ks[r][d];
+        for (int m = 0; m < kHalf; ++m) dq[m] += ds * ks[r][2 * m + half];
       }
     }
     __syncthreads();
   }
   if (active) {
     Act* dqi = dqkv + (static_cast<std::int64_t>(b) * g.T + i) * 3 * g.C + h * HS;
-    for (int d = 0; d < HS; ++d) store_act(dqi + d, dq[d] * g.scale);
+    for (int m = 0; m < kHalf; ++m) store_act(dqi + 2 * m + half, dq[m] * g.scale);
   }
 }
 
 // dk and dv for one key row per pair of threads, over the query rows that see it (i >= j):
 // dv_j = sum_i mask_ij p_ij dout_i,  dk_j = sum_i p_ij (mask_ij dp_ij - delta_i) (scale q_i).
-// A row's k, v, dk and dv are 4 HS values: one thread each would hold 256 floats at HS = 64 and
-// spill, so the pair splits the head dimension (thread `half` owns d = 2m + half, m < HS / 2;
-// interleaved, so the pair reads neighbouring words of the shared tiles) and adds its partial
-// scores with one shuffle. Every thread walks every query row of each tile (the masked ones add
-// nothing), so the whole warp reaches each shuffle.
-constexpr int kDkvThreadsPerRow = 2;
-constexpr int kDkvThreads = kRows * kDkvThreadsPerRow;
-
 template <int HS, typename Act>
-__global__ void __launch_bounds__(kDkvThreads)
+__global__ void __launch_bounds__(kPairThreads)
     flash_dkv_kernel(Act* dqkv, const Act* qkv, const Act* dout, const float* lse, const float* delta, Geometry g,
                      MaskParams mask) {
   constexpr int QT = kTileRows<HS> / 2;  // four tiles: q, dout (and the row terms)
-  constexpr int kHalf = HS / kDkvThreadsPerRow;
+  constexpr int kHalf = HS / kThreadsPerRow;
   __shared__ float qs[QT][HS];
   __shared__ float dos[QT][HS];
   __shared__ float lses[QT];
   __shared__ float deltas[QT];
   const int b = blockIdx.y / g.NH, h = blockIdx.y % g.NH;
-  const int half = static_cast<int>(threadIdx.x) % kDkvThreadsPerRow;
-  const int first = blockIdx.x * kRows, j = first + static_cast<int>(threadIdx.x) / kDkvThreadsPerRow;
+  const int half = static_cast<int>(threadIdx.x) % kThreadsPerRow;
+  const int first = blockIdx.x * kRows, j = first + static_cast<int>(threadIdx.x) / kThreadsPerRow;
   const bool active = j < g.T;
   float k[kHalf], v[kHalf], dk[kHalf], dv[kHalf];
   MaskCursor cursor(mask, b);

@@ -48,9 +48,9 @@ void run_problem(const Problem& pr, std::uint32_t seed) {
                mask);
   simt::launch(dim3(static_cast<unsigned>((rows + 255) / 256)), 256, 0, flash::flash_delta_kernel<Act>, delta.data(),
                dout.data(), out.data(), g, static_cast<int>(HS), rows);
-  simt::launch(grid, flash::kRows, 0, flash::flash_dq_kernel<HS, Act>, dqkv.data(), qkv.data(), dout.data(),
+  simt::launch(grid, flash::kPairThreads, 0, flash::flash_dq_kernel<HS, Act>, dqkv.data(), qkv.data(), dout.data(),
                lse.data(), delta.data(), g, mask);
-  simt::launch(grid, flash::kDkvThreads, 0, flash::flash_dkv_kernel<HS, Act>, dqkv.data(), qkv.data(), dout.data(),
+  simt::launch(grid, flash::kPairThreads, 0, flash::flash_dkv_kernel<HS, Act>, dqkv.data(), qkv.data(), dout.data(),
                lse.data(), delta.data(), g, mask);
 
   for (const std::string& v : simt::violations()) ADD_FAILURE() << "emulator rule broken: " << v;
@@ -66,10 +66,16 @@ void run_problem(const Problem& pr, std::uint32_t seed) {
 }
 
 // Every compiled head size, T not a multiple of the tiles (64 rows a block, 4096 / hs keys a tile).
+// Under ThreadSanitizer only with dropout: the same barriers and shuffles, in half the time (every
+// shuffle of the backward's thread pairs is a warp barrier in the emulator, slow under TSan).
 TEST(FlashAttentionCudaCoreEmulation, MatchesFp64AttentionWithAndWithoutDropout) {
   const std::uint32_t seed = test_seed();
   SCOPED_TRACE(::testing::Message() << "ZT_TEST_SEED=" << seed);
+#ifdef ZT_EMULATION_UNDER_TSAN
+  for (float p : {0.2f}) {
+#else
   for (float p : {0.0f, 0.2f}) {
+#endif
     run_problem<8, float>({1, 1, 1, 8, p}, seed);
     run_problem<16, float>({2, 67, 3, 16, p}, seed + 1);
     run_problem<32, float>({2, 130, 2, 32, p}, seed + 2);

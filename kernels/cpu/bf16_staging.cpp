@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <vector>
 
-#include "engine/core/bf16.h"
 #include "kernels/cpu/cast.h"
 
 namespace zt::cpu::detail {
@@ -56,13 +55,10 @@ void check_param_dtype(const char* op, DType activations, std::initializer_list<
 TensorView widened_f32(const ExecContext& ctx, const TensorView& v, std::vector<float>& storage) {
   if (v.data == nullptr || v.dtype == DType::kF32) return v;
   ZT_CHECK(v.dtype == DType::kBF16, "only BF16 parameters are widened, not {}", dtype_name(v.dtype));
-  const std::int64_t n = v.numel();
-  storage.resize(static_cast<std::size_t>(n));
-  const auto* bits = v.as<bf16>();
-  float* out = storage.data();
-#pragma omp parallel for num_threads(ctx.num_threads) schedule(static)
-  for (std::int64_t i = 0; i < n; ++i) out[i] = bf16_to_float(bits[i]);
-  return TensorView{storage.data(), DType::kF32, Device::kCPU, v.shape};
+  storage.resize(static_cast<std::size_t>(v.numel()));
+  const TensorView widened{storage.data(), DType::kF32, Device::kCPU, v.shape};
+  cast(ctx, widened, v);
+  return widened;
 }
 
 TensorView as_rows(const TensorView& v, std::int64_t width) {

@@ -12,9 +12,16 @@
 namespace zt::cpu {
 
 EmbeddingDims embedding_dims(const TensorView& out_like, const TensorView& tokens, const TensorView& wte,
-                             const TensorView& wpe) {
+                             const TensorView& wpe, EmbeddingTables tables) {
   ZT_CHECK(tokens.dtype == DType::kI32 && tokens.shape.ndim() == 2, "tokens must be I32 [B, T]");
   ZT_CHECK(out_like.dtype == DType::kF32 || out_like.dtype == DType::kBF16, "embedding out/dout must be F32 or BF16");
+  if (tables == EmbeddingTables::kParameters) {
+    detail::check_param_dtype("embedding_forward", out_like.dtype, {wte, wpe});
+    ZT_CHECK(wte.dtype == wpe.dtype, "embedding_forward: wte is {}, wpe {} (one dtype)", dtype_name(wte.dtype),
+             dtype_name(wpe.dtype));
+  } else {
+    ZT_CHECK(wte.dtype == DType::kF32 && wpe.dtype == DType::kF32, "embedding gradients are F32");
+  }
   ZT_CHECK(wte.shape.ndim() == 2 && wpe.shape.ndim() == 2, "wte/wpe must be 2-D");
   EmbeddingDims d{tokens.shape[0], tokens.shape[1], wte.shape[1], wte.shape[0], wpe.shape[0]};
   ZT_CHECK(wpe.shape[1] == d.C, "wpe has {} columns, wte {}", wpe.shape[1], d.C);
@@ -55,8 +62,8 @@ void embed_into_f32(const ExecContext& ctx, const TensorView& out, const TensorV
 constexpr std::int64_t kColumnBlock = 64;
 
 EmbeddingDims check_dims(const TensorView& out_like, const TensorView& tokens, const TensorView& wte,
-                         const TensorView& wpe) {
-  const EmbeddingDims d = embedding_dims(out_like, tokens, wte, wpe);
+                         const TensorView& wpe, EmbeddingTables tables) {
+  const EmbeddingDims d = embedding_dims(out_like, tokens, wte, wpe, tables);
   // Checked up front, outside the parallel loops: an exception must not leave an OpenMP region.
   const std::int32_t* tok = tokens.as<std::int32_t>();
   for (std::int64_t i = 0; i < d.B * d.T; ++i) {
@@ -68,10 +75,7 @@ EmbeddingDims check_dims(const TensorView& out_like, const TensorView& tokens, c
 }  // namespace
 
 void embedding_forward(const ExecContext& ctx, TensorView out, TensorView tokens, TensorView wte, TensorView wpe) {
-  const EmbeddingDims d = check_dims(out, tokens, wte, wpe);
-  detail::check_param_dtype("embedding_forward", out.dtype, {wte, wpe});
-  ZT_CHECK(wte.dtype == wpe.dtype, "embedding_forward: wte is {}, wpe {} (one dtype)", dtype_name(wte.dtype),
-           dtype_name(wpe.dtype));
+  const EmbeddingDims d = check_dims(out, tokens, wte, wpe, EmbeddingTables::kParameters);
   if (out.dtype == DType::kBF16) {
     using detail::Access;
     detail::stage_rows(ctx, {{out, Access::kWrite}}, [&](std::int64_t first, std::int64_t n, std::span<const TensorView> v) {
@@ -83,8 +87,7 @@ void embedding_forward(const ExecContext& ctx, TensorView out, TensorView tokens
 }
 
 void embedding_backward(const ExecContext& ctx, TensorView dwte, TensorView dwpe, TensorView dout, TensorView tokens) {
-  const EmbeddingDims d = check_dims(dout, tokens, dwte, dwpe);
-  ZT_CHECK(dwte.dtype == DType::kF32 && dwpe.dtype == DType::kF32, "embedding gradients are F32");
+  const EmbeddingDims d = check_dims(dout, tokens, dwte, dwpe, EmbeddingTables::kGradients);
   if (dout.dtype == DType::kBF16) {  // chunks of samples in order: the same (b, t) summation order
     using detail::Access;
     detail::stage_rows(ctx, {{dout, Access::kRead}}, [&](std::int64_t first, std::int64_t n, std::span<const TensorView> v) {

@@ -15,13 +15,15 @@ void embedding_forward(const ExecContext& ctx, TensorView out, TensorView tokens
 // Deterministic: each output row is summed in (b, t) order whatever the thread count.
 void embedding_backward(const ExecContext& ctx, TensorView dwte, TensorView dwpe, TensorView dout, TensorView tokens);
 
-// The operand shapes every embedding kernel (CPU and CUDA) takes, checked: tokens I32 [B, T],
-// wte [vocab, C], wpe [max_T, C] with T <= max_T, out/dout [B, T, C] F32 or BF16. The tables' dtypes
-// are each op's own check (parameters in forward, F32 gradients in backward).
+// The operands every embedding kernel (CPU and CUDA) takes, checked: tokens I32 [B, T],
+// wte [vocab, C], wpe [max_T, C] with T <= max_T, out/dout [B, T, C] F32 or BF16. The tables are the
+// forward's parameters (F32, or both BF16 with a BF16 out: check_param_dtype, naming
+// embedding_forward) or the backward's gradients (F32).
 struct EmbeddingDims {
   std::int64_t B, T, C, vocab, max_T;
 };
+enum class EmbeddingTables { kParameters, kGradients };
 EmbeddingDims embedding_dims(const TensorView& out_like, const TensorView& tokens, const TensorView& wte,
-                             const TensorView& wpe);
+                             const TensorView& wpe, EmbeddingTables tables);
 
 }  // namespace zt::cpu

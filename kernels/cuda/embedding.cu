@@ -39,13 +39,13 @@ bool use_vec4(std::int64_t C, const Act* activation, std::initializer_list<const
 
 using cpu::EmbeddingDims;
 
-// The checked shapes, and (through activation_dtype, naming `op`) out_like's dtype: F32 or BF16.
-// The tables' dtypes are each op's own check.
+// The checked operands (embedding_dims), and (through activation_dtype, naming `op`) out_like's
+// dtype: F32 or BF16.
 EmbeddingDims check_dims(const char* op, const TensorView& out_like, const TensorView& tokens, const TensorView& wte,
-                         const TensorView& wpe) {
+                         const TensorView& wpe, cpu::EmbeddingTables tables) {
   for (const TensorView* v : {&out_like, &tokens, &wte, &wpe}) detail::check_on_gpu(*v, "embedding operand");
   detail::activation_dtype(op, {out_like});
-  const EmbeddingDims d = cpu::embedding_dims(out_like, tokens, wte, wpe);
+  const EmbeddingDims d = cpu::embedding_dims(out_like, tokens, wte, wpe, tables);
   ZT_CHECK(d.B * d.T < (std::int64_t{1} << 31) && d.vocab < (std::int64_t{1} << 31), "embedding sizes exceed int32");
   return d;
 }
@@ -54,10 +54,7 @@ EmbeddingDims check_dims(const char* op, const TensorView& out_like, const Tenso
 
 void embedding_forward(const ExecContext& ctx, TensorView out, TensorView tokens, TensorView wte, TensorView wpe) {
   const cudaStream_t stream = detail::stream_of(ctx);
-  const EmbeddingDims d = check_dims("embedding_forward", out, tokens, wte, wpe);
-  detail::check_param_dtype("embedding_forward", out.dtype, {wte, wpe});
-  ZT_CHECK(wte.dtype == wpe.dtype, "embedding_forward: wte is {}, wpe {} (one dtype)", dtype_name(wte.dtype),
-           dtype_name(wpe.dtype));
+  const EmbeddingDims d = check_dims("embedding_forward", out, tokens, wte, wpe, cpu::EmbeddingTables::kParameters);
   if (out.numel() == 0) return;
   detail::dispatch_activation_params(out.dtype, wte.dtype, [&](auto type, auto ptype) {
     using Act = typename decltype(type)::type;
@@ -76,8 +73,7 @@ void embedding_forward(const ExecContext& ctx, TensorView out, TensorView tokens
 
 void embedding_backward(const ExecContext& ctx, TensorView dwte, TensorView dwpe, TensorView dout, TensorView tokens) {
   const cudaStream_t stream = detail::stream_of(ctx);
-  const EmbeddingDims d = check_dims("embedding_backward", dout, tokens, dwte, dwpe);
-  ZT_CHECK(dwte.dtype == DType::kF32 && dwpe.dtype == DType::kF32, "embedding gradients are F32");
+  const EmbeddingDims d = check_dims("embedding_backward", dout, tokens, dwte, dwpe, cpu::EmbeddingTables::kGradients);
   const std::int64_t BT = d.B * d.T;
   if (BT == 0) return;
   KernelResources& res = detail::resources_of(ctx);

@@ -27,14 +27,13 @@ struct MatmulDims {
   std::int64_t rows, in, out;
 };
 
-// Shapes, and the weight's dtype: F32 with either activation dtype (rounded to bf16 for the product
-// where gemm_input says so), or BF16 with BF16 activations (used as it is: bf16 working weights).
-// The activation operands' shared dtype is the caller's check (its operands differ per op).
-MatmulDims check_dims(const TensorView& out_like, const TensorView& inp, const TensorView& weight, WeightLayout layout) {
+// Shapes, and the weight's dtype (check_param_dtype against the activations' dtype `act`, which the
+// callers take from activation_dtype): F32 with either activation dtype (rounded to bf16 for the
+// product where gemm_input says so), or BF16 with BF16 activations (bf16 working weights, as stored).
+MatmulDims check_dims(const char* op, DType act, const TensorView& out_like, const TensorView& inp,
+                      const TensorView& weight, WeightLayout layout) {
   for (const TensorView* v : {&out_like, &inp, &weight}) detail::check_on_gpu(*v, "matmul operand");
-  ZT_CHECK(weight.dtype == DType::kF32 || (weight.dtype == DType::kBF16 && inp.dtype == DType::kBF16),
-           "matmul weights are F32, or BF16 with BF16 activations (weight {}, inp {})", dtype_name(weight.dtype),
-           dtype_name(inp.dtype));
+  detail::check_param_dtype(op, act, {weight});
   ZT_CHECK(weight.shape.ndim() == 2, "weight must be 2-D, has {} dims", weight.shape.ndim());
   ZT_CHECK(inp.shape.ndim() >= 1 && out_like.shape.ndim() >= 1);
   MatmulDims d;
@@ -114,12 +113,12 @@ void forward_through_fp32_scratch(const ExecContext& ctx, LtGemm g, TensorView o
 void matmul_forward(const ExecContext& ctx, TensorView out, TensorView inp, TensorView weight, WeightLayout layout,
                     TensorView bias, TensorView gelu_pre) {
   const DType act = detail::activation_dtype("matmul_forward", {out, inp});
-  const MatmulDims d = check_dims(out, inp, weight, layout);
+  const MatmulDims d = check_dims("matmul_forward", act, out, inp, weight, layout);
   const bool has_bias = bias.data != nullptr, has_gelu = gelu_pre.data != nullptr;
   if (has_bias) {
     detail::check_on_gpu(bias, "bias");
-    ZT_CHECK((bias.dtype == DType::kF32 || bias.dtype == act) && bias.numel() == d.out,
-             "matmul_forward: bias must be F32 (or {}) [{}]", dtype_name(act), d.out);
+    detail::check_param_dtype("matmul_forward", act, {bias});
+    ZT_CHECK(bias.numel() == d.out, "matmul_forward: bias must have {} elements", d.out);
   }
   if (has_gelu) {
     detail::check_on_gpu(gelu_pre, "gelu_pre");
@@ -163,7 +162,7 @@ void matmul_backward(const ExecContext& ctx, TensorView dinp, TensorView dweight
                      TensorView inp, TensorView weight, WeightLayout layout, TensorView gelu_pre) {
   // A skipped dinp ({}: no data) takes no part in the dtype check.
   const DType act = detail::activation_dtype("matmul_backward", {dinp, dout, inp});
-  const MatmulDims d = check_dims(dout, inp, weight, layout);
+  const MatmulDims d = check_dims("matmul_backward", act, dout, inp, weight, layout);
   const bool in_out = layout == WeightLayout::kInOut;
   // dout feeds both products; each other input is rounded (kBf16) only when its product runs.
   const bool need_dinp = dinp.data != nullptr && d.rows > 0, need_dweight = dweight.data != nullptr && d.rows > 0;

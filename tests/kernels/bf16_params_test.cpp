@@ -5,7 +5,6 @@
 // shapes' worth of values each run. F32 activations with BF16 parameters are rejected naming the op.
 #include <gtest/gtest.h>
 
-#include <cstring>
 #include <functional>
 #include <string>
 
@@ -40,15 +39,6 @@ std::vector<bf16> bf16_values(const std::vector<float>& v) {
   return out;
 }
 
-template <typename T>
-::testing::AssertionResult same_bytes(const std::vector<T>& got, const std::vector<T>& want) {
-  if (got.size() != want.size()) return ::testing::AssertionFailure() << "size " << got.size() << " vs " << want.size();
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    if (std::memcmp(&got[i], &want[i], sizeof(T)) != 0) return ::testing::AssertionFailure() << "element " << i;
-  }
-  return ::testing::AssertionSuccess();
-}
-
 TEST(Bf16Params, MatmulWithBf16WeightAndBiasEqualsF32OfTheSameValues) {
   ZT_SEEDED_RNG(rng);
   const std::int64_t N = 37, C = 24, OC = 40;
@@ -62,20 +52,20 @@ TEST(Bf16Params, MatmulWithBf16WeightAndBiasEqualsF32OfTheSameValues) {
     std::vector<float> dw32 = dw16, db32 = db16;
     cpu::matmul_forward(cpu_ctx(), view_of(out16, so), view_of(x, sx), w.bf16_view(sw), layout, b.bf16_view({OC}));
     cpu::matmul_forward(cpu_ctx(), view_of(out32, so), view_of(x, sx), w.f32_view(sw), layout, b.f32_view({OC}));
-    EXPECT_TRUE(same_bytes(out16, out32)) << "out";
+    EXPECT_TRUE(bitwise_equal(out16, out32)) << "out";
     cpu::matmul_backward(cpu_ctx(), view_of(dx16, sx), view_of(dw16, sw), view_of(db16), view_of(g, so),
                          view_of(x, sx), w.bf16_view(sw), layout);
     cpu::matmul_backward(cpu_ctx(), view_of(dx32, sx), view_of(dw32, sw), view_of(db32), view_of(g, so),
                          view_of(x, sx), w.f32_view(sw), layout);
-    EXPECT_TRUE(same_bytes(dx16, dx32)) << "dinp";
-    EXPECT_TRUE(same_bytes(dw16, dw32)) << "dweight";
-    EXPECT_TRUE(same_bytes(db16, db32)) << "dbias";
+    EXPECT_TRUE(bitwise_equal(dx16, dx32)) << "dinp";
+    EXPECT_TRUE(bitwise_equal(dw16, dw32)) << "dweight";
+    EXPECT_TRUE(bitwise_equal(db16, db32)) << "dbias";
     // Only the weight gradient (no dinp): the BF16 weight is then only a shape.
     cpu::matmul_backward(cpu_ctx(), TensorView{}, view_of(dw16, sw), TensorView{}, view_of(g, so), view_of(x, sx),
                          w.bf16_view(sw), layout);
     cpu::matmul_backward(cpu_ctx(), TensorView{}, view_of(dw32, sw), TensorView{}, view_of(g, so), view_of(x, sx),
                          w.f32_view(sw), layout);
-    EXPECT_TRUE(same_bytes(dw16, dw32)) << "dweight without dinp";
+    EXPECT_TRUE(bitwise_equal(dw16, dw32)) << "dweight without dinp";
   }
 }
 
@@ -91,17 +81,17 @@ TEST(Bf16Params, LayerNormWithBf16WeightAndBiasEqualsF32OfTheSameValues) {
                          w.bf16_view(c), b.bf16_view(c));
   cpu::layernorm_forward(cpu_ctx(), view_of(out32, nc), view_of(mean32), view_of(rstd32), view_of(x, nc),
                          w.f32_view(c), b.f32_view(c));
-  EXPECT_TRUE(same_bytes(out16, out32)) << "out";
-  EXPECT_TRUE(same_bytes(mean16, mean32) && same_bytes(rstd16, rstd32)) << "statistics";
+  EXPECT_TRUE(bitwise_equal(out16, out32)) << "out";
+  EXPECT_TRUE(bitwise_equal(mean16, mean32) && bitwise_equal(rstd16, rstd32)) << "statistics";
   std::vector<bf16> dx16 = bf16_values(rng.normal(N * C)), dx32 = dx16;
   std::vector<float> dw16 = rng.normal(C), db16 = rng.normal(C), dw32 = dw16, db32 = db16;
   cpu::layernorm_backward(cpu_ctx(), view_of(dx16, nc), view_of(dw16), view_of(db16), view_of(g, nc), view_of(x, nc),
                           w.bf16_view(c), view_of(mean16), view_of(rstd16));
   cpu::layernorm_backward(cpu_ctx(), view_of(dx32, nc), view_of(dw32), view_of(db32), view_of(g, nc), view_of(x, nc),
                           w.f32_view(c), view_of(mean32), view_of(rstd32));
-  EXPECT_TRUE(same_bytes(dx16, dx32)) << "dinp";
-  EXPECT_TRUE(same_bytes(dw16, dw32)) << "dweight";
-  EXPECT_TRUE(same_bytes(db16, db32)) << "dbias";
+  EXPECT_TRUE(bitwise_equal(dx16, dx32)) << "dinp";
+  EXPECT_TRUE(bitwise_equal(dw16, dw32)) << "dweight";
+  EXPECT_TRUE(bitwise_equal(db16, db32)) << "dbias";
 }
 
 TEST(Bf16Params, EmbeddingWithBf16TablesEqualsF32OfTheSameValues) {
@@ -113,7 +103,7 @@ TEST(Bf16Params, EmbeddingWithBf16TablesEqualsF32OfTheSameValues) {
   const Shape btc{B, T, C}, bt{B, T}, vc{V, C}, pc{max_T, C};
   cpu::embedding_forward(cpu_ctx(), view_of(out16, btc), view_of(tokens, bt), wte.bf16_view(vc), wpe.bf16_view(pc));
   cpu::embedding_forward(cpu_ctx(), view_of(out32, btc), view_of(tokens, bt), wte.f32_view(vc), wpe.f32_view(pc));
-  EXPECT_TRUE(same_bytes(out16, out32));
+  EXPECT_TRUE(bitwise_equal(out16, out32));
 }
 
 // The rule is check_param_dtype's: BF16 parameters need BF16 activations (an fp32 kernel would

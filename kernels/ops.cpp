@@ -143,11 +143,26 @@ void attention_backward(const ExecContext& ctx, TensorView dqkv, TensorView dout
                         int n_head, const DropoutSpec& dropout) {
   return ZT_OP(attention_backward, ctx, dqkv, dout, qkv, att, n_head, dropout);
 }
+bool cuda_kernels_built() {
+#ifdef ZT_HAVE_CUDA
+  return true;
+#else
+  return false;
+#endif
+}
 bool flash_attention_available(Device device, std::int64_t batch, std::int64_t n_head, std::int64_t head_size) {
 #ifdef ZT_HAVE_CUDA
   return device == Device::kCUDA && cuda::flash_attention_supports(batch, n_head, head_size);
 #else
   (void)device, (void)batch, (void)n_head, (void)head_size;
+  return false;
+#endif
+}
+bool flash_attention_on_tensor_cores(Device device, DType activations, std::int64_t head_size) {
+#ifdef ZT_HAVE_CUDA
+  return device == Device::kCUDA && cuda::flash_attention_tensor_cores(activations, head_size);
+#else
+  (void)device, (void)activations, (void)head_size;
   return false;
 #endif
 }

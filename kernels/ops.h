@@ -55,7 +55,12 @@ void attention_backward(const ExecContext& ctx, TensorView dqkv, TensorView dout
 // CUDA only (kernels/cuda/flash_attention.h: some head sizes, batch * n_head <= 65535), dropout on
 // the probabilities fused: where flash_attention_available is false the model uses
 // attention_forward/backward.
+// Whether this build has the CUDA kernels (nvcc was found): without them device "cuda" runs nothing.
+bool cuda_kernels_built();
 bool flash_attention_available(Device device, std::int64_t batch, std::int64_t n_head, std::int64_t head_size);
+// Whether flash attention on `device` runs on tensor cores (cuda::flash_attention_tensor_cores:
+// BF16 activations, head sizes 16-128 that the current GPU grants the shared memory for).
+bool flash_attention_on_tensor_cores(Device device, DType activations, std::int64_t head_size);
 void flash_attention_forward(const ExecContext& ctx, TensorView out, TensorView lse, TensorView qkv, int n_head,
                              const DropoutSpec& dropout);
 void flash_attention_backward(const ExecContext& ctx, TensorView dqkv, TensorView dout, TensorView out, TensorView qkv,

@@ -3,6 +3,9 @@
 
 #include <algorithm>
 
+#include <fmt/format.h>
+
+#include "engine/core/memory_tracker.h"
 #include "kernels/ops.h"
 
 namespace zt::gpt {
@@ -45,6 +48,20 @@ ActivationDims activation_dims(const GptConfig& c, std::int64_t batch, std::int6
   ZT_CHECK(activations == DType::kF32 || activations == DType::kBF16, "activations are F32 or BF16");
   const bool flash = ops::flash_attention_available(device, batch, c.n_head, c.n_embd / c.n_head);
   return ActivationDims{batch, seq_len, c.n_embd, c.n_head, c.padded_vocab_size(), flash, activations};
+}
+
+std::string describe_attention(const GptConfig& c, const ActivationDims& d, Device device) {
+  if (d.flash_attention) return "flash (no T x T probabilities kept)";
+  if (device != Device::kCUDA) return "materialised (T x T probabilities kept)";
+  const std::int64_t hs = c.n_embd / c.n_head;
+  std::string why = "this build has no CUDA kernels";
+  if (ops::cuda_kernels_built()) {
+    why = ops::flash_attention_available(Device::kCUDA, 1, 1, hs)
+              ? fmt::format("micro_batch * n_head = {} exceeds the flash kernels' 65535", d.B * d.NH)
+              : fmt::format("the flash kernels have no head size {} (8-128, powers of 2)", hs);
+  }
+  return fmt::format("materialised (T x T probabilities kept: {}; {} a block)", why,
+                     format_bytes(d.act_bytes() * d.B * d.NH * d.T * d.T));
 }
 
 std::int64_t block_activation_bytes(const ActivationDims& d) {

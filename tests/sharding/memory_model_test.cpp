@@ -218,6 +218,32 @@ TEST(RankMemory, FlashAttentionOnCudaDropsTheProbabilitiesFromThePrediction) {
   }
 }
 
+// What the memory command and the train header say of attention: on CUDA, where the flash kernels
+// cannot take the shapes, why not and what the probabilities cost, so a head size without a flash
+// kernel is not a silent B NH T^2 elements a block.
+TEST(RankMemory, AttentionDescriptionSaysWhyTheProbabilitiesAreKept) {
+  gpt::GptConfig m = kGpt2Small;
+  const std::int64_t B = 8, T = 1024;
+  EXPECT_EQ(gpt::describe_attention(m, gpt::activation_dims(m, B, T, Device::kCPU), Device::kCPU),
+            "materialised (T x T probabilities kept)");
+  if (!ops::cuda_kernels_built()) {
+    EXPECT_EQ(gpt::describe_attention(m, gpt::activation_dims(m, B, T, Device::kCUDA), Device::kCUDA),
+              "materialised (T x T probabilities kept: this build has no CUDA kernels; 384.00 MiB a block)");
+    return;
+  }
+  EXPECT_EQ(gpt::describe_attention(m, gpt::activation_dims(m, B, T, Device::kCUDA), Device::kCUDA),
+            "flash (no T x T probabilities kept)");
+  m.n_head = 8;  // head size 96: 8 x 8 x 1024^2 bf16 probabilities = 128 MiB a block
+  EXPECT_EQ(gpt::describe_attention(m, gpt::activation_dims(m, B, T, Device::kCUDA, DType::kBF16), Device::kCUDA),
+            "materialised (T x T probabilities kept: the flash kernels have no head size 96 (8-128, powers of 2); "
+            "128.00 MiB a block)");
+  m.n_head = 12;
+  const std::int64_t many = 65535 / 12 + 1;  // B * n_head = 65544
+  EXPECT_EQ(gpt::describe_attention(m, gpt::activation_dims(m, many, 1, Device::kCUDA), Device::kCUDA),
+            "materialised (T x T probabilities kept: micro_batch * n_head = 65544 exceeds the flash kernels' 65535; "
+            "256.03 KiB a block)");
+}
+
 // From 4 ranks on. With fewer, stage 2 can exceed stage 1 for GPT-2: the overlap keeps the tied
 // embedding's full pending gradient (38.6M elements, alive through backward) beside two blocks'
 // and the staging of three reduce-scatters in flight, which outweighs the part of the gradients

@@ -89,10 +89,9 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
   const char* dtype = cfg.param_dtype == DType::kBF16 ? "bf16" : "f32";
   const char* activations = cfg.activation_dtype == DType::kBF16 ? "bf16" : "fp32";
   const std::string ckpt = cfg.train.activation_checkpointing.to_string();
-  const char* attention =
-      gpt::activation_dims(mc, cfg.train.micro_batch, cfg.train.seq_len, cfg.device).flash_attention
-          ? "flash (no T x T probabilities kept)"
-          : "materialised (T x T probabilities kept)";
+  const std::string attention = gpt::describe_attention(
+      mc, gpt::activation_dims(mc, cfg.train.micro_batch, cfg.train.seq_len, cfg.device, cfg.activation_dtype),
+      cfg.device);
 
   std::vector<StageMemory> stages;
   for (int stage = 0; stage < kStages; ++stage) stages.push_back(predict_rank_memory(cfg, stage, ranks, options));
@@ -148,7 +147,7 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
              mc.n_layer, mc.n_head, mc.n_embd, mc.vocab_size, mc.padded_vocab_size(), table.total_numel(),
              table.units().size(), largest.numel, largest.shard_numel);
   fmt::print("per rank: micro_batch {} x seq_len {}, activation_checkpointing {}, param_dtype {}; device {}: {} "
-             "activations, {} attention\n",
+             "activations; attention {}\n",
              cfg.train.micro_batch, cfg.train.seq_len, ckpt, dtype, device_name(cfg.device), activations, attention);
   fmt::print("zero: overlap_comm {}, prefetch_units {}, max_inflight_reductions {}, reshard_after_forward {}, "
              "param_persistence_threshold {}, grad_shard_dtype {}{}\n\n",

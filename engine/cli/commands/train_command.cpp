@@ -18,6 +18,8 @@
 #include "engine/trainer/resume.h"
 #include "engine/trainer/trainer.h"
 #include "kernels/cpu/blas.h"
+#include "kernels/ops.h"
+#include "models/gpt/activations.h"
 #include "models/gpt/gpt_params.h"
 
 namespace zt::cli {
@@ -70,6 +72,12 @@ int train_main(const std::vector<std::string>& args) {
                cfg.train.global_batch_tokens, cfg.train.micro_batch, cfg.train.seq_len, cfg.train.grad_accum,
                comm->world_size(), cfg.train.max_steps, cfg.train.num_threads, blas.core_name);
     fmt::print("device: {}\n", trainer.device_description());
+    const gpt::ActivationDims dims =
+        gpt::activation_dims(m, cfg.train.micro_batch, cfg.train.seq_len, cfg.device, cfg.activation_dtype);
+    const bool tensor_cores =
+        dims.flash_attention && ops::flash_attention_on_tensor_cores(cfg.device, cfg.activation_dtype, m.head_size());
+    fmt::print("attention: {}{}\n", gpt::describe_attention(m, dims, cfg.device),
+               tensor_cores ? ", on tensor cores" : (dims.flash_attention ? ", on CUDA cores" : ""));
     fmt::print("ZeRO stage {} on {} rank(s) ({} communicator{})\nrun directory: {}\n", cfg.zero.stage,
                comm->world_size(), comm->backend_name(), cfg.train.deterministic ? ", deterministic reductions" : "",
                cfg.log.run_dir);

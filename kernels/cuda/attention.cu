@@ -13,6 +13,7 @@
 #include <type_traits>
 
 #include "kernels/cpu/attention.h"  // attention_dims: the operand checks both backends share
+#include "kernels/cuda/attention_kernels.cuh"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/dropout.h"
 #include "kernels/cuda/lt_gemm.h"
@@ -35,57 +36,19 @@ using detail::run_gemm;
 // an operand (2^-9 relative), which the CPU reference (fp32 staging) does not make; the tests
 // bound the difference normwise. Every stored result (att, out, dqkv) is rounded once.
 
-constexpr int kRowsPerBlock = 8;  // warps per softmax block, one row each
-
 template <typename Act>
 constexpr cudaDataType_t lt_type() {
   return std::is_same_v<Act, float> ? CUDA_R_32F : CUDA_R_16BF;
 }
 
-// Rows [rows, T] of fp32 scores -> rows of att: row r is query t = r % T; probabilities below and
-// on the diagonal, zero above. Scores already carry the 1/sqrt(hs) scale (the GEMM's alpha). For
-// F32, scores is att itself (in place: each element is read before the same thread writes it).
-template <typename Act>
-__global__ void causal_softmax_forward(Act* att, const float* scores, std::int64_t rows, int T) {
-  const int lane = threadIdx.x % detail::kWarpSize;
-  const std::int64_t r = blockIdx.x * std::int64_t{kRowsPerBlock} + threadIdx.x / detail::kWarpSize;
-  if (r >= rows) return;
-  const int len = static_cast<int>(r % T) + 1;
-  const float* s = scores + r * T;
-  Act* row = att + r * T;
-  float mx = -INFINITY;
-  for (int k = lane; k < len; k += detail::kWarpSize) mx = fmaxf(mx, s[k]);
-  mx = detail::warp_max(mx);
-  float sum = 0.0f;
-  for (int k = lane; k < len; k += detail::kWarpSize) sum += expf(s[k] - mx);
-  const float inv_sum = 1.0f / detail::warp_sum(sum);
-  for (int k = lane; k < T; k += detail::kWarpSize) {
-    detail::store_act(row + k, k < len ? expf(s[k] - mx) * inv_sum : 0.0f);
-  }
-}
+using detail::attention::causal_softmax_backward;
+using detail::attention::causal_softmax_forward;
 
-// dpre = att * (dp - sum_k att dp) * scale below and on the diagonal, 0 above, row by row. dp is
-// fp32; for F32, dpre is dp itself (in place, as above).
-template <typename Act>
-__global__ void causal_softmax_backward(Act* dpre, const float* dp, const Act* att, std::int64_t rows, int T,
-                                        float scale) {
-  const int lane = threadIdx.x % detail::kWarpSize;
-  const std::int64_t r = blockIdx.x * std::int64_t{kRowsPerBlock} + threadIdx.x / detail::kWarpSize;
-  if (r >= rows) return;
-  const int len = static_cast<int>(r % T) + 1;
-  const float* d = dp + r * T;
-  const Act* p = att + r * T;
-  Act* out = dpre + r * T;
-  float dot = 0.0f;
-  for (int k = lane; k < len; k += detail::kWarpSize) dot += detail::load_act(p + k) * d[k];
-  dot = detail::warp_sum(dot);
-  for (int k = lane; k < T; k += detail::kWarpSize) {
-    detail::store_act(out + k, k < len ? detail::load_act(p + k) * (d[k] - dot) * scale : 0.0f);
-  }
+unsigned softmax_blocks(std::int64_t rows) {
+  constexpr int kRows = detail::attention::kRowsPerBlock;
+  return static_cast<unsigned>((rows + kRows - 1) / kRows);
 }
-
-unsigned softmax_blocks(std::int64_t rows) { return static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock); }
-constexpr unsigned kSoftmaxThreads = kRowsPerBlock * detail::kWarpSize;
+constexpr unsigned kSoftmaxThreads = detail::attention::kThreads;
 
 using AttnDims = cpu::AttentionDims;
 

@@ -78,6 +78,17 @@ std::vector<double> softmax_backward_reference(const std::vector<float>& p, cons
   return close_to_cpu(got, std::vector<float>(ref.begin(), ref.end()), true);
 }
 
+// Where a kernel writes, as attention.cu points it: BF16 into separate bf16 storage, F32 in place
+// over its fp32 input.
+template <typename Act>
+Act* output_of(std::vector<Act>& separate, std::vector<float>& fp32_input) {
+  if constexpr (std::is_same_v<Act, float>) {
+    return fp32_input.data();
+  } else {
+    return separate.data();
+  }
+}
+
 template <typename Act>
 void softmax_case(Rng& rng, std::int64_t samples_times_heads, std::int64_t T) {
   constexpr bool kBf16 = !std::is_same_v<Act, float>;
@@ -91,13 +102,7 @@ void softmax_case(Rng& rng, std::int64_t samples_times_heads, std::int64_t T) {
   // Forward: F32 in place over the scores; BF16 from fp32 scores into bf16 probabilities.
   std::vector<float> scores_buf = scores;
   std::vector<Act> att = device_values<Act>(std::vector<float>(static_cast<std::size_t>(rows * T), NAN));
-  Act* att_p;
-  if constexpr (kBf16) {
-    att_p = att.data();
-  } else {
-    att_p = scores_buf.data();
-  }
-  simt::launch(softmax_grid(rows), at::kThreads, 0, at::causal_softmax_forward<Act>, att_p,
+  simt::launch(softmax_grid(rows), at::kThreads, 0, at::causal_softmax_forward<Act>, output_of(att, scores_buf),
                static_cast<const float*>(scores_buf.data()), rows, static_cast<int>(T));
   const std::vector<float> probs = kBf16 ? host_values(att) : scores_buf;
   EXPECT_TRUE(close(probs, softmax_reference(scores, rows, T), kBf16));
@@ -106,14 +111,8 @@ void softmax_case(Rng& rng, std::int64_t samples_times_heads, std::int64_t T) {
   // Backward from those probabilities: F32 in place over dp; BF16 into bf16 scratch.
   std::vector<float> dp_buf = dp;
   std::vector<Act> dpre = device_values<Act>(std::vector<float>(static_cast<std::size_t>(rows * T), NAN));
-  Act* dpre_p;
-  if constexpr (kBf16) {
-    dpre_p = dpre.data();
-  } else {
-    dpre_p = dp_buf.data();
-  }
   const std::vector<Act> att_in = device_values<Act>(probs);
-  simt::launch(softmax_grid(rows), at::kThreads, 0, at::causal_softmax_backward<Act>, dpre_p,
+  simt::launch(softmax_grid(rows), at::kThreads, 0, at::causal_softmax_backward<Act>, output_of(dpre, dp_buf),
                static_cast<const float*>(dp_buf.data()), att_in.data(), rows, static_cast<int>(T), scale);
   const std::vector<float> dpre_got = kBf16 ? host_values(dpre) : dp_buf;
   EXPECT_TRUE(close(dpre_got, softmax_backward_reference(probs, dp, rows, T, scale), kBf16));

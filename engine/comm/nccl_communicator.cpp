@@ -7,10 +7,13 @@
 #include <fmt/format.h>
 #include <nccl.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <mutex>
 #include <thread>
 
 #include "engine/comm/collective_watchdog.h"
@@ -52,6 +55,45 @@ std::string describe(const char* op, const TensorView& v) {
   return fmt::format("NCCL {} of {} {} elements", op, v.numel(), dtype_name(v.dtype));
 }
 
+// [Note: one launch order for all NCCL communicators]
+// A process can hold two NCCL communicators on its GPU: launched without MPI, the trainer's control
+// communicator (host results: losses, votes) and the parameter store's, each on its own stream.
+// NCCL orders nothing between communicators, and two collectives in flight at once can deadlock
+// (a rank's kernel of one waits on a peer whose GPU runs the other's first); NCCL's advice is to
+// keep them in separate epochs. So a collective's stream first waits for the last collective that
+// another communicator of this process queued: the GPU runs them in the program's order, which
+// every rank shares. With one NCCL communicator (mpirun: MPI is the control) nothing waits.
+class LaunchOrder {
+ public:
+  void follow(const void* comm, cudaStream_t stream) {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    if (last_ && last_comm_ != comm) last_->wait_on(stream);
+  }
+  void queued(const void* comm, std::shared_ptr<cuda::CudaEvent> done) {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    last_ = std::move(done);
+    last_comm_ = comm;
+  }
+  // A communicator going away (its stream synchronised) leaves nothing for others to wait on, and
+  // no event outlives the CUDA context in a static.
+  void forget(const void* comm) {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    if (last_comm_ != comm) return;
+    last_.reset();
+    last_comm_ = nullptr;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::shared_ptr<cuda::CudaEvent> last_;
+  const void* last_comm_ = nullptr;
+};
+
+LaunchOrder& launch_order() {
+  static LaunchOrder order;
+  return order;
+}
+
 }  // namespace
 
 std::vector<std::uint8_t> make_nccl_unique_id() {
@@ -69,6 +111,7 @@ struct NcclCommunicator::Impl {
   cuda::CudaStream comm_stream;
   ExecContext comm_ctx;  // ctx with the communication stream: staging casts run there
   ncclComm_t comm = nullptr;
+  std::atomic<bool> failing{false};  // fail() has begun (see there)
   std::unique_ptr<CollectiveWatchdog> watchdog;  // last: its thread stops before the rest goes
 
   Impl(MemoryTracker& t, const ExecContext& c, int dev) : tracker(t), ctx(c), device(dev), comm_stream(dev), comm_ctx(c) {
@@ -86,6 +129,7 @@ struct NcclCommunicator::Impl {
       if (state == ncclSuccess) return;
       if (state != ncclInProgress) nccl_check(state, comm, what, __FILE__, __LINE__);
       if (std::chrono::steady_clock::now() > deadline) {
+        watchdog.reset();  // its thread polls `comm`: stopped before the comm is aborted under it
         ncclCommAbort(comm);
         comm = nullptr;
         throw_runtime_error("{} did not finish within {:g} s: a rank is missing or stuck", what, timeout_s);
@@ -96,7 +140,12 @@ struct NcclCommunicator::Impl {
 
   // What a failed or timed-out collective does: the NCCL communicator cannot be trusted after it,
   // and peers may be blocked in it, so report, abort it (releasing their kernels) and exit.
+  // The watchdog's thread and a Work's timeout on the caller's may both get here: the first
+  // reports, aborts and exits; a second waits for that exit rather than abort the comm twice.
   [[noreturn]] void fail(int rank, const std::string& message) {
+    if (failing.exchange(true)) {
+      for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+    }
     std::fprintf(stderr, "zerotrain: error: rank %d: %s\n", rank, message.c_str());
     std::fflush(stderr);
     if (comm != nullptr) ncclCommAbort(comm);
@@ -113,6 +162,7 @@ class NcclCommunicator::Collective {
     cuda::CudaEvent ready;
     ready.record(impl_.compute_stream());
     ready.wait_on(impl_.comm_stream.get());
+    launch_order().follow(&impl_, impl_.comm_stream.get());
   }
 
   // `v` as a device view of dtype `want`: v itself, or a staging copy (upload, cast, or both).
@@ -167,6 +217,7 @@ class NcclCommunicator::Collective {
     }
     auto done = std::make_shared<cuda::CudaEvent>();
     done->record(stream());
+    launch_order().queued(&impl_, done);
     const std::string context = *owner_.context_ptr();
     const double timeout_s = owner_.options().timeout_s;  // set_options may change it after set-up
     impl_.watchdog->watch(description, context,
@@ -205,8 +256,12 @@ class NcclCommunicator::Collective {
   // dst is filled when the Work completes).
   void result_into(TensorView dst, TensorView src) { results_.push_back({dst, src}); }
 
+  // Not zero-filled: a fill would be queued on the compute stream (the allocator's), after the
+  // fence the comm stream waits on, and so could land after the comm stream's copy or cast into
+  // the buffer. Every staging buffer is written whole (copy, cast or NCCL) before it is read.
   TensorView stage(DType dtype, std::int64_t n) {
-    staging_.push_back(ops::allocate(impl_.ctx, impl_.tracker, MemCategory::kCommBuffers, dtype, n));
+    staging_.push_back(
+        ops::allocate(impl_.ctx, impl_.tracker, MemCategory::kCommBuffers, dtype, n, /*zero_fill=*/false));
     return staging_.back().view();
   }
 
@@ -248,6 +303,7 @@ NcclCommunicator::~NcclCommunicator() {
   if (!impl_) return;
   impl_->watchdog.reset();
   cudaStreamSynchronize(impl_->comm_stream.get());  // nothing in flight may outlive its buffers
+  launch_order().forget(impl_.get());
   if (impl_->comm != nullptr) ncclCommDestroy(impl_->comm);
 }
 

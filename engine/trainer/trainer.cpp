@@ -385,7 +385,9 @@ TrainSummary Trainer::run() {
       if (s.store.optimizer_layout().world_size() == 1) {  // stage 0: every rank holds the whole master
         ops::copy(s.ctx, full.back().view(), s.optimizer.master(static_cast<int>(u)));
       } else {
-        s.comm.all_gather(s.optimizer.master(static_cast<int>(u)), full.back().view()).wait();
+        // Through the store's communicator: on CUDA the master shards are device memory, which only
+        // it (NCCL, ordered behind the compute stream's AdamW) may read; MPI moves host memory.
+        s.store_comm().all_gather(s.optimizer.master(static_cast<int>(u)), full.back().view()).wait();
       }
       const float* p = full.back().as<float>();
       for (std::int64_t i = 0; i < sh.numel; ++i) {

@@ -3,7 +3,11 @@
 // on the compute stream, in-place and out-of-place buffers, BF16 operands reduced in fp32 and
 // rounded once, host buffers staged through the device, and volumes counted as for one rank (0).
 // Several GPUs per communicator need several GPUs: never tested here (docs/multi_node.md).
+#include <cuda_runtime_api.h>
+
+#include <chrono>
 #include <numeric>
+#include <thread>
 
 #include "engine/comm/nccl_communicator.h"
 #include "kernels/ops.h"
@@ -75,6 +79,43 @@ TEST_F(NcclOneRank, AllReduceOfBf16RoundsOnceAndHostBuffersAreStaged) {
       .wait();
   EXPECT_EQ(gathered, mine);
   comm_->barrier();
+}
+
+// Staging buffers are written on the communication stream only: a fill of them queued on the
+// compute stream (the allocator's) after the fence would race with the comm stream's cast and
+// could zero the reduction's input. A host function holds the compute stream so the fence fires
+// while both are runnable; 20 rounds of large bf16 reductions make a race show.
+TEST_F(NcclOneRank, Bf16ReductionsStagedWhileTheComputeStreamIsBusyKeepTheirValues) {
+  ZT_SEEDED_RNG(rng);
+  const std::int64_t n = std::int64_t{1} << 24;
+  Buffer g16 = upload_bf16(rng.normal(n));
+  const auto before = download<std::uint16_t>(g16);
+  const auto hold = [](void*) { std::this_thread::sleep_for(std::chrono::milliseconds(20)); };
+  for (int round = 0; round < 20; ++round) {
+    ASSERT_EQ(cudaLaunchHostFunc(static_cast<cudaStream_t>(gpu().cuda_stream), hold, nullptr), cudaSuccess);
+    comm_->all_reduce(g16.view(), ReduceOp::kAvg).wait();
+  }
+  EXPECT_EQ(download<std::uint16_t>(g16), before) << "a staged input was overwritten";
+}
+
+// [Note: one launch order for all NCCL communicators]: a second communicator's collective runs
+// after the first's, even with no wait between them, so the second reads what the first wrote.
+// Without that order the two would start together once the held compute stream lets them go.
+TEST_F(NcclOneRank, TwoCommunicatorsRunTheirCollectivesInProgramOrder) {
+  ZT_SEEDED_RNG(rng);
+  const std::int64_t n = std::int64_t{1} << 24;
+  const std::vector<float> x = rng.normal(n);
+  Buffer src = upload(x);
+  Buffer middle = poisoned(DType::kF32, n);
+  Buffer last = poisoned(DType::kF32, n);
+  NcclCommunicator other(tracker_, CommOptions{}, gpu(), 0, 1, make_nccl_unique_id());
+  const auto hold = [](void*) { std::this_thread::sleep_for(std::chrono::milliseconds(20)); };
+  ASSERT_EQ(cudaLaunchHostFunc(static_cast<cudaStream_t>(gpu().cuda_stream), hold, nullptr), cudaSuccess);
+  Work first = comm_->all_gather(src.view(), middle.view());
+  Work second = other.all_gather(middle.view(), last.view());
+  first.wait();
+  second.wait();
+  EXPECT_TRUE(bitwise_equal(download<float>(last), x));
 }
 
 TEST_F(NcclOneRank, MismatchedShapesAreRefusedBeforeAnythingIsQueued) {

@@ -16,6 +16,7 @@ ShardLayout::ShardLayout(const ParamTable& table, int world_size, int rank) : wo
     s.padded = s.shard * world_size;
     s.begin = std::min(u.numel, s.shard * rank);
     s.end = std::min(u.numel, s.shard * (rank + 1));
+    s.offset = s.shard * rank;
     units_.push_back(s);
   }
 }

@@ -16,6 +16,9 @@ struct UnitShard {
   std::int64_t padded = 0;  // s * N
   std::int64_t begin = 0;   // this rank's first element (unit coordinates)
   std::int64_t end = 0;     // one past its last real element (begin when it holds only padding)
+  // Where this rank's shard sits in the padded unit, r * s: the collectives' in-place position.
+  // Equal to begin except on a rank past the unit's end (s * r > n), whose shard is all padding.
+  std::int64_t offset = 0;
   std::int64_t live() const { return end - begin; }
 };
 

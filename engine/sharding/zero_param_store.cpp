@@ -160,7 +160,7 @@ void ZeroParamStore::grads_ready(int unit) {
     // In place: the reduced shard lands in this rank's own slice of the full gradient buffer.
     if (last_micro_batch_) {
       reductions_.push_back(
-          {unit, comm_.reduce_scatter(grads_[u].view(), grads_[u].view().slice(s.begin, s.shard), ReduceOp::kAvg), {}});
+          {unit, comm_.reduce_scatter(grads_[u].view(), grads_[u].view().slice(s.offset, s.shard), ReduceOp::kAvg), {}});
     }
   } else {
     ZT_CHECK(!pending_full_grads_[u].empty(), "grads_ready for unit {} without a contribution", unit);
@@ -222,14 +222,14 @@ void ZeroParamStore::set_micro_batch(int index, int count) { last_micro_batch_ =
 
 TensorView ZeroParamStore::grad_shard(int unit) const {
   const std::size_t u = static_cast<std::size_t>(unit);
-  if (options_.stage == 1) return grads_[u].view().slice(layout_.unit(unit).begin, layout_.unit(unit).shard);
+  if (options_.stage == 1) return grads_[u].view().slice(layout_.unit(unit).offset, layout_.unit(unit).shard);
   return grads_[u].view();  // stage 0: the whole (all-reduced) unit; stages 2-3: the shard
 }
 
 TensorView ZeroParamStore::working_shard(int unit) const {
   const std::size_t u = static_cast<std::size_t>(unit);
   if (options_.stage == 0 || sharded_[u]) return params_[u].view();  // the whole unit, or the shard
-  return params_[u].view().slice(layout_.unit(unit).begin, layout_.unit(unit).shard);
+  return params_[u].view().slice(layout_.unit(unit).offset, layout_.unit(unit).shard);
 }
 
 void ZeroParamStore::publish_updated_params() {

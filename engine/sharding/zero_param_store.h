@@ -63,7 +63,8 @@ class ZeroParamStore final : public ParamStore {
   void set_micro_batch(int index, int count);
 
   // This rank's reduced gradient and working parameters for the optimizer, in optimizer-layout
-  // coordinates: element 0 is unit element optimizer_layout().unit(u).begin.
+  // coordinates: element 0 is unit element optimizer_layout().unit(u).begin (its offset: the
+  // same on every rank that holds real elements).
   TensorView grad_shard(int unit) const;
   TensorView working_shard(int unit) const;
   // After the optimizer wrote every working shard: all-gathers the units kept whole (stages 1-2,

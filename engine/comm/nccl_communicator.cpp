@@ -153,6 +153,33 @@ struct NcclCommunicator::Impl {
   }
 };
 
+namespace {
+
+// A collective's staging buffers, returned to the caching allocator (whose reuse is ordered on the
+// compute stream) only once the compute stream was made to wait for the collective: after the
+// Work's wait, or, for a Work dropped unwaited on an error path, here.
+struct Staging {
+  Staging(std::vector<Buffer> b, std::shared_ptr<cuda::CudaEvent> d, cudaStream_t c)
+      : buffers(std::move(b)), done(std::move(d)), compute(c) {}
+  ~Staging() {
+    if (!compute_waits && !buffers.empty()) (void)cudaStreamWaitEvent(compute, done->get(), 0);  // no throw here
+  }
+  // The compute stream waits for the collective (its results, and the staging's reuse, come after).
+  void order_compute() {
+    done->wait_on(compute);
+    compute_waits = true;
+  }
+  Staging(const Staging&) = delete;
+  Staging& operator=(const Staging&) = delete;
+
+  std::vector<Buffer> buffers;
+  std::shared_ptr<cuda::CudaEvent> done;
+  cudaStream_t compute;
+  bool compute_waits = false;
+};
+
+}  // namespace
+
 // One collective from start to Work: inputs moved to the device in the dtype NCCL reduces in,
 // the call, results moved back. Every step runs on the communication stream, after an event
 // that orders it behind the compute stream's queued work.
@@ -222,26 +249,26 @@ class NcclCommunicator::Collective {
     const double timeout_s = owner_.options().timeout_s;  // set_options may change it after set-up
     impl_.watchdog->watch(description, context,
                           [done] { return cudaEventQuery(done->get()) != cudaErrorNotReady; }, timeout_s);
-    auto staging = std::make_shared<std::vector<Buffer>>(std::move(staging_));
     const cudaStream_t compute = impl_.compute_stream();
+    auto staging = std::make_shared<Staging>(std::move(staging_), done, compute);
     std::function<bool()> advance;
     if (host_copies.empty()) {
       // Device results: the compute stream waits for them; the host goes on at once. The staging
       // is freed after that wait is queued, so its reuse on the compute stream comes after it.
-      advance = [done, staging, compute] {
-        done->wait_on(compute);
+      advance = [staging] {
+        staging->order_compute();
         return true;
       };
     } else {
       // Host results: poll the event (Work::wait's deadline applies), then copy back.
-      advance = [done, staging, compute, host_copies] {
+      advance = [done, staging, host_copies] {
         const cudaError_t state = cudaEventQuery(done->get());
         if (state == cudaErrorNotReady) return false;
         ZT_CUDA_CHECK(state);
         for (const auto& [dst, src] : host_copies) {
           ZT_CUDA_CHECK(cudaMemcpy(dst.data, src.data, dst.size_bytes(), cudaMemcpyDeviceToHost));
         }
-        done->wait_on(compute);
+        staging->order_compute();
         return true;
       };
     }

@@ -97,7 +97,9 @@ class Communicator {
 std::unique_ptr<Communicator> make_communicator(MemoryTracker& tracker, const CommOptions& options);
 
 // Seconds this process has spent blocked in Work::wait: the communication that computation did
-// not hide (the trainer logs it per step as comm_wait_ms).
+// not hide (the trainer logs it per step as comm_wait_ms). The host's blocking only: an NCCL
+// collective with device results makes the compute stream wait, not the host, so on CUDA its
+// stalls show in step_ms and the op profile, not here.
 double comm_wait_seconds();
 
 // True when the environment says this process was started by an MPI launcher.

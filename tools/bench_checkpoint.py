@@ -38,7 +38,9 @@ def main():
     folder = os.path.join(work, "checkpoints")
 
     def run(np_, stage, start, stop):
+        # On the CPU: the GPU configs' bf16 products and activations are CUDA settings.
         cmd = MPIRUN + ["-np", str(np_), driver, "run", folder, "--config", a.config, "--set", "device=cpu",
+                        "--set", "precision.matmul=fp32", "--set", "precision.activations=fp32",
                         "--stage", str(stage), "--from", str(start), "--to", str(stop), "--dtype", "bf16"]
         r = subprocess.run(cmd, capture_output=True, text=True, check=True)
         return r.stdout

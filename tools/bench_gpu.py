@@ -18,7 +18,9 @@ op and a synchronize at each step's start and end, which the throughput figures 
 Activations: the stages run with the first of --activations (default bf16: every activation and
 activation gradient stored in bf16, docs/precision.md); stage 0 also runs with each other one
 (default fp32 activations with bf16 matmul inputs), so the table shows what bf16 activations give.
-A zerotrain run that fails is recorded as a failed row (its error in the JSON) and the others go on.
+A run that fails (zerotrain or PyTorch) is recorded as a failed row (its error in the JSON) and
+the others go on. Stage 0 and PyTorch run first, and the JSON is rewritten after every row
+("complete": false until the last), so a call cut short keeps the headline ratio.
 
 MFU = tokens/s x (6 N + 6 L C T) / peak, N the parameter count (wpe included, the tied head
 counted once), peak 989 TFLOP/s (dense bf16, H100 and H200 SXM).
@@ -120,11 +122,16 @@ def top_ops_lines(profile, engine, n=12):
 
 
 def run_torch(args):
+    """The PyTorch reference's per-step figures, or {"error": text} when it fails."""
     cmd = [args.python, os.path.join(ROOT, "tools", "bench_gpu_torch.py"), "--batch", str(args.batch),
            "--steps", str(args.steps), "--warmup", str(args.warmup)]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
+    except subprocess.TimeoutExpired:
+        return {"error": "timed out after 1800 s"}
     if p.returncode != 0:
-        sys.exit(f"bench_gpu: the PyTorch reference failed:\n{p.stderr[-3000:]}")
+        print(f"bench_gpu: the PyTorch reference failed (exit {p.returncode}):\n{p.stderr[-3000:]}", file=sys.stderr)
+        return {"error": f"exit {p.returncode}: {p.stderr[-3000:]}"}
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 
@@ -134,7 +141,63 @@ def summarise(step_ms, warmup, batch, flops_tok):
     return {"ms_per_step": ms, "tokens_per_s": tok_s, "mfu": tok_s * flops_tok / PEAK_BF16_FLOPS}
 
 
-def main():
+TORCH_ENGINE = "pytorch (compile, bf16 autocast, fused AdamW)"
+
+
+def plan_runs(args):
+    """(engine, stage, activations) in the order they run: zerotrain stage 0 and PyTorch first (the
+    headline ratio survives a call cut short), then the other stages, then stage 0 with each other
+    activation dtype."""
+    primary = args.activations[0]
+    runs = [("zerotrain", stage, primary) for stage in args.stages if stage == 0]
+    if not args.no_torch:
+        runs.append(("pytorch", None, None))
+    runs += [("zerotrain", stage, primary) for stage in args.stages if stage != 0]
+    runs += [("zerotrain", 0, other) for other in args.activations[1:] if 0 in args.stages]
+    return runs
+
+
+def ratios_of(rows):
+    by_stage = {r["stage"]: r for r in rows if r["stage"] is not None and "error" not in r}
+    torch_row = next((r for r in rows if r["engine"] == TORCH_ENGINE and "error" not in r), None)
+    ratios = {}
+    if 0 in by_stage and torch_row:
+        ratios["stage0_over_pytorch_tokens_per_s"] = by_stage[0]["tokens_per_s"] / torch_row["tokens_per_s"]
+    if 0 in by_stage and 3 in by_stage:
+        ratios["stage3_over_stage0_tokens_per_s"] = by_stage[3]["tokens_per_s"] / by_stage[0]["tokens_per_s"]
+    for r in rows:  # what the primary activation dtype gives over each other one, at stage 0
+        if 0 in by_stage and r["stage"] is None and r.get("activations") and "error" not in r:
+            ratios[f"stage0_{by_stage[0]['activations']}_over_{r['activations']}_activations_tokens_per_s"] = (
+                by_stage[0]["tokens_per_s"] / r["tokens_per_s"])
+    return ratios
+
+
+def write_report(out, meta, rows, complete):
+    """The JSON, rewritten after every row so a call cut short still leaves what was measured."""
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    with open(out + ".tmp", "w") as f:
+        json.dump({**meta, "complete": complete, "rows": rows, "ratios": ratios_of(rows),
+                   "targets": {"stage0_over_pytorch_tokens_per_s": 1.1, "stage3_over_stage0_tokens_per_s": 0.95,
+                               "mfu": 0.5}}, f, indent=1)
+    os.replace(out + ".tmp", out)
+
+
+def print_table(args, name, rows):
+    print(f"\nGPT-2 124M, B={args.batch}, T={T}, bf16, {args.steps} timed steps after {args.warmup}, on {name}")
+    print(f"{'engine':48s} {'ms/step':>9s} {'tokens/s':>10s} {'MFU':>6s}")
+    for r in rows:
+        if "error" in r:
+            print(f"{r['engine']:48s} {'FAILED':>9s}")
+            continue
+        print(f"{r['engine']:48s} {r['ms_per_step']:9.1f} {r['tokens_per_s']:10.0f} {100 * r['mfu']:5.1f}%")
+    for k, v in ratios_of(rows).items():
+        print(f"{k}: {v:.3f}")
+    for r in rows:
+        if "op_profile" in r:
+            print("\n" + "\n".join(top_ops_lines(r["op_profile"], r["engine"])))
+
+
+def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--zerotrain", default=os.path.join(ROOT, "build", "zerotrain"))
     ap.add_argument("--batch", type=int, default=16)
@@ -147,9 +210,18 @@ def main():
     ap.add_argument("--no-torch", action="store_true")
     ap.add_argument("--no-profile", action="store_true", help="no separate per-op profile run of stage 0")
     ap.add_argument("--out", default=None)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     name, driver = device_facts()
     n_params, flops_tok = flops_per_token()
+    # ZT_COMMIT: the commit measured, for copies of the tree that travel without .git (device calls).
+    commit = os.environ.get("ZT_COMMIT") or subprocess.run(["git", "-C", ROOT, "rev-parse", "HEAD"],
+                                                           capture_output=True, text=True).stdout.strip()
+    slug = re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_")
+    out = args.out or os.path.join(ROOT, "docs", "results", f"gpu_bench_{slug}.json")
+    meta = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(), "commit": commit, "device": name,
+            "driver": driver, "batch": args.batch, "seq_len": T, "params": n_params, "flops_per_token": flops_tok,
+            "peak_bf16_flops": PEAK_BF16_FLOPS}
+    primary = args.activations[0]
     rows = []
     with tempfile.TemporaryDirectory() as work:
         data_dir = os.path.join(work, "data")
@@ -157,62 +229,31 @@ def main():
         rng = np.random.default_rng(0)
         write_llmc_tokens(os.path.join(data_dir, "train.bin"), rng.integers(0, VOCAB, 4_000_000))
         write_llmc_tokens(os.path.join(data_dir, "val.bin"), rng.integers(0, VOCAB, 200_000))
-        primary = args.activations[0]
-        runs = [(stage, primary) for stage in args.stages]
-        runs += [(0, other) for other in args.activations[1:] if 0 in args.stages]
-        for stage, activations in runs:
-            r = run_zerotrain(args, stage, data_dir, work, activations)
-            engine = f"zerotrain stage {stage}" + ("" if activations == primary else f", {activations} activations")
-            row = {"engine": engine, "stage": stage if activations == primary else None, "activations": activations, **r}
-            if "error" in r:
-                rows.append(row)
-                print(f"{engine}: FAILED", flush=True)
-                continue
-            rows.append({**row, **summarise(r["step_ms"], args.warmup, args.batch, flops_tok)})
-            print(f"{engine}: {rows[-1]['ms_per_step']:.1f} ms/step", flush=True)
-            if not args.no_profile and stage == 0:
+        for engine, stage, activations in plan_runs(args):
+            if engine == "pytorch":
+                r = run_torch(args)
+                row = {"engine": TORCH_ENGINE, "stage": None, **r}
+                if "params" in r and r["params"] != n_params:
+                    row["error"] = f"PyTorch's model has {r['params']} parameters, zerotrain's {n_params}"
+            else:
+                r = run_zerotrain(args, stage, data_dir, work, activations)
+                label = f"zerotrain stage {stage}" + ("" if activations == primary else f", {activations} activations")
+                row = {"engine": label, "stage": stage if activations == primary else None,
+                       "activations": activations, **r}
+            if "error" not in row:
+                row.update(summarise(r["step_ms"], args.warmup, args.batch, flops_tok))
+            rows.append(row)
+            print(f"{row['engine']}: " + ("FAILED" if "error" in row else f"{row['ms_per_step']:.1f} ms/step"),
+                  flush=True)
+            write_report(out, meta, rows, complete=False)
+            if engine == "zerotrain" and stage == 0 and activations == primary and "error" not in row \
+                    and not args.no_profile:
                 profiled = run_zerotrain(args, 0, data_dir, work, activations, profile=True)
                 if "op_profile" in profiled:
-                    rows[-1]["op_profile"] = profiled["op_profile"]
-    if not args.no_torch:
-        t = run_torch(args)
-        rows.append({"engine": "pytorch (compile, bf16 autocast, fused AdamW)", "stage": None, **t,
-                     **summarise(t["step_ms"], args.warmup, args.batch, flops_tok)})
-    by_stage = {r["stage"]: r for r in rows if r["stage"] is not None and "error" not in r}
-    torch_row = next((r for r in rows if r["engine"].startswith("pytorch")), None)
-    ratios = {}
-    if 0 in by_stage and torch_row:
-        ratios["stage0_over_pytorch_tokens_per_s"] = by_stage[0]["tokens_per_s"] / torch_row["tokens_per_s"]
-    if 0 in by_stage and 3 in by_stage:
-        ratios["stage3_over_stage0_tokens_per_s"] = by_stage[3]["tokens_per_s"] / by_stage[0]["tokens_per_s"]
-    for r in rows:  # what the primary activation dtype gives over each other one, at stage 0
-        if 0 in by_stage and r["stage"] is None and r.get("activations") and "error" not in r:
-            ratios[f"stage0_{by_stage[0]['activations']}_over_{r['activations']}_activations_tokens_per_s"] = (
-                by_stage[0]["tokens_per_s"] / r["tokens_per_s"])
-    print(f"\nGPT-2 124M, B={args.batch}, T={T}, bf16, {args.steps} timed steps after {args.warmup}, on {name}")
-    print(f"{'engine':48s} {'ms/step':>9s} {'tokens/s':>10s} {'MFU':>6s}")
-    for r in rows:
-        if "error" in r:
-            print(f"{r['engine']:48s} {'FAILED':>9s}")
-            continue
-        print(f"{r['engine']:48s} {r['ms_per_step']:9.1f} {r['tokens_per_s']:10.0f} {100 * r['mfu']:5.1f}%")
-    for k, v in ratios.items():
-        print(f"{k}: {v:.3f}")
-    for r in rows:
-        if "op_profile" in r:
-            print("\n" + "\n".join(top_ops_lines(r["op_profile"], r["engine"])))
-    # ZT_COMMIT: the commit measured, for copies of the tree that travel without .git (device calls).
-    commit = os.environ.get("ZT_COMMIT") or subprocess.run(["git", "-C", ROOT, "rev-parse", "HEAD"],
-                                                           capture_output=True, text=True).stdout.strip()
-    slug = re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_")
-    out = args.out or os.path.join(ROOT, "docs", "results", f"gpu_bench_{slug}.json")
-    os.makedirs(os.path.dirname(out), exist_ok=True)
-    with open(out, "w") as f:
-        json.dump({"date": datetime.datetime.now(datetime.timezone.utc).isoformat(), "commit": commit,
-                   "device": name, "driver": driver, "batch": args.batch, "seq_len": T, "params": n_params,
-                   "flops_per_token": flops_tok, "peak_bf16_flops": PEAK_BF16_FLOPS, "rows": rows,
-                   "ratios": ratios, "targets": {"stage0_over_pytorch_tokens_per_s": 1.1,
-                                                 "stage3_over_stage0_tokens_per_s": 0.95, "mfu": 0.5}}, f, indent=1)
+                    row["op_profile"] = profiled["op_profile"]
+                write_report(out, meta, rows, complete=False)
+    write_report(out, meta, rows, complete=True)
+    print_table(args, name, rows)
     print(f"wrote {out}")
 
 

@@ -59,7 +59,9 @@ if ls .gpu_deps/*.deb >/dev/null 2>&1; then
   # zlib1g-dev's libz.so points at /lib/...: point it at the unpacked library instead.
   ln -sf "$deps/lib/x86_64-linux-gnu/libz.so.1" "$deps/usr/lib/x86_64-linux-gnu/libz.so"
   export CMAKE_PREFIX_PATH="$deps/usr${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}"
-  export LD_LIBRARY_PATH="$deps/usr/lib/x86_64-linux-gnu:$deps/usr/lib/x86_64-linux-gnu/openblas-openmp:$deps/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  # Not $deps/lib (zlib's runtime): python and torch keep the image's libz; zerotrain finds the
+  # carried one through its build RUNPATH.
+  export LD_LIBRARY_PATH="$deps/usr/lib/x86_64-linux-gnu:$deps/usr/lib/x86_64-linux-gnu/openblas-openmp${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   zlib_args=(-DZLIB_INCLUDE_DIR="$deps/usr/include" -DZLIB_LIBRARY="$deps/lib/x86_64-linux-gnu/libz.so.1")
   echo "deps: $(ls .gpu_deps/*.deb | wc -l) packages unpacked into $deps" >>"$summary"
 else
@@ -69,19 +71,26 @@ fi
 
 # NCCL: beside the CUDA toolkit if it is there, else PyTorch's wheel (which has no libnccl.so link).
 nccl_args=()
-if ! ls /usr/local/cuda/include/nccl.h >/dev/null 2>&1; then
+if ls /usr/local/cuda/include/nccl.h >/dev/null 2>&1; then
+  if ! ls /usr/local/cuda/lib*/libnccl.so >/dev/null 2>&1; then  # only libnccl.so.2: name it
+    nccl_lib=$(ls /usr/local/cuda/lib*/libnccl.so.* 2>/dev/null | head -1)
+    [ -n "$nccl_lib" ] && nccl_args=(-DZT_NCCL_LIBRARY="$nccl_lib")
+  fi
+else
   nccl_dir=$(python3 -c 'import nvidia.nccl as m; print(list(m.__path__)[0])' 2>/dev/null || true)
   nccl_lib=$(ls "$nccl_dir"/lib/libnccl.so* 2>/dev/null | head -1)
   if [ -n "$nccl_dir" ] && [ -n "$nccl_lib" ]; then
     nccl_args=(-DZT_NCCL_INCLUDE_DIR="$nccl_dir/include" -DZT_NCCL_LIBRARY="$nccl_lib")
-    export LD_LIBRARY_PATH="$nccl_dir/lib:$LD_LIBRARY_PATH"
+    export LD_LIBRARY_PATH="$nccl_dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
     echo "nccl: $nccl_lib (PyTorch's wheel)" >>"$summary"
   fi
 fi
 
 python=${ZT_SESSION_PYTHON:-$(command -v python3)}  # there: the python3 that holds PyTorch and numpy
 targets=(zerotrain zt_gpu_tests zt_bench_kernels)
-[ "$phase" = tests ] && targets=(all)
+# What ctest -L gpu runs needs these two; the CPU and emulation suites (a TSan build among them) are
+# CI's, and a test binary that cannot start during discovery would fail the whole build.
+[ "$phase" = tests ] && targets=(zerotrain zt_gpu_tests)
 [ "$phase" = shakespeare ] && targets=(zerotrain)
 built=0
 if step configure 120 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DZT_CUDA=ON -DZT_PYTHON="$python" \
@@ -101,14 +110,16 @@ if [ "$phase" = tests ]; then
   grep -E "tests passed|tests failed" "$OUT/ctest_gpu.log" >>"$summary"
   # Out-of-bounds accesses and uninitialised reads in the kernels (memcheck is slow: what fits).
   sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  # Without the NCCL cases: they hold streams with host functions and wait on peers, slow under
+  # memcheck; a time limit there would read as a finding.
   step "compute-sanitizer memcheck" 150 "$sanitizer" --tool memcheck --error-exitcode 1 \
-    build-gpu/tests/zt_gpu_tests --gtest_brief=1 >"$OUT/sanitizer.log" 2>&1
+    build-gpu/tests/zt_gpu_tests --gtest_brief=1 --gtest_filter=-NcclOneRank.* >"$OUT/sanitizer.log" 2>&1
   tail -3 "$OUT/sanitizer.log" >>"$summary"
 elif [ "$phase" = shakespeare ]; then
   # Whatever the build left of the budget; exit 3 = stopped with a checkpoint, call again to continue.
   step shakespeare_gpu $((budget - SECONDS)) env PYTHONUNBUFFERED=1 "$python" tools/shakespeare_gpu.py --engines zerotrain \
     --zerotrain build-gpu/zerotrain --data runs/shakespeare_char --commit "$commit" --set precision.matmul=bf16 --set precision.activations=bf16 \
-    --time-limit $((budget - SECONDS - 10)) >"$OUT/shakespeare_zerotrain.log" 2>&1
+    --time-limit $((budget - SECONDS - 40)) >"$OUT/shakespeare_zerotrain.log" 2>&1
   cp docs/results/shakespeare_gpu_*.json "$OUT/" 2>/dev/null
 else
   step zt_bench_kernels 120 build-gpu/tools/zt_bench_kernels --commit "$commit" >"$OUT/bench_kernels.log" 2>&1

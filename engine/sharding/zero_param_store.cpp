@@ -159,8 +159,8 @@ void ZeroParamStore::grads_ready(int unit) {
   } else if (options_.stage == 1) {
     // In place: the reduced shard lands in this rank's own slice of the full gradient buffer.
     if (last_micro_batch_) {
-      reductions_.push_back(
-          {unit, comm_.reduce_scatter(grads_[u].view(), grads_[u].view().slice(s.offset, s.shard), ReduceOp::kAvg), {}});
+      const TensorView own_slot = grads_[u].view().slice(s.offset, s.shard);
+      reductions_.push_back({unit, comm_.reduce_scatter(grads_[u].view(), own_slot, ReduceOp::kAvg), {}});
     }
   } else {
     ZT_CHECK(!pending_full_grads_[u].empty(), "grads_ready for unit {} without a contribution", unit);

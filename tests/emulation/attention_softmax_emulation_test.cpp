@@ -67,7 +67,9 @@ std::vector<double> softmax_backward_reference(const std::vector<float>& p, cons
 ::testing::AssertionResult zero_above_diagonal(const std::vector<float>& x, std::int64_t rows, std::int64_t T) {
   for (std::int64_t r = 0; r < rows; ++r) {
     for (std::int64_t k = r % T + 1; k < T; ++k) {
-      if (x[r * T + k] != 0.0f) return ::testing::AssertionFailure() << "row " << r << " column " << k << ": " << x[r * T + k];
+      if (x[r * T + k] != 0.0f) {
+        return ::testing::AssertionFailure() << "row " << r << " column " << k << ": " << x[r * T + k];
+      }
     }
   }
   return ::testing::AssertionSuccess();

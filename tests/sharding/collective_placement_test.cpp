@@ -104,7 +104,8 @@ void one_step(ZeroParamStore& store, const ParamTable& table) {
   for (int u = units - 1; u >= 0; --u) {
     store.acquire_params(u, Pass::kBackward);
     std::vector<float> g(static_cast<std::size_t>(table.units()[static_cast<std::size_t>(u)].numel), 1.0f);
-    store.accumulate_grads(u, TensorView{g.data(), DType::kF32, Device::kCPU, Shape{static_cast<std::int64_t>(g.size())}});
+    const Shape shape{static_cast<std::int64_t>(g.size())};
+    store.accumulate_grads(u, TensorView{g.data(), DType::kF32, Device::kCPU, shape});
     store.grads_ready(u);
     store.release_params(u, Pass::kBackward);
   }

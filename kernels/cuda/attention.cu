@@ -33,7 +33,7 @@ using detail::run_gemm;
 // bf16 probabilities. Two operands are bf16 only because cuBLASLt multiplies A and B of one type:
 // P @ V (and dV = P^T dO) reads att, the rounded probabilities (dropped in bf16 with dropout), and
 // dQ, dK read the softmax backward's result rounded to bf16 scratch. Each is one extra rounding of
-// an operand (2^-9 relative), which the CPU reference (fp32 staging) does not make; the tests
+// an operand (at most 2^-8 relative), which the CPU reference (fp32 staging) does not make; the tests
 // bound the difference normwise. Every stored result (att, out, dqkv) is rounded once.
 
 template <typename Act>

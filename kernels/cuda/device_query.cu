@@ -15,6 +15,14 @@ int device_count() {
   return n;
 }
 
+std::string device_count_error() {
+  int n = 0;
+  const cudaError_t err = cudaGetDeviceCount(&n);
+  if (err == cudaSuccess) return {};
+  cudaGetLastError();
+  return fmt::format("{}: {}", cudaGetErrorName(err), cudaGetErrorString(err));
+}
+
 std::string device_description(int index) {
   cudaDeviceProp prop{};
   const cudaError_t err = cudaGetDeviceProperties(&prop, index);

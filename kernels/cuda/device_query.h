@@ -9,6 +9,9 @@ namespace zt::cuda {
 
 // Number of usable CUDA devices; 0 when there is no driver or no device (never throws).
 int device_count();
+// Why device_count() is 0: the runtime's error ("cudaErrorNoDevice: no CUDA-capable device is
+// detected", or a driver older than the toolkit); empty when the query succeeded.
+std::string device_count_error();
 
 // "NVIDIA H100 80GB HBM3 (sm_90)" for device `index`, or the runtime's error text.
 std::string device_description(int index);

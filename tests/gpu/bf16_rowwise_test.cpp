@@ -94,7 +94,10 @@ TEST_F(CudaBf16Rowwise, LayerNormForwardAndResidualFusedMatchCpu) {
       EXPECT_TRUE(close_normwise(download_from(m, off), to_double(mean), 1e-5)) << "mean";
       EXPECT_TRUE(close_normwise(download_from(r, off), to_double(rstd), 1e-5)) << "rstd";
       // Fused: the residual is one rounding of a + b, and the rounded residual is what is normalised.
+      // Fresh statistics buffers, so the fused kernel must write them itself.
       Buffer res = poisoned(DType::kBF16, off + N * C), o2 = poisoned(DType::kBF16, off + N * C);
+      m = poisoned(DType::kF32, off + N);
+      r = poisoned(DType::kF32, off + N);
       cuda::layernorm_residual_forward(gpu(), view_at(res, off, nc), view_at(o2, off, nc), view_at(m, off, n),
                                        view_at(r, off, n), view_at(da, off, nc), view_at(db, off, nc),
                                        view_at(dw, off, c), view_at(dbias, off, c));

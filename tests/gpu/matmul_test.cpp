@@ -3,7 +3,7 @@
 // TF32) differs only in summation order: ~sqrt(K) ulp normwise for K <= 1024, held to 1e-5 (the
 // dweight products sum over N <= 300 rows). bf16: inputs are rounded to bf16 on the host and the
 // CPU reference uses the same rounded values, so the only extra error is the output's rounding
-// to bf16 (2^-9 relative) plus fp32 accumulation: 4e-3. The GELU epilogue is cuBLASLt's own GELU:
+// to bf16 (at most 2^-8 ~ 3.9e-3 of each element: normwise no more) plus fp32 accumulation: 5e-3. The GELU epilogue is cuBLASLt's own GELU:
 // 1e-4 until a device run calibrates it. Bias gradients must repeat bitwise. The fp32 precision
 // modes (tf32, bf16-rounded inputs) are bounded where they are tested.
 #include "kernels/cpu/gelu.h"
@@ -36,7 +36,7 @@ TEST_F(CudaMatmul, ForwardAndBackwardMatchCpuInFp32AndBf16) {
         SCOPED_TRACE(::testing::Message() << "N=" << N << " C=" << C << " OC=" << OC << " layout "
                                           << (layout == WeightLayout::kInOut ? "in_out" : "out_in") << " "
                                           << dtype_name(dt));
-        const double tol = bf ? 4e-3 : 1e-5;
+        const double tol = bf ? 5e-3 : 1e-5;
         const Shape wshape = layout == WeightLayout::kInOut ? Shape{C, OC} : Shape{OC, C};
         std::vector<float> x = rng.normal(N * C), w = rng.normal(C * OC, 0.0f, 0.05f), b = rng.normal(OC),
                            g = rng.normal(N * OC);
@@ -70,7 +70,7 @@ TEST_F(CudaMatmul, ForwardAndBackwardMatchCpuInFp32AndBf16) {
 // fp32 operands under precision.matmul = bf16: the GPU rounds inp, weight and dout to bf16 and
 // accumulates in fp32 into fp32 results, so it must match the CPU's fp32 products of the same
 // bf16-rounded values to summation order (1e-5, results are not rounded), and differ from the
-// unrounded fp32 product by about the inputs' rounding (2^-9 relative each: within 1e-2, above
+// unrounded fp32 product by about the inputs' rounding (at most 2^-8 each: within 1e-2, above
 // 1e-5). Under tf32 inputs keep 10 mantissa bits: within 2e-3 of the fp32 product.
 TEST_F(CudaMatmul, Fp32OperandsUnderTf32AndBf16PrecisionMatchTheirReferences) {
   ZT_SEEDED_RNG(rng);

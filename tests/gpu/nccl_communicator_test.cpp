@@ -20,7 +20,7 @@ class NcclOneRank : public GpuKernelTest {
  protected:
   void SetUp() override {
     GpuKernelTest::SetUp();
-    if (IsSkipped()) return;
+    if (IsSkipped() || HasFatalFailure()) return;
     comm_ = std::make_unique<NcclCommunicator>(tracker_, CommOptions{}, gpu(), 0, 1, make_nccl_unique_id());
   }
   void TearDown() override {

@@ -1,6 +1,6 @@
 // The model with bf16 activations (docs/precision.md) against the same model in fp32: one step's
 // loss and every unit's gradient, for fresh random weights and tokens. bf16 keeps 8 significant
-// bits (relative rounding error <= 2^-9 per stored value), and the errors of a few roundings per
+// bits (relative rounding error <= 2^-8 per stored value), and the errors of a few roundings per
 // layer add up through the blocks and the backward: observed normwise gradient errors are at most
 // ~9e-3 and loss errors ~6e-5 relative over many seeds (ZT_TEST_PRINT_ERRORS=1 prints them), so
 // the bounds are 3e-2 and 5e-4.

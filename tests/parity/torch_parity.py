@@ -23,8 +23,10 @@ except ImportError as e:
     sys.exit(f"torch_parity: FAIL: cannot import torch/numpy ({e}). Run with Debian's /usr/bin/python3 "
              "(apt install python3-torch); this test never skips.")
 
-import gpt2_reference as ref
-from safetensors_io import SafetensorsError, read_safetensors, write_safetensors
+sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/: cuda_presence
+import gpt2_reference as ref  # noqa: E402
+from cuda_presence import require_cuda_device  # noqa: E402
+from safetensors_io import SafetensorsError, read_safetensors, write_safetensors  # noqa: E402
 
 # Bounds on the normwise relative error max|ours - ref| / max|ref| (per step for train losses).
 # The reference runs in float64 from the very weights in the file, so its own error (~1e-16) is
@@ -347,11 +349,9 @@ def main():
                         help="where debug-state runs; cuda exits 77 (a ctest skip) when no device is visible")
     args = parser.parse_args()
     if args.device == "cuda" and not args.self_test:
-        version = subprocess.run([args.zerotrain, "version"], capture_output=True, text=True).stdout
-        if "cuda: built;" not in version or "; 0 device(s)" in version:
-            print(f"SKIPPED: no CUDA device visible to this build ({version.strip().splitlines()[-1]!r}): "
-                  "the GPU model has not run here")
-            return 77
+        missing = require_cuda_device(args.zerotrain, "the GPU parity run")
+        if missing is not None:
+            return missing
     torch.set_num_threads(min(8, os.cpu_count() or 1))  # ctest may run several parity tests at once
 
     workdir = args.workdir or tempfile.mkdtemp(prefix="torch_parity_")

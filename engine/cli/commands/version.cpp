@@ -21,7 +21,8 @@ int version_main(const std::vector<std::string>& args) {
   fmt::print("cpu blas: {} core={} ({}), {}\n", blas.library_path, blas.core_name, blas.core_type_source, blas.config);
 #ifdef ZT_HAVE_CUDA
   const int n = cuda::device_count();
-  fmt::print("cuda: built; {} device(s) visible{}\n", n, n > 0 ? ": " + cuda::device_description(0) : "");
+  fmt::print("cuda: built; {} device(s) visible{}\n", n,
+             n > 0 ? ": " + cuda::device_description(0) : " (" + cuda::device_count_error() + ")");
 #else
   fmt::print("cuda: not built (nvcc not found at configure time)\n");
 #endif

@@ -74,6 +74,15 @@ void run_gemm(const ExecContext& ctx, const LtGemm& g) {
   const std::size_t ws_bytes = res.cublas_workspace_bytes();
   ZT_CUDA_CHECK(cublasLtMatmulPreferenceSetAttribute(desc.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes,
                                                      sizeof ws_bytes));
+  // A bf16 result is rounded once (docs/precision.md): split-K partials may be summed only in the
+  // fp32 compute type (in workspace), not in place or in the output type, which would round each
+  // partial sum to bf16 (long-K products such as the head's dinp, K = 50304, invite split-K).
+  // Algorithms without split-K pass any mask. An fp32 result takes every scheme (all deterministic).
+  if (g.d_type == CUDA_R_16BF) {
+    const std::uint32_t schemes = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+    ZT_CUDA_CHECK(cublasLtMatmulPreferenceSetAttribute(desc.pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
+                                                       &schemes, sizeof schemes));
+  }
   // cuBLASLt assumes 256-byte aligned operands unless told otherwise; head slices of qkv and
   // odd test shapes are less aligned, so state each operand's real alignment (batch strides included).
   const std::size_t ab_size = g.ab_type == CUDA_R_32F ? 4 : 2, d_size = g.d_type == CUDA_R_32F ? 4 : 2;

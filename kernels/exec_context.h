@@ -7,6 +7,10 @@
 
 namespace zt {
 
+// The cuBLASLt workspace a CUDA context holds for the whole run (kernels/cuda/kernel_resources.h:
+// Hopper's recommended 32 MiB), here where the memory prediction can count it in every build.
+constexpr std::int64_t kCublasWorkspaceBytes = std::int64_t{32} << 20;
+
 class DeviceAllocator;  // engine/core/device_allocator.h
 class OpProfiler;       // kernels/op_profiler.h
 

@@ -43,6 +43,10 @@ ModelFootprint predict_gpt_footprint(const gpt::GptConfig& model, int micro_batc
   // use once the head acquires ln_f and the embeddings). bf16 activations read bf16 parameters.
   f.workspace_bytes = d.act_bytes() * (9 * d.BTC() + d.BTC()) + kF32Bytes * max_unit;
   if (param_dtype == DType::kBF16 && d.act == DType::kF32) f.workspace_bytes += 2 * kF32Bytes * max_unit;
+  // On CUDA the context's cuBLASLt workspace, held for the whole run. (The kernels' transient
+  // scratch, partial sums and the embedding backward's sort, is not modelled: kilobytes to a
+  // few MB at a time, device-dependent for CUB's sort.)
+  if (device == Device::kCUDA) f.workspace_bytes += kCublasWorkspaceBytes;
   return f;
 }
 
@@ -111,7 +115,8 @@ StageMemory predict_rank_memory(const ParamTable& table, DType param_dtype, cons
       m.padding_bytes += G * s.last_rank_padding;
     }
   }
-  const TransientPeaks t = replay_step(table, param_dtype, zero, world_size, options.deterministic, schedule);
+  const TransientPeaks t =
+      replay_step(table, param_dtype, zero, world_size, options.deterministic, options.backend, schedule);
   m[MemCategory::kParameters] = params + t.gathered_params;
   m[MemCategory::kGradients] = grads + t.pending_grads;
   m[MemCategory::kMasterWeights] = master_per_elem * optimizer_elems;
@@ -127,6 +132,9 @@ StageMemory predict_rank_memory(const RunConfig& config, int stage, int world_si
                             config.activation_dtype);
   ShardingOptions o = options;
   o.deterministic = o.deterministic || config.train.deterministic;
+  // The trainer's choice (make_store_communicator): NCCL on CUDA but for one process at stage 0.
+  const bool nccl = config.device == Device::kCUDA && !(world_size == 1 && stage == 0);
+  o.backend = nccl ? CollectiveBackend::kNccl : CollectiveBackend::kHost;
   ZeroOptions zero = config.zero;
   zero.stage = stage;
   const StepSchedule schedule{gpt::forward_schedule(config.model), gpt::backward_schedule(config.model)};

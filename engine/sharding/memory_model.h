@@ -19,6 +19,7 @@ namespace zt {
 // What the layout depends on beyond the table and dtype.
 struct ShardingOptions {
   bool deterministic = false;              // the communicator's fixed-order reductions (more staging)
+  CollectiveBackend backend = CollectiveBackend::kHost;  // whose staging (predict_rank_memory(RunConfig) sets it)
 };
 
 // One unit's flat buffer of `numel` elements split over `world_size` ranks.

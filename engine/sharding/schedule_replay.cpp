@@ -24,8 +24,14 @@ struct Counter {
 
 class Replay {
  public:
-  Replay(const ParamTable& table, DType dtype, const ZeroOptions& zero, int world, bool deterministic)
-      : zero_(zero), world_(world), deterministic_(deterministic), W_(dtype_size_bytes(dtype)), bf16_(dtype == DType::kBF16) {
+  Replay(const ParamTable& table, DType dtype, const ZeroOptions& zero, int world, bool deterministic,
+         CollectiveBackend backend)
+      : zero_(zero),
+        world_(world),
+        deterministic_(deterministic),
+        nccl_(backend == CollectiveBackend::kNccl),
+        W_(dtype_size_bytes(dtype)),
+        bf16_(dtype == DType::kBF16) {
     for (const UnitSpec& u : table.units()) {
       const std::int64_t shard = (u.numel + world - 1) / world;
       numel_.push_back(u.numel);
@@ -100,11 +106,19 @@ class Replay {
     }
   }
 
-  // fp32 bytes staged by grads_ready's collective on unit u (what MpiCommunicator allocates; the
-  // local communicator of one rank stages nothing), plus the store's reduced shard at stages 2-3.
+  // fp32 bytes staged by grads_ready's collective on unit u, plus the store's reduced shard at
+  // stages 2-3. MpiCommunicator stages every result in fp32 (the local communicator of one rank
+  // nothing); NcclCommunicator reduces device buffers in place or into the store's buffers and
+  // stages only what is not fp32 already: the fp32 copy of a bf16 unit, and at stage 1 the fp32
+  // result for the bf16 shard slice.
   std::int64_t staging(std::size_t u) const {
-    const bool multi = world_ > 1;
     std::int64_t b = zero_.stage >= 2 ? kF32 * shard_[u] : 0;
+    if (nccl_) {
+      if (!bf16_) return b;
+      if (zero_.stage == 0) return kF32 * numel_[u];
+      return b + kF32 * padded_[u] + (zero_.stage == 1 ? kF32 * shard_[u] : 0);
+    }
+    const bool multi = world_ > 1;
     if (!multi) return b;
     if (zero_.stage == 0) {  // all-reduce of the unpadded unit
       return deterministic_ ? kF32 * (2 * padded_[u] + shard_[u]) : kF32 * numel_[u];
@@ -117,6 +131,7 @@ class Replay {
   ZeroOptions zero_;
   int world_;
   bool deterministic_;
+  bool nccl_;
   std::int64_t W_;
   bool bf16_;
   std::vector<std::int64_t> numel_, shard_, padded_;
@@ -128,9 +143,9 @@ class Replay {
 }  // namespace
 
 TransientPeaks replay_step(const ParamTable& table, DType param_dtype, const ZeroOptions& zero, int world_size,
-                           bool deterministic, const StepSchedule& schedule) {
+                           bool deterministic, CollectiveBackend backend, const StepSchedule& schedule) {
   ZT_CHECK(world_size >= 1 && zero.stage >= 0 && zero.stage <= 3);
-  Replay r(table, param_dtype, zero, world_size, deterministic);
+  Replay r(table, param_dtype, zero, world_size, deterministic, backend);
   r.pass(schedule.forward, Pass::kForward);
   r.pass(schedule.backward, Pass::kBackward);
   return r.peaks();

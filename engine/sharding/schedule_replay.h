@@ -24,9 +24,13 @@ struct TransientPeaks {
   std::int64_t comm_staging = 0;     // fp32 staging of the reductions in flight
 };
 
-// `deterministic`: the communicator's fixed-order reductions (all-to-all staging). One rank
-// (a local communicator) stages nothing but the store's own reduced shards.
+// Whose staging the store's collectives pay: the host backends' (MPI; the local communicator of
+// one rank stages nothing) or NCCL's (device cuda: every stage but a single process's stage 0).
+enum class CollectiveBackend { kHost, kNccl };
+
+// `deterministic`: the host communicator's fixed-order reductions (all-to-all staging). Every
+// backend adds the store's own fp32 reduced shards at stages 2-3.
 TransientPeaks replay_step(const ParamTable& table, DType param_dtype, const ZeroOptions& zero, int world_size,
-                           bool deterministic, const StepSchedule& schedule);
+                           bool deterministic, CollectiveBackend backend, const StepSchedule& schedule);
 
 }  // namespace zt

@@ -63,9 +63,13 @@ std::string format_measured_vs_predicted(const RunConfig& config, const std::vec
                        format_bytes(per_rank[0].peak_bytes[c]), format_bytes(worst),
                        p > 0 ? fmt::format("{:.3f}", static_cast<double>(worst) / static_cast<double>(p)) : "-");
   }
-  out += fmt::format("(padding in the prediction: {}; a training step's peaks equal the prediction to the byte, while "
-                     "evaluation, sampling and the final gather may add workspace and activations)\n",
-                     format_bytes(predicted.padding_bytes));
+  out += fmt::format("(padding in the prediction: {}; a training step's peaks equal the prediction to the byte{}, "
+                     "while evaluation, sampling and the final gather may add workspace and activations)\n",
+                     format_bytes(predicted.padding_bytes),
+                     config.device == Device::kCUDA
+                         ? " but for the CUDA kernels' transient scratch in workspace (partial sums, the embedding "
+                           "backward's sort: kilobytes to a few MB)"
+                         : "");
   return out;
 }
 

@@ -18,7 +18,7 @@
 namespace zt::cuda {
 
 // cuBLASLt's recommended workspace for Hopper is 32 MiB (more lets it pick split-K kernels).
-constexpr std::size_t kDefaultCublasWorkspaceBytes = std::size_t{32} << 20;
+constexpr std::size_t kDefaultCublasWorkspaceBytes = static_cast<std::size_t>(kCublasWorkspaceBytes);
 
 class KernelResources {
  public:

@@ -140,6 +140,55 @@ TEST(RankMemory, ThreeRanksThatDivideNoUnitWorkedByHand) {
   EXPECT_EQ(predict(t, DType::kF32, fp, 2, 3, det)[C::kCommBuffers], 8 * 8 + 4 * 24);
 }
 
+// NCCL (device cuda) stages only what is not fp32 on the device already, by hand for the same
+// three units, all three reductions in flight: f32 stages nothing beyond the store's reduced
+// shards at stages 2-3 (4 s = 32); bf16 stages an fp32 copy of each unit (stage 0: 4 n = 80;
+// stages 1-3: the padded unit, 4 p = 96) and at stage 1 the fp32 result for the bf16 slice
+// (4 s = 32). Unlike the local communicator, one GPU stages too at stages 1-3 (s = p = n there).
+TEST(RankMemory, NcclStagingWorkedByHand) {
+  const ParamTable t = hand_table();
+  const ModelFootprint fp{1000, 500};
+  ShardingOptions nccl;
+  nccl.backend = CollectiveBackend::kNccl;
+  const std::int64_t f32[] = {0, 0, 4 * 8, 4 * 8}, bf16[] = {4 * 20, 4 * 24 + 4 * 8, 4 * 8 + 4 * 24, 4 * 8 + 4 * 24};
+  for (int stage = 0; stage < 4; ++stage) {
+    SCOPED_TRACE(stage);
+    EXPECT_EQ(predict(t, DType::kF32, fp, stage, 3, nccl)[C::kCommBuffers], f32[stage]);
+    EXPECT_EQ(predict(t, DType::kBF16, fp, stage, 3, nccl)[C::kCommBuffers], bf16[stage]);
+  }
+  EXPECT_EQ(predict(t, DType::kBF16, fp, 1, 1, nccl)[C::kCommBuffers], 4 * 20 + 4 * 20);
+  EXPECT_EQ(predict(t, DType::kBF16, fp, 1, 1)[C::kCommBuffers], 0) << "the local communicator stages nothing";
+}
+
+// The config form picks the backend as the trainer does (NCCL on CUDA but for one process at
+// stage 0) and adds the CUDA context's cuBLASLt workspace.
+TEST(RankMemory, OnCudaTheConfigPredictionCountsNcclStagingAndTheCublasWorkspace) {
+  RunConfig cpu;
+  cpu.model = kTiny;
+  cpu.train.micro_batch = 2;
+  cpu.train.seq_len = 8;
+  cpu.param_dtype = DType::kBF16;
+  RunConfig cuda = cpu;
+  cuda.device = Device::kCUDA;
+  for (int stage = 0; stage < 4; ++stage) {
+    SCOPED_TRACE(stage);
+    const StageMemory on_cpu = predict_rank_memory(cpu, stage, 1), on_cuda = predict_rank_memory(cuda, stage, 1);
+    EXPECT_EQ(on_cuda[C::kWorkspace] - on_cpu[C::kWorkspace], kCublasWorkspaceBytes);
+    ShardingOptions backend;
+    backend.backend = stage == 0 ? CollectiveBackend::kHost : CollectiveBackend::kNccl;
+    ZeroOptions zero;
+    zero.stage = stage;
+    const StepSchedule schedule{gpt::forward_schedule(kTiny), gpt::backward_schedule(kTiny)};
+    const ModelFootprint fp = predict_gpt_footprint(kTiny, 2, 8, {}, DType::kBF16, Device::kCUDA);
+    EXPECT_EQ(on_cuda[C::kCommBuffers],
+              predict_rank_memory(gpt::build_param_table(kTiny), DType::kBF16, fp, schedule, zero, 1, backend)
+                  [C::kCommBuffers]);
+    if (stage > 0) {
+      EXPECT_GT(on_cuda[C::kCommBuffers], on_cpu[C::kCommBuffers]);
+    }
+  }
+}
+
 TEST(RankMemory, ZeroOptionsMoveTheTransientBuffersAsWorkedByHand) {
   const ParamTable t = hand_table();
   const ModelFootprint fp{1000, 500};

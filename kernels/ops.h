@@ -50,13 +50,13 @@ void attention_forward(const ExecContext& ctx, TensorView out, TensorView att, T
                        const DropoutSpec& dropout);
 void attention_backward(const ExecContext& ctx, TensorView dqkv, TensorView dout, TensorView qkv, TensorView att,
                         int n_head, const DropoutSpec& dropout);
+// Whether this build has the CUDA kernels (nvcc was found): without them device "cuda" runs nothing.
+bool cuda_kernels_built();
 // Flash attention: the result of attention_forward without the [B, n_head, T, T] probabilities;
 // it keeps lse [B, n_head, T] (each row's log-sum-exp) and its backward recomputes them from it.
 // CUDA only (kernels/cuda/flash_attention.h: some head sizes, batch * n_head <= 65535), dropout on
 // the probabilities fused: where flash_attention_available is false the model uses
 // attention_forward/backward.
-// Whether this build has the CUDA kernels (nvcc was found): without them device "cuda" runs nothing.
-bool cuda_kernels_built();
 bool flash_attention_available(Device device, std::int64_t batch, std::int64_t n_head, std::int64_t head_size);
 // Whether flash attention on `device` runs on tensor cores (cuda::flash_attention_tensor_cores:
 // BF16 activations, head sizes 16-128 that the current GPU grants the shared memory for).

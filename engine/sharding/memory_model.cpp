@@ -132,9 +132,7 @@ StageMemory predict_rank_memory(const RunConfig& config, int stage, int world_si
                             config.activation_dtype);
   ShardingOptions o = options;
   o.deterministic = o.deterministic || config.train.deterministic;
-  // The trainer's choice (make_store_communicator): NCCL on CUDA but for one process at stage 0.
-  const bool nccl = config.device == Device::kCUDA && !(world_size == 1 && stage == 0);
-  o.backend = nccl ? CollectiveBackend::kNccl : CollectiveBackend::kHost;
+  o.backend = store_collective_backend(config.device, world_size == 1, stage);
   ZeroOptions zero = config.zero;
   zero.stage = stage;
   const StepSchedule schedule{gpt::forward_schedule(config.model), gpt::backward_schedule(config.model)};

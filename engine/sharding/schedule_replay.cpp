@@ -142,6 +142,11 @@ class Replay {
 
 }  // namespace
 
+CollectiveBackend store_collective_backend(Device device, bool single_process, int stage) {
+  const bool nccl = device == Device::kCUDA && !(single_process && stage == 0);
+  return nccl ? CollectiveBackend::kNccl : CollectiveBackend::kHost;
+}
+
 TransientPeaks replay_step(const ParamTable& table, DType param_dtype, const ZeroOptions& zero, int world_size,
                            bool deterministic, CollectiveBackend backend, const StepSchedule& schedule) {
   ZT_CHECK(world_size >= 1 && zero.stage >= 0 && zero.stage <= 3);

@@ -28,6 +28,10 @@ struct TransientPeaks {
 // one rank stages nothing) or NCCL's (device cuda: every stage but a single process's stage 0).
 enum class CollectiveBackend { kHost, kNccl };
 
+// The trainer's choice (make_store_communicator), which the prediction follows: NCCL on CUDA,
+// except for a single process at stage 0, which has nothing to communicate.
+CollectiveBackend store_collective_backend(Device device, bool single_process, int stage);
+
 // `deterministic`: the host communicator's fixed-order reductions (all-to-all staging). Every
 // backend adds the store's own fp32 reduced shards at stages 2-3.
 TransientPeaks replay_step(const ParamTable& table, DType param_dtype, const ZeroOptions& zero, int world_size,

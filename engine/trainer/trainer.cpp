@@ -62,8 +62,10 @@ std::unique_ptr<Communicator> make_store_communicator(Communicator& comm, Memory
                                                       const ExecContext& ctx, int stage) {
   // A single process at stage 0 has nothing to communicate: the local world's all-reduce is a
   // no-op on any device. Every other case on the GPU goes through NCCL (stages 1-3 even on one
-  // GPU; MPI's backend moves host memory only).
-  if (ctx.device != Device::kCUDA || (comm.backend_name() == "local" && stage == 0)) return nullptr;
+  // GPU; MPI's backend moves host memory only). The memory prediction asks the same predicate.
+  if (store_collective_backend(ctx.device, comm.backend_name() == "local", stage) == CollectiveBackend::kHost) {
+    return nullptr;
+  }
 #ifdef ZT_HAVE_CUDA
   return make_device_communicator(comm, tracker, ctx);
 #else

@@ -53,7 +53,7 @@ ActivationDims activation_dims(const GptConfig& c, std::int64_t batch, std::int6
 std::string describe_attention(const GptConfig& c, const ActivationDims& d, Device device) {
   if (d.flash_attention) return "flash (no T x T probabilities kept)";
   if (device != Device::kCUDA) return "materialised (T x T probabilities kept)";
-  const std::int64_t hs = c.n_embd / c.n_head;
+  const std::int64_t hs = c.head_size();
   std::string why = "this build has no CUDA kernels";
   if (ops::cuda_kernels_built()) {
     why = ops::flash_attention_available(Device::kCUDA, 1, 1, hs)

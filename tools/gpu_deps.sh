@@ -12,6 +12,7 @@ packages=(
   libgtest-dev                       # GoogleTest (static libraries, CMake config)
   zlib1g-dev zlib1g                  # crc32 for checkpoint checksums
   libopenblas0-openmp libgfortran5 libquadmath0  # CPU reference products in the GPU tests (dlopened)
+  libgomp1                           # OpenMP's runtime, used only where the image lacks one
 )
 mkdir -p .gpu_deps
 cd .gpu_deps

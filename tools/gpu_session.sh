@@ -5,7 +5,8 @@
 #                                           # stages 0-3 vs PyTorch; e.g. --stages 0 3 if time is short)
 #   bash tools/gpu_session.sh shakespeare   # build zerotrain; its half of tools/shakespeare_gpu.py
 #                                           # (carry runs/shakespeare_char too; docs/gpu_backend.md)
-# with carry [".gpu_deps"] (made here by tools/gpu_deps.sh). It unpacks those packages into
+# with carry [".gpu_deps", ".gpu_build"] (made here by tools/gpu_deps.sh and tools/gpu_pack.sh: with
+# .gpu_build the binaries built here run and nothing is compiled there; without it, it builds). It unpacks those packages into
 # /tmp/zt_deps (never into /), points CMake and the loader at them, takes NCCL from the CUDA
 # toolkit or else from PyTorch's nvidia-nccl wheel, and keeps going past a failing step so one
 # call brings back everything it can. Everything lands in $OUT (at most 8 files come back):
@@ -34,6 +35,16 @@ export ZT_REQUIRE_GPU=1
   echo "commit: $commit$(git diff --quiet HEAD 2>/dev/null || echo ' (no git here, or the working tree differs)')"
   echo "gpu: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | head -1)"
   echo "nvcc: $(nvcc --version 2>&1 | tail -1)"
+  echo "gcc: $(gcc --version 2>&1 | head -1)"
+  echo "os: $(. /etc/os-release 2>/dev/null && echo "$PRETTY_NAME")"
+  echo "cmake: $(cmake --version 2>&1 | head -1)"
+  echo "python: $(command -v python3) $(python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)' 2>&1 | tail -1)"
+  # Which of the GPU libraries the machine has, and where (the toolkit first, then PyTorch's wheels).
+  for lib in libcudart.so.13 libcublasLt.so.13 libnccl.so.2 libcudnn.so.9; do
+    found=$(ls /usr/local/cuda/lib*/$lib /usr/local/cuda/targets/*/lib/$lib 2>/dev/null | head -1)
+    [ -z "$found" ] && found=$(python3 -c "import nvidia, glob, sys; print(next(iter(sorted(g for p in nvidia.__path__ for g in glob.glob(p + '/*/lib/$lib*'))), ''))" 2>/dev/null)
+    echo "$lib: ${found:-not found}"
+  done
 } >"$summary"
 
 # step NAME SECONDS CMD...: runs CMD with a time limit (never past the budget), logs status.
@@ -96,7 +107,38 @@ targets=(zerotrain zt_gpu_tests zt_bench_kernels)
 [ "$phase" = tests ] && targets=(zerotrain zt_gpu_tests)
 [ "$phase" = shakespeare ] && targets=(zerotrain)
 built=0
-if step configure 120 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DZT_CUDA=ON -DZT_PYTHON="$python" \
+if [ -f .gpu_build/build-gpu.tar ]; then
+  # Built here by tools/gpu_pack.sh: unpack the binaries and CTest files where they were built (a
+  # link from that path to this copy of the tree), and give the CTest files' python a fixed path.
+  cat .gpu_build/build_info.txt >>"$summary"
+  packed_dir=$(cat .gpu_build/build_dir)
+  packed_src=$(dirname "$packed_dir")
+  if [ "$packed_src" != "$PWD" ]; then
+    if [ -e "$packed_src" ] && [ "$(cd "$packed_src" && pwd -P)" != "$(pwd -P)" ]; then
+      echo "prebuilt: $packed_src exists here and is not this tree; cannot place the packed build" >>"$summary"
+      cat "$summary"
+      exit 1
+    fi
+    mkdir -p "$(dirname "$packed_src")"
+    ln -sfn "$PWD" "$packed_src"
+  fi
+  rm -rf "build-gpu"
+  mkdir -p "build-gpu"
+  tar -xf .gpu_build/build-gpu.tar -C "build-gpu"
+  [ "$(basename "$packed_dir")" != build-gpu ] && ln -sfn "$PWD/build-gpu" "$packed_dir"
+  printf '#!/bin/sh\nexec %s "$@"\n' "$python" >/tmp/zt_gpu_python
+  chmod +x /tmp/zt_gpu_python
+  # The image may lack libgomp (OpenMP's runtime): the carried one then, and only then.
+  if ! ldconfig -p | grep -q 'libgomp.so.1 ' && ls .gpu_deps/libgomp1_*.deb >/dev/null 2>&1; then
+    dpkg -x .gpu_deps/libgomp1_*.deb "$deps/gomp"
+    export LD_LIBRARY_PATH="$deps/gomp/usr/lib/x86_64-linux-gnu:$LD_LIBRARY_PATH"
+  fi
+  # After RUNPATH (/usr/local/cuda/lib here): where else the image may keep CUDA's libraries.
+  export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}/usr/local/cuda/lib64:/usr/local/cuda/targets/x86_64-linux/lib"
+  missing=$(ldd build-gpu/zerotrain | grep "not found" | tr -s ' \t\n' ' ')
+  echo "prebuilt: binaries from .gpu_build; ${missing:+MISSING LIBRARIES: $missing}${missing:-every library found}" >>"$summary"
+  [ -z "$missing" ] && built=1
+elif step configure 120 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DZT_CUDA=ON -DZT_PYTHON="$python" \
     "${zlib_args[@]}" "${nccl_args[@]}" >"$OUT/build_$phase.log" 2>&1; then
   step build 400 cmake --build build-gpu -j "$(nproc)" --target "${targets[@]}" >>"$OUT/build_$phase.log" 2>&1 && built=1
 fi
@@ -108,7 +150,7 @@ fi
 
 if [ "$phase" = tests ]; then
   # Every GPU-labelled test: the kernels against the CPU, NCCL on one rank, parity_cuda.*, the model.
-  step "ctest -L gpu" 330 bash -c "cd build-gpu && ctest -L gpu --output-on-failure --timeout 300 -j 2" \
+  step "ctest -L gpu" 330 bash -c "cd build-gpu && ctest -L gpu --output-on-failure --timeout ${ZT_CTEST_TIMEOUT:-300} -j 2" \
     >"$OUT/ctest_gpu.log" 2>&1
   grep -E "tests passed|tests failed" "$OUT/ctest_gpu.log" >>"$summary"
   echo "skipped: $(grep -c '(Skipped)' "$OUT/ctest_gpu.log")" >>"$summary"

@@ -8,6 +8,7 @@
 #ifdef ZT_HAVE_CUDA
 #include "engine/device/cuda_allocator.h"
 #include "engine/device/cuda_stream.h"
+#include "kernels/cuda/cudnn_attention.h"
 #include "kernels/cuda/device_query.h"
 #include "kernels/cuda/kernel_resources.h"
 #endif
@@ -41,7 +42,7 @@ int cuda_device_for_local_rank(int local_rank) {
 }
 
 ComputeBackend::ComputeBackend(Device device, int num_threads, MemoryTracker& tracker, int device_index,
-                               MatmulPrecision matmuls) {
+                               MatmulPrecision matmuls, AttentionKernels attention) {
   ctx_.num_threads = num_threads;
   if (device == Device::kCPU) {
     description_ = fmt::format("cpu ({} thread{})", num_threads, num_threads == 1 ? "" : "s");
@@ -53,8 +54,13 @@ ComputeBackend::ComputeBackend(Device device, int num_threads, MemoryTracker& tr
     throw_input_error("device = \"cuda\": CUDA device {} requested, but this machine has {} CUDA device(s)",
                       device_index, count);
   }
+  if (attention == AttentionKernels::kCudnn && !cuda::cudnn_attention_unavailable().empty()) {
+    throw_input_error("precision.attention = \"cudnn\": {} (\"auto\" runs the flash kernels instead)",
+                      cuda::cudnn_attention_unavailable());
+  }
   cuda_ = std::make_unique<CudaParts>(device_index, tracker);
   cuda_->resources.fp32_matmuls = matmuls;
+  cuda_->resources.attention = attention;
   ctx_ = cuda::cuda_context(cuda_->stream.get(), cuda_->resources);
   ctx_.num_threads = num_threads;
   description_ = fmt::format("cuda:{} ({}){}", device_index, cuda::device_description(device_index),
@@ -65,6 +71,7 @@ ComputeBackend::ComputeBackend(Device device, int num_threads, MemoryTracker& tr
   (void)tracker;
   (void)device_index;
   (void)matmuls;
+  (void)attention;
   throw_input_error("device = \"cuda\": this build has no CUDA backend (nvcc was not found when it was configured)");
 #endif
 }

@@ -20,10 +20,11 @@ int cuda_device_for_local_rank(int local_rank);
 class ComputeBackend {
  public:
   // kCPU: `num_threads` for the CPU kernels. kCUDA: device `device_index`, multiplying fp32
-  // matrices as `matmuls` says (the CPU always multiplies in FP32); an InputError when this build
-  // has no CUDA backend or the machine no such device.
+  // matrices as `matmuls` says (the CPU always multiplies in FP32) and running fused attention on
+  // the kernels `attention` names; an InputError when this build has no CUDA backend, the machine
+  // no such device, or `attention` insists on a cuDNN that cannot run here.
   ComputeBackend(Device device, int num_threads, MemoryTracker& tracker, int device_index = 0,
-                 MatmulPrecision matmuls = MatmulPrecision::kFp32);
+                 MatmulPrecision matmuls = MatmulPrecision::kFp32, AttentionKernels attention = AttentionKernels::kAuto);
   ~ComputeBackend();
   ComputeBackend(const ComputeBackend&) = delete;
   ComputeBackend& operator=(const ComputeBackend&) = delete;

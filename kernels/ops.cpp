@@ -3,6 +3,10 @@
 #include "kernels/ops.h"
 
 #include <cstring>
+#include <mutex>
+#include <set>
+
+#include <fmt/format.h>
 
 #include "engine/core/check.h"
 #include "kernels/cpu/attention.h"
@@ -23,10 +27,12 @@
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/cast.h"
 #include "kernels/cuda/cross_entropy.h"
+#include "kernels/cuda/cudnn_attention.h"
 #include "kernels/cuda/dropout.h"
 #include "kernels/cuda/embedding.h"
 #include "kernels/cuda/flash_attention.h"
 #include "kernels/cuda/gelu.h"
+#include "kernels/cuda/kernel_resources.h"
 #include "kernels/cuda/layernorm.h"
 #include "kernels/cuda/matmul.h"
 #include "kernels/cuda/norm.h"
@@ -166,10 +172,58 @@ bool flash_attention_on_tensor_cores(Device device, DType activations, std::int6
   return false;
 #endif
 }
+std::string cudnn_attention_refuses(Device device, AttentionKernels choice, DType activations,
+                                    std::int64_t head_size, bool dropout) {
+  if (device != Device::kCUDA) return "the CPU has no cuDNN";
+  if (choice == AttentionKernels::kFlash) return "precision.attention = \"flash\"";
+#ifdef ZT_HAVE_CUDA
+  std::string why = cuda::cudnn_attention_unavailable();
+  return why.empty() ? cuda::cudnn_attention_refuses(activations, head_size, dropout) : why;
+#else
+  (void)activations, (void)head_size, (void)dropout;
+  return "this build has no CUDA kernels";
+#endif
+}
+
+#ifdef ZT_HAVE_CUDA
+namespace {
+
+// Whether this call of fused attention runs on cuDNN. Reasons the run's header already gave (the
+// kind of operands) stay quiet; a shape or operand cuDNN turns down under "auto" is said once on
+// stderr, and under "cudnn" it stops the run.
+bool attention_on_cudnn(const ExecContext& ctx, const TensorView& qkv, int n_head, const DropoutSpec& dropout,
+                        std::initializer_list<const void*> operands) {
+  const AttentionKernels choice = ctx.cuda_resources->attention;
+  const std::int64_t C = qkv.shape.ndim() == 3 ? qkv.shape[2] / 3 : 0, hs = n_head > 0 ? C / n_head : 0;
+  if (!cudnn_attention_refuses(Device::kCUDA, choice, qkv.dtype, hs, dropout.active()).empty()) {
+    ZT_CHECK(choice != AttentionKernels::kCudnn, "precision.attention = \"cudnn\": {}",
+             cudnn_attention_refuses(Device::kCUDA, choice, qkv.dtype, hs, dropout.active()));
+    return false;
+  }
+  std::string why;
+  if (cuda::cudnn_attention_serves(ctx, qkv.dtype, qkv.shape[0], qkv.shape[1], n_head, hs, dropout.active(), operands,
+                                   &why)) {
+    return true;
+  }
+  if (choice == AttentionKernels::kCudnn) throw RuntimeError(fmt::format("precision.attention = \"cudnn\": {}", why));
+  static std::mutex mutex;
+  static std::set<std::string> said;
+  const std::lock_guard<std::mutex> lock(mutex);
+  if (said.insert(why).second) fmt::print(stderr, "zerotrain: cuDNN attention: {}; the flash kernels run instead\n", why);
+  return false;
+}
+
+}  // namespace
+#endif
+
 void flash_attention_forward(const ExecContext& ctx, TensorView out, TensorView lse, TensorView qkv, int n_head,
                              const DropoutSpec& dropout) {
   ZT_CHECK(on_cuda(ctx), "flash attention runs on CUDA only (the CPU uses attention_forward)");
 #ifdef ZT_HAVE_CUDA
+  if (attention_on_cudnn(ctx, qkv, n_head, dropout, {out.data, qkv.data})) {
+    timed_op(ctx, "cudnn_attention_forward", [&] { cuda::cudnn_attention_forward(ctx, out, lse, qkv, n_head); });
+    return;
+  }
   timed_op(ctx, "flash_attention_forward",
            [&] { cuda::flash_attention_forward(ctx, out, lse, qkv, n_head, dropout); });
 #else
@@ -180,6 +234,11 @@ void flash_attention_backward(const ExecContext& ctx, TensorView dqkv, TensorVie
                               TensorView lse, int n_head, const DropoutSpec& dropout) {
   ZT_CHECK(on_cuda(ctx), "flash attention runs on CUDA only (the CPU uses attention_backward)");
 #ifdef ZT_HAVE_CUDA
+  if (attention_on_cudnn(ctx, qkv, n_head, dropout, {dqkv.data, dout.data, out.data, qkv.data})) {
+    timed_op(ctx, "cudnn_attention_backward",
+             [&] { cuda::cudnn_attention_backward(ctx, dqkv, dout, out, qkv, lse, n_head); });
+    return;
+  }
   timed_op(ctx, "flash_attention_backward",
            [&] { cuda::flash_attention_backward(ctx, dqkv, dout, out, qkv, lse, n_head, dropout); });
 #else

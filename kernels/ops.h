@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "engine/core/buffer.h"
@@ -61,6 +62,14 @@ bool flash_attention_available(Device device, std::int64_t batch, std::int64_t n
 // Whether flash attention on `device` runs on tensor cores (cuda::flash_attention_tensor_cores:
 // BF16 activations, head sizes 16-128 that the current GPU grants the shared memory for).
 bool flash_attention_on_tensor_cores(Device device, DType activations, std::int64_t head_size);
+// Why cuDNN's fused attention would not run flash attention's calls of this kind on `device`, or ""
+// when it would (kernels/cuda/cudnn_attention.h): the device or build, precision.attention, the
+// library, the activation dtype, the head size, dropout. A shape cuDNN has no plan for shows only
+// at its first call, which then runs on the flash kernels and says so once on stderr.
+std::string cudnn_attention_refuses(Device device, AttentionKernels choice, DType activations,
+                                    std::int64_t head_size, bool dropout);
+// Both run on cuDNN where it serves the call under ctx's precision.attention
+// (KernelResources::attention), on the flash kernels otherwise; the profiler names which.
 void flash_attention_forward(const ExecContext& ctx, TensorView out, TensorView lse, TensorView qkv, int n_head,
                              const DropoutSpec& dropout);
 void flash_attention_backward(const ExecContext& ctx, TensorView dqkv, TensorView dout, TensorView out, TensorView qkv,

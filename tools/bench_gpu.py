@@ -18,7 +18,9 @@ op and a synchronize at each step's start and end, which the throughput figures 
 Activations: the stages run with the first of --activations (default bf16: every activation and
 activation gradient stored in bf16, docs/precision.md); stage 0 also runs with each other one
 (default fp32 activations with bf16 matmul inputs), so the table shows what bf16 activations give.
-A run that fails (zerotrain or PyTorch) is recorded as a failed row (its error in the JSON) and
+--attention sets precision.attention for every zerotrain run (auto: cuDNN's fused attention where
+it serves, the project's flash kernels elsewhere; flash: always the flash kernels), so a second
+invocation with --no-torch shows what cuDNN gives. A run that fails (zerotrain or PyTorch) is recorded as a failed row (its error in the JSON) and
 the others go on. Stage 0 and PyTorch run first, and the JSON is rewritten after every row
 ("complete": false until the last), so a call cut short keeps the headline ratio.
 
@@ -26,7 +28,8 @@ MFU = tokens/s x (6 N + 6 L C T) / peak, N the parameter count (wpe included, th
 counted once), peak 989 TFLOP/s (dense bf16, H100 and H200 SXM).
 
 usage: python3 tools/bench_gpu.py [--zerotrain build/zerotrain] [--batch 16] [--steps 20] [--warmup 5]
-                                  [--stages 0 1 2 3] [--activations bf16 fp32] [--python python3]
+                                  [--stages 0 1 2 3] [--activations bf16 fp32] [--attention auto|cudnn|flash]
+                                  [--python python3]
                                   [--no-torch] [--no-profile]
 """
 import argparse
@@ -79,7 +82,7 @@ def run_zerotrain(args, stage, data_dir, work, activations, profile=False):
     # bf16 parameters and bf16 matmul inputs (fp32 accumulate): the rounding PyTorch's bf16
     # autocast applies on the reference side; activations stored as --activations says.
     sets = {"device": "cuda", "zero.stage": stage, "precision.param_dtype": "bf16", "precision.matmul": "bf16",
-            "precision.activations": activations,
+            "precision.activations": activations, "precision.attention": args.attention,
             "data.dataset": data_dir, "train.micro_batch": args.batch, "train.seq_len": T, "train.grad_accum": 1,
             "train.global_batch_tokens": args.batch * T, "train.max_steps": args.warmup + steps,
             "train.eval_every": 0, "train.eval_batches": 1, "train.activation_checkpointing": "none",
@@ -206,6 +209,8 @@ def main(argv=None):
     ap.add_argument("--stages", type=int, nargs="+", default=[0, 1, 2, 3])
     ap.add_argument("--activations", nargs="+", choices=["bf16", "fp32"], default=["bf16", "fp32"],
                     help="precision.activations: the stages run with the first, stage 0 also with the others")
+    ap.add_argument("--attention", choices=["auto", "cudnn", "flash"], default="auto",
+                    help="precision.attention of every zerotrain run (auto: cuDNN where it serves)")
     ap.add_argument("--python", default=sys.executable, help="interpreter with torch for the reference")
     ap.add_argument("--no-torch", action="store_true")
     ap.add_argument("--no-profile", action="store_true", help="no separate per-op profile run of stage 0")
@@ -220,7 +225,8 @@ def main(argv=None):
     out = args.out or os.path.join(ROOT, "docs", "results", f"gpu_bench_{slug}.json")
     meta = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(), "commit": commit, "device": name,
             "driver": driver, "batch": args.batch, "seq_len": T, "params": n_params, "flops_per_token": flops_tok,
-            "peak_bf16_flops": PEAK_BF16_FLOPS}
+            "peak_bf16_flops": PEAK_BF16_FLOPS,
+            "attention": args.attention}
     primary = args.activations[0]
     rows = []
     with tempfile.TemporaryDirectory() as work:

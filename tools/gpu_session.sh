@@ -44,8 +44,16 @@ export ZT_REQUIRE_GPU=1
     found=$(ls /usr/local/cuda/lib*/$lib /usr/local/cuda/targets/*/lib/$lib 2>/dev/null | head -1)
     [ -z "$found" ] && found=$(python3 -c "import nvidia, glob, sys; print(next(iter(sorted(g for p in nvidia.__path__ for g in glob.glob(p + '/*/lib/$lib*'))), ''))" 2>/dev/null)
     echo "$lib: ${found:-not found}"
+    [ "$lib" = libcudnn.so.9 ] && echo "$found" >/tmp/zt_cudnn_lib
   done
 } >"$summary"
+# cuDNN (loaded at run time by the cuDNN attention): PyTorch's wheel where the toolkit has none;
+# where the machine has it, the GPU tests must run it rather than skip.
+cudnn_lib=$(cat /tmp/zt_cudnn_lib 2>/dev/null)
+if [ -n "$cudnn_lib" ]; then
+  export LD_LIBRARY_PATH="$(dirname "$cudnn_lib")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  export ZT_REQUIRE_CUDNN=1
+fi
 
 # step NAME SECONDS CMD...: runs CMD with a time limit (never past the budget), logs status.
 failed=0
@@ -169,8 +177,12 @@ elif [ "$phase" = shakespeare ]; then
   cp docs/results/shakespeare_gpu_*.json "$OUT/" 2>/dev/null
 else
   step zt_bench_kernels 120 build-gpu/tools/zt_bench_kernels --commit "$commit" >"$OUT/bench_kernels.log" 2>&1
-  step bench_gpu 420 env PYTHONUNBUFFERED=1 "$python" tools/bench_gpu.py --zerotrain build-gpu/zerotrain "${@:2}" \
+  step bench_gpu 360 env PYTHONUNBUFFERED=1 "$python" tools/bench_gpu.py --zerotrain build-gpu/zerotrain "${@:2}" \
     >"$OUT/bench_gpu.log" 2>&1
+  # Stage 0 on the project's flash kernels instead of cuDNN: what cuDNN's attention gives.
+  step "bench_gpu flash" 90 env PYTHONUNBUFFERED=1 "$python" tools/bench_gpu.py --zerotrain build-gpu/zerotrain \
+    --stages 0 --activations bf16 --no-torch --attention flash --out "$OUT/gpu_bench_flash_attention.json" \
+    >"$OUT/bench_gpu_flash.log" 2>&1
   cp docs/results/gpu_kernels_*.json docs/results/gpu_bench_*.json "$OUT/" 2>/dev/null
 fi
 cat "$summary"

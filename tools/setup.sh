@@ -22,8 +22,39 @@ for p in "${packages[@]}"; do
   fi
 done
 
+# cuDNN's frontend (header-only C++, the graph API the fused attention is built with): where nvcc
+# and cuDNN are present, its headers come from its PyPI package into .deps/ (ignored by git), once.
+# The build finds them there; without them it leaves cuDNN attention out and says so.
+cudnn_frontend_version=1.32.0
+cudnn_frontend_dir=$(cd "$(dirname "$0")/.." && pwd)/.deps/cudnn-frontend-$cudnn_frontend_version
+install_cudnn_frontend() {
+  local nvcc
+  nvcc=$(command -v nvcc || ls /usr/local/cuda/bin/nvcc 2>/dev/null || true)
+  [ -n "$nvcc" ] && [ -f "$(dirname "$nvcc")/../include/cudnn.h" ] || return 0
+  [ -f "$cudnn_frontend_dir/include/cudnn_frontend.h" ] && return 0
+  local py tmp
+  py=$(for p in python3 /usr/bin/python3; do "$p" -m pip --version >/dev/null 2>&1 && echo "$p" && break; done)
+  if [ -z "$py" ]; then
+    echo "setup: warning: no pip to fetch nvidia-cudnn-frontend's headers; cuDNN attention is left out" >&2
+    return 0
+  fi
+  tmp=$(mktemp -d)
+  if "$py" -m pip download -q --no-deps --only-binary=:all: --python-version 3.11 \
+      --platform manylinux_2_28_x86_64 -d "$tmp" "nvidia-cudnn-frontend==$cudnn_frontend_version" &&
+    "$py" -c 'import sys, zipfile; z = zipfile.ZipFile(sys.argv[1])
+z.extractall(sys.argv[2], [n for n in z.namelist() if n.startswith("include/")])' "$tmp"/*.whl "$cudnn_frontend_dir.tmp"; then
+    rm -rf "$cudnn_frontend_dir" && mv "$cudnn_frontend_dir.tmp" "$cudnn_frontend_dir"
+    echo "setup: cuDNN frontend $cudnn_frontend_version headers in ${cudnn_frontend_dir#$PWD/}"
+  else
+    rm -rf "$cudnn_frontend_dir.tmp"
+    echo "setup: warning: could not fetch nvidia-cudnn-frontend $cudnn_frontend_version; cuDNN attention is left out" >&2
+  fi
+  rm -rf "$tmp"
+}
+
 if [ ${#missing[@]} -eq 0 ]; then
   echo "setup: all ${#packages[@]} packages present"
+  install_cudnn_frontend
   exit 0
 fi
 
@@ -39,4 +70,5 @@ fi
 export DEBIAN_FRONTEND=noninteractive
 "${sudo_cmd[@]}" apt-get update -qq
 "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+install_cudnn_frontend
 echo "setup: done"

@@ -206,6 +206,23 @@ RunConfig parse_run_config(nlohmann::json doc, const std::string& source, int wo
       c.derived.push_back("precision.matmul = bf16 (from precision.activations = bf16)");
     }
   }
+  const std::string attention = precision.get_enum("attention", "auto", {"auto", "cudnn", "flash"});
+  for (AttentionKernels a : {AttentionKernels::kAuto, AttentionKernels::kCudnn, AttentionKernels::kFlash}) {
+    if (attention_kernels_name(a) == attention) c.attention_kernels = a;  // get_enum admitted only these names
+  }
+  if (c.attention_kernels != AttentionKernels::kAuto && c.device != Device::kCUDA) {
+    throw_input_error("config error in {}: precision.attention = \"{}\" needs device = \"cuda\" (the CPU has one "
+                      "attention)", source, attention);
+  }
+  if (c.attention_kernels == AttentionKernels::kCudnn && c.activation_dtype != DType::kBF16) {
+    throw_input_error("config error in {}: precision.attention = \"cudnn\" needs precision.activations = \"bf16\" "
+                      "(cuDNN's fused attention takes bf16)", source);
+  }
+  if (c.attention_kernels == AttentionKernels::kCudnn && c.dropout > 0.0f) {
+    throw_input_error("config error in {}: precision.attention = \"cudnn\" conflicts with model.dropout = {} (cuDNN "
+                      "would draw its own dropout masks; \"auto\" trains on the flash kernels and evaluates on cuDNN)",
+                      source, c.dropout);
+  }
   precision.reject_unknown_keys();
   ConfigReader zero = root.section("zero");
   read_zero(zero, c.zero);
@@ -273,7 +290,8 @@ nlohmann::json RunConfig::to_json() const {
         {"decay_steps", optim.decay_steps}, {"grad_clip", shortest(optim.grad_clip)}}},
       {"precision",
        {{"param_dtype", param_dtype == DType::kBF16 ? "bf16" : "f32"}, {"matmul", matmul_precision_name(matmul_precision)},
-        {"activations", activation_dtype == DType::kBF16 ? "bf16" : "fp32"}}},
+        {"activations", activation_dtype == DType::kBF16 ? "bf16" : "fp32"},
+        {"attention", attention_kernels_name(attention_kernels)}}},
       {"zero",
        {{"stage", zero.stage}, {"overlap_comm", zero.overlap_comm}, {"prefetch_units", zero.prefetch_units},
         {"max_inflight_reductions", zero.max_inflight_reductions},

@@ -86,6 +86,7 @@ struct RunConfig {
   DType param_dtype = DType::kF32;  // f32, or bf16 with fp32 master weights
   MatmulPrecision matmul_precision = MatmulPrecision::kFp32;  // precision.matmul: fp32 products on CUDA
   DType activation_dtype = DType::kF32;  // precision.activations: F32 or BF16 (docs/precision.md)
+  AttentionKernels attention_kernels = AttentionKernels::kAuto;  // precision.attention: cuDNN or flash on CUDA
   ZeroOptions zero;
   int world_size = 1;               // ranks (set by the launcher, not the file)
   LogConfig log;

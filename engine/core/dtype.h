@@ -45,4 +45,14 @@ constexpr std::string_view matmul_precision_name(MatmulPrecision p) {
   return p == MatmulPrecision::kFp32 ? "fp32" : p == MatmulPrecision::kTf32 ? "tf32" : "bf16";
 }
 
+// Which kernels run the fused causal attention on the GPU (precision.attention): kAuto takes cuDNN's
+// fused attention wherever it serves (kernels/cuda/cudnn_attention.h) and the project's flash
+// kernels elsewhere; kCudnn insists on cuDNN (a run it cannot serve stops at start); kFlash always
+// takes the flash kernels. The CPU has one attention (materialised) and takes kAuto only.
+enum class AttentionKernels : std::uint8_t { kAuto, kCudnn, kFlash };
+
+constexpr std::string_view attention_kernels_name(AttentionKernels a) {
+  return a == AttentionKernels::kAuto ? "auto" : a == AttentionKernels::kCudnn ? "cudnn" : "flash";
+}
+
 }  // namespace zt

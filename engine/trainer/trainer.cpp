@@ -105,7 +105,7 @@ struct Trainer::State {
         tracker(memory),
         backend(c.device, c.train.num_threads, memory,
                 c.device == Device::kCUDA ? cuda_device_for_local_rank(detect_launch().local_rank) : 0,
-                c.matmul_precision),
+                c.matmul_precision, c.attention_kernels),
         profiler(c.log.profile_ops ? std::make_unique<OpProfiler>() : nullptr),
         ctx(with_profiler(backend.context(), profiler.get())),
         // Without the profiler: NCCL's staging ops run on its own stream and are part of

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <memory>
 
 #include <cublasLt.h>
 
@@ -19,6 +20,8 @@ namespace zt::cuda {
 
 // cuBLASLt's recommended workspace for Hopper is 32 MiB (more lets it pick split-K kernels).
 constexpr std::size_t kDefaultCublasWorkspaceBytes = static_cast<std::size_t>(kCublasWorkspaceBytes);
+
+struct CudnnAttentionPlans;  // kernels/cuda/cudnn_attention.cpp: cuDNN's handle and graphs
 
 class KernelResources {
  public:
@@ -43,6 +46,11 @@ class KernelResources {
   // tracks the CPU within ~1e-5; kTf32 (~1e-3 relative) and kBf16 (~4e-3) trade that for tensor
   // cores. kTf32 applies to every cuBLASLt product, kBf16 to the linear layers (cuda::matmul_*).
   MatmulPrecision fp32_matmuls = MatmulPrecision::kFp32;
+
+  // Which kernels run the fused attention (precision.attention; kernels/ops.cpp decides per call).
+  AttentionKernels attention = AttentionKernels::kAuto;
+  // cuDNN's handle and attention graphs, made on first use (kernels/cuda/cudnn_attention.cpp).
+  std::shared_ptr<CudnnAttentionPlans> cudnn_attention_plans;
 
   // cuBLASLt's heuristic choice per product configuration (lt_gemm.cu builds the key from every
   // value its descriptors and preferences are made of): asked once per configuration, as a step

@@ -50,8 +50,20 @@ ActivationDims activation_dims(const GptConfig& c, std::int64_t batch, std::int6
   return ActivationDims{batch, seq_len, c.n_embd, c.n_head, c.padded_vocab_size(), flash, activations};
 }
 
-std::string describe_attention(const GptConfig& c, const ActivationDims& d, Device device) {
-  if (d.flash_attention) return "flash (no T x T probabilities kept)";
+std::string describe_attention(const GptConfig& c, const ActivationDims& d, Device device, AttentionKernels choice,
+                               bool dropout) {
+  if (d.flash_attention) {
+    const std::int64_t hs = c.head_size();
+    const std::string flash = fmt::format(
+        "flash kernels on {}", ops::flash_attention_on_tensor_cores(device, d.act, hs) ? "tensor cores" : "CUDA cores");
+    const std::string why = ops::cudnn_attention_refuses(device, choice, d.act, hs, dropout);
+    if (why.empty()) return "cuDNN fused attention (no T x T probabilities kept)";
+    if (dropout && ops::cudnn_attention_refuses(device, choice, d.act, hs, false).empty()) {
+      return fmt::format("cuDNN fused attention in evaluation, {} in training (no T x T probabilities kept; {})", flash,
+                         why);
+    }
+    return fmt::format("{} (no T x T probabilities kept; not cuDNN: {})", flash, why);
+  }
   if (device != Device::kCUDA) return "materialised (T x T probabilities kept)";
   const std::int64_t hs = c.head_size();
   std::string why = "this build has no CUDA kernels";

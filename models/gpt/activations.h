@@ -31,11 +31,15 @@ struct ActivationDims {
 ActivationDims activation_dims(const GptConfig& c, std::int64_t batch, std::int64_t seq_len, Device device,
                                DType activations = DType::kF32);
 
-// How attention runs and what it keeps, for the memory report and the train command's header:
-// "flash (no T x T probabilities kept)", or "materialised (T x T probabilities kept)" and, on CUDA,
-// why the flash kernels could not take it and the probabilities' bytes per block (a head size they
-// are not compiled for silently costing B NH T^2 elements a layer would otherwise surprise users).
-std::string describe_attention(const GptConfig& c, const ActivationDims& d, Device device);
+// How attention runs and what it keeps, for the memory report and the train command's header.
+// Fused (no T x T probabilities kept): on cuDNN, or on the flash kernels (on tensor cores or CUDA
+// cores) with why cuDNN does not run it under `choice` (precision.attention), or cuDNN in
+// evaluation and flash in training where only dropout on the probabilities (model.dropout > 0)
+// keeps cuDNN out (`dropout`: model.dropout > 0). Else "materialised (T x T probabilities kept)" and, on CUDA, why the flash
+// kernels could not take it and the probabilities' bytes per block (a head size they are not
+// compiled for silently costing B NH T^2 elements a layer would otherwise surprise users).
+std::string describe_attention(const GptConfig& c, const ActivationDims& d, Device device,
+                               AttentionKernels choice = AttentionKernels::kAuto, bool dropout = false);
 
 // Bytes of one block's internal activations, with a = act_bytes(): a (15 BTC + B NH T^2) + 4 (4 BT)
 // materialised, a 15 BTC + 4 (4 BT + B NH T) with flash attention.

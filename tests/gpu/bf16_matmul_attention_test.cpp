@@ -20,6 +20,7 @@
 #include "kernels/cpu/dropout.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cuda/attention.h"
+#include "kernels/cuda/cudnn_attention.h"
 #include "kernels/cuda/flash_attention.h"
 #include "kernels/cuda/matmul.h"
 #include "tests/gpu/gpu_test_util.h"
@@ -271,6 +272,52 @@ TEST_F(CudaBf16MatmulAttention, FlashAttentionMatchesMaterialisedCpuOnBf16Operan
       EXPECT_TRUE(within_bound(download_f32(go), widened(c.out), 1e-5, slack.out)) << "out";
       EXPECT_TRUE(within_bound(download_f32(gdq), widened(c.dqkv), 5e-5, slack.dqkv)) << "dqkv";
     }
+  }
+}
+
+// cuDNN's fused attention against the materialised CPU attention at the tensor-core flash kernels'
+// bound (it too rounds P and dS to bf16 before their products); its lse against the flash
+// kernels' (the same statistic: the backward of either may follow the forward of the other, to
+// fp32 rounding); its backward twice, bitwise (the deterministic algorithm). Skips visibly where
+// cuDNN cannot run, unless ZT_REQUIRE_CUDNN is set (tools/gpu_session.sh, when it found cuDNN).
+TEST_F(CudaBf16MatmulAttention, CudnnAttentionMatchesMaterialisedCpuOnBf16Operands) {
+  const std::string unavailable = cuda::cudnn_attention_unavailable();
+  if (!unavailable.empty()) {
+    if (std::getenv("ZT_REQUIRE_CUDNN") != nullptr) FAIL() << "ZT_REQUIRE_CUDNN is set but " << unavailable;
+    GTEST_SKIP() << "cuDNN attention cannot run here: " << unavailable;
+  }
+  ZT_SEEDED_RNG(rng);
+  for (AttnShape s : {AttnShape{1, 1, 1, 8}, AttnShape{2, 67, 3, 16}, AttnShape{2, 130, 4, 32},
+                      AttnShape{1, 200, 2, 64}, AttnShape{1, 70, 2, 128}, AttnShape{2, 300, 3, 64}}) {
+    SCOPED_TRACE(::testing::Message() << "B=" << s.B << " T=" << s.T << " NH=" << s.NH << " hs=" << s.hs);
+    const AttnCase c = cpu_attention(rng, s, {});
+    const Slack slack = attention_slack(c, AttnKind::kFlashTensorCores, {});
+    const std::int64_t C = s.NH * s.hs;
+    const Shape sq{s.B, s.T, 3 * C}, so{s.B, s.T, C}, sl{s.B, s.NH, s.T};
+    const int nh = static_cast<int>(s.NH);
+    Buffer gqkv = upload_as(DType::kBF16, c.qkv), gdout = upload_as(DType::kBF16, c.dout);
+    Buffer go = poisoned(DType::kBF16, so.numel()), glse = poisoned(DType::kF32, sl.numel()),
+           gdq = poisoned(DType::kBF16, sq.numel());
+    std::string why;
+    ASSERT_TRUE(cuda::cudnn_attention_serves(gpu(), DType::kBF16, s.B, s.T, nh, s.hs, false,
+                                             {go.data(), gqkv.data(), gdq.data(), gdout.data()}, &why))
+        << why;
+    cuda::cudnn_attention_forward(gpu(), go.view(so), glse.view(sl), gqkv.view(sq), nh);
+    cuda::cudnn_attention_backward(gpu(), gdq.view(sq), gdout.view(so), go.view(so), gqkv.view(sq), glse.view(sl), nh);
+    EXPECT_TRUE(within_bound(download_f32(go), widened(c.out), 1e-5, slack.out)) << "out";
+    EXPECT_TRUE(within_bound(download_f32(gdq), widened(c.dqkv), 5e-5, slack.dqkv)) << "dqkv";
+    // lse: the flash kernels' on the same operands, within fp32 rounding of max(1, |lse|).
+    Buffer fo = poisoned(DType::kBF16, so.numel()), flse = poisoned(DType::kF32, sl.numel());
+    cuda::flash_attention_forward(gpu(), fo.view(so), flse.view(sl), gqkv.view(sq), nh);
+    const std::vector<float> lse = download_f32(glse), ref_lse = download_f32(flse);
+    for (std::size_t i = 0; i < lse.size(); ++i) {
+      ASSERT_LE(std::abs(double{lse[i]} - ref_lse[i]), 1e-5 * std::max(1.0, std::abs(double{ref_lse[i]})))
+          << "lse row " << i << ": cuDNN " << lse[i] << ", flash " << ref_lse[i];
+    }
+    Buffer again = poisoned(DType::kBF16, sq.numel());
+    cuda::cudnn_attention_backward(gpu(), again.view(sq), gdout.view(so), go.view(so), gqkv.view(sq), glse.view(sl),
+                                   nh);
+    EXPECT_EQ(download_f32(again), download_f32(gdq)) << "the backward repeats bit for bit";
   }
 }
 

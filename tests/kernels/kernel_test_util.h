@@ -98,24 +98,27 @@ inline std::vector<double> to_double(const std::vector<float>& v) { return {v.be
 
 // Normwise relative error max|a - ref| / max(max|ref|, tiny): insensitive to individual tiny
 // reference entries, which element-wise relative errors would blow up.
+// `scale` (optional) floors the denominator: for results that cancel terms much larger than
+// themselves, the error is judged against the terms' size.
 template <typename A>
-double max_rel_error(const std::vector<A>& a, const std::vector<double>& ref) {
+double max_rel_error(const std::vector<A>& a, const std::vector<double>& ref, double scale = 0.0) {
   double max_diff = 0.0, max_ref = 0.0;
   for (std::size_t i = 0; i < ref.size(); ++i) {
     const double diff = std::abs(static_cast<double>(a[i]) - ref[i]);
     max_diff = std::isnan(diff) ? INFINITY : std::max(max_diff, diff);
     max_ref = std::max(max_ref, std::abs(ref[i]));
   }
-  return max_diff / std::max(max_ref, 1e-30);
+  return max_diff / std::max({max_ref, scale, 1e-30});
 }
 
 // gtest assertion: EXPECT_TRUE(close_normwise(got, ref, tol)), reporting the error and worst index.
 template <typename A>
-::testing::AssertionResult close_normwise(const std::vector<A>& got, const std::vector<double>& ref, double tol) {
+::testing::AssertionResult close_normwise(const std::vector<A>& got, const std::vector<double>& ref, double tol,
+                                          double scale = 0.0) {
   if (got.size() != ref.size()) {
     return ::testing::AssertionFailure() << "size " << got.size() << " vs reference " << ref.size();
   }
-  const double err = max_rel_error(got, ref);
+  const double err = max_rel_error(got, ref, scale);
   if (std::getenv("ZT_TEST_PRINT_ERRORS") != nullptr) {  // for calibrating tolerances
     std::printf("    normwise error %.3g (tol %.3g)\n", err, tol);
   }

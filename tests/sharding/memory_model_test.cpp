@@ -281,7 +281,27 @@ TEST(RankMemory, AttentionDescriptionSaysWhyTheProbabilitiesAreKept) {
     return;
   }
   EXPECT_EQ(gpt::describe_attention(m, gpt::activation_dims(m, B, T, Device::kCUDA), Device::kCUDA),
-            "flash (no T x T probabilities kept)");
+            "flash kernels on CUDA cores (no T x T probabilities kept; not cuDNN: cuDNN's fused attention takes bf16 "
+            "activations)");
+  EXPECT_EQ(gpt::describe_attention(m, gpt::activation_dims(m, B, T, Device::kCUDA, DType::kBF16), Device::kCUDA,
+                                    AttentionKernels::kFlash),
+            std::string("flash kernels on ") +
+                (ops::flash_attention_on_tensor_cores(Device::kCUDA, DType::kBF16, 64) ? "tensor cores" : "CUDA cores") +
+                " (no T x T probabilities kept; not cuDNN: precision.attention = \"flash\")");
+  // bf16 under "auto": cuDNN where its library loads here, else the reason it does not.
+  const std::string cudnn_missing = ops::cudnn_attention_refuses(Device::kCUDA, AttentionKernels::kAuto, DType::kBF16,
+                                                                 64, false);
+  const std::string bf16 = gpt::describe_attention(m, gpt::activation_dims(m, B, T, Device::kCUDA, DType::kBF16),
+                                                   Device::kCUDA);
+  if (cudnn_missing.empty()) {
+    EXPECT_EQ(bf16, "cuDNN fused attention (no T x T probabilities kept)");
+    EXPECT_NE(gpt::describe_attention(m, gpt::activation_dims(m, B, T, Device::kCUDA, DType::kBF16), Device::kCUDA,
+                                      AttentionKernels::kAuto, /*dropout=*/true)
+                  .find("cuDNN fused attention in evaluation, flash kernels on "),
+              std::string::npos);
+  } else {
+    EXPECT_NE(bf16.find("not cuDNN: " + cudnn_missing), std::string::npos) << bf16;
+  }
   m.n_head = 8;  // head size 96: 8 x 8 x 1024^2 bf16 probabilities = 128 MiB a block
   EXPECT_EQ(gpt::describe_attention(m, gpt::activation_dims(m, B, T, Device::kCUDA, DType::kBF16), Device::kCUDA),
             "materialised (T x T probabilities kept: the flash kernels have no head size 96 (8-128, powers of 2); "

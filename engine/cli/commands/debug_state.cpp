@@ -72,7 +72,8 @@ int debug_state_main(const std::vector<std::string>& args) {
   const gpt::GptConfig& mc = cfg.model;
 
   MemoryTracker tracker;
-  const ComputeBackend backend(cfg.device, cfg.train.num_threads, tracker, 0, cfg.matmul_precision);  // outlives what it allocates
+  const ComputeBackend backend(cfg.device, cfg.train.num_threads, tracker, 0, cfg.matmul_precision,
+                               cfg.attention_kernels);  // outlives what it allocates
   const ExecContext& ctx = backend.context();
   gpt::GptModel model(mc, cfg.train.micro_batch, cfg.train.seq_len, cfg.train.activation_checkpointing, tracker, ctx,
                       0.0f, 0, cfg.activation_dtype);

@@ -91,7 +91,7 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
   const std::string ckpt = cfg.train.activation_checkpointing.to_string();
   const std::string attention = gpt::describe_attention(
       mc, gpt::activation_dims(mc, cfg.train.micro_batch, cfg.train.seq_len, cfg.device, cfg.activation_dtype),
-      cfg.device);
+      cfg.device, cfg.attention_kernels, cfg.dropout > 0.0f);
 
   std::vector<StageMemory> stages;
   for (int stage = 0; stage < kStages; ++stage) stages.push_back(predict_rank_memory(cfg, stage, ranks, options));

@@ -74,10 +74,7 @@ int train_main(const std::vector<std::string>& args) {
     fmt::print("device: {}\n", trainer.device_description());
     const gpt::ActivationDims dims =
         gpt::activation_dims(m, cfg.train.micro_batch, cfg.train.seq_len, cfg.device, cfg.activation_dtype);
-    const bool tensor_cores =
-        dims.flash_attention && ops::flash_attention_on_tensor_cores(cfg.device, cfg.activation_dtype, m.head_size());
-    fmt::print("attention: {}{}\n", gpt::describe_attention(m, dims, cfg.device),
-               tensor_cores ? ", on tensor cores" : (dims.flash_attention ? ", on CUDA cores" : ""));
+    fmt::print("attention: {}\n", gpt::describe_attention(m, dims, cfg.device, cfg.attention_kernels, cfg.dropout > 0.0f));
     fmt::print("ZeRO stage {} on {} rank(s) ({} communicator{})\nrun directory: {}\n", cfg.zero.stage,
                comm->world_size(), comm->backend_name(), cfg.train.deterministic ? ", deterministic reductions" : "",
                cfg.log.run_dir);

@@ -299,9 +299,15 @@ TEST_F(CudaBf16MatmulAttention, CudnnAttentionMatchesMaterialisedCpuOnBf16Operan
     Buffer go = poisoned(DType::kBF16, so.numel()), glse = poisoned(DType::kF32, sl.numel()),
            gdq = poisoned(DType::kBF16, sq.numel());
     std::string why;
-    ASSERT_TRUE(cuda::cudnn_attention_serves(gpu(), DType::kBF16, s.B, s.T, nh, s.hs, false,
-                                             {go.data(), gqkv.data(), gdq.data(), gdout.data()}, &why))
-        << why;
+    const bool serves = cuda::cudnn_attention_serves(gpu(), DType::kBF16, s.B, s.T, nh, s.hs, false,
+                                                     {go.data(), gqkv.data(), gdq.data(), gdout.data()}, &why);
+    // cuDNN 9 builds no plan for a sequence of one token (s_q = s_kv = 1): the refusal must say
+    // why, and ops:: then runs the flash kernels (the other test cases here cover them at T = 1).
+    if (s.T == 1 && !serves) {
+      EXPECT_FALSE(why.empty()) << "a refusal names its reason";
+      continue;
+    }
+    ASSERT_TRUE(serves) << why;
     cuda::cudnn_attention_forward(gpu(), go.view(so), glse.view(sl), gqkv.view(sq), nh);
     cuda::cudnn_attention_backward(gpu(), gdq.view(sq), gdout.view(so), go.view(so), gqkv.view(sq), glse.view(sl), nh);
     EXPECT_TRUE(within_bound(download_f32(go), widened(c.out), 1e-5, slack.out)) << "out";

@@ -190,10 +190,13 @@ namespace {
 
 // Whether this call of fused attention runs on cuDNN. Reasons the run's header already gave (the
 // kind of operands) stay quiet; a shape or operand cuDNN turns down under "auto" is said once on
-// stderr, and under "cudnn" it stops the run.
+// stderr, and under "cudnn" it stops the run. "cudnn" is about the run's bf16 model (the config
+// check holds it to bf16 activations): the fp32 batch-1 model the trainer and `zerotrain sample`
+// build for text samples runs the flash kernels under either choice.
 bool attention_on_cudnn(const ExecContext& ctx, const TensorView& qkv, int n_head, const DropoutSpec& dropout,
                         std::initializer_list<const void*> operands) {
   const AttentionKernels choice = ctx.cuda_resources->attention;
+  if (qkv.dtype != DType::kBF16) return false;
   const std::int64_t C = qkv.shape.ndim() == 3 ? qkv.shape[2] / 3 : 0, hs = n_head > 0 ? C / n_head : 0;
   if (!cudnn_attention_refuses(Device::kCUDA, choice, qkv.dtype, hs, dropout.active()).empty()) {
     ZT_CHECK(choice != AttentionKernels::kCudnn, "precision.attention = \"cudnn\": {}",

@@ -9,7 +9,8 @@
     8-step CUDA run (checkpoints staged through the host);
   * 10 training steps on CUDA match the CPU's losses within bf16 tolerance, also with dropout
     (the same masks on both devices), with and without activation checkpointing, and with bf16
-    activations (precision.activations) against the CPU's staged reference.
+    activations (precision.activations) against the CPU's staged reference, on the flash kernels
+    and on cuDNN (precision.attention), the end-of-run text sample included.
 
 Exits 77 (a ctest skip) when this build sees no CUDA device.
 
@@ -191,6 +192,24 @@ def main():
                     check(m16 == p16 and m16 < 0.6 * m32,
                           f"bf16 activations on CUDA: activations measured {m16} == predicted {p16}, "
                           f"< 0.6 x fp32 activations' {m32}")
+        # precision.attention with bf16 activations: "flash" and "cudnn" both train within the bf16
+        # bound of the CPU and say which kernels run; the end-of-run text sample (an fp32 batch-1
+        # model, which cuDNN does not serve) completes under "cudnn" too. Without cuDNN in this
+        # build or on this machine, "cudnn" must stop with an error naming it -- unless
+        # ZT_REQUIRE_CUDNN says it is there.
+        for choice, named in (("flash", "attention: flash kernels"), ("cudnn", "attention: cuDNN fused attention")):
+            run = os.path.join(work, f"cuda_attention_{choice}")
+            p = train("cuda", run, 10, ["--set", "precision.activations=bf16", "--set", f"precision.attention={choice}"])
+            if choice == "cudnn" and p.returncode != 0 and not os.environ.get("ZT_REQUIRE_CUDNN"):
+                check("cuDNN" in p.stderr or "cudnn" in p.stderr,
+                      f"precision.attention=cudnn where cuDNN cannot run: an error naming it ({p.stderr[-300:]})")
+                continue
+            if check(p.returncode == 0, f"precision.attention={choice} on CUDA exits 0 ({p.stderr[-400:]})"):
+                err = rel(losses(run), losses(cpu_run))
+                check(err <= TRAIN_LOSS_BOUND and named in p.stdout and '"type":"sample"' in open(
+                          os.path.join(run, "metrics.jsonl")).read(),
+                      f"precision.attention={choice}: losses within {TRAIN_LOSS_BOUND:g} of the CPU's (error {err:.3e}), "
+                      f"'{named}' in the header, the end-of-run sample written")
         resumed = os.path.join(work, "cuda_resumed")
         first = train("cuda", resumed, 4, ["--set", "checkpoint.at_end=true"])
         second = train("cuda", resumed, 10, ["--resume", "latest"])

@@ -42,7 +42,9 @@ int cuda_device_for_local_rank(int local_rank) {
 }
 
 ComputeBackend::ComputeBackend(Device device, int num_threads, MemoryTracker& tracker, int device_index,
-                               MatmulPrecision matmuls, AttentionKernels attention) {
+                               KernelChoices choices) {
+  const MatmulPrecision matmuls = choices.matmuls;
+  const AttentionKernels attention = choices.attention;
   ctx_.num_threads = num_threads;
   if (device == Device::kCPU) {
     description_ = fmt::format("cpu ({} thread{})", num_threads, num_threads == 1 ? "" : "s");
@@ -61,12 +63,14 @@ ComputeBackend::ComputeBackend(Device device, int num_threads, MemoryTracker& tr
   cuda_ = std::make_unique<CudaParts>(device_index, tracker);
   cuda_->resources.fp32_matmuls = matmuls;
   cuda_->resources.attention = attention;
+  cuda_->resources.gelu_epilogue = choices.gelu_epilogue;
   ctx_ = cuda::cuda_context(cuda_->stream.get(), cuda_->resources);
   ctx_.num_threads = num_threads;
-  description_ = fmt::format("cuda:{} ({}){}", device_index, cuda::device_description(device_index),
+  description_ = fmt::format("cuda:{} ({}){}{}", device_index, cuda::device_description(device_index),
                              matmuls == MatmulPrecision::kFp32
                                  ? ""
-                                 : fmt::format(", {} matmuls", matmul_precision_name(matmuls)));
+                                 : fmt::format(", {} matmuls", matmul_precision_name(matmuls)),
+                             choices.gelu_epilogue ? ", GELU in matmul epilogues" : "");
 #else
   (void)tracker;
   (void)device_index;

@@ -17,21 +17,28 @@ int cuda_device_count();
 // when a node runs more ranks than it shows GPUs; 0 when it shows none (ComputeBackend refuses).
 int cuda_device_for_local_rank(int local_rank);
 
+// Which CUDA kernels run where a config gives a choice (its precision section); the CPU has one
+// way each and ignores them.
+struct KernelChoices {
+  MatmulPrecision matmuls = MatmulPrecision::kFp32;       // how fp32 matrices are multiplied
+  AttentionKernels attention = AttentionKernels::kAuto;   // cuDNN or the flash kernels
+  bool gelu_epilogue = false;                             // GELU in the MLP matmuls' epilogues
+};
+
 class ComputeBackend {
  public:
-  // kCPU: `num_threads` for the CPU kernels. kCUDA: device `device_index`, multiplying fp32
-  // matrices as `matmuls` says (the CPU always multiplies in FP32) and running fused attention on
-  // the kernels `attention` names; an InputError when this build has no CUDA backend, the machine
-  // no such device, or `attention` insists on a cuDNN that cannot run here.
+  // kCPU: `num_threads` for the CPU kernels. kCUDA: device `device_index`, running the kernels
+  // `choices` names; an InputError when this build has no CUDA backend, the machine no such
+  // device, or choices.attention insists on a cuDNN that cannot run here.
   ComputeBackend(Device device, int num_threads, MemoryTracker& tracker, int device_index = 0,
-                 MatmulPrecision matmuls = MatmulPrecision::kFp32, AttentionKernels attention = AttentionKernels::kAuto);
+                 KernelChoices choices = {});
   ~ComputeBackend();
   ComputeBackend(const ComputeBackend&) = delete;
   ComputeBackend& operator=(const ComputeBackend&) = delete;
 
   const ExecContext& context() const { return ctx_; }
   // "cpu (2 threads)" or "cuda:0 (NVIDIA H100 80GB HBM3, ...)", with ", tf32 matmuls" or
-  // ", bf16 matmuls" when fp32 products are not exact.
+  // ", bf16 matmuls" when fp32 products are not exact and ", GELU in matmul epilogues".
   const std::string& description() const { return description_; }
 
  private:

@@ -252,6 +252,50 @@ void gelu_forward(const ExecContext& ctx, TensorView out, TensorView inp) { retu
 void gelu_backward(const ExecContext& ctx, TensorView dinp, TensorView inp, TensorView dout) {
   return ZT_OP(gelu_backward, ctx, dinp, inp, dout);
 }
+
+namespace {
+// cuBLASLt's GELU epilogues under precision.gelu_epilogue, for widths they take (a multiple of 8).
+bool gelu_in_epilogue(const ExecContext& ctx, TensorView gelu_pre) {
+#ifdef ZT_HAVE_CUDA
+  return on_cuda(ctx) && ctx.cuda_resources->gelu_epilogue && gelu_pre.shape.ndim() > 0 &&
+         gelu_pre.shape[gelu_pre.shape.ndim() - 1] % 8 == 0;
+#else
+  (void)ctx, (void)gelu_pre;
+  return false;
+#endif
+}
+}  // namespace
+
+void matmul_gelu_forward(const ExecContext& ctx, TensorView out, TensorView gelu_pre, TensorView inp, TensorView weight,
+                         WeightLayout layout, TensorView bias) {
+#ifdef ZT_HAVE_CUDA
+  if (gelu_in_epilogue(ctx, gelu_pre)) {
+    timed_op(ctx, "matmul_gelu_forward",
+             [&] { cuda::matmul_forward(ctx, out, inp, weight, layout, bias, gelu_pre); });
+    return;
+  }
+#endif
+  ops::matmul_forward(ctx, gelu_pre, inp, weight, layout, bias);
+  ops::gelu_forward(ctx, out, gelu_pre);
+}
+
+void matmul_backward_through_gelu(const ExecContext& ctx, TensorView dinp, TensorView dweight, TensorView dbias,
+                                  TensorView dout, TensorView inp, TensorView weight, WeightLayout layout,
+                                  TensorView gelu_pre) {
+#ifdef ZT_HAVE_CUDA
+  if (gelu_in_epilogue(ctx, gelu_pre)) {
+    timed_op(ctx, "matmul_backward_through_gelu",
+             [&] { cuda::matmul_backward(ctx, dinp, dweight, dbias, dout, inp, weight, layout, gelu_pre); });
+    return;
+  }
+#endif
+  ops::matmul_backward(ctx, dinp, dweight, dbias, dout, inp, weight, layout);
+  ops::gelu_backward(ctx, dinp, gelu_pre, dinp);
+}
+void layernorm_residual_forward(const ExecContext& ctx, TensorView residual, TensorView out, TensorView mean,
+                                TensorView rstd, TensorView a, TensorView b, TensorView weight, TensorView bias) {
+  return ZT_OP(layernorm_residual_forward, ctx, residual, out, mean, rstd, a, b, weight, bias);
+}
 void residual_forward(const ExecContext& ctx, TensorView out, TensorView a, TensorView b) {
   return ZT_OP(residual_forward, ctx, out, a, b);
 }
@@ -270,6 +314,10 @@ void softmax_cross_entropy_forward(const ExecContext& ctx, TensorView losses, Te
 void softmax_cross_entropy_backward(const ExecContext& ctx, TensorView dlogits, TensorView probs, TensorView targets,
                                     float dloss, int vocab_size) {
   return ZT_OP(softmax_cross_entropy_backward, ctx, dlogits, probs, targets, dloss, vocab_size);
+}
+void softmax_cross_entropy_fused(const ExecContext& ctx, TensorView losses, TensorView dlogits, TensorView logits,
+                                 TensorView targets, float dloss, int vocab_size) {
+  return ZT_OP(softmax_cross_entropy_fused, ctx, losses, dlogits, logits, targets, dloss, vocab_size);
 }
 
 void cast(const ExecContext& ctx, TensorView dst, TensorView src) { return ZT_OP(cast, ctx, dst, src); }

@@ -41,12 +41,26 @@ void embedding_forward(const ExecContext& ctx, TensorView out, TensorView tokens
 void embedding_backward(const ExecContext& ctx, TensorView dwte, TensorView dwpe, TensorView dout, TensorView tokens);
 void layernorm_forward(const ExecContext& ctx, TensorView out, TensorView mean, TensorView rstd, TensorView inp,
                        TensorView weight, TensorView bias);
+// residual = a + b, then out = layernorm(residual) (residual may alias a or b): one pass over
+// memory fewer on CUDA (kernels/cpu/layernorm.h).
+void layernorm_residual_forward(const ExecContext& ctx, TensorView residual, TensorView out, TensorView mean,
+                                TensorView rstd, TensorView a, TensorView b, TensorView weight, TensorView bias);
 void layernorm_backward(const ExecContext& ctx, TensorView dinp, TensorView dweight, TensorView dbias, TensorView dout,
                         TensorView inp, TensorView weight, TensorView mean, TensorView rstd);
 void matmul_forward(const ExecContext& ctx, TensorView out, TensorView inp, TensorView weight, WeightLayout layout,
                     TensorView bias);
 void matmul_backward(const ExecContext& ctx, TensorView dinp, TensorView dweight, TensorView dbias, TensorView dout,
                      TensorView inp, TensorView weight, WeightLayout layout);
+// out = gelu(gelu_pre), gelu_pre = inp @ W + bias (kept for the backward); and the backward of a
+// matmul whose input was such an out: dinp = (dout @ W^T) * gelu'(gelu_pre), with dweight and
+// dbias as matmul_backward. On CUDA under precision.gelu_epilogue (KernelResources) cuBLASLt's
+// GELU epilogues do it in the product (bf16: gelu of the unrounded product, one rounding fewer);
+// otherwise, and on the CPU, matmul_forward then gelu_forward, matmul_backward then gelu_backward.
+void matmul_gelu_forward(const ExecContext& ctx, TensorView out, TensorView gelu_pre, TensorView inp, TensorView weight,
+                         WeightLayout layout, TensorView bias);
+void matmul_backward_through_gelu(const ExecContext& ctx, TensorView dinp, TensorView dweight, TensorView dbias,
+                                  TensorView dout, TensorView inp, TensorView weight, WeightLayout layout,
+                                  TensorView gelu_pre);
 void attention_forward(const ExecContext& ctx, TensorView out, TensorView att, TensorView qkv, int n_head,
                        const DropoutSpec& dropout);
 void attention_backward(const ExecContext& ctx, TensorView dqkv, TensorView dout, TensorView qkv, TensorView att,
@@ -83,6 +97,10 @@ void softmax_cross_entropy_forward(const ExecContext& ctx, TensorView losses, Te
                                    TensorView targets, int vocab_size);
 void softmax_cross_entropy_backward(const ExecContext& ctx, TensorView dlogits, TensorView probs, TensorView targets,
                                     float dloss, int vocab_size);
+// Both of the above at once for a training step (kernels/cpu/cross_entropy.h): one pass over the
+// logits on CUDA instead of four.
+void softmax_cross_entropy_fused(const ExecContext& ctx, TensorView losses, TensorView dlogits, TensorView logits,
+                                 TensorView targets, float dloss, int vocab_size);
 
 // ---- parameter store and optimizer ----
 void cast(const ExecContext& ctx, TensorView dst, TensorView src);

@@ -223,6 +223,11 @@ RunConfig parse_run_config(nlohmann::json doc, const std::string& source, int wo
                       "would draw its own dropout masks; \"auto\" trains on the flash kernels and evaluates on cuDNN)",
                       source, c.dropout);
   }
+  c.gelu_epilogue = precision.get_bool("gelu_epilogue", false);
+  if (c.gelu_epilogue && c.device != Device::kCUDA) {
+    throw_input_error("config error in {}: precision.gelu_epilogue = true needs device = \"cuda\" (the CPU runs the "
+                      "GELU as its own kernel)", source);
+  }
   precision.reject_unknown_keys();
   ConfigReader zero = root.section("zero");
   read_zero(zero, c.zero);
@@ -291,7 +296,7 @@ nlohmann::json RunConfig::to_json() const {
       {"precision",
        {{"param_dtype", param_dtype == DType::kBF16 ? "bf16" : "f32"}, {"matmul", matmul_precision_name(matmul_precision)},
         {"activations", activation_dtype == DType::kBF16 ? "bf16" : "fp32"},
-        {"attention", attention_kernels_name(attention_kernels)}}},
+        {"attention", attention_kernels_name(attention_kernels)}, {"gelu_epilogue", gelu_epilogue}}},
       {"zero",
        {{"stage", zero.stage}, {"overlap_comm", zero.overlap_comm}, {"prefetch_units", zero.prefetch_units},
         {"max_inflight_reductions", zero.max_inflight_reductions},

@@ -105,7 +105,7 @@ struct Trainer::State {
         tracker(memory),
         backend(c.device, c.train.num_threads, memory,
                 c.device == Device::kCUDA ? cuda_device_for_local_rank(detect_launch().local_rank) : 0,
-                c.matmul_precision, c.attention_kernels),
+                KernelChoices{c.matmul_precision, c.attention_kernels, c.gelu_epilogue}),
         profiler(c.log.profile_ops ? std::make_unique<OpProfiler>() : nullptr),
         ctx(with_profiler(backend.context(), profiler.get())),
         // Without the profiler: NCCL's staging ops run on its own stream and are part of
@@ -284,8 +284,10 @@ TrainSummary Trainer::run() {
           start_sample + data::first_sample_index(step - start_step, micro, accum, B, c.world_size, s.comm.rank());
       data::fill_batch(s.data.train(), B, T, c.train.seed, data::kTrainStream, first_sample, s.inputs.data(),
                        s.targets.data());
-      loss_sum += s.model.forward(s.store, s.inputs.data(), s.targets.data(), {.first_sample = first_sample});
-      s.model.backward(s.store, 1.0f / static_cast<float>(accum));
+      const float loss_scale = 1.0f / static_cast<float>(accum);
+      loss_sum += s.model.forward(s.store, s.inputs.data(), s.targets.data(),
+                                  {.first_sample = first_sample, .backward_loss_scale = loss_scale});
+      s.model.backward(s.store, loss_scale);
     }
     if (step + 1 == inject_nonfinite_step) poison_one_gradient(s.ctx, s.store);
     // The step boundary's agreement rides on the loss all-reduce: element 1 is above 0 when any

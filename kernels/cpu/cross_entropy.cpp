@@ -118,4 +118,10 @@ void softmax_cross_entropy_backward(const ExecContext& ctx, TensorView dlogits, 
   }
 }
 
+void softmax_cross_entropy_fused(const ExecContext& ctx, TensorView losses, TensorView dlogits, TensorView logits,
+                                 TensorView targets, float dloss, int vocab_size) {
+  softmax_cross_entropy_forward(ctx, losses, dlogits, logits, targets, vocab_size);
+  softmax_cross_entropy_backward(ctx, dlogits, dlogits, targets, dloss, vocab_size);
+}
+
 }  // namespace zt::cpu

@@ -17,4 +17,11 @@ void softmax_cross_entropy_forward(const ExecContext& ctx, TensorView losses, Te
 void softmax_cross_entropy_backward(const ExecContext& ctx, TensorView dlogits, TensorView probs, TensorView targets,
                                     float dloss, int vocab_size);
 
+// The forward then the backward over the same logits, for a training step whose loss gradient is
+// known before its backward: losses as the forward's, dlogits as the backward's (may alias logits;
+// the probabilities live only in dlogits in between). Here the two calls above in turn, so the
+// bits are theirs; the CUDA twin does it in one pass over the logits.
+void softmax_cross_entropy_fused(const ExecContext& ctx, TensorView losses, TensorView dlogits, TensorView logits,
+                                 TensorView targets, float dloss, int vocab_size);
+
 }  // namespace zt::cpu

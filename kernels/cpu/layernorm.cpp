@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kernels/cpu/bf16_staging.h"
+#include "kernels/cpu/residual.h"
 #include "kernels/cpu/vec_math.h"
 
 namespace zt::cpu {
@@ -177,6 +178,12 @@ void layernorm_backward(const ExecContext& ctx, TensorView dinp, TensorView dwei
       db[c] += db_sum[c - c0];
     }
   }
+}
+
+void layernorm_residual_forward(const ExecContext& ctx, TensorView residual, TensorView out, TensorView mean,
+                                TensorView rstd, TensorView a, TensorView b, TensorView weight, TensorView bias) {
+  residual_forward(ctx, residual, a, b);
+  layernorm_forward(ctx, out, mean, rstd, residual, weight, bias);
 }
 
 }  // namespace zt::cpu

@@ -17,4 +17,10 @@ void layernorm_forward(const ExecContext& ctx, TensorView out, TensorView mean, 
 void layernorm_backward(const ExecContext& ctx, TensorView dinp, TensorView dweight, TensorView dbias, TensorView dout,
                         TensorView inp, TensorView weight, TensorView mean, TensorView rstd);
 
+// residual = a + b (residual_forward, so residual may alias a or b), then out = layernorm(residual)
+// as layernorm_forward: the residual add of one sub-block with the LayerNorm that follows. Here
+// the two calls in turn; the CUDA twin makes one pass over memory fewer.
+void layernorm_residual_forward(const ExecContext& ctx, TensorView residual, TensorView out, TensorView mean,
+                                TensorView rstd, TensorView a, TensorView b, TensorView weight, TensorView bias);
+
 }  // namespace zt::cpu

@@ -49,6 +49,9 @@ class KernelResources {
 
   // Which kernels run the fused attention (precision.attention; kernels/ops.cpp decides per call).
   AttentionKernels attention = AttentionKernels::kAuto;
+  // Whether ops::matmul_gelu_forward / matmul_backward_through_gelu run the GELU in cuBLASLt's
+  // epilogue (precision.gelu_epilogue) or as the separate kernels, which the CPU matches bit for bit.
+  bool gelu_epilogue = false;
   // cuDNN's handle and attention graphs, made on first use (kernels/cuda/cudnn_attention.cpp).
   std::shared_ptr<CudnnAttentionPlans> cudnn_attention_plans;
 

@@ -26,10 +26,8 @@ void block_forward(const ExecContext& ctx, const BlockParams& p, TensorView x, B
   }
   ops::matmul_forward(ctx, a.resid2, a.atty, p.attn_proj_w, WeightLayout::kInOut, p.attn_proj_b);
   if (dropout.attn_residual.active()) ops::dropout_forward(ctx, a.resid2, a.resid2, dropout.attn_residual);
-  ops::residual_forward(ctx, a.resid2, a.resid2, x);
-  ops::layernorm_forward(ctx, a.ln2, a.ln2_mean, a.ln2_rstd, a.resid2, p.ln_2_w, p.ln_2_b);
-  ops::matmul_forward(ctx, a.fch, a.ln2, p.c_fc_w, WeightLayout::kInOut, p.c_fc_b);
-  ops::gelu_forward(ctx, a.fch_gelu, a.fch);
+  ops::layernorm_residual_forward(ctx, a.resid2, a.ln2, a.ln2_mean, a.ln2_rstd, a.resid2, x, p.ln_2_w, p.ln_2_b);
+  ops::matmul_gelu_forward(ctx, a.fch_gelu, a.fch, a.ln2, p.c_fc_w, WeightLayout::kInOut, p.c_fc_b);
   if (out.data != nullptr) {
     ops::matmul_forward(ctx, out, a.fch_gelu, p.mlp_proj_w, WeightLayout::kInOut, p.mlp_proj_b);
     if (dropout.mlp_residual.active()) ops::dropout_forward(ctx, out, out, dropout.mlp_residual);
@@ -52,9 +50,8 @@ void block_backward(const ExecContext& ctx, const BlockParams& p, const BlockPar
     return d_branch;
   };
   // MLP branch: dresid = d(out) flows unchanged into d(resid2) through the residual.
-  ops::matmul_backward(ctx, d_bt4c, g.mlp_proj_w, g.mlp_proj_b, through_dropout(dropout.mlp_residual), a.fch_gelu,
-                       p.mlp_proj_w, WeightLayout::kInOut);
-  ops::gelu_backward(ctx, d_bt4c, a.fch, d_bt4c);
+  ops::matmul_backward_through_gelu(ctx, d_bt4c, g.mlp_proj_w, g.mlp_proj_b, through_dropout(dropout.mlp_residual),
+                                    a.fch_gelu, p.mlp_proj_w, WeightLayout::kInOut, a.fch);
   ops::matmul_backward(ctx, d_btc, g.c_fc_w, g.c_fc_b, d_bt4c, a.ln2, p.c_fc_w, WeightLayout::kInOut);
   ops::layernorm_backward(ctx, dresid, g.ln_2_w, g.ln_2_b, d_btc, a.resid2, p.ln_2_w, a.ln2_mean, a.ln2_rstd);
   // Attention branch: dresid now holds d(resid2), which flows on into d(x).

@@ -143,7 +143,12 @@ float GptModel::forward(ParamStore& store, const std::int32_t* inputs, const std
       }
     }
   }
-  ops::softmax_cross_entropy_forward(ctx_, h.losses, h.probs, h.probs, target_view, config_.vocab_size);
+  if (options.backward_loss_scale.has_value()) {  // dlogits in place of the logits
+    ops::softmax_cross_entropy_fused(ctx_, h.losses, h.probs, h.probs, target_view,
+                                     *options.backward_loss_scale / static_cast<float>(d.BT()), config_.vocab_size);
+  } else {
+    ops::softmax_cross_entropy_forward(ctx_, h.losses, h.probs, h.probs, target_view, config_.vocab_size);
+  }
   double sum = 0.0;  // fixed order, on the host: the loss is reproducible bit for bit on either device
   std::vector<float> staging;
   const float* losses = ops::on_host(ctx_, h.losses, staging).as<float>();
@@ -160,10 +165,17 @@ void GptModel::backward(ParamStore& store, float loss_scale) {
   const TensorView dlnf = block_scratch_.d_btc.view(Shape{d.B, d.T, d.C});
 
   store.begin_pass(Pass::kBackward, backward_schedule_, false);
-  {  // Head: dlogits in place of the probabilities, then the tied wte and ln_f.
+  {  // Head: dlogits in place of the probabilities (unless the forward left them), then the tied
+     // wte and ln_f.
     HeadActivations& h = *head_acts_;
-    ops::softmax_cross_entropy_backward(ctx_, h.probs, h.probs, target_view,
-                                        loss_scale / static_cast<float>(d.BT()), config_.vocab_size);
+    if (step_.backward_loss_scale.has_value()) {
+      ZT_CHECK(*step_.backward_loss_scale == loss_scale,
+               "backward: loss_scale {} is not the forward's backward_loss_scale {}", loss_scale,
+               *step_.backward_loss_scale);
+    } else {
+      ops::softmax_cross_entropy_backward(ctx_, h.probs, h.probs, target_view,
+                                          loss_scale / static_cast<float>(d.BT()), config_.vocab_size);
+    }
     const EmbeddingParams ep = embedding_views(table_, acquire_for_kernels(store, emb, Pass::kBackward));
     const TensorView emb_grad = zeroed_grad_scratch(emb);
     ops::matmul_backward(ctx_, dlnf, embedding_views(table_, emb_grad).wte, TensorView{}, h.probs, h.lnf, ep.wte,

@@ -23,6 +23,11 @@ struct ForwardOptions {
   bool training = true;            // dropout applies (when the model has any)
   std::int64_t first_sample = 0;   // global sample index of batch row 0: keys the dropout masks
   float* logits_out = nullptr;     // when set, receives the unpadded logits [B, T, V]
+  // Set when backward follows with this loss_scale (a training step): the loss's gradient is taken
+  // in the forward's pass over the logits (softmax_cross_entropy_fused: one pass instead of a
+  // forward and a backward over the largest activation) and backward starts from it. Backward
+  // must then be called with the same loss_scale.
+  std::optional<float> backward_loss_scale;
 };
 
 class GptModel {

@@ -251,6 +251,39 @@ TEST(RunConfig, Bf16ActivationsOnEitherDeviceImplyBf16MatmulsOnCuda) {
   expect_error(doc, {"precision.activations", "fp32, bf16"});
 }
 
+TEST(RunConfig, AttentionKernelsAndGeluEpilogueAreCudaChoicesAndRoundTrip) {
+  EXPECT_EQ(parse_run_config(base(), "x.json").attention_kernels, AttentionKernels::kAuto);
+  EXPECT_FALSE(parse_run_config(base(), "x.json").gelu_epilogue);
+  nlohmann::json doc = base();
+  doc["device"] = "cuda";
+  doc["precision"] = {{"activations", "bf16"}, {"attention", "cudnn"}, {"gelu_epilogue", true}};
+  const RunConfig c = parse_run_config(doc, "x.json");
+  EXPECT_EQ(c.attention_kernels, AttentionKernels::kCudnn);
+  EXPECT_TRUE(c.gelu_epilogue);
+  EXPECT_EQ(parse_run_config(c.to_json(), "config.json").to_json(), c.to_json());
+  doc["precision"]["attention"] = "flash";
+  EXPECT_EQ(parse_run_config(doc, "x.json").attention_kernels, AttentionKernels::kFlash);
+  doc["precision"]["attention"] = "cudnn";
+
+  nlohmann::json on_cpu = doc;  // both choose among CUDA kernels: the CPU has one way each
+  on_cpu.erase("device");
+  on_cpu["precision"].erase("gelu_epilogue");
+  expect_error(on_cpu, {"test.json", "precision.attention = \"cudnn\"", "device = \"cuda\""});
+  on_cpu["precision"] = {{"gelu_epilogue", true}};
+  expect_error(on_cpu, {"test.json", "precision.gelu_epilogue", "device = \"cuda\""});
+  nlohmann::json fp32 = doc;  // cuDNN's attention takes bf16 and draws no CPU-equal dropout masks
+  fp32["precision"].erase("activations");
+  expect_error(fp32, {"precision.attention = \"cudnn\"", "precision.activations = \"bf16\""});
+  nlohmann::json dropout = doc;
+  dropout["model"]["dropout"] = 0.1;
+  expect_error(dropout, {"precision.attention = \"cudnn\"", "model.dropout = 0.1"});
+  doc["precision"]["attention"] = "fused";
+  expect_error(doc, {"precision.attention", "auto, cudnn, flash"});
+  doc["precision"]["attention"] = "auto";
+  doc["precision"]["gelu_epilogue"] = "yes";
+  expect_error(doc, {"precision.gelu_epilogue"});
+}
+
 TEST(NearestKey, SuggestsOnlyCloseMatches) {
   EXPECT_EQ(nearest_key("n_embed", {"n_embd", "n_head"}), "n_embd");
   EXPECT_EQ(nearest_key("completely_different", {"n_embd", "n_head"}), "");

@@ -10,7 +10,8 @@
   * 10 training steps on CUDA match the CPU's losses within bf16 tolerance, also with dropout
     (the same masks on both devices), with and without activation checkpointing, and with bf16
     activations (precision.activations) against the CPU's staged reference, on the flash kernels
-    and on cuDNN (precision.attention), the end-of-run text sample included.
+    and on cuDNN (precision.attention), the end-of-run text sample included, and with the GELU in
+    the matmul epilogues (precision.gelu_epilogue).
 
 Exits 77 (a ctest skip) when this build sees no CUDA device.
 
@@ -210,6 +211,18 @@ def main():
                           os.path.join(run, "metrics.jsonl")).read(),
                       f"precision.attention={choice}: losses within {TRAIN_LOSS_BOUND:g} of the CPU's (error {err:.3e}), "
                       f"'{named}' in the header, the end-of-run sample written")
+        # precision.gelu_epilogue: GELU and its backward in the MLP products' cuBLASLt epilogues,
+        # named on the device line; with bf16 activations on bf16 parameters (bf16 bias epilogue)
+        # and on f32 ones (the fp32-bias path through scratch), within the bf16 bound of the CPU.
+        for param in ("bf16", "f32"):
+            run = os.path.join(work, f"cuda_gelu_epilogue_{param}")
+            p = train("cuda", run, 10, ["--set", "precision.activations=bf16", "--set", "precision.gelu_epilogue=true",
+                                        "--set", f"precision.param_dtype={param}"])
+            if check(p.returncode == 0, f"precision.gelu_epilogue, {param} parameters: exits 0 ({p.stderr[-400:]})"):
+                err = rel(losses(run), losses(cpu_run))
+                check(err <= TRAIN_LOSS_BOUND and "GELU in matmul epilogues" in p.stdout,
+                      f"precision.gelu_epilogue, {param} parameters: losses within {TRAIN_LOSS_BOUND:g} of the CPU's "
+                      f"(error {err:.3e}), named on the device line")
         resumed = os.path.join(work, "cuda_resumed")
         first = train("cuda", resumed, 4, ["--set", "checkpoint.at_end=true"])
         second = train("cuda", resumed, 10, ["--resume", "latest"])

@@ -66,25 +66,28 @@ TEST(OpProfile, CountsFollowTheModelAndTimesFitInTheStep) {
     ops_ms += op["total_ms"].get<double>();
   }
   // Per micro-batch (no activation checkpointing, no dropout, CPU attention), from models/gpt:
-  // each block runs 4 linear layers (qkv, attention projection, MLP up, MLP down) and 2
-  // LayerNorms, 1 attention, 1 GELU and 2 residual adds; the head adds 1 LayerNorm (ln_f) and 1
-  // matmul (logits against the tied wte); the embedding and the softmax cross-entropy run once.
-  // Backward mirrors each. Per step: one multi-tensor AdamW call and one sum of squares per unit
+  // each block runs 4 linear layers (qkv, attention projection, MLP up, MLP down), 1 LayerNorm,
+  // 1 residual add fused with the second LayerNorm and 1 plain residual add, 1 attention and 1
+  // GELU; the head adds 1 LayerNorm (ln_f) and 1 matmul (logits against the tied wte); the
+  // embedding runs once, and the softmax cross-entropy once with its backward (the training
+  // step's fused loss). Backward mirrors the rest, with 2 LayerNorm backwards a block. Per step: one multi-tensor AdamW call and one sum of squares per unit
   // for the gradient norm (units: the embeddings, each block, the final LayerNorm).
   const std::int64_t per_step = static_cast<std::int64_t>(kAccum) * profiled;
   EXPECT_EQ(calls["matmul_forward"], (4 * kLayers + 1) * per_step);
   EXPECT_EQ(calls["matmul_backward"], (4 * kLayers + 1) * per_step);
-  EXPECT_EQ(calls["layernorm_forward"], (2 * kLayers + 1) * per_step);
+  EXPECT_EQ(calls["layernorm_forward"], (kLayers + 1) * per_step);
+  EXPECT_EQ(calls["layernorm_residual_forward"], kLayers * per_step);
   EXPECT_EQ(calls["layernorm_backward"], (2 * kLayers + 1) * per_step);
   EXPECT_EQ(calls["attention_forward"], kLayers * per_step);
   EXPECT_EQ(calls["attention_backward"], kLayers * per_step);
   EXPECT_EQ(calls["gelu_forward"], kLayers * per_step);
   EXPECT_EQ(calls["gelu_backward"], kLayers * per_step);
-  EXPECT_EQ(calls["residual_forward"], 2 * kLayers * per_step);
+  EXPECT_EQ(calls["residual_forward"], kLayers * per_step);
   EXPECT_EQ(calls["embedding_forward"], per_step);
   EXPECT_EQ(calls["embedding_backward"], per_step);
-  EXPECT_EQ(calls["softmax_cross_entropy_forward"], per_step);
-  EXPECT_EQ(calls["softmax_cross_entropy_backward"], per_step);
+  EXPECT_EQ(calls["softmax_cross_entropy_fused"], per_step);
+  EXPECT_EQ(calls.count("softmax_cross_entropy_forward") + calls.count("softmax_cross_entropy_backward"), 0u)
+      << "a training step takes the loss and its gradient in one op";
   EXPECT_EQ(calls["adamw_update_slices"], profiled);
   EXPECT_EQ(calls["sum_of_squares_each"], profiled) << "one call for every unit's gradient";
   EXPECT_EQ(calls.count("dropout_forward"), 0u) << "dropout 0 runs no dropout op";

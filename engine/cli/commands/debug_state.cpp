@@ -72,8 +72,9 @@ int debug_state_main(const std::vector<std::string>& args) {
   const gpt::GptConfig& mc = cfg.model;
 
   MemoryTracker tracker;
-  const ComputeBackend backend(cfg.device, cfg.train.num_threads, tracker, 0, cfg.matmul_precision,
-                               cfg.attention_kernels);  // outlives what it allocates
+  const ComputeBackend backend(cfg.device, cfg.train.num_threads, tracker, 0,
+                               KernelChoices{cfg.matmul_precision, cfg.attention_kernels, cfg.gelu_epilogue});
+  // (the backend outlives what it allocates)
   const ExecContext& ctx = backend.context();
   gpt::GptModel model(mc, cfg.train.micro_batch, cfg.train.seq_len, cfg.train.activation_checkpointing, tracker, ctx,
                       0.0f, 0, cfg.activation_dtype);
@@ -92,7 +93,7 @@ int debug_state_main(const std::vector<std::string>& args) {
 
   tracker.reset_peaks();
   store.begin_step();
-  const float loss = model.forward(store, inputs.data(), targets.data(), {.logits_out = logits.data()});
+  const float loss = model.forward(store, inputs.data(), targets.data(), {.logits_out = logits.data(), .backward_loss_scale = 1.0f});
   model.backward(store);
   const MemorySnapshot memory = tracker.snapshot();
   if (!std::isfinite(loss)) throw_runtime_error("debug-state: loss is not finite ({})", loss);
@@ -113,7 +114,7 @@ int debug_state_main(const std::vector<std::string>& args) {
   for (int s = 0; s < steps; ++s) {
     if (s > 0) {
       store.begin_step();
-      train_losses.push_back(model.forward(store, inputs.data(), targets.data()));
+      train_losses.push_back(model.forward(store, inputs.data(), targets.data(), {.backward_loss_scale = 1.0f}));
       model.backward(store);
     } else {
       train_losses.push_back(loss);

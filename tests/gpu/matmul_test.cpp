@@ -116,8 +116,9 @@ TEST_F(CudaMatmul, Fp32OperandsUnderTf32AndBf16PrecisionMatchTheirReferences) {
 
 // F32: the epilogue's GELU against the CPU's kernel, 1e-4. BF16 (what precision.gelu_epilogue
 // runs on bf16 activations): inputs rounded to bf16 on the host; the aux holds round(x W + b), the
-// output round(gelu(x W + b)) of the unrounded product, the dGELU's result is rounded once and reads
-// gelu' at the rounded aux, so each is one output rounding (2^-8) from its CPU reference: 5e-3.
+// output round(gelu(x W + b)) of the unrounded product, each one output rounding (2^-8) from its
+// CPU reference: 5e-3. The dGELU reads gelu' at the rounded aux; cuBLASLt's bf16 epilogue is not
+// exactly one rounding of that (1.5 ulps seen, 5.5e-3 normwise on an H100): 1e-2.
 TEST_F(CudaMatmul, GeluEpiloguesMatchSeparateCpuKernels) {
   ZT_SEEDED_RNG(rng);
   for (DType dt : {DType::kF32, DType::kBF16}) {
@@ -152,7 +153,7 @@ TEST_F(CudaMatmul, GeluEpiloguesMatchSeparateCpuKernels) {
       Buffer gw2 = up(w2), gg2 = up(g2), gdpre = poisoned(dt, N * OC);
       cuda::matmul_backward(gpu(), gdpre.view(Shape{N, OC}), {}, {}, gg2.view(Shape{N, C2}), gact.view(Shape{N, OC}),
                             gw2.view(Shape{OC, C2}), layout, gpre.view(Shape{N, OC}));
-      EXPECT_TRUE(close_normwise(download_f32(gdpre), to_double(dpre), tol)) << "dGELU epilogue";
+      EXPECT_TRUE(close_normwise(download_f32(gdpre), to_double(dpre), bf ? 1e-2 : tol)) << "dGELU epilogue";
     }
   }
 }

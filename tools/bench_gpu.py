@@ -83,7 +83,7 @@ def run_zerotrain(args, stage, data_dir, work, activations, profile=False):
     # autocast applies on the reference side; activations stored as --activations says.
     sets = {"device": "cuda", "zero.stage": stage, "precision.param_dtype": "bf16", "precision.matmul": "bf16",
             "precision.activations": activations, "precision.attention": args.attention,
-            "precision.gelu_epilogue": "true" if args.gelu_epilogue else "false",
+            **({} if args.gelu_epilogue == "default" else {"precision.gelu_epilogue": args.gelu_epilogue}),
             "data.dataset": data_dir, "train.micro_batch": args.batch, "train.seq_len": T, "train.grad_accum": 1,
             "train.global_batch_tokens": args.batch * T, "train.max_steps": args.warmup + steps,
             "train.eval_every": 0, "train.eval_batches": 1, "train.activation_checkpointing": "none",
@@ -212,8 +212,8 @@ def main(argv=None):
                     help="precision.activations: the stages run with the first, stage 0 also with the others")
     ap.add_argument("--attention", choices=["auto", "cudnn", "flash"], default="auto",
                     help="precision.attention of every zerotrain run (auto: cuDNN where it serves)")
-    ap.add_argument("--gelu-epilogue", action="store_true",
-                    help="precision.gelu_epilogue = true in every zerotrain run (GELU in the matmul epilogues)")
+    ap.add_argument("--gelu-epilogue", choices=["default", "true", "false"], default="default",
+                    help="precision.gelu_epilogue of every zerotrain run (default: the config's, on with bf16)")
     ap.add_argument("--python", default=sys.executable, help="interpreter with torch for the reference")
     ap.add_argument("--no-torch", action="store_true")
     ap.add_argument("--no-profile", action="store_true", help="no separate per-op profile run of stage 0")

@@ -87,7 +87,7 @@ struct RunConfig {
   MatmulPrecision matmul_precision = MatmulPrecision::kFp32;  // precision.matmul: fp32 products on CUDA
   DType activation_dtype = DType::kF32;  // precision.activations: F32 or BF16 (docs/precision.md)
   AttentionKernels attention_kernels = AttentionKernels::kAuto;  // precision.attention: cuDNN or flash on CUDA
-  bool gelu_epilogue = false;  // precision.gelu_epilogue: GELU in the MLP matmuls' cuBLASLt epilogues on CUDA
+  bool gelu_epilogue = false;  // precision.gelu_epilogue: GELU in the MLP matmuls' cuBLASLt epilogues (CUDA, bf16 default)
   ZeroOptions zero;
   int world_size = 1;               // ranks (set by the launcher, not the file)
   LogConfig log;

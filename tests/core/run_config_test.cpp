@@ -255,6 +255,18 @@ TEST(RunConfig, AttentionKernelsAndGeluEpilogueAreCudaChoicesAndRoundTrip) {
   EXPECT_EQ(parse_run_config(base(), "x.json").attention_kernels, AttentionKernels::kAuto);
   EXPECT_FALSE(parse_run_config(base(), "x.json").gelu_epilogue);
   nlohmann::json doc = base();
+  doc["device"] = "cuda";  // the epilogues are the default on CUDA with bf16 activations only
+  EXPECT_FALSE(parse_run_config(doc, "x.json").gelu_epilogue);
+  doc["precision"] = {{"activations", "bf16"}};
+  const RunConfig by_default = parse_run_config(doc, "x.json");
+  EXPECT_TRUE(by_default.gelu_epilogue);
+  EXPECT_NE(std::find(by_default.derived.begin(), by_default.derived.end(),
+                      "precision.gelu_epilogue = true (from precision.activations = bf16 on cuda)"),
+            by_default.derived.end());
+  doc["precision"]["gelu_epilogue"] = false;
+  EXPECT_FALSE(parse_run_config(doc, "x.json").gelu_epilogue);
+  doc.erase("device");
+  EXPECT_FALSE(parse_run_config(doc, "x.json").gelu_epilogue) << "not on the CPU";
   doc["device"] = "cuda";
   doc["precision"] = {{"activations", "bf16"}, {"attention", "cudnn"}, {"gelu_epilogue", true}};
   const RunConfig c = parse_run_config(doc, "x.json");

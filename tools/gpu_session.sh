@@ -146,7 +146,7 @@ if [ -f .gpu_build/build-gpu.tar ]; then
   missing=$(ldd build-gpu/zerotrain | grep "not found" | tr -s ' \t\n' ' ')
   echo "prebuilt: binaries from .gpu_build; ${missing:+MISSING LIBRARIES: $missing}${missing:-every library found}" >>"$summary"
   [ -z "$missing" ] && built=1
-elif step configure 120 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DZT_CUDA=ON -DZT_PYTHON="$python" \
+elif step configure 120 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DZT_CUDA=ON -DZT_CUDA_WERROR=OFF -DZT_PYTHON="$python" \
     "${zlib_args[@]}" "${nccl_args[@]}" >"$OUT/build_$phase.log" 2>&1; then
   step build 400 cmake --build build-gpu -j "$(nproc)" --target "${targets[@]}" >>"$OUT/build_$phase.log" 2>&1 && built=1
 fi

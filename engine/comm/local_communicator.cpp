@@ -12,12 +12,17 @@ LocalCommunicator::LocalCommunicator(MemoryTracker&, const CommOptions& options)
 
 Work LocalCommunicator::all_gather(TensorView send, TensorView recv) {
   ZT_CHECK(send.dtype == recv.dtype && send.numel() == recv.numel(), "all_gather: recv must be [world * n]");
-  if (send.data != recv.data) std::memcpy(recv.data, send.data, send.size_bytes());
+  if (send.data == recv.data) return {};
+  ZT_CHECK(send.device == Device::kCPU && recv.device == Device::kCPU,
+           "the local communicator copies host memory only (a world of one on the GPU calls no collective)");
+  std::memcpy(recv.data, send.data, send.size_bytes());
   return {};
 }
 
 Work LocalCommunicator::reduce_scatter(TensorView send, TensorView recv, ReduceOp) {
   ZT_CHECK(send.numel() == recv.numel(), "reduce_scatter: send must be [world * n]");
+  ZT_CHECK(send.device == Device::kCPU && recv.device == Device::kCPU,
+           "the local communicator reduces host memory only (a world of one on the GPU calls no collective)");
   cpu::cast(kCommCtx, recv, send);  // a sum or an average over one rank is the value itself
   return {};
 }

@@ -132,7 +132,7 @@ StageMemory predict_rank_memory(const RunConfig& config, int stage, int world_si
                             config.activation_dtype);
   ShardingOptions o = options;
   o.deterministic = o.deterministic || config.train.deterministic;
-  o.backend = store_collective_backend(config.device, world_size == 1, stage);
+  o.backend = store_collective_backend(config.device, world_size);
   ZeroOptions zero = config.zero;
   zero.stage = stage;
   const StepSchedule schedule{gpt::forward_schedule(config.model), gpt::backward_schedule(config.model)};

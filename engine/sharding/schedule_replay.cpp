@@ -31,7 +31,9 @@ class Replay {
         deterministic_(deterministic),
         nccl_(backend == CollectiveBackend::kNccl),
         W_(dtype_size_bytes(dtype)),
-        bf16_(dtype == DType::kBF16) {
+        bf16_(dtype == DType::kBF16),
+        solo_(world == 1 && zero.stage >= 1),
+        direct_grads_(solo_ && zero.stage >= 2 && !(bf16_ && zero.fp32_grad_shards)) {
     for (const UnitSpec& u : table.units()) {
       const std::int64_t shard = (u.numel + world - 1) / world;
       numel_.push_back(u.numel);
@@ -57,14 +59,14 @@ class Replay {
           break;
         case UnitOp::kRelease: {
           const bool keep = pass == Pass::kForward && (!zero_.reshard_after_forward || i > last_acquire);
-          if (sharded_[u] && !keep) {
+          if (sharded_[u] && !keep && gathered_[u]) {
             gathered_[u] = false;
-            params_.sub(W_ * padded_[u]);
+            if (!solo_) params_.sub(W_ * padded_[u]);
           }
           break;
         }
         case UnitOp::kAccumulate:
-          if (zero_.stage >= 2 && !pending_[u]) {
+          if (zero_.stage >= 2 && !direct_grads_ && !pending_[u]) {
             pending_[u] = true;
             grads_.add(W_ * padded_[u]);
           }
@@ -93,14 +95,14 @@ class Replay {
   void gather(std::size_t u) {
     if (!sharded_[u] || gathered_[u]) return;
     gathered_[u] = true;
-    params_.add(W_ * padded_[u]);
+    if (!solo_) params_.add(W_ * padded_[u]);  // solo: the shard is the unit, nothing allocated
   }
 
   void finish_oldest() {
     const InFlight f = inflight_.front();
     inflight_.pop_front();
     comm_.sub(f.bytes);
-    if (zero_.stage >= 2) {
+    if (zero_.stage >= 2 && !direct_grads_) {
       pending_[f.unit] = false;
       grads_.sub(W_ * padded_[f.unit]);
     }
@@ -112,6 +114,9 @@ class Replay {
   // stages only what is not fp32 already: the fp32 copy of a bf16 unit, and at stage 1 the fp32
   // result for the bf16 shard slice.
   std::int64_t staging(std::size_t u) const {
+    if (world_ == 1) {  // no collective at any stage; solo stages 2-3 may widen pending gradients
+      return zero_.stage >= 2 && !direct_grads_ ? kF32 * shard_[u] : 0;
+    }
     std::int64_t b = zero_.stage >= 2 ? kF32 * shard_[u] : 0;
     if (nccl_) {
       if (!bf16_) return b;
@@ -134,6 +139,8 @@ class Replay {
   bool nccl_;
   std::int64_t W_;
   bool bf16_;
+  bool solo_;          // a world of one at stages 1-3: ZeroParamStore calls no collective
+  bool direct_grads_;  // solo stages 2-3 whose gradients go straight into the shard
   std::vector<std::int64_t> numel_, shard_, padded_;
   std::vector<bool> sharded_, gathered_, pending_;
   std::deque<InFlight> inflight_;
@@ -142,9 +149,8 @@ class Replay {
 
 }  // namespace
 
-CollectiveBackend store_collective_backend(Device device, bool single_process, int stage) {
-  const bool nccl = device == Device::kCUDA && !(single_process && stage == 0);
-  return nccl ? CollectiveBackend::kNccl : CollectiveBackend::kHost;
+CollectiveBackend store_collective_backend(Device device, int world_size) {
+  return device == Device::kCUDA && world_size > 1 ? CollectiveBackend::kNccl : CollectiveBackend::kHost;
 }
 
 TransientPeaks replay_step(const ParamTable& table, DType param_dtype, const ZeroOptions& zero, int world_size,

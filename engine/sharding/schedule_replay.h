@@ -25,12 +25,13 @@ struct TransientPeaks {
 };
 
 // Whose staging the store's collectives pay: the host backends' (MPI; the local communicator of
-// one rank stages nothing) or NCCL's (device cuda: every stage but a single process's stage 0).
+// one rank stages nothing) or NCCL's (device cuda with more than one rank).
 enum class CollectiveBackend { kHost, kNccl };
 
-// The trainer's choice (make_store_communicator), which the prediction follows: NCCL on CUDA,
-// except for a single process at stage 0, which has nothing to communicate.
-CollectiveBackend store_collective_backend(Device device, bool single_process, int stage);
+// The trainer's choice (make_store_communicator), which the prediction follows: NCCL on CUDA
+// when there are ranks to talk to. A world of one calls no collective at any stage
+// (ZeroParamStore's solo path), so it needs none.
+CollectiveBackend store_collective_backend(Device device, int world_size);
 
 // `deterministic`: the host communicator's fixed-order reductions (all-to-all staging). Every
 // backend adds the store's own fp32 reduced shards at stages 2-3.

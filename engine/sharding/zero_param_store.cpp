@@ -41,6 +41,8 @@ ZeroParamStore::ZeroParamStore(const ParamTable& table, DType param_dtype, const
   pending_full_grads_.resize(units);
   in_use_.assign(units, false);
   const DType grad_dtype = stage >= 2 && options.fp32_grad_shards ? DType::kF32 : dtype_;
+  solo_ = comm.world_size() == 1 && stage >= 1;
+  direct_grads_ = solo_ && stage >= 2 && grad_dtype == dtype_;
   for (std::size_t u = 0; u < units; ++u) {
     const UnitShard& s = layout_.unit(static_cast<int>(u));
     const bool sharded = stage == 3 && s.numel >= options.persistence_threshold;
@@ -60,7 +62,7 @@ ZeroParamStore::~ZeroParamStore() = default;
 TensorView ZeroParamStore::full_params(int unit) const {
   const std::int64_t n = layout_.unit(unit).numel;
   const std::size_t u = static_cast<std::size_t>(unit);
-  return sharded_[u] ? gathered_[u].view().slice(0, n) : params_[u].view().slice(0, n);
+  return sharded_[u] && !solo_ ? gathered_[u].view().slice(0, n) : params_[u].view().slice(0, n);
 }
 
 void ZeroParamStore::follow_schedule(UnitOp op, int unit) {
@@ -75,9 +77,10 @@ void ZeroParamStore::follow_schedule(UnitOp op, int unit) {
 void ZeroParamStore::start_gather(int unit) {
   const std::size_t u = static_cast<std::size_t>(unit);
   ZT_CHECK(state_[u] == UnitState::kSharded, "unit {}: gather started while not sharded", unit);
+  state_[u] = UnitState::kGathering;
+  if (solo_) return;  // the shard is the whole unit (gathers_[u] stays done)
   gathered_[u] = ops::allocate(ctx_, tracker_, MemCategory::kParameters, dtype_, layout_.unit(unit).padded, false);
   gathers_[u] = comm_.all_gather(params_[u].view(), gathered_[u].view());
-  state_[u] = UnitState::kGathering;
 }
 
 void ZeroParamStore::free_gathered(int unit) {
@@ -138,7 +141,7 @@ void ZeroParamStore::accumulate_grads(int unit, TensorView grad_f32) {
   follow_schedule(UnitOp::kAccumulate, unit);
   const std::size_t u = static_cast<std::size_t>(unit);
   const std::int64_t n = layout_.unit(unit).numel;
-  if (options_.stage <= 1) {
+  if (options_.stage <= 1 || direct_grads_) {
     ops::accumulate_into(ctx_, grads_[u].view().slice(0, n), grad_f32);
     return;
   }
@@ -152,7 +155,16 @@ void ZeroParamStore::grads_ready(int unit) {
   follow_schedule(UnitOp::kGradsReady, unit);
   const std::size_t u = static_cast<std::size_t>(unit);
   const UnitShard& s = layout_.unit(unit);
-  if (options_.stage == 0) {
+  if (options_.stage == 1 && solo_) {
+    // Averaged over one rank: the gradient is already its own reduced shard.
+  } else if (options_.stage >= 2 && direct_grads_) {
+    // accumulate_grads added it to the shard itself.
+  } else if (options_.stage >= 2 && solo_) {
+    ZT_CHECK(!pending_full_grads_[u].empty(), "grads_ready for unit {} without a contribution", unit);
+    Buffer reduced = ops::allocate(ctx_, tracker_, MemCategory::kCommBuffers, DType::kF32, s.shard, false);
+    ops::cast(ctx_, reduced.view(), pending_full_grads_[u].view());  // one rank's reduce-scatter
+    reductions_.push_back({unit, Work{}, std::move(reduced)});
+  } else if (options_.stage == 0) {
     if (last_micro_batch_) {
       reductions_.push_back({unit, comm_.all_reduce(grads_[u].view().slice(0, s.numel), ReduceOp::kAvg), {}});
     }
@@ -233,7 +245,7 @@ TensorView ZeroParamStore::working_shard(int unit) const {
 }
 
 void ZeroParamStore::publish_updated_params() {
-  if (options_.stage == 0) return;
+  if (options_.stage == 0 || solo_) return;  // solo: the in-place gather of one rank moves nothing
   for (std::size_t u = 0; u < params_.size(); ++u) {
     if (sharded_[u]) continue;  // the shard is the parameter: the next acquire gathers it
     ZT_CHECK(publishes_[u].done(), "unit {}: parameters published twice without use", u);

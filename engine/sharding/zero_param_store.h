@@ -16,6 +16,11 @@
 // all-gather at the unit's next acquire. Every wait is at a fixed point of the program order, so
 // memory peaks are deterministic (docs/zero_memory.md predicts them exactly).
 // Each sharded unit follows kSharded -> kGathering -> kGathered -> kSharded with asserts.
+// A world of one (solo) at stages 1-3 keeps that state machine but calls no collective: the shard
+// is the whole unit, so a gather is the shard itself, a publish moves nothing, and gradients go
+// straight into the gradient buffer (a reduction over one rank is the identity). The step then
+// does stage 0's work, with stage 0's bits (an fp32 gradient shard under bf16 parameters keeps
+// its pending buffer, widened into the shard instead of reduce-scattered).
 #pragma once
 
 #include <deque>
@@ -102,6 +107,8 @@ class ZeroParamStore final : public ParamStore {
   ShardLayout layout_;      // the N-way split
   ShardLayout opt_layout_;  // layout_, or a 1-way split at stage 0
   bool last_micro_batch_ = true;
+  bool solo_ = false;          // a world of one at stages 1-3: no collectives (see above)
+  bool direct_grads_ = false;  // solo stages 2-3 with gradients in the parameters' dtype
 
   std::vector<bool> sharded_;        // stage 3 and at least the persistence threshold
   std::vector<Buffer> params_;       // full (padded at stages 1-3) or shard (sharded units)

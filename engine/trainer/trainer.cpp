@@ -59,11 +59,11 @@ ExecContext with_profiler(ExecContext ctx, OpProfiler* profiler) {
 }
 
 std::unique_ptr<Communicator> make_store_communicator(Communicator& comm, MemoryTracker& tracker,
-                                                      const ExecContext& ctx, int stage) {
-  // A single process at stage 0 has nothing to communicate: the local world's all-reduce is a
-  // no-op on any device. Every other case on the GPU goes through NCCL (stages 1-3 even on one
-  // GPU; MPI's backend moves host memory only). The memory prediction asks the same predicate.
-  if (store_collective_backend(ctx.device, comm.backend_name() == "local", stage) == CollectiveBackend::kHost) {
+                                                      const ExecContext& ctx) {
+  // A world of one has nothing to communicate at any stage (ZeroParamStore's solo path calls no
+  // collective); several ranks on the GPU go through NCCL (MPI's backend moves host memory only).
+  // The memory prediction asks the same predicate.
+  if (store_collective_backend(ctx.device, comm.world_size()) == CollectiveBackend::kHost) {
     return nullptr;
   }
 #ifdef ZT_HAVE_CUDA
@@ -110,7 +110,7 @@ struct Trainer::State {
         ctx(with_profiler(backend.context(), profiler.get())),
         // Without the profiler: NCCL's staging ops run on its own stream and are part of
         // communication, which the profile counts outside the ops.
-        device_comm(make_store_communicator(communicator, memory, backend.context(), c.zero.stage)),
+        device_comm(make_store_communicator(communicator, memory, backend.context())),
         data(c),
         model(c.model, c.train.micro_batch, c.train.seq_len, c.train.activation_checkpointing, tracker, ctx, c.dropout,
               c.train.seed, c.activation_dtype),

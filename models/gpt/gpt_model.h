@@ -27,7 +27,7 @@ struct ForwardOptions {
   // in the forward's pass over the logits (softmax_cross_entropy_fused: one pass instead of a
   // forward and a backward over the largest activation) and backward starts from it. Backward
   // must then be called with the same loss_scale.
-  std::optional<float> backward_loss_scale;
+  std::optional<float> backward_loss_scale = std::nullopt;
 };
 
 class GptModel {

@@ -10,8 +10,9 @@ namespace zt {
 
 const nlohmann::json ConfigReader::kEmptyObject = nlohmann::json::object();
 
-ConfigReader::ConfigReader(const nlohmann::json& node, std::string file, std::string path)
-    : node_(node), file_(std::move(file)), path_(std::move(path)) {
+ConfigReader::ConfigReader(const nlohmann::json& node, std::string file, std::string path,
+                           std::shared_ptr<const OverrideSources> overrides)
+    : node_(node), file_(std::move(file)), path_(std::move(path)), overrides_(std::move(overrides)) {
   if (!node_.is_object()) {
     throw_input_error("config error in {}: '{}' must be a JSON object", file_, path_.empty() ? "<root>" : path_);
   }
@@ -25,8 +26,17 @@ const nlohmann::json* ConfigReader::find(const std::string& key) {
 
 bool ConfigReader::has(const std::string& key) const { return node_.contains(key); }
 
+std::string ConfigReader::source_of(const std::string& key) const {
+  if (overrides_ != nullptr) {
+    const auto it = overrides_->find(dotted(key));
+    if (it != overrides_->end()) return it->second;
+  }
+  return file_;
+}
+
 void ConfigReader::fail_type(const std::string& key, const char* expected, const nlohmann::json& got) const {
-  throw_input_error("config error in {}: key '{}' must be {} (got {})", file_, dotted(key), expected, got.dump());
+  throw_input_error("config error in {}: key '{}' must be {} (got {})", source_of(key), dotted(key), expected,
+                    got.dump());
 }
 
 int ConfigReader::get_int(const std::string& key, int fallback, long long min_value, long long max_value) {
@@ -35,8 +45,8 @@ int ConfigReader::get_int(const std::string& key, int fallback, long long min_va
   if (!v->is_number_integer()) fail_type(key, "an integer", *v);
   const long long x = v->get<long long>();
   if (x < min_value || x > max_value) {
-    throw_input_error("config error in {}: key '{}' = {} is out of range [{}, {}]", file_, dotted(key), x, min_value,
-                      max_value);
+    throw_input_error("config error in {}: key '{}' = {} is out of range [{}, {}]", source_of(key), dotted(key), x,
+                      min_value, max_value);
   }
   return static_cast<int>(x);
 }
@@ -47,8 +57,8 @@ double ConfigReader::get_double(const std::string& key, double fallback, double 
   if (!v->is_number()) fail_type(key, "a number", *v);
   const double x = v->get<double>();
   if (!std::isfinite(x) || x < min_value || x > max_value) {
-    throw_input_error("config error in {}: key '{}' = {} is out of range [{}, {}]", file_, dotted(key), x, min_value,
-                      max_value);
+    throw_input_error("config error in {}: key '{}' = {} is out of range [{}, {}]", source_of(key), dotted(key), x,
+                      min_value, max_value);
   }
   return x;
 }
@@ -66,7 +76,7 @@ std::string ConfigReader::get_enum(const std::string& key, const std::string& fa
   if (std::find(allowed.begin(), allowed.end(), s) == allowed.end()) {
     std::string list;
     for (const std::string& a : allowed) list += (list.empty() ? "" : ", ") + a;
-    throw_input_error("config error in {}: key '{}' = \"{}\" is not one of: {}", file_, dotted(key), s, list);
+    throw_input_error("config error in {}: key '{}' = \"{}\" is not one of: {}", source_of(key), dotted(key), s, list);
   }
   return s;
 }
@@ -80,16 +90,16 @@ bool ConfigReader::get_bool(const std::string& key, bool fallback) {
 
 ConfigReader ConfigReader::section(const std::string& key) {
   const nlohmann::json* v = find(key);
-  if (v == nullptr) return ConfigReader(kEmptyObject, file_, dotted(key));
+  if (v == nullptr) return ConfigReader(kEmptyObject, file_, dotted(key), overrides_);
   if (!v->is_object()) fail_type(key, "a JSON object", *v);
-  return ConfigReader(*v, file_, dotted(key));
+  return ConfigReader(*v, file_, dotted(key), overrides_);
 }
 
 void ConfigReader::reject_unknown_keys() const {
   for (auto it = node_.begin(); it != node_.end(); ++it) {
     if (known_.count(it.key()) != 0) continue;
     const std::string near = nearest_key(it.key(), known_);
-    throw_input_error("config error in {}: unknown key '{}'{}", file_, dotted(it.key()),
+    throw_input_error("config error in {}: unknown key '{}'{}", source_of(it.key()), dotted(it.key()),
                       near.empty() ? "" : " (did you mean '" + dotted(near) + "'?)");
   }
 }
@@ -118,7 +128,7 @@ std::string nearest_key(const std::string& key, const std::set<std::string>& val
   return best;
 }
 
-void apply_override(nlohmann::json& doc, const std::string& assignment) {
+std::string apply_override(nlohmann::json& doc, const std::string& assignment) {
   const std::size_t eq = assignment.find('=');
   if (eq == std::string::npos || eq == 0) {
     throw_input_error("--set '{}': expected section.key=value", assignment);
@@ -140,12 +150,56 @@ void apply_override(nlohmann::json& doc, const std::string& assignment) {
     if (!node->is_object()) throw_input_error("--set '{}': '{}' is not a section", assignment, part);
     if (dot == std::string::npos) {
       (*node)[part] = value;
-      return;
+      return dotted_key;
     }
     if (!node->contains(part)) (*node)[part] = nlohmann::json::object();
     node = &(*node)[part];
     start = dot + 1;
   }
+}
+
+namespace {
+// Line and column of a 1-based byte offset into `text`.
+std::pair<std::size_t, std::size_t> line_and_column(const std::string& text, std::size_t byte) {
+  std::size_t line = 1, col = 1;
+  for (std::size_t i = 0; i + 1 < byte && i < text.size(); ++i) {
+    if (text[i] == '\n') {
+      ++line;
+      col = 1;
+    } else {
+      ++col;
+    }
+  }
+  return {line, col};
+}
+}  // namespace
+
+nlohmann::json parse_config_json(const std::string& text, const std::string& source) {
+  // The keys met so far in each object being parsed, innermost last; the lexer's position at a
+  // key event is just past the key.
+  std::vector<std::set<std::string>> open_objects;
+  std::string duplicate;
+  const nlohmann::json::parser_callback_t check = [&](int, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+    if (event == nlohmann::json::parse_event_t::object_start) open_objects.emplace_back();
+    if (event == nlohmann::json::parse_event_t::object_end && !open_objects.empty()) open_objects.pop_back();
+    if (event == nlohmann::json::parse_event_t::key && !open_objects.empty() && duplicate.empty() &&
+        !open_objects.back().insert(parsed.get<std::string>()).second) {
+      duplicate = parsed.get<std::string>();
+    }
+    return true;
+  };
+  nlohmann::json doc;
+  try {
+    doc = nlohmann::json::parse(text, check);
+  } catch (const nlohmann::json::parse_error& e) {
+    const auto [line, col] = line_and_column(text, e.byte);
+    throw_input_error("config error in {}: malformed JSON at line {}, column {}", source, line, col);
+  }
+  if (!duplicate.empty()) {
+    throw_input_error("config error in {}: key '{}' appears twice in one object (which one was meant?)", source,
+                      duplicate);
+  }
+  return doc;
 }
 
 }  // namespace zt

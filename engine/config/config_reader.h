@@ -1,20 +1,28 @@
 // Reads one JSON config section with type and range checks, remembering which keys were read so
 // that any key left over is reported as unknown, with the nearest valid key suggested. Every
-// error is an InputError naming the file and the dotted key ("model.n_embd").
+// error is an InputError naming where the value came from (the file, or the --set that gave it)
+// and the dotted key ("model.n_embd").
 #pragma once
 
 #include <nlohmann/json.hpp>
 
+#include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
 
 namespace zt {
 
+// Dotted key -> the command-line assignment that set it ("--set train.micro_batch=8").
+using OverrideSources = std::map<std::string, std::string>;
+
 class ConfigReader {
  public:
   // `node` must outlive the reader. `path` is "" for the root, else the dotted section name.
-  ConfigReader(const nlohmann::json& node, std::string file, std::string path);
+  // `overrides` names the keys a --set gave, so their errors blame it rather than the file.
+  ConfigReader(const nlohmann::json& node, std::string file, std::string path,
+               std::shared_ptr<const OverrideSources> overrides = nullptr);
 
   // Each getter returns `fallback` when the key is absent and throws when present but invalid.
   int get_int(const std::string& key, int fallback, long long min_value, long long max_value);
@@ -31,6 +39,8 @@ class ConfigReader {
 
   const std::string& file() const { return file_; }
   std::string dotted(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
+  // Where `key`'s value came from: its --set assignment, or the file.
+  std::string source_of(const std::string& key) const;
 
  private:
   const nlohmann::json* find(const std::string& key);
@@ -39,6 +49,7 @@ class ConfigReader {
   const nlohmann::json& node_;
   std::string file_;
   std::string path_;
+  std::shared_ptr<const OverrideSources> overrides_;
   std::set<std::string> known_;
   static const nlohmann::json kEmptyObject;
 };
@@ -46,8 +57,12 @@ class ConfigReader {
 // The valid key closest to `key` by edit distance, or "" when none is close enough to suggest.
 std::string nearest_key(const std::string& key, const std::set<std::string>& valid);
 
-// Applies "--set section.key=value" to a config document. The value is parsed as JSON when it
-// parses (numbers, true/false, quoted strings), else taken as a plain string.
-void apply_override(nlohmann::json& doc, const std::string& assignment);
+// Applies "--set section.key=value" to a config document and returns the dotted key. The value is
+// parsed as JSON when it parses (numbers, true/false, quoted strings), else taken as a plain string.
+std::string apply_override(nlohmann::json& doc, const std::string& assignment);
+
+// Parses config text, refusing what nlohmann::json would let through silently: a key given twice in
+// one object (the last would win). Errors name `source` and the line and column.
+nlohmann::json parse_config_json(const std::string& text, const std::string& source);
 
 }  // namespace zt

@@ -171,11 +171,12 @@ void read_zero(ConfigReader& r, ZeroOptions& z) {
 
 }  // namespace
 
-RunConfig parse_run_config(nlohmann::json doc, const std::string& source, int world_size) {
+RunConfig parse_run_config(nlohmann::json doc, const std::string& source, int world_size,
+                           std::shared_ptr<const OverrideSources> overrides) {
   RunConfig c;
   c.source = source;
   c.world_size = world_size;
-  ConfigReader root(doc, source, "");
+  ConfigReader root(doc, source, "", std::move(overrides));
   if (!root.has("model")) throw_input_error("config error in {}: missing required section 'model'", source);
   c.device = root.get_enum("device", "cpu", {"cpu", "cuda"}) == "cuda" ? Device::kCUDA : Device::kCPU;
   read_model(root.section("model"), c);
@@ -245,29 +246,22 @@ RunConfig parse_run_config(nlohmann::json doc, const std::string& source, int wo
 }
 
 RunConfig load_run_config(const std::string& path, const std::vector<std::string>& overrides, int world_size) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    throw_input_error("config error: '{}' is a directory, not a JSON config file", path);
+  }
   std::ifstream in(path);
   if (!in) throw_input_error("config error: cannot open '{}'", path);
   std::stringstream text;
   text << in.rdbuf();
-  nlohmann::json doc;
-  try {
-    doc = nlohmann::json::parse(text.str());
-  } catch (const nlohmann::json::parse_error& e) {
-    // e.byte is the 1-based offset where parsing stopped; report line and column.
-    std::size_t line = 1, col = 1;
-    const std::string s = text.str();
-    for (std::size_t i = 0; i + 1 < e.byte && i < s.size(); ++i) {
-      if (s[i] == '\n') {
-        ++line;
-        col = 1;
-      } else {
-        ++col;
-      }
-    }
-    throw_input_error("config error in {}: malformed JSON at line {}, column {}", path, line, col);
+  nlohmann::json doc = parse_config_json(text.str(), path);
+  if (!doc.is_object()) {
+    throw_input_error("config error in {}: the top level must be a JSON object of sections, not {}", path,
+                      doc.type_name());
   }
-  for (const std::string& o : overrides) apply_override(doc, o);
-  return parse_run_config(std::move(doc), path, world_size);
+  auto sources = std::make_shared<OverrideSources>();
+  for (const std::string& o : overrides) (*sources)[apply_override(doc, o)] = "--set " + o;
+  return parse_run_config(std::move(doc), path, world_size, std::move(sources));
 }
 
 namespace {

@@ -6,9 +6,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "engine/config/config_reader.h"
 #include "engine/core/dtype.h"
 #include "engine/sharding/zero_options.h"
 #include "kernels/cpu/adamw.h"
@@ -103,6 +105,8 @@ struct RunConfig {
 RunConfig load_run_config(const std::string& path, const std::vector<std::string>& overrides, int world_size = 1);
 
 // Same, from a document already in memory (tests; `source` names it in messages).
-RunConfig parse_run_config(nlohmann::json doc, const std::string& source, int world_size = 1);
+// `overrides`: the keys --set gave (load_run_config), whose errors then name the --set.
+RunConfig parse_run_config(nlohmann::json doc, const std::string& source, int world_size = 1,
+                           std::shared_ptr<const OverrideSources> overrides = nullptr);
 
 }  // namespace zt

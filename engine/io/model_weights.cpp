@@ -39,6 +39,9 @@ void save_model_weights(const std::string& path, const ParamTable& table,
                         const std::map<std::string, std::string>& metadata) {
   SafetensorsWriter writer;
   add_param_tensors(writer, table, "", unit_values);
+  // "format": "pt" is what Hugging Face's loaders demand of a safetensors state dict (transformers
+  // refuses a file without it); the tensors already carry GPT2LMHeadModel's names and shapes.
+  writer.set_metadata("format", "pt");
   for (const auto& [key, value] : metadata) writer.set_metadata(key, value);
   writer.write(path);
 }

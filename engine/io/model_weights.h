@@ -13,6 +13,8 @@ namespace zt {
 
 class SafetensorsWriter;
 
+// save_model_weights writes the metadata given plus "format": "pt" (Hugging Face's loaders demand
+// it of a PyTorch state dict).
 // Adds every parameter under prefix + its Hugging Face name, as F32 in its unpadded HF shape.
 // unit_values(u) gives unit u's flat values, F32 or BF16 (converted here).
 void add_param_tensors(SafetensorsWriter& writer, const ParamTable& table, const std::string& prefix,

@@ -44,9 +44,10 @@ DataSource::DataSource(const RunConfig& c) {
                       c.source, c.model.vocab_size, vocab_->size());
   }
   for (const auto& [name, span] : {std::pair{"training", train_}, std::pair{"validation", val_}}) {
-    if (static_cast<std::int64_t>(span.size()) <= c.train.seq_len + 1) {
-      throw_input_error("{}: the {} split has {} tokens, too few for train.seq_len = {}", description_, name,
-                        span.size(), c.train.seq_len);
+    // A window is seq_len inputs and the token after the last: seq_len + 1 tokens make one.
+    if (static_cast<std::int64_t>(span.size()) < c.train.seq_len + 1) {
+      throw_input_error("{}: the {} split has {} tokens, too few for train.seq_len = {} (a window needs {})",
+                        description_, name, span.size(), c.train.seq_len, c.train.seq_len + 1);
     }
   }
 }

@@ -88,6 +88,22 @@ def main():
         ("train: unknown flag", ["train", "--confg", "x.json"], "--confg"),
         ("log.profile_ops not a bool", ["train", "--config", config_file("po.json", GOOD), "--run-dir", run_dir,
                                         "--set", "log.profile_ops=yes"], "log.profile_ops"),
+        # Issue 19's small ones: each names the real culprit.
+        ("duplicate key", ["train", "--config", config_file(
+            "dup.json", '{"model": {"n_layer": 1, "n_head": 2, "n_embd": 8, "block_size": 8, "vocab_size": 10, '
+                        '"n_layer": 2}, "train": {"micro_batch": 2}}'), "--run-dir", run_dir], "'n_layer' appears twice"),
+        ("duplicate section", ["train", "--config", config_file(
+            "dup2.json", '{"model": {"n_layer": 1, "n_head": 2, "n_embd": 8, "block_size": 8, "vocab_size": 10}, '
+                         '"train": {"micro_batch": 2}, "train": {"micro_batch": 4}}'), "--run-dir", run_dir],
+         "'train' appears twice"),
+        ("a --set out of range names the --set", ["train", "--config", config_file("s1.json", GOOD), "--run-dir", run_dir,
+                                                  "--set", "train.micro_batch=0"],
+         "config error in --set train.micro_batch=0: key 'train.micro_batch'"),
+        ("a --set unknown key names the --set", ["train", "--config", config_file("s2.json", GOOD), "--run-dir", run_dir,
+                                                 "--set", "train.micro_bach=2"], "config error in --set train.micro_bach=2"),
+        ("top-level array with a --set", ["train", "--config", config_file("arr.json", "[1, 2]"), "--run-dir", run_dir,
+                                          "--set", "train.micro_batch=2"], "arr.json: the top level must be a JSON object"),
+        ("directory as --config", ["train", "--config", work, "--run-dir", run_dir], "is a directory"),
     ]
 
     failures = []
@@ -111,10 +127,21 @@ def main():
         if problems:
             failures.append(name)
 
+    # A token file of exactly seq_len + 1 tokens holds one window: it trains (block_size 8).
+    nine = token_file("nine.bin", count=9, actual=9)
+    proc = subprocess.run([binary, "train", "--config", config_file("nine.json", GOOD), "--run-dir", run_dir,
+                           "--set", f"data.train_file={nine}", "--set", f"data.val_file={nine}", "--set",
+                           "train.max_steps=2", "--set", "log.sample_tokens=0", "--set", "train.eval_batches=1"],
+                          capture_output=True, text=True, timeout=120)
+    print(f"{'seq_len + 1 tokens train':<32} exit={proc.returncode}  {'OK' if proc.returncode == 0 else 'FAIL'}"
+          f"\n    stderr: {proc.stderr.strip()[-200:]}")
+    if proc.returncode != 0:
+        failures.append("seq_len + 1 tokens")
+
     proc = subprocess.run([binary, "debug-state", "--help"], capture_output=True, text=True, timeout=60)
     if proc.returncode != 0 or "--config" not in proc.stdout:
         failures.append("debug-state --help")
-    print(f"{len(cases) + 1 - len(failures)} passed, {len(failures)} failed")
+    print(f"{len(cases) + 2 - len(failures)} passed, {len(failures)} failed")
     return 1 if failures else 0
 
 

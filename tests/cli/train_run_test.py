@@ -87,6 +87,10 @@ def main():
     check("derived: train.global_batch_tokens = 256" in p.stdout, "derived batch terms are printed")
     check("val loss" in p.stdout and "unigram entropy" in p.stdout, "summary prints val loss and unigram entropy")
     check(safetensors_all_finite(os.path.join(run_a, "final.safetensors")), "final weights are finite")
+    with open(os.path.join(run_a, "final.safetensors"), "rb") as f:
+        meta = json.loads(f.read(struct.unpack("<Q", f.read(8))[0])).get("__metadata__", {})
+    check(meta.get("format") == "pt" and "run_config" in meta,
+          f"final.safetensors says format pt, as Hugging Face's loaders demand ({sorted(meta)})")
 
     p = run(binary, ["sample", "--run", run_a, "--tokens", "30", "--prompt", "the "])
     check(p.returncode == 0 and len(p.stdout) >= 30, f"sample --run generates text: {p.stdout.strip()[:60]!r}")

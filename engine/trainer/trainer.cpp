@@ -30,6 +30,7 @@
 #include "engine/trainer/model_setup.h"
 #include "engine/sharding/memory_model.h"
 #include "engine/trainer/run_log.h"
+#include "engine/trainer/start_checks.h"
 #include "engine/trainer/text_sampler.h"
 #include "kernels/compute_backend.h"
 #include "kernels/op_profiler.h"
@@ -141,6 +142,7 @@ Trainer::Trainer(RunConfig config, std::string run_dir, Communicator& comm, Memo
     if (ec) throw_input_error("cannot create run directory '{}': {}", run_dir_, ec.message());
   }
   state_ = std::make_unique<State>(config_, run_dir_, comm, tracker, !resume_checkpoint_.empty());
+  check_before_training(config_, run_dir_, state_->data.vocab() ? &*state_->data.vocab() : nullptr);
   if (comm.rank() == 0) {
     std::ofstream(run_dir_ + "/config.json") << config_.to_json().dump(2) << "\n";
     if (state_->data.vocab()) state_->data.vocab()->save(run_dir_ + "/vocab.json");
@@ -357,10 +359,10 @@ TrainSummary Trainer::run() {
       stop_after(step + 1);
       break;
     }
-    if ((c.train.eval_every > 0 && (step + 1) % c.train.eval_every == 0) || last) evaluate(step + 1);
-    if ((c.log.sample_every > 0 && (step + 1) % c.log.sample_every == 0) || last) sample(step + 1);
+    // The last step's evaluation and sample come after its weights are saved (below).
+    if (!last && c.train.eval_every > 0 && (step + 1) % c.train.eval_every == 0) evaluate(step + 1);
+    if (!last && c.log.sample_every > 0 && (step + 1) % c.log.sample_every == 0) sample(step + 1);
   }
-  if (c.train.max_steps == 0) evaluate(0);
   const bool finished = !summary.stopped_nonfinite && summary.stop_signal == 0;
   if (c.checkpoint.at_end && finished && last_saved_step != step && step > start_step) save_checkpoint(step);
 
@@ -376,7 +378,6 @@ TrainSummary Trainer::run() {
                        {"ranks", s.comm.world_size()}},
                       s.progress);
   }
-  summary.memory = s.tracker.snapshot();
   if (finished) {
     // The master weights are checked before anything is written: no NaN reaches disk.
     // The fp32 master shards of every unit are gathered (each rank takes part), checked, and
@@ -406,7 +407,12 @@ TrainSummary Trainer::run() {
                          },
                          {{"run_config", c.to_json().dump()}, {"steps", std::to_string(summary.steps_done)}});
     }
+    // Saved first, so that nothing after training (an evaluation or a sample that fails) can cost
+    // the trained model; also when a finished run is resumed, its final evaluation is made.
+    evaluate(step);
+    if (step > 0) sample(step);
   }
+  summary.memory = s.tracker.snapshot();
   s.log({{"type", "summary"},
                    {"steps", summary.steps_done},
                    {"skipped_steps", summary.skipped_steps},

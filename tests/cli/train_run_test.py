@@ -120,7 +120,38 @@ def main():
           "with nonfinite=skip the step is skipped and the run finishes")
     check(safetensors_all_finite(os.path.join(run_d, "final.safetensors")), "weights after a skipped step are finite")
 
-    # 4. Batch terms that disagree.
+    # 4. Nothing known at the start fails a run after training (issue 19): a sample prompt outside
+    # the data's vocabulary and a checkpoint folder that cannot be made stop it before step 1,
+    # naming the key; and the last step's weights (at_end checkpoint, final.safetensors) are saved
+    # before its evaluation and sample, so neither can cost the trained model.
+    run_f = os.path.join(work, "f")
+    p = run(binary, ["train", "--config", config_path, "--run-dir", run_f, "--set", "log.sample_prompt=~~"])
+    lines = [l for l in p.stderr.splitlines() if l.strip()]
+    check(p.returncode == 2 and len(lines) == 1 and "log.sample_prompt" in lines[0] and "'~'" in lines[0]
+          and not any(r["type"] == "train" for r in (records(run_f) if os.path.exists(
+              os.path.join(run_f, "metrics.jsonl")) else [])),
+          f"a prompt outside the vocabulary is refused before training ({lines[:1]})")
+    blocker = os.path.join(work, "a_file")
+    open(blocker, "w").close()
+    p = run(binary, ["train", "--config", config_path, "--run-dir", run_f,
+                     "--set", f"checkpoint.dir={os.path.join(blocker, 'ckpts')}", "--set", "checkpoint.at_end=true"])
+    lines = [l for l in p.stderr.splitlines() if l.strip()]
+    check(p.returncode == 2 and len(lines) == 1 and "checkpoint.dir" in lines[0],
+          f"a checkpoint folder that cannot be made is refused before training ({lines[:1]})")
+    run_g = os.path.join(work, "g")
+    p = run(binary, ["train", "--config", config_path, "--run-dir", run_g, "--set", "train.max_steps=4",
+                     "--set", "checkpoint.at_end=true"])
+    order = [(r["type"], r.get("step")) for r in records(run_g) if r["type"] in ("checkpoint", "eval", "sample")]
+    check(p.returncode == 0 and order == [("checkpoint", 4), ("eval", 4), ("sample", 4)],
+          f"the last step is saved before its evaluation and sample ({order})")
+    # Resuming a finished run makes the final evaluation (a kill after the last save left none).
+    p = run(binary, ["train", "--config", config_path, "--run-dir", run_g, "--set", "train.max_steps=4",
+                     "--resume", "latest"])
+    evals = [r for r in records(run_g) if r["type"] == "eval"]
+    check(p.returncode == 0 and len(evals) == 2 and evals[-1]["step"] == 4,
+          f"resuming a finished run evaluates it ({[(r['step'], r['val_loss']) for r in evals]})")
+
+    # 5. Batch terms that disagree.
     p = run(binary, ["train", "--config", config_path, "--run-dir", os.path.join(work, "e"),
                      "--set", "train.global_batch_tokens=1000"])
     lines = [l for l in p.stderr.splitlines() if l.strip()]

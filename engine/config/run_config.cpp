@@ -28,7 +28,8 @@ void read_model(ConfigReader r, RunConfig& c) {
   m.n_head = r.get_int("n_head", m.n_head, 1, 1024);
   m.n_embd = r.get_int("n_embd", m.n_embd, 1, kMaxDim);
   m.block_size = r.get_int("block_size", m.block_size, 1, kMaxDim);
-  m.vocab_size = r.get_int("vocab_size", m.vocab_size, 1, 65535);
+  // Up to 2^24: llm.c's uint32 token files carry vocabularies above 65,535 (Llama 3's 128,256).
+  m.vocab_size = r.get_int("vocab_size", m.vocab_size, 1, 1 << 24);
   c.dropout = static_cast<float>(r.get_double("dropout", 0.0, 0.0, 0.95));
   r.reject_unknown_keys();
   if (m.n_embd % m.n_head != 0) {

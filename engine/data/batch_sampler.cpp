@@ -23,28 +23,27 @@ std::int64_t sample_window_start(std::uint64_t seed, std::uint32_t stream, std::
   return static_cast<std::int64_t>(bits % static_cast<std::uint64_t>(n_tokens - T));
 }
 
-void fill_batch(std::span<const std::uint16_t> tokens, int B, int T, std::uint64_t seed, std::uint32_t stream,
+void fill_batch(TokenSpan tokens, int B, int T, std::uint64_t seed, std::uint32_t stream,
                 std::int64_t first_sample, std::int32_t* inputs, std::int32_t* targets) {
   ZT_CHECK(B > 0 && T > 0, "B {} T {}", B, T);
   const auto n_tokens = static_cast<std::int64_t>(tokens.size());
   for (int b = 0; b < B; ++b) {
     const std::int64_t start = sample_window_start(seed, stream, first_sample + b, n_tokens, T);
-    const std::uint16_t* window = tokens.data() + start;
     std::int32_t* in_row = inputs + static_cast<std::int64_t>(b) * T;
     std::int32_t* tgt_row = targets + static_cast<std::int64_t>(b) * T;
     for (int t = 0; t < T; ++t) {
-      in_row[t] = window[t];
-      tgt_row[t] = window[t + 1];
+      in_row[t] = static_cast<std::int32_t>(tokens[start + t]);
+      tgt_row[t] = static_cast<std::int32_t>(tokens[start + t + 1]);
     }
   }
 }
 
-double unigram_entropy_nats(std::span<const std::uint16_t> tokens, int vocab_size) {
-  ZT_CHECK(vocab_size > 0 && vocab_size <= 65536, "vocab_size {}", vocab_size);
+double unigram_entropy_nats(TokenSpan tokens, int vocab_size) {
+  ZT_CHECK(vocab_size > 0, "vocab_size {}", vocab_size);
   if (tokens.empty()) return 0.0;
   std::vector<std::int64_t> counts(static_cast<std::size_t>(vocab_size), 0);
-  for (std::uint16_t t : tokens) {
-    ZT_CHECK(t < vocab_size, "token {} outside vocabulary of {}", t, vocab_size);
+  for (std::uint32_t t : tokens) {
+    ZT_CHECK(t < static_cast<std::uint32_t>(vocab_size), "token {} outside vocabulary of {}", t, vocab_size);
     ++counts[t];
   }
   const auto n = static_cast<double>(tokens.size());

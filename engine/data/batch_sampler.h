@@ -5,7 +5,8 @@
 #pragma once
 
 #include <cstdint>
-#include <span>
+
+#include "engine/data/token_span.h"
 
 namespace zt::data {
 
@@ -25,10 +26,10 @@ std::int64_t sample_window_start(std::uint64_t seed, std::uint32_t stream, std::
                                  std::int64_t n_tokens, int T);
 
 // Fills inputs/targets [B, T] (i32) with samples first_sample .. first_sample + B - 1.
-void fill_batch(std::span<const std::uint16_t> tokens, int B, int T, std::uint64_t seed, std::uint32_t stream,
+void fill_batch(TokenSpan tokens, int B, int T, std::uint64_t seed, std::uint32_t stream,
                 std::int64_t first_sample, std::int32_t* inputs, std::int32_t* targets);
 
 // Entropy in nats of the token frequency distribution (what a model that ignores context achieves).
-double unigram_entropy_nats(std::span<const std::uint16_t> tokens, int vocab_size);
+double unigram_entropy_nats(TokenSpan tokens, int vocab_size);
 
 }  // namespace zt::data

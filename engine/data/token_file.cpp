@@ -62,8 +62,34 @@ bool parse_token_file_format(const std::string& text, TokenFileFormat* out) {
   return true;
 }
 
+namespace {
+
+// An llm.c token file's kind: its magic, version and token width.
+struct LlmcKind {
+  std::int32_t magic, version;
+  int bytes_per_token;
+};
+constexpr LlmcKind kLlmcKinds[] = {{kLlmcTokenMagic, kLlmcTokenVersion, 2}, {kLlmcToken32Magic, kLlmcToken32Version, 4}};
+
+const LlmcKind* llmc_kind(std::int32_t magic) {
+  for (const LlmcKind& k : kLlmcKinds) {
+    if (k.magic == magic) return &k;
+  }
+  return nullptr;
+}
+
+// Whether a header is llm.c's in all but the magic: a small version and a token count that, at 2 or
+// 4 bytes a token, is exactly the rest of the file. Raw uint16 tokens almost never look so.
+bool looks_like_llmc_header(const std::array<std::int32_t, 3>& h, std::int64_t size_bytes) {
+  if (h[1] < 1 || h[1] > 255 || h[2] <= 0) return false;
+  const std::int64_t rest = size_bytes - kLlmcHeaderBytes;
+  return rest == 2 * std::int64_t{h[2]} || rest == 4 * std::int64_t{h[2]};
+}
+
+}  // namespace
+
 TokenFile TokenFile::open(const std::string& path, TokenFileFormat format, int vocab_size) {
-  ZT_CHECK(vocab_size > 0 && vocab_size <= 65536, "vocab_size {}", vocab_size);
+  ZT_CHECK(vocab_size > 0, "vocab_size {}", vocab_size);
   TokenFile f;
   f.path_ = path;
 
@@ -81,10 +107,20 @@ TokenFile TokenFile::open(const std::string& path, TokenFileFormat format, int v
   f.map_bytes_ = static_cast<std::size_t>(size_bytes);
   const auto* bytes = static_cast<const unsigned char*>(map);
 
+  std::array<std::int32_t, 3> header{};
+  if (size_bytes >= kLlmcHeaderBytes) std::memcpy(header.data(), bytes, sizeof(header));
   if (format == TokenFileFormat::kAuto) {
     std::int32_t first = 0;
     if (size_bytes >= 4) std::memcpy(&first, bytes, 4);
-    format = (size_bytes >= 4 && first == kLlmcTokenMagic) ? TokenFileFormat::kLlmc : TokenFileFormat::kNanoGpt;
+    if (llmc_kind(first) != nullptr) {
+      format = TokenFileFormat::kLlmc;
+    } else if (size_bytes >= kLlmcHeaderBytes && looks_like_llmc_header(header, size_bytes)) {
+      throw_input_error("{}: unknown magic {} in an llm.c-style token file header (known: {} for uint16 GPT-2 tokens, "
+                        "{} for uint32 Llama 3 tokens); set data.format = \"nanogpt\" if it is raw uint16",
+                        path, header[0], kLlmcTokenMagic, kLlmcToken32Magic);
+    } else {
+      format = TokenFileFormat::kNanoGpt;
+    }
   }
   f.format_ = format;
 
@@ -93,40 +129,47 @@ TokenFile TokenFile::open(const std::string& path, TokenFileFormat format, int v
       throw_input_error("{}: file is {} bytes, smaller than llm.c's {}-byte token file header", path, size_bytes,
                         kLlmcHeaderBytes);
     }
-    std::array<std::int32_t, 3> header{};
-    std::memcpy(header.data(), bytes, sizeof(header));
-    if (header[0] != kLlmcTokenMagic) {
-      throw_input_error("{}: bad magic {} in llm.c token file header (expected {})", path, header[0], kLlmcTokenMagic);
+    const LlmcKind* kind = llmc_kind(header[0]);
+    if (kind == nullptr) {
+      throw_input_error("{}: bad magic {} in llm.c token file header (expected {} or {})", path, header[0],
+                        kLlmcTokenMagic, kLlmcToken32Magic);
     }
-    if (header[1] != kLlmcTokenVersion) {
-      throw_input_error("{}: unsupported version {} in llm.c token file header (expected {})", path,
-                        header[1], kLlmcTokenVersion);
+    if (header[1] != kind->version) {
+      throw_input_error("{}: unsupported version {} in llm.c token file header (magic {} has version {})", path,
+                        header[1], kind->magic, kind->version);
     }
     if (header[2] < 0) throw_input_error("{}: negative token count {} in llm.c header", path, header[2]);
-    const std::int64_t expected_bytes = kLlmcHeaderBytes + 2 * static_cast<std::int64_t>(header[2]);
+    const std::int64_t expected_bytes = kLlmcHeaderBytes + kind->bytes_per_token * static_cast<std::int64_t>(header[2]);
     if (size_bytes != expected_bytes) {
       throw_input_error("{}: file is {} bytes but the header's token count ({}) implies {}", path, size_bytes,
                         header[2], expected_bytes);
     }
-    f.tokens_ = reinterpret_cast<const std::uint16_t*>(bytes + kLlmcHeaderBytes);
+    f.tokens_ = bytes + kLlmcHeaderBytes;
     f.count_ = header[2];
+    f.bytes_per_token_ = kind->bytes_per_token;
   } else {
     if (size_bytes % 2 != 0) {
       throw_input_error("{}: raw uint16 token file has an odd size ({} bytes)", path, size_bytes);
     }
-    f.tokens_ = reinterpret_cast<const std::uint16_t*>(bytes);
+    f.tokens_ = bytes;
     f.count_ = size_bytes / 2;
   }
   if (f.count_ == 0) throw_input_error("{}: {} token file holds no tokens", path, format_name(format));
 
   // One pass over every token, so that training can index the embedding without checks.
-  const std::uint16_t* t = f.tokens_;
+  const TokenSpan t = f.tokens();
   for (std::int64_t i = 0; i < f.count_; ++i) {
-    if (t[i] >= vocab_size) {
+    if (t[i] >= static_cast<std::uint32_t>(vocab_size)) {
       throw_input_error("{}: token {} at position {} is outside the vocabulary (size {})", path, t[i], i, vocab_size);
     }
   }
   return f;
+}
+
+TokenSpan TokenFile::tokens() const {
+  const auto n = static_cast<std::size_t>(count_);
+  if (bytes_per_token_ == 4) return std::span<const std::uint32_t>(static_cast<const std::uint32_t*>(tokens_), n);
+  return std::span<const std::uint16_t>(static_cast<const std::uint16_t*>(tokens_), n);
 }
 
 TokenFile::TokenFile(TokenFile&& o) noexcept
@@ -135,7 +178,8 @@ TokenFile::TokenFile(TokenFile&& o) noexcept
       map_(std::exchange(o.map_, nullptr)),
       map_bytes_(std::exchange(o.map_bytes_, 0)),
       tokens_(std::exchange(o.tokens_, nullptr)),
-      count_(std::exchange(o.count_, 0)) {}
+      count_(std::exchange(o.count_, 0)),
+      bytes_per_token_(o.bytes_per_token_) {}
 
 TokenFile& TokenFile::operator=(TokenFile&& o) noexcept {
   if (this != &o) {
@@ -146,6 +190,7 @@ TokenFile& TokenFile::operator=(TokenFile&& o) noexcept {
     map_bytes_ = std::exchange(o.map_bytes_, 0);
     tokens_ = std::exchange(o.tokens_, nullptr);
     count_ = std::exchange(o.count_, 0);
+    bytes_per_token_ = o.bytes_per_token_;
   }
   return *this;
 }

@@ -19,8 +19,8 @@ class DataSource {
  public:
   explicit DataSource(const RunConfig& config);
 
-  std::span<const std::uint16_t> train() const { return train_; }
-  std::span<const std::uint16_t> val() const { return val_; }
+  data::TokenSpan train() const { return train_; }
+  data::TokenSpan val() const { return val_; }
   // The vocabulary used to decode samples, when the dataset has one.
   const std::optional<data::Vocab>& vocab() const { return vocab_; }
   const std::string& description() const { return description_; }
@@ -31,7 +31,7 @@ class DataSource {
   std::optional<data::Vocab> vocab_;
   std::vector<std::uint16_t> owned_train_, owned_val_;  // the embedded dataset
   std::optional<data::TokenFile> train_file_, val_file_;
-  std::span<const std::uint16_t> train_, val_;
+  data::TokenSpan train_, val_;
   std::string description_;
 };
 

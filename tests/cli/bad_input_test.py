@@ -74,6 +74,8 @@ def main():
         return ["train", "--config", config_file("tr.json", GOOD), "--run-dir", run_dir,
                 "--set", f"data.train_file={train_path}", "--set", f"data.val_file={good_tokens}"] + list(extra)
     cases += [
+        ("llm.c-style header, unknown magic", train_on(token_file("magic2.bin", magic=20250000, count=100)),
+         "unknown magic 20250000"),
         ("token file with bad magic", train_on(token_file("magic.bin", magic=1234), "--set", "data.format=llmc"),
          "magic"),
         ("truncated token file", train_on(token_file("short.bin", count=100, actual=60)), "short.bin"),
@@ -138,10 +140,28 @@ def main():
     if proc.returncode != 0:
         failures.append("seq_len + 1 tokens")
 
+    # llm.c's Llama 3 token files (magic 20240801, version 7, uint32) train on a vocabulary above
+    # 65,535 under data.format auto, reading the tokens themselves (not the header as uint16).
+    wide = os.path.join(work, "wide.bin")
+    with open(wide, "wb") as f:
+        f.write(struct.pack("<256i", 20240801, 7, 64, *([0] * 253)))
+        f.write(struct.pack("<64I", *[(i * 9973) % 70000 for i in range(64)]))
+    wide_cfg = json.loads(json.dumps(GOOD))
+    wide_cfg["model"]["vocab_size"] = 70000
+    proc = subprocess.run([binary, "train", "--config", config_file("wide.json", wide_cfg), "--run-dir", run_dir,
+                           "--set", f"data.train_file={wide}", "--set", f"data.val_file={wide}", "--set",
+                           "train.max_steps=2", "--set", "log.sample_tokens=0", "--set", "train.eval_batches=1"],
+                          capture_output=True, text=True, timeout=120)
+    unigram = "unigram entropy of the data 4.1589" in proc.stdout  # 64 distinct tokens: ln 64
+    print(f"{'uint32 tokens, vocab 70000':<32} exit={proc.returncode}  {'OK' if proc.returncode == 0 and unigram else 'FAIL'}"
+          f"\n    stderr: {proc.stderr.strip()[-200:]}")
+    if proc.returncode != 0 or not unigram:
+        failures.append("uint32 tokens")
+
     proc = subprocess.run([binary, "debug-state", "--help"], capture_output=True, text=True, timeout=60)
     if proc.returncode != 0 or "--config" not in proc.stdout:
         failures.append("debug-state --help")
-    print(f"{len(cases) + 2 - len(failures)} passed, {len(failures)} failed")
+    print(f"{len(cases) + 3 - len(failures)} passed, {len(failures)} failed")
     return 1 if failures else 0
 
 

@@ -160,3 +160,57 @@ TEST(TokenFile, RefusesOutOfRangeTokenInRawFile) {
 
 }  // namespace
 }  // namespace zt::data
+
+namespace zt::data {
+namespace {
+
+// Llama 3's kind of llm.c file: magic 20240801, version 7, uint32 tokens.
+std::string llmc32_bytes(std::int32_t magic, std::int32_t version, const std::vector<std::uint32_t>& tokens) {
+  std::string bytes(static_cast<std::size_t>(kLlmcHeaderBytes) + 4 * tokens.size(), '\0');
+  const std::int32_t fields[3] = {magic, version, static_cast<std::int32_t>(tokens.size())};
+  std::memcpy(bytes.data(), fields, sizeof(fields));
+  std::memcpy(bytes.data() + kLlmcHeaderBytes, tokens.data(), 4 * tokens.size());
+  return bytes;
+}
+
+const std::vector<std::uint32_t> kWideTokens = {0, 70000, 128255, 65535, 65536, 3};
+
+TEST(TokenFile, Uint32LlmcFileReadsTokensAboveUint16) {
+  const std::string path = temp_path("llama3.bin");
+  write_file(path, llmc32_bytes(kLlmcToken32Magic, kLlmcToken32Version, kWideTokens));
+  for (TokenFileFormat format : {TokenFileFormat::kAuto, TokenFileFormat::kLlmc}) {
+    const TokenFile f = TokenFile::open(path, format, 128256);
+    EXPECT_EQ(f.format(), TokenFileFormat::kLlmc);
+    EXPECT_EQ(f.bytes_per_token(), 4);
+    EXPECT_EQ(std::vector<std::uint32_t>(f.tokens().begin(), f.tokens().end()), kWideTokens);
+  }
+  expect_input_error([&] { TokenFile::open(path, TokenFileFormat::kAuto, 128255); },
+                     {path, "token 128255 at position 2", "size 128255"});
+}
+
+TEST(TokenFile, Uint32LlmcFileIsHeldToItsOwnVersionAndSize) {
+  const std::string path = temp_path("llama3_bad.bin");
+  write_file(path, llmc32_bytes(kLlmcToken32Magic, 1, kWideTokens));
+  expect_input_error([&] { TokenFile::open(path, TokenFileFormat::kAuto, 128256); },
+                     {path, "unsupported version 1", "magic 20240801 has version 7"});
+  std::string truncated = llmc32_bytes(kLlmcToken32Magic, kLlmcToken32Version, kWideTokens);
+  truncated.resize(truncated.size() - 2);
+  write_file(path, truncated);
+  expect_input_error([&] { TokenFile::open(path, TokenFileFormat::kLlmc, 128256); }, {path, "implies"});
+}
+
+// An llm.c-style header with a magic nobody knows is refused under auto, naming the magic, for
+// either token width, instead of being read as raw uint16 tokens (header included).
+TEST(TokenFile, AutoRefusesAnUnknownMagicInAnLlmcStyleHeader) {
+  const std::string path = temp_path("unknown_magic.bin");
+  write_file(path, llmc32_bytes(20250101, 1, kWideTokens));
+  expect_input_error([&] { TokenFile::open(path, TokenFileFormat::kAuto, 1 << 20); },
+                     {path, "unknown magic 20250101", "20240520", "20240801"});
+  write_file(path, llmc_bytes(20230000, 3, static_cast<std::int32_t>(kTokens.size()), kTokens));
+  expect_input_error([&] { TokenFile::open(path, TokenFileFormat::kAuto, 65); }, {path, "unknown magic 20230000"});
+  // Stated as raw, it reads as raw (the user's word).
+  EXPECT_EQ(TokenFile::open(path, TokenFileFormat::kNanoGpt, 1 << 30).format(), TokenFileFormat::kNanoGpt);
+}
+
+}  // namespace
+}  // namespace zt::data

@@ -128,4 +128,12 @@ ResolvedCheckpoint resolve_checkpoint(const std::string& path, Validation valida
   throw_input_error("{}: no valid checkpoint (newest: {})", path, first_error);
 }
 
+std::string checkpoint_to_verify(const std::string& path) {
+  if (!fs::is_directory(path) || is_complete(path) || step_of(fs::path(path).filename().string()) >= 0) return path;
+  const std::string latest = read_latest(path);
+  if (!latest.empty()) return (fs::path(path) / latest).string();
+  const std::vector<CheckpointEntry> all = list_checkpoints(path);
+  return all.empty() ? path : all.back().path;
+}
+
 }  // namespace zt::ckpt

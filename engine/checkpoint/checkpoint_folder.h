@@ -44,4 +44,9 @@ struct ResolvedCheckpoint {
 // step_* (each skipped one gets a note). InputError when nothing valid is found.
 ResolvedCheckpoint resolve_checkpoint(const std::string& path, Validation validation);
 
+// What `ckpt verify PATH` must judge: a checkpoint directory itself, or in a checkpoint folder the
+// one `latest` names (the newest step_* without a `latest`) -- never an older one that would pass
+// while the one a resume reaches first is damaged. `path` itself when the folder holds none.
+std::string checkpoint_to_verify(const std::string& path);
+
 }  // namespace zt::ckpt

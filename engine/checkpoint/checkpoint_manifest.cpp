@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "engine/checkpoint/durable_file.h"
 #include "engine/core/check.h"
 #include "engine/sharding/shard_layout.h"
 
@@ -101,6 +102,43 @@ nlohmann::ordered_json Manifest::to_json() const {
       {"files", file_list},
   };
   return doc;
+}
+
+std::string Manifest::to_text() const {
+  nlohmann::ordered_json doc = to_json();
+  const std::string compact = doc.dump();
+  doc["manifest_crc32"] = crc32_update(0, compact.data(), static_cast<std::int64_t>(compact.size()));
+  return doc.dump(1) + "\n";
+}
+
+Manifest Manifest::from_text(const std::string& text, const std::string& source) {
+  nlohmann::ordered_json doc;
+  try {
+    doc = nlohmann::ordered_json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    throw_input_error("{}: malformed JSON: {}", source, e.what());
+  }
+  // What it is and which version first: another version may seal its manifest otherwise.
+  if (!doc.is_object() || doc.value("format", "") != kFormatName) {
+    throw_input_error("{}: not a zerotrain checkpoint manifest (no \"format\": \"{}\")", source, kFormatName);
+  }
+  if (!doc.contains("format_version") || !doc["format_version"].is_number_integer() ||
+      doc["format_version"].get<int>() != kFormatVersion) {
+    throw_input_error("{}: checkpoint format version {} is not supported (this build reads version {})", source,
+                      doc.value("format_version", nlohmann::ordered_json()).dump(), kFormatVersion);
+  }
+  if (!doc.contains("manifest_crc32") || !doc["manifest_crc32"].is_number_unsigned()) {
+    throw_input_error("{}: no manifest_crc32 (written before manifests were sealed, or edited)", source);
+  }
+  const auto recorded = doc["manifest_crc32"].get<std::uint32_t>();
+  doc.erase("manifest_crc32");
+  const std::string compact = doc.dump();
+  const std::uint32_t actual = crc32_update(0, compact.data(), static_cast<std::int64_t>(compact.size()));
+  if (actual != recorded) {
+    throw_input_error("{}: manifest checksum mismatch (recorded {:08x}, contents {:08x}): the manifest was edited or "
+                      "damaged", source, recorded, actual);
+  }
+  return from_json(nlohmann::json::parse(doc.dump()), source);
 }
 
 namespace {

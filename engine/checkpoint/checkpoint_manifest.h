@@ -69,9 +69,14 @@ struct Manifest {
   std::vector<RankFile> files;
 
   nlohmann::ordered_json to_json() const;  // keys in the documented order
+  // manifest.json's text: to_json() plus `manifest_crc32`, the crc32 of to_json()'s compact
+  // dump, so that an edited manifest (another step, another sample index) is refused.
+  std::string to_text() const;
   // Parses and validates (format, version, table, every file's segments against the N-way split);
   // throws InputError naming `source` and the fault.
   static Manifest from_json(const nlohmann::json& doc, const std::string& source);
+  // Parses manifest.json's text, checking its manifest_crc32 first; InputErrors name `source`.
+  static Manifest from_text(const std::string& text, const std::string& source);
 };
 
 // What rank `rank` of `world_size` stores: for each state kind, for each unit, its N-way slice

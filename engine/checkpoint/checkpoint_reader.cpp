@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -18,13 +19,17 @@ CheckpointReader::CheckpointReader(std::string dir) : dir_(std::move(dir)) {
   if (!in) throw_input_error("{}: missing manifest (not a complete checkpoint)", path);
   std::stringstream text;
   text << in.rdbuf();
-  nlohmann::json doc;
-  try {
-    doc = nlohmann::json::parse(text.str());
-  } catch (const nlohmann::json::exception& e) {
-    throw_input_error("{}: malformed JSON: {}", path, e.what());
+  manifest_ = Manifest::from_text(text.str(), path);
+  // A step_XXXXXXXX directory holds that step: a manifest moved or edited to another one is refused.
+  std::filesystem::path name = std::filesystem::path(dir_).lexically_normal();
+  if (name.filename().empty()) name = name.parent_path();
+  const std::string folder = name.filename().string();
+  if (folder.size() == 13 && folder.starts_with("step_") &&
+      folder.find_first_not_of("0123456789", 5) == std::string::npos &&
+      std::stoll(folder.substr(5)) != manifest_.position.step) {
+    throw_input_error("{}: the manifest records step {}, but its directory is {}", path, manifest_.position.step,
+                      folder);
   }
-  manifest_ = Manifest::from_json(doc, path);
   for (const RankFile& f : manifest_.files) {
     const std::string file = dir_ + "/" + f.name;
     struct stat st {};

@@ -65,7 +65,7 @@ RankFileWritten write_rank_file(const std::string& temp_dir, const ParamTable& t
   return out;
 }
 
-std::string commit_checkpoint(const std::string& folder, const std::string& temp_dir, const ParamTable& table,
+CommitResult commit_checkpoint(const std::string& folder, const std::string& temp_dir, const ParamTable& table,
                               const CheckpointMeta& meta, int world_size, const std::vector<RankFileWritten>& files,
                               int keep_last) {
   Manifest m;
@@ -95,16 +95,32 @@ std::string commit_checkpoint(const std::string& folder, const std::string& temp
   }
   // The manifest is written last (its directory fsync also makes the rank files' entries
   // durable): a directory without one is never taken for a checkpoint.
-  write_file_atomically((fs::path(temp_dir) / std::string(kManifestName)).string(), m.to_json().dump(1) + "\n");
+  write_file_atomically((fs::path(temp_dir) / std::string(kManifestName)).string(), m.to_text());
   const fs::path final_dir = fs::path(folder) / step_dir_name(meta.position.step);
   if (fs::exists(final_dir)) remove_checkpoint_dir(final_dir.string());  // the same step saved again
   std::error_code ec;
   fs::rename(temp_dir, final_dir, ec);
   if (ec) throw_runtime_error("cannot rename '{}' to '{}': {}", temp_dir, final_dir.string(), ec.message());
   sync_dir(folder);
-  write_latest(folder, final_dir.filename().string());
-  apply_keep_last(folder, keep_last, final_dir.string());
-  return final_dir.string();
+  // From here the checkpoint is complete and durable: what follows can fail without unsaving it.
+  CommitResult result{final_dir.string(), ""};
+  try {
+    write_latest(folder, final_dir.filename().string());
+  } catch (const std::exception& e) {
+    const std::string previous = read_latest(folder);
+    result.warning = fmt::format("checkpoint {} is saved, but '{}' could not be updated ({}): it still names {}, so "
+                                 "--resume latest would continue from there; resume from {} by path", final_dir.string(),
+                                 (fs::path(folder) / kLatestName).string(), e.what(),
+                                 previous.empty() ? "nothing" : previous, final_dir.string());
+    return result;  // keep-last must not delete what `latest` still names
+  }
+  try {
+    apply_keep_last(folder, keep_last, final_dir.string());
+  } catch (const std::exception& e) {
+    result.warning = fmt::format("checkpoint {} is saved; removing older checkpoints failed ({})", final_dir.string(),
+                                 e.what());
+  }
+  return result;
 }
 
 namespace {
@@ -175,9 +191,10 @@ SaveResult save_checkpoint(Communicator& comm, const std::string& folder, const 
     f.bytes = segments_bytes(rank_file_segments(table, world, r));
     f.chunk_crc32.assign(rec + 1, rec + 1 + (f.bytes + kChecksumChunkBytes - 1) / kChecksumChunkBytes);
   }
+  std::string warning;
   if (rank == 0 && failed_ranks(write_status).empty()) {
     try {
-      commit_checkpoint(folder, temp, table, meta, world, files, keep_last);
+      warning = commit_checkpoint(folder, temp, table, meta, world, files, keep_last).warning;
     } catch (const std::exception& e) {
       error = e.what();
     }
@@ -197,6 +214,7 @@ SaveResult save_checkpoint(Communicator& comm, const std::string& folder, const 
   result.rank_bytes = written.bytes;
   for (const RankFileWritten& f : files) result.total_bytes += f.bytes;
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  result.warning = warning;
   return result;
 }
 

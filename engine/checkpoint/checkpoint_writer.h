@@ -38,6 +38,7 @@ struct SaveResult {
   std::int64_t rank_bytes = 0;    // this rank's file
   std::int64_t total_bytes = 0;   // all rank files
   double seconds = 0.0;
+  std::string warning;  // rank 0: saved, but `latest` or keep-last failed after it (say so, go on)
 };
 
 // Collective: every rank of `comm` calls it with the same folder, table and meta. Throws
@@ -59,7 +60,13 @@ void prepare_temp_dir(const std::string& temp_dir);
 RankFileWritten write_rank_file(const std::string& temp_dir, const ParamTable& table, int world_size, int rank,
                                 const OptimizerStateSource& source);
 // Rank 0's part once every file is written: manifest, fsyncs, rename into place, `latest`, keep-last.
-std::string commit_checkpoint(const std::string& folder, const std::string& temp_dir, const ParamTable& table,
+// Throws when the checkpoint is not complete; a failure of `latest` or keep-last after the rename
+// leaves it complete and comes back as the warning.
+struct CommitResult {
+  std::string path;
+  std::string warning;
+};
+CommitResult commit_checkpoint(const std::string& folder, const std::string& temp_dir, const ParamTable& table,
                               const CheckpointMeta& meta, int world_size, const std::vector<RankFileWritten>& files,
                               int keep_last);
 

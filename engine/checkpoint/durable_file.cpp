@@ -92,12 +92,17 @@ void sync_dir(const std::string& dir) {
 
 void write_file_atomically(const std::string& path, const std::string& text) {
   const std::string tmp = path + ".tmp";
-  FileHandle f = FileHandle::create(tmp);
-  f.write_at(text.data(), static_cast<std::int64_t>(text.size()), 0);
-  f.sync();
-  f.close();
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    throw_runtime_error("cannot rename '{}' to '{}': {}", tmp, path, std::strerror(errno));
+  try {
+    FileHandle f = FileHandle::create(tmp);
+    f.write_at(text.data(), static_cast<std::int64_t>(text.size()), 0);
+    f.sync();
+    f.close();
+    if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+      throw_runtime_error("cannot rename '{}' to '{}': {}", tmp, path, std::strerror(errno));
+    }
+  } catch (...) {
+    std::remove(tmp.c_str());  // a full disk leaves no partial .tmp behind
+    throw;
   }
   const std::filesystem::path parent = std::filesystem::path(path).parent_path();
   sync_dir(parent.empty() ? "." : parent.string());

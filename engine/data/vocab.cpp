@@ -171,7 +171,11 @@ void Vocab::save(const std::string& path) const {
     if (!out) throw_runtime_error("{}: cannot open for writing", tmp);
     out << j.dump(1) << "\n";
     out.flush();
-    if (!out) throw_runtime_error("{}: write failed (disk full?)", tmp);
+    if (!out) {
+      out.close();
+      std::remove(tmp.c_str());  // no partial .tmp left behind
+      throw_runtime_error("{}: write failed (disk full?)", tmp);
+    }
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     std::remove(tmp.c_str());

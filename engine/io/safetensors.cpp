@@ -63,7 +63,11 @@ void SafetensorsWriter::write(const std::string& path) const {
       out.write(reinterpret_cast<const char*>(e.bytes.data()), static_cast<std::streamsize>(e.bytes.size()));
     }
     out.flush();
-    if (!out) throw_runtime_error("write to '{}' failed (disk full?)", tmp);
+    if (!out) {
+      out.close();
+      std::remove(tmp.c_str());  // no partial .tmp left behind
+      throw_runtime_error("write to '{}' failed (disk full?)", tmp);
+    }
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     std::remove(tmp.c_str());

@@ -13,6 +13,7 @@
 #include <fstream>
 
 #include "engine/checkpoint/checkpoint_export.h"
+#include "engine/checkpoint/durable_file.h"
 #include "engine/checkpoint/optimizer_checkpoint.h"
 #include "engine/comm/rendezvous.h"
 #include "engine/comm/signals.h"
@@ -144,7 +145,7 @@ Trainer::Trainer(RunConfig config, std::string run_dir, Communicator& comm, Memo
   state_ = std::make_unique<State>(config_, run_dir_, comm, tracker, !resume_checkpoint_.empty());
   check_before_training(config_, run_dir_, state_->data.vocab() ? &*state_->data.vocab() : nullptr);
   if (comm.rank() == 0) {
-    std::ofstream(run_dir_ + "/config.json") << config_.to_json().dump(2) << "\n";
+    ckpt::write_file_atomically(run_dir_ + "/config.json", config_.to_json().dump(2) + "\n");
     if (state_->data.vocab()) state_->data.vocab()->save(run_dir_ + "/vocab.json");
   }
 }
@@ -215,6 +216,10 @@ TrainSummary Trainer::run() {
            {"rank_bytes", r.rank_bytes}, {"total_bytes", r.total_bytes}, {"ranks", s.comm.world_size()}});
     s.progress.message(fmt::format("step {}: saved checkpoint {} ({:.2f} MB in {} rank file(s)) in {:.2f} s",
                                    steps_completed, r.path, r.total_bytes / 1e6, s.comm.world_size(), r.seconds));
+    if (!r.warning.empty()) {
+      s.progress.message("warning: " + r.warning);
+      s.log({{"type", "checkpoint_warning"}, {"step", steps_completed}, {"text", r.warning}});
+    }
   };
   // A stop request agreed at a step boundary: save (unless this step was just saved) and stop.
   auto stop_after = [&](int steps_completed) {

@@ -1,14 +1,19 @@
 // Every damaged checkpoint is refused with an error naming the file and the fault: missing or
-// truncated rank file, flipped byte, missing or malformed manifest, another format version, an
-// edited layout, and another model's parameter table.
+// truncated rank file, flipped byte, missing, malformed, unsealed or edited manifest (its crc32),
+// a manifest of another step than its folder, another format version, an edited layout, and
+// another model's parameter table.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <sstream>
 
+#include "engine/checkpoint/durable_file.h"
 #include "tests/checkpoint/checkpoint_test_util.h"
 
 namespace zt::ckpt {
@@ -49,6 +54,15 @@ class CheckpointCorruption : public ::testing::Test {
     return s.str();
   }
   void write_manifest(const std::string& text) { std::ofstream(dir_ + "/manifest.json") << text; }
+  // An edited manifest sealed again (its manifest_crc32 recomputed, as Manifest::to_text does), to
+  // reach the checks behind the checksum.
+  void write_resealed_manifest(const std::string& text) {
+    nlohmann::ordered_json doc = nlohmann::ordered_json::parse(text);
+    doc.erase("manifest_crc32");
+    const std::string compact = doc.dump();
+    doc["manifest_crc32"] = crc32_update(0, compact.data(), static_cast<std::int64_t>(compact.size()));
+    write_manifest(doc.dump(1));
+  }
 
   ParamTable table_ = testing::odd_table();
   std::string folder_, dir_;
@@ -111,9 +125,46 @@ TEST_F(CheckpointCorruption, EditedLayoutIsRefused) {
   const std::string key = "\"world_size\": 3";
   ASSERT_NE(text.find(key), std::string::npos);
   text.replace(text.find(key), key.size(), "\"world_size\": 2");
-  write_manifest(text);
+  write_resealed_manifest(text);
   const std::string e = load_error();
   EXPECT_NE(e.find("3 rank files listed for world_size 2"), std::string::npos) << e;
+}
+
+// The manifest is sealed by a crc32 of its contents: a position edited by hand (the sample index
+// a resume would continue from) is refused, and a step_XXXXXXXX directory must hold that step
+// (a resealed manifest of another step, or one moved to another folder).
+TEST_F(CheckpointCorruption, EditedManifestFailsItsChecksum) {
+  for (const char* key : {"\"next_sample_index\": ", "\"step\": ", "\"tokens_seen\": "}) {
+    SCOPED_TRACE(key);
+    const std::string original = manifest_text();
+    std::string text = original;
+    const std::size_t at = text.find(key);
+    ASSERT_NE(at, std::string::npos);
+    text.insert(at + std::strlen(key), "1");  // 24 -> 124
+    write_manifest(text);
+    const std::string e = load_error();
+    EXPECT_NE(e.find("manifest.json: manifest checksum mismatch"), std::string::npos) << e;
+    write_manifest(original);
+    EXPECT_EQ(load_error(), "");
+  }
+}
+
+TEST_F(CheckpointCorruption, ManifestOfAnotherStepThanItsFolderIsRefused) {
+  std::string text = manifest_text();
+  const std::string key = "\"step\": 7";
+  ASSERT_NE(text.find(key), std::string::npos) << text.substr(0, 300);
+  text.replace(text.find(key), key.size(), "\"step\": 8");
+  write_resealed_manifest(text);
+  const std::string e = load_error();
+  EXPECT_NE(e.find("the manifest records step 8, but its directory is step_00000007"), std::string::npos) << e;
+}
+
+TEST_F(CheckpointCorruption, UnsealedManifestIsRefused) {
+  nlohmann::ordered_json doc = nlohmann::ordered_json::parse(manifest_text());
+  doc.erase("manifest_crc32");
+  write_manifest(doc.dump(1));
+  const std::string e = load_error();
+  EXPECT_NE(e.find("no manifest_crc32"), std::string::npos) << e;
 }
 
 TEST_F(CheckpointCorruption, AnotherModelIsRefusedOnLoad) {

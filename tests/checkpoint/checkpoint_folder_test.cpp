@@ -1,5 +1,6 @@
 // The checkpoint folder: `latest` resolution with fallback to the newest valid checkpoint, keep-last,
-// leftovers of killed saves, and saving the same step twice.
+// leftovers of killed saves, saving the same step twice, a `latest` that cannot be updated after a
+// complete save (saved, with a warning, not "not saved"), and what `ckpt verify FOLDER` judges.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -7,6 +8,7 @@
 #include <fstream>
 
 #include "engine/checkpoint/checkpoint_folder.h"
+#include "engine/checkpoint/durable_file.h"
 #include "tests/checkpoint/checkpoint_test_util.h"
 
 namespace zt::ckpt {
@@ -121,6 +123,42 @@ TEST_F(CheckpointFolder, SavingTheSameStepAgainReplacesIt) {
   const std::string again = save(10);
   EXPECT_EQ(steps(), (std::vector<std::int64_t>{10}));
   CheckpointReader(again).verify_checksums();
+}
+
+// The step directory is complete and durable before `latest` is replaced: when that replacement
+// fails (here `latest.tmp` is a directory, as a full or read-only disk would fail it), the save is
+// still a save -- with a warning that says where `latest` still points -- no `.tmp` is left, and
+// keep-last leaves the checkpoint `latest` names alone.
+TEST_F(CheckpointFolder, ALatestThatCannotBeUpdatedLeavesTheSaveCompleteWithAWarning) {
+  save(10, 1);
+  fs::create_directories(folder_ + "/latest.tmp/blocker");
+  const CommitResult r = testing::save_simulated_result(folder_, table_, 2, 2, 20, 1);
+  EXPECT_EQ(r.path, folder_ + "/step_00000020");
+  CheckpointReader(r.path).verify_checksums();
+  EXPECT_NE(r.warning.find("is saved, but"), std::string::npos) << r.warning;
+  EXPECT_NE(r.warning.find("still names step_00000010"), std::string::npos) << r.warning;
+  EXPECT_EQ(read_latest(folder_), "step_00000010");
+  EXPECT_EQ(steps(), (std::vector<std::int64_t>{10, 20})) << "keep-last kept what latest names";
+  EXPECT_EQ(checkpoint_to_verify(folder_), folder_ + "/step_00000010");
+}
+
+// A failed atomic write leaves no partial `.tmp` behind.
+TEST_F(CheckpointFolder, AFailedAtomicWriteLeavesNoTemporaryFile) {
+  const std::string path = folder_ + "/missing_dir/file.json";
+  EXPECT_THROW(write_file_atomically(path, "{}"), std::exception);
+  EXPECT_FALSE(fs::exists(path + ".tmp"));
+  fs::create_directories(folder_ + "/target");  // rename onto a directory fails after the write
+  EXPECT_THROW(write_file_atomically(folder_ + "/target", "{}"), std::exception);
+  EXPECT_FALSE(fs::exists(folder_ + "/target.tmp"));
+}
+
+TEST_F(CheckpointFolder, VerifyJudgesTheCheckpointLatestNames) {
+  save(10);
+  save(20);
+  EXPECT_EQ(checkpoint_to_verify(folder_), folder_ + "/step_00000020");
+  EXPECT_EQ(checkpoint_to_verify(folder_ + "/step_00000010"), folder_ + "/step_00000010");
+  fs::remove(folder_ + "/latest");
+  EXPECT_EQ(checkpoint_to_verify(folder_), folder_ + "/step_00000020") << "no latest: the newest";
 }
 
 }  // namespace

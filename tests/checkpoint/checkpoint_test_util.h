@@ -93,8 +93,8 @@ struct RankState {
 };
 
 // `world` ranks saving at ZeRO stage `stage` (stage 0: each holds whole units), simulated in turn.
-inline std::string save_simulated(const std::string& folder, const ParamTable& table, int world, int stage,
-                                  std::int64_t step, int keep_last = 0) {
+inline CommitResult save_simulated_result(const std::string& folder, const ParamTable& table, int world, int stage,
+                                         std::int64_t step, int keep_last = 0) {
   const std::string temp = temp_dir_for(folder, step);
   prepare_temp_dir(temp);
   std::vector<RankFileWritten> files;
@@ -109,6 +109,10 @@ inline std::string save_simulated(const std::string& folder, const ParamTable& t
   meta.model = {{"kind", "test"}};
   meta.config = {{"train", {{"seed", 7}}}};
   return commit_checkpoint(folder, temp, table, meta, world, files, keep_last);
+}
+inline std::string save_simulated(const std::string& folder, const ParamTable& table, int world, int stage,
+                                  std::int64_t step, int keep_last = 0) {
+  return save_simulated_result(folder, table, world, stage, step, keep_last).path;
 }
 
 }  // namespace zt::ckpt::testing

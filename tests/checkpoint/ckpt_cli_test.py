@@ -171,6 +171,27 @@ def main():
         lines = r.stderr.strip().splitlines()
         checks.check(r.returncode == 2 and len(lines) == 1 and fragment in lines[0],
                      f"bad input, {name}: exit 2, one line containing '{fragment}' (rc {r.returncode}: {r.stderr.strip()})")
+    # verify FOLDER judges the checkpoint `latest` names, not an older one that passes: step 3
+    # damaged beside a sound step 2 is a failure that says where a resume would go instead.
+    two = os.path.join(work, "two")
+    for step in (2, 3):
+        r = run(mpirun + ["-np", str(ranks)] * bool(mpirun) + [args.driver, "save", two, "--stage", 1, "--step", step,
+                                                                  "--gpt-config", args.config])
+        checks.check(r.returncode == 0, f"step {step} saved into a second folder ({r.stderr.strip()})")
+    with open(os.path.join(two, "step_00000003", "rank_00000.bin"), "r+b") as f:
+        f.seek(5)
+        b = f.read(1)
+        f.seek(5)
+        f.write(bytes([b[0] ^ 0x40]))
+    r = ckpt("verify", two)
+    lines = r.stderr.strip().splitlines()
+    checks.check(r.returncode == 2 and len(lines) == 1 and "step_00000003" in lines[0] and "checksum mismatch" in lines[0]
+                 and "fall back to " + os.path.join(two, "step_00000002") in lines[0],
+                 f"verify FOLDER fails when the checkpoint latest names is damaged, naming the fallback "
+                 f"(rc {r.returncode}: {r.stderr.strip()})")
+    r = ckpt("verify", os.path.join(two, "step_00000002"))
+    checks.check(r.returncode == 0, f"the older checkpoint itself verifies ({r.stderr.strip()})")
+
     shutil.rmtree(work, ignore_errors=True)
     return checks.finish()
 

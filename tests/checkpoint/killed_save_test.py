@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """A save killed with SIGKILL (inside the test hook's pause, after its rank file and before the
 manifest and rename) leaves the previous checkpoint loadable and `latest` naming it; the next
-save cleans up the leftovers; a corrupt newest checkpoint makes `ckpt verify FOLDER` fall back,
-saying so, and `ckpt verify` of that checkpoint itself fail with one line naming the file.
+save cleans up the leftovers; a corrupt newest checkpoint makes `ckpt verify FOLDER` fail (it judges
+the one `latest` names) with one line naming the file and the older checkpoint a resume would fall
+back to, and `ckpt verify` of that checkpoint itself fail likewise (a resume's fallback, which
+checks every checksum, is tested in tests/checkpoint/checkpoint_folder_test.cpp).
 
 usage: killed_save_test.py --zerotrain PATH --driver PATH
 """
@@ -67,7 +69,8 @@ def main():
     with open(os.path.join(folder, "latest")) as f:
         checks.check(f.read().strip() == "step_00000002", "latest names step_00000002")
 
-    # Corrupt the newest: the folder falls back, saying so; the checkpoint itself is refused.
+    # Corrupt the newest: verifying the folder fails on it, naming the fallback; the checkpoint
+    # itself is refused.
     newest = os.path.join(folder, "step_00000002", "rank_00000.bin")
     with open(newest, "r+b") as f:
         f.seek(1 << 20)  # inside the second checksum chunk
@@ -75,9 +78,12 @@ def main():
         f.seek(1 << 20)
         f.write(bytes([byte[0] ^ 0x01]))
     v = ckpt("verify", folder)
-    checks.check(v.returncode == 0 and "step_00000001" in v.stdout and "falling back" in v.stderr
-                 and "rank_00000.bin: checksum mismatch in bytes [1048576, 2097152)" in v.stderr,
-                 f"ckpt verify FOLDER falls back to step 1 naming the bad file ({v.stdout.strip()} | {v.stderr.strip()})")
+    lines = v.stderr.strip().splitlines()
+    checks.check(v.returncode == 2 and len(lines) == 1
+                 and "rank_00000.bin: checksum mismatch in bytes [1048576, 2097152)" in lines[0]
+                 and "fall back to " + os.path.join(folder, "step_00000001") in lines[0],
+                 f"ckpt verify FOLDER fails on the damaged step 2 latest names, naming the bad file and the fallback "
+                 f"({v.stdout.strip()} | {v.stderr.strip()})")
     v = ckpt("verify", os.path.join(folder, "step_00000002"))
     lines = v.stderr.strip().splitlines()
     checks.check(v.returncode == 2 and len(lines) == 1 and "rank_00000.bin: checksum mismatch" in lines[0],

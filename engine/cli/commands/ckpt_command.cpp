@@ -21,6 +21,7 @@ constexpr const char* kCkptUsage =
     "actions:\n"
     "  inspect PATH                       step, config, bytes per rank and state, checksum status\n"
     "  verify PATH                        exit 0 if every file is present and matches its checksums\n"
+    "                                     (a folder: the checkpoint its 'latest' names)\n"
     "  export PATH --format hf --out DIR [--dtype f32|bf16]     Hugging Face GPT2LMHeadModel folder\n"
     "  export PATH --format llmc --out FILE [--dtype f32|bf16]  llm.c model file\n\n"
     "PATH is a step_XXXXXXXX directory or a checkpoint folder (its 'latest').\n";
@@ -118,7 +119,21 @@ int ckpt_main(const std::vector<std::string>& args) {
   }
   if (action == "inspect") return inspect(path);
   if (action == "verify") {
-    const std::string dir = resolve(path, ckpt::Validation::kChecksums);
+    const std::string target = ckpt::checkpoint_to_verify(path);
+    std::string dir;
+    try {
+      dir = resolve(target, ckpt::Validation::kChecksums);
+    } catch (const InputError& e) {
+      if (target == path) throw;
+      std::string fallback;  // what --resume latest would use instead
+      try {
+        fallback = ckpt::resolve_checkpoint(path, ckpt::Validation::kChecksums).path;
+      } catch (const InputError&) {
+      }
+      throw_input_error("{} (the checkpoint {} resumes from first; {})", e.what(), path,
+                        fallback.empty() ? "no older valid one either"
+                                         : "--resume latest would fall back to " + fallback);
+    }
     const ckpt::CheckpointReader reader(dir);
     fmt::print("ok: {} (step {}, {} files, checksums match)\n", dir, reader.manifest().position.step,
                reader.manifest().files.size());

@@ -49,4 +49,34 @@ std::string resolve_resume_checkpoint(Communicator& comm, const std::string& arg
   return all[1] == 1 ? where : (std::filesystem::path(where) / ckpt::step_dir_name(all[0])).string();
 }
 
+std::vector<std::string> trajectory_changes(const nlohmann::json& saved, int saved_world_size, const RunConfig& now) {
+  const nlohmann::json current = now.to_json();
+  std::vector<std::string> changes;
+  auto at = [](const nlohmann::json& doc, const char* section, const char* key) {
+    return doc.contains(section) && doc[section].contains(key) ? doc[section][key] : nlohmann::json();
+  };
+  const std::pair<const char*, const char*> keys[] = {
+      {"train", "seed"},         {"train", "seq_len"},   {"model", "dropout"},     {"optim", "lr"},
+      {"optim", "min_lr"},       {"optim", "warmup_steps"}, {"optim", "decay"},    {"optim", "decay_steps"},
+      {"optim", "beta1"},        {"optim", "beta2"},     {"optim", "eps"},         {"optim", "weight_decay"},
+      {"optim", "grad_clip"}};
+  for (const auto& [section, key] : keys) {
+    const nlohmann::json before = at(saved, section, key), after = at(current, section, key);
+    if (before != after) changes.push_back(fmt::format("{}.{}: {} -> {}", section, key, before.dump(), after.dump()));
+  }
+  // The samples of a step are a function of the global batch only (engine/data/batch_sampler.h).
+  const nlohmann::json mb = at(saved, "train", "micro_batch"), ga = at(saved, "train", "grad_accum");
+  if (mb.is_number_integer() && ga.is_number_integer()) {
+    const std::int64_t before = mb.get<std::int64_t>() * ga.get<std::int64_t>() * saved_world_size;
+    const std::int64_t after =
+        std::int64_t{now.train.micro_batch} * now.train.grad_accum * now.world_size;
+    if (before != after) {
+      changes.push_back(fmt::format("global batch (micro_batch x grad_accum x ranks): {} x {} x {} = {} -> {} x {} x {} = {}",
+                                    mb.get<std::int64_t>(), ga.get<std::int64_t>(), saved_world_size, before,
+                                    now.train.micro_batch, now.train.grad_accum, now.world_size, after));
+    }
+  }
+  return changes;
+}
+
 }  // namespace zt

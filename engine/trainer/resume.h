@@ -3,9 +3,13 @@
 // other ranks learn the choice through one all-gather, so every rank opens the same directory.
 #pragma once
 
+#include <nlohmann/json.hpp>
+
 #include <string>
+#include <vector>
 
 #include "engine/comm/communicator.h"
+#include "engine/config/run_config.h"
 
 namespace zt {
 
@@ -13,5 +17,13 @@ namespace zt {
 // folder, or a step_XXXXXXXX directory. Returns the checkpoint directory on every rank; InputError
 // (on every rank, rank 0's naming the cause) when there is no usable checkpoint.
 std::string resolve_resume_checkpoint(Communicator& comm, const std::string& arg, const std::string& checkpoint_folder);
+
+// What a resume from a checkpoint saved with `saved_config` (RunConfig::to_json()) on
+// `saved_world_size` ranks would change in the trajectory under `now`: the seed, the learning-rate
+// schedule and AdamW's terms, dropout, the sequence length, and the global batch (micro-batch x
+// accumulation x ranks, so another rank count at the same global batch is not a change). One
+// "key: old -> new" per change; empty when the run continues as it would have.
+std::vector<std::string> trajectory_changes(const nlohmann::json& saved_config, int saved_world_size,
+                                            const RunConfig& now);
 
 }  // namespace zt

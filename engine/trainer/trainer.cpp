@@ -30,6 +30,7 @@
 #include "engine/trainer/memory_report.h"
 #include "engine/trainer/model_setup.h"
 #include "engine/sharding/memory_model.h"
+#include "engine/trainer/resume.h"
 #include "engine/trainer/run_log.h"
 #include "engine/trainer/start_checks.h"
 #include "engine/trainer/text_sampler.h"
@@ -176,6 +177,17 @@ TrainSummary Trainer::run() {
     if (m.model != expected) {
       throw_input_error("--resume {}: the checkpoint's model {} differs from the config's model {}", resume_checkpoint_,
                         m.model.dump(), expected.dump());
+    }
+    const std::vector<std::string> changes = trajectory_changes(m.config, m.world_size, c);
+    if (!changes.empty()) {
+      const std::string list = fmt::format("{}", fmt::join(changes, "; "));
+      if (!allow_config_change_) {
+        throw_input_error("--resume {}: the config changes what the run's trajectory depends on ({}); continuing would "
+                          "not be the run that was saved (pass --allow-config-change to continue anyway)",
+                          resume_checkpoint_, list);
+      }
+      s.progress.message("resume: continuing with a changed config (--allow-config-change): " + list);
+      s.log({{"type", "config_change"}, {"step", m.position.step}, {"changes", changes}});
     }
     ckpt::restore_training_state(reader, s.store, s.optimizer);  // publishes; the first acquire waits for it
     start_step = static_cast<int>(m.position.step);
@@ -330,8 +342,12 @@ TrainSummary Trainer::run() {
     s.optimizer.step(lr, clip_scale);
     end_profiled_step();
     ++summary.steps_done;
-    if (++steps_this_run == 1) summary.first_loss = loss;
+    if (++steps_this_run == 1) {
+      summary.first_loss = loss;
+      summary.first_step = step + 1;
+    }
     summary.last_loss = loss;
+    summary.last_step = step + 1;
 
     const double step_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     const double tokens_per_s = static_cast<double>(tokens_per_step) / (step_ms / 1000.0);
@@ -423,8 +439,11 @@ TrainSummary Trainer::run() {
                    {"skipped_steps", summary.skipped_steps},
                    {"stopped_nonfinite", summary.stopped_nonfinite},
                    {"stopped_by_signal", summary.stop_signal != 0},
-                   {"first_loss", summary.first_loss},
-                   {"last_loss", summary.last_loss},
+                   // null when no step ran in this run (a finished run resumed)
+                   {"first_loss", summary.first_step > 0 ? nlohmann::json(summary.first_loss) : nlohmann::json()},
+                   {"first_step", summary.first_step},
+                   {"last_loss", summary.last_step > 0 ? nlohmann::json(summary.last_loss) : nlohmann::json()},
+                   {"last_step", summary.last_step},
                    {"val_loss", summary.val_loss},
                    {"unigram_entropy_nats", summary.unigram_entropy_nats},
                    {"memory_peak_bytes", memory_json(summary.memory)}});

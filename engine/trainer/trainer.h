@@ -25,6 +25,7 @@ struct TrainSummary {
   int stopped_after_step = 0;
   std::string stop_checkpoint;
   float first_loss = 0.0f, last_loss = 0.0f;
+  int first_step = 0, last_step = 0;  // the steps of first_loss and last_loss; 0: no step in this run
   float val_loss = 0.0f;
   double unigram_entropy_nats = 0.0;
   std::string sample;
@@ -40,6 +41,9 @@ class Trainer {
   Trainer(RunConfig config, std::string run_dir, Communicator& comm, MemoryTracker& tracker,
           std::string resume_checkpoint = {});
   ~Trainer();
+  // A resume whose config changes the trajectory (trajectory_changes in resume.h) is refused unless
+  // this is set (train --allow-config-change); then it continues and says what changed.
+  void allow_config_change(bool allow) { allow_config_change_ = allow; }
   // Runs max_steps optimizer steps (printing progress) and returns what happened.
   TrainSummary run();
   // The compute backend it runs on: "cpu (2 threads)", "cuda:0 (NVIDIA H100 ...)".
@@ -50,6 +54,7 @@ class Trainer {
   RunConfig config_;
   std::string run_dir_;
   std::string resume_checkpoint_;
+  bool allow_config_change_ = false;
   std::unique_ptr<State> state_;
 };
 

@@ -151,6 +151,38 @@ def main():
     check(p.returncode == 0 and len(evals) == 2 and evals[-1]["step"] == 4,
           f"resuming a finished run evaluates it ({[(r['step'], r['val_loss']) for r in evals]})")
 
+    summary = records(run_g)[-1]
+    check(summary["type"] == "summary" and summary["first_loss"] is None and summary["last_loss"] is None
+          and summary["first_step"] == 0 and "no step in this run" in p.stdout,
+          f"a finished run resumed reports no losses rather than zeros ({summary})")
+
+    # Truthful resumes: a mid-run resume labels its losses with their steps; a config that changes
+    # the trajectory (seed, schedule, global batch) is refused, naming each change, unless asked.
+    run_h = os.path.join(work, "h")
+    p = run(binary, ["train", "--config", config_path, "--run-dir", run_h, "--set", "train.max_steps=6",
+                     "--set", "checkpoint.every_steps=3"])
+    p = run(binary, ["train", "--config", config_path, "--run-dir", run_h, "--set", "train.max_steps=6",
+                     "--set", "checkpoint.every_steps=3", "--resume", os.path.join(run_h, "checkpoints", "step_00000003")])
+    summary = records(run_h)[-1]
+    check(p.returncode == 0 and summary["first_step"] == 4 and summary["last_step"] == 6
+          and "(step 4) ->" in p.stdout and "(step 6)" in p.stdout,
+          f"a mid-run resume labels its first loss step 4 ({summary.get('first_step')}, "
+          f"{[l for l in p.stdout.splitlines() if 'train loss' in l]})")
+    for change, fragment in ((["--set", "train.seed=99"], "train.seed: 1337 -> 99"),
+                             (["--set", "optim.lr=0.01"], "optim.lr: 0.003 -> 0.01"),
+                             (["--set", "train.micro_batch=4"], "global batch")):
+        p = run(binary, ["train", "--config", config_path, "--run-dir", run_h, "--set", "train.max_steps=6",
+                         "--resume", os.path.join(run_h, "checkpoints", "step_00000003"), *change])
+        lines = [l for l in p.stderr.splitlines() if l.strip()]
+        check(p.returncode == 2 and len(lines) == 1 and fragment in lines[0] and "--allow-config-change" in lines[0],
+              f"a resume that changes {change[1]} is refused, naming it ({lines[:1]})")
+    p = run(binary, ["train", "--config", config_path, "--run-dir", run_h, "--set", "train.max_steps=6",
+                     "--resume", os.path.join(run_h, "checkpoints", "step_00000003"), "--set", "train.seed=99",
+                     "--allow-config-change"])
+    check(p.returncode == 0 and any(r["type"] == "config_change" and "train.seed: 1337 -> 99" in r["changes"][0]
+                                    for r in records(run_h)),
+          "--allow-config-change continues and records what changed")
+
     # 5. Batch terms that disagree.
     p = run(binary, ["train", "--config", config_path, "--run-dir", os.path.join(work, "e"),
                      "--set", "train.global_batch_tokens=1000"])

@@ -30,7 +30,10 @@ int train_main(const std::vector<std::string>& args) {
       .value_flag("set", "SECTION.KEY=VALUE", "override a config key", false, true)
       .value_flag("run-dir", "DIR", "where metrics, config and final weights go (default: log.run_dir)")
       .value_flag("resume", "latest|PATH",
-                  "continue from the newest valid checkpoint in checkpoint.dir, or from a checkpoint directory or folder");
+                  "continue from the newest valid checkpoint in checkpoint.dir, or from a checkpoint directory or folder")
+      .bool_flag("allow-config-change",
+                 "with --resume: continue even if the config changes the seed, LR schedule, AdamW terms, dropout, "
+                 "sequence length or global batch (refused otherwise)");
   if (!parser.parse(args)) {
     fmt::print("{}", parser.help_text());
     return 0;
@@ -62,6 +65,7 @@ int train_main(const std::vector<std::string>& args) {
     if (root) fmt::print("resuming from {}\n", resume_checkpoint);
   }
   Trainer trainer(cfg, cfg.log.run_dir, *comm, tracker, resume_checkpoint);
+  trainer.allow_config_change(parser.has("allow-config-change"));
   const auto& blas = cpu::blas_info();
   if (root) {
     fmt::print("model: {} layers, {} heads, {} wide, context {}, vocab {} (padded {}): {:.2f}M parameters\n",
@@ -91,7 +95,12 @@ int train_main(const std::vector<std::string>& args) {
   }
   fmt::print("\n== summary ==\n");
   fmt::print("steps: {} ({} skipped)\n", s.steps_done, s.skipped_steps);
-  fmt::print("train loss: {:.4f} (step 1) -> {:.4f} (last step)\n", s.first_loss, s.last_loss);
+  if (s.first_step > 0) {
+    fmt::print("train loss: {:.4f} (step {}) -> {:.4f} (step {})\n", s.first_loss, s.first_step, s.last_loss,
+               s.last_step);
+  } else {
+    fmt::print("train loss: no step in this run (resumed at step {} of {})\n", cfg.train.max_steps, cfg.train.max_steps);
+  }
   fmt::print("val loss: {:.4f}   unigram entropy of the training data: {:.4f} nats ({})\n", s.val_loss,
              s.unigram_entropy_nats, s.val_loss < s.unigram_entropy_nats ? "below: the model uses context" : "not below");
   if (!s.sample.empty()) fmt::print("sample:\n{}\n---\n", s.sample);

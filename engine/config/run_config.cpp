@@ -240,6 +240,9 @@ RunConfig parse_run_config(nlohmann::json doc, const std::string& source, int wo
   ConfigReader zero = root.section("zero");
   read_zero(zero, c.zero);
   zero.reject_unknown_keys();
+  // Deterministic mode promises bitwise equal stages; with accumulation that needs stages 0-1 to
+  // reduce each micro-batch as stages 2-3 do (ZeroOptions::reduce_every_micro_batch).
+  c.zero.reduce_every_micro_batch = c.train.deterministic && c.train.grad_accum > 1;
   read_log(root.section("log"), c.log, source);
   read_checkpoint(root.section("checkpoint"), c.checkpoint);
   root.reject_unknown_keys();

@@ -33,7 +33,8 @@ class Replay {
         W_(dtype_size_bytes(dtype)),
         bf16_(dtype == DType::kBF16),
         solo_(world == 1 && zero.stage >= 1),
-        direct_grads_(solo_ && zero.stage >= 2 && !(bf16_ && zero.fp32_grad_shards)) {
+        direct_grads_(solo_ && zero.stage >= 2 && !(bf16_ && zero.fp32_grad_shards)),
+        per_micro_batch_(zero.reduce_every_micro_batch && world > 1 && zero.stage <= 1) {
     for (const UnitSpec& u : table.units()) {
       const std::int64_t shard = (u.numel + world - 1) / world;
       numel_.push_back(u.numel);
@@ -66,7 +67,7 @@ class Replay {
           break;
         }
         case UnitOp::kAccumulate:
-          if (zero_.stage >= 2 && !direct_grads_ && !pending_[u]) {
+          if (pends() && !pending_[u]) {
             pending_[u] = true;
             grads_.add(W_ * padded_[u]);
           }
@@ -92,6 +93,9 @@ class Replay {
     std::int64_t bytes;
   };
 
+  // Whether a unit's gradient waits in a pending full buffer for its reduction.
+  bool pends() const { return (zero_.stage >= 2 && !direct_grads_) || per_micro_batch_; }
+
   void gather(std::size_t u) {
     if (!sharded_[u] || gathered_[u]) return;
     gathered_[u] = true;
@@ -102,7 +106,7 @@ class Replay {
     const InFlight f = inflight_.front();
     inflight_.pop_front();
     comm_.sub(f.bytes);
-    if (zero_.stage >= 2 && !direct_grads_) {
+    if (pends()) {
       pending_[f.unit] = false;
       grads_.sub(W_ * padded_[f.unit]);
     }
@@ -116,6 +120,16 @@ class Replay {
   std::int64_t staging(std::size_t u) const {
     if (world_ == 1) {  // no collective at any stage; solo stages 2-3 may widen pending gradients
       return zero_.stage >= 2 && !direct_grads_ ? kF32 * shard_[u] : 0;
+    }
+    if (per_micro_batch_ && zero_.stage == 0) {  // the fp32 unit, all-reduced in place
+      const std::int64_t reduced = kF32 * numel_[u];
+      if (nccl_) return reduced;
+      return reduced + (deterministic_ ? kF32 * (2 * padded_[u] + shard_[u]) : kF32 * numel_[u]);
+    }
+    if (per_micro_batch_) {  // stage 1: the reduced shard beside a stage-2 style reduce-scatter
+      const std::int64_t reduced = kF32 * shard_[u];
+      if (nccl_) return reduced + (bf16_ ? kF32 * padded_[u] : 0);
+      return reduced + kF32 * shard_[u] + (bf16_ ? kF32 * padded_[u] : 0) + (deterministic_ ? kF32 * padded_[u] : 0);
     }
     std::int64_t b = zero_.stage >= 2 ? kF32 * shard_[u] : 0;
     if (nccl_) {
@@ -141,6 +155,7 @@ class Replay {
   bool bf16_;
   bool solo_;          // a world of one at stages 1-3: ZeroParamStore calls no collective
   bool direct_grads_;  // solo stages 2-3 whose gradients go straight into the shard
+  bool per_micro_batch_;  // stages 0-1 reducing every micro-batch (ZeroOptions::reduce_every_micro_batch)
   std::vector<std::int64_t> numel_, shard_, padded_;
   std::vector<bool> sharded_, gathered_, pending_;
   std::deque<InFlight> inflight_;

@@ -19,6 +19,10 @@ struct ZeroOptions {
   std::int64_t persistence_threshold = 0;  // stage 3: units with fewer elements stay whole (as stage 2)
   bool fp32_grad_shards = false;    // stages 2-3: the gradient shard (and its accumulation) in fp32,
                                     // instead of the working dtype
+  // Stages 0-1 on more than one rank reduce every micro-batch's gradient (through a pending buffer,
+  // as stages 2-3 must) instead of the sum after the last one, so that every stage adds the same
+  // terms in the same order: set from train.deterministic with grad_accum > 1 (not a config key).
+  bool reduce_every_micro_batch = false;
 };
 
 }  // namespace zt

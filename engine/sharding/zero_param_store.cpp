@@ -43,6 +43,7 @@ ZeroParamStore::ZeroParamStore(const ParamTable& table, DType param_dtype, const
   const DType grad_dtype = stage >= 2 && options.fp32_grad_shards ? DType::kF32 : dtype_;
   solo_ = comm.world_size() == 1 && stage >= 1;
   direct_grads_ = solo_ && stage >= 2 && grad_dtype == dtype_;
+  per_micro_batch_ = options.reduce_every_micro_batch && comm.world_size() > 1 && stage <= 1;
   for (std::size_t u = 0; u < units; ++u) {
     const UnitShard& s = layout_.unit(static_cast<int>(u));
     const bool sharded = stage == 3 && s.numel >= options.persistence_threshold;
@@ -141,7 +142,7 @@ void ZeroParamStore::accumulate_grads(int unit, TensorView grad_f32) {
   follow_schedule(UnitOp::kAccumulate, unit);
   const std::size_t u = static_cast<std::size_t>(unit);
   const std::int64_t n = layout_.unit(unit).numel;
-  if (options_.stage <= 1 || direct_grads_) {
+  if ((options_.stage <= 1 && !per_micro_batch_) || direct_grads_) {
     ops::accumulate_into(ctx_, grads_[u].view().slice(0, n), grad_f32);
     return;
   }
@@ -155,7 +156,23 @@ void ZeroParamStore::grads_ready(int unit) {
   follow_schedule(UnitOp::kGradsReady, unit);
   const std::size_t u = static_cast<std::size_t>(unit);
   const UnitShard& s = layout_.unit(unit);
-  if (options_.stage == 1 && solo_) {
+  if (per_micro_batch_) {
+    // As stages 2-3: this micro-batch's gradient alone is reduced, in fp32, then added to the
+    // stored gradient (finish_oldest_reduction): stage 0 all-reduces the whole unit, stage 1
+    // reduce-scatters into this rank's slot.
+    ZT_CHECK(!pending_full_grads_[u].empty(), "grads_ready for unit {} without a contribution", unit);
+    const bool whole = options_.stage == 0;
+    Buffer reduced = ops::allocate(ctx_, tracker_, MemCategory::kCommBuffers, DType::kF32, whole ? s.numel : s.shard,
+                                   false);
+    Work work;
+    if (whole) {
+      ops::cast(ctx_, reduced.view(), pending_full_grads_[u].view().slice(0, s.numel));
+      work = comm_.all_reduce(reduced.view(), ReduceOp::kAvg);
+    } else {
+      work = comm_.reduce_scatter(pending_full_grads_[u].view(), reduced.view(), ReduceOp::kAvg);
+    }
+    reductions_.push_back({unit, std::move(work), std::move(reduced)});
+  } else if (options_.stage == 1 && solo_) {
     // Averaged over one rank: the gradient is already its own reduced shard.
   } else if (options_.stage >= 2 && direct_grads_) {
     // accumulate_grads added it to the shard itself.
@@ -188,10 +205,14 @@ void ZeroParamStore::grads_ready(int unit) {
 void ZeroParamStore::finish_oldest_reduction() {
   PendingReduction& r = reductions_.front();
   r.work.wait();
-  if (options_.stage >= 2) {
+  if (options_.stage >= 2 || per_micro_batch_) {
     const std::size_t u = static_cast<std::size_t>(r.unit);
-    ops::accumulate_into(ctx_, grads_[u].view(), r.reduced.view());
-    pending_full_grads_[u].reset();  // the full gradient lived only until its reduce-scatter
+    const UnitShard& s = layout_.unit(r.unit);
+    const TensorView into = options_.stage == 0   ? grads_[u].view().slice(0, s.numel)
+                            : options_.stage == 1 ? grads_[u].view().slice(s.offset, s.shard)
+                                                  : grads_[u].view();
+    ops::accumulate_into(ctx_, into, r.reduced.view());
+    pending_full_grads_[u].reset();  // the full gradient lived only until its reduction
   }
   reductions_.pop_front();
 }

@@ -109,6 +109,7 @@ class ZeroParamStore final : public ParamStore {
   bool last_micro_batch_ = true;
   bool solo_ = false;          // a world of one at stages 1-3: no collectives (see above)
   bool direct_grads_ = false;  // solo stages 2-3 with gradients in the parameters' dtype
+  bool per_micro_batch_ = false;  // stages 0-1 reducing every micro-batch (reduce_every_micro_batch)
 
   std::vector<bool> sharded_;        // stage 3 and at least the persistence threshold
   std::vector<Buffer> params_;       // full (padded at stages 1-3) or shard (sharded units)

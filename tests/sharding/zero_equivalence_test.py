@@ -6,8 +6,9 @@ identical losses, gradient norms and final weights at each N.
 Setup: a 2-layer GPT (units of 5120, 12704, 12704 and 64 elements: N = 3 divides none of the first
 three, so shards are padded), dropout 0.1 (masks keyed by global sample index), clipping at 1.0,
 24 steps, a global batch of 12 sequences split as micro_batch = 12 / N per rank. The reference is
-one process with micro_batch 12. Also: grad_accum 2 at N = 2 (stage 2, reduce-scatter per
-micro-batch; stage 1, reduce after the last) against the same reference, and at N = 3 each zero
+one process with micro_batch 12. Also: grad_accum 2 at N = 2 (stages 2-3 reduce-scatter every
+micro-batch, and in deterministic mode stages 0-1 reduce every micro-batch too) against the same reference and bitwise
+identical across the four stages in f32 and bf16, and at N = 3 each zero
 scheduling option (no overlap, deeper prefetch, fewer reductions in flight, no reshard after
 forward, persistent small units, fp32 gradient shards) bitwise identical to stage 0.
 
@@ -123,12 +124,22 @@ def main():
         if r is not None and n3_stage0 is not None:
             check(r["loss"] == n3_stage0["loss"] and r["weights"] == n3_stage0["weights"],
                   f"N=3 stage 3 with {' '.join(v)}: bitwise identical to stage 0")
-    for st in (1, 2, 3):
-        r = train(launcher, binary, work, f"accum_s{st}", 2, f"zero.stage={st}", "train.micro_batch=3",
-                  "train.grad_accum=2")
-        if r is not None:
-            d = rel_loss_diff(r["loss"], ref["loss"])
-            check(d <= LOSS_BOUND, f"N=2 stage {st} with grad_accum 2: losses follow the single rank ({d:.1e})")
+    # Gradient accumulation: every stage reduces each micro-batch in deterministic mode (stages 0-1
+    # through a pending buffer, as stages 2-3 must), so the stages stay bitwise identical, in fp32
+    # and in bf16.
+    for dt in ("f32", "bf16"):
+        accum = {st: train(launcher, binary, work, f"accum_{dt}_s{st}", 2, f"zero.stage={st}", "train.micro_batch=3",
+                           "train.grad_accum=2", f"precision.param_dtype={dt}") for st in range(4)}
+        if any(r is None for r in accum.values()):
+            continue
+        if dt == "f32":
+            for st, r in accum.items():
+                d = rel_loss_diff(r["loss"], ref["loss"])
+                check(d <= LOSS_BOUND, f"N=2 stage {st} with grad_accum 2: losses follow the single rank ({d:.1e})")
+        check(all(accum[st]["loss"] == accum[0]["loss"] and accum[st]["norm"] == accum[0]["norm"]
+                  and accum[st]["weights"] == accum[0]["weights"] for st in range(4)),
+              f"N=2 grad_accum 2 {dt}: stages 0-3 give bitwise identical losses, gradient norms and final weights "
+              f"(first step where they part: {[next((i for i, (a, b) in enumerate(zip(accum[st]['norm'], accum[0]['norm'])) if a != b), None) for st in range(4)]})")
     # A run directory written by 4 ranks reloads on one process (its config keeps no rank count).
     p = subprocess.run([binary, "sample", "--run", os.path.join(work, "n4_s3"), "--tokens", "10"], capture_output=True,
                        text=True, timeout=120)

@@ -55,6 +55,8 @@ def main():
         json.dump(CONFIG, f)
     runs = [(n, st, dt, False, ()) for n in (1, 2, 3, 4) for st in range(4) for dt in ("f32", "bf16")]
     runs += [(3, st, "bf16", True, ()) for st in range(4)]
+    # Deterministic accumulation: stages 0-1 reduce every micro-batch through a pending buffer.
+    runs += [(3, st, dt, True, ("train.grad_accum=2",)) for st in (0, 1) for dt in ("f32", "bf16")]
     variants = [("zero.prefetch_units=2",), ("zero.prefetch_units=0",), ("zero.max_inflight_reductions=1",),
                 ("zero.reshard_after_forward=false",), ("zero.param_persistence_threshold=5000",),
                 ("zero.grad_shard_dtype=fp32",), ("zero.overlap_comm=false",), ("precision.activations=bf16",)]

@@ -111,6 +111,7 @@ void read_train(ConfigReader r, RunConfig& c) {
   t.nonfinite = r.get_enum("nonfinite", t.nonfinite, {"stop", "skip"});
   t.max_skipped_steps = r.get_int("max_skipped_steps", t.max_skipped_steps, 1, 1000000);
   t.deterministic = r.get_bool("deterministic", t.deterministic);
+  t.check_memory = r.get_bool("check_memory", t.check_memory);
   t.collective_timeout_s = r.get_double("collective_timeout_s", t.collective_timeout_s, 0.1, 86400.0);
   r.reject_unknown_keys();
 }
@@ -291,6 +292,7 @@ nlohmann::json RunConfig::to_json() const {
         {"num_threads", train.num_threads}, {"activation_checkpointing", train.activation_checkpointing.to_string()},
         {"eval_every", train.eval_every}, {"eval_batches", train.eval_batches}, {"nonfinite", train.nonfinite},
         {"max_skipped_steps", train.max_skipped_steps}, {"deterministic", train.deterministic},
+        {"check_memory", train.check_memory},
         {"collective_timeout_s", train.collective_timeout_s}}},
       {"optim",
        {{"lr", shortest(a.lr)}, {"beta1", shortest(a.beta1)}, {"beta2", shortest(a.beta2)}, {"eps", shortest(a.eps)},

@@ -41,6 +41,7 @@ struct TrainConfig {
   std::string nonfinite = "stop";  // stop | skip: what a non-finite loss or gradient does
   int max_skipped_steps = 10;      // with skip: stop after this many consecutive skipped steps
   bool deterministic = false;      // fixed-order reductions: bitwise equal results at every ZeRO stage
+  bool check_memory = true;        // refuse at start a run whose predicted peak exceeds the machine's offer
   double collective_timeout_s = 300.0;  // a collective not done by then ends the run with an error
 };
 

@@ -28,6 +28,7 @@
 #include "engine/trainer/grad_clip.h"
 #include "engine/trainer/lr_schedule.h"
 #include "engine/trainer/memory_report.h"
+#include "engine/trainer/memory_check.h"
 #include "engine/trainer/model_setup.h"
 #include "engine/sharding/memory_model.h"
 #include "engine/trainer/resume.h"
@@ -138,6 +139,9 @@ Trainer::Trainer(RunConfig config, std::string run_dir, Communicator& comm, Memo
     : config_(std::move(config)), run_dir_(std::move(run_dir)), resume_checkpoint_(std::move(resume_checkpoint)) {
   ZT_CHECK(config_.world_size == comm.world_size(), "config resolved for {} ranks, running on {}",
            config_.world_size, comm.world_size());
+  // Before anything is allocated or written: a run that cannot fit is refused with the prediction beside the offer.
+  check_memory_fits(config_, comm.world_size(),
+                    config_.device == Device::kCUDA ? cuda_device_for_local_rank(detect_launch().local_rank) : 0);
   if (comm.rank() == 0) {
     std::error_code ec;
     std::filesystem::create_directories(run_dir_, ec);

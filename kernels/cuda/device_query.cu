@@ -30,4 +30,13 @@ std::string device_description(int index) {
   return fmt::format("{} (sm_{}{})", prop.name, prop.major, prop.minor);
 }
 
+long long device_free_bytes(int index) {
+  int previous = 0;
+  if (cudaGetDevice(&previous) != cudaSuccess || cudaSetDevice(index) != cudaSuccess) return -1;
+  std::size_t free_bytes = 0, total_bytes = 0;
+  const cudaError_t err = cudaMemGetInfo(&free_bytes, &total_bytes);
+  cudaSetDevice(previous);
+  return err == cudaSuccess ? static_cast<long long>(free_bytes) : -1;
+}
+
 }  // namespace zt::cuda

@@ -129,6 +129,32 @@ def main():
         if problems:
             failures.append(name)
 
+    # A run that cannot fit is refused before it allocates (issue 19): the prediction by category
+    # beside what the machine offers, exit 2, nothing written; train.check_memory = false overrides.
+    huge = json.loads(json.dumps(GOOD))
+    huge["model"].update({"n_layer": 48, "n_embd": 4096, "n_head": 32, "vocab_size": 64})
+    huge_dir = os.path.join(work, "huge_run")
+    proc = subprocess.run([binary, "train", "--config", config_file("huge.json", huge), "--run-dir", huge_dir],
+                          capture_output=True, text=True, timeout=120)
+    lines = [l for l in proc.stderr.splitlines() if l.strip()]
+    ok = (proc.returncode == 2 and len(lines) == 1 and "the run needs" in lines[0] and "optimizer_states" in lines[0]
+          and "train.check_memory" in lines[0] and not os.path.exists(huge_dir))
+    print(f"{'model too large for the machine':<32} exit={proc.returncode}  {'OK' if ok else 'FAIL'}\n    stderr: {proc.stderr.strip()[:200]}")
+    if not ok:
+        failures.append("model too large")
+    small = dict(os.environ, ZT_TEST_AVAILABLE_BYTES="1000")
+    tiny_args = [binary, "train", "--config", config_file("small.json", GOOD), "--run-dir", run_dir, "--set",
+                 f"data.train_file={good_tokens}", "--set", f"data.val_file={good_tokens}", "--set", "train.max_steps=1",
+                 "--set", "log.sample_tokens=0", "--set", "train.eval_batches=1"]
+    refused = subprocess.run(tiny_args, capture_output=True, text=True, timeout=120, env=small)
+    forced = subprocess.run(tiny_args + ["--set", "train.check_memory=false"], capture_output=True, text=True,
+                            timeout=120, env=small)
+    ok = refused.returncode == 2 and "ZT_TEST_AVAILABLE_BYTES offers: 1000 B" in refused.stderr and forced.returncode == 0
+    print(f"{'machine too small; override':<32} exit={refused.returncode}/{forced.returncode}  {'OK' if ok else 'FAIL'}"
+          f"\n    stderr: {refused.stderr.strip()[-200:]} {forced.stderr.strip()[-200:]}")
+    if not ok:
+        failures.append("memory check override")
+
     # A token file of exactly seq_len + 1 tokens holds one window: it trains (block_size 8).
     nine = token_file("nine.bin", count=9, actual=9)
     proc = subprocess.run([binary, "train", "--config", config_file("nine.json", GOOD), "--run-dir", run_dir,
@@ -161,7 +187,7 @@ def main():
     proc = subprocess.run([binary, "debug-state", "--help"], capture_output=True, text=True, timeout=60)
     if proc.returncode != 0 or "--config" not in proc.stdout:
         failures.append("debug-state --help")
-    print(f"{len(cases) + 3 - len(failures)} passed, {len(failures)} failed")
+    print(f"{len(cases) + 5 - len(failures)} passed, {len(failures)} failed")
     return 1 if failures else 0
 
 

@@ -189,6 +189,13 @@ int main(int argc, char** argv) {
         cuda::matmul_backward(ctx, in.view(Shape{N, C}), dwt.view(Shape{C, 4 * C}), {}, out.view(Shape{N, 4 * C}),
                               in.view(Shape{N, C}), wt.view(Shape{C, 4 * C}), cuda::WeightLayout::kInOut);
       });
+      if (dt == DType::kBF16 && precision == MatmulPrecision::kFp32) {  // the bias gradient alone: reads dout once
+        Buffer dbias = bench.buf(DType::kF32, 4 * C);
+        mem("matmul bias gradient bf16 [N, 4C]", N * 4 * C * 2.0, [&] {
+          cuda::matmul_backward(ctx, {}, {}, dbias.view(), out.view(Shape{N, 4 * C}), in.view(Shape{N, C}),
+                                wt.view(Shape{C, 4 * C}), cuda::WeightLayout::kInOut);
+        });
+      }
     }
     ctx.cuda_resources->fp32_matmuls = MatmulPrecision::kFp32;
     // Attention with F32 and BF16 activations (BF16 flash runs on tensor cores at hs 64), and the

@@ -108,13 +108,13 @@ struct NcclCommunicator::Impl {
   MemoryTracker& tracker;
   ExecContext ctx;       // the compute stream collectives are ordered against
   int device = 0;
-  cuda::CudaStream comm_stream;
+  cuda::CudaStream comm_stream;  // high priority: collectives overlap the compute stream's kernels
   ExecContext comm_ctx;  // ctx with the communication stream: staging casts run there
   ncclComm_t comm = nullptr;
   std::atomic<bool> failing{false};  // fail() has begun (see there)
   std::unique_ptr<CollectiveWatchdog> watchdog;  // last: its thread stops before the rest goes
 
-  Impl(MemoryTracker& t, const ExecContext& c, int dev) : tracker(t), ctx(c), device(dev), comm_stream(dev), comm_ctx(c) {
+  Impl(MemoryTracker& t, const ExecContext& c, int dev) : tracker(t), ctx(c), device(dev), comm_stream(dev, cuda::CudaStream::Priority::kHigh), comm_ctx(c) {
     comm_ctx.cuda_stream = comm_stream.get();
   }
 

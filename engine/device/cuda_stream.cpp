@@ -5,9 +5,12 @@
 
 namespace zt::cuda {
 
-CudaStream::CudaStream(int device) {
+CudaStream::CudaStream(int device, Priority priority) {
   ZT_CUDA_CHECK(cudaSetDevice(device));
-  ZT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  int least = 0, greatest = 0;  // numerically, greatest <= least
+  ZT_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+  ZT_CUDA_CHECK(cudaStreamCreateWithPriority(&stream_, cudaStreamNonBlocking,
+                                             priority == Priority::kHigh ? greatest : least));
 }
 
 CudaStream::~CudaStream() {

@@ -11,7 +11,11 @@ namespace zt::cuda {
 
 class CudaStream {
  public:
-  explicit CudaStream(int device);
+  // kHigh: the device's greatest stream priority, so that the scheduler starts this stream's
+  // kernels ahead of queued normal-priority work (the communication stream: a collective's kernels
+  // then overlap the compute kernels instead of waiting behind them).
+  enum class Priority { kNormal, kHigh };
+  explicit CudaStream(int device, Priority priority = Priority::kNormal);
   ~CudaStream();
   CudaStream(const CudaStream&) = delete;
   CudaStream& operator=(const CudaStream&) = delete;

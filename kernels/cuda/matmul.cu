@@ -20,6 +20,7 @@ using detail::run_gemm;
 
 using detail::matmul::bias_grad_accumulate;
 using detail::matmul::bias_grad_partials;
+using detail::matmul::kBiasColGroups;
 using detail::matmul::kBiasRowsPerChunk;
 using detail::matmul::kBiasThreads;
 
@@ -222,12 +223,17 @@ void matmul_backward(const ExecContext& ctx, TensorView dinp, TensorView dweight
     ZT_CHECK(chunks < 65536, "too many rows ({}) for the bias-gradient grid", d.rows);
     Buffer partials = detail::resources_of(ctx).scratch(DType::kF32, chunks * d.out);
     const auto col_blocks = static_cast<unsigned>((d.out + kBiasThreads - 1) / kBiasThreads);
-    const dim3 grid(col_blocks, static_cast<unsigned>(chunks));
     const int OC = static_cast<int>(d.out);
     detail::dispatch_activation(dout.dtype, [&](auto type) {
       using T = typename decltype(type)::type;
-      bias_grad_partials<<<grid, kBiasThreads, 0, stream>>>(partials.as<float>(), detail::act_data<T>(dout),
-                                                            d.rows, OC);
+      const T* g = detail::act_data<T>(dout);
+      // Four columns a thread where every row starts aligned (OC % 4 == 0), one otherwise.
+      const bool vec = OC % 4 == 0 && detail::act_vec4_aligned(g);
+      const int width = vec ? 4 : 1;
+      const auto groups = static_cast<unsigned>((OC + width - 1) / width);
+      const dim3 grid((groups + kBiasColGroups - 1) / kBiasColGroups, static_cast<unsigned>(chunks));
+      const auto kernel = vec ? bias_grad_partials<T, 4> : bias_grad_partials<T, 1>;
+      kernel<<<grid, kBiasThreads, 0, stream>>>(partials.as<float>(), g, d.rows, OC);
     });
     ZT_CUDA_CHECK_LAUNCH();
     bias_grad_accumulate<<<col_blocks, kBiasThreads, 0, stream>>>(dbias.as<float>(), partials.as<float>(),

@@ -1,7 +1,7 @@
 // The linear layer's bias-gradient kernels on the GPU, device code only (launched by matmul.cu; run
 // on the CPU by the SIMT emulation tests, tests/emulation/): a two-stage column sum, each chunk of
-// rows summed in row order, then the chunk partials in chunk order, so the result is deterministic
-// and accumulates (+=) into dbias like the CPU's.
+// rows summed in a fixed order, then the chunk partials in chunk order, so the result is
+// deterministic and accumulates (+=) into dbias like the CPU's.
 #pragma once
 
 #include <cstdint>
@@ -10,20 +10,46 @@
 
 namespace zt::cuda::detail::matmul {
 
-constexpr int kBiasRowsPerChunk = 256;
-constexpr int kBiasThreads = 256;
+// A partials block: kBiasColGroups threads side by side, each owning kVec adjacent columns (one
+// 16-byte load of fp32, 8 bytes of bf16, per row), times kBiasRowGroups rows of threads that split
+// the chunk's rows. Many blocks of short loops (kBiasRowsPerChunk / kBiasRowGroups rows a thread)
+// instead of one thread a column walking every row: the loads keep the memory system busy.
+constexpr int kBiasRowsPerChunk = 128;
+constexpr int kBiasColGroups = 32;
+constexpr int kBiasRowGroups = 8;
+constexpr int kBiasThreads = kBiasColGroups * kBiasRowGroups;  // partials and accumulate blocks alike
 
-// partials[chunk, c] = sum over the chunk's rows (in order) of dout[row, c] (T: the activation
-// storage type, widened by load_act).
-template <typename T>
+// partials[chunk, c] = sum over the chunk's rows of dout[row, c] (T: the activation storage type,
+// widened as loaded): row group y adds rows r0 + y, r0 + y + kBiasRowGroups, ... in order, then
+// the row groups' sums are added in y order -- a fixed order, whatever the timing. kVec = 4 needs
+// OC % 4 == 0 and dout aligned to 4 elements (the launcher checks).
+template <typename T, int kVec>
 __global__ void bias_grad_partials(float* partials, const T* dout, std::int64_t N, int OC) {
-  const int c = blockIdx.x * kBiasThreads + threadIdx.x;
-  if (c >= OC) return;
+  __shared__ float row_group_sums[kBiasRowGroups][kBiasColGroups * 4];
+  const int x = static_cast<int>(threadIdx.x) % kBiasColGroups, y = static_cast<int>(threadIdx.x) / kBiasColGroups;
+  const int c0 = (static_cast<int>(blockIdx.x) * kBiasColGroups + x) * kVec;
+  const bool live = c0 < OC;
   const std::int64_t r0 = blockIdx.y * std::int64_t{kBiasRowsPerChunk};
   const std::int64_t r1 = r0 + kBiasRowsPerChunk < N ? r0 + kBiasRowsPerChunk : N;
-  float acc = 0.0f;
-  for (std::int64_t r = r0; r < r1; ++r) acc += detail::load_act(dout + r * OC + c);
-  partials[blockIdx.y * std::int64_t{OC} + c] = acc;
+  float acc[kVec] = {};
+  if (live) {
+    for (std::int64_t r = r0 + y; r < r1; r += kBiasRowGroups) {
+      const ActVec<T, kVec> v = ActVec<T, kVec>::load(dout + r * OC + c0);
+#pragma unroll
+      for (int i = 0; i < kVec; ++i) acc[i] += v[i];
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < kVec; ++i) row_group_sums[y][x * kVec + i] = acc[i];
+  __syncthreads();
+  if (y == 0 && live) {
+#pragma unroll
+    for (int i = 0; i < kVec; ++i) {
+      float sum = 0.0f;
+      for (int g = 0; g < kBiasRowGroups; ++g) sum += row_group_sums[g][x * kVec + i];
+      partials[blockIdx.y * std::int64_t{OC} + c0 + i] = sum;
+    }
+  }
 }
 
 __global__ void bias_grad_accumulate(float* dbias, const float* partials, int num_chunks, int OC) {

@@ -173,29 +173,46 @@ TEST(ElementwiseEmulation, SumOfSquaresMatchesCpu) {
 }
 
 template <typename T>
-void bias_case(Rng& rng, std::int64_t N, int OC) {
+void bias_case(Rng& rng, std::int64_t N, int OC, int width) {
   SCOPED_TRACE(::testing::Message() << "bias grad " << (dtype_of<T>() == DType::kF32 ? "F32" : "BF16") << " N=" << N
-                                    << " OC=" << OC);
+                                    << " OC=" << OC << " columns a thread " << width);
   const std::vector<T> dout = device_values<T>(rng.normal(N * OC));
   const std::vector<float> dout_f = host_values(dout), dbias0 = rng.normal(OC);
   std::vector<double> ref(dbias0.begin(), dbias0.end());
   for (std::int64_t r = 0; r < N; ++r)
     for (int c = 0; c < OC; ++c) ref[c] += dout_f[static_cast<std::size_t>(r * OC + c)];
   const std::int64_t chunks = (N + cd::matmul::kBiasRowsPerChunk - 1) / cd::matmul::kBiasRowsPerChunk;
-  std::vector<float> partials(static_cast<std::size_t>(chunks * OC), NAN), dbias = dbias0;
-  const unsigned col_blocks = static_cast<unsigned>((OC + kThreads - 1) / kThreads);
-  simt::launch(dim3(col_blocks, static_cast<unsigned>(chunks)), kThreads, 0, cd::matmul::bias_grad_partials<T>,
-               partials.data(), dout.data(), N, OC);
-  simt::launch(dim3(col_blocks), kThreads, 0, cd::matmul::bias_grad_accumulate, dbias.data(),
-               static_cast<const float*>(partials.data()), static_cast<int>(chunks), OC);
+  auto run = [&] {
+    std::vector<float> partials(static_cast<std::size_t>(chunks * OC), NAN), dbias = dbias0;
+    const unsigned groups = static_cast<unsigned>((OC + width - 1) / width);
+    const dim3 grid((groups + cd::matmul::kBiasColGroups - 1) / cd::matmul::kBiasColGroups, static_cast<unsigned>(chunks));
+    if (width == 4) {
+      simt::launch(grid, cd::matmul::kBiasThreads, 0, cd::matmul::bias_grad_partials<T, 4>, partials.data(),
+                   dout.data(), N, OC);
+    } else {
+      simt::launch(grid, cd::matmul::kBiasThreads, 0, cd::matmul::bias_grad_partials<T, 1>, partials.data(),
+                   dout.data(), N, OC);
+    }
+    const unsigned col_blocks = static_cast<unsigned>((OC + cd::matmul::kBiasThreads - 1) / cd::matmul::kBiasThreads);
+    simt::launch(dim3(col_blocks), cd::matmul::kBiasThreads, 0, cd::matmul::bias_grad_accumulate, dbias.data(),
+                 static_cast<const float*>(partials.data()), static_cast<int>(chunks), OC);
+    return dbias;
+  };
+  const std::vector<float> dbias = run();
   EXPECT_TRUE(close_normwise(dbias, ref, 1e-5));
+  EXPECT_EQ(run(), dbias) << "a fixed summation order: the same bits again";
 }
 
 TEST(ElementwiseEmulation, BiasGradientMatchesColumnSums) {
   ZT_SEEDED_RNG(rng);
-  bias_case<float>(rng, 600, 300);  // three row chunks (256 rows each), two column blocks
-  bias_case<bf16_dev>(rng, 600, 300);
-  bias_case<float>(rng, 1, 1);
+  // Five row chunks of 128 (the last short), 300 columns: two partials blocks of 32 four-column
+  // groups (the second partly idle), ten of single columns.
+  for (int width : {1, 4}) {
+    bias_case<float>(rng, 600, 300, width);
+    bias_case<bf16_dev>(rng, 600, 300, width);
+  }
+  bias_case<float>(rng, 1, 1, 1);
+  bias_case<bf16_dev>(rng, 3, 4, 4);
   expect_no_violations();
 }
 

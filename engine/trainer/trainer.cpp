@@ -25,6 +25,7 @@
 #include "engine/sharding/zero_param_store.h"
 #include "models/gpt/gpt_params.h"
 #include "engine/trainer/data_source.h"
+#include "engine/trainer/final_weights.h"
 #include "engine/trainer/grad_clip.h"
 #include "engine/trainer/lr_schedule.h"
 #include "engine/trainer/memory_report.h"
@@ -404,34 +405,8 @@ TrainSummary Trainer::run() {
                       s.progress);
   }
   if (finished) {
-    // The master weights are checked before anything is written: no NaN reaches disk.
-    // The fp32 master shards of every unit are gathered (each rank takes part), checked, and
-    // written by rank 0: no NaN reaches disk.
-    const ParamTable& table = s.model.table();
-    std::vector<Buffer> full;
-    for (std::size_t u = 0; u < table.units().size(); ++u) {
-      const UnitShard& sh = s.store.optimizer_layout().unit(static_cast<int>(u));
-      full.emplace_back(s.tracker, MemCategory::kWorkspace, DType::kF32, sh.padded);
-      if (s.store.optimizer_layout().world_size() == 1) {  // stage 0: every rank holds the whole master
-        ops::copy(s.ctx, full.back().view(), s.optimizer.master(static_cast<int>(u)));
-      } else {
-        // Through the store's communicator: on CUDA the master shards are device memory, which only
-        // it (NCCL, ordered behind the compute stream's AdamW) may read; MPI moves host memory.
-        s.store_comm().all_gather(s.optimizer.master(static_cast<int>(u)), full.back().view()).wait();
-      }
-      const float* p = full.back().as<float>();
-      for (std::int64_t i = 0; i < sh.numel; ++i) {
-        if (!std::isfinite(p[i])) throw_runtime_error("parameters became non-finite; final weights not written");
-      }
-    }
-    if (s.root) {
-      save_model_weights(run_dir_ + "/final.safetensors", table,
-                         [&](int u) {
-                           return full[static_cast<std::size_t>(u)].view().slice(
-                               0, table.units()[static_cast<std::size_t>(u)].numel);
-                         },
-                         {{"run_config", c.to_json().dump()}, {"steps", std::to_string(summary.steps_done)}});
-    }
+    write_final_weights(run_dir_ + "/final.safetensors", s.store, s.optimizer, s.store_comm(), s.tracker, s.ctx,
+                        s.root, {{"run_config", c.to_json().dump()}, {"steps", std::to_string(summary.steps_done)}});
     // Saved first, so that nothing after training (an evaluation or a sample that fails) can cost
     // the trained model; also when a finished run is resumed, its final evaluation is made.
     evaluate(step);

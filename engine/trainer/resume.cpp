@@ -2,11 +2,13 @@
 #include "engine/trainer/resume.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <cstdint>
 #include <filesystem>
 #include <vector>
 
+#include "engine/checkpoint/checkpoint_export.h"
 #include "engine/checkpoint/checkpoint_folder.h"
 #include "engine/checkpoint/checkpoint_manifest.h"
 #include "engine/checkpoint/checkpoint_reader.h"
@@ -47,6 +49,23 @@ std::string resolve_resume_checkpoint(Communicator& comm, const std::string& arg
   }
   if (all[0] < 0) throw_input_error("--resume {}: rank 0 found no usable checkpoint (see its error)", arg);
   return all[1] == 1 ? where : (std::filesystem::path(where) / ckpt::step_dir_name(all[0])).string();
+}
+
+std::vector<std::string> check_resume_fits(const std::string& checkpoint, const nlohmann::json& saved_model,
+                                           const nlohmann::json& saved_config, int saved_world_size,
+                                           const RunConfig& now, bool allow_config_change) {
+  const nlohmann::json expected = ckpt::gpt_model_json(now.model);
+  if (saved_model != expected) {
+    throw_input_error("--resume {}: the checkpoint's model {} differs from the config's model {}", checkpoint,
+                      saved_model.dump(), expected.dump());
+  }
+  std::vector<std::string> changes = trajectory_changes(saved_config, saved_world_size, now);
+  if (!changes.empty() && !allow_config_change) {
+    throw_input_error("--resume {}: the config changes what the run's trajectory depends on ({}); continuing would "
+                      "not be the run that was saved (pass --allow-config-change to continue anyway)",
+                      checkpoint, fmt::format("{}", fmt::join(changes, "; ")));
+  }
+  return changes;
 }
 
 std::vector<std::string> trajectory_changes(const nlohmann::json& saved, int saved_world_size, const RunConfig& now) {

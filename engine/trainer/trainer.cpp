@@ -178,20 +178,11 @@ TrainSummary Trainer::run() {
   } else {
     const ckpt::CheckpointReader reader(resume_checkpoint_);
     const ckpt::Manifest& m = reader.manifest();
-    const nlohmann::json expected = ckpt::gpt_model_json(c.model);
-    if (m.model != expected) {
-      throw_input_error("--resume {}: the checkpoint's model {} differs from the config's model {}", resume_checkpoint_,
-                        m.model.dump(), expected.dump());
-    }
-    const std::vector<std::string> changes = trajectory_changes(m.config, m.world_size, c);
+    const std::vector<std::string> changes =
+        check_resume_fits(resume_checkpoint_, m.model, m.config, m.world_size, c, allow_config_change_);
     if (!changes.empty()) {
-      const std::string list = fmt::format("{}", fmt::join(changes, "; "));
-      if (!allow_config_change_) {
-        throw_input_error("--resume {}: the config changes what the run's trajectory depends on ({}); continuing would "
-                          "not be the run that was saved (pass --allow-config-change to continue anyway)",
-                          resume_checkpoint_, list);
-      }
-      s.progress.message("resume: continuing with a changed config (--allow-config-change): " + list);
+      s.progress.message(fmt::format("resume: continuing with a changed config (--allow-config-change): {}",
+                                     fmt::join(changes, "; ")));
       s.log({{"type", "config_change"}, {"step", m.position.step}, {"changes", changes}});
     }
     ckpt::restore_training_state(reader, s.store, s.optimizer);  // publishes; the first acquire waits for it

@@ -18,17 +18,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// "step_00000120" -> 120; -1 for any other name.
-std::int64_t step_of(const std::string& name) {
-  if (name.size() != 13 || !name.starts_with("step_")) return -1;
-  std::int64_t step = 0;
-  for (char ch : name.substr(5)) {
-    if (ch < '0' || ch > '9') return -1;
-    step = step * 10 + (ch - '0');
-  }
-  return step;
-}
-
 void check_valid(const std::string& dir, Validation validation) {
   const CheckpointReader reader(dir);
   if (validation == Validation::kChecksums) reader.verify_checksums();

@@ -23,6 +23,16 @@ std::string_view state_kind_name(StateKind kind) {
 std::string rank_file_name(int rank) { return fmt::format("rank_{:05d}.bin", rank); }
 std::string step_dir_name(std::int64_t step) { return fmt::format("step_{:08d}", step); }
 
+std::int64_t step_of(const std::string& dir_name) {
+  if (dir_name.size() != 13 || !dir_name.starts_with("step_")) return -1;
+  std::int64_t step = 0;
+  for (char ch : dir_name.substr(5)) {
+    if (ch < '0' || ch > '9') return -1;
+    step = step * 10 + (ch - '0');
+  }
+  return step;
+}
+
 std::vector<FileSegment> rank_file_segments(const ParamTable& table, int world_size, int rank) {
   const ShardLayout layout(table, world_size, rank);
   std::vector<FileSegment> out;
@@ -112,21 +122,14 @@ std::string Manifest::to_text() const {
 }
 
 Manifest Manifest::from_text(const std::string& text, const std::string& source) {
-  nlohmann::ordered_json doc;
+  nlohmann::ordered_json doc;  // in the written key order, which the seal covers
   try {
     doc = nlohmann::ordered_json::parse(text);
   } catch (const nlohmann::json::exception& e) {
     throw_input_error("{}: malformed JSON: {}", source, e.what());
   }
-  // What it is and which version first: another version may seal its manifest otherwise.
-  if (!doc.is_object() || doc.value("format", "") != kFormatName) {
-    throw_input_error("{}: not a zerotrain checkpoint manifest (no \"format\": \"{}\")", source, kFormatName);
-  }
-  if (!doc.contains("format_version") || !doc["format_version"].is_number_integer() ||
-      doc["format_version"].get<int>() != kFormatVersion) {
-    throw_input_error("{}: checkpoint format version {} is not supported (this build reads version {})", source,
-                      doc.value("format_version", nlohmann::ordered_json()).dump(), kFormatVersion);
-  }
+  // What it is and which version first (from_json): another version may seal its manifest otherwise.
+  const Manifest m = from_json(nlohmann::json::parse(text), source);
   if (!doc.contains("manifest_crc32") || !doc["manifest_crc32"].is_number_unsigned()) {
     throw_input_error("{}: no manifest_crc32 (written before manifests were sealed, or edited)", source);
   }
@@ -138,7 +141,7 @@ Manifest Manifest::from_text(const std::string& text, const std::string& source)
     throw_input_error("{}: manifest checksum mismatch (recorded {:08x}, contents {:08x}): the manifest was edited or "
                       "damaged", source, recorded, actual);
   }
-  return from_json(nlohmann::json::parse(doc.dump()), source);
+  return m;
 }
 
 namespace {

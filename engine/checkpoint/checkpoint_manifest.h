@@ -75,7 +75,8 @@ struct Manifest {
   // Parses and validates (format, version, table, every file's segments against the N-way split);
   // throws InputError naming `source` and the fault.
   static Manifest from_json(const nlohmann::json& doc, const std::string& source);
-  // Parses manifest.json's text, checking its manifest_crc32 first; InputErrors name `source`.
+  // Parses manifest.json's text as from_json does, then checks its manifest_crc32; InputErrors
+  // name `source`.
   static Manifest from_text(const std::string& text, const std::string& source);
 };
 
@@ -85,6 +86,8 @@ std::vector<FileSegment> rank_file_segments(const ParamTable& table, int world_s
 std::int64_t segments_bytes(const std::vector<FileSegment>& segments);
 std::string rank_file_name(int rank);
 std::string step_dir_name(std::int64_t step);
+// Its inverse: "step_00000120" -> 120; -1 for any other name.
+std::int64_t step_of(const std::string& dir_name);
 
 // First difference between two parameter tables ("" when equal): names, shapes, units, offsets.
 std::string table_difference(const ParamTable& expected, const ParamTable& actual);

@@ -24,9 +24,7 @@ CheckpointReader::CheckpointReader(std::string dir) : dir_(std::move(dir)) {
   std::filesystem::path name = std::filesystem::path(dir_).lexically_normal();
   if (name.filename().empty()) name = name.parent_path();
   const std::string folder = name.filename().string();
-  if (folder.size() == 13 && folder.starts_with("step_") &&
-      folder.find_first_not_of("0123456789", 5) == std::string::npos &&
-      std::stoll(folder.substr(5)) != manifest_.position.step) {
+  if (step_of(folder) >= 0 && step_of(folder) != manifest_.position.step) {
     throw_input_error("{}: the manifest records step {}, but its directory is {}", path, manifest_.position.step,
                       folder);
   }

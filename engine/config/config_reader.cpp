@@ -175,8 +175,7 @@ std::pair<std::size_t, std::size_t> line_and_column(const std::string& text, std
 }  // namespace
 
 nlohmann::json parse_config_json(const std::string& text, const std::string& source) {
-  // The keys met so far in each object being parsed, innermost last; the lexer's position at a
-  // key event is just past the key.
+  // The keys met so far in each object being parsed, innermost last.
   std::vector<std::set<std::string>> open_objects;
   std::string duplicate;
   const nlohmann::json::parser_callback_t check = [&](int, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cstdio>
@@ -107,12 +108,10 @@ TokenFile TokenFile::open(const std::string& path, TokenFileFormat format, int v
   f.map_bytes_ = static_cast<std::size_t>(size_bytes);
   const auto* bytes = static_cast<const unsigned char*>(map);
 
-  std::array<std::int32_t, 3> header{};
-  if (size_bytes >= kLlmcHeaderBytes) std::memcpy(header.data(), bytes, sizeof(header));
+  std::array<std::int32_t, 3> header{};  // magic, version, count: as much of them as the file holds
+  std::memcpy(header.data(), bytes, static_cast<std::size_t>(std::min<std::int64_t>(size_bytes, sizeof(header))));
   if (format == TokenFileFormat::kAuto) {
-    std::int32_t first = 0;
-    if (size_bytes >= 4) std::memcpy(&first, bytes, 4);
-    if (llmc_kind(first) != nullptr) {
+    if (size_bytes >= 4 && llmc_kind(header[0]) != nullptr) {
       format = TokenFileFormat::kLlmc;
     } else if (size_bytes >= kLlmcHeaderBytes && looks_like_llmc_header(header, size_bytes)) {
       throw_input_error("{}: unknown magic {} in an llm.c-style token file header (known: {} for uint16 GPT-2 tokens, "

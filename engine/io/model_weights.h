@@ -13,14 +13,13 @@ namespace zt {
 
 class SafetensorsWriter;
 
-// save_model_weights writes the metadata given plus "format": "pt" (Hugging Face's loaders demand
-// it of a PyTorch state dict).
 // Adds every parameter under prefix + its Hugging Face name, as F32 in its unpadded HF shape.
 // unit_values(u) gives unit u's flat values, F32 or BF16 (converted here).
 void add_param_tensors(SafetensorsWriter& writer, const ParamTable& table, const std::string& prefix,
                        const std::function<TensorView(int)>& unit_values);
 
-// unit_values(u) gives unit u's fp32 values (e.g. the optimizer's master weights).
+// unit_values(u) gives unit u's fp32 values (e.g. the optimizer's master weights). Writes the
+// metadata given plus "format": "pt", which Hugging Face's loaders demand of a PyTorch state dict.
 void save_model_weights(const std::string& path, const ParamTable& table,
                         const std::function<TensorView(int)>& unit_values,
                         const std::map<std::string, std::string>& metadata);

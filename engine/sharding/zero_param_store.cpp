@@ -42,8 +42,9 @@ ZeroParamStore::ZeroParamStore(const ParamTable& table, DType param_dtype, const
   in_use_.assign(units, false);
   const DType grad_dtype = stage >= 2 && options.fp32_grad_shards ? DType::kF32 : dtype_;
   solo_ = comm.world_size() == 1 && stage >= 1;
-  direct_grads_ = solo_ && stage >= 2 && grad_dtype == dtype_;
-  per_micro_batch_ = options.reduce_every_micro_batch && comm.world_size() > 1 && stage <= 1;
+  const bool direct_grads = solo_ && stage >= 2 && grad_dtype == dtype_;
+  const bool per_micro_batch = options.reduce_every_micro_batch && comm.world_size() > 1 && stage <= 1;
+  pends_ = (stage >= 2 && !direct_grads) || per_micro_batch;
   for (std::size_t u = 0; u < units; ++u) {
     const UnitShard& s = layout_.unit(static_cast<int>(u));
     const bool sharded = stage == 3 && s.numel >= options.persistence_threshold;
@@ -142,7 +143,7 @@ void ZeroParamStore::accumulate_grads(int unit, TensorView grad_f32) {
   follow_schedule(UnitOp::kAccumulate, unit);
   const std::size_t u = static_cast<std::size_t>(unit);
   const std::int64_t n = layout_.unit(unit).numel;
-  if ((options_.stage <= 1 && !per_micro_batch_) || direct_grads_) {
+  if (!pends_) {
     ops::accumulate_into(ctx_, grads_[u].view().slice(0, n), grad_f32);
     return;
   }
@@ -156,46 +157,35 @@ void ZeroParamStore::grads_ready(int unit) {
   follow_schedule(UnitOp::kGradsReady, unit);
   const std::size_t u = static_cast<std::size_t>(unit);
   const UnitShard& s = layout_.unit(unit);
-  if (per_micro_batch_) {
-    // As stages 2-3: this micro-batch's gradient alone is reduced, in fp32, then added to the
-    // stored gradient (finish_oldest_reduction): stage 0 all-reduces the whole unit, stage 1
-    // reduce-scatters into this rank's slot.
+  if (pends_) {
+    // The micro-batch's gradient waits in its pending buffer: reduced alone, in fp32, and added to
+    // the stored gradient in finish_oldest_reduction. Stages 1-3 reduce-scatter it into a shard
+    // (a world of one only widens it), stage 0 (every micro-batch in deterministic mode) all-reduces
+    // an fp32 copy of the unit.
     ZT_CHECK(!pending_full_grads_[u].empty(), "grads_ready for unit {} without a contribution", unit);
     const bool whole = options_.stage == 0;
     Buffer reduced = ops::allocate(ctx_, tracker_, MemCategory::kCommBuffers, DType::kF32, whole ? s.numel : s.shard,
                                    false);
     Work work;
-    if (whole) {
-      ops::cast(ctx_, reduced.view(), pending_full_grads_[u].view().slice(0, s.numel));
-      work = comm_.all_reduce(reduced.view(), ReduceOp::kAvg);
+    if (whole || solo_) {
+      ops::cast(ctx_, reduced.view(), pending_full_grads_[u].view().slice(0, reduced.numel()));
+      if (whole) work = comm_.all_reduce(reduced.view(), ReduceOp::kAvg);
     } else {
       work = comm_.reduce_scatter(pending_full_grads_[u].view(), reduced.view(), ReduceOp::kAvg);
     }
     reductions_.push_back({unit, std::move(work), std::move(reduced)});
-  } else if (options_.stage == 1 && solo_) {
-    // Averaged over one rank: the gradient is already its own reduced shard.
-  } else if (options_.stage >= 2 && direct_grads_) {
-    // accumulate_grads added it to the shard itself.
-  } else if (options_.stage >= 2 && solo_) {
-    ZT_CHECK(!pending_full_grads_[u].empty(), "grads_ready for unit {} without a contribution", unit);
-    Buffer reduced = ops::allocate(ctx_, tracker_, MemCategory::kCommBuffers, DType::kF32, s.shard, false);
-    ops::cast(ctx_, reduced.view(), pending_full_grads_[u].view());  // one rank's reduce-scatter
-    reductions_.push_back({unit, Work{}, std::move(reduced)});
+  } else if (solo_) {
+    // Averaged over one rank, the gradient accumulate_grads added is already its reduced shard.
   } else if (options_.stage == 0) {
     if (last_micro_batch_) {
       reductions_.push_back({unit, comm_.all_reduce(grads_[u].view().slice(0, s.numel), ReduceOp::kAvg), {}});
     }
-  } else if (options_.stage == 1) {
-    // In place: the reduced shard lands in this rank's own slice of the full gradient buffer.
+  } else {
+    // Stage 1, in place: the reduced shard lands in this rank's own slice of the full gradient buffer.
     if (last_micro_batch_) {
       const TensorView own_slot = grads_[u].view().slice(s.offset, s.shard);
       reductions_.push_back({unit, comm_.reduce_scatter(grads_[u].view(), own_slot, ReduceOp::kAvg), {}});
     }
-  } else {
-    ZT_CHECK(!pending_full_grads_[u].empty(), "grads_ready for unit {} without a contribution", unit);
-    Buffer reduced = ops::allocate(ctx_, tracker_, MemCategory::kCommBuffers, DType::kF32, s.shard, false);
-    Work work = comm_.reduce_scatter(pending_full_grads_[u].view(), reduced.view(), ReduceOp::kAvg);
-    reductions_.push_back({unit, std::move(work), std::move(reduced)});
   }
   const std::size_t limit =
       schedule_ != nullptr && options_.overlap_comm ? static_cast<std::size_t>(options_.max_inflight_reductions) : 0;
@@ -205,7 +195,7 @@ void ZeroParamStore::grads_ready(int unit) {
 void ZeroParamStore::finish_oldest_reduction() {
   PendingReduction& r = reductions_.front();
   r.work.wait();
-  if (options_.stage >= 2 || per_micro_batch_) {
+  if (pends_) {
     const std::size_t u = static_cast<std::size_t>(r.unit);
     const UnitShard& s = layout_.unit(r.unit);
     const TensorView into = options_.stage == 0   ? grads_[u].view().slice(0, s.numel)

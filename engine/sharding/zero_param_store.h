@@ -108,8 +108,11 @@ class ZeroParamStore final : public ParamStore {
   ShardLayout opt_layout_;  // layout_, or a 1-way split at stage 0
   bool last_micro_batch_ = true;
   bool solo_ = false;          // a world of one at stages 1-3: no collectives (see above)
-  bool direct_grads_ = false;  // solo stages 2-3 with gradients in the parameters' dtype
-  bool per_micro_batch_ = false;  // stages 0-1 reducing every micro-batch (reduce_every_micro_batch)
+  // A unit's gradient waits in a pending full buffer for a reduction of its own: stages 2-3 (but a
+  // world of one with gradients in the parameters' dtype, which adds them straight into the
+  // shard), and stages 0-1 under reduce_every_micro_batch on several ranks. Otherwise it is added
+  // to the stored gradient, reduced (stages 0-1) after the last micro-batch.
+  bool pends_ = false;
 
   std::vector<bool> sharded_;        // stage 3 and at least the persistence threshold
   std::vector<Buffer> params_;       // full (padded at stages 1-3) or shard (sharded units)

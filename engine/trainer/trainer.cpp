@@ -63,6 +63,11 @@ ExecContext with_profiler(ExecContext ctx, OpProfiler* profiler) {
   return ctx;
 }
 
+// This rank's GPU (by its local rank), or 0 on the CPU.
+int device_index_for(const RunConfig& c) {
+  return c.device == Device::kCUDA ? cuda_device_for_local_rank(detect_launch().local_rank) : 0;
+}
+
 std::unique_ptr<Communicator> make_store_communicator(Communicator& comm, MemoryTracker& tracker,
                                                       const ExecContext& ctx) {
   // A world of one has nothing to communicate at any stage (ZeroParamStore's solo path calls no
@@ -108,8 +113,7 @@ struct Trainer::State {
       : comm(communicator),
         root(communicator.rank() == 0),
         tracker(memory),
-        backend(c.device, c.train.num_threads, memory,
-                c.device == Device::kCUDA ? cuda_device_for_local_rank(detect_launch().local_rank) : 0,
+        backend(c.device, c.train.num_threads, memory, device_index_for(c),
                 KernelChoices{c.matmul_precision, c.attention_kernels, c.gelu_epilogue}),
         profiler(c.log.profile_ops ? std::make_unique<OpProfiler>() : nullptr),
         ctx(with_profiler(backend.context(), profiler.get())),
@@ -141,8 +145,7 @@ Trainer::Trainer(RunConfig config, std::string run_dir, Communicator& comm, Memo
   ZT_CHECK(config_.world_size == comm.world_size(), "config resolved for {} ranks, running on {}",
            config_.world_size, comm.world_size());
   // Before anything is allocated or written: a run that cannot fit is refused with the prediction beside the offer.
-  check_memory_fits(config_, comm.world_size(),
-                    config_.device == Device::kCUDA ? cuda_device_for_local_rank(detect_launch().local_rank) : 0);
+  check_memory_fits(config_, comm.world_size(), device_index_for(config_));
   if (comm.rank() == 0) {
     std::error_code ec;
     std::filesystem::create_directories(run_dir_, ec);

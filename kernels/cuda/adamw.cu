@@ -79,10 +79,9 @@ void adamw_update_slices(const ExecContext& ctx, const std::vector<AdamWSlice>& 
              "adamw_update_slices: every slice needs the same gradient and working-copy types");
     const std::int64_t n = s.param.numel();
     if (n == 0) continue;
-    const std::size_t grad_bytes = dtype_size_bytes(grad_dtype), working_bytes = s.working.data ? dtype_size_bytes(s.working.dtype) : 0;
+    // aligned16(nullptr) holds: a slice without a working copy.
     const bool vec = detail::aligned16(s.param.data) && detail::aligned16(s.m.data) && detail::aligned16(s.v.data) &&
-                     detail::aligned(s.grad.data, 4 * grad_bytes) &&
-                     (working_bytes == 0 || detail::aligned(s.working.data, 4 * working_bytes));
+                     detail::aligned16(s.grad.data) && detail::aligned16(s.working.data);
     table.slice[table.count] = SliceDesc{s.param.as<float>(), s.grad.data, s.m.as<float>(), s.v.as<float>(),
                                          s.working.data, n, s.decays ? 1 : 0, vec ? 1 : 0};
     table.first_block[table.count] = blocks;

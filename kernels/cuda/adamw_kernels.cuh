@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/cpu/adamw.h"  // AdamWCoeffs
 #include "kernels/cuda/device_helpers.cuh"
@@ -21,7 +22,7 @@ using cpu::AdamWCoeffs;
 
 struct NoWorkingCopy {};
 
-// One element's update; update_one and update_four call it, so both paths give the same bits.
+// One element's update; update_one and update_group call it, so both paths give the same bits.
 __device__ __forceinline__ void update(float& p, float g_raw, float& m, float& v, const AdamWCoeffs& k,
                                        float grad_scale) {
   const float g = __fmul_rn(g_raw, grad_scale);
@@ -40,21 +41,30 @@ __device__ __forceinline__ void store(NoWorkingCopy*, std::int64_t, float) {}
 __device__ __forceinline__ void store(float* w, std::int64_t i, float p) { w[i] = p; }
 __device__ __forceinline__ void store(std::uint16_t* w, std::int64_t i, float p) { w[i] = detail::f32_to_bf16(p); }
 
-// Four consecutive elements from index 4 * q: one 16-byte access for fp32, 8 bytes for bf16.
-__device__ __forceinline__ float4 load4(const float* g, std::int64_t q) { return reinterpret_cast<const float4*>(g)[q]; }
-__device__ __forceinline__ float4 load4(const std::uint16_t* g, std::int64_t q) {
-  const uint2 u = reinterpret_cast<const uint2*>(g)[q];  // little-endian: element 0 in the low half
-  return make_float4(detail::bf16_to_f32(static_cast<std::uint16_t>(u.x & 0xffffu)),
-                     detail::bf16_to_f32(static_cast<std::uint16_t>(u.x >> 16)),
-                     detail::bf16_to_f32(static_cast<std::uint16_t>(u.y & 0xffffu)),
-                     detail::bf16_to_f32(static_cast<std::uint16_t>(u.y >> 16)));
+// The activation-storage type ActVec reads for a gradient or working copy of element type E
+// (bf16 travels as std::uint16_t through the slice table).
+template <typename E>
+using StorageOf = std::conditional_t<std::is_same_v<E, float>, float, __nv_bfloat16>;
+
+// kGroup consecutive elements from index kGroup * q: 16-byte accesses (two float4 of fp32, one
+// uint4 of bf16).
+constexpr int kGroup = 8;
+template <typename E>
+__device__ __forceinline__ FloatVec<kGroup> load_group(const E* g, std::int64_t q) {
+  using Vec = ActVec<StorageOf<E>, kGroup>;
+  const Vec a = Vec::load(reinterpret_cast<const StorageOf<E>*>(g) + kGroup * q);
+  FloatVec<kGroup> f;
+#pragma unroll
+  for (int i = 0; i < kGroup; ++i) f[i] = a[i];
+  return f;
 }
-__device__ __forceinline__ void store4(NoWorkingCopy*, std::int64_t, float4) {}
-__device__ __forceinline__ void store4(float* w, std::int64_t q, float4 p) { reinterpret_cast<float4*>(w)[q] = p; }
-__device__ __forceinline__ void store4(std::uint16_t* w, std::int64_t q, float4 p) {
-  const unsigned lo = detail::f32_to_bf16(p.x) | (static_cast<unsigned>(detail::f32_to_bf16(p.y)) << 16);
-  const unsigned hi = detail::f32_to_bf16(p.z) | (static_cast<unsigned>(detail::f32_to_bf16(p.w)) << 16);
-  reinterpret_cast<uint2*>(w)[q] = make_uint2(lo, hi);
+__device__ __forceinline__ void store_group(NoWorkingCopy*, std::int64_t, const FloatVec<kGroup>&) {}
+template <typename E>
+__device__ __forceinline__ void store_group(E* w, std::int64_t q, const FloatVec<kGroup>& p) {
+  ActVec<StorageOf<E>, kGroup> a;
+#pragma unroll
+  for (int i = 0; i < kGroup; ++i) a[i] = p[i];
+  a.store(reinterpret_cast<StorageOf<E>*>(w) + kGroup * q);
 }
 
 // Per-element and per-group updates; the kernel below calls them, so both give the same bits.
@@ -70,22 +80,20 @@ __device__ __forceinline__ void update_one(float* param, const G* grad, float* m
 }
 
 template <typename G, typename W>
-__device__ __forceinline__ void update_four(float* param, const G* grad, float* m, float* v, W* working,
-                                            std::int64_t q, const AdamWCoeffs& k, float grad_scale) {
-  float4 p = reinterpret_cast<float4*>(param)[q], mq = reinterpret_cast<float4*>(m)[q],
-         vq = reinterpret_cast<float4*>(v)[q];
-  const float4 g = load4(grad, q);
-  update(p.x, g.x, mq.x, vq.x, k, grad_scale);
-  update(p.y, g.y, mq.y, vq.y, k, grad_scale);
-  update(p.z, g.z, mq.z, vq.z, k, grad_scale);
-  update(p.w, g.w, mq.w, vq.w, k, grad_scale);
-  reinterpret_cast<float4*>(m)[q] = mq;
-  reinterpret_cast<float4*>(v)[q] = vq;
-  reinterpret_cast<float4*>(param)[q] = p;
-  store4(working, q, p);
+__device__ __forceinline__ void update_group(float* param, const G* grad, float* m, float* v, W* working,
+                                             std::int64_t q, const AdamWCoeffs& k, float grad_scale) {
+  using F = FloatVec<kGroup>;
+  F p = F::load(param + kGroup * q), mq = F::load(m + kGroup * q), vq = F::load(v + kGroup * q);
+  const F g = load_group(grad, q);
+#pragma unroll
+  for (int i = 0; i < kGroup; ++i) update(p[i], g[i], mq[i], vq[i], k, grad_scale);
+  mq.store(m + kGroup * q);
+  vq.store(v + kGroup * q);
+  p.store(param + kGroup * q);
+  store_group(working, q, p);
 }
 
-constexpr std::int64_t kChunk = 4096;  // elements per block: four 4-element groups per thread
+constexpr std::int64_t kChunk = 4096;  // elements per block: two 8-element groups per thread
 constexpr int kMaxSlices = 48;         // keeps the table under the classic 4 KB parameter limit
 
 struct SliceDesc {
@@ -96,7 +104,7 @@ struct SliceDesc {
   void* working;
   std::int64_t n;
   int decays;
-  int vec;  // every operand aligned for 4-element groups
+  int vec;  // every operand aligned16, for kGroup-element groups
 };
 
 struct SliceTable {
@@ -123,18 +131,18 @@ __global__ void __launch_bounds__(kThreads)
     }
   }
   const SliceDesc& s = table.slice[lo];
-  const std::int64_t begin = (block - table.first_block[lo]) * kChunk;  // a multiple of 4
+  const std::int64_t begin = (block - table.first_block[lo]) * kChunk;  // a multiple of kGroup
   const std::int64_t end = begin + kChunk < s.n ? begin + kChunk : s.n;
   const AdamWCoeffs& k = s.decays ? decayed : plain;
   const G* grad = static_cast<const G*>(s.grad);
   W* working = static_cast<W*>(s.working);
   std::int64_t tail = begin;
   if (s.vec) {
-    const std::int64_t q_end = end / 4;
-    for (std::int64_t q = begin / 4 + threadIdx.x; q < q_end; q += kThreads) {
-      update_four(s.param, grad, s.m, s.v, working, q, k, grad_scale);
+    const std::int64_t q_end = end / kGroup;
+    for (std::int64_t q = begin / kGroup + threadIdx.x; q < q_end; q += kThreads) {
+      update_group(s.param, grad, s.m, s.v, working, q, k, grad_scale);
     }
-    tail = 4 * q_end;
+    tail = kGroup * q_end;
   }
   for (std::int64_t i = tail + threadIdx.x; i < end; i += kThreads) {
     update_one(s.param, grad, s.m, s.v, working, i, k, grad_scale);

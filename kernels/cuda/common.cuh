@@ -102,10 +102,11 @@ T* act_data(const TensorView& v) {
   return static_cast<T*>(v.data);
 }
 
-// Whether p may take ActVec<T, 4>'s access: aligned to 4 elements of T (16 bytes of float, 8 of bf16).
+// Whether p may take ActVec<T, kWideVec<T>>'s access: aligned to 16 bytes (4 floats, 8 bf16).
+// A null pointer (an operand the launch does not have) is aligned.
 template <typename T>
-bool act_vec4_aligned(const T* p) {
-  return aligned(p, 4 * sizeof(T));
+bool wide_vec_aligned(const T* p) {
+  return aligned16(p);
 }
 
 // ---- end of activation storage ----

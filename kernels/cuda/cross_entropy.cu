@@ -14,10 +14,10 @@ using detail::ce::Output;
 using detail::ce::softmax_ce_backward_kernel;
 using detail::ce::softmax_ce_kernel;
 
-// Groups of 4 need whole groups per row (Vp % 4 == 0) and row starts aligned to the groups' width.
+// 16-byte groups (kWideVec<T> columns) need whole groups per row and row starts aligned16.
 template <typename T>
-bool use_vec4(int Vp, const T* a, const T* b) {
-  return Vp % 4 == 0 && detail::act_vec4_aligned(a) && detail::act_vec4_aligned(b);
+bool use_wide(int Vp, const T* a, const T* b) {
+  return Vp % detail::kWideVec<T> == 0 && detail::wide_vec_aligned(a) && detail::wide_vec_aligned(b);
 }
 
 struct CeDims {
@@ -55,7 +55,8 @@ void launch(const char* op, const ExecContext& ctx, TensorView losses, TensorVie
     using T = typename decltype(type)::type;
     T* o = detail::act_data<T>(out);
     const T* x = detail::act_data<T>(logits);
-    const auto kernel = use_vec4(d.padded_vocab, o, x) ? softmax_ce_kernel<kOut, T, 4> : softmax_ce_kernel<kOut, T, 1>;
+    const auto kernel = use_wide(d.padded_vocab, o, x) ? softmax_ce_kernel<kOut, T, detail::kWideVec<T>>
+                                                       : softmax_ce_kernel<kOut, T, 1>;
     kernel<<<static_cast<unsigned>(d.rows), kThreads, 0, stream>>>(losses.as<float>(), o, x,
                                                                    targets.as<std::int32_t>(), d.padded_vocab,
                                                                    vocab_size, dloss);
@@ -87,7 +88,7 @@ void softmax_cross_entropy_backward(const ExecContext& ctx, TensorView dlogits, 
     using T = typename decltype(type)::type;
     T* dl = detail::act_data<T>(dlogits);
     const T* p = detail::act_data<T>(probs);
-    const auto kernel = use_vec4(d.padded_vocab, dl, p) ? softmax_ce_backward_kernel<T, 4>
+    const auto kernel = use_wide(d.padded_vocab, dl, p) ? softmax_ce_backward_kernel<T, detail::kWideVec<T>>
                                                         : softmax_ce_backward_kernel<T, 1>;
     kernel<<<static_cast<unsigned>(d.rows), kThreads, 0, stream>>>(dl, p, targets.as<std::int32_t>(), d.padded_vocab,
                                                                    vocab_size, dloss);

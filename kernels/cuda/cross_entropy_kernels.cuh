@@ -2,9 +2,9 @@
 // on the CPU by the SIMT emulation tests, tests/emulation/). One block per row: max (block
 // reduction), sum of exp(x - max) in fp64 (fixed-order block reduction, as the CPU keeps its sum
 // in fp64), then one write pass. The row (200 KB at V = 50257) is read three times but stays in L2 between passes,
-// so DRAM sees about one read and one write of the logits. Rows move in groups of 4 columns, one
-// vector access each (padded columns loaded but masked), where Vp % 4 == 0 and logits and output are
-// aligned to the group's width, else one element at a time; the fp64 sum's order is fixed for
+// so DRAM sees about one read and one write of the logits. Rows move in 16-byte groups (4 columns of
+// fp32, 8 of bf16), one vector access each (padded columns loaded but masked), where Vp is a
+// multiple of the group and logits and output are aligned16, else one element at a time; the fp64 sum's order is fixed for
 // either, so results repeat bitwise. logits/probs/dlogits are F32 or BF16 (docs/precision.md:
 // bf16 widened on load, each output rounded once); losses are F32.
 #pragma once

@@ -17,28 +17,39 @@ namespace zt::cuda::detail {
 
 constexpr int kWarpSize = 32;
 
-// kVec consecutive floats moved as one access: a float4 (one 16-byte load or store; the address must
-// be 16-byte aligned) for kVec = 4, a plain float for kVec = 1. Kernels templated on kVec take the
-// 4-wide instance only where the launcher checked that rows are a multiple of 4 floats long and
-// every base pointer is aligned16, so every group of 4 starts on a 16-byte boundary.
+// kVec consecutive floats moved in 16-byte accesses: one float4 for kVec = 4, two for kVec = 8 (each
+// address 16-byte aligned), a plain float for kVec = 1. Kernels templated on kVec take a wide
+// instance only where the launcher checked that rows are a multiple of kVec floats long and every
+// base pointer is aligned16, so every group starts on a 16-byte boundary.
 template <int kVec>
 struct FloatVec {
-  static_assert(kVec == 1 || kVec == 4, "FloatVec holds 1 or 4 floats");
+  static_assert(kVec == 1 || kVec == 4 || kVec == 8, "FloatVec holds 1, 4 or 8 floats");
   float v[kVec];
 
   __device__ __forceinline__ static FloatVec load(const float* p) {
-    if constexpr (kVec == 4) {
-      const float4 q = *reinterpret_cast<const float4*>(p);
-      return FloatVec{{q.x, q.y, q.z, q.w}};
+    FloatVec r;
+    if constexpr (kVec == 1) {
+      r.v[0] = *p;
     } else {
-      return FloatVec{{*p}};
+#pragma unroll
+      for (int h = 0; h < kVec / 4; ++h) {
+        const float4 q = reinterpret_cast<const float4*>(p)[h];
+        r.v[4 * h] = q.x;
+        r.v[4 * h + 1] = q.y;
+        r.v[4 * h + 2] = q.z;
+        r.v[4 * h + 3] = q.w;
+      }
     }
+    return r;
   }
   __device__ __forceinline__ void store(float* p) const {
-    if constexpr (kVec == 4) {
-      *reinterpret_cast<float4*>(p) = make_float4(v[0], v[1], v[2], v[3]);
-    } else {
+    if constexpr (kVec == 1) {
       *p = v[0];
+    } else {
+#pragma unroll
+      for (int h = 0; h < kVec / 4; ++h) {
+        reinterpret_cast<float4*>(p)[h] = make_float4(v[4 * h], v[4 * h + 1], v[4 * h + 2], v[4 * h + 3]);
+      }
     }
   }
   __device__ __forceinline__ float& operator[](int i) { return v[i]; }
@@ -107,35 +118,64 @@ __device__ __forceinline__ float load_act(const __nv_bfloat16* p) { return bf16_
 __device__ __forceinline__ void store_act(float* p, float v) { *p = v; }
 __device__ __forceinline__ void store_act(__nv_bfloat16* p, float v) { *p = __ushort_as_bfloat16(f32_to_bf16(v)); }
 
-// FloatVec over storage type T: kVec consecutive activations as fp32 values. kVec = 4 is one access
-// of 4 * sizeof(T) bytes (a float4, or a uint2 of 4 bf16), taken only where the launcher checked
-// act_vec4_aligned for every base pointer and rows of whole groups; kVec = 1 is one element.
+// The width of a memory-bound kernel's vector accesses over storage type T: 16 bytes, i.e. 4 floats
+// or 8 bf16 values, the widest load one thread can issue.
+template <typename T>
+inline constexpr int kWideVec = static_cast<int>(16 / sizeof(T));
+
+// FloatVec over storage type T: kVec consecutive activations as fp32 values. For float, kVec 4 and
+// 8 are FloatVec's float4 accesses; for bf16, kVec = 8 is one 16-byte access (a uint4 of 8 values),
+// kVec = 4 one 8-byte access (a uint2). The wide instances are taken only where the launcher
+// checked aligned16 for every base pointer and rows of whole groups; kVec = 1 is one element.
 template <typename T, int kVec>
 struct ActVec {
-  static_assert(kVec == 1 || kVec == 4, "ActVec holds 1 or 4 values");
+  static_assert(kVec == 1 || kVec == 4 || kVec == 8, "ActVec holds 1, 4 or 8 values");
   float v[kVec];
 
   __device__ __forceinline__ static ActVec load(const T* p) {
-    if constexpr (kVec == 4 && std::is_same_v<T, float>) {
-      const float4 q = *reinterpret_cast<const float4*>(p);
-      return ActVec{{q.x, q.y, q.z, q.w}};
-    } else if constexpr (kVec == 4) {  // element 0 is the low half of the first word
-      const uint2 q = *reinterpret_cast<const uint2*>(p);
-      return ActVec{{__uint_as_float(q.x << 16), __uint_as_float(q.x & 0xffff0000u), __uint_as_float(q.y << 16),
-                     __uint_as_float(q.y & 0xffff0000u)}};
-    } else {
-      return ActVec{{load_act(p)}};
+    ActVec r;
+    if constexpr (kVec == 1) {
+      r.v[0] = load_act(p);
+    } else if constexpr (std::is_same_v<T, float>) {
+      const FloatVec<kVec> f = FloatVec<kVec>::load(p);
+#pragma unroll
+      for (int i = 0; i < kVec; ++i) r.v[i] = f[i];
+    } else {  // bf16: element 2k is the low half of word k
+      unsigned w[kVec / 2];
+      if constexpr (kVec == 8) {
+        const uint4 q = *reinterpret_cast<const uint4*>(p);
+        w[0] = q.x, w[1] = q.y, w[2] = q.z, w[3] = q.w;
+      } else {
+        const uint2 q = *reinterpret_cast<const uint2*>(p);
+        w[0] = q.x, w[1] = q.y;
+      }
+#pragma unroll
+      for (int k = 0; k < kVec / 2; ++k) {
+        r.v[2 * k] = __uint_as_float(w[k] << 16);
+        r.v[2 * k + 1] = __uint_as_float(w[k] & 0xffff0000u);
+      }
     }
+    return r;
   }
   __device__ __forceinline__ void store(T* p) const {
-    if constexpr (kVec == 4 && std::is_same_v<T, float>) {
-      *reinterpret_cast<float4*>(p) = make_float4(v[0], v[1], v[2], v[3]);
-    } else if constexpr (kVec == 4) {
-      *reinterpret_cast<uint2*>(p) =
-          make_uint2(f32_to_bf16(v[0]) | (static_cast<unsigned>(f32_to_bf16(v[1])) << 16),
-                     f32_to_bf16(v[2]) | (static_cast<unsigned>(f32_to_bf16(v[3])) << 16));
-    } else {
+    if constexpr (kVec == 1) {
       store_act(p, v[0]);
+    } else if constexpr (std::is_same_v<T, float>) {
+      FloatVec<kVec> f;
+#pragma unroll
+      for (int i = 0; i < kVec; ++i) f[i] = v[i];
+      f.store(p);
+    } else {
+      unsigned w[kVec / 2];
+#pragma unroll
+      for (int k = 0; k < kVec / 2; ++k) {
+        w[k] = f32_to_bf16(v[2 * k]) | (static_cast<unsigned>(f32_to_bf16(v[2 * k + 1])) << 16);
+      }
+      if constexpr (kVec == 8) {
+        *reinterpret_cast<uint4*>(p) = make_uint4(w[0], w[1], w[2], w[3]);
+      } else {
+        *reinterpret_cast<uint2*>(p) = make_uint2(w[0], w[1]);
+      }
     }
   }
   __device__ __forceinline__ float& operator[](int i) { return v[i]; }

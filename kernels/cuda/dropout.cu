@@ -17,13 +17,16 @@ using detail::dropout::kThreads;
 template <typename T>
 void launch(cudaStream_t stream, T* o, const T* x, std::int64_t B, std::int64_t N, const DropoutSpec& spec) {
   const detail::MaskParams m = detail::mask_params(spec);
-  const std::int64_t threads_needed = B * ((N + 3) / 4);
-  const unsigned grid = detail::grid_for(threads_needed, kThreads);
-  // out may alias in: each thread reads its 4 elements before writing them, and no other thread
+  constexpr int kWide = detail::kWideVec<T>;
+  // out may alias in: each thread reads its elements before writing them, and no other thread
   // touches them.
-  if (N % 4 == 0 && detail::act_vec4_aligned(o) && detail::act_vec4_aligned(x)) {
-    apply_mask<T, 4><<<grid, kThreads, 0, stream>>>(o, x, B, N, m);
+  if (N % kWide == 0 && detail::wide_vec_aligned(o) && detail::wide_vec_aligned(x)) {
+    constexpr int kPer = detail::dropout::kElementsPerThread<kWide>;
+    const unsigned grid = detail::grid_for(B * ((N + kPer - 1) / kPer), kThreads);
+    apply_mask<T, kWide><<<grid, kThreads, 0, stream>>>(o, x, B, N, m);
   } else {
+    constexpr int kPer = detail::dropout::kElementsPerThread<1>;
+    const unsigned grid = detail::grid_for(B * ((N + kPer - 1) / kPer), kThreads);
     apply_mask<T, 1><<<grid, kThreads, 0, stream>>>(o, x, B, N, m);
   }
   ZT_CUDA_CHECK_LAUNCH();

@@ -26,13 +26,14 @@ using detail::embedding::iota_kernel;
 using detail::embedding::kThreads;
 using detail::embedding::run_ends_kernel;
 
-// Groups of 4 need rows of whole groups (C % 4 == 0) and row starts aligned to the groups' width
-// (act_vec4_aligned: 16 bytes of float, 8 of bf16), for the activation and the tables alike.
+// 16-byte groups of the activation (kWideVec<Act> columns: 4 of float, 8 of bf16; the fp32 tables
+// take the same count in two float4) need rows of whole groups and row starts aligned16, for the
+// activation and the tables alike.
 template <typename Act, typename P>
-bool use_vec4(std::int64_t C, const Act* activation, std::initializer_list<const P*> tables) {
-  if (C % 4 != 0 || !detail::act_vec4_aligned(activation)) return false;
+bool use_wide(std::int64_t C, const Act* activation, std::initializer_list<const P*> tables) {
+  if (C % detail::kWideVec<Act> != 0 || !detail::wide_vec_aligned(activation)) return false;
   for (const P* p : tables) {
-    if (!detail::act_vec4_aligned(p)) return false;
+    if (!detail::wide_vec_aligned(p)) return false;
   }
   return true;
 }
@@ -62,9 +63,10 @@ void embedding_forward(const ExecContext& ctx, TensorView out, TensorView tokens
     Act* o = detail::act_data<Act>(out);
     const P* te = detail::act_data<P>(wte);
     const P* pe = detail::act_data<P>(wpe);
-    const bool vec = use_vec4(d.C, o, {te, pe});
-    const auto kernel = vec ? embedding_forward_kernel<Act, P, 4> : embedding_forward_kernel<Act, P, 1>;
-    kernel<<<detail::grid_for(out.numel() / (vec ? 4 : 1), kThreads), kThreads, 0, stream>>>(
+    constexpr int kWide = detail::kWideVec<Act>;
+    const bool vec = use_wide(d.C, o, {te, pe});
+    const auto kernel = vec ? embedding_forward_kernel<Act, P, kWide> : embedding_forward_kernel<Act, P, 1>;
+    kernel<<<detail::grid_for(out.numel() / (vec ? kWide : 1), kThreads), kThreads, 0, stream>>>(
         o, tokens.as<std::int32_t>(), te, pe, d.B * d.T, static_cast<int>(d.T), static_cast<int>(d.C),
         static_cast<int>(d.vocab));
   });
@@ -101,14 +103,15 @@ void embedding_backward(const ExecContext& ctx, TensorView dwte, TensorView dwpe
   detail::dispatch_activation(dout.dtype, [&](auto type) {
     using Act = typename decltype(type)::type;
     const Act* g = detail::act_data<Act>(dout);
-    const bool vec = use_vec4(d.C, g, {dwte.as<float>(), dwpe.as<float>()});
-    const auto wte_kernel = vec ? embedding_backward_wte<Act, 4> : embedding_backward_wte<Act, 1>;
+    constexpr int kWide = detail::kWideVec<Act>;
+    const bool vec = use_wide(d.C, g, {dwte.as<float>(), dwpe.as<float>()});
+    const auto wte_kernel = vec ? embedding_backward_wte<Act, kWide> : embedding_backward_wte<Act, 1>;
     wte_kernel<<<static_cast<unsigned>(BT), kThreads, 0, stream>>>(dwte.as<float>(), g, sorted_tokens,
                                                                    sorted_positions, run_end.as<std::int32_t>(),
                                                                    static_cast<int>(d.C), static_cast<int>(d.vocab));
     ZT_CUDA_CHECK_LAUNCH();
-    const auto wpe_kernel = vec ? embedding_backward_wpe<Act, 4> : embedding_backward_wpe<Act, 1>;
-    wpe_kernel<<<detail::grid_for(d.T * d.C / (vec ? 4 : 1), kThreads), kThreads, 0, stream>>>(
+    const auto wpe_kernel = vec ? embedding_backward_wpe<Act, kWide> : embedding_backward_wpe<Act, 1>;
+    wpe_kernel<<<detail::grid_for(d.T * d.C / (vec ? kWide : 1), kThreads), kThreads, 0, stream>>>(
         dwpe.as<float>(), g, static_cast<int>(d.B), static_cast<int>(d.T), static_cast<int>(d.C));
   });
   ZT_CUDA_CHECK_LAUNCH();

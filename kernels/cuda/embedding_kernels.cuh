@@ -1,7 +1,8 @@
 // Embedding kernels on the GPU, device code only (launched by embedding.cu, which sorts the
 // positions by token with CUB for the backward; run on the CPU by the SIMT emulation tests,
-// tests/emulation/). All three move groups of 4 columns as vector accesses where the launcher
-// found C % 4 == 0 and every operand aligned to its group's width, else single elements; each
+// tests/emulation/). All three move 16-byte groups of the activation's columns (4 of fp32, 8 of
+// bf16; fp32 tables take the same columns in two float4) as vector accesses where the launcher
+// found C a multiple of the group and every operand aligned16, else single elements; each
 // element is summed in the same order either way. The activation (out, dout) is of storage type
 // Act, float or bf16; the tables read by the forward of type P, float or bf16 working weights
 // (with bf16 activations, check_param_dtype); the gradients are fp32 sums (docs/precision.md).

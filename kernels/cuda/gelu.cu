@@ -26,8 +26,12 @@ void gelu_forward(const ExecContext& ctx, TensorView out, TensorView inp) {
     using T = typename decltype(type)::type;
     T* o = detail::act_data<T>(out);
     const T* x = detail::act_data<T>(inp);
-    const bool vec = detail::act_vec4_aligned(o) && detail::act_vec4_aligned(x);
-    gelu_forward_kernel<T><<<detail::grid_for(vec ? (n + 3) / 4 : n, kThreads), kThreads, 0, stream>>>(o, x, n, vec);
+    constexpr int kWide = detail::kWideVec<T>;
+    if (detail::wide_vec_aligned(o) && detail::wide_vec_aligned(x)) {
+      gelu_forward_kernel<T, kWide><<<detail::grid_for((n + kWide - 1) / kWide, kThreads), kThreads, 0, stream>>>(o, x, n);
+    } else {
+      gelu_forward_kernel<T, 1><<<detail::grid_for(n, kThreads), kThreads, 0, stream>>>(o, x, n);
+    }
   });
   ZT_CUDA_CHECK_LAUNCH();
 }
@@ -46,9 +50,13 @@ void gelu_backward(const ExecContext& ctx, TensorView dinp, TensorView inp, Tens
     T* di = detail::act_data<T>(dinp);
     const T* x = detail::act_data<T>(inp);
     const T* g = detail::act_data<T>(dout);
-    const bool vec = detail::act_vec4_aligned(di) && detail::act_vec4_aligned(x) && detail::act_vec4_aligned(g);
-    gelu_backward_kernel<T><<<detail::grid_for(vec ? (n + 3) / 4 : n, kThreads), kThreads, 0, stream>>>(di, x, g, n,
-                                                                                                          vec);
+    constexpr int kWide = detail::kWideVec<T>;
+    if (detail::wide_vec_aligned(di) && detail::wide_vec_aligned(x) && detail::wide_vec_aligned(g)) {
+      gelu_backward_kernel<T, kWide>
+          <<<detail::grid_for((n + kWide - 1) / kWide, kThreads), kThreads, 0, stream>>>(di, x, g, n);
+    } else {
+      gelu_backward_kernel<T, 1><<<detail::grid_for(n, kThreads), kThreads, 0, stream>>>(di, x, g, n);
+    }
   });
   ZT_CUDA_CHECK_LAUNCH();
 }

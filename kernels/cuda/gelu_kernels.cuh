@@ -2,7 +2,7 @@
 // emulation tests, tests/emulation/): the CPU's formulation (x * sigmoid(2a), sigmoid formed from
 // e = exp(-2|a|) so neither side cancels) with expf (~2 ulp) instead of the CPU's polynomial
 // (~1 ulp): results agree to a few ulp, not bitwise (with bf16 activations, to a bf16 rounding).
-// Memory-bound: 4-element vector accesses (a float4, or 8 bytes of bf16) for the aligned bulk.
+// Memory-bound: 16-byte vector accesses (4 floats, or 8 bf16 values) for the aligned bulk.
 #pragma once
 
 #include <cstdint>
@@ -35,37 +35,40 @@ __device__ __forceinline__ float gelu_grad(float x, float g) {
   return g * (sp.s + 2.0f * x * sp.s * sp.one_minus_s * da_dx);
 }
 
-// Elements [0, 4 n4) as 4-element vector accesses when `vec`, then the rest one by one; one launch
-// for both. T is the activation storage type (float or bf16: widened on load, rounded once on store).
-template <typename T>
-__global__ void gelu_forward_kernel(T* out, const T* inp, std::int64_t n, bool vec) {
-  using Vec = detail::ActVec<T, 4>;
+// Elements [0, kVec * (n / kVec)) as kVec-element vector accesses (the launcher takes kVec > 1 only
+// where every pointer is aligned16), then the rest one by one; one launch for both. T is the
+// activation storage type (float or bf16: widened on load, rounded once on store).
+template <typename T, int kVec>
+__global__ void gelu_forward_kernel(T* out, const T* inp, std::int64_t n) {
+  using Vec = detail::ActVec<T, kVec>;
   const std::int64_t stride = std::int64_t{gridDim.x} * blockDim.x;
   const std::int64_t start = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x;
-  const std::int64_t n4 = vec ? n / 4 : 0;
-  for (std::int64_t i = start; i < n4; i += stride) {
-    Vec x = Vec::load(inp + 4 * i);
+  const std::int64_t groups = n / kVec;
+  for (std::int64_t i = start; i < groups; i += stride) {
+    Vec x = Vec::load(inp + kVec * i);
 #pragma unroll
-    for (int k = 0; k < 4; ++k) x[k] = gelu(x[k]);
-    x.store(out + 4 * i);
+    for (int k = 0; k < kVec; ++k) x[k] = gelu(x[k]);
+    x.store(out + kVec * i);
   }
-  for (std::int64_t i = 4 * n4 + start; i < n; i += stride) detail::store_act(out + i, gelu(detail::load_act(inp + i)));
+  for (std::int64_t i = kVec * groups + start; i < n; i += stride) {
+    detail::store_act(out + i, gelu(detail::load_act(inp + i)));
+  }
 }
 
-template <typename T>
-__global__ void gelu_backward_kernel(T* dinp, const T* inp, const T* dout, std::int64_t n, bool vec) {
-  using Vec = detail::ActVec<T, 4>;
+template <typename T, int kVec>
+__global__ void gelu_backward_kernel(T* dinp, const T* inp, const T* dout, std::int64_t n) {
+  using Vec = detail::ActVec<T, kVec>;
   const std::int64_t stride = std::int64_t{gridDim.x} * blockDim.x;
   const std::int64_t start = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x;
-  const std::int64_t n4 = vec ? n / 4 : 0;
-  for (std::int64_t i = start; i < n4; i += stride) {
-    const Vec x = Vec::load(inp + 4 * i);
-    Vec g = Vec::load(dout + 4 * i);
+  const std::int64_t groups = n / kVec;
+  for (std::int64_t i = start; i < groups; i += stride) {
+    const Vec x = Vec::load(inp + kVec * i);
+    Vec g = Vec::load(dout + kVec * i);
 #pragma unroll
-    for (int k = 0; k < 4; ++k) g[k] = gelu_grad(x[k], g[k]);
-    g.store(dinp + 4 * i);
+    for (int k = 0; k < kVec; ++k) g[k] = gelu_grad(x[k], g[k]);
+    g.store(dinp + kVec * i);
   }
-  for (std::int64_t i = 4 * n4 + start; i < n; i += stride) {
+  for (std::int64_t i = kVec * groups + start; i < n; i += stride) {
     detail::store_act(dinp + i, gelu_grad(detail::load_act(inp + i), detail::load_act(dout + i)));
   }
 }

@@ -47,11 +47,12 @@ void launch_forward(cudaStream_t stream, RowDims d, T* out, float* mean, float* 
                     const T* a2, const P* weight, const P* bias) {
   if (d.rows == 0) return;
   const auto blocks = static_cast<unsigned>((d.rows + kForwardWarps - 1) / kForwardWarps);
-  // act_vec4_aligned(nullptr) holds.
-  const bool vec = d.cols % 4 == 0 && detail::act_vec4_aligned(out) && detail::act_vec4_aligned(residual) &&
-                   detail::act_vec4_aligned(a) && detail::act_vec4_aligned(a2) && detail::act_vec4_aligned(weight) &&
-                   detail::act_vec4_aligned(bias);
-  const auto kernel = vec ? layernorm_forward_kernel<T, P, 4> : layernorm_forward_kernel<T, P, 1>;
+  // wide_vec_aligned(nullptr) holds.
+  constexpr int kWide = detail::kWideVec<T>;
+  const bool vec = d.cols % kWide == 0 && detail::wide_vec_aligned(out) && detail::wide_vec_aligned(residual) &&
+                   detail::wide_vec_aligned(a) && detail::wide_vec_aligned(a2) && detail::wide_vec_aligned(weight) &&
+                   detail::wide_vec_aligned(bias);
+  const auto kernel = vec ? layernorm_forward_kernel<T, P, kWide> : layernorm_forward_kernel<T, P, 1>;
   kernel<<<blocks, kForwardWarps * detail::kWarpSize, 0, stream>>>(out, mean, rstd, residual, a, a2, weight, bias,
                                                                    d.rows, d.cols);
   ZT_CUDA_CHECK_LAUNCH();
@@ -119,9 +120,10 @@ void layernorm_backward(const ExecContext& ctx, TensorView dinp, TensorView dwei
     const T* g = detail::act_data<T>(dout);
     const T* x = detail::act_data<T>(inp);
     const P* w = detail::act_data<P>(weight);
-    const bool vec = d.cols % 4 == 0 && detail::act_vec4_aligned(di) && detail::act_vec4_aligned(g) &&
-                     detail::act_vec4_aligned(x) && detail::aligned16(partials.data()) && detail::act_vec4_aligned(w);
-    const auto chunk_kernel = vec ? layernorm_backward_chunk<T, P, 4> : layernorm_backward_chunk<T, P, 1>;
+    constexpr int kWide = detail::kWideVec<T>;
+    const bool vec = d.cols % kWide == 0 && detail::wide_vec_aligned(di) && detail::wide_vec_aligned(g) &&
+                     detail::wide_vec_aligned(x) && detail::aligned16(partials.data()) && detail::wide_vec_aligned(w);
+    const auto chunk_kernel = vec ? layernorm_backward_chunk<T, P, kWide> : layernorm_backward_chunk<T, P, 1>;
     chunk_kernel<<<static_cast<unsigned>(num_chunks), kBackwardThreads, 0, stream>>>(
         di, partials.as<float>(), g, x, w, mean.as<float>(), rstd.as<float>(), d.rows, d.cols);
   });

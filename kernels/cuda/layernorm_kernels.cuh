@@ -3,9 +3,9 @@
 // CPU (the row is re-read from L1/L2, not DRAM). Backward: one block per 32-row chunk computes each row's dinp
 // (a warp per row) and the chunk's dweight/dbias partial sums (a thread per column, rows in
 // order); a second kernel adds the chunk partials in chunk order. No float atomics anywhere.
-// Both take vector accesses (kVec = 4: a lane owns groups of 4 columns) where C % 4 == 0 and every
-// row operand is aligned to its group's width, else single elements (kVec = 1); the reduction order
-// is fixed for a given kVec, so results repeat bitwise. The activations (out, inp, residual and its
+// Both take 16-byte vector accesses (kVec = kWideVec<T>: a lane owns groups of 4 fp32 or 8 bf16
+// columns) where C % kVec == 0 and every row operand is aligned16, else single elements (kVec = 1);
+// the reduction order is fixed for a given kVec, so results repeat bitwise. The activations (out, inp, residual and its
 // addends; dinp, dout) are of storage type T, float or bf16 (docs/precision.md): widened on load,
 // statistics and parameter gradients kept in fp32, each activation result rounded once. The
 // parameters (weight, bias) are of type P: float, or bf16 working weights with bf16 activations,

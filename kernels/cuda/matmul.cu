@@ -227,12 +227,14 @@ void matmul_backward(const ExecContext& ctx, TensorView dinp, TensorView dweight
     detail::dispatch_activation(dout.dtype, [&](auto type) {
       using T = typename decltype(type)::type;
       const T* g = detail::act_data<T>(dout);
-      // Four columns a thread where every row starts aligned (OC % 4 == 0), one otherwise.
-      const bool vec = OC % 4 == 0 && detail::act_vec4_aligned(g);
-      const int width = vec ? 4 : 1;
+      // One 16-byte group of columns a thread (kWideVec<T>) where every row starts aligned16, one
+      // column otherwise.
+      constexpr int kWide = detail::kWideVec<T>;
+      const bool vec = OC % kWide == 0 && detail::wide_vec_aligned(g);
+      const int width = vec ? kWide : 1;
       const auto groups = static_cast<unsigned>((OC + width - 1) / width);
       const dim3 grid((groups + kBiasColGroups - 1) / kBiasColGroups, static_cast<unsigned>(chunks));
-      const auto kernel = vec ? bias_grad_partials<T, 4> : bias_grad_partials<T, 1>;
+      const auto kernel = vec ? bias_grad_partials<T, kWide> : bias_grad_partials<T, 1>;
       kernel<<<grid, kBiasThreads, 0, stream>>>(partials.as<float>(), g, d.rows, OC);
     });
     ZT_CUDA_CHECK_LAUNCH();

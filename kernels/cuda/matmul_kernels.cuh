@@ -11,7 +11,7 @@
 namespace zt::cuda::detail::matmul {
 
 // A partials block: kBiasColGroups threads side by side, each owning kVec adjacent columns (one
-// 16-byte load of fp32, 8 bytes of bf16, per row), times kBiasRowGroups rows of threads that split
+// 16-byte load per row: 4 floats or 8 bf16), times kBiasRowGroups rows of threads that split
 // the chunk's rows. Many blocks of short loops (kBiasRowsPerChunk / kBiasRowGroups rows a thread)
 // instead of one thread a column walking every row: the loads keep the memory system busy.
 constexpr int kBiasRowsPerChunk = 128;
@@ -21,11 +21,11 @@ constexpr int kBiasThreads = kBiasColGroups * kBiasRowGroups;  // partials and a
 
 // partials[chunk, c] = sum over the chunk's rows of dout[row, c] (T: the activation storage type,
 // widened as loaded): row group y adds rows r0 + y, r0 + y + kBiasRowGroups, ... in order, then
-// the row groups' sums are added in y order -- a fixed order, whatever the timing. kVec = 4 needs
-// OC % 4 == 0 and dout aligned to 4 elements (the launcher checks).
+// the row groups' sums are added in y order -- a fixed order, whatever the timing. kVec > 1 needs
+// OC % kVec == 0 and dout aligned16 (the launcher checks).
 template <typename T, int kVec>
 __global__ void bias_grad_partials(float* partials, const T* dout, std::int64_t N, int OC) {
-  __shared__ float row_group_sums[kBiasRowGroups][kBiasColGroups * 4];
+  __shared__ float row_group_sums[kBiasRowGroups][kBiasColGroups * kVec];
   const int x = static_cast<int>(threadIdx.x) % kBiasColGroups, y = static_cast<int>(threadIdx.x) / kBiasColGroups;
   const int c0 = (static_cast<int>(blockIdx.x) * kBiasColGroups + x) * kVec;
   const bool live = c0 < OC;

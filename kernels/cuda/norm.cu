@@ -36,11 +36,15 @@ std::vector<double> sum_of_squares_each(const ExecContext& ctx, const std::vecto
     const TensorView& x = xs[i];
     const std::int64_t n = x.numel();
     if (n == 0) continue;  // its total stays 0
-    if (x.dtype == DType::kF32) {
-      partial_sums<<<kPartialBlocks, kThreads, 0, stream>>>(partials, x.as<float>(), n);
-    } else {
-      partial_sums<<<kPartialBlocks, kThreads, 0, stream>>>(partials, static_cast<const std::uint16_t*>(x.data), n);
-    }
+    detail::dispatch_activation(x.dtype, [&](auto type) {
+      using T = typename decltype(type)::type;
+      const T* p = detail::act_data<T>(x);
+      if (detail::wide_vec_aligned(p)) {
+        partial_sums<T, detail::kWideVec<T>><<<kPartialBlocks, kThreads, 0, stream>>>(partials, p, n);
+      } else {
+        partial_sums<T, 1><<<kPartialBlocks, kThreads, 0, stream>>>(partials, p, n);
+      }
+    });
     ZT_CUDA_CHECK_LAUNCH();
     final_sum<<<1, kThreads, 0, stream>>>(sums + i, partials, kPartialBlocks);
     ZT_CUDA_CHECK_LAUNCH();

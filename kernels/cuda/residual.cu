@@ -11,18 +11,31 @@ namespace {
 
 using detail::residual::accumulate_bf16;
 using detail::residual::add_scalar;
-using detail::residual::add_vec4;
+using detail::residual::add_vec;
 using detail::residual::kThreads;
 
 // out = a + b over n elements, picking the vector kernel for the aligned bulk.
 template <typename T>
 void launch_add(cudaStream_t stream, T* out, const T* a, const T* b, std::int64_t n) {
-  const bool vec = detail::act_vec4_aligned(out) && detail::act_vec4_aligned(a) && detail::act_vec4_aligned(b);
-  const std::int64_t n4 = vec ? n / 4 : 0;
-  if (n4 > 0) add_vec4<T><<<detail::grid_for(n4, kThreads), kThreads, 0, stream>>>(out, a, b, n4);
-  if (n > 4 * n4) {
-    add_scalar<T><<<detail::grid_for(n - 4 * n4, kThreads), kThreads, 0, stream>>>(out + 4 * n4, a + 4 * n4,
-                                                                                    b + 4 * n4, n - 4 * n4);
+  constexpr int kWide = detail::kWideVec<T>;
+  const bool vec = detail::wide_vec_aligned(out) && detail::wide_vec_aligned(a) && detail::wide_vec_aligned(b);
+  const std::int64_t groups = vec ? n / kWide : 0, bulk = kWide * groups;
+  if (groups > 0) add_vec<T, kWide><<<detail::grid_for(groups, kThreads), kThreads, 0, stream>>>(out, a, b, groups);
+  if (n > bulk) {
+    add_scalar<T><<<detail::grid_for(n - bulk, kThreads), kThreads, 0, stream>>>(out + bulk, a + bulk, b + bulk,
+                                                                                  n - bulk);
+  }
+  ZT_CUDA_CHECK_LAUNCH();
+}
+
+// dst (bf16) += src (fp32), the vector kernel for the aligned bulk.
+void launch_accumulate_bf16(cudaStream_t stream, __nv_bfloat16* dst, const float* src, std::int64_t n) {
+  constexpr int kWide = detail::kWideVec<__nv_bfloat16>;
+  const bool vec = detail::wide_vec_aligned(dst) && detail::wide_vec_aligned(src);
+  const std::int64_t groups = vec ? n / kWide : 0, bulk = kWide * groups;
+  if (groups > 0) accumulate_bf16<kWide><<<detail::grid_for(groups, kThreads), kThreads, 0, stream>>>(dst, src, groups);
+  if (n > bulk) {
+    accumulate_bf16<1><<<detail::grid_for(n - bulk, kThreads), kThreads, 0, stream>>>(dst + bulk, src + bulk, n - bulk);
   }
   ZT_CUDA_CHECK_LAUNCH();
 }
@@ -53,9 +66,7 @@ void accumulate_into(const ExecContext& ctx, TensorView dst, TensorView src) {
     launch_add<float>(stream, dst.as<float>(), dst.as<float>(), src.as<float>(), n);
   } else {
     ZT_CHECK(dst.dtype == DType::kBF16, "accumulate_into: dst must be F32 or BF16");
-    accumulate_bf16<<<detail::grid_for(n, kThreads), kThreads, 0, stream>>>(static_cast<std::uint16_t*>(dst.data),
-                                                                            src.as<float>(), n);
-    ZT_CUDA_CHECK_LAUNCH();
+    launch_accumulate_bf16(stream, detail::act_data<__nv_bfloat16>(dst), src.as<float>(), n);
   }
 }
 

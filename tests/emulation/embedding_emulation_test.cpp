@@ -90,11 +90,12 @@ TEST(EmbeddingEmulation, ForwardAndBackwardMatchCpuBitForBit) {
     run_shape<bf16_dev, float, 1>(rng, s);
     run_shape<bf16_dev, bf16_dev, 1>(rng, s);
   }
-  // One token throughout 300 positions: a run longer than the kernel's 256-position chunks.
-  for (Dims s : {Dims{3, 5, 12, 4}, Dims{2, 33, 64, 40}, Dims{1, 300, 8, 1}}) {
-    run_shape<float, float, 4>(rng, s);
-    run_shape<bf16_dev, float, 4>(rng, s);
-    run_shape<bf16_dev, bf16_dev, 4>(rng, s);
+  // The launcher's 16-byte groups: 4 columns of fp32 activations, 8 of bf16 (fp32 tables in two
+  // float4). One token throughout 300 positions: a run longer than the kernel's 256-position chunks.
+  for (Dims s : {Dims{3, 5, 12, 4}, Dims{2, 33, 64, 40}, Dims{1, 300, 8, 1}}) run_shape<float, float, 4>(rng, s);
+  for (Dims s : {Dims{3, 5, 16, 4}, Dims{2, 33, 64, 40}, Dims{1, 300, 8, 1}}) {
+    run_shape<bf16_dev, float, 8>(rng, s);
+    run_shape<bf16_dev, bf16_dev, 8>(rng, s);
   }
 }
 

@@ -1,7 +1,7 @@
 // The CUDA LayerNorm kernels (kernels/cuda/layernorm_kernels.cuh) run on the CPU under the SIMT
 // emulator ([Note: SIMT emulation] in simt_runtime.h), as layernorm.cu launches them, against the
 // CPU kernels: plain and residual-fused forward, the chunked backward and its parameter-gradient
-// pass, both vector widths (kVec 4 where C % 4 == 0), F32 and BF16 activations, with F32 parameters
+// pass, both vector widths (kVec 4 for fp32 and 8 for bf16 activations, 16 bytes, where C allows), F32 and BF16 activations, with F32 parameters
 // and (BF16 activations only) BF16 working parameters, read by the CPU kernels too. Tolerances of
 // tests/gpu/layernorm_embedding_test.cpp: 1e-5 normwise for fp32 results (sums of C terms in
 // another fixed order); BF16 results also within 2^-7 of the CPU's per element (one rounding each,
@@ -100,10 +100,14 @@ TEST(LayerNormEmulation, ForwardFusedAndBackwardMatchCpu) {
     run_shape<bf16_dev, float, 1>(rng, N, C);
     run_shape<bf16_dev, bf16_dev, 1>(rng, N, C);
   }
+  // The launcher's 16-byte groups: 4 columns of fp32 activations, 8 of bf16 (fp32 parameters then
+  // read as two float4).
   for (auto [N, C] : {std::pair<std::int64_t, std::int64_t>{65, 12}, {33, 768}, {70, 100}}) {
     run_shape<float, float, 4>(rng, N, C);
-    run_shape<bf16_dev, float, 4>(rng, N, C);
-    run_shape<bf16_dev, bf16_dev, 4>(rng, N, C);
+  }
+  for (auto [N, C] : {std::pair<std::int64_t, std::int64_t>{65, 24}, {33, 768}, {70, 104}}) {
+    run_shape<bf16_dev, float, 8>(rng, N, C);
+    run_shape<bf16_dev, bf16_dev, 8>(rng, N, C);
   }
 }
 

@@ -279,6 +279,11 @@ void matmul_gelu_forward(const ExecContext& ctx, TensorView out, TensorView gelu
   ops::gelu_forward(ctx, out, gelu_pre);
 }
 
+bool adds_param_grads_into(const ExecContext& ctx, DType grad_dtype, DType act_dtype) {
+  if (grad_dtype == DType::kF32) return true;
+  return ctx.device == Device::kCUDA && grad_dtype == DType::kBF16 && act_dtype == DType::kBF16;
+}
+
 void matmul_backward_through_gelu(const ExecContext& ctx, TensorView dinp, TensorView dweight, TensorView dbias,
                                   TensorView dout, TensorView inp, TensorView weight, WeightLayout layout,
                                   TensorView gelu_pre) {

@@ -47,6 +47,10 @@ void layernorm_residual_forward(const ExecContext& ctx, TensorView residual, Ten
                                 TensorView rstd, TensorView a, TensorView b, TensorView weight, TensorView bias);
 void layernorm_backward(const ExecContext& ctx, TensorView dinp, TensorView dweight, TensorView dbias, TensorView dout,
                         TensorView inp, TensorView weight, TensorView mean, TensorView rstd);
+// Whether matmul_backward, matmul_backward_through_gelu and layernorm_backward on ctx's device add
+// parameter gradients into views of `grad_dtype` under activations of `act_dtype`: F32 everywhere;
+// BF16 (each element rounded once, round(widen(old) + contribution)) on CUDA with bf16 activations.
+bool adds_param_grads_into(const ExecContext& ctx, DType grad_dtype, DType act_dtype);
 void matmul_forward(const ExecContext& ctx, TensorView out, TensorView inp, TensorView weight, WeightLayout layout,
                     TensorView bias);
 void matmul_backward(const ExecContext& ctx, TensorView dinp, TensorView dweight, TensorView dbias, TensorView dout,

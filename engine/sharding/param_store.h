@@ -57,8 +57,16 @@ class ParamStore {
   virtual void release_params(int unit, Pass pass) = 0;
 
   // Adds one fp32 gradient contribution (flat, unit length) into the unit's gradient storage.
-  // A unit may receive several (the tied embedding gets the head's, then the embedding's).
-  virtual void accumulate_grads(int unit, TensorView grad_f32) = 0;
+  // A unit may receive several (the tied embedding gets the head's, then the embedding's). `grad`
+  // may also be the view in_place_grads gave, which already holds the contribution.
+  virtual void accumulate_grads(int unit, TensorView grad) = 0;
+  // The unit's gradient storage (flat, unit length; the dtype of param_dtype) while it holds zero
+  // and the store keeps the next contribution there: the model's kernels may add that contribution
+  // into it in place (no fp32 scratch to zero and add in, docs/performance.md) and then pass this
+  // view to accumulate_grads. Empty where the contribution must come as fp32: the storage already
+  // holds one (a second contribution, a later micro-batch), or the gradient waits in a buffer of
+  // its own for a reduction. Adding into zero storage gives the bits the scratch would have.
+  virtual TensorView in_place_grads(int /*unit*/) { return {}; }
   // No more contributions for `unit` in this backward pass.
   virtual void grads_ready(int unit) = 0;
 

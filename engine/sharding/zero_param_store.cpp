@@ -40,6 +40,7 @@ ZeroParamStore::ZeroParamStore(const ParamTable& table, DType param_dtype, const
   publishes_.resize(units);
   pending_full_grads_.resize(units);
   in_use_.assign(units, false);
+  grads_zero_.assign(units, true);  // allocated zero-filled
   const DType grad_dtype = stage >= 2 && options.fp32_grad_shards ? DType::kF32 : dtype_;
   solo_ = comm.world_size() == 1 && stage >= 1;
   const bool direct_grads = solo_ && stage >= 2 && grad_dtype == dtype_;
@@ -139,18 +140,33 @@ void ZeroParamStore::release_params(int unit, Pass pass) {
   if (!keep) free_gathered(unit);
 }
 
-void ZeroParamStore::accumulate_grads(int unit, TensorView grad_f32) {
+TensorView ZeroParamStore::in_place_grads(int unit) {
+  const std::size_t u = static_cast<std::size_t>(unit);
+  // A pending buffer is allocated at the contribution, after the unit's backward freed its
+  // activations (the memory model's order), so only the stored gradient is offered.
+  if (pends_ || !grads_zero_[u]) return {};
+  return grads_[u].view().slice(0, layout_.unit(unit).numel);
+}
+
+void ZeroParamStore::accumulate_grads(int unit, TensorView grad) {
   follow_schedule(UnitOp::kAccumulate, unit);
   const std::size_t u = static_cast<std::size_t>(unit);
   const std::int64_t n = layout_.unit(unit).numel;
   if (!pends_) {
-    ops::accumulate_into(ctx_, grads_[u].view().slice(0, n), grad_f32);
+    const TensorView own = grads_[u].view().slice(0, n);
+    if (grad.data == own.data) {
+      ZT_CHECK(grads_zero_[u] && grad.dtype == own.dtype && grad.numel() == n,
+               "unit {}: an in-place gradient that in_place_grads did not offer", unit);
+    } else {
+      ops::accumulate_into(ctx_, own, grad);
+    }
+    grads_zero_[u] = false;
     return;
   }
   if (pending_full_grads_[u].empty()) {
     pending_full_grads_[u] = ops::allocate(ctx_, tracker_, MemCategory::kGradients, dtype_, layout_.unit(unit).padded);
   }
-  ops::accumulate_into(ctx_, pending_full_grads_[u].view().slice(0, n), grad_f32);
+  ops::accumulate_into(ctx_, pending_full_grads_[u].view().slice(0, n), grad);
 }
 
 void ZeroParamStore::grads_ready(int unit) {
@@ -239,6 +255,7 @@ void ZeroParamStore::end_pass(Pass pass) {
 
 void ZeroParamStore::begin_step() {
   for (Buffer& g : grads_) ops::fill_zero(ctx_, g.view());
+  grads_zero_.assign(grads_zero_.size(), true);
 }
 
 void ZeroParamStore::set_micro_batch(int index, int count) { last_micro_batch_ = index + 1 == count; }

@@ -48,7 +48,8 @@ class ZeroParamStore final : public ParamStore {
   DType param_dtype() const override { return dtype_; }
   TensorView acquire_params(int unit, Pass pass) override;
   void release_params(int unit, Pass pass) override;
-  void accumulate_grads(int unit, TensorView grad_f32) override;
+  void accumulate_grads(int unit, TensorView grad) override;
+  TensorView in_place_grads(int unit) override;
   void grads_ready(int unit) override;
   void begin_pass(Pass pass, const PassSchedule& schedule, bool backward_follows) override;
   void end_pass(Pass pass) override;
@@ -123,6 +124,7 @@ class ZeroParamStore final : public ParamStore {
   std::vector<Work> publishes_;      // a whole unit's all-gather of updated params in flight
   std::vector<Buffer> grads_;        // full (stage 0; padded at 1, where the reduced shard lands in
                                      // this rank's slice) or shard (stages 2-3)
+  std::vector<bool> grads_zero_;     // grads_[u] holds zero: no contribution since begin_step
   std::vector<Buffer> pending_full_grads_;  // stages 2-3: a unit's full gradient until reduced
   std::deque<PendingReduction> reductions_;  // gradient collectives in flight, oldest first
 

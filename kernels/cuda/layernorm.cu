@@ -108,8 +108,10 @@ void layernorm_backward(const ExecContext& ctx, TensorView dinp, TensorView dwei
   const RowDims d = check_views("layernorm_backward", dtype, dout, mean, rstd, inp, weight);
   for (const TensorView* v : {&dinp, &dweight, &dbias}) detail::check_on_gpu(*v, "layernorm gradient");
   ZT_CHECK(dinp.numel() == inp.numel(), "dinp must be shaped as inp");
-  ZT_CHECK(dweight.dtype == DType::kF32 && dweight.numel() == d.cols, "dweight must be F32 [{}]", d.cols);
-  ZT_CHECK(dbias.dtype == DType::kF32 && dbias.numel() == d.cols, "dbias must be F32 [{}]", d.cols);
+  // F32 gradients, or with bf16 activations bf16 ones (added in place into bf16 storage).
+  ZT_CHECK((dweight.dtype == DType::kF32 || dweight.dtype == dtype) && dbias.dtype == dweight.dtype,
+           "dweight and dbias must both be F32 or {}", dtype_name(dtype));
+  ZT_CHECK(dweight.numel() == d.cols && dbias.numel() == d.cols, "dweight and dbias must have {} elements", d.cols);
   const std::int64_t num_chunks = (d.rows + kRowsPerChunk - 1) / kRowsPerChunk;
   if (num_chunks == 0) return;
   Buffer partials = detail::resources_of(ctx).scratch(DType::kF32, num_chunks * 2 * d.cols);
@@ -128,8 +130,11 @@ void layernorm_backward(const ExecContext& ctx, TensorView dinp, TensorView dwei
         di, partials.as<float>(), g, x, w, mean.as<float>(), rstd.as<float>(), d.rows, d.cols);
   });
   ZT_CUDA_CHECK_LAUNCH();
-  layernorm_backward_params<<<(d.cols + kColumnThreads - 1) / kColumnThreads, kColumnThreads, 0, stream>>>(
-      dweight.as<float>(), dbias.as<float>(), partials.as<float>(), num_chunks, d.cols);
+  detail::dispatch_activation(dweight.dtype, [&](auto type) {
+    using D = typename decltype(type)::type;
+    layernorm_backward_params<D><<<(d.cols + kColumnThreads - 1) / kColumnThreads, kColumnThreads, 0, stream>>>(
+        detail::act_data<D>(dweight), detail::act_data<D>(dbias), partials.as<float>(), num_chunks, d.cols);
+  });
   ZT_CUDA_CHECK_LAUNCH();
 }
 

@@ -148,8 +148,10 @@ __global__ void layernorm_backward_chunk(T* dinp, float* partials, const T* dout
   }
 }
 
-__global__ void layernorm_backward_params(float* dweight, float* dbias, const float* partials,
-                                          std::int64_t num_chunks, int C) {
+// dweight, dbias of type D: float, or bf16 (a gradient added in place into bf16 storage:
+// round(widen(old) + sum), one rounding).
+template <typename D>
+__global__ void layernorm_backward_params(D* dweight, D* dbias, const float* partials, std::int64_t num_chunks, int C) {
   const int c = blockIdx.x * kColumnThreads + threadIdx.x;
   if (c >= C) return;
   float dw = 0.0f, db = 0.0f;
@@ -157,8 +159,8 @@ __global__ void layernorm_backward_params(float* dweight, float* dbias, const fl
     dw += partials[k * 2 * C + c];
     db += partials[k * 2 * C + C + c];
   }
-  dweight[c] += dw;
-  dbias[c] += db;
+  detail::store_act(dweight + c, detail::load_act(dweight + c) + dw);
+  detail::store_act(dbias + c, detail::load_act(dbias + c) + db);
 }
 
 }  // namespace zt::cuda::detail::ln

@@ -197,7 +197,8 @@ void matmul_backward(const ExecContext& ctx, TensorView dinp, TensorView dweight
     detail::check_on_gpu(dweight, "dweight");
     ZT_CHECK(dweight.shape == weight.shape && (dweight.dtype == DType::kF32 || dweight.dtype == inp.dtype),
              "dweight must be shaped as weight, F32 or {}", dtype_name(inp.dtype));
-    const GemmInput x = gemm_input(ctx, inp, act);  // BF16: bf16 A/B, fp32 C/D (beta 1) into an F32 dweight
+    // BF16: bf16 A/B, fp32 accumulation, C/D (beta 1) the F32 or BF16 dweight (round(widen(C) + AB)).
+    const GemmInput x = gemm_input(ctx, inp, act);
     LtGemm g;
     g.ab_type = x.type;
     g.d_type = cuda_type(dweight.dtype);
@@ -217,7 +218,8 @@ void matmul_backward(const ExecContext& ctx, TensorView dinp, TensorView dweight
   }
   if (dbias.data != nullptr && d.rows > 0) {
     detail::check_on_gpu(dbias, "dbias");
-    ZT_CHECK(dbias.dtype == DType::kF32 && dbias.numel() == d.out, "dbias must be F32 [{}]", d.out);
+    ZT_CHECK((dbias.dtype == DType::kF32 || dbias.dtype == inp.dtype) && dbias.numel() == d.out,
+             "dbias must be F32 or {} [{}]", dtype_name(inp.dtype), d.out);
     const cudaStream_t stream = detail::stream_of(ctx);
     const std::int64_t chunks = (d.rows + kBiasRowsPerChunk - 1) / kBiasRowsPerChunk;
     ZT_CHECK(chunks < 65536, "too many rows ({}) for the bias-gradient grid", d.rows);
@@ -238,8 +240,11 @@ void matmul_backward(const ExecContext& ctx, TensorView dinp, TensorView dweight
       kernel<<<grid, kBiasThreads, 0, stream>>>(partials.as<float>(), g, d.rows, OC);
     });
     ZT_CUDA_CHECK_LAUNCH();
-    bias_grad_accumulate<<<col_blocks, kBiasThreads, 0, stream>>>(dbias.as<float>(), partials.as<float>(),
-                                                                  static_cast<int>(chunks), OC);
+    detail::dispatch_activation(dbias.dtype, [&](auto type) {
+      using D = typename decltype(type)::type;
+      bias_grad_accumulate<D><<<col_blocks, kBiasThreads, 0, stream>>>(detail::act_data<D>(dbias),
+                                                                        partials.as<float>(), static_cast<int>(chunks), OC);
+    });
     ZT_CUDA_CHECK_LAUNCH();
   }
 }

@@ -1,7 +1,7 @@
 // The linear layer's bias-gradient kernels on the GPU, device code only (launched by matmul.cu; run
 // on the CPU by the SIMT emulation tests, tests/emulation/): a two-stage column sum, each chunk of
 // rows summed in a fixed order, then the chunk partials in chunk order, so the result is
-// deterministic and accumulates (+=) into dbias like the CPU's.
+// deterministic and accumulates (+=) into dbias like the CPU's (fp32, or bf16 storage on CUDA).
 #pragma once
 
 #include <cstdint>
@@ -52,12 +52,15 @@ __global__ void bias_grad_partials(float* partials, const T* dout, std::int64_t 
   }
 }
 
-__global__ void bias_grad_accumulate(float* dbias, const float* partials, int num_chunks, int OC) {
+// dbias[c] += the chunk partials of column c in chunk order. D: float, or bf16 (a gradient added in
+// place into bf16 storage: round(widen(old) + sum), one rounding).
+template <typename D>
+__global__ void bias_grad_accumulate(D* dbias, const float* partials, int num_chunks, int OC) {
   const int c = blockIdx.x * kBiasThreads + threadIdx.x;
   if (c >= OC) return;
   float acc = 0.0f;
   for (int k = 0; k < num_chunks; ++k) acc += partials[std::int64_t{k} * OC + c];  // chunk order
-  dbias[c] += acc;
+  store_act(dbias + c, load_act(dbias + c) + acc);
 }
 
 }  // namespace zt::cuda::detail::matmul

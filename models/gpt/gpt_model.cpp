@@ -89,6 +89,12 @@ TensorView GptModel::zeroed_grad_scratch(int unit) {
   return grad;
 }
 
+TensorView GptModel::grad_destination(ParamStore& store, int unit) {
+  const TensorView own = store.in_place_grads(unit);
+  if (own.data != nullptr && ops::adds_param_grads_into(ctx_, own.dtype, dims_.act)) return own;
+  return zeroed_grad_scratch(unit);
+}
+
 float GptModel::forward(ParamStore& store, const std::int32_t* inputs, const std::int32_t* targets,
                         const ForwardOptions& options) {
   const ActivationDims& d = dims_;
@@ -177,14 +183,14 @@ void GptModel::backward(ParamStore& store, float loss_scale) {
                                           loss_scale / static_cast<float>(d.BT()), config_.vocab_size);
     }
     const EmbeddingParams ep = embedding_views(table_, acquire_for_kernels(store, emb, Pass::kBackward));
-    const TensorView emb_grad = zeroed_grad_scratch(emb);
+    const TensorView emb_grad = grad_destination(store, emb);
     ops::matmul_backward(ctx_, dlnf, embedding_views(table_, emb_grad).wte, TensorView{}, h.probs, h.lnf, ep.wte,
                          ops::WeightLayout::kOutIn);
     store.accumulate_grads(emb, emb_grad);
     store.release_params(emb, Pass::kBackward);
 
     const FinalParams fp = final_views(table_, config_, acquire_for_kernels(store, fin, Pass::kBackward));
-    const TensorView fin_grad = zeroed_grad_scratch(fin);
+    const TensorView fin_grad = grad_destination(store, fin);
     const FinalParams fg = final_views(table_, config_, fin_grad);
     ops::fill_zero(ctx_, dresid);
     ops::layernorm_backward(ctx_, dresid, fg.ln_f_w, fg.ln_f_b, dlnf, resid(L), fp.ln_f_w, h.lnf_mean, h.lnf_rstd);
@@ -202,7 +208,7 @@ void GptModel::backward(ParamStore& store, float loss_scale) {
       acts = std::make_unique<BlockActivations>(tracker_, d, ctx_);
       block_forward(ctx_, p, resid(l), *acts, TensorView{}, config_.n_head, block_dropout(l));
     }
-    const TensorView grad = zeroed_grad_scratch(unit);
+    const TensorView grad = grad_destination(store, unit);
     block_backward(ctx_, p, block_views(table_, l, grad), resid(l), *acts, dresid, block_scratch_, config_.n_head,
                    block_dropout(l));
     acts.reset();
@@ -212,6 +218,7 @@ void GptModel::backward(ParamStore& store, float loss_scale) {
   }
 
   {  // The embedding backward is a scatter-add of dresid: it reads no weights, so none are acquired.
+     // The head's contribution came first, so this one goes through the fp32 scratch.
     const cpu::DropoutSpec drop = dropout_spec(cpu::kEmbeddingDropoutSite);
     if (drop.active()) ops::dropout_backward(ctx_, dresid, dresid, drop);
     const TensorView grad = zeroed_grad_scratch(emb);

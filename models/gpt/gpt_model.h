@@ -62,6 +62,11 @@ class GptModel {
   // (check_param_dtype). Pair each call with store.release_params.
   TensorView acquire_for_kernels(ParamStore& store, int unit, Pass pass);
   TensorView zeroed_grad_scratch(int unit);
+  // Where the matmul and LayerNorm backward of `unit` add its gradient: the store's own storage in
+  // place where it offers it (ParamStore::in_place_grads) and this device's kernels add into its
+  // dtype (ops::adds_param_grads_into), else the zeroed fp32 scratch. Either goes to
+  // store.accumulate_grads afterwards.
+  TensorView grad_destination(ParamStore& store, int unit);
   // The input (which = 0) or target (1) token ids kept before the residual stream.
   TensorView token_view(int which, Shape shape) const;
   TensorView resid(int layer) const;  // input of block `layer`; resid(n_layer) is the last output
@@ -81,7 +86,8 @@ class GptModel {
   // Workspace, allocated once.
   BlockGradScratch block_scratch_;
   Buffer dresid_;        // [B,T,C] gradient of the residual stream
-  Buffer grad_scratch_;  // fp32, largest unit: one unit's gradient before it goes to the store
+  Buffer grad_scratch_;  // fp32, largest unit: a unit's gradient before it goes to the store, where
+                         // the store takes none in place (the embeddings' second contribution)
   PassSchedule forward_schedule_, backward_schedule_;  // the store calls of each pass (gpt_schedule.h)
   // bf16 parameters with fp32 activations: two fp32 copies of units (the head needs the final LN
   // and the embeddings at once).

@@ -203,8 +203,20 @@ void bias_case(Rng& rng, std::int64_t N, int OC, int width) {
                    dout.data(), N, OC);
     }
     const unsigned col_blocks = static_cast<unsigned>((OC + cd::matmul::kBiasThreads - 1) / cd::matmul::kBiasThreads);
-    simt::launch(dim3(col_blocks), cd::matmul::kBiasThreads, 0, cd::matmul::bias_grad_accumulate, dbias.data(),
+    simt::launch(dim3(col_blocks), cd::matmul::kBiasThreads, 0, cd::matmul::bias_grad_accumulate<float>, dbias.data(),
                  static_cast<const float*>(partials.data()), static_cast<int>(chunks), OC);
+    // Added in place into bf16 storage (ParamStore::in_place_grads) from the same partials: each
+    // element round(widen(old) + the sum the fp32 kernel adds to zero).
+    std::vector<float> sum(static_cast<std::size_t>(OC), 0.0f);
+    simt::launch(dim3(col_blocks), cd::matmul::kBiasThreads, 0, cd::matmul::bias_grad_accumulate<float>, sum.data(),
+                 static_cast<const float*>(partials.data()), static_cast<int>(chunks), OC);
+    std::vector<bf16_dev> b = to_device_bf16(dbias0);
+    const std::vector<float> old = widen(b);
+    simt::launch(dim3(col_blocks), cd::matmul::kBiasThreads, 0, cd::matmul::bias_grad_accumulate<bf16_dev>, b.data(),
+                 static_cast<const float*>(partials.data()), static_cast<int>(chunks), OC);
+    std::vector<float> want(old.size());
+    for (std::size_t i = 0; i < want.size(); ++i) want[i] = round_to_bf16(old[i] + sum[i]);
+    EXPECT_TRUE(bitwise_equal(widen(b), want)) << "bf16 dbias";
     return dbias;
   };
   const std::vector<float> dbias = run();

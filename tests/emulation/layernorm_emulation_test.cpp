@@ -83,11 +83,28 @@ void run_shape(Rng& rng, std::int64_t N, std::int64_t C) {
   simt::launch(dim3(static_cast<unsigned>(chunks)), ln::kBackwardThreads, 0, ln::layernorm_backward_chunk<T, P, kVec>,
                g_dinp.data(), partials.data(), dout_t.data(), x_t.data(), w.data(), g_mean.data(), g_rstd.data(), N,
                static_cast<int>(C));
-  simt::launch(dim3(static_cast<unsigned>((C + ln::kColumnThreads - 1) / ln::kColumnThreads)), ln::kColumnThreads, 0,
-               ln::layernorm_backward_params, g_dw.data(), g_db.data(), partials.data(), chunks, static_cast<int>(C));
+  const dim3 param_grid(static_cast<unsigned>((C + ln::kColumnThreads - 1) / ln::kColumnThreads));
+  simt::launch(param_grid, ln::kColumnThreads, 0, ln::layernorm_backward_params<float>, g_dw.data(), g_db.data(),
+               static_cast<const float*>(partials.data()), chunks, static_cast<int>(C));
   EXPECT_TRUE(close_to_cpu(host_values(g_dinp), host_values(dinp_t), kBf16)) << "dinp";
   EXPECT_TRUE(close_to_cpu(g_dw, dw, false)) << "dweight";
   EXPECT_TRUE(close_to_cpu(g_db, db, false)) << "dbias";
+  // Gradients added in place into bf16 storage (ParamStore::in_place_grads): from the same
+  // partials, each element is round(widen(old) + the sum the fp32 kernel adds to zero).
+  std::vector<float> sum_dw(static_cast<std::size_t>(C), 0.0f), sum_db = sum_dw;
+  simt::launch(param_grid, ln::kColumnThreads, 0, ln::layernorm_backward_params<float>, sum_dw.data(), sum_db.data(),
+               static_cast<const float*>(partials.data()), chunks, static_cast<int>(C));
+  std::vector<bf16_dev> b_dw = to_device_bf16(dw0), b_db = to_device_bf16(db0);
+  const std::vector<float> old_dw = widen(b_dw), old_db = widen(b_db);
+  simt::launch(param_grid, ln::kColumnThreads, 0, ln::layernorm_backward_params<bf16_dev>, b_dw.data(), b_db.data(),
+               static_cast<const float*>(partials.data()), chunks, static_cast<int>(C));
+  std::vector<float> want_dw(old_dw.size()), want_db(old_db.size());
+  for (std::size_t i = 0; i < want_dw.size(); ++i) {
+    want_dw[i] = round_to_bf16(old_dw[i] + sum_dw[i]);
+    want_db[i] = round_to_bf16(old_db[i] + sum_db[i]);
+  }
+  EXPECT_TRUE(bitwise_equal(widen(b_dw), want_dw)) << "bf16 dweight";
+  EXPECT_TRUE(bitwise_equal(widen(b_db), want_db)) << "bf16 dbias";
   for (const std::string& v : simt::violations()) ADD_FAILURE() << "emulator rule broken: " << v;
 }
 

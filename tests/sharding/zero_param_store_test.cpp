@@ -1,6 +1,7 @@
 // ZeroParamStore on one rank: the stage-3 state machine (prefetch, keep for backward, reshard),
 // the schedule contract (GptModel's real calls equal its declared schedules; a call out of order
-// is refused), the persistence threshold and every option giving the stage-0 gradients.
+// is refused), the persistence threshold, every option giving the stage-0 gradients, and the
+// gradients added in place into the store's zero storage (the same bits as through the scratch).
 #include <gtest/gtest.h>
 
 #include <random>
@@ -20,9 +21,12 @@ namespace {
 const gpt::GptConfig kTiny{/*n_layer=*/3, /*n_head=*/2, /*n_embd=*/16, /*block_size=*/8, /*vocab_size=*/40};
 
 // Forwards to a ZeroParamStore and records every call, to compare with the declared schedules.
+// With offer_in_place false it hides the store's in-place gradients: the model then adds every
+// contribution through its fp32 scratch.
 class RecordingStore final : public ParamStore {
  public:
-  explicit RecordingStore(ZeroParamStore& inner) : inner_(inner) {}
+  explicit RecordingStore(ZeroParamStore& inner, bool offer_in_place = true)
+      : inner_(inner), offer_in_place_(offer_in_place) {}
   const ParamTable& table() const override { return inner_.table(); }
   DType param_dtype() const override { return inner_.param_dtype(); }
   TensorView acquire_params(int u, Pass p) override {
@@ -36,6 +40,11 @@ class RecordingStore final : public ParamStore {
   void accumulate_grads(int u, TensorView g) override {
     calls.push_back({UnitOp::kAccumulate, u});
     inner_.accumulate_grads(u, g);
+  }
+  TensorView in_place_grads(int u) override {
+    TensorView v = offer_in_place_ ? inner_.in_place_grads(u) : TensorView{};
+    if (v.data != nullptr) in_place_units.push_back(u);
+    return v;
   }
   void grads_ready(int u) override {
     calls.push_back({UnitOp::kGradsReady, u});
@@ -51,9 +60,11 @@ class RecordingStore final : public ParamStore {
   }
   PassSchedule calls;
   std::vector<PassSchedule> passes;
+  std::vector<int> in_place_units;  // units offered in place, in the order asked
 
  private:
   ZeroParamStore& inner_;
+  bool offer_in_place_;
 };
 
 struct Fixture {
@@ -220,6 +231,44 @@ TEST(ZeroParamStore, EveryStageAndOptionGivesStageZerosGradients) {
     EXPECT_EQ(f.grads(), expected) << "stage " << o.stage << " overlap " << o.overlap_comm << " prefetch "
                                    << o.prefetch_units;
   }
+}
+
+// The store offers its gradient storage while it holds zero: every unit's first contribution of a
+// step goes there in place (the tied embedding's second goes through the scratch), nothing in a
+// later micro-batch, everything again after begin_step; and the gradients are bitwise those of
+// the scratch path, after one micro-batch and after two.
+TEST(ZeroParamStore, InPlaceGradientsWhileTheStorageIsZeroGiveTheScratchPathsBits) {
+  for (int s : {0, 2}) {
+    Fixture in_place(stage(s)), scratch(stage(s));
+    RecordingStore offered(in_place.store), hidden(scratch.store, /*offer_in_place=*/false);
+    const int units = static_cast<int>(in_place.model.table().units().size());
+    in_place.store.begin_step();
+    scratch.store.begin_step();
+    for (int micro = 0; micro < 2; ++micro) {
+      for (auto [f, r] : {std::pair<Fixture*, RecordingStore*>{&in_place, &offered}, {&scratch, &hidden}}) {
+        f->store.set_micro_batch(micro, 2);
+        f->model.forward(*r, f->inputs.data(), f->targets.data());
+        f->model.backward(*r);
+      }
+      // Micro-batch 0: each unit once (the embeddings for the head's contribution); 1: none.
+      EXPECT_EQ(offered.in_place_units.size(), static_cast<std::size_t>(units)) << "stage " << s << " micro " << micro;
+      EXPECT_TRUE(hidden.in_place_units.empty());
+      EXPECT_EQ(in_place.grads(), scratch.grads()) << "stage " << s << " micro-batch " << micro;
+      for (int u = 0; u < units; ++u) EXPECT_EQ(in_place.store.in_place_grads(u).data, nullptr) << "unit " << u;
+    }
+    in_place.store.begin_step();
+    for (int u = 0; u < units; ++u) EXPECT_NE(in_place.store.in_place_grads(u).data, nullptr) << "unit " << u;
+  }
+  // A gradient that pends for a reduction of its own (an fp32 shard under bf16 parameters) is
+  // never offered.
+  ZeroOptions pending = stage(2);
+  pending.fp32_grad_shards = true;
+  MemoryTracker tracker;
+  const ExecContext ctx{Device::kCPU, 1, nullptr};
+  LocalCommunicator comm{tracker, {}};
+  const ParamTable table = gpt::build_param_table(kTiny);
+  ZeroParamStore bf16_store(table, DType::kBF16, pending, comm, tracker, ctx);
+  EXPECT_EQ(bf16_store.in_place_grads(0).data, nullptr);
 }
 
 }  // namespace

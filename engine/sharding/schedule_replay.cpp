@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "engine/core/check.h"
+#include "engine/sharding/stage_policy.h"
 
 namespace zt {
 
@@ -27,20 +28,18 @@ class Replay {
   Replay(const ParamTable& table, DType dtype, const ZeroOptions& zero, int world, bool deterministic,
          CollectiveBackend backend)
       : zero_(zero),
+        policy_(make_stage_policy(zero, world, dtype)),
         world_(world),
         deterministic_(deterministic),
         nccl_(backend == CollectiveBackend::kNccl),
         W_(dtype_size_bytes(dtype)),
-        bf16_(dtype == DType::kBF16),
-        solo_(world == 1 && zero.stage >= 1),
-        direct_grads_(solo_ && zero.stage >= 2 && !(bf16_ && zero.fp32_grad_shards)),
-        per_micro_batch_(zero.reduce_every_micro_batch && world > 1 && zero.stage <= 1) {
+        bf16_(dtype == DType::kBF16) {
     for (const UnitSpec& u : table.units()) {
-      const std::int64_t shard = (u.numel + world - 1) / world;
-      numel_.push_back(u.numel);
-      shard_.push_back(shard);
-      padded_.push_back(shard * world);
-      sharded_.push_back(zero.stage == 3 && u.numel >= zero.persistence_threshold);
+      const ShardSizes s = shard_sizes(u.numel, world);
+      numel_.push_back(s.numel);
+      shard_.push_back(s.shard_numel);
+      padded_.push_back(s.padded_numel);
+      sharded_.push_back(policy_.params_sharded(u.numel));
     }
     const std::size_t n = numel_.size();
     gathered_.assign(n, false);
@@ -62,12 +61,12 @@ class Replay {
           const bool keep = pass == Pass::kForward && (!zero_.reshard_after_forward || i > last_acquire);
           if (sharded_[u] && !keep && gathered_[u]) {
             gathered_[u] = false;
-            if (!solo_) params_.sub(W_ * padded_[u]);
+            if (!policy_.solo) params_.sub(W_ * padded_[u]);
           }
           break;
         }
         case UnitOp::kAccumulate:
-          if (pends() && !pending_[u]) {
+          if (policy_.pends && !pending_[u]) {
             pending_[u] = true;
             grads_.add(W_ * padded_[u]);
           }
@@ -93,20 +92,17 @@ class Replay {
     std::int64_t bytes;
   };
 
-  // Whether a unit's gradient waits in a pending full buffer for its reduction.
-  bool pends() const { return (zero_.stage >= 2 && !direct_grads_) || per_micro_batch_; }
-
   void gather(std::size_t u) {
     if (!sharded_[u] || gathered_[u]) return;
     gathered_[u] = true;
-    if (!solo_) params_.add(W_ * padded_[u]);  // solo: the shard is the unit, nothing allocated
+    if (!policy_.solo) params_.add(W_ * padded_[u]);  // solo: the shard is the unit, nothing allocated
   }
 
   void finish_oldest() {
     const InFlight f = inflight_.front();
     inflight_.pop_front();
     comm_.sub(f.bytes);
-    if (pends()) {
+    if (policy_.pends) {
       pending_[f.unit] = false;
       grads_.sub(W_ * padded_[f.unit]);
     }
@@ -119,27 +115,27 @@ class Replay {
   // result for the bf16 shard slice.
   std::int64_t staging(std::size_t u) const {
     if (world_ == 1) {  // no collective at any stage; solo stages 2-3 may widen pending gradients
-      return zero_.stage >= 2 && !direct_grads_ ? kF32 * shard_[u] : 0;
+      return policy_.pends ? kF32 * shard_[u] : 0;
     }
-    if (per_micro_batch_ && zero_.stage == 0) {  // the fp32 unit, all-reduced in place
+    const bool per_micro_batch = policy_.reduce_every_micro_batch;
+    if (per_micro_batch && policy_.all_reduces_whole_unit()) {  // the fp32 unit, all-reduced in place
       const std::int64_t reduced = kF32 * numel_[u];
       if (nccl_) return reduced;
       return reduced + (deterministic_ ? kF32 * (2 * padded_[u] + shard_[u]) : kF32 * numel_[u]);
     }
-    if (per_micro_batch_) {  // stage 1: the reduced shard beside a stage-2 style reduce-scatter
+    if (per_micro_batch) {  // stage 1: the reduced shard beside a stage-2 style reduce-scatter
       const std::int64_t reduced = kF32 * shard_[u];
       if (nccl_) return reduced + (bf16_ ? kF32 * padded_[u] : 0);
       return reduced + kF32 * shard_[u] + (bf16_ ? kF32 * padded_[u] : 0) + (deterministic_ ? kF32 * padded_[u] : 0);
     }
-    std::int64_t b = zero_.stage >= 2 ? kF32 * shard_[u] : 0;
+    // Stages 2-3: the store's fp32 reduced shard, added into the gradient shard when waited.
+    std::int64_t b = policy_.shards_grads() ? kF32 * shard_[u] : 0;
     if (nccl_) {
       if (!bf16_) return b;
-      if (zero_.stage == 0) return kF32 * numel_[u];
-      return b + kF32 * padded_[u] + (zero_.stage == 1 ? kF32 * shard_[u] : 0);
+      if (policy_.all_reduces_whole_unit()) return kF32 * numel_[u];
+      return b + kF32 * padded_[u] + (policy_.reduces_into_own_slice() ? kF32 * shard_[u] : 0);
     }
-    const bool multi = world_ > 1;
-    if (!multi) return b;
-    if (zero_.stage == 0) {  // all-reduce of the unpadded unit
+    if (policy_.all_reduces_whole_unit()) {  // all-reduce of the unpadded unit
       return deterministic_ ? kF32 * (2 * padded_[u] + shard_[u]) : kF32 * numel_[u];
     }
     // reduce-scatter of the padded unit: fp32 output shard, fp32 copy of a bf16 input, all-to-all chunks
@@ -147,15 +143,13 @@ class Replay {
     return b;
   }
 
-  ZeroOptions zero_;
+  ZeroOptions zero_;      // the scheduling options: overlap, prefetch, resharding, reductions in flight
+  StagePolicy policy_;    // what the stage keeps and how it reduces
   int world_;
   bool deterministic_;
   bool nccl_;
   std::int64_t W_;
   bool bf16_;
-  bool solo_;          // a world of one at stages 1-3: ZeroParamStore calls no collective
-  bool direct_grads_;  // solo stages 2-3 whose gradients go straight into the shard
-  bool per_micro_batch_;  // stages 0-1 reducing every micro-batch (ZeroOptions::reduce_every_micro_batch)
   std::vector<std::int64_t> numel_, shard_, padded_;
   std::vector<bool> sharded_, gathered_, pending_;
   std::deque<InFlight> inflight_;

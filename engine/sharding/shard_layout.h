@@ -10,6 +10,17 @@
 
 namespace zt {
 
+// One unit's flat buffer of `numel` elements split over `world_size` ranks (rank-independent).
+struct ShardSizes {
+  std::int64_t numel = 0;              // n: elements of the unit
+  std::int64_t shard_numel = 0;        // s = ceil(n / N): elements every rank allocates
+  std::int64_t padded_numel = 0;       // s * N: the unit as the collectives see it
+  std::int64_t last_rank_padding = 0;  // elements of rank N-1's shard that hold no data (the most of any rank)
+};
+
+ShardSizes shard_sizes(std::int64_t numel, int world_size);
+
+// The same split seen from one rank.
 struct UnitShard {
   std::int64_t numel = 0;   // n: the unit's real elements
   std::int64_t shard = 0;   // s: elements per rank, padding included

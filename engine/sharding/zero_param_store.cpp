@@ -29,10 +29,10 @@ ZeroParamStore::ZeroParamStore(const ParamTable& table, DType param_dtype, const
       comm_(comm),
       tracker_(tracker),
       ctx_(ctx),
+      policy_(make_stage_policy(options, comm.world_size(), param_dtype)),
       layout_(table, comm.world_size(), comm.rank()),
-      opt_layout_(table, options.stage == 0 ? 1 : comm.world_size(), options.stage == 0 ? 0 : comm.rank()) {
-  const int stage = options.stage;
-  ZT_CHECK(stage >= 0 && stage <= 3, "ZeRO stage {}", stage);
+      opt_layout_(table, policy_.shards_optimizer() ? comm.world_size() : 1,
+                  policy_.shards_optimizer() ? comm.rank() : 0) {
   ZT_CHECK(options.prefetch_units >= 0 && options.max_inflight_reductions >= 1);
   const std::size_t units = table.units().size();
   gathered_.resize(units);
@@ -41,20 +41,13 @@ ZeroParamStore::ZeroParamStore(const ParamTable& table, DType param_dtype, const
   pending_full_grads_.resize(units);
   in_use_.assign(units, false);
   grads_zero_.assign(units, true);  // allocated zero-filled
-  const DType grad_dtype = stage >= 2 && options.fp32_grad_shards ? DType::kF32 : dtype_;
-  solo_ = comm.world_size() == 1 && stage >= 1;
-  const bool direct_grads = solo_ && stage >= 2 && grad_dtype == dtype_;
-  const bool per_micro_batch = options.reduce_every_micro_batch && comm.world_size() > 1 && stage <= 1;
-  pends_ = (stage >= 2 && !direct_grads) || per_micro_batch;
   for (std::size_t u = 0; u < units; ++u) {
-    const UnitShard& s = layout_.unit(static_cast<int>(u));
-    const bool sharded = stage == 3 && s.numel >= options.persistence_threshold;
+    const ShardSizes s = shard_sizes(layout_.unit(static_cast<int>(u)).numel, comm.world_size());
+    const bool sharded = policy_.params_sharded(s.numel);
     sharded_.push_back(sharded);
     state_.push_back(sharded ? UnitState::kSharded : UnitState::kGathered);
-    const std::int64_t param_numel = stage == 0 ? s.numel : sharded ? s.shard : s.padded;
-    const std::int64_t grad_numel = stage == 0 ? s.numel : stage == 1 ? s.padded : s.shard;
-    params_.push_back(ops::allocate(ctx, tracker, MemCategory::kParameters, dtype_, param_numel));
-    grads_.push_back(ops::allocate(ctx, tracker, MemCategory::kGradients, grad_dtype, grad_numel));
+    params_.push_back(ops::allocate(ctx, tracker, MemCategory::kParameters, dtype_, policy_.params(s).numel));
+    grads_.push_back(ops::allocate(ctx, tracker, MemCategory::kGradients, policy_.grad_dtype, policy_.grads(s).numel));
   }
 }
 
@@ -65,7 +58,7 @@ ZeroParamStore::~ZeroParamStore() = default;
 TensorView ZeroParamStore::full_params(int unit) const {
   const std::int64_t n = layout_.unit(unit).numel;
   const std::size_t u = static_cast<std::size_t>(unit);
-  return sharded_[u] && !solo_ ? gathered_[u].view().slice(0, n) : params_[u].view().slice(0, n);
+  return sharded_[u] && !policy_.solo ? gathered_[u].view().slice(0, n) : params_[u].view().slice(0, n);
 }
 
 void ZeroParamStore::follow_schedule(UnitOp op, int unit) {
@@ -81,7 +74,7 @@ void ZeroParamStore::start_gather(int unit) {
   const std::size_t u = static_cast<std::size_t>(unit);
   ZT_CHECK(state_[u] == UnitState::kSharded, "unit {}: gather started while not sharded", unit);
   state_[u] = UnitState::kGathering;
-  if (solo_) return;  // the shard is the whole unit (gathers_[u] stays done)
+  if (policy_.solo) return;  // the shard is the whole unit (gathers_[u] stays done)
   gathered_[u] = ops::allocate(ctx_, tracker_, MemCategory::kParameters, dtype_, layout_.unit(unit).padded, false);
   gathers_[u] = comm_.all_gather(params_[u].view(), gathered_[u].view());
 }
@@ -144,7 +137,7 @@ TensorView ZeroParamStore::in_place_grads(int unit) {
   const std::size_t u = static_cast<std::size_t>(unit);
   // A pending buffer is allocated at the contribution, after the unit's backward freed its
   // activations (the memory model's order), so only the stored gradient is offered.
-  if (pends_ || !grads_zero_[u]) return {};
+  if (policy_.pends || !grads_zero_[u]) return {};
   return grads_[u].view().slice(0, layout_.unit(unit).numel);
 }
 
@@ -152,7 +145,7 @@ void ZeroParamStore::accumulate_grads(int unit, TensorView grad) {
   follow_schedule(UnitOp::kAccumulate, unit);
   const std::size_t u = static_cast<std::size_t>(unit);
   const std::int64_t n = layout_.unit(unit).numel;
-  if (!pends_) {
+  if (!policy_.pends) {
     const TensorView own = grads_[u].view().slice(0, n);
     if (grad.data == own.data) {
       ZT_CHECK(grads_zero_[u] && grad.dtype == own.dtype && grad.numel() == n,
@@ -173,26 +166,26 @@ void ZeroParamStore::grads_ready(int unit) {
   follow_schedule(UnitOp::kGradsReady, unit);
   const std::size_t u = static_cast<std::size_t>(unit);
   const UnitShard& s = layout_.unit(unit);
-  if (pends_) {
+  if (policy_.pends) {
     // The micro-batch's gradient waits in its pending buffer: reduced alone, in fp32, and added to
     // the stored gradient in finish_oldest_reduction. Stages 1-3 reduce-scatter it into a shard
     // (a world of one only widens it), stage 0 (every micro-batch in deterministic mode) all-reduces
     // an fp32 copy of the unit.
     ZT_CHECK(!pending_full_grads_[u].empty(), "grads_ready for unit {} without a contribution", unit);
-    const bool whole = options_.stage == 0;
+    const bool whole = policy_.all_reduces_whole_unit();
     Buffer reduced = ops::allocate(ctx_, tracker_, MemCategory::kCommBuffers, DType::kF32, whole ? s.numel : s.shard,
                                    false);
     Work work;
-    if (whole || solo_) {
+    if (whole || policy_.solo) {
       ops::cast(ctx_, reduced.view(), pending_full_grads_[u].view().slice(0, reduced.numel()));
       if (whole) work = comm_.all_reduce(reduced.view(), ReduceOp::kAvg);
     } else {
       work = comm_.reduce_scatter(pending_full_grads_[u].view(), reduced.view(), ReduceOp::kAvg);
     }
     reductions_.push_back({unit, std::move(work), std::move(reduced)});
-  } else if (solo_) {
+  } else if (policy_.solo) {
     // Averaged over one rank, the gradient accumulate_grads added is already its reduced shard.
-  } else if (options_.stage == 0) {
+  } else if (policy_.all_reduces_whole_unit()) {
     if (last_micro_batch_) {
       reductions_.push_back({unit, comm_.all_reduce(grads_[u].view().slice(0, s.numel), ReduceOp::kAvg), {}});
     }
@@ -211,13 +204,9 @@ void ZeroParamStore::grads_ready(int unit) {
 void ZeroParamStore::finish_oldest_reduction() {
   PendingReduction& r = reductions_.front();
   r.work.wait();
-  if (pends_) {
+  if (policy_.pends) {
     const std::size_t u = static_cast<std::size_t>(r.unit);
-    const UnitShard& s = layout_.unit(r.unit);
-    const TensorView into = options_.stage == 0   ? grads_[u].view().slice(0, s.numel)
-                            : options_.stage == 1 ? grads_[u].view().slice(s.offset, s.shard)
-                                                  : grads_[u].view();
-    ops::accumulate_into(ctx_, into, r.reduced.view());
+    ops::accumulate_into(ctx_, grad_shard(r.unit), r.reduced.view());
     pending_full_grads_[u].reset();  // the full gradient lived only until its reduction
   }
   reductions_.pop_front();
@@ -262,18 +251,20 @@ void ZeroParamStore::set_micro_batch(int index, int count) { last_micro_batch_ =
 
 TensorView ZeroParamStore::grad_shard(int unit) const {
   const std::size_t u = static_cast<std::size_t>(unit);
-  if (options_.stage == 1) return grads_[u].view().slice(layout_.unit(unit).offset, layout_.unit(unit).shard);
+  if (policy_.reduces_into_own_slice()) {
+    return grads_[u].view().slice(layout_.unit(unit).offset, layout_.unit(unit).shard);
+  }
   return grads_[u].view();  // stage 0: the whole (all-reduced) unit; stages 2-3: the shard
 }
 
 TensorView ZeroParamStore::working_shard(int unit) const {
   const std::size_t u = static_cast<std::size_t>(unit);
-  if (options_.stage == 0 || sharded_[u]) return params_[u].view();  // the whole unit, or the shard
+  if (!policy_.shards_optimizer() || sharded_[u]) return params_[u].view();  // the whole unit, or the shard
   return params_[u].view().slice(layout_.unit(unit).offset, layout_.unit(unit).shard);
 }
 
 void ZeroParamStore::publish_updated_params() {
-  if (options_.stage == 0 || solo_) return;  // solo: the in-place gather of one rank moves nothing
+  if (!policy_.publishes_params()) return;  // stage 0, or solo: the in-place gather of one rank moves nothing
   for (std::size_t u = 0; u < params_.size(); ++u) {
     if (sharded_[u]) continue;  // the shard is the parameter: the next acquire gathers it
     ZT_CHECK(publishes_[u].done(), "unit {}: parameters published twice without use", u);
@@ -289,8 +280,8 @@ double ZeroParamStore::global_grad_sum_of_squares() {
   std::vector<TensorView> shards;
   for (std::size_t u = 0; u < grads_.size(); ++u) {
     const UnitShard& s = layout_.unit(static_cast<int>(u));
-    shards.push_back(options_.stage <= 1 ? grads_[u].view().slice(s.begin, s.live())
-                                         : grads_[u].view().slice(0, s.live()));
+    shards.push_back(policy_.shards_grads() ? grads_[u].view().slice(0, s.live())
+                                            : grads_[u].view().slice(s.begin, s.live()));
   }
   double partial = 0.0;
   for (double unit_sum : ops::sum_of_squares_each(ctx_, shards)) partial += unit_sum;  // unit order

@@ -31,6 +31,7 @@
 #include "engine/core/buffer.h"
 #include "engine/sharding/param_store.h"
 #include "engine/sharding/shard_layout.h"
+#include "engine/sharding/stage_policy.h"
 #include "engine/sharding/zero_options.h"
 #include "kernels/exec_context.h"
 
@@ -105,17 +106,12 @@ class ZeroParamStore final : public ParamStore {
   Communicator& comm_;
   MemoryTracker& tracker_;
   ExecContext ctx_;
+  StagePolicy policy_;      // what the stage keeps and how it reduces
   ShardLayout layout_;      // the N-way split
   ShardLayout opt_layout_;  // layout_, or a 1-way split at stage 0
   bool last_micro_batch_ = true;
-  bool solo_ = false;          // a world of one at stages 1-3: no collectives (see above)
-  // A unit's gradient waits in a pending full buffer for a reduction of its own: stages 2-3 (but a
-  // world of one with gradients in the parameters' dtype, which adds them straight into the
-  // shard), and stages 0-1 under reduce_every_micro_batch on several ranks. Otherwise it is added
-  // to the stored gradient, reduced (stages 0-1) after the last micro-batch.
-  bool pends_ = false;
 
-  std::vector<bool> sharded_;        // stage 3 and at least the persistence threshold
+  std::vector<bool> sharded_;        // policy_.params_sharded, per unit
   std::vector<Buffer> params_;       // full (padded at stages 1-3) or shard (sharded units)
   std::vector<Buffer> gathered_;     // sharded units: the full unit while gathering or gathered
   std::vector<UnitState> state_;

@@ -11,7 +11,7 @@
 
 #include "engine/core/check.h"
 #include "engine/core/memory_tracker.h"
-#include "engine/sharding/memory_model.h"
+#include "engine/trainer/run_memory.h"
 #ifdef ZT_HAVE_CUDA
 #include "kernels/cuda/device_query.h"
 #endif
@@ -106,7 +106,7 @@ void check_memory_fits(const RunConfig& c, int world_size, int device_index) {
   if (!c.train.check_memory) return;
   const MemoryOffer offer = memory_offered(c, device_index);
   if (offer.bytes < 0) return;  // nothing to compare with: the run goes on, as before
-  const StageMemory predicted = predict_rank_memory(c, c.zero.stage, world_size);
+  const StageMemory predicted = predict_run_memory(c, c.zero.stage, world_size);
   if (predicted.total_bytes() <= offer.bytes) return;
   std::string categories;
   for (int i = 0; i < kNumMemCategories; ++i) {

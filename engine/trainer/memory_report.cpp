@@ -6,7 +6,7 @@
 
 #include <algorithm>
 
-#include "engine/sharding/memory_model.h"
+#include "engine/trainer/run_memory.h"
 
 namespace zt {
 
@@ -49,7 +49,7 @@ std::vector<MemorySnapshot> gather_memory_snapshots(Communicator& comm, const Me
 
 std::string format_measured_vs_predicted(const RunConfig& config, const std::vector<MemorySnapshot>& per_rank) {
   const int N = static_cast<int>(per_rank.size());
-  const StageMemory predicted = predict_rank_memory(config, config.zero.stage, N);
+  const StageMemory predicted = predict_run_memory(config, config.zero.stage, N);
   std::string out = fmt::format("memory per rank, ZeRO stage {} on {} rank(s): measured peak beside the prediction "
                                 "(docs/zero_memory.md)\n",
                                 config.zero.stage, N);

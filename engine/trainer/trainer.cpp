@@ -31,7 +31,7 @@
 #include "engine/trainer/memory_report.h"
 #include "engine/trainer/memory_check.h"
 #include "engine/trainer/model_setup.h"
-#include "engine/sharding/memory_model.h"
+#include "engine/trainer/run_memory.h"
 #include "engine/trainer/resume.h"
 #include "engine/trainer/run_log.h"
 #include "engine/trainer/start_checks.h"
@@ -365,7 +365,7 @@ TrainSummary Trainer::run() {
                                 grad_norm, step_ms, tokens_per_s, eta_s, compact_memory(mem)));
     if (steps_this_run == 1) {  // a full step's peaks, before any evaluation or sampling
       const std::vector<MemorySnapshot> ranks = gather_memory_snapshots(s.comm, s.tracker.snapshot());
-      const StageMemory predicted = predict_rank_memory(c, c.zero.stage, s.comm.world_size());
+      const StageMemory predicted = predict_run_memory(c, c.zero.stage, s.comm.world_size());
       nlohmann::json measured = nlohmann::json::array();
       for (const MemorySnapshot& r : ranks) measured.push_back(memory_json(r));
       s.log({{"type", "memory"}, {"step", step + 1}, {"stage", c.zero.stage}, {"ranks", s.comm.world_size()},

@@ -13,6 +13,8 @@
 #include "engine/comm/local_communicator.h"
 #include "engine/optim/sharded_adamw.h"
 #include "engine/sharding/memory_model.h"
+#include "engine/trainer/run_memory.h"
+#include "models/gpt/gpt_footprint.h"
 #include "engine/sharding/zero_param_store.h"
 #include "kernels/ops.h"
 #include "models/gpt/gpt_model.h"
@@ -198,16 +200,16 @@ TEST(RankMemory, OnCudaTheConfigPredictionCountsNcclStagingAndTheCublasWorkspace
   cuda.device = Device::kCUDA;
   for (int stage = 0; stage < 4; ++stage) {
     SCOPED_TRACE(stage);
-    const StageMemory on_cpu = predict_rank_memory(cpu, stage, 1), on_cuda = predict_rank_memory(cuda, stage, 1);
+    const StageMemory on_cpu = predict_run_memory(cpu, stage, 1), on_cuda = predict_run_memory(cuda, stage, 1);
     EXPECT_EQ(on_cuda[C::kWorkspace] - on_cpu[C::kWorkspace], kCublasWorkspaceBytes);
     EXPECT_EQ(on_cuda[C::kCommBuffers], 0) << "one GPU calls no collective";
-    const StageMemory on_4 = predict_rank_memory(cuda, stage, 4);
+    const StageMemory on_4 = predict_run_memory(cuda, stage, 4);
     ShardingOptions nccl;
     nccl.backend = CollectiveBackend::kNccl;
     ZeroOptions zero;
     zero.stage = stage;
     const StepSchedule schedule{gpt::forward_schedule(kTiny), gpt::backward_schedule(kTiny)};
-    const ModelFootprint fp = predict_gpt_footprint(kTiny, 2, 8, {}, DType::kBF16, Device::kCUDA);
+    const ModelFootprint fp = gpt::predict_footprint(kTiny, 2, 8, {}, DType::kBF16, Device::kCUDA);
     EXPECT_EQ(on_4[C::kCommBuffers],
               predict_rank_memory(gpt::build_param_table(kTiny), DType::kBF16, fp, schedule, zero, 4, nccl)
                   [C::kCommBuffers]);
@@ -253,7 +255,7 @@ TEST(RankMemory, OneRankStagesAllCostStageZerosBytes) {
   const StepSchedule schedule{gpt::forward_schedule(kTiny), gpt::backward_schedule(kTiny)};
   for (DType dtype : {DType::kF32, DType::kBF16}) {
     const std::int64_t W = static_cast<std::int64_t>(dtype_size_bytes(dtype));
-    const ModelFootprint fp = predict_gpt_footprint(kTiny, 4, 16, {}, dtype, Device::kCPU);
+    const ModelFootprint fp = gpt::predict_footprint(kTiny, 4, 16, {}, dtype, Device::kCPU);
     StageMemory s[4];
     for (int stage = 0; stage < 4; ++stage) {
       ZeroOptions zero;
@@ -274,8 +276,8 @@ TEST(RankMemory, OneRankStagesAllCostStageZerosBytes) {
 TEST(RankMemory, FlashAttentionOnCudaDropsTheProbabilitiesFromThePrediction) {
   const gpt::GptConfig& m = kGpt2Small;
   const std::int64_t B = 8, T = 1024, L = m.n_layer, NH = m.n_head;
-  const std::int64_t cpu = predict_gpt_footprint(m, B, T, {}, DType::kBF16, Device::kCPU).activation_bytes;
-  const std::int64_t cuda = predict_gpt_footprint(m, B, T, {}, DType::kBF16, Device::kCUDA).activation_bytes;
+  const std::int64_t cpu = gpt::predict_footprint(m, B, T, {}, DType::kBF16, Device::kCPU).activation_bytes;
+  const std::int64_t cuda = gpt::predict_footprint(m, B, T, {}, DType::kBF16, Device::kCUDA).activation_bytes;
   EXPECT_FALSE(gpt::activation_dims(m, B, T, Device::kCPU).flash_attention);
   if (ops::flash_attention_available(Device::kCUDA, B, NH, m.n_embd / NH)) {
     EXPECT_TRUE(gpt::activation_dims(m, B, T, Device::kCUDA).flash_attention);
@@ -341,7 +343,7 @@ TEST(RankMemory, EachStageNeedsNoMoreThanTheLastForGpt2OnFourOrMoreRanks) {
     const ParamTable t = gpt::build_param_table(model);
     const StepSchedule schedule{gpt::forward_schedule(model), gpt::backward_schedule(model)};
     for (DType dtype : {DType::kF32, DType::kBF16}) {
-      const ModelFootprint fp = predict_gpt_footprint(model, 8, 1024, {}, dtype, Device::kCPU);
+      const ModelFootprint fp = gpt::predict_footprint(model, 8, 1024, {}, dtype, Device::kCPU);
       for (int ranks : {4, 7, 8, 64, 1000}) {
         std::int64_t previous = 0;
         for (int stage = 0; stage < 4; ++stage) {
@@ -382,7 +384,7 @@ void expect_measured_equals_predicted(DType dtype, DType activations, const char
   const MemorySnapshot measured = tracker.snapshot();
 
   const StageMemory predicted =
-      predict_rank_memory(model.table(), dtype, predict_gpt_footprint(kTiny, B, T, policy, dtype, Device::kCPU, activations),
+      predict_rank_memory(model.table(), dtype, gpt::predict_footprint(kTiny, B, T, policy, dtype, Device::kCPU, activations),
                           {gpt::forward_schedule(kTiny), gpt::backward_schedule(kTiny)}, ZeroOptions{}, 1);
   for (int i = 0; i < kNumMemCategories; ++i) {
     EXPECT_EQ(measured.peak_bytes[i], predicted.bytes[i]) << mem_category_name(static_cast<MemCategory>(i));
@@ -419,7 +421,7 @@ TEST(MemoryCommand, JsonForAParamCountAndAConfig) {
   EXPECT_EQ(cli::memory_main({"--config", path.string(), "--ranks", "3", "--set", "train.micro_batch=2", "--json"}), 0);
   const nlohmann::json doc = nlohmann::json::parse(::testing::internal::GetCapturedStdout());
   RunConfig cfg = load_run_config(path.string(), {"train.micro_batch=2"});
-  const StageMemory s2 = predict_rank_memory(cfg, 2, 3);
+  const StageMemory s2 = predict_run_memory(cfg, 2, 3);
   EXPECT_EQ(doc["stages"][2]["bytes"]["gradients"].get<std::int64_t>(), s2[C::kGradients]);
   EXPECT_EQ(doc["stages"][2]["total"].get<std::int64_t>(), s2.total_bytes());
   EXPECT_EQ(doc["stages"][2]["padding"].get<std::int64_t>(), s2.padding_bytes);
@@ -427,8 +429,8 @@ TEST(MemoryCommand, JsonForAParamCountAndAConfig) {
   cfg.zero.fp32_grad_shards = true;
   EXPECT_EQ(doc["other_grad_shard_dtype"], "fp32");
   EXPECT_EQ(doc["stages"][2]["gradients_with_other_grad_shard_dtype"].get<std::int64_t>(),
-            predict_rank_memory(cfg, 2, 3)[C::kGradients]);
-  EXPECT_GT(predict_rank_memory(cfg, 2, 3)[C::kGradients], s2[C::kGradients]);
+            predict_run_memory(cfg, 2, 3)[C::kGradients]);
+  EXPECT_GT(predict_run_memory(cfg, 2, 3)[C::kGradients], s2[C::kGradients]);
   EXPECT_EQ(doc["stages"][0]["gradients_with_other_grad_shard_dtype"].get<std::int64_t>(),
             doc["stages"][0]["bytes"]["gradients"].get<std::int64_t>());
 
@@ -450,7 +452,7 @@ TEST(MemoryCommand, JsonForAParamCountAndAConfig) {
       << attention;  // fp32 activations: cuDNN's attention takes bf16
   EXPECT_EQ(attention.rfind("materialised (T x T probabilities kept", 0) == 0, !flash) << attention;
   EXPECT_EQ(on_cuda["stages"][0]["bytes"]["activations"].get<std::int64_t>(),
-            predict_rank_memory(load_run_config(path.string(), {"device=cuda"}), 0, 3)[C::kActivations]);
+            predict_run_memory(load_run_config(path.string(), {"device=cuda"}), 0, 3)[C::kActivations]);
 
   // bf16 activations: named, and predicted smaller (the engine's measurement of them is checked in
   // tests/sharding/zero_memory_test.py and tests/models).

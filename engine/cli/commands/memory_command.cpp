@@ -13,7 +13,8 @@
 #include "engine/cli/commands/commands.h"
 #include "engine/config/run_config.h"
 #include "engine/core/check.h"
-#include "engine/sharding/memory_model.h"
+#include "engine/trainer/run_memory.h"
+#include "models/gpt/activations.h"
 #include "models/gpt/gpt_params.h"
 
 namespace zt::cli {
@@ -94,13 +95,13 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
       cfg.device, cfg.attention_kernels, cfg.dropout > 0.0f);
 
   std::vector<StageMemory> stages;
-  for (int stage = 0; stage < kStages; ++stage) stages.push_back(predict_rank_memory(cfg, stage, ranks, options));
+  for (int stage = 0; stage < kStages; ++stage) stages.push_back(predict_run_memory(cfg, stage, ranks, options));
   // The other choice of gradient-shard dtype at stages 2-3, so the table shows what each costs.
   RunConfig other_cfg = cfg;
   other_cfg.zero.fp32_grad_shards = !cfg.zero.fp32_grad_shards;
   std::vector<std::int64_t> other_grads;
   for (int stage = 0; stage < kStages; ++stage) {
-    other_grads.push_back(predict_rank_memory(other_cfg, stage, ranks, options)[MemCategory::kGradients]);
+    other_grads.push_back(predict_run_memory(other_cfg, stage, ranks, options)[MemCategory::kGradients]);
   }
   const char* grad_dtype = cfg.zero.fp32_grad_shards ? "fp32" : "working";
   const char* other_grad_dtype = cfg.zero.fp32_grad_shards ? "working" : "fp32";

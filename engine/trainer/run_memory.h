@@ -1,0 +1,18 @@
+// The memory prediction for a run config: its model's parameter table, footprint and step
+// schedule (models/gpt today) under the config's zero options, precision and device, fed to the
+// model-agnostic ZeRO arithmetic of engine/sharding/memory_model.h. The trainer's memory check and
+// report and the `memory` command predict through it.
+#pragma once
+
+#include "engine/config/run_config.h"
+#include "engine/sharding/memory_model.h"
+
+namespace zt {
+
+// The config's model, micro_batch, seq_len, checkpointing, dtypes, device and zero options, at
+// `stage` on `world_size` ranks. The communicator's staging follows the trainer's choice
+// (store_collective_backend), and train.deterministic adds to options.deterministic.
+StageMemory predict_run_memory(const RunConfig& config, int stage, int world_size,
+                               const ShardingOptions& options = {});
+
+}  // namespace zt

@@ -1,0 +1,24 @@
+// What GptModel brings to the ZeRO memory prediction (engine/sharding/memory_model.h): the bytes it
+// allocates itself, the same under every stage (sized by the batch, not the shard), and its step's
+// store calls. The sharding arithmetic knows nothing of GPT; this is GPT's side of it.
+#pragma once
+
+#include "engine/core/dtype.h"
+#include "engine/sharding/memory_model.h"
+#include "engine/sharding/schedule_replay.h"
+#include "models/gpt/activations.h"
+#include "models/gpt/gpt_config.h"
+
+namespace zt::gpt {
+
+// GptModel's footprint for micro-batches of B x T on `device` (which decides between flash and
+// materialised attention, activation_dims): predict_activation_peak_bytes, and the workspace
+// GptModel and BlockGradScratch allocate (docs/memory.md).
+ModelFootprint predict_footprint(const GptConfig& model, int micro_batch, int seq_len,
+                                 const CheckpointPolicy& checkpointing, DType param_dtype, Device device,
+                                 DType activations = DType::kF32);
+
+// The forward and backward schedules of one training step (gpt_schedule.h).
+StepSchedule step_schedule(const GptConfig& model);
+
+}  // namespace zt::gpt

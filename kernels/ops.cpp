@@ -9,12 +9,15 @@
 #include <fmt/format.h>
 
 #include "engine/core/check.h"
+#include "kernels/cpu/adamw.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/cast.h"
 #include "kernels/cpu/cross_entropy.h"
+#include "kernels/cpu/dropout.h"
 #include "kernels/cpu/embedding.h"
 #include "kernels/cpu/gelu.h"
 #include "kernels/cpu/layernorm.h"
+#include "kernels/cpu/matmul.h"
 #include "kernels/cpu/norm.h"
 #include "kernels/cpu/residual.h"
 #include "kernels/op_profiler.h"
@@ -336,7 +339,7 @@ void adamw_update(const ExecContext& ctx, TensorView param, TensorView grad, Ten
   return ZT_OP(adamw_update, ctx, param, grad, m, v, working_out, hyper, step, grad_scale);
 }
 
-void adamw_update_slices(const ExecContext& ctx, const std::vector<cpu::AdamWSlice>& slices, const AdamWHyper& hyper,
+void adamw_update_slices(const ExecContext& ctx, const std::vector<AdamWSlice>& slices, const AdamWHyper& hyper,
                          int step, float grad_scale) {
   return ZT_OP(adamw_update_slices, ctx, slices, hyper, step, grad_scale);
 }

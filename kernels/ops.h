@@ -11,16 +11,16 @@
 #include "engine/core/buffer.h"
 #include "engine/core/memory_tracker.h"
 #include "engine/core/tensor.h"
-#include "kernels/cpu/adamw.h"
-#include "kernels/cpu/dropout.h"
-#include "kernels/cpu/matmul.h"
+#include "kernels/contracts/adamw_params.h"
+#include "kernels/contracts/dropout_spec.h"
+#include "kernels/contracts/weight_layout.h"
 #include "kernels/exec_context.h"
 
 namespace zt::ops {
 
-using cpu::AdamWHyper;
-using cpu::DropoutSpec;
-using cpu::WeightLayout;
+using zt::AdamWHyper;
+using zt::DropoutSpec;
+using zt::WeightLayout;
 
 // ---- memory ----
 // `numel` elements in the context's memory: the host, or ctx.allocator's device.
@@ -113,7 +113,7 @@ double sum_of_squares(const ExecContext& ctx, TensorView x);
 std::vector<double> sum_of_squares_each(const ExecContext& ctx, const std::vector<TensorView>& xs);
 void adamw_update(const ExecContext& ctx, TensorView param, TensorView grad, TensorView m, TensorView v,
                   TensorView working_out, const AdamWHyper& hyper, int step, float grad_scale);
-void adamw_update_slices(const ExecContext& ctx, const std::vector<cpu::AdamWSlice>& slices, const AdamWHyper& hyper,
+void adamw_update_slices(const ExecContext& ctx, const std::vector<AdamWSlice>& slices, const AdamWHyper& hyper,
                          int step, float grad_scale);
 
 }  // namespace zt::ops

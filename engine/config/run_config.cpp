@@ -117,7 +117,7 @@ void read_train(ConfigReader r, RunConfig& c) {
 }
 
 void read_optim(ConfigReader r, OptimConfig& o, int max_steps) {
-  cpu::AdamWHyper& a = o.adamw;
+  AdamWHyper& a = o.adamw;
   a.lr = static_cast<float>(r.get_double("lr", 1e-3, 0.0, 10.0));
   a.beta1 = static_cast<float>(r.get_double("beta1", 0.9, 0.0, 0.999999));
   a.beta2 = static_cast<float>(r.get_double("beta2", 0.95, 0.0, 0.999999));
@@ -275,7 +275,7 @@ double shortest(float f) { return std::stod(fmt::format("{}", f)); }
 }  // namespace
 
 nlohmann::json RunConfig::to_json() const {
-  const cpu::AdamWHyper& a = optim.adamw;
+  const AdamWHyper& a = optim.adamw;
   return {
       {"device", std::string(device_name(device))},
       {"model",

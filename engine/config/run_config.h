@@ -13,7 +13,7 @@
 #include "engine/config/config_reader.h"
 #include "engine/core/dtype.h"
 #include "engine/sharding/zero_options.h"
-#include "kernels/cpu/adamw.h"
+#include "kernels/contracts/adamw_params.h"
 #include "models/gpt/gpt_config.h"
 
 namespace zt {
@@ -46,7 +46,7 @@ struct TrainConfig {
 };
 
 struct OptimConfig {
-  cpu::AdamWHyper adamw;     // lr is the peak learning rate
+  AdamWHyper adamw;     // lr is the peak learning rate
   float min_lr = 0.0f;       // floor reached at the end of the decay
   int warmup_steps = 0;
   std::string decay = "cosine";  // cosine | linear | constant

@@ -26,7 +26,7 @@ std::vector<DecayRun> decay_runs(const ParamTable& table, int unit, const UnitSh
   return runs;
 }
 
-ShardedAdamW::ShardedAdamW(ZeroParamStore& store, const cpu::AdamWHyper& hyper, MemoryTracker& tracker,
+ShardedAdamW::ShardedAdamW(ZeroParamStore& store, const AdamWHyper& hyper, MemoryTracker& tracker,
                            const ExecContext& ctx)
     : store_(store), hyper_(hyper), ctx_(ctx) {
   const ShardLayout& layout = store.optimizer_layout();
@@ -72,16 +72,16 @@ void ShardedAdamW::restore_working_from_master() {
 
 void ShardedAdamW::step(float lr, float grad_scale) {
   ++step_;
-  cpu::AdamWHyper h = hyper_;
+  AdamWHyper h = hyper_;
   h.lr = lr;
   const bool mixed = !master_.empty();
   // Every decay run of every unit in one call: one kernel launch per 48 runs on the GPU.
-  std::vector<cpu::AdamWSlice> slices;
+  std::vector<AdamWSlice> slices;
   for (std::size_t u = 0; u < runs_.size(); ++u) {
     const int unit = static_cast<int>(u);
     const TensorView params = master(unit), grads = store_.grad_shard(unit), working = store_.working_shard(unit);
     for (const DecayRun& r : runs_[u]) {
-      slices.push_back(cpu::AdamWSlice{params.slice(r.at, r.n), grads.slice(r.at, r.n), m_[u].view().slice(r.at, r.n),
+      slices.push_back(AdamWSlice{params.slice(r.at, r.n), grads.slice(r.at, r.n), m_[u].view().slice(r.at, r.n),
                                        v_[u].view().slice(r.at, r.n),
                                        mixed ? working.slice(r.at, r.n) : TensorView{}, r.decays});
     }

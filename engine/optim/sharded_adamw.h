@@ -7,7 +7,7 @@
 
 #include "engine/core/buffer.h"
 #include "engine/sharding/zero_param_store.h"
-#include "kernels/cpu/adamw.h"
+#include "kernels/contracts/adamw_params.h"
 
 namespace zt {
 
@@ -24,7 +24,7 @@ std::vector<DecayRun> decay_runs(const ParamTable& table, int unit, const UnitSh
 
 class ShardedAdamW {
  public:
-  ShardedAdamW(ZeroParamStore& store, const cpu::AdamWHyper& hyper, MemoryTracker& tracker, const ExecContext& ctx);
+  ShardedAdamW(ZeroParamStore& store, const AdamWHyper& hyper, MemoryTracker& tracker, const ExecContext& ctx);
 
   // Sets this rank's shard of `unit` from the unit's full fp32 values (initialisation): master and
   // working parameters. Call store.publish_updated_params() after loading every unit.
@@ -47,7 +47,7 @@ class ShardedAdamW {
 
  private:
   ZeroParamStore& store_;
-  cpu::AdamWHyper hyper_;
+  AdamWHyper hyper_;
   ExecContext ctx_;
   std::vector<Buffer> master_;  // bf16 mode only
   std::vector<Buffer> m_, v_;

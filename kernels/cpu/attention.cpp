@@ -18,23 +18,6 @@
 
 namespace zt::cpu {
 
-AttentionDims attention_dims(const TensorView& out_like, const TensorView& att, const TensorView& qkv, int n_head) {
-  detail::activation_dtype("attention", {out_like, att, qkv});  // one dtype, F32 or BF16
-  ZT_CHECK(qkv.shape.ndim() == 3, "qkv must be [B, T, 3C], has {} dims", qkv.shape.ndim());
-  AttentionDims d;
-  d.B = qkv.shape[0];
-  d.T = qkv.shape[1];
-  ZT_CHECK(qkv.shape[2] % 3 == 0, "qkv last dim {} is not 3C", qkv.shape[2]);
-  d.C = qkv.shape[2] / 3;
-  d.NH = n_head;
-  ZT_CHECK(n_head > 0 && d.C % n_head == 0, "C={} not divisible by n_head={}", d.C, n_head);
-  d.hs = d.C / n_head;
-  ZT_CHECK(out_like.numel() == d.B * d.T * d.C && out_like.shape[out_like.shape.ndim() - 1] == d.C,
-           "out/dout must be [B={}, T={}, C={}]", d.B, d.T, d.C);
-  ZT_CHECK(att.numel() == d.B * d.NH * d.T * d.T, "att must be [B={}, n_head={}, T={}, T]", d.B, d.NH, d.T);
-  return d;
-}
-
 namespace {
 
 // A tile is kTileRows x kTileCols accumulators: 4 x 16 floats fill 8 of the 16 AVX2 registers,
@@ -149,7 +132,7 @@ void dropout_row_scale(const DropoutSpec& dropout, std::int64_t sample, std::int
 void attention_forward(const ExecContext& ctx, TensorView out, TensorView att, TensorView qkv, int n_head,
                        const DropoutSpec& dropout) {
   const AttnDims d = check_dims(out, att, qkv, n_head);
-  dropout_detail::check_spec(dropout, d.NH * d.T * d.T);
+  dropout_rules::check_spec(dropout, d.NH * d.T * d.T);
   if (qkv.dtype == DType::kBF16) {  // samples staged in fp32, each keeping its global sample index
     using detail::Access;
     detail::stage_rows(ctx, {{out, Access::kWrite}, {att, Access::kWrite}, {qkv, Access::kRead}},
@@ -213,7 +196,7 @@ void attention_backward(const ExecContext& ctx, TensorView dqkv, TensorView dout
                         int n_head, const DropoutSpec& dropout) {
   const AttnDims d = check_dims(dout, att, qkv, n_head);
   ZT_CHECK(dqkv.dtype == qkv.dtype && dqkv.shape == qkv.shape, "dqkv must be shaped as qkv, in its dtype");
-  dropout_detail::check_spec(dropout, d.NH * d.T * d.T);
+  dropout_rules::check_spec(dropout, d.NH * d.T * d.T);
   if (qkv.dtype == DType::kBF16) {
     using detail::Access;
     detail::stage_rows(ctx,

@@ -3,7 +3,8 @@
 #pragma once
 
 #include "engine/core/tensor.h"
-#include "kernels/cpu/dropout.h"
+#include "kernels/contracts/dropout_spec.h"
+#include "kernels/contracts/operand_checks.h"
 #include "kernels/exec_context.h"
 
 namespace zt::cpu {
@@ -20,12 +21,5 @@ void attention_forward(const ExecContext& ctx, TensorView out, TensorView att, T
 // dropout spec as the forward (its mask is regenerated, not stored).
 void attention_backward(const ExecContext& ctx, TensorView dqkv, TensorView dout, TensorView qkv, TensorView att,
                         int n_head, const DropoutSpec& dropout = {});
-
-// The operand shapes every attention kernel (CPU and CUDA) takes, checked: qkv [B, T, 3C] with C a
-// multiple of n_head, att [B, n_head, T, T], out/dout [B, T, C], all fp32.
-struct AttentionDims {
-  std::int64_t B, T, C, NH, hs;
-};
-AttentionDims attention_dims(const TensorView& out_like, const TensorView& att, const TensorView& qkv, int n_head);
 
 }  // namespace zt::cpu

@@ -28,30 +28,6 @@ std::int64_t row_width(const TensorView& v) { return v.shape[0] == 0 ? 0 : v.num
 
 }  // namespace
 
-DType activation_dtype(const char* op, std::initializer_list<TensorView> operands) {
-  bool any = false;
-  DType dtype = DType::kF32;
-  for (const TensorView& v : operands) {
-    if (v.data == nullptr) continue;
-    ZT_CHECK(v.dtype == DType::kF32 || v.dtype == DType::kBF16, "{}: activation operands must be F32 or BF16, not {}",
-             op, dtype_name(v.dtype));
-    ZT_CHECK(!any || v.dtype == dtype, "{}: activation operands mix {} and {} (they share one dtype)", op,
-             dtype_name(dtype), dtype_name(v.dtype));
-    any = true;
-    dtype = v.dtype;
-  }
-  return dtype;
-}
-
-void check_param_dtype(const char* op, DType activations, std::initializer_list<TensorView> params) {
-  for (const TensorView& v : params) {
-    if (v.data == nullptr) continue;
-    ZT_CHECK(v.dtype == DType::kF32 || (v.dtype == DType::kBF16 && activations == DType::kBF16),
-             "{}: parameters must be F32, or BF16 with BF16 activations (parameter {}, activations {})", op,
-             dtype_name(v.dtype), dtype_name(activations));
-  }
-}
-
 TensorView widened_f32(const ExecContext& ctx, const TensorView& v, std::vector<float>& storage) {
   if (v.data == nullptr || v.dtype == DType::kF32) return v;
   ZT_CHECK(v.dtype == DType::kBF16, "only BF16 parameters are widened, not {}", dtype_name(v.dtype));

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "engine/core/tensor.h"
-#include "kernels/cpu/activation_dtype.h"
+#include "kernels/contracts/activation_dtype.h"
 #include "kernels/exec_context.h"
 
 namespace zt::cpu::detail {

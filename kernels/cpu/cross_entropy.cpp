@@ -55,7 +55,7 @@ void softmax_cross_entropy_forward(const ExecContext& ctx, TensorView losses, Te
   const CeDims d = check_dims(probs, targets, vocab_size);
   ZT_CHECK(logits.numel() == probs.numel(), "logits must be shaped as probs");
   ZT_CHECK(losses.dtype == DType::kF32 && losses.numel() == d.rows, "losses must be F32 [{}]", d.rows);
-  if (detail::activation_dtype("softmax_cross_entropy_forward", {probs, logits}) == DType::kBF16) {
+  if (activation_dtype("softmax_cross_entropy_forward", {probs, logits}) == DType::kBF16) {
     using detail::Access;
     detail::stage_rows(ctx,
                        {{detail::as_rows(probs, d.padded_vocab), Access::kWrite},
@@ -92,7 +92,7 @@ void softmax_cross_entropy_backward(const ExecContext& ctx, TensorView dlogits, 
                                     float dloss, int vocab_size) {
   const CeDims d = check_dims(probs, targets, vocab_size);
   ZT_CHECK(dlogits.numel() == probs.numel(), "dlogits must be shaped as probs");
-  if (detail::activation_dtype("softmax_cross_entropy_backward", {dlogits, probs}) == DType::kBF16) {
+  if (activation_dtype("softmax_cross_entropy_backward", {dlogits, probs}) == DType::kBF16) {
     using detail::Access;
     detail::stage_rows(ctx,
                        {{detail::as_rows(dlogits, d.padded_vocab), Access::kWrite},

@@ -24,6 +24,7 @@ namespace {
 
 // Philox blocks per batch: 16 x 4 = 64 mask elements per call of philox_batch.
 constexpr std::int64_t kBatch = 16;
+static_assert(kBatch <= dropout_rules::kMaxBlocksPastEnd, "check_spec admits kMaxBlocksPastEnd blocks past a sample");
 
 // r[4 * i + lane] = philox4x32({blk0 + i, site, g_lo, g_hi}, key)[lane] for i < kBatch: the
 // random bits of elements 4 * blk0 .. 4 * (blk0 + kBatch) - 1, in element order. The same rounds
@@ -82,35 +83,9 @@ void philox_batch(std::uint32_t (&r)[4 * kBatch], std::uint32_t blk0, std::uint3
 
 }  // namespace
 
-void check_spec(const DropoutSpec& spec, std::int64_t elems_per_sample) {
-  ZT_CHECK(spec.p >= 0.0f && spec.p < 1.0f, "dropout p must be in [0, 1), is {}", spec.p);
-  // The block counter j / 4 is 32 bits; a batch may run kBatch blocks past the last element.
-  ZT_CHECK(elems_per_sample / 4 + kBatch <= (std::int64_t{1} << 32),
-           "dropout over {} elements per sample exceeds the 32-bit Philox block counter", elems_per_sample);
-}
-
-MaskRows check_operands(const TensorView& out, const TensorView& in, const DropoutSpec& spec, const char* what) {
-  ZT_CHECK(out.dtype == in.dtype && (in.dtype == DType::kF32 || in.dtype == DType::kBF16),
-           "{}: out and in must both be F32 or both BF16, not {} and {}", what, dtype_name(out.dtype),
-           dtype_name(in.dtype));
-  ZT_CHECK(out.numel() == in.numel(), "{}: out has {} elements, in {}", what, out.numel(), in.numel());
-  ZT_CHECK(in.shape.ndim() >= 1, "{}: needs a leading sample dimension", what);
-  const std::int64_t B = in.shape[0];
-  const MaskRows rows{B, B > 0 ? in.numel() / B : 0};
-  check_spec(spec, rows.per_sample);
-  return rows;
-}
-
-std::uint32_t keep_threshold(float p) {
-  const double scaled = std::round(static_cast<double>(p) * 4294967296.0);  // exact product: p is fp32
-  return scaled >= 4294967295.0 ? 0xFFFFFFFFu : static_cast<std::uint32_t>(scaled);
-}
-
-float keep_scale(float p) { return static_cast<float>(1.0 / (1.0 - static_cast<double>(p))); }
-
 void mask_scale_row(const DropoutSpec& spec, std::int64_t sample, std::int64_t j0, std::int64_t n, float* scale) {
-  const std::uint32_t threshold = keep_threshold(spec.p);
-  const float s = keep_scale(spec.p);
+  const std::uint32_t threshold = dropout_rules::keep_threshold(spec.p);
+  const float s = dropout_rules::keep_scale(spec.p);
   std::uint32_t r[4 * kBatch];
   // Batches start at the block holding j0; elements before j0 in the first one are skipped.
   for (std::int64_t blk = j0 / 4, j = j0, end = j0 + n; j < end; blk += kBatch) {
@@ -125,13 +100,6 @@ void mask_scale_row(const DropoutSpec& spec, std::int64_t sample, std::int64_t j
 
 }  // namespace dropout_detail
 
-bool dropout_keep(const DropoutSpec& spec, std::int64_t sample, std::int64_t j) {
-  const auto g = static_cast<std::uint64_t>(sample);
-  const auto r = philox4x32({static_cast<std::uint32_t>(j / 4), spec.site, static_cast<std::uint32_t>(g),
-                             static_cast<std::uint32_t>(g >> 32)},
-                            {static_cast<std::uint32_t>(spec.seed), static_cast<std::uint32_t>(spec.seed >> 32)});
-  return r[j % 4] >= dropout_detail::keep_threshold(spec.p);
-}
 
 namespace {
 
@@ -140,7 +108,7 @@ constexpr std::int64_t kTaskElems = 4096;
 
 // out = in * mask / (1 - p) over [B, ...]: forward and backward are the same operation.
 void apply_mask(const ExecContext& ctx, TensorView out, TensorView in, const DropoutSpec& spec, const char* what) {
-  const dropout_detail::MaskRows rows = dropout_detail::check_operands(out, in, spec, what);
+  const dropout_rules::MaskRows rows = dropout_rules::check_operands(out, in, spec, what);
   if (in.dtype == DType::kBF16) {  // samples staged in fp32, each keeping its global sample index
     using detail::Access;
     detail::stage_rows(ctx,

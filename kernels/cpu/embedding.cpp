@@ -11,25 +11,6 @@
 
 namespace zt::cpu {
 
-EmbeddingDims embedding_dims(const TensorView& out_like, const TensorView& tokens, const TensorView& wte,
-                             const TensorView& wpe, EmbeddingTables tables) {
-  ZT_CHECK(tokens.dtype == DType::kI32 && tokens.shape.ndim() == 2, "tokens must be I32 [B, T]");
-  ZT_CHECK(out_like.dtype == DType::kF32 || out_like.dtype == DType::kBF16, "embedding out/dout must be F32 or BF16");
-  if (tables == EmbeddingTables::kParameters) {
-    detail::check_param_dtype("embedding_forward", out_like.dtype, {wte, wpe});
-    ZT_CHECK(wte.dtype == wpe.dtype, "embedding_forward: wte is {}, wpe {} (one dtype)", dtype_name(wte.dtype),
-             dtype_name(wpe.dtype));
-  } else {
-    ZT_CHECK(wte.dtype == DType::kF32 && wpe.dtype == DType::kF32, "embedding gradients are F32");
-  }
-  ZT_CHECK(wte.shape.ndim() == 2 && wpe.shape.ndim() == 2, "wte/wpe must be 2-D");
-  EmbeddingDims d{tokens.shape[0], tokens.shape[1], wte.shape[1], wte.shape[0], wpe.shape[0]};
-  ZT_CHECK(wpe.shape[1] == d.C, "wpe has {} columns, wte {}", wpe.shape[1], d.C);
-  ZT_CHECK(d.T <= d.max_T, "sequence length {} exceeds the {} learned positions", d.T, d.max_T);
-  ZT_CHECK(out_like.numel() == d.B * d.T * d.C, "out/dout must be [B={}, T={}, C={}]", d.B, d.T, d.C);
-  return d;
-}
-
 namespace {
 
 float widen(float v) { return v; }

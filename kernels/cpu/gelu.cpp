@@ -39,7 +39,7 @@ inline SigmoidPair gelu_sigmoid(float x) {
 
 void gelu_forward(const ExecContext& ctx, TensorView out, TensorView inp) {
   ZT_CHECK(out.numel() == inp.numel(), "out has {} elements, inp {}", out.numel(), inp.numel());
-  if (detail::activation_dtype("gelu_forward", {out, inp}) == DType::kBF16) {
+  if (activation_dtype("gelu_forward", {out, inp}) == DType::kBF16) {
     using detail::Access;
     detail::stage_rows(ctx, {{detail::as_rows(out, 1), Access::kWrite}, {detail::as_rows(inp, 1), Access::kRead}},
                        [&](std::int64_t, std::int64_t, std::span<const TensorView> v) { gelu_forward(ctx, v[0], v[1]); });
@@ -63,7 +63,7 @@ void gelu_forward(const ExecContext& ctx, TensorView out, TensorView inp) {
 
 void gelu_backward(const ExecContext& ctx, TensorView dinp, TensorView inp, TensorView dout) {
   ZT_CHECK(dinp.numel() == inp.numel() && dout.numel() == inp.numel(), "gelu_backward: element counts differ");
-  if (detail::activation_dtype("gelu_backward", {dinp, inp, dout}) == DType::kBF16) {
+  if (activation_dtype("gelu_backward", {dinp, inp, dout}) == DType::kBF16) {
     using detail::Access;
     detail::stage_rows(ctx,
                        {{detail::as_rows(dinp, 1), Access::kWrite},

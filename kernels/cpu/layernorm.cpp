@@ -67,8 +67,8 @@ inline void backward_row(float* __restrict dinp, float* __restrict dw_part, floa
 void layernorm_forward(const ExecContext& ctx, TensorView out, TensorView mean, TensorView rstd, TensorView inp,
                        TensorView weight, TensorView bias) {
   const RowDims d = check_views(out, mean, rstd, inp, weight);
-  const DType act = detail::activation_dtype("layernorm_forward", {out, inp});
-  detail::check_param_dtype("layernorm_forward", act, {weight, bias});
+  const DType act = activation_dtype("layernorm_forward", {out, inp});
+  check_param_dtype("layernorm_forward", act, {weight, bias});
   ZT_CHECK(bias.dtype == weight.dtype && bias.numel() == d.cols, "bias must be {} [{}] like the weight",
            dtype_name(weight.dtype), d.cols);
   if (act == DType::kBF16) {
@@ -107,8 +107,8 @@ void layernorm_backward(const ExecContext& ctx, TensorView dinp, TensorView dwei
                         TensorView inp, TensorView weight, TensorView mean, TensorView rstd) {
   const RowDims d = check_views(dout, mean, rstd, inp, weight);
   ZT_CHECK(dinp.numel() == inp.numel(), "dinp must be shaped like inp");
-  const DType act = detail::activation_dtype("layernorm_backward", {dinp, dout, inp});
-  detail::check_param_dtype("layernorm_backward", act, {weight});
+  const DType act = activation_dtype("layernorm_backward", {dinp, dout, inp});
+  check_param_dtype("layernorm_backward", act, {weight});
   if (act == DType::kBF16) {
     using detail::Access;
     std::vector<float> weight_f32;

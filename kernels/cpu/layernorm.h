@@ -2,11 +2,10 @@
 #pragma once
 
 #include "engine/core/tensor.h"
+#include "kernels/contracts/layernorm_eps.h"
 #include "kernels/exec_context.h"
 
 namespace zt::cpu {
-
-constexpr float kLayerNormEps = 1e-5f;
 
 // out[N, C] = (inp - mean) * rstd * weight + bias; mean[N] and rstd[N] are saved for backward.
 void layernorm_forward(const ExecContext& ctx, TensorView out, TensorView mean, TensorView rstd, TensorView inp,

@@ -75,8 +75,8 @@ TensorView bf16_rounded_weight(const ExecContext& ctx, const TensorView& weight,
 void matmul_forward(const ExecContext& ctx, TensorView out, TensorView inp, TensorView weight, WeightLayout layout,
                     TensorView bias) {
   const MatmulDims d = check_dims(out, inp, weight, layout);
-  const DType act = detail::activation_dtype("matmul_forward", {out, inp});
-  detail::check_param_dtype("matmul_forward", act, {weight, bias});
+  const DType act = activation_dtype("matmul_forward", {out, inp});
+  check_param_dtype("matmul_forward", act, {weight, bias});
   const bool has_bias = bias.data != nullptr;
   if (has_bias) ZT_CHECK(bias.numel() == d.out, "bias must have {} elements", d.out);
   if (d.rows == 0) return;
@@ -108,8 +108,8 @@ void matmul_forward(const ExecContext& ctx, TensorView out, TensorView inp, Tens
 void matmul_backward(const ExecContext& ctx, TensorView dinp, TensorView dweight, TensorView dbias, TensorView dout,
                      TensorView inp, TensorView weight, WeightLayout layout) {
   const MatmulDims d = check_dims(dout, inp, weight, layout);
-  const DType act = detail::activation_dtype("matmul_backward", {dinp, dout, inp});
-  detail::check_param_dtype("matmul_backward", act, {weight});
+  const DType act = activation_dtype("matmul_backward", {dinp, dout, inp});
+  check_param_dtype("matmul_backward", act, {weight});
   const bool want_dinp = dinp.data != nullptr;
   const bool want_dweight = dweight.data != nullptr;
   const bool want_dbias = dbias.data != nullptr;

@@ -3,13 +3,10 @@
 #pragma once
 
 #include "engine/core/tensor.h"
+#include "kernels/contracts/weight_layout.h"
 #include "kernels/exec_context.h"
 
 namespace zt::cpu {
-
-// How the weight is stored: [in, out] (Hugging Face Conv1D, used by every GPT-2 block linear) or
-// [out, in] (nn.Linear; the tied LM head reads the token embedding [Vp, C] this way).
-enum class WeightLayout { kInOut, kOutIn };
 
 // out[N, OC] = inp[N, C] @ W + bias[OC]. bias may be an empty view (no bias).
 void matmul_forward(const ExecContext& ctx, TensorView out, TensorView inp, TensorView weight, WeightLayout layout,

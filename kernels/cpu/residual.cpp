@@ -17,7 +17,7 @@ constexpr std::int64_t kBlock = 16384;
 void residual_forward(const ExecContext& ctx, TensorView out, TensorView a, TensorView b) {
   ZT_CHECK(a.numel() == out.numel() && b.numel() == out.numel(), "residual_forward: element counts differ ({}, {}, {})",
            out.numel(), a.numel(), b.numel());
-  if (detail::activation_dtype("residual_forward", {out, a, b}) == DType::kBF16) {
+  if (activation_dtype("residual_forward", {out, a, b}) == DType::kBF16) {
     using detail::Access;
     detail::stage_rows(ctx,
                        {{detail::as_rows(out, 1), Access::kWrite},

@@ -9,7 +9,7 @@ namespace zt::cuda {
 
 namespace {
 
-using cpu::AdamWCoeffs;
+using zt::AdamWCoeffs;
 using detail::adamw::adamw_slices_kernel;
 using detail::adamw::kChunk;
 using detail::adamw::kMaxSlices;
@@ -52,10 +52,10 @@ void launch_working(const SliceTable& table, std::int64_t blocks, WorkingKind wo
 void adamw_update_slices(const ExecContext& ctx, const std::vector<AdamWSlice>& slices, const AdamWHyper& hyper, int step,
                          float grad_scale) {
   ZT_CHECK(step >= 1, "AdamW step is 1-based, got {}", step);
-  LaunchArgs args{detail::stream_of(ctx), cpu::adamw_coeffs(hyper, step), {}, grad_scale};
+  LaunchArgs args{detail::stream_of(ctx), adamw_coeffs(hyper, step), {}, grad_scale};
   AdamWHyper plain = hyper;
   plain.weight_decay = 0.0f;
-  args.plain = cpu::adamw_coeffs(plain, step);  // the CPU's scalars, bit for bit
+  args.plain = adamw_coeffs(plain, step);  // the CPU's scalars, bit for bit
 
   // One launch covers every slice, the gradient and working types being the same for all of them.
   const DType grad_dtype = slices.empty() ? DType::kF32 : slices.front().grad.dtype;
@@ -74,7 +74,7 @@ void adamw_update_slices(const ExecContext& ctx, const std::vector<AdamWSlice>& 
   };
   for (const AdamWSlice& s : slices) {
     for (const TensorView* t : {&s.param, &s.grad, &s.m, &s.v, &s.working}) detail::check_on_gpu(*t, "adamw operand");
-    cpu::check_adamw_operands(s.param, s.grad, s.m, s.v, s.working);
+    check_adamw_operands(s.param, s.grad, s.m, s.v, s.working);
     ZT_CHECK(s.grad.dtype == grad_dtype && working_kind(s.working) == working,
              "adamw_update_slices: every slice needs the same gradient and working-copy types");
     const std::int64_t n = s.param.numel();

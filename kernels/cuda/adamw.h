@@ -4,13 +4,13 @@
 #include <vector>
 
 #include "engine/core/tensor.h"
-#include "kernels/cpu/adamw.h"  // AdamWHyper: one definition of the hyper-parameters for both backends
+#include "kernels/contracts/adamw_params.h"  // AdamWHyper: one definition of the hyper-parameters for both backends
 #include "kernels/exec_context.h"
 
 namespace zt::cuda {
 
-using cpu::AdamWHyper;
-using cpu::AdamWSlice;
+using zt::AdamWHyper;
+using zt::AdamWSlice;
 
 // Same contract as cpu::adamw_update: param, m, v F32; grad F32 or BF16; optional working_out
 // (F32 or BF16) receives the updated parameter. The arithmetic is the CPU's, operation for

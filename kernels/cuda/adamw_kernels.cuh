@@ -11,14 +11,14 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "kernels/cpu/adamw.h"  // AdamWCoeffs
+#include "kernels/contracts/adamw_params.h"  // AdamWCoeffs
 #include "kernels/cuda/device_helpers.cuh"
 
 namespace zt::cuda::detail::adamw {
 
 constexpr int kThreads = 256;
 
-using cpu::AdamWCoeffs;
+using zt::AdamWCoeffs;
 
 struct NoWorkingCopy {};
 

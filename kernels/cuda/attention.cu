@@ -12,7 +12,7 @@
 #include <cmath>
 #include <type_traits>
 
-#include "kernels/cpu/attention.h"  // attention_dims: the operand checks both backends share
+#include "kernels/contracts/operand_checks.h"  // attention_dims: the operand checks both backends share
 #include "kernels/cuda/attention_kernels.cuh"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/dropout.h"
@@ -50,11 +50,11 @@ unsigned softmax_blocks(std::int64_t rows) {
 }
 constexpr unsigned kSoftmaxThreads = detail::attention::kThreads;
 
-using AttnDims = cpu::AttentionDims;
+using AttnDims = AttentionDims;
 
 AttnDims check_dims(const TensorView& out_like, const TensorView& att, const TensorView& qkv, int n_head) {
   for (const TensorView* v : {&out_like, &att, &qkv}) detail::check_on_gpu(*v, "attention operand");
-  return cpu::attention_dims(out_like, att, qkv, n_head);
+  return attention_dims(out_like, att, qkv, n_head);
 }
 
 // dst = src * sample b's dropout mask over [n_head, T, T] (scaled by 1 / (1 - p); dst may be src;

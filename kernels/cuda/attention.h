@@ -4,12 +4,12 @@
 #pragma once
 
 #include "engine/core/tensor.h"
-#include "kernels/cpu/dropout.h"  // DropoutSpec
+#include "kernels/contracts/dropout_spec.h"  // DropoutSpec
 #include "kernels/exec_context.h"
 
 namespace zt::cuda {
 
-using cpu::DropoutSpec;
+using zt::DropoutSpec;
 
 // As cpu::attention_forward: qkv [B, T, 3C], out [B, T, C], att [B, n_head, T, T] (probabilities
 // before dropout, zero above the diagonal), all F32 or all BF16 (a mix fails naming the op). An

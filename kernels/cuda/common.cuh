@@ -14,7 +14,7 @@
 #include "engine/core/check.h"
 #include "engine/core/tensor.h"
 #include "engine/device/cuda_check.h"
-#include "kernels/cpu/activation_dtype.h"
+#include "kernels/contracts/activation_dtype.h"
 #include "kernels/cuda/device_helpers.cuh"
 #include "kernels/cuda/kernel_resources.h"
 #include "kernels/exec_context.h"
@@ -60,7 +60,7 @@ constexpr DType act_dtype_of() {
 
 // The dtype an op's activation operands share: F32 or BF16, ignoring omitted operands (no data).
 // A mix, or another dtype, fails a ZT_CHECK naming `op`. One check for both backends.
-using cpu::detail::activation_dtype;
+using zt::activation_dtype;
 
 // Calls f(ActType<T>{}) with T the storage type of `dtype` (F32 or BF16, see activation_dtype):
 // one launcher body serves both instantiations of a templated kernel.
@@ -78,7 +78,7 @@ void dispatch_activation(DType dtype, F&& f) {
 }
 
 // The parameters' check (F32, or BF16 with BF16 activations), shared with the CPU kernels.
-using cpu::detail::check_param_dtype;
+using zt::check_param_dtype;
 
 // Calls f(ActType<T>{}, ActType<P>{}) for activation storage T and parameter storage P, over the
 // pairs check_param_dtype admits: (float, float), (bf16, float) and (bf16, bf16), so kernels

@@ -2,7 +2,7 @@
 // header says how it works).
 #include "kernels/cuda/dropout.h"
 
-#include "kernels/cpu/dropout_mask.h"  // check_operands: shared with the CPU
+#include "kernels/contracts/dropout_spec.h"  // check_operands: shared with the CPU
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/dropout_kernels.cuh"
 #include "kernels/cuda/dropout_mask.cuh"
@@ -37,7 +37,7 @@ void run(const ExecContext& ctx, TensorView out, TensorView in, const DropoutSpe
   detail::check_on_gpu(out, what);
   detail::check_on_gpu(in, what);
   const DType dtype = detail::activation_dtype(what, {out, in});
-  const cpu::dropout_detail::MaskRows rows = cpu::dropout_detail::check_operands(out, in, spec, what);
+  const dropout_rules::MaskRows rows = dropout_rules::check_operands(out, in, spec, what);
   const std::int64_t B = rows.samples, N = rows.per_sample;  // N: elements per sample
   if (in.numel() == 0) return;
   if (!spec.active()) {  // exactly the identity, no random numbers drawn

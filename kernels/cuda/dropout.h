@@ -4,12 +4,12 @@
 #pragma once
 
 #include "engine/core/tensor.h"
-#include "kernels/cpu/dropout.h"  // DropoutSpec
+#include "kernels/contracts/dropout_spec.h"  // DropoutSpec
 #include "kernels/exec_context.h"
 
 namespace zt::cuda {
 
-using cpu::DropoutSpec;
+using zt::DropoutSpec;
 
 // As cpu::dropout_forward: out = in * mask / (1 - p) over [B, ...] samples (out may alias in).
 // out and in are both F32 or both BF16 (docs/precision.md), as are dinp and dout below.

@@ -1,5 +1,5 @@
 // Dropout kernel on the GPU, device code only (launched by dropout.cu; run on the CPU by the SIMT
-// emulation tests, tests/emulation/): the mask of [Note: dropout masks] (kernels/cpu/dropout.h)
+// emulation tests, tests/emulation/): the mask of [Note: dropout masks] (kernels/contracts/dropout_spec.h)
 // regenerated from Philox wherever it is needed, never stored. One thread owns whole Philox blocks
 // of 4 consecutive elements of one sample (one block, or two for 8-wide bf16 accesses), so each
 // block of random bits is drawn once and the elements move as one 16-byte access where the rows

@@ -1,5 +1,5 @@
-// Internal to the CUDA kernels: the mask of [Note: dropout masks] (kernels/cpu/dropout.h) on the
-// device, shared by the dropout kernel and the flash attention kernels' fused dropout on the
+// Internal to the CUDA kernels: the mask of [Note: dropout masks] (kernels/contracts/dropout_spec.h)
+// on the device, shared by the dropout kernel and the flash attention kernels' fused dropout on the
 // probabilities, so both draw exactly the CPU's bits.
 #pragma once
 
@@ -7,7 +7,7 @@
 
 #include <cuda_runtime.h>
 
-#include "kernels/cpu/dropout_mask.h"
+#include "kernels/contracts/dropout_spec.h"
 
 namespace zt::cuda::detail {
 
@@ -36,9 +36,9 @@ struct MaskParams {
   bool active;              // p > 0; when false no bits are drawn and every factor is 1
 };
 
-inline MaskParams mask_params(const cpu::DropoutSpec& spec) {
-  return MaskParams{spec.seed, spec.site, cpu::dropout_detail::keep_threshold(spec.p),
-                    cpu::dropout_detail::keep_scale(spec.p), spec.first_sample, spec.active()};
+inline MaskParams mask_params(const DropoutSpec& spec) {
+  return MaskParams{spec.seed, spec.site, dropout_rules::keep_threshold(spec.p),
+                    dropout_rules::keep_scale(spec.p), spec.first_sample, spec.active()};
 }
 
 // The 4 elements' random bits of Philox block `block` of global sample g.

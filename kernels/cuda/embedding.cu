@@ -11,7 +11,7 @@
 
 #include <cub/device/device_radix_sort.cuh>
 
-#include "kernels/cpu/embedding.h"  // embedding_dims: the operand checks both backends share
+#include "kernels/contracts/operand_checks.h"  // embedding_dims: the operand checks both backends share
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/embedding_kernels.cuh"
 
@@ -38,15 +38,15 @@ bool use_wide(std::int64_t C, const Act* activation, std::initializer_list<const
   return true;
 }
 
-using cpu::EmbeddingDims;
+using zt::EmbeddingDims;
 
 // The checked operands (embedding_dims), and (through activation_dtype, naming `op`) out_like's
 // dtype: F32 or BF16.
 EmbeddingDims check_dims(const char* op, const TensorView& out_like, const TensorView& tokens, const TensorView& wte,
-                         const TensorView& wpe, cpu::EmbeddingTables tables) {
+                         const TensorView& wpe, EmbeddingTables tables) {
   for (const TensorView* v : {&out_like, &tokens, &wte, &wpe}) detail::check_on_gpu(*v, "embedding operand");
   detail::activation_dtype(op, {out_like});
-  const EmbeddingDims d = cpu::embedding_dims(out_like, tokens, wte, wpe, tables);
+  const EmbeddingDims d = embedding_dims(out_like, tokens, wte, wpe, tables);
   ZT_CHECK(d.B * d.T < (std::int64_t{1} << 31) && d.vocab < (std::int64_t{1} << 31), "embedding sizes exceed int32");
   return d;
 }
@@ -55,7 +55,7 @@ EmbeddingDims check_dims(const char* op, const TensorView& out_like, const Tenso
 
 void embedding_forward(const ExecContext& ctx, TensorView out, TensorView tokens, TensorView wte, TensorView wpe) {
   const cudaStream_t stream = detail::stream_of(ctx);
-  const EmbeddingDims d = check_dims("embedding_forward", out, tokens, wte, wpe, cpu::EmbeddingTables::kParameters);
+  const EmbeddingDims d = check_dims("embedding_forward", out, tokens, wte, wpe, EmbeddingTables::kParameters);
   if (out.numel() == 0) return;
   detail::dispatch_activation_params(out.dtype, wte.dtype, [&](auto type, auto ptype) {
     using Act = typename decltype(type)::type;
@@ -75,7 +75,7 @@ void embedding_forward(const ExecContext& ctx, TensorView out, TensorView tokens
 
 void embedding_backward(const ExecContext& ctx, TensorView dwte, TensorView dwpe, TensorView dout, TensorView tokens) {
   const cudaStream_t stream = detail::stream_of(ctx);
-  const EmbeddingDims d = check_dims("embedding_backward", dout, tokens, dwte, dwpe, cpu::EmbeddingTables::kGradients);
+  const EmbeddingDims d = check_dims("embedding_backward", dout, tokens, dwte, dwpe, EmbeddingTables::kGradients);
   const std::int64_t BT = d.B * d.T;
   if (BT == 0) return;
   KernelResources& res = detail::resources_of(ctx);

@@ -66,7 +66,7 @@ Geometry geometry_of(const FlashDims& d) {
 // The dropout on the probabilities, checked as the dropout kernels check theirs (p in [0, 1), a
 // sample's n_head * T * T elements within the Philox counter), as the kernels take it.
 MaskParams mask_of(const DropoutSpec& dropout, const FlashDims& d) {
-  cpu::dropout_detail::check_spec(dropout, d.NH * d.T * d.T);
+  dropout_rules::check_spec(dropout, d.NH * d.T * d.T);
   return detail::mask_params(dropout);
 }
 

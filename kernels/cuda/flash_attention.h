@@ -4,7 +4,7 @@
 // key/value tiles through shared memory with an online softmax and keeps one log-sum-exp per query
 // row; the backward recomputes the probabilities from it (FlashAttention-2's split: one pass for
 // dq per query row, one for dk and dv per key row). Dropout on the probabilities is fused: the
-// CPU's mask (kernels/cpu/dropout.h, element (h, i, j) of a sample's [n_head, T, T]) regenerated
+// CPU's mask (kernels/contracts/dropout_spec.h, element (h, i, j) of a sample's [n_head, T, T]) regenerated
 // where each probability is used. Deterministic: no atomics. BF16 activations at head sizes 16-128
 // run on tensor cores ([Note: flash attention on tensor cores] in flash_attention_tc.cu), F32 and
 // the other head sizes on CUDA cores. The model's attention on CUDA where the shapes allow
@@ -12,12 +12,12 @@
 #pragma once
 
 #include "engine/core/tensor.h"
-#include "kernels/cpu/dropout.h"  // DropoutSpec
+#include "kernels/contracts/dropout_spec.h"  // DropoutSpec
 #include "kernels/exec_context.h"
 
 namespace zt::cuda {
 
-using cpu::DropoutSpec;
+using zt::DropoutSpec;
 
 // Whether the kernels serve these shapes: a head size they are compiled for (registers hold a row
 // of q and the output: 8-128, powers of 2) and batch * n_head within the grid's y dimension.

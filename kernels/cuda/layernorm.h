@@ -5,7 +5,7 @@
 #pragma once
 
 #include "engine/core/tensor.h"
-#include "kernels/cpu/layernorm.h"  // kLayerNormEps
+#include "kernels/contracts/layernorm_eps.h"  // kLayerNormEps
 #include "kernels/exec_context.h"
 
 namespace zt::cuda {

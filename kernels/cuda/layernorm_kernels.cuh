@@ -14,7 +14,7 @@
 
 #include <cstdint>
 
-#include "kernels/cpu/layernorm.h"  // kLayerNormEps
+#include "kernels/contracts/layernorm_eps.h"  // kLayerNormEps
 #include "kernels/cuda/device_helpers.cuh"
 
 namespace zt::cuda::detail::ln {
@@ -67,7 +67,7 @@ __global__ void layernorm_forward_kernel(T* out, float* mean, float* rstd, T* re
     }
   }
   const float var = detail::warp_sum(sq) / static_cast<float>(C);
-  const float s = 1.0f / sqrtf(var + cpu::kLayerNormEps);
+  const float s = 1.0f / sqrtf(var + kLayerNormEps);
   T* o = out + row * C;
   for (int q = lane; q < groups; q += detail::kWarpSize) {
     const Vec xv = Vec::load(x + q * kVec);

@@ -5,12 +5,12 @@
 #pragma once
 
 #include "engine/core/tensor.h"
-#include "kernels/cpu/matmul.h"  // WeightLayout: one definition for both backends
+#include "kernels/contracts/weight_layout.h"  // WeightLayout: one definition for both backends
 #include "kernels/exec_context.h"
 
 namespace zt::cuda {
 
-using cpu::WeightLayout;
+using zt::WeightLayout;
 
 // out[N, OC] = inp[N, C] @ W + bias[OC] (bias may be empty). The activation operands out and inp
 // share one dtype (docs/precision.md), F32 or BF16; a mix fails a check naming the op. The weight is

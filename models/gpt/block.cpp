@@ -43,7 +43,7 @@ void block_backward(const ExecContext& ctx, const BlockParams& p, const BlockPar
   const TensorView d_qkv = s.d_qkv.view(a.qkv.shape);
   // d(branch output) before its residual dropout: dresid itself, or dresid through the mask into
   // d_branch (dresid must stay intact: it also flows on through the residual connection).
-  auto through_dropout = [&](const cpu::DropoutSpec& spec) {
+  auto through_dropout = [&](const DropoutSpec& spec) {
     if (!spec.active()) return dresid;
     const TensorView d_branch = s.d_branch.view(x.shape);
     ops::dropout_backward(ctx, d_branch, dresid, spec);

@@ -3,7 +3,7 @@
 #pragma once
 
 #include "engine/core/buffer.h"
-#include "kernels/cpu/dropout.h"
+#include "kernels/contracts/dropout_spec.h"
 #include "kernels/exec_context.h"
 #include "models/gpt/activations.h"
 #include "models/gpt/gpt_params.h"
@@ -12,7 +12,7 @@ namespace zt::gpt {
 
 // The block's three dropout sites for this micro-batch (inactive specs when dropout is off).
 struct BlockDropout {
-  cpu::DropoutSpec attn_probs, attn_residual, mlp_residual;
+  DropoutSpec attn_probs, attn_residual, mlp_residual;
 };
 
 // Activation-gradient scratch shared by all blocks' backward (workspace category).

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "engine/core/bf16.h"
-#include "kernels/cpu/dropout.h"
+#include "kernels/contracts/dropout_spec.h"
 #include "kernels/ops.h"
 
 namespace zt::gpt {
@@ -37,15 +37,14 @@ GptModel::GptModel(const GptConfig& config, int batch, int seq_len, CheckpointPo
 
 GptModel::~GptModel() = default;
 
-cpu::DropoutSpec GptModel::dropout_spec(std::uint32_t site) const {
-  return cpu::DropoutSpec{step_.training ? dropout_ : 0.0f, seed_, site, step_.first_sample};
+DropoutSpec GptModel::dropout_spec(std::uint32_t site) const {
+  return DropoutSpec{step_.training ? dropout_ : 0.0f, seed_, site, step_.first_sample};
 }
 
 BlockDropout GptModel::block_dropout(int layer) const {
-  using cpu::DropoutSite;
-  return {dropout_spec(cpu::dropout_site(layer, DropoutSite::kAttentionProbs)),
-          dropout_spec(cpu::dropout_site(layer, DropoutSite::kAttentionResidual)),
-          dropout_spec(cpu::dropout_site(layer, DropoutSite::kMlpResidual))};
+  return {dropout_spec(dropout_site(layer, DropoutSite::kAttentionProbs)),
+          dropout_spec(dropout_site(layer, DropoutSite::kAttentionResidual)),
+          dropout_spec(dropout_site(layer, DropoutSite::kMlpResidual))};
 }
 
 void GptModel::release_activations() {
@@ -114,7 +113,7 @@ float GptModel::forward(ParamStore& store, const std::int32_t* inputs, const std
   {
     const EmbeddingParams p = embedding_views(table_, acquire_for_kernels(store, emb, Pass::kForward));
     ops::embedding_forward(ctx_, resid(0), input_view, p.wte, p.wpe);
-    const cpu::DropoutSpec drop = dropout_spec(cpu::kEmbeddingDropoutSite);
+    const DropoutSpec drop = dropout_spec(kEmbeddingDropoutSite);
     if (drop.active()) ops::dropout_forward(ctx_, resid(0), resid(0), drop);
     store.release_params(emb, Pass::kForward);
   }
@@ -219,7 +218,7 @@ void GptModel::backward(ParamStore& store, float loss_scale) {
 
   {  // The embedding backward is a scatter-add of dresid: it reads no weights, so none are acquired.
      // The head's contribution came first, so this one goes through the fp32 scratch.
-    const cpu::DropoutSpec drop = dropout_spec(cpu::kEmbeddingDropoutSite);
+    const DropoutSpec drop = dropout_spec(kEmbeddingDropoutSite);
     if (drop.active()) ops::dropout_backward(ctx_, dresid, dresid, drop);
     const TensorView grad = zeroed_grad_scratch(emb);
     const EmbeddingParams g = embedding_views(table_, grad);

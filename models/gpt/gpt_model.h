@@ -34,7 +34,7 @@ class GptModel {
  public:
   // Sized for batches of `batch` sequences of `seq_len` tokens (seq_len <= block_size). `dropout`
   // is the probability used at every site (embedding output, attention probabilities, both
-  // residual branches), with masks keyed by `seed` (see kernels/cpu/dropout.h). `activations` is
+  // residual branches), with masks keyed by `seed` (see kernels/contracts/dropout_spec.h). `activations` is
   // the dtype of every activation and activation gradient (F32 or BF16, docs/precision.md).
   GptModel(const GptConfig& config, int batch, int seq_len, CheckpointPolicy policy, MemoryTracker& tracker,
            const ExecContext& ctx, float dropout = 0.0f, std::uint64_t seed = 0, DType activations = DType::kF32);
@@ -70,7 +70,7 @@ class GptModel {
   // The input (which = 0) or target (1) token ids kept before the residual stream.
   TensorView token_view(int which, Shape shape) const;
   TensorView resid(int layer) const;  // input of block `layer`; resid(n_layer) is the last output
-  cpu::DropoutSpec dropout_spec(std::uint32_t site) const;
+  DropoutSpec dropout_spec(std::uint32_t site) const;
   BlockDropout block_dropout(int layer) const;
 
   GptConfig config_;

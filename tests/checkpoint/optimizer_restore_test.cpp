@@ -22,7 +22,7 @@ struct Replica {
   ZeroParamStore store;
   ShardedAdamW optimizer;
   Replica(const ParamTable& table, DType dtype, Communicator& comm, MemoryTracker& tracker, const ExecContext& ctx)
-      : store(table, dtype, ZeroOptions{}, comm, tracker, ctx), optimizer(store, cpu::AdamWHyper{1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f}, tracker, ctx) {}
+      : store(table, dtype, ZeroOptions{}, comm, tracker, ctx), optimizer(store, AdamWHyper{1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f}, tracker, ctx) {}
 
   TensorView state(StateKind kind, int unit) const {
     switch (kind) {

@@ -50,14 +50,14 @@ void run_case(Rng& rng) {
   constexpr bool kNoWorking = std::is_same_v<W, aw::NoWorkingCopy>, kBf16Working = std::is_same_v<W, std::uint16_t>;
   SCOPED_TRACE(::testing::Message() << "grad " << (kBf16Grad ? "BF16" : "F32") << ", working "
                                     << (kNoWorking ? "none" : kBf16Working ? "BF16" : "F32"));
-  const cpu::AdamWHyper hyper{3e-4f, 0.9f, 0.95f, 1e-8f, 0.1f};
+  const AdamWHyper hyper{3e-4f, 0.9f, 0.95f, 1e-8f, 0.1f};
   const int step = 7;
   const float grad_scale = 0.75f;
   std::vector<SliceData> cpu_side = {make_slice(rng, 2 * aw::kChunk + 1003, 0, true), make_slice(rng, 7, 0, false),
                                      make_slice(rng, aw::kChunk + 5, 1, true)};
   std::vector<SliceData> gpu_side = cpu_side;
 
-  std::vector<cpu::AdamWSlice> slices;
+  std::vector<AdamWSlice> slices;
   for (SliceData& s : cpu_side) {
     const Shape n{s.n};
     auto at = [&](std::vector<float>& x) { return TensorView{x.data() + s.offset, DType::kF32, Device::kCPU, n}; };
@@ -67,7 +67,7 @@ void run_case(Rng& rng) {
                                : kBf16Working ? TensorView{s.working_bf16.data() + s.offset, DType::kBF16,
                                                            Device::kCPU, n}
                                               : at(s.working_f32);
-    slices.push_back(cpu::AdamWSlice{at(s.param), grad, at(s.m), at(s.v), working, s.decays});
+    slices.push_back(AdamWSlice{at(s.param), grad, at(s.m), at(s.v), working, s.decays});
   }
   cpu::adamw_update_slices(reference_ctx(), slices, hyper, step, grad_scale);
 
@@ -86,10 +86,10 @@ void run_case(Rng& rng) {
     blocks += (s.n + aw::kChunk - 1) / aw::kChunk;
     ++table.count;
   }
-  cpu::AdamWHyper plain = hyper;
+  AdamWHyper plain = hyper;
   plain.weight_decay = 0.0f;
   simt::launch(dim3(static_cast<unsigned>(blocks)), aw::kThreads, 0, aw::adamw_slices_kernel<G, W>, table,
-               cpu::adamw_coeffs(hyper, step), cpu::adamw_coeffs(plain, step), grad_scale);
+               adamw_coeffs(hyper, step), adamw_coeffs(plain, step), grad_scale);
 
   for (std::size_t i = 0; i < cpu_side.size(); ++i) {
     SCOPED_TRACE(::testing::Message() << "slice " << i);

@@ -1,6 +1,6 @@
 // Shared by the SIMT emulation tests of the flash attention kernels: causal attention in fp64 on
 // the kernels' (widened) operands, with and without dropout on the probabilities (the CPU's mask,
-// cpu::dropout_keep), and the per-element bound the bf16 results are held to.
+// dropout_keep), and the per-element bound the bf16 results are held to.
 //
 // Bound per element: |got - ref| <= 2^-8 |ref| (the result's own rounding to bf16, half an ulp
 // being at most 2^-8 of the value) + 1.1 slack + 1e-4 max|ref| (fp32 sums in another order, expf),
@@ -55,7 +55,7 @@ struct Reference {
 };
 
 inline Reference reference(const Problem& pr, const std::vector<float>& qkv, const std::vector<float>& dout,
-                    const cpu::DropoutSpec& drop) {
+                    const DropoutSpec& drop) {
   const std::int64_t B = pr.B, T = pr.T, NH = pr.NH, hs = pr.hs, C = NH * hs, C3 = 3 * C;
   const double scale = 1.0 / std::sqrt(static_cast<double>(hs));
   const double keep_scale = drop.active() ? 1.0 / (1.0 - static_cast<double>(drop.p)) : 1.0;
@@ -88,7 +88,7 @@ inline Reference reference(const Problem& pr, const std::vector<float>& qkv, con
         r.lse[static_cast<std::size_t>((b * NH + h) * T + i)] = lse;
         for (std::int64_t j = 0; j <= i; ++j) {
           P[i * T + j] = std::exp(s[j] - lse);
-          const bool kept = !drop.active() || cpu::dropout_keep(drop, drop.first_sample + b, (h * T + i) * T + j);
+          const bool kept = !drop.active() || dropout_keep(drop, drop.first_sample + b, (h * T + i) * T + j);
           F[i * T + j] = kept ? keep_scale : 0.0;
         }
         for (std::int64_t d = 0; d < hs; ++d) {

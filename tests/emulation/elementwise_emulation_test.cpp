@@ -97,7 +97,7 @@ template <typename T, int kVec>
 void dropout_case(Rng& rng, std::int64_t B, std::int64_t N) {
   SCOPED_TRACE(::testing::Message() << "dropout " << (dtype_of<T>() == DType::kF32 ? "F32" : "BF16") << " B=" << B
                                     << " N=" << N << " kVec=" << kVec);
-  const cpu::DropoutSpec spec{0.3f, /*seed=*/12345, /*site=*/9, /*first_sample=*/(std::int64_t{1} << 33) + 3};
+  const DropoutSpec spec{0.3f, /*seed=*/12345, /*site=*/9, /*first_sample=*/(std::int64_t{1} << 33) + 3};
   std::vector<T> in = device_values<T>(rng.normal(B * N)), ref(in.size());
   std::vector<T> out = device_values<T>(std::vector<float>(in.size(), NAN));
   const Shape bn{B, N};

@@ -32,7 +32,7 @@ void run_problem(const Problem& pr, std::uint32_t seed) {
   ASSERT_EQ(pr.hs, HS);
   Rng rng(seed);
   const std::int64_t B = pr.B, T = pr.T, NH = pr.NH, C = NH * HS;
-  const cpu::DropoutSpec drop{pr.p, /*seed=*/seed, /*site=*/4, /*first_sample=*/(std::int64_t{1} << 32) + 17};
+  const DropoutSpec drop{pr.p, /*seed=*/seed, /*site=*/4, /*first_sample=*/(std::int64_t{1} << 32) + 17};
   const std::vector<Act> qkv = device_values<Act>(rng.normal(B * T * 3 * C));
   const std::vector<Act> dout = device_values<Act>(rng.normal(B * T * C));
   std::vector<Act> out = device_values<Act>(std::vector<float>(static_cast<std::size_t>(B * T * C), NAN));

@@ -30,7 +30,7 @@ void run_problem(const Problem& pr, std::uint32_t seed) {
   ASSERT_EQ(pr.hs, HS);
   Rng rng(seed);
   const std::int64_t B = pr.B, T = pr.T, NH = pr.NH, C = NH * HS;
-  const cpu::DropoutSpec drop{pr.p, /*seed=*/seed, /*site=*/7, /*first_sample=*/(std::int64_t{1} << 32) + 5};
+  const DropoutSpec drop{pr.p, /*seed=*/seed, /*site=*/7, /*first_sample=*/(std::int64_t{1} << 32) + 5};
   const std::vector<bf16_dev> qkv = to_device_bf16(rng.normal(B * T * 3 * C));
   const std::vector<bf16_dev> dout = to_device_bf16(rng.normal(B * T * C));
   std::vector<bf16_dev> out(static_cast<std::size_t>(B * T * C), bf16_dev{0xFFFF});  // NaN: unwritten shows

@@ -16,7 +16,7 @@ using CudaOptim = GpuKernelTest;
 
 TEST_F(CudaOptim, AdamWMatchesCpuBitForBit) {
   ZT_SEEDED_RNG(rng);
-  cpu::AdamWHyper hyper;
+  AdamWHyper hyper;
   hyper.lr = 6e-4f;
   hyper.weight_decay = 0.1f;
   for (std::int64_t n : {1, 1000, 65537}) {
@@ -60,7 +60,7 @@ TEST_F(CudaOptim, AdamWMatchesCpuBitForBit) {
 // tail). Slices at offsets 1-4 of each buffer, bf16 grads and working copy: still bit for bit.
 TEST_F(CudaOptim, AdamWOnSlicesAtAnyOffsetMatchesCpuBitForBit) {
   ZT_SEEDED_RNG(rng);
-  cpu::AdamWHyper hyper;
+  AdamWHyper hyper;
   hyper.lr = 6e-4f;
   hyper.weight_decay = 0.1f;
   const std::int64_t n = 1001;
@@ -92,7 +92,7 @@ TEST_F(CudaOptim, AdamWOnSlicesAtAnyOffsetMatchesCpuBitForBit) {
 // and the gaps between slices (poisoned working copy) left unwritten.
 TEST_F(CudaOptim, AdamWSlicesMatchCpuBitForBitAcrossLaunches) {
   ZT_SEEDED_RNG(rng);
-  cpu::AdamWHyper hyper;
+  AdamWHyper hyper;
   hyper.lr = 6e-4f;
   hyper.weight_decay = 0.1f;
   struct Range {
@@ -113,13 +113,13 @@ TEST_F(CudaOptim, AdamWSlicesMatchCpuBitForBitAcrossLaunches) {
   std::vector<bf16> wb(g.size());
   Buffer dp = upload(p), dm = upload(m), dv = upload(v), dg = upload_bf16(g), dw = poisoned(DType::kBF16, total);
   const auto dw_before = download<std::uint16_t>(dw);
-  std::vector<cpu::AdamWSlice> cpu_slices, gpu_slices;
+  std::vector<AdamWSlice> cpu_slices, gpu_slices;
   for (std::size_t i = 0; i < ranges.size(); ++i) {
     const auto [at, n] = ranges[i];
     const bool decays = i % 2 == 0;
-    cpu_slices.push_back(cpu::AdamWSlice{view_of(p).slice(at, n), view_of(g16).slice(at, n), view_of(m).slice(at, n),
+    cpu_slices.push_back(AdamWSlice{view_of(p).slice(at, n), view_of(g16).slice(at, n), view_of(m).slice(at, n),
                                          view_of(v).slice(at, n), view_of(wb).slice(at, n), decays});
-    gpu_slices.push_back(cpu::AdamWSlice{dp.view().slice(at, n), dg.view().slice(at, n), dm.view().slice(at, n),
+    gpu_slices.push_back(AdamWSlice{dp.view().slice(at, n), dg.view().slice(at, n), dm.view().slice(at, n),
                                          dv.view().slice(at, n), dw.view().slice(at, n), decays});
   }
   for (int step = 1; step <= 2; ++step) {

@@ -60,7 +60,7 @@ TEST_F(CudaAttention, DropoutOnProbabilitiesMatchesCpu) {
     SCOPED_TRACE(::testing::Message() << "B=" << B << " T=" << T << " NH=" << NH << " hs=" << hs);
     const std::int64_t C = NH * hs;
     const int nh = static_cast<int>(NH);
-    const cpu::DropoutSpec drop{0.2f, /*seed=*/99, /*site=*/4, /*first_sample=*/(std::int64_t{1} << 32) + 17};
+    const DropoutSpec drop{0.2f, /*seed=*/99, /*site=*/4, /*first_sample=*/(std::int64_t{1} << 32) + 17};
     std::vector<float> qkv = rng.normal(B * T * 3 * C), dout = rng.normal(B * T * C);
     std::vector<float> out(B * T * C), att(B * NH * T * T), dqkv(qkv.size()), out_nodrop(B * T * C);
     const Shape sq{B, T, 3 * C}, so{B, T, C}, sa{B, NH, T, T};

@@ -29,7 +29,7 @@ namespace zt::test {
 namespace {
 
 using CudaBf16MatmulAttention = GpuKernelTest;
-using cpu::WeightLayout;
+using zt::WeightLayout;
 
 constexpr double kUnitRoundoff = 1.0 / 256;  // bf16 round to nearest: |round(x) - x| <= 2^-8 |x|
 
@@ -110,7 +110,7 @@ struct AttnCase {
   std::vector<bf16> qkv, dout, out, att, dqkv;
 };
 
-AttnCase cpu_attention(Rng& rng, AttnShape s, const cpu::DropoutSpec& drop) {
+AttnCase cpu_attention(Rng& rng, AttnShape s, const DropoutSpec& drop) {
   const std::int64_t C = s.NH * s.hs;
   AttnCase c{s, rounded(rng.normal(s.B * s.T * 3 * C)), rounded(rng.normal(s.B * s.T * C)), {}, {}, {}};
   c.out.resize(static_cast<std::size_t>(s.B * s.T * C));
@@ -145,7 +145,7 @@ struct Slack {
 // e_qk = scale (u_p P |dP' - dot| + P e_dot_q) + u_r |dpre_qk|, e_dot_q = u_p sum_k P |dP'| + u_o'
 // sum_e |dO||out|, P' the dropped probabilities, dP' = mask scale * dO . v. Second-order terms
 // are covered by a 10% margin.
-Slack attention_slack(const AttnCase& c, AttnKind kind, const cpu::DropoutSpec& drop) {
+Slack attention_slack(const AttnCase& c, AttnKind kind, const DropoutSpec& drop) {
   const std::int64_t B = c.s.B, T = c.s.T, NH = c.s.NH, hs = c.s.hs, C = NH * hs, C3 = 3 * C;
   const double u = kUnitRoundoff, scale = 1.0 / std::sqrt(static_cast<double>(hs));
   const bool flash = kind != AttnKind::kMaterialised, tensor_cores = kind == AttnKind::kFlashTensorCores;
@@ -171,7 +171,7 @@ Slack attention_slack(const AttnCase& c, AttnKind kind, const cpu::DropoutSpec& 
       for (std::int64_t i = 0; i < T; ++i) {
         double dot = 0.0, dot_abs = 0.0, dO_out = 0.0;
         for (std::int64_t j = 0; j <= i; ++j) {
-          const bool kept = !drop.active() || cpu::dropout_keep(drop, drop.first_sample + b, (h * T + i) * T + j);
+          const bool kept = !drop.active() || dropout_keep(drop, drop.first_sample + b, (h * T + i) * T + j);
           const double m = !kept ? 0.0 : drop.active() ? 1.0 / (1.0 - drop.p) : 1.0;
           double s = 0.0;
           for (std::int64_t d = 0; d < hs; ++d) s += dO(i, d) * v(j, d);
@@ -215,8 +215,8 @@ Slack attention_slack(const AttnCase& c, AttnKind kind, const cpu::DropoutSpec& 
 // round the same fp32 softmax once. fp32 tolerances of tests/gpu/attention_ce_test.cpp.
 TEST_F(CudaBf16MatmulAttention, AttentionMatchesCpuOnBf16Operands) {
   ZT_SEEDED_RNG(rng);
-  const cpu::DropoutSpec no_drop{}, drop{0.2f, /*seed=*/99, /*site=*/4, /*first_sample=*/(std::int64_t{1} << 32) + 17};
-  for (const cpu::DropoutSpec* spec : {&no_drop, &drop}) {
+  const DropoutSpec no_drop{}, drop{0.2f, /*seed=*/99, /*site=*/4, /*first_sample=*/(std::int64_t{1} << 32) + 17};
+  for (const DropoutSpec* spec : {&no_drop, &drop}) {
     for (AttnShape s :
          {AttnShape{1, 1, 1, 8}, AttnShape{2, 7, 3, 5}, AttnShape{2, 130, 4, 16}, AttnShape{1, 64, 12, 64}}) {
       SCOPED_TRACE(::testing::Message() << "B=" << s.B << " T=" << s.T << " NH=" << s.NH << " hs=" << s.hs
@@ -248,8 +248,8 @@ TEST_F(CudaBf16MatmulAttention, AttentionMatchesCpuOnBf16Operands) {
 // are compared.
 TEST_F(CudaBf16MatmulAttention, FlashAttentionMatchesMaterialisedCpuOnBf16Operands) {
   ZT_SEEDED_RNG(rng);
-  const cpu::DropoutSpec no_drop{}, drop{0.2f, /*seed=*/99, /*site=*/4, /*first_sample=*/(std::int64_t{1} << 32) + 17};
-  for (const cpu::DropoutSpec* spec : {&no_drop, &drop}) {
+  const DropoutSpec no_drop{}, drop{0.2f, /*seed=*/99, /*site=*/4, /*first_sample=*/(std::int64_t{1} << 32) + 17};
+  for (const DropoutSpec* spec : {&no_drop, &drop}) {
     for (AttnShape s : {AttnShape{1, 1, 1, 8}, AttnShape{2, 67, 3, 16}, AttnShape{2, 130, 4, 32},
                         AttnShape{1, 200, 2, 64}, AttnShape{1, 70, 2, 128}, AttnShape{2, 300, 3, 64}}) {
       const bool tensor_cores = cuda::flash_attention_tensor_cores(DType::kBF16, s.hs);

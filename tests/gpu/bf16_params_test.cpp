@@ -22,7 +22,7 @@
 namespace zt::test {
 namespace {
 
-using cpu::WeightLayout;
+using zt::WeightLayout;
 
 constexpr std::int64_t kSameStrideOffsets[] = {0, 1};
 

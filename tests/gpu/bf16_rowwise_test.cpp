@@ -194,7 +194,7 @@ TEST_F(CudaBf16Rowwise, DropoutMatchesCpuBitForBit) {
         for (std::int64_t off : kOffsets) {
           SCOPED_TRACE(::testing::Message() << "B=" << B << " N=" << N << " p=" << p << " first_sample="
                                             << first_sample << " offset=" << off);
-          const cpu::DropoutSpec spec{p, /*seed=*/0x0123456789ABCDEFull, /*site=*/7, first_sample};
+          const DropoutSpec spec{p, /*seed=*/0x0123456789ABCDEFull, /*site=*/7, first_sample};
           const Shape shape{B, N};
           std::vector<bf16> x = rounded(rng.normal(B * N)), want(x.size()), want_back(x.size());
           cpu::dropout_forward(cpu_ctx(), view_of(want, shape), view_of(x, shape), spec);
@@ -319,7 +319,7 @@ TEST(CudaBf16ActivationDtypes, MixedDtypesAreRejectedNamingTheOp) {
   EXPECT_TRUE(rejected("gelu_forward", [&] { cuda::gelu_forward(ctx, f, h); }));
   EXPECT_TRUE(rejected("gelu_backward", [&] { cuda::gelu_backward(ctx, h, h, f); }));
   EXPECT_TRUE(rejected("residual_forward", [&] { cuda::residual_forward(ctx, h, f, h); }));
-  const cpu::DropoutSpec spec{0.5f, 1, 0, 0};
+  const DropoutSpec spec{0.5f, 1, 0, 0};
   EXPECT_TRUE(rejected("dropout_forward", [&] { cuda::dropout_forward(ctx, h, f, spec); }));
   EXPECT_TRUE(rejected("dropout_backward", [&] { cuda::dropout_backward(ctx, f, h, spec); }));
   // The embedding has one activation operand; an integer one is rejected the same way.

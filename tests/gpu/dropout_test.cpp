@@ -15,8 +15,8 @@ namespace {
 
 using CudaDropout = GpuKernelTest;
 
-cpu::DropoutSpec spec_of(float p, std::int64_t first_sample) {
-  return cpu::DropoutSpec{p, /*seed=*/0x0123456789ABCDEFull, /*site=*/7, first_sample};
+DropoutSpec spec_of(float p, std::int64_t first_sample) {
+  return DropoutSpec{p, /*seed=*/0x0123456789ABCDEFull, /*site=*/7, first_sample};
 }
 
 TEST_F(CudaDropout, ForwardAndBackwardMatchCpuBitForBit) {
@@ -28,7 +28,7 @@ TEST_F(CudaDropout, ForwardAndBackwardMatchCpuBitForBit) {
         for (std::int64_t offset : {0, 1}) {
           SCOPED_TRACE(::testing::Message() << "B=" << B << " N=" << N << " p=" << p << " first_sample="
                                             << first_sample << " offset=" << offset);
-          const cpu::DropoutSpec spec = spec_of(p, first_sample);
+          const DropoutSpec spec = spec_of(p, first_sample);
           const Shape shape{B, N};
           std::vector<float> x = rng.normal(B * N);
           std::vector<float> want(x.size()), want_back(x.size());
@@ -60,7 +60,7 @@ TEST_F(CudaDropout, DropsAboutPAndDependsOnSampleAndSite) {
   Buffer ones = upload(std::vector<float>(B * N, 1.0f)), out = poisoned(DType::kF32, B * N);
   cuda::dropout_forward(gpu(), out.view(Shape{B, N}), ones.view(Shape{B, N}), spec_of(p, 11));
   const std::vector<float> a = download<float>(out);
-  cpu::DropoutSpec other_site = spec_of(p, 11);
+  DropoutSpec other_site = spec_of(p, 11);
   other_site.site = 8;
   cuda::dropout_forward(gpu(), out.view(Shape{B, N}), ones.view(Shape{B, N}), other_site);
   const std::vector<float> c = download<float>(out);
@@ -91,7 +91,7 @@ TEST_F(CudaDropout, InactiveIsTheIdentityAndDroppedInfBecomesNan) {
   // The mask is multiplied in, as on the CPU (and as PyTorch does): a dropped inf gives NaN, a
   // kept one stays inf.
   std::fill(x.begin(), x.end(), INFINITY);
-  const cpu::DropoutSpec spec = spec_of(0.5f, 2);
+  const DropoutSpec spec = spec_of(0.5f, 2);
   std::vector<float> want(x.size());
   cpu::dropout_forward(cpu_ctx(), view_of(want, Shape{B, N}), view_of(x, Shape{B, N}), spec);
   Buffer inf = upload(x);

@@ -57,8 +57,8 @@ std::vector<double> reference_lse(const std::vector<float>& qkv, std::int64_t B,
 TEST_F(CudaFlashAttention, ForwardBackwardMatchCpuAndRepeatBitwise) {
   ZT_SEEDED_RNG(rng);
   struct S { std::int64_t B, T, NH, hs; };
-  const cpu::DropoutSpec no_drop{}, drop{0.2f, /*seed=*/99, /*site=*/4, /*first_sample=*/(std::int64_t{1} << 32) + 17};
-  for (const cpu::DropoutSpec* spec : {&no_drop, &drop}) {
+  const DropoutSpec no_drop{}, drop{0.2f, /*seed=*/99, /*site=*/4, /*first_sample=*/(std::int64_t{1} << 32) + 17};
+  for (const DropoutSpec* spec : {&no_drop, &drop}) {
     for (auto [B, T, NH, hs] :
          {S{1, 1, 1, 8}, S{2, 67, 3, 16}, S{2, 130, 4, 32}, S{1, 200, 2, 64}, S{1, 70, 2, 128}}) {
       SCOPED_TRACE(::testing::Message() << "B=" << B << " T=" << T << " NH=" << NH << " hs=" << hs

@@ -18,7 +18,7 @@ namespace zt::test {
 namespace {
 
 using CudaInPlaceGrads = GpuKernelTest;
-using cpu::WeightLayout;
+using zt::WeightLayout;
 
 // round(widen(old) + sum) element by element.
 std::vector<float> rounded_sum(const std::vector<float>& old, const std::vector<float>& sum) {

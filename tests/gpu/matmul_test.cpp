@@ -15,7 +15,7 @@ namespace zt::test {
 namespace {
 
 using CudaMatmul = GpuKernelTest;
-using cpu::WeightLayout;
+using zt::WeightLayout;
 
 struct MmShape {
   std::int64_t N, C, OC;

@@ -138,8 +138,8 @@ TEST(Bf16Activations, LayerNormEqualsRoundedFp32) {
 TEST(Bf16Activations, MatmulRoundsTheWeightAndTheResultOnce) {
   ZT_SEEDED_RNG(rng);
   const std::int64_t N = 70, C = 48, OC = 80;
-  for (cpu::WeightLayout layout : {cpu::WeightLayout::kInOut, cpu::WeightLayout::kOutIn}) {
-    const Shape wshape = layout == cpu::WeightLayout::kInOut ? Shape{C, OC} : Shape{OC, C};
+  for (WeightLayout layout : {WeightLayout::kInOut, WeightLayout::kOutIn}) {
+    const Shape wshape = layout == WeightLayout::kInOut ? Shape{C, OC} : Shape{OC, C};
     Bf16Tensor inp(rng.normal(N * C), Shape{N, C});
     std::vector<float> w = rng.normal(C * OC, 0.0f, 0.1f), bias = rng.normal(OC, 0.0f, 0.1f);
     std::vector<float> w_rounded = rounded(w), x = inp.widened();
@@ -170,16 +170,16 @@ TEST(Bf16Activations, MatmulAcrossStagingChunksMatchesOneFp32Call) {
   std::vector<float> w = rounded(rng.normal(C * OC, 0.0f, 0.05f)), x = inp.widened();
   Bf16Tensor out(std::vector<float>(N * OC), Shape{N, OC});
   std::vector<float> want(N * OC);
-  cpu::matmul_forward(cpu_ctx(), out.view(), inp.view(), view_of(w, Shape{C, OC}), cpu::WeightLayout::kInOut, {});
+  cpu::matmul_forward(cpu_ctx(), out.view(), inp.view(), view_of(w, Shape{C, OC}), WeightLayout::kInOut, {});
   cpu::matmul_forward(cpu_ctx(), view_of(want, Shape{N, OC}), view_of(x, Shape{N, C}), view_of(w, Shape{C, OC}),
-                      cpu::WeightLayout::kInOut, {});
+                      WeightLayout::kInOut, {});
   EXPECT_TRUE(close_normwise(out.widened(), to_double(rounded(want)), 0x1p-7)) << "rows are independent";
   Bf16Tensor dout(rng.normal(N * OC), Shape{N, OC});
   std::vector<float> dw(C * OC, 0.0f), db(OC, 0.0f), want_dw(C * OC, 0.0f), want_db(OC, 0.0f), g = dout.widened();
   cpu::matmul_backward(cpu_ctx(), {}, view_of(dw, Shape{C, OC}), view_of(db), dout.view(), inp.view(),
-                       view_of(w, Shape{C, OC}), cpu::WeightLayout::kInOut);
+                       view_of(w, Shape{C, OC}), WeightLayout::kInOut);
   cpu::matmul_backward(cpu_ctx(), {}, view_of(want_dw, Shape{C, OC}), view_of(want_db), view_of(g, Shape{N, OC}),
-                       view_of(x, Shape{N, C}), view_of(w, Shape{C, OC}), cpu::WeightLayout::kInOut);
+                       view_of(x, Shape{N, C}), view_of(w, Shape{C, OC}), WeightLayout::kInOut);
   EXPECT_TRUE(close_normwise(dw, to_double(want_dw), 1e-6));
   EXPECT_TRUE(close_normwise(db, to_double(want_db), 1e-6));
 }
@@ -189,7 +189,7 @@ TEST(Bf16Activations, AttentionWithDropoutKeepsEachSamplesMaskAcrossChunks) {
   // 8 heads of 512 x 512 probabilities are 8 MiB per sample: the 16 MiB of staging holds one
   // sample at a time, so each chunk must offset the dropout's sample index.
   const std::int64_t B = 3, T = 512, NH = 8, C = 64;
-  const cpu::DropoutSpec drop{0.1f, 1234, 7, 1000};
+  const DropoutSpec drop{0.1f, 1234, 7, 1000};
   Bf16Tensor qkv(rng.normal(B * T * 3 * C), Shape{B, T, 3 * C});
   Bf16Tensor out(std::vector<float>(B * T * C), Shape{B, T, C}), att(std::vector<float>(B * NH * T * T), Shape{B, NH, T, T});
   std::vector<float> x = qkv.widened(), want_out(B * T * C), want_att(B * NH * T * T);
@@ -223,7 +223,7 @@ TEST(Bf16Activations, ElementwiseOpsAcrossChunks) {
   EXPECT_TRUE(same_bits(out, want));
 
   // Dropout in place over 5 samples of 1M elements: two samples per chunk.
-  const cpu::DropoutSpec drop{0.2f, 99, 3, (std::int64_t{1} << 33) + 5};
+  const DropoutSpec drop{0.2f, 99, 3, (std::int64_t{1} << 33) + 5};
   const Shape samples{5, 1'000'000};
   std::vector<float> xs(xa.begin(), xa.begin() + samples.numel()), want_d(samples.numel());
   Bf16Tensor d(xs, samples);

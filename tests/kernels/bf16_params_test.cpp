@@ -17,7 +17,7 @@
 namespace zt::test {
 namespace {
 
-using cpu::WeightLayout;
+using zt::WeightLayout;
 
 // A parameter as BF16 bits and as F32 holding the same values.
 struct TwinParam {

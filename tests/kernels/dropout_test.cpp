@@ -37,10 +37,10 @@ TEST(DropoutKeep, FollowsTheNoteBitExactly) {
   // {seed_lo, seed_hi}, word j % 4, kept iff >= round(p * 2^32). High words of seed and g are set.
   const DropoutSpec spec{0.3f, 0x0123456789ABCDEFull, 7, (std::int64_t{5} << 32) + 11};
   const std::uint64_t threshold = std::llround(static_cast<double>(spec.p) * 4294967296.0);
-  EXPECT_EQ(dropout_detail::keep_threshold(spec.p), threshold);
-  EXPECT_EQ(dropout_detail::keep_threshold(0.5f), 0x80000000u);
-  EXPECT_EQ(dropout_detail::keep_threshold(0.0f), 0u);
-  EXPECT_EQ(dropout_detail::keep_threshold(std::nextafter(1.0f, 0.0f)), 0xFFFFFF00u);  // (1 - 2^-24) 2^32
+  EXPECT_EQ(dropout_rules::keep_threshold(spec.p), threshold);
+  EXPECT_EQ(dropout_rules::keep_threshold(0.5f), 0x80000000u);
+  EXPECT_EQ(dropout_rules::keep_threshold(0.0f), 0u);
+  EXPECT_EQ(dropout_rules::keep_threshold(std::nextafter(1.0f, 0.0f)), 0xFFFFFF00u);  // (1 - 2^-24) 2^32
   for (std::int64_t g : {spec.first_sample, std::int64_t{0}}) {
     for (std::int64_t j = 0; j < 64; ++j) {
       const auto r = philox4x32({static_cast<std::uint32_t>(j / 4), spec.site, static_cast<std::uint32_t>(g),
@@ -67,7 +67,7 @@ TEST(DropoutForward, KeptScaledByExactlyOneOverOneMinusPDroppedZeroAsDropoutKeep
   ZT_SEEDED_RNG(rng);
   for (float p : {0.1f, 0.5f, 0.9f}) {
     // keep_scale is 1 / (1 - p) rounded once: within half an ulp of the exact quotient.
-    const float s = dropout_detail::keep_scale(p);
+    const float s = dropout_rules::keep_scale(p);
     EXPECT_LE(std::abs(s - 1.0 / (1.0 - static_cast<double>(p))), 0.5 * (std::nextafter(s, INFINITY) - s));
     // N = 35 splits Philox blocks across samples; N = 10003 spans several parallel tasks. High
     // words of the seed and the sample index are set.

@@ -371,7 +371,7 @@ void expect_measured_equals_predicted(DType dtype, DType activations, const char
   gpt::GptModel model(kTiny, B, T, policy, tracker, ctx, 0.0f, 0, activations);
   LocalCommunicator comm(tracker, {});
   ZeroParamStore store(model.table(), dtype, ZeroOptions{}, comm, tracker, ctx);
-  ShardedAdamW optimizer(store, cpu::AdamWHyper{}, tracker, ctx);
+  ShardedAdamW optimizer(store, AdamWHyper{}, tracker, ctx);
   std::mt19937 rng(7);
   std::uniform_int_distribution<int> token(0, kTiny.vocab_size - 1);
   std::vector<std::int32_t> inputs(B * T), targets(B * T);

@@ -6,7 +6,7 @@
 
 #include "engine/core/tensor.h"
 
-namespace zt::cpu::detail {
+namespace zt {
 
 // The dtype an op's activation operands share (F32 or BF16), ignoring views without data (omitted
 // optional operands); a mix of the two, or any other dtype, is an InternalError naming `op`.
@@ -18,4 +18,4 @@ DType activation_dtype(const char* op, std::initializer_list<TensorView> operand
 // an InternalError naming `op`.
 void check_param_dtype(const char* op, DType activations, std::initializer_list<TensorView> params);
 
-}  // namespace zt::cpu::detail
+}  // namespace zt

@@ -1,0 +1,45 @@
+// The shared operand checks (see the header).
+#include "kernels/contracts/operand_checks.h"
+
+#include "engine/core/check.h"
+#include "kernels/contracts/activation_dtype.h"
+
+namespace zt {
+
+AttentionDims attention_dims(const TensorView& out_like, const TensorView& att, const TensorView& qkv, int n_head) {
+  activation_dtype("attention", {out_like, att, qkv});  // one dtype, F32 or BF16
+  ZT_CHECK(qkv.shape.ndim() == 3, "qkv must be [B, T, 3C], has {} dims", qkv.shape.ndim());
+  AttentionDims d;
+  d.B = qkv.shape[0];
+  d.T = qkv.shape[1];
+  ZT_CHECK(qkv.shape[2] % 3 == 0, "qkv last dim {} is not 3C", qkv.shape[2]);
+  d.C = qkv.shape[2] / 3;
+  d.NH = n_head;
+  ZT_CHECK(n_head > 0 && d.C % n_head == 0, "C={} not divisible by n_head={}", d.C, n_head);
+  d.hs = d.C / n_head;
+  ZT_CHECK(out_like.numel() == d.B * d.T * d.C && out_like.shape[out_like.shape.ndim() - 1] == d.C,
+           "out/dout must be [B={}, T={}, C={}]", d.B, d.T, d.C);
+  ZT_CHECK(att.numel() == d.B * d.NH * d.T * d.T, "att must be [B={}, n_head={}, T={}, T]", d.B, d.NH, d.T);
+  return d;
+}
+
+EmbeddingDims embedding_dims(const TensorView& out_like, const TensorView& tokens, const TensorView& wte,
+                             const TensorView& wpe, EmbeddingTables tables) {
+  ZT_CHECK(tokens.dtype == DType::kI32 && tokens.shape.ndim() == 2, "tokens must be I32 [B, T]");
+  ZT_CHECK(out_like.dtype == DType::kF32 || out_like.dtype == DType::kBF16, "embedding out/dout must be F32 or BF16");
+  if (tables == EmbeddingTables::kParameters) {
+    check_param_dtype("embedding_forward", out_like.dtype, {wte, wpe});
+    ZT_CHECK(wte.dtype == wpe.dtype, "embedding_forward: wte is {}, wpe {} (one dtype)", dtype_name(wte.dtype),
+             dtype_name(wpe.dtype));
+  } else {
+    ZT_CHECK(wte.dtype == DType::kF32 && wpe.dtype == DType::kF32, "embedding gradients are F32");
+  }
+  ZT_CHECK(wte.shape.ndim() == 2 && wpe.shape.ndim() == 2, "wte/wpe must be 2-D");
+  EmbeddingDims d{tokens.shape[0], tokens.shape[1], wte.shape[1], wte.shape[0], wpe.shape[0]};
+  ZT_CHECK(wpe.shape[1] == d.C, "wpe has {} columns, wte {}", wpe.shape[1], d.C);
+  ZT_CHECK(d.T <= d.max_T, "sequence length {} exceeds the {} learned positions", d.T, d.max_T);
+  ZT_CHECK(out_like.numel() == d.B * d.T * d.C, "out/dout must be [B={}, T={}, C={}]", d.B, d.T, d.C);
+  return d;
+}
+
+}  // namespace zt

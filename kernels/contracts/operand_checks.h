@@ -1,0 +1,29 @@
+// The operand checks the CPU kernels and their CUDA twins share, one definition each, so both
+// backends accept exactly the same shapes and dtypes.
+#pragma once
+
+#include <cstdint>
+
+#include "engine/core/tensor.h"
+
+namespace zt {
+
+// The operand shapes every attention kernel (CPU and CUDA) takes, checked: qkv [B, T, 3C] with C a
+// multiple of n_head, att [B, n_head, T, T], out/dout [B, T, C], of one activation dtype (F32 or BF16).
+struct AttentionDims {
+  std::int64_t B, T, C, NH, hs;
+};
+AttentionDims attention_dims(const TensorView& out_like, const TensorView& att, const TensorView& qkv, int n_head);
+
+// The operands every embedding kernel (CPU and CUDA) takes, checked: tokens I32 [B, T],
+// wte [vocab, C], wpe [max_T, C] with T <= max_T, out/dout [B, T, C] F32 or BF16. The tables are the
+// forward's parameters (F32, or both BF16 with a BF16 out: check_param_dtype, naming
+// embedding_forward) or the backward's gradients (F32).
+struct EmbeddingDims {
+  std::int64_t B, T, C, vocab, max_T;
+};
+enum class EmbeddingTables { kParameters, kGradients };
+EmbeddingDims embedding_dims(const TensorView& out_like, const TensorView& tokens, const TensorView& wte,
+                             const TensorView& wpe, EmbeddingTables tables);
+
+}  // namespace zt

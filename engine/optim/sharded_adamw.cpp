@@ -67,7 +67,6 @@ void ShardedAdamW::restore_working_from_master() {
     const std::int64_t live = store_.optimizer_layout().unit(unit).live();
     ops::cast(ctx_, store_.working_shard(unit).slice(0, live), master_[u].view().slice(0, live));
   }
-  store_.publish_updated_params();
 }
 
 void ShardedAdamW::step(float lr, float grad_scale) {
@@ -87,7 +86,6 @@ void ShardedAdamW::step(float lr, float grad_scale) {
     }
   }
   ops::adamw_update_slices(ctx_, slices, h, step_, grad_scale);
-  store_.publish_updated_params();
 }
 
 }  // namespace zt

@@ -339,6 +339,7 @@ TrainSummary Trainer::run() {
     const float clip_scale = clip_coefficient(grad_norm, c.optim.grad_clip);
     const float lr = s.schedule.at(step);
     s.optimizer.step(lr, clip_scale);
+    s.store.publish_updated_params();
     end_profiled_step();
     ++summary.steps_done;
     if (++steps_this_run == 1) {

@@ -36,6 +36,12 @@ class ShardedAdamW {
   void step(float lr, float grad_scale = 1.0f);
   // The fp32 master of this rank's shard of a unit ([optimizer shard] elements, padding zero).
   TensorView master(int unit) const;
+  // The whole of a unit's fp32 master (its padded length, every rank's shard in rank order) in host
+  // memory charged to `tracker` as workspace. Collective: an all-gather through the store's
+  // communicator at stages 1-3 on several ranks (on CUDA the master is device memory, which only
+  // NCCL, ordered behind the compute stream's AdamW, may read; MPI moves host memory).
+  Buffer gather_master(int unit, MemoryTracker& tracker);
+  const ParamTable& table() const { return store_.table(); }
   int step_count() const { return step_; }
 
   // Checkpoint access (engine/checkpoint): AdamW's moments of this rank's shard, laid out as

@@ -21,11 +21,11 @@
 #include "engine/core/check.h"
 #include "engine/data/batch_sampler.h"
 #include "engine/io/model_weights.h"
+#include "engine/optim/final_weights.h"
 #include "engine/optim/sharded_adamw.h"
 #include "engine/sharding/zero_param_store.h"
 #include "models/gpt/gpt_params.h"
 #include "engine/trainer/data_source.h"
-#include "engine/trainer/final_weights.h"
 #include "engine/trainer/grad_clip.h"
 #include "engine/trainer/lr_schedule.h"
 #include "engine/trainer/memory_report.h"
@@ -400,8 +400,8 @@ TrainSummary Trainer::run() {
                       s.progress);
   }
   if (finished) {
-    write_final_weights(run_dir_ + "/final.safetensors", s.store, s.optimizer, s.store_comm(), s.tracker, s.ctx,
-                        s.root, {{"run_config", c.to_json().dump()}, {"steps", std::to_string(summary.steps_done)}});
+    write_final_weights(run_dir_ + "/final.safetensors", s.optimizer, s.tracker, s.root,
+                        {{"run_config", c.to_json().dump()}, {"steps", std::to_string(summary.steps_done)}});
     // Saved first, so that nothing after training (an evaluation or a sample that fails) can cost
     // the trained model; also when a finished run is resumed, its final evaluation is made.
     evaluate(step);

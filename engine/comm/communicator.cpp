@@ -111,4 +111,16 @@ std::unique_ptr<Communicator> make_communicator(MemoryTracker& tracker, const Co
   return std::make_unique<LocalCommunicator>(tracker, options);
 }
 
+std::unique_ptr<Communicator> make_device_communicator(Communicator& control, MemoryTracker& tracker,
+                                                       const ExecContext& ctx) {
+#ifdef ZT_HAVE_CUDA
+  return make_nccl_communicator(control, tracker, ctx);
+#else
+  (void)control;
+  (void)tracker;
+  (void)ctx;
+  throw_runtime_error("a device communicator was asked for in a build without CUDA");
+#endif
+}
+
 }  // namespace zt

@@ -398,8 +398,8 @@ void NcclCommunicator::barrier() {
   all_reduce(TensorView{&token, DType::kF32, Device::kCPU, Shape{1}}, ReduceOp::kSum).wait();
 }
 
-std::unique_ptr<Communicator> make_device_communicator(Communicator& control, MemoryTracker& tracker,
-                                                       const ExecContext& ctx) {
+std::unique_ptr<Communicator> make_nccl_communicator(Communicator& control, MemoryTracker& tracker,
+                                                     const ExecContext& ctx) {
   std::vector<std::uint8_t> id = control.rank() == 0 ? make_nccl_unique_id() : std::vector<std::uint8_t>(128);
   ZT_CHECK(id.size() % 4 == 0);
   control.broadcast(TensorView{id.data(), DType::kI32, Device::kCPU, Shape{static_cast<std::int64_t>(id.size() / 4)}}, 0)

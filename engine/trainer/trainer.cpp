@@ -40,9 +40,6 @@
 #include "kernels/op_profiler.h"
 #include "kernels/ops.h"
 #include "models/gpt/gpt_model.h"
-#ifdef ZT_HAVE_CUDA
-#include "engine/comm/nccl_communicator.h"
-#endif
 
 namespace zt {
 
@@ -76,13 +73,7 @@ std::unique_ptr<Communicator> make_store_communicator(Communicator& comm, Memory
   if (store_collective_backend(ctx.device, comm.world_size()) == CollectiveBackend::kHost) {
     return nullptr;
   }
-#ifdef ZT_HAVE_CUDA
   return make_device_communicator(comm, tracker, ctx);
-#else
-  (void)tracker;
-  ZT_CHECK(false, "a CUDA context in a build without CUDA");
-  return nullptr;
-#endif
 }
 
 }  // namespace

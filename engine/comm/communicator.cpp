@@ -9,9 +9,9 @@
 #include <thread>
 
 #include "engine/comm/local_communicator.h"
-#include "engine/comm/rendezvous.h"
-#include "engine/comm/signals.h"
 #include "engine/core/check.h"
+#include "engine/launch/rendezvous.h"
+#include "engine/launch/signals.h"
 #ifdef ZT_HAVE_MPI
 #include "engine/comm/mpi_communicator.h"
 #endif

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "engine/comm/communicator.h"
-#include "engine/comm/rendezvous.h"
+#include "engine/launch/rendezvous.h"
 #include "kernels/exec_context.h"
 
 namespace zt {

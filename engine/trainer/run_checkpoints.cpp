@@ -6,7 +6,7 @@
 
 #include "engine/checkpoint/checkpoint_export.h"
 #include "engine/checkpoint/optimizer_checkpoint.h"
-#include "engine/comm/signals.h"
+#include "engine/launch/signals.h"
 #include "engine/trainer/model_setup.h"
 #include "engine/trainer/resume.h"
 

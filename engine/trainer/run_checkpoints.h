@@ -1,6 +1,6 @@
 // A run's checkpoints as the trainer uses them: where a run starts (fresh parameters, or a
 // checkpoint's state and position for --resume), the saves (checkpoint.every_steps, at_end), and a
-// stop request answered with a save (engine/comm/signals.h).
+// stop request answered with a save (engine/launch/signals.h).
 #pragma once
 
 #include <string>

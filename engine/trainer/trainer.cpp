@@ -9,10 +9,10 @@
 #include <limits>
 
 #include "engine/checkpoint/durable_file.h"
-#include "engine/comm/signals.h"
 #include "engine/core/bf16.h"
 #include "engine/core/check.h"
 #include "engine/data/batch_sampler.h"
+#include "engine/launch/signals.h"
 #include "engine/optim/final_weights.h"
 #include "engine/trainer/evaluation.h"
 #include "engine/trainer/grad_clip.h"
@@ -43,7 +43,7 @@ struct AgreedLoss {
 };
 
 // The step boundary's agreement rides on the loss all-reduce: element 1 is above 0 when any rank
-// has a stop request (engine/comm/signals.h).
+// has a stop request (engine/launch/signals.h).
 AgreedLoss all_reduce_loss_and_stop(Communicator& comm, double rank_loss) {
   float loss_and_stop[2] = {static_cast<float>(rank_loss), stop_signal() != 0 ? 1.0f : 0.0f};
   comm.all_reduce(TensorView{loss_and_stop, DType::kF32, Device::kCPU, Shape{2}}, ReduceOp::kAvg).wait();

@@ -4,7 +4,7 @@
 
 #include <cstdlib>
 
-#include "engine/comm/rendezvous.h"
+#include "engine/launch/rendezvous.h"
 #include "engine/sharding/schedule_replay.h"
 
 namespace zt {

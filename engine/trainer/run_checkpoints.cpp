@@ -50,7 +50,8 @@ RunProgress start_run(TrainerState& s, const std::string& resume_checkpoint, boo
 
 void save_checkpoint(TrainerState& s, RunProgress& run, int steps_completed) {
   const RunConfig& c = s.config;
-  const std::int64_t samples_per_step = static_cast<std::int64_t>(c.train.grad_accum) * c.train.micro_batch * c.world_size;
+  const std::int64_t samples_per_step =
+      static_cast<std::int64_t>(c.train.grad_accum) * c.train.micro_batch * c.world_size;
   ckpt::CheckpointMeta meta;
   meta.position.step = steps_completed;
   meta.position.next_sample_index = run.start_sample + (steps_completed - run.start_step) * samples_per_step;

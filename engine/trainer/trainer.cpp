@@ -145,8 +145,8 @@ StepResult Trainer::train_step(int step, const RunProgress& run) {
     s.store.set_micro_batch(micro, accum);  // stages 0-1 reduce after the last micro-batch only
     // The batch: this rank's slice of the step's global samples. The global index of its first
     // sample numbers it among all the run's samples and keys both the data windows and dropout.
-    const std::int64_t first_sample =
-        run.start_sample + data::first_sample_index(step - run.start_step, micro, accum, B, c.world_size, s.comm.rank());
+    const std::int64_t first_sample = run.start_sample + data::first_sample_index(step - run.start_step, micro, accum,
+                                                                                  B, c.world_size, s.comm.rank());
     data::fill_batch(s.data.train(), B, T, c.train.seed, data::kTrainStream, first_sample, s.inputs.data(),
                      s.targets.data());
     // Forward acquires each unit's parameters as it reaches the unit (stage 3: all-gathered, the

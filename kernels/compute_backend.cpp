@@ -36,6 +36,15 @@ int cuda_device_count() {
 #endif
 }
 
+std::int64_t cuda_device_free_bytes(int index) {
+#ifdef ZT_HAVE_CUDA
+  return static_cast<std::int64_t>(cuda::device_free_bytes(index));
+#else
+  (void)index;
+  return -1;
+#endif
+}
+
 int cuda_device_for_local_rank(int local_rank) {
   const int count = cuda_device_count();
   return count > 0 ? local_rank % count : 0;

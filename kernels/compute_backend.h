@@ -3,6 +3,7 @@
 // allocates through its context() (models, parameter stores, optimizers) must be destroyed first.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -13,6 +14,9 @@ namespace zt {
 
 // CUDA devices this process can use (0 in a build without CUDA).
 int cuda_device_count();
+// Free memory on CUDA device `index` now; -1 when it cannot be told (a failed query, or a build
+// without CUDA).
+std::int64_t cuda_device_free_bytes(int index);
 // The GPU of the rank with index `local_rank` among its node's ranks: one GPU per rank, wrapping
 // when a node runs more ranks than it shows GPUs; 0 when it shows none (ComputeBackend refuses).
 int cuda_device_for_local_rank(int local_rank);

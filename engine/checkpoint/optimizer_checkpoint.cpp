@@ -58,6 +58,7 @@ void restore_training_state(const CheckpointReader& reader, ZeroParamStore& stor
   }
   optimizer.set_step_count(reader.manifest().position.optimizer_step);
   optimizer.restore_working_from_master();
+  store.publish_updated_params();
 }
 
 }  // namespace zt::ckpt

@@ -9,9 +9,9 @@
 #include <thread>
 
 #include "engine/comm/local_communicator.h"
-#include "engine/comm/rendezvous.h"
-#include "engine/comm/signals.h"
 #include "engine/core/check.h"
+#include "engine/launch/rendezvous.h"
+#include "engine/launch/signals.h"
 #ifdef ZT_HAVE_MPI
 #include "engine/comm/mpi_communicator.h"
 #endif
@@ -109,6 +109,18 @@ std::unique_ptr<Communicator> make_communicator(MemoryTracker& tracker, const Co
 #endif
   }
   return std::make_unique<LocalCommunicator>(tracker, options);
+}
+
+std::unique_ptr<Communicator> make_device_communicator(Communicator& control, MemoryTracker& tracker,
+                                                       const ExecContext& ctx) {
+#ifdef ZT_HAVE_CUDA
+  return make_nccl_communicator(control, tracker, ctx);
+#else
+  (void)control;
+  (void)tracker;
+  (void)ctx;
+  throw_runtime_error("a device communicator was asked for in a build without CUDA");
+#endif
 }
 
 }  // namespace zt

@@ -2,7 +2,8 @@
 // all-gather, reduce-scatter, all-reduce, broadcast, barrier. Each returns a Work handle (the
 // operation may still be in flight) whose wait() gives up with a clear error after the timeout,
 // naming the collective and the step, instead of hanging when a rank died or never arrived.
-// Backends: LocalCommunicator (one process) and MpiCommunicator (ranks as processes); NCCL later.
+// Backends: LocalCommunicator (one process), MpiCommunicator (ranks as processes, host memory) and
+// NcclCommunicator (one GPU per rank, built with CUDA).
 #pragma once
 
 #include <functional>
@@ -13,6 +14,8 @@
 #include "engine/core/tensor.h"
 
 namespace zt {
+
+struct ExecContext;  // kernels/exec_context.h
 
 enum class ReduceOp { kSum, kAvg };
 
@@ -95,6 +98,12 @@ class Communicator {
 // The communicator for this process: MPI when launched by mpirun/srun (and built with MPI),
 // otherwise a single rank. Temporary buffers are charged to `tracker` as comm_buffers.
 std::unique_ptr<Communicator> make_communicator(MemoryTracker& tracker, const CommOptions& options);
+
+// The communicator for collectives on ctx's device memory over the same ranks as `control` (the
+// host communicator, which hands every rank what the device one needs to start): NCCL on a CUDA
+// context (make_nccl_communicator). Throws in a build without CUDA, which has no device context.
+std::unique_ptr<Communicator> make_device_communicator(Communicator& control, MemoryTracker& tracker,
+                                                       const ExecContext& ctx);
 
 // Seconds this process has spent blocked in Work::wait: the communication that computation did
 // not hide (the trainer logs it per step as comm_wait_ms). The host's blocking only: an NCCL

@@ -10,9 +10,9 @@
 #include <memory>
 
 #include "engine/comm/reduce_buffers.h"
-#include "engine/comm/signals.h"
 #include "engine/core/buffer.h"
 #include "engine/core/check.h"
+#include "engine/launch/signals.h"
 
 namespace zt {
 

@@ -1,6 +1,7 @@
 // NcclCommunicator: a collective is planned by a Collective (staging of host or bf16 operands in,
 // the NCCL call, conversions back), which ends in an event on the communication stream that both
-// the Work (compute-stream wait, or host polling) and the watchdog look at.
+// the Work (compute-stream wait, or host polling) and the watchdog look at. Where a communicator's
+// unique id comes from (the host communicator or the rendezvous) is nccl_bootstrap.cpp.
 #include "engine/comm/nccl_communicator.h"
 
 #include <cuda_runtime_api.h>
@@ -17,6 +18,7 @@
 #include <thread>
 
 #include "engine/comm/collective_watchdog.h"
+#include "engine/comm/nccl_check.h"
 #include "engine/core/check.h"
 #include "engine/device/cuda_check.h"
 #include "engine/device/cuda_stream.h"
@@ -26,14 +28,6 @@
 namespace zt {
 
 namespace {
-
-void nccl_check(ncclResult_t r, ncclComm_t comm, const char* call, const char* file, int line) {
-  if (r == ncclSuccess || r == ncclInProgress) return;
-  const char* last = comm != nullptr ? ncclGetLastError(comm) : "";
-  throw_runtime_error("{} failed at {}:{}: {}{}{}", call, file, line, ncclGetErrorString(r),
-                      last != nullptr && *last != '\0' ? ": " : "", last != nullptr ? last : "");
-}
-#define ZT_NCCL_CHECK(call, comm) nccl_check((call), (comm), #call, __FILE__, __LINE__)
 
 ncclDataType_t nccl_type(DType t) {
   switch (t) {
@@ -95,14 +89,6 @@ LaunchOrder& launch_order() {
 }
 
 }  // namespace
-
-std::vector<std::uint8_t> make_nccl_unique_id() {
-  ncclUniqueId id;
-  ZT_NCCL_CHECK(ncclGetUniqueId(&id), nullptr);
-  std::vector<std::uint8_t> bytes(sizeof(id));
-  std::memcpy(bytes.data(), &id, sizeof(id));
-  return bytes;
-}
 
 struct NcclCommunicator::Impl {
   MemoryTracker& tracker;
@@ -396,33 +382,6 @@ Work NcclCommunicator::broadcast(TensorView buf, int root) {
 void NcclCommunicator::barrier() {
   float token = 0.0f;
   all_reduce(TensorView{&token, DType::kF32, Device::kCPU, Shape{1}}, ReduceOp::kSum).wait();
-}
-
-std::unique_ptr<Communicator> make_device_communicator(Communicator& control, MemoryTracker& tracker,
-                                                       const ExecContext& ctx) {
-  std::vector<std::uint8_t> id = control.rank() == 0 ? make_nccl_unique_id() : std::vector<std::uint8_t>(128);
-  ZT_CHECK(id.size() % 4 == 0);
-  control.broadcast(TensorView{id.data(), DType::kI32, Device::kCPU, Shape{static_cast<std::int64_t>(id.size() / 4)}}, 0)
-      .wait();  // the host communicator moves bytes; I32 is only the view's element type
-  return std::make_unique<NcclCommunicator>(tracker, control.options(), ctx, control.rank(), control.world_size(), id);
-}
-
-std::unique_ptr<Communicator> make_launched_nccl_communicator(MemoryTracker& tracker, const CommOptions& options,
-                                                              const LaunchInfo& launch) {
-  if (cuda_device_count() == 0) {
-    throw_input_error("launched as rank {} of {} ({}) without MPI: such ranks talk through NCCL, and this machine has "
-                      "no CUDA device (use mpirun for CPU ranks)",
-                      launch.rank, launch.world_size, launch.source);
-  }
-  auto backend =
-      std::make_unique<ComputeBackend>(Device::kCUDA, 1, tracker, cuda_device_for_local_rank(launch.local_rank));
-  const RendezvousOptions rendezvous = rendezvous_from_env(launch);
-  std::vector<std::uint8_t> id = share_from_rank0(
-      launch, rendezvous, launch.rank == 0 ? make_nccl_unique_id() : std::vector<std::uint8_t>{}, sizeof(ncclUniqueId));
-  auto comm = std::make_unique<NcclCommunicator>(tracker, options, backend->context(), launch.rank,
-                                                 launch.world_size, id);
-  comm->own_backend(std::move(backend));
-  return comm;
 }
 
 }  // namespace zt

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "engine/comm/communicator.h"
-#include "engine/comm/rendezvous.h"
+#include "engine/launch/rendezvous.h"
 #include "kernels/exec_context.h"
 
 namespace zt {
@@ -57,11 +57,11 @@ class NcclCommunicator final : public Communicator {
   std::unique_ptr<Impl> impl_;
 };
 
-// The communicator a run on CUDA hands its parameter store: NCCL over the same ranks as
-// `control` (the host communicator: MPI, or the local world of one), which broadcasts rank 0's
-// unique id. Ordered against ctx's stream.
-std::unique_ptr<Communicator> make_device_communicator(Communicator& control, MemoryTracker& tracker,
-                                                       const ExecContext& ctx);
+// The communicator a run on CUDA hands its parameter store (make_device_communicator in
+// communicator.h): NCCL over the same ranks as `control` (the host communicator: MPI, or the local
+// world of one), which broadcasts rank 0's unique id. Ordered against ctx's stream.
+std::unique_ptr<Communicator> make_nccl_communicator(Communicator& control, MemoryTracker& tracker,
+                                                     const ExecContext& ctx);
 
 // The host communicator of a job launched without MPI (ZT_RANK, torchrun's RANK, Slurm without
 // PMI): NCCL on GPU local_rank (mod the devices present), through a device context of its own,

@@ -45,6 +45,12 @@ TensorView ShardedAdamW::master(int unit) const {
   return master_.empty() ? store_.working_shard(unit) : master_.at(static_cast<std::size_t>(unit)).view();
 }
 
+Buffer ShardedAdamW::gather_master(int unit, MemoryTracker& tracker) {
+  Buffer full(tracker, MemCategory::kWorkspace, DType::kF32, store_.optimizer_layout().unit(unit).padded);
+  store_.gather_optimizer_shards(master(unit), full.view());
+  return full;
+}
+
 void ShardedAdamW::load_unit(int unit, const float* full) {
   const UnitShard& s = store_.optimizer_layout().unit(unit);
   const TensorView host{const_cast<float*>(full) + s.begin, DType::kF32, Device::kCPU, Shape{s.live()}};
@@ -67,7 +73,6 @@ void ShardedAdamW::restore_working_from_master() {
     const std::int64_t live = store_.optimizer_layout().unit(unit).live();
     ops::cast(ctx_, store_.working_shard(unit).slice(0, live), master_[u].view().slice(0, live));
   }
-  store_.publish_updated_params();
 }
 
 void ShardedAdamW::step(float lr, float grad_scale) {
@@ -87,7 +92,6 @@ void ShardedAdamW::step(float lr, float grad_scale) {
     }
   }
   ops::adamw_update_slices(ctx_, slices, h, step_, grad_scale);
-  store_.publish_updated_params();
 }
 
 }  // namespace zt

@@ -309,4 +309,13 @@ void ZeroParamStore::gather_unit_f32(int unit, float* out) {
   release_params(unit, Pass::kForward);
 }
 
+void ZeroParamStore::gather_optimizer_shards(TensorView shard, TensorView full) {
+  ZT_CHECK(schedule_ == nullptr, "gather_optimizer_shards inside a pass");
+  if (opt_layout_.world_size() == 1) {
+    ops::copy(ctx_, full, shard);
+  } else {
+    comm_.all_gather(shard, full).wait();
+  }
+}
+
 }  // namespace zt

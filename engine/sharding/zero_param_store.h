@@ -84,6 +84,11 @@ class ZeroParamStore final : public ParamStore {
 
   // Full fp32 values of a unit's working parameters (a collective at stage 3). Outside a pass.
   void gather_unit_f32(int unit, float* out);
+  // The whole of a unit (`full`: its padded length, every rank's shard in rank order) from each
+  // rank's optimizer-layout `shard` of it, such as the optimizer's fp32 master: an all-gather
+  // through the store's communicator where the optimizer layout is split, a copy where it is one
+  // way (stage 0, a world of one). Collective. Outside a pass.
+  void gather_optimizer_shards(TensorView shard, TensorView full);
 
  private:
   struct PendingReduction {

@@ -12,9 +12,7 @@
 #include "engine/core/check.h"
 #include "engine/core/memory_tracker.h"
 #include "engine/trainer/run_memory.h"
-#ifdef ZT_HAVE_CUDA
-#include "kernels/cuda/device_query.h"
-#endif
+#include "kernels/compute_backend.h"
 
 namespace zt {
 
@@ -81,11 +79,7 @@ MemoryOffer memory_offered(const RunConfig& c, int device_index) {
     return offer;
   }
   if (c.device == Device::kCUDA) {
-#ifdef ZT_HAVE_CUDA
-    offer.bytes = cuda::device_free_bytes(device_index);
-#else
-    (void)device_index;
-#endif
+    offer.bytes = cuda_device_free_bytes(device_index);
     offer.what = fmt::format("the free memory of cuda:{}", device_index);
     return offer;
   }

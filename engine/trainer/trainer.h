@@ -2,7 +2,8 @@
 // clipping, the LR schedule, AdamW, periodic evaluation and text samples, a JSONL metrics file,
 // sharded checkpoints (and resuming from one, or saving one when a stop signal arrives), and the
 // final weights in the run directory. A non-finite loss or gradient stops the run (or skips the
-// step, if configured) before any weights are touched.
+// step, if configured) before any weights are touched. One step's data path is train_step; what
+// happens around it lives beside it in engine/trainer (run_checkpoints, evaluation, run_report).
 #pragma once
 
 #include <memory>
@@ -14,11 +15,15 @@
 
 namespace zt {
 
+struct TrainerState;
+struct RunProgress;
+struct StepResult;
+
 struct TrainSummary {
   int steps_done = 0;        // optimizer steps taken (over the whole run, resumed ones included)
   int skipped_steps = 0;     // steps skipped for a non-finite loss or gradient
   bool stopped_nonfinite = false;
-  // A stop request (SIGTERM/SIGINT/SIGUSR1 on any rank, see engine/comm/signals.h) ended the run
+  // A stop request (SIGTERM/SIGINT/SIGUSR1 on any rank, see engine/launch/signals.h) ended the run
   // early: the signal seen on this rank (-1: it came to another rank), the steps completed and the
   // checkpoint saved for them.
   int stop_signal = 0;
@@ -50,12 +55,19 @@ class Trainer {
   const std::string& device_description() const;
 
  private:
-  struct State;
+  // One optimizer step (0-based `step`) of the run that `run` describes: the batches, forward,
+  // backward with the gradient reductions, the clip, AdamW on this rank's shard and the publish of
+  // the updated parameters. Touches no weights when the loss or gradient norm is not finite.
+  StepResult train_step(int step, const RunProgress& run);
+  // After the loop ended at `step`: the at_end checkpoint, the op profile and, unless stopped early,
+  // the final weights, evaluation and sample; then the summary record.
+  void finish_run(int step, RunProgress& run);
+
   RunConfig config_;
   std::string run_dir_;
   std::string resume_checkpoint_;
   bool allow_config_change_ = false;
-  std::unique_ptr<State> state_;
+  std::unique_ptr<TrainerState> state_;  // engine/trainer/trainer_state.h
 };
 
 }  // namespace zt

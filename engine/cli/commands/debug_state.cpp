@@ -120,6 +120,7 @@ int debug_state_main(const std::vector<std::string>& args) {
       train_losses.push_back(loss);
     }
     optimizer.step(cfg.optim.adamw.lr);
+    store.publish_updated_params();
   }
   if (steps > 0) writer.add_f32("train_losses", {steps}, train_losses.data());
 

@@ -10,10 +10,10 @@
 #include "engine/cli/commands/arg_parser.h"
 #include "engine/cli/commands/commands.h"
 #include "engine/comm/communicator.h"
-#include "engine/comm/signals.h"
 #include "engine/config/run_config.h"
 #include "engine/core/check.h"
 #include "engine/core/host_allocator.h"
+#include "engine/launch/signals.h"
 #include "engine/trainer/memory_report.h"
 #include "engine/trainer/resume.h"
 #include "engine/trainer/trainer.h"
@@ -49,7 +49,7 @@ int train_main(const std::vector<std::string>& args) {
   comm_options.timeout_s = cfg.train.collective_timeout_s;
   comm->set_options(comm_options);
   const bool root = comm->rank() == 0;
-  // From here on a stop signal means "save at the next step boundary" (engine/comm/signals.h).
+  // From here on a stop signal means "save at the next step boundary" (engine/launch/signals.h).
   if (cfg.checkpoint.save_on_signal) install_stop_request_handlers();
   const gpt::GptConfig& m = cfg.model;
 

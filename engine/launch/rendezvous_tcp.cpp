@@ -16,7 +16,7 @@
 #include <set>
 #include <utility>
 
-#include "engine/comm/rendezvous_methods.h"
+#include "engine/launch/rendezvous_methods.h"
 #include "engine/core/check.h"
 
 namespace zt::detail {

@@ -1,6 +1,6 @@
 // Signal handlers: everything here that runs inside a handler is async-signal-safe (plain stores
 // to sig_atomic_t and preformatted buffers, write(2), clock_gettime, getppid, _exit).
-#include "engine/comm/signals.h"
+#include "engine/launch/signals.h"
 
 #include <fmt/format.h>
 

@@ -12,7 +12,7 @@
 #include <random>
 #include <set>
 
-#include "engine/comm/rendezvous_methods.h"
+#include "engine/launch/rendezvous_methods.h"
 #include "engine/core/check.h"
 
 namespace zt::detail {

@@ -1,6 +1,6 @@
-// Internal to the rendezvous (engine/comm/rendezvous*.cpp): the deadline every wait counts down to,
+// Internal to the rendezvous (engine/launch/rendezvous*.cpp): the deadline every wait counts down to,
 // the error-text helpers more than one method uses, and the per-method functions that
-// share_from_rank0 dispatches to. Not a public header: callers include engine/comm/rendezvous.h.
+// share_from_rank0 dispatches to. Not a public header: callers include engine/launch/rendezvous.h.
 #pragma once
 
 #include <fmt/format.h>
@@ -17,7 +17,7 @@
 #include <thread>
 #include <vector>
 
-#include "engine/comm/rendezvous.h"
+#include "engine/launch/rendezvous.h"
 
 namespace zt::detail {
 

@@ -2,7 +2,7 @@
 // hands rank 0's blob to every rank by MPI broadcast (here) or by the methods in rendezvous_file.cpp
 // and rendezvous_tcp.cpp. Every wait has a deadline, so a peer that never arrives becomes a one-line
 // RuntimeError naming the method and the file or address.
-#include "engine/comm/rendezvous.h"
+#include "engine/launch/rendezvous.h"
 
 #include <charconv>
 #include <climits>
@@ -12,7 +12,7 @@
 #include <string_view>
 #include <utility>
 
-#include "engine/comm/rendezvous_methods.h"
+#include "engine/launch/rendezvous_methods.h"
 #include "engine/core/check.h"
 #ifdef ZT_HAVE_MPI
 #include <mpi.h>

@@ -45,6 +45,16 @@ std::int64_t cuda_device_free_bytes(int index) {
 #endif
 }
 
+std::string cuda_backend_summary() {
+#ifdef ZT_HAVE_CUDA
+  const int n = cuda::device_count();
+  return fmt::format("cuda: built; {} device(s) visible{}", n,
+                     n > 0 ? ": " + cuda::device_description(0) : " (" + cuda::device_count_error() + ")");
+#else
+  return "cuda: not built (nvcc not found at configure time)";
+#endif
+}
+
 int cuda_device_for_local_rank(int local_rank) {
   const int count = cuda_device_count();
   return count > 0 ? local_rank % count : 0;
@@ -75,11 +85,10 @@ ComputeBackend::ComputeBackend(Device device, int num_threads, MemoryTracker& tr
   cuda_->resources.gelu_epilogue = choices.gelu_epilogue;
   ctx_ = cuda::cuda_context(cuda_->stream.get(), cuda_->resources);
   ctx_.num_threads = num_threads;
-  description_ = fmt::format("cuda:{} ({}){}{}", device_index, cuda::device_description(device_index),
-                             matmuls == MatmulPrecision::kFp32
-                                 ? ""
-                                 : fmt::format(", {} matmuls", matmul_precision_name(matmuls)),
-                             choices.gelu_epilogue ? ", GELU in matmul epilogues" : "");
+  description_ =
+      fmt::format("cuda:{} ({}){}{}", device_index, cuda::device_description(device_index),
+                  matmuls == MatmulPrecision::kFp32 ? "" : fmt::format(", {} matmuls", matmul_precision_name(matmuls)),
+                  choices.gelu_epilogue ? ", GELU in matmul epilogues" : "");
 #else
   (void)tracker;
   (void)device_index;

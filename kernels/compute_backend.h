@@ -17,6 +17,8 @@ int cuda_device_count();
 // Free memory on CUDA device `index` now; -1 when it cannot be told (a failed query, or a build
 // without CUDA).
 std::int64_t cuda_device_free_bytes(int index);
+// One line on the CUDA backend for `zerotrain version`: built or not, and the devices visible.
+std::string cuda_backend_summary();
 // The GPU of the rank with index `local_rank` among its node's ranks: one GPU per rank, wrapping
 // when a node runs more ranks than it shows GPUs; 0 when it shows none (ComputeBackend refuses).
 int cuda_device_for_local_rank(int local_rank);
@@ -24,9 +26,9 @@ int cuda_device_for_local_rank(int local_rank);
 // Which CUDA kernels run where a config gives a choice (its precision section); the CPU has one
 // way each and ignores them.
 struct KernelChoices {
-  MatmulPrecision matmuls = MatmulPrecision::kFp32;       // how fp32 matrices are multiplied
-  AttentionKernels attention = AttentionKernels::kAuto;   // cuDNN or the flash kernels
-  bool gelu_epilogue = false;                             // GELU in the MLP matmuls' epilogues
+  MatmulPrecision matmuls = MatmulPrecision::kFp32;      // how fp32 matrices are multiplied
+  AttentionKernels attention = AttentionKernels::kAuto;  // cuDNN or the flash kernels
+  bool gelu_epilogue = false;                            // GELU in the MLP matmuls' epilogues
 };
 
 class ComputeBackend {

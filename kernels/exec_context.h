@@ -1,6 +1,6 @@
 // The explicit execution context every kernel takes: which device, how many CPU threads, and (for
 // the CUDA backend) which stream. Passed by the caller, never read from globals, so two contexts
-// can run side by side (e.g. compute and communication streams later).
+// can run side by side (the compute stream and the NCCL communicator's stream).
 #pragma once
 
 #include "engine/core/dtype.h"
@@ -20,10 +20,10 @@ class KernelResources;  // kernels/cuda/kernel_resources.h: cuBLASLt handle, wor
 
 struct ExecContext {
   Device device = Device::kCPU;
-  int num_threads = 1;        // CPU kernels: OpenMP team size (OpenBLAS is set to the same count)
-  void* cuda_stream = nullptr;  // cudaStream_t when device == kCUDA
+  int num_threads = 1;                              // CPU kernels: OpenMP team size (OpenBLAS is set to the same count)
+  void* cuda_stream = nullptr;                      // cudaStream_t when device == kCUDA
   cuda::KernelResources* cuda_resources = nullptr;  // required by the CUDA kernels, unused on the CPU
-  DeviceAllocator* allocator = nullptr;  // where ops::allocate puts a CUDA context's buffers
+  DeviceAllocator* allocator = nullptr;             // where ops::allocate puts a CUDA context's buffers
   // When set, kernels/ops.cpp times each op call inside the profiler's open step (log.profile_ops);
   // null (the default) costs one comparison per op.
   OpProfiler* profiler = nullptr;

@@ -161,8 +161,12 @@ nlohmann::json OpProfiler::to_json() const {
   double ops_ms = 0.0;
   for (const OpTotal& t : by_time()) {
     ops_ms += t.total_ms;
-    ops.push_back({{"op", t.op}, {"calls", t.calls}, {"calls_per_step", per_step(static_cast<double>(t.calls))},
-                   {"total_ms", t.total_ms}, {"ms_per_step", per_step(t.total_ms)}, {"share", share(t.total_ms)}});
+    ops.push_back({{"op", t.op},
+                   {"calls", t.calls},
+                   {"calls_per_step", per_step(static_cast<double>(t.calls))},
+                   {"total_ms", t.total_ms},
+                   {"ms_per_step", per_step(t.total_ms)},
+                   {"share", share(t.total_ms)}});
   }
   const double outside_ms = step_ms_total_ - ops_ms;
   return {{"profiled_steps", steps_},

@@ -175,8 +175,8 @@ bool flash_attention_on_tensor_cores(Device device, DType activations, std::int6
   return false;
 #endif
 }
-std::string cudnn_attention_refuses(Device device, AttentionKernels choice, DType activations,
-                                    std::int64_t head_size, bool dropout) {
+std::string cudnn_attention_refuses(Device device, AttentionKernels choice, DType activations, std::int64_t head_size,
+                                    bool dropout) {
   if (device != Device::kCUDA) return "the CPU has no cuDNN";
   if (choice == AttentionKernels::kFlash) return "precision.attention = \"flash\"";
 #ifdef ZT_HAVE_CUDA
@@ -215,7 +215,8 @@ bool attention_on_cudnn(const ExecContext& ctx, const TensorView& qkv, int n_hea
   static std::mutex mutex;
   static std::set<std::string> said;
   const std::lock_guard<std::mutex> lock(mutex);
-  if (said.insert(why).second) fmt::print(stderr, "zerotrain: cuDNN attention: {}; the flash kernels run instead\n", why);
+  if (said.insert(why).second)
+    fmt::print(stderr, "zerotrain: cuDNN attention: {}; the flash kernels run instead\n", why);
   return false;
 }
 
@@ -230,8 +231,7 @@ void flash_attention_forward(const ExecContext& ctx, TensorView out, TensorView 
     timed_op(ctx, "cudnn_attention_forward", [&] { cuda::cudnn_attention_forward(ctx, out, lse, qkv, n_head); });
     return;
   }
-  timed_op(ctx, "flash_attention_forward",
-           [&] { cuda::flash_attention_forward(ctx, out, lse, qkv, n_head, dropout); });
+  timed_op(ctx, "flash_attention_forward", [&] { cuda::flash_attention_forward(ctx, out, lse, qkv, n_head, dropout); });
 #else
   (void)out, (void)lse, (void)qkv, (void)n_head, (void)dropout;  // on_cuda has thrown: no CUDA backend in this build
 #endif
@@ -273,8 +273,7 @@ void matmul_gelu_forward(const ExecContext& ctx, TensorView out, TensorView gelu
                          WeightLayout layout, TensorView bias) {
 #ifdef ZT_HAVE_CUDA
   if (gelu_in_epilogue(ctx, gelu_pre)) {
-    timed_op(ctx, "matmul_gelu_forward",
-             [&] { cuda::matmul_forward(ctx, out, inp, weight, layout, bias, gelu_pre); });
+    timed_op(ctx, "matmul_gelu_forward", [&] { cuda::matmul_forward(ctx, out, inp, weight, layout, bias, gelu_pre); });
     return;
   }
 #endif
@@ -329,7 +328,9 @@ void softmax_cross_entropy_fused(const ExecContext& ctx, TensorView losses, Tens
 }
 
 void cast(const ExecContext& ctx, TensorView dst, TensorView src) { return ZT_OP(cast, ctx, dst, src); }
-void accumulate_into(const ExecContext& ctx, TensorView dst, TensorView src) { return ZT_OP(accumulate_into, ctx, dst, src); }
+void accumulate_into(const ExecContext& ctx, TensorView dst, TensorView src) {
+  return ZT_OP(accumulate_into, ctx, dst, src);
+}
 double sum_of_squares(const ExecContext& ctx, TensorView x) { return ZT_OP(sum_of_squares, ctx, x); }
 std::vector<double> sum_of_squares_each(const ExecContext& ctx, const std::vector<TensorView>& xs) {
   return ZT_OP(sum_of_squares_each, ctx, xs);

@@ -84,8 +84,8 @@ bool flash_attention_on_tensor_cores(Device device, DType activations, std::int6
 // when it would (kernels/cuda/cudnn_attention.h): the device or build, precision.attention, the
 // library, the activation dtype, the head size, dropout. A shape cuDNN has no plan for shows only
 // at its first call, which then runs on the flash kernels and says so once on stderr.
-std::string cudnn_attention_refuses(Device device, AttentionKernels choice, DType activations,
-                                    std::int64_t head_size, bool dropout);
+std::string cudnn_attention_refuses(Device device, AttentionKernels choice, DType activations, std::int64_t head_size,
+                                    bool dropout);
 // Both run on cuDNN where it serves the call under ctx's precision.attention
 // (KernelResources::attention), on the flash kernels otherwise; the profiler names which.
 void flash_attention_forward(const ExecContext& ctx, TensorView out, TensorView lse, TensorView qkv, int n_head,

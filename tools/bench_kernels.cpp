@@ -51,8 +51,10 @@ class Bench {
   Buffer buf(DType t, std::int64_t n) {
     Buffer b(tracker_, MemCategory::kWorkspace, t, n, alloc_, /*zero_fill=*/false);
     // Small random-ish values (not zeros: some kernels take shortcuts on zeros; not NaN).
-    if (t == DType::kF32) fill_f32(b);
-    else ZT_CUDA_CHECK(cudaMemsetAsync(b.data(), 0x3c, static_cast<std::size_t>(b.size_bytes()), stream_.get()));
+    if (t == DType::kF32)
+      fill_f32(b);
+    else
+      ZT_CUDA_CHECK(cudaMemsetAsync(b.data(), 0x3c, static_cast<std::size_t>(b.size_bytes()), stream_.get()));
     return b;
   }
   Buffer tokens(std::int64_t n, int vocab) {
@@ -86,7 +88,8 @@ class Bench {
     for (std::size_t i = 0; i < host.size(); ++i) host[i] = 0.01f * static_cast<float>(static_cast<int>(i % 201) - 100);
     for (std::int64_t off = 0; off < b.numel(); off += static_cast<std::int64_t>(host.size())) {
       const std::int64_t n = std::min<std::int64_t>(static_cast<std::int64_t>(host.size()), b.numel() - off);
-      cuda::copy_async(b.view().slice(off, n), TensorView{host.data(), DType::kF32, Device::kCPU, Shape{n}}, stream_.get());
+      cuda::copy_async(b.view().slice(off, n), TensorView{host.data(), DType::kF32, Device::kCPU, Shape{n}},
+                       stream_.get());
     }
     stream_.synchronize();
   }
@@ -108,10 +111,16 @@ int main(int argc, char** argv) {
   std::string out_dir = "docs/results", commit = "unknown";
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
-    if (a == "--batch") B = std::stoll(argv[i + 1]);
-    else if (a == "--out") out_dir = argv[i + 1];
-    else if (a == "--commit") commit = argv[i + 1];
-    else { std::fprintf(stderr, "unknown flag %s\n", a.c_str()); return 2; }
+    if (a == "--batch")
+      B = std::stoll(argv[i + 1]);
+    else if (a == "--out")
+      out_dir = argv[i + 1];
+    else if (a == "--commit")
+      commit = argv[i + 1];
+    else {
+      std::fprintf(stderr, "unknown flag %s\n", a.c_str());
+      return 2;
+    }
   }
   if (cuda::device_count() == 0) {
     std::fprintf(stderr, "zt_bench_kernels: no CUDA device on this machine; nothing was timed\n");
@@ -138,7 +147,8 @@ int main(int argc, char** argv) {
     const double peak_gbps = 2.0 * static_cast<double>(src.size_bytes()) / (copy_ms * 1e6);
     src.reset(), dst.reset();
     const std::int64_t G = 8192;
-    Buffer ga = bench.buf(DType::kBF16, G * G), gb = bench.buf(DType::kBF16, G * G), gc = bench.buf(DType::kBF16, G * G);
+    Buffer ga = bench.buf(DType::kBF16, G * G), gb = bench.buf(DType::kBF16, G * G),
+           gc = bench.buf(DType::kBF16, G * G);
     const double gemm_ms = bench.time_ms([&] {
       cuda::matmul_forward(ctx, gc.view(Shape{G, G}), ga.view(Shape{G, G}), gb.view(Shape{G, G}),
                            cuda::WeightLayout::kInOut, {});
@@ -153,25 +163,30 @@ int main(int argc, char** argv) {
     mem("cast f32->bf16", N * C * 6.0, [&] { cuda::cast(ctx, x16.view(), x.view()); });
     mem("residual_forward", N * C * 12.0, [&] { cuda::residual_forward(ctx, z.view(), x.view(), y.view()); });
     mem("layernorm_forward", N * C * 8.0, [&] {
-      cuda::layernorm_forward(ctx, z.view(Shape{N, C}), mean.view(), rstd.view(), x.view(Shape{N, C}), w.view(), bvec.view());
+      cuda::layernorm_forward(ctx, z.view(Shape{N, C}), mean.view(), rstd.view(), x.view(Shape{N, C}), w.view(),
+                              bvec.view());
     });
     mem("layernorm_residual_forward", N * C * 16.0, [&] {
       cuda::layernorm_residual_forward(ctx, y.view(Shape{N, C}), z.view(Shape{N, C}), mean.view(), rstd.view(),
                                        x.view(Shape{N, C}), y.view(Shape{N, C}), w.view(), bvec.view());
     });
     mem("layernorm_backward", N * C * 16.0, [&] {
-      cuda::layernorm_backward(ctx, z.view(Shape{N, C}), w.view(), bvec.view(), y.view(Shape{N, C}), x.view(Shape{N, C}),
-                               w.view(), mean.view(), rstd.view());
+      cuda::layernorm_backward(ctx, z.view(Shape{N, C}), w.view(), bvec.view(), y.view(Shape{N, C}),
+                               x.view(Shape{N, C}), w.view(), mean.view(), rstd.view());
     });
     Buffer h = bench.buf(DType::kF32, N * 4 * C), h2 = bench.buf(DType::kF32, N * 4 * C);
     mem("gelu_forward", N * 4 * C * 8.0, [&] { cuda::gelu_forward(ctx, h2.view(), h.view()); });
     mem("gelu_backward", N * 4 * C * 12.0, [&] { cuda::gelu_backward(ctx, h2.view(), h.view(), h2.view()); });
     // fp32 operands under each precision.matmul (exact, TF32, bf16-rounded inputs), then bf16 operands.
-    struct MatmulCase { DType dt; MatmulPrecision precision; const char* tag; };
+    struct MatmulCase {
+      DType dt;
+      MatmulPrecision precision;
+      const char* tag;
+    };
     for (auto [dt, precision, tag_c] : {MatmulCase{DType::kF32, MatmulPrecision::kFp32, "f32"},
-                                         MatmulCase{DType::kF32, MatmulPrecision::kTf32, "f32 (tf32)"},
-                                         MatmulCase{DType::kF32, MatmulPrecision::kBf16, "f32 (bf16 inputs)"},
-                                         MatmulCase{DType::kBF16, MatmulPrecision::kFp32, "bf16"}}) {
+                                        MatmulCase{DType::kF32, MatmulPrecision::kTf32, "f32 (tf32)"},
+                                        MatmulCase{DType::kF32, MatmulPrecision::kBf16, "f32 (bf16 inputs)"},
+                                        MatmulCase{DType::kBF16, MatmulPrecision::kFp32, "bf16"}}) {
       const std::string tag = tag_c;
       ctx.cuda_resources->fp32_matmuls = precision;
       Buffer in = bench.buf(dt, N * C), wt = bench.buf(dt, C * 4 * C), bias = bench.buf(dt, 4 * C),
@@ -206,18 +221,20 @@ int main(int argc, char** argv) {
              dqkv = bench.buf(dt, N * 3 * C);
       const double fl = 4.0 * B * NH * T * T * (C / NH);  // two T x T x hs products, full (not causal) work
       gemm("attention_forward " + tag + " (cuBLASLt + softmax)", fl, [&] {
-        cuda::attention_forward(ctx, out.view(Shape{B, T, C}), att.view(Shape{B, NH, T, T}), qkv.view(Shape{B, T, 3 * C}), 12);
+        cuda::attention_forward(ctx, out.view(Shape{B, T, C}), att.view(Shape{B, NH, T, T}),
+                                qkv.view(Shape{B, T, 3 * C}), 12);
       });
       gemm("attention_backward " + tag + " (cuBLASLt + softmax)", 2 * fl, [&] {
-        cuda::attention_backward(ctx, dqkv.view(Shape{B, T, 3 * C}), out.view(Shape{B, T, C}), qkv.view(Shape{B, T, 3 * C}),
-                                 att.view(Shape{B, NH, T, T}), 12);
+        cuda::attention_backward(ctx, dqkv.view(Shape{B, T, 3 * C}), out.view(Shape{B, T, C}),
+                                 qkv.view(Shape{B, T, 3 * C}), att.view(Shape{B, NH, T, T}), 12);
       });
       // The flash kernels on the same shapes (no T x T buffer; same FLOP count for the ratio).
       Buffer lse = bench.buf(DType::kF32, B * NH * T), dout = bench.buf(dt, N * C);
       const cuda::DropoutSpec no_dropout{}, dropout{0.1f, /*seed=*/1, /*site=*/1, /*first_sample=*/0};
       for (const cuda::DropoutSpec* drop : {&no_dropout, &dropout}) {
-        const std::string name = tag + (drop->active() ? " dropout 0.1" : "") +
-                                 (cuda::flash_attention_tensor_cores(dt, C / NH) ? " (flash, tensor cores)" : " (flash)");
+        const std::string name =
+            tag + (drop->active() ? " dropout 0.1" : "") +
+            (cuda::flash_attention_tensor_cores(dt, C / NH) ? " (flash, tensor cores)" : " (flash)");
         gemm("attention_forward " + name, fl, [&] {
           cuda::flash_attention_forward(ctx, out.view(Shape{B, T, C}), lse.view(Shape{B, NH, T}),
                                         qkv.view(Shape{B, T, 3 * C}), 12, *drop);
@@ -233,10 +250,12 @@ int main(int argc, char** argv) {
       Buffer tok = bench.tokens(N, static_cast<int>(V)), wte = bench.buf(DType::kF32, Vp * C),
              wpe = bench.buf(DType::kF32, T * C), out = bench.buf(DType::kF32, N * C);
       mem("embedding_forward", N * C * 8.0, [&] {
-        cuda::embedding_forward(ctx, out.view(Shape{B, T, C}), tok.view(Shape{B, T}), wte.view(Shape{Vp, C}), wpe.view(Shape{T, C}));
+        cuda::embedding_forward(ctx, out.view(Shape{B, T, C}), tok.view(Shape{B, T}), wte.view(Shape{Vp, C}),
+                                wpe.view(Shape{T, C}));
       });
       mem("embedding_backward", N * C * 12.0, [&] {
-        cuda::embedding_backward(ctx, wte.view(Shape{Vp, C}), wpe.view(Shape{T, C}), out.view(Shape{B, T, C}), tok.view(Shape{B, T}));
+        cuda::embedding_backward(ctx, wte.view(Shape{Vp, C}), wpe.view(Shape{T, C}), out.view(Shape{B, T, C}),
+                                 tok.view(Shape{B, T}));
       });
       Buffer logits = bench.buf(DType::kF32, N * Vp), losses = bench.buf(DType::kF32, N);
       mem("softmax_cross_entropy_fused", N * Vp * 8.0, [&] {
@@ -278,7 +297,9 @@ int main(int argc, char** argv) {
       const double frac = rate / (is_mem ? peak_gbps : peak_tflops);
       fmt::print("{:<44} {:>10.3f} {:>8.1f} {:<3} {:>7.0f}%\n", r.name, r.median_ms, rate, is_mem ? "GB/s" : "TF/s",
                  100 * frac);
-      j["kernels"].push_back({{"name", r.name}, {"median_ms", r.median_ms}, {is_mem ? "gbps" : "tflops", rate},
+      j["kernels"].push_back({{"name", r.name},
+                              {"median_ms", r.median_ms},
+                              {is_mem ? "gbps" : "tflops", rate},
                               {"fraction_of_peak", frac}});
     }
     const std::string path = fmt::format("{}/gpu_kernels_{}.json", out_dir, slug(prop.name));

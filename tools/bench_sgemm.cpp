@@ -32,10 +32,14 @@ int main(int argc, char** argv) {
     char* end = nullptr;
     const long value = std::strtol(argv[++i], &end, 10);
     if (*end != '\0' || value < 1 || value > 65536) return usage_error(fmt::format("bad value for {}", flag));
-    if (flag == "--size") size = static_cast<int>(value);
-    else if (flag == "--threads") threads = static_cast<int>(value);
-    else if (flag == "--reps") reps = static_cast<int>(value);
-    else return usage_error(fmt::format("unknown flag {}", flag));
+    if (flag == "--size")
+      size = static_cast<int>(value);
+    else if (flag == "--threads")
+      threads = static_cast<int>(value);
+    else if (flag == "--reps")
+      reps = static_cast<int>(value);
+    else
+      return usage_error(fmt::format("unknown flag {}", flag));
   }
   try {
     const size_t n = static_cast<size_t>(size) * size;
@@ -57,10 +61,10 @@ int main(int argc, char** argv) {
     std::sort(times_ms.begin(), times_ms.end());
     const double median_ms = times_ms[times_ms.size() / 2];
     const double gflops = 2.0 * size * size * static_cast<double>(size) / (median_ms * 1e6);
-    fmt::print("{{\"size\": {}, \"threads\": {}, \"reps\": {}, \"median_ms\": {:.3f}, \"gflops\": {:.2f}, "
-               "\"core\": \"{}\", \"core_source\": \"{}\"}}\n",
-               size, threads, reps, median_ms, gflops, zt::cpu::blas_info().core_name,
-               zt::cpu::blas_info().core_type_source);
+    fmt::print(
+        "{{\"size\": {}, \"threads\": {}, \"reps\": {}, \"median_ms\": {:.3f}, \"gflops\": {:.2f}, "
+        "\"core\": \"{}\", \"core_source\": \"{}\"}}\n",
+        size, threads, reps, median_ms, gflops, zt::cpu::blas_info().core_name, zt::cpu::blas_info().core_type_source);
     return 0;
   } catch (const std::exception& e) {
     fmt::print(stderr, "zt_bench_sgemm: {}\n", e.what());

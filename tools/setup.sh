@@ -13,6 +13,7 @@ packages=(
   python3-matplotlib              # tools/plot_run.py loss curves
   libopenmpi-dev openmpi-bin      # CPU ranks as processes (mpirun)
   zlib1g-dev                      # crc32 checksums of checkpoint files
+  clang-format-14                 # the house style (.clang-format; tests/tools/format_check_test.py)
 )
 
 missing=()

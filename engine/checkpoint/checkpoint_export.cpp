@@ -18,8 +18,12 @@ namespace zt::ckpt {
 namespace fs = std::filesystem;
 
 nlohmann::json gpt_model_json(const gpt::GptConfig& c) {
-  return {{"type", "gpt2"},           {"n_layer", c.n_layer},       {"n_head", c.n_head},
-          {"n_embd", c.n_embd},       {"block_size", c.block_size}, {"vocab_size", c.vocab_size},
+  return {{"type", "gpt2"},
+          {"n_layer", c.n_layer},
+          {"n_head", c.n_head},
+          {"n_embd", c.n_embd},
+          {"block_size", c.block_size},
+          {"vocab_size", c.vocab_size},
           {"padded_vocab_size", c.padded_vocab_size()}};
 }
 
@@ -36,7 +40,8 @@ gpt::GptConfig gpt_config_of(const CheckpointReader& reader) {
   } catch (const nlohmann::json::exception& e) {
     throw_input_error("{}: \"model\" is not a GPT config: {}", source, e.what());
   }
-  if (c.n_layer < 1 || c.n_head < 1 || c.n_embd < 1 || c.n_embd % c.n_head != 0 || c.block_size < 1 || c.vocab_size < 1) {
+  if (c.n_layer < 1 || c.n_head < 1 || c.n_embd < 1 || c.n_embd % c.n_head != 0 || c.block_size < 1 ||
+      c.vocab_size < 1) {
     throw_input_error("{}: \"model\" {} is not a valid GPT config", source, m.dump());
   }
   const std::string diff = table_difference(gpt::build_param_table(c), reader.manifest().table);
@@ -90,13 +95,24 @@ void export_hf(const CheckpointReader& reader, const std::string& out_dir, DType
 
   const nlohmann::json& cfg_model = reader.manifest().config.value("model", nlohmann::json::object());
   const double dropout = cfg_model.value("dropout", 0.0);
-  nlohmann::ordered_json hf = {
-      {"architectures", {"GPT2LMHeadModel"}}, {"model_type", "gpt2"}, {"vocab_size", c.vocab_size},
-      {"n_positions", c.block_size}, {"n_ctx", c.block_size}, {"n_embd", c.n_embd}, {"n_layer", c.n_layer},
-      {"n_head", c.n_head}, {"n_inner", nullptr}, {"activation_function", "gelu_new"}, {"resid_pdrop", dropout},
-      {"embd_pdrop", dropout}, {"attn_pdrop", dropout}, {"layer_norm_epsilon", 1e-5}, {"initializer_range", 0.02},
-      {"scale_attn_weights", true}, {"tie_word_embeddings", true},
-      {"torch_dtype", dtype == DType::kF32 ? "float32" : "bfloat16"}};
+  nlohmann::ordered_json hf = {{"architectures", {"GPT2LMHeadModel"}},
+                               {"model_type", "gpt2"},
+                               {"vocab_size", c.vocab_size},
+                               {"n_positions", c.block_size},
+                               {"n_ctx", c.block_size},
+                               {"n_embd", c.n_embd},
+                               {"n_layer", c.n_layer},
+                               {"n_head", c.n_head},
+                               {"n_inner", nullptr},
+                               {"activation_function", "gelu_new"},
+                               {"resid_pdrop", dropout},
+                               {"embd_pdrop", dropout},
+                               {"attn_pdrop", dropout},
+                               {"layer_norm_epsilon", 1e-5},
+                               {"initializer_range", 0.02},
+                               {"scale_attn_weights", true},
+                               {"tie_word_embeddings", true},
+                               {"torch_dtype", dtype == DType::kF32 ? "float32" : "bfloat16"}};
   write_file_atomically((fs::path(out_dir) / "config.json").string(), hf.dump(2) + "\n");
 
   // The header is known before any data: shapes and dtypes come from the table.
@@ -106,7 +122,8 @@ void export_hf(const CheckpointReader& reader, const std::string& out_dir, DType
     std::int64_t n = 1;
     for (std::int64_t d : p.hf_shape) n *= d;
     const std::int64_t bytes = n * static_cast<std::int64_t>(dtype_size_bytes(dtype));
-    header[p.name] = {{"dtype", dtype_name(dtype)}, {"shape", p.hf_shape}, {"data_offsets", {data_bytes, data_bytes + bytes}}};
+    header[p.name] = {
+        {"dtype", dtype_name(dtype)}, {"shape", p.hf_shape}, {"data_offsets", {data_bytes, data_bytes + bytes}}};
     data_bytes += bytes;
   }
   std::string text = header.dump();
@@ -163,10 +180,18 @@ void export_llmc(const CheckpointReader& reader, const std::string& out_path, DT
   };
   write_param("transformer.wte.weight", false);
   write_param("transformer.wpe.weight", false);
-  static constexpr std::array<std::pair<const char*, bool>, 12> kLayerTensors = {{
-      {"ln_1.weight", false}, {"ln_1.bias", false}, {"attn.c_attn.weight", true}, {"attn.c_attn.bias", false},
-      {"attn.c_proj.weight", true}, {"attn.c_proj.bias", false}, {"ln_2.weight", false}, {"ln_2.bias", false},
-      {"mlp.c_fc.weight", true}, {"mlp.c_fc.bias", false}, {"mlp.c_proj.weight", true}, {"mlp.c_proj.bias", false}}};
+  static constexpr std::array<std::pair<const char*, bool>, 12> kLayerTensors = {{{"ln_1.weight", false},
+                                                                                  {"ln_1.bias", false},
+                                                                                  {"attn.c_attn.weight", true},
+                                                                                  {"attn.c_attn.bias", false},
+                                                                                  {"attn.c_proj.weight", true},
+                                                                                  {"attn.c_proj.bias", false},
+                                                                                  {"ln_2.weight", false},
+                                                                                  {"ln_2.bias", false},
+                                                                                  {"mlp.c_fc.weight", true},
+                                                                                  {"mlp.c_fc.bias", false},
+                                                                                  {"mlp.c_proj.weight", true},
+                                                                                  {"mlp.c_proj.bias", false}}};
   for (const auto& [suffix, transpose] : kLayerTensors) {  // llm.c stacks each tensor over layers
     for (int l = 0; l < c.n_layer; ++l) write_param(fmt::format("transformer.h.{}.{}", l, suffix), transpose);
   }

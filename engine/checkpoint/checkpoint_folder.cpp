@@ -113,7 +113,8 @@ ResolvedCheckpoint resolve_checkpoint(const std::string& path, Validation valida
                                          fs::path(c).filename().string(), e.what()));
     }
   }
-  if (candidates.empty()) throw_input_error("{}: no checkpoint found (no {} and no step_* directory)", path, kLatestName);
+  if (candidates.empty())
+    throw_input_error("{}: no checkpoint found (no {} and no step_* directory)", path, kLatestName);
   throw_input_error("{}: no valid checkpoint (newest: {})", path, first_error);
 }
 

@@ -74,8 +74,13 @@ std::string table_difference(const ParamTable& a, const ParamTable& b) {
 nlohmann::ordered_json Manifest::to_json() const {
   nlohmann::ordered_json params = nlohmann::ordered_json::array();
   for (const ParamSpec& p : table.params()) {
-    params.push_back({{"name", p.name}, {"shape", p.shape}, {"hf_shape", p.hf_shape}, {"dtype", "F32"},
-                      {"unit", p.unit}, {"offset", p.offset}, {"decays", p.decays}});
+    params.push_back({{"name", p.name},
+                      {"shape", p.shape},
+                      {"hf_shape", p.hf_shape},
+                      {"dtype", "F32"},
+                      {"unit", p.unit},
+                      {"offset", p.offset},
+                      {"decays", p.decays}});
   }
   nlohmann::ordered_json units = nlohmann::ordered_json::array();
   for (const UnitSpec& u : table.units()) {
@@ -85,11 +90,18 @@ nlohmann::ordered_json Manifest::to_json() const {
   for (const RankFile& f : files) {
     nlohmann::ordered_json segs = nlohmann::ordered_json::array();
     for (const FileSegment& s : f.segments) {
-      segs.push_back({{"state", state_kind_name(s.kind)}, {"unit", s.unit}, {"begin", s.begin}, {"end", s.end},
+      segs.push_back({{"state", state_kind_name(s.kind)},
+                      {"unit", s.unit},
+                      {"begin", s.begin},
+                      {"end", s.end},
                       {"offset", s.offset}});
     }
-    file_list.push_back({{"name", f.name}, {"rank", f.rank}, {"bytes", f.bytes}, {"crc32", f.crc32},
-                     {"chunk_crc32", f.chunk_crc32}, {"segments", segs}});
+    file_list.push_back({{"name", f.name},
+                         {"rank", f.rank},
+                         {"bytes", f.bytes},
+                         {"crc32", f.crc32},
+                         {"chunk_crc32", f.chunk_crc32},
+                         {"segments", segs}});
   }
   nlohmann::ordered_json doc = {
       {"format", kFormatName},
@@ -138,8 +150,10 @@ Manifest Manifest::from_text(const std::string& text, const std::string& source)
   const std::string compact = doc.dump();
   const std::uint32_t actual = crc32_update(0, compact.data(), static_cast<std::int64_t>(compact.size()));
   if (actual != recorded) {
-    throw_input_error("{}: manifest checksum mismatch (recorded {:08x}, contents {:08x}): the manifest was edited or "
-                      "damaged", source, recorded, actual);
+    throw_input_error(
+        "{}: manifest checksum mismatch (recorded {:08x}, contents {:08x}): the manifest was edited or "
+        "damaged",
+        source, recorded, actual);
   }
   return m;
 }
@@ -162,7 +176,8 @@ ParamTable table_from_json(const nlohmann::json& doc, const std::string& source)
     const int unit = p.at("unit").get<int>();
     if (unit != last_unit) {
       if (unit != last_unit + 1 || unit >= static_cast<int>(units.size())) {
-        throw_input_error("{}: parameter '{}' names unit {} out of order", source, p.at("name").get<std::string>(), unit);
+        throw_input_error("{}: parameter '{}' names unit {} out of order", source, p.at("name").get<std::string>(),
+                          unit);
       }
       t.add_unit(units.at(static_cast<std::size_t>(unit)).at("name").get<std::string>());
       last_unit = unit;
@@ -173,7 +188,8 @@ ParamTable table_from_json(const nlohmann::json& doc, const std::string& source)
     const auto shape = p.at("shape").get<std::vector<std::int64_t>>();
     const auto hf_shape = p.at("hf_shape").get<std::vector<std::int64_t>>();
     for (std::int64_t d : shape) {
-      if (d < 0 || d > (std::int64_t{1} << 40)) throw_input_error("{}: parameter '{}' has a bad shape", source, p.at("name").get<std::string>());
+      if (d < 0 || d > (std::int64_t{1} << 40))
+        throw_input_error("{}: parameter '{}' has a bad shape", source, p.at("name").get<std::string>());
     }
     const int index = t.add_param(p.at("name").get<std::string>(), shape, hf_shape, p.at("decays").get<bool>());
     if (t.param(index).offset != p.at("offset").get<std::int64_t>()) {
@@ -181,7 +197,8 @@ ParamTable table_from_json(const nlohmann::json& doc, const std::string& source)
                         t.param(index).name, p.at("offset").get<std::int64_t>());
     }
   }
-  if (t.units().size() != units.size()) throw_input_error("{}: {} units listed but parameters use {}", source, units.size(), t.units().size());
+  if (t.units().size() != units.size())
+    throw_input_error("{}: {} units listed but parameters use {}", source, units.size(), t.units().size());
   for (std::size_t u = 0; u < units.size(); ++u) {
     if (units[u].at("numel").get<std::int64_t>() != t.units()[u].numel) {
       throw_input_error("{}: unit '{}' numel {} is not the sum of its parameters ({})", source, t.units()[u].name,
@@ -218,8 +235,10 @@ Manifest Manifest::from_json(const nlohmann::json& doc, const std::string& sourc
     if (doc.at("checksum").at("algorithm").get<std::string>() != "crc32" || m.checksum_chunk_bytes <= 0) {
       throw_input_error("{}: unsupported checksum {}", source, doc.at("checksum").dump());
     }
-    if (m.world_size < 1 || m.world_size > (1 << 20)) throw_input_error("{}: world_size {} out of range", source, m.world_size);
-    if (m.param_dtype != "f32" && m.param_dtype != "bf16") throw_input_error("{}: param_dtype '{}' is not f32 or bf16", source, m.param_dtype);
+    if (m.world_size < 1 || m.world_size > (1 << 20))
+      throw_input_error("{}: world_size {} out of range", source, m.world_size);
+    if (m.param_dtype != "f32" && m.param_dtype != "bf16")
+      throw_input_error("{}: param_dtype '{}' is not f32 or bf16", source, m.param_dtype);
     m.table = table_from_json(doc, source);
     const auto& files = doc.at("files");
     if (files.size() != static_cast<std::size_t>(m.world_size)) {

@@ -41,15 +41,15 @@ struct RankFile {
   std::string name;  // rank_00003.bin
   int rank = 0;
   std::int64_t bytes = 0;
-  std::uint32_t crc32 = 0;                  // whole file (zlib crc32)
-  std::vector<std::uint32_t> chunk_crc32;   // one per kChecksumChunkBytes chunk, the last one short
+  std::uint32_t crc32 = 0;                 // whole file (zlib crc32)
+  std::vector<std::uint32_t> chunk_crc32;  // one per kChecksumChunkBytes chunk, the last one short
   std::vector<FileSegment> segments;
 };
 
 // Where training stands: enough to resume exactly (data order and dropout are pure functions of
 // the seed and the global sample index; the LR schedule of the step).
 struct TrainingPosition {
-  std::int64_t step = 0;               // optimizer steps completed (the LR-schedule position)
+  std::int64_t step = 0;  // optimizer steps completed (the LR-schedule position)
   std::int64_t tokens_seen = 0;
   std::int64_t next_sample_index = 0;  // global sample index of the next step's first sample
   int optimizer_step = 0;              // AdamW's bias-correction count t

@@ -4,8 +4,8 @@
 #include <sys/stat.h>
 
 #include <algorithm>
-#include <filesystem>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -69,8 +69,8 @@ void CheckpointReader::read_file_range(int file, std::int64_t lo, std::int64_t h
 
 void CheckpointReader::plan_read(StateKind kind, int unit, std::int64_t begin, std::int64_t end, float* out,
                                  std::vector<Piece>& plan) const {
-  ZT_CHECK(unit >= 0 && static_cast<std::size_t>(unit) < manifest_.table.units().size() && begin >= 0 &&
-               begin <= end && end <= manifest_.table.units()[static_cast<std::size_t>(unit)].numel,
+  ZT_CHECK(unit >= 0 && static_cast<std::size_t>(unit) < manifest_.table.units().size() && begin >= 0 && begin <= end &&
+               end <= manifest_.table.units()[static_cast<std::size_t>(unit)].numel,
            "read of unit {} [{}, {})", unit, begin, end);
   std::int64_t covered = 0;
   for (std::size_t file = 0; file < manifest_.files.size(); ++file) {
@@ -87,9 +87,8 @@ void CheckpointReader::plan_read(StateKind kind, int unit, std::int64_t begin, s
 }
 
 void CheckpointReader::execute(std::vector<Piece> plan) const {
-  std::sort(plan.begin(), plan.end(), [](const Piece& a, const Piece& b) {
-    return a.file != b.file ? a.file < b.file : a.lo < b.lo;
-  });
+  std::sort(plan.begin(), plan.end(),
+            [](const Piece& a, const Piece& b) { return a.file != b.file ? a.file < b.file : a.lo < b.lo; });
   for (const Piece& p : plan) read_file_range(p.file, p.lo, p.hi, p.out);
 }
 
@@ -115,7 +114,8 @@ void CheckpointReader::verify_file(int file) const {
     whole = crc32_concat(whole, f.chunk_crc32[static_cast<std::size_t>(lo / chunk)], hi - lo);
   }
   if (whole != f.crc32) {
-    throw_input_error("{}/{}: whole-file crc32 {:08x} does not match the manifest's {:08x}", dir_, f.name, whole, f.crc32);
+    throw_input_error("{}/{}: whole-file crc32 {:08x} does not match the manifest's {:08x}", dir_, f.name, whole,
+                      f.crc32);
   }
 }
 

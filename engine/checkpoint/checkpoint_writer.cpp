@@ -66,8 +66,8 @@ RankFileWritten write_rank_file(const std::string& temp_dir, const ParamTable& t
 }
 
 CommitResult commit_checkpoint(const std::string& folder, const std::string& temp_dir, const ParamTable& table,
-                              const CheckpointMeta& meta, int world_size, const std::vector<RankFileWritten>& files,
-                              int keep_last) {
+                               const CheckpointMeta& meta, int world_size, const std::vector<RankFileWritten>& files,
+                               int keep_last) {
   Manifest m;
   m.position = meta.position;
   m.world_size = world_size;
@@ -88,7 +88,8 @@ CommitResult commit_checkpoint(const std::string& folder, const std::string& tem
     ZT_CHECK(f.bytes == files[static_cast<std::size_t>(r)].bytes, "rank {} wrote {} bytes, expected {}", r,
              files[static_cast<std::size_t>(r)].bytes, f.bytes);
     for (std::size_t c = 0; c < f.chunk_crc32.size(); ++c) {
-      const std::int64_t len = std::min(kChecksumChunkBytes, f.bytes - static_cast<std::int64_t>(c) * kChecksumChunkBytes);
+      const std::int64_t len =
+          std::min(kChecksumChunkBytes, f.bytes - static_cast<std::int64_t>(c) * kChecksumChunkBytes);
       f.crc32 = crc32_concat(f.crc32, f.chunk_crc32[c], len);
     }
     m.files.push_back(std::move(f));
@@ -108,17 +109,18 @@ CommitResult commit_checkpoint(const std::string& folder, const std::string& tem
     write_latest(folder, final_dir.filename().string());
   } catch (const std::exception& e) {
     const std::string previous = read_latest(folder);
-    result.warning = fmt::format("checkpoint {} is saved, but '{}' could not be updated ({}): it still names {}, so "
-                                 "--resume latest would continue from there; resume from {} by path", final_dir.string(),
-                                 (fs::path(folder) / kLatestName).string(), e.what(),
-                                 previous.empty() ? "nothing" : previous, final_dir.string());
+    result.warning = fmt::format(
+        "checkpoint {} is saved, but '{}' could not be updated ({}): it still names {}, so "
+        "--resume latest would continue from there; resume from {} by path",
+        final_dir.string(), (fs::path(folder) / kLatestName).string(), e.what(),
+        previous.empty() ? "nothing" : previous, final_dir.string());
     return result;  // keep-last must not delete what `latest` still names
   }
   try {
     apply_keep_last(folder, keep_last, final_dir.string());
   } catch (const std::exception& e) {
-    result.warning = fmt::format("checkpoint {} is saved; removing older checkpoints failed ({})", final_dir.string(),
-                                 e.what());
+    result.warning =
+        fmt::format("checkpoint {} is saved; removing older checkpoints failed ({})", final_dir.string(), e.what());
   }
   return result;
 }
@@ -158,7 +160,8 @@ SaveResult save_checkpoint(Communicator& comm, const std::string& folder, const 
     }
   }
   if (const auto s = gather_status(comm, error.empty() ? 0 : 1); s[0] != 0) {
-    throw_runtime_error("checkpoint at step {} not saved: {}", meta.position.step, rank == 0 ? error : "rank 0 could not create its directory");
+    throw_runtime_error("checkpoint at step {} not saved: {}", meta.position.step,
+                        rank == 0 ? error : "rank 0 could not create its directory");
   }
 
   RankFileWritten written;

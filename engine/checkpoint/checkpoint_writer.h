@@ -34,9 +34,9 @@ struct CheckpointMeta {
 };
 
 struct SaveResult {
-  std::string path;               // the complete step_XXXXXXXX directory
-  std::int64_t rank_bytes = 0;    // this rank's file
-  std::int64_t total_bytes = 0;   // all rank files
+  std::string path;              // the complete step_XXXXXXXX directory
+  std::int64_t rank_bytes = 0;   // this rank's file
+  std::int64_t total_bytes = 0;  // all rank files
   double seconds = 0.0;
   std::string warning;  // rank 0: saved, but `latest` or keep-last failed after it (say so, go on)
 };
@@ -67,7 +67,7 @@ struct CommitResult {
   std::string warning;
 };
 CommitResult commit_checkpoint(const std::string& folder, const std::string& temp_dir, const ParamTable& table,
-                              const CheckpointMeta& meta, int world_size, const std::vector<RankFileWritten>& files,
-                              int keep_last);
+                               const CheckpointMeta& meta, int world_size, const std::vector<RankFileWritten>& files,
+                               int keep_last);
 
 }  // namespace zt::ckpt

@@ -25,9 +25,9 @@ CollectiveWatchdog::~CollectiveWatchdog() {
 }
 
 void CollectiveWatchdog::watch(std::string description, std::string context, DoneProbe done, double timeout_s) {
-  const auto deadline = std::chrono::steady_clock::now() +
-                        std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                            std::chrono::duration<double>(timeout_s));
+  const auto deadline =
+      std::chrono::steady_clock::now() +
+      std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(timeout_s));
   {
     std::lock_guard<std::mutex> lock(mutex_);
     entries_.push_back(Entry{std::move(description), std::move(context), std::move(done), deadline, timeout_s});
@@ -76,9 +76,9 @@ void CollectiveWatchdog::run() {
       const std::string error = error_probe_();
       if (!error.empty()) {
         std::lock_guard<std::mutex> lock(mutex_);
-        const std::string what = entries_.empty() ? std::string("a collective")
-                                                  : fmt::format("{} ({})", entries_.front().description,
-                                                                entries_.front().context);
+        const std::string what = entries_.empty()
+                                     ? std::string("a collective")
+                                     : fmt::format("{} ({})", entries_.front().description, entries_.front().context);
         failure = fmt::format("{} failed: {}", what, error);
       }
     }

@@ -15,9 +15,7 @@
 #ifdef ZT_HAVE_MPI
 #include "engine/comm/mpi_communicator.h"
 #endif
-#ifdef ZT_HAVE_CUDA
-#include "engine/comm/nccl_communicator.h"
-#endif
+#include "engine/comm/nccl_communicator.h"  // its factories refuse in a build without CUDA (no_nccl.cpp)
 
 namespace zt {
 
@@ -67,9 +65,10 @@ void Work::wait() {
     if (waited > timeout_s_ || stop_stalled) {
       const std::string where = context_ != nullptr ? *context_ : "?";
       const std::string message =
-          stop_stalled ? fmt::format("{} at {} was still blocked {:.0f} s after {} asked this rank to stop: another "
-                                     "rank has failed or died; exiting without a checkpoint",
-                                     description_, where, grace, signal_name(stop_signal()))
+          stop_stalled ? fmt::format(
+                             "{} at {} was still blocked {:.0f} s after {} asked this rank to stop: another "
+                             "rank has failed or died; exiting without a checkpoint",
+                             description_, where, grace, signal_name(stop_signal()))
                        : fmt::format("{} did not complete within {:.0f} s at {}: a rank died or never reached it",
                                      description_, timeout_s_, where);
       advance_ = nullptr;
@@ -100,27 +99,14 @@ std::unique_ptr<Communicator> make_communicator(MemoryTracker& tracker, const Co
   // Ranks started without MPI (ZT_RANK, torchrun, Slurm without PMI) talk through NCCL.
   const LaunchInfo launch = detect_launch();
   if (launch.world_size > 1) {
-#ifdef ZT_HAVE_CUDA
     return make_launched_nccl_communicator(tracker, options, launch);
-#else
-    throw_input_error("launched as rank {} of {} ({}) without MPI: such ranks talk through NCCL, and this build has "
-                      "no CUDA backend (use mpirun for CPU ranks)",
-                      launch.rank, launch.world_size, launch.source);
-#endif
   }
   return std::make_unique<LocalCommunicator>(tracker, options);
 }
 
 std::unique_ptr<Communicator> make_device_communicator(Communicator& control, MemoryTracker& tracker,
                                                        const ExecContext& ctx) {
-#ifdef ZT_HAVE_CUDA
   return make_nccl_communicator(control, tracker, ctx);
-#else
-  (void)control;
-  (void)tracker;
-  (void)ctx;
-  throw_runtime_error("a device communicator was asked for in a build without CUDA");
-#endif
 }
 
 }  // namespace zt

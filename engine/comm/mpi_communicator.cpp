@@ -1,6 +1,6 @@
 // MpiCommunicator: each collective is a small state machine over MPI requests, posted and
-// advanced by the CommWorker thread (or, without one, by MPI_Test inside Work::wait). Deterministic mode replaces MPI's reductions (whose order MPI does
-// not fix) by an all-to-all of chunks and a local sum over ranks 0..N-1.
+// advanced by the CommWorker thread (or, without one, by MPI_Test inside Work::wait). Deterministic mode replaces MPI's
+// reductions (whose order MPI does not fix) by an all-to-all of chunks and a local sum over ranks 0..N-1.
 #include "engine/comm/mpi_communicator.h"
 
 #include <fmt/format.h>
@@ -160,33 +160,34 @@ Work MpiCommunicator::reduce_scatter(TensorView send, TensorView recv, ReduceOp 
   const int world = world_;
   MPI_Comm comm = comm_;
   Staging* s = st.get();
-  return launch(single_request(
-                    [=](MPI_Request* r) {
-                      const float* send_f32 = nullptr;
-                      if (s->in.empty()) {
-                        send_f32 = send.as<float>();
-                      } else {
-                        cpu::cast(kCommCtx, s->in.view(), send);
-                        send_f32 = s->in.as<float>();
-                      }
-                      if (!s->chunks.empty()) {
-                        mpi_check(MPI_Ialltoall(send_f32, count, MPI_FLOAT, s->chunks.data(), count, MPI_FLOAT, comm, r),
-                                  "MPI_Ialltoall");
-                      } else {
-                        mpi_check(MPI_Ireduce_scatter_block(send_f32, s->out.data(), count, MPI_FLOAT, MPI_SUM, comm, r),
-                                  "MPI_Ireduce_scatter_block");
-                      }
-                    },
-                    [=] {
-                      float* o = s->out.as<float>();
-                      if (!s->chunks.empty()) {
-                        ordered_sum(s->chunks.as<float>(), world, n, scale, o);
-                      } else if (scale != 1.0f) {
-                        for (std::int64_t i = 0; i < n; ++i) o[i] *= scale;
-                      }
-                      cpu::cast(kCommCtx, recv, s->out.view());
-                    }),
-                st, describe("reduce_scatter", send));
+  return launch(
+      single_request(
+          [=](MPI_Request* r) {
+            const float* send_f32 = nullptr;
+            if (s->in.empty()) {
+              send_f32 = send.as<float>();
+            } else {
+              cpu::cast(kCommCtx, s->in.view(), send);
+              send_f32 = s->in.as<float>();
+            }
+            if (!s->chunks.empty()) {
+              mpi_check(MPI_Ialltoall(send_f32, count, MPI_FLOAT, s->chunks.data(), count, MPI_FLOAT, comm, r),
+                        "MPI_Ialltoall");
+            } else {
+              mpi_check(MPI_Ireduce_scatter_block(send_f32, s->out.data(), count, MPI_FLOAT, MPI_SUM, comm, r),
+                        "MPI_Ireduce_scatter_block");
+            }
+          },
+          [=] {
+            float* o = s->out.as<float>();
+            if (!s->chunks.empty()) {
+              ordered_sum(s->chunks.as<float>(), world, n, scale, o);
+            } else if (scale != 1.0f) {
+              for (std::int64_t i = 0; i < n; ++i) o[i] *= scale;
+            }
+            cpu::cast(kCommCtx, recv, s->out.view());
+          }),
+      st, describe("reduce_scatter", send));
 }
 
 Work MpiCommunicator::all_reduce(TensorView buf, ReduceOp op) {
@@ -253,12 +254,11 @@ Work MpiCommunicator::broadcast(TensorView buf, int root) {
   ZT_CHECK(root >= 0 && root < world_, "broadcast root {} outside the world of {}", root, world_);
   const int bytes = to_int_count(static_cast<std::int64_t>(buf.size_bytes()), "broadcast");
   MPI_Comm comm = comm_;
-  return launch(single_request(
-                    [=](MPI_Request* r) {
-                      mpi_check(MPI_Ibcast(buf.data, bytes, MPI_BYTE, root, comm, r), "MPI_Ibcast");
-                    },
-                    nullptr),
-                nullptr, describe("broadcast", buf));
+  return launch(
+      single_request(
+          [=](MPI_Request* r) { mpi_check(MPI_Ibcast(buf.data, bytes, MPI_BYTE, root, comm, r), "MPI_Ibcast"); },
+          nullptr),
+      nullptr, describe("broadcast", buf));
 }
 
 void MpiCommunicator::barrier() {

@@ -37,17 +37,18 @@ std::unique_ptr<Communicator> make_nccl_communicator(Communicator& control, Memo
 std::unique_ptr<Communicator> make_launched_nccl_communicator(MemoryTracker& tracker, const CommOptions& options,
                                                               const LaunchInfo& launch) {
   if (cuda_device_count() == 0) {
-    throw_input_error("launched as rank {} of {} ({}) without MPI: such ranks talk through NCCL, and this machine has "
-                      "no CUDA device (use mpirun for CPU ranks)",
-                      launch.rank, launch.world_size, launch.source);
+    throw_input_error(
+        "launched as rank {} of {} ({}) without MPI: such ranks talk through NCCL, and this machine has "
+        "no CUDA device (use mpirun for CPU ranks)",
+        launch.rank, launch.world_size, launch.source);
   }
   auto backend =
       std::make_unique<ComputeBackend>(Device::kCUDA, 1, tracker, cuda_device_for_local_rank(launch.local_rank));
   const RendezvousOptions rendezvous = rendezvous_from_env(launch);
   std::vector<std::uint8_t> id = share_from_rank0(
       launch, rendezvous, launch.rank == 0 ? make_nccl_unique_id() : std::vector<std::uint8_t>{}, sizeof(ncclUniqueId));
-  auto comm = std::make_unique<NcclCommunicator>(tracker, options, backend->context(), launch.rank,
-                                                 launch.world_size, id);
+  auto comm =
+      std::make_unique<NcclCommunicator>(tracker, options, backend->context(), launch.rank, launch.world_size, id);
   comm->own_backend(std::move(backend));
   return comm;
 }

@@ -92,15 +92,16 @@ LaunchOrder& launch_order() {
 
 struct NcclCommunicator::Impl {
   MemoryTracker& tracker;
-  ExecContext ctx;       // the compute stream collectives are ordered against
+  ExecContext ctx;  // the compute stream collectives are ordered against
   int device = 0;
   cuda::CudaStream comm_stream;  // high priority: collectives overlap the compute stream's kernels
-  ExecContext comm_ctx;  // ctx with the communication stream: staging casts run there
+  ExecContext comm_ctx;          // ctx with the communication stream: staging casts run there
   ncclComm_t comm = nullptr;
-  std::atomic<bool> failing{false};  // fail() has begun (see there)
+  std::atomic<bool> failing{false};              // fail() has begun (see there)
   std::unique_ptr<CollectiveWatchdog> watchdog;  // last: its thread stops before the rest goes
 
-  Impl(MemoryTracker& t, const ExecContext& c, int dev) : tracker(t), ctx(c), device(dev), comm_stream(dev, cuda::CudaStream::Priority::kHigh), comm_ctx(c) {
+  Impl(MemoryTracker& t, const ExecContext& c, int dev)
+      : tracker(t), ctx(c), device(dev), comm_stream(dev, cuda::CudaStream::Priority::kHigh), comm_ctx(c) {
     comm_ctx.cuda_stream = comm_stream.get();
   }
 
@@ -233,8 +234,8 @@ class NcclCommunicator::Collective {
     launch_order().queued(&impl_, done);
     const std::string context = *owner_.context_ptr();
     const double timeout_s = owner_.options().timeout_s;  // set_options may change it after set-up
-    impl_.watchdog->watch(description, context,
-                          [done] { return cudaEventQuery(done->get()) != cudaErrorNotReady; }, timeout_s);
+    impl_.watchdog->watch(
+        description, context, [done] { return cudaEventQuery(done->get()) != cudaErrorNotReady; }, timeout_s);
     const cudaStream_t compute = impl_.compute_stream();
     auto staging = std::make_shared<Staging>(std::move(staging_), done, compute);
     std::function<bool()> advance;
@@ -308,8 +309,7 @@ NcclCommunicator::NcclCommunicator(MemoryTracker& tracker, const CommOptions& op
         if (state == ncclSuccess || state == ncclInProgress) return {};
         return fmt::format("{} ({})", ncclGetErrorString(state), ncclGetLastError(impl->comm));
       },
-      [impl, rank](const std::string& message) { impl->fail(rank, message); },
-      [device] { cudaSetDevice(device); });
+      [impl, rank](const std::string& message) { impl->fail(rank, message); }, [device] { cudaSetDevice(device); });
 }
 
 NcclCommunicator::~NcclCommunicator() {
@@ -348,8 +348,8 @@ Work NcclCommunicator::reduce_scatter(TensorView send, TensorView recv, ReduceOp
   Collective c(*this);
   const TensorView in = c.input(send, DType::kF32);
   const TensorView out = c.output(recv, DType::kF32);
-  ZT_NCCL_CHECK(ncclReduceScatter(in.data, out.data, static_cast<std::size_t>(out.numel()), ncclFloat32,
-                                  nccl_op(op), c.comm(), c.stream()),
+  ZT_NCCL_CHECK(ncclReduceScatter(in.data, out.data, static_cast<std::size_t>(out.numel()), ncclFloat32, nccl_op(op),
+                                  c.comm(), c.stream()),
                 c.comm());
   impl_->settle("ncclReduceScatter", options().timeout_s);
   return c.finish(describe("reduce_scatter", send));
@@ -361,8 +361,8 @@ Work NcclCommunicator::all_reduce(TensorView buf, ReduceOp op) {
   count_volume(buf.numel(), 2);
   Collective c(*this);
   const TensorView work = c.in_place(buf, DType::kF32);  // buf itself when it is F32 on the device
-  ZT_NCCL_CHECK(ncclAllReduce(work.data, work.data, static_cast<std::size_t>(work.numel()), ncclFloat32,
-                              nccl_op(op), c.comm(), c.stream()),
+  ZT_NCCL_CHECK(ncclAllReduce(work.data, work.data, static_cast<std::size_t>(work.numel()), ncclFloat32, nccl_op(op),
+                              c.comm(), c.stream()),
                 c.comm());
   impl_->settle("ncclAllReduce", options().timeout_s);
   return c.finish(describe("all_reduce", buf));

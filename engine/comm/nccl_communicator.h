@@ -31,8 +31,8 @@ class NcclCommunicator final : public Communicator {
   // Joins the NCCL communicator `unique_id` names as `rank` of `world_size` on ctx's device;
   // collectives are ordered against ctx's stream and staging comes from ctx's allocator. Set-up
   // that has not finished within options.timeout_s (a rank missing) is aborted with an error.
-  NcclCommunicator(MemoryTracker& tracker, const CommOptions& options, const ExecContext& ctx, int rank,
-                   int world_size, const std::vector<std::uint8_t>& unique_id);
+  NcclCommunicator(MemoryTracker& tracker, const CommOptions& options, const ExecContext& ctx, int rank, int world_size,
+                   const std::vector<std::uint8_t>& unique_id);
   ~NcclCommunicator() override;
 
   int rank() const override { return rank_; }

@@ -178,7 +178,8 @@ nlohmann::json parse_config_json(const std::string& text, const std::string& sou
   // The keys met so far in each object being parsed, innermost last.
   std::vector<std::set<std::string>> open_objects;
   std::string duplicate;
-  const nlohmann::json::parser_callback_t check = [&](int, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+  const nlohmann::json::parser_callback_t check = [&](int, nlohmann::json::parse_event_t event,
+                                                      nlohmann::json& parsed) {
     if (event == nlohmann::json::parse_event_t::object_start) open_objects.emplace_back();
     if (event == nlohmann::json::parse_event_t::object_end && !open_objects.empty()) open_objects.pop_back();
     if (event == nlohmann::json::parse_event_t::key && !open_objects.empty() && duplicate.empty() &&

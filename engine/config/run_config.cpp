@@ -33,8 +33,8 @@ void read_model(ConfigReader r, RunConfig& c) {
   c.dropout = static_cast<float>(r.get_double("dropout", 0.0, 0.0, 0.95));
   r.reject_unknown_keys();
   if (m.n_embd % m.n_head != 0) {
-    throw_input_error("config error in {}: model.n_embd = {} is not divisible by model.n_head = {}", r.file(),
-                      m.n_embd, m.n_head);
+    throw_input_error("config error in {}: model.n_embd = {} is not divisible by model.n_head = {}", r.file(), m.n_embd,
+                      m.n_head);
   }
 }
 
@@ -76,9 +76,10 @@ void resolve_batch(ConfigReader& r, RunConfig& c, bool has_accum, bool has_globa
         r.file(), t.global_batch_tokens, t.micro_batch, t.seq_len, t.grad_accum, c.world_size, implied);
   }
   if (!has_global) {
-    c.derived.push_back(fmt::format("train.global_batch_tokens = {} (micro_batch {} x seq_len {} x grad_accum {} x "
-                                    "ranks {})",
-                                    implied, t.micro_batch, t.seq_len, t.grad_accum, c.world_size));
+    c.derived.push_back(
+        fmt::format("train.global_batch_tokens = {} (micro_batch {} x seq_len {} x grad_accum {} x "
+                    "ranks {})",
+                    implied, t.micro_batch, t.seq_len, t.grad_accum, c.world_size));
   }
   t.global_batch_tokens = implied;
 }
@@ -103,8 +104,9 @@ void read_train(ConfigReader r, RunConfig& c) {
   if (t.num_threads == 0) t.num_threads = omp_get_num_procs();
   const std::string ac = r.get_string("activation_checkpointing", "none");
   if (!gpt::CheckpointPolicy::parse(ac, &t.activation_checkpointing)) {
-    throw_input_error("config error in {}: train.activation_checkpointing = \"{}\" is not none, all or every:K (K >= 1)",
-                      r.file(), ac);
+    throw_input_error(
+        "config error in {}: train.activation_checkpointing = \"{}\" is not none, all or every:K (K >= 1)", r.file(),
+        ac);
   }
   t.eval_every = r.get_int("eval_every", t.eval_every, 0, kMaxSteps);
   t.eval_batches = r.get_int("eval_batches", t.eval_batches, 1, 100000);
@@ -192,17 +194,19 @@ RunConfig parse_run_config(nlohmann::json doc, const std::string& source, int wo
     if (matmul_precision_name(p) == matmul) c.matmul_precision = p;  // get_enum admitted only these names
   }
   if (c.matmul_precision != MatmulPrecision::kFp32 && c.device != Device::kCUDA) {
-    throw_input_error("config error in {}: precision.matmul = \"{}\" needs device = \"cuda\" (the CPU multiplies in fp32)",
-                      source, matmul);
+    throw_input_error(
+        "config error in {}: precision.matmul = \"{}\" needs device = \"cuda\" (the CPU multiplies in fp32)", source,
+        matmul);
   }
   const bool matmul_given = precision.has("matmul");
   if (precision.get_enum("activations", "fp32", {"fp32", "bf16"}) == "bf16") {
     c.activation_dtype = DType::kBF16;
     // bf16 activations are multiplied as bf16 (weights rounded too) on either device.
     if (c.device == Device::kCUDA && matmul_given && c.matmul_precision != MatmulPrecision::kBf16) {
-      throw_input_error("config error in {}: precision.matmul = \"{}\" conflicts with precision.activations = \"bf16\" "
-                        "(bf16 activations are multiplied in bf16; drop precision.matmul or set it to \"bf16\")",
-                        source, matmul);
+      throw_input_error(
+          "config error in {}: precision.matmul = \"{}\" conflicts with precision.activations = \"bf16\" "
+          "(bf16 activations are multiplied in bf16; drop precision.matmul or set it to \"bf16\")",
+          source, matmul);
     }
     if (c.device == Device::kCUDA && !matmul_given) {
       c.matmul_precision = MatmulPrecision::kBf16;
@@ -214,17 +218,22 @@ RunConfig parse_run_config(nlohmann::json doc, const std::string& source, int wo
     if (attention_kernels_name(a) == attention) c.attention_kernels = a;  // get_enum admitted only these names
   }
   if (c.attention_kernels != AttentionKernels::kAuto && c.device != Device::kCUDA) {
-    throw_input_error("config error in {}: precision.attention = \"{}\" needs device = \"cuda\" (the CPU has one "
-                      "attention)", source, attention);
+    throw_input_error(
+        "config error in {}: precision.attention = \"{}\" needs device = \"cuda\" (the CPU has one "
+        "attention)",
+        source, attention);
   }
   if (c.attention_kernels == AttentionKernels::kCudnn && c.activation_dtype != DType::kBF16) {
-    throw_input_error("config error in {}: precision.attention = \"cudnn\" needs precision.activations = \"bf16\" "
-                      "(cuDNN's fused attention takes bf16)", source);
+    throw_input_error(
+        "config error in {}: precision.attention = \"cudnn\" needs precision.activations = \"bf16\" "
+        "(cuDNN's fused attention takes bf16)",
+        source);
   }
   if (c.attention_kernels == AttentionKernels::kCudnn && c.dropout > 0.0f) {
-    throw_input_error("config error in {}: precision.attention = \"cudnn\" conflicts with model.dropout = {} (cuDNN "
-                      "would draw its own dropout masks; \"auto\" trains on the flash kernels and evaluates on cuDNN)",
-                      source, c.dropout);
+    throw_input_error(
+        "config error in {}: precision.attention = \"cudnn\" conflicts with model.dropout = {} (cuDNN "
+        "would draw its own dropout masks; \"auto\" trains on the flash kernels and evaluates on cuDNN)",
+        source, c.dropout);
   }
   // On by default where it was measured faster (bf16 activations on CUDA: docs/performance.md);
   // fp32 activations keep the separate kernels, which track the CPU to ~1e-5.
@@ -234,8 +243,10 @@ RunConfig parse_run_config(nlohmann::json doc, const std::string& source, int wo
     c.derived.push_back("precision.gelu_epilogue = true (from precision.activations = bf16 on cuda)");
   }
   if (c.gelu_epilogue && c.device != Device::kCUDA) {
-    throw_input_error("config error in {}: precision.gelu_epilogue = true needs device = \"cuda\" (the CPU runs the "
-                      "GELU as its own kernel)", source);
+    throw_input_error(
+        "config error in {}: precision.gelu_epilogue = true needs device = \"cuda\" (the CPU runs the "
+        "GELU as its own kernel)",
+        source);
   }
   precision.reject_unknown_keys();
   ConfigReader zero = root.section("zero");
@@ -279,44 +290,77 @@ nlohmann::json RunConfig::to_json() const {
   return {
       {"device", std::string(device_name(device))},
       {"model",
-       {{"n_layer", model.n_layer}, {"n_head", model.n_head}, {"n_embd", model.n_embd},
-        {"block_size", model.block_size}, {"vocab_size", model.vocab_size}, {"dropout", shortest(dropout)}}},
+       {{"n_layer", model.n_layer},
+        {"n_head", model.n_head},
+        {"n_embd", model.n_embd},
+        {"block_size", model.block_size},
+        {"vocab_size", model.vocab_size},
+        {"dropout", shortest(dropout)}}},
       {"data",
-       {{"dataset", data.dataset}, {"train_file", data.train_file}, {"val_file", data.val_file},
-        {"vocab_file", data.vocab_file}, {"format", data.format}, {"embedded_chars", data.embedded_chars}}},
+       {{"dataset", data.dataset},
+        {"train_file", data.train_file},
+        {"val_file", data.val_file},
+        {"vocab_file", data.vocab_file},
+        {"format", data.format},
+        {"embedded_chars", data.embedded_chars}}},
       {"train",
        // global_batch_tokens is left out: it is derived from the rank count, and a saved config
        // must reload on any number of ranks (sampling on one process, resuming elsewhere).
-       {{"micro_batch", train.micro_batch}, {"seq_len", train.seq_len}, {"grad_accum", train.grad_accum},
-        {"max_steps", train.max_steps}, {"seed", train.seed},
-        {"num_threads", train.num_threads}, {"activation_checkpointing", train.activation_checkpointing.to_string()},
-        {"eval_every", train.eval_every}, {"eval_batches", train.eval_batches}, {"nonfinite", train.nonfinite},
-        {"max_skipped_steps", train.max_skipped_steps}, {"deterministic", train.deterministic},
+       {{"micro_batch", train.micro_batch},
+        {"seq_len", train.seq_len},
+        {"grad_accum", train.grad_accum},
+        {"max_steps", train.max_steps},
+        {"seed", train.seed},
+        {"num_threads", train.num_threads},
+        {"activation_checkpointing", train.activation_checkpointing.to_string()},
+        {"eval_every", train.eval_every},
+        {"eval_batches", train.eval_batches},
+        {"nonfinite", train.nonfinite},
+        {"max_skipped_steps", train.max_skipped_steps},
+        {"deterministic", train.deterministic},
         {"check_memory", train.check_memory},
         {"collective_timeout_s", train.collective_timeout_s}}},
       {"optim",
-       {{"lr", shortest(a.lr)}, {"beta1", shortest(a.beta1)}, {"beta2", shortest(a.beta2)}, {"eps", shortest(a.eps)},
+       {{"lr", shortest(a.lr)},
+        {"beta1", shortest(a.beta1)},
+        {"beta2", shortest(a.beta2)},
+        {"eps", shortest(a.eps)},
         {"weight_decay", shortest(a.weight_decay)},
-        {"min_lr", shortest(optim.min_lr)}, {"warmup_steps", optim.warmup_steps}, {"decay", optim.decay},
-        {"decay_steps", optim.decay_steps}, {"grad_clip", shortest(optim.grad_clip)}}},
+        {"min_lr", shortest(optim.min_lr)},
+        {"warmup_steps", optim.warmup_steps},
+        {"decay", optim.decay},
+        {"decay_steps", optim.decay_steps},
+        {"grad_clip", shortest(optim.grad_clip)}}},
       {"precision",
-       {{"param_dtype", param_dtype == DType::kBF16 ? "bf16" : "f32"}, {"matmul", matmul_precision_name(matmul_precision)},
+       {{"param_dtype", param_dtype == DType::kBF16 ? "bf16" : "f32"},
+        {"matmul", matmul_precision_name(matmul_precision)},
         {"activations", activation_dtype == DType::kBF16 ? "bf16" : "fp32"},
-        {"attention", attention_kernels_name(attention_kernels)}, {"gelu_epilogue", gelu_epilogue}}},
+        {"attention", attention_kernels_name(attention_kernels)},
+        {"gelu_epilogue", gelu_epilogue}}},
       {"zero",
-       {{"stage", zero.stage}, {"overlap_comm", zero.overlap_comm}, {"prefetch_units", zero.prefetch_units},
+       {{"stage", zero.stage},
+        {"overlap_comm", zero.overlap_comm},
+        {"prefetch_units", zero.prefetch_units},
         {"max_inflight_reductions", zero.max_inflight_reductions},
         {"reshard_after_forward", zero.reshard_after_forward},
         {"param_persistence_threshold", zero.persistence_threshold},
         {"grad_shard_dtype", zero.fp32_grad_shards ? "fp32" : "working"}}},
       {"log",
-       {{"run_dir", log.run_dir}, {"every_steps", log.every_steps}, {"progress", log.progress},
-        {"sample_every", log.sample_every}, {"sample_tokens", log.sample_tokens},
-        {"sample_temperature", shortest(log.sample_temperature)}, {"sample_top_k", log.sample_top_k},
-        {"sample_prompt", log.sample_prompt}, {"profile_ops", log.profile_ops}}},
+       {{"run_dir", log.run_dir},
+        {"every_steps", log.every_steps},
+        {"progress", log.progress},
+        {"sample_every", log.sample_every},
+        {"sample_tokens", log.sample_tokens},
+        {"sample_temperature", shortest(log.sample_temperature)},
+        {"sample_top_k", log.sample_top_k},
+        {"sample_prompt", log.sample_prompt},
+        {"profile_ops", log.profile_ops}}},
       {"checkpoint",
-       {{"dir", checkpoint.dir}, {"every_steps", checkpoint.every_steps}, {"keep_last", checkpoint.keep_last},
-        {"at_end", checkpoint.at_end}, {"save_on_signal", checkpoint.save_on_signal}}},
+       {{"dir", checkpoint.dir},
+        {"every_steps", checkpoint.every_steps},
+        {"keep_last", checkpoint.keep_last},
+        {"at_end", checkpoint.at_end},
+        {"save_on_signal", checkpoint.save_on_signal}}},
   };
 }
 

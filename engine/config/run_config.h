@@ -23,55 +23,55 @@ struct DataConfig {
   std::string train_file;            // explicit token files override the directory's
   std::string val_file;
   std::string vocab_file;
-  std::string format = "auto";       // auto | llmc | nanogpt
+  std::string format = "auto";              // auto | llmc | nanogpt
   std::int64_t embedded_chars = 2'000'000;  // size of the generated default dataset
 };
 
 struct TrainConfig {
-  int micro_batch = 4;       // sequences per forward/backward (B)
-  int seq_len = 0;           // tokens per sequence (T); defaults to model.block_size
-  int grad_accum = 1;        // micro-batches per optimizer step
+  int micro_batch = 4;                   // sequences per forward/backward (B)
+  int seq_len = 0;                       // tokens per sequence (T); defaults to model.block_size
+  int grad_accum = 1;                    // micro-batches per optimizer step
   std::int64_t global_batch_tokens = 0;  // micro_batch * seq_len * grad_accum * ranks
   int max_steps = 100;
   std::uint64_t seed = 1337;
-  int num_threads = 0;       // CPU threads for kernels and BLAS; 0 means every core
+  int num_threads = 0;  // CPU threads for kernels and BLAS; 0 means every core
   gpt::CheckpointPolicy activation_checkpointing;
-  int eval_every = 0;        // steps between validation evaluations; 0 = only at the end
-  int eval_batches = 8;      // fixed validation micro-batches per evaluation
-  std::string nonfinite = "stop";  // stop | skip: what a non-finite loss or gradient does
-  int max_skipped_steps = 10;      // with skip: stop after this many consecutive skipped steps
-  bool deterministic = false;      // fixed-order reductions: bitwise equal results at every ZeRO stage
-  bool check_memory = true;        // refuse at start a run whose predicted peak exceeds the machine's offer
+  int eval_every = 0;                   // steps between validation evaluations; 0 = only at the end
+  int eval_batches = 8;                 // fixed validation micro-batches per evaluation
+  std::string nonfinite = "stop";       // stop | skip: what a non-finite loss or gradient does
+  int max_skipped_steps = 10;           // with skip: stop after this many consecutive skipped steps
+  bool deterministic = false;           // fixed-order reductions: bitwise equal results at every ZeRO stage
+  bool check_memory = true;             // refuse at start a run whose predicted peak exceeds the machine's offer
   double collective_timeout_s = 300.0;  // a collective not done by then ends the run with an error
 };
 
 struct OptimConfig {
   AdamWHyper adamw;     // lr is the peak learning rate
-  float min_lr = 0.0f;       // floor reached at the end of the decay
+  float min_lr = 0.0f;  // floor reached at the end of the decay
   int warmup_steps = 0;
   std::string decay = "cosine";  // cosine | linear | constant
-  int decay_steps = 0;       // step at which the floor is reached; defaults to train.max_steps
-  float grad_clip = 1.0f;    // global-norm clipping; 0 disables
+  int decay_steps = 0;           // step at which the floor is reached; defaults to train.max_steps
+  float grad_clip = 1.0f;        // global-norm clipping; 0 disables
 };
 
 struct LogConfig {
-  std::string run_dir;       // defaults to runs/<config file name without .json>
-  int every_steps = 1;       // plain progress lines every N steps (a terminal gets a live line)
+  std::string run_dir;            // defaults to runs/<config file name without .json>
+  int every_steps = 1;            // plain progress lines every N steps (a terminal gets a live line)
   std::string progress = "auto";  // auto | live | plain
-  int sample_every = 0;      // steps between text samples; 0 = only at the end
+  int sample_every = 0;           // steps between text samples; 0 = only at the end
   int sample_tokens = 200;
   float sample_temperature = 0.8f;
-  int sample_top_k = 40;     // 0 = no top-k filter
+  int sample_top_k = 40;  // 0 = no top-k filter
   std::string sample_prompt = "\n";
   // Time every op of every step after the first and write op_profile.json (kernels/op_profiler.h).
   bool profile_ops = false;
 };
 
 struct CheckpointConfig {
-  std::string dir;           // checkpoint folder; "" means <run_dir>/checkpoints (see folder_for)
-  int every_steps = 0;       // save after every N optimizer-loop steps; 0 = off
-  int keep_last = 3;         // complete checkpoints kept (older ones deleted after a newer one is complete); 0 = all
-  bool at_end = false;       // save after the last step
+  std::string dir;             // checkpoint folder; "" means <run_dir>/checkpoints (see folder_for)
+  int every_steps = 0;         // save after every N optimizer-loop steps; 0 = off
+  int keep_last = 3;           // complete checkpoints kept (older ones deleted after a newer one is complete); 0 = all
+  bool at_end = false;         // save after the last step
   bool save_on_signal = true;  // SIGTERM/SIGINT/SIGUSR1: save at the next step boundary and exit 0
 
   // The folder checkpoints go to for a run writing into run_dir.
@@ -86,13 +86,14 @@ struct RunConfig {
   DataConfig data;
   TrainConfig train;
   OptimConfig optim;
-  DType param_dtype = DType::kF32;  // f32, or bf16 with fp32 master weights
+  DType param_dtype = DType::kF32;                            // f32, or bf16 with fp32 master weights
   MatmulPrecision matmul_precision = MatmulPrecision::kFp32;  // precision.matmul: fp32 products on CUDA
-  DType activation_dtype = DType::kF32;  // precision.activations: F32 or BF16 (docs/precision.md)
+  DType activation_dtype = DType::kF32;                       // precision.activations: F32 or BF16 (docs/precision.md)
   AttentionKernels attention_kernels = AttentionKernels::kAuto;  // precision.attention: cuDNN or flash on CUDA
-  bool gelu_epilogue = false;  // precision.gelu_epilogue: GELU in the MLP matmuls' cuBLASLt epilogues (CUDA, bf16 default)
+  bool gelu_epilogue =
+      false;  // precision.gelu_epilogue: GELU in the MLP matmuls' cuBLASLt epilogues (CUDA, bf16 default)
   ZeroOptions zero;
-  int world_size = 1;               // ranks (set by the launcher, not the file)
+  int world_size = 1;  // ranks (set by the launcher, not the file)
   LogConfig log;
   CheckpointConfig checkpoint;
   std::vector<std::string> derived;  // "train.grad_accum = 4 (from ...)": printed at start

@@ -28,7 +28,11 @@ Buffer::Buffer(MemoryTracker& tracker, MemCategory category, DType dtype, std::i
 
 Buffer::Buffer(MemoryTracker& tracker, MemCategory category, DType dtype, std::int64_t numel,
                DeviceAllocator& allocator, bool zero_fill)
-    : tracker_(&tracker), allocator_(&allocator), dtype_(dtype), device_(allocator.device()), category_(category),
+    : tracker_(&tracker),
+      allocator_(&allocator),
+      dtype_(dtype),
+      device_(allocator.device()),
+      category_(category),
       numel_(numel) {
   ZT_CHECK(numel >= 0);
   const std::size_t bytes = static_cast<std::size_t>(size_bytes());

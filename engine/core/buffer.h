@@ -18,8 +18,8 @@ class Buffer {
   Buffer() = default;
   // Allocates numel elements of dtype, zero-filled unless `zero_fill` is false (for buffers whose
   // every element is written before it is read, such as activations).
-  Buffer(MemoryTracker& tracker, MemCategory category, DType dtype, std::int64_t numel,
-         Device device = Device::kCPU, bool zero_fill = true);
+  Buffer(MemoryTracker& tracker, MemCategory category, DType dtype, std::int64_t numel, Device device = Device::kCPU,
+         bool zero_fill = true);
   // The same on the allocator's device (allocator.device()); the allocator must outlive the buffer.
   Buffer(MemoryTracker& tracker, MemCategory category, DType dtype, std::int64_t numel, DeviceAllocator& allocator,
          bool zero_fill = true);
@@ -33,7 +33,9 @@ class Buffer {
   bool empty() const { return data_ == nullptr; }
   void* data() const { return data_; }
   template <typename T>
-  T* as() const { return view().as<T>(); }
+  T* as() const {
+    return view().as<T>();
+  }
   DType dtype() const { return dtype_; }
   std::int64_t numel() const { return numel_; }
   std::int64_t size_bytes() const { return numel_ * static_cast<std::int64_t>(dtype_size_bytes(dtype_)); }

@@ -48,9 +48,9 @@ namespace detail {
 }  // namespace zt
 
 // ZT_CHECK(cond) or ZT_CHECK(cond, "format {}", value): internal invariant with file:line.
-#define ZT_CHECK(cond, ...)                                                                          \
-  do {                                                                                               \
-    if (!(cond)) [[unlikely]] {                                                                      \
-      ::zt::detail::check_failed(__FILE__, __LINE__, #cond, ::fmt::format("" __VA_ARGS__));          \
-    }                                                                                                \
+#define ZT_CHECK(cond, ...)                                                                 \
+  do {                                                                                      \
+    if (!(cond)) [[unlikely]] {                                                             \
+      ::zt::detail::check_failed(__FILE__, __LINE__, #cond, ::fmt::format("" __VA_ARGS__)); \
+    }                                                                                       \
   } while (0)

@@ -23,8 +23,7 @@ std::string_view mem_category_name(MemCategory c) {
 
 void MemoryTracker::raise_peak(std::atomic<std::int64_t>& peak, std::int64_t value) {
   std::int64_t old = peak.load(std::memory_order_relaxed);
-  while (value > old && !peak.compare_exchange_weak(old, value, std::memory_order_relaxed)) {
-  }
+  while (value > old && !peak.compare_exchange_weak(old, value, std::memory_order_relaxed)) {}
 }
 
 void MemoryTracker::charge(MemCategory c, std::int64_t bytes) {

@@ -12,13 +12,13 @@
 namespace zt {
 
 enum class MemCategory : int {
-  kParameters = 0,    // working parameters (bf16 or fp32) the model computes with
-  kMasterWeights,     // fp32 master copy kept by the optimizer in mixed precision
-  kGradients,         // parameter gradients (bf16 or fp32)
-  kOptimizerStates,   // AdamW first and second moments
-  kActivations,       // forward activations kept for backward (and recompute scratch)
-  kCommBuffers,       // collective send/receive buffers
-  kWorkspace,         // transient scratch: fp32 unit copies, activation gradients
+  kParameters = 0,   // working parameters (bf16 or fp32) the model computes with
+  kMasterWeights,    // fp32 master copy kept by the optimizer in mixed precision
+  kGradients,        // parameter gradients (bf16 or fp32)
+  kOptimizerStates,  // AdamW first and second moments
+  kActivations,      // forward activations kept for backward (and recompute scratch)
+  kCommBuffers,      // collective send/receive buffers
+  kWorkspace,        // transient scratch: fp32 unit copies, activation gradients
   kCount
 };
 

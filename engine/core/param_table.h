@@ -13,19 +13,19 @@
 namespace zt {
 
 struct ParamSpec {
-  std::string name;                     // Hugging Face state-dict name
-  std::vector<std::int64_t> shape;      // as stored (vocabulary rows padded)
-  std::vector<std::int64_t> hf_shape;   // as Hugging Face stores it (true vocabulary)
-  int unit = 0;                         // index into ParamTable::units()
-  std::int64_t offset = 0;              // first element inside the unit's flat buffer
-  std::int64_t numel = 0;               // stored elements (product of shape)
-  bool decays = false;                  // AdamW weight decay applies
+  std::string name;                    // Hugging Face state-dict name
+  std::vector<std::int64_t> shape;     // as stored (vocabulary rows padded)
+  std::vector<std::int64_t> hf_shape;  // as Hugging Face stores it (true vocabulary)
+  int unit = 0;                        // index into ParamTable::units()
+  std::int64_t offset = 0;             // first element inside the unit's flat buffer
+  std::int64_t numel = 0;              // stored elements (product of shape)
+  bool decays = false;                 // AdamW weight decay applies
 };
 
 struct UnitSpec {
-  std::string name;                  // "embeddings", "h.0", ..., "final"
-  std::int64_t numel = 0;            // total elements of the flat buffer
-  std::vector<int> params;           // indices into ParamTable::params(), in offset order
+  std::string name;         // "embeddings", "h.0", ..., "final"
+  std::int64_t numel = 0;   // total elements of the flat buffer
+  std::vector<int> params;  // indices into ParamTable::params(), in offset order
 };
 
 class ParamTable {

@@ -70,14 +70,22 @@ struct TensorView {
 template <typename T>
 struct DTypeOf;
 template <>
-struct DTypeOf<float> { static constexpr DType value = DType::kF32; };
+struct DTypeOf<float> {
+  static constexpr DType value = DType::kF32;
+};
 template <>
-struct DTypeOf<std::int32_t> { static constexpr DType value = DType::kI32; };
+struct DTypeOf<std::int32_t> {
+  static constexpr DType value = DType::kI32;
+};
 template <>
-struct DTypeOf<std::uint16_t> { static constexpr DType value = DType::kU16; };
+struct DTypeOf<std::uint16_t> {
+  static constexpr DType value = DType::kU16;
+};
 struct bf16;
 template <>
-struct DTypeOf<bf16> { static constexpr DType value = DType::kBF16; };
+struct DTypeOf<bf16> {
+  static constexpr DType value = DType::kBF16;
+};
 
 template <typename T>
 T* TensorView::as() const {

@@ -23,8 +23,8 @@ std::int64_t sample_window_start(std::uint64_t seed, std::uint32_t stream, std::
   return static_cast<std::int64_t>(bits % static_cast<std::uint64_t>(n_tokens - T));
 }
 
-void fill_batch(TokenSpan tokens, int B, int T, std::uint64_t seed, std::uint32_t stream,
-                std::int64_t first_sample, std::int32_t* inputs, std::int32_t* targets) {
+void fill_batch(TokenSpan tokens, int B, int T, std::uint64_t seed, std::uint32_t stream, std::int64_t first_sample,
+                std::int32_t* inputs, std::int32_t* targets) {
   ZT_CHECK(B > 0 && T > 0, "B {} T {}", B, T);
   const auto n_tokens = static_cast<std::int64_t>(tokens.size());
   for (int b = 0; b < B; ++b) {

@@ -22,12 +22,12 @@ inline std::int64_t first_sample_index(std::int64_t step, int micro, int grad_ac
 }
 
 // Start of sample g's window, uniform in [0, n_tokens - T - 1]. Requires n_tokens > T.
-std::int64_t sample_window_start(std::uint64_t seed, std::uint32_t stream, std::int64_t sample,
-                                 std::int64_t n_tokens, int T);
+std::int64_t sample_window_start(std::uint64_t seed, std::uint32_t stream, std::int64_t sample, std::int64_t n_tokens,
+                                 int T);
 
 // Fills inputs/targets [B, T] (i32) with samples first_sample .. first_sample + B - 1.
-void fill_batch(TokenSpan tokens, int B, int T, std::uint64_t seed, std::uint32_t stream,
-                std::int64_t first_sample, std::int32_t* inputs, std::int32_t* targets);
+void fill_batch(TokenSpan tokens, int B, int T, std::uint64_t seed, std::uint32_t stream, std::int64_t first_sample,
+                std::int32_t* inputs, std::int32_t* targets);
 
 // Entropy in nats of the token frequency distribution (what a model that ignores context achieves).
 double unigram_entropy_nats(TokenSpan tokens, int vocab_size);

@@ -43,7 +43,9 @@ struct SplitMix64 {
   int below(int n) { return static_cast<int>(next() % static_cast<std::uint64_t>(n)); }
   bool chance(double p) { return static_cast<double>(next() >> 11) * 0x1.0p-53 < p; }
   template <typename T, std::size_t N>
-  const T& pick(const std::array<T, N>& a) { return a[static_cast<std::size_t>(below(static_cast<int>(N)))]; }
+  const T& pick(const std::array<T, N>& a) {
+    return a[static_cast<std::size_t>(below(static_cast<int>(N)))];
+  }
 };
 
 struct Verb {
@@ -92,16 +94,27 @@ constexpr std::array<Person, 8> kPeople = {{
     {"boy", "boys", "he", {"plays in the field", "play in the field"}},
     {"smith", "smiths", "he", {"makes a sword", "make a sword"}},
 }};
-constexpr std::array<Place, 8> kPlaces = {{{"town", "busy"}, {"field", "green"}, {"forest", "dark"}, {"river", "cold"},
-                                           {"hill", "high"}, {"barn", "old"}, {"sea", "wide"}, {"market", "loud"}}};
+constexpr std::array<Place, 8> kPlaces = {{{"town", "busy"},
+                                           {"field", "green"},
+                                           {"forest", "dark"},
+                                           {"river", "cold"},
+                                           {"hill", "high"},
+                                           {"barn", "old"},
+                                           {"sea", "wide"},
+                                           {"market", "loud"}}};
 constexpr std::array<const char*, 6> kAnimalAdjectives = {"small", "quick", "lazy", "wild", "old", "young"};
 constexpr std::array<const char*, 6> kPersonAdjectives = {"wise", "young", "old", "brave", "kind", "tired"};
 constexpr std::array<const char*, 6> kThings = {"house", "ship", "boat", "wall", "bridge", "cart"};
 constexpr std::array<const char*, 6> kThingAdjectives = {"big", "small", "new", "old", "wooden", "long"};
-constexpr std::array<std::array<const char*, 2>, 8> kColors = {{{"sky", "blue"}, {"grass", "green"}, {"snow", "white"},
-                                                                {"sun", "yellow"}, {"night", "black"}, {"blood", "red"},
-                                                                {"sea", "blue"}, {"milk", "white"}}};
-constexpr std::array<const char*, 10> kNumberWords = {"zero", "one", "two", "three", "four",
+constexpr std::array<std::array<const char*, 2>, 8> kColors = {{{"sky", "blue"},
+                                                                {"grass", "green"},
+                                                                {"snow", "white"},
+                                                                {"sun", "yellow"},
+                                                                {"night", "black"},
+                                                                {"blood", "red"},
+                                                                {"sea", "blue"},
+                                                                {"milk", "white"}}};
+constexpr std::array<const char*, 10> kNumberWords = {"zero", "one", "two",   "three", "four",
                                                       "five", "six", "seven", "eight", "nine"};
 
 // The acting subject of a story: an animal or a person, singular or plural.
@@ -138,8 +151,9 @@ std::string verb_phrase(SplitMix64& rng, const Subject& s) {
     if (kind == 1 && a.prey < 0) kind = 0;
     switch (kind) {
       case 0: return std::string(s.verb({"eats", "eat"})) + " " + rng.pick(a.foods);
-      case 1: return std::string(s.verb({"chases", "chase"})) + " the " +
-                     (rng.chance(0.5) ? kAnimals[a.prey].many : kAnimals[a.prey].one);
+      case 1:
+        return std::string(s.verb({"chases", "chase"})) + " the " +
+               (rng.chance(0.5) ? kAnimals[a.prey].many : kAnimals[a.prey].one);
       case 2: return std::string(s.verb({"sleeps", "sleep"})) + " " + a.home;
       default: return std::string(s.verb(a.move)) + (rng.chance(0.5) ? " at night" : "");
     }
@@ -160,8 +174,8 @@ std::string verb_phrase(SplitMix64& rng, const Subject& s) {
     }
     case 3: {
       const Place& p = rng.pick(kPlaces);
-      return std::string(s.verb({"walks", "walk"})) + " to the " + (rng.chance(0.5) ? std::string(p.adjective) + " " : "") +
-             p.name;
+      return std::string(s.verb({"walks", "walk"})) + " to the " +
+             (rng.chance(0.5) ? std::string(p.adjective) + " " : "") + p.name;
     }
     case 4: return s.verb(kPeople[s.index].trade);
     default: return std::string(s.verb({"sells", "sell"})) + " " + rng.pick(kAnimals[rng.below(8)].foods);
@@ -257,11 +271,16 @@ std::string generate_embedded_text(std::uint64_t seed, std::int64_t n_chars) {
   text.reserve(static_cast<std::size_t>(n_chars) + 256);
   while (static_cast<std::int64_t>(text.size()) <= n_chars) {
     const int roll = rng.below(100);  // story 40, questions 22, arithmetic 18, inventory 12, counting 8
-    if (roll < 40) text += story_line(rng);
-    else if (roll < 62) text += question_line(rng);
-    else if (roll < 80) text += arithmetic_line(rng);
-    else if (roll < 92) text += inventory_line(rng);
-    else text += counting_line(rng);
+    if (roll < 40)
+      text += story_line(rng);
+    else if (roll < 62)
+      text += question_line(rng);
+    else if (roll < 80)
+      text += arithmetic_line(rng);
+    else if (roll < 92)
+      text += inventory_line(rng);
+    else
+      text += counting_line(rng);
     text += '\n';
   }
   // Whole lines only: cut after the last newline that fits in n_chars.

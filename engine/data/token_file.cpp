@@ -56,10 +56,14 @@ bool write_all(int fd, const void* data, std::size_t bytes) {
 }  // namespace
 
 bool parse_token_file_format(const std::string& text, TokenFileFormat* out) {
-  if (text == "auto") *out = TokenFileFormat::kAuto;
-  else if (text == "llmc") *out = TokenFileFormat::kLlmc;
-  else if (text == "nanogpt") *out = TokenFileFormat::kNanoGpt;
-  else return false;
+  if (text == "auto")
+    *out = TokenFileFormat::kAuto;
+  else if (text == "llmc")
+    *out = TokenFileFormat::kLlmc;
+  else if (text == "nanogpt")
+    *out = TokenFileFormat::kNanoGpt;
+  else
+    return false;
   return true;
 }
 
@@ -70,7 +74,8 @@ struct LlmcKind {
   std::int32_t magic, version;
   int bytes_per_token;
 };
-constexpr LlmcKind kLlmcKinds[] = {{kLlmcTokenMagic, kLlmcTokenVersion, 2}, {kLlmcToken32Magic, kLlmcToken32Version, 4}};
+constexpr LlmcKind kLlmcKinds[] = {{kLlmcTokenMagic, kLlmcTokenVersion, 2},
+                                   {kLlmcToken32Magic, kLlmcToken32Version, 4}};
 
 const LlmcKind* llmc_kind(std::int32_t magic) {
   for (const LlmcKind& k : kLlmcKinds) {
@@ -114,9 +119,10 @@ TokenFile TokenFile::open(const std::string& path, TokenFileFormat format, int v
     if (size_bytes >= 4 && llmc_kind(header[0]) != nullptr) {
       format = TokenFileFormat::kLlmc;
     } else if (size_bytes >= kLlmcHeaderBytes && looks_like_llmc_header(header, size_bytes)) {
-      throw_input_error("{}: unknown magic {} in an llm.c-style token file header (known: {} for uint16 GPT-2 tokens, "
-                        "{} for uint32 Llama 3 tokens); set data.format = \"nanogpt\" if it is raw uint16",
-                        path, header[0], kLlmcTokenMagic, kLlmcToken32Magic);
+      throw_input_error(
+          "{}: unknown magic {} in an llm.c-style token file header (known: {} for uint16 GPT-2 tokens, "
+          "{} for uint32 Llama 3 tokens); set data.format = \"nanogpt\" if it is raw uint16",
+          path, header[0], kLlmcTokenMagic, kLlmcToken32Magic);
     } else {
       format = TokenFileFormat::kNanoGpt;
     }
@@ -211,8 +217,8 @@ void write_llmc_token_file(const std::string& path, std::span<const std::uint16_
   {
     FdGuard fd{::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)};
     if (fd.fd < 0) throw_runtime_error("{}: cannot open for writing: {}", tmp, std::strerror(errno));
-    if (!write_all(fd.fd, header.data(), sizeof(header)) ||
-        !write_all(fd.fd, tokens.data(), tokens.size_bytes()) || ::fsync(fd.fd) != 0) {
+    if (!write_all(fd.fd, header.data(), sizeof(header)) || !write_all(fd.fd, tokens.data(), tokens.size_bytes()) ||
+        ::fsync(fd.fd) != 0) {
       const int err = errno;
       std::remove(tmp.c_str());
       throw_runtime_error("{}: write failed: {}", tmp, std::strerror(err));

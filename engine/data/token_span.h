@@ -14,8 +14,10 @@ namespace zt::data {
 class TokenSpan {
  public:
   TokenSpan() = default;
-  TokenSpan(std::span<const std::uint16_t> s) : data_(s.data()), size_(static_cast<std::int64_t>(s.size())), wide_(false) {}
-  TokenSpan(std::span<const std::uint32_t> s) : data_(s.data()), size_(static_cast<std::int64_t>(s.size())), wide_(true) {}
+  TokenSpan(std::span<const std::uint16_t> s)
+      : data_(s.data()), size_(static_cast<std::int64_t>(s.size())), wide_(false) {}
+  TokenSpan(std::span<const std::uint32_t> s)
+      : data_(s.data()), size_(static_cast<std::int64_t>(s.size())), wide_(true) {}
   TokenSpan(const std::vector<std::uint16_t>& v) : TokenSpan(std::span<const std::uint16_t>(v)) {}
   TokenSpan(const std::vector<std::uint32_t>& v) : TokenSpan(std::span<const std::uint32_t>(v)) {}
 

@@ -32,10 +32,14 @@ char32_t decode_one(std::string_view text, std::size_t pos, std::size_t* len) {
   }
   int n = 0;
   char32_t cp = 0, min_cp = 0;
-  if ((b0 & 0xE0) == 0xC0) n = 2, cp = b0 & 0x1F, min_cp = 0x80;
-  else if ((b0 & 0xF0) == 0xE0) n = 3, cp = b0 & 0x0F, min_cp = 0x800;
-  else if ((b0 & 0xF8) == 0xF0) n = 4, cp = b0 & 0x07, min_cp = 0x10000;
-  else throw_input_error("invalid UTF-8: byte 0x{:02X} at byte offset {} cannot start a character", b0, pos);
+  if ((b0 & 0xE0) == 0xC0)
+    n = 2, cp = b0 & 0x1F, min_cp = 0x80;
+  else if ((b0 & 0xF0) == 0xE0)
+    n = 3, cp = b0 & 0x0F, min_cp = 0x800;
+  else if ((b0 & 0xF8) == 0xF0)
+    n = 4, cp = b0 & 0x07, min_cp = 0x10000;
+  else
+    throw_input_error("invalid UTF-8: byte 0x{:02X} at byte offset {} cannot start a character", b0, pos);
   if (pos + n > text.size()) throw_input_error("invalid UTF-8: truncated character at byte offset {}", pos);
   for (int i = 1; i < n; ++i) {
     const auto b = static_cast<unsigned char>(text[pos + i]);
@@ -82,7 +86,8 @@ std::string describe_char(char32_t cp) {
 Vocab Vocab::build_char(std::string_view utf8_text) {
   if (utf8_text.empty()) throw_input_error("cannot build a vocabulary from an empty text");
   std::set<char32_t> code_points;
-  for (std::size_t pos = 0, len = 0; pos < utf8_text.size(); pos += len) code_points.insert(decode_one(utf8_text, pos, &len));
+  for (std::size_t pos = 0, len = 0; pos < utf8_text.size(); pos += len)
+    code_points.insert(decode_one(utf8_text, pos, &len));
   if (code_points.size() > static_cast<std::size_t>(kMaxTokens)) {
     throw_input_error("the text has {} distinct characters; a vocabulary holds at most {}", code_points.size(),
                       kMaxTokens);

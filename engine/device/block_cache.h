@@ -13,12 +13,12 @@
 namespace zt::cuda {
 
 struct BlockCacheStats {
-  std::int64_t reserved_bytes = 0;      // held from the device: in use + cached
-  std::int64_t cached_bytes = 0;        // idle in the free lists
+  std::int64_t reserved_bytes = 0;  // held from the device: in use + cached
+  std::int64_t cached_bytes = 0;    // idle in the free lists
   std::int64_t peak_reserved_bytes = 0;
-  std::int64_t device_allocs = 0;       // raw allocations made (cudaMalloc calls)
-  std::int64_t device_frees = 0;        // raw frees made (cudaFree calls)
-  std::int64_t cache_hits = 0;          // requests served from a free list
+  std::int64_t device_allocs = 0;  // raw allocations made (cudaMalloc calls)
+  std::int64_t device_frees = 0;   // raw frees made (cudaFree calls)
+  std::int64_t cache_hits = 0;     // requests served from a free list
 };
 
 class BlockCache {

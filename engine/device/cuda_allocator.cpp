@@ -37,11 +37,12 @@ void* CudaCachingAllocator::allocate(std::size_t bytes) {
     std::size_t free_bytes = 0, total_bytes = 0;
     cudaMemGetInfo(&free_bytes, &total_bytes);
     const BlockCacheStats& s = cache_.stats();
-    throw_runtime_error("out of GPU memory allocating {} on device {}: this process holds {} ({} idle in its cache), "
-                        "the device has {} free of {}",
-                        format_bytes(static_cast<std::int64_t>(bytes)), device_, format_bytes(s.reserved_bytes),
-                        format_bytes(s.cached_bytes), format_bytes(static_cast<std::int64_t>(free_bytes)),
-                        format_bytes(static_cast<std::int64_t>(total_bytes)));
+    throw_runtime_error(
+        "out of GPU memory allocating {} on device {}: this process holds {} ({} idle in its cache), "
+        "the device has {} free of {}",
+        format_bytes(static_cast<std::int64_t>(bytes)), device_, format_bytes(s.reserved_bytes),
+        format_bytes(s.cached_bytes), format_bytes(static_cast<std::int64_t>(free_bytes)),
+        format_bytes(static_cast<std::int64_t>(total_bytes)));
   }
   return block;
 }

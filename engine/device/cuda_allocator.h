@@ -17,7 +17,8 @@ namespace zt::cuda {
 // queued. That is safe because every user of this allocator submits its work to one stream (the
 // allocator's `stream`): the next owner's kernels are queued behind the previous owner's. Work on
 // another stream that touches a Buffer must be fenced with an event before the Buffer is freed
-// (as torch's record_stream); the communication streams of later issues keep their own allocator.
+// (as torch's record_stream): the NCCL communicator's stream does so, returning a collective's
+// staging only once the compute stream waits for the collective (Staging in nccl_communicator.cpp).
 class CudaCachingAllocator final : public DeviceAllocator {
  public:
   // Allocates on `device` (made current for each cudaMalloc); fills and frees are ordered on `stream`.

@@ -9,8 +9,8 @@ CudaStream::CudaStream(int device, Priority priority) {
   ZT_CUDA_CHECK(cudaSetDevice(device));
   int least = 0, greatest = 0;  // numerically, greatest <= least
   ZT_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
-  ZT_CUDA_CHECK(cudaStreamCreateWithPriority(&stream_, cudaStreamNonBlocking,
-                                             priority == Priority::kHigh ? greatest : least));
+  ZT_CUDA_CHECK(
+      cudaStreamCreateWithPriority(&stream_, cudaStreamNonBlocking, priority == Priority::kHigh ? greatest : least));
 }
 
 CudaStream::~CudaStream() {
@@ -40,8 +40,8 @@ float CudaEvent::elapsed_ms(const CudaEvent& start, const CudaEvent& end) {
 }
 
 void copy_async(TensorView dst, TensorView src, cudaStream_t stream) {
-  ZT_CHECK(dst.dtype == src.dtype && dst.numel() == src.numel(), "copy of {} {} elements into {} {}",
-           src.numel(), dtype_name(src.dtype), dst.numel(), dtype_name(dst.dtype));
+  ZT_CHECK(dst.dtype == src.dtype && dst.numel() == src.numel(), "copy of {} {} elements into {} {}", src.numel(),
+           dtype_name(src.dtype), dst.numel(), dtype_name(dst.dtype));
   if (dst.numel() == 0) return;
   ZT_CUDA_CHECK(cudaMemcpyAsync(dst.data, src.data, src.size_bytes(), cudaMemcpyDefault, stream));
 }

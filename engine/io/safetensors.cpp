@@ -45,7 +45,8 @@ void SafetensorsWriter::write(const std::string& path) const {
   if (!metadata_.empty()) header["__metadata__"] = metadata_;
   std::size_t offset = 0;
   for (const SafetensorsEntry& e : entries_) {
-    header[e.name] = {{"dtype", dtype_name(e.dtype)}, {"shape", e.shape}, {"data_offsets", {offset, offset + e.bytes.size()}}};
+    header[e.name] = {
+        {"dtype", dtype_name(e.dtype)}, {"shape", e.shape}, {"data_offsets", {offset, offset + e.bytes.size()}}};
     offset += e.bytes.size();
   }
   std::string text = header.dump();

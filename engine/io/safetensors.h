@@ -1,6 +1,7 @@
 // safetensors files: the standard layout (u64 little-endian header length, JSON header with
 // dtype / shape / data_offsets per tensor and an optional "__metadata__" map of strings, then the
-// raw little-endian data). Used by debug-state (the oracle interface) and later by HF export.
+// raw little-endian data). Used by debug-state (the oracle interface), the final weights and the
+// Hugging Face export.
 #pragma once
 
 #include <cstdint>

@@ -12,8 +12,8 @@
 #include <string_view>
 #include <utility>
 
-#include "engine/launch/rendezvous_methods.h"
 #include "engine/core/check.h"
+#include "engine/launch/rendezvous_methods.h"
 #ifdef ZT_HAVE_MPI
 #include <mpi.h>
 
@@ -106,8 +106,9 @@ void parse_rendezvous_spec(const std::string& spec, RendezvousOptions& options) 
     options.method = RendezvousMethod::kSingle;
   } else if (spec == "mpi") {
 #ifndef ZT_HAVE_MPI
-    throw_input_error("ZT_RENDEZVOUS=mpi, but this build has no MPI (install libopenmpi-dev and rebuild, or use "
-                      "file:/shared/path or tcp:host:port)");
+    throw_input_error(
+        "ZT_RENDEZVOUS=mpi, but this build has no MPI (install libopenmpi-dev and rebuild, or use "
+        "file:/shared/path or tcp:host:port)");
 #endif
     options.method = RendezvousMethod::kMpi;
   } else if (spec.starts_with("file:") && spec.size() > 5) {
@@ -161,10 +162,11 @@ RendezvousOptions rendezvous_from_env(const LaunchInfo& launch) {
       ++options.port;
     }
   } else {
-    throw_input_error("rank {} of {} (from {}) needs a rendezvous: set ZT_RENDEZVOUS=file:/shared/path or "
-                      "tcp:host:port, or MASTER_ADDR and MASTER_PORT{}",
-                      launch.rank, launch.world_size, launch.source,
-                      by_mpi_launcher ? " (this build has no MPI for ZT_RENDEZVOUS=mpi)" : "");
+    throw_input_error(
+        "rank {} of {} (from {}) needs a rendezvous: set ZT_RENDEZVOUS=file:/shared/path or "
+        "tcp:host:port, or MASTER_ADDR and MASTER_PORT{}",
+        launch.rank, launch.world_size, launch.source,
+        by_mpi_launcher ? " (this build has no MPI for ZT_RENDEZVOUS=mpi)" : "");
   }
   if (options.method == RendezvousMethod::kSingle && launch.world_size != 1) {
     throw_input_error("ZT_RENDEZVOUS=single, but this is rank {} of {} (from {})", launch.rank, launch.world_size,
@@ -249,8 +251,8 @@ std::vector<std::uint8_t> share_by_mpi(const LaunchInfo&, const RendezvousOption
 std::vector<std::uint8_t> share_from_rank0(const LaunchInfo& launch, const RendezvousOptions& options,
                                            std::vector<std::uint8_t> blob_on_rank0, std::size_t size) {
   ZT_CHECK(launch.rank >= 0 && launch.rank < launch.world_size, "rank {} of {}", launch.rank, launch.world_size);
-  ZT_CHECK(launch.rank != 0 || blob_on_rank0.size() == size, "rank 0's blob has {} bytes, not {}",
-           blob_on_rank0.size(), size);
+  ZT_CHECK(launch.rank != 0 || blob_on_rank0.size() == size, "rank 0's blob has {} bytes, not {}", blob_on_rank0.size(),
+           size);
   ZT_CHECK(size <= UINT32_MAX);
   const bool root = launch.rank == 0;
   switch (options.method) {

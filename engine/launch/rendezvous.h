@@ -15,7 +15,7 @@ namespace zt {
 struct LaunchInfo {
   int rank = 0;
   int world_size = 1;
-  int local_rank = 0;  // index among the ranks on this node (picks the GPU)
+  int local_rank = 0;             // index among the ranks on this node (picks the GPU)
   std::string source = "single";  // "ZT_RANK", "OpenMPI", "Slurm", "PMI", "torchrun" or "single"
 };
 

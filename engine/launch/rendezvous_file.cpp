@@ -12,8 +12,8 @@
 #include <random>
 #include <set>
 
-#include "engine/launch/rendezvous_methods.h"
 #include "engine/core/check.h"
+#include "engine/launch/rendezvous_methods.h"
 
 namespace zt::detail {
 
@@ -107,9 +107,10 @@ std::vector<std::uint8_t> share_by_file_rank0(const LaunchInfo& launch, const Re
     if (waiting.empty()) break;
     if (deadline.passed()) {
       ::unlink(path.c_str());  // the ranks that acknowledged see it vanish with their ack still there
-      throw_runtime_error("rendezvous via file {}: rank 0 timed out after {:g} s waiting for rank(s) {} of {} to "
-                          "read it (not started, or not sharing this filesystem?)",
-                          path, options.timeout_s, list_ranks(waiting), launch.world_size);
+      throw_runtime_error(
+          "rendezvous via file {}: rank 0 timed out after {:g} s waiting for rank(s) {} of {} to "
+          "read it (not started, or not sharing this filesystem?)",
+          path, options.timeout_s, list_ranks(waiting), launch.world_size);
     }
     deadline.sleep(polls < 50 ? 10 : 100);
   }
@@ -125,8 +126,8 @@ std::vector<std::uint8_t> share_by_file_other(const LaunchInfo& launch, const Re
   std::optional<std::vector<std::uint8_t>> file;
   for (int polls = 0; !(file = read_file(path)) || file->size() < kFileHeaderBytes; ++polls) {
     if (deadline.passed()) {
-      throw_runtime_error("rendezvous via file {}: rank {} timed out after {:g} s waiting for rank 0 to write it",
-                          path, launch.rank, options.timeout_s);
+      throw_runtime_error("rendezvous via file {}: rank {} timed out after {:g} s waiting for rank 0 to write it", path,
+                          launch.rank, options.timeout_s);
     }
     deadline.sleep(polls < 50 ? 10 : 100);
   }
@@ -134,11 +135,14 @@ std::vector<std::uint8_t> share_by_file_other(const LaunchInfo& launch, const Re
   std::memcpy(&world, file->data() + 8, 4);
   std::memcpy(&file_size, file->data() + 12, 4);
   if (std::memcmp(file->data(), kFileMagic, 8) != 0 || file->size() != kFileHeaderBytes + file_size) {
-    throw_runtime_error("rendezvous via file {}: not a zerotrain rendezvous file (or written by another version)", path);
+    throw_runtime_error("rendezvous via file {}: not a zerotrain rendezvous file (or written by another version)",
+                        path);
   }
   if (world != static_cast<std::uint32_t>(launch.world_size) || file_size != size) {
-    throw_runtime_error("rendezvous via file {}: written by rank 0 of {} ranks ({} bytes), but this is rank {} of {} "
-                        "({} bytes)", path, world, file_size, launch.rank, launch.world_size, size);
+    throw_runtime_error(
+        "rendezvous via file {}: written by rank 0 of {} ranks ({} bytes), but this is rank {} of {} "
+        "({} bytes)",
+        path, world, file_size, launch.rank, launch.world_size, size);
   }
   const std::string ack = ack_path(path, launch.rank);
   write_file_atomically(ack, std::vector<std::uint8_t>(file->begin() + 16, file->begin() + 24),
@@ -146,8 +150,10 @@ std::vector<std::uint8_t> share_by_file_other(const LaunchInfo& launch, const Re
   for (int polls = 0; file_exists(path); ++polls) {
     if (deadline.passed()) {
       ::unlink(ack.c_str());
-      throw_runtime_error("rendezvous via file {}: rank {} timed out after {:g} s waiting for rank 0 to hear from "
-                          "every rank (one missing, or the file left from an earlier run?)", path, launch.rank, options.timeout_s);
+      throw_runtime_error(
+          "rendezvous via file {}: rank {} timed out after {:g} s waiting for rank 0 to hear from "
+          "every rank (one missing, or the file left from an earlier run?)",
+          path, launch.rank, options.timeout_s);
     }
     deadline.sleep(polls < 50 ? 10 : 100);
   }

@@ -27,8 +27,8 @@ using Clock = std::chrono::steady_clock;
 struct Deadline {
   Clock::time_point end;
   explicit Deadline(double seconds)
-      : end(Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                               std::chrono::duration<double>(std::min(seconds, 1e9)))) {}
+      : end(Clock::now() +
+            std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(std::min(seconds, 1e9)))) {}
   bool passed() const { return Clock::now() >= end; }
   int remaining_ms(int cap_ms = INT_MAX) const {
     const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(end - Clock::now()).count();

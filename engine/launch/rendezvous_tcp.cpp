@@ -16,8 +16,8 @@
 #include <set>
 #include <utility>
 
-#include "engine/launch/rendezvous_methods.h"
 #include "engine/core/check.h"
+#include "engine/launch/rendezvous_methods.h"
 
 namespace zt::detail {
 
@@ -142,8 +142,10 @@ std::vector<std::uint8_t> share_by_tcp_rank0(const LaunchInfo& launch, const Ren
     if (!recv_words(peer.fd(), hello, 3, peer_deadline) || hello[0] != kHelloMagic) continue;  // not a rank
     const auto rank = static_cast<int>(hello[1]);
     const auto world = static_cast<int>(hello[2]);
-    if (!send_words(peer.fd(), {kReplyMagic, static_cast<std::uint32_t>(launch.world_size),
-                                static_cast<std::uint32_t>(blob.size())}, peer_deadline)) {
+    if (!send_words(
+            peer.fd(),
+            {kReplyMagic, static_cast<std::uint32_t>(launch.world_size), static_cast<std::uint32_t>(blob.size())},
+            peer_deadline)) {
       continue;
     }
     if (world != launch.world_size) {
@@ -193,8 +195,10 @@ std::vector<std::uint8_t> share_by_tcp_other(const LaunchInfo& launch, const Ren
         }
       }
       std::uint32_t reply[3];
-      if (!send_words(s.fd(), {kHelloMagic, static_cast<std::uint32_t>(launch.rank),
-                               static_cast<std::uint32_t>(launch.world_size)}, deadline) ||
+      if (!send_words(
+              s.fd(),
+              {kHelloMagic, static_cast<std::uint32_t>(launch.rank), static_cast<std::uint32_t>(launch.world_size)},
+              deadline) ||
           !recv_words(s.fd(), reply, 3, deadline)) {
         last_error = "connection closed before rank 0 answered";
         continue;

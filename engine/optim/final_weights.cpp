@@ -22,12 +22,12 @@ void write_final_weights(const std::string& path, ShardedAdamW& optimizer, Memor
     }
   }
   if (!root) return;
-  save_model_weights(path, table,
-                     [&](int u) {
-                       return full[static_cast<std::size_t>(u)].view().slice(
-                           0, table.units()[static_cast<std::size_t>(u)].numel);
-                     },
-                     metadata);
+  save_model_weights(
+      path, table,
+      [&](int u) {
+        return full[static_cast<std::size_t>(u)].view().slice(0, table.units()[static_cast<std::size_t>(u)].numel);
+      },
+      metadata);
 }
 
 }  // namespace zt

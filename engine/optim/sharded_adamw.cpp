@@ -87,8 +87,8 @@ void ShardedAdamW::step(float lr, float grad_scale) {
     const TensorView params = master(unit), grads = store_.grad_shard(unit), working = store_.working_shard(unit);
     for (const DecayRun& r : runs_[u]) {
       slices.push_back(AdamWSlice{params.slice(r.at, r.n), grads.slice(r.at, r.n), m_[u].view().slice(r.at, r.n),
-                                       v_[u].view().slice(r.at, r.n),
-                                       mixed ? working.slice(r.at, r.n) : TensorView{}, r.decays});
+                                  v_[u].view().slice(r.at, r.n), mixed ? working.slice(r.at, r.n) : TensorView{},
+                                  r.decays});
     }
   }
   ops::adamw_update_slices(ctx_, slices, h, step_, grad_scale);

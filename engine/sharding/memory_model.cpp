@@ -15,7 +15,6 @@ namespace {
 
 constexpr std::int64_t kF32Bytes = 4;
 
-
 }  // namespace
 
 std::int64_t StageMemory::model_state_bytes() const {
@@ -56,8 +55,8 @@ StageMemory predict_rank_memory(const ParamTable& table, DType param_dtype, cons
     params += W * p.numel;
     grads += G * g.numel;
     optimizer_elems += o.numel;
-    m.padding_bytes += W * p.last_rank_padding + G * g.last_rank_padding +
-                       (master_per_elem + moments_per_elem) * o.last_rank_padding;
+    m.padding_bytes +=
+        W * p.last_rank_padding + G * g.last_rank_padding + (master_per_elem + moments_per_elem) * o.last_rank_padding;
   }
   const TransientPeaks t =
       replay_step(table, param_dtype, zero, world_size, options.deterministic, options.backend, schedule);

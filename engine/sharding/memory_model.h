@@ -17,7 +17,7 @@ namespace zt {
 
 // What the layout depends on beyond the table and dtype.
 struct ShardingOptions {
-  bool deterministic = false;              // the communicator's fixed-order reductions (more staging)
+  bool deterministic = false;                            // the communicator's fixed-order reductions (more staging)
   CollectiveBackend backend = CollectiveBackend::kHost;  // whose staging (predict_run_memory sets it)
 };
 
@@ -56,7 +56,7 @@ struct ModelStateBytes {
   double total() const { return parameters + gradients + optimizer_states; }
 };
 
-ModelStateBytes predict_model_states(std::int64_t psi, int stage, int world_size, int k = 12,
-                                     int bytes_per_param = 2, int bytes_per_grad = 2);
+ModelStateBytes predict_model_states(std::int64_t psi, int stage, int world_size, int k = 12, int bytes_per_param = 2,
+                                     int bytes_per_grad = 2);
 
 }  // namespace zt

@@ -143,8 +143,8 @@ class Replay {
     return b;
   }
 
-  ZeroOptions zero_;      // the scheduling options: overlap, prefetch, resharding, reductions in flight
-  StagePolicy policy_;    // what the stage keeps and how it reduces
+  ZeroOptions zero_;    // the scheduling options: overlap, prefetch, resharding, reductions in flight
+  StagePolicy policy_;  // what the stage keeps and how it reduces
   int world_;
   bool deterministic_;
   bool nccl_;

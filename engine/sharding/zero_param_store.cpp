@@ -173,8 +173,8 @@ void ZeroParamStore::grads_ready(int unit) {
     // an fp32 copy of the unit.
     ZT_CHECK(!pending_full_grads_[u].empty(), "grads_ready for unit {} without a contribution", unit);
     const bool whole = policy_.all_reduces_whole_unit();
-    Buffer reduced = ops::allocate(ctx_, tracker_, MemCategory::kCommBuffers, DType::kF32, whole ? s.numel : s.shard,
-                                   false);
+    Buffer reduced =
+        ops::allocate(ctx_, tracker_, MemCategory::kCommBuffers, DType::kF32, whole ? s.numel : s.shard, false);
     Work work;
     if (whole || policy_.solo) {
       ops::cast(ctx_, reduced.view(), pending_full_grads_[u].view().slice(0, reduced.numel()));
@@ -286,8 +286,9 @@ double ZeroParamStore::global_grad_sum_of_squares() {
   double partial = 0.0;
   for (double unit_sum : ops::sum_of_squares_each(ctx_, shards)) partial += unit_sum;  // unit order
   std::vector<double> partials(static_cast<std::size_t>(comm_.world_size()));
-  comm_.all_gather(TensorView{&partial, DType::kI32, Device::kCPU, Shape{2}},  // a double as 8 raw bytes
-                   TensorView{partials.data(), DType::kI32, Device::kCPU, Shape{2 * comm_.world_size()}})
+  comm_
+      .all_gather(TensorView{&partial, DType::kI32, Device::kCPU, Shape{2}},  // a double as 8 raw bytes
+                  TensorView{partials.data(), DType::kI32, Device::kCPU, Shape{2 * comm_.world_size()}})
       .wait();
   double total = 0.0;
   for (double p : partials) total += p;  // rank order

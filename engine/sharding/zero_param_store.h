@@ -116,17 +116,17 @@ class ZeroParamStore final : public ParamStore {
   ShardLayout opt_layout_;  // layout_, or a 1-way split at stage 0
   bool last_micro_batch_ = true;
 
-  std::vector<bool> sharded_;        // policy_.params_sharded, per unit
-  std::vector<Buffer> params_;       // full (padded at stages 1-3) or shard (sharded units)
-  std::vector<Buffer> gathered_;     // sharded units: the full unit while gathering or gathered
+  std::vector<bool> sharded_;     // policy_.params_sharded, per unit
+  std::vector<Buffer> params_;    // full (padded at stages 1-3) or shard (sharded units)
+  std::vector<Buffer> gathered_;  // sharded units: the full unit while gathering or gathered
   std::vector<UnitState> state_;
-  std::vector<bool> in_use_;         // between acquire and release
-  std::vector<Work> gathers_;        // a sharded unit's all-gather in flight (kGathering)
-  std::vector<Work> publishes_;      // a whole unit's all-gather of updated params in flight
-  std::vector<Buffer> grads_;        // full (stage 0; padded at 1, where the reduced shard lands in
-                                     // this rank's slice) or shard (stages 2-3)
-  std::vector<bool> grads_zero_;     // grads_[u] holds zero: no contribution since begin_step
-  std::vector<Buffer> pending_full_grads_;  // stages 2-3: a unit's full gradient until reduced
+  std::vector<bool> in_use_;                 // between acquire and release
+  std::vector<Work> gathers_;                // a sharded unit's all-gather in flight (kGathering)
+  std::vector<Work> publishes_;              // a whole unit's all-gather of updated params in flight
+  std::vector<Buffer> grads_;                // full (stage 0; padded at 1, where the reduced shard lands in
+                                             // this rank's slice) or shard (stages 2-3)
+  std::vector<bool> grads_zero_;             // grads_[u] holds zero: no contribution since begin_step
+  std::vector<Buffer> pending_full_grads_;   // stages 2-3: a unit's full gradient until reduced
   std::deque<PendingReduction> reductions_;  // gradient collectives in flight, oldest first
 
   // The pass in progress (none: calls are synchronous and unchecked, e.g. gather_unit_f32).

@@ -31,9 +31,10 @@ DataSource::DataSource(const RunConfig& c) {
   } else {
     const fs::path dir(d.dataset);
     if (!fs::is_directory(dir)) {
-      throw_input_error("config error in {}: data.dataset = \"{}\" is neither \"embedded\" nor a directory (make one "
-                        "with: zerotrain prepare --text FILE --out {})",
-                        c.source, d.dataset, d.dataset);
+      throw_input_error(
+          "config error in {}: data.dataset = \"{}\" is neither \"embedded\" nor a directory (make one "
+          "with: zerotrain prepare --text FILE --out {})",
+          c.source, d.dataset, d.dataset);
     }
     if (!vocab_ && fs::exists(dir / "vocab.json")) vocab_ = data::Vocab::load((dir / "vocab.json").string());
     open_files(c, (dir / "train.bin").string(), (dir / "val.bin").string());

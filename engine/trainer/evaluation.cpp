@@ -32,10 +32,10 @@ void sample(TrainerState& s, int step, TrainSummary& summary) {
   if (s.data.vocab()) {
     for (std::uint16_t t : s.data.vocab()->encode(c.log.sample_prompt)) prompt.push_back(t);
   }
-  const auto tokens = generate_tokens(sampler, s.store, prompt,
-                                      {c.log.sample_tokens, c.log.sample_temperature, c.log.sample_top_k,
-                                       c.train.seed + static_cast<std::uint64_t>(step),
-                                       s.data.vocab() ? s.data.vocab()->size() : 0});
+  const auto tokens =
+      generate_tokens(sampler, s.store, prompt,
+                      {c.log.sample_tokens, c.log.sample_temperature, c.log.sample_top_k,
+                       c.train.seed + static_cast<std::uint64_t>(step), s.data.vocab() ? s.data.vocab()->size() : 0});
   summary.sample = s.data.vocab() ? s.data.vocab()->decode(tokens) : fmt::format("{}", fmt::join(tokens, " "));
   s.log({{"type", "sample"}, {"step", step}, {"text", summary.sample}});
   s.progress.message(fmt::format("step {}: sample:\n{}\n---", step, summary.sample));

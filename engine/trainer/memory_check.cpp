@@ -106,13 +106,15 @@ void check_memory_fits(const RunConfig& c, int world_size, int device_index) {
   for (int i = 0; i < kNumMemCategories; ++i) {
     const auto cat = static_cast<MemCategory>(i);
     if (predicted[cat] == 0) continue;
-    categories += fmt::format("{}{} {}", categories.empty() ? "" : ", ", mem_category_name(cat), format_bytes(predicted[cat]));
+    categories +=
+        fmt::format("{}{} {}", categories.empty() ? "" : ", ", mem_category_name(cat), format_bytes(predicted[cat]));
   }
-  throw_input_error("config error in {}: the run needs {} per rank at ZeRO stage {} on {} rank(s) ({}), more than "
-                    "{} offers: {}; lower train.micro_batch (with train.grad_accum to keep the batch), raise "
-                    "zero.stage, add ranks or checkpoint activations, or set train.check_memory = false to try anyway",
-                    c.source, format_bytes(predicted.total_bytes()), c.zero.stage, world_size, categories, offer.what,
-                    format_bytes(offer.bytes));
+  throw_input_error(
+      "config error in {}: the run needs {} per rank at ZeRO stage {} on {} rank(s) ({}), more than "
+      "{} offers: {}; lower train.micro_batch (with train.grad_accum to keep the batch), raise "
+      "zero.stage, add ranks or checkpoint activations, or set train.check_memory = false to try anyway",
+      c.source, format_bytes(predicted.total_bytes()), c.zero.stage, world_size, categories, offer.what,
+      format_bytes(offer.bytes));
 }
 
 }  // namespace zt

@@ -22,13 +22,15 @@ std::string compact_memory(const MemorySnapshot& s) {
 
 nlohmann::json memory_json(const MemorySnapshot& s) {
   nlohmann::json j = nlohmann::json::object();
-  for (int i = 0; i < kNumMemCategories; ++i) j[std::string(mem_category_name(static_cast<MemCategory>(i)))] = s.peak_bytes[i];
+  for (int i = 0; i < kNumMemCategories; ++i)
+    j[std::string(mem_category_name(static_cast<MemCategory>(i)))] = s.peak_bytes[i];
   return j;
 }
 
 nlohmann::json memory_json(const StageMemory& m) {
   nlohmann::json j = nlohmann::json::object();
-  for (int i = 0; i < kNumMemCategories; ++i) j[std::string(mem_category_name(static_cast<MemCategory>(i)))] = m.bytes[i];
+  for (int i = 0; i < kNumMemCategories; ++i)
+    j[std::string(mem_category_name(static_cast<MemCategory>(i)))] = m.bytes[i];
   return j;
 }
 
@@ -42,7 +44,8 @@ std::vector<MemorySnapshot> gather_memory_snapshots(Communicator& comm, const Me
       .wait();
   std::vector<MemorySnapshot> out(static_cast<std::size_t>(N));
   for (int r = 0; r < N; ++r) {
-    for (int c = 0; c < kNumMemCategories; ++c) out[static_cast<std::size_t>(r)].peak_bytes[c] = all[r * kNumMemCategories + c];
+    for (int c = 0; c < kNumMemCategories; ++c)
+      out[static_cast<std::size_t>(r)].peak_bytes[c] = all[r * kNumMemCategories + c];
   }
   return out;
 }
@@ -50,9 +53,10 @@ std::vector<MemorySnapshot> gather_memory_snapshots(Communicator& comm, const Me
 std::string format_measured_vs_predicted(const RunConfig& config, const std::vector<MemorySnapshot>& per_rank) {
   const int N = static_cast<int>(per_rank.size());
   const StageMemory predicted = predict_run_memory(config, config.zero.stage, N);
-  std::string out = fmt::format("memory per rank, ZeRO stage {} on {} rank(s): measured peak beside the prediction "
-                                "(docs/zero_memory.md)\n",
-                                config.zero.stage, N);
+  std::string out = fmt::format(
+      "memory per rank, ZeRO stage {} on {} rank(s): measured peak beside the prediction "
+      "(docs/zero_memory.md)\n",
+      config.zero.stage, N);
   out += fmt::format("{:<18} {:>12} {:>12} {:>12} {:>8}\n", "category", "predicted", "rank 0", "max rank", "ratio");
   for (int c = 0; c < kNumMemCategories; ++c) {
     const auto cat = static_cast<MemCategory>(c);
@@ -63,13 +67,14 @@ std::string format_measured_vs_predicted(const RunConfig& config, const std::vec
                        format_bytes(per_rank[0].peak_bytes[c]), format_bytes(worst),
                        p > 0 ? fmt::format("{:.3f}", static_cast<double>(worst) / static_cast<double>(p)) : "-");
   }
-  out += fmt::format("(padding in the prediction: {}; a training step's peaks equal the prediction to the byte{}, "
-                     "while evaluation, sampling and the final gather may add workspace and activations)\n",
-                     format_bytes(predicted.padding_bytes),
-                     config.device == Device::kCUDA
-                         ? " but for the CUDA kernels' transient scratch in workspace (partial sums, the embedding "
-                           "backward's sort: kilobytes to a few MB)"
-                         : "");
+  out += fmt::format(
+      "(padding in the prediction: {}; a training step's peaks equal the prediction to the byte{}, "
+      "while evaluation, sampling and the final gather may add workspace and activations)\n",
+      format_bytes(predicted.padding_bytes),
+      config.device == Device::kCUDA
+          ? " but for the CUDA kernels' transient scratch in workspace (partial sums, the embedding "
+            "backward's sort: kilobytes to a few MB)"
+          : "");
   return out;
 }
 

@@ -16,7 +16,8 @@
 
 namespace zt {
 
-std::string resolve_resume_checkpoint(Communicator& comm, const std::string& arg, const std::string& checkpoint_folder) {
+std::string resolve_resume_checkpoint(Communicator& comm, const std::string& arg,
+                                      const std::string& checkpoint_folder) {
   const bool latest = arg == "latest";
   const std::string where = latest ? checkpoint_folder : arg;
   // What rank 0 tells the others: the step of the chosen checkpoint (-1: none) and whether it is
@@ -26,7 +27,8 @@ std::string resolve_resume_checkpoint(Communicator& comm, const std::string& arg
   if (comm.rank() == 0) {
     try {
       if (latest && !std::filesystem::is_directory(where)) {
-        throw_input_error("--resume latest: no checkpoint to resume from (checkpoint folder '{}' does not exist)", where);
+        throw_input_error("--resume latest: no checkpoint to resume from (checkpoint folder '{}' does not exist)",
+                          where);
       }
       const ckpt::ResolvedCheckpoint resolved = ckpt::resolve_checkpoint(where, ckpt::Validation::kChecksums);
       for (const std::string& note : resolved.notes) fmt::print("resume: {}\n", note);
@@ -61,9 +63,10 @@ std::vector<std::string> check_resume_fits(const std::string& checkpoint, const 
   }
   std::vector<std::string> changes = trajectory_changes(saved_config, saved_world_size, now);
   if (!changes.empty() && !allow_config_change) {
-    throw_input_error("--resume {}: the config changes what the run's trajectory depends on ({}); continuing would "
-                      "not be the run that was saved (pass --allow-config-change to continue anyway)",
-                      checkpoint, fmt::format("{}", fmt::join(changes, "; ")));
+    throw_input_error(
+        "--resume {}: the config changes what the run's trajectory depends on ({}); continuing would "
+        "not be the run that was saved (pass --allow-config-change to continue anyway)",
+        checkpoint, fmt::format("{}", fmt::join(changes, "; ")));
   }
   return changes;
 }
@@ -75,9 +78,9 @@ std::vector<std::string> trajectory_changes(const nlohmann::json& saved, int sav
     return doc.contains(section) && doc[section].contains(key) ? doc[section][key] : nlohmann::json();
   };
   const std::pair<const char*, const char*> keys[] = {
-      {"train", "seed"},         {"train", "seq_len"},   {"model", "dropout"},     {"optim", "lr"},
-      {"optim", "min_lr"},       {"optim", "warmup_steps"}, {"optim", "decay"},    {"optim", "decay_steps"},
-      {"optim", "beta1"},        {"optim", "beta2"},     {"optim", "eps"},         {"optim", "weight_decay"},
+      {"train", "seed"},     {"train", "seq_len"},      {"model", "dropout"}, {"optim", "lr"},
+      {"optim", "min_lr"},   {"optim", "warmup_steps"}, {"optim", "decay"},   {"optim", "decay_steps"},
+      {"optim", "beta1"},    {"optim", "beta2"},        {"optim", "eps"},     {"optim", "weight_decay"},
       {"optim", "grad_clip"}};
   for (const auto& [section, key] : keys) {
     const nlohmann::json before = at(saved, section, key), after = at(current, section, key);
@@ -87,12 +90,12 @@ std::vector<std::string> trajectory_changes(const nlohmann::json& saved, int sav
   const nlohmann::json mb = at(saved, "train", "micro_batch"), ga = at(saved, "train", "grad_accum");
   if (mb.is_number_integer() && ga.is_number_integer()) {
     const std::int64_t before = mb.get<std::int64_t>() * ga.get<std::int64_t>() * saved_world_size;
-    const std::int64_t after =
-        std::int64_t{now.train.micro_batch} * now.train.grad_accum * now.world_size;
+    const std::int64_t after = std::int64_t{now.train.micro_batch} * now.train.grad_accum * now.world_size;
     if (before != after) {
-      changes.push_back(fmt::format("global batch (micro_batch x grad_accum x ranks): {} x {} x {} = {} -> {} x {} x {} = {}",
-                                    mb.get<std::int64_t>(), ga.get<std::int64_t>(), saved_world_size, before,
-                                    now.train.micro_batch, now.train.grad_accum, now.world_size, after));
+      changes.push_back(
+          fmt::format("global batch (micro_batch x grad_accum x ranks): {} x {} x {} = {} -> {} x {} x {} = {}",
+                      mb.get<std::int64_t>(), ga.get<std::int64_t>(), saved_world_size, before, now.train.micro_batch,
+                      now.train.grad_accum, now.world_size, after));
     }
   }
   return changes;

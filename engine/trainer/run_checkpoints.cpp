@@ -24,8 +24,8 @@ RunProgress start_run(TrainerState& s, const std::string& resume_checkpoint, boo
   const std::vector<std::string> changes =
       check_resume_fits(resume_checkpoint, m.model, m.config, m.world_size, c, allow_config_change);
   if (!changes.empty()) {
-    s.progress.message(fmt::format("resume: continuing with a changed config (--allow-config-change): {}",
-                                   fmt::join(changes, "; ")));
+    s.progress.message(
+        fmt::format("resume: continuing with a changed config (--allow-config-change): {}", fmt::join(changes, "; ")));
     s.log({{"type", "config_change"}, {"step", m.position.step}, {"changes", changes}});
   }
   ckpt::restore_training_state(reader, s.store, s.optimizer);  // publishes; the first acquire waits for it
@@ -41,8 +41,11 @@ RunProgress start_run(TrainerState& s, const std::string& resume_checkpoint, boo
                                      dropped, run.start_step));
     }
   }
-  s.log({{"type", "resume"}, {"step", run.start_step}, {"checkpoint", resume_checkpoint},
-         {"saved_world_size", m.world_size}, {"saved_zero_stage", m.zero_stage}});
+  s.log({{"type", "resume"},
+         {"step", run.start_step},
+         {"checkpoint", resume_checkpoint},
+         {"saved_world_size", m.world_size},
+         {"saved_zero_stage", m.zero_stage}});
   s.progress.message(fmt::format("resumed from {} at step {} (saved by {} rank(s) at ZeRO stage {}; sample {})",
                                  resume_checkpoint, run.start_step, m.world_size, m.zero_stage, run.start_sample));
   return run;
@@ -59,12 +62,17 @@ void save_checkpoint(TrainerState& s, RunProgress& run, int steps_completed) {
   meta.model = ckpt::gpt_model_json(c.model);
   meta.config = c.to_json();
   meta.extra = {{"skipped_steps", run.summary.skipped_steps}, {"consecutive_skips", run.consecutive_skips}};
-  const ckpt::SaveResult r = ckpt::save_training_state(s.comm, c.checkpoint.folder_for(s.run_dir), s.store,
-                                                       s.optimizer, meta, c.checkpoint.keep_last);
+  const ckpt::SaveResult r = ckpt::save_training_state(s.comm, c.checkpoint.folder_for(s.run_dir), s.store, s.optimizer,
+                                                       meta, c.checkpoint.keep_last);
   run.last_saved_step = steps_completed;
   run.last_saved_path = r.path;
-  s.log({{"type", "checkpoint"}, {"step", steps_completed}, {"path", r.path}, {"seconds", r.seconds},
-         {"rank_bytes", r.rank_bytes}, {"total_bytes", r.total_bytes}, {"ranks", s.comm.world_size()}});
+  s.log({{"type", "checkpoint"},
+         {"step", steps_completed},
+         {"path", r.path},
+         {"seconds", r.seconds},
+         {"rank_bytes", r.rank_bytes},
+         {"total_bytes", r.total_bytes},
+         {"ranks", s.comm.world_size()}});
   s.progress.message(fmt::format("step {}: saved checkpoint {} ({:.2f} MB in {} rank file(s)) in {:.2f} s",
                                  steps_completed, r.path, r.total_bytes / 1e6, s.comm.world_size(), r.seconds));
   if (!r.warning.empty()) {

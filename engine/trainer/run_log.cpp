@@ -115,9 +115,9 @@ void report_op_profile(const OpProfiler& profiler, const std::string& path, nloh
     progress.message(fmt::format("op profile: no step after the warm-up step to profile; {} lists no ops", path));
     return;
   }
-  progress.message(fmt::format("op profile over {} step(s) after {} warm-up step(s), {}: {} ({})\n{}",
-                               profiler.steps(), j.value("warmup_steps_excluded", 0), j.value("timing", std::string()),
-                               path, j.value("device", std::string()), profiler.format_table()));
+  progress.message(fmt::format("op profile over {} step(s) after {} warm-up step(s), {}: {} ({})\n{}", profiler.steps(),
+                               j.value("warmup_steps_excluded", 0), j.value("timing", std::string()), path,
+                               j.value("device", std::string()), profiler.format_table()));
 }
 
 }  // namespace zt

@@ -7,10 +7,9 @@
 namespace zt {
 
 StageMemory predict_run_memory(const RunConfig& config, int stage, int world_size, const ShardingOptions& options) {
-  const ModelFootprint footprint =
-      gpt::predict_footprint(config.model, config.train.micro_batch, config.train.seq_len,
-                             config.train.activation_checkpointing, config.param_dtype, config.device,
-                             config.activation_dtype);
+  const ModelFootprint footprint = gpt::predict_footprint(config.model, config.train.micro_batch, config.train.seq_len,
+                                                          config.train.activation_checkpointing, config.param_dtype,
+                                                          config.device, config.activation_dtype);
   ShardingOptions o = options;
   o.deterministic = o.deterministic || config.train.deterministic;
   o.backend = store_collective_backend(config.device, world_size);

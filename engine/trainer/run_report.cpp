@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/trainer/run_memory.h"
 #include "engine/trainer/memory_report.h"
+#include "engine/trainer/run_memory.h"
 
 namespace zt {
 
@@ -24,8 +24,14 @@ void report_step(TrainerState& s, const RunProgress& run, int step, const StepRe
   const double step_ms = std::chrono::duration<double, std::milli>(now - meter.start).count();
   const double tokens_per_s = static_cast<double>(tokens_per_step) / (step_ms / 1000.0);
   const MemorySnapshot mem = s.tracker.snapshot();
-  s.log({{"type", "train"}, {"step", step}, {"loss", r.loss}, {"lr", r.lr}, {"grad_norm", r.grad_norm},
-         {"step_ms", step_ms}, {"tokens_per_s", tokens_per_s}, {"tokens", tokens_per_step},
+  s.log({{"type", "train"},
+         {"step", step},
+         {"loss", r.loss},
+         {"lr", r.lr},
+         {"grad_norm", r.grad_norm},
+         {"step_ms", step_ms},
+         {"tokens_per_s", tokens_per_s},
+         {"tokens", tokens_per_step},
          {"comm_elements_sent", s.store_comm().elements_sent() - meter.elements_sent_before},
          {"comm_wait_ms", 1000.0 * (comm_wait_seconds() - meter.wait_seconds_before)},
          {"memory_peak_bytes", memory_json(mem)}});
@@ -41,8 +47,12 @@ void report_step(TrainerState& s, const RunProgress& run, int step, const StepRe
     const StageMemory predicted = predict_run_memory(c, c.zero.stage, s.comm.world_size());
     nlohmann::json measured = nlohmann::json::array();
     for (const MemorySnapshot& rank : ranks) measured.push_back(memory_json(rank));
-    s.log({{"type", "memory"}, {"step", step}, {"stage", c.zero.stage}, {"ranks", s.comm.world_size()},
-           {"predicted_bytes", memory_json(predicted)}, {"predicted_padding_bytes", predicted.padding_bytes},
+    s.log({{"type", "memory"},
+           {"step", step},
+           {"stage", c.zero.stage},
+           {"ranks", s.comm.world_size()},
+           {"predicted_bytes", memory_json(predicted)},
+           {"predicted_padding_bytes", predicted.padding_bytes},
            {"measured_peak_bytes", measured}});
     s.progress.message(format_measured_vs_predicted(c, ranks));
   }

@@ -31,8 +31,10 @@ void check_before_training(const RunConfig& c, const std::string& run_dir, const
     try {
       (void)vocab->encode(c.log.sample_prompt);
     } catch (const InputError& e) {
-      throw_input_error("config error in {}: log.sample_prompt cannot be sampled from: {} (the dataset's vocabulary; "
-                        "the run would fail at its first sample)", c.source, e.what());
+      throw_input_error(
+          "config error in {}: log.sample_prompt cannot be sampled from: {} (the dataset's vocabulary; "
+          "the run would fail at its first sample)",
+          c.source, e.what());
     }
   }
   const fs::path folder = c.checkpoint.folder_for(run_dir);

@@ -12,8 +12,8 @@ namespace zt {
 std::vector<std::int32_t> generate_tokens(gpt::GptModel& model, ParamStore& store, std::vector<std::int32_t> tokens,
                                           const SamplingOptions& options) {
   const int T = static_cast<int>(model.dims().T);
-  const int V = options.vocab_limit > 0 ? std::min(options.vocab_limit, model.config().vocab_size)
-                                        : model.config().vocab_size;
+  const int V =
+      options.vocab_limit > 0 ? std::min(options.vocab_limit, model.config().vocab_size) : model.config().vocab_size;
   const int row_stride = model.config().vocab_size;
   ZT_CHECK(model.dims().B == 1, "sampling runs on a batch-1 model");
   if (tokens.empty()) tokens.push_back(0);
@@ -31,8 +31,9 @@ std::vector<std::int32_t> generate_tokens(gpt::GptModel& model, ParamStore& stor
 
     for (int v = 0; v < V; ++v) ranked[static_cast<std::size_t>(v)] = {row[v], v};
     const int k = options.top_k > 0 ? std::min(options.top_k, V) : V;
-    std::partial_sort(ranked.begin(), ranked.begin() + k, ranked.end(),
-                      [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); });
+    std::partial_sort(ranked.begin(), ranked.begin() + k, ranked.end(), [](const auto& a, const auto& b) {
+      return a.first > b.first || (a.first == b.first && a.second < b.second);
+    });
     double total = 0.0;
     for (int i = 0; i < k; ++i) {
       probs[static_cast<std::size_t>(i)] = std::exp((ranked[static_cast<std::size_t>(i)].first - ranked[0].first) /
@@ -40,8 +41,9 @@ std::vector<std::int32_t> generate_tokens(gpt::GptModel& model, ParamStore& stor
       total += probs[static_cast<std::size_t>(i)];
     }
     const std::uint64_t position = tokens.size();
-    const auto r = philox4x32({static_cast<std::uint32_t>(position), static_cast<std::uint32_t>(position >> 32), 0x5A3Du, 0u},
-                              {static_cast<std::uint32_t>(options.seed), static_cast<std::uint32_t>(options.seed >> 32)});
+    const auto r =
+        philox4x32({static_cast<std::uint32_t>(position), static_cast<std::uint32_t>(position >> 32), 0x5A3Du, 0u},
+                   {static_cast<std::uint32_t>(options.seed), static_cast<std::uint32_t>(options.seed >> 32)});
     double u = uint_to_unit_open(r[0]) * total;
     int chosen = ranked[static_cast<std::size_t>(k - 1)].second;
     for (int i = 0; i < k; ++i) {

@@ -74,8 +74,8 @@ bool skip_nonfinite_step(TrainerState& s, RunProgress& run, int step, const Step
 Trainer::Trainer(RunConfig config, std::string run_dir, Communicator& comm, MemoryTracker& tracker,
                  std::string resume_checkpoint)
     : config_(std::move(config)), run_dir_(std::move(run_dir)), resume_checkpoint_(std::move(resume_checkpoint)) {
-  ZT_CHECK(config_.world_size == comm.world_size(), "config resolved for {} ranks, running on {}",
-           config_.world_size, comm.world_size());
+  ZT_CHECK(config_.world_size == comm.world_size(), "config resolved for {} ranks, running on {}", config_.world_size,
+           comm.world_size());
   // Before anything is allocated or written: a run that cannot fit is refused with the prediction beside the offer.
   check_memory_fits(config_, comm.world_size(), rank_device_index(config_));
   if (comm.rank() == 0) {
@@ -138,7 +138,7 @@ StepResult Trainer::train_step(int step, const RunProgress& run) {
   TrainerState& s = *state_;
   const int B = c.train.micro_batch, T = c.train.seq_len, accum = c.train.grad_accum;
   const float loss_scale = 1.0f / static_cast<float>(accum);  // the step's loss: the micro-batches' mean
-  s.store.begin_step();  // zero the gradients
+  s.store.begin_step();                                       // zero the gradients
   double loss_sum = 0.0;
   for (int micro = 0; micro < accum; ++micro) {
     s.comm.set_context(fmt::format("step {} micro-batch {}", step + 1, micro));

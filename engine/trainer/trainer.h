@@ -20,8 +20,8 @@ struct RunProgress;
 struct StepResult;
 
 struct TrainSummary {
-  int steps_done = 0;        // optimizer steps taken (over the whole run, resumed ones included)
-  int skipped_steps = 0;     // steps skipped for a non-finite loss or gradient
+  int steps_done = 0;     // optimizer steps taken (over the whole run, resumed ones included)
+  int skipped_steps = 0;  // steps skipped for a non-finite loss or gradient
   bool stopped_nonfinite = false;
   // A stop request (SIGTERM/SIGINT/SIGUSR1 on any rank, see engine/launch/signals.h) ended the run
   // early: the signal seen on this rank (-1: it came to another rank), the steps completed and the

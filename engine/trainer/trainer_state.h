@@ -56,8 +56,7 @@ struct TrainerState {
   int inject_nonfinite_step = 0;
 
   // `config` must outlive the state (the Trainer owns both).
-  TrainerState(const RunConfig& config, std::string run_dir, Communicator& comm, MemoryTracker& tracker,
-               bool resuming);
+  TrainerState(const RunConfig& config, std::string run_dir, Communicator& comm, MemoryTracker& tracker, bool resuming);
 
   void log(const nlohmann::json& record) {
     if (metrics) metrics->write(record);
@@ -74,10 +73,10 @@ struct RunProgress {
   int start_step = 0;
   std::int64_t start_sample = 0, start_tokens = 0;
   std::chrono::steady_clock::time_point started;  // when the first step of this run began
-  int consecutive_skips = 0;  // non-finite steps skipped in a row (a checkpoint carries it)
-  int steps_this_run = 0;     // optimizer steps taken since start_step
-  int profiled_steps = 0;     // log.profile_ops: steps timed, the first (warm-up) discarded
-  int last_saved_step = -1;   // the last checkpoint this run saved, and where
+  int consecutive_skips = 0;                      // non-finite steps skipped in a row (a checkpoint carries it)
+  int steps_this_run = 0;                         // optimizer steps taken since start_step
+  int profiled_steps = 0;                         // log.profile_ops: steps timed, the first (warm-up) discarded
+  int last_saved_step = -1;                       // the last checkpoint this run saved, and where
   std::string last_saved_path;
   TrainSummary summary;  // what Trainer::run returns
 

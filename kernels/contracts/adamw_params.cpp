@@ -27,8 +27,8 @@ void check_adamw_operands(const TensorView& param, const TensorView& grad, const
            "param, m and v must be F32");
   ZT_CHECK(grad.dtype == DType::kF32 || grad.dtype == DType::kBF16, "grad must be F32 or BF16, is {}",
            dtype_name(grad.dtype));
-  ZT_CHECK(grad.numel() == n && m.numel() == n && v.numel() == n, "adamw: lengths differ (param {}, grad {}, m {}, v {})",
-           n, grad.numel(), m.numel(), v.numel());
+  ZT_CHECK(grad.numel() == n && m.numel() == n && v.numel() == n,
+           "adamw: lengths differ (param {}, grad {}, m {}, v {})", n, grad.numel(), m.numel(), v.numel());
   if (working_out.data != nullptr) {
     ZT_CHECK(working_out.dtype == DType::kF32 || working_out.dtype == DType::kBF16, "working_out must be F32 or BF16");
     ZT_CHECK(working_out.numel() == n, "working_out has {} elements, param {}", working_out.numel(), n);

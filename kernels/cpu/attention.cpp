@@ -113,8 +113,8 @@ void copy_head_transposed(float* dst, std::int64_t Tp, const float* src, std::in
 
 // Writes rows [r0, min(r0 + kTileRows, T)) of a tile (row stride tile_stride) to dst rows
 // (row stride dst_stride), hs floats each.
-void store_tile_rows(float* dst, std::int64_t dst_stride, const float* tile, std::int64_t tile_stride,
-                     std::int64_t r0, std::int64_t T, std::int64_t hs) {
+void store_tile_rows(float* dst, std::int64_t dst_stride, const float* tile, std::int64_t tile_stride, std::int64_t r0,
+                     std::int64_t T, std::int64_t hs) {
   for (std::int64_t r = 0; r < kTileRows && r0 + r < T; ++r) {
     std::memcpy(dst + (r0 + r) * dst_stride, tile + r * tile_stride, hs * sizeof(float));
   }
@@ -122,8 +122,8 @@ void store_tile_rows(float* dst, std::int64_t dst_stride, const float* tile, std
 
 // Row t of head h in sample `sample` is elements [(h * T + t) * T, ... + len) of the sample's mask
 // (see attention.h); scale[k] = mask / (1 - p) for its first len = t + 1 (causal) entries.
-void dropout_row_scale(const DropoutSpec& dropout, std::int64_t sample, std::int64_t h, std::int64_t t,
-                       std::int64_t T, float* scale) {
+void dropout_row_scale(const DropoutSpec& dropout, std::int64_t sample, std::int64_t h, std::int64_t t, std::int64_t T,
+                       float* scale) {
   dropout_detail::mask_scale_row(dropout, sample, (h * T + t) * T, t + 1, scale);
 }
 
@@ -152,8 +152,8 @@ void attention_forward(const ExecContext& ctx, TensorView out, TensorView att, T
 #pragma omp parallel num_threads(ctx.num_threads)
   {
     std::vector<float> k_t(hs * Tp), q_c(Tp * hs), v_c(Tp * hsp);  // this head's k^T, q, v
-    std::vector<float> s(kTileRows * Tp), o(kTileRows * hsp);     // a tile's scores, its output rows
-    std::vector<float> mask(drop ? T : 0);                          // a row's dropout scale factors
+    std::vector<float> s(kTileRows * Tp), o(kTileRows * hsp);      // a tile's scores, its output rows
+    std::vector<float> mask(drop ? T : 0);                         // a row's dropout scale factors
 #pragma omp for schedule(static)
     for (std::int64_t bh = 0; bh < d.B * d.NH; ++bh) {
       const std::int64_t b = bh / d.NH, h = bh % d.NH;
@@ -199,8 +199,7 @@ void attention_backward(const ExecContext& ctx, TensorView dqkv, TensorView dout
   dropout_rules::check_spec(dropout, d.NH * d.T * d.T);
   if (qkv.dtype == DType::kBF16) {
     using detail::Access;
-    detail::stage_rows(ctx,
-                       {{dqkv, Access::kWrite}, {dout, Access::kRead}, {qkv, Access::kRead}, {att, Access::kRead}},
+    detail::stage_rows(ctx, {{dqkv, Access::kWrite}, {dout, Access::kRead}, {qkv, Access::kRead}, {att, Access::kRead}},
                        [&](std::int64_t first, std::int64_t, std::span<const TensorView> v) {
                          DropoutSpec chunk = dropout;
                          chunk.first_sample += first;
@@ -220,7 +219,7 @@ void attention_backward(const ExecContext& ctx, TensorView dqkv, TensorView dout
 #pragma omp parallel num_threads(ctx.num_threads)
   {
     std::vector<float> v_t(hs * Tp), do_c(Tp * hsp), q_c(Tp * hsp), k_c(Tp * hsp);  // head copies
-    std::vector<float> p(Tp * Tp);  // this head's att, zero-padded (dropped with dropout); then d preatt
+    std::vector<float> p(Tp * Tp);          // this head's att, zero-padded (dropped with dropout); then d preatt
     std::vector<float> mask(drop ? T : 0);  // a row's dropout scale factors
     std::vector<float> dp(kTileRows * Tp), tile(kTileRows * hsp);
 #pragma omp for schedule(static)

@@ -21,8 +21,8 @@ namespace zt::cpu {
 
 namespace {
 
-using SgemmFn = void (*)(int order, int trans_a, int trans_b, int m, int n, int k, float alpha, const float* a,
-                         int lda, const float* b, int ldb, float beta, float* c, int ldc);
+using SgemmFn = void (*)(int order, int trans_a, int trans_b, int m, int n, int k, float alpha, const float* a, int lda,
+                         const float* b, int ldb, float beta, float* c, int ldc);
 using SetThreadsFn = void (*)(int);
 using GetStringFn = char* (*)();
 
@@ -40,8 +40,8 @@ struct Blas {
 
 const char* detect_core_type() {
   __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq")) {
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+      __builtin_cpu_supports("avx512dq")) {
     return "SkylakeX";
   }
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "Haswell";
@@ -62,8 +62,8 @@ Blas& load_blas() {
       blas.info.core_type_source = "library default";
     }
     const char* candidates[] = {std::getenv("ZT_OPENBLAS_LIB"),
-                                "/usr/lib/x86_64-linux-gnu/openblas-openmp/libopenblas.so.0",
-                                "libopenblas.so.0", "libopenblas.so"};
+                                "/usr/lib/x86_64-linux-gnu/openblas-openmp/libopenblas.so.0", "libopenblas.so.0",
+                                "libopenblas.so"};
     void* handle = nullptr;
     for (const char* path : candidates) {
       if (path == nullptr || *path == '\0') continue;

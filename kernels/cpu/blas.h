@@ -8,10 +8,10 @@
 namespace zt::cpu {
 
 struct BlasInfo {
-  std::string library_path;  // the file that was loaded
-  std::string core_name;     // what OpenBLAS says it runs on (openblas_get_corename)
+  std::string library_path;      // the file that was loaded
+  std::string core_name;         // what OpenBLAS says it runs on (openblas_get_corename)
   std::string core_type_source;  // "user" (OPENBLAS_CORETYPE was set), "detected", or "library default"
-  std::string config;        // openblas_get_config()
+  std::string config;            // openblas_get_config()
 };
 
 // Loads OpenBLAS on first use; throws RuntimeError if no OpenBLAS library can be loaded.

@@ -24,8 +24,7 @@ CeDims check_dims(const TensorView& probs, const TensorView& targets, int vocab_
   ZT_CHECK(probs.shape.ndim() >= 1);
   CeDims d;
   d.padded_vocab = probs.shape[probs.shape.ndim() - 1];
-  ZT_CHECK(vocab_size > 0 && vocab_size <= d.padded_vocab, "vocab_size {} outside (0, {}]", vocab_size,
-           d.padded_vocab);
+  ZT_CHECK(vocab_size > 0 && vocab_size <= d.padded_vocab, "vocab_size {} outside (0, {}]", vocab_size, d.padded_vocab);
   d.rows = probs.numel() / d.padded_vocab;
   ZT_CHECK(targets.numel() == d.rows, "targets has {} elements, logits {} rows", targets.numel(), d.rows);
   // Checked before any parallel loop: an exception must not leave an OpenMP region.

@@ -65,8 +65,8 @@ void philox_batch(std::uint32_t (&r)[4 * kBatch], std::uint32_t blk0, std::uint3
   for (int v = 0; v < kVecs; ++v) {
     const __m256i x = _mm256_or_si256(c0[v], _mm256_slli_epi64(c1[v], 32));  // [c0 c1] of blocks 0..3
     const __m256i y = _mm256_or_si256(c2[v], _mm256_slli_epi64(c3[v], 32));  // [c2 c3] of blocks 0..3
-    const __m256i lo = _mm256_unpacklo_epi64(x, y);                           // blocks 0, 2
-    const __m256i hi = _mm256_unpackhi_epi64(x, y);                           // blocks 1, 3
+    const __m256i lo = _mm256_unpacklo_epi64(x, y);                          // blocks 0, 2
+    const __m256i hi = _mm256_unpackhi_epi64(x, y);                          // blocks 1, 3
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(r + 16 * v), _mm256_permute2x128_si256(lo, hi, 0x20));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(r + 16 * v + 8), _mm256_permute2x128_si256(lo, hi, 0x31));
   }
@@ -99,7 +99,6 @@ void mask_scale_row(const DropoutSpec& spec, std::int64_t sample, std::int64_t j
 }
 
 }  // namespace dropout_detail
-
 
 namespace {
 

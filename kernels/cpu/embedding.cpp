@@ -18,8 +18,8 @@ float widen(bf16 v) { return bf16_to_float(v); }
 
 // The forward into an fp32 out (the whole out, or a bf16 out's staged rows) from tables of type P.
 template <typename P>
-void embed_rows(const ExecContext& ctx, float* o, const std::int32_t* tok, const P* te, const P* pe,
-                std::int64_t rows, std::int64_t T, std::int64_t C) {
+void embed_rows(const ExecContext& ctx, float* o, const std::int32_t* tok, const P* te, const P* pe, std::int64_t rows,
+                std::int64_t T, std::int64_t C) {
 #pragma omp parallel for num_threads(ctx.num_threads) schedule(static)
   for (std::int64_t bt = 0; bt < rows; ++bt) {
     const P* te_row = te + static_cast<std::int64_t>(tok[bt]) * C;
@@ -59,9 +59,10 @@ void embedding_forward(const ExecContext& ctx, TensorView out, TensorView tokens
   const EmbeddingDims d = check_dims(out, tokens, wte, wpe, EmbeddingTables::kParameters);
   if (out.dtype == DType::kBF16) {
     using detail::Access;
-    detail::stage_rows(ctx, {{out, Access::kWrite}}, [&](std::int64_t first, std::int64_t n, std::span<const TensorView> v) {
-      embed_into_f32(ctx, v[0], detail::row_slice(tokens, first, n), wte, wpe, d.C);
-    });
+    detail::stage_rows(ctx, {{out, Access::kWrite}},
+                       [&](std::int64_t first, std::int64_t n, std::span<const TensorView> v) {
+                         embed_into_f32(ctx, v[0], detail::row_slice(tokens, first, n), wte, wpe, d.C);
+                       });
     return;
   }
   embed_into_f32(ctx, out, tokens, wte, wpe, d.C);
@@ -71,9 +72,10 @@ void embedding_backward(const ExecContext& ctx, TensorView dwte, TensorView dwpe
   const EmbeddingDims d = check_dims(dout, tokens, dwte, dwpe, EmbeddingTables::kGradients);
   if (dout.dtype == DType::kBF16) {  // chunks of samples in order: the same (b, t) summation order
     using detail::Access;
-    detail::stage_rows(ctx, {{dout, Access::kRead}}, [&](std::int64_t first, std::int64_t n, std::span<const TensorView> v) {
-      embedding_backward(ctx, dwte, dwpe, v[0], detail::row_slice(tokens, first, n));
-    });
+    detail::stage_rows(ctx, {{dout, Access::kRead}},
+                       [&](std::int64_t first, std::int64_t n, std::span<const TensorView> v) {
+                         embedding_backward(ctx, dwte, dwpe, v[0], detail::row_slice(tokens, first, n));
+                       });
     return;
   }
   const std::int64_t C = d.C;

@@ -41,8 +41,9 @@ void gelu_forward(const ExecContext& ctx, TensorView out, TensorView inp) {
   ZT_CHECK(out.numel() == inp.numel(), "out has {} elements, inp {}", out.numel(), inp.numel());
   if (activation_dtype("gelu_forward", {out, inp}) == DType::kBF16) {
     using detail::Access;
-    detail::stage_rows(ctx, {{detail::as_rows(out, 1), Access::kWrite}, {detail::as_rows(inp, 1), Access::kRead}},
-                       [&](std::int64_t, std::int64_t, std::span<const TensorView> v) { gelu_forward(ctx, v[0], v[1]); });
+    detail::stage_rows(
+        ctx, {{detail::as_rows(out, 1), Access::kWrite}, {detail::as_rows(inp, 1), Access::kRead}},
+        [&](std::int64_t, std::int64_t, std::span<const TensorView> v) { gelu_forward(ctx, v[0], v[1]); });
     return;
   }
   const std::int64_t n = inp.numel();
@@ -65,13 +66,12 @@ void gelu_backward(const ExecContext& ctx, TensorView dinp, TensorView inp, Tens
   ZT_CHECK(dinp.numel() == inp.numel() && dout.numel() == inp.numel(), "gelu_backward: element counts differ");
   if (activation_dtype("gelu_backward", {dinp, inp, dout}) == DType::kBF16) {
     using detail::Access;
-    detail::stage_rows(ctx,
-                       {{detail::as_rows(dinp, 1), Access::kWrite},
-                        {detail::as_rows(inp, 1), Access::kRead},
-                        {detail::as_rows(dout, 1), Access::kRead}},
-                       [&](std::int64_t, std::int64_t, std::span<const TensorView> v) {
-                         gelu_backward(ctx, v[0], v[1], v[2]);
-                       });
+    detail::stage_rows(
+        ctx,
+        {{detail::as_rows(dinp, 1), Access::kWrite},
+         {detail::as_rows(inp, 1), Access::kRead},
+         {detail::as_rows(dout, 1), Access::kRead}},
+        [&](std::int64_t, std::int64_t, std::span<const TensorView> v) { gelu_backward(ctx, v[0], v[1], v[2]); });
     return;
   }
   const std::int64_t n = inp.numel();

@@ -28,8 +28,8 @@ struct RowDims {
 
 // Checks the views forward and backward share; out_like is out (forward) or dout (backward). The
 // parameters' dtypes depend on the activations': check_param_dtype in the public functions.
-RowDims check_views(const TensorView& out_like, const TensorView& mean, const TensorView& rstd,
-                    const TensorView& inp, const TensorView& weight) {
+RowDims check_views(const TensorView& out_like, const TensorView& mean, const TensorView& rstd, const TensorView& inp,
+                    const TensorView& weight) {
   for (const TensorView* v : {&mean, &rstd}) ZT_CHECK(v->dtype == DType::kF32, "layernorm statistics are F32");
   ZT_CHECK(inp.shape.ndim() >= 1);
   RowDims d;
@@ -75,7 +75,8 @@ void layernorm_forward(const ExecContext& ctx, TensorView out, TensorView mean, 
     using detail::Access;
     std::vector<float> weight_f32, bias_f32;
     const TensorView w = detail::widened_f32(ctx, weight, weight_f32), b = detail::widened_f32(ctx, bias, bias_f32);
-    detail::stage_rows(ctx, {{detail::as_rows(out, d.cols), Access::kWrite}, {detail::as_rows(inp, d.cols), Access::kRead}},
+    detail::stage_rows(ctx,
+                       {{detail::as_rows(out, d.cols), Access::kWrite}, {detail::as_rows(inp, d.cols), Access::kRead}},
                        [&](std::int64_t first, std::int64_t n, std::span<const TensorView> v) {
                          layernorm_forward(ctx, v[0], mean.slice(first, n), rstd.slice(first, n), v[1], w, b);
                        });
@@ -140,8 +141,8 @@ void layernorm_backward(const ExecContext& ctx, TensorView dinp, TensorView dwei
 #pragma omp parallel num_threads(ctx.num_threads)
   {
     std::vector<float> scratch(static_cast<std::size_t>(2 * C));
-    float* norm = scratch.data();   // (x - mean) * rstd of the current row
-    float* dnorm = norm + C;        // dout * weight of the current row
+    float* norm = scratch.data();  // (x - mean) * rstd of the current row
+    float* dnorm = norm + C;       // dout * weight of the current row
 #pragma omp for schedule(static)
     for (std::int64_t k = 0; k < num_chunks; ++k) {
       float* dw_part = partials.data() + k * 2 * C;

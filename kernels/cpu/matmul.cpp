@@ -87,7 +87,9 @@ void matmul_forward(const ExecContext& ctx, TensorView out, TensorView inp, Tens
     const TensorView b = detail::widened_f32(ctx, bias, bias_f32);
     detail::stage_rows(
         ctx, {{detail::as_rows(out, d.out), Access::kWrite}, {detail::as_rows(inp, d.in), Access::kRead}},
-        [&](std::int64_t, std::int64_t, std::span<const TensorView> v) { matmul_forward(ctx, v[0], v[1], w, layout, b); },
+        [&](std::int64_t, std::int64_t, std::span<const TensorView> v) {
+          matmul_forward(ctx, v[0], v[1], w, layout, b);
+        },
         kMatmulStageBytes);
     return;
   }
@@ -99,7 +101,8 @@ void matmul_forward(const ExecContext& ctx, TensorView out, TensorView inp, Tens
     // over the output instead of sgemm zeroing it and a second pass adding the bias.
     const float* b = bias.as<float>();
 #pragma omp parallel for num_threads(ctx.num_threads) schedule(static)
-    for (std::int64_t n = 0; n < d.rows; ++n) std::memcpy(o + n * d.out, b, static_cast<std::size_t>(d.out) * sizeof(float));
+    for (std::int64_t n = 0; n < d.rows; ++n)
+      std::memcpy(o + n * d.out, b, static_cast<std::size_t>(d.out) * sizeof(float));
   }
   sgemm(false, trans_w, N, OC, C, 1.0f, inp.as<float>(), C, weight.as<float>(), trans_w ? C : OC,
         has_bias ? 1.0f : 0.0f, o, OC, ctx.num_threads);

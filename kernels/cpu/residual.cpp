@@ -19,13 +19,12 @@ void residual_forward(const ExecContext& ctx, TensorView out, TensorView a, Tens
            out.numel(), a.numel(), b.numel());
   if (activation_dtype("residual_forward", {out, a, b}) == DType::kBF16) {
     using detail::Access;
-    detail::stage_rows(ctx,
-                       {{detail::as_rows(out, 1), Access::kWrite},
-                        {detail::as_rows(a, 1), Access::kRead},
-                        {detail::as_rows(b, 1), Access::kRead}},
-                       [&](std::int64_t, std::int64_t, std::span<const TensorView> v) {
-                         residual_forward(ctx, v[0], v[1], v[2]);
-                       });
+    detail::stage_rows(
+        ctx,
+        {{detail::as_rows(out, 1), Access::kWrite},
+         {detail::as_rows(a, 1), Access::kRead},
+         {detail::as_rows(b, 1), Access::kRead}},
+        [&](std::int64_t, std::int64_t, std::span<const TensorView> v) { residual_forward(ctx, v[0], v[1], v[2]); });
     return;
   }
   const std::int64_t n = out.numel();

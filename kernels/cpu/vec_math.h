@@ -14,12 +14,12 @@ namespace zt::cpu::vec {
 // NaN for NaN. The out-of-range cases are selected with integer masks, not float compares:
 // under -ftrapping-math GCC will not if-convert float compares, and the loop would stay scalar.
 inline float exp_approx(float x) {
-  constexpr float kLo = -87.33654475f;          // ln(FLT_MIN): below this the result would be denormal
-  constexpr float kHi = 88.37626266f;           // 127.5 * ln 2: keeps 2^n a normal float
+  constexpr float kLo = -87.33654475f;  // ln(FLT_MIN): below this the result would be denormal
+  constexpr float kHi = 88.37626266f;   // 127.5 * ln 2: keeps 2^n a normal float
   constexpr float kLog2e = 1.44269504088896341f;
-  constexpr float kLn2Hi = 0.693359375f;        // ln 2 split in two so n * kLn2Hi is exact
+  constexpr float kLn2Hi = 0.693359375f;  // ln 2 split in two so n * kLn2Hi is exact
   constexpr float kLn2Lo = -2.12194440e-4f;
-  constexpr float kRoundMagic = 12582912.0f;    // 1.5 * 2^23: adding it rounds to an integer
+  constexpr float kRoundMagic = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
   constexpr std::uint32_t kRoundMagicBits = 0x4B400000u;
   constexpr std::int32_t kInfBits = 0x7f800000;
   // Masks are all ones or zero. IEEE bit patterns order like sign-magnitude integers.
@@ -31,7 +31,7 @@ inline float exp_approx(float x) {
   const std::int32_t over = -static_cast<std::int32_t>(ix > std::bit_cast<std::int32_t>(kHi)) & not_nan;
   const float xc = std::bit_cast<float>(ix & ~(under | over));  // out-of-range inputs become 0
   const float t = xc * kLog2e + kRoundMagic;
-  const float n = t - kRoundMagic;  // round(x / ln 2) in [-126, 127]
+  const float n = t - kRoundMagic;                                                 // round(x / ln 2) in [-126, 127]
   const std::uint32_t n_bits = std::bit_cast<std::uint32_t>(t) - kRoundMagicBits;  // the same n, as int32
   float r = xc - n * kLn2Hi;
   r = r - n * kLn2Lo;  // |r| <= ln2 / 2

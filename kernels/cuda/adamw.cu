@@ -9,7 +9,6 @@ namespace zt::cuda {
 
 namespace {
 
-using zt::AdamWCoeffs;
 using detail::adamw::adamw_slices_kernel;
 using detail::adamw::kChunk;
 using detail::adamw::kMaxSlices;
@@ -17,6 +16,7 @@ using detail::adamw::kThreads;
 using detail::adamw::NoWorkingCopy;
 using detail::adamw::SliceDesc;
 using detail::adamw::SliceTable;
+using zt::AdamWCoeffs;
 
 enum class WorkingKind { kNone, kF32, kBF16 };
 
@@ -33,8 +33,8 @@ struct LaunchArgs {
 
 template <typename G, typename W>
 void launch_typed(const SliceTable& table, std::int64_t blocks, const LaunchArgs& a) {
-  adamw_slices_kernel<G, W><<<static_cast<unsigned>(blocks), kThreads, 0, a.stream>>>(table, a.decayed, a.plain,
-                                                                                        a.grad_scale);
+  adamw_slices_kernel<G, W>
+      <<<static_cast<unsigned>(blocks), kThreads, 0, a.stream>>>(table, a.decayed, a.plain, a.grad_scale);
   ZT_CUDA_CHECK_LAUNCH();
 }
 
@@ -49,8 +49,8 @@ void launch_working(const SliceTable& table, std::int64_t blocks, WorkingKind wo
 
 }  // namespace
 
-void adamw_update_slices(const ExecContext& ctx, const std::vector<AdamWSlice>& slices, const AdamWHyper& hyper, int step,
-                         float grad_scale) {
+void adamw_update_slices(const ExecContext& ctx, const std::vector<AdamWSlice>& slices, const AdamWHyper& hyper,
+                         int step, float grad_scale) {
   ZT_CHECK(step >= 1, "AdamW step is 1-based, got {}", step);
   LaunchArgs args{detail::stream_of(ctx), adamw_coeffs(hyper, step), {}, grad_scale};
   AdamWHyper plain = hyper;
@@ -82,8 +82,8 @@ void adamw_update_slices(const ExecContext& ctx, const std::vector<AdamWSlice>& 
     // aligned16(nullptr) holds: a slice without a working copy.
     const bool vec = detail::aligned16(s.param.data) && detail::aligned16(s.m.data) && detail::aligned16(s.v.data) &&
                      detail::aligned16(s.grad.data) && detail::aligned16(s.working.data);
-    table.slice[table.count] = SliceDesc{s.param.as<float>(), s.grad.data, s.m.as<float>(), s.v.as<float>(),
-                                         s.working.data, n, s.decays ? 1 : 0, vec ? 1 : 0};
+    table.slice[table.count] = SliceDesc{s.param.as<float>(), s.grad.data, s.m.as<float>(),  s.v.as<float>(),
+                                         s.working.data,      n,           s.decays ? 1 : 0, vec ? 1 : 0};
     table.first_block[table.count] = blocks;
     blocks += (n + kChunk - 1) / kChunk;
     ZT_CHECK(blocks < (std::int64_t{1} << 31), "adamw: too many elements for one launch");

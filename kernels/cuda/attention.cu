@@ -114,8 +114,8 @@ void forward(const ExecContext& ctx, TensorView out, TensorView att, TensorView 
     g.alpha = 1.0f / std::sqrt(static_cast<float>(hs));
     run_gemm(ctx, g);
     if constexpr (!kF32) {
-      causal_softmax_forward<<<softmax_blocks(d.NH * T), kSoftmaxThreads, 0, stream>>>(att_p + b * sample, s,
-                                                                                       d.NH * T, static_cast<int>(T));
+      causal_softmax_forward<<<softmax_blocks(d.NH * T), kSoftmaxThreads, 0, stream>>>(att_p + b * sample, s, d.NH * T,
+                                                                                       static_cast<int>(T));
       ZT_CUDA_CHECK_LAUNCH();
     }
   }
@@ -229,9 +229,8 @@ void attention_forward(const ExecContext& ctx, TensorView out, TensorView att, T
   const DType dtype = detail::activation_dtype("attention_forward", {out, att, qkv});
   const AttnDims d = check_dims(out, att, qkv, n_head);
   if (d.B * d.T == 0) return;
-  detail::dispatch_activation(dtype, [&](auto act) {
-    forward<typename decltype(act)::type>(ctx, out, att, qkv, d, dropout);
-  });
+  detail::dispatch_activation(dtype,
+                              [&](auto act) { forward<typename decltype(act)::type>(ctx, out, att, qkv, d, dropout); });
 }
 
 void attention_backward(const ExecContext& ctx, TensorView dqkv, TensorView dout, TensorView qkv, TensorView att,
@@ -241,9 +240,8 @@ void attention_backward(const ExecContext& ctx, TensorView dqkv, TensorView dout
   detail::check_on_gpu(dqkv, "dqkv");
   ZT_CHECK(dqkv.numel() == qkv.numel(), "attention_backward: dqkv must be shaped as qkv");
   if (d.B * d.T == 0) return;
-  detail::dispatch_activation(dtype, [&](auto act) {
-    backward<typename decltype(act)::type>(ctx, dqkv, dout, qkv, att, d, dropout);
-  });
+  detail::dispatch_activation(
+      dtype, [&](auto act) { backward<typename decltype(act)::type>(ctx, dqkv, dout, qkv, att, d, dropout); });
 }
 
 }  // namespace zt::cuda

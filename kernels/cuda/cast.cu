@@ -34,15 +34,19 @@ void cast(const ExecContext& ctx, TensorView dst, TensorView src) {
   if (dst.dtype == DType::kBF16 && src.dtype == DType::kF32) {
     auto* d = static_cast<std::uint16_t*>(dst.data);
     const auto* s = static_cast<const float*>(src.data);
-    if (n8 > 0) f32_to_bf16_vec8<<<detail::grid_for(n8, kThreads), kThreads, 0, stream>>>(
-        reinterpret_cast<uint4*>(d), reinterpret_cast<const float4*>(s), n8);
-    if (tail > 0) f32_to_bf16_scalar<<<detail::grid_for(tail, kThreads), kThreads, 0, stream>>>(d + 8 * n8, s + 8 * n8, tail);
+    if (n8 > 0)
+      f32_to_bf16_vec8<<<detail::grid_for(n8, kThreads), kThreads, 0, stream>>>(reinterpret_cast<uint4*>(d),
+                                                                                reinterpret_cast<const float4*>(s), n8);
+    if (tail > 0)
+      f32_to_bf16_scalar<<<detail::grid_for(tail, kThreads), kThreads, 0, stream>>>(d + 8 * n8, s + 8 * n8, tail);
   } else if (dst.dtype == DType::kF32 && src.dtype == DType::kBF16) {
     auto* d = static_cast<float*>(dst.data);
     const auto* s = static_cast<const std::uint16_t*>(src.data);
-    if (n8 > 0) bf16_to_f32_vec8<<<detail::grid_for(n8, kThreads), kThreads, 0, stream>>>(
-        reinterpret_cast<float4*>(d), reinterpret_cast<const uint4*>(s), n8);
-    if (tail > 0) bf16_to_f32_scalar<<<detail::grid_for(tail, kThreads), kThreads, 0, stream>>>(d + 8 * n8, s + 8 * n8, tail);
+    if (n8 > 0)
+      bf16_to_f32_vec8<<<detail::grid_for(n8, kThreads), kThreads, 0, stream>>>(reinterpret_cast<float4*>(d),
+                                                                                reinterpret_cast<const uint4*>(s), n8);
+    if (tail > 0)
+      bf16_to_f32_scalar<<<detail::grid_for(tail, kThreads), kThreads, 0, stream>>>(d + 8 * n8, s + 8 * n8, tail);
   } else {
     ZT_CHECK(false, "cast from {} to {} is not supported", dtype_name(src.dtype), dtype_name(dst.dtype));
   }

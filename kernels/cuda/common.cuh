@@ -47,8 +47,6 @@ inline unsigned int grid_for(std::int64_t n, int threads, std::int64_t max_block
   return static_cast<unsigned int>(blocks < max_blocks ? blocks : max_blocks);
 }
 
-
-
 // ---- Activation storage, host side (the device side is in device_helpers.cuh) ----
 
 // The DType whose elements T stores: DTypeOf for the device storage types.

@@ -57,9 +57,8 @@ void launch(const char* op, const ExecContext& ctx, TensorView losses, TensorVie
     const T* x = detail::act_data<T>(logits);
     const auto kernel = use_wide(d.padded_vocab, o, x) ? softmax_ce_kernel<kOut, T, detail::kWideVec<T>>
                                                        : softmax_ce_kernel<kOut, T, 1>;
-    kernel<<<static_cast<unsigned>(d.rows), kThreads, 0, stream>>>(losses.as<float>(), o, x,
-                                                                   targets.as<std::int32_t>(), d.padded_vocab,
-                                                                   vocab_size, dloss);
+    kernel<<<static_cast<unsigned>(d.rows), kThreads, 0, stream>>>(losses.as<float>(), o, x, targets.as<std::int32_t>(),
+                                                                   d.padded_vocab, vocab_size, dloss);
   });
   ZT_CUDA_CHECK_LAUNCH();
 }

@@ -4,9 +4,9 @@
 // in fp64), then one write pass. The row (200 KB at V = 50257) is read three times but stays in L2 between passes,
 // so DRAM sees about one read and one write of the logits. Rows move in 16-byte groups (4 columns of
 // fp32, 8 of bf16), one vector access each (padded columns loaded but masked), where Vp is a
-// multiple of the group and logits and output are aligned16, else one element at a time; the fp64 sum's order is fixed for
-// either, so results repeat bitwise. logits/probs/dlogits are F32 or BF16 (docs/precision.md:
-// bf16 widened on load, each output rounded once); losses are F32.
+// multiple of the group and logits and output are aligned16, else one element at a time; the fp64 sum's order is fixed
+// for either, so results repeat bitwise. logits/probs/dlogits are F32 or BF16 (docs/precision.md: bf16 widened on load,
+// each output rounded once); losses are F32.
 #pragma once
 
 #include <math.h>
@@ -37,7 +37,7 @@ __global__ void __launch_bounds__(kThreads)
   const std::int32_t target = targets[row];
   const bool target_ok = target >= 0 && target < V;
   const float target_logit = target_ok ? detail::load_act(x + target) : NAN;  // read before any write to the row
-  const int live_groups = (V + kVec - 1) / kVec;  // the groups holding columns < V
+  const int live_groups = (V + kVec - 1) / kVec;                              // the groups holding columns < V
   float mx = -INFINITY;
   for (int q = threadIdx.x; q < live_groups; q += kThreads) {
     const Vec xv = Vec::load(x + q * kVec);

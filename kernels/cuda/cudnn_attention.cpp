@@ -109,8 +109,11 @@ CudnnAttentionPlans::Plan build_plan(cudnnHandle_t handle, const std::array<std:
                        .set_attn_scale(scale);
     auto [o, stats] = g->sdpa(q, k, v, options);
     o->set_output(true).set_dim(dims).set_stride(out_strides).set_uid(kO);
-    stats->set_output(true).set_data_type(fe::DataType_t::FLOAT).set_dim(stat_dims).set_stride(stat_strides).set_uid(
-        kStats);
+    stats->set_output(true)
+        .set_data_type(fe::DataType_t::FLOAT)
+        .set_dim(stat_dims)
+        .set_stride(stat_strides)
+        .set_uid(kStats);
   } else {
     auto o = input("o", kO, out_strides), d_o = input("dO", kDO, out_strides);
     auto stats = g->tensor(fe::graph::Tensor_attributes()
@@ -139,8 +142,8 @@ CudnnAttentionPlans::Plan build_plan(cudnnHandle_t handle, const std::array<std:
     check_fe(g->get_workspace_size(plan.workspace_bytes), "get_workspace_size");
     plan.graph = std::move(g);
   } catch (const std::exception& e) {  // the frontend also throws (e.g. a symbol this cuDNN lacks)
-    plan.error = fmt::format("no {} plan for B {} T {} n_head {} head size {} ({})",
-                             backward ? "backward" : "forward", B, T, NH, hs, e.what());
+    plan.error = fmt::format("no {} plan for B {} T {} n_head {} head size {} ({})", backward ? "backward" : "forward",
+                             B, T, NH, hs, e.what());
   }
   return plan;
 }
@@ -173,7 +176,8 @@ void execute(const ExecContext& ctx, const CudnnAttentionPlans::Plan& plan,
   CudnnAttentionPlans& p = plans_of(ctx);
   const auto status = fe::detail::set_stream(p.handle, static_cast<cudaStream_t>(ctx.cuda_stream));
   if (status != CUDNN_STATUS_SUCCESS) {
-    throw RuntimeError(fmt::format("cuDNN attention: cudnnSetStream failed ({})", fe::detail::get_error_string(status)));
+    throw RuntimeError(
+        fmt::format("cuDNN attention: cudnnSetStream failed ({})", fe::detail::get_error_string(status)));
   }
   // Scratch is stream-ordered: freed after this call, reused only by work queued after cuDNN's.
   const std::int64_t words = (plan.workspace_bytes + 3) / 4;
@@ -259,8 +263,8 @@ void cudnn_attention_forward(const ExecContext& ctx, TensorView out, TensorView 
 #endif
 }
 
-void cudnn_attention_backward(const ExecContext& ctx, TensorView dqkv, TensorView dout, TensorView out,
-                              TensorView qkv, TensorView lse, int n_head) {
+void cudnn_attention_backward(const ExecContext& ctx, TensorView dqkv, TensorView dout, TensorView out, TensorView qkv,
+                              TensorView lse, int n_head) {
   const Dims d = check_operands("cudnn_attention_backward", out, lse, qkv, n_head);
   ZT_CHECK(dqkv.dtype == DType::kBF16 && dout.dtype == DType::kBF16 && dqkv.device == Device::kCUDA &&
                dout.device == Device::kCUDA,
@@ -276,9 +280,9 @@ void cudnn_attention_backward(const ExecContext& ctx, TensorView dqkv, TensorVie
   char* base = static_cast<char*>(qkv.data);
   char* dbase = static_cast<char*>(dqkv.data);
   const std::int64_t part = d.C * 2;
-  std::unordered_map<std::int64_t, void*> pack{
-      {kQ, base},   {kK, base + part},   {kV, base + 2 * part},   {kO, out.data},   {kStats, lse.data},
-      {kDO, dout.data}, {kDQ, dbase}, {kDK, dbase + part}, {kDV, dbase + 2 * part}};
+  std::unordered_map<std::int64_t, void*> pack{{kQ, base},     {kK, base + part},   {kV, base + 2 * part},
+                                               {kO, out.data}, {kStats, lse.data},  {kDO, dout.data},
+                                               {kDQ, dbase},   {kDK, dbase + part}, {kDV, dbase + 2 * part}};
   execute(ctx, plan_for(ctx, d.B, d.T, d.NH, d.hs, true), pack);
 #endif
 }

@@ -38,7 +38,7 @@ void cudnn_attention_forward(const ExecContext& ctx, TensorView out, TensorView 
 
 // As flash_attention_backward without dropout: dqkv [B, T, 3C] (overwritten) from dout, the
 // forward's out, qkv and lse.
-void cudnn_attention_backward(const ExecContext& ctx, TensorView dqkv, TensorView dout, TensorView out,
-                              TensorView qkv, TensorView lse, int n_head);
+void cudnn_attention_backward(const ExecContext& ctx, TensorView dqkv, TensorView dout, TensorView out, TensorView qkv,
+                              TensorView lse, int n_head);
 
 }  // namespace zt::cuda

@@ -57,7 +57,9 @@ struct FloatVec {
 };
 
 // bf16 -> fp32 is exact.
-__device__ __forceinline__ float bf16_to_f32(std::uint16_t h) { return __uint_as_float(static_cast<unsigned>(h) << 16); }
+__device__ __forceinline__ float bf16_to_f32(std::uint16_t h) {
+  return __uint_as_float(static_cast<unsigned>(h) << 16);
+}
 
 // fp32 -> bf16 rounding to nearest even, NaN kept quiet with its sign: the algorithm of
 // engine/core/bf16.h, so GPU and CPU casts agree bit for bit (cuda_bf16's __float2bfloat16_rn

@@ -33,12 +33,13 @@ struct MaskParams {
   std::uint32_t threshold;  // kept iff the element's 32 random bits are >= this
   float scale;              // 1 / (1 - p), rounded once on the host as the CPU does
   std::int64_t first_sample;
-  bool active;              // p > 0; when false no bits are drawn and every factor is 1
+  bool active;  // p > 0; when false no bits are drawn and every factor is 1
 };
 
 inline MaskParams mask_params(const DropoutSpec& spec) {
-  return MaskParams{spec.seed, spec.site, dropout_rules::keep_threshold(spec.p),
-                    dropout_rules::keep_scale(spec.p), spec.first_sample, spec.active()};
+  return MaskParams{
+      spec.seed,         spec.site,    dropout_rules::keep_threshold(spec.p), dropout_rules::keep_scale(spec.p),
+      spec.first_sample, spec.active()};
 }
 
 // The 4 elements' random bits of Philox block `block` of global sample g.
@@ -55,8 +56,8 @@ __device__ __forceinline__ std::uint32_t lane_of(const uint4& bits, int lane) {
 // Remembers the last Philox block drawn, so a walk over consecutive elements draws each block once.
 struct MaskCursor {
   MaskParams m;
-  std::uint64_t g;              // global sample index
-  std::int64_t block = -1;      // the Philox block `bits` holds
+  std::uint64_t g;          // global sample index
+  std::int64_t block = -1;  // the Philox block `bits` holds
   uint4 bits{};
 
   __device__ __forceinline__ MaskCursor(const MaskParams& params, std::int64_t local_sample)

@@ -98,7 +98,7 @@ void embedding_backward(const ExecContext& ctx, TensorView dwte, TensorView dwpe
                                                 positions.as<std::int32_t>(), sorted_positions, n, 0, end_bit, stream));
   Buffer run_end = res.scratch(DType::kI32, d.vocab);  // read only for tokens present, which it sets
   run_ends_kernel<<<detail::grid_for(BT, kThreads), kThreads, 0, stream>>>(run_end.as<std::int32_t>(), sorted_tokens,
-                                                                          BT, static_cast<int>(d.vocab));
+                                                                           BT, static_cast<int>(d.vocab));
   ZT_CUDA_CHECK_LAUNCH();
   detail::dispatch_activation(dout.dtype, [&](auto type) {
     using Act = typename decltype(type)::type;
@@ -106,9 +106,9 @@ void embedding_backward(const ExecContext& ctx, TensorView dwte, TensorView dwpe
     constexpr int kWide = detail::kWideVec<Act>;
     const bool vec = use_wide(d.C, g, {dwte.as<float>(), dwpe.as<float>()});
     const auto wte_kernel = vec ? embedding_backward_wte<Act, kWide> : embedding_backward_wte<Act, 1>;
-    wte_kernel<<<static_cast<unsigned>(BT), kThreads, 0, stream>>>(dwte.as<float>(), g, sorted_tokens,
-                                                                   sorted_positions, run_end.as<std::int32_t>(),
-                                                                   static_cast<int>(d.C), static_cast<int>(d.vocab));
+    wte_kernel<<<static_cast<unsigned>(BT), kThreads, 0, stream>>>(dwte.as<float>(), g, sorted_tokens, sorted_positions,
+                                                                   run_end.as<std::int32_t>(), static_cast<int>(d.C),
+                                                                   static_cast<int>(d.vocab));
     ZT_CUDA_CHECK_LAUNCH();
     const auto wpe_kernel = vec ? embedding_backward_wpe<Act, kWide> : embedding_backward_wpe<Act, 1>;
     wpe_kernel<<<detail::grid_for(d.T * d.C / (vec ? kWide : 1), kThreads), kThreads, 0, stream>>>(

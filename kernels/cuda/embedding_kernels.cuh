@@ -46,14 +46,14 @@ __global__ void embedding_forward_kernel(Act* out, const std::int32_t* tokens, c
 }
 
 __global__ void iota_kernel(std::int32_t* v, std::int64_t n) {
-  for (std::int64_t i = blockIdx.x * std::int64_t{kThreads} + threadIdx.x; i < n; i += std::int64_t{gridDim.x} * kThreads)
+  for (std::int64_t i = blockIdx.x * std::int64_t{kThreads} + threadIdx.x; i < n;
+       i += std::int64_t{gridDim.x} * kThreads)
     v[i] = static_cast<std::int32_t>(i);
 }
 
 // run_end[tok] = one past the last sorted position of token tok's run, for every token present
 // (in range); the entries of absent tokens are not written (and never read).
-__global__ void run_ends_kernel(std::int32_t* run_end, const std::int32_t* sorted_tokens, std::int64_t BT,
-                                int vocab) {
+__global__ void run_ends_kernel(std::int32_t* run_end, const std::int32_t* sorted_tokens, std::int64_t BT, int vocab) {
   for (std::int64_t i = blockIdx.x * std::int64_t{kThreads} + threadIdx.x; i < BT;
        i += std::int64_t{gridDim.x} * kThreads) {
     const std::int32_t tok = sorted_tokens[i];

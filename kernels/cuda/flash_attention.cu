@@ -107,14 +107,14 @@ void flash_attention_forward(const ExecContext& ctx, TensorView out, TensorView 
     const Act* qkv_p = detail::act_data<Act>(qkv);
     if constexpr (std::is_same_v<Act, __nv_bfloat16>) {
       if (use_tensor_cores<Act>(d, {out_p, qkv_p})) {
-        detail::tc_flash_forward(stream, out_p, lse.as<float>(), qkv_p, static_cast<int>(d.B),
-                                 static_cast<int>(d.hs), g, mask);
+        detail::tc_flash_forward(stream, out_p, lse.as<float>(), qkv_p, static_cast<int>(d.B), static_cast<int>(d.hs),
+                                 g, mask);
         return;
       }
     }
     with_head_size(d.hs, [&](auto hs) {
-      flash_forward_kernel<decltype(hs)::value, Act><<<grid, kRows, 0, stream>>>(out_p, lse.as<float>(), qkv_p, g,
-                                                                                mask);
+      flash_forward_kernel<decltype(hs)::value, Act>
+          <<<grid, kRows, 0, stream>>>(out_p, lse.as<float>(), qkv_p, g, mask);
     });
     ZT_CUDA_CHECK_LAUNCH();
   });
@@ -154,11 +154,11 @@ void flash_attention_backward(const ExecContext& ctx, TensorView dqkv, TensorVie
     const dim3 grid(static_cast<unsigned>((d.T + kRows - 1) / kRows), static_cast<unsigned>(d.B * d.NH));
     with_head_size(d.hs, [&](auto hs) {
       constexpr int HS = decltype(hs)::value;
-      flash_dq_kernel<HS, Act><<<grid, detail::flash::kPairThreads, 0, stream>>>(dqkv_p, qkv_p, dout_p, lse_p,
-                                                                               delta.as<float>(), g, mask);
+      flash_dq_kernel<HS, Act>
+          <<<grid, detail::flash::kPairThreads, 0, stream>>>(dqkv_p, qkv_p, dout_p, lse_p, delta.as<float>(), g, mask);
       ZT_CUDA_CHECK_LAUNCH();
-      flash_dkv_kernel<HS, Act><<<grid, detail::flash::kPairThreads, 0, stream>>>(dqkv_p, qkv_p, dout_p, lse_p,
-                                                                                delta.as<float>(), g, mask);
+      flash_dkv_kernel<HS, Act>
+          <<<grid, detail::flash::kPairThreads, 0, stream>>>(dqkv_p, qkv_p, dout_p, lse_p, delta.as<float>(), g, mask);
       ZT_CUDA_CHECK_LAUNCH();
     });
   });

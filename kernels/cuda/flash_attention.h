@@ -6,7 +6,7 @@
 // dq per query row, one for dk and dv per key row). Dropout on the probabilities is fused: the
 // CPU's mask (kernels/contracts/dropout_spec.h, element (h, i, j) of a sample's [n_head, T, T]) regenerated
 // where each probability is used. Deterministic: no atomics. BF16 activations at head sizes 16-128
-// run on tensor cores ([Note: flash attention on tensor cores] in flash_attention_tc.cu), F32 and
+// run on tensor cores ([Note: flash attention on tensor cores] in flash_attention_tc_common.cuh), F32 and
 // the other head sizes on CUDA cores. The model's attention on CUDA where the shapes allow
 // (gpt::activation_dims); tools/bench_kernels times it beside the cuBLASLt path.
 #pragma once

@@ -36,8 +36,8 @@ __device__ __forceinline__ const Act* qkv_row(const Act* qkv, const Geometry& g,
 // The block's threads copy keys and values k0 .. k0 + KT - 1 of head h (zeros past T) into shared
 // memory; the caller synchronises before reading them.
 template <int HS, typename Act>
-__device__ __forceinline__ void load_kv_tile(float (*ks)[HS], float (*vs)[HS], const Act* qkv, const Geometry& g,
-                                             int b, int h, int k0) {
+__device__ __forceinline__ void load_kv_tile(float (*ks)[HS], float (*vs)[HS], const Act* qkv, const Geometry& g, int b,
+                                             int h, int k0) {
   for (int e = threadIdx.x; e < kTileRows<HS> * HS; e += blockDim.x) {
     const int r = e / HS, d = e % HS, j = k0 + r;
     ks[r][d] = j < g.T ? load_act(qkv_row(qkv, g, b, j, h, 1, HS) + d) : 0.0f;

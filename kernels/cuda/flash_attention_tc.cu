@@ -1,5 +1,5 @@
-// Launchers of the tensor-core flash attention kernels (flash_attention_tc_kernels.cuh, where
-// [Note: flash attention on tensor cores] explains them): one instantiation per head size, the
+// Launchers of the tensor-core flash attention kernels (flash_attention_tc_kernels.cuh; [Note: flash
+// attention on tensor cores] in flash_attention_tc_common.cuh explains them): one instantiation per head size, the
 // dynamic shared memory each needs opted into once per process before its first launch.
 #include "kernels/cuda/flash_attention_tc.cuh"
 
@@ -21,10 +21,9 @@ using namespace tc_flash;  // NOLINT: the kernels and their constants, this file
 template <auto kKernel, typename... Args>
 void launch(std::size_t bytes, cudaStream_t stream, int B, const FlashGeometry& g, Args... args) {
   static const bool configured = [bytes] {
+    ZT_CUDA_CHECK(cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
     ZT_CUDA_CHECK(
-        cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
-    ZT_CUDA_CHECK(cudaFuncSetAttribute(kKernel, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                       cudaSharedmemCarveoutMaxShared));
+        cudaFuncSetAttribute(kKernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared));
     return true;
   }();
   (void)configured;

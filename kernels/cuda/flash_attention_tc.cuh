@@ -28,8 +28,8 @@ void tc_flash_forward(cudaStream_t stream, __nv_bfloat16* out, float* lse, const
                       const FlashGeometry& g, const MaskParams& mask);
 
 // dqkv [B, T, 3C] (overwritten) from qkv, dout, lse and delta [B, NH, T] (each row's dout . out).
-void tc_flash_backward(cudaStream_t stream, __nv_bfloat16* dqkv, const __nv_bfloat16* qkv,
-                       const __nv_bfloat16* dout, const float* lse, const float* delta, int B, int hs,
-                       const FlashGeometry& g, const MaskParams& mask);
+void tc_flash_backward(cudaStream_t stream, __nv_bfloat16* dqkv, const __nv_bfloat16* qkv, const __nv_bfloat16* dout,
+                       const float* lse, const float* delta, int B, int hs, const FlashGeometry& g,
+                       const MaskParams& mask);
 
 }  // namespace zt::cuda::detail

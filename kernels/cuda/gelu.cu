@@ -28,7 +28,8 @@ void gelu_forward(const ExecContext& ctx, TensorView out, TensorView inp) {
     const T* x = detail::act_data<T>(inp);
     constexpr int kWide = detail::kWideVec<T>;
     if (detail::wide_vec_aligned(o) && detail::wide_vec_aligned(x)) {
-      gelu_forward_kernel<T, kWide><<<detail::grid_for((n + kWide - 1) / kWide, kThreads), kThreads, 0, stream>>>(o, x, n);
+      gelu_forward_kernel<T, kWide>
+          <<<detail::grid_for((n + kWide - 1) / kWide, kThreads), kThreads, 0, stream>>>(o, x, n);
     } else {
       gelu_forward_kernel<T, 1><<<detail::grid_for(n, kThreads), kThreads, 0, stream>>>(o, x, n);
     }

@@ -5,8 +5,7 @@
 
 namespace zt::cuda {
 
-KernelResources::KernelResources(MemoryTracker& tracker, DeviceAllocator& allocator,
-                                 std::size_t cublas_workspace_bytes)
+KernelResources::KernelResources(MemoryTracker& tracker, DeviceAllocator& allocator, std::size_t cublas_workspace_bytes)
     : tracker_(tracker), allocator_(allocator) {
   ZT_CHECK(allocator.device() == Device::kCUDA, "KernelResources needs a CUDA allocator");
   ZT_CUDA_CHECK(cublasLtCreate(&cublaslt_));

@@ -38,9 +38,9 @@ void run_gemm(const ExecContext& ctx, const LtGemm& g) {
   KernelResources& res = detail::resources_of(ctx);
   const cudaStream_t stream = detail::stream_of(ctx);
   const bool fp32 = g.ab_type == CUDA_R_32F;
-  const cublasComputeType_t compute =
-      fp32 && res.fp32_matmuls == MatmulPrecision::kTf32 ? CUBLAS_COMPUTE_32F_FAST_TF32
-                                                         : CUBLAS_COMPUTE_32F;  // bf16 inputs: fp32 accumulate
+  const cublasComputeType_t compute = fp32 && res.fp32_matmuls == MatmulPrecision::kTf32
+                                          ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                          : CUBLAS_COMPUTE_32F;  // bf16 inputs: fp32 accumulate
   LtDescriptors desc;
   ZT_CUDA_CHECK(cublasLtMatmulDescCreate(&desc.op, compute, CUDA_R_32F));
   const cublasOperation_t ta = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -53,16 +53,18 @@ void run_gemm(const ExecContext& ctx, const LtGemm& g) {
   }
   if (g.aux != nullptr) {
     const std::int64_t aux_ld = g.m;
-    ZT_CUDA_CHECK(cublasLtMatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &g.aux, sizeof g.aux));
-    ZT_CUDA_CHECK(cublasLtMatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof aux_ld));
+    ZT_CUDA_CHECK(
+        cublasLtMatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &g.aux, sizeof g.aux));
+    ZT_CUDA_CHECK(
+        cublasLtMatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof aux_ld));
   }
   // Layouts describe the stored matrices (before op()): rows x cols of A are (trans ? k x m : m x k).
   ZT_CUDA_CHECK(cublasLtMatrixLayoutCreate(&desc.a, g.ab_type, g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k, g.lda));
   ZT_CUDA_CHECK(cublasLtMatrixLayoutCreate(&desc.b, g.ab_type, g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n, g.ldb));
   ZT_CUDA_CHECK(cublasLtMatrixLayoutCreate(&desc.d, g.d_type, g.m, g.n, g.ldd));
   if (g.batch_count > 1) {
-    const std::pair<cublasLtMatrixLayout_t, std::int64_t> layouts[] = {{desc.a, g.stride_a}, {desc.b, g.stride_b},
-                                                                        {desc.d, g.stride_d}};
+    const std::pair<cublasLtMatrixLayout_t, std::int64_t> layouts[] = {
+        {desc.a, g.stride_a}, {desc.b, g.stride_b}, {desc.d, g.stride_d}};
     for (const auto& [layout, stride] : layouts) {
       ZT_CUDA_CHECK(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &g.batch_count,
                                                      sizeof g.batch_count));
@@ -80,8 +82,8 @@ void run_gemm(const ExecContext& ctx, const LtGemm& g) {
   // Algorithms without split-K pass any mask. An fp32 result takes every scheme (all deterministic).
   if (g.d_type == CUDA_R_16BF) {
     const std::uint32_t schemes = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
-    ZT_CUDA_CHECK(cublasLtMatmulPreferenceSetAttribute(desc.pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
-                                                       &schemes, sizeof schemes));
+    ZT_CUDA_CHECK(cublasLtMatmulPreferenceSetAttribute(desc.pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &schemes,
+                                                       sizeof schemes));
   }
   // cuBLASLt assumes 256-byte aligned operands unless told otherwise; head slices of qkv and
   // odd test shapes are less aligned, so state each operand's real alignment (batch strides included).
@@ -90,8 +92,10 @@ void run_gemm(const ExecContext& ctx, const LtGemm& g) {
   const std::uint32_t align_b = alignment_bytes(g.B, g.batch_count > 1 ? g.stride_b * ab_size : 0);
   const std::uint32_t align_d = alignment_bytes(g.D, g.batch_count > 1 ? g.stride_d * d_size : 0);
   const std::pair<cublasLtMatmulPreferenceAttributes_t, std::uint32_t> aligns[] = {
-      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, align_a}, {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, align_b},
-      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, align_d}, {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, align_d}};
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, align_a},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, align_b},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, align_d},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, align_d}};
   for (const auto& [attr, bytes] : aligns) {
     ZT_CUDA_CHECK(cublasLtMatmulPreferenceSetAttribute(desc.pref, attr, &bytes, sizeof bytes));
   }
@@ -102,16 +106,23 @@ void run_gemm(const ExecContext& ctx, const LtGemm& g) {
   // 256-byte aligned bias need not serve a 16-byte aligned one.
   const std::int64_t align_bias = g.bias != nullptr ? alignment_bytes(g.bias, 0) : 0;
   const std::int64_t align_aux = g.aux != nullptr ? alignment_bytes(g.aux, 0) : 0;
-  const KernelResources::GemmKey key = {compute, g.trans_a, g.trans_b, g.m, g.n, g.k, g.lda, g.ldb, g.ldd,
-                                        g.ab_type, g.d_type, g.epilogue, align_bias, align_aux, g.batch_count,
-                                        g.stride_a, g.stride_b, g.stride_d, align_a, align_b, align_d,
-                                        static_cast<std::int64_t>(ws_bytes)};
+  const KernelResources::GemmKey key = {compute,       g.trans_a,
+                                        g.trans_b,     g.m,
+                                        g.n,           g.k,
+                                        g.lda,         g.ldb,
+                                        g.ldd,         g.ab_type,
+                                        g.d_type,      g.epilogue,
+                                        align_bias,    align_aux,
+                                        g.batch_count, g.stride_a,
+                                        g.stride_b,    g.stride_d,
+                                        align_a,       align_b,
+                                        align_d,       static_cast<std::int64_t>(ws_bytes)};
   auto cached = res.gemm_algorithms().find(key);
   if (cached == res.gemm_algorithms().end()) {
     cublasLtMatmulHeuristicResult_t heuristic{};
     int found = 0;
-    ZT_CUDA_CHECK(cublasLtMatmulAlgoGetHeuristic(res.cublaslt(), desc.op, desc.a, desc.b, desc.d, desc.d, desc.pref,
-                                                 1, &heuristic, &found));
+    ZT_CUDA_CHECK(cublasLtMatmulAlgoGetHeuristic(res.cublaslt(), desc.op, desc.a, desc.b, desc.d, desc.d, desc.pref, 1,
+                                                 &heuristic, &found));
     ZT_CHECK(found > 0, "cuBLASLt has no algorithm for m={} n={} k={} (transa {}, transb {}, epilogue {})", g.m, g.n,
              g.k, g.trans_a, g.trans_b, static_cast<int>(g.epilogue));
     cached = res.gemm_algorithms().emplace(key, heuristic.algo).first;
@@ -119,6 +130,5 @@ void run_gemm(const ExecContext& ctx, const LtGemm& g) {
   ZT_CUDA_CHECK(cublasLtMatmul(res.cublaslt(), desc.op, &g.alpha, g.A, desc.a, g.B, desc.b, &g.beta, g.D, desc.d, g.D,
                                desc.d, &cached->second, res.cublas_workspace(), ws_bytes, stream));
 }
-
 
 }  // namespace zt::cuda::detail

@@ -42,7 +42,8 @@ MatmulDims check_dims(const char* op, DType act, const TensorView& out_like, con
   d.out = out_like.shape[out_like.shape.ndim() - 1];
   ZT_CHECK(d.in > 0 && d.out > 0);
   d.rows = inp.numel() / d.in;
-  ZT_CHECK(out_like.numel() == d.rows * d.out, "out has {} elements, expected {} x {}", out_like.numel(), d.rows, d.out);
+  ZT_CHECK(out_like.numel() == d.rows * d.out, "out has {} elements, expected {} x {}", out_like.numel(), d.rows,
+           d.out);
   const std::int64_t w_rows = layout == WeightLayout::kInOut ? d.in : d.out;
   const std::int64_t w_cols = layout == WeightLayout::kInOut ? d.out : d.in;
   ZT_CHECK(weight.shape[0] == w_rows && weight.shape[1] == w_cols, "weight is [{}, {}], expected [{}, {}]",
@@ -66,8 +67,8 @@ struct GemmInput {
 
 GemmInput gemm_input(const ExecContext& ctx, const TensorView& v, DType activations) {
   KernelResources& res = detail::resources_of(ctx);
-  const bool round = v.dtype == DType::kF32 &&
-                     (activations == DType::kBF16 || res.fp32_matmuls == MatmulPrecision::kBf16);
+  const bool round =
+      v.dtype == DType::kF32 && (activations == DType::kBF16 || res.fp32_matmuls == MatmulPrecision::kBf16);
   if (!round) return {v.data, cuda_type(v.dtype), {}};
   GemmInput in{nullptr, CUDA_R_16BF, res.scratch(DType::kBF16, v.numel())};
   cast(ctx, in.rounded.view(v.shape), v);
@@ -123,7 +124,8 @@ void matmul_forward(const ExecContext& ctx, TensorView out, TensorView inp, Tens
   }
   if (has_gelu) {
     detail::check_on_gpu(gelu_pre, "gelu_pre");
-    ZT_CHECK(gelu_pre.dtype == out.dtype && gelu_pre.numel() == out.numel(), "gelu_pre must be shaped and typed as out");
+    ZT_CHECK(gelu_pre.dtype == out.dtype && gelu_pre.numel() == out.numel(),
+             "gelu_pre must be shaped and typed as out");
     ZT_CHECK(d.out % 8 == 0, "the GELU epilogue needs OC a multiple of 8, OC = {}", d.out);
   }
   if (d.rows == 0) return;
@@ -242,8 +244,8 @@ void matmul_backward(const ExecContext& ctx, TensorView dinp, TensorView dweight
     ZT_CUDA_CHECK_LAUNCH();
     detail::dispatch_activation(dbias.dtype, [&](auto type) {
       using D = typename decltype(type)::type;
-      bias_grad_accumulate<D><<<col_blocks, kBiasThreads, 0, stream>>>(detail::act_data<D>(dbias),
-                                                                        partials.as<float>(), static_cast<int>(chunks), OC);
+      bias_grad_accumulate<D><<<col_blocks, kBiasThreads, 0, stream>>>(detail::act_data<D>(dbias), partials.as<float>(),
+                                                                       static_cast<int>(chunks), OC);
     });
     ZT_CUDA_CHECK_LAUNCH();
   }

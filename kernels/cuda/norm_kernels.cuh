@@ -22,7 +22,8 @@ template <typename T, int kVec>
 __global__ void partial_sums(double* partials, const T* x, std::int64_t n) {
   __shared__ double shared[32];
   double acc = 0.0;
-  const std::int64_t start = blockIdx.x * std::int64_t{kThreads} + threadIdx.x, stride = std::int64_t{gridDim.x} * kThreads;
+  const std::int64_t start = blockIdx.x * std::int64_t{kThreads} + threadIdx.x,
+                     stride = std::int64_t{gridDim.x} * kThreads;
   const std::int64_t groups = n / kVec;
   for (std::int64_t g = start; g < groups; g += stride) {
     const detail::ActVec<T, kVec> v = detail::ActVec<T, kVec>::load(x + kVec * g);

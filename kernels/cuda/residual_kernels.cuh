@@ -15,7 +15,8 @@ constexpr int kThreads = 256;
 // out = a + b element by element, storage type T (float or bf16: one rounding of the fp32 sum).
 template <typename T>
 __global__ void add_scalar(T* out, const T* a, const T* b, std::int64_t n) {
-  for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < n; i += std::int64_t{gridDim.x} * blockDim.x)
+  for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += std::int64_t{gridDim.x} * blockDim.x)
     detail::store_act(out + i, detail::load_act(a + i) + detail::load_act(b + i));
 }
 

@@ -96,7 +96,10 @@ std::int64_t predict_activation_peak_bytes(const GptConfig& c, const ActivationD
                                            const CheckpointPolicy& policy) {
   const std::int64_t block = block_activation_bytes(d), head = head_activation_bytes(d);
   std::int64_t live = residual_stream_bytes(d, c.n_layer), peak = live;
-  auto alloc = [&](std::int64_t n) { live += n; peak = std::max(peak, live); };
+  auto alloc = [&](std::int64_t n) {
+    live += n;
+    peak = std::max(peak, live);
+  };
   for (int l = 0; l < c.n_layer; ++l) {
     alloc(block);
     if (policy.is_checkpointed(l)) live -= block;

@@ -35,9 +35,9 @@ ActivationDims activation_dims(const GptConfig& c, std::int64_t batch, std::int6
 // Fused (no T x T probabilities kept): on cuDNN, or on the flash kernels (on tensor cores or CUDA
 // cores) with why cuDNN does not run it under `choice` (precision.attention), or cuDNN in
 // evaluation and flash in training where only dropout on the probabilities (model.dropout > 0)
-// keeps cuDNN out (`dropout`: model.dropout > 0). Else "materialised (T x T probabilities kept)" and, on CUDA, why the flash
-// kernels could not take it and the probabilities' bytes per block (a head size they are not
-// compiled for silently costing B NH T^2 elements a layer would otherwise surprise users).
+// keeps cuDNN out (`dropout`: model.dropout > 0). Else "materialised (T x T probabilities kept)" and, on CUDA, why the
+// flash kernels could not take it and the probabilities' bytes per block (a head size they are not compiled for
+// silently costing B NH T^2 elements a layer would otherwise surprise users).
 std::string describe_attention(const GptConfig& c, const ActivationDims& d, Device device,
                                AttentionKernels choice = AttentionKernels::kAuto, bool dropout = false);
 
@@ -60,7 +60,7 @@ std::int64_t residual_stream_bytes(const ActivationDims& d, int n_layer);
 std::int64_t predict_activation_peak_bytes(const GptConfig& c, const ActivationDims& d, const CheckpointPolicy& policy);
 
 struct BlockActivations {
-  Buffer storage;  // one tracked allocation per block
+  Buffer storage;                      // one tracked allocation per block
   TensorView ln1, ln1_mean, ln1_rstd;  // [B,T,C], [B,T], [B,T]
   TensorView qkv;                      // [B,T,3C]
   TensorView att;                      // [B,NH,T,T] softmax probabilities (materialised attention)

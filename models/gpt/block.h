@@ -17,18 +17,18 @@ struct BlockDropout {
 
 // Activation-gradient scratch shared by all blocks' backward (workspace category).
 struct BlockGradScratch {
-  Buffer d_btc;   // [B,T,C]: d(ln_2 out), then d(attention out), then d(ln_1 out)
+  Buffer d_btc;     // [B,T,C]: d(ln_2 out), then d(attention out), then d(ln_1 out)
   Buffer d_branch;  // [B,T,C]: d(projection output) through a residual dropout mask
-  Buffer d_qkv;   // [B,T,3C]
-  Buffer d_bt4c;  // [B,T,4C]: d(gelu out), then d(c_fc out) in place
+  Buffer d_qkv;     // [B,T,3C]
+  Buffer d_bt4c;    // [B,T,4C]: d(gelu out), then d(c_fc out) in place
 
   BlockGradScratch(MemoryTracker& tracker, const ActivationDims& d, const ExecContext& ctx);
 };
 
 // Fills `acts` from input x [B,T,C]. When `out` is non-empty it receives the block output; a
 // recompute for activation checkpointing passes an empty `out`, since the output is already kept.
-void block_forward(const ExecContext& ctx, const BlockParams& p, TensorView x, BlockActivations& acts,
-                   TensorView out, int n_head, const BlockDropout& dropout);
+void block_forward(const ExecContext& ctx, const BlockParams& p, TensorView x, BlockActivations& acts, TensorView out,
+                   int n_head, const BlockDropout& dropout);
 
 // On entry dresid holds d(out); on exit d(x). Parameter gradients are added into `grads`.
 // `dropout` must be the forward's (masks are regenerated, not stored).

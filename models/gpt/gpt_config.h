@@ -10,8 +10,8 @@ struct GptConfig {
   int n_layer = 2;
   int n_head = 2;
   int n_embd = 64;
-  int block_size = 64;   // maximum sequence length (rows of the position embedding)
-  int vocab_size = 65;   // true vocabulary size
+  int block_size = 64;  // maximum sequence length (rows of the position embedding)
+  int vocab_size = 65;  // true vocabulary size
 
   // The vocabulary the model computes with, padded to a multiple of 64 for aligned matrix
   // products; padded logits never contribute (see kernels/cpu/cross_entropy.h).

@@ -68,7 +68,8 @@ TensorView GptModel::acquire_for_kernels(ParamStore& store, int unit, Pass pass)
   const TensorView working = store.acquire_params(unit, pass);
   if (working.dtype == DType::kF32 || working.dtype == dims_.act) return working;
   for (int slot = 0; slot < 2; ++slot) {
-    if (fp32_copy_unit_[slot] == unit) return TensorView{fp32_copies_[slot].data(), DType::kF32, working.device, working.shape};
+    if (fp32_copy_unit_[slot] == unit)
+      return TensorView{fp32_copies_[slot].data(), DType::kF32, working.device, working.shape};
   }
   const int slot = next_copy_slot_;
   next_copy_slot_ = 1 - slot;
@@ -105,7 +106,8 @@ float GptModel::forward(ParamStore& store, const std::int32_t* inputs, const std
   stream_ = ops::allocate(ctx_, tracker_, MemCategory::kActivations, d.act, residual_stream_bytes(d, L) / d.act_bytes(),
                           /*zero_fill=*/false);  // the embedding and each block write their whole output
   const TensorView input_view = token_view(0, Shape{d.B, d.T}), target_view = token_view(1, Shape{d.BT()});
-  ops::copy(ctx_, input_view, TensorView{const_cast<std::int32_t*>(inputs), DType::kI32, Device::kCPU, input_view.shape});
+  ops::copy(ctx_, input_view,
+            TensorView{const_cast<std::int32_t*>(inputs), DType::kI32, Device::kCPU, input_view.shape});
   ops::copy(ctx_, target_view,
             TensorView{const_cast<std::int32_t*>(targets), DType::kI32, Device::kCPU, target_view.shape});
 
@@ -178,8 +180,8 @@ void GptModel::backward(ParamStore& store, float loss_scale) {
                "backward: loss_scale {} is not the forward's backward_loss_scale {}", loss_scale,
                *step_.backward_loss_scale);
     } else {
-      ops::softmax_cross_entropy_backward(ctx_, h.probs, h.probs, target_view,
-                                          loss_scale / static_cast<float>(d.BT()), config_.vocab_size);
+      ops::softmax_cross_entropy_backward(ctx_, h.probs, h.probs, target_view, loss_scale / static_cast<float>(d.BT()),
+                                          config_.vocab_size);
     }
     const EmbeddingParams ep = embedding_views(table_, acquire_for_kernels(store, emb, Pass::kBackward));
     const TensorView emb_grad = grad_destination(store, emb);

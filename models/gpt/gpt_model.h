@@ -20,9 +20,9 @@ namespace zt::gpt {
 
 // Per-call options of GptModel::forward.
 struct ForwardOptions {
-  bool training = true;            // dropout applies (when the model has any)
-  std::int64_t first_sample = 0;   // global sample index of batch row 0: keys the dropout masks
-  float* logits_out = nullptr;     // when set, receives the unpadded logits [B, T, V]
+  bool training = true;           // dropout applies (when the model has any)
+  std::int64_t first_sample = 0;  // global sample index of batch row 0: keys the dropout masks
+  float* logits_out = nullptr;    // when set, receives the unpadded logits [B, T, V]
   // Set when backward follows with this loss_scale (a training step): the loss's gradient is taken
   // in the forward's pass over the logits (softmax_cross_entropy_fused: one pass instead of a
   // forward and a backward over the largest activation) and backward starts from it. Backward

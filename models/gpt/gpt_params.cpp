@@ -49,8 +49,8 @@ EmbeddingParams embedding_views(const ParamTable& t, const TensorView& unit) {
 
 BlockParams block_views(const ParamTable& t, int layer, const TensorView& unit) {
   const int i = t.units()[static_cast<std::size_t>(block_unit(layer))].params[0];
-  return {t.view(i + 0, unit), t.view(i + 1, unit),  t.view(i + 2, unit),  t.view(i + 3, unit),
-          t.view(i + 4, unit), t.view(i + 5, unit),  t.view(i + 6, unit),  t.view(i + 7, unit),
+  return {t.view(i + 0, unit), t.view(i + 1, unit), t.view(i + 2, unit),  t.view(i + 3, unit),
+          t.view(i + 4, unit), t.view(i + 5, unit), t.view(i + 6, unit),  t.view(i + 7, unit),
           t.view(i + 8, unit), t.view(i + 9, unit), t.view(i + 10, unit), t.view(i + 11, unit)};
 }
 

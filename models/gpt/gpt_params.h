@@ -23,12 +23,12 @@ struct EmbeddingParams {
 };
 
 struct BlockParams {
-  TensorView ln_1_w, ln_1_b;              // [C]
-  TensorView c_attn_w, c_attn_b;          // [C, 3C], [3C]
-  TensorView attn_proj_w, attn_proj_b;    // [C, C], [C]
-  TensorView ln_2_w, ln_2_b;              // [C]
-  TensorView c_fc_w, c_fc_b;              // [C, 4C], [4C]
-  TensorView mlp_proj_w, mlp_proj_b;      // [4C, C], [C]
+  TensorView ln_1_w, ln_1_b;            // [C]
+  TensorView c_attn_w, c_attn_b;        // [C, 3C], [3C]
+  TensorView attn_proj_w, attn_proj_b;  // [C, C], [C]
+  TensorView ln_2_w, ln_2_b;            // [C]
+  TensorView c_fc_w, c_fc_b;            // [C, 4C], [4C]
+  TensorView mlp_proj_w, mlp_proj_b;    // [4C, C], [C]
 };
 
 struct FinalParams {

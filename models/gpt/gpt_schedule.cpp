@@ -20,7 +20,8 @@ PassSchedule forward_schedule(const GptConfig& config) {
   const int emb = embedding_unit(), fin = final_unit(config);
   PassSchedule s;
   add(s, {{UnitOp::kAcquire, emb}, {UnitOp::kRelease, emb}});
-  for (int l = 0; l < config.n_layer; ++l) add(s, {{UnitOp::kAcquire, block_unit(l)}, {UnitOp::kRelease, block_unit(l)}});
+  for (int l = 0; l < config.n_layer; ++l)
+    add(s, {{UnitOp::kAcquire, block_unit(l)}, {UnitOp::kRelease, block_unit(l)}});
   add(s, {{UnitOp::kAcquire, fin}, {UnitOp::kAcquire, emb}, {UnitOp::kRelease, emb}, {UnitOp::kRelease, fin}});
   return s;
 }
@@ -28,8 +29,13 @@ PassSchedule forward_schedule(const GptConfig& config) {
 PassSchedule backward_schedule(const GptConfig& config) {
   const int emb = embedding_unit(), fin = final_unit(config);
   PassSchedule s;
-  add(s, {{UnitOp::kAcquire, emb}, {UnitOp::kAccumulate, emb}, {UnitOp::kRelease, emb}, {UnitOp::kAcquire, fin},
-          {UnitOp::kAccumulate, fin}, {UnitOp::kGradsReady, fin}, {UnitOp::kRelease, fin}});
+  add(s, {{UnitOp::kAcquire, emb},
+          {UnitOp::kAccumulate, emb},
+          {UnitOp::kRelease, emb},
+          {UnitOp::kAcquire, fin},
+          {UnitOp::kAccumulate, fin},
+          {UnitOp::kGradsReady, fin},
+          {UnitOp::kRelease, fin}});
   for (int l = config.n_layer - 1; l >= 0; --l) {
     const int u = block_unit(l);
     add(s, {{UnitOp::kAcquire, u}, {UnitOp::kAccumulate, u}, {UnitOp::kGradsReady, u}, {UnitOp::kRelease, u}});

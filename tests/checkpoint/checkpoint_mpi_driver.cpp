@@ -36,12 +36,18 @@ Args parse(int argc, char** argv) {
   a.path = argv[2];
   for (int i = 3; i + 1 < argc; i += 2) {
     const std::string flag = argv[i], value = argv[i + 1];
-    if (flag == "--stage") a.stage = std::stoi(value);
-    else if (flag == "--step") a.step = std::stoll(value);
-    else if (flag == "--table") a.table = value;
-    else if (flag == "--gpt-config") a.gpt_config = value;
-    else if (flag == "--keep-last") a.keep_last = std::stoi(value);
-    else throw InputError("unknown flag " + flag);
+    if (flag == "--stage")
+      a.stage = std::stoi(value);
+    else if (flag == "--step")
+      a.step = std::stoll(value);
+    else if (flag == "--table")
+      a.table = value;
+    else if (flag == "--gpt-config")
+      a.gpt_config = value;
+    else if (flag == "--keep-last")
+      a.keep_last = std::stoi(value);
+    else
+      throw InputError("unknown flag " + flag);
   }
   return a;
 }

@@ -31,8 +31,8 @@ TEST(CheckpointRoundTrip, EveryNToEveryMIsByteExact) {
         for (int q = 0; q < m; ++q) {
           RankState loaded(table, m, q);
           load_optimizer_state(reader, table, loaded.target());
-          EXPECT_EQ(loaded.mismatches(), 0) << "saved by " << n << " ranks at stage " << stage << ", loaded on rank "
-                                            << q << " of " << m;
+          EXPECT_EQ(loaded.mismatches(), 0)
+              << "saved by " << n << " ranks at stage " << stage << ", loaded on rank " << q << " of " << m;
         }
       }
       RankState whole(table, 1, 0);  // a stage-0 loader: every unit whole

@@ -65,7 +65,8 @@ struct RankState {
       for (std::size_t u = 0; u < layout.num_units(); ++u) {
         const UnitShard& s = layout.unit(static_cast<int>(u));
         for (std::int64_t i = 0; i < s.live(); ++i) {
-          values[k][u][static_cast<std::size_t>(i)] = state_value(static_cast<StateKind>(k), static_cast<int>(u), s.begin + i);
+          values[k][u][static_cast<std::size_t>(i)] =
+              state_value(static_cast<StateKind>(k), static_cast<int>(u), s.begin + i);
         }
       }
     }
@@ -74,8 +75,12 @@ struct RankState {
     std::vector<float>& v = values[static_cast<int>(kind)][static_cast<std::size_t>(unit)];
     return TensorView{v.data(), DType::kF32, Device::kCPU, Shape{static_cast<std::int64_t>(v.size())}};
   }
-  OptimizerStateSource source() { return {&layout, [this](StateKind k, int u) { return view(k, u); }}; }
-  OptimizerStateTarget target() { return {&layout, [this](StateKind k, int u) { return view(k, u); }}; }
+  OptimizerStateSource source() {
+    return {&layout, [this](StateKind k, int u) { return view(k, u); }};
+  }
+  OptimizerStateTarget target() {
+    return {&layout, [this](StateKind k, int u) { return view(k, u); }};
+  }
   // Number of elements that differ from state_value (padding must be zero).
   std::int64_t mismatches() const {
     std::int64_t bad = 0;
@@ -83,7 +88,8 @@ struct RankState {
       for (std::size_t u = 0; u < layout.num_units(); ++u) {
         const UnitShard& s = layout.unit(static_cast<int>(u));
         for (std::int64_t i = 0; i < s.shard; ++i) {
-          const float want = i < s.live() ? state_value(static_cast<StateKind>(k), static_cast<int>(u), s.begin + i) : 0.0f;
+          const float want =
+              i < s.live() ? state_value(static_cast<StateKind>(k), static_cast<int>(u), s.begin + i) : 0.0f;
           bad += values[k][u][static_cast<std::size_t>(i)] != want;
         }
       }
@@ -94,7 +100,7 @@ struct RankState {
 
 // `world` ranks saving at ZeRO stage `stage` (stage 0: each holds whole units), simulated in turn.
 inline CommitResult save_simulated_result(const std::string& folder, const ParamTable& table, int world, int stage,
-                                         std::int64_t step, int keep_last = 0) {
+                                          std::int64_t step, int keep_last = 0) {
   const std::string temp = temp_dir_for(folder, step);
   prepare_temp_dir(temp);
   std::vector<RankFileWritten> files;

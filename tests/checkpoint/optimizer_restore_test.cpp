@@ -11,8 +11,8 @@
 #include "engine/checkpoint/optimizer_checkpoint.h"
 #include "engine/comm/local_communicator.h"
 #include "engine/core/bf16.h"
-#include "engine/sharding/zero_options.h"
 #include "engine/optim/sharded_adamw.h"
+#include "engine/sharding/zero_options.h"
 #include "models/gpt/gpt_params.h"
 
 namespace zt::ckpt {
@@ -22,7 +22,8 @@ struct Replica {
   ZeroParamStore store;
   ShardedAdamW optimizer;
   Replica(const ParamTable& table, DType dtype, Communicator& comm, MemoryTracker& tracker, const ExecContext& ctx)
-      : store(table, dtype, ZeroOptions{}, comm, tracker, ctx), optimizer(store, AdamWHyper{1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f}, tracker, ctx) {}
+      : store(table, dtype, ZeroOptions{}, comm, tracker, ctx),
+        optimizer(store, AdamWHyper{1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f}, tracker, ctx) {}
 
   TensorView state(StateKind kind, int unit) const {
     switch (kind) {

@@ -29,7 +29,8 @@ using namespace zt::ckpt;
 
 float synthetic_grad(std::size_t unit, std::int64_t element, int step) {
   return std::sin(0.001f * static_cast<float>(element % 100003) + 0.7f * static_cast<float>(unit) +
-                  1.3f * static_cast<float>(step)) * 0.1f;
+                  1.3f * static_cast<float>(step)) *
+         0.1f;
 }
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
@@ -44,13 +45,20 @@ int run(int argc, char** argv, Communicator& comm) {
   int stage = 0, from = 0, to = 1;
   for (int i = 3; i + 1 < argc; i += 2) {
     const std::string flag = argv[i], value = argv[i + 1];
-    if (flag == "--config") config_path = value;
-    else if (flag == "--stage") stage = std::stoi(value);
-    else if (flag == "--from") from = std::stoi(value);
-    else if (flag == "--to") to = std::stoi(value);
-    else if (flag == "--dtype") dtype = value;
-    else if (flag == "--set") overrides.push_back(value);
-    else throw InputError("unknown flag " + flag);
+    if (flag == "--config")
+      config_path = value;
+    else if (flag == "--stage")
+      stage = std::stoi(value);
+    else if (flag == "--from")
+      from = std::stoi(value);
+    else if (flag == "--to")
+      to = std::stoi(value);
+    else if (flag == "--dtype")
+      dtype = value;
+    else if (flag == "--set")
+      overrides.push_back(value);
+    else
+      throw InputError("unknown flag " + flag);
   }
   const RunConfig cfg = load_run_config(config_path, overrides, comm.world_size());
   const ParamTable table = gpt::build_param_table(cfg.model);

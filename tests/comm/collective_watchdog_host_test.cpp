@@ -42,9 +42,12 @@ TEST(CollectiveWatchdog, CompletedCollectivesRetireInAnyOrderWithoutAReport) {
   Reports reports;
   std::atomic<bool> a{false}, b{false}, c{false};
   CollectiveWatchdog dog([] { return std::string(); }, [&](const std::string& m) { reports.add(m); });
-  dog.watch("all_gather A", "step 1", [&] { return a.load(); }, 30.0);
-  dog.watch("reduce_scatter B", "step 1", [&] { return b.load(); }, 30.0);
-  dog.watch("all_reduce C", "step 1", [&] { return c.load(); }, 30.0);
+  dog.watch(
+      "all_gather A", "step 1", [&] { return a.load(); }, 30.0);
+  dog.watch(
+      "reduce_scatter B", "step 1", [&] { return b.load(); }, 30.0);
+  dog.watch(
+      "all_reduce C", "step 1", [&] { return c.load(); }, 30.0);
   EXPECT_EQ(dog.in_flight(), 3u);
   b = true;  // the second finishes first (another stream)
   ASSERT_TRUE(eventually([&] { return dog.in_flight() == 2; }));
@@ -58,7 +61,8 @@ TEST(CollectiveWatchdog, CompletedCollectivesRetireInAnyOrderWithoutAReport) {
 TEST(CollectiveWatchdog, ACollectivePastItsDeadlineIsReportedOnceWithItsContext) {
   Reports reports;
   CollectiveWatchdog dog([] { return std::string(); }, [&](const std::string& m) { reports.add(m); });
-  dog.watch("NCCL all_gather of 4096 bf16 elements", "step 7 micro-batch 1", [] { return false; }, 0.05);
+  dog.watch(
+      "NCCL all_gather of 4096 bf16 elements", "step 7 micro-batch 1", [] { return false; }, 0.05);
   const auto start = std::chrono::steady_clock::now();
   ASSERT_TRUE(eventually([&] { return reports.size() == 1; }));
   const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -79,7 +83,8 @@ TEST(CollectiveWatchdog, ABackendErrorIsReportedNamingTheOldestCollective) {
   std::atomic<bool> broken{false};
   CollectiveWatchdog dog([&] { return broken ? std::string("remote process exited") : std::string(); },
                          [&](const std::string& m) { reports.add(m); });
-  dog.watch("NCCL reduce_scatter of 10 f32 elements", "step 3 micro-batch 0", [] { return false; }, 60.0);
+  dog.watch(
+      "NCCL reduce_scatter of 10 f32 elements", "step 3 micro-batch 0", [] { return false; }, 60.0);
   std::this_thread::sleep_for(20ms);
   EXPECT_EQ(reports.size(), 0u) << "no error yet, deadline far";
   broken = true;
@@ -97,7 +102,8 @@ TEST(CollectiveWatchdog, StartHookRunsOnTheWatchdogThreadAndShutdownIsSilent) {
   {
     CollectiveWatchdog dog([] { return std::string(); }, [&](const std::string& m) { reports.add(m); },
                            [&] { hook_ran_elsewhere = std::this_thread::get_id() != main_id; });
-    dog.watch("NCCL broadcast", "start-up", [] { return false; }, 60.0);  // still in flight at shutdown
+    dog.watch(
+        "NCCL broadcast", "start-up", [] { return false; }, 60.0);  // still in flight at shutdown
     ASSERT_TRUE(eventually([&] { return hook_ran_elsewhere.load(); }));
   }
   EXPECT_EQ(reports.size(), 0u);

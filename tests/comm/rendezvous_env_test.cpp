@@ -21,11 +21,26 @@ namespace {
 class RendezvousEnv : public ::testing::Test {
  protected:
   void SetUp() override {
-    for (const char* name :
-         {"ZT_RANK", "ZT_WORLD_SIZE", "ZT_LOCAL_RANK", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
-          "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "PMI_RANK", "PMI_SIZE",
-          "MPI_LOCALRANKID", "RANK", "WORLD_SIZE", "LOCAL_RANK", "ZT_RENDEZVOUS", "ZT_RENDEZVOUS_TIMEOUT",
-          "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_USE_AGENT_STORE"}) {
+    for (const char* name : {"ZT_RANK",
+                             "ZT_WORLD_SIZE",
+                             "ZT_LOCAL_RANK",
+                             "OMPI_COMM_WORLD_RANK",
+                             "OMPI_COMM_WORLD_SIZE",
+                             "OMPI_COMM_WORLD_LOCAL_RANK",
+                             "SLURM_PROCID",
+                             "SLURM_NTASKS",
+                             "SLURM_LOCALID",
+                             "PMI_RANK",
+                             "PMI_SIZE",
+                             "MPI_LOCALRANKID",
+                             "RANK",
+                             "WORLD_SIZE",
+                             "LOCAL_RANK",
+                             "ZT_RENDEZVOUS",
+                             "ZT_RENDEZVOUS_TIMEOUT",
+                             "MASTER_ADDR",
+                             "MASTER_PORT",
+                             "TORCHELASTIC_USE_AGENT_STORE"}) {
       ::unsetenv(name);
     }
   }
@@ -68,10 +83,10 @@ TEST_F(RendezvousEnv, EachLauncherIsRead) {
   struct Case {
     const char *rank, *world, *local, *source;
   };
-  for (const Case& c : {Case{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "OpenMPI"},
-                        Case{"SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "Slurm"},
-                        Case{"PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "PMI"},
-                        Case{"RANK", "WORLD_SIZE", "LOCAL_RANK", "torchrun"}}) {
+  for (const Case& c :
+       {Case{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "OpenMPI"},
+        Case{"SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "Slurm"},
+        Case{"PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "PMI"}, Case{"RANK", "WORLD_SIZE", "LOCAL_RANK", "torchrun"}}) {
     SetUp();
     set(c.rank, "5");
     set(c.world, "8");
@@ -100,7 +115,7 @@ TEST_F(RendezvousEnv, MalformedValuesNameTheVariable) {
   set("OMPI_COMM_WORLD_SIZE", "2");
   EXPECT_EQ(input_error(detect_launch), "OMPI_COMM_WORLD_RANK='-1' is not a non-negative integer");
   SetUp();
-  set("RANK", "3");  // a generic name alone is not torchrun
+  set("RANK", "3");          // a generic name alone is not torchrun
   set("SLURM_PROCID", "0");  // salloc's shell: no tasks, no rank
   EXPECT_EQ(detect_launch().source, "single");
 }

@@ -240,8 +240,9 @@ TEST(RunConfig, Bf16ActivationsOnEitherDeviceImplyBf16MatmulsOnCuda) {
   doc["device"] = "cuda";
   const RunConfig gpu = parse_run_config(doc, "x.json");
   EXPECT_EQ(gpu.matmul_precision, MatmulPrecision::kBf16);
-  EXPECT_NE(std::find(gpu.derived.begin(), gpu.derived.end(), "precision.matmul = bf16 (from precision.activations = bf16)"),
-            gpu.derived.end());
+  EXPECT_NE(
+      std::find(gpu.derived.begin(), gpu.derived.end(), "precision.matmul = bf16 (from precision.activations = bf16)"),
+      gpu.derived.end());
   EXPECT_EQ(parse_run_config(gpu.to_json(), "config.json").to_json(), gpu.to_json());
   for (const char* name : {"fp32", "tf32"}) {
     doc["precision"]["matmul"] = name;

@@ -27,7 +27,8 @@ struct Batch {
 
 Batch make_batch(const std::vector<std::uint16_t>& tokens, int B, int T, std::uint64_t seed, std::int64_t first,
                  std::uint32_t stream = kTrainStream) {
-  Batch b{std::vector<std::int32_t>(static_cast<std::size_t>(B) * T), std::vector<std::int32_t>(static_cast<std::size_t>(B) * T)};
+  Batch b{std::vector<std::int32_t>(static_cast<std::size_t>(B) * T),
+          std::vector<std::int32_t>(static_cast<std::size_t>(B) * T)};
   fill_batch(tokens, B, T, seed, stream, first, b.inputs.data(), b.targets.data());
   return b;
 }

@@ -36,7 +36,8 @@ TEST(EmbeddedDataset, MatchesGoldenText) {
             "count: 8 9 10 11 12.\n"
             "8 minus 5 is 3.\n");
   std::uint64_t fnv1a = 0xCBF29CE484222325ull;
-  for (char c : generate_embedded_text(1337, 1000000)) fnv1a = (fnv1a ^ static_cast<unsigned char>(c)) * 0x100000001B3ull;
+  for (char c : generate_embedded_text(1337, 1000000))
+    fnv1a = (fnv1a ^ static_cast<unsigned char>(c)) * 0x100000001B3ull;
   EXPECT_EQ(fnv1a, 0xC32A1094257AA79Eull) << std::hex << fnv1a;
 }
 

@@ -67,7 +67,8 @@ TEST(Prepare, RefusesBadInputs) {
   expect_input_error([&] { prepare_text_dataset(empty, dir, Vocab::Kind::kChar); }, {empty, "empty"});
   const std::string short_text = temp_path("prepare_short.txt");
   write_file(short_text, "abcdefghij");  // 9 train tokens, 1 validation token
-  expect_input_error([&] { prepare_text_dataset(short_text, dir, Vocab::Kind::kChar); }, {short_text, "text too short"});
+  expect_input_error([&] { prepare_text_dataset(short_text, dir, Vocab::Kind::kChar); },
+                     {short_text, "text too short"});
   const std::string bad_utf8 = temp_path("prepare_bad_utf8.txt");
   write_file(bad_utf8, "hello \xFE world, long enough to split");
   expect_input_error([&] { prepare_text_dataset(bad_utf8, dir, Vocab::Kind::kChar); },

@@ -34,7 +34,9 @@ TEST(Vocab, CharLevelRoundTripsMultiByteText) {
 
 TEST(Vocab, DecodesOutOfRangeIdsAsReplacementCharacter) {
   const Vocab v = Vocab::build_char("ab");
-  EXPECT_EQ(v.decode(std::vector<std::int32_t>{0, -1, 2, 1}), "a\xEF\xBF\xBD\xEF\xBF\xBD" "b");
+  EXPECT_EQ(v.decode(std::vector<std::int32_t>{0, -1, 2, 1}),
+            "a\xEF\xBF\xBD\xEF\xBF\xBD"
+            "b");
 }
 
 TEST(Vocab, ByteLevelRoundTripsArbitraryBytes) {
@@ -64,7 +66,13 @@ TEST(Vocab, SaveLoadRoundTripsBothKinds) {
 }
 
 TEST(Vocab, RefusesInvalidUtf8WithItsByteOffset) {
-  expect_input_error([] { Vocab::build_char("abc\xFF" "def"); }, {"invalid UTF-8", "0xFF", "byte offset 3"});
+  expect_input_error(
+      [] {
+        Vocab::build_char(
+            "abc\xFF"
+            "def");
+      },
+      {"invalid UTF-8", "0xFF", "byte offset 3"});
   expect_input_error([] { Vocab::build_char("ab\xC3"); }, {"truncated", "byte offset 2"});
   expect_input_error([] { Vocab::build_char("a\xC3(b"); }, {"not a continuation byte", "byte offset 2"});
   expect_input_error([] { Vocab::build_char("x\xC0\xAF"); }, {"overlong", "byte offset 1"});
@@ -76,7 +84,8 @@ TEST(Vocab, RefusesInvalidUtf8WithItsByteOffset) {
 
 TEST(Vocab, EncodeNamesTheFirstUnknownCharacter) {
   const Vocab v = Vocab::build_char("hello world");
-  expect_input_error([&] { v.encode("hello w\xC3\xB6rld!"); }, {"U+00F6 '\xC3\xB6'", "byte offset 7", "not in the vocabulary"});
+  expect_input_error([&] { v.encode("hello w\xC3\xB6rld!"); },
+                     {"U+00F6 '\xC3\xB6'", "byte offset 7", "not in the vocabulary"});
   expect_input_error([&] { v.encode("hello\tworld"); }, {"U+0009", "byte offset 5"});
 }
 
@@ -99,8 +108,7 @@ TEST(Vocab, LoadRefusesDamagedFilesNamingThem) {
        "token 1 is not a string"},
       {"multi_char", R"({"format": "zerotrain-vocab", "version": 1, "kind": "char", "tokens": ["a", "bc"]})",
        "token 1 is not exactly one character"},
-      {"bad_byte_list", R"({"format": "zerotrain-vocab", "version": 1, "kind": "byte", "tokens": [0, 1]})",
-       "0..255"},
+      {"bad_byte_list", R"({"format": "zerotrain-vocab", "version": 1, "kind": "byte", "tokens": [0, 1]})", "0..255"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);

@@ -49,7 +49,9 @@ void run_case(Rng& rng) {
   constexpr bool kBf16Grad = std::is_same_v<G, std::uint16_t>;
   constexpr bool kNoWorking = std::is_same_v<W, aw::NoWorkingCopy>, kBf16Working = std::is_same_v<W, std::uint16_t>;
   SCOPED_TRACE(::testing::Message() << "grad " << (kBf16Grad ? "BF16" : "F32") << ", working "
-                                    << (kNoWorking ? "none" : kBf16Working ? "BF16" : "F32"));
+                                    << (kNoWorking     ? "none"
+                                        : kBf16Working ? "BF16"
+                                                       : "F32"));
   const AdamWHyper hyper{3e-4f, 0.9f, 0.95f, 1e-8f, 0.1f};
   const int step = 7;
   const float grad_scale = 0.75f;
@@ -61,12 +63,12 @@ void run_case(Rng& rng) {
   for (SliceData& s : cpu_side) {
     const Shape n{s.n};
     auto at = [&](std::vector<float>& x) { return TensorView{x.data() + s.offset, DType::kF32, Device::kCPU, n}; };
-    const TensorView grad = kBf16Grad ? TensorView{s.grad_bf16.data() + s.offset, DType::kBF16, Device::kCPU, n}
-                                      : at(s.grad_f32);
-    const TensorView working = kNoWorking      ? TensorView{}
-                               : kBf16Working ? TensorView{s.working_bf16.data() + s.offset, DType::kBF16,
-                                                           Device::kCPU, n}
-                                              : at(s.working_f32);
+    const TensorView grad =
+        kBf16Grad ? TensorView{s.grad_bf16.data() + s.offset, DType::kBF16, Device::kCPU, n} : at(s.grad_f32);
+    const TensorView working = kNoWorking ? TensorView{}
+                               : kBf16Working
+                                   ? TensorView{s.working_bf16.data() + s.offset, DType::kBF16, Device::kCPU, n}
+                                   : at(s.working_f32);
     slices.push_back(AdamWSlice{at(s.param), grad, at(s.m), at(s.v), working, s.decays});
   }
   cpu::adamw_update_slices(reference_ctx(), slices, hyper, step, grad_scale);
@@ -76,12 +78,12 @@ void run_case(Rng& rng) {
   for (SliceData& s : gpu_side) {
     void* grad = kBf16Grad ? static_cast<void*>(s.grad_bf16.data() + s.offset)
                            : static_cast<void*>(s.grad_f32.data() + s.offset);
-    void* working = kNoWorking      ? nullptr
+    void* working = kNoWorking     ? nullptr
                     : kBf16Working ? static_cast<void*>(s.working_bf16.data() + s.offset)
                                    : static_cast<void*>(s.working_f32.data() + s.offset);
-    table.slice[table.count] = aw::SliceDesc{s.param.data() + s.offset, grad, s.m.data() + s.offset,
-                                             s.v.data() + s.offset, working, s.n, s.decays ? 1 : 0,
-                                             s.offset == 0 ? 1 : 0};
+    table.slice[table.count] = aw::SliceDesc{
+        s.param.data() + s.offset, grad, s.m.data() + s.offset, s.v.data() + s.offset, working, s.n, s.decays ? 1 : 0,
+        s.offset == 0 ? 1 : 0};
     table.first_block[table.count] = blocks;
     blocks += (s.n + aw::kChunk - 1) / aw::kChunk;
     ++table.count;

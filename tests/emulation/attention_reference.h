@@ -55,14 +55,13 @@ struct Reference {
 };
 
 inline Reference reference(const Problem& pr, const std::vector<float>& qkv, const std::vector<float>& dout,
-                    const DropoutSpec& drop) {
+                           const DropoutSpec& drop) {
   const std::int64_t B = pr.B, T = pr.T, NH = pr.NH, hs = pr.hs, C = NH * hs, C3 = 3 * C;
   const double scale = 1.0 / std::sqrt(static_cast<double>(hs));
   const double keep_scale = drop.active() ? 1.0 / (1.0 - static_cast<double>(drop.p)) : 1.0;
   Reference r{std::vector<double>(static_cast<std::size_t>(B * T * C), 0.0),
-              std::vector<double>(static_cast<std::size_t>(B * NH * T), 0.0),
-              std::vector<double>(qkv.size(), 0.0), std::vector<double>(static_cast<std::size_t>(B * T * C), 0.0),
-              std::vector<double>(qkv.size(), 0.0)};
+              std::vector<double>(static_cast<std::size_t>(B * NH * T), 0.0), std::vector<double>(qkv.size(), 0.0),
+              std::vector<double>(static_cast<std::size_t>(B * T * C), 0.0), std::vector<double>(qkv.size(), 0.0)};
   std::vector<double> P(static_cast<std::size_t>(T * T)), F(P.size()), dS(P.size()), e_dS(P.size());
   for (std::int64_t b = 0; b < B; ++b) {
     for (std::int64_t h = 0; h < NH; ++h) {
@@ -142,7 +141,7 @@ inline Reference reference(const Problem& pr, const std::vector<float>& qkv, con
 }
 
 inline ::testing::AssertionResult within_bound(const std::vector<float>& got, const std::vector<double>& ref,
-                                        const std::vector<double>& slack) {
+                                               const std::vector<double>& slack) {
   double max_ref = 0.0;
   for (double x : ref) max_ref = std::max(max_ref, std::abs(x));
   double worst = 0.0;
@@ -150,8 +149,8 @@ inline ::testing::AssertionResult within_bound(const std::vector<float>& got, co
     const double allowed = kU * std::abs(ref[i]) + slack[i] + 1e-4 * max_ref;
     const double diff = std::abs(static_cast<double>(got[i]) - ref[i]);
     if (!(diff <= allowed)) {
-      return ::testing::AssertionFailure() << "element " << i << ": got " << got[i] << ", reference " << ref[i]
-                                           << ", allowed difference " << allowed;
+      return ::testing::AssertionFailure()
+             << "element " << i << ": got " << got[i] << ", reference " << ref[i] << ", allowed difference " << allowed;
     }
     worst = std::max(worst, diff / allowed);
   }

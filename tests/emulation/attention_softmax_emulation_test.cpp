@@ -68,8 +68,8 @@ std::vector<double> softmax_backward_reference(const std::vector<float>& p, cons
 }
 
 // M above: the size of the terms each backward result is summed from.
-double backward_magnitude(const std::vector<float>& p, const std::vector<float>& dp, std::int64_t rows,
-                          std::int64_t T, double scale) {
+double backward_magnitude(const std::vector<float>& p, const std::vector<float>& dp, std::int64_t rows, std::int64_t T,
+                          double scale) {
   double most = 0.0;
   for (std::int64_t r = 0; r < rows; ++r) {
     const std::int64_t len = r % T + 1;
@@ -87,8 +87,8 @@ double backward_magnitude(const std::vector<float>& p, const std::vector<float>&
   for (std::size_t i = 0; i < ref.size(); ++i) {
     const double bound = (bf16 ? std::abs(ref[i]) / 128.0 : 0.0) + 1e-6 * magnitude;
     if (!(std::abs(got[i] - ref[i]) <= bound)) {
-      return ::testing::AssertionFailure() << "element " << i << ": got " << got[i] << ", reference " << ref[i]
-                                           << " (bound " << bound << ")";
+      return ::testing::AssertionFailure()
+             << "element " << i << ": got " << got[i] << ", reference " << ref[i] << " (bound " << bound << ")";
     }
   }
   return ::testing::AssertionSuccess();

@@ -26,9 +26,9 @@ std::vector<float> cast_inputs(Rng& rng, std::int64_t n) {
   std::vector<float> v = rng.normal(n);
   const std::vector<float> scale = rng.uniform(n, -40.0f, 40.0f);
   for (std::size_t i = 0; i < v.size(); ++i) v[i] *= std::exp2(scale[i]);
-  const std::uint32_t specials[] = {0x00000000u, 0x80000000u, 0x7f800000u, 0xff800000u, 0x7fc00001u, 0xffa00000u,
-                                    0x7f812345u, 0x3f808000u, 0x3f818000u, 0x7f7fffffu, 0xff7fffffu, 0x00000001u,
-                                    0x807fffffu, 0x3f7fffffu};
+  const std::uint32_t specials[] = {0x00000000u, 0x80000000u, 0x7f800000u, 0xff800000u, 0x7fc00001u,
+                                    0xffa00000u, 0x7f812345u, 0x3f808000u, 0x3f818000u, 0x7f7fffffu,
+                                    0xff7fffffu, 0x00000001u, 0x807fffffu, 0x3f7fffffu};
   for (std::size_t k = 0; k < std::size(specials) && k < v.size(); ++k) {
     v[(k * 7919) % v.size()] = std::bit_cast<float>(specials[k]);
   }
@@ -49,7 +49,8 @@ void run_size(Rng& rng, std::int64_t n) {
   cpu::cast(reference_ctx(), TensorView{want.data(), DType::kBF16, Device::kCPU, Shape{n}},
             TensorView{src, DType::kF32, Device::kCPU, Shape{n}});
   const dim3 grid(2);  // fewer threads than elements: the grid-stride loops turn
-  if (n8 > 0) simt::launch(grid, casts::kThreads, 0, casts::f32_to_bf16_vec8, bf_storage.data(), src_storage.data(), n8);
+  if (n8 > 0)
+    simt::launch(grid, casts::kThreads, 0, casts::f32_to_bf16_vec8, bf_storage.data(), src_storage.data(), n8);
   if (tail > 0) simt::launch(grid, casts::kThreads, 0, casts::f32_to_bf16_scalar, bf + 8 * n8, src + 8 * n8, tail);
   EXPECT_TRUE(bitwise_equal(std::vector<std::uint16_t>(bf, bf + n), want)) << "f32 -> bf16";
 
@@ -59,7 +60,8 @@ void run_size(Rng& rng, std::int64_t n) {
             TensorView{want.data(), DType::kBF16, Device::kCPU, Shape{n}});
   std::vector<float4> back_storage(src_storage.size());
   auto* back = reinterpret_cast<float*>(back_storage.data());
-  if (n8 > 0) simt::launch(grid, casts::kThreads, 0, casts::bf16_to_f32_vec8, back_storage.data(), bf_storage.data(), n8);
+  if (n8 > 0)
+    simt::launch(grid, casts::kThreads, 0, casts::bf16_to_f32_vec8, back_storage.data(), bf_storage.data(), n8);
   if (tail > 0) simt::launch(grid, casts::kThreads, 0, casts::bf16_to_f32_scalar, back + 8 * n8, bf + 8 * n8, tail);
   std::vector<std::uint32_t> got_bits(static_cast<std::size_t>(n)), want_bits(got_bits.size());
   for (std::int64_t i = 0; i < n; ++i) {

@@ -39,7 +39,9 @@ static_assert(cd::gelu::kThreads == kThreads && cd::residual::kThreads == kThrea
               cd::dropout::kThreads == kThreads && cd::norm::kThreads == kThreads &&
               cd::matmul::kBiasThreads == kThreads);
 
-dim3 blocks_for(std::int64_t work) { return dim3(static_cast<unsigned>(std::max<std::int64_t>(1, (work + 255) / 256))); }
+dim3 blocks_for(std::int64_t work) {
+  return dim3(static_cast<unsigned>(std::max<std::int64_t>(1, (work + 255) / 256)));
+}
 
 void expect_no_violations() {
   for (const std::string& v : simt::violations()) ADD_FAILURE() << "emulator rule broken: " << v;
@@ -166,8 +168,8 @@ TEST(ElementwiseEmulation, SumOfSquaresMatchesCpu) {
       std::vector<double> partials(cd::norm::kPartialBlocks + 1, NAN);
       // The launcher's 16-byte groups (n is not a multiple of them: a tail as well).
       if (bf16) {
-        simt::launch(dim3(cd::norm::kPartialBlocks), kThreads, 0, cd::norm::partial_sums<bf16_dev, 8>,
-                     partials.data(), static_cast<const bf16_dev*>(xb.data()), n);
+        simt::launch(dim3(cd::norm::kPartialBlocks), kThreads, 0, cd::norm::partial_sums<bf16_dev, 8>, partials.data(),
+                     static_cast<const bf16_dev*>(xb.data()), n);
       } else {
         simt::launch(dim3(cd::norm::kPartialBlocks), kThreads, 0, cd::norm::partial_sums<float, 4>, partials.data(),
                      static_cast<const float*>(x.data()), n);
@@ -194,7 +196,8 @@ void bias_case(Rng& rng, std::int64_t N, int OC, int width) {
   auto run = [&] {
     std::vector<float> partials(static_cast<std::size_t>(chunks * OC), NAN), dbias = dbias0;
     const unsigned groups = static_cast<unsigned>((OC + width - 1) / width);
-    const dim3 grid((groups + cd::matmul::kBiasColGroups - 1) / cd::matmul::kBiasColGroups, static_cast<unsigned>(chunks));
+    const dim3 grid((groups + cd::matmul::kBiasColGroups - 1) / cd::matmul::kBiasColGroups,
+                    static_cast<unsigned>(chunks));
     if (width > 1) {
       simt::launch(grid, cd::matmul::kBiasThreads, 0, cd::matmul::bias_grad_partials<T, cd::kWideVec<T>>,
                    partials.data(), dout.data(), N, OC);

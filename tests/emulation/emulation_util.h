@@ -41,7 +41,8 @@ constexpr DType dtype_of() {
 
 // fp32: normwise 1e-5 (fp32 sums in another order); BF16: also per element within 2^-7 of the
 // reference (one rounding of each result, which a last-bit difference before it may flip).
-inline ::testing::AssertionResult close_to_cpu(const std::vector<float>& got, const std::vector<float>& ref, bool bf16) {
+inline ::testing::AssertionResult close_to_cpu(const std::vector<float>& got, const std::vector<float>& ref,
+                                               bool bf16) {
   if (!bf16) return close_normwise(got, to_double(ref), 1e-5);
   double max_ref = 0.0;
   for (float x : ref) max_ref = std::max(max_ref, std::abs(static_cast<double>(x)));

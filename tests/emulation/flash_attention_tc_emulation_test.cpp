@@ -50,8 +50,8 @@ void run_problem(const Problem& pr, std::uint32_t seed) {
                static_cast<int>(HS), rows);
   simt::launch(grid, tc::kThreads, dq_bytes, tc::tc_dq_kernel<HS>, dqkv.data(), qkv.data(), dout.data(), lse.data(),
                delta.data(), g, mask);
-  simt::launch(grid, tc::kThreads, dkv_bytes, tc::tc_dkv_kernel<HS>, dqkv.data(), qkv.data(), dout.data(),
-               lse.data(), delta.data(), g, mask);
+  simt::launch(grid, tc::kThreads, dkv_bytes, tc::tc_dkv_kernel<HS>, dqkv.data(), qkv.data(), dout.data(), lse.data(),
+               delta.data(), g, mask);
 
   for (const std::string& v : simt::violations()) ADD_FAILURE() << "emulator rule broken: " << v;
   const Reference ref = reference(pr, widen(qkv), widen(dout), drop);

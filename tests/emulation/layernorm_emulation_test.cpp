@@ -1,12 +1,11 @@
 // The CUDA LayerNorm kernels (kernels/cuda/layernorm_kernels.cuh) run on the CPU under the SIMT
 // emulator ([Note: SIMT emulation] in simt_runtime.h), as layernorm.cu launches them, against the
 // CPU kernels: plain and residual-fused forward, the chunked backward and its parameter-gradient
-// pass, both vector widths (kVec 4 for fp32 and 8 for bf16 activations, 16 bytes, where C allows), F32 and BF16 activations, with F32 parameters
-// and (BF16 activations only) BF16 working parameters, read by the CPU kernels too. Tolerances of
-// tests/gpu/layernorm_embedding_test.cpp: 1e-5 normwise for fp32 results (sums of C terms in
-// another fixed order); BF16 results also within 2^-7 of the CPU's per element (one rounding each,
-// which a last-bit difference before it may flip), and the fused residual bitwise (one addition
-// rounded once on both sides).
+// pass, both vector widths (kVec 4 for fp32 and 8 for bf16 activations, 16 bytes, where C allows), F32 and BF16
+// activations, with F32 parameters and (BF16 activations only) BF16 working parameters, read by the CPU kernels too.
+// Tolerances of tests/gpu/layernorm_embedding_test.cpp: 1e-5 normwise for fp32 results (sums of C terms in another
+// fixed order); BF16 results also within 2^-7 of the CPU's per element (one rounding each, which a last-bit difference
+// before it may flip), and the fused residual bitwise (one addition rounded once on both sides).
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -64,9 +63,8 @@ void run_shape(Rng& rng, std::int64_t N, std::int64_t C) {
   std::vector<float> g_mean(N, NAN), g_rstd(N, NAN);
   const dim3 fwd_grid(static_cast<unsigned>((N + ln::kForwardWarps - 1) / ln::kForwardWarps));
   const int fwd_threads = ln::kForwardWarps * cuda::detail::kWarpSize;
-  simt::launch(fwd_grid, fwd_threads, 0, ln::layernorm_forward_kernel<T, P, kVec>, g_out.data(),
-               g_mean.data(), g_rstd.data(), g_res.data(), a_t.data(), b_t.data(), w.data(), bias.data(), N,
-               static_cast<int>(C));
+  simt::launch(fwd_grid, fwd_threads, 0, ln::layernorm_forward_kernel<T, P, kVec>, g_out.data(), g_mean.data(),
+               g_rstd.data(), g_res.data(), a_t.data(), b_t.data(), w.data(), bias.data(), N, static_cast<int>(C));
   EXPECT_TRUE(bitwise_equal(host_values(g_res), host_values(x_t))) << "residual";
   EXPECT_TRUE(close_to_cpu(host_values(g_out), host_values(out_t), kBf16)) << "fused out";
   EXPECT_TRUE(close_to_cpu(g_mean, mean, false)) << "mean";

@@ -118,9 +118,9 @@ TEST_F(CudaOptim, AdamWSlicesMatchCpuBitForBitAcrossLaunches) {
     const auto [at, n] = ranges[i];
     const bool decays = i % 2 == 0;
     cpu_slices.push_back(AdamWSlice{view_of(p).slice(at, n), view_of(g16).slice(at, n), view_of(m).slice(at, n),
-                                         view_of(v).slice(at, n), view_of(wb).slice(at, n), decays});
+                                    view_of(v).slice(at, n), view_of(wb).slice(at, n), decays});
     gpu_slices.push_back(AdamWSlice{dp.view().slice(at, n), dg.view().slice(at, n), dm.view().slice(at, n),
-                                         dv.view().slice(at, n), dw.view().slice(at, n), decays});
+                                    dv.view().slice(at, n), dw.view().slice(at, n), decays});
   }
   for (int step = 1; step <= 2; ++step) {
     cpu::adamw_update_slices(cpu_ctx(), cpu_slices, hyper, step, 0.75f);

@@ -19,7 +19,9 @@ using CudaCrossEntropy = GpuKernelTest;
 
 TEST_F(CudaAttention, ForwardBackwardMatchCpuAndRepeatBitwise) {
   ZT_SEEDED_RNG(rng);
-  struct S { std::int64_t B, T, NH, hs; };
+  struct S {
+    std::int64_t B, T, NH, hs;
+  };
   for (auto [B, T, NH, hs] : {S{1, 1, 1, 8}, S{2, 7, 3, 5}, S{2, 130, 4, 16}, S{1, 64, 12, 64}}) {
     SCOPED_TRACE(::testing::Message() << "B=" << B << " T=" << T << " NH=" << NH << " hs=" << hs);
     const std::int64_t C = NH * hs;
@@ -35,7 +37,8 @@ TEST_F(CudaAttention, ForwardBackwardMatchCpuAndRepeatBitwise) {
     for (int run = 0; run < 2; ++run) {
       Buffer go = poisoned(DType::kF32, B * T * C), gatt = poisoned(DType::kF32, B * NH * T * T),
              gdq = poisoned(DType::kF32, B * T * 3 * C);
-      cuda::attention_forward(gpu(), go.view(Shape{B, T, C}), gatt.view(Shape{B, NH, T, T}), gqkv.view(Shape{B, T, 3 * C}), nh);
+      cuda::attention_forward(gpu(), go.view(Shape{B, T, C}), gatt.view(Shape{B, NH, T, T}),
+                              gqkv.view(Shape{B, T, 3 * C}), nh);
       cuda::attention_backward(gpu(), gdq.view(Shape{B, T, 3 * C}), gdout.view(Shape{B, T, C}),
                                gqkv.view(Shape{B, T, 3 * C}), gatt.view(Shape{B, NH, T, T}), nh);
       const auto o = download<float>(go), a = download<float>(gatt), dq = download<float>(gdq);
@@ -45,8 +48,10 @@ TEST_F(CudaAttention, ForwardBackwardMatchCpuAndRepeatBitwise) {
       for (std::int64_t r = 0; r < B * NH * T; ++r)
         for (std::int64_t k = r % T + 1; k < T; ++k) ASSERT_EQ(a[r * T + k], 0.0f) << "above the diagonal";
       const std::vector<float> all = concat({o, a, dq});
-      if (run == 0) first = all;
-      else EXPECT_TRUE(bitwise_equal(all, first)) << "two runs differ";
+      if (run == 0)
+        first = all;
+      else
+        EXPECT_TRUE(bitwise_equal(all, first)) << "two runs differ";
     }
   }
 }
@@ -55,7 +60,9 @@ TEST_F(CudaAttention, ForwardBackwardMatchCpuAndRepeatBitwise) {
 // results then differ only as without dropout (same tolerances). att keeps the undropped values.
 TEST_F(CudaAttention, DropoutOnProbabilitiesMatchesCpu) {
   ZT_SEEDED_RNG(rng);
-  struct S { std::int64_t B, T, NH, hs; };
+  struct S {
+    std::int64_t B, T, NH, hs;
+  };
   for (auto [B, T, NH, hs] : {S{2, 7, 3, 5}, S{3, 64, 4, 16}}) {
     SCOPED_TRACE(::testing::Message() << "B=" << B << " T=" << T << " NH=" << NH << " hs=" << hs);
     const std::int64_t C = NH * hs;
@@ -86,9 +93,13 @@ TEST_F(CudaAttention, DropoutOnProbabilitiesMatchesCpu) {
 // off alignment) the single-float one.
 TEST_F(CudaCrossEntropy, ForwardBackwardAndFusedMatchCpu) {
   ZT_SEEDED_RNG(rng);
-  struct S { std::int64_t N; int V; std::int64_t Vp; };
-  for (auto [N, V, Vp] : {S{1, 1, 1}, S{3, 5, 64}, S{2, 7, 8}, S{5, 13, 15}, S{4, 37, 37}, S{17, 1000, 1024},
-                          S{8, 50257, 50304}}) {
+  struct S {
+    std::int64_t N;
+    int V;
+    std::int64_t Vp;
+  };
+  for (auto [N, V, Vp] :
+       {S{1, 1, 1}, S{3, 5, 64}, S{2, 7, 8}, S{5, 13, 15}, S{4, 37, 37}, S{17, 1000, 1024}, S{8, 50257, 50304}}) {
     for (std::int64_t off : {0, 1}) {
       SCOPED_TRACE(::testing::Message() << "N=" << N << " V=" << V << " Vp=" << Vp << " offset=" << off);
       std::vector<float> logits = rng.normal(N * Vp, 0.0f, 4.0f);

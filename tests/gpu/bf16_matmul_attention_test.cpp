@@ -46,8 +46,8 @@ constexpr double kUnitRoundoff = 1.0 / 256;  // bf16 round to nearest: |round(x)
     const double diff = std::abs(static_cast<double>(got[i]) - ref[i]);
     const double allowed = std::abs(static_cast<double>(ref[i])) / 128.0 + atol + (slack.empty() ? 0.0 : slack[i]);
     if (!(diff <= allowed)) {
-      return ::testing::AssertionFailure() << "element " << i << ": got " << got[i] << ", reference " << ref[i]
-                                           << ", allowed difference " << allowed;
+      return ::testing::AssertionFailure()
+             << "element " << i << ": got " << got[i] << ", reference " << ref[i] << ", allowed difference " << allowed;
     }
     if (allowed > 0.0) worst_ratio = std::max(worst_ratio, diff / allowed);
   }
@@ -59,15 +59,17 @@ constexpr double kUnitRoundoff = 1.0 / 256;  // bf16 round to nearest: |round(x)
 
 TEST_F(CudaBf16MatmulAttention, MatmulForwardBackwardMatchCpuOnBf16Operands) {
   ZT_SEEDED_RNG(rng);
-  struct S { std::int64_t N, C, OC; };
+  struct S {
+    std::int64_t N, C, OC;
+  };
   // 4100 x 2048: the fp32 scratch of a biased bf16 product (32 MiB, matmul.cu) takes four row
   // chunks, as GPT-2's c_fc does in training.
   for (auto [N, C, OC] : {S{1, 8, 8}, S{7, 24, 40}, S{129, 96, 136}, S{300, 768, 72}, S{4100, 256, 2048}}) {
     for (WeightLayout layout : {WeightLayout::kInOut, WeightLayout::kOutIn}) {
       for (bool with_bias : {true, false}) {
-        SCOPED_TRACE(::testing::Message() << "N=" << N << " C=" << C << " OC=" << OC << " layout "
-                                          << (layout == WeightLayout::kInOut ? "in_out" : "out_in")
-                                          << (with_bias ? " bias" : " no bias"));
+        SCOPED_TRACE(::testing::Message()
+                     << "N=" << N << " C=" << C << " OC=" << OC << " layout "
+                     << (layout == WeightLayout::kInOut ? "in_out" : "out_in") << (with_bias ? " bias" : " no bias"));
         const Shape sx{N, C}, so{N, OC}, sw = layout == WeightLayout::kInOut ? Shape{C, OC} : Shape{OC, C};
         // Weights and bias are fp32 and not bf16 values: both sides must round the weight themselves.
         std::vector<float> w = rng.normal(C * OC, 0.0f, 0.05f), b = rng.normal(OC);
@@ -258,8 +260,7 @@ TEST_F(CudaBf16MatmulAttention, FlashAttentionMatchesMaterialisedCpuOnBf16Operan
                                         << (tensor_cores ? " tensor cores" : " CUDA cores"));
       ASSERT_TRUE(cuda::flash_attention_supports(s.B, s.NH, s.hs));
       const AttnCase c = cpu_attention(rng, s, *spec);
-      const Slack slack =
-          attention_slack(c, tensor_cores ? AttnKind::kFlashTensorCores : AttnKind::kFlash, *spec);
+      const Slack slack = attention_slack(c, tensor_cores ? AttnKind::kFlashTensorCores : AttnKind::kFlash, *spec);
       const std::int64_t C = s.NH * s.hs;
       const Shape sq{s.B, s.T, 3 * C}, so{s.B, s.T, C}, sl{s.B, s.NH, s.T};
       const int nh = static_cast<int>(s.NH);
@@ -366,9 +367,8 @@ TEST(CudaBf16MatmulAttentionChecks, MixedActivationDtypesAreRejectedNamingTheOp)
     cuda::attention_backward(ctx, view(DType::kF32, sq), view(DType::kF32, so), view(DType::kF32, sq),
                              view(DType::kBF16, sa), nh);
   });
-  expect_rejected("flash_attention_forward", [&] {
-    cuda::flash_attention_forward(ctx, view(DType::kF32, so), lse, view(DType::kBF16, sq), nh);
-  });
+  expect_rejected("flash_attention_forward",
+                  [&] { cuda::flash_attention_forward(ctx, view(DType::kF32, so), lse, view(DType::kBF16, sq), nh); });
   expect_rejected("flash_attention_backward", [&] {  // dout F32 beside BF16 dqkv, out, qkv
     cuda::flash_attention_backward(ctx, view(DType::kBF16, sq), view(DType::kF32, so), view(DType::kBF16, so),
                                    view(DType::kBF16, sq), lse, nh);

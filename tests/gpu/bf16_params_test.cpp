@@ -93,7 +93,9 @@ TEST_F(CudaBf16ParamsTest, LayerNormReadsBf16ParametersAsTheirFp32Values) {
 
 TEST_F(CudaBf16ParamsTest, EmbeddingReadsBf16TablesAsTheirFp32Values) {
   ZT_SEEDED_RNG(rng);
-  struct S { std::int64_t B, T, C, V; };
+  struct S {
+    std::int64_t B, T, C, V;
+  };
   for (auto [B, T, C, V] : {S{2, 7, 37, 5}, S{4, 64, 768, 50}}) {
     for (std::int64_t off : kSameStrideOffsets) {
       SCOPED_TRACE(::testing::Message() << "B=" << B << " T=" << T << " C=" << C << " offset=" << off);
@@ -112,7 +114,9 @@ TEST_F(CudaBf16ParamsTest, EmbeddingReadsBf16TablesAsTheirFp32Values) {
 
 TEST_F(CudaBf16ParamsTest, MatmulWithBf16WeightAndBiasMatchesCpu) {
   ZT_SEEDED_RNG(rng);
-  struct S { std::int64_t N, C, OC; };
+  struct S {
+    std::int64_t N, C, OC;
+  };
   for (auto [N, C, OC] : {S{7, 24, 40}, S{300, 768, 72}, S{4100, 256, 2048}}) {
     for (WeightLayout layout : {WeightLayout::kInOut, WeightLayout::kOutIn}) {
       SCOPED_TRACE(::testing::Message() << "N=" << N << " C=" << C << " OC=" << OC);

@@ -45,8 +45,8 @@ constexpr std::int64_t kOffsets[] = {0, 1, 2};
   for (std::size_t i = 0; i < r.size(); ++i) {
     const double diff = std::abs(static_cast<double>(g[i]) - r[i]), allowed = std::abs(r[i]) / 128.0 + atol;
     if (!(diff <= allowed)) {
-      return ::testing::AssertionFailure() << "element " << i << ": got " << g[i] << ", reference " << r[i]
-                                           << ", allowed difference " << allowed;
+      return ::testing::AssertionFailure()
+             << "element " << i << ": got " << g[i] << ", reference " << r[i] << ", allowed difference " << allowed;
     }
   }
   return ::testing::AssertionSuccess();
@@ -187,13 +187,15 @@ TEST_F(CudaBf16Rowwise, ResidualMatchesCpuBitForBit) {
 
 TEST_F(CudaBf16Rowwise, DropoutMatchesCpuBitForBit) {
   ZT_SEEDED_RNG(rng);
-  struct S { std::int64_t B, N; };
+  struct S {
+    std::int64_t B, N;
+  };
   for (auto [B, N] : {S{1, 1}, S{3, 7}, S{2, 8}, S{4, 1000}, S{2, 4099}}) {
     for (float p : {0.0f, 0.1f, 0.5f}) {  // 0: the identity (a copy of the bf16 bytes)
       for (std::int64_t first_sample : {std::int64_t{3}, (std::int64_t{1} << 33) + 5}) {
         for (std::int64_t off : kOffsets) {
-          SCOPED_TRACE(::testing::Message() << "B=" << B << " N=" << N << " p=" << p << " first_sample="
-                                            << first_sample << " offset=" << off);
+          SCOPED_TRACE(::testing::Message() << "B=" << B << " N=" << N << " p=" << p << " first_sample=" << first_sample
+                                            << " offset=" << off);
           const DropoutSpec spec{p, /*seed=*/0x0123456789ABCDEFull, /*site=*/7, first_sample};
           const Shape shape{B, N};
           std::vector<bf16> x = rounded(rng.normal(B * N)), want(x.size()), want_back(x.size());
@@ -216,7 +218,9 @@ TEST_F(CudaBf16Rowwise, DropoutMatchesCpuBitForBit) {
 // wte, wpe and their gradients are F32 parameters; out and dout are the BF16 activations.
 TEST_F(CudaBf16Rowwise, EmbeddingMatchesCpuBitForBit) {
   ZT_SEEDED_RNG(rng);
-  struct S { std::int64_t B, T, C, V; };
+  struct S {
+    std::int64_t B, T, C, V;
+  };
   for (auto [B, T, C, V] : {S{1, 1, 1, 1}, S{2, 7, 37, 5}, S{3, 5, 12, 4}, S{4, 64, 768, 50}, S{3, 129, 64, 1000}}) {
     for (std::int64_t off : kOffsets) {
       SCOPED_TRACE(::testing::Message() << "B=" << B << " T=" << T << " C=" << C << " V=" << V << " offset=" << off);
@@ -245,9 +249,13 @@ TEST_F(CudaBf16Rowwise, EmbeddingMatchesCpuBitForBit) {
 // group); Vp = 1, 15, 37 and offset 1 the scalar one.
 TEST_F(CudaBf16Rowwise, CrossEntropyForwardBackwardAndFusedMatchCpu) {
   ZT_SEEDED_RNG(rng);
-  struct S { std::int64_t N; int V; std::int64_t Vp; };
-  for (auto [N, V, Vp] : {S{1, 1, 1}, S{3, 5, 64}, S{2, 7, 8}, S{5, 13, 15}, S{4, 37, 37}, S{17, 1000, 1024},
-                          S{8, 50257, 50304}}) {
+  struct S {
+    std::int64_t N;
+    int V;
+    std::int64_t Vp;
+  };
+  for (auto [N, V, Vp] :
+       {S{1, 1, 1}, S{3, 5, 64}, S{2, 7, 8}, S{5, 13, 15}, S{4, 37, 37}, S{17, 1000, 1024}, S{8, 50257, 50304}}) {
     for (std::int64_t off : kOffsets) {
       SCOPED_TRACE(::testing::Message() << "N=" << N << " V=" << V << " Vp=" << Vp << " offset=" << off);
       std::vector<bf16> logits = rounded(rng.normal(N * Vp, 0.0f, 4.0f));
@@ -271,8 +279,8 @@ TEST_F(CudaBf16Rowwise, CrossEntropyForwardBackwardAndFusedMatchCpu) {
       EXPECT_TRUE(close_bf16(download_bf16_from(gd, off), dlogits, 1e-5)) << "dlogits";
       // Forward in place (probs aliasing logits).
       Buffer gl2 = upload_bf16_at(off, logits), gloss2 = poisoned(DType::kF32, N);
-      cuda::softmax_cross_entropy_forward(gpu(), gloss2.view(), view_at(gl2, off, nv), view_at(gl2, off, nv),
-                                          gt.view(), V);
+      cuda::softmax_cross_entropy_forward(gpu(), gloss2.view(), view_at(gl2, off, nv), view_at(gl2, off, nv), gt.view(),
+                                          V);
       EXPECT_TRUE(close_normwise(download<float>(gloss2), to_double(losses), 1e-5)) << "in place losses";
       EXPECT_TRUE(close_bf16(download_bf16_from(gl2, off), probs, 1e-5)) << "in place probs";
       // Fused, in place on the logits: its gradient comes from the unrounded fp32 probabilities, so its
@@ -280,8 +288,8 @@ TEST_F(CudaBf16Rowwise, CrossEntropyForwardBackwardAndFusedMatchCpu) {
       std::vector<float> wide = widened(logits), probs32(N * Vp), dlogits32(N * Vp), losses32(N);
       cpu::softmax_cross_entropy_forward(cpu_ctx(), view_of(losses32), view_of(probs32, nv), view_of(wide, nv),
                                          view_of(tgt), V);
-      cpu::softmax_cross_entropy_backward(cpu_ctx(), view_of(dlogits32, nv), view_of(probs32, nv), view_of(tgt),
-                                          dloss, V);
+      cpu::softmax_cross_entropy_backward(cpu_ctx(), view_of(dlogits32, nv), view_of(probs32, nv), view_of(tgt), dloss,
+                                          V);
       Buffer gloss3 = poisoned(DType::kF32, N);
       cuda::softmax_cross_entropy_fused(gpu(), gloss3.view(), view_at(gl, off, nv), view_at(gl, off, nv), gt.view(),
                                         dloss, V);
@@ -324,16 +332,18 @@ TEST(CudaBf16ActivationDtypes, MixedDtypesAreRejectedNamingTheOp) {
   EXPECT_TRUE(rejected("dropout_backward", [&] { cuda::dropout_backward(ctx, f, h, spec); }));
   // The embedding has one activation operand; an integer one is rejected the same way.
   const TensorView wte = view(DType::kF32, Shape{10, 8}), wpe = view(DType::kF32, Shape{2, 8});
-  EXPECT_TRUE(rejected("embedding_forward",
-                       [&] { cuda::embedding_forward(ctx, view(DType::kI32, Shape{2, 2, 8}), tok, wte, wpe); }));
-  EXPECT_TRUE(rejected("embedding_backward",
-                       [&] { cuda::embedding_backward(ctx, wte, wpe, view(DType::kI32, Shape{2, 2, 8}), tok); }));
-  EXPECT_TRUE(rejected("softmax_cross_entropy_forward",
-                       [&] { cuda::softmax_cross_entropy_forward(ctx, fn, h, f, tgt, 8); }));
+  EXPECT_TRUE(rejected("embedding_forward", [&] {
+    cuda::embedding_forward(ctx, view(DType::kI32, Shape{2, 2, 8}), tok, wte, wpe);
+  }));
+  EXPECT_TRUE(rejected("embedding_backward", [&] {
+    cuda::embedding_backward(ctx, wte, wpe, view(DType::kI32, Shape{2, 2, 8}), tok);
+  }));
+  EXPECT_TRUE(
+      rejected("softmax_cross_entropy_forward", [&] { cuda::softmax_cross_entropy_forward(ctx, fn, h, f, tgt, 8); }));
   EXPECT_TRUE(rejected("softmax_cross_entropy_backward",
                        [&] { cuda::softmax_cross_entropy_backward(ctx, f, h, tgt, 1.0f, 8); }));
-  EXPECT_TRUE(rejected("softmax_cross_entropy_fused",
-                       [&] { cuda::softmax_cross_entropy_fused(ctx, fn, f, h, tgt, 1.0f, 8); }));
+  EXPECT_TRUE(
+      rejected("softmax_cross_entropy_fused", [&] { cuda::softmax_cross_entropy_fused(ctx, fn, f, h, tgt, 1.0f, 8); }));
 }
 
 }  // namespace

@@ -21,13 +21,15 @@ DropoutSpec spec_of(float p, std::int64_t first_sample) {
 
 TEST_F(CudaDropout, ForwardAndBackwardMatchCpuBitForBit) {
   ZT_SEEDED_RNG(rng);
-  struct S { std::int64_t B, N; };
+  struct S {
+    std::int64_t B, N;
+  };
   for (auto [B, N] : {S{1, 1}, S{3, 7}, S{2, 8}, S{4, 1000}, S{2, 4099}, S{3, 1 << 14}}) {
     for (float p : {0.1f, 0.5f, 0.9f}) {
       for (std::int64_t first_sample : {std::int64_t{3}, (std::int64_t{1} << 33) + 5}) {
         for (std::int64_t offset : {0, 1}) {
-          SCOPED_TRACE(::testing::Message() << "B=" << B << " N=" << N << " p=" << p << " first_sample="
-                                            << first_sample << " offset=" << offset);
+          SCOPED_TRACE(::testing::Message() << "B=" << B << " N=" << N << " p=" << p << " first_sample=" << first_sample
+                                            << " offset=" << offset);
           const DropoutSpec spec = spec_of(p, first_sample);
           const Shape shape{B, N};
           std::vector<float> x = rng.normal(B * N);

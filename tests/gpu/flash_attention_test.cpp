@@ -29,7 +29,8 @@ std::vector<double> reference_lse(const std::vector<float>& qkv, std::int64_t B,
         for (std::int64_t j = 0; j <= i; ++j) {
           double dot = 0.0;
           for (std::int64_t d = 0; d < hs; ++d) {
-            dot += static_cast<double>(qkv[(b * T + i) * 3 * C + h * hs + d]) * qkv[(b * T + j) * 3 * C + C + h * hs + d];
+            dot +=
+                static_cast<double>(qkv[(b * T + i) * 3 * C + h * hs + d]) * qkv[(b * T + j) * 3 * C + C + h * hs + d];
           }
           s[j] = dot / std::sqrt(static_cast<double>(hs));
           mx = std::max(mx, s[j]);
@@ -56,11 +57,12 @@ std::vector<double> reference_lse(const std::vector<float>& qkv, std::int64_t B,
 
 TEST_F(CudaFlashAttention, ForwardBackwardMatchCpuAndRepeatBitwise) {
   ZT_SEEDED_RNG(rng);
-  struct S { std::int64_t B, T, NH, hs; };
+  struct S {
+    std::int64_t B, T, NH, hs;
+  };
   const DropoutSpec no_drop{}, drop{0.2f, /*seed=*/99, /*site=*/4, /*first_sample=*/(std::int64_t{1} << 32) + 17};
   for (const DropoutSpec* spec : {&no_drop, &drop}) {
-    for (auto [B, T, NH, hs] :
-         {S{1, 1, 1, 8}, S{2, 67, 3, 16}, S{2, 130, 4, 32}, S{1, 200, 2, 64}, S{1, 70, 2, 128}}) {
+    for (auto [B, T, NH, hs] : {S{1, 1, 1, 8}, S{2, 67, 3, 16}, S{2, 130, 4, 32}, S{1, 200, 2, 64}, S{1, 70, 2, 128}}) {
       SCOPED_TRACE(::testing::Message() << "B=" << B << " T=" << T << " NH=" << NH << " hs=" << hs
                                         << (spec->active() ? " dropout" : ""));
       ASSERT_TRUE(cuda::flash_attention_supports(B, NH, hs));
@@ -88,8 +90,10 @@ TEST_F(CudaFlashAttention, ForwardBackwardMatchCpuAndRepeatBitwise) {
         EXPECT_TRUE(close_lse(l, lse_ref)) << "lse";
         EXPECT_TRUE(close_normwise(dq, to_double(dqkv), 5e-5)) << "dqkv";
         const std::vector<float> all = concat({o, l, dq});
-        if (run == 0) first = all;
-        else EXPECT_TRUE(bitwise_equal(all, first)) << "two runs differ";
+        if (run == 0)
+          first = all;
+        else
+          EXPECT_TRUE(bitwise_equal(all, first)) << "two runs differ";
       }
     }
   }

@@ -25,15 +25,15 @@
 // Without a CUDA device a GPU test skips visibly, unless ZT_REQUIRE_GPU is set (tools/gpu_session.sh
 // sets it on the lent GPU machine): there a device the runtime cannot see (a driver older than the
 // toolkit, say) must fail, not pass as skips. Fatal in SetUp: the test body does not run.
-#define ZT_SKIP_WITHOUT_GPU()                                                                           \
-  do {                                                                                                  \
-    if (::zt::cuda::device_count() == 0) {                                                              \
-      if (std::getenv("ZT_REQUIRE_GPU") != nullptr) {                                                   \
+#define ZT_SKIP_WITHOUT_GPU()                                                                            \
+  do {                                                                                                   \
+    if (::zt::cuda::device_count() == 0) {                                                               \
+      if (std::getenv("ZT_REQUIRE_GPU") != nullptr) {                                                    \
         FAIL() << "ZT_REQUIRE_GPU is set but CUDA sees no device: " << ::zt::cuda::device_count_error(); \
-      }                                                                                                 \
-      GTEST_SKIP() << "no CUDA device on this machine (" << ::zt::cuda::device_count_error()            \
-                   << "): the kernel never ran here";                                                   \
-    }                                                                                                   \
+      }                                                                                                  \
+      GTEST_SKIP() << "no CUDA device on this machine (" << ::zt::cuda::device_count_error()             \
+                   << "): the kernel never ran here";                                                    \
+    }                                                                                                    \
   } while (0)
 
 namespace zt::test {

@@ -105,8 +105,10 @@ TEST_F(CudaLayerNorm, BackwardMatchesCpuAndRepeatsBitwise) {
         Buffer a = upload_at(off, zeros_nc), bw = upload_at(off, zeros_c), bb = upload_at(off, zeros_c);
         backward(a, bw, bb);
         const std::vector<float> all = concat({download_from(a, off), download_from(bw, off), download_from(bb, off)});
-        if (run == 0) first = all;
-        else EXPECT_TRUE(bitwise_equal(all, first));
+        if (run == 0)
+          first = all;
+        else
+          EXPECT_TRUE(bitwise_equal(all, first));
       }
     }
   }
@@ -115,7 +117,9 @@ TEST_F(CudaLayerNorm, BackwardMatchesCpuAndRepeatsBitwise) {
 // C % 4 == 0 (768, 64, 12) takes the float4 path at offset 0; offset 1 and C = 1, 37 the scalar one.
 TEST_F(CudaEmbedding, ForwardAndDeterministicBackwardMatchCpuBitForBit) {
   ZT_SEEDED_RNG(rng);
-  struct Shape4 { std::int64_t B, T, C, V; };
+  struct Shape4 {
+    std::int64_t B, T, C, V;
+  };
   for (auto [B, T, C, V] : {Shape4{1, 1, 1, 1}, Shape4{2, 7, 37, 5}, Shape4{3, 5, 12, 4}, Shape4{4, 64, 768, 50},
                             Shape4{3, 129, 64, 1000}}) {
     for (std::int64_t off : kOffsets) {

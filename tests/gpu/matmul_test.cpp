@@ -4,10 +4,10 @@
 // dweight products sum over N <= 300 rows). bf16: inputs are rounded to bf16 on the host and the
 // CPU reference uses the same rounded values, so the only extra error is the output's rounding
 // to bf16 (at most 2^-8 ~ 3.9e-3 of each element: normwise no more) plus fp32 accumulation: 5e-3. The
-// GELU epilogue is cuBLASLt's own GELU: 1e-4 in fp32 (passed on an H100). Bias gradients must repeat bitwise. The fp32 precision
-// modes (tf32, bf16-rounded inputs) are bounded where they are tested.
-#include "kernels/cpu/gelu.h"
+// GELU epilogue is cuBLASLt's own GELU: 1e-4 in fp32 (passed on an H100). Bias gradients must repeat bitwise. The fp32
+// precision modes (tf32, bf16-rounded inputs) are bounded where they are tested.
 #include "kernels/cpu/matmul.h"
+#include "kernels/cpu/gelu.h"
 #include "kernels/cuda/matmul.h"
 #include "tests/gpu/gpu_test_util.h"
 
@@ -33,9 +33,9 @@ TEST_F(CudaMatmul, ForwardAndBackwardMatchCpuInFp32AndBf16) {
     for (WeightLayout layout : {WeightLayout::kInOut, WeightLayout::kOutIn}) {
       for (DType dt : {DType::kF32, DType::kBF16}) {
         const bool bf = dt == DType::kBF16;
-        SCOPED_TRACE(::testing::Message() << "N=" << N << " C=" << C << " OC=" << OC << " layout "
-                                          << (layout == WeightLayout::kInOut ? "in_out" : "out_in") << " "
-                                          << dtype_name(dt));
+        SCOPED_TRACE(::testing::Message()
+                     << "N=" << N << " C=" << C << " OC=" << OC << " layout "
+                     << (layout == WeightLayout::kInOut ? "in_out" : "out_in") << " " << dtype_name(dt));
         const double tol = bf ? 5e-3 : 1e-5;
         const Shape wshape = layout == WeightLayout::kInOut ? Shape{C, OC} : Shape{OC, C};
         std::vector<float> x = rng.normal(N * C), w = rng.normal(C * OC, 0.0f, 0.05f), b = rng.normal(OC),
@@ -59,8 +59,10 @@ TEST_F(CudaMatmul, ForwardAndBackwardMatchCpuInFp32AndBf16) {
         EXPECT_TRUE(close_normwise(download_f32(gdb), to_double(db), 1e-5)) << "dbias";
         // dbias twice from zero: bitwise equal (the deterministic two-stage column sum).
         Buffer db1 = upload(std::vector<float>(OC, 0.0f)), db2 = upload(std::vector<float>(OC, 0.0f));
-        cuda::matmul_backward(gpu(), {}, {}, db1.view(), gg.view(Shape{N, OC}), gx.view(Shape{N, C}), gw.view(wshape), layout);
-        cuda::matmul_backward(gpu(), {}, {}, db2.view(), gg.view(Shape{N, OC}), gx.view(Shape{N, C}), gw.view(wshape), layout);
+        cuda::matmul_backward(gpu(), {}, {}, db1.view(), gg.view(Shape{N, OC}), gx.view(Shape{N, C}), gw.view(wshape),
+                              layout);
+        cuda::matmul_backward(gpu(), {}, {}, db2.view(), gg.view(Shape{N, OC}), gx.view(Shape{N, C}), gw.view(wshape),
+                              layout);
         EXPECT_TRUE(bitwise_equal(download<float>(db1), download<float>(db2)));
       }
     }
@@ -103,7 +105,8 @@ TEST_F(CudaMatmul, Fp32OperandsUnderTf32AndBf16PrecisionMatchTheirReferences) {
     const char* names[] = {"out", "dinp", "dweight"};
     for (int i = 0; i < 3; ++i) {
       if (precision == MatmulPrecision::kBf16) {
-        EXPECT_TRUE(close_normwise(got[i], to_double(rounded[i]), 1e-5)) << names[i] << " vs the rounded inputs' product";
+        EXPECT_TRUE(close_normwise(got[i], to_double(rounded[i]), 1e-5))
+            << names[i] << " vs the rounded inputs' product";
         EXPECT_TRUE(close_normwise(got[i], to_double(exact[i]), 1e-2)) << names[i] << " vs the fp32 product";
         EXPECT_FALSE(close_normwise(got[i], to_double(exact[i]), 1e-5)) << names[i] << ": the inputs were not rounded";
       } else {

@@ -74,8 +74,9 @@ TEST_F(NcclOneRank, AllReduceOfBf16RoundsOnceAndHostBuffersAreStaged) {
   EXPECT_EQ(ids, want);
   std::vector<float> gathered(5, -1.0f);
   std::vector<float> mine = {1, 2, 3, 4, 5};
-  comm_->all_gather(TensorView{mine.data(), DType::kF32, Device::kCPU, Shape{5}},
-                    TensorView{gathered.data(), DType::kF32, Device::kCPU, Shape{5}})
+  comm_
+      ->all_gather(TensorView{mine.data(), DType::kF32, Device::kCPU, Shape{5}},
+                   TensorView{gathered.data(), DType::kF32, Device::kCPU, Shape{5}})
       .wait();
   EXPECT_EQ(gathered, mine);
   comm_->barrier();

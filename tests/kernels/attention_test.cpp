@@ -85,8 +85,8 @@ std::vector<float> run_backward(std::vector<float>& dout, std::vector<float>& qk
 
 TEST(AttentionForward, MatchesFp64ReferenceWithExactZerosAboveDiagonal) {
   ZT_SEEDED_RNG(rng);
-  for (const AttnCase& cs : {AttnCase{2, 7, 12, 3}, AttnCase{1, 16, 32, 2}, AttnCase{2, 33, 20, 4},
-                            AttnCase{3, 1, 8, 2}}) {
+  for (const AttnCase& cs :
+       {AttnCase{2, 7, 12, 3}, AttnCase{1, 16, 32, 2}, AttnCase{2, 33, 20, 4}, AttnCase{3, 1, 8, 2}}) {
     SCOPED_TRACE(testing::Message() << "B=" << cs.B << " T=" << cs.T << " C=" << cs.C << " NH=" << cs.NH);
     auto qkv = rng.normal(cs.B * cs.T * 3 * cs.C, 0.0f, 1.5f);
     const AttnRun r = run_forward(qkv, cs);
@@ -194,9 +194,7 @@ TEST(AttentionDropout, BackwardMatchesFiniteDifferencesWithTheMaskFixed) {
     const auto dqkv = run_backward(dout, qkv, r.att, cs, 2, dropout);
     const auto gd = to_double(dout);
     // The mask depends on (spec, sample, j) only, never on qkv: a fixed linear map of att.
-    auto loss = [&](const std::vector<double>& v) {
-      return test::weighted_sum(gd, attention_ref(v, cs, dropout).out);
-    };
+    auto loss = [&](const std::vector<double>& v) { return test::weighted_sum(gd, attention_ref(v, cs, dropout).out); };
     // As without dropout (1e-5): the 1 / (1 - p) factor scales gradient and reference alike.
     EXPECT_TRUE(close_normwise(dqkv, test::numeric_gradient(loss, to_double(qkv)), 1e-5));
   }
@@ -252,9 +250,9 @@ TEST(AttentionDropout, BitwiseIndependentOfThreadCountAndOfHowTheBatchIsSplit) {
 
 TEST(AttentionForward, RejectsHeadCountThatDoesNotDivideC) {
   std::vector<float> qkv(1 * 4 * 30), out(1 * 4 * 10), att(1 * 3 * 4 * 4);
-  EXPECT_THROW(attention_forward(cpu_ctx(), view_of(out, {1, 4, 10}), view_of(att, {1, 3, 4, 4}),
-                                 view_of(qkv, {1, 4, 30}), 3),
-               InternalError);
+  EXPECT_THROW(
+      attention_forward(cpu_ctx(), view_of(out, {1, 4, 10}), view_of(att, {1, 3, 4, 4}), view_of(qkv, {1, 4, 30}), 3),
+      InternalError);
 }
 
 }  // namespace

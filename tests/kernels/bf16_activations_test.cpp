@@ -78,7 +78,10 @@ TEST(Bf16Staging, ChunksCoverRowsInOrderAndAliasedOperandsShareACopy) {
   // 2 rows of staging: a (3 floats) + sum (1) + acc, aliased twice, (1) = 20 bytes per row.
   cpu::detail::stage_rows(
       cpu_ctx(),
-      {{a.view(), Access::kRead}, {sum.view(), Access::kWrite}, {acc.view(), Access::kRead}, {acc.view(), Access::kWrite},
+      {{a.view(), Access::kRead},
+       {sum.view(), Access::kWrite},
+       {acc.view(), Access::kRead},
+       {acc.view(), Access::kWrite},
        {TensorView{}, Access::kRead}},
       [&](std::int64_t first, std::int64_t n, std::span<const TensorView> v) {
         chunks.emplace_back(first, n);
@@ -151,7 +154,8 @@ TEST(Bf16Activations, MatmulRoundsTheWeightAndTheResultOnce) {
     EXPECT_TRUE(same_bits(out, want));
 
     Bf16Tensor dout(rng.normal(N * OC), Shape{N, OC}), dinp(std::vector<float>(N * C), Shape{N, C});
-    std::vector<float> dw(C * OC, 0.25f), db(OC, 0.5f), want_dinp(N * C), want_dw = dw, want_db = db, g = dout.widened();
+    std::vector<float> dw(C * OC, 0.25f), db(OC, 0.5f), want_dinp(N * C), want_dw = dw, want_db = db,
+                                                                          g = dout.widened();
     cpu::matmul_backward(cpu_ctx(), dinp.view(), view_of(dw, wshape), view_of(db), dout.view(), inp.view(),
                          view_of(w, wshape), layout);
     cpu::matmul_backward(cpu_ctx(), view_of(want_dinp, Shape{N, C}), view_of(want_dw, wshape), view_of(want_db),
@@ -191,7 +195,8 @@ TEST(Bf16Activations, AttentionWithDropoutKeepsEachSamplesMaskAcrossChunks) {
   const std::int64_t B = 3, T = 512, NH = 8, C = 64;
   const DropoutSpec drop{0.1f, 1234, 7, 1000};
   Bf16Tensor qkv(rng.normal(B * T * 3 * C), Shape{B, T, 3 * C});
-  Bf16Tensor out(std::vector<float>(B * T * C), Shape{B, T, C}), att(std::vector<float>(B * NH * T * T), Shape{B, NH, T, T});
+  Bf16Tensor out(std::vector<float>(B * T * C), Shape{B, T, C}),
+      att(std::vector<float>(B * NH * T * T), Shape{B, NH, T, T});
   std::vector<float> x = qkv.widened(), want_out(B * T * C), want_att(B * NH * T * T);
   cpu::attention_forward(cpu_ctx(), out.view(), att.view(), qkv.view(), NH, drop);
   cpu::attention_forward(cpu_ctx(), view_of(want_out, Shape{B, T, C}), view_of(want_att, Shape{B, NH, T, T}),

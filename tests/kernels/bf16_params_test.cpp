@@ -53,10 +53,10 @@ TEST(Bf16Params, MatmulWithBf16WeightAndBiasEqualsF32OfTheSameValues) {
     cpu::matmul_forward(cpu_ctx(), view_of(out16, so), view_of(x, sx), w.bf16_view(sw), layout, b.bf16_view({OC}));
     cpu::matmul_forward(cpu_ctx(), view_of(out32, so), view_of(x, sx), w.f32_view(sw), layout, b.f32_view({OC}));
     EXPECT_TRUE(bitwise_equal(out16, out32)) << "out";
-    cpu::matmul_backward(cpu_ctx(), view_of(dx16, sx), view_of(dw16, sw), view_of(db16), view_of(g, so),
-                         view_of(x, sx), w.bf16_view(sw), layout);
-    cpu::matmul_backward(cpu_ctx(), view_of(dx32, sx), view_of(dw32, sw), view_of(db32), view_of(g, so),
-                         view_of(x, sx), w.f32_view(sw), layout);
+    cpu::matmul_backward(cpu_ctx(), view_of(dx16, sx), view_of(dw16, sw), view_of(db16), view_of(g, so), view_of(x, sx),
+                         w.bf16_view(sw), layout);
+    cpu::matmul_backward(cpu_ctx(), view_of(dx32, sx), view_of(dw32, sw), view_of(db32), view_of(g, so), view_of(x, sx),
+                         w.f32_view(sw), layout);
     EXPECT_TRUE(bitwise_equal(dx16, dx32)) << "dinp";
     EXPECT_TRUE(bitwise_equal(dw16, dw32)) << "dweight";
     EXPECT_TRUE(bitwise_equal(db16, db32)) << "dbias";
@@ -79,8 +79,8 @@ TEST(Bf16Params, LayerNormWithBf16WeightAndBiasEqualsF32OfTheSameValues) {
   std::vector<float> mean16(N), rstd16(N), mean32(N), rstd32(N);
   cpu::layernorm_forward(cpu_ctx(), view_of(out16, nc), view_of(mean16), view_of(rstd16), view_of(x, nc),
                          w.bf16_view(c), b.bf16_view(c));
-  cpu::layernorm_forward(cpu_ctx(), view_of(out32, nc), view_of(mean32), view_of(rstd32), view_of(x, nc),
-                         w.f32_view(c), b.f32_view(c));
+  cpu::layernorm_forward(cpu_ctx(), view_of(out32, nc), view_of(mean32), view_of(rstd32), view_of(x, nc), w.f32_view(c),
+                         b.f32_view(c));
   EXPECT_TRUE(bitwise_equal(out16, out32)) << "out";
   EXPECT_TRUE(bitwise_equal(mean16, mean32) && bitwise_equal(rstd16, rstd32)) << "statistics";
   std::vector<bf16> dx16 = bf16_values(rng.normal(N * C)), dx32 = dx16;

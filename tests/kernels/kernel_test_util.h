@@ -60,10 +60,10 @@ class Rng {
 };
 
 // Declares `Rng name` seeded by test_seed(), with the seed in the failure trace and the XML report.
-#define ZT_SEEDED_RNG(name)                                                              \
-  const std::uint32_t name##_seed = ::zt::test::test_seed();                             \
-  SCOPED_TRACE(::testing::Message() << "replay with ZT_TEST_SEED=" << name##_seed);      \
-  ::testing::Test::RecordProperty("seed", std::to_string(name##_seed));                 \
+#define ZT_SEEDED_RNG(name)                                                         \
+  const std::uint32_t name##_seed = ::zt::test::test_seed();                        \
+  SCOPED_TRACE(::testing::Message() << "replay with ZT_TEST_SEED=" << name##_seed); \
+  ::testing::Test::RecordProperty("seed", std::to_string(name##_seed));             \
   ::zt::test::Rng name(name##_seed)
 
 inline ExecContext cpu_ctx(int threads = 2) {

@@ -68,7 +68,10 @@ LnGrads zero_grads(std::int64_t N, std::int64_t C) {
 
 TEST(LayerNormForward, MatchesFp64Reference) {
   ZT_SEEDED_RNG(rng);
-  struct Case { std::int64_t N, C; float offset; };
+  struct Case {
+    std::int64_t N, C;
+    float offset;
+  };
   for (const Case cs : {Case{13, 20, 0.0f}, Case{21, 64, 3.0f}, Case{5, 768, -10.0f}}) {
     SCOPED_TRACE(testing::Message() << "N=" << cs.N << " C=" << cs.C << " offset=" << cs.offset);
     LnData d = make_and_forward(rng, cs.N, cs.C, cs.offset);
@@ -84,16 +87,24 @@ TEST(LayerNormForward, MatchesFp64Reference) {
 TEST(LayerNormBackward, MatchesFiniteDifferencesOfFp64Reference) {
   ZT_SEEDED_RNG(rng);
   // N=70 spans three 32-row chunks, so the chunked weight-gradient reduction is exercised.
-  struct Case { std::int64_t N, C; };
+  struct Case {
+    std::int64_t N, C;
+  };
   for (const Case cs : {Case{13, 20}, Case{70, 12}}) {
     SCOPED_TRACE(testing::Message() << "N=" << cs.N << " C=" << cs.C);
     LnData d = make_and_forward(rng, cs.N, cs.C, 0.5f);
     auto dout = rng.uniform(cs.N * cs.C);
     const LnGrads g = run_backward(d, dout, zero_grads(cs.N, cs.C));
     const auto xd = to_double(d.x), wd = to_double(d.w), bd = to_double(d.b), gd = to_double(dout);
-    auto loss_x = [&](const std::vector<double>& v) { return test::weighted_sum(gd, layernorm_ref(v, wd, bd, cs.N, cs.C).out); };
-    auto loss_w = [&](const std::vector<double>& v) { return test::weighted_sum(gd, layernorm_ref(xd, v, bd, cs.N, cs.C).out); };
-    auto loss_b = [&](const std::vector<double>& v) { return test::weighted_sum(gd, layernorm_ref(xd, wd, v, cs.N, cs.C).out); };
+    auto loss_x = [&](const std::vector<double>& v) {
+      return test::weighted_sum(gd, layernorm_ref(v, wd, bd, cs.N, cs.C).out);
+    };
+    auto loss_w = [&](const std::vector<double>& v) {
+      return test::weighted_sum(gd, layernorm_ref(xd, v, bd, cs.N, cs.C).out);
+    };
+    auto loss_b = [&](const std::vector<double>& v) {
+      return test::weighted_sum(gd, layernorm_ref(xd, wd, v, cs.N, cs.C).out);
+    };
     // fp32 kernel (row means over C terms, column sums over N <= 70 rows) vs fp64 numeric gradient.
     constexpr double kTol = 2e-5;
     EXPECT_TRUE(close_normwise(g.dinp, test::numeric_gradient(loss_x, xd), kTol)) << "dinp";

@@ -57,8 +57,7 @@ TEST(MatmulForward, MatchesFp64ReferenceForBothLayoutsWithAndWithoutBias) {
         auto b = rng.uniform(cs.OC);
         std::vector<float> out(static_cast<std::size_t>(N * cs.OC), std::numeric_limits<float>::quiet_NaN());
         matmul_forward(cpu_ctx(), view_of(out, {cs.B, cs.T, cs.OC}), view_of(x, {cs.B, cs.T, cs.C}),
-                       view_of(w, weight_shape(layout, cs.C, cs.OC)), layout,
-                       with_bias ? view_of(b) : TensorView{});
+                       view_of(w, weight_shape(layout, cs.C, cs.OC)), layout, with_bias ? view_of(b) : TensorView{});
         const auto bd = to_double(b);
         const auto ref = matmul_ref(to_double(x), to_double(w), with_bias ? &bd : nullptr, layout, N, cs.C, cs.OC);
         // fp32 dot products of K=C terms: rounding grows ~sqrt(K) * eps (6e-8), so 2e-6 * sqrt(K)
@@ -97,8 +96,8 @@ TEST(MatmulBackward, MatchesFiniteDifferencesOfFp64Reference) {
       auto w = rng.uniform(cs.C * cs.OC);
       auto b = rng.uniform(cs.OC);
       auto dout = rng.uniform(N * cs.OC);
-      const MatmulGrads g = run_backward(cs, layout, x, w, dout, std::vector<float>(w.size()),
-                                         std::vector<float>(b.size()));
+      const MatmulGrads g =
+          run_backward(cs, layout, x, w, dout, std::vector<float>(w.size()), std::vector<float>(b.size()));
 
       const auto xd = to_double(x), wd = to_double(w), bd = to_double(b), gd = to_double(dout);
       auto loss_x = [&](const std::vector<double>& v) {
@@ -179,8 +178,8 @@ TEST(Matmul, RepeatsBitwiseWhateverTheBufferAlignment) {
   std::vector<float> out(N * cs.OC);
   matmul_forward(cpu_ctx(), view_of(out, {N, cs.OC}), view_of(x, {N, cs.C}), view_of(w, {cs.C, cs.OC}),
                  WeightLayout::kInOut, view_of(b));
-  const MatmulGrads g = run_backward(cs, WeightLayout::kInOut, x, w, dout, std::vector<float>(w.size()),
-                                     std::vector<float>(b.size()));
+  const MatmulGrads g =
+      run_backward(cs, WeightLayout::kInOut, x, w, dout, std::vector<float>(w.size()), std::vector<float>(b.size()));
 
   test::ShiftedCopy xs(x), ws(w), bs(b), gs(dout);
   auto outs = test::ShiftedCopy::zeros(N * cs.OC);

@@ -85,8 +85,8 @@ TEST(ActivationMemory, CheckpointingAllSavesTheDocumentedAmount) {
   const ActivationDims& d = none.model->dims();
   const std::int64_t I = block_activation_bytes(d), H = head_activation_bytes(d);
   ASSERT_GT(I, H);
-  const std::int64_t saved = none.tracker.snapshot().peak(MemCategory::kActivations) -
-                             all.tracker.snapshot().peak(MemCategory::kActivations);
+  const std::int64_t saved =
+      none.tracker.snapshot().peak(MemCategory::kActivations) - all.tracker.snapshot().peak(MemCategory::kActivations);
   EXPECT_EQ(saved, (kConfig.n_layer - 1) * I + H);
   EXPECT_GT(saved, 0);
 }

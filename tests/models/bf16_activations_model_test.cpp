@@ -80,7 +80,8 @@ TEST(Bf16ActivationModel, Bf16WorkingWeightsStepLikeFp32WeightsOfTheSameValues) 
       for (std::size_t i = 0; i < g32.size(); ++i) differing += round_to_bf16(g32[i]) != g16[i];
       EXPECT_EQ(differing, 0u) << "unit " << unit << ", checkpointing " << checkpointing;
     }
-    EXPECT_EQ(p16.tracker.snapshot().peak(MemCategory::kWorkspace), p32.tracker.snapshot().peak(MemCategory::kWorkspace))
+    EXPECT_EQ(p16.tracker.snapshot().peak(MemCategory::kWorkspace),
+              p32.tracker.snapshot().peak(MemCategory::kWorkspace))
         << "bf16 weights with bf16 activations need no fp32 unit copies";
   }
 }

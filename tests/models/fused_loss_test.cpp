@@ -30,8 +30,8 @@ TEST(FusedLoss, SameLossAndGradientsBitForBitAsForwardThenBackward) {
       const float plain_loss = plain.model->forward(*plain.store, plain.inputs.data(), plain.targets.data());
       plain.model->backward(*plain.store, scale);
       fused.store->begin_step();
-      const float fused_loss = fused.model->forward(*fused.store, fused.inputs.data(), fused.targets.data(),
-                                                    {.backward_loss_scale = scale});
+      const float fused_loss =
+          fused.model->forward(*fused.store, fused.inputs.data(), fused.targets.data(), {.backward_loss_scale = scale});
       fused.model->backward(*fused.store, scale);
       EXPECT_EQ(std::memcmp(&plain_loss, &fused_loss, sizeof(float)), 0) << plain_loss << " vs " << fused_loss;
       const auto a = plain.grad_bytes(), b = fused.grad_bytes();

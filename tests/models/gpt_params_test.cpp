@@ -2,8 +2,8 @@
 // order), units are contiguous, decay flags follow nanoGPT, and initialisation follows GPT-2.
 #include <gtest/gtest.h>
 
-#include <cmath>
 #include <fmt/format.h>
+#include <cmath>
 
 #include "models/gpt/gpt_params.h"
 
@@ -23,13 +23,14 @@ TEST(GptParamTable, NamesShapesAndOrderFollowHuggingFace) {
   const ParamSpec& c_attn = t.param(t.index_of("transformer.h.1.attn.c_attn.weight"));
   EXPECT_EQ(c_attn.shape, (std::vector<std::int64_t>{32, 96}));  // Conv1D: [in, out]
   EXPECT_EQ(t.param(t.index_of("transformer.h.0.mlp.c_proj.weight")).shape, (std::vector<std::int64_t>{128, 32}));
-  const char* block_order[] = {"ln_1.weight", "ln_1.bias", "attn.c_attn.weight", "attn.c_attn.bias",
-                               "attn.c_proj.weight", "attn.c_proj.bias", "ln_2.weight", "ln_2.bias",
-                               "mlp.c_fc.weight", "mlp.c_fc.bias", "mlp.c_proj.weight", "mlp.c_proj.bias"};
+  const char* block_order[] = {"ln_1.weight",        "ln_1.bias",        "attn.c_attn.weight", "attn.c_attn.bias",
+                               "attn.c_proj.weight", "attn.c_proj.bias", "ln_2.weight",        "ln_2.bias",
+                               "mlp.c_fc.weight",    "mlp.c_fc.bias",    "mlp.c_proj.weight",  "mlp.c_proj.bias"};
   for (int l = 0; l < 2; ++l) {
     const UnitSpec& u = t.units()[static_cast<std::size_t>(block_unit(l))];
     ASSERT_EQ(u.params.size(), 12u);
-    for (int i = 0; i < 12; ++i) EXPECT_EQ(t.param(u.params[i]).name, fmt::format("transformer.h.{}.{}", l, block_order[i]));
+    for (int i = 0; i < 12; ++i)
+      EXPECT_EQ(t.param(u.params[i]).name, fmt::format("transformer.h.{}.{}", l, block_order[i]));
   }
 }
 
@@ -70,7 +71,8 @@ TEST(GptInit, FollowsGpt2Initialisation) {
     EXPECT_EQ(p.mlp_proj_b.as<float>()[i], 0.0f);
   }
   double proj2 = 0;
-  for (std::int64_t i = 0; i < p.mlp_proj_w.numel(); ++i) proj2 += double(p.mlp_proj_w.as<float>()[i]) * p.mlp_proj_w.as<float>()[i];
+  for (std::int64_t i = 0; i < p.mlp_proj_w.numel(); ++i)
+    proj2 += double(p.mlp_proj_w.as<float>()[i]) * p.mlp_proj_w.as<float>()[i];
   EXPECT_NEAR(std::sqrt(proj2 / p.mlp_proj_w.numel()), 0.02 / std::sqrt(2.0 * 2), 0.001);  // 1/sqrt(2 n_layer) scaling
 
   std::vector<float> again(blk.size());

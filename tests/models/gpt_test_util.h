@@ -30,7 +30,8 @@ struct GptFixture {
       const std::int64_t n = model->table().units()[u].numel;
       std::vector<float> init(static_cast<std::size_t>(n));
       init_unit_params(model->table(), c, static_cast<int>(u), seed, init.data());
-      cpu::cast(ctx, store->working_shard(static_cast<int>(u)), TensorView{init.data(), DType::kF32, Device::kCPU, Shape{n}});
+      cpu::cast(ctx, store->working_shard(static_cast<int>(u)),
+                TensorView{init.data(), DType::kF32, Device::kCPU, Shape{n}});
     }
     std::mt19937 rng(static_cast<std::uint32_t>(seed));
     std::uniform_int_distribution<int> tok(0, c.vocab_size - 1);

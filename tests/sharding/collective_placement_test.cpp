@@ -87,10 +87,8 @@ void one_step(ZeroParamStore& store, const ParamTable& table) {
   PassSchedule forward, backward;
   for (int u = 0; u < units; ++u) forward.insert(forward.end(), {{UnitOp::kAcquire, u}, {UnitOp::kRelease, u}});
   for (int u = units - 1; u >= 0; --u) {
-    backward.insert(backward.end(), {{UnitOp::kAcquire, u},
-                                     {UnitOp::kAccumulate, u},
-                                     {UnitOp::kGradsReady, u},
-                                     {UnitOp::kRelease, u}});
+    backward.insert(backward.end(),
+                    {{UnitOp::kAcquire, u}, {UnitOp::kAccumulate, u}, {UnitOp::kGradsReady, u}, {UnitOp::kRelease, u}});
   }
   store.begin_step();
   store.set_micro_batch(0, 1);

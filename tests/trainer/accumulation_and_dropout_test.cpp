@@ -110,7 +110,8 @@ TEST(Dropout, EvaluationIgnoresDropout) {
   GptModel dropped(kConfig, 2, 10, CheckpointPolicy{}, plain.tracker, plain.ctx, 0.5f, 4);
   const float eval_loss = dropped.forward(*plain.store, plain.inputs.data(), plain.targets.data(), {.training = false});
   dropped.release_activations();
-  EXPECT_EQ(eval_loss, plain.model->forward(*plain.store, plain.inputs.data(), plain.targets.data(), {.training = false}));
+  EXPECT_EQ(eval_loss,
+            plain.model->forward(*plain.store, plain.inputs.data(), plain.targets.data(), {.training = false}));
 }
 
 }  // namespace

@@ -70,8 +70,9 @@ TEST(OpProfile, CountsFollowTheModelAndTimesFitInTheStep) {
   // 1 residual add fused with the second LayerNorm and 1 plain residual add, 1 attention and 1
   // GELU; the head adds 1 LayerNorm (ln_f) and 1 matmul (logits against the tied wte); the
   // embedding runs once, and the softmax cross-entropy once with its backward (the training
-  // step's fused loss). Backward mirrors the rest, with 2 LayerNorm backwards a block. Per step: one multi-tensor AdamW call and one sum of squares per unit
-  // for the gradient norm (units: the embeddings, each block, the final LayerNorm).
+  // step's fused loss). Backward mirrors the rest, with 2 LayerNorm backwards a block. Per step: one multi-tensor AdamW
+  // call and one sum of squares per unit for the gradient norm (units: the embeddings, each block, the final
+  // LayerNorm).
   const std::int64_t per_step = static_cast<std::int64_t>(kAccum) * profiled;
   EXPECT_EQ(calls["matmul_forward"], (4 * kLayers + 1) * per_step);
   EXPECT_EQ(calls["matmul_backward"], (4 * kLayers + 1) * per_step);

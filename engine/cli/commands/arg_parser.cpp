@@ -45,7 +45,8 @@ bool ArgParser::parse(const std::vector<std::string>& args) {
       continue;
     }
     if (!has_inline) {
-      if (i + 1 >= args.size()) throw_input_error("zerotrain {}: --{} needs a value ({})", command_, flag->name, flag->metavar);
+      if (i + 1 >= args.size())
+        throw_input_error("zerotrain {}: --{} needs a value ({})", command_, flag->name, flag->metavar);
       inline_value = args[++i];
     }
     values_[flag->name].push_back(inline_value);

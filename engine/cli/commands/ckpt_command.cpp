@@ -43,8 +43,8 @@ int inspect(const std::string& path) {
   const ckpt::CheckpointReader reader(resolve(path, ckpt::Validation::kStructure));
   const ckpt::Manifest& m = reader.manifest();
   fmt::print("checkpoint {} (format {})\n", reader.dir(), m.format_version);
-  fmt::print("step {} | tokens seen {} | next sample {} | optimizer step {}\n", m.position.step,
-             m.position.tokens_seen, m.position.next_sample_index, m.position.optimizer_step);
+  fmt::print("step {} | tokens seen {} | next sample {} | optimizer step {}\n", m.position.step, m.position.tokens_seen,
+             m.position.next_sample_index, m.position.optimizer_step);
   fmt::print("saved by {} rank{} at ZeRO stage {}, working params {}\n", m.world_size, m.world_size == 1 ? "" : "s",
              m.zero_stage, m.param_dtype);
   fmt::print("model: {}\n", m.model.dump());
@@ -62,7 +62,8 @@ int inspect(const std::string& path) {
     const ckpt::RankFile& f = m.files[i];
     std::array<std::int64_t, ckpt::kNumStateKinds> per{};
     for (const ckpt::FileSegment& s : f.segments) per[static_cast<std::size_t>(s.kind)] += (s.end - s.begin) * 4;
-    for (int k = 0; k < ckpt::kNumStateKinds; ++k) totals[static_cast<std::size_t>(k)] += per[static_cast<std::size_t>(k)];
+    for (int k = 0; k < ckpt::kNumStateKinds; ++k)
+      totals[static_cast<std::size_t>(k)] += per[static_cast<std::size_t>(k)];
     total += f.bytes;
     std::string status = "ok";
     try {
@@ -128,11 +129,10 @@ int ckpt_main(const std::vector<std::string>& args) {
       std::string fallback;  // what --resume latest would use instead
       try {
         fallback = ckpt::resolve_checkpoint(path, ckpt::Validation::kChecksums).path;
-      } catch (const InputError&) {
-      }
-      throw_input_error("{} (the checkpoint {} resumes from first; {})", e.what(), path,
-                        fallback.empty() ? "no older valid one either"
-                                         : "--resume latest would fall back to " + fallback);
+      } catch (const InputError&) {}
+      throw_input_error(
+          "{} (the checkpoint {} resumes from first; {})", e.what(), path,
+          fallback.empty() ? "no older valid one either" : "--resume latest would fall back to " + fallback);
     }
     const ckpt::CheckpointReader reader(dir);
     fmt::print("ok: {} (step {}, {} files, checksums match)\n", dir, reader.manifest().position.step,

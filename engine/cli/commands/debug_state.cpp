@@ -10,18 +10,18 @@
 
 #include "engine/cli/commands/arg_parser.h"
 #include "engine/cli/commands/commands.h"
+#include "engine/comm/local_communicator.h"
 #include "engine/config/run_config.h"
 #include "engine/core/bf16.h"
 #include "engine/core/philox.h"
 #include "engine/io/model_weights.h"
 #include "engine/io/safetensors.h"
-#include "engine/comm/local_communicator.h"
 #include "engine/optim/sharded_adamw.h"
 #include "engine/sharding/zero_param_store.h"
+#include "engine/trainer/model_setup.h"
 #include "kernels/compute_backend.h"
 #include "kernels/cpu/blas.h"
 #include "kernels/ops.h"
-#include "engine/trainer/model_setup.h"
 #include "models/gpt/gpt_model.h"
 
 namespace zt::cli {
@@ -36,8 +36,9 @@ void make_debug_batch(const RunConfig& c, std::vector<std::int32_t>& inputs, std
   targets.resize(inputs.size());
   for (int b = 0; b < B; ++b) {
     for (int t = 0; t <= T; ++t) {
-      const auto r = philox4x32({static_cast<std::uint32_t>(b * (T + 1) + t), 0u, 0xDEB6u, 0u},
-                                {static_cast<std::uint32_t>(c.train.seed), static_cast<std::uint32_t>(c.train.seed >> 32)});
+      const auto r =
+          philox4x32({static_cast<std::uint32_t>(b * (T + 1) + t), 0u, 0xDEB6u, 0u},
+                     {static_cast<std::uint32_t>(c.train.seed), static_cast<std::uint32_t>(c.train.seed >> 32)});
       const auto token = static_cast<std::int32_t>(r[0] % static_cast<std::uint32_t>(c.model.vocab_size));
       if (t < T) inputs[static_cast<std::size_t>(b) * T + t] = token;
       if (t > 0) targets[static_cast<std::size_t>(b) * T + t - 1] = token;
@@ -93,7 +94,8 @@ int debug_state_main(const std::vector<std::string>& args) {
 
   tracker.reset_peaks();
   store.begin_step();
-  const float loss = model.forward(store, inputs.data(), targets.data(), {.logits_out = logits.data(), .backward_loss_scale = 1.0f});
+  const float loss =
+      model.forward(store, inputs.data(), targets.data(), {.logits_out = logits.data(), .backward_loss_scale = 1.0f});
   model.backward(store);
   const MemorySnapshot memory = tracker.snapshot();
   if (!std::isfinite(loss)) throw_runtime_error("debug-state: loss is not finite ({})", loss);
@@ -147,12 +149,14 @@ int debug_state_main(const std::vector<std::string>& args) {
              table.total_numel(), table.units().size());
   fmt::print("device: {}\n", backend.description());
   fmt::print("batch: B={} T={}  param_dtype={}  activation_checkpointing={}  threads={}  blas={} ({})\n", B, T,
-             mixed ? "bf16" : "f32", cfg.train.activation_checkpointing.to_string(), ctx.num_threads,
-             blas.core_name, blas.core_type_source);
+             mixed ? "bf16" : "f32", cfg.train.activation_checkpointing.to_string(), ctx.num_threads, blas.core_name,
+             blas.core_type_source);
   fmt::print("loss: {:.6f} (uniform-prediction loss ln(V) = {:.6f})\n", loss, std::log(static_cast<double>(V)));
-  if (steps > 0) fmt::print("losses over {} AdamW steps: {:.6f} -> {:.6f}\n", steps, train_losses.front(), train_losses.back());
-  fmt::print("memory during one forward/backward (bytes per category):\n{}",
-             memory_report(memory, gpt::predict_activation_peak_bytes(mc, model.dims(), cfg.train.activation_checkpointing)));
+  if (steps > 0)
+    fmt::print("losses over {} AdamW steps: {:.6f} -> {:.6f}\n", steps, train_losses.front(), train_losses.back());
+  fmt::print(
+      "memory during one forward/backward (bytes per category):\n{}",
+      memory_report(memory, gpt::predict_activation_peak_bytes(mc, model.dims(), cfg.train.activation_checkpointing)));
   fmt::print("wrote {}\n", parser.get("out"));
   return 0;
 }

@@ -26,7 +26,7 @@ constexpr int kMaxRanks = 1 << 24;
 constexpr double kGB = 1e9, kGiB = 1024.0 * 1024.0 * 1024.0;
 
 // Rows of the config table, in the order the memory docs list the categories.
-constexpr MemCategory kRows[] = {MemCategory::kParameters,   MemCategory::kGradients,   MemCategory::kMasterWeights,
+constexpr MemCategory kRows[] = {MemCategory::kParameters,      MemCategory::kGradients,   MemCategory::kMasterWeights,
                                  MemCategory::kOptimizerStates, MemCategory::kActivations, MemCategory::kCommBuffers,
                                  MemCategory::kWorkspace};
 
@@ -36,8 +36,10 @@ std::int64_t parse_param_count(const std::string& text) {
   const double v = std::strtod(text.c_str(), &end);
   if (text.empty() || end != text.c_str() + text.size() || !std::isfinite(v) || v < 1 || v > 9e15 ||
       v != std::floor(v)) {
-    throw_input_error("zerotrain memory: --params must be a whole number of parameters >= 1, such as 124e6 or "
-                      "7.5e9 (got '{}')", text);
+    throw_input_error(
+        "zerotrain memory: --params must be a whole number of parameters >= 1, such as 124e6 or "
+        "7.5e9 (got '{}')",
+        text);
   }
   return static_cast<std::int64_t>(v);
 }
@@ -62,17 +64,20 @@ int paper_table(const ArgParser& parser, int ranks, bool json) {
                          m.total() / kGB, m.total() / kGiB);
   }
   if (json) {
-    const nlohmann::json doc = {{"mode", "paper"}, {"params", psi},         {"ranks", ranks},  {"k", k},
+    const nlohmann::json doc = {{"mode", "paper"},      {"params", psi},       {"ranks", ranks},  {"k", k},
                                 {"bytes_per_param", 2}, {"bytes_per_grad", 2}, {"stages", stages}};
     fmt::print("{}\n", doc.dump(2));
     return 0;
   }
   fmt::print("ZeRO model states per rank, the paper's 2Psi + 2Psi + K*Psi: Psi = {} parameters, N = {} ranks, K = {}\n",
              psi, ranks, k);
-  fmt::print("(bf16 parameters and gradients, 2 bytes each; K bytes of optimizer state per parameter: fp32 master, "
-             "m, v)\n{}", table);
-  fmt::print("GB = 1e9 bytes, GiB = 2^30 bytes; no units, padding, buffers or activations (use --config for those).\n"
-             "The paper's Figure 1 (Psi = 7.5e9, N = 64, K = 12) rounds these to 120, 31.4, 16.6 and 1.9 GB.\n");
+  fmt::print(
+      "(bf16 parameters and gradients, 2 bytes each; K bytes of optimizer state per parameter: fp32 master, "
+      "m, v)\n{}",
+      table);
+  fmt::print(
+      "GB = 1e9 bytes, GiB = 2^30 bytes; no units, padding, buffers or activations (use --config for those).\n"
+      "The paper's Figure 1 (Psi = 7.5e9, N = 64, K = 12) rounds these to 120, 31.4, 16.6 and 1.9 GB.\n");
   return 0;
 }
 
@@ -119,41 +124,43 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
                      {"gradients_with_other_grad_shard_dtype", other_grads[static_cast<std::size_t>(stage)]},
                      {"padding", stages[stage].padding_bytes}});
     }
-    const nlohmann::json doc = {
-        {"mode", "config"},
-        {"config", cfg.source},
-        {"ranks", ranks},
-        {"param_dtype", dtype},
-        {"activations", activations},
-        {"micro_batch", cfg.train.micro_batch},
-        {"seq_len", cfg.train.seq_len},
-        {"activation_checkpointing", ckpt},
-        {"device", device_name(cfg.device)},
-        {"attention", attention},
-        {"params", table.total_numel()},
-        {"units", table.units().size()},
-        {"max_unit_numel", table.max_unit_numel()},
-        {"deterministic_reductions", options.deterministic},
-        {"zero", cfg.to_json()["zero"]},
-        {"other_grad_shard_dtype", other_grad_dtype},
-        {"stages", out}};
+    const nlohmann::json doc = {{"mode", "config"},
+                                {"config", cfg.source},
+                                {"ranks", ranks},
+                                {"param_dtype", dtype},
+                                {"activations", activations},
+                                {"micro_batch", cfg.train.micro_batch},
+                                {"seq_len", cfg.train.seq_len},
+                                {"activation_checkpointing", ckpt},
+                                {"device", device_name(cfg.device)},
+                                {"attention", attention},
+                                {"params", table.total_numel()},
+                                {"units", table.units().size()},
+                                {"max_unit_numel", table.max_unit_numel()},
+                                {"deterministic_reductions", options.deterministic},
+                                {"zero", cfg.to_json()["zero"]},
+                                {"other_grad_shard_dtype", other_grad_dtype},
+                                {"stages", out}};
     fmt::print("{}\n", doc.dump(2));
     return 0;
   }
 
   fmt::print("zerotrain memory: {} on {} rank{}: predicted peak bytes per rank (nothing is trained)\n", cfg.source,
              ranks, ranks == 1 ? "" : "s");
-  fmt::print("model: {} layers, {} heads, {} wide, vocab {} (padded {}): {} parameters in {} units; largest unit {} "
-             "elements ({} per rank)\n",
-             mc.n_layer, mc.n_head, mc.n_embd, mc.vocab_size, mc.padded_vocab_size(), table.total_numel(),
-             table.units().size(), largest.numel, largest.shard_numel);
-  fmt::print("per rank: micro_batch {} x seq_len {}, activation_checkpointing {}, param_dtype {}; device {}: {} "
-             "activations; attention {}\n",
-             cfg.train.micro_batch, cfg.train.seq_len, ckpt, dtype, device_name(cfg.device), activations, attention);
-  fmt::print("zero: overlap_comm {}, prefetch_units {}, max_inflight_reductions {}, reshard_after_forward {}, "
-             "param_persistence_threshold {}, grad_shard_dtype {}{}\n\n",
-             z.overlap_comm, z.prefetch_units, z.max_inflight_reductions, z.reshard_after_forward,
-             z.persistence_threshold, grad_dtype, options.deterministic ? "; deterministic reductions" : "");
+  fmt::print(
+      "model: {} layers, {} heads, {} wide, vocab {} (padded {}): {} parameters in {} units; largest unit {} "
+      "elements ({} per rank)\n",
+      mc.n_layer, mc.n_head, mc.n_embd, mc.vocab_size, mc.padded_vocab_size(), table.total_numel(),
+      table.units().size(), largest.numel, largest.shard_numel);
+  fmt::print(
+      "per rank: micro_batch {} x seq_len {}, activation_checkpointing {}, param_dtype {}; device {}: {} "
+      "activations; attention {}\n",
+      cfg.train.micro_batch, cfg.train.seq_len, ckpt, dtype, device_name(cfg.device), activations, attention);
+  fmt::print(
+      "zero: overlap_comm {}, prefetch_units {}, max_inflight_reductions {}, reshard_after_forward {}, "
+      "param_persistence_threshold {}, grad_shard_dtype {}{}\n\n",
+      z.overlap_comm, z.prefetch_units, z.max_inflight_reductions, z.reshard_after_forward, z.persistence_threshold,
+      grad_dtype, options.deterministic ? "; deterministic reductions" : "");
   std::string head = fmt::format("{:<22}", "category");
   for (int stage = 0; stage < kStages; ++stage) head += fmt::format("{:>14}", fmt::format("stage {}", stage));
   fmt::print("{}\n", head);
@@ -168,9 +175,10 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
   std::string other = fmt::format("{:<22}", fmt::format("gradients, {} shards", other_grad_dtype));
   for (std::int64_t g : other_grads) other += fmt::format("{:>14}", format_bytes(g));
   fmt::print("{}   (zero.grad_shard_dtype = {}: stages 2-3)\n", other, other_grad_dtype);
-  fmt::print("\ntotal = sum of the category peaks; padding = bytes above that hold no data on rank {} (the most "
-             "padded).\nThe layout and why each buffer exists: docs/zero_memory.md. Exact bytes: --json.\n",
-             ranks - 1);
+  fmt::print(
+      "\ntotal = sum of the category peaks; padding = bytes above that hold no data on rank {} (the most "
+      "padded).\nThe layout and why each buffer exists: docs/zero_memory.md. Exact bytes: --json.\n",
+      ranks - 1);
   return 0;
 }
 

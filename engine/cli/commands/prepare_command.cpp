@@ -19,8 +19,9 @@ int prepare_main(const std::vector<std::string>& args) {
   parser.value_flag("text", "FILE", "input text file (UTF-8 for --level char)", true)
       .value_flag("out", "DIR", "output directory (created if missing)", true)
       .value_flag("level", "char|byte", "tokenise by Unicode character or by byte (default char)")
-      .value_flag("val-fraction", "F", "fraction of the tokens, at the end, kept for validation, in (0, 0.5] "
-                                       "(default 0.1)");
+      .value_flag("val-fraction", "F",
+                  "fraction of the tokens, at the end, kept for validation, in (0, 0.5] "
+                  "(default 0.1)");
   if (!parser.parse(args)) {
     fmt::print("{}", parser.help_text());
     return 0;
@@ -28,8 +29,10 @@ int prepare_main(const std::vector<std::string>& args) {
 
   const std::string level = parser.get("level", "char");
   data::Vocab::Kind kind = data::Vocab::Kind::kChar;
-  if (level == "byte") kind = data::Vocab::Kind::kByte;
-  else if (level != "char") throw_input_error("zerotrain prepare: --level must be char or byte (got '{}')", level);
+  if (level == "byte")
+    kind = data::Vocab::Kind::kByte;
+  else if (level != "char")
+    throw_input_error("zerotrain prepare: --level must be char or byte (got '{}')", level);
 
   double val_fraction = 0.1;
   if (parser.has("val-fraction")) {

@@ -8,14 +8,14 @@
 #include <filesystem>
 #include <optional>
 
-#include "engine/cli/commands/arg_parser.h"
-#include "engine/cli/commands/commands.h"
 #include "engine/checkpoint/checkpoint_export.h"
 #include "engine/checkpoint/checkpoint_folder.h"
+#include "engine/cli/commands/arg_parser.h"
+#include "engine/cli/commands/commands.h"
+#include "engine/comm/local_communicator.h"
 #include "engine/config/run_config.h"
 #include "engine/data/vocab.h"
 #include "engine/io/model_weights.h"
-#include "engine/comm/local_communicator.h"
 #include "engine/sharding/zero_param_store.h"
 #include "engine/trainer/text_sampler.h"
 #include "kernels/cpu/cast.h"
@@ -34,12 +34,13 @@ SamplingOptions sampling_options(const ArgParser& parser, const std::optional<da
       temperature = -1.0;
     }
     if (!(temperature > 0.0 && temperature <= 100.0)) {
-      throw_input_error("zerotrain sample: --temperature must be a number in (0, 100] (got '{}')", parser.get("temperature"));
+      throw_input_error("zerotrain sample: --temperature must be a number in (0, 100] (got '{}')",
+                        parser.get("temperature"));
     }
   }
-  return SamplingOptions{parser.get_int("tokens", 200, 0, 1000000), static_cast<float>(temperature),
-                         parser.get_int("top-k", 40, 0, 65535),
-                         static_cast<std::uint64_t>(parser.get_int("seed", 1, 0, 2147483647)), vocab ? vocab->size() : 0};
+  return SamplingOptions{
+      parser.get_int("tokens", 200, 0, 1000000), static_cast<float>(temperature), parser.get_int("top-k", 40, 0, 65535),
+      static_cast<std::uint64_t>(parser.get_int("seed", 1, 0, 2147483647)), vocab ? vocab->size() : 0};
 }
 
 int generate_and_print(const ArgParser& parser, gpt::GptModel& model, ZeroParamStore& store,
@@ -50,7 +51,8 @@ int generate_and_print(const ArgParser& parser, gpt::GptModel& model, ZeroParamS
     for (std::uint16_t t : vocab->encode(prompt_text)) prompt.push_back(t);
   }
   const auto tokens = generate_tokens(model, store, prompt, options);
-  fmt::print("{}{}\n", vocab ? prompt_text : "", vocab ? vocab->decode(tokens) : fmt::format("{}", fmt::join(tokens, " ")));
+  fmt::print("{}{}\n", vocab ? prompt_text : "",
+             vocab ? vocab->decode(tokens) : fmt::format("{}", fmt::join(tokens, " ")));
   return 0;
 }
 
@@ -61,8 +63,9 @@ int sample_checkpoint(const ArgParser& parser) {
   for (const std::string& note : resolved.notes) fmt::print(stderr, "zerotrain sample: {}\n", note);
   const ckpt::CheckpointReader reader(resolved.path);
   const gpt::GptConfig config = ckpt::gpt_config_of(reader);
-  std::filesystem::path vocab_path = parser.has("vocab") ? std::filesystem::path(parser.get("vocab"))
-                                     : std::filesystem::path(resolved.path).parent_path().parent_path() / "vocab.json";
+  std::filesystem::path vocab_path =
+      parser.has("vocab") ? std::filesystem::path(parser.get("vocab"))
+                          : std::filesystem::path(resolved.path).parent_path().parent_path() / "vocab.json";
   if (parser.has("vocab") && !std::filesystem::exists(vocab_path)) {
     throw_input_error("zerotrain sample: --vocab {}: no such file", vocab_path.string());
   }
@@ -77,7 +80,8 @@ int sample_checkpoint(const ArgParser& parser) {
   ZeroParamStore store(model.table(), DType::kF32, ZeroOptions{}, comm, tracker, ctx);
   for (std::size_t u = 0; u < model.table().units().size(); ++u) {
     const int unit = static_cast<int>(u);
-    reader.read(ckpt::StateKind::kMaster, unit, 0, model.table().units()[u].numel, store.working_shard(unit).as<float>());
+    reader.read(ckpt::StateKind::kMaster, unit, 0, model.table().units()[u].numel,
+                store.working_shard(unit).as<float>());
   }
   return generate_and_print(parser, model, store, vocab, options);
 }
@@ -98,7 +102,8 @@ int sample_main(const std::vector<std::string>& args) {
     fmt::print("{}", parser.help_text());
     return 0;
   }
-  if (parser.has("run") == parser.has("ckpt")) throw_input_error("zerotrain sample: give exactly one of --run and --ckpt");
+  if (parser.has("run") == parser.has("ckpt"))
+    throw_input_error("zerotrain sample: give exactly one of --run and --ckpt");
   if (parser.has("ckpt")) return sample_checkpoint(parser);
   const std::filesystem::path dir(parser.get("run"));
   for (const char* f : {"config.json", "final.safetensors"}) {
@@ -124,7 +129,8 @@ int sample_main(const std::vector<std::string>& args) {
   load_model_weights((dir / "final.safetensors").string(), model.table(), [&](int u) {
     return mixed ? staging[static_cast<std::size_t>(u)].view() : store.working_shard(u);
   });
-  for (std::size_t u = 0; u < staging.size(); ++u) cpu::cast(ctx, store.working_shard(static_cast<int>(u)), staging[u].view());
+  for (std::size_t u = 0; u < staging.size(); ++u)
+    cpu::cast(ctx, store.working_shard(static_cast<int>(u)), staging[u].view());
   staging.clear();
 
   return generate_and_print(parser, model, store, vocab, options);

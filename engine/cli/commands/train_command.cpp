@@ -29,8 +29,9 @@ int train_main(const std::vector<std::string>& args) {
   parser.value_flag("config", "FILE", "JSON run config", true)
       .value_flag("set", "SECTION.KEY=VALUE", "override a config key", false, true)
       .value_flag("run-dir", "DIR", "where metrics, config and final weights go (default: log.run_dir)")
-      .value_flag("resume", "latest|PATH",
-                  "continue from the newest valid checkpoint in checkpoint.dir, or from a checkpoint directory or folder")
+      .value_flag(
+          "resume", "latest|PATH",
+          "continue from the newest valid checkpoint in checkpoint.dir, or from a checkpoint directory or folder")
       .bool_flag("allow-config-change",
                  "with --resume: continue even if the config changes the seed, LR schedule, AdamW terms, dropout, "
                  "sequence length or global batch (refused otherwise)");
@@ -68,17 +69,19 @@ int train_main(const std::vector<std::string>& args) {
   trainer.allow_config_change(parser.has("allow-config-change"));
   const auto& blas = cpu::blas_info();
   if (root) {
-    fmt::print("model: {} layers, {} heads, {} wide, context {}, vocab {} (padded {}): {:.2f}M parameters\n",
-               m.n_layer, m.n_head, m.n_embd, m.block_size, m.vocab_size, m.padded_vocab_size(),
+    fmt::print("model: {} layers, {} heads, {} wide, context {}, vocab {} (padded {}): {:.2f}M parameters\n", m.n_layer,
+               m.n_head, m.n_embd, m.block_size, m.vocab_size, m.padded_vocab_size(),
                gpt::build_param_table(m).total_numel() / 1e6);
-    fmt::print("batch: {} tokens/step = micro_batch {} x seq_len {} x grad_accum {} x {} ranks; {} steps; {} threads, "
-               "blas {}\n",
-               cfg.train.global_batch_tokens, cfg.train.micro_batch, cfg.train.seq_len, cfg.train.grad_accum,
-               comm->world_size(), cfg.train.max_steps, cfg.train.num_threads, blas.core_name);
+    fmt::print(
+        "batch: {} tokens/step = micro_batch {} x seq_len {} x grad_accum {} x {} ranks; {} steps; {} threads, "
+        "blas {}\n",
+        cfg.train.global_batch_tokens, cfg.train.micro_batch, cfg.train.seq_len, cfg.train.grad_accum,
+        comm->world_size(), cfg.train.max_steps, cfg.train.num_threads, blas.core_name);
     fmt::print("device: {}\n", trainer.device_description());
     const gpt::ActivationDims dims =
         gpt::activation_dims(m, cfg.train.micro_batch, cfg.train.seq_len, cfg.device, cfg.activation_dtype);
-    fmt::print("attention: {}\n", gpt::describe_attention(m, dims, cfg.device, cfg.attention_kernels, cfg.dropout > 0.0f));
+    fmt::print("attention: {}\n",
+               gpt::describe_attention(m, dims, cfg.device, cfg.attention_kernels, cfg.dropout > 0.0f));
     fmt::print("ZeRO stage {} on {} rank(s) ({} communicator{})\nrun directory: {}\n", cfg.zero.stage,
                comm->world_size(), comm->backend_name(), cfg.train.deterministic ? ", deterministic reductions" : "",
                cfg.log.run_dir);
@@ -99,10 +102,12 @@ int train_main(const std::vector<std::string>& args) {
     fmt::print("train loss: {:.4f} (step {}) -> {:.4f} (step {})\n", s.first_loss, s.first_step, s.last_loss,
                s.last_step);
   } else {
-    fmt::print("train loss: no step in this run (resumed at step {} of {})\n", cfg.train.max_steps, cfg.train.max_steps);
+    fmt::print("train loss: no step in this run (resumed at step {} of {})\n", cfg.train.max_steps,
+               cfg.train.max_steps);
   }
   fmt::print("val loss: {:.4f}   unigram entropy of the training data: {:.4f} nats ({})\n", s.val_loss,
-             s.unigram_entropy_nats, s.val_loss < s.unigram_entropy_nats ? "below: the model uses context" : "not below");
+             s.unigram_entropy_nats,
+             s.val_loss < s.unigram_entropy_nats ? "below: the model uses context" : "not below");
   if (!s.sample.empty()) fmt::print("sample:\n{}\n---\n", s.sample);
   fmt::print("memory on rank 0 (bytes per category over the run):\n{}", format_memory_table(s.memory));
   fmt::print("(plus {} of freed blocks the host allocator keeps for reuse)\n", format_bytes(host_cached_bytes()));

@@ -39,8 +39,8 @@ template <typename T>
 void check_rules(const T* p, unsigned ldm, const char* op) {
   if (reinterpret_cast<std::uintptr_t>(p) % 32 != 0 || (ldm * sizeof(T)) % 16 != 0) {
     char msg[160];
-    std::snprintf(msg, sizeof(msg), "%s: pointer %p (must be 32-byte aligned), ldm %u x %zu bytes (multiple of 16)",
-                  op, static_cast<const void*>(p), ldm, sizeof(T));
+    std::snprintf(msg, sizeof(msg), "%s: pointer %p (must be 32-byte aligned), ldm %u x %zu bytes (multiple of 16)", op,
+                  static_cast<const void*>(p), ldm, sizeof(T));
     simt::report_violation(msg);
   }
 }

@@ -1,0 +1,143 @@
+// A run config's prediction (predict_run_memory: on CUDA the cuBLASLt workspace and, with ranks, NCCL's
+// staging) and `zerotrain memory`: the paper's table for a bare parameter count, the JSON for a
+// parameter count and for a config (per stage, by device and activation dtype, equal to
+// predict_run_memory), and bad input refused as an input error.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/cli/commands/commands.h"
+#include "engine/config/run_config.h"
+#include "engine/core/check.h"
+#include "engine/trainer/run_memory.h"
+#include "kernels/ops.h"
+#include "models/gpt/gpt_footprint.h"
+#include "models/gpt/gpt_params.h"
+#include "models/gpt/gpt_schedule.h"
+
+namespace zt {
+namespace {
+
+using C = MemCategory;
+
+const gpt::GptConfig kTiny{/*n_layer=*/2, /*n_head=*/2, /*n_embd=*/32, /*block_size=*/16, /*vocab_size=*/65};
+
+TEST(RankMemory, OnCudaTheConfigPredictionCountsNcclStagingAndTheCublasWorkspace) {
+  RunConfig cpu;
+  cpu.model = kTiny;
+  cpu.train.micro_batch = 2;
+  cpu.train.seq_len = 8;
+  cpu.param_dtype = DType::kBF16;
+  RunConfig cuda = cpu;
+  cuda.device = Device::kCUDA;
+  for (int stage = 0; stage < 4; ++stage) {
+    SCOPED_TRACE(stage);
+    const StageMemory on_cpu = predict_run_memory(cpu, stage, 1), on_cuda = predict_run_memory(cuda, stage, 1);
+    EXPECT_EQ(on_cuda[C::kWorkspace] - on_cpu[C::kWorkspace], kCublasWorkspaceBytes);
+    EXPECT_EQ(on_cuda[C::kCommBuffers], 0) << "one GPU calls no collective";
+    const StageMemory on_4 = predict_run_memory(cuda, stage, 4);
+    ShardingOptions nccl;
+    nccl.backend = CollectiveBackend::kNccl;
+    ZeroOptions zero;
+    zero.stage = stage;
+    const StepSchedule schedule{gpt::forward_schedule(kTiny), gpt::backward_schedule(kTiny)};
+    const ModelFootprint fp = gpt::predict_footprint(kTiny, 2, 8, {}, DType::kBF16, Device::kCUDA);
+    EXPECT_EQ(on_4[C::kCommBuffers], predict_rank_memory(gpt::build_param_table(kTiny), DType::kBF16, fp, schedule,
+                                                         zero, 4, nccl)[C::kCommBuffers]);
+    EXPECT_GT(on_4[C::kCommBuffers], 0) << "four GPUs stage bf16 gradients in fp32";
+  }
+}
+
+TEST(MemoryCommand, PaperTablePrintsFigure1) {
+  ::testing::internal::CaptureStdout();
+  const int rc = cli::memory_main({"--params", "7.5e9", "--ranks", "64"});
+  const std::string out = ::testing::internal::GetCapturedStdout();
+  EXPECT_EQ(rc, 0);
+  for (const char* total : {"120.000", "31.406", "16.641", "1.875"})
+    EXPECT_NE(out.find(total), std::string::npos) << out;
+}
+
+TEST(MemoryCommand, JsonForAParamCountAndAConfig) {
+  ::testing::internal::CaptureStdout();
+  EXPECT_EQ(cli::memory_main({"--params", "1e6", "--ranks", "4", "--k", "16", "--json"}), 0);
+  const nlohmann::json paper = nlohmann::json::parse(::testing::internal::GetCapturedStdout());
+  EXPECT_EQ(paper["stages"][3]["total_bytes"].get<double>(), 20e6 / 4);
+
+  const auto path = std::filesystem::temp_directory_path() / "zt_memory_command_test.json";
+  std::ofstream(path) << R"({"model": {"n_layer": 2, "n_head": 2, "n_embd": 32, "block_size": 16, "vocab_size": 65},
+                             "train": {"micro_batch": 4}, "precision": {"param_dtype": "bf16"}})";
+  ::testing::internal::CaptureStdout();
+  EXPECT_EQ(cli::memory_main({"--config", path.string(), "--ranks", "3", "--set", "train.micro_batch=2", "--json"}), 0);
+  const nlohmann::json doc = nlohmann::json::parse(::testing::internal::GetCapturedStdout());
+  RunConfig cfg = load_run_config(path.string(), {"train.micro_batch=2"});
+  const StageMemory s2 = predict_run_memory(cfg, 2, 3);
+  EXPECT_EQ(doc["stages"][2]["bytes"]["gradients"].get<std::int64_t>(), s2[C::kGradients]);
+  EXPECT_EQ(doc["stages"][2]["total"].get<std::int64_t>(), s2.total_bytes());
+  EXPECT_EQ(doc["stages"][2]["padding"].get<std::int64_t>(), s2.padding_bytes);
+  // The other gradient-shard dtype's cost, shown beside: fp32 shards at stages 2-3 in bf16.
+  cfg.zero.fp32_grad_shards = true;
+  EXPECT_EQ(doc["other_grad_shard_dtype"], "fp32");
+  EXPECT_EQ(doc["stages"][2]["gradients_with_other_grad_shard_dtype"].get<std::int64_t>(),
+            predict_run_memory(cfg, 2, 3)[C::kGradients]);
+  EXPECT_GT(predict_run_memory(cfg, 2, 3)[C::kGradients], s2[C::kGradients]);
+  EXPECT_EQ(doc["stages"][0]["gradients_with_other_grad_shard_dtype"].get<std::int64_t>(),
+            doc["stages"][0]["bytes"]["gradients"].get<std::int64_t>());
+
+  ::testing::internal::CaptureStdout();
+  EXPECT_EQ(cli::memory_main({"--config", path.string(), "--ranks", "3"}), 0);
+  EXPECT_NE(::testing::internal::GetCapturedStdout().find("stage 3"), std::string::npos);
+
+  // The config's device stays: on CUDA the attention is flash where the kernels allow, and the
+  // activations predicted are the ones that device allocates.
+  EXPECT_EQ(doc["device"], "cpu");
+  EXPECT_EQ(doc["attention"], "materialised (T x T probabilities kept)");
+  ::testing::internal::CaptureStdout();
+  EXPECT_EQ(cli::memory_main({"--config", path.string(), "--ranks", "3", "--set", "device=cuda", "--json"}), 0);
+  const nlohmann::json on_cuda = nlohmann::json::parse(::testing::internal::GetCapturedStdout());
+  EXPECT_EQ(on_cuda["device"], "cuda");
+  const bool flash = ops::flash_attention_available(Device::kCUDA, 4, 2, 16);
+  const std::string attention = on_cuda["attention"].get<std::string>();
+  EXPECT_EQ(attention.rfind("flash kernels on CUDA cores (no T x T probabilities kept; not cuDNN: ", 0) == 0, flash)
+      << attention;  // fp32 activations: cuDNN's attention takes bf16
+  EXPECT_EQ(attention.rfind("materialised (T x T probabilities kept", 0) == 0, !flash) << attention;
+  EXPECT_EQ(on_cuda["stages"][0]["bytes"]["activations"].get<std::int64_t>(),
+            predict_run_memory(load_run_config(path.string(), {"device=cuda"}), 0, 3)[C::kActivations]);
+
+  // bf16 activations: named, and predicted smaller (the engine's measurement of them is checked in
+  // tests/sharding/zero_memory_test.py and tests/models).
+  EXPECT_EQ(doc["activations"], "fp32");
+  ::testing::internal::CaptureStdout();
+  EXPECT_EQ(cli::memory_main({"--config", path.string(), "--ranks", "3", "--set", "train.micro_batch=2", "--set",
+                              "precision.activations=bf16", "--json"}),
+            0);
+  const nlohmann::json half = nlohmann::json::parse(::testing::internal::GetCapturedStdout());
+  EXPECT_EQ(half["activations"], "bf16");
+  const std::int64_t act32 = doc["stages"][0]["bytes"]["activations"].get<std::int64_t>();
+  const std::int64_t act16 = half["stages"][0]["bytes"]["activations"].get<std::int64_t>();
+  EXPECT_LT(act16, act32 * 6 / 10);
+  EXPECT_GT(act16, act32 / 2);  // row statistics and token ids stay 4 bytes
+  std::filesystem::remove(path);
+}
+
+TEST(MemoryCommand, BadInputIsAnInputError) {
+  const std::vector<std::vector<std::string>> bad = {
+      {"--ranks", "4"},                                           // neither --config nor --params
+      {"--params", "1e6", "--config", "x.json", "--ranks", "4"},  // both
+      {"--params", "1.5", "--ranks", "4"},                        // not whole
+      {"--params", "-3", "--ranks", "4"},
+      {"--params", "lots", "--ranks", "4"},
+      {"--params", "1e6", "--ranks", "0"},
+      {"--params", "1e6"},  // --ranks missing
+      {"--params", "1e6", "--ranks", "4", "--set", "train.micro_batch=2"},
+      {"--config", "/nonexistent/zt.json", "--ranks", "4"},
+  };
+  for (const auto& args : bad) EXPECT_THROW(cli::memory_main(args), InputError) << ::testing::PrintToString(args);
+}
+
+}  // namespace
+}  // namespace zt

@@ -93,13 +93,7 @@ TEST_F(CudaAttention, DropoutOnProbabilitiesMatchesCpu) {
 // off alignment) the single-float one.
 TEST_F(CudaCrossEntropy, ForwardBackwardAndFusedMatchCpu) {
   ZT_SEEDED_RNG(rng);
-  struct S {
-    std::int64_t N;
-    int V;
-    std::int64_t Vp;
-  };
-  for (auto [N, V, Vp] :
-       {S{1, 1, 1}, S{3, 5, 64}, S{2, 7, 8}, S{5, 13, 15}, S{4, 37, 37}, S{17, 1000, 1024}, S{8, 50257, 50304}}) {
+  for (auto [N, V, Vp] : kCrossEntropyShapes) {
     for (std::int64_t off : {0, 1}) {
       SCOPED_TRACE(::testing::Message() << "N=" << N << " V=" << V << " Vp=" << Vp << " offset=" << off);
       std::vector<float> logits = rng.normal(N * Vp, 0.0f, 4.0f);

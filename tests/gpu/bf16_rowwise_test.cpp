@@ -249,13 +249,7 @@ TEST_F(CudaBf16Rowwise, EmbeddingMatchesCpuBitForBit) {
 // group); Vp = 1, 15, 37 and offset 1 the scalar one.
 TEST_F(CudaBf16Rowwise, CrossEntropyForwardBackwardAndFusedMatchCpu) {
   ZT_SEEDED_RNG(rng);
-  struct S {
-    std::int64_t N;
-    int V;
-    std::int64_t Vp;
-  };
-  for (auto [N, V, Vp] :
-       {S{1, 1, 1}, S{3, 5, 64}, S{2, 7, 8}, S{5, 13, 15}, S{4, 37, 37}, S{17, 1000, 1024}, S{8, 50257, 50304}}) {
+  for (auto [N, V, Vp] : kCrossEntropyShapes) {
     for (std::int64_t off : kOffsets) {
       SCOPED_TRACE(::testing::Message() << "N=" << N << " V=" << V << " Vp=" << Vp << " offset=" << off);
       std::vector<bf16> logits = rounded(rng.normal(N * Vp, 0.0f, 4.0f));

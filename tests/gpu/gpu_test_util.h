@@ -114,6 +114,16 @@ class GpuKernelTest : public ::testing::Test {
 // `shape` over b's elements from `offset` on. The allocator's blocks are 512-byte aligned, so at
 // offset 0 kernels take their 16-byte (float4) paths where the shape allows, and offset 1 forces
 // their single-float fallbacks.
+// Cross-entropy shapes both precisions' tests take: N rows of V real columns padded to Vp (one
+// column; a padded row of one vector group; odd widths; GPT-2's vocabulary).
+struct CrossEntropyShape {
+  std::int64_t N;
+  int V;
+  std::int64_t Vp;
+};
+inline constexpr CrossEntropyShape kCrossEntropyShapes[] = {
+    {1, 1, 1}, {3, 5, 64}, {2, 7, 8}, {5, 13, 15}, {4, 37, 37}, {17, 1000, 1024}, {8, 50257, 50304}};
+
 inline TensorView view_at(const Buffer& b, std::int64_t offset, Shape shape) {
   TensorView v = b.view().slice(offset, shape.numel());
   v.shape = shape;

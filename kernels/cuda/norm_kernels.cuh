@@ -15,7 +15,7 @@
 namespace zt::cuda::detail::norm {
 
 constexpr int kThreads = 256;
-constexpr int kPartialBlocks = 1024;  // fixed, so the summation order depends on n only
+constexpr int kPartialBlocks = 1024;  // fixed: the summation order depends on n and the access width only
 
 // T: float or bf16 (widened exactly); kVec > 1 only where the launcher checked x aligned16.
 template <typename T, int kVec>

@@ -112,6 +112,8 @@ TEST(AdamWEmulation, SlicesMatchTheCpuBitwise) {
   run_case<float, aw::NoWorkingCopy>(rng);
   run_case<float, float>(rng);
   run_case<float, std::uint16_t>(rng);
+  run_case<std::uint16_t, aw::NoWorkingCopy>(rng);
+  run_case<std::uint16_t, float>(rng);
   run_case<std::uint16_t, std::uint16_t>(rng);
 }
 

@@ -5,6 +5,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -168,6 +169,9 @@ void read_zero(ConfigReader& r, ZeroOptions& z) {
   z.overlap_comm = r.get_bool("overlap_comm", z.overlap_comm);
   z.prefetch_units = r.get_int("prefetch_units", z.prefetch_units, 0, 64);
   z.max_inflight_reductions = r.get_int("max_inflight_reductions", z.max_inflight_reductions, 1, 64);
+  // MiB in the config (fractions allowed), bytes in the store.
+  z.max_inflight_reduction_bytes =
+      std::llround(r.get_double("max_inflight_reduction_mb", 0.0, 0.0, 1048576.0) * 1048576.0);
   z.reshard_after_forward = r.get_bool("reshard_after_forward", z.reshard_after_forward);
   z.persistence_threshold = r.get_int("param_persistence_threshold", 0, 0, 2000000000);
   z.fp32_grad_shards = r.get_enum("grad_shard_dtype", "working", {"working", "fp32"}) == "fp32";
@@ -342,6 +346,7 @@ nlohmann::json RunConfig::to_json() const {
         {"overlap_comm", zero.overlap_comm},
         {"prefetch_units", zero.prefetch_units},
         {"max_inflight_reductions", zero.max_inflight_reductions},
+        {"max_inflight_reduction_mb", static_cast<double>(zero.max_inflight_reduction_bytes) / 1048576.0},
         {"reshard_after_forward", zero.reshard_after_forward},
         {"param_persistence_threshold", zero.persistence_threshold},
         {"grad_shard_dtype", zero.fp32_grad_shards ? "fp32" : "working"}}},

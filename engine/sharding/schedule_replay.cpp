@@ -76,7 +76,7 @@ class Replay {
           comm_.add(staged);
           inflight_.push_back({u, staged});
           const std::size_t limit = zero_.overlap_comm ? static_cast<std::size_t>(zero_.max_inflight_reductions) : 0;
-          while (inflight_.size() > limit) finish_oldest();
+          while (inflight_.size() > limit || inflight_pending_bytes_over_bound()) finish_oldest();
           break;
         }
       }
@@ -96,6 +96,14 @@ class Replay {
     if (!sharded_[u] || gathered_[u]) return;
     gathered_[u] = true;
     if (!policy_.solo) params_.add(W_ * padded_[u]);  // solo: the shard is the unit, nothing allocated
+  }
+
+  // ZeroParamStore::inflight_pending_bytes_over_bound over byte counts.
+  bool inflight_pending_bytes_over_bound() const {
+    if (zero_.max_inflight_reduction_bytes <= 0 || !policy_.pends) return false;
+    std::int64_t bytes = 0;
+    for (const InFlight& f : inflight_) bytes += W_ * padded_[f.unit];
+    return bytes > zero_.max_inflight_reduction_bytes;
   }
 
   void finish_oldest() {

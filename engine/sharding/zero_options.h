@@ -13,12 +13,15 @@ struct ZeroOptions {
   // Collectives start as soon as their data is ready and are waited only when the result is
   // needed (false: each one is waited at once, the synchronous baseline).
   bool overlap_comm = true;
-  int prefetch_units = 1;                  // stage 3: units gathered ahead of use, in schedule order
-  int max_inflight_reductions = 2;         // gradient collectives in flight before the oldest is waited
-  bool reshard_after_forward = true;       // stage 3: false keeps every unit gathered until its backward
-  std::int64_t persistence_threshold = 0;  // stage 3: units with fewer elements stay whole (as stage 2)
-  bool fp32_grad_shards = false;           // stages 2-3: the gradient shard (and its accumulation) in fp32,
-                                           // instead of the working dtype
+  int prefetch_units = 1;  // stage 3: units gathered ahead of use, in schedule order
+  int max_inflight_reductions = 2;
+  // Stages 2-3 (and deterministic 0-1): also wait the oldest reduction while the pending full
+  // gradients of the reductions in flight hold more than this many bytes (0: no bound).
+  std::int64_t max_inflight_reduction_bytes = 0;  // gradient collectives in flight before the oldest is waited
+  bool reshard_after_forward = true;              // stage 3: false keeps every unit gathered until its backward
+  std::int64_t persistence_threshold = 0;         // stage 3: units with fewer elements stay whole (as stage 2)
+  bool fp32_grad_shards = false;                  // stages 2-3: the gradient shard (and its accumulation) in fp32,
+                                                  // instead of the working dtype
   // Stages 0-1 on more than one rank reduce every micro-batch's gradient (through a pending buffer,
   // as stages 2-3 must) instead of the sum after the last one, so that every stage adds the same
   // terms in the same order: set from train.deterministic with grad_accum > 1 (not a config key).

@@ -198,7 +198,16 @@ void ZeroParamStore::grads_ready(int unit) {
   }
   const std::size_t limit =
       schedule_ != nullptr && options_.overlap_comm ? static_cast<std::size_t>(options_.max_inflight_reductions) : 0;
-  while (reductions_.size() > limit) finish_oldest_reduction();
+  while (reductions_.size() > limit || inflight_pending_bytes_over_bound()) finish_oldest_reduction();
+}
+
+bool ZeroParamStore::inflight_pending_bytes_over_bound() const {
+  if (options_.max_inflight_reduction_bytes <= 0 || !policy_.pends) return false;
+  std::int64_t bytes = 0;
+  for (const PendingReduction& r : reductions_) {
+    bytes += static_cast<std::int64_t>(pending_full_grads_[static_cast<std::size_t>(r.unit)].size_bytes());
+  }
+  return bytes > options_.max_inflight_reduction_bytes;
 }
 
 void ZeroParamStore::finish_oldest_reduction() {

@@ -12,7 +12,8 @@
 //            persistence threshold stay whole, as at stage 2.
 // Overlap (options.overlap_comm): collectives are started when their data is ready and waited when
 // the result is needed: a gather at the unit's acquire, a gradient reduction when more than
-// max_inflight_reductions are in flight or at the end of backward, a stage 1-2 parameter
+// max_inflight_reductions are in flight (or their pending gradients exceed
+// max_inflight_reduction_bytes) or at the end of backward, a stage 1-2 parameter
 // all-gather at the unit's next acquire. Every wait is at a fixed point of the program order, so
 // memory peaks are deterministic (docs/zero_memory.md predicts them exactly).
 // Each sharded unit follows kSharded -> kGathering -> kGathered -> kSharded with asserts.
@@ -103,6 +104,9 @@ class ZeroParamStore final : public ParamStore {
   void prefetch();
   void free_gathered(int unit);
   void finish_oldest_reduction();
+  // The pending full gradients of the reductions in flight hold more than
+  // options_.max_inflight_reduction_bytes (when that bound is set).
+  bool inflight_pending_bytes_over_bound() const;
   void wait_published(int unit);
 
   const ParamTable& table_;

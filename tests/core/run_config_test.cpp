@@ -147,6 +147,9 @@ TEST(RunConfig, OptimizerScheduleAndOtherSectionsAreChecked) {
   doc["zero"] = {{"stage", 4}};
   expect_error(doc, {"zero.stage", "out of range"});
   doc = base();
+  doc["zero"] = {{"max_inflight_reduction_mb", -1}};
+  expect_error(doc, {"zero.max_inflight_reduction_mb", "out of range"});
+  doc = base();
   doc["data"] = {{"train_file", "t.bin"}};
   expect_error(doc, {"data.train_file and data.val_file"});
   doc = base();
@@ -164,8 +167,10 @@ TEST(RunConfig, ResolvedConfigReloadsToItself) {
   nlohmann::json doc = base();
   doc["train"] = {{"micro_batch", 2}, {"global_batch_tokens", 64}, {"activation_checkpointing", "every:2"}};
   doc["precision"] = {{"param_dtype", "bf16"}};
+  doc["zero"] = {{"max_inflight_reduction_mb", 0.5}};
   const RunConfig c = parse_run_config(doc, "configs/x.json");
   EXPECT_EQ(c.log.run_dir, "runs/x");
+  EXPECT_EQ(c.zero.max_inflight_reduction_bytes, 512 * 1024);
   const RunConfig again = parse_run_config(c.to_json(), "config.json");
   EXPECT_EQ(again.to_json(), c.to_json());
 }

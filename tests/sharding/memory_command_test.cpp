@@ -27,6 +27,8 @@ using C = MemCategory;
 
 const gpt::GptConfig kTiny{/*n_layer=*/2, /*n_head=*/2, /*n_embd=*/32, /*block_size=*/16, /*vocab_size=*/65};
 
+// The config form picks the backend as the trainer does (NCCL on CUDA with more than one rank)
+// and adds the CUDA context's cuBLASLt workspace.
 TEST(RankMemory, OnCudaTheConfigPredictionCountsNcclStagingAndTheCublasWorkspace) {
   RunConfig cpu;
   cpu.model = kTiny;

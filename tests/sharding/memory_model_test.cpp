@@ -184,8 +184,6 @@ TEST(RankMemory, OneRankAtEveryStageDoesStageZerosWorkWorkedByHand) {
   }
 }
 
-// The config form picks the backend as the trainer does (NCCL on CUDA with more than one rank)
-// and adds the CUDA context's cuBLASLt workspace.
 TEST(RankMemory, ZeroOptionsMoveTheTransientBuffersAsWorkedByHand) {
   const ParamTable t = hand_table();
   const ModelFootprint fp{1000, 500};
@@ -204,6 +202,17 @@ TEST(RankMemory, ZeroOptionsMoveTheTransientBuffersAsWorkedByHand) {
   EXPECT_EQ(sync[C::kCommBuffers], 8 * 4);
   // One reduction in flight: two pending gradients at most (u1 + u0 = 21).
   EXPECT_EQ(with([](ZeroOptions& z) { z.max_inflight_reductions = 1; })[C::kGradients], 32 + 4 * 21);
+  // Bounded by bytes (pending u2, u1, u0: 12, 36, 48 bytes in backward order): 40 bytes in flight
+  // waits u2 when u1 is ready and u1 when u0 is, so u1 + u0 (21) pend at once at most; 1 byte
+  // waits each at once, one pending at a time (u0, 12); 50 bytes lets u2 and u1 fly together, as
+  // the default count does (all three, 24, when u0 contributes).
+  const auto bytes = [&](std::int64_t b) {
+    return with([b](ZeroOptions& z) { z.max_inflight_reduction_bytes = b; })[C::kGradients];
+  };
+  EXPECT_EQ(bytes(40), 32 + 4 * 21);
+  EXPECT_EQ(bytes(1), 32 + 4 * 12);
+  EXPECT_EQ(bytes(50), 32 + 4 * 24);
+  EXPECT_EQ(with([](ZeroOptions&) {})[C::kGradients], 32 + 4 * 24);
   // Keeping units for backward: all three gathered at the end of forward (24).
   EXPECT_EQ(with([](ZeroOptions& z) { z.reshard_after_forward = false; })[C::kParameters], 32 + 4 * 24);
   // Units under 5 elements persist whole (u2: padded 3 instead of shard 1); gathers of the others

@@ -118,7 +118,7 @@ def main():
     n3_stage0 = train(launcher, binary, work, "n3_s0_again", 3, "zero.stage=0", "train.micro_batch=4")
     variants = [("zero.overlap_comm=false",), ("zero.prefetch_units=2", "zero.max_inflight_reductions=1"),
                 ("zero.reshard_after_forward=false",), ("zero.param_persistence_threshold=6000",),
-                ("zero.grad_shard_dtype=fp32",)]
+                ("zero.grad_shard_dtype=fp32",), ("zero.max_inflight_reduction_mb=0.03",)]
     for i, v in enumerate(variants):
         r = train(launcher, binary, work, f"n3_s3_v{i}", 3, "zero.stage=3", "train.micro_batch=4", *v)
         if r is not None and n3_stage0 is not None:

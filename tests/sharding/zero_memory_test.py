@@ -59,7 +59,8 @@ def main():
     runs += [(3, st, dt, True, ("train.grad_accum=2",)) for st in (0, 1) for dt in ("f32", "bf16")]
     variants = [("zero.prefetch_units=2",), ("zero.prefetch_units=0",), ("zero.max_inflight_reductions=1",),
                 ("zero.reshard_after_forward=false",), ("zero.param_persistence_threshold=5000",),
-                ("zero.grad_shard_dtype=fp32",), ("zero.overlap_comm=false",), ("precision.activations=bf16",)]
+                ("zero.grad_shard_dtype=fp32",), ("zero.overlap_comm=false",), ("precision.activations=bf16",),
+                ("zero.max_inflight_reduction_mb=0.03",)]
     runs += [(3, st, "bf16", False, v) for v in variants for st in (2, 3)]
     states_at_4 = {}
     grads_at_3 = {}

@@ -157,10 +157,14 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
       "activations; attention {}\n",
       cfg.train.micro_batch, cfg.train.seq_len, ckpt, dtype, device_name(cfg.device), activations, attention);
   fmt::print(
-      "zero: overlap_comm {}, prefetch_units {}, max_inflight_reductions {}, reshard_after_forward {}, "
+      "zero: overlap_comm {}, prefetch_units {}, max_inflight_reductions {}{}, reshard_after_forward {}, "
       "param_persistence_threshold {}, grad_shard_dtype {}{}\n\n",
-      z.overlap_comm, z.prefetch_units, z.max_inflight_reductions, z.reshard_after_forward, z.persistence_threshold,
-      grad_dtype, options.deterministic ? "; deterministic reductions" : "");
+      z.overlap_comm, z.prefetch_units, z.max_inflight_reductions,
+      z.max_inflight_reduction_bytes > 0 ? fmt::format(" (at most {:.3g} MiB pending)",
+                                                       static_cast<double>(z.max_inflight_reduction_bytes) / 1048576.0)
+                                         : "",
+      z.reshard_after_forward, z.persistence_threshold, grad_dtype,
+      options.deterministic ? "; deterministic reductions" : "");
   std::string head = fmt::format("{:<22}", "category");
   for (int stage = 0; stage < kStages; ++stage) head += fmt::format("{:>14}", fmt::format("stage {}", stage));
   fmt::print("{}\n", head);

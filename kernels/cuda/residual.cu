@@ -10,7 +10,6 @@ namespace zt::cuda {
 namespace {
 
 using detail::residual::accumulate_bf16;
-using detail::residual::add_scalar;
 using detail::residual::add_vec;
 using detail::residual::kThreads;
 
@@ -22,7 +21,7 @@ void launch_add(cudaStream_t stream, T* out, const T* a, const T* b, std::int64_
   const std::int64_t groups = vec ? n / kWide : 0, bulk = kWide * groups;
   if (groups > 0) add_vec<T, kWide><<<detail::grid_for(groups, kThreads), kThreads, 0, stream>>>(out, a, b, groups);
   if (n > bulk) {
-    add_scalar<T>
+    add_vec<T, 1>
         <<<detail::grid_for(n - bulk, kThreads), kThreads, 0, stream>>>(out + bulk, a + bulk, b + bulk, n - bulk);
   }
   ZT_CUDA_CHECK_LAUNCH();

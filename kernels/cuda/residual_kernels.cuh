@@ -12,15 +12,9 @@ namespace zt::cuda::detail::residual {
 
 constexpr int kThreads = 256;
 
-// out = a + b element by element, storage type T (float or bf16: one rounding of the fp32 sum).
-template <typename T>
-__global__ void add_scalar(T* out, const T* a, const T* b, std::int64_t n) {
-  for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < n;
-       i += std::int64_t{gridDim.x} * blockDim.x)
-    detail::store_act(out + i, detail::load_act(a + i) + detail::load_act(b + i));
-}
-
-// The same over groups of kVec elements, each one vector access (see detail::ActVec).
+// out = a + b element by element over `groups` groups of kVec elements, each one vector access
+// (see detail::ActVec; kVec = 1: single elements, the unaligned case and the tail). T is the
+// storage type (float or bf16: one rounding of the fp32 sum).
 template <typename T, int kVec>
 __global__ void add_vec(T* out, const T* a, const T* b, std::int64_t groups) {
   using Vec = detail::ActVec<T, kVec>;

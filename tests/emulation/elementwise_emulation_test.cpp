@@ -66,7 +66,7 @@ void residual_case(Rng& rng, std::int64_t n, std::int64_t offset) {
   T *o = out.data() + offset, *pa = a.data() + offset, *pb = b.data() + offset;
   if (groups > 0) simt::launch(blocks_for(groups), kThreads, 0, cd::residual::add_vec<T, kWide>, o, pa, pb, groups);
   if (n > bulk) {
-    simt::launch(blocks_for(n - bulk), kThreads, 0, cd::residual::add_scalar<T>, o + bulk, pa + bulk, pb + bulk,
+    simt::launch(blocks_for(n - bulk), kThreads, 0, cd::residual::add_vec<T, 1>, o + bulk, pa + bulk, pb + bulk,
                  n - bulk);
   }
   std::vector<T> got(out.begin() + offset, out.end()), want(ref.begin() + offset, ref.end());

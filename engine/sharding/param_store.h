@@ -35,6 +35,18 @@ inline std::size_t last_acquire_index(const PassSchedule& s) {
 
 // Calls fn(unit) for the units of the next `count` acquires at or after index `from`: what a
 // prefetch of depth `count` gathers ahead.
+// Per unit of a table of `units`: does this backward schedule reduce its gradient in more than
+// one round (several grads_ready calls), as a tied unit whose contributions come far apart does?
+inline std::vector<bool> units_reduced_in_rounds(const PassSchedule& backward, std::size_t units) {
+  std::vector<int> rounds(units, 0);
+  for (const UnitEvent& e : backward) {
+    if (e.op == UnitOp::kGradsReady) ++rounds.at(static_cast<std::size_t>(e.unit));
+  }
+  std::vector<bool> several(units);
+  for (std::size_t u = 0; u < units; ++u) several[u] = rounds[u] > 1;
+  return several;
+}
+
 template <class Fn>
 void for_next_acquires(const PassSchedule& s, std::size_t from, int count, Fn&& fn) {
   for (std::size_t i = from; i < s.size() && count > 0; ++i) {
@@ -67,7 +79,11 @@ class ParamStore {
   // holds one (a second contribution, a later micro-batch), or the gradient waits in a buffer of
   // its own for a reduction. Adding into zero storage gives the bits the scratch would have.
   virtual TensorView in_place_grads(int /*unit*/) { return {}; }
-  // No more contributions for `unit` in this backward pass.
+  // The contributions to `unit` since its last grads_ready are complete: the store may reduce them
+  // now. A unit may be reduced in several rounds in one backward (a tied unit: the head's
+  // contribution at once, the embedding's at the end, so neither waits through the whole pass);
+  // each round is then reduced on its own, on more than one rank at every stage, and added to
+  // the stored gradient, so the stages' bits agree (docs/zero_memory.md).
   virtual void grads_ready(int unit) = 0;
 
   // A pass begins: the calls up to end_pass follow `schedule` exactly (a store may check it and

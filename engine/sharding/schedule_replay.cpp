@@ -48,6 +48,7 @@ class Replay {
 
   void pass(const PassSchedule& s, Pass pass) {
     const std::size_t last_acquire = last_acquire_index(s);
+    if (pass == Pass::kBackward) rounds_ = units_reduced_in_rounds(s, numel_.size());
     for (std::size_t i = 0; i < s.size(); ++i) {
       const std::size_t u = static_cast<std::size_t>(s[i].unit);
       switch (s[i].op) {
@@ -66,7 +67,9 @@ class Replay {
           break;
         }
         case UnitOp::kAccumulate:
-          if (policy_.pends && !pending_[u]) {
+          // the unit's previous round may still be in its reduction
+          while (pends(u) && in_flight(u)) finish_oldest();
+          if (pends(u) && !pending_[u]) {
             pending_[u] = true;
             grads_.add(W_ * padded_[u]);
           }
@@ -100,9 +103,9 @@ class Replay {
 
   // ZeroParamStore::inflight_pending_bytes_over_bound over byte counts.
   bool inflight_pending_bytes_over_bound() const {
-    if (zero_.max_inflight_reduction_bytes <= 0 || !policy_.pends) return false;
+    if (zero_.max_inflight_reduction_bytes <= 0) return false;
     std::int64_t bytes = 0;
-    for (const InFlight& f : inflight_) bytes += W_ * padded_[f.unit];
+    for (const InFlight& f : inflight_) bytes += pends(f.unit) ? W_ * padded_[f.unit] : 0;
     return bytes > zero_.max_inflight_reduction_bytes;
   }
 
@@ -110,10 +113,15 @@ class Replay {
     const InFlight f = inflight_.front();
     inflight_.pop_front();
     comm_.sub(f.bytes);
-    if (policy_.pends) {
+    if (pends(f.unit)) {
       pending_[f.unit] = false;
       grads_.sub(W_ * padded_[f.unit]);
     }
+  }
+
+  bool pends(std::size_t u) const { return policy_.pends_unit(rounds_.empty() ? false : rounds_[u]); }
+  bool in_flight(std::size_t u) const {
+    return std::any_of(inflight_.begin(), inflight_.end(), [u](const InFlight& f) { return f.unit == u; });
   }
 
   // fp32 bytes staged by grads_ready's collective on unit u, plus the store's reduced shard at
@@ -123,9 +131,10 @@ class Replay {
   // result for the bf16 shard slice.
   std::int64_t staging(std::size_t u) const {
     if (world_ == 1) {  // no collective at any stage; solo stages 2-3 may widen pending gradients
-      return policy_.pends ? kF32 * shard_[u] : 0;
+      return pends(u) ? kF32 * shard_[u] : 0;
     }
-    const bool per_micro_batch = policy_.reduce_every_micro_batch;
+    // Stages 0-1 with a pending buffer: every micro-batch (deterministic mode) or every round.
+    const bool per_micro_batch = pends(u) && !policy_.shards_grads();
     if (per_micro_batch && policy_.all_reduces_whole_unit()) {  // the fp32 unit, all-reduced in place
       const std::int64_t reduced = kF32 * numel_[u];
       if (nccl_) return reduced;
@@ -160,6 +169,7 @@ class Replay {
   bool bf16_;
   std::vector<std::int64_t> numel_, shard_, padded_;
   std::vector<bool> sharded_, gathered_, pending_;
+  std::vector<bool> rounds_;  // units the backward reduces in rounds
   std::deque<InFlight> inflight_;
   Counter params_, grads_, comm_;
 };

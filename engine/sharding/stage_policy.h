@@ -36,6 +36,9 @@ struct StagePolicy {
   // shard), and stages 0-1 reducing every micro-batch. Otherwise contributions add into the
   // stored gradient, reduced after the last micro-batch.
   bool pends = false;
+  // A unit the backward reduces in several rounds (units_reduced_in_rounds) pends on more than one
+  // rank at every stage: each round waits in its own pending buffer for a reduction of its own.
+  bool pends_unit(bool reduced_in_rounds) const { return pends || (reduced_in_rounds && world_size > 1); }
 
   // The optimizer (fp32 master, m, v) holds this rank's shard of every unit (stage 0: every unit).
   bool shards_optimizer() const { return stage >= 1; }

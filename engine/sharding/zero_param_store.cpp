@@ -137,7 +137,7 @@ TensorView ZeroParamStore::in_place_grads(int unit) {
   const std::size_t u = static_cast<std::size_t>(unit);
   // A pending buffer is allocated at the contribution, after the unit's backward freed its
   // activations (the memory model's order), so only the stored gradient is offered.
-  if (policy_.pends || !grads_zero_[u]) return {};
+  if (pends(unit) || !grads_zero_[u]) return {};
   return grads_[u].view().slice(0, layout_.unit(unit).numel);
 }
 
@@ -145,7 +145,7 @@ void ZeroParamStore::accumulate_grads(int unit, TensorView grad) {
   follow_schedule(UnitOp::kAccumulate, unit);
   const std::size_t u = static_cast<std::size_t>(unit);
   const std::int64_t n = layout_.unit(unit).numel;
-  if (!policy_.pends) {
+  if (!pends(unit)) {
     const TensorView own = grads_[u].view().slice(0, n);
     if (grad.data == own.data) {
       ZT_CHECK(grads_zero_[u] && grad.dtype == own.dtype && grad.numel() == n,
@@ -156,6 +156,8 @@ void ZeroParamStore::accumulate_grads(int unit, TensorView grad) {
     grads_zero_[u] = false;
     return;
   }
+  // A unit reduced in rounds: the last round's buffer may still be in its reduction.
+  while (reduction_in_flight(unit)) finish_oldest_reduction();
   if (pending_full_grads_[u].empty()) {
     pending_full_grads_[u] = ops::allocate(ctx_, tracker_, MemCategory::kGradients, dtype_, layout_.unit(unit).padded);
   }
@@ -166,8 +168,8 @@ void ZeroParamStore::grads_ready(int unit) {
   follow_schedule(UnitOp::kGradsReady, unit);
   const std::size_t u = static_cast<std::size_t>(unit);
   const UnitShard& s = layout_.unit(unit);
-  if (policy_.pends) {
-    // The micro-batch's gradient waits in its pending buffer: reduced alone, in fp32, and added to
+  if (pends(unit)) {
+    // The micro-batch's (or the round's) gradient waits in its pending buffer: reduced alone, in fp32, and added to
     // the stored gradient in finish_oldest_reduction. Stages 1-3 reduce-scatter it into a shard
     // (a world of one only widens it), stage 0 (every micro-batch in deterministic mode) all-reduces
     // an fp32 copy of the unit.
@@ -202,10 +204,12 @@ void ZeroParamStore::grads_ready(int unit) {
 }
 
 bool ZeroParamStore::inflight_pending_bytes_over_bound() const {
-  if (options_.max_inflight_reduction_bytes <= 0 || !policy_.pends) return false;
+  if (options_.max_inflight_reduction_bytes <= 0) return false;
   std::int64_t bytes = 0;
   for (const PendingReduction& r : reductions_) {
-    bytes += static_cast<std::int64_t>(pending_full_grads_[static_cast<std::size_t>(r.unit)].size_bytes());
+    if (pends(r.unit)) {
+      bytes += static_cast<std::int64_t>(pending_full_grads_[static_cast<std::size_t>(r.unit)].size_bytes());
+    }
   }
   return bytes > options_.max_inflight_reduction_bytes;
 }
@@ -213,7 +217,7 @@ bool ZeroParamStore::inflight_pending_bytes_over_bound() const {
 void ZeroParamStore::finish_oldest_reduction() {
   PendingReduction& r = reductions_.front();
   r.work.wait();
-  if (policy_.pends) {
+  if (pends(r.unit)) {
     const std::size_t u = static_cast<std::size_t>(r.unit);
     ops::accumulate_into(ctx_, grad_shard(r.unit), r.reduced.view());
     pending_full_grads_[u].reset();  // the full gradient lived only until its reduction
@@ -235,6 +239,18 @@ void ZeroParamStore::begin_pass(Pass pass, const PassSchedule& schedule, bool ba
   last_acquire_ = last_acquire_index(schedule);
   pass_ = pass;
   backward_follows_ = pass == Pass::kForward && backward_follows;
+  if (pass == Pass::kBackward) rounds_ = units_reduced_in_rounds(schedule, state_.size());
+}
+
+bool ZeroParamStore::pends(int unit) const {
+  return policy_.pends_unit(rounds_.empty() ? false : rounds_[static_cast<std::size_t>(unit)]);
+}
+
+bool ZeroParamStore::reduction_in_flight(int unit) const {
+  for (const PendingReduction& r : reductions_) {
+    if (r.unit == unit) return true;
+  }
+  return false;
 }
 
 void ZeroParamStore::end_pass(Pass pass) {

@@ -107,6 +107,10 @@ class ZeroParamStore final : public ParamStore {
   // The pending full gradients of the reductions in flight hold more than
   // options_.max_inflight_reduction_bytes (when that bound is set).
   bool inflight_pending_bytes_over_bound() const;
+  // The unit's gradient waits in a pending buffer for a reduction of its own (StagePolicy::pends,
+  // or a unit this backward reduces in rounds on several ranks).
+  bool pends(int unit) const;
+  bool reduction_in_flight(int unit) const;
   void wait_published(int unit);
 
   const ParamTable& table_;
@@ -132,6 +136,7 @@ class ZeroParamStore final : public ParamStore {
   std::vector<bool> grads_zero_;             // grads_[u] holds zero: no contribution since begin_step
   std::vector<Buffer> pending_full_grads_;   // stages 2-3: a unit's full gradient until reduced
   std::deque<PendingReduction> reductions_;  // gradient collectives in flight, oldest first
+  std::vector<bool> rounds_;                 // units the current backward reduces in rounds
 
   // The pass in progress (none: calls are synchronous and unchecked, e.g. gather_unit_f32).
   const PassSchedule* schedule_ = nullptr;

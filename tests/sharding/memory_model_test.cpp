@@ -225,6 +225,64 @@ TEST(RankMemory, ZeroOptionsMoveTheTransientBuffersAsWorkedByHand) {
   EXPECT_EQ(predict_rank_memory(t, DType::kBF16, fp, chain_schedule(), fp32_shards, 3)[C::kGradients], 4 * 8 + 2 * 24);
 }
 
+// A tied unit, as GPT's embeddings: u0 is used first and last in forward (u0, u1, then u2 with
+// u0 again), and its gradient comes twice in backward, the head's right away and the
+// embedding's at the end. Reduced in one round, its pending gradient waits through the whole
+// backward; reduced in two (a grads_ready after each contribution), each round pends only until
+// its own reduction.
+StepSchedule tied_schedule(bool two_rounds) {
+  StepSchedule s;
+  using enum UnitOp;
+  s.forward = {{kAcquire, 0}, {kRelease, 0}, {kAcquire, 1}, {kRelease, 1},
+               {kAcquire, 2}, {kAcquire, 0}, {kRelease, 0}, {kRelease, 2}};
+  s.backward = {{kAcquire, 0}, {kAccumulate, 0}};
+  if (two_rounds) s.backward.push_back({kGradsReady, 0});
+  for (UnitEvent e : std::initializer_list<UnitEvent>{{kRelease, 0},
+                                                      {kAcquire, 2},
+                                                      {kAccumulate, 2},
+                                                      {kGradsReady, 2},
+                                                      {kRelease, 2},
+                                                      {kAcquire, 1},
+                                                      {kAccumulate, 1},
+                                                      {kGradsReady, 1},
+                                                      {kRelease, 1},
+                                                      {kAccumulate, 0},
+                                                      {kGradsReady, 0}}) {
+    s.backward.push_back(e);
+  }
+  return s;
+}
+
+TEST(RankMemory, ATiedUnitReducedInTwoRoundsWorkedByHand) {
+  const ParamTable t = hand_table();
+  const ModelFootprint fp{1000, 500};
+  const auto with = [&](int stage, bool two_rounds, int inflight) {
+    ZeroOptions zero;
+    zero.stage = stage;
+    zero.max_inflight_reductions = inflight;
+    return predict_rank_memory(t, DType::kF32, fp, tied_schedule(two_rounds), zero, 3);
+  };
+  // Stage 2, one reduction in flight, pending bytes (W p: u0 48, u2 12, u1 36) in backward order.
+  // One round: u0 48, + u2 60, + u1 96 (u2's reduction is waited only at u1's grads_ready), then
+  // u0's second contribution adds into its pending buffer: peak 96. Two rounds: u0 48 (its
+  // reduction starts), + u2 60, u2's grads_ready waits u0's round: 12, + u1 48, waits u2: 36,
+  // u0's second round + 48: 84.
+  EXPECT_EQ(with(2, false, 1)[C::kGradients], 32 + 96);
+  EXPECT_EQ(with(2, true, 1)[C::kGradients], 32 + 84);
+  // Comm staging at stage 2 (8 s per reduction: u0 32, u2 8, u1 24), two rounds, one in flight:
+  // u0 32, + u2 40 (waits u0: 8), + u1 32 (waits u2: 24), + u0 56 (waits u1): peak 56.
+  EXPECT_EQ(with(2, true, 1)[C::kCommBuffers], 56);
+  // On several ranks stage 0 reduces each round of u0 from a pending buffer too (W p = 48), so that
+  // every stage adds the same two reduced terms: its fixed 80 bytes of gradients, + 48 pending.
+  // Staging, two in flight: u0's round all-reduces an fp32 copy (4 n = 40) staged again by the
+  // host all-reduce (40): 80, + u2 12, + u1 28 = 120 (u0's first round then waits), + u0 80 - 80.
+  const StageMemory stage0 = with(0, true, 2);
+  EXPECT_EQ(stage0[C::kGradients], 80 + 48);
+  EXPECT_EQ(stage0[C::kCommBuffers], 120);
+  // Stage 0 reducing u0 once pends nothing: its fixed bytes only.
+  EXPECT_EQ(with(0, false, 2)[C::kGradients], 80);
+}
+
 // One rank at stages 1-3 calls no collective and keeps no full-unit buffer beside the shard (the
 // solo path), so every stage costs stage 0's bytes for the GPT as well.
 TEST(RankMemory, OneRankStagesAllCostStageZerosBytes) {

@@ -12,6 +12,7 @@
 #include "kernels/cpu/adamw.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/cast.h"
+#include "kernels/cpu/chunked_cross_entropy.h"
 #include "kernels/cpu/cross_entropy.h"
 #include "kernels/cpu/dropout.h"
 #include "kernels/cpu/embedding.h"
@@ -29,6 +30,7 @@
 #include "kernels/cuda/adamw.h"
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/cast.h"
+#include "kernels/cuda/chunked_cross_entropy.h"
 #include "kernels/cuda/cross_entropy.h"
 #include "kernels/cuda/cudnn_attention.h"
 #include "kernels/cuda/dropout.h"
@@ -325,6 +327,20 @@ void softmax_cross_entropy_backward(const ExecContext& ctx, TensorView dlogits, 
 void softmax_cross_entropy_fused(const ExecContext& ctx, TensorView losses, TensorView dlogits, TensorView logits,
                                  TensorView targets, float dloss, int vocab_size) {
   return ZT_OP(softmax_cross_entropy_fused, ctx, losses, dlogits, logits, targets, dloss, vocab_size);
+}
+
+void cross_entropy_chunk_stats(const ExecContext& ctx, TensorView row_max, TensorView row_sum, TensorView target_logit,
+                               TensorView logits, TensorView targets, std::int64_t begin, int vocab_size, bool first) {
+  return ZT_OP(cross_entropy_chunk_stats, ctx, row_max, row_sum, target_logit, logits, targets, begin, vocab_size,
+               first);
+}
+void cross_entropy_chunk_loss(const ExecContext& ctx, TensorView losses, TensorView lse, TensorView row_max,
+                              TensorView row_sum, TensorView target_logit) {
+  return ZT_OP(cross_entropy_chunk_loss, ctx, losses, lse, row_max, row_sum, target_logit);
+}
+void cross_entropy_chunk_backward(const ExecContext& ctx, TensorView dlogits, TensorView logits, TensorView lse,
+                                  TensorView targets, std::int64_t begin, float dloss, int vocab_size) {
+  return ZT_OP(cross_entropy_chunk_backward, ctx, dlogits, logits, lse, targets, begin, dloss, vocab_size);
 }
 
 void cast(const ExecContext& ctx, TensorView dst, TensorView src) { return ZT_OP(cast, ctx, dst, src); }

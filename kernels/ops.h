@@ -105,6 +105,15 @@ void softmax_cross_entropy_backward(const ExecContext& ctx, TensorView dlogits, 
 // logits on CUDA instead of four.
 void softmax_cross_entropy_fused(const ExecContext& ctx, TensorView losses, TensorView dlogits, TensorView logits,
                                  TensorView targets, float dloss, int vocab_size);
+// Softmax + cross-entropy over vocabulary chunks (kernels/cpu/chunked_cross_entropy.h): the
+// online row statistics of each chunk of logits, the losses and log-sum-exps after the last, and
+// each chunk's gradient from them.
+void cross_entropy_chunk_stats(const ExecContext& ctx, TensorView row_max, TensorView row_sum, TensorView target_logit,
+                               TensorView logits, TensorView targets, std::int64_t begin, int vocab_size, bool first);
+void cross_entropy_chunk_loss(const ExecContext& ctx, TensorView losses, TensorView lse, TensorView row_max,
+                              TensorView row_sum, TensorView target_logit);
+void cross_entropy_chunk_backward(const ExecContext& ctx, TensorView dlogits, TensorView logits, TensorView lse,
+                                  TensorView targets, std::int64_t begin, float dloss, int vocab_size);
 
 // ---- parameter store and optimizer ----
 void cast(const ExecContext& ctx, TensorView dst, TensorView src);

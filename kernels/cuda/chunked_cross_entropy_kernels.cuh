@@ -1,0 +1,103 @@
+// Chunked softmax + cross-entropy kernels on the GPU, device code only (launched by
+// chunked_cross_entropy.cu; run on the CPU by tests/emulation). One block per row of the chunk
+// [N, Vc] (columns begin .. begin + Vc of the logits): the stats kernel takes the chunk's max over
+// its real columns (block reduction) and the sum of exp(x - new max) in fp64 (fixed-order block
+// reduction), rescales the running sum and keeps the target's logit; the backward writes
+// (exp(x - lse) - onehot) * dloss, padding 0. Columns move in groups of kVec (16 bytes where the
+// launcher found whole groups and aligned rows), and the sums' order is fixed, so results repeat
+// bitwise. Semantics: kernels/cpu/chunked_cross_entropy.h.
+#pragma once
+
+#include <math.h>
+
+#include <cstdint>
+
+#include "kernels/cuda/device_helpers.cuh"
+
+namespace zt::cuda::detail::chunked_ce {
+
+constexpr int kThreads = 512;
+
+template <typename T, int kVec>
+__global__ void __launch_bounds__(kThreads)
+    chunk_stats_kernel(float* row_max, float* row_sum, float* target_logit, const T* logits,
+                       const std::int32_t* targets, int cols, int live, std::int64_t begin, bool first) {
+  using Vec = detail::ActVec<T, kVec>;
+  __shared__ float shared_f[32];
+  __shared__ double shared_d[32];
+  const std::int64_t row = blockIdx.x;
+  const T* x = logits + row * cols;
+  const std::int64_t t = targets[row] - begin;
+  if (threadIdx.x == 0) {
+    if (first) target_logit[row] = 0.0f;
+    if (t >= 0 && t < live) target_logit[row] = detail::load_act(x + t);
+  }
+  if (live == 0) {
+    if (first && threadIdx.x == 0) row_max[row] = -INFINITY, row_sum[row] = 0.0f;
+    return;
+  }
+  const int live_groups = (live + kVec - 1) / kVec;
+  float mx = -INFINITY;
+  for (int q = threadIdx.x; q < live_groups; q += kThreads) {
+    const Vec xv = Vec::load(x + q * kVec);
+#pragma unroll
+    for (int i = 0; i < kVec; ++i) {
+      if (q * kVec + i < live) mx = fmaxf(mx, xv[i]);
+    }
+  }
+  mx = detail::block_max(mx, shared_f);
+  const float old_max = first ? -INFINITY : row_max[row];  // read by every thread before thread 0 writes
+  const float new_max = fmaxf(old_max, mx);
+  double sum = 0.0;
+  for (int q = threadIdx.x; q < live_groups; q += kThreads) {
+    const Vec xv = Vec::load(x + q * kVec);
+#pragma unroll
+    for (int i = 0; i < kVec; ++i) {
+      if (q * kVec + i < live) sum += static_cast<double>(expf(xv[i] - new_max));
+    }
+  }
+  sum = detail::block_sum(sum, shared_d);  // its barriers order every thread's read of row_max first
+  if (threadIdx.x == 0) {
+    const double carried =
+        first ? 0.0 : static_cast<double>(row_sum[row]) * exp(static_cast<double>(old_max) - new_max);
+    row_sum[row] = static_cast<float>(carried + sum);
+    row_max[row] = new_max;
+  }
+}
+
+// losses and lse per row (one thread each); lse may alias row_max.
+__global__ void chunk_loss_kernel(float* losses, float* lse, const float* row_max, const float* row_sum,
+                                  const float* target_logit, std::int64_t rows) {
+  const std::int64_t n = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (n >= rows) return;
+  const double log_sum = log(static_cast<double>(row_sum[n])), m = row_max[n];
+  losses[n] = static_cast<float>(log_sum - (static_cast<double>(target_logit[n]) - m));
+  lse[n] = static_cast<float>(m + log_sum);
+}
+
+template <typename T, int kVec>
+__global__ void __launch_bounds__(kThreads)
+    chunk_backward_kernel(T* dlogits, const T* logits, const float* lse, const std::int32_t* targets, int cols,
+                          int live, std::int64_t begin, float dloss) {
+  using Vec = detail::ActVec<T, kVec>;
+  const std::int64_t row = blockIdx.x;
+  const T* x = logits + row * cols;
+  T* d = dlogits + row * cols;  // may be x: each group is read before the same thread writes it
+  const float row_lse = lse[row];
+  const std::int64_t t = targets[row] - begin;
+  const int live_groups = (live + kVec - 1) / kVec;
+  for (int q = threadIdx.x; q < cols / kVec; q += kThreads) {
+    Vec g{};  // padded columns stay 0
+    if (q < live_groups) {
+      const Vec xv = Vec::load(x + q * kVec);
+#pragma unroll
+      for (int i = 0; i < kVec; ++i) {
+        const int v = q * kVec + i;
+        if (v < live) g[i] = (expf(xv[i] - row_lse) - (v == t ? 1.0f : 0.0f)) * dloss;
+      }
+    }
+    g.store(d + q * kVec);
+  }
+}
+
+}  // namespace zt::cuda::detail::chunked_ce

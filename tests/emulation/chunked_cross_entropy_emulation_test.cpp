@@ -1,0 +1,83 @@
+// The CUDA chunked softmax + cross-entropy kernels (kernels/cuda/chunked_cross_entropy_kernels.cuh)
+// run on the CPU under the SIMT emulator against the CPU kernels: the row statistics over a
+// sequence of chunks (a first, a later one with a larger max, one of padding only), the losses and
+// log-sum-exps, and each chunk's gradient in place, F32 and BF16, both vector widths. Tolerances
+// of the whole-row test (cross_entropy_emulation_test.cpp): 1e-5 normwise, BF16 outputs per
+// element within 2^-7.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/chunked_cross_entropy.h"
+#include "kernels/cuda/chunked_cross_entropy_kernels.cuh"
+#include "tests/emulation/emulation_util.h"
+#include "tests/emulation/simt_runtime.h"
+#include "tests/kernels/kernel_test_util.h"
+
+namespace zt::test {
+namespace {
+
+namespace cce = cuda::detail::chunked_ce;
+using namespace emulation;  // NOLINT: the emulation tests' shared helpers
+
+template <typename T, int kVec>
+void run_shape(Rng& rng, std::int64_t N, int V, int cols, int chunks) {
+  constexpr bool kBf16 = !std::is_same_v<T, float>;
+  SCOPED_TRACE(::testing::Message() << (kBf16 ? "BF16" : "F32") << " N=" << N << " V=" << V << " cols=" << cols
+                                    << " kVec=" << kVec);
+  const DType dt = dtype_of<T>();
+  const Shape shape{N, cols};
+  const float dloss = 1.0f / static_cast<float>(N);
+  std::vector<std::int32_t> targets(static_cast<std::size_t>(N));
+  for (std::int64_t n = 0; n < N; ++n) targets[n] = static_cast<std::int32_t>((n * 7919 + 3) % V);
+  std::vector<float> c_max(N), c_sum(N), c_tl(N), g_max(N, NAN), g_sum(N, NAN), g_tl(N, NAN);
+  std::vector<std::vector<T>> chunk_logits;
+  for (int c = 0; c < chunks; ++c) {
+    const std::int64_t begin = static_cast<std::int64_t>(c) * cols;
+    // Later chunks larger: the running max moves and the carried sum is rescaled.
+    chunk_logits.push_back(device_values<T>(rng.normal(N * cols, 0.5f * c, 3.0f)));
+    std::vector<T>& x = chunk_logits.back();
+    cpu::cross_entropy_chunk_stats(reference_ctx(), view_of(c_max), view_of(c_sum), view_of(c_tl),
+                                   TensorView{x.data(), dt, Device::kCPU, shape}, view_of(targets), begin, V, c == 0);
+    const int live = std::clamp(V - static_cast<int>(begin), 0, cols);
+    simt::launch(dim3(static_cast<unsigned>(N)), cce::kThreads, 0, cce::chunk_stats_kernel<T, kVec>, g_max.data(),
+                 g_sum.data(), g_tl.data(), x.data(), targets.data(), cols, live, begin, c == 0);
+  }
+  EXPECT_TRUE(close_to_cpu(g_max, c_max, false)) << "row max";
+  EXPECT_TRUE(close_to_cpu(g_sum, c_sum, false)) << "row sum";
+  EXPECT_TRUE(close_to_cpu(g_tl, c_tl, false)) << "target logit";
+
+  std::vector<float> c_loss(N), g_loss(N, NAN);
+  cpu::cross_entropy_chunk_loss(reference_ctx(), view_of(c_loss), view_of(c_max), view_of(c_max), view_of(c_sum),
+                                view_of(c_tl));
+  simt::launch(dim3(1), 64, 0, cce::chunk_loss_kernel, g_loss.data(), g_max.data(), g_max.data(), g_sum.data(),
+               g_tl.data(), N);
+  EXPECT_TRUE(close_to_cpu(g_loss, c_loss, false)) << "losses";
+  EXPECT_TRUE(close_to_cpu(g_max, c_max, false)) << "lse";
+
+  for (int c = 0; c < chunks; ++c) {
+    const std::int64_t begin = static_cast<std::int64_t>(c) * cols;
+    std::vector<T> cpu_grad = chunk_logits[c], gpu_grad = chunk_logits[c];  // in place over the logits
+    cpu::cross_entropy_chunk_backward(reference_ctx(), TensorView{cpu_grad.data(), dt, Device::kCPU, shape},
+                                      TensorView{cpu_grad.data(), dt, Device::kCPU, shape}, view_of(c_max),
+                                      view_of(targets), begin, dloss, V);
+    const int live = std::clamp(V - static_cast<int>(begin), 0, cols);
+    simt::launch(dim3(static_cast<unsigned>(N)), cce::kThreads, 0, cce::chunk_backward_kernel<T, kVec>, gpu_grad.data(),
+                 gpu_grad.data(), g_max.data(), targets.data(), cols, live, begin, dloss);
+    EXPECT_TRUE(close_to_cpu(host_values(gpu_grad), host_values(cpu_grad), kBf16)) << "chunk " << c << " dlogits";
+  }
+  for (const std::string& v : simt::violations()) ADD_FAILURE() << "emulator rule broken: " << v;
+}
+
+TEST(ChunkedCrossEntropyEmulation, StatisticsLossAndGradientsMatchCpu) {
+  ZT_SEEDED_RNG(rng);
+  run_shape<float, 1>(rng, 3, 100, 40, 3);  // the last chunk holds 20 real columns
+  run_shape<bf16_dev, 1>(rng, 3, 100, 40, 3);
+  run_shape<float, 4>(rng, 2, 1100, 640, 3);  // a chunk of padding only, and above the block's threads
+  run_shape<bf16_dev, 8>(rng, 2, 1100, 640, 3);
+}
+
+}  // namespace
+}  // namespace zt::test

@@ -36,6 +36,9 @@ struct TrainConfig {
   std::uint64_t seed = 1337;
   int num_threads = 0;  // CPU threads for kernels and BLAS; 0 means every core
   gpt::CheckpointPolicy activation_checkpointing;
+  // The LM head's logits in this many vocabulary chunks, never held whole (1: all at once); costs
+  // the head's logits a second time per step (models/gpt/gpt_model.h, docs/memory.md).
+  int head_chunks = 1;
   int eval_every = 0;                   // steps between validation evaluations; 0 = only at the end
   int eval_batches = 8;                 // fixed validation micro-batches per evaluation
   std::string nonfinite = "stop";       // stop | skip: what a non-finite loss or gradient does

@@ -44,10 +44,25 @@ Buffer allocate_bytes(const ExecContext& ctx, MemoryTracker& tracker, const Acti
 }  // namespace
 
 ActivationDims activation_dims(const GptConfig& c, std::int64_t batch, std::int64_t seq_len, Device device,
-                               DType activations) {
+                               DType activations, int head_chunks) {
   ZT_CHECK(activations == DType::kF32 || activations == DType::kBF16, "activations are F32 or BF16");
   const bool flash = ops::flash_attention_available(device, batch, c.n_head, c.n_embd / c.n_head);
-  return ActivationDims{batch, seq_len, c.n_embd, c.n_head, c.padded_vocab_size(), flash, activations};
+  return ActivationDims{batch,
+                        seq_len,
+                        c.n_embd,
+                        c.n_head,
+                        c.padded_vocab_size(),
+                        flash,
+                        activations,
+                        head_chunk_columns(c, head_chunks)};
+}
+
+std::int64_t head_chunk_columns(const GptConfig& c, int chunks) {
+  const std::int64_t Vp = c.padded_vocab_size();
+  ZT_CHECK(chunks >= 1 && chunks <= Vp / 64, "head_chunks {} outside [1, {}] (the padded vocabulary {} / 64)", chunks,
+           Vp / 64, Vp);
+  const std::int64_t columns = (Vp + chunks - 1) / chunks;
+  return std::min(Vp, (columns + 63) / 64 * 64);
 }
 
 std::string describe_attention(const GptConfig& c, const ActivationDims& d, Device device, AttentionKernels choice,
@@ -83,6 +98,7 @@ std::int64_t block_activation_bytes(const ActivationDims& d) {
 }
 
 std::int64_t head_activation_bytes(const ActivationDims& d) {
+  if (d.head_chunked()) return d.act_bytes() * (2 * d.BTC() + d.BT() * d.Vc) + kStatBytes * 6 * d.BT();
   return d.act_bytes() * (d.BTC() + d.BT() * d.Vp) + kStatBytes * 3 * d.BT();
 }
 
@@ -139,8 +155,14 @@ HeadActivations::HeadActivations(MemoryTracker& tracker, const ActivationDims& d
   lnf_mean = c.take(DType::kF32, {d.B, d.T});
   lnf_rstd = c.take(DType::kF32, {d.B, d.T});
   losses = c.take(DType::kF32, {d.B, d.T});
+  if (d.head_chunked()) {
+    row_max = c.take(DType::kF32, {d.B, d.T});
+    row_sum = c.take(DType::kF32, {d.B, d.T});
+    target_logit = c.take(DType::kF32, {d.B, d.T});
+  }
   lnf = c.take(d.act, {d.B, d.T, d.C});
-  probs = c.take(d.act, {d.B, d.T, d.Vp});
+  probs = c.take(d.act, {d.BT(), d.Vc});
+  if (d.head_chunked()) dlnf_part = c.take(d.act, {d.B, d.T, d.C});
   c.finish();
 }
 

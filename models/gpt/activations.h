@@ -20,6 +20,11 @@ struct ActivationDims {
   // of the probabilities [B, NH, T, T] (see activation_dims for when).
   bool flash_attention;
   DType act = DType::kF32;  // activations and activation gradients (precision.activations)
+  // The LM head's logits are computed this many vocabulary columns at a time (head_chunk_columns):
+  // Vp when they are held whole.
+  std::int64_t Vc = 0;
+  bool head_chunked() const { return Vc < Vp; }
+  int head_chunk_count() const { return static_cast<int>((Vp + Vc - 1) / Vc); }
   std::int64_t BT() const { return B * T; }
   std::int64_t BTC() const { return B * T * C; }
   std::int64_t act_bytes() const { return static_cast<std::int64_t>(dtype_size_bytes(act)); }
@@ -29,7 +34,12 @@ struct ActivationDims {
 // on CUDA, for the head sizes the flash kernels are compiled for (dropout on the probabilities is
 // fused into them); the memory prediction calls this too, so both make the same choice.
 ActivationDims activation_dims(const GptConfig& c, std::int64_t batch, std::int64_t seq_len, Device device,
-                               DType activations = DType::kF32);
+                               DType activations = DType::kF32, int head_chunks = 1);
+
+// The columns of each of the head's vocabulary chunks for train.head_chunks = `chunks`: the padded
+// vocabulary split in `chunks`, rounded up to a multiple of 64 (the last chunk takes the rest, so
+// there may be fewer chunks than asked). Checks 1 <= chunks <= Vp / 64.
+std::int64_t head_chunk_columns(const GptConfig& c, int chunks);
 
 // How attention runs and what it keeps, for the memory report and the train command's header.
 // Fused (no T x T probabilities kept): on cuDNN, or on the flash kernels (on tensor cores or CUDA
@@ -45,7 +55,9 @@ std::string describe_attention(const GptConfig& c, const ActivationDims& d, Devi
 // materialised, a 15 BTC + 4 (4 BT + B NH T) with flash attention.
 std::int64_t block_activation_bytes(const ActivationDims& d);
 // Bytes of the head's activations (ln_f output, its mean/rstd, probabilities, losses):
-// a (BTC + BT Vp) + 4 (3 BT).
+// a (BTC + BT Vp) + 4 (3 BT); in vocabulary chunks, one chunk's logits, the ln_f output's
+// gradient of one chunk, and the rows' max (then log-sum-exp), sum and target logit:
+// a (2 BTC + BT Vc) + 4 (6 BT).
 std::int64_t head_activation_bytes(const ActivationDims& d);
 // Bytes kept for the whole step: the input and target token ids, 4 (2 BT) (token_ids_bytes), then
 // the residual stream, a (n_layer + 1) BTC (each block's input -- exactly what a checkpointed
@@ -77,7 +89,11 @@ struct HeadActivations {
   Buffer storage;
   TensorView lnf, lnf_mean, lnf_rstd;  // [B,T,C], [B,T], [B,T]
   TensorView probs;                    // [B,T,Vp] logits, softmax in place, then dlogits
+                                       // (in chunks: [BT, Vc], one chunk's logits, then its dlogits)
   TensorView losses;                   // [B,T]
+  // In vocabulary chunks only: the online softmax's row statistics ([B,T] each; row_max becomes
+  // the log-sum-exp) and one chunk's part of the ln_f output's gradient [B,T,C].
+  TensorView row_max, row_sum, target_logit, dlnf_part;
 
   HeadActivations(MemoryTracker& tracker, const ActivationDims& d, const ExecContext& ctx);
 };

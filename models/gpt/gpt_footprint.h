@@ -16,9 +16,10 @@ namespace zt::gpt {
 // GptModel and BlockGradScratch allocate (docs/memory.md).
 ModelFootprint predict_footprint(const GptConfig& model, int micro_batch, int seq_len,
                                  const CheckpointPolicy& checkpointing, DType param_dtype, Device device,
-                                 DType activations = DType::kF32);
+                                 DType activations = DType::kF32, int head_chunks = 1);
 
-// The forward and backward schedules of one training step (gpt_schedule.h).
-StepSchedule step_schedule(const GptConfig& model);
+// The forward and backward schedules of one training step (gpt_schedule.h) with the head in
+// `head_chunks` vocabulary chunks.
+StepSchedule step_schedule(const GptConfig& model, int head_chunks = 1);
 
 }  // namespace zt::gpt

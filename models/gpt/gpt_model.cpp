@@ -6,6 +6,7 @@
 
 #include "models/gpt/gpt_schedule.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include <vector>
@@ -17,10 +18,10 @@
 namespace zt::gpt {
 
 GptModel::GptModel(const GptConfig& config, int batch, int seq_len, CheckpointPolicy policy, MemoryTracker& tracker,
-                   const ExecContext& ctx, float dropout, std::uint64_t seed, DType activations)
+                   const ExecContext& ctx, float dropout, std::uint64_t seed, DType activations, int head_chunks)
     : config_(config),
       table_(build_param_table(config)),
-      dims_(activation_dims(config, batch, seq_len, ctx.device, activations)),
+      dims_(activation_dims(config, batch, seq_len, ctx.device, activations, head_chunks)),
       policy_(policy),
       tracker_(tracker),
       ctx_(ctx),
@@ -30,7 +31,7 @@ GptModel::GptModel(const GptConfig& config, int batch, int seq_len, CheckpointPo
       dresid_(ops::allocate(ctx, tracker, MemCategory::kWorkspace, dims_.act, dims_.BTC())),
       grad_scratch_(ops::allocate(ctx, tracker, MemCategory::kWorkspace, DType::kF32, table_.max_unit_numel())),
       forward_schedule_(forward_schedule(config)),
-      backward_schedule_(backward_schedule(config)) {
+      backward_schedule_(backward_schedule(config, dims_.head_chunked())) {
   ZT_CHECK(batch > 0 && seq_len > 0 && seq_len <= config.block_size);
   block_acts_.resize(static_cast<std::size_t>(config.n_layer));
 }
@@ -133,6 +134,13 @@ float GptModel::forward(ParamStore& store, const std::int32_t* inputs, const std
   const FinalParams fp = final_views(table_, config_, acquire_for_kernels(store, fin, Pass::kForward));
   const EmbeddingParams ep = embedding_views(table_, acquire_for_kernels(store, emb, Pass::kForward));
   ops::layernorm_forward(ctx_, h.lnf, h.lnf_mean, h.lnf_rstd, resid(L), fp.ln_f_w, fp.ln_f_b);
+  if (d.head_chunked()) {
+    chunked_head_forward(ep, target_view, logits_out);
+    store.release_params(emb, Pass::kForward);
+    store.release_params(fin, Pass::kForward);
+    store.end_pass(Pass::kForward);
+    return mean_loss();
+  }
   ops::matmul_forward(ctx_, h.probs, h.lnf, ep.wte, ops::WeightLayout::kOutIn, TensorView{});
   store.release_params(emb, Pass::kForward);
   store.release_params(fin, Pass::kForward);
@@ -156,11 +164,71 @@ float GptModel::forward(ParamStore& store, const std::int32_t* inputs, const std
   } else {
     ops::softmax_cross_entropy_forward(ctx_, h.losses, h.probs, h.probs, target_view, config_.vocab_size);
   }
+  return mean_loss();
+}
+
+float GptModel::mean_loss() const {
   double sum = 0.0;  // fixed order, on the host: the loss is reproducible bit for bit on either device
   std::vector<float> staging;
-  const float* losses = ops::on_host(ctx_, h.losses, staging).as<float>();
-  for (std::int64_t i = 0; i < d.BT(); ++i) sum += losses[i];
-  return static_cast<float>(sum / static_cast<double>(d.BT()));
+  const float* losses = ops::on_host(ctx_, head_acts_->losses, staging).as<float>();
+  for (std::int64_t i = 0; i < dims_.BT(); ++i) sum += losses[i];
+  return static_cast<float>(sum / static_cast<double>(dims_.BT()));
+}
+
+// Chunk c holds vocabulary rows [c Vc, c Vc + w) of wte and the same columns of the logits, in the
+// head's [BT, w] chunk buffer.
+namespace {
+
+TensorView wte_rows(const TensorView& wte, std::int64_t begin, std::int64_t rows) {
+  const std::int64_t C = wte.shape[1];
+  return TensorView{static_cast<char*>(wte.data) + begin * C * static_cast<std::int64_t>(dtype_size_bytes(wte.dtype)),
+                    wte.dtype, wte.device, Shape{rows, C}};
+}
+
+}  // namespace
+
+void GptModel::chunked_head_forward(const EmbeddingParams& ep, TensorView targets, float* logits_out) {
+  const ActivationDims& d = dims_;
+  HeadActivations& h = *head_acts_;
+  const std::int64_t V = config_.vocab_size;
+  std::vector<float> staging;
+  for (int c = 0; c < d.head_chunk_count(); ++c) {
+    const std::int64_t begin = c * d.Vc, w = std::min(d.Vc, d.Vp - begin);
+    const TensorView logits{h.probs.data, d.act, h.probs.device, Shape{d.BT(), w}};
+    ops::matmul_forward(ctx_, logits, h.lnf, wte_rows(ep.wte, begin, w), ops::WeightLayout::kOutIn, TensorView{});
+    if (logits_out != nullptr && begin < V) {
+      const TensorView host = ops::on_host(ctx_, logits, staging);
+      const std::int64_t live = std::min(w, V - begin);
+      for (std::int64_t r = 0; r < d.BT(); ++r) {
+        for (std::int64_t j = 0; j < live; ++j) {
+          logits_out[r * V + begin + j] =
+              host.dtype == DType::kF32 ? host.as<float>()[r * w + j] : bf16_to_float(host.as<bf16>()[r * w + j]);
+        }
+      }
+    }
+    ops::cross_entropy_chunk_stats(ctx_, h.row_max, h.row_sum, h.target_logit, logits, targets, begin,
+                                   config_.vocab_size, c == 0);
+  }
+  ops::cross_entropy_chunk_loss(ctx_, h.losses, h.row_max, h.row_max, h.row_sum, h.target_logit);
+}
+
+void GptModel::chunked_head_backward(const EmbeddingParams& ep, TensorView wte_grad, TensorView dlnf,
+                                     TensorView targets, float loss_scale) {
+  const ActivationDims& d = dims_;
+  HeadActivations& h = *head_acts_;
+  const float dloss = loss_scale / static_cast<float>(d.BT());
+  for (int c = 0; c < d.head_chunk_count(); ++c) {
+    const std::int64_t begin = c * d.Vc, w = std::min(d.Vc, d.Vp - begin);
+    const TensorView logits{h.probs.data, d.act, h.probs.device, Shape{d.BT(), w}};
+    const TensorView wte = wte_rows(ep.wte, begin, w);
+    ops::matmul_forward(ctx_, logits, h.lnf, wte, ops::WeightLayout::kOutIn, TensorView{});  // again
+    ops::cross_entropy_chunk_backward(ctx_, logits, logits, h.row_max, targets, begin, dloss, config_.vocab_size);
+    // dlnf = sum over chunks of dlogits_c @ wte_c, in the activation dtype: the first chunk
+    // writes it, each later one adds its part.
+    ops::matmul_backward(ctx_, c == 0 ? dlnf : h.dlnf_part, wte_rows(wte_grad, begin, w), TensorView{}, logits, h.lnf,
+                         wte, ops::WeightLayout::kOutIn);
+    if (c > 0) ops::residual_forward(ctx_, dlnf, dlnf, h.dlnf_part);
+  }
 }
 
 void GptModel::backward(ParamStore& store, float loss_scale) {
@@ -179,15 +247,20 @@ void GptModel::backward(ParamStore& store, float loss_scale) {
       ZT_CHECK(*step_.backward_loss_scale == loss_scale,
                "backward: loss_scale {} is not the forward's backward_loss_scale {}", loss_scale,
                *step_.backward_loss_scale);
-    } else {
+    } else if (!d.head_chunked()) {
       ops::softmax_cross_entropy_backward(ctx_, h.probs, h.probs, target_view, loss_scale / static_cast<float>(d.BT()),
                                           config_.vocab_size);
     }
     const EmbeddingParams ep = embedding_views(table_, acquire_for_kernels(store, emb, Pass::kBackward));
     const TensorView emb_grad = grad_destination(store, emb);
-    ops::matmul_backward(ctx_, dlnf, embedding_views(table_, emb_grad).wte, TensorView{}, h.probs, h.lnf, ep.wte,
-                         ops::WeightLayout::kOutIn);
+    if (d.head_chunked()) {
+      chunked_head_backward(ep, embedding_views(table_, emb_grad).wte, dlnf, target_view, loss_scale);
+    } else {
+      ops::matmul_backward(ctx_, dlnf, embedding_views(table_, emb_grad).wte, TensorView{}, h.probs, h.lnf, ep.wte,
+                           ops::WeightLayout::kOutIn);
+    }
     store.accumulate_grads(emb, emb_grad);
+    if (d.head_chunked()) store.grads_ready(emb);  // the head's round: reduced now, not after the blocks
     store.release_params(emb, Pass::kBackward);
 
     const FinalParams fp = final_views(table_, config_, acquire_for_kernels(store, fin, Pass::kBackward));

@@ -36,8 +36,13 @@ class GptModel {
   // is the probability used at every site (embedding output, attention probabilities, both
   // residual branches), with masks keyed by `seed` (see kernels/contracts/dropout_spec.h). `activations` is
   // the dtype of every activation and activation gradient (F32 or BF16, docs/precision.md).
+  // `head_chunks` > 1: the LM head computes its logits in that many vocabulary chunks, one at a
+  // time (head_chunk_columns), never holding them whole; a training step then computes them twice
+  // (the loss needs every chunk before any gradient), and the tied embeddings' gradient is reduced
+  // in two rounds, the head's at once and the embedding's at the end (gpt_schedule.h).
   GptModel(const GptConfig& config, int batch, int seq_len, CheckpointPolicy policy, MemoryTracker& tracker,
-           const ExecContext& ctx, float dropout = 0.0f, std::uint64_t seed = 0, DType activations = DType::kF32);
+           const ExecContext& ctx, float dropout = 0.0f, std::uint64_t seed = 0, DType activations = DType::kF32,
+           int head_chunks = 1);
   ~GptModel();
 
   const GptConfig& config() const { return config_; }
@@ -67,9 +72,15 @@ class GptModel {
   // dtype (ops::adds_param_grads_into), else the zeroed fp32 scratch. Either goes to
   // store.accumulate_grads afterwards.
   TensorView grad_destination(ParamStore& store, int unit);
+  float mean_loss() const;  // the mean of the head's losses, summed on the host in a fixed order
   // The input (which = 0) or target (1) token ids kept before the residual stream.
   TensorView token_view(int which, Shape shape) const;
   TensorView resid(int layer) const;  // input of block `layer`; resid(n_layer) is the last output
+  // The head in vocabulary chunks: the forward's loss from each chunk's logits in turn, and the
+  // backward's dlnf and tied wte gradient from each chunk's logits again.
+  void chunked_head_forward(const EmbeddingParams& ep, TensorView targets, float* logits_out);
+  void chunked_head_backward(const EmbeddingParams& ep, TensorView wte_grad, TensorView dlnf, TensorView targets,
+                             float loss_scale);
   DropoutSpec dropout_spec(std::uint32_t site) const;
   BlockDropout block_dropout(int layer) const;
 

@@ -26,12 +26,12 @@ PassSchedule forward_schedule(const GptConfig& config) {
   return s;
 }
 
-PassSchedule backward_schedule(const GptConfig& config) {
+PassSchedule backward_schedule(const GptConfig& config, bool head_chunked) {
   const int emb = embedding_unit(), fin = final_unit(config);
   PassSchedule s;
-  add(s, {{UnitOp::kAcquire, emb},
-          {UnitOp::kAccumulate, emb},
-          {UnitOp::kRelease, emb},
+  add(s, {{UnitOp::kAcquire, emb}, {UnitOp::kAccumulate, emb}});
+  if (head_chunked) add(s, {{UnitOp::kGradsReady, emb}});
+  add(s, {{UnitOp::kRelease, emb},
           {UnitOp::kAcquire, fin},
           {UnitOp::kAccumulate, fin},
           {UnitOp::kGradsReady, fin},

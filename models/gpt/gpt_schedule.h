@@ -13,6 +13,9 @@ namespace zt::gpt {
 PassSchedule forward_schedule(const GptConfig& config);
 // Backward: the head (tied wte gradient first, then ln_f), the blocks in reverse, and the
 // embedding scatter-add, which reads no weights and completes the embeddings' gradient last.
-PassSchedule backward_schedule(const GptConfig& config);
+// `head_chunked` (the head in vocabulary chunks): the embeddings' gradient is reduced in two
+// rounds, the head's contribution as soon as it is complete and the embedding's at the end, so
+// it does not wait through the blocks' backward (ParamStore::grads_ready).
+PassSchedule backward_schedule(const GptConfig& config, bool head_chunked = false);
 
 }  // namespace zt::gpt

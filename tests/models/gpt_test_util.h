@@ -23,8 +23,8 @@ struct GptFixture {
   std::vector<std::int32_t> inputs, targets;
 
   GptFixture(const GptConfig& c, int B, int T, CheckpointPolicy policy, DType dtype, std::uint64_t seed,
-             DType activations = DType::kF32) {
-    model = std::make_unique<GptModel>(c, B, T, policy, tracker, ctx, 0.0f, 0, activations);
+             DType activations = DType::kF32, int head_chunks = 1) {
+    model = std::make_unique<GptModel>(c, B, T, policy, tracker, ctx, 0.0f, 0, activations, head_chunks);
     store = std::make_unique<ZeroParamStore>(model->table(), dtype, ZeroOptions{}, comm, tracker, ctx);
     for (std::size_t u = 0; u < model->table().units().size(); ++u) {
       const std::int64_t n = model->table().units()[u].numel;
@@ -46,6 +46,18 @@ struct GptFixture {
     const float loss = model->forward(*store, inputs.data(), targets.data());
     model->backward(*store);
     return loss;
+  }
+
+  // All gradients, unit after unit, widened to fp32 (for comparison within a tolerance).
+  std::vector<float> grads_f32() const {
+    std::vector<float> out;
+    for (std::size_t u = 0; u < model->table().units().size(); ++u) {
+      const TensorView g = store->grad_shard(static_cast<int>(u));
+      std::vector<float> unit(static_cast<std::size_t>(g.numel()));
+      cpu::cast(ctx, TensorView{unit.data(), DType::kF32, Device::kCPU, Shape{g.numel()}}, g);
+      out.insert(out.end(), unit.begin(), unit.end());
+    }
+    return out;
   }
 
   // All gradients, unit after unit, as raw bytes (for bitwise comparison).

@@ -140,6 +140,25 @@ def main():
                   and accum[st]["weights"] == accum[0]["weights"] for st in range(4)),
               f"N=2 grad_accum 2 {dt}: stages 0-3 give bitwise identical losses, gradient norms and final weights "
               f"(first step where they part: {[next((i for i, (a, b) in enumerate(zip(accum[st]['norm'], accum[0]['norm'])) if a != b), None) for st in range(4)]})")
+    # The LM head in vocabulary chunks (train.head_chunks): the tied embeddings' gradient is reduced
+    # in two rounds (the head's, then the embedding's) at every stage, so the stages stay bitwise
+    # identical, with and without gradient accumulation; and the chunked head follows the
+    # single-rank run of the whole head (the same loss up to rounding).
+    chunked = ("model.vocab_size=300", "train.head_chunks=3")
+    whole_ref = train(launcher, binary, work, "chunks_ref_whole", 1, "model.vocab_size=300")
+    for n, accum in ((3, ()), (2, ("train.grad_accum=2",))):
+        mb = f"train.micro_batch={12 // n // (2 if accum else 1)}"
+        runs = {st: train(launcher, binary, work, f"chunks_n{n}_s{st}", n, f"zero.stage={st}", mb, *chunked, *accum)
+                for st in range(4)}
+        if any(r is None for r in runs.values()) or whole_ref is None:
+            continue
+        what = f"N={n}{' grad_accum 2' if accum else ''} head_chunks 3"
+        check(all(runs[st]["loss"] == runs[0]["loss"] and runs[st]["norm"] == runs[0]["norm"]
+                  and runs[st]["weights"] == runs[0]["weights"] for st in range(4)),
+              f"{what}: stages 0-3 give bitwise identical losses, gradient norms and final weights")
+        d = rel_loss_diff(runs[0]["loss"], whole_ref["loss"])
+        check(len(runs[0]["loss"]) == 24 and d <= LOSS_BOUND,
+              f"{what}: losses follow the single rank's whole head ({d:.1e})")
     # A run directory written by 4 ranks reloads on one process (its config keeps no rank count).
     p = subprocess.run([binary, "sample", "--run", os.path.join(work, "n4_s3"), "--tokens", "10"], capture_output=True,
                        text=True, timeout=120)

@@ -62,6 +62,12 @@ def main():
                 ("zero.grad_shard_dtype=fp32",), ("zero.overlap_comm=false",), ("precision.activations=bf16",),
                 ("zero.max_inflight_reduction_mb=0.03",)]
     runs += [(3, st, "bf16", False, v) for v in variants for st in (2, 3)]
+    # The head in vocabulary chunks: smaller head activations, and the tied embeddings' gradient
+    # reduced in two rounds (pending at every stage on several ranks; per micro-batch in
+    # deterministic mode with accumulation).
+    chunked = ("model.vocab_size=300", "train.head_chunks=3")
+    runs += [(3, st, "bf16", False, chunked) for st in range(4)]
+    runs += [(2, st, "f32", True, chunked + ("train.grad_accum=2",)) for st in (0, 1)]
     states_at_4 = {}
     grads_at_3 = {}
     for n, st, dt, det, extra in runs:

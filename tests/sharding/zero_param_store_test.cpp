@@ -127,6 +127,28 @@ TEST(ZeroParamStore, GptModelMakesExactlyTheCallsItsSchedulesDeclare) {
   }
 }
 
+// The head in vocabulary chunks adds one call: the embeddings' gradient is made ready (its first
+// round) right after the head's contribution; the rest is as the whole head's.
+TEST(ZeroParamStore, AChunkedHeadMakesTheCallsOfItsSchedule) {
+  const gpt::GptConfig config{/*n_layer=*/2, /*n_head=*/2, /*n_embd=*/16, /*block_size=*/8, /*vocab_size=*/200};
+  MemoryTracker tracker;
+  const ExecContext ctx{Device::kCPU, 1, nullptr};
+  LocalCommunicator comm{tracker, {}};
+  gpt::GptModel model(config, 2, 8, {}, tracker, ctx, 0.0f, 0, DType::kF32, /*head_chunks=*/3);
+  ZeroParamStore store(model.table(), DType::kF32, stage(3), comm, tracker, ctx);
+  RecordingStore recorder(store);
+  const std::vector<std::int32_t> tokens(16, 7);
+  store.begin_step();
+  model.forward(recorder, tokens.data(), tokens.data());
+  model.backward(recorder);
+  ASSERT_EQ(recorder.passes.size(), 2u);
+  EXPECT_EQ(recorder.passes[0], gpt::forward_schedule(config));
+  const PassSchedule chunked = gpt::backward_schedule(config, /*head_chunked=*/true);
+  EXPECT_EQ(recorder.passes[1], chunked);
+  EXPECT_EQ(chunked.size(), gpt::backward_schedule(config).size() + 1);
+  EXPECT_EQ(chunked[2], (UnitEvent{UnitOp::kGradsReady, gpt::embedding_unit()}));
+}
+
 TEST(ZeroParamStore, StageThreePrefetchesKeepsTheHeadForBackwardAndReshardsEverything) {
   Fixture f(stage(3));
   const PassSchedule fwd = gpt::forward_schedule(kTiny), bwd = gpt::backward_schedule(kTiny);

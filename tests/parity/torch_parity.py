@@ -106,7 +106,8 @@ def run_engine(args, state_path):
            "--steps", str(args.steps),
            "--set", f"precision.param_dtype={args.param_dtype}",
            "--set", f"train.activation_checkpointing={args.activation_checkpointing}",
-           "--set", f"device={args.device}"]
+           "--set", f"device={args.device}",
+           "--set", f"train.head_chunks={args.head_chunks}"]
     print("running:", " ".join(cmd), flush=True)
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=ENGINE_TIMEOUT_S)
@@ -345,6 +346,8 @@ def main():
     parser.add_argument("--workdir", help="where state.safetensors is written (created if absent)")
     parser.add_argument("--steps", type=int, default=DEFAULT_STEPS, help="AdamW steps to compare")
     parser.add_argument("--self-test", action="store_true", help="check this harness on faked files")
+    parser.add_argument("--head-chunks", type=int, default=1,
+                        help="train.head_chunks: the LM head's logits in this many vocabulary chunks")
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
                         help="where debug-state runs; cuda exits 77 (a ctest skip) when no device is visible")
     args = parser.parse_args()

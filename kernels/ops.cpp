@@ -130,6 +130,14 @@ void embedding_forward(const ExecContext& ctx, TensorView out, TensorView tokens
 void embedding_backward(const ExecContext& ctx, TensorView dwte, TensorView dwpe, TensorView dout, TensorView tokens) {
   return ZT_OP(embedding_backward, ctx, dwte, dwpe, dout, tokens);
 }
+void embedding_forward_rows(const ExecContext& ctx, TensorView out, TensorView tokens, TensorView wte_rows,
+                            TensorView wpe, std::int64_t row_begin, std::int64_t vocab) {
+  return ZT_OP(embedding_forward_rows, ctx, out, tokens, wte_rows, wpe, row_begin, vocab);
+}
+void embedding_backward_rows(const ExecContext& ctx, TensorView dwte_rows, TensorView dwpe, TensorView dout,
+                             TensorView tokens, std::int64_t row_begin, std::int64_t vocab) {
+  return ZT_OP(embedding_backward_rows, ctx, dwte_rows, dwpe, dout, tokens, row_begin, vocab);
+}
 void layernorm_forward(const ExecContext& ctx, TensorView out, TensorView mean, TensorView rstd, TensorView inp,
                        TensorView weight, TensorView bias) {
   return ZT_OP(layernorm_forward, ctx, out, mean, rstd, inp, weight, bias);

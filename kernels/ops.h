@@ -39,6 +39,11 @@ void synchronize(const ExecContext& ctx);
 // ---- layers (see the CPU headers for each op's contract) ----
 void embedding_forward(const ExecContext& ctx, TensorView out, TensorView tokens, TensorView wte, TensorView wpe);
 void embedding_backward(const ExecContext& ctx, TensorView dwte, TensorView dwpe, TensorView dout, TensorView tokens);
+// One chunk of a token table split by vocabulary rows (kernels/cpu/embedding.h).
+void embedding_forward_rows(const ExecContext& ctx, TensorView out, TensorView tokens, TensorView wte_rows,
+                            TensorView wpe, std::int64_t row_begin, std::int64_t vocab);
+void embedding_backward_rows(const ExecContext& ctx, TensorView dwte_rows, TensorView dwpe, TensorView dout,
+                             TensorView tokens, std::int64_t row_begin, std::int64_t vocab);
 void layernorm_forward(const ExecContext& ctx, TensorView out, TensorView mean, TensorView rstd, TensorView inp,
                        TensorView weight, TensorView bias);
 // residual = a + b, then out = layernorm(residual) (residual may alias a or b): one pass over

@@ -16,4 +16,17 @@ void embedding_forward(const ExecContext& ctx, TensorView out, TensorView tokens
 // Deterministic: each output row is summed in (b, t) order whatever the thread count.
 void embedding_backward(const ExecContext& ctx, TensorView dwte, TensorView dwpe, TensorView dout, TensorView tokens);
 
+// One chunk of a token table split by vocabulary rows across units: wte_rows [R, C] holds rows
+// [row_begin, row_begin + R) of a vocabulary of `vocab` rows. The forward writes out[b, t, :] =
+// wte_rows[tokens[b, t] - row_begin, :] + wpe[t, :] for the positions whose token is in the
+// chunk and leaves the others as they are: over all the chunks every position is written once,
+// with embedding_forward's bits. Throws InternalError if a token is outside [0, vocab).
+void embedding_forward_rows(const ExecContext& ctx, TensorView out, TensorView tokens, TensorView wte_rows,
+                            TensorView wpe, std::int64_t row_begin, std::int64_t vocab);
+// dwte_rows[tokens[b, t] - row_begin, :] += dout[b, t, :] for the positions in the chunk and, when
+// dwpe is not empty, dwpe[t, :] += dout[b, t, :] for every position; each row summed in (b, t)
+// order, so the chunks together give embedding_backward's bits.
+void embedding_backward_rows(const ExecContext& ctx, TensorView dwte_rows, TensorView dwpe, TensorView dout,
+                             TensorView tokens, std::int64_t row_begin, std::int64_t vocab);
+
 }  // namespace zt::cpu

@@ -42,11 +42,20 @@ using zt::EmbeddingDims;
 
 // The checked operands (embedding_dims), and (through activation_dtype, naming `op`) out_like's
 // dtype: F32 or BF16.
+// wte may hold rows [row_begin, row_begin + R) of a vocabulary of `vocab` (-1: its own rows),
+// which d.vocab then is. A wpe without data stands in for an absent dwpe (shapes only).
 EmbeddingDims check_dims(const char* op, const TensorView& out_like, const TensorView& tokens, const TensorView& wte,
-                         const TensorView& wpe, EmbeddingTables tables) {
-  for (const TensorView* v : {&out_like, &tokens, &wte, &wpe}) detail::check_on_gpu(*v, "embedding operand");
+                         const TensorView& wpe, EmbeddingTables tables, std::int64_t row_begin = 0,
+                         std::int64_t vocab = -1) {
+  for (const TensorView* v : {&out_like, &tokens, &wte}) detail::check_on_gpu(*v, "embedding operand");
+  if (wpe.data != nullptr) detail::check_on_gpu(wpe, "embedding operand");
   detail::activation_dtype(op, {out_like});
-  const EmbeddingDims d = embedding_dims(out_like, tokens, wte, wpe, tables);
+  EmbeddingDims d = embedding_dims(out_like, tokens, wte, wpe, tables);
+  if (vocab >= 0) {
+    ZT_CHECK(row_begin >= 0 && row_begin + d.vocab <= vocab, "table rows [{}, {}) outside the vocabulary of {}",
+             row_begin, row_begin + d.vocab, vocab);
+    d.vocab = vocab;
+  }
   ZT_CHECK(d.B * d.T < (std::int64_t{1} << 31) && d.vocab < (std::int64_t{1} << 31), "embedding sizes exceed int32");
   return d;
 }
@@ -54,8 +63,14 @@ EmbeddingDims check_dims(const char* op, const TensorView& out_like, const Tenso
 }  // namespace
 
 void embedding_forward(const ExecContext& ctx, TensorView out, TensorView tokens, TensorView wte, TensorView wpe) {
+  embedding_forward_rows(ctx, out, tokens, wte, wpe, 0, wte.shape.ndim() == 2 ? wte.shape[0] : -1);
+}
+
+void embedding_forward_rows(const ExecContext& ctx, TensorView out, TensorView tokens, TensorView wte, TensorView wpe,
+                            std::int64_t row_begin, std::int64_t vocab) {
   const cudaStream_t stream = detail::stream_of(ctx);
-  const EmbeddingDims d = check_dims("embedding_forward", out, tokens, wte, wpe, EmbeddingTables::kParameters);
+  const EmbeddingDims d =
+      check_dims("embedding_forward", out, tokens, wte, wpe, EmbeddingTables::kParameters, row_begin, vocab);
   if (out.numel() == 0) return;
   detail::dispatch_activation_params(out.dtype, wte.dtype, [&](auto type, auto ptype) {
     using Act = typename decltype(type)::type;
@@ -68,14 +83,23 @@ void embedding_forward(const ExecContext& ctx, TensorView out, TensorView tokens
     const auto kernel = vec ? embedding_forward_kernel<Act, P, kWide> : embedding_forward_kernel<Act, P, 1>;
     kernel<<<detail::grid_for(out.numel() / (vec ? kWide : 1), kThreads), kThreads, 0, stream>>>(
         o, tokens.as<std::int32_t>(), te, pe, d.B * d.T, static_cast<int>(d.T), static_cast<int>(d.C),
-        static_cast<int>(d.vocab));
+        static_cast<int>(d.vocab), static_cast<int>(row_begin), static_cast<int>(wte.shape[0]));
   });
   ZT_CUDA_CHECK_LAUNCH();
 }
 
 void embedding_backward(const ExecContext& ctx, TensorView dwte, TensorView dwpe, TensorView dout, TensorView tokens) {
+  embedding_backward_rows(ctx, dwte, dwpe, dout, tokens, 0, dwte.shape.ndim() == 2 ? dwte.shape[0] : -1);
+}
+
+void embedding_backward_rows(const ExecContext& ctx, TensorView dwte, TensorView dwpe, TensorView dout,
+                             TensorView tokens, std::int64_t row_begin, std::int64_t vocab) {
   const cudaStream_t stream = detail::stream_of(ctx);
-  const EmbeddingDims d = check_dims("embedding_backward", dout, tokens, dwte, dwpe, EmbeddingTables::kGradients);
+  const bool with_wpe = dwpe.data != nullptr;
+  const TensorView wpe_like =
+      with_wpe ? dwpe : TensorView{nullptr, DType::kF32, dout.device, Shape{tokens.shape[1], dwte.shape[1]}};
+  const EmbeddingDims d =
+      check_dims("embedding_backward", dout, tokens, dwte, wpe_like, EmbeddingTables::kGradients, row_begin, vocab);
   const std::int64_t BT = d.B * d.T;
   if (BT == 0) return;
   KernelResources& res = detail::resources_of(ctx);
@@ -104,12 +128,13 @@ void embedding_backward(const ExecContext& ctx, TensorView dwte, TensorView dwpe
     using Act = typename decltype(type)::type;
     const Act* g = detail::act_data<Act>(dout);
     constexpr int kWide = detail::kWideVec<Act>;
-    const bool vec = use_wide(d.C, g, {dwte.as<float>(), dwpe.as<float>()});
+    const bool vec = use_wide(d.C, g, {dwte.as<float>(), with_wpe ? dwpe.as<float>() : dwte.as<float>()});
     const auto wte_kernel = vec ? embedding_backward_wte<Act, kWide> : embedding_backward_wte<Act, 1>;
-    wte_kernel<<<static_cast<unsigned>(BT), kThreads, 0, stream>>>(dwte.as<float>(), g, sorted_tokens, sorted_positions,
-                                                                   run_end.as<std::int32_t>(), static_cast<int>(d.C),
-                                                                   static_cast<int>(d.vocab));
+    wte_kernel<<<static_cast<unsigned>(BT), kThreads, 0, stream>>>(
+        dwte.as<float>(), g, sorted_tokens, sorted_positions, run_end.as<std::int32_t>(), static_cast<int>(d.C),
+        static_cast<int>(d.vocab), static_cast<int>(row_begin), static_cast<int>(dwte.shape[0]));
     ZT_CUDA_CHECK_LAUNCH();
+    if (!with_wpe) return;
     const auto wpe_kernel = vec ? embedding_backward_wpe<Act, kWide> : embedding_backward_wpe<Act, 1>;
     wpe_kernel<<<detail::grid_for(d.T * d.C / (vec ? kWide : 1), kThreads), kThreads, 0, stream>>>(
         dwpe.as<float>(), g, static_cast<int>(d.B), static_cast<int>(d.T), static_cast<int>(d.C));

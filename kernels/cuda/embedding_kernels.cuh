@@ -19,10 +19,11 @@ constexpr int kThreads = 256;
 
 // A thread per group of kVec columns of one (b, t) row (C % kVec == 0, so groups never straddle rows).
 // Act is the activation storage type of out: the fp32 sum of the widened table rows, rounded once
-// for bf16.
+// for bf16. wte holds vocabulary rows [row_begin, row_begin + rows): positions whose token lies
+// elsewhere in [0, vocab) are left untouched (another chunk's), a token outside it writes NaN.
 template <typename Act, typename P, int kVec>
 __global__ void embedding_forward_kernel(Act* out, const std::int32_t* tokens, const P* wte, const P* wpe,
-                                         std::int64_t BT, int T, int C, int vocab) {
+                                         std::int64_t BT, int T, int C, int vocab, int row_begin, int rows) {
   using Vec = detail::ActVec<P, kVec>;
   const std::int64_t groups = BT * C / kVec;
   for (std::int64_t q = blockIdx.x * std::int64_t{kThreads} + threadIdx.x; q < groups;
@@ -33,8 +34,10 @@ __global__ void embedding_forward_kernel(Act* out, const std::int32_t* tokens, c
     const std::int32_t tok = tokens[bt];
     const int t = static_cast<int>(bt % T);
     detail::ActVec<Act, kVec> o;
+    const int r = tok - row_begin;
+    if (tok >= 0 && tok < vocab && (r < 0 || r >= rows)) continue;  // another chunk's row
     if (tok >= 0 && tok < vocab) {
-      const Vec e = Vec::load(wte + std::int64_t{tok} * C + c), p = Vec::load(wpe + std::int64_t{t} * C + c);
+      const Vec e = Vec::load(wte + std::int64_t{r} * C + c), p = Vec::load(wpe + std::int64_t{t} * C + c);
 #pragma unroll
       for (int k = 0; k < kVec; ++k) o[k] = e[k] + p[k];
     } else {
@@ -73,16 +76,16 @@ __global__ void run_ends_kernel(std::int32_t* run_end, const std::int32_t* sorte
 template <typename Act, int kVec>
 __global__ void embedding_backward_wte(float* dwte, const Act* dout, const std::int32_t* sorted_tokens,
                                        const std::int32_t* sorted_positions, const std::int32_t* run_end, int C,
-                                       int vocab) {
+                                       int vocab, int row_begin, int rows) {
   using Vec = detail::FloatVec<kVec>;
   using GradVec = detail::ActVec<Act, kVec>;
   __shared__ std::int32_t positions[kThreads];
   const std::int64_t start = blockIdx.x;
   const std::int32_t tok = sorted_tokens[start];
   if (start > 0 && sorted_tokens[start - 1] == tok) return;  // not the start of a run (the whole block)
-  if (tok < 0 || tok >= vocab) return;
+  if (tok < 0 || tok >= vocab || tok < row_begin || tok - row_begin >= rows) return;  // dwte holds other rows
   const std::int64_t end = run_end[tok];
-  float* row = dwte + std::int64_t{tok} * C;
+  float* row = dwte + std::int64_t{tok - row_begin} * C;
   for (std::int64_t s = start; s < end; s += kThreads) {
     const int n = static_cast<int>(end - s < kThreads ? end - s : kThreads);
     __syncthreads();  // the previous chunk's readers are done with `positions`

@@ -30,11 +30,14 @@ struct Dims {
   std::int64_t B, T, C, V;
 };
 
+// `chunk` > 0: the device kernels take the token table in chunks of that many vocabulary rows (a
+// table split across units), one launch per chunk, and must still give the CPU's whole-table bits.
 template <typename Act, typename P, int kVec>
-void run_shape(Rng& rng, Dims s) {
+void run_shape(Rng& rng, Dims s, std::int64_t chunk = 0) {
   SCOPED_TRACE(::testing::Message() << (std::is_same_v<Act, float> ? "F32" : "BF16") << " activations, "
-                                    << (std::is_same_v<P, float> ? "F32" : "BF16") << " tables, B=" << s.B
-                                    << " T=" << s.T << " C=" << s.C << " V=" << s.V << " kVec=" << kVec);
+                                    << (std::is_same_v<P, float> ? "F32" : "BF16") << " tables, B=" << s.B << " T="
+                                    << s.T << " C=" << s.C << " V=" << s.V << " kVec=" << kVec << " chunk=" << chunk);
+  if (chunk <= 0) chunk = s.V;
   const std::int64_t BT = s.B * s.T, max_T = s.T + 2;
   const Shape btc{s.B, s.T, s.C}, bt{s.B, s.T}, vc{s.V, s.C}, pc{max_T, s.C};
   std::vector<std::int32_t> tokens = rng.ints(BT, 0, static_cast<std::int32_t>(s.V));  // small V: repeats
@@ -47,8 +50,11 @@ void run_shape(Rng& rng, Dims s) {
   std::vector<Act> out = device_values<Act>(std::vector<float>(static_cast<std::size_t>(BT * s.C), NAN));
   const auto groups = static_cast<unsigned>(BT * s.C / kVec);
   const unsigned grid = std::max(1u, std::min(3u, (groups + emb::kThreads - 1) / emb::kThreads));
-  simt::launch(dim3(grid), emb::kThreads, 0, emb::embedding_forward_kernel<Act, P, kVec>, out.data(), tokens.data(),
-               wte.data(), wpe.data(), BT, static_cast<int>(s.T), static_cast<int>(s.C), static_cast<int>(s.V));
+  for (std::int64_t r0 = 0; r0 < s.V; r0 += chunk) {
+    simt::launch(dim3(grid), emb::kThreads, 0, emb::embedding_forward_kernel<Act, P, kVec>, out.data(), tokens.data(),
+                 wte.data() + r0 * s.C, wpe.data(), BT, static_cast<int>(s.T), static_cast<int>(s.C),
+                 static_cast<int>(s.V), static_cast<int>(r0), static_cast<int>(std::min(chunk, s.V - r0)));
+  }
   EXPECT_TRUE(bitwise_equal(host_values(out), host_values(out_cpu))) << "forward";
 
   if constexpr (std::is_same_v<P, float>) {  // the gradients are F32 whatever the tables' dtype
@@ -71,9 +77,12 @@ void run_shape(Rng& rng, Dims s) {
     std::vector<std::int32_t> run_end(static_cast<std::size_t>(s.V), -7);  // absent tokens' entries: never read
     simt::launch(dim3(2), emb::kThreads, 0, emb::run_ends_kernel, run_end.data(), sorted_tokens.data(), BT,
                  static_cast<int>(s.V));
-    simt::launch(dim3(static_cast<unsigned>(BT)), emb::kThreads, 0, emb::embedding_backward_wte<Act, kVec>,
-                 g_dwte.data(), dout.data(), sorted_tokens.data(), positions.data(), run_end.data(),
-                 static_cast<int>(s.C), static_cast<int>(s.V));
+    for (std::int64_t r0 = 0; r0 < s.V; r0 += chunk) {
+      simt::launch(dim3(static_cast<unsigned>(BT)), emb::kThreads, 0, emb::embedding_backward_wte<Act, kVec>,
+                   g_dwte.data() + r0 * s.C, dout.data(), sorted_tokens.data(), positions.data(), run_end.data(),
+                   static_cast<int>(s.C), static_cast<int>(s.V), static_cast<int>(r0),
+                   static_cast<int>(std::min(chunk, s.V - r0)));
+    }
     simt::launch(dim3(2), emb::kThreads, 0, emb::embedding_backward_wpe<Act, kVec>, g_dwpe.data(), dout.data(),
                  static_cast<int>(s.B), static_cast<int>(s.T), static_cast<int>(s.C));
     EXPECT_TRUE(bitwise_equal(g_dwte, dwte)) << "dwte";
@@ -97,6 +106,16 @@ TEST(EmbeddingEmulation, ForwardAndBackwardMatchCpuBitForBit) {
     run_shape<bf16_dev, float, 8>(rng, s);
     run_shape<bf16_dev, bf16_dev, 8>(rng, s);
   }
+}
+
+// A token table split by vocabulary rows (chunk units): each chunk's launch writes and adds only its
+// own rows' positions, and together they give the whole table's bits.
+TEST(EmbeddingEmulation, ChunksOfVocabularyRowsMatchTheWholeTableBitForBit) {
+  ZT_SEEDED_RNG(rng);
+  run_shape<float, float, 1>(rng, Dims{3, 5, 13, 300}, 64);
+  run_shape<bf16_dev, bf16_dev, 1>(rng, Dims{3, 5, 13, 300}, 128);
+  run_shape<float, float, 4>(rng, Dims{2, 33, 64, 40}, 16);
+  run_shape<bf16_dev, float, 8>(rng, Dims{2, 33, 64, 40}, 24);
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 // against finite differences and an fp64 reference, += semantics, determinism, and token checks.
 #include "kernels/cpu/embedding.h"
 
+#include "engine/core/bf16.h"
 #include "kernel_test_util.h"
 
 namespace zt::cpu {
@@ -105,6 +106,57 @@ TEST(EmbeddingBackward, BitwiseIndependentOfThreadCount) {
     EXPECT_TRUE(test::bitwise_equal(te, te1));
     EXPECT_TRUE(test::bitwise_equal(pe, pe1));
   }
+}
+
+// A token table split by vocabulary rows (chunk units): the chunks' forwards together write every
+// position once with the whole table's bits (bf16 out included: other chunks' positions survive the
+// staging unchanged), and their backwards give its dwte rows, dwpe once, bit for bit.
+TEST(EmbeddingRows, ChunksGiveTheWholeTablesBits) {
+  ZT_SEEDED_RNG(rng);
+  const EmbCase cs{3, 16, 24, 50, 16};
+  EmbData d = make_data(rng, cs);
+  for (DType act : {DType::kF32, DType::kBF16}) {
+    SCOPED_TRACE(dtype_name(act));
+    const std::int64_t n = cs.B * cs.T * cs.C;
+    std::vector<float> whole(n), chunked(n, 7.0f);
+    std::vector<bf16> whole16(n), chunked16(n, float_to_bf16(7.0f));
+    const auto out = [&](std::vector<float>& f, std::vector<bf16>& h) {
+      return act == DType::kF32 ? view_of(f, {cs.B, cs.T, cs.C})
+                                : TensorView{h.data(), DType::kBF16, Device::kCPU, Shape{cs.B, cs.T, cs.C}};
+    };
+    embedding_forward(cpu_ctx(), out(whole, whole16), view_of(d.tok, {cs.B, cs.T}), view_of(d.wte, {cs.Vp, cs.C}),
+                      view_of(d.wpe, {cs.maxT, cs.C}));
+    for (std::int64_t r0 = 0; r0 < cs.Vp; r0 += 16) {
+      const std::int64_t rows = std::min<std::int64_t>(16, cs.Vp - r0);
+      embedding_forward_rows(cpu_ctx(), out(chunked, chunked16), view_of(d.tok, {cs.B, cs.T}),
+                             TensorView{d.wte.data() + r0 * cs.C, DType::kF32, Device::kCPU, Shape{rows, cs.C}},
+                             view_of(d.wpe, {cs.maxT, cs.C}), r0, cs.Vp);
+    }
+    if (act == DType::kF32) {
+      EXPECT_TRUE(test::bitwise_equal(chunked, whole));
+    } else {
+      for (std::int64_t i = 0; i < n; ++i) ASSERT_EQ(chunked16[i].bits, whole16[i].bits) << i;
+    }
+  }
+  auto dout = rng.uniform(cs.B * cs.T * cs.C);
+  std::vector<float> te(d.wte.size(), 0.0f), pe(d.wpe.size(), 0.0f), te_c(d.wte.size(), 0.0f), pe_c(d.wpe.size(), 0.0f);
+  run_backward(d, dout, te, pe, cs);
+  for (std::int64_t r0 = 0; r0 < cs.Vp; r0 += 16) {
+    const std::int64_t rows = std::min<std::int64_t>(16, cs.Vp - r0);
+    embedding_backward_rows(cpu_ctx(),
+                            TensorView{te_c.data() + r0 * cs.C, DType::kF32, Device::kCPU, Shape{rows, cs.C}},
+                            r0 == 0 ? view_of(pe_c, {cs.maxT, cs.C}) : TensorView{}, view_of(dout, {cs.B, cs.T, cs.C}),
+                            view_of(d.tok, {cs.B, cs.T}), r0, cs.Vp);
+  }
+  EXPECT_TRUE(test::bitwise_equal(te_c, te));
+  EXPECT_TRUE(test::bitwise_equal(pe_c, pe));
+  // Tokens are checked against the whole vocabulary, not the chunk.
+  std::vector<std::int32_t> bad{0, 1, 50, 2};
+  std::vector<float> o(4 * cs.C);
+  EXPECT_THROW(embedding_forward_rows(cpu_ctx(), view_of(o, {1, 4, cs.C}), view_of(bad, {1, 4}),
+                                      TensorView{d.wte.data(), DType::kF32, Device::kCPU, Shape{16, cs.C}},
+                                      view_of(d.wpe, {cs.maxT, cs.C}), 0, cs.Vp),
+               InternalError);
 }
 
 TEST(EmbeddingForward, RejectsOutOfRangeTokensAndTooLongSequences) {

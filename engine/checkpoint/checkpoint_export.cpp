@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <filesystem>
 #include <vector>
@@ -44,9 +45,31 @@ gpt::GptConfig gpt_config_of(const CheckpointReader& reader) {
       c.vocab_size < 1) {
     throw_input_error("{}: \"model\" {} is not a valid GPT config", source, m.dump());
   }
-  const std::string diff = table_difference(gpt::build_param_table(c), reader.manifest().table);
-  if (!diff.empty()) throw_input_error("{}: the parameter table is not GPT-2's for {}: {}", source, m.dump(), diff);
+  const gpt::UnitLayout layout = unit_layout_of(reader);
+  if (layout.head_chunks > c.padded_vocab_size() / 64) {
+    throw_input_error("{}: train.head_chunks {} exceeds the model's {} vocabulary chunks of 64", source,
+                      layout.head_chunks, c.padded_vocab_size() / 64);
+  }
+  const std::string diff = table_difference(gpt::build_param_table(c, layout), reader.manifest().table);
+  if (!diff.empty()) {
+    throw_input_error("{}: the parameter table is not GPT-2's for {} with head_chunks {}, block_units {}: {}", source,
+                      m.dump(), layout.head_chunks, layout.block_units, diff);
+  }
   return c;
+}
+
+gpt::UnitLayout unit_layout_of(const CheckpointReader& reader) {
+  const nlohmann::json& config = reader.manifest().config;
+  auto read = [&](const char* key, int max_value) {
+    if (!config.contains("train") || !config["train"].contains(key)) return 1;
+    const nlohmann::json& v = config["train"][key];
+    if (!v.is_number_integer() || v.get<int>() < 1 || v.get<int>() > max_value) {
+      throw_input_error("{}/{}: train.{} {} is not an integer in [1, {}]", reader.dir(), kManifestName, key, v.dump(),
+                        max_value);
+    }
+    return v.get<int>();
+  };
+  return {read("head_chunks", 1 << 20), read("block_units", 2)};
 }
 
 namespace {
@@ -66,13 +89,20 @@ void write_values(FileHandle& out, std::int64_t& offset, const std::vector<float
   offset += n * 2;
 }
 
-// The HF tensor (true vocabulary rows: a prefix of the stored one) of parameter `index`.
-void read_hf_tensor(const CheckpointReader& reader, int index, std::vector<float>& out) {
-  const ParamSpec& p = reader.manifest().table.param(index);
-  std::int64_t n = 1;
-  for (std::int64_t d : p.hf_shape) n *= d;
-  out.resize(static_cast<std::size_t>(n));
-  reader.read(StateKind::kMaster, p.unit, p.offset, p.offset + n, out.data());
+// A tensor's master values, part after part (a tensor split by rows across units continues in its
+// next part): its HF rows (true vocabulary: a prefix of each part's stored rows), or with
+// `stored` every stored row, padding included.
+void read_tensor(const CheckpointReader& reader, const TensorParts& t, bool stored, std::vector<float>& out) {
+  const ParamTable& table = reader.manifest().table;
+  out.clear();
+  for (int index : t.parts) {
+    const ParamSpec& p = table.param(index);
+    std::int64_t n = 1;
+    for (std::int64_t d : stored ? p.shape : p.hf_shape) n *= d;
+    const std::size_t at = out.size();
+    out.resize(at + static_cast<std::size_t>(n));
+    reader.read(StateKind::kMaster, p.unit, p.offset, p.offset + n, out.data() + at);
+  }
 }
 
 void finish_file(FileHandle& out, const std::string& tmp, const std::string& path) {
@@ -118,12 +148,13 @@ void export_hf(const CheckpointReader& reader, const std::string& out_dir, DType
   // The header is known before any data: shapes and dtypes come from the table.
   nlohmann::ordered_json header = {{"__metadata__", {{"format", "pt"}}}};
   std::int64_t data_bytes = 0;
-  for (const ParamSpec& p : table.params()) {
+  const std::vector<TensorParts> tensors = table.tensors();
+  for (const TensorParts& t : tensors) {
     std::int64_t n = 1;
-    for (std::int64_t d : p.hf_shape) n *= d;
+    for (std::int64_t d : t.hf_shape) n *= d;
     const std::int64_t bytes = n * static_cast<std::int64_t>(dtype_size_bytes(dtype));
-    header[p.name] = {
-        {"dtype", dtype_name(dtype)}, {"shape", p.hf_shape}, {"data_offsets", {data_bytes, data_bytes + bytes}}};
+    header[t.name] = {
+        {"dtype", dtype_name(dtype)}, {"shape", t.hf_shape}, {"data_offsets", {data_bytes, data_bytes + bytes}}};
     data_bytes += bytes;
   }
   std::string text = header.dump();
@@ -136,8 +167,8 @@ void export_hf(const CheckpointReader& reader, const std::string& out_dir, DType
   std::int64_t offset = 8 + static_cast<std::int64_t>(text.size());
   std::vector<float> values;
   std::vector<bf16> scratch;
-  for (std::size_t i = 0; i < table.params().size(); ++i) {
-    read_hf_tensor(reader, static_cast<int>(i), values);
+  for (const TensorParts& t : tensors) {
+    read_tensor(reader, t, /*stored=*/false, values);
     write_values(out, offset, values, dtype, scratch);
   }
   finish_file(out, tmp, path);
@@ -164,12 +195,13 @@ void export_llmc(const CheckpointReader& reader, const std::string& out_path, DT
   std::vector<bf16> scratch;
   // Stored tensors (padded vocabulary rows included: llm.c's wte is [Vp, C]); `transpose` turns
   // our Conv1D [in, out] weights into llm.c's nn.Linear [out, in].
+  const std::vector<TensorParts> tensors = table.tensors();
   auto write_param = [&](const std::string& name, bool transpose) {
-    const ParamSpec& p = table.param(table.index_of(name));
-    values.resize(static_cast<std::size_t>(p.numel));
-    reader.read(StateKind::kMaster, p.unit, p.offset, p.offset + p.numel, values.data());
+    const auto it = std::find_if(tensors.begin(), tensors.end(), [&](const TensorParts& t) { return t.name == name; });
+    ZT_CHECK(it != tensors.end(), "no tensor named '{}'", name);
+    read_tensor(reader, *it, /*stored=*/true, values);
     if (transpose) {
-      const std::int64_t rows = p.shape[0], cols = p.shape[1];
+      const std::int64_t rows = it->shape[0], cols = it->shape[1];
       transposed.resize(values.size());
       for (std::int64_t i = 0; i < rows; ++i) {
         for (std::int64_t j = 0; j < cols; ++j) transposed[j * rows + i] = values[i * cols + j];

@@ -10,6 +10,7 @@
 #include "engine/checkpoint/checkpoint_reader.h"
 #include "engine/core/dtype.h"
 #include "models/gpt/gpt_config.h"
+#include "models/gpt/gpt_params.h"
 
 namespace zt::ckpt {
 
@@ -18,6 +19,9 @@ nlohmann::json gpt_model_json(const gpt::GptConfig& config);
 // The GPT config a checkpoint was saved from; InputError if the manifest's model object is not a
 // GPT config or its parameter table is not that model's.
 gpt::GptConfig gpt_config_of(const CheckpointReader& reader);
+// The unit layout the checkpoint's run used (train.head_chunks and train.block_units; 1 where its
+// config has none): the units its shards are of (gpt_params.h), as gpt_config_of checks.
+gpt::UnitLayout unit_layout_of(const CheckpointReader& reader);
 
 // DIR/config.json and DIR/model.safetensors (F32 or BF16, round to nearest even).
 void export_hf(const CheckpointReader& reader, const std::string& out_dir, DType dtype);

@@ -63,9 +63,11 @@ std::string table_difference(const ParamTable& a, const ParamTable& b) {
   for (std::size_t i = 0; i < a.params().size(); ++i) {
     const ParamSpec &p = a.params()[i], &q = b.params()[i];
     if (p.name != q.name) return fmt::format("parameter {} is '{}' vs '{}'", i, p.name, q.name);
-    if (p.shape != q.shape || p.hf_shape != q.hf_shape || p.unit != q.unit || p.offset != q.offset) {
-      return fmt::format("'{}' is [{}] in unit {} at {} vs [{}] in unit {} at {}", p.name, fmt::join(p.shape, ", "),
-                         p.unit, p.offset, fmt::join(q.shape, ", "), q.unit, q.offset);
+    if (p.shape != q.shape || p.hf_shape != q.hf_shape || p.unit != q.unit || p.offset != q.offset ||
+        p.row_offset != q.row_offset) {
+      return fmt::format("'{}' (from row {}) is [{}] in unit {} at {} vs (from row {}) [{}] in unit {} at {}", p.name,
+                         p.row_offset, fmt::join(p.shape, ", "), p.unit, p.offset, q.row_offset,
+                         fmt::join(q.shape, ", "), q.unit, q.offset);
     }
   }
   return "";
@@ -80,7 +82,8 @@ nlohmann::ordered_json Manifest::to_json() const {
                       {"dtype", "F32"},
                       {"unit", p.unit},
                       {"offset", p.offset},
-                      {"decays", p.decays}});
+                      {"decays", p.decays},
+                      {"row_offset", p.row_offset}});
   }
   nlohmann::ordered_json units = nlohmann::ordered_json::array();
   for (const UnitSpec& u : table.units()) {
@@ -191,7 +194,19 @@ ParamTable table_from_json(const nlohmann::json& doc, const std::string& source)
       if (d < 0 || d > (std::int64_t{1} << 40))
         throw_input_error("{}: parameter '{}' has a bad shape", source, p.at("name").get<std::string>());
     }
-    const int index = t.add_param(p.at("name").get<std::string>(), shape, hf_shape, p.at("decays").get<bool>());
+    // A part of a tensor split by rows across units continues the rows of its earlier parts
+    // (manifests written before row parts existed have no row_offset: whole tensors).
+    const std::string name = p.at("name").get<std::string>();
+    const std::int64_t row_offset = p.value("row_offset", std::int64_t{0});
+    std::int64_t rows_before = 0;
+    for (const TensorParts& known : t.tensors()) {
+      if (known.name == name) rows_before = known.shape[0];
+    }
+    if (row_offset != rows_before || shape.empty() || hf_shape.size() != shape.size()) {
+      throw_input_error("{}: parameter '{}' starts at row {} but its earlier parts hold {} rows", source, name,
+                        row_offset, rows_before);
+    }
+    const int index = t.add_param(name, shape, hf_shape, p.at("decays").get<bool>(), row_offset);
     if (t.param(index).offset != p.at("offset").get<std::int64_t>()) {
       throw_input_error("{}: parameter '{}' offset {} does not follow the previous parameter", source,
                         t.param(index).name, p.at("offset").get<std::int64_t>());

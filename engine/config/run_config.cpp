@@ -110,6 +110,7 @@ void read_train(ConfigReader r, RunConfig& c) {
         ac);
   }
   t.head_chunks = r.get_int("head_chunks", 1, 1, c.model.padded_vocab_size() / 64);
+  t.block_units = r.get_int("block_units", 1, 1, 2);
   t.eval_every = r.get_int("eval_every", t.eval_every, 0, kMaxSteps);
   t.eval_batches = r.get_int("eval_batches", t.eval_batches, 1, 100000);
   t.nonfinite = r.get_enum("nonfinite", t.nonfinite, {"stop", "skip"});
@@ -319,6 +320,7 @@ nlohmann::json RunConfig::to_json() const {
         {"num_threads", train.num_threads},
         {"activation_checkpointing", train.activation_checkpointing.to_string()},
         {"head_chunks", train.head_chunks},
+        {"block_units", train.block_units},
         {"eval_every", train.eval_every},
         {"eval_batches", train.eval_batches},
         {"nonfinite", train.nonfinite},

@@ -13,9 +13,16 @@ int ParamTable::add_unit(std::string name) {
 }
 
 int ParamTable::add_param(std::string name, std::vector<std::int64_t> shape, std::vector<std::int64_t> hf_shape,
-                          bool decays) {
+                          bool decays, std::int64_t row_offset) {
   ZT_CHECK(!units_.empty(), "add_unit first");
   ZT_CHECK(shape.size() == hf_shape.size());
+  if (row_offset > 0) {  // continues the rows of an earlier part of the same tensor
+    const std::vector<TensorParts> known = tensors();
+    const auto it = std::find_if(known.begin(), known.end(), [&](const TensorParts& t) { return t.name == name; });
+    ZT_CHECK(it != known.end() && it->shape[0] == row_offset && shape.size() >= 1 &&
+                 std::equal(shape.begin() + 1, shape.end(), it->shape.begin() + 1),
+             "'{}': a part at row {} must continue the rows before it", name, row_offset);
+  }
   UnitSpec& unit = units_.back();
   ParamSpec p;
   p.name = std::move(name);
@@ -26,6 +33,7 @@ int ParamTable::add_param(std::string name, std::vector<std::int64_t> shape, std
   p.unit = static_cast<int>(units_.size()) - 1;
   p.offset = unit.numel;
   p.decays = decays;
+  p.row_offset = row_offset;
   unit.numel += p.numel;
   unit.params.push_back(static_cast<int>(params_.size()));
   params_.push_back(std::move(p));
@@ -38,6 +46,22 @@ int ParamTable::index_of(const std::string& name) const {
   }
   ZT_CHECK(false, "no parameter named '{}'", name);
   return -1;
+}
+
+std::vector<TensorParts> ParamTable::tensors() const {
+  std::vector<TensorParts> out;
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    const ParamSpec& p = params_[i];
+    auto it = std::find_if(out.begin(), out.end(), [&](const TensorParts& t) { return t.name == p.name; });
+    if (it == out.end()) {
+      out.push_back({p.name, p.hf_shape, p.shape, {static_cast<int>(i)}});
+      continue;
+    }
+    it->hf_shape[0] += p.hf_shape[0];  // rows continue (add_param checked the order)
+    it->shape[0] += p.shape[0];
+    it->parts.push_back(static_cast<int>(i));
+  }
+  return out;
 }
 
 std::int64_t ParamTable::total_numel() const {

@@ -27,7 +27,9 @@ void evaluate(TrainerState& s, int step, TrainSummary& summary) {
 
 void sample(TrainerState& s, int step, TrainSummary& summary) {
   const RunConfig& c = s.config;
-  gpt::GptModel sampler(c.model, 1, c.train.seq_len, gpt::CheckpointPolicy{}, s.tracker, s.ctx);
+  // The run's store, so the run's units: the token table in as many chunks as the training head's.
+  gpt::GptModel sampler(c.model, 1, c.train.seq_len, gpt::CheckpointPolicy{}, s.tracker, s.ctx, 0.0f, 0, DType::kF32,
+                        c.train.unit_layout());
   std::vector<std::int32_t> prompt;
   if (s.data.vocab()) {
     for (std::uint16_t t : s.data.vocab()->encode(c.log.sample_prompt)) prompt.push_back(t);

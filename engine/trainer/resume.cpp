@@ -61,6 +61,19 @@ std::vector<std::string> check_resume_fits(const std::string& checkpoint, const 
     throw_input_error("--resume {}: the checkpoint's model {} differs from the config's model {}", checkpoint,
                       saved_model.dump(), expected.dump());
   }
+  // train.head_chunks and train.block_units lay the parameters out in units
+  // (models/gpt/gpt_params.h): the checkpoint's shards are of those units.
+  for (const auto& [key, now_value] :
+       {std::pair{"head_chunks", now.train.head_chunks}, std::pair{"block_units", now.train.block_units}}) {
+    const nlohmann::json saved =
+        saved_config.contains("train") ? saved_config["train"].value(key, nlohmann::json(1)) : nlohmann::json(1);
+    if (saved != nlohmann::json(now_value)) {
+      throw_input_error(
+          "--resume {}: the checkpoint was saved with train.{} = {}, which lays the parameters out in other "
+          "units; resume with the same train.{} (this config has {})",
+          checkpoint, key, saved.dump(), key, now_value);
+    }
+  }
   std::vector<std::string> changes = trajectory_changes(saved_config, saved_world_size, now);
   if (!changes.empty() && !allow_config_change) {
     throw_input_error(

@@ -57,14 +57,6 @@ ActivationDims activation_dims(const GptConfig& c, std::int64_t batch, std::int6
                         head_chunk_columns(c, head_chunks)};
 }
 
-std::int64_t head_chunk_columns(const GptConfig& c, int chunks) {
-  const std::int64_t Vp = c.padded_vocab_size();
-  ZT_CHECK(chunks >= 1 && chunks <= Vp / 64, "head_chunks {} outside [1, {}] (the padded vocabulary {} / 64)", chunks,
-           Vp / 64, Vp);
-  const std::int64_t columns = (Vp + chunks - 1) / chunks;
-  return std::min(Vp, (columns + 63) / 64 * 64);
-}
-
 std::string describe_attention(const GptConfig& c, const ActivationDims& d, Device device, AttentionKernels choice,
                                bool dropout) {
   if (d.flash_attention) {

@@ -36,11 +36,6 @@ struct ActivationDims {
 ActivationDims activation_dims(const GptConfig& c, std::int64_t batch, std::int64_t seq_len, Device device,
                                DType activations = DType::kF32, int head_chunks = 1);
 
-// The columns of each of the head's vocabulary chunks for train.head_chunks = `chunks`: the padded
-// vocabulary split in `chunks`, rounded up to a multiple of 64 (the last chunk takes the rest, so
-// there may be fewer chunks than asked). Checks 1 <= chunks <= Vp / 64.
-std::int64_t head_chunk_columns(const GptConfig& c, int chunks);
-
 // How attention runs and what it keeps, for the memory report and the train command's header.
 // Fused (no T x T probabilities kept): on cuDNN, or on the flash kernels (on tensor cores or CUDA
 // cores) with why cuDNN does not run it under `choice` (precision.attention), or cuDNN in

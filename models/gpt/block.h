@@ -30,10 +30,26 @@ struct BlockGradScratch {
 void block_forward(const ExecContext& ctx, const BlockParams& p, TensorView x, BlockActivations& acts, TensorView out,
                    int n_head, const BlockDropout& dropout);
 
+// The same in halves, for a block whose attention and MLP parameters are separate units
+// (train.block_units = 2): the attention half leaves the projection's output in acts.resid2, the
+// MLP half adds x to it (with ln_2, fused) and goes on. block_forward is the two in turn.
+void attention_half_forward(const ExecContext& ctx, const BlockParams& p, TensorView x, BlockActivations& acts,
+                            int n_head, const BlockDropout& dropout);
+void mlp_half_forward(const ExecContext& ctx, const BlockParams& p, TensorView x, BlockActivations& acts,
+                      TensorView out, const BlockDropout& dropout);
+
 // On entry dresid holds d(out); on exit d(x). Parameter gradients are added into `grads`.
 // `dropout` must be the forward's (masks are regenerated, not stored).
 void block_backward(const ExecContext& ctx, const BlockParams& p, const BlockParams& grads, TensorView x,
                     const BlockActivations& acts, TensorView dresid, BlockGradScratch& scratch, int n_head,
                     const BlockDropout& dropout);
+// In halves: the MLP half takes dresid from d(out) to d(resid2), the attention half from there to
+// d(x). block_backward is the two in turn.
+void mlp_half_backward(const ExecContext& ctx, const BlockParams& p, const BlockParams& grads,
+                       const BlockActivations& acts, TensorView dresid, BlockGradScratch& scratch,
+                       const BlockDropout& dropout);
+void attention_half_backward(const ExecContext& ctx, const BlockParams& p, const BlockParams& grads, TensorView x,
+                             const BlockActivations& acts, TensorView dresid, BlockGradScratch& scratch, int n_head,
+                             const BlockDropout& dropout);
 
 }  // namespace zt::gpt

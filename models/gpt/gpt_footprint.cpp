@@ -15,9 +15,9 @@ constexpr std::int64_t kF32Bytes = 4;
 
 ModelFootprint predict_footprint(const GptConfig& model, int micro_batch, int seq_len,
                                  const CheckpointPolicy& checkpointing, DType param_dtype, Device device,
-                                 DType activations, int head_chunks) {
-  const ActivationDims d = activation_dims(model, micro_batch, seq_len, device, activations, head_chunks);
-  const std::int64_t max_unit = build_param_table(model).max_unit_numel();
+                                 DType activations, const UnitLayout& layout) {
+  const ActivationDims d = activation_dims(model, micro_batch, seq_len, device, activations, layout.head_chunks);
+  const std::int64_t max_unit = build_param_table(model, layout).max_unit_numel();
   ModelFootprint f;
   f.activation_bytes = predict_activation_peak_bytes(model, d, checkpointing);
   // GptModel's workspace: in the activation dtype BlockGradScratch (d_btc, d_branch: BTC each;
@@ -33,9 +33,8 @@ ModelFootprint predict_footprint(const GptConfig& model, int micro_batch, int se
   return f;
 }
 
-StepSchedule step_schedule(const GptConfig& model, int head_chunks) {
-  return {forward_schedule(model),
-          backward_schedule(model, head_chunk_columns(model, head_chunks) < model.padded_vocab_size())};
+StepSchedule step_schedule(const GptConfig& model, const UnitLayout& layout, const CheckpointPolicy& checkpointing) {
+  return {forward_schedule(model, layout), backward_schedule(model, layout, checkpointing)};
 }
 
 }  // namespace zt::gpt

@@ -8,6 +8,7 @@
 #include "engine/sharding/schedule_replay.h"
 #include "models/gpt/activations.h"
 #include "models/gpt/gpt_config.h"
+#include "models/gpt/gpt_params.h"
 
 namespace zt::gpt {
 
@@ -16,10 +17,11 @@ namespace zt::gpt {
 // GptModel and BlockGradScratch allocate (docs/memory.md).
 ModelFootprint predict_footprint(const GptConfig& model, int micro_batch, int seq_len,
                                  const CheckpointPolicy& checkpointing, DType param_dtype, Device device,
-                                 DType activations = DType::kF32, int head_chunks = 1);
+                                 DType activations = DType::kF32, const UnitLayout& layout = {});
 
-// The forward and backward schedules of one training step (gpt_schedule.h) with the head in
-// `head_chunks` vocabulary chunks.
-StepSchedule step_schedule(const GptConfig& model, int head_chunks = 1);
+// The forward and backward schedules of one training step (gpt_schedule.h) with the units of
+// `layout` (a checkpointed split block acquires both halves to recompute).
+StepSchedule step_schedule(const GptConfig& model, const UnitLayout& layout = {},
+                           const CheckpointPolicy& checkpointing = {});
 
 }  // namespace zt::gpt

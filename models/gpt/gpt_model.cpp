@@ -18,10 +18,12 @@
 namespace zt::gpt {
 
 GptModel::GptModel(const GptConfig& config, int batch, int seq_len, CheckpointPolicy policy, MemoryTracker& tracker,
-                   const ExecContext& ctx, float dropout, std::uint64_t seed, DType activations, int head_chunks)
+                   const ExecContext& ctx, float dropout, std::uint64_t seed, DType activations,
+                   const UnitLayout& layout)
     : config_(config),
-      table_(build_param_table(config)),
-      dims_(activation_dims(config, batch, seq_len, ctx.device, activations, head_chunks)),
+      layout_(layout),
+      table_(build_param_table(config, layout)),
+      dims_(activation_dims(config, batch, seq_len, ctx.device, activations, layout.head_chunks)),
       policy_(policy),
       tracker_(tracker),
       ctx_(ctx),
@@ -30,8 +32,8 @@ GptModel::GptModel(const GptConfig& config, int batch, int seq_len, CheckpointPo
       block_scratch_(tracker, dims_, ctx),
       dresid_(ops::allocate(ctx, tracker, MemCategory::kWorkspace, dims_.act, dims_.BTC())),
       grad_scratch_(ops::allocate(ctx, tracker, MemCategory::kWorkspace, DType::kF32, table_.max_unit_numel())),
-      forward_schedule_(forward_schedule(config)),
-      backward_schedule_(backward_schedule(config, dims_.head_chunked())) {
+      forward_schedule_(forward_schedule(config, layout)),
+      backward_schedule_(backward_schedule(config, layout, policy)) {
   ZT_CHECK(batch > 0 && seq_len > 0 && seq_len <= config.block_size);
   block_acts_.resize(static_cast<std::size_t>(config.n_layer));
 }
@@ -65,15 +67,17 @@ TensorView GptModel::token_view(int which, Shape shape) const {
   return TensorView{tokens + which * dims_.BT(), DType::kI32, stream_.device(), shape};
 }
 
-TensorView GptModel::acquire_for_kernels(ParamStore& store, int unit, Pass pass) {
+TensorView GptModel::acquire_for_kernels(ParamStore& store, int unit, Pass pass, int slot) {
   const TensorView working = store.acquire_params(unit, pass);
   if (working.dtype == DType::kF32 || working.dtype == dims_.act) return working;
-  for (int slot = 0; slot < 2; ++slot) {
-    if (fp32_copy_unit_[slot] == unit)
-      return TensorView{fp32_copies_[slot].data(), DType::kF32, working.device, working.shape};
+  for (int s = 0; s < 2; ++s) {
+    if (fp32_copy_unit_[s] == unit)
+      return TensorView{fp32_copies_[s].data(), DType::kF32, working.device, working.shape};
   }
-  const int slot = next_copy_slot_;
-  next_copy_slot_ = 1 - slot;
+  if (slot < 0) {
+    slot = next_copy_slot_;
+    next_copy_slot_ = 1 - slot;
+  }
   if (fp32_copies_[slot].empty()) {
     fp32_copies_[slot] = ops::allocate(ctx_, tracker_, MemCategory::kWorkspace, DType::kF32, table_.max_unit_numel());
   }
@@ -114,13 +118,24 @@ float GptModel::forward(ParamStore& store, const std::int32_t* inputs, const std
 
   store.begin_pass(Pass::kForward, forward_schedule_, options.training);
   {
-    const EmbeddingParams p = embedding_views(table_, acquire_for_kernels(store, emb, Pass::kForward));
-    ops::embedding_forward(ctx_, resid(0), input_view, p.wte, p.wpe);
+    // In chunks, the embeddings (wpe) stay in use while the chunks come: their fp32 copy (if any)
+    // keeps slot 0.
+    const int slot = d.head_chunked() ? 0 : -1;
+    const EmbeddingParams p = embedding_views(table_, acquire_for_kernels(store, emb, Pass::kForward, slot));
+    if (d.head_chunked()) {
+      chunked_embedding_forward(store, p, input_view);
+    } else {
+      ops::embedding_forward(ctx_, resid(0), input_view, p.wte, p.wpe);
+    }
     const DropoutSpec drop = dropout_spec(kEmbeddingDropoutSite);
     if (drop.active()) ops::dropout_forward(ctx_, resid(0), resid(0), drop);
     store.release_params(emb, Pass::kForward);
   }
   for (int l = 0; l < L; ++l) {
+    if (layout_.block_units == 2) {
+      split_block_forward(store, l);
+      continue;
+    }
     const BlockParams p = block_views(table_, l, acquire_for_kernels(store, block_unit(l), Pass::kForward));
     auto acts = std::make_unique<BlockActivations>(tracker_, d, ctx_);
     block_forward(ctx_, p, resid(l), *acts, resid(l + 1), config_.n_head, block_dropout(l));
@@ -131,16 +146,17 @@ float GptModel::forward(ParamStore& store, const std::int32_t* inputs, const std
 
   head_acts_ = std::make_unique<HeadActivations>(tracker_, d, ctx_);
   HeadActivations& h = *head_acts_;
-  const FinalParams fp = final_views(table_, config_, acquire_for_kernels(store, fin, Pass::kForward));
-  const EmbeddingParams ep = embedding_views(table_, acquire_for_kernels(store, emb, Pass::kForward));
-  ops::layernorm_forward(ctx_, h.lnf, h.lnf_mean, h.lnf_rstd, resid(L), fp.ln_f_w, fp.ln_f_b);
-  if (d.head_chunked()) {
-    chunked_head_forward(ep, target_view, logits_out);
-    store.release_params(emb, Pass::kForward);
+  const FinalParams fp =
+      final_views(table_, config_, acquire_for_kernels(store, fin, Pass::kForward, d.head_chunked() ? 0 : -1));
+  if (d.head_chunked()) {  // each chunk's unit acquired and released in turn
+    ops::layernorm_forward(ctx_, h.lnf, h.lnf_mean, h.lnf_rstd, resid(L), fp.ln_f_w, fp.ln_f_b);
+    chunked_head_forward(store, target_view, logits_out);
     store.release_params(fin, Pass::kForward);
     store.end_pass(Pass::kForward);
     return mean_loss();
   }
+  const EmbeddingParams ep = embedding_views(table_, acquire_for_kernels(store, emb, Pass::kForward));
+  ops::layernorm_forward(ctx_, h.lnf, h.lnf_mean, h.lnf_rstd, resid(L), fp.ln_f_w, fp.ln_f_b);
   ops::matmul_forward(ctx_, h.probs, h.lnf, ep.wte, ops::WeightLayout::kOutIn, TensorView{});
   store.release_params(emb, Pass::kForward);
   store.release_params(fin, Pass::kForward);
@@ -175,62 +191,6 @@ float GptModel::mean_loss() const {
   return static_cast<float>(sum / static_cast<double>(dims_.BT()));
 }
 
-// Chunk c holds vocabulary rows [c Vc, c Vc + w) of wte and the same columns of the logits, in the
-// head's [BT, w] chunk buffer.
-namespace {
-
-TensorView wte_rows(const TensorView& wte, std::int64_t begin, std::int64_t rows) {
-  const std::int64_t C = wte.shape[1];
-  return TensorView{static_cast<char*>(wte.data) + begin * C * static_cast<std::int64_t>(dtype_size_bytes(wte.dtype)),
-                    wte.dtype, wte.device, Shape{rows, C}};
-}
-
-}  // namespace
-
-void GptModel::chunked_head_forward(const EmbeddingParams& ep, TensorView targets, float* logits_out) {
-  const ActivationDims& d = dims_;
-  HeadActivations& h = *head_acts_;
-  const std::int64_t V = config_.vocab_size;
-  std::vector<float> staging;
-  for (int c = 0; c < d.head_chunk_count(); ++c) {
-    const std::int64_t begin = c * d.Vc, w = std::min(d.Vc, d.Vp - begin);
-    const TensorView logits{h.probs.data, d.act, h.probs.device, Shape{d.BT(), w}};
-    ops::matmul_forward(ctx_, logits, h.lnf, wte_rows(ep.wte, begin, w), ops::WeightLayout::kOutIn, TensorView{});
-    if (logits_out != nullptr && begin < V) {
-      const TensorView host = ops::on_host(ctx_, logits, staging);
-      const std::int64_t live = std::min(w, V - begin);
-      for (std::int64_t r = 0; r < d.BT(); ++r) {
-        for (std::int64_t j = 0; j < live; ++j) {
-          logits_out[r * V + begin + j] =
-              host.dtype == DType::kF32 ? host.as<float>()[r * w + j] : bf16_to_float(host.as<bf16>()[r * w + j]);
-        }
-      }
-    }
-    ops::cross_entropy_chunk_stats(ctx_, h.row_max, h.row_sum, h.target_logit, logits, targets, begin,
-                                   config_.vocab_size, c == 0);
-  }
-  ops::cross_entropy_chunk_loss(ctx_, h.losses, h.row_max, h.row_max, h.row_sum, h.target_logit);
-}
-
-void GptModel::chunked_head_backward(const EmbeddingParams& ep, TensorView wte_grad, TensorView dlnf,
-                                     TensorView targets, float loss_scale) {
-  const ActivationDims& d = dims_;
-  HeadActivations& h = *head_acts_;
-  const float dloss = loss_scale / static_cast<float>(d.BT());
-  for (int c = 0; c < d.head_chunk_count(); ++c) {
-    const std::int64_t begin = c * d.Vc, w = std::min(d.Vc, d.Vp - begin);
-    const TensorView logits{h.probs.data, d.act, h.probs.device, Shape{d.BT(), w}};
-    const TensorView wte = wte_rows(ep.wte, begin, w);
-    ops::matmul_forward(ctx_, logits, h.lnf, wte, ops::WeightLayout::kOutIn, TensorView{});  // again
-    ops::cross_entropy_chunk_backward(ctx_, logits, logits, h.row_max, targets, begin, dloss, config_.vocab_size);
-    // dlnf = sum over chunks of dlogits_c @ wte_c, in the activation dtype: the first chunk
-    // writes it, each later one adds its part.
-    ops::matmul_backward(ctx_, c == 0 ? dlnf : h.dlnf_part, wte_rows(wte_grad, begin, w), TensorView{}, logits, h.lnf,
-                         wte, ops::WeightLayout::kOutIn);
-    if (c > 0) ops::residual_forward(ctx_, dlnf, dlnf, h.dlnf_part);
-  }
-}
-
 void GptModel::backward(ParamStore& store, float loss_scale) {
   ZT_CHECK(head_acts_ != nullptr, "backward without forward");
   const ActivationDims& d = dims_;
@@ -251,19 +211,19 @@ void GptModel::backward(ParamStore& store, float loss_scale) {
       ops::softmax_cross_entropy_backward(ctx_, h.probs, h.probs, target_view, loss_scale / static_cast<float>(d.BT()),
                                           config_.vocab_size);
     }
-    const EmbeddingParams ep = embedding_views(table_, acquire_for_kernels(store, emb, Pass::kBackward));
-    const TensorView emb_grad = grad_destination(store, emb);
     if (d.head_chunked()) {
-      chunked_head_backward(ep, embedding_views(table_, emb_grad).wte, dlnf, target_view, loss_scale);
+      chunked_head_backward(store, dlnf, target_view, loss_scale);
     } else {
+      const EmbeddingParams ep = embedding_views(table_, acquire_for_kernels(store, emb, Pass::kBackward));
+      const TensorView emb_grad = grad_destination(store, emb);
       ops::matmul_backward(ctx_, dlnf, embedding_views(table_, emb_grad).wte, TensorView{}, h.probs, h.lnf, ep.wte,
                            ops::WeightLayout::kOutIn);
+      store.accumulate_grads(emb, emb_grad);
+      store.release_params(emb, Pass::kBackward);
     }
-    store.accumulate_grads(emb, emb_grad);
-    if (d.head_chunked()) store.grads_ready(emb);  // the head's round: reduced now, not after the blocks
-    store.release_params(emb, Pass::kBackward);
 
-    const FinalParams fp = final_views(table_, config_, acquire_for_kernels(store, fin, Pass::kBackward));
+    const FinalParams fp =
+        final_views(table_, config_, acquire_for_kernels(store, fin, Pass::kBackward, d.head_chunked() ? 0 : -1));
     const TensorView fin_grad = grad_destination(store, fin);
     const FinalParams fg = final_views(table_, config_, fin_grad);
     ops::fill_zero(ctx_, dresid);
@@ -275,6 +235,10 @@ void GptModel::backward(ParamStore& store, float loss_scale) {
   }
 
   for (int l = L - 1; l >= 0; --l) {
+    if (layout_.block_units == 2) {
+      split_block_backward(store, l, dresid);
+      continue;
+    }
     const int unit = block_unit(l);
     const BlockParams p = block_views(table_, l, acquire_for_kernels(store, unit, Pass::kBackward));
     std::unique_ptr<BlockActivations>& acts = block_acts_[static_cast<std::size_t>(l)];
@@ -295,14 +259,64 @@ void GptModel::backward(ParamStore& store, float loss_scale) {
      // The head's contribution came first, so this one goes through the fp32 scratch.
     const DropoutSpec drop = dropout_spec(kEmbeddingDropoutSite);
     if (drop.active()) ops::dropout_backward(ctx_, dresid, dresid, drop);
-    const TensorView grad = zeroed_grad_scratch(emb);
-    const EmbeddingParams g = embedding_views(table_, grad);
-    ops::embedding_backward(ctx_, g.wte, g.wpe, dresid, input_view);
-    store.accumulate_grads(emb, grad);
-    store.grads_ready(emb);
+    if (d.head_chunked()) {
+      chunked_embedding_backward(store, dresid, input_view);
+    } else {
+      const TensorView grad = zeroed_grad_scratch(emb);
+      const EmbeddingParams g = embedding_views(table_, grad);
+      ops::embedding_backward(ctx_, g.wte, g.wpe, dresid, input_view);
+      store.accumulate_grads(emb, grad);
+      store.grads_ready(emb);
+    }
   }
   store.end_pass(Pass::kBackward);
   stream_.reset();
+}
+
+void GptModel::split_block_forward(ParamStore& store, int l) {
+  const int attn = block_unit(l), mlp = mlp_unit(config_, layout_, l);
+  auto acts = std::make_unique<BlockActivations>(tracker_, dims_, ctx_);
+  const BlockDropout drop = block_dropout(l);
+  attention_half_forward(
+      ctx_, block_views(table_, config_, layout_, l, acquire_for_kernels(store, attn, Pass::kForward), TensorView{}),
+      resid(l), *acts, config_.n_head, drop);
+  store.release_params(attn, Pass::kForward);
+  mlp_half_forward(
+      ctx_, block_views(table_, config_, layout_, l, TensorView{}, acquire_for_kernels(store, mlp, Pass::kForward)),
+      resid(l), *acts, resid(l + 1), drop);
+  store.release_params(mlp, Pass::kForward);
+  if (!policy_.is_checkpointed(l)) block_acts_[static_cast<std::size_t>(l)] = std::move(acts);
+}
+
+void GptModel::split_block_backward(ParamStore& store, int l, TensorView dresid) {
+  const int attn = block_unit(l), mlp = mlp_unit(config_, layout_, l);
+  const BlockDropout drop = block_dropout(l);
+  std::unique_ptr<BlockActivations>& acts = block_acts_[static_cast<std::size_t>(l)];
+  TensorView attn_params;
+  if (policy_.is_checkpointed(l)) {  // the recompute needs both halves: the attention unit first
+    attn_params = acquire_for_kernels(store, attn, Pass::kBackward);
+  }
+  const BlockParams p =
+      block_views(table_, config_, layout_, l, attn_params, acquire_for_kernels(store, mlp, Pass::kBackward));
+  if (policy_.is_checkpointed(l)) {
+    acts = std::make_unique<BlockActivations>(tracker_, dims_, ctx_);
+    block_forward(ctx_, p, resid(l), *acts, TensorView{}, config_.n_head, drop);
+  }
+  const TensorView mlp_grad = grad_destination(store, mlp);
+  mlp_half_backward(ctx_, p, block_views(table_, config_, layout_, l, TensorView{}, mlp_grad), *acts, dresid,
+                    block_scratch_, drop);
+  store.accumulate_grads(mlp, mlp_grad);
+  store.grads_ready(mlp);
+  store.release_params(mlp, Pass::kBackward);
+  if (!policy_.is_checkpointed(l)) attn_params = acquire_for_kernels(store, attn, Pass::kBackward);
+  const BlockParams pa = block_views(table_, config_, layout_, l, attn_params, TensorView{});
+  const TensorView attn_grad = grad_destination(store, attn);
+  attention_half_backward(ctx_, pa, block_views(table_, config_, layout_, l, attn_grad, TensorView{}), resid(l), *acts,
+                          dresid, block_scratch_, config_.n_head, drop);
+  acts.reset();
+  store.accumulate_grads(attn, attn_grad);
+  store.grads_ready(attn);
+  store.release_params(attn, Pass::kBackward);
 }
 
 }  // namespace zt::gpt

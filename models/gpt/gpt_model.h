@@ -36,16 +36,21 @@ class GptModel {
   // is the probability used at every site (embedding output, attention probabilities, both
   // residual branches), with masks keyed by `seed` (see kernels/contracts/dropout_spec.h). `activations` is
   // the dtype of every activation and activation gradient (F32 or BF16, docs/precision.md).
-  // `head_chunks` > 1: the LM head computes its logits in that many vocabulary chunks, one at a
-  // time (head_chunk_columns), never holding them whole; a training step then computes them twice
-  // (the loss needs every chunk before any gradient), and the tied embeddings' gradient is reduced
-  // in two rounds, the head's at once and the embedding's at the end (gpt_schedule.h).
+  // `layout` cuts the parameters into units (gpt_params.h). head_chunks > 1: the LM head computes
+  // its logits in that many vocabulary chunks, one at a time (head_chunk_columns), never holding
+  // them whole; wte is split by rows into one unit per chunk, acquired in turn by the embedding
+  // and the head; a training step computes the logits twice (the loss needs every chunk before any
+  // gradient), and each chunk's gradient is reduced in two rounds, the head's at once and the
+  // embedding's at the end (gpt_schedule.h). block_units = 2: each block acquires its attention
+  // unit for the attention half and its MLP unit for the MLP half (the same kernels in the same
+  // order, so the same bits).
   GptModel(const GptConfig& config, int batch, int seq_len, CheckpointPolicy policy, MemoryTracker& tracker,
            const ExecContext& ctx, float dropout = 0.0f, std::uint64_t seed = 0, DType activations = DType::kF32,
-           int head_chunks = 1);
+           const UnitLayout& layout = {});
   ~GptModel();
 
   const GptConfig& config() const { return config_; }
+  const UnitLayout& layout() const { return layout_; }
   const ParamTable& table() const { return table_; }
   const ActivationDims& dims() const { return dims_; }
 
@@ -65,7 +70,9 @@ class GptModel {
   // or bf16 with bf16 activations (the kernels widen bf16 parameters as they load them); an fp32
   // copy for bf16 parameters with fp32 activations, whose kernels take fp32 parameters only
   // (check_param_dtype). Pair each call with store.release_params.
-  TensorView acquire_for_kernels(ParamStore& store, int unit, Pass pass);
+  // `slot` (0 or 1) pins the fp32 copy's slot where a loop keeps one unit while others come and go
+  // (-1: alternate).
+  TensorView acquire_for_kernels(ParamStore& store, int unit, Pass pass, int slot = -1);
   TensorView zeroed_grad_scratch(int unit);
   // Where the matmul and LayerNorm backward of `unit` add its gradient: the store's own storage in
   // place where it offers it (ParamStore::in_place_grads) and this device's kernels add into its
@@ -76,15 +83,25 @@ class GptModel {
   // The input (which = 0) or target (1) token ids kept before the residual stream.
   TensorView token_view(int which, Shape shape) const;
   TensorView resid(int layer) const;  // input of block `layer`; resid(n_layer) is the last output
-  // The head in vocabulary chunks: the forward's loss from each chunk's logits in turn, and the
-  // backward's dlnf and tied wte gradient from each chunk's logits again.
-  void chunked_head_forward(const EmbeddingParams& ep, TensorView targets, float* logits_out);
-  void chunked_head_backward(const EmbeddingParams& ep, TensorView wte_grad, TensorView dlnf, TensorView targets,
-                             float loss_scale);
+  // The head and token embedding in vocabulary chunks (chunked_head.cpp), each chunk's unit acquired
+  // in turn: the embedding of each chunk's tokens; the forward's loss from each chunk's logits; the
+  // backward's dlnf and tied wte gradient (its first round) from each chunk's logits again; the
+  // embedding's scatter-add into each chunk (its second round).
+  TensorView acquire_wte_chunk(ParamStore& store, int chunk, Pass pass);
+  TensorView wte_chunk_grad(const TensorView& unit_grad, int chunk) const;
+  void chunked_embedding_forward(ParamStore& store, const EmbeddingParams& first, TensorView tokens);
+  void chunked_head_forward(ParamStore& store, TensorView targets, float* logits_out);
+  void chunked_head_backward(ParamStore& store, TensorView dlnf, TensorView targets, float loss_scale);
+  void chunked_embedding_backward(ParamStore& store, TensorView dresid, TensorView tokens);
   DropoutSpec dropout_spec(std::uint32_t site) const;
   BlockDropout block_dropout(int layer) const;
 
+  // Block l forward / backward with its attention and MLP halves in units of their own.
+  void split_block_forward(ParamStore& store, int layer);
+  void split_block_backward(ParamStore& store, int layer, TensorView dresid);
+
   GptConfig config_;
+  UnitLayout layout_;
   ParamTable table_;
   ActivationDims dims_;
   CheckpointPolicy policy_;

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -11,34 +12,57 @@
 
 namespace zt::gpt {
 
-ParamTable build_param_table(const GptConfig& c) {
+ParamTable build_param_table(const GptConfig& c, const UnitLayout& layout) {
   const std::int64_t C = c.n_embd, V = c.vocab_size, Vp = c.padded_vocab_size();
+  const std::int64_t Vc = head_chunk_columns(c, layout.head_chunks);
+  ZT_CHECK(layout.block_units == 1 || layout.block_units == 2, "block_units {} is 1 or 2", layout.block_units);
+  const bool split = layout.block_units == 2;
   ParamTable t;
+  // wte's rows [first, first + rows) of the Vp stored rows, of which those below V are Hugging Face's.
+  auto add_wte_rows = [&](std::int64_t first) {
+    const std::int64_t rows = std::min(Vc, Vp - first), live = std::clamp<std::int64_t>(V - first, 0, rows);
+    t.add_param("transformer.wte.weight", {rows, C}, {live, C}, true, first);
+  };
   t.add_unit("embeddings");
-  t.add_param("transformer.wte.weight", {Vp, C}, {V, C}, true);
+  add_wte_rows(0);
   t.add_param("transformer.wpe.weight", {c.block_size, C}, {c.block_size, C}, true);
-  for (int l = 0; l < c.n_layer; ++l) {
-    t.add_unit(fmt::format("h.{}", l));
+  auto add_half = [&](int l, bool mlp) {
     const std::string p = fmt::format("transformer.h.{}.", l);
     auto add = [&](const char* name, std::vector<std::int64_t> shape, bool decays) {
       t.add_param(p + name, shape, shape, decays);
     };
-    add("ln_1.weight", {C}, false);
-    add("ln_1.bias", {C}, false);
-    add("attn.c_attn.weight", {C, 3 * C}, true);
-    add("attn.c_attn.bias", {3 * C}, false);
-    add("attn.c_proj.weight", {C, C}, true);
-    add("attn.c_proj.bias", {C}, false);
-    add("ln_2.weight", {C}, false);
-    add("ln_2.bias", {C}, false);
-    add("mlp.c_fc.weight", {C, 4 * C}, true);
-    add("mlp.c_fc.bias", {4 * C}, false);
-    add("mlp.c_proj.weight", {4 * C, C}, true);
-    add("mlp.c_proj.bias", {C}, false);
+    if (!mlp) {
+      add("ln_1.weight", {C}, false);
+      add("ln_1.bias", {C}, false);
+      add("attn.c_attn.weight", {C, 3 * C}, true);
+      add("attn.c_attn.bias", {3 * C}, false);
+      add("attn.c_proj.weight", {C, C}, true);
+      add("attn.c_proj.bias", {C}, false);
+    } else {
+      add("ln_2.weight", {C}, false);
+      add("ln_2.bias", {C}, false);
+      add("mlp.c_fc.weight", {C, 4 * C}, true);
+      add("mlp.c_fc.bias", {4 * C}, false);
+      add("mlp.c_proj.weight", {4 * C, C}, true);
+      add("mlp.c_proj.bias", {C}, false);
+    }
+  };
+  for (int l = 0; l < c.n_layer; ++l) {
+    t.add_unit(split ? fmt::format("h.{}.attn", l) : fmt::format("h.{}", l));
+    add_half(l, false);
+    if (!split) add_half(l, true);
   }
   t.add_unit("final");
   t.add_param("transformer.ln_f.weight", {C}, {C}, false);
   t.add_param("transformer.ln_f.bias", {C}, {C}, false);
+  for (std::int64_t first = Vc; first < Vp; first += Vc) {
+    t.add_unit(fmt::format("wte.{}", first / Vc));
+    add_wte_rows(first);
+  }
+  for (int l = 0; split && l < c.n_layer; ++l) {
+    t.add_unit(fmt::format("h.{}.mlp", l));
+    add_half(l, true);
+  }
   return t;
 }
 
@@ -54,15 +78,42 @@ BlockParams block_views(const ParamTable& t, int layer, const TensorView& unit) 
           t.view(i + 8, unit), t.view(i + 9, unit), t.view(i + 10, unit), t.view(i + 11, unit)};
 }
 
+BlockParams block_views(const ParamTable& t, const GptConfig& c, const UnitLayout& layout, int layer,
+                        const TensorView& attn_unit, const TensorView& mlp_unit_view) {
+  BlockParams p;
+  if (attn_unit.data != nullptr) {
+    const int i = t.units()[static_cast<std::size_t>(block_unit(layer))].params[0];
+    p.ln_1_w = t.view(i, attn_unit), p.ln_1_b = t.view(i + 1, attn_unit);
+    p.c_attn_w = t.view(i + 2, attn_unit), p.c_attn_b = t.view(i + 3, attn_unit);
+    p.attn_proj_w = t.view(i + 4, attn_unit), p.attn_proj_b = t.view(i + 5, attn_unit);
+  }
+  if (mlp_unit_view.data != nullptr) {
+    const int i = t.units()[static_cast<std::size_t>(mlp_unit(c, layout, layer))].params[0];
+    p.ln_2_w = t.view(i, mlp_unit_view), p.ln_2_b = t.view(i + 1, mlp_unit_view);
+    p.c_fc_w = t.view(i + 2, mlp_unit_view), p.c_fc_b = t.view(i + 3, mlp_unit_view);
+    p.mlp_proj_w = t.view(i + 4, mlp_unit_view), p.mlp_proj_b = t.view(i + 5, mlp_unit_view);
+  }
+  return p;
+}
+
 FinalParams final_views(const ParamTable& t, const GptConfig& c, const TensorView& unit) {
   const int first = t.units()[static_cast<std::size_t>(final_unit(c))].params[0];
   return {t.view(first, unit), t.view(first + 1, unit)};
 }
 
+TensorView wte_chunk_view(const ParamTable& t, const GptConfig& c, int chunk, const TensorView& unit) {
+  return t.view(t.units().at(static_cast<std::size_t>(wte_unit(c, chunk))).params[0], unit);
+}
+
 void init_unit_params(const ParamTable& t, const GptConfig& c, int unit, std::uint64_t seed, float* unit_data) {
   const double residual_std = 0.02 / std::sqrt(2.0 * c.n_layer);
-  for (int index : t.units().at(static_cast<std::size_t>(unit)).params) {
-    const ParamSpec& p = t.param(index);
+  const ParamTable whole = build_param_table(c);  // the Philox keys: indices of the unchunked table
+  for (int part : t.units().at(static_cast<std::size_t>(unit)).params) {
+    const ParamSpec& p = t.param(part);
+    const int index = whole.index_of(p.name);
+    std::int64_t row = 1;
+    for (std::size_t k = 1; k < p.shape.size(); ++k) row *= p.shape[k];
+    const std::int64_t first = p.row_offset * row;  // the part's first element in the whole tensor
     float* data = unit_data + p.offset;
     const bool is_weight = p.name.ends_with(".weight");
     if (p.name.find(".ln_") != std::string::npos) {  // LayerNorm: gain 1, bias 0
@@ -78,7 +129,7 @@ void init_unit_params(const ParamTable& t, const GptConfig& c, int unit, std::ui
     const std::int64_t live = p.hf_shape[0] * (p.hf_shape.size() > 1 ? p.hf_shape[1] : 1);
     for (std::int64_t i = 0; i < p.numel; ++i) {
       data[i] = i < live ? static_cast<float>(std_dev * philox_normal(seed, static_cast<std::uint32_t>(index),
-                                                                      static_cast<std::uint64_t>(i)))
+                                                                      static_cast<std::uint64_t>(first + i)))
                          : 0.0f;
     }
   }

@@ -16,31 +16,56 @@ void add(PassSchedule& s, std::initializer_list<UnitEvent> events) {
 
 }  // namespace
 
-PassSchedule forward_schedule(const GptConfig& config) {
-  const int emb = embedding_unit(), fin = final_unit(config);
+PassSchedule forward_schedule(const GptConfig& config, const UnitLayout& layout) {
+  const int emb = embedding_unit(), fin = final_unit(config), chunks = head_chunk_count(config, layout.head_chunks);
+  const bool split = layout.block_units == 2;
   PassSchedule s;
-  add(s, {{UnitOp::kAcquire, emb}, {UnitOp::kRelease, emb}});
-  for (int l = 0; l < config.n_layer; ++l)
+  add(s, {{UnitOp::kAcquire, emb}});
+  for (int c = 1; c < chunks; ++c) {
+    add(s, {{UnitOp::kAcquire, wte_unit(config, c)}, {UnitOp::kRelease, wte_unit(config, c)}});
+  }
+  add(s, {{UnitOp::kRelease, emb}});
+  for (int l = 0; l < config.n_layer; ++l) {
     add(s, {{UnitOp::kAcquire, block_unit(l)}, {UnitOp::kRelease, block_unit(l)}});
-  add(s, {{UnitOp::kAcquire, fin}, {UnitOp::kAcquire, emb}, {UnitOp::kRelease, emb}, {UnitOp::kRelease, fin}});
+    if (split)
+      add(s, {{UnitOp::kAcquire, mlp_unit(config, layout, l)}, {UnitOp::kRelease, mlp_unit(config, layout, l)}});
+  }
+  add(s, {{UnitOp::kAcquire, fin}});
+  for (int c = 0; c < chunks; ++c) {
+    add(s, {{UnitOp::kAcquire, wte_unit(config, c)}, {UnitOp::kRelease, wte_unit(config, c)}});
+  }
+  add(s, {{UnitOp::kRelease, fin}});
   return s;
 }
 
-PassSchedule backward_schedule(const GptConfig& config, bool head_chunked) {
-  const int emb = embedding_unit(), fin = final_unit(config);
+PassSchedule backward_schedule(const GptConfig& config, const UnitLayout& layout, const CheckpointPolicy& policy) {
+  const int emb = embedding_unit(), fin = final_unit(config), chunks = head_chunk_count(config, layout.head_chunks);
   PassSchedule s;
-  add(s, {{UnitOp::kAcquire, emb}, {UnitOp::kAccumulate, emb}});
-  if (head_chunked) add(s, {{UnitOp::kGradsReady, emb}});
-  add(s, {{UnitOp::kRelease, emb},
-          {UnitOp::kAcquire, fin},
-          {UnitOp::kAccumulate, fin},
-          {UnitOp::kGradsReady, fin},
-          {UnitOp::kRelease, fin}});
+  if (chunks == 1) {
+    add(s, {{UnitOp::kAcquire, emb}, {UnitOp::kAccumulate, emb}, {UnitOp::kRelease, emb}});
+  } else {
+    for (int c = chunks - 1; c >= 0; --c) {
+      const int u = wte_unit(config, c);
+      add(s, {{UnitOp::kAcquire, u}, {UnitOp::kAccumulate, u}, {UnitOp::kGradsReady, u}, {UnitOp::kRelease, u}});
+    }
+  }
+  add(s, {{UnitOp::kAcquire, fin}, {UnitOp::kAccumulate, fin}, {UnitOp::kGradsReady, fin}, {UnitOp::kRelease, fin}});
   for (int l = config.n_layer - 1; l >= 0; --l) {
     const int u = block_unit(l);
-    add(s, {{UnitOp::kAcquire, u}, {UnitOp::kAccumulate, u}, {UnitOp::kGradsReady, u}, {UnitOp::kRelease, u}});
+    if (layout.block_units == 1) {
+      add(s, {{UnitOp::kAcquire, u}, {UnitOp::kAccumulate, u}, {UnitOp::kGradsReady, u}, {UnitOp::kRelease, u}});
+      continue;
+    }
+    const int m = mlp_unit(config, layout, l);
+    const bool recompute = policy.is_checkpointed(l);
+    if (recompute) add(s, {{UnitOp::kAcquire, u}});
+    add(s, {{UnitOp::kAcquire, m}, {UnitOp::kAccumulate, m}, {UnitOp::kGradsReady, m}, {UnitOp::kRelease, m}});
+    if (!recompute) add(s, {{UnitOp::kAcquire, u}});
+    add(s, {{UnitOp::kAccumulate, u}, {UnitOp::kGradsReady, u}, {UnitOp::kRelease, u}});
   }
-  add(s, {{UnitOp::kAccumulate, emb}, {UnitOp::kGradsReady, emb}});
+  for (int c = 0; c < chunks; ++c) {
+    add(s, {{UnitOp::kAccumulate, wte_unit(config, c)}, {UnitOp::kGradsReady, wte_unit(config, c)}});
+  }
   return s;
 }
 

@@ -5,17 +5,23 @@
 
 #include "engine/sharding/param_store.h"
 #include "models/gpt/gpt_config.h"
+#include "models/gpt/gpt_params.h"
 
 namespace zt::gpt {
 
 // Forward: embeddings; each block; the head, which needs the final LayerNorm and the tied
 // embeddings at once.
-PassSchedule forward_schedule(const GptConfig& config);
+// With split blocks each block is its attention unit, then its MLP unit.
+PassSchedule forward_schedule(const GptConfig& config, const UnitLayout& layout = {});
 // Backward: the head (tied wte gradient first, then ln_f), the blocks in reverse, and the
 // embedding scatter-add, which reads no weights and completes the embeddings' gradient last.
-// `head_chunked` (the head in vocabulary chunks): the embeddings' gradient is reduced in two
-// rounds, the head's contribution as soon as it is complete and the embedding's at the end, so
-// it does not wait through the blocks' backward (ParamStore::grads_ready).
-PassSchedule backward_schedule(const GptConfig& config, bool head_chunked = false);
+// With the head in chunks, wte's chunk units take the embeddings' place: the embedding forward
+// acquires each beside the embeddings (wpe and chunk 0), the head each in turn beside ln_f; the
+// backward's head takes them from the last (still gathered after the forward), each reduced at
+// once (its first round), and the scatter-add reduces each again (ParamStore::grads_ready).
+// With split blocks each block's MLP unit comes before its attention unit; a checkpointed block
+// (`policy`) acquires both first, to recompute its forward.
+PassSchedule backward_schedule(const GptConfig& config, const UnitLayout& layout = {},
+                               const CheckpointPolicy& policy = {});
 
 }  // namespace zt::gpt

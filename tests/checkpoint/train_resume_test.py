@@ -88,6 +88,10 @@ def main():
               {"zero": {"stage": stage}, "train": {"grad_accum": accum}})
              for stage in range(4) for accum in (1, 2)]
     cases.append(("stage 3, bf16", 2, {"zero": {"stage": 3}, "precision": {"param_dtype": "bf16"}}))
+    # The head in vocabulary chunks: the token table in two units (vocab 200: 256 padded rows), and
+    # blocks in attention and MLP units.
+    chunked_over = {"zero": {"stage": 3}, "model": {"vocab_size": 200}, "train": {"head_chunks": 2, "block_units": 2}}
+    cases.append(("stage 3, head_chunks 2", 2, chunked_over))
     if not mpirun:
         cases = [("1 rank, stage 0, f32, grad_accum 2", 1, {"train": {"grad_accum": 2}})]
     references = {}
@@ -133,6 +137,35 @@ def main():
         ref_w, got_w = tensors(os.path.join(ref_dir, "final.safetensors")), tensors(os.path.join(run_dir, "final.safetensors"))
         check(ref_w.keys() == got_w.keys() and all(ref_w[k] == got_w[k] for k in ref_w),
               f"{name}: final weights bitwise equal ({len(ref_w)} tensors)")
+
+    if "stage 3, head_chunks 2" in references:
+        # Checkpoints of chunk units (saved by 2 ranks where there are ranks): sampled from,
+        # exported as Hugging Face's one wte tensor, and refused (one line) by a resume that would
+        # split the table otherwise.
+        np_ = 2 if mpirun else 1
+        run_dir = os.path.join(work, "chunked_saved")
+        p = train(np_, deep_merge(BASE, deep_merge(chunked_over, {"train": {"max_steps": 4}, "checkpoint": {"at_end": True}})),
+                  run_dir)
+        folder = os.path.join(run_dir, "checkpoints")
+        sample = [args.zerotrain, "sample", "--tokens", "30", "--seed", "5"]
+        from_ckpt = subprocess.run(sample + ["--ckpt", folder], capture_output=True, text=True, timeout=60)
+        from_run = subprocess.run(sample + ["--run", run_dir], capture_output=True, text=True, timeout=60)
+        check(p.returncode == 0 and from_ckpt.returncode == 0 and from_ckpt.stdout == from_run.stdout
+              and len(from_ckpt.stdout) > 10,
+              f"head_chunks 2: sample --ckpt gives sample --run's text ({from_ckpt.stderr.strip()[-200:]})")
+        out = os.path.join(work, "chunked_hf")
+        e = subprocess.run([args.zerotrain, "ckpt", "export", folder, "--format", "hf", "--out", out],
+                           capture_output=True, text=True, timeout=60)
+        exported = tensors(os.path.join(out, "model.safetensors")) if e.returncode == 0 else {}
+        final = tensors(os.path.join(run_dir, "final.safetensors")) if e.returncode == 0 else {}
+        check(e.returncode == 0 and exported.keys() == final.keys() and all(exported[k] == final[k] for k in final),
+              f"head_chunks 2: the HF export of the {np_}-rank checkpoint holds the run's final tensors, wte whole "
+              f"({e.stderr.strip()[-200:]})")
+        p = train(1, deep_merge(BASE, deep_merge(chunked_over, {"train": {"head_chunks": 1}})),
+                  os.path.join(work, "chunked_other"), ["--resume", os.path.join(folder, "step_00000004")])
+        lines = p.stderr.strip().splitlines()
+        check(p.returncode == 2 and len(lines) == 1 and "head_chunks" in lines[0],
+              f"head_chunks 2 -> 1 on resume: one line naming head_chunks, exit 2 ({p.stderr.strip()[-300:]})")
 
     if mpirun:
         # Resharded resume through the trainer: saved by N ranks at stage s, resumed on M at stage

@@ -43,7 +43,7 @@ TEST(ChunkedHead, SameLossLogitsAndGradientsAsTheWholeHead) {
     const std::vector<float> whole_grads = whole.grads_f32();
     for (int chunks : {2, 3, 5}) {
       SCOPED_TRACE(::testing::Message() << dtype_name(act) << " activations, " << chunks << " chunks");
-      GptFixture f(kConfig, B, T, CheckpointPolicy{}, DType::kF32, seed, act, chunks);
+      GptFixture f(kConfig, B, T, CheckpointPolicy{}, DType::kF32, seed, act, UnitLayout{chunks, 1});
       std::vector<float> logits(whole_logits.size(), NAN);
       f.store->begin_step();
       const float loss = f.model->forward(*f.store, f.inputs.data(), f.targets.data(),

@@ -4,7 +4,10 @@
 
 #include <fmt/format.h>
 #include <cmath>
+#include <map>
 
+#include "engine/io/model_weights.h"
+#include "engine/io/safetensors.h"
 #include "models/gpt/gpt_params.h"
 
 namespace zt::gpt {
@@ -80,6 +83,97 @@ TEST(GptInit, FollowsGpt2Initialisation) {
   EXPECT_EQ(again, blk) << "initialisation is a pure function of the seed";
   init_unit_params(t, kConfig, block_unit(0), seed + 1, again.data());
   EXPECT_NE(again, blk);
+}
+
+// With the head in vocabulary chunks wte is split by rows across units: chunk 0 stays in the
+// embeddings unit, the others follow the final LayerNorm; the parts make up Hugging Face's one
+// tensor (tensors()), and each unit initialises to the very values of the unchunked table.
+TEST(GptParamTable, HeadChunksSplitTheTokenTableAcrossUnitsWithTheSameValues) {
+  const GptConfig config{/*n_layer=*/2, /*n_head=*/4, /*n_embd=*/32, /*block_size=*/20, /*vocab_size=*/300};
+  const ParamTable whole = build_param_table(config), t = build_param_table(config, {3});  // Vp 320: 128, 128, 64
+  ASSERT_EQ(t.units().size(), 6u);
+  EXPECT_EQ(t.units()[4].name, "wte.1");
+  EXPECT_EQ(t.units()[5].name, "wte.2");
+  EXPECT_EQ(wte_unit(config, 0), 0);
+  EXPECT_EQ(wte_unit(config, 2), 5);
+  const ParamSpec& first = t.param(t.units()[0].params[0]);
+  EXPECT_EQ(first.shape, (std::vector<std::int64_t>{128, 32}));
+  const ParamSpec& last = t.param(t.units()[5].params[0]);
+  EXPECT_EQ(last.row_offset, 256);
+  EXPECT_EQ(last.shape, (std::vector<std::int64_t>{64, 32}));
+  EXPECT_EQ(last.hf_shape, (std::vector<std::int64_t>{44, 32}));  // rows 256..299 are real
+  EXPECT_EQ(t.total_numel(), whole.total_numel());
+  const std::vector<TensorParts> tensors = t.tensors();
+  ASSERT_EQ(tensors.size(), whole.params().size());
+  EXPECT_EQ(tensors[0].name, "transformer.wte.weight");
+  EXPECT_EQ(tensors[0].hf_shape, (std::vector<std::int64_t>{300, 32}));
+  EXPECT_EQ(tensors[0].parts.size(), 3u);
+  // Values: every tensor's elements, part after part, equal the unchunked table's.
+  auto values = [&](const ParamTable& table) {
+    std::vector<std::vector<float>> units;
+    for (std::size_t u = 0; u < table.units().size(); ++u) {
+      units.emplace_back(static_cast<std::size_t>(table.units()[u].numel));
+      init_unit_params(table, config, static_cast<int>(u), 42, units.back().data());
+    }
+    std::map<std::string, std::vector<float>> out;  // by name: the layouts order tensors differently
+    for (const TensorParts& tensor : table.tensors()) {
+      for (int index : tensor.parts) {
+        const ParamSpec& p = table.param(index);
+        const auto& unit = units[static_cast<std::size_t>(p.unit)];
+        out[tensor.name].insert(out[tensor.name].end(), unit.begin() + p.offset, unit.begin() + p.offset + p.numel);
+      }
+    }
+    return out;
+  };
+  EXPECT_EQ(values(t), values(whole));
+  // Blocks in two units as well: attention halves in place, MLP halves after the chunks.
+  const ParamTable split = build_param_table(config, {3, 2});
+  ASSERT_EQ(split.units().size(), 8u);
+  EXPECT_EQ(split.units()[1].name, "h.0.attn");
+  EXPECT_EQ(split.units()[6].name, "h.0.mlp");
+  EXPECT_EQ(mlp_unit(config, {3, 2}, 1), 7);
+  EXPECT_EQ(split.param(split.units()[6].params[0]).name, "transformer.h.0.ln_2.weight");
+  EXPECT_EQ(split.units()[1].numel + split.units()[6].numel, whole.units()[1].numel);
+  EXPECT_EQ(values(split), values(whole));
+  // A part must continue its tensor's rows.
+  ParamTable bad;
+  bad.add_unit("a");
+  bad.add_param("w", {4, 2}, {4, 2}, true);
+  bad.add_unit("b");
+  EXPECT_THROW(bad.add_param("w", {4, 2}, {4, 2}, true, 3), std::exception);
+}
+
+// Model weights files hold Hugging Face's tensors whatever the units: a chunked table writes wte as
+// one [V, C] tensor, and files load across layouts (the padded rows of each part zero).
+TEST(GptParamTable, WeightsFilesHoldWholeTensorsAcrossChunkLayouts) {
+  const GptConfig config{/*n_layer=*/1, /*n_head=*/2, /*n_embd=*/16, /*block_size=*/8, /*vocab_size=*/200};
+  const ParamTable whole = build_param_table(config), chunked = build_param_table(config, {2, 2});  // Vp 256: 128 + 128
+  auto init = [&](const ParamTable& t) {
+    std::vector<std::vector<float>> units;
+    for (std::size_t u = 0; u < t.units().size(); ++u) {
+      units.emplace_back(static_cast<std::size_t>(t.units()[u].numel));
+      init_unit_params(t, config, static_cast<int>(u), 9, units.back().data());
+    }
+    return units;
+  };
+  auto view = [](std::vector<float>& v) {
+    return TensorView{v.data(), DType::kF32, Device::kCPU, Shape{static_cast<std::int64_t>(v.size())}};
+  };
+  std::vector<std::vector<float>> from_chunked = init(chunked), from_whole = init(whole);
+  const std::string dir = ::testing::TempDir();
+  save_model_weights(dir + "/chunked.safetensors", chunked, [&](int u) { return view(from_chunked[u]); }, {});
+  save_model_weights(dir + "/whole.safetensors", whole, [&](int u) { return view(from_whole[u]); }, {});
+  const SafetensorsFile file = read_safetensors(dir + "/chunked.safetensors");
+  EXPECT_EQ(file.tensors.at("transformer.wte.weight").shape, (std::vector<std::int64_t>{200, 16}));
+  EXPECT_EQ(file.tensors.size(), whole.params().size());
+  // Loaded into the other layout, each gives the other's values (padded rows zero, as init leaves them).
+  std::vector<std::vector<float>> into_whole = init(whole), into_chunked = init(chunked);
+  for (auto& u : into_whole) std::fill(u.begin(), u.end(), -1.0f);
+  for (auto& u : into_chunked) std::fill(u.begin(), u.end(), -1.0f);
+  load_model_weights(dir + "/chunked.safetensors", whole, [&](int u) { return view(into_whole[u]); });
+  load_model_weights(dir + "/whole.safetensors", chunked, [&](int u) { return view(into_chunked[u]); });
+  EXPECT_EQ(into_whole, from_whole);
+  EXPECT_EQ(into_chunked, from_chunked);
 }
 
 }  // namespace

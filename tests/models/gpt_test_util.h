@@ -3,8 +3,10 @@
 #pragma once
 
 #include <cstring>
+#include <map>
 #include <memory>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "engine/comm/local_communicator.h"
@@ -23,8 +25,8 @@ struct GptFixture {
   std::vector<std::int32_t> inputs, targets;
 
   GptFixture(const GptConfig& c, int B, int T, CheckpointPolicy policy, DType dtype, std::uint64_t seed,
-             DType activations = DType::kF32, int head_chunks = 1) {
-    model = std::make_unique<GptModel>(c, B, T, policy, tracker, ctx, 0.0f, 0, activations, head_chunks);
+             DType activations = DType::kF32, const UnitLayout& layout = {}) {
+    model = std::make_unique<GptModel>(c, B, T, policy, tracker, ctx, 0.0f, 0, activations, layout);
     store = std::make_unique<ZeroParamStore>(model->table(), dtype, ZeroOptions{}, comm, tracker, ctx);
     for (std::size_t u = 0; u < model->table().units().size(); ++u) {
       const std::int64_t n = model->table().units()[u].numel;
@@ -48,15 +50,27 @@ struct GptFixture {
     return loss;
   }
 
-  // All gradients, unit after unit, widened to fp32 (for comparison within a tolerance).
+  // All gradients widened to fp32, tensor after tensor in name order (a tensor split across units,
+  // part after part), so models whose units differ compare.
   std::vector<float> grads_f32() const {
-    std::vector<float> out;
-    for (std::size_t u = 0; u < model->table().units().size(); ++u) {
+    const ParamTable& t = model->table();
+    std::vector<std::vector<float>> units;
+    for (std::size_t u = 0; u < t.units().size(); ++u) {
       const TensorView g = store->grad_shard(static_cast<int>(u));
-      std::vector<float> unit(static_cast<std::size_t>(g.numel()));
-      cpu::cast(ctx, TensorView{unit.data(), DType::kF32, Device::kCPU, Shape{g.numel()}}, g);
-      out.insert(out.end(), unit.begin(), unit.end());
+      units.emplace_back(static_cast<std::size_t>(g.numel()));
+      cpu::cast(ctx, TensorView{units.back().data(), DType::kF32, Device::kCPU, Shape{g.numel()}}, g);
     }
+    std::map<std::string, std::vector<float>> by_name;  // layouts order their tensors differently
+    for (const TensorParts& tensor : t.tensors()) {
+      for (int index : tensor.parts) {
+        const ParamSpec& p = t.param(index);
+        const auto& unit = units[static_cast<std::size_t>(p.unit)];
+        by_name[tensor.name].insert(by_name[tensor.name].end(), unit.begin() + p.offset,
+                                    unit.begin() + p.offset + p.numel);
+      }
+    }
+    std::vector<float> out;
+    for (const auto& [name, values] : by_name) out.insert(out.end(), values.begin(), values.end());
     return out;
   }
 

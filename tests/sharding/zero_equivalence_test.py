@@ -159,6 +159,17 @@ def main():
         d = rel_loss_diff(runs[0]["loss"], whole_ref["loss"])
         check(len(runs[0]["loss"]) == 24 and d <= LOSS_BOUND,
               f"{what}: losses follow the single rank's whole head ({d:.1e})")
+    # Blocks in attention and MLP units (train.block_units = 2): the stages stay bitwise identical
+    # and follow the single rank (the gradient norm's partition follows the units, so the bits may
+    # differ from whole blocks' in the last place).
+    split = {st: train(launcher, binary, work, f"split_n3_s{st}", 3, f"zero.stage={st}", "train.micro_batch=4",
+                       "train.block_units=2") for st in range(4)}
+    if all(r is not None for r in split.values()):
+        check(all(split[st]["loss"] == split[0]["loss"] and split[st]["norm"] == split[0]["norm"]
+                  and split[st]["weights"] == split[0]["weights"] for st in range(4)),
+              "N=3 block_units 2: stages 0-3 give bitwise identical losses, gradient norms and final weights")
+        d = rel_loss_diff(split[0]["loss"], ref["loss"])
+        check(d <= LOSS_BOUND, f"N=3 block_units 2: losses follow the single rank ({d:.1e})")
     # A run directory written by 4 ranks reloads on one process (its config keeps no rank count).
     p = subprocess.run([binary, "sample", "--run", os.path.join(work, "n4_s3"), "--tokens", "10"], capture_output=True,
                        text=True, timeout=120)

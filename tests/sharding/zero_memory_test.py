@@ -68,6 +68,11 @@ def main():
     chunked = ("model.vocab_size=300", "train.head_chunks=3")
     runs += [(3, st, "bf16", False, chunked) for st in range(4)]
     runs += [(2, st, "f32", True, chunked + ("train.grad_accum=2",)) for st in (0, 1)]
+    # Blocks in attention and MLP units, with checkpointing (both halves acquired to recompute),
+    # and with the head in chunks and no prefetch (the smallest stage-3 footprint).
+    runs += [(3, st, "bf16", False, ("train.block_units=2",)) for st in (2, 3)]
+    runs += [(3, 3, "bf16", False, ("train.block_units=2", "train.activation_checkpointing=every:2")),
+             (3, 3, "bf16", False, chunked + ("train.block_units=2", "zero.prefetch_units=0"))]
     states_at_4 = {}
     grads_at_3 = {}
     for n, st, dt, det, extra in runs:
@@ -89,6 +94,25 @@ def main():
             grads_at_3[extra] = rec["measured_peak_bytes"][0]["gradients"]
         if n == 4 and dt == "bf16" and not extra:
             states_at_4[st] = max(sum(r[c] for c in MODEL_STATES) for r in rec["measured_peak_bytes"])
+    # Issue 21's 8-layer test model (configs/tiny.json's shape, 8 layers) at N = 4 in bf16: with
+    # blocks in attention and MLP units and a 0.1 MiB in-flight bound, stage 3 measures at least
+    # 3.5x less model-state memory per rank than stage 0 (whole blocks: about 3.04x).
+    tiny8 = ("model.n_layer=8", "model.n_head=4", "model.n_embd=128", "model.block_size=64", "train.micro_batch=16",
+             "train.block_units=2", "zero.max_inflight_reduction_mb=0.1")
+    tiny8_states = {}
+    for st in (0, 3):
+        rec = memory_record(launcher, binary, work, 4, st, "bf16", False, tiny8)
+        if not check(rec is not None, f"8-layer model N=4 stage {st}: the run succeeds"):
+            continue
+        check(all(m == rec["predicted_bytes"] for m in rec["measured_peak_bytes"]),
+              f"8-layer model N=4 stage {st}: every rank and category as predicted")
+        tiny8_states[st] = max(sum(r[c] for c in MODEL_STATES) for r in rec["measured_peak_bytes"])
+    if len(tiny8_states) == 2:
+        ratio = tiny8_states[0] / tiny8_states[3]
+        print(f"8-layer model at N=4, bf16, block_units 2: measured model states per rank {tiny8_states}, "
+              f"stage 0 / stage 3 = {ratio:.2f}")
+        check(ratio >= 3.5, f"8-layer model N=4, block_units 2: stage 3 holds {ratio:.2f}x less model state than "
+                            f"stage 0 (>= 3.5x; measured {tiny8_states})")
     if len(states_at_4) == 4:
         print("measured model states per rank at N=4, bf16:", states_at_4)
         check(all(states_at_4[s] < states_at_4[s - 1] for s in (1, 2, 3)),

@@ -127,14 +127,15 @@ TEST(ZeroParamStore, GptModelMakesExactlyTheCallsItsSchedulesDeclare) {
   }
 }
 
-// The head in vocabulary chunks adds one call: the embeddings' gradient is made ready (its first
-// round) right after the head's contribution; the rest is as the whole head's.
+// The head in vocabulary chunks: wte's chunk units (vocab 200: Vp 256 in chunks of 128, so chunk 0
+// in the embeddings unit and chunk 1 in unit L + 2) are acquired by the embedding beside the
+// embeddings, by the head beside ln_f, and in backward from the last, each made ready twice.
 TEST(ZeroParamStore, AChunkedHeadMakesTheCallsOfItsSchedule) {
   const gpt::GptConfig config{/*n_layer=*/2, /*n_head=*/2, /*n_embd=*/16, /*block_size=*/8, /*vocab_size=*/200};
   MemoryTracker tracker;
   const ExecContext ctx{Device::kCPU, 1, nullptr};
   LocalCommunicator comm{tracker, {}};
-  gpt::GptModel model(config, 2, 8, {}, tracker, ctx, 0.0f, 0, DType::kF32, /*head_chunks=*/3);
+  gpt::GptModel model(config, 2, 8, {}, tracker, ctx, 0.0f, 0, DType::kF32, gpt::UnitLayout{.head_chunks = 2});
   ZeroParamStore store(model.table(), DType::kF32, stage(3), comm, tracker, ctx);
   RecordingStore recorder(store);
   const std::vector<std::int32_t> tokens(16, 7);
@@ -142,11 +143,54 @@ TEST(ZeroParamStore, AChunkedHeadMakesTheCallsOfItsSchedule) {
   model.forward(recorder, tokens.data(), tokens.data());
   model.backward(recorder);
   ASSERT_EQ(recorder.passes.size(), 2u);
-  EXPECT_EQ(recorder.passes[0], gpt::forward_schedule(config));
-  const PassSchedule chunked = gpt::backward_schedule(config, /*head_chunked=*/true);
-  EXPECT_EQ(recorder.passes[1], chunked);
-  EXPECT_EQ(chunked.size(), gpt::backward_schedule(config).size() + 1);
-  EXPECT_EQ(chunked[2], (UnitEvent{UnitOp::kGradsReady, gpt::embedding_unit()}));
+  EXPECT_EQ(recorder.passes[0], gpt::forward_schedule(config, {.head_chunks = 2}));
+  EXPECT_EQ(recorder.passes[1], gpt::backward_schedule(config, {.head_chunks = 2}));
+  using enum UnitOp;
+  const int emb = gpt::embedding_unit(), fin = gpt::final_unit(config), wte1 = gpt::wte_unit(config, 1);
+  EXPECT_EQ(wte1, 4);
+  const PassSchedule forward{{kAcquire, emb}, {kAcquire, wte1}, {kRelease, wte1}, {kRelease, emb}, {kAcquire, 1},
+                             {kRelease, 1},   {kAcquire, 2},    {kRelease, 2},    {kAcquire, fin}, {kAcquire, emb},
+                             {kRelease, emb}, {kAcquire, wte1}, {kRelease, wte1}, {kRelease, fin}};
+  EXPECT_EQ(gpt::forward_schedule(config, {.head_chunks = 2}), forward);
+  const PassSchedule backward_head{{kAcquire, wte1}, {kAccumulate, wte1}, {kGradsReady, wte1}, {kRelease, wte1},
+                                   {kAcquire, emb},  {kAccumulate, emb},  {kGradsReady, emb},  {kRelease, emb}};
+  const PassSchedule bwd = gpt::backward_schedule(config, {.head_chunks = 2});
+  EXPECT_EQ(PassSchedule(bwd.begin(), bwd.begin() + 8), backward_head);
+  const PassSchedule backward_tail{{kAccumulate, emb}, {kGradsReady, emb}, {kAccumulate, wte1}, {kGradsReady, wte1}};
+  EXPECT_EQ(PassSchedule(bwd.end() - 4, bwd.end()), backward_tail);
+}
+
+// Blocks in two units: each block's attention and MLP units in turn, the MLP's first in backward,
+// both first for a checkpointed block's recompute; the model makes exactly these calls.
+TEST(ZeroParamStore, SplitBlocksMakeTheCallsOfTheirSchedule) {
+  for (const char* checkpointing : {"none", "all"}) {
+    SCOPED_TRACE(checkpointing);
+    MemoryTracker tracker;
+    const ExecContext ctx{Device::kCPU, 1, nullptr};
+    LocalCommunicator comm{tracker, {}};
+    const gpt::UnitLayout layout{.head_chunks = 1, .block_units = 2};
+    const gpt::CheckpointPolicy policy = Fixture::policy(checkpointing);
+    gpt::GptModel model(kTiny, 2, 8, policy, tracker, ctx, 0.0f, 0, DType::kF32, layout);
+    ZeroParamStore store(model.table(), DType::kF32, stage(3), comm, tracker, ctx);
+    RecordingStore recorder(store);
+    const std::vector<std::int32_t> tokens(16, 7);
+    store.begin_step();
+    model.forward(recorder, tokens.data(), tokens.data());
+    model.backward(recorder);
+    ASSERT_EQ(recorder.passes.size(), 2u);
+    EXPECT_EQ(recorder.passes[0], gpt::forward_schedule(kTiny, layout));
+    EXPECT_EQ(recorder.passes[1], gpt::backward_schedule(kTiny, layout, policy));
+    using enum UnitOp;
+    const int attn = gpt::block_unit(2), mlp = gpt::mlp_unit(kTiny, layout, 2);
+    const PassSchedule bwd = gpt::backward_schedule(kTiny, layout, policy);
+    const PassSchedule last_block =
+        policy.is_checkpointed(2)
+            ? PassSchedule{{kAcquire, attn}, {kAcquire, mlp},     {kAccumulate, mlp},  {kGradsReady, mlp},
+                           {kRelease, mlp},  {kAccumulate, attn}, {kGradsReady, attn}, {kRelease, attn}}
+            : PassSchedule{{kAcquire, mlp},  {kAccumulate, mlp},  {kGradsReady, mlp},  {kRelease, mlp},
+                           {kAcquire, attn}, {kAccumulate, attn}, {kGradsReady, attn}, {kRelease, attn}};
+    EXPECT_EQ(PassSchedule(bwd.begin() + 7, bwd.begin() + 15), last_block);
+  }
 }
 
 TEST(ZeroParamStore, StageThreePrefetchesKeepsTheHeadForBackwardAndReshardsEverything) {

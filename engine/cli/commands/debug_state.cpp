@@ -78,7 +78,7 @@ int debug_state_main(const std::vector<std::string>& args) {
   // (the backend outlives what it allocates)
   const ExecContext& ctx = backend.context();
   gpt::GptModel model(mc, cfg.train.micro_batch, cfg.train.seq_len, cfg.train.activation_checkpointing, tracker, ctx,
-                      0.0f, 0, cfg.activation_dtype, cfg.train.head_chunks);
+                      0.0f, 0, cfg.activation_dtype, cfg.train.unit_layout());
   const ParamTable& table = model.table();
   // One rank at stage 0: the store and optimizer `train` uses, over a world of one.
   LocalCommunicator comm(tracker, {});

@@ -75,7 +75,9 @@ int sample_checkpoint(const ArgParser& parser) {
 
   MemoryTracker tracker;
   const ExecContext ctx{Device::kCPU, omp_get_num_procs(), nullptr};
-  gpt::GptModel model(config, 1, config.block_size, gpt::CheckpointPolicy{}, tracker, ctx);
+  // The checkpoint's units: its token table in as many chunk units as its run's head had.
+  gpt::GptModel model(config, 1, config.block_size, gpt::CheckpointPolicy{}, tracker, ctx, 0.0f, 0, DType::kF32,
+                      ckpt::unit_layout_of(reader));
   LocalCommunicator comm(tracker, {});
   ZeroParamStore store(model.table(), DType::kF32, ZeroOptions{}, comm, tracker, ctx);
   for (std::size_t u = 0; u < model.table().units().size(); ++u) {

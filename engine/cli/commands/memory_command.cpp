@@ -90,7 +90,7 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
   ShardingOptions options;
   options.deterministic = cfg.train.deterministic;
   const gpt::GptConfig& mc = cfg.model;
-  const ParamTable table = gpt::build_param_table(mc);
+  const ParamTable table = gpt::build_param_table(mc, cfg.train.unit_layout());  // the units the run would have
   const ShardSizes largest = shard_sizes(table.max_unit_numel(), ranks);
   const char* dtype = cfg.param_dtype == DType::kBF16 ? "bf16" : "f32";
   const char* activations = cfg.activation_dtype == DType::kBF16 ? "bf16" : "fp32";
@@ -136,6 +136,8 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
                                 {"attention", attention},
                                 {"params", table.total_numel()},
                                 {"units", table.units().size()},
+                                {"head_chunks", cfg.train.head_chunks},
+                                {"block_units", cfg.train.block_units},
                                 {"max_unit_numel", table.max_unit_numel()},
                                 {"deterministic_reductions", options.deterministic},
                                 {"zero", cfg.to_json()["zero"]},
@@ -148,10 +150,10 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
   fmt::print("zerotrain memory: {} on {} rank{}: predicted peak bytes per rank (nothing is trained)\n", cfg.source,
              ranks, ranks == 1 ? "" : "s");
   fmt::print(
-      "model: {} layers, {} heads, {} wide, vocab {} (padded {}): {} parameters in {} units; largest unit {} "
-      "elements ({} per rank)\n",
+      "model: {} layers, {} heads, {} wide, vocab {} (padded {}): {} parameters in {} units (head_chunks {}, "
+      "block_units {}); largest unit {} elements ({} per rank)\n",
       mc.n_layer, mc.n_head, mc.n_embd, mc.vocab_size, mc.padded_vocab_size(), table.total_numel(),
-      table.units().size(), largest.numel, largest.shard_numel);
+      table.units().size(), cfg.train.head_chunks, cfg.train.block_units, largest.numel, largest.shard_numel);
   fmt::print(
       "per rank: micro_batch {} x seq_len {}, activation_checkpointing {}, param_dtype {}; device {}: {} "
       "activations; attention {}\n",

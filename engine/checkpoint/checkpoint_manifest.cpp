@@ -5,6 +5,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
+
 #include "engine/checkpoint/durable_file.h"
 #include "engine/core/check.h"
 #include "engine/sharding/shard_layout.h"
@@ -197,12 +199,23 @@ ParamTable table_from_json(const nlohmann::json& doc, const std::string& source)
     // A part of a tensor split by rows across units continues the rows of its earlier parts
     // (manifests written before row parts existed have no row_offset: whole tensors).
     const std::string name = p.at("name").get<std::string>();
+    if (shape.empty() || hf_shape.size() != shape.size()) {
+      throw_input_error(
+          "{}: parameter '{}' has shape [{}] and Hugging Face shape [{}] (the same number of "
+          "dimensions, at least one)",
+          source, name, fmt::join(shape, ", "), fmt::join(hf_shape, ", "));
+    }
     const std::int64_t row_offset = p.value("row_offset", std::int64_t{0});
     std::int64_t rows_before = 0;
     for (const TensorParts& known : t.tensors()) {
-      if (known.name == name) rows_before = known.shape[0];
+      if (known.name != name) continue;
+      rows_before = known.shape[0];
+      if (!std::equal(shape.begin() + 1, shape.end(), known.shape.begin() + 1, known.shape.end())) {
+        throw_input_error("{}: parameter '{}' part [{}] does not continue its earlier parts' rows [{}]", source, name,
+                          fmt::join(shape, ", "), fmt::join(known.shape, ", "));
+      }
     }
-    if (row_offset != rows_before || shape.empty() || hf_shape.size() != shape.size()) {
+    if (row_offset != rows_before) {
       throw_input_error("{}: parameter '{}' starts at row {} but its earlier parts hold {} rows", source, name,
                         row_offset, rows_before);
     }

@@ -19,8 +19,8 @@ int ParamTable::add_param(std::string name, std::vector<std::int64_t> shape, std
   if (row_offset > 0) {  // continues the rows of an earlier part of the same tensor
     const std::vector<TensorParts> known = tensors();
     const auto it = std::find_if(known.begin(), known.end(), [&](const TensorParts& t) { return t.name == name; });
-    ZT_CHECK(it != known.end() && it->shape[0] == row_offset && shape.size() >= 1 &&
-                 std::equal(shape.begin() + 1, shape.end(), it->shape.begin() + 1),
+    ZT_CHECK(it != known.end() && it->shape[0] == row_offset && !shape.empty() &&
+                 std::equal(shape.begin() + 1, shape.end(), it->shape.begin() + 1, it->shape.end()),
              "'{}': a part at row {} must continue the rows before it", name, row_offset);
   }
   UnitSpec& unit = units_.back();

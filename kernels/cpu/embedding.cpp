@@ -77,10 +77,11 @@ void embedding_forward_rows(const ExecContext& ctx, TensorView out, TensorView t
                             TensorView wpe, std::int64_t row_begin, std::int64_t vocab) {
   const EmbeddingDims d = check_dims(out, tokens, wte_rows, wpe, EmbeddingTables::kParameters, row_begin, vocab);
   if (out.dtype == DType::kBF16) {
-    // Read as well as written: the positions of other chunks keep their values (exactly: bf16
-    // widens and rounds back unchanged).
+    // A chunk's staging is read as well as written: the positions of other chunks keep their
+    // values (exactly: bf16 widens and rounds back unchanged). The whole table writes every one.
     using detail::Access;
-    detail::stage_rows(ctx, {{out, Access::kReadWrite}},
+    const bool whole_table = row_begin == 0 && wte_rows.shape[0] == d.vocab;
+    detail::stage_rows(ctx, {{out, whole_table ? Access::kWrite : Access::kReadWrite}},
                        [&](std::int64_t first, std::int64_t n, std::span<const TensorView> v) {
                          embed_into_f32(ctx, v[0], detail::row_slice(tokens, first, n), wte_rows, wpe, d.C, row_begin);
                        });

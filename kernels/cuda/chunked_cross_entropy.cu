@@ -60,7 +60,7 @@ void cross_entropy_chunk_stats(const ExecContext& ctx, TensorView row_max, Tenso
                                                : detail::chunked_ce::chunk_stats_kernel<T, 1>;
     kernel<<<static_cast<unsigned>(d.rows), kThreads, 0, stream>>>(
         row_max.as<float>(), row_sum.as<float>(), target_logit.as<float>(), x, targets.as<std::int32_t>(), d.cols,
-        d.live, begin, first);
+        d.live, begin, vocab_size, first);
   });
   ZT_CUDA_CHECK_LAUNCH();
 }

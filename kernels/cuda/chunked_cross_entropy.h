@@ -1,6 +1,7 @@
 // CUDA twin of kernels/cpu/chunked_cross_entropy.h: softmax + cross-entropy over vocabulary
 // chunks, for an LM head that never holds all the logits. Chunk logits F32 or BF16, row
-// statistics F32, all on the GPU; targets are not range-checked on the host (that needs a sync).
+// statistics F32, all on the GPU. Targets are not range-checked on the host (that needs a sync):
+// one outside [0, vocab_size) gives its row a NaN loss, as the whole-row kernel does.
 #pragma once
 
 #include <cstdint>

@@ -21,7 +21,7 @@ constexpr int kThreads = 512;
 template <typename T, int kVec>
 __global__ void __launch_bounds__(kThreads)
     chunk_stats_kernel(float* row_max, float* row_sum, float* target_logit, const T* logits,
-                       const std::int32_t* targets, int cols, int live, std::int64_t begin, bool first) {
+                       const std::int32_t* targets, int cols, int live, std::int64_t begin, int vocab, bool first) {
   using Vec = detail::ActVec<T, kVec>;
   __shared__ float shared_f[32];
   __shared__ double shared_d[32];
@@ -29,8 +29,11 @@ __global__ void __launch_bounds__(kThreads)
   const T* x = logits + row * cols;
   const std::int64_t t = targets[row] - begin;
   if (threadIdx.x == 0) {
-    if (first) target_logit[row] = 0.0f;
-    if (t >= 0 && t < live) target_logit[row] = detail::load_act(x + t);
+    // A target outside the vocabulary (not checked on the host: that needs a sync) makes the
+    // row's loss NaN, as the whole-row kernel does, so the trainer's non-finite check stops the run.
+    const bool target_ok = targets[row] >= 0 && targets[row] < vocab;
+    if (first) target_logit[row] = target_ok ? 0.0f : NAN;
+    if (target_ok && t >= 0 && t < live) target_logit[row] = detail::load_act(x + t);
   }
   if (live == 0) {
     if (first && threadIdx.x == 0) row_max[row] = -INFINITY, row_sum[row] = 0.0f;

@@ -130,6 +130,17 @@ TEST_F(CheckpointCorruption, EditedLayoutIsRefused) {
   EXPECT_NE(e.find("3 rank files listed for world_size 2"), std::string::npos) << e;
 }
 
+// A parameter's row_offset (a tensor split by rows across units) must continue its tensor's
+// earlier rows: a resealed manifest that says otherwise is refused by name.
+TEST_F(CheckpointCorruption, RowOffsetThatDoesNotContinueItsTensorIsRefused) {
+  nlohmann::ordered_json doc = nlohmann::ordered_json::parse(manifest_text());
+  ASSERT_TRUE(doc.contains("params") && doc["params"].is_array() && !doc["params"].empty());
+  doc["params"][0]["row_offset"] = 5;
+  write_resealed_manifest(doc.dump(1));
+  const std::string e = load_error();
+  EXPECT_NE(e.find("starts at row 5 but its earlier parts hold 0 rows"), std::string::npos) << e;
+}
+
 // The manifest is sealed by a crc32 of its contents: a position edited by hand (the sample index
 // a resume would continue from) is refused, and a step_XXXXXXXX directory must hold that step
 // (a resealed manifest of another step, or one moved to another folder).

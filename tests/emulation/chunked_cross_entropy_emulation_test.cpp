@@ -6,6 +6,7 @@
 // element within 2^-7.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -43,7 +44,7 @@ void run_shape(Rng& rng, std::int64_t N, int V, int cols, int chunks) {
                                    TensorView{x.data(), dt, Device::kCPU, shape}, view_of(targets), begin, V, c == 0);
     const int live = std::clamp(V - static_cast<int>(begin), 0, cols);
     simt::launch(dim3(static_cast<unsigned>(N)), cce::kThreads, 0, cce::chunk_stats_kernel<T, kVec>, g_max.data(),
-                 g_sum.data(), g_tl.data(), x.data(), targets.data(), cols, live, begin, c == 0);
+                 g_sum.data(), g_tl.data(), x.data(), targets.data(), cols, live, begin, V, c == 0);
   }
   EXPECT_TRUE(close_to_cpu(g_max, c_max, false)) << "row max";
   EXPECT_TRUE(close_to_cpu(g_sum, c_sum, false)) << "row sum";
@@ -77,6 +78,20 @@ TEST(ChunkedCrossEntropyEmulation, StatisticsLossAndGradientsMatchCpu) {
   run_shape<bf16_dev, 1>(rng, 3, 100, 40, 3);
   run_shape<float, 4>(rng, 2, 1100, 640, 3);  // a chunk of padding only, and above the block's threads
   run_shape<bf16_dev, 8>(rng, 2, 1100, 640, 3);
+}
+
+// A target outside the vocabulary (the host does not check targets on the GPU) gives its row a NaN
+// loss, as the whole-row kernel does, so the trainer's non-finite check stops the run.
+TEST(ChunkedCrossEntropyEmulation, ATargetOutsideTheVocabularyGivesANanLoss) {
+  const int V = 50, cols = 64;
+  std::vector<float> logits(2 * cols, 0.5f), mx(2), sum(2), tl(2), loss(2);
+  std::vector<std::int32_t> targets{3, V};  // row 1's target is a padded column
+  simt::launch(dim3(2), cce::kThreads, 0, cce::chunk_stats_kernel<float, 1>, mx.data(), sum.data(), tl.data(),
+               logits.data(), targets.data(), cols, V, std::int64_t{0}, V, true);
+  simt::launch(dim3(1), 64, 0, cce::chunk_loss_kernel, loss.data(), mx.data(), mx.data(), sum.data(), tl.data(),
+               std::int64_t{2});
+  EXPECT_TRUE(std::isfinite(loss[0])) << loss[0];
+  EXPECT_TRUE(std::isnan(loss[1])) << loss[1];
 }
 
 }  // namespace

@@ -48,7 +48,7 @@ int inspect(const std::string& path) {
   fmt::print("saved by {} rank{} at ZeRO stage {}, working params {}\n", m.world_size, m.world_size == 1 ? "" : "s",
              m.zero_stage, m.param_dtype);
   fmt::print("model: {}\n", m.model.dump());
-  fmt::print("parameters: {} in {} tensors, {} units\n", m.table.total_numel(), m.table.params().size(),
+  fmt::print("parameters: {} in {} tensors, {} units\n", m.table.total_numel(), m.table.tensors().size(),
              m.table.units().size());
   for (const char* section : {"train", "optim", "precision", "zero"}) {
     if (m.config.contains(section)) fmt::print("config.{}: {}\n", section, m.config.at(section).dump());

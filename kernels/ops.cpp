@@ -21,6 +21,7 @@
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/norm.h"
 #include "kernels/cpu/residual.h"
+#include "kernels/cpu/rmsnorm.h"
 #include "kernels/op_profiler.h"
 #ifdef ZT_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -42,6 +43,7 @@
 #include "kernels/cuda/matmul.h"
 #include "kernels/cuda/norm.h"
 #include "kernels/cuda/residual.h"
+#include "kernels/cuda/rmsnorm.h"
 #endif
 
 namespace zt::ops {
@@ -312,6 +314,14 @@ void matmul_backward_through_gelu(const ExecContext& ctx, TensorView dinp, Tenso
 void layernorm_residual_forward(const ExecContext& ctx, TensorView residual, TensorView out, TensorView mean,
                                 TensorView rstd, TensorView a, TensorView b, TensorView weight, TensorView bias) {
   return ZT_OP(layernorm_residual_forward, ctx, residual, out, mean, rstd, a, b, weight, bias);
+}
+void rmsnorm_forward(const ExecContext& ctx, TensorView out, TensorView rstd, TensorView inp, TensorView weight,
+                     float eps) {
+  return ZT_OP(rmsnorm_forward, ctx, out, rstd, inp, weight, eps);
+}
+void rmsnorm_backward(const ExecContext& ctx, TensorView dinp, TensorView dweight, TensorView dout, TensorView inp,
+                      TensorView weight, TensorView rstd) {
+  return ZT_OP(rmsnorm_backward, ctx, dinp, dweight, dout, inp, weight, rstd);
 }
 void residual_forward(const ExecContext& ctx, TensorView out, TensorView a, TensorView b) {
   return ZT_OP(residual_forward, ctx, out, a, b);

@@ -99,6 +99,11 @@ void flash_attention_backward(const ExecContext& ctx, TensorView dqkv, TensorVie
                               TensorView lse, int n_head, const DropoutSpec& dropout);
 void gelu_forward(const ExecContext& ctx, TensorView out, TensorView inp);
 void gelu_backward(const ExecContext& ctx, TensorView dinp, TensorView inp, TensorView dout);
+// RMSNorm (Llama's; kernels/cpu/rmsnorm.h): out = inp * rstd * weight, and its backward.
+void rmsnorm_forward(const ExecContext& ctx, TensorView out, TensorView rstd, TensorView inp, TensorView weight,
+                     float eps);
+void rmsnorm_backward(const ExecContext& ctx, TensorView dinp, TensorView dweight, TensorView dout, TensorView inp,
+                      TensorView weight, TensorView rstd);
 void residual_forward(const ExecContext& ctx, TensorView out, TensorView a, TensorView b);
 void dropout_forward(const ExecContext& ctx, TensorView out, TensorView in, const DropoutSpec& spec);
 void dropout_backward(const ExecContext& ctx, TensorView dinp, TensorView dout, const DropoutSpec& spec);

@@ -1,0 +1,99 @@
+// RMSNorm on the GPU: operand checks and launches of the kernels in rmsnorm_kernels.cuh.
+#include "kernels/cuda/rmsnorm.h"
+
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/rmsnorm_kernels.cuh"
+
+namespace zt::cuda {
+
+namespace {
+
+using detail::rms::kBackwardThreads;
+using detail::rms::kColumnThreads;
+using detail::rms::kForwardWarps;
+using detail::rms::kRowsPerChunk;
+
+struct RowDims {
+  std::int64_t rows;
+  int cols;
+};
+
+RowDims check_views(const char* op, DType act, const TensorView& out_like, const TensorView& rstd,
+                    const TensorView& inp, const TensorView& weight) {
+  for (const TensorView* v : {&out_like, &rstd, &inp, &weight}) detail::check_on_gpu(*v, "rmsnorm operand");
+  ZT_CHECK(rstd.dtype == DType::kF32, "rmsnorm: rstd is F32, not {}", dtype_name(rstd.dtype));
+  detail::check_param_dtype(op, act, {weight});
+  ZT_CHECK(inp.shape.ndim() >= 1);
+  const std::int64_t C = inp.shape[inp.shape.ndim() - 1];
+  ZT_CHECK(C > 0 && C <= (1 << 30));
+  RowDims d{inp.numel() / C, static_cast<int>(C)};
+  ZT_CHECK(out_like.numel() == inp.numel(), "out/dout has {} elements, inp {}", out_like.numel(), inp.numel());
+  ZT_CHECK(rstd.numel() == d.rows, "rstd must have {} elements", d.rows);
+  ZT_CHECK(weight.numel() == C, "weight must have {} elements", C);
+  return d;
+}
+
+}  // namespace
+
+void rmsnorm_forward(const ExecContext& ctx, TensorView out, TensorView rstd, TensorView inp, TensorView weight,
+                     float eps) {
+  const cudaStream_t stream = detail::stream_of(ctx);
+  const DType dtype = detail::activation_dtype("rmsnorm_forward", {out, inp});
+  const RowDims d = check_views("rmsnorm_forward", dtype, out, rstd, inp, weight);
+  ZT_CHECK(eps > 0.0f, "rmsnorm eps {} must be positive", eps);
+  if (d.rows == 0) return;
+  detail::dispatch_activation_params(dtype, weight.dtype, [&](auto type, auto ptype) {
+    using T = typename decltype(type)::type;
+    using P = typename decltype(ptype)::type;
+    T* o = detail::act_data<T>(out);
+    const T* x = detail::act_data<T>(inp);
+    const P* w = detail::act_data<P>(weight);
+    constexpr int kWide = detail::kWideVec<T>;
+    const bool vec = d.cols % kWide == 0 && detail::wide_vec_aligned(o) && detail::wide_vec_aligned(x) &&
+                     detail::wide_vec_aligned(w);
+    const auto kernel =
+        vec ? detail::rms::rmsnorm_forward_kernel<T, P, kWide> : detail::rms::rmsnorm_forward_kernel<T, P, 1>;
+    kernel<<<static_cast<unsigned>((d.rows + kForwardWarps - 1) / kForwardWarps), kForwardWarps * detail::kWarpSize, 0,
+             stream>>>(o, rstd.as<float>(), x, w, d.rows, d.cols, eps);
+  });
+  ZT_CUDA_CHECK_LAUNCH();
+}
+
+void rmsnorm_backward(const ExecContext& ctx, TensorView dinp, TensorView dweight, TensorView dout, TensorView inp,
+                      TensorView weight, TensorView rstd) {
+  const cudaStream_t stream = detail::stream_of(ctx);
+  const DType dtype = detail::activation_dtype("rmsnorm_backward", {dinp, dout, inp});
+  const RowDims d = check_views("rmsnorm_backward", dtype, dout, rstd, inp, weight);
+  for (const TensorView* v : {&dinp, &dweight}) detail::check_on_gpu(*v, "rmsnorm gradient");
+  ZT_CHECK(dinp.numel() == inp.numel(), "dinp must be shaped as inp");
+  ZT_CHECK(dweight.dtype == DType::kF32 || dweight.dtype == dtype, "dweight must be F32 or {}", dtype_name(dtype));
+  ZT_CHECK(dweight.numel() == d.cols, "dweight must have {} elements", d.cols);
+  const std::int64_t num_chunks = (d.rows + kRowsPerChunk - 1) / kRowsPerChunk;
+  if (num_chunks == 0) return;
+  Buffer partials = detail::resources_of(ctx).scratch(DType::kF32, num_chunks * d.cols);
+  detail::dispatch_activation_params(dtype, weight.dtype, [&](auto type, auto ptype) {
+    using T = typename decltype(type)::type;
+    using P = typename decltype(ptype)::type;
+    T* di = detail::act_data<T>(dinp);
+    const T* g = detail::act_data<T>(dout);
+    const T* x = detail::act_data<T>(inp);
+    const P* w = detail::act_data<P>(weight);
+    constexpr int kWide = detail::kWideVec<T>;
+    const bool vec = d.cols % kWide == 0 && detail::wide_vec_aligned(di) && detail::wide_vec_aligned(g) &&
+                     detail::wide_vec_aligned(x) && detail::aligned16(partials.data()) && detail::wide_vec_aligned(w);
+    const auto kernel =
+        vec ? detail::rms::rmsnorm_backward_chunk<T, P, kWide> : detail::rms::rmsnorm_backward_chunk<T, P, 1>;
+    kernel<<<static_cast<unsigned>(num_chunks), kBackwardThreads, 0, stream>>>(di, partials.as<float>(), g, x, w,
+                                                                               rstd.as<float>(), d.rows, d.cols);
+  });
+  ZT_CUDA_CHECK_LAUNCH();
+  detail::dispatch_activation(dweight.dtype, [&](auto type) {
+    using D = typename decltype(type)::type;
+    detail::rms::rmsnorm_backward_params<D>
+        <<<(d.cols + kColumnThreads - 1) / kColumnThreads, kColumnThreads, 0, stream>>>(
+            detail::act_data<D>(dweight), partials.as<float>(), num_chunks, d.cols);
+  });
+  ZT_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace zt::cuda

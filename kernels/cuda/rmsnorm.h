@@ -1,0 +1,16 @@
+// CUDA twin of kernels/cpu/rmsnorm.h: RMSNorm over the last dimension, computed in fp32.
+// Activations (out, inp; dinp, dout) all F32 or all BF16 per call; rstd F32; the weight F32, or
+// BF16 with BF16 activations; dweight F32, or BF16 with BF16 activations (added in place).
+#pragma once
+
+#include "engine/core/tensor.h"
+#include "kernels/exec_context.h"
+
+namespace zt::cuda {
+
+void rmsnorm_forward(const ExecContext& ctx, TensorView out, TensorView rstd, TensorView inp, TensorView weight,
+                     float eps);
+void rmsnorm_backward(const ExecContext& ctx, TensorView dinp, TensorView dweight, TensorView dout, TensorView inp,
+                      TensorView weight, TensorView rstd);
+
+}  // namespace zt::cuda

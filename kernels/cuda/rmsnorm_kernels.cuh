@@ -1,0 +1,111 @@
+// RMSNorm kernels on the GPU, device code only (launched by rmsnorm.cu; run on the CPU by the SIMT
+// emulation tests, tests/emulation/), laid out as the LayerNorm kernels are (layernorm_kernels.cuh):
+// forward one warp per row; backward one block per 32-row chunk computing each row's dinp (a warp
+// per row) and the chunk's dweight partial (a thread per column group, rows in order), then a
+// kernel adding the partials in chunk order. No float atomics: the results repeat bitwise. 16-byte
+// vector accesses (kVec = kWideVec<T>) where C % kVec == 0 and the row operands are aligned16, else
+// single elements. Activations of storage type T (float or bf16), the weight of type P (float, or
+// bf16 with bf16 activations), statistics and partials fp32; each activation result rounded once.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/cuda/device_helpers.cuh"
+
+namespace zt::cuda::detail::rms {
+
+constexpr int kForwardWarps = 8;  // rows per forward block
+constexpr int kRowsPerChunk = 32;
+constexpr int kBackwardThreads = 256;
+constexpr int kColumnThreads = 256;
+
+template <typename T, typename P, int kVec>
+__global__ void rmsnorm_forward_kernel(T* out, float* rstd, const T* inp, const P* weight, std::int64_t N, int C,
+                                       float eps) {
+  using Vec = detail::ActVec<T, kVec>;
+  using ParamVec = detail::ActVec<P, kVec>;
+  const int lane = threadIdx.x % detail::kWarpSize;
+  const std::int64_t row = blockIdx.x * std::int64_t{kForwardWarps} + threadIdx.x / detail::kWarpSize;
+  if (row >= N) return;
+  const int groups = C / kVec;
+  const T* x = inp + row * C;
+  float sq = 0.0f;
+  for (int q = lane; q < groups; q += detail::kWarpSize) {
+    const Vec xv = Vec::load(x + q * kVec);
+#pragma unroll
+    for (int i = 0; i < kVec; ++i) sq += xv[i] * xv[i];
+  }
+  const float s = 1.0f / sqrtf(detail::warp_sum(sq) / static_cast<float>(C) + eps);
+  T* o = out + row * C;  // may be x: each lane reads its groups before writing them
+  for (int q = lane; q < groups; q += detail::kWarpSize) {
+    const Vec xv = Vec::load(x + q * kVec);
+    const ParamVec wv = ParamVec::load(weight + q * kVec);
+    Vec ov;
+#pragma unroll
+    for (int i = 0; i < kVec; ++i) ov[i] = xv[i] * s * wv[i];
+    ov.store(o + q * kVec);
+  }
+  if (lane == 0) rstd[row] = s;
+}
+
+// One block per chunk of kRowsPerChunk rows; partials [num_chunks, C]. dinp accumulates as
+// round(widen(old) + contribution) for bf16.
+template <typename T, typename P, int kVec>
+__global__ void rmsnorm_backward_chunk(T* dinp, float* partials, const T* dout, const T* inp, const P* weight,
+                                       const float* rstd, std::int64_t N, int C) {
+  using Vec = detail::ActVec<T, kVec>;
+  using ParamVec = detail::ActVec<P, kVec>;
+  using PartialVec = detail::FloatVec<kVec>;
+  const int lane = threadIdx.x % detail::kWarpSize, warp = threadIdx.x / detail::kWarpSize;
+  constexpr int kWarps = kBackwardThreads / detail::kWarpSize;
+  const std::int64_t row0 = blockIdx.x * std::int64_t{kRowsPerChunk};
+  const int rows = static_cast<int>(N - row0 < kRowsPerChunk ? N - row0 : kRowsPerChunk);
+  const int groups = C / kVec;
+  for (int r = warp; r < rows; r += kWarps) {
+    const std::int64_t row = row0 + r;
+    const T* g = dout + row * C;
+    const T* x = inp + row * C;
+    const float s = rstd[row];
+    float dnorm_norm_sum = 0.0f;
+    for (int q = lane; q < groups; q += detail::kWarpSize) {
+      const Vec gv = Vec::load(g + q * kVec), xv = Vec::load(x + q * kVec);
+      const ParamVec wv = ParamVec::load(weight + q * kVec);
+#pragma unroll
+      for (int i = 0; i < kVec; ++i) dnorm_norm_sum += (gv[i] * wv[i]) * (xv[i] * s);
+    }
+    const float dnorm_norm_mean = detail::warp_sum(dnorm_norm_sum) / static_cast<float>(C);
+    T* di = dinp + row * C;
+    for (int q = lane; q < groups; q += detail::kWarpSize) {
+      const Vec gv = Vec::load(g + q * kVec), xv = Vec::load(x + q * kVec);
+      const ParamVec wv = ParamVec::load(weight + q * kVec);
+      Vec dv = Vec::load(di + q * kVec);
+#pragma unroll
+      for (int i = 0; i < kVec; ++i) dv[i] += s * (gv[i] * wv[i] - (xv[i] * s) * dnorm_norm_mean);
+      dv.store(di + q * kVec);
+    }
+  }
+  float* dw_part = partials + blockIdx.x * std::int64_t{C};
+  for (int q = threadIdx.x; q < groups; q += kBackwardThreads) {
+    PartialVec dw{};
+    for (int r = 0; r < rows; ++r) {
+      const std::int64_t row = row0 + r;
+      const Vec gv = Vec::load(dout + row * C + q * kVec), xv = Vec::load(inp + row * C + q * kVec);
+      const float s = rstd[row];
+#pragma unroll
+      for (int i = 0; i < kVec; ++i) dw[i] += gv[i] * (xv[i] * s);
+    }
+    dw.store(dw_part + q * kVec);
+  }
+}
+
+// dweight of type D: float, or bf16 (added in place into bf16 storage: one rounding).
+template <typename D>
+__global__ void rmsnorm_backward_params(D* dweight, const float* partials, std::int64_t num_chunks, int C) {
+  const int c = blockIdx.x * kColumnThreads + threadIdx.x;
+  if (c >= C) return;
+  float dw = 0.0f;
+  for (std::int64_t k = 0; k < num_chunks; ++k) dw += partials[k * C + c];  // chunk order
+  detail::store_act(dweight + c, detail::load_act(dweight + c) + dw);
+}
+
+}  // namespace zt::cuda::detail::rms

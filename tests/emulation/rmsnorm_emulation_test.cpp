@@ -1,0 +1,77 @@
+// The CUDA RMSNorm kernels (kernels/cuda/rmsnorm_kernels.cuh) run on the CPU under the SIMT
+// emulator, as rmsnorm.cu launches them, against the CPU kernels: the forward, the chunked
+// backward and its weight-gradient pass, both vector widths, F32 and BF16 activations, F32 and
+// (with BF16 activations) BF16 weights. Tolerances of the LayerNorm emulation test: 1e-5
+// normwise for fp32 results; BF16 results also within 2^-7 of the CPU's per element.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "kernels/cpu/rmsnorm.h"
+#include "kernels/cuda/rmsnorm_kernels.cuh"
+#include "tests/emulation/emulation_util.h"
+#include "tests/emulation/simt_runtime.h"
+#include "tests/kernels/kernel_test_util.h"
+
+namespace zt::test {
+namespace {
+
+namespace rms = cuda::detail::rms;
+using namespace emulation;  // NOLINT: the emulation tests' shared helpers
+
+constexpr float kEps = 1e-5f;
+
+template <typename T, typename P, int kVec>
+void run_shape(Rng& rng, std::int64_t N, std::int64_t C) {
+  constexpr bool kBf16 = !std::is_same_v<T, float>;
+  SCOPED_TRACE(::testing::Message() << (kBf16 ? "BF16" : "F32") << " activations, "
+                                    << (std::is_same_v<P, float> ? "F32" : "BF16") << " weight, N=" << N << " C=" << C
+                                    << " kVec=" << kVec);
+  const DType dt = dtype_of<T>(), pt = dtype_of<P>();
+  const Shape nc{N, C};
+  std::vector<T> x = device_values<T>(rng.normal(N * C, 0.5f, 2.0f)), dout = device_values<T>(rng.normal(N * C));
+  std::vector<P> w = device_values<P>(rng.normal(C, 1.0f, 0.3f));
+  const std::vector<T> dinp0 = device_values<T>(rng.normal(N * C));
+  const std::vector<float> dw0 = rng.normal(C);
+
+  std::vector<T> out_c(x.size()), dinp_c = dinp0;
+  std::vector<float> rstd_c(N), dw_c = dw0;
+  const TensorView wv{w.data(), pt, Device::kCPU, Shape{C}};
+  cpu::rmsnorm_forward(reference_ctx(), TensorView{out_c.data(), dt, Device::kCPU, nc}, view_of(rstd_c),
+                       TensorView{x.data(), dt, Device::kCPU, nc}, wv, kEps);
+  cpu::rmsnorm_backward(reference_ctx(), TensorView{dinp_c.data(), dt, Device::kCPU, nc}, view_of(dw_c),
+                        TensorView{dout.data(), dt, Device::kCPU, nc}, TensorView{x.data(), dt, Device::kCPU, nc}, wv,
+                        view_of(rstd_c));
+
+  std::vector<T> out_g = device_values<T>(std::vector<float>(x.size(), NAN)), dinp_g = dinp0;
+  std::vector<float> rstd_g(N, NAN), dw_g = dw0;
+  const auto fwd_blocks = static_cast<unsigned>((N + rms::kForwardWarps - 1) / rms::kForwardWarps);
+  simt::launch(dim3(fwd_blocks), rms::kForwardWarps * 32, 0, rms::rmsnorm_forward_kernel<T, P, kVec>, out_g.data(),
+               rstd_g.data(), x.data(), w.data(), N, static_cast<int>(C), kEps);
+  EXPECT_TRUE(close_to_cpu(host_values(out_g), host_values(out_c), kBf16)) << "out";
+  EXPECT_TRUE(close_to_cpu(rstd_g, rstd_c, false)) << "rstd";
+  const std::int64_t chunks = (N + rms::kRowsPerChunk - 1) / rms::kRowsPerChunk;
+  std::vector<float> partials(static_cast<std::size_t>(chunks * C), NAN);
+  simt::launch(dim3(static_cast<unsigned>(chunks)), rms::kBackwardThreads, 0, rms::rmsnorm_backward_chunk<T, P, kVec>,
+               dinp_g.data(), partials.data(), dout.data(), x.data(), w.data(), rstd_c.data(), N, static_cast<int>(C));
+  simt::launch(dim3(static_cast<unsigned>((C + rms::kColumnThreads - 1) / rms::kColumnThreads)), rms::kColumnThreads, 0,
+               rms::rmsnorm_backward_params<float>, dw_g.data(), partials.data(), chunks, static_cast<int>(C));
+  EXPECT_TRUE(close_to_cpu(host_values(dinp_g), host_values(dinp_c), kBf16)) << "dinp";
+  EXPECT_TRUE(close_to_cpu(dw_g, dw_c, false)) << "dweight";
+  for (const std::string& v : simt::violations()) ADD_FAILURE() << "emulator rule broken: " << v;
+}
+
+TEST(RmsNormEmulation, ForwardAndBackwardMatchCpu) {
+  ZT_SEEDED_RNG(rng);
+  run_shape<float, float, 1>(rng, 5, 37);
+  run_shape<bf16_dev, float, 1>(rng, 5, 37);
+  run_shape<float, float, 4>(rng, 70, 64);  // three backward chunks, the last partial
+  run_shape<bf16_dev, float, 8>(rng, 40, 96);
+  run_shape<bf16_dev, bf16_dev, 8>(rng, 40, 96);
+}
+
+}  // namespace
+}  // namespace zt::test

@@ -22,6 +22,7 @@
 #include "kernels/cpu/norm.h"
 #include "kernels/cpu/residual.h"
 #include "kernels/cpu/rmsnorm.h"
+#include "kernels/cpu/swiglu.h"
 #include "kernels/op_profiler.h"
 #ifdef ZT_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -44,6 +45,7 @@
 #include "kernels/cuda/norm.h"
 #include "kernels/cuda/residual.h"
 #include "kernels/cuda/rmsnorm.h"
+#include "kernels/cuda/swiglu.h"
 #endif
 
 namespace zt::ops {
@@ -322,6 +324,12 @@ void rmsnorm_forward(const ExecContext& ctx, TensorView out, TensorView rstd, Te
 void rmsnorm_backward(const ExecContext& ctx, TensorView dinp, TensorView dweight, TensorView dout, TensorView inp,
                       TensorView weight, TensorView rstd) {
   return ZT_OP(rmsnorm_backward, ctx, dinp, dweight, dout, inp, weight, rstd);
+}
+void swiglu_forward(const ExecContext& ctx, TensorView out, TensorView gate_up) {
+  return ZT_OP(swiglu_forward, ctx, out, gate_up);
+}
+void swiglu_backward(const ExecContext& ctx, TensorView dgate_up, TensorView gate_up, TensorView dout) {
+  return ZT_OP(swiglu_backward, ctx, dgate_up, gate_up, dout);
 }
 void residual_forward(const ExecContext& ctx, TensorView out, TensorView a, TensorView b) {
   return ZT_OP(residual_forward, ctx, out, a, b);

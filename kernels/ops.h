@@ -104,6 +104,9 @@ void rmsnorm_forward(const ExecContext& ctx, TensorView out, TensorView rstd, Te
                      float eps);
 void rmsnorm_backward(const ExecContext& ctx, TensorView dinp, TensorView dweight, TensorView dout, TensorView inp,
                       TensorView weight, TensorView rstd);
+// SwiGLU (Llama's MLP; kernels/cpu/swiglu.h) on the fused gate and up output [N, 2H].
+void swiglu_forward(const ExecContext& ctx, TensorView out, TensorView gate_up);
+void swiglu_backward(const ExecContext& ctx, TensorView dgate_up, TensorView gate_up, TensorView dout);
 void residual_forward(const ExecContext& ctx, TensorView out, TensorView a, TensorView b);
 void dropout_forward(const ExecContext& ctx, TensorView out, TensorView in, const DropoutSpec& spec);
 void dropout_backward(const ExecContext& ctx, TensorView dinp, TensorView dout, const DropoutSpec& spec);

@@ -22,6 +22,7 @@
 #include "kernels/cpu/norm.h"
 #include "kernels/cpu/residual.h"
 #include "kernels/cpu/rmsnorm.h"
+#include "kernels/cpu/rope.h"
 #include "kernels/cpu/swiglu.h"
 #include "kernels/op_profiler.h"
 #ifdef ZT_HAVE_CUDA
@@ -45,6 +46,7 @@
 #include "kernels/cuda/norm.h"
 #include "kernels/cuda/residual.h"
 #include "kernels/cuda/rmsnorm.h"
+#include "kernels/cuda/rope.h"
 #include "kernels/cuda/swiglu.h"
 #endif
 
@@ -324,6 +326,12 @@ void rmsnorm_forward(const ExecContext& ctx, TensorView out, TensorView rstd, Te
 void rmsnorm_backward(const ExecContext& ctx, TensorView dinp, TensorView dweight, TensorView dout, TensorView inp,
                       TensorView weight, TensorView rstd) {
   return ZT_OP(rmsnorm_backward, ctx, dinp, dweight, dout, inp, weight, rstd);
+}
+void rope_forward(const ExecContext& ctx, TensorView x, int n_heads, int head_size, float theta) {
+  return ZT_OP(rope_forward, ctx, x, n_heads, head_size, theta);
+}
+void rope_backward(const ExecContext& ctx, TensorView dx, int n_heads, int head_size, float theta) {
+  return ZT_OP(rope_backward, ctx, dx, n_heads, head_size, theta);
 }
 void swiglu_forward(const ExecContext& ctx, TensorView out, TensorView gate_up) {
   return ZT_OP(swiglu_forward, ctx, out, gate_up);

@@ -104,6 +104,10 @@ void rmsnorm_forward(const ExecContext& ctx, TensorView out, TensorView rstd, Te
                      float eps);
 void rmsnorm_backward(const ExecContext& ctx, TensorView dinp, TensorView dweight, TensorView dout, TensorView inp,
                       TensorView weight, TensorView rstd);
+// Rotary position embeddings in place on the first n_heads heads of each [B, T, W] row, and the
+// backward (kernels/cpu/rope.h).
+void rope_forward(const ExecContext& ctx, TensorView x, int n_heads, int head_size, float theta);
+void rope_backward(const ExecContext& ctx, TensorView dx, int n_heads, int head_size, float theta);
 // SwiGLU (Llama's MLP; kernels/cpu/swiglu.h) on the fused gate and up output [N, 2H].
 void swiglu_forward(const ExecContext& ctx, TensorView out, TensorView gate_up);
 void swiglu_backward(const ExecContext& ctx, TensorView dgate_up, TensorView gate_up, TensorView dout);

@@ -1,0 +1,83 @@
+// RoPE on the CPU: the cos/sin of every (t, i) once per call, then a row per task; bf16 rows staged
+// through fp32 (read and written: the rotation is in place).
+#include "kernels/cpu/rope.h"
+
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "kernels/contracts/rope_angles.h"
+#include "kernels/cpu/bf16_staging.h"
+
+namespace zt::cpu {
+
+namespace {
+
+struct Dims {
+  std::int64_t B, T, W;
+};
+
+Dims check(const TensorView& x, int n_heads, int head_size, float theta) {
+  ZT_CHECK(x.shape.ndim() == 3, "rope: x must be [B, T, W]");
+  ZT_CHECK(head_size > 0 && head_size % 2 == 0, "rope: head_size {} must be even", head_size);
+  ZT_CHECK(n_heads >= 0 && static_cast<std::int64_t>(n_heads) * head_size <= x.shape[2],
+           "rope: {} heads of {} exceed the row's {} columns", n_heads, head_size, x.shape[2]);
+  ZT_CHECK(theta > 0.0f, "rope: theta {} must be positive", theta);
+  return {x.shape[0], x.shape[1], x.shape[2]};
+}
+
+// sign +1: forward, -1: backward (the transpose). Row r of the rows given is at position r % T
+// (whole sequences only).
+void rotate_f32(const ExecContext& ctx, float* x, std::int64_t rows, std::int64_t T, std::int64_t W, int n_heads,
+                int head_size, float theta, float sign) {
+  const int half = head_size / 2;
+  std::vector<float> cos_t(static_cast<std::size_t>(T * half)), sin_t(cos_t.size());
+  for (std::int64_t t = 0; t < T; ++t) {
+    for (int i = 0; i < half; ++i) {
+      const float a = rope_angle(static_cast<int>(t), i, head_size, theta);
+      cos_t[static_cast<std::size_t>(t * half + i)] = std::cos(a);
+      sin_t[static_cast<std::size_t>(t * half + i)] = sign * std::sin(a);
+    }
+  }
+#pragma omp parallel for num_threads(ctx.num_threads) schedule(static)
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const float* c = cos_t.data() + (r % T) * half;
+    const float* s = sin_t.data() + (r % T) * half;
+    for (int h = 0; h < n_heads; ++h) {
+      float* x1 = x + r * W + static_cast<std::int64_t>(h) * head_size;
+      float* x2 = x1 + half;
+      for (int i = 0; i < half; ++i) {
+        const float a = x1[i], b = x2[i];
+        x1[i] = a * c[i] - b * s[i];
+        x2[i] = b * c[i] + a * s[i];
+      }
+    }
+  }
+}
+
+void rotate(const ExecContext& ctx, const char* op, TensorView x, int n_heads, int head_size, float theta, float sign) {
+  const Dims d = check(x, n_heads, head_size, theta);
+  if (activation_dtype(op, {x}) == DType::kBF16) {
+    // Whole sequences per staged chunk (rows of T positions), so row r's position stays r % T.
+    using detail::Access;
+    const TensorView seqs = detail::as_rows(x, d.T * d.W);
+    detail::stage_rows(ctx, {{seqs, Access::kReadWrite}},
+                       [&](std::int64_t, std::int64_t n, std::span<const TensorView> v) {
+                         rotate_f32(ctx, v[0].as<float>(), n * d.T, d.T, d.W, n_heads, head_size, theta, sign);
+                       });
+    return;
+  }
+  rotate_f32(ctx, x.as<float>(), d.B * d.T, d.T, d.W, n_heads, head_size, theta, sign);
+}
+
+}  // namespace
+
+void rope_forward(const ExecContext& ctx, TensorView x, int n_heads, int head_size, float theta) {
+  rotate(ctx, "rope_forward", x, n_heads, head_size, theta, 1.0f);
+}
+
+void rope_backward(const ExecContext& ctx, TensorView dx, int n_heads, int head_size, float theta) {
+  rotate(ctx, "rope_backward", dx, n_heads, head_size, theta, -1.0f);
+}
+
+}  // namespace zt::cpu

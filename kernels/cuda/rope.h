@@ -1,0 +1,13 @@
+// CUDA twin of kernels/cpu/rope.h: rotary position embeddings in place on the first n_heads heads
+// of each [B, T, W] row, F32 or BF16.
+#pragma once
+
+#include "engine/core/tensor.h"
+#include "kernels/exec_context.h"
+
+namespace zt::cuda {
+
+void rope_forward(const ExecContext& ctx, TensorView x, int n_heads, int head_size, float theta);
+void rope_backward(const ExecContext& ctx, TensorView dx, int n_heads, int head_size, float theta);
+
+}  // namespace zt::cuda

@@ -6,17 +6,25 @@
 
 namespace zt {
 
-AttentionDims attention_dims(const TensorView& out_like, const TensorView& att, const TensorView& qkv, int n_head) {
+AttentionDims attention_dims(const TensorView& out_like, const TensorView& att, const TensorView& qkv, int n_head,
+                             int n_kv_head) {
   activation_dtype("attention", {out_like, att, qkv});  // one dtype, F32 or BF16
   ZT_CHECK(qkv.shape.ndim() == 3, "qkv must be [B, T, 3C], has {} dims", qkv.shape.ndim());
+  if (n_kv_head == 0) n_kv_head = n_head;
+  ZT_CHECK(n_head > 0 && n_kv_head > 0 && n_head % n_kv_head == 0, "n_head={} is not a multiple of n_kv_head={}",
+           n_head, n_kv_head);
   AttentionDims d;
   d.B = qkv.shape[0];
   d.T = qkv.shape[1];
-  ZT_CHECK(qkv.shape[2] % 3 == 0, "qkv last dim {} is not 3C", qkv.shape[2]);
-  d.C = qkv.shape[2] / 3;
+  d.W = qkv.shape[2];
+  const std::int64_t heads = n_head + 2 * static_cast<std::int64_t>(n_kv_head);  // q, k and v heads in a row
+  ZT_CHECK(d.W % heads == 0, "qkv last dim {} is not (n_head + 2 n_kv_head) = {} heads", d.W, heads);
+  d.hs = d.W / heads;
   d.NH = n_head;
-  ZT_CHECK(n_head > 0 && d.C % n_head == 0, "C={} not divisible by n_head={}", d.C, n_head);
-  d.hs = d.C / n_head;
+  d.NKV = n_kv_head;
+  d.C = d.NH * d.hs;
+  d.k_off = d.NH * d.hs;
+  d.v_off = (d.NH + d.NKV) * d.hs;
   ZT_CHECK(out_like.numel() == d.B * d.T * d.C && out_like.shape[out_like.shape.ndim() - 1] == d.C,
            "out/dout must be [B={}, T={}, C={}]", d.B, d.T, d.C);
   ZT_CHECK(att.numel() == d.B * d.NH * d.T * d.T, "att must be [B={}, n_head={}, T={}, T]", d.B, d.NH, d.T);

@@ -12,8 +12,14 @@ namespace zt {
 // multiple of n_head, att [B, n_head, T, T], out/dout [B, T, C], of one activation dtype (F32 or BF16).
 struct AttentionDims {
   std::int64_t B, T, C, NH, hs;
+  // Grouped-query attention: NKV key/value heads (NH a multiple of it), query head h reading kv
+  // head h / (NH / NKV). A qkv row is W = (NH + 2 NKV) hs wide: q | k | v, k at column k_off =
+  // NH hs and v at v_off = (NH + NKV) hs. With NKV = NH (multi-head) W = 3C.
+  std::int64_t NKV, W, k_off, v_off;
 };
-AttentionDims attention_dims(const TensorView& out_like, const TensorView& att, const TensorView& qkv, int n_head);
+// n_kv_head 0: n_head (multi-head attention, qkv [B, T, 3C]).
+AttentionDims attention_dims(const TensorView& out_like, const TensorView& att, const TensorView& qkv, int n_head,
+                             int n_kv_head = 0);
 
 // The operands every embedding kernel (CPU and CUDA) takes, checked: tokens I32 [B, T],
 // wte [vocab, C], wpe [max_T, C] with T <= max_T, out/dout [B, T, C] F32 or BF16. The tables are the

@@ -31,9 +31,10 @@ struct AttnDims : AttentionDims {
   std::int64_t Tp, hsp;  // T and hs rounded up to kTileCols
 };
 
-AttnDims check_dims(const TensorView& out_like, const TensorView& att, const TensorView& qkv, int n_head) {
+AttnDims check_dims(const TensorView& out_like, const TensorView& att, const TensorView& qkv, int n_head,
+                    int n_kv_head) {
   AttnDims d;
-  static_cast<AttentionDims&>(d) = attention_dims(out_like, att, qkv, n_head);
+  static_cast<AttentionDims&>(d) = attention_dims(out_like, att, qkv, n_head, n_kv_head);
   d.Tp = round_up(d.T, kTileCols);
   d.hsp = round_up(d.hs, kTileCols);
   return d;
@@ -120,6 +121,17 @@ void store_tile_rows(float* dst, std::int64_t dst_stride, const float* tile, std
   }
 }
 
+// Adds rows [r0, min(r0 + kTileRows, T)) of a tile to acc rows (row stride hs): a kv head's dk or
+// dv summed over its query heads, in head order.
+void add_tile_rows(float* acc, const float* tile, std::int64_t tile_stride, std::int64_t r0, std::int64_t T,
+                   std::int64_t hs) {
+  for (std::int64_t r = 0; r < kTileRows && r0 + r < T; ++r) {
+    float* a = acc + (r0 + r) * hs;
+    const float* t = tile + r * tile_stride;
+    for (std::int64_t e = 0; e < hs; ++e) a[e] += t[e];
+  }
+}
+
 // Row t of head h in sample `sample` is elements [(h * T + t) * T, ... + len) of the sample's mask
 // (see attention.h); scale[k] = mask / (1 - p) for its first len = t + 1 (causal) entries.
 void dropout_row_scale(const DropoutSpec& dropout, std::int64_t sample, std::int64_t h, std::int64_t t, std::int64_t T,
@@ -130,8 +142,8 @@ void dropout_row_scale(const DropoutSpec& dropout, std::int64_t sample, std::int
 }  // namespace
 
 void attention_forward(const ExecContext& ctx, TensorView out, TensorView att, TensorView qkv, int n_head,
-                       const DropoutSpec& dropout) {
-  const AttnDims d = check_dims(out, att, qkv, n_head);
+                       const DropoutSpec& dropout, int n_kv_head) {
+  const AttnDims d = check_dims(out, att, qkv, n_head, n_kv_head);
   dropout_rules::check_spec(dropout, d.NH * d.T * d.T);
   if (qkv.dtype == DType::kBF16) {  // samples staged in fp32, each keeping its global sample index
     using detail::Access;
@@ -139,12 +151,12 @@ void attention_forward(const ExecContext& ctx, TensorView out, TensorView att, T
                        [&](std::int64_t first, std::int64_t, std::span<const TensorView> v) {
                          DropoutSpec chunk = dropout;
                          chunk.first_sample += first;
-                         attention_forward(ctx, v[0], v[1], v[2], n_head, chunk);
+                         attention_forward(ctx, v[0], v[1], v[2], n_head, chunk, n_kv_head);
                        });
     return;
   }
   const bool drop = dropout.active();
-  const std::int64_t T = d.T, C = d.C, C3 = 3 * d.C, hs = d.hs, Tp = d.Tp, hsp = d.hsp;
+  const std::int64_t T = d.T, C = d.C, W = d.W, hs = d.hs, Tp = d.Tp, hsp = d.hsp, group = d.NH / d.NKV;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
   const float* qkv_p = qkv.as<float>();
   float* out_p = out.as<float>();
@@ -156,11 +168,11 @@ void attention_forward(const ExecContext& ctx, TensorView out, TensorView att, T
     std::vector<float> mask(drop ? T : 0);                         // a row's dropout scale factors
 #pragma omp for schedule(static)
     for (std::int64_t bh = 0; bh < d.B * d.NH; ++bh) {
-      const std::int64_t b = bh / d.NH, h = bh % d.NH;
-      const float* base = qkv_p + b * T * C3 + h * hs;
-      copy_head_transposed(k_t.data(), Tp, base + C, T, C3, hs);
-      copy_head_rows(q_c.data(), Tp, hs, base, T, C3, hs);
-      copy_head_rows(v_c.data(), Tp, hsp, base + 2 * C, T, C3, hs);
+      const std::int64_t b = bh / d.NH, h = bh % d.NH, g = h / group;
+      const float* row0 = qkv_p + b * T * W;
+      copy_head_transposed(k_t.data(), Tp, row0 + d.k_off + g * hs, T, W, hs);
+      copy_head_rows(q_c.data(), Tp, hs, row0 + h * hs, T, W, hs);
+      copy_head_rows(v_c.data(), Tp, hsp, row0 + d.v_off + g * hs, T, W, hs);
       for (std::int64_t t0 = 0; t0 < T; t0 += kTileRows) {
         const std::int64_t keys = std::min(t0 + kTileRows, T);  // causal: this tile sees keys [0, keys)
         const std::int64_t ncols = round_up(keys, kTileCols);
@@ -193,8 +205,8 @@ void attention_forward(const ExecContext& ctx, TensorView out, TensorView att, T
 }
 
 void attention_backward(const ExecContext& ctx, TensorView dqkv, TensorView dout, TensorView qkv, TensorView att,
-                        int n_head, const DropoutSpec& dropout) {
-  const AttnDims d = check_dims(dout, att, qkv, n_head);
+                        int n_head, const DropoutSpec& dropout, int n_kv_head) {
+  const AttnDims d = check_dims(dout, att, qkv, n_head, n_kv_head);
   ZT_CHECK(dqkv.dtype == qkv.dtype && dqkv.shape == qkv.shape, "dqkv must be shaped as qkv, in its dtype");
   dropout_rules::check_spec(dropout, d.NH * d.T * d.T);
   if (qkv.dtype == DType::kBF16) {
@@ -203,82 +215,94 @@ void attention_backward(const ExecContext& ctx, TensorView dqkv, TensorView dout
                        [&](std::int64_t first, std::int64_t, std::span<const TensorView> v) {
                          DropoutSpec chunk = dropout;
                          chunk.first_sample += first;
-                         attention_backward(ctx, v[0], v[1], v[2], v[3], n_head, chunk);
+                         attention_backward(ctx, v[0], v[1], v[2], v[3], n_head, chunk, n_kv_head);
                        });
     return;
   }
   const bool drop = dropout.active();
-  const std::int64_t T = d.T, C = d.C, C3 = 3 * d.C, hs = d.hs, Tp = d.Tp, hsp = d.hsp;
+  const std::int64_t T = d.T, C = d.C, W = d.W, hs = d.hs, Tp = d.Tp, hsp = d.hsp, group = d.NH / d.NKV;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
   const float* qkv_p = qkv.as<float>();
   const float* dout_p = dout.as<float>();
   const float* att_p = att.as<float>();
   float* dqkv_p = dqkv.as<float>();
-  // Every element of dqkv belongs to exactly one (b, h) slice and is written once below, so the
-  // output is overwritten without a separate zeroing pass.
+  // A task per (sample, kv head): its query heads in order, each writing its own dq and adding its
+  // dk and dv terms to the kv head's sums, which are then written once. Every element of dqkv is
+  // written by exactly one task, so the output is overwritten without a zeroing pass and the
+  // result does not depend on the thread count.
 #pragma omp parallel num_threads(ctx.num_threads)
   {
     std::vector<float> v_t(hs * Tp), do_c(Tp * hsp), q_c(Tp * hsp), k_c(Tp * hsp);  // head copies
     std::vector<float> p(Tp * Tp);          // this head's att, zero-padded (dropped with dropout); then d preatt
     std::vector<float> mask(drop ? T : 0);  // a row's dropout scale factors
     std::vector<float> dp(kTileRows * Tp), tile(kTileRows * hsp);
+    std::vector<float> dk_sum(T * hs), dv_sum(T * hs);  // the kv head's dk and dv over its query heads
 #pragma omp for schedule(static)
-    for (std::int64_t bh = 0; bh < d.B * d.NH; ++bh) {
-      const std::int64_t b = bh / d.NH, h = bh % d.NH;
-      const float* base = qkv_p + b * T * C3 + h * hs;
-      float* dbase = dqkv_p + b * T * C3 + h * hs;
-      copy_head_transposed(v_t.data(), Tp, base + 2 * C, T, C3, hs);
-      copy_head_rows(q_c.data(), Tp, hsp, base, T, C3, hs);
-      copy_head_rows(k_c.data(), Tp, hsp, base + C, T, C3, hs);
-      copy_head_rows(do_c.data(), Tp, hsp, dout_p + b * T * C + h * hs, T, C, hs);
-      // Only att on and below the diagonal is read; the copy is zero everywhere else.
-      for (std::int64_t t = 0; t < Tp; ++t) {
-        float* prow = p.data() + t * Tp;
-        const std::int64_t len = t < T ? t + 1 : 0;
-        std::memcpy(prow, att_p + (bh * T + t) * T, len * sizeof(float));
-        std::memset(prow + len, 0, (Tp - len) * sizeof(float));
-        if (drop && t < T) {
-          dropout_row_scale(dropout, dropout.first_sample + b, h, t, T, mask.data());
-          for (std::int64_t k = 0; k < len; ++k) prow[k] *= mask[k];
-        }
-      }
-
-      // out = p @ v:  dv[s] = sum_{t >= s} p[t][s] do[t]  (p is zero above the diagonal). With
-      // dropout, p holds pd = att * mask / (1 - dropout.p), the weights the forward applied to v.
-      for (std::int64_t s0 = 0; s0 < T; s0 += kTileRows) {
-        tile_w_times_m(tile.data(), hsp, p.data() + s0, 1, Tp, do_c.data(), hsp, s0, T, hsp);
-        store_tile_rows(dbase + 2 * C, C3, tile.data(), hsp, s0, T, hs);
-      }
-      // dp = do @ v^T, then the softmax backward from the probabilities alone, with the 1/sqrt(hs)
-      // scale folded in: p[t][k] becomes dpreatt = p (dp - sum_k' p dp) * scale, in place.
-      for (std::int64_t t0 = 0; t0 < T; t0 += kTileRows) {
-        const std::int64_t ncols = round_up(std::min(t0 + kTileRows, T), kTileCols);
-        tile_a_times_bt(dp.data(), Tp, do_c.data() + t0 * hsp, hsp, v_t.data(), Tp, hs, ncols);
-        for (std::int64_t r = 0; r < kTileRows && t0 + r < T; ++r) {
-          const std::int64_t len = t0 + r + 1;
-          float* prow = p.data() + (t0 + r) * Tp;
-          const float* dprow = dp.data() + r * Tp;
-          const float p_dot_dp = vec::dot(prow, dprow, len);
-          if (!drop) {
-            for (std::int64_t k = 0; k < len; ++k) prow[k] = prow[k] * (dprow[k] - p_dot_dp) * scale;
-          } else {
-            // datt = dp * mask / (1 - dropout.p), dpreatt = att (datt - sum att datt). As
-            // att * datt = pd * dp, that sum is p_dot_dp and dpreatt = pd dp - att p_dot_dp: the
-            // mask enters only through pd, and att is read again from the forward's output.
-            const float* arow = att_p + (bh * T + t0 + r) * T;
-            for (std::int64_t k = 0; k < len; ++k) prow[k] = (prow[k] * dprow[k] - arow[k] * p_dot_dp) * scale;
+    for (std::int64_t bg = 0; bg < d.B * d.NKV; ++bg) {
+      const std::int64_t b = bg / d.NKV, g = bg % d.NKV;
+      const float* row0 = qkv_p + b * T * W;
+      float* drow0 = dqkv_p + b * T * W;
+      copy_head_transposed(v_t.data(), Tp, row0 + d.v_off + g * hs, T, W, hs);
+      copy_head_rows(k_c.data(), Tp, hsp, row0 + d.k_off + g * hs, T, W, hs);
+      std::fill(dk_sum.begin(), dk_sum.end(), 0.0f);
+      std::fill(dv_sum.begin(), dv_sum.end(), 0.0f);
+      for (std::int64_t h = g * group; h < (g + 1) * group; ++h) {
+        const std::int64_t bh = b * d.NH + h;
+        copy_head_rows(q_c.data(), Tp, hsp, row0 + h * hs, T, W, hs);
+        copy_head_rows(do_c.data(), Tp, hsp, dout_p + b * T * C + h * hs, T, C, hs);
+        // Only att on and below the diagonal is read; the copy is zero everywhere else.
+        for (std::int64_t t = 0; t < Tp; ++t) {
+          float* prow = p.data() + t * Tp;
+          const std::int64_t len = t < T ? t + 1 : 0;
+          std::memcpy(prow, att_p + (bh * T + t) * T, len * sizeof(float));
+          std::memset(prow + len, 0, (Tp - len) * sizeof(float));
+          if (drop && t < T) {
+            dropout_row_scale(dropout, dropout.first_sample + b, h, t, T, mask.data());
+            for (std::int64_t k = 0; k < len; ++k) prow[k] *= mask[k];
           }
         }
+
+        // out = p @ v:  dv[s] = sum_{t >= s} p[t][s] do[t]  (p is zero above the diagonal). With
+        // dropout, p holds pd = att * mask / (1 - dropout.p), the weights the forward applied to v.
+        for (std::int64_t s0 = 0; s0 < T; s0 += kTileRows) {
+          tile_w_times_m(tile.data(), hsp, p.data() + s0, 1, Tp, do_c.data(), hsp, s0, T, hsp);
+          add_tile_rows(dv_sum.data(), tile.data(), hsp, s0, T, hs);
+        }
+        // dp = do @ v^T, then the softmax backward from the probabilities alone, with the 1/sqrt(hs)
+        // scale folded in: p[t][k] becomes dpreatt = p (dp - sum_k' p dp) * scale, in place.
+        for (std::int64_t t0 = 0; t0 < T; t0 += kTileRows) {
+          const std::int64_t ncols = round_up(std::min(t0 + kTileRows, T), kTileCols);
+          tile_a_times_bt(dp.data(), Tp, do_c.data() + t0 * hsp, hsp, v_t.data(), Tp, hs, ncols);
+          for (std::int64_t r = 0; r < kTileRows && t0 + r < T; ++r) {
+            const std::int64_t len = t0 + r + 1;
+            float* prow = p.data() + (t0 + r) * Tp;
+            const float* dprow = dp.data() + r * Tp;
+            const float p_dot_dp = vec::dot(prow, dprow, len);
+            if (!drop) {
+              for (std::int64_t k = 0; k < len; ++k) prow[k] = prow[k] * (dprow[k] - p_dot_dp) * scale;
+            } else {
+              // datt = dp * mask / (1 - dropout.p), dpreatt = att (datt - sum att datt). As
+              // att * datt = pd * dp, that sum is p_dot_dp and dpreatt = pd dp - att p_dot_dp: the
+              // mask enters only through pd, and att is read again from the forward's output.
+              const float* arow = att_p + (bh * T + t0 + r) * T;
+              for (std::int64_t k = 0; k < len; ++k) prow[k] = (prow[k] * dprow[k] - arow[k] * p_dot_dp) * scale;
+            }
+          }
+        }
+        // preatt = q @ k^T:  dq[t] = sum_{k <= t} dpre[t][k] k[k],  dk[s] = sum_{t >= s} dpre[t][s] q[t].
+        for (std::int64_t t0 = 0; t0 < T; t0 += kTileRows) {
+          const std::int64_t keys = std::min(t0 + kTileRows, T);
+          tile_w_times_m(tile.data(), hsp, p.data() + t0 * Tp, Tp, 1, k_c.data(), hsp, 0, keys, hsp);
+          store_tile_rows(drow0 + h * hs, W, tile.data(), hsp, t0, T, hs);
+        }
+        for (std::int64_t s0 = 0; s0 < T; s0 += kTileRows) {
+          tile_w_times_m(tile.data(), hsp, p.data() + s0, 1, Tp, q_c.data(), hsp, s0, T, hsp);
+          add_tile_rows(dk_sum.data(), tile.data(), hsp, s0, T, hs);
+        }
       }
-      // preatt = q @ k^T:  dq[t] = sum_{k <= t} dpre[t][k] k[k],  dk[s] = sum_{t >= s} dpre[t][s] q[t].
-      for (std::int64_t t0 = 0; t0 < T; t0 += kTileRows) {
-        const std::int64_t keys = std::min(t0 + kTileRows, T);
-        tile_w_times_m(tile.data(), hsp, p.data() + t0 * Tp, Tp, 1, k_c.data(), hsp, 0, keys, hsp);
-        store_tile_rows(dbase, C3, tile.data(), hsp, t0, T, hs);
-      }
-      for (std::int64_t s0 = 0; s0 < T; s0 += kTileRows) {
-        tile_w_times_m(tile.data(), hsp, p.data() + s0, 1, Tp, q_c.data(), hsp, s0, T, hsp);
-        store_tile_rows(dbase + C, C3, tile.data(), hsp, s0, T, hs);
+      for (std::int64_t t = 0; t < T; ++t) {
+        std::memcpy(drow0 + t * W + d.k_off + g * hs, dk_sum.data() + t * hs, hs * sizeof(float));
+        std::memcpy(drow0 + t * W + d.v_off + g * hs, dv_sum.data() + t * hs, hs * sizeof(float));
       }
     }
   }

@@ -1,0 +1,33 @@
+// Llama config rules: the SwiGLU width's default and the consistency checks.
+#include "models/llama/llama_config.h"
+
+#include <fmt/format.h>
+
+namespace zt::llama {
+
+int default_intermediate_size(int n_embd) {
+  constexpr int kMultipleOf = 256;
+  const int two_thirds = 2 * (4 * n_embd) / 3;
+  return (two_thirds + kMultipleOf - 1) / kMultipleOf * kMultipleOf;
+}
+
+int LlamaConfig::hidden() const {
+  return intermediate_size > 0 ? intermediate_size : default_intermediate_size(n_embd);
+}
+
+std::string llama_config_error(const LlamaConfig& c) {
+  if (c.n_layer < 1 || c.n_head < 1 || c.n_kv_head < 1 || c.n_embd < 1 || c.block_size < 1 || c.vocab_size < 1) {
+    return "n_layer, n_head, n_kv_head, n_embd, block_size and vocab_size must be positive";
+  }
+  if (c.n_embd % c.n_head != 0) return fmt::format("n_embd = {} is not divisible by n_head = {}", c.n_embd, c.n_head);
+  if (c.n_head % c.n_kv_head != 0) {
+    return fmt::format("n_head = {} is not a multiple of n_kv_head = {}", c.n_head, c.n_kv_head);
+  }
+  if (c.head_size() % 2 != 0) return fmt::format("the head size {} must be even for RoPE", c.head_size());
+  if (c.intermediate_size < 0) return fmt::format("intermediate_size = {} is negative", c.intermediate_size);
+  if (!(c.rope_theta > 0.0f)) return fmt::format("rope_theta = {} must be positive", c.rope_theta);
+  if (!(c.norm_eps > 0.0f)) return fmt::format("norm_eps = {} must be positive", c.norm_eps);
+  return "";
+}
+
+}  // namespace zt::llama

@@ -1,0 +1,104 @@
+// The Llama parameter table (issue 22, first part): Hugging Face LlamaForCausalLM's names, shapes
+// and order (nn.Linear [out, in] weights; lm_head only when untied), Llama's SwiGLU width rule,
+// the stacked q|k|v and gate|up views one matmul each reads, decay only on matrices, the
+// initialisation (N(0, 0.02), unit RMSNorm gains, zero padded rows), and inconsistent configs
+// named.
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "models/llama/llama_params.h"
+
+namespace zt::llama {
+namespace {
+
+const LlamaConfig kConfig{/*n_layer=*/2,           /*n_head=*/4,      /*n_kv_head=*/2, /*n_embd=*/64,
+                          /*intermediate_size=*/0,
+                          /*block_size=*/32,       /*vocab_size=*/300};
+
+TEST(LlamaParamTable, NamesShapesAndOrderFollowHuggingFace) {
+  const ParamTable t = build_param_table(kConfig);
+  ASSERT_EQ(t.units().size(), 4u);
+  const std::int64_t I = default_intermediate_size(64);  // 2/3 of 256 = 170, rounded up to 256
+  EXPECT_EQ(I, 256);
+  std::vector<std::pair<std::string, std::vector<std::int64_t>>> want = {{"model.embed_tokens.weight", {300, 64}}};
+  for (int l = 0; l < 2; ++l) {
+    const std::string p = fmt::format("model.layers.{}.", l);
+    for (auto [name, shape] : std::vector<std::pair<const char*, std::vector<std::int64_t>>>{
+             {"input_layernorm.weight", {64}},
+             {"self_attn.q_proj.weight", {64, 64}},
+             {"self_attn.k_proj.weight", {32, 64}},  // 2 kv heads of 16
+             {"self_attn.v_proj.weight", {32, 64}},
+             {"self_attn.o_proj.weight", {64, 64}},
+             {"post_attention_layernorm.weight", {64}},
+             {"mlp.gate_proj.weight", {I, 64}},
+             {"mlp.up_proj.weight", {I, 64}},
+             {"mlp.down_proj.weight", {64, I}}}) {
+      want.push_back({p + name, shape});
+    }
+  }
+  want.push_back({"model.norm.weight", {64}});
+  want.push_back({"lm_head.weight", {300, 64}});
+  ASSERT_EQ(t.params().size(), want.size());
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(t.param(static_cast<int>(i)).name, want[i].first);
+    EXPECT_EQ(t.param(static_cast<int>(i)).hf_shape, want[i].second) << want[i].first;
+    EXPECT_EQ(t.param(static_cast<int>(i)).decays, want[i].second.size() == 2) << want[i].first;
+  }
+  EXPECT_EQ(t.param(0).shape, (std::vector<std::int64_t>{320, 64}));  // vocabulary padded to 64
+  // Tied: no lm_head; the final unit is the norm alone.
+  LlamaConfig tied = kConfig;
+  tied.tie_embeddings = true;
+  EXPECT_EQ(build_param_table(tied).params().size(), want.size() - 1);
+  EXPECT_EQ(default_intermediate_size(4096), 11008);  // Llama 2 7B
+}
+
+TEST(LlamaParamTable, StackedViewsAndInitialisation) {
+  const ParamTable t = build_param_table(kConfig);
+  std::vector<float> layer(static_cast<std::size_t>(t.units()[1].numel));
+  const TensorView unit{layer.data(), DType::kF32, Device::kCPU, Shape{t.units()[1].numel}};
+  const LayerParams p = layer_views(t, 0, unit);
+  EXPECT_EQ(p.qkv_proj.shape, (Shape{128, 64}));  // q 64 + k 32 + v 32 rows
+  EXPECT_EQ(p.qkv_proj.data, t.view(t.index_of("model.layers.0.self_attn.q_proj.weight"), unit).data);
+  EXPECT_EQ(p.gate_up_proj.shape, (Shape{512, 64}));
+  EXPECT_EQ(static_cast<float*>(p.gate_up_proj.data) + 256 * 64,
+            t.view(t.index_of("model.layers.0.mlp.up_proj.weight"), unit).data);
+  init_unit_params(t, kConfig, 1, 42, layer.data());
+  for (std::int64_t c = 0; c < 64; ++c) {
+    EXPECT_EQ(p.input_norm.as<float>()[c], 1.0f);
+    EXPECT_EQ(p.post_norm.as<float>()[c], 1.0f);
+  }
+  double sum = 0.0, sq = 0.0;
+  const std::int64_t n = p.gate_up_proj.numel();
+  for (std::int64_t i = 0; i < n; ++i) {
+    sum += p.gate_up_proj.as<float>()[i];
+    sq += static_cast<double>(p.gate_up_proj.as<float>()[i]) * p.gate_up_proj.as<float>()[i];
+  }
+  EXPECT_NEAR(sum / n, 0.0, 0.002);
+  EXPECT_NEAR(std::sqrt(sq / n), 0.02, 0.001);
+  std::vector<float> emb(static_cast<std::size_t>(t.units()[0].numel), -1.0f);
+  init_unit_params(t, kConfig, 0, 42, emb.data());
+  for (std::int64_t i = 300 * 64; i < 320 * 64; ++i) ASSERT_EQ(emb[i], 0.0f);  // padded rows
+}
+
+TEST(LlamaConfigRules, InconsistentConfigsAreNamed) {
+  LlamaConfig c = kConfig;
+  EXPECT_EQ(llama_config_error(c), "");
+  c.n_kv_head = 3;
+  EXPECT_NE(llama_config_error(c).find("not a multiple of n_kv_head"), std::string::npos);
+  c = kConfig;
+  c.n_embd = 66;
+  EXPECT_NE(llama_config_error(c).find("not divisible by n_head"), std::string::npos);
+  c = kConfig;
+  c.n_embd = 4 * 5;  // head size 5: odd
+  EXPECT_NE(llama_config_error(c).find("even for RoPE"), std::string::npos);
+  c = kConfig;
+  c.rope_theta = 0.0f;
+  EXPECT_NE(llama_config_error(c).find("rope_theta"), std::string::npos);
+  EXPECT_THROW(build_param_table(c), std::exception);
+}
+
+}  // namespace
+}  // namespace zt::llama

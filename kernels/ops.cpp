@@ -161,11 +161,23 @@ void matmul_backward(const ExecContext& ctx, TensorView dinp, TensorView dweight
   return ZT_OP(matmul_backward, ctx, dinp, dweight, dbias, dout, inp, weight, layout);
 }
 void attention_forward(const ExecContext& ctx, TensorView out, TensorView att, TensorView qkv, int n_head,
-                       const DropoutSpec& dropout) {
+                       const DropoutSpec& dropout, int n_kv_head) {
+  if (n_kv_head != 0 && n_kv_head != n_head) {
+    ZT_CHECK(ctx.device != Device::kCUDA,
+             "attention_forward: grouped-query heads ({} kv heads for {}) run on the CPU only", n_kv_head, n_head);
+    return timed_op(ctx, "attention_forward",
+                    [&] { cpu::attention_forward(ctx, out, att, qkv, n_head, dropout, n_kv_head); });
+  }
   return ZT_OP(attention_forward, ctx, out, att, qkv, n_head, dropout);
 }
 void attention_backward(const ExecContext& ctx, TensorView dqkv, TensorView dout, TensorView qkv, TensorView att,
-                        int n_head, const DropoutSpec& dropout) {
+                        int n_head, const DropoutSpec& dropout, int n_kv_head) {
+  if (n_kv_head != 0 && n_kv_head != n_head) {
+    ZT_CHECK(ctx.device != Device::kCUDA,
+             "attention_backward: grouped-query heads ({} kv heads for {}) run on the CPU only", n_kv_head, n_head);
+    return timed_op(ctx, "attention_backward",
+                    [&] { cpu::attention_backward(ctx, dqkv, dout, qkv, att, n_head, dropout, n_kv_head); });
+  }
   return ZT_OP(attention_backward, ctx, dqkv, dout, qkv, att, n_head, dropout);
 }
 bool cuda_kernels_built() {

@@ -70,10 +70,12 @@ void matmul_gelu_forward(const ExecContext& ctx, TensorView out, TensorView gelu
 void matmul_backward_through_gelu(const ExecContext& ctx, TensorView dinp, TensorView dweight, TensorView dbias,
                                   TensorView dout, TensorView inp, TensorView weight, WeightLayout layout,
                                   TensorView gelu_pre);
+// n_kv_head (0: n_head) below n_head: grouped-query heads (kernels/cpu/attention.h), on the CPU
+// only so far (a CUDA context refuses it).
 void attention_forward(const ExecContext& ctx, TensorView out, TensorView att, TensorView qkv, int n_head,
-                       const DropoutSpec& dropout);
+                       const DropoutSpec& dropout, int n_kv_head = 0);
 void attention_backward(const ExecContext& ctx, TensorView dqkv, TensorView dout, TensorView qkv, TensorView att,
-                        int n_head, const DropoutSpec& dropout);
+                        int n_head, const DropoutSpec& dropout, int n_kv_head = 0);
 // Whether this build has the CUDA kernels (nvcc was found): without them device "cuda" runs nothing.
 bool cuda_kernels_built();
 // Flash attention: the result of attention_forward without the [B, n_head, T, T] probabilities;

@@ -1,0 +1,92 @@
+// The Llama decoder layer over the kernels (see the header).
+#include "models/llama/llama_block.h"
+
+#include <algorithm>
+
+#include "kernels/ops.h"
+
+namespace zt::llama {
+
+using ops::WeightLayout;
+
+LayerDims layer_dims(const LlamaConfig& c, std::int64_t B, std::int64_t T, DType act) {
+  return {B, T, c.n_embd, c.n_head, c.n_kv_head, c.head_size(), c.hidden(), act};
+}
+
+std::int64_t LayerActivations::bytes(const LayerDims& d) {
+  const std::int64_t a = static_cast<std::int64_t>(dtype_size_bytes(d.act));
+  return 4 * 2 * d.BT() + a * (d.BT() * (4 * d.C + d.qkv_width() + 3 * d.I) + d.B * d.NH * d.T * d.T);
+}
+
+LayerActivations::LayerActivations(MemoryTracker& tracker, const LayerDims& d, const ExecContext& ctx)
+    : storage(ops::allocate(ctx, tracker, MemCategory::kActivations, d.act,
+                            bytes(d) / static_cast<std::int64_t>(dtype_size_bytes(d.act)), false)) {
+  char* base = static_cast<char*>(storage.data());
+  std::int64_t used = 0;
+  auto take = [&](DType dt, Shape s) {
+    TensorView v{base + used, dt, storage.device(), s};
+    used += static_cast<std::int64_t>(v.size_bytes());
+    return v;
+  };
+  rstd1 = take(DType::kF32, {d.B, d.T});
+  rstd2 = take(DType::kF32, {d.B, d.T});
+  ln1 = take(d.act, {d.B, d.T, d.C});
+  qkv = take(d.act, {d.B, d.T, d.qkv_width()});
+  att = take(d.act, {d.B, d.NH, d.T, d.T});
+  atty = take(d.act, {d.B, d.T, d.C});
+  resid2 = take(d.act, {d.B, d.T, d.C});
+  ln2 = take(d.act, {d.B, d.T, d.C});
+  gate_up = take(d.act, {d.B, d.T, 2 * d.I});
+  swiglu = take(d.act, {d.B, d.T, d.I});
+  ZT_CHECK(used == static_cast<std::int64_t>(storage.size_bytes()), "carved {} of {} bytes", used,
+           storage.size_bytes());
+}
+
+LayerGradScratch::LayerGradScratch(MemoryTracker& tracker, const LayerDims& d, const ExecContext& ctx) {
+  const std::int64_t width = std::max({d.C, d.qkv_width(), 2 * d.I});
+  a = ops::allocate(ctx, tracker, MemCategory::kWorkspace, d.act, d.BT() * width);
+  b = ops::allocate(ctx, tracker, MemCategory::kWorkspace, d.act, d.BT() * width);
+}
+
+void layer_forward(const ExecContext& ctx, const LlamaConfig& c, const LayerParams& p, TensorView x,
+                   LayerActivations& a, TensorView out) {
+  ops::rmsnorm_forward(ctx, a.ln1, a.rstd1, x, p.input_norm, c.norm_eps);
+  ops::matmul_forward(ctx, a.qkv, a.ln1, p.qkv_proj, WeightLayout::kOutIn, TensorView{});
+  ops::rope_forward(ctx, a.qkv, c.n_head + c.n_kv_head, c.head_size(), c.rope_theta);  // q and k heads
+  ops::attention_forward(ctx, a.atty, a.att, a.qkv, c.n_head, DropoutSpec{}, c.n_kv_head);
+  ops::matmul_forward(ctx, a.resid2, a.atty, p.o_proj, WeightLayout::kOutIn, TensorView{});
+  ops::residual_forward(ctx, a.resid2, a.resid2, x);
+  ops::rmsnorm_forward(ctx, a.ln2, a.rstd2, a.resid2, p.post_norm, c.norm_eps);
+  ops::matmul_forward(ctx, a.gate_up, a.ln2, p.gate_up_proj, WeightLayout::kOutIn, TensorView{});
+  ops::swiglu_forward(ctx, a.swiglu, a.gate_up);
+  ops::matmul_forward(ctx, out, a.swiglu, p.down_proj, WeightLayout::kOutIn, TensorView{});
+  ops::residual_forward(ctx, out, out, a.resid2);
+}
+
+void layer_backward(const ExecContext& ctx, const LlamaConfig& c, const LayerParams& p, const LayerParams& g,
+                    TensorView x, const LayerActivations& a, TensorView dresid, LayerGradScratch& s) {
+  const std::int64_t B = x.shape[0], T = x.shape[1], C = x.shape[2];
+  const std::int64_t I = a.swiglu.shape[2], W = a.qkv.shape[2];
+  auto scratch = [&](Buffer& buf, std::int64_t width) {
+    TensorView v = buf.view();
+    v.shape = Shape{B, T, width};
+    return v;
+  };
+  // MLP: dresid = d(out) flows unchanged into d(resid2) through the residual.
+  const TensorView dh = scratch(s.a, I), dgu = scratch(s.b, 2 * I);
+  ops::matmul_backward(ctx, dh, g.down_proj, TensorView{}, dresid, a.swiglu, p.down_proj, WeightLayout::kOutIn);
+  ops::swiglu_backward(ctx, dgu, a.gate_up, dh);
+  const TensorView dln2 = scratch(s.a, C);
+  ops::matmul_backward(ctx, dln2, g.gate_up_proj, TensorView{}, dgu, a.ln2, p.gate_up_proj, WeightLayout::kOutIn);
+  ops::rmsnorm_backward(ctx, dresid, g.post_norm, dln2, a.resid2, p.post_norm, a.rstd2);
+  // Attention: dresid now holds d(resid2), which flows on into d(x).
+  const TensorView datty = scratch(s.a, C), dqkv = scratch(s.b, W);
+  ops::matmul_backward(ctx, datty, g.o_proj, TensorView{}, dresid, a.atty, p.o_proj, WeightLayout::kOutIn);
+  ops::attention_backward(ctx, dqkv, datty, a.qkv, a.att, c.n_head, DropoutSpec{}, c.n_kv_head);
+  ops::rope_backward(ctx, dqkv, c.n_head + c.n_kv_head, c.head_size(), c.rope_theta);
+  const TensorView dln1 = scratch(s.a, C);
+  ops::matmul_backward(ctx, dln1, g.qkv_proj, TensorView{}, dqkv, a.ln1, p.qkv_proj, WeightLayout::kOutIn);
+  ops::rmsnorm_backward(ctx, dresid, g.input_norm, dln1, x, p.input_norm, a.rstd1);
+}
+
+}  // namespace zt::llama

@@ -27,6 +27,10 @@ void embed_rows(const ExecContext& ctx, float* o, const std::int32_t* tok, const
     const std::int64_t r = static_cast<std::int64_t>(tok[bt]) - row_begin;
     if (r < 0 || r >= table_rows) continue;
     const P* te_row = te + r * C;
+    if (pe == nullptr) {  // no position table (rotary models): the token's row alone
+      for (std::int64_t c = 0; c < C; ++c) o[bt * C + c] = widen(te_row[c]);
+      continue;
+    }
     const P* pe_row = pe + (bt % T) * C;
     float* orow = o + bt * C;
     for (std::int64_t c = 0; c < C; ++c) orow[c] = widen(te_row[c]) + widen(pe_row[c]);
@@ -37,11 +41,11 @@ void embed_into_f32(const ExecContext& ctx, const TensorView& out, const TensorV
                     const TensorView& wpe, std::int64_t C, std::int64_t row_begin) {
   const std::int64_t rows = tokens.numel(), T = tokens.shape[1], table_rows = wte.shape[0];
   if (wte.dtype == DType::kBF16) {
-    embed_rows(ctx, out.as<float>(), tokens.as<std::int32_t>(), wte.as<bf16>(), wpe.as<bf16>(), rows, T, C, row_begin,
-               table_rows);
+    embed_rows(ctx, out.as<float>(), tokens.as<std::int32_t>(), wte.as<bf16>(),
+               wpe.data == nullptr ? nullptr : wpe.as<bf16>(), rows, T, C, row_begin, table_rows);
   } else {
-    embed_rows(ctx, out.as<float>(), tokens.as<std::int32_t>(), wte.as<float>(), wpe.as<float>(), rows, T, C, row_begin,
-               table_rows);
+    embed_rows(ctx, out.as<float>(), tokens.as<std::int32_t>(), wte.as<float>(),
+               wpe.data == nullptr ? nullptr : wpe.as<float>(), rows, T, C, row_begin, table_rows);
   }
 }
 
@@ -75,6 +79,10 @@ void embedding_forward(const ExecContext& ctx, TensorView out, TensorView tokens
 
 void embedding_forward_rows(const ExecContext& ctx, TensorView out, TensorView tokens, TensorView wte_rows,
                             TensorView wpe, std::int64_t row_begin, std::int64_t vocab) {
+  // Without a position table (wpe without data) the checks take a stand-in of its shape.
+  if (wpe.data == nullptr && tokens.shape.ndim() == 2 && wte_rows.shape.ndim() == 2) {
+    wpe = TensorView{nullptr, wte_rows.dtype, wte_rows.device, Shape{tokens.shape[1], wte_rows.shape[1]}};
+  }
   const EmbeddingDims d = check_dims(out, tokens, wte_rows, wpe, EmbeddingTables::kParameters, row_begin, vocab);
   if (out.dtype == DType::kBF16) {
     // A chunk's staging is read as well as written: the positions of other chunks keep their

@@ -7,7 +7,8 @@
 
 namespace zt::cpu {
 
-// out[b, t, :] = wte[tokens[b, t], :] + wpe[t, :]. tokens [B, T] i32, wte [Vp, C], wpe [max_T, C].
+// out[b, t, :] = wte[tokens[b, t], :] + wpe[t, :]. tokens [B, T] i32, wte [Vp, C], wpe [max_T, C],
+// or a wpe without data: no position table (a rotary model's embedding), out = wte[tokens[b, t], :].
 // The tables are F32, or BF16 (both) with a BF16 out (check_param_dtype): the sum is taken in fp32.
 // Throws InternalError if a token is outside [0, Vp).
 void embedding_forward(const ExecContext& ctx, TensorView out, TensorView tokens, TensorView wte, TensorView wpe);

@@ -37,9 +37,15 @@ __global__ void embedding_forward_kernel(Act* out, const std::int32_t* tokens, c
     const int r = tok - row_begin;
     if (tok >= 0 && tok < vocab && (r < 0 || r >= rows)) continue;  // another chunk's row
     if (tok >= 0 && tok < vocab) {
-      const Vec e = Vec::load(wte + std::int64_t{r} * C + c), p = Vec::load(wpe + std::int64_t{t} * C + c);
+      const Vec e = Vec::load(wte + std::int64_t{r} * C + c);
+      if (wpe == nullptr) {  // no position table (rotary models)
 #pragma unroll
-      for (int k = 0; k < kVec; ++k) o[k] = e[k] + p[k];
+        for (int k = 0; k < kVec; ++k) o[k] = e[k];
+      } else {
+        const Vec p = Vec::load(wpe + std::int64_t{t} * C + c);
+#pragma unroll
+        for (int k = 0; k < kVec; ++k) o[k] = e[k] + p[k];
+      }
     } else {
 #pragma unroll
       for (int k = 0; k < kVec; ++k) o[k] = NAN;

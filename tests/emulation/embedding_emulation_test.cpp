@@ -118,5 +118,20 @@ TEST(EmbeddingEmulation, ChunksOfVocabularyRowsMatchTheWholeTableBitForBit) {
   run_shape<bf16_dev, float, 8>(rng, Dims{2, 33, 64, 40}, 24);
 }
 
+// No position table (wpe null, a rotary model's embedding): the token rows alone, bitwise the CPU's.
+TEST(EmbeddingEmulation, WithoutAPositionTableMatchesCpuBitForBit) {
+  ZT_SEEDED_RNG(rng);
+  const std::int64_t B = 2, T = 7, C = 16, V = 30;
+  std::vector<std::int32_t> tokens = rng.ints(B * T, 0, static_cast<std::int32_t>(V));
+  std::vector<float> wte = rng.normal(V * C), out_cpu(B * T * C), out(B * T * C, NAN);
+  cpu::embedding_forward(reference_ctx(), view_of(out_cpu, {B, T, C}), view_of(tokens, {B, T}), view_of(wte, {V, C}),
+                         TensorView{});
+  simt::launch(dim3(2), emb::kThreads, 0, emb::embedding_forward_kernel<float, float, 4>, out.data(), tokens.data(),
+               wte.data(), static_cast<const float*>(nullptr), B * T, static_cast<int>(T), static_cast<int>(C),
+               static_cast<int>(V), 0, static_cast<int>(V));
+  EXPECT_TRUE(bitwise_equal(out, out_cpu));
+  for (const std::string& v : simt::violations()) ADD_FAILURE() << "emulator rule broken: " << v;
+}
+
 }  // namespace
 }  // namespace zt::test

@@ -159,6 +159,30 @@ TEST(EmbeddingRows, ChunksGiveTheWholeTablesBits) {
                InternalError);
 }
 
+// No position table (a rotary model's embedding, wpe without data): the token rows alone, bitwise
+// what a table of zeros gives, in fp32 and bf16 out; the backward without dwpe gives the same dwte.
+TEST(EmbeddingForward, WithoutAPositionTableIsTheTokenRowsAlone) {
+  ZT_SEEDED_RNG(rng);
+  const EmbCase cs{2, 6, 16, 20, 6};
+  EmbData d = make_data(rng, cs);
+  std::vector<float> zeros(d.wpe.size(), 0.0f), with_zeros(cs.B * cs.T * cs.C), without(with_zeros.size(), NAN);
+  embedding_forward(cpu_ctx(), view_of(with_zeros, {cs.B, cs.T, cs.C}), view_of(d.tok, {cs.B, cs.T}),
+                    view_of(d.wte, {cs.Vp, cs.C}), view_of(zeros, {cs.maxT, cs.C}));
+  embedding_forward(cpu_ctx(), view_of(without, {cs.B, cs.T, cs.C}), view_of(d.tok, {cs.B, cs.T}),
+                    view_of(d.wte, {cs.Vp, cs.C}), TensorView{});
+  EXPECT_TRUE(test::bitwise_equal(without, with_zeros));
+  std::vector<bf16> out16(without.size());
+  embedding_forward(cpu_ctx(), TensorView{out16.data(), DType::kBF16, Device::kCPU, Shape{cs.B, cs.T, cs.C}},
+                    view_of(d.tok, {cs.B, cs.T}), view_of(d.wte, {cs.Vp, cs.C}), TensorView{});
+  for (std::size_t i = 0; i < out16.size(); ++i) ASSERT_EQ(out16[i].bits, float_to_bf16(without[i]).bits) << i;
+  auto dout = rng.uniform(cs.B * cs.T * cs.C);
+  std::vector<float> te(d.wte.size(), 0.0f), pe(d.wpe.size(), 0.0f), te_only(d.wte.size(), 0.0f);
+  run_backward(d, dout, te, pe, cs);
+  embedding_backward(cpu_ctx(), view_of(te_only, {cs.Vp, cs.C}), TensorView{}, view_of(dout, {cs.B, cs.T, cs.C}),
+                     view_of(d.tok, {cs.B, cs.T}));
+  EXPECT_TRUE(test::bitwise_equal(te_only, te));
+}
+
 TEST(EmbeddingForward, RejectsOutOfRangeTokensAndTooLongSequences) {
   const EmbCase cs{1, 4, 8, 10, 4};
   std::vector<float> wte(cs.Vp * cs.C), wpe(cs.maxT * cs.C), out(cs.T * cs.C);

@@ -1,0 +1,60 @@
+// A Llama decoder (issue 22, in progress: not yet reachable from a run config) over the kernels,
+// reaching its parameters through a ParamStore unit by unit in execution order, as GptModel does:
+// token embedding (no position table), layers (llama_block), final RMSNorm, LM head (tied to the
+// embeddings or its own), cross-entropy. fp32 activations, parameters in the store's dtype when it
+// is F32 (bf16 parameters need the fp32 copies GptModel keeps: not yet).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "engine/core/buffer.h"
+#include "engine/sharding/param_store.h"
+#include "kernels/exec_context.h"
+#include "models/llama/llama_block.h"
+#include "models/llama/llama_params.h"
+
+namespace zt::llama {
+
+// The store calls of each pass: embeddings; each layer; the final unit (with the embeddings again
+// for a tied head). Backward: the head (a tied head's embedding contribution first), the layers in
+// reverse, the embedding scatter-add last.
+PassSchedule forward_schedule(const LlamaConfig& c);
+PassSchedule backward_schedule(const LlamaConfig& c);
+
+class LlamaModel {
+ public:
+  LlamaModel(const LlamaConfig& config, int batch, int seq_len, MemoryTracker& tracker, const ExecContext& ctx);
+  ~LlamaModel();
+
+  const ParamTable& table() const { return table_; }
+  // The mean cross-entropy of targets [B, T] given inputs [B, T]; keeps what backward needs.
+  // logits_out, when set, receives the unpadded logits [B, T, V].
+  float forward(ParamStore& store, const std::int32_t* inputs, const std::int32_t* targets,
+                float* logits_out = nullptr);
+  // Every unit's gradient of loss_scale x the mean loss to the store.
+  void backward(ParamStore& store, float loss_scale = 1.0f);
+
+ private:
+  TensorView resid(int layer) const;
+  TensorView zeroed_grad(int unit);
+
+  LlamaConfig config_;
+  ParamTable table_;
+  LayerDims dims_;
+  std::int64_t Vp_;
+  MemoryTracker& tracker_;
+  ExecContext ctx_;
+  PassSchedule forward_schedule_, backward_schedule_;
+  Buffer grad_scratch_;  // fp32, the largest unit
+  Buffer dresid_;        // [B, T, C]
+  LayerGradScratch layer_scratch_;
+  // The step in flight.
+  Buffer tokens_;  // inputs then targets, i32
+  Buffer stream_;  // the residual stream: (n_layer + 1) x [B, T, C]
+  std::vector<std::unique_ptr<LayerActivations>> layer_acts_;
+  Buffer head_;  // lnf [B, T, C], rstd [B, T], probs [B, T, Vp], losses [B, T]
+};
+
+}  // namespace zt::llama

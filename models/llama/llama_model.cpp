@@ -95,6 +95,12 @@ HeadViews head_views(const Buffer& b, const LayerDims& d, std::int64_t Vp) {
 float LlamaModel::forward(ParamStore& store, const std::int32_t* inputs, const std::int32_t* targets,
                           float* logits_out) {
   ZT_CHECK(store.param_dtype() == DType::kF32, "LlamaModel: fp32 parameters only so far");
+  // A forward not followed by backward (evaluation) leaves its activations: freed before any new
+  // allocation, so a step's peak is its own.
+  head_.reset();
+  for (auto& a : layer_acts_) a.reset();
+  stream_.reset();
+  tokens_.reset();
   const LayerDims& d = dims_;
   const int L = config_.n_layer, emb = embedding_unit(), fin = final_unit(config_);
   tokens_ = ops::allocate(ctx_, tracker_, MemCategory::kActivations, DType::kI32, 2 * d.BT(), false);

@@ -8,8 +8,10 @@
 #include <random>
 
 #include "engine/comm/local_communicator.h"
+#include "engine/optim/sharded_adamw.h"
 #include "engine/sharding/zero_param_store.h"
 #include "kernels/cpu/cast.h"
+#include "models/llama/llama_footprint.h"
 #include "models/llama/llama_model.h"
 
 namespace zt::llama {
@@ -114,6 +116,24 @@ TEST(LlamaModel, EveryStageGivesStageZerosGradientsOnOneRank) {
       Fixture f(tiny(tied), stage);
       EXPECT_EQ(f.step(), loss) << "stage " << stage;
       EXPECT_EQ(f.grads(), expected) << "stage " << stage << (tied ? " tied" : " untied");
+    }
+  }
+}
+
+// One step with AdamW on one rank, measured by the tracker, against the prediction from Llama's
+// footprint and schedule: every category to the byte.
+TEST(LlamaModel, MeasuredMemoryEqualsThePrediction) {
+  for (bool tied : {false, true}) {
+    SCOPED_TRACE(tied ? "tied head" : "untied head");
+    Fixture f(tiny(tied), 0, 3, 7);
+    ShardedAdamW optimizer(f.store, AdamWHyper{}, f.tracker, f.ctx);
+    f.step();
+    optimizer.step(1e-3f);
+    const MemorySnapshot measured = f.tracker.snapshot();
+    const StageMemory predicted = predict_rank_memory(f.model.table(), DType::kF32, predict_footprint(tiny(tied), 3, 7),
+                                                      step_schedule(tiny(tied)), ZeroOptions{}, 1);
+    for (int i = 0; i < kNumMemCategories; ++i) {
+      EXPECT_EQ(measured.peak_bytes[i], predicted.bytes[i]) << mem_category_name(static_cast<MemCategory>(i));
     }
   }
 }

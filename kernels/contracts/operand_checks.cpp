@@ -31,6 +31,15 @@ AttentionDims attention_dims(const TensorView& out_like, const TensorView& att, 
   return d;
 }
 
+RopeDims rope_dims(const TensorView& x, int n_heads, int head_size, float theta) {
+  ZT_CHECK(x.shape.ndim() == 3, "rope: x must be [B, T, W]");
+  ZT_CHECK(head_size > 0 && head_size % 2 == 0, "rope: head_size {} must be even", head_size);
+  ZT_CHECK(n_heads >= 0 && static_cast<std::int64_t>(n_heads) * head_size <= x.shape[2],
+           "rope: {} heads of {} exceed the row's {} columns", n_heads, head_size, x.shape[2]);
+  ZT_CHECK(theta > 0.0f, "rope: theta {} must be positive", theta);
+  return {x.shape[0], x.shape[1], x.shape[2]};
+}
+
 EmbeddingDims embedding_dims(const TensorView& out_like, const TensorView& tokens, const TensorView& wte,
                              const TensorView& wpe, EmbeddingTables tables) {
   ZT_CHECK(tokens.dtype == DType::kI32 && tokens.shape.ndim() == 2, "tokens must be I32 [B, T]");

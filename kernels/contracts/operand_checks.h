@@ -32,4 +32,11 @@ enum class EmbeddingTables { kParameters, kGradients };
 EmbeddingDims embedding_dims(const TensorView& out_like, const TensorView& tokens, const TensorView& wte,
                              const TensorView& wpe, EmbeddingTables tables);
 
+// The operands both RoPE backends take, checked: x [B, T, W] whose first n_heads heads of
+// head_size (even) columns fit a row, theta > 0.
+struct RopeDims {
+  std::int64_t B, T, W;
+};
+RopeDims rope_dims(const TensorView& x, int n_heads, int head_size, float theta);
+
 }  // namespace zt

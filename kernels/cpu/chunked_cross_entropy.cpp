@@ -40,18 +40,6 @@ void check_stat(const TensorView& v, std::int64_t rows, const char* name) {
   ZT_CHECK(v.dtype == DType::kF32 && v.numel() == rows, "{} must be F32 [{}]", name, rows);
 }
 
-// sum(x[0..n)) in fp64, element i in lane i % 8, lanes combined in a fixed order.
-double sum_f64(const float* x, std::int64_t n) {
-  constexpr int kLanes = 8;
-  double acc[kLanes] = {};
-  std::int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) {
-    for (int j = 0; j < kLanes; ++j) acc[j] += static_cast<double>(x[i + j]);
-  }
-  for (int j = 0; i + j < n; ++j) acc[j] += static_cast<double>(x[i + j]);
-  return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
-}
-
 }  // namespace
 
 void cross_entropy_chunk_stats(const ExecContext& ctx, TensorView row_max, TensorView row_sum, TensorView target_logit,
@@ -92,7 +80,7 @@ void cross_entropy_chunk_stats(const ExecContext& ctx, TensorView row_max, Tenso
       const float new_max = first ? chunk_max : std::max(mx[n], chunk_max);
 #pragma GCC ivdep
       for (std::int64_t v = 0; v < d.live; ++v) e[static_cast<std::size_t>(v)] = vec::exp_approx(xr[v] - new_max);
-      const double partial = sum_f64(e.data(), d.live);
+      const double partial = vec::sum_f64(e.data(), d.live);
       const double carried = first ? 0.0 : static_cast<double>(sum[n]) * std::exp(static_cast<double>(mx[n]) - new_max);
       sum[n] = static_cast<float>(carried + partial);
       mx[n] = new_max;

@@ -35,18 +35,6 @@ CeDims check_dims(const TensorView& probs, const TensorView& targets, int vocab_
   return d;
 }
 
-// sum(x[0..n)) in fp64, element i in lane i % 8, lanes combined in a fixed order.
-double sum_f64(const float* x, std::int64_t n) {
-  constexpr int kLanes = 8;
-  double acc[kLanes] = {};
-  std::int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) {
-    for (int j = 0; j < kLanes; ++j) acc[j] += static_cast<double>(x[i + j]);
-  }
-  for (int j = 0; i + j < n; ++j) acc[j] += static_cast<double>(x[i + j]);
-  return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
-}
-
 }  // namespace
 
 void softmax_cross_entropy_forward(const ExecContext& ctx, TensorView losses, TensorView probs, TensorView logits,
@@ -78,7 +66,7 @@ void softmax_cross_entropy_forward(const ExecContext& ctx, TensorView losses, Te
     const float mx = vec::max(xr, V);
 #pragma GCC ivdep
     for (std::int64_t v = 0; v < V; ++v) pr[v] = vec::exp_approx(xr[v] - mx);
-    const double sum = sum_f64(pr, V);
+    const double sum = vec::sum_f64(pr, V);
     // loss = log(sum exp(x - max)) - (x_target - max), the max cancelling exactly in fp64.
     loss[n] = static_cast<float>(std::log(sum) - (static_cast<double>(target_logit) - static_cast<double>(mx)));
     const float inv_sum = static_cast<float>(1.0 / sum);

@@ -6,25 +6,13 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/contracts/operand_checks.h"  // rope_dims
 #include "kernels/contracts/rope_angles.h"
 #include "kernels/cpu/bf16_staging.h"
 
 namespace zt::cpu {
 
 namespace {
-
-struct Dims {
-  std::int64_t B, T, W;
-};
-
-Dims check(const TensorView& x, int n_heads, int head_size, float theta) {
-  ZT_CHECK(x.shape.ndim() == 3, "rope: x must be [B, T, W]");
-  ZT_CHECK(head_size > 0 && head_size % 2 == 0, "rope: head_size {} must be even", head_size);
-  ZT_CHECK(n_heads >= 0 && static_cast<std::int64_t>(n_heads) * head_size <= x.shape[2],
-           "rope: {} heads of {} exceed the row's {} columns", n_heads, head_size, x.shape[2]);
-  ZT_CHECK(theta > 0.0f, "rope: theta {} must be positive", theta);
-  return {x.shape[0], x.shape[1], x.shape[2]};
-}
 
 // sign +1: forward, -1: backward (the transpose). Row r of the rows given is at position r % T
 // (whole sequences only).
@@ -56,7 +44,7 @@ void rotate_f32(const ExecContext& ctx, float* x, std::int64_t rows, std::int64_
 }
 
 void rotate(const ExecContext& ctx, const char* op, TensorView x, int n_heads, int head_size, float theta, float sign) {
-  const Dims d = check(x, n_heads, head_size, theta);
+  const RopeDims d = rope_dims(x, n_heads, head_size, theta);
   if (activation_dtype(op, {x}) == DType::kBF16) {
     // Whole sequences per staged chunk (rows of T positions), so row r's position stays r % T.
     using detail::Access;

@@ -96,4 +96,17 @@ inline float max(const float* x, std::int64_t n) {
   return m;
 }
 
+// sum(x[0..n)) in fp64, element i in lane i % 8, lanes combined in a fixed order: the softmax
+// sums of the cross-entropy kernels (whole rows and vocabulary chunks), accurate and repeatable.
+inline double sum_f64(const float* x, std::int64_t n) {
+  constexpr int kF64Lanes = 8;
+  double acc[kF64Lanes] = {};
+  std::int64_t i = 0;
+  for (; i + kF64Lanes <= n; i += kF64Lanes) {
+    for (int j = 0; j < kF64Lanes; ++j) acc[j] += static_cast<double>(x[i + j]);
+  }
+  for (int j = 0; i + j < n; ++j) acc[j] += static_cast<double>(x[i + j]);
+  return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
+}
+
 }  // namespace zt::cpu::vec

@@ -2,10 +2,6 @@
 // by rows across units, one per chunk (gpt_params.h), and each pass takes the chunks' units one at
 // a time, so ZeRO gathers, frees and reduces the tied table a chunk at a time and the logits are
 // never held whole (docs/memory.md, "The head in vocabulary chunks").
-#include <algorithm>
-#include <vector>
-
-#include "engine/core/bf16.h"
 #include "kernels/ops.h"
 #include "models/gpt/gpt_model.h"
 
@@ -36,8 +32,6 @@ void GptModel::chunked_embedding_forward(ParamStore& store, const EmbeddingParam
 void GptModel::chunked_head_forward(ParamStore& store, TensorView targets, float* logits_out) {
   const ActivationDims& d = dims_;
   HeadActivations& h = *head_acts_;
-  const std::int64_t V = config_.vocab_size;
-  std::vector<float> staging;
   for (int c = 0; c < d.head_chunk_count(); ++c) {
     const std::int64_t begin = c * d.Vc;
     const TensorView wte = acquire_wte_chunk(store, c, Pass::kForward);
@@ -45,16 +39,7 @@ void GptModel::chunked_head_forward(ParamStore& store, TensorView targets, float
     const TensorView logits{h.probs.data, d.act, h.probs.device, Shape{d.BT(), w}};
     ops::matmul_forward(ctx_, logits, h.lnf, wte, ops::WeightLayout::kOutIn, TensorView{});
     store.release_params(wte_unit(config_, c), Pass::kForward);
-    if (logits_out != nullptr && begin < V) {
-      const TensorView host = ops::on_host(ctx_, logits, staging);
-      const std::int64_t live = std::min(w, V - begin);
-      for (std::int64_t r = 0; r < d.BT(); ++r) {
-        for (std::int64_t j = 0; j < live; ++j) {
-          logits_out[r * V + begin + j] =
-              host.dtype == DType::kF32 ? host.as<float>()[r * w + j] : bf16_to_float(host.as<bf16>()[r * w + j]);
-        }
-      }
-    }
+    if (logits_out != nullptr) copy_logits_out(logits, begin, logits_out);
     ops::cross_entropy_chunk_stats(ctx_, h.row_max, h.row_sum, h.target_logit, logits, targets, begin,
                                    config_.vocab_size, c == 0);
   }

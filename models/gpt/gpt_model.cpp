@@ -161,19 +161,7 @@ float GptModel::forward(ParamStore& store, const std::int32_t* inputs, const std
   store.release_params(emb, Pass::kForward);
   store.release_params(fin, Pass::kForward);
   store.end_pass(Pass::kForward);
-  if (logits_out != nullptr) {
-    std::vector<float> staging;
-    const TensorView logits = ops::on_host(ctx_, h.probs, staging);
-    const std::int64_t V = config_.vocab_size;
-    for (std::int64_t r = 0; r < d.BT(); ++r) {
-      if (logits.dtype == DType::kF32) {
-        std::memcpy(logits_out + r * V, logits.as<float>() + r * d.Vp, static_cast<std::size_t>(V) * sizeof(float));
-      } else {
-        const bf16* row = logits.as<bf16>() + r * d.Vp;
-        for (std::int64_t v = 0; v < V; ++v) logits_out[r * V + v] = bf16_to_float(row[v]);
-      }
-    }
-  }
+  if (logits_out != nullptr) copy_logits_out(h.probs, 0, logits_out);
   if (options.backward_loss_scale.has_value()) {  // dlogits in place of the logits
     ops::softmax_cross_entropy_fused(ctx_, h.losses, h.probs, h.probs, target_view,
                                      *options.backward_loss_scale / static_cast<float>(d.BT()), config_.vocab_size);
@@ -181,6 +169,23 @@ float GptModel::forward(ParamStore& store, const std::int32_t* inputs, const std
     ops::softmax_cross_entropy_forward(ctx_, h.losses, h.probs, h.probs, target_view, config_.vocab_size);
   }
   return mean_loss();
+}
+
+void GptModel::copy_logits_out(TensorView logits, std::int64_t first_column, float* logits_out) const {
+  const std::int64_t V = config_.vocab_size, width = logits.shape[logits.shape.ndim() - 1];
+  const std::int64_t live = std::min(width, V - first_column);  // the padded vocabulary's columns stay out
+  if (live <= 0) return;
+  std::vector<float> staging;
+  const TensorView host = ops::on_host(ctx_, logits, staging);
+  for (std::int64_t r = 0; r < dims_.BT(); ++r) {
+    float* out = logits_out + r * V + first_column;
+    if (host.dtype == DType::kF32) {
+      std::memcpy(out, host.as<float>() + r * width, static_cast<std::size_t>(live) * sizeof(float));
+    } else {
+      const bf16* row = host.as<bf16>() + r * width;
+      for (std::int64_t v = 0; v < live; ++v) out[v] = bf16_to_float(row[v]);
+    }
+  }
 }
 
 float GptModel::mean_loss() const {

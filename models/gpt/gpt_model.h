@@ -79,7 +79,11 @@ class GptModel {
   // dtype (ops::adds_param_grads_into), else the zeroed fp32 scratch. Either goes to
   // store.accumulate_grads afterwards.
   TensorView grad_destination(ParamStore& store, int unit);
-  float mean_loss() const;  // the mean of the head's losses, summed on the host in a fixed order
+  float mean_loss() const;
+  // Columns [first_column, first_column + width) of the logits (this device's [BT, width] view,
+  // e.g. one vocabulary chunk) into the caller's unpadded [BT, V] logits_out, padding left out.
+  void copy_logits_out(TensorView logits, std::int64_t first_column,
+                       float* logits_out) const;  // the mean of the head's losses, summed on the host in a fixed order
   // The input (which = 0) or target (1) token ids kept before the residual stream.
   TensorView token_view(int which, Shape shape) const;
   TensorView resid(int layer) const;  // input of block `layer`; resid(n_layer) is the last output

@@ -12,65 +12,11 @@
 #include "engine/checkpoint/durable_file.h"
 #include "engine/core/bf16.h"
 #include "engine/core/check.h"
-#include "models/gpt/gpt_params.h"
+#include "engine/io/hf_config.h"
 
 namespace zt::ckpt {
 
 namespace fs = std::filesystem;
-
-nlohmann::json gpt_model_json(const gpt::GptConfig& c) {
-  return {{"type", "gpt2"},
-          {"n_layer", c.n_layer},
-          {"n_head", c.n_head},
-          {"n_embd", c.n_embd},
-          {"block_size", c.block_size},
-          {"vocab_size", c.vocab_size},
-          {"padded_vocab_size", c.padded_vocab_size()}};
-}
-
-gpt::GptConfig gpt_config_of(const CheckpointReader& reader) {
-  const std::string source = reader.dir() + "/" + std::string(kManifestName);
-  const nlohmann::json& m = reader.manifest().model;
-  gpt::GptConfig c;
-  try {
-    c.n_layer = m.at("n_layer").get<int>();
-    c.n_head = m.at("n_head").get<int>();
-    c.n_embd = m.at("n_embd").get<int>();
-    c.block_size = m.at("block_size").get<int>();
-    c.vocab_size = m.at("vocab_size").get<int>();
-  } catch (const nlohmann::json::exception& e) {
-    throw_input_error("{}: \"model\" is not a GPT config: {}", source, e.what());
-  }
-  if (c.n_layer < 1 || c.n_head < 1 || c.n_embd < 1 || c.n_embd % c.n_head != 0 || c.block_size < 1 ||
-      c.vocab_size < 1) {
-    throw_input_error("{}: \"model\" {} is not a valid GPT config", source, m.dump());
-  }
-  const gpt::UnitLayout layout = unit_layout_of(reader);
-  if (layout.head_chunks > c.padded_vocab_size() / 64) {
-    throw_input_error("{}: train.head_chunks {} exceeds the model's {} vocabulary chunks of 64", source,
-                      layout.head_chunks, c.padded_vocab_size() / 64);
-  }
-  const std::string diff = table_difference(gpt::build_param_table(c, layout), reader.manifest().table);
-  if (!diff.empty()) {
-    throw_input_error("{}: the parameter table is not GPT-2's for {} with head_chunks {}, block_units {}: {}", source,
-                      m.dump(), layout.head_chunks, layout.block_units, diff);
-  }
-  return c;
-}
-
-gpt::UnitLayout unit_layout_of(const CheckpointReader& reader) {
-  const nlohmann::json& config = reader.manifest().config;
-  auto read = [&](const char* key, int max_value) {
-    if (!config.contains("train") || !config["train"].contains(key)) return 1;
-    const nlohmann::json& v = config["train"][key];
-    if (!v.is_number_integer() || v.get<int>() < 1 || v.get<int>() > max_value) {
-      throw_input_error("{}/{}: train.{} {} is not an integer in [1, {}]", reader.dir(), kManifestName, key, v.dump(),
-                        max_value);
-    }
-    return v.get<int>();
-  };
-  return {read("head_chunks", 1 << 20), read("block_units", 2)};
-}
 
 namespace {
 
@@ -117,32 +63,14 @@ void finish_file(FileHandle& out, const std::string& tmp, const std::string& pat
 
 void export_hf(const CheckpointReader& reader, const std::string& out_dir, DType dtype) {
   ZT_CHECK(dtype == DType::kF32 || dtype == DType::kBF16);
-  const gpt::GptConfig c = gpt_config_of(reader);
+  const ModelSpec spec = model_spec_of(reader);
   const ParamTable& table = reader.manifest().table;
   std::error_code ec;
   fs::create_directories(out_dir, ec);
   if (ec) throw_input_error("cannot create export directory '{}': {}", out_dir, ec.message());
 
   const nlohmann::json& cfg_model = reader.manifest().config.value("model", nlohmann::json::object());
-  const double dropout = cfg_model.value("dropout", 0.0);
-  nlohmann::ordered_json hf = {{"architectures", {"GPT2LMHeadModel"}},
-                               {"model_type", "gpt2"},
-                               {"vocab_size", c.vocab_size},
-                               {"n_positions", c.block_size},
-                               {"n_ctx", c.block_size},
-                               {"n_embd", c.n_embd},
-                               {"n_layer", c.n_layer},
-                               {"n_head", c.n_head},
-                               {"n_inner", nullptr},
-                               {"activation_function", "gelu_new"},
-                               {"resid_pdrop", dropout},
-                               {"embd_pdrop", dropout},
-                               {"attn_pdrop", dropout},
-                               {"layer_norm_epsilon", 1e-5},
-                               {"initializer_range", 0.02},
-                               {"scale_attn_weights", true},
-                               {"tie_word_embeddings", true},
-                               {"torch_dtype", dtype == DType::kF32 ? "float32" : "bfloat16"}};
+  const nlohmann::ordered_json hf = hf_config_json(spec, cfg_model.value("dropout", 0.0), dtype);
   write_file_atomically((fs::path(out_dir) / "config.json").string(), hf.dump(2) + "\n");
 
   // The header is known before any data: shapes and dtypes come from the table.
@@ -176,7 +104,14 @@ void export_hf(const CheckpointReader& reader, const std::string& out_dir, DType
 
 void export_llmc(const CheckpointReader& reader, const std::string& out_path, DType dtype) {
   ZT_CHECK(dtype == DType::kF32 || dtype == DType::kBF16);
-  const gpt::GptConfig c = gpt_config_of(reader);
+  const ModelSpec spec = model_spec_of(reader);
+  if (spec.arch != ModelArch::kGpt2) {
+    throw_input_error(
+        "{}: llm.c's model file holds GPT-2 models only; this checkpoint is a {} (export it with --format "
+        "hf)",
+        reader.dir(), model_arch_name(spec.arch));
+  }
+  const gpt::GptConfig& c = spec.gpt;
   const ParamTable& table = reader.manifest().table;
   std::array<std::int32_t, 256> header{};
   header[0] = 20240326;

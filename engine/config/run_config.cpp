@@ -12,6 +12,7 @@
 
 #include "engine/config/config_reader.h"
 #include "engine/core/check.h"
+#include "engine/core/float_text.h"
 
 namespace zt {
 
@@ -20,23 +21,78 @@ namespace {
 constexpr long long kMaxDim = 1 << 20;
 constexpr long long kMaxSteps = 1'000'000'000;
 
+// The Llama keys (model.arch = "llama"): grouped-query heads, the SwiGLU width, RoPE's base, the
+// RMSNorm epsilon and the head's tie; the shared keys come from `m`.
+void read_llama_keys(ConfigReader& r, const gpt::GptConfig& m, llama::LlamaConfig& l) {
+  l.n_layer = m.n_layer;
+  l.n_head = m.n_head;
+  l.n_embd = m.n_embd;
+  l.block_size = m.block_size;
+  l.vocab_size = m.vocab_size;
+  l.n_kv_head = r.get_int("n_kv_head", m.n_head, 1, 1024);
+  l.intermediate_size = r.get_int("intermediate_size", 0, 0, 1 << 24);
+  l.rope_theta = static_cast<float>(r.get_double("rope_theta", 10000.0, 1.0, 1e9));
+  l.norm_eps = static_cast<float>(r.get_double("norm_eps", 1e-5, 1e-12, 1.0));
+  l.tie_embeddings = r.get_bool("tie_embeddings", false);
+  const std::string error = llama::llama_config_error(l);
+  if (!error.empty()) throw_input_error("config error in {}: model (arch llama): {}", r.file(), error);
+}
+
+// What a Llama run cannot do yet (docs/config.md, "model.arch"): each a one-line error naming the
+// key, rather than a run that would fail later or silently ignore it.
+void check_llama_support(const RunConfig& c) {
+  const char* what = nullptr;
+  if (c.device == Device::kCUDA) {
+    what = "device = \"cuda\" (Llama's CUDA path, grouped-query flash and cuDNN attention, is not built yet)";
+  } else if (c.param_dtype != DType::kF32) {
+    what = "precision.param_dtype = \"bf16\" (Llama trains with fp32 parameters so far)";
+  } else if (c.activation_dtype != DType::kF32) {
+    what = "precision.activations = \"bf16\" (Llama's activations are fp32 so far)";
+  } else if (c.train.head_chunks != 1) {
+    what = "train.head_chunks > 1 (the chunked LM head is GPT-2's so far)";
+  } else if (c.train.block_units != 1) {
+    what = "train.block_units = 2 (a Llama layer is one unit so far)";
+  }
+  if (what != nullptr)
+    throw_input_error("config error in {}: model.arch = \"llama\" does not support {}", c.source, what);
+}
+
 void read_model(ConfigReader r, RunConfig& c) {
   gpt::GptConfig& m = c.model;
   for (const char* key : {"n_layer", "n_head", "n_embd", "block_size", "vocab_size"}) {
     if (!r.has(key)) throw_input_error("config error in {}: missing required key '{}'", r.file(), r.dotted(key));
   }
+  c.arch = r.get_enum("arch", "gpt2", {"gpt2", "llama"}) == "llama" ? ModelArch::kLlama : ModelArch::kGpt2;
   m.n_layer = r.get_int("n_layer", m.n_layer, 1, 1024);
   m.n_head = r.get_int("n_head", m.n_head, 1, 1024);
   m.n_embd = r.get_int("n_embd", m.n_embd, 1, kMaxDim);
   m.block_size = r.get_int("block_size", m.block_size, 1, kMaxDim);
   // Up to 2^24: llm.c's uint32 token files carry vocabularies above 65,535 (Llama 3's 128,256).
   m.vocab_size = r.get_int("vocab_size", m.vocab_size, 1, 1 << 24);
-  c.dropout = static_cast<float>(r.get_double("dropout", 0.0, 0.0, 0.95));
-  r.reject_unknown_keys();
   if (m.n_embd % m.n_head != 0) {
     throw_input_error("config error in {}: model.n_embd = {} is not divisible by model.n_head = {}", r.file(), m.n_embd,
                       m.n_head);
   }
+  if (c.arch == ModelArch::kLlama) {
+    if (r.has("dropout")) {
+      throw_input_error("config error in {}: model.dropout: a Llama model (model.arch = \"llama\") has no dropout",
+                        r.file());
+    }
+    read_llama_keys(r, m, c.llama);
+    if (!r.has("intermediate_size")) {
+      c.derived.push_back(
+          fmt::format("model.intermediate_size = {} (Llama's rule: 8/3 n_embd rounded up to 256)", c.llama.hidden()));
+    }
+  } else {
+    for (const char* key : {"n_kv_head", "intermediate_size", "rope_theta", "norm_eps", "tie_embeddings"}) {
+      if (r.has(key)) {
+        throw_input_error("config error in {}: {} is a Llama key; set model.arch = \"llama\" or remove it", r.file(),
+                          r.dotted(key));
+      }
+    }
+    c.dropout = static_cast<float>(r.get_double("dropout", 0.0, 0.0, 0.95));
+  }
+  r.reject_unknown_keys();
 }
 
 void read_data(ConfigReader r, DataConfig& d) {
@@ -104,7 +160,7 @@ void read_train(ConfigReader r, RunConfig& c) {
   t.num_threads = r.get_int("num_threads", 0, 0, 1024);
   if (t.num_threads == 0) t.num_threads = omp_get_num_procs();
   const std::string ac = r.get_string("activation_checkpointing", "none");
-  if (!gpt::CheckpointPolicy::parse(ac, &t.activation_checkpointing)) {
+  if (!CheckpointPolicy::parse(ac, &t.activation_checkpointing)) {
     throw_input_error(
         "config error in {}: train.activation_checkpointing = \"{}\" is not none, all or every:K (K >= 1)", r.file(),
         ac);
@@ -264,6 +320,7 @@ RunConfig parse_run_config(nlohmann::json doc, const std::string& source, int wo
   read_log(root.section("log"), c.log, source);
   read_checkpoint(root.section("checkpoint"), c.checkpoint);
   root.reject_unknown_keys();
+  if (c.arch == ModelArch::kLlama) check_llama_support(c);
   return c;
 }
 
@@ -286,22 +343,30 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
   return parse_run_config(std::move(doc), path, world_size, std::move(sources));
 }
 
-namespace {
-// A float as the shortest decimal that reads back to it (0.9f -> 0.9, not 0.8999999761581421).
-double shortest(float f) { return std::stod(fmt::format("{}", f)); }
-}  // namespace
+nlohmann::json RunConfig::model_json() const {
+  nlohmann::json m = {{"arch", std::string(model_arch_name(arch))},
+                      {"n_layer", model.n_layer},
+                      {"n_head", model.n_head},
+                      {"n_embd", model.n_embd},
+                      {"block_size", model.block_size},
+                      {"vocab_size", model.vocab_size}};
+  if (arch == ModelArch::kLlama) {
+    m["n_kv_head"] = llama.n_kv_head;
+    m["intermediate_size"] = llama.hidden();
+    m["rope_theta"] = shortest_decimal(llama.rope_theta);
+    m["norm_eps"] = shortest_decimal(llama.norm_eps);
+    m["tie_embeddings"] = llama.tie_embeddings;
+  } else {
+    m["dropout"] = shortest_decimal(dropout);
+  }
+  return m;
+}
 
 nlohmann::json RunConfig::to_json() const {
   const AdamWHyper& a = optim.adamw;
   return {
       {"device", std::string(device_name(device))},
-      {"model",
-       {{"n_layer", model.n_layer},
-        {"n_head", model.n_head},
-        {"n_embd", model.n_embd},
-        {"block_size", model.block_size},
-        {"vocab_size", model.vocab_size},
-        {"dropout", shortest(dropout)}}},
+      {"model", model_json()},
       {"data",
        {{"dataset", data.dataset},
         {"train_file", data.train_file},
@@ -329,16 +394,16 @@ nlohmann::json RunConfig::to_json() const {
         {"check_memory", train.check_memory},
         {"collective_timeout_s", train.collective_timeout_s}}},
       {"optim",
-       {{"lr", shortest(a.lr)},
-        {"beta1", shortest(a.beta1)},
-        {"beta2", shortest(a.beta2)},
-        {"eps", shortest(a.eps)},
-        {"weight_decay", shortest(a.weight_decay)},
-        {"min_lr", shortest(optim.min_lr)},
+       {{"lr", shortest_decimal(a.lr)},
+        {"beta1", shortest_decimal(a.beta1)},
+        {"beta2", shortest_decimal(a.beta2)},
+        {"eps", shortest_decimal(a.eps)},
+        {"weight_decay", shortest_decimal(a.weight_decay)},
+        {"min_lr", shortest_decimal(optim.min_lr)},
         {"warmup_steps", optim.warmup_steps},
         {"decay", optim.decay},
         {"decay_steps", optim.decay_steps},
-        {"grad_clip", shortest(optim.grad_clip)}}},
+        {"grad_clip", shortest_decimal(optim.grad_clip)}}},
       {"precision",
        {{"param_dtype", param_dtype == DType::kBF16 ? "bf16" : "f32"},
         {"matmul", matmul_precision_name(matmul_precision)},
@@ -360,7 +425,7 @@ nlohmann::json RunConfig::to_json() const {
         {"progress", log.progress},
         {"sample_every", log.sample_every},
         {"sample_tokens", log.sample_tokens},
-        {"sample_temperature", shortest(log.sample_temperature)},
+        {"sample_temperature", shortest_decimal(log.sample_temperature)},
         {"sample_top_k", log.sample_top_k},
         {"sample_prompt", log.sample_prompt},
         {"profile_ops", log.profile_ops}}},

@@ -16,6 +16,8 @@
 #include "kernels/contracts/adamw_params.h"
 #include "models/gpt/gpt_config.h"
 #include "models/gpt/gpt_params.h"
+#include "models/llama/llama_config.h"
+#include "models/model_family.h"
 
 namespace zt {
 
@@ -36,7 +38,7 @@ struct TrainConfig {
   int max_steps = 100;
   std::uint64_t seed = 1337;
   int num_threads = 0;  // CPU threads for kernels and BLAS; 0 means every core
-  gpt::CheckpointPolicy activation_checkpointing;
+  CheckpointPolicy activation_checkpointing;
   // The LM head's logits in this many vocabulary chunks, never held whole (1: all at once); costs
   // the head's logits a second time per step (models/gpt/gpt_model.h, docs/memory.md).
   int head_chunks = 1;
@@ -89,8 +91,12 @@ struct CheckpointConfig {
 struct RunConfig {
   std::string source;  // the file it came from, for messages
   Device device = Device::kCPU;
+  ModelArch arch = ModelArch::kGpt2;  // model.arch
+  // The keys every family has (n_layer, n_head, n_embd, block_size, vocab_size), and GPT-2's whole
+  // config; with arch llama, `llama` holds the Llama config (those keys copied in, and its own).
   gpt::GptConfig model;
-  float dropout = 0.0f;  // model.dropout: attention probabilities and residual branches
+  llama::LlamaConfig llama;
+  float dropout = 0.0f;  // model.dropout: attention probabilities and residual branches (GPT-2)
   DataConfig data;
   TrainConfig train;
   OptimConfig optim;
@@ -107,6 +113,13 @@ struct RunConfig {
   std::vector<std::string> derived;  // "train.grad_accum = 4 (from ...)": printed at start
 
   nlohmann::json to_json() const;
+  nlohmann::json model_json() const;  // to_json()'s "model" section
+  // The model this config trains (its family, hyper-parameters and unit layout), and how the
+  // trainer builds it (train.micro_batch x train.seq_len, checkpointing, dropout, activations).
+  ModelSpec model_spec() const { return {arch, model, train.unit_layout(), llama}; }
+  ModelBuild model_build() const {
+    return {train.micro_batch, train.seq_len, train.activation_checkpointing, dropout, train.seed, activation_dtype};
+  }
 };
 
 // Reads `path`, applies each "section.key=value" override in order, validates, resolves defaults.

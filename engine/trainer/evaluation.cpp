@@ -16,9 +16,9 @@ void evaluate(TrainerState& s, int step, TrainSummary& summary) {
   for (int i = 0; i < c.train.eval_batches; ++i) {
     data::fill_batch(s.data.val(), B, T, c.train.seed, data::kValStream, static_cast<std::int64_t>(i) * B,
                      s.inputs.data(), s.targets.data());
-    sum += s.model.forward(s.store, s.inputs.data(), s.targets.data(), {.training = false});
+    sum += s.model->forward(s.store, s.inputs.data(), s.targets.data(), {.training = false});
   }
-  s.model.release_activations();
+  s.model->release_activations();
   summary.val_loss = static_cast<float>(sum / c.train.eval_batches);
   s.log({{"type", "eval"}, {"step", step}, {"val_loss", summary.val_loss}});
   s.progress.message(fmt::format("step {}: val loss {:.4f} (unigram entropy of the data {:.4f})", step,
@@ -28,14 +28,14 @@ void evaluate(TrainerState& s, int step, TrainSummary& summary) {
 void sample(TrainerState& s, int step, TrainSummary& summary) {
   const RunConfig& c = s.config;
   // The run's store, so the run's units: the token table in as many chunks as the training head's.
-  gpt::GptModel sampler(c.model, 1, c.train.seq_len, gpt::CheckpointPolicy{}, s.tracker, s.ctx, 0.0f, 0, DType::kF32,
-                        c.train.unit_layout());
+  const std::unique_ptr<LanguageModel> sampler =
+      make_model(c.model_spec(), sampling_build(c.train.seq_len), s.tracker, s.ctx);
   std::vector<std::int32_t> prompt;
   if (s.data.vocab()) {
     for (std::uint16_t t : s.data.vocab()->encode(c.log.sample_prompt)) prompt.push_back(t);
   }
   const auto tokens =
-      generate_tokens(sampler, s.store, prompt,
+      generate_tokens(*sampler, s.store, prompt,
                       {c.log.sample_tokens, c.log.sample_temperature, c.log.sample_top_k,
                        c.train.seed + static_cast<std::uint64_t>(step), s.data.vocab() ? s.data.vocab()->size() : 0});
   summary.sample = s.data.vocab() ? s.data.vocab()->decode(tokens) : fmt::format("{}", fmt::join(tokens, " "));

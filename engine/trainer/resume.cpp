@@ -8,9 +8,9 @@
 #include <filesystem>
 #include <vector>
 
-#include "engine/checkpoint/checkpoint_export.h"
 #include "engine/checkpoint/checkpoint_folder.h"
 #include "engine/checkpoint/checkpoint_manifest.h"
+#include "engine/checkpoint/checkpoint_model.h"
 #include "engine/checkpoint/checkpoint_reader.h"
 #include "engine/core/check.h"
 
@@ -56,13 +56,13 @@ std::string resolve_resume_checkpoint(Communicator& comm, const std::string& arg
 std::vector<std::string> check_resume_fits(const std::string& checkpoint, const nlohmann::json& saved_model,
                                            const nlohmann::json& saved_config, int saved_world_size,
                                            const RunConfig& now, bool allow_config_change) {
-  const nlohmann::json expected = ckpt::gpt_model_json(now.model);
+  const nlohmann::json expected = ckpt::model_json(now.model_spec());
   if (saved_model != expected) {
     throw_input_error("--resume {}: the checkpoint's model {} differs from the config's model {}", checkpoint,
                       saved_model.dump(), expected.dump());
   }
   // train.head_chunks and train.block_units lay the parameters out in units
-  // (models/gpt/gpt_params.h): the checkpoint's shards are of those units.
+  // (models/gpt/gpt_params.h): the checkpoint's shards are of those units. (A Llama has one layout.)
   for (const auto& [key, now_value] :
        {std::pair{"head_chunks", now.train.head_chunks}, std::pair{"block_units", now.train.block_units}}) {
     const nlohmann::json saved =

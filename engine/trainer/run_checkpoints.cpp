@@ -4,7 +4,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "engine/checkpoint/checkpoint_export.h"
+#include "engine/checkpoint/checkpoint_model.h"
 #include "engine/checkpoint/optimizer_checkpoint.h"
 #include "engine/launch/signals.h"
 #include "engine/trainer/model_setup.h"
@@ -16,7 +16,7 @@ RunProgress start_run(TrainerState& s, const std::string& resume_checkpoint, boo
   const RunConfig& c = s.config;
   RunProgress run;
   if (resume_checkpoint.empty()) {
-    initialize_gpt_parameters(c.model, c.train.seed, s.store, s.optimizer, s.tracker);
+    initialize_parameters(c.model_spec(), c.train.seed, s.store, s.optimizer, s.tracker);
     return run;
   }
   const ckpt::CheckpointReader reader(resume_checkpoint);
@@ -59,7 +59,7 @@ void save_checkpoint(TrainerState& s, RunProgress& run, int steps_completed) {
   meta.position.step = steps_completed;
   meta.position.next_sample_index = run.start_sample + (steps_completed - run.start_step) * samples_per_step;
   meta.position.tokens_seen = run.start_tokens + (steps_completed - run.start_step) * c.train.global_batch_tokens;
-  meta.model = ckpt::gpt_model_json(c.model);
+  meta.model = ckpt::model_json(c.model_spec());
   meta.config = c.to_json();
   meta.extra = {{"skipped_steps", run.summary.skipped_steps}, {"consecutive_skips", run.consecutive_skips}};
   const ckpt::SaveResult r = ckpt::save_training_state(s.comm, c.checkpoint.folder_for(s.run_dir), s.store, s.optimizer,

@@ -1,5 +1,5 @@
 // The memory prediction for a run config: its model's parameter table, footprint and step
-// schedule (models/gpt today) under the config's zero options, precision and device, fed to the
+// schedule (models/model_family.h) under the config's zero options, precision and device, fed to the
 // model-agnostic ZeRO arithmetic of engine/sharding/memory_model.h. The trainer's memory check and
 // report and the `memory` command predict through it.
 #pragma once

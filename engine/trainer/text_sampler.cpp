@@ -9,13 +9,12 @@
 
 namespace zt {
 
-std::vector<std::int32_t> generate_tokens(gpt::GptModel& model, ParamStore& store, std::vector<std::int32_t> tokens,
+std::vector<std::int32_t> generate_tokens(LanguageModel& model, ParamStore& store, std::vector<std::int32_t> tokens,
                                           const SamplingOptions& options) {
-  const int T = static_cast<int>(model.dims().T);
-  const int V =
-      options.vocab_limit > 0 ? std::min(options.vocab_limit, model.config().vocab_size) : model.config().vocab_size;
-  const int row_stride = model.config().vocab_size;
-  ZT_CHECK(model.dims().B == 1, "sampling runs on a batch-1 model");
+  const int T = model.seq_len();
+  const int V = options.vocab_limit > 0 ? std::min(options.vocab_limit, model.vocab_size()) : model.vocab_size();
+  const int row_stride = model.vocab_size();
+  ZT_CHECK(model.batch() == 1, "sampling runs on a batch-1 model");
   if (tokens.empty()) tokens.push_back(0);
   std::vector<std::int32_t> window(static_cast<std::size_t>(T)), dummy_targets(static_cast<std::size_t>(T), 0);
   std::vector<float> logits(static_cast<std::size_t>(T) * row_stride);

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "engine/sharding/param_store.h"
-#include "models/gpt/gpt_model.h"
+#include "models/language_model.h"
 
 namespace zt {
 
@@ -20,7 +20,7 @@ struct SamplingOptions {
 
 // `model` must be built for batch 1 (any seq_len). The context is the last seq_len tokens; since
 // attention is causal, the logits at the last real position ignore the padding after it.
-std::vector<std::int32_t> generate_tokens(gpt::GptModel& model, ParamStore& store, std::vector<std::int32_t> prompt,
+std::vector<std::int32_t> generate_tokens(LanguageModel& model, ParamStore& store, std::vector<std::int32_t> prompt,
                                           const SamplingOptions& options);
 
 }  // namespace zt

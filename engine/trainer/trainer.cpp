@@ -154,9 +154,9 @@ StepResult Trainer::train_step(int step, const RunProgress& run) {
     // hands each unit's gradient to the store, which reduces it (all-reduce at stage 0,
     // reduce-scatter into this rank's shard at 1-3) while the units below compute, and waits for
     // the reductions at its end.
-    loss_sum += s.model.forward(s.store, s.inputs.data(), s.targets.data(),
-                                {.first_sample = first_sample, .backward_loss_scale = loss_scale});
-    s.model.backward(s.store, loss_scale);
+    loss_sum += s.model->forward(s.store, s.inputs.data(), s.targets.data(),
+                                 {.first_sample = first_sample, .backward_loss_scale = loss_scale});
+    s.model->backward(s.store, loss_scale);
   }
   if (step + 1 == s.inject_nonfinite_step) poison_one_gradient(s.ctx, s.store);
   const AgreedLoss agreed = all_reduce_loss_and_stop(s.comm, loss_sum / accum);

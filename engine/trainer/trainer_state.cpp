@@ -53,9 +53,8 @@ TrainerState::TrainerState(const RunConfig& c, std::string dir, Communicator& co
       // communication, which the profile counts outside the ops.
       device_comm(make_store_communicator(communicator, memory, backend.context())),
       data(c),
-      model(c.model, c.train.micro_batch, c.train.seq_len, c.train.activation_checkpointing, tracker, ctx, c.dropout,
-            c.train.seed, c.activation_dtype, c.train.unit_layout()),
-      store(model.table(), c.param_dtype, c.zero, device_comm ? *device_comm : comm, tracker, ctx),
+      model(make_model(c.model_spec(), c.model_build(), tracker, ctx)),
+      store(model->table(), c.param_dtype, c.zero, device_comm ? *device_comm : comm, tracker, ctx),
       optimizer(store, c.optim.adamw, tracker, ctx),
       schedule(c.optim.adamw.lr, c.optim.min_lr, c.optim.warmup_steps, c.optim.decay_steps,
                LrSchedule::parse_decay(c.optim.decay)),

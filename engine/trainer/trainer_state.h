@@ -22,7 +22,7 @@
 #include "engine/trainer/trainer.h"
 #include "kernels/compute_backend.h"
 #include "kernels/op_profiler.h"
-#include "models/gpt/gpt_model.h"
+#include "models/language_model.h"
 
 namespace zt {
 
@@ -44,7 +44,7 @@ struct TrainerState {
   // (null otherwise: the store uses `comm`); the trainer's own small collectives stay on `comm`.
   std::unique_ptr<Communicator> device_comm;
   DataSource data;
-  gpt::GptModel model;
+  std::unique_ptr<LanguageModel> model;  // the config's family (models/model_family.h)
   ZeroParamStore store;
   ShardedAdamW optimizer;
   LrSchedule schedule;

@@ -1,8 +1,10 @@
-// GPT-2 model hyper-parameters (nanoGPT's key names) and the activation-checkpointing policy.
+// GPT-2 model hyper-parameters (nanoGPT's key names) and the LM head's vocabulary chunks.
 #pragma once
 
 #include <cstdint>
 #include <string>
+
+#include "models/checkpoint_policy.h"
 
 namespace zt::gpt {
 
@@ -27,24 +29,6 @@ std::int64_t head_chunk_columns(const GptConfig& c, int chunks);
 // How many chunks that makes: ceil(Vp / head_chunk_columns).
 int head_chunk_count(const GptConfig& c, int chunks);
 
-// Which transformer blocks recompute their forward in backward instead of keeping activations.
-struct CheckpointPolicy {
-  enum class Kind { kNone, kAll, kEvery };
-  Kind kind = Kind::kNone;
-  int every_k = 1;  // with kEvery: blocks 0, k, 2k, ... are checkpointed
-
-  bool is_checkpointed(int layer) const {
-    switch (kind) {
-      case Kind::kNone: return false;
-      case Kind::kAll: return true;
-      case Kind::kEvery: return layer % every_k == 0;
-    }
-    return false;
-  }
-  // "none", "all" or "every:K": the config's spelling.
-  std::string to_string() const;
-  // Parses that spelling; returns false when it is not one of them.
-  static bool parse(const std::string& text, CheckpointPolicy* out);
-};
+using zt::CheckpointPolicy;  // models/checkpoint_policy.h
 
 }  // namespace zt::gpt

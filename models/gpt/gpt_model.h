@@ -15,22 +15,13 @@
 #include "models/gpt/activations.h"
 #include "models/gpt/block.h"
 #include "models/gpt/gpt_params.h"
+#include "models/language_model.h"
 
 namespace zt::gpt {
 
-// Per-call options of GptModel::forward.
-struct ForwardOptions {
-  bool training = true;           // dropout applies (when the model has any)
-  std::int64_t first_sample = 0;  // global sample index of batch row 0: keys the dropout masks
-  float* logits_out = nullptr;    // when set, receives the unpadded logits [B, T, V]
-  // Set when backward follows with this loss_scale (a training step): the loss's gradient is taken
-  // in the forward's pass over the logits (softmax_cross_entropy_fused: one pass instead of a
-  // forward and a backward over the largest activation) and backward starts from it. Backward
-  // must then be called with the same loss_scale.
-  std::optional<float> backward_loss_scale = std::nullopt;
-};
+using zt::ForwardOptions;  // models/language_model.h
 
-class GptModel {
+class GptModel final : public LanguageModel {
  public:
   // Sized for batches of `batch` sequences of `seq_len` tokens (seq_len <= block_size). `dropout`
   // is the probability used at every site (embedding output, attention probabilities, both
@@ -51,19 +42,22 @@ class GptModel {
 
   const GptConfig& config() const { return config_; }
   const UnitLayout& layout() const { return layout_; }
-  const ParamTable& table() const { return table_; }
+  const ParamTable& table() const override { return table_; }
+  int batch() const override { return static_cast<int>(dims_.B); }
+  int seq_len() const override { return static_cast<int>(dims_.T); }
+  int vocab_size() const override { return config_.vocab_size; }
   const ActivationDims& dims() const { return dims_; }
 
   // Forward on inputs and targets [B, T] (i32). Returns the mean cross-entropy and keeps what
   // backward needs (until backward or release_activations).
   float forward(ParamStore& store, const std::int32_t* inputs, const std::int32_t* targets,
-                const ForwardOptions& options = {});
+                const ForwardOptions& options = {}) override;
   // Backward of the last forward: every unit's gradient of loss_scale x the mean loss goes to the
   // store (accumulate_grads, then grads_ready). Frees the forward's activations. Gradient
   // accumulation over k micro-batches passes loss_scale = 1/k.
-  void backward(ParamStore& store, float loss_scale = 1.0f);
+  void backward(ParamStore& store, float loss_scale = 1.0f) override;
   // Drops the activations of a forward that will not be followed by backward (evaluation).
-  void release_activations();
+  void release_activations() override;
 
  private:
   // A unit's working parameters as the kernels read them: the store's own buffer when it is fp32,

@@ -42,12 +42,13 @@ PassSchedule backward_schedule(const LlamaConfig& c) {
   return s;
 }
 
-LlamaModel::LlamaModel(const LlamaConfig& config, int batch, int seq_len, MemoryTracker& tracker,
-                       const ExecContext& ctx)
+LlamaModel::LlamaModel(const LlamaConfig& config, int batch, int seq_len, CheckpointPolicy policy,
+                       MemoryTracker& tracker, const ExecContext& ctx)
     : config_(config),
       table_(build_param_table(config)),
       dims_(layer_dims(config, batch, seq_len)),
       Vp_(config.padded_vocab_size()),
+      policy_(policy),
       tracker_(tracker),
       ctx_(ctx),
       forward_schedule_(forward_schedule(config)),
@@ -60,6 +61,13 @@ LlamaModel::LlamaModel(const LlamaConfig& config, int batch, int seq_len, Memory
 }
 
 LlamaModel::~LlamaModel() = default;
+
+void LlamaModel::release_activations() {
+  head_.reset();
+  for (auto& a : layer_acts_) a.reset();
+  stream_.reset();
+  tokens_.reset();
+}
 
 TensorView LlamaModel::resid(int layer) const {
   auto* base = static_cast<float*>(stream_.data()) + layer * dims_.BT() * dims_.C;
@@ -93,14 +101,12 @@ HeadViews head_views(const Buffer& b, const LayerDims& d, std::int64_t Vp) {
 }  // namespace
 
 float LlamaModel::forward(ParamStore& store, const std::int32_t* inputs, const std::int32_t* targets,
-                          float* logits_out) {
+                          const ForwardOptions& options) {
   ZT_CHECK(store.param_dtype() == DType::kF32, "LlamaModel: fp32 parameters only so far");
   // A forward not followed by backward (evaluation) leaves its activations: freed before any new
   // allocation, so a step's peak is its own.
-  head_.reset();
-  for (auto& a : layer_acts_) a.reset();
-  stream_.reset();
-  tokens_.reset();
+  release_activations();
+  float* logits_out = options.logits_out;
   const LayerDims& d = dims_;
   const int L = config_.n_layer, emb = embedding_unit(), fin = final_unit(config_);
   tokens_ = ops::allocate(ctx_, tracker_, MemCategory::kActivations, DType::kI32, 2 * d.BT(), false);
@@ -119,7 +125,8 @@ float LlamaModel::forward(ParamStore& store, const std::int32_t* inputs, const s
     const LayerParams p = layer_views(table_, l, store.acquire_params(layer_unit(l), Pass::kForward));
     auto acts = std::make_unique<LayerActivations>(tracker_, d, ctx_);
     layer_forward(ctx_, config_, p, resid(l), *acts, resid(l + 1));
-    layer_acts_[static_cast<std::size_t>(l)] = std::move(acts);
+    // A checkpointed layer keeps only its input (resid(l)); backward recomputes the rest.
+    if (!policy_.is_checkpointed(l)) layer_acts_[static_cast<std::size_t>(l)] = std::move(acts);
     store.release_params(layer_unit(l), Pass::kForward);
   }
   head_ = ops::allocate(ctx_, tracker_, MemCategory::kActivations, DType::kF32, d.BT() * (d.C + 2 + Vp_), false);
@@ -187,10 +194,14 @@ void LlamaModel::backward(ParamStore& store, float loss_scale) {
   for (int l = L - 1; l >= 0; --l) {
     const int unit = layer_unit(l);
     const LayerParams p = layer_views(table_, l, store.acquire_params(unit, Pass::kBackward));
+    std::unique_ptr<LayerActivations>& acts = layer_acts_[static_cast<std::size_t>(l)];
+    if (policy_.is_checkpointed(l)) {
+      acts = std::make_unique<LayerActivations>(tracker_, d, ctx_);
+      layer_forward(ctx_, config_, p, resid(l), *acts, resid(l + 1));
+    }
     const TensorView g = zeroed_grad(unit);
-    layer_backward(ctx_, config_, p, layer_views(table_, l, g), resid(l), *layer_acts_[static_cast<std::size_t>(l)],
-                   dresid, layer_scratch_);
-    layer_acts_[static_cast<std::size_t>(l)].reset();
+    layer_backward(ctx_, config_, p, layer_views(table_, l, g), resid(l), *acts, dresid, layer_scratch_);
+    acts.reset();
     store.accumulate_grads(unit, g);
     store.grads_ready(unit);
     store.release_params(unit, Pass::kBackward);

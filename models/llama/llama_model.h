@@ -1,8 +1,8 @@
-// A Llama decoder (issue 22, in progress: not yet reachable from a run config) over the kernels,
-// reaching its parameters through a ParamStore unit by unit in execution order, as GptModel does:
-// token embedding (no position table), layers (llama_block), final RMSNorm, LM head (tied to the
-// embeddings or its own), cross-entropy. fp32 activations, parameters in the store's dtype when it
-// is F32 (bf16 parameters need the fp32 copies GptModel keeps: not yet).
+// A Llama decoder over the kernels, reaching its parameters through a ParamStore unit by unit in
+// execution order, as GptModel does: token embedding (no position table), layers (llama_block),
+// final RMSNorm, LM head (tied to the embeddings or its own), cross-entropy. Checkpointed layers
+// keep only their input and recompute their forward in backward. fp32 activations and parameters
+// (bf16 parameters need the fp32 copies GptModel keeps: not yet).
 #pragma once
 
 #include <cstdint>
@@ -12,6 +12,8 @@
 #include "engine/core/buffer.h"
 #include "engine/sharding/param_store.h"
 #include "kernels/exec_context.h"
+#include "models/checkpoint_policy.h"
+#include "models/language_model.h"
 #include "models/llama/llama_block.h"
 #include "models/llama/llama_params.h"
 
@@ -23,18 +25,27 @@ namespace zt::llama {
 PassSchedule forward_schedule(const LlamaConfig& c);
 PassSchedule backward_schedule(const LlamaConfig& c);
 
-class LlamaModel {
+class LlamaModel final : public LanguageModel {
  public:
-  LlamaModel(const LlamaConfig& config, int batch, int seq_len, MemoryTracker& tracker, const ExecContext& ctx);
-  ~LlamaModel();
+  // Sized for batches of `batch` sequences of `seq_len` tokens (seq_len <= block_size).
+  LlamaModel(const LlamaConfig& config, int batch, int seq_len, CheckpointPolicy policy, MemoryTracker& tracker,
+             const ExecContext& ctx);
+  ~LlamaModel() override;
 
-  const ParamTable& table() const { return table_; }
+  const LlamaConfig& config() const { return config_; }
+  const ParamTable& table() const override { return table_; }
+  int batch() const override { return static_cast<int>(dims_.B); }
+  int seq_len() const override { return static_cast<int>(dims_.T); }
+  int vocab_size() const override { return config_.vocab_size; }
   // The mean cross-entropy of targets [B, T] given inputs [B, T]; keeps what backward needs.
-  // logits_out, when set, receives the unpadded logits [B, T, V].
+  // options.logits_out, when set, receives the unpadded logits [B, T, V]. (No dropout, and the
+  // loss's gradient is taken in backward, so training, first_sample and backward_loss_scale
+  // change nothing.)
   float forward(ParamStore& store, const std::int32_t* inputs, const std::int32_t* targets,
-                float* logits_out = nullptr);
+                const ForwardOptions& options = {}) override;
   // Every unit's gradient of loss_scale x the mean loss to the store.
-  void backward(ParamStore& store, float loss_scale = 1.0f);
+  void backward(ParamStore& store, float loss_scale = 1.0f) override;
+  void release_activations() override;
 
  private:
   TensorView resid(int layer) const;
@@ -44,6 +55,7 @@ class LlamaModel {
   ParamTable table_;
   LayerDims dims_;
   std::int64_t Vp_;
+  CheckpointPolicy policy_;
   MemoryTracker& tracker_;
   ExecContext ctx_;
   PassSchedule forward_schedule_, backward_schedule_;
@@ -51,9 +63,9 @@ class LlamaModel {
   Buffer dresid_;        // [B, T, C]
   LayerGradScratch layer_scratch_;
   // The step in flight.
-  Buffer tokens_;  // inputs then targets, i32
-  Buffer stream_;  // the residual stream: (n_layer + 1) x [B, T, C]
-  std::vector<std::unique_ptr<LayerActivations>> layer_acts_;
+  Buffer tokens_;                                              // inputs then targets, i32
+  Buffer stream_;                                              // the residual stream: (n_layer + 1) x [B, T, C]
+  std::vector<std::unique_ptr<LayerActivations>> layer_acts_;  // null for checkpointed layers
   Buffer head_;  // lnf [B, T, C], rstd [B, T], probs [B, T, Vp], losses [B, T]
 };
 

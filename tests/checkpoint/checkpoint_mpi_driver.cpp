@@ -1,6 +1,6 @@
 // Test driver for checkpoints across real ranks (run alone or under mpirun by the Python tests):
-//   save FOLDER --stage S --step K [--table odd|big | --gpt-config CONFIG] [--keep-last K]
-//   load PATH --stage T [--table odd|big | --gpt-config CONFIG]
+//   save FOLDER --stage S --step K [--table odd|big | --model-config CONFIG] [--keep-last K]
+//   load PATH --stage T [--table odd|big | --model-config CONFIG]
 // `save` writes known optimizer state (GPT: the model's real initial weights as master) from each
 // rank's ZeRO layout at stage S; `load` resolves PATH (a checkpoint or a folder's latest), loads
 // this rank's layout at stage T and checks every value bit for bit. Exit 0 only if all is exact.
@@ -15,7 +15,7 @@
 #include "engine/checkpoint/checkpoint_folder.h"
 #include "engine/comm/communicator.h"
 #include "engine/config/run_config.h"
-#include "models/gpt/gpt_params.h"
+#include "models/model_family.h"
 #include "tests/checkpoint/checkpoint_test_util.h"
 
 namespace {
@@ -24,7 +24,7 @@ using namespace zt;
 using namespace zt::ckpt;
 
 struct Args {
-  std::string mode, path, table = "odd", gpt_config;
+  std::string mode, path, table = "odd", model_config;
   int stage = 0, keep_last = 0;
   std::int64_t step = 1;
 };
@@ -42,8 +42,8 @@ Args parse(int argc, char** argv) {
       a.step = std::stoll(value);
     else if (flag == "--table")
       a.table = value;
-    else if (flag == "--gpt-config")
-      a.gpt_config = value;
+    else if (flag == "--model-config")
+      a.model_config = value;
     else if (flag == "--keep-last")
       a.keep_last = std::stoi(value);
     else
@@ -52,11 +52,12 @@ Args parse(int argc, char** argv) {
   return a;
 }
 
-// The master a GPT run starts from: every unit initialised as the trainer does (same seed).
-void set_gpt_master(testing::RankState& state, const ParamTable& table, const RunConfig& cfg) {
+// The master a run of the config's model starts from: every unit initialised as the trainer does
+// (same seed).
+void set_model_master(testing::RankState& state, const ParamTable& table, const RunConfig& cfg) {
   std::vector<float> full(static_cast<std::size_t>(table.max_unit_numel()));
   for (std::size_t u = 0; u < table.units().size(); ++u) {
-    gpt::init_unit_params(table, cfg.model, static_cast<int>(u), cfg.train.seed, full.data());
+    init_unit_params(cfg.model_spec(), table, static_cast<int>(u), cfg.train.seed, full.data());
     const UnitShard& s = state.layout.unit(static_cast<int>(u));
     std::memcpy(state.values[0][u].data(), full.data() + s.begin, static_cast<std::size_t>(s.live()) * 4);
   }
@@ -65,20 +66,20 @@ void set_gpt_master(testing::RankState& state, const ParamTable& table, const Ru
 int run(const Args& a, Communicator& comm) {
   std::unique_ptr<RunConfig> cfg;
   ParamTable table = a.table == "big" ? testing::big_table() : testing::odd_table();
-  if (!a.gpt_config.empty()) {
-    cfg = std::make_unique<RunConfig>(load_run_config(a.gpt_config, {}, comm.world_size()));
-    table = gpt::build_param_table(cfg->model);
+  if (!a.model_config.empty()) {
+    cfg = std::make_unique<RunConfig>(load_run_config(a.model_config, {}, comm.world_size()));
+    table = build_param_table(cfg->model_spec());
   }
   const int world = comm.world_size(), rank = comm.rank();
   // The optimizer layout ZeroParamStore uses: whole units at stage 0, the N-way shards otherwise.
   testing::RankState state(table, a.stage == 0 ? 1 : world, a.stage == 0 ? 0 : rank);
   if (a.mode == "save") {
     state.fill();
-    if (cfg) set_gpt_master(state, table, *cfg);
+    if (cfg) set_model_master(state, table, *cfg);
     CheckpointMeta meta;
     meta.position = {a.step, a.step * 1000, a.step * 8, static_cast<int>(a.step)};
     meta.zero_stage = a.stage;
-    meta.model = cfg ? gpt_model_json(cfg->model) : nlohmann::json{{"kind", "test"}};
+    meta.model = cfg ? model_json(cfg->model_spec()) : nlohmann::json{{"kind", "test"}};
     meta.config = cfg ? cfg->to_json() : nlohmann::json::object();
     const SaveResult r = save_checkpoint(comm, a.path, table, state.source(), meta, a.keep_last);
     fmt::print("rank {}/{}: saved {} ({} bytes of {})\n", rank, world, r.path, r.rank_bytes, r.total_bytes);
@@ -91,7 +92,7 @@ int run(const Args& a, Communicator& comm) {
     load_optimizer_state(reader, table, state.target());
     testing::RankState expected(table, a.stage == 0 ? 1 : world, a.stage == 0 ? 0 : rank);
     expected.fill();
-    if (cfg) set_gpt_master(expected, table, *cfg);
+    if (cfg) set_model_master(expected, table, *cfg);
     std::int64_t bad = 0;
     for (int k = 0; k < kNumStateKinds; ++k) {
       for (std::size_t u = 0; u < table.units().size(); ++u) {

@@ -58,7 +58,7 @@ def main():
         return run([args.zerotrain, "ckpt", *a])
 
     saved = run(mpirun + ["-np", str(ranks)] * bool(mpirun) + [args.driver, "save", folder, "--stage", 1, "--step", 3,
-                                                                  "--gpt-config", args.config])
+                                                                  "--model-config", args.config])
     if not checks.check(saved.returncode == 0, f"GPT checkpoint saved by {ranks} ranks ({saved.stderr.strip()})"):
         return checks.finish()
     ckpt_dir = os.path.join(folder, "step_00000003")
@@ -164,7 +164,7 @@ def main():
         ("missing --out", ["export", folder, "--format", "hf"], "--out"),
         ("unknown flag", ["verify", folder, "--frob"], "--frob"),
         ("other format version", ["verify", work + "/old_version"], "format version 99 is not supported"),
-        ("not a GPT checkpoint", ["export", odd, "--format", "llmc", "--out", work + "/x.bin"], "not a GPT config"),
+        ("not a model checkpoint", ["export", odd, "--format", "llmc", "--out", work + "/x.bin"], "is not a model config"),
     ]
     for name, argv_, fragment in cases:
         r = ckpt(*argv_)
@@ -176,7 +176,7 @@ def main():
     two = os.path.join(work, "two")
     for step in (2, 3):
         r = run(mpirun + ["-np", str(ranks)] * bool(mpirun) + [args.driver, "save", two, "--stage", 1, "--step", step,
-                                                                  "--gpt-config", args.config])
+                                                                  "--model-config", args.config])
         checks.check(r.returncode == 0, f"step {step} saved into a second folder ({r.stderr.strip()})")
     with open(os.path.join(two, "step_00000003", "rank_00000.bin"), "r+b") as f:
         f.seek(5)

@@ -106,7 +106,7 @@ int run(int argc, char** argv, Communicator& comm) {
 
   CheckpointMeta meta;
   meta.position.step = to;
-  meta.model = gpt_model_json(cfg.model);
+  meta.model = model_json(cfg.model_spec());
   meta.config = cfg.to_json();
   const SaveResult saved = save_training_state(comm, folder, store, optimizer, meta, 0);
   fmt::print("rank {}/{}: saved step {} at stage {} in {:.3f} s, {} bytes (all ranks {})\n", rank, comm.world_size(),

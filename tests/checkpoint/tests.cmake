@@ -14,6 +14,11 @@ add_test(NAME checkpoint.cli_tools_and_export
     --zerotrain $<TARGET_FILE:zerotrain> --driver $<TARGET_FILE:zt_checkpoint_driver>
     --config ${PROJECT_SOURCE_DIR}/configs/tiny_debug.json ${_zt_ckpt_launcher})
 set_tests_properties(checkpoint.cli_tools_and_export PROPERTIES LABELS cpu TIMEOUT 300 ${_zt_ckpt_lock})
+add_test(NAME checkpoint.llama_export_hf
+  COMMAND ${ZT_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/checkpoint/llama_export_test.py
+    --zerotrain $<TARGET_FILE:zerotrain> --driver $<TARGET_FILE:zt_checkpoint_driver>
+    --config ${PROJECT_SOURCE_DIR}/configs/llama_tiny_debug.json ${_zt_ckpt_launcher})
+set_tests_properties(checkpoint.llama_export_hf PROPERTIES LABELS cpu TIMEOUT 300 ${_zt_ckpt_lock})
 add_test(NAME checkpoint.killed_save_leaves_previous_loadable
   COMMAND ${ZT_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/checkpoint/killed_save_test.py
     --zerotrain $<TARGET_FILE:zerotrain> --driver $<TARGET_FILE:zt_checkpoint_driver>)

@@ -32,7 +32,7 @@ TEST(RunConfig, DefaultsAreResolved) {
   const RunConfig c = parse_run_config(base(), "test.json");
   EXPECT_EQ(c.train.seq_len, 16);  // defaults to block_size
   EXPECT_EQ(c.param_dtype, DType::kF32);
-  EXPECT_EQ(c.train.activation_checkpointing.kind, gpt::CheckpointPolicy::Kind::kNone);
+  EXPECT_EQ(c.train.activation_checkpointing.kind, CheckpointPolicy::Kind::kNone);
   EXPECT_GE(c.train.num_threads, 1);
   EXPECT_EQ(c.model.padded_vocab_size(), 128);
 }
@@ -300,6 +300,62 @@ TEST(RunConfig, AttentionKernelsAndGeluEpilogueAreCudaChoicesAndRoundTrip) {
   doc["precision"]["attention"] = "auto";
   doc["precision"]["gelu_epilogue"] = "yes";
   expect_error(doc, {"precision.gelu_epilogue"});
+}
+
+// model.arch = "llama": its keys, their defaults (Llama's SwiGLU rule, n_kv_head = n_head), the
+// round trip through to_json, and one line for each inconsistency or what a Llama cannot do yet.
+TEST(RunConfig, LlamaArchKeysDefaultsRoundTripAndRefusals) {
+  nlohmann::json doc = base();
+  doc["model"]["arch"] = "llama";
+  RunConfig c = parse_run_config(doc, "test.json");
+  EXPECT_EQ(c.arch, ModelArch::kLlama);
+  EXPECT_EQ(c.llama.n_kv_head, 2);
+  EXPECT_EQ(c.llama.hidden(), 256);  // 8/3 x 32 = 85, rounded up to 256
+  EXPECT_FLOAT_EQ(c.llama.rope_theta, 10000.0f);
+  EXPECT_FALSE(c.llama.tie_embeddings);
+  EXPECT_EQ(c.llama.vocab_size, 65);
+  EXPECT_TRUE(std::any_of(c.derived.begin(), c.derived.end(),
+                          [](const std::string& d) { return d.starts_with("model.intermediate_size = 256"); }));
+  doc["model"].update(nlohmann::json{{"n_head", 4},
+                                     {"n_kv_head", 1},
+                                     {"intermediate_size", 48},
+                                     {"rope_theta", 500000.0},
+                                     {"norm_eps", 1e-6},
+                                     {"tie_embeddings", true}});
+  c = parse_run_config(doc, "test.json");
+  EXPECT_EQ(c.llama.n_kv_head, 1);
+  EXPECT_EQ(c.llama.hidden(), 48);
+  EXPECT_TRUE(c.llama.tie_embeddings);
+  const nlohmann::json saved = c.to_json();
+  EXPECT_EQ(saved["model"]["arch"], "llama");
+  EXPECT_EQ(saved["model"]["norm_eps"], 1e-6);
+  EXPECT_FALSE(saved["model"].contains("dropout"));
+  const RunConfig again = parse_run_config(saved, "config.json");
+  EXPECT_EQ(again.to_json(), saved);
+  EXPECT_EQ(again.model_spec().llama.rope_theta, 500000.0f);
+  EXPECT_EQ(parse_run_config(base(), "test.json").to_json()["model"]["arch"], "gpt2");
+
+  auto llama = [](nlohmann::json model, nlohmann::json others = nlohmann::json::object()) {
+    nlohmann::json d = base();
+    d["model"]["arch"] = "llama";
+    if (!model.is_null()) d["model"].update(model);  // `{}` converts to null
+    if (!others.is_null()) d.update(others);
+    return d;
+  };
+  expect_error(llama({{"n_head", 4}, {"n_kv_head", 3}}),
+               {"test.json", "n_head = 4 is not a multiple of n_kv_head = 3"});
+  expect_error(llama({{"n_head", 32}}), {"head size 1 must be even for RoPE"});
+  expect_error(llama({{"dropout", 0.1}}), {"model.dropout", "has no dropout"});
+  expect_error(llama({{"rope_theta", 0.5}}), {"model.rope_theta", "out of range"});
+  expect_error(llama({{"arch", "mamba"}}), {"model.arch", "gpt2, llama"});
+  nlohmann::json gpt = base();
+  gpt["model"]["n_kv_head"] = 1;
+  expect_error(gpt, {"model.n_kv_head is a Llama key", "model.arch"});
+  expect_error(llama({}, {{"device", "cuda"}}), {"model.arch = \"llama\" does not support device = \"cuda\""});
+  expect_error(llama({}, {{"precision", {{"param_dtype", "bf16"}}}}), {"precision.param_dtype"});
+  expect_error(llama({}, {{"precision", {{"activations", "bf16"}}}}), {"precision.activations"});
+  expect_error(llama({}, {{"train", {{"head_chunks", 2}}}}), {"train.head_chunks"});
+  expect_error(llama({}, {{"train", {{"block_units", 2}}}}), {"train.block_units"});
 }
 
 TEST(NearestKey, SuggestsOnlyCloseMatches) {

@@ -1,7 +1,8 @@
 // The Llama decoder through a ParamStore (models/llama/llama_model, issue 22 in progress), on the
 // CPU: the store follows its declared schedules (it refuses any other call), every gradient of the
-// mean cross-entropy matches central differences (tied and untied heads), and every ZeRO stage's
-// store gives stage 0's gradients bit for bit on one rank.
+// mean cross-entropy matches central differences (tied and untied heads), every ZeRO stage's
+// store gives stage 0's gradients bit for bit on one rank, activation checkpointing gives the same
+// bits, and the memory a step measures is the footprint's prediction (checkpointed or not).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -26,9 +27,9 @@ struct Fixture {
   ZeroParamStore store;
   std::vector<std::int32_t> inputs, targets;
 
-  Fixture(const LlamaConfig& c, int stage, int B = 2, int T = 6)
+  Fixture(const LlamaConfig& c, int stage, int B = 2, int T = 6, CheckpointPolicy policy = {})
       : config(c),
-        model(c, B, T, tracker, ctx),
+        model(c, B, T, policy, tracker, ctx),
         store(model.table(), DType::kF32, stage_options(stage), comm, tracker, ctx) {
     for (std::size_t u = 0; u < model.table().units().size(); ++u) {
       const std::int64_t n = model.table().units()[u].numel;
@@ -120,20 +121,45 @@ TEST(LlamaModel, EveryStageGivesStageZerosGradientsOnOneRank) {
   }
 }
 
+CheckpointPolicy policy(const char* text) {
+  CheckpointPolicy p;
+  EXPECT_TRUE(CheckpointPolicy::parse(text, &p));
+  return p;
+}
+
+// A checkpointed layer recomputes the very forward it dropped: the same loss and gradients, bit for
+// bit, whichever layers are checkpointed.
+TEST(LlamaModel, ActivationCheckpointingGivesTheSameBits) {
+  LlamaConfig c = tiny(false);
+  c.n_layer = 3;
+  Fixture ref(c, 0);
+  const float loss = ref.step();
+  const std::vector<float> expected = ref.grads();
+  for (const char* p : {"all", "every:2"}) {
+    Fixture f(c, 0, 2, 6, policy(p));
+    EXPECT_EQ(f.step(), loss) << p;
+    EXPECT_EQ(f.grads(), expected) << p;
+  }
+}
+
 // One step with AdamW on one rank, measured by the tracker, against the prediction from Llama's
 // footprint and schedule: every category to the byte.
 TEST(LlamaModel, MeasuredMemoryEqualsThePrediction) {
-  for (bool tied : {false, true}) {
-    SCOPED_TRACE(tied ? "tied head" : "untied head");
-    Fixture f(tiny(tied), 0, 3, 7);
-    ShardedAdamW optimizer(f.store, AdamWHyper{}, f.tracker, f.ctx);
-    f.step();
-    optimizer.step(1e-3f);
-    const MemorySnapshot measured = f.tracker.snapshot();
-    const StageMemory predicted = predict_rank_memory(f.model.table(), DType::kF32, predict_footprint(tiny(tied), 3, 7),
-                                                      step_schedule(tiny(tied)), ZeroOptions{}, 1);
-    for (int i = 0; i < kNumMemCategories; ++i) {
-      EXPECT_EQ(measured.peak_bytes[i], predicted.bytes[i]) << mem_category_name(static_cast<MemCategory>(i));
+  for (const char* p : {"none", "all", "every:2"}) {
+    for (bool tied : {false, true}) {
+      SCOPED_TRACE(std::string(tied ? "tied head, " : "untied head, ") + p);
+      LlamaConfig c = tiny(tied);
+      c.n_layer = 3;
+      Fixture f(c, 0, 3, 7, policy(p));
+      ShardedAdamW optimizer(f.store, AdamWHyper{}, f.tracker, f.ctx);
+      f.step();
+      optimizer.step(1e-3f);
+      const MemorySnapshot measured = f.tracker.snapshot();
+      const StageMemory predicted = predict_rank_memory(
+          f.model.table(), DType::kF32, predict_footprint(c, 3, 7, policy(p)), step_schedule(c), ZeroOptions{}, 1);
+      for (int i = 0; i < kNumMemCategories; ++i) {
+        EXPECT_EQ(measured.peak_bytes[i], predicted.bytes[i]) << mem_category_name(static_cast<MemCategory>(i));
+      }
     }
   }
 }

@@ -91,12 +91,13 @@ def forward(params, inputs, targets, cfg):
     return logits, loss
 
 
-def loss_logits_grads(weights, inputs, targets, cfg, dtype):
-    """One forward/backward from numpy weights, computed in `dtype`.
+def loss_logits_grads(weights, inputs, targets, cfg, dtype, forward_fn=None):
+    """One forward/backward from numpy weights, computed in `dtype`, by `forward_fn` (another
+    family's forward(params, inputs, targets, cfg); GPT-2's by default).
 
     Returns (loss as float, logits tensor, {name: gradient tensor of the mean loss})."""
     params = {n: torch.tensor(w, dtype=dtype, requires_grad=True) for n, w in weights.items()}
-    logits, loss = forward(params, torch.as_tensor(inputs).long(), torch.as_tensor(targets).long(), cfg)
+    logits, loss = (forward_fn or forward)(params, torch.as_tensor(inputs).long(), torch.as_tensor(targets).long(), cfg)
     loss.backward()
     return loss.item(), logits.detach(), {n: p.grad for n, p in params.items()}
 
@@ -106,7 +107,7 @@ def bf16_round(t):
     return t.to(torch.float32).to(torch.bfloat16).to(torch.float32)
 
 
-def train_losses(start, inputs, targets, cfg, optim, steps, bf16):
+def train_losses(start, inputs, targets, cfg, optim, steps, bf16, forward_fn=None):
     """Loss at each of `steps` consecutive AdamW steps on one batch, computed in float64.
 
     f32 mode: the float64 parameters are the optimized ones, starting from `start`.
@@ -114,6 +115,7 @@ def train_losses(start, inputs, targets, cfg, optim, steps, bf16):
     backward in float64 on working = bf16(master), rounds the gradient to bf16 (from its fp32
     value, as the engine stores it), and torch.optim.AdamW updates the fp32 master in fp32.
     optim: {"lr", "beta1", "beta2", "eps", "weight_decay"} and optionally "grad_clip" (global norm).
+    forward_fn: as for loss_logits_grads.
     """
     master_dtype = torch.float32 if bf16 else torch.float64
     master = {n: torch.tensor(w, dtype=master_dtype) for n, w in start.items()}
@@ -126,7 +128,7 @@ def train_losses(start, inputs, targets, cfg, optim, steps, bf16):
     losses = []
     for _ in range(steps):
         working = {n: (bf16_round(m) if bf16 else m).numpy() for n, m in master.items()}
-        loss, _, grads = loss_logits_grads(working, inputs, targets, cfg, torch.float64)
+        loss, _, grads = loss_logits_grads(working, inputs, targets, cfg, torch.float64, forward_fn)
         losses.append(loss)
         for n, m in master.items():
             m.grad = bf16_round(grads[n]) if bf16 else grads[n]

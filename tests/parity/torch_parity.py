@@ -1,9 +1,11 @@
 #!/usr/bin/python3
-"""PyTorch parity test: zerotrain's forward, backward and AdamW steps equal a plain PyTorch GPT-2's.
+"""PyTorch parity test: zerotrain's forward, backward and AdamW steps equal a plain PyTorch model's.
 
 Runs `zerotrain debug-state` (one forward/backward on one batch, then S AdamW steps on it), reads
 the safetensors file it writes, and proves, within the bounds in TOLERANCES:
   * the file is well formed and holds exactly the tensors the config implies (no more, no fewer);
+  * the reference is the file's model: GPT-2 (gpt2_reference), or a Llama (llama_reference) built
+    from the Hugging Face config.json in its `hf_config` metadata;
   * loss, logits and every parameter gradient match a float64 PyTorch recomputation;
   * bf16 mode: working weights are exactly bf16(master) and the gradients are bf16 values;
   * the S training losses match S steps of torch.optim.AdamW (bf16: with the engine's fp32 master).
@@ -25,6 +27,7 @@ except ImportError as e:
 
 sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/: cuda_presence
 import gpt2_reference as ref  # noqa: E402
+import llama_reference  # noqa: E402
 from cuda_presence import require_cuda_device  # noqa: E402
 from safetensors_io import SafetensorsError, read_safetensors, write_safetensors  # noqa: E402
 
@@ -108,6 +111,8 @@ def run_engine(args, state_path):
            "--set", f"train.activation_checkpointing={args.activation_checkpointing}",
            "--set", f"device={args.device}",
            "--set", f"train.head_chunks={args.head_chunks}"]
+    for override in args.set:
+        cmd += ["--set", override]
     print("running:", " ".join(cmd), flush=True)
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=ENGINE_TIMEOUT_S)
@@ -120,20 +125,29 @@ def run_engine(args, state_path):
                  f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}")
 
 
-def expected_layout(cfg, param_dtype, steps, batch, seq):
+def reference_of(meta):
+    """(the reference module, its config) for the model the file's metadata describes."""
+    hf = json.loads(meta["hf_config"]) if "hf_config" in meta else {}
+    if hf.get("model_type") == "llama":
+        return llama_reference, llama_reference.LlamaConfig.from_hf(meta["hf_config"])
+    return ref, ref.GPT2Config.from_json(meta["config"])
+
+
+def expected_layout(R, cfg, param_dtype, steps, batch, seq):
     """{name: (safetensors dtype, shape)}: exactly what debug-state must write."""
     layout = {"inputs": ("I32", (batch, seq)), "targets": ("I32", (batch, seq)), "loss": ("F32", (1,)),
               "logits": ("F32", (batch, seq, cfg.vocab_size))}
     prefixes = ["", "grad."] + (["master."] if param_dtype == "bf16" else [])
-    for name, shape in ref.param_shapes(cfg).items():
+    for name, shape in R.param_shapes(cfg).items():
         layout.update({prefix + name: ("F32", shape) for prefix in prefixes})
     if steps > 0:
         layout["train_losses"] = ("F32", (steps,))
     return layout
 
 
-def check_metadata(meta, param_dtype, ckpt, steps, config_path, checks):
-    """Returns (GPT2Config, optim dict) or None after recording why the metadata is unusable."""
+def check_metadata(meta, param_dtype, ckpt, steps, config_path, checks, overrides=()):
+    """Returns (reference module, its config, optim dict) or None after recording why the metadata
+    is unusable."""
     required = ["config", "param_dtype", "activation_checkpointing", "optim", "steps"]
     missing = [k for k in required if k not in meta]
     if missing:
@@ -143,7 +157,7 @@ def check_metadata(meta, param_dtype, ckpt, steps, config_path, checks):
         if meta[key] != want:
             checks.fail(f"__metadata__ {key} is {meta[key]!r}, but {want!r} was requested")
     try:
-        cfg = ref.GPT2Config.from_json(meta["config"])
+        R, cfg = reference_of(meta)
         optim = json.loads(meta["optim"])
         missing = [k for k in OPTIM_KEYS if k not in optim]
         unknown = [k for k in optim if k not in OPTIM_KEYS + ["grad_clip"]]
@@ -154,20 +168,29 @@ def check_metadata(meta, param_dtype, ckpt, steps, config_path, checks):
     except (ValueError, TypeError) as e:
         checks.fail(f"__metadata__ unusable: {e}")
         return None
-    if config_path:  # the model the engine ran must be the one its config file asks for
+    if config_path:  # the model the engine ran must be the one its config file (and --set) asks for
         try:
             with open(config_path) as f:
                 model = json.load(f).get("model", {})
         except (OSError, ValueError, AttributeError) as e:
             print(f"note: cannot cross-check the model against {config_path} ({e}); using the metadata's")
             model = {}
-        for key in ("n_layer", "n_head", "n_embd", "block_size", "vocab_size"):
-            if isinstance(model, dict) and key in model and model[key] != getattr(cfg, key):
+        if isinstance(model, dict):
+            for override in overrides:  # as the engine reads --set: JSON, else a string
+                key, _, value = override.partition("=")
+                if key.startswith("model."):
+                    try:
+                        model[key[len("model."):]] = json.loads(value)
+                    except ValueError:
+                        model[key[len("model."):]] = value
+        for key in ("n_layer", "n_head", "n_embd", "block_size", "vocab_size", "n_kv_head", "intermediate_size",
+                    "tie_embeddings"):
+            if isinstance(model, dict) and key in model and hasattr(cfg, key) and model[key] != getattr(cfg, key):
                 checks.fail(f"{config_path}: model.{key} = {model[key]}, but the engine ran {getattr(cfg, key)}")
-    return cfg, optim
+    return R, cfg, optim
 
 
-def check_layout(tensors, dtypes, cfg, param_dtype, steps, checks):
+def check_layout(tensors, dtypes, R, cfg, param_dtype, steps, checks):
     """Exactly the expected names, dtypes and shapes; tokens in range. Returns False if unusable."""
     inputs = tensors.get("inputs")
     if inputs is None or inputs.ndim != 2 or not 1 <= inputs.shape[1] <= cfg.block_size:
@@ -175,7 +198,7 @@ def check_layout(tensors, dtypes, cfg, param_dtype, steps, checks):
                     f"got {None if inputs is None else list(inputs.shape)}")
         return False
     failures_before = len(checks.failures)
-    layout = expected_layout(cfg, param_dtype, steps, *inputs.shape)
+    layout = expected_layout(R, cfg, param_dtype, steps, *inputs.shape)
     missing, extra = sorted(set(layout) - set(tensors)), sorted(set(tensors) - set(layout))
     if missing:
         checks.fail(f"missing tensors: {missing}")
@@ -192,19 +215,19 @@ def check_layout(tensors, dtypes, cfg, param_dtype, steps, checks):
     return len(checks.failures) == failures_before
 
 
-def check_state(path, param_dtype, ckpt, steps, config_path=None, verbose=True):
+def check_state(path, param_dtype, ckpt, steps, config_path=None, verbose=True, overrides=()):
     """Every check on one debug-state file; returns the list of failures (empty: parity holds)."""
     checks = Checks()
     try:
         tensors, dtypes, meta = read_safetensors(path)
     except (OSError, SafetensorsError) as e:
         return [f"cannot read {path}: {e}"]
-    parsed = check_metadata(meta, param_dtype, ckpt, steps, config_path, checks)
-    if parsed is None or not check_layout(tensors, dtypes, parsed[0], param_dtype, steps, checks):
+    parsed = check_metadata(meta, param_dtype, ckpt, steps, config_path, checks, overrides)
+    if parsed is None or not check_layout(tensors, dtypes, *parsed[:2], param_dtype, steps, checks):
         return checks.failures
-    cfg, optim = parsed
+    R, cfg, optim = parsed
     bounds = TOLERANCES[param_dtype]
-    names = list(ref.param_shapes(cfg))
+    names = list(R.param_shapes(cfg))
     weights = {n: tensors[n] for n in names}
 
     if param_dtype == "bf16":  # the mixed-precision contract, bit for bit, over all parameters
@@ -217,7 +240,7 @@ def check_state(path, param_dtype, ckpt, steps, config_path=None, verbose=True):
 
     # float64 makes the reference essentially exact (unit roundoff 1e-16), so every difference seen
     # is the engine's own rounding and the bounds can be read as the engine's error alone.
-    loss, logits, grads = ref.loss_logits_grads(weights, tensors["inputs"], tensors["targets"], cfg, torch.float64)
+    loss, logits, grads = R.loss_logits_grads(weights, tensors["inputs"], tensors["targets"], cfg, torch.float64)
     checks.bound("loss", max_rel_err(tensors["loss"], [loss]), bounds["loss"])
     checks.bound("logits", max_rel_err(tensors["logits"], logits.numpy()), bounds["logits"])
     for n in names:
@@ -226,7 +249,7 @@ def check_state(path, param_dtype, ckpt, steps, config_path=None, verbose=True):
     trajectory = []
     if steps > 0:
         start = {n: tensors["master." + n] for n in names} if param_dtype == "bf16" else weights
-        ref_losses = ref.train_losses(start, tensors["inputs"], tensors["targets"], cfg, optim, steps,
+        ref_losses = R.train_losses(start, tensors["inputs"], tensors["targets"], cfg, optim, steps,
                                       bf16=(param_dtype == "bf16"))
         for step, (ours, theirs) in enumerate(zip(tensors["train_losses"], ref_losses)):
             err = max_rel_err([ours], [theirs])
@@ -348,6 +371,8 @@ def main():
     parser.add_argument("--self-test", action="store_true", help="check this harness on faked files")
     parser.add_argument("--head-chunks", type=int, default=1,
                         help="train.head_chunks: the LM head's logits in this many vocabulary chunks")
+    parser.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                        help="another config override for debug-state (e.g. model.tie_embeddings=true)")
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
                         help="where debug-state runs; cuda exits 77 (a ctest skip) when no device is visible")
     args = parser.parse_args()
@@ -366,7 +391,8 @@ def main():
             parser.error("--zerotrain and --config are required (or --self-test)")
         state_path = os.path.join(workdir, "state.safetensors")
         run_engine(args, state_path)
-        failures = check_state(state_path, args.param_dtype, args.activation_checkpointing, args.steps, args.config)
+        failures = check_state(state_path, args.param_dtype, args.activation_checkpointing, args.steps, args.config,
+                               overrides=args.set)
     if failures:
         print(f"\ntorch_parity: FAIL ({len(failures)}):\n  " + "\n  ".join(failures))
         return 1

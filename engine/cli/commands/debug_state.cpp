@@ -1,6 +1,7 @@
 // `zerotrain debug-state`: one forward/backward on one deterministic batch, written as a
 // safetensors file (inputs, targets, loss, logits, every parameter and gradient under its Hugging
-// Face name) -- the oracle interface the PyTorch parity tests read. Optionally S AdamW steps on
+// Face name, the model's Hugging Face config.json as metadata `hf_config`) -- the oracle interface
+// the PyTorch parity tests read. Optionally S AdamW steps on
 // the same batch, whose losses are recorded too. Prints the memory table by category.
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -14,6 +15,7 @@
 #include "engine/config/run_config.h"
 #include "engine/core/bf16.h"
 #include "engine/core/philox.h"
+#include "engine/io/hf_config.h"
 #include "engine/io/model_weights.h"
 #include "engine/io/safetensors.h"
 #include "engine/optim/sharded_adamw.h"
@@ -22,7 +24,7 @@
 #include "kernels/compute_backend.h"
 #include "kernels/cpu/blas.h"
 #include "kernels/ops.h"
-#include "models/gpt/gpt_model.h"
+#include "models/model_family.h"
 
 namespace zt::cli {
 
@@ -70,22 +72,25 @@ int debug_state_main(const std::vector<std::string>& args) {
   }
   const RunConfig cfg = load_run_config(parser.get("config"), parser.all("set"));
   const int steps = parser.get_int("steps", 0, 0, 100000);
-  const gpt::GptConfig& mc = cfg.model;
+  const gpt::GptConfig& mc = cfg.model;  // the keys every family has
+  const ModelSpec spec = cfg.model_spec();
 
   MemoryTracker tracker;
   const ComputeBackend backend(cfg.device, cfg.train.num_threads, tracker, 0,
                                KernelChoices{cfg.matmul_precision, cfg.attention_kernels, cfg.gelu_epilogue});
   // (the backend outlives what it allocates)
   const ExecContext& ctx = backend.context();
-  gpt::GptModel model(mc, cfg.train.micro_batch, cfg.train.seq_len, cfg.train.activation_checkpointing, tracker, ctx,
-                      0.0f, 0, cfg.activation_dtype, cfg.train.unit_layout());
+  ModelBuild build = cfg.model_build();
+  build.dropout = 0.0f;  // the reference has none
+  const std::unique_ptr<LanguageModel> model_ptr = make_model(spec, build, tracker, ctx);
+  LanguageModel& model = *model_ptr;
   const ParamTable& table = model.table();
   // One rank at stage 0: the store and optimizer `train` uses, over a world of one.
   LocalCommunicator comm(tracker, {});
   ZeroParamStore store(table, cfg.param_dtype, ZeroOptions{}, comm, tracker, ctx);
   const bool mixed = cfg.param_dtype == DType::kBF16;
   ShardedAdamW optimizer(store, cfg.optim.adamw, tracker, ctx);
-  initialize_gpt_parameters(mc, cfg.train.seed, store, optimizer, tracker);
+  initialize_parameters(spec, cfg.train.seed, store, optimizer, tracker);
 
   std::vector<std::int32_t> inputs, targets;
   make_debug_batch(cfg, inputs, targets);
@@ -126,15 +131,20 @@ int debug_state_main(const std::vector<std::string>& args) {
   }
   if (steps > 0) writer.add_f32("train_losses", {steps}, train_losses.data());
 
-  const nlohmann::json model_json = {{"n_layer", mc.n_layer},       {"n_head", mc.n_head},
-                                     {"n_embd", mc.n_embd},         {"block_size", mc.block_size},
-                                     {"vocab_size", mc.vocab_size}, {"padded_vocab_size", mc.padded_vocab_size()}};
+  const nlohmann::json model_json = {{"arch", model_arch_name(spec.arch)},
+                                     {"n_layer", mc.n_layer},
+                                     {"n_head", mc.n_head},
+                                     {"n_embd", mc.n_embd},
+                                     {"block_size", mc.block_size},
+                                     {"vocab_size", mc.vocab_size},
+                                     {"padded_vocab_size", mc.padded_vocab_size()}};
   const nlohmann::json optim_json = {{"lr", cfg.optim.adamw.lr},
                                      {"beta1", cfg.optim.adamw.beta1},
                                      {"beta2", cfg.optim.adamw.beta2},
                                      {"eps", cfg.optim.adamw.eps},
                                      {"weight_decay", cfg.optim.adamw.weight_decay}};
   writer.set_metadata("config", model_json.dump());
+  writer.set_metadata("hf_config", hf_config_json(spec, 0.0, DType::kF32).dump());
   writer.set_metadata("param_dtype", mixed ? "bf16" : "f32");
   writer.set_metadata("activation_checkpointing", cfg.train.activation_checkpointing.to_string());
   writer.set_metadata("optim", optim_json.dump());
@@ -144,9 +154,9 @@ int debug_state_main(const std::vector<std::string>& args) {
 
   const auto& blas = cpu::blas_info();
   fmt::print("zerotrain debug-state: {}\n", cfg.source);
-  fmt::print("model: n_layer={} n_head={} n_embd={} block_size={} vocab={} (padded {}), {} parameters in {} units\n",
-             mc.n_layer, mc.n_head, mc.n_embd, mc.block_size, mc.vocab_size, mc.padded_vocab_size(),
-             table.total_numel(), table.units().size());
+  fmt::print("model: {} n_layer={} n_head={} n_embd={} block_size={} vocab={} (padded {}), {} parameters in {} units\n",
+             model_arch_name(spec.arch), mc.n_layer, mc.n_head, mc.n_embd, mc.block_size, mc.vocab_size,
+             mc.padded_vocab_size(), table.total_numel(), table.units().size());
   fmt::print("device: {}\n", backend.description());
   fmt::print("batch: B={} T={}  param_dtype={}  activation_checkpointing={}  threads={}  blas={} ({})\n", B, T,
              mixed ? "bf16" : "f32", cfg.train.activation_checkpointing.to_string(), ctx.num_threads, blas.core_name,
@@ -154,9 +164,8 @@ int debug_state_main(const std::vector<std::string>& args) {
   fmt::print("loss: {:.6f} (uniform-prediction loss ln(V) = {:.6f})\n", loss, std::log(static_cast<double>(V)));
   if (steps > 0)
     fmt::print("losses over {} AdamW steps: {:.6f} -> {:.6f}\n", steps, train_losses.front(), train_losses.back());
-  fmt::print(
-      "memory during one forward/backward (bytes per category):\n{}",
-      memory_report(memory, gpt::predict_activation_peak_bytes(mc, model.dims(), cfg.train.activation_checkpointing)));
+  fmt::print("memory during one forward/backward (bytes per category):\n{}",
+             memory_report(memory, predict_footprint(spec, build, cfg.param_dtype, cfg.device).activation_bytes));
   fmt::print("wrote {}\n", parser.get("out"));
   return 0;
 }

@@ -14,8 +14,6 @@
 #include "engine/config/run_config.h"
 #include "engine/core/check.h"
 #include "engine/trainer/run_memory.h"
-#include "models/gpt/activations.h"
-#include "models/gpt/gpt_params.h"
 
 namespace zt::cli {
 
@@ -83,21 +81,20 @@ int paper_table(const ArgParser& parser, int ranks, bool json) {
 
 int config_table(const ArgParser& parser, int ranks, bool json) {
   // The prediction covers every stage, so the run's own stage is set aside. The device stays: it
-  // decides the attention's activations (flash on CUDA, gpt::activation_dims).
+  // decides the attention's activations (GPT: flash on CUDA, gpt::activation_dims).
   std::vector<std::string> overrides = parser.all("set");
   overrides.push_back("zero.stage=0");
   const RunConfig cfg = load_run_config(parser.get("config"), overrides);
   ShardingOptions options;
   options.deterministic = cfg.train.deterministic;
-  const gpt::GptConfig& mc = cfg.model;
-  const ParamTable table = gpt::build_param_table(mc, cfg.train.unit_layout());  // the units the run would have
+  const gpt::GptConfig& mc = cfg.model;                          // the keys every family has
+  const ParamTable table = build_param_table(cfg.model_spec());  // the units the run would have
   const ShardSizes largest = shard_sizes(table.max_unit_numel(), ranks);
   const char* dtype = cfg.param_dtype == DType::kBF16 ? "bf16" : "f32";
   const char* activations = cfg.activation_dtype == DType::kBF16 ? "bf16" : "fp32";
   const std::string ckpt = cfg.train.activation_checkpointing.to_string();
-  const std::string attention = gpt::describe_attention(
-      mc, gpt::activation_dims(mc, cfg.train.micro_batch, cfg.train.seq_len, cfg.device, cfg.activation_dtype),
-      cfg.device, cfg.attention_kernels, cfg.dropout > 0.0f);
+  const std::string attention =
+      describe_attention(cfg.model_spec(), cfg.model_build(), cfg.device, cfg.attention_kernels);
 
   std::vector<StageMemory> stages;
   for (int stage = 0; stage < kStages; ++stage) stages.push_back(predict_run_memory(cfg, stage, ranks, options));
@@ -150,10 +147,11 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
   fmt::print("zerotrain memory: {} on {} rank{}: predicted peak bytes per rank (nothing is trained)\n", cfg.source,
              ranks, ranks == 1 ? "" : "s");
   fmt::print(
-      "model: {} layers, {} heads, {} wide, vocab {} (padded {}): {} parameters in {} units (head_chunks {}, "
+      "model: {}, {} layers, {} heads, {} wide, vocab {} (padded {}): {} parameters in {} units (head_chunks {}, "
       "block_units {}); largest unit {} elements ({} per rank)\n",
-      mc.n_layer, mc.n_head, mc.n_embd, mc.vocab_size, mc.padded_vocab_size(), table.total_numel(),
-      table.units().size(), cfg.train.head_chunks, cfg.train.block_units, largest.numel, largest.shard_numel);
+      model_arch_name(cfg.arch), mc.n_layer, mc.n_head, mc.n_embd, mc.vocab_size, mc.padded_vocab_size(),
+      table.total_numel(), table.units().size(), cfg.train.head_chunks, cfg.train.block_units, largest.numel,
+      largest.shard_numel);
   fmt::print(
       "per rank: micro_batch {} x seq_len {}, activation_checkpointing {}, param_dtype {}; device {}: {} "
       "activations; attention {}\n",

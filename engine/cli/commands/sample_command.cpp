@@ -8,8 +8,8 @@
 #include <filesystem>
 #include <optional>
 
-#include "engine/checkpoint/checkpoint_export.h"
 #include "engine/checkpoint/checkpoint_folder.h"
+#include "engine/checkpoint/checkpoint_model.h"
 #include "engine/cli/commands/arg_parser.h"
 #include "engine/cli/commands/commands.h"
 #include "engine/comm/local_communicator.h"
@@ -19,7 +19,7 @@
 #include "engine/sharding/zero_param_store.h"
 #include "engine/trainer/text_sampler.h"
 #include "kernels/cpu/cast.h"
-#include "models/gpt/gpt_model.h"
+#include "models/model_family.h"
 
 namespace zt::cli {
 
@@ -43,7 +43,7 @@ SamplingOptions sampling_options(const ArgParser& parser, const std::optional<da
       static_cast<std::uint64_t>(parser.get_int("seed", 1, 0, 2147483647)), vocab ? vocab->size() : 0};
 }
 
-int generate_and_print(const ArgParser& parser, gpt::GptModel& model, ZeroParamStore& store,
+int generate_and_print(const ArgParser& parser, LanguageModel& model, ZeroParamStore& store,
                        const std::optional<data::Vocab>& vocab, const SamplingOptions& options) {
   std::vector<std::int32_t> prompt;
   const std::string prompt_text = parser.get("prompt", "\n");
@@ -62,7 +62,7 @@ int sample_checkpoint(const ArgParser& parser) {
   const ckpt::ResolvedCheckpoint resolved = ckpt::resolve_checkpoint(parser.get("ckpt"), ckpt::Validation::kStructure);
   for (const std::string& note : resolved.notes) fmt::print(stderr, "zerotrain sample: {}\n", note);
   const ckpt::CheckpointReader reader(resolved.path);
-  const gpt::GptConfig config = ckpt::gpt_config_of(reader);
+  const ModelSpec spec = ckpt::model_spec_of(reader);
   std::filesystem::path vocab_path =
       parser.has("vocab") ? std::filesystem::path(parser.get("vocab"))
                           : std::filesystem::path(resolved.path).parent_path().parent_path() / "vocab.json";
@@ -75,17 +75,17 @@ int sample_checkpoint(const ArgParser& parser) {
 
   MemoryTracker tracker;
   const ExecContext ctx{Device::kCPU, omp_get_num_procs(), nullptr};
-  // The checkpoint's units: its token table in as many chunk units as its run's head had.
-  gpt::GptModel model(config, 1, config.block_size, gpt::CheckpointPolicy{}, tracker, ctx, 0.0f, 0, DType::kF32,
-                      ckpt::unit_layout_of(reader));
+  // The checkpoint's units (model_spec_of: e.g. its token table in as many chunk units as its
+  // run's head had).
+  const std::unique_ptr<LanguageModel> model = make_model(spec, sampling_build(spec.block_size()), tracker, ctx);
+  const ParamTable& table = model->table();
   LocalCommunicator comm(tracker, {});
-  ZeroParamStore store(model.table(), DType::kF32, ZeroOptions{}, comm, tracker, ctx);
-  for (std::size_t u = 0; u < model.table().units().size(); ++u) {
+  ZeroParamStore store(table, DType::kF32, ZeroOptions{}, comm, tracker, ctx);
+  for (std::size_t u = 0; u < table.units().size(); ++u) {
     const int unit = static_cast<int>(u);
-    reader.read(ckpt::StateKind::kMaster, unit, 0, model.table().units()[u].numel,
-                store.working_shard(unit).as<float>());
+    reader.read(ckpt::StateKind::kMaster, unit, 0, table.units()[u].numel, store.working_shard(unit).as<float>());
   }
-  return generate_and_print(parser, model, store, vocab, options);
+  return generate_and_print(parser, *model, store, vocab, options);
 }
 
 }  // namespace
@@ -119,7 +119,11 @@ int sample_main(const std::vector<std::string>& args) {
 
   MemoryTracker tracker;
   const ExecContext ctx{Device::kCPU, cfg.train.num_threads, nullptr};
-  gpt::GptModel model(cfg.model, 1, cfg.train.seq_len, gpt::CheckpointPolicy{}, tracker, ctx);
+  // The weights file holds whole tensors, so any unit layout reads it: the default one.
+  ModelSpec spec = cfg.model_spec();
+  spec.layout = {};
+  const std::unique_ptr<LanguageModel> model_ptr = make_model(spec, sampling_build(cfg.train.seq_len), tracker, ctx);
+  LanguageModel& model = *model_ptr;
   LocalCommunicator comm(tracker, {});
   ZeroParamStore store(model.table(), cfg.param_dtype, ZeroOptions{}, comm, tracker, ctx);
   // fp32 weights load straight into the store; bf16 ones go through fp32 staging buffers.

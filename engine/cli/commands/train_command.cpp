@@ -19,8 +19,6 @@
 #include "engine/trainer/trainer.h"
 #include "kernels/cpu/blas.h"
 #include "kernels/ops.h"
-#include "models/gpt/activations.h"
-#include "models/gpt/gpt_params.h"
 
 namespace zt::cli {
 
@@ -52,7 +50,6 @@ int train_main(const std::vector<std::string>& args) {
   const bool root = comm->rank() == 0;
   // From here on a stop signal means "save at the next step boundary" (engine/launch/signals.h).
   if (cfg.checkpoint.save_on_signal) install_stop_request_handlers();
-  const gpt::GptConfig& m = cfg.model;
 
   if (root) {
     fmt::print("zerotrain train: {}\nresolved config: {}\n", cfg.source, cfg.to_json().dump());
@@ -69,19 +66,15 @@ int train_main(const std::vector<std::string>& args) {
   trainer.allow_config_change(parser.has("allow-config-change"));
   const auto& blas = cpu::blas_info();
   if (root) {
-    fmt::print("model: {} layers, {} heads, {} wide, context {}, vocab {} (padded {}): {:.2f}M parameters\n", m.n_layer,
-               m.n_head, m.n_embd, m.block_size, m.vocab_size, m.padded_vocab_size(),
-               gpt::build_param_table(m).total_numel() / 1e6);
+    fmt::print("model: {}\n", describe_model(cfg.model_spec()));
     fmt::print(
         "batch: {} tokens/step = micro_batch {} x seq_len {} x grad_accum {} x {} ranks; {} steps; {} threads, "
         "blas {}\n",
         cfg.train.global_batch_tokens, cfg.train.micro_batch, cfg.train.seq_len, cfg.train.grad_accum,
         comm->world_size(), cfg.train.max_steps, cfg.train.num_threads, blas.core_name);
     fmt::print("device: {}\n", trainer.device_description());
-    const gpt::ActivationDims dims =
-        gpt::activation_dims(m, cfg.train.micro_batch, cfg.train.seq_len, cfg.device, cfg.activation_dtype);
     fmt::print("attention: {}\n",
-               gpt::describe_attention(m, dims, cfg.device, cfg.attention_kernels, cfg.dropout > 0.0f));
+               describe_attention(cfg.model_spec(), cfg.model_build(), cfg.device, cfg.attention_kernels));
     fmt::print("ZeRO stage {} on {} rank(s) ({} communicator{})\nrun directory: {}\n", cfg.zero.stage,
                comm->world_size(), comm->backend_name(), cfg.train.deterministic ? ", deterministic reductions" : "",
                cfg.log.run_dir);

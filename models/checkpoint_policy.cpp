@@ -1,0 +1,43 @@
+// CheckpointPolicy's text form, shared by the config reader and the debug-state metadata.
+#include "models/checkpoint_policy.h"
+
+#include <fmt/format.h>
+
+#include <charconv>
+#include <string_view>
+
+namespace zt {
+
+std::string CheckpointPolicy::to_string() const {
+  switch (kind) {
+    case Kind::kNone: return "none";
+    case Kind::kAll: return "all";
+    case Kind::kEvery: return fmt::format("every:{}", every_k);
+  }
+  return "?";
+}
+
+bool CheckpointPolicy::parse(const std::string& text, CheckpointPolicy* out) {
+  if (text == "none") {
+    *out = CheckpointPolicy{Kind::kNone, 1};
+    return true;
+  }
+  if (text == "all") {
+    *out = CheckpointPolicy{Kind::kAll, 1};
+    return true;
+  }
+  constexpr std::string_view kPrefix = "every:";
+  if (text.starts_with(kPrefix)) {
+    int k = 0;
+    const char* first = text.data() + kPrefix.size();
+    const char* last = text.data() + text.size();
+    auto [ptr, ec] = std::from_chars(first, last, k);
+    if (ec == std::errc() && ptr == last && k >= 1) {
+      *out = CheckpointPolicy{Kind::kEvery, k};
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace zt

@@ -1,0 +1,28 @@
+// Which decoder layers (GPT blocks, Llama layers) recompute their forward in backward instead of
+// keeping their activations: train.activation_checkpointing, for every model family.
+#pragma once
+
+#include <string>
+
+namespace zt {
+
+struct CheckpointPolicy {
+  enum class Kind { kNone, kAll, kEvery };
+  Kind kind = Kind::kNone;
+  int every_k = 1;  // with kEvery: layers 0, k, 2k, ... are checkpointed
+
+  bool is_checkpointed(int layer) const {
+    switch (kind) {
+      case Kind::kNone: return false;
+      case Kind::kAll: return true;
+      case Kind::kEvery: return layer % every_k == 0;
+    }
+    return false;
+  }
+  // "none", "all" or "every:K": the config's spelling.
+  std::string to_string() const;
+  // Parses that spelling; returns false when it is not one of them.
+  static bool parse(const std::string& text, CheckpointPolicy* out);
+};
+
+}  // namespace zt

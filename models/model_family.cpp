@@ -31,10 +31,9 @@ void init_unit_params(const ModelSpec& spec, const ParamTable& table, int unit, 
 std::unique_ptr<LanguageModel> make_model(const ModelSpec& spec, const ModelBuild& build, MemoryTracker& tracker,
                                           const ExecContext& ctx) {
   if (spec.arch == ModelArch::kLlama) {
-    ZT_CHECK(build.dropout == 0.0f && build.activations == DType::kF32,
-             "a Llama model has no dropout and fp32 activations only");
+    ZT_CHECK(build.dropout == 0.0f, "a Llama model has no dropout");
     return std::make_unique<llama::LlamaModel>(spec.llama, build.batch, build.seq_len, build.checkpointing, tracker,
-                                               ctx);
+                                               ctx, build.activations);
   }
   return std::make_unique<gpt::GptModel>(spec.gpt, build.batch, build.seq_len, build.checkpointing, tracker, ctx,
                                          build.dropout, build.seed, build.activations, spec.layout);
@@ -42,7 +41,8 @@ std::unique_ptr<LanguageModel> make_model(const ModelSpec& spec, const ModelBuil
 
 ModelFootprint predict_footprint(const ModelSpec& spec, const ModelBuild& build, DType param_dtype, Device device) {
   if (spec.arch == ModelArch::kLlama) {
-    return llama::predict_footprint(spec.llama, build.batch, build.seq_len, build.checkpointing);
+    return llama::predict_footprint(spec.llama, build.batch, build.seq_len, build.checkpointing, param_dtype,
+                                    build.activations);
   }
   return gpt::predict_footprint(spec.gpt, build.batch, build.seq_len, build.checkpointing, param_dtype, device,
                                 build.activations, spec.layout);

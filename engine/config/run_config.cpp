@@ -44,10 +44,6 @@ void check_llama_support(const RunConfig& c) {
   const char* what = nullptr;
   if (c.device == Device::kCUDA) {
     what = "device = \"cuda\" (Llama's CUDA path, grouped-query flash and cuDNN attention, is not built yet)";
-  } else if (c.param_dtype != DType::kF32) {
-    what = "precision.param_dtype = \"bf16\" (Llama trains with fp32 parameters so far)";
-  } else if (c.activation_dtype != DType::kF32) {
-    what = "precision.activations = \"bf16\" (Llama's activations are fp32 so far)";
   } else if (c.train.head_chunks != 1) {
     what = "train.head_chunks > 1 (the chunked LM head is GPT-2's so far)";
   } else if (c.train.block_units != 1) {

@@ -10,7 +10,7 @@ namespace zt::gpt {
 TensorView GptModel::acquire_wte_chunk(ParamStore& store, int chunk, Pass pass) {
   // The second fp32-copy slot: the first holds the unit used across the chunk loop (the
   // embeddings' wpe in the embedding forward, ln_f in the head).
-  const TensorView unit = acquire_for_kernels(store, wte_unit(config_, chunk), pass, 1);
+  const TensorView unit = params_.acquire(store, wte_unit(config_, chunk), pass, 1);
   return wte_chunk_view(table_, config_, chunk, unit);
 }
 
@@ -39,7 +39,7 @@ void GptModel::chunked_head_forward(ParamStore& store, TensorView targets, float
     const TensorView logits{h.probs.data, d.act, h.probs.device, Shape{d.BT(), w}};
     ops::matmul_forward(ctx_, logits, h.lnf, wte, ops::WeightLayout::kOutIn, TensorView{});
     store.release_params(wte_unit(config_, c), Pass::kForward);
-    if (logits_out != nullptr) copy_logits_out(logits, begin, logits_out);
+    if (logits_out != nullptr) zt::copy_logits_out(ctx_, logits, begin, config_.vocab_size, logits_out);
     ops::cross_entropy_chunk_stats(ctx_, h.row_max, h.row_sum, h.target_logit, logits, targets, begin,
                                    config_.vocab_size, c == 0);
   }

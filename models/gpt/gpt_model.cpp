@@ -29,6 +29,7 @@ GptModel::GptModel(const GptConfig& config, int batch, int seq_len, CheckpointPo
       ctx_(ctx),
       dropout_(dropout),
       seed_(seed),
+      params_(table_, dims_.act, tracker, ctx),
       block_scratch_(tracker, dims_, ctx),
       dresid_(ops::allocate(ctx, tracker, MemCategory::kWorkspace, dims_.act, dims_.BTC())),
       grad_scratch_(ops::allocate(ctx, tracker, MemCategory::kWorkspace, DType::kF32, table_.max_unit_numel())),
@@ -67,26 +68,6 @@ TensorView GptModel::token_view(int which, Shape shape) const {
   return TensorView{tokens + which * dims_.BT(), DType::kI32, stream_.device(), shape};
 }
 
-TensorView GptModel::acquire_for_kernels(ParamStore& store, int unit, Pass pass, int slot) {
-  const TensorView working = store.acquire_params(unit, pass);
-  if (working.dtype == DType::kF32 || working.dtype == dims_.act) return working;
-  for (int s = 0; s < 2; ++s) {
-    if (fp32_copy_unit_[s] == unit)
-      return TensorView{fp32_copies_[s].data(), DType::kF32, working.device, working.shape};
-  }
-  if (slot < 0) {
-    slot = next_copy_slot_;
-    next_copy_slot_ = 1 - slot;
-  }
-  if (fp32_copies_[slot].empty()) {
-    fp32_copies_[slot] = ops::allocate(ctx_, tracker_, MemCategory::kWorkspace, DType::kF32, table_.max_unit_numel());
-  }
-  TensorView copy{fp32_copies_[slot].data(), DType::kF32, working.device, working.shape};
-  ops::cast(ctx_, copy, working);
-  fp32_copy_unit_[slot] = unit;
-  return copy;
-}
-
 TensorView GptModel::zeroed_grad_scratch(int unit) {
   const std::int64_t n = table_.units()[static_cast<std::size_t>(unit)].numel;
   const TensorView grad = grad_scratch_.view().slice(0, n);
@@ -107,7 +88,7 @@ float GptModel::forward(ParamStore& store, const std::int32_t* inputs, const std
   step_ = options;
   float* logits_out = options.logits_out;
   const int L = config_.n_layer, emb = embedding_unit(), fin = final_unit(config_);
-  fp32_copy_unit_ = {-1, -1};  // parameters may have changed since the last step
+  params_.forget();  // parameters may have changed since the last step
   stream_ = ops::allocate(ctx_, tracker_, MemCategory::kActivations, d.act, residual_stream_bytes(d, L) / d.act_bytes(),
                           /*zero_fill=*/false);  // the embedding and each block write their whole output
   const TensorView input_view = token_view(0, Shape{d.B, d.T}), target_view = token_view(1, Shape{d.BT()});
@@ -121,7 +102,7 @@ float GptModel::forward(ParamStore& store, const std::int32_t* inputs, const std
     // In chunks, the embeddings (wpe) stay in use while the chunks come: their fp32 copy (if any)
     // keeps slot 0.
     const int slot = d.head_chunked() ? 0 : -1;
-    const EmbeddingParams p = embedding_views(table_, acquire_for_kernels(store, emb, Pass::kForward, slot));
+    const EmbeddingParams p = embedding_views(table_, params_.acquire(store, emb, Pass::kForward, slot));
     if (d.head_chunked()) {
       chunked_embedding_forward(store, p, input_view);
     } else {
@@ -136,7 +117,7 @@ float GptModel::forward(ParamStore& store, const std::int32_t* inputs, const std
       split_block_forward(store, l);
       continue;
     }
-    const BlockParams p = block_views(table_, l, acquire_for_kernels(store, block_unit(l), Pass::kForward));
+    const BlockParams p = block_views(table_, l, params_.acquire(store, block_unit(l), Pass::kForward));
     auto acts = std::make_unique<BlockActivations>(tracker_, d, ctx_);
     block_forward(ctx_, p, resid(l), *acts, resid(l + 1), config_.n_head, block_dropout(l));
     // A checkpointed block keeps only its input (resid(l)); backward recomputes the rest.
@@ -147,53 +128,28 @@ float GptModel::forward(ParamStore& store, const std::int32_t* inputs, const std
   head_acts_ = std::make_unique<HeadActivations>(tracker_, d, ctx_);
   HeadActivations& h = *head_acts_;
   const FinalParams fp =
-      final_views(table_, config_, acquire_for_kernels(store, fin, Pass::kForward, d.head_chunked() ? 0 : -1));
+      final_views(table_, config_, params_.acquire(store, fin, Pass::kForward, d.head_chunked() ? 0 : -1));
   if (d.head_chunked()) {  // each chunk's unit acquired and released in turn
     ops::layernorm_forward(ctx_, h.lnf, h.lnf_mean, h.lnf_rstd, resid(L), fp.ln_f_w, fp.ln_f_b);
     chunked_head_forward(store, target_view, logits_out);
     store.release_params(fin, Pass::kForward);
     store.end_pass(Pass::kForward);
-    return mean_loss();
+    return zt::mean_loss(ctx_, head_acts_->losses);
   }
-  const EmbeddingParams ep = embedding_views(table_, acquire_for_kernels(store, emb, Pass::kForward));
+  const EmbeddingParams ep = embedding_views(table_, params_.acquire(store, emb, Pass::kForward));
   ops::layernorm_forward(ctx_, h.lnf, h.lnf_mean, h.lnf_rstd, resid(L), fp.ln_f_w, fp.ln_f_b);
   ops::matmul_forward(ctx_, h.probs, h.lnf, ep.wte, ops::WeightLayout::kOutIn, TensorView{});
   store.release_params(emb, Pass::kForward);
   store.release_params(fin, Pass::kForward);
   store.end_pass(Pass::kForward);
-  if (logits_out != nullptr) copy_logits_out(h.probs, 0, logits_out);
+  if (logits_out != nullptr) zt::copy_logits_out(ctx_, h.probs, 0, config_.vocab_size, logits_out);
   if (options.backward_loss_scale.has_value()) {  // dlogits in place of the logits
     ops::softmax_cross_entropy_fused(ctx_, h.losses, h.probs, h.probs, target_view,
                                      *options.backward_loss_scale / static_cast<float>(d.BT()), config_.vocab_size);
   } else {
     ops::softmax_cross_entropy_forward(ctx_, h.losses, h.probs, h.probs, target_view, config_.vocab_size);
   }
-  return mean_loss();
-}
-
-void GptModel::copy_logits_out(TensorView logits, std::int64_t first_column, float* logits_out) const {
-  const std::int64_t V = config_.vocab_size, width = logits.shape[logits.shape.ndim() - 1];
-  const std::int64_t live = std::min(width, V - first_column);  // the padded vocabulary's columns stay out
-  if (live <= 0) return;
-  std::vector<float> staging;
-  const TensorView host = ops::on_host(ctx_, logits, staging);
-  for (std::int64_t r = 0; r < dims_.BT(); ++r) {
-    float* out = logits_out + r * V + first_column;
-    if (host.dtype == DType::kF32) {
-      std::memcpy(out, host.as<float>() + r * width, static_cast<std::size_t>(live) * sizeof(float));
-    } else {
-      const bf16* row = host.as<bf16>() + r * width;
-      for (std::int64_t v = 0; v < live; ++v) out[v] = bf16_to_float(row[v]);
-    }
-  }
-}
-
-float GptModel::mean_loss() const {
-  double sum = 0.0;  // fixed order, on the host: the loss is reproducible bit for bit on either device
-  std::vector<float> staging;
-  const float* losses = ops::on_host(ctx_, head_acts_->losses, staging).as<float>();
-  for (std::int64_t i = 0; i < dims_.BT(); ++i) sum += losses[i];
-  return static_cast<float>(sum / static_cast<double>(dims_.BT()));
+  return zt::mean_loss(ctx_, head_acts_->losses);
 }
 
 void GptModel::backward(ParamStore& store, float loss_scale) {
@@ -219,7 +175,7 @@ void GptModel::backward(ParamStore& store, float loss_scale) {
     if (d.head_chunked()) {
       chunked_head_backward(store, dlnf, target_view, loss_scale);
     } else {
-      const EmbeddingParams ep = embedding_views(table_, acquire_for_kernels(store, emb, Pass::kBackward));
+      const EmbeddingParams ep = embedding_views(table_, params_.acquire(store, emb, Pass::kBackward));
       const TensorView emb_grad = grad_destination(store, emb);
       ops::matmul_backward(ctx_, dlnf, embedding_views(table_, emb_grad).wte, TensorView{}, h.probs, h.lnf, ep.wte,
                            ops::WeightLayout::kOutIn);
@@ -228,7 +184,7 @@ void GptModel::backward(ParamStore& store, float loss_scale) {
     }
 
     const FinalParams fp =
-        final_views(table_, config_, acquire_for_kernels(store, fin, Pass::kBackward, d.head_chunked() ? 0 : -1));
+        final_views(table_, config_, params_.acquire(store, fin, Pass::kBackward, d.head_chunked() ? 0 : -1));
     const TensorView fin_grad = grad_destination(store, fin);
     const FinalParams fg = final_views(table_, config_, fin_grad);
     ops::fill_zero(ctx_, dresid);
@@ -245,7 +201,7 @@ void GptModel::backward(ParamStore& store, float loss_scale) {
       continue;
     }
     const int unit = block_unit(l);
-    const BlockParams p = block_views(table_, l, acquire_for_kernels(store, unit, Pass::kBackward));
+    const BlockParams p = block_views(table_, l, params_.acquire(store, unit, Pass::kBackward));
     std::unique_ptr<BlockActivations>& acts = block_acts_[static_cast<std::size_t>(l)];
     if (policy_.is_checkpointed(l)) {
       acts = std::make_unique<BlockActivations>(tracker_, d, ctx_);
@@ -283,12 +239,12 @@ void GptModel::split_block_forward(ParamStore& store, int l) {
   auto acts = std::make_unique<BlockActivations>(tracker_, dims_, ctx_);
   const BlockDropout drop = block_dropout(l);
   attention_half_forward(
-      ctx_, block_views(table_, config_, layout_, l, acquire_for_kernels(store, attn, Pass::kForward), TensorView{}),
+      ctx_, block_views(table_, config_, layout_, l, params_.acquire(store, attn, Pass::kForward), TensorView{}),
       resid(l), *acts, config_.n_head, drop);
   store.release_params(attn, Pass::kForward);
-  mlp_half_forward(
-      ctx_, block_views(table_, config_, layout_, l, TensorView{}, acquire_for_kernels(store, mlp, Pass::kForward)),
-      resid(l), *acts, resid(l + 1), drop);
+  mlp_half_forward(ctx_,
+                   block_views(table_, config_, layout_, l, TensorView{}, params_.acquire(store, mlp, Pass::kForward)),
+                   resid(l), *acts, resid(l + 1), drop);
   store.release_params(mlp, Pass::kForward);
   if (!policy_.is_checkpointed(l)) block_acts_[static_cast<std::size_t>(l)] = std::move(acts);
 }
@@ -299,10 +255,10 @@ void GptModel::split_block_backward(ParamStore& store, int l, TensorView dresid)
   std::unique_ptr<BlockActivations>& acts = block_acts_[static_cast<std::size_t>(l)];
   TensorView attn_params;
   if (policy_.is_checkpointed(l)) {  // the recompute needs both halves: the attention unit first
-    attn_params = acquire_for_kernels(store, attn, Pass::kBackward);
+    attn_params = params_.acquire(store, attn, Pass::kBackward);
   }
   const BlockParams p =
-      block_views(table_, config_, layout_, l, attn_params, acquire_for_kernels(store, mlp, Pass::kBackward));
+      block_views(table_, config_, layout_, l, attn_params, params_.acquire(store, mlp, Pass::kBackward));
   if (policy_.is_checkpointed(l)) {
     acts = std::make_unique<BlockActivations>(tracker_, dims_, ctx_);
     block_forward(ctx_, p, resid(l), *acts, TensorView{}, config_.n_head, drop);
@@ -313,7 +269,7 @@ void GptModel::split_block_backward(ParamStore& store, int l, TensorView dresid)
   store.accumulate_grads(mlp, mlp_grad);
   store.grads_ready(mlp);
   store.release_params(mlp, Pass::kBackward);
-  if (!policy_.is_checkpointed(l)) attn_params = acquire_for_kernels(store, attn, Pass::kBackward);
+  if (!policy_.is_checkpointed(l)) attn_params = params_.acquire(store, attn, Pass::kBackward);
   const BlockParams pa = block_views(table_, config_, layout_, l, attn_params, TensorView{});
   const TensorView attn_grad = grad_destination(store, attn);
   attention_half_backward(ctx_, pa, block_views(table_, config_, layout_, l, attn_grad, TensorView{}), resid(l), *acts,

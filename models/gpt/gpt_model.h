@@ -15,6 +15,7 @@
 #include "models/gpt/activations.h"
 #include "models/gpt/block.h"
 #include "models/gpt/gpt_params.h"
+#include "models/kernel_params.h"
 #include "models/language_model.h"
 
 namespace zt::gpt {
@@ -60,24 +61,12 @@ class GptModel final : public LanguageModel {
   void release_activations() override;
 
  private:
-  // A unit's working parameters as the kernels read them: the store's own buffer when it is fp32,
-  // or bf16 with bf16 activations (the kernels widen bf16 parameters as they load them); an fp32
-  // copy for bf16 parameters with fp32 activations, whose kernels take fp32 parameters only
-  // (check_param_dtype). Pair each call with store.release_params.
-  // `slot` (0 or 1) pins the fp32 copy's slot where a loop keeps one unit while others come and go
-  // (-1: alternate).
-  TensorView acquire_for_kernels(ParamStore& store, int unit, Pass pass, int slot = -1);
   TensorView zeroed_grad_scratch(int unit);
   // Where the matmul and LayerNorm backward of `unit` add its gradient: the store's own storage in
   // place where it offers it (ParamStore::in_place_grads) and this device's kernels add into its
   // dtype (ops::adds_param_grads_into), else the zeroed fp32 scratch. Either goes to
   // store.accumulate_grads afterwards.
   TensorView grad_destination(ParamStore& store, int unit);
-  float mean_loss() const;
-  // Columns [first_column, first_column + width) of the logits (this device's [BT, width] view,
-  // e.g. one vocabulary chunk) into the caller's unpadded [BT, V] logits_out, padding left out.
-  void copy_logits_out(TensorView logits, std::int64_t first_column,
-                       float* logits_out) const;  // the mean of the head's losses, summed on the host in a fixed order
   // The input (which = 0) or target (1) token ids kept before the residual stream.
   TensorView token_view(int which, Shape shape) const;
   TensorView resid(int layer) const;  // input of block `layer`; resid(n_layer) is the last output
@@ -107,6 +96,7 @@ class GptModel final : public LanguageModel {
   ExecContext ctx_;
   float dropout_;
   std::uint64_t seed_;
+  KernelParams params_;  // the units as the kernels read them (fp32 copies of bf16 ones for fp32 activations)
   ForwardOptions step_;  // options of the forward in flight (backward regenerates its masks)
 
   // Workspace, allocated once.
@@ -115,11 +105,6 @@ class GptModel final : public LanguageModel {
   Buffer grad_scratch_;  // fp32, largest unit: a unit's gradient before it goes to the store, where
                          // the store takes none in place (the embeddings' second contribution)
   PassSchedule forward_schedule_, backward_schedule_;  // the store calls of each pass (gpt_schedule.h)
-  // bf16 parameters with fp32 activations: two fp32 copies of units (the head needs the final LN
-  // and the embeddings at once).
-  std::array<Buffer, 2> fp32_copies_;
-  std::array<int, 2> fp32_copy_unit_{-1, -1};
-  int next_copy_slot_ = 0;
 
   // Activations of the step in flight.
   Buffer stream_;  // inputs and targets (i32), then the residual stream (n_layer + 1 blocks of BTC)

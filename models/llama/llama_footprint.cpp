@@ -10,14 +10,15 @@
 namespace zt::llama {
 
 ModelFootprint predict_footprint(const LlamaConfig& c, int micro_batch, int seq_len,
-                                 const CheckpointPolicy& checkpointing) {
+                                 const CheckpointPolicy& checkpointing, DType param_dtype, DType activations) {
   constexpr std::int64_t kF32 = 4;
-  const LayerDims d = layer_dims(c, micro_batch, seq_len);
+  const LayerDims d = layer_dims(c, micro_batch, seq_len, activations);
+  const std::int64_t a = static_cast<std::int64_t>(dtype_size_bytes(activations));
   const std::int64_t BT = d.BT(), BTC = BT * d.C, Vp = c.padded_vocab_size();
-  const std::int64_t layer = LayerActivations::bytes(d), head = kF32 * BT * (d.C + 2 + Vp);
+  const std::int64_t layer = LayerActivations::bytes(d), head = head_bytes(d, Vp);
   // LlamaModel's allocations in order: the forward's layers (a checkpointed one freed at once),
   // the head (freed as backward starts), then each checkpointed layer recomputed in backward.
-  std::int64_t live = kF32 * 2 * BT + kF32 * (c.n_layer + 1) * BTC, peak = live;
+  std::int64_t live = kF32 * 2 * BT + a * (c.n_layer + 1) * BTC, peak = live;
   auto alloc = [&](std::int64_t n) {
     live += n;
     peak = std::max(peak, live);
@@ -35,7 +36,10 @@ ModelFootprint predict_footprint(const LlamaConfig& c, int micro_batch, int seq_
   ModelFootprint f;
   f.activation_bytes = peak;
   const std::int64_t scratch_width = std::max({d.C, d.qkv_width(), 2 * d.I});
-  f.workspace_bytes = kF32 * build_param_table(c).max_unit_numel() + kF32 * BTC + 2 * kF32 * BT * scratch_width;
+  const std::int64_t max_unit = build_param_table(c).max_unit_numel();
+  f.workspace_bytes = kF32 * max_unit + a * BTC + 2 * a * BT * scratch_width;
+  // bf16 parameters read by fp32-activation kernels: KernelParams' two fp32 unit copies.
+  if (param_dtype == DType::kBF16 && activations == DType::kF32) f.workspace_bytes += 2 * kF32 * max_unit;
   return f;
 }
 

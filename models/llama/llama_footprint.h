@@ -1,8 +1,8 @@
 // What LlamaModel brings to the ZeRO memory prediction (engine/sharding/memory_model.h), as
-// models/gpt/gpt_footprint.h does for GPT: the bytes it allocates itself (fp32 activations on the
-// CPU, the model's only mode so far) and its step's store calls.
+// models/gpt/gpt_footprint.h does for GPT: the bytes it allocates itself and its step's store calls.
 #pragma once
 
+#include "engine/core/dtype.h"
 #include "engine/sharding/memory_model.h"
 #include "engine/sharding/schedule_replay.h"
 #include "models/checkpoint_policy.h"
@@ -10,12 +10,14 @@
 
 namespace zt::llama {
 
-// Activations: token ids 4 (2 BT) and the residual stream 4 (L + 1) BTC throughout, each kept
-// layer's LayerActivations, the head 4 BT (C + 2 + Vp) at the end of the forward, a checkpointed
-// layer's recomputed ones in backward; the peak of that sequence. Workspace: the fp32 gradient
-// scratch of the largest unit, dresid 4 BTC and the layers' two gradient scratches.
+// Activations (a bytes per element of the activation dtype): token ids 4 (2 BT) and the residual
+// stream a (L + 1) BTC throughout, each kept layer's LayerActivations, the head (head_bytes) at the
+// end of the forward, a checkpointed layer's recomputed ones in backward; the peak of that
+// sequence. Workspace: the fp32 gradient scratch of the largest unit, dresid a BTC, the layers' two
+// gradient scratches, and for bf16 parameters with fp32 activations two fp32 unit copies.
 ModelFootprint predict_footprint(const LlamaConfig& c, int micro_batch, int seq_len,
-                                 const CheckpointPolicy& checkpointing = {});
+                                 const CheckpointPolicy& checkpointing = {}, DType param_dtype = DType::kF32,
+                                 DType activations = DType::kF32);
 StepSchedule step_schedule(const LlamaConfig& c);
 
 }  // namespace zt::llama

@@ -1,8 +1,6 @@
 // The Llama decoder's passes (see the header).
 #include "models/llama/llama_model.h"
 
-#include <cstring>
-
 #include "kernels/ops.h"
 
 namespace zt::llama {
@@ -42,19 +40,24 @@ PassSchedule backward_schedule(const LlamaConfig& c) {
   return s;
 }
 
+std::int64_t head_bytes(const LayerDims& d, std::int64_t Vp) {
+  return 8 * d.BT() + static_cast<std::int64_t>(dtype_size_bytes(d.act)) * d.BT() * (d.C + Vp);
+}
+
 LlamaModel::LlamaModel(const LlamaConfig& config, int batch, int seq_len, CheckpointPolicy policy,
-                       MemoryTracker& tracker, const ExecContext& ctx)
+                       MemoryTracker& tracker, const ExecContext& ctx, DType activations)
     : config_(config),
       table_(build_param_table(config)),
-      dims_(layer_dims(config, batch, seq_len)),
+      dims_(layer_dims(config, batch, seq_len, activations)),
       Vp_(config.padded_vocab_size()),
       policy_(policy),
       tracker_(tracker),
       ctx_(ctx),
+      params_(table_, activations, tracker, ctx),
       forward_schedule_(forward_schedule(config)),
       backward_schedule_(backward_schedule(config)),
       grad_scratch_(ops::allocate(ctx, tracker, MemCategory::kWorkspace, DType::kF32, table_.max_unit_numel())),
-      dresid_(ops::allocate(ctx, tracker, MemCategory::kWorkspace, DType::kF32, dims_.BT() * dims_.C)),
+      dresid_(ops::allocate(ctx, tracker, MemCategory::kWorkspace, activations, dims_.BT() * dims_.C)),
       layer_scratch_(tracker, dims_, ctx) {
   ZT_CHECK(batch > 0 && seq_len > 0 && seq_len <= config.block_size);
   layer_acts_.resize(static_cast<std::size_t>(config.n_layer));
@@ -70,8 +73,10 @@ void LlamaModel::release_activations() {
 }
 
 TensorView LlamaModel::resid(int layer) const {
-  auto* base = static_cast<float*>(stream_.data()) + layer * dims_.BT() * dims_.C;
-  return TensorView{base, DType::kF32, stream_.device(), Shape{dims_.B, dims_.T, dims_.C}};
+  const std::int64_t BTC = dims_.BT() * dims_.C;
+  TensorView v = stream_.view().slice(layer * BTC, BTC);
+  v.shape = Shape{dims_.B, dims_.T, dims_.C};
+  return v;
 }
 
 TensorView LlamaModel::zeroed_grad(int unit) {
@@ -82,19 +87,21 @@ TensorView LlamaModel::zeroed_grad(int unit) {
 
 namespace {
 
-// The head buffer's parts: lnf [BT, C], rstd [BT], probs [BT, Vp], losses [BT] (fp32).
+// The head buffer's parts: rstd [BT] and losses [BT] in fp32, then lnf [BT, C] and the logits
+// (probabilities after the loss) [BT, Vp] in the activation dtype.
 struct HeadViews {
-  TensorView lnf, rstd, probs, losses;
+  TensorView rstd, losses, lnf, probs;
 };
 
 HeadViews head_views(const Buffer& b, const LayerDims& d, std::int64_t Vp) {
-  float* p = static_cast<float*>(b.data());
+  char* p = static_cast<char*>(b.data());
   const Device dev = b.device();
+  const std::int64_t a = static_cast<std::int64_t>(dtype_size_bytes(d.act));
   HeadViews h;
-  h.lnf = TensorView{p, DType::kF32, dev, Shape{d.B, d.T, d.C}};
-  h.rstd = TensorView{p + d.BT() * d.C, DType::kF32, dev, Shape{d.B, d.T}};
-  h.probs = TensorView{p + d.BT() * (d.C + 1), DType::kF32, dev, Shape{d.BT(), Vp}};
-  h.losses = TensorView{p + d.BT() * (d.C + 1 + Vp), DType::kF32, dev, Shape{d.BT()}};
+  h.rstd = TensorView{p, DType::kF32, dev, Shape{d.B, d.T}};
+  h.losses = TensorView{p + 4 * d.BT(), DType::kF32, dev, Shape{d.BT()}};
+  h.lnf = TensorView{p + 8 * d.BT(), d.act, dev, Shape{d.B, d.T, d.C}};
+  h.probs = TensorView{p + 8 * d.BT() + a * d.BT() * d.C, d.act, dev, Shape{d.BT(), Vp}};
   return h;
 }
 
@@ -102,10 +109,10 @@ HeadViews head_views(const Buffer& b, const LayerDims& d, std::int64_t Vp) {
 
 float LlamaModel::forward(ParamStore& store, const std::int32_t* inputs, const std::int32_t* targets,
                           const ForwardOptions& options) {
-  ZT_CHECK(store.param_dtype() == DType::kF32, "LlamaModel: fp32 parameters only so far");
   // A forward not followed by backward (evaluation) leaves its activations: freed before any new
   // allocation, so a step's peak is its own.
   release_activations();
+  params_.forget();  // the parameters may have changed since the last forward
   float* logits_out = options.logits_out;
   const LayerDims& d = dims_;
   const int L = config_.n_layer, emb = embedding_unit(), fin = final_unit(config_);
@@ -115,44 +122,34 @@ float LlamaModel::forward(ParamStore& store, const std::int32_t* inputs, const s
                       Shape{d.BT()}};
   ops::copy(ctx_, in, TensorView{const_cast<std::int32_t*>(inputs), DType::kI32, Device::kCPU, in.shape});
   ops::copy(ctx_, tg, TensorView{const_cast<std::int32_t*>(targets), DType::kI32, Device::kCPU, tg.shape});
-  stream_ = ops::allocate(ctx_, tracker_, MemCategory::kActivations, DType::kF32, (L + 1) * d.BT() * d.C, false);
+  stream_ = ops::allocate(ctx_, tracker_, MemCategory::kActivations, d.act, (L + 1) * d.BT() * d.C, false);
 
   store.begin_pass(Pass::kForward, forward_schedule_, true);
-  ops::embedding_forward(ctx_, resid(0), in, embedding_view(table_, store.acquire_params(emb, Pass::kForward)),
+  ops::embedding_forward(ctx_, resid(0), in, embedding_view(table_, params_.acquire(store, emb, Pass::kForward)),
                          TensorView{});
   store.release_params(emb, Pass::kForward);
   for (int l = 0; l < L; ++l) {
-    const LayerParams p = layer_views(table_, l, store.acquire_params(layer_unit(l), Pass::kForward));
+    const LayerParams p = layer_views(table_, l, params_.acquire(store, layer_unit(l), Pass::kForward));
     auto acts = std::make_unique<LayerActivations>(tracker_, d, ctx_);
     layer_forward(ctx_, config_, p, resid(l), *acts, resid(l + 1));
     // A checkpointed layer keeps only its input (resid(l)); backward recomputes the rest.
     if (!policy_.is_checkpointed(l)) layer_acts_[static_cast<std::size_t>(l)] = std::move(acts);
     store.release_params(layer_unit(l), Pass::kForward);
   }
-  head_ = ops::allocate(ctx_, tracker_, MemCategory::kActivations, DType::kF32, d.BT() * (d.C + 2 + Vp_), false);
+  head_ = ops::allocate(ctx_, tracker_, MemCategory::kActivations, d.act, head_bytes(d, Vp_) / dtype_size_bytes(d.act),
+                        false);
   const HeadViews h = head_views(head_, d, Vp_);
-  const FinalParams fp = final_views(table_, config_, store.acquire_params(fin, Pass::kForward));
+  const FinalParams fp = final_views(table_, config_, params_.acquire(store, fin, Pass::kForward, 0));
   ops::rmsnorm_forward(ctx_, h.lnf, h.rstd, resid(L), fp.norm, config_.norm_eps);
   TensorView head_w = fp.lm_head;
-  if (config_.tie_embeddings) head_w = embedding_view(table_, store.acquire_params(emb, Pass::kForward));
+  if (config_.tie_embeddings) head_w = embedding_view(table_, params_.acquire(store, emb, Pass::kForward, 1));
   ops::matmul_forward(ctx_, h.probs, h.lnf, head_w, ops::WeightLayout::kOutIn, TensorView{});
   if (config_.tie_embeddings) store.release_params(emb, Pass::kForward);
   store.release_params(fin, Pass::kForward);
   store.end_pass(Pass::kForward);
-  if (logits_out != nullptr) {
-    std::vector<float> staging;
-    const float* l = ops::on_host(ctx_, h.probs, staging).as<float>();
-    for (std::int64_t r = 0; r < d.BT(); ++r) {
-      std::memcpy(logits_out + r * config_.vocab_size, l + r * Vp_,
-                  static_cast<std::size_t>(config_.vocab_size) * sizeof(float));
-    }
-  }
+  if (logits_out != nullptr) copy_logits_out(ctx_, h.probs, 0, config_.vocab_size, logits_out);
   ops::softmax_cross_entropy_forward(ctx_, h.losses, h.probs, h.probs, tg, config_.vocab_size);
-  std::vector<float> staging;
-  const float* losses = ops::on_host(ctx_, h.losses, staging).as<float>();
-  double sum = 0.0;  // fixed order, on the host
-  for (std::int64_t i = 0; i < d.BT(); ++i) sum += losses[i];
-  return static_cast<float>(sum / static_cast<double>(d.BT()));
+  return mean_loss(ctx_, h.losses);
 }
 
 void LlamaModel::backward(ParamStore& store, float loss_scale) {
@@ -164,13 +161,13 @@ void LlamaModel::backward(ParamStore& store, float loss_scale) {
   const TensorView tg{static_cast<std::int32_t*>(tokens_.data()) + d.BT(), DType::kI32, tokens_.device(),
                       Shape{d.BT()}};
   const TensorView dresid = dresid_.view(Shape{d.B, d.T, d.C});
-  const TensorView dlnf{layer_scratch_.a.data(), DType::kF32, layer_scratch_.a.device(), Shape{d.B, d.T, d.C}};
+  const TensorView dlnf{layer_scratch_.a.data(), d.act, layer_scratch_.a.device(), Shape{d.B, d.T, d.C}};
   ops::softmax_cross_entropy_backward(ctx_, h.probs, h.probs, tg, loss_scale / static_cast<float>(d.BT()),
                                       config_.vocab_size);
 
   store.begin_pass(Pass::kBackward, backward_schedule_, false);
   if (config_.tie_embeddings) {  // the head's contribution to the tied table first
-    const TensorView wte = embedding_view(table_, store.acquire_params(emb, Pass::kBackward));
+    const TensorView wte = embedding_view(table_, params_.acquire(store, emb, Pass::kBackward, 1));
     const TensorView g = zeroed_grad(emb);
     ops::matmul_backward(ctx_, dlnf, embedding_view(table_, g), TensorView{}, h.probs, h.lnf, wte,
                          ops::WeightLayout::kOutIn);
@@ -178,7 +175,7 @@ void LlamaModel::backward(ParamStore& store, float loss_scale) {
     store.release_params(emb, Pass::kBackward);
   }
   {
-    const FinalParams fp = final_views(table_, config_, store.acquire_params(fin, Pass::kBackward));
+    const FinalParams fp = final_views(table_, config_, params_.acquire(store, fin, Pass::kBackward, 0));
     const TensorView g = zeroed_grad(fin);
     const FinalParams fg = final_views(table_, config_, g);
     if (!config_.tie_embeddings) {
@@ -193,7 +190,7 @@ void LlamaModel::backward(ParamStore& store, float loss_scale) {
   }
   for (int l = L - 1; l >= 0; --l) {
     const int unit = layer_unit(l);
-    const LayerParams p = layer_views(table_, l, store.acquire_params(unit, Pass::kBackward));
+    const LayerParams p = layer_views(table_, l, params_.acquire(store, unit, Pass::kBackward));
     std::unique_ptr<LayerActivations>& acts = layer_acts_[static_cast<std::size_t>(l)];
     if (policy_.is_checkpointed(l)) {
       acts = std::make_unique<LayerActivations>(tracker_, d, ctx_);

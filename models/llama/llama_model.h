@@ -1,8 +1,9 @@
 // A Llama decoder over the kernels, reaching its parameters through a ParamStore unit by unit in
 // execution order, as GptModel does: token embedding (no position table), layers (llama_block),
 // final RMSNorm, LM head (tied to the embeddings or its own), cross-entropy. Checkpointed layers
-// keep only their input and recompute their forward in backward. fp32 activations and parameters
-// (bf16 parameters need the fp32 copies GptModel keeps: not yet).
+// keep only their input and recompute their forward in backward. Activations (and activation
+// gradients) F32 or BF16; parameters in the store's dtype (bf16 ones with fp32 activations reach
+// the kernels as fp32 copies, KernelParams).
 #pragma once
 
 #include <cstdint>
@@ -13,6 +14,7 @@
 #include "engine/sharding/param_store.h"
 #include "kernels/exec_context.h"
 #include "models/checkpoint_policy.h"
+#include "models/kernel_params.h"
 #include "models/language_model.h"
 #include "models/llama/llama_block.h"
 #include "models/llama/llama_params.h"
@@ -25,11 +27,14 @@ namespace zt::llama {
 PassSchedule forward_schedule(const LlamaConfig& c);
 PassSchedule backward_schedule(const LlamaConfig& c);
 
+// The head's activations: rstd and losses 4 BT each, lnf and the logits act x BT (C + Vp).
+std::int64_t head_bytes(const LayerDims& d, std::int64_t Vp);
+
 class LlamaModel final : public LanguageModel {
  public:
   // Sized for batches of `batch` sequences of `seq_len` tokens (seq_len <= block_size).
   LlamaModel(const LlamaConfig& config, int batch, int seq_len, CheckpointPolicy policy, MemoryTracker& tracker,
-             const ExecContext& ctx);
+             const ExecContext& ctx, DType activations = DType::kF32);
   ~LlamaModel() override;
 
   const LlamaConfig& config() const { return config_; }
@@ -58,6 +63,7 @@ class LlamaModel final : public LanguageModel {
   CheckpointPolicy policy_;
   MemoryTracker& tracker_;
   ExecContext ctx_;
+  KernelParams params_;
   PassSchedule forward_schedule_, backward_schedule_;
   Buffer grad_scratch_;  // fp32, the largest unit
   Buffer dresid_;        // [B, T, C]
@@ -66,7 +72,7 @@ class LlamaModel final : public LanguageModel {
   Buffer tokens_;                                              // inputs then targets, i32
   Buffer stream_;                                              // the residual stream: (n_layer + 1) x [B, T, C]
   std::vector<std::unique_ptr<LayerActivations>> layer_acts_;  // null for checkpointed layers
-  Buffer head_;  // lnf [B, T, C], rstd [B, T], probs [B, T, Vp], losses [B, T]
+  Buffer head_;  // rstd and losses [B, T] (F32), lnf [B, T, C] and the logits [B, T, Vp] (activations)
 };
 
 }  // namespace zt::llama

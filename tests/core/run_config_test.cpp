@@ -352,8 +352,6 @@ TEST(RunConfig, LlamaArchKeysDefaultsRoundTripAndRefusals) {
   gpt["model"]["n_kv_head"] = 1;
   expect_error(gpt, {"model.n_kv_head is a Llama key", "model.arch"});
   expect_error(llama({}, {{"device", "cuda"}}), {"model.arch = \"llama\" does not support device = \"cuda\""});
-  expect_error(llama({}, {{"precision", {{"param_dtype", "bf16"}}}}), {"precision.param_dtype"});
-  expect_error(llama({}, {{"precision", {{"activations", "bf16"}}}}), {"precision.activations"});
   expect_error(llama({}, {{"train", {{"head_chunks", 2}}}}), {"train.head_chunks"});
   expect_error(llama({}, {{"train", {{"block_units", 2}}}}), {"train.block_units"});
 }

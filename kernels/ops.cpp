@@ -224,11 +224,13 @@ namespace {
 // stderr, and under "cudnn" it stops the run. "cudnn" is about the run's bf16 model (the config
 // check holds it to bf16 activations): the fp32 batch-1 model the trainer and `zerotrain sample`
 // build for text samples runs the flash kernels under either choice.
-bool attention_on_cudnn(const ExecContext& ctx, const TensorView& qkv, int n_head, const DropoutSpec& dropout,
-                        std::initializer_list<const void*> operands) {
+bool attention_on_cudnn(const ExecContext& ctx, const TensorView& qkv, int n_head, int n_kv_head,
+                        const DropoutSpec& dropout, std::initializer_list<const void*> operands) {
   const AttentionKernels choice = ctx.cuda_resources->attention;
   if (qkv.dtype != DType::kBF16) return false;
-  const std::int64_t C = qkv.shape.ndim() == 3 ? qkv.shape[2] / 3 : 0, hs = n_head > 0 ? C / n_head : 0;
+  // qkv rows hold n_head query heads and n_kv_head (0: n_head) key and value heads of hs columns.
+  const std::int64_t heads = n_head + 2 * static_cast<std::int64_t>(n_kv_head != 0 ? n_kv_head : n_head);
+  const std::int64_t hs = qkv.shape.ndim() == 3 && n_head > 0 ? qkv.shape[2] / heads : 0;
   if (!cudnn_attention_refuses(Device::kCUDA, choice, qkv.dtype, hs, dropout.active()).empty()) {
     ZT_CHECK(choice != AttentionKernels::kCudnn, "precision.attention = \"cudnn\": {}",
              cudnn_attention_refuses(Device::kCUDA, choice, qkv.dtype, hs, dropout.active()));
@@ -236,7 +238,7 @@ bool attention_on_cudnn(const ExecContext& ctx, const TensorView& qkv, int n_hea
   }
   std::string why;
   if (cuda::cudnn_attention_serves(ctx, qkv.dtype, qkv.shape[0], qkv.shape[1], n_head, hs, dropout.active(), operands,
-                                   &why)) {
+                                   &why, n_kv_head)) {
     return true;
   }
   if (choice == AttentionKernels::kCudnn) throw RuntimeError(fmt::format("precision.attention = \"cudnn\": {}", why));
@@ -252,31 +254,33 @@ bool attention_on_cudnn(const ExecContext& ctx, const TensorView& qkv, int n_hea
 #endif
 
 void flash_attention_forward(const ExecContext& ctx, TensorView out, TensorView lse, TensorView qkv, int n_head,
-                             const DropoutSpec& dropout) {
+                             const DropoutSpec& dropout, int n_kv_head) {
   ZT_CHECK(on_cuda(ctx), "flash attention runs on CUDA only (the CPU uses attention_forward)");
 #ifdef ZT_HAVE_CUDA
-  if (attention_on_cudnn(ctx, qkv, n_head, dropout, {out.data, qkv.data})) {
-    timed_op(ctx, "cudnn_attention_forward", [&] { cuda::cudnn_attention_forward(ctx, out, lse, qkv, n_head); });
+  if (attention_on_cudnn(ctx, qkv, n_head, n_kv_head, dropout, {out.data, qkv.data})) {
+    timed_op(ctx, "cudnn_attention_forward",
+             [&] { cuda::cudnn_attention_forward(ctx, out, lse, qkv, n_head, n_kv_head); });
     return;
   }
-  timed_op(ctx, "flash_attention_forward", [&] { cuda::flash_attention_forward(ctx, out, lse, qkv, n_head, dropout); });
+  timed_op(ctx, "flash_attention_forward",
+           [&] { cuda::flash_attention_forward(ctx, out, lse, qkv, n_head, dropout, n_kv_head); });
 #else
-  (void)out, (void)lse, (void)qkv, (void)n_head, (void)dropout;  // on_cuda has thrown: no CUDA backend in this build
+  (void)out, (void)lse, (void)qkv, (void)n_head, (void)dropout, (void)n_kv_head;  // on_cuda has thrown
 #endif
 }
 void flash_attention_backward(const ExecContext& ctx, TensorView dqkv, TensorView dout, TensorView out, TensorView qkv,
-                              TensorView lse, int n_head, const DropoutSpec& dropout) {
+                              TensorView lse, int n_head, const DropoutSpec& dropout, int n_kv_head) {
   ZT_CHECK(on_cuda(ctx), "flash attention runs on CUDA only (the CPU uses attention_backward)");
 #ifdef ZT_HAVE_CUDA
-  if (attention_on_cudnn(ctx, qkv, n_head, dropout, {dqkv.data, dout.data, out.data, qkv.data})) {
+  if (attention_on_cudnn(ctx, qkv, n_head, n_kv_head, dropout, {dqkv.data, dout.data, out.data, qkv.data})) {
     timed_op(ctx, "cudnn_attention_backward",
-             [&] { cuda::cudnn_attention_backward(ctx, dqkv, dout, out, qkv, lse, n_head); });
+             [&] { cuda::cudnn_attention_backward(ctx, dqkv, dout, out, qkv, lse, n_head, n_kv_head); });
     return;
   }
   timed_op(ctx, "flash_attention_backward",
-           [&] { cuda::flash_attention_backward(ctx, dqkv, dout, out, qkv, lse, n_head, dropout); });
+           [&] { cuda::flash_attention_backward(ctx, dqkv, dout, out, qkv, lse, n_head, dropout, n_kv_head); });
 #else
-  (void)dqkv, (void)dout, (void)out, (void)qkv, (void)lse, (void)n_head, (void)dropout;
+  (void)dqkv, (void)dout, (void)out, (void)qkv, (void)lse, (void)n_head, (void)dropout, (void)n_kv_head;
 #endif
 }
 void gelu_forward(const ExecContext& ctx, TensorView out, TensorView inp) { return ZT_OP(gelu_forward, ctx, out, inp); }

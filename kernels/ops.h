@@ -95,10 +95,11 @@ std::string cudnn_attention_refuses(Device device, AttentionKernels choice, DTyp
                                     bool dropout);
 // Both run on cuDNN where it serves the call under ctx's precision.attention
 // (KernelResources::attention), on the flash kernels otherwise; the profiler names which.
+// Grouped-query heads: n_kv_head key/value heads (0: n_head), on either.
 void flash_attention_forward(const ExecContext& ctx, TensorView out, TensorView lse, TensorView qkv, int n_head,
-                             const DropoutSpec& dropout);
+                             const DropoutSpec& dropout, int n_kv_head = 0);
 void flash_attention_backward(const ExecContext& ctx, TensorView dqkv, TensorView dout, TensorView out, TensorView qkv,
-                              TensorView lse, int n_head, const DropoutSpec& dropout);
+                              TensorView lse, int n_head, const DropoutSpec& dropout, int n_kv_head = 0);
 void gelu_forward(const ExecContext& ctx, TensorView out, TensorView inp);
 void gelu_backward(const ExecContext& ctx, TensorView dinp, TensorView inp, TensorView dout);
 // RMSNorm (Llama's; kernels/cpu/rmsnorm.h): out = inp * rstd * weight, and its backward.

@@ -1,8 +1,10 @@
-// CheckpointPolicy's text form, shared by the config reader and the debug-state metadata.
+// CheckpointPolicy's text form, shared by the config reader and the debug-state metadata, and the
+// activation peak it leads to.
 #include "models/checkpoint_policy.h"
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 #include <string_view>
 
@@ -38,6 +40,26 @@ bool CheckpointPolicy::parse(const std::string& text, CheckpointPolicy* out) {
     }
   }
   return false;
+}
+
+std::int64_t checkpointed_peak_bytes(const CheckpointPolicy& policy, int n_layer, std::int64_t resident,
+                                     std::int64_t layer, std::int64_t head) {
+  std::int64_t live = resident, peak = live;
+  auto alloc = [&](std::int64_t n) {
+    live += n;
+    peak = std::max(peak, live);
+  };
+  for (int l = 0; l < n_layer; ++l) {
+    alloc(layer);
+    if (policy.is_checkpointed(l)) live -= layer;
+  }
+  alloc(head);
+  live -= head;
+  for (int l = n_layer - 1; l >= 0; --l) {
+    if (policy.is_checkpointed(l)) alloc(layer);
+    live -= layer;
+  }
+  return peak;
 }
 
 }  // namespace zt

@@ -2,6 +2,7 @@
 // keeping their activations: train.activation_checkpointing, for every model family.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 namespace zt {
@@ -24,5 +25,13 @@ struct CheckpointPolicy {
   // Parses that spelling; returns false when it is not one of them.
   static bool parse(const std::string& text, CheckpointPolicy* out);
 };
+
+// The activation peak of a decoder's training step under `policy`, in the order its model
+// allocates: `resident` bytes throughout (token ids, the residual stream), each of n_layer layers'
+// `layer` bytes from its forward to its backward (a checkpointed layer's freed at once and
+// allocated again when backward recomputes it), and the head's `head` bytes at the end of the
+// forward, freed as backward starts.
+std::int64_t checkpointed_peak_bytes(const CheckpointPolicy& policy, int n_layer, std::int64_t resident,
+                                     std::int64_t layer, std::int64_t head);
 
 }  // namespace zt

@@ -4,9 +4,11 @@
 #include <fmt/format.h>
 
 #include "engine/core/check.h"
+#include "kernels/ops.h"
 #include "models/gpt/activations.h"
 #include "models/gpt/gpt_footprint.h"
 #include "models/gpt/gpt_model.h"
+#include "models/llama/llama_block.h"
 #include "models/llama/llama_footprint.h"
 #include "models/llama/llama_model.h"
 #include "models/llama/llama_params.h"
@@ -42,7 +44,7 @@ std::unique_ptr<LanguageModel> make_model(const ModelSpec& spec, const ModelBuil
 ModelFootprint predict_footprint(const ModelSpec& spec, const ModelBuild& build, DType param_dtype, Device device) {
   if (spec.arch == ModelArch::kLlama) {
     return llama::predict_footprint(spec.llama, build.batch, build.seq_len, build.checkpointing, param_dtype,
-                                    build.activations);
+                                    build.activations, device);
   }
   return gpt::predict_footprint(spec.gpt, build.batch, build.seq_len, build.checkpointing, param_dtype, device,
                                 build.activations, spec.layout);
@@ -72,8 +74,17 @@ std::string describe_attention(const ModelSpec& spec, const ModelBuild& build, D
                                AttentionKernels kernels) {
   if (spec.arch == ModelArch::kLlama) {
     const llama::LlamaConfig& c = spec.llama;
-    return fmt::format("softmax with the T x T probabilities kept, {} query heads sharing each key/value head",
-                       c.n_head / c.n_kv_head);
+    const std::string heads = fmt::format("{} query head(s) per key/value head", c.n_head / c.n_kv_head);
+    if (llama::layer_dims(c, build.batch, build.seq_len, build.activations, device).flash_attention) {
+      if (ops::cudnn_attention_refuses(device, kernels, build.activations, c.head_size(), false).empty()) {
+        return "cuDNN fused attention (no T x T probabilities kept)";
+      }
+      return fmt::format("flash kernels on {} (no T x T probabilities kept), {}",
+                         ops::flash_attention_on_tensor_cores(device, build.activations, c.head_size()) ? "tensor cores"
+                                                                                                        : "CUDA cores",
+                         heads);
+    }
+    return fmt::format("materialised (T x T probabilities kept), {}", heads);
   }
   const gpt::ActivationDims dims =
       gpt::activation_dims(spec.gpt, build.batch, build.seq_len, device, build.activations, spec.layout.head_chunks);

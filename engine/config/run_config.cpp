@@ -41,10 +41,27 @@ void read_llama_keys(ConfigReader& r, const gpt::GptConfig& m, llama::LlamaConfi
 // What a Llama run cannot do yet (docs/config.md, "model.arch"): each a one-line error naming the
 // key, rather than a run that would fail later or silently ignore it.
 void check_llama_support(const RunConfig& c) {
+  const llama::LlamaConfig& l = c.llama;
+  if (c.device == Device::kCUDA && l.n_kv_head != l.n_head) {
+    // Grouped-query heads on CUDA run on cuDNN or the flash kernels (the cuBLASLt attention is
+    // multi-head), which must serve the shape where cuDNN does not: as
+    // cuda::flash_attention_supports has them.
+    const int hs = l.head_size();
+    if (hs != 8 && hs != 16 && hs != 32 && hs != 64 && hs != 128) {
+      throw_input_error(
+          "config error in {}: grouped-query heads (model.n_kv_head = {} < model.n_head = {}) on device = \"cuda\" "
+          "run on the flash kernels, which need a head size of 8, 16, 32, 64 or 128 (this model's is {})",
+          c.source, l.n_kv_head, l.n_head, hs);
+    }
+    if (static_cast<std::int64_t>(c.train.micro_batch) * l.n_head > 65535) {
+      throw_input_error(
+          "config error in {}: grouped-query heads on device = \"cuda\" run on the flash kernels, which take "
+          "train.micro_batch x model.n_head <= 65535 (here {} x {})",
+          c.source, c.train.micro_batch, l.n_head);
+    }
+  }
   const char* what = nullptr;
-  if (c.device == Device::kCUDA) {
-    what = "device = \"cuda\" (Llama's CUDA path, grouped-query flash and cuDNN attention, is not built yet)";
-  } else if (c.train.head_chunks != 1) {
+  if (c.train.head_chunks != 1) {
     what = "train.head_chunks > 1 (the chunked LM head is GPT-2's so far)";
   } else if (c.train.block_units != 1) {
     what = "train.block_units = 2 (a Llama layer is one unit so far)";

@@ -17,7 +17,8 @@ struct AttentionDims {
   // NH hs and v at v_off = (NH + NKV) hs. With NKV = NH (multi-head) W = 3C.
   std::int64_t NKV, W, k_off, v_off;
 };
-// n_kv_head 0: n_head (multi-head attention, qkv [B, T, 3C]).
+// n_kv_head 0: n_head (multi-head attention, qkv [B, T, 3C]). An att without data (the flash
+// kernels keep no probabilities) is not checked.
 AttentionDims attention_dims(const TensorView& out_like, const TensorView& att, const TensorView& qkv, int n_head,
                              int n_kv_head = 0);
 

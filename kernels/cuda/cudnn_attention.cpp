@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "engine/core/check.h"
+#include "kernels/contracts/operand_checks.h"  // attention_dims
 #include "kernels/cuda/kernel_resources.h"
 
 #ifdef ZT_HAVE_CUDNN
@@ -45,7 +46,7 @@ struct CudnnAttentionPlans {
     std::string error;
   };
   cudnnHandle_t handle = nullptr;
-  std::map<std::array<std::int64_t, 5>, Plan> plans;  // {B, T, n_head, hs, backward}
+  std::map<std::array<std::int64_t, 6>, Plan> plans;  // {B, T, n_head, n_kv_head, hs, backward}
   ~CudnnAttentionPlans() {
     if (handle != nullptr) (void)fe::detail::destroy_handle(handle);
   }
@@ -85,22 +86,27 @@ void check_fe(fe::error_t status, const char* step) {
   if (status.is_bad()) throw RuntimeError(fmt::format("cuDNN attention: {}: {}", step, status.get_message()));
 }
 
-// The graph of one pass over [B, n_head, T, hs] views: q, k, v (and dq, dk, dv) with row stride
-// 3C in qkv, out and dout with row stride C, the statistics [B, n_head, T, 1] fp32.
-CudnnAttentionPlans::Plan build_plan(cudnnHandle_t handle, const std::array<std::int64_t, 5>& key) {
-  const auto [B, T, NH, hs, backward] = key;
-  const std::int64_t C = NH * hs;
-  const std::vector<std::int64_t> dims{B, NH, T, hs}, qkv_strides{T * 3 * C, hs, 3 * C, 1},
+// The graph of one pass over [B, heads, T, hs] views: q (and dq) of n_head heads, k and v (and dk,
+// dv) of n_kv_head heads (grouped-query attention when fewer: cuDNN's SDPA reads key/value head
+// h / (n_head / n_kv_head) for query head h, as transformers' repeat_kv), all with the row stride W
+// = (n_head + 2 n_kv_head) hs of qkv; out and dout with row stride C; the statistics
+// [B, n_head, T, 1] fp32.
+CudnnAttentionPlans::Plan build_plan(cudnnHandle_t handle, const std::array<std::int64_t, 6>& key) {
+  const auto [B, T, NH, NKV, hs, backward] = key;
+  const std::int64_t C = NH * hs, W = (NH + 2 * NKV) * hs;
+  const std::vector<std::int64_t> dims{B, NH, T, hs}, kv_dims{B, NKV, T, hs}, qkv_strides{T * W, hs, W, 1},
       out_strides{T * C, hs, C, 1}, stat_dims{B, NH, T, 1}, stat_strides{NH * T, T, 1, 1};
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hs)));
   auto g = std::make_shared<fe::graph::Graph>();
   g->set_io_data_type(fe::DataType_t::BFLOAT16)
       .set_intermediate_data_type(fe::DataType_t::FLOAT)
       .set_compute_data_type(fe::DataType_t::FLOAT);
-  auto input = [&](const char* name, std::int64_t uid, const std::vector<std::int64_t>& strides) {
-    return g->tensor(fe::graph::Tensor_attributes().set_name(name).set_uid(uid).set_dim(dims).set_stride(strides));
+  auto input = [&](const char* name, std::int64_t uid, const std::vector<std::int64_t>& shape,
+                   const std::vector<std::int64_t>& strides) {
+    return g->tensor(fe::graph::Tensor_attributes().set_name(name).set_uid(uid).set_dim(shape).set_stride(strides));
   };
-  auto q = input("q", kQ, qkv_strides), k = input("k", kK, qkv_strides), v = input("v", kV, qkv_strides);
+  auto q = input("q", kQ, dims, qkv_strides), k = input("k", kK, kv_dims, qkv_strides),
+       v = input("v", kV, kv_dims, qkv_strides);
   if (backward == 0) {
     auto options = fe::graph::SDPA_attributes()
                        .set_name("attention_forward")
@@ -115,7 +121,7 @@ CudnnAttentionPlans::Plan build_plan(cudnnHandle_t handle, const std::array<std:
         .set_stride(stat_strides)
         .set_uid(kStats);
   } else {
-    auto o = input("o", kO, out_strides), d_o = input("dO", kDO, out_strides);
+    auto o = input("o", kO, dims, out_strides), d_o = input("dO", kDO, dims, out_strides);
     auto stats = g->tensor(fe::graph::Tensor_attributes()
                                .set_name("stats")
                                .set_uid(kStats)
@@ -129,8 +135,8 @@ CudnnAttentionPlans::Plan build_plan(cudnnHandle_t handle, const std::array<std:
                        .set_deterministic_algorithm(true);  // the engine's runs repeat bit for bit
     auto [dq, dk, dv] = g->sdpa_backward(q, k, v, o, d_o, stats, options);
     dq->set_output(true).set_dim(dims).set_stride(qkv_strides).set_uid(kDQ);
-    dk->set_output(true).set_dim(dims).set_stride(qkv_strides).set_uid(kDK);
-    dv->set_output(true).set_dim(dims).set_stride(qkv_strides).set_uid(kDV);
+    dk->set_output(true).set_dim(kv_dims).set_stride(qkv_strides).set_uid(kDK);
+    dv->set_output(true).set_dim(kv_dims).set_stride(qkv_strides).set_uid(kDV);
   }
   CudnnAttentionPlans::Plan plan;
   try {
@@ -142,8 +148,8 @@ CudnnAttentionPlans::Plan build_plan(cudnnHandle_t handle, const std::array<std:
     check_fe(g->get_workspace_size(plan.workspace_bytes), "get_workspace_size");
     plan.graph = std::move(g);
   } catch (const std::exception& e) {  // the frontend also throws (e.g. a symbol this cuDNN lacks)
-    plan.error = fmt::format("no {} plan for B {} T {} n_head {} head size {} ({})", backward ? "backward" : "forward",
-                             B, T, NH, hs, e.what());
+    plan.error = fmt::format("no {} plan for B {} T {} n_head {} n_kv_head {} head size {} ({})",
+                             backward ? "backward" : "forward", B, T, NH, NKV, hs, e.what());
   }
   return plan;
 }
@@ -163,9 +169,9 @@ CudnnAttentionPlans& plans_of(const ExecContext& ctx) {
 }
 
 const CudnnAttentionPlans::Plan& plan_for(const ExecContext& ctx, std::int64_t B, std::int64_t T, std::int64_t NH,
-                                          std::int64_t hs, bool backward) {
+                                          std::int64_t NKV, std::int64_t hs, bool backward) {
   CudnnAttentionPlans& p = plans_of(ctx);
-  const std::array<std::int64_t, 5> key{B, T, NH, hs, backward ? 1 : 0};
+  const std::array<std::int64_t, 6> key{B, T, NH, NKV, hs, backward ? 1 : 0};
   auto it = p.plans.find(key);
   if (it == p.plans.end()) it = p.plans.emplace(key, build_plan(p.handle, key)).first;
   return it->second;
@@ -192,19 +198,15 @@ namespace {
 
 bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
 
-struct Dims {
-  std::int64_t B, T, C, NH, hs;
-};
-
-Dims check_operands(const char* op, const TensorView& out, const TensorView& lse, const TensorView& qkv, int n_head) {
+// The shapes as every attention backend checks them (qkv rows of n_head query and n_kv_head
+// key/value heads), plus cuDNN's own: BF16 activations, F32 lse, device memory.
+AttentionDims check_operands(const char* op, const TensorView& out, const TensorView& lse, const TensorView& qkv,
+                             int n_head, int n_kv_head) {
   ZT_CHECK(qkv.dtype == DType::kBF16 && out.dtype == DType::kBF16, "{}: cuDNN attention takes BF16 activations", op);
   ZT_CHECK(lse.dtype == DType::kF32, "{}: lse is F32", op);
   ZT_CHECK(qkv.device == Device::kCUDA && out.device == Device::kCUDA && lse.device == Device::kCUDA,
            "{}: operands must be in device memory", op);
-  ZT_CHECK(qkv.shape.ndim() == 3 && n_head > 0 && qkv.shape[2] % (3 * n_head) == 0,
-           "{}: qkv must be [B, T, 3C] with C a multiple of {} heads", op, n_head);
-  Dims d{qkv.shape[0], qkv.shape[1], qkv.shape[2] / 3, n_head, qkv.shape[2] / 3 / n_head};
-  ZT_CHECK(out.numel() == d.B * d.T * d.C, "{}: out must be [B, T, C]", op);
+  const AttentionDims d = attention_dims(out, TensorView{}, qkv, n_head, n_kv_head);
   ZT_CHECK(lse.numel() == d.B * d.NH * d.T, "{}: lse must be [B, n_head, T]", op);
   return d;
 }
@@ -228,7 +230,8 @@ std::string cudnn_attention_refuses(DType activations, std::int64_t head_size, b
 
 bool cudnn_attention_serves(const ExecContext& ctx, DType activations, std::int64_t batch, std::int64_t seq_len,
                             int n_head, std::int64_t head_size, bool dropout,
-                            std::initializer_list<const void*> operands, std::string* why) {
+                            std::initializer_list<const void*> operands, std::string* why, int n_kv_head) {
+  if (n_kv_head == 0) n_kv_head = n_head;
   std::string reason = cudnn_attention_unavailable();
   if (reason.empty()) reason = cudnn_attention_refuses(activations, head_size, dropout);
   for (const void* p : operands) {
@@ -237,35 +240,36 @@ bool cudnn_attention_serves(const ExecContext& ctx, DType activations, std::int6
 #ifdef ZT_HAVE_CUDNN
   if (reason.empty() && batch * seq_len > 0) {
     for (bool backward : {false, true}) {
-      const auto& plan = plan_for(ctx, batch, seq_len, n_head, head_size, backward);
+      const auto& plan = plan_for(ctx, batch, seq_len, n_head, n_kv_head, head_size, backward);
       if (reason.empty() && !plan.error.empty()) reason = plan.error;
     }
   }
 #else
-  (void)ctx, (void)batch, (void)seq_len, (void)n_head;
+  (void)ctx, (void)batch, (void)seq_len, (void)n_head, (void)n_kv_head;
 #endif
   if (why != nullptr) *why = reason;
   return reason.empty();
 }
 
-void cudnn_attention_forward(const ExecContext& ctx, TensorView out, TensorView lse, TensorView qkv, int n_head) {
-  const Dims d = check_operands("cudnn_attention_forward", out, lse, qkv, n_head);
+void cudnn_attention_forward(const ExecContext& ctx, TensorView out, TensorView lse, TensorView qkv, int n_head,
+                             int n_kv_head) {
+  const AttentionDims d = check_operands("cudnn_attention_forward", out, lse, qkv, n_head, n_kv_head);
   std::string why;
-  ZT_CHECK(cudnn_attention_serves(ctx, DType::kBF16, d.B, d.T, n_head, d.hs, false, {out.data, qkv.data}, &why),
+  ZT_CHECK(cudnn_attention_serves(ctx, DType::kBF16, d.B, d.T, n_head, d.hs, false, {out.data, qkv.data}, &why,
+                                  static_cast<int>(d.NKV)),
            "cudnn_attention_forward: {}", why);
   if (d.B * d.T == 0) return;
 #ifdef ZT_HAVE_CUDNN
-  char* base = static_cast<char*>(qkv.data);
-  const std::int64_t part = d.C * 2;  // bytes from q to k to v in a row of qkv
+  char* base = static_cast<char*>(qkv.data);  // bf16: 2 bytes a column; k and v at their column offsets
   std::unordered_map<std::int64_t, void*> pack{
-      {kQ, base}, {kK, base + part}, {kV, base + 2 * part}, {kO, out.data}, {kStats, lse.data}};
-  execute(ctx, plan_for(ctx, d.B, d.T, d.NH, d.hs, false), pack);
+      {kQ, base}, {kK, base + 2 * d.k_off}, {kV, base + 2 * d.v_off}, {kO, out.data}, {kStats, lse.data}};
+  execute(ctx, plan_for(ctx, d.B, d.T, d.NH, d.NKV, d.hs, false), pack);
 #endif
 }
 
 void cudnn_attention_backward(const ExecContext& ctx, TensorView dqkv, TensorView dout, TensorView out, TensorView qkv,
-                              TensorView lse, int n_head) {
-  const Dims d = check_operands("cudnn_attention_backward", out, lse, qkv, n_head);
+                              TensorView lse, int n_head, int n_kv_head) {
+  const AttentionDims d = check_operands("cudnn_attention_backward", out, lse, qkv, n_head, n_kv_head);
   ZT_CHECK(dqkv.dtype == DType::kBF16 && dout.dtype == DType::kBF16 && dqkv.device == Device::kCUDA &&
                dout.device == Device::kCUDA,
            "cudnn_attention_backward: dqkv and dout are BF16 in device memory");
@@ -273,17 +277,17 @@ void cudnn_attention_backward(const ExecContext& ctx, TensorView dqkv, TensorVie
            "cudnn_attention_backward: dqkv must be shaped as qkv, dout as out");
   std::string why;
   ZT_CHECK(cudnn_attention_serves(ctx, DType::kBF16, d.B, d.T, n_head, d.hs, false,
-                                  {dqkv.data, dout.data, out.data, qkv.data}, &why),
+                                  {dqkv.data, dout.data, out.data, qkv.data}, &why, static_cast<int>(d.NKV)),
            "cudnn_attention_backward: {}", why);
   if (d.B * d.T == 0) return;
 #ifdef ZT_HAVE_CUDNN
   char* base = static_cast<char*>(qkv.data);
   char* dbase = static_cast<char*>(dqkv.data);
-  const std::int64_t part = d.C * 2;
-  std::unordered_map<std::int64_t, void*> pack{{kQ, base},     {kK, base + part},   {kV, base + 2 * part},
-                                               {kO, out.data}, {kStats, lse.data},  {kDO, dout.data},
-                                               {kDQ, dbase},   {kDK, dbase + part}, {kDV, dbase + 2 * part}};
-  execute(ctx, plan_for(ctx, d.B, d.T, d.NH, d.hs, true), pack);
+  const std::int64_t k = 2 * d.k_off, v = 2 * d.v_off;  // bytes from q to k and to v in a row
+  std::unordered_map<std::int64_t, void*> pack{{kQ, base},     {kK, base + k},     {kV, base + v},
+                                               {kO, out.data}, {kStats, lse.data}, {kDO, dout.data},
+                                               {kDQ, dbase},   {kDK, dbase + k},   {kDV, dbase + v}};
+  execute(ctx, plan_for(ctx, d.B, d.T, d.NH, d.NKV, d.hs, true), pack);
 #endif
 }
 

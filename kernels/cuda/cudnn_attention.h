@@ -27,18 +27,21 @@ std::string cudnn_attention_refuses(DType activations, std::int64_t head_size, b
 
 // Whether cuDNN runs this attention on ctx's device: available, not refused, every operand 16-byte
 // aligned, and plans for both passes of the shape (built on the first call for a shape, once, on
-// ctx's cuDNN handle). When it does not, `why` (if given) says why.
+// ctx's cuDNN handle). When it does not, `why` (if given) says why. n_kv_head: key/value heads for
+// grouped-query attention (0: n_head).
 bool cudnn_attention_serves(const ExecContext& ctx, DType activations, std::int64_t batch, std::int64_t seq_len,
                             int n_head, std::int64_t head_size, bool dropout,
-                            std::initializer_list<const void*> operands, std::string* why = nullptr);
+                            std::initializer_list<const void*> operands, std::string* why = nullptr, int n_kv_head = 0);
 
 // As flash_attention_forward without dropout: out [B, T, C] and lse [B, n_head, T] from qkv
-// [B, T, 3C]; BF16 out and qkv, F32 lse. Fails naming the reason where cuDNN does not serve.
-void cudnn_attention_forward(const ExecContext& ctx, TensorView out, TensorView lse, TensorView qkv, int n_head);
+// [B, T, (n_head + 2 n_kv_head) hs] (n_kv_head 0: n_head, qkv [B, T, 3C]); BF16 out and qkv, F32
+// lse. Fails naming the reason where cuDNN does not serve.
+void cudnn_attention_forward(const ExecContext& ctx, TensorView out, TensorView lse, TensorView qkv, int n_head,
+                             int n_kv_head = 0);
 
-// As flash_attention_backward without dropout: dqkv [B, T, 3C] (overwritten) from dout, the
+// As flash_attention_backward without dropout: dqkv (overwritten, shaped as qkv) from dout, the
 // forward's out, qkv and lse.
 void cudnn_attention_backward(const ExecContext& ctx, TensorView dqkv, TensorView dout, TensorView out, TensorView qkv,
-                              TensorView lse, int n_head);
+                              TensorView lse, int n_head, int n_kv_head = 0);
 
 }  // namespace zt::cuda

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <type_traits>
 
+#include "kernels/contracts/operand_checks.h"  // attention_dims
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/dropout_mask.cuh"
 #include "kernels/cuda/flash_attention_kernels.cuh"
@@ -24,23 +25,21 @@ using detail::flash::Geometry;
 using detail::flash::kRows;
 
 struct FlashDims {
-  std::int64_t B, T, C, NH, hs;
+  std::int64_t B, T, C, NH, hs, NKV;
 };
 
-FlashDims check_dims(const TensorView& out_like, const TensorView& lse, const TensorView& qkv, int n_head) {
+FlashDims check_dims(const TensorView& out_like, const TensorView& lse, const TensorView& qkv, int n_head,
+                     int n_kv_head) {
   detail::check_on_gpu(out_like, "out");
   detail::check_on_gpu(lse, "lse");
   detail::check_on_gpu(qkv, "qkv");
   ZT_CHECK(lse.dtype == DType::kF32, "flash attention's lse is F32 (a row statistic), not {}", dtype_name(lse.dtype));
-  ZT_CHECK(qkv.shape.ndim() == 3 && n_head > 0, "qkv must be [B, T, 3C]");
-  FlashDims d{qkv.shape[0], qkv.shape[1], qkv.shape[2] / 3, n_head, 0};
-  ZT_CHECK(d.C * 3 == qkv.shape[2] && d.C % n_head == 0, "qkv [.., {}] is not 3C with C a multiple of {} heads",
-           qkv.shape[2], n_head);
-  d.hs = d.C / n_head;
+  // The shapes, grouped-query heads included, as the CPU's attention checks them.
+  const AttentionDims a = attention_dims(out_like, TensorView{}, qkv, n_head, n_kv_head);
+  FlashDims d{a.B, a.T, a.C, a.NH, a.hs, a.NKV};
   ZT_CHECK(flash_attention_supports(d.B, d.NH, d.hs),
            "flash attention has no kernel for head size {} (8-128, powers of 2) or B * n_head = {} (at most 65535)",
            d.hs, d.B * d.NH);
-  ZT_CHECK(out_like.numel() == d.B * d.T * d.C, "out must be [B, T, C]");
   ZT_CHECK(lse.numel() == d.B * d.NH * d.T, "lse must be [B, n_head, T]");
   ZT_CHECK(d.T < (1 << 30), "T = {} exceeds the grid", d.T);
   return d;
@@ -59,8 +58,8 @@ void with_head_size(std::int64_t hs, Fn&& fn) {
 }
 
 Geometry geometry_of(const FlashDims& d) {
-  return Geometry{static_cast<int>(d.T), static_cast<int>(d.C), static_cast<int>(d.NH),
-                  static_cast<float>(1.0 / std::sqrt(static_cast<double>(d.hs)))};
+  return detail::flash_geometry(static_cast<int>(d.T), static_cast<int>(d.NH), static_cast<int>(d.NKV),
+                                static_cast<int>(d.hs));
 }
 
 // The dropout on the probabilities, checked as the dropout kernels check theirs (p in [0, 1), a
@@ -93,9 +92,9 @@ bool flash_attention_tensor_cores(DType activations, std::int64_t hs) {
 }
 
 void flash_attention_forward(const ExecContext& ctx, TensorView out, TensorView lse, TensorView qkv, int n_head,
-                             const DropoutSpec& dropout) {
+                             const DropoutSpec& dropout, int n_kv_head) {
   const DType dtype = detail::activation_dtype("flash_attention_forward", {out, qkv});
-  const FlashDims d = check_dims(out, lse, qkv, n_head);
+  const FlashDims d = check_dims(out, lse, qkv, n_head, n_kv_head);
   const MaskParams mask = mask_of(dropout, d);
   if (d.B * d.T == 0) return;
   const cudaStream_t stream = detail::stream_of(ctx);
@@ -121,9 +120,9 @@ void flash_attention_forward(const ExecContext& ctx, TensorView out, TensorView 
 }
 
 void flash_attention_backward(const ExecContext& ctx, TensorView dqkv, TensorView dout, TensorView out, TensorView qkv,
-                              TensorView lse, int n_head, const DropoutSpec& dropout) {
+                              TensorView lse, int n_head, const DropoutSpec& dropout, int n_kv_head) {
   const DType dtype = detail::activation_dtype("flash_attention_backward", {dqkv, dout, out, qkv});
-  const FlashDims d = check_dims(out, lse, qkv, n_head);
+  const FlashDims d = check_dims(out, lse, qkv, n_head, n_kv_head);
   detail::check_on_gpu(dqkv, "dqkv");
   detail::check_on_gpu(dout, "dout");
   ZT_CHECK(dqkv.numel() == qkv.numel(), "flash_attention_backward: dqkv must be shaped as qkv");
@@ -151,14 +150,16 @@ void flash_attention_backward(const ExecContext& ctx, TensorView dqkv, TensorVie
         return;
       }
     }
-    const dim3 grid(static_cast<unsigned>((d.T + kRows - 1) / kRows), static_cast<unsigned>(d.B * d.NH));
+    const unsigned row_blocks = static_cast<unsigned>((d.T + kRows - 1) / kRows);
+    const dim3 q_grid(row_blocks, static_cast<unsigned>(d.B * d.NH)),
+        kv_grid(row_blocks, static_cast<unsigned>(d.B * d.NKV));
     with_head_size(d.hs, [&](auto hs) {
       constexpr int HS = decltype(hs)::value;
-      flash_dq_kernel<HS, Act>
-          <<<grid, detail::flash::kPairThreads, 0, stream>>>(dqkv_p, qkv_p, dout_p, lse_p, delta.as<float>(), g, mask);
+      flash_dq_kernel<HS, Act><<<q_grid, detail::flash::kPairThreads, 0, stream>>>(dqkv_p, qkv_p, dout_p, lse_p,
+                                                                                   delta.as<float>(), g, mask);
       ZT_CUDA_CHECK_LAUNCH();
-      flash_dkv_kernel<HS, Act>
-          <<<grid, detail::flash::kPairThreads, 0, stream>>>(dqkv_p, qkv_p, dout_p, lse_p, delta.as<float>(), g, mask);
+      flash_dkv_kernel<HS, Act><<<kv_grid, detail::flash::kPairThreads, 0, stream>>>(dqkv_p, qkv_p, dout_p, lse_p,
+                                                                                     delta.as<float>(), g, mask);
       ZT_CUDA_CHECK_LAUNCH();
     });
   });

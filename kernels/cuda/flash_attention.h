@@ -33,12 +33,16 @@ bool flash_attention_tensor_cores(DType activations, std::int64_t hs);
 // (after subtracting nothing: log sum_j exp(s_ij)), which the backward needs. qkv and out share one
 // dtype, F32 or BF16 (a mix fails naming the op); lse is F32 either way. An active `dropout` drops
 // probabilities as cuda::attention_forward does (lse stays that of the undropped softmax).
+// Grouped-query attention: n_kv_head key/value heads (0: n_head), qkv [B, T, (n_head + 2
+// n_kv_head) hs], query head h reading key/value head h / (n_head / n_kv_head), as the CPU's
+// attention (kernels/contracts/operand_checks.h).
 void flash_attention_forward(const ExecContext& ctx, TensorView out, TensorView lse, TensorView qkv, int n_head,
-                             const DropoutSpec& dropout = {});
+                             const DropoutSpec& dropout = {}, int n_kv_head = 0);
 
-// dqkv [B, T, 3C] (overwritten) from dout [B, T, C] and the forward's out, qkv and lse; dqkv, dout,
-// out and qkv share one dtype; `dropout` as given to the forward.
+// dqkv (overwritten, shaped as qkv) from dout [B, T, C] and the forward's out, qkv and lse; dqkv,
+// dout, out and qkv share one dtype; `dropout` and n_kv_head as given to the forward. A key/value
+// head's dk and dv sum its query heads' terms in head order (no atomics: deterministic).
 void flash_attention_backward(const ExecContext& ctx, TensorView dqkv, TensorView dout, TensorView out, TensorView qkv,
-                              TensorView lse, int n_head, const DropoutSpec& dropout = {});
+                              TensorView lse, int n_head, const DropoutSpec& dropout = {}, int n_kv_head = 0);
 
 }  // namespace zt::cuda

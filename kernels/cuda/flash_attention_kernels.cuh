@@ -26,22 +26,22 @@ constexpr int kTileRows = 4096 / HS;
 
 using Geometry = FlashGeometry;
 
-// Pointers to row t's q, k, v of head h in sample b's [T, 3C] block.
+// Row t of sample b's [T, W] block of qkv (or dqkv), from column `col` (FlashGeometry::q_col,
+// k_col, v_col).
 template <typename Act>
-__device__ __forceinline__ const Act* qkv_row(const Act* qkv, const Geometry& g, int b, int t, int h, int part,
-                                              int hs) {
-  return qkv + (static_cast<std::int64_t>(b) * g.T + t) * 3 * g.C + part * g.C + h * hs;
+__device__ __forceinline__ Act* qkv_row(Act* qkv, const Geometry& g, int b, int t, int col) {
+  return qkv + (static_cast<std::int64_t>(b) * g.T + t) * g.W + col;
 }
 
-// The block's threads copy keys and values k0 .. k0 + KT - 1 of head h (zeros past T) into shared
-// memory; the caller synchronises before reading them.
+// The block's threads copy keys and values k0 .. k0 + KT - 1 of key/value head kvh (zeros past T)
+// into shared memory; the caller synchronises before reading them.
 template <int HS, typename Act>
 __device__ __forceinline__ void load_kv_tile(float (*ks)[HS], float (*vs)[HS], const Act* qkv, const Geometry& g, int b,
-                                             int h, int k0) {
+                                             int kvh, int k0) {
   for (int e = threadIdx.x; e < kTileRows<HS> * HS; e += blockDim.x) {
     const int r = e / HS, d = e % HS, j = k0 + r;
-    ks[r][d] = j < g.T ? load_act(qkv_row(qkv, g, b, j, h, 1, HS) + d) : 0.0f;
-    vs[r][d] = j < g.T ? load_act(qkv_row(qkv, g, b, j, h, 2, HS) + d) : 0.0f;
+    ks[r][d] = j < g.T ? load_act(qkv_row(qkv, g, b, j, g.k_col(kvh, HS)) + d) : 0.0f;
+    vs[r][d] = j < g.T ? load_act(qkv_row(qkv, g, b, j, g.v_col(kvh, HS)) + d) : 0.0f;
   }
 }
 
@@ -50,14 +50,14 @@ __global__ void flash_forward_kernel(Act* out, float* lse, const Act* qkv, Geome
   constexpr int KT = kTileRows<HS>;
   __shared__ float ks[KT][HS];
   __shared__ float vs[KT][HS];
-  const int b = blockIdx.y / g.NH, h = blockIdx.y % g.NH;
+  const int b = blockIdx.y / g.NH, h = blockIdx.y % g.NH, kvh = h / g.group();
   const int first = blockIdx.x * kRows, i = first + threadIdx.x;
   const bool active = i < g.T;
   float q[HS], acc[HS];
   float m = -INFINITY, l = 0.0f;
   MaskCursor cursor(mask, b);
   if (active) {
-    const Act* qi = qkv_row(qkv, g, b, i, h, 0, HS);
+    const Act* qi = qkv_row(qkv, g, b, i, g.q_col(h, HS));
     for (int d = 0; d < HS; ++d) {
       q[d] = load_act(qi + d) * g.scale;
       acc[d] = 0.0f;
@@ -65,7 +65,7 @@ __global__ void flash_forward_kernel(Act* out, float* lse, const Act* qkv, Geome
   }
   const int last_key = min(g.T, first + kRows) - 1;  // the block's last row sees keys 0..last_key
   for (int k0 = 0; k0 <= last_key; k0 += KT) {
-    load_kv_tile<HS>(ks, vs, qkv, g, b, h, k0);
+    load_kv_tile<HS>(ks, vs, qkv, g, b, kvh, k0);
     __syncthreads();
     if (active) {
       const int visible = min(KT, i - k0 + 1);  // keys k0 .. i of this tile
@@ -126,13 +126,13 @@ __global__ void __launch_bounds__(kPairThreads)
   constexpr int kHalf = HS / kThreadsPerRow;
   __shared__ float ks[KT][HS];
   __shared__ float vs[KT][HS];
-  const int b = blockIdx.y / g.NH, h = blockIdx.y % g.NH;
+  const int b = blockIdx.y / g.NH, h = blockIdx.y % g.NH, kvh = h / g.group();
   const int half = static_cast<int>(threadIdx.x) % kThreadsPerRow;
   const int first = blockIdx.x * kRows, i = first + static_cast<int>(threadIdx.x) / kThreadsPerRow;
   const bool active = i < g.T;
   float q[kHalf], dO[kHalf], dq[kHalf];
   MaskCursor cursor(mask, b);
-  const Act* qi = qkv_row(qkv, g, b, active ? i : 0, h, 0, HS);
+  const Act* qi = qkv_row(qkv, g, b, active ? i : 0, g.q_col(h, HS));
   const Act* doi = dout + (static_cast<std::int64_t>(b) * g.T + (active ? i : 0)) * g.C + h * HS;
   for (int m = 0; m < kHalf; ++m) {
     q[m] = active ? load_act(qi + 2 * m + half) * g.scale : 0.0f;
@@ -143,7 +143,7 @@ __global__ void __launch_bounds__(kPairThreads)
   const float delta_i = active ? delta[static_cast<std::int64_t>(blockIdx.y) * g.T + i] : 0.0f;
   const int last_key = min(g.T, first + kRows) - 1;
   for (int k0 = 0; k0 <= last_key; k0 += KT) {
-    load_kv_tile<HS>(ks, vs, qkv, g, b, h, k0);
+    load_kv_tile<HS>(ks, vs, qkv, g, b, kvh, k0);
     __syncthreads();
     const int rows = min(KT, last_key - k0 + 1);  // the same for the whole block
     for (int r = 0; r < rows; ++r) {
@@ -163,13 +163,15 @@ __global__ void __launch_bounds__(kPairThreads)
     __syncthreads();
   }
   if (active) {
-    Act* dqi = dqkv + (static_cast<std::int64_t>(b) * g.T + i) * 3 * g.C + h * HS;
+    Act* dqi = qkv_row(dqkv, g, b, i, g.q_col(h, HS));
     for (int m = 0; m < kHalf; ++m) store_act(dqi + 2 * m + half, dq[m] * g.scale);
   }
 }
 
-// dk and dv for one key row per pair of threads, over the query rows that see it (i >= j):
-// dv_j = sum_i mask_ij p_ij dout_i,  dk_j = sum_i p_ij (mask_ij dp_ij - delta_i) (scale q_i).
+// dk and dv for one key row of key/value head kvh per pair of threads (a (row block, B * NKV)
+// grid), over the query rows that see it (i >= j) of each query head h that reads kvh, in head
+// order: dv_j = sum_h sum_i mask_hij p_hij dout_hi,  dk_j = sum_h sum_i p_hij (mask_hij dp_hij -
+// delta_hi) (scale q_hi).
 template <int HS, typename Act>
 __global__ void __launch_bounds__(kPairThreads)
     flash_dkv_kernel(Act* dqkv, const Act* qkv, const Act* dout, const float* lse, const float* delta, Geometry g,
@@ -180,7 +182,7 @@ __global__ void __launch_bounds__(kPairThreads)
   __shared__ float dos[QT][HS];
   __shared__ float lses[QT];
   __shared__ float deltas[QT];
-  const int b = blockIdx.y / g.NH, h = blockIdx.y % g.NH;
+  const int b = blockIdx.y / g.NKV, kvh = blockIdx.y % g.NKV;
   const int half = static_cast<int>(threadIdx.x) % kThreadsPerRow;
   const int first = blockIdx.x * kRows, j = first + static_cast<int>(threadIdx.x) / kThreadsPerRow;
   const bool active = j < g.T;
@@ -188,48 +190,52 @@ __global__ void __launch_bounds__(kPairThreads)
   MaskCursor cursor(mask, b);
   for (int m = 0; m < kHalf; ++m) {
     const int d = 2 * m + half;
-    k[m] = active ? load_act(qkv_row(qkv, g, b, j, h, 1, HS) + d) : 0.0f;
-    v[m] = active ? load_act(qkv_row(qkv, g, b, j, h, 2, HS) + d) : 0.0f;
+    k[m] = active ? load_act(qkv_row(qkv, g, b, j, g.k_col(kvh, HS)) + d) : 0.0f;
+    v[m] = active ? load_act(qkv_row(qkv, g, b, j, g.v_col(kvh, HS)) + d) : 0.0f;
     dk[m] = 0.0f;
     dv[m] = 0.0f;
   }
-  for (int q0 = (first / QT) * QT; q0 < g.T; q0 += QT) {  // query rows from the block's first key on
-    for (int e = threadIdx.x; e < QT * HS; e += blockDim.x) {
-      const int r = e / HS, d = e % HS, i = q0 + r;
-      qs[r][d] = i < g.T ? load_act(qkv_row(qkv, g, b, i, h, 0, HS) + d) * g.scale : 0.0f;
-      dos[r][d] = i < g.T ? load_act(dout + (static_cast<std::int64_t>(b) * g.T + i) * g.C + h * HS + d) : 0.0f;
-    }
-    for (int r = threadIdx.x; r < QT; r += blockDim.x) {
-      const int i = q0 + r;
-      lses[r] = i < g.T ? lse[static_cast<std::int64_t>(blockIdx.y) * g.T + i] : 0.0f;
-      deltas[r] = i < g.T ? delta[static_cast<std::int64_t>(blockIdx.y) * g.T + i] : 0.0f;
-    }
-    __syncthreads();
-    for (int r = 0; r < QT && q0 + r < g.T; ++r) {  // the same rows for the whole block
-      float s = 0.0f, dp = 0.0f;
-      for (int m = 0; m < kHalf; ++m) {
-        s += qs[r][2 * m + half] * k[m];
-        dp += dos[r][2 * m + half] * v[m];
+  for (int h = kvh * g.group(); h < (kvh + 1) * g.group(); ++h) {
+    const std::int64_t bh = static_cast<std::int64_t>(b) * g.NH + h;  // the row statistics' head row
+    for (int q0 = (first / QT) * QT; q0 < g.T; q0 += QT) {            // query rows from the block's first key on
+      for (int e = threadIdx.x; e < QT * HS; e += blockDim.x) {
+        const int r = e / HS, d = e % HS, i = q0 + r;
+        qs[r][d] = i < g.T ? load_act(qkv_row(qkv, g, b, i, g.q_col(h, HS)) + d) * g.scale : 0.0f;
+        dos[r][d] = i < g.T ? load_act(dout + (static_cast<std::int64_t>(b) * g.T + i) * g.C + h * HS + d) : 0.0f;
       }
-      s += __shfl_xor_sync(0xffffffffu, s, 1);  // the pair's halves: the same sum in both threads
-      dp += __shfl_xor_sync(0xffffffffu, dp, 1);
-      if (active && q0 + r >= j) {
-        const float p = expf(s - lses[r]);
-        const float f = cursor.factor((static_cast<std::int64_t>(h) * g.T + q0 + r) * g.T + j);
-        const float ds = p * (dp * f - deltas[r]);
+      for (int r = threadIdx.x; r < QT; r += blockDim.x) {
+        const int i = q0 + r;
+        lses[r] = i < g.T ? lse[bh * g.T + i] : 0.0f;
+        deltas[r] = i < g.T ? delta[bh * g.T + i] : 0.0f;
+      }
+      __syncthreads();
+      for (int r = 0; r < QT && q0 + r < g.T; ++r) {  // the same rows for the whole block
+        float s = 0.0f, dp = 0.0f;
         for (int m = 0; m < kHalf; ++m) {
-          dv[m] += p * f * dos[r][2 * m + half];
-          dk[m] += ds * qs[r][2 * m + half];
+          s += qs[r][2 * m + half] * k[m];
+          dp += dos[r][2 * m + half] * v[m];
+        }
+        s += __shfl_xor_sync(0xffffffffu, s, 1);  // the pair's halves: the same sum in both threads
+        dp += __shfl_xor_sync(0xffffffffu, dp, 1);
+        if (active && q0 + r >= j) {
+          const float p = expf(s - lses[r]);
+          const float f = cursor.factor((static_cast<std::int64_t>(h) * g.T + q0 + r) * g.T + j);
+          const float ds = p * (dp * f - deltas[r]);
+          for (int m = 0; m < kHalf; ++m) {
+            dv[m] += p * f * dos[r][2 * m + half];
+            dk[m] += ds * qs[r][2 * m + half];
+          }
         }
       }
+      __syncthreads();
     }
-    __syncthreads();
-  }
+  }  // the next query head of the group
   if (active) {
-    Act* row = dqkv + (static_cast<std::int64_t>(b) * g.T + j) * 3 * g.C + h * HS;
+    Act* dk_row = qkv_row(dqkv, g, b, j, g.k_col(kvh, HS));
+    Act* dv_row = qkv_row(dqkv, g, b, j, g.v_col(kvh, HS));
     for (int m = 0; m < kHalf; ++m) {
-      store_act(row + g.C + 2 * m + half, dk[m]);
-      store_act(row + 2 * g.C + 2 * m + half, dv[m]);
+      store_act(dk_row + 2 * m + half, dk[m]);
+      store_act(dv_row + 2 * m + half, dv[m]);
     }
   }
 }

@@ -15,11 +15,12 @@ namespace {
 
 using namespace tc_flash;  // NOLINT: the kernels and their constants, this file's whole subject
 
-// Launches kKernel on a (row blocks, B * NH) grid with `bytes` of dynamic shared memory. Above the
+// Launches kKernel on a (row blocks, B * heads) grid with `bytes` of dynamic shared memory (heads:
+// NH for the kernels with a block per query head, NKV for the dk/dv one). Above the
 // 48 KiB default that is opted into, once per kernel (the process drives one GPU), with the
 // preference for the largest shared-memory carveout so two blocks share an SM where they fit.
 template <auto kKernel, typename... Args>
-void launch(std::size_t bytes, cudaStream_t stream, int B, const FlashGeometry& g, Args... args) {
+void launch(std::size_t bytes, cudaStream_t stream, int B, int heads, const FlashGeometry& g, Args... args) {
   static const bool configured = [bytes] {
     ZT_CUDA_CHECK(cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
     ZT_CUDA_CHECK(
@@ -27,7 +28,7 @@ void launch(std::size_t bytes, cudaStream_t stream, int B, const FlashGeometry& 
     return true;
   }();
   (void)configured;
-  const dim3 grid(static_cast<unsigned>((g.T + kRows - 1) / kRows), static_cast<unsigned>(B * g.NH));
+  const dim3 grid(static_cast<unsigned>((g.T + kRows - 1) / kRows), static_cast<unsigned>(B * heads));
   kKernel<<<grid, kThreads, bytes, stream>>>(args...);
   ZT_CUDA_CHECK_LAUNCH();
 }
@@ -69,7 +70,7 @@ void tc_flash_forward(cudaStream_t stream, bf16* out, float* lse, const bf16* qk
                       const FlashGeometry& g, const MaskParams& mask) {
   with_tc_head_size(hs, [&](auto size) {
     constexpr int HS = decltype(size)::value;
-    launch<tc_forward_kernel<HS>>(forward_smem<HS>().bytes, stream, B, g, out, lse, qkv, g, mask);
+    launch<tc_forward_kernel<HS>>(forward_smem<HS>().bytes, stream, B, g.NH, g, out, lse, qkv, g, mask);
   });
 }
 
@@ -77,8 +78,10 @@ void tc_flash_backward(cudaStream_t stream, bf16* dqkv, const bf16* qkv, const b
                        const float* delta, int B, int hs, const FlashGeometry& g, const MaskParams& mask) {
   with_tc_head_size(hs, [&](auto size) {
     constexpr int HS = decltype(size)::value;
-    launch<tc_dq_kernel<HS>>(backward_smem<HS, false>().bytes, stream, B, g, dqkv, qkv, dout, lse, delta, g, mask);
-    launch<tc_dkv_kernel<HS>>(backward_smem<HS, true>().bytes, stream, B, g, dqkv, qkv, dout, lse, delta, g, mask);
+    launch<tc_dq_kernel<HS>>(backward_smem<HS, false>().bytes, stream, B, g.NH, g, dqkv, qkv, dout, lse, delta, g,
+                             mask);
+    launch<tc_dkv_kernel<HS>>(backward_smem<HS, true>().bytes, stream, B, g.NKV, g, dqkv, qkv, dout, lse, delta, g,
+                              mask);
   });
 }
 

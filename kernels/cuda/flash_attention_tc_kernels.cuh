@@ -26,12 +26,12 @@ __global__ void __launch_bounds__(kThreads)
   bf16* ps = reinterpret_cast<bf16*>(smem + L.p);
   float* os = reinterpret_cast<float*>(smem + L.o);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int bh = blockIdx.y, b = bh / g.NH, h = bh % g.NH;
+  const int bh = blockIdx.y, b = bh / g.NH, h = bh % g.NH, kvh = h / g.group();
   const int first = (gridDim.x - 1 - blockIdx.x) * kRows;  // the longest rows first
-  const std::int64_t C3 = 3LL * g.C;
-  const bf16* head = qkv + static_cast<std::int64_t>(b) * g.T * C3 + h * HS;  // q; k at + C, v at + 2C
+  const std::int64_t W = g.W;
+  const bf16* sample = qkv + static_cast<std::int64_t>(b) * g.T * W;
 
-  load_rows<HS>(qs, head, C3, g.T, first);
+  load_rows<HS>(qs, sample + g.q_col(h, HS), W, g.T, first);
   for (int e = threadIdx.x; e < kRows * Ld<HS>::o; e += kThreads) os[e] = 0.0f;
   __syncthreads();
   FragA q[HS / 16];
@@ -50,8 +50,8 @@ __global__ void __launch_bounds__(kThreads)
   const int last_key = min(g.T, first + kRows) - 1;
   for (int k0 = 0; k0 <= last_key; k0 += kTile) {
     __syncthreads();  // every warp is done with the previous k and v tiles
-    load_rows<HS>(ks, head + g.C, C3, g.T, k0);
-    load_rows<HS>(vs, head + 2 * g.C, C3, g.T, k0);
+    load_rows<HS>(ks, sample + g.k_col(kvh, HS), W, g.T, k0);
+    load_rows<HS>(vs, sample + g.v_col(kvh, HS), W, g.T, k0);
     __syncthreads();
 #pragma unroll
     for (int n = 0; n < kTile / 16; ++n) {
@@ -123,13 +123,13 @@ __global__ void __launch_bounds__(kThreads)
   float* dps = reinterpret_cast<float*>(smem + L.dp);
   bf16* dss = reinterpret_cast<bf16*>(smem + L.ds);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int bh = blockIdx.y, b = bh / g.NH, h = bh % g.NH;
+  const int bh = blockIdx.y, b = bh / g.NH, h = bh % g.NH, kvh = h / g.group();
   const int first = (gridDim.x - 1 - blockIdx.x) * kRows;
-  const std::int64_t C3 = 3LL * g.C;
-  const bf16* head = qkv + static_cast<std::int64_t>(b) * g.T * C3 + h * HS;
+  const std::int64_t W = g.W;
+  const bf16* sample = qkv + static_cast<std::int64_t>(b) * g.T * W;
   const bf16* dout_head = dout + static_cast<std::int64_t>(b) * g.T * g.C + h * HS;
 
-  load_rows<HS>(qs, head, C3, g.T, first);
+  load_rows<HS>(qs, sample + g.q_col(h, HS), W, g.T, first);
   load_rows<HS>(dos, dout_head, g.C, g.T, first);
   __syncthreads();
   FragA q[HS / 16], dO[HS / 16];
@@ -151,8 +151,8 @@ __global__ void __launch_bounds__(kThreads)
   const int last_key = min(g.T, first + kRows) - 1;
   for (int k0 = 0; k0 <= last_key; k0 += kTile) {
     __syncthreads();
-    load_rows<HS>(ks, head + g.C, C3, g.T, k0);
-    load_rows<HS>(vs, head + 2 * g.C, C3, g.T, k0);
+    load_rows<HS>(ks, sample + g.k_col(kvh, HS), W, g.T, k0);
+    load_rows<HS>(vs, sample + g.v_col(kvh, HS), W, g.T, k0);
     __syncthreads();
 #pragma unroll
     for (int n = 0; n < kTile / 16; ++n) {
@@ -185,7 +185,7 @@ __global__ void __launch_bounds__(kThreads)
   }
   __syncwarp();
   if (i < g.T) {
-    bf16* dq_row = dqkv + (static_cast<std::int64_t>(b) * g.T + i) * C3 + h * HS;
+    bf16* dq_row = dqkv + (static_cast<std::int64_t>(b) * g.T + i) * W + g.q_col(h, HS);
     store_half_row<HS>(dq_row + d0, os + row * Ld<HS>::o + d0, g.scale);
   }
 }
@@ -209,14 +209,13 @@ __global__ void __launch_bounds__(kThreads)
   float* lses = reinterpret_cast<float*>(smem + L.lse);
   float* deltas = reinterpret_cast<float*>(smem + L.delta);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int bh = blockIdx.y, b = bh / g.NH, h = bh % g.NH;
-  const int first = blockIdx.x * kRows;  // the longest (earliest) key rows come first anyway
-  const std::int64_t C3 = 3LL * g.C;
-  const bf16* head = qkv + static_cast<std::int64_t>(b) * g.T * C3 + h * HS;
-  const bf16* dout_head = dout + static_cast<std::int64_t>(b) * g.T * g.C + h * HS;
+  const int b = blockIdx.y / g.NKV, kvh = blockIdx.y % g.NKV;  // a (row block, B * NKV) grid
+  const int first = blockIdx.x * kRows;                        // the longest (earliest) key rows come first anyway
+  const std::int64_t W = g.W;
+  const bf16* sample = qkv + static_cast<std::int64_t>(b) * g.T * W;
 
-  load_rows<HS>(ks, head + g.C, C3, g.T, first);
-  load_rows<HS>(vs, head + 2 * g.C, C3, g.T, first);
+  load_rows<HS>(ks, sample + g.k_col(kvh, HS), W, g.T, first);
+  load_rows<HS>(vs, sample + g.v_col(kvh, HS), W, g.T, first);
   __syncthreads();
   FragA k[HS / 16], v[HS / 16];
   load_row_fragments<HS>(k, ks, warp);
@@ -235,66 +234,72 @@ __global__ void __launch_bounds__(kThreads)
   const int row = warp * 16 + lane / 2, d0 = (lane % 2) * (HS / 2);
   const int j = first + row;
   MaskCursor cursor(mask, b);
-  for (int q0 = first; q0 < g.T; q0 += kTile) {  // query rows from the block's first key on
-    __syncthreads();
-    load_rows<HS>(qs, head, C3, g.T, q0);
-    load_rows<HS>(dos, dout_head, g.C, g.T, q0);
-    for (int r = threadIdx.x; r < kTile; r += kThreads) {
-      const int qi = q0 + r;
-      lses[r] = qi < g.T ? lse[static_cast<std::int64_t>(bh) * g.T + qi] : 0.0f;
-      deltas[r] = qi < g.T ? delta[static_cast<std::int64_t>(bh) * g.T + qi] : 0.0f;
-    }
-    __syncthreads();
+  // Each query head reading key/value head kvh in turn (grouped-query attention; one for
+  // multi-head attention) adds its terms to the same accumulators.
+  for (int h = kvh * g.group(); h < (kvh + 1) * g.group(); ++h) {
+    const std::int64_t bh = static_cast<std::int64_t>(b) * g.NH + h;
+    const bf16* dout_head = dout + static_cast<std::int64_t>(b) * g.T * g.C + h * HS;
+    for (int q0 = first; q0 < g.T; q0 += kTile) {  // query rows from the block's first key on
+      __syncthreads();
+      load_rows<HS>(qs, sample + g.q_col(h, HS), W, g.T, q0);
+      load_rows<HS>(dos, dout_head, g.C, g.T, q0);
+      for (int r = threadIdx.x; r < kTile; r += kThreads) {
+        const int qi = q0 + r;
+        lses[r] = qi < g.T ? lse[static_cast<std::int64_t>(bh) * g.T + qi] : 0.0f;
+        deltas[r] = qi < g.T ? delta[static_cast<std::int64_t>(bh) * g.T + qi] : 0.0f;
+      }
+      __syncthreads();
 #pragma unroll
-    for (int n = 0; n < kTile / 16; ++n) {
-      FragAcc st, dpt;
-      product_with_rows<HS>(st, k, qs, n * 16);
-      wmma::store_matrix_sync(sts + warp * 16 * Ld<HS>::s + n * 16, st, Ld<HS>::s, wmma::mem_row_major);
-      product_with_rows<HS>(dpt, v, dos, n * 16);
-      wmma::store_matrix_sync(dpts + warp * 16 * Ld<HS>::s + n * 16, dpt, Ld<HS>::s, wmma::mem_row_major);
-    }
-    __syncwarp();
-    for (int t = 0; t < 8; ++t) {
-      const int c = cq0 + (t + skew) % 8;
-      const int qi = q0 + c;
-      for (int r = kr0; r < kr0 + 4; ++r) {
-        const int key = first + r;
-        const bool visible = qi >= key && qi < g.T;
-        const float p = visible ? expf(sts[r * Ld<HS>::s + c] * g.scale - lses[c]) : 0.0f;
-        const float f = p != 0.0f ? cursor.factor((static_cast<std::int64_t>(h) * g.T + qi) * g.T + key) : 0.0f;
-        pts[r * Ld<HS>::p + c] = round_bf16(p * f);
-        dsts[r * Ld<HS>::p + c] = round_bf16(p * (dpts[r * Ld<HS>::s + c] * f - deltas[c]));
+      for (int n = 0; n < kTile / 16; ++n) {
+        FragAcc st, dpt;
+        product_with_rows<HS>(st, k, qs, n * 16);
+        wmma::store_matrix_sync(sts + warp * 16 * Ld<HS>::s + n * 16, st, Ld<HS>::s, wmma::mem_row_major);
+        product_with_rows<HS>(dpt, v, dos, n * 16);
+        wmma::store_matrix_sync(dpts + warp * 16 * Ld<HS>::s + n * 16, dpt, Ld<HS>::s, wmma::mem_row_major);
+      }
+      __syncwarp();
+      for (int t = 0; t < 8; ++t) {
+        const int c = cq0 + (t + skew) % 8;
+        const int qi = q0 + c;
+        for (int r = kr0; r < kr0 + 4; ++r) {
+          const int key = first + r;
+          const bool visible = qi >= key && qi < g.T;
+          const float p = visible ? expf(sts[r * Ld<HS>::s + c] * g.scale - lses[c]) : 0.0f;
+          const float f = p != 0.0f ? cursor.factor((static_cast<std::int64_t>(h) * g.T + qi) * g.T + key) : 0.0f;
+          pts[r * Ld<HS>::p + c] = round_bf16(p * f);
+          dsts[r * Ld<HS>::p + c] = round_bf16(p * (dpts[r * Ld<HS>::s + c] * f - deltas[c]));
+        }
+      }
+      __syncwarp();
+      {  // one operand's fragments alive at a time (this kernel's registers are the tightest)
+        FragA pa[kTile / 16];
+        load_p_fragments<HS>(pa, pts + warp * 16 * Ld<HS>::p);
+#pragma unroll
+        for (int n = 0; n < HS / 16; ++n) accumulate_p_times_rows<HS>(dv[n], pa, dos, n * 16);
+        load_p_fragments<HS>(pa, dsts + warp * 16 * Ld<HS>::p);
+#pragma unroll
+        for (int n = 0; n < HS / 16; ++n) accumulate_p_times_rows<HS>(dk[n], pa, qs, n * 16);
       }
     }
-    __syncwarp();
-    {  // one operand's fragments alive at a time (this kernel's registers are the tightest)
-      FragA pa[kTile / 16];
-      load_p_fragments<HS>(pa, pts + warp * 16 * Ld<HS>::p);
-#pragma unroll
-      for (int n = 0; n < HS / 16; ++n) accumulate_p_times_rows<HS>(dv[n], pa, dos, n * 16);
-      load_p_fragments<HS>(pa, dsts + warp * 16 * Ld<HS>::p);
-#pragma unroll
-      for (int n = 0; n < HS / 16; ++n) accumulate_p_times_rows<HS>(dk[n], pa, qs, n * 16);
-    }
-  }
+  }                 // the next query head of the group
   __syncthreads();  // the epilogue reuses regions a and b
   float* os = reinterpret_cast<float*>(smem + L.a);
   float* orow = os + row * Ld<HS>::o;
-  bf16* kv_row = dqkv + (static_cast<std::int64_t>(b) * g.T + j) * C3 + h * HS;  // dk at + C, dv at + 2C
+  bf16* kv_row = dqkv + (static_cast<std::int64_t>(b) * g.T + j) * W;
   // Fragments -> the warp's rows of the fp32 tile -> bf16 columns of part 1 (k) or 2 (v).
-  auto write_part = [&](FragAcc(&acc)[HS / 16], int part, float factor) {
+  auto write_part = [&](FragAcc(&acc)[HS / 16], int col, float factor) {
 #pragma unroll
     for (int n = 0; n < HS / 16; ++n) {
       wmma::store_matrix_sync(os + warp * 16 * Ld<HS>::o + n * 16, acc[n], Ld<HS>::o, wmma::mem_row_major);
     }
     __syncwarp();
     if (j < g.T) {
-      store_half_row<HS>(kv_row + part * g.C + d0, orow + d0, factor);
+      store_half_row<HS>(kv_row + col + d0, orow + d0, factor);
     }
     __syncwarp();  // the lanes are done reading before the next part overwrites the tile
   };
-  write_part(dk, 1, g.scale);
-  write_part(dv, 2, 1.0f);
+  write_part(dk, g.k_col(kvh, HS), g.scale);
+  write_part(dv, g.v_col(kvh, HS), 1.0f);
 }
 
 }  // namespace zt::cuda::detail::tc_flash

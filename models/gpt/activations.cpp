@@ -102,24 +102,8 @@ std::int64_t residual_stream_bytes(const ActivationDims& d, int n_layer) {
 
 std::int64_t predict_activation_peak_bytes(const GptConfig& c, const ActivationDims& d,
                                            const CheckpointPolicy& policy) {
-  const std::int64_t block = block_activation_bytes(d), head = head_activation_bytes(d);
-  std::int64_t live = residual_stream_bytes(d, c.n_layer), peak = live;
-  auto alloc = [&](std::int64_t n) {
-    live += n;
-    peak = std::max(peak, live);
-  };
-  for (int l = 0; l < c.n_layer; ++l) {
-    alloc(block);
-    if (policy.is_checkpointed(l)) live -= block;
-  }
-  alloc(head);
-  live -= head;
-  for (int l = c.n_layer - 1; l >= 0; --l) {
-    if (policy.is_checkpointed(l)) alloc(block);
-    live -= block;
-  }
-  ZT_CHECK(live == residual_stream_bytes(d, c.n_layer));
-  return peak;
+  return checkpointed_peak_bytes(policy, c.n_layer, residual_stream_bytes(d, c.n_layer), block_activation_bytes(d),
+                                 head_activation_bytes(d));
 }
 
 BlockActivations::BlockActivations(MemoryTracker& tracker, const ActivationDims& d, const ExecContext& ctx)

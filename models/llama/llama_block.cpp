@@ -9,13 +9,15 @@ namespace zt::llama {
 
 using ops::WeightLayout;
 
-LayerDims layer_dims(const LlamaConfig& c, std::int64_t B, std::int64_t T, DType act) {
-  return {B, T, c.n_embd, c.n_head, c.n_kv_head, c.head_size(), c.hidden(), act};
+LayerDims layer_dims(const LlamaConfig& c, std::int64_t B, std::int64_t T, DType act, Device device) {
+  const bool flash = ops::flash_attention_available(device, B, c.n_head, c.head_size());
+  return {B, T, c.n_embd, c.n_head, c.n_kv_head, c.head_size(), c.hidden(), act, flash};
 }
 
 std::int64_t LayerActivations::bytes(const LayerDims& d) {
   const std::int64_t a = static_cast<std::int64_t>(dtype_size_bytes(d.act));
-  return 4 * 2 * d.BT() + a * (d.BT() * (4 * d.C + d.qkv_width() + 3 * d.I) + d.B * d.NH * d.T * d.T);
+  const std::int64_t attention = d.flash_attention ? 4 * d.B * d.NH * d.T : a * d.B * d.NH * d.T * d.T;
+  return 4 * 2 * d.BT() + attention + a * d.BT() * (4 * d.C + d.qkv_width() + 3 * d.I);
 }
 
 LayerActivations::LayerActivations(MemoryTracker& tracker, const LayerDims& d, const ExecContext& ctx)
@@ -30,9 +32,10 @@ LayerActivations::LayerActivations(MemoryTracker& tracker, const LayerDims& d, c
   };
   rstd1 = take(DType::kF32, {d.B, d.T});
   rstd2 = take(DType::kF32, {d.B, d.T});
+  if (d.flash_attention) lse = take(DType::kF32, {d.B, d.NH, d.T});
   ln1 = take(d.act, {d.B, d.T, d.C});
   qkv = take(d.act, {d.B, d.T, d.qkv_width()});
-  att = take(d.act, {d.B, d.NH, d.T, d.T});
+  if (!d.flash_attention) att = take(d.act, {d.B, d.NH, d.T, d.T});
   atty = take(d.act, {d.B, d.T, d.C});
   resid2 = take(d.act, {d.B, d.T, d.C});
   ln2 = take(d.act, {d.B, d.T, d.C});
@@ -53,7 +56,11 @@ void layer_forward(const ExecContext& ctx, const LlamaConfig& c, const LayerPara
   ops::rmsnorm_forward(ctx, a.ln1, a.rstd1, x, p.input_norm, c.norm_eps);
   ops::matmul_forward(ctx, a.qkv, a.ln1, p.qkv_proj, WeightLayout::kOutIn, TensorView{});
   ops::rope_forward(ctx, a.qkv, c.n_head + c.n_kv_head, c.head_size(), c.rope_theta);  // q and k heads
-  ops::attention_forward(ctx, a.atty, a.att, a.qkv, c.n_head, DropoutSpec{}, c.n_kv_head);
+  if (a.lse.data != nullptr) {
+    ops::flash_attention_forward(ctx, a.atty, a.lse, a.qkv, c.n_head, DropoutSpec{}, c.n_kv_head);
+  } else {
+    ops::attention_forward(ctx, a.atty, a.att, a.qkv, c.n_head, DropoutSpec{}, c.n_kv_head);
+  }
   ops::matmul_forward(ctx, a.resid2, a.atty, p.o_proj, WeightLayout::kOutIn, TensorView{});
   ops::residual_forward(ctx, a.resid2, a.resid2, x);
   ops::rmsnorm_forward(ctx, a.ln2, a.rstd2, a.resid2, p.post_norm, c.norm_eps);
@@ -82,7 +89,11 @@ void layer_backward(const ExecContext& ctx, const LlamaConfig& c, const LayerPar
   // Attention: dresid now holds d(resid2), which flows on into d(x).
   const TensorView datty = scratch(s.a, C), dqkv = scratch(s.b, W);
   ops::matmul_backward(ctx, datty, g.o_proj, TensorView{}, dresid, a.atty, p.o_proj, WeightLayout::kOutIn);
-  ops::attention_backward(ctx, dqkv, datty, a.qkv, a.att, c.n_head, DropoutSpec{}, c.n_kv_head);
+  if (a.lse.data != nullptr) {
+    ops::flash_attention_backward(ctx, dqkv, datty, a.atty, a.qkv, a.lse, c.n_head, DropoutSpec{}, c.n_kv_head);
+  } else {
+    ops::attention_backward(ctx, dqkv, datty, a.qkv, a.att, c.n_head, DropoutSpec{}, c.n_kv_head);
+  }
   ops::rope_backward(ctx, dqkv, c.n_head + c.n_kv_head, c.head_size(), c.rope_theta);
   const TensorView dln1 = scratch(s.a, C);
   ops::matmul_backward(ctx, dln1, g.qkv_proj, TensorView{}, dqkv, a.ln1, p.qkv_proj, WeightLayout::kOutIn);

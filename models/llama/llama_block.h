@@ -1,6 +1,7 @@
 // One Llama decoder layer, forward and backward, as a sequence of kernel calls (kernels/ops.h):
 //   h = x + o_proj(attention(rope(qkv_proj(rmsnorm_1(x)))));  out = h + down_proj(swiglu(gate_up_proj(rmsnorm_2(h))))
-// with grouped-query attention (materialised probabilities; the CPU's GQA kernel for now).
+// with grouped-query attention: materialised probabilities on the CPU, the flash kernels on CUDA
+// where they serve the shape (no T x T probabilities kept; ops::flash_attention_available).
 #pragma once
 
 #include "engine/core/buffer.h"
@@ -9,14 +10,19 @@
 
 namespace zt::llama {
 
-// The layer's sizes for micro-batches of B x T, activations of dtype `act`.
+// The layer's sizes for micro-batches of B x T, activations of dtype `act`, and which attention
+// runs: flash (a log-sum-exp per query row kept) or materialised ([B, NH, T, T] probabilities).
 struct LayerDims {
   std::int64_t B, T, C, NH, NKV, hs, I;
   DType act = DType::kF32;
+  bool flash_attention = false;
   std::int64_t BT() const { return B * T; }
   std::int64_t qkv_width() const { return (NH + 2 * NKV) * hs; }
 };
-LayerDims layer_dims(const LlamaConfig& c, std::int64_t B, std::int64_t T, DType act = DType::kF32);
+// On `device`: flash attention on CUDA where its kernels serve (B, n_head, head size), as GPT's
+// activation_dims chooses.
+LayerDims layer_dims(const LlamaConfig& c, std::int64_t B, std::int64_t T, DType act = DType::kF32,
+                     Device device = Device::kCPU);
 
 // What the forward keeps for the backward, carved from one tracked allocation.
 struct LayerActivations {
@@ -24,7 +30,8 @@ struct LayerActivations {
   TensorView rstd1, rstd2;  // [B, T] F32
   TensorView ln1;           // [B, T, C]
   TensorView qkv;           // [B, T, (NH + 2 NKV) hs], q and k rotated
-  TensorView att;           // [B, NH, T, T]
+  TensorView att;           // [B, NH, T, T] materialised probabilities; empty with flash attention
+  TensorView lse;           // [B, NH, T] F32 log-sum-exp per query row, flash attention only
   TensorView atty;          // [B, T, C] attention output (heads concatenated)
   TensorView resid2;        // [B, T, C] x + attention branch
   TensorView ln2;           // [B, T, C]

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "kernels/exec_context.h"  // kCublasWorkspaceBytes
+
 #include "models/llama/llama_block.h"
 #include "models/llama/llama_model.h"
 #include "models/llama/llama_params.h"
@@ -10,36 +12,24 @@
 namespace zt::llama {
 
 ModelFootprint predict_footprint(const LlamaConfig& c, int micro_batch, int seq_len,
-                                 const CheckpointPolicy& checkpointing, DType param_dtype, DType activations) {
+                                 const CheckpointPolicy& checkpointing, DType param_dtype, DType activations,
+                                 Device device) {
   constexpr std::int64_t kF32 = 4;
-  const LayerDims d = layer_dims(c, micro_batch, seq_len, activations);
+  const LayerDims d = layer_dims(c, micro_batch, seq_len, activations, device);
   const std::int64_t a = static_cast<std::int64_t>(dtype_size_bytes(activations));
   const std::int64_t BT = d.BT(), BTC = BT * d.C, Vp = c.padded_vocab_size();
   const std::int64_t layer = LayerActivations::bytes(d), head = head_bytes(d, Vp);
-  // LlamaModel's allocations in order: the forward's layers (a checkpointed one freed at once),
-  // the head (freed as backward starts), then each checkpointed layer recomputed in backward.
-  std::int64_t live = kF32 * 2 * BT + a * (c.n_layer + 1) * BTC, peak = live;
-  auto alloc = [&](std::int64_t n) {
-    live += n;
-    peak = std::max(peak, live);
-  };
-  for (int l = 0; l < c.n_layer; ++l) {
-    alloc(layer);
-    if (checkpointing.is_checkpointed(l)) live -= layer;
-  }
-  alloc(head);
-  live -= head;
-  for (int l = c.n_layer - 1; l >= 0; --l) {
-    if (checkpointing.is_checkpointed(l)) alloc(layer);
-    live -= layer;
-  }
+  // Resident: the token ids and the residual stream.
   ModelFootprint f;
-  f.activation_bytes = peak;
+  f.activation_bytes =
+      checkpointed_peak_bytes(checkpointing, c.n_layer, kF32 * 2 * BT + a * (c.n_layer + 1) * BTC, layer, head);
   const std::int64_t scratch_width = std::max({d.C, d.qkv_width(), 2 * d.I});
   const std::int64_t max_unit = build_param_table(c).max_unit_numel();
   f.workspace_bytes = kF32 * max_unit + a * BTC + 2 * a * BT * scratch_width;
   // bf16 parameters read by fp32-activation kernels: KernelParams' two fp32 unit copies.
   if (param_dtype == DType::kBF16 && activations == DType::kF32) f.workspace_bytes += 2 * kF32 * max_unit;
+  // On CUDA the context's cuBLASLt workspace, held for the whole run (as gpt_footprint counts it).
+  if (device == Device::kCUDA) f.workspace_bytes += kCublasWorkspaceBytes;
   return f;
 }
 

@@ -14,10 +14,12 @@ namespace zt::llama {
 // stream a (L + 1) BTC throughout, each kept layer's LayerActivations, the head (head_bytes) at the
 // end of the forward, a checkpointed layer's recomputed ones in backward; the peak of that
 // sequence. Workspace: the fp32 gradient scratch of the largest unit, dresid a BTC, the layers' two
-// gradient scratches, and for bf16 parameters with fp32 activations two fp32 unit copies.
+// gradient scratches, for bf16 parameters with fp32 activations two fp32 unit copies, and on CUDA
+// the cuBLASLt workspace. A layer's attention keeps [B, NH, T, T] probabilities, or on CUDA with the
+// flash kernels an F32 log-sum-exp [B, NH, T] (layer_dims).
 ModelFootprint predict_footprint(const LlamaConfig& c, int micro_batch, int seq_len,
                                  const CheckpointPolicy& checkpointing = {}, DType param_dtype = DType::kF32,
-                                 DType activations = DType::kF32);
+                                 DType activations = DType::kF32, Device device = Device::kCPU);
 StepSchedule step_schedule(const LlamaConfig& c);
 
 }  // namespace zt::llama

@@ -48,7 +48,7 @@ LlamaModel::LlamaModel(const LlamaConfig& config, int batch, int seq_len, Checkp
                        MemoryTracker& tracker, const ExecContext& ctx, DType activations)
     : config_(config),
       table_(build_param_table(config)),
-      dims_(layer_dims(config, batch, seq_len, activations)),
+      dims_(layer_dims(config, batch, seq_len, activations, ctx.device)),
       Vp_(config.padded_vocab_size()),
       policy_(policy),
       tracker_(tracker),

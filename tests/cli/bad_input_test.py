@@ -106,6 +106,15 @@ def main():
         ("top-level array with a --set", ["train", "--config", config_file("arr.json", "[1, 2]"), "--run-dir", run_dir,
                                           "--set", "train.micro_batch=2"], "arr.json: the top level must be a JSON object"),
         ("directory as --config", ["train", "--config", work, "--run-dir", run_dir], "is a directory"),
+        # The Llama family's keys (issue 22).
+        ("a Llama key on GPT-2", ["train", "--config", config_file("lk.json", with_model(n_kv_head=1)),
+                                  "--run-dir", run_dir], "model.n_kv_head is a Llama key"),
+        ("n_head not a multiple of n_kv_head", ["train", "--config", config_file(
+            "lq.json", with_model(arch="llama", n_kv_head=3)), "--run-dir", run_dir], "not a multiple of n_kv_head = 3"),
+        ("unknown model.arch", ["train", "--config", config_file("la.json", with_model(arch="mamba")),
+                                "--run-dir", run_dir], "model.arch"),
+        ("Llama with dropout", ["train", "--config", config_file("ld.json", with_model(arch="llama", dropout=0.1)),
+                                "--run-dir", run_dir], "has no dropout"),
     ]
 
     failures = []
@@ -183,11 +192,34 @@ def main():
           f"\n    stderr: {proc.stderr.strip()[-200:]}")
     if proc.returncode != 0 or not unigram:
         failures.append("uint32 tokens")
+    # The same file trains a Llama (Llama 3's token files are what its 128,256 vocabulary comes in).
+    wide_cfg["model"].update({"arch": "llama", "n_kv_head": 1})
+    proc = subprocess.run([binary, "train", "--config", config_file("wide_llama.json", wide_cfg), "--run-dir", run_dir,
+                           "--set", f"data.train_file={wide}", "--set", f"data.val_file={wide}", "--set",
+                           "train.max_steps=2", "--set", "log.sample_tokens=0", "--set", "train.eval_batches=1"],
+                          capture_output=True, text=True, timeout=120)
+    ok = proc.returncode == 0 and "unigram entropy of the data 4.1589" in proc.stdout
+    print(f"{'Llama on uint32 tokens':<32} exit={proc.returncode}  {'OK' if ok else 'FAIL'}"
+          f"\n    stderr: {proc.stderr.strip()[-200:]}")
+    if not ok:
+        failures.append("Llama on uint32 tokens")
+
+    # Every config the repository ships loads, and its memory is predicted (nothing trains).
+    configs = sorted(f for f in os.listdir(os.path.join(ROOT, "configs")) if f.endswith(".json"))
+    bad = []
+    for name in configs:
+        proc = subprocess.run([binary, "memory", "--config", os.path.join(ROOT, "configs", name), "--ranks", "8"],
+                              capture_output=True, text=True, timeout=60)
+        if proc.returncode != 0:
+            bad.append(f"{name}: {proc.stderr.strip()[-200:]}")
+    print(f"{'every shipped config loads':<32} {len(configs)} configs  {'OK' if not bad else 'FAIL: ' + '; '.join(bad)}")
+    if bad or not configs:
+        failures.append("shipped configs")
 
     proc = subprocess.run([binary, "debug-state", "--help"], capture_output=True, text=True, timeout=60)
     if proc.returncode != 0 or "--config" not in proc.stdout:
         failures.append("debug-state --help")
-    print(f"{len(cases) + 5 - len(failures)} passed, {len(failures)} failed")
+    print(f"{len(cases) + 7 - len(failures)} passed, {len(failures)} failed")
     return 1 if failures else 0
 
 

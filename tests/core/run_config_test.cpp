@@ -351,7 +351,19 @@ TEST(RunConfig, LlamaArchKeysDefaultsRoundTripAndRefusals) {
   nlohmann::json gpt = base();
   gpt["model"]["n_kv_head"] = 1;
   expect_error(gpt, {"model.n_kv_head is a Llama key", "model.arch"});
-  expect_error(llama({}, {{"device", "cuda"}}), {"model.arch = \"llama\" does not support device = \"cuda\""});
+  // On CUDA grouped-query heads need shapes the flash kernels serve (where cuDNN does not).
+  EXPECT_EQ(parse_run_config(llama({{"n_head", 4}, {"n_kv_head", 2}}, {{"device", "cuda"}}), "t.json").device,
+            Device::kCUDA);
+  expect_error(llama({{"n_head", 2}, {"n_kv_head", 1}, {"n_embd", 20}}, {{"device", "cuda"}}),
+               {"grouped-query heads", "head size of 8, 16, 32, 64 or 128", "is 10"});
+  expect_error(llama({{"n_head", 4}, {"n_kv_head", 2}}, {{"device", "cuda"}, {"train", {{"micro_batch", 20000}}}}),
+               {"train.micro_batch x model.n_head <= 65535"});
+  EXPECT_EQ(
+      parse_run_config(llama({{"n_head", 4}, {"n_kv_head", 2}},
+                             {{"device", "cuda"}, {"precision", {{"activations", "bf16"}, {"attention", "cudnn"}}}}),
+                       "t.json")
+          .attention_kernels,
+      AttentionKernels::kCudnn);
   expect_error(llama({}, {{"train", {{"head_chunks", 2}}}}), {"train.head_chunks"});
   expect_error(llama({}, {{"train", {{"block_units", 2}}}}), {"train.block_units"});
 }

@@ -1,6 +1,6 @@
 // Shared by the SIMT emulation tests of the flash attention kernels: causal attention in fp64 on
 // the kernels' (widened) operands, with and without dropout on the probabilities (the CPU's mask,
-// dropout_keep), and the per-element bound the bf16 results are held to.
+// dropout_keep), multi-head or grouped-query, and the per-element bound the bf16 results are held to.
 //
 // Bound per element: |got - ref| <= 2^-8 |ref| (the result's own rounding to bf16, half an ulp
 // being at most 2^-8 of the value) + 1.1 slack + 1e-4 max|ref| (fp32 sums in another order, expf),
@@ -35,7 +35,11 @@ constexpr double kU = 1.0 / 256;
 
 struct Problem {
   std::int64_t B, T, NH, hs;
-  float p;  // dropout on the probabilities
+  float p;               // dropout on the probabilities
+  std::int64_t NKV = 0;  // key/value heads (grouped-query attention); 0: NH
+
+  std::int64_t kv_heads() const { return NKV > 0 ? NKV : NH; }
+  std::int64_t qkv_width() const { return (NH + 2 * kv_heads()) * hs; }  // q | k | v
 };
 
 inline std::vector<bf16_dev> to_device_bf16(const std::vector<float>& x) {
@@ -56,7 +60,8 @@ struct Reference {
 
 inline Reference reference(const Problem& pr, const std::vector<float>& qkv, const std::vector<float>& dout,
                            const DropoutSpec& drop) {
-  const std::int64_t B = pr.B, T = pr.T, NH = pr.NH, hs = pr.hs, C = NH * hs, C3 = 3 * C;
+  const std::int64_t B = pr.B, T = pr.T, NH = pr.NH, hs = pr.hs, C = NH * hs, W = pr.qkv_width();
+  const std::int64_t NKV = pr.kv_heads(), group = NH / NKV;
   const double scale = 1.0 / std::sqrt(static_cast<double>(hs));
   const double keep_scale = drop.active() ? 1.0 / (1.0 - static_cast<double>(drop.p)) : 1.0;
   Reference r{std::vector<double>(static_cast<std::size_t>(B * T * C), 0.0),
@@ -65,8 +70,11 @@ inline Reference reference(const Problem& pr, const std::vector<float>& qkv, con
   std::vector<double> P(static_cast<std::size_t>(T * T)), F(P.size()), dS(P.size()), e_dS(P.size());
   for (std::int64_t b = 0; b < B; ++b) {
     for (std::int64_t h = 0; h < NH; ++h) {
+      // Query head h reads key/value head h / group; part 0 is q, 1 k, 2 v.
+      const std::int64_t kvh = h / group;
+      const std::int64_t col[3] = {h * hs, C + kvh * hs, C + (NKV + kvh) * hs};
       auto x = [&](std::int64_t part, std::int64_t t, std::int64_t d) {
-        return static_cast<double>(qkv[static_cast<std::size_t>((b * T + t) * C3 + part * C + h * hs + d)]);
+        return static_cast<double>(qkv[static_cast<std::size_t>((b * T + t) * W + col[part] + d)]);
       };
       auto dO = [&](std::int64_t t, std::int64_t d) {
         return static_cast<double>(dout[static_cast<std::size_t>((b * T + t) * C + h * hs + d)]);
@@ -126,13 +134,16 @@ inline Reference reference(const Problem& pr, const std::vector<float>& qkv, con
             dv += P[i * T + t] * F[i * T + t] * dO(i, d);
             dv_e += kU * P[i * T + t] * F[i * T + t] * std::abs(dO(i, d));
           }
-          const std::size_t row = static_cast<std::size_t>((b * T + t) * C3 + h * hs + d);
-          r.dqkv[row] = scale * dq;
-          r.dqkv[row + C] = scale * dk;
-          r.dqkv[row + 2 * C] = dv;
-          r.dqkv_slack[row] = 1.1 * scale * dq_e;
-          r.dqkv_slack[row + C] = 1.1 * scale * dk_e;
-          r.dqkv_slack[row + 2 * C] = 1.1 * dv_e;
+          // dk and dv sum the terms of every query head reading this key/value head.
+          const auto at_col = [&](std::int64_t part) {
+            return static_cast<std::size_t>((b * T + t) * W + col[part] + d);
+          };
+          r.dqkv[at_col(0)] = scale * dq;
+          r.dqkv[at_col(1)] += scale * dk;
+          r.dqkv[at_col(2)] += dv;
+          r.dqkv_slack[at_col(0)] = 1.1 * scale * dq_e;
+          r.dqkv_slack[at_col(1)] += 1.1 * scale * dk_e;
+          r.dqkv_slack[at_col(2)] += 1.1 * dv_e;
         }
       }
     }

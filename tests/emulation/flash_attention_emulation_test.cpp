@@ -1,8 +1,8 @@
 // The CUDA-core flash attention kernels (kernels/cuda/flash_attention_kernels.cuh: every head size,
 // F32 or BF16 activations) run on the CPU under the SIMT emulator ([Note: SIMT emulation] in
 // simt_runtime.h) in the launcher's order, against attention in fp64, with and without dropout on
-// the probabilities. F32: normwise 1e-5 (out, lse) and 5e-5 (dqkv), the tolerances of
-// tests/gpu/flash_attention_test.cpp for fp32 sums in another order; BF16: the bound of
+// the probabilities, with multi-head and grouped-query heads. F32: normwise 1e-5 (out, lse) and 5e-5 (dqkv), the
+// tolerances of tests/gpu/flash_attention_test.cpp for fp32 sums in another order; BF16: the bound of
 // attention_reference.h.
 #include <gtest/gtest.h>
 
@@ -28,18 +28,18 @@ template <int HS, typename Act>
 void run_problem(const Problem& pr, std::uint32_t seed) {
   constexpr bool kF32 = std::is_same_v<Act, float>;
   SCOPED_TRACE(::testing::Message() << (kF32 ? "F32" : "BF16") << " B=" << pr.B << " T=" << pr.T << " NH=" << pr.NH
-                                    << " hs=" << HS << " dropout=" << pr.p);
+                                    << " NKV=" << pr.kv_heads() << " hs=" << HS << " dropout=" << pr.p);
   ASSERT_EQ(pr.hs, HS);
   Rng rng(seed);
-  const std::int64_t B = pr.B, T = pr.T, NH = pr.NH, C = NH * HS;
+  const std::int64_t B = pr.B, T = pr.T, NH = pr.NH, C = NH * HS, NKV = pr.kv_heads();
   const DropoutSpec drop{pr.p, /*seed=*/seed, /*site=*/4, /*first_sample=*/(std::int64_t{1} << 32) + 17};
-  const std::vector<Act> qkv = device_values<Act>(rng.normal(B * T * 3 * C));
+  const std::vector<Act> qkv = device_values<Act>(rng.normal(B * T * pr.qkv_width()));
   const std::vector<Act> dout = device_values<Act>(rng.normal(B * T * C));
   std::vector<Act> out = device_values<Act>(std::vector<float>(static_cast<std::size_t>(B * T * C), NAN));
   std::vector<Act> dqkv = device_values<Act>(std::vector<float>(qkv.size(), NAN));
   std::vector<float> lse(static_cast<std::size_t>(B * NH * T), NAN), delta(lse.size(), NAN);
-  const cuda::detail::FlashGeometry g{static_cast<int>(T), static_cast<int>(C), static_cast<int>(NH),
-                                      static_cast<float>(1.0 / std::sqrt(static_cast<double>(HS)))};
+  const cuda::detail::FlashGeometry g =
+      cuda::detail::flash_geometry(static_cast<int>(T), static_cast<int>(NH), static_cast<int>(NKV), HS);
   const cuda::detail::MaskParams mask = cuda::detail::mask_params(drop);
   const dim3 grid(static_cast<unsigned>((T + flash::kRows - 1) / flash::kRows), static_cast<unsigned>(B * NH));
   const std::int64_t rows = B * NH * T;
@@ -50,7 +50,8 @@ void run_problem(const Problem& pr, std::uint32_t seed) {
                dout.data(), out.data(), g, static_cast<int>(HS), rows);
   simt::launch(grid, flash::kPairThreads, 0, flash::flash_dq_kernel<HS, Act>, dqkv.data(), qkv.data(), dout.data(),
                lse.data(), delta.data(), g, mask);
-  simt::launch(grid, flash::kPairThreads, 0, flash::flash_dkv_kernel<HS, Act>, dqkv.data(), qkv.data(), dout.data(),
+  const dim3 kv_grid(grid.x, static_cast<unsigned>(B * NKV));  // a block per key/value head's rows
+  simt::launch(kv_grid, flash::kPairThreads, 0, flash::flash_dkv_kernel<HS, Act>, dqkv.data(), qkv.data(), dout.data(),
                lse.data(), delta.data(), g, mask);
 
   for (const std::string& v : simt::violations()) ADD_FAILURE() << "emulator rule broken: " << v;
@@ -83,6 +84,10 @@ TEST(FlashAttentionCudaCoreEmulation, MatchesFp64AttentionWithAndWithoutDropout)
     run_problem<128, float>({1, 70, 2, 128, p}, seed + 4);
     run_problem<8, bf16_dev>({2, 75, 2, 8, p}, seed + 5);
     run_problem<64, bf16_dev>({1, 140, 2, 64, p}, seed + 6);
+    // Grouped-query heads: two and four query heads per key/value head, and one for all (MQA).
+    run_problem<16, float>({2, 67, 4, 16, p, 2}, seed + 7);
+    run_problem<32, float>({1, 90, 4, 32, p, 1}, seed + 8);
+    run_problem<16, bf16_dev>({2, 70, 8, 16, p, 2}, seed + 9);
   }
 }
 

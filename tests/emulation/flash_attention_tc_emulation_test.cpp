@@ -1,9 +1,9 @@
 // The tensor-core flash attention kernels (kernels/cuda/flash_attention_tc_kernels.cuh) run on the
 // CPU under the SIMT emulator ([Note: SIMT emulation] in simt_runtime.h) in the launchers' order
 // (forward, the delta kernel, dq, dk/dv), against attention in fp64 on the same bf16 operands, with
-// and without dropout on the probabilities; bound as attention_reference.h states. This runs the
-// kernels' own source in every build, GPU or not; the gpu-labelled tests run the compiled kernels
-// where a device exists.
+// and without dropout on the probabilities, multi-head and grouped-query; bound as attention_reference.h states. This
+// runs the kernels' own source in every build, GPU or not; the gpu-labelled tests run the compiled kernels where a
+// device exists.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -25,19 +25,19 @@ using namespace emulation;  // NOLINT: the shared reference
 
 template <int HS>
 void run_problem(const Problem& pr, std::uint32_t seed) {
-  SCOPED_TRACE(::testing::Message() << "B=" << pr.B << " T=" << pr.T << " NH=" << pr.NH << " hs=" << HS
-                                    << " dropout=" << pr.p);
+  SCOPED_TRACE(::testing::Message() << "B=" << pr.B << " T=" << pr.T << " NH=" << pr.NH << " NKV=" << pr.kv_heads()
+                                    << " hs=" << HS << " dropout=" << pr.p);
   ASSERT_EQ(pr.hs, HS);
   Rng rng(seed);
-  const std::int64_t B = pr.B, T = pr.T, NH = pr.NH, C = NH * HS;
+  const std::int64_t B = pr.B, T = pr.T, NH = pr.NH, C = NH * HS, NKV = pr.kv_heads();
   const DropoutSpec drop{pr.p, /*seed=*/seed, /*site=*/7, /*first_sample=*/(std::int64_t{1} << 32) + 5};
-  const std::vector<bf16_dev> qkv = to_device_bf16(rng.normal(B * T * 3 * C));
+  const std::vector<bf16_dev> qkv = to_device_bf16(rng.normal(B * T * pr.qkv_width()));
   const std::vector<bf16_dev> dout = to_device_bf16(rng.normal(B * T * C));
   std::vector<bf16_dev> out(static_cast<std::size_t>(B * T * C), bf16_dev{0xFFFF});  // NaN: unwritten shows
   std::vector<bf16_dev> dqkv(qkv.size(), bf16_dev{0xFFFF});
   std::vector<float> lse(static_cast<std::size_t>(B * NH * T), NAN), delta(lse.size(), NAN);
-  const cuda::detail::FlashGeometry g{static_cast<int>(T), static_cast<int>(C), static_cast<int>(NH),
-                                      static_cast<float>(1.0 / std::sqrt(static_cast<double>(HS)))};
+  const cuda::detail::FlashGeometry g =
+      cuda::detail::flash_geometry(static_cast<int>(T), static_cast<int>(NH), static_cast<int>(NKV), HS);
   const cuda::detail::MaskParams mask = cuda::detail::mask_params(drop);
   const dim3 grid(static_cast<unsigned>((T + tc::kRows - 1) / tc::kRows), static_cast<unsigned>(B * NH));
   constexpr std::size_t fwd_bytes = tc::forward_smem<HS>().bytes, dq_bytes = tc::backward_smem<HS, false>().bytes,
@@ -50,8 +50,9 @@ void run_problem(const Problem& pr, std::uint32_t seed) {
                static_cast<int>(HS), rows);
   simt::launch(grid, tc::kThreads, dq_bytes, tc::tc_dq_kernel<HS>, dqkv.data(), qkv.data(), dout.data(), lse.data(),
                delta.data(), g, mask);
-  simt::launch(grid, tc::kThreads, dkv_bytes, tc::tc_dkv_kernel<HS>, dqkv.data(), qkv.data(), dout.data(), lse.data(),
-               delta.data(), g, mask);
+  const dim3 kv_grid(grid.x, static_cast<unsigned>(B * NKV));  // a block per key/value head's rows
+  simt::launch(kv_grid, tc::kThreads, dkv_bytes, tc::tc_dkv_kernel<HS>, dqkv.data(), qkv.data(), dout.data(),
+               lse.data(), delta.data(), g, mask);
 
   for (const std::string& v : simt::violations()) ADD_FAILURE() << "emulator rule broken: " << v;
   const Reference ref = reference(pr, widen(qkv), widen(dout), drop);
@@ -71,6 +72,9 @@ TEST(FlashAttentionTensorCoreEmulation, MatchesFp64AttentionWithAndWithoutDropou
     run_problem<32>({2, 130, 2, 32, p}, seed + 2);
     run_problem<64>({1, 200, 2, 64, p}, seed + 3);
     run_problem<128>({1, 70, 2, 128, p}, seed + 4);
+    // Grouped-query heads: two query heads per key/value head, and one key/value head for all.
+    run_problem<16>({2, 67, 4, 16, p, 2}, seed + 5);
+    run_problem<32>({1, 80, 3, 32, p, 1}, seed + 6);
   }
 }
 

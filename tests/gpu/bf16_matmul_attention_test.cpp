@@ -328,6 +328,57 @@ TEST_F(CudaBf16MatmulAttention, CudnnAttentionMatchesMaterialisedCpuOnBf16Operan
   }
 }
 
+// Grouped-query heads through cuDNN (key/value head h / (n_head / n_kv_head) for query head h) against
+// the flash kernels on the same bf16 operands, whose grouped-query path tests/gpu/
+// flash_attention_test.cpp holds to the CPU: out and dqkv normwise within 2e-2 (each rounds P and
+// dS to bf16 in its own order), lse within fp32 rounding, the backward repeatable bit for bit.
+// Skips visibly where cuDNN cannot run (unless ZT_REQUIRE_CUDNN is set).
+TEST_F(CudaBf16MatmulAttention, CudnnGroupedQueryAttentionMatchesTheFlashKernels) {
+  const std::string unavailable = cuda::cudnn_attention_unavailable();
+  if (!unavailable.empty()) {
+    if (std::getenv("ZT_REQUIRE_CUDNN") != nullptr) FAIL() << "ZT_REQUIRE_CUDNN is set but " << unavailable;
+    GTEST_SKIP() << "cuDNN attention cannot run here: " << unavailable;
+  }
+  ZT_SEEDED_RNG(rng);
+  struct S {
+    std::int64_t B, T, NH, NKV, hs;
+  };
+  for (const S& s : {S{2, 67, 4, 2, 16}, S{1, 130, 8, 1, 64}, S{2, 300, 6, 2, 128}}) {
+    SCOPED_TRACE(::testing::Message() << "B=" << s.B << " T=" << s.T << " NH=" << s.NH << " NKV=" << s.NKV
+                                      << " hs=" << s.hs);
+    const std::int64_t C = s.NH * s.hs, W = (s.NH + 2 * s.NKV) * s.hs;
+    const Shape sq{s.B, s.T, W}, so{s.B, s.T, C}, sl{s.B, s.NH, s.T};
+    const int nh = static_cast<int>(s.NH), nkv = static_cast<int>(s.NKV);
+    Buffer gqkv = upload_as(DType::kBF16, rng.normal(sq.numel())),
+           gdout = upload_as(DType::kBF16, rng.normal(so.numel()));
+    Buffer go = poisoned(DType::kBF16, so.numel()), glse = poisoned(DType::kF32, sl.numel()),
+           gdq = poisoned(DType::kBF16, sq.numel());
+    std::string why;
+    ASSERT_TRUE(cuda::cudnn_attention_serves(gpu(), DType::kBF16, s.B, s.T, nh, s.hs, false,
+                                             {go.data(), gqkv.data(), gdq.data(), gdout.data()}, &why, nkv))
+        << why;
+    cuda::cudnn_attention_forward(gpu(), go.view(so), glse.view(sl), gqkv.view(sq), nh, nkv);
+    cuda::cudnn_attention_backward(gpu(), gdq.view(sq), gdout.view(so), go.view(so), gqkv.view(sq), glse.view(sl), nh,
+                                   nkv);
+    Buffer fo = poisoned(DType::kBF16, so.numel()), flse = poisoned(DType::kF32, sl.numel()),
+           fdq = poisoned(DType::kBF16, sq.numel());
+    cuda::flash_attention_forward(gpu(), fo.view(so), flse.view(sl), gqkv.view(sq), nh, {}, nkv);
+    cuda::flash_attention_backward(gpu(), fdq.view(sq), gdout.view(so), fo.view(so), gqkv.view(sq), flse.view(sl), nh,
+                                   {}, nkv);
+    EXPECT_TRUE(close_normwise(download_f32(go), to_double(download_f32(fo)), 2e-2)) << "out";
+    EXPECT_TRUE(close_normwise(download_f32(gdq), to_double(download_f32(fdq)), 2e-2)) << "dqkv";
+    const std::vector<float> lse = download_f32(glse), ref_lse = download_f32(flse);
+    for (std::size_t i = 0; i < lse.size(); ++i) {
+      ASSERT_LE(std::abs(double{lse[i]} - ref_lse[i]), 1e-5 * std::max(1.0, std::abs(double{ref_lse[i]})))
+          << "lse row " << i << ": cuDNN " << lse[i] << ", flash " << ref_lse[i];
+    }
+    Buffer again = poisoned(DType::kBF16, sq.numel());
+    cuda::cudnn_attention_backward(gpu(), again.view(sq), gdout.view(so), go.view(so), gqkv.view(sq), glse.view(sl), nh,
+                                   nkv);
+    EXPECT_EQ(download_f32(again), download_f32(gdq)) << "the backward repeats bit for bit";
+  }
+}
+
 // ---- mixed dtypes ----
 
 // Runs fn, expecting an InternalError whose message names `op`.

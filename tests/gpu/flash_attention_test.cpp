@@ -2,7 +2,8 @@
 // cuBLASLt path's test bounds them (fp32, sums in another order: 1e-5 forward, 5e-5 backward), the
 // log-sum-exp against an fp64 host computation (1e-5), every output element written (poisoned
 // buffers), bitwise repeatable, at head sizes 8-128 and T that are not multiples of the tiles,
-// with and without dropout on the probabilities (the CPU's mask, fused into the kernels).
+// with and without dropout on the probabilities (the CPU's mask, fused into the kernels), with
+// multi-head and grouped-query heads.
 #include <algorithm>
 #include <cmath>
 
@@ -16,10 +17,11 @@ namespace {
 
 using CudaFlashAttention = GpuKernelTest;
 
-// log sum_j<=i exp(q_i . k_j / sqrt(hs)) per (b, h, i), in fp64.
+// log sum_j<=i exp(q_i . k_j / sqrt(hs)) per (b, h, i), in fp64; query head h reads key head
+// h / (NH / NKV) of the [B, T, (NH + 2 NKV) hs] rows.
 std::vector<double> reference_lse(const std::vector<float>& qkv, std::int64_t B, std::int64_t T, std::int64_t NH,
-                                  std::int64_t hs) {
-  const std::int64_t C = NH * hs;
+                                  std::int64_t hs, std::int64_t NKV) {
+  const std::int64_t C = NH * hs, W = (NH + 2 * NKV) * hs;
   std::vector<double> out(static_cast<std::size_t>(B * NH * T));
   for (std::int64_t b = 0; b < B; ++b)
     for (std::int64_t h = 0; h < NH; ++h)
@@ -29,8 +31,8 @@ std::vector<double> reference_lse(const std::vector<float>& qkv, std::int64_t B,
         for (std::int64_t j = 0; j <= i; ++j) {
           double dot = 0.0;
           for (std::int64_t d = 0; d < hs; ++d) {
-            dot +=
-                static_cast<double>(qkv[(b * T + i) * 3 * C + h * hs + d]) * qkv[(b * T + j) * 3 * C + C + h * hs + d];
+            dot += static_cast<double>(qkv[(b * T + i) * W + h * hs + d]) *
+                   qkv[(b * T + j) * W + C + h / (NH / NKV) * hs + d];
           }
           s[j] = dot / std::sqrt(static_cast<double>(hs));
           mx = std::max(mx, s[j]);
@@ -58,33 +60,35 @@ std::vector<double> reference_lse(const std::vector<float>& qkv, std::int64_t B,
 TEST_F(CudaFlashAttention, ForwardBackwardMatchCpuAndRepeatBitwise) {
   ZT_SEEDED_RNG(rng);
   struct S {
-    std::int64_t B, T, NH, hs;
+    std::int64_t B, T, NH, hs, NKV;
   };
   const DropoutSpec no_drop{}, drop{0.2f, /*seed=*/99, /*site=*/4, /*first_sample=*/(std::int64_t{1} << 32) + 17};
   for (const DropoutSpec* spec : {&no_drop, &drop}) {
-    for (auto [B, T, NH, hs] : {S{1, 1, 1, 8}, S{2, 67, 3, 16}, S{2, 130, 4, 32}, S{1, 200, 2, 64}, S{1, 70, 2, 128}}) {
-      SCOPED_TRACE(::testing::Message() << "B=" << B << " T=" << T << " NH=" << NH << " hs=" << hs
+    // Multi-head, then grouped-query heads (two query heads per key/value head; one for all).
+    for (auto [B, T, NH, hs, NKV] : {S{1, 1, 1, 8, 1}, S{2, 67, 3, 16, 3}, S{2, 130, 4, 32, 4}, S{1, 200, 2, 64, 2},
+                                     S{1, 70, 2, 128, 2}, S{2, 67, 4, 16, 2}, S{1, 90, 4, 32, 1}}) {
+      SCOPED_TRACE(::testing::Message() << "B=" << B << " T=" << T << " NH=" << NH << " NKV=" << NKV << " hs=" << hs
                                         << (spec->active() ? " dropout" : ""));
       ASSERT_TRUE(cuda::flash_attention_supports(B, NH, hs));
-      const std::int64_t C = NH * hs;
-      std::vector<float> qkv = rng.normal(B * T * 3 * C), dout = rng.normal(B * T * C);
+      const std::int64_t C = NH * hs, W = (NH + 2 * NKV) * hs;
+      std::vector<float> qkv = rng.normal(B * T * W), dout = rng.normal(B * T * C);
       std::vector<float> out(B * T * C), att(B * NH * T * T), dqkv(qkv.size());
-      const int nh = static_cast<int>(NH);
+      const int nh = static_cast<int>(NH), nkv = static_cast<int>(NKV);
       cpu::attention_forward(cpu_ctx(), view_of(out, Shape{B, T, C}), view_of(att, Shape{B, NH, T, T}),
-                             view_of(qkv, Shape{B, T, 3 * C}), nh, *spec);
-      cpu::attention_backward(cpu_ctx(), view_of(dqkv, Shape{B, T, 3 * C}), view_of(dout, Shape{B, T, C}),
-                              view_of(qkv, Shape{B, T, 3 * C}), view_of(att, Shape{B, NH, T, T}), nh, *spec);
-      const std::vector<double> lse_ref = reference_lse(qkv, B, T, NH, hs);
+                             view_of(qkv, Shape{B, T, W}), nh, *spec, nkv);
+      cpu::attention_backward(cpu_ctx(), view_of(dqkv, Shape{B, T, W}), view_of(dout, Shape{B, T, C}),
+                              view_of(qkv, Shape{B, T, W}), view_of(att, Shape{B, NH, T, T}), nh, *spec, nkv);
+      const std::vector<double> lse_ref = reference_lse(qkv, B, T, NH, hs, NKV);
       Buffer gqkv = upload(qkv), gdout = upload(dout);
       std::vector<float> first;
       for (int run = 0; run < 2; ++run) {
         Buffer go = poisoned(DType::kF32, B * T * C), glse = poisoned(DType::kF32, B * NH * T),
-               gdq = poisoned(DType::kF32, B * T * 3 * C);
+               gdq = poisoned(DType::kF32, B * T * W);
         cuda::flash_attention_forward(gpu(), go.view(Shape{B, T, C}), glse.view(Shape{B, NH, T}),
-                                      gqkv.view(Shape{B, T, 3 * C}), nh, *spec);
-        cuda::flash_attention_backward(gpu(), gdq.view(Shape{B, T, 3 * C}), gdout.view(Shape{B, T, C}),
-                                       go.view(Shape{B, T, C}), gqkv.view(Shape{B, T, 3 * C}),
-                                       glse.view(Shape{B, NH, T}), nh, *spec);
+                                      gqkv.view(Shape{B, T, W}), nh, *spec, nkv);
+        cuda::flash_attention_backward(gpu(), gdq.view(Shape{B, T, W}), gdout.view(Shape{B, T, C}),
+                                       go.view(Shape{B, T, C}), gqkv.view(Shape{B, T, W}), glse.view(Shape{B, NH, T}),
+                                       nh, *spec, nkv);
         const auto o = download<float>(go), l = download<float>(glse), dq = download<float>(gdq);
         EXPECT_TRUE(close_normwise(o, to_double(out), 1e-5)) << "out";
         EXPECT_TRUE(close_lse(l, lse_ref)) << "lse";

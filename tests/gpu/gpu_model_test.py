@@ -58,23 +58,17 @@ def tensors(path):
     return read_safetensors(path)[0]
 
 
-def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--zerotrain", required=True)
-    parser.add_argument("--config", required=True)
-    args = parser.parse_args()
-    missing = require_cuda_device(args.zerotrain, "the GPU model")
-    if missing is not None:
-        return missing
-    checks = Checks()
+def check_debug_states(checks, zerotrain, config, work, overrides=()):
+    """debug-state on CUDA against the CPU, fp32 and bf16 parameters, with and without activation
+    checkpointing (within BOUNDS), and two CUDA runs bitwise equal. `overrides`: more --set KEY=VALUE."""
     check = checks.check
-    work = tempfile.mkdtemp(prefix="zt_gpu_model_")
+    extra = [a for o in overrides for a in ("--set", o)]
 
     def debug_state(device, dtype, ckpt, name):
         out = os.path.join(work, f"{name}.safetensors")
-        p = subprocess.run([args.zerotrain, "debug-state", "--config", args.config, "--out", out, "--steps", "10",
+        p = subprocess.run([zerotrain, "debug-state", "--config", config, "--out", out, "--steps", "10",
                             "--set", f"device={device}", "--set", f"precision.param_dtype={dtype}",
-                            "--set", f"train.activation_checkpointing={ckpt}"],
+                            "--set", f"train.activation_checkpointing={ckpt}", *extra],
                            capture_output=True, text=True, timeout=600)
         if not check(p.returncode == 0, f"debug-state {name} exits 0" +
                      ("" if p.returncode == 0 else f" ({p.returncode}: {(p.stdout + p.stderr)[-800:]})")):
@@ -113,6 +107,21 @@ def main():
                 same = all(np.ascontiguousarray(again[k]).tobytes() == np.ascontiguousarray(gpu[k]).tobytes()
                            for k in gpu)
                 check(same, f"{tag}: two CUDA runs write bitwise identical tensors")
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--zerotrain", required=True)
+    parser.add_argument("--config", required=True)
+    args = parser.parse_args()
+    missing = require_cuda_device(args.zerotrain, "the GPU model")
+    if missing is not None:
+        return missing
+    checks = Checks()
+    check = checks.check
+    work = tempfile.mkdtemp(prefix="zt_gpu_model_")
+
+    check_debug_states(checks, args.zerotrain, args.config, work)
 
     # Training through `train` on the GPU.
     def train(device, run_dir, steps, extra=()):

@@ -1,0 +1,107 @@
+#!/usr/bin/env python3
+"""The Llama family (model.arch = "llama") on the GPU against the same model on the CPU (which
+tests/parity holds to PyTorch), on the flash kernels' grouped-query attention:
+
+  * debug-state on CUDA vs on the CPU, fp32 and bf16 parameters, with and without activation
+    checkpointing, within gpu_model_test.py's bounds, and two CUDA runs bitwise equal; at head
+    size 8 (llama_tiny_debug: the CUDA-core flash kernels) and 16 (n_embd 64: the tensor-core
+    kernels with bf16 activations), two query heads per key/value head and one for all;
+  * 10 training steps on CUDA match the CPU's losses within bf16 tolerance, with fp32 and bf16
+    activations, on the flash kernels and on cuDNN's grouped-query attention, and each step's
+    measured memory on the GPU equals the prediction in every category;
+  * 4 steps + `--resume latest` + 4 steps is bitwise the 8-step CUDA run.
+
+Exits 77 (a ctest skip) when this build sees no CUDA device.
+
+usage: gpu_llama_test.py --zerotrain PATH --config configs/llama_tiny_debug.json
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.dirname(HERE))
+from check_report import Checks  # noqa: E402
+from cuda_presence import require_cuda_device  # noqa: E402
+from gpu_model_test import TRAIN_LOSS_BOUND, check_debug_states, rel  # noqa: E402
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--zerotrain", required=True)
+    parser.add_argument("--config", required=True)
+    args = parser.parse_args()
+    missing = require_cuda_device(args.zerotrain, "the Llama model on the GPU")
+    if missing is not None:
+        return missing
+    checks = Checks()
+    check = checks.check
+    work = tempfile.mkdtemp(prefix="zt_gpu_llama_")
+    shapes = {"hs8_gqa": ["model.n_kv_head=2"], "hs16_mqa": ["model.n_embd=64", "model.n_kv_head=1"]}
+    for name, overrides in shapes.items():
+        folder = os.path.join(work, name)
+        os.makedirs(folder)
+        check_debug_states(checks, args.zerotrain, args.config, folder, overrides)
+
+    def train(device, run_dir, steps, precision, extra=()):
+        cfg = json.load(open(args.config))
+        cfg["model"].update({"n_embd": 64, "n_kv_head": 2})
+        cfg.setdefault("train", {}).update({"max_steps": steps, "eval_batches": 2})
+        cfg.setdefault("optim", {}).update({"decay_steps": 10})
+        cfg["device"] = device
+        cfg["precision"] = {"param_dtype": "bf16", **precision}
+        cfg.setdefault("log", {}).update({"sample_tokens": 8, "progress": "plain"})
+        path = os.path.join(work, f"train_{os.path.basename(run_dir)}.json")
+        json.dump(cfg, open(path, "w"))
+        return subprocess.run([args.zerotrain, "train", "--config", path, "--run-dir", run_dir, *extra],
+                              capture_output=True, text=True, timeout=600)
+
+    def records(run_dir, kind):
+        return [r for r in map(json.loads, open(os.path.join(run_dir, "metrics.jsonl"))) if r["type"] == kind]
+
+    def losses(run_dir):
+        return [r["loss"] for r in records(run_dir, "train")]
+
+    # fp32 and bf16 activations on the flash kernels, and bf16 on cuDNN's grouped-query attention
+    # (which must stop with an error naming it where cuDNN cannot run, unless ZT_REQUIRE_CUDNN).
+    for act, attention, named in (("fp32", "auto", "attention: flash kernels"),
+                                  ("bf16", "flash", "attention: flash kernels"),
+                                  ("bf16", "cudnn", "attention: cuDNN fused attention")):
+        what = f"{act} activations, precision.attention {attention}"
+        cpu_run = os.path.join(work, f"cpu10_{act}")
+        gpu_run = os.path.join(work, f"cuda10_{act}_{attention}")
+        p_cpu = train("cpu", cpu_run, 10, {"activations": act}) if not os.path.exists(cpu_run) else None
+        p_gpu = train("cuda", gpu_run, 10, {"activations": act, "attention": attention})
+        if attention == "cudnn" and p_gpu.returncode != 0 and not os.environ.get("ZT_REQUIRE_CUDNN"):
+            check("cuDNN" in p_gpu.stderr or "cudnn" in p_gpu.stderr,
+                  f"{what} where cuDNN cannot run: an error naming it ({p_gpu.stderr[-300:]})")
+            continue
+        if not check((p_cpu is None or p_cpu.returncode == 0) and p_gpu.returncode == 0,
+                     f"{what}: train 10 steps on cpu and cuda exit 0 ({p_gpu.returncode}: {p_gpu.stderr[-500:]})"):
+            continue
+        check(named in p_gpu.stdout, f"{what}: '{named}' in the run's header")
+        err = rel(losses(gpu_run), losses(cpu_run))
+        check(err <= TRAIN_LOSS_BOUND and len(losses(gpu_run)) == 10,
+              f"{what}: CUDA losses within {TRAIN_LOSS_BOUND:g} of the CPU's (error {err:.3e})")
+        memory = records(gpu_run, "memory")
+        check(bool(memory) and all(m == r["predicted_bytes"] for r in memory for m in r["measured_peak_bytes"]),
+              f"{what}: the GPU's measured peak equals the prediction in every category")
+
+    full, resumed = os.path.join(work, "cuda8"), os.path.join(work, "cuda_resumed")
+    p_full = train("cuda", full, 8, {"activations": "bf16"})
+    p_first = train("cuda", resumed, 4, {"activations": "bf16"}, ["--set", "checkpoint.at_end=true"])
+    p_rest = train("cuda", resumed, 8, {"activations": "bf16"}, ["--resume", "latest"])
+    if check(p_full.returncode == 0 and p_first.returncode == 0 and p_rest.returncode == 0,
+             f"8 steps, and 4 + resume + 4, on cuda exit 0 ({p_rest.stderr[-400:]})"):
+        same = [(r["loss"], r["grad_norm"]) for r in records(resumed, "train")] == \
+               [(r["loss"], r["grad_norm"]) for r in records(full, "train")]
+        check(same, "stopped after 4 steps and resumed on CUDA: bitwise the 8-step run's losses and gradient norms")
+    return checks.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -13,6 +13,7 @@
 #include "engine/config/config_reader.h"
 #include "engine/core/check.h"
 #include "engine/core/float_text.h"
+#include "kernels/contracts/operand_checks.h"  // flash_attention_shape_supported
 
 namespace zt {
 
@@ -34,34 +35,28 @@ void read_llama_keys(ConfigReader& r, const gpt::GptConfig& m, llama::LlamaConfi
   l.rope_theta = static_cast<float>(r.get_double("rope_theta", 10000.0, 1.0, 1e9));
   l.norm_eps = static_cast<float>(r.get_double("norm_eps", 1e-5, 1e-12, 1.0));
   l.tie_embeddings = r.get_bool("tie_embeddings", false);
-  const std::string error = llama::llama_config_error(l);
-  if (!error.empty()) throw_input_error("config error in {}: model (arch llama): {}", r.file(), error);
+  const std::string error = llama::llama_config_error(l, "model.");
+  if (!error.empty()) throw_input_error("config error in {}: {}", r.file(), error);
 }
 
 // What a Llama run cannot do yet (docs/config.md, "model.arch"): each a one-line error naming the
 // key, rather than a run that would fail later or silently ignore it.
 void check_llama_support(const RunConfig& c) {
   const llama::LlamaConfig& l = c.llama;
-  if (c.device == Device::kCUDA && l.n_kv_head != l.n_head) {
+  if (c.device == Device::kCUDA && l.n_kv_head != l.n_head &&
+      !flash_attention_shape_supported(c.train.micro_batch, l.n_head, l.head_size())) {
     // Grouped-query heads on CUDA run on cuDNN or the flash kernels (the cuBLASLt attention is
-    // multi-head), which must serve the shape where cuDNN does not: as
-    // cuda::flash_attention_supports has them.
-    const int hs = l.head_size();
-    if (hs != 8 && hs != 16 && hs != 32 && hs != 64 && hs != 128) {
-      throw_input_error(
-          "config error in {}: grouped-query heads (model.n_kv_head = {} < model.n_head = {}) on device = \"cuda\" "
-          "run on the flash kernels, which need a head size of 8, 16, 32, 64 or 128 (this model's is {})",
-          c.source, l.n_kv_head, l.n_head, hs);
-    }
-    if (static_cast<std::int64_t>(c.train.micro_batch) * l.n_head > 65535) {
-      throw_input_error(
-          "config error in {}: grouped-query heads on device = \"cuda\" run on the flash kernels, which take "
-          "train.micro_batch x model.n_head <= 65535 (here {} x {})",
-          c.source, c.train.micro_batch, l.n_head);
-    }
+    // multi-head), which must serve the shape where cuDNN does not.
+    throw_input_error(
+        "config error in {}: grouped-query heads (model.n_kv_head = {} < model.n_head = {}) on device = \"cuda\" run "
+        "on the flash kernels, which need a head size of 8, 16, 32, 64 or 128 (here {}) and train.micro_batch x "
+        "model.n_head <= 65535 (here {} x {})",
+        c.source, l.n_kv_head, l.n_head, l.head_size(), c.train.micro_batch, l.n_head);
   }
   const char* what = nullptr;
-  if (c.train.head_chunks != 1) {
+  if (c.gelu_epilogue) {
+    what = "precision.gelu_epilogue = true (a Llama's MLP has no GELU)";
+  } else if (c.train.head_chunks != 1) {
     what = "train.head_chunks > 1 (the chunked LM head is GPT-2's so far)";
   } else if (c.train.block_units != 1) {
     what = "train.block_units = 2 (a Llama layer is one unit so far)";
@@ -312,7 +307,9 @@ RunConfig parse_run_config(nlohmann::json doc, const std::string& source, int wo
   }
   // On by default where it was measured faster (bf16 activations on CUDA: docs/performance.md);
   // fp32 activations keep the separate kernels, which track the CPU to ~1e-5.
-  const bool gelu_default = c.device == Device::kCUDA && c.activation_dtype == DType::kBF16;
+  // (A Llama's SwiGLU has no GELU.)
+  const bool gelu_default =
+      c.device == Device::kCUDA && c.activation_dtype == DType::kBF16 && c.arch == ModelArch::kGpt2;
   c.gelu_epilogue = precision.get_bool("gelu_epilogue", gelu_default);
   if (gelu_default && !precision.has("gelu_epilogue")) {
     c.derived.push_back("precision.gelu_epilogue = true (from precision.activations = bf16 on cuda)");

@@ -6,9 +6,10 @@
 
 namespace zt {
 
-AttentionDims attention_dims(const TensorView& out_like, const TensorView& att, const TensorView& qkv, int n_head,
-                             int n_kv_head) {
-  activation_dtype("attention", {out_like, att, qkv});  // one dtype, F32 or BF16
+namespace {
+
+// The checks both entry points share: qkv rows, heads, out.
+AttentionDims qkv_dims(const TensorView& out_like, const TensorView& qkv, int n_head, int n_kv_head) {
   ZT_CHECK(qkv.shape.ndim() == 3, "qkv must be [B, T, 3C], has {} dims", qkv.shape.ndim());
   if (n_kv_head == 0) n_kv_head = n_head;
   ZT_CHECK(n_head > 0 && n_kv_head > 0 && n_head % n_kv_head == 0, "n_head={} is not a multiple of n_kv_head={}",
@@ -27,10 +28,28 @@ AttentionDims attention_dims(const TensorView& out_like, const TensorView& att, 
   d.v_off = (d.NH + d.NKV) * d.hs;
   ZT_CHECK(out_like.numel() == d.B * d.T * d.C && out_like.shape[out_like.shape.ndim() - 1] == d.C,
            "out/dout must be [B={}, T={}, C={}]", d.B, d.T, d.C);
-  // (The flash kernels keep no probabilities and pass no att.)
-  ZT_CHECK(att.data == nullptr || att.numel() == d.B * d.NH * d.T * d.T, "att must be [B={}, n_head={}, T={}, T]", d.B,
-           d.NH, d.T);
   return d;
+}
+
+}  // namespace
+
+AttentionDims attention_dims(const TensorView& out_like, const TensorView& att, const TensorView& qkv, int n_head,
+                             int n_kv_head) {
+  activation_dtype("attention", {out_like, att, qkv});  // one dtype, F32 or BF16
+  const AttentionDims d = qkv_dims(out_like, qkv, n_head, n_kv_head);
+  ZT_CHECK(att.numel() == d.B * d.NH * d.T * d.T && (att.data != nullptr || att.numel() == 0),
+           "att must be [B={}, n_head={}, T={}, T]", d.B, d.NH, d.T);
+  return d;
+}
+
+AttentionDims fused_attention_dims(const TensorView& out_like, const TensorView& qkv, int n_head, int n_kv_head) {
+  activation_dtype("attention", {out_like, qkv});
+  return qkv_dims(out_like, qkv, n_head, n_kv_head);
+}
+
+bool flash_attention_shape_supported(std::int64_t batch, std::int64_t n_head, std::int64_t head_size) {
+  const bool compiled = head_size == 8 || head_size == 16 || head_size == 32 || head_size == 64 || head_size == 128;
+  return compiled && batch * n_head <= 65535;  // one grid row per (sample, head)
 }
 
 RopeDims rope_dims(const TensorView& x, int n_heads, int head_size, float theta) {

@@ -17,10 +17,15 @@ struct AttentionDims {
   // NH hs and v at v_off = (NH + NKV) hs. With NKV = NH (multi-head) W = 3C.
   std::int64_t NKV, W, k_off, v_off;
 };
-// n_kv_head 0: n_head (multi-head attention, qkv [B, T, 3C]). An att without data (the flash
-// kernels keep no probabilities) is not checked.
+// n_kv_head 0: n_head (multi-head attention, qkv [B, T, 3C]).
 AttentionDims attention_dims(const TensorView& out_like, const TensorView& att, const TensorView& qkv, int n_head,
                              int n_kv_head = 0);
+// The same for the fused kernels, which keep no probabilities (flash, cuDNN): no att.
+AttentionDims fused_attention_dims(const TensorView& out_like, const TensorView& qkv, int n_head, int n_kv_head = 0);
+// Whether the flash kernels (kernels/cuda/flash_attention.h) are built for these shapes: head sizes
+// 8-128, powers of 2 (registers hold a row), and batch * n_head within the grid's y dimension. A
+// pure rule, so a build without CUDA (the config check) asks it too.
+bool flash_attention_shape_supported(std::int64_t batch, std::int64_t n_head, std::int64_t head_size);
 
 // The operands every embedding kernel (CPU and CUDA) takes, checked: tokens I32 [B, T],
 // wte [vocab, C], wpe [max_T, C] with T <= max_T, out/dout [B, T, C] F32 or BF16. The tables are the

@@ -12,7 +12,7 @@
 #include <fmt/format.h>
 
 #include "engine/core/check.h"
-#include "kernels/contracts/operand_checks.h"  // attention_dims
+#include "kernels/contracts/operand_checks.h"  // fused_attention_dims
 #include "kernels/cuda/kernel_resources.h"
 
 #ifdef ZT_HAVE_CUDNN
@@ -206,7 +206,7 @@ AttentionDims check_operands(const char* op, const TensorView& out, const Tensor
   ZT_CHECK(lse.dtype == DType::kF32, "{}: lse is F32", op);
   ZT_CHECK(qkv.device == Device::kCUDA && out.device == Device::kCUDA && lse.device == Device::kCUDA,
            "{}: operands must be in device memory", op);
-  const AttentionDims d = attention_dims(out, TensorView{}, qkv, n_head, n_kv_head);
+  const AttentionDims d = fused_attention_dims(out, qkv, n_head, n_kv_head);
   ZT_CHECK(lse.numel() == d.B * d.NH * d.T, "{}: lse must be [B, n_head, T]", op);
   return d;
 }

@@ -6,7 +6,7 @@
 #include <cmath>
 #include <type_traits>
 
-#include "kernels/contracts/operand_checks.h"  // attention_dims
+#include "kernels/contracts/operand_checks.h"  // fused_attention_dims, flash_attention_shape_supported
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/dropout_mask.cuh"
 #include "kernels/cuda/flash_attention_kernels.cuh"
@@ -35,7 +35,7 @@ FlashDims check_dims(const TensorView& out_like, const TensorView& lse, const Te
   detail::check_on_gpu(qkv, "qkv");
   ZT_CHECK(lse.dtype == DType::kF32, "flash attention's lse is F32 (a row statistic), not {}", dtype_name(lse.dtype));
   // The shapes, grouped-query heads included, as the CPU's attention checks them.
-  const AttentionDims a = attention_dims(out_like, TensorView{}, qkv, n_head, n_kv_head);
+  const AttentionDims a = fused_attention_dims(out_like, qkv, n_head, n_kv_head);
   FlashDims d{a.B, a.T, a.C, a.NH, a.hs, a.NKV};
   ZT_CHECK(flash_attention_supports(d.B, d.NH, d.hs),
            "flash attention has no kernel for head size {} (8-128, powers of 2) or B * n_head = {} (at most 65535)",
@@ -83,8 +83,7 @@ bool use_tensor_cores(const FlashDims& d, std::initializer_list<const void*> ope
 }  // namespace
 
 bool flash_attention_supports(std::int64_t batch, std::int64_t n_head, std::int64_t hs) {
-  const bool compiled = hs == 8 || hs == 16 || hs == 32 || hs == 64 || hs == 128;
-  return compiled && batch * n_head <= 65535;  // one grid row per (sample, head)
+  return flash_attention_shape_supported(batch, n_head, hs);  // with_head_size compiles these
 }
 
 bool flash_attention_tensor_cores(DType activations, std::int64_t hs) {

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 namespace zt::llama {
 
@@ -29,7 +30,8 @@ struct LlamaConfig {
 // 4 n_embd, rounded up to a multiple of 256.
 int default_intermediate_size(int n_embd);
 
-// "" when the config is consistent, else what is wrong (for the config reader's one-line error).
-std::string llama_config_error(const LlamaConfig& c);
+// "" when the config is consistent, else what is wrong (for the config reader's one-line error),
+// each key named with `key_prefix` before it ("model." in the config reader).
+std::string llama_config_error(const LlamaConfig& c, std::string_view key_prefix = "");
 
 }  // namespace zt::llama

@@ -110,7 +110,7 @@ def main():
         ("a Llama key on GPT-2", ["train", "--config", config_file("lk.json", with_model(n_kv_head=1)),
                                   "--run-dir", run_dir], "model.n_kv_head is a Llama key"),
         ("n_head not a multiple of n_kv_head", ["train", "--config", config_file(
-            "lq.json", with_model(arch="llama", n_kv_head=3)), "--run-dir", run_dir], "not a multiple of n_kv_head = 3"),
+            "lq.json", with_model(arch="llama", n_kv_head=3)), "--run-dir", run_dir], "not a multiple of model.n_kv_head = 3"),
         ("unknown model.arch", ["train", "--config", config_file("la.json", with_model(arch="mamba")),
                                 "--run-dir", run_dir], "model.arch"),
         ("Llama with dropout", ["train", "--config", config_file("ld.json", with_model(arch="llama", dropout=0.1)),

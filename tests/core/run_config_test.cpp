@@ -343,8 +343,8 @@ TEST(RunConfig, LlamaArchKeysDefaultsRoundTripAndRefusals) {
     return d;
   };
   expect_error(llama({{"n_head", 4}, {"n_kv_head", 3}}),
-               {"test.json", "n_head = 4 is not a multiple of n_kv_head = 3"});
-  expect_error(llama({{"n_head", 32}}), {"head size 1 must be even for RoPE"});
+               {"test.json", "model.n_head = 4 is not a multiple of model.n_kv_head = 3"});
+  expect_error(llama({{"n_head", 32}}), {"the head size model.n_embd / model.n_head = 1 must be even for RoPE"});
   expect_error(llama({{"dropout", 0.1}}), {"model.dropout", "has no dropout"});
   expect_error(llama({{"rope_theta", 0.5}}), {"model.rope_theta", "out of range"});
   expect_error(llama({{"arch", "mamba"}}), {"model.arch", "gpt2, llama"});
@@ -355,7 +355,7 @@ TEST(RunConfig, LlamaArchKeysDefaultsRoundTripAndRefusals) {
   EXPECT_EQ(parse_run_config(llama({{"n_head", 4}, {"n_kv_head", 2}}, {{"device", "cuda"}}), "t.json").device,
             Device::kCUDA);
   expect_error(llama({{"n_head", 2}, {"n_kv_head", 1}, {"n_embd", 20}}, {{"device", "cuda"}}),
-               {"grouped-query heads", "head size of 8, 16, 32, 64 or 128", "is 10"});
+               {"grouped-query heads", "head size of 8, 16, 32, 64 or 128 (here 10)"});
   expect_error(llama({{"n_head", 4}, {"n_kv_head", 2}}, {{"device", "cuda"}, {"train", {{"micro_batch", 20000}}}}),
                {"train.micro_batch x model.n_head <= 65535"});
   EXPECT_EQ(
@@ -365,6 +365,10 @@ TEST(RunConfig, LlamaArchKeysDefaultsRoundTripAndRefusals) {
           .attention_kernels,
       AttentionKernels::kCudnn);
   expect_error(llama({}, {{"train", {{"head_chunks", 2}}}}), {"train.head_chunks"});
+  expect_error(llama({}, {{"device", "cuda"}, {"precision", {{"activations", "bf16"}, {"gelu_epilogue", true}}}}),
+               {"precision.gelu_epilogue = true", "no GELU"});
+  EXPECT_FALSE(parse_run_config(llama({}, {{"device", "cuda"}, {"precision", {{"activations", "bf16"}}}}), "t.json")
+                   .gelu_epilogue);
   expect_error(llama({}, {{"train", {{"block_units", 2}}}}), {"train.block_units"});
 }
 

@@ -2,10 +2,11 @@
 """The Llama family (model.arch = "llama") on the GPU against the same model on the CPU (which
 tests/parity holds to PyTorch), on the flash kernels' grouped-query attention:
 
-  * debug-state on CUDA vs on the CPU, fp32 and bf16 parameters, with and without activation
-    checkpointing, within gpu_model_test.py's bounds, and two CUDA runs bitwise equal; at head
-    size 8 (llama_tiny_debug: the CUDA-core flash kernels) and 16 (n_embd 64: the tensor-core
-    kernels with bf16 activations), two query heads per key/value head and one for all;
+  * debug-state on CUDA vs on the CPU (fp32 activations: the CUDA-core flash kernels), fp32 and bf16
+    parameters, with and without activation checkpointing, within gpu_model_test.py's bounds, and
+    two CUDA runs bitwise equal; at head sizes 8 and 16, two query heads per key/value head and one
+    for all (the tensor-core kernels and cuDNN, bf16 activations, through the training runs below
+    and the kernel tests: tests/gpu/flash_attention_test.cpp, bf16_matmul_attention_test.cpp);
   * 10 training steps on CUDA match the CPU's losses within bf16 tolerance, with fp32 and bf16
     activations, on the flash kernels and on cuDNN's grouped-query attention, and each step's
     measured memory on the GPU equals the prediction in every category;
@@ -66,8 +67,10 @@ def main():
     def losses(run_dir):
         return [r["loss"] for r in records(run_dir, "train")]
 
-    # fp32 and bf16 activations on the flash kernels, and bf16 on cuDNN's grouped-query attention
-    # (which must stop with an error naming it where cuDNN cannot run, unless ZT_REQUIRE_CUDNN).
+    # fp32 and bf16 activations on the flash kernels, and bf16 on cuDNN's grouped-query attention.
+    # Where the build or the machine has no cuDNN, "cudnn" must stop with an error saying so (a
+    # visible skip of that case, unless ZT_REQUIRE_CUDNN); any other cuDNN error is a failure.
+    no_cudnn = ("this build has no cuDNN", "libcudnn.so.9 does not load", "libcudnn.so.9 loaded but")
     for act, attention, named in (("fp32", "auto", "attention: flash kernels"),
                                   ("bf16", "flash", "attention: flash kernels"),
                                   ("bf16", "cudnn", "attention: cuDNN fused attention")):
@@ -76,9 +79,9 @@ def main():
         gpu_run = os.path.join(work, f"cuda10_{act}_{attention}")
         p_cpu = train("cpu", cpu_run, 10, {"activations": act}) if not os.path.exists(cpu_run) else None
         p_gpu = train("cuda", gpu_run, 10, {"activations": act, "attention": attention})
-        if attention == "cudnn" and p_gpu.returncode != 0 and not os.environ.get("ZT_REQUIRE_CUDNN"):
-            check("cuDNN" in p_gpu.stderr or "cudnn" in p_gpu.stderr,
-                  f"{what} where cuDNN cannot run: an error naming it ({p_gpu.stderr[-300:]})")
+        if attention == "cudnn" and p_gpu.returncode != 0 and not os.environ.get("ZT_REQUIRE_CUDNN") and \
+                any(reason in p_gpu.stderr for reason in no_cudnn):
+            print(f"SKIPPED: {what}: cuDNN cannot run here ({p_gpu.stderr.strip()[-300:]})")
             continue
         if not check((p_cpu is None or p_cpu.returncode == 0) and p_gpu.returncode == 0,
                      f"{what}: train 10 steps on cpu and cuda exit 0 ({p_gpu.returncode}: {p_gpu.stderr[-500:]})"):

@@ -84,10 +84,12 @@ TEST(FlashAttentionCudaCoreEmulation, MatchesFp64AttentionWithAndWithoutDropout)
     run_problem<128, float>({1, 70, 2, 128, p}, seed + 4);
     run_problem<8, bf16_dev>({2, 75, 2, 8, p}, seed + 5);
     run_problem<64, bf16_dev>({1, 140, 2, 64, p}, seed + 6);
-    // Grouped-query heads: two and four query heads per key/value head, and one for all (MQA).
-    run_problem<16, float>({2, 67, 4, 16, p, 2}, seed + 7);
-    run_problem<32, float>({1, 90, 4, 32, p, 1}, seed + 8);
-    run_problem<16, bf16_dev>({2, 70, 8, 16, p, 2}, seed + 9);
+    // Grouped-query heads: two query heads per key/value head, and one key/value head for four
+    // (multi-query); under ThreadSanitizer the first only (the same kernels' barriers).
+    run_problem<16, float>({1, 67, 4, 16, p, 2}, seed + 7);
+#ifndef ZT_EMULATION_UNDER_TSAN
+    run_problem<16, bf16_dev>({1, 50, 4, 16, p, 1}, seed + 8);
+#endif
   }
 }
 

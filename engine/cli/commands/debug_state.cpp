@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "engine/checkpoint/checkpoint_model.h"
 #include "engine/cli/commands/arg_parser.h"
 #include "engine/cli/commands/commands.h"
 #include "engine/comm/local_communicator.h"
@@ -131,19 +132,13 @@ int debug_state_main(const std::vector<std::string>& args) {
   }
   if (steps > 0) writer.add_f32("train_losses", {steps}, train_losses.data());
 
-  const nlohmann::json model_json = {{"arch", model_arch_name(spec.arch)},
-                                     {"n_layer", mc.n_layer},
-                                     {"n_head", mc.n_head},
-                                     {"n_embd", mc.n_embd},
-                                     {"block_size", mc.block_size},
-                                     {"vocab_size", mc.vocab_size},
-                                     {"padded_vocab_size", mc.padded_vocab_size()}};
   const nlohmann::json optim_json = {{"lr", cfg.optim.adamw.lr},
                                      {"beta1", cfg.optim.adamw.beta1},
                                      {"beta2", cfg.optim.adamw.beta2},
                                      {"eps", cfg.optim.adamw.eps},
                                      {"weight_decay", cfg.optim.adamw.weight_decay}};
-  writer.set_metadata("config", model_json.dump());
+  // The model as a checkpoint manifest names it (GPT-2's keys are what its parity reference reads).
+  writer.set_metadata("config", ckpt::model_json(spec).dump());
   writer.set_metadata("hf_config", hf_config_json(spec, 0.0, DType::kF32).dump());
   writer.set_metadata("param_dtype", mixed ? "bf16" : "f32");
   writer.set_metadata("activation_checkpointing", cfg.train.activation_checkpointing.to_string());

@@ -91,11 +91,9 @@ ModelSpec model_spec_of(const CheckpointReader& reader) {
     throw_input_error("{}: train.head_chunks {} exceeds the model's {} vocabulary chunks of 64", source,
                       spec.layout.head_chunks, spec.padded_vocab_size() / 64);
   }
-  if (spec.arch == ModelArch::kLlama && (spec.layout.head_chunks != 1 || spec.layout.block_units != 1)) {
-    throw_input_error(
-        "{}: a Llama checkpoint with train.head_chunks {} and train.block_units {} (Llama has one unit "
-        "layout)",
-        source, spec.layout.head_chunks, spec.layout.block_units);
+  if (spec.arch == ModelArch::kLlama && spec.layout.block_units != 1) {
+    throw_input_error("{}: a Llama checkpoint with train.block_units {} (a Llama layer is one unit)", source,
+                      spec.layout.block_units);
   }
   const std::string diff = table_difference(build_param_table(spec), reader.manifest().table);
   if (!diff.empty()) {

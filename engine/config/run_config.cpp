@@ -56,8 +56,6 @@ void check_llama_support(const RunConfig& c) {
   const char* what = nullptr;
   if (c.gelu_epilogue) {
     what = "precision.gelu_epilogue = true (a Llama's MLP has no GELU)";
-  } else if (c.train.head_chunks != 1) {
-    what = "train.head_chunks > 1 (the chunked LM head is GPT-2's so far)";
   } else if (c.train.block_units != 1) {
     what = "train.block_units = 2 (a Llama layer is one unit so far)";
   }

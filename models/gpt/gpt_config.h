@@ -21,10 +21,7 @@ struct GptConfig {
   int head_size() const { return n_embd / n_head; }
 };
 
-// The LM head in `chunks` vocabulary chunks (train.head_chunks): the columns of the logits, and
-// rows of the token table, in each chunk: the padded vocabulary split in `chunks`, rounded up to a
-// multiple of 64 (the last chunk takes the rest, so there may be fewer chunks than asked). Checks
-// 1 <= chunks <= Vp / 64. Vp itself for one chunk.
+// The LM head in `chunks` vocabulary chunks (train.head_chunks; models/head_chunks.h on Vp).
 std::int64_t head_chunk_columns(const GptConfig& c, int chunks);
 // How many chunks that makes: ceil(Vp / head_chunk_columns).
 int head_chunk_count(const GptConfig& c, int chunks);

@@ -19,7 +19,7 @@ namespace zt::llama {
 // flash kernels an F32 log-sum-exp [B, NH, T] (layer_dims).
 ModelFootprint predict_footprint(const LlamaConfig& c, int micro_batch, int seq_len,
                                  const CheckpointPolicy& checkpointing = {}, DType param_dtype = DType::kF32,
-                                 DType activations = DType::kF32, Device device = Device::kCPU);
-StepSchedule step_schedule(const LlamaConfig& c);
+                                 DType activations = DType::kF32, Device device = Device::kCPU, int head_chunks = 1);
+StepSchedule step_schedule(const LlamaConfig& c, int head_chunks = 1);
 
 }  // namespace zt::llama

@@ -1,6 +1,9 @@
 // A Llama decoder over the kernels, reaching its parameters through a ParamStore unit by unit in
 // execution order, as GptModel does: token embedding (no position table), layers (llama_block),
-// final RMSNorm, LM head (tied to the embeddings or its own), cross-entropy. Checkpointed layers
+// final RMSNorm, LM head (tied to the embeddings or its own), cross-entropy. With head_chunks > 1
+// the head computes its logits a vocabulary chunk at a time into an online softmax, never holding
+// them whole (a training step computes them twice), each chunk's rows of the head's table in a unit
+// of their own (llama_params.h), as GPT-2's chunked head does. Checkpointed layers
 // keep only their input and recompute their forward in backward. Activations (and activation
 // gradients) F32 or BF16; parameters in the store's dtype (bf16 ones with fp32 activations reach
 // the kernels as fp32 copies, KernelParams).
@@ -21,20 +24,24 @@
 
 namespace zt::llama {
 
-// The store calls of each pass: embeddings; each layer; the final unit (with the embeddings again
-// for a tied head). Backward: the head (a tied head's embedding contribution first), the layers in
-// reverse, the embedding scatter-add last.
-PassSchedule forward_schedule(const LlamaConfig& c);
-PassSchedule backward_schedule(const LlamaConfig& c);
+// The store calls of each pass (llama_schedule.cpp): embeddings (a tied table's every chunk);
+// each layer; the final unit, with the head's table (the tied embeddings, or each chunk in turn).
+// Backward: the head (a tied head's embedding contribution first; with chunks, each chunk reduced
+// in turn), the final unit, the layers in reverse, the embedding scatter-add last (a tied table's
+// second round, chunk by chunk).
+PassSchedule forward_schedule(const LlamaConfig& c, int head_chunks = 1);
+PassSchedule backward_schedule(const LlamaConfig& c, int head_chunks = 1);
 
-// The head's activations: rstd and losses 4 BT each, lnf and the logits act x BT (C + Vp).
-std::int64_t head_bytes(const LayerDims& d, std::int64_t Vp);
+// The head's activations: rstd and losses 4 BT each, lnf act BTC and the logits act BT Vp; in
+// chunks of Vc < Vp columns, also the online softmax's three row statistics (4 BT each) and a part
+// of dlnf (act BTC), the logits act BT Vc.
+std::int64_t head_bytes(const LayerDims& d, std::int64_t Vp, std::int64_t Vc);
 
 class LlamaModel final : public LanguageModel {
  public:
   // Sized for batches of `batch` sequences of `seq_len` tokens (seq_len <= block_size).
   LlamaModel(const LlamaConfig& config, int batch, int seq_len, CheckpointPolicy policy, MemoryTracker& tracker,
-             const ExecContext& ctx, DType activations = DType::kF32);
+             const ExecContext& ctx, DType activations = DType::kF32, int head_chunks = 1);
   ~LlamaModel() override;
 
   const LlamaConfig& config() const { return config_; }
@@ -55,11 +62,28 @@ class LlamaModel final : public LanguageModel {
  private:
   TensorView resid(int layer) const;
   TensorView zeroed_grad(int unit);
+  // The head buffer's parts: rstd, losses (and in chunks the online softmax's row_max, row_sum,
+  // target_logit) [BT] in fp32; lnf [B, T, C], the logits [BT, Vp] or one chunk's [BT, Vc] (then
+  // their probabilities or dlogits in place) and, in chunks, a part of dlnf [B, T, C], in the
+  // activation dtype.
+  struct HeadViews {
+    TensorView rstd, losses, row_max, row_sum, target_logit, lnf, logits, dlnf_part;
+  };
+  HeadViews head_views() const;
+  bool head_chunked() const { return Vc_ < Vp_; }
+  int head_chunk_count() const { return static_cast<int>((Vp_ + Vc_ - 1) / Vc_); }
+  // The head (llama_head.cpp): the forward from resid(L) to the losses (the logits into logits_out
+  // when set); the backward from the losses to dresid (the head's and the final unit's gradients to
+  // the store); the embedding's forward and backward, by chunks for a tied chunked table.
+  void embedding_forward(ParamStore& store, TensorView tokens);
+  void head_forward(ParamStore& store, TensorView targets, float* logits_out);
+  void head_backward(ParamStore& store, TensorView targets, float loss_scale, TensorView dresid);
+  void embedding_backward(ParamStore& store, TensorView tokens, TensorView dresid);
 
   LlamaConfig config_;
   ParamTable table_;
   LayerDims dims_;
-  std::int64_t Vp_;
+  std::int64_t Vp_, Vc_;  // padded vocabulary, and the head's chunk of it (Vp: one chunk)
   CheckpointPolicy policy_;
   MemoryTracker& tracker_;
   ExecContext ctx_;

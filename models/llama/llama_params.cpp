@@ -3,20 +3,29 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "engine/core/check.h"
 #include "engine/core/philox.h"
+#include "models/head_chunks.h"
 
 namespace zt::llama {
 
-ParamTable build_param_table(const LlamaConfig& c) {
+ParamTable build_param_table(const LlamaConfig& c, int head_chunks) {
   ZT_CHECK(llama_config_error(c).empty(), "{}", llama_config_error(c));
   const std::int64_t C = c.n_embd, V = c.vocab_size, Vp = c.padded_vocab_size(), hs = c.head_size();
   const std::int64_t q = c.n_head * hs, kv = c.n_kv_head * hs, I = c.hidden();
+  const std::int64_t Vc = head_chunk_columns(Vp, head_chunks);
+  const bool chunked = Vc < Vp;
   ParamTable t;
+  // Rows [first, first + rows) of a [Vp, C] table, of which those below V are Hugging Face's.
+  auto add_rows = [&](const char* name, std::int64_t first, std::int64_t rows) {
+    const std::int64_t live = std::clamp<std::int64_t>(V - first, 0, rows);
+    t.add_param(name, {rows, C}, {live, C}, true, first);
+  };
   t.add_unit("embeddings");
-  t.add_param("model.embed_tokens.weight", {Vp, C}, {V, C}, true);
+  add_rows("model.embed_tokens.weight", 0, chunked && c.tie_embeddings ? Vc : Vp);
   for (int l = 0; l < c.n_layer; ++l) {
     t.add_unit(fmt::format("layers.{}", l));
     const std::string p = fmt::format("model.layers.{}.", l);
@@ -35,7 +44,13 @@ ParamTable build_param_table(const LlamaConfig& c) {
   }
   t.add_unit("final");
   t.add_param("model.norm.weight", {C}, {C}, false);
-  if (!c.tie_embeddings) t.add_param("lm_head.weight", {Vp, C}, {V, C}, true);
+  if (!c.tie_embeddings && !chunked) add_rows("lm_head.weight", 0, Vp);
+  // The head's table in chunk units (tied: from chunk 1, chunk 0 being in the embeddings unit).
+  for (std::int64_t first = c.tie_embeddings ? Vc : 0; chunked && first < Vp; first += Vc) {
+    const char* name = c.tie_embeddings ? "model.embed_tokens.weight" : "lm_head.weight";
+    t.add_unit(fmt::format("{}.{}", c.tie_embeddings ? "embed_tokens" : "lm_head", first / Vc));
+    add_rows(name, first, std::min(Vc, Vp - first));
+  }
   return t;
 }
 
@@ -64,14 +79,20 @@ LayerParams layer_views(const ParamTable& t, int layer, const TensorView& unit) 
 }
 
 FinalParams final_views(const ParamTable& t, const LlamaConfig& c, const TensorView& unit) {
-  const int first = t.units()[static_cast<std::size_t>(final_unit(c))].params[0];
-  return {t.view(first, unit), c.tie_embeddings ? TensorView{} : t.view(first + 1, unit)};
+  const std::vector<int>& params = t.units()[static_cast<std::size_t>(final_unit(c))].params;
+  return {t.view(params[0], unit), params.size() > 1 ? t.view(params[1], unit) : TensorView{}};
+}
+
+TensorView head_chunk_view(const ParamTable& t, const LlamaConfig& c, int chunk, const TensorView& unit) {
+  return t.view(t.units().at(static_cast<std::size_t>(head_chunk_unit(c, chunk))).params[0], unit);
 }
 
 void init_unit_params(const ParamTable& t, const LlamaConfig& c, int unit, std::uint64_t seed, float* unit_data) {
-  (void)c;
-  for (int index : t.units().at(static_cast<std::size_t>(unit)).params) {
-    const ParamSpec& p = t.param(index);
+  const ParamTable whole = build_param_table(c);  // the Philox keys: indices of the unchunked table
+  for (int part : t.units().at(static_cast<std::size_t>(unit)).params) {
+    const ParamSpec& p = t.param(part);
+    const int index = whole.index_of(p.name);
+    const std::int64_t first = p.row_offset * (p.shape.size() > 1 ? p.shape[1] : 1);  // in the whole tensor
     float* data = unit_data + p.offset;
     if (p.name.ends_with("norm.weight")) {  // RMSNorm gains
       for (std::int64_t i = 0; i < p.numel; ++i) data[i] = 1.0f;
@@ -82,7 +103,7 @@ void init_unit_params(const ParamTable& t, const LlamaConfig& c, int unit, std::
     for (std::int64_t d : p.hf_shape) live *= d;
     for (std::int64_t i = 0; i < p.numel; ++i) {
       data[i] = i < live ? static_cast<float>(0.02 * philox_normal(seed, static_cast<std::uint32_t>(index),
-                                                                   static_cast<std::uint64_t>(i)))
+                                                                   static_cast<std::uint64_t>(first + i)))
                          : 0.0f;
     }
   }

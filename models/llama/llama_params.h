@@ -3,7 +3,11 @@
 // one unit's flat buffer, and initialisation. Units: 0 = embeddings (embed_tokens [Vp, C]),
 // 1..L = layers (input_layernorm, q|k|v projections stacked so one matmul makes the fused q|k|v
 // row, o_proj, post_attention_layernorm, gate|up stacked for the fused SwiGLU input, down_proj),
-// L+1 = final (norm, and lm_head [Vp, C] unless the embeddings are tied).
+// L+1 = final (norm, and lm_head [Vp, C] unless the embeddings are tied). With the head in
+// vocabulary chunks (train.head_chunks > 1) the head's table is split by rows, one unit per chunk,
+// as GPT-2's wte is (models/gpt/gpt_params.h): tied, embed_tokens' chunk 0 stays in unit 0 and
+// chunks 1.. follow the final unit ("embed_tokens.1", ...); untied, the final unit keeps the norm
+// only and every chunk of lm_head is a unit after it ("lm_head.0", ...).
 #pragma once
 
 #include <cstdint>
@@ -13,11 +17,15 @@
 
 namespace zt::llama {
 
-ParamTable build_param_table(const LlamaConfig& config);
+ParamTable build_param_table(const LlamaConfig& config, int head_chunks = 1);
 
 constexpr int embedding_unit() { return 0; }
 inline int layer_unit(int layer) { return 1 + layer; }
 inline int final_unit(const LlamaConfig& c) { return c.n_layer + 1; }
+// With the head in more than one chunk, the unit holding chunk `chunk` of the head's table.
+inline int head_chunk_unit(const LlamaConfig& c, int chunk) {
+  return c.tie_embeddings ? (chunk == 0 ? embedding_unit() : final_unit(c) + chunk) : final_unit(c) + 1 + chunk;
+}
 
 struct LayerParams {
   TensorView input_norm;    // [C]
@@ -30,16 +38,20 @@ struct LayerParams {
 
 struct FinalParams {
   TensorView norm;     // [C]
-  TensorView lm_head;  // [Vp, C]; empty when tied (the embeddings' table serves)
+  TensorView lm_head;  // [Vp, C]; empty when tied (the embeddings' table serves) or in chunk units
 };
 
 TensorView embedding_view(const ParamTable& t, const TensorView& unit);
 LayerParams layer_views(const ParamTable& t, int layer, const TensorView& unit);
 FinalParams final_views(const ParamTable& t, const LlamaConfig& c, const TensorView& unit);
+// The rows of the head's table (embed_tokens tied, lm_head untied) that unit head_chunk_unit(c,
+// chunk), given as `unit`, holds: [rows of the chunk, C].
+TensorView head_chunk_view(const ParamTable& t, const LlamaConfig& c, int chunk, const TensorView& unit);
 
 // Hugging Face's LlamaPreTrainedModel initialisation into an fp32 unit buffer: N(0, 0.02) for
 // every projection, the embeddings and the LM head, ones for the RMSNorm weights, zero padded
-// vocabulary rows; each element drawn from Philox at (seed, parameter index, element index).
+// vocabulary rows; each element drawn from Philox at (seed, parameter index, element index) of the
+// unchunked table, so head_chunks changes no value.
 void init_unit_params(const ParamTable& t, const LlamaConfig& c, int unit, std::uint64_t seed, float* unit_data);
 
 }  // namespace zt::llama

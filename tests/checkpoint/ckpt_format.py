@@ -23,10 +23,14 @@ def read_units(ckpt_dir):
 
 
 def read_master(ckpt_dir):
-    """(manifest, {parameter name: fp32 array in its stored shape}) of the master weights."""
+    """(manifest, {parameter name: fp32 array in its stored shape}) of the master weights; a tensor
+    split by rows across units (row parts, `row_offset`) is put back together in row order."""
     manifest, units = read_units(ckpt_dir)
-    out = {}
+    parts = {}
     for p in manifest["params"]:
         n = int(np.prod(p["shape"]))
-        out[p["name"]] = units["master"][p["unit"]][p["offset"]:p["offset"] + n].reshape(p["shape"])
+        rows = units["master"][p["unit"]][p["offset"]:p["offset"] + n].reshape(p["shape"])
+        parts.setdefault(p["name"], []).append((p.get("row_offset", 0), rows))
+    out = {name: np.concatenate([r for _, r in sorted(ps, key=lambda x: x[0])]) if len(ps) > 1 else ps[0][1]
+           for name, ps in parts.items()}
     return manifest, out

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """A Llama checkpoint written by several ranks, exported for Hugging Face (issue 22), untied and tied:
-  * the rank files (read by the independent Python reader) hold the initial weights debug-state has;
+  * the rank files (read by the independent Python reader) hold the initial weights debug-state has,
+    also with the head in vocabulary chunks (the head's table split by rows across units);
   * `ckpt export --format hf` (fp32 and bf16) writes config.json for LlamaForCausalLM (GQA heads,
     SwiGLU width, RoPE base, RMSNorm epsilon, tie) and a model.safetensors with exactly
     LlamaForCausalLM's tensors (lm_head only when untied, the true vocabulary) equal to the
@@ -52,12 +53,13 @@ def main():
 
     with open(args.config) as f:
         base = json.load(f)
-    for tied in (False, True):
-        what = "tied" if tied else "untied"
-        config = os.path.join(work, f"{what}.json")
+    for tied, chunks in ((False, 1), (True, 1), (False, 2), (True, 2)):
+        what = ("tied" if tied else "untied") + (f", head in {chunks} chunk units" if chunks > 1 else "")
+        config = os.path.join(work, f"{tied}_{chunks}.json")
         with open(config, "w") as f:
-            json.dump({**base, "model": {**base["model"], "tie_embeddings": tied}}, f)
-        folder = os.path.join(work, f"ckpt_{what}")
+            json.dump({**base, "model": {**base["model"], "tie_embeddings": tied},
+                       "train": {**base.get("train", {}), "head_chunks": chunks}}, f)
+        folder = os.path.join(work, f"ckpt_{tied}_{chunks}")
         saved = run(mpirun + ["-np", str(ranks)] * bool(mpirun) + [args.driver, "save", folder, "--stage", 2, "--step", 4,
                                                                       "--model-config", config])
         if not checks.check(saved.returncode == 0, f"{what}: Llama checkpoint saved by {ranks} ranks at stage 2 "
@@ -70,16 +72,20 @@ def main():
                      and model["n_kv_head"] == base["model"]["n_kv_head"],
                      f"{what}: the manifest's model is the Llama ({model})")
         V = model["vocab_size"]
-        state_path = os.path.join(work, f"debug_{what}.safetensors")
+        state_path = os.path.join(work, f"debug_{tied}_{chunks}.safetensors")
         r = run([args.zerotrain, "debug-state", "--config", config, "--out", state_path])
         if not checks.check(r.returncode == 0, f"{what}: debug-state runs ({r.stderr.strip()[-200:]})"):
             continue
         state, _, state_meta = read_safetensors(state_path)
         checks.check(all(np.array_equal(master[n][:state[n].shape[0]], state[n]) for n in master),
                      f"{what}: rank files hold exactly the engine's initial weights")
+        if chunks > 1:
+            units = [u["name"] for u in manifest["units"]]
+            checks.check(len(units) == 2 + base["model"]["n_layer"] + (1 if tied else 2),
+                         f"{what}: the head's table in its own units ({units})")
 
         for dtype in ("f32", "bf16"):
-            out = os.path.join(work, f"hf_{what}_{dtype}")
+            out = os.path.join(work, f"hf_{tied}_{chunks}_{dtype}")
             r = run([args.zerotrain, "ckpt", "export", folder, "--format", "hf", "--out", out, "--dtype", dtype])
             if not checks.check(r.returncode == 0, f"{what} {dtype}: export hf exits 0 ({r.stderr.strip()})"):
                 continue

@@ -364,7 +364,8 @@ TEST(RunConfig, LlamaArchKeysDefaultsRoundTripAndRefusals) {
                        "t.json")
           .attention_kernels,
       AttentionKernels::kCudnn);
-  expect_error(llama({}, {{"train", {{"head_chunks", 2}}}}), {"train.head_chunks"});
+  EXPECT_EQ(parse_run_config(llama({}, {{"train", {{"head_chunks", 2}}}}), "t.json").model_spec().layout.head_chunks,
+            2);
   expect_error(llama({}, {{"device", "cuda"}, {"precision", {{"activations", "bf16"}, {"gelu_epilogue", true}}}}),
                {"precision.gelu_epilogue = true", "no GELU"});
   EXPECT_FALSE(parse_run_config(llama({}, {{"device", "cuda"}, {"precision", {{"activations", "bf16"}}}}), "t.json")

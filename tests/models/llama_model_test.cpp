@@ -9,7 +9,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <random>
+#include <string>
 
 #include "engine/comm/local_communicator.h"
 #include "engine/optim/sharded_adamw.h"
@@ -31,9 +33,9 @@ struct Fixture {
   std::vector<std::int32_t> inputs, targets;
 
   Fixture(const LlamaConfig& c, int stage, int B = 2, int T = 6, CheckpointPolicy policy = {},
-          DType params = DType::kF32, DType activations = DType::kF32)
+          DType params = DType::kF32, DType activations = DType::kF32, int head_chunks = 1)
       : config(c),
-        model(c, B, T, policy, tracker, ctx, activations),
+        model(c, B, T, policy, tracker, ctx, activations, head_chunks),
         store(model.table(), params, stage_options(stage), comm, tracker, ctx) {
     for (std::size_t u = 0; u < model.table().units().size(); ++u) {
       const std::int64_t n = model.table().units()[u].numel;
@@ -75,6 +77,23 @@ struct Fixture {
       out.resize(out.size() + static_cast<std::size_t>(n));
       cpu::cast(ctx, TensorView{out.data() + out.size() - n, DType::kF32, Device::kCPU, Shape{n}},
                 store.grad_shard(static_cast<int>(u)).slice(0, n));
+    }
+    return out;
+  }
+  // Each tensor's gradient by name, its row parts (chunk units) put back together, widened to fp32.
+  std::map<std::string, std::vector<float>> grads_by_name() {
+    const std::vector<float> flat = grads();
+    std::vector<std::int64_t> unit_start(model.table().units().size(), 0);
+    for (std::size_t u = 1; u < unit_start.size(); ++u)
+      unit_start[u] = unit_start[u - 1] + model.table().units()[u - 1].numel;
+    std::map<std::string, std::vector<float>> out;
+    for (const TensorParts& t : model.table().tensors()) {
+      std::vector<float>& v = out[t.name];
+      for (int index : t.parts) {
+        const ParamSpec& p = model.table().param(index);
+        const float* first = flat.data() + unit_start[static_cast<std::size_t>(p.unit)] + p.offset;
+        v.insert(v.end(), first, first + p.numel);
+      }
     }
     return out;
   }
@@ -127,6 +146,41 @@ TEST(LlamaModel, EveryStageGivesStageZerosGradientsOnOneRank) {
   }
 }
 
+// The head in vocabulary chunks (3 chunks of 64 of the 192 padded columns, each a unit of its own):
+// the whole head's loss and gradients up to rounding (the softmax's sums formed per chunk), on
+// every ZeRO stage the same bits on one rank, tied and untied.
+TEST(LlamaModel, ChunkedHeadMatchesTheWholeHead) {
+  for (bool tied : {false, true}) {
+    SCOPED_TRACE(tied ? "tied head" : "untied head");
+    LlamaConfig c = tiny(tied);
+    c.vocab_size = 150;
+    Fixture whole(c, 0);
+    const float loss = whole.step();
+    const auto expected = whole.grads_by_name();
+    Fixture chunked(c, 0, 2, 6, {}, DType::kF32, DType::kF32, 3);
+    ASSERT_EQ(chunked.model.table().units().size(), whole.model.table().units().size() + (tied ? 2 : 3));
+    EXPECT_NEAR(chunked.step(), loss, 2e-6 * loss);
+    const auto got = chunked.grads_by_name();
+    ASSERT_EQ(got.size(), expected.size());
+    for (const auto& [name, g] : expected) {
+      const std::vector<float>& h = got.at(name);
+      ASSERT_EQ(h.size(), g.size()) << name;
+      double worst = 0.0, scale = 1e-30;
+      for (std::size_t i = 0; i < g.size(); ++i) {
+        worst = std::max(worst, std::abs(static_cast<double>(h[i]) - g[i]));
+        scale = std::max(scale, std::abs(static_cast<double>(g[i])));
+      }
+      EXPECT_LT(worst / scale, 1e-5) << name;
+    }
+    const std::vector<float> stage0 = chunked.grads();
+    for (int stage = 1; stage <= 3; ++stage) {
+      Fixture f(c, stage, 2, 6, {}, DType::kF32, DType::kF32, 3);
+      f.step();
+      EXPECT_EQ(f.grads(), stage0) << "stage " << stage;
+    }
+  }
+}
+
 CheckpointPolicy policy(const char* text) {
   CheckpointPolicy p;
   EXPECT_TRUE(CheckpointPolicy::parse(text, &p));
@@ -158,21 +212,24 @@ TEST(LlamaModel, MeasuredMemoryEqualsThePrediction) {
                                             {DType::kF32, DType::kBF16}};
   for (const auto& [params, activations] : dtypes) {
     for (const char* p : {"none", "all", "every:2"}) {
-      for (bool tied : {false, true}) {
-        SCOPED_TRACE(fmt::format("{} head, checkpointing {}, parameters {}, activations {}", tied ? "tied" : "untied",
-                                 p, dtype_name(params), dtype_name(activations)));
-        LlamaConfig c = tiny(tied);
-        c.n_layer = 3;
-        Fixture f(c, 0, 3, 7, policy(p), params, activations);
-        ShardedAdamW optimizer(f.store, AdamWHyper{}, f.tracker, f.ctx);
-        f.step();
-        optimizer.step(1e-3f);
-        const MemorySnapshot measured = f.tracker.snapshot();
-        const StageMemory predicted =
-            predict_rank_memory(f.model.table(), params, predict_footprint(c, 3, 7, policy(p), params, activations),
-                                step_schedule(c), ZeroOptions{}, 1);
-        for (int i = 0; i < kNumMemCategories; ++i) {
-          EXPECT_EQ(measured.peak_bytes[i], predicted.bytes[i]) << mem_category_name(static_cast<MemCategory>(i));
+      for (int chunks : {1, 3}) {
+        for (bool tied : {false, true}) {
+          SCOPED_TRACE(fmt::format("{} head in {} chunk(s), checkpointing {}, parameters {}, activations {}",
+                                   tied ? "tied" : "untied", chunks, p, dtype_name(params), dtype_name(activations)));
+          LlamaConfig c = tiny(tied);
+          c.n_layer = 3;
+          c.vocab_size = 150;
+          Fixture f(c, 0, 3, 7, policy(p), params, activations, chunks);
+          ShardedAdamW optimizer(f.store, AdamWHyper{}, f.tracker, f.ctx);
+          f.step();
+          optimizer.step(1e-3f);
+          const MemorySnapshot measured = f.tracker.snapshot();
+          const StageMemory predicted = predict_rank_memory(
+              f.model.table(), params, predict_footprint(c, 3, 7, policy(p), params, activations, Device::kCPU, chunks),
+              step_schedule(c, chunks), ZeroOptions{}, 1);
+          for (int i = 0; i < kNumMemCategories; ++i) {
+            EXPECT_EQ(measured.peak_bytes[i], predicted.bytes[i]) << mem_category_name(static_cast<MemCategory>(i));
+          }
         }
       }
     }

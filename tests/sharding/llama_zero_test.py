@@ -5,7 +5,8 @@
     bf16 parameters, and with bf16 parameters and activations; in fp32 they follow the single-rank
     run within the reduction-order bound of zero_equivalence_test.py;
   * every rank's measured peak per category equals the prediction, to the byte, at every stage
-    (the metrics' memory record), with and without activation checkpointing (same bits);
+    (the metrics' memory record), with and without activation checkpointing (same bits), and with
+    the head in vocabulary chunks (stages 0-3 bitwise at 3 ranks, tied and untied);
   * a run stopped after 4 of 8 steps and resumed with --resume latest is bitwise the uninterrupted
     one (2 ranks, stage 3), a resume on 1 rank at stage 0 follows it within the bound, and
     `sample --ckpt` gives `sample --run`'s text;
@@ -87,6 +88,15 @@ def main():
         w = wdiff(runs[0]["weights"], ref["weights"])
         check(len(runs[0]["curve"]) == 8 and d <= LOSS_BOUND and w <= WEIGHT_BOUND,
               f"{what}: follows the single rank (losses {d:.1e} <= {LOSS_BOUND}, weights {w:.1e} <= {WEIGHT_BOUND})")
+    # The head in vocabulary chunks (each chunk of the head's table a unit, reduced in its own rounds):
+    # stages 0-3 bitwise at N = 3, tied and untied, the memory prediction held by train().
+    for tied in (True, False):
+        over = {"model": {"vocab_size": 200, "tie_embeddings": tied}, "train": {"micro_batch": 4, "head_chunks": 2}}
+        runs = [train(3, deep_merge(over, {"zero": {"stage": st}}), f"chunks_{tied}_s{st}") for st in range(4)]
+        if all(r is not None for r in runs):
+            check(all(r["curve"] == runs[0]["curve"] and r["weights"] == runs[0]["weights"] for r in runs),
+                  f"N=3 head_chunks 2, {'tied' if tied else 'untied'}: stages 0-3 give bitwise identical losses, "
+                  f"gradient norms and final weights")
     # Activation checkpointing recomputes the same forward: the same bits, its own (smaller) prediction.
     two = {"train": {"micro_batch": 6}, "zero": {"stage": 3}}
     plain = train(2, two, "n2_s3_again")

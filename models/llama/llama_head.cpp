@@ -1,0 +1,151 @@
+// LlamaModel's token embedding and LM head, whole or in vocabulary chunks (train.head_chunks > 1):
+// each chunk's rows of the head's table are a unit of their own (llama_params.h), acquired one at a
+// time, and the logits are never held whole. The chunked path is GPT-2's (models/gpt/chunked_head.cpp)
+// on a Llama's units: the online softmax's statistics over the chunks in the forward, each chunk's
+// logits again in the backward for its dlogits, its share of dlnf and its rows' gradient, reduced at
+// once; a tied table's embedding gradient comes as a second round at the end.
+#include "kernels/ops.h"
+#include "models/llama/llama_model.h"
+
+namespace zt::llama {
+
+using ops::WeightLayout;
+
+LlamaModel::HeadViews LlamaModel::head_views() const {
+  const LayerDims& d = dims_;
+  char* p = static_cast<char*>(head_.data());
+  const Device dev = head_.device();
+  const std::int64_t a = static_cast<std::int64_t>(dtype_size_bytes(d.act)), BT = d.BT(), BTC = BT * d.C;
+  auto stat = [&](int i) { return TensorView{p + 4 * i * BT, DType::kF32, dev, Shape{BT}}; };
+  HeadViews h;
+  h.rstd = stat(0);
+  h.rstd.shape = Shape{d.B, d.T};
+  h.losses = stat(1);
+  const int stats = head_chunked() ? 5 : 2;
+  if (head_chunked()) h.row_max = stat(2), h.row_sum = stat(3), h.target_logit = stat(4);
+  char* act = p + 4 * stats * BT;
+  h.lnf = TensorView{act, d.act, dev, Shape{d.B, d.T, d.C}};
+  h.logits = TensorView{act + a * BTC, d.act, dev, Shape{BT, head_chunked() ? Vc_ : Vp_}};
+  if (head_chunked()) h.dlnf_part = TensorView{act + a * (BTC + BT * Vc_), d.act, dev, Shape{d.B, d.T, d.C}};
+  return h;
+}
+
+void LlamaModel::embedding_forward(ParamStore& store, TensorView tokens) {
+  const int emb = embedding_unit();
+  const bool chunks = config_.tie_embeddings && head_chunked();
+  // (Chunks: the table's first chunk pinned in one fp32-copy slot while the others take turns in
+  // the other.)
+  const TensorView table = embedding_view(table_, params_.acquire(store, emb, Pass::kForward, chunks ? 0 : -1));
+  if (!chunks) {
+    ops::embedding_forward(ctx_, resid(0), tokens, table, TensorView{});
+  } else {  // each chunk writes the positions of its own tokens, with the whole table's bits
+    ops::embedding_forward_rows(ctx_, resid(0), tokens, table, TensorView{}, 0, Vp_);
+    for (int k = 1; k < head_chunk_count(); ++k) {
+      const int unit = head_chunk_unit(config_, k);
+      const TensorView rows = head_chunk_view(table_, config_, k, params_.acquire(store, unit, Pass::kForward, 1));
+      ops::embedding_forward_rows(ctx_, resid(0), tokens, rows, TensorView{}, k * Vc_, Vp_);
+      store.release_params(unit, Pass::kForward);
+    }
+  }
+  store.release_params(emb, Pass::kForward);
+}
+
+void LlamaModel::head_forward(ParamStore& store, TensorView targets, float* logits_out) {
+  const LayerDims& d = dims_;
+  const int emb = embedding_unit(), fin = final_unit(config_);
+  head_ = ops::allocate(ctx_, tracker_, MemCategory::kActivations, d.act,
+                        head_bytes(d, Vp_, Vc_) / static_cast<std::int64_t>(dtype_size_bytes(d.act)), false);
+  const HeadViews h = head_views();
+  const FinalParams fp = final_views(table_, config_, params_.acquire(store, fin, Pass::kForward, 0));
+  ops::rmsnorm_forward(ctx_, h.lnf, h.rstd, resid(config_.n_layer), fp.norm, config_.norm_eps);
+  if (!head_chunked()) {
+    TensorView head_w = fp.lm_head;
+    if (config_.tie_embeddings) head_w = embedding_view(table_, params_.acquire(store, emb, Pass::kForward, 1));
+    ops::matmul_forward(ctx_, h.logits, h.lnf, head_w, WeightLayout::kOutIn, TensorView{});
+    if (config_.tie_embeddings) store.release_params(emb, Pass::kForward);
+    if (logits_out != nullptr) copy_logits_out(ctx_, h.logits, 0, config_.vocab_size, logits_out);
+    ops::softmax_cross_entropy_forward(ctx_, h.losses, h.logits, h.logits, targets, config_.vocab_size);
+  } else {
+    for (int k = 0; k < head_chunk_count(); ++k) {
+      const int unit = head_chunk_unit(config_, k);
+      const TensorView w = head_chunk_view(table_, config_, k, params_.acquire(store, unit, Pass::kForward, 1));
+      const TensorView logits{h.logits.data, d.act, h.logits.device, Shape{d.BT(), w.shape[0]}};
+      ops::matmul_forward(ctx_, logits, h.lnf, w, WeightLayout::kOutIn, TensorView{});
+      store.release_params(unit, Pass::kForward);
+      if (logits_out != nullptr) copy_logits_out(ctx_, logits, k * Vc_, config_.vocab_size, logits_out);
+      ops::cross_entropy_chunk_stats(ctx_, h.row_max, h.row_sum, h.target_logit, logits, targets, k * Vc_,
+                                     config_.vocab_size, k == 0);
+    }
+    ops::cross_entropy_chunk_loss(ctx_, h.losses, h.row_max, h.row_max, h.row_sum, h.target_logit);
+  }
+  store.release_params(fin, Pass::kForward);
+}
+
+void LlamaModel::head_backward(ParamStore& store, TensorView targets, float loss_scale, TensorView dresid) {
+  const LayerDims& d = dims_;
+  const int emb = embedding_unit(), fin = final_unit(config_);
+  const HeadViews h = head_views();
+  const float dloss = loss_scale / static_cast<float>(d.BT());
+  const TensorView dlnf{layer_scratch_.a.data(), d.act, layer_scratch_.a.device(), Shape{d.B, d.T, d.C}};
+  if (!head_chunked()) {
+    ops::softmax_cross_entropy_backward(ctx_, h.logits, h.logits, targets, dloss, config_.vocab_size);
+    if (config_.tie_embeddings) {  // the head's contribution to the tied table first
+      const TensorView wte = embedding_view(table_, params_.acquire(store, emb, Pass::kBackward, 1));
+      const TensorView g = zeroed_grad(emb);
+      ops::matmul_backward(ctx_, dlnf, embedding_view(table_, g), TensorView{}, h.logits, h.lnf, wte,
+                           WeightLayout::kOutIn);
+      store.accumulate_grads(emb, g);
+      store.release_params(emb, Pass::kBackward);
+    }
+  } else {
+    // The last chunk first (the forward's last unit); dlnf = the sum over chunks of dlogits_k @ W_k,
+    // the last chunk writing it and each earlier one adding its part.
+    const int last = head_chunk_count() - 1;
+    for (int k = last; k >= 0; --k) {
+      const int unit = head_chunk_unit(config_, k);
+      const TensorView w = head_chunk_view(table_, config_, k, params_.acquire(store, unit, Pass::kBackward, 1));
+      const TensorView logits{h.logits.data, d.act, h.logits.device, Shape{d.BT(), w.shape[0]}};
+      ops::matmul_forward(ctx_, logits, h.lnf, w, WeightLayout::kOutIn, TensorView{});  // again
+      ops::cross_entropy_chunk_backward(ctx_, logits, logits, h.row_max, targets, k * Vc_, dloss, config_.vocab_size);
+      const TensorView g = zeroed_grad(unit);
+      ops::matmul_backward(ctx_, k == last ? dlnf : h.dlnf_part, head_chunk_view(table_, config_, k, g), TensorView{},
+                           logits, h.lnf, w, WeightLayout::kOutIn);
+      if (k != last) ops::residual_forward(ctx_, dlnf, dlnf, h.dlnf_part);
+      store.accumulate_grads(unit, g);
+      store.grads_ready(unit);  // the head's round: reduced now, not after the layers
+      store.release_params(unit, Pass::kBackward);
+    }
+  }
+  const FinalParams fp = final_views(table_, config_, params_.acquire(store, fin, Pass::kBackward, 0));
+  const TensorView g = zeroed_grad(fin);
+  const FinalParams fg = final_views(table_, config_, g);
+  if (fp.lm_head.data != nullptr) {  // untied, in one chunk
+    ops::matmul_backward(ctx_, dlnf, fg.lm_head, TensorView{}, h.logits, h.lnf, fp.lm_head, WeightLayout::kOutIn);
+  }
+  ops::fill_zero(ctx_, dresid);
+  ops::rmsnorm_backward(ctx_, dresid, fg.norm, dlnf, resid(config_.n_layer), fp.norm, h.rstd);
+  store.accumulate_grads(fin, g);
+  store.grads_ready(fin);
+  store.release_params(fin, Pass::kBackward);
+  head_.reset();
+}
+
+void LlamaModel::embedding_backward(ParamStore& store, TensorView tokens, TensorView dresid) {
+  // A scatter-add of dresid: reads no weights. A tied chunked table takes it chunk by chunk (each
+  // chunk's second round).
+  const bool chunks = config_.tie_embeddings && head_chunked();
+  for (int k = 0; k < (chunks ? head_chunk_count() : 1); ++k) {
+    const int unit = chunks ? head_chunk_unit(config_, k) : embedding_unit();
+    const TensorView g = zeroed_grad(unit);
+    if (chunks) {
+      ops::embedding_backward_rows(ctx_, head_chunk_view(table_, config_, k, g), TensorView{}, dresid, tokens, k * Vc_,
+                                   Vp_);
+    } else {
+      ops::embedding_backward(ctx_, embedding_view(table_, g), TensorView{}, dresid, tokens);
+    }
+    store.accumulate_grads(unit, g);
+    store.grads_ready(unit);
+  }
+}
+
+}  // namespace zt::llama

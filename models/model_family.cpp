@@ -17,6 +17,14 @@ namespace zt {
 
 std::string_view model_arch_name(ModelArch arch) { return arch == ModelArch::kLlama ? "llama" : "gpt2"; }
 
+void copy_shared_keys(const gpt::GptConfig& from, llama::LlamaConfig& to) {
+  to.n_layer = from.n_layer;
+  to.n_head = from.n_head;
+  to.n_embd = from.n_embd;
+  to.block_size = from.block_size;
+  to.vocab_size = from.vocab_size;
+}
+
 ParamTable build_param_table(const ModelSpec& spec) {
   if (spec.arch == ModelArch::kLlama) return llama::build_param_table(spec.llama, spec.layout.head_chunks);
   return gpt::build_param_table(spec.gpt, spec.layout);

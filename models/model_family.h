@@ -41,6 +41,10 @@ struct ModelSpec {
   int padded_vocab_size() const { return (vocab_size() + 63) / 64 * 64; }
 };
 
+// Copies the keys every family has (n_layer, n_head, n_embd, block_size, vocab_size), which a run
+// config and a checkpoint manifest read once, into a Llama config.
+void copy_shared_keys(const gpt::GptConfig& from, llama::LlamaConfig& to);
+
 // How one model instance is built: its batch shape and what its run asks of it.
 struct ModelBuild {
   int batch = 1;

@@ -52,11 +52,7 @@ ModelSpec parse_model(const nlohmann::json& m) {
   g.vocab_size = m.at("vocab_size").get<int>();
   if (spec.arch == ModelArch::kLlama) {
     llama::LlamaConfig& l = spec.llama;
-    l.n_layer = g.n_layer;
-    l.n_head = g.n_head;
-    l.n_embd = g.n_embd;
-    l.block_size = g.block_size;
-    l.vocab_size = g.vocab_size;
+    copy_shared_keys(g, l);
     l.n_kv_head = m.at("n_kv_head").get<int>();
     l.intermediate_size = m.at("intermediate_size").get<int>();
     l.rope_theta = m.at("rope_theta").get<float>();

@@ -25,11 +25,7 @@ constexpr long long kMaxSteps = 1'000'000'000;
 // The Llama keys (model.arch = "llama"): grouped-query heads, the SwiGLU width, RoPE's base, the
 // RMSNorm epsilon and the head's tie; the shared keys come from `m`.
 void read_llama_keys(ConfigReader& r, const gpt::GptConfig& m, llama::LlamaConfig& l) {
-  l.n_layer = m.n_layer;
-  l.n_head = m.n_head;
-  l.n_embd = m.n_embd;
-  l.block_size = m.block_size;
-  l.vocab_size = m.vocab_size;
+  copy_shared_keys(m, l);
   l.n_kv_head = r.get_int("n_kv_head", m.n_head, 1, 1024);
   l.intermediate_size = r.get_int("intermediate_size", 0, 0, 1 << 24);
   l.rope_theta = static_cast<float>(r.get_double("rope_theta", 10000.0, 1.0, 1e9));

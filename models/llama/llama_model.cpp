@@ -48,6 +48,15 @@ TensorView LlamaModel::resid(int layer) const {
   return v;
 }
 
+TensorView LlamaModel::input_tokens() const {
+  return TensorView{tokens_.data(), DType::kI32, tokens_.device(), Shape{dims_.B, dims_.T}};
+}
+
+TensorView LlamaModel::target_tokens() const {
+  return TensorView{static_cast<std::int32_t*>(tokens_.data()) + dims_.BT(), DType::kI32, tokens_.device(),
+                    Shape{dims_.BT()}};
+}
+
 TensorView LlamaModel::zeroed_grad(int unit) {
   const TensorView g = grad_scratch_.view().slice(0, table_.units()[static_cast<std::size_t>(unit)].numel);
   ops::fill_zero(ctx_, g);
@@ -62,11 +71,9 @@ float LlamaModel::forward(ParamStore& store, const std::int32_t* inputs, const s
   params_.forget();  // the parameters may have changed since the last forward
   float* logits_out = options.logits_out;
   const LayerDims& d = dims_;
-  const int L = config_.n_layer, emb = embedding_unit(), fin = final_unit(config_);
+  const int L = config_.n_layer;
   tokens_ = ops::allocate(ctx_, tracker_, MemCategory::kActivations, DType::kI32, 2 * d.BT(), false);
-  const TensorView in{tokens_.data(), DType::kI32, tokens_.device(), Shape{d.B, d.T}};
-  const TensorView tg{static_cast<std::int32_t*>(tokens_.data()) + d.BT(), DType::kI32, tokens_.device(),
-                      Shape{d.BT()}};
+  const TensorView in = input_tokens(), tg = target_tokens();
   ops::copy(ctx_, in, TensorView{const_cast<std::int32_t*>(inputs), DType::kI32, Device::kCPU, in.shape});
   ops::copy(ctx_, tg, TensorView{const_cast<std::int32_t*>(targets), DType::kI32, Device::kCPU, tg.shape});
   stream_ = ops::allocate(ctx_, tracker_, MemCategory::kActivations, d.act, (L + 1) * d.BT() * d.C, false);
@@ -90,9 +97,7 @@ void LlamaModel::backward(ParamStore& store, float loss_scale) {
   ZT_CHECK(!head_.empty(), "backward without forward");
   const LayerDims& d = dims_;
   const int L = config_.n_layer;
-  const TensorView in{tokens_.data(), DType::kI32, tokens_.device(), Shape{d.B, d.T}};
-  const TensorView tg{static_cast<std::int32_t*>(tokens_.data()) + d.BT(), DType::kI32, tokens_.device(),
-                      Shape{d.BT()}};
+  const TensorView in = input_tokens(), tg = target_tokens();
   const TensorView dresid = dresid_.view(Shape{d.B, d.T, d.C});
   store.begin_pass(Pass::kBackward, backward_schedule_, false);
   head_backward(store, tg, loss_scale, dresid);  // frees the head's activations

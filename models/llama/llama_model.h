@@ -61,6 +61,9 @@ class LlamaModel final : public LanguageModel {
 
  private:
   TensorView resid(int layer) const;
+  // The step's token ids (tokens_): inputs [B, T], then targets [BT].
+  TensorView input_tokens() const;
+  TensorView target_tokens() const;
   TensorView zeroed_grad(int unit);
   // The head buffer's parts: rstd, losses (and in chunks the online softmax's row_max, row_sum,
   // target_logit) [BT] in fp32; lnf [B, T, C], the logits [BT, Vp] or one chunk's [BT, Vc] (then

@@ -1,7 +1,8 @@
 // zt_bench_kernels: times every CUDA kernel at GPT-2 124M shapes (B x T = 8 x 1024 by default,
 // C = 768, 12 heads, V = 50257 padded to 50304) with CUDA events: warm-up, then the median of many
 // runs. Each kernel's bytes (memory-bound) or FLOPs (products) give GB/s or TFLOP/s, printed
-// against the device's measured peaks (a large device-to-device copy, a large bf16 GEMM).
+// against the device's measured peaks (a large device-to-device copy, a large bf16 GEMM). Operands
+// hold uniform random values; the memory-bound kernels run with F32 and with BF16 activations.
 // Writes docs/results/gpu_kernels_<device>.json. Usage: zt_bench_kernels [--batch B] [--out DIR]
 // [--commit SHA]. Without a CUDA device it says so and exits with code 2.
 #include <fmt/format.h>
@@ -9,12 +10,14 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <functional>
 #include <string>
 #include <vector>
 
+#include "engine/core/bf16.h"
 #include "engine/core/buffer.h"
 #include "engine/device/cuda_allocator.h"
 #include "engine/device/cuda_check.h"
@@ -48,13 +51,12 @@ class Bench {
  public:
   Bench() : stream_(0), alloc_(0, stream_.get()), res_(tracker_, alloc_) {}
   ExecContext ctx() { return cuda::cuda_context(stream_.get(), res_); }
+  // Every buffer holds uniform random values in [-1, 1) (bf16: rounded on the host), a stream of its
+  // own per buffer: constant or periodic bytes would flatter the kernels (less bit toggling, so
+  // higher clocks under the power limit; shortcuts on zeros) and never hold a NaN.
   Buffer buf(DType t, std::int64_t n) {
     Buffer b(tracker_, MemCategory::kWorkspace, t, n, alloc_, /*zero_fill=*/false);
-    // Small random-ish values (not zeros: some kernels take shortcuts on zeros; not NaN).
-    if (t == DType::kF32)
-      fill_f32(b);
-    else
-      ZT_CUDA_CHECK(cudaMemsetAsync(b.data(), 0x3c, static_cast<std::size_t>(b.size_bytes()), stream_.get()));
+    fill_random(b, ++buffers_made_);
     return b;
   }
   Buffer tokens(std::int64_t n, int vocab) {
@@ -83,16 +85,33 @@ class Bench {
   cudaStream_t stream() { return stream_.get(); }
 
  private:
-  void fill_f32(Buffer& b) {
-    std::vector<float> host(static_cast<std::size_t>(std::min<std::int64_t>(b.numel(), 1 << 20)));
-    for (std::size_t i = 0; i < host.size(); ++i) host[i] = 0.01f * static_cast<float>(static_cast<int>(i % 201) - 100);
-    for (std::int64_t off = 0; off < b.numel(); off += static_cast<std::int64_t>(host.size())) {
-      const std::int64_t n = std::min<std::int64_t>(static_cast<std::int64_t>(host.size()), b.numel() - off);
-      cuda::copy_async(b.view().slice(off, n), TensorView{host.data(), DType::kF32, Device::kCPU, Shape{n}},
-                       stream_.get());
-    }
-    stream_.synchronize();
+  // splitmix64 of (stream, index): cheap, and each element independent of the chunking.
+  static float uniform_pm1(std::uint64_t stream, std::uint64_t i) {
+    std::uint64_t z = (stream << 40) + i + 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    return static_cast<float>(z >> 40) * 0x1p-23f - 1.0f;  // 24 random bits -> [-1, 1)
   }
+  void fill_random(Buffer& b, std::uint64_t stream) {
+    ZT_CHECK(b.dtype() == DType::kF32 || b.dtype() == DType::kBF16, "bench buffers are F32 or BF16");
+    constexpr std::int64_t kChunk = 1 << 20;
+    std::vector<float> f32(kChunk);
+    std::vector<bf16> b16(b.dtype() == DType::kBF16 ? kChunk : 0);
+    for (std::int64_t off = 0; off < b.numel(); off += kChunk) {
+      const std::int64_t n = std::min(kChunk, b.numel() - off);
+      for (std::int64_t i = 0; i < n; ++i) f32[i] = uniform_pm1(stream, static_cast<std::uint64_t>(off + i));
+      const bool is_f32 = b.dtype() == DType::kF32;
+      if (!is_f32)
+        for (std::int64_t i = 0; i < n; ++i) b16[i] = float_to_bf16(f32[i]);
+      cuda::copy_async(b.view().slice(off, n),
+                       TensorView{is_f32 ? static_cast<void*>(f32.data()) : static_cast<void*>(b16.data()), b.dtype(),
+                                  Device::kCPU, Shape{n}},
+                       stream_.get());
+      stream_.synchronize();  // the host chunk is rewritten next round
+    }
+  }
+  std::uint64_t buffers_made_ = 0;
   MemoryTracker tracker_;
   cuda::CudaStream stream_;
   cuda::CudaCachingAllocator alloc_;
@@ -156,27 +175,35 @@ int main(int argc, char** argv) {
     const double peak_tflops = 2.0 * G * G * G / (gemm_ms * 1e9);
     ga.reset(), gb.reset(), gc.reset();
 
-    Buffer x = bench.buf(DType::kF32, N * C), y = bench.buf(DType::kF32, N * C), z = bench.buf(DType::kF32, N * C);
-    Buffer w = bench.buf(DType::kF32, C), bvec = bench.buf(DType::kF32, C), mean = bench.buf(DType::kF32, N),
-           rstd = bench.buf(DType::kF32, N);
-    Buffer x16 = bench.buf(DType::kBF16, N * C);
-    mem("cast f32->bf16", N * C * 6.0, [&] { cuda::cast(ctx, x16.view(), x.view()); });
-    mem("residual_forward", N * C * 12.0, [&] { cuda::residual_forward(ctx, z.view(), x.view(), y.view()); });
-    mem("layernorm_forward", N * C * 8.0, [&] {
-      cuda::layernorm_forward(ctx, z.view(Shape{N, C}), mean.view(), rstd.view(), x.view(Shape{N, C}), w.view(),
-                              bvec.view());
-    });
-    mem("layernorm_residual_forward", N * C * 16.0, [&] {
-      cuda::layernorm_residual_forward(ctx, y.view(Shape{N, C}), z.view(Shape{N, C}), mean.view(), rstd.view(),
-                                       x.view(Shape{N, C}), y.view(Shape{N, C}), w.view(), bvec.view());
-    });
-    mem("layernorm_backward", N * C * 16.0, [&] {
-      cuda::layernorm_backward(ctx, z.view(Shape{N, C}), w.view(), bvec.view(), y.view(Shape{N, C}),
-                               x.view(Shape{N, C}), w.view(), mean.view(), rstd.view());
-    });
-    Buffer h = bench.buf(DType::kF32, N * 4 * C), h2 = bench.buf(DType::kF32, N * 4 * C);
-    mem("gelu_forward", N * 4 * C * 8.0, [&] { cuda::gelu_forward(ctx, h2.view(), h.view()); });
-    mem("gelu_backward", N * 4 * C * 12.0, [&] { cuda::gelu_backward(ctx, h2.view(), h.view(), h2.view()); });
+    // The memory-bound kernels with F32 and with BF16 activations (BF16 with BF16 parameters, as the
+    // GPU configs train); the bytes each must move scale with the element size e.
+    for (DType dt : {DType::kF32, DType::kBF16}) {
+      const double e = dt == DType::kF32 ? 4.0 : 2.0;
+      const std::string sfx = dt == DType::kF32 ? "" : " bf16";
+      Buffer x = bench.buf(dt, N * C), y = bench.buf(dt, N * C), z = bench.buf(dt, N * C);
+      Buffer w = bench.buf(dt, C), bvec = bench.buf(dt, C), mean = bench.buf(DType::kF32, N),
+             rstd = bench.buf(DType::kF32, N);
+      if (dt == DType::kF32) {
+        Buffer x16 = bench.buf(DType::kBF16, N * C);
+        mem("cast f32->bf16", N * C * 6.0, [&] { cuda::cast(ctx, x16.view(), x.view()); });
+      }
+      mem("residual_forward" + sfx, N * C * 3 * e, [&] { cuda::residual_forward(ctx, z.view(), x.view(), y.view()); });
+      mem("layernorm_forward" + sfx, N * C * 2 * e, [&] {
+        cuda::layernorm_forward(ctx, z.view(Shape{N, C}), mean.view(), rstd.view(), x.view(Shape{N, C}), w.view(),
+                                bvec.view());
+      });
+      mem("layernorm_residual_forward" + sfx, N * C * 4 * e, [&] {
+        cuda::layernorm_residual_forward(ctx, y.view(Shape{N, C}), z.view(Shape{N, C}), mean.view(), rstd.view(),
+                                         x.view(Shape{N, C}), y.view(Shape{N, C}), w.view(), bvec.view());
+      });
+      mem("layernorm_backward" + sfx, N * C * 4 * e, [&] {
+        cuda::layernorm_backward(ctx, z.view(Shape{N, C}), w.view(), bvec.view(), y.view(Shape{N, C}),
+                                 x.view(Shape{N, C}), w.view(), mean.view(), rstd.view());
+      });
+      Buffer h = bench.buf(dt, N * 4 * C), h2 = bench.buf(dt, N * 4 * C);
+      mem("gelu_forward" + sfx, N * 4 * C * 2 * e, [&] { cuda::gelu_forward(ctx, h2.view(), h.view()); });
+      mem("gelu_backward" + sfx, N * 4 * C * 3 * e, [&] { cuda::gelu_backward(ctx, h2.view(), h.view(), h2.view()); });
+    }
     // fp32 operands under each precision.matmul (exact, TF32, bf16-rounded inputs), then bf16 operands.
     struct MatmulCase {
       DType dt;
@@ -257,11 +284,15 @@ int main(int argc, char** argv) {
         cuda::embedding_backward(ctx, wte.view(Shape{Vp, C}), wpe.view(Shape{T, C}), out.view(Shape{B, T, C}),
                                  tok.view(Shape{B, T}));
       });
-      Buffer logits = bench.buf(DType::kF32, N * Vp), losses = bench.buf(DType::kF32, N);
-      mem("softmax_cross_entropy_fused", N * Vp * 8.0, [&] {
-        cuda::softmax_cross_entropy_fused(ctx, losses.view(), logits.view(Shape{N, Vp}), logits.view(Shape{N, Vp}),
-                                          tok.view(), 1.0f / N, static_cast<int>(V));
-      });
+      Buffer losses = bench.buf(DType::kF32, N);
+      for (DType dt : {DType::kF32, DType::kBF16}) {  // dlogits written over the logits, as in training
+        Buffer logits = bench.buf(dt, N * Vp);
+        mem(std::string("softmax_cross_entropy_fused") + (dt == DType::kF32 ? "" : " bf16"),
+            N * Vp * 2.0 * static_cast<double>(dtype_size_bytes(dt)), [&] {
+              cuda::softmax_cross_entropy_fused(ctx, losses.view(), logits.view(Shape{N, Vp}),
+                                                logits.view(Shape{N, Vp}), tok.view(), 1.0f / N, static_cast<int>(V));
+            });
+      }
     }
     {
       const std::int64_t P = 124'475'904;  // GPT-2 124M with Vp = 50304

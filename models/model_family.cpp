@@ -26,7 +26,7 @@ void copy_shared_keys(const gpt::GptConfig& from, llama::LlamaConfig& to) {
 }
 
 ParamTable build_param_table(const ModelSpec& spec) {
-  if (spec.arch == ModelArch::kLlama) return llama::build_param_table(spec.llama, spec.layout.head_chunks);
+  if (spec.arch == ModelArch::kLlama) return llama::build_param_table(spec.llama, spec.layout);
   return gpt::build_param_table(spec.gpt, spec.layout);
 }
 
@@ -43,7 +43,7 @@ std::unique_ptr<LanguageModel> make_model(const ModelSpec& spec, const ModelBuil
   if (spec.arch == ModelArch::kLlama) {
     ZT_CHECK(build.dropout == 0.0f, "a Llama model has no dropout");
     return std::make_unique<llama::LlamaModel>(spec.llama, build.batch, build.seq_len, build.checkpointing, tracker,
-                                               ctx, build.activations, spec.layout.head_chunks);
+                                               ctx, build.activations, spec.layout);
   }
   return std::make_unique<gpt::GptModel>(spec.gpt, build.batch, build.seq_len, build.checkpointing, tracker, ctx,
                                          build.dropout, build.seed, build.activations, spec.layout);
@@ -52,14 +52,14 @@ std::unique_ptr<LanguageModel> make_model(const ModelSpec& spec, const ModelBuil
 ModelFootprint predict_footprint(const ModelSpec& spec, const ModelBuild& build, DType param_dtype, Device device) {
   if (spec.arch == ModelArch::kLlama) {
     return llama::predict_footprint(spec.llama, build.batch, build.seq_len, build.checkpointing, param_dtype,
-                                    build.activations, device, spec.layout.head_chunks);
+                                    build.activations, device, spec.layout);
   }
   return gpt::predict_footprint(spec.gpt, build.batch, build.seq_len, build.checkpointing, param_dtype, device,
                                 build.activations, spec.layout);
 }
 
 StepSchedule step_schedule(const ModelSpec& spec, const CheckpointPolicy& checkpointing) {
-  if (spec.arch == ModelArch::kLlama) return llama::step_schedule(spec.llama, spec.layout.head_chunks);
+  if (spec.arch == ModelArch::kLlama) return llama::step_schedule(spec.llama, spec.layout, checkpointing);
   return gpt::step_schedule(spec.gpt, spec.layout, checkpointing);
 }
 

@@ -87,10 +87,6 @@ ModelSpec model_spec_of(const CheckpointReader& reader) {
     throw_input_error("{}: train.head_chunks {} exceeds the model's {} vocabulary chunks of 64", source,
                       spec.layout.head_chunks, spec.padded_vocab_size() / 64);
   }
-  if (spec.arch == ModelArch::kLlama && spec.layout.block_units != 1) {
-    throw_input_error("{}: a Llama checkpoint with train.block_units {} (a Llama layer is one unit)", source,
-                      spec.layout.block_units);
-  }
   const std::string diff = table_difference(build_param_table(spec), reader.manifest().table);
   if (!diff.empty()) {
     throw_input_error("{}: the parameter table is not {}'s for {} with head_chunks {}, block_units {}: {}", source,
@@ -99,7 +95,7 @@ ModelSpec model_spec_of(const CheckpointReader& reader) {
   return spec;
 }
 
-gpt::UnitLayout unit_layout_of(const CheckpointReader& reader) {
+UnitLayout unit_layout_of(const CheckpointReader& reader) {
   const nlohmann::json& config = reader.manifest().config;
   auto read = [&](const char* key, int max_value) {
     if (!config.contains("train") || !config["train"].contains(key)) return 1;

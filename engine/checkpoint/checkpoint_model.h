@@ -19,6 +19,6 @@ nlohmann::json model_json(const ModelSpec& spec);
 ModelSpec model_spec_of(const CheckpointReader& reader);
 // The unit layout the checkpoint's run used (train.head_chunks and train.block_units; 1 where its
 // config has none): the units its shards are of (gpt_params.h), as model_spec_of checks.
-gpt::UnitLayout unit_layout_of(const CheckpointReader& reader);
+UnitLayout unit_layout_of(const CheckpointReader& reader);
 
 }  // namespace zt::ckpt

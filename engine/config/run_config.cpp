@@ -49,14 +49,12 @@ void check_llama_support(const RunConfig& c) {
         "model.n_head <= 65535 (here {} x {})",
         c.source, l.n_kv_head, l.n_head, l.head_size(), c.train.micro_batch, l.n_head);
   }
-  const char* what = nullptr;
   if (c.gelu_epilogue) {
-    what = "precision.gelu_epilogue = true (a Llama's MLP has no GELU)";
-  } else if (c.train.block_units != 1) {
-    what = "train.block_units = 2 (a Llama layer is one unit so far)";
+    throw_input_error(
+        "config error in {}: model.arch = \"llama\" does not support precision.gelu_epilogue = true (a Llama's MLP "
+        "has no GELU)",
+        c.source);
   }
-  if (what != nullptr)
-    throw_input_error("config error in {}: model.arch = \"llama\" does not support {}", c.source, what);
 }
 
 void read_model(ConfigReader r, RunConfig& c) {

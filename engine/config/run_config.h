@@ -45,7 +45,7 @@ struct TrainConfig {
   // Units per transformer block: 1, or 2 (its attention and MLP halves, gathered and reduced
   // apart: a smaller granule for ZeRO stage 3; models/gpt/gpt_params.h).
   int block_units = 1;
-  gpt::UnitLayout unit_layout() const { return {head_chunks, block_units}; }
+  UnitLayout unit_layout() const { return {head_chunks, block_units}; }
   int eval_every = 0;                   // steps between validation evaluations; 0 = only at the end
   int eval_batches = 8;                 // fixed validation micro-batches per evaluation
   std::string nonfinite = "stop";       // stop | skip: what a non-finite loss or gradient does

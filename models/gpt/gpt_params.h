@@ -13,17 +13,9 @@
 
 #include "engine/core/param_table.h"
 #include "models/gpt/gpt_config.h"
+#include "models/unit_layout.h"
 
 namespace zt::gpt {
-
-// How the parameters are cut into units, the granule ZeRO gathers, frees and reduces: the token
-// table in `head_chunks` vocabulary chunks (train.head_chunks), each block whole or in its
-// attention and MLP halves (train.block_units = 2). Initial values, names and files are the same
-// for every layout; only the units (and so checkpoints' shards) differ.
-struct UnitLayout {
-  int head_chunks = 1;
-  int block_units = 1;
-};
 
 ParamTable build_param_table(const GptConfig& config, const UnitLayout& layout = {});
 

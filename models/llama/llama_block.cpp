@@ -51,8 +51,8 @@ LayerGradScratch::LayerGradScratch(MemoryTracker& tracker, const LayerDims& d, c
   b = ops::allocate(ctx, tracker, MemCategory::kWorkspace, d.act, d.BT() * width);
 }
 
-void layer_forward(const ExecContext& ctx, const LlamaConfig& c, const LayerParams& p, TensorView x,
-                   LayerActivations& a, TensorView out) {
+void attention_half_forward(const ExecContext& ctx, const LlamaConfig& c, const LayerParams& p, TensorView x,
+                            LayerActivations& a) {
   ops::rmsnorm_forward(ctx, a.ln1, a.rstd1, x, p.input_norm, c.norm_eps);
   ops::matmul_forward(ctx, a.qkv, a.ln1, p.qkv_proj, WeightLayout::kOutIn, TensorView{});
   ops::rope_forward(ctx, a.qkv, c.n_head + c.n_kv_head, c.head_size(), c.rope_theta);  // q and k heads
@@ -63,6 +63,10 @@ void layer_forward(const ExecContext& ctx, const LlamaConfig& c, const LayerPara
   }
   ops::matmul_forward(ctx, a.resid2, a.atty, p.o_proj, WeightLayout::kOutIn, TensorView{});
   ops::residual_forward(ctx, a.resid2, a.resid2, x);
+}
+
+void mlp_half_forward(const ExecContext& ctx, const LlamaConfig& c, const LayerParams& p, LayerActivations& a,
+                      TensorView out) {
   ops::rmsnorm_forward(ctx, a.ln2, a.rstd2, a.resid2, p.post_norm, c.norm_eps);
   ops::matmul_forward(ctx, a.gate_up, a.ln2, p.gate_up_proj, WeightLayout::kOutIn, TensorView{});
   ops::swiglu_forward(ctx, a.swiglu, a.gate_up);
@@ -70,24 +74,40 @@ void layer_forward(const ExecContext& ctx, const LlamaConfig& c, const LayerPara
   ops::residual_forward(ctx, out, out, a.resid2);
 }
 
-void layer_backward(const ExecContext& ctx, const LlamaConfig& c, const LayerParams& p, const LayerParams& g,
-                    TensorView x, const LayerActivations& a, TensorView dresid, LayerGradScratch& s) {
-  const std::int64_t B = x.shape[0], T = x.shape[1], C = x.shape[2];
-  const std::int64_t I = a.swiglu.shape[2], W = a.qkv.shape[2];
-  auto scratch = [&](Buffer& buf, std::int64_t width) {
-    TensorView v = buf.view();
-    v.shape = Shape{B, T, width};
-    return v;
-  };
-  // MLP: dresid = d(out) flows unchanged into d(resid2) through the residual.
-  const TensorView dh = scratch(s.a, I), dgu = scratch(s.b, 2 * I);
+void layer_forward(const ExecContext& ctx, const LlamaConfig& c, const LayerParams& p, TensorView x,
+                   LayerActivations& acts, TensorView out) {
+  attention_half_forward(ctx, c, p, x, acts);
+  mlp_half_forward(ctx, c, p, acts, out);
+}
+
+namespace {
+
+// Scratch buffer `buf` as [B, T, width].
+TensorView scratch_view(Buffer& buf, const LayerActivations& a, std::int64_t width) {
+  TensorView v = buf.view();
+  v.shape = Shape{a.ln1.shape[0], a.ln1.shape[1], width};
+  return v;
+}
+
+}  // namespace
+
+void mlp_half_backward(const ExecContext& ctx, const LayerParams& p, const LayerParams& g, const LayerActivations& a,
+                       TensorView dresid, LayerGradScratch& s) {
+  // dresid = d(out) flows unchanged into d(resid2) through the residual.
+  const std::int64_t C = a.ln2.shape[2], I = a.swiglu.shape[2];
+  const TensorView dh = scratch_view(s.a, a, I), dgu = scratch_view(s.b, a, 2 * I);
   ops::matmul_backward(ctx, dh, g.down_proj, TensorView{}, dresid, a.swiglu, p.down_proj, WeightLayout::kOutIn);
   ops::swiglu_backward(ctx, dgu, a.gate_up, dh);
-  const TensorView dln2 = scratch(s.a, C);
+  const TensorView dln2 = scratch_view(s.a, a, C);
   ops::matmul_backward(ctx, dln2, g.gate_up_proj, TensorView{}, dgu, a.ln2, p.gate_up_proj, WeightLayout::kOutIn);
   ops::rmsnorm_backward(ctx, dresid, g.post_norm, dln2, a.resid2, p.post_norm, a.rstd2);
-  // Attention: dresid now holds d(resid2), which flows on into d(x).
-  const TensorView datty = scratch(s.a, C), dqkv = scratch(s.b, W);
+}
+
+void attention_half_backward(const ExecContext& ctx, const LlamaConfig& c, const LayerParams& p, const LayerParams& g,
+                             TensorView x, const LayerActivations& a, TensorView dresid, LayerGradScratch& s) {
+  // dresid holds d(resid2), which flows on into d(x).
+  const std::int64_t C = a.ln1.shape[2], W = a.qkv.shape[2];
+  const TensorView datty = scratch_view(s.a, a, C), dqkv = scratch_view(s.b, a, W);
   ops::matmul_backward(ctx, datty, g.o_proj, TensorView{}, dresid, a.atty, p.o_proj, WeightLayout::kOutIn);
   if (a.lse.data != nullptr) {
     ops::flash_attention_backward(ctx, dqkv, datty, a.atty, a.qkv, a.lse, c.n_head, DropoutSpec{}, c.n_kv_head);
@@ -95,9 +115,15 @@ void layer_backward(const ExecContext& ctx, const LlamaConfig& c, const LayerPar
     ops::attention_backward(ctx, dqkv, datty, a.qkv, a.att, c.n_head, DropoutSpec{}, c.n_kv_head);
   }
   ops::rope_backward(ctx, dqkv, c.n_head + c.n_kv_head, c.head_size(), c.rope_theta);
-  const TensorView dln1 = scratch(s.a, C);
+  const TensorView dln1 = scratch_view(s.a, a, C);
   ops::matmul_backward(ctx, dln1, g.qkv_proj, TensorView{}, dqkv, a.ln1, p.qkv_proj, WeightLayout::kOutIn);
   ops::rmsnorm_backward(ctx, dresid, g.input_norm, dln1, x, p.input_norm, a.rstd1);
+}
+
+void layer_backward(const ExecContext& ctx, const LlamaConfig& c, const LayerParams& p, const LayerParams& g,
+                    TensorView x, const LayerActivations& a, TensorView dresid, LayerGradScratch& s) {
+  mlp_half_backward(ctx, p, g, a, dresid, s);
+  attention_half_backward(ctx, c, p, g, x, a, dresid, s);
 }
 
 }  // namespace zt::llama

@@ -51,8 +51,22 @@ struct LayerGradScratch {
 // Fills `acts` from x [B, T, C] and writes the layer output to out.
 void layer_forward(const ExecContext& ctx, const LlamaConfig& c, const LayerParams& p, TensorView x,
                    LayerActivations& acts, TensorView out);
+// The same in halves, for a layer whose attention and MLP parameters are separate units
+// (train.block_units = 2): the attention half leaves x + its output in acts.resid2, the MLP half
+// goes on from there to out. layer_forward is the two in turn.
+void attention_half_forward(const ExecContext& ctx, const LlamaConfig& c, const LayerParams& p, TensorView x,
+                            LayerActivations& acts);
+void mlp_half_forward(const ExecContext& ctx, const LlamaConfig& c, const LayerParams& p, LayerActivations& acts,
+                      TensorView out);
 // On entry dresid holds d(out); on exit d(x). Parameter gradients are added into `grads`.
 void layer_backward(const ExecContext& ctx, const LlamaConfig& c, const LayerParams& p, const LayerParams& grads,
                     TensorView x, const LayerActivations& acts, TensorView dresid, LayerGradScratch& scratch);
+// In halves: the MLP half takes dresid from d(out) to d(resid2), the attention half from there to
+// d(x). layer_backward is the two in turn.
+void mlp_half_backward(const ExecContext& ctx, const LayerParams& p, const LayerParams& grads,
+                       const LayerActivations& acts, TensorView dresid, LayerGradScratch& scratch);
+void attention_half_backward(const ExecContext& ctx, const LlamaConfig& c, const LayerParams& p,
+                             const LayerParams& grads, TensorView x, const LayerActivations& acts, TensorView dresid,
+                             LayerGradScratch& scratch);
 
 }  // namespace zt::llama

@@ -14,18 +14,19 @@ namespace zt::llama {
 
 ModelFootprint predict_footprint(const LlamaConfig& c, int micro_batch, int seq_len,
                                  const CheckpointPolicy& checkpointing, DType param_dtype, DType activations,
-                                 Device device, int head_chunks) {
+                                 Device device, const UnitLayout& layout) {
   constexpr std::int64_t kF32 = 4;
   const LayerDims d = layer_dims(c, micro_batch, seq_len, activations, device);
   const std::int64_t a = static_cast<std::int64_t>(dtype_size_bytes(activations));
   const std::int64_t BT = d.BT(), BTC = BT * d.C, Vp = c.padded_vocab_size();
-  const std::int64_t layer = LayerActivations::bytes(d), head = head_bytes(d, Vp, head_chunk_columns(Vp, head_chunks));
+  const std::int64_t layer = LayerActivations::bytes(d),
+                     head = head_bytes(d, Vp, head_chunk_columns(Vp, layout.head_chunks));
   // Resident: the token ids and the residual stream.
   ModelFootprint f;
   f.activation_bytes =
       checkpointed_peak_bytes(checkpointing, c.n_layer, kF32 * 2 * BT + a * (c.n_layer + 1) * BTC, layer, head);
   const std::int64_t scratch_width = std::max({d.C, d.qkv_width(), 2 * d.I});
-  const std::int64_t max_unit = build_param_table(c, head_chunks).max_unit_numel();
+  const std::int64_t max_unit = build_param_table(c, layout).max_unit_numel();
   f.workspace_bytes = kF32 * max_unit + a * BTC + 2 * a * BT * scratch_width;
   // bf16 parameters read by fp32-activation kernels: KernelParams' two fp32 unit copies.
   if (param_dtype == DType::kBF16 && activations == DType::kF32) f.workspace_bytes += 2 * kF32 * max_unit;
@@ -34,8 +35,8 @@ ModelFootprint predict_footprint(const LlamaConfig& c, int micro_batch, int seq_
   return f;
 }
 
-StepSchedule step_schedule(const LlamaConfig& c, int head_chunks) {
-  return {forward_schedule(c, head_chunks), backward_schedule(c, head_chunks)};
+StepSchedule step_schedule(const LlamaConfig& c, const UnitLayout& layout, const CheckpointPolicy& checkpointing) {
+  return {forward_schedule(c, layout), backward_schedule(c, layout, checkpointing)};
 }
 
 }  // namespace zt::llama

@@ -7,6 +7,7 @@
 #include "engine/sharding/schedule_replay.h"
 #include "models/checkpoint_policy.h"
 #include "models/llama/llama_config.h"
+#include "models/unit_layout.h"
 
 namespace zt::llama {
 
@@ -19,7 +20,9 @@ namespace zt::llama {
 // flash kernels an F32 log-sum-exp [B, NH, T] (layer_dims).
 ModelFootprint predict_footprint(const LlamaConfig& c, int micro_batch, int seq_len,
                                  const CheckpointPolicy& checkpointing = {}, DType param_dtype = DType::kF32,
-                                 DType activations = DType::kF32, Device device = Device::kCPU, int head_chunks = 1);
-StepSchedule step_schedule(const LlamaConfig& c, int head_chunks = 1);
+                                 DType activations = DType::kF32, Device device = Device::kCPU,
+                                 const UnitLayout& layout = {});
+StepSchedule step_schedule(const LlamaConfig& c, const UnitLayout& layout = {},
+                           const CheckpointPolicy& checkpointing = {});
 
 }  // namespace zt::llama

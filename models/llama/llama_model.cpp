@@ -13,18 +13,19 @@ std::int64_t head_bytes(const LayerDims& d, std::int64_t Vp, std::int64_t Vc) {
 }
 
 LlamaModel::LlamaModel(const LlamaConfig& config, int batch, int seq_len, CheckpointPolicy policy,
-                       MemoryTracker& tracker, const ExecContext& ctx, DType activations, int head_chunks)
+                       MemoryTracker& tracker, const ExecContext& ctx, DType activations, const UnitLayout& layout)
     : config_(config),
-      table_(build_param_table(config, head_chunks)),
+      layout_(layout),
+      table_(build_param_table(config, layout)),
       dims_(layer_dims(config, batch, seq_len, activations, ctx.device)),
       Vp_(config.padded_vocab_size()),
-      Vc_(head_chunk_columns(Vp_, head_chunks)),
+      Vc_(head_chunk_columns(Vp_, layout.head_chunks)),
       policy_(policy),
       tracker_(tracker),
       ctx_(ctx),
       params_(table_, activations, tracker, ctx),
-      forward_schedule_(forward_schedule(config, head_chunks)),
-      backward_schedule_(backward_schedule(config, head_chunks)),
+      forward_schedule_(forward_schedule(config, layout)),
+      backward_schedule_(backward_schedule(config, layout, policy)),
       grad_scratch_(ops::allocate(ctx, tracker, MemCategory::kWorkspace, DType::kF32, table_.max_unit_numel())),
       dresid_(ops::allocate(ctx, tracker, MemCategory::kWorkspace, activations, dims_.BT() * dims_.C)),
       layer_scratch_(tracker, dims_, ctx) {
@@ -81,6 +82,10 @@ float LlamaModel::forward(ParamStore& store, const std::int32_t* inputs, const s
   store.begin_pass(Pass::kForward, forward_schedule_, true);
   embedding_forward(store, in);
   for (int l = 0; l < L; ++l) {
+    if (layout_.block_units == 2) {
+      split_layer_forward(store, l);
+      continue;
+    }
     const LayerParams p = layer_views(table_, l, params_.acquire(store, layer_unit(l), Pass::kForward));
     auto acts = std::make_unique<LayerActivations>(tracker_, d, ctx_);
     layer_forward(ctx_, config_, p, resid(l), *acts, resid(l + 1));
@@ -102,6 +107,10 @@ void LlamaModel::backward(ParamStore& store, float loss_scale) {
   store.begin_pass(Pass::kBackward, backward_schedule_, false);
   head_backward(store, tg, loss_scale, dresid);  // frees the head's activations
   for (int l = L - 1; l >= 0; --l) {
+    if (layout_.block_units == 2) {
+      split_layer_backward(store, l, dresid);
+      continue;
+    }
     const int unit = layer_unit(l);
     const LayerParams p = layer_views(table_, l, params_.acquire(store, unit, Pass::kBackward));
     std::unique_ptr<LayerActivations>& acts = layer_acts_[static_cast<std::size_t>(l)];

@@ -28,9 +28,12 @@ namespace zt::llama {
 // each layer; the final unit, with the head's table (the tied embeddings, or each chunk in turn).
 // Backward: the head (a tied head's embedding contribution first; with chunks, each chunk reduced
 // in turn), the final unit, the layers in reverse, the embedding scatter-add last (a tied table's
-// second round, chunk by chunk).
-PassSchedule forward_schedule(const LlamaConfig& c, int head_chunks = 1);
-PassSchedule backward_schedule(const LlamaConfig& c, int head_chunks = 1);
+// second round, chunk by chunk). With layers in two units, each layer's attention unit then its
+// MLP unit forward; backward the MLP unit then the attention unit (acquired first when the layer
+// is checkpointed: the recompute reads both).
+PassSchedule forward_schedule(const LlamaConfig& c, const UnitLayout& layout = {});
+PassSchedule backward_schedule(const LlamaConfig& c, const UnitLayout& layout = {},
+                               const CheckpointPolicy& policy = {});
 
 // The head's activations: rstd and losses 4 BT each, lnf act BTC and the logits act BT Vp; in
 // chunks of Vc < Vp columns, also the online softmax's three row statistics (4 BT each) and a part
@@ -41,7 +44,7 @@ class LlamaModel final : public LanguageModel {
  public:
   // Sized for batches of `batch` sequences of `seq_len` tokens (seq_len <= block_size).
   LlamaModel(const LlamaConfig& config, int batch, int seq_len, CheckpointPolicy policy, MemoryTracker& tracker,
-             const ExecContext& ctx, DType activations = DType::kF32, int head_chunks = 1);
+             const ExecContext& ctx, DType activations = DType::kF32, const UnitLayout& layout = {});
   ~LlamaModel() override;
 
   const LlamaConfig& config() const { return config_; }
@@ -82,8 +85,13 @@ class LlamaModel final : public LanguageModel {
   void head_forward(ParamStore& store, TensorView targets, float* logits_out);
   void head_backward(ParamStore& store, TensorView targets, float loss_scale, TensorView dresid);
   void embedding_backward(ParamStore& store, TensorView tokens, TensorView dresid);
+  // A layer in two units (llama_split_layers.cpp): its attention unit, then its MLP unit; backward
+  // in reverse.
+  void split_layer_forward(ParamStore& store, int layer);
+  void split_layer_backward(ParamStore& store, int layer, TensorView dresid);
 
   LlamaConfig config_;
+  UnitLayout layout_;
   ParamTable table_;
   LayerDims dims_;
   std::int64_t Vp_, Vc_;  // padded vocabulary, and the head's chunk of it (Vp: one chunk)

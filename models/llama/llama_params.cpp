@@ -12,8 +12,11 @@
 
 namespace zt::llama {
 
-ParamTable build_param_table(const LlamaConfig& c, int head_chunks) {
+ParamTable build_param_table(const LlamaConfig& c, const UnitLayout& layout) {
   ZT_CHECK(llama_config_error(c).empty(), "{}", llama_config_error(c));
+  ZT_CHECK(layout.block_units == 1 || layout.block_units == 2, "block_units {} is 1 or 2", layout.block_units);
+  const int head_chunks = layout.head_chunks;
+  const bool split = layout.block_units == 2;
   const std::int64_t C = c.n_embd, V = c.vocab_size, Vp = c.padded_vocab_size(), hs = c.head_size();
   const std::int64_t q = c.n_head * hs, kv = c.n_kv_head * hs, I = c.hidden();
   const std::int64_t Vc = head_chunk_columns(Vp, head_chunks);
@@ -26,21 +29,29 @@ ParamTable build_param_table(const LlamaConfig& c, int head_chunks) {
   };
   t.add_unit("embeddings");
   add_rows("model.embed_tokens.weight", 0, chunked && c.tie_embeddings ? Vc : Vp);
-  for (int l = 0; l < c.n_layer; ++l) {
-    t.add_unit(fmt::format("layers.{}", l));
+  // Layer l's parameters: its attention half, then (mlp) its MLP half.
+  auto add_half = [&](int l, bool mlp) {
     const std::string p = fmt::format("model.layers.{}.", l);
     auto add = [&](const char* name, std::vector<std::int64_t> shape, bool decays) {
       t.add_param(p + name, shape, shape, decays);
     };
-    add("input_layernorm.weight", {C}, false);
-    add("self_attn.q_proj.weight", {q, C}, true);
-    add("self_attn.k_proj.weight", {kv, C}, true);
-    add("self_attn.v_proj.weight", {kv, C}, true);
-    add("self_attn.o_proj.weight", {C, q}, true);
-    add("post_attention_layernorm.weight", {C}, false);
-    add("mlp.gate_proj.weight", {I, C}, true);
-    add("mlp.up_proj.weight", {I, C}, true);
-    add("mlp.down_proj.weight", {C, I}, true);
+    if (!mlp) {
+      add("input_layernorm.weight", {C}, false);
+      add("self_attn.q_proj.weight", {q, C}, true);
+      add("self_attn.k_proj.weight", {kv, C}, true);
+      add("self_attn.v_proj.weight", {kv, C}, true);
+      add("self_attn.o_proj.weight", {C, q}, true);
+    } else {
+      add("post_attention_layernorm.weight", {C}, false);
+      add("mlp.gate_proj.weight", {I, C}, true);
+      add("mlp.up_proj.weight", {I, C}, true);
+      add("mlp.down_proj.weight", {C, I}, true);
+    }
+  };
+  for (int l = 0; l < c.n_layer; ++l) {
+    t.add_unit(fmt::format("layers.{}", l));
+    add_half(l, false);
+    if (!split) add_half(l, true);
   }
   t.add_unit("final");
   t.add_param("model.norm.weight", {C}, {C}, false);
@@ -51,7 +62,16 @@ ParamTable build_param_table(const LlamaConfig& c, int head_chunks) {
     t.add_unit(fmt::format("{}.{}", c.tie_embeddings ? "embed_tokens" : "lm_head", first / Vc));
     add_rows(name, first, std::min(Vc, Vp - first));
   }
+  for (int l = 0; split && l < c.n_layer; ++l) {
+    t.add_unit(fmt::format("layers.{}.mlp", l));
+    add_half(l, true);
+  }
   return t;
+}
+
+int mlp_unit(const LlamaConfig& c, const UnitLayout& layout, int layer) {
+  const int chunks = head_chunk_count(c.padded_vocab_size(), layout.head_chunks);
+  return (chunks > 1 ? head_chunk_unit(c, chunks - 1) : final_unit(c)) + 1 + layer;
 }
 
 TensorView embedding_view(const ParamTable& t, const TensorView& unit) {
@@ -76,6 +96,26 @@ LayerParams layer_views(const ParamTable& t, int layer, const TensorView& unit) 
   const TensorView gate = t.view(i + 6, unit), up = t.view(i + 7, unit);
   return {t.view(i, unit),     stacked(q, q.shape[0] + k.shape[0] + v.shape[0]), t.view(i + 4, unit),
           t.view(i + 5, unit), stacked(gate, gate.shape[0] + up.shape[0]),       t.view(i + 8, unit)};
+}
+
+LayerParams layer_views(const ParamTable& t, const LlamaConfig& c, const UnitLayout& layout, int layer,
+                        const TensorView& attn_unit, const TensorView& mlp_unit_view) {
+  LayerParams p;
+  if (attn_unit.data != nullptr) {
+    const int i = t.units()[static_cast<std::size_t>(layer_unit(layer))].params[0];
+    const TensorView q = t.view(i + 1, attn_unit), k = t.view(i + 2, attn_unit), v = t.view(i + 3, attn_unit);
+    p.input_norm = t.view(i, attn_unit);
+    p.qkv_proj = stacked(q, q.shape[0] + k.shape[0] + v.shape[0]);
+    p.o_proj = t.view(i + 4, attn_unit);
+  }
+  if (mlp_unit_view.data != nullptr) {
+    const int i = t.units()[static_cast<std::size_t>(mlp_unit(c, layout, layer))].params[0];
+    const TensorView gate = t.view(i + 1, mlp_unit_view), up = t.view(i + 2, mlp_unit_view);
+    p.post_norm = t.view(i, mlp_unit_view);
+    p.gate_up_proj = stacked(gate, gate.shape[0] + up.shape[0]);
+    p.down_proj = t.view(i + 3, mlp_unit_view);
+  }
+  return p;
 }
 
 FinalParams final_views(const ParamTable& t, const LlamaConfig& c, const TensorView& unit) {

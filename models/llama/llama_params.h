@@ -7,17 +7,21 @@
 // vocabulary chunks (train.head_chunks > 1) the head's table is split by rows, one unit per chunk,
 // as GPT-2's wte is (models/gpt/gpt_params.h): tied, embed_tokens' chunk 0 stays in unit 0 and
 // chunks 1.. follow the final unit ("embed_tokens.1", ...); untied, the final unit keeps the norm
-// only and every chunk of lm_head is a unit after it ("lm_head.0", ...).
+// only and every chunk of lm_head is a unit after it ("lm_head.0", ...). With layers in two units
+// (train.block_units = 2) unit 1 + l holds layer l's attention half (input_layernorm, q|k|v,
+// o_proj) and its MLP half (post_attention_layernorm, gate|up, down_proj) follows the chunk units
+// ("layers.l.mlp"), as GPT-2's split blocks do.
 #pragma once
 
 #include <cstdint>
 
 #include "engine/core/param_table.h"
 #include "models/llama/llama_config.h"
+#include "models/unit_layout.h"
 
 namespace zt::llama {
 
-ParamTable build_param_table(const LlamaConfig& config, int head_chunks = 1);
+ParamTable build_param_table(const LlamaConfig& config, const UnitLayout& layout = {});
 
 constexpr int embedding_unit() { return 0; }
 inline int layer_unit(int layer) { return 1 + layer; }
@@ -26,6 +30,8 @@ inline int final_unit(const LlamaConfig& c) { return c.n_layer + 1; }
 inline int head_chunk_unit(const LlamaConfig& c, int chunk) {
   return c.tie_embeddings ? (chunk == 0 ? embedding_unit() : final_unit(c) + chunk) : final_unit(c) + 1 + chunk;
 }
+// With layers in two units, the unit of layer `layer`'s MLP half (after the last chunk unit).
+int mlp_unit(const LlamaConfig& c, const UnitLayout& layout, int layer);
 
 struct LayerParams {
   TensorView input_norm;    // [C]
@@ -42,7 +48,12 @@ struct FinalParams {
 };
 
 TensorView embedding_view(const ParamTable& t, const TensorView& unit);
+// A whole layer's views of its unit (train.block_units = 1).
 LayerParams layer_views(const ParamTable& t, int layer, const TensorView& unit);
+// A split layer's views: the attention half's from attn_unit, the MLP half's from mlp_unit_view;
+// either may be empty (its views are then left empty).
+LayerParams layer_views(const ParamTable& t, const LlamaConfig& c, const UnitLayout& layout, int layer,
+                        const TensorView& attn_unit, const TensorView& mlp_unit_view);
 FinalParams final_views(const ParamTable& t, const LlamaConfig& c, const TensorView& unit);
 // The rows of the head's table (embed_tokens tied, lm_head untied) that unit head_chunk_unit(c,
 // chunk), given as `unit`, holds: [rows of the chunk, C].

@@ -14,14 +14,21 @@ void add(PassSchedule& s, std::initializer_list<UnitEvent> events) {
 
 }  // namespace
 
-PassSchedule forward_schedule(const LlamaConfig& c, int head_chunks) {
-  const int emb = embedding_unit(), fin = final_unit(c), chunks = head_chunk_count(c.padded_vocab_size(), head_chunks);
+PassSchedule forward_schedule(const LlamaConfig& c, const UnitLayout& layout) {
+  const int emb = embedding_unit(), fin = final_unit(c);
+  const int chunks = head_chunk_count(c.padded_vocab_size(), layout.head_chunks);
   PassSchedule s{{UnitOp::kAcquire, emb}};
   for (int k = 1; c.tie_embeddings && k < chunks; ++k) {  // the embedding reads every chunk of its table
     add(s, {{UnitOp::kAcquire, head_chunk_unit(c, k)}, {UnitOp::kRelease, head_chunk_unit(c, k)}});
   }
   add(s, {{UnitOp::kRelease, emb}});
-  for (int l = 0; l < c.n_layer; ++l) add(s, {{UnitOp::kAcquire, layer_unit(l)}, {UnitOp::kRelease, layer_unit(l)}});
+  for (int l = 0; l < c.n_layer; ++l) {
+    add(s, {{UnitOp::kAcquire, layer_unit(l)}, {UnitOp::kRelease, layer_unit(l)}});
+    if (layout.block_units == 2) {
+      const int m = mlp_unit(c, layout, l);
+      add(s, {{UnitOp::kAcquire, m}, {UnitOp::kRelease, m}});
+    }
+  }
   add(s, {{UnitOp::kAcquire, fin}});
   if (chunks > 1) {
     for (int k = 0; k < chunks; ++k) {
@@ -34,8 +41,9 @@ PassSchedule forward_schedule(const LlamaConfig& c, int head_chunks) {
   return s;
 }
 
-PassSchedule backward_schedule(const LlamaConfig& c, int head_chunks) {
-  const int emb = embedding_unit(), fin = final_unit(c), chunks = head_chunk_count(c.padded_vocab_size(), head_chunks);
+PassSchedule backward_schedule(const LlamaConfig& c, const UnitLayout& layout, const CheckpointPolicy& policy) {
+  const int emb = embedding_unit(), fin = final_unit(c);
+  const int chunks = head_chunk_count(c.padded_vocab_size(), layout.head_chunks);
   PassSchedule s;
   if (chunks > 1) {  // each chunk of the head's table reduced as soon as the head is done with it
     for (int k = chunks - 1; k >= 0; --k) {
@@ -48,7 +56,17 @@ PassSchedule backward_schedule(const LlamaConfig& c, int head_chunks) {
   add(s, {{UnitOp::kAcquire, fin}, {UnitOp::kAccumulate, fin}, {UnitOp::kGradsReady, fin}, {UnitOp::kRelease, fin}});
   for (int l = c.n_layer - 1; l >= 0; --l) {
     const int u = layer_unit(l);
-    add(s, {{UnitOp::kAcquire, u}, {UnitOp::kAccumulate, u}, {UnitOp::kGradsReady, u}, {UnitOp::kRelease, u}});
+    if (layout.block_units == 1) {
+      add(s, {{UnitOp::kAcquire, u}, {UnitOp::kAccumulate, u}, {UnitOp::kGradsReady, u}, {UnitOp::kRelease, u}});
+      continue;
+    }
+    // Split: the MLP half's gradient first; a checkpointed layer's recompute holds both halves.
+    const int m = mlp_unit(c, layout, l);
+    const bool recompute = policy.is_checkpointed(l);
+    if (recompute) add(s, {{UnitOp::kAcquire, u}});
+    add(s, {{UnitOp::kAcquire, m}, {UnitOp::kAccumulate, m}, {UnitOp::kGradsReady, m}, {UnitOp::kRelease, m}});
+    if (!recompute) add(s, {{UnitOp::kAcquire, u}});
+    add(s, {{UnitOp::kAccumulate, u}, {UnitOp::kGradsReady, u}, {UnitOp::kRelease, u}});
   }
   // The embedding's scatter-add (reading no weights): a tied table's second round, chunk by chunk.
   for (int k = 0; k < (c.tie_embeddings ? chunks : 1); ++k) {

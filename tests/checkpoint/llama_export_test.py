@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """A Llama checkpoint written by several ranks, exported for Hugging Face (issue 22), untied and tied:
   * the rank files (read by the independent Python reader) hold the initial weights debug-state has,
-    also with the head in vocabulary chunks (the head's table split by rows across units);
+    also with the head in vocabulary chunks (the head's table split by rows across units) and with
+    each layer in two units (train.block_units = 2);
   * `ckpt export --format hf` (fp32 and bf16) writes config.json for LlamaForCausalLM (GQA heads,
     SwiGLU width, RoPE base, RMSNorm epsilon, tie) and a model.safetensors with exactly
     LlamaForCausalLM's tensors (lm_head only when untied, the true vocabulary) equal to the
@@ -53,12 +54,13 @@ def main():
 
     with open(args.config) as f:
         base = json.load(f)
-    for tied, chunks in ((False, 1), (True, 1), (False, 2), (True, 2)):
-        what = ("tied" if tied else "untied") + (f", head in {chunks} chunk units" if chunks > 1 else "")
+    for tied, chunks, block_units in ((False, 1, 1), (True, 1, 1), (False, 2, 2), (True, 2, 1)):
+        what = ("tied" if tied else "untied") + (f", head in {chunks} chunk units" if chunks > 1 else "") + (
+            ", layers in two units" if block_units > 1 else "")
         config = os.path.join(work, f"{tied}_{chunks}.json")
         with open(config, "w") as f:
             json.dump({**base, "model": {**base["model"], "tie_embeddings": tied},
-                       "train": {**base.get("train", {}), "head_chunks": chunks}}, f)
+                       "train": {**base.get("train", {}), "head_chunks": chunks, "block_units": block_units}}, f)
         folder = os.path.join(work, f"ckpt_{tied}_{chunks}")
         saved = run(mpirun + ["-np", str(ranks)] * bool(mpirun) + [args.driver, "save", folder, "--stage", 2, "--step", 4,
                                                                       "--model-config", config])
@@ -81,8 +83,8 @@ def main():
                      f"{what}: rank files hold exactly the engine's initial weights")
         if chunks > 1:
             units = [u["name"] for u in manifest["units"]]
-            checks.check(len(units) == 2 + base["model"]["n_layer"] + (1 if tied else 2),
-                         f"{what}: the head's table in its own units ({units})")
+            checks.check(len(units) == 2 + block_units * base["model"]["n_layer"] + (1 if tied else 2),
+                         f"{what}: the head's table (and the layers' halves) in units of their own ({units})")
 
         for dtype in ("f32", "bf16"):
             out = os.path.join(work, f"hf_{tied}_{chunks}_{dtype}")

@@ -1,8 +1,8 @@
-// The Llama decoder through a ParamStore (models/llama/llama_model, issue 22 in progress), on the
-// CPU: the store follows its declared schedules (it refuses any other call), every gradient of the
-// mean cross-entropy matches central differences (tied and untied heads), every ZeRO stage's
-// store gives stage 0's gradients bit for bit on one rank, activation checkpointing gives the same
-// bits, and the memory a step measures is the footprint's prediction (checkpointed or not).
+// The Llama decoder through a ParamStore (models/llama/llama_model), on the CPU: the store follows
+// its declared schedules (it refuses any other call), every gradient of the mean cross-entropy
+// matches central differences (tied and untied heads), every ZeRO stage's store gives stage 0's
+// gradients bit for bit on one rank, activation checkpointing, the head in chunks and layers in two
+// units behave as the whole, and the memory a step measures is the footprint's prediction.
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
@@ -33,9 +33,9 @@ struct Fixture {
   std::vector<std::int32_t> inputs, targets;
 
   Fixture(const LlamaConfig& c, int stage, int B = 2, int T = 6, CheckpointPolicy policy = {},
-          DType params = DType::kF32, DType activations = DType::kF32, int head_chunks = 1)
+          DType params = DType::kF32, DType activations = DType::kF32, UnitLayout layout = {})
       : config(c),
-        model(c, B, T, policy, tracker, ctx, activations, head_chunks),
+        model(c, B, T, policy, tracker, ctx, activations, layout),
         store(model.table(), params, stage_options(stage), comm, tracker, ctx) {
     for (std::size_t u = 0; u < model.table().units().size(); ++u) {
       const std::int64_t n = model.table().units()[u].numel;
@@ -157,7 +157,7 @@ TEST(LlamaModel, ChunkedHeadMatchesTheWholeHead) {
     Fixture whole(c, 0);
     const float loss = whole.step();
     const auto expected = whole.grads_by_name();
-    Fixture chunked(c, 0, 2, 6, {}, DType::kF32, DType::kF32, 3);
+    Fixture chunked(c, 0, 2, 6, {}, DType::kF32, DType::kF32, UnitLayout{3, 1});
     ASSERT_EQ(chunked.model.table().units().size(), whole.model.table().units().size() + (tied ? 2 : 3));
     EXPECT_NEAR(chunked.step(), loss, 2e-6 * loss);
     const auto got = chunked.grads_by_name();
@@ -174,7 +174,7 @@ TEST(LlamaModel, ChunkedHeadMatchesTheWholeHead) {
     }
     const std::vector<float> stage0 = chunked.grads();
     for (int stage = 1; stage <= 3; ++stage) {
-      Fixture f(c, stage, 2, 6, {}, DType::kF32, DType::kF32, 3);
+      Fixture f(c, stage, 2, 6, {}, DType::kF32, DType::kF32, UnitLayout{3, 1});
       f.step();
       EXPECT_EQ(f.grads(), stage0) << "stage " << stage;
     }
@@ -202,9 +202,37 @@ TEST(LlamaModel, ActivationCheckpointingGivesTheSameBits) {
   }
 }
 
+// Layers in two units (train.block_units = 2): each layer's attention and MLP halves gathered,
+// freed and reduced apart run the whole layer's kernels in the same order, so the loss and every
+// gradient are the whole layers' bits, with the head whole or in chunks, tied or untied, whichever
+// layers are checkpointed (the recompute holds both halves), on every ZeRO stage.
+TEST(LlamaModel, SplitLayersGiveTheWholeLayersBits) {
+  for (bool tied : {false, true}) {
+    for (int chunks : {1, 3}) {
+      for (const char* p : {"none", "all", "every:2"}) {
+        SCOPED_TRACE(fmt::format("{} head in {} chunk(s), checkpointing {}", tied ? "tied" : "untied", chunks, p));
+        LlamaConfig c = tiny(tied);
+        c.n_layer = 3;
+        c.vocab_size = 150;
+        Fixture whole(c, 0, 2, 6, policy(p), DType::kF32, DType::kF32, UnitLayout{chunks, 1});
+        const float loss = whole.step();
+        const auto expected = whole.grads_by_name();
+        for (int stage = 0; stage <= 3; ++stage) {
+          Fixture split(c, stage, 2, 6, policy(p), DType::kF32, DType::kF32, UnitLayout{chunks, 2});
+          ASSERT_EQ(split.model.table().units().size(), whole.model.table().units().size() + 3);
+          EXPECT_EQ(split.model.table().units()[static_cast<std::size_t>(mlp_unit(c, {chunks, 2}, 0))].name,
+                    "layers.0.mlp");
+          EXPECT_EQ(split.step(), loss) << "stage " << stage;
+          EXPECT_EQ(split.grads_by_name(), expected) << "stage " << stage;
+        }
+      }
+    }
+  }
+}
+
 // One step with AdamW on one rank, measured by the tracker, against the prediction from Llama's
 // footprint and schedule: every category to the byte, for each pairing of parameter and
-// activation dtypes (bf16 parameters with fp32 activations read fp32 copies).
+// activation dtypes (bf16 parameters with fp32 activations read fp32 copies), whole or split layers.
 TEST(LlamaModel, MeasuredMemoryEqualsThePrediction) {
   const std::pair<DType, DType> dtypes[] = {{DType::kF32, DType::kF32},
                                             {DType::kBF16, DType::kF32},
@@ -212,21 +240,24 @@ TEST(LlamaModel, MeasuredMemoryEqualsThePrediction) {
                                             {DType::kF32, DType::kBF16}};
   for (const auto& [params, activations] : dtypes) {
     for (const char* p : {"none", "all", "every:2"}) {
-      for (int chunks : {1, 3}) {
+      for (const UnitLayout layout : {UnitLayout{1, 1}, UnitLayout{3, 1}, UnitLayout{1, 2}, UnitLayout{3, 2}}) {
         for (bool tied : {false, true}) {
-          SCOPED_TRACE(fmt::format("{} head in {} chunk(s), checkpointing {}, parameters {}, activations {}",
-                                   tied ? "tied" : "untied", chunks, p, dtype_name(params), dtype_name(activations)));
+          SCOPED_TRACE(
+              fmt::format("{} head in {} chunk(s), {} unit(s) a layer, checkpointing {}, parameters {}, "
+                          "activations {}",
+                          tied ? "tied" : "untied", layout.head_chunks, layout.block_units, p, dtype_name(params),
+                          dtype_name(activations)));
           LlamaConfig c = tiny(tied);
           c.n_layer = 3;
           c.vocab_size = 150;
-          Fixture f(c, 0, 3, 7, policy(p), params, activations, chunks);
+          Fixture f(c, 0, 3, 7, policy(p), params, activations, layout);
           ShardedAdamW optimizer(f.store, AdamWHyper{}, f.tracker, f.ctx);
           f.step();
           optimizer.step(1e-3f);
           const MemorySnapshot measured = f.tracker.snapshot();
           const StageMemory predicted = predict_rank_memory(
-              f.model.table(), params, predict_footprint(c, 3, 7, policy(p), params, activations, Device::kCPU, chunks),
-              step_schedule(c, chunks), ZeroOptions{}, 1);
+              f.model.table(), params, predict_footprint(c, 3, 7, policy(p), params, activations, Device::kCPU, layout),
+              step_schedule(c, layout, policy(p)), ZeroOptions{}, 1);
           for (int i = 0; i < kNumMemCategories; ++i) {
             EXPECT_EQ(measured.peak_bytes[i], predicted.bytes[i]) << mem_category_name(static_cast<MemCategory>(i));
           }

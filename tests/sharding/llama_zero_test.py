@@ -7,6 +7,9 @@
   * every rank's measured peak per category equals the prediction, to the byte, at every stage
     (the metrics' memory record), with and without activation checkpointing (same bits), and with
     the head in vocabulary chunks (stages 0-3 bitwise at 3 ranks, tied and untied);
+  * layers in two units (train.block_units = 2, with the head in chunks and every other layer
+    checkpointed): stages 0-3 bitwise at 3 ranks, the first step's loss that of whole layers and
+    the rest within the bound (the gradient norm sums per unit), the prediction held;
   * a run stopped after 4 of 8 steps and resumed with --resume latest is bitwise the uninterrupted
     one (2 ranks, stage 3), a resume on 1 rank at stage 0 follows it within the bound, and
     `sample --ckpt` gives `sample --run`'s text;
@@ -97,6 +100,25 @@ def main():
             check(all(r["curve"] == runs[0]["curve"] and r["weights"] == runs[0]["weights"] for r in runs),
                   f"N=3 head_chunks 2, {'tied' if tied else 'untied'}: stages 0-3 give bitwise identical losses, "
                   f"gradient norms and final weights")
+    # Layers in attention and MLP units: the same kernels in the same order and the same per-element
+    # reductions, so the same gradients (LlamaModel.SplitLayersGiveTheWholeLayersBits holds them bit
+    # for bit); the global norm sums per unit, so it may differ in its last bits, and a clipped
+    # update with it: the run follows the whole layers' within the bound. The recompute of a checkpointed layer holds both
+    # halves (the schedule the prediction replays).
+    split_over = {"model": {"vocab_size": 200}, "train": {"micro_batch": 4, "head_chunks": 2,
+                                                          "activation_checkpointing": "every:2"}}
+    whole = train(3, deep_merge(split_over, {"zero": {"stage": 3}}), "split_whole_s3")
+    runs = [train(3, deep_merge(split_over, {"zero": {"stage": st}, "train": {"block_units": 2}}), f"split_s{st}")
+            for st in range(4)]
+    if whole and all(r is not None for r in runs):
+        check(all(r["curve"] == runs[0]["curve"] and r["weights"] == runs[0]["weights"] for r in runs),
+              "N=3 block_units 2 (head_chunks 2, checkpointing every:2): stages 0-3 give bitwise identical "
+              "losses, gradient norms and final weights")
+        d = rel([l for _, l, _ in runs[0]["curve"]], [l for _, l, _ in whole["curve"]])
+        w = wdiff(runs[0]["weights"], whole["weights"])
+        check(runs[0]["curve"][0][1] == whole["curve"][0][1] and d <= LOSS_BOUND and w <= WEIGHT_BOUND,
+              f"N=3 block_units 2: the first loss the whole layers', then within the bound (losses {d:.1e}, "
+              f"weights {w:.1e})")
     # Activation checkpointing recomputes the same forward: the same bits, its own (smaller) prediction.
     two = {"train": {"micro_batch": 6}, "zero": {"stage": 3}}
     plain = train(2, two, "n2_s3_again")

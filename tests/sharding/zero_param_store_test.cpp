@@ -135,7 +135,7 @@ TEST(ZeroParamStore, AChunkedHeadMakesTheCallsOfItsSchedule) {
   MemoryTracker tracker;
   const ExecContext ctx{Device::kCPU, 1, nullptr};
   LocalCommunicator comm{tracker, {}};
-  gpt::GptModel model(config, 2, 8, {}, tracker, ctx, 0.0f, 0, DType::kF32, gpt::UnitLayout{.head_chunks = 2});
+  gpt::GptModel model(config, 2, 8, {}, tracker, ctx, 0.0f, 0, DType::kF32, UnitLayout{.head_chunks = 2});
   ZeroParamStore store(model.table(), DType::kF32, stage(3), comm, tracker, ctx);
   RecordingStore recorder(store);
   const std::vector<std::int32_t> tokens(16, 7);
@@ -168,7 +168,7 @@ TEST(ZeroParamStore, SplitBlocksMakeTheCallsOfTheirSchedule) {
     MemoryTracker tracker;
     const ExecContext ctx{Device::kCPU, 1, nullptr};
     LocalCommunicator comm{tracker, {}};
-    const gpt::UnitLayout layout{.head_chunks = 1, .block_units = 2};
+    const UnitLayout layout{.head_chunks = 1, .block_units = 2};
     const gpt::CheckpointPolicy policy = Fixture::policy(checkpointing);
     gpt::GptModel model(kTiny, 2, 8, policy, tracker, ctx, 0.0f, 0, DType::kF32, layout);
     ZeroParamStore store(model.table(), DType::kF32, stage(3), comm, tracker, ctx);

@@ -257,7 +257,7 @@ void flash_attention_forward(const ExecContext& ctx, TensorView out, TensorView 
                              const DropoutSpec& dropout, int n_kv_head) {
   ZT_CHECK(on_cuda(ctx), "flash attention runs on CUDA only (the CPU uses attention_forward)");
 #ifdef ZT_HAVE_CUDA
-  if (attention_on_cudnn(ctx, qkv, n_head, n_kv_head, dropout, {out.data, qkv.data})) {
+  if (attention_on_cudnn(ctx, qkv, n_head, n_kv_head, dropout, {out.data, qkv.data, lse.data})) {
     timed_op(ctx, "cudnn_attention_forward",
              [&] { cuda::cudnn_attention_forward(ctx, out, lse, qkv, n_head, n_kv_head); });
     return;
@@ -272,7 +272,7 @@ void flash_attention_backward(const ExecContext& ctx, TensorView dqkv, TensorVie
                               TensorView lse, int n_head, const DropoutSpec& dropout, int n_kv_head) {
   ZT_CHECK(on_cuda(ctx), "flash attention runs on CUDA only (the CPU uses attention_backward)");
 #ifdef ZT_HAVE_CUDA
-  if (attention_on_cudnn(ctx, qkv, n_head, n_kv_head, dropout, {dqkv.data, dout.data, out.data, qkv.data})) {
+  if (attention_on_cudnn(ctx, qkv, n_head, n_kv_head, dropout, {dqkv.data, dout.data, out.data, qkv.data, lse.data})) {
     timed_op(ctx, "cudnn_attention_backward",
              [&] { cuda::cudnn_attention_backward(ctx, dqkv, dout, out, qkv, lse, n_head, n_kv_head); });
     return;

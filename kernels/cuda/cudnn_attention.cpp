@@ -255,8 +255,8 @@ void cudnn_attention_forward(const ExecContext& ctx, TensorView out, TensorView 
                              int n_kv_head) {
   const AttentionDims d = check_operands("cudnn_attention_forward", out, lse, qkv, n_head, n_kv_head);
   std::string why;
-  ZT_CHECK(cudnn_attention_serves(ctx, DType::kBF16, d.B, d.T, n_head, d.hs, false, {out.data, qkv.data}, &why,
-                                  static_cast<int>(d.NKV)),
+  ZT_CHECK(cudnn_attention_serves(ctx, DType::kBF16, d.B, d.T, n_head, d.hs, false, {out.data, qkv.data, lse.data},
+                                  &why, static_cast<int>(d.NKV)),
            "cudnn_attention_forward: {}", why);
   if (d.B * d.T == 0) return;
 #ifdef ZT_HAVE_CUDNN
@@ -277,7 +277,7 @@ void cudnn_attention_backward(const ExecContext& ctx, TensorView dqkv, TensorVie
            "cudnn_attention_backward: dqkv must be shaped as qkv, dout as out");
   std::string why;
   ZT_CHECK(cudnn_attention_serves(ctx, DType::kBF16, d.B, d.T, n_head, d.hs, false,
-                                  {dqkv.data, dout.data, out.data, qkv.data}, &why, static_cast<int>(d.NKV)),
+                                  {dqkv.data, dout.data, out.data, qkv.data, lse.data}, &why, static_cast<int>(d.NKV)),
            "cudnn_attention_backward: {}", why);
   if (d.B * d.T == 0) return;
 #ifdef ZT_HAVE_CUDNN

@@ -9,7 +9,8 @@ tests/parity holds to PyTorch), on the flash kernels' grouped-query attention:
     and the kernel tests: tests/gpu/flash_attention_test.cpp, bf16_matmul_attention_test.cpp);
   * 10 training steps on CUDA match the CPU's losses within bf16 tolerance, with fp32 and bf16
     activations, on the flash kernels and on cuDNN's grouped-query attention, and each step's
-    measured memory on the GPU equals the prediction in every category;
+    measured memory on the GPU equals the prediction in every category but workspace (the
+    kernels' transient scratch is not predicted: within 8 MiB above it, as gpu_model_test.py);
   * 4 steps + `--resume latest` + 4 steps is bitwise the 8-step CUDA run.
 
 Exits 77 (a ctest skip) when this build sees no CUDA device.
@@ -90,9 +91,18 @@ def main():
         err = rel(losses(gpu_run), losses(cpu_run))
         check(err <= TRAIN_LOSS_BOUND and len(losses(gpu_run)) == 10,
               f"{what}: CUDA losses within {TRAIN_LOSS_BOUND:g} of the CPU's (error {err:.3e})")
+        # Per category against the memory model, as gpu_model_test.py holds GPT-2: the model states,
+        # activations and comm_buffers to the byte; workspace also holds the kernels' transient
+        # scratch (RMSNorm and flash partials, the embedding sort, cuDNN's workspace), which is not
+        # predicted: at least the prediction, at most 8 MiB above it at these shapes.
         memory = records(gpu_run, "memory")
-        check(bool(memory) and all(m == r["predicted_bytes"] for r in memory for m in r["measured_peak_bytes"]),
-              f"{what}: the GPU's measured peak equals the prediction in every category")
+        exact = ["parameters", "gradients", "master_weights", "optimizer_states", "activations", "comm_buffers"]
+        pairs = [(m, r["predicted_bytes"]) for r in memory for m in r["measured_peak_bytes"]]
+        check(bool(pairs) and all(m[k] == p[k] for m, p in pairs for k in exact),
+              f"{what}: the GPU's measured peak equals the prediction in {', '.join(exact)}")
+        check(bool(pairs) and all(p["workspace"] <= m["workspace"] <= p["workspace"] + (8 << 20) for m, p in pairs),
+              f"{what}: workspace within 8 MiB above the prediction "
+              f"({[(m['workspace'], p['workspace']) for m, p in pairs]})")
 
     full, resumed = os.path.join(work, "cuda8"), os.path.join(work, "cuda_resumed")
     p_full = train("cuda", full, 8, {"activations": "bf16"})

@@ -89,6 +89,7 @@ TEST(FlashAttentionCudaCoreEmulation, MatchesFp64AttentionWithAndWithoutDropout)
     run_problem<16, float>({1, 67, 4, 16, p, 2}, seed + 7);
 #ifndef ZT_EMULATION_UNDER_TSAN
     run_problem<16, bf16_dev>({1, 50, 4, 16, p, 1}, seed + 8);
+    run_problem<64, bf16_dev>({2, 40, 8, 64, p, 2}, seed + 9);  // Llama's: 4 query heads a kv head
 #endif
   }
 }

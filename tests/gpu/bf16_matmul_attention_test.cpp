@@ -104,6 +104,9 @@ TEST_F(CudaBf16MatmulAttention, MatmulForwardBackwardMatchCpuOnBf16Operands) {
 
 struct AttnShape {
   std::int64_t B, T, NH, hs;
+  std::int64_t NKV = 0;  // key/value heads (grouped-query attention); 0: NH
+  std::int64_t kv() const { return NKV > 0 ? NKV : NH; }
+  std::int64_t width() const { return (NH + 2 * kv()) * hs; }  // a qkv row: q | k | v
 };
 
 // One attention problem's host operands (bf16) and the CPU reference's results.
@@ -114,15 +117,15 @@ struct AttnCase {
 
 AttnCase cpu_attention(Rng& rng, AttnShape s, const DropoutSpec& drop) {
   const std::int64_t C = s.NH * s.hs;
-  AttnCase c{s, rounded(rng.normal(s.B * s.T * 3 * C)), rounded(rng.normal(s.B * s.T * C)), {}, {}, {}};
+  AttnCase c{s, rounded(rng.normal(s.B * s.T * s.width())), rounded(rng.normal(s.B * s.T * C)), {}, {}, {}};
   c.out.resize(static_cast<std::size_t>(s.B * s.T * C));
   c.att.resize(static_cast<std::size_t>(s.B * s.NH * s.T * s.T));
   c.dqkv.resize(c.qkv.size());
-  const Shape sq{s.B, s.T, 3 * C}, so{s.B, s.T, C}, sa{s.B, s.NH, s.T, s.T};
-  const int nh = static_cast<int>(s.NH);
-  cpu::attention_forward(cpu_ctx(), view_of(c.out, so), view_of(c.att, sa), view_of(c.qkv, sq), nh, drop);
+  const Shape sq{s.B, s.T, s.width()}, so{s.B, s.T, C}, sa{s.B, s.NH, s.T, s.T};
+  const int nh = static_cast<int>(s.NH), nkv = static_cast<int>(s.kv());
+  cpu::attention_forward(cpu_ctx(), view_of(c.out, so), view_of(c.att, sa), view_of(c.qkv, sq), nh, drop, nkv);
   cpu::attention_backward(cpu_ctx(), view_of(c.dqkv, sq), view_of(c.dout, so), view_of(c.qkv, sq), view_of(c.att, sa),
-                          nh, drop);
+                          nh, drop, nkv);
   return c;
 }
 
@@ -146,9 +149,11 @@ struct Slack {
 // Slack terms: out u_o sum_k P'|v|; dV u_v sum_q P'|dO|; dQ sum_k e |K|; dK sum_q e |Q|, with
 // e_qk = scale (u_p P |dP' - dot| + P e_dot_q) + u_r |dpre_qk|, e_dot_q = u_p sum_k P |dP'| + u_o'
 // sum_e |dO||out|, P' the dropped probabilities, dP' = mask scale * dO . v. Second-order terms
-// are covered by a 10% margin.
+// are covered by a 10% margin. With grouped-query heads a key/value head's dK and dV sum its query
+// heads' terms, and so do their slacks.
 Slack attention_slack(const AttnCase& c, AttnKind kind, const DropoutSpec& drop) {
-  const std::int64_t B = c.s.B, T = c.s.T, NH = c.s.NH, hs = c.s.hs, C = NH * hs, C3 = 3 * C;
+  const std::int64_t B = c.s.B, T = c.s.T, NH = c.s.NH, hs = c.s.hs, C = NH * hs, W = c.s.width();
+  const std::int64_t NKV = c.s.kv(), group = NH / NKV;
   const double u = kUnitRoundoff, scale = 1.0 / std::sqrt(static_cast<double>(hs));
   const bool flash = kind != AttnKind::kMaterialised, tensor_cores = kind == AttnKind::kFlashTensorCores;
   const double u_out = tensor_cores ? u : flash ? 0.0 : (drop.active() ? 2 * u : u);
@@ -159,16 +164,17 @@ Slack attention_slack(const AttnCase& c, AttnKind kind, const DropoutSpec& drop)
   std::vector<double> pd(static_cast<std::size_t>(T * T)), dp(pd.size()), e(pd.size());
   for (std::int64_t b = 0; b < B; ++b) {
     for (std::int64_t h = 0; h < NH; ++h) {
-      // Element d of row t's q, k, v (parts 0-2 of qkv), dout or out in head h of sample b.
-      auto at = [&](const std::vector<float>& x, std::int64_t width, std::int64_t part, std::int64_t t,
-                    std::int64_t d) {
-        return static_cast<double>(x[static_cast<std::size_t>((b * T + t) * width + part * C + h * hs + d)]);
+      // Query head h reads key/value head h / group: the columns of its q, k and v in a qkv row.
+      const std::int64_t q_col = h * hs, k_col = C + (h / group) * hs, v_col = C + (NKV + h / group) * hs;
+      // Element d of row t of x (rows `width` wide) at column `col` of sample b.
+      auto at = [&](const std::vector<float>& x, std::int64_t width, std::int64_t col, std::int64_t t, std::int64_t d) {
+        return static_cast<double>(x[static_cast<std::size_t>((b * T + t) * width + col + d)]);
       };
-      auto q = [&](std::int64_t t, std::int64_t d) { return at(qkv, C3, 0, t, d); };
-      auto k = [&](std::int64_t t, std::int64_t d) { return at(qkv, C3, 1, t, d); };
-      auto v = [&](std::int64_t t, std::int64_t d) { return at(qkv, C3, 2, t, d); };
-      auto dO = [&](std::int64_t t, std::int64_t d) { return at(dout, C, 0, t, d); };
-      auto o = [&](std::int64_t t, std::int64_t d) { return at(out, C, 0, t, d); };
+      auto q = [&](std::int64_t t, std::int64_t d) { return at(qkv, W, q_col, t, d); };
+      auto k = [&](std::int64_t t, std::int64_t d) { return at(qkv, W, k_col, t, d); };
+      auto v = [&](std::int64_t t, std::int64_t d) { return at(qkv, W, v_col, t, d); };
+      auto dO = [&](std::int64_t t, std::int64_t d) { return at(dout, C, q_col, t, d); };
+      auto o = [&](std::int64_t t, std::int64_t d) { return at(out, C, q_col, t, d); };
       const float* P = att.data() + (b * NH + h) * T * T;
       for (std::int64_t i = 0; i < T; ++i) {
         double dot = 0.0, dot_abs = 0.0, dO_out = 0.0;
@@ -200,11 +206,11 @@ Slack attention_slack(const AttnCase& c, AttnKind kind, const DropoutSpec& drop)
             sdk += e[r * T + i] * std::abs(q(r, d));
             sdv += pd[r * T + i] * std::abs(dO(r, d));
           }
-          sl.out[(b * T + i) * C + h * hs + d] = 1.1 * u_out * so;
-          double* dq_row = sl.dqkv.data() + (b * T + i) * C3 + h * hs + d;
-          dq_row[0] = 1.1 * sdq;
-          dq_row[C] = 1.1 * sdk;
-          dq_row[2 * C] = 1.1 * u_dv * sdv;
+          sl.out[(b * T + i) * C + q_col + d] = 1.1 * u_out * so;
+          double* row = sl.dqkv.data() + (b * T + i) * W + d;
+          row[q_col] = 1.1 * sdq;
+          row[k_col] += 1.1 * sdk;  // summed over the key/value head's query heads
+          row[v_col] += 1.1 * u_dv * sdv;
         }
       }
     }
@@ -252,24 +258,28 @@ TEST_F(CudaBf16MatmulAttention, FlashAttentionMatchesMaterialisedCpuOnBf16Operan
   ZT_SEEDED_RNG(rng);
   const DropoutSpec no_drop{}, drop{0.2f, /*seed=*/99, /*site=*/4, /*first_sample=*/(std::int64_t{1} << 32) + 17};
   for (const DropoutSpec* spec : {&no_drop, &drop}) {
+    // Multi-head, then grouped-query heads (Llama's four query heads per key/value head at head
+    // size 64, and one key/value head for all at 128) on the tensor-core kernels, and two per
+    // key/value head on the CUDA-core ones (head size 8).
     for (AttnShape s : {AttnShape{1, 1, 1, 8}, AttnShape{2, 67, 3, 16}, AttnShape{2, 130, 4, 32},
-                        AttnShape{1, 200, 2, 64}, AttnShape{1, 70, 2, 128}, AttnShape{2, 300, 3, 64}}) {
+                        AttnShape{1, 200, 2, 64}, AttnShape{1, 70, 2, 128}, AttnShape{2, 300, 3, 64},
+                        AttnShape{2, 130, 8, 64, 2}, AttnShape{2, 70, 4, 128, 1}, AttnShape{2, 75, 4, 8, 2}}) {
       const bool tensor_cores = cuda::flash_attention_tensor_cores(DType::kBF16, s.hs);
-      SCOPED_TRACE(::testing::Message() << "B=" << s.B << " T=" << s.T << " NH=" << s.NH << " hs=" << s.hs
-                                        << (spec->active() ? " dropout" : "")
+      SCOPED_TRACE(::testing::Message() << "B=" << s.B << " T=" << s.T << " NH=" << s.NH << " NKV=" << s.kv()
+                                        << " hs=" << s.hs << (spec->active() ? " dropout" : "")
                                         << (tensor_cores ? " tensor cores" : " CUDA cores"));
       ASSERT_TRUE(cuda::flash_attention_supports(s.B, s.NH, s.hs));
       const AttnCase c = cpu_attention(rng, s, *spec);
       const Slack slack = attention_slack(c, tensor_cores ? AttnKind::kFlashTensorCores : AttnKind::kFlash, *spec);
       const std::int64_t C = s.NH * s.hs;
-      const Shape sq{s.B, s.T, 3 * C}, so{s.B, s.T, C}, sl{s.B, s.NH, s.T};
-      const int nh = static_cast<int>(s.NH);
+      const Shape sq{s.B, s.T, s.width()}, so{s.B, s.T, C}, sl{s.B, s.NH, s.T};
+      const int nh = static_cast<int>(s.NH), nkv = static_cast<int>(s.kv());
       Buffer gqkv = upload_as(DType::kBF16, c.qkv), gdout = upload_as(DType::kBF16, c.dout);
       Buffer go = poisoned(DType::kBF16, so.numel()), glse = poisoned(DType::kF32, sl.numel()),
              gdq = poisoned(DType::kBF16, sq.numel());
-      cuda::flash_attention_forward(gpu(), go.view(so), glse.view(sl), gqkv.view(sq), nh, *spec);
+      cuda::flash_attention_forward(gpu(), go.view(so), glse.view(sl), gqkv.view(sq), nh, *spec, nkv);
       cuda::flash_attention_backward(gpu(), gdq.view(sq), gdout.view(so), go.view(so), gqkv.view(sq), glse.view(sl), nh,
-                                     *spec);
+                                     *spec, nkv);
       EXPECT_TRUE(within_bound(download_f32(go), widened(c.out), 1e-5, slack.out)) << "out";
       EXPECT_TRUE(within_bound(download_f32(gdq), widened(c.dqkv), 5e-5, slack.dqkv)) << "dqkv";
     }

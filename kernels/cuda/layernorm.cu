@@ -10,7 +10,6 @@ namespace zt::cuda {
 namespace {
 
 using detail::ln::kBackwardThreads;
-using detail::ln::kColumnThreads;
 using detail::ln::kForwardWarps;
 using detail::ln::kRowsPerChunk;
 using detail::ln::layernorm_backward_chunk;
@@ -132,7 +131,7 @@ void layernorm_backward(const ExecContext& ctx, TensorView dinp, TensorView dwei
   ZT_CUDA_CHECK_LAUNCH();
   detail::dispatch_activation(dweight.dtype, [&](auto type) {
     using D = typename decltype(type)::type;
-    layernorm_backward_params<D><<<(d.cols + kColumnThreads - 1) / kColumnThreads, kColumnThreads, 0, stream>>>(
+    layernorm_backward_params<D><<<detail::partial_blocks(d.cols), detail::kPartialThreads, 0, stream>>>(
         detail::act_data<D>(dweight), detail::act_data<D>(dbias), partials.as<float>(), num_chunks, d.cols);
   });
   ZT_CUDA_CHECK_LAUNCH();

@@ -2,7 +2,8 @@
 // SIMT emulation tests, tests/emulation/). Forward: one warp per row, two-pass variance as on the
 // CPU (the row is re-read from L1/L2, not DRAM). Backward: one block per 32-row chunk computes each row's dinp
 // (a warp per row) and the chunk's dweight/dbias partial sums (a thread per column, rows in
-// order); a second kernel adds the chunk partials in chunk order. No float atomics anywhere.
+// order); a second kernel adds the chunk partials in a fixed order (chunk_partials.cuh). No float
+// atomics anywhere.
 // Both take 16-byte vector accesses (kVec = kWideVec<T>: a lane owns groups of 4 fp32 or 8 bf16
 // columns) where C % kVec == 0 and every row operand is aligned16, else single elements (kVec = 1);
 // the reduction order is fixed for a given kVec, so results repeat bitwise. The activations (out, inp, residual and its
@@ -15,6 +16,7 @@
 #include <cstdint>
 
 #include "kernels/contracts/layernorm_eps.h"  // kLayerNormEps
+#include "kernels/cuda/chunk_partials.cuh"
 #include "kernels/cuda/device_helpers.cuh"
 
 namespace zt::cuda::detail::ln {
@@ -22,7 +24,6 @@ namespace zt::cuda::detail::ln {
 constexpr int kForwardWarps = 8;  // rows per forward block
 constexpr int kRowsPerChunk = 32;
 constexpr int kBackwardThreads = 256;
-constexpr int kColumnThreads = 256;
 
 // With `a2` non-null the row is a + a2 (written to `residual`); otherwise it is a. Each lane owns
 // the groups q = lane, lane + 32, ... of kVec columns (see the header comment for kVec).
@@ -149,18 +150,16 @@ __global__ void layernorm_backward_chunk(T* dinp, float* partials, const T* dout
 }
 
 // dweight, dbias of type D: float, or bf16 (a gradient added in place into bf16 storage:
-// round(widen(old) + sum), one rounding).
+// round(widen(old) + sum), one rounding). Grid partial_blocks(C), kPartialThreads threads.
 template <typename D>
-__global__ void layernorm_backward_params(D* dweight, D* dbias, const float* partials, std::int64_t num_chunks, int C) {
-  const int c = blockIdx.x * kColumnThreads + threadIdx.x;
-  if (c >= C) return;
-  float dw = 0.0f, db = 0.0f;
-  for (std::int64_t k = 0; k < num_chunks; ++k) {  // chunk order: deterministic
-    dw += partials[k * 2 * C + c];
-    db += partials[k * 2 * C + C + c];
-  }
-  detail::store_act(dweight + c, detail::load_act(dweight + c) + dw);
-  detail::store_act(dbias + c, detail::load_act(dbias + c) + db);
+__global__ void __launch_bounds__(kPartialThreads)
+    layernorm_backward_params(D* dweight, D* dbias, const float* partials, std::int64_t num_chunks, int C) {
+  float sum[2];
+  sum_chunk_partials<2>(sum, partials, num_chunks, 2 * std::int64_t{C}, C);
+  const int c = static_cast<int>(blockIdx.x) * kPartialColumns + static_cast<int>(threadIdx.x);
+  if (threadIdx.x >= kPartialColumns || c >= C) return;  // warp 0 holds the sums
+  store_act(dweight + c, load_act(dweight + c) + sum[0]);
+  store_act(dbias + c, load_act(dbias + c) + sum[1]);
 }
 
 }  // namespace zt::cuda::detail::ln

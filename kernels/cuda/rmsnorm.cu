@@ -9,7 +9,6 @@ namespace zt::cuda {
 namespace {
 
 using detail::rms::kBackwardThreads;
-using detail::rms::kColumnThreads;
 using detail::rms::kForwardWarps;
 using detail::rms::kRowsPerChunk;
 
@@ -89,9 +88,8 @@ void rmsnorm_backward(const ExecContext& ctx, TensorView dinp, TensorView dweigh
   ZT_CUDA_CHECK_LAUNCH();
   detail::dispatch_activation(dweight.dtype, [&](auto type) {
     using D = typename decltype(type)::type;
-    detail::rms::rmsnorm_backward_params<D>
-        <<<(d.cols + kColumnThreads - 1) / kColumnThreads, kColumnThreads, 0, stream>>>(
-            detail::act_data<D>(dweight), partials.as<float>(), num_chunks, d.cols);
+    detail::rms::rmsnorm_backward_params<D><<<detail::partial_blocks(d.cols), detail::kPartialThreads, 0, stream>>>(
+        detail::act_data<D>(dweight), partials.as<float>(), num_chunks, d.cols);
   });
   ZT_CUDA_CHECK_LAUNCH();
 }

@@ -2,7 +2,8 @@
 // emulation tests, tests/emulation/), laid out as the LayerNorm kernels are (layernorm_kernels.cuh):
 // forward one warp per row; backward one block per 32-row chunk computing each row's dinp (a warp
 // per row) and the chunk's dweight partial (a thread per column group, rows in order), then a
-// kernel adding the partials in chunk order. No float atomics: the results repeat bitwise. 16-byte
+// kernel adding the partials in a fixed order (chunk_partials.cuh). No float atomics: the
+// results repeat bitwise. 16-byte
 // vector accesses (kVec = kWideVec<T>) where C % kVec == 0 and the row operands are aligned16, else
 // single elements. Activations of storage type T (float or bf16), the weight of type P (float, or
 // bf16 with bf16 activations), statistics and partials fp32; each activation result rounded once.
@@ -10,6 +11,7 @@
 
 #include <cstdint>
 
+#include "kernels/cuda/chunk_partials.cuh"
 #include "kernels/cuda/device_helpers.cuh"
 
 namespace zt::cuda::detail::rms {
@@ -17,7 +19,6 @@ namespace zt::cuda::detail::rms {
 constexpr int kForwardWarps = 8;  // rows per forward block
 constexpr int kRowsPerChunk = 32;
 constexpr int kBackwardThreads = 256;
-constexpr int kColumnThreads = 256;
 
 template <typename T, typename P, int kVec>
 __global__ void rmsnorm_forward_kernel(T* out, float* rstd, const T* inp, const P* weight, std::int64_t N, int C,
@@ -98,14 +99,16 @@ __global__ void rmsnorm_backward_chunk(T* dinp, float* partials, const T* dout, 
   }
 }
 
-// dweight of type D: float, or bf16 (added in place into bf16 storage: one rounding).
+// dweight of type D: float, or bf16 (added in place into bf16 storage: one rounding). The chunks'
+// partials added in a fixed order (chunk_partials.cuh); grid partial_blocks(C), kPartialThreads.
 template <typename D>
-__global__ void rmsnorm_backward_params(D* dweight, const float* partials, std::int64_t num_chunks, int C) {
-  const int c = blockIdx.x * kColumnThreads + threadIdx.x;
-  if (c >= C) return;
-  float dw = 0.0f;
-  for (std::int64_t k = 0; k < num_chunks; ++k) dw += partials[k * C + c];  // chunk order
-  detail::store_act(dweight + c, detail::load_act(dweight + c) + dw);
+__global__ void __launch_bounds__(kPartialThreads)
+    rmsnorm_backward_params(D* dweight, const float* partials, std::int64_t num_chunks, int C) {
+  float sum[1];
+  sum_chunk_partials<1>(sum, partials, num_chunks, C, C);
+  const int c = static_cast<int>(blockIdx.x) * kPartialColumns + static_cast<int>(threadIdx.x);
+  if (threadIdx.x >= kPartialColumns || c >= C) return;  // warp 0 holds the sums
+  store_act(dweight + c, load_act(dweight + c) + sum[0]);
 }
 
 }  // namespace zt::cuda::detail::rms

@@ -57,7 +57,7 @@ void run_shape(Rng& rng, std::int64_t N, std::int64_t C) {
   std::vector<float> partials(static_cast<std::size_t>(chunks * C), NAN);
   simt::launch(dim3(static_cast<unsigned>(chunks)), rms::kBackwardThreads, 0, rms::rmsnorm_backward_chunk<T, P, kVec>,
                dinp_g.data(), partials.data(), dout.data(), x.data(), w.data(), rstd_c.data(), N, static_cast<int>(C));
-  simt::launch(dim3(static_cast<unsigned>((C + rms::kColumnThreads - 1) / rms::kColumnThreads)), rms::kColumnThreads, 0,
+  simt::launch(dim3(cuda::detail::partial_blocks(C)), cuda::detail::kPartialThreads, 0,
                rms::rmsnorm_backward_params<float>, dw_g.data(), partials.data(), chunks, static_cast<int>(C));
   EXPECT_TRUE(close_to_cpu(host_values(dinp_g), host_values(dinp_c), kBf16)) << "dinp";
   EXPECT_TRUE(close_to_cpu(dw_g, dw_c, false)) << "dweight";
@@ -71,6 +71,7 @@ TEST(RmsNormEmulation, ForwardAndBackwardMatchCpu) {
   run_shape<float, float, 4>(rng, 70, 64);  // three backward chunks, the last partial
   run_shape<bf16_dev, float, 8>(rng, 40, 96);
   run_shape<bf16_dev, bf16_dev, 8>(rng, 40, 96);
+  run_shape<float, float, 1>(rng, 600, 40);  // 19 chunks, more than the parameter pass's 16 warps
 }
 
 }  // namespace

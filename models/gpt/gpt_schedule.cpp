@@ -4,6 +4,7 @@
 
 #include <initializer_list>
 
+#include "models/block_schedule.h"
 #include "models/gpt/gpt_params.h"
 
 namespace zt::gpt {
@@ -25,11 +26,8 @@ PassSchedule forward_schedule(const GptConfig& config, const UnitLayout& layout)
     add(s, {{UnitOp::kAcquire, wte_unit(config, c)}, {UnitOp::kRelease, wte_unit(config, c)}});
   }
   add(s, {{UnitOp::kRelease, emb}});
-  for (int l = 0; l < config.n_layer; ++l) {
-    add(s, {{UnitOp::kAcquire, block_unit(l)}, {UnitOp::kRelease, block_unit(l)}});
-    if (split)
-      add(s, {{UnitOp::kAcquire, mlp_unit(config, layout, l)}, {UnitOp::kRelease, mlp_unit(config, layout, l)}});
-  }
+  for (int l = 0; l < config.n_layer; ++l)
+    add_block_forward(s, block_unit(l), split ? mlp_unit(config, layout, l) : -1);
   add(s, {{UnitOp::kAcquire, fin}});
   for (int c = 0; c < chunks; ++c) {
     add(s, {{UnitOp::kAcquire, wte_unit(config, c)}, {UnitOp::kRelease, wte_unit(config, c)}});
@@ -51,17 +49,8 @@ PassSchedule backward_schedule(const GptConfig& config, const UnitLayout& layout
   }
   add(s, {{UnitOp::kAcquire, fin}, {UnitOp::kAccumulate, fin}, {UnitOp::kGradsReady, fin}, {UnitOp::kRelease, fin}});
   for (int l = config.n_layer - 1; l >= 0; --l) {
-    const int u = block_unit(l);
-    if (layout.block_units == 1) {
-      add(s, {{UnitOp::kAcquire, u}, {UnitOp::kAccumulate, u}, {UnitOp::kGradsReady, u}, {UnitOp::kRelease, u}});
-      continue;
-    }
-    const int m = mlp_unit(config, layout, l);
-    const bool recompute = policy.is_checkpointed(l);
-    if (recompute) add(s, {{UnitOp::kAcquire, u}});
-    add(s, {{UnitOp::kAcquire, m}, {UnitOp::kAccumulate, m}, {UnitOp::kGradsReady, m}, {UnitOp::kRelease, m}});
-    if (!recompute) add(s, {{UnitOp::kAcquire, u}});
-    add(s, {{UnitOp::kAccumulate, u}, {UnitOp::kGradsReady, u}, {UnitOp::kRelease, u}});
+    add_block_backward(s, block_unit(l), layout.block_units == 2 ? mlp_unit(config, layout, l) : -1,
+                       policy.is_checkpointed(l));
   }
   for (int c = 0; c < chunks; ++c) {
     add(s, {{UnitOp::kAccumulate, wte_unit(config, c)}, {UnitOp::kGradsReady, wte_unit(config, c)}});

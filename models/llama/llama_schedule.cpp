@@ -1,6 +1,7 @@
 // The Llama decoder's pass schedules (declared in llama_model.h; the store enforces them).
 #include <initializer_list>
 
+#include "models/block_schedule.h"
 #include "models/head_chunks.h"
 #include "models/llama/llama_model.h"
 
@@ -23,11 +24,7 @@ PassSchedule forward_schedule(const LlamaConfig& c, const UnitLayout& layout) {
   }
   add(s, {{UnitOp::kRelease, emb}});
   for (int l = 0; l < c.n_layer; ++l) {
-    add(s, {{UnitOp::kAcquire, layer_unit(l)}, {UnitOp::kRelease, layer_unit(l)}});
-    if (layout.block_units == 2) {
-      const int m = mlp_unit(c, layout, l);
-      add(s, {{UnitOp::kAcquire, m}, {UnitOp::kRelease, m}});
-    }
+    add_block_forward(s, layer_unit(l), layout.block_units == 2 ? mlp_unit(c, layout, l) : -1);
   }
   add(s, {{UnitOp::kAcquire, fin}});
   if (chunks > 1) {
@@ -55,18 +52,8 @@ PassSchedule backward_schedule(const LlamaConfig& c, const UnitLayout& layout, c
   }
   add(s, {{UnitOp::kAcquire, fin}, {UnitOp::kAccumulate, fin}, {UnitOp::kGradsReady, fin}, {UnitOp::kRelease, fin}});
   for (int l = c.n_layer - 1; l >= 0; --l) {
-    const int u = layer_unit(l);
-    if (layout.block_units == 1) {
-      add(s, {{UnitOp::kAcquire, u}, {UnitOp::kAccumulate, u}, {UnitOp::kGradsReady, u}, {UnitOp::kRelease, u}});
-      continue;
-    }
-    // Split: the MLP half's gradient first; a checkpointed layer's recompute holds both halves.
-    const int m = mlp_unit(c, layout, l);
-    const bool recompute = policy.is_checkpointed(l);
-    if (recompute) add(s, {{UnitOp::kAcquire, u}});
-    add(s, {{UnitOp::kAcquire, m}, {UnitOp::kAccumulate, m}, {UnitOp::kGradsReady, m}, {UnitOp::kRelease, m}});
-    if (!recompute) add(s, {{UnitOp::kAcquire, u}});
-    add(s, {{UnitOp::kAccumulate, u}, {UnitOp::kGradsReady, u}, {UnitOp::kRelease, u}});
+    add_block_backward(s, layer_unit(l), layout.block_units == 2 ? mlp_unit(c, layout, l) : -1,
+                       policy.is_checkpointed(l));
   }
   // The embedding's scatter-add (reading no weights): a tied table's second round, chunk by chunk.
   for (int k = 0; k < (c.tie_embeddings ? chunks : 1); ++k) {

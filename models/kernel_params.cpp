@@ -17,7 +17,11 @@ TensorView KernelParams::acquire(ParamStore& store, int unit, Pass pass, int slo
   const TensorView working = store.acquire_params(unit, pass);
   if (working.dtype == DType::kF32 || working.dtype == activations_) return working;
   for (int s = 0; s < 2; ++s) {
-    if (copy_unit_[s] == unit) return TensorView{copies_[s].data(), DType::kF32, working.device, working.shape};
+    if (copy_unit_[s] != unit) continue;
+    // The unit just handed out must not be the next one overwritten: a split block's backward
+    // re-acquires the attention unit still cached from the forward, then casts its MLP unit.
+    if (slot < 0) next_slot_ = 1 - s;
+    return TensorView{copies_[s].data(), DType::kF32, working.device, working.shape};
   }
   if (slot < 0) {
     slot = next_slot_;

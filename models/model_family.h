@@ -32,7 +32,7 @@ std::string_view model_arch_name(ModelArch arch);
 struct ModelSpec {
   ModelArch arch = ModelArch::kGpt2;
   gpt::GptConfig gpt;        // arch gpt2
-  UnitLayout layout;         // arch gpt2: train.head_chunks and train.block_units
+  UnitLayout layout;         // train.head_chunks and train.block_units (every arch)
   llama::LlamaConfig llama;  // arch llama
 
   int n_layer() const { return arch == ModelArch::kLlama ? llama.n_layer : gpt.n_layer; }

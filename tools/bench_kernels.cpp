@@ -285,11 +285,13 @@ int main(int argc, char** argv) {
                                  tok.view(Shape{B, T}));
       });
       Buffer losses = bench.buf(DType::kF32, N);
-      for (DType dt : {DType::kF32, DType::kBF16}) {  // dlogits written over the logits, as in training
-        Buffer logits = bench.buf(dt, N * Vp);
+      // dlogits into a buffer of their own (training writes them over the logits, the same bytes):
+      // in place, every run after the first would read near-constant dlogits.
+      for (DType dt : {DType::kF32, DType::kBF16}) {
+        Buffer logits = bench.buf(dt, N * Vp), dlogits = bench.buf(dt, N * Vp);
         mem(std::string("softmax_cross_entropy_fused") + (dt == DType::kF32 ? "" : " bf16"),
             N * Vp * 2.0 * static_cast<double>(dtype_size_bytes(dt)), [&] {
-              cuda::softmax_cross_entropy_fused(ctx, losses.view(), logits.view(Shape{N, Vp}),
+              cuda::softmax_cross_entropy_fused(ctx, losses.view(), dlogits.view(Shape{N, Vp}),
                                                 logits.view(Shape{N, Vp}), tok.view(), 1.0f / N, static_cast<int>(V));
             });
       }

@@ -18,7 +18,7 @@ nlohmann::json model_json(const ModelSpec& spec);
 // object is not a model this engine knows or its parameter table is not that model's.
 ModelSpec model_spec_of(const CheckpointReader& reader);
 // The unit layout the checkpoint's run used (train.head_chunks and train.block_units; 1 where its
-// config has none): the units its shards are of (gpt_params.h), as model_spec_of checks.
+// config has none): the units its shards are of (models/unit_layout.h), as model_spec_of checks.
 UnitLayout unit_layout_of(const CheckpointReader& reader);
 
 }  // namespace zt::ckpt

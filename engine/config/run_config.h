@@ -42,8 +42,8 @@ struct TrainConfig {
   // The LM head's logits in this many vocabulary chunks, never held whole (1: all at once); costs
   // the head's logits a second time per step (models/gpt/gpt_model.h, docs/memory.md).
   int head_chunks = 1;
-  // Units per transformer block: 1, or 2 (its attention and MLP halves, gathered and reduced
-  // apart: a smaller granule for ZeRO stage 3; models/gpt/gpt_params.h).
+  // Units per transformer block or Llama layer: 1, or 2 (its attention and MLP halves, gathered
+  // and reduced apart: a smaller granule for ZeRO stage 3; models/unit_layout.h).
   int block_units = 1;
   UnitLayout unit_layout() const { return {head_chunks, block_units}; }
   int eval_every = 0;                   // steps between validation evaluations; 0 = only at the end

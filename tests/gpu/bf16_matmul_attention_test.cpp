@@ -232,7 +232,7 @@ TEST_F(CudaBf16MatmulAttention, AttentionMatchesCpuOnBf16Operands) {
       const AttnCase c = cpu_attention(rng, s, *spec);
       const Slack slack = attention_slack(c, AttnKind::kMaterialised, *spec);
       const std::int64_t C = s.NH * s.hs;
-      const Shape sq{s.B, s.T, 3 * C}, so{s.B, s.T, C}, sa{s.B, s.NH, s.T, s.T};
+      const Shape sq{s.B, s.T, s.width()}, so{s.B, s.T, C}, sa{s.B, s.NH, s.T, s.T};
       const int nh = static_cast<int>(s.NH);
       Buffer gqkv = upload_as(DType::kBF16, c.qkv), gdout = upload_as(DType::kBF16, c.dout);
       Buffer go = poisoned(DType::kBF16, so.numel()), gatt = poisoned(DType::kBF16, sa.numel()),
@@ -304,7 +304,7 @@ TEST_F(CudaBf16MatmulAttention, CudnnAttentionMatchesMaterialisedCpuOnBf16Operan
     const AttnCase c = cpu_attention(rng, s, {});
     const Slack slack = attention_slack(c, AttnKind::kFlashTensorCores, {});
     const std::int64_t C = s.NH * s.hs;
-    const Shape sq{s.B, s.T, 3 * C}, so{s.B, s.T, C}, sl{s.B, s.NH, s.T};
+    const Shape sq{s.B, s.T, s.width()}, so{s.B, s.T, C}, sl{s.B, s.NH, s.T};
     const int nh = static_cast<int>(s.NH);
     Buffer gqkv = upload_as(DType::kBF16, c.qkv), gdout = upload_as(DType::kBF16, c.dout);
     Buffer go = poisoned(DType::kBF16, so.numel()), glse = poisoned(DType::kF32, sl.numel()),

@@ -207,23 +207,28 @@ TEST(LlamaModel, ActivationCheckpointingGivesTheSameBits) {
 // gradient are the whole layers' bits, with the head whole or in chunks, tied or untied, whichever
 // layers are checkpointed (the recompute holds both halves), on every ZeRO stage.
 TEST(LlamaModel, SplitLayersGiveTheWholeLayersBits) {
-  for (bool tied : {false, true}) {
-    for (int chunks : {1, 3}) {
-      for (const char* p : {"none", "all", "every:2"}) {
-        SCOPED_TRACE(fmt::format("{} head in {} chunk(s), checkpointing {}", tied ? "tied" : "untied", chunks, p));
-        LlamaConfig c = tiny(tied);
-        c.n_layer = 3;
-        c.vocab_size = 150;
-        Fixture whole(c, 0, 2, 6, policy(p), DType::kF32, DType::kF32, UnitLayout{chunks, 1});
-        const float loss = whole.step();
-        const auto expected = whole.grads_by_name();
-        for (int stage = 0; stage <= 3; ++stage) {
-          Fixture split(c, stage, 2, 6, policy(p), DType::kF32, DType::kF32, UnitLayout{chunks, 2});
-          ASSERT_EQ(split.model.table().units().size(), whole.model.table().units().size() + 3);
-          EXPECT_EQ(split.model.table().units()[static_cast<std::size_t>(mlp_unit(c, {chunks, 2}, 0))].name,
-                    "layers.0.mlp");
-          EXPECT_EQ(split.step(), loss) << "stage " << stage;
-          EXPECT_EQ(split.grads_by_name(), expected) << "stage " << stage;
+  // bf16 parameters with fp32 activations: the kernels read fp32 copies of the units, two at most
+  // (KernelParams), which a checkpointed split layer's recompute holds at once.
+  for (DType params : {DType::kF32, DType::kBF16}) {
+    for (bool tied : {false, true}) {
+      for (int chunks : {1, 3}) {
+        for (const char* p : {"none", "all", "every:2"}) {
+          SCOPED_TRACE(fmt::format("{} parameters, {} head in {} chunk(s), checkpointing {}", dtype_name(params),
+                                   tied ? "tied" : "untied", chunks, p));
+          LlamaConfig c = tiny(tied);
+          c.n_layer = 3;
+          c.vocab_size = 150;
+          Fixture whole(c, 0, 2, 6, policy(p), params, DType::kF32, UnitLayout{chunks, 1});
+          const float loss = whole.step();
+          const auto expected = whole.grads_by_name();
+          for (int stage = 0; stage <= 3; ++stage) {
+            Fixture split(c, stage, 2, 6, policy(p), params, DType::kF32, UnitLayout{chunks, 2});
+            ASSERT_EQ(split.model.table().units().size(), whole.model.table().units().size() + 3);
+            EXPECT_EQ(split.model.table().units()[static_cast<std::size_t>(mlp_unit(c, {chunks, 2}, 0))].name,
+                      "layers.0.mlp");
+            EXPECT_EQ(split.step(), loss) << "stage " << stage;
+            EXPECT_EQ(split.grads_by_name(), expected) << "stage " << stage;
+          }
         }
       }
     }

@@ -103,8 +103,8 @@ def main():
     # Layers in attention and MLP units: the same kernels in the same order and the same per-element
     # reductions, so the same gradients (LlamaModel.SplitLayersGiveTheWholeLayersBits holds them bit
     # for bit); the global norm sums per unit, so it may differ in its last bits, and a clipped
-    # update with it: the run follows the whole layers' within the bound. The recompute of a checkpointed layer holds both
-    # halves (the schedule the prediction replays).
+    # update with it: the run follows the whole layers' within the bound. The recompute of a
+    # checkpointed layer holds both halves (the schedule the prediction replays).
     split_over = {"model": {"vocab_size": 200}, "train": {"micro_batch": 4, "head_chunks": 2,
                                                           "activation_checkpointing": "every:2"}}
     whole = train(3, deep_merge(split_over, {"zero": {"stage": 3}}), "split_whole_s3")

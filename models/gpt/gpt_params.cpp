@@ -71,28 +71,40 @@ EmbeddingParams embedding_views(const ParamTable& t, const TensorView& unit) {
   return {t.view(first, unit), t.view(first + 1, unit)};
 }
 
+namespace {
+
+// The attention half's views (ln_1, c_attn, attn.c_proj) from parameter `first` of `unit` on, and
+// the MLP half's (ln_2, c_fc, mlp.c_proj): a whole block's unit holds the two in turn, a split
+// block's each its own.
+constexpr int kAttentionParams = 6;
+void attention_views(const ParamTable& t, int first, const TensorView& unit, BlockParams& p) {
+  p.ln_1_w = t.view(first, unit), p.ln_1_b = t.view(first + 1, unit);
+  p.c_attn_w = t.view(first + 2, unit), p.c_attn_b = t.view(first + 3, unit);
+  p.attn_proj_w = t.view(first + 4, unit), p.attn_proj_b = t.view(first + 5, unit);
+}
+void mlp_views(const ParamTable& t, int first, const TensorView& unit, BlockParams& p) {
+  p.ln_2_w = t.view(first, unit), p.ln_2_b = t.view(first + 1, unit);
+  p.c_fc_w = t.view(first + 2, unit), p.c_fc_b = t.view(first + 3, unit);
+  p.mlp_proj_w = t.view(first + 4, unit), p.mlp_proj_b = t.view(first + 5, unit);
+}
+
+int first_param(const ParamTable& t, int unit) { return t.units()[static_cast<std::size_t>(unit)].params[0]; }
+
+}  // namespace
+
 BlockParams block_views(const ParamTable& t, int layer, const TensorView& unit) {
-  const int i = t.units()[static_cast<std::size_t>(block_unit(layer))].params[0];
-  return {t.view(i + 0, unit), t.view(i + 1, unit), t.view(i + 2, unit),  t.view(i + 3, unit),
-          t.view(i + 4, unit), t.view(i + 5, unit), t.view(i + 6, unit),  t.view(i + 7, unit),
-          t.view(i + 8, unit), t.view(i + 9, unit), t.view(i + 10, unit), t.view(i + 11, unit)};
+  const int first = first_param(t, block_unit(layer));
+  BlockParams p;
+  attention_views(t, first, unit, p);
+  mlp_views(t, first + kAttentionParams, unit, p);
+  return p;
 }
 
 BlockParams block_views(const ParamTable& t, const GptConfig& c, const UnitLayout& layout, int layer,
                         const TensorView& attn_unit, const TensorView& mlp_unit_view) {
   BlockParams p;
-  if (attn_unit.data != nullptr) {
-    const int i = t.units()[static_cast<std::size_t>(block_unit(layer))].params[0];
-    p.ln_1_w = t.view(i, attn_unit), p.ln_1_b = t.view(i + 1, attn_unit);
-    p.c_attn_w = t.view(i + 2, attn_unit), p.c_attn_b = t.view(i + 3, attn_unit);
-    p.attn_proj_w = t.view(i + 4, attn_unit), p.attn_proj_b = t.view(i + 5, attn_unit);
-  }
-  if (mlp_unit_view.data != nullptr) {
-    const int i = t.units()[static_cast<std::size_t>(mlp_unit(c, layout, layer))].params[0];
-    p.ln_2_w = t.view(i, mlp_unit_view), p.ln_2_b = t.view(i + 1, mlp_unit_view);
-    p.c_fc_w = t.view(i + 2, mlp_unit_view), p.c_fc_b = t.view(i + 3, mlp_unit_view);
-    p.mlp_proj_w = t.view(i + 4, mlp_unit_view), p.mlp_proj_b = t.view(i + 5, mlp_unit_view);
-  }
+  if (attn_unit.data != nullptr) attention_views(t, first_param(t, block_unit(layer)), attn_unit, p);
+  if (mlp_unit_view.data != nullptr) mlp_views(t, first_param(t, mlp_unit(c, layout, layer)), mlp_unit_view, p);
   return p;
 }
 

@@ -88,33 +88,40 @@ TensorView stacked(const TensorView& first, std::int64_t rows) {
   return v;
 }
 
+// The attention half's views (input_layernorm, q|k|v, o_proj) from parameter `first` of `unit` on,
+// and the MLP half's (post_attention_layernorm, gate|up, down_proj): a whole layer's unit holds
+// the two in turn, a split layer's each its own.
+constexpr int kAttentionParams = 5;
+void attention_views(const ParamTable& t, int first, const TensorView& unit, LayerParams& p) {
+  const TensorView q = t.view(first + 1, unit), k = t.view(first + 2, unit), v = t.view(first + 3, unit);
+  p.input_norm = t.view(first, unit);
+  p.qkv_proj = stacked(q, q.shape[0] + k.shape[0] + v.shape[0]);
+  p.o_proj = t.view(first + 4, unit);
+}
+void mlp_views(const ParamTable& t, int first, const TensorView& unit, LayerParams& p) {
+  const TensorView gate = t.view(first + 1, unit), up = t.view(first + 2, unit);
+  p.post_norm = t.view(first, unit);
+  p.gate_up_proj = stacked(gate, gate.shape[0] + up.shape[0]);
+  p.down_proj = t.view(first + 3, unit);
+}
+
+int first_param(const ParamTable& t, int unit) { return t.units()[static_cast<std::size_t>(unit)].params[0]; }
+
 }  // namespace
 
 LayerParams layer_views(const ParamTable& t, int layer, const TensorView& unit) {
-  const int i = t.units()[static_cast<std::size_t>(layer_unit(layer))].params[0];
-  const TensorView q = t.view(i + 1, unit), k = t.view(i + 2, unit), v = t.view(i + 3, unit);
-  const TensorView gate = t.view(i + 6, unit), up = t.view(i + 7, unit);
-  return {t.view(i, unit),     stacked(q, q.shape[0] + k.shape[0] + v.shape[0]), t.view(i + 4, unit),
-          t.view(i + 5, unit), stacked(gate, gate.shape[0] + up.shape[0]),       t.view(i + 8, unit)};
+  const int first = first_param(t, layer_unit(layer));
+  LayerParams p;
+  attention_views(t, first, unit, p);
+  mlp_views(t, first + kAttentionParams, unit, p);
+  return p;
 }
 
 LayerParams layer_views(const ParamTable& t, const LlamaConfig& c, const UnitLayout& layout, int layer,
                         const TensorView& attn_unit, const TensorView& mlp_unit_view) {
   LayerParams p;
-  if (attn_unit.data != nullptr) {
-    const int i = t.units()[static_cast<std::size_t>(layer_unit(layer))].params[0];
-    const TensorView q = t.view(i + 1, attn_unit), k = t.view(i + 2, attn_unit), v = t.view(i + 3, attn_unit);
-    p.input_norm = t.view(i, attn_unit);
-    p.qkv_proj = stacked(q, q.shape[0] + k.shape[0] + v.shape[0]);
-    p.o_proj = t.view(i + 4, attn_unit);
-  }
-  if (mlp_unit_view.data != nullptr) {
-    const int i = t.units()[static_cast<std::size_t>(mlp_unit(c, layout, layer))].params[0];
-    const TensorView gate = t.view(i + 1, mlp_unit_view), up = t.view(i + 2, mlp_unit_view);
-    p.post_norm = t.view(i, mlp_unit_view);
-    p.gate_up_proj = stacked(gate, gate.shape[0] + up.shape[0]);
-    p.down_proj = t.view(i + 3, mlp_unit_view);
-  }
+  if (attn_unit.data != nullptr) attention_views(t, first_param(t, layer_unit(layer)), attn_unit, p);
+  if (mlp_unit_view.data != nullptr) mlp_views(t, first_param(t, mlp_unit(c, layout, layer)), mlp_unit_view, p);
   return p;
 }
 

@@ -109,6 +109,21 @@ def check_debug_states(checks, zerotrain, config, work, overrides=()):
                 check(same, f"{tag}: two CUDA runs write bitwise identical tensors")
 
 
+def check_device_memory(check, measured, predicted, what):
+    """Device memory per category against the memory model: the model states (the buffers ZeRO
+    shards), the activations and the NCCL staging in comm_buffers must be predicted to the byte, as
+    on CPU ranks; workspace holds the one thing not predicted (the kernels' transient scratch: norm
+    and flash partials, the embedding sort, cuDNN's workspace): at least the prediction (the cuBLASLt
+    workspace included), at most 8 MiB above it."""
+    exact = ["parameters", "gradients", "master_weights", "optimizer_states", "activations", "comm_buffers"]
+    check(all(measured[k] == predicted[k] for k in exact),
+          f"{what}: measured device bytes of {', '.join(exact)} equal the prediction "
+          f"({ {k: (measured[k], predicted[k]) for k in exact} })")
+    ws_measured, ws_predicted = measured["workspace"], predicted["workspace"]
+    check(ws_predicted <= ws_measured <= ws_predicted + (8 << 20),
+          f"{what}: workspace {ws_measured} within 8 MiB above the prediction {ws_predicted}")
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--zerotrain", required=True)
@@ -248,21 +263,9 @@ def main():
                 err = rel(losses(run), losses(gpu_run))
                 check(losses(run) == losses(gpu_run) and len(losses(run)) == 10,
                       f"stage {stage} on CUDA: losses bitwise stage 0's (relative error {err:.3e})")
-                # Device memory per category against the memory model: the model states (the
-                # buffers ZeRO shards), the activations and the NCCL staging in comm_buffers must be
-                # predicted to the byte, as on CPU ranks; workspace holds the one thing not
-                # predicted (the kernels' transient scratch): at least the prediction (the cuBLASLt
-                # workspace included), at most 8 MiB above it.
                 rec = next(json.loads(l) for l in open(os.path.join(run, "metrics.jsonl")) if '"type":"memory"' in l)
-                measured, predicted = rec["measured_peak_bytes"][0], rec["predicted_bytes"]
-                exact = ["parameters", "gradients", "master_weights", "optimizer_states", "activations",
-                         "comm_buffers"]
-                check(all(measured[k] == predicted[k] for k in exact),
-                      f"stage {stage} on CUDA: measured device bytes of {', '.join(exact)} equal the prediction "
-                      f"({ {k: (measured[k], predicted[k]) for k in exact} })")
-                ws_measured, ws_predicted = measured["workspace"], predicted["workspace"]
-                check(ws_predicted <= ws_measured <= ws_predicted + (8 << 20),
-                      f"stage {stage} on CUDA: workspace {ws_measured} within 8 MiB above the prediction {ws_predicted}")
+                check_device_memory(check, rec["measured_peak_bytes"][0], rec["predicted_bytes"],
+                                    f"stage {stage} on CUDA")
     return checks.finish()
 
 

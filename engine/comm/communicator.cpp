@@ -8,14 +8,16 @@
 #include <cstdlib>
 #include <thread>
 
+#include "engine/comm/host_staging_device.h"
 #include "engine/comm/local_communicator.h"
+#include "engine/comm/staged_communicator.h"
 #include "engine/core/check.h"
 #include "engine/launch/rendezvous.h"
 #include "engine/launch/signals.h"
 #ifdef ZT_HAVE_MPI
 #include "engine/comm/mpi_communicator.h"
 #endif
-#include "engine/comm/nccl_communicator.h"  // its factories refuse in a build without CUDA (no_nccl.cpp)
+#include "engine/comm/nccl_communicator.h"  // its factories refuse in a build without CUDA (no_cuda.cpp)
 
 namespace zt {
 
@@ -81,6 +83,26 @@ void Work::wait() {
   advance_ = nullptr;
 }
 
+bool Work::test() {
+  if (!advance_) return true;
+  if (!advance_()) return false;
+  advance_ = nullptr;
+  return true;
+}
+
+void Communicator::hold_until(std::function<bool()> ready) {
+  const auto start = std::chrono::steady_clock::now();
+  int spins = 0;
+  while (!ready()) {
+    const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (waited > options_.timeout_s) {
+      throw_runtime_error("{} communicator: a collective's operands did not reach host memory within {:.0f} s at {}",
+                          backend_name(), options_.timeout_s, context_);
+    }
+    if (++spins > 1000) std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+}
+
 bool launched_by_mpi() {
   for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "MPI_LOCALNRANKS"}) {
     if (std::getenv(var) != nullptr) return true;
@@ -105,8 +127,29 @@ std::unique_ptr<Communicator> make_communicator(MemoryTracker& tracker, const Co
 }
 
 std::unique_ptr<Communicator> make_device_communicator(Communicator& control, MemoryTracker& tracker,
-                                                       const ExecContext& ctx) {
-  return make_nccl_communicator(control, tracker, ctx);
+                                                       const ExecContext& ctx, DeviceCommBackend backend) {
+  if (backend == DeviceCommBackend::kNccl) return make_nccl_communicator(control, tracker, ctx);
+  if (control.world_size() > 1 && !launched_by_mpi()) {
+    throw_input_error(
+        "comm.backend = \"mpi\" stages collectives through MPI, but these {} ranks were not started by mpirun "
+        "(use mpirun, or comm.backend = \"nccl\")",
+        control.world_size());
+  }
+  // The host communicator of the staged path: the same ranks as `control`, a communicator of its own
+  // (its own MPI communicator and progress thread), so its collectives never interleave with the
+  // trainer's and its staging is charged to the StagedCommunicator's tracker.
+  const CommOptions options = control.options();
+  const int world = control.world_size();
+  auto make_host = [options, world](MemoryTracker& staging) {
+    std::unique_ptr<Communicator> host = make_communicator(staging, options);
+    ZT_CHECK(host->world_size() == world, "the staged communicator's host backend has {} ranks, the job {}",
+             host->world_size(), world);
+    return host;
+  };
+  std::unique_ptr<StagingDevice> device = backend == DeviceCommBackend::kMpiStaged
+                                              ? make_cuda_staging_device(ctx)
+                                              : std::make_unique<HostStagingDevice>(/*fence_delay_polls=*/2);
+  return std::make_unique<StagedCommunicator>(make_host, std::move(device));
 }
 
 }  // namespace zt

@@ -2,8 +2,9 @@
 // all-gather, reduce-scatter, all-reduce, broadcast, barrier. Each returns a Work handle (the
 // operation may still be in flight) whose wait() gives up with a clear error after the timeout,
 // naming the collective and the step, instead of hanging when a rank died or never arrived.
-// Backends: LocalCommunicator (one process), MpiCommunicator (ranks as processes, host memory) and
-// NcclCommunicator (one GPU per rank, built with CUDA).
+// Backends: LocalCommunicator (one process), MpiCommunicator (ranks as processes, host memory),
+// NcclCommunicator (one GPU per rank, built with CUDA) and StagedCommunicator (device memory moved
+// through a host backend: several ranks on one GPU, comm.backend = "mpi").
 #pragma once
 
 #include <functional>
@@ -41,6 +42,8 @@ class Work {
        std::function<void(const std::string&)> on_timeout = nullptr);
 
   void wait();
+  // Advances once without blocking (no deadline: the caller's own wait has one); true once done.
+  bool test();
   bool done() const { return !advance_; }
 
  private:
@@ -71,6 +74,15 @@ class Communicator {
   virtual Work broadcast(TensorView buf, int root) = 0;
   virtual void barrier() = 0;
 
+  // Collectives started after this call are handed to the wire only once `ready` returns true:
+  // StagedCommunicator's operands land in host memory by asynchronous copies, and a backend with a
+  // progress thread (MPI) polls `ready` there, in its posting order, so the caller never blocks.
+  // The default polls here, giving up after options().timeout_s. `ready` may throw (a device error).
+  virtual void hold_until(std::function<bool()> ready);
+  // What a collective past its timeout does before its Work throws: a backend whose peers may be
+  // blocked in it (MPI) prints the message and ends the whole job. The default does nothing.
+  virtual void abort_after_timeout(const std::string& message) { (void)message; }
+
   // What the current work is part of ("step 12"), quoted in timeout errors.
   void set_context(std::string context);
   const CommOptions& options() const { return options_; }
@@ -99,11 +111,23 @@ class Communicator {
 // otherwise a single rank. Temporary buffers are charged to `tracker` as comm_buffers.
 std::unique_ptr<Communicator> make_communicator(MemoryTracker& tracker, const CommOptions& options);
 
+// How the parameter store's collectives reach the other ranks (config comm.backend, and the
+// trainer's ZT_TEST_STAGED_COLLECTIVES hook).
+enum class DeviceCommBackend {
+  kNccl,       // NcclCommunicator on a CUDA context (the default there)
+  kMpiStaged,  // StagedCommunicator over MPI: device memory through pinned host memory (several
+               // ranks on one GPU, where NCCL refuses)
+  kHostStagedForTests,  // StagedCommunicator over MPI with HostStagingDevice: the staged path on
+                        // the CPU, for the tests (never chosen by a config)
+};
+
 // The communicator for collectives on ctx's device memory over the same ranks as `control` (the
 // host communicator, which hands every rank what the device one needs to start): NCCL on a CUDA
-// context (make_nccl_communicator). Throws in a build without CUDA, which has no device context.
+// context (make_nccl_communicator; throws in a build without CUDA), or a StagedCommunicator over a
+// host communicator of its own (MPI under mpirun, else the local one) whose staging is charged to
+// its own tracker, not `tracker`.
 std::unique_ptr<Communicator> make_device_communicator(Communicator& control, MemoryTracker& tracker,
-                                                       const ExecContext& ctx);
+                                                       const ExecContext& ctx, DeviceCommBackend backend);
 
 // Seconds this process has spent blocked in Work::wait: the communication that computation did
 // not hide (the trainer logs it per step as comm_wait_ms). The host's blocking only: an NCCL

@@ -73,15 +73,29 @@ MpiCommunicator::~MpiCommunicator() {
 }
 
 Work MpiCommunicator::make_work(std::function<bool()> advance, std::string description) {
-  // On a timeout the other ranks may be gone or stuck: print this rank's error and abort the job
-  // (unwinding to MPI_Finalize would wait for them forever).
-  MPI_Comm comm = comm_;
   return Work(std::move(advance), fmt::format("rank {}: {}", rank_, description), options_.timeout_s, context_ptr(),
-              [comm](const std::string& message) {
-                std::fprintf(stderr, "zerotrain: error: %s\n", message.c_str());
-                std::fflush(stderr);
-                MPI_Abort(comm, 1);
-              });
+              [this](const std::string& message) { abort_after_timeout(message); });
+}
+
+// On a timeout the other ranks may be gone or stuck: print this rank's error and abort the job
+// (unwinding to MPI_Finalize would wait for them forever).
+void MpiCommunicator::abort_after_timeout(const std::string& message) {
+  std::fprintf(stderr, "zerotrain: error: %s\n", message.c_str());
+  std::fflush(stderr);
+  MPI_Abort(comm_, 1);
+}
+
+void MpiCommunicator::hold_until(std::function<bool()> ready) {
+  if (!worker_) {  // collectives post inline: wait for the operands here
+    Communicator::hold_until(std::move(ready));
+    return;
+  }
+  // The worker posts in submission order and never past an entry that has not posted all it has:
+  // this entry "posts" once ready() is true, so the collectives behind it wait for it.
+  worker_->submit([ready = std::move(ready)]() -> CommWorker::Progress {
+    if (!ready()) return {false, false};
+    return {true, true};
+  });
 }
 
 Work MpiCommunicator::launch(CommWorker::Operation op, std::shared_ptr<void> staging, std::string description) {

@@ -28,6 +28,11 @@ class MpiCommunicator final : public Communicator {
   Work all_reduce(TensorView buf, ReduceOp op) override;
   Work broadcast(TensorView buf, int root) override;
   void barrier() override;
+  // With the progress thread: a gate in the posting queue, which holds back every later collective
+  // until `ready` (polled there) returns true.
+  void hold_until(std::function<bool()> ready) override;
+  // Prints the message and aborts the whole job (the other ranks may be blocked in the collective).
+  void abort_after_timeout(const std::string& message) override;
 
  private:
   // Wraps an advance function so that a timeout prints the error and aborts the whole job.

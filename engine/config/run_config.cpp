@@ -233,9 +233,28 @@ void read_zero(ConfigReader& r, ZeroOptions& z) {
   z.reshard_after_forward = r.get_bool("reshard_after_forward", z.reshard_after_forward);
   z.persistence_threshold = r.get_int("param_persistence_threshold", 0, 0, 2000000000);
   z.fp32_grad_shards = r.get_enum("grad_shard_dtype", "working", {"working", "fp32"}) == "fp32";
+  z.solo_path = r.get_bool("solo_path", z.solo_path);
+}
+
+void read_comm(ConfigReader& r, RunConfig& c, const std::string& source) {
+  const std::string backend = r.get_enum("backend", "auto", {"auto", "nccl", "mpi"});
+  c.comm_backend = backend == "nccl" ? CommBackend::kNccl : backend == "mpi" ? CommBackend::kMpi : CommBackend::kAuto;
+  if (c.comm_backend == CommBackend::kNccl && c.device != Device::kCUDA) {
+    throw_input_error("config error in {}: comm.backend = \"nccl\" needs device = \"cuda\" (CPU ranks talk through MPI)",
+                      source);
+  }
 }
 
 }  // namespace
+
+std::string_view comm_backend_name(CommBackend b) {
+  switch (b) {
+    case CommBackend::kNccl: return "nccl";
+    case CommBackend::kMpi: return "mpi";
+    case CommBackend::kAuto: break;
+  }
+  return "auto";
+}
 
 RunConfig parse_run_config(nlohmann::json doc, const std::string& source, int world_size,
                            std::shared_ptr<const OverrideSources> overrides) {
@@ -319,6 +338,9 @@ RunConfig parse_run_config(nlohmann::json doc, const std::string& source, int wo
   // Deterministic mode promises bitwise equal stages; with accumulation that needs stages 0-1 to
   // reduce each micro-batch as stages 2-3 do (ZeroOptions::reduce_every_micro_batch).
   c.zero.reduce_every_micro_batch = c.train.deterministic && c.train.grad_accum > 1;
+  ConfigReader comm = root.section("comm");
+  read_comm(comm, c, source);
+  comm.reject_unknown_keys();
   read_log(root.section("log"), c.log, source);
   read_checkpoint(root.section("checkpoint"), c.checkpoint);
   root.reject_unknown_keys();
@@ -420,7 +442,9 @@ nlohmann::json RunConfig::to_json() const {
         {"max_inflight_reduction_mb", static_cast<double>(zero.max_inflight_reduction_bytes) / 1048576.0},
         {"reshard_after_forward", zero.reshard_after_forward},
         {"param_persistence_threshold", zero.persistence_threshold},
-        {"grad_shard_dtype", zero.fp32_grad_shards ? "fp32" : "working"}}},
+        {"grad_shard_dtype", zero.fp32_grad_shards ? "fp32" : "working"},
+        {"solo_path", zero.solo_path}}},
+      {"comm", {{"backend", comm_backend_name(comm_backend)}}},
       {"log",
        {{"run_dir", log.run_dir},
         {"every_steps", log.every_steps},

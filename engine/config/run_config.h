@@ -1,5 +1,5 @@
 // The resolved configuration of a run, read from a JSON file plus --set overrides. Sections:
-// model, data, train, optim, precision, zero, log, checkpoint.
+// model, data, train, optim, precision, zero, comm, log, checkpoint.
 // Every key is documented in docs/config.md; unknown keys, wrong types, out-of-range values and
 // batch terms that disagree are errors naming the key.
 #pragma once
@@ -88,6 +88,12 @@ struct CheckpointConfig {
   std::string folder_for(const std::string& run_dir) const { return dir.empty() ? run_dir + "/checkpoints" : dir; }
 };
 
+// comm.backend: what carries the parameter store's collectives between ranks. kAuto is NCCL on
+// CUDA and MPI on the CPU; kMpi on CUDA stages device memory through pinned host memory
+// (StagedCommunicator: several ranks on one GPU, where NCCL refuses).
+enum class CommBackend { kAuto, kNccl, kMpi };
+std::string_view comm_backend_name(CommBackend b);
+
 struct RunConfig {
   std::string source;  // the file it came from, for messages
   Device device = Device::kCPU;
@@ -107,6 +113,7 @@ struct RunConfig {
   bool gelu_epilogue =
       false;  // precision.gelu_epilogue: GELU in the MLP matmuls' cuBLASLt epilogues (CUDA, bf16 default)
   ZeroOptions zero;
+  CommBackend comm_backend = CommBackend::kAuto;  // comm.backend
   int world_size = 1;  // ranks (set by the launcher, not the file)
   LogConfig log;
   CheckpointConfig checkpoint;

@@ -32,6 +32,7 @@ class Replay {
         world_(world),
         deterministic_(deterministic),
         nccl_(backend == CollectiveBackend::kNccl),
+        staged_(backend == CollectiveBackend::kHostStaged),
         W_(dtype_size_bytes(dtype)),
         bf16_(dtype == DType::kBF16) {
     for (const UnitSpec& u : table.units()) {
@@ -124,21 +125,28 @@ class Replay {
     return std::any_of(inflight_.begin(), inflight_.end(), [u](const InFlight& f) { return f.unit == u; });
   }
 
+  // The store's own fp32 buffer for unit u's reduction: the unit (stage 0) or the shard, when the
+  // gradient pends (ZeroParamStore::grads_ready's `reduced`).
+  std::int64_t store_reduced(std::size_t u) const {
+    if (!pends(u)) return 0;
+    return kF32 * (policy_.all_reduces_whole_unit() ? numel_[u] : shard_[u]);
+  }
+
   // fp32 bytes staged by grads_ready's collective on unit u, plus the store's reduced shard at
   // stages 2-3. MpiCommunicator stages every result in fp32 (the local communicator of one rank
   // nothing); NcclCommunicator reduces device buffers in place or into the store's buffers and
   // stages only what is not fp32 already: the fp32 copy of a bf16 unit, and at stage 1 the fp32
-  // result for the bf16 shard slice.
+  // result for the bf16 shard slice; a StagedCommunicator stages in host memory, counted apart.
   std::int64_t staging(std::size_t u) const {
-    if (world_ == 1) {  // no collective at any stage; solo stages 2-3 may widen pending gradients
-      return pends(u) ? kF32 * shard_[u] : 0;
-    }
+    // A world of one calls no collective (the solo path) or only the local communicator's, which
+    // stage nothing; host staging is counted apart. zero.solo_path false keeps NCCL's at one rank.
+    if ((world_ == 1 && (zero_.solo_path || !nccl_)) || staged_) return store_reduced(u);
     // Stages 0-1 with a pending buffer: every micro-batch (deterministic mode) or every round.
     const bool per_micro_batch = pends(u) && !policy_.shards_grads();
     if (per_micro_batch && policy_.all_reduces_whole_unit()) {  // the fp32 unit, all-reduced in place
       const std::int64_t reduced = kF32 * numel_[u];
       if (nccl_) return reduced;
-      return reduced + (deterministic_ ? kF32 * (2 * padded_[u] + shard_[u]) : kF32 * numel_[u]);
+      return reduced + host_all_reduce_staging_bytes(numel_[u], world_, deterministic_);
     }
     if (per_micro_batch) {  // stage 1: the reduced shard beside a stage-2 style reduce-scatter
       const std::int64_t reduced = kF32 * shard_[u];
@@ -153,7 +161,7 @@ class Replay {
       return b + kF32 * padded_[u] + (policy_.reduces_into_own_slice() ? kF32 * shard_[u] : 0);
     }
     if (policy_.all_reduces_whole_unit()) {  // all-reduce of the unpadded unit
-      return deterministic_ ? kF32 * (2 * padded_[u] + shard_[u]) : kF32 * numel_[u];
+      return host_all_reduce_staging_bytes(numel_[u], world_, deterministic_);
     }
     // reduce-scatter of the padded unit: fp32 output shard, fp32 copy of a bf16 input, all-to-all chunks
     b += kF32 * shard_[u] + (bf16_ ? kF32 * padded_[u] : 0) + (deterministic_ ? kF32 * padded_[u] : 0);
@@ -165,6 +173,7 @@ class Replay {
   int world_;
   bool deterministic_;
   bool nccl_;
+  bool staged_;
   std::int64_t W_;
   bool bf16_;
   std::vector<std::int64_t> numel_, shard_, padded_;
@@ -176,8 +185,11 @@ class Replay {
 
 }  // namespace
 
-CollectiveBackend store_collective_backend(Device device, int world_size) {
-  return device == Device::kCUDA && world_size > 1 ? CollectiveBackend::kNccl : CollectiveBackend::kHost;
+std::int64_t host_all_reduce_staging_bytes(std::int64_t n, int world_size, bool deterministic) {
+  if (world_size == 1) return 0;
+  if (!deterministic) return kF32 * n;  // the fp32 buffer MPI reduces in place
+  const ShardSizes s = shard_sizes(n, world_size);
+  return kF32 * (2 * s.padded_numel + s.shard_numel);  // padded input, all-to-all chunks, own shard
 }
 
 TransientPeaks replay_step(const ParamTable& table, DType param_dtype, const ZeroOptions& zero, int world_size,

@@ -25,13 +25,13 @@ struct TransientPeaks {
 };
 
 // Whose staging the store's collectives pay: the host backends' (MPI; the local communicator of
-// one rank stages nothing) or NCCL's (device cuda with more than one rank).
-enum class CollectiveBackend { kHost, kNccl };
+// one rank stages nothing), NCCL's (device memory), or none beyond the store's own fp32 reduced
+// buffers (a StagedCommunicator, whose staging is host memory it tracks apart). The trainer's
+// choice (engine/trainer/store_comm.h) says which.
+enum class CollectiveBackend { kHost, kNccl, kHostStaged };
 
-// The trainer's choice (make_store_communicator), which the prediction follows: NCCL on CUDA
-// when there are ranks to talk to. A world of one calls no collective at any stage
-// (ZeroParamStore's solo path), so it needs none.
-CollectiveBackend store_collective_backend(Device device, int world_size);
+// Bytes MpiCommunicator stages for an all-reduce of n elements on `world_size` ranks (none on one).
+std::int64_t host_all_reduce_staging_bytes(std::int64_t n, int world_size, bool deterministic);
 
 // `deterministic`: the host communicator's fixed-order reductions (all-to-all staging). Every
 // backend adds the store's own fp32 reduced shards at stages 2-3.

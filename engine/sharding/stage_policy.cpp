@@ -16,7 +16,7 @@ StagePolicy make_stage_policy(const ZeroOptions& zero, int world_size, DType par
   p.param_dtype = param_dtype;
   p.grad_dtype = zero.stage >= 2 && zero.fp32_grad_shards ? DType::kF32 : param_dtype;
   p.persistence_threshold = zero.persistence_threshold;
-  p.solo = world_size == 1 && zero.stage >= 1;
+  p.solo = world_size == 1 && zero.stage >= 1 && zero.solo_path;
   p.reduce_every_micro_batch = zero.reduce_every_micro_batch && world_size > 1 && zero.stage <= 1;
   const bool straight_into_shard = p.solo && zero.stage >= 2 && p.grad_dtype == param_dtype;
   p.pends = (zero.stage >= 2 && !straight_into_shard) || p.reduce_every_micro_batch;

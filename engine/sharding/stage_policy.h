@@ -27,7 +27,7 @@ struct StagePolicy {
   DType grad_dtype = DType::kF32;   // stored gradients: param_dtype, or F32 under fp32_grad_shards at 2-3
   std::int64_t persistence_threshold = 0;
   // A world of one at stages 1-3: no collective at all, the shard is the whole unit, so the step
-  // does stage 0's work.
+  // does stage 0's work (unless zero.solo_path is false).
   bool solo = false;
   // Stages 0-1 on several ranks under zero.reduce_every_micro_batch.
   bool reduce_every_micro_batch = false;

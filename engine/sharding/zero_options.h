@@ -20,6 +20,9 @@ struct ZeroOptions {
   std::int64_t max_inflight_reduction_bytes = 0;  // gradient collectives in flight before the oldest is waited
   bool reshard_after_forward = true;              // stage 3: false keeps every unit gathered until its backward
   std::int64_t persistence_threshold = 0;         // stage 3: units with fewer elements stay whole (as stage 2)
+  // A world of one at stages 1-3 calls no collective (StagePolicy::solo). false keeps every
+  // collective of N ranks at N = 1 (one-rank NCCL or MPI), so one GPU measures what they cost.
+  bool solo_path = true;
   bool fp32_grad_shards = false;                  // stages 2-3: the gradient shard (and its accumulation) in fp32,
                                                   // instead of the working dtype
   // Stages 0-1 on more than one rank reduce every micro-batch's gradient (through a pending buffer,

@@ -11,7 +11,7 @@ namespace zt {
 
 // The config's model, micro_batch, seq_len, checkpointing, dtypes, device and zero options, at
 // `stage` on `world_size` ranks. The communicator's staging follows the trainer's choice
-// (store_collective_backend), and train.deterministic adds to options.deterministic.
+// (store_comm_choice), and train.deterministic adds to options.deterministic.
 StageMemory predict_run_memory(const RunConfig& config, int stage, int world_size, const ShardingOptions& options = {});
 
 }  // namespace zt

@@ -95,6 +95,8 @@ Trainer::~Trainer() = default;
 
 const std::string& Trainer::device_description() const { return state_->backend.description(); }
 
+std::string Trainer::store_comm_name() const { return state_->store_comm().backend_name(); }
+
 TrainSummary Trainer::run() {
   const RunConfig& c = config_;
   TrainerState& s = *state_;

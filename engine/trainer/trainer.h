@@ -53,6 +53,9 @@ class Trainer {
   TrainSummary run();
   // The compute backend it runs on: "cpu (2 threads)", "cuda:0 (NVIDIA H100 ...)".
   const std::string& device_description() const;
+  // What carries the parameter store's collectives ("mpi", "nccl", "mpi (staged through host
+  // memory)"; the trainer's own small collectives go through the communicator it was given).
+  std::string store_comm_name() const;
 
  private:
   // One optimizer step (0-based `step`) of the run that `run` describes: the batches, forward,

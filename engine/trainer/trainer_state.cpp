@@ -5,7 +5,7 @@
 #include <cstdlib>
 
 #include "engine/launch/rendezvous.h"
-#include "engine/sharding/schedule_replay.h"
+#include "engine/trainer/store_comm.h"
 
 namespace zt {
 
@@ -16,15 +16,12 @@ ExecContext with_profiler(ExecContext ctx, OpProfiler* profiler) {
   return ctx;
 }
 
-std::unique_ptr<Communicator> make_store_communicator(Communicator& comm, MemoryTracker& tracker,
-                                                      const ExecContext& ctx) {
-  // A world of one has nothing to communicate at any stage (ZeroParamStore's solo path calls no
-  // collective); several ranks on the GPU go through NCCL (MPI's backend moves host memory only).
-  // The memory prediction asks the same predicate.
-  if (store_collective_backend(ctx.device, comm.world_size()) == CollectiveBackend::kHost) {
-    return nullptr;
-  }
-  return make_device_communicator(comm, tracker, ctx);
+std::unique_ptr<Communicator> make_store_communicator(const RunConfig& config, Communicator& comm,
+                                                      MemoryTracker& tracker, const ExecContext& ctx) {
+  // The memory prediction asks the same choice (engine/trainer/store_comm.h).
+  const StoreCommChoice choice = store_comm_choice(config, comm.world_size());
+  if (!choice.device_comm) return nullptr;  // the store uses the host communicator
+  return make_device_communicator(comm, tracker, ctx, choice.backend);
 }
 
 int nonfinite_step_to_inject() {
@@ -51,7 +48,7 @@ TrainerState::TrainerState(const RunConfig& c, std::string dir, Communicator& co
       ctx(with_profiler(backend.context(), profiler.get())),
       // Without the profiler: NCCL's staging ops run on its own stream and are part of
       // communication, which the profile counts outside the ops.
-      device_comm(make_store_communicator(communicator, memory, backend.context())),
+      device_comm(make_store_communicator(c, communicator, memory, backend.context())),
       data(c),
       model(make_model(c.model_spec(), c.model_build(), tracker, ctx)),
       store(model->table(), c.param_dtype, c.zero, device_comm ? *device_comm : comm, tracker, ctx),

@@ -40,8 +40,9 @@ struct TrainerState {
   // ctx when built, so every op of a step (AdamW and the gradient norm included) reaches it.
   std::unique_ptr<OpProfiler> profiler;
   ExecContext ctx;
-  // On CUDA with several ranks the parameter store's collectives go through NCCL on the device
-  // (null otherwise: the store uses `comm`); the trainer's own small collectives stay on `comm`.
+  // On CUDA with several ranks the parameter store's collectives go through a device communicator
+  // (NCCL, or MPI staged through host memory: engine/trainer/store_comm.h; null otherwise: the store
+  // uses `comm`); the trainer's own small collectives stay on `comm`.
   std::unique_ptr<Communicator> device_comm;
   DataSource data;
   std::unique_ptr<LanguageModel> model;  // the config's family (models/model_family.h)

@@ -1,6 +1,8 @@
-// The NCCL factories of a build without the CUDA backend (compiled instead of nccl_bootstrap.cpp):
-// each refuses with what to do instead, so communicator.cpp chooses backends without #ifdefs.
+// The CUDA factories of engine/comm in a build without the CUDA backend (compiled instead of
+// nccl_bootstrap.cpp and cuda_staging_device.cpp): each refuses with what to do instead, so
+// communicator.cpp chooses backends without #ifdefs.
 #include "engine/comm/nccl_communicator.h"
+#include "engine/comm/staging_device.h"
 
 #include "engine/core/check.h"
 
@@ -16,6 +18,10 @@ std::unique_ptr<Communicator> make_launched_nccl_communicator(MemoryTracker&, co
       "launched as rank {} of {} ({}) without MPI: such ranks talk through NCCL, and this build has "
       "no CUDA backend (use mpirun for CPU ranks)",
       launch.rank, launch.world_size, launch.source);
+}
+
+std::unique_ptr<StagingDevice> make_cuda_staging_device(const ExecContext&) {
+  throw_runtime_error("a CUDA staging device was asked for in a build without CUDA");
 }
 
 }  // namespace zt

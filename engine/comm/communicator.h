@@ -114,9 +114,9 @@ std::unique_ptr<Communicator> make_communicator(MemoryTracker& tracker, const Co
 // How the parameter store's collectives reach the other ranks (config comm.backend, and the
 // trainer's ZT_TEST_STAGED_COLLECTIVES hook).
 enum class DeviceCommBackend {
-  kNccl,       // NcclCommunicator on a CUDA context (the default there)
-  kMpiStaged,  // StagedCommunicator over MPI: device memory through pinned host memory (several
-               // ranks on one GPU, where NCCL refuses)
+  kNccl,                // NcclCommunicator on a CUDA context (the default there)
+  kMpiStaged,           // StagedCommunicator over MPI: device memory through pinned host memory (several
+                        // ranks on one GPU, where NCCL refuses)
   kHostStagedForTests,  // StagedCommunicator over MPI with HostStagingDevice: the staged path on
                         // the CPU, for the tests (never chosen by a config)
 };

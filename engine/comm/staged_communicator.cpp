@@ -126,13 +126,14 @@ StagedCommunicator::~StagedCommunicator() = default;
 
 Work StagedCommunicator::all_gather(TensorView send, TensorView recv) {
   ZT_CHECK(send.dtype == recv.dtype, "all_gather: send is {}, recv {}", dtype_name(send.dtype), dtype_name(recv.dtype));
-  ZT_CHECK(recv.numel() == send.numel() * world_size(), "all_gather: recv has {} elements, needs {} x {}",
-           recv.numel(), world_size(), send.numel());
+  ZT_CHECK(recv.numel() == send.numel() * world_size(), "all_gather: recv has {} elements, needs {} x {}", recv.numel(),
+           world_size(), send.numel());
   count_volume(recv.numel());
   Collective c(*this);
   const std::int64_t n = send.numel();
-  const bool in_place = send.device == recv.device &&
-                        send.data == static_cast<char*>(recv.data) + rank() * static_cast<std::int64_t>(send.size_bytes());
+  const bool in_place =
+      send.device == recv.device &&
+      send.data == static_cast<char*>(recv.data) + rank() * static_cast<std::int64_t>(send.size_bytes());
   const TensorView host_recv = c.output(recv);
   TensorView host_send;
   if (in_place && c.staged(recv)) {  // this rank's slice lands in its place in the staged recv

@@ -240,8 +240,8 @@ void read_comm(ConfigReader& r, RunConfig& c, const std::string& source) {
   const std::string backend = r.get_enum("backend", "auto", {"auto", "nccl", "mpi"});
   c.comm_backend = backend == "nccl" ? CommBackend::kNccl : backend == "mpi" ? CommBackend::kMpi : CommBackend::kAuto;
   if (c.comm_backend == CommBackend::kNccl && c.device != Device::kCUDA) {
-    throw_input_error("config error in {}: comm.backend = \"nccl\" needs device = \"cuda\" (CPU ranks talk through MPI)",
-                      source);
+    throw_input_error(
+        "config error in {}: comm.backend = \"nccl\" needs device = \"cuda\" (CPU ranks talk through MPI)", source);
   }
 }
 

@@ -114,7 +114,7 @@ struct RunConfig {
       false;  // precision.gelu_epilogue: GELU in the MLP matmuls' cuBLASLt epilogues (CUDA, bf16 default)
   ZeroOptions zero;
   CommBackend comm_backend = CommBackend::kAuto;  // comm.backend
-  int world_size = 1;  // ranks (set by the launcher, not the file)
+  int world_size = 1;                             // ranks (set by the launcher, not the file)
   LogConfig log;
   CheckpointConfig checkpoint;
   std::vector<std::string> derived;  // "train.grad_accum = 4 (from ...)": printed at start

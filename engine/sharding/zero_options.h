@@ -23,8 +23,8 @@ struct ZeroOptions {
   // A world of one at stages 1-3 calls no collective (StagePolicy::solo). false keeps every
   // collective of N ranks at N = 1 (one-rank NCCL or MPI), so one GPU measures what they cost.
   bool solo_path = true;
-  bool fp32_grad_shards = false;                  // stages 2-3: the gradient shard (and its accumulation) in fp32,
-                                                  // instead of the working dtype
+  bool fp32_grad_shards = false;  // stages 2-3: the gradient shard (and its accumulation) in fp32,
+                                  // instead of the working dtype
   // Stages 0-1 on more than one rank reduce every micro-batch's gradient (through a pending buffer,
   // as stages 2-3 must) instead of the sum after the last one, so that every stage adds the same
   // terms in the same order: set from train.deterministic with grad_accum > 1 (not a config key).

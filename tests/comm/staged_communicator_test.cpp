@@ -129,7 +129,8 @@ TEST(StagedCommunicator, CollectivesInFlightWaitForTheirCopiesAndCompleteInAnyOr
     }
   }
   Operand send(DType::kBF16, 5, Device::kCUDA), gathered(DType::kBF16, 5 * N, Device::kCUDA);
-  for (int i = 0; i < 5; ++i) send.bits[static_cast<std::size_t>(i)] = float_to_bf16(float(staged->rank() * 10 + i)).bits;
+  for (int i = 0; i < 5; ++i)
+    send.bits[static_cast<std::size_t>(i)] = float_to_bf16(float(staged->rank() * 10 + i)).bits;
   works.push_back(staged->all_reduce(bufs[0].view(), ReduceOp::kSum));
   works.push_back(staged->all_gather(send.view(), gathered.view()));
   works.push_back(staged->all_reduce(bufs[1].view(), ReduceOp::kSum));

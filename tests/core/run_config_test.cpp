@@ -302,6 +302,34 @@ TEST(RunConfig, AttentionKernelsAndGeluEpilogueAreCudaChoicesAndRoundTrip) {
   expect_error(doc, {"precision.gelu_epilogue"});
 }
 
+// comm.backend and zero.solo_path: defaults, the round trip, and what each device refuses.
+TEST(RunConfig, CommBackendAndSoloPathRoundTripAndNcclNeedsCuda) {
+  const RunConfig d = parse_run_config(base(), "x.json");
+  EXPECT_EQ(d.comm_backend, CommBackend::kAuto);
+  EXPECT_TRUE(d.zero.solo_path);
+  nlohmann::json doc = base();
+  doc["device"] = "cuda";
+  doc["comm"] = {{"backend", "mpi"}};
+  doc["zero"] = {{"solo_path", false}};
+  const RunConfig c = parse_run_config(doc, "x.json");
+  EXPECT_EQ(c.comm_backend, CommBackend::kMpi);
+  EXPECT_FALSE(c.zero.solo_path);
+  const RunConfig again = parse_run_config(c.to_json(), "again.json");
+  EXPECT_EQ(again.comm_backend, CommBackend::kMpi);
+  EXPECT_FALSE(again.zero.solo_path);
+  doc["comm"]["backend"] = "nccl";
+  EXPECT_EQ(parse_run_config(doc, "x.json").comm_backend, CommBackend::kNccl);
+  doc["device"] = "cpu";
+  expect_error(doc, {"test.json", "comm.backend = \"nccl\"", "device = \"cuda\""});
+  doc["comm"]["backend"] = "gloo";
+  expect_error(doc, {"comm.backend", "auto, nccl, mpi"});
+  doc["comm"] = {{"backend", "mpi"}, {"bakend", "mpi"}};
+  expect_error(doc, {"comm.bakend"});
+  doc["comm"] = {{"backend", "auto"}};
+  doc["zero"]["solo_path"] = "no";
+  expect_error(doc, {"zero.solo_path"});
+}
+
 // model.arch = "llama": its keys, their defaults (Llama's SwiGLU rule, n_kv_head = n_head), the
 // round trip through to_json, and one line for each inconsistency or what a Llama cannot do yet.
 TEST(RunConfig, LlamaArchKeysDefaultsRoundTripAndRefusals) {

@@ -76,8 +76,8 @@ int train_main(const std::vector<std::string>& args) {
     fmt::print("attention: {}\n",
                describe_attention(cfg.model_spec(), cfg.model_build(), cfg.device, cfg.attention_kernels));
     fmt::print("ZeRO stage {} on {} rank(s) ({} communicator{})\nrun directory: {}\n", cfg.zero.stage,
-               comm->world_size(), trainer.store_comm_name(), cfg.train.deterministic ? ", deterministic reductions" : "",
-               cfg.log.run_dir);
+               comm->world_size(), trainer.store_comm_name(),
+               cfg.train.deterministic ? ", deterministic reductions" : "", cfg.log.run_dir);
   }
 
   const TrainSummary s = trainer.run();

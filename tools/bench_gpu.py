@@ -1,36 +1,40 @@
 #!/usr/bin/env python3
-"""GPU throughput benchmark: GPT-2 124M (12 layers, 12 heads, 768 wide, vocab 50257 padded to
-50304, T = 1024, bf16 parameters, no activation checkpointing) trained by zerotrain on one GPU at
-ZeRO stages 0-3 (stages 1-3 through a 1-rank NCCL communicator: gather, free and reduce-scatter
-all run), beside a PyTorch GPT-2 of the same shapes on the same GPU in the same run
-(tools/bench_gpu_torch.py: torch.compile, bf16 autocast, fused AdamW). Random tokens (speed does
-not depend on them). Prints tokens/s, ms/step and MFU per engine and the ratios the targets are
-stated in (zerotrain stage 0 / PyTorch >= 1.1; stage 3 / stage 0 >= 0.95; MFU >= 50%), and writes
-docs/results/gpu_bench_<device>.json.
+"""GPU throughput against the strongest anchors, in one invocation: GPT-2 124M (12 layers, 12 heads,
+768 wide, vocab 50257 padded to 50304, T = 1024, B = 16, bf16) trained on one GPU by
 
-Where the time goes: after the timed runs, a separate short stage-0 run trains with
-log.profile_ops (CUDA events around every op on the compute stream, read once per step); its
-op_profile.json goes into the stage-0 row of the JSON (`op_profile`), and the most expensive ops
-are printed after the table. It is a run of its own because profiling adds two event records per
-op and a synchronize at each step's start and end, which the throughput figures must not carry;
---no-profile skips it.
+  zerotrain                  stage 0, and stages 1-3 with their collectives on (zero.solo_path =
+                             false: one-rank NCCL gathers, frees and reduce-scatters as on N ranks);
+  pytorch                    torch.compile with its default settings, bf16 autocast, fused AdamW
+                             (tools/bench_gpu_torch.py);
+  pytorch-max-autotune-cudnn torch.compile(mode="max-autotune") with scaled_dot_product_attention
+                             pinned to cuDNN's attention;
+  llmc                       llm.c's train_gpt2cu (-e d12: GPT-2 124M from scratch; built into the
+                             GPU pack by tools/gpu_pack.sh from ../shared/third_party/llm.c);
 
-Activations: the stages run with the first of --activations (default bf16: every activation and
-activation gradient stored in bf16, docs/precision.md); stage 0 also runs with each other one
-(default fp32 activations with bf16 matmul inputs), so the table shows what bf16 activations give.
---attention sets precision.attention for every zerotrain run (auto: cuDNN's fused attention where
-it serves, the project's flash kernels elsewhere; flash: always the flash kernels), so a second
-invocation with --no-torch shows what cuDNN gives. A run that fails (zerotrain or PyTorch) is recorded as a failed row (its error in the JSON) and
-the others go on. Stage 0 and PyTorch run first, and the JSON is rewritten after every row
-("complete": false until the last), so a call cut short keeps the headline ratio.
+all on the same random token file (speed does not depend on the tokens). The engines run
+interleaved, A B C A B C ... for --rounds rounds (each round: every engine's --warmup untimed and
+--steps timed steps), so drift of clocks and temperature falls on all alike; an engine's figure is
+the median over rounds of each round's median step. The PyTorch anchors are long-lived workers that
+compile once (minutes under max-autotune) before the first round. GPU clocks, power and
+temperature (nvidia-smi) are recorded before and after every block.
 
-MFU = tokens/s x (6 N + 6 L C T) / peak, N the parameter count (wpe included, the tied head
-counted once), peak 989 TFLOP/s (dense bf16, H100 and H200 SXM).
+The JSON (--out, default docs/results/gpu_bench_<device>.json) is rewritten after the start-up and
+every round ("complete": false until the end), so a call cut short keeps what was measured. It
+carries every row's tokens/s and MFU, and the ratios the targets are stated in:
+stage0_over_best_pytorch_tokens_per_s (>= 1.15), stage0_over_llmc_tokens_per_s (>= 1.0),
+stage3_collectives_over_stage0_tokens_per_s (>= 0.95), MFU >= 50%.
 
-usage: python3 tools/bench_gpu.py [--zerotrain build/zerotrain] [--batch 16] [--steps 20] [--warmup 5]
-                                  [--stages 0 1 2 3] [--activations bf16 fp32] [--attention auto|cudnn|flash]
-                                  [--python python3]
-                                  [--no-torch] [--no-profile]
+Where the time goes: after the rounds, separate stage-0 and stage-3 runs with log.profile_ops (CUDA
+events around every op; their op_profile.json goes into those rows); --no-profile skips them.
+
+MFU = tokens/s x (6 N + 6 L C T) / peak, N the parameter count (wpe included, the tied head counted
+once), peak 989 TFLOP/s (dense bf16, H100 and H200 SXM), the same formula for every engine.
+
+usage: python3 tools/bench_gpu.py [--zerotrain build/zerotrain] [--llmc PATH/train_gpt2cu]
+           [--engines NAME ...] [--rounds 3] [--steps 15] [--warmup 3] [--batch 16] [--out FILE]
+           [--python python3] [--no-profile]
+engines: zerotrain-s0 zerotrain-s1 zerotrain-s2 zerotrain-s3 zerotrain-s0-fp32-activations
+         zerotrain-s0-flash zerotrain-s0-separate-gelu pytorch pytorch-max-autotune-cudnn llmc
 """
 import argparse
 import datetime
@@ -42,14 +46,26 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+from gpu_state import gpu_state  # noqa: E402
+
 PEAK_BF16_FLOPS = 989e12
-PROFILED_STEPS = 5  # timed steps of the separate per-op profile run (after the warm-up steps)
+PROFILED_STEPS = 5  # timed steps of the separate per-op profile runs (after the warm-up steps)
 N_LAYER, N_HEAD, N_EMBD, T, VOCAB, VOCAB_PADDED = 12, 12, 768, 1024, 50257, 50304
 LLMC_MAGIC, LLMC_VERSION = 20240520, 1
+DEFAULT_ENGINES = ["zerotrain-s0", "pytorch", "llmc", "pytorch-max-autotune-cudnn", "zerotrain-s3", "zerotrain-s1",
+                   "zerotrain-s2"]
+TARGETS = {"stage0_over_best_pytorch_tokens_per_s": 1.15, "stage0_over_llmc_tokens_per_s": 1.0,
+           "stage3_collectives_over_stage0_tokens_per_s": 0.95, "mfu": 0.5}
+
+
+class EngineError(Exception):
+    pass
 
 
 def write_llmc_tokens(path, tokens):
@@ -75,36 +91,150 @@ def device_facts():
     return name, driver
 
 
-def run_zerotrain(args, stage, data_dir, work, activations, profile=False):
-    """The run's per-step figures, or {"error": text} when it fails."""
-    run_dir = os.path.join(work, f"stage{stage}_{activations}" + ("_profiled" if profile else ""))
-    steps = min(args.steps, PROFILED_STEPS) if profile else args.steps
-    # bf16 parameters and bf16 matmul inputs (fp32 accumulate): the rounding PyTorch's bf16
-    # autocast applies on the reference side; activations stored as --activations says.
-    sets = {"device": "cuda", "zero.stage": stage, "precision.param_dtype": "bf16", "precision.matmul": "bf16",
-            "precision.activations": activations, "precision.attention": args.attention,
-            **({} if args.gelu_epilogue == "default" else {"precision.gelu_epilogue": args.gelu_epilogue}),
-            "data.dataset": data_dir, "train.micro_batch": args.batch, "train.seq_len": T, "train.grad_accum": 1,
-            "train.global_batch_tokens": args.batch * T, "train.max_steps": args.warmup + steps,
-            "train.eval_every": 0, "train.eval_batches": 1, "train.activation_checkpointing": "none",
-            "log.sample_tokens": 0, "log.every_steps": 1000, "log.progress": "plain", "checkpoint.at_end": "false",
-            "log.profile_ops": "true" if profile else "false"}
-    cmd = [args.zerotrain, "train", "--config", os.path.join(ROOT, "configs", "gpt2_124m.json"), "--run-dir", run_dir]
-    for k, v in sets.items():
-        cmd += ["--set", f"{k}={v}"]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
-    if p.returncode != 0:
-        print(f"bench_gpu: {' '.join(cmd)} failed (exit {p.returncode}):\n{p.stderr[-3000:]}", file=sys.stderr)
-        return {"error": f"exit {p.returncode}: {p.stderr[-3000:]}"}
-    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
-        steps = [json.loads(l) for l in f if '"train"' in l]
-    result = {"step_ms": [s["step_ms"] for s in steps], "losses": [s["loss"] for s in steps],
-              "comm_wait_ms": [s.get("comm_wait_ms", 0.0) for s in steps], "profiled": profile}
-    profile_path = os.path.join(run_dir, "op_profile.json")
-    if profile and os.path.exists(profile_path):
-        with open(profile_path) as f:
-            result["op_profile"] = json.load(f)
-    return result
+class Zerotrain:
+    """zerotrain on configs/gpt2_124m.json (bf16 parameters, activations and matmuls)."""
+
+    def __init__(self, name, stage, activations="bf16", attention="auto", gelu_epilogue=None):
+        self.name, self.stage, self.activations = name, stage, activations
+        self.attention, self.gelu_epilogue = attention, gelu_epilogue
+        self.collectives = stage > 0  # stages 1-3 keep their collectives at one rank
+        parts = [f"zerotrain stage {stage}"]
+        if self.collectives:
+            parts.append("collectives on")
+        if activations != "bf16":
+            parts.append(f"{activations} activations")
+        if attention != "auto":
+            parts.append(f"{attention} attention")
+        if gelu_epilogue is False:
+            parts.append("separate GELU")
+        self.label = ", ".join(parts)
+
+    def start(self, ctx):
+        pass
+
+    def stop(self):
+        pass
+
+    def command(self, ctx, run_dir, steps, profile=False):
+        sets = {"device": "cuda", "zero.stage": self.stage, "precision.param_dtype": "bf16",
+                "precision.matmul": "bf16", "precision.activations": self.activations,
+                "precision.attention": self.attention, "data.dataset": ctx.data_dir,
+                "train.micro_batch": ctx.args.batch, "train.seq_len": T, "train.grad_accum": 1,
+                "train.global_batch_tokens": ctx.args.batch * T, "train.max_steps": steps,
+                "train.eval_every": 0, "train.eval_batches": 1, "train.activation_checkpointing": "none",
+                "log.sample_tokens": 0, "log.every_steps": 1000, "log.progress": "plain",
+                "checkpoint.at_end": "false", "log.profile_ops": "true" if profile else "false",
+                **ctx.args.zerotrain_sets}
+        if self.collectives:
+            sets["zero.solo_path"] = "false"
+        if self.gelu_epilogue is not None:
+            sets["precision.gelu_epilogue"] = "true" if self.gelu_epilogue else "false"
+        cmd = [ctx.args.zerotrain, "train", "--config", os.path.join(ROOT, "configs", "gpt2_124m.json"),
+               "--run-dir", run_dir]
+        for k, v in sets.items():
+            cmd += ["--set", f"{k}={v}"]
+        return cmd
+
+    def run(self, ctx, warmup, steps, profile=False):
+        run_dir = os.path.join(ctx.work, f"{self.name}_{len(os.listdir(ctx.work))}")
+        p = subprocess.run(self.command(ctx, run_dir, warmup + steps, profile), capture_output=True, text=True,
+                           timeout=1800)
+        if p.returncode != 0:
+            raise EngineError(f"exit {p.returncode}: {p.stderr[-2000:]}")
+        with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+            records = [json.loads(l) for l in f if '"train"' in l]
+        result = {"step_ms": [r["step_ms"] for r in records][warmup:], "losses": [r["loss"] for r in records]}
+        profile_path = os.path.join(run_dir, "op_profile.json")
+        if profile and os.path.exists(profile_path):
+            with open(profile_path) as f:
+                result["op_profile"] = json.load(f)
+        return result
+
+
+class Torch:
+    """A long-lived tools/bench_gpu_torch.py worker: compiled once, then blocks of steps on request."""
+
+    def __init__(self, name, compile_mode, sdpa):
+        self.name, self.compile_mode, self.sdpa = name, compile_mode, sdpa
+        self.label = (f"pytorch (compile {compile_mode}, bf16 autocast, fused AdamW"
+                      + (", SDPA on cuDNN)" if sdpa == "cudnn" else ")"))
+        self.proc = None
+        self.facts = {}
+
+    def start(self, ctx):
+        cmd = [ctx.args.python, os.path.join(ROOT, "tools", "bench_gpu_torch.py"), "--serve", "--batch",
+               str(ctx.args.batch), "--compile", self.compile_mode, "--sdpa", self.sdpa, *ctx.args.torch_args]
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     text=True, bufsize=1)
+        self.facts = self._reply()
+        if not self.facts.get("ready"):
+            raise EngineError(f"the worker did not start: {self.facts}")
+
+    def _reply(self):
+        line = self.proc.stdout.readline()
+        if not line:  # the worker closed its output: it is exiting
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+            raise EngineError(f"the worker exited ({self.proc.poll()}): {self.proc.stderr.read()[-2000:]}")
+        return json.loads(line)
+
+    def run(self, ctx, warmup, steps, profile=False):
+        if self.proc is None or self.proc.poll() is not None:
+            raise EngineError("the worker is not running")
+        self.proc.stdin.write(f"run {warmup} {steps}\n")
+        self.proc.stdin.flush()
+        reply = self._reply()
+        if "error" in reply:
+            raise EngineError(reply["error"])
+        return reply
+
+    def stop(self):
+        if self.proc is not None and self.proc.poll() is None:
+            try:
+                self.proc.stdin.write("quit\n")
+                self.proc.stdin.flush()
+                self.proc.wait(timeout=60)
+            except (OSError, subprocess.TimeoutExpired):
+                self.proc.kill()
+
+
+class Llmc:
+    """llm.c's train_gpt2cu: GPT-2 124M from scratch (-e d12), its own defaults but no GELU recompute
+    (-r 0, as zerotrain and PyTorch keep the GELU input), no sampling or checkpoints."""
+
+    label = "llm.c train_gpt2cu (-e d12, bf16, cuDNN attention)"
+    name = "llmc"
+    STEP_LINE = re.compile(r"^step\s+(\d+)/\d+ \| loss ([0-9.naninf]+).*\| ([0-9.]+) ms \|")
+
+    def start(self, ctx):
+        if not ctx.args.llmc or not os.path.exists(ctx.args.llmc):
+            raise EngineError(f"no llm.c binary at {ctx.args.llmc!r} (tools/gpu_pack.sh builds it into the pack)")
+
+    def stop(self):
+        pass
+
+    def run(self, ctx, warmup, steps, profile=False):
+        b = ctx.args.batch
+        cmd = [ctx.args.llmc, "-e", "d12", "-i", os.path.join(ctx.data_dir, "train.bin"), "-j",
+               os.path.join(ctx.data_dir, "val.bin"), "-b", str(b), "-t", str(T), "-d", str(b * T), "-x",
+               str(warmup + steps), "-v", "1000000", "-m", "1", "-s", "0", "-n", "0", "-r", "0", "-h", "0"]
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, cwd=ctx.work)
+        rows = [self.STEP_LINE.match(l) for l in p.stdout.splitlines()]
+        rows = [m for m in rows if m]
+        if p.returncode != 0 or len(rows) < warmup + steps:
+            raise EngineError(f"exit {p.returncode}, {len(rows)} step lines: {(p.stdout + p.stderr)[-2000:]}")
+        return {"step_ms": [float(m.group(3)) for m in rows][warmup:], "losses": [float(m.group(2)) for m in rows]}
+
+
+def make_engines():
+    return {e.name: e for e in [
+        Zerotrain("zerotrain-s0", 0), Zerotrain("zerotrain-s1", 1), Zerotrain("zerotrain-s2", 2),
+        Zerotrain("zerotrain-s3", 3), Zerotrain("zerotrain-s0-fp32-activations", 0, activations="fp32"),
+        Zerotrain("zerotrain-s0-flash", 0, attention="flash"),
+        Zerotrain("zerotrain-s0-separate-gelu", 0, gelu_epilogue=False),
+        Torch("pytorch", "default", "auto"), Torch("pytorch-max-autotune-cudnn", "max-autotune", "cudnn"), Llmc()]}
 
 
 def top_ops_lines(profile, engine, n=12):
@@ -122,104 +252,104 @@ def top_ops_lines(profile, engine, n=12):
                      f"{100 * sum(o['share'] for o in rest):6.1f}%")
     lines.append(f"  {'(outside the ops)':32s} {'':10s} {profile['outside_ops_ms_per_step']:9.3f} "
                  f"{100 * profile['outside_ops_share']:6.1f}%")
+    comm = profile.get("communication")
+    if comm:
+        lines.append(f"  communication kernels: {comm['kernel_ms_per_step']:.3f} ms/step, "
+                     f"{comm['overlapped_ms_per_step']:.3f} overlapped with compute, "
+                     f"{comm['exposed_ms_per_step']:.3f} exposed")
     return lines
 
 
-def run_torch(args):
-    """The PyTorch reference's per-step figures, or {"error": text} when it fails."""
-    cmd = [args.python, os.path.join(ROOT, "tools", "bench_gpu_torch.py"), "--batch", str(args.batch),
-           "--steps", str(args.steps), "--warmup", str(args.warmup)]
-    try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
-    except subprocess.TimeoutExpired:
-        return {"error": "timed out after 1800 s"}
-    if p.returncode != 0:
-        print(f"bench_gpu: the PyTorch reference failed (exit {p.returncode}):\n{p.stderr[-3000:]}", file=sys.stderr)
-        return {"error": f"exit {p.returncode}: {p.stderr[-3000:]}"}
-    return json.loads(p.stdout.strip().splitlines()[-1])
-
-
-def summarise(step_ms, warmup, batch, flops_tok):
-    ms = statistics.median(step_ms[warmup:])
+def summarise(row, batch, flops_tok):
+    """The row's figure: the median over rounds of each round's median step."""
+    medians = [r["median_ms"] for r in row["rounds"] if "median_ms" in r]
+    if not medians:
+        return
+    ms = statistics.median(medians)
     tok_s = batch * T / (ms / 1e3)
-    return {"ms_per_step": ms, "tokens_per_s": tok_s, "mfu": tok_s * flops_tok / PEAK_BF16_FLOPS}
-
-
-TORCH_ENGINE = "pytorch (compile, bf16 autocast, fused AdamW)"
-
-
-def plan_runs(args):
-    """(engine, stage, activations) in the order they run: zerotrain stage 0 and PyTorch first (the
-    headline ratio survives a call cut short), then the other stages, then stage 0 with each other
-    activation dtype."""
-    primary = args.activations[0]
-    runs = [("zerotrain", stage, primary) for stage in args.stages if stage == 0]
-    if not args.no_torch:
-        runs.append(("pytorch", None, None))
-    runs += [("zerotrain", stage, primary) for stage in args.stages if stage != 0]
-    runs += [("zerotrain", 0, other) for other in args.activations[1:] if 0 in args.stages]
-    return runs
+    row.update(ms_per_step=ms, tokens_per_s=tok_s, mfu=tok_s * flops_tok / PEAK_BF16_FLOPS,
+               rounds_measured=len(medians))
 
 
 def ratios_of(rows):
-    by_stage = {r["stage"]: r for r in rows if r["stage"] is not None and "error" not in r}
-    torch_row = next((r for r in rows if r["engine"] == TORCH_ENGINE and "error" not in r), None)
+    ok = {r["name"]: r for r in rows if "tokens_per_s" in r}
     ratios = {}
-    if 0 in by_stage and torch_row:
-        ratios["stage0_over_pytorch_tokens_per_s"] = by_stage[0]["tokens_per_s"] / torch_row["tokens_per_s"]
-    if 0 in by_stage and 3 in by_stage:
-        ratios["stage3_over_stage0_tokens_per_s"] = by_stage[3]["tokens_per_s"] / by_stage[0]["tokens_per_s"]
-    for r in rows:  # what the primary activation dtype gives over each other one, at stage 0
-        if 0 in by_stage and r["stage"] is None and r.get("activations") and "error" not in r:
-            ratios[f"stage0_{by_stage[0]['activations']}_over_{r['activations']}_activations_tokens_per_s"] = (
-                by_stage[0]["tokens_per_s"] / r["tokens_per_s"])
+    s0 = ok.get("zerotrain-s0")
+    torch_rows = [r for n, r in ok.items() if n.startswith("pytorch")]
+    if s0 and torch_rows:
+        best = max(torch_rows, key=lambda r: r["tokens_per_s"])
+        ratios["stage0_over_best_pytorch_tokens_per_s"] = s0["tokens_per_s"] / best["tokens_per_s"]
+        ratios["best_pytorch"] = best["name"]
+        for r in torch_rows:
+            ratios[f"stage0_over_{r['name'].replace('-', '_')}_tokens_per_s"] = s0["tokens_per_s"] / r["tokens_per_s"]
+    if s0 and "llmc" in ok:
+        ratios["stage0_over_llmc_tokens_per_s"] = s0["tokens_per_s"] / ok["llmc"]["tokens_per_s"]
+    for st in (1, 2, 3):
+        if s0 and f"zerotrain-s{st}" in ok:
+            ratios[f"stage{st}_collectives_over_stage0_tokens_per_s"] = (
+                ok[f"zerotrain-s{st}"]["tokens_per_s"] / s0["tokens_per_s"])
+    for variant in ("fp32-activations", "flash", "separate-gelu"):
+        r = ok.get(f"zerotrain-s0-{variant}")
+        if s0 and r:
+            ratios[f"stage0_over_stage0_{variant.replace('-', '_')}_tokens_per_s"] = s0["tokens_per_s"] / r["tokens_per_s"]
+    if s0:
+        ratios["stage0_mfu"] = s0["mfu"]
     return ratios
 
 
 def write_report(out, meta, rows, complete):
-    """The JSON, rewritten after every row so a call cut short still leaves what was measured."""
-    os.makedirs(os.path.dirname(out), exist_ok=True)
+    """The JSON, rewritten after every round so a call cut short still leaves what was measured."""
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
     with open(out + ".tmp", "w") as f:
-        json.dump({**meta, "complete": complete, "rows": rows, "ratios": ratios_of(rows),
-                   "targets": {"stage0_over_pytorch_tokens_per_s": 1.1, "stage3_over_stage0_tokens_per_s": 0.95,
-                               "mfu": 0.5}}, f, indent=1)
+        json.dump({**meta, "complete": complete, "rows": rows, "ratios": ratios_of(rows), "targets": TARGETS}, f,
+                  indent=1)
     os.replace(out + ".tmp", out)
 
 
 def print_table(args, name, rows):
-    print(f"\nGPT-2 124M, B={args.batch}, T={T}, bf16, {args.steps} timed steps after {args.warmup}, on {name}")
-    print(f"{'engine':48s} {'ms/step':>9s} {'tokens/s':>10s} {'MFU':>6s}")
+    print(f"\nGPT-2 124M, B={args.batch}, T={T}, bf16, {args.rounds} interleaved rounds of {args.steps} timed steps "
+          f"after {args.warmup}, on {name}")
+    print(f"{'engine':56s} {'ms/step':>9s} {'tokens/s':>10s} {'MFU':>6s}")
     for r in rows:
-        if "error" in r:
-            print(f"{r['engine']:48s} {'FAILED':>9s}")
+        if "tokens_per_s" not in r:
+            print(f"{r['label']:56s} {'FAILED':>9s}  {r.get('error', '')[:60]}")
             continue
-        print(f"{r['engine']:48s} {r['ms_per_step']:9.1f} {r['tokens_per_s']:10.0f} {100 * r['mfu']:5.1f}%")
+        print(f"{r['label']:56s} {r['ms_per_step']:9.1f} {r['tokens_per_s']:10.0f} {100 * r['mfu']:5.1f}%")
     for k, v in ratios_of(rows).items():
-        print(f"{k}: {v:.3f}")
+        print(f"{k}: {v:.3f}" if isinstance(v, float) else f"{k}: {v}")
     for r in rows:
         if "op_profile" in r:
-            print("\n" + "\n".join(top_ops_lines(r["op_profile"], r["engine"])))
+            print("\n" + "\n".join(top_ops_lines(r["op_profile"], r["label"])))
+
+
+class Context:
+    def __init__(self, args, work, data_dir):
+        self.args, self.work, self.data_dir = args, work, data_dir
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--zerotrain", default=os.path.join(ROOT, "build", "zerotrain"))
+    ap.add_argument("--llmc", default=os.path.join(ROOT, ".gpu_build", "train_gpt2cu"))
+    ap.add_argument("--engines", nargs="+", default=DEFAULT_ENGINES)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--steps", type=int, default=15)
+    ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--batch", type=int, default=16)
-    ap.add_argument("--steps", type=int, default=20)
-    ap.add_argument("--warmup", type=int, default=5)
-    ap.add_argument("--stages", type=int, nargs="+", default=[0, 1, 2, 3])
-    ap.add_argument("--activations", nargs="+", choices=["bf16", "fp32"], default=["bf16", "fp32"],
-                    help="precision.activations: the stages run with the first, stage 0 also with the others")
-    ap.add_argument("--attention", choices=["auto", "cudnn", "flash"], default="auto",
-                    help="precision.attention of every zerotrain run (auto: cuDNN where it serves)")
-    ap.add_argument("--gelu-epilogue", choices=["default", "true", "false"], default="default",
-                    help="precision.gelu_epilogue of every zerotrain run (default: the config's, on with bf16)")
-    ap.add_argument("--python", default=sys.executable, help="interpreter with torch for the reference")
-    ap.add_argument("--no-torch", action="store_true")
-    ap.add_argument("--no-profile", action="store_true", help="no separate per-op profile run of stage 0")
+    ap.add_argument("--python", default=sys.executable, help="interpreter with torch for the PyTorch anchors")
+    ap.add_argument("--no-profile", action="store_true", help="no separate per-op profile runs")
     ap.add_argument("--out", default=None)
+    # For the harness's own tests on a machine without a GPU (tests/tools/bench_gpu_test.py).
+    ap.add_argument("--zerotrain-set", dest="zerotrain_sets", action="append", default=[], help=argparse.SUPPRESS)
+    ap.add_argument("--torch-arg", dest="torch_args", action="append", default=[], help=argparse.SUPPRESS)
+    ap.add_argument("--fake-device", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
-    name, driver = device_facts()
+    args.zerotrain_sets = dict(kv.split("=", 1) for kv in args.zerotrain_sets)
+    engines = make_engines()
+    unknown = [e for e in args.engines if e not in engines]
+    if unknown:
+        sys.exit(f"bench_gpu: unknown engine(s) {unknown}; known: {' '.join(engines)}")
+    name, driver = (args.fake_device, "none") if args.fake_device else device_facts()
     n_params, flops_tok = flops_per_token()
     # ZT_COMMIT: the commit measured, for copies of the tree that travel without .git (device calls).
     commit = os.environ.get("ZT_COMMIT") or subprocess.run(["git", "-C", ROOT, "rev-parse", "HEAD"],
@@ -228,39 +358,62 @@ def main(argv=None):
     out = args.out or os.path.join(ROOT, "docs", "results", f"gpu_bench_{slug}.json")
     meta = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(), "commit": commit, "device": name,
             "driver": driver, "batch": args.batch, "seq_len": T, "params": n_params, "flops_per_token": flops_tok,
-            "peak_bf16_flops": PEAK_BF16_FLOPS,
-            "attention": args.attention, "gelu_epilogue": args.gelu_epilogue}
-    primary = args.activations[0]
-    rows = []
+            "peak_bf16_flops": PEAK_BF16_FLOPS, "rounds": args.rounds, "steps": args.steps, "warmup": args.warmup,
+            "order": args.engines, "gpu_state_at_start": gpu_state()}
+    chosen = [engines[e] for e in args.engines]
+    rows = [{"name": e.name, "label": e.label, "rounds": []} for e in chosen]
     with tempfile.TemporaryDirectory() as work:
         data_dir = os.path.join(work, "data")
         os.makedirs(data_dir)
         rng = np.random.default_rng(0)
         write_llmc_tokens(os.path.join(data_dir, "train.bin"), rng.integers(0, VOCAB, 4_000_000))
         write_llmc_tokens(os.path.join(data_dir, "val.bin"), rng.integers(0, VOCAB, 200_000))
-        for engine, stage, activations in plan_runs(args):
-            if engine == "pytorch":
-                r = run_torch(args)
-                row = {"engine": TORCH_ENGINE, "stage": None, **r}
-                if "params" in r and r["params"] != n_params:
-                    row["error"] = f"PyTorch's model has {r['params']} parameters, zerotrain's {n_params}"
-            else:
-                r = run_zerotrain(args, stage, data_dir, work, activations)
-                label = f"zerotrain stage {stage}" + ("" if activations == primary else f", {activations} activations")
-                row = {"engine": label, "stage": stage if activations == primary else None,
-                       "activations": activations, **r}
-            if "error" not in row:
-                row.update(summarise(r["step_ms"], args.warmup, args.batch, flops_tok))
-            rows.append(row)
-            print(f"{row['engine']}: " + ("FAILED" if "error" in row else f"{row['ms_per_step']:.1f} ms/step"),
-                  flush=True)
+        runs = os.path.join(work, "runs")
+        os.makedirs(runs)
+        ctx = Context(args, runs, data_dir)
+        try:
+            for engine, row in zip(chosen, rows):  # start-up: the PyTorch workers compile here
+                t0 = time.perf_counter()
+                try:
+                    engine.start(ctx)
+                    row["start_s"] = time.perf_counter() - t0
+                    if getattr(engine, "facts", None):
+                        row["facts"] = engine.facts
+                except EngineError as e:
+                    row["error"] = f"start: {e}"
+                    print(f"{engine.label}: FAILED to start: {str(e)[-300:]}", file=sys.stderr, flush=True)
             write_report(out, meta, rows, complete=False)
-            if engine == "zerotrain" and stage == 0 and activations == primary and "error" not in row \
-                    and not args.no_profile:
-                profiled = run_zerotrain(args, 0, data_dir, work, activations, profile=True)
-                if "op_profile" in profiled:
-                    row["op_profile"] = profiled["op_profile"]
+            for rnd in range(args.rounds):
+                for engine, row in zip(chosen, rows):
+                    if "error" in row and not row["rounds"]:
+                        continue
+                    entry = {"round": rnd, "gpu_state_before": gpu_state()}
+                    try:
+                        r = engine.run(ctx, args.warmup, args.steps)
+                        entry.update(step_ms=r["step_ms"], median_ms=statistics.median(r["step_ms"]),
+                                     final_loss=r["losses"][-1] if r.get("losses") else None)
+                    except (EngineError, subprocess.TimeoutExpired) as e:
+                        entry["error"] = str(e)[-2000:]
+                        row.setdefault("error", f"round {rnd}: {str(e)[-2000:]}")
+                    entry["gpu_state_after"] = gpu_state()
+                    row["rounds"].append(entry)
+                    summarise(row, args.batch, flops_tok)
+                    print(f"round {rnd + 1}/{args.rounds} {engine.label}: " +
+                          (f"{entry['median_ms']:.1f} ms/step" if "median_ms" in entry else "FAILED"), flush=True)
                 write_report(out, meta, rows, complete=False)
+        finally:
+            for engine in chosen:
+                engine.stop()
+        if not args.no_profile:
+            for engine, row in zip(chosen, rows):
+                if isinstance(engine, Zerotrain) and engine.name in ("zerotrain-s0", "zerotrain-s3") and \
+                        "tokens_per_s" in row:
+                    try:
+                        row["op_profile"] = engine.run(ctx, args.warmup, PROFILED_STEPS, profile=True).get("op_profile")
+                    except (EngineError, subprocess.TimeoutExpired) as e:
+                        row["op_profile_error"] = str(e)[-1000:]
+                    write_report(out, meta, rows, complete=False)
+    meta["gpu_state_at_end"] = gpu_state()
     write_report(out, meta, rows, complete=True)
     print_table(args, name, rows)
     print(f"wrote {out}")

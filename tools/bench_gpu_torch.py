@@ -1,8 +1,16 @@
-"""The PyTorch half of tools/bench_gpu.py: a GPT-2 of the given shapes trained on one GPU the way a
-PyTorch user would (torch.compile, bf16 autocast over fp32 parameters, fused AdamW, the flash
-attention kernel through scaled_dot_product_attention, tied head), on random tokens, for
-warm-up + timed steps. A step is zerotrain's: forward, backward, global-norm clip at 1.0, AdamW.
-Prints one JSON line: {"step_ms": [...], "losses": [...], "torch_version", "device", "params"}.
+"""The PyTorch anchors of tools/bench_gpu.py: a GPT-2 of the given shapes trained on one GPU the way a
+PyTorch user would (bf16 autocast over fp32 parameters, fused AdamW, scaled_dot_product_attention,
+tied head), compiled with torch.compile's default settings or with mode="max-autotune", attention
+left to PyTorch's choice or pinned to cuDNN's kernel (--sdpa cudnn), on random tokens. A step is
+zerotrain's: forward, backward, global-norm clip at 1.0, AdamW, the loss read on the host.
+
+One-shot (default): warm-up + timed steps, then one JSON line {"step_ms", "losses", "torch_version",
+"device", "params", "compiled", "sdpa"}.
+--serve: builds, compiles and warms up once, prints {"ready": true, "compile_s", ...}, then for
+each line "run W K" on stdin runs W untimed and K timed steps and prints {"step_ms", "losses"}
+(cached memory is returned after each block, so an idle worker leaves the GPU to the others);
+"quit" ends it. tools/bench_gpu.py keeps one worker per anchor alive and interleaves their blocks
+with the other engines' runs, so compilation (minutes under max-autotune) is paid once.
 """
 import argparse
 import json
@@ -16,6 +24,86 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_cpu_torch import Gpt  # noqa: E402  the same GPT-2 module as the CPU benchmark's
 
 
+def attention_context(sdpa):
+    """SDPA pinned to cuDNN's fused attention, or PyTorch's own choice."""
+    if sdpa == "cudnn":
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+        return sdpa_kernel([SDPBackend.CUDNN_ATTENTION])
+    import contextlib
+    return contextlib.nullcontext()
+
+
+class Trainer:
+    def __init__(self, a):
+        torch.manual_seed(1337)
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+        self.a = a
+        self.dev = torch.device(a.device)
+        # scaled_dot_product_attention (PyTorch 2): the anchors' attention; the harness's CPU test may
+        # run an older torch, which gets the explicit form.
+        self.sdpa_available = hasattr(torch.nn.functional, "scaled_dot_product_attention")
+        self.model = Gpt(a.n_layer, a.n_head, a.n_embd, a.seq_len, a.vocab, flash=self.sdpa_available).to(self.dev)
+        self.params = sum(p.numel() for p in self.model.parameters())
+        decay = [p for p in self.model.parameters() if p.dim() >= 2]
+        no_decay = [p for p in self.model.parameters() if p.dim() < 2]
+        fused = {"fused": True} if a.device == "cuda" else {}  # the harness's CPU test may have an older torch
+        self.opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
+                                     lr=6e-4, betas=(0.9, 0.95), eps=1e-8, **fused)
+        if a.compile == "none":
+            self.step_model = self.model
+        elif a.compile == "default":
+            self.step_model = torch.compile(self.model)
+        else:
+            self.step_model = torch.compile(self.model, mode=a.compile)
+        self.gen = torch.Generator(device=self.dev).manual_seed(1)
+
+    def sync(self):
+        if self.a.device == "cuda":
+            torch.cuda.synchronize()
+
+    def steps(self, n):
+        step_ms, losses = [], []
+        for _ in range(n):
+            idx = torch.randint(0, 50257, (self.a.batch, self.a.seq_len + 1), device=self.dev, generator=self.gen)
+            self.sync()
+            t0 = time.perf_counter()
+            with attention_context(self.a.sdpa), torch.autocast(device_type=self.a.device, dtype=torch.bfloat16):
+                loss = self.step_model(idx[:, :-1], idx[:, 1:])
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
+            self.opt.step()
+            self.opt.zero_grad(set_to_none=True)
+            losses.append(loss.item())  # the host reads the loss every step, as zerotrain does
+            self.sync()
+            step_ms.append((time.perf_counter() - t0) * 1e3)
+        return step_ms, losses
+
+    def facts(self):
+        name = torch.cuda.get_device_name() if self.a.device == "cuda" else "cpu"
+        return {"torch_version": torch.__version__, "device": name, "params": self.params, "compiled": self.a.compile,
+                "sdpa": self.a.sdpa if self.sdpa_available else "unavailable (explicit attention)"}
+
+
+def serve(t):
+    t0 = time.perf_counter()
+    t.steps(1)  # compiles (and autotunes) here
+    print(json.dumps({"ready": True, "compile_s": time.perf_counter() - t0, **t.facts()}), flush=True)
+    for line in sys.stdin:
+        words = line.split()
+        if not words or words[0] == "quit":
+            break
+        if words[0] != "run" or len(words) != 3:
+            print(json.dumps({"error": f"unknown request {line.strip()!r}"}), flush=True)
+            continue
+        warmup, timed = int(words[1]), int(words[2])
+        t.steps(warmup)
+        step_ms, losses = t.steps(timed)
+        if t.a.device == "cuda":
+            torch.cuda.empty_cache()
+        print(json.dumps({"step_ms": step_ms, "losses": losses}), flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--n-layer", type=int, default=12)
@@ -26,36 +114,20 @@ def main():
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=5)
-    ap.add_argument("--no-compile", action="store_true")
+    ap.add_argument("--compile", choices=["default", "max-autotune", "none"], default="default")
+    ap.add_argument("--no-compile", action="store_true", help="the same as --compile none")
+    ap.add_argument("--sdpa", choices=["auto", "cudnn"], default="auto")
+    ap.add_argument("--serve", action="store_true")
+    ap.add_argument("--device", choices=["cuda", "cpu"], default="cuda", help=argparse.SUPPRESS)  # harness tests
     a = ap.parse_args()
-    torch.manual_seed(1337)
-    torch.backends.cuda.matmul.allow_tf32 = True
-    torch.backends.cudnn.allow_tf32 = True
-    dev = torch.device("cuda")
-    model = Gpt(a.n_layer, a.n_head, a.n_embd, a.seq_len, a.vocab, flash=True).to(dev)
-    params = sum(p.numel() for p in model.parameters())
-    decay = [p for p in model.parameters() if p.dim() >= 2]
-    no_decay = [p for p in model.parameters() if p.dim() < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
-                            lr=6e-4, betas=(0.9, 0.95), eps=1e-8, fused=True)
-    step_fn_model = model if a.no_compile else torch.compile(model)
-    gen = torch.Generator(device=dev).manual_seed(1)
-    step_ms, losses = [], []
-    for step in range(a.warmup + a.steps):
-        idx = torch.randint(0, 50257, (a.batch, a.seq_len + 1), device=dev, generator=gen)
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        with torch.autocast(device_type="cuda", dtype=torch.bfloat16):
-            loss = step_fn_model(idx[:, :-1], idx[:, 1:])
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        losses.append(loss.item())  # the host reads the loss every step, as zerotrain does
-        torch.cuda.synchronize()
-        step_ms.append((time.perf_counter() - t0) * 1e3)
-    print(json.dumps({"step_ms": step_ms, "losses": losses, "torch_version": torch.__version__,
-                      "device": torch.cuda.get_device_name(), "params": params, "compiled": not a.no_compile}))
+    if a.no_compile:
+        a.compile = "none"
+    t = Trainer(a)
+    if a.serve:
+        serve(t)
+        return
+    step_ms, losses = t.steps(a.warmup + a.steps)
+    print(json.dumps({"step_ms": step_ms, "losses": losses, **t.facts()}))
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@
 # the lent GPU machine's image lacks (it has CUDA, CMake, ninja and PyTorch, but not fmt,
 # nlohmann-json, GoogleTest, zlib's headers or OpenBLAS, and nothing can be fetched there) into
 # .gpu_deps/ (ignored by git). Carry that folder in each device call; tools/gpu_session.sh
-# unpacks it into /tmp there. About 10 MB. No root needed, nothing is installed here.
+# unpacks it into /tmp there. About 16 MB. No root needed, nothing is installed here.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 packages=(
@@ -13,6 +13,10 @@ packages=(
   zlib1g-dev zlib1g                  # crc32 for checkpoint checksums
   libopenblas0-openmp libgfortran5 libquadmath0  # CPU reference products in the GPU tests (dlopened)
   libgomp1                           # OpenMP's runtime, used only where the image lacks one
+  # OpenMPI (the image has none): mpirun for several ranks on the one GPU (comm.backend = mpi), and
+  # libmpi, which zerotrain and llm.c's train_gpt2cu link; relocated by OPAL_PREFIX there.
+  openmpi-bin libopenmpi3 openmpi-common libpmix2 libhwloc15 libevent-core-2.1-7
+  libevent-pthreads-2.1-7 libmunge2
 )
 mkdir -p .gpu_deps
 cd .gpu_deps

@@ -3,8 +3,9 @@
 the engine's own table for GPT-2 124M, the token files it writes are ones zerotrain trains on, the
 per-op summary it prints reads the op_profile.json such a run writes with log.profile_ops, and on a
 machine without a GPU it stops with one line and a non-zero exit instead of a traceback; with the
-engines faked, its run order and its partial reports (a failed or cut-short run keeps what was
-measured)."""
+engines faked, the interleaved order and its partial reports (a failed or cut-short run keeps what
+was measured); and its real engines' plumbing on the CPU (zerotrain on a small model, a PyTorch
+worker over its pipe, llm.c's step lines from a stand-in)."""
 import argparse
 import json
 import os
@@ -23,55 +24,120 @@ import bench_gpu  # noqa: E402
 from check_report import Checks  # noqa: E402
 
 
-def check_partial_reports(checks):
-    """main() with the engines faked: the run order puts stage 0 and PyTorch first, a failed PyTorch
-    run is a failed row rather than the end of the benchmark, and the JSON on disk after a call cut
-    short (here at stage 2) holds every row measured before it."""
-    real = (bench_gpu.device_facts, bench_gpu.run_zerotrain, bench_gpu.run_torch)
-    order = []
+class FakeEngine:
+    """An engine that records when it runs; fails to start, or raises inside a round, on request."""
 
-    def fake_zerotrain(args, stage, data_dir, work, activations, profile=False):
-        if profile:
-            return {"step_ms": [], "losses": []}
-        order.append(f"zerotrain {stage} {activations}")
-        if stage == cut_at[0]:
+    def __init__(self, name, ms, order, fail_start=False, interrupt_at=None):
+        self.name, self.label, self.ms, self.order = name, f"fake {name}", ms, order
+        self.fail_start, self.interrupt_at, self.rounds = fail_start, interrupt_at, 0
+
+    def start(self, ctx):
+        if self.fail_start:
+            raise bench_gpu.EngineError("torch.compile failed")
+
+    def run(self, ctx, warmup, steps, profile=False):
+        self.rounds += 1
+        if self.interrupt_at == self.rounds:
             raise KeyboardInterrupt  # the device call's time limit
-        return {"step_ms": [100.0 + stage] * 8, "losses": [1.0] * 8}
+        self.order.append(self.name)
+        return {"step_ms": [self.ms] * steps, "losses": [1.0] * (warmup + steps)}
 
-    def failing_torch(args):
-        order.append("pytorch")
-        return {"error": "exit 1: torch.compile failed"}
+    def stop(self):
+        pass
 
-    cut_at = [None]
-    bench_gpu.device_facts = lambda: ("Fake GPU", "0.0")
-    bench_gpu.run_zerotrain, bench_gpu.run_torch = fake_zerotrain, failing_torch
+
+def check_interleaving_and_partial_reports(checks):
+    """main() with the engines faked: they run interleaved (A B C A B C), a PyTorch anchor that fails
+    to start is a failed row while the rest still run, the ratios come from the rows measured, and
+    the JSON on disk after a call cut short (in round 2) holds round 1's figures."""
+    real = bench_gpu.make_engines
+    order = []
     try:
         with tempfile.TemporaryDirectory() as work:
             out = os.path.join(work, "bench.json")
-            bench_gpu.main(["--steps", "3", "--warmup", "1", "--out", out])
+            bench_gpu.make_engines = lambda: {e.name: e for e in [
+                FakeEngine("zerotrain-s0", 100.0, order), FakeEngine("pytorch", 110.0, order),
+                FakeEngine("pytorch-max-autotune-cudnn", 0.0, order, fail_start=True),
+                FakeEngine("llmc", 105.0, order), FakeEngine("zerotrain-s3", 104.0, order)]}
+            engines = ["zerotrain-s0", "pytorch", "pytorch-max-autotune-cudnn", "llmc", "zerotrain-s3"]
+            bench_gpu.main(["--fake-device", "Fake GPU", "--rounds", "2", "--steps", "3", "--warmup", "1",
+                            "--no-profile", "--out", out, "--engines", *engines])
             with open(out) as f:
                 report = json.load(f)
-            checks.check(order == ["zerotrain 0 bf16", "pytorch", "zerotrain 1 bf16", "zerotrain 2 bf16",
-                                   "zerotrain 3 bf16", "zerotrain 0 fp32"], f"stage 0 and PyTorch run first ({order})")
-            engines = [r["engine"] for r in report["rows"]]
-            checks.check(report["complete"] and len(engines) == 6 and "error" in report["rows"][1],
-                         f"a failed PyTorch run is a failed row and the rest still run ({engines})")
-            checks.check(abs(report["ratios"]["stage3_over_stage0_tokens_per_s"] - 100 / 103) < 1e-12 and
-                         "stage0_over_pytorch_tokens_per_s" not in report["ratios"],
-                         f"ratios come from the rows that ran ({report['ratios']})")
+            expected = ["zerotrain-s0", "pytorch", "llmc", "zerotrain-s3"] * 2
+            checks.check(order == expected, f"the engines run interleaved, round after round ({order})")
+            rows = {r["name"]: r for r in report["rows"]}
+            checks.check(report["complete"] and "error" in rows["pytorch-max-autotune-cudnn"] and
+                         all("tokens_per_s" in rows[n] for n in expected[:4]),
+                         "an anchor that fails to start is a failed row and the rest still run")
+            ratios = report["ratios"]
+            checks.check(abs(ratios["stage0_over_best_pytorch_tokens_per_s"] - 110 / 100) < 1e-12 and
+                         abs(ratios["stage0_over_llmc_tokens_per_s"] - 105 / 100) < 1e-12 and
+                         abs(ratios["stage3_collectives_over_stage0_tokens_per_s"] - 100 / 104) < 1e-12,
+                         f"the target ratios come from the rows that ran ({ratios})")
+            checks.check(all(len(rows[n]["rounds"]) == 2 and "gpu_state_before" in rows[n]["rounds"][0]
+                             for n in expected[:4]), "every block records the GPU's state before and after")
+            s0 = rows["zerotrain-s0"]
+            checks.check(abs(s0["mfu"] - s0["tokens_per_s"] * report["flops_per_token"] / 989e12) < 1e-12,
+                         "MFU by 6N + 6LCT over 989 TFLOP/s")
             order.clear()
-            cut_at[0] = 2
+            cut = {e.name: e for e in [FakeEngine("zerotrain-s0", 100.0, order, interrupt_at=2),
+                                       FakeEngine("pytorch", 110.0, order)]}
+            bench_gpu.make_engines = lambda: cut
             try:
-                bench_gpu.main(["--steps", "3", "--warmup", "1", "--out", out])
+                bench_gpu.main(["--fake-device", "Fake GPU", "--rounds", "3", "--steps", "3", "--warmup", "1",
+                                "--no-profile", "--out", out, "--engines", "zerotrain-s0", "pytorch"])
             except KeyboardInterrupt:
                 pass
             with open(out) as f:
                 report = json.load(f)
-            checks.check(not report["complete"] and [r["engine"] for r in report["rows"]] ==
-                         ["zerotrain stage 0", bench_gpu.TORCH_ENGINE, "zerotrain stage 1"],
-                         "a call cut short leaves the rows measured before it on disk")
+            checks.check(not report["complete"] and
+                         all(len(r["rounds"]) == 1 and "tokens_per_s" in r for r in report["rows"]) and
+                         "stage0_over_best_pytorch_tokens_per_s" in report["ratios"],
+                         "a call cut short in round 2 leaves round 1's figures and ratios on disk")
     finally:
-        bench_gpu.device_facts, bench_gpu.run_zerotrain, bench_gpu.run_torch = real
+        bench_gpu.make_engines = real
+
+
+def check_real_plumbing(checks, zerotrain, work):
+    """The real engines' plumbing without a GPU: zerotrain (on the CPU, a small model), a PyTorch
+    worker (CPU, uncompiled, same small shapes) answering blocks over its pipe, and llm.c's step
+    lines parsed from a stand-in that prints them, two interleaved rounds, and the per-op profile."""
+    llmc = os.path.join(work, "fake_train_gpt2cu")
+    with open(llmc, "w") as f:
+        f.write("#!/usr/bin/env python3\nimport sys\nn = int(sys.argv[sys.argv.index('-x') + 1])\n"
+                "for s in range(1, n + 1):\n"
+                "    print(f'step {s:4d}/{n} | loss 10.9{s} (+0.00z)| norm 1.0 (+0.00z)| lr 3.00e-04 | "
+                "{40 + s:.2f} ms | 40.1% bf16 MFU | 400000 tok/s')\n")
+    os.chmod(llmc, 0o755)
+    out = os.path.join(work, "plumbing.json")
+    small = ["--zerotrain-set", "device=cpu", "--zerotrain-set", "precision.matmul=fp32", "--zerotrain-set",
+             "model.n_layer=1", "--zerotrain-set", "model.n_embd=32", "--zerotrain-set", "model.n_head=2",
+             "--zerotrain-set", "model.block_size=32", "--zerotrain-set", "train.seq_len=32",
+             "--zerotrain-set", "train.global_batch_tokens=64", "--zerotrain-set", "train.num_threads=1"]
+    torch_small = ["--torch-arg=--device=cpu", "--torch-arg=--n-layer=1", "--torch-arg=--n-embd=32",
+                   "--torch-arg=--n-head=2", "--torch-arg=--seq-len=32"]
+    p = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "bench_gpu.py"), "--zerotrain", zerotrain,
+                        "--llmc", llmc, "--python", "/usr/bin/python3", "--fake-device", "Fake GPU",
+                        "--batch", "2", "--rounds", "2", "--steps", "2", "--warmup", "1", "--out", out,
+                        "--engines", "zerotrain-s0", "pytorch", "llmc", "zerotrain-s3", *small,
+                        *[a.replace("--torch-arg=", "--torch-arg=") for a in torch_small],
+                        "--torch-arg=--compile=none"], capture_output=True, text=True, timeout=900)
+    if not checks.check(p.returncode == 0, f"bench_gpu runs its real engines end to end "
+                                           f"(exit {p.returncode}: {(p.stdout + p.stderr)[-1500:]})"):
+        return
+    with open(out) as f:
+        report = json.load(f)
+    rows = {r["name"]: r for r in report["rows"]}
+    checks.check(all(len(rows[n].get("rounds", [])) == 2 and "tokens_per_s" in rows[n] for n in rows),
+                 f"every engine measured in both rounds ({ {n: rows[n].get('error', 'ok')[:200] for n in rows} })")
+    checks.check(rows["llmc"]["rounds"][0]["step_ms"] == [42.0, 43.0], "llm.c's step times parsed, warm-up dropped")
+    checks.check("facts" in rows["pytorch"] and rows["pytorch"]["facts"].get("ready"),
+                 "the PyTorch worker started once and served both rounds")
+    checks.check("op_profile" in rows["zerotrain-s0"] and "op_profile" in rows["zerotrain-s3"],
+                 "stage 0 and stage 3 carry their per-op profiles")
+    checks.check("stage3_collectives_over_stage0_tokens_per_s" in report["ratios"],
+                 f"the collectives ratio is reported ({report['ratios']})")
 
 
 def main():
@@ -112,7 +178,9 @@ def main():
             checks.check(profile["ops"][0]["op"] in lines[2] and "(outside the ops)" in lines[-1],
                          "the most expensive op comes first, the time outside the ops last")
 
-    check_partial_reports(checks)
+    check_interleaving_and_partial_reports(checks)
+    with tempfile.TemporaryDirectory() as work:
+        check_real_plumbing(checks, args.zerotrain, work)
 
     has_gpu = shutil.which("nvidia-smi") is not None and subprocess.run(
         ["nvidia-smi", "-L"], capture_output=True, text=True).returncode == 0

@@ -27,7 +27,13 @@ struct OpProfiler::CudaEvents {
   };
   std::vector<std::unique_ptr<cuda::CudaEvent>> pool;
   std::size_t used = 0;
-  std::vector<Pending> pending;  // this step's calls, resolved by end_step after its synchronize
+  std::vector<Pending> pending;   // this step's calls, resolved by end_step after its synchronize
+  std::vector<std::size_t> comm;  // this step's collectives' start events (stop events follow)
+  std::size_t step_start = 0;     // the event recorded on the compute stream as the step began
+  bool has_step_start = false;
+
+  // ms from the step's start to event i (both complete).
+  double at(std::size_t i) const { return cuda::CudaEvent::elapsed_ms(*pool[step_start], *pool[i]); }
 
   std::size_t take_pair() {
     while (pool.size() < used + 2) pool.push_back(std::make_unique<cuda::CudaEvent>(/*timing=*/true));
@@ -67,30 +73,113 @@ OpProfiler::~OpProfiler() = default;
 void OpProfiler::begin_step(const ExecContext& ctx) {
   ZT_CHECK(!in_step_, "OpProfiler::begin_step inside a step");
   wait_for_device(ctx);
-  in_step_ = true;
-  step_start_ = std::chrono::steady_clock::now();
+#ifdef ZT_HAVE_CUDA
+  cuda_->has_step_start = ctx.device == Device::kCUDA;
+  if (cuda_->has_step_start) {
+    cuda_->step_start = cuda_->take_pair();
+    cuda_->pool[cuda_->step_start]->record(stream_of(ctx));
+  }
+#endif
+  step_ops_.clear();
+  {
+    const std::lock_guard<std::mutex> lock(comm_mutex_);
+    step_comm_.clear();
+    step_start_ = std::chrono::steady_clock::now();
+  }
+  in_step_.store(true, std::memory_order_release);
 }
 
 void OpProfiler::end_step(const ExecContext& ctx) {
   ZT_CHECK(in_step_, "OpProfiler::end_step without begin_step");
   wait_for_device(ctx);
   const double step_ms = ms_since(step_start_);
-  in_step_ = false;
+  in_step_.store(false, std::memory_order_release);
+  std::vector<Interval> comm;
 #ifdef ZT_HAVE_CUDA
   for (const CudaEvents::Pending& p : cuda_->pending) {
     const float ms = cuda::CudaEvent::elapsed_ms(*cuda_->pool[p.event], *cuda_->pool[p.event + 1]);
     totals_[p.op].calls += 1;
     totals_[p.op].total_ms += ms;
+    if (cuda_->has_step_start) step_ops_.push_back({cuda_->at(p.event), cuda_->at(p.event + 1)});
+  }
+  for (const std::size_t e : cuda_->comm) {
+    // A collective may outlive the compute stream's work (a publish waited by the next step).
+    cuda_->pool[e + 1]->synchronize();
+    comm.push_back({cuda_->at(e), cuda_->at(e + 1)});
   }
   cuda_->pending.clear();
+  cuda_->comm.clear();
   cuda_->used = 0;
 #endif
+  {
+    const std::lock_guard<std::mutex> lock(comm_mutex_);
+    comm.insert(comm.end(), step_comm_.begin(), step_comm_.end());
+    step_comm_.clear();
+  }
+  const CommTotals t = overlap(std::move(step_ops_), comm);
+  step_ops_.clear();
+  comm_.calls += t.calls;
+  comm_.total_ms += t.total_ms;
+  comm_.overlapped_ms += t.overlapped_ms;
   add_step(step_ms);
+}
+
+OpProfiler::CommTotals OpProfiler::overlap(std::vector<Interval> ops, const std::vector<Interval>& comm) {
+  // The union of the op intervals, as disjoint intervals in order.
+  std::sort(ops.begin(), ops.end(), [](const Interval& a, const Interval& b) { return a.begin < b.begin; });
+  std::vector<Interval> merged;
+  for (const Interval& i : ops) {
+    if (!merged.empty() && i.begin <= merged.back().end) {
+      merged.back().end = std::max(merged.back().end, i.end);
+    } else {
+      merged.push_back(i);
+    }
+  }
+  CommTotals t;
+  for (const Interval& c : comm) {
+    t.calls += 1;
+    t.total_ms += std::max(0.0, c.end - c.begin);
+    for (const Interval& m : merged) {
+      t.overlapped_ms += std::max(0.0, std::min(c.end, m.end) - std::max(c.begin, m.begin));
+    }
+  }
+  return t;
+}
+
+std::size_t OpProfiler::comm_start(void* cuda_stream) {
+#ifdef ZT_HAVE_CUDA
+  const std::size_t e = cuda_->take_pair();
+  cuda_->pool[e]->record(static_cast<cudaStream_t>(cuda_stream));
+  return e;
+#else
+  (void)cuda_stream;
+  throw InternalError("a CUDA stream in a build without CUDA");
+#endif
+}
+
+void OpProfiler::comm_stop(std::size_t start_event, void* cuda_stream) {
+#ifdef ZT_HAVE_CUDA
+  cuda_->pool[start_event + 1]->record(static_cast<cudaStream_t>(cuda_stream));
+  cuda_->comm.push_back(start_event);
+#else
+  (void)start_event;
+  (void)cuda_stream;
+#endif
+}
+
+void OpProfiler::add_comm_span(std::chrono::steady_clock::time_point begin, std::chrono::steady_clock::time_point end) {
+  const std::lock_guard<std::mutex> lock(comm_mutex_);
+  if (!in_step_.load(std::memory_order_acquire)) return;
+  auto ms = [&](std::chrono::steady_clock::time_point t) {
+    return std::max(0.0, std::chrono::duration<double, std::milli>(t - step_start_).count());
+  };
+  step_comm_.push_back({ms(begin), ms(end)});
 }
 
 void OpProfiler::clear() {
   ZT_CHECK(!in_step_, "OpProfiler::clear inside a step");
   totals_.clear();
+  comm_ = {};
   index_.clear();
   steps_ = 0;
   step_ms_total_ = 0.0;
@@ -120,9 +209,12 @@ void OpProfiler::stop(const ExecContext& ctx, const Call& call) {
 #endif
     return;
   }
-  const double ms = ms_since(call.host_start);
+  const auto now = std::chrono::steady_clock::now();
+  const double ms = std::chrono::duration<double, std::milli>(now - call.host_start).count();
   totals_[call.op].calls += 1;
   totals_[call.op].total_ms += ms;
+  const double begin = std::chrono::duration<double, std::milli>(call.host_start - step_start_).count();
+  step_ops_.push_back({begin, begin + ms});
 }
 
 std::size_t OpProfiler::index_of(std::string_view op) {
@@ -169,16 +261,27 @@ nlohmann::json OpProfiler::to_json() const {
                    {"share", share(t.total_ms)}});
   }
   const double outside_ms = step_ms_total_ - ops_ms;
-  return {{"profiled_steps", steps_},
-          {"step_ms_total", step_ms_total_},
-          {"step_ms_per_step", per_step(step_ms_total_)},
-          {"ops_ms_total", ops_ms},
-          {"ops_ms_per_step", per_step(ops_ms)},
-          {"ops_share", share(ops_ms)},
-          {"outside_ops_ms_total", outside_ms},
-          {"outside_ops_ms_per_step", per_step(outside_ms)},
-          {"outside_ops_share", share(outside_ms)},
-          {"ops", ops}};
+  nlohmann::json j = {{"profiled_steps", steps_},
+                      {"step_ms_total", step_ms_total_},
+                      {"step_ms_per_step", per_step(step_ms_total_)},
+                      {"ops_ms_total", ops_ms},
+                      {"ops_ms_per_step", per_step(ops_ms)},
+                      {"ops_share", share(ops_ms)},
+                      {"outside_ops_ms_total", outside_ms},
+                      {"outside_ops_ms_per_step", per_step(outside_ms)},
+                      {"outside_ops_share", share(outside_ms)},
+                      {"ops", ops}};
+  if (comm_.calls > 0) {  // [Note: exposed communication]
+    const double exposed = comm_.total_ms - comm_.overlapped_ms;
+    j["communication"] = {{"calls", comm_.calls},
+                          {"calls_per_step", per_step(static_cast<double>(comm_.calls))},
+                          {"kernel_ms_total", comm_.total_ms},
+                          {"kernel_ms_per_step", per_step(comm_.total_ms)},
+                          {"overlapped_ms_per_step", per_step(comm_.overlapped_ms)},
+                          {"exposed_ms_per_step", per_step(exposed)},
+                          {"exposed_share", share(exposed)}};
+  }
+  return j;
 }
 
 std::string OpProfiler::format_table() const {
@@ -193,6 +296,15 @@ std::string OpProfiler::format_table() const {
                      j["outside_ops_ms_per_step"].get<double>(), 100.0 * j["outside_ops_share"].get<double>());
   out += fmt::format("{:<32} {:>10} {:>10.3f} {:>6.1f}%", "(step)", "", j["step_ms_per_step"].get<double>(),
                      steps_ > 0 ? 100.0 : 0.0);
+  if (j.contains("communication")) {
+    const nlohmann::json& c = j["communication"];
+    out += fmt::format(
+        "\ncommunication: {:.1f} collectives/step, {:.3f} ms/step in flight, {:.3f} overlapped with "
+        "ops, {:.3f} exposed ({:.1f}% of the step)",
+        c["calls_per_step"].get<double>(), c["kernel_ms_per_step"].get<double>(),
+        c["overlapped_ms_per_step"].get<double>(), c["exposed_ms_per_step"].get<double>(),
+        100.0 * c["exposed_share"].get<double>());
+  }
   return out;
 }
 

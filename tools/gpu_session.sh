@@ -1,78 +1,128 @@
 #!/usr/bin/env bash
-# Run ON THE LENT GPU MACHINE, one device call per phase (each under the 10-minute command limit):
-#   bash tools/gpu_session.sh tests   # build; ctest -L gpu; compute-sanitizer memcheck on zt_gpu_tests
-#   bash tools/gpu_session.sh bench [ARGS]  # build; zt_bench_kernels; tools/bench_gpu.py ARGS (default:
-#                                           # stages 0-3 vs PyTorch; e.g. --stages 0 3 if time is short)
-#   bash tools/gpu_session.sh shakespeare   # build zerotrain; its half of tools/shakespeare_gpu.py
-#                                           # (carry runs/shakespeare_char too; docs/gpu_backend.md)
-# with carry [".gpu_deps", ".gpu_build"] (made here by tools/gpu_deps.sh and tools/gpu_pack.sh: with
-# .gpu_build the binaries built here run and nothing is compiled there; without it, it builds). It unpacks those packages into
-# /tmp/zt_deps (never into /), points CMake and the loader at them, takes NCCL from the CUDA
-# toolkit or else from PyTorch's nvidia-nccl wheel, and keeps going past a failing step so one
-# call brings back everything it can. Everything lands in $OUT (at most 8 files come back):
-# session_<phase>.txt (device, commit, toolkit, each step's status and seconds), the logs, and
-# the result JSONs, which then go into docs/results/ here.
+# Run ON THE LENT GPU MACHINE, one device call for the whole session (docs/gpu_backend.md):
+#   ZT_COMMIT=<hash> bash tools/gpu_session.sh [--limit SECONDS] PHASE[=SECONDS] ...
+# with carry [".gpu_deps", ".gpu_build"] (tools/gpu_deps.sh and tools/gpu_pack.sh, run here first).
+# Phases run in the order given, each within its budget (seconds; defaults below):
+#   tests        ctest -L gpu: the core list first (every kernel against the CPU, one model run,
+#                NCCL), then the rest, then compute-sanitizer memcheck on zt_gpu_tests  [240]
+#   multirank    2 and 3 ranks sharing the GPU (comm.backend = mpi, the carried OpenMPI), stages 0-3,
+#                against the CPU, and a 2-GPU-rank checkpoint resumed elsewhere          [150]
+#   bench        zt_bench_kernels, then tools/bench_gpu.py: zerotrain stages 0-3 (collectives
+#                on), PyTorch compiled (default, and max-autotune with cuDNN attention) and
+#                llm.c, interleaved                                                         [330]
+#   llama        tools/bench_llama_gpu.py: a Llama 3.2 1B-shaped model at stage 3 against
+#                PyTorch FSDP2 compiled                                                     [180]
+#   shakespeare  zerotrain's half of tools/shakespeare_gpu.py (carry runs/shakespeare_char too) [300]
+# e.g. `bash tools/gpu_session.sh tests=200 multirank=120 bench=220`.
+#
+# Before anything runs it prints the plan and refuses (exit 2) one whose budgets and set-up exceed
+# the outer limit (--limit, else ZT_SESSION_SECONDS, else 570: the device's 600 s per command less
+# the copy back), so the call's timeout and the phases agree. It refuses a pack whose recorded source
+# sums differ from this tree (built from other sources), or that names another commit than ZT_COMMIT.
+# Every result lands in $OUT the moment its step ends (a call cut short loses only the step in
+# progress), and nothing is ever copied from docs/results: each tool writes straight into $OUT.
+# $OUT keeps at most 8 files: session.txt (plan, machine, every step's status and seconds, the GPU's
+# clocks, power and temperature around each benchmark), one log per phase, and the result JSONs
+# (gpu_kernels_, gpu_bench_, gpu_multirank_, gpu_llama_bench_, shakespeare_gpu_<device>.json), which
+# then go into docs/results/ here. Exit 0 when every step passed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-phase=${1:-}
-if [ "$phase" != tests ] && [ "$phase" != bench ] && [ "$phase" != shakespeare ]; then
-  echo "usage: tools/gpu_session.sh tests|bench|shakespeare" >&2
-  exit 2
-fi
 OUT=${OUT:-/tmp/zt_gpu_session}
 mkdir -p "$OUT"
-budget=${ZT_SESSION_SECONDS:-570}  # the device's 600 s command limit, less the copy back
-summary="$OUT/session_$phase.txt"
-# ZT_COMMIT=<hash> names the commit when the tree travelled without .git (the device tool's copies).
-commit=${ZT_COMMIT:-$(git rev-parse HEAD 2>/dev/null || echo unknown)}
-export ZT_COMMIT=$commit
-# On this machine a GPU test that finds no device fails instead of skipping (a driver older than
-# the toolkit must not read as "all passed").
-export ZT_REQUIRE_GPU=1
-{
-  echo "phase: $phase"
-  echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-  echo "commit: $commit$(git diff --quiet HEAD 2>/dev/null || echo ' (no git here, or the working tree differs)')"
-  echo "gpu: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | head -1)"
-  echo "nvcc: $(nvcc --version 2>&1 | tail -1)"
-  echo "gcc: $(gcc --version 2>&1 | head -1)"
-  echo "os: $(. /etc/os-release 2>/dev/null && echo "$PRETTY_NAME")"
-  echo "cmake: $(cmake --version 2>&1 | head -1)"
-  echo "python: $(command -v python3) $(python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)' 2>&1 | tail -1)"
-  # Which of the GPU libraries the machine has, and where (the toolkit first, then PyTorch's wheels).
-  for lib in libcudart.so.13 libcublasLt.so.13 libnccl.so.2 libcudnn.so.9; do
-    found=$(ls /usr/local/cuda/lib*/$lib /usr/local/cuda/targets/*/lib/$lib 2>/dev/null | head -1)
-    [ -z "$found" ] && found=$(python3 -c "import nvidia, glob, sys; print(next(iter(sorted(g for p in nvidia.__path__ for g in glob.glob(p + '/*/lib/$lib*'))), ''))" 2>/dev/null)
-    echo "$lib: ${found:-not found}"
-    [ "$lib" = libcudnn.so.9 ] && echo "$found" >/tmp/zt_cudnn_lib
-  done
-} >"$summary"
-# cuDNN (loaded at run time by the cuDNN attention): PyTorch's wheel where the toolkit has none;
-# where the machine has it, the GPU tests must run it rather than skip.
-cudnn_lib=$(cat /tmp/zt_cudnn_lib 2>/dev/null)
-if [ -n "$cudnn_lib" ]; then
-  export LD_LIBRARY_PATH="$(dirname "$cudnn_lib")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-  export ZT_REQUIRE_CUDNN=1
+summary="$OUT/session.txt"
+note() { echo "$*" | tee -a "$summary"; }
+
+declare -A default_budget=([tests]=240 [multirank]=150 [bench]=330 [llama]=180 [shakespeare]=300)
+limit=${ZT_SESSION_SECONDS:-570}
+setup_reserve=30  # unpacking, the pack check, the machine facts
+phases=()
+declare -A budget
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --limit) limit=$2; shift 2 ;;
+    *)
+      name=${1%%=*}
+      if [ -z "${default_budget[$name]:-}" ]; then
+        echo "usage: tools/gpu_session.sh [--limit SECONDS] PHASE[=SECONDS] ... (phases: ${!default_budget[*]})" >&2
+        exit 2
+      fi
+      phases+=("$name")
+      budget[$name]=$([ "$1" != "$name" ] && echo "${1#*=}" || echo "${default_budget[$name]}")
+      shift ;;
+  esac
+done
+[ ${#phases[@]} -gt 0 ] || { echo "usage: tools/gpu_session.sh [--limit SECONDS] PHASE[=SECONDS] ..." >&2; exit 2; }
+total=$setup_reserve
+plan="set-up $setup_reserve s"
+for p in "${phases[@]}"; do
+  total=$((total + budget[$p]))
+  plan="$plan + $p ${budget[$p]} s"
+done
+: >"$summary"
+note "plan: $plan = $total s of the $limit s limit"
+if [ "$total" -gt "$limit" ]; then
+  note "refused: the phases' budgets exceed the limit; shorten them (PHASE=SECONDS) or raise --limit"
+  exit 2
 fi
 
-# step NAME SECONDS CMD...: runs CMD with a time limit (never past the budget), logs status.
+# step NAME SECONDS CMD...: runs CMD within SECONDS, never past the phase's deadline; logs status.
 failed=0
+phase_deadline=0
 step() {
-  local name=$1 limit=$2
+  local name=$1 want=$2
   shift 2
-  local left=$((budget - SECONDS))
-  if [ "$left" -lt 20 ]; then
-    echo "$name: skipped (budget spent)" >>"$summary"
+  local left=$((phase_deadline - SECONDS))
+  if [ "$left" -lt 10 ]; then
+    note "  $name: skipped (the phase's budget is spent)"
     failed=1
     return 1
   fi
-  [ "$limit" -gt "$left" ] && limit=$left
+  local limit_s=$((want < left ? want : left))
   local t0=$SECONDS rc=0
-  timeout "$limit" "$@" || rc=$?
-  echo "$name: $([ $rc -eq 0 ] && echo ok || echo "FAILED (exit $rc$([ $rc -eq 124 ] && echo ', time limit'))") in $((SECONDS - t0)) s" >>"$summary"
+  timeout "$limit_s" "$@" || rc=$?
+  note "  $name: $([ $rc -eq 0 ] && echo ok || echo "FAILED (exit $rc$([ $rc -eq 124 ] && echo ', time limit'))") in $((SECONDS - t0)) s"
   [ $rc -eq 0 ] || failed=1
   return $rc
 }
+gpu_state() { note "  gpu $1: $(python3 tools/gpu_state.py 2>&1)"; }
+
+# ZT_COMMIT=<hash> names the commit: the tree travels without .git.
+commit=${ZT_COMMIT:-$(git rev-parse HEAD 2>/dev/null || echo unknown)}
+export ZT_COMMIT=$commit
+# A GPU test that finds no device fails here instead of skipping (a driver older than the toolkit
+# must not read as "all passed").
+export ZT_REQUIRE_GPU=1
+gpu_name=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
+slug=$(echo "${gpu_name:-unknown}" | tr 'A-Z' 'a-z' | sed 's/[^a-z0-9]\+/_/g; s/^_//; s/_$//')
+{
+  echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo "commit: $commit"
+  echo "gpu: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | head -1)"
+  echo "nvcc: $(nvcc --version 2>&1 | tail -1)"
+  echo "os: $(. /etc/os-release 2>/dev/null && echo "$PRETTY_NAME")"
+  echo "python: $(command -v python3) $(python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)' 2>&1 | tail -1)"
+} >>"$summary"
+gpu_state "at start"
+
+# The pack: built from this tree's sources (file by file), at ZT_COMMIT when one is named.
+if [ ! -f .gpu_build/build-gpu.tar.gz ]; then
+  note "refused: no pack (.gpu_build/build-gpu.tar.gz): run tools/gpu_deps.sh and tools/gpu_pack.sh here, and carry [\".gpu_deps\", \".gpu_build\"]"
+  exit 2
+fi
+cat .gpu_build/build_info.txt >>"$summary"
+differing=$(sha256sum --quiet -c .gpu_build/source_sums 2>&1 | head -3 | tr '\n' ';')
+if [ -n "$differing" ]; then
+  note "refused: the pack was built from other sources than this tree's ($differing); rebuild it with tools/gpu_pack.sh"
+  exit 2
+fi
+if grep -q "uncommitted changes" .gpu_build/build_info.txt && [ -z "${ZT_ALLOW_DIRTY_PACK:-}" ]; then
+  note "refused: the pack was built from uncommitted sources (no commit names its results); commit, re-pack, or set ZT_ALLOW_DIRTY_PACK=1 for a throwaway run"
+  exit 2
+fi
+if [ "$commit" != unknown ] && [ "$commit" != "$(cat .gpu_build/commit)" ]; then
+  note "refused: ZT_COMMIT is $commit but the pack was built at $(cat .gpu_build/commit); re-pack at HEAD"
+  exit 2
+fi
 
 # The carried packages, unpacked where nothing of the image is touched.
 deps=/tmp/zt_deps
@@ -80,114 +130,117 @@ if ls .gpu_deps/*.deb >/dev/null 2>&1; then
   for f in .gpu_deps/*.deb; do dpkg -x "$f" "$deps"; done
   # zlib1g-dev's libz.so points at /lib/...: point it at the unpacked library instead.
   ln -sf "$deps/lib/x86_64-linux-gnu/libz.so.1" "$deps/usr/lib/x86_64-linux-gnu/libz.so"
-  export CMAKE_PREFIX_PATH="$deps/usr${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}"
-  # Not $deps/lib (zlib's runtime): python and torch keep the image's libz; zerotrain finds the
-  # carried one through its build RUNPATH.
-  export LD_LIBRARY_PATH="$deps/usr/lib/x86_64-linux-gnu:$deps/usr/lib/x86_64-linux-gnu/openblas-openmp${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-  zlib_args=(-DZLIB_INCLUDE_DIR="$deps/usr/include" -DZLIB_LIBRARY="$deps/lib/x86_64-linux-gnu/libz.so.1")
+  # Not $deps/lib (zlib's runtime): python and torch keep the image's libz.
+  export LD_LIBRARY_PATH="$deps/usr/lib/x86_64-linux-gnu:$deps/usr/lib/x86_64-linux-gnu/openmpi/lib:$deps/usr/lib/x86_64-linux-gnu/openblas-openmp${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   echo "deps: $(ls .gpu_deps/*.deb | wc -l) packages unpacked into $deps" >>"$summary"
 else
-  zlib_args=()
-  echo "deps: none carried (.gpu_deps missing): the image's own libraries must do" >>"$summary"
+  note "refused: no .gpu_deps (run tools/gpu_deps.sh here and carry it): the packed binaries need its libraries"
+  exit 2
 fi
+# OpenMPI, relocated: OPAL_PREFIX moves its plugins and help files, PMIX_INSTALL_PREFIX PMIx's.
+if [ -x "$deps/usr/bin/orterun" ]; then
+  export OPAL_PREFIX="$deps/usr" PMIX_INSTALL_PREFIX="$deps/usr/lib/x86_64-linux-gnu/pmix2"
+  export PATH="$deps/usr/bin:$PATH"
+  export ZT_SESSION_MPIRUN="$deps/usr/bin/orterun --allow-run-as-root --oversubscribe --bind-to none --mca btl self,vader -x LD_LIBRARY_PATH -x OPAL_PREFIX -x PMIX_INSTALL_PREFIX -x ZT_REQUIRE_GPU"
+fi
+# cuDNN (loaded at run time by the cuDNN attention, linked by llm.c): PyTorch's wheel where the
+# toolkit has none; where the machine has it, the GPU tests must run it rather than skip.
+for lib in libcudart.so.13 libcublasLt.so.13 libnccl.so.2 libcudnn.so.9; do
+  found=$(ls /usr/local/cuda/lib*/$lib /usr/local/cuda/targets/*/lib/$lib 2>/dev/null | head -1)
+  [ -z "$found" ] && found=$(python3 -c "import nvidia, glob; print(next(iter(sorted(g for p in nvidia.__path__ for g in glob.glob(p + '/*/lib/$lib*'))), ''))" 2>/dev/null)
+  echo "$lib: ${found:-not found}" >>"$summary"
+  if [ -n "$found" ] && [ "$lib" != libcudart.so.13 ]; then
+    export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$(dirname "$found")"
+    [ "$lib" = libcudnn.so.9 ] && export ZT_REQUIRE_CUDNN=1
+  fi
+done
+python=${ZT_SESSION_PYTHON:-$(command -v python3)}  # the python3 that holds PyTorch and numpy
 
-# NCCL: beside the CUDA toolkit if it is there, else PyTorch's wheel (which has no libnccl.so link).
-nccl_args=()
-if ls /usr/local/cuda/include/nccl.h >/dev/null 2>&1; then
-  if ! ls /usr/local/cuda/lib*/libnccl.so >/dev/null 2>&1; then  # only libnccl.so.2: name it
-    nccl_lib=$(ls /usr/local/cuda/lib*/libnccl.so.* 2>/dev/null | head -1)
-    [ -n "$nccl_lib" ] && nccl_args=(-DZT_NCCL_LIBRARY="$nccl_lib")
+# The packed binaries and CTest files, where they were built (a link from that path to this tree),
+# and the CTest files' python at a fixed path.
+packed_dir=$(cat .gpu_build/build_dir)
+packed_src=$(dirname "$packed_dir")
+if [ "$packed_src" != "$PWD" ]; then
+  if [ -e "$packed_src" ] && [ "$(cd "$packed_src" && pwd -P)" != "$(pwd -P)" ]; then
+    note "refused: $packed_src exists here and is not this tree; cannot place the packed build"
+    exit 2
   fi
-else
-  nccl_dir=$(python3 -c 'import nvidia.nccl as m; print(list(m.__path__)[0])' 2>/dev/null || true)
-  nccl_lib=$(ls "$nccl_dir"/lib/libnccl.so* 2>/dev/null | head -1)
-  if [ -n "$nccl_dir" ] && [ -n "$nccl_lib" ]; then
-    nccl_args=(-DZT_NCCL_INCLUDE_DIR="$nccl_dir/include" -DZT_NCCL_LIBRARY="$nccl_lib")
-    export LD_LIBRARY_PATH="$nccl_dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-    echo "nccl: $nccl_lib (PyTorch's wheel)" >>"$summary"
-  fi
+  mkdir -p "$(dirname "$packed_src")"
+  ln -sfn "$PWD" "$packed_src"
 fi
+rm -rf build-gpu
+mkdir -p build-gpu
+tar -xzf .gpu_build/build-gpu.tar.gz -C build-gpu
+[ "$(basename "$packed_dir")" != build-gpu ] && ln -sfn "$PWD/build-gpu" "$packed_dir"
+printf '#!/bin/sh\nexec %s "$@"\n' "$python" >/tmp/zt_gpu_python
+chmod +x /tmp/zt_gpu_python
+# The image may lack libgomp (OpenMP's runtime): the carried one then, and only then.
+if ! ldconfig -p | grep -q 'libgomp.so.1 ' && ls .gpu_deps/libgomp1_*.deb >/dev/null 2>&1; then
+  dpkg -x .gpu_deps/libgomp1_*.deb "$deps/gomp"
+  export LD_LIBRARY_PATH="$deps/gomp/usr/lib/x86_64-linux-gnu:$LD_LIBRARY_PATH"
+fi
+export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:/usr/local/cuda/lib64:/usr/local/cuda/targets/x86_64-linux/lib"
+missing=$(ldd build-gpu/zerotrain | grep "not found" | tr -s ' \t\n' ' ')
+if [ -n "$missing" ]; then
+  note "refused: the packed zerotrain is missing libraries here: $missing"
+  exit 2
+fi
+note "set-up done in $SECONDS s"
 
-python=${ZT_SESSION_PYTHON:-$(command -v python3)}  # there: the python3 that holds PyTorch and numpy
-targets=(zerotrain zt_gpu_tests zt_bench_kernels)
-# What ctest -L gpu runs needs these two; the CPU and emulation suites (a TSan build among them) are
-# CI's, and a test binary that cannot start during discovery would fail the whole build.
-[ "$phase" = tests ] && targets=(zerotrain zt_gpu_tests)
-[ "$phase" = shakespeare ] && targets=(zerotrain)
-built=0
-if [ -f .gpu_build/build-gpu.tar ]; then
-  # Built here by tools/gpu_pack.sh: unpack the binaries and CTest files where they were built (a
-  # link from that path to this copy of the tree), and give the CTest files' python a fixed path.
-  cat .gpu_build/build_info.txt >>"$summary"
-  packed_dir=$(cat .gpu_build/build_dir)
-  packed_src=$(dirname "$packed_dir")
-  if [ "$packed_src" != "$PWD" ]; then
-    if [ -e "$packed_src" ] && [ "$(cd "$packed_src" && pwd -P)" != "$(pwd -P)" ]; then
-      echo "prebuilt: $packed_src exists here and is not this tree; cannot place the packed build" >>"$summary"
-      cat "$summary"
-      exit 1
-    fi
-    mkdir -p "$(dirname "$packed_src")"
-    ln -sfn "$PWD" "$packed_src"
-  fi
-  rm -rf "build-gpu"
-  mkdir -p "build-gpu"
-  tar -xf .gpu_build/build-gpu.tar -C "build-gpu"
-  [ "$(basename "$packed_dir")" != build-gpu ] && ln -sfn "$PWD/build-gpu" "$packed_dir"
-  printf '#!/bin/sh\nexec %s "$@"\n' "$python" >/tmp/zt_gpu_python
-  chmod +x /tmp/zt_gpu_python
-  # The image may lack libgomp (OpenMP's runtime): the carried one then, and only then.
-  if ! ldconfig -p | grep -q 'libgomp.so.1 ' && ls .gpu_deps/libgomp1_*.deb >/dev/null 2>&1; then
-    dpkg -x .gpu_deps/libgomp1_*.deb "$deps/gomp"
-    export LD_LIBRARY_PATH="$deps/gomp/usr/lib/x86_64-linux-gnu:$LD_LIBRARY_PATH"
-  fi
-  # After RUNPATH (/usr/local/cuda/lib here): where else the image may keep CUDA's libraries.
-  export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}/usr/local/cuda/lib64:/usr/local/cuda/targets/x86_64-linux/lib"
-  missing=$(ldd build-gpu/zerotrain | grep "not found" | tr -s ' \t\n' ' ')
-  echo "prebuilt: binaries from .gpu_build; ${missing:+MISSING LIBRARIES: $missing}${missing:-every library found}" >>"$summary"
-  [ -z "$missing" ] && built=1
-elif step configure 120 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DZT_CUDA=ON -DZT_CUDA_WERROR=OFF -DZT_PYTHON="$python" \
-    "${zlib_args[@]}" "${nccl_args[@]}" >"$OUT/build_$phase.log" 2>&1; then
-  step build 400 cmake --build build-gpu -j "$(nproc)" --target "${targets[@]}" >>"$OUT/build_$phase.log" 2>&1 && built=1
-fi
-if [ "$built" -ne 1 ]; then
-  tail -40 "$OUT/build_$phase.log"
-  cat "$summary"
-  exit 1
-fi
-
-if [ "$phase" = tests ]; then
-  # Every GPU-labelled test: the kernels against the CPU, NCCL on one rank, parity_cuda.*, the model.
-  step "ctest -L gpu" 330 bash -c "cd build-gpu && ctest -L gpu --output-on-failure --timeout ${ZT_CTEST_TIMEOUT:-300} -j 2" \
-    >"$OUT/ctest_gpu.log" 2>&1
-  grep -E "tests passed|tests failed" "$OUT/ctest_gpu.log" >>"$summary"
-  echo "skipped: $(grep -c '(Skipped)' "$OUT/ctest_gpu.log")" >>"$summary"
-  # Out-of-bounds and misaligned accesses in the kernels (memcheck is slow: what fits).
-  sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-  # Without the NCCL cases: they hold streams with host functions and wait on peers, slow under
-  # memcheck; a time limit there would read as a finding.
-  step "compute-sanitizer memcheck" 150 "$sanitizer" --tool memcheck --error-exitcode 1 \
-    build-gpu/tests/zt_gpu_tests --gtest_brief=1 --gtest_filter=-NcclOneRank.* >"$OUT/sanitizer.log" 2>&1
-  tail -3 "$OUT/sanitizer.log" >>"$summary"
-elif [ "$phase" = shakespeare ]; then
-  # Whatever the build left of the budget; exit 3 = stopped with a checkpoint, call again to continue.
-  step shakespeare_gpu $((budget - SECONDS)) env PYTHONUNBUFFERED=1 "$python" tools/shakespeare_gpu.py --engines zerotrain \
-    --zerotrain build-gpu/zerotrain --data runs/shakespeare_char --commit "$commit" --set precision.matmul=bf16 --set precision.activations=bf16 \
-    --time-limit $((budget - SECONDS - 40)) >"$OUT/shakespeare_zerotrain.log" 2>&1
-  cp docs/results/shakespeare_gpu_*.json "$OUT/" 2>/dev/null
-else
-  step zt_bench_kernels 120 build-gpu/tools/zt_bench_kernels --commit "$commit" >"$OUT/bench_kernels.log" 2>&1
-  step bench_gpu 360 env PYTHONUNBUFFERED=1 "$python" tools/bench_gpu.py --zerotrain build-gpu/zerotrain "${@:2}" \
-    >"$OUT/bench_gpu.log" 2>&1
-  # Stage 0 on the project's flash kernels instead of cuDNN: what cuDNN's attention gives.
-  step "bench_gpu flash" 90 env PYTHONUNBUFFERED=1 "$python" tools/bench_gpu.py --zerotrain build-gpu/zerotrain \
-    --stages 0 --activations bf16 --no-torch --attention flash --out "$OUT/gpu_bench_flash_attention.json" \
-    >"$OUT/bench_gpu_flash.log" 2>&1
-  # Stage 0 with the GELU as separate kernels (precision.gelu_epilogue = false): what the epilogues give.
-  step "bench_gpu separate gelu" 90 env PYTHONUNBUFFERED=1 "$python" tools/bench_gpu.py --zerotrain build-gpu/zerotrain \
-    --stages 0 --activations bf16 --no-torch --gelu-epilogue false --out "$OUT/gpu_bench_separate_gelu.json" \
-    >"$OUT/bench_gpu_gelu.log" 2>&1
-  cp docs/results/gpu_kernels_*.json docs/results/gpu_bench_*.json "$OUT/" 2>/dev/null
-fi
-cat "$summary"
+core='^(Cuda|NcclOneRank)|^gpu\.model_matches'
+for p in "${phases[@]}"; do
+  phase_deadline=$((SECONDS + budget[$p]))
+  note "phase $p (budget ${budget[$p]} s)"
+  log="$OUT/$p.log"
+  case $p in
+    tests)
+      # The core first, so a short run still tests what matters; multirank is its own phase.
+      step "ctest core" 200 bash -c "cd build-gpu && ctest -L gpu -R '$core' --output-on-failure --timeout 200 -j 2" >>"$log" 2>&1
+      grep -E "tests passed|tests failed" "$log" | tail -1 | sed 's/^/    /' >>"$summary"
+      step "ctest rest" 240 bash -c "cd build-gpu && ctest -L gpu -E '$core|multirank' --output-on-failure --timeout 240 -j 2" >>"$log" 2>&1
+      grep -E "tests passed|tests failed" "$log" | tail -1 | sed 's/^/    /' >>"$summary"
+      echo "    skipped: $(grep -c '(Skipped)' "$log")" >>"$summary"
+      sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+      # Without the NCCL cases: they hold streams and wait on peers, slow under memcheck.
+      step "compute-sanitizer memcheck" 150 "$sanitizer" --tool memcheck --error-exitcode 1 \
+        build-gpu/tests/zt_gpu_tests --gtest_brief=1 --gtest_filter=-NcclOneRank.* >>"$log" 2>&1
+      tail -2 "$log" | sed 's/^/    /' >>"$summary"
+      ;;
+    multirank)
+      if [ -z "${ZT_SESSION_MPIRUN:-}" ]; then
+        note "  multirank: FAILED (no OpenMPI in .gpu_deps: re-run tools/gpu_deps.sh)"
+        failed=1
+        continue
+      fi
+      step "several ranks on one GPU" "${budget[$p]}" env PYTHONUNBUFFERED=1 "$python" tests/gpu/gpu_multirank_test.py \
+        --zerotrain build-gpu/zerotrain --mpirun "$ZT_SESSION_MPIRUN" --device cuda \
+        --out "$OUT/gpu_multirank_$slug.json" >>"$log" 2>&1
+      grep -E "passed, .* failed" "$log" | tail -1 | sed 's/^/    /' >>"$summary"
+      ;;
+    bench)
+      gpu_state "before zt_bench_kernels"
+      step zt_bench_kernels 90 build-gpu/tools/zt_bench_kernels --commit "$commit" --out "$OUT" >>"$log" 2>&1
+      gpu_state "after zt_bench_kernels"
+      for f in "$OUT"/gpu_kernels_*.json; do [ -f "$f" ] && python3 tools/gpu_state.py --into "$f" gpu_state_after; done
+      step bench_gpu $((budget[$p] - 20)) env PYTHONUNBUFFERED=1 "$python" tools/bench_gpu.py --zerotrain build-gpu/zerotrain \
+        --llmc .gpu_build/train_gpt2cu --python "$python" --out "$OUT/gpu_bench_$slug.json" ${ZT_BENCH_ARGS:-} >>"$log" 2>&1
+      sed -n '/^GPT-2 124M/,/^wrote/p' "$log" | sed 's/^/    /' >>"$summary"
+      ;;
+    llama)
+      step bench_llama_gpu "${budget[$p]}" env PYTHONUNBUFFERED=1 "$python" tools/bench_llama_gpu.py \
+        --zerotrain build-gpu/zerotrain --python "$python" --out "$OUT/gpu_llama_bench_$slug.json" >>"$log" 2>&1
+      sed -n '/^Llama/,/^wrote/p' "$log" | sed 's/^/    /' >>"$summary"
+      ;;
+    shakespeare)
+      # exit 3 = stopped with a checkpoint: call again to continue.
+      step shakespeare_gpu "${budget[$p]}" env PYTHONUNBUFFERED=1 "$python" tools/shakespeare_gpu.py --engines zerotrain \
+        --zerotrain build-gpu/zerotrain --data runs/shakespeare_char --commit "$commit" --set precision.matmul=bf16 \
+        --set precision.activations=bf16 --time-limit $((budget[$p] - 40)) \
+        --out "$OUT/shakespeare_gpu_$slug.json" >>"$log" 2>&1
+      ;;
+  esac
+  note "phase $p done at $SECONDS s"
+done
+gpu_state "at end"
+note "session: $([ $failed -eq 0 ] && echo "every step passed" || echo "some steps FAILED") in $SECONDS s"
 exit $failed

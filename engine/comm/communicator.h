@@ -17,6 +17,7 @@
 namespace zt {
 
 struct ExecContext;  // kernels/exec_context.h
+class OpProfiler;    // kernels/op_profiler.h
 
 enum class ReduceOp { kSum, kAvg };
 
@@ -83,6 +84,11 @@ class Communicator {
   // blocked in it (MPI) prints the message and ends the whole job. The default does nothing.
   virtual void abort_after_timeout(const std::string& message) { (void)message; }
 
+  // log.profile_ops: the backend times its collectives into `profiler` while a step is open
+  // ([Note: exposed communication] in kernels/op_profiler.h); null stops it. A backend that cannot
+  // time its collectives (the staged one, the local one) ignores it.
+  void set_profiler(OpProfiler* profiler) { profiler_ = profiler; }
+
   // What the current work is part of ("step 12"), quoted in timeout errors.
   void set_context(std::string context);
   const CommOptions& options() const { return options_; }
@@ -103,6 +109,7 @@ class Communicator {
   }
 
   CommOptions options_;
+  OpProfiler* profiler_ = nullptr;
   std::string context_ = "start-up";
   std::int64_t elements_sent_ = 0;
 };

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
 #include <climits>
 #include <cstdio>
 #include <memory>
@@ -13,6 +14,7 @@
 #include "engine/core/buffer.h"
 #include "engine/core/check.h"
 #include "engine/launch/signals.h"
+#include "kernels/op_profiler.h"
 
 namespace zt {
 
@@ -99,6 +101,17 @@ void MpiCommunicator::hold_until(std::function<bool()> ready) {
 }
 
 Work MpiCommunicator::launch(CommWorker::Operation op, std::shared_ptr<void> staging, std::string description) {
+  if (profiler_ != nullptr && profiler_->timing_comm()) {
+    // The collective's span on the host, from its first post to its completion (log.profile_ops).
+    OpProfiler* profiler = profiler_;
+    auto begin = std::make_shared<std::chrono::steady_clock::time_point>();
+    op = [op = std::move(op), profiler, begin]() mutable -> CommWorker::Progress {
+      if (*begin == std::chrono::steady_clock::time_point{}) *begin = std::chrono::steady_clock::now();
+      const CommWorker::Progress p = op();
+      if (p.done) profiler->add_comm_span(*begin, std::chrono::steady_clock::now());
+      return p;
+    };
+  }
   if (worker_) {
     auto completion = worker_->submit(std::move(op));
     // The Work keeps the staging buffers, so they are freed by this thread once it has waited.

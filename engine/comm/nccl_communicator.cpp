@@ -15,6 +15,7 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "engine/comm/collective_watchdog.h"
@@ -23,6 +24,7 @@
 #include "engine/device/cuda_check.h"
 #include "engine/device/cuda_stream.h"
 #include "kernels/compute_backend.h"
+#include "kernels/op_profiler.h"
 #include "kernels/ops.h"
 
 namespace zt {
@@ -177,6 +179,10 @@ class NcclCommunicator::Collective {
     ready.record(impl_.compute_stream());
     ready.wait_on(impl_.comm_stream.get());
     launch_order().follow(&impl_, impl_.comm_stream.get());
+    // log.profile_ops: the collective's span on the communication stream, its staging included.
+    if (owner_.profiler_ != nullptr && owner_.profiler_->in_step()) {
+      profiled_ = owner_.profiler_->comm_start(impl_.comm_stream.get());
+    }
   }
 
   // `v` as a device view of dtype `want`: v itself, or a staging copy (upload, cast, or both).
@@ -229,6 +235,7 @@ class NcclCommunicator::Collective {
         host_copies.emplace_back(dst, s);
       }
     }
+    if (profiled_) owner_.profiler_->comm_stop(*profiled_, stream());
     auto done = std::make_shared<cuda::CudaEvent>();
     done->record(stream());
     launch_order().queued(&impl_, done);
@@ -281,6 +288,7 @@ class NcclCommunicator::Collective {
 
   NcclCommunicator& owner_;
   Impl& impl_;
+  std::optional<std::size_t> profiled_;  // the profiler's start event, when timed
   std::vector<Buffer> staging_;
   std::vector<std::pair<TensorView, TensorView>> results_;
 };

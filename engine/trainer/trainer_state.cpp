@@ -59,6 +59,9 @@ TrainerState::TrainerState(const RunConfig& c, std::string dir, Communicator& co
       progress(root ? c.log.progress : "quiet", c.log.every_steps),
       inputs(static_cast<std::size_t>(c.train.micro_batch) * c.train.seq_len),
       targets(inputs.size()),
-      inject_nonfinite_step(nonfinite_step_to_inject()) {}
+      inject_nonfinite_step(nonfinite_step_to_inject()) {
+  // The store's collectives timed beside the ops ([Note: exposed communication]).
+  if (profiler) store_comm().set_profiler(profiler.get());
+}
 
 }  // namespace zt

@@ -1,11 +1,14 @@
 // kernels/op_profiler: totals aggregate per op name and sort by time, the JSON report's fields and
 // arithmetic (shares of the step, "outside the ops" = step - sum of ops, zeros rather than NaN when
-// nothing was profiled), and the ops dispatch timing real CPU calls only inside an open step.
+// nothing was profiled), the ops dispatch timing real CPU calls only inside an open step, and the
+// collectives set against the ops (overlapped or exposed).
 #include "kernels/op_profiler.h"
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <map>
+#include <thread>
 
 #include "engine/core/check.h"
 #include "kernel_test_util.h"
@@ -119,6 +122,45 @@ TEST(OpProfiler, OpsAreTimedOnlyInsideAStepOfAContextThatCarriesTheProfiler) {
   EXPECT_TRUE(p.by_time().empty());
   EXPECT_EQ(p.steps(), 0);
   EXPECT_EQ(p.step_ms_total(), 0.0);
+}
+
+// [Note: exposed communication], worked by hand: ops at [0, 2], [1, 3] (overlapping: one interval
+// [0, 3]) and [5, 6]; collectives at [2.5, 5.5] (0.5 under the first ops, 0.5 under the last, 2
+// exposed), [7, 8] (all exposed) and [0.5, 1] (all hidden).
+TEST(OpProfiler, CommunicationIsSetAgainstTheUnionOfTheOps) {
+  using I = OpProfiler::Interval;
+  const OpProfiler::CommTotals t = OpProfiler::overlap({{5, 6}, {0, 2}, {1, 3}}, {{2.5, 5.5}, {7, 8}, {0.5, 1}});
+  EXPECT_EQ(t.calls, 3);
+  EXPECT_DOUBLE_EQ(t.total_ms, 3.0 + 1.0 + 0.5);
+  EXPECT_DOUBLE_EQ(t.overlapped_ms, 0.5 + 0.5 + 0.5);
+  const OpProfiler::CommTotals none = OpProfiler::overlap({}, {I{1, 2}});
+  EXPECT_DOUBLE_EQ(none.overlapped_ms, 0.0) << "no op ran: all exposed";
+}
+
+// Spans from another thread land in the open step, against the ops the step timed: one op of
+// about 20 ms with a collective in flight across it and 10 ms past its end.
+TEST(OpProfiler, CommSpansFromAnotherThreadAreTimedAgainstTheStepsOps) {
+  OpProfiler p;
+  ExecContext ctx;
+  ctx.profiler = &p;
+  p.begin_step(ctx);
+  const auto begin = std::chrono::steady_clock::now();
+  timed_op(ctx, "work", [] { std::this_thread::sleep_for(std::chrono::milliseconds(20)); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  std::thread progress([&] { p.add_comm_span(begin, std::chrono::steady_clock::now()); });
+  progress.join();
+  p.end_step(ctx);
+  const nlohmann::json j = p.to_json();
+  ASSERT_TRUE(j.contains("communication"));
+  const nlohmann::json& c = j["communication"];
+  EXPECT_EQ(c["calls_per_step"].get<double>(), 1.0);
+  EXPECT_GE(c["overlapped_ms_per_step"].get<double>(), 19.0);
+  EXPECT_GE(c["exposed_ms_per_step"].get<double>(), 9.0);
+  EXPECT_NE(p.format_table().find("communication: 1.0 collectives/step"), std::string::npos);
+  p.add_comm_span(begin, std::chrono::steady_clock::now());  // outside a step: ignored
+  EXPECT_EQ(p.comm_totals().calls, 1);
+  p.clear();
+  EXPECT_FALSE(p.to_json().contains("communication"));
 }
 
 }  // namespace

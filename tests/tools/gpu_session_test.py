@@ -1,0 +1,97 @@
+#!/usr/bin/env python3
+"""tools/gpu_session.sh's refusals, which must hold before a GPU minute is spent: it prints its plan
+and refuses (exit 2) phases whose budgets exceed the outer limit or that it does not know; in a copy
+of the tree it refuses to run without a pack, with a pack built from other sources (naming the file),
+with a pack built from uncommitted sources, and with a pack of another commit than ZT_COMMIT; a pack
+that matches gets past every check (to the carried packages, absent here). Needs no GPU.
+
+usage: gpu_session_test.py REPO_ROOT
+"""
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from check_report import Checks  # noqa: E402
+
+
+def session(tree, out, *args, env=None):
+    e = dict(os.environ, OUT=out, **(env or {}))
+    e.pop("ZT_SESSION_SECONDS", None)
+    p = subprocess.run(["bash", os.path.join(tree, "tools", "gpu_session.sh"), *args], capture_output=True,
+                       text=True, timeout=120, env=e)
+    summary = os.path.join(out, "session.txt")
+    text = open(summary).read() if os.path.exists(summary) else ""
+    return p.returncode, text, p.stderr
+
+
+def make_pack(tree, commit, files, dirty=False):
+    pack = os.path.join(tree, ".gpu_build")
+    shutil.rmtree(pack, ignore_errors=True)
+    os.makedirs(pack)
+    with tarfile.open(os.path.join(pack, "build-gpu.tar.gz"), "w:gz"):
+        pass
+    with open(os.path.join(pack, "source_sums"), "w") as f:
+        for rel in files:
+            with open(os.path.join(tree, rel), "rb") as src:
+                f.write(f"{hashlib.sha256(src.read()).hexdigest()}  {rel}\n")
+    with open(os.path.join(pack, "commit"), "w") as f:
+        f.write(commit + "\n")
+    with open(os.path.join(pack, "build_info.txt"), "w") as f:
+        f.write(f"commit: {commit}{' + uncommitted changes to sources' if dirty else ''}\n")
+    with open(os.path.join(pack, "build_dir"), "w") as f:
+        f.write(os.path.join(tree, "build-gpu") + "\n")
+
+
+def main():
+    root = sys.argv[1]
+    checks = Checks()
+    check = checks.check
+    work = tempfile.mkdtemp(prefix="zt_gpu_session_")
+    out = os.path.join(work, "out")
+
+    rc, text, err = session(root, out, "--limit", "300", "tests=200", "bench=200")
+    check(rc == 2 and "plan: set-up 30 s + tests 200 s + bench 200 s = 430 s of the 300 s limit" in text
+          and "refused" in text, f"budgets over the limit: the plan is printed and refused ({rc}: {text[-300:]})")
+    rc, text, err = session(root, out, "tests", "warp")
+    check(rc == 2 and "usage" in err, f"an unknown phase is refused with the usage line ({rc}: {err.strip()})")
+
+    # A copy of the tree, where packs can be faked.
+    tree = os.path.join(work, "tree")
+    listed = subprocess.run(["git", "-C", root, "ls-files"], capture_output=True, text=True)
+    if listed.returncode != 0:
+        print("SKIP: not a git checkout; the pack checks need the tracked files")
+        return checks.finish()
+    for rel in listed.stdout.splitlines():
+        if os.path.isfile(os.path.join(root, rel)):
+            os.makedirs(os.path.dirname(os.path.join(tree, rel)), exist_ok=True)
+            shutil.copy2(os.path.join(root, rel), os.path.join(tree, rel))
+    sources = ["CMakeLists.txt", "engine/comm/communicator.cpp", "kernels/ops.cpp"]
+    rc, text, _ = session(tree, out, "tests=60")
+    check(rc == 2 and "refused: no pack" in text, f"no pack: refused, saying how to make one ({text[-200:]})")
+    make_pack(tree, "a" * 40, sources)
+    with open(os.path.join(tree, "kernels", "ops.cpp"), "a") as f:
+        f.write("// edited after packing\n")
+    rc, text, _ = session(tree, out, "tests=60", env={"ZT_COMMIT": "a" * 40})
+    check(rc == 2 and "built from other sources" in text and "kernels/ops.cpp" in text,
+          f"a pack of other sources: refused, naming the file ({text[-300:]})")
+    shutil.copy2(os.path.join(root, "kernels", "ops.cpp"), os.path.join(tree, "kernels", "ops.cpp"))
+    make_pack(tree, "a" * 40, sources, dirty=True)
+    rc, text, _ = session(tree, out, "tests=60", env={"ZT_COMMIT": "a" * 40})
+    check(rc == 2 and "uncommitted sources" in text, f"a pack of uncommitted sources: refused ({text[-200:]})")
+    make_pack(tree, "a" * 40, sources)
+    rc, text, _ = session(tree, out, "tests=60", env={"ZT_COMMIT": "b" * 40})
+    check(rc == 2 and "ZT_COMMIT is " + "b" * 40 in text, f"a pack of another commit: refused ({text[-200:]})")
+    shutil.rmtree(os.path.join(tree, ".gpu_deps"), ignore_errors=True)
+    rc, text, _ = session(tree, out, "tests=60", env={"ZT_COMMIT": "a" * 40})
+    check(rc == 2 and "no .gpu_deps" in text and "plan:" in text.splitlines()[0],
+          f"a matching pack passes every pack check (then needs the carried packages) ({text[-200:]})")
+    return checks.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

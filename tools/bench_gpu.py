@@ -94,9 +94,11 @@ def device_facts():
 class Zerotrain:
     """zerotrain on configs/gpt2_124m.json (bf16 parameters, activations and matmuls)."""
 
-    def __init__(self, name, stage, activations="bf16", attention="auto", gelu_epilogue=None):
+    def __init__(self, name, stage, activations="bf16", attention="auto", gelu_epilogue=None,
+                 config="configs/gpt2_124m.json", seq_len=T):
         self.name, self.stage, self.activations = name, stage, activations
         self.attention, self.gelu_epilogue = attention, gelu_epilogue
+        self.config, self.seq_len = config, seq_len
         self.collectives = stage > 0  # stages 1-3 keep their collectives at one rank
         parts = [f"zerotrain stage {stage}"]
         if self.collectives:
@@ -117,10 +119,12 @@ class Zerotrain:
 
     def command(self, ctx, run_dir, steps, profile=False):
         sets = {"device": "cuda", "zero.stage": self.stage, "precision.param_dtype": "bf16",
+                "data.train_file": os.path.join(ctx.data_dir, "train.bin"),
+                "data.val_file": os.path.join(ctx.data_dir, "val.bin"),
                 "precision.matmul": "bf16", "precision.activations": self.activations,
-                "precision.attention": self.attention, "data.dataset": ctx.data_dir,
-                "train.micro_batch": ctx.args.batch, "train.seq_len": T, "train.grad_accum": 1,
-                "train.global_batch_tokens": ctx.args.batch * T, "train.max_steps": steps,
+                "precision.attention": self.attention,
+                "train.micro_batch": ctx.args.batch, "train.seq_len": self.seq_len, "train.grad_accum": 1,
+                "train.global_batch_tokens": ctx.args.batch * self.seq_len, "train.max_steps": steps,
                 "train.eval_every": 0, "train.eval_batches": 1, "train.activation_checkpointing": "none",
                 "log.sample_tokens": 0, "log.every_steps": 1000, "log.progress": "plain",
                 "checkpoint.at_end": "false", "log.profile_ops": "true" if profile else "false",
@@ -129,8 +133,7 @@ class Zerotrain:
             sets["zero.solo_path"] = "false"
         if self.gelu_epilogue is not None:
             sets["precision.gelu_epilogue"] = "true" if self.gelu_epilogue else "false"
-        cmd = [ctx.args.zerotrain, "train", "--config", os.path.join(ROOT, "configs", "gpt2_124m.json"),
-               "--run-dir", run_dir]
+        cmd = [ctx.args.zerotrain, "train", "--config", os.path.join(ROOT, self.config), "--run-dir", run_dir]
         for k, v in sets.items():
             cmd += ["--set", f"{k}={v}"]
         return cmd
@@ -154,15 +157,15 @@ class Zerotrain:
 class Torch:
     """A long-lived tools/bench_gpu_torch.py worker: compiled once, then blocks of steps on request."""
 
-    def __init__(self, name, compile_mode, sdpa):
-        self.name, self.compile_mode, self.sdpa = name, compile_mode, sdpa
-        self.label = (f"pytorch (compile {compile_mode}, bf16 autocast, fused AdamW"
-                      + (", SDPA on cuDNN)" if sdpa == "cudnn" else ")"))
+    def __init__(self, name, compile_mode, sdpa, script="bench_gpu_torch.py", label=None):
+        self.name, self.compile_mode, self.sdpa, self.script = name, compile_mode, sdpa, script
+        self.label = label or (f"pytorch (compile {compile_mode}, bf16 autocast, fused AdamW"
+                               + (", SDPA on cuDNN)" if sdpa == "cudnn" else ")"))
         self.proc = None
         self.facts = {}
 
     def start(self, ctx):
-        cmd = [ctx.args.python, os.path.join(ROOT, "tools", "bench_gpu_torch.py"), "--serve", "--batch",
+        cmd = [ctx.args.python, os.path.join(ROOT, "tools", self.script), "--serve", "--batch",
                str(ctx.args.batch), "--compile", self.compile_mode, "--sdpa", self.sdpa, *ctx.args.torch_args]
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      text=True, bufsize=1)
@@ -260,13 +263,13 @@ def top_ops_lines(profile, engine, n=12):
     return lines
 
 
-def summarise(row, batch, flops_tok):
+def summarise(row, tokens_per_step, flops_tok):
     """The row's figure: the median over rounds of each round's median step."""
     medians = [r["median_ms"] for r in row["rounds"] if "median_ms" in r]
     if not medians:
         return
     ms = statistics.median(medians)
-    tok_s = batch * T / (ms / 1e3)
+    tok_s = tokens_per_step / (ms / 1e3)
     row.update(ms_per_step=ms, tokens_per_s=tok_s, mfu=tok_s * flops_tok / PEAK_BF16_FLOPS,
                rounds_measured=len(medians))
 
@@ -322,6 +325,45 @@ def print_table(args, name, rows):
             print("\n" + "\n".join(top_ops_lines(r["op_profile"], r["label"])))
 
 
+def interleave(chosen, rows, ctx, tokens_per_step, flops_tok, save):
+    """Starts every engine (the PyTorch workers compile here), then runs ctx.args.rounds rounds of
+    every engine in turn, each block's GPU state beside it; `save` after the start-up and each round."""
+    args = ctx.args
+    try:
+        for engine, row in zip(chosen, rows):
+            t0 = time.perf_counter()
+            try:
+                engine.start(ctx)
+                row["start_s"] = time.perf_counter() - t0
+                if getattr(engine, "facts", None):
+                    row["facts"] = engine.facts
+            except EngineError as e:
+                row["error"] = f"start: {e}"
+                print(f"{engine.label}: FAILED to start: {str(e)[-300:]}", file=sys.stderr, flush=True)
+        save()
+        for rnd in range(args.rounds):
+            for engine, row in zip(chosen, rows):
+                if "error" in row and not row["rounds"]:
+                    continue
+                entry = {"round": rnd, "gpu_state_before": gpu_state()}
+                try:
+                    r = engine.run(ctx, args.warmup, args.steps)
+                    entry.update(step_ms=r["step_ms"], median_ms=statistics.median(r["step_ms"]),
+                                 final_loss=r["losses"][-1] if r.get("losses") else None)
+                except (EngineError, subprocess.TimeoutExpired) as e:
+                    entry["error"] = str(e)[-2000:]
+                    row.setdefault("error", f"round {rnd}: {str(e)[-2000:]}")
+                entry["gpu_state_after"] = gpu_state()
+                row["rounds"].append(entry)
+                summarise(row, tokens_per_step, flops_tok)
+                print(f"round {rnd + 1}/{args.rounds} {engine.label}: " +
+                      (f"{entry['median_ms']:.1f} ms/step" if "median_ms" in entry else "FAILED"), flush=True)
+            save()
+    finally:
+        for engine in chosen:
+            engine.stop()
+
+
 class Context:
     def __init__(self, args, work, data_dir):
         self.args, self.work, self.data_dir = args, work, data_dir
@@ -371,39 +413,7 @@ def main(argv=None):
         runs = os.path.join(work, "runs")
         os.makedirs(runs)
         ctx = Context(args, runs, data_dir)
-        try:
-            for engine, row in zip(chosen, rows):  # start-up: the PyTorch workers compile here
-                t0 = time.perf_counter()
-                try:
-                    engine.start(ctx)
-                    row["start_s"] = time.perf_counter() - t0
-                    if getattr(engine, "facts", None):
-                        row["facts"] = engine.facts
-                except EngineError as e:
-                    row["error"] = f"start: {e}"
-                    print(f"{engine.label}: FAILED to start: {str(e)[-300:]}", file=sys.stderr, flush=True)
-            write_report(out, meta, rows, complete=False)
-            for rnd in range(args.rounds):
-                for engine, row in zip(chosen, rows):
-                    if "error" in row and not row["rounds"]:
-                        continue
-                    entry = {"round": rnd, "gpu_state_before": gpu_state()}
-                    try:
-                        r = engine.run(ctx, args.warmup, args.steps)
-                        entry.update(step_ms=r["step_ms"], median_ms=statistics.median(r["step_ms"]),
-                                     final_loss=r["losses"][-1] if r.get("losses") else None)
-                    except (EngineError, subprocess.TimeoutExpired) as e:
-                        entry["error"] = str(e)[-2000:]
-                        row.setdefault("error", f"round {rnd}: {str(e)[-2000:]}")
-                    entry["gpu_state_after"] = gpu_state()
-                    row["rounds"].append(entry)
-                    summarise(row, args.batch, flops_tok)
-                    print(f"round {rnd + 1}/{args.rounds} {engine.label}: " +
-                          (f"{entry['median_ms']:.1f} ms/step" if "median_ms" in entry else "FAILED"), flush=True)
-                write_report(out, meta, rows, complete=False)
-        finally:
-            for engine in chosen:
-                engine.stop()
+        interleave(chosen, rows, ctx, args.batch * T, flops_tok, lambda: write_report(out, meta, rows, complete=False))
         if not args.no_profile:
             for engine, row in zip(chosen, rows):
                 if isinstance(engine, Zerotrain) and engine.name in ("zerotrain-s0", "zerotrain-s3") and \

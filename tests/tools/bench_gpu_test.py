@@ -140,6 +140,39 @@ def check_real_plumbing(checks, zerotrain, work):
                  f"the collectives ratio is reported ({report['ratios']})")
 
 
+def check_llama_plumbing(checks, zerotrain, work):
+    """tools/bench_llama_gpu.py without a GPU: the micro-batch it picks is the largest whose stage-3
+    prediction fits 85% of the memory offered, zerotrain and the FSDP2 worker's stand-in (its
+    modules unwrapped on the CPU) run interleaved, and the ratio is reported."""
+    small = ["device=cpu", "precision.matmul=fp32", "model.n_layer=1", "model.n_embd=64", "model.n_head=4",
+             "model.n_kv_head=2", "model.intermediate_size=128", "model.vocab_size=256", "model.block_size=32",
+             "train.num_threads=1"]
+    out = os.path.join(work, "llama.json")
+    cmd = [sys.executable, os.path.join(ROOT, "tools", "bench_llama_gpu.py"), "--zerotrain", zerotrain,
+           "--fake-device", "Fake GPU", "--seq-len", "32", "--rounds", "2", "--steps", "2", "--warmup", "1",
+           "--python", "/usr/bin/python3", "--out", out, "--fake-free-bytes", "1e12",
+           *[a for kv in small for a in ("--zerotrain-set", kv)],
+           "--torch-arg=--device=cpu", "--torch-arg=--no-fsdp", "--torch-arg=--compile=none"]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    if not checks.check(p.returncode == 0, f"bench_llama_gpu runs end to end (exit {p.returncode}: "
+                                           f"{(p.stdout + p.stderr)[-1500:]})"):
+        return
+    with open(out) as f:
+        report = json.load(f)
+    checks.check(report["batch"] == 16, f"with room for all, the largest micro-batch is chosen ({report['batch']})")
+    checks.check(all(len(r["rounds"]) == 2 and "tokens_per_s" in r for r in report["rows"]) and
+                 "zerotrain_over_fsdp2_tokens_per_s" in report["ratios"],
+                 f"zerotrain and the FSDP2 worker both measured, the ratio reported ({report['ratios']})")
+    predicted = report["predicted_stage3_bytes_by_batch"]
+    offer = (predicted["8"] + predicted["12"]) / 2 / 0.85  # between B 8's prediction and B 12's
+    p = subprocess.run([a if a != "1e12" else str(offer) for a in cmd] + ["--rounds", "1"], capture_output=True,
+                       text=True, timeout=600)
+    with open(out) as f:
+        report = json.load(f)
+    checks.check(p.returncode == 0 and report["batch"] == 8,
+                 f"the largest micro-batch whose prediction fits the offer is chosen ({report['batch']})")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--zerotrain", required=True)
@@ -181,6 +214,7 @@ def main():
     check_interleaving_and_partial_reports(checks)
     with tempfile.TemporaryDirectory() as work:
         check_real_plumbing(checks, args.zerotrain, work)
+        check_llama_plumbing(checks, args.zerotrain, work)
 
     has_gpu = shutil.which("nvidia-smi") is not None and subprocess.run(
         ["nvidia-smi", "-L"], capture_output=True, text=True).returncode == 0

@@ -1,0 +1,176 @@
+#!/usr/bin/env python3
+"""A Llama 3.2 1B-shaped model on one GPU against PyTorch FSDP2, in one invocation: configs/
+llama3_2_1b.json (16 layers, 2048 wide, 32 query and 8 key/value heads, SwiGLU 8192, vocabulary
+128256, tied head; 1.24 B parameters) trained by
+
+  zerotrain  ZeRO stage 3 with its collectives on (zero.solo_path = false: one-rank NCCL gathers,
+             frees and reduce-scatters every layer as on N ranks), bf16 parameters and activations;
+  FSDP2      PyTorch's fully_shard on a process group of one, torchtitan's recipe (each layer
+             compiled, bf16 compute with fp32 reductions, fused AdamW), the parity tests' plain-
+             PyTorch Llama with SDPA attention (tools/bench_llama_gpu_torch.py);
+
+on random tokens in llm.c's uint32 files, T = 2048, at the largest micro-batch whose stage-3
+prediction (`zerotrain memory`) fits in 85% of the GPU's free memory (--batch to choose), the same
+B x T for both; if FSDP2 runs out of memory there, its row says so. Interleaved rounds as
+tools/bench_gpu.py (its engines and report code), GPU state beside every block. MFU = tokens/s x
+(6 N + 6 L C T) / 989 TFLOP/s, N every parameter (the tied table once).
+
+Writes docs/results/gpu_llama_bench_<device>.json (--out), rewritten after every round, with
+zerotrain_over_fsdp2_tokens_per_s (target >= 1.1).
+
+usage: python3 tools/bench_llama_gpu.py [--zerotrain build/zerotrain] [--batch B] [--rounds 3]
+           [--steps 6] [--warmup 2] [--python python3] [--out FILE]
+"""
+import argparse
+import datetime
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+import bench_gpu  # noqa: E402
+from gpu_state import gpu_state  # noqa: E402
+
+CONFIG = "configs/llama3_2_1b.json"
+LLAMA3_MAGIC, LLAMA3_VERSION = 20240801, 7
+BATCHES = (16, 12, 8, 6, 4, 2, 1)
+TARGET = 1.1
+
+
+def write_llama3_tokens(path, tokens):
+    header = np.zeros(256, dtype=np.int32)
+    header[0], header[1], header[2] = LLAMA3_MAGIC, LLAMA3_VERSION, len(tokens)
+    with open(path, "wb") as f:
+        f.write(header.tobytes())
+        f.write(tokens.astype(np.uint32).tobytes())
+
+
+def model_shape(zerotrain, sets):
+    """(params, n_layer, n_embd, vocab) of the config as the engine builds it."""
+    cmd = [zerotrain, "memory", "--config", os.path.join(ROOT, CONFIG), "--ranks", "1", "--json"]
+    for k, v in sets.items():
+        cmd += ["--set", f"{k}={v}"]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    if p.returncode != 0:
+        sys.exit(f"bench_llama_gpu: `zerotrain memory` failed: {p.stderr.strip()[-500:]}")
+    return json.loads(p.stdout)
+
+
+def stage3_bytes(zerotrain, batch, seq_len, sets):
+    report = model_shape(zerotrain, {**sets, "train.micro_batch": batch, "train.seq_len": seq_len,
+                                     "train.global_batch_tokens": batch * seq_len, "train.grad_accum": 1})
+    return next(s["total"] for s in report["stages"] if s["stage"] == 3)
+
+
+def free_gpu_bytes():
+    p = subprocess.run(["nvidia-smi", "--query-gpu=memory.free", "--format=csv,noheader,nounits"], capture_output=True,
+                       text=True)
+    return int(float(p.stdout.strip().splitlines()[0])) << 20 if p.returncode == 0 and p.stdout.strip() else 0
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--zerotrain", default=os.path.join(ROOT, "build", "zerotrain"))
+    ap.add_argument("--batch", type=int, default=None, help="micro-batch (default: the largest that fits)")
+    ap.add_argument("--seq-len", type=int, default=2048)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--steps", type=int, default=6)
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--python", default=sys.executable, help="interpreter with torch for FSDP2")
+    ap.add_argument("--out", default=None)
+    # The harness's own test without a GPU (tests/tools/bench_gpu_test.py).
+    ap.add_argument("--zerotrain-set", dest="zerotrain_sets", action="append", default=[], help=argparse.SUPPRESS)
+    ap.add_argument("--torch-arg", dest="torch_args", action="append", default=[], help=argparse.SUPPRESS)
+    ap.add_argument("--fake-device", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--fake-free-bytes", type=float, default=None, help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    args.zerotrain_sets = dict(kv.split("=", 1) for kv in args.zerotrain_sets)
+    name, driver = (args.fake_device, "none") if args.fake_device else bench_gpu.device_facts()
+    prediction_sets = {"device": "cuda", "zero.solo_path": "false", **args.zerotrain_sets}
+    predicted = {}
+    if args.batch is None:
+        offer = 0.85 * (args.fake_free_bytes if args.fake_free_bytes is not None else free_gpu_bytes())
+        predicted = {b: stage3_bytes(args.zerotrain, b, args.seq_len, prediction_sets) for b in BATCHES}
+        args.batch = next((b for b in BATCHES if predicted[b] <= offer), None)
+        if args.batch is None:
+            sys.exit(f"bench_llama_gpu: not even micro-batch 1 fits ({predicted} bytes predicted, {offer:.0f} offered)")
+    shape = model_shape(args.zerotrain, {**prediction_sets, "train.micro_batch": args.batch,
+                                         "train.seq_len": args.seq_len,
+                                         "train.global_batch_tokens": args.batch * args.seq_len})
+    with open(os.path.join(ROOT, CONFIG)) as f:
+        model = json.load(f)["model"]
+    for key, value in args.zerotrain_sets.items():
+        if key.startswith("model."):
+            model[key[len("model."):]] = int(value) if value.isdigit() else value
+    n_params = shape["params"]
+    flops_tok = 6 * n_params + 6 * model["n_layer"] * model["n_embd"] * args.seq_len
+    tokens_per_step = args.batch * args.seq_len
+    commit = os.environ.get("ZT_COMMIT") or subprocess.run(["git", "-C", ROOT, "rev-parse", "HEAD"],
+                                                           capture_output=True, text=True).stdout.strip()
+    slug = re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_")
+    out = args.out or os.path.join(ROOT, "docs", "results", f"gpu_llama_bench_{slug}.json")
+    meta = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(), "commit": commit, "device": name,
+            "driver": driver, "config": CONFIG, "batch": args.batch, "seq_len": args.seq_len, "params": n_params,
+            "flops_per_token": flops_tok, "peak_bf16_flops": bench_gpu.PEAK_BF16_FLOPS, "rounds": args.rounds,
+            "steps": args.steps, "warmup": args.warmup,
+            "predicted_stage3_bytes_by_batch": {str(b): v for b, v in predicted.items()},
+            "gpu_state_at_start": gpu_state()}
+    zt = bench_gpu.Zerotrain("zerotrain-llama-s3", 3, config=CONFIG, seq_len=args.seq_len)
+    zt.label = "zerotrain stage 3, collectives on (Llama 3.2 1B shape)"
+    torch_args = ["--seq-len", str(args.seq_len)]
+    for key, flag in (("n_layer", "--n-layer"), ("n_head", "--n-head"), ("n_kv_head", "--n-kv-head"),
+                      ("n_embd", "--n-embd"), ("intermediate_size", "--intermediate-size"), ("vocab_size", "--vocab")):
+        torch_args += [flag, str(model[key])]
+    args.torch_args = torch_args + args.torch_args
+    fsdp = bench_gpu.Torch("fsdp2", "default", "auto", script="bench_llama_gpu_torch.py",
+                           label="PyTorch FSDP2 fully_shard, compiled per layer (Llama 3.2 1B shape)")
+    chosen = [zt, fsdp]
+    rows = [{"name": e.name, "label": e.label, "rounds": []} for e in chosen]
+
+    def save(complete=False):
+        ok = {r["name"]: r for r in rows if "tokens_per_s" in r}
+        ratios = {}
+        if "zerotrain-llama-s3" in ok and "fsdp2" in ok:
+            ratios["zerotrain_over_fsdp2_tokens_per_s"] = (ok["zerotrain-llama-s3"]["tokens_per_s"] /
+                                                           ok["fsdp2"]["tokens_per_s"])
+        os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+        with open(out + ".tmp", "w") as f:
+            json.dump({**meta, "complete": complete, "rows": rows, "ratios": ratios,
+                       "targets": {"zerotrain_over_fsdp2_tokens_per_s": TARGET}}, f, indent=1)
+        os.replace(out + ".tmp", out)
+        return ratios
+
+    with tempfile.TemporaryDirectory() as work:
+        data_dir = os.path.join(work, "data")
+        os.makedirs(data_dir)
+        rng = np.random.default_rng(0)
+        vocab = model["vocab_size"]
+        write_llama3_tokens(os.path.join(data_dir, "train.bin"), rng.integers(0, vocab, 4_000_000))
+        write_llama3_tokens(os.path.join(data_dir, "val.bin"), rng.integers(0, vocab, 200_000))
+        runs = os.path.join(work, "runs")
+        os.makedirs(runs)
+        ctx = bench_gpu.Context(args, runs, data_dir)
+        bench_gpu.interleave(chosen, rows, ctx, tokens_per_step, flops_tok, save)
+    meta["gpu_state_at_end"] = gpu_state()
+    ratios = save(complete=True)
+    print(f"\nLlama 3.2 1B shape, B={args.batch}, T={args.seq_len}, bf16, {args.rounds} interleaved rounds of "
+          f"{args.steps} timed steps after {args.warmup}, on {name}")
+    print(f"{'engine':72s} {'ms/step':>9s} {'tokens/s':>10s} {'MFU':>6s}")
+    for r in rows:
+        if "tokens_per_s" not in r:
+            print(f"{r['label']:72s} {'FAILED':>9s}  {r.get('error', '')[:80]}")
+        else:
+            print(f"{r['label']:72s} {r['ms_per_step']:9.1f} {r['tokens_per_s']:10.0f} {100 * r['mfu']:5.1f}%")
+    for k, v in ratios.items():
+        print(f"{k}: {v:.3f} (target {TARGET})")
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,201 @@
+"""The PyTorch FSDP2 anchor of tools/bench_llama_gpu.py: a Llama 3.2 1B-shaped decoder trained the way
+torchtitan does on one GPU: every layer and the root wrapped with FSDP2's fully_shard (a process
+group of one rank), bf16 parameters in compute with fp32 reductions (MixedPrecisionPolicy), each
+layer compiled (torch.compile, default settings), fused AdamW, global-norm clip 1.0, random tokens.
+
+The model is the parity tests' plain-PyTorch Llama (tests/parity/llama_reference.py: its RMSNorm,
+rotary embeddings with fp32 angles, SwiGLU, tied head, Hugging Face's parameter names and shapes) as
+nn.Modules, with one change for speed: attention through scaled_dot_product_attention (causal,
+grouped-query heads) instead of the reference's explicit T x T form, as any PyTorch user would.
+
+Protocol: as tools/bench_gpu_torch.py (--serve: "ready", then "run W K" blocks, "quit").
+--no-fsdp (the harness's own test on a CPU and an older PyTorch) trains the same modules unwrapped.
+"""
+import argparse
+import json
+import os
+import sys
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tests", "parity"))
+import llama_reference as ref  # noqa: E402
+
+
+class Layer(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        C, I, hs = cfg.n_embd, cfg.intermediate_size, cfg.head_size
+        self.cfg = cfg
+        self.input_layernorm = nn.Parameter(torch.ones(C))
+        self.q_proj = nn.Parameter(torch.empty(cfg.n_head * hs, C))
+        self.k_proj = nn.Parameter(torch.empty(cfg.n_kv_head * hs, C))
+        self.v_proj = nn.Parameter(torch.empty(cfg.n_kv_head * hs, C))
+        self.o_proj = nn.Parameter(torch.empty(C, cfg.n_head * hs))
+        self.post_attention_layernorm = nn.Parameter(torch.ones(C))
+        self.gate_proj = nn.Parameter(torch.empty(I, C))
+        self.up_proj = nn.Parameter(torch.empty(I, C))
+        self.down_proj = nn.Parameter(torch.empty(C, I))
+        for p in (self.q_proj, self.k_proj, self.v_proj, self.o_proj, self.gate_proj, self.up_proj, self.down_proj):
+            nn.init.normal_(p, std=0.02)
+
+    def forward(self, x, cos, sin):
+        cfg = self.cfg
+        B, T, _ = x.shape
+        hs, group = cfg.head_size, cfg.n_head // cfg.n_kv_head
+        h = ref.rms_norm(x, self.input_layernorm, cfg.norm_eps)
+        q = F.linear(h, self.q_proj).view(B, T, cfg.n_head, hs).transpose(1, 2)
+        k = F.linear(h, self.k_proj).view(B, T, cfg.n_kv_head, hs).transpose(1, 2)
+        v = F.linear(h, self.v_proj).view(B, T, cfg.n_kv_head, hs).transpose(1, 2)
+        q, k = q * cos + ref.rotate_half(q) * sin, k * cos + ref.rotate_half(k) * sin
+        if hasattr(F, "scaled_dot_product_attention"):
+            y = F.scaled_dot_product_attention(q, k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1),
+                                               is_causal=True)
+        else:  # an older PyTorch (the harness's CPU test): the reference's own form
+            k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
+            scores = (q @ k.transpose(-2, -1)) / hs ** 0.5
+            causal = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()
+            y = scores.masked_fill(~causal, float("-inf")).softmax(dim=-1) @ v
+        x = x + F.linear(y.transpose(1, 2).reshape(B, T, cfg.n_head * hs), self.o_proj)
+        h = ref.rms_norm(x, self.post_attention_layernorm, cfg.norm_eps)
+        return x + F.linear(F.silu(F.linear(h, self.gate_proj)) * F.linear(h, self.up_proj), self.down_proj)
+
+
+class Llama(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.cfg = cfg
+        self.embed_tokens = nn.Parameter(torch.empty(cfg.vocab_size, cfg.n_embd))
+        nn.init.normal_(self.embed_tokens, std=0.02)
+        self.layers = nn.ModuleList(Layer(cfg) for _ in range(cfg.n_layer))
+        self.norm = nn.Parameter(torch.ones(cfg.n_embd))
+        self.lm_head = None if cfg.tie_embeddings else nn.Parameter(torch.empty(cfg.vocab_size, cfg.n_embd))
+        if self.lm_head is not None:
+            nn.init.normal_(self.lm_head, std=0.02)
+
+    def forward(self, inputs, targets):
+        T = inputs.shape[1]
+        x = F.embedding(inputs, self.embed_tokens)
+        cos, sin = ref.rotary_cos_sin(self.cfg, T, torch.float32)
+        cos, sin = cos.to(x.device, x.dtype), sin.to(x.device, x.dtype)
+        for layer in self.layers:
+            x = layer(x, cos, sin)
+        x = ref.rms_norm(x, self.norm, self.cfg.norm_eps)
+        logits = F.linear(x, self.embed_tokens if self.lm_head is None else self.lm_head)
+        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1))
+
+
+def wrap_fsdp2(model, compile_layers):
+    """torchtitan's order: compile each layer, then fully_shard each layer and the root."""
+    try:
+        from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+    except ImportError:
+        from torch.distributed._composable.fsdp import MixedPrecisionPolicy, fully_shard
+    mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    for i, layer in enumerate(model.layers):
+        if compile_layers:
+            model.layers[i] = layer = torch.compile(layer)
+        fully_shard(layer, mp_policy=mp)
+    fully_shard(model, mp_policy=mp)
+    return model
+
+
+class Trainer:
+    def __init__(self, a):
+        torch.manual_seed(1337)
+        self.a = a
+        self.dev = torch.device(a.device)
+        self.cfg = ref.LlamaConfig(n_layer=a.n_layer, n_head=a.n_head, n_kv_head=a.n_kv_head, n_embd=a.n_embd,
+                                   intermediate_size=a.intermediate_size, block_size=a.seq_len, vocab_size=a.vocab,
+                                   rope_theta=500000.0, norm_eps=1e-5, tie_embeddings=True)
+        if not a.no_fsdp:
+            import torch.distributed as dist
+            os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+            os.environ.setdefault("MASTER_PORT", str(29500 + os.getpid() % 1000))
+            dist.init_process_group("nccl" if a.device == "cuda" else "gloo", rank=0, world_size=1)
+        model = Llama(self.cfg).to(self.dev)
+        self.params = sum(p.numel() for p in model.parameters())
+        if a.no_fsdp:
+            self.model = torch.compile(model) if a.compile != "none" else model
+        else:
+            self.model = wrap_fsdp2(model, a.compile != "none")
+        decay = [p for p in self.model.parameters() if p.dim() >= 2]
+        no_decay = [p for p in self.model.parameters() if p.dim() < 2]
+        fused = {"fused": True} if a.device == "cuda" else {}
+        self.opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
+                                     lr=3e-4, betas=(0.9, 0.95), eps=1e-8, **fused)
+        self.gen = torch.Generator(device=self.dev).manual_seed(1)
+
+    def sync(self):
+        if self.a.device == "cuda":
+            torch.cuda.synchronize()
+
+    def steps(self, n):
+        step_ms, losses = [], []
+        for _ in range(n):
+            idx = torch.randint(0, self.cfg.vocab_size, (self.a.batch, self.a.seq_len + 1), device=self.dev,
+                                generator=self.gen)
+            self.sync()
+            t0 = time.perf_counter()
+            if self.a.no_fsdp:  # bf16 compute by autocast where FSDP2's policy is missing
+                with torch.autocast(device_type=self.a.device, dtype=torch.bfloat16):
+                    loss = self.model(idx[:, :-1], idx[:, 1:])
+            else:
+                loss = self.model(idx[:, :-1], idx[:, 1:])
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
+            self.opt.step()
+            self.opt.zero_grad(set_to_none=True)
+            losses.append(loss.item())
+            self.sync()
+            step_ms.append((time.perf_counter() - t0) * 1e3)
+        return step_ms, losses
+
+    def facts(self):
+        name = torch.cuda.get_device_name() if self.a.device == "cuda" else "cpu"
+        return {"torch_version": torch.__version__, "device": name, "params": self.params, "compiled": self.a.compile,
+                "fsdp2": not self.a.no_fsdp, "sdpa": hasattr(F, "scaled_dot_product_attention")}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--n-layer", type=int, default=16)
+    ap.add_argument("--n-head", type=int, default=32)
+    ap.add_argument("--n-kv-head", type=int, default=8)
+    ap.add_argument("--n-embd", type=int, default=2048)
+    ap.add_argument("--intermediate-size", type=int, default=8192)
+    ap.add_argument("--vocab", type=int, default=128256)
+    ap.add_argument("--seq-len", type=int, default=2048)
+    ap.add_argument("--batch", type=int, default=4)
+    ap.add_argument("--compile", choices=["default", "none"], default="default")
+    ap.add_argument("--sdpa", choices=["auto"], default="auto")
+    ap.add_argument("--serve", action="store_true")
+    ap.add_argument("--no-fsdp", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--device", choices=["cuda", "cpu"], default="cuda", help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    t = Trainer(a)
+    if not a.serve:
+        step_ms, losses = t.steps(5)
+        print(json.dumps({"step_ms": step_ms, "losses": losses, **t.facts()}))
+        return
+    t0 = time.perf_counter()
+    t.steps(1)
+    print(json.dumps({"ready": True, "compile_s": time.perf_counter() - t0, **t.facts()}), flush=True)
+    for line in sys.stdin:
+        words = line.split()
+        if not words or words[0] == "quit":
+            break
+        warmup, timed = int(words[1]), int(words[2])
+        t.steps(warmup)
+        step_ms, losses = t.steps(timed)
+        if a.device == "cuda":
+            torch.cuda.empty_cache()
+        print(json.dumps({"step_ms": step_ms, "losses": losses}), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -29,6 +29,9 @@ struct KernelChoices {
   MatmulPrecision matmuls = MatmulPrecision::kFp32;      // how fp32 matrices are multiplied
   AttentionKernels attention = AttentionKernels::kAuto;  // cuDNN or the flash kernels
   bool gelu_epilogue = false;                            // GELU in the MLP matmuls' epilogues
+  // cuDNN attention's backward: the deterministic algorithm (runs repeat bit for bit), as
+  // train.deterministic asks; false lets cuDNN add dK and dV in any order (faster).
+  bool deterministic_attention = true;
 };
 
 class ComputeBackend {

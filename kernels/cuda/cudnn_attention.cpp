@@ -36,7 +36,8 @@ namespace fe = cudnn_frontend;
 // whether cuDNN serves the shape, and kept with the handle in KernelResources (one per device
 // context). Both passes are built together so that the model takes cuDNN for a shape's forward
 // only where its backward also has a plan: a shape cuDNN refuses (a build error, or no
-// deterministic backward on this cuDNN) runs both passes on the flash kernels, and the reason is
+// deterministic backward on this cuDNN where train.deterministic asks for one) runs both passes on
+// the flash kernels, and the reason is
 // kept to be reported. The pointers are bound at execution (the variant pack), so one graph
 // serves every layer and step.
 struct CudnnAttentionPlans {
@@ -46,7 +47,7 @@ struct CudnnAttentionPlans {
     std::string error;
   };
   cudnnHandle_t handle = nullptr;
-  std::map<std::array<std::int64_t, 6>, Plan> plans;  // {B, T, n_head, n_kv_head, hs, backward}
+  std::map<std::array<std::int64_t, 7>, Plan> plans;  // {B, T, n_head, n_kv_head, hs, backward, deterministic}
   ~CudnnAttentionPlans() {
     if (handle != nullptr) (void)fe::detail::destroy_handle(handle);
   }
@@ -91,8 +92,8 @@ void check_fe(fe::error_t status, const char* step) {
 // h / (n_head / n_kv_head) for query head h, as transformers' repeat_kv), all with the row stride W
 // = (n_head + 2 n_kv_head) hs of qkv; out and dout with row stride C; the statistics
 // [B, n_head, T, 1] fp32.
-CudnnAttentionPlans::Plan build_plan(cudnnHandle_t handle, const std::array<std::int64_t, 6>& key) {
-  const auto [B, T, NH, NKV, hs, backward] = key;
+CudnnAttentionPlans::Plan build_plan(cudnnHandle_t handle, const std::array<std::int64_t, 7>& key) {
+  const auto [B, T, NH, NKV, hs, backward, deterministic] = key;
   const std::int64_t C = NH * hs, W = (NH + 2 * NKV) * hs;
   const std::vector<std::int64_t> dims{B, NH, T, hs}, kv_dims{B, NKV, T, hs}, qkv_strides{T * W, hs, W, 1},
       out_strides{T * C, hs, C, 1}, stat_dims{B, NH, T, 1}, stat_strides{NH * T, T, 1, 1};
@@ -132,7 +133,7 @@ CudnnAttentionPlans::Plan build_plan(cudnnHandle_t handle, const std::array<std:
                        .set_name("attention_backward")
                        .set_causal_mask(true)
                        .set_attn_scale(scale)
-                       .set_deterministic_algorithm(true);  // the engine's runs repeat bit for bit
+                       .set_deterministic_algorithm(deterministic != 0);  // KernelResources::deterministic_attention
     auto [dq, dk, dv] = g->sdpa_backward(q, k, v, o, d_o, stats, options);
     dq->set_output(true).set_dim(dims).set_stride(qkv_strides).set_uid(kDQ);
     dk->set_output(true).set_dim(kv_dims).set_stride(qkv_strides).set_uid(kDK);
@@ -171,7 +172,9 @@ CudnnAttentionPlans& plans_of(const ExecContext& ctx) {
 const CudnnAttentionPlans::Plan& plan_for(const ExecContext& ctx, std::int64_t B, std::int64_t T, std::int64_t NH,
                                           std::int64_t NKV, std::int64_t hs, bool backward) {
   CudnnAttentionPlans& p = plans_of(ctx);
-  const std::array<std::int64_t, 6> key{B, T, NH, NKV, hs, backward ? 1 : 0};
+  // Only the backward has the choice; the forward's key keeps 1 so one graph serves either run.
+  const bool deterministic = !backward || ctx.cuda_resources->deterministic_attention;
+  const std::array<std::int64_t, 7> key{B, T, NH, NKV, hs, backward ? 1 : 0, deterministic ? 1 : 0};
   auto it = p.plans.find(key);
   if (it == p.plans.end()) it = p.plans.emplace(key, build_plan(p.handle, key)).first;
   return it->second;

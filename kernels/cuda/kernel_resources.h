@@ -52,6 +52,10 @@ class KernelResources {
   // Whether ops::matmul_gelu_forward / matmul_backward_through_gelu run the GELU in cuBLASLt's
   // epilogue (precision.gelu_epilogue) or as the separate kernels, which the CPU matches bit for bit.
   bool gelu_epilogue = false;
+  // Whether cuDNN's attention backward takes its deterministic algorithm (train.deterministic; runs
+  // repeat bit for bit) or its default, which adds dK and dV by atomics in any order (faster: the
+  // deterministic one measured 4.2 ms of a 34 ms GPT-2 step on an H100). The kernel tests keep it.
+  bool deterministic_attention = true;
   // cuDNN's handle and attention graphs, made on first use (kernels/cuda/cudnn_attention.cpp).
   std::shared_ptr<CudnnAttentionPlans> cudnn_attention_plans;
 

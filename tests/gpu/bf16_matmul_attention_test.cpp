@@ -289,7 +289,8 @@ TEST_F(CudaBf16MatmulAttention, FlashAttentionMatchesMaterialisedCpuOnBf16Operan
 // cuDNN's fused attention against the materialised CPU attention at the tensor-core flash kernels'
 // bound (it too rounds P and dS to bf16 before their products); its lse against the flash
 // kernels' (the same statistic: the backward of either may follow the forward of the other, to
-// fp32 rounding); its backward twice, bitwise (the deterministic algorithm). Skips visibly where
+// fp32 rounding); its backward twice, bitwise (the deterministic algorithm), and once with cuDNN's
+// default algorithm (train.deterministic off) within the same bound. Skips visibly where
 // cuDNN cannot run, unless ZT_REQUIRE_CUDNN is set (tools/gpu_session.sh, when it found cuDNN).
 TEST_F(CudaBf16MatmulAttention, CudnnAttentionMatchesMaterialisedCpuOnBf16Operands) {
   const std::string unavailable = cuda::cudnn_attention_unavailable();
@@ -335,6 +336,13 @@ TEST_F(CudaBf16MatmulAttention, CudnnAttentionMatchesMaterialisedCpuOnBf16Operan
     cuda::cudnn_attention_backward(gpu(), again.view(sq), gdout.view(so), go.view(so), gqkv.view(sq), glse.view(sl),
                                    nh);
     EXPECT_EQ(download_f32(again), download_f32(gdq)) << "the backward repeats bit for bit";
+    // Without train.deterministic: cuDNN's default backward (dK, dV added in any order), its own
+    // graph, within the same bound of the CPU.
+    resources_->deterministic_attention = false;
+    Buffer fast = poisoned(DType::kBF16, sq.numel());
+    cuda::cudnn_attention_backward(gpu(), fast.view(sq), gdout.view(so), go.view(so), gqkv.view(sq), glse.view(sl), nh);
+    EXPECT_TRUE(within_bound(download_f32(fast), widened(c.dqkv), 5e-5, slack.dqkv)) << "dqkv, default algorithm";
+    resources_->deterministic_attention = true;
   }
 }
 

@@ -97,10 +97,13 @@ def main():
         for measured, predicted in pairs:
             check_device_memory(check, measured, predicted, what)
 
+    # Bitwise across a resume: train.deterministic, so cuDNN's backward takes its deterministic
+    # algorithm (its default adds dK and dV in any order).
     full, resumed = os.path.join(work, "cuda8"), os.path.join(work, "cuda_resumed")
-    p_full = train("cuda", full, 8, {"activations": "bf16"})
-    p_first = train("cuda", resumed, 4, {"activations": "bf16"}, ["--set", "checkpoint.at_end=true"])
-    p_rest = train("cuda", resumed, 8, {"activations": "bf16"}, ["--resume", "latest"])
+    det = ["--set", "train.deterministic=true"]
+    p_full = train("cuda", full, 8, {"activations": "bf16"}, det)
+    p_first = train("cuda", resumed, 4, {"activations": "bf16"}, det + ["--set", "checkpoint.at_end=true"])
+    p_rest = train("cuda", resumed, 8, {"activations": "bf16"}, det + ["--resume", "latest"])
     if check(p_full.returncode == 0 and p_first.returncode == 0 and p_rest.returncode == 0,
              f"8 steps, and 4 + resume + 4, on cuda exit 0 ({p_rest.stderr[-400:]})"):
         same = [(r["loss"], r["grad_norm"]) for r in records(resumed, "train")] == \

@@ -83,7 +83,8 @@ ComputeBackend::ComputeBackend(Device device, int num_threads, MemoryTracker& tr
   cuda_->resources.fp32_matmuls = matmuls;
   cuda_->resources.attention = attention;
   cuda_->resources.gelu_epilogue = choices.gelu_epilogue;
-  cuda_->resources.deterministic_attention = choices.deterministic_attention;
+  cuda_->resources.deterministic_attention = choices.deterministic;
+  cuda_->resources.timed_gemm_search = !choices.deterministic;
   ctx_ = cuda::cuda_context(cuda_->stream.get(), cuda_->resources);
   ctx_.num_threads = num_threads;
   description_ =

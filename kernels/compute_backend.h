@@ -29,9 +29,10 @@ struct KernelChoices {
   MatmulPrecision matmuls = MatmulPrecision::kFp32;      // how fp32 matrices are multiplied
   AttentionKernels attention = AttentionKernels::kAuto;  // cuDNN or the flash kernels
   bool gelu_epilogue = false;                            // GELU in the MLP matmuls' epilogues
-  // cuDNN attention's backward: the deterministic algorithm (runs repeat bit for bit), as
-  // train.deterministic asks; false lets cuDNN add dK and dV in any order (faster).
-  bool deterministic_attention = true;
+  // Runs repeat bit for bit (train.deterministic): cuDNN attention's deterministic backward and
+  // cuBLASLt's heuristic algorithm per product. false: cuDNN's default backward (dK and dV added in
+  // any order) and the fastest of cuBLASLt's candidates as measured on the first call (faster).
+  bool deterministic = true;
 };
 
 class ComputeBackend {

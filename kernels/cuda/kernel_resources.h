@@ -56,13 +56,18 @@ class KernelResources {
   // repeat bit for bit) or its default, which adds dK and dV by atomics in any order (faster: the
   // deterministic one measured 4.2 ms of a 34 ms GPT-2 step on an H100). The kernel tests keep it.
   bool deterministic_attention = true;
+  // [Note: timed algorithm search] (lt_gemm.cu): the first call of each product configuration
+  // times cuBLASLt's candidate algorithms on its own operands and keeps the fastest, where false
+  // keeps the heuristic's first (reproducible: the timed choice may differ between runs, and with
+  // it the rounding). Off unless train.deterministic is (ComputeBackend); the kernel tests keep it off.
+  bool timed_gemm_search = false;
   // cuDNN's handle and attention graphs, made on first use (kernels/cuda/cudnn_attention.cpp).
   std::shared_ptr<CudnnAttentionPlans> cudnn_attention_plans;
 
   // cuBLASLt's heuristic choice per product configuration (lt_gemm.cu builds the key from every
   // value its descriptors and preferences are made of): asked once per configuration, as a step
   // repeats the same few dozen shapes and the query costs tens of microseconds of host time.
-  using GemmKey = std::array<std::int64_t, 22>;
+  using GemmKey = std::array<std::int64_t, 23>;
   std::map<GemmKey, cublasLtMatmulAlgo_t>& gemm_algorithms() { return gemm_algorithms_; }
 
  private:

@@ -98,7 +98,8 @@ def main():
             check_device_memory(check, measured, predicted, what)
 
     # Bitwise across a resume: train.deterministic, so cuDNN's backward takes its deterministic
-    # algorithm (its default adds dK and dV in any order).
+    # algorithm (its default adds dK and dV in any order) and cuBLASLt its heuristic's (the timed
+    # search may choose differently in each process).
     full, resumed = os.path.join(work, "cuda8"), os.path.join(work, "cuda_resumed")
     det = ["--set", "train.deterministic=true"]
     p_full = train("cuda", full, 8, {"activations": "bf16"}, det)

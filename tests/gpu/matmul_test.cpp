@@ -161,5 +161,55 @@ TEST_F(CudaMatmul, GeluEpiloguesMatchSeparateCpuKernels) {
   }
 }
 
+// [Note: timed algorithm search]: with the search on, the first call of each configuration times
+// cuBLASLt's candidates on its operands, and its result is the kept algorithm's: products (plain,
+// bias, GELU epilogue, forward and backward, fp32 and bf16) within the same bounds of the CPU as
+// the heuristic's, a second call bitwise the first (the choice is kept), and the weight gradient,
+// which adds into its buffer (beta 1), added once, not once per candidate run.
+TEST_F(CudaMatmul, TimedAlgorithmSearchKeepsResultsAndAddsGradientsOnce) {
+  ZT_SEEDED_RNG(rng);
+  resources_->timed_gemm_search = true;
+  for (DType dt : {DType::kF32, DType::kBF16}) {
+    const bool bf = dt == DType::kBF16;
+    const double tol = bf ? 5e-3 : 1e-5;
+    const std::int64_t N = 300, C = 768, OC = 136;
+    SCOPED_TRACE(dtype_name(dt));
+    std::vector<float> x = rng.normal(N * C), w = rng.normal(C * OC, 0.0f, 0.05f), b = rng.normal(OC),
+                       g = rng.normal(N * OC);
+    if (bf) x = round_bf16(x), w = round_bf16(w), b = round_bf16(b), g = round_bf16(g);
+    std::vector<float> out(N * OC), dx(N * C), dw(C * OC, 0.0f), db(OC, 0.0f), pre(N * OC), act(N * OC);
+    cpu::matmul_forward(cpu_ctx(), view_of(out, Shape{N, OC}), view_of(x, Shape{N, C}), view_of(w, Shape{C, OC}),
+                        WeightLayout::kInOut, view_of(b));
+    cpu::gelu_forward(cpu_ctx(), view_of(act), view_of(out));
+    cpu::matmul_backward(cpu_ctx(), view_of(dx, Shape{N, C}), view_of(dw, Shape{C, OC}), view_of(db),
+                         view_of(g, Shape{N, OC}), view_of(x, Shape{N, C}), view_of(w, Shape{C, OC}),
+                         WeightLayout::kInOut);
+    auto up = [&](const std::vector<float>& v) { return bf ? upload_bf16(v) : upload(v); };
+    Buffer gx = up(x), gw = up(w), gb = up(b), gg = up(g);
+    std::vector<float> first;
+    for (int call = 0; call < 2; ++call) {
+      Buffer o = poisoned(dt, N * OC), gdx = poisoned(dt, N * C), gact = poisoned(dt, N * OC),
+             gpre = poisoned(dt, N * OC);
+      Buffer gdw = upload(std::vector<float>(C * OC, 0.0f)), gdb = upload(std::vector<float>(OC, 0.0f));
+      cuda::matmul_forward(gpu(), o.view(Shape{N, OC}), gx.view(Shape{N, C}), gw.view(Shape{C, OC}),
+                           WeightLayout::kInOut, gb.view());
+      cuda::matmul_forward(gpu(), gact.view(Shape{N, OC}), gx.view(Shape{N, C}), gw.view(Shape{C, OC}),
+                           WeightLayout::kInOut, gb.view(), gpre.view(Shape{N, OC}));
+      cuda::matmul_backward(gpu(), gdx.view(Shape{N, C}), gdw.view(Shape{C, OC}), gdb.view(), gg.view(Shape{N, OC}),
+                            gx.view(Shape{N, C}), gw.view(Shape{C, OC}), WeightLayout::kInOut);
+      EXPECT_TRUE(close_normwise(download_f32(o), to_double(out), tol)) << "out, call " << call;
+      EXPECT_TRUE(close_normwise(download_f32(gact), to_double(act), bf ? 5e-3 : 1e-4)) << "GELU epilogue";
+      EXPECT_TRUE(close_normwise(download_f32(gdx), to_double(dx), tol)) << "dinp";
+      EXPECT_TRUE(close_normwise(download_f32(gdw), to_double(dw), bf ? 1e-4 : 1e-5)) << "dweight added once";
+      if (call == 0) {
+        first = download_f32(o);
+      } else {
+        EXPECT_EQ(download_f32(o), first) << "the kept algorithm: a second call repeats the first bit for bit";
+      }
+    }
+  }
+  EXPECT_FALSE(resources_->gemm_algorithms().empty());
+}
+
 }  // namespace
 }  // namespace zt::test

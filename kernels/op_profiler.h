@@ -8,9 +8,10 @@
 // The parameter store's collectives are timed beside the ops, as spans on the communication stream
 // (NCCL: a pair of events on its stream around each collective) or on the host (MPI: from the
 // progress thread's post to its completion; add_comm_span may be called from that thread). At the
-// end of a step every span is set against the union of the step's op intervals: the part during
-// which some op ran is communication the computation hid (overlapped); the rest is exposed, what a
-// step pays for communicating. Staged collectives (comm.backend = "mpi" on a GPU) are not timed.
+// end of a step the union of the spans (the time some collective was in flight) is set against the
+// union of the step's op intervals: the part during which some op ran is communication the
+// computation hid (overlapped); the rest is exposed, what a step pays for communicating. Staged collectives
+// (comm.backend = "mpi" on a GPU) are not timed.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -50,9 +51,12 @@ class OpProfiler {
     double begin = 0.0, end = 0.0;
   };
   // Communication spans against op intervals ([Note: exposed communication]).
+  // Spans may overlap each other (MPI's collectives in flight together): busy is the time at least
+  // one was in flight, overlapped the part of that during which some op ran, exposed the rest.
   struct CommTotals {
     std::int64_t calls = 0;
-    double total_ms = 0.0, overlapped_ms = 0.0;
+    double total_ms = 0.0;  // the spans' lengths, summed
+    double busy_ms = 0.0, overlapped_ms = 0.0;
   };
   static CommTotals overlap(std::vector<Interval> ops, const std::vector<Interval>& comm);
 
@@ -95,8 +99,9 @@ class OpProfiler {
   // {profiled_steps, step_ms_total, step_ms_per_step, ops_ms_total, ops_ms_per_step, ops_share,
   //  outside_ops_ms_total, outside_ops_ms_per_step, outside_ops_share,
   //  ops: [{op, calls, calls_per_step, total_ms, ms_per_step, share}]} with shares of the step time,
-  //  and, when collectives were timed, communication: {calls_per_step, kernel_ms_per_step,
-  //  overlapped_ms_per_step, exposed_ms_per_step, ...}.
+  //  and, when collectives were timed, communication: {calls_per_step, kernel_ms_per_step (the
+  //  spans summed), busy_ms_per_step (their union), overlapped_ms_per_step, exposed_ms_per_step
+  //  (busy = overlapped + exposed), exposed_share, ...}.
   // "Outside the ops" is step time not inside any timed call: communication waits, data loading,
   // allocation and other host work.
   nlohmann::json to_json() const;

@@ -35,6 +35,16 @@ def tensors(path):
             for k, v in header.items() if k != "__metadata__"}
 
 
+def run_result(run_dir):
+    """What the ZeRO tests compare of a finished run: its losses, gradient norms, final weights
+    (tensors(): equal dicts are equal bits), the first memory record, and the run directory."""
+    records = train_records(run_dir)
+    return {"loss": [r["loss"] for r in records if r["type"] == "train"],
+            "norm": [r["grad_norm"] for r in records if r["type"] == "train"],
+            "weights": tensors(os.path.join(run_dir, "final.safetensors")),
+            "memory": next((r for r in records if r["type"] == "memory"), None), "run_dir": run_dir}
+
+
 def floats(blob):
     return struct.unpack(f"<{len(blob) // 4}f", blob)
 

@@ -63,21 +63,10 @@ class Trainer:
             torch.cuda.synchronize()
 
     def steps(self, n):
-        step_ms, losses = [], []
-        for _ in range(n):
-            idx = torch.randint(0, 50257, (self.a.batch, self.a.seq_len + 1), device=self.dev, generator=self.gen)
-            self.sync()
-            t0 = time.perf_counter()
+        def loss_of(idx):
             with attention_context(self.a.sdpa), torch.autocast(device_type=self.a.device, dtype=torch.bfloat16):
-                loss = self.step_model(idx[:, :-1], idx[:, 1:])
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
-            self.opt.step()
-            self.opt.zero_grad(set_to_none=True)
-            losses.append(loss.item())  # the host reads the loss every step, as zerotrain does
-            self.sync()
-            step_ms.append((time.perf_counter() - t0) * 1e3)
-        return step_ms, losses
+                return self.step_model(idx[:, :-1], idx[:, 1:])
+        return timed_steps(self, n, 50257, loss_of)
 
     def facts(self):
         name = torch.cuda.get_device_name() if self.a.device == "cuda" else "cpu"
@@ -85,9 +74,31 @@ class Trainer:
                 "sdpa": self.a.sdpa if self.sdpa_available else "unavailable (explicit attention)"}
 
 
+def timed_steps(t, n, vocab, loss_of):
+    """n steps of trainer t (its model, opt, a, dev, gen): random tokens, forward through loss_of,
+    backward, clip at 1.0, AdamW, the loss read on the host; each step timed after a device sync."""
+    step_ms, losses = [], []
+    for _ in range(n):
+        idx = torch.randint(0, vocab, (t.a.batch, t.a.seq_len + 1), device=t.dev, generator=t.gen)
+        t.sync()
+        t0 = time.perf_counter()
+        loss = loss_of(idx)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(t.model.parameters(), 1.0)
+        t.opt.step()
+        t.opt.zero_grad(set_to_none=True)
+        losses.append(loss.item())  # the host reads the loss every step, as zerotrain does
+        t.sync()
+        step_ms.append((time.perf_counter() - t0) * 1e3)
+    return step_ms, losses
+
+
 def serve(t):
+    """The worker protocol (see the module's doc) for trainer t: steps(n) and facts()."""
     t0 = time.perf_counter()
     t.steps(1)  # compiles (and autotunes) here
+    if t.a.device == "cuda":
+        torch.cuda.empty_cache()  # idle between blocks: the other engines get the memory
     print(json.dumps({"ready": True, "compile_s": time.perf_counter() - t0, **t.facts()}), flush=True)
     for line in sys.stdin:
         words = line.split()

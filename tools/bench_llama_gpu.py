@@ -10,8 +10,9 @@ llama3_2_1b.json (16 layers, 2048 wide, 32 query and 8 key/value heads, SwiGLU 8
              PyTorch Llama with SDPA attention (tools/bench_llama_gpu_torch.py);
 
 on random tokens in llm.c's uint32 files, T = 2048, at the largest micro-batch whose stage-3
-prediction (`zerotrain memory`) fits in 85% of the GPU's free memory (--batch to choose), the same
-B x T for both; if FSDP2 runs out of memory there, its row says so. Interleaved rounds as
+prediction (`zerotrain memory`) fits in 85% of the GPU's free memory less what the idle FSDP2 worker
+keeps there between its blocks (16 bytes a parameter; --batch to choose), the same B x T for both;
+if FSDP2 runs out of memory there, its row says so. Interleaved rounds as
 tools/bench_gpu.py (its engines and report code), GPU state beside every block. MFU = tokens/s x
 (6 N + 6 L C T) / 989 TFLOP/s, N every parameter (the tied table once).
 
@@ -41,14 +42,9 @@ CONFIG = "configs/llama3_2_1b.json"
 LLAMA3_MAGIC, LLAMA3_VERSION = 20240801, 7
 BATCHES = (16, 12, 8, 6, 4, 2, 1)
 TARGET = 1.1
-
-
-def write_llama3_tokens(path, tokens):
-    header = np.zeros(256, dtype=np.int32)
-    header[0], header[1], header[2] = LLAMA3_MAGIC, LLAMA3_VERSION, len(tokens)
-    with open(path, "wb") as f:
-        f.write(header.tobytes())
-        f.write(tokens.astype(np.uint32).tobytes())
+# What the idle FSDP2 worker keeps on the GPU while zerotrain's blocks run: fp32 parameters, AdamW's
+# two moments and the gradients (freed between steps, counted for margin): 16 bytes a parameter.
+FSDP2_RESIDENT_BYTES_PER_PARAM = 16
 
 
 def model_shape(zerotrain, sets):
@@ -95,7 +91,11 @@ def main(argv=None):
     prediction_sets = {"device": "cuda", "zero.solo_path": "false", **args.zerotrain_sets}
     predicted = {}
     if args.batch is None:
-        offer = 0.85 * (args.fake_free_bytes if args.fake_free_bytes is not None else free_gpu_bytes())
+        # zerotrain's blocks run beside the idle FSDP2 worker (interleaved rounds), so they get the
+        # free memory less what the worker keeps.
+        params = model_shape(args.zerotrain, {**prediction_sets, "train.seq_len": args.seq_len})["params"]
+        free = args.fake_free_bytes if args.fake_free_bytes is not None else free_gpu_bytes()
+        offer = 0.85 * free - FSDP2_RESIDENT_BYTES_PER_PARAM * params
         predicted = {b: stage3_bytes(args.zerotrain, b, args.seq_len, prediction_sets) for b in BATCHES}
         args.batch = next((b for b in BATCHES if predicted[b] <= offer), None)
         if args.batch is None:
@@ -151,8 +151,9 @@ def main(argv=None):
         os.makedirs(data_dir)
         rng = np.random.default_rng(0)
         vocab = model["vocab_size"]
-        write_llama3_tokens(os.path.join(data_dir, "train.bin"), rng.integers(0, vocab, 4_000_000))
-        write_llama3_tokens(os.path.join(data_dir, "val.bin"), rng.integers(0, vocab, 200_000))
+        for name, n in (("train.bin", 4_000_000), ("val.bin", 200_000)):
+            bench_gpu.write_llmc_tokens(os.path.join(data_dir, name), rng.integers(0, vocab, n), LLAMA3_MAGIC,
+                                        LLAMA3_VERSION, np.uint32)
         runs = os.path.join(work, "runs")
         os.makedirs(runs)
         ctx = bench_gpu.Context(args, runs, data_dir)

@@ -15,7 +15,6 @@ import argparse
 import json
 import os
 import sys
-import time
 
 import torch
 import torch.nn as nn
@@ -23,6 +22,8 @@ import torch.nn.functional as F
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests", "parity"))
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+import bench_gpu_torch  # noqa: E402  the worker protocol and the timed step loop
 import llama_reference as ref  # noqa: E402
 
 
@@ -135,25 +136,12 @@ class Trainer:
             torch.cuda.synchronize()
 
     def steps(self, n):
-        step_ms, losses = [], []
-        for _ in range(n):
-            idx = torch.randint(0, self.cfg.vocab_size, (self.a.batch, self.a.seq_len + 1), device=self.dev,
-                                generator=self.gen)
-            self.sync()
-            t0 = time.perf_counter()
+        def loss_of(idx):
             if self.a.no_fsdp:  # bf16 compute by autocast where FSDP2's policy is missing
                 with torch.autocast(device_type=self.a.device, dtype=torch.bfloat16):
-                    loss = self.model(idx[:, :-1], idx[:, 1:])
-            else:
-                loss = self.model(idx[:, :-1], idx[:, 1:])
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
-            self.opt.step()
-            self.opt.zero_grad(set_to_none=True)
-            losses.append(loss.item())
-            self.sync()
-            step_ms.append((time.perf_counter() - t0) * 1e3)
-        return step_ms, losses
+                    return self.model(idx[:, :-1], idx[:, 1:])
+            return self.model(idx[:, :-1], idx[:, 1:])
+        return bench_gpu_torch.timed_steps(self, n, self.cfg.vocab_size, loss_of)
 
     def facts(self):
         name = torch.cuda.get_device_name() if self.a.device == "cuda" else "cpu"
@@ -182,19 +170,7 @@ def main():
         step_ms, losses = t.steps(5)
         print(json.dumps({"step_ms": step_ms, "losses": losses, **t.facts()}))
         return
-    t0 = time.perf_counter()
-    t.steps(1)
-    print(json.dumps({"ready": True, "compile_s": time.perf_counter() - t0, **t.facts()}), flush=True)
-    for line in sys.stdin:
-        words = line.split()
-        if not words or words[0] == "quit":
-            break
-        warmup, timed = int(words[1]), int(words[2])
-        t.steps(warmup)
-        step_ms, losses = t.steps(timed)
-        if a.device == "cuda":
-            torch.cuda.empty_cache()
-        print(json.dumps({"step_ms": step_ms, "losses": losses}), flush=True)
+    bench_gpu_torch.serve(t)
 
 
 if __name__ == "__main__":

@@ -127,7 +127,14 @@ fi
 # The carried packages, unpacked where nothing of the image is touched.
 deps=/tmp/zt_deps
 if ls .gpu_deps/*.deb >/dev/null 2>&1; then
-  for f in .gpu_deps/*.deb; do dpkg -x "$f" "$deps"; done
+  # The runtime libraries OpenBLAS needs (libgomp, libgfortran, libquadmath) go apart and after the
+  # image's own on the search path, so PyTorch and the image keep theirs where they have them.
+  for f in .gpu_deps/*.deb; do
+    case $(basename "$f") in
+      libgomp1_* | libgfortran5_* | libquadmath0_*) dpkg -x "$f" "$deps/fallback" ;;
+      *) dpkg -x "$f" "$deps" ;;
+    esac
+  done
   # zlib1g-dev's libz.so points at /lib/...: point it at the unpacked library instead.
   ln -sf "$deps/lib/x86_64-linux-gnu/libz.so.1" "$deps/usr/lib/x86_64-linux-gnu/libz.so"
   # Not $deps/lib (zlib's runtime): python and torch keep the image's libz.
@@ -141,7 +148,7 @@ fi
 if [ -x "$deps/usr/bin/orterun" ]; then
   export OPAL_PREFIX="$deps/usr" PMIX_INSTALL_PREFIX="$deps/usr/lib/x86_64-linux-gnu/pmix2"
   export PATH="$deps/usr/bin:$PATH"
-  export ZT_SESSION_MPIRUN="$deps/usr/bin/orterun --allow-run-as-root --oversubscribe --bind-to none --mca btl self,vader -x LD_LIBRARY_PATH -x OPAL_PREFIX -x PMIX_INSTALL_PREFIX -x ZT_REQUIRE_GPU"
+  export ZT_SESSION_MPIRUN="$deps/usr/bin/orterun --allow-run-as-root --oversubscribe --bind-to none --mca btl self,vader --mca btl_vader_single_copy_mechanism none -x LD_LIBRARY_PATH -x OPAL_PREFIX -x PMIX_INSTALL_PREFIX -x ZT_REQUIRE_GPU"
 fi
 # cuDNN (loaded at run time by the cuDNN attention, linked by llm.c): PyTorch's wheel where the
 # toolkit has none; where the machine has it, the GPU tests must run it rather than skip.
@@ -174,12 +181,8 @@ tar -xzf .gpu_build/build-gpu.tar.gz -C build-gpu
 [ "$(basename "$packed_dir")" != build-gpu ] && ln -sfn "$PWD/build-gpu" "$packed_dir"
 printf '#!/bin/sh\nexec %s "$@"\n' "$python" >/tmp/zt_gpu_python
 chmod +x /tmp/zt_gpu_python
-# The image may lack libgomp (OpenMP's runtime): the carried one then, and only then.
-if ! ldconfig -p | grep -q 'libgomp.so.1 ' && ls .gpu_deps/libgomp1_*.deb >/dev/null 2>&1; then
-  dpkg -x .gpu_deps/libgomp1_*.deb "$deps/gomp"
-  export LD_LIBRARY_PATH="$deps/gomp/usr/lib/x86_64-linux-gnu:$LD_LIBRARY_PATH"
-fi
-export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:/usr/local/cuda/lib64:/usr/local/cuda/targets/x86_64-linux/lib"
+# After the image's libraries (RUNPATH, ld.so.cache): CUDA's, then the carried runtime fallbacks.
+export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:/usr/local/cuda/lib64:/usr/local/cuda/targets/x86_64-linux/lib:$deps/fallback/usr/lib/x86_64-linux-gnu"
 missing=$(ldd build-gpu/zerotrain | grep "not found" | tr -s ' \t\n' ' ')
 if [ -n "$missing" ]; then
   note "refused: the packed zerotrain is missing libraries here: $missing"

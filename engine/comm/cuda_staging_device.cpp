@@ -18,8 +18,15 @@ namespace {
 
 class CudaFence final : public StagingFence {
  public:
-  explicit CudaFence(cudaStream_t stream) { event_.record(stream); }
+  CudaFence(cudaStream_t stream, int device) : device_(device) { event_.record(stream); }
   bool reached() override {
+    // Polled on the MPI progress thread too: its CUDA calls must use this rank's device, not the
+    // runtime's default device 0 (a context there on a machine of several GPUs).
+    thread_local int selected = -1;
+    if (selected != device_) {
+      ZT_CUDA_CHECK(cudaSetDevice(device_));
+      selected = device_;
+    }
     const cudaError_t state = cudaEventQuery(event_.get());
     if (state == cudaErrorNotReady) return false;
     ZT_CUDA_CHECK(state);
@@ -27,6 +34,7 @@ class CudaFence final : public StagingFence {
   }
 
  private:
+  int device_;
   cuda::CudaEvent event_;
 };
 
@@ -46,7 +54,7 @@ class CudaStagingDevice final : public StagingDevice {
 
   void copies_follow_compute() override { order(compute_, copies_.get()); }
   void copy(TensorView dst, TensorView src) override { cuda::copy_async(dst, src, copies_.get()); }
-  std::shared_ptr<StagingFence> fence() override { return std::make_shared<CudaFence>(copies_.get()); }
+  std::shared_ptr<StagingFence> fence() override { return std::make_shared<CudaFence>(copies_.get(), device_); }
   void compute_follows_copies() override { order(copies_.get(), compute_); }
 
  private:

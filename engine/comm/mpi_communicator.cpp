@@ -94,8 +94,15 @@ void MpiCommunicator::hold_until(std::function<bool()> ready) {
   }
   // The worker posts in submission order and never past an entry that has not posted all it has:
   // this entry "posts" once ready() is true, so the collectives behind it wait for it.
-  worker_->submit([ready = std::move(ready)]() -> CommWorker::Progress {
-    if (!ready()) return {false, false};
+  // A gate that fails (a device error under the copies) must not open: the collective behind it
+  // would post staging its copies never filled, and the peers would take it for data. End the job.
+  worker_->submit([this, ready = std::move(ready)]() -> CommWorker::Progress {
+    try {
+      if (!ready()) return {false, false};
+    } catch (const std::exception& e) {
+      abort_after_timeout(
+          fmt::format("rank {}: a collective's operands did not reach host memory: {}", rank_, e.what()));
+    }
     return {true, true};
   });
 }

@@ -24,12 +24,18 @@ struct StagedState {
   StagedState(const StagedState&) = delete;
   StagedState& operator=(const StagedState&) = delete;
   // A Work dropped before completion (a failing run unwinding): queued copies may still touch
-  // device buffers the store is about to free, so the compute stream (their next user) waits.
+  // device buffers the store is about to free, so the compute stream (their next user) waits; and
+  // the host backend may still be receiving into the staging (its request abandoned, not
+  // cancelled), so the staging is never given back: leaked on purpose, on a path that ends the job.
   ~StagedState() {
     if (finished || buffers.empty()) return;
     try {
       device.compute_follows_copies();
     } catch (...) {  // nothing to do about it while unwinding
+    }
+    if (!host_work.done()) {
+      static auto* abandoned = new std::vector<Buffer>();  // never destroyed
+      for (Buffer& b : buffers) abandoned->push_back(std::move(b));
     }
   }
 

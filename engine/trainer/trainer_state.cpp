@@ -64,4 +64,9 @@ TrainerState::TrainerState(const RunConfig& c, std::string dir, Communicator& co
   if (profiler) store_comm().set_profiler(profiler.get());
 }
 
+// The store's communicator may be the caller's, which outlives the profiler.
+TrainerState::~TrainerState() {
+  if (profiler) store_comm().set_profiler(nullptr);
+}
+
 }  // namespace zt

@@ -58,6 +58,9 @@ struct TrainerState {
 
   // `config` must outlive the state (the Trainer owns both).
   TrainerState(const RunConfig& config, std::string run_dir, Communicator& comm, MemoryTracker& tracker, bool resuming);
+  ~TrainerState();
+  TrainerState(const TrainerState&) = delete;
+  TrainerState& operator=(const TrainerState&) = delete;
 
   void log(const nlohmann::json& record) {
     if (metrics) metrics->write(record);

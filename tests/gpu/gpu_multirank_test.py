@@ -35,6 +35,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 from check_report import Checks  # noqa: E402
 from cuda_presence import require_cuda_device  # noqa: E402
+from run_dir_util import run_result  # noqa: E402
 
 CONFIG = {
     "model": {"n_layer": 2, "n_head": 2, "n_embd": 64, "block_size": 32, "vocab_size": 96},
@@ -83,16 +84,8 @@ class Harness:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
         if p.returncode != 0:
             return {"error": f"exit {p.returncode}: {(p.stdout + p.stderr)[-1500:]}", "command": " ".join(cmd)}
-        with open(os.path.join(run_dir, "metrics.jsonl")) as f:
-            records = [json.loads(line) for line in f]
-        with open(os.path.join(run_dir, "final.safetensors"), "rb") as f:
-            blob = f.read()
-        n = int.from_bytes(blob[:8], "little")
-        return {"loss": [r["loss"] for r in records if r["type"] == "train"],
-                "norm": [r["grad_norm"] for r in records if r["type"] == "train"],
-                "weights": blob[8 + n:], "memory": next((r for r in records if r["type"] == "memory"), None),
-                "header": next((l for l in p.stdout.splitlines() if l.startswith("ZeRO stage")), ""),
-                "run_dir": run_dir}
+        header = next((l for l in p.stdout.splitlines() if l.startswith("ZeRO stage")), "")
+        return {**run_result(run_dir), "header": header}
 
 
 def rel_loss_diff(a, b):

@@ -127,12 +127,18 @@ TEST(OpProfiler, OpsAreTimedOnlyInsideAStepOfAContextThatCarriesTheProfiler) {
 // [Note: exposed communication], worked by hand: ops at [0, 2], [1, 3] (overlapping: one interval
 // [0, 3]) and [5, 6]; collectives at [2.5, 5.5] (0.5 under the first ops, 0.5 under the last, 2
 // exposed), [7, 8] (all exposed) and [0.5, 1] (all hidden).
+// Collectives in flight together (MPI's) count once: [4, 7] and [6.5, 7.5] are busy over [4, 7.5].
 TEST(OpProfiler, CommunicationIsSetAgainstTheUnionOfTheOps) {
   using I = OpProfiler::Interval;
   const OpProfiler::CommTotals t = OpProfiler::overlap({{5, 6}, {0, 2}, {1, 3}}, {{2.5, 5.5}, {7, 8}, {0.5, 1}});
   EXPECT_EQ(t.calls, 3);
   EXPECT_DOUBLE_EQ(t.total_ms, 3.0 + 1.0 + 0.5);
+  EXPECT_DOUBLE_EQ(t.busy_ms, t.total_ms);
   EXPECT_DOUBLE_EQ(t.overlapped_ms, 0.5 + 0.5 + 0.5);
+  const OpProfiler::CommTotals together = OpProfiler::overlap({{5, 6}}, {{4, 7}, {6.5, 7.5}});
+  EXPECT_DOUBLE_EQ(together.total_ms, 3.0 + 1.0);
+  EXPECT_DOUBLE_EQ(together.busy_ms, 3.5) << "the union of the spans";
+  EXPECT_DOUBLE_EQ(together.overlapped_ms, 1.0) << "exposed 2.5, not 3.0";
   const OpProfiler::CommTotals none = OpProfiler::overlap({}, {I{1, 2}});
   EXPECT_DOUBLE_EQ(none.overlapped_ms, 0.0) << "no op ran: all exposed";
 }

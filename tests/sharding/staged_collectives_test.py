@@ -23,6 +23,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from check_report import Checks  # noqa: E402
+from run_dir_util import run_result  # noqa: E402
 
 CONFIG = {
     "model": {"n_layer": 2, "n_head": 2, "n_embd": 32, "block_size": 32, "vocab_size": 300},
@@ -54,15 +55,7 @@ def train(launcher, binary, work, name, ranks, staged, *overrides):
         check(False, f"{name}: exit {p.returncode}")
         return None
     header = next((l for l in p.stdout.splitlines() if l.startswith("ZeRO stage")), "")
-    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
-        records = [json.loads(line) for line in f]
-    with open(os.path.join(run_dir, "final.safetensors"), "rb") as f:
-        blob = f.read()
-    n = int.from_bytes(blob[:8], "little")
-    return {"loss": [r["loss"] for r in records if r["type"] == "train"],
-            "norm": [r["grad_norm"] for r in records if r["type"] == "train"],
-            "weights": blob[8 + n:], "memory": next((r for r in records if r["type"] == "memory"), None),
-            "header": header, "run_dir": run_dir}
+    return {**run_result(run_dir), "header": header}
 
 
 def same_bits(a, b):

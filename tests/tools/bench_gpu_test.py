@@ -32,6 +32,7 @@ class FakeEngine:
         self.fail_start, self.interrupt_at, self.rounds = fail_start, interrupt_at, 0
 
     def start(self, ctx):
+        self.order.append(f"start {self.name}")
         if self.fail_start:
             raise bench_gpu.EngineError("torch.compile failed")
 
@@ -65,7 +66,11 @@ def check_interleaving_and_partial_reports(checks):
             with open(out) as f:
                 report = json.load(f)
             expected = ["zerotrain-s0", "pytorch", "llmc", "zerotrain-s3"] * 2
-            checks.check(order == expected, f"the engines run interleaved, round after round ({order})")
+            starts = [e for e in order if e.startswith("start ")]
+            blocks = [e for e in order if not e.startswith("start ")]
+            checks.check(blocks == expected, f"the engines run interleaved, round after round ({blocks})")
+            checks.check(order[:4] == ["start zerotrain-s0", "zerotrain-s0", "start pytorch", "pytorch"] and
+                         len(starts) == 5, f"each engine starts just before its first block, once ({order[:8]})")
             rows = {r["name"]: r for r in report["rows"]}
             checks.check(report["complete"] and "error" in rows["pytorch-max-autotune-cudnn"] and
                          all("tokens_per_s" in rows[n] for n in expected[:4]),
@@ -142,8 +147,9 @@ def check_real_plumbing(checks, zerotrain, work):
 
 def check_llama_plumbing(checks, zerotrain, work):
     """tools/bench_llama_gpu.py without a GPU: the micro-batch it picks is the largest whose stage-3
-    prediction fits 85% of the memory offered, zerotrain and the FSDP2 worker's stand-in (its
-    modules unwrapped on the CPU) run interleaved, and the ratio is reported."""
+    prediction fits 85% of the memory offered less the idle FSDP2 worker's 16 bytes a parameter,
+    zerotrain and the FSDP2 worker's stand-in (its modules unwrapped on the CPU) run interleaved,
+    and the ratio is reported."""
     small = ["device=cpu", "precision.matmul=fp32", "model.n_layer=1", "model.n_embd=64", "model.n_head=4",
              "model.n_kv_head=2", "model.intermediate_size=128", "model.vocab_size=256", "model.block_size=32",
              "train.num_threads=1"]
@@ -164,7 +170,8 @@ def check_llama_plumbing(checks, zerotrain, work):
                  "zerotrain_over_fsdp2_tokens_per_s" in report["ratios"],
                  f"zerotrain and the FSDP2 worker both measured, the ratio reported ({report['ratios']})")
     predicted = report["predicted_stage3_bytes_by_batch"]
-    offer = (predicted["8"] + predicted["12"]) / 2 / 0.85  # between B 8's prediction and B 12's
+    # Free memory whose offer falls between B 8's prediction and B 12's.
+    offer = ((predicted["8"] + predicted["12"]) / 2 + 16 * report["params"]) / 0.85
     p = subprocess.run([a if a != "1e12" else str(offer) for a in cmd] + ["--rounds", "1"], capture_output=True,
                        text=True, timeout=600)
     with open(out) as f:

@@ -312,15 +312,20 @@ def write_report(out, meta, rows, complete):
     os.replace(out + ".tmp", out)
 
 
+def print_rows(rows, width=56):
+    """One line per engine: ms/step, tokens/s and MFU, or why it failed."""
+    print(f"{'engine':{width}s} {'ms/step':>9s} {'tokens/s':>10s} {'MFU':>6s}")
+    for r in rows:
+        if "tokens_per_s" not in r:
+            print(f"{r['label']:{width}s} {'FAILED':>9s}  {r.get('error', '')[:80]}")
+            continue
+        print(f"{r['label']:{width}s} {r['ms_per_step']:9.1f} {r['tokens_per_s']:10.0f} {100 * r['mfu']:5.1f}%")
+
+
 def print_table(args, name, rows):
     print(f"\nGPT-2 124M, B={args.batch}, T={T}, bf16, {args.rounds} interleaved rounds of {args.steps} timed steps "
           f"after {args.warmup}, on {name}")
-    print(f"{'engine':56s} {'ms/step':>9s} {'tokens/s':>10s} {'MFU':>6s}")
-    for r in rows:
-        if "tokens_per_s" not in r:
-            print(f"{r['label']:56s} {'FAILED':>9s}  {r.get('error', '')[:60]}")
-            continue
-        print(f"{r['label']:56s} {r['ms_per_step']:9.1f} {r['tokens_per_s']:10.0f} {100 * r['mfu']:5.1f}%")
+    print_rows(rows)
     for k, v in ratios_of(rows).items():
         print(f"{k}: {v:.3f}" if isinstance(v, float) else f"{k}: {v}")
     for r in rows:

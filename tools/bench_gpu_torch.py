@@ -33,7 +33,24 @@ def attention_context(sdpa):
     return contextlib.nullcontext()
 
 
-class Trainer:
+class Worker:
+    """What both PyTorch anchors share: AdamW over decay groups (2-D tensors decay), the token
+    generator, and a device sync. A subclass sets self.a, self.dev and self.model first."""
+
+    def finish_setup(self, lr):
+        decay = [p for p in self.model.parameters() if p.dim() >= 2]
+        no_decay = [p for p in self.model.parameters() if p.dim() < 2]
+        fused = {"fused": True} if self.a.device == "cuda" else {}  # the harness's CPU test may have an older torch
+        self.opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
+                                     lr=lr, betas=(0.9, 0.95), eps=1e-8, **fused)
+        self.gen = torch.Generator(device=self.dev).manual_seed(1)
+
+    def sync(self):
+        if self.a.device == "cuda":
+            torch.cuda.synchronize()
+
+
+class Trainer(Worker):
     def __init__(self, a):
         torch.manual_seed(1337)
         torch.backends.cuda.matmul.allow_tf32 = True
@@ -45,22 +62,13 @@ class Trainer:
         self.sdpa_available = hasattr(torch.nn.functional, "scaled_dot_product_attention")
         self.model = Gpt(a.n_layer, a.n_head, a.n_embd, a.seq_len, a.vocab, flash=self.sdpa_available).to(self.dev)
         self.params = sum(p.numel() for p in self.model.parameters())
-        decay = [p for p in self.model.parameters() if p.dim() >= 2]
-        no_decay = [p for p in self.model.parameters() if p.dim() < 2]
-        fused = {"fused": True} if a.device == "cuda" else {}  # the harness's CPU test may have an older torch
-        self.opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
-                                     lr=6e-4, betas=(0.9, 0.95), eps=1e-8, **fused)
         if a.compile == "none":
             self.step_model = self.model
         elif a.compile == "default":
             self.step_model = torch.compile(self.model)
         else:
             self.step_model = torch.compile(self.model, mode=a.compile)
-        self.gen = torch.Generator(device=self.dev).manual_seed(1)
-
-    def sync(self):
-        if self.a.device == "cuda":
-            torch.cuda.synchronize()
+        self.finish_setup(lr=6e-4)
 
     def steps(self, n):
         def loss_of(idx):

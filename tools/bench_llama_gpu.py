@@ -162,12 +162,7 @@ def main(argv=None):
     ratios = save(complete=True)
     print(f"\nLlama 3.2 1B shape, B={args.batch}, T={args.seq_len}, bf16, {args.rounds} interleaved rounds of "
           f"{args.steps} timed steps after {args.warmup}, on {name}")
-    print(f"{'engine':72s} {'ms/step':>9s} {'tokens/s':>10s} {'MFU':>6s}")
-    for r in rows:
-        if "tokens_per_s" not in r:
-            print(f"{r['label']:72s} {'FAILED':>9s}  {r.get('error', '')[:80]}")
-        else:
-            print(f"{r['label']:72s} {r['ms_per_step']:9.1f} {r['tokens_per_s']:10.0f} {100 * r['mfu']:5.1f}%")
+    bench_gpu.print_rows(rows, width=72)
     for k, v in ratios.items():
         print(f"{k}: {v:.3f} (target {TARGET})")
     print(f"wrote {out}")

@@ -105,7 +105,7 @@ def wrap_fsdp2(model, compile_layers):
     return model
 
 
-class Trainer:
+class Trainer(bench_gpu_torch.Worker):
     def __init__(self, a):
         torch.manual_seed(1337)
         self.a = a
@@ -124,16 +124,7 @@ class Trainer:
             self.model = torch.compile(model) if a.compile != "none" else model
         else:
             self.model = wrap_fsdp2(model, a.compile != "none")
-        decay = [p for p in self.model.parameters() if p.dim() >= 2]
-        no_decay = [p for p in self.model.parameters() if p.dim() < 2]
-        fused = {"fused": True} if a.device == "cuda" else {}
-        self.opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
-                                     lr=3e-4, betas=(0.9, 0.95), eps=1e-8, **fused)
-        self.gen = torch.Generator(device=self.dev).manual_seed(1)
-
-    def sync(self):
-        if self.a.device == "cuda":
-            torch.cuda.synchronize()
+        self.finish_setup(lr=3e-4)
 
     def steps(self, n):
         def loss_of(idx):

@@ -85,7 +85,6 @@ class OpProfiler {
   void comm_stop(std::size_t start_event, void* cuda_stream);
   // The host clock's span of a collective (MPI's progress thread); ignored outside a step.
   void add_comm_span(std::chrono::steady_clock::time_point begin, std::chrono::steady_clock::time_point end);
-  bool timing_comm() const { return in_step_.load(std::memory_order_acquire); }
   const CommTotals& comm_totals() const { return comm_; }
 
   // ---- totals ----

@@ -387,6 +387,18 @@ class Context:
     def __init__(self, args, work, data_dir):
         self.args, self.work, self.data_dir = args, work, data_dir
 
+    @staticmethod
+    def make(args, work, vocab, magic=LLMC_MAGIC, version=LLMC_VERSION, dtype=np.uint16):
+        """In `work`: random train and val token files of `vocab` (the engines' shared data) and a
+        folder for the runs."""
+        data_dir, runs = os.path.join(work, "data"), os.path.join(work, "runs")
+        os.makedirs(data_dir)
+        os.makedirs(runs)
+        rng = np.random.default_rng(0)
+        for name, n in (("train.bin", 4_000_000), ("val.bin", 200_000)):
+            write_llmc_tokens(os.path.join(data_dir, name), rng.integers(0, vocab, n), magic, version, dtype)
+        return Context(args, runs, data_dir)
+
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -424,14 +436,7 @@ def main(argv=None):
     chosen = [engines[e] for e in args.engines]
     rows = [{"name": e.name, "label": e.label, "rounds": []} for e in chosen]
     with tempfile.TemporaryDirectory() as work:
-        data_dir = os.path.join(work, "data")
-        os.makedirs(data_dir)
-        rng = np.random.default_rng(0)
-        write_llmc_tokens(os.path.join(data_dir, "train.bin"), rng.integers(0, VOCAB, 4_000_000))
-        write_llmc_tokens(os.path.join(data_dir, "val.bin"), rng.integers(0, VOCAB, 200_000))
-        runs = os.path.join(work, "runs")
-        os.makedirs(runs)
-        ctx = Context(args, runs, data_dir)
+        ctx = Context.make(args, work, VOCAB)
         interleave(chosen, rows, ctx, args.batch * T, flops_tok, lambda: write_report(out, meta, rows, complete=False))
         if not args.no_profile:
             for engine, row in zip(chosen, rows):

@@ -147,16 +147,7 @@ def main(argv=None):
         return ratios
 
     with tempfile.TemporaryDirectory() as work:
-        data_dir = os.path.join(work, "data")
-        os.makedirs(data_dir)
-        rng = np.random.default_rng(0)
-        vocab = model["vocab_size"]
-        for name, n in (("train.bin", 4_000_000), ("val.bin", 200_000)):
-            bench_gpu.write_llmc_tokens(os.path.join(data_dir, name), rng.integers(0, vocab, n), LLAMA3_MAGIC,
-                                        LLAMA3_VERSION, np.uint32)
-        runs = os.path.join(work, "runs")
-        os.makedirs(runs)
-        ctx = bench_gpu.Context(args, runs, data_dir)
+        ctx = bench_gpu.Context.make(args, work, model["vocab_size"], LLAMA3_MAGIC, LLAMA3_VERSION, np.uint32)
         bench_gpu.interleave(chosen, rows, ctx, tokens_per_step, flops_tok, save)
     meta["gpu_state_at_end"] = gpu_state()
     ratios = save(complete=True)

@@ -207,7 +207,7 @@ for p in "${phases[@]}"; do
       # Without the NCCL cases: they hold streams and wait on peers, slow under memcheck.
       step "compute-sanitizer memcheck" 150 "$sanitizer" --tool memcheck --error-exitcode 1 \
         build-gpu/tests/zt_gpu_tests --gtest_brief=1 --gtest_filter=-NcclOneRank.* >>"$log" 2>&1
-      tail -2 "$log" | sed 's/^/    /' >>"$summary"
+      grep "ERROR SUMMARY" "$log" | tail -1 | sed 's/^/    /' >>"$summary"
       ;;
     multirank)
       if [ -z "${ZT_SESSION_MPIRUN:-}" ]; then

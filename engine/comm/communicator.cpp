@@ -91,16 +91,10 @@ bool Work::test() {
 }
 
 void Communicator::hold_until(std::function<bool()> ready) {
-  const auto start = std::chrono::steady_clock::now();
-  int spins = 0;
-  while (!ready()) {
-    const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (waited > options_.timeout_s) {
-      throw_runtime_error("{} communicator: a collective's operands did not reach host memory within {:.0f} s at {}",
-                          backend_name(), options_.timeout_s, context_);
-    }
-    if (++spins > 1000) std::this_thread::sleep_for(std::chrono::microseconds(50));
-  }
+  Work(std::move(ready),
+       fmt::format("{} communicator: the copies of a collective's operands to host memory", backend_name()),
+       options_.timeout_s, &context_)
+      .wait();
 }
 
 bool launched_by_mpi() {

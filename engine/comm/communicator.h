@@ -78,7 +78,7 @@ class Communicator {
   // Collectives started after this call are handed to the wire only once `ready` returns true:
   // StagedCommunicator's operands land in host memory by asynchronous copies, and a backend with a
   // progress thread (MPI) polls `ready` there, in its posting order, so the caller never blocks.
-  // The default polls here, giving up after options().timeout_s. `ready` may throw (a device error).
+  // The default waits here (Work::wait, within options().timeout_s). `ready` may throw (a device error).
   virtual void hold_until(std::function<bool()> ready);
   // What a collective past its timeout does before its Work throws: a backend whose peers may be
   // blocked in it (MPI) prints the message and ends the whole job. The default does nothing.

@@ -19,6 +19,12 @@ struct HostStagingDevice::CopyQueue {
   std::deque<std::pair<TensorView, TensorView>> pending;  // (dst, src)
   std::int64_t queued = 0, done = 0;
 
+  // The point after every copy queued so far.
+  std::int64_t end() {
+    const std::lock_guard<std::mutex> lock(mutex);
+    return queued;
+  }
+
   void run_until(std::int64_t point) {
     const std::lock_guard<std::mutex> lock(mutex);
     for (; done < point; ++done) {
@@ -63,27 +69,13 @@ void HostStagingDevice::copy(TensorView dst, TensorView src) {
 }
 
 std::shared_ptr<StagingFence> HostStagingDevice::fence() {
-  std::int64_t point = 0;
-  {
-    const std::lock_guard<std::mutex> lock(queue_->mutex);
-    point = queue_->queued;
-  }
+  const std::int64_t point = queue_->end();
   std::shared_ptr<CopyQueue> queue = queue_;
   return std::make_shared<DelayedFence>([queue, point] { queue->run_until(point); }, delay_polls_);
 }
 
-void HostStagingDevice::compute_follows_copies() {
-  std::int64_t point = 0;
-  {
-    const std::lock_guard<std::mutex> lock(queue_->mutex);
-    point = queue_->queued;
-  }
-  queue_->run_until(point);
-}
+void HostStagingDevice::compute_follows_copies() { queue_->run_until(queue_->end()); }
 
-std::int64_t HostStagingDevice::copies() const {
-  const std::lock_guard<std::mutex> lock(queue_->mutex);
-  return queue_->queued;
-}
+std::int64_t HostStagingDevice::copies() const { return queue_->end(); }
 
 }  // namespace zt

@@ -108,7 +108,7 @@ void MpiCommunicator::hold_until(std::function<bool()> ready) {
 }
 
 Work MpiCommunicator::launch(CommWorker::Operation op, std::shared_ptr<void> staging, std::string description) {
-  if (profiler_ != nullptr && profiler_->timing_comm()) {
+  if (profiler_ != nullptr && profiler_->in_step()) {
     // The collective's span on the host, from its first post to its completion (log.profile_ops).
     OpProfiler* profiler = profiler_;
     auto begin = std::make_shared<std::chrono::steady_clock::time_point>();

@@ -8,12 +8,6 @@
 
 namespace zt {
 
-namespace {
-
-constexpr std::int64_t kLossAllReduceElements = 2;  // Trainer's all_reduce_loss_and_stop
-
-}  // namespace
-
 StageMemory predict_run_memory(const RunConfig& config, int stage, int world_size, const ShardingOptions& options) {
   const ModelSpec spec = config.model_spec();
   const ModelFootprint footprint = predict_footprint(spec, config.model_build(), config.param_dtype, config.device);
@@ -29,7 +23,7 @@ StageMemory predict_run_memory(const RunConfig& config, int stage, int world_siz
   // nothing, but is the comm_buffers peak where the store stages nothing of its own (fp32 units on
   // NCCL at stages 0-1, or a StagedCommunicator, whose staging is tracked apart).
   m[MemCategory::kCommBuffers] = std::max(
-      m[MemCategory::kCommBuffers], host_all_reduce_staging_bytes(kLossAllReduceElements, world_size, o.deterministic));
+      m[MemCategory::kCommBuffers], host_all_reduce_staging_bytes(kLossAndStopElements, world_size, o.deterministic));
   return m;
 }
 

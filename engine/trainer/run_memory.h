@@ -9,6 +9,10 @@
 
 namespace zt {
 
+// Elements of the trainer's own step collective on the host communicator: the loss and the stop
+// vote (Trainer's all_reduce_loss_and_stop), whose staging the prediction counts.
+constexpr std::int64_t kLossAndStopElements = 2;
+
 // The config's model, micro_batch, seq_len, checkpointing, dtypes, device and zero options, at
 // `stage` on `world_size` ranks. The communicator's staging follows the trainer's choice
 // (store_comm_choice), and train.deterministic adds to options.deterministic.

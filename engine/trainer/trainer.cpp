@@ -18,6 +18,7 @@
 #include "engine/trainer/grad_clip.h"
 #include "engine/trainer/memory_check.h"
 #include "engine/trainer/run_checkpoints.h"
+#include "engine/trainer/run_memory.h"
 #include "engine/trainer/run_report.h"
 #include "engine/trainer/start_checks.h"
 #include "engine/trainer/trainer_state.h"
@@ -45,8 +46,9 @@ struct AgreedLoss {
 // The step boundary's agreement rides on the loss all-reduce: element 1 is above 0 when any rank
 // has a stop request (engine/launch/signals.h).
 AgreedLoss all_reduce_loss_and_stop(Communicator& comm, double rank_loss) {
-  float loss_and_stop[2] = {static_cast<float>(rank_loss), stop_signal() != 0 ? 1.0f : 0.0f};
-  comm.all_reduce(TensorView{loss_and_stop, DType::kF32, Device::kCPU, Shape{2}}, ReduceOp::kAvg).wait();
+  float loss_and_stop[kLossAndStopElements] = {static_cast<float>(rank_loss), stop_signal() != 0 ? 1.0f : 0.0f};
+  comm.all_reduce(TensorView{loss_and_stop, DType::kF32, Device::kCPU, Shape{kLossAndStopElements}}, ReduceOp::kAvg)
+      .wait();
   return {loss_and_stop[0], loss_and_stop[1] > 0.0f};
 }
 

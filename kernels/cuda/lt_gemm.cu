@@ -50,20 +50,24 @@ struct LtDescriptors {
 constexpr int kCandidates = 8;
 constexpr int kTimedRuns = 3;
 
+// The product g with `algo`, queued on ctx's stream.
+cublasStatus_t matmul(const ExecContext& ctx, const LtGemm& g, const LtDescriptors& desc,
+                      const cublasLtMatmulAlgo_t& algo, std::size_t ws_bytes) {
+  KernelResources& res = detail::resources_of(ctx);
+  return cublasLtMatmul(res.cublaslt(), desc.op, &g.alpha, g.A, desc.a, g.B, desc.b, &g.beta, g.D, desc.d, g.D, desc.d,
+                        &algo, res.cublas_workspace(), ws_bytes, detail::stream_of(ctx));
+}
+
 // The index of the fastest of `found` candidate algorithms for this call, timed on its operands.
 int fastest_algorithm(const ExecContext& ctx, const LtGemm& g, const LtDescriptors& desc,
                       const cublasLtMatmulHeuristicResult_t* candidates, int found, std::size_t ws_bytes) {
-  KernelResources& res = detail::resources_of(ctx);
   const cudaStream_t stream = detail::stream_of(ctx);
   cuda::CudaEvent start(/*timing=*/true), stop(/*timing=*/true);
   int best = 0;
   float best_ms = -1.0f;
   for (int i = 0; i < found; ++i) {
     if (candidates[i].state != CUBLAS_STATUS_SUCCESS) continue;
-    auto run = [&] {
-      return cublasLtMatmul(res.cublaslt(), desc.op, &g.alpha, g.A, desc.a, g.B, desc.b, &g.beta, g.D, desc.d, g.D,
-                            desc.d, &candidates[i].algo, res.cublas_workspace(), ws_bytes, stream);
-    };
+    auto run = [&] { return matmul(ctx, g, desc, candidates[i].algo, ws_bytes); };
     if (run() != CUBLAS_STATUS_SUCCESS) continue;  // a candidate that refuses these operands
     float ms = -1.0f;
     for (int r = 0; r < kTimedRuns; ++r) {
@@ -86,7 +90,6 @@ int fastest_algorithm(const ExecContext& ctx, const LtGemm& g, const LtDescripto
 
 void run_gemm(const ExecContext& ctx, const LtGemm& g) {
   KernelResources& res = detail::resources_of(ctx);
-  const cudaStream_t stream = detail::stream_of(ctx);
   const bool fp32 = g.ab_type == CUDA_R_32F;
   const cublasComputeType_t compute = fp32 && res.fp32_matmuls == MatmulPrecision::kTf32
                                           ? CUBLAS_COMPUTE_32F_FAST_TF32
@@ -192,8 +195,7 @@ void run_gemm(const ExecContext& ctx, const LtGemm& g) {
     const int chosen = found > 1 ? fastest_algorithm(ctx, g, desc, candidates.data(), found, ws_bytes) : 0;
     cached = res.gemm_algorithms().emplace(key, candidates[static_cast<std::size_t>(chosen)].algo).first;
   }
-  ZT_CUDA_CHECK(cublasLtMatmul(res.cublaslt(), desc.op, &g.alpha, g.A, desc.a, g.B, desc.b, &g.beta, g.D, desc.d, g.D,
-                               desc.d, &cached->second, res.cublas_workspace(), ws_bytes, stream));
+  ZT_CUDA_CHECK(matmul(ctx, g, desc, cached->second, ws_bytes));
 }
 
 }  // namespace zt::cuda::detail

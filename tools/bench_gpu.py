@@ -323,7 +323,7 @@ def print_rows(rows, width=56):
 
 
 def print_table(args, name, rows):
-    print(f"\nGPT-2 124M, B={args.batch}, T={T}, bf16, {args.rounds} interleaved rounds of {args.steps} timed steps "
+    print(f"\nGPT-2 124M, B={args.batch}, T={T}, bf16, {args.rounds_run} interleaved rounds of {args.steps} timed steps "
           f"after {args.warmup}, on {name}")
     print_rows(rows)
     for k, v in ratios_of(rows).items():
@@ -351,11 +351,22 @@ def start(engine, row, ctx):
 def interleave(chosen, rows, ctx, tokens_per_step, flops_tok, save):
     """Runs ctx.args.rounds rounds of every engine in turn, each block's GPU state beside it, each
     engine started just before its first block (so one that compiles for minutes delays only the
-    engines after it); `save` after every block."""
+    engines after it); `save` after every block. With ctx.args.time_limit (seconds), a round starts
+    only when the one before it would fit in the time left, so a session's budget ends on a whole
+    table rather than a killed round. Returns the rounds run."""
     args = ctx.args
     started = [False] * len(chosen)
+    begin = time.monotonic()
+    rounds_run = 0
     try:
         for rnd in range(args.rounds):
+            limit = getattr(args, "time_limit", None)
+            if rnd > 0 and limit is not None:
+                last_round = (time.monotonic() - begin) / rnd  # round 0's engine starts counted in
+                if time.monotonic() - begin + last_round > limit:
+                    print(f"stopping after {rnd} of {args.rounds} rounds: another ({last_round:.0f} s) would pass "
+                          f"the {limit:.0f} s time limit", flush=True)
+                    break
             for i, (engine, row) in enumerate(zip(chosen, rows)):
                 if "error" in row and not row["rounds"]:
                     continue
@@ -378,9 +389,11 @@ def interleave(chosen, rows, ctx, tokens_per_step, flops_tok, save):
                 print(f"round {rnd + 1}/{args.rounds} {engine.label}: " +
                       (f"{entry['median_ms']:.1f} ms/step" if "median_ms" in entry else "FAILED"), flush=True)
                 save()
+            rounds_run = rnd + 1
     finally:
         for engine in chosen:
             engine.stop()
+    return rounds_run
 
 
 class Context:
@@ -411,6 +424,8 @@ def main(argv=None):
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--python", default=sys.executable, help="interpreter with torch for the PyTorch anchors")
     ap.add_argument("--no-profile", action="store_true", help="no separate per-op profile runs")
+    ap.add_argument("--time-limit", type=float, default=None,
+                    help="seconds: start another round only where the last one fits (a whole table in a budget)")
     ap.add_argument("--out", default=None)
     # For the harness's own tests on a machine without a GPU (tests/tools/bench_gpu_test.py).
     ap.add_argument("--zerotrain-set", dest="zerotrain_sets", action="append", default=[], help=argparse.SUPPRESS)
@@ -418,6 +433,8 @@ def main(argv=None):
     ap.add_argument("--fake-device", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     args.zerotrain_sets = dict(kv.split("=", 1) for kv in args.zerotrain_sets)
+    # Absolute: the engines run from their own folders (a relative --llmc was not found there).
+    args.zerotrain, args.llmc = os.path.abspath(args.zerotrain), args.llmc and os.path.abspath(args.llmc)
     engines = make_engines()
     unknown = [e for e in args.engines if e not in engines]
     if unknown:
@@ -437,8 +454,14 @@ def main(argv=None):
     rows = [{"name": e.name, "label": e.label, "rounds": []} for e in chosen]
     with tempfile.TemporaryDirectory() as work:
         ctx = Context.make(args, work, VOCAB)
-        interleave(chosen, rows, ctx, args.batch * T, flops_tok, lambda: write_report(out, meta, rows, complete=False))
-        if not args.no_profile:
+        began = time.monotonic()
+        args.rounds_run = meta["rounds_run"] = interleave(chosen, rows, ctx, args.batch * T, flops_tok,
+                                                          lambda: write_report(out, meta, rows, complete=False))
+        # The profiled runs (about one block each) only where the time limit leaves room for them.
+        room = args.time_limit is None or time.monotonic() - began < 0.8 * args.time_limit
+        if not args.no_profile and not room:
+            print("no per-op profile runs: the time limit is nearly spent", flush=True)
+        if not args.no_profile and room:
             for engine, row in zip(chosen, rows):
                 if isinstance(engine, Zerotrain) and engine.name in ("zerotrain-s0", "zerotrain-s3") and \
                         "tokens_per_s" in row:

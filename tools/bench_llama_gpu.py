@@ -80,6 +80,8 @@ def main(argv=None):
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--python", default=sys.executable, help="interpreter with torch for FSDP2")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--time-limit", type=float, default=None,
+                    help="seconds: start another round only where the last one fits (a whole table in a budget)")
     # The harness's own test without a GPU (tests/tools/bench_gpu_test.py).
     ap.add_argument("--zerotrain-set", dest="zerotrain_sets", action="append", default=[], help=argparse.SUPPRESS)
     ap.add_argument("--torch-arg", dest="torch_args", action="append", default=[], help=argparse.SUPPRESS)
@@ -87,6 +89,7 @@ def main(argv=None):
     ap.add_argument("--fake-free-bytes", type=float, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     args.zerotrain_sets = dict(kv.split("=", 1) for kv in args.zerotrain_sets)
+    args.zerotrain = os.path.abspath(args.zerotrain)  # the engines run from their own folders
     name, driver = (args.fake_device, "none") if args.fake_device else bench_gpu.device_facts()
     prediction_sets = {"device": "cuda", "zero.solo_path": "false", **args.zerotrain_sets}
     predicted = {}
@@ -148,10 +151,11 @@ def main(argv=None):
 
     with tempfile.TemporaryDirectory() as work:
         ctx = bench_gpu.Context.make(args, work, model["vocab_size"], LLAMA3_MAGIC, LLAMA3_VERSION, np.uint32)
-        bench_gpu.interleave(chosen, rows, ctx, tokens_per_step, flops_tok, save)
+        args.rounds_run = meta["rounds_run"] = bench_gpu.interleave(chosen, rows, ctx, tokens_per_step, flops_tok,
+                                                                    save)
     meta["gpu_state_at_end"] = gpu_state()
     ratios = save(complete=True)
-    print(f"\nLlama 3.2 1B shape, B={args.batch}, T={args.seq_len}, bf16, {args.rounds} interleaved rounds of "
+    print(f"\nLlama 3.2 1B shape, B={args.batch}, T={args.seq_len}, bf16, {args.rounds_run} interleaved rounds of "
           f"{args.steps} timed steps after {args.warmup}, on {name}")
     bench_gpu.print_rows(rows, width=72)
     for k, v in ratios.items():

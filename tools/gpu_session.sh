@@ -226,12 +226,14 @@ for p in "${phases[@]}"; do
       gpu_state "after zt_bench_kernels"
       for f in "$OUT"/gpu_kernels_*.json; do [ -f "$f" ] && python3 tools/gpu_state.py --into "$f" gpu_state_after; done
       step bench_gpu $((budget[$p] - 20)) env PYTHONUNBUFFERED=1 "$python" tools/bench_gpu.py --zerotrain build-gpu/zerotrain \
-        --llmc .gpu_build/train_gpt2cu --python "$python" --out "$OUT/gpu_bench_$slug.json" ${ZT_BENCH_ARGS:-} >>"$log" 2>&1
+        --llmc .gpu_build/train_gpt2cu --python "$python" --out "$OUT/gpu_bench_$slug.json" \
+        --time-limit $((phase_deadline - SECONDS - 30)) ${ZT_BENCH_ARGS:-} >>"$log" 2>&1
       sed -n '/^GPT-2 124M/,/^wrote/p' "$log" | sed 's/^/    /' >>"$summary"
       ;;
     llama)
       step bench_llama_gpu "${budget[$p]}" env PYTHONUNBUFFERED=1 "$python" tools/bench_llama_gpu.py \
-        --zerotrain build-gpu/zerotrain --python "$python" --out "$OUT/gpu_llama_bench_$slug.json" >>"$log" 2>&1
+        --zerotrain build-gpu/zerotrain --python "$python" --out "$OUT/gpu_llama_bench_$slug.json" \
+        --time-limit $((phase_deadline - SECONDS - 15)) >>"$log" 2>&1
       sed -n '/^Llama/,/^wrote/p' "$log" | sed 's/^/    /' >>"$summary"
       ;;
     shakespeare)

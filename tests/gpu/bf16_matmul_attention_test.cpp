@@ -367,8 +367,7 @@ TEST_F(CudaBf16MatmulAttention, CudnnGroupedQueryAttentionMatchesTheFlashKernels
     const std::int64_t C = s.NH * s.hs, W = (s.NH + 2 * s.NKV) * s.hs;
     const Shape sq{s.B, s.T, W}, so{s.B, s.T, C}, sl{s.B, s.NH, s.T};
     const int nh = static_cast<int>(s.NH), nkv = static_cast<int>(s.NKV);
-    Buffer gqkv = upload_as(DType::kBF16, rng.normal(sq.numel())),
-           gdout = upload_as(DType::kBF16, rng.normal(so.numel()));
+    Buffer gqkv = upload_bf16(rng.normal(sq.numel())), gdout = upload_bf16(rng.normal(so.numel()));
     Buffer go = poisoned(DType::kBF16, so.numel()), glse = poisoned(DType::kF32, sl.numel()),
            gdq = poisoned(DType::kBF16, sq.numel());
     std::string why;

@@ -4,12 +4,14 @@
 // fails to write shows up as a NaN in the comparison; views at an element offset (misaligned).
 #pragma once
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <cstring>
 #include <initializer_list>
 #include <memory>
+#include <stdexcept>
 #include <vector>
 
 #include "engine/core/bf16.h"
@@ -55,6 +57,11 @@ class GpuKernelTest : public ::testing::Test {
   // A device buffer of `dtype` holding the bytes of `values` (T is the host storage type).
   template <typename T>
   Buffer upload_as(DType dtype, const std::vector<T>& values) {
+    // fp32 values passed as bf16 would travel as raw half-words (NaN patterns among them): refuse.
+    if (sizeof(T) != dtype_size_bytes(dtype)) {
+      throw std::invalid_argument(
+          fmt::format("upload_as: host elements of {} bytes for a {}-byte dtype", sizeof(T), dtype_size_bytes(dtype)));
+    }
     Buffer b(tracker_, MemCategory::kWorkspace, dtype, static_cast<std::int64_t>(values.size()), *allocator_,
              /*zero_fill=*/false);
     cuda::copy_async(b.view(), TensorView{const_cast<T*>(values.data()), dtype, Device::kCPU, b.view().shape},

@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 import numpy as np
 
@@ -27,9 +28,9 @@ from check_report import Checks  # noqa: E402
 class FakeEngine:
     """An engine that records when it runs; fails to start, or raises inside a round, on request."""
 
-    def __init__(self, name, ms, order, fail_start=False, interrupt_at=None):
+    def __init__(self, name, ms, order, fail_start=False, interrupt_at=None, seconds=0.0):
         self.name, self.label, self.ms, self.order = name, f"fake {name}", ms, order
-        self.fail_start, self.interrupt_at, self.rounds = fail_start, interrupt_at, 0
+        self.fail_start, self.interrupt_at, self.rounds, self.seconds = fail_start, interrupt_at, 0, seconds
 
     def start(self, ctx):
         self.order.append(f"start {self.name}")
@@ -41,6 +42,7 @@ class FakeEngine:
         if self.interrupt_at == self.rounds:
             raise KeyboardInterrupt  # the device call's time limit
         self.order.append(self.name)
+        time.sleep(self.seconds)
         return {"step_ms": [self.ms] * steps, "losses": [1.0] * (warmup + steps)}
 
     def stop(self):
@@ -100,6 +102,17 @@ def check_interleaving_and_partial_reports(checks):
                          all(len(r["rounds"]) == 1 and "tokens_per_s" in r for r in report["rows"]) and
                          "stage0_over_best_pytorch_tokens_per_s" in report["ratios"],
                          "a call cut short in round 2 leaves round 1's figures and ratios on disk")
+            # A time limit: round 1 (two blocks of 0.1 s) leaves too little of 0.3 s for another.
+            timed = {e.name: e for e in [FakeEngine("zerotrain-s0", 100.0, order, seconds=0.1),
+                                         FakeEngine("pytorch", 110.0, order, seconds=0.1)]}
+            bench_gpu.make_engines = lambda: timed
+            bench_gpu.main(["--fake-device", "Fake GPU", "--rounds", "3", "--steps", "3", "--warmup", "1",
+                            "--time-limit", "0.3", "--out", out, "--engines", "zerotrain-s0", "pytorch"])
+            with open(out) as f:
+                report = json.load(f)
+            checks.check(report["complete"] and report["rounds_run"] == 1 and
+                         all(len(r["rounds"]) == 1 and "tokens_per_s" in r for r in report["rows"]),
+                         f"a time limit ends on whole rounds (rounds run {report.get('rounds_run')})")
     finally:
         bench_gpu.make_engines = real
 
@@ -122,12 +135,13 @@ def check_real_plumbing(checks, zerotrain, work):
              "--zerotrain-set", "train.global_batch_tokens=64", "--zerotrain-set", "train.num_threads=1"]
     torch_small = ["--torch-arg=--device=cpu", "--torch-arg=--n-layer=1", "--torch-arg=--n-embd=32",
                    "--torch-arg=--n-head=2", "--torch-arg=--seq-len=32"]
+    # --llmc relative to the caller's folder, as tools/gpu_session.sh passes it: the engine runs elsewhere.
     p = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "bench_gpu.py"), "--zerotrain", zerotrain,
-                        "--llmc", llmc, "--python", "/usr/bin/python3", "--fake-device", "Fake GPU",
+                        "--llmc", os.path.basename(llmc), "--python", "/usr/bin/python3", "--fake-device", "Fake GPU",
                         "--batch", "2", "--rounds", "2", "--steps", "2", "--warmup", "1", "--out", out,
                         "--engines", "zerotrain-s0", "pytorch", "llmc", "zerotrain-s3", *small,
                         *[a.replace("--torch-arg=", "--torch-arg=") for a in torch_small],
-                        "--torch-arg=--compile=none"], capture_output=True, text=True, timeout=900)
+                        "--torch-arg=--compile=none"], capture_output=True, text=True, timeout=900, cwd=work)
     if not checks.check(p.returncode == 0, f"bench_gpu runs its real engines end to end "
                                            f"(exit {p.returncode}: {(p.stdout + p.stderr)[-1500:]})"):
         return

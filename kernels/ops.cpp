@@ -288,18 +288,15 @@ void gelu_backward(const ExecContext& ctx, TensorView dinp, TensorView inp, Tens
   return ZT_OP(gelu_backward, ctx, dinp, inp, dout);
 }
 
+#ifdef ZT_HAVE_CUDA
 namespace {
 // cuBLASLt's GELU epilogues under precision.gelu_epilogue, for widths they take (a multiple of 8).
 bool gelu_in_epilogue(const ExecContext& ctx, TensorView gelu_pre) {
-#ifdef ZT_HAVE_CUDA
   return on_cuda(ctx) && ctx.cuda_resources->gelu_epilogue && gelu_pre.shape.ndim() > 0 &&
          gelu_pre.shape[gelu_pre.shape.ndim() - 1] % 8 == 0;
-#else
-  (void)ctx, (void)gelu_pre;
-  return false;
-#endif
 }
 }  // namespace
+#endif
 
 void matmul_gelu_forward(const ExecContext& ctx, TensorView out, TensorView gelu_pre, TensorView inp, TensorView weight,
                          WeightLayout layout, TensorView bias) {

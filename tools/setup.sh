@@ -2,19 +2,34 @@
 # Installs what zerotrain needs from Debian's packages, and only what is missing (idempotent).
 # Runs apt-get directly as root, through sudo otherwise. The CUDA toolkit is expected under
 # /usr/local/cuda (the build works without it: the CUDA backend is then left out).
+#   tools/setup.sh          everything: the build, the tests and the tools (the test command)
+#   tools/setup.sh --main   only what building and running `zerotrain train` needs (the quickstart);
+#                           cuDNN's frontend headers too where the CUDA backend is built for it
+#                           (a GPU present, or ZT_CUDA=ON)
 set -euo pipefail
+
+mode=all
+case "${1:-}" in
+  --main) mode=main ;;
+  "") ;;
+  *) echo "usage: tools/setup.sh [--main]" >&2; exit 2 ;;
+esac
 
 packages=(
   build-essential cmake           # compiler and build system
   nlohmann-json3-dev libfmt-dev   # config/headers, formatting
-  googletest libgtest-dev         # unit tests
   libopenblas-dev libopenblas0-openmp  # CPU matrix products (OpenMP build shares our thread pool)
-  python3-torch python3-numpy     # numerical reference for the parity tests (/usr/bin/python3)
-  python3-matplotlib              # tools/plot_run.py loss curves
   libopenmpi-dev openmpi-bin      # CPU ranks as processes (mpirun)
   zlib1g-dev                      # crc32 checksums of checkpoint files
-  clang-format-14                 # the house style (.clang-format; tests/tools/format_check_test.py)
 )
+if [ "$mode" = all ]; then
+  packages+=(
+    googletest libgtest-dev         # unit tests
+    python3-torch python3-numpy     # numerical reference for the parity tests (/usr/bin/python3)
+    python3-matplotlib              # tools/plot_run.py loss curves, tools/memory_report.py's chart
+    clang-format-14                 # the house style (.clang-format; tests/tools/format_check_test.py)
+  )
+fi
 
 missing=()
 for p in "${packages[@]}"; do
@@ -30,6 +45,9 @@ cudnn_frontend_version=1.32.0
 cudnn_frontend_dir=$(cd "$(dirname "$0")/.." && pwd)/.deps/cudnn-frontend-$cudnn_frontend_version
 install_cudnn_frontend() {
   local nvcc
+  if [ "$mode" = main ] && [ "${ZT_CUDA:-}" != ON ] && ! "$(dirname "$0")/gpu_present.sh"; then
+    return 0  # the quickstart builds no CUDA backend here
+  fi
   nvcc=$(command -v nvcc || ls /usr/local/cuda/bin/nvcc 2>/dev/null || true)
   [ -n "$nvcc" ] && [ -f "$(dirname "$nvcc")/../include/cudnn.h" ] || return 0
   [ -f "$cudnn_frontend_dir/include/cudnn_frontend.h" ] && return 0

@@ -27,7 +27,9 @@ fs::path nearest_existing(fs::path p) {
 }  // namespace
 
 void check_before_training(const RunConfig& c, const std::string& run_dir, const data::Vocab* vocab) {
-  if (vocab != nullptr) {
+  // Only what the run will do: a run that samples nothing (log.sample_tokens = 0) never encodes
+  // its prompt, so the prompt is not checked.
+  if (vocab != nullptr && c.log.sample_tokens > 0) {
     try {
       (void)vocab->encode(c.log.sample_prompt);
     } catch (const InputError& e) {

@@ -131,6 +131,14 @@ def main():
           and not any(r["type"] == "train" for r in (records(run_f) if os.path.exists(
               os.path.join(run_f, "metrics.jsonl")) else [])),
           f"a prompt outside the vocabulary is refused before training ({lines[:1]})")
+    # ... but only where the run samples: with log.sample_tokens = 0 the prompt is never used.
+    run_g = os.path.join(work, "g")
+    p = run(binary, ["train", "--config", config_path, "--run-dir", run_g, "--set", "log.sample_prompt=~~",
+                     "--set", "log.sample_tokens=0", "--set", "log.sample_every=2", "--set", "train.max_steps=4"])
+    check(p.returncode == 0 and not any(r["type"] == "sample" for r in records(run_g)) and
+          any(r["type"] == "eval" for r in records(run_g)),
+          f"a run that samples nothing trains whatever its prompt, and writes no sample (exit {p.returncode}: "
+          f"{p.stderr.strip()[-300:]})")
     blocker = os.path.join(work, "a_file")
     open(blocker, "w").close()
     p = run(binary, ["train", "--config", config_path, "--run-dir", run_f,

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
@@ -79,6 +80,39 @@ int paper_table(const ArgParser& parser, int ranks, bool json) {
   return 0;
 }
 
+// --brief: what each stage saves, at a glance. The model states (the four categories ZeRO shards)
+// apart from what every stage keeps whole (activations, communication buffers, workspace).
+void brief_table(const RunConfig& cfg, const ParamTable& table, int ranks, const std::vector<StageMemory>& stages) {
+  const char* master = cfg.param_dtype == DType::kBF16 ? " with fp32 master weights" : "";
+  const double params = static_cast<double>(table.total_numel());
+  const std::string count =
+      params >= 1e9 ? fmt::format("{:.2f} B", params / 1e9) : fmt::format("{:.1f} M", params / 1e6);
+  fmt::print("{}: {}, {} parameters, {} weights{}, AdamW; {} ranks, micro_batch {} x {} on {}\n", cfg.source,
+             model_arch_name(cfg.arch), count, cfg.param_dtype == DType::kBF16 ? "bf16" : "fp32", master, ranks,
+             cfg.train.micro_batch, cfg.train.seq_len, device_name(cfg.device));
+  std::string head = fmt::format("{:<26}", "predicted bytes per rank");
+  for (int stage = 0; stage < kStages; ++stage) head += fmt::format("{:>12}", fmt::format("stage {}", stage));
+  fmt::print("{}\n", head);
+  auto row = [&](const char* name, auto text_of) {
+    std::string line = fmt::format("{:<26}", name);
+    for (const StageMemory& m : stages) line += fmt::format("{:>12}", text_of(m));
+    fmt::print("{}\n", line);
+  };
+  row("model states", [](const StageMemory& m) { return format_bytes(m.model_state_bytes()); });
+  row("activations and buffers",
+      [](const StageMemory& m) { return format_bytes(m.total_bytes() - m.model_state_bytes()); });
+  row("total", [](const StageMemory& m) { return format_bytes(m.total_bytes()); });
+  const StageMemory& s0 = stages.front();
+  row("model states vs stage 0", [&](const StageMemory& m) {
+    return fmt::format("{:.0f}%", 100.0 * static_cast<double>(m.model_state_bytes()) /
+                                      static_cast<double>(std::max<std::int64_t>(s0.model_state_bytes(), 1)));
+  });
+  row("total vs stage 0", [&](const StageMemory& m) {
+    return fmt::format("{:.0f}%", 100.0 * static_cast<double>(m.total_bytes()) /
+                                      static_cast<double>(std::max<std::int64_t>(s0.total_bytes(), 1)));
+  });
+}
+
 int config_table(const ArgParser& parser, int ranks, bool json) {
   // The prediction covers every stage, so the run's own stage is set aside. The device stays: it
   // decides the attention's activations (GPT: flash on CUDA, gpt::activation_dims).
@@ -109,6 +143,10 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
   const char* other_grad_dtype = cfg.zero.fp32_grad_shards ? "working" : "fp32";
   const ZeroOptions& z = cfg.zero;
 
+  if (parser.has("brief")) {
+    brief_table(cfg, table, ranks, stages);
+    return 0;
+  }
   if (json) {
     nlohmann::json out = nlohmann::json::array();
     for (int stage = 0; stage < kStages; ++stage) {
@@ -197,7 +235,8 @@ int memory_main(const std::vector<std::string>& args) {
       .value_flag("ranks", "N", "data-parallel ranks", true)
       .value_flag("k", "K", "with --params: optimizer bytes per parameter (default 12: fp32 master, m, v)")
       .value_flag("set", "SECTION.KEY=VALUE", "with --config: override a config key", false, true)
-      .bool_flag("json", "print the same as JSON");
+      .bool_flag("json", "print the same as JSON")
+      .bool_flag("brief", "with --config: model states, the rest and the total per stage, nothing else");
   if (!parser.parse(args)) {
     fmt::print("{}", parser.help_text());
     return 0;
@@ -210,6 +249,10 @@ int memory_main(const std::vector<std::string>& args) {
     if (paper && parser.has(flag)) throw_input_error("zerotrain memory: --{} needs --config, not --params", flag);
   }
   if (!paper && parser.has("k")) throw_input_error("zerotrain memory: --k needs --params, not --config");
+  if (paper && parser.has("brief")) throw_input_error("zerotrain memory: --brief needs --config, not --params");
+  if (parser.has("brief") && parser.has("json")) {
+    throw_input_error("zerotrain memory: --brief and --json do not go together (--json has every category)");
+  }
   const int ranks = parser.get_int("ranks", 1, 1, kMaxRanks);
   const bool json = parser.has("json");
   return paper ? paper_table(parser, ranks, json) : config_table(parser, ranks, json);

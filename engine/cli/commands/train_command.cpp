@@ -5,6 +5,7 @@
 // stopped on a non-finite loss or gradient.
 #include <fmt/format.h>
 
+#include <chrono>
 #include <memory>
 
 #include "engine/cli/commands/arg_parser.h"
@@ -80,7 +81,9 @@ int train_main(const std::vector<std::string>& args) {
                cfg.train.deterministic ? ", deterministic reductions" : "", cfg.log.run_dir);
   }
 
+  const auto started = std::chrono::steady_clock::now();
   const TrainSummary s = trainer.run();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   const std::vector<MemorySnapshot> memory = gather_memory_snapshots(*comm, s.memory);
   if (!root) return s.stopped_nonfinite ? 1 : 0;
   if (s.stop_signal != 0) {
@@ -91,6 +94,7 @@ int train_main(const std::vector<std::string>& args) {
   }
   fmt::print("\n== summary ==\n");
   fmt::print("steps: {} ({} skipped)\n", s.steps_done, s.skipped_steps);
+  fmt::print("wall time: {:.1f} s (the steps of this run, its evaluations, checkpoints and sample)\n", seconds);
   if (s.first_step > 0) {
     fmt::print("train loss: {:.4f} (step {}) -> {:.4f} (step {})\n", s.first_loss, s.first_step, s.last_loss,
                s.last_step);

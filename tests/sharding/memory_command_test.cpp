@@ -2,6 +2,7 @@
 // staging) and `zerotrain memory`: the paper's table for a bare parameter count, the JSON for a
 // parameter count and for a config (per stage, by device and activation dtype, equal to
 // predict_run_memory), and bad input refused as an input error.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -126,6 +127,37 @@ TEST(MemoryCommand, JsonForAParamCountAndAConfig) {
   std::filesystem::remove(path);
 }
 
+// --brief: the four model-state categories apart from the rest, the totals, and both against stage 0,
+// each figure the prediction's own.
+TEST(MemoryCommand, BriefTableSumsTheModelStatesAndComparesWithStageZero) {
+  const auto path = std::filesystem::temp_directory_path() / "zt_memory_brief_test.json";
+  std::ofstream(path) << R"({"model": {"n_layer": 2, "n_head": 2, "n_embd": 64, "block_size": 16, "vocab_size": 65},
+                             "train": {"micro_batch": 1}, "precision": {"param_dtype": "bf16"}})";
+  ::testing::internal::CaptureStdout();
+  EXPECT_EQ(cli::memory_main({"--config", path.string(), "--ranks", "4", "--brief"}), 0);
+  const std::string out = ::testing::internal::GetCapturedStdout();
+  const RunConfig cfg = load_run_config(path.string(), {});
+  std::vector<StageMemory> stages;
+  for (int stage = 0; stage < 4; ++stage) stages.push_back(predict_run_memory(cfg, stage, 4));
+  auto line_of = [&](const std::string& name) {
+    const std::size_t at = out.find("\n" + name + " ");
+    return at == std::string::npos ? std::string() : out.substr(at + 1, out.find('\n', at + 1) - at - 1);
+  };
+  const std::string states = line_of("model states"), total = line_of("total"), share = line_of("model states vs");
+  for (const StageMemory& m : stages) {
+    EXPECT_NE(states.find(format_bytes(m.model_state_bytes())), std::string::npos) << out;
+    EXPECT_NE(total.find(format_bytes(m.total_bytes())), std::string::npos) << out;
+  }
+  const double kept =
+      100.0 * static_cast<double>(stages[3].model_state_bytes()) / static_cast<double>(stages[0].model_state_bytes());
+  EXPECT_LT(kept, 60.0);  // 4 ranks: stage 3 keeps well under the whole model states
+  EXPECT_NE(share.find(fmt::format("{:.0f}%", kept)), std::string::npos) << out;
+  EXPECT_NE(out.find("0.1 M parameters, bf16 weights with fp32 master weights"), std::string::npos) << out;
+  EXPECT_NE(out.find("attention: materialised"), std::string::npos) << out;
+  EXPECT_EQ(out.find("padding"), std::string::npos) << "brief means brief: " << out;
+  std::filesystem::remove(path);
+}
+
 TEST(MemoryCommand, BadInputIsAnInputError) {
   const std::vector<std::vector<std::string>> bad = {
       {"--ranks", "4"},                                           // neither --config nor --params
@@ -137,6 +169,8 @@ TEST(MemoryCommand, BadInputIsAnInputError) {
       {"--params", "1e6"},  // --ranks missing
       {"--params", "1e6", "--ranks", "4", "--set", "train.micro_batch=2"},
       {"--config", "/nonexistent/zt.json", "--ranks", "4"},
+      {"--params", "1e6", "--ranks", "4", "--brief"},                          // --brief is for a config
+      {"--config", "configs/tiny.json", "--ranks", "4", "--brief", "--json"},  // one or the other
   };
   for (const auto& args : bad) EXPECT_THROW(cli::memory_main(args), InputError) << ::testing::PrintToString(args);
 }

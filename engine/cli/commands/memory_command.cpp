@@ -82,7 +82,8 @@ int paper_table(const ArgParser& parser, int ranks, bool json) {
 
 // --brief: what each stage saves, at a glance. The model states (the four categories ZeRO shards)
 // apart from what every stage keeps whole (activations, communication buffers, workspace).
-void brief_table(const RunConfig& cfg, const ParamTable& table, int ranks, const std::vector<StageMemory>& stages) {
+void brief_table(const RunConfig& cfg, const ParamTable& table, int ranks, const std::vector<StageMemory>& stages,
+                 const std::string& attention) {
   const char* master = cfg.param_dtype == DType::kBF16 ? " with fp32 master weights" : "";
   const double params = static_cast<double>(table.total_numel());
   const std::string count =
@@ -90,6 +91,9 @@ void brief_table(const RunConfig& cfg, const ParamTable& table, int ranks, const
   fmt::print("{}: {}, {} parameters, {} weights{}, AdamW; {} ranks, micro_batch {} x {} on {}\n", cfg.source,
              model_arch_name(cfg.arch), count, cfg.param_dtype == DType::kBF16 ? "bf16" : "fp32", master, ranks,
              cfg.train.micro_batch, cfg.train.seq_len, device_name(cfg.device));
+  // The activations depend on the attention this build would run (a build without CUDA kernels
+  // keeps the T x T probabilities), so it is named.
+  fmt::print("attention: {}\n", attention);
   std::string head = fmt::format("{:<26}", "predicted bytes per rank");
   for (int stage = 0; stage < kStages; ++stage) head += fmt::format("{:>12}", fmt::format("stage {}", stage));
   fmt::print("{}\n", head);
@@ -144,7 +148,7 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
   const ZeroOptions& z = cfg.zero;
 
   if (parser.has("brief")) {
-    brief_table(cfg, table, ranks, stages);
+    brief_table(cfg, table, ranks, stages, attention);
     return 0;
   }
   if (json) {

@@ -1,7 +1,8 @@
 """Plots a training run: RUN_DIR/metrics.jsonl -> RUN_DIR/loss.png (or --out).
 
-Draws the train loss per step (thin) with a smoothed line, the validation loss as markers, and the
-learning rate on a second axis; the title names the model from RUN_DIR/config.json. Renders with
+Draws the train loss per step (thin) with a smoothed line, the validation loss as markers, the
+data's unigram entropy as a dotted line (from the run's summary), and the learning rate on a
+second axis; the title names the model from RUN_DIR/config.json. Renders with
 matplotlib's Agg backend (no display needed). A missing, empty or malformed metrics file is a
 one-line error naming the file (and line), exit 2.
 Usage: plot_run.py RUN_DIR [--out PNG] [--smoothing 0.9]
@@ -48,6 +49,21 @@ def read_metrics(path):
     return sorted(train), sorted(evals)
 
 
+def unigram_entropy(path):
+    """The data's unigram entropy from the run's summary record (the line a model that ignores its
+    context cannot go below), or None where the run has none."""
+    entropy = None
+    with open(path) as f:
+        for line in f:
+            if '"summary"' in line:
+                try:
+                    value = json.loads(line).get("unigram_entropy_nats")
+                except (json.JSONDecodeError, AttributeError):
+                    continue
+                entropy = float(value) if isinstance(value, (int, float)) and value > 0 else entropy
+    return entropy
+
+
 def smooth(values, weight):
     """Exponential moving average with bias correction (the first points are not pulled to 0)."""
     out, avg, norm = [], 0.0, 0.0
@@ -74,7 +90,7 @@ def title_from_config(run_dir):
         return str(run_dir.name)
 
 
-def plot(run_dir, train, evals, out, smoothing):
+def plot(run_dir, train, evals, out, smoothing, entropy=None):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -89,6 +105,8 @@ def plot(run_dir, train, evals, out, smoothing):
     if evals:
         ax.plot([s for s, _ in evals], [v for _, v in evals], "o", color="tab:red", markersize=5,
                 label="val loss")
+    if entropy is not None:
+        ax.axhline(entropy, color="gray", linestyle=":", linewidth=1.2, label="unigram entropy of the data")
     ax.set_xlabel("step")
     ax.set_ylabel("loss (nats/token)")
     ax.grid(True, alpha=0.3)
@@ -121,7 +139,7 @@ def main(argv=None):
     out = Path(args.out) if args.out else run_dir / "loss.png"
     try:
         train, evals = read_metrics(run_dir / "metrics.jsonl")
-        plot(run_dir, train, evals, out, args.smoothing)
+        plot(run_dir, train, evals, out, args.smoothing, unigram_entropy(run_dir / "metrics.jsonl"))
     except InputError as e:
         print(f"plot_run: error: {e}", file=sys.stderr)
         return 2

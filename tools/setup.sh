@@ -87,7 +87,15 @@ else
   exit 1
 fi
 export DEBIAN_FRONTEND=noninteractive
-"${sudo_cmd[@]}" apt-get update -qq
-"${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+# apt's hundreds of unpacking lines go to a log, shown only if it fails.
+log=$(mktemp -t zt_setup_apt.XXXXXX)
+started=$SECONDS
+if ! { "${sudo_cmd[@]}" apt-get update -qq && \
+    "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"; } >"$log" 2>&1; then
+  tail -n 20 "$log" >&2
+  echo "setup: error: apt-get could not install ${missing[*]} (its whole output: $log)" >&2
+  exit 1
+fi
+rm -f "$log"
 install_cudnn_frontend
-echo "setup: done"
+echo "setup: done in $((SECONDS - started)) s"

@@ -45,7 +45,7 @@ def synthetic_metrics(steps=300):
         if step % 50 == 0:
             lines.append(json.dumps({"type": "eval", "step": step, "val_loss": loss + 0.05}))
             lines.append(json.dumps({"type": "sample", "step": step, "text": "to be or not"}))
-    lines.append(json.dumps({"type": "summary", "steps": steps}))
+    lines.append(json.dumps({"type": "summary", "steps": steps, "unigram_entropy_nats": 2.5}))
     return lines
 
 
@@ -97,6 +97,18 @@ def expect_input_error(tmp, name, lines, *expected):
     check(not (run_dir / "loss.png").exists(), f"{name}: a PNG was written for bad input")
 
 
+def test_unigram_entropy_line(tmp):
+    """The dotted line's height is the summary's unigram entropy; a run without one has no line."""
+    sys.path.insert(0, str(TOOL.parent))
+    import plot_run
+    run_dir = tmp / "run"
+    write_run(run_dir, synthetic_metrics(20))
+    check(plot_run.unigram_entropy(run_dir / "metrics.jsonl") == 2.5, "the summary's unigram entropy is read")
+    bare = tmp / "bare"
+    write_run(bare, [json.dumps({"type": "train", "step": 1, "loss": 4.0, "lr": 1e-3})])
+    check(plot_run.unigram_entropy(bare / "metrics.jsonl") is None, "no summary, no entropy line")
+
+
 def test_errors(tmp):
     expect_input_error(tmp, "missing", None, "metrics.jsonl", "no such file")
     expect_input_error(tmp, "empty", [], "metrics.jsonl", "no train records")
@@ -111,7 +123,8 @@ def test_errors(tmp):
 def main():
     failed = 0
     for name, fn in [("matplotlib_present", test_matplotlib_present), ("plots_synthetic_run", test_plots_synthetic_run),
-                     ("out_flag_and_no_config", test_out_flag_and_no_config), ("errors", test_errors)]:
+                     ("out_flag_and_no_config", test_out_flag_and_no_config),
+                     ("unigram_entropy_line", test_unigram_entropy_line), ("errors", test_errors)]:
         with tempfile.TemporaryDirectory(prefix="plot_run_test_") as tmp:
             try:
                 fn(Path(tmp))

@@ -1,0 +1,92 @@
+"""Test of tools/memory_report.py end to end: real training steps of configs/tiny.json at stages 0-3
+on 2 MPI ranks (one process when mpirun cannot start here), the report's files, and the README
+section it fills.
+
+Proves that the Markdown table has a row per stage whose figures are the runs' own (measured equal
+to predicted, as a training step's peaks are), that the JSON holds every run, that the chart is a
+PNG, that --readme replaces exactly the text between its begin and end lines (the rest of the file
+untouched, a second run replacing the first), and that a README without those lines or a bad
+--ranks is a one-line error with nothing written.
+"""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.dirname(HERE))
+from check_report import Checks  # noqa: E402
+
+TOOL = os.path.join(ROOT, "tools", "memory_report.py")
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def mpi_works(zerotrain):
+    if shutil.which("mpirun") is None:
+        return False
+    p = subprocess.run(["mpirun", "--oversubscribe", "--allow-run-as-root", "-np", "2", zerotrain, "version"],
+                       capture_output=True, text=True, timeout=60)
+    return p.returncode == 0
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--zerotrain", required=True)
+    args = ap.parse_args()
+    checks = Checks()
+    ranks = "2" if mpi_works(args.zerotrain) else "1"
+    with tempfile.TemporaryDirectory() as work:
+        readme = os.path.join(work, "README.md")
+        before, after = "# title\n\nintro line\n", "\n## next section\ntail line\n"
+        with open(readme, "w") as f:
+            f.write(before + "<!-- memory_report:t begin -->\nold table\n<!-- memory_report:t end -->" + after)
+        out_dir = os.path.join(work, "results")
+        cmd = [sys.executable, TOOL, "--zerotrain", args.zerotrain, "--config", os.path.join(ROOT, "configs", "tiny.json"),
+               "--ranks", ranks, "--name", "t", "--out-dir", out_dir, "--readme", readme, "--set", "train.micro_batch=2"]
+        for attempt in range(2):  # the second run replaces the first's section
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+            if not checks.check(p.returncode == 0, f"run {attempt + 1} exits 0 ({p.stderr[-800:]})"):
+                return checks.finish()
+        with open(os.path.join(out_dir, "t.json")) as f:
+            runs = json.load(f)
+        checks.check(sorted(runs) == [f"N{ranks}_stage{s}" for s in range(4)], f"the JSON holds every run ({sorted(runs)})")
+        with open(os.path.join(out_dir, "t.png"), "rb") as f:
+            checks.check(f.read(8) == PNG_SIGNATURE, "the chart is a PNG")
+        with open(readme) as f:
+            text = f.read()
+        checks.check(text.startswith(before + "<!-- memory_report:t begin -->\n") and
+                     text.endswith("<!-- memory_report:t end -->" + after) and "old table" not in text and
+                     text.count("<!-- memory_report:t begin -->") == 1,
+                     "only the text between the begin and end lines is replaced, once")
+        rows = [l for l in text.splitlines() if l.startswith("| ") and l[2].isdigit()]
+        checks.check([r.split("|")[1].strip() for r in rows] == ["0", "1", "2", "3"], f"a row per stage ({rows})")
+        stage3 = runs[f"N{ranks}_stage3"]
+        states = max(sum(r[c] for c in ("parameters", "gradients", "master_weights", "optimizer_states"))
+                     for r in stage3["measured_peak_bytes"])
+        checks.check(f"| 3 | {states / 2**20:.2f} |" in text, "the stage-3 row's model states are the run's own")
+        checks.check(all(r.rstrip().endswith("yes, to the byte |") for r in rows),
+                     "a training step's peaks equal the prediction in every category")
+        checks.check("![memory by category and stage](results/t.png)" in text, "the chart is linked beside the README")
+
+        # Bad input: one line, exit non-zero, nothing touched.
+        with open(readme, "w") as f:
+            f.write("no markers here\n")
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        lines = [l for l in p.stderr.splitlines() if l.strip()]
+        with open(readme) as f:
+            untouched = f.read() == "no markers here\n"
+        checks.check(p.returncode != 0 and len(lines) == 1 and "memory_report:t begin" in lines[0] and untouched,
+                     f"a README without the section's lines is refused in one line ({lines[:2]})")
+        p = subprocess.run(cmd[:cmd.index("--ranks") + 1] + ["two"] + cmd[cmd.index("--ranks") + 2:],
+                           capture_output=True, text=True, timeout=60)
+        checks.check(p.returncode != 0 and "--ranks" in p.stderr and len(p.stderr.strip().splitlines()) == 1,
+                     f"a bad --ranks is one line ({p.stderr.strip()[-200:]})")
+    return checks.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -111,12 +111,21 @@ def readme_section(args, results, png_name):
     return lines
 
 
-def update_readme(path, name, lines):
+def readme_text(path, name):
+    """The file's text and its section's begin and end lines; exits (one line) where they are missing."""
     begin, end = f"<!-- memory_report:{name} begin -->", f"<!-- memory_report:{name} end -->"
-    with open(path) as f:
-        text = f.read()
-    if begin not in text or end not in text:
+    try:
+        with open(path) as f:
+            text = f.read()
+    except OSError as e:
+        sys.exit(f"memory_report: --readme {path}: {e.strerror}")
+    if begin not in text or end not in text or text.index(begin) > text.index(end):
         sys.exit(f"memory_report: {path} has no '{begin}' ... '{end}' lines to write between")
+    return text, begin, end
+
+
+def update_readme(path, name, lines):
+    text, begin, end = readme_text(path, name)
     head, rest = text.split(begin, 1)
     _, tail = rest.split(end, 1)
     with open(path + ".tmp", "w") as f:
@@ -167,8 +176,8 @@ def main(argv=None):
         rank_counts = [int(r) for r in (args.ranks or preset.get("ranks") or "1,2,4").split(",")]
     except ValueError:
         sys.exit(f"memory_report: --ranks takes rank counts like 1,2,4 (got {args.ranks!r})")
-    if args.readme and not os.path.isfile(args.readme):
-        sys.exit(f"memory_report: --readme {args.readme}: no such file")
+    if args.readme:
+        readme_text(args.readme, args.name)  # before minutes of runs, not after
     work = tempfile.mkdtemp(prefix="zt_memreport_")
     results = {}
     for n in rank_counts:

@@ -11,6 +11,8 @@ report() {
     "(set-up and build ${built:-?} s, tests $((SECONDS - ${tests_started:-$SECONDS})) s) on $(nproc 2>/dev/null || echo '?') cores"
 }
 trap report EXIT
+trap 'exit 130' INT  # so a stopped run reports FAILED, not its last command's status
+trap 'exit 143' TERM
 tools/setup.sh
 tools/build.sh
 built=$((SECONDS - started))

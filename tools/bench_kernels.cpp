@@ -231,7 +231,22 @@ int main(int argc, char** argv) {
         cuda::matmul_backward(ctx, in.view(Shape{N, C}), dwt.view(Shape{C, 4 * C}), {}, out.view(Shape{N, 4 * C}),
                               in.view(Shape{N, C}), wt.view(Shape{C, 4 * C}), cuda::WeightLayout::kInOut);
       });
-      if (dt == DType::kBF16 && precision == MatmulPrecision::kFp32) {  // the bias gradient alone: reads dout once
+      if (dt == DType::kBF16 && precision == MatmulPrecision::kFp32) {
+        // The MLP's projection backward [N, 4C] -> [N, C] through the GELU: cuBLASLt's DGELU epilogue
+        // against the plain product (the separate path adds "gelu_backward bf16" above), so the
+        // table says which of the two the model should take (issue 29).
+        Buffer proj = bench.buf(dt, 4 * C * C), dproj = bench.buf(DType::kF32, 4 * C * C), dx = bench.buf(dt, N * C),
+               dh = bench.buf(dt, N * 4 * C);
+        gemm("matmul proj bf16 bwd (dinp+dweight)", 2 * fl, [&] {
+          cuda::matmul_backward(ctx, dh.view(Shape{N, 4 * C}), dproj.view(Shape{4 * C, C}), {}, dx.view(Shape{N, C}),
+                                out.view(Shape{N, 4 * C}), proj.view(Shape{4 * C, C}), cuda::WeightLayout::kInOut);
+        });
+        gemm("matmul proj bf16 bwd through gelu (DGELU epilogue)", 2 * fl, [&] {
+          cuda::matmul_backward(ctx, dh.view(Shape{N, 4 * C}), dproj.view(Shape{4 * C, C}), {}, dx.view(Shape{N, C}),
+                                out.view(Shape{N, 4 * C}), proj.view(Shape{4 * C, C}), cuda::WeightLayout::kInOut,
+                                pre.view(Shape{N, 4 * C}));
+        });
+        // the bias gradient alone: reads dout once
         Buffer dbias = bench.buf(DType::kF32, 4 * C);
         mem("matmul bias gradient bf16 [N, 4C]", N * 4 * C * 2.0, [&] {
           cuda::matmul_backward(ctx, {}, {}, dbias.view(), out.view(Shape{N, 4 * C}), in.view(Shape{N, C}),

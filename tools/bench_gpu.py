@@ -348,12 +348,13 @@ def start(engine, row, ctx):
     return True
 
 
-def interleave(chosen, rows, ctx, tokens_per_step, flops_tok, save):
+def interleave(chosen, rows, ctx, tokens_per_step, flops_tok, save, after_first_round=None):
     """Runs ctx.args.rounds rounds of every engine in turn, each block's GPU state beside it, each
     engine started just before its first block (so one that compiles for minutes delays only the
     engines after it); `save` after every block. With ctx.args.time_limit (seconds), a round starts
     only when the one before it would fit in the time left, so a session's budget ends on a whole
-    table rather than a killed round. Returns the rounds run."""
+    table rather than a killed round. `after_first_round` runs once round 1 is in (the per-op
+    profiles: a budget cut short later still has them). Returns the rounds run."""
     args = ctx.args
     started = [False] * len(chosen)
     begin = time.monotonic()
@@ -390,6 +391,8 @@ def interleave(chosen, rows, ctx, tokens_per_step, flops_tok, save):
                       (f"{entry['median_ms']:.1f} ms/step" if "median_ms" in entry else "FAILED"), flush=True)
                 save()
             rounds_run = rnd + 1
+            if rnd == 0 and after_first_round is not None:
+                after_first_round()
     finally:
         for engine in chosen:
             engine.stop()
@@ -454,14 +457,8 @@ def main(argv=None):
     rows = [{"name": e.name, "label": e.label, "rounds": []} for e in chosen]
     with tempfile.TemporaryDirectory() as work:
         ctx = Context.make(args, work, VOCAB)
-        began = time.monotonic()
-        args.rounds_run = meta["rounds_run"] = interleave(chosen, rows, ctx, args.batch * T, flops_tok,
-                                                          lambda: write_report(out, meta, rows, complete=False))
-        # The profiled runs (about one block each) only where the time limit leaves room for them.
-        room = args.time_limit is None or time.monotonic() - began < 0.8 * args.time_limit
-        if not args.no_profile and not room:
-            print("no per-op profile runs: the time limit is nearly spent", flush=True)
-        if not args.no_profile and room:
+        def profiles():
+            """Stage 0's and stage 3's per-op profiles (about one block each), right after round 1."""
             for engine, row in zip(chosen, rows):
                 if isinstance(engine, Zerotrain) and engine.name in ("zerotrain-s0", "zerotrain-s3") and \
                         "tokens_per_s" in row:
@@ -470,6 +467,10 @@ def main(argv=None):
                     except (EngineError, subprocess.TimeoutExpired) as e:
                         row["op_profile_error"] = str(e)[-1000:]
                     write_report(out, meta, rows, complete=False)
+
+        args.rounds_run = meta["rounds_run"] = interleave(chosen, rows, ctx, args.batch * T, flops_tok,
+                                                          lambda: write_report(out, meta, rows, complete=False),
+                                                          None if args.no_profile else profiles)
     meta["gpu_state_at_end"] = gpu_state()
     write_report(out, meta, rows, complete=True)
     print_table(args, name, rows)

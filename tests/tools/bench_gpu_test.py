@@ -113,6 +113,16 @@ def check_interleaving_and_partial_reports(checks):
             checks.check(report["complete"] and report["rounds_run"] == 1 and
                          all(len(r["rounds"]) == 1 and "tokens_per_s" in r for r in report["rows"]),
                          f"a time limit ends on whole rounds (rounds run {report.get('rounds_run')})")
+            # The per-op profiles run once, right after round 1 (a budget cut short later keeps them).
+            order.clear()
+            two = [FakeEngine("zerotrain-s0", 100.0, order), FakeEngine("pytorch", 110.0, order)]
+            args = argparse.Namespace(rounds=3, warmup=1, steps=2, time_limit=None)
+            bench_gpu.interleave(two, [{"name": e.name, "label": e.label, "rounds": []} for e in two],
+                                 bench_gpu.Context(args, work, work), 1024, 1.0, lambda: None,
+                                 lambda: order.append("profiles"))
+            blocks = [e for e in order if not e.startswith("start ")]
+            checks.check(blocks == ["zerotrain-s0", "pytorch", "profiles"] + ["zerotrain-s0", "pytorch"] * 2,
+                         f"the profiles run once, after round 1 ({blocks})")
     finally:
         bench_gpu.make_engines = real
 

@@ -36,6 +36,7 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 import bench_gpu  # noqa: E402
+import bench_harness  # noqa: E402
 from gpu_state import gpu_state  # noqa: E402
 
 CONFIG = "configs/llama3_2_1b.json"
@@ -90,7 +91,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     args.zerotrain_sets = dict(kv.split("=", 1) for kv in args.zerotrain_sets)
     args.zerotrain = os.path.abspath(args.zerotrain)  # the engines run from their own folders
-    name, driver = (args.fake_device, "none") if args.fake_device else bench_gpu.device_facts()
+    name, driver = (args.fake_device, "none") if args.fake_device else bench_harness.device_facts()
     prediction_sets = {"device": "cuda", "zero.solo_path": "false", **args.zerotrain_sets}
     predicted = {}
     if args.batch is None:
@@ -120,7 +121,7 @@ def main(argv=None):
     out = args.out or os.path.join(ROOT, "docs", "results", f"gpu_llama_bench_{slug}.json")
     meta = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(), "commit": commit, "device": name,
             "driver": driver, "config": CONFIG, "batch": args.batch, "seq_len": args.seq_len, "params": n_params,
-            "flops_per_token": flops_tok, "peak_bf16_flops": bench_gpu.PEAK_BF16_FLOPS, "rounds": args.rounds,
+            "flops_per_token": flops_tok, "peak_bf16_flops": bench_harness.PEAK_BF16_FLOPS, "rounds": args.rounds,
             "steps": args.steps, "warmup": args.warmup,
             "predicted_stage3_bytes_by_batch": {str(b): v for b, v in predicted.items()},
             "gpu_state_at_start": gpu_state()}
@@ -150,14 +151,14 @@ def main(argv=None):
         return ratios
 
     with tempfile.TemporaryDirectory() as work:
-        ctx = bench_gpu.Context.make(args, work, model["vocab_size"], LLAMA3_MAGIC, LLAMA3_VERSION, np.uint32)
-        args.rounds_run = meta["rounds_run"] = bench_gpu.interleave(chosen, rows, ctx, tokens_per_step, flops_tok,
+        ctx = bench_harness.Context.make(args, work, model["vocab_size"], LLAMA3_MAGIC, LLAMA3_VERSION, np.uint32)
+        args.rounds_run = meta["rounds_run"] = bench_harness.interleave(chosen, rows, ctx, tokens_per_step, flops_tok,
                                                                     save)
     meta["gpu_state_at_end"] = gpu_state()
     ratios = save(complete=True)
     print(f"\nLlama 3.2 1B shape, B={args.batch}, T={args.seq_len}, bf16, {args.rounds_run} interleaved rounds of "
           f"{args.steps} timed steps after {args.warmup}, on {name}")
-    bench_gpu.print_rows(rows, width=72)
+    bench_harness.print_rows(rows, width=72)
     for k, v in ratios.items():
         print(f"{k}: {v:.3f} (target {TARGET})")
     print(f"wrote {out}")

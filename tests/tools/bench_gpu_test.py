@@ -22,6 +22,7 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 sys.path.insert(0, os.path.dirname(HERE))
 import bench_gpu  # noqa: E402
+import bench_harness  # noqa: E402
 from check_report import Checks  # noqa: E402
 
 
@@ -221,7 +222,7 @@ def main():
     with tempfile.TemporaryDirectory() as work:
         rng = np.random.default_rng(3)
         for name, n in (("train.bin", 5000), ("val.bin", 800)):
-            bench_gpu.write_llmc_tokens(os.path.join(work, name), rng.integers(0, 64, n))
+            bench_harness.write_llmc_tokens(os.path.join(work, name), rng.integers(0, 64, n))
         run = subprocess.run([args.zerotrain, "train", "--config", os.path.join(ROOT, "configs", "tiny.json"),
                               "--run-dir", os.path.join(work, "run"), "--set", f"data.dataset={work}",
                               "--set", "train.max_steps=2", "--set", "train.eval_batches=1",

@@ -1,0 +1,171 @@
+"""The harness both GPU benchmarks share (tools/bench_gpu.py, tools/bench_llama_gpu.py): engines run
+in interleaved rounds (every engine once a round, the row's figure the median over rounds of each
+round's median step), each started just before its first block, the GPU's state beside every block,
+a time limit that ends on whole rounds; the shared random llm.c token files; the results table and
+the per-op profile summary. An engine has start(ctx), run(ctx, warmup, steps, profile=False) ->
+{"step_ms": [...], "losses": [...]}, stop(), a name and a label.
+"""
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gpu_state import gpu_state  # noqa: E402
+
+PEAK_BF16_FLOPS = 989e12  # H100 SXM dense bf16: MFU's denominator
+LLMC_MAGIC, LLMC_VERSION = 20240520, 1
+
+
+class EngineError(Exception):
+    pass
+
+
+def write_llmc_tokens(path, tokens, magic=LLMC_MAGIC, version=LLMC_VERSION, dtype=np.uint16):
+    """An llm.c token file: GPT-2's kind by default (uint16), Llama 3's with its magic and uint32."""
+    header = np.zeros(256, dtype=np.int32)
+    header[0], header[1], header[2] = magic, version, len(tokens)
+    with open(path, "wb") as f:
+        f.write(header.tobytes())
+        f.write(tokens.astype(dtype).tobytes())
+
+
+def device_facts():
+    smi = shutil.which("nvidia-smi")
+    p = smi and subprocess.run([smi, "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                               capture_output=True, text=True)
+    if not p or p.returncode != 0 or not p.stdout.strip():
+        sys.exit("bench_gpu: no NVIDIA GPU here (nvidia-smi found none); this benchmark needs one")
+    name, driver = [s.strip() for s in p.stdout.strip().splitlines()[0].split(",")]
+    return name, driver
+
+
+def top_ops_lines(profile, engine, n=12):
+    """An op_profile.json's n most expensive ops, the rest summed, and the time outside the ops."""
+    lines = [f"where the time goes in {engine} ({profile['profiled_steps']} profiled steps after "
+             f"{profile.get('warmup_steps_excluded', 0)} warm-up; {profile.get('timing', '')}; "
+             f"{profile['step_ms_per_step']:.1f} ms/step):",
+             f"  {'op':32s} {'calls/step':>10s} {'ms/step':>9s} {'share':>7s}"]
+    for op in profile["ops"][:n]:
+        lines.append(f"  {op['op']:32s} {op['calls_per_step']:10.1f} {op['ms_per_step']:9.3f} {100 * op['share']:6.1f}%")
+    rest = profile["ops"][n:]
+    if rest:
+        label = f"({len(rest)} more ops)"
+        lines.append(f"  {label:32s} {'':10s} {sum(o['ms_per_step'] for o in rest):9.3f} "
+                     f"{100 * sum(o['share'] for o in rest):6.1f}%")
+    lines.append(f"  {'(outside the ops)':32s} {'':10s} {profile['outside_ops_ms_per_step']:9.3f} "
+                 f"{100 * profile['outside_ops_share']:6.1f}%")
+    comm = profile.get("communication")
+    if comm:
+        lines.append(f"  communication in flight: {comm['busy_ms_per_step']:.3f} ms/step, "
+                     f"{comm['overlapped_ms_per_step']:.3f} overlapped with compute, "
+                     f"{comm['exposed_ms_per_step']:.3f} exposed")
+    return lines
+
+
+def summarise(row, tokens_per_step, flops_tok):
+    """The row's figure: the median over rounds of each round's median step."""
+    medians = [r["median_ms"] for r in row["rounds"] if "median_ms" in r]
+    if not medians:
+        return
+    ms = statistics.median(medians)
+    tok_s = tokens_per_step / (ms / 1e3)
+    row.update(ms_per_step=ms, tokens_per_s=tok_s, mfu=tok_s * flops_tok / PEAK_BF16_FLOPS,
+               rounds_measured=len(medians))
+
+
+def print_rows(rows, width=56):
+    """One line per engine: ms/step, tokens/s and MFU, or why it failed."""
+    print(f"{'engine':{width}s} {'ms/step':>9s} {'tokens/s':>10s} {'MFU':>6s}")
+    for r in rows:
+        if "tokens_per_s" not in r:
+            print(f"{r['label']:{width}s} {'FAILED':>9s}  {r.get('error', '')[:80]}")
+            continue
+        print(f"{r['label']:{width}s} {r['ms_per_step']:9.1f} {r['tokens_per_s']:10.0f} {100 * r['mfu']:5.1f}%")
+
+
+def start(engine, row, ctx):
+    """Starts an engine (a PyTorch worker compiles here); False, with the row's error, if it fails."""
+    t0 = time.perf_counter()
+    try:
+        engine.start(ctx)
+    except EngineError as e:
+        row["error"] = f"start: {e}"
+        print(f"{engine.label}: FAILED to start: {str(e)[-300:]}", file=sys.stderr, flush=True)
+        return False
+    row["start_s"] = time.perf_counter() - t0
+    if getattr(engine, "facts", None):
+        row["facts"] = engine.facts
+    return True
+
+
+def interleave(chosen, rows, ctx, tokens_per_step, flops_tok, save, after_first_round=None):
+    """Runs ctx.args.rounds rounds of every engine in turn, each block's GPU state beside it, each
+    engine started just before its first block (so one that compiles for minutes delays only the
+    engines after it); `save` after every block. With ctx.args.time_limit (seconds), a round starts
+    only when the one before it would fit in the time left, so a session's budget ends on a whole
+    table rather than a killed round. `after_first_round` runs once round 1 is in (the per-op
+    profiles: a budget cut short later still has them). Returns the rounds run."""
+    args = ctx.args
+    started = [False] * len(chosen)
+    begin = time.monotonic()
+    rounds_run = 0
+    try:
+        for rnd in range(args.rounds):
+            limit = getattr(args, "time_limit", None)
+            if rnd > 0 and limit is not None:
+                last_round = (time.monotonic() - begin) / rnd  # round 0's engine starts counted in
+                if time.monotonic() - begin + last_round > limit:
+                    print(f"stopping after {rnd} of {args.rounds} rounds: another ({last_round:.0f} s) would pass "
+                          f"the {limit:.0f} s time limit", flush=True)
+                    break
+            for i, (engine, row) in enumerate(zip(chosen, rows)):
+                if "error" in row and not row["rounds"]:
+                    continue
+                if not started[i]:
+                    started[i] = True
+                    if not start(engine, row, ctx):
+                        save()
+                        continue
+                entry = {"round": rnd, "gpu_state_before": gpu_state()}
+                try:
+                    r = engine.run(ctx, args.warmup, args.steps)
+                    entry.update(step_ms=r["step_ms"], median_ms=statistics.median(r["step_ms"]),
+                                 final_loss=r["losses"][-1] if r.get("losses") else None)
+                except (EngineError, subprocess.TimeoutExpired) as e:
+                    entry["error"] = str(e)[-2000:]
+                    row.setdefault("error", f"round {rnd}: {str(e)[-2000:]}")
+                entry["gpu_state_after"] = gpu_state()
+                row["rounds"].append(entry)
+                summarise(row, tokens_per_step, flops_tok)
+                print(f"round {rnd + 1}/{args.rounds} {engine.label}: " +
+                      (f"{entry['median_ms']:.1f} ms/step" if "median_ms" in entry else "FAILED"), flush=True)
+                save()
+            rounds_run = rnd + 1
+            if rnd == 0 and after_first_round is not None:
+                after_first_round()
+    finally:
+        for engine in chosen:
+            engine.stop()
+    return rounds_run
+
+
+class Context:
+    def __init__(self, args, work, data_dir):
+        self.args, self.work, self.data_dir = args, work, data_dir
+
+    @staticmethod
+    def make(args, work, vocab, magic=LLMC_MAGIC, version=LLMC_VERSION, dtype=np.uint16):
+        """In `work`: random train and val token files of `vocab` (the engines' shared data) and a
+        folder for the runs."""
+        data_dir, runs = os.path.join(work, "data"), os.path.join(work, "runs")
+        os.makedirs(data_dir)
+        os.makedirs(runs)
+        rng = np.random.default_rng(0)
+        for name, n in (("train.bin", 4_000_000), ("val.bin", 200_000)):
+            write_llmc_tokens(os.path.join(data_dir, name), rng.integers(0, vocab, n), magic, version, dtype)
+        return Context(args, runs, data_dir)

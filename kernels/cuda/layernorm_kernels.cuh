@@ -84,9 +84,18 @@ __global__ void layernorm_forward_kernel(T* out, float* mean, float* rstd, T* re
   }
 }
 
+// Groups of kVec columns a lane keeps in registers between the backward's two passes over a row
+// (C up to 1024 for 16-byte groups: GPT-2 124M's 768 and 350M's 1024); wider rows, and single
+// elements, read the row again instead.
+template <int kVec>
+constexpr int kBackwardCache = kVec == 1 ? 0 : 1024 / (kVec * detail::kWarpSize);
+
 // One block per chunk of kRowsPerChunk rows. partials: [num_chunks, 2, C] (dweight, then dbias).
-// dinp accumulates as round(widen(old) + contribution) for bf16 (docs/precision.md).
-template <typename T, typename P, int kVec>
+// dinp accumulates as round(widen(old) + contribution) for bf16 (docs/precision.md). With kCache > 0
+// (C / kVec <= 32 kCache, the launcher checks) a lane loads its groups of dout, inp and weight once
+// a row instead of twice; the sums and each element's arithmetic are the same, in the same order,
+// so the results are the same bits either way.
+template <typename T, typename P, int kVec, int kCache = 0>
 __global__ void layernorm_backward_chunk(T* dinp, float* partials, const T* dout, const T* inp, const P* weight,
                                          const float* mean, const float* rstd, std::int64_t N, int C) {
   using Vec = detail::ActVec<T, kVec>;
@@ -103,29 +112,61 @@ __global__ void layernorm_backward_chunk(T* dinp, float* partials, const T* dout
     const T* x = inp + row * C;
     const float m = mean[row], s = rstd[row];
     float dnorm_sum = 0.0f, dnorm_norm_sum = 0.0f;
-    for (int q = lane; q < groups; q += detail::kWarpSize) {
-      const Vec gv = Vec::load(g + q * kVec), xv = Vec::load(x + q * kVec);
-      const ParamVec wv = ParamVec::load(weight + q * kVec);
-#pragma unroll
-      for (int i = 0; i < kVec; ++i) {
-        const float dn = gv[i] * wv[i];
-        dnorm_sum += dn;
-        dnorm_norm_sum += dn * ((xv[i] - m) * s);
-      }
-    }
-    const float dnorm_mean = detail::warp_sum(dnorm_sum) / static_cast<float>(C);
-    const float dnorm_norm_mean = detail::warp_sum(dnorm_norm_sum) / static_cast<float>(C);
     T* di = dinp + row * C;
-    for (int q = lane; q < groups; q += detail::kWarpSize) {
-      const Vec gv = Vec::load(g + q * kVec), xv = Vec::load(x + q * kVec);
-      const ParamVec wv = ParamVec::load(weight + q * kVec);
-      Vec dv = Vec::load(di + q * kVec);
+    if constexpr (kCache > 0) {
+      Vec gc[kCache], xc[kCache];
+      ParamVec wc[kCache];
 #pragma unroll
-      for (int i = 0; i < kVec; ++i) {
-        const float norm = (xv[i] - m) * s;
-        dv[i] += s * (gv[i] * wv[i] - dnorm_mean - norm * dnorm_norm_mean);
+      for (int k = 0; k < kCache; ++k) {
+        const int q = lane + k * detail::kWarpSize;
+        if (q >= groups) continue;
+        gc[k] = Vec::load(g + q * kVec), xc[k] = Vec::load(x + q * kVec);
+        wc[k] = ParamVec::load(weight + q * kVec);
+#pragma unroll
+        for (int i = 0; i < kVec; ++i) {
+          const float dn = gc[k][i] * wc[k][i];
+          dnorm_sum += dn;
+          dnorm_norm_sum += dn * ((xc[k][i] - m) * s);
+        }
       }
-      dv.store(di + q * kVec);
+      const float dnorm_mean = detail::warp_sum(dnorm_sum) / static_cast<float>(C);
+      const float dnorm_norm_mean = detail::warp_sum(dnorm_norm_sum) / static_cast<float>(C);
+#pragma unroll
+      for (int k = 0; k < kCache; ++k) {
+        const int q = lane + k * detail::kWarpSize;
+        if (q >= groups) continue;
+        Vec dv = Vec::load(di + q * kVec);
+#pragma unroll
+        for (int i = 0; i < kVec; ++i) {
+          const float norm = (xc[k][i] - m) * s;
+          dv[i] += s * (gc[k][i] * wc[k][i] - dnorm_mean - norm * dnorm_norm_mean);
+        }
+        dv.store(di + q * kVec);
+      }
+    } else {
+      for (int q = lane; q < groups; q += detail::kWarpSize) {
+        const Vec gv = Vec::load(g + q * kVec), xv = Vec::load(x + q * kVec);
+        const ParamVec wv = ParamVec::load(weight + q * kVec);
+#pragma unroll
+        for (int i = 0; i < kVec; ++i) {
+          const float dn = gv[i] * wv[i];
+          dnorm_sum += dn;
+          dnorm_norm_sum += dn * ((xv[i] - m) * s);
+        }
+      }
+      const float dnorm_mean = detail::warp_sum(dnorm_sum) / static_cast<float>(C);
+      const float dnorm_norm_mean = detail::warp_sum(dnorm_norm_sum) / static_cast<float>(C);
+      for (int q = lane; q < groups; q += detail::kWarpSize) {
+        const Vec gv = Vec::load(g + q * kVec), xv = Vec::load(x + q * kVec);
+        const ParamVec wv = ParamVec::load(weight + q * kVec);
+        Vec dv = Vec::load(di + q * kVec);
+#pragma unroll
+        for (int i = 0; i < kVec; ++i) {
+          const float norm = (xv[i] - m) * s;
+          dv[i] += s * (gv[i] * wv[i] - dnorm_mean - norm * dnorm_norm_mean);
+        }
+        dv.store(di + q * kVec);
+      }
     }
   }
   // A thread per group of kVec columns, rows in order: each partial is the same fixed-order sum for

@@ -81,6 +81,19 @@ void run_shape(Rng& rng, std::int64_t N, std::int64_t C) {
   simt::launch(dim3(static_cast<unsigned>(chunks)), ln::kBackwardThreads, 0, ln::layernorm_backward_chunk<T, P, kVec>,
                g_dinp.data(), partials.data(), dout_t.data(), x_t.data(), w.data(), g_mean.data(), g_rstd.data(), N,
                static_cast<int>(C));
+  // The launcher's register-cached variant (a lane's groups loaded once a row) where the row fits:
+  // the same bits as the two-pass reads.
+  if constexpr (ln::kBackwardCache < kVec >> 0) {
+    if (C / kVec <= ln::kBackwardCache<kVec> * 32) {
+      std::vector<T> c_dinp = device_values<T>(dinp0);
+      std::vector<float> c_partials(partials.size(), NAN);
+      simt::launch(dim3(static_cast<unsigned>(chunks)), ln::kBackwardThreads, 0,
+                   ln::layernorm_backward_chunk<T, P, kVec, ln::kBackwardCache<kVec>>, c_dinp.data(), c_partials.data(),
+                   dout_t.data(), x_t.data(), w.data(), g_mean.data(), g_rstd.data(), N, static_cast<int>(C));
+      EXPECT_TRUE(bitwise_equal(host_values(c_dinp), host_values(g_dinp))) << "dinp, register-cached rows";
+      EXPECT_TRUE(bitwise_equal(c_partials, partials)) << "partials, register-cached rows";
+    }
+  }
   const dim3 param_grid(cuda::detail::partial_blocks(C));
   constexpr int kParamThreads = cuda::detail::kPartialThreads;
   simt::launch(param_grid, kParamThreads, 0, ln::layernorm_backward_params<float>, g_dw.data(), g_db.data(),
@@ -119,10 +132,12 @@ TEST(LayerNormEmulation, ForwardFusedAndBackwardMatchCpu) {
   }
   // The launcher's 16-byte groups: 4 columns of fp32 activations, 8 of bf16 (fp32 parameters then
   // read as two float4).
-  for (auto [N, C] : {std::pair<std::int64_t, std::int64_t>{65, 12}, {33, 768}, {70, 100}}) {
+  // C = 1024 is the widest row the register-cached backward takes (every lane's last group used);
+  // 1100 too wide for it (the two-pass reads).
+  for (auto [N, C] : {std::pair<std::int64_t, std::int64_t>{65, 12}, {33, 768}, {70, 100}, {9, 1024}, {9, 1100}}) {
     run_shape<float, float, 4>(rng, N, C);
   }
-  for (auto [N, C] : {std::pair<std::int64_t, std::int64_t>{65, 24}, {33, 768}, {70, 104}}) {
+  for (auto [N, C] : {std::pair<std::int64_t, std::int64_t>{65, 24}, {33, 768}, {70, 104}, {9, 1024}, {9, 1104}}) {
     run_shape<bf16_dev, float, 8>(rng, N, C);
     run_shape<bf16_dev, bf16_dev, 8>(rng, N, C);
   }

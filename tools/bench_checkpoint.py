@@ -17,6 +17,9 @@ import subprocess
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+import sys  # noqa: E402
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+from repo_commit import head_commit  # noqa: E402
 MPIRUN = ["mpirun", "--oversubscribe", "--allow-run-as-root", "--bind-to", "none", "--mca", "btl", "self,vader"]
 
 
@@ -59,7 +62,7 @@ def main():
     with open(os.path.join(work, "hf", "model.safetensors"), "rb") as f:
         f.seek(0, 2)
         export_bytes = f.tell()
-    commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    commit = head_commit(short=True, env=False) or "unknown"
     cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
     result = {
         "date": datetime.date.today().isoformat(), "commit": commit, "config": os.path.relpath(a.config, ROOT),

@@ -28,6 +28,8 @@ import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tools"))
+from repo_commit import head_commit, tree_dirty  # noqa: E402
 TARGET_SPEEDUP = 2.0
 TARGET_PEAK_FRACTION = 0.6
 SGEMM_SIZE = 2048
@@ -190,13 +192,8 @@ def machine_info():
 
 
 def git_commit():
-    """(HEAD commit, whether the tree has uncommitted changes), or (None, None) without git."""
-    def git(*args):
-        return subprocess.run(["git", "-C", str(REPO), *args], capture_output=True, text=True).stdout.strip()
-    try:
-        return git("rev-parse", "HEAD") or None, bool(git("status", "--porcelain"))
-    except OSError:
-        return None, None
+    """(HEAD commit, whether tracked files have uncommitted changes), or (None, None) without git."""
+    return head_commit(env=False), tree_dirty()
 
 
 def warnings(r):

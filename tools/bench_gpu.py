@@ -48,6 +48,7 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 from gpu_state import gpu_state  # noqa: E402
+from repo_commit import head_commit  # noqa: E402
 from bench_harness import (PEAK_BF16_FLOPS, Context, EngineError, device_facts, interleave,  # noqa: E402
                            print_rows, top_ops_lines)
 
@@ -290,8 +291,7 @@ def main(argv=None):
     name, driver = (args.fake_device, "none") if args.fake_device else device_facts()
     n_params, flops_tok = flops_per_token()
     # ZT_COMMIT: the commit measured, for copies of the tree that travel without .git (device calls).
-    commit = os.environ.get("ZT_COMMIT") or subprocess.run(["git", "-C", ROOT, "rev-parse", "HEAD"],
-                                                           capture_output=True, text=True).stdout.strip()
+    commit = head_commit() or "unknown"
     slug = re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_")
     out = args.out or os.path.join(ROOT, "docs", "results", f"gpu_bench_{slug}.json")
     meta = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(), "commit": commit, "device": name,

@@ -37,6 +37,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 import bench_gpu  # noqa: E402
 import bench_harness  # noqa: E402
+from repo_commit import head_commit  # noqa: E402
 from gpu_state import gpu_state  # noqa: E402
 
 CONFIG = "configs/llama3_2_1b.json"
@@ -115,8 +116,7 @@ def main(argv=None):
     n_params = shape["params"]
     flops_tok = 6 * n_params + 6 * model["n_layer"] * model["n_embd"] * args.seq_len
     tokens_per_step = args.batch * args.seq_len
-    commit = os.environ.get("ZT_COMMIT") or subprocess.run(["git", "-C", ROOT, "rev-parse", "HEAD"],
-                                                           capture_output=True, text=True).stdout.strip()
+    commit = head_commit() or "unknown"
     slug = re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_")
     out = args.out or os.path.join(ROOT, "docs", "results", f"gpu_llama_bench_{slug}.json")
     meta = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(), "commit": commit, "device": name,

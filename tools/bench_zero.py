@@ -25,6 +25,8 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+from repo_commit import head_commit  # noqa: E402
 MPIRUN = ["mpirun", "--oversubscribe", "--allow-run-as-root", "--bind-to", "none", "--mca", "btl", "self,vader"]
 
 
@@ -84,7 +86,7 @@ def main():
             r = results[f"N{n}_stage{st}"]
             r["ratio_to_stage0"] = r["ms_per_step"] / base
             r["overlap_speedup"] = r["sync"]["ms_per_step"] / r["ms_per_step"]
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout.strip()
+    commit = head_commit(env=False) or "unknown"
     target = results["N2_stage3"]["ratio_to_stage0"] <= 1.25
     lines = [f"# ZeRO stages on CPU ranks ({os.path.basename(args.config)}, Psi = {psi:,} parameters)", "",
              f"`tools/bench_zero.py`, {datetime.date.today()}, commit {commit[:10]}; median of steps "

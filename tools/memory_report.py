@@ -24,6 +24,8 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+from repo_commit import head_commit  # noqa: E402
 CATEGORIES = ["parameters", "gradients", "master_weights", "optimizer_states", "activations", "comm_buffers",
               "workspace"]
 MPIRUN = ["mpirun", "--oversubscribe", "--allow-run-as-root", "--bind-to", "none", "--mca", "btl", "self,vader"]
@@ -62,8 +64,7 @@ def largest(rec, categories):
 
 
 def commit():
-    return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                          cwd=ROOT).stdout.strip() or "unknown"
+    return head_commit(short=True) or "unknown"
 
 
 def full_table(args, results):

@@ -28,6 +28,7 @@ if [ "$mode" = all ]; then
     python3-torch python3-numpy     # numerical reference for the parity tests (/usr/bin/python3)
     python3-matplotlib              # tools/plot_run.py loss curves, tools/memory_report.py's chart
     clang-format-14                 # the house style (.clang-format; tests/tools/format_check_test.py)
+    git                             # the tests list the tracked files (format check, GPU session pack)
   )
 fi
 

@@ -47,6 +47,8 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+from repo_commit import head_commit, tree_dirty  # noqa: E402
 CONFIG = os.path.join(ROOT, "configs", "shakespeare_char.json")
 CORPUS = os.path.join(ROOT, "..", "shared", "data", "tinyshakespeare.txt")
 TARGET_VAL_LOSS = 1.47  # nanoGPT's README: 1.4697 after 5000 iterations
@@ -326,11 +328,7 @@ def main():
 
     commit, dirty = args.commit, None
     if commit is None:  # the tree's own commit, where it is a git checkout
-        git = subprocess.run(["git", "-C", ROOT, "rev-parse", "HEAD"], capture_output=True, text=True)
-        if git.returncode == 0:
-            commit = git.stdout.strip()
-            dirty = bool(subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"],
-                                        capture_output=True, text=True).stdout.strip())
+        commit, dirty = head_commit(env=False), tree_dirty()
     stopped, finished = [], []
     for engine in args.engines:
         if deadline is not None and time.monotonic() > deadline - MIN_SEGMENT_S:

@@ -69,7 +69,7 @@ struct LogConfig {
   int every_steps = 1;            // plain progress lines every N steps (a terminal gets a live line)
   std::string progress = "auto";  // auto | live | plain
   int sample_every = 0;           // steps between text samples; 0 = only at the end
-  int sample_tokens = 200;       // 0 = no samples (the prompt is then not checked)
+  int sample_tokens = 200;        // 0 = no samples (the prompt is then not checked)
   float sample_temperature = 0.8f;
   int sample_top_k = 40;  // 0 = no top-k filter
   std::string sample_prompt = "\n";

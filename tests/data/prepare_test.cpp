@@ -78,7 +78,7 @@ TEST(Prepare, RefusesBadInputs) {
 // nanoGPT's data/shakespeare_char/prepare.py reports 65 characters, 1,003,854 train and 111,540
 // validation tokens for this file.
 TEST(Prepare, TinyShakespeareMatchesNanoGptFigures) {
-  const std::string corpus = "/work/shared/data/tinyshakespeare.txt";
+  const std::string corpus = ZT_SHARED_DIR "/data/tinyshakespeare.txt";  // ../shared beside the checkout
   if (!std::filesystem::exists(corpus)) GTEST_SKIP() << corpus << " is not present on this machine";
   const std::string dir = temp_path("prepare_shakespeare");
   const PrepareSummary s = prepare_text_dataset(corpus, dir, Vocab::Kind::kChar);

@@ -32,6 +32,6 @@ for config in configs/gpt2_124m.json configs/llama3_2_1b.json; do
 done
 echo
 echo "Measured on 4 CPU ranks for GPT-2 124M's shape: README.md, 'Memory by ZeRO stage'"
-echo "  (tools/memory_report.py --preset gpt2-124m-cpu, about 3 minutes; needs tools/setup.sh)."
+echo "  (tools/memory_report.py --preset gpt2-124m-cpu, about 2.5 minutes on 2 cores; needs tools/setup.sh)."
 echo "Plot the loss curve: /usr/bin/python3 tools/plot_run.py runs/quickstart  (python3-matplotlib)"
 echo "quickstart: done in $((SECONDS - started)) s"

@@ -13,7 +13,7 @@
 #   llama        tools/bench_llama_gpu.py: a Llama 3.2 1B-shaped model at stage 3 against
 #                PyTorch FSDP2 compiled                                                     [180]
 #   shakespeare  zerotrain's half of tools/shakespeare_gpu.py (carry runs/shakespeare_char too) [300]
-# e.g. `bash tools/gpu_session.sh tests=200 multirank=120 bench=220`.
+# e.g. `bash tools/gpu_session.sh tests=230 multirank=60 bench=250`.
 #
 # Before anything runs it prints the plan and refuses (exit 2) one whose budgets and set-up exceed
 # the outer limit (--limit, else ZT_SESSION_SECONDS, else 570: the device's 600 s per command less

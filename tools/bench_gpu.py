@@ -44,6 +44,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
@@ -302,8 +303,14 @@ def main(argv=None):
     rows = [{"name": e.name, "label": e.label, "rounds": []} for e in chosen]
     with tempfile.TemporaryDirectory() as work:
         ctx = Context.make(args, work, VOCAB)
+        began = time.monotonic()
+
         def profiles():
-            """Stage 0's and stage 3's per-op profiles (about one block each), right after round 1."""
+            """Stage 0's and stage 3's per-op profiles (about one block each), right after round 1,
+            where the time limit leaves room for them (a quarter of it)."""
+            if args.time_limit is not None and time.monotonic() - began > 0.75 * args.time_limit:
+                print("no per-op profile runs: round 1 left too little of the time limit", flush=True)
+                return
             for engine, row in zip(chosen, rows):
                 if isinstance(engine, Zerotrain) and engine.name in ("zerotrain-s0", "zerotrain-s3") and \
                         "tokens_per_s" in row:

@@ -7,6 +7,8 @@ engines faked, the interleaved order and its partial reports (a failed or cut-sh
 was measured); and its real engines' plumbing on the CPU (zerotrain on a small model, a PyTorch
 worker over its pipe, llm.c's step lines from a stand-in)."""
 import argparse
+import contextlib
+import io
 import json
 import os
 import shutil
@@ -103,17 +105,23 @@ def check_interleaving_and_partial_reports(checks):
                          all(len(r["rounds"]) == 1 and "tokens_per_s" in r for r in report["rows"]) and
                          "stage0_over_best_pytorch_tokens_per_s" in report["ratios"],
                          "a call cut short in round 2 leaves round 1's figures and ratios on disk")
-            # A time limit: round 1 (two blocks of 0.1 s) leaves too little of 0.3 s for another.
-            timed = {e.name: e for e in [FakeEngine("zerotrain-s0", 100.0, order, seconds=0.1),
-                                         FakeEngine("pytorch", 110.0, order, seconds=0.1)]}
+            # A time limit: round 1 (two blocks of 0.12 s) leaves too little of 0.3 s for another
+            # round, or for the profiles (they want a quarter of the limit).
+            timed = {e.name: e for e in [FakeEngine("zerotrain-s0", 100.0, order, seconds=0.12),
+                                         FakeEngine("pytorch", 110.0, order, seconds=0.12)]}
             bench_gpu.make_engines = lambda: timed
-            bench_gpu.main(["--fake-device", "Fake GPU", "--rounds", "3", "--steps", "3", "--warmup", "1",
-                            "--time-limit", "0.3", "--out", out, "--engines", "zerotrain-s0", "pytorch"])
+            printed = io.StringIO()
+            with contextlib.redirect_stdout(printed):
+                bench_gpu.main(["--fake-device", "Fake GPU", "--rounds", "3", "--steps", "3", "--warmup", "1",
+                                "--time-limit", "0.3", "--out", out, "--engines", "zerotrain-s0", "pytorch"])
             with open(out) as f:
                 report = json.load(f)
             checks.check(report["complete"] and report["rounds_run"] == 1 and
                          all(len(r["rounds"]) == 1 and "tokens_per_s" in r for r in report["rows"]),
                          f"a time limit ends on whole rounds (rounds run {report.get('rounds_run')})")
+            checks.check("no per-op profile runs" in printed.getvalue() and
+                         "stopping after 1 of 3 rounds" in printed.getvalue(),
+                         "and says that it skipped the profiles and further rounds")
             # The per-op profiles run once, right after round 1 (a budget cut short later keeps them).
             order.clear()
             two = [FakeEngine("zerotrain-s0", 100.0, order), FakeEngine("pytorch", 110.0, order)]

@@ -24,10 +24,12 @@ def as_float(value):
 
 
 def read_metrics(path):
-    """(train, evals): train = [(step, loss, lr or None)], evals = [(step, val_loss)], each by step."""
+    """(train, evals, entropy): train = [(step, loss, lr or None)], evals = [(step, val_loss)], each
+    by step; entropy = the data's unigram entropy from the run's summary record (the line a model
+    that ignores its context cannot go below), or None where the run has none."""
     if not path.is_file():
         raise InputError(f"{path}: no such file (is it a run directory made by `zerotrain train`?)")
-    train, evals = [], []
+    train, evals, entropy = [], [], None
     with open(path) as f:
         for number, line in enumerate(f, start=1):
             if not line.strip():
@@ -39,6 +41,9 @@ def read_metrics(path):
                     train.append((int(record["step"]), as_float(record["loss"]), record.get("lr")))
                 elif kind == "eval":
                     evals.append((int(record["step"]), as_float(record["val_loss"])))
+                elif kind == "summary":
+                    value = record.get("unigram_entropy_nats")
+                    entropy = float(value) if isinstance(value, (int, float)) and value > 0 else entropy
             except json.JSONDecodeError as e:
                 raise InputError(f"{path}:{number}: not JSON ({e.msg}): {line.strip()[:80]}") from None
             except (AttributeError, KeyError, TypeError, ValueError) as e:
@@ -46,22 +51,7 @@ def read_metrics(path):
                                  f"({type(e).__name__}: {e}): {line.strip()[:80]}") from None
     if not train:
         raise InputError(f"{path}: no train records (empty or not a metrics file)")
-    return sorted(train), sorted(evals)
-
-
-def unigram_entropy(path):
-    """The data's unigram entropy from the run's summary record (the line a model that ignores its
-    context cannot go below), or None where the run has none."""
-    entropy = None
-    with open(path) as f:
-        for line in f:
-            if '"summary"' in line:
-                try:
-                    value = json.loads(line).get("unigram_entropy_nats")
-                except (json.JSONDecodeError, AttributeError):
-                    continue
-                entropy = float(value) if isinstance(value, (int, float)) and value > 0 else entropy
-    return entropy
+    return sorted(train), sorted(evals), entropy
 
 
 def smooth(values, weight):
@@ -138,8 +128,8 @@ def main(argv=None):
     run_dir = Path(args.run_dir)
     out = Path(args.out) if args.out else run_dir / "loss.png"
     try:
-        train, evals = read_metrics(run_dir / "metrics.jsonl")
-        plot(run_dir, train, evals, out, args.smoothing, unigram_entropy(run_dir / "metrics.jsonl"))
+        train, evals, entropy = read_metrics(run_dir / "metrics.jsonl")
+        plot(run_dir, train, evals, out, args.smoothing, entropy)
     except InputError as e:
         print(f"plot_run: error: {e}", file=sys.stderr)
         return 2

@@ -103,10 +103,10 @@ def test_unigram_entropy_line(tmp):
     import plot_run
     run_dir = tmp / "run"
     write_run(run_dir, synthetic_metrics(20))
-    check(plot_run.unigram_entropy(run_dir / "metrics.jsonl") == 2.5, "the summary's unigram entropy is read")
+    check(plot_run.read_metrics(run_dir / "metrics.jsonl")[2] == 2.5, "the summary's unigram entropy is read")
     bare = tmp / "bare"
     write_run(bare, [json.dumps({"type": "train", "step": 1, "loss": 4.0, "lr": 1e-3})])
-    check(plot_run.unigram_entropy(bare / "metrics.jsonl") is None, "no summary, no entropy line")
+    check(plot_run.read_metrics(bare / "metrics.jsonl")[2] is None, "no summary, no entropy line")
 
 
 def test_errors(tmp):

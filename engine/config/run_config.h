@@ -75,6 +75,9 @@ struct LogConfig {
   std::string sample_prompt = "\n";
   // Time every op of every step after the first and write op_profile.json (kernels/op_profiler.h).
   bool profile_ops = false;
+
+  // Whether the run samples text at all: the trainer's samples and the start check of the prompt.
+  bool samples() const { return sample_tokens > 0; }
 };
 
 struct CheckpointConfig {

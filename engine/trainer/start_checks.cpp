@@ -29,7 +29,7 @@ fs::path nearest_existing(fs::path p) {
 void check_before_training(const RunConfig& c, const std::string& run_dir, const data::Vocab* vocab) {
   // Only what the run will do: a run that samples nothing (log.sample_tokens = 0) never encodes
   // its prompt, so the prompt is not checked.
-  if (vocab != nullptr && c.log.sample_tokens > 0) {
+  if (vocab != nullptr && c.log.samples()) {
     try {
       (void)vocab->encode(c.log.sample_prompt);
     } catch (const InputError& e) {

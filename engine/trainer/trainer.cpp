@@ -131,7 +131,7 @@ TrainSummary Trainer::run() {
     // The last step's evaluation and sample come after its weights are saved (finish_run).
     const bool last = step + 1 == c.train.max_steps;
     if (!last && c.train.eval_every > 0 && (step + 1) % c.train.eval_every == 0) evaluate(s, step + 1, run.summary);
-    if (!last && c.log.sample_tokens > 0 && c.log.sample_every > 0 && (step + 1) % c.log.sample_every == 0) {
+    if (!last && c.log.samples() && c.log.sample_every > 0 && (step + 1) % c.log.sample_every == 0) {
       sample(s, step + 1, run.summary);
     }
   }
@@ -195,7 +195,7 @@ void Trainer::finish_run(int step, RunProgress& run) {
     // Saved first, so that nothing after training (an evaluation or a sample that fails) can cost
     // the trained model; also when a finished run is resumed, its final evaluation is made.
     evaluate(s, step, summary);
-    if (step > 0 && c.log.sample_tokens > 0) sample(s, step, summary);
+    if (step > 0 && c.log.samples()) sample(s, step, summary);
   }
   summary.memory = s.tracker.snapshot();
   report_summary(s, summary);

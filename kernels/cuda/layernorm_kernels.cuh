@@ -84,6 +84,31 @@ __global__ void layernorm_forward_kernel(T* out, float* mean, float* rstd, T* re
   }
 }
 
+// A group's share of a row's two backward sums: sum(dn) and sum(dn * norm), dn = dout * weight.
+template <typename T, typename P, int kVec>
+__device__ __forceinline__ void add_row_sums(const detail::ActVec<T, kVec>& gv, const detail::ActVec<T, kVec>& xv,
+                                             const detail::ActVec<P, kVec>& wv, float m, float s, float& dnorm_sum,
+                                             float& dnorm_norm_sum) {
+#pragma unroll
+  for (int i = 0; i < kVec; ++i) {
+    const float dn = gv[i] * wv[i];
+    dnorm_sum += dn;
+    dnorm_norm_sum += dn * ((xv[i] - m) * s);
+  }
+}
+
+// A group's dinp contribution, added to dv (dinp as loaded).
+template <typename T, typename P, int kVec>
+__device__ __forceinline__ void add_dinp(detail::ActVec<T, kVec>& dv, const detail::ActVec<T, kVec>& gv,
+                                         const detail::ActVec<T, kVec>& xv, const detail::ActVec<P, kVec>& wv, float m,
+                                         float s, float dnorm_mean, float dnorm_norm_mean) {
+#pragma unroll
+  for (int i = 0; i < kVec; ++i) {
+    const float norm = (xv[i] - m) * s;
+    dv[i] += s * (gv[i] * wv[i] - dnorm_mean - norm * dnorm_norm_mean);
+  }
+}
+
 // Groups of kVec columns a lane keeps in registers between the backward's two passes over a row
 // (C up to 1024 for 16-byte groups: GPT-2 124M's 768 and 350M's 1024); wider rows, and single
 // elements, read the row again instead.
@@ -122,12 +147,7 @@ __global__ void layernorm_backward_chunk(T* dinp, float* partials, const T* dout
         if (q >= groups) continue;
         gc[k] = Vec::load(g + q * kVec), xc[k] = Vec::load(x + q * kVec);
         wc[k] = ParamVec::load(weight + q * kVec);
-#pragma unroll
-        for (int i = 0; i < kVec; ++i) {
-          const float dn = gc[k][i] * wc[k][i];
-          dnorm_sum += dn;
-          dnorm_norm_sum += dn * ((xc[k][i] - m) * s);
-        }
+        add_row_sums(gc[k], xc[k], wc[k], m, s, dnorm_sum, dnorm_norm_sum);
       }
       const float dnorm_mean = detail::warp_sum(dnorm_sum) / static_cast<float>(C);
       const float dnorm_norm_mean = detail::warp_sum(dnorm_norm_sum) / static_cast<float>(C);
@@ -136,23 +156,14 @@ __global__ void layernorm_backward_chunk(T* dinp, float* partials, const T* dout
         const int q = lane + k * detail::kWarpSize;
         if (q >= groups) continue;
         Vec dv = Vec::load(di + q * kVec);
-#pragma unroll
-        for (int i = 0; i < kVec; ++i) {
-          const float norm = (xc[k][i] - m) * s;
-          dv[i] += s * (gc[k][i] * wc[k][i] - dnorm_mean - norm * dnorm_norm_mean);
-        }
+        add_dinp(dv, gc[k], xc[k], wc[k], m, s, dnorm_mean, dnorm_norm_mean);
         dv.store(di + q * kVec);
       }
     } else {
       for (int q = lane; q < groups; q += detail::kWarpSize) {
         const Vec gv = Vec::load(g + q * kVec), xv = Vec::load(x + q * kVec);
         const ParamVec wv = ParamVec::load(weight + q * kVec);
-#pragma unroll
-        for (int i = 0; i < kVec; ++i) {
-          const float dn = gv[i] * wv[i];
-          dnorm_sum += dn;
-          dnorm_norm_sum += dn * ((xv[i] - m) * s);
-        }
+        add_row_sums(gv, xv, wv, m, s, dnorm_sum, dnorm_norm_sum);
       }
       const float dnorm_mean = detail::warp_sum(dnorm_sum) / static_cast<float>(C);
       const float dnorm_norm_mean = detail::warp_sum(dnorm_norm_sum) / static_cast<float>(C);
@@ -160,11 +171,7 @@ __global__ void layernorm_backward_chunk(T* dinp, float* partials, const T* dout
         const Vec gv = Vec::load(g + q * kVec), xv = Vec::load(x + q * kVec);
         const ParamVec wv = ParamVec::load(weight + q * kVec);
         Vec dv = Vec::load(di + q * kVec);
-#pragma unroll
-        for (int i = 0; i < kVec; ++i) {
-          const float norm = (xv[i] - m) * s;
-          dv[i] += s * (gv[i] * wv[i] - dnorm_mean - norm * dnorm_norm_mean);
-        }
+        add_dinp(dv, gv, xv, wv, m, s, dnorm_mean, dnorm_norm_mean);
         dv.store(di + q * kVec);
       }
     }

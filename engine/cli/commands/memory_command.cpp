@@ -106,15 +106,14 @@ void brief_table(const RunConfig& cfg, const ParamTable& table, int ranks, const
   row("activations and buffers",
       [](const StageMemory& m) { return format_bytes(m.total_bytes() - m.model_state_bytes()); });
   row("total", [](const StageMemory& m) { return format_bytes(m.total_bytes()); });
+  auto percent = [](std::int64_t part, std::int64_t whole) {
+    return fmt::format("{:.0f}%",
+                       100.0 * static_cast<double>(part) / static_cast<double>(std::max<std::int64_t>(whole, 1)));
+  };
   const StageMemory& s0 = stages.front();
-  row("model states vs stage 0", [&](const StageMemory& m) {
-    return fmt::format("{:.0f}%", 100.0 * static_cast<double>(m.model_state_bytes()) /
-                                      static_cast<double>(std::max<std::int64_t>(s0.model_state_bytes(), 1)));
-  });
-  row("total vs stage 0", [&](const StageMemory& m) {
-    return fmt::format("{:.0f}%", 100.0 * static_cast<double>(m.total_bytes()) /
-                                      static_cast<double>(std::max<std::int64_t>(s0.total_bytes(), 1)));
-  });
+  row("model states vs stage 0",
+      [&](const StageMemory& m) { return percent(m.model_state_bytes(), s0.model_state_bytes()); });
+  row("total vs stage 0", [&](const StageMemory& m) { return percent(m.total_bytes(), s0.total_bytes()); });
 }
 
 int config_table(const ArgParser& parser, int ranks, bool json) {

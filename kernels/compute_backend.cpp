@@ -4,10 +4,11 @@
 
 #include <fmt/format.h>
 
-#include "engine/core/check.h"
+#include "engine/base/core/check.h"
+#include "kernels/cpu/blas.h"
 #ifdef ZT_HAVE_CUDA
-#include "engine/device/cuda_allocator.h"
-#include "engine/device/cuda_stream.h"
+#include "engine/base/device/cuda_allocator.h"
+#include "engine/base/device/cuda_stream.h"
 #include "kernels/cuda/cudnn_attention.h"
 #include "kernels/cuda/device_query.h"
 #include "kernels/cuda/kernel_resources.h"
@@ -27,6 +28,8 @@ struct ComputeBackend::CudaParts {
 #else
 struct ComputeBackend::CudaParts {};
 #endif
+
+const BlasDescription& cpu_blas_description() { return cpu::blas_info(); }
 
 int cuda_device_count() {
 #ifdef ZT_HAVE_CUDA

@@ -7,12 +7,17 @@
 #include <memory>
 #include <string>
 
-#include "engine/core/memory_tracker.h"
+#include "engine/base/core/memory_tracker.h"
+#include "kernels/contracts/blas_description.h"
 #include "kernels/exec_context.h"
 
 namespace zt {
 
+// The OpenBLAS library the CPU kernels use (loaded on first use), for the run's printout.
+const BlasDescription& cpu_blas_description();
+
 // CUDA devices this process can use (0 in a build without CUDA).
+
 int cuda_device_count();
 // Free memory on CUDA device `index` now; -1 when it cannot be told (a failed query, or a build
 // without CUDA).

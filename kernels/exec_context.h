@@ -3,7 +3,7 @@
 // can run side by side (the compute stream and the NCCL communicator's stream).
 #pragma once
 
-#include "engine/core/dtype.h"
+#include "engine/base/core/dtype.h"
 
 namespace zt {
 
@@ -11,7 +11,7 @@ namespace zt {
 // Hopper's recommended 32 MiB), here where the memory prediction can count it in every build.
 constexpr std::int64_t kCublasWorkspaceBytes = std::int64_t{32} << 20;
 
-class DeviceAllocator;  // engine/core/device_allocator.h
+class DeviceAllocator;  // engine/base/core/device_allocator.h
 class OpProfiler;       // kernels/op_profiler.h
 
 namespace cuda {

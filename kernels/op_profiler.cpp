@@ -6,12 +6,12 @@
 
 #include <algorithm>
 
-#include "engine/core/check.h"
+#include "engine/base/core/check.h"
 #ifdef ZT_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
-#include "engine/device/cuda_check.h"
-#include "engine/device/cuda_stream.h"
+#include "engine/base/device/cuda_check.h"
+#include "engine/base/device/cuda_stream.h"
 #endif
 
 namespace zt {

@@ -8,7 +8,7 @@
 
 #include <fmt/format.h>
 
-#include "engine/core/check.h"
+#include "engine/base/core/check.h"
 #include "kernels/cpu/adamw.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/cast.h"
@@ -28,8 +28,8 @@
 #ifdef ZT_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
-#include "engine/device/cuda_check.h"
-#include "engine/device/cuda_stream.h"
+#include "engine/base/device/cuda_check.h"
+#include "engine/base/device/cuda_stream.h"
 #include "kernels/cuda/adamw.h"
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/cast.h"

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "engine/core/buffer.h"
-#include "engine/core/memory_tracker.h"
-#include "engine/core/tensor.h"
+#include "engine/base/core/buffer.h"
+#include "engine/base/core/memory_tracker.h"
+#include "engine/base/core/tensor.h"
 #include "kernels/contracts/adamw_params.h"
 #include "kernels/contracts/dropout_spec.h"
 #include "kernels/contracts/weight_layout.h"

@@ -4,7 +4,7 @@
 // checkpointed block's recompute holding both (the attention unit acquired first).
 #pragma once
 
-#include "engine/sharding/param_store.h"
+#include "engine/distributed/sharding/param_store.h"
 
 namespace zt {
 

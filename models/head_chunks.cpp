@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-#include "engine/core/check.h"
+#include "engine/base/core/check.h"
 
 namespace zt {
 

@@ -5,7 +5,7 @@
 #include <cstring>
 #include <vector>
 
-#include "engine/core/bf16.h"
+#include "engine/base/core/bf16.h"
 #include "kernels/ops.h"
 
 namespace zt {

@@ -5,9 +5,9 @@
 #include <array>
 #include <cstdint>
 
-#include "engine/core/buffer.h"
-#include "engine/core/param_table.h"
-#include "engine/sharding/param_store.h"
+#include "engine/base/core/buffer.h"
+#include "engine/base/core/param_table.h"
+#include "engine/distributed/sharding/param_store.h"
 #include "kernels/exec_context.h"
 
 namespace zt {

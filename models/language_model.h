@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <optional>
 
-#include "engine/core/param_table.h"
-#include "engine/sharding/param_store.h"
+#include "engine/base/core/param_table.h"
+#include "engine/distributed/sharding/param_store.h"
 
 namespace zt {
 

@@ -3,7 +3,7 @@
 
 #include <fmt/format.h>
 
-#include "engine/core/check.h"
+#include "engine/base/core/check.h"
 #include "kernels/ops.h"
 #include "models/gpt/activations.h"
 #include "models/gpt/gpt_footprint.h"

@@ -2,7 +2,7 @@
 // (models/llama). This is the one place that picks a family's parameter table, initialisation,
 // model class, memory footprint and step schedule; the engine (trainer, checkpoints, memory
 // prediction, commands) reaches every model through it and through LanguageModel, and
-// engine/sharding knows no model at all.
+// engine/distributed/sharding knows no model at all.
 #pragma once
 
 #include <cstdint>
@@ -10,10 +10,10 @@
 #include <string>
 #include <string_view>
 
-#include "engine/core/dtype.h"
-#include "engine/core/param_table.h"
-#include "engine/sharding/memory_model.h"
-#include "engine/sharding/schedule_replay.h"
+#include "engine/base/core/dtype.h"
+#include "engine/base/core/param_table.h"
+#include "engine/distributed/sharding/memory_model.h"
+#include "engine/distributed/sharding/schedule_replay.h"
 #include "kernels/exec_context.h"
 #include "models/checkpoint_policy.h"
 #include "models/gpt/gpt_config.h"
@@ -73,7 +73,7 @@ std::unique_ptr<LanguageModel> make_model(const ModelSpec& spec, const ModelBuil
 
 // What make_model's model allocates itself (activations and workspace) with parameters of
 // `param_dtype` on `device`, and its training step's store calls: the model's side of the memory
-// prediction (engine/sharding/memory_model.h).
+// prediction (engine/distributed/sharding/memory_model.h).
 ModelFootprint predict_footprint(const ModelSpec& spec, const ModelBuild& build, DType param_dtype, Device device);
 StepSchedule step_schedule(const ModelSpec& spec, const CheckpointPolicy& checkpointing);
 

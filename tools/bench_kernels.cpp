@@ -17,11 +17,11 @@
 #include <string>
 #include <vector>
 
-#include "engine/core/bf16.h"
-#include "engine/core/buffer.h"
-#include "engine/device/cuda_allocator.h"
-#include "engine/device/cuda_check.h"
-#include "engine/device/cuda_stream.h"
+#include "engine/base/core/bf16.h"
+#include "engine/base/core/buffer.h"
+#include "engine/base/device/cuda_allocator.h"
+#include "engine/base/device/cuda_check.h"
+#include "engine/base/device/cuda_stream.h"
 #include "kernels/cuda/adamw.h"
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/cast.h"

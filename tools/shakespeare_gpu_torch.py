@@ -37,7 +37,7 @@ LLMC_MAGIC, LLMC_VERSION, LLMC_HEADER_INTS = 20240520, 1, 256
 
 
 def read_llmc_tokens(path, vocab_size):
-    """The uint16 tokens of an llm.c token file (engine/data/token_file.h), checked as zerotrain does."""
+    """The uint16 tokens of an llm.c token file (engine/app/data/token_file.h), checked as zerotrain does."""
     header = np.fromfile(path, dtype=np.int32, count=LLMC_HEADER_INTS)
     if len(header) < LLMC_HEADER_INTS or header[0] != LLMC_MAGIC or header[1] != LLMC_VERSION:
         sys.exit(f"shakespeare_gpu_torch: {path}: not an llm.c token file")

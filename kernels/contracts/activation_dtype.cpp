@@ -1,7 +1,7 @@
 // The activation and parameter dtype checks (see the header).
 #include "kernels/contracts/activation_dtype.h"
 
-#include "engine/core/check.h"
+#include "engine/base/core/check.h"
 
 namespace zt {
 

@@ -3,7 +3,7 @@
 
 #include <cmath>
 
-#include "engine/core/check.h"
+#include "engine/base/core/check.h"
 
 namespace zt {
 

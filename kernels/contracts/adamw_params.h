@@ -3,7 +3,7 @@
 // update and its CUDA twin are bitwise equal (kernels/cpu/adamw.h says the order of operations).
 #pragma once
 
-#include "engine/core/tensor.h"
+#include "engine/base/core/tensor.h"
 
 namespace zt {
 

@@ -3,8 +3,8 @@
 
 #include <cmath>
 
-#include "engine/core/check.h"
-#include "engine/core/philox.h"
+#include "engine/base/core/check.h"
+#include "engine/base/core/philox.h"
 
 namespace zt {
 

@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "engine/core/tensor.h"
+#include "engine/base/core/tensor.h"
 
 namespace zt {
 

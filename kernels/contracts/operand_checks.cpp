@@ -1,7 +1,7 @@
 // The shared operand checks (see the header).
 #include "kernels/contracts/operand_checks.h"
 
-#include "engine/core/check.h"
+#include "engine/base/core/check.h"
 #include "kernels/contracts/activation_dtype.h"
 
 namespace zt {

@@ -6,7 +6,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "engine/core/bf16.h"
+#include "engine/base/core/bf16.h"
 
 namespace zt::cpu {
 

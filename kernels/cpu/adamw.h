@@ -4,7 +4,7 @@
 
 #include <vector>
 
-#include "engine/core/tensor.h"
+#include "engine/base/core/tensor.h"
 #include "kernels/contracts/adamw_params.h"
 #include "kernels/exec_context.h"
 

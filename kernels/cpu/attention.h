@@ -2,7 +2,7 @@
 // forward and backward, fp32. Softmax subtracts the row maximum before exp.
 #pragma once
 
-#include "engine/core/tensor.h"
+#include "engine/base/core/tensor.h"
 #include "kernels/contracts/dropout_spec.h"
 #include "kernels/contracts/operand_checks.h"
 #include "kernels/exec_context.h"

@@ -12,7 +12,7 @@
 #include <span>
 #include <vector>
 
-#include "engine/core/tensor.h"
+#include "engine/base/core/tensor.h"
 #include "kernels/contracts/activation_dtype.h"
 #include "kernels/exec_context.h"
 

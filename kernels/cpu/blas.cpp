@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <mutex>
 
-#include "engine/core/check.h"
+#include "engine/base/core/check.h"
 
 namespace zt::cpu {
 

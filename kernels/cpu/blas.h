@@ -3,16 +3,11 @@
 // virtualised Xeons as Prescott and runs sgemm ~5x slower. See [Note: OpenBLAS core type].
 #pragma once
 
-#include <string>
+#include "kernels/contracts/blas_description.h"
 
 namespace zt::cpu {
 
-struct BlasInfo {
-  std::string library_path;      // the file that was loaded
-  std::string core_name;         // what OpenBLAS says it runs on (openblas_get_corename)
-  std::string core_type_source;  // "user" (OPENBLAS_CORETYPE was set), "detected", or "library default"
-  std::string config;            // openblas_get_config()
-};
+using BlasInfo = BlasDescription;
 
 // Loads OpenBLAS on first use; throws RuntimeError if no OpenBLAS library can be loaded.
 const BlasInfo& blas_info();

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "engine/core/bf16.h"
+#include "engine/base/core/bf16.h"
 
 namespace zt::cpu {
 

@@ -1,7 +1,7 @@
 // Conversions between fp32 and bf16 buffers (round to nearest even, NaN/Inf kept; see bf16.h).
 #pragma once
 
-#include "engine/core/tensor.h"
+#include "engine/base/core/tensor.h"
 #include "kernels/exec_context.h"
 
 namespace zt::cpu {

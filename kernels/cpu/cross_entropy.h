@@ -2,7 +2,7 @@
 // of the [N, Vp] logits are real: padded columns never enter the softmax and get zero gradient.
 #pragma once
 
-#include "engine/core/tensor.h"
+#include "engine/base/core/tensor.h"
 #include "kernels/exec_context.h"
 
 namespace zt::cpu {

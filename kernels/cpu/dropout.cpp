@@ -8,7 +8,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "engine/core/philox.h"
+#include "engine/base/core/philox.h"
 #include "kernels/cpu/bf16_staging.h"
 #include "kernels/cpu/dropout_mask.h"
 
@@ -28,7 +28,7 @@ static_assert(kBatch <= dropout_rules::kMaxBlocksPastEnd, "check_spec admits kMa
 
 // r[4 * i + lane] = philox4x32({blk0 + i, site, g_lo, g_hi}, key)[lane] for i < kBatch: the
 // random bits of elements 4 * blk0 .. 4 * (blk0 + kBatch) - 1, in element order. The same rounds
-// as zt::philox4x32 (engine/core/philox.h). Each counter word is held in the low halves of 64-bit
+// as zt::philox4x32 (engine/base/core/philox.h). Each counter word is held in the low halves of 64-bit
 // lanes, so one vpmuludq forms four 32 x 32 -> 64-bit products (GCC 12 does not vectorise the
 // scalar widening multiply by itself; measured 4x faster than the scalar rounds).
 void philox_batch(std::uint32_t (&r)[4 * kBatch], std::uint32_t blk0, std::uint32_t site, std::uint64_t sample,

@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "engine/core/bf16.h"
+#include "engine/base/core/bf16.h"
 #include "kernels/cpu/bf16_staging.h"
 
 namespace zt::cpu {

@@ -1,7 +1,7 @@
 // Token + learned position embedding, forward and backward (scatter-add), computed in fp32.
 #pragma once
 
-#include "engine/core/tensor.h"
+#include "engine/base/core/tensor.h"
 #include "kernels/contracts/operand_checks.h"
 #include "kernels/exec_context.h"
 

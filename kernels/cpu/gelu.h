@@ -1,7 +1,7 @@
 // GELU, tanh approximation (GPT-2's "gelu_new"), forward and backward, fp32.
 #pragma once
 
-#include "engine/core/tensor.h"
+#include "engine/base/core/tensor.h"
 #include "kernels/exec_context.h"
 
 namespace zt::cpu {

@@ -1,7 +1,7 @@
 // LayerNorm over the last dimension (eps 1e-5, as GPT-2), forward and backward, fp32.
 #pragma once
 
-#include "engine/core/tensor.h"
+#include "engine/base/core/tensor.h"
 #include "kernels/contracts/layernorm_eps.h"
 #include "kernels/exec_context.h"
 

@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "engine/core/bf16.h"
+#include "engine/base/core/bf16.h"
 #include "kernels/cpu/bf16_staging.h"
 #include "kernels/cpu/blas.h"
 

@@ -2,7 +2,7 @@
 // Rows are all leading dimensions flattened: inp [.., C] is read as [N, C].
 #pragma once
 
-#include "engine/core/tensor.h"
+#include "engine/base/core/tensor.h"
 #include "kernels/contracts/weight_layout.h"
 #include "kernels/exec_context.h"
 

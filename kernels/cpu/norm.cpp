@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "engine/core/bf16.h"
+#include "engine/base/core/bf16.h"
 
 namespace zt::cpu {
 

@@ -3,7 +3,7 @@
 
 #include <vector>
 
-#include "engine/core/tensor.h"
+#include "engine/base/core/tensor.h"
 #include "kernels/exec_context.h"
 
 namespace zt::cpu {

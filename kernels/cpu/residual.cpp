@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-#include "engine/core/bf16.h"
+#include "engine/base/core/bf16.h"
 #include "kernels/cpu/bf16_staging.h"
 
 namespace zt::cpu {

@@ -2,7 +2,7 @@
 // into another (gradient accumulation, residual gradients), with bf16 destinations rounded RNE.
 #pragma once
 
-#include "engine/core/tensor.h"
+#include "engine/base/core/tensor.h"
 #include "kernels/exec_context.h"
 
 namespace zt::cpu {

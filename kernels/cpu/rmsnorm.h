@@ -2,7 +2,7 @@
 // subtracted and there is no bias: out = inp * rstd * weight, rstd = 1 / sqrt(mean(inp^2) + eps).
 #pragma once
 
-#include "engine/core/tensor.h"
+#include "engine/base/core/tensor.h"
 #include "kernels/exec_context.h"
 
 namespace zt::cpu {

@@ -7,7 +7,7 @@
 // rotated heads (v) are left as they are.
 #pragma once
 
-#include "engine/core/tensor.h"
+#include "engine/base/core/tensor.h"
 #include "kernels/exec_context.h"
 
 namespace zt::cpu {

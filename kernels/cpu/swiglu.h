@@ -4,7 +4,7 @@
 // silu(g) = g * sigmoid(g).
 #pragma once
 
-#include "engine/core/tensor.h"
+#include "engine/base/core/tensor.h"
 #include "kernels/exec_context.h"
 
 namespace zt::cpu {

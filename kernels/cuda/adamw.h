@@ -3,7 +3,7 @@
 
 #include <vector>
 
-#include "engine/core/tensor.h"
+#include "engine/base/core/tensor.h"
 #include "kernels/contracts/adamw_params.h"  // AdamWHyper: one definition of the hyper-parameters for both backends
 #include "kernels/exec_context.h"
 

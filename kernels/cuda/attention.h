@@ -3,7 +3,7 @@
 // or BF16 activations (docs/precision.md; [Note: bf16 attention] in attention.cu).
 #pragma once
 
-#include "engine/core/tensor.h"
+#include "engine/base/core/tensor.h"
 #include "kernels/contracts/dropout_spec.h"  // DropoutSpec
 #include "kernels/exec_context.h"
 

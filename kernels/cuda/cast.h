@@ -2,7 +2,7 @@
 // NaN kept quiet with its sign, Inf kept).
 #pragma once
 
-#include "engine/core/tensor.h"
+#include "engine/base/core/tensor.h"
 #include "kernels/exec_context.h"
 
 namespace zt::cuda {

@@ -11,9 +11,9 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
-#include "engine/core/check.h"
-#include "engine/core/tensor.h"
-#include "engine/device/cuda_check.h"
+#include "engine/base/core/check.h"
+#include "engine/base/core/tensor.h"
+#include "engine/base/device/cuda_check.h"
 #include "kernels/contracts/activation_dtype.h"
 #include "kernels/cuda/device_helpers.cuh"
 #include "kernels/cuda/kernel_resources.h"

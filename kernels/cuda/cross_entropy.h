@@ -3,7 +3,7 @@
 // op's logits/probs/dlogits are all F32 or all BF16 (docs/precision.md); losses are always F32.
 #pragma once
 
-#include "engine/core/tensor.h"
+#include "engine/base/core/tensor.h"
 #include "kernels/exec_context.h"
 
 namespace zt::cuda {

@@ -11,7 +11,7 @@
 
 #include <fmt/format.h>
 
-#include "engine/core/check.h"
+#include "engine/base/core/check.h"
 #include "kernels/contracts/operand_checks.h"  // fused_attention_dims
 #include "kernels/cuda/kernel_resources.h"
 

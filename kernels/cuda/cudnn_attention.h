@@ -11,7 +11,7 @@
 #include <initializer_list>
 #include <string>
 
-#include "engine/core/tensor.h"
+#include "engine/base/core/tensor.h"
 #include "kernels/exec_context.h"
 
 namespace zt::cuda {

@@ -1,6 +1,6 @@
 // Internal to the CUDA kernels: the device-side helpers they share, device code only (no launch
 // syntax, no host API), so that the SIMT emulator (tests/emulation/) compiles them as they are:
-// fp32 vector accesses, bf16 conversions bit-identical to engine/core/bf16.h, fixed-order warp and
+// fp32 vector accesses, bf16 conversions bit-identical to engine/base/core/bf16.h, fixed-order warp and
 // block reductions (the same inputs give the same bits on every run), and the activation storage
 // helpers of docs/precision.md. kernels/cuda/common.cuh adds the launchers' host-side helpers.
 #pragma once
@@ -62,7 +62,7 @@ __device__ __forceinline__ float bf16_to_f32(std::uint16_t h) {
 }
 
 // fp32 -> bf16 rounding to nearest even, NaN kept quiet with its sign: the algorithm of
-// engine/core/bf16.h, so GPU and CPU casts agree bit for bit (cuda_bf16's __float2bfloat16_rn
+// engine/base/core/bf16.h, so GPU and CPU casts agree bit for bit (cuda_bf16's __float2bfloat16_rn
 // returns a canonical NaN instead).
 __device__ __forceinline__ std::uint16_t f32_to_bf16(float f) {
   unsigned u = __float_as_uint(f);

@@ -3,7 +3,7 @@
 // drops. One thread per Philox block (4 elements).
 #pragma once
 
-#include "engine/core/tensor.h"
+#include "engine/base/core/tensor.h"
 #include "kernels/contracts/dropout_spec.h"  // DropoutSpec
 #include "kernels/exec_context.h"
 

@@ -11,7 +11,7 @@
 
 namespace zt::cuda::detail {
 
-// Philox4x32-10 with the rounds of zt::philox4x32 (engine/core/philox.h): same bits on both sides.
+// Philox4x32-10 with the rounds of zt::philox4x32 (engine/base/core/philox.h): same bits on both sides.
 __device__ __forceinline__ uint4 philox4x32(uint4 ctr, std::uint32_t k0, std::uint32_t k1) {
   constexpr std::uint32_t kM0 = 0xD2511F53u, kM1 = 0xCD9E8D57u;
   constexpr std::uint32_t kW0 = 0x9E3779B9u, kW1 = 0xBB67AE85u;

@@ -2,7 +2,7 @@
 // gradients are F32; out and dout are F32 or BF16 (docs/precision.md: bf16 out rounded once).
 #pragma once
 
-#include "engine/core/tensor.h"
+#include "engine/base/core/tensor.h"
 #include "kernels/exec_context.h"
 
 namespace zt::cuda {

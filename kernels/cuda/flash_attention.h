@@ -11,7 +11,7 @@
 // (gpt::activation_dims); tools/bench_kernels times it beside the cuBLASLt path.
 #pragma once
 
-#include "engine/core/tensor.h"
+#include "engine/base/core/tensor.h"
 #include "kernels/contracts/dropout_spec.h"  // DropoutSpec
 #include "kernels/exec_context.h"
 

@@ -2,7 +2,7 @@
 // Each op's operands are all F32 or all BF16 (docs/precision.md: bf16 results rounded once).
 #pragma once
 
-#include "engine/core/tensor.h"
+#include "engine/base/core/tensor.h"
 #include "kernels/exec_context.h"
 
 namespace zt::cuda {

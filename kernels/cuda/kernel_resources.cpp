@@ -1,7 +1,7 @@
 // cuBLASLt handle and workspace creation; scratch buffers from the caching allocator.
 #include "kernels/cuda/kernel_resources.h"
 
-#include "engine/device/cuda_check.h"
+#include "engine/base/device/cuda_check.h"
 
 namespace zt::cuda {
 

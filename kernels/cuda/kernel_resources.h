@@ -11,9 +11,9 @@
 
 #include <cublasLt.h>
 
-#include "engine/core/buffer.h"
-#include "engine/core/device_allocator.h"
-#include "engine/core/memory_tracker.h"
+#include "engine/base/core/buffer.h"
+#include "engine/base/core/device_allocator.h"
+#include "engine/base/core/memory_tracker.h"
 #include "kernels/exec_context.h"
 
 namespace zt::cuda {
@@ -26,7 +26,7 @@ struct CudnnAttentionPlans;  // kernels/cuda/cudnn_attention.cpp: cuDNN's handle
 class KernelResources {
  public:
   // `allocator` serves the workspace and every scratch buffer; it must order its reuse on the
-  // stream the kernels run on ([Note: stream-ordered reuse] in engine/device/cuda_allocator.h).
+  // stream the kernels run on ([Note: stream-ordered reuse] in engine/base/device/cuda_allocator.h).
   KernelResources(MemoryTracker& tracker, DeviceAllocator& allocator,
                   std::size_t cublas_workspace_bytes = kDefaultCublasWorkspaceBytes);
   ~KernelResources();
@@ -42,7 +42,7 @@ class KernelResources {
   Buffer scratch(DType dtype, std::int64_t numel);
   DeviceAllocator& allocator() const { return allocator_; }
 
-  // How fp32 matrix products run (engine/core/dtype.h): kFp32 by default, so the fp32 GPU path
+  // How fp32 matrix products run (engine/base/core/dtype.h): kFp32 by default, so the fp32 GPU path
   // tracks the CPU within ~1e-5; kTf32 (~1e-3 relative) and kBf16 (~4e-3) trade that for tensor
   // cores. kTf32 applies to every cuBLASLt product, kBf16 to the linear layers (cuda::matmul_*).
   MatmulPrecision fp32_matmuls = MatmulPrecision::kFp32;

@@ -4,7 +4,7 @@
 // (docs/precision.md); mean, rstd, weight, bias and the parameter gradients are F32.
 #pragma once
 
-#include "engine/core/tensor.h"
+#include "engine/base/core/tensor.h"
 #include "kernels/contracts/layernorm_eps.h"  // kLayerNormEps
 #include "kernels/exec_context.h"
 

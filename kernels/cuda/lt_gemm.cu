@@ -20,7 +20,7 @@
 #include <utility>
 #include <vector>
 
-#include "engine/device/cuda_stream.h"
+#include "engine/base/device/cuda_stream.h"
 #include "kernels/cuda/common.cuh"
 
 namespace zt::cuda::detail {

@@ -4,7 +4,7 @@
 // into cuBLASLt epilogues: bias + GELU in the forward, GELU's derivative in the backward.
 #pragma once
 
-#include "engine/core/tensor.h"
+#include "engine/base/core/tensor.h"
 #include "kernels/contracts/weight_layout.h"  // WeightLayout: one definition for both backends
 #include "kernels/exec_context.h"
 

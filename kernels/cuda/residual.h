@@ -1,7 +1,7 @@
 // CUDA twin of kernels/cpu/residual.h: the residual add and in-place accumulation.
 #pragma once
 
-#include "engine/core/tensor.h"
+#include "engine/base/core/tensor.h"
 #include "kernels/exec_context.h"
 
 namespace zt::cuda {

@@ -3,7 +3,7 @@
 // BF16 with BF16 activations; dweight F32, or BF16 with BF16 activations (added in place).
 #pragma once
 
-#include "engine/core/tensor.h"
+#include "engine/base/core/tensor.h"
 #include "kernels/exec_context.h"
 
 namespace zt::cuda {

@@ -2,7 +2,7 @@
 // of each [B, T, W] row, F32 or BF16.
 #pragma once
 
-#include "engine/core/tensor.h"
+#include "engine/base/core/tensor.h"
 #include "kernels/exec_context.h"
 
 namespace zt::cuda {

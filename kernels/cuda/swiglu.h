@@ -3,7 +3,7 @@
 // or all BF16 per call.
 #pragma once
 
-#include "engine/core/tensor.h"
+#include "engine/base/core/tensor.h"
 #include "kernels/exec_context.h"
 
 namespace zt::cuda {

@@ -5,7 +5,7 @@
 
 #include <fmt/format.h>
 
-#include "engine/core/memory_tracker.h"
+#include "engine/base/core/memory_tracker.h"
 #include "kernels/ops.h"
 
 namespace zt::gpt {

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <string>
 
-#include "engine/core/buffer.h"
+#include "engine/base/core/buffer.h"
 #include "kernels/exec_context.h"
 #include "models/gpt/gpt_config.h"
 

@@ -2,7 +2,7 @@
 //   resid2 = x + attn_proj(attention(c_attn(ln_1(x))));  out = resid2 + mlp_proj(gelu(c_fc(ln_2(resid2)))).
 #pragma once
 
-#include "engine/core/buffer.h"
+#include "engine/base/core/buffer.h"
 #include "kernels/contracts/dropout_spec.h"
 #include "kernels/exec_context.h"
 #include "models/gpt/activations.h"

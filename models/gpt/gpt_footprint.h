@@ -1,11 +1,11 @@
-// What GptModel brings to the ZeRO memory prediction (engine/sharding/memory_model.h): the bytes it
+// What GptModel brings to the ZeRO memory prediction (engine/distributed/sharding/memory_model.h): the bytes it
 // allocates itself, the same under every stage (sized by the batch, not the shard), and its step's
 // store calls. The sharding arithmetic knows nothing of GPT; this is GPT's side of it.
 #pragma once
 
-#include "engine/core/dtype.h"
-#include "engine/sharding/memory_model.h"
-#include "engine/sharding/schedule_replay.h"
+#include "engine/base/core/dtype.h"
+#include "engine/distributed/sharding/memory_model.h"
+#include "engine/distributed/sharding/schedule_replay.h"
 #include "models/gpt/activations.h"
 #include "models/gpt/gpt_config.h"
 #include "models/gpt/gpt_params.h"

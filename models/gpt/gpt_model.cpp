@@ -11,7 +11,7 @@
 
 #include <vector>
 
-#include "engine/core/bf16.h"
+#include "engine/base/core/bf16.h"
 #include "kernels/contracts/dropout_spec.h"
 #include "kernels/ops.h"
 

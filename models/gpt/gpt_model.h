@@ -9,8 +9,8 @@
 #include <optional>
 #include <vector>
 
-#include "engine/core/buffer.h"
-#include "engine/sharding/param_store.h"
+#include "engine/base/core/buffer.h"
+#include "engine/distributed/sharding/param_store.h"
 #include "kernels/exec_context.h"
 #include "models/gpt/activations.h"
 #include "models/gpt/block.h"

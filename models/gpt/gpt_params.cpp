@@ -7,8 +7,8 @@
 #include <cmath>
 #include <cstring>
 
-#include "engine/core/check.h"
-#include "engine/core/philox.h"
+#include "engine/base/core/check.h"
+#include "engine/base/core/philox.h"
 
 namespace zt::gpt {
 

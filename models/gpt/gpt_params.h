@@ -11,7 +11,7 @@
 
 #include <cstdint>
 
-#include "engine/core/param_table.h"
+#include "engine/base/core/param_table.h"
 #include "models/gpt/gpt_config.h"
 #include "models/unit_layout.h"
 

@@ -3,7 +3,7 @@
 // predict which gathered units and pending gradients are alive at once (docs/zero_memory.md).
 #pragma once
 
-#include "engine/sharding/param_store.h"
+#include "engine/distributed/sharding/param_store.h"
 #include "models/gpt/gpt_config.h"
 #include "models/gpt/gpt_params.h"
 

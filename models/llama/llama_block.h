@@ -4,7 +4,7 @@
 // where they serve the shape (no T x T probabilities kept; ops::flash_attention_available).
 #pragma once
 
-#include "engine/core/buffer.h"
+#include "engine/base/core/buffer.h"
 #include "kernels/exec_context.h"
 #include "models/llama/llama_params.h"
 

@@ -1,10 +1,10 @@
-// What LlamaModel brings to the ZeRO memory prediction (engine/sharding/memory_model.h), as
+// What LlamaModel brings to the ZeRO memory prediction (engine/distributed/sharding/memory_model.h), as
 // models/gpt/gpt_footprint.h does for GPT: the bytes it allocates itself and its step's store calls.
 #pragma once
 
-#include "engine/core/dtype.h"
-#include "engine/sharding/memory_model.h"
-#include "engine/sharding/schedule_replay.h"
+#include "engine/base/core/dtype.h"
+#include "engine/distributed/sharding/memory_model.h"
+#include "engine/distributed/sharding/schedule_replay.h"
 #include "models/checkpoint_policy.h"
 #include "models/llama/llama_config.h"
 #include "models/unit_layout.h"

@@ -13,8 +13,8 @@
 #include <memory>
 #include <vector>
 
-#include "engine/core/buffer.h"
-#include "engine/sharding/param_store.h"
+#include "engine/base/core/buffer.h"
+#include "engine/distributed/sharding/param_store.h"
 #include "kernels/exec_context.h"
 #include "models/checkpoint_policy.h"
 #include "models/kernel_params.h"

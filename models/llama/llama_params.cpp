@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <cstring>
 
-#include "engine/core/check.h"
-#include "engine/core/philox.h"
+#include "engine/base/core/check.h"
+#include "engine/base/core/philox.h"
 #include "models/head_chunks.h"
 
 namespace zt::llama {

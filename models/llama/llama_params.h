@@ -15,7 +15,7 @@
 
 #include <cstdint>
 
-#include "engine/core/param_table.h"
+#include "engine/base/core/param_table.h"
 #include "models/llama/llama_config.h"
 #include "models/unit_layout.h"
 

@@ -13,7 +13,7 @@
 #include <functional>
 #include <sstream>
 
-#include "engine/checkpoint/durable_file.h"
+#include "engine/app/checkpoint/durable_file.h"
 #include "tests/checkpoint/checkpoint_test_util.h"
 
 namespace zt::ckpt {

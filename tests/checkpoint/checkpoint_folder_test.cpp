@@ -7,8 +7,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "engine/checkpoint/checkpoint_folder.h"
-#include "engine/checkpoint/durable_file.h"
+#include "engine/app/checkpoint/checkpoint_folder.h"
+#include "engine/app/checkpoint/durable_file.h"
 #include "tests/checkpoint/checkpoint_test_util.h"
 
 namespace zt::ckpt {

@@ -11,10 +11,10 @@
 #include <string>
 #include <vector>
 
-#include "engine/checkpoint/checkpoint_export.h"
-#include "engine/checkpoint/checkpoint_folder.h"
-#include "engine/comm/communicator.h"
-#include "engine/config/run_config.h"
+#include "engine/app/checkpoint/checkpoint_export.h"
+#include "engine/app/checkpoint/checkpoint_folder.h"
+#include "engine/distributed/comm/communicator.h"
+#include "engine/app/config/run_config.h"
 #include "models/model_family.h"
 #include "tests/checkpoint/checkpoint_test_util.h"
 

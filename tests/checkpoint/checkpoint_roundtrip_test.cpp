@@ -5,8 +5,8 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "engine/checkpoint/checkpoint_folder.h"
-#include "engine/comm/local_communicator.h"
+#include "engine/app/checkpoint/checkpoint_folder.h"
+#include "engine/distributed/comm/local_communicator.h"
 #include "tests/checkpoint/checkpoint_test_util.h"
 
 namespace zt::ckpt {

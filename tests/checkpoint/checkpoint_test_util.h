@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "engine/checkpoint/checkpoint_reader.h"
-#include "engine/checkpoint/checkpoint_writer.h"
-#include "engine/sharding/shard_layout.h"
+#include "engine/app/checkpoint/checkpoint_reader.h"
+#include "engine/app/checkpoint/checkpoint_writer.h"
+#include "engine/distributed/sharding/shard_layout.h"
 
 namespace zt::ckpt::testing {
 

@@ -8,11 +8,11 @@
 #include <filesystem>
 #include <memory>
 
-#include "engine/checkpoint/optimizer_checkpoint.h"
-#include "engine/comm/local_communicator.h"
-#include "engine/core/bf16.h"
-#include "engine/optim/sharded_adamw.h"
-#include "engine/sharding/zero_options.h"
+#include "engine/app/checkpoint/optimizer_checkpoint.h"
+#include "engine/distributed/comm/local_communicator.h"
+#include "engine/base/core/bf16.h"
+#include "engine/distributed/optim/sharded_adamw.h"
+#include "engine/distributed/sharding/zero_options.h"
 #include "models/gpt/gpt_params.h"
 
 namespace zt::ckpt {

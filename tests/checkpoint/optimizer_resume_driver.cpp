@@ -13,13 +13,13 @@
 #include <string>
 #include <vector>
 
-#include "engine/checkpoint/checkpoint_export.h"
-#include "engine/checkpoint/checkpoint_folder.h"
-#include "engine/checkpoint/optimizer_checkpoint.h"
-#include "engine/config/run_config.h"
-#include "engine/core/bf16.h"
-#include "engine/optim/sharded_adamw.h"
-#include "engine/sharding/zero_param_store.h"
+#include "engine/app/checkpoint/checkpoint_export.h"
+#include "engine/app/checkpoint/checkpoint_folder.h"
+#include "engine/app/checkpoint/optimizer_checkpoint.h"
+#include "engine/app/config/run_config.h"
+#include "engine/base/core/bf16.h"
+#include "engine/distributed/optim/sharded_adamw.h"
+#include "engine/distributed/sharding/zero_param_store.h"
 #include "models/gpt/gpt_params.h"
 
 namespace {

@@ -8,7 +8,7 @@
 #include <mutex>
 #include <thread>
 
-#include "engine/comm/collective_watchdog.h"
+#include "engine/distributed/comm/collective_watchdog.h"
 
 namespace zt {
 namespace {

@@ -1,7 +1,7 @@
 // The process-wide communicators the collective tests share (one MPI initialisation per process).
 #pragma once
 
-#include "engine/comm/communicator.h"
+#include "engine/distributed/comm/communicator.h"
 
 namespace zt {
 

@@ -1,4 +1,4 @@
-// Launch detection and rendezvous options from the environment (engine/launch/rendezvous.h): which
+// Launch detection and rendezvous options from the environment (engine/distributed/launch/rendezvous.h): which
 // launcher's variables win, what a malformed value says, which method an unset ZT_RENDEZVOUS picks;
 // and the file and TCP methods between two threads of this process. Each test starts from an
 // environment with every launcher variable removed.
@@ -12,8 +12,8 @@
 #include <future>
 #include <string>
 
-#include "engine/core/check.h"
-#include "engine/launch/rendezvous.h"
+#include "engine/base/core/check.h"
+#include "engine/distributed/launch/rendezvous.h"
 
 namespace zt {
 namespace {

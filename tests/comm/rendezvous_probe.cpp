@@ -12,8 +12,8 @@
 #include <random>
 #include <thread>
 
-#include "engine/core/check.h"
-#include "engine/launch/rendezvous.h"
+#include "engine/base/core/check.h"
+#include "engine/distributed/launch/rendezvous.h"
 #ifdef ZT_HAVE_MPI
 #include <mpi.h>
 #endif

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Rendezvous between real processes (engine/launch/rendezvous.h, through zt_rendezvous_probe): every
+"""Rendezvous between real processes (engine/distributed/launch/rendezvous.h, through zt_rendezvous_probe): every
 rank must print rank 0's blob over MPI (mpirun, ZT_RENDEZVOUS unset), a file (nothing left behind,
 rank 0 started last) and TCP (rank 0 started last); a missing peer must end in a one-line timeout
 error naming the method within the configured timeout, never a hang; a stale file and malformed

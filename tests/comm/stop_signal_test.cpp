@@ -1,4 +1,4 @@
-// Stop requests (engine/launch/signals.h) in one process: a signal is recorded, not fatal; a repeated
+// Stop requests (engine/distributed/launch/signals.h) in one process: a signal is recorded, not fatal; a repeated
 // SIGUSR1 is harmless; a second SIGTERM or SIGINT ends the process at once; and a collective that
 // stays blocked after a stop request gives up after the grace period, long before its timeout,
 // naming the signal. ctest runs each test in a process of its own (gtest_discover_tests), so each
@@ -9,9 +9,9 @@
 #include <csignal>
 #include <string>
 
-#include "engine/comm/communicator.h"
-#include "engine/core/check.h"
-#include "engine/launch/signals.h"
+#include "engine/distributed/comm/communicator.h"
+#include "engine/base/core/check.h"
+#include "engine/distributed/launch/signals.h"
 
 namespace zt {
 namespace {

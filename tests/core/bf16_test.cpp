@@ -1,6 +1,6 @@
-// Tests for engine/core/bf16.h: fp32 -> bf16 rounds to nearest, ties to even, keeps NaN and Inf,
+// Tests for engine/base/core/bf16.h: fp32 -> bf16 rounds to nearest, ties to even, keeps NaN and Inf,
 // overflows to Inf; bf16 -> fp32 is exact and round trips are lossless.
-#include "engine/core/bf16.h"
+#include "engine/base/core/bf16.h"
 
 #include <gtest/gtest.h>
 

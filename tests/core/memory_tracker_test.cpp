@@ -1,14 +1,14 @@
-// Tests for engine/core/memory_tracker and Buffer: per-category current/peak accounting, the peak
+// Tests for engine/base/core/memory_tracker and Buffer: per-category current/peak accounting, the peak
 // of the total, peak windows, and Buffer charging for its whole life (construction, move, reset).
-#include "engine/core/memory_tracker.h"
+#include "engine/base/core/memory_tracker.h"
 
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <utility>
 
-#include "engine/core/buffer.h"
-#include "engine/core/check.h"
+#include "engine/base/core/buffer.h"
+#include "engine/base/core/check.h"
 
 namespace zt {
 namespace {

@@ -4,9 +4,9 @@
 #include <algorithm>
 #include <fstream>
 
-#include "engine/config/config_reader.h"
-#include "engine/config/run_config.h"
-#include "engine/core/check.h"
+#include "engine/app/config/config_reader.h"
+#include "engine/app/config/run_config.h"
+#include "engine/base/core/check.h"
 
 namespace zt {
 namespace {

@@ -1,14 +1,14 @@
 // Batch sampling: a batch is a pure function of (seed, stream, first sample), windows stay inside
 // the tokens, targets are inputs shifted by one, and consecutive ranges of samples compose -- the
 // property that lets ranks take disjoint slices of one global batch.
-#include "engine/data/batch_sampler.h"
+#include "engine/app/data/batch_sampler.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <numeric>
 
-#include "engine/core/check.h"
+#include "engine/base/core/check.h"
 
 namespace zt::data {
 namespace {

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/core/check.h"
+#include "engine/base/core/check.h"
 
 namespace zt::data::testing {
 

@@ -1,15 +1,15 @@
 // The embedded dataset: a pure function of (seed, n_chars), whole lines of ASCII no longer than
 // asked, fewer than 64 distinct characters; prints its unigram entropy (the loss floor of a
 // model that ignores context) so a run's loss can be compared with it.
-#include "engine/data/embedded_dataset.h"
+#include "engine/app/data/embedded_dataset.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <set>
 
-#include "engine/data/batch_sampler.h"
-#include "engine/data/vocab.h"
+#include "engine/app/data/batch_sampler.h"
+#include "engine/app/data/vocab.h"
 
 namespace zt::data {
 namespace {

@@ -1,12 +1,12 @@
 // prepare: a text becomes vocab.json + train.bin + val.bin whose decoded concatenation is the
 // original text, split 90/10 by position; on tiny shakespeare the figures match nanoGPT's.
-#include "engine/data/prepare.h"
+#include "engine/app/data/prepare.h"
 
 #include <gtest/gtest.h>
 
 #include <filesystem>
 
-#include "engine/data/token_file.h"
+#include "engine/app/data/token_file.h"
 #include "tests/data/data_test_util.h"
 
 namespace zt::data {

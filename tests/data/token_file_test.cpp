@@ -1,6 +1,6 @@
 // Token files: llm.c and nanoGPT files read back what was written, the format is detected, and
 // every kind of damaged file is refused with its own one-line message naming the file.
-#include "engine/data/token_file.h"
+#include "engine/app/data/token_file.h"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
 // Vocabularies: char-level build/encode/decode round-trips multi-byte UTF-8, byte level
 // round-trips any bytes, save/load round-trips, and invalid text, unknown characters and damaged
 // vocabulary files are refused with messages naming the offset or the file.
-#include "engine/data/vocab.h"
+#include "engine/app/data/vocab.h"
 
 #include <gtest/gtest.h>
 

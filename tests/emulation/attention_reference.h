@@ -24,7 +24,7 @@
 
 #include <cuda_bf16.h>  // the emulator's stand-in (tests/emulation/simt)
 
-#include "engine/core/bf16.h"
+#include "engine/base/core/bf16.h"
 #include "kernels/cpu/dropout.h"
 
 namespace zt::test::emulation {

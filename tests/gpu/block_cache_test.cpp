@@ -1,4 +1,4 @@
-// The caching allocator's bookkeeping (engine/device/block_cache), on the host with a counting fake
+// The caching allocator's bookkeeping (engine/base/device/block_cache), on the host with a counting fake
 // for cudaMalloc/cudaFree: runs on every machine (label cpu). Proves the property the training loop
 // relies on: after the first step, repeating the same allocations makes no raw allocation.
 #include <gtest/gtest.h>
@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <vector>
 
-#include "engine/device/block_cache.h"
+#include "engine/base/device/block_cache.h"
 
 namespace zt::cuda {
 namespace {

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Several ranks on one GPU (comm.backend = "mpi": the parameter store's collectives staged through
-pinned host memory and MPI, engine/comm/staged_communicator.h), the multi-rank CUDA path that NCCL
+pinned host memory and MPI, engine/distributed/comm/staged_communicator.h), the multi-rank CUDA path that NCCL
 cannot run on a one-GPU machine:
 
   * N = 2 and 3 ranks sharing the GPU, ZeRO stages 0-3, deterministic reductions, bf16 parameters:

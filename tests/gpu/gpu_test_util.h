@@ -14,12 +14,12 @@
 #include <stdexcept>
 #include <vector>
 
-#include "engine/core/bf16.h"
-#include "engine/core/buffer.h"
-#include "engine/core/memory_tracker.h"
-#include "engine/device/cuda_allocator.h"
-#include "engine/device/cuda_check.h"
-#include "engine/device/cuda_stream.h"
+#include "engine/base/core/bf16.h"
+#include "engine/base/core/buffer.h"
+#include "engine/base/core/memory_tracker.h"
+#include "engine/base/device/cuda_allocator.h"
+#include "engine/base/device/cuda_check.h"
+#include "engine/base/device/cuda_stream.h"
 #include "kernels/cuda/device_query.h"
 #include "kernels/cuda/kernel_resources.h"
 #include "tests/kernels/kernel_test_util.h"

@@ -9,7 +9,7 @@
 #include <numeric>
 #include <thread>
 
-#include "engine/comm/nccl_communicator.h"
+#include "engine/distributed/comm/nccl_communicator.h"
 #include "kernels/ops.h"
 #include "tests/gpu/gpu_test_util.h"
 

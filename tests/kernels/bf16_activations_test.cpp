@@ -8,7 +8,7 @@
 
 #include <cstring>
 
-#include "engine/core/bf16.h"
+#include "engine/base/core/bf16.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/bf16_staging.h"
 #include "kernels/cpu/cross_entropy.h"

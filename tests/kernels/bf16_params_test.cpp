@@ -8,7 +8,7 @@
 #include <functional>
 #include <string>
 
-#include "engine/core/bf16.h"
+#include "engine/base/core/bf16.h"
 #include "kernels/cpu/embedding.h"
 #include "kernels/cpu/layernorm.h"
 #include "kernels/cpu/matmul.h"

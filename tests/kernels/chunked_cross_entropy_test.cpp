@@ -7,7 +7,7 @@
 #include <cmath>
 #include <limits>
 
-#include "engine/core/bf16.h"
+#include "engine/base/core/bf16.h"
 #include "kernel_test_util.h"
 #include "kernels/cpu/cross_entropy.h"
 

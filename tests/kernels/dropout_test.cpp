@@ -6,7 +6,7 @@
 #include <cmath>
 #include <limits>
 
-#include "engine/core/philox.h"
+#include "engine/base/core/philox.h"
 #include "kernel_test_util.h"
 #include "kernels/cpu/dropout_mask.h"
 

@@ -2,7 +2,7 @@
 // against finite differences and an fp64 reference, += semantics, determinism, and token checks.
 #include "kernels/cpu/embedding.h"
 
-#include "engine/core/bf16.h"
+#include "engine/base/core/bf16.h"
 #include "kernel_test_util.h"
 
 namespace zt::cpu {

@@ -17,8 +17,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/core/bf16.h"
-#include "engine/core/tensor.h"
+#include "engine/base/core/bf16.h"
+#include "engine/base/core/tensor.h"
 #include "kernels/exec_context.h"
 
 namespace zt::test {

@@ -10,7 +10,7 @@
 #include <map>
 #include <thread>
 
-#include "engine/core/check.h"
+#include "engine/base/core/check.h"
 #include "kernel_test_util.h"
 #include "kernels/ops.h"
 

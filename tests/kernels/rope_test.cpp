@@ -6,7 +6,7 @@
 
 #include <cmath>
 
-#include "engine/core/bf16.h"
+#include "engine/base/core/bf16.h"
 #include "kernel_test_util.h"
 #include "kernels/contracts/rope_angles.h"
 

@@ -5,7 +5,7 @@
 
 #include <cmath>
 
-#include "engine/core/bf16.h"
+#include "engine/base/core/bf16.h"
 #include "kernel_test_util.h"
 
 namespace zt::cpu {

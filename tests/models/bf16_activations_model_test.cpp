@@ -10,7 +10,7 @@
 #include <cmath>
 #include <random>
 
-#include "engine/core/bf16.h"
+#include "engine/base/core/bf16.h"
 #include "models/gpt/gpt_params.h"
 #include "tests/kernels/kernel_test_util.h"
 #include "tests/models/gpt_test_util.h"

@@ -6,8 +6,8 @@
 #include <cmath>
 #include <map>
 
-#include "engine/io/model_weights.h"
-#include "engine/io/safetensors.h"
+#include "engine/app/io/model_weights.h"
+#include "engine/app/io/safetensors.h"
 #include "models/gpt/gpt_params.h"
 
 namespace zt::gpt {

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/comm/local_communicator.h"
-#include "engine/sharding/zero_param_store.h"
+#include "engine/distributed/comm/local_communicator.h"
+#include "engine/distributed/sharding/zero_param_store.h"
 #include "kernels/cpu/cast.h"
 #include "models/gpt/gpt_model.h"
 

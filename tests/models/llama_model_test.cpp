@@ -13,9 +13,9 @@
 #include <random>
 #include <string>
 
-#include "engine/comm/local_communicator.h"
-#include "engine/optim/sharded_adamw.h"
-#include "engine/sharding/zero_param_store.h"
+#include "engine/distributed/comm/local_communicator.h"
+#include "engine/distributed/optim/sharded_adamw.h"
+#include "engine/distributed/sharding/zero_param_store.h"
 #include "kernels/cpu/cast.h"
 #include "models/llama/llama_footprint.h"
 #include "models/llama/llama_model.h"

@@ -5,8 +5,8 @@
 
 #include <vector>
 
-#include "engine/optim/sharded_adamw.h"
-#include "engine/sharding/shard_layout.h"
+#include "engine/distributed/optim/sharded_adamw.h"
+#include "engine/distributed/sharding/shard_layout.h"
 #include "models/gpt/gpt_params.h"
 
 namespace zt {

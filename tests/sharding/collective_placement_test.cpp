@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "engine/comm/communicator.h"
-#include "engine/sharding/shard_layout.h"
-#include "engine/sharding/zero_param_store.h"
+#include "engine/distributed/comm/communicator.h"
+#include "engine/distributed/sharding/shard_layout.h"
+#include "engine/distributed/sharding/zero_param_store.h"
 
 namespace zt {
 namespace {

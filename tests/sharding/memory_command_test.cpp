@@ -12,10 +12,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/cli/commands/commands.h"
-#include "engine/config/run_config.h"
-#include "engine/core/check.h"
-#include "engine/trainer/run_memory.h"
+#include "engine/app/cli/commands/commands.h"
+#include "engine/app/config/run_config.h"
+#include "engine/base/core/check.h"
+#include "engine/app/trainer/run_memory.h"
 #include "kernels/ops.h"
 #include "models/gpt/gpt_footprint.h"
 #include "models/gpt/gpt_params.h"

@@ -5,11 +5,11 @@
 
 #include <random>
 
-#include "engine/comm/local_communicator.h"
-#include "engine/core/check.h"
-#include "engine/optim/sharded_adamw.h"
-#include "engine/sharding/memory_model.h"
-#include "engine/sharding/zero_param_store.h"
+#include "engine/distributed/comm/local_communicator.h"
+#include "engine/base/core/check.h"
+#include "engine/distributed/optim/sharded_adamw.h"
+#include "engine/distributed/sharding/memory_model.h"
+#include "engine/distributed/sharding/zero_param_store.h"
 #include "kernels/ops.h"
 #include "models/gpt/gpt_footprint.h"
 #include "models/gpt/gpt_model.h"

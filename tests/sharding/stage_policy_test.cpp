@@ -2,7 +2,7 @@
 // ranks (shards of 4, padded to 12, rank 2 holding 2 elements and 2 of padding).
 #include <gtest/gtest.h>
 
-#include "engine/sharding/stage_policy.h"
+#include "engine/distributed/sharding/stage_policy.h"
 
 namespace zt {
 namespace {

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The staged collectives path (StagedCommunicator, what comm.backend = "mpi" runs on a GPU) end to
 end on CPU ranks: with the ZT_TEST_STAGED_COLLECTIVES hook the parameter store's collectives go
-through host staging whose copies run late (engine/comm/host_staging_device.h), over MPI. It must
+through host staging whose copies run late (engine/distributed/comm/host_staging_device.h), over MPI. It must
 change nothing but where the bytes wait:
 
 - N = 2 and 3, stages 0-3, bf16 parameters, deterministic reductions (also with the head in

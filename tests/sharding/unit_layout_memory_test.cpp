@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/config/run_config.h"
-#include "engine/trainer/run_memory.h"
+#include "engine/app/config/run_config.h"
+#include "engine/app/trainer/run_memory.h"
 #include "models/gpt/activations.h"
 
 namespace zt {

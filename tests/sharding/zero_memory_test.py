@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Measured memory against the prediction: one training step under mpirun at N = 1..4 ranks,
 ZeRO stages 0-3, f32 and bf16 (and deterministic reductions at N = 3). After the step, `train`
-writes every rank's measured peak per category beside engine/sharding/memory_model's prediction
+writes every rank's measured peak per category beside engine/distributed/sharding/memory_model's prediction
 to metrics.jsonl; the contract (docs/zero_memory.md) is measured == predicted, to the byte, for
 every rank and category (every rank allocates the same padded buffers, and every collective is
 waited at a fixed point of the program, so the peaks are deterministic). The zero options that

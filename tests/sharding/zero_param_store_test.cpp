@@ -7,9 +7,9 @@
 #include <random>
 #include <vector>
 
-#include "engine/comm/local_communicator.h"
-#include "engine/core/check.h"
-#include "engine/sharding/zero_param_store.h"
+#include "engine/distributed/comm/local_communicator.h"
+#include "engine/base/core/check.h"
+#include "engine/distributed/sharding/zero_param_store.h"
 #include "kernels/cpu/cast.h"
 #include "models/gpt/gpt_model.h"
 #include "models/gpt/gpt_params.h"

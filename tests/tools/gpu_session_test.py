@@ -70,7 +70,7 @@ def main():
         if os.path.isfile(os.path.join(root, rel)):
             os.makedirs(os.path.dirname(os.path.join(tree, rel)), exist_ok=True)
             shutil.copy2(os.path.join(root, rel), os.path.join(tree, rel))
-    sources = ["CMakeLists.txt", "engine/comm/communicator.cpp", "kernels/ops.cpp"]
+    sources = ["CMakeLists.txt", "engine/distributed/comm/communicator.cpp", "kernels/ops.cpp"]
     rc, text, _ = session(tree, out, "tests=60")
     check(rc == 2 and "refused: no pack" in text, f"no pack: refused, saying how to make one ({text[-200:]})")
     make_pack(tree, "a" * 40, sources)

@@ -1,11 +1,11 @@
 // LR schedule: warmup ramp, cosine/linear decay to the floor, constant, the values nanoGPT uses.
-#include "engine/trainer/lr_schedule.h"
+#include "engine/app/trainer/lr_schedule.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 
-#include "engine/trainer/grad_clip.h"
+#include "engine/app/trainer/grad_clip.h"
 
 namespace zt {
 namespace {

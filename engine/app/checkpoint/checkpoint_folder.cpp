@@ -1,0 +1,129 @@
+// Checkpoint folder policies: listing, the latest pointer, keep-last and resolution with fallback.
+#include "engine/app/checkpoint/checkpoint_folder.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+
+#include "engine/app/checkpoint/checkpoint_manifest.h"
+#include "engine/app/checkpoint/checkpoint_reader.h"
+#include "engine/app/checkpoint/durable_file.h"
+#include "engine/base/core/check.h"
+
+namespace zt::ckpt {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+void check_valid(const std::string& dir, Validation validation) {
+  const CheckpointReader reader(dir);
+  if (validation == Validation::kChecksums) reader.verify_checksums();
+}
+
+}  // namespace
+
+std::vector<CheckpointEntry> list_checkpoints(const std::string& folder) {
+  std::vector<CheckpointEntry> out;
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(folder, ec)) {
+    const std::int64_t step = step_of(e.path().filename().string());
+    if (step >= 0 && e.is_directory()) out.push_back({step, e.path().string()});
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.step < b.step; });
+  return out;
+}
+
+bool is_complete(const std::string& dir) { return fs::exists(fs::path(dir) / std::string(kManifestName)); }
+
+std::string read_latest(const std::string& folder) {
+  std::ifstream in(fs::path(folder) / kLatestName);
+  std::string name;
+  if (!in || !std::getline(in, name) || step_of(name) < 0) return "";
+  return name;
+}
+
+void write_latest(const std::string& folder, const std::string& dir_name) {
+  write_file_atomically((fs::path(folder) / kLatestName).string(), dir_name + "\n");
+}
+
+void remove_checkpoint_dir(const std::string& path) {
+  const fs::path p(path);
+  const fs::path doomed = p.parent_path() / (kDeletePrefix + p.filename().string());
+  std::error_code ec;
+  fs::remove_all(doomed, ec);
+  fs::rename(p, doomed, ec);
+  if (ec) throw_runtime_error("cannot remove checkpoint '{}': {}", path, ec.message());
+  fs::remove_all(doomed, ec);
+  if (ec) throw_runtime_error("cannot remove '{}': {}", doomed.string(), ec.message());
+}
+
+void apply_keep_last(const std::string& folder, int keep_last, const std::string& keep) {
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(folder, ec)) {
+    const std::string name = e.path().filename().string();
+    if (e.path() != fs::path(keep) && (name.starts_with(kTempPrefix) || name.starts_with(kDeletePrefix))) {
+      fs::remove_all(e.path(), ec);  // what a killed save or removal left behind
+    }
+  }
+  if (keep_last <= 0) return;
+  std::vector<CheckpointEntry> complete;
+  for (const CheckpointEntry& c : list_checkpoints(folder)) {
+    if (is_complete(c.path)) complete.push_back(c);
+  }
+  for (std::size_t i = 0; i + static_cast<std::size_t>(keep_last) < complete.size(); ++i) {
+    if (fs::path(complete[i].path) != fs::path(keep)) remove_checkpoint_dir(complete[i].path);
+  }
+}
+
+ResolvedCheckpoint resolve_checkpoint(const std::string& path, Validation validation) {
+  if (!fs::is_directory(path)) throw_input_error("{}: no such checkpoint or checkpoint folder", path);
+  ResolvedCheckpoint result;
+  if (is_complete(path) || step_of(fs::path(path).filename().string()) >= 0) {
+    check_valid(path, validation);  // an explicit checkpoint: valid or an error, never another one
+    result.path = path;
+    return result;
+  }
+  std::vector<std::string> candidates;
+  const std::string latest = read_latest(path);
+  if (latest.empty()) {
+    if (fs::exists(fs::path(path) / kLatestName)) {
+      result.notes.push_back(fmt::format("{}/{} is unreadable; using the newest valid checkpoint", path, kLatestName));
+    }
+  } else {
+    candidates.push_back((fs::path(path) / latest).string());
+  }
+  std::vector<CheckpointEntry> all = list_checkpoints(path);
+  for (auto it = all.rbegin(); it != all.rend(); ++it) {
+    if (latest.empty() || step_of(fs::path(it->path).filename().string()) < step_of(latest)) {
+      candidates.push_back(it->path);
+    }
+  }
+  std::string first_error;
+  for (const std::string& c : candidates) {
+    try {
+      check_valid(c, validation);
+      result.path = c;
+      return result;
+    } catch (const InputError& e) {
+      if (first_error.empty()) first_error = e.what();
+      result.notes.push_back(fmt::format("checkpoint {} is not usable ({}); falling back to an older one",
+                                         fs::path(c).filename().string(), e.what()));
+    }
+  }
+  if (candidates.empty())
+    throw_input_error("{}: no checkpoint found (no {} and no step_* directory)", path, kLatestName);
+  throw_input_error("{}: no valid checkpoint (newest: {})", path, first_error);
+}
+
+std::string checkpoint_to_verify(const std::string& path) {
+  if (!fs::is_directory(path) || is_complete(path) || step_of(fs::path(path).filename().string()) >= 0) return path;
+  const std::string latest = read_latest(path);
+  if (!latest.empty()) return (fs::path(path) / latest).string();
+  const std::vector<CheckpointEntry> all = list_checkpoints(path);
+  return all.empty() ? path : all.back().path;
+}
+
+}  // namespace zt::ckpt

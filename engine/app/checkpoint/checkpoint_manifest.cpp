@@ -1,0 +1,309 @@
+// Manifest JSON: writing, and reading with validation strict enough that a loader can trust the
+// offsets it computes (every file's segments must equal the N-way split of the recorded table).
+#include "engine/app/checkpoint/checkpoint_manifest.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+
+#include "engine/app/checkpoint/durable_file.h"
+#include "engine/base/core/check.h"
+#include "engine/distributed/sharding/shard_layout.h"
+
+namespace zt::ckpt {
+
+std::string_view state_kind_name(StateKind kind) {
+  switch (kind) {
+    case StateKind::kMaster: return "master";
+    case StateKind::kExpAvg: return "exp_avg";
+    case StateKind::kExpAvgSq: return "exp_avg_sq";
+  }
+  return "?";
+}
+
+std::string rank_file_name(int rank) { return fmt::format("rank_{:05d}.bin", rank); }
+std::string step_dir_name(std::int64_t step) { return fmt::format("step_{:08d}", step); }
+
+std::int64_t step_of(const std::string& dir_name) {
+  if (dir_name.size() != 13 || !dir_name.starts_with("step_")) return -1;
+  std::int64_t step = 0;
+  for (char ch : dir_name.substr(5)) {
+    if (ch < '0' || ch > '9') return -1;
+    step = step * 10 + (ch - '0');
+  }
+  return step;
+}
+
+std::vector<FileSegment> rank_file_segments(const ParamTable& table, int world_size, int rank) {
+  const ShardLayout layout(table, world_size, rank);
+  std::vector<FileSegment> out;
+  std::int64_t offset = 0;
+  for (int k = 0; k < kNumStateKinds; ++k) {
+    for (std::size_t u = 0; u < layout.num_units(); ++u) {
+      const UnitShard& s = layout.unit(static_cast<int>(u));
+      out.push_back({static_cast<StateKind>(k), static_cast<int>(u), s.begin, s.end, offset});
+      offset += s.live() * 4;
+    }
+  }
+  return out;
+}
+
+std::int64_t segments_bytes(const std::vector<FileSegment>& segments) {
+  std::int64_t n = 0;
+  for (const FileSegment& s : segments) n += (s.end - s.begin) * 4;
+  return n;
+}
+
+std::string table_difference(const ParamTable& a, const ParamTable& b) {
+  if (a.units().size() != b.units().size()) {
+    return fmt::format("{} units vs {}", a.units().size(), b.units().size());
+  }
+  if (a.params().size() != b.params().size()) {
+    return fmt::format("{} parameters vs {}", a.params().size(), b.params().size());
+  }
+  for (std::size_t i = 0; i < a.params().size(); ++i) {
+    const ParamSpec &p = a.params()[i], &q = b.params()[i];
+    if (p.name != q.name) return fmt::format("parameter {} is '{}' vs '{}'", i, p.name, q.name);
+    if (p.shape != q.shape || p.hf_shape != q.hf_shape || p.unit != q.unit || p.offset != q.offset ||
+        p.row_offset != q.row_offset) {
+      return fmt::format("'{}' (from row {}) is [{}] in unit {} at {} vs (from row {}) [{}] in unit {} at {}", p.name,
+                         p.row_offset, fmt::join(p.shape, ", "), p.unit, p.offset, q.row_offset,
+                         fmt::join(q.shape, ", "), q.unit, q.offset);
+    }
+  }
+  return "";
+}
+
+nlohmann::ordered_json Manifest::to_json() const {
+  nlohmann::ordered_json params = nlohmann::ordered_json::array();
+  for (const ParamSpec& p : table.params()) {
+    params.push_back({{"name", p.name},
+                      {"shape", p.shape},
+                      {"hf_shape", p.hf_shape},
+                      {"dtype", "F32"},
+                      {"unit", p.unit},
+                      {"offset", p.offset},
+                      {"decays", p.decays},
+                      {"row_offset", p.row_offset}});
+  }
+  nlohmann::ordered_json units = nlohmann::ordered_json::array();
+  for (const UnitSpec& u : table.units()) {
+    units.push_back({{"name", u.name}, {"numel", u.numel}, {"shard", (u.numel + world_size - 1) / world_size}});
+  }
+  nlohmann::ordered_json file_list = nlohmann::ordered_json::array();
+  for (const RankFile& f : files) {
+    nlohmann::ordered_json segs = nlohmann::ordered_json::array();
+    for (const FileSegment& s : f.segments) {
+      segs.push_back({{"state", state_kind_name(s.kind)},
+                      {"unit", s.unit},
+                      {"begin", s.begin},
+                      {"end", s.end},
+                      {"offset", s.offset}});
+    }
+    file_list.push_back({{"name", f.name},
+                         {"rank", f.rank},
+                         {"bytes", f.bytes},
+                         {"crc32", f.crc32},
+                         {"chunk_crc32", f.chunk_crc32},
+                         {"segments", segs}});
+  }
+  nlohmann::ordered_json doc = {
+      {"format", kFormatName},
+      {"format_version", format_version},
+      {"step", position.step},
+      {"tokens_seen", position.tokens_seen},
+      {"next_sample_index", position.next_sample_index},
+      {"optimizer_step", position.optimizer_step},
+      {"world_size", world_size},
+      {"zero_stage", zero_stage},
+      {"param_dtype", param_dtype},
+      {"state", {"master", "exp_avg", "exp_avg_sq"}},
+      {"state_dtype", "F32"},
+      {"model", model},
+      {"config", config},
+      {"extra", extra},
+      {"units", units},
+      {"params", params},
+      {"checksum", {{"algorithm", "crc32"}, {"chunk_bytes", checksum_chunk_bytes}}},
+      {"files", file_list},
+  };
+  return doc;
+}
+
+std::string Manifest::to_text() const {
+  nlohmann::ordered_json doc = to_json();
+  const std::string compact = doc.dump();
+  doc["manifest_crc32"] = crc32_update(0, compact.data(), static_cast<std::int64_t>(compact.size()));
+  return doc.dump(1) + "\n";
+}
+
+Manifest Manifest::from_text(const std::string& text, const std::string& source) {
+  nlohmann::ordered_json doc;  // in the written key order, which the seal covers
+  try {
+    doc = nlohmann::ordered_json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    throw_input_error("{}: malformed JSON: {}", source, e.what());
+  }
+  // What it is and which version first (from_json): another version may seal its manifest otherwise.
+  const Manifest m = from_json(nlohmann::json::parse(text), source);
+  if (!doc.contains("manifest_crc32") || !doc["manifest_crc32"].is_number_unsigned()) {
+    throw_input_error("{}: no manifest_crc32 (written before manifests were sealed, or edited)", source);
+  }
+  const auto recorded = doc["manifest_crc32"].get<std::uint32_t>();
+  doc.erase("manifest_crc32");
+  const std::string compact = doc.dump();
+  const std::uint32_t actual = crc32_update(0, compact.data(), static_cast<std::int64_t>(compact.size()));
+  if (actual != recorded) {
+    throw_input_error(
+        "{}: manifest checksum mismatch (recorded {:08x}, contents {:08x}): the manifest was edited or "
+        "damaged",
+        source, recorded, actual);
+  }
+  return m;
+}
+
+namespace {
+
+StateKind state_kind_from(const std::string& name, const std::string& source) {
+  for (int k = 0; k < kNumStateKinds; ++k) {
+    if (state_kind_name(static_cast<StateKind>(k)) == name) return static_cast<StateKind>(k);
+  }
+  throw_input_error("{}: unknown state '{}' in a file segment", source, name);
+}
+
+ParamTable table_from_json(const nlohmann::json& doc, const std::string& source) {
+  ParamTable t;
+  const auto& units = doc.at("units");
+  const auto& params = doc.at("params");
+  int last_unit = -1;
+  for (const auto& p : params) {
+    const int unit = p.at("unit").get<int>();
+    if (unit != last_unit) {
+      if (unit != last_unit + 1 || unit >= static_cast<int>(units.size())) {
+        throw_input_error("{}: parameter '{}' names unit {} out of order", source, p.at("name").get<std::string>(),
+                          unit);
+      }
+      t.add_unit(units.at(static_cast<std::size_t>(unit)).at("name").get<std::string>());
+      last_unit = unit;
+    }
+    if (p.at("dtype").get<std::string>() != "F32") {
+      throw_input_error("{}: parameter '{}' state dtype is not F32", source, p.at("name").get<std::string>());
+    }
+    const auto shape = p.at("shape").get<std::vector<std::int64_t>>();
+    const auto hf_shape = p.at("hf_shape").get<std::vector<std::int64_t>>();
+    for (std::int64_t d : shape) {
+      if (d < 0 || d > (std::int64_t{1} << 40))
+        throw_input_error("{}: parameter '{}' has a bad shape", source, p.at("name").get<std::string>());
+    }
+    // A part of a tensor split by rows across units continues the rows of its earlier parts
+    // (manifests written before row parts existed have no row_offset: whole tensors).
+    const std::string name = p.at("name").get<std::string>();
+    if (shape.empty() || hf_shape.size() != shape.size()) {
+      throw_input_error(
+          "{}: parameter '{}' has shape [{}] and Hugging Face shape [{}] (the same number of "
+          "dimensions, at least one)",
+          source, name, fmt::join(shape, ", "), fmt::join(hf_shape, ", "));
+    }
+    const std::int64_t row_offset = p.value("row_offset", std::int64_t{0});
+    std::int64_t rows_before = 0;
+    for (const TensorParts& known : t.tensors()) {
+      if (known.name != name) continue;
+      rows_before = known.shape[0];
+      if (!std::equal(shape.begin() + 1, shape.end(), known.shape.begin() + 1, known.shape.end())) {
+        throw_input_error("{}: parameter '{}' part [{}] does not continue its earlier parts' rows [{}]", source, name,
+                          fmt::join(shape, ", "), fmt::join(known.shape, ", "));
+      }
+    }
+    if (row_offset != rows_before) {
+      throw_input_error("{}: parameter '{}' starts at row {} but its earlier parts hold {} rows", source, name,
+                        row_offset, rows_before);
+    }
+    const int index = t.add_param(name, shape, hf_shape, p.at("decays").get<bool>(), row_offset);
+    if (t.param(index).offset != p.at("offset").get<std::int64_t>()) {
+      throw_input_error("{}: parameter '{}' offset {} does not follow the previous parameter", source,
+                        t.param(index).name, p.at("offset").get<std::int64_t>());
+    }
+  }
+  if (t.units().size() != units.size())
+    throw_input_error("{}: {} units listed but parameters use {}", source, units.size(), t.units().size());
+  for (std::size_t u = 0; u < units.size(); ++u) {
+    if (units[u].at("numel").get<std::int64_t>() != t.units()[u].numel) {
+      throw_input_error("{}: unit '{}' numel {} is not the sum of its parameters ({})", source, t.units()[u].name,
+                        units[u].at("numel").get<std::int64_t>(), t.units()[u].numel);
+    }
+  }
+  return t;
+}
+
+}  // namespace
+
+Manifest Manifest::from_json(const nlohmann::json& doc, const std::string& source) {
+  if (!doc.is_object() || doc.value("format", "") != kFormatName) {
+    throw_input_error("{}: not a zerotrain checkpoint manifest (no \"format\": \"{}\")", source, kFormatName);
+  }
+  Manifest m;
+  try {
+    m.format_version = doc.at("format_version").get<int>();
+    if (m.format_version != kFormatVersion) {
+      throw_input_error("{}: checkpoint format version {} is not supported (this build reads version {})", source,
+                        m.format_version, kFormatVersion);
+    }
+    m.position.step = doc.at("step").get<std::int64_t>();
+    m.position.tokens_seen = doc.at("tokens_seen").get<std::int64_t>();
+    m.position.next_sample_index = doc.at("next_sample_index").get<std::int64_t>();
+    m.position.optimizer_step = doc.at("optimizer_step").get<int>();
+    m.world_size = doc.at("world_size").get<int>();
+    m.zero_stage = doc.at("zero_stage").get<int>();
+    m.param_dtype = doc.at("param_dtype").get<std::string>();
+    m.model = doc.at("model");
+    m.config = doc.at("config");
+    m.extra = doc.value("extra", nlohmann::json::object());
+    m.checksum_chunk_bytes = doc.at("checksum").at("chunk_bytes").get<std::int64_t>();
+    if (doc.at("checksum").at("algorithm").get<std::string>() != "crc32" || m.checksum_chunk_bytes <= 0) {
+      throw_input_error("{}: unsupported checksum {}", source, doc.at("checksum").dump());
+    }
+    if (m.world_size < 1 || m.world_size > (1 << 20))
+      throw_input_error("{}: world_size {} out of range", source, m.world_size);
+    if (m.param_dtype != "f32" && m.param_dtype != "bf16")
+      throw_input_error("{}: param_dtype '{}' is not f32 or bf16", source, m.param_dtype);
+    m.table = table_from_json(doc, source);
+    const auto& files = doc.at("files");
+    if (files.size() != static_cast<std::size_t>(m.world_size)) {
+      throw_input_error("{}: {} rank files listed for world_size {}", source, files.size(), m.world_size);
+    }
+    for (int r = 0; r < m.world_size; ++r) {
+      const auto& f = files[static_cast<std::size_t>(r)];
+      RankFile rf;
+      rf.name = f.at("name").get<std::string>();
+      rf.rank = f.at("rank").get<int>();
+      rf.bytes = f.at("bytes").get<std::int64_t>();
+      rf.crc32 = f.at("crc32").get<std::uint32_t>();
+      rf.chunk_crc32 = f.at("chunk_crc32").get<std::vector<std::uint32_t>>();
+      for (const auto& s : f.at("segments")) {
+        rf.segments.push_back({state_kind_from(s.at("state").get<std::string>(), source), s.at("unit").get<int>(),
+                               s.at("begin").get<std::int64_t>(), s.at("end").get<std::int64_t>(),
+                               s.at("offset").get<std::int64_t>()});
+      }
+      // The loader reads through these segments; they must be the documented split, nothing else.
+      if (rf.rank != r || rf.name != rank_file_name(r) || rf.segments != rank_file_segments(m.table, m.world_size, r) ||
+          rf.bytes != segments_bytes(rf.segments)) {
+        throw_input_error("{}: entry for rank {} ('{}') does not describe the {}-way split of the parameter table",
+                          source, r, rf.name, m.world_size);
+      }
+      const std::int64_t chunks = (rf.bytes + m.checksum_chunk_bytes - 1) / m.checksum_chunk_bytes;
+      if (static_cast<std::int64_t>(rf.chunk_crc32.size()) != chunks) {
+        throw_input_error("{}: '{}' lists {} chunk checksums for {} bytes (expected {})", source, rf.name,
+                          rf.chunk_crc32.size(), rf.bytes, chunks);
+      }
+      m.files.push_back(std::move(rf));
+    }
+  } catch (const nlohmann::json::exception& e) {
+    throw_input_error("{}: malformed manifest: {}", source, e.what());
+  } catch (const InternalError& e) {
+    throw_input_error("{}: inconsistent manifest: {}", source, e.what());
+  }
+  return m;
+}
+
+}  // namespace zt::ckpt

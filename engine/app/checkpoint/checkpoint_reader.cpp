@@ -1,0 +1,144 @@
+// CheckpointReader: manifest parsing, file checks, chunk-verified ranged reads, resharded loads.
+#include "engine/app/checkpoint/checkpoint_reader.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "engine/base/core/check.h"
+
+namespace zt::ckpt {
+
+CheckpointReader::CheckpointReader(std::string dir) : dir_(std::move(dir)) {
+  const std::string path = dir_ + "/" + std::string(kManifestName);
+  std::ifstream in(path);
+  if (!in) throw_input_error("{}: missing manifest (not a complete checkpoint)", path);
+  std::stringstream text;
+  text << in.rdbuf();
+  manifest_ = Manifest::from_text(text.str(), path);
+  // A step_XXXXXXXX directory holds that step: a manifest moved or edited to another one is refused.
+  std::filesystem::path name = std::filesystem::path(dir_).lexically_normal();
+  if (name.filename().empty()) name = name.parent_path();
+  const std::string folder = name.filename().string();
+  if (step_of(folder) >= 0 && step_of(folder) != manifest_.position.step) {
+    throw_input_error("{}: the manifest records step {}, but its directory is {}", path, manifest_.position.step,
+                      folder);
+  }
+  for (const RankFile& f : manifest_.files) {
+    const std::string file = dir_ + "/" + f.name;
+    struct stat st {};
+    if (::stat(file.c_str(), &st) != 0) throw_input_error("{}: rank file missing", file);
+    if (st.st_size != f.bytes) {
+      throw_input_error("{}: {} bytes but the manifest records {} ({})", file, static_cast<long long>(st.st_size),
+                        f.bytes, st.st_size < f.bytes ? "truncated" : "extra bytes");
+    }
+  }
+  handles_.resize(manifest_.files.size());
+}
+
+const FileHandle& CheckpointReader::handle(int file) const {
+  FileHandle& h = handles_.at(static_cast<std::size_t>(file));
+  if (!h.is_open()) h = FileHandle::open_read(dir_ + "/" + manifest_.files[static_cast<std::size_t>(file)].name);
+  return h;
+}
+
+void CheckpointReader::read_file_range(int file, std::int64_t lo, std::int64_t hi, char* out) const {
+  const RankFile& f = manifest_.files[static_cast<std::size_t>(file)];
+  const std::int64_t chunk = manifest_.checksum_chunk_bytes;
+  chunk_.resize(static_cast<std::size_t>(chunk));
+  for (std::int64_t c = lo / chunk; c * chunk < hi; ++c) {
+    const std::int64_t c_lo = c * chunk, c_hi = std::min(c_lo + chunk, f.bytes);
+    if (cached_file_ != file || cached_chunk_ != c) {  // consecutive pieces often share a chunk
+      cached_file_ = -1;
+      handle(file).read_at(chunk_.data(), c_hi - c_lo, c_lo);
+      bytes_read_ += c_hi - c_lo;
+      if (crc32_update(0, chunk_.data(), c_hi - c_lo) != f.chunk_crc32[static_cast<std::size_t>(c)]) {
+        throw_input_error("{}/{}: checksum mismatch in bytes [{}, {}): the file is corrupt", dir_, f.name, c_lo, c_hi);
+      }
+      cached_file_ = file;
+      cached_chunk_ = c;
+    }
+    const std::int64_t a = std::max(lo, c_lo), b = std::min(hi, c_hi);
+    std::memcpy(out + (a - lo), chunk_.data() + (a - c_lo), static_cast<std::size_t>(b - a));
+  }
+}
+
+void CheckpointReader::plan_read(StateKind kind, int unit, std::int64_t begin, std::int64_t end, float* out,
+                                 std::vector<Piece>& plan) const {
+  ZT_CHECK(unit >= 0 && static_cast<std::size_t>(unit) < manifest_.table.units().size() && begin >= 0 && begin <= end &&
+               end <= manifest_.table.units()[static_cast<std::size_t>(unit)].numel,
+           "read of unit {} [{}, {})", unit, begin, end);
+  std::int64_t covered = 0;
+  for (std::size_t file = 0; file < manifest_.files.size(); ++file) {
+    for (const FileSegment& s : manifest_.files[file].segments) {
+      if (s.kind != kind || s.unit != unit) continue;
+      const std::int64_t lo = std::max(begin, s.begin), hi = std::min(end, s.end);
+      if (lo >= hi) continue;
+      plan.push_back({static_cast<int>(file), s.offset + (lo - s.begin) * 4, s.offset + (hi - s.begin) * 4,
+                      reinterpret_cast<char*>(out + (lo - begin))});
+      covered += hi - lo;
+    }
+  }
+  ZT_CHECK(covered == end - begin, "unit {} [{}, {}) not covered by the rank files", unit, begin, end);
+}
+
+void CheckpointReader::execute(std::vector<Piece> plan) const {
+  std::sort(plan.begin(), plan.end(),
+            [](const Piece& a, const Piece& b) { return a.file != b.file ? a.file < b.file : a.lo < b.lo; });
+  for (const Piece& p : plan) read_file_range(p.file, p.lo, p.hi, p.out);
+}
+
+void CheckpointReader::read(StateKind kind, int unit, std::int64_t begin, std::int64_t end, float* out) const {
+  std::vector<Piece> plan;
+  plan_read(kind, unit, begin, end, out, plan);
+  execute(std::move(plan));
+}
+
+void CheckpointReader::verify_checksums() const {
+  for (std::size_t file = 0; file < manifest_.files.size(); ++file) verify_file(static_cast<int>(file));
+}
+
+void CheckpointReader::verify_file(int file) const {
+  const RankFile& f = manifest_.files.at(static_cast<std::size_t>(file));
+  const std::int64_t chunk = manifest_.checksum_chunk_bytes;
+  cached_file_ = -1;  // verification reads from disk, never from the cache
+  std::uint32_t whole = 0;
+  std::vector<char> scratch(static_cast<std::size_t>(std::min(chunk, f.bytes)));
+  for (std::int64_t lo = 0; lo < f.bytes; lo += chunk) {
+    const std::int64_t hi = std::min(lo + chunk, f.bytes);
+    read_file_range(file, lo, hi, scratch.data());  // checks the chunk's crc
+    whole = crc32_concat(whole, f.chunk_crc32[static_cast<std::size_t>(lo / chunk)], hi - lo);
+  }
+  if (whole != f.crc32) {
+    throw_input_error("{}/{}: whole-file crc32 {:08x} does not match the manifest's {:08x}", dir_, f.name, whole,
+                      f.crc32);
+  }
+}
+
+void load_optimizer_state(const CheckpointReader& reader, const ParamTable& table, const OptimizerStateTarget& target) {
+  const std::string diff = table_difference(reader.manifest().table, table);
+  if (!diff.empty()) {
+    throw_input_error("{}/{}: the checkpoint's model differs from this run's: {}", reader.dir(), kManifestName, diff);
+  }
+  const ShardLayout& layout = *target.layout;
+  ZT_CHECK(layout.num_units() == table.units().size());
+  std::vector<CheckpointReader::Piece> plan;  // every read at once, executed in file order
+  for (std::size_t u = 0; u < layout.num_units(); ++u) {
+    const int unit = static_cast<int>(u);
+    const UnitShard& s = layout.unit(unit);
+    for (int k = 0; k < kNumStateKinds; ++k) {
+      const TensorView view = target.state(static_cast<StateKind>(k), unit);
+      ZT_CHECK(view.dtype == DType::kF32 && view.numel() >= s.live(), "state view of unit {} too small", unit);
+      float* out = view.as<float>();
+      reader.plan_read(static_cast<StateKind>(k), unit, s.begin, s.end, out, plan);
+      std::fill(out + s.live(), out + view.numel(), 0.0f);
+    }
+  }
+  reader.execute(std::move(plan));
+}
+
+}  // namespace zt::ckpt

@@ -1,0 +1,126 @@
+// POSIX I/O with fsync, and zlib's crc32.
+#include "engine/app/checkpoint/durable_file.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+
+#include "engine/base/core/check.h"
+
+namespace zt::ckpt {
+
+FileHandle FileHandle::create(const std::string& path) {
+  FileHandle f;
+  f.fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (f.fd_ < 0) throw_runtime_error("cannot create '{}': {}", path, std::strerror(errno));
+  f.path_ = path;
+  return f;
+}
+
+FileHandle FileHandle::open_read(const std::string& path) {
+  FileHandle f;
+  f.fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (f.fd_ < 0) throw_input_error("{}: cannot open: {}", path, std::strerror(errno));
+  f.path_ = path;
+  return f;
+}
+
+FileHandle::~FileHandle() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+FileHandle& FileHandle::operator=(FileHandle&& o) noexcept {
+  if (this != &o) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = o.fd_;
+    path_ = std::move(o.path_);
+    o.fd_ = -1;
+  }
+  return *this;
+}
+
+void FileHandle::write_at(const void* data, std::int64_t bytes, std::int64_t offset) {
+  const char* p = static_cast<const char*>(data);
+  while (bytes > 0) {
+    const ssize_t n = ::pwrite(fd_, p, static_cast<std::size_t>(bytes), offset);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) throw_runtime_error("write to '{}' failed: {}", path_, n < 0 ? std::strerror(errno) : "no progress");
+    p += n;
+    bytes -= n;
+    offset += n;
+  }
+}
+
+void FileHandle::read_at(void* data, std::int64_t bytes, std::int64_t offset) const {
+  char* p = static_cast<char*>(data);
+  while (bytes > 0) {
+    const ssize_t n = ::pread(fd_, p, static_cast<std::size_t>(bytes), offset);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw_runtime_error("read of '{}' failed: {}", path_, std::strerror(errno));
+    if (n == 0) throw_input_error("{}: truncated (ends before byte {})", path_, offset + bytes);
+    p += n;
+    bytes -= n;
+    offset += n;
+  }
+}
+
+void FileHandle::sync() {
+  if (::fsync(fd_) != 0) throw_runtime_error("fsync of '{}' failed: {}", path_, std::strerror(errno));
+}
+
+void FileHandle::close() {
+  if (fd_ >= 0 && ::close(fd_) != 0) {
+    fd_ = -1;
+    throw_runtime_error("close of '{}' failed: {}", path_, std::strerror(errno));
+  }
+  fd_ = -1;
+}
+
+void sync_dir(const std::string& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) throw_runtime_error("cannot open directory '{}': {}", dir, std::strerror(errno));
+  const int rc = ::fsync(fd);
+  ::close(fd);
+  if (rc != 0) throw_runtime_error("fsync of directory '{}' failed: {}", dir, std::strerror(errno));
+}
+
+void write_file_atomically(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  try {
+    FileHandle f = FileHandle::create(tmp);
+    f.write_at(text.data(), static_cast<std::int64_t>(text.size()), 0);
+    f.sync();
+    f.close();
+    if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+      throw_runtime_error("cannot rename '{}' to '{}': {}", tmp, path, std::strerror(errno));
+    }
+  } catch (...) {
+    std::remove(tmp.c_str());  // a full disk leaves no partial .tmp behind
+    throw;
+  }
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  sync_dir(parent.empty() ? "." : parent.string());
+}
+
+std::uint32_t crc32_update(std::uint32_t crc, const void* data, std::int64_t bytes) {
+  const auto* p = static_cast<const Bytef*>(data);
+  while (bytes > 0) {  // zlib takes uInt lengths
+    const uInt n = static_cast<uInt>(std::min<std::int64_t>(bytes, 1 << 30));
+    crc = static_cast<std::uint32_t>(::crc32(crc, p, n));
+    p += n;
+    bytes -= n;
+  }
+  return crc;
+}
+
+std::uint32_t crc32_concat(std::uint32_t crc_a, std::uint32_t crc_b, std::int64_t bytes_b) {
+  return static_cast<std::uint32_t>(::crc32_combine(crc_a, crc_b, static_cast<z_off_t>(bytes_b)));
+}
+
+}  // namespace zt::ckpt

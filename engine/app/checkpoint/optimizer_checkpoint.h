@@ -1,0 +1,23 @@
+// The trainer's two calls: save the optimizer state a ZeroParamStore + ShardedAdamW hold (any
+// stage), and restore it into a fresh pair on any number of ranks and any stage — master, AdamW
+// moments and step count, then working parameters re-derived from the master and published.
+#pragma once
+
+#include <string>
+
+#include "engine/app/checkpoint/checkpoint_reader.h"
+#include "engine/app/checkpoint/checkpoint_writer.h"
+#include "engine/distributed/optim/sharded_adamw.h"
+
+namespace zt::ckpt {
+
+// Collective over the store's communicator. meta.position.optimizer_step, zero_stage and
+// param_dtype are filled from the optimizer and store; the rest is the caller's.
+SaveResult save_training_state(Communicator& comm, const std::string& folder, const ZeroParamStore& store,
+                               const ShardedAdamW& optimizer, CheckpointMeta meta, int keep_last);
+
+// Loads this rank's shards (reading only what they overlap), sets the step count and rebuilds
+// and publishes the working parameters. InputError for another model or a damaged checkpoint.
+void restore_training_state(const CheckpointReader& reader, ZeroParamStore& store, ShardedAdamW& optimizer);
+
+}  // namespace zt::ckpt

@@ -1,0 +1,96 @@
+// ArgParser implementation.
+#include "engine/app/cli/commands/arg_parser.h"
+
+#include <fmt/format.h>
+
+#include <charconv>
+
+#include "engine/base/core/check.h"
+
+namespace zt::cli {
+
+ArgParser& ArgParser::value_flag(std::string name, std::string metavar, std::string help, bool required,
+                                 bool repeatable) {
+  flags_.push_back(Flag{std::move(name), std::move(metavar), std::move(help), true, required, repeatable});
+  return *this;
+}
+
+ArgParser& ArgParser::bool_flag(std::string name, std::string help) {
+  flags_.push_back(Flag{std::move(name), "", std::move(help), false, false, false});
+  return *this;
+}
+
+bool ArgParser::parse(const std::vector<std::string>& args) {
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    std::string arg = args[i];
+    if (arg == "--help" || arg == "-h") return false;
+    std::string inline_value;
+    bool has_inline = false;
+    if (const std::size_t eq = arg.find('='); arg.starts_with("--") && eq != std::string::npos) {
+      inline_value = arg.substr(eq + 1);
+      arg = arg.substr(0, eq);
+      has_inline = true;
+    }
+    const Flag* flag = nullptr;
+    for (const Flag& f : flags_) {
+      if ("--" + f.name == arg) flag = &f;
+    }
+    if (flag == nullptr) throw_input_error("zerotrain {}: unknown argument '{}' (see --help)", command_, args[i]);
+    if (!flag->repeatable && values_.count(flag->name) != 0) {
+      throw_input_error("zerotrain {}: --{} given twice", command_, flag->name);
+    }
+    if (!flag->takes_value) {
+      if (has_inline) throw_input_error("zerotrain {}: --{} takes no value", command_, flag->name);
+      values_[flag->name].push_back("true");
+      continue;
+    }
+    if (!has_inline) {
+      if (i + 1 >= args.size())
+        throw_input_error("zerotrain {}: --{} needs a value ({})", command_, flag->name, flag->metavar);
+      inline_value = args[++i];
+    }
+    values_[flag->name].push_back(inline_value);
+  }
+  for (const Flag& f : flags_) {
+    if (f.required && values_.count(f.name) == 0) {
+      throw_input_error("zerotrain {}: missing required --{} {}", command_, f.name, f.metavar);
+    }
+  }
+  return true;
+}
+
+std::string ArgParser::get(const std::string& name, const std::string& fallback) const {
+  auto it = values_.find(name);
+  return it == values_.end() ? fallback : it->second.back();
+}
+
+const std::vector<std::string>& ArgParser::all(const std::string& name) const {
+  static const std::vector<std::string> kNone;
+  auto it = values_.find(name);
+  return it == values_.end() ? kNone : it->second;
+}
+
+int ArgParser::get_int(const std::string& name, int fallback, int min_value, int max_value) const {
+  if (!has(name)) return fallback;
+  const std::string s = get(name);
+  int v = 0;
+  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || ptr != s.data() + s.size() || v < min_value || v > max_value) {
+    throw_input_error("zerotrain {}: --{} must be an integer in [{}, {}] (got '{}')", command_, name, min_value,
+                      max_value, s);
+  }
+  return v;
+}
+
+std::string ArgParser::help_text() const {
+  std::string out = fmt::format("usage: zerotrain {} [flags]\n\n{}\n\nflags:\n", command_, summary_);
+  for (const Flag& f : flags_) {
+    const std::string lhs = f.takes_value ? fmt::format("--{} {}", f.name, f.metavar) : "--" + f.name;
+    out += fmt::format("  {:<28} {}{}{}\n", lhs, f.help, f.required ? " (required)" : "",
+                       f.repeatable ? " (repeatable)" : "");
+  }
+  out += fmt::format("  {:<28} {}\n", "--help", "show this help");
+  return out;
+}
+
+}  // namespace zt::cli

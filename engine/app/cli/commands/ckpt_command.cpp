@@ -1,0 +1,163 @@
+// `zerotrain ckpt inspect|verify|export PATH`: look into, check, and convert sharded checkpoints.
+// PATH is a step_XXXXXXXX directory or a checkpoint folder (then its `latest`, falling back to the
+// newest valid checkpoint with a note on stderr).
+#include <fmt/format.h>
+
+#include <filesystem>
+
+#include "engine/app/checkpoint/checkpoint_export.h"
+#include "engine/app/checkpoint/checkpoint_folder.h"
+#include "engine/app/checkpoint/checkpoint_reader.h"
+#include "engine/app/cli/commands/arg_parser.h"
+#include "engine/app/cli/commands/commands.h"
+#include "engine/base/core/check.h"
+
+namespace zt::cli {
+
+namespace {
+
+constexpr const char* kCkptUsage =
+    "usage: zerotrain ckpt <action> PATH [flags]\n\n"
+    "actions:\n"
+    "  inspect PATH                       step, config, bytes per rank and state, checksum status\n"
+    "  verify PATH                        exit 0 if every file is present and matches its checksums\n"
+    "                                     (a folder: the checkpoint its 'latest' names)\n"
+    "  export PATH --format hf --out DIR [--dtype f32|bf16]     Hugging Face GPT2LMHeadModel folder\n"
+    "  export PATH --format llmc --out FILE [--dtype f32|bf16]  llm.c model file\n\n"
+    "PATH is a step_XXXXXXXX directory or a checkpoint folder (its 'latest').\n";
+
+std::string resolve(const std::string& path, ckpt::Validation validation) {
+  const ckpt::ResolvedCheckpoint r = ckpt::resolve_checkpoint(path, validation);
+  for (const std::string& note : r.notes) fmt::print(stderr, "zerotrain ckpt: note: {}\n", note);
+  return r.path;
+}
+
+std::string human_bytes(std::int64_t b) {
+  if (b >= (std::int64_t{1} << 30)) return fmt::format("{:.2f} GiB", static_cast<double>(b) / (1 << 30));
+  if (b >= (1 << 20)) return fmt::format("{:.2f} MiB", static_cast<double>(b) / (1 << 20));
+  if (b >= (1 << 10)) return fmt::format("{:.1f} KiB", static_cast<double>(b) / (1 << 10));
+  return fmt::format("{} B", b);
+}
+
+int inspect(const std::string& path) {
+  const ckpt::CheckpointReader reader(resolve(path, ckpt::Validation::kStructure));
+  const ckpt::Manifest& m = reader.manifest();
+  fmt::print("checkpoint {} (format {})\n", reader.dir(), m.format_version);
+  fmt::print("step {} | tokens seen {} | next sample {} | optimizer step {}\n", m.position.step, m.position.tokens_seen,
+             m.position.next_sample_index, m.position.optimizer_step);
+  fmt::print("saved by {} rank{} at ZeRO stage {}, working params {}\n", m.world_size, m.world_size == 1 ? "" : "s",
+             m.zero_stage, m.param_dtype);
+  fmt::print("model: {}\n", m.model.dump());
+  fmt::print("parameters: {} in {} tensors, {} units\n", m.table.total_numel(), m.table.tensors().size(),
+             m.table.units().size());
+  for (const char* section : {"train", "optim", "precision", "zero"}) {
+    if (m.config.contains(section)) fmt::print("config.{}: {}\n", section, m.config.at(section).dump());
+  }
+  fmt::print("\n{:<16} {:>12} {:>12} {:>12} {:>12}  {:<8}  {}\n", "file", "bytes", "master", "exp_avg", "exp_avg_sq",
+             "crc32", "checksums");
+  int bad = 0;
+  std::int64_t total = 0;
+  std::array<std::int64_t, ckpt::kNumStateKinds> totals{};
+  for (std::size_t i = 0; i < m.files.size(); ++i) {
+    const ckpt::RankFile& f = m.files[i];
+    std::array<std::int64_t, ckpt::kNumStateKinds> per{};
+    for (const ckpt::FileSegment& s : f.segments) per[static_cast<std::size_t>(s.kind)] += (s.end - s.begin) * 4;
+    for (int k = 0; k < ckpt::kNumStateKinds; ++k)
+      totals[static_cast<std::size_t>(k)] += per[static_cast<std::size_t>(k)];
+    total += f.bytes;
+    std::string status = "ok";
+    try {
+      reader.verify_file(static_cast<int>(i));
+    } catch (const InputError& e) {
+      status = fmt::format("FAILED: {}", e.what());
+      ++bad;
+    }
+    fmt::print("{:<16} {:>12} {:>12} {:>12} {:>12}  {:08x}  {}\n", f.name, human_bytes(f.bytes), human_bytes(per[0]),
+               human_bytes(per[1]), human_bytes(per[2]), f.crc32, status);
+  }
+  fmt::print("{:<16} {:>12} {:>12} {:>12} {:>12}\n", "total", human_bytes(total), human_bytes(totals[0]),
+             human_bytes(totals[1]), human_bytes(totals[2]));
+  fmt::print("checksums: {}\n", bad == 0 ? fmt::format("ok ({} files verified)", m.files.size())
+                                         : fmt::format("{} of {} files FAILED", bad, m.files.size()));
+  return bad == 0 ? 0 : 2;
+}
+
+DType export_dtype(const ArgParser& parser) {
+  const std::string d = parser.get("dtype", "f32");
+  if (d == "f32" || d == "fp32" || d == "float32") return DType::kF32;
+  if (d == "bf16" || d == "bfloat16") return DType::kBF16;
+  throw_input_error("zerotrain ckpt export: --dtype must be f32 or bf16 (got '{}')", d);
+}
+
+}  // namespace
+
+int ckpt_main(const std::vector<std::string>& args) {
+  if (args.empty() || args[0] == "--help" || args[0] == "-h") {
+    std::fputs(kCkptUsage, args.empty() ? stderr : stdout);
+    return args.empty() ? 2 : 0;
+  }
+  const std::string action = args[0];
+  if (action != "inspect" && action != "verify" && action != "export") {
+    throw_input_error("zerotrain ckpt: unknown action '{}' (inspect, verify or export)", action);
+  }
+  ArgParser parser("ckpt " + action, "See 'zerotrain ckpt --help'.");
+  if (action == "export") {
+    parser.value_flag("format", "hf|llmc", "output format", true)
+        .value_flag("out", "PATH", "output folder (hf) or file (llmc)", true)
+        .value_flag("dtype", "f32|bf16", "tensor dtype (default f32)");
+  }
+  if (args.size() < 2 || args[1].starts_with("--")) {
+    if (args.size() >= 2 && (args[1] == "--help" || args[1] == "-h")) {
+      fmt::print("{}", kCkptUsage);
+      return 0;
+    }
+    throw_input_error("zerotrain ckpt {}: missing PATH (a checkpoint directory or folder)", action);
+  }
+  const std::string path = args[1];
+  if (!parser.parse(std::vector<std::string>(args.begin() + 2, args.end()))) {
+    fmt::print("{}", kCkptUsage);
+    return 0;
+  }
+  if (action == "inspect") return inspect(path);
+  if (action == "verify") {
+    const std::string target = ckpt::checkpoint_to_verify(path);
+    std::string dir;
+    try {
+      dir = resolve(target, ckpt::Validation::kChecksums);
+    } catch (const InputError& e) {
+      if (target == path) throw;
+      std::string fallback;  // what --resume latest would use instead
+      try {
+        fallback = ckpt::resolve_checkpoint(path, ckpt::Validation::kChecksums).path;
+      } catch (const InputError&) {}
+      throw_input_error(
+          "{} (the checkpoint {} resumes from first; {})", e.what(), path,
+          fallback.empty() ? "no older valid one either" : "--resume latest would fall back to " + fallback);
+    }
+    const ckpt::CheckpointReader reader(dir);
+    fmt::print("ok: {} (step {}, {} files, checksums match)\n", dir, reader.manifest().position.step,
+               reader.manifest().files.size());
+    return 0;
+  }
+  const std::string format = parser.get("format");
+  if (format != "hf" && format != "llmc") {
+    throw_input_error("zerotrain ckpt export: --format must be hf or llmc (got '{}')", format);
+  }
+  const DType dtype = export_dtype(parser);
+  const ckpt::CheckpointReader reader(resolve(path, ckpt::Validation::kStructure));
+  const std::string out = parser.get("out");
+  if (format == "hf") {
+    ckpt::export_hf(reader, out, dtype);
+    fmt::print("wrote {}/config.json and {}/model.safetensors ({}) from step {}\n", out, out,
+               human_bytes(static_cast<std::int64_t>(std::filesystem::file_size(out + "/model.safetensors"))),
+               reader.manifest().position.step);
+  } else {
+    ckpt::export_llmc(reader, out, dtype);
+    fmt::print("wrote {} ({}, llm.c version {}) from step {}\n", out,
+               human_bytes(static_cast<std::int64_t>(std::filesystem::file_size(out))), dtype == DType::kF32 ? 3 : 5,
+               reader.manifest().position.step);
+  }
+  return 0;
+}
+
+}  // namespace zt::cli

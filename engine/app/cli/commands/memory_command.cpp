@@ -1,0 +1,264 @@
+// `zerotrain memory`: the ZeRO memory prediction without training. With --config, bytes per rank
+// per category for stages 0-3 side by side (engine/distributed/sharding/memory_model.h, docs/zero_memory.md);
+// with --params, the ZeRO paper's model-state table for any parameter count. --json for tools.
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <utility>
+
+#include "engine/app/cli/commands/arg_parser.h"
+#include "engine/app/cli/commands/commands.h"
+#include "engine/app/config/run_config.h"
+#include "engine/base/core/check.h"
+#include "engine/app/trainer/run_memory.h"
+
+namespace zt::cli {
+
+namespace {
+
+constexpr int kStages = 4;
+constexpr int kMaxRanks = 1 << 24;
+constexpr double kGB = 1e9, kGiB = 1024.0 * 1024.0 * 1024.0;
+
+// Rows of the config table, in the order the memory docs list the categories.
+constexpr MemCategory kRows[] = {MemCategory::kParameters,      MemCategory::kGradients,   MemCategory::kMasterWeights,
+                                 MemCategory::kOptimizerStates, MemCategory::kActivations, MemCategory::kCommBuffers,
+                                 MemCategory::kWorkspace};
+
+// A parameter count: an integer, also written as a float ("7.5e9", "124e6").
+std::int64_t parse_param_count(const std::string& text) {
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || end != text.c_str() + text.size() || !std::isfinite(v) || v < 1 || v > 9e15 ||
+      v != std::floor(v)) {
+    throw_input_error(
+        "zerotrain memory: --params must be a whole number of parameters >= 1, such as 124e6 or "
+        "7.5e9 (got '{}')",
+        text);
+  }
+  return static_cast<std::int64_t>(v);
+}
+
+int paper_table(const ArgParser& parser, int ranks, bool json) {
+  const std::int64_t psi = parse_param_count(parser.get("params"));
+  const int k = parser.get_int("k", 12, 0, 1000);
+  constexpr const char* kSharded[] = {"nothing (data parallel)", "optimizer states", "+ gradients", "+ parameters"};
+  constexpr const char* kFormula[] = {"(2+2+K)Psi", "2Psi+2Psi+K*Psi/N", "2Psi+(2+K)Psi/N", "(2+2+K)Psi/N"};
+  nlohmann::json stages = nlohmann::json::array();
+  std::string table = fmt::format("{:<6}{:<25}{:<19}{:>11}{:>11}{:>14}{:>12}{:>12}\n", "stage", "sharded", "formula",
+                                  "params GB", "grads GB", "optimizer GB", "total GB", "total GiB");
+  for (int stage = 0; stage < kStages; ++stage) {
+    const ModelStateBytes m = predict_model_states(psi, stage, ranks, k);
+    stages.push_back({{"stage", stage},
+                      {"parameters_bytes", m.parameters},
+                      {"gradients_bytes", m.gradients},
+                      {"optimizer_states_bytes", m.optimizer_states},
+                      {"total_bytes", m.total()}});
+    table += fmt::format("{:<6}{:<25}{:<19}{:>11.3f}{:>11.3f}{:>14.3f}{:>12.3f}{:>12.3f}\n", stage, kSharded[stage],
+                         kFormula[stage], m.parameters / kGB, m.gradients / kGB, m.optimizer_states / kGB,
+                         m.total() / kGB, m.total() / kGiB);
+  }
+  if (json) {
+    const nlohmann::json doc = {{"mode", "paper"},      {"params", psi},       {"ranks", ranks},  {"k", k},
+                                {"bytes_per_param", 2}, {"bytes_per_grad", 2}, {"stages", stages}};
+    fmt::print("{}\n", doc.dump(2));
+    return 0;
+  }
+  fmt::print("ZeRO model states per rank, the paper's 2Psi + 2Psi + K*Psi: Psi = {} parameters, N = {} ranks, K = {}\n",
+             psi, ranks, k);
+  fmt::print(
+      "(bf16 parameters and gradients, 2 bytes each; K bytes of optimizer state per parameter: fp32 master, "
+      "m, v)\n{}",
+      table);
+  fmt::print(
+      "GB = 1e9 bytes, GiB = 2^30 bytes; no units, padding, buffers or activations (use --config for those).\n"
+      "The paper's Figure 1 (Psi = 7.5e9, N = 64, K = 12) rounds these to 120, 31.4, 16.6 and 1.9 GB.\n");
+  return 0;
+}
+
+// --brief: what each stage saves, at a glance. The model states (the four categories ZeRO shards)
+// apart from what every stage keeps whole (activations, communication buffers, workspace).
+void brief_table(const RunConfig& cfg, const ParamTable& table, int ranks, const std::vector<StageMemory>& stages,
+                 const std::string& attention) {
+  const char* master = cfg.param_dtype == DType::kBF16 ? " with fp32 master weights" : "";
+  const double params = static_cast<double>(table.total_numel());
+  const std::string count =
+      params >= 1e9 ? fmt::format("{:.2f} B", params / 1e9) : fmt::format("{:.1f} M", params / 1e6);
+  fmt::print("{}: {}, {} parameters, {} weights{}, AdamW; {} ranks, micro_batch {} x {} on {}\n", cfg.source,
+             model_arch_name(cfg.arch), count, cfg.param_dtype == DType::kBF16 ? "bf16" : "fp32", master, ranks,
+             cfg.train.micro_batch, cfg.train.seq_len, device_name(cfg.device));
+  // The activations depend on the attention this build would run (a build without CUDA kernels
+  // keeps the T x T probabilities), so it is named.
+  fmt::print("attention: {}\n", attention);
+  std::string head = fmt::format("{:<26}", "predicted bytes per rank");
+  for (int stage = 0; stage < kStages; ++stage) head += fmt::format("{:>12}", fmt::format("stage {}", stage));
+  fmt::print("{}\n", head);
+  auto row = [&](const char* name, auto text_of) {
+    std::string line = fmt::format("{:<26}", name);
+    for (const StageMemory& m : stages) line += fmt::format("{:>12}", text_of(m));
+    fmt::print("{}\n", line);
+  };
+  row("model states", [](const StageMemory& m) { return format_bytes(m.model_state_bytes()); });
+  row("activations and buffers",
+      [](const StageMemory& m) { return format_bytes(m.total_bytes() - m.model_state_bytes()); });
+  row("total", [](const StageMemory& m) { return format_bytes(m.total_bytes()); });
+  auto percent = [](std::int64_t part, std::int64_t whole) {
+    return fmt::format("{:.0f}%",
+                       100.0 * static_cast<double>(part) / static_cast<double>(std::max<std::int64_t>(whole, 1)));
+  };
+  const StageMemory& s0 = stages.front();
+  row("model states vs stage 0",
+      [&](const StageMemory& m) { return percent(m.model_state_bytes(), s0.model_state_bytes()); });
+  row("total vs stage 0", [&](const StageMemory& m) { return percent(m.total_bytes(), s0.total_bytes()); });
+}
+
+int config_table(const ArgParser& parser, int ranks, bool json) {
+  // The prediction covers every stage, so the run's own stage is set aside. The device stays: it
+  // decides the attention's activations (GPT: flash on CUDA, gpt::activation_dims).
+  std::vector<std::string> overrides = parser.all("set");
+  overrides.push_back("zero.stage=0");
+  const RunConfig cfg = load_run_config(parser.get("config"), overrides);
+  ShardingOptions options;
+  options.deterministic = cfg.train.deterministic;
+  const gpt::GptConfig& mc = cfg.model;                          // the keys every family has
+  const ParamTable table = build_param_table(cfg.model_spec());  // the units the run would have
+  const ShardSizes largest = shard_sizes(table.max_unit_numel(), ranks);
+  const char* dtype = cfg.param_dtype == DType::kBF16 ? "bf16" : "f32";
+  const char* activations = cfg.activation_dtype == DType::kBF16 ? "bf16" : "fp32";
+  const std::string ckpt = cfg.train.activation_checkpointing.to_string();
+  const std::string attention =
+      describe_attention(cfg.model_spec(), cfg.model_build(), cfg.device, cfg.attention_kernels);
+
+  std::vector<StageMemory> stages;
+  for (int stage = 0; stage < kStages; ++stage) stages.push_back(predict_run_memory(cfg, stage, ranks, options));
+  // The other choice of gradient-shard dtype at stages 2-3, so the table shows what each costs.
+  RunConfig other_cfg = cfg;
+  other_cfg.zero.fp32_grad_shards = !cfg.zero.fp32_grad_shards;
+  std::vector<std::int64_t> other_grads;
+  for (int stage = 0; stage < kStages; ++stage) {
+    other_grads.push_back(predict_run_memory(other_cfg, stage, ranks, options)[MemCategory::kGradients]);
+  }
+  const char* grad_dtype = cfg.zero.fp32_grad_shards ? "fp32" : "working";
+  const char* other_grad_dtype = cfg.zero.fp32_grad_shards ? "working" : "fp32";
+  const ZeroOptions& z = cfg.zero;
+
+  if (parser.has("brief")) {
+    brief_table(cfg, table, ranks, stages, attention);
+    return 0;
+  }
+  if (json) {
+    nlohmann::json out = nlohmann::json::array();
+    for (int stage = 0; stage < kStages; ++stage) {
+      nlohmann::json bytes = nlohmann::json::object();
+      for (MemCategory c : kRows) bytes[std::string(mem_category_name(c))] = stages[stage][c];
+      out.push_back({{"stage", stage},
+                     {"bytes", bytes},
+                     {"model_states", stages[stage].model_state_bytes()},
+                     {"total", stages[stage].total_bytes()},
+                     {"gradients_with_other_grad_shard_dtype", other_grads[static_cast<std::size_t>(stage)]},
+                     {"padding", stages[stage].padding_bytes}});
+    }
+    const nlohmann::json doc = {{"mode", "config"},
+                                {"config", cfg.source},
+                                {"ranks", ranks},
+                                {"param_dtype", dtype},
+                                {"activations", activations},
+                                {"micro_batch", cfg.train.micro_batch},
+                                {"seq_len", cfg.train.seq_len},
+                                {"activation_checkpointing", ckpt},
+                                {"device", device_name(cfg.device)},
+                                {"attention", attention},
+                                {"params", table.total_numel()},
+                                {"units", table.units().size()},
+                                {"head_chunks", cfg.train.head_chunks},
+                                {"block_units", cfg.train.block_units},
+                                {"max_unit_numel", table.max_unit_numel()},
+                                {"deterministic_reductions", options.deterministic},
+                                {"zero", cfg.to_json()["zero"]},
+                                {"other_grad_shard_dtype", other_grad_dtype},
+                                {"stages", out}};
+    fmt::print("{}\n", doc.dump(2));
+    return 0;
+  }
+
+  fmt::print("zerotrain memory: {} on {} rank{}: predicted peak bytes per rank (nothing is trained)\n", cfg.source,
+             ranks, ranks == 1 ? "" : "s");
+  fmt::print(
+      "model: {}, {} layers, {} heads, {} wide, vocab {} (padded {}): {} parameters in {} units (head_chunks {}, "
+      "block_units {}); largest unit {} elements ({} per rank)\n",
+      model_arch_name(cfg.arch), mc.n_layer, mc.n_head, mc.n_embd, mc.vocab_size, mc.padded_vocab_size(),
+      table.total_numel(), table.units().size(), cfg.train.head_chunks, cfg.train.block_units, largest.numel,
+      largest.shard_numel);
+  fmt::print(
+      "per rank: micro_batch {} x seq_len {}, activation_checkpointing {}, param_dtype {}; device {}: {} "
+      "activations; attention {}\n",
+      cfg.train.micro_batch, cfg.train.seq_len, ckpt, dtype, device_name(cfg.device), activations, attention);
+  fmt::print(
+      "zero: overlap_comm {}, prefetch_units {}, max_inflight_reductions {}{}, reshard_after_forward {}, "
+      "param_persistence_threshold {}, grad_shard_dtype {}{}\n\n",
+      z.overlap_comm, z.prefetch_units, z.max_inflight_reductions,
+      z.max_inflight_reduction_bytes > 0 ? fmt::format(" (at most {:.3g} MiB pending)",
+                                                       static_cast<double>(z.max_inflight_reduction_bytes) / 1048576.0)
+                                         : "",
+      z.reshard_after_forward, z.persistence_threshold, grad_dtype,
+      options.deterministic ? "; deterministic reductions" : "");
+  std::string head = fmt::format("{:<22}", "category");
+  for (int stage = 0; stage < kStages; ++stage) head += fmt::format("{:>14}", fmt::format("stage {}", stage));
+  fmt::print("{}\n", head);
+  auto row = [&](const std::string& name, auto value_of) {
+    std::string line = fmt::format("{:<22}", name);
+    for (const StageMemory& m : stages) line += fmt::format("{:>14}", format_bytes(value_of(m)));
+    fmt::print("{}\n", line);
+  };
+  for (MemCategory c : kRows) row(std::string(mem_category_name(c)), [c](const StageMemory& m) { return m[c]; });
+  row("total", [](const StageMemory& m) { return m.total_bytes(); });
+  row("padding (in the above)", [](const StageMemory& m) { return m.padding_bytes; });
+  std::string other = fmt::format("{:<22}", fmt::format("gradients, {} shards", other_grad_dtype));
+  for (std::int64_t g : other_grads) other += fmt::format("{:>14}", format_bytes(g));
+  fmt::print("{}   (zero.grad_shard_dtype = {}: stages 2-3)\n", other, other_grad_dtype);
+  fmt::print(
+      "\ntotal = sum of the category peaks; padding = bytes above that hold no data on rank {} (the most "
+      "padded).\nThe layout and why each buffer exists: docs/zero_memory.md. Exact bytes: --json.\n",
+      ranks - 1);
+  return 0;
+}
+
+}  // namespace
+
+int memory_main(const std::vector<std::string>& args) {
+  ArgParser parser("memory",
+                   "Predict the bytes per rank of ZeRO stages 0-3 without training: per memory category for a run "
+                   "config (--config), or the ZeRO paper's model states for a parameter count (--params).");
+  parser.value_flag("config", "FILE", "JSON run config: per-category bytes per rank for stages 0-3")
+      .value_flag("params", "PSI", "parameter count (e.g. 7.5e9): the paper's model-state table")
+      .value_flag("ranks", "N", "data-parallel ranks", true)
+      .value_flag("k", "K", "with --params: optimizer bytes per parameter (default 12: fp32 master, m, v)")
+      .value_flag("set", "SECTION.KEY=VALUE", "with --config: override a config key", false, true)
+      .bool_flag("json", "print the same as JSON")
+      .bool_flag("brief", "with --config: model states, the rest and the total per stage, nothing else");
+  if (!parser.parse(args)) {
+    fmt::print("{}", parser.help_text());
+    return 0;
+  }
+  if (parser.has("config") == parser.has("params")) {
+    throw_input_error("zerotrain memory: give exactly one of --config FILE and --params PSI");
+  }
+  const bool paper = parser.has("params");
+  for (const char* flag : {"set"}) {
+    if (paper && parser.has(flag)) throw_input_error("zerotrain memory: --{} needs --config, not --params", flag);
+  }
+  if (!paper && parser.has("k")) throw_input_error("zerotrain memory: --k needs --params, not --config");
+  if (paper && parser.has("brief")) throw_input_error("zerotrain memory: --brief needs --config, not --params");
+  if (parser.has("brief") && parser.has("json")) {
+    throw_input_error("zerotrain memory: --brief and --json do not go together (--json has every category)");
+  }
+  const int ranks = parser.get_int("ranks", 1, 1, kMaxRanks);
+  const bool json = parser.has("json");
+  return paper ? paper_table(parser, ranks, json) : config_table(parser, ranks, json);
+}
+
+}  // namespace zt::cli

@@ -1,0 +1,145 @@
+// `zerotrain sample`: generates text from the final weights a `train` run left in its directory,
+// or from the fp32 master weights of a sharded checkpoint (read unit by unit, any save layout).
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <omp.h>
+
+#include <filesystem>
+#include <optional>
+
+#include "engine/app/checkpoint/checkpoint_folder.h"
+#include "engine/app/checkpoint/checkpoint_model.h"
+#include "engine/app/cli/commands/arg_parser.h"
+#include "engine/app/cli/commands/commands.h"
+#include "engine/distributed/comm/local_communicator.h"
+#include "engine/app/config/run_config.h"
+#include "engine/app/data/vocab.h"
+#include "engine/app/io/model_weights.h"
+#include "engine/distributed/sharding/zero_param_store.h"
+#include "engine/app/trainer/text_sampler.h"
+#include "kernels/ops.h"
+#include "models/model_family.h"
+
+namespace zt::cli {
+
+namespace {
+
+SamplingOptions sampling_options(const ArgParser& parser, const std::optional<data::Vocab>& vocab) {
+  double temperature = 0.8;
+  if (parser.has("temperature")) {
+    try {
+      temperature = std::stod(parser.get("temperature"));
+    } catch (const std::exception&) {
+      temperature = -1.0;
+    }
+    if (!(temperature > 0.0 && temperature <= 100.0)) {
+      throw_input_error("zerotrain sample: --temperature must be a number in (0, 100] (got '{}')",
+                        parser.get("temperature"));
+    }
+  }
+  return SamplingOptions{
+      parser.get_int("tokens", 200, 0, 1000000), static_cast<float>(temperature), parser.get_int("top-k", 40, 0, 65535),
+      static_cast<std::uint64_t>(parser.get_int("seed", 1, 0, 2147483647)), vocab ? vocab->size() : 0};
+}
+
+int generate_and_print(const ArgParser& parser, LanguageModel& model, ZeroParamStore& store,
+                       const std::optional<data::Vocab>& vocab, const SamplingOptions& options) {
+  std::vector<std::int32_t> prompt;
+  const std::string prompt_text = parser.get("prompt", "\n");
+  if (vocab) {
+    for (std::uint16_t t : vocab->encode(prompt_text)) prompt.push_back(t);
+  }
+  const auto tokens = generate_tokens(model, store, prompt, options);
+  fmt::print("{}{}\n", vocab ? prompt_text : "",
+             vocab ? vocab->decode(tokens) : fmt::format("{}", fmt::join(tokens, " ")));
+  return 0;
+}
+
+// --ckpt: the model from the manifest, fp32 master weights read unit by unit into a one-process
+// stage-0 store (whatever the number of ranks and stage that saved it).
+int sample_checkpoint(const ArgParser& parser) {
+  const ckpt::ResolvedCheckpoint resolved = ckpt::resolve_checkpoint(parser.get("ckpt"), ckpt::Validation::kStructure);
+  for (const std::string& note : resolved.notes) fmt::print(stderr, "zerotrain sample: {}\n", note);
+  const ckpt::CheckpointReader reader(resolved.path);
+  const ModelSpec spec = ckpt::model_spec_of(reader);
+  std::filesystem::path vocab_path =
+      parser.has("vocab") ? std::filesystem::path(parser.get("vocab"))
+                          : std::filesystem::path(resolved.path).parent_path().parent_path() / "vocab.json";
+  if (parser.has("vocab") && !std::filesystem::exists(vocab_path)) {
+    throw_input_error("zerotrain sample: --vocab {}: no such file", vocab_path.string());
+  }
+  std::optional<data::Vocab> vocab;
+  if (std::filesystem::exists(vocab_path)) vocab = data::Vocab::load(vocab_path.string());
+  const SamplingOptions options = sampling_options(parser, vocab);
+
+  MemoryTracker tracker;
+  const ExecContext ctx{Device::kCPU, omp_get_num_procs(), nullptr};
+  // The checkpoint's units (model_spec_of: e.g. its token table in as many chunk units as its
+  // run's head had).
+  const std::unique_ptr<LanguageModel> model = make_model(spec, sampling_build(spec.block_size()), tracker, ctx);
+  const ParamTable& table = model->table();
+  LocalCommunicator comm(tracker, {});
+  ZeroParamStore store(table, DType::kF32, ZeroOptions{}, comm, tracker, ctx);
+  for (std::size_t u = 0; u < table.units().size(); ++u) {
+    const int unit = static_cast<int>(u);
+    reader.read(ckpt::StateKind::kMaster, unit, 0, table.units()[u].numel, store.working_shard(unit).as<float>());
+  }
+  return generate_and_print(parser, *model, store, vocab, options);
+}
+
+}  // namespace
+
+int sample_main(const std::vector<std::string>& args) {
+  ArgParser parser("sample", "Generate text from a training run's final weights.");
+  parser.value_flag("run", "DIR", "run directory written by 'zerotrain train'")
+      .value_flag("ckpt", "PATH", "a checkpoint directory, or a checkpoint folder (its latest valid checkpoint)")
+      .value_flag("vocab", "FILE", "vocab.json to decode with (--ckpt; default RUN_DIR/vocab.json beside checkpoints/)")
+      .value_flag("tokens", "N", "tokens to generate (default 200)")
+      .value_flag("temperature", "T", "softmax temperature (default 0.8)")
+      .value_flag("top-k", "K", "sample among the K most likely tokens, 0 = all (default 40)")
+      .value_flag("prompt", "TEXT", "text to continue (default a newline)")
+      .value_flag("seed", "S", "sampling seed (default 1)");
+  if (!parser.parse(args)) {
+    fmt::print("{}", parser.help_text());
+    return 0;
+  }
+  if (parser.has("run") == parser.has("ckpt"))
+    throw_input_error("zerotrain sample: give exactly one of --run and --ckpt");
+  if (parser.has("ckpt")) return sample_checkpoint(parser);
+  const std::filesystem::path dir(parser.get("run"));
+  for (const char* f : {"config.json", "final.safetensors"}) {
+    if (!std::filesystem::exists(dir / f)) throw_input_error("zerotrain sample: {} has no {}", dir.string(), f);
+  }
+  const RunConfig cfg = load_run_config((dir / "config.json").string(), {});
+  std::optional<data::Vocab> vocab;
+  if (std::filesystem::exists(dir / "vocab.json")) vocab = data::Vocab::load((dir / "vocab.json").string());
+
+  const SamplingOptions options = sampling_options(parser, vocab);
+
+  MemoryTracker tracker;
+  const ExecContext ctx{Device::kCPU, cfg.train.num_threads, nullptr};
+  // The weights file holds whole tensors, so any unit layout reads it: the default one.
+  ModelSpec spec = cfg.model_spec();
+  spec.layout = {};
+  const std::unique_ptr<LanguageModel> model_ptr = make_model(spec, sampling_build(cfg.train.seq_len), tracker, ctx);
+  LanguageModel& model = *model_ptr;
+  LocalCommunicator comm(tracker, {});
+  ZeroParamStore store(model.table(), cfg.param_dtype, ZeroOptions{}, comm, tracker, ctx);
+  // fp32 weights load straight into the store; bf16 ones go through fp32 staging buffers.
+  const bool mixed = cfg.param_dtype == DType::kBF16;
+  std::vector<Buffer> staging;
+  for (std::size_t u = 0; mixed && u < model.table().units().size(); ++u) {
+    staging.emplace_back(tracker, MemCategory::kWorkspace, DType::kF32, model.table().units()[u].numel);
+  }
+  load_model_weights((dir / "final.safetensors").string(), model.table(), [&](int u) {
+    return mixed ? staging[static_cast<std::size_t>(u)].view() : store.working_shard(u);
+  });
+  for (std::size_t u = 0; u < staging.size(); ++u)
+    ops::cast(ctx, store.working_shard(static_cast<int>(u)), staging[u].view());
+  staging.clear();
+
+  return generate_and_print(parser, model, store, vocab, options);
+}
+
+}  // namespace zt::cli

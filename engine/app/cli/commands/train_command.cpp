@@ -1,0 +1,122 @@
+// `zerotrain train`: trains a GPT model from a JSON config on this process and reports the loss
+// curve's ends, the validation loss beside the data's unigram entropy, a text sample and the
+// memory table; with --resume it continues from a sharded checkpoint. SIGTERM, SIGINT or SIGUSR1
+// makes it save a checkpoint at the next step boundary and exit 0. Exit code 1 when the run
+// stopped on a non-finite loss or gradient.
+#include <fmt/format.h>
+
+#include <chrono>
+#include <memory>
+
+#include "engine/app/cli/commands/arg_parser.h"
+#include "engine/app/cli/commands/commands.h"
+#include "engine/distributed/comm/communicator.h"
+#include "engine/app/config/run_config.h"
+#include "engine/base/core/check.h"
+#include "engine/base/core/host_allocator.h"
+#include "engine/distributed/launch/signals.h"
+#include "engine/app/trainer/memory_report.h"
+#include "engine/app/trainer/resume.h"
+#include "engine/app/trainer/trainer.h"
+#include "kernels/compute_backend.h"
+#include "kernels/ops.h"
+
+namespace zt::cli {
+
+int train_main(const std::vector<std::string>& args) {
+  ArgParser parser("train", "Train a GPT model from a JSON config (see docs/config.md).");
+  parser.value_flag("config", "FILE", "JSON run config", true)
+      .value_flag("set", "SECTION.KEY=VALUE", "override a config key", false, true)
+      .value_flag("run-dir", "DIR", "where metrics, config and final weights go (default: log.run_dir)")
+      .value_flag(
+          "resume", "latest|PATH",
+          "continue from the newest valid checkpoint in checkpoint.dir, or from a checkpoint directory or folder")
+      .bool_flag("allow-config-change",
+                 "with --resume: continue even if the config changes the seed, LR schedule, AdamW terms, dropout, "
+                 "sequence length or global batch (refused otherwise)");
+  if (!parser.parse(args)) {
+    fmt::print("{}", parser.help_text());
+    return 0;
+  }
+  // Under mpirun every rank runs this; the communicator says how many there are, and the batch
+  // terms are resolved for that many. Rank 0 alone prints and writes the run directory.
+  MemoryTracker tracker;
+  CommOptions comm_options;
+  std::unique_ptr<Communicator> comm = make_communicator(tracker, comm_options);
+  RunConfig cfg = load_run_config(parser.get("config"), parser.all("set"), comm->world_size());
+  if (parser.has("run-dir")) cfg.log.run_dir = parser.get("run-dir");
+  comm_options.deterministic = cfg.train.deterministic;
+  comm_options.timeout_s = cfg.train.collective_timeout_s;
+  comm->set_options(comm_options);
+  const bool root = comm->rank() == 0;
+  // From here on a stop signal means "save at the next step boundary" (engine/distributed/launch/signals.h).
+  if (cfg.checkpoint.save_on_signal) install_stop_request_handlers();
+
+  if (root) {
+    fmt::print("zerotrain train: {}\nresolved config: {}\n", cfg.source, cfg.to_json().dump());
+    for (const std::string& note : cfg.derived) fmt::print("derived: {}\n", note);
+  }
+  std::string resume_checkpoint;
+  if (parser.has("resume")) {
+    const std::string arg = parser.get("resume");
+    if (arg.empty()) throw_input_error("--resume needs 'latest' or a checkpoint path");
+    resume_checkpoint = resolve_resume_checkpoint(*comm, arg, cfg.checkpoint.folder_for(cfg.log.run_dir));
+    if (root) fmt::print("resuming from {}\n", resume_checkpoint);
+  }
+  Trainer trainer(cfg, cfg.log.run_dir, *comm, tracker, resume_checkpoint);
+  trainer.allow_config_change(parser.has("allow-config-change"));
+  const auto& blas = cpu_blas_description();
+  if (root) {
+    fmt::print("model: {}\n", describe_model(cfg.model_spec()));
+    fmt::print(
+        "batch: {} tokens/step = micro_batch {} x seq_len {} x grad_accum {} x {} ranks; {} steps; {} threads, "
+        "blas {}\n",
+        cfg.train.global_batch_tokens, cfg.train.micro_batch, cfg.train.seq_len, cfg.train.grad_accum,
+        comm->world_size(), cfg.train.max_steps, cfg.train.num_threads, blas.core_name);
+    fmt::print("device: {}\n", trainer.device_description());
+    fmt::print("attention: {}\n",
+               describe_attention(cfg.model_spec(), cfg.model_build(), cfg.device, cfg.attention_kernels));
+    fmt::print("ZeRO stage {} on {} rank(s) ({} communicator{})\nrun directory: {}\n", cfg.zero.stage,
+               comm->world_size(), trainer.store_comm_name(),
+               cfg.train.deterministic ? ", deterministic reductions" : "", cfg.log.run_dir);
+  }
+
+  const auto started = std::chrono::steady_clock::now();
+  const TrainSummary s = trainer.run();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  const std::vector<MemorySnapshot> memory = gather_memory_snapshots(*comm, s.memory);
+  if (!root) return s.stopped_nonfinite ? 1 : 0;
+  if (s.stop_signal != 0) {
+    fmt::print("\nstopped after step {} of {} on {}; saved {}\n(continue with the same command and --resume latest)\n",
+               s.stopped_after_step, cfg.train.max_steps,
+               s.stop_signal > 0 ? signal_name(s.stop_signal) : "a signal to another rank", s.stop_checkpoint);
+    return 0;
+  }
+  fmt::print("\n== summary ==\n");
+  fmt::print("steps: {} ({} skipped)\n", s.steps_done, s.skipped_steps);
+  fmt::print("wall time: {:.1f} s (the steps of this run, its evaluations, checkpoints and sample)\n", seconds);
+  if (s.first_step > 0) {
+    fmt::print("train loss: {:.4f} (step {}) -> {:.4f} (step {})\n", s.first_loss, s.first_step, s.last_loss,
+               s.last_step);
+  } else {
+    fmt::print("train loss: no step in this run (resumed at step {} of {})\n", cfg.train.max_steps,
+               cfg.train.max_steps);
+  }
+  fmt::print("val loss: {:.4f}   unigram entropy of the training data: {:.4f} nats ({})\n", s.val_loss,
+             s.unigram_entropy_nats,
+             s.val_loss < s.unigram_entropy_nats ? "below: the model uses context" : "not below");
+  if (!s.sample.empty()) fmt::print("sample:\n{}\n---\n", s.sample);
+  fmt::print("memory on rank 0 (bytes per category over the run):\n{}", format_memory_table(s.memory));
+  fmt::print("(plus {} of freed blocks the host allocator keeps for reuse)\n", format_bytes(host_cached_bytes()));
+  fmt::print("over the whole run (evaluation, sampling and the final gather included):\n{}",
+             format_measured_vs_predicted(cfg, memory));
+  if (s.stopped_nonfinite) {
+    fmt::print(stderr, "zerotrain: error: training stopped on a non-finite loss or gradient (see {}/metrics.jsonl)\n",
+               cfg.log.run_dir);
+    return 1;
+  }
+  fmt::print("wrote {}/final.safetensors, metrics.jsonl, config.json\n", cfg.log.run_dir);
+  return 0;
+}
+
+}  // namespace zt::cli

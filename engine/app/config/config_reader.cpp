@@ -1,0 +1,205 @@
+// ConfigReader: checked access to JSON config sections and the --set override syntax.
+#include "engine/app/config/config_reader.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "engine/base/core/check.h"
+
+namespace zt {
+
+const nlohmann::json ConfigReader::kEmptyObject = nlohmann::json::object();
+
+ConfigReader::ConfigReader(const nlohmann::json& node, std::string file, std::string path,
+                           std::shared_ptr<const OverrideSources> overrides)
+    : node_(node), file_(std::move(file)), path_(std::move(path)), overrides_(std::move(overrides)) {
+  if (!node_.is_object()) {
+    throw_input_error("config error in {}: '{}' must be a JSON object", file_, path_.empty() ? "<root>" : path_);
+  }
+}
+
+const nlohmann::json* ConfigReader::find(const std::string& key) {
+  known_.insert(key);
+  auto it = node_.find(key);
+  return it == node_.end() ? nullptr : &*it;
+}
+
+bool ConfigReader::has(const std::string& key) const { return node_.contains(key); }
+
+std::string ConfigReader::source_of(const std::string& key) const {
+  if (overrides_ != nullptr) {
+    const auto it = overrides_->find(dotted(key));
+    if (it != overrides_->end()) return it->second;
+  }
+  return file_;
+}
+
+void ConfigReader::fail_type(const std::string& key, const char* expected, const nlohmann::json& got) const {
+  throw_input_error("config error in {}: key '{}' must be {} (got {})", source_of(key), dotted(key), expected,
+                    got.dump());
+}
+
+int ConfigReader::get_int(const std::string& key, int fallback, long long min_value, long long max_value) {
+  const nlohmann::json* v = find(key);
+  if (v == nullptr) return fallback;
+  if (!v->is_number_integer()) fail_type(key, "an integer", *v);
+  const long long x = v->get<long long>();
+  if (x < min_value || x > max_value) {
+    throw_input_error("config error in {}: key '{}' = {} is out of range [{}, {}]", source_of(key), dotted(key), x,
+                      min_value, max_value);
+  }
+  return static_cast<int>(x);
+}
+
+double ConfigReader::get_double(const std::string& key, double fallback, double min_value, double max_value) {
+  const nlohmann::json* v = find(key);
+  if (v == nullptr) return fallback;
+  if (!v->is_number()) fail_type(key, "a number", *v);
+  const double x = v->get<double>();
+  if (!std::isfinite(x) || x < min_value || x > max_value) {
+    throw_input_error("config error in {}: key '{}' = {} is out of range [{}, {}]", source_of(key), dotted(key), x,
+                      min_value, max_value);
+  }
+  return x;
+}
+
+std::string ConfigReader::get_string(const std::string& key, const std::string& fallback) {
+  const nlohmann::json* v = find(key);
+  if (v == nullptr) return fallback;
+  if (!v->is_string()) fail_type(key, "a string", *v);
+  return v->get<std::string>();
+}
+
+std::string ConfigReader::get_enum(const std::string& key, const std::string& fallback,
+                                   const std::vector<std::string>& allowed) {
+  const std::string s = get_string(key, fallback);
+  if (std::find(allowed.begin(), allowed.end(), s) == allowed.end()) {
+    std::string list;
+    for (const std::string& a : allowed) list += (list.empty() ? "" : ", ") + a;
+    throw_input_error("config error in {}: key '{}' = \"{}\" is not one of: {}", source_of(key), dotted(key), s, list);
+  }
+  return s;
+}
+
+bool ConfigReader::get_bool(const std::string& key, bool fallback) {
+  const nlohmann::json* v = find(key);
+  if (v == nullptr) return fallback;
+  if (!v->is_boolean()) fail_type(key, "true or false", *v);
+  return v->get<bool>();
+}
+
+ConfigReader ConfigReader::section(const std::string& key) {
+  const nlohmann::json* v = find(key);
+  if (v == nullptr) return ConfigReader(kEmptyObject, file_, dotted(key), overrides_);
+  if (!v->is_object()) fail_type(key, "a JSON object", *v);
+  return ConfigReader(*v, file_, dotted(key), overrides_);
+}
+
+void ConfigReader::reject_unknown_keys() const {
+  for (auto it = node_.begin(); it != node_.end(); ++it) {
+    if (known_.count(it.key()) != 0) continue;
+    const std::string near = nearest_key(it.key(), known_);
+    throw_input_error("config error in {}: unknown key '{}'{}", source_of(it.key()), dotted(it.key()),
+                      near.empty() ? "" : " (did you mean '" + dotted(near) + "'?)");
+  }
+}
+
+std::string nearest_key(const std::string& key, const std::set<std::string>& valid) {
+  std::string best;
+  std::size_t best_distance = std::max<std::size_t>(2, key.size() / 3) + 1;
+  for (const std::string& cand : valid) {
+    // Levenshtein distance, one row at a time.
+    std::vector<std::size_t> row(cand.size() + 1);
+    for (std::size_t j = 0; j <= cand.size(); ++j) row[j] = j;
+    for (std::size_t i = 1; i <= key.size(); ++i) {
+      std::size_t diag = row[0];
+      row[0] = i;
+      for (std::size_t j = 1; j <= cand.size(); ++j) {
+        const std::size_t up = row[j];
+        row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (key[i - 1] == cand[j - 1] ? 0 : 1)});
+        diag = up;
+      }
+    }
+    if (row[cand.size()] < best_distance) {
+      best_distance = row[cand.size()];
+      best = cand;
+    }
+  }
+  return best;
+}
+
+std::string apply_override(nlohmann::json& doc, const std::string& assignment) {
+  const std::size_t eq = assignment.find('=');
+  if (eq == std::string::npos || eq == 0) {
+    throw_input_error("--set '{}': expected section.key=value", assignment);
+  }
+  const std::string dotted_key = assignment.substr(0, eq);
+  const std::string text = assignment.substr(eq + 1);
+  nlohmann::json value;
+  try {
+    value = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception&) {
+    value = text;  // bare words such as bf16 or none
+  }
+  nlohmann::json* node = &doc;
+  std::size_t start = 0;
+  while (true) {
+    const std::size_t dot = dotted_key.find('.', start);
+    const std::string part = dotted_key.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    if (part.empty()) throw_input_error("--set '{}': empty key component", assignment);
+    if (!node->is_object()) throw_input_error("--set '{}': '{}' is not a section", assignment, part);
+    if (dot == std::string::npos) {
+      (*node)[part] = value;
+      return dotted_key;
+    }
+    if (!node->contains(part)) (*node)[part] = nlohmann::json::object();
+    node = &(*node)[part];
+    start = dot + 1;
+  }
+}
+
+namespace {
+// Line and column of a 1-based byte offset into `text`.
+std::pair<std::size_t, std::size_t> line_and_column(const std::string& text, std::size_t byte) {
+  std::size_t line = 1, col = 1;
+  for (std::size_t i = 0; i + 1 < byte && i < text.size(); ++i) {
+    if (text[i] == '\n') {
+      ++line;
+      col = 1;
+    } else {
+      ++col;
+    }
+  }
+  return {line, col};
+}
+}  // namespace
+
+nlohmann::json parse_config_json(const std::string& text, const std::string& source) {
+  // The keys met so far in each object being parsed, innermost last.
+  std::vector<std::set<std::string>> open_objects;
+  std::string duplicate;
+  const nlohmann::json::parser_callback_t check = [&](int, nlohmann::json::parse_event_t event,
+                                                      nlohmann::json& parsed) {
+    if (event == nlohmann::json::parse_event_t::object_start) open_objects.emplace_back();
+    if (event == nlohmann::json::parse_event_t::object_end && !open_objects.empty()) open_objects.pop_back();
+    if (event == nlohmann::json::parse_event_t::key && !open_objects.empty() && duplicate.empty() &&
+        !open_objects.back().insert(parsed.get<std::string>()).second) {
+      duplicate = parsed.get<std::string>();
+    }
+    return true;
+  };
+  nlohmann::json doc;
+  try {
+    doc = nlohmann::json::parse(text, check);
+  } catch (const nlohmann::json::parse_error& e) {
+    const auto [line, col] = line_and_column(text, e.byte);
+    throw_input_error("config error in {}: malformed JSON at line {}, column {}", source, line, col);
+  }
+  if (!duplicate.empty()) {
+    throw_input_error("config error in {}: key '{}' appears twice in one object (which one was meant?)", source,
+                      duplicate);
+  }
+  return doc;
+}
+
+}  // namespace zt

@@ -1,0 +1,467 @@
+// Parsing and validation of RunConfig: the schema lives here, next to its defaults, and to_json()
+// writes the resolved config in the same schema (so a run directory's config.json reloads).
+#include "engine/app/config/run_config.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "engine/app/config/config_reader.h"
+#include "engine/base/core/check.h"
+#include "engine/base/core/float_text.h"
+#include "kernels/contracts/operand_checks.h"  // flash_attention_shape_supported
+
+namespace zt {
+
+namespace {
+
+constexpr long long kMaxDim = 1 << 20;
+constexpr long long kMaxSteps = 1'000'000'000;
+
+// The Llama keys (model.arch = "llama"): grouped-query heads, the SwiGLU width, RoPE's base, the
+// RMSNorm epsilon and the head's tie; the shared keys come from `m`.
+void read_llama_keys(ConfigReader& r, const gpt::GptConfig& m, llama::LlamaConfig& l) {
+  copy_shared_keys(m, l);
+  l.n_kv_head = r.get_int("n_kv_head", m.n_head, 1, 1024);
+  l.intermediate_size = r.get_int("intermediate_size", 0, 0, 1 << 24);
+  l.rope_theta = static_cast<float>(r.get_double("rope_theta", 10000.0, 1.0, 1e9));
+  l.norm_eps = static_cast<float>(r.get_double("norm_eps", 1e-5, 1e-12, 1.0));
+  l.tie_embeddings = r.get_bool("tie_embeddings", false);
+  const std::string error = llama::llama_config_error(l, "model.");
+  if (!error.empty()) throw_input_error("config error in {}: {}", r.file(), error);
+}
+
+// What a Llama run cannot do yet (docs/config.md, "model.arch"): each a one-line error naming the
+// key, rather than a run that would fail later or silently ignore it.
+void check_llama_support(const RunConfig& c) {
+  const llama::LlamaConfig& l = c.llama;
+  if (c.device == Device::kCUDA && l.n_kv_head != l.n_head &&
+      !flash_attention_shape_supported(c.train.micro_batch, l.n_head, l.head_size())) {
+    // Grouped-query heads on CUDA run on cuDNN or the flash kernels (the cuBLASLt attention is
+    // multi-head), which must serve the shape where cuDNN does not.
+    throw_input_error(
+        "config error in {}: grouped-query heads (model.n_kv_head = {} < model.n_head = {}) on device = \"cuda\" run "
+        "on the flash kernels, which need a head size of 8, 16, 32, 64 or 128 (here {}) and train.micro_batch x "
+        "model.n_head <= 65535 (here {} x {})",
+        c.source, l.n_kv_head, l.n_head, l.head_size(), c.train.micro_batch, l.n_head);
+  }
+  if (c.gelu_epilogue) {
+    throw_input_error(
+        "config error in {}: model.arch = \"llama\" does not support precision.gelu_epilogue = true (a Llama's MLP "
+        "has no GELU)",
+        c.source);
+  }
+}
+
+void read_model(ConfigReader r, RunConfig& c) {
+  gpt::GptConfig& m = c.model;
+  for (const char* key : {"n_layer", "n_head", "n_embd", "block_size", "vocab_size"}) {
+    if (!r.has(key)) throw_input_error("config error in {}: missing required key '{}'", r.file(), r.dotted(key));
+  }
+  c.arch = r.get_enum("arch", "gpt2", {"gpt2", "llama"}) == "llama" ? ModelArch::kLlama : ModelArch::kGpt2;
+  m.n_layer = r.get_int("n_layer", m.n_layer, 1, 1024);
+  m.n_head = r.get_int("n_head", m.n_head, 1, 1024);
+  m.n_embd = r.get_int("n_embd", m.n_embd, 1, kMaxDim);
+  m.block_size = r.get_int("block_size", m.block_size, 1, kMaxDim);
+  // Up to 2^24: llm.c's uint32 token files carry vocabularies above 65,535 (Llama 3's 128,256).
+  m.vocab_size = r.get_int("vocab_size", m.vocab_size, 1, 1 << 24);
+  if (m.n_embd % m.n_head != 0) {
+    throw_input_error("config error in {}: model.n_embd = {} is not divisible by model.n_head = {}", r.file(), m.n_embd,
+                      m.n_head);
+  }
+  if (c.arch == ModelArch::kLlama) {
+    if (r.has("dropout")) {
+      throw_input_error("config error in {}: model.dropout: a Llama model (model.arch = \"llama\") has no dropout",
+                        r.file());
+    }
+    read_llama_keys(r, m, c.llama);
+    if (!r.has("intermediate_size")) {
+      c.derived.push_back(
+          fmt::format("model.intermediate_size = {} (Llama's rule: 8/3 n_embd rounded up to 256)", c.llama.hidden()));
+    }
+  } else {
+    for (const char* key : {"n_kv_head", "intermediate_size", "rope_theta", "norm_eps", "tie_embeddings"}) {
+      if (r.has(key)) {
+        throw_input_error("config error in {}: {} is a Llama key; set model.arch = \"llama\" or remove it", r.file(),
+                          r.dotted(key));
+      }
+    }
+    c.dropout = static_cast<float>(r.get_double("dropout", 0.0, 0.0, 0.95));
+  }
+  r.reject_unknown_keys();
+}
+
+void read_data(ConfigReader r, DataConfig& d) {
+  d.dataset = r.get_string("dataset", d.dataset);
+  d.train_file = r.get_string("train_file", "");
+  d.val_file = r.get_string("val_file", "");
+  d.vocab_file = r.get_string("vocab_file", "");
+  d.format = r.get_enum("format", d.format, {"auto", "llmc", "nanogpt"});
+  d.embedded_chars = r.get_int("embedded_chars", static_cast<int>(d.embedded_chars), 10'000, 1 << 30);
+  if (d.train_file.empty() != d.val_file.empty()) {
+    throw_input_error("config error in {}: data.train_file and data.val_file must be given together", r.file());
+  }
+  r.reject_unknown_keys();
+}
+
+// The batch terms must agree: global_batch_tokens = micro_batch * seq_len * grad_accum * ranks.
+// A missing one is derived (and noted, so the run prints it).
+void resolve_batch(ConfigReader& r, RunConfig& c, bool has_accum, bool has_global) {
+  TrainConfig& t = c.train;
+  const std::int64_t per_accum = static_cast<std::int64_t>(t.micro_batch) * t.seq_len * c.world_size;
+  if (has_global && !has_accum) {
+    if (t.global_batch_tokens % per_accum != 0) {
+      throw_input_error(
+          "config error in {}: train.global_batch_tokens = {} is not a multiple of train.micro_batch x train.seq_len "
+          "x ranks = {} x {} x {}",
+          r.file(), t.global_batch_tokens, t.micro_batch, t.seq_len, c.world_size);
+    }
+    t.grad_accum = static_cast<int>(t.global_batch_tokens / per_accum);
+    c.derived.push_back(fmt::format("train.grad_accum = {} (from train.global_batch_tokens = {})", t.grad_accum,
+                                    t.global_batch_tokens));
+    return;
+  }
+  const std::int64_t implied = per_accum * t.grad_accum;
+  if (has_global && t.global_batch_tokens != implied) {
+    throw_input_error(
+        "config error in {}: train.global_batch_tokens = {} disagrees with train.micro_batch x train.seq_len x "
+        "train.grad_accum x ranks = {} x {} x {} x {} = {}",
+        r.file(), t.global_batch_tokens, t.micro_batch, t.seq_len, t.grad_accum, c.world_size, implied);
+  }
+  if (!has_global) {
+    c.derived.push_back(
+        fmt::format("train.global_batch_tokens = {} (micro_batch {} x seq_len {} x grad_accum {} x "
+                    "ranks {})",
+                    implied, t.micro_batch, t.seq_len, t.grad_accum, c.world_size));
+  }
+  t.global_batch_tokens = implied;
+}
+
+void read_train(ConfigReader r, RunConfig& c) {
+  TrainConfig& t = c.train;
+  const int block_size = c.model.block_size;
+  t.micro_batch = r.get_int("micro_batch", t.micro_batch, 1, kMaxDim);
+  if (!r.has("seq_len")) c.derived.push_back(fmt::format("train.seq_len = {} (model.block_size)", block_size));
+  t.seq_len = r.get_int("seq_len", block_size, 1, kMaxDim);
+  if (t.seq_len > block_size) {
+    throw_input_error("config error in {}: train.seq_len = {} exceeds model.block_size = {}", r.file(), t.seq_len,
+                      block_size);
+  }
+  const bool has_accum = r.has("grad_accum"), has_global = r.has("global_batch_tokens");
+  t.grad_accum = r.get_int("grad_accum", 1, 1, 1 << 16);
+  t.global_batch_tokens = r.get_int("global_batch_tokens", 0, 1, 2147483647);
+  resolve_batch(r, c, has_accum, has_global);
+  t.max_steps = r.get_int("max_steps", t.max_steps, 0, kMaxSteps);
+  t.seed = static_cast<std::uint64_t>(r.get_int("seed", static_cast<int>(t.seed), 0, 2147483647));
+  t.num_threads = r.get_int("num_threads", 0, 0, 1024);
+  if (t.num_threads == 0) t.num_threads = omp_get_num_procs();
+  const std::string ac = r.get_string("activation_checkpointing", "none");
+  if (!CheckpointPolicy::parse(ac, &t.activation_checkpointing)) {
+    throw_input_error(
+        "config error in {}: train.activation_checkpointing = \"{}\" is not none, all or every:K (K >= 1)", r.file(),
+        ac);
+  }
+  t.head_chunks = r.get_int("head_chunks", 1, 1, c.model.padded_vocab_size() / 64);
+  t.block_units = r.get_int("block_units", 1, 1, 2);
+  t.eval_every = r.get_int("eval_every", t.eval_every, 0, kMaxSteps);
+  t.eval_batches = r.get_int("eval_batches", t.eval_batches, 1, 100000);
+  t.nonfinite = r.get_enum("nonfinite", t.nonfinite, {"stop", "skip"});
+  t.max_skipped_steps = r.get_int("max_skipped_steps", t.max_skipped_steps, 1, 1000000);
+  t.deterministic = r.get_bool("deterministic", t.deterministic);
+  t.check_memory = r.get_bool("check_memory", t.check_memory);
+  t.collective_timeout_s = r.get_double("collective_timeout_s", t.collective_timeout_s, 0.1, 86400.0);
+  r.reject_unknown_keys();
+}
+
+void read_optim(ConfigReader r, OptimConfig& o, int max_steps) {
+  AdamWHyper& a = o.adamw;
+  a.lr = static_cast<float>(r.get_double("lr", 1e-3, 0.0, 10.0));
+  a.beta1 = static_cast<float>(r.get_double("beta1", 0.9, 0.0, 0.999999));
+  a.beta2 = static_cast<float>(r.get_double("beta2", 0.95, 0.0, 0.999999));
+  a.eps = static_cast<float>(r.get_double("eps", 1e-8, 0.0, 1.0));
+  a.weight_decay = static_cast<float>(r.get_double("weight_decay", 0.1, 0.0, 10.0));
+  o.min_lr = static_cast<float>(r.get_double("min_lr", a.lr / 10.0, 0.0, 10.0));
+  o.warmup_steps = r.get_int("warmup_steps", 0, 0, kMaxSteps);
+  o.decay = r.get_enum("decay", o.decay, {"cosine", "linear", "constant"});
+  // By default the decay ends with the run (or with the warmup, for a run shorter than its warmup).
+  o.decay_steps = r.get_int("decay_steps", std::max(max_steps, o.warmup_steps), 0, kMaxSteps);
+  o.grad_clip = static_cast<float>(r.get_double("grad_clip", 1.0, 0.0, 1e6));
+  if (o.min_lr > a.lr) {
+    throw_input_error("config error in {}: optim.min_lr = {} exceeds optim.lr = {}", r.file(), o.min_lr, a.lr);
+  }
+  if (o.decay != "constant" && o.decay_steps < o.warmup_steps) {
+    throw_input_error("config error in {}: optim.decay_steps = {} is before the end of optim.warmup_steps = {}",
+                      r.file(), o.decay_steps, o.warmup_steps);
+  }
+  r.reject_unknown_keys();
+}
+
+void read_log(ConfigReader r, LogConfig& l, const std::string& source) {
+  l.run_dir = r.get_string("run_dir", "runs/" + std::filesystem::path(source).stem().string());
+  l.every_steps = r.get_int("every_steps", l.every_steps, 1, kMaxSteps);
+  l.progress = r.get_enum("progress", l.progress, {"auto", "live", "plain"});
+  l.sample_every = r.get_int("sample_every", l.sample_every, 0, kMaxSteps);
+  l.sample_tokens = r.get_int("sample_tokens", l.sample_tokens, 0, 100000);
+  l.sample_temperature = static_cast<float>(r.get_double("sample_temperature", l.sample_temperature, 1e-3, 100.0));
+  l.sample_top_k = r.get_int("sample_top_k", l.sample_top_k, 0, 65535);
+  l.sample_prompt = r.get_string("sample_prompt", l.sample_prompt);
+  l.profile_ops = r.get_bool("profile_ops", l.profile_ops);
+  r.reject_unknown_keys();
+}
+
+void read_checkpoint(ConfigReader r, CheckpointConfig& k) {
+  k.dir = r.get_string("dir", k.dir);
+  k.every_steps = r.get_int("every_steps", k.every_steps, 0, kMaxSteps);
+  k.keep_last = r.get_int("keep_last", k.keep_last, 0, 1000000);
+  k.at_end = r.get_bool("at_end", k.at_end);
+  k.save_on_signal = r.get_bool("save_on_signal", k.save_on_signal);
+  r.reject_unknown_keys();
+}
+
+void read_zero(ConfigReader& r, ZeroOptions& z) {
+  z.stage = r.get_int("stage", z.stage, 0, 3);
+  z.overlap_comm = r.get_bool("overlap_comm", z.overlap_comm);
+  z.prefetch_units = r.get_int("prefetch_units", z.prefetch_units, 0, 64);
+  z.max_inflight_reductions = r.get_int("max_inflight_reductions", z.max_inflight_reductions, 1, 64);
+  // MiB in the config (fractions allowed), bytes in the store.
+  z.max_inflight_reduction_bytes =
+      std::llround(r.get_double("max_inflight_reduction_mb", 0.0, 0.0, 1048576.0) * 1048576.0);
+  z.reshard_after_forward = r.get_bool("reshard_after_forward", z.reshard_after_forward);
+  z.persistence_threshold = r.get_int("param_persistence_threshold", 0, 0, 2000000000);
+  z.fp32_grad_shards = r.get_enum("grad_shard_dtype", "working", {"working", "fp32"}) == "fp32";
+  z.solo_path = r.get_bool("solo_path", z.solo_path);
+}
+
+void read_comm(ConfigReader& r, RunConfig& c, const std::string& source) {
+  const std::string backend = r.get_enum("backend", "auto", {"auto", "nccl", "mpi"});
+  c.comm_backend = backend == "nccl" ? CommBackend::kNccl : backend == "mpi" ? CommBackend::kMpi : CommBackend::kAuto;
+  if (c.comm_backend == CommBackend::kNccl && c.device != Device::kCUDA) {
+    throw_input_error(
+        "config error in {}: comm.backend = \"nccl\" needs device = \"cuda\" (CPU ranks talk through MPI)", source);
+  }
+}
+
+}  // namespace
+
+std::string_view comm_backend_name(CommBackend b) {
+  switch (b) {
+    case CommBackend::kNccl: return "nccl";
+    case CommBackend::kMpi: return "mpi";
+    case CommBackend::kAuto: break;
+  }
+  return "auto";
+}
+
+RunConfig parse_run_config(nlohmann::json doc, const std::string& source, int world_size,
+                           std::shared_ptr<const OverrideSources> overrides) {
+  RunConfig c;
+  c.source = source;
+  c.world_size = world_size;
+  ConfigReader root(doc, source, "", std::move(overrides));
+  if (!root.has("model")) throw_input_error("config error in {}: missing required section 'model'", source);
+  c.device = root.get_enum("device", "cpu", {"cpu", "cuda"}) == "cuda" ? Device::kCUDA : Device::kCPU;
+  read_model(root.section("model"), c);
+  read_data(root.section("data"), c.data);
+  read_train(root.section("train"), c);
+  read_optim(root.section("optim"), c.optim, c.train.max_steps);
+  ConfigReader precision = root.section("precision");
+  c.param_dtype = precision.get_enum("param_dtype", "f32", {"f32", "bf16"}) == "bf16" ? DType::kBF16 : DType::kF32;
+  const std::string matmul = precision.get_enum("matmul", "fp32", {"fp32", "tf32", "bf16"});
+  for (MatmulPrecision p : {MatmulPrecision::kFp32, MatmulPrecision::kTf32, MatmulPrecision::kBf16}) {
+    if (matmul_precision_name(p) == matmul) c.matmul_precision = p;  // get_enum admitted only these names
+  }
+  if (c.matmul_precision != MatmulPrecision::kFp32 && c.device != Device::kCUDA) {
+    throw_input_error(
+        "config error in {}: precision.matmul = \"{}\" needs device = \"cuda\" (the CPU multiplies in fp32)", source,
+        matmul);
+  }
+  const bool matmul_given = precision.has("matmul");
+  if (precision.get_enum("activations", "fp32", {"fp32", "bf16"}) == "bf16") {
+    c.activation_dtype = DType::kBF16;
+    // bf16 activations are multiplied as bf16 (weights rounded too) on either device.
+    if (c.device == Device::kCUDA && matmul_given && c.matmul_precision != MatmulPrecision::kBf16) {
+      throw_input_error(
+          "config error in {}: precision.matmul = \"{}\" conflicts with precision.activations = \"bf16\" "
+          "(bf16 activations are multiplied in bf16; drop precision.matmul or set it to \"bf16\")",
+          source, matmul);
+    }
+    if (c.device == Device::kCUDA && !matmul_given) {
+      c.matmul_precision = MatmulPrecision::kBf16;
+      c.derived.push_back("precision.matmul = bf16 (from precision.activations = bf16)");
+    }
+  }
+  const std::string attention = precision.get_enum("attention", "auto", {"auto", "cudnn", "flash"});
+  for (AttentionKernels a : {AttentionKernels::kAuto, AttentionKernels::kCudnn, AttentionKernels::kFlash}) {
+    if (attention_kernels_name(a) == attention) c.attention_kernels = a;  // get_enum admitted only these names
+  }
+  if (c.attention_kernels != AttentionKernels::kAuto && c.device != Device::kCUDA) {
+    throw_input_error(
+        "config error in {}: precision.attention = \"{}\" needs device = \"cuda\" (the CPU has one "
+        "attention)",
+        source, attention);
+  }
+  if (c.attention_kernels == AttentionKernels::kCudnn && c.activation_dtype != DType::kBF16) {
+    throw_input_error(
+        "config error in {}: precision.attention = \"cudnn\" needs precision.activations = \"bf16\" "
+        "(cuDNN's fused attention takes bf16)",
+        source);
+  }
+  if (c.attention_kernels == AttentionKernels::kCudnn && c.dropout > 0.0f) {
+    throw_input_error(
+        "config error in {}: precision.attention = \"cudnn\" conflicts with model.dropout = {} (cuDNN "
+        "would draw its own dropout masks; \"auto\" trains on the flash kernels and evaluates on cuDNN)",
+        source, c.dropout);
+  }
+  // On by default where it was measured faster (bf16 activations on CUDA: docs/performance.md);
+  // fp32 activations keep the separate kernels, which track the CPU to ~1e-5.
+  // (A Llama's SwiGLU has no GELU.)
+  const bool gelu_default =
+      c.device == Device::kCUDA && c.activation_dtype == DType::kBF16 && c.arch == ModelArch::kGpt2;
+  c.gelu_epilogue = precision.get_bool("gelu_epilogue", gelu_default);
+  if (gelu_default && !precision.has("gelu_epilogue")) {
+    c.derived.push_back("precision.gelu_epilogue = true (from precision.activations = bf16 on cuda)");
+  }
+  if (c.gelu_epilogue && c.device != Device::kCUDA) {
+    throw_input_error(
+        "config error in {}: precision.gelu_epilogue = true needs device = \"cuda\" (the CPU runs the "
+        "GELU as its own kernel)",
+        source);
+  }
+  precision.reject_unknown_keys();
+  ConfigReader zero = root.section("zero");
+  read_zero(zero, c.zero);
+  zero.reject_unknown_keys();
+  // Deterministic mode promises bitwise equal stages; with accumulation that needs stages 0-1 to
+  // reduce each micro-batch as stages 2-3 do (ZeroOptions::reduce_every_micro_batch).
+  c.zero.reduce_every_micro_batch = c.train.deterministic && c.train.grad_accum > 1;
+  ConfigReader comm = root.section("comm");
+  read_comm(comm, c, source);
+  comm.reject_unknown_keys();
+  read_log(root.section("log"), c.log, source);
+  read_checkpoint(root.section("checkpoint"), c.checkpoint);
+  root.reject_unknown_keys();
+  if (c.arch == ModelArch::kLlama) check_llama_support(c);
+  return c;
+}
+
+RunConfig load_run_config(const std::string& path, const std::vector<std::string>& overrides, int world_size) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    throw_input_error("config error: '{}' is a directory, not a JSON config file", path);
+  }
+  std::ifstream in(path);
+  if (!in) throw_input_error("config error: cannot open '{}'", path);
+  std::stringstream text;
+  text << in.rdbuf();
+  nlohmann::json doc = parse_config_json(text.str(), path);
+  if (!doc.is_object()) {
+    throw_input_error("config error in {}: the top level must be a JSON object of sections, not {}", path,
+                      doc.type_name());
+  }
+  auto sources = std::make_shared<OverrideSources>();
+  for (const std::string& o : overrides) (*sources)[apply_override(doc, o)] = "--set " + o;
+  return parse_run_config(std::move(doc), path, world_size, std::move(sources));
+}
+
+nlohmann::json RunConfig::model_json() const {
+  nlohmann::json m = {{"arch", std::string(model_arch_name(arch))},
+                      {"n_layer", model.n_layer},
+                      {"n_head", model.n_head},
+                      {"n_embd", model.n_embd},
+                      {"block_size", model.block_size},
+                      {"vocab_size", model.vocab_size}};
+  if (arch == ModelArch::kLlama) {
+    m["n_kv_head"] = llama.n_kv_head;
+    m["intermediate_size"] = llama.hidden();
+    m["rope_theta"] = shortest_decimal(llama.rope_theta);
+    m["norm_eps"] = shortest_decimal(llama.norm_eps);
+    m["tie_embeddings"] = llama.tie_embeddings;
+  } else {
+    m["dropout"] = shortest_decimal(dropout);
+  }
+  return m;
+}
+
+nlohmann::json RunConfig::to_json() const {
+  const AdamWHyper& a = optim.adamw;
+  return {
+      {"device", std::string(device_name(device))},
+      {"model", model_json()},
+      {"data",
+       {{"dataset", data.dataset},
+        {"train_file", data.train_file},
+        {"val_file", data.val_file},
+        {"vocab_file", data.vocab_file},
+        {"format", data.format},
+        {"embedded_chars", data.embedded_chars}}},
+      {"train",
+       // global_batch_tokens is left out: it is derived from the rank count, and a saved config
+       // must reload on any number of ranks (sampling on one process, resuming elsewhere).
+       {{"micro_batch", train.micro_batch},
+        {"seq_len", train.seq_len},
+        {"grad_accum", train.grad_accum},
+        {"max_steps", train.max_steps},
+        {"seed", train.seed},
+        {"num_threads", train.num_threads},
+        {"activation_checkpointing", train.activation_checkpointing.to_string()},
+        {"head_chunks", train.head_chunks},
+        {"block_units", train.block_units},
+        {"eval_every", train.eval_every},
+        {"eval_batches", train.eval_batches},
+        {"nonfinite", train.nonfinite},
+        {"max_skipped_steps", train.max_skipped_steps},
+        {"deterministic", train.deterministic},
+        {"check_memory", train.check_memory},
+        {"collective_timeout_s", train.collective_timeout_s}}},
+      {"optim",
+       {{"lr", shortest_decimal(a.lr)},
+        {"beta1", shortest_decimal(a.beta1)},
+        {"beta2", shortest_decimal(a.beta2)},
+        {"eps", shortest_decimal(a.eps)},
+        {"weight_decay", shortest_decimal(a.weight_decay)},
+        {"min_lr", shortest_decimal(optim.min_lr)},
+        {"warmup_steps", optim.warmup_steps},
+        {"decay", optim.decay},
+        {"decay_steps", optim.decay_steps},
+        {"grad_clip", shortest_decimal(optim.grad_clip)}}},
+      {"precision",
+       {{"param_dtype", param_dtype == DType::kBF16 ? "bf16" : "f32"},
+        {"matmul", matmul_precision_name(matmul_precision)},
+        {"activations", activation_dtype == DType::kBF16 ? "bf16" : "fp32"},
+        {"attention", attention_kernels_name(attention_kernels)},
+        {"gelu_epilogue", gelu_epilogue}}},
+      {"zero",
+       {{"stage", zero.stage},
+        {"overlap_comm", zero.overlap_comm},
+        {"prefetch_units", zero.prefetch_units},
+        {"max_inflight_reductions", zero.max_inflight_reductions},
+        {"max_inflight_reduction_mb", static_cast<double>(zero.max_inflight_reduction_bytes) / 1048576.0},
+        {"reshard_after_forward", zero.reshard_after_forward},
+        {"param_persistence_threshold", zero.persistence_threshold},
+        {"grad_shard_dtype", zero.fp32_grad_shards ? "fp32" : "working"},
+        {"solo_path", zero.solo_path}}},
+      {"comm", {{"backend", comm_backend_name(comm_backend)}}},
+      {"log",
+       {{"run_dir", log.run_dir},
+        {"every_steps", log.every_steps},
+        {"progress", log.progress},
+        {"sample_every", log.sample_every},
+        {"sample_tokens", log.sample_tokens},
+        {"sample_temperature", shortest_decimal(log.sample_temperature)},
+        {"sample_top_k", log.sample_top_k},
+        {"sample_prompt", log.sample_prompt},
+        {"profile_ops", log.profile_ops}}},
+      {"checkpoint",
+       {{"dir", checkpoint.dir},
+        {"every_steps", checkpoint.every_steps},
+        {"keep_last", checkpoint.keep_last},
+        {"at_end", checkpoint.at_end},
+        {"save_on_signal", checkpoint.save_on_signal}}},
+  };
+}
+
+}  // namespace zt

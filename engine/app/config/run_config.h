@@ -1,0 +1,145 @@
+// The resolved configuration of a run, read from a JSON file plus --set overrides. Sections:
+// model, data, train, optim, precision, zero, comm, log, checkpoint.
+// Every key is documented in docs/config.md; unknown keys, wrong types, out-of-range values and
+// batch terms that disagree are errors naming the key.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/app/config/config_reader.h"
+#include "engine/base/core/dtype.h"
+#include "engine/distributed/sharding/zero_options.h"
+#include "kernels/contracts/adamw_params.h"
+#include "models/gpt/gpt_config.h"
+#include "models/gpt/gpt_params.h"
+#include "models/llama/llama_config.h"
+#include "models/model_family.h"
+
+namespace zt {
+
+struct DataConfig {
+  std::string dataset = "embedded";  // "embedded", or a directory made by `zerotrain prepare`
+  std::string train_file;            // explicit token files override the directory's
+  std::string val_file;
+  std::string vocab_file;
+  std::string format = "auto";              // auto | llmc | nanogpt
+  std::int64_t embedded_chars = 2'000'000;  // size of the generated default dataset
+};
+
+struct TrainConfig {
+  int micro_batch = 4;                   // sequences per forward/backward (B)
+  int seq_len = 0;                       // tokens per sequence (T); defaults to model.block_size
+  int grad_accum = 1;                    // micro-batches per optimizer step
+  std::int64_t global_batch_tokens = 0;  // micro_batch * seq_len * grad_accum * ranks
+  int max_steps = 100;
+  std::uint64_t seed = 1337;
+  int num_threads = 0;  // CPU threads for kernels and BLAS; 0 means every core
+  CheckpointPolicy activation_checkpointing;
+  // The LM head's logits in this many vocabulary chunks, never held whole (1: all at once); costs
+  // the head's logits a second time per step (models/gpt/gpt_model.h, docs/memory.md).
+  int head_chunks = 1;
+  // Units per transformer block or Llama layer: 1, or 2 (its attention and MLP halves, gathered
+  // and reduced apart: a smaller granule for ZeRO stage 3; models/unit_layout.h).
+  int block_units = 1;
+  UnitLayout unit_layout() const { return {head_chunks, block_units}; }
+  int eval_every = 0;                   // steps between validation evaluations; 0 = only at the end
+  int eval_batches = 8;                 // fixed validation micro-batches per evaluation
+  std::string nonfinite = "stop";       // stop | skip: what a non-finite loss or gradient does
+  int max_skipped_steps = 10;           // with skip: stop after this many consecutive skipped steps
+  bool deterministic = false;           // fixed-order reductions: bitwise equal results at every ZeRO stage
+  bool check_memory = true;             // refuse at start a run whose predicted peak exceeds the machine's offer
+  double collective_timeout_s = 300.0;  // a collective not done by then ends the run with an error
+};
+
+struct OptimConfig {
+  AdamWHyper adamw;     // lr is the peak learning rate
+  float min_lr = 0.0f;  // floor reached at the end of the decay
+  int warmup_steps = 0;
+  std::string decay = "cosine";  // cosine | linear | constant
+  int decay_steps = 0;           // step at which the floor is reached; defaults to train.max_steps
+  float grad_clip = 1.0f;        // global-norm clipping; 0 disables
+};
+
+struct LogConfig {
+  std::string run_dir;            // defaults to runs/<config file name without .json>
+  int every_steps = 1;            // plain progress lines every N steps (a terminal gets a live line)
+  std::string progress = "auto";  // auto | live | plain
+  int sample_every = 0;           // steps between text samples; 0 = only at the end
+  int sample_tokens = 200;        // 0 = no samples (the prompt is then not checked)
+  float sample_temperature = 0.8f;
+  int sample_top_k = 40;  // 0 = no top-k filter
+  std::string sample_prompt = "\n";
+  // Time every op of every step after the first and write op_profile.json (kernels/op_profiler.h).
+  bool profile_ops = false;
+
+  // Whether the run samples text at all: the trainer's samples and the start check of the prompt.
+  bool samples() const { return sample_tokens > 0; }
+};
+
+struct CheckpointConfig {
+  std::string dir;             // checkpoint folder; "" means <run_dir>/checkpoints (see folder_for)
+  int every_steps = 0;         // save after every N optimizer-loop steps; 0 = off
+  int keep_last = 3;           // complete checkpoints kept (older ones deleted after a newer one is complete); 0 = all
+  bool at_end = false;         // save after the last step
+  bool save_on_signal = true;  // SIGTERM/SIGINT/SIGUSR1: save at the next step boundary and exit 0
+
+  // The folder checkpoints go to for a run writing into run_dir.
+  std::string folder_for(const std::string& run_dir) const { return dir.empty() ? run_dir + "/checkpoints" : dir; }
+};
+
+// comm.backend: what carries the parameter store's collectives between ranks. kAuto is NCCL on
+// CUDA and MPI on the CPU; kMpi on CUDA stages device memory through pinned host memory
+// (StagedCommunicator: several ranks on one GPU, where NCCL refuses).
+enum class CommBackend { kAuto, kNccl, kMpi };
+std::string_view comm_backend_name(CommBackend b);
+
+struct RunConfig {
+  std::string source;  // the file it came from, for messages
+  Device device = Device::kCPU;
+  ModelArch arch = ModelArch::kGpt2;  // model.arch
+  // The keys every family has (n_layer, n_head, n_embd, block_size, vocab_size), and GPT-2's whole
+  // config; with arch llama, `llama` holds the Llama config (those keys copied in, and its own).
+  gpt::GptConfig model;
+  llama::LlamaConfig llama;
+  float dropout = 0.0f;  // model.dropout: attention probabilities and residual branches (GPT-2)
+  DataConfig data;
+  TrainConfig train;
+  OptimConfig optim;
+  DType param_dtype = DType::kF32;                            // f32, or bf16 with fp32 master weights
+  MatmulPrecision matmul_precision = MatmulPrecision::kFp32;  // precision.matmul: fp32 products on CUDA
+  DType activation_dtype = DType::kF32;                       // precision.activations: F32 or BF16 (docs/precision.md)
+  AttentionKernels attention_kernels = AttentionKernels::kAuto;  // precision.attention: cuDNN or flash on CUDA
+  bool gelu_epilogue =
+      false;  // precision.gelu_epilogue: GELU in the MLP matmuls' cuBLASLt epilogues (CUDA, bf16 default)
+  ZeroOptions zero;
+  CommBackend comm_backend = CommBackend::kAuto;  // comm.backend
+  int world_size = 1;                             // ranks (set by the launcher, not the file)
+  LogConfig log;
+  CheckpointConfig checkpoint;
+  std::vector<std::string> derived;  // "train.grad_accum = 4 (from ...)": printed at start
+
+  nlohmann::json to_json() const;
+  nlohmann::json model_json() const;  // to_json()'s "model" section
+  // The model this config trains (its family, hyper-parameters and unit layout), and how the
+  // trainer builds it (train.micro_batch x train.seq_len, checkpointing, dropout, activations).
+  ModelSpec model_spec() const { return {arch, model, train.unit_layout(), llama}; }
+  ModelBuild model_build() const {
+    return {train.micro_batch, train.seq_len, train.activation_checkpointing, dropout, train.seed, activation_dtype};
+  }
+};
+
+// Reads `path`, applies each "section.key=value" override in order, validates, resolves defaults.
+// Throws InputError with a one-line message naming the file and key on any problem.
+// `world_size` is the number of ranks the run will use (batch terms depend on it).
+RunConfig load_run_config(const std::string& path, const std::vector<std::string>& overrides, int world_size = 1);
+
+// Same, from a document already in memory (tests; `source` names it in messages).
+// `overrides`: the keys --set gave (load_run_config), whose errors then name the --set.
+RunConfig parse_run_config(nlohmann::json doc, const std::string& source, int world_size = 1,
+                           std::shared_ptr<const OverrideSources> overrides = nullptr);
+
+}  // namespace zt

@@ -1,0 +1,58 @@
+// `zerotrain prepare`'s work: text file -> vocabulary -> tokens -> a train/val split written as
+// llm.c token files beside vocab.json. The split is by position, like nanoGPT's shakespeare_char:
+// the first floor((1 - val_fraction) * n) tokens train, the rest validate.
+#include "engine/app/data/prepare.h"
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <span>
+
+#include "engine/base/core/check.h"
+#include "engine/app/data/token_file.h"
+
+namespace zt::data {
+
+PrepareSummary prepare_text_dataset(const std::string& text_path, const std::string& out_dir, Vocab::Kind kind,
+                                    double val_fraction) {
+  if (!(val_fraction > 0.0 && val_fraction < 1.0)) {
+    throw_input_error("validation fraction must be in (0, 1) (got {})", val_fraction);
+  }
+  std::ifstream in(text_path, std::ios::binary);
+  if (!in) throw_input_error("{}: cannot open text file", text_path);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) throw_input_error("{}: read failed", text_path);
+  if (text.empty()) throw_input_error("{}: text file is empty", text_path);
+
+  // Vocabulary and encoding errors (invalid UTF-8) carry a byte offset; prefix them with the file.
+  Vocab vocab;
+  std::vector<std::uint16_t> tokens;
+  try {
+    vocab = kind == Vocab::Kind::kChar ? Vocab::build_char(text) : Vocab::byte_level();
+    tokens = vocab.encode(text);
+  } catch (const InputError& e) {
+    throw_input_error("{}: {}", text_path, e.what());
+  }
+
+  const auto n = static_cast<std::int64_t>(tokens.size());
+  const auto n_train = static_cast<std::int64_t>(std::floor((1.0 - val_fraction) * static_cast<double>(n)));
+  const std::int64_t n_val = n - n_train;
+  if (n_train < 2 || n_val < 2) {
+    throw_input_error("{}: text too short: {} tokens split into {} train and {} validation; each needs at least 2",
+                      text_path, n, n_train, n_val);
+  }
+
+  std::error_code ec;
+  std::filesystem::create_directories(out_dir, ec);
+  if (ec) throw_input_error("{}: cannot create output directory: {}", out_dir, ec.message());
+  const std::filesystem::path dir(out_dir);
+  vocab.save((dir / "vocab.json").string());
+  const std::span<const std::uint16_t> all(tokens);
+  write_llmc_token_file((dir / "train.bin").string(), all.first(static_cast<std::size_t>(n_train)));
+  write_llmc_token_file((dir / "val.bin").string(), all.subspan(static_cast<std::size_t>(n_train)));
+
+  return PrepareSummary{vocab.size(), n_train, n_val};
+}
+
+}  // namespace zt::data

@@ -1,0 +1,234 @@
+// Token files: memory-mapped reading with full validation (llm.c header and size, nanoGPT raw
+// size, every token inside the vocabulary) and atomic writing in llm.c's format. Every error is
+// one line that starts with the file's path.
+#include "engine/app/data/token_file.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <utility>
+
+#include "engine/base/core/check.h"
+
+namespace zt::data {
+
+namespace {
+
+const char* format_name(TokenFileFormat f) {
+  switch (f) {
+    case TokenFileFormat::kAuto: return "auto";
+    case TokenFileFormat::kLlmc: return "llm.c";
+    case TokenFileFormat::kNanoGpt: return "nanoGPT raw uint16";
+  }
+  return "?";
+}
+
+// Closes a file descriptor on every path out of a scope.
+struct FdGuard {
+  int fd = -1;
+  ~FdGuard() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+// Writes all of `bytes`, retrying short writes; false on error (errno set).
+bool write_all(int fd, const void* data, std::size_t bytes) {
+  const char* p = static_cast<const char*>(data);
+  while (bytes > 0) {
+    const ssize_t n = ::write(fd, p, bytes);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    p += n;
+    bytes -= static_cast<std::size_t>(n);
+  }
+  return true;
+}
+
+}  // namespace
+
+bool parse_token_file_format(const std::string& text, TokenFileFormat* out) {
+  if (text == "auto")
+    *out = TokenFileFormat::kAuto;
+  else if (text == "llmc")
+    *out = TokenFileFormat::kLlmc;
+  else if (text == "nanogpt")
+    *out = TokenFileFormat::kNanoGpt;
+  else
+    return false;
+  return true;
+}
+
+namespace {
+
+// An llm.c token file's kind: its magic, version and token width.
+struct LlmcKind {
+  std::int32_t magic, version;
+  int bytes_per_token;
+};
+constexpr LlmcKind kLlmcKinds[] = {{kLlmcTokenMagic, kLlmcTokenVersion, 2},
+                                   {kLlmcToken32Magic, kLlmcToken32Version, 4}};
+
+const LlmcKind* llmc_kind(std::int32_t magic) {
+  for (const LlmcKind& k : kLlmcKinds) {
+    if (k.magic == magic) return &k;
+  }
+  return nullptr;
+}
+
+// Whether a header is llm.c's in all but the magic: a small version and a token count that, at 2 or
+// 4 bytes a token, is exactly the rest of the file. Raw uint16 tokens almost never look so.
+bool looks_like_llmc_header(const std::array<std::int32_t, 3>& h, std::int64_t size_bytes) {
+  if (h[1] < 1 || h[1] > 255 || h[2] <= 0) return false;
+  const std::int64_t rest = size_bytes - kLlmcHeaderBytes;
+  return rest == 2 * std::int64_t{h[2]} || rest == 4 * std::int64_t{h[2]};
+}
+
+}  // namespace
+
+TokenFile TokenFile::open(const std::string& path, TokenFileFormat format, int vocab_size) {
+  ZT_CHECK(vocab_size > 0, "vocab_size {}", vocab_size);
+  TokenFile f;
+  f.path_ = path;
+
+  FdGuard fd{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+  if (fd.fd < 0) throw_input_error("{}: cannot open token file: {}", path, std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd.fd, &st) != 0) throw_input_error("{}: cannot stat token file: {}", path, std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) throw_input_error("{}: not a regular file", path);
+  const auto size_bytes = static_cast<std::int64_t>(st.st_size);
+  if (size_bytes == 0) throw_input_error("{}: token file is empty", path);
+
+  void* map = ::mmap(nullptr, static_cast<std::size_t>(size_bytes), PROT_READ, MAP_PRIVATE, fd.fd, 0);
+  if (map == MAP_FAILED) throw_input_error("{}: cannot map token file: {}", path, std::strerror(errno));
+  f.map_ = map;  // from here on, f's destructor unmaps if validation throws
+  f.map_bytes_ = static_cast<std::size_t>(size_bytes);
+  const auto* bytes = static_cast<const unsigned char*>(map);
+
+  std::array<std::int32_t, 3> header{};  // magic, version, count: as much of them as the file holds
+  std::memcpy(header.data(), bytes, static_cast<std::size_t>(std::min<std::int64_t>(size_bytes, sizeof(header))));
+  if (format == TokenFileFormat::kAuto) {
+    if (size_bytes >= 4 && llmc_kind(header[0]) != nullptr) {
+      format = TokenFileFormat::kLlmc;
+    } else if (size_bytes >= kLlmcHeaderBytes && looks_like_llmc_header(header, size_bytes)) {
+      throw_input_error(
+          "{}: unknown magic {} in an llm.c-style token file header (known: {} for uint16 GPT-2 tokens, "
+          "{} for uint32 Llama 3 tokens); set data.format = \"nanogpt\" if it is raw uint16",
+          path, header[0], kLlmcTokenMagic, kLlmcToken32Magic);
+    } else {
+      format = TokenFileFormat::kNanoGpt;
+    }
+  }
+  f.format_ = format;
+
+  if (format == TokenFileFormat::kLlmc) {
+    if (size_bytes < kLlmcHeaderBytes) {
+      throw_input_error("{}: file is {} bytes, smaller than llm.c's {}-byte token file header", path, size_bytes,
+                        kLlmcHeaderBytes);
+    }
+    const LlmcKind* kind = llmc_kind(header[0]);
+    if (kind == nullptr) {
+      throw_input_error("{}: bad magic {} in llm.c token file header (expected {} or {})", path, header[0],
+                        kLlmcTokenMagic, kLlmcToken32Magic);
+    }
+    if (header[1] != kind->version) {
+      throw_input_error("{}: unsupported version {} in llm.c token file header (magic {} has version {})", path,
+                        header[1], kind->magic, kind->version);
+    }
+    if (header[2] < 0) throw_input_error("{}: negative token count {} in llm.c header", path, header[2]);
+    const std::int64_t expected_bytes = kLlmcHeaderBytes + kind->bytes_per_token * static_cast<std::int64_t>(header[2]);
+    if (size_bytes != expected_bytes) {
+      throw_input_error("{}: file is {} bytes but the header's token count ({}) implies {}", path, size_bytes,
+                        header[2], expected_bytes);
+    }
+    f.tokens_ = bytes + kLlmcHeaderBytes;
+    f.count_ = header[2];
+    f.bytes_per_token_ = kind->bytes_per_token;
+  } else {
+    if (size_bytes % 2 != 0) {
+      throw_input_error("{}: raw uint16 token file has an odd size ({} bytes)", path, size_bytes);
+    }
+    f.tokens_ = bytes;
+    f.count_ = size_bytes / 2;
+  }
+  if (f.count_ == 0) throw_input_error("{}: {} token file holds no tokens", path, format_name(format));
+
+  // One pass over every token, so that training can index the embedding without checks.
+  const TokenSpan t = f.tokens();
+  for (std::int64_t i = 0; i < f.count_; ++i) {
+    if (t[i] >= static_cast<std::uint32_t>(vocab_size)) {
+      throw_input_error("{}: token {} at position {} is outside the vocabulary (size {})", path, t[i], i, vocab_size);
+    }
+  }
+  return f;
+}
+
+TokenSpan TokenFile::tokens() const {
+  const auto n = static_cast<std::size_t>(count_);
+  if (bytes_per_token_ == 4) return std::span<const std::uint32_t>(static_cast<const std::uint32_t*>(tokens_), n);
+  return std::span<const std::uint16_t>(static_cast<const std::uint16_t*>(tokens_), n);
+}
+
+TokenFile::TokenFile(TokenFile&& o) noexcept
+    : path_(std::move(o.path_)),
+      format_(o.format_),
+      map_(std::exchange(o.map_, nullptr)),
+      map_bytes_(std::exchange(o.map_bytes_, 0)),
+      tokens_(std::exchange(o.tokens_, nullptr)),
+      count_(std::exchange(o.count_, 0)),
+      bytes_per_token_(o.bytes_per_token_) {}
+
+TokenFile& TokenFile::operator=(TokenFile&& o) noexcept {
+  if (this != &o) {
+    if (map_ != nullptr) ::munmap(map_, map_bytes_);
+    path_ = std::move(o.path_);
+    format_ = o.format_;
+    map_ = std::exchange(o.map_, nullptr);
+    map_bytes_ = std::exchange(o.map_bytes_, 0);
+    tokens_ = std::exchange(o.tokens_, nullptr);
+    count_ = std::exchange(o.count_, 0);
+    bytes_per_token_ = o.bytes_per_token_;
+  }
+  return *this;
+}
+
+TokenFile::~TokenFile() {
+  if (map_ != nullptr) ::munmap(map_, map_bytes_);
+}
+
+void write_llmc_token_file(const std::string& path, std::span<const std::uint16_t> tokens) {
+  if (tokens.size() > static_cast<std::size_t>(INT32_MAX)) {
+    throw_input_error("{}: {} tokens do not fit llm.c's int32 token count", path, tokens.size());
+  }
+  std::array<std::int32_t, kLlmcHeaderBytes / 4> header{};
+  header[0] = kLlmcTokenMagic;
+  header[1] = kLlmcTokenVersion;
+  header[2] = static_cast<std::int32_t>(tokens.size());
+
+  const std::string tmp = path + ".tmp";
+  {
+    FdGuard fd{::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)};
+    if (fd.fd < 0) throw_runtime_error("{}: cannot open for writing: {}", tmp, std::strerror(errno));
+    if (!write_all(fd.fd, header.data(), sizeof(header)) || !write_all(fd.fd, tokens.data(), tokens.size_bytes()) ||
+        ::fsync(fd.fd) != 0) {
+      const int err = errno;
+      std::remove(tmp.c_str());
+      throw_runtime_error("{}: write failed: {}", tmp, std::strerror(err));
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    std::remove(tmp.c_str());
+    throw_runtime_error("{}: cannot rename '{}' into place: {}", path, tmp, std::strerror(err));
+  }
+}
+
+}  // namespace zt::data

@@ -1,0 +1,61 @@
+// Token files on disk, memory-mapped read-only: llm.c's format (256 x int32 header: magic, version,
+// token count; then the tokens; the file size must match) in its two kinds, GPT-2's (magic
+// 20240520, version 1, uint16 tokens) and Llama 3's (magic 20240801, version 7, uint32 tokens, for
+// vocabularies above 65,535), and nanoGPT's raw uint16 .bin. Opening validates everything once
+// (header, size, every token < vocab), so training never meets a bad token; errors are
+// InputErrors naming the file and the fault.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "engine/app/data/token_span.h"
+
+namespace zt::data {
+
+enum class TokenFileFormat { kAuto, kLlmc, kNanoGpt };
+
+constexpr std::int32_t kLlmcTokenMagic = 20240520;  // GPT-2 tokens, uint16
+constexpr std::int32_t kLlmcTokenVersion = 1;
+constexpr std::int32_t kLlmcToken32Magic = 20240801;  // Llama 3 tokens, uint32
+constexpr std::int32_t kLlmcToken32Version = 7;
+constexpr std::int64_t kLlmcHeaderBytes = 256 * 4;
+
+// "auto", "llmc", "nanogpt" -> format; false if none matches.
+bool parse_token_file_format(const std::string& text, TokenFileFormat* out);
+
+class TokenFile {
+ public:
+  // kAuto picks llm.c when the file starts with either magic, and refuses a file whose header is
+  // llm.c's in all but the magic (version and token count matching its size) by naming the magic;
+  // anything else is raw uint16.
+  static TokenFile open(const std::string& path, TokenFileFormat format, int vocab_size);
+
+  TokenFile(TokenFile&& o) noexcept;
+  TokenFile& operator=(TokenFile&& o) noexcept;
+  TokenFile(const TokenFile&) = delete;
+  TokenFile& operator=(const TokenFile&) = delete;
+  ~TokenFile();
+
+  TokenSpan tokens() const;
+  int bytes_per_token() const { return bytes_per_token_; }
+  TokenFileFormat format() const { return format_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  TokenFile() = default;
+  std::string path_;
+  TokenFileFormat format_ = TokenFileFormat::kLlmc;
+  void* map_ = nullptr;
+  std::size_t map_bytes_ = 0;
+  const void* tokens_ = nullptr;
+  std::int64_t count_ = 0;
+  int bytes_per_token_ = 2;
+};
+
+// Writes tokens in llm.c's format to a temporary file renamed into place (never half-written).
+void write_llmc_token_file(const std::string& path, std::span<const std::uint16_t> tokens);
+
+}  // namespace zt::data

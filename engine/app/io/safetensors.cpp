@@ -1,0 +1,137 @@
+// safetensors reader and writer (the format is small enough that a library would add more than
+// it saves; nlohmann/json handles the header).
+#include "engine/app/io/safetensors.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+
+#include "engine/base/core/check.h"
+
+namespace zt {
+
+namespace {
+
+std::int64_t numel_of(const std::vector<std::int64_t>& shape) {
+  std::int64_t n = 1;
+  for (std::int64_t d : shape) n *= d;
+  return n;
+}
+
+DType dtype_from_name(const std::string& s, const std::string& path, const std::string& tensor) {
+  for (DType t : {DType::kF32, DType::kBF16, DType::kI32, DType::kU16}) {
+    if (dtype_name(t) == s) return t;
+  }
+  throw_input_error("{}: tensor '{}' has unsupported dtype '{}'", path, tensor, s);
+}
+
+}  // namespace
+
+void SafetensorsWriter::add(std::string name, DType dtype, std::vector<std::int64_t> shape, const void* data) {
+  SafetensorsEntry e;
+  e.name = std::move(name);
+  e.dtype = dtype;
+  e.shape = std::move(shape);
+  const std::size_t bytes = static_cast<std::size_t>(numel_of(e.shape)) * dtype_size_bytes(dtype);
+  e.bytes.resize(bytes);
+  if (bytes > 0) std::memcpy(e.bytes.data(), data, bytes);
+  entries_.push_back(std::move(e));
+}
+
+void SafetensorsWriter::write(const std::string& path) const {
+  nlohmann::ordered_json header = nlohmann::ordered_json::object();
+  if (!metadata_.empty()) header["__metadata__"] = metadata_;
+  std::size_t offset = 0;
+  for (const SafetensorsEntry& e : entries_) {
+    header[e.name] = {
+        {"dtype", dtype_name(e.dtype)}, {"shape", e.shape}, {"data_offsets", {offset, offset + e.bytes.size()}}};
+    offset += e.bytes.size();
+  }
+  std::string text = header.dump();
+  // The data section starts 8-byte aligned; the standard pads the header with spaces.
+  while ((8 + text.size()) % 8 != 0) text.push_back(' ');
+
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) throw_runtime_error("cannot open '{}' for writing", tmp);
+    const std::uint64_t n = text.size();
+    out.write(reinterpret_cast<const char*>(&n), sizeof(n));  // x86-64 is little-endian
+    out.write(text.data(), static_cast<std::streamsize>(text.size()));
+    for (const SafetensorsEntry& e : entries_) {
+      out.write(reinterpret_cast<const char*>(e.bytes.data()), static_cast<std::streamsize>(e.bytes.size()));
+    }
+    out.flush();
+    if (!out) {
+      out.close();
+      std::remove(tmp.c_str());  // no partial .tmp left behind
+      throw_runtime_error("write to '{}' failed (disk full?)", tmp);
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    throw_runtime_error("cannot rename '{}' to '{}'", tmp, path);
+  }
+}
+
+SafetensorsFile read_safetensors(const std::string& path) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in) throw_input_error("{}: cannot open file", path);
+  const std::int64_t file_size = in.tellg();
+  in.seekg(0);
+  std::uint64_t header_len = 0;
+  if (file_size < 8 || !in.read(reinterpret_cast<char*>(&header_len), 8)) {
+    throw_input_error("{}: too short for a safetensors header", path);
+  }
+  if (header_len > static_cast<std::uint64_t>(file_size - 8) || header_len > (100u << 20)) {
+    throw_input_error("{}: header length {} does not fit the file ({} bytes)", path, header_len, file_size);
+  }
+  std::string text(header_len, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(header_len));
+  nlohmann::json header;
+  try {
+    header = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    throw_input_error("{}: malformed JSON header: {}", path, e.what());
+  }
+  if (!header.is_object()) throw_input_error("{}: header is not a JSON object", path);
+
+  SafetensorsFile file;
+  const std::int64_t data_size = file_size - 8 - static_cast<std::int64_t>(header_len);
+  for (auto it = header.begin(); it != header.end(); ++it) {
+    if (it.key() == "__metadata__") {
+      for (auto m = it->begin(); m != it->end(); ++m) {
+        if (!m->is_string()) throw_input_error("{}: metadata '{}' is not a string", path, m.key());
+        file.metadata[m.key()] = m->get<std::string>();
+      }
+      continue;
+    }
+    try {
+      SafetensorsEntry e;
+      e.name = it.key();
+      e.dtype = dtype_from_name(it->at("dtype").get<std::string>(), path, e.name);
+      e.shape = it->at("shape").get<std::vector<std::int64_t>>();
+      const auto offsets = it->at("data_offsets").get<std::vector<std::int64_t>>();
+      if (offsets.size() != 2 || offsets[0] < 0 || offsets[1] < offsets[0] || offsets[1] > data_size) {
+        throw_input_error("{}: tensor '{}' has data_offsets outside the data section", path, e.name);
+      }
+      const std::int64_t bytes = numel_of(e.shape) * static_cast<std::int64_t>(dtype_size_bytes(e.dtype));
+      if (bytes != offsets[1] - offsets[0]) {
+        throw_input_error("{}: tensor '{}' holds {} bytes but its shape needs {}", path, e.name,
+                          offsets[1] - offsets[0], bytes);
+      }
+      e.bytes.resize(static_cast<std::size_t>(bytes));
+      in.seekg(8 + static_cast<std::int64_t>(header_len) + offsets[0]);
+      in.read(reinterpret_cast<char*>(e.bytes.data()), bytes);
+      if (!in) throw_input_error("{}: tensor '{}' is truncated", path, e.name);
+      file.tensors[e.name] = std::move(e);
+    } catch (const nlohmann::json::exception& ex) {
+      throw_input_error("{}: bad header entry for '{}': {}", path, it.key(), ex.what());
+    }
+  }
+  return file;
+}
+
+}  // namespace zt

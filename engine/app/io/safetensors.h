@@ -1,0 +1,48 @@
+// safetensors files: the standard layout (u64 little-endian header length, JSON header with
+// dtype / shape / data_offsets per tensor and an optional "__metadata__" map of strings, then the
+// raw little-endian data). Used by debug-state (the oracle interface), the final weights and the
+// Hugging Face export.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "engine/base/core/dtype.h"
+
+namespace zt {
+
+struct SafetensorsEntry {
+  std::string name;
+  DType dtype = DType::kF32;
+  std::vector<std::int64_t> shape;
+  std::vector<std::uint8_t> bytes;  // raw little-endian data, numel * dtype size
+};
+
+// Collects tensors in memory, then writes them in one go to a temp file renamed into place, so a
+// crash never leaves a half-written file under the final name.
+class SafetensorsWriter {
+ public:
+  void add(std::string name, DType dtype, std::vector<std::int64_t> shape, const void* data);
+  void add_f32(std::string name, std::vector<std::int64_t> shape, const float* data) {
+    add(std::move(name), DType::kF32, std::move(shape), data);
+  }
+  void set_metadata(std::string key, std::string value) { metadata_[std::move(key)] = std::move(value); }
+  void write(const std::string& path) const;
+
+ private:
+  std::vector<SafetensorsEntry> entries_;
+  std::map<std::string, std::string> metadata_;
+};
+
+struct SafetensorsFile {
+  std::map<std::string, SafetensorsEntry> tensors;
+  std::map<std::string, std::string> metadata;
+};
+
+// Reads and validates a whole file (header bounds, dtype sizes, offsets inside the data section);
+// throws InputError naming the file and the fault.
+SafetensorsFile read_safetensors(const std::string& path);
+
+}  // namespace zt

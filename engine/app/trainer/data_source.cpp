@@ -1,0 +1,66 @@
+// DataSource: opening and checking the run's train/val tokens and vocabulary.
+#include "engine/app/trainer/data_source.h"
+
+#include <fmt/format.h>
+
+#include <filesystem>
+
+#include "engine/base/core/check.h"
+#include "engine/app/data/embedded_dataset.h"
+
+namespace zt {
+
+namespace fs = std::filesystem;
+
+DataSource::DataSource(const RunConfig& c) {
+  const DataConfig& d = c.data;
+  if (!d.vocab_file.empty()) vocab_ = data::Vocab::load(d.vocab_file);
+  if (!d.train_file.empty()) {
+    open_files(c, d.train_file, d.val_file);
+    description_ = fmt::format("token files {} / {}", d.train_file, d.val_file);
+  } else if (d.dataset == "embedded") {
+    const std::string text = data::generate_embedded_text(c.train.seed, d.embedded_chars);
+    if (!vocab_) vocab_ = data::Vocab::build_char(text);
+    const std::vector<std::uint16_t> tokens = vocab_->encode(text);
+    const std::size_t split = tokens.size() * 9 / 10;  // 90% train, 10% validation, as prepare
+    owned_train_.assign(tokens.begin(), tokens.begin() + static_cast<std::ptrdiff_t>(split));
+    owned_val_.assign(tokens.begin() + static_cast<std::ptrdiff_t>(split), tokens.end());
+    train_ = owned_train_;
+    val_ = owned_val_;
+    description_ = fmt::format("embedded generated text ({} characters)", text.size());
+  } else {
+    const fs::path dir(d.dataset);
+    if (!fs::is_directory(dir)) {
+      throw_input_error(
+          "config error in {}: data.dataset = \"{}\" is neither \"embedded\" nor a directory (make one "
+          "with: zerotrain prepare --text FILE --out {})",
+          c.source, d.dataset, d.dataset);
+    }
+    if (!vocab_ && fs::exists(dir / "vocab.json")) vocab_ = data::Vocab::load((dir / "vocab.json").string());
+    open_files(c, (dir / "train.bin").string(), (dir / "val.bin").string());
+    description_ = fmt::format("prepared dataset {}", d.dataset);
+  }
+  if (vocab_ && vocab_->size() > c.model.vocab_size) {
+    throw_input_error("config error in {}: model.vocab_size = {} is smaller than the dataset's vocabulary ({} tokens)",
+                      c.source, c.model.vocab_size, vocab_->size());
+  }
+  for (const auto& [name, span] : {std::pair{"training", train_}, std::pair{"validation", val_}}) {
+    // A window is seq_len inputs and the token after the last: seq_len + 1 tokens make one.
+    if (static_cast<std::int64_t>(span.size()) < c.train.seq_len + 1) {
+      throw_input_error("{}: the {} split has {} tokens, too few for train.seq_len = {} (a window needs {})",
+                        description_, name, span.size(), c.train.seq_len, c.train.seq_len + 1);
+    }
+  }
+}
+
+void DataSource::open_files(const RunConfig& c, const std::string& train_path, const std::string& val_path) {
+  data::TokenFileFormat format = data::TokenFileFormat::kAuto;
+  data::parse_token_file_format(c.data.format, &format);
+  // Opening validates every token against the model's vocabulary.
+  train_file_.emplace(data::TokenFile::open(train_path, format, c.model.vocab_size));
+  val_file_.emplace(data::TokenFile::open(val_path, format, c.model.vocab_size));
+  train_ = train_file_->tokens();
+  val_ = val_file_->tokens();
+}
+
+}  // namespace zt

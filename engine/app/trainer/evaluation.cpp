@@ -1,0 +1,46 @@
+// Evaluation and sampling between steps (see the header).
+#include "engine/app/trainer/evaluation.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "engine/app/data/batch_sampler.h"
+#include "engine/app/trainer/text_sampler.h"
+
+namespace zt {
+
+void evaluate(TrainerState& s, int step, TrainSummary& summary) {
+  const RunConfig& c = s.config;
+  const int B = c.train.micro_batch, T = c.train.seq_len;
+  double sum = 0.0;
+  for (int i = 0; i < c.train.eval_batches; ++i) {
+    data::fill_batch(s.data.val(), B, T, c.train.seed, data::kValStream, static_cast<std::int64_t>(i) * B,
+                     s.inputs.data(), s.targets.data());
+    sum += s.model->forward(s.store, s.inputs.data(), s.targets.data(), {.training = false});
+  }
+  s.model->release_activations();
+  summary.val_loss = static_cast<float>(sum / c.train.eval_batches);
+  s.log({{"type", "eval"}, {"step", step}, {"val_loss", summary.val_loss}});
+  s.progress.message(fmt::format("step {}: val loss {:.4f} (unigram entropy of the data {:.4f})", step,
+                                 summary.val_loss, summary.unigram_entropy_nats));
+}
+
+void sample(TrainerState& s, int step, TrainSummary& summary) {
+  const RunConfig& c = s.config;
+  // The run's store, so the run's units: the token table in as many chunks as the training head's.
+  const std::unique_ptr<LanguageModel> sampler =
+      make_model(c.model_spec(), sampling_build(c.train.seq_len), s.tracker, s.ctx);
+  std::vector<std::int32_t> prompt;
+  if (s.data.vocab()) {
+    for (std::uint16_t t : s.data.vocab()->encode(c.log.sample_prompt)) prompt.push_back(t);
+  }
+  const auto tokens =
+      generate_tokens(*sampler, s.store, prompt,
+                      {c.log.sample_tokens, c.log.sample_temperature, c.log.sample_top_k,
+                       c.train.seed + static_cast<std::uint64_t>(step), s.data.vocab() ? s.data.vocab()->size() : 0});
+  summary.sample = s.data.vocab() ? s.data.vocab()->decode(tokens) : fmt::format("{}", fmt::join(tokens, " "));
+  s.log({{"type", "sample"}, {"step", step}, {"text", summary.sample}});
+  s.progress.message(fmt::format("step {}: sample:\n{}\n---", step, summary.sample));
+}
+
+}  // namespace zt

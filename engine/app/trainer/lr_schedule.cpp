@@ -1,0 +1,29 @@
+// LrSchedule: warmup, then cosine/linear decay to the floor.
+#include "engine/app/trainer/lr_schedule.h"
+
+#include <cmath>
+#include <numbers>
+
+namespace zt {
+
+LrSchedule::LrSchedule(float peak_lr, float min_lr, int warmup_steps, int decay_steps, Decay decay)
+    : peak_lr_(peak_lr), min_lr_(min_lr), warmup_steps_(warmup_steps), decay_steps_(decay_steps), decay_(decay) {}
+
+LrSchedule::Decay LrSchedule::parse_decay(const std::string& text) {
+  if (text == "linear") return Decay::kLinear;
+  if (text == "constant") return Decay::kConstant;
+  return Decay::kCosine;
+}
+
+float LrSchedule::at(int step) const {
+  if (step < warmup_steps_) {
+    return static_cast<float>(static_cast<double>(peak_lr_) * (step + 1) / (warmup_steps_ + 1));
+  }
+  if (decay_ == Decay::kConstant) return peak_lr_;
+  if (step >= decay_steps_) return min_lr_;
+  const double r = static_cast<double>(step - warmup_steps_) / (decay_steps_ - warmup_steps_);
+  const double c = decay_ == Decay::kCosine ? 0.5 * (1.0 + std::cos(std::numbers::pi * r)) : 1.0 - r;
+  return static_cast<float>(min_lr_ + c * (static_cast<double>(peak_lr_) - min_lr_));
+}
+
+}  // namespace zt

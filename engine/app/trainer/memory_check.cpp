@@ -1,0 +1,120 @@
+// The start-of-run memory check (see the header).
+#include "engine/app/trainer/memory_check.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+#include "engine/base/core/check.h"
+#include "engine/base/core/memory_tracker.h"
+#include "engine/app/trainer/run_memory.h"
+#include "kernels/compute_backend.h"
+
+namespace zt {
+
+namespace {
+
+constexpr std::int64_t kUnknown = -1;
+
+// A file's first number ("max" and unreadable files give kUnknown).
+std::int64_t read_number(const std::string& path) {
+  std::ifstream in(path);
+  std::string word;
+  if (!(in >> word) || word == "max") return kUnknown;
+  try {
+    return static_cast<std::int64_t>(std::stoll(word));
+  } catch (const std::exception&) {
+    return kUnknown;
+  }
+}
+
+std::int64_t mem_available_bytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("MemAvailable:", 0) == 0) {
+      std::istringstream fields(line.substr(13));
+      long long kib = 0;
+      if (fields >> kib) return static_cast<std::int64_t>(kib) * 1024;
+    }
+  }
+  return kUnknown;
+}
+
+// The cgroup's limit less its usage: cgroup v2, else v1; kUnknown without a limit.
+std::int64_t cgroup_headroom_bytes() {
+  std::int64_t limit = read_number("/sys/fs/cgroup/memory.max");
+  std::int64_t usage = read_number("/sys/fs/cgroup/memory.current");
+  if (limit == kUnknown) {
+    limit = read_number("/sys/fs/cgroup/memory/memory.limit_in_bytes");
+    usage = read_number("/sys/fs/cgroup/memory/memory.usage_in_bytes");
+    if (limit >= (std::int64_t{1} << 60)) limit = kUnknown;  // v1's "no limit" is a huge number
+  }
+  if (limit == kUnknown || usage == kUnknown) return kUnknown;
+  return std::max<std::int64_t>(0, limit - usage);
+}
+
+// Ranks of this job on this node, as the launchers say (one process: 1).
+int local_ranks(int world_size) {
+  for (const char* name : {"OMPI_COMM_WORLD_LOCAL_SIZE", "LOCAL_WORLD_SIZE", "MPI_LOCALNRANKS"}) {
+    if (const char* v = std::getenv(name)) {
+      const int n = std::atoi(v);
+      if (n > 0) return n;
+    }
+  }
+  return world_size;  // as detect_launch takes the local rank to be the rank: one node
+}
+
+}  // namespace
+
+MemoryOffer memory_offered(const RunConfig& c, int device_index) {
+  MemoryOffer offer;
+  if (const char* test = std::getenv("ZT_TEST_AVAILABLE_BYTES")) {
+    offer.bytes = static_cast<std::int64_t>(std::atoll(test));
+    offer.what = "ZT_TEST_AVAILABLE_BYTES";
+    return offer;
+  }
+  if (c.device == Device::kCUDA) {
+    offer.bytes = cuda_device_free_bytes(device_index);
+    offer.what = fmt::format("the free memory of cuda:{}", device_index);
+    return offer;
+  }
+  const std::int64_t available = mem_available_bytes(), headroom = cgroup_headroom_bytes();
+  std::int64_t bytes = available;
+  if (headroom != kUnknown && (bytes == kUnknown || headroom < bytes)) bytes = headroom;
+  const int ranks = local_ranks(c.world_size);
+  if (bytes != kUnknown) bytes /= ranks;
+  offer.bytes = bytes;
+  offer.what = fmt::format("host memory available {}(MemAvailable {}{})",
+                           ranks > 1 ? fmt::format("to each of this node's {} ranks ", ranks) : "",
+                           available == kUnknown ? "unknown" : format_bytes(available),
+                           headroom == kUnknown ? "" : fmt::format(", cgroup headroom {}", format_bytes(headroom)));
+  return offer;
+}
+
+void check_memory_fits(const RunConfig& c, int world_size, int device_index) {
+  if (!c.train.check_memory) return;
+  const MemoryOffer offer = memory_offered(c, device_index);
+  if (offer.bytes < 0) return;  // nothing to compare with: the run goes on, as before
+  const StageMemory predicted = predict_run_memory(c, c.zero.stage, world_size);
+  if (predicted.total_bytes() <= offer.bytes) return;
+  std::string categories;
+  for (int i = 0; i < kNumMemCategories; ++i) {
+    const auto cat = static_cast<MemCategory>(i);
+    if (predicted[cat] == 0) continue;
+    categories +=
+        fmt::format("{}{} {}", categories.empty() ? "" : ", ", mem_category_name(cat), format_bytes(predicted[cat]));
+  }
+  throw_input_error(
+      "config error in {}: the run needs {} per rank at ZeRO stage {} on {} rank(s) ({}), more than "
+      "{} offers: {}; lower train.micro_batch (with train.grad_accum to keep the batch), raise "
+      "zero.stage, add ranks or checkpoint activations, or set train.check_memory = false to try anyway",
+      c.source, format_bytes(predicted.total_bytes()), c.zero.stage, world_size, categories, offer.what,
+      format_bytes(offer.bytes));
+}
+
+}  // namespace zt

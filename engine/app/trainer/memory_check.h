@@ -1,0 +1,28 @@
+// Refusing a run that cannot fit before it allocates anything: the memory model's prediction per
+// rank (docs/zero_memory.md) against what the machine offers that rank, so that the kernel's
+// out-of-memory killer never takes the process (or its neighbours) without a word.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "engine/app/config/run_config.h"
+
+namespace zt {
+
+struct MemoryOffer {
+  std::int64_t bytes = -1;  // what this rank may use; -1 when it cannot be told
+  std::string what;         // "host memory available to 2 rank(s) on this node (...)", "free memory on cuda:0"
+};
+
+// The CPU: MemAvailable from /proc/meminfo, capped by the cgroup's limit less its usage (v2 or v1),
+// shared by this node's ranks. CUDA: the rank's GPU's free memory. ZT_TEST_AVAILABLE_BYTES
+// replaces the measurement (tests; docs/config.md "Testing hooks").
+MemoryOffer memory_offered(const RunConfig& config, int device_index);
+
+// Throws InputError when train.check_memory is on and the predicted peak (the sum of the
+// categories' peaks) exceeds the offer, listing the prediction by category beside the offer and
+// what to change.
+void check_memory_fits(const RunConfig& config, int world_size, int device_index);
+
+}  // namespace zt

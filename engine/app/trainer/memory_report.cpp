@@ -1,0 +1,81 @@
+// Gathering the ranks' memory peaks and printing them beside engine/distributed/sharding/memory_model's
+// prediction.
+#include "engine/app/trainer/memory_report.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "engine/app/trainer/run_memory.h"
+
+namespace zt {
+
+std::string compact_memory(const MemorySnapshot& s) {
+  static constexpr const char* kShort[] = {"p", "m", "g", "o", "a", "c", "w"};
+  std::string out;
+  for (int i = 0; i < kNumMemCategories; ++i) {
+    if (s.peak_bytes[i] == 0) continue;
+    out += fmt::format("{}{} {:.1f}M", out.empty() ? "" : " ", kShort[i], s.peak_bytes[i] / 1e6);
+  }
+  return out;
+}
+
+nlohmann::json memory_json(const MemorySnapshot& s) {
+  nlohmann::json j = nlohmann::json::object();
+  for (int i = 0; i < kNumMemCategories; ++i)
+    j[std::string(mem_category_name(static_cast<MemCategory>(i)))] = s.peak_bytes[i];
+  return j;
+}
+
+nlohmann::json memory_json(const StageMemory& m) {
+  nlohmann::json j = nlohmann::json::object();
+  for (int i = 0; i < kNumMemCategories; ++i)
+    j[std::string(mem_category_name(static_cast<MemCategory>(i)))] = m.bytes[i];
+  return j;
+}
+
+std::vector<MemorySnapshot> gather_memory_snapshots(Communicator& comm, const MemorySnapshot& mine) {
+  const int N = comm.world_size();
+  // The peaks as raw 8-byte integers, moved as pairs of i32 (the collectives move bytes).
+  std::vector<std::int64_t> all(static_cast<std::size_t>(N * kNumMemCategories));
+  std::vector<std::int64_t> own(mine.peak_bytes.begin(), mine.peak_bytes.end());
+  comm.all_gather(TensorView{own.data(), DType::kI32, Device::kCPU, Shape{2 * kNumMemCategories}},
+                  TensorView{all.data(), DType::kI32, Device::kCPU, Shape{2 * kNumMemCategories * N}})
+      .wait();
+  std::vector<MemorySnapshot> out(static_cast<std::size_t>(N));
+  for (int r = 0; r < N; ++r) {
+    for (int c = 0; c < kNumMemCategories; ++c)
+      out[static_cast<std::size_t>(r)].peak_bytes[c] = all[r * kNumMemCategories + c];
+  }
+  return out;
+}
+
+std::string format_measured_vs_predicted(const RunConfig& config, const std::vector<MemorySnapshot>& per_rank) {
+  const int N = static_cast<int>(per_rank.size());
+  const StageMemory predicted = predict_run_memory(config, config.zero.stage, N);
+  std::string out = fmt::format(
+      "memory per rank, ZeRO stage {} on {} rank(s): measured peak beside the prediction "
+      "(docs/zero_memory.md)\n",
+      config.zero.stage, N);
+  out += fmt::format("{:<18} {:>12} {:>12} {:>12} {:>8}\n", "category", "predicted", "rank 0", "max rank", "ratio");
+  for (int c = 0; c < kNumMemCategories; ++c) {
+    const auto cat = static_cast<MemCategory>(c);
+    std::int64_t worst = 0;
+    for (const MemorySnapshot& s : per_rank) worst = std::max(worst, s.peak_bytes[c]);
+    const std::int64_t p = predicted[cat];
+    out += fmt::format("{:<18} {:>12} {:>12} {:>12} {:>8}\n", mem_category_name(cat), format_bytes(p),
+                       format_bytes(per_rank[0].peak_bytes[c]), format_bytes(worst),
+                       p > 0 ? fmt::format("{:.3f}", static_cast<double>(worst) / static_cast<double>(p)) : "-");
+  }
+  out += fmt::format(
+      "(padding in the prediction: {}; a training step's peaks equal the prediction to the byte{}, "
+      "while evaluation, sampling and the final gather may add workspace and activations)\n",
+      format_bytes(predicted.padding_bytes),
+      config.device == Device::kCUDA
+          ? " but for the CUDA kernels' transient scratch in workspace (partial sums, the embedding "
+            "backward's sort: kilobytes to a few MB)"
+          : "");
+  return out;
+}
+
+}  // namespace zt

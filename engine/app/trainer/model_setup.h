@@ -1,0 +1,16 @@
+// Setting a model's parameters up for a run: every rank draws each full unit from the seed (the
+// same values whatever the rank count), keeps its shard as fp32 master and working parameters,
+// and the store publishes the full units where its stage keeps them.
+#pragma once
+
+#include <cstdint>
+
+#include "engine/distributed/optim/sharded_adamw.h"
+#include "models/model_family.h"
+
+namespace zt {
+
+void initialize_parameters(const ModelSpec& spec, std::uint64_t seed, ZeroParamStore& store, ShardedAdamW& optimizer,
+                           MemoryTracker& tracker);
+
+}  // namespace zt

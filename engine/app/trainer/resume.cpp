@@ -1,0 +1,117 @@
+// Resolving `--resume` on rank 0 and sharing the choice with the other ranks.
+#include "engine/app/trainer/resume.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <vector>
+
+#include "engine/app/checkpoint/checkpoint_folder.h"
+#include "engine/app/checkpoint/checkpoint_manifest.h"
+#include "engine/app/checkpoint/checkpoint_model.h"
+#include "engine/app/checkpoint/checkpoint_reader.h"
+#include "engine/base/core/check.h"
+
+namespace zt {
+
+std::string resolve_resume_checkpoint(Communicator& comm, const std::string& arg,
+                                      const std::string& checkpoint_folder) {
+  const bool latest = arg == "latest";
+  const std::string where = latest ? checkpoint_folder : arg;
+  // What rank 0 tells the others: the step of the chosen checkpoint (-1: none) and whether it is
+  // `where` itself (a checkpoint directory given by path) or where/step_XXXXXXXX.
+  std::int32_t choice[2] = {-1, 0};
+  std::string path, error;
+  if (comm.rank() == 0) {
+    try {
+      if (latest && !std::filesystem::is_directory(where)) {
+        throw_input_error("--resume latest: no checkpoint to resume from (checkpoint folder '{}' does not exist)",
+                          where);
+      }
+      const ckpt::ResolvedCheckpoint resolved = ckpt::resolve_checkpoint(where, ckpt::Validation::kChecksums);
+      for (const std::string& note : resolved.notes) fmt::print("resume: {}\n", note);
+      path = resolved.path;
+      const std::int64_t step = ckpt::CheckpointReader(path).manifest().position.step;
+      ZT_CHECK(step >= 0 && step <= INT32_MAX, "checkpoint step {} out of range", step);
+      choice[0] = static_cast<std::int32_t>(step);
+      choice[1] = path == where ? 1 : 0;
+    } catch (const InputError& e) {
+      error = e.what();
+    }
+  }
+  std::vector<std::int32_t> all(2 * static_cast<std::size_t>(comm.world_size()));
+  comm.all_gather(TensorView{choice, DType::kI32, Device::kCPU, Shape{2}},
+                  TensorView{all.data(), DType::kI32, Device::kCPU, Shape{2 * comm.world_size()}})
+      .wait();
+  if (comm.rank() == 0) {
+    if (!error.empty()) throw InputError(error);
+    return path;
+  }
+  if (all[0] < 0) throw_input_error("--resume {}: rank 0 found no usable checkpoint (see its error)", arg);
+  return all[1] == 1 ? where : (std::filesystem::path(where) / ckpt::step_dir_name(all[0])).string();
+}
+
+std::vector<std::string> check_resume_fits(const std::string& checkpoint, const nlohmann::json& saved_model,
+                                           const nlohmann::json& saved_config, int saved_world_size,
+                                           const RunConfig& now, bool allow_config_change) {
+  const nlohmann::json expected = ckpt::model_json(now.model_spec());
+  if (saved_model != expected) {
+    throw_input_error("--resume {}: the checkpoint's model {} differs from the config's model {}", checkpoint,
+                      saved_model.dump(), expected.dump());
+  }
+  // train.head_chunks and train.block_units lay the parameters out in units
+  // (models/gpt/gpt_params.h): the checkpoint's shards are of those units. (A Llama has one layout.)
+  for (const auto& [key, now_value] :
+       {std::pair{"head_chunks", now.train.head_chunks}, std::pair{"block_units", now.train.block_units}}) {
+    const nlohmann::json saved =
+        saved_config.contains("train") ? saved_config["train"].value(key, nlohmann::json(1)) : nlohmann::json(1);
+    if (saved != nlohmann::json(now_value)) {
+      throw_input_error(
+          "--resume {}: the checkpoint was saved with train.{} = {}, which lays the parameters out in other "
+          "units; resume with the same train.{} (this config has {})",
+          checkpoint, key, saved.dump(), key, now_value);
+    }
+  }
+  std::vector<std::string> changes = trajectory_changes(saved_config, saved_world_size, now);
+  if (!changes.empty() && !allow_config_change) {
+    throw_input_error(
+        "--resume {}: the config changes what the run's trajectory depends on ({}); continuing would "
+        "not be the run that was saved (pass --allow-config-change to continue anyway)",
+        checkpoint, fmt::format("{}", fmt::join(changes, "; ")));
+  }
+  return changes;
+}
+
+std::vector<std::string> trajectory_changes(const nlohmann::json& saved, int saved_world_size, const RunConfig& now) {
+  const nlohmann::json current = now.to_json();
+  std::vector<std::string> changes;
+  auto at = [](const nlohmann::json& doc, const char* section, const char* key) {
+    return doc.contains(section) && doc[section].contains(key) ? doc[section][key] : nlohmann::json();
+  };
+  const std::pair<const char*, const char*> keys[] = {
+      {"train", "seed"},     {"train", "seq_len"},      {"model", "dropout"}, {"optim", "lr"},
+      {"optim", "min_lr"},   {"optim", "warmup_steps"}, {"optim", "decay"},   {"optim", "decay_steps"},
+      {"optim", "beta1"},    {"optim", "beta2"},        {"optim", "eps"},     {"optim", "weight_decay"},
+      {"optim", "grad_clip"}};
+  for (const auto& [section, key] : keys) {
+    const nlohmann::json before = at(saved, section, key), after = at(current, section, key);
+    if (before != after) changes.push_back(fmt::format("{}.{}: {} -> {}", section, key, before.dump(), after.dump()));
+  }
+  // The samples of a step are a function of the global batch only (engine/app/data/batch_sampler.h).
+  const nlohmann::json mb = at(saved, "train", "micro_batch"), ga = at(saved, "train", "grad_accum");
+  if (mb.is_number_integer() && ga.is_number_integer()) {
+    const std::int64_t before = mb.get<std::int64_t>() * ga.get<std::int64_t>() * saved_world_size;
+    const std::int64_t after = std::int64_t{now.train.micro_batch} * now.train.grad_accum * now.world_size;
+    if (before != after) {
+      changes.push_back(
+          fmt::format("global batch (micro_batch x grad_accum x ranks): {} x {} x {} = {} -> {} x {} x {} = {}",
+                      mb.get<std::int64_t>(), ga.get<std::int64_t>(), saved_world_size, before, now.train.micro_batch,
+                      now.train.grad_accum, now.world_size, after));
+    }
+  }
+  return changes;
+}
+
+}  // namespace zt

@@ -1,0 +1,36 @@
+// `train --resume latest|PATH`: which checkpoint a resumed run starts from. Rank 0 resolves it
+// (every checksum verified, falling back past damaged checkpoints with a printed note) and the
+// other ranks learn the choice through one all-gather, so every rank opens the same directory.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+#include "engine/distributed/comm/communicator.h"
+#include "engine/app/config/run_config.h"
+
+namespace zt {
+
+// Collective. `arg` is "latest" (the newest valid checkpoint in `checkpoint_folder`), a checkpoint
+// folder, or a step_XXXXXXXX directory. Returns the checkpoint directory on every rank; InputError
+// (on every rank, rank 0's naming the cause) when there is no usable checkpoint.
+std::string resolve_resume_checkpoint(Communicator& comm, const std::string& arg, const std::string& checkpoint_folder);
+
+// What a resume from a checkpoint saved with `saved_config` (RunConfig::to_json()) on
+// `saved_world_size` ranks would change in the trajectory under `now`: the seed, the learning-rate
+// schedule and AdamW's terms, dropout, the sequence length, and the global batch (micro-batch x
+// accumulation x ranks, so another rank count at the same global batch is not a change). One
+// "key: old -> new" per change; empty when the run continues as it would have.
+std::vector<std::string> trajectory_changes(const nlohmann::json& saved_config, int saved_world_size,
+                                            const RunConfig& now);
+
+// Whether `now` may continue the run saved in `checkpoint` (its manifest's model, config and rank
+// count): InputError when the model differs, or when trajectory_changes finds any and
+// `allow_config_change` is false. Returns the changes allowed (empty: none).
+std::vector<std::string> check_resume_fits(const std::string& checkpoint, const nlohmann::json& saved_model,
+                                           const nlohmann::json& saved_config, int saved_world_size,
+                                           const RunConfig& now, bool allow_config_change);
+
+}  // namespace zt

@@ -1,0 +1,95 @@
+// Starting, saving and stopping a run around its checkpoints (see the header).
+#include "engine/app/trainer/run_checkpoints.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "engine/app/checkpoint/checkpoint_model.h"
+#include "engine/app/checkpoint/optimizer_checkpoint.h"
+#include "engine/distributed/launch/signals.h"
+#include "engine/app/trainer/model_setup.h"
+#include "engine/app/trainer/resume.h"
+
+namespace zt {
+
+RunProgress start_run(TrainerState& s, const std::string& resume_checkpoint, bool allow_config_change) {
+  const RunConfig& c = s.config;
+  RunProgress run;
+  if (resume_checkpoint.empty()) {
+    initialize_parameters(c.model_spec(), c.train.seed, s.store, s.optimizer, s.tracker);
+    return run;
+  }
+  const ckpt::CheckpointReader reader(resume_checkpoint);
+  const ckpt::Manifest& m = reader.manifest();
+  const std::vector<std::string> changes =
+      check_resume_fits(resume_checkpoint, m.model, m.config, m.world_size, c, allow_config_change);
+  if (!changes.empty()) {
+    s.progress.message(
+        fmt::format("resume: continuing with a changed config (--allow-config-change): {}", fmt::join(changes, "; ")));
+    s.log({{"type", "config_change"}, {"step", m.position.step}, {"changes", changes}});
+  }
+  ckpt::restore_training_state(reader, s.store, s.optimizer);  // publishes; the first acquire waits for it
+  run.start_step = static_cast<int>(m.position.step);
+  run.start_sample = m.position.next_sample_index;
+  run.start_tokens = m.position.tokens_seen;
+  run.summary.steps_done = m.position.optimizer_step;
+  run.summary.skipped_steps = m.extra.value("skipped_steps", 0);
+  run.consecutive_skips = m.extra.value("consecutive_skips", 0);
+  if (s.metrics) {
+    if (const int dropped = s.metrics->drop_records_after_step(run.start_step); dropped > 0) {
+      s.progress.message(fmt::format("metrics.jsonl: dropped {} record(s) the interrupted run wrote after step {}",
+                                     dropped, run.start_step));
+    }
+  }
+  s.log({{"type", "resume"},
+         {"step", run.start_step},
+         {"checkpoint", resume_checkpoint},
+         {"saved_world_size", m.world_size},
+         {"saved_zero_stage", m.zero_stage}});
+  s.progress.message(fmt::format("resumed from {} at step {} (saved by {} rank(s) at ZeRO stage {}; sample {})",
+                                 resume_checkpoint, run.start_step, m.world_size, m.zero_stage, run.start_sample));
+  return run;
+}
+
+void save_checkpoint(TrainerState& s, RunProgress& run, int steps_completed) {
+  const RunConfig& c = s.config;
+  const std::int64_t samples_per_step =
+      static_cast<std::int64_t>(c.train.grad_accum) * c.train.micro_batch * c.world_size;
+  ckpt::CheckpointMeta meta;
+  meta.position.step = steps_completed;
+  meta.position.next_sample_index = run.start_sample + (steps_completed - run.start_step) * samples_per_step;
+  meta.position.tokens_seen = run.start_tokens + (steps_completed - run.start_step) * c.train.global_batch_tokens;
+  meta.model = ckpt::model_json(c.model_spec());
+  meta.config = c.to_json();
+  meta.extra = {{"skipped_steps", run.summary.skipped_steps}, {"consecutive_skips", run.consecutive_skips}};
+  const ckpt::SaveResult r = ckpt::save_training_state(s.comm, c.checkpoint.folder_for(s.run_dir), s.store, s.optimizer,
+                                                       meta, c.checkpoint.keep_last);
+  run.last_saved_step = steps_completed;
+  run.last_saved_path = r.path;
+  s.log({{"type", "checkpoint"},
+         {"step", steps_completed},
+         {"path", r.path},
+         {"seconds", r.seconds},
+         {"rank_bytes", r.rank_bytes},
+         {"total_bytes", r.total_bytes},
+         {"ranks", s.comm.world_size()}});
+  s.progress.message(fmt::format("step {}: saved checkpoint {} ({:.2f} MB in {} rank file(s)) in {:.2f} s",
+                                 steps_completed, r.path, r.total_bytes / 1e6, s.comm.world_size(), r.seconds));
+  if (!r.warning.empty()) {
+    s.progress.message("warning: " + r.warning);
+    s.log({{"type", "checkpoint_warning"}, {"step", steps_completed}, {"text", r.warning}});
+  }
+}
+
+void stop_after(TrainerState& s, RunProgress& run, int steps_completed) {
+  TrainSummary& summary = run.summary;
+  summary.stop_signal = stop_signal() != 0 ? stop_signal() : -1;
+  summary.stopped_after_step = steps_completed;
+  if (run.last_saved_step != steps_completed) save_checkpoint(s, run, steps_completed);
+  summary.stop_checkpoint = run.last_saved_path;
+  const std::string by = summary.stop_signal > 0 ? signal_name(summary.stop_signal) : "a signal to another rank";
+  s.log({{"type", "stop"}, {"step", steps_completed}, {"signal", by}, {"checkpoint", run.last_saved_path}});
+  s.progress.message(fmt::format("step {}: stopping on {}; resume with --resume latest", steps_completed, by));
+}
+
+}  // namespace zt

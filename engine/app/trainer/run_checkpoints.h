@@ -1,0 +1,26 @@
+// A run's checkpoints as the trainer uses them: where a run starts (fresh parameters, or a
+// checkpoint's state and position for --resume), the saves (checkpoint.every_steps, at_end), and a
+// stop request answered with a save (engine/distributed/launch/signals.h).
+#pragma once
+
+#include <string>
+
+#include "engine/app/trainer/trainer_state.h"
+
+namespace zt {
+
+// Without `resume_checkpoint`: every rank initialises its parameters from the seed, at step 0.
+// With one: checks it fits this config (check_resume_fits; `allow_config_change` lets the
+// trajectory change, said in the log), restores the store and optimizer from it (and publishes the
+// parameters), drops metrics.jsonl's records past its step, and returns its position and counts.
+RunProgress start_run(TrainerState& s, const std::string& resume_checkpoint, bool allow_config_change);
+
+// Collective: every rank writes its shard of the training state after `steps_completed` steps;
+// rank 0 logs the save (and any warning) and remembers it in `run`.
+void save_checkpoint(TrainerState& s, RunProgress& run, int steps_completed);
+
+// A stop request agreed at a step boundary: saves (unless this step was just saved), records the
+// stop in the summary and says how to resume. The caller then ends the loop.
+void stop_after(TrainerState& s, RunProgress& run, int steps_completed);
+
+}  // namespace zt

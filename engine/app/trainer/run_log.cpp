@@ -1,0 +1,123 @@
+// MetricsLog, ProgressPrinter and the op profile's report.
+#include "engine/app/trainer/run_log.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <vector>
+
+#include "engine/distributed/comm/communicator.h"
+#include "engine/base/core/check.h"
+#include "kernels/op_profiler.h"
+
+namespace zt {
+
+MetricsLog::MetricsLog(const std::string& path, bool append)
+    : path_(path), file_(std::fopen(path.c_str(), append ? "a" : "w")) {
+  if (file_ == nullptr) throw_runtime_error("cannot open metrics file '{}' for writing", path);
+}
+
+MetricsLog::~MetricsLog() {
+  if (file_ != nullptr) std::fclose(file_);
+}
+
+void MetricsLog::write(const nlohmann::json& record) {
+  const std::string line = record.dump() + "\n";
+  if (std::fwrite(line.data(), 1, line.size(), file_) != line.size() || std::fflush(file_) != 0) {
+    throw_runtime_error("write to metrics file '{}' failed (disk full?)", path_);
+  }
+}
+
+int MetricsLog::drop_records_after_step(std::int64_t step) {
+  std::fclose(file_);
+  file_ = nullptr;
+  std::vector<std::string> kept;
+  int dropped = 0;
+  {
+    std::ifstream in(path_);
+    std::string line;
+    while (std::getline(in, line)) {
+      const nlohmann::json record = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+      const bool later = record.is_object() && record.contains("step") && record["step"].is_number_integer() &&
+                         record["step"].get<std::int64_t>() > step;
+      if (later) {
+        ++dropped;
+      } else {
+        kept.push_back(std::move(line));
+      }
+    }
+  }
+  if (dropped > 0) {
+    const std::string temp = path_ + ".tmp";
+    {
+      std::ofstream out(temp, std::ios::trunc);
+      for (const std::string& line : kept) out << line << "\n";
+      if (!out.flush()) throw_runtime_error("cannot rewrite metrics file '{}' (disk full?)", temp);
+    }
+    std::error_code ec;
+    std::filesystem::rename(temp, path_, ec);
+    if (ec) throw_runtime_error("cannot replace metrics file '{}': {}", path_, ec.message());
+  }
+  file_ = std::fopen(path_.c_str(), "a");
+  if (file_ == nullptr) throw_runtime_error("cannot open metrics file '{}' for writing", path_);
+  return dropped;
+}
+
+ProgressPrinter::ProgressPrinter(const std::string& mode, int every_steps)
+    // Under mpirun stdout is the launcher's pseudo-terminal, not the user's: "auto" is plain there.
+    : live_(mode == "live" || (mode == "auto" && isatty(STDOUT_FILENO) == 1 && !launched_by_mpi())),
+      quiet_(mode == "quiet"),
+      every_steps_(every_steps) {}
+
+ProgressPrinter::~ProgressPrinter() {
+  if (line_open_) fmt::print("\n");
+}
+
+void ProgressPrinter::step(int step, int total_steps, const std::string& line) {
+  if (quiet_) return;
+  if (live_) {
+    fmt::print("\r{}\x1b[K", line);  // carriage return, then clear what the longer old line left
+    std::fflush(stdout);
+    line_open_ = true;
+    return;
+  }
+  if (step % every_steps_ == 0 || step == total_steps) {
+    fmt::print("{}\n", line);
+    std::fflush(stdout);
+  }
+}
+
+void ProgressPrinter::message(const std::string& text) {
+  if (quiet_) return;
+  if (line_open_) {
+    fmt::print("\n");
+    line_open_ = false;
+  }
+  fmt::print("{}\n", text);
+  std::fflush(stdout);
+}
+
+void report_op_profile(const OpProfiler& profiler, const std::string& path, nlohmann::json about,
+                       ProgressPrinter& progress) {
+  nlohmann::json j = profiler.to_json();
+  j.update(about);
+  // Step time not inside any timed op: every wait and every piece of host work of the step.
+  j["outside_ops_holds"] =
+      "communication (the parameter store's collectives and waits, the loss all-reduce), data loading, buffer "
+      "allocation, the parameter store's and optimizer's host bookkeeping; on CUDA also the gaps between kernels "
+      "when the host launches slower than the device runs";
+  std::ofstream out(path);
+  out << j.dump(1) << "\n";
+  if (!out) throw_runtime_error("cannot write the op profile '{}'", path);
+  if (profiler.steps() == 0) {
+    progress.message(fmt::format("op profile: no step after the warm-up step to profile; {} lists no ops", path));
+    return;
+  }
+  progress.message(fmt::format("op profile over {} step(s) after {} warm-up step(s), {}: {} ({})\n{}", profiler.steps(),
+                               j.value("warmup_steps_excluded", 0), j.value("timing", std::string()), path,
+                               j.value("device", std::string()), profiler.format_table()));
+}
+
+}  // namespace zt

@@ -1,0 +1,30 @@
+// A run config's memory prediction (see the header).
+#include "engine/app/trainer/run_memory.h"
+
+#include <algorithm>
+
+#include "engine/app/trainer/store_comm.h"
+#include "models/model_family.h"
+
+namespace zt {
+
+StageMemory predict_run_memory(const RunConfig& config, int stage, int world_size, const ShardingOptions& options) {
+  const ModelSpec spec = config.model_spec();
+  const ModelFootprint footprint = predict_footprint(spec, config.model_build(), config.param_dtype, config.device);
+  ShardingOptions o = options;
+  o.deterministic = o.deterministic || config.train.deterministic;
+  o.backend = store_comm_choice(config, world_size).staging;
+  ZeroOptions zero = config.zero;
+  zero.stage = stage;
+  StageMemory m = predict_rank_memory(build_param_table(spec), config.param_dtype, footprint,
+                                      step_schedule(spec, config.train.activation_checkpointing), zero, world_size, o);
+  // The trainer's own step collective, the loss and stop vote (two floats all-reduced on the host
+  // communicator, MPI on several ranks), runs after every gradient reduction was waited: it adds to
+  // nothing, but is the comm_buffers peak where the store stages nothing of its own (fp32 units on
+  // NCCL at stages 0-1, or a StagedCommunicator, whose staging is tracked apart).
+  m[MemCategory::kCommBuffers] = std::max(
+      m[MemCategory::kCommBuffers], host_all_reduce_staging_bytes(kLossAndStopElements, world_size, o.deterministic));
+  return m;
+}
+
+}  // namespace zt

@@ -1,0 +1,21 @@
+// The memory prediction for a run config: its model's parameter table, footprint and step
+// schedule (models/model_family.h) under the config's zero options, precision and device, fed to the
+// model-agnostic ZeRO arithmetic of engine/distributed/sharding/memory_model.h. The trainer's memory check and
+// report and the `memory` command predict through it.
+#pragma once
+
+#include "engine/app/config/run_config.h"
+#include "engine/distributed/sharding/memory_model.h"
+
+namespace zt {
+
+// Elements of the trainer's own step collective on the host communicator: the loss and the stop
+// vote (Trainer's all_reduce_loss_and_stop), whose staging the prediction counts.
+constexpr std::int64_t kLossAndStopElements = 2;
+
+// The config's model, micro_batch, seq_len, checkpointing, dtypes, device and zero options, at
+// `stage` on `world_size` ranks. The communicator's staging follows the trainer's choice
+// (store_comm_choice), and train.deterministic adds to options.deterministic.
+StageMemory predict_run_memory(const RunConfig& config, int stage, int world_size, const ShardingOptions& options = {});
+
+}  // namespace zt

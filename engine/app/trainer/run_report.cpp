@@ -1,0 +1,102 @@
+// The trainer's records and progress lines (see the header).
+#include "engine/app/trainer/run_report.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "engine/app/trainer/memory_report.h"
+#include "engine/app/trainer/run_memory.h"
+
+namespace zt {
+
+StepMeter::StepMeter(TrainerState& s)
+    : start(std::chrono::steady_clock::now()),
+      elements_sent_before(s.store_comm().elements_sent()),
+      wait_seconds_before(comm_wait_seconds()) {}
+
+void report_step(TrainerState& s, const RunProgress& run, int step, const StepResult& r, const StepMeter& meter) {
+  const RunConfig& c = s.config;
+  const std::int64_t tokens_per_step = c.train.global_batch_tokens;
+  const auto now = std::chrono::steady_clock::now();
+  const double step_ms = std::chrono::duration<double, std::milli>(now - meter.start).count();
+  const double tokens_per_s = static_cast<double>(tokens_per_step) / (step_ms / 1000.0);
+  const MemorySnapshot mem = s.tracker.snapshot();
+  s.log({{"type", "train"},
+         {"step", step},
+         {"loss", r.loss},
+         {"lr", r.lr},
+         {"grad_norm", r.grad_norm},
+         {"step_ms", step_ms},
+         {"tokens_per_s", tokens_per_s},
+         {"tokens", tokens_per_step},
+         {"comm_elements_sent", s.store_comm().elements_sent() - meter.elements_sent_before},
+         {"comm_wait_ms", 1000.0 * (comm_wait_seconds() - meter.wait_seconds_before)},
+         {"memory_peak_bytes", memory_json(mem)}});
+  const double elapsed_s = std::chrono::duration<double>(now - run.started).count();
+  const double eta_s = elapsed_s / (step - run.start_step) * (c.train.max_steps - step);
+  s.progress.step(step, c.train.max_steps,
+                  fmt::format("step {:>{}}/{} | loss {:.4f} | lr {:.2e} | norm {:.3f} | {:.0f} ms | {:.0f} tok/s | "
+                              "eta {:.0f}s | mem {}",
+                              step, std::to_string(c.train.max_steps).size(), c.train.max_steps, r.loss, r.lr,
+                              r.grad_norm, step_ms, tokens_per_s, eta_s, compact_memory(mem)));
+  if (run.steps_this_run == 1) {  // a full step's peaks, before any evaluation or sampling
+    const std::vector<MemorySnapshot> ranks = gather_memory_snapshots(s.comm, s.tracker.snapshot());
+    const StageMemory predicted = predict_run_memory(c, c.zero.stage, s.comm.world_size());
+    nlohmann::json measured = nlohmann::json::array();
+    for (const MemorySnapshot& rank : ranks) measured.push_back(memory_json(rank));
+    s.log({{"type", "memory"},
+           {"step", step},
+           {"stage", c.zero.stage},
+           {"ranks", s.comm.world_size()},
+           {"predicted_bytes", memory_json(predicted)},
+           {"predicted_padding_bytes", predicted.padding_bytes},
+           {"measured_peak_bytes", measured}});
+    s.progress.message(format_measured_vs_predicted(c, ranks));
+  }
+}
+
+void begin_profiled_step(TrainerState& s) {
+  if (s.profiler) s.profiler->begin_step(s.ctx);
+}
+
+void end_profiled_step(TrainerState& s, RunProgress& run) {
+  if (!s.profiler) return;
+  s.profiler->end_step(s.ctx);
+  if (++run.profiled_steps == 1) s.profiler->clear();
+}
+
+void report_profile(TrainerState& s, const RunProgress& run) {
+  if (!s.profiler || !s.root) return;
+  const RunConfig& c = s.config;
+  report_op_profile(*s.profiler, s.run_dir + "/op_profile.json",
+                    {{"device", s.backend.description()},
+                     {"timing", c.device == Device::kCUDA ? "CUDA events on the compute stream around each call"
+                                                          : "host clock around each call"},
+                     {"warmup_steps_excluded", std::min(run.profiled_steps, 1)},
+                     {"first_profiled_step", run.start_step + 2},
+                     {"micro_batches_per_step", c.train.grad_accum},
+                     {"rank", s.comm.rank()},
+                     {"ranks", s.comm.world_size()}},
+                    s.progress);
+}
+
+void report_summary(TrainerState& s, const TrainSummary& summary) {
+  s.log({{"type", "summary"},
+         {"steps", summary.steps_done},
+         {"skipped_steps", summary.skipped_steps},
+         {"stopped_nonfinite", summary.stopped_nonfinite},
+         {"stopped_by_signal", summary.stop_signal != 0},
+         // null when no step ran in this run (a finished run resumed)
+         {"first_loss", summary.first_step > 0 ? nlohmann::json(summary.first_loss) : nlohmann::json()},
+         {"first_step", summary.first_step},
+         {"last_loss", summary.last_step > 0 ? nlohmann::json(summary.last_loss) : nlohmann::json()},
+         {"last_step", summary.last_step},
+         {"val_loss", summary.val_loss},
+         {"unigram_entropy_nats", summary.unigram_entropy_nats},
+         {"memory_peak_bytes", memory_json(summary.memory)}});
+}
+
+}  // namespace zt

@@ -1,0 +1,55 @@
+// Checks made before the first step (see the header).
+#include "engine/app/trainer/start_checks.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "engine/base/core/check.h"
+
+namespace zt {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// The folder itself, or where create_directories would make it: its nearest existing ancestor.
+fs::path nearest_existing(fs::path p) {
+  std::error_code ec;
+  p = fs::absolute(p, ec);
+  while (!p.empty() && !fs::exists(p, ec)) {
+    if (p == p.parent_path()) break;
+    p = p.parent_path();
+  }
+  return p;
+}
+
+}  // namespace
+
+void check_before_training(const RunConfig& c, const std::string& run_dir, const data::Vocab* vocab) {
+  // Only what the run will do: a run that samples nothing (log.sample_tokens = 0) never encodes
+  // its prompt, so the prompt is not checked.
+  if (vocab != nullptr && c.log.samples()) {
+    try {
+      (void)vocab->encode(c.log.sample_prompt);
+    } catch (const InputError& e) {
+      throw_input_error(
+          "config error in {}: log.sample_prompt cannot be sampled from: {} (the dataset's vocabulary; "
+          "the run would fail at its first sample)",
+          c.source, e.what());
+    }
+  }
+  const fs::path folder = c.checkpoint.folder_for(run_dir);
+  const fs::path existing = nearest_existing(folder);
+  std::error_code ec;
+  if (existing.empty() || !fs::is_directory(existing, ec)) {
+    throw_input_error("config error in {}: checkpoint.dir '{}' cannot be made: '{}' is not a directory", c.source,
+                      folder.string(), existing.string());
+  }
+  if (::access(existing.c_str(), W_OK | X_OK) != 0) {
+    throw_input_error("config error in {}: checkpoint.dir '{}' cannot be written ('{}' is not writable)", c.source,
+                      folder.string(), existing.string());
+  }
+}
+
+}  // namespace zt

@@ -1,0 +1,18 @@
+// What a run checks before its first step, so that nothing it could have known at the start fails
+// it after training (and costs the trained model): the sample prompt against the dataset's
+// vocabulary, and that the checkpoint folder can be written.
+#pragma once
+
+#include <string>
+
+#include "engine/app/config/run_config.h"
+#include "engine/app/data/vocab.h"
+
+namespace zt {
+
+// Throws InputError naming the key (log.sample_prompt, checkpoint.dir) and what is wrong. `vocab`
+// is the dataset's, or null for data without one (token ids are sampled then). Every rank calls it:
+// each writes its own checkpoint files.
+void check_before_training(const RunConfig& config, const std::string& run_dir, const data::Vocab* vocab);
+
+}  // namespace zt

@@ -1,0 +1,37 @@
+// The store's communicator choice (see the header).
+#include "engine/app/trainer/store_comm.h"
+
+#include <cstdlib>
+#include <cstring>
+
+namespace zt {
+
+namespace {
+
+bool staged_collectives_test_hook() {
+  const char* hook = std::getenv("ZT_TEST_STAGED_COLLECTIVES");
+  return hook != nullptr && *hook != '\0' && std::strcmp(hook, "0") != 0;
+}
+
+}  // namespace
+
+StoreCommChoice store_comm_choice(const RunConfig& config, int world_size) {
+  // A world of one on the solo path calls no collective at any stage but stage 0's all-reduce of
+  // one rank, which the host communicator answers without touching the data.
+  const bool collectives = world_size > 1 || !config.zero.solo_path;
+  StoreCommChoice choice;
+  if (!collectives) return choice;
+  if (config.device == Device::kCUDA) {
+    choice.device_comm = true;
+    const bool staged = config.comm_backend == CommBackend::kMpi;
+    choice.backend = staged ? DeviceCommBackend::kMpiStaged : DeviceCommBackend::kNccl;
+    choice.staging = staged ? CollectiveBackend::kHostStaged : CollectiveBackend::kNccl;
+  } else if (staged_collectives_test_hook()) {
+    choice.device_comm = true;
+    choice.backend = DeviceCommBackend::kHostStagedForTests;
+    choice.staging = CollectiveBackend::kHostStaged;
+  }
+  return choice;
+}
+
+}  // namespace zt

@@ -1,0 +1,204 @@
+// Trainer: the loop over steps and what it does between them; train_step is one step's data path.
+#include "engine/app/trainer/trainer.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <limits>
+
+#include "engine/app/checkpoint/durable_file.h"
+#include "engine/base/core/bf16.h"
+#include "engine/base/core/check.h"
+#include "engine/app/data/batch_sampler.h"
+#include "engine/distributed/launch/signals.h"
+#include "engine/app/io/final_weights.h"
+#include "engine/app/trainer/evaluation.h"
+#include "engine/app/trainer/grad_clip.h"
+#include "engine/app/trainer/memory_check.h"
+#include "engine/app/trainer/run_checkpoints.h"
+#include "engine/app/trainer/run_memory.h"
+#include "engine/app/trainer/run_report.h"
+#include "engine/app/trainer/start_checks.h"
+#include "engine/app/trainer/trainer_state.h"
+#include "kernels/ops.h"
+
+namespace zt {
+
+namespace {
+
+// Writes NaN into the first gradient element of the first transformer block: what an overflow in
+// backward would leave, so the real detection path runs.
+void poison_one_gradient(const ExecContext& ctx, ZeroParamStore& store) {
+  const TensorView g = store.grad_shard(1).slice(0, 1);
+  float nan_f32 = std::numeric_limits<float>::quiet_NaN();
+  bf16 nan_bf16 = float_to_bf16(nan_f32);
+  void* value = g.dtype == DType::kF32 ? static_cast<void*>(&nan_f32) : static_cast<void*>(&nan_bf16);
+  ops::copy(ctx, g, TensorView{value, g.dtype, Device::kCPU, Shape{1}});
+}
+
+struct AgreedLoss {
+  float loss;           // the ranks' mean
+  bool stop_requested;  // on any rank
+};
+
+// The step boundary's agreement rides on the loss all-reduce: element 1 is above 0 when any rank
+// has a stop request (engine/distributed/launch/signals.h).
+AgreedLoss all_reduce_loss_and_stop(Communicator& comm, double rank_loss) {
+  float loss_and_stop[kLossAndStopElements] = {static_cast<float>(rank_loss), stop_signal() != 0 ? 1.0f : 0.0f};
+  comm.all_reduce(TensorView{loss_and_stop, DType::kF32, Device::kCPU, Shape{kLossAndStopElements}}, ReduceOp::kAvg)
+      .wait();
+  return {loss_and_stop[0], loss_and_stop[1] > 0.0f};
+}
+
+// A step whose loss or gradient norm is not finite (no weights were touched): logged, then skipped
+// when train.nonfinite = "skip" and fewer than train.max_skipped_steps came before it in a row.
+// Returns false when the run stops instead.
+bool skip_nonfinite_step(TrainerState& s, RunProgress& run, int step, const StepResult& r) {
+  const RunConfig& c = s.config;
+  const bool loss_finite = std::isfinite(r.loss);
+  const std::string what = fmt::format("step {}: non-finite {} (loss {}, grad norm {})", step,
+                                       loss_finite ? "gradient" : "loss", r.loss, r.grad_norm);
+  s.log({{"type", "nonfinite"}, {"step", step}, {"loss", loss_finite ? r.loss : -1.0f}, {"action", c.train.nonfinite}});
+  if (c.train.nonfinite == "stop" || ++run.consecutive_skips > c.train.max_skipped_steps) {
+    s.progress.message(fmt::format("error: {}; stopping (no optimizer step taken, weights not saved)", what));
+    run.summary.stopped_nonfinite = true;
+    return false;
+  }
+  ++run.summary.skipped_steps;
+  s.progress.message(fmt::format("warning: {}; step skipped ({} in a row)", what, run.consecutive_skips));
+  return true;
+}
+
+}  // namespace
+
+Trainer::Trainer(RunConfig config, std::string run_dir, Communicator& comm, MemoryTracker& tracker,
+                 std::string resume_checkpoint)
+    : config_(std::move(config)), run_dir_(std::move(run_dir)), resume_checkpoint_(std::move(resume_checkpoint)) {
+  ZT_CHECK(config_.world_size == comm.world_size(), "config resolved for {} ranks, running on {}", config_.world_size,
+           comm.world_size());
+  // Before anything is allocated or written: a run that cannot fit is refused with the prediction beside the offer.
+  check_memory_fits(config_, comm.world_size(), rank_device_index(config_));
+  if (comm.rank() == 0) {
+    std::error_code ec;
+    std::filesystem::create_directories(run_dir_, ec);
+    if (ec) throw_input_error("cannot create run directory '{}': {}", run_dir_, ec.message());
+  }
+  state_ = std::make_unique<TrainerState>(config_, run_dir_, comm, tracker, !resume_checkpoint_.empty());
+  check_before_training(config_, run_dir_, state_->data.vocab() ? &*state_->data.vocab() : nullptr);
+  if (comm.rank() == 0) {
+    ckpt::write_file_atomically(run_dir_ + "/config.json", config_.to_json().dump(2) + "\n");
+    if (state_->data.vocab()) state_->data.vocab()->save(run_dir_ + "/vocab.json");
+  }
+}
+
+Trainer::~Trainer() = default;
+
+const std::string& Trainer::device_description() const { return state_->backend.description(); }
+
+std::string Trainer::store_comm_name() const { return state_->store_comm().backend_name(); }
+
+TrainSummary Trainer::run() {
+  const RunConfig& c = config_;
+  TrainerState& s = *state_;
+  RunProgress run = start_run(s, resume_checkpoint_, allow_config_change_);
+  run.summary.unigram_entropy_nats = data::unigram_entropy_nats(s.data.train(), c.model.vocab_size);
+  s.tracker.reset_peaks();  // the comparison with the prediction (report_step) covers the steps, not set-up
+  run.started = std::chrono::steady_clock::now();
+  int step = run.start_step;
+  for (; step < c.train.max_steps; ++step) {
+    begin_profiled_step(s);
+    const StepMeter meter(s);
+    const StepResult result = train_step(step, run);
+    end_profiled_step(s, run);
+    if (!result.updated) {
+      if (!skip_nonfinite_step(s, run, step + 1, result)) break;
+      if (result.stop_requested) {
+        stop_after(s, run, step + 1);
+        break;
+      }
+      continue;
+    }
+    run.consecutive_skips = 0;
+    run.count_step(step + 1, result.loss);
+    report_step(s, run, step + 1, result, meter);
+    if (c.checkpoint.every_steps > 0 && (step + 1) % c.checkpoint.every_steps == 0) save_checkpoint(s, run, step + 1);
+    if (result.stop_requested) {  // evaluation and sampling wait for the resumed run
+      stop_after(s, run, step + 1);
+      break;
+    }
+    // The last step's evaluation and sample come after its weights are saved (finish_run).
+    const bool last = step + 1 == c.train.max_steps;
+    if (!last && c.train.eval_every > 0 && (step + 1) % c.train.eval_every == 0) evaluate(s, step + 1, run.summary);
+    if (!last && c.log.samples() && c.log.sample_every > 0 && (step + 1) % c.log.sample_every == 0) {
+      sample(s, step + 1, run.summary);
+    }
+  }
+  finish_run(step, run);
+  return run.summary;
+}
+
+StepResult Trainer::train_step(int step, const RunProgress& run) {
+  const RunConfig& c = config_;
+  TrainerState& s = *state_;
+  const int B = c.train.micro_batch, T = c.train.seq_len, accum = c.train.grad_accum;
+  const float loss_scale = 1.0f / static_cast<float>(accum);  // the step's loss: the micro-batches' mean
+  s.store.begin_step();                                       // zero the gradients
+  double loss_sum = 0.0;
+  for (int micro = 0; micro < accum; ++micro) {
+    s.comm.set_context(fmt::format("step {} micro-batch {}", step + 1, micro));
+    s.store.set_micro_batch(micro, accum);  // stages 0-1 reduce after the last micro-batch only
+    // The batch: this rank's slice of the step's global samples. The global index of its first
+    // sample numbers it among all the run's samples and keys both the data windows and dropout.
+    const std::int64_t first_sample = run.start_sample + data::first_sample_index(step - run.start_step, micro, accum,
+                                                                                  B, c.world_size, s.comm.rank());
+    data::fill_batch(s.data.train(), B, T, c.train.seed, data::kTrainStream, first_sample, s.inputs.data(),
+                     s.targets.data());
+    // Forward acquires each unit's parameters as it reaches the unit (stage 3: all-gathered, the
+    // next units prefetched) and releases them after. Backward acquires them again in reverse and
+    // hands each unit's gradient to the store, which reduces it (all-reduce at stage 0,
+    // reduce-scatter into this rank's shard at 1-3) while the units below compute, and waits for
+    // the reductions at its end.
+    loss_sum += s.model->forward(s.store, s.inputs.data(), s.targets.data(),
+                                 {.first_sample = first_sample, .backward_loss_scale = loss_scale});
+    s.model->backward(s.store, loss_scale);
+  }
+  if (step + 1 == s.inject_nonfinite_step) poison_one_gradient(s.ctx, s.store);
+  const AgreedLoss agreed = all_reduce_loss_and_stop(s.comm, loss_sum / accum);
+  StepResult r;
+  r.loss = agreed.loss;
+  // On the last step the run simply finishes: its final weights are what a resume would make.
+  r.stop_requested = agreed.stop_requested && step + 1 < c.train.max_steps;
+  // Each rank's fp64 sum of squares over the same N-way partition at every stage, summed in rank order.
+  r.grad_norm = std::sqrt(s.store.global_grad_sum_of_squares());
+  if (!std::isfinite(r.loss) || !std::isfinite(r.grad_norm)) return r;  // no weights touched
+  r.lr = s.schedule.at(step);
+  s.optimizer.step(r.lr, clip_coefficient(r.grad_norm, c.optim.grad_clip));  // AdamW on this rank's shard
+  s.store.publish_updated_params();  // all-gather the updated units (stages 1-2; persistent ones at 3)
+  r.updated = true;
+  return r;
+}
+
+void Trainer::finish_run(int step, RunProgress& run) {
+  const RunConfig& c = config_;
+  TrainerState& s = *state_;
+  TrainSummary& summary = run.summary;
+  const bool finished = !summary.stopped_nonfinite && summary.stop_signal == 0;
+  if (c.checkpoint.at_end && finished && run.last_saved_step != step && step > run.start_step) {
+    save_checkpoint(s, run, step);
+  }
+  report_profile(s, run);
+  if (finished) {
+    write_final_weights(run_dir_ + "/final.safetensors", s.optimizer, s.tracker, s.root,
+                        {{"run_config", c.to_json().dump()}, {"steps", std::to_string(summary.steps_done)}});
+    // Saved first, so that nothing after training (an evaluation or a sample that fails) can cost
+    // the trained model; also when a finished run is resumed, its final evaluation is made.
+    evaluate(s, step, summary);
+    if (step > 0 && c.log.samples()) sample(s, step, summary);
+  }
+  summary.memory = s.tracker.snapshot();
+  report_summary(s, summary);
+}
+
+}  // namespace zt

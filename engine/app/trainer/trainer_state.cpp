@@ -1,0 +1,72 @@
+// Building a run's parts: the compute context (with the op profiler when asked for), the parameter
+// store's communicator, data, model, store, optimizer, schedule and logs.
+#include "engine/app/trainer/trainer_state.h"
+
+#include <cstdlib>
+
+#include "engine/distributed/launch/rendezvous.h"
+#include "engine/app/trainer/store_comm.h"
+
+namespace zt {
+
+namespace {
+
+ExecContext with_profiler(ExecContext ctx, OpProfiler* profiler) {
+  ctx.profiler = profiler;
+  return ctx;
+}
+
+std::unique_ptr<Communicator> make_store_communicator(const RunConfig& config, Communicator& comm,
+                                                      MemoryTracker& tracker, const ExecContext& ctx) {
+  // The memory prediction asks the same choice (engine/app/trainer/store_comm.h).
+  const StoreCommChoice choice = store_comm_choice(config, comm.world_size());
+  if (!choice.device_comm) return nullptr;  // the store uses the host communicator
+  return make_device_communicator(comm, tracker, ctx, choice.backend);
+}
+
+int nonfinite_step_to_inject() {
+  const char* inject = std::getenv("ZT_TEST_NONFINITE_AT_STEP");
+  return inject != nullptr ? std::atoi(inject) : 0;
+}
+
+}  // namespace
+
+int rank_device_index(const RunConfig& c) {
+  return c.device == Device::kCUDA ? cuda_device_for_local_rank(detect_launch().local_rank) : 0;
+}
+
+TrainerState::TrainerState(const RunConfig& c, std::string dir, Communicator& communicator, MemoryTracker& memory,
+                           bool resuming)
+    : config(c),
+      run_dir(std::move(dir)),
+      comm(communicator),
+      root(communicator.rank() == 0),
+      tracker(memory),
+      backend(c.device, c.train.num_threads, memory, rank_device_index(c),
+              KernelChoices{c.matmul_precision, c.attention_kernels, c.gelu_epilogue, c.train.deterministic}),
+      profiler(c.log.profile_ops ? std::make_unique<OpProfiler>() : nullptr),
+      ctx(with_profiler(backend.context(), profiler.get())),
+      // Without the profiler: NCCL's staging ops run on its own stream and are part of
+      // communication, which the profile counts outside the ops.
+      device_comm(make_store_communicator(c, communicator, memory, backend.context())),
+      data(c),
+      model(make_model(c.model_spec(), c.model_build(), tracker, ctx)),
+      store(model->table(), c.param_dtype, c.zero, device_comm ? *device_comm : comm, tracker, ctx),
+      optimizer(store, c.optim.adamw, tracker, ctx),
+      schedule(c.optim.adamw.lr, c.optim.min_lr, c.optim.warmup_steps, c.optim.decay_steps,
+               LrSchedule::parse_decay(c.optim.decay)),
+      metrics(root ? std::make_unique<MetricsLog>(run_dir + "/metrics.jsonl", resuming) : nullptr),
+      progress(root ? c.log.progress : "quiet", c.log.every_steps),
+      inputs(static_cast<std::size_t>(c.train.micro_batch) * c.train.seq_len),
+      targets(inputs.size()),
+      inject_nonfinite_step(nonfinite_step_to_inject()) {
+  // The store's collectives timed beside the ops ([Note: exposed communication]).
+  if (profiler) store_comm().set_profiler(profiler.get());
+}
+
+// The store's communicator may be the caller's, which outlives the profiler.
+TrainerState::~TrainerState() {
+  if (profiler) store_comm().set_profiler(nullptr);
+}
+
+}  // namespace zt

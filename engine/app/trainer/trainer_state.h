@@ -1,0 +1,108 @@
+// What a Trainer holds (internal to engine/app/trainer): the parts of a run, built in the order they
+// depend on each other, and the run's progress between steps, which the step, the checkpoints and
+// the reports share.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/distributed/comm/communicator.h"
+#include "engine/app/config/run_config.h"
+#include "engine/base/core/memory_tracker.h"
+#include "engine/distributed/optim/sharded_adamw.h"
+#include "engine/distributed/sharding/zero_param_store.h"
+#include "engine/app/trainer/data_source.h"
+#include "engine/app/trainer/lr_schedule.h"
+#include "engine/app/trainer/run_log.h"
+#include "engine/app/trainer/trainer.h"
+#include "kernels/compute_backend.h"
+#include "kernels/op_profiler.h"
+#include "models/language_model.h"
+
+namespace zt {
+
+// This rank's GPU (by its local rank), or 0 on the CPU.
+int rank_device_index(const RunConfig& config);
+
+struct TrainerState {
+  const RunConfig& config;
+  const std::string run_dir;
+  Communicator& comm;
+  bool root;  // rank 0 prints, logs and writes files; every rank computes
+  MemoryTracker& tracker;
+  ComputeBackend backend;  // before everything that allocates through its context, so destroyed after
+  // log.profile_ops: the profiler ctx carries (null when off). The model, store and optimizer copy
+  // ctx when built, so every op of a step (AdamW and the gradient norm included) reaches it.
+  std::unique_ptr<OpProfiler> profiler;
+  ExecContext ctx;
+  // On CUDA with several ranks the parameter store's collectives go through a device communicator
+  // (NCCL, or MPI staged through host memory: engine/app/trainer/store_comm.h; null otherwise: the store
+  // uses `comm`); the trainer's own small collectives stay on `comm`.
+  std::unique_ptr<Communicator> device_comm;
+  DataSource data;
+  std::unique_ptr<LanguageModel> model;  // the config's family (models/model_family.h)
+  ZeroParamStore store;
+  ShardedAdamW optimizer;
+  LrSchedule schedule;
+  std::unique_ptr<MetricsLog> metrics;  // rank 0's metrics.jsonl
+  ProgressPrinter progress;
+  std::vector<std::int32_t> inputs, targets;  // one micro-batch
+  // ZT_TEST_NONFINITE_AT_STEP: the step whose gradient the tests of the non-finite path poison
+  // (docs/config.md, "Testing hooks"); 0: none.
+  int inject_nonfinite_step = 0;
+
+  // `config` must outlive the state (the Trainer owns both).
+  TrainerState(const RunConfig& config, std::string run_dir, Communicator& comm, MemoryTracker& tracker, bool resuming);
+  ~TrainerState();
+  TrainerState(const TrainerState&) = delete;
+  TrainerState& operator=(const TrainerState&) = delete;
+
+  void log(const nlohmann::json& record) {
+    if (metrics) metrics->write(record);
+  }
+  // The communicator the parameter store's collectives go through (its volume is the ZeRO one).
+  Communicator& store_comm() { return device_comm ? *device_comm : comm; }
+};
+
+// Where a run stands between steps.
+struct RunProgress {
+  // Where the run started: step 0 and sample 0, or a checkpoint's position (the LR schedule, data
+  // windows and dropout are functions of the step and the global sample index, so nothing else is
+  // needed to continue exactly).
+  int start_step = 0;
+  std::int64_t start_sample = 0, start_tokens = 0;
+  std::chrono::steady_clock::time_point started;  // when the first step of this run began
+  int consecutive_skips = 0;                      // non-finite steps skipped in a row (a checkpoint carries it)
+  int steps_this_run = 0;                         // optimizer steps taken since start_step
+  int profiled_steps = 0;                         // log.profile_ops: steps timed, the first (warm-up) discarded
+  int last_saved_step = -1;                       // the last checkpoint this run saved, and where
+  std::string last_saved_path;
+  TrainSummary summary;  // what Trainer::run returns
+
+  // Counts optimizer step `step` (1-based), whose loss was `loss`, into the summary.
+  void count_step(int step, float loss) {
+    ++summary.steps_done;
+    if (++steps_this_run == 1) {
+      summary.first_loss = loss;
+      summary.first_step = step;
+    }
+    summary.last_loss = loss;
+    summary.last_step = step;
+  }
+};
+
+// What one training step produced.
+struct StepResult {
+  float loss = 0.0f;            // the micro-batches' mean, averaged over ranks
+  double grad_norm = 0.0;       // the global gradient norm, before clipping
+  float lr = 0.0f;              // the learning rate AdamW used (0 when it did not run)
+  bool stop_requested = false;  // a rank has a stop request (never set on the run's last step)
+  bool updated = false;         // false: the loss or gradient norm was not finite; no weights touched
+};
+
+}  // namespace zt

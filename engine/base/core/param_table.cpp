@@ -1,0 +1,91 @@
+// ParamTable: building units parameter by parameter and viewing a parameter inside a unit buffer.
+#include "engine/base/core/param_table.h"
+
+#include <algorithm>
+
+#include "engine/base/core/check.h"
+
+namespace zt {
+
+int ParamTable::add_unit(std::string name) {
+  units_.push_back(UnitSpec{std::move(name), 0, {}});
+  return static_cast<int>(units_.size()) - 1;
+}
+
+int ParamTable::add_param(std::string name, std::vector<std::int64_t> shape, std::vector<std::int64_t> hf_shape,
+                          bool decays, std::int64_t row_offset) {
+  ZT_CHECK(!units_.empty(), "add_unit first");
+  ZT_CHECK(shape.size() == hf_shape.size());
+  if (row_offset > 0) {  // continues the rows of an earlier part of the same tensor
+    const std::vector<TensorParts> known = tensors();
+    const auto it = std::find_if(known.begin(), known.end(), [&](const TensorParts& t) { return t.name == name; });
+    ZT_CHECK(it != known.end() && it->shape[0] == row_offset && !shape.empty() &&
+                 std::equal(shape.begin() + 1, shape.end(), it->shape.begin() + 1, it->shape.end()),
+             "'{}': a part at row {} must continue the rows before it", name, row_offset);
+  }
+  UnitSpec& unit = units_.back();
+  ParamSpec p;
+  p.name = std::move(name);
+  p.numel = 1;
+  for (std::int64_t d : shape) p.numel *= d;
+  p.shape = std::move(shape);
+  p.hf_shape = std::move(hf_shape);
+  p.unit = static_cast<int>(units_.size()) - 1;
+  p.offset = unit.numel;
+  p.decays = decays;
+  p.row_offset = row_offset;
+  unit.numel += p.numel;
+  unit.params.push_back(static_cast<int>(params_.size()));
+  params_.push_back(std::move(p));
+  return static_cast<int>(params_.size()) - 1;
+}
+
+int ParamTable::index_of(const std::string& name) const {
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    if (params_[i].name == name) return static_cast<int>(i);
+  }
+  ZT_CHECK(false, "no parameter named '{}'", name);
+  return -1;
+}
+
+std::vector<TensorParts> ParamTable::tensors() const {
+  std::vector<TensorParts> out;
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    const ParamSpec& p = params_[i];
+    auto it = std::find_if(out.begin(), out.end(), [&](const TensorParts& t) { return t.name == p.name; });
+    if (it == out.end()) {
+      out.push_back({p.name, p.hf_shape, p.shape, {static_cast<int>(i)}});
+      continue;
+    }
+    it->hf_shape[0] += p.hf_shape[0];  // rows continue (add_param checked the order)
+    it->shape[0] += p.shape[0];
+    it->parts.push_back(static_cast<int>(i));
+  }
+  return out;
+}
+
+std::int64_t ParamTable::total_numel() const {
+  std::int64_t n = 0;
+  for (const UnitSpec& u : units_) n += u.numel;
+  return n;
+}
+
+std::int64_t ParamTable::max_unit_numel() const {
+  std::int64_t n = 0;
+  for (const UnitSpec& u : units_) n = std::max(n, u.numel);
+  return n;
+}
+
+TensorView ParamTable::view(int index, const TensorView& unit_base) const {
+  const ParamSpec& p = param(index);
+  ZT_CHECK(unit_base.numel() == units_[static_cast<std::size_t>(p.unit)].numel, "unit base of wrong length");
+  TensorView v = unit_base.slice(p.offset, p.numel);
+  switch (p.shape.size()) {
+    case 1: v.shape = Shape{p.shape[0]}; break;
+    case 2: v.shape = Shape{p.shape[0], p.shape[1]}; break;
+    default: ZT_CHECK(false, "parameters are 1-D or 2-D");
+  }
+  return v;
+}
+
+}  // namespace zt

@@ -1,0 +1,149 @@
+// Work (polling with a deadline) and the choice of backend.
+#include "engine/distributed/comm/communicator.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <thread>
+
+#include "engine/distributed/comm/host_staging_device.h"
+#include "engine/distributed/comm/local_communicator.h"
+#include "engine/distributed/comm/staged_communicator.h"
+#include "engine/base/core/check.h"
+#include "engine/distributed/launch/rendezvous.h"
+#include "engine/distributed/launch/signals.h"
+#ifdef ZT_HAVE_MPI
+#include "engine/distributed/comm/mpi_communicator.h"
+#endif
+#include "engine/distributed/comm/nccl_communicator.h"  // its factories refuse in a build without CUDA (no_cuda.cpp)
+
+namespace zt {
+
+Work::Work(std::function<bool()> advance, std::string description, double timeout_s, const std::string* context,
+           std::function<void(const std::string&)> on_timeout)
+    : advance_(std::move(advance)),
+      description_(std::move(description)),
+      timeout_s_(timeout_s),
+      context_(context),
+      on_timeout_(std::move(on_timeout)) {}
+
+namespace {
+
+// Only the thread that waits (the main thread) adds to it.
+double g_comm_wait_seconds = 0.0;
+
+}  // namespace
+
+double comm_wait_seconds() { return g_comm_wait_seconds; }
+
+void Communicator::set_context(std::string context) {
+  context_ = std::move(context);
+  record_wait_site(nullptr, &context_);
+}
+
+void Work::wait() {
+  if (!advance_) return;
+  record_wait_site(&description_, context_);
+  struct BackToIdle {
+    const std::string* context;
+    ~BackToIdle() { record_wait_site(nullptr, context); }
+  } back_to_idle{context_};
+  const auto start = std::chrono::steady_clock::now();
+  struct AddWaitTime {
+    std::chrono::steady_clock::time_point start;
+    ~AddWaitTime() {
+      g_comm_wait_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    }
+  } add_wait_time{start};
+  int spins = 0;
+  while (!advance_()) {
+    const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    // After a stop request every live rank heads for the step boundary, so a collective that
+    // stays blocked for the grace period has a dead peer: give up rather than wait for SIGKILL.
+    const double grace = std::min(timeout_s_, stop_grace_seconds());
+    const bool stop_stalled = waited > grace && seconds_since_stop_signal() > grace;
+    if (waited > timeout_s_ || stop_stalled) {
+      const std::string where = context_ != nullptr ? *context_ : "?";
+      const std::string message =
+          stop_stalled ? fmt::format(
+                             "{} at {} was still blocked {:.0f} s after {} asked this rank to stop: another "
+                             "rank has failed or died; exiting without a checkpoint",
+                             description_, where, grace, signal_name(stop_signal()))
+                       : fmt::format("{} did not complete within {:.0f} s at {}: a rank died or never reached it",
+                                     description_, timeout_s_, where);
+      advance_ = nullptr;
+      if (on_timeout_) on_timeout_(message);
+      throw RuntimeError(message);
+    }
+    // Spin briefly (collectives usually finish within microseconds), then yield the core.
+    if (++spins > 1000) std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+  advance_ = nullptr;
+}
+
+bool Work::test() {
+  if (!advance_) return true;
+  if (!advance_()) return false;
+  advance_ = nullptr;
+  return true;
+}
+
+void Communicator::hold_until(std::function<bool()> ready) {
+  Work(std::move(ready),
+       fmt::format("{} communicator: the copies of a collective's operands to host memory", backend_name()),
+       options_.timeout_s, &context_)
+      .wait();
+}
+
+bool launched_by_mpi() {
+  for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "MPI_LOCALNRANKS"}) {
+    if (std::getenv(var) != nullptr) return true;
+  }
+  return false;
+}
+
+std::unique_ptr<Communicator> make_communicator(MemoryTracker& tracker, const CommOptions& options) {
+#ifdef ZT_HAVE_MPI
+  if (launched_by_mpi()) return std::make_unique<MpiCommunicator>(tracker, options);
+#else
+  if (launched_by_mpi()) {
+    throw_runtime_error("started by an MPI launcher, but this build has no MPI (install libopenmpi-dev, rebuild)");
+  }
+#endif
+  // Ranks started without MPI (ZT_RANK, torchrun, Slurm without PMI) talk through NCCL.
+  const LaunchInfo launch = detect_launch();
+  if (launch.world_size > 1) {
+    return make_launched_nccl_communicator(tracker, options, launch);
+  }
+  return std::make_unique<LocalCommunicator>(tracker, options);
+}
+
+std::unique_ptr<Communicator> make_device_communicator(Communicator& control, MemoryTracker& tracker,
+                                                       const ExecContext& ctx, DeviceCommBackend backend) {
+  if (backend == DeviceCommBackend::kNccl) return make_nccl_communicator(control, tracker, ctx);
+  if (control.world_size() > 1 && !launched_by_mpi()) {
+    throw_input_error(
+        "comm.backend = \"mpi\" stages collectives through MPI, but these {} ranks were not started by mpirun "
+        "(use mpirun, or comm.backend = \"nccl\")",
+        control.world_size());
+  }
+  // The host communicator of the staged path: the same ranks as `control`, a communicator of its own
+  // (its own MPI communicator and progress thread), so its collectives never interleave with the
+  // trainer's and its staging is charged to the StagedCommunicator's tracker.
+  const CommOptions options = control.options();
+  const int world = control.world_size();
+  auto make_host = [options, world](MemoryTracker& staging) {
+    std::unique_ptr<Communicator> host = make_communicator(staging, options);
+    ZT_CHECK(host->world_size() == world, "the staged communicator's host backend has {} ranks, the job {}",
+             host->world_size(), world);
+    return host;
+  };
+  std::unique_ptr<StagingDevice> device = backend == DeviceCommBackend::kMpiStaged
+                                              ? make_cuda_staging_device(ctx)
+                                              : std::make_unique<HostStagingDevice>(/*fence_delay_polls=*/2);
+  return std::make_unique<StagedCommunicator>(make_host, std::move(device));
+}
+
+}  // namespace zt

@@ -1,0 +1,56 @@
+// How a process gets its NCCL communicator: rank 0 makes the unique id, and the other ranks
+// receive it through the host communicator (a run under mpirun: make_nccl_communicator) or, for
+// ranks launched without MPI, through the rendezvous the environment names; such a rank's
+// communicator also owns the device context it stages through (make_launched_nccl_communicator).
+#include "engine/distributed/comm/nccl_communicator.h"
+
+#include <nccl.h>
+
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "engine/distributed/comm/nccl_check.h"
+#include "engine/base/core/check.h"
+#include "kernels/compute_backend.h"
+
+namespace zt {
+
+std::vector<std::uint8_t> make_nccl_unique_id() {
+  ncclUniqueId id;
+  ZT_NCCL_CHECK(ncclGetUniqueId(&id), nullptr);
+  std::vector<std::uint8_t> bytes(sizeof(id));
+  std::memcpy(bytes.data(), &id, sizeof(id));
+  return bytes;
+}
+
+std::unique_ptr<Communicator> make_nccl_communicator(Communicator& control, MemoryTracker& tracker,
+                                                     const ExecContext& ctx) {
+  std::vector<std::uint8_t> id = control.rank() == 0 ? make_nccl_unique_id() : std::vector<std::uint8_t>(128);
+  ZT_CHECK(id.size() % 4 == 0);
+  // The host communicator moves bytes; I32 is only the view's element type.
+  const TensorView id_words{id.data(), DType::kI32, Device::kCPU, Shape{static_cast<std::int64_t>(id.size() / 4)}};
+  control.broadcast(id_words, 0).wait();
+  return std::make_unique<NcclCommunicator>(tracker, control.options(), ctx, control.rank(), control.world_size(), id);
+}
+
+std::unique_ptr<Communicator> make_launched_nccl_communicator(MemoryTracker& tracker, const CommOptions& options,
+                                                              const LaunchInfo& launch) {
+  if (cuda_device_count() == 0) {
+    throw_input_error(
+        "launched as rank {} of {} ({}) without MPI: such ranks talk through NCCL, and this machine has "
+        "no CUDA device (use mpirun for CPU ranks)",
+        launch.rank, launch.world_size, launch.source);
+  }
+  auto backend =
+      std::make_unique<ComputeBackend>(Device::kCUDA, 1, tracker, cuda_device_for_local_rank(launch.local_rank));
+  const RendezvousOptions rendezvous = rendezvous_from_env(launch);
+  std::vector<std::uint8_t> id = share_from_rank0(
+      launch, rendezvous, launch.rank == 0 ? make_nccl_unique_id() : std::vector<std::uint8_t>{}, sizeof(ncclUniqueId));
+  auto comm =
+      std::make_unique<NcclCommunicator>(tracker, options, backend->context(), launch.rank, launch.world_size, id);
+  comm->own_backend(std::move(backend));
+  return comm;
+}
+
+}  // namespace zt

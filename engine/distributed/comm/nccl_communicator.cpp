@@ -1,0 +1,395 @@
+// NcclCommunicator: a collective is planned by a Collective (staging of host or bf16 operands in,
+// the NCCL call, conversions back), which ends in an event on the communication stream that both
+// the Work (compute-stream wait, or host polling) and the watchdog look at. Where a communicator's
+// unique id comes from (the host communicator or the rendezvous) is nccl_bootstrap.cpp.
+#include "engine/distributed/comm/nccl_communicator.h"
+
+#include <cuda_runtime_api.h>
+#include <fmt/format.h>
+#include <nccl.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "engine/distributed/comm/collective_watchdog.h"
+#include "engine/distributed/comm/nccl_check.h"
+#include "engine/base/core/check.h"
+#include "engine/base/device/cuda_check.h"
+#include "engine/base/device/cuda_stream.h"
+#include "kernels/compute_backend.h"
+#include "kernels/op_profiler.h"
+#include "kernels/ops.h"
+
+namespace zt {
+
+namespace {
+
+ncclDataType_t nccl_type(DType t) {
+  switch (t) {
+    case DType::kF32: return ncclFloat32;
+    case DType::kBF16: return ncclBfloat16;
+    case DType::kI32: return ncclInt32;
+    default: return ncclUint8;  // moved as bytes (all-gather and broadcast only)
+  }
+}
+
+std::int64_t nccl_count(const TensorView& v) {
+  return nccl_type(v.dtype) == ncclUint8 ? static_cast<std::int64_t>(v.size_bytes()) : v.numel();
+}
+
+// Reductions run in fp32 whatever the operand's dtype (bf16 is staged up and rounded once back).
+ncclRedOp_t nccl_op(ReduceOp op) { return op == ReduceOp::kAvg ? ncclAvg : ncclSum; }
+
+std::string describe(const char* op, const TensorView& v) {
+  return fmt::format("NCCL {} of {} {} elements", op, v.numel(), dtype_name(v.dtype));
+}
+
+// [Note: one launch order for all NCCL communicators]
+// A process can hold two NCCL communicators on its GPU: launched without MPI, the trainer's control
+// communicator (host results: losses, votes) and the parameter store's, each on its own stream.
+// NCCL orders nothing between communicators, and two collectives in flight at once can deadlock
+// (a rank's kernel of one waits on a peer whose GPU runs the other's first); NCCL's advice is to
+// keep them in separate epochs. So a collective's stream first waits for the last collective that
+// another communicator of this process queued: the GPU runs them in the program's order, which
+// every rank shares. With one NCCL communicator (mpirun: MPI is the control) nothing waits.
+class LaunchOrder {
+ public:
+  void follow(const void* comm, cudaStream_t stream) {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    if (last_ && last_comm_ != comm) last_->wait_on(stream);
+  }
+  void queued(const void* comm, std::shared_ptr<cuda::CudaEvent> done) {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    last_ = std::move(done);
+    last_comm_ = comm;
+  }
+  // A communicator going away (its stream synchronised) leaves nothing for others to wait on, and
+  // no event outlives the CUDA context in a static.
+  void forget(const void* comm) {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    if (last_comm_ != comm) return;
+    last_.reset();
+    last_comm_ = nullptr;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::shared_ptr<cuda::CudaEvent> last_;
+  const void* last_comm_ = nullptr;
+};
+
+LaunchOrder& launch_order() {
+  static LaunchOrder order;
+  return order;
+}
+
+}  // namespace
+
+struct NcclCommunicator::Impl {
+  MemoryTracker& tracker;
+  ExecContext ctx;  // the compute stream collectives are ordered against
+  int device = 0;
+  cuda::CudaStream comm_stream;  // high priority: collectives overlap the compute stream's kernels
+  ExecContext comm_ctx;          // ctx with the communication stream: staging casts run there
+  ncclComm_t comm = nullptr;
+  std::atomic<bool> failing{false};              // fail() has begun (see there)
+  std::unique_ptr<CollectiveWatchdog> watchdog;  // last: its thread stops before the rest goes
+
+  Impl(MemoryTracker& t, const ExecContext& c, int dev)
+      : tracker(t), ctx(c), device(dev), comm_stream(dev, cuda::CudaStream::Priority::kHigh), comm_ctx(c) {
+    comm_ctx.cuda_stream = comm_stream.get();
+  }
+
+  cudaStream_t compute_stream() const { return static_cast<cudaStream_t>(ctx.cuda_stream); }
+
+  // A non-blocking communicator's calls may return ncclInProgress: poll until they settled.
+  void settle(const char* what, double timeout_s) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+    for (;;) {
+      ncclResult_t state = ncclSuccess;
+      ZT_NCCL_CHECK(ncclCommGetAsyncError(comm, &state), comm);
+      if (state == ncclSuccess) return;
+      if (state != ncclInProgress) nccl_check(state, comm, what, __FILE__, __LINE__);
+      if (std::chrono::steady_clock::now() > deadline) {
+        watchdog.reset();  // its thread polls `comm`: stopped before the comm is aborted under it
+        ncclCommAbort(comm);
+        comm = nullptr;
+        throw_runtime_error("{} did not finish within {:g} s: a rank is missing or stuck", what, timeout_s);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+
+  // What a failed or timed-out collective does: the NCCL communicator cannot be trusted after it,
+  // and peers may be blocked in it, so report, abort it (releasing their kernels) and exit.
+  // The watchdog's thread and a Work's timeout on the caller's may both get here: the first
+  // reports, aborts and exits; a second waits for that exit rather than abort the comm twice.
+  [[noreturn]] void fail(int rank, const std::string& message) {
+    if (failing.exchange(true)) {
+      for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+    }
+    std::fprintf(stderr, "zerotrain: error: rank %d: %s\n", rank, message.c_str());
+    std::fflush(stderr);
+    if (comm != nullptr) ncclCommAbort(comm);
+    std::_Exit(1);
+  }
+};
+
+namespace {
+
+// A collective's staging buffers, returned to the caching allocator (whose reuse is ordered on the
+// compute stream) only once the compute stream was made to wait for the collective: after the
+// Work's wait, or, for a Work dropped unwaited on an error path, here.
+struct Staging {
+  Staging(std::vector<Buffer> b, std::shared_ptr<cuda::CudaEvent> d, cudaStream_t c)
+      : buffers(std::move(b)), done(std::move(d)), compute(c) {}
+  ~Staging() {
+    if (!compute_waits && !buffers.empty()) (void)cudaStreamWaitEvent(compute, done->get(), 0);  // no throw here
+  }
+  // The compute stream waits for the collective (its results, and the staging's reuse, come after).
+  void order_compute() {
+    done->wait_on(compute);
+    compute_waits = true;
+  }
+  Staging(const Staging&) = delete;
+  Staging& operator=(const Staging&) = delete;
+
+  std::vector<Buffer> buffers;
+  std::shared_ptr<cuda::CudaEvent> done;
+  cudaStream_t compute;
+  bool compute_waits = false;
+};
+
+}  // namespace
+
+// One collective from start to Work: inputs moved to the device in the dtype NCCL reduces in,
+// the call, results moved back. Every step runs on the communication stream, after an event
+// that orders it behind the compute stream's queued work.
+class NcclCommunicator::Collective {
+ public:
+  explicit Collective(NcclCommunicator& owner) : owner_(owner), impl_(*owner.impl_) {
+    cuda::CudaEvent ready;
+    ready.record(impl_.compute_stream());
+    ready.wait_on(impl_.comm_stream.get());
+    launch_order().follow(&impl_, impl_.comm_stream.get());
+    // log.profile_ops: the collective's span on the communication stream, its staging included.
+    if (owner_.profiler_ != nullptr && owner_.profiler_->in_step()) {
+      profiled_ = owner_.profiler_->comm_start(impl_.comm_stream.get());
+    }
+  }
+
+  // `v` as a device view of dtype `want`: v itself, or a staging copy (upload, cast, or both).
+  TensorView input(TensorView v, DType want) {
+    if (v.device != Device::kCUDA) {
+      TensorView dev = stage(v.dtype, v.numel());
+      ops::copy(impl_.comm_ctx, dev, v);
+      v = dev;
+    }
+    if (v.dtype != want) {
+      TensorView converted = stage(want, v.numel());
+      ops::cast(impl_.comm_ctx, converted, v);
+      v = converted;
+    }
+    return v;
+  }
+
+  // A device view of dtype `want` for the result that belongs in `dst`: dst itself, or staging
+  // that finish() converts and copies into dst.
+  TensorView output(TensorView dst, DType want) {
+    if (dst.device == Device::kCUDA && dst.dtype == want) return dst;
+    TensorView staged = stage(want, dst.numel());
+    result_into(dst, staged);
+    return staged;
+  }
+
+  // `buf` read and written by the call: its device view of dtype `want` (as input() makes it),
+  // whose result finish() moves back into buf when it is a staging copy.
+  TensorView in_place(TensorView buf, DType want) {
+    const TensorView work = input(buf, want);
+    if (work.data != buf.data) result_into(buf, work);
+    return work;
+  }
+
+  cudaStream_t stream() const { return impl_.comm_stream.get(); }
+  ncclComm_t comm() const { return impl_.comm; }
+
+  Work finish(std::string description) {
+    std::vector<std::pair<TensorView, TensorView>> host_copies;  // (host dst, device src)
+    for (auto& [dst, src] : results_) {
+      TensorView s = src;
+      if (s.dtype != dst.dtype) {
+        TensorView converted = dst.device == Device::kCUDA ? dst : stage(dst.dtype, dst.numel());
+        ops::cast(impl_.comm_ctx, converted, s);
+        s = converted;
+      }
+      if (dst.device == Device::kCUDA) {
+        ops::copy(impl_.comm_ctx, dst, s);  // nothing when the cast already wrote dst
+      } else {
+        host_copies.emplace_back(dst, s);
+      }
+    }
+    if (profiled_) owner_.profiler_->comm_stop(*profiled_, stream());
+    auto done = std::make_shared<cuda::CudaEvent>();
+    done->record(stream());
+    launch_order().queued(&impl_, done);
+    const std::string context = *owner_.context_ptr();
+    const double timeout_s = owner_.options().timeout_s;  // set_options may change it after set-up
+    impl_.watchdog->watch(
+        description, context, [done] { return cudaEventQuery(done->get()) != cudaErrorNotReady; }, timeout_s);
+    const cudaStream_t compute = impl_.compute_stream();
+    auto staging = std::make_shared<Staging>(std::move(staging_), done, compute);
+    std::function<bool()> advance;
+    if (host_copies.empty()) {
+      // Device results: the compute stream waits for them; the host goes on at once. The staging
+      // is freed after that wait is queued, so its reuse on the compute stream comes after it.
+      advance = [staging] {
+        staging->order_compute();
+        return true;
+      };
+    } else {
+      // Host results: poll the event (Work::wait's deadline applies), then copy back.
+      advance = [done, staging, host_copies] {
+        const cudaError_t state = cudaEventQuery(done->get());
+        if (state == cudaErrorNotReady) return false;
+        ZT_CUDA_CHECK(state);
+        for (const auto& [dst, src] : host_copies) {
+          ZT_CUDA_CHECK(cudaMemcpy(dst.data, src.data, dst.size_bytes(), cudaMemcpyDeviceToHost));
+        }
+        staging->order_compute();
+        return true;
+      };
+    }
+    Impl* impl = &impl_;
+    const int rank = owner_.rank_;
+    return Work(std::move(advance), std::move(description), timeout_s, owner_.context_ptr(),
+                [impl, rank](const std::string& message) { impl->fail(rank, message); });
+  }
+
+ private:
+  // After the call: `src` (device) goes into `dst` (cast on the device if dtypes differ; a host
+  // dst is filled when the Work completes).
+  void result_into(TensorView dst, TensorView src) { results_.push_back({dst, src}); }
+
+  // Not zero-filled: a fill would be queued on the compute stream (the allocator's), after the
+  // fence the comm stream waits on, and so could land after the comm stream's copy or cast into
+  // the buffer. Every staging buffer is written whole (copy, cast or NCCL) before it is read.
+  TensorView stage(DType dtype, std::int64_t n) {
+    staging_.push_back(
+        ops::allocate(impl_.ctx, impl_.tracker, MemCategory::kCommBuffers, dtype, n, /*zero_fill=*/false));
+    return staging_.back().view();
+  }
+
+  NcclCommunicator& owner_;
+  Impl& impl_;
+  std::optional<std::size_t> profiled_;  // the profiler's start event, when timed
+  std::vector<Buffer> staging_;
+  std::vector<std::pair<TensorView, TensorView>> results_;
+};
+
+NcclCommunicator::NcclCommunicator(MemoryTracker& tracker, const CommOptions& options, const ExecContext& ctx, int rank,
+                                   int world_size, const std::vector<std::uint8_t>& unique_id)
+    : Communicator(options), rank_(rank), world_(world_size) {
+  ZT_CHECK(ctx.device == Device::kCUDA && ctx.allocator != nullptr, "the NCCL communicator needs a CUDA context");
+  ZT_CHECK(world_size >= 1 && rank >= 0 && rank < world_size, "rank {} of {}", rank, world_size);
+  ncclUniqueId id;
+  ZT_CHECK(unique_id.size() == sizeof(id), "an NCCL unique id has {} bytes, got {}", sizeof(id), unique_id.size());
+  std::memcpy(&id, unique_id.data(), sizeof(id));
+  int device = 0;
+  ZT_CUDA_CHECK(cudaGetDevice(&device));  // the compute backend selected it
+  impl_ = std::make_unique<Impl>(tracker, ctx, device);
+  // Non-blocking, so that a rank that never joins is a timeout here rather than a hang.
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  ZT_NCCL_CHECK(ncclCommInitRankConfig(&impl_->comm, world_size, id, rank, &config), impl_->comm);
+  impl_->settle(fmt::format("NCCL set-up of rank {} of {}", rank, world_size).c_str(), options.timeout_s);
+  Impl* impl = impl_.get();
+  impl_->watchdog = std::make_unique<CollectiveWatchdog>(
+      [impl]() -> std::string {
+        ncclResult_t state = ncclSuccess;
+        if (ncclCommGetAsyncError(impl->comm, &state) != ncclSuccess) return "ncclCommGetAsyncError failed";
+        if (state == ncclSuccess || state == ncclInProgress) return {};
+        return fmt::format("{} ({})", ncclGetErrorString(state), ncclGetLastError(impl->comm));
+      },
+      [impl, rank](const std::string& message) { impl->fail(rank, message); }, [device] { cudaSetDevice(device); });
+}
+
+NcclCommunicator::~NcclCommunicator() {
+  if (!impl_) return;
+  impl_->watchdog.reset();
+  cudaStreamSynchronize(impl_->comm_stream.get());  // nothing in flight may outlive its buffers
+  launch_order().forget(impl_.get());
+  if (impl_->comm != nullptr) ncclCommDestroy(impl_->comm);
+}
+
+void NcclCommunicator::own_backend(std::unique_ptr<ComputeBackend> backend) { owned_backend_ = std::move(backend); }
+
+Work NcclCommunicator::all_gather(TensorView send, TensorView recv) {
+  ZT_CHECK(send.dtype == recv.dtype, "all_gather: send is {}, recv {}", dtype_name(send.dtype), dtype_name(recv.dtype));
+  ZT_CHECK(recv.numel() == send.numel() * world_, "all_gather: recv has {} elements, needs {} x {}", recv.numel(),
+           world_, send.numel());
+  count_volume(recv.numel());
+  Collective c(*this);
+  const TensorView in = c.input(send, send.dtype);  // in place stays in place: NCCL allows send = recv + rank * n
+  const TensorView out = c.output(recv, recv.dtype);
+  ZT_NCCL_CHECK(ncclAllGather(in.data, out.data, static_cast<std::size_t>(nccl_count(in)), nccl_type(in.dtype),
+                              c.comm(), c.stream()),
+                c.comm());
+  impl_->settle("ncclAllGather", options().timeout_s);
+  return c.finish(describe("all_gather", recv));
+}
+
+Work NcclCommunicator::reduce_scatter(TensorView send, TensorView recv, ReduceOp op) {
+  ZT_CHECK(send.numel() == recv.numel() * world_, "reduce_scatter: send has {} elements, needs {} x {}", send.numel(),
+           world_, recv.numel());
+  for (const TensorView* v : {&send, &recv}) {
+    ZT_CHECK(v->dtype == DType::kF32 || v->dtype == DType::kBF16, "reduce_scatter reduces F32 or BF16, not {}",
+             dtype_name(v->dtype));
+  }
+  count_volume(send.numel());
+  Collective c(*this);
+  const TensorView in = c.input(send, DType::kF32);
+  const TensorView out = c.output(recv, DType::kF32);
+  ZT_NCCL_CHECK(ncclReduceScatter(in.data, out.data, static_cast<std::size_t>(out.numel()), ncclFloat32, nccl_op(op),
+                                  c.comm(), c.stream()),
+                c.comm());
+  impl_->settle("ncclReduceScatter", options().timeout_s);
+  return c.finish(describe("reduce_scatter", send));
+}
+
+Work NcclCommunicator::all_reduce(TensorView buf, ReduceOp op) {
+  ZT_CHECK(buf.dtype == DType::kF32 || buf.dtype == DType::kBF16, "all_reduce reduces F32 or BF16, not {}",
+           dtype_name(buf.dtype));
+  count_volume(buf.numel(), 2);
+  Collective c(*this);
+  const TensorView work = c.in_place(buf, DType::kF32);  // buf itself when it is F32 on the device
+  ZT_NCCL_CHECK(ncclAllReduce(work.data, work.data, static_cast<std::size_t>(work.numel()), ncclFloat32, nccl_op(op),
+                              c.comm(), c.stream()),
+                c.comm());
+  impl_->settle("ncclAllReduce", options().timeout_s);
+  return c.finish(describe("all_reduce", buf));
+}
+
+Work NcclCommunicator::broadcast(TensorView buf, int root) {
+  ZT_CHECK(root >= 0 && root < world_, "broadcast root {} outside the world of {}", root, world_);
+  Collective c(*this);
+  const TensorView work = c.in_place(buf, buf.dtype);
+  ZT_NCCL_CHECK(ncclBroadcast(work.data, work.data, static_cast<std::size_t>(nccl_count(work)), nccl_type(work.dtype),
+                              root, c.comm(), c.stream()),
+                c.comm());
+  impl_->settle("ncclBroadcast", options().timeout_s);
+  return c.finish(describe("broadcast", buf));
+}
+
+void NcclCommunicator::barrier() {
+  float token = 0.0f;
+  all_reduce(TensorView{&token, DType::kF32, Device::kCPU, Shape{1}}, ReduceOp::kSum).wait();
+}
+
+}  // namespace zt

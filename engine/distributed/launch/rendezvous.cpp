@@ -1,0 +1,276 @@
+// Launch detection, the rendezvous method chosen from the environment, and share_from_rank0, which
+// hands rank 0's blob to every rank by MPI broadcast (here) or by the methods in rendezvous_file.cpp
+// and rendezvous_tcp.cpp. Every wait has a deadline, so a peer that never arrives becomes a one-line
+// RuntimeError naming the method and the file or address.
+#include "engine/distributed/launch/rendezvous.h"
+
+#include <charconv>
+#include <climits>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <string_view>
+#include <utility>
+
+#include "engine/base/core/check.h"
+#include "engine/distributed/launch/rendezvous_methods.h"
+#ifdef ZT_HAVE_MPI
+#include <mpi.h>
+
+#include <atomic>
+#endif
+
+namespace zt {
+
+namespace {
+
+const char* env(const char* name) {
+  const char* value = std::getenv(name);
+  return value != nullptr && *value != '\0' ? value : nullptr;
+}
+
+// A non-negative int, or -1 when `text` is anything else (a sign, spaces, letters, overflow).
+int parse_count(std::string_view text) {
+  int value = 0;
+  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  return ec == std::errc() && ptr == text.data() + text.size() && value >= 0 ? value : -1;
+}
+
+int parse_env_int(const char* name, const char* text) {
+  const int value = parse_count(text);
+  if (value < 0) throw_input_error("{}='{}' is not a non-negative integer", name, text);
+  return value;
+}
+
+struct LauncherVars {
+  const char* source;
+  const char* rank;
+  const char* world;
+  const char* local_rank;
+  // Both needed to count: RANK and WORLD_SIZE may be set for other reasons, and salloc and sbatch
+  // set SLURM_PROCID=0 in their shell without SLURM_NTASKS unless tasks were asked for.
+  bool both_needed;
+};
+
+constexpr LauncherVars kLaunchers[] = {
+    {"ZT_RANK", "ZT_RANK", "ZT_WORLD_SIZE", "ZT_LOCAL_RANK", false},
+    {"OpenMPI", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", false},
+    {"Slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", true},
+    {"PMI", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", false},
+    {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK", true},
+};
+
+}  // namespace
+
+LaunchInfo detect_launch() {
+  for (const LauncherVars& vars : kLaunchers) {
+    const char* rank_text = env(vars.rank);
+    const char* world_text = env(vars.world);
+    if (rank_text == nullptr && world_text == nullptr) continue;
+    if (rank_text == nullptr || world_text == nullptr) {
+      if (vars.both_needed) continue;
+      throw_input_error("{} is set but {} is not", rank_text ? vars.rank : vars.world,
+                        rank_text ? vars.world : vars.rank);
+    }
+    LaunchInfo info;
+    info.source = vars.source;
+    info.rank = parse_env_int(vars.rank, rank_text);
+    info.world_size = parse_env_int(vars.world, world_text);
+    if (info.world_size < 1) throw_input_error("{}={} must be at least 1", vars.world, info.world_size);
+    if (info.rank >= info.world_size) {
+      throw_input_error("{}={} is not below {}={}", vars.rank, info.rank, vars.world, info.world_size);
+    }
+    info.local_rank = info.rank;
+    if (const char* local = env(vars.local_rank)) {
+      info.local_rank = parse_env_int(vars.local_rank, local);
+      if (info.local_rank >= info.world_size) {
+        throw_input_error("{}={} is not below {}={}", vars.local_rank, info.local_rank, vars.world, info.world_size);
+      }
+    }
+    return info;
+  }
+  return {};
+}
+
+namespace {
+
+// `what` names the variable and its value for the error.
+int parse_port(const std::string& what, std::string_view text) {
+  const int port = parse_count(text);
+  if (port < 1 || port > 65535) throw_input_error("{}: port '{}' is not a number in 1..65535", what, text);
+  return port;
+}
+
+void parse_rendezvous_spec(const std::string& spec, RendezvousOptions& options) {
+  if (spec == "single") {
+    options.method = RendezvousMethod::kSingle;
+  } else if (spec == "mpi") {
+#ifndef ZT_HAVE_MPI
+    throw_input_error(
+        "ZT_RENDEZVOUS=mpi, but this build has no MPI (install libopenmpi-dev and rebuild, or use "
+        "file:/shared/path or tcp:host:port)");
+#endif
+    options.method = RendezvousMethod::kMpi;
+  } else if (spec.starts_with("file:") && spec.size() > 5) {
+    options.method = RendezvousMethod::kFile;
+    options.file_path = spec.substr(5);
+  } else if (spec.starts_with("tcp:")) {
+    const std::string address = spec.substr(4);
+    std::size_t colon = address.rfind(':');
+    std::string host = colon == std::string::npos ? "" : address.substr(0, colon);
+    if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+    if (host.empty() || host.find_first_of("[]") != std::string::npos ||
+        (host.find(':') != std::string::npos && address.front() != '[')) {
+      throw_input_error("ZT_RENDEZVOUS='{}': expected tcp:host:port (an IPv6 address in brackets)", spec);
+    }
+    options.method = RendezvousMethod::kTcp;
+    options.host = host;
+    options.port = parse_port(fmt::format("ZT_RENDEZVOUS='{}'", spec), std::string_view(address).substr(colon + 1));
+  } else {
+    throw_input_error("ZT_RENDEZVOUS='{}' is not one of: mpi, file:/shared/path, tcp:host:port, single", spec);
+  }
+}
+
+}  // namespace
+
+RendezvousOptions rendezvous_from_env(const LaunchInfo& launch) {
+  RendezvousOptions options;
+  if (const char* timeout = env("ZT_RENDEZVOUS_TIMEOUT")) {
+    char* end = nullptr;
+    options.timeout_s = std::strtod(timeout, &end);
+    if (*end != '\0' || !std::isfinite(options.timeout_s) || options.timeout_s <= 0) {
+      throw_input_error("ZT_RENDEZVOUS_TIMEOUT='{}' is not a positive number of seconds", timeout);
+    }
+  }
+  const bool by_mpi_launcher = launch.source == "OpenMPI" || launch.source == "Slurm" || launch.source == "PMI";
+  if (const char* spec = env("ZT_RENDEZVOUS")) {
+    parse_rendezvous_spec(spec, options);
+  } else if (launch.world_size == 1) {
+    options.method = RendezvousMethod::kSingle;
+#ifdef ZT_HAVE_MPI
+  } else if (by_mpi_launcher) {
+    options.method = RendezvousMethod::kMpi;
+#endif
+  } else if (env("MASTER_ADDR") != nullptr && env("MASTER_PORT") != nullptr) {
+    options.method = RendezvousMethod::kTcp;
+    options.host = env("MASTER_ADDR");
+    options.port = parse_port(fmt::format("MASTER_PORT='{}'", env("MASTER_PORT")), env("MASTER_PORT"));
+    // torchrun's agent serves its own store on MASTER_PORT when it says so (static rendezvous).
+    const char* agent_store = env("TORCHELASTIC_USE_AGENT_STORE");
+    if (agent_store != nullptr && std::string_view(agent_store) == "True") {
+      if (options.port == 65535) throw_input_error("MASTER_PORT=65535: torchrun holds it, and 65536 is no port");
+      ++options.port;
+    }
+  } else {
+    throw_input_error(
+        "rank {} of {} (from {}) needs a rendezvous: set ZT_RENDEZVOUS=file:/shared/path or "
+        "tcp:host:port, or MASTER_ADDR and MASTER_PORT{}",
+        launch.rank, launch.world_size, launch.source,
+        by_mpi_launcher ? " (this build has no MPI for ZT_RENDEZVOUS=mpi)" : "");
+  }
+  if (options.method == RendezvousMethod::kSingle && launch.world_size != 1) {
+    throw_input_error("ZT_RENDEZVOUS=single, but this is rank {} of {} (from {})", launch.rank, launch.world_size,
+                      launch.source);
+  }
+  return options;
+}
+
+std::string rendezvous_name(const RendezvousOptions& options) {
+  switch (options.method) {
+    case RendezvousMethod::kSingle: return "single";
+    case RendezvousMethod::kMpi: return "mpi";
+    case RendezvousMethod::kFile: return "file:" + options.file_path;
+    case RendezvousMethod::kTcp:
+      if (options.host.find(':') != std::string::npos) return fmt::format("tcp:[{}]:{}", options.host, options.port);
+      return fmt::format("tcp:{}:{}", options.host, options.port);
+  }
+  return "?";
+}
+
+// ---------------------------------------------------------------------------------------------- MPI
+namespace {
+
+#ifdef ZT_HAVE_MPI
+// Set when a broadcast was abandoned: MPI_Finalize would then wait for it forever.
+std::atomic<bool> g_mpi_abandoned{false};
+
+void finalize_mpi_at_exit() {
+  int finalised = 0;
+  MPI_Finalized(&finalised);
+  if (!finalised && !g_mpi_abandoned.load()) MPI_Finalize();
+}
+
+std::vector<std::uint8_t> share_by_mpi(const LaunchInfo& launch, const RendezvousOptions& options,
+                                       std::vector<std::uint8_t> blob, std::size_t size) {
+  int initialised = 0, finalised = 0;
+  MPI_Initialized(&initialised);
+  MPI_Finalized(&finalised);
+  if (finalised) throw_runtime_error("rendezvous via mpi: MPI was already finalised in this process");
+  if (!initialised) {
+    // The thread level MpiCommunicator asks for; it then finds MPI initialised and leaves it be,
+    // and this process finalises it at exit.
+    int provided = 0;
+    if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) {
+      throw_runtime_error("rendezvous via mpi: MPI_Init_thread failed");
+    }
+    std::atexit(finalize_mpi_at_exit);
+  }
+  int rank = 0, world = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  if (rank != launch.rank || world != launch.world_size) {
+    throw_runtime_error("rendezvous via mpi: MPI says rank {} of {}, but {} says rank {} of {}", rank, world,
+                        launch.source, launch.rank, launch.world_size);
+  }
+  ZT_CHECK(size <= static_cast<std::size_t>(INT_MAX));
+  blob.resize(size);
+  MPI_Request request = MPI_REQUEST_NULL;
+  MPI_Ibcast(blob.data(), static_cast<int>(size), MPI_BYTE, 0, MPI_COMM_WORLD, &request);
+  const detail::Deadline deadline(options.timeout_s);
+  for (int spins = 0;; ++spins) {
+    int done = 0;
+    MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+    if (done) return blob;
+    if (deadline.passed()) {
+      g_mpi_abandoned = true;
+      throw_runtime_error("rendezvous via mpi: rank {} of {} timed out after {:g} s waiting for rank 0's broadcast",
+                          launch.rank, launch.world_size, options.timeout_s);
+    }
+    if (spins > 1000) deadline.sleep(1);
+  }
+}
+#else
+std::vector<std::uint8_t> share_by_mpi(const LaunchInfo&, const RendezvousOptions&, std::vector<std::uint8_t>,
+                                       std::size_t) {
+  throw_runtime_error("rendezvous via mpi: this build has no MPI (install libopenmpi-dev and rebuild)");
+}
+#endif
+
+}  // namespace
+
+std::vector<std::uint8_t> share_from_rank0(const LaunchInfo& launch, const RendezvousOptions& options,
+                                           std::vector<std::uint8_t> blob_on_rank0, std::size_t size) {
+  ZT_CHECK(launch.rank >= 0 && launch.rank < launch.world_size, "rank {} of {}", launch.rank, launch.world_size);
+  ZT_CHECK(launch.rank != 0 || blob_on_rank0.size() == size, "rank 0's blob has {} bytes, not {}", blob_on_rank0.size(),
+           size);
+  ZT_CHECK(size <= UINT32_MAX);
+  const bool root = launch.rank == 0;
+  switch (options.method) {
+    case RendezvousMethod::kSingle:
+      if (launch.world_size != 1) {
+        throw_runtime_error("rendezvous single: this is rank {} of {}", launch.rank, launch.world_size);
+      }
+      return blob_on_rank0;
+    case RendezvousMethod::kMpi: return share_by_mpi(launch, options, std::move(blob_on_rank0), size);
+    case RendezvousMethod::kFile:
+      return root ? detail::share_by_file_rank0(launch, options, blob_on_rank0)
+                  : detail::share_by_file_other(launch, options, size);
+    case RendezvousMethod::kTcp:
+      return root ? detail::share_by_tcp_rank0(launch, options, blob_on_rank0)
+                  : detail::share_by_tcp_other(launch, options, size);
+  }
+  ZT_CHECK(false, "unknown rendezvous method");
+  return {};
+}
+
+}  // namespace zt

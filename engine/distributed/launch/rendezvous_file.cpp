@@ -1,0 +1,167 @@
+// The shared-file rendezvous: rank 0 writes its blob to a file every rank can see, and the ranks
+// acknowledge it with files of their own, so that nothing is left behind once all have read it.
+// See [Note: file rendezvous].
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <iterator>
+#include <optional>
+#include <random>
+#include <set>
+
+#include "engine/base/core/check.h"
+#include "engine/distributed/launch/rendezvous_methods.h"
+
+namespace zt::detail {
+
+namespace {
+
+// [Note: file rendezvous]
+// Rank 0 writes <path> (magic, world size, blob size, a random nonce, the blob) by rename, so it
+// appears whole. Rank r reads it and writes <path>.ack<r> holding the nonce, then waits for <path>
+// to vanish. Rank 0, once every ack carries its nonce, removes the acks and then <path>: a rank that
+// finds <path> gone and its ack gone succeeded. When rank 0 gives up it removes only <path>; a rank
+// that then still sees its own ack knows rank 0 failed, removes the ack and fails too. So nothing is
+// left behind unless rank 0 is killed; a next run's rank 0 refuses to start over its leftovers, since
+// the other ranks would take a stale id for the new one.
+
+constexpr char kFileMagic[8] = {'Z', 'T', 'R', 'D', 'V', 'F', '0', '1'};
+constexpr std::size_t kFileHeaderBytes = sizeof(kFileMagic) + 4 + 4 + 8;
+
+// open(), not stat(): on NFS an open revalidates the name (close-to-open consistency).
+bool file_exists(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) ::close(fd);
+  return fd >= 0;
+}
+
+// The whole file, or nothing when it does not exist (yet).
+std::optional<std::vector<std::uint8_t>> read_file(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  std::vector<std::uint8_t> bytes;
+  std::uint8_t chunk[4096];
+  ssize_t n = 0;
+  while ((n = ::read(fd, chunk, sizeof(chunk))) > 0) bytes.insert(bytes.end(), chunk, chunk + n);
+  ::close(fd);
+  if (n < 0) return std::nullopt;
+  return bytes;
+}
+
+void write_file_atomically(const std::string& path, const std::vector<std::uint8_t>& bytes, const char* where) {
+  const std::string tmp = fmt::format("{}.tmp{}", path, ::getpid());
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  bool ok = fd >= 0;
+  for (std::size_t done = 0; ok && done < bytes.size();) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    ok = n > 0 || (n < 0 && errno == EINTR);
+    if (n > 0) done += static_cast<std::size_t>(n);
+  }
+  const std::string error = errno_text();
+  if (fd >= 0 && ::close(fd) != 0) ok = false;
+  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
+    ::unlink(tmp.c_str());
+    throw_runtime_error("rendezvous via file {}: {} cannot write {}: {}", path, where, tmp, ok ? errno_text() : error);
+  }
+}
+
+std::string ack_path(const std::string& path, int rank) { return fmt::format("{}.ack{}", path, rank); }
+
+}  // namespace
+
+std::vector<std::uint8_t> share_by_file_rank0(const LaunchInfo& launch, const RendezvousOptions& options,
+                                              const std::vector<std::uint8_t>& blob) {
+  const std::string& path = options.file_path;
+  for (int r = 0; r < launch.world_size; ++r) {
+    const std::string leftover = r == 0 ? path : ack_path(path, r);
+    if (file_exists(leftover)) {
+      throw_input_error("rendezvous file {} exists, left by an earlier run; remove it (and {}.ack*) and start again",
+                        leftover, path);
+    }
+  }
+  std::uint64_t nonce = std::random_device{}();
+  nonce = (nonce << 32) ^ static_cast<std::uint64_t>(Clock::now().time_since_epoch().count()) ^
+          static_cast<std::uint64_t>(::getpid());
+  const auto world = static_cast<std::uint32_t>(launch.world_size);
+  const auto size = static_cast<std::uint32_t>(blob.size());
+  std::vector<std::uint8_t> file(kFileHeaderBytes);
+  std::memcpy(file.data(), kFileMagic, 8);
+  std::memcpy(file.data() + 8, &world, 4);
+  std::memcpy(file.data() + 12, &size, 4);
+  std::memcpy(file.data() + 16, &nonce, 8);
+  file.insert(file.end(), blob.begin(), blob.end());
+  write_file_atomically(path, file, "rank 0");
+
+  std::set<int> waiting;
+  for (int r = 1; r < launch.world_size; ++r) waiting.insert(r);
+  const Deadline deadline(options.timeout_s);
+  for (int polls = 0; !waiting.empty(); ++polls) {
+    for (auto it = waiting.begin(); it != waiting.end();) {
+      const auto ack = read_file(ack_path(path, *it));
+      const bool acked = ack && ack->size() == 8 && std::memcmp(ack->data(), &nonce, 8) == 0;
+      it = acked ? waiting.erase(it) : std::next(it);
+    }
+    if (waiting.empty()) break;
+    if (deadline.passed()) {
+      ::unlink(path.c_str());  // the ranks that acknowledged see it vanish with their ack still there
+      throw_runtime_error(
+          "rendezvous via file {}: rank 0 timed out after {:g} s waiting for rank(s) {} of {} to "
+          "read it (not started, or not sharing this filesystem?)",
+          path, options.timeout_s, list_ranks(waiting), launch.world_size);
+    }
+    deadline.sleep(polls < 50 ? 10 : 100);
+  }
+  for (int r = 1; r < launch.world_size; ++r) ::unlink(ack_path(path, r).c_str());
+  ::unlink(path.c_str());
+  return blob;
+}
+
+std::vector<std::uint8_t> share_by_file_other(const LaunchInfo& launch, const RendezvousOptions& options,
+                                              std::size_t size) {
+  const std::string& path = options.file_path;
+  const Deadline deadline(options.timeout_s);
+  std::optional<std::vector<std::uint8_t>> file;
+  for (int polls = 0; !(file = read_file(path)) || file->size() < kFileHeaderBytes; ++polls) {
+    if (deadline.passed()) {
+      throw_runtime_error("rendezvous via file {}: rank {} timed out after {:g} s waiting for rank 0 to write it", path,
+                          launch.rank, options.timeout_s);
+    }
+    deadline.sleep(polls < 50 ? 10 : 100);
+  }
+  std::uint32_t world = 0, file_size = 0;
+  std::memcpy(&world, file->data() + 8, 4);
+  std::memcpy(&file_size, file->data() + 12, 4);
+  if (std::memcmp(file->data(), kFileMagic, 8) != 0 || file->size() != kFileHeaderBytes + file_size) {
+    throw_runtime_error("rendezvous via file {}: not a zerotrain rendezvous file (or written by another version)",
+                        path);
+  }
+  if (world != static_cast<std::uint32_t>(launch.world_size) || file_size != size) {
+    throw_runtime_error(
+        "rendezvous via file {}: written by rank 0 of {} ranks ({} bytes), but this is rank {} of {} "
+        "({} bytes)",
+        path, world, file_size, launch.rank, launch.world_size, size);
+  }
+  const std::string ack = ack_path(path, launch.rank);
+  write_file_atomically(ack, std::vector<std::uint8_t>(file->begin() + 16, file->begin() + 24),
+                        fmt::format("rank {}", launch.rank).c_str());
+  for (int polls = 0; file_exists(path); ++polls) {
+    if (deadline.passed()) {
+      ::unlink(ack.c_str());
+      throw_runtime_error(
+          "rendezvous via file {}: rank {} timed out after {:g} s waiting for rank 0 to hear from "
+          "every rank (one missing, or the file left from an earlier run?)",
+          path, launch.rank, options.timeout_s);
+    }
+    deadline.sleep(polls < 50 ? 10 : 100);
+  }
+  if (file_exists(ack)) {
+    ::unlink(ack.c_str());
+    throw_runtime_error("rendezvous via file {}: rank 0 gave up before every rank had read it", path);
+  }
+  return {file->begin() + static_cast<std::ptrdiff_t>(kFileHeaderBytes), file->end()};
+}
+
+}  // namespace zt::detail

@@ -1,0 +1,73 @@
+// Internal to the rendezvous (engine/distributed/launch/rendezvous*.cpp): the deadline every wait counts down to,
+// the error-text helpers more than one method uses, and the per-method functions that
+// share_from_rank0 dispatches to. Not a public header: callers include engine/distributed/launch/rendezvous.h.
+#pragma once
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <climits>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engine/distributed/launch/rendezvous.h"
+
+namespace zt::detail {
+
+using Clock = std::chrono::steady_clock;
+
+// The point in time every wait of one rendezvous counts down to.
+struct Deadline {
+  Clock::time_point end;
+  explicit Deadline(double seconds)
+      : end(Clock::now() +
+            std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(std::min(seconds, 1e9)))) {}
+  bool passed() const { return Clock::now() >= end; }
+  int remaining_ms(int cap_ms = INT_MAX) const {
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(end - Clock::now()).count();
+    return static_cast<int>(std::clamp<long long>(ms, 0, cap_ms));
+  }
+  void sleep(int ms) const { std::this_thread::sleep_for(std::chrono::milliseconds(remaining_ms(ms))); }
+};
+
+inline std::string errno_text() { return std::strerror(errno); }
+
+// Up to eight ranks, comma-separated, then "and N more": for the errors naming who never arrived.
+inline std::string list_ranks(const std::set<int>& ranks) {
+  std::string text;
+  int shown = 0;
+  for (int r : ranks) {
+    if (shown++ == 8) return fmt::format("{} and {} more", text, ranks.size() - 8);
+    text += (text.empty() ? "" : ", ") + std::to_string(r);
+  }
+  return text;
+}
+
+// The shared-file method ([Note: file rendezvous] in rendezvous_file.cpp): rank 0 writes
+// options.file_path and waits until every rank has acknowledged it, then removes it; returns `blob`.
+std::vector<std::uint8_t> share_by_file_rank0(const LaunchInfo& launch, const RendezvousOptions& options,
+                                              const std::vector<std::uint8_t>& blob);
+
+// The shared-file method, on rank 1..N-1: waits for rank 0's file, checks its world size and blob
+// size (`size` bytes), acknowledges it and returns the blob once rank 0 has removed the file.
+std::vector<std::uint8_t> share_by_file_other(const LaunchInfo& launch, const RendezvousOptions& options,
+                                              std::size_t size);
+
+// The TCP method: rank 0 listens on options.port (every interface of options.host's family) and
+// hands `blob` to each rank that connects, until all have acknowledged it; returns `blob`.
+std::vector<std::uint8_t> share_by_tcp_rank0(const LaunchInfo& launch, const RendezvousOptions& options,
+                                             const std::vector<std::uint8_t>& blob);
+
+// The TCP method, on rank 1..N-1: connects to options.host:options.port (retrying until the
+// deadline, since rank 0 may start later) and returns the `size`-byte blob rank 0 sends.
+std::vector<std::uint8_t> share_by_tcp_other(const LaunchInfo& launch, const RendezvousOptions& options,
+                                             std::size_t size);
+
+}  // namespace zt::detail

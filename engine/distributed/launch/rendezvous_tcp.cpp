@@ -1,0 +1,225 @@
+// The TCP rendezvous: rank 0 listens on a port and hands its blob to each rank that connects with a
+// valid hello, until every rank has acknowledged it; the other ranks retry until rank 0 is there.
+// Sockets are non-blocking and every wait polls against the rendezvous deadline.
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <initializer_list>
+#include <set>
+#include <utility>
+
+#include "engine/base/core/check.h"
+#include "engine/distributed/launch/rendezvous_methods.h"
+
+namespace zt::detail {
+
+namespace {
+
+// Rank r connects and sends a hello (magic, rank, world size); rank 0 answers each with a reply
+// (magic, world size, blob size) and the blob, and the rank acknowledges with one byte. Rank 0 takes
+// connections one at a time; one that sends no valid hello within a few seconds is dropped.
+constexpr std::uint32_t kHelloMagic = 0x5a545248;  // "ZTRH"
+constexpr std::uint32_t kReplyMagic = 0x5a545252;  // "ZTRR"
+constexpr int kStrayConnectionMs = 5000;
+
+class Socket {
+ public:
+  explicit Socket(int fd = -1) : fd_(fd) {}
+  Socket(Socket&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+  Socket& operator=(Socket&& other) noexcept {
+    std::swap(fd_, other.fd_);
+    return *this;
+  }
+  Socket(const Socket&) = delete;
+  Socket& operator=(const Socket&) = delete;
+  ~Socket() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  int fd() const { return fd_; }
+  explicit operator bool() const { return fd_ >= 0; }
+
+ private:
+  int fd_;
+};
+
+// Waits until `fd` is ready for `events`; false at the deadline.
+bool wait_ready(int fd, short events, const Deadline& deadline) {
+  for (;;) {
+    pollfd p{fd, events, 0};
+    const int n = ::poll(&p, 1, deadline.remaining_ms());
+    if (n > 0) return true;
+    if (n == 0 || errno != EINTR) return false;
+  }
+}
+
+// Moves all of `bytes` through a non-blocking socket; false on timeout, error or a closed peer.
+bool transfer(int fd, void* bytes, std::size_t n, bool sending, const Deadline& deadline) {
+  auto* p = static_cast<std::uint8_t*>(bytes);
+  while (n > 0) {
+    const ssize_t got = sending ? ::send(fd, p, n, MSG_NOSIGNAL) : ::recv(fd, p, n, 0);
+    if (got > 0) {
+      p += got;
+      n -= static_cast<std::size_t>(got);
+    } else if (got == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) ||
+               !wait_ready(fd, sending ? POLLOUT : POLLIN, deadline)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+bool send_words(int fd, std::initializer_list<std::uint32_t> words, const Deadline& deadline) {
+  std::uint32_t wire[4];
+  std::size_t i = 0;
+  for (std::uint32_t w : words) wire[i++] = htonl(w);
+  return transfer(fd, wire, i * 4, true, deadline);
+}
+
+bool recv_words(int fd, std::uint32_t* words, std::size_t count, const Deadline& deadline) {
+  if (!transfer(fd, words, count * 4, false, deadline)) return false;
+  for (std::size_t i = 0; i < count; ++i) words[i] = ntohl(words[i]);
+  return true;
+}
+
+struct AddrInfo {
+  addrinfo* list = nullptr;
+  ~AddrInfo() {
+    if (list != nullptr) ::freeaddrinfo(list);
+  }
+};
+
+// Resolves host:port (host nullptr: the wildcard address of `family`); the error text, or "".
+std::string resolve(const char* host, int port, int family, AddrInfo& out) {
+  addrinfo hints{};
+  hints.ai_family = family;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = host == nullptr ? AI_PASSIVE : 0;
+  const int rc = ::getaddrinfo(host, std::to_string(port).c_str(), &hints, &out.list);
+  return rc == 0 ? "" : fmt::format("cannot resolve {}: {}", host ? host : "*", ::gai_strerror(rc));
+}
+
+}  // namespace
+
+std::vector<std::uint8_t> share_by_tcp_rank0(const LaunchInfo& launch, const RendezvousOptions& options,
+                                             const std::vector<std::uint8_t>& blob) {
+  const std::string where = "rendezvous via " + rendezvous_name(options);
+  // Listen on every interface of the host's family: a node's own name often resolves to a
+  // loopback address there (Debian's 127.0.1.1), which the other nodes could not reach.
+  AddrInfo host_info, listen_info;
+  std::string error = resolve(options.host.c_str(), options.port, AF_UNSPEC, host_info);
+  if (error.empty()) error = resolve(nullptr, options.port, host_info.list->ai_family, listen_info);
+  if (!error.empty()) throw_runtime_error("{}: rank 0 {}", where, error);
+  const addrinfo* ai = listen_info.list;
+  Socket listener(::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol));
+  const int one = 1;
+  if (!listener || ::setsockopt(listener.fd(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0 ||
+      ::bind(listener.fd(), ai->ai_addr, ai->ai_addrlen) != 0 ||
+      ::listen(listener.fd(), std::min(launch.world_size, SOMAXCONN)) != 0) {
+    throw_runtime_error("{}: rank 0 cannot listen on port {}: {} (another job on that port?)", where, options.port,
+                        errno_text());
+  }
+  std::set<int> waiting;
+  for (int r = 1; r < launch.world_size; ++r) waiting.insert(r);
+  const Deadline deadline(options.timeout_s);
+  while (!waiting.empty()) {
+    if (!wait_ready(listener.fd(), POLLIN, deadline)) {
+      throw_runtime_error("{}: rank 0 timed out after {:g} s waiting for rank(s) {} of {} to connect", where,
+                          options.timeout_s, list_ranks(waiting), launch.world_size);
+    }
+    Socket peer(::accept4(listener.fd(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
+    if (!peer) continue;
+    Deadline peer_deadline(0);
+    peer_deadline.end = std::min(deadline.end, Clock::now() + std::chrono::milliseconds(kStrayConnectionMs));
+    std::uint32_t hello[3];
+    if (!recv_words(peer.fd(), hello, 3, peer_deadline) || hello[0] != kHelloMagic) continue;  // not a rank
+    const auto rank = static_cast<int>(hello[1]);
+    const auto world = static_cast<int>(hello[2]);
+    if (!send_words(
+            peer.fd(),
+            {kReplyMagic, static_cast<std::uint32_t>(launch.world_size), static_cast<std::uint32_t>(blob.size())},
+            peer_deadline)) {
+      continue;
+    }
+    if (world != launch.world_size) {
+      throw_runtime_error("{}: rank {} connected saying the job has {} ranks, rank 0 says {}", where, rank, world,
+                          launch.world_size);
+    }
+    if (!waiting.contains(rank)) {
+      throw_runtime_error("{}: a second process connected as rank {} of {}", where, rank, world);
+    }
+    std::uint8_t ack = 0;
+    if (transfer(peer.fd(), const_cast<std::uint8_t*>(blob.data()), blob.size(), true, peer_deadline) &&
+        transfer(peer.fd(), &ack, 1, false, peer_deadline)) {
+      waiting.erase(rank);
+    }
+  }
+  return blob;
+}
+
+std::vector<std::uint8_t> share_by_tcp_other(const LaunchInfo& launch, const RendezvousOptions& options,
+                                             std::size_t size) {
+  const std::string where = "rendezvous via " + rendezvous_name(options);
+  const Deadline deadline(options.timeout_s);
+  std::string last_error = "no attempt";
+  // Rank 0 may start later than this rank: retry until the deadline.
+  for (; !deadline.passed(); deadline.sleep(100)) {
+    AddrInfo info;
+    if (std::string error = resolve(options.host.c_str(), options.port, AF_UNSPEC, info); !error.empty()) {
+      last_error = error;
+      continue;
+    }
+    for (const addrinfo* ai = info.list; ai != nullptr && !deadline.passed(); ai = ai->ai_next) {
+      Socket s(::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol));
+      if (!s) {
+        last_error = errno_text();
+        continue;
+      }
+      if (::connect(s.fd(), ai->ai_addr, ai->ai_addrlen) != 0) {
+        int err = errno;
+        if (err == EINPROGRESS) {
+          socklen_t len = sizeof(err);
+          err = wait_ready(s.fd(), POLLOUT, deadline) ? 0 : ETIMEDOUT;
+          if (err == 0 && ::getsockopt(s.fd(), SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
+        }
+        if (err != 0) {
+          last_error = std::strerror(err);
+          continue;
+        }
+      }
+      std::uint32_t reply[3];
+      if (!send_words(
+              s.fd(),
+              {kHelloMagic, static_cast<std::uint32_t>(launch.rank), static_cast<std::uint32_t>(launch.world_size)},
+              deadline) ||
+          !recv_words(s.fd(), reply, 3, deadline)) {
+        last_error = "connection closed before rank 0 answered";
+        continue;
+      }
+      if (reply[0] != kReplyMagic) {
+        throw_runtime_error("{}: something other than a zerotrain rank 0 answers there", where);
+      }
+      if (reply[1] != static_cast<std::uint32_t>(launch.world_size) || reply[2] != size) {
+        throw_runtime_error("{}: rank 0 has {} ranks ({} bytes), but this is rank {} of {} ({} bytes)", where, reply[1],
+                            reply[2], launch.rank, launch.world_size, size);
+      }
+      std::vector<std::uint8_t> blob(size);
+      std::uint8_t ack = 1;
+      if (transfer(s.fd(), blob.data(), size, false, deadline) && transfer(s.fd(), &ack, 1, true, deadline)) {
+        return blob;
+      }
+      last_error = "connection closed while receiving the id";
+    }
+  }
+  throw_runtime_error("{}: rank {} timed out after {:g} s connecting to rank 0 (last error: {})", where, launch.rank,
+                      options.timeout_s, last_error);
+}
+
+}  // namespace zt::detail

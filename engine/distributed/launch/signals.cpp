@@ -1,0 +1,134 @@
+// Signal handlers: everything here that runs inside a handler is async-signal-safe (plain stores
+// to sig_atomic_t and preformatted buffers, write(2), clock_gettime, getppid, _exit).
+#include "engine/distributed/launch/signals.h"
+
+#include <fmt/format.h>
+
+#include <unistd.h>
+
+#include <atomic>
+#include <csignal>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+
+namespace zt {
+
+namespace {
+
+// [Note: launcher termination]
+// When one rank dies, mpirun terminates the others with SIGTERM, typically long before their
+// collective timeout. So that each of them still says what it was doing, Work::wait records the
+// collective in flight here, and the SIGTERM handler prints it with write(2) before exiting. Two
+// slots: the handler reads the last complete one.
+constexpr std::size_t kInflightBytes = 512;
+char g_inflight[2][kInflightBytes] = {{0}, {0}};
+volatile std::sig_atomic_t g_inflight_slot = 0;
+volatile std::sig_atomic_t g_inflight_active = 0;  // 0 until the first record
+
+void write_stderr(const char* text) {
+  ssize_t ignored = write(STDERR_FILENO, text, std::strlen(text));
+  (void)ignored;
+}
+
+[[noreturn]] void terminate_for_launcher() {
+  static const char kUnknown[] = "zerotrain: error: the launcher stopped this rank because another rank failed\n";
+  write_stderr(g_inflight_active ? g_inflight[g_inflight_slot] : kUnknown);
+  _exit(1);
+}
+
+extern "C" void on_launcher_termination(int) { terminate_for_launcher(); }
+
+// [Note: stop requests]
+// A preempted job gets SIGTERM on every rank (Slurm's srun and scancel, Kubernetes, a plain kill of
+// a single process), or SIGINT from Ctrl-C; mpirun forwards SIGUSR1 to its ranks unchanged. The
+// handler only records the signal and when it came; the trainer agrees on it across ranks at the
+// next step boundary (one extra element in the loss all-reduce), saves a checkpoint and exits 0.
+// mpirun itself also uses SIGTERM, to end the job after another rank failed, and SIGKILLs a second
+// later: a save cannot finish in that window and the rank's peers may be dead, so a SIGTERM whose
+// sender is our parent while mpirun launched us keeps the launcher-termination behaviour.
+// Lock-free atomics: safe in a handler, and the main thread reads what another thread's handler wrote.
+std::atomic<int> g_stop_signal{0};
+std::atomic<std::int64_t> g_stop_time_ns{0};  // CLOCK_MONOTONIC, written before g_stop_signal
+std::atomic<bool> g_under_mpirun{false};
+std::atomic<bool> g_stop_handlers_installed{false};
+static_assert(std::atomic<int>::is_always_lock_free && std::atomic<std::int64_t>::is_always_lock_free);
+
+std::int64_t monotonic_ns() {
+  std::timespec t{};
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return static_cast<std::int64_t>(t.tv_sec) * 1000000000 + t.tv_nsec;
+}
+
+extern "C" void on_stop_request(int sig, siginfo_t* info, void*) {
+  if (sig == SIGTERM && g_under_mpirun && info != nullptr && info->si_pid == getppid()) terminate_for_launcher();
+  if (g_stop_signal != 0) {
+    if (sig == SIGUSR1) return;  // a repeated forward of the same request
+    write_stderr("zerotrain: a second stop signal: exiting now, without a checkpoint\n");
+    _exit(128 + sig);
+  }
+  g_stop_time_ns = monotonic_ns();
+  g_stop_signal = sig;
+}
+
+}  // namespace
+
+void record_wait_site(const std::string* description, const std::string* context) {
+  const int next = 1 - g_inflight_slot;
+  const char* where = context != nullptr ? context->c_str() : "?";
+  if (description != nullptr) {
+    std::snprintf(g_inflight[next], kInflightBytes,
+                  "zerotrain: error: %s was interrupted at %s: the launcher stopped this rank because another rank "
+                  "failed or died\n",
+                  description->c_str(), where);
+  } else {
+    std::snprintf(g_inflight[next], kInflightBytes,
+                  "zerotrain: error: the launcher stopped this rank at %s (between collectives) because another "
+                  "rank failed or died\n",
+                  where);
+  }
+  g_inflight_slot = next;
+  g_inflight_active = 1;
+}
+
+void install_launcher_termination_handler() {
+  if (g_stop_handlers_installed) return;  // they own SIGTERM and keep its launcher meaning
+  std::signal(SIGTERM, on_launcher_termination);
+}
+
+void install_stop_request_handlers() {
+  g_under_mpirun = std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr;
+  g_stop_handlers_installed = true;
+  struct sigaction action {};
+  action.sa_sigaction = on_stop_request;
+  action.sa_flags = SA_SIGINFO | SA_RESTART;
+  sigemptyset(&action.sa_mask);
+  for (int sig : {SIGTERM, SIGINT, SIGUSR1}) sigaction(sig, &action, nullptr);
+}
+
+int stop_signal() { return g_stop_signal; }
+
+namespace {
+std::atomic<double> g_stop_grace_seconds{20.0};
+}  // namespace
+
+double stop_grace_seconds() { return g_stop_grace_seconds; }
+void set_stop_grace_seconds(double seconds) { g_stop_grace_seconds = seconds; }
+
+double seconds_since_stop_signal() {
+  if (g_stop_signal == 0) return 0.0;
+  return 1e-9 * static_cast<double>(monotonic_ns() - g_stop_time_ns);
+}
+
+std::string signal_name(int signal_number) {
+  switch (signal_number) {
+    case SIGTERM: return "SIGTERM";
+    case SIGINT: return "SIGINT";
+    case SIGUSR1: return "SIGUSR1";
+    default: return fmt::format("signal {}", signal_number);
+  }
+}
+
+}  // namespace zt

@@ -1,0 +1,204 @@
+// The replay: ZeroParamStore's decisions re-stated over byte counts, event by event.
+#include "engine/distributed/sharding/schedule_replay.h"
+
+#include <algorithm>
+#include <deque>
+#include <vector>
+
+#include "engine/base/core/check.h"
+#include "engine/distributed/sharding/stage_policy.h"
+
+namespace zt {
+
+namespace {
+
+constexpr std::int64_t kF32 = 4;
+
+struct Counter {
+  std::int64_t now = 0, peak = 0;
+  void add(std::int64_t b) {
+    now += b;
+    peak = std::max(peak, now);
+  }
+  void sub(std::int64_t b) { now -= b; }
+};
+
+class Replay {
+ public:
+  Replay(const ParamTable& table, DType dtype, const ZeroOptions& zero, int world, bool deterministic,
+         CollectiveBackend backend)
+      : zero_(zero),
+        policy_(make_stage_policy(zero, world, dtype)),
+        world_(world),
+        deterministic_(deterministic),
+        nccl_(backend == CollectiveBackend::kNccl),
+        staged_(backend == CollectiveBackend::kHostStaged),
+        W_(dtype_size_bytes(dtype)),
+        bf16_(dtype == DType::kBF16) {
+    for (const UnitSpec& u : table.units()) {
+      const ShardSizes s = shard_sizes(u.numel, world);
+      numel_.push_back(s.numel);
+      shard_.push_back(s.shard_numel);
+      padded_.push_back(s.padded_numel);
+      sharded_.push_back(policy_.params_sharded(u.numel));
+    }
+    const std::size_t n = numel_.size();
+    gathered_.assign(n, false);
+    pending_.assign(n, false);
+  }
+
+  void pass(const PassSchedule& s, Pass pass) {
+    const std::size_t last_acquire = last_acquire_index(s);
+    if (pass == Pass::kBackward) rounds_ = units_reduced_in_rounds(s, numel_.size());
+    for (std::size_t i = 0; i < s.size(); ++i) {
+      const std::size_t u = static_cast<std::size_t>(s[i].unit);
+      switch (s[i].op) {
+        case UnitOp::kAcquire:
+          gather(u);
+          if (zero_.overlap_comm) {  // prefetch the next acquires' units
+            for_next_acquires(s, i + 1, zero_.prefetch_units, [&](int v) { gather(static_cast<std::size_t>(v)); });
+          }
+          break;
+        case UnitOp::kRelease: {
+          const bool keep = pass == Pass::kForward && (!zero_.reshard_after_forward || i > last_acquire);
+          if (sharded_[u] && !keep && gathered_[u]) {
+            gathered_[u] = false;
+            if (!policy_.solo) params_.sub(W_ * padded_[u]);
+          }
+          break;
+        }
+        case UnitOp::kAccumulate:
+          // the unit's previous round may still be in its reduction
+          while (pends(u) && in_flight(u)) finish_oldest();
+          if (pends(u) && !pending_[u]) {
+            pending_[u] = true;
+            grads_.add(W_ * padded_[u]);
+          }
+          break;
+        case UnitOp::kGradsReady: {
+          const std::int64_t staged = staging(u);
+          comm_.add(staged);
+          inflight_.push_back({u, staged});
+          const std::size_t limit = zero_.overlap_comm ? static_cast<std::size_t>(zero_.max_inflight_reductions) : 0;
+          while (inflight_.size() > limit || inflight_pending_bytes_over_bound()) finish_oldest();
+          break;
+        }
+      }
+    }
+    while (!inflight_.empty()) finish_oldest();
+  }
+
+  TransientPeaks peaks() const { return {params_.peak, grads_.peak, comm_.peak}; }
+
+ private:
+  struct InFlight {
+    std::size_t unit;
+    std::int64_t bytes;
+  };
+
+  void gather(std::size_t u) {
+    if (!sharded_[u] || gathered_[u]) return;
+    gathered_[u] = true;
+    if (!policy_.solo) params_.add(W_ * padded_[u]);  // solo: the shard is the unit, nothing allocated
+  }
+
+  // ZeroParamStore::inflight_pending_bytes_over_bound over byte counts.
+  bool inflight_pending_bytes_over_bound() const {
+    if (zero_.max_inflight_reduction_bytes <= 0) return false;
+    std::int64_t bytes = 0;
+    for (const InFlight& f : inflight_) bytes += pends(f.unit) ? W_ * padded_[f.unit] : 0;
+    return bytes > zero_.max_inflight_reduction_bytes;
+  }
+
+  void finish_oldest() {
+    const InFlight f = inflight_.front();
+    inflight_.pop_front();
+    comm_.sub(f.bytes);
+    if (pends(f.unit)) {
+      pending_[f.unit] = false;
+      grads_.sub(W_ * padded_[f.unit]);
+    }
+  }
+
+  bool pends(std::size_t u) const { return policy_.pends_unit(rounds_.empty() ? false : rounds_[u]); }
+  bool in_flight(std::size_t u) const {
+    return std::any_of(inflight_.begin(), inflight_.end(), [u](const InFlight& f) { return f.unit == u; });
+  }
+
+  // The store's own fp32 buffer for unit u's reduction: the unit (stage 0) or the shard, when the
+  // gradient pends (ZeroParamStore::grads_ready's `reduced`).
+  std::int64_t store_reduced(std::size_t u) const {
+    if (!pends(u)) return 0;
+    return kF32 * (policy_.all_reduces_whole_unit() ? numel_[u] : shard_[u]);
+  }
+
+  // fp32 bytes staged by grads_ready's collective on unit u, plus the store's reduced shard at
+  // stages 2-3. MpiCommunicator stages every result in fp32 (the local communicator of one rank
+  // nothing); NcclCommunicator reduces device buffers in place or into the store's buffers and
+  // stages only what is not fp32 already: the fp32 copy of a bf16 unit, and at stage 1 the fp32
+  // result for the bf16 shard slice; a StagedCommunicator stages in host memory, counted apart.
+  std::int64_t staging(std::size_t u) const {
+    // A world of one calls no collective (the solo path) or only the local communicator's, which
+    // stage nothing; host staging is counted apart. zero.solo_path false keeps NCCL's at one rank.
+    if ((world_ == 1 && (zero_.solo_path || !nccl_)) || staged_) return store_reduced(u);
+    // Stages 0-1 with a pending buffer: every micro-batch (deterministic mode) or every round.
+    const bool per_micro_batch = pends(u) && !policy_.shards_grads();
+    if (per_micro_batch && policy_.all_reduces_whole_unit()) {  // the fp32 unit, all-reduced in place
+      const std::int64_t reduced = kF32 * numel_[u];
+      if (nccl_) return reduced;
+      return reduced + host_all_reduce_staging_bytes(numel_[u], world_, deterministic_);
+    }
+    if (per_micro_batch) {  // stage 1: the reduced shard beside a stage-2 style reduce-scatter
+      const std::int64_t reduced = kF32 * shard_[u];
+      if (nccl_) return reduced + (bf16_ ? kF32 * padded_[u] : 0);
+      return reduced + kF32 * shard_[u] + (bf16_ ? kF32 * padded_[u] : 0) + (deterministic_ ? kF32 * padded_[u] : 0);
+    }
+    // Stages 2-3: the store's fp32 reduced shard, added into the gradient shard when waited.
+    std::int64_t b = policy_.shards_grads() ? kF32 * shard_[u] : 0;
+    if (nccl_) {
+      if (!bf16_) return b;
+      if (policy_.all_reduces_whole_unit()) return kF32 * numel_[u];
+      return b + kF32 * padded_[u] + (policy_.reduces_into_own_slice() ? kF32 * shard_[u] : 0);
+    }
+    if (policy_.all_reduces_whole_unit()) {  // all-reduce of the unpadded unit
+      return host_all_reduce_staging_bytes(numel_[u], world_, deterministic_);
+    }
+    // reduce-scatter of the padded unit: fp32 output shard, fp32 copy of a bf16 input, all-to-all chunks
+    b += kF32 * shard_[u] + (bf16_ ? kF32 * padded_[u] : 0) + (deterministic_ ? kF32 * padded_[u] : 0);
+    return b;
+  }
+
+  ZeroOptions zero_;    // the scheduling options: overlap, prefetch, resharding, reductions in flight
+  StagePolicy policy_;  // what the stage keeps and how it reduces
+  int world_;
+  bool deterministic_;
+  bool nccl_;
+  bool staged_;
+  std::int64_t W_;
+  bool bf16_;
+  std::vector<std::int64_t> numel_, shard_, padded_;
+  std::vector<bool> sharded_, gathered_, pending_;
+  std::vector<bool> rounds_;  // units the backward reduces in rounds
+  std::deque<InFlight> inflight_;
+  Counter params_, grads_, comm_;
+};
+
+}  // namespace
+
+std::int64_t host_all_reduce_staging_bytes(std::int64_t n, int world_size, bool deterministic) {
+  if (world_size == 1) return 0;
+  if (!deterministic) return kF32 * n;  // the fp32 buffer MPI reduces in place
+  const ShardSizes s = shard_sizes(n, world_size);
+  return kF32 * (2 * s.padded_numel + s.shard_numel);  // padded input, all-to-all chunks, own shard
+}
+
+TransientPeaks replay_step(const ParamTable& table, DType param_dtype, const ZeroOptions& zero, int world_size,
+                           bool deterministic, CollectiveBackend backend, const StepSchedule& schedule) {
+  ZT_CHECK(world_size >= 1 && zero.stage >= 0 && zero.stage <= 3);
+  Replay r(table, param_dtype, zero, world_size, deterministic, backend);
+  r.pass(schedule.forward, Pass::kForward);
+  r.pass(schedule.backward, Pass::kBackward);
+  return r.peaks();
+}
+
+}  // namespace zt

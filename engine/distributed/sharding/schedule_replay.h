@@ -1,0 +1,41 @@
+// Replays one training step's pass schedules with ZeroParamStore's rules (which units are
+// gathered, prefetched, kept or freed; which gradient reductions are in flight; what each
+// collective stages) and returns the peak bytes of what lives only part of the step. With the
+// step's fixed buffers this is the exact per-rank prediction of docs/zero_memory.md.
+#pragma once
+
+#include <cstdint>
+
+#include "engine/base/core/dtype.h"
+#include "engine/base/core/param_table.h"
+#include "engine/distributed/sharding/param_store.h"
+#include "engine/distributed/sharding/zero_options.h"
+
+namespace zt {
+
+// A model's forward and backward schedules (for GPT: models/gpt/gpt_schedule.h).
+struct StepSchedule {
+  PassSchedule forward, backward;
+};
+
+struct TransientPeaks {
+  std::int64_t gathered_params = 0;  // stage 3: full units gathered (or gathering) at once
+  std::int64_t pending_grads = 0;    // stages 2-3: full unit gradients awaiting their reduce-scatter
+  std::int64_t comm_staging = 0;     // fp32 staging of the reductions in flight
+};
+
+// Whose staging the store's collectives pay: the host backends' (MPI; the local communicator of
+// one rank stages nothing), NCCL's (device memory), or none beyond the store's own fp32 reduced
+// buffers (a StagedCommunicator, whose staging is host memory it tracks apart). The trainer's
+// choice (engine/app/trainer/store_comm.h) says which.
+enum class CollectiveBackend { kHost, kNccl, kHostStaged };
+
+// Bytes MpiCommunicator stages for an all-reduce of n elements on `world_size` ranks (none on one).
+std::int64_t host_all_reduce_staging_bytes(std::int64_t n, int world_size, bool deterministic);
+
+// `deterministic`: the host communicator's fixed-order reductions (all-to-all staging). Every
+// backend adds the store's own fp32 reduced shards at stages 2-3.
+TransientPeaks replay_step(const ParamTable& table, DType param_dtype, const ZeroOptions& zero, int world_size,
+                           bool deterministic, CollectiveBackend backend, const StepSchedule& schedule);
+
+}  // namespace zt

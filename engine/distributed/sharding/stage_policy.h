@@ -1,0 +1,71 @@
+// What a ZeRO stage keeps and how it reduces, decided once per run from the stage, the zero
+// options, the world size and the parameter dtype: the rules of docs/zero_memory.md's table in
+// one place. ZeroParamStore allocates and reduces by it, the schedule replay and the memory model
+// count bytes by it, so the prediction follows the store by construction; none of them tests a
+// stage number for these rules.
+#pragma once
+
+#include <cstdint>
+
+#include "engine/base/core/dtype.h"
+#include "engine/distributed/sharding/shard_layout.h"
+#include "engine/distributed/sharding/zero_options.h"
+
+namespace zt {
+
+// The elements a rank allocates for one of a unit's buffers, and how many of them hold no data on
+// rank N-1 (the most padded rank; docs/zero_memory.md).
+struct UnitBuffer {
+  std::int64_t numel = 0;
+  std::int64_t last_rank_padding = 0;
+};
+
+struct StagePolicy {
+  int stage = 0;
+  int world_size = 1;
+  DType param_dtype = DType::kF32;  // the working parameters
+  DType grad_dtype = DType::kF32;   // stored gradients: param_dtype, or F32 under fp32_grad_shards at 2-3
+  std::int64_t persistence_threshold = 0;
+  // A world of one at stages 1-3: no collective at all, the shard is the whole unit, so the step
+  // does stage 0's work (unless zero.solo_path is false).
+  bool solo = false;
+  // Stages 0-1 on several ranks under zero.reduce_every_micro_batch.
+  bool reduce_every_micro_batch = false;
+  // A unit's gradient waits in a pending full buffer (param_dtype) for a reduction of its own:
+  // stages 2-3 (but solo with grad_dtype == param_dtype, whose gradients add straight into the
+  // shard), and stages 0-1 reducing every micro-batch. Otherwise contributions add into the
+  // stored gradient, reduced after the last micro-batch.
+  bool pends = false;
+  // A unit the backward reduces in several rounds (units_reduced_in_rounds) pends on more than one
+  // rank at every stage: each round waits in its own pending buffer for a reduction of its own.
+  bool pends_unit(bool reduced_in_rounds) const { return pends || (reduced_in_rounds && world_size > 1); }
+
+  // The optimizer (fp32 master, m, v) holds this rank's shard of every unit (stage 0: every unit).
+  bool shards_optimizer() const { return stage >= 1; }
+  // The stored gradient is this rank's shard (stages 2-3); else a full buffer.
+  bool shards_grads() const { return stage >= 2; }
+  // Stage 3 keeps a unit's parameters as a shard, gathered for use, unless it is smaller than the
+  // persistence threshold.
+  bool params_sharded(std::int64_t unit_numel) const { return stage == 3 && unit_numel >= persistence_threshold; }
+  // Stage 0 all-reduces the whole unit's gradient; the others reduce-scatter the padded unit.
+  bool all_reduces_whole_unit() const { return stage == 0; }
+  // Stage 1 reduce-scatters in place: the reduced shard lands in this rank's slice of the full
+  // (padded) gradient buffer.
+  bool reduces_into_own_slice() const { return stage == 1; }
+  // After AdamW the updated shards are all-gathered in place into whole (padded) units: stages 1-2
+  // and stage 3's persistent units, when there are other ranks.
+  bool publishes_params() const { return stage >= 1 && !solo; }
+
+  // Each buffer a rank allocates for one unit:
+  // parameters: the unit (stage 0), the shard (sharded at stage 3), else the padded unit (so the
+  // publish lands in place);
+  UnitBuffer params(const ShardSizes& s) const;
+  // gradients: the unit (stage 0), the padded unit (stage 1), the shard (stages 2-3);
+  UnitBuffer grads(const ShardSizes& s) const;
+  // optimizer state (each of master, m, v): the unit (stage 0), else the shard.
+  UnitBuffer optimizer_state(const ShardSizes& s) const;
+};
+
+StagePolicy make_stage_policy(const ZeroOptions& zero, int world_size, DType param_dtype);
+
+}  // namespace zt

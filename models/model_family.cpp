@@ -1,102 +1,108 @@
-// Each family's side of a model, picked by ModelSpec::arch (see the header).
+// The registry of model families, and the spec-level calls that ask a spec's family (see the
+// header). The built-in families are the registry's first entries, so a lookup never races their
+// registration; a program adds its own before it reads a config.
 #include "models/model_family.h"
 
 #include <fmt/format.h>
 
+#include <mutex>
+
 #include "engine/base/core/check.h"
-#include "kernels/ops.h"
-#include "models/gpt/activations.h"
-#include "models/gpt/gpt_footprint.h"
-#include "models/gpt/gpt_model.h"
-#include "models/llama/llama_block.h"
-#include "models/llama/llama_footprint.h"
-#include "models/llama/llama_model.h"
-#include "models/llama/llama_params.h"
+#include "models/gpt/gpt_family.h"
+#include "models/llama/llama_family.h"
 
 namespace zt {
 
-std::string_view model_arch_name(ModelArch arch) { return arch == ModelArch::kLlama ? "llama" : "gpt2"; }
+namespace {
 
-void copy_shared_keys(const gpt::GptConfig& from, llama::LlamaConfig& to) {
-  to.n_layer = from.n_layer;
-  to.n_head = from.n_head;
-  to.n_embd = from.n_embd;
-  to.block_size = from.block_size;
-  to.vocab_size = from.vocab_size;
+struct Registry {
+  std::mutex mutex;
+  std::vector<std::unique_ptr<const ModelFamily>> families;  // never removed: references stay valid
+};
+
+Registry& registry() {
+  static Registry* r = [] {
+    auto* made = new Registry;  // never destroyed: families outlive every static that holds one
+    made->families.push_back(gpt::make_family());
+    made->families.push_back(llama::make_family());
+    return made;
+  }();
+  return *r;
 }
 
-ParamTable build_param_table(const ModelSpec& spec) {
-  if (spec.arch == ModelArch::kLlama) return llama::build_param_table(spec.llama, spec.layout);
-  return gpt::build_param_table(spec.gpt, spec.layout);
+const ModelFamily* find_family(Registry& r, std::string_view name) {
+  for (const auto& f : r.families) {
+    if (f->name() == name) return f.get();
+  }
+  return nullptr;
 }
+
+}  // namespace
+
+void register_model_family(std::unique_ptr<const ModelFamily> family) {
+  ZT_CHECK(family != nullptr, "register_model_family: no family");
+  Registry& r = registry();
+  const std::lock_guard<std::mutex> lock(r.mutex);
+  ZT_CHECK(find_family(r, family->name()) == nullptr, "model family \"{}\" is registered already", family->name());
+  r.families.push_back(std::move(family));
+}
+
+const ModelFamily& model_family(std::string_view name) {
+  Registry& r = registry();
+  {
+    const std::lock_guard<std::mutex> lock(r.mutex);
+    if (const ModelFamily* f = find_family(r, name)) return *f;
+  }
+  std::string names;
+  for (const std::string& n : model_family_names()) names += (names.empty() ? "" : ", ") + n;
+  throw_input_error("unknown model family \"{}\" (registered: {})", name, names);
+}
+
+bool has_model_family(std::string_view name) {
+  Registry& r = registry();
+  const std::lock_guard<std::mutex> lock(r.mutex);
+  return find_family(r, name) != nullptr;
+}
+
+std::vector<std::string> model_family_names() {
+  Registry& r = registry();
+  const std::lock_guard<std::mutex> lock(r.mutex);
+  std::vector<std::string> names;
+  for (const auto& f : r.families) names.emplace_back(f->name());
+  return names;
+}
+
+const ModelFamily& ModelSpec::family() const { return model_family(model.arch); }
+
+ParamTable build_param_table(const ModelSpec& spec) { return spec.family().param_table(spec); }
 
 void init_unit_params(const ModelSpec& spec, const ParamTable& table, int unit, std::uint64_t seed, float* unit_data) {
-  if (spec.arch == ModelArch::kLlama) {
-    llama::init_unit_params(table, spec.llama, unit, seed, unit_data);
-  } else {
-    gpt::init_unit_params(table, spec.gpt, unit, seed, unit_data);
-  }
+  spec.family().init_unit_params(spec, table, unit, seed, unit_data);
 }
 
 std::unique_ptr<LanguageModel> make_model(const ModelSpec& spec, const ModelBuild& build, MemoryTracker& tracker,
                                           const ExecContext& ctx) {
-  if (spec.arch == ModelArch::kLlama) {
-    ZT_CHECK(build.dropout == 0.0f, "a Llama model has no dropout");
-    return std::make_unique<llama::LlamaModel>(spec.llama, build.batch, build.seq_len, build.checkpointing, tracker,
-                                               ctx, build.activations, spec.layout);
-  }
-  return std::make_unique<gpt::GptModel>(spec.gpt, build.batch, build.seq_len, build.checkpointing, tracker, ctx,
-                                         build.dropout, build.seed, build.activations, spec.layout);
+  const ModelFamily& family = spec.family();
+  ZT_CHECK(build.dropout == 0.0f || family.has_dropout(), "a {} model has no dropout", family.display_name());
+  return family.make_model(spec, build, tracker, ctx);
 }
 
 ModelFootprint predict_footprint(const ModelSpec& spec, const ModelBuild& build, DType param_dtype, Device device) {
-  if (spec.arch == ModelArch::kLlama) {
-    return llama::predict_footprint(spec.llama, build.batch, build.seq_len, build.checkpointing, param_dtype,
-                                    build.activations, device, spec.layout);
-  }
-  return gpt::predict_footprint(spec.gpt, build.batch, build.seq_len, build.checkpointing, param_dtype, device,
-                                build.activations, spec.layout);
+  return spec.family().footprint(spec, build, param_dtype, device);
 }
 
 StepSchedule step_schedule(const ModelSpec& spec, const CheckpointPolicy& checkpointing) {
-  if (spec.arch == ModelArch::kLlama) return llama::step_schedule(spec.llama, spec.layout, checkpointing);
-  return gpt::step_schedule(spec.gpt, spec.layout, checkpointing);
+  return spec.family().step_schedule(spec, checkpointing);
 }
 
 std::string describe_model(const ModelSpec& spec) {
   const double params = static_cast<double>(build_param_table(spec).total_numel()) / 1e6;
-  if (spec.arch == ModelArch::kLlama) {
-    const llama::LlamaConfig& c = spec.llama;
-    return fmt::format(
-        "llama: {} layers, {} query heads over {} key/value heads, {} wide, SwiGLU {}, context {}, vocab {} (padded "
-        "{}), {} head: {:.2f}M parameters",
-        c.n_layer, c.n_head, c.n_kv_head, c.n_embd, c.hidden(), c.block_size, c.vocab_size, c.padded_vocab_size(),
-        c.tie_embeddings ? "tied" : "untied", params);
-  }
-  const gpt::GptConfig& c = spec.gpt;
-  return fmt::format("gpt2: {} layers, {} heads, {} wide, context {}, vocab {} (padded {}): {:.2f}M parameters",
-                     c.n_layer, c.n_head, c.n_embd, c.block_size, c.vocab_size, c.padded_vocab_size(), params);
+  return spec.family().describe(spec, params);
 }
 
 std::string describe_attention(const ModelSpec& spec, const ModelBuild& build, Device device,
                                AttentionKernels kernels) {
-  if (spec.arch == ModelArch::kLlama) {
-    const llama::LlamaConfig& c = spec.llama;
-    const std::string heads = fmt::format("{} query head(s) per key/value head", c.n_head / c.n_kv_head);
-    if (llama::layer_dims(c, build.batch, build.seq_len, build.activations, device).flash_attention) {
-      if (ops::cudnn_attention_refuses(device, kernels, build.activations, c.head_size(), false).empty()) {
-        return "cuDNN fused attention (no T x T probabilities kept)";
-      }
-      return fmt::format("flash kernels on {} (no T x T probabilities kept), {}",
-                         ops::flash_attention_on_tensor_cores(device, build.activations, c.head_size()) ? "tensor cores"
-                                                                                                        : "CUDA cores",
-                         heads);
-    }
-    return fmt::format("materialised (T x T probabilities kept), {}", heads);
-  }
-  const gpt::ActivationDims dims =
-      gpt::activation_dims(spec.gpt, build.batch, build.seq_len, device, build.activations, spec.layout.head_chunks);
-  return gpt::describe_attention(spec.gpt, dims, device, kernels, build.dropout > 0.0f);
+  return spec.family().describe_attention(spec, build, device, kernels);
 }
 
 }  // namespace zt

@@ -1,56 +1,52 @@
-// The model a run trains, whichever its family: `model.arch` = gpt2 (models/gpt) or llama
-// (models/llama). This is the one place that picks a family's parameter table, initialisation,
-// model class, memory footprint and step schedule; the engine (trainer, checkpoints, memory
-// prediction, commands) reaches every model through it and through LanguageModel, and
+// Model families: `model.arch` names a registered ModelFamily (gpt2: models/gpt, llama:
+// models/llama, or one a program registers itself), and everything the engine asks of a model goes
+// through it: the family's config keys and refusals, its parameter table and initialisation, its
+// model, memory footprint and step schedule, its Hugging Face config. Config, checkpoints, export,
+// memory and the trainer hold a family-neutral ModelConfig and never branch on the architecture;
 // engine/distributed/sharding knows no model at all.
 #pragma once
+
+#include <nlohmann/json.hpp>
 
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
+#include "engine/base/core/config_reader.h"
 #include "engine/base/core/dtype.h"
 #include "engine/base/core/param_table.h"
 #include "engine/distributed/sharding/memory_model.h"
 #include "engine/distributed/sharding/schedule_replay.h"
 #include "kernels/exec_context.h"
 #include "models/checkpoint_policy.h"
-#include "models/gpt/gpt_config.h"
-#include "models/gpt/gpt_params.h"
 #include "models/language_model.h"
-#include "models/llama/llama_config.h"
+#include "models/model_config.h"
+#include "models/unit_layout.h"
 
 namespace zt {
 
-enum class ModelArch { kGpt2, kLlama };
-
-// "gpt2" or "llama": the config's and the checkpoint manifest's spelling.
-std::string_view model_arch_name(ModelArch arch);
+class ModelFamily;
 
 // A model's family and hyper-parameters, and how its parameters are cut into units.
 struct ModelSpec {
-  ModelArch arch = ModelArch::kGpt2;
-  gpt::GptConfig gpt;        // arch gpt2
-  UnitLayout layout;         // train.head_chunks and train.block_units (every arch)
-  llama::LlamaConfig llama;  // arch llama
+  ModelConfig model;
+  UnitLayout layout;  // train.head_chunks and train.block_units (every family)
 
-  int n_layer() const { return arch == ModelArch::kLlama ? llama.n_layer : gpt.n_layer; }
-  int vocab_size() const { return arch == ModelArch::kLlama ? llama.vocab_size : gpt.vocab_size; }
-  int block_size() const { return arch == ModelArch::kLlama ? llama.block_size : gpt.block_size; }
-  int padded_vocab_size() const { return (vocab_size() + 63) / 64 * 64; }
+  const ModelFamily& family() const;  // the registered family of model.arch
+  int n_layer() const { return model.n_layer; }
+  int vocab_size() const { return model.vocab_size; }
+  int block_size() const { return model.block_size; }
+  int padded_vocab_size() const { return model.padded_vocab_size(); }
 };
-
-// Copies the keys every family has (n_layer, n_head, n_embd, block_size, vocab_size), which a run
-// config and a checkpoint manifest read once, into a Llama config.
-void copy_shared_keys(const gpt::GptConfig& from, llama::LlamaConfig& to);
 
 // How one model instance is built: its batch shape and what its run asks of it.
 struct ModelBuild {
   int batch = 1;
   int seq_len = 1;
   CheckpointPolicy checkpointing;
-  float dropout = 0.0f;    // GPT only (Llama has none)
+  float dropout = 0.0f;    // families with dropout only (ModelFamily::has_dropout)
   std::uint64_t seed = 0;  // keys the dropout masks
   DType activations = DType::kF32;
 };
@@ -62,21 +58,77 @@ inline ModelBuild sampling_build(int seq_len) {
   return b;
 }
 
+// The run settings beyond the model section that a family may refuse (ModelFamily::refuse_run).
+struct RunSettings {
+  Device device = Device::kCPU;
+  int micro_batch = 1;
+  bool gelu_epilogue = false;  // precision.gelu_epilogue
+};
+
+class ModelFamily {
+ public:
+  virtual ~ModelFamily() = default;
+
+  // ---- its name and its config keys ----
+  virtual std::string_view name() const = 0;          // model.arch, the manifest's "type"
+  virtual std::string_view display_name() const = 0;  // "GPT-2", "Llama": for messages
+  // Keys of the model section only this family has: another family's config refuses them by name.
+  virtual std::vector<std::string> own_keys() const = 0;
+  // Whether model.dropout applies (else a config that sets it is refused).
+  virtual bool has_dropout() const = 0;
+  // Whether its MLP is a GELU one (precision.gelu_epilogue applies, on by default for CUDA bf16).
+  virtual bool has_gelu_mlp() const = 0;
+  // Reads the family's own keys from the model section (`model`'s shared keys already read) into
+  // model.family_keys, with their defaults, checked; a default worth printing goes to `derived`.
+  // Throws InputError naming the key.
+  virtual void read_keys(ConfigReader& section, ModelConfig& model, std::vector<std::string>& derived) const = 0;
+  // "" when `model`'s family keys (from a manifest) are a valid config of this family, else what is
+  // wrong. May throw a JSON error on a missing or mistyped key.
+  virtual std::string config_error(const ModelConfig& model) const = 0;
+  // "" when a run with these settings can train this model, else a one-line reason naming the key.
+  virtual std::string refuse_run(const ModelConfig& /*model*/, const RunSettings& /*run*/) const { return ""; }
+
+  // ---- the model ----
+  virtual ParamTable param_table(const ModelSpec& spec) const = 0;
+  // The initialisation of `unit` of param_table(spec) into an fp32 buffer: the same values on every
+  // rank and at every rank count.
+  virtual void init_unit_params(const ModelSpec& spec, const ParamTable& table, int unit, std::uint64_t seed,
+                                float* unit_data) const = 0;
+  virtual std::unique_ptr<LanguageModel> make_model(const ModelSpec& spec, const ModelBuild& build,
+                                                    MemoryTracker& tracker, const ExecContext& ctx) const = 0;
+  // What make_model's model allocates itself (activations, workspace) with parameters of
+  // `param_dtype` on `device`, and its step's store calls: the model's side of the memory
+  // prediction (engine/distributed/sharding/memory_model.h).
+  virtual ModelFootprint footprint(const ModelSpec& spec, const ModelBuild& build, DType param_dtype,
+                                   Device device) const = 0;
+  virtual StepSchedule step_schedule(const ModelSpec& spec, const CheckpointPolicy& checkpointing) const = 0;
+
+  // ---- descriptions and formats ----
+  // The run's model line, given its parameter count in millions.
+  virtual std::string describe(const ModelSpec& spec, double params_millions) const = 0;
+  virtual std::string describe_attention(const ModelSpec& spec, const ModelBuild& build, Device device,
+                                         AttentionKernels kernels) const = 0;
+  // Hugging Face's config.json for an export in `dtype`; `dropout` is the run's model.dropout.
+  virtual nlohmann::ordered_json hf_config(const ModelSpec& spec, double dropout, DType dtype) const = 0;
+  // Whether llm.c's model file can hold it (its GPT-2 tensor order and header).
+  virtual bool llmc_format() const { return false; }
+};
+
+// Adds a family (its name must be new). gpt2 and llama are registered before any lookup; a program
+// (a test) may register more before it reads a config.
+void register_model_family(std::unique_ptr<const ModelFamily> family);
+// The family of `name`; throws InputError naming the registered ones.
+const ModelFamily& model_family(std::string_view name);
+bool has_model_family(std::string_view name);
+std::vector<std::string> model_family_names();  // in registration order
+
+// The spec's family's, for callers that hold a spec.
 ParamTable build_param_table(const ModelSpec& spec);
-
-// The family's initialisation of `unit` (of build_param_table(spec)) into an fp32 buffer: the same
-// values on every rank and at every rank count.
 void init_unit_params(const ModelSpec& spec, const ParamTable& table, int unit, std::uint64_t seed, float* unit_data);
-
 std::unique_ptr<LanguageModel> make_model(const ModelSpec& spec, const ModelBuild& build, MemoryTracker& tracker,
                                           const ExecContext& ctx);
-
-// What make_model's model allocates itself (activations and workspace) with parameters of
-// `param_dtype` on `device`, and its training step's store calls: the model's side of the memory
-// prediction (engine/distributed/sharding/memory_model.h).
 ModelFootprint predict_footprint(const ModelSpec& spec, const ModelBuild& build, DType param_dtype, Device device);
 StepSchedule step_schedule(const ModelSpec& spec, const CheckpointPolicy& checkpointing);
-
 // One line each for the run's printout: the model ("gpt2: 12 layers, 12 heads, 768 wide, ...") and
 // the attention it will run with `build` on `device` under the config's `kernels` choice.
 std::string describe_model(const ModelSpec& spec);

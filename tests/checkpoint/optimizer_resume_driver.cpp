@@ -61,7 +61,7 @@ int run(int argc, char** argv, Communicator& comm) {
       throw InputError("unknown flag " + flag);
   }
   const RunConfig cfg = load_run_config(config_path, overrides, comm.world_size());
-  const ParamTable table = gpt::build_param_table(cfg.model);
+  const ParamTable table = build_param_table(cfg.model_spec());
   MemoryTracker tracker;
   const ExecContext ctx{Device::kCPU, 1, nullptr};
   ZeroOptions options;
@@ -74,7 +74,7 @@ int run(int argc, char** argv, Communicator& comm) {
   if (from == 0) {
     std::vector<float> full(static_cast<std::size_t>(table.max_unit_numel()));
     for (std::size_t u = 0; u < table.units().size(); ++u) {
-      gpt::init_unit_params(table, cfg.model, static_cast<int>(u), cfg.train.seed, full.data());
+      init_unit_params(cfg.model_spec(), table, static_cast<int>(u), cfg.train.seed, full.data());
       optimizer.load_unit(static_cast<int>(u), full.data());
     }
     store.publish_updated_params();

@@ -4,9 +4,10 @@
 #include <algorithm>
 #include <fstream>
 
-#include "engine/app/config/config_reader.h"
 #include "engine/app/config/run_config.h"
 #include "engine/base/core/check.h"
+#include "engine/base/core/config_reader.h"
+#include "models/llama/llama_family.h"
 
 namespace zt {
 namespace {
@@ -336,12 +337,13 @@ TEST(RunConfig, LlamaArchKeysDefaultsRoundTripAndRefusals) {
   nlohmann::json doc = base();
   doc["model"]["arch"] = "llama";
   RunConfig c = parse_run_config(doc, "test.json");
-  EXPECT_EQ(c.arch, ModelArch::kLlama);
-  EXPECT_EQ(c.llama.n_kv_head, 2);
-  EXPECT_EQ(c.llama.hidden(), 256);  // 8/3 x 32 = 85, rounded up to 256
-  EXPECT_FLOAT_EQ(c.llama.rope_theta, 10000.0f);
-  EXPECT_FALSE(c.llama.tie_embeddings);
-  EXPECT_EQ(c.llama.vocab_size, 65);
+  EXPECT_EQ(c.model.arch, "llama");
+  llama::LlamaConfig l = llama::llama_config(c.model);
+  EXPECT_EQ(l.n_kv_head, 2);
+  EXPECT_EQ(l.hidden(), 256);  // 8/3 x 32 = 85, rounded up to 256
+  EXPECT_FLOAT_EQ(l.rope_theta, 10000.0f);
+  EXPECT_FALSE(l.tie_embeddings);
+  EXPECT_EQ(l.vocab_size, 65);
   EXPECT_TRUE(std::any_of(c.derived.begin(), c.derived.end(),
                           [](const std::string& d) { return d.starts_with("model.intermediate_size = 256"); }));
   doc["model"].update(nlohmann::json{{"n_head", 4},
@@ -351,16 +353,17 @@ TEST(RunConfig, LlamaArchKeysDefaultsRoundTripAndRefusals) {
                                      {"norm_eps", 1e-6},
                                      {"tie_embeddings", true}});
   c = parse_run_config(doc, "test.json");
-  EXPECT_EQ(c.llama.n_kv_head, 1);
-  EXPECT_EQ(c.llama.hidden(), 48);
-  EXPECT_TRUE(c.llama.tie_embeddings);
+  l = llama::llama_config(c.model);
+  EXPECT_EQ(l.n_kv_head, 1);
+  EXPECT_EQ(l.hidden(), 48);
+  EXPECT_TRUE(l.tie_embeddings);
   const nlohmann::json saved = c.to_json();
   EXPECT_EQ(saved["model"]["arch"], "llama");
   EXPECT_EQ(saved["model"]["norm_eps"], 1e-6);
   EXPECT_FALSE(saved["model"].contains("dropout"));
   const RunConfig again = parse_run_config(saved, "config.json");
   EXPECT_EQ(again.to_json(), saved);
-  EXPECT_EQ(again.model_spec().llama.rope_theta, 500000.0f);
+  EXPECT_EQ(llama::llama_config(again.model_spec().model).rope_theta, 500000.0f);
   EXPECT_EQ(parse_run_config(base(), "test.json").to_json()["model"]["arch"], "gpt2");
 
   auto llama = [](nlohmann::json model, nlohmann::json others = nlohmann::json::object()) {

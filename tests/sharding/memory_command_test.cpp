@@ -14,8 +14,8 @@
 
 #include "engine/app/cli/commands/commands.h"
 #include "engine/app/config/run_config.h"
-#include "engine/base/core/check.h"
 #include "engine/app/trainer/run_memory.h"
+#include "engine/base/core/check.h"
 #include "kernels/ops.h"
 #include "models/gpt/gpt_footprint.h"
 #include "models/gpt/gpt_params.h"
@@ -32,7 +32,7 @@ const gpt::GptConfig kTiny{/*n_layer=*/2, /*n_head=*/2, /*n_embd=*/32, /*block_s
 // and adds the CUDA context's cuBLASLt workspace.
 TEST(RankMemory, OnCudaTheConfigPredictionCountsNcclStagingAndTheCublasWorkspace) {
   RunConfig cpu;
-  cpu.model = kTiny;
+  cpu.model = ModelConfig{"gpt2", kTiny.n_layer, kTiny.n_head, kTiny.n_embd, kTiny.block_size, kTiny.vocab_size};
   cpu.train.micro_batch = 2;
   cpu.train.seq_len = 8;
   cpu.param_dtype = DType::kBF16;

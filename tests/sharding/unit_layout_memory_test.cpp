@@ -13,6 +13,7 @@
 #include "engine/app/config/run_config.h"
 #include "engine/app/trainer/run_memory.h"
 #include "models/gpt/activations.h"
+#include "models/gpt/gpt_family.h"
 
 namespace zt {
 namespace {
@@ -74,8 +75,10 @@ TEST(UnitLayoutMemory, Gpt2SmallActivationsFallByTheLogits) {
     "train": {"micro_batch": 16, "seq_len": 1024},
     "precision": {"param_dtype": "bf16", "matmul": "bf16", "activations": "bf16"}})";
   const RunConfig whole = config_of(gpt2, {}), chunked = config_of(gpt2, {"train.head_chunks=8"});
-  const gpt::ActivationDims dw = gpt::activation_dims(whole.model, 16, 1024, Device::kCUDA, DType::kBF16, 1);
-  const gpt::ActivationDims dc = gpt::activation_dims(chunked.model, 16, 1024, Device::kCUDA, DType::kBF16, 8);
+  const gpt::ActivationDims dw =
+      gpt::activation_dims(gpt::gpt_config(whole.model), 16, 1024, Device::kCUDA, DType::kBF16, 1);
+  const gpt::ActivationDims dc =
+      gpt::activation_dims(gpt::gpt_config(chunked.model), 16, 1024, Device::kCUDA, DType::kBF16, 8);
   const std::int64_t saved =
       predict_run_memory(whole, 3, 64)[C::kActivations] - predict_run_memory(chunked, 3, 64)[C::kActivations];
   // The peak is at the end of the forward, head included: the whole head's logits less one chunk's

@@ -12,7 +12,6 @@
 #include "engine/app/checkpoint/durable_file.h"
 #include "engine/base/core/bf16.h"
 #include "engine/base/core/check.h"
-#include "engine/app/io/hf_config.h"
 
 namespace zt::ckpt {
 
@@ -70,7 +69,7 @@ void export_hf(const CheckpointReader& reader, const std::string& out_dir, DType
   if (ec) throw_input_error("cannot create export directory '{}': {}", out_dir, ec.message());
 
   const nlohmann::json& cfg_model = reader.manifest().config.value("model", nlohmann::json::object());
-  const nlohmann::ordered_json hf = hf_config_json(spec, cfg_model.value("dropout", 0.0), dtype);
+  const nlohmann::ordered_json hf = spec.family().hf_config(spec, cfg_model.value("dropout", 0.0), dtype);
   write_file_atomically((fs::path(out_dir) / "config.json").string(), hf.dump(2) + "\n");
 
   // The header is known before any data: shapes and dtypes come from the table.
@@ -105,13 +104,13 @@ void export_hf(const CheckpointReader& reader, const std::string& out_dir, DType
 void export_llmc(const CheckpointReader& reader, const std::string& out_path, DType dtype) {
   ZT_CHECK(dtype == DType::kF32 || dtype == DType::kBF16);
   const ModelSpec spec = model_spec_of(reader);
-  if (spec.arch != ModelArch::kGpt2) {
+  if (!spec.family().llmc_format()) {
     throw_input_error(
         "{}: llm.c's model file holds GPT-2 models only; this checkpoint is a {} (export it with --format "
         "hf)",
-        reader.dir(), model_arch_name(spec.arch));
+        reader.dir(), spec.model.arch);
   }
-  const gpt::GptConfig& c = spec.gpt;
+  const ModelConfig& c = spec.model;
   const ParamTable& table = reader.manifest().table;
   std::array<std::int32_t, 256> header{};
   header[0] = 20240326;

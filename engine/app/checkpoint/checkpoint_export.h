@@ -13,7 +13,7 @@
 
 namespace zt::ckpt {
 
-// DIR/config.json (hf_config.h) and DIR/model.safetensors (F32 or BF16, round to nearest even).
+// DIR/config.json (the family's ModelFamily::hf_config) and DIR/model.safetensors (F32 or BF16, round to nearest even).
 void export_hf(const CheckpointReader& reader, const std::string& out_dir, DType dtype);
 // llm.c's model file (GPT-2 only; InputError for another family): 256 int32 header (magic
 // 20240326, version 3 fp32 / 5 bf16, maxT, V, L, H, C, Vp), then wte, wpe and the per-layer

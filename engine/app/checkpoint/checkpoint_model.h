@@ -10,12 +10,13 @@
 
 namespace zt::ckpt {
 
-// The manifest's "model" object: {"type": "gpt2", n_layer, n_head, n_embd, block_size, vocab_size,
-// padded_vocab_size}, or for a Llama {"type": "llama", those keys, n_kv_head, intermediate_size
-// (resolved), rope_theta, norm_eps, tie_embeddings}. The unit layout is in the manifest's config.
+// The manifest's "model" object: {"type": the family's name, n_layer, n_head, n_embd, block_size,
+// vocab_size, padded_vocab_size} and the family's own keys as it resolved them (a Llama's
+// n_kv_head, intermediate_size, rope_theta, norm_eps, tie_embeddings; GPT-2 has none). The unit
+// layout is in the manifest's config.
 nlohmann::json model_json(const ModelSpec& spec);
 // The model a checkpoint was saved from, with its unit layout; InputError if the manifest's model
-// object is not a model this engine knows or its parameter table is not that model's.
+// object is not a model of a registered family or its parameter table is not that model's.
 ModelSpec model_spec_of(const CheckpointReader& reader);
 // The unit layout the checkpoint's run used (train.head_chunks and train.block_units; 1 where its
 // config has none): the units its shards are of (models/unit_layout.h), as model_spec_of checks.

@@ -10,10 +10,10 @@
 #include <fstream>
 #include <sstream>
 
-#include "engine/app/config/config_reader.h"
+#include "engine/app/config/model_section.h"
 #include "engine/base/core/check.h"
+#include "engine/base/core/config_reader.h"
 #include "engine/base/core/float_text.h"
-#include "kernels/contracts/operand_checks.h"  // flash_attention_shape_supported
 
 namespace zt {
 
@@ -21,79 +21,6 @@ namespace {
 
 constexpr long long kMaxDim = 1 << 20;
 constexpr long long kMaxSteps = 1'000'000'000;
-
-// The Llama keys (model.arch = "llama"): grouped-query heads, the SwiGLU width, RoPE's base, the
-// RMSNorm epsilon and the head's tie; the shared keys come from `m`.
-void read_llama_keys(ConfigReader& r, const gpt::GptConfig& m, llama::LlamaConfig& l) {
-  copy_shared_keys(m, l);
-  l.n_kv_head = r.get_int("n_kv_head", m.n_head, 1, 1024);
-  l.intermediate_size = r.get_int("intermediate_size", 0, 0, 1 << 24);
-  l.rope_theta = static_cast<float>(r.get_double("rope_theta", 10000.0, 1.0, 1e9));
-  l.norm_eps = static_cast<float>(r.get_double("norm_eps", 1e-5, 1e-12, 1.0));
-  l.tie_embeddings = r.get_bool("tie_embeddings", false);
-  const std::string error = llama::llama_config_error(l, "model.");
-  if (!error.empty()) throw_input_error("config error in {}: {}", r.file(), error);
-}
-
-// What a Llama run cannot do yet (docs/config.md, "model.arch"): each a one-line error naming the
-// key, rather than a run that would fail later or silently ignore it.
-void check_llama_support(const RunConfig& c) {
-  const llama::LlamaConfig& l = c.llama;
-  if (c.device == Device::kCUDA && l.n_kv_head != l.n_head &&
-      !flash_attention_shape_supported(c.train.micro_batch, l.n_head, l.head_size())) {
-    // Grouped-query heads on CUDA run on cuDNN or the flash kernels (the cuBLASLt attention is
-    // multi-head), which must serve the shape where cuDNN does not.
-    throw_input_error(
-        "config error in {}: grouped-query heads (model.n_kv_head = {} < model.n_head = {}) on device = \"cuda\" run "
-        "on the flash kernels, which need a head size of 8, 16, 32, 64 or 128 (here {}) and train.micro_batch x "
-        "model.n_head <= 65535 (here {} x {})",
-        c.source, l.n_kv_head, l.n_head, l.head_size(), c.train.micro_batch, l.n_head);
-  }
-  if (c.gelu_epilogue) {
-    throw_input_error(
-        "config error in {}: model.arch = \"llama\" does not support precision.gelu_epilogue = true (a Llama's MLP "
-        "has no GELU)",
-        c.source);
-  }
-}
-
-void read_model(ConfigReader r, RunConfig& c) {
-  gpt::GptConfig& m = c.model;
-  for (const char* key : {"n_layer", "n_head", "n_embd", "block_size", "vocab_size"}) {
-    if (!r.has(key)) throw_input_error("config error in {}: missing required key '{}'", r.file(), r.dotted(key));
-  }
-  c.arch = r.get_enum("arch", "gpt2", {"gpt2", "llama"}) == "llama" ? ModelArch::kLlama : ModelArch::kGpt2;
-  m.n_layer = r.get_int("n_layer", m.n_layer, 1, 1024);
-  m.n_head = r.get_int("n_head", m.n_head, 1, 1024);
-  m.n_embd = r.get_int("n_embd", m.n_embd, 1, kMaxDim);
-  m.block_size = r.get_int("block_size", m.block_size, 1, kMaxDim);
-  // Up to 2^24: llm.c's uint32 token files carry vocabularies above 65,535 (Llama 3's 128,256).
-  m.vocab_size = r.get_int("vocab_size", m.vocab_size, 1, 1 << 24);
-  if (m.n_embd % m.n_head != 0) {
-    throw_input_error("config error in {}: model.n_embd = {} is not divisible by model.n_head = {}", r.file(), m.n_embd,
-                      m.n_head);
-  }
-  if (c.arch == ModelArch::kLlama) {
-    if (r.has("dropout")) {
-      throw_input_error("config error in {}: model.dropout: a Llama model (model.arch = \"llama\") has no dropout",
-                        r.file());
-    }
-    read_llama_keys(r, m, c.llama);
-    if (!r.has("intermediate_size")) {
-      c.derived.push_back(
-          fmt::format("model.intermediate_size = {} (Llama's rule: 8/3 n_embd rounded up to 256)", c.llama.hidden()));
-    }
-  } else {
-    for (const char* key : {"n_kv_head", "intermediate_size", "rope_theta", "norm_eps", "tie_embeddings"}) {
-      if (r.has(key)) {
-        throw_input_error("config error in {}: {} is a Llama key; set model.arch = \"llama\" or remove it", r.file(),
-                          r.dotted(key));
-      }
-    }
-    c.dropout = static_cast<float>(r.get_double("dropout", 0.0, 0.0, 0.95));
-  }
-  r.reject_unknown_keys();
-}
 
 void read_data(ConfigReader r, DataConfig& d) {
   d.dataset = r.get_string("dataset", d.dataset);
@@ -264,7 +191,7 @@ RunConfig parse_run_config(nlohmann::json doc, const std::string& source, int wo
   ConfigReader root(doc, source, "", std::move(overrides));
   if (!root.has("model")) throw_input_error("config error in {}: missing required section 'model'", source);
   c.device = root.get_enum("device", "cpu", {"cpu", "cuda"}) == "cuda" ? Device::kCUDA : Device::kCPU;
-  read_model(root.section("model"), c);
+  read_model_section(root.section("model"), c);
   read_data(root.section("data"), c.data);
   read_train(root.section("train"), c);
   read_optim(root.section("optim"), c.optim, c.train.max_steps);
@@ -318,9 +245,9 @@ RunConfig parse_run_config(nlohmann::json doc, const std::string& source, int wo
   }
   // On by default where it was measured faster (bf16 activations on CUDA: docs/performance.md);
   // fp32 activations keep the separate kernels, which track the CPU to ~1e-5.
-  // (A Llama's SwiGLU has no GELU.)
+  // (Only a family with a GELU MLP: a Llama's SwiGLU has none.)
   const bool gelu_default =
-      c.device == Device::kCUDA && c.activation_dtype == DType::kBF16 && c.arch == ModelArch::kGpt2;
+      c.device == Device::kCUDA && c.activation_dtype == DType::kBF16 && model_family(c.model.arch).has_gelu_mlp();
   c.gelu_epilogue = precision.get_bool("gelu_epilogue", gelu_default);
   if (gelu_default && !precision.has("gelu_epilogue")) {
     c.derived.push_back("precision.gelu_epilogue = true (from precision.activations = bf16 on cuda)");
@@ -344,7 +271,7 @@ RunConfig parse_run_config(nlohmann::json doc, const std::string& source, int wo
   read_log(root.section("log"), c.log, source);
   read_checkpoint(root.section("checkpoint"), c.checkpoint);
   root.reject_unknown_keys();
-  if (c.arch == ModelArch::kLlama) check_llama_support(c);
+  check_model_support(c);
   return c;
 }
 
@@ -367,24 +294,7 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
   return parse_run_config(std::move(doc), path, world_size, std::move(sources));
 }
 
-nlohmann::json RunConfig::model_json() const {
-  nlohmann::json m = {{"arch", std::string(model_arch_name(arch))},
-                      {"n_layer", model.n_layer},
-                      {"n_head", model.n_head},
-                      {"n_embd", model.n_embd},
-                      {"block_size", model.block_size},
-                      {"vocab_size", model.vocab_size}};
-  if (arch == ModelArch::kLlama) {
-    m["n_kv_head"] = llama.n_kv_head;
-    m["intermediate_size"] = llama.hidden();
-    m["rope_theta"] = shortest_decimal(llama.rope_theta);
-    m["norm_eps"] = shortest_decimal(llama.norm_eps);
-    m["tie_embeddings"] = llama.tie_embeddings;
-  } else {
-    m["dropout"] = shortest_decimal(dropout);
-  }
-  return m;
-}
+nlohmann::json RunConfig::model_json() const { return model_section_json(*this); }
 
 nlohmann::json RunConfig::to_json() const {
   const AdamWHyper& a = optim.adamw;

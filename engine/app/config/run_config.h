@@ -10,13 +10,11 @@
 #include <string>
 #include <vector>
 
-#include "engine/app/config/config_reader.h"
+#include "engine/base/core/config_reader.h"
 #include "engine/base/core/dtype.h"
 #include "engine/distributed/sharding/zero_options.h"
 #include "kernels/contracts/adamw_params.h"
-#include "models/gpt/gpt_config.h"
-#include "models/gpt/gpt_params.h"
-#include "models/llama/llama_config.h"
+#include "models/model_config.h"
 #include "models/model_family.h"
 
 namespace zt {
@@ -100,12 +98,9 @@ std::string_view comm_backend_name(CommBackend b);
 struct RunConfig {
   std::string source;  // the file it came from, for messages
   Device device = Device::kCPU;
-  ModelArch arch = ModelArch::kGpt2;  // model.arch
-  // The keys every family has (n_layer, n_head, n_embd, block_size, vocab_size), and GPT-2's whole
-  // config; with arch llama, `llama` holds the Llama config (those keys copied in, and its own).
-  gpt::GptConfig model;
-  llama::LlamaConfig llama;
-  float dropout = 0.0f;  // model.dropout: attention probabilities and residual branches (GPT-2)
+  // model.arch (a registered family), the keys every family has and the family's own, resolved.
+  ModelConfig model;
+  float dropout = 0.0f;  // model.dropout, for a family that has it (GPT-2: probabilities, residual branches)
   DataConfig data;
   TrainConfig train;
   OptimConfig optim;
@@ -126,7 +121,7 @@ struct RunConfig {
   nlohmann::json model_json() const;  // to_json()'s "model" section
   // The model this config trains (its family, hyper-parameters and unit layout), and how the
   // trainer builds it (train.micro_batch x train.seq_len, checkpointing, dropout, activations).
-  ModelSpec model_spec() const { return {arch, model, train.unit_layout(), llama}; }
+  ModelSpec model_spec() const { return {model, train.unit_layout()}; }
   ModelBuild model_build() const {
     return {train.micro_batch, train.seq_len, train.activation_checkpointing, dropout, train.seed, activation_dtype};
   }

@@ -61,8 +61,8 @@ std::vector<std::string> check_resume_fits(const std::string& checkpoint, const 
     throw_input_error("--resume {}: the checkpoint's model {} differs from the config's model {}", checkpoint,
                       saved_model.dump(), expected.dump());
   }
-  // train.head_chunks and train.block_units lay the parameters out in units
-  // (models/gpt/gpt_params.h): the checkpoint's shards are of those units. (A Llama has one layout.)
+  // train.head_chunks and train.block_units lay the parameters out in units (models/unit_layout.h):
+  // the checkpoint's shards are of those units.
   for (const auto& [key, now_value] :
        {std::pair{"head_chunks", now.train.head_chunks}, std::pair{"block_units", now.train.block_units}}) {
     const nlohmann::json saved =

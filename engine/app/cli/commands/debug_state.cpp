@@ -12,16 +12,15 @@
 #include "engine/app/checkpoint/checkpoint_model.h"
 #include "engine/app/cli/commands/arg_parser.h"
 #include "engine/app/cli/commands/commands.h"
-#include "engine/distributed/comm/local_communicator.h"
 #include "engine/app/config/run_config.h"
-#include "engine/base/core/bf16.h"
-#include "engine/base/core/philox.h"
-#include "engine/app/io/hf_config.h"
 #include "engine/app/io/model_weights.h"
 #include "engine/app/io/safetensors.h"
+#include "engine/app/trainer/model_setup.h"
+#include "engine/base/core/bf16.h"
+#include "engine/base/core/philox.h"
+#include "engine/distributed/comm/local_communicator.h"
 #include "engine/distributed/optim/sharded_adamw.h"
 #include "engine/distributed/sharding/zero_param_store.h"
-#include "engine/app/trainer/model_setup.h"
 #include "kernels/compute_backend.h"
 #include "kernels/ops.h"
 #include "models/model_family.h"
@@ -72,7 +71,7 @@ int debug_state_main(const std::vector<std::string>& args) {
   }
   const RunConfig cfg = load_run_config(parser.get("config"), parser.all("set"));
   const int steps = parser.get_int("steps", 0, 0, 100000);
-  const gpt::GptConfig& mc = cfg.model;  // the keys every family has
+  const ModelConfig& mc = cfg.model;  // the keys every family has
   const ModelSpec spec = cfg.model_spec();
 
   MemoryTracker tracker;
@@ -139,7 +138,7 @@ int debug_state_main(const std::vector<std::string>& args) {
                                      {"weight_decay", cfg.optim.adamw.weight_decay}};
   // The model as a checkpoint manifest names it (GPT-2's keys are what its parity reference reads).
   writer.set_metadata("config", ckpt::model_json(spec).dump());
-  writer.set_metadata("hf_config", hf_config_json(spec, 0.0, DType::kF32).dump());
+  writer.set_metadata("hf_config", spec.family().hf_config(spec, 0.0, DType::kF32).dump());
   writer.set_metadata("param_dtype", mixed ? "bf16" : "f32");
   writer.set_metadata("activation_checkpointing", cfg.train.activation_checkpointing.to_string());
   writer.set_metadata("optim", optim_json.dump());
@@ -150,8 +149,8 @@ int debug_state_main(const std::vector<std::string>& args) {
   const auto& blas = cpu_blas_description();
   fmt::print("zerotrain debug-state: {}\n", cfg.source);
   fmt::print("model: {} n_layer={} n_head={} n_embd={} block_size={} vocab={} (padded {}), {} parameters in {} units\n",
-             model_arch_name(spec.arch), mc.n_layer, mc.n_head, mc.n_embd, mc.block_size, mc.vocab_size,
-             mc.padded_vocab_size(), table.total_numel(), table.units().size());
+             spec.model.arch, mc.n_layer, mc.n_head, mc.n_embd, mc.block_size, mc.vocab_size, mc.padded_vocab_size(),
+             table.total_numel(), table.units().size());
   fmt::print("device: {}\n", backend.description());
   fmt::print("batch: B={} T={}  param_dtype={}  activation_checkpointing={}  threads={}  blas={} ({})\n", B, T,
              mixed ? "bf16" : "f32", cfg.train.activation_checkpointing.to_string(), ctx.num_threads, blas.core_name,

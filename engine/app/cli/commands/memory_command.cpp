@@ -13,8 +13,8 @@
 #include "engine/app/cli/commands/arg_parser.h"
 #include "engine/app/cli/commands/commands.h"
 #include "engine/app/config/run_config.h"
-#include "engine/base/core/check.h"
 #include "engine/app/trainer/run_memory.h"
+#include "engine/base/core/check.h"
 
 namespace zt::cli {
 
@@ -89,7 +89,7 @@ void brief_table(const RunConfig& cfg, const ParamTable& table, int ranks, const
   const std::string count =
       params >= 1e9 ? fmt::format("{:.2f} B", params / 1e9) : fmt::format("{:.1f} M", params / 1e6);
   fmt::print("{}: {}, {} parameters, {} weights{}, AdamW; {} ranks, micro_batch {} x {} on {}\n", cfg.source,
-             model_arch_name(cfg.arch), count, cfg.param_dtype == DType::kBF16 ? "bf16" : "fp32", master, ranks,
+             cfg.model.arch, count, cfg.param_dtype == DType::kBF16 ? "bf16" : "fp32", master, ranks,
              cfg.train.micro_batch, cfg.train.seq_len, device_name(cfg.device));
   // The activations depend on the attention this build would run (a build without CUDA kernels
   // keeps the T x T probabilities), so it is named.
@@ -124,7 +124,7 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
   const RunConfig cfg = load_run_config(parser.get("config"), overrides);
   ShardingOptions options;
   options.deterministic = cfg.train.deterministic;
-  const gpt::GptConfig& mc = cfg.model;                          // the keys every family has
+  const ModelConfig& mc = cfg.model;                             // the keys every family has
   const ParamTable table = build_param_table(cfg.model_spec());  // the units the run would have
   const ShardSizes largest = shard_sizes(table.max_unit_numel(), ranks);
   const char* dtype = cfg.param_dtype == DType::kBF16 ? "bf16" : "f32";
@@ -190,9 +190,8 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
   fmt::print(
       "model: {}, {} layers, {} heads, {} wide, vocab {} (padded {}): {} parameters in {} units (head_chunks {}, "
       "block_units {}); largest unit {} elements ({} per rank)\n",
-      model_arch_name(cfg.arch), mc.n_layer, mc.n_head, mc.n_embd, mc.vocab_size, mc.padded_vocab_size(),
-      table.total_numel(), table.units().size(), cfg.train.head_chunks, cfg.train.block_units, largest.numel,
-      largest.shard_numel);
+      cfg.model.arch, mc.n_layer, mc.n_head, mc.n_embd, mc.vocab_size, mc.padded_vocab_size(), table.total_numel(),
+      table.units().size(), cfg.train.head_chunks, cfg.train.block_units, largest.numel, largest.shard_numel);
   fmt::print(
       "per rank: micro_batch {} x seq_len {}, activation_checkpointing {}, param_dtype {}; device {}: {} "
       "activations; attention {}\n",

@@ -1,5 +1,5 @@
 // ConfigReader: checked access to JSON config sections and the --set override syntax.
-#include "engine/app/config/config_reader.h"
+#include "engine/base/core/config_reader.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,0 +1,83 @@
+// The model section (see the header). A family's own keys are refused by name in another family's
+// config, so a key of one family under another's model.arch says which arch it belongs to.
+#include "engine/app/config/model_section.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "engine/base/core/check.h"
+#include "engine/base/core/float_text.h"
+
+namespace zt {
+
+namespace {
+
+constexpr long long kMaxDim = 1 << 20;
+
+// Keys of other registered families present in the section: an error naming the first one.
+void refuse_foreign_keys(ConfigReader& r, const ModelFamily& family) {
+  const std::vector<std::string> mine = family.own_keys();
+  for (const std::string& name : model_family_names()) {
+    if (name == family.name()) continue;
+    const ModelFamily& other = model_family(name);
+    for (const std::string& key : other.own_keys()) {
+      if (!r.has(key) || std::find(mine.begin(), mine.end(), key) != mine.end()) continue;
+      throw_input_error("config error in {}: {} is a {} key; set model.arch = \"{}\" or remove it", r.file(),
+                        r.dotted(key), other.display_name(), other.name());
+    }
+  }
+}
+
+}  // namespace
+
+void read_model_section(ConfigReader r, RunConfig& c) {
+  ModelConfig& m = c.model;
+  for (const char* key : {"n_layer", "n_head", "n_embd", "block_size", "vocab_size"}) {
+    if (!r.has(key)) throw_input_error("config error in {}: missing required key '{}'", r.file(), r.dotted(key));
+  }
+  m.arch = r.get_enum("arch", std::string(kDefaultModelFamily), model_family_names());
+  const ModelFamily& family = model_family(m.arch);
+  m.n_layer = r.get_int("n_layer", m.n_layer, 1, 1024);
+  m.n_head = r.get_int("n_head", m.n_head, 1, 1024);
+  m.n_embd = r.get_int("n_embd", m.n_embd, 1, kMaxDim);
+  m.block_size = r.get_int("block_size", m.block_size, 1, kMaxDim);
+  // Up to 2^24: llm.c's uint32 token files carry vocabularies above 65,535 (Llama 3's 128,256).
+  m.vocab_size = r.get_int("vocab_size", m.vocab_size, 1, 1 << 24);
+  if (m.n_embd % m.n_head != 0) {
+    throw_input_error("config error in {}: model.n_embd = {} is not divisible by model.n_head = {}", r.file(), m.n_embd,
+                      m.n_head);
+  }
+  refuse_foreign_keys(r, family);
+  if (family.has_dropout()) {
+    c.dropout = static_cast<float>(r.get_double("dropout", 0.0, 0.0, 0.95));
+  } else if (r.has("dropout")) {
+    throw_input_error("config error in {}: model.dropout: a {} model (model.arch = \"{}\") has no dropout", r.file(),
+                      family.display_name(), family.name());
+  }
+  family.read_keys(r, m, c.derived);
+  r.reject_unknown_keys();
+}
+
+void check_model_support(const RunConfig& c) {
+  const ModelFamily& family = model_family(c.model.arch);
+  const std::string refusal = family.refuse_run(c.model, {c.device, c.train.micro_batch, c.gelu_epilogue});
+  if (!refusal.empty()) throw_input_error("config error in {}: {}", c.source, refusal);
+  if (c.gelu_epilogue && !family.has_gelu_mlp()) {
+    throw_input_error(
+        "config error in {}: model.arch = \"{}\" does not support precision.gelu_epilogue = true (a {}'s MLP has no "
+        "GELU)",
+        c.source, family.name(), family.display_name());
+  }
+}
+
+nlohmann::json model_section_json(const RunConfig& c) {
+  const ModelConfig& model = c.model;
+  nlohmann::json m = {{"arch", model.arch},     {"n_layer", model.n_layer},       {"n_head", model.n_head},
+                      {"n_embd", model.n_embd}, {"block_size", model.block_size}, {"vocab_size", model.vocab_size}};
+  m.update(model.family_keys);
+  if (model_family(model.arch).has_dropout()) m["dropout"] = shortest_decimal(c.dropout);
+  return m;
+}
+
+}  // namespace zt

@@ -1,0 +1,99 @@
+// GPT-2's answers to the model-family interface (see models/model_family.h): nanoGPT's keys, the
+// learned-position, pre-LN model of models/gpt, and Hugging Face's GPT2LMHeadModel config.
+#include "models/gpt/gpt_family.h"
+
+#include <fmt/format.h>
+
+#include "models/gpt/activations.h"
+#include "models/gpt/gpt_footprint.h"
+#include "models/gpt/gpt_model.h"
+#include "models/gpt/gpt_params.h"
+
+namespace zt::gpt {
+
+GptConfig gpt_config(const ModelConfig& model) {
+  GptConfig c;
+  c.n_layer = model.n_layer;
+  c.n_head = model.n_head;
+  c.n_embd = model.n_embd;
+  c.block_size = model.block_size;
+  c.vocab_size = model.vocab_size;
+  return c;
+}
+
+namespace {
+
+class GptFamily final : public ModelFamily {
+ public:
+  std::string_view name() const override { return "gpt2"; }
+  std::string_view display_name() const override { return "GPT-2"; }
+  std::vector<std::string> own_keys() const override { return {}; }
+  bool has_dropout() const override { return true; }
+  bool has_gelu_mlp() const override { return true; }
+  void read_keys(ConfigReader& /*section*/, ModelConfig& /*model*/,
+                 std::vector<std::string>& /*derived*/) const override {}
+  std::string config_error(const ModelConfig& /*model*/) const override { return ""; }
+
+  ParamTable param_table(const ModelSpec& spec) const override {
+    return build_param_table(gpt_config(spec.model), spec.layout);
+  }
+  void init_unit_params(const ModelSpec& spec, const ParamTable& table, int unit, std::uint64_t seed,
+                        float* unit_data) const override {
+    gpt::init_unit_params(table, gpt_config(spec.model), unit, seed, unit_data);
+  }
+  std::unique_ptr<LanguageModel> make_model(const ModelSpec& spec, const ModelBuild& build, MemoryTracker& tracker,
+                                            const ExecContext& ctx) const override {
+    return std::make_unique<GptModel>(gpt_config(spec.model), build.batch, build.seq_len, build.checkpointing, tracker,
+                                      ctx, build.dropout, build.seed, build.activations, spec.layout);
+  }
+  ModelFootprint footprint(const ModelSpec& spec, const ModelBuild& build, DType param_dtype,
+                           Device device) const override {
+    return predict_footprint(gpt_config(spec.model), build.batch, build.seq_len, build.checkpointing, param_dtype,
+                             device, build.activations, spec.layout);
+  }
+  StepSchedule step_schedule(const ModelSpec& spec, const CheckpointPolicy& checkpointing) const override {
+    return gpt::step_schedule(gpt_config(spec.model), spec.layout, checkpointing);
+  }
+
+  std::string describe(const ModelSpec& spec, double params_millions) const override {
+    const GptConfig c = gpt_config(spec.model);
+    return fmt::format("gpt2: {} layers, {} heads, {} wide, context {}, vocab {} (padded {}): {:.2f}M parameters",
+                       c.n_layer, c.n_head, c.n_embd, c.block_size, c.vocab_size, c.padded_vocab_size(),
+                       params_millions);
+  }
+  std::string describe_attention(const ModelSpec& spec, const ModelBuild& build, Device device,
+                                 AttentionKernels kernels) const override {
+    const GptConfig c = gpt_config(spec.model);
+    const ActivationDims dims =
+        activation_dims(c, build.batch, build.seq_len, device, build.activations, spec.layout.head_chunks);
+    return gpt::describe_attention(c, dims, device, kernels, build.dropout > 0.0f);
+  }
+  nlohmann::ordered_json hf_config(const ModelSpec& spec, double dropout, DType dtype) const override {
+    const GptConfig c = gpt_config(spec.model);
+    return {{"architectures", {"GPT2LMHeadModel"}},
+            {"model_type", "gpt2"},
+            {"vocab_size", c.vocab_size},
+            {"n_positions", c.block_size},
+            {"n_ctx", c.block_size},
+            {"n_embd", c.n_embd},
+            {"n_layer", c.n_layer},
+            {"n_head", c.n_head},
+            {"n_inner", nullptr},
+            {"activation_function", "gelu_new"},
+            {"resid_pdrop", dropout},
+            {"embd_pdrop", dropout},
+            {"attn_pdrop", dropout},
+            {"layer_norm_epsilon", 1e-5},
+            {"initializer_range", 0.02},
+            {"scale_attn_weights", true},
+            {"tie_word_embeddings", true},
+            {"torch_dtype", dtype == DType::kBF16 ? "bfloat16" : "float32"}};
+  }
+  bool llmc_format() const override { return true; }
+};
+
+}  // namespace
+
+std::unique_ptr<const ModelFamily> make_family() { return std::make_unique<GptFamily>(); }
+
+}  // namespace zt::gpt

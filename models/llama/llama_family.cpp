@@ -1,0 +1,165 @@
+// The Llama family's answers to the model-family interface (see models/model_family.h): its keys
+// (grouped-query heads, SwiGLU width, RoPE base, RMSNorm epsilon, tied head), what a Llama run
+// cannot do yet, the model of models/llama and Hugging Face's LlamaForCausalLM config.
+#include "models/llama/llama_family.h"
+
+#include <fmt/format.h>
+
+#include "engine/base/core/float_text.h"
+#include "kernels/contracts/operand_checks.h"  // flash_attention_shape_supported
+#include "kernels/ops.h"
+#include "models/llama/llama_block.h"
+#include "models/llama/llama_footprint.h"
+#include "models/llama/llama_model.h"
+#include "models/llama/llama_params.h"
+
+namespace zt::llama {
+
+LlamaConfig llama_config(const ModelConfig& model) {
+  LlamaConfig c;
+  c.n_layer = model.n_layer;
+  c.n_head = model.n_head;
+  c.n_embd = model.n_embd;
+  c.block_size = model.block_size;
+  c.vocab_size = model.vocab_size;
+  const nlohmann::json& k = model.family_keys;
+  c.n_kv_head = k.at("n_kv_head").get<int>();
+  c.intermediate_size = k.at("intermediate_size").get<int>();
+  c.rope_theta = k.at("rope_theta").get<float>();
+  c.norm_eps = k.at("norm_eps").get<float>();
+  c.tie_embeddings = k.at("tie_embeddings").get<bool>();
+  return c;
+}
+
+namespace {
+
+// The family keys as config.json and the manifest write them: the SwiGLU width as a number (not 0
+// for Llama's rule), floats as their shortest decimals.
+nlohmann::json family_keys_of(const LlamaConfig& c) {
+  return {{"n_kv_head", c.n_kv_head},
+          {"intermediate_size", c.hidden()},
+          {"rope_theta", shortest_decimal(c.rope_theta)},
+          {"norm_eps", shortest_decimal(c.norm_eps)},
+          {"tie_embeddings", c.tie_embeddings}};
+}
+
+class LlamaFamily final : public ModelFamily {
+ public:
+  std::string_view name() const override { return "llama"; }
+  std::string_view display_name() const override { return "Llama"; }
+  std::vector<std::string> own_keys() const override {
+    return {"n_kv_head", "intermediate_size", "rope_theta", "norm_eps", "tie_embeddings"};
+  }
+  bool has_dropout() const override { return false; }
+  bool has_gelu_mlp() const override { return false; }
+
+  void read_keys(ConfigReader& r, ModelConfig& model, std::vector<std::string>& derived) const override {
+    LlamaConfig l;
+    l.n_layer = model.n_layer;
+    l.n_head = model.n_head;
+    l.n_embd = model.n_embd;
+    l.block_size = model.block_size;
+    l.vocab_size = model.vocab_size;
+    l.n_kv_head = r.get_int("n_kv_head", model.n_head, 1, 1024);
+    l.intermediate_size = r.get_int("intermediate_size", 0, 0, 1 << 24);
+    l.rope_theta = static_cast<float>(r.get_double("rope_theta", 10000.0, 1.0, 1e9));
+    l.norm_eps = static_cast<float>(r.get_double("norm_eps", 1e-5, 1e-12, 1.0));
+    l.tie_embeddings = r.get_bool("tie_embeddings", false);
+    const std::string error = llama_config_error(l, "model.");
+    if (!error.empty()) throw_input_error("config error in {}: {}", r.file(), error);
+    if (!r.has("intermediate_size")) {
+      derived.push_back(
+          fmt::format("model.intermediate_size = {} (Llama's rule: 8/3 n_embd rounded up to 256)", l.hidden()));
+    }
+    model.family_keys = family_keys_of(l);
+  }
+  std::string config_error(const ModelConfig& model) const override { return llama_config_error(llama_config(model)); }
+  // Grouped-query heads on CUDA run on cuDNN or the flash kernels (the cuBLASLt attention is
+  // multi-head), which must serve the shape where cuDNN does not.
+  std::string refuse_run(const ModelConfig& model, const RunSettings& run) const override {
+    const LlamaConfig l = llama_config(model);
+    if (run.device == Device::kCUDA && l.n_kv_head != l.n_head &&
+        !flash_attention_shape_supported(run.micro_batch, l.n_head, l.head_size())) {
+      return fmt::format(
+          "grouped-query heads (model.n_kv_head = {} < model.n_head = {}) on device = \"cuda\" run on the flash "
+          "kernels, which need a head size of 8, 16, 32, 64 or 128 (here {}) and train.micro_batch x model.n_head <= "
+          "65535 (here {} x {})",
+          l.n_kv_head, l.n_head, l.head_size(), run.micro_batch, l.n_head);
+    }
+    return "";
+  }
+
+  ParamTable param_table(const ModelSpec& spec) const override {
+    return build_param_table(llama_config(spec.model), spec.layout);
+  }
+  void init_unit_params(const ModelSpec& spec, const ParamTable& table, int unit, std::uint64_t seed,
+                        float* unit_data) const override {
+    llama::init_unit_params(table, llama_config(spec.model), unit, seed, unit_data);
+  }
+  std::unique_ptr<LanguageModel> make_model(const ModelSpec& spec, const ModelBuild& build, MemoryTracker& tracker,
+                                            const ExecContext& ctx) const override {
+    return std::make_unique<LlamaModel>(llama_config(spec.model), build.batch, build.seq_len, build.checkpointing,
+                                        tracker, ctx, build.activations, spec.layout);
+  }
+  ModelFootprint footprint(const ModelSpec& spec, const ModelBuild& build, DType param_dtype,
+                           Device device) const override {
+    return predict_footprint(llama_config(spec.model), build.batch, build.seq_len, build.checkpointing, param_dtype,
+                             build.activations, device, spec.layout);
+  }
+  StepSchedule step_schedule(const ModelSpec& spec, const CheckpointPolicy& checkpointing) const override {
+    return llama::step_schedule(llama_config(spec.model), spec.layout, checkpointing);
+  }
+
+  std::string describe(const ModelSpec& spec, double params_millions) const override {
+    const LlamaConfig c = llama_config(spec.model);
+    return fmt::format(
+        "llama: {} layers, {} query heads over {} key/value heads, {} wide, SwiGLU {}, context {}, vocab {} (padded "
+        "{}), {} head: {:.2f}M parameters",
+        c.n_layer, c.n_head, c.n_kv_head, c.n_embd, c.hidden(), c.block_size, c.vocab_size, c.padded_vocab_size(),
+        c.tie_embeddings ? "tied" : "untied", params_millions);
+  }
+  std::string describe_attention(const ModelSpec& spec, const ModelBuild& build, Device device,
+                                 AttentionKernels kernels) const override {
+    const LlamaConfig c = llama_config(spec.model);
+    const std::string heads = fmt::format("{} query head(s) per key/value head", c.n_head / c.n_kv_head);
+    if (!layer_dims(c, build.batch, build.seq_len, build.activations, device).flash_attention) {
+      return fmt::format("materialised (T x T probabilities kept), {}", heads);
+    }
+    if (ops::cudnn_attention_refuses(device, kernels, build.activations, c.head_size(), false).empty()) {
+      return "cuDNN fused attention (no T x T probabilities kept)";
+    }
+    return fmt::format(
+        "flash kernels on {} (no T x T probabilities kept), {}",
+        ops::flash_attention_on_tensor_cores(device, build.activations, c.head_size()) ? "tensor cores" : "CUDA cores",
+        heads);
+  }
+  nlohmann::ordered_json hf_config(const ModelSpec& spec, double /*dropout*/, DType dtype) const override {
+    const LlamaConfig c = llama_config(spec.model);
+    return {{"architectures", {"LlamaForCausalLM"}},
+            {"model_type", "llama"},
+            {"vocab_size", c.vocab_size},
+            {"hidden_size", c.n_embd},
+            {"intermediate_size", c.hidden()},
+            {"num_hidden_layers", c.n_layer},
+            {"num_attention_heads", c.n_head},
+            {"num_key_value_heads", c.n_kv_head},
+            {"head_dim", c.head_size()},
+            {"max_position_embeddings", c.block_size},
+            {"hidden_act", "silu"},
+            {"rms_norm_eps", shortest_decimal(c.norm_eps)},
+            {"rope_theta", shortest_decimal(c.rope_theta)},
+            {"rope_scaling", nullptr},
+            {"attention_bias", false},
+            {"mlp_bias", false},
+            {"attention_dropout", 0.0},
+            {"initializer_range", 0.02},
+            {"tie_word_embeddings", c.tie_embeddings},
+            {"torch_dtype", dtype == DType::kBF16 ? "bfloat16" : "float32"}};
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<const ModelFamily> make_family() { return std::make_unique<LlamaFamily>(); }
+
+}  // namespace zt::llama

@@ -5,8 +5,8 @@
 
 #include <random>
 
-#include "engine/distributed/comm/local_communicator.h"
 #include "engine/base/core/check.h"
+#include "engine/distributed/comm/local_communicator.h"
 #include "engine/distributed/optim/sharded_adamw.h"
 #include "engine/distributed/sharding/memory_model.h"
 #include "engine/distributed/sharding/zero_param_store.h"
@@ -303,72 +303,6 @@ TEST(RankMemory, OneRankStagesAllCostStageZerosBytes) {
       EXPECT_EQ(s[stage].model_state_bytes(), (2 * W + (dtype == DType::kBF16 ? 12 : 8)) * t.total_numel()) << stage;
     }
   }
-}
-
-// On CUDA, attention is flash where the kernels allow (no T x T probabilities kept: the block's
-// activations lose B NH (T^2 - T) elements), with or without dropout (fused into the kernels); on
-// the CPU, or in a build without CUDA, the probabilities are kept. The model sizes its buffers from the same
-// activation_dims.
-TEST(RankMemory, FlashAttentionOnCudaDropsTheProbabilitiesFromThePrediction) {
-  const gpt::GptConfig& m = kGpt2Small;
-  const std::int64_t B = 8, T = 1024, L = m.n_layer, NH = m.n_head;
-  const std::int64_t cpu = gpt::predict_footprint(m, B, T, {}, DType::kBF16, Device::kCPU).activation_bytes;
-  const std::int64_t cuda = gpt::predict_footprint(m, B, T, {}, DType::kBF16, Device::kCUDA).activation_bytes;
-  EXPECT_FALSE(gpt::activation_dims(m, B, T, Device::kCPU).flash_attention);
-  if (ops::flash_attention_available(Device::kCUDA, B, NH, m.n_embd / NH)) {
-    EXPECT_TRUE(gpt::activation_dims(m, B, T, Device::kCUDA).flash_attention);
-    // Without checkpointing every block's activations are alive at the peak.
-    EXPECT_EQ(cpu - cuda, 4 * L * B * NH * (T * T - T));
-  } else {
-    EXPECT_EQ(cuda, cpu) << "a build without CUDA has no flash kernels";
-  }
-}
-
-// What the memory command and the train header say of attention: on CUDA, where the flash kernels
-// cannot take the shapes, why not and what the probabilities cost, so a head size without a flash
-// kernel is not a silent B NH T^2 elements a block.
-TEST(RankMemory, AttentionDescriptionSaysWhyTheProbabilitiesAreKept) {
-  gpt::GptConfig m = kGpt2Small;
-  const std::int64_t B = 8, T = 1024;
-  EXPECT_EQ(gpt::describe_attention(m, gpt::activation_dims(m, B, T, Device::kCPU), Device::kCPU),
-            "materialised (T x T probabilities kept)");
-  if (!ops::cuda_kernels_built()) {
-    EXPECT_EQ(gpt::describe_attention(m, gpt::activation_dims(m, B, T, Device::kCUDA), Device::kCUDA),
-              "materialised (T x T probabilities kept: this build has no CUDA kernels; 384.00 MiB a block)");
-    return;
-  }
-  EXPECT_EQ(gpt::describe_attention(m, gpt::activation_dims(m, B, T, Device::kCUDA), Device::kCUDA),
-            "flash kernels on CUDA cores (no T x T probabilities kept; not cuDNN: cuDNN's fused attention takes bf16 "
-            "activations)");
-  EXPECT_EQ(
-      gpt::describe_attention(m, gpt::activation_dims(m, B, T, Device::kCUDA, DType::kBF16), Device::kCUDA,
-                              AttentionKernels::kFlash),
-      std::string("flash kernels on ") +
-          (ops::flash_attention_on_tensor_cores(Device::kCUDA, DType::kBF16, 64) ? "tensor cores" : "CUDA cores") +
-          " (no T x T probabilities kept; not cuDNN: precision.attention = \"flash\")");
-  // bf16 under "auto": cuDNN where its library loads here, else the reason it does not.
-  const std::string cudnn_missing =
-      ops::cudnn_attention_refuses(Device::kCUDA, AttentionKernels::kAuto, DType::kBF16, 64, false);
-  const std::string bf16 =
-      gpt::describe_attention(m, gpt::activation_dims(m, B, T, Device::kCUDA, DType::kBF16), Device::kCUDA);
-  if (cudnn_missing.empty()) {
-    EXPECT_EQ(bf16, "cuDNN fused attention (no T x T probabilities kept)");
-    EXPECT_NE(gpt::describe_attention(m, gpt::activation_dims(m, B, T, Device::kCUDA, DType::kBF16), Device::kCUDA,
-                                      AttentionKernels::kAuto, /*dropout=*/true)
-                  .find("cuDNN fused attention in evaluation, flash kernels on "),
-              std::string::npos);
-  } else {
-    EXPECT_NE(bf16.find("not cuDNN: " + cudnn_missing), std::string::npos) << bf16;
-  }
-  m.n_head = 8;  // head size 96: 8 x 8 x 1024^2 bf16 probabilities = 128 MiB a block
-  EXPECT_EQ(gpt::describe_attention(m, gpt::activation_dims(m, B, T, Device::kCUDA, DType::kBF16), Device::kCUDA),
-            "materialised (T x T probabilities kept: the flash kernels have no head size 96 (8-128, powers of 2); "
-            "128.00 MiB a block)");
-  m.n_head = 12;
-  const std::int64_t many = 65535 / 12 + 1;  // B * n_head = 65544
-  EXPECT_EQ(gpt::describe_attention(m, gpt::activation_dims(m, many, 1, Device::kCUDA), Device::kCUDA),
-            "materialised (T x T probabilities kept: micro_batch * n_head = 65544 exceeds the flash kernels' 65535; "
-            "256.03 KiB a block)");
 }
 
 // From 4 ranks on. With fewer, stage 2 can exceed stage 1 for GPT-2: the overlap keeps the tied

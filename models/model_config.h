@@ -30,4 +30,14 @@ struct ModelConfig {
   int head_size() const { return n_embd / n_head; }
 };
 
+// The keys every family has, into a family's own config type (which names them alike).
+template <class FamilyConfig>
+void copy_shared_keys(const ModelConfig& from, FamilyConfig& to) {
+  to.n_layer = from.n_layer;
+  to.n_head = from.n_head;
+  to.n_embd = from.n_embd;
+  to.block_size = from.block_size;
+  to.vocab_size = from.vocab_size;
+}
+
 }  // namespace zt

@@ -13,11 +13,7 @@ namespace zt::gpt {
 
 GptConfig gpt_config(const ModelConfig& model) {
   GptConfig c;
-  c.n_layer = model.n_layer;
-  c.n_head = model.n_head;
-  c.n_embd = model.n_embd;
-  c.block_size = model.block_size;
-  c.vocab_size = model.vocab_size;
+  copy_shared_keys(model, c);
   return c;
 }
 

@@ -17,11 +17,7 @@ namespace zt::llama {
 
 LlamaConfig llama_config(const ModelConfig& model) {
   LlamaConfig c;
-  c.n_layer = model.n_layer;
-  c.n_head = model.n_head;
-  c.n_embd = model.n_embd;
-  c.block_size = model.block_size;
-  c.vocab_size = model.vocab_size;
+  copy_shared_keys(model, c);
   const nlohmann::json& k = model.family_keys;
   c.n_kv_head = k.at("n_kv_head").get<int>();
   c.intermediate_size = k.at("intermediate_size").get<int>();
@@ -55,11 +51,7 @@ class LlamaFamily final : public ModelFamily {
 
   void read_keys(ConfigReader& r, ModelConfig& model, std::vector<std::string>& derived) const override {
     LlamaConfig l;
-    l.n_layer = model.n_layer;
-    l.n_head = model.n_head;
-    l.n_embd = model.n_embd;
-    l.block_size = model.block_size;
-    l.vocab_size = model.vocab_size;
+    copy_shared_keys(model, l);
     l.n_kv_head = r.get_int("n_kv_head", model.n_head, 1, 1024);
     l.intermediate_size = r.get_int("intermediate_size", 0, 0, 1 << 24);
     l.rope_theta = static_cast<float>(r.get_double("rope_theta", 10000.0, 1.0, 1e9));

@@ -24,12 +24,12 @@ GptModel::GptModel(const GptConfig& config, int batch, int seq_len, CheckpointPo
       layout_(layout),
       table_(build_param_table(config, layout)),
       dims_(activation_dims(config, batch, seq_len, ctx.device, activations, layout.head_chunks)),
-      policy_(policy),
       tracker_(tracker),
       ctx_(ctx),
       dropout_(dropout),
       seed_(seed),
       params_(table_, dims_.act, tracker, ctx),
+      blocks_(block_unit_ids(config, layout), policy, params_, *this),
       block_scratch_(tracker, dims_, ctx),
       dresid_(ops::allocate(ctx, tracker, MemCategory::kWorkspace, dims_.act, dims_.BTC())),
       grad_scratch_(ops::allocate(ctx, tracker, MemCategory::kWorkspace, DType::kF32, table_.max_unit_numel())),
@@ -112,18 +112,7 @@ float GptModel::forward(ParamStore& store, const std::int32_t* inputs, const std
     if (drop.active()) ops::dropout_forward(ctx_, resid(0), resid(0), drop);
     store.release_params(emb, Pass::kForward);
   }
-  for (int l = 0; l < L; ++l) {
-    if (layout_.block_units == 2) {
-      split_block_forward(store, l);
-      continue;
-    }
-    const BlockParams p = block_views(table_, l, params_.acquire(store, block_unit(l), Pass::kForward));
-    auto acts = std::make_unique<BlockActivations>(tracker_, d, ctx_);
-    block_forward(ctx_, p, resid(l), *acts, resid(l + 1), config_.n_head, block_dropout(l));
-    // A checkpointed block keeps only its input (resid(l)); backward recomputes the rest.
-    if (!policy_.is_checkpointed(l)) block_acts_[static_cast<std::size_t>(l)] = std::move(acts);
-    store.release_params(block_unit(l), Pass::kForward);
-  }
+  for (int l = 0; l < L; ++l) blocks_.forward(store, l);
 
   head_acts_ = std::make_unique<HeadActivations>(tracker_, d, ctx_);
   HeadActivations& h = *head_acts_;
@@ -195,26 +184,7 @@ void GptModel::backward(ParamStore& store, float loss_scale) {
     head_acts_.reset();
   }
 
-  for (int l = L - 1; l >= 0; --l) {
-    if (layout_.block_units == 2) {
-      split_block_backward(store, l, dresid);
-      continue;
-    }
-    const int unit = block_unit(l);
-    const BlockParams p = block_views(table_, l, params_.acquire(store, unit, Pass::kBackward));
-    std::unique_ptr<BlockActivations>& acts = block_acts_[static_cast<std::size_t>(l)];
-    if (policy_.is_checkpointed(l)) {
-      acts = std::make_unique<BlockActivations>(tracker_, d, ctx_);
-      block_forward(ctx_, p, resid(l), *acts, TensorView{}, config_.n_head, block_dropout(l));
-    }
-    const TensorView grad = grad_destination(store, unit);
-    block_backward(ctx_, p, block_views(table_, l, grad), resid(l), *acts, dresid, block_scratch_, config_.n_head,
-                   block_dropout(l));
-    acts.reset();
-    store.accumulate_grads(unit, grad);
-    store.grads_ready(unit);
-    store.release_params(unit, Pass::kBackward);
-  }
+  for (int l = L - 1; l >= 0; --l) blocks_.backward(store, l);  // dresid: d(block output) to d(input)
 
   {  // The embedding backward is a scatter-add of dresid: it reads no weights, so none are acquired.
      // The head's contribution came first, so this one goes through the fp32 scratch.
@@ -234,50 +204,42 @@ void GptModel::backward(ParamStore& store, float loss_scale) {
   stream_.reset();
 }
 
-void GptModel::split_block_forward(ParamStore& store, int l) {
-  const int attn = block_unit(l), mlp = mlp_unit(config_, layout_, l);
-  auto acts = std::make_unique<BlockActivations>(tracker_, dims_, ctx_);
-  const BlockDropout drop = block_dropout(l);
-  attention_half_forward(
-      ctx_, block_views(table_, config_, layout_, l, params_.acquire(store, attn, Pass::kForward), TensorView{}),
-      resid(l), *acts, config_.n_head, drop);
-  store.release_params(attn, Pass::kForward);
-  mlp_half_forward(ctx_,
-                   block_views(table_, config_, layout_, l, TensorView{}, params_.acquire(store, mlp, Pass::kForward)),
-                   resid(l), *acts, resid(l + 1), drop);
-  store.release_params(mlp, Pass::kForward);
-  if (!policy_.is_checkpointed(l)) block_acts_[static_cast<std::size_t>(l)] = std::move(acts);
+BlockParams GptModel::block_params(int l, const BlockUnits& units) const {
+  if (layout_.block_units == 2) return block_views(table_, config_, layout_, l, units.attn, units.mlp);
+  return block_views(table_, l, units.attn);
 }
 
-void GptModel::split_block_backward(ParamStore& store, int l, TensorView dresid) {
-  const int attn = block_unit(l), mlp = mlp_unit(config_, layout_, l);
-  const BlockDropout drop = block_dropout(l);
-  std::unique_ptr<BlockActivations>& acts = block_acts_[static_cast<std::size_t>(l)];
-  TensorView attn_params;
-  if (policy_.is_checkpointed(l)) {  // the recompute needs both halves: the attention unit first
-    attn_params = params_.acquire(store, attn, Pass::kBackward);
+void GptModel::allocate_block_activations(int l) {
+  block_acts_[static_cast<std::size_t>(l)] = std::make_unique<BlockActivations>(tracker_, dims_, ctx_);
+}
+
+void GptModel::free_block_activations(int l) { block_acts_[static_cast<std::size_t>(l)].reset(); }
+
+void GptModel::forward_part(int l, BlockPart part, const BlockUnits& params) {
+  const BlockParams p = block_params(l, params);
+  BlockActivations& acts = *block_acts_[static_cast<std::size_t>(l)];
+  if (part == BlockPart::kAttention) {
+    attention_half_forward(ctx_, p, resid(l), acts, config_.n_head, block_dropout(l));
+  } else {
+    mlp_half_forward(ctx_, p, resid(l), acts, resid(l + 1), block_dropout(l));
   }
-  const BlockParams p =
-      block_views(table_, config_, layout_, l, attn_params, params_.acquire(store, mlp, Pass::kBackward));
-  if (policy_.is_checkpointed(l)) {
-    acts = std::make_unique<BlockActivations>(tracker_, dims_, ctx_);
-    block_forward(ctx_, p, resid(l), *acts, TensorView{}, config_.n_head, drop);
+}
+
+void GptModel::recompute_block(int l, const BlockUnits& params) {
+  // The block's output is kept (the next block's input): no out, so its last matmul is skipped.
+  block_forward(ctx_, block_params(l, params), resid(l), *block_acts_[static_cast<std::size_t>(l)], TensorView{},
+                config_.n_head, block_dropout(l));
+}
+
+void GptModel::backward_part(int l, BlockPart part, const BlockUnits& params, const BlockUnits& grads) {
+  const BlockParams p = block_params(l, params), g = block_params(l, grads);
+  const BlockActivations& acts = *block_acts_[static_cast<std::size_t>(l)];
+  const TensorView dresid = dresid_.view(Shape{dims_.B, dims_.T, dims_.C});
+  if (part == BlockPart::kMlp) {
+    mlp_half_backward(ctx_, p, g, acts, dresid, block_scratch_, block_dropout(l));
+  } else {
+    attention_half_backward(ctx_, p, g, resid(l), acts, dresid, block_scratch_, config_.n_head, block_dropout(l));
   }
-  const TensorView mlp_grad = grad_destination(store, mlp);
-  mlp_half_backward(ctx_, p, block_views(table_, config_, layout_, l, TensorView{}, mlp_grad), *acts, dresid,
-                    block_scratch_, drop);
-  store.accumulate_grads(mlp, mlp_grad);
-  store.grads_ready(mlp);
-  store.release_params(mlp, Pass::kBackward);
-  if (!policy_.is_checkpointed(l)) attn_params = params_.acquire(store, attn, Pass::kBackward);
-  const BlockParams pa = block_views(table_, config_, layout_, l, attn_params, TensorView{});
-  const TensorView attn_grad = grad_destination(store, attn);
-  attention_half_backward(ctx_, pa, block_views(table_, config_, layout_, l, attn_grad, TensorView{}), resid(l), *acts,
-                          dresid, block_scratch_, config_.n_head, drop);
-  acts.reset();
-  store.accumulate_grads(attn, attn_grad);
-  store.grads_ready(attn);
-  store.release_params(attn, Pass::kBackward);
 }
 
 }  // namespace zt::gpt

@@ -17,12 +17,15 @@
 #include "models/gpt/gpt_params.h"
 #include "models/kernel_params.h"
 #include "models/language_model.h"
+#include "models/unit_runner.h"
 
 namespace zt::gpt {
 
 using zt::ForwardOptions;  // models/language_model.h
 
-class GptModel final : public LanguageModel {
+// Its blocks run through a UnitRunner (models/unit_runner.h), which makes their store calls; the
+// model supplies the blocks' math (BlockMath, below) and makes the head's and embeddings' calls.
+class GptModel final : public LanguageModel, private BlockMath {
  public:
   // Sized for batches of `batch` sequences of `seq_len` tokens (seq_len <= block_size). `dropout`
   // is the probability used at every site (embedding output, attention probabilities, both
@@ -65,8 +68,17 @@ class GptModel final : public LanguageModel {
   // Where the matmul and LayerNorm backward of `unit` add its gradient: the store's own storage in
   // place where it offers it (ParamStore::in_place_grads) and this device's kernels add into its
   // dtype (ops::adds_param_grads_into), else the zeroed fp32 scratch. Either goes to
-  // store.accumulate_grads afterwards.
-  TensorView grad_destination(ParamStore& store, int unit);
+  // store.accumulate_grads afterwards. (The blocks' too: BlockMath.)
+  TensorView grad_destination(ParamStore& store, int unit) override;
+
+  // BlockMath: block l's halves over block.h's kernels, for the runner. A whole block's halves
+  // are block_forward's and block_backward's, in their order: the same bits.
+  BlockParams block_params(int layer, const BlockUnits& units) const;
+  void allocate_block_activations(int layer) override;
+  void free_block_activations(int layer) override;
+  void forward_part(int layer, BlockPart part, const BlockUnits& params) override;
+  void recompute_block(int layer, const BlockUnits& params) override;
+  void backward_part(int layer, BlockPart part, const BlockUnits& params, const BlockUnits& grads) override;
   // The input (which = 0) or target (1) token ids kept before the residual stream.
   TensorView token_view(int which, Shape shape) const;
   TensorView resid(int layer) const;  // input of block `layer`; resid(n_layer) is the last output
@@ -83,20 +95,16 @@ class GptModel final : public LanguageModel {
   DropoutSpec dropout_spec(std::uint32_t site) const;
   BlockDropout block_dropout(int layer) const;
 
-  // Block l forward / backward with its attention and MLP halves in units of their own.
-  void split_block_forward(ParamStore& store, int layer);
-  void split_block_backward(ParamStore& store, int layer, TensorView dresid);
-
   GptConfig config_;
   UnitLayout layout_;
   ParamTable table_;
   ActivationDims dims_;
-  CheckpointPolicy policy_;
   MemoryTracker& tracker_;
   ExecContext ctx_;
   float dropout_;
   std::uint64_t seed_;
   KernelParams params_;  // the units as the kernels read them (fp32 copies of bf16 ones for fp32 activations)
+  UnitRunner blocks_;    // each block's store calls around its math
   ForwardOptions step_;  // options of the forward in flight (backward regenerates its masks)
 
   // Workspace, allocated once.

@@ -17,17 +17,23 @@ void add(PassSchedule& s, std::initializer_list<UnitEvent> events) {
 
 }  // namespace
 
+std::vector<BlockUnitIds> block_unit_ids(const GptConfig& config, const UnitLayout& layout) {
+  std::vector<BlockUnitIds> ids;
+  for (int l = 0; l < config.n_layer; ++l) {
+    ids.push_back({block_unit(l), layout.block_units == 2 ? mlp_unit(config, layout, l) : -1});
+  }
+  return ids;
+}
+
 PassSchedule forward_schedule(const GptConfig& config, const UnitLayout& layout) {
   const int emb = embedding_unit(), fin = final_unit(config), chunks = head_chunk_count(config, layout.head_chunks);
-  const bool split = layout.block_units == 2;
   PassSchedule s;
   add(s, {{UnitOp::kAcquire, emb}});
   for (int c = 1; c < chunks; ++c) {
     add(s, {{UnitOp::kAcquire, wte_unit(config, c)}, {UnitOp::kRelease, wte_unit(config, c)}});
   }
   add(s, {{UnitOp::kRelease, emb}});
-  for (int l = 0; l < config.n_layer; ++l)
-    add_block_forward(s, block_unit(l), split ? mlp_unit(config, layout, l) : -1);
+  for (const BlockUnitIds& block : block_unit_ids(config, layout)) add_block_forward(s, block);
   add(s, {{UnitOp::kAcquire, fin}});
   for (int c = 0; c < chunks; ++c) {
     add(s, {{UnitOp::kAcquire, wte_unit(config, c)}, {UnitOp::kRelease, wte_unit(config, c)}});
@@ -48,9 +54,9 @@ PassSchedule backward_schedule(const GptConfig& config, const UnitLayout& layout
     }
   }
   add(s, {{UnitOp::kAcquire, fin}, {UnitOp::kAccumulate, fin}, {UnitOp::kGradsReady, fin}, {UnitOp::kRelease, fin}});
+  const std::vector<BlockUnitIds> blocks = block_unit_ids(config, layout);
   for (int l = config.n_layer - 1; l >= 0; --l) {
-    add_block_backward(s, block_unit(l), layout.block_units == 2 ? mlp_unit(config, layout, l) : -1,
-                       policy.is_checkpointed(l));
+    add_block_backward(s, blocks[static_cast<std::size_t>(l)], policy.is_checkpointed(l));
   }
   for (int c = 0; c < chunks; ++c) {
     add(s, {{UnitOp::kAccumulate, wte_unit(config, c)}, {UnitOp::kGradsReady, wte_unit(config, c)}});

@@ -3,11 +3,19 @@
 // predict which gathered units and pending gradients are alive at once (docs/zero_memory.md).
 #pragma once
 
+#include <vector>
+
 #include "engine/distributed/sharding/param_store.h"
+#include "models/block_schedule.h"
+#include "models/checkpoint_policy.h"
 #include "models/gpt/gpt_config.h"
 #include "models/gpt/gpt_params.h"
 
 namespace zt::gpt {
+
+// Each block's units (block_unit, and mlp_unit with split blocks): what the schedules below and
+// the model's UnitRunner both walk.
+std::vector<BlockUnitIds> block_unit_ids(const GptConfig& config, const UnitLayout& layout);
 
 // Forward: embeddings; each block; the head, which needs the final LayerNorm and the tied
 // embeddings at once.

@@ -20,10 +20,10 @@ LlamaModel::LlamaModel(const LlamaConfig& config, int batch, int seq_len, Checkp
       dims_(layer_dims(config, batch, seq_len, activations, ctx.device)),
       Vp_(config.padded_vocab_size()),
       Vc_(head_chunk_columns(Vp_, layout.head_chunks)),
-      policy_(policy),
       tracker_(tracker),
       ctx_(ctx),
       params_(table_, activations, tracker, ctx),
+      layers_(layer_unit_ids(config, layout), policy, params_, *this),
       forward_schedule_(forward_schedule(config, layout)),
       backward_schedule_(backward_schedule(config, layout, policy)),
       grad_scratch_(ops::allocate(ctx, tracker, MemCategory::kWorkspace, DType::kF32, table_.max_unit_numel())),
@@ -81,18 +81,7 @@ float LlamaModel::forward(ParamStore& store, const std::int32_t* inputs, const s
 
   store.begin_pass(Pass::kForward, forward_schedule_, true);
   embedding_forward(store, in);
-  for (int l = 0; l < L; ++l) {
-    if (layout_.block_units == 2) {
-      split_layer_forward(store, l);
-      continue;
-    }
-    const LayerParams p = layer_views(table_, l, params_.acquire(store, layer_unit(l), Pass::kForward));
-    auto acts = std::make_unique<LayerActivations>(tracker_, d, ctx_);
-    layer_forward(ctx_, config_, p, resid(l), *acts, resid(l + 1));
-    // A checkpointed layer keeps only its input (resid(l)); backward recomputes the rest.
-    if (!policy_.is_checkpointed(l)) layer_acts_[static_cast<std::size_t>(l)] = std::move(acts);
-    store.release_params(layer_unit(l), Pass::kForward);
-  }
+  for (int l = 0; l < L; ++l) layers_.forward(store, l);
   head_forward(store, tg, logits_out);
   store.end_pass(Pass::kForward);
   return mean_loss(ctx_, head_views().losses);
@@ -105,30 +94,51 @@ void LlamaModel::backward(ParamStore& store, float loss_scale) {
   const TensorView in = input_tokens(), tg = target_tokens();
   const TensorView dresid = dresid_.view(Shape{d.B, d.T, d.C});
   store.begin_pass(Pass::kBackward, backward_schedule_, false);
-  head_backward(store, tg, loss_scale, dresid);  // frees the head's activations
-  for (int l = L - 1; l >= 0; --l) {
-    if (layout_.block_units == 2) {
-      split_layer_backward(store, l, dresid);
-      continue;
-    }
-    const int unit = layer_unit(l);
-    const LayerParams p = layer_views(table_, l, params_.acquire(store, unit, Pass::kBackward));
-    std::unique_ptr<LayerActivations>& acts = layer_acts_[static_cast<std::size_t>(l)];
-    if (policy_.is_checkpointed(l)) {
-      acts = std::make_unique<LayerActivations>(tracker_, d, ctx_);
-      layer_forward(ctx_, config_, p, resid(l), *acts, resid(l + 1));
-    }
-    const TensorView g = zeroed_grad(unit);
-    layer_backward(ctx_, config_, p, layer_views(table_, l, g), resid(l), *acts, dresid, layer_scratch_);
-    acts.reset();
-    store.accumulate_grads(unit, g);
-    store.grads_ready(unit);
-    store.release_params(unit, Pass::kBackward);
-  }
+  head_backward(store, tg, loss_scale, dresid);                 // frees the head's activations
+  for (int l = L - 1; l >= 0; --l) layers_.backward(store, l);  // dresid: d(layer output) to d(input)
   embedding_backward(store, in, dresid);
   store.end_pass(Pass::kBackward);
   stream_.reset();
   tokens_.reset();
 }
+
+LayerParams LlamaModel::layer_params(int l, const BlockUnits& units) const {
+  if (layout_.block_units == 2) return layer_views(table_, config_, layout_, l, units.attn, units.mlp);
+  return layer_views(table_, l, units.attn);
+}
+
+void LlamaModel::allocate_block_activations(int l) {
+  layer_acts_[static_cast<std::size_t>(l)] = std::make_unique<LayerActivations>(tracker_, dims_, ctx_);
+}
+
+void LlamaModel::free_block_activations(int l) { layer_acts_[static_cast<std::size_t>(l)].reset(); }
+
+void LlamaModel::forward_part(int l, BlockPart part, const BlockUnits& params) {
+  const LayerParams p = layer_params(l, params);
+  LayerActivations& acts = *layer_acts_[static_cast<std::size_t>(l)];
+  if (part == BlockPart::kAttention) {
+    attention_half_forward(ctx_, config_, p, resid(l), acts);
+  } else {
+    mlp_half_forward(ctx_, config_, p, acts, resid(l + 1));
+  }
+}
+
+void LlamaModel::recompute_block(int l, const BlockUnits& params) {
+  layer_forward(ctx_, config_, layer_params(l, params), resid(l), *layer_acts_[static_cast<std::size_t>(l)],
+                resid(l + 1));
+}
+
+void LlamaModel::backward_part(int l, BlockPart part, const BlockUnits& params, const BlockUnits& grads) {
+  const LayerParams p = layer_params(l, params), g = layer_params(l, grads);
+  const LayerActivations& acts = *layer_acts_[static_cast<std::size_t>(l)];
+  const TensorView dresid = dresid_.view(Shape{dims_.B, dims_.T, dims_.C});
+  if (part == BlockPart::kMlp) {
+    mlp_half_backward(ctx_, p, g, acts, dresid, layer_scratch_);
+  } else {
+    attention_half_backward(ctx_, config_, p, g, resid(l), acts, dresid, layer_scratch_);
+  }
+}
+
+TensorView LlamaModel::grad_destination(ParamStore& /*store*/, int unit) { return zeroed_grad(unit); }
 
 }  // namespace zt::llama

@@ -21,8 +21,13 @@
 #include "models/language_model.h"
 #include "models/llama/llama_block.h"
 #include "models/llama/llama_params.h"
+#include "models/unit_runner.h"
 
 namespace zt::llama {
+
+// Each layer's units (layer_unit, and mlp_unit with split layers): what the schedules below and the
+// model's UnitRunner both walk.
+std::vector<BlockUnitIds> layer_unit_ids(const LlamaConfig& c, const UnitLayout& layout);
 
 // The store calls of each pass (llama_schedule.cpp): embeddings (a tied table's every chunk);
 // each layer; the final unit, with the head's table (the tied embeddings, or each chunk in turn).
@@ -40,7 +45,9 @@ PassSchedule backward_schedule(const LlamaConfig& c, const UnitLayout& layout = 
 // of dlnf (act BTC), the logits act BT Vc.
 std::int64_t head_bytes(const LayerDims& d, std::int64_t Vp, std::int64_t Vc);
 
-class LlamaModel final : public LanguageModel {
+// Its layers run through a UnitRunner (models/unit_runner.h), which makes their store calls; the
+// model supplies the layers' math (BlockMath, below) and makes the head's and embedding's calls.
+class LlamaModel final : public LanguageModel, private BlockMath {
  public:
   // Sized for batches of `batch` sequences of `seq_len` tokens (seq_len <= block_size).
   LlamaModel(const LlamaConfig& config, int batch, int seq_len, CheckpointPolicy policy, MemoryTracker& tracker,
@@ -85,20 +92,26 @@ class LlamaModel final : public LanguageModel {
   void head_forward(ParamStore& store, TensorView targets, float* logits_out);
   void head_backward(ParamStore& store, TensorView targets, float loss_scale, TensorView dresid);
   void embedding_backward(ParamStore& store, TensorView tokens, TensorView dresid);
-  // A layer in two units (llama_split_layers.cpp): its attention unit, then its MLP unit; backward
-  // in reverse.
-  void split_layer_forward(ParamStore& store, int layer);
-  void split_layer_backward(ParamStore& store, int layer, TensorView dresid);
+  // BlockMath: layer l's halves over llama_block's kernels, for the runner. A whole layer's halves
+  // are layer_forward's and layer_backward's, in their order: the same bits.
+  LayerParams layer_params(int layer, const BlockUnits& units) const;
+  void allocate_block_activations(int layer) override;
+  void free_block_activations(int layer) override;
+  void forward_part(int layer, BlockPart part, const BlockUnits& params) override;
+  void recompute_block(int layer, const BlockUnits& params) override;
+  void backward_part(int layer, BlockPart part, const BlockUnits& params, const BlockUnits& grads) override;
+  // The zeroed fp32 scratch (zeroed_grad): a Llama takes no gradient in place.
+  TensorView grad_destination(ParamStore& store, int unit) override;
 
   LlamaConfig config_;
   UnitLayout layout_;
   ParamTable table_;
   LayerDims dims_;
   std::int64_t Vp_, Vc_;  // padded vocabulary, and the head's chunk of it (Vp: one chunk)
-  CheckpointPolicy policy_;
   MemoryTracker& tracker_;
   ExecContext ctx_;
   KernelParams params_;
+  UnitRunner layers_;  // each layer's store calls around its math
   PassSchedule forward_schedule_, backward_schedule_;
   Buffer grad_scratch_;  // fp32, the largest unit
   Buffer dresid_;        // [B, T, C]

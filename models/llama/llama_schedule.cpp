@@ -15,6 +15,13 @@ void add(PassSchedule& s, std::initializer_list<UnitEvent> events) {
 
 }  // namespace
 
+std::vector<BlockUnitIds> layer_unit_ids(const LlamaConfig& c, const UnitLayout& layout) {
+  std::vector<BlockUnitIds> ids;
+  for (int l = 0; l < c.n_layer; ++l)
+    ids.push_back({layer_unit(l), layout.block_units == 2 ? mlp_unit(c, layout, l) : -1});
+  return ids;
+}
+
 PassSchedule forward_schedule(const LlamaConfig& c, const UnitLayout& layout) {
   const int emb = embedding_unit(), fin = final_unit(c);
   const int chunks = head_chunk_count(c.padded_vocab_size(), layout.head_chunks);
@@ -23,9 +30,7 @@ PassSchedule forward_schedule(const LlamaConfig& c, const UnitLayout& layout) {
     add(s, {{UnitOp::kAcquire, head_chunk_unit(c, k)}, {UnitOp::kRelease, head_chunk_unit(c, k)}});
   }
   add(s, {{UnitOp::kRelease, emb}});
-  for (int l = 0; l < c.n_layer; ++l) {
-    add_block_forward(s, layer_unit(l), layout.block_units == 2 ? mlp_unit(c, layout, l) : -1);
-  }
+  for (const BlockUnitIds& layer : layer_unit_ids(c, layout)) add_block_forward(s, layer);
   add(s, {{UnitOp::kAcquire, fin}});
   if (chunks > 1) {
     for (int k = 0; k < chunks; ++k) {
@@ -51,9 +56,9 @@ PassSchedule backward_schedule(const LlamaConfig& c, const UnitLayout& layout, c
     add(s, {{UnitOp::kAcquire, emb}, {UnitOp::kAccumulate, emb}, {UnitOp::kRelease, emb}});
   }
   add(s, {{UnitOp::kAcquire, fin}, {UnitOp::kAccumulate, fin}, {UnitOp::kGradsReady, fin}, {UnitOp::kRelease, fin}});
+  const std::vector<BlockUnitIds> layers = layer_unit_ids(c, layout);
   for (int l = c.n_layer - 1; l >= 0; --l) {
-    add_block_backward(s, layer_unit(l), layout.block_units == 2 ? mlp_unit(c, layout, l) : -1,
-                       policy.is_checkpointed(l));
+    add_block_backward(s, layers[static_cast<std::size_t>(l)], policy.is_checkpointed(l));
   }
   // The embedding's scatter-add (reading no weights): a tied table's second round, chunk by chunk.
   for (int k = 0; k < (c.tie_embeddings ? chunks : 1); ++k) {

@@ -1,6 +1,8 @@
 // The compute backend of one process: the CPU, or one CUDA device with the stream the kernels run
 // on, the caching allocator every device Buffer comes from, and the cuBLASLt resources. Whatever
 // allocates through its context() (models, parameter stores, optimizers) must be destroyed first.
+// The CUDA half (CudaParts, open_cuda, the cuda_* queries) is kernels/cuda/cuda_compute_backend.cpp,
+// or kernels/no_cuda_backend.cpp's answers in a build without CUDA.
 #pragma once
 
 #include <cstdint>
@@ -17,7 +19,6 @@ namespace zt {
 const BlasDescription& cpu_blas_description();
 
 // CUDA devices this process can use (0 in a build without CUDA).
-
 int cuda_device_count();
 // Free memory on CUDA device `index` now; -1 when it cannot be told (a failed query, or a build
 // without CUDA).
@@ -57,8 +58,17 @@ class ComputeBackend {
   const std::string& description() const { return description_; }
 
  private:
+  // The CUDA half of the constructor: opens device `device_index` (or refuses, naming the config
+  // key) and makes ctx_ its context.
+  void open_cuda(int device_index, int num_threads, MemoryTracker& tracker, const KernelChoices& choices);
+
+  // What the CUDA half holds for the run (its CudaParts: stream, allocator, kernel resources),
+  // defined in that half's file and destroyed through this base here.
+  struct DeviceParts {
+    virtual ~DeviceParts() = default;
+  };
   struct CudaParts;
-  std::unique_ptr<CudaParts> cuda_;
+  std::unique_ptr<DeviceParts> cuda_;
   ExecContext ctx_;
   std::string description_;
 };

@@ -1,6 +1,8 @@
-// The kernels as the model, the parameter store and the optimizer call them: each op dispatches
-// on ctx.device to its CPU kernel (kernels/cpu) or its CUDA twin (kernels/cuda), which share one
-// signature. Also the memory operations those callers need on either side: allocation in the
+// The kernels as the model, the parameter store and the optimizer call them: each op runs on the
+// backend of ctx.device (the CPU's or CUDA's OpsBackend) and is timed when ctx carries a profiler.
+// Each op's contract is stated once, in kernels/contracts/ops_backend.h; here are only what the
+// free functions add (defaults, the fused ops composed from separate ones, capability queries by
+// device). Also the memory operations those callers need on either side: allocation in the
 // context's memory, zero-fill and copies between host and device.
 #pragma once
 
@@ -36,10 +38,10 @@ TensorView on_host(const ExecContext& ctx, TensorView v, std::vector<float>& sta
 // Waits for everything queued on the context (a no-op on the CPU).
 void synchronize(const ExecContext& ctx);
 
-// ---- layers (see the CPU headers for each op's contract) ----
+// ---- layers (contracts: OpsBackend in kernels/contracts/ops_backend.h) ----
 void embedding_forward(const ExecContext& ctx, TensorView out, TensorView tokens, TensorView wte, TensorView wpe);
 void embedding_backward(const ExecContext& ctx, TensorView dwte, TensorView dwpe, TensorView dout, TensorView tokens);
-// One chunk of a token table split by vocabulary rows (kernels/cpu/embedding.h).
+// One chunk of a token table split by vocabulary rows.
 void embedding_forward_rows(const ExecContext& ctx, TensorView out, TensorView tokens, TensorView wte_rows,
                             TensorView wpe, std::int64_t row_begin, std::int64_t vocab);
 void embedding_backward_rows(const ExecContext& ctx, TensorView dwte_rows, TensorView dwpe, TensorView dout,
@@ -47,14 +49,13 @@ void embedding_backward_rows(const ExecContext& ctx, TensorView dwte_rows, Tenso
 void layernorm_forward(const ExecContext& ctx, TensorView out, TensorView mean, TensorView rstd, TensorView inp,
                        TensorView weight, TensorView bias);
 // residual = a + b, then out = layernorm(residual) (residual may alias a or b): one pass over
-// memory fewer on CUDA (kernels/cpu/layernorm.h).
+// memory fewer on CUDA.
 void layernorm_residual_forward(const ExecContext& ctx, TensorView residual, TensorView out, TensorView mean,
                                 TensorView rstd, TensorView a, TensorView b, TensorView weight, TensorView bias);
 void layernorm_backward(const ExecContext& ctx, TensorView dinp, TensorView dweight, TensorView dbias, TensorView dout,
                         TensorView inp, TensorView weight, TensorView mean, TensorView rstd);
-// Whether matmul_backward, matmul_backward_through_gelu and layernorm_backward on ctx's device add
-// parameter gradients into views of `grad_dtype` under activations of `act_dtype`: F32 everywhere;
-// BF16 (each element rounded once, round(widen(old) + contribution)) on CUDA with bf16 activations.
+// Whether the backward ops on ctx's device add parameter gradients into views of `grad_dtype` under
+// activations of `act_dtype`: F32 everywhere; BF16 on CUDA with bf16 activations.
 bool adds_param_grads_into(const ExecContext& ctx, DType grad_dtype, DType act_dtype);
 void matmul_forward(const ExecContext& ctx, TensorView out, TensorView inp, TensorView weight, WeightLayout layout,
                     TensorView bias);
@@ -62,39 +63,38 @@ void matmul_backward(const ExecContext& ctx, TensorView dinp, TensorView dweight
                      TensorView inp, TensorView weight, WeightLayout layout);
 // out = gelu(gelu_pre), gelu_pre = inp @ W + bias (kept for the backward); and the backward of a
 // matmul whose input was such an out: dinp = (dout @ W^T) * gelu'(gelu_pre), with dweight and
-// dbias as matmul_backward. On CUDA under precision.gelu_epilogue (KernelResources) cuBLASLt's
-// GELU epilogues do it in the product (bf16: gelu of the unrounded product, one rounding fewer);
-// otherwise, and on the CPU, matmul_forward then gelu_forward, matmul_backward then gelu_backward.
+// dbias as matmul_backward. Fused where the backend fuses it (OpsBackend::fuses_gelu_into_matmul:
+// CUDA under precision.gelu_epilogue, in cuBLASLt's epilogue), profiled as one op; otherwise, and
+// on the CPU, matmul_forward then gelu_forward, matmul_backward then gelu_backward.
 void matmul_gelu_forward(const ExecContext& ctx, TensorView out, TensorView gelu_pre, TensorView inp, TensorView weight,
                          WeightLayout layout, TensorView bias);
 void matmul_backward_through_gelu(const ExecContext& ctx, TensorView dinp, TensorView dweight, TensorView dbias,
                                   TensorView dout, TensorView inp, TensorView weight, WeightLayout layout,
                                   TensorView gelu_pre);
-// n_kv_head (0: n_head) below n_head: grouped-query heads (kernels/cpu/attention.h), on the CPU
-// only so far (a CUDA context refuses it).
+// n_kv_head (0: n_head) below n_head: grouped-query heads, on the CPU only so far (a CUDA context
+// refuses it).
 void attention_forward(const ExecContext& ctx, TensorView out, TensorView att, TensorView qkv, int n_head,
                        const DropoutSpec& dropout, int n_kv_head = 0);
 void attention_backward(const ExecContext& ctx, TensorView dqkv, TensorView dout, TensorView qkv, TensorView att,
                         int n_head, const DropoutSpec& dropout, int n_kv_head = 0);
 // Whether this build has the CUDA kernels (nvcc was found): without them device "cuda" runs nothing.
 bool cuda_kernels_built();
-// Flash attention: the result of attention_forward without the [B, n_head, T, T] probabilities;
-// it keeps lse [B, n_head, T] (each row's log-sum-exp) and its backward recomputes them from it.
-// CUDA only (kernels/cuda/flash_attention.h: some head sizes, batch * n_head <= 65535), dropout on
-// the probabilities fused: where flash_attention_available is false the model uses
-// attention_forward/backward.
+// Flash attention: the result of attention_forward without the [B, n_head, T, T] probabilities
+// (OpsBackend's fused attention). CUDA only (some head sizes, batch * n_head <= 65535): where
+// flash_attention_available is false the model uses attention_forward/backward.
 bool flash_attention_available(Device device, std::int64_t batch, std::int64_t n_head, std::int64_t head_size);
-// Whether flash attention on `device` runs on tensor cores (cuda::flash_attention_tensor_cores:
-// BF16 activations, head sizes 16-128 that the current GPU grants the shared memory for).
+// Whether flash attention on `device` runs on tensor cores (BF16 activations, head sizes 16-128
+// that the current GPU grants the shared memory for).
 bool flash_attention_on_tensor_cores(Device device, DType activations, std::int64_t head_size);
 // Why cuDNN's fused attention would not run flash attention's calls of this kind on `device`, or ""
-// when it would (kernels/cuda/cudnn_attention.h): the device or build, precision.attention, the
+// when it would: the device or build, precision.attention, the
 // library, the activation dtype, the head size, dropout. A shape cuDNN has no plan for shows only
 // at its first call, which then runs on the flash kernels and says so once on stderr.
 std::string cudnn_attention_refuses(Device device, AttentionKernels choice, DType activations, std::int64_t head_size,
                                     bool dropout);
-// Both run on cuDNN where it serves the call under ctx's precision.attention
-// (KernelResources::attention), on the flash kernels otherwise; the profiler names which.
+// Both run on the kernels the backend picks per call (OpsBackend::fused_attention_path: cuDNN
+// where it serves the call under precision.attention, the flash kernels otherwise); the profiler
+// names which.
 // Grouped-query heads: n_kv_head key/value heads (0: n_head), on either.
 void flash_attention_forward(const ExecContext& ctx, TensorView out, TensorView lse, TensorView qkv, int n_head,
                              const DropoutSpec& dropout, int n_kv_head = 0);
@@ -102,16 +102,16 @@ void flash_attention_backward(const ExecContext& ctx, TensorView dqkv, TensorVie
                               TensorView lse, int n_head, const DropoutSpec& dropout, int n_kv_head = 0);
 void gelu_forward(const ExecContext& ctx, TensorView out, TensorView inp);
 void gelu_backward(const ExecContext& ctx, TensorView dinp, TensorView inp, TensorView dout);
-// RMSNorm (Llama's; kernels/cpu/rmsnorm.h): out = inp * rstd * weight, and its backward.
+// RMSNorm (Llama's): out = inp * rstd * weight, and its backward.
 void rmsnorm_forward(const ExecContext& ctx, TensorView out, TensorView rstd, TensorView inp, TensorView weight,
                      float eps);
 void rmsnorm_backward(const ExecContext& ctx, TensorView dinp, TensorView dweight, TensorView dout, TensorView inp,
                       TensorView weight, TensorView rstd);
 // Rotary position embeddings in place on the first n_heads heads of each [B, T, W] row, and the
-// backward (kernels/cpu/rope.h).
+// backward.
 void rope_forward(const ExecContext& ctx, TensorView x, int n_heads, int head_size, float theta);
 void rope_backward(const ExecContext& ctx, TensorView dx, int n_heads, int head_size, float theta);
-// SwiGLU (Llama's MLP; kernels/cpu/swiglu.h) on the fused gate and up output [N, 2H].
+// SwiGLU (Llama's MLP) on the fused gate and up output [N, 2H].
 void swiglu_forward(const ExecContext& ctx, TensorView out, TensorView gate_up);
 void swiglu_backward(const ExecContext& ctx, TensorView dgate_up, TensorView gate_up, TensorView dout);
 void residual_forward(const ExecContext& ctx, TensorView out, TensorView a, TensorView b);
@@ -121,11 +121,10 @@ void softmax_cross_entropy_forward(const ExecContext& ctx, TensorView losses, Te
                                    TensorView targets, int vocab_size);
 void softmax_cross_entropy_backward(const ExecContext& ctx, TensorView dlogits, TensorView probs, TensorView targets,
                                     float dloss, int vocab_size);
-// Both of the above at once for a training step (kernels/cpu/cross_entropy.h): one pass over the
-// logits on CUDA instead of four.
+// Both of the above at once for a training step: one pass over the logits on CUDA instead of four.
 void softmax_cross_entropy_fused(const ExecContext& ctx, TensorView losses, TensorView dlogits, TensorView logits,
                                  TensorView targets, float dloss, int vocab_size);
-// Softmax + cross-entropy over vocabulary chunks (kernels/cpu/chunked_cross_entropy.h): the
+// Softmax + cross-entropy over vocabulary chunks: the
 // online row statistics of each chunk of logits, the losses and log-sum-exps after the last, and
 // each chunk's gradient from them.
 void cross_entropy_chunk_stats(const ExecContext& ctx, TensorView row_max, TensorView row_sum, TensorView target_logit,

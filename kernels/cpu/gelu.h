@@ -1,4 +1,5 @@
 // GELU, tanh approximation (GPT-2's "gelu_new"), forward and backward, fp32.
+// Contracts: OpsBackend::gelu_* (kernels/contracts/ops_backend.h).
 #pragma once
 
 #include "engine/base/core/tensor.h"
@@ -6,10 +7,8 @@
 
 namespace zt::cpu {
 
-// out = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). out may alias inp.
 void gelu_forward(const ExecContext& ctx, TensorView out, TensorView inp);
 
-// dinp = dout * gelu'(inp) (overwritten; dinp may alias dout).
 void gelu_backward(const ExecContext& ctx, TensorView dinp, TensorView inp, TensorView dout);
 
 }  // namespace zt::cpu

@@ -1,5 +1,5 @@
 // Matrix product with bias, forward and backward, on fp32 through OpenBLAS sgemm.
-// Rows are all leading dimensions flattened: inp [.., C] is read as [N, C].
+// Contracts: OpsBackend::matmul_* (kernels/contracts/ops_backend.h).
 #pragma once
 
 #include "engine/base/core/tensor.h"
@@ -8,12 +8,9 @@
 
 namespace zt::cpu {
 
-// out[N, OC] = inp[N, C] @ W + bias[OC]. bias may be an empty view (no bias).
 void matmul_forward(const ExecContext& ctx, TensorView out, TensorView inp, TensorView weight, WeightLayout layout,
                     TensorView bias);
 
-// dinp[N, C] = dout @ W^T (overwritten; skipped when dinp is empty),
-// dweight += inp^T @ dout in the weight's layout, dbias[OC] += column sums of dout (skipped when empty).
 void matmul_backward(const ExecContext& ctx, TensorView dinp, TensorView dweight, TensorView dbias, TensorView dout,
                      TensorView inp, TensorView weight, WeightLayout layout);
 

@@ -1,4 +1,5 @@
 // Sum of squares of a buffer, for the global gradient norm (each rank sums its shard).
+// Contracts: OpsBackend::sum_of_squares* (kernels/contracts/ops_backend.h).
 #pragma once
 
 #include <vector>
@@ -8,11 +9,10 @@
 
 namespace zt::cpu {
 
-// sum(x^2) of an F32 or BF16 view, accumulated in fp64 in a fixed order (thread count does not
-// change the result: fixed-size chunks are summed, then the chunk sums in index order).
+// The fixed order: fixed-size chunks are summed, then the chunk sums in index order, so the thread
+// count does not change the result.
 double sum_of_squares(const ExecContext& ctx, TensorView x);
 
-// sum_of_squares of each view, in order (the same value each call above returns).
 std::vector<double> sum_of_squares_each(const ExecContext& ctx, const std::vector<TensorView>& xs);
 
 }  // namespace zt::cpu

@@ -1,10 +1,7 @@
 // Rotary position embeddings (RoPE, Llama's rotate-half form), forward and backward, in place, in
-// fp32. In each row (b, t) of x [B, T, W], the first n_heads heads of head_size columns (q and k
-// in a fused q|k|v projection's output) are rotated: for i < head_size / 2 the pair
-// (x_i, x_{i + head_size/2}) turns by the angle t * inv_freq_i, inv_freq_i = 1 / theta^(2i /
-// head_size), computed in fp32 as Hugging Face's LlamaRotaryEmbedding does (rope_angles below).
-// The backward turns the gradient by minus the angle (the rotation's transpose). Columns past the
-// rotated heads (v) are left as they are.
+// fp32, on the q and k heads of a fused q|k|v projection's output (v's columns are left as they
+// are); the angles as Hugging Face's LlamaRotaryEmbedding computes them (kernels/contracts/
+// rope_angles.h). Contracts: OpsBackend::rope_* (kernels/contracts/ops_backend.h).
 #pragma once
 
 #include "engine/base/core/tensor.h"

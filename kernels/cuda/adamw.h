@@ -12,13 +12,12 @@ namespace zt::cuda {
 using zt::AdamWHyper;
 using zt::AdamWSlice;
 
-// Same contract as cpu::adamw_update: param, m, v F32; grad F32 or BF16; optional working_out
-// (F32 or BF16) receives the updated parameter. The arithmetic is the CPU's, operation for
+// Contract: OpsBackend::adamw_update (kernels/contracts/ops_backend.h). The arithmetic is the CPU's, operation for
 // operation with no fused multiply-adds, so the GPU update is bitwise equal to the CPU's.
 void adamw_update(const ExecContext& ctx, TensorView param, TensorView grad, TensorView m, TensorView v,
                   TensorView working_out, const AdamWHyper& hyper, int step, float grad_scale = 1.0f);
 
-// Same contract as cpu::adamw_update_slices, one launch per 48 slices; every slice must have the
+// Contract: OpsBackend::adamw_update_slices; one launch per 48 slices; every slice must have the
 // same gradient dtype and working-copy dtype (or none). Bitwise equal to the CPU's update.
 void adamw_update_slices(const ExecContext& ctx, const std::vector<AdamWSlice>& slices, const AdamWHyper& hyper,
                          int step, float grad_scale = 1.0f);

@@ -11,15 +11,13 @@ namespace zt::cuda {
 
 using zt::DropoutSpec;
 
-// As cpu::attention_forward: qkv [B, T, 3C], out [B, T, C], att [B, n_head, T, T] (probabilities
-// before dropout, zero above the diagonal), all F32 or all BF16 (a mix fails naming the op). An
-// active `dropout` draws the CPU's mask; scratch: one sample's [n_head, T, T] (BF16: plus its fp32
-// scores).
+// Contract: OpsBackend::attention_forward (kernels/contracts/ops_backend.h), without grouped-query heads. Scratch: one
+// sample's [n_head, T, T] (BF16: plus its fp32 scores).
 void attention_forward(const ExecContext& ctx, TensorView out, TensorView att, TensorView qkv, int n_head,
                        const DropoutSpec& dropout = {});
 
-// As cpu::attention_backward: dqkv [B, T, 3C] overwritten; dqkv, dout, qkv and att share one
-// dtype. Scratch: one sample's fp32 [n_head, T, T] (BF16: plus a bf16 one; with dropout one more).
+// Contract: OpsBackend::attention_backward. Scratch: one sample's fp32 [n_head, T, T] (BF16: plus a bf16 one; with
+// dropout one more).
 void attention_backward(const ExecContext& ctx, TensorView dqkv, TensorView dout, TensorView qkv, TensorView att,
                         int n_head, const DropoutSpec& dropout = {});
 

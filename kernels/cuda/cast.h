@@ -1,5 +1,6 @@
 // CUDA twin of kernels/cpu/cast.h: fp32 <-> bf16 conversions, bit-identical to the CPU's (RNE,
 // NaN kept quiet with its sign, Inf kept).
+// Contracts: OpsBackend::cast (kernels/contracts/ops_backend.h).
 #pragma once
 
 #include "engine/base/core/tensor.h"

@@ -2,6 +2,7 @@
 // chunks, for an LM head that never holds all the logits. Chunk logits F32 or BF16, row
 // statistics F32, all on the GPU. Targets are not range-checked on the host (that needs a sync):
 // one outside [0, vocab_size) gives its row a NaN loss, as the whole-row kernel does.
+// Contracts: OpsBackend::cross_entropy_chunk_* (kernels/contracts/ops_backend.h).
 #pragma once
 
 #include <cstdint>

@@ -8,19 +8,17 @@
 
 namespace zt::cuda {
 
-// As cpu::softmax_cross_entropy_forward: losses[N], probs[N, Vp] (padded columns 0; may alias
-// logits). Targets [N] i32 on the GPU, not range-checked on the host (that needs a sync): a target
-// outside [0, vocab_size) gives a NaN loss for its row.
+// Contracts: OpsBackend::softmax_cross_entropy_* (kernels/contracts/ops_backend.h). Targets on the GPU are not
+// range-checked on the host (that needs a sync): a target outside [0, vocab_size) gives a NaN loss
+// for its row.
 void softmax_cross_entropy_forward(const ExecContext& ctx, TensorView losses, TensorView probs, TensorView logits,
                                    TensorView targets, int vocab_size);
 
-// As cpu::softmax_cross_entropy_backward: dlogits = (probs - onehot) * dloss, padded columns 0.
 void softmax_cross_entropy_backward(const ExecContext& ctx, TensorView dlogits, TensorView probs, TensorView targets,
                                     float dloss, int vocab_size);
 
-// Forward and backward in one pass over the logits, never storing the probabilities: losses[N]
-// and dlogits = (softmax - onehot) * dloss (may alias logits, as llm.c does in place). Equal to
-// the forward then the backward above, which the tests check.
+// Forward and backward in one pass over the logits, never storing the probabilities (in place in
+// the logits as llm.c does). Equal to the forward then the backward above, which the tests check.
 void softmax_cross_entropy_fused(const ExecContext& ctx, TensorView losses, TensorView dlogits, TensorView logits,
                                  TensorView targets, float dloss, int vocab_size);
 

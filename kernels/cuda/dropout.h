@@ -11,11 +11,9 @@ namespace zt::cuda {
 
 using zt::DropoutSpec;
 
-// As cpu::dropout_forward: out = in * mask / (1 - p) over [B, ...] samples (out may alias in).
-// out and in are both F32 or both BF16 (docs/precision.md), as are dinp and dout below.
+// Contracts: OpsBackend::dropout_* (kernels/contracts/ops_backend.h).
 void dropout_forward(const ExecContext& ctx, TensorView out, TensorView in, const DropoutSpec& spec);
 
-// As cpu::dropout_backward: dinp = dout * mask / (1 - p), the same mask (dinp may alias dout).
 void dropout_backward(const ExecContext& ctx, TensorView dinp, TensorView dout, const DropoutSpec& spec);
 
 }  // namespace zt::cuda

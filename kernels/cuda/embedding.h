@@ -19,8 +19,7 @@ void embedding_forward(const ExecContext& ctx, TensorView out, TensorView tokens
 // Out-of-range tokens are skipped.
 void embedding_backward(const ExecContext& ctx, TensorView dwte, TensorView dwpe, TensorView dout, TensorView tokens);
 
-// As cpu::embedding_forward_rows / embedding_backward_rows: one chunk of a token table split by
-// vocabulary rows (wte_rows: rows [row_begin, row_begin + R) of `vocab`); dwpe may be empty.
+// Contracts: OpsBackend::embedding_forward_rows / embedding_backward_rows (kernels/contracts/ops_backend.h).
 void embedding_forward_rows(const ExecContext& ctx, TensorView out, TensorView tokens, TensorView wte_rows,
                             TensorView wpe, std::int64_t row_begin, std::int64_t vocab);
 void embedding_backward_rows(const ExecContext& ctx, TensorView dwte_rows, TensorView dwpe, TensorView dout,

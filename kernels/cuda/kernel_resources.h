@@ -47,7 +47,8 @@ class KernelResources {
   // cores. kTf32 applies to every cuBLASLt product, kBf16 to the linear layers (cuda::matmul_*).
   MatmulPrecision fp32_matmuls = MatmulPrecision::kFp32;
 
-  // Which kernels run the fused attention (precision.attention; kernels/ops.cpp decides per call).
+  // Which kernels run the fused attention (precision.attention; kernels/cuda/cuda_backend.cpp
+  // decides per call).
   AttentionKernels attention = AttentionKernels::kAuto;
   // Whether ops::matmul_gelu_forward / matmul_backward_through_gelu run the GELU in cuBLASLt's
   // epilogue (precision.gelu_epilogue) or as the separate kernels, which the CPU matches bit for bit.

@@ -2,6 +2,7 @@
 // fp32, plus the residual-fused forward the GPU block uses (one pass over memory fewer per block and
 // layer). Activations (out, inp, residual, a, b; dinp, dout) are all F32 or all BF16 per call
 // (docs/precision.md); mean, rstd, weight, bias and the parameter gradients are F32.
+// Contracts: OpsBackend::layernorm_* (kernels/contracts/ops_backend.h).
 #pragma once
 
 #include "engine/base/core/tensor.h"
@@ -10,19 +11,16 @@
 
 namespace zt::cuda {
 
-// out[N, C] = (inp - mean) * rstd * weight + bias; mean[N] and rstd[N] are saved for backward.
 void layernorm_forward(const ExecContext& ctx, TensorView out, TensorView mean, TensorView rstd, TensorView inp,
                        TensorView weight, TensorView bias);
 
-// residual = a + b, then out = layernorm(residual) as above: the residual add of one sub-block
-// fused with the next LayerNorm. residual may alias a or b. With BF16 the stored (rounded) residual
-// is what is normalised, so the op equals residual_forward then layernorm_forward.
+// The residual add of one sub-block fused with the next LayerNorm, equal to residual_forward then
+// layernorm_forward.
 void layernorm_residual_forward(const ExecContext& ctx, TensorView residual, TensorView out, TensorView mean,
                                 TensorView rstd, TensorView a, TensorView b, TensorView weight, TensorView bias);
 
-// dinp += d/dinp, dweight += , dbias += (accumulating, as on the CPU; a BF16 dinp is rounded once
-// after the fp32 add). The parameter gradients are summed per fixed 32-row chunk and the chunks
-// added in order: deterministic, no float atomics.
+// A BF16 dinp is rounded once after the fp32 add. The parameter gradients are summed per fixed 32-row chunk and the
+// chunks added in order: deterministic, no float atomics.
 void layernorm_backward(const ExecContext& ctx, TensorView dinp, TensorView dweight, TensorView dbias, TensorView dout,
                         TensorView inp, TensorView weight, TensorView mean, TensorView rstd);
 

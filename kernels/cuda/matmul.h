@@ -23,9 +23,8 @@ using zt::WeightLayout;
 void matmul_forward(const ExecContext& ctx, TensorView out, TensorView inp, TensorView weight, WeightLayout layout,
                     TensorView bias, TensorView gelu_pre = {});
 
-// As cpu::matmul_backward: dinp = dout @ W^T (overwritten; skipped when empty), dweight += inp^T @
-// dout in the weight's layout (F32 or the inputs' dtype), dbias[OC] += column sums of dout (F32;
-// a deterministic two-stage sum, not cuBLASLt's BGRAD epilogue, which overwrites instead of adding).
+// Contract: OpsBackend::matmul_backward (kernels/contracts/ops_backend.h); dweight F32 or the inputs' dtype, dbias F32
+// (a deterministic two-stage sum, not cuBLASLt's BGRAD epilogue, which overwrites instead of adding).
 // dinp, dout and inp share one dtype; with BF16 ones dinp = round(dout @ W_bf16^T) and dweight sums
 // the bf16 products in fp32. With a non-empty gelu_pre (shaped and typed as dinp), dinp = (dout @
 // W^T) * gelu'(gelu_pre): the backward through the GELU whose output was this layer's inp, fused

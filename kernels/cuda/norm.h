@@ -1,4 +1,5 @@
 // CUDA twin of kernels/cpu/norm.h: sum of squares of a buffer for the global gradient norm.
+// Contracts: OpsBackend::sum_of_squares* (kernels/contracts/ops_backend.h).
 #pragma once
 
 #include <vector>

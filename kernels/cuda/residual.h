@@ -1,4 +1,5 @@
 // CUDA twin of kernels/cpu/residual.h: the residual add and in-place accumulation.
+// Contracts: OpsBackend::residual_forward, accumulate_into (kernels/contracts/ops_backend.h).
 #pragma once
 
 #include "engine/base/core/tensor.h"

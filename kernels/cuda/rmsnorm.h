@@ -1,6 +1,7 @@
 // CUDA twin of kernels/cpu/rmsnorm.h: RMSNorm over the last dimension, computed in fp32.
 // Activations (out, inp; dinp, dout) all F32 or all BF16 per call; rstd F32; the weight F32, or
 // BF16 with BF16 activations; dweight F32, or BF16 with BF16 activations (added in place).
+// Contracts: OpsBackend::rmsnorm_* (kernels/contracts/ops_backend.h).
 #pragma once
 
 #include "engine/base/core/tensor.h"

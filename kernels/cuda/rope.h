@@ -1,5 +1,6 @@
 // CUDA twin of kernels/cpu/rope.h: rotary position embeddings in place on the first n_heads heads
 // of each [B, T, W] row, F32 or BF16.
+// Contracts: OpsBackend::rope_* (kernels/contracts/ops_backend.h).
 #pragma once
 
 #include "engine/base/core/tensor.h"

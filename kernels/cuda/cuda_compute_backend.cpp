@@ -1,0 +1,63 @@
+// ComputeBackend's CUDA half: the parts are built in the order their users need them and
+// destroyed in reverse (resources, then the allocator that served them, then the stream both order
+// work on); the device queries behind cuda_device_count and the version line.
+#include <fmt/format.h>
+
+#include "engine/base/core/check.h"
+#include "engine/base/device/cuda_allocator.h"
+#include "engine/base/device/cuda_stream.h"
+#include "kernels/compute_backend.h"
+#include "kernels/cuda/cudnn_attention.h"
+#include "kernels/cuda/device_query.h"
+#include "kernels/cuda/kernel_resources.h"
+
+namespace zt {
+
+struct ComputeBackend::CudaParts final : DeviceParts {
+  cuda::CudaStream stream;
+  cuda::CudaCachingAllocator allocator;
+  cuda::KernelResources resources;
+  CudaParts(int device, MemoryTracker& tracker)
+      : stream(device), allocator(device, stream.get()), resources(tracker, allocator) {}
+  ~CudaParts() override { stream.synchronize(); }  // nothing queued may outlive the memory it uses
+};
+
+int cuda_device_count() { return cuda::device_count(); }
+
+std::int64_t cuda_device_free_bytes(int index) { return static_cast<std::int64_t>(cuda::device_free_bytes(index)); }
+
+std::string cuda_backend_summary() {
+  const int n = cuda::device_count();
+  return fmt::format("cuda: built; {} device(s) visible{}", n,
+                     n > 0 ? ": " + cuda::device_description(0) : " (" + cuda::device_count_error() + ")");
+}
+
+void ComputeBackend::open_cuda(int device_index, int num_threads, MemoryTracker& tracker,
+                               const KernelChoices& choices) {
+  const MatmulPrecision matmuls = choices.matmuls;
+  const AttentionKernels attention = choices.attention;
+  const int count = cuda::device_count();
+  if (device_index < 0 || device_index >= count) {
+    throw_input_error("device = \"cuda\": CUDA device {} requested, but this machine has {} CUDA device(s)",
+                      device_index, count);
+  }
+  if (attention == AttentionKernels::kCudnn && !cuda::cudnn_attention_unavailable().empty()) {
+    throw_input_error("precision.attention = \"cudnn\": {} (\"auto\" runs the flash kernels instead)",
+                      cuda::cudnn_attention_unavailable());
+  }
+  auto parts = std::make_unique<CudaParts>(device_index, tracker);
+  parts->resources.fp32_matmuls = matmuls;
+  parts->resources.attention = attention;
+  parts->resources.gelu_epilogue = choices.gelu_epilogue;
+  parts->resources.deterministic_attention = choices.deterministic;
+  parts->resources.timed_gemm_search = !choices.deterministic;
+  ctx_ = cuda::cuda_context(parts->stream.get(), parts->resources);
+  cuda_ = std::move(parts);
+  ctx_.num_threads = num_threads;
+  description_ =
+      fmt::format("cuda:{} ({}){}{}", device_index, cuda::device_description(device_index),
+                  matmuls == MatmulPrecision::kFp32 ? "" : fmt::format(", {} matmuls", matmul_precision_name(matmuls)),
+                  choices.gelu_epilogue ? ", GELU in matmul epilogues" : "");
+}
+
+}  // namespace zt

@@ -13,8 +13,8 @@
 
 #include "engine/app/checkpoint/checkpoint_export.h"
 #include "engine/app/checkpoint/checkpoint_folder.h"
-#include "engine/distributed/comm/communicator.h"
 #include "engine/app/config/run_config.h"
+#include "engine/distributed/comm/communicator.h"
 #include "models/model_family.h"
 #include "tests/checkpoint/checkpoint_test_util.h"
 

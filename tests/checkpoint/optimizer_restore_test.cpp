@@ -9,8 +9,8 @@
 #include <memory>
 
 #include "engine/app/checkpoint/optimizer_checkpoint.h"
-#include "engine/distributed/comm/local_communicator.h"
 #include "engine/base/core/bf16.h"
+#include "engine/distributed/comm/local_communicator.h"
 #include "engine/distributed/optim/sharded_adamw.h"
 #include "engine/distributed/sharding/zero_options.h"
 #include "models/gpt/gpt_params.h"

@@ -7,8 +7,8 @@
 #include <random>
 #include <vector>
 
-#include "engine/distributed/comm/communicator.h"
 #include "engine/base/core/bf16.h"
+#include "engine/distributed/comm/communicator.h"
 #include "tests/comm/comm_test_env.h"
 
 namespace zt {

@@ -10,9 +10,9 @@
 #include <random>
 #include <vector>
 
+#include "engine/base/core/bf16.h"
 #include "engine/distributed/comm/host_staging_device.h"
 #include "engine/distributed/comm/staged_communicator.h"
-#include "engine/base/core/bf16.h"
 #include "tests/comm/comm_test_env.h"
 
 namespace zt {

@@ -9,8 +9,8 @@
 #include <csignal>
 #include <string>
 
-#include "engine/distributed/comm/communicator.h"
 #include "engine/base/core/check.h"
+#include "engine/distributed/comm/communicator.h"
 #include "engine/distributed/launch/signals.h"
 
 namespace zt {

@@ -6,8 +6,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "engine/base/core/check.h"
 #include "engine/app/io/safetensors.h"
+#include "engine/base/core/check.h"
 
 namespace zt {
 namespace {

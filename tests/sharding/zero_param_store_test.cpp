@@ -7,8 +7,8 @@
 #include <random>
 #include <vector>
 
-#include "engine/distributed/comm/local_communicator.h"
 #include "engine/base/core/check.h"
+#include "engine/distributed/comm/local_communicator.h"
 #include "engine/distributed/sharding/zero_param_store.h"
 #include "kernels/cpu/cast.h"
 #include "models/gpt/gpt_model.h"

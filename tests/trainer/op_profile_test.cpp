@@ -9,9 +9,9 @@
 #include <fstream>
 #include <map>
 
-#include "engine/distributed/comm/local_communicator.h"
 #include "engine/app/config/run_config.h"
 #include "engine/app/trainer/trainer.h"
+#include "engine/distributed/comm/local_communicator.h"
 
 namespace zt {
 namespace {

@@ -9,8 +9,8 @@
 #include <iterator>
 #include <span>
 
-#include "engine/base/core/check.h"
 #include "engine/app/data/token_file.h"
+#include "engine/base/core/check.h"
 
 namespace zt::data {
 

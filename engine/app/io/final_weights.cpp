@@ -4,9 +4,9 @@
 #include <cmath>
 #include <vector>
 
+#include "engine/app/io/model_weights.h"
 #include "engine/base/core/buffer.h"
 #include "engine/base/core/check.h"
-#include "engine/app/io/model_weights.h"
 
 namespace zt {
 

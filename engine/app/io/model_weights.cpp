@@ -8,8 +8,8 @@
 #include <map>
 #include <vector>
 
-#include "engine/base/core/check.h"
 #include "engine/app/io/safetensors.h"
+#include "engine/base/core/check.h"
 #include "kernels/ops.h"
 
 namespace zt {

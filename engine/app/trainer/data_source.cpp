@@ -5,8 +5,8 @@
 
 #include <filesystem>
 
-#include "engine/base/core/check.h"
 #include "engine/app/data/embedded_dataset.h"
+#include "engine/base/core/check.h"
 
 namespace zt {
 

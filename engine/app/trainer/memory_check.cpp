@@ -9,9 +9,9 @@
 #include <limits>
 #include <sstream>
 
+#include "engine/app/trainer/run_memory.h"
 #include "engine/base/core/check.h"
 #include "engine/base/core/memory_tracker.h"
-#include "engine/app/trainer/run_memory.h"
 #include "kernels/compute_backend.h"
 
 namespace zt {

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "engine/distributed/comm/communicator.h"
 #include "engine/app/config/run_config.h"
 #include "engine/base/core/memory_tracker.h"
+#include "engine/distributed/comm/communicator.h"
 
 namespace zt {
 

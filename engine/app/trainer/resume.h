@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/distributed/comm/communicator.h"
 #include "engine/app/config/run_config.h"
+#include "engine/distributed/comm/communicator.h"
 
 namespace zt {
 

@@ -6,9 +6,9 @@
 
 #include "engine/app/checkpoint/checkpoint_model.h"
 #include "engine/app/checkpoint/optimizer_checkpoint.h"
-#include "engine/distributed/launch/signals.h"
 #include "engine/app/trainer/model_setup.h"
 #include "engine/app/trainer/resume.h"
+#include "engine/distributed/launch/signals.h"
 
 namespace zt {
 

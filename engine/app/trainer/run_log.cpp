@@ -8,8 +8,8 @@
 #include <fstream>
 #include <vector>
 
-#include "engine/distributed/comm/communicator.h"
 #include "engine/base/core/check.h"
+#include "engine/distributed/comm/communicator.h"
 #include "kernels/op_profiler.h"
 
 namespace zt {

@@ -3,8 +3,8 @@
 // staging (predict_run_memory), so the two cannot disagree.
 #pragma once
 
-#include "engine/distributed/comm/communicator.h"
 #include "engine/app/config/run_config.h"
+#include "engine/distributed/comm/communicator.h"
 #include "engine/distributed/sharding/schedule_replay.h"
 
 namespace zt {

@@ -9,10 +9,7 @@
 #include <limits>
 
 #include "engine/app/checkpoint/durable_file.h"
-#include "engine/base/core/bf16.h"
-#include "engine/base/core/check.h"
 #include "engine/app/data/batch_sampler.h"
-#include "engine/distributed/launch/signals.h"
 #include "engine/app/io/final_weights.h"
 #include "engine/app/trainer/evaluation.h"
 #include "engine/app/trainer/grad_clip.h"
@@ -22,6 +19,9 @@
 #include "engine/app/trainer/run_report.h"
 #include "engine/app/trainer/start_checks.h"
 #include "engine/app/trainer/trainer_state.h"
+#include "engine/base/core/bf16.h"
+#include "engine/base/core/check.h"
+#include "engine/distributed/launch/signals.h"
 #include "kernels/ops.h"
 
 namespace zt {

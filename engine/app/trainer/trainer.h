@@ -9,9 +9,9 @@
 #include <memory>
 #include <string>
 
-#include "engine/distributed/comm/communicator.h"
 #include "engine/app/config/run_config.h"
 #include "engine/base/core/memory_tracker.h"
+#include "engine/distributed/comm/communicator.h"
 
 namespace zt {
 

@@ -4,8 +4,8 @@
 
 #include <cstdlib>
 
-#include "engine/distributed/launch/rendezvous.h"
 #include "engine/app/trainer/store_comm.h"
+#include "engine/distributed/launch/rendezvous.h"
 
 namespace zt {
 

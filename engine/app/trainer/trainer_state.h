@@ -11,15 +11,15 @@
 #include <string>
 #include <vector>
 
-#include "engine/distributed/comm/communicator.h"
 #include "engine/app/config/run_config.h"
-#include "engine/base/core/memory_tracker.h"
-#include "engine/distributed/optim/sharded_adamw.h"
-#include "engine/distributed/sharding/zero_param_store.h"
 #include "engine/app/trainer/data_source.h"
 #include "engine/app/trainer/lr_schedule.h"
 #include "engine/app/trainer/run_log.h"
 #include "engine/app/trainer/trainer.h"
+#include "engine/base/core/memory_tracker.h"
+#include "engine/distributed/comm/communicator.h"
+#include "engine/distributed/optim/sharded_adamw.h"
+#include "engine/distributed/sharding/zero_param_store.h"
 #include "kernels/compute_backend.h"
 #include "kernels/op_profiler.h"
 #include "models/language_model.h"

@@ -8,10 +8,10 @@
 #include <cstdlib>
 #include <thread>
 
+#include "engine/base/core/check.h"
 #include "engine/distributed/comm/host_staging_device.h"
 #include "engine/distributed/comm/local_communicator.h"
 #include "engine/distributed/comm/staged_communicator.h"
-#include "engine/base/core/check.h"
 #include "engine/distributed/launch/rendezvous.h"
 #include "engine/distributed/launch/signals.h"
 #ifdef ZT_HAVE_MPI

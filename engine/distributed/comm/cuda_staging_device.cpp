@@ -5,11 +5,11 @@
 
 #include <memory>
 
-#include "engine/distributed/comm/staging_device.h"
 #include "engine/base/core/check.h"
 #include "engine/base/device/cuda_check.h"
 #include "engine/base/device/cuda_stream.h"
 #include "engine/base/device/pinned_host_allocator.h"
+#include "engine/distributed/comm/staging_device.h"
 #include "kernels/exec_context.h"
 
 namespace zt {

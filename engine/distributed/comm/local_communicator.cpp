@@ -3,8 +3,8 @@
 
 #include <cstring>
 
-#include "engine/distributed/comm/reduce_buffers.h"
 #include "engine/base/core/check.h"
+#include "engine/distributed/comm/reduce_buffers.h"
 
 namespace zt {
 

@@ -10,9 +10,9 @@
 #include <cstdio>
 #include <memory>
 
-#include "engine/distributed/comm/reduce_buffers.h"
 #include "engine/base/core/buffer.h"
 #include "engine/base/core/check.h"
+#include "engine/distributed/comm/reduce_buffers.h"
 #include "engine/distributed/launch/signals.h"
 #include "kernels/op_profiler.h"
 

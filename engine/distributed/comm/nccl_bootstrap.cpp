@@ -10,8 +10,8 @@
 #include <memory>
 #include <vector>
 
-#include "engine/distributed/comm/nccl_check.h"
 #include "engine/base/core/check.h"
+#include "engine/distributed/comm/nccl_check.h"
 #include "kernels/compute_backend.h"
 
 namespace zt {

@@ -18,11 +18,11 @@
 #include <optional>
 #include <thread>
 
-#include "engine/distributed/comm/collective_watchdog.h"
-#include "engine/distributed/comm/nccl_check.h"
 #include "engine/base/core/check.h"
 #include "engine/base/device/cuda_check.h"
 #include "engine/base/device/cuda_stream.h"
+#include "engine/distributed/comm/collective_watchdog.h"
+#include "engine/distributed/comm/nccl_check.h"
 #include "kernels/compute_backend.h"
 #include "kernels/op_profiler.h"
 #include "kernels/ops.h"

@@ -28,8 +28,8 @@
 #include <memory>
 #include <vector>
 
-#include "engine/distributed/comm/communicator.h"
 #include "engine/base/core/buffer.h"
+#include "engine/distributed/comm/communicator.h"
 #include "engine/distributed/sharding/param_store.h"
 #include "engine/distributed/sharding/shard_layout.h"
 #include "engine/distributed/sharding/stage_policy.h"

@@ -7,8 +7,8 @@
 
 #include "engine/app/cli/commands/arg_parser.h"
 #include "engine/app/cli/commands/commands.h"
-#include "engine/base/core/check.h"
 #include "engine/app/data/prepare.h"
+#include "engine/base/core/check.h"
 
 namespace zt::cli {
 

@@ -10,14 +10,14 @@
 
 #include "engine/app/cli/commands/arg_parser.h"
 #include "engine/app/cli/commands/commands.h"
-#include "engine/distributed/comm/communicator.h"
 #include "engine/app/config/run_config.h"
-#include "engine/base/core/check.h"
-#include "engine/base/core/host_allocator.h"
-#include "engine/distributed/launch/signals.h"
 #include "engine/app/trainer/memory_report.h"
 #include "engine/app/trainer/resume.h"
 #include "engine/app/trainer/trainer.h"
+#include "engine/base/core/check.h"
+#include "engine/base/core/host_allocator.h"
+#include "engine/distributed/comm/communicator.h"
+#include "engine/distributed/launch/signals.h"
 #include "kernels/compute_backend.h"
 #include "kernels/ops.h"
 

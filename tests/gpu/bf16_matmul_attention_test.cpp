@@ -18,9 +18,11 @@
 
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/dropout.h"
+#include "kernels/cpu/matmul.h"
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/cudnn_attention.h"
 #include "kernels/cuda/flash_attention.h"
+#include "kernels/cuda/matmul.h"
 #include "tests/gpu/bf16_bound.h"
 #include "tests/gpu/gpu_test_util.h"
 

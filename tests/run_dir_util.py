@@ -45,6 +45,22 @@ def run_result(run_dir):
             "memory": next((r for r in records if r["type"] == "memory"), None), "run_dir": run_dir}
 
 
+def checked_run(check, name, proc, run_dir):
+    """A finished training process checked as the family tests check every run: exit 0, and every
+    rank's measured peak equal to the prediction in every category (the memory record). None if it
+    failed; else its curve (step, loss, grad_norm), final weights as floats, run_dir and stdout."""
+    if not check(proc.returncode == 0, f"{name}: exit 0" + ("" if proc.returncode == 0 else
+                 f" (exit {proc.returncode}: {(proc.stdout + proc.stderr)[-800:]})")):
+        return None
+    recs = train_records(run_dir)
+    memory = [r for r in recs if r["type"] == "memory"]
+    check(bool(memory) and all(m == r["predicted_bytes"] for r in memory for m in r["measured_peak_bytes"]),
+          f"{name}: every rank's measured peak equals the prediction in every category")
+    weights = {n: floats(b) for n, (_, b) in tensors(os.path.join(run_dir, "final.safetensors")).items()}
+    return {"curve": [(s, l, g) for s, l, g, _ in curve(recs)], "weights": weights, "dir": run_dir,
+            "out": proc.stdout}
+
+
 def floats(blob):
     return struct.unpack(f"<{len(blob) // 4}f", blob)
 

@@ -25,7 +25,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from check_report import Checks  # noqa: E402
-from run_dir_util import curve, deep_merge, floats, tensors, train_records  # noqa: E402
+from run_dir_util import checked_run, deep_merge  # noqa: E402
 
 BASE = {
     "model": {"arch": "llama", "n_layer": 2, "n_head": 4, "n_kv_head": 2, "n_embd": 32, "intermediate_size": 80,
@@ -54,15 +54,7 @@ def main():
         cmd = ([binary] if ranks == 1 else launcher + ["-np", str(ranks), binary])
         p = subprocess.run(cmd + ["train", "--config", path, "--run-dir", run_dir, *extra], capture_output=True,
                            text=True, timeout=300)
-        if not check(p.returncode == 0, f"{name}: exit 0" + ("" if p.returncode == 0 else
-                                                            f" (exit {p.returncode}: {(p.stdout + p.stderr)[-800:]})")):
-            return None
-        recs = train_records(run_dir)
-        memory = [r for r in recs if r["type"] == "memory"]
-        check(bool(memory) and all(m == r["predicted_bytes"] for r in memory for m in r["measured_peak_bytes"]),
-              f"{name}: every rank's measured peak equals the prediction in every category")
-        weights = {n: floats(b) for n, (_, b) in tensors(os.path.join(run_dir, "final.safetensors")).items()}
-        return {"curve": [(s, l, g) for s, l, g, _ in curve(recs)], "weights": weights, "dir": run_dir}
+        return checked_run(check, name, p, run_dir)
 
     def rel(a, b):
         return max(abs(x - y) / abs(y) for x, y in zip(a, b))

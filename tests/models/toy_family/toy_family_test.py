@@ -20,7 +20,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 from check_report import Checks  # noqa: E402
-from run_dir_util import curve, deep_merge, floats, tensors, train_records  # noqa: E402
+from run_dir_util import checked_run, curve, deep_merge, train_records  # noqa: E402
 
 BASE = {
     "model": {"arch": "toy", "n_layer": 1, "n_head": 1, "n_embd": 32, "block_size": 16, "vocab_size": 65,
@@ -52,16 +52,7 @@ def main():
     def train(ranks, over, name, extra=()):
         run_dir = os.path.join(work, name)
         p = run(ranks, ["train", "--config", write(name, over), "--run-dir", run_dir, *extra])
-        if not check(p.returncode == 0, f"{name}: exit 0" + ("" if p.returncode == 0 else
-                                                            f" (exit {p.returncode}: {(p.stdout + p.stderr)[-800:]})")):
-            return None
-        recs = train_records(run_dir)
-        memory = [r for r in recs if r["type"] == "memory"]
-        check(bool(memory) and all(m == r["predicted_bytes"] for r in memory for m in r["measured_peak_bytes"]),
-              f"{name}: every rank's measured peak equals the family's prediction in every category")
-        weights = {n: floats(b) for n, (_, b) in tensors(os.path.join(run_dir, "final.safetensors")).items()}
-        return {"curve": [(s, l, g) for s, l, g, _ in curve(recs)], "weights": weights, "dir": run_dir,
-                "out": p.stdout}
+        return checked_run(check, name, p, run_dir)
 
     runs = [train(2, {"zero": {"stage": st}, "checkpoint": {"at_end": st == 3}}, f"s{st}") for st in range(4)]
     if any(r is None for r in runs):

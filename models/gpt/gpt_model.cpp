@@ -104,7 +104,7 @@ float GptModel::forward(ParamStore& store, const std::int32_t* inputs, const std
     const int slot = d.head_chunked() ? 0 : -1;
     const EmbeddingParams p = embedding_views(table_, params_.acquire(store, emb, Pass::kForward, slot));
     if (d.head_chunked()) {
-      chunked_embedding_forward(store, p, input_view);
+      chunked_embedding_forward(ctx_, store, *this, resid(0), input_view, p.wte, p.wpe);
     } else {
       ops::embedding_forward(ctx_, resid(0), input_view, p.wte, p.wpe);
     }
@@ -120,7 +120,7 @@ float GptModel::forward(ParamStore& store, const std::int32_t* inputs, const std
       final_views(table_, config_, params_.acquire(store, fin, Pass::kForward, d.head_chunked() ? 0 : -1));
   if (d.head_chunked()) {  // each chunk's unit acquired and released in turn
     ops::layernorm_forward(ctx_, h.lnf, h.lnf_mean, h.lnf_rstd, resid(L), fp.ln_f_w, fp.ln_f_b);
-    chunked_head_forward(store, target_view, logits_out);
+    chunked_head_forward(ctx_, store, *this, chunked_head_views(), target_view, config_.vocab_size, logits_out);
     store.release_params(fin, Pass::kForward);
     store.end_pass(Pass::kForward);
     return zt::mean_loss(ctx_, head_acts_->losses);
@@ -162,7 +162,8 @@ void GptModel::backward(ParamStore& store, float loss_scale) {
                                           config_.vocab_size);
     }
     if (d.head_chunked()) {
-      chunked_head_backward(store, dlnf, target_view, loss_scale);
+      chunked_head_backward(ctx_, store, *this, chunked_head_views(), dlnf, target_view, config_.vocab_size,
+                            loss_scale / static_cast<float>(d.BT()));
     } else {
       const EmbeddingParams ep = embedding_views(table_, params_.acquire(store, emb, Pass::kBackward));
       const TensorView emb_grad = grad_destination(store, emb);
@@ -191,7 +192,7 @@ void GptModel::backward(ParamStore& store, float loss_scale) {
     const DropoutSpec drop = dropout_spec(kEmbeddingDropoutSite);
     if (drop.active()) ops::dropout_backward(ctx_, dresid, dresid, drop);
     if (d.head_chunked()) {
-      chunked_embedding_backward(store, dresid, input_view);
+      chunked_embedding_backward(ctx_, store, *this, dresid, input_view);
     } else {
       const TensorView grad = zeroed_grad_scratch(emb);
       const EmbeddingParams g = embedding_views(table_, grad);

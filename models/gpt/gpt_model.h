@@ -18,6 +18,7 @@
 #include "models/kernel_params.h"
 #include "models/language_model.h"
 #include "models/unit_runner.h"
+#include "models/vocab_chunk_passes.h"
 
 namespace zt::gpt {
 
@@ -25,7 +26,7 @@ using zt::ForwardOptions;  // models/language_model.h
 
 // Its blocks run through a UnitRunner (models/unit_runner.h), which makes their store calls; the
 // model supplies the blocks' math (BlockMath, below) and makes the head's and embeddings' calls.
-class GptModel final : public LanguageModel, private BlockMath {
+class GptModel final : public LanguageModel, private BlockMath, private VocabChunks {
  public:
   // Sized for batches of `batch` sequences of `seq_len` tokens (seq_len <= block_size). `dropout`
   // is the probability used at every site (embedding output, attention probabilities, both
@@ -82,16 +83,20 @@ class GptModel final : public LanguageModel, private BlockMath {
   // The input (which = 0) or target (1) token ids kept before the residual stream.
   TensorView token_view(int which, Shape shape) const;
   TensorView resid(int layer) const;  // input of block `layer`; resid(n_layer) is the last output
-  // The head and token embedding in vocabulary chunks (chunked_head.cpp), each chunk's unit acquired
-  // in turn: the embedding of each chunk's tokens; the forward's loss from each chunk's logits; the
-  // backward's dlnf and tied wte gradient (its first round) from each chunk's logits again; the
-  // embedding's scatter-add into each chunk (its second round).
-  TensorView acquire_wte_chunk(ParamStore& store, int chunk, Pass pass);
-  TensorView wte_chunk_grad(const TensorView& unit_grad, int chunk) const;
-  void chunked_embedding_forward(ParamStore& store, const EmbeddingParams& first, TensorView tokens);
-  void chunked_head_forward(ParamStore& store, TensorView targets, float* logits_out);
-  void chunked_head_backward(ParamStore& store, TensorView dlnf, TensorView targets, float loss_scale);
-  void chunked_embedding_backward(ParamStore& store, TensorView dresid, TensorView tokens);
+  // VocabChunks: wte's chunks (chunked_head.cpp), for the chunk loops of models/vocab_chunk_passes
+  // (train.head_chunks > 1): the embedding of each chunk's tokens; the forward's loss from each
+  // chunk's logits; the backward's dlnf and tied wte gradient (its first round) from each chunk's
+  // logits again; the embedding's scatter-add into each chunk (its second round).
+  int count() const override;
+  std::int64_t columns() const override;
+  std::int64_t padded_vocab() const override;
+  int unit(int chunk) const override;
+  TensorView acquire(ParamStore& store, int chunk, Pass pass) override;
+  TensorView rows_of(const TensorView& unit_grad, int chunk) const override;
+  TensorView head_grad(ParamStore& store, int unit) override;
+  TensorView zeroed_grad(int unit) override;
+  TensorView position_grad(const TensorView& unit0_grad) const override;
+  ChunkedHeadViews chunked_head_views() const;
   DropoutSpec dropout_spec(std::uint32_t site) const;
   BlockDropout block_dropout(int layer) const;
 

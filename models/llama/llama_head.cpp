@@ -1,9 +1,9 @@
 // LlamaModel's token embedding and LM head, whole or in vocabulary chunks (train.head_chunks > 1):
-// each chunk's rows of the head's table are a unit of their own (llama_params.h), acquired one at a
-// time, and the logits are never held whole. The chunked path is GPT-2's (models/gpt/chunked_head.cpp)
-// on a Llama's units: the online softmax's statistics over the chunks in the forward, each chunk's
-// logits again in the backward for its dlogits, its share of dlnf and its rows' gradient, reduced at
-// once; a tied table's embedding gradient comes as a second round at the end.
+// each chunk's rows of the head's table are a unit of their own (llama_params.h). The loops over the
+// chunks are every family's (models/vocab_chunk_passes.h: the online softmax's statistics over the
+// chunks in the forward, each chunk's logits again in the backward for its dlogits, its share of dlnf
+// and its rows' gradient, reduced at once; a tied table's embedding gradient as a second round at the
+// end); here a Llama says where its chunks are (VocabChunks).
 #include "kernels/ops.h"
 #include "models/llama/llama_model.h"
 
@@ -38,14 +38,8 @@ void LlamaModel::embedding_forward(ParamStore& store, TensorView tokens) {
   const TensorView table = embedding_view(table_, params_.acquire(store, emb, Pass::kForward, chunks ? 0 : -1));
   if (!chunks) {
     ops::embedding_forward(ctx_, resid(0), tokens, table, TensorView{});
-  } else {  // each chunk writes the positions of its own tokens, with the whole table's bits
-    ops::embedding_forward_rows(ctx_, resid(0), tokens, table, TensorView{}, 0, Vp_);
-    for (int k = 1; k < head_chunk_count(); ++k) {
-      const int unit = head_chunk_unit(config_, k);
-      const TensorView rows = head_chunk_view(table_, config_, k, params_.acquire(store, unit, Pass::kForward, 1));
-      ops::embedding_forward_rows(ctx_, resid(0), tokens, rows, TensorView{}, k * Vc_, Vp_);
-      store.release_params(unit, Pass::kForward);
-    }
+  } else {
+    chunked_embedding_forward(ctx_, store, *this, resid(0), tokens, table, TensorView{});
   }
   store.release_params(emb, Pass::kForward);
 }
@@ -66,17 +60,7 @@ void LlamaModel::head_forward(ParamStore& store, TensorView targets, float* logi
     if (logits_out != nullptr) copy_logits_out(ctx_, h.logits, 0, config_.vocab_size, logits_out);
     ops::softmax_cross_entropy_forward(ctx_, h.losses, h.logits, h.logits, targets, config_.vocab_size);
   } else {
-    for (int k = 0; k < head_chunk_count(); ++k) {
-      const int unit = head_chunk_unit(config_, k);
-      const TensorView w = head_chunk_view(table_, config_, k, params_.acquire(store, unit, Pass::kForward, 1));
-      const TensorView logits{h.logits.data, d.act, h.logits.device, Shape{d.BT(), w.shape[0]}};
-      ops::matmul_forward(ctx_, logits, h.lnf, w, WeightLayout::kOutIn, TensorView{});
-      store.release_params(unit, Pass::kForward);
-      if (logits_out != nullptr) copy_logits_out(ctx_, logits, k * Vc_, config_.vocab_size, logits_out);
-      ops::cross_entropy_chunk_stats(ctx_, h.row_max, h.row_sum, h.target_logit, logits, targets, k * Vc_,
-                                     config_.vocab_size, k == 0);
-    }
-    ops::cross_entropy_chunk_loss(ctx_, h.losses, h.row_max, h.row_max, h.row_sum, h.target_logit);
+    chunked_head_forward(ctx_, store, *this, chunked_views(h), targets, config_.vocab_size, logits_out);
   }
   store.release_params(fin, Pass::kForward);
 }
@@ -98,23 +82,7 @@ void LlamaModel::head_backward(ParamStore& store, TensorView targets, float loss
       store.release_params(emb, Pass::kBackward);
     }
   } else {
-    // The last chunk first (the forward's last unit); dlnf = the sum over chunks of dlogits_k @ W_k,
-    // the last chunk writing it and each earlier one adding its part.
-    const int last = head_chunk_count() - 1;
-    for (int k = last; k >= 0; --k) {
-      const int unit = head_chunk_unit(config_, k);
-      const TensorView w = head_chunk_view(table_, config_, k, params_.acquire(store, unit, Pass::kBackward, 1));
-      const TensorView logits{h.logits.data, d.act, h.logits.device, Shape{d.BT(), w.shape[0]}};
-      ops::matmul_forward(ctx_, logits, h.lnf, w, WeightLayout::kOutIn, TensorView{});  // again
-      ops::cross_entropy_chunk_backward(ctx_, logits, logits, h.row_max, targets, k * Vc_, dloss, config_.vocab_size);
-      const TensorView g = zeroed_grad(unit);
-      ops::matmul_backward(ctx_, k == last ? dlnf : h.dlnf_part, head_chunk_view(table_, config_, k, g), TensorView{},
-                           logits, h.lnf, w, WeightLayout::kOutIn);
-      if (k != last) ops::residual_forward(ctx_, dlnf, dlnf, h.dlnf_part);
-      store.accumulate_grads(unit, g);
-      store.grads_ready(unit);  // the head's round: reduced now, not after the layers
-      store.release_params(unit, Pass::kBackward);
-    }
+    chunked_head_backward(ctx_, store, *this, chunked_views(h), dlnf, targets, config_.vocab_size, dloss);
   }
   const FinalParams fp = final_views(table_, config_, params_.acquire(store, fin, Pass::kBackward, 0));
   const TensorView g = zeroed_grad(fin);
@@ -133,19 +101,30 @@ void LlamaModel::head_backward(ParamStore& store, TensorView targets, float loss
 void LlamaModel::embedding_backward(ParamStore& store, TensorView tokens, TensorView dresid) {
   // A scatter-add of dresid: reads no weights. A tied chunked table takes it chunk by chunk (each
   // chunk's second round).
-  const bool chunks = config_.tie_embeddings && head_chunked();
-  for (int k = 0; k < (chunks ? head_chunk_count() : 1); ++k) {
-    const int unit = chunks ? head_chunk_unit(config_, k) : embedding_unit();
-    const TensorView g = zeroed_grad(unit);
-    if (chunks) {
-      ops::embedding_backward_rows(ctx_, head_chunk_view(table_, config_, k, g), TensorView{}, dresid, tokens, k * Vc_,
-                                   Vp_);
-    } else {
-      ops::embedding_backward(ctx_, embedding_view(table_, g), TensorView{}, dresid, tokens);
-    }
-    store.accumulate_grads(unit, g);
-    store.grads_ready(unit);
+  if (config_.tie_embeddings && head_chunked()) {
+    chunked_embedding_backward(ctx_, store, *this, dresid, tokens);
+    return;
   }
+  const int unit = embedding_unit();
+  const TensorView g = zeroed_grad(unit);
+  ops::embedding_backward(ctx_, embedding_view(table_, g), TensorView{}, dresid, tokens);
+  store.accumulate_grads(unit, g);
+  store.grads_ready(unit);
+}
+
+int LlamaModel::unit(int chunk) const { return head_chunk_unit(config_, chunk); }
+
+TensorView LlamaModel::acquire(ParamStore& store, int chunk, Pass pass) {
+  // The second fp32-copy slot: the first holds the unit in use across the loop.
+  return head_chunk_view(table_, config_, chunk, params_.acquire(store, head_chunk_unit(config_, chunk), pass, 1));
+}
+
+TensorView LlamaModel::rows_of(const TensorView& unit_grad, int chunk) const {
+  return head_chunk_view(table_, config_, chunk, unit_grad);
+}
+
+ChunkedHeadViews LlamaModel::chunked_views(const HeadViews& h) const {
+  return {h.lnf, h.logits, h.row_max, h.row_sum, h.target_logit, h.losses, h.dlnf_part};
 }
 
 }  // namespace zt::llama

@@ -22,6 +22,7 @@
 #include "models/llama/llama_block.h"
 #include "models/llama/llama_params.h"
 #include "models/unit_runner.h"
+#include "models/vocab_chunk_passes.h"
 
 namespace zt::llama {
 
@@ -47,7 +48,7 @@ std::int64_t head_bytes(const LayerDims& d, std::int64_t Vp, std::int64_t Vc);
 
 // Its layers run through a UnitRunner (models/unit_runner.h), which makes their store calls; the
 // model supplies the layers' math (BlockMath, below) and makes the head's and embedding's calls.
-class LlamaModel final : public LanguageModel, private BlockMath {
+class LlamaModel final : public LanguageModel, private BlockMath, private VocabChunks {
  public:
   // Sized for batches of `batch` sequences of `seq_len` tokens (seq_len <= block_size).
   LlamaModel(const LlamaConfig& config, int batch, int seq_len, CheckpointPolicy policy, MemoryTracker& tracker,
@@ -74,7 +75,7 @@ class LlamaModel final : public LanguageModel, private BlockMath {
   // The step's token ids (tokens_): inputs [B, T], then targets [BT].
   TensorView input_tokens() const;
   TensorView target_tokens() const;
-  TensorView zeroed_grad(int unit);
+  TensorView zeroed_grad(int unit) override;
   // The head buffer's parts: rstd, losses (and in chunks the online softmax's row_max, row_sum,
   // target_logit) [BT] in fp32; lnf [B, T, C], the logits [BT, Vp] or one chunk's [BT, Vc] (then
   // their probabilities or dlogits in place) and, in chunks, a part of dlnf [B, T, C], in the
@@ -84,6 +85,16 @@ class LlamaModel final : public LanguageModel, private BlockMath {
   };
   HeadViews head_views() const;
   bool head_chunked() const { return Vc_ < Vp_; }
+  // VocabChunks: the head's table in chunks (llama_head.cpp), for the chunk loops of
+  // models/vocab_chunk_passes; a Llama's head gradient goes through the zeroed fp32 scratch.
+  int count() const override { return head_chunk_count(); }
+  std::int64_t columns() const override { return Vc_; }
+  std::int64_t padded_vocab() const override { return Vp_; }
+  int unit(int chunk) const override;
+  TensorView acquire(ParamStore& store, int chunk, Pass pass) override;
+  TensorView rows_of(const TensorView& unit_grad, int chunk) const override;
+  TensorView head_grad(ParamStore& /*store*/, int unit) override { return zeroed_grad(unit); }
+  ChunkedHeadViews chunked_views(const HeadViews& h) const;
   int head_chunk_count() const { return static_cast<int>((Vp_ + Vc_ - 1) / Vc_); }
   // The head (llama_head.cpp): the forward from resid(L) to the losses (the logits into logits_out
   // when set); the backward from the losses to dresid (the head's and the final unit's gradients to

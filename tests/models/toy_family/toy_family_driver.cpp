@@ -2,12 +2,11 @@
 // through the family registry (models/model_family.h) and branches on no architecture. "toy" is a
 // bigram model with learned positions: logits = (wte[token] + wpe[position]) @ head^T, two units
 // (embeddings, head), fp32 only, one key of its own (model.init_std). This program registers it
-// and then runs the zerotrain command line (train, memory) on it; toy_family_test.py trains it at
+// and then runs the zerotrain command line on it; toy_family_test.py trains it at
 // ZeRO stage 3 on two MPI ranks against stage 0 and checks what the config, checkpoint and memory
 // paths make of it.
 #include <fmt/format.h>
 
-#include <cstdio>
 #include <optional>
 #include <random>
 #include <string>
@@ -224,22 +223,5 @@ class ToyFamily final : public ModelFamily {
 
 int main(int argc, char** argv) {
   zt::register_model_family(std::make_unique<ToyFamily>());
-  const std::vector<std::string> all(argv + 1, argv + argc);
-  if (all.empty()) {
-    std::fputs("usage: zt_toy_family_driver train|memory [flags]\n", stderr);
-    return 2;
-  }
-  const std::vector<std::string> args(all.begin() + 1, all.end());
-  try {
-    if (all[0] == "train") return zt::cli::train_main(args);
-    if (all[0] == "memory") return zt::cli::memory_main(args);
-    fmt::print(stderr, "zt_toy_family_driver: unknown command '{}'\n", all[0]);
-    return 2;
-  } catch (const zt::InputError& e) {
-    fmt::print(stderr, "zt_toy_family_driver: error: {}\n", e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    fmt::print(stderr, "zt_toy_family_driver: error: {}\n", e.what());
-    return 1;
-  }
+  return zt::cli::run_command_line({argv + 1, argv + argc});
 }

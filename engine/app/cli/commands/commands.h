@@ -1,5 +1,5 @@
 // The sub-commands of the zerotrain binary. Each returns the process exit code: 0 success,
-// 2 usage or config error, 1 runtime failure (main maps exceptions to these).
+// 2 usage or config error, 1 runtime failure (run_command_line maps exceptions to these).
 #pragma once
 
 #include <string>
@@ -14,5 +14,10 @@ int debug_state_main(const std::vector<std::string>& args);
 int memory_main(const std::vector<std::string>& args);
 int version_main(const std::vector<std::string>& args);
 int ckpt_main(const std::vector<std::string>& args);
+
+// `zerotrain ARGS...` (argv without the program name): the usage without a command, else the
+// command's exit code, an exception printed as one line ("zerotrain: error: ...") and mapped to 2
+// (InputError) or 1. main() is this; a program that registers a model family first may call it.
+int run_command_line(const std::vector<std::string>& all);
 
 }  // namespace zt::cli

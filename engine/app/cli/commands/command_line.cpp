@@ -1,0 +1,57 @@
+// The zerotrain command line (see commands.h): sub-command dispatch, and exceptions turned into
+// one-line errors and exit codes (2: usage/config/input, 1: runtime failure).
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <exception>
+#include <string>
+#include <vector>
+
+#include "engine/app/cli/commands/commands.h"
+#include "engine/base/core/check.h"
+
+namespace {
+
+constexpr const char* kUsage =
+    "usage: zerotrain <command> [flags]\n\n"
+    "commands:\n"
+    "  train         train a GPT model from a JSON config\n"
+    "  prepare       turn a text file into a vocabulary and train/val token files\n"
+    "  sample        generate text from a training run's final weights\n"
+    "  debug-state   one forward/backward on a deterministic batch, every tensor to safetensors\n"
+    "  memory        predicted bytes per rank for ZeRO stages 0-3 (a config, or a parameter count)\n"
+    "  ckpt          inspect, verify or export a sharded checkpoint\n"
+    "  version       print the version and build features\n\n"
+    "Run 'zerotrain <command> --help' for a command's flags.\n";
+
+}  // namespace
+
+namespace zt::cli {
+
+int run_command_line(const std::vector<std::string>& all) {
+  if (all.empty() || all[0] == "--help" || all[0] == "-h" || all[0] == "help") {
+    std::fputs(kUsage, all.empty() ? stderr : stdout);
+    return all.empty() ? 2 : 0;
+  }
+  const std::string command = all[0];
+  const std::vector<std::string> args(all.begin() + 1, all.end());
+  try {
+    if (command == "train") return train_main(args);
+    if (command == "prepare") return prepare_main(args);
+    if (command == "sample") return sample_main(args);
+    if (command == "debug-state") return debug_state_main(args);
+    if (command == "memory") return memory_main(args);
+    if (command == "ckpt") return ckpt_main(args);
+    if (command == "version" || command == "--version") return version_main(args);
+    fmt::print(stderr, "zerotrain: unknown command '{}'\n{}", command, kUsage);
+    return 2;
+  } catch (const InputError& e) {
+    fmt::print(stderr, "zerotrain: error: {}\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "zerotrain: error: {}\n", e.what());
+    return 1;
+  }
+}
+
+}  // namespace zt::cli

@@ -58,11 +58,11 @@ inline ModelBuild sampling_build(int seq_len) {
   return b;
 }
 
-// The run settings beyond the model section that a family may refuse (ModelFamily::refuse_run).
+// The run settings beyond the model section that a family may refuse (ModelFamily::refuse_run);
+// precision.gelu_epilogue is checked against has_gelu_mlp for every family alike.
 struct RunSettings {
   Device device = Device::kCPU;
   int micro_batch = 1;
-  bool gelu_epilogue = false;  // precision.gelu_epilogue
 };
 
 class ModelFamily {

@@ -61,7 +61,7 @@ void read_model_section(ConfigReader r, RunConfig& c) {
 
 void check_model_support(const RunConfig& c) {
   const ModelFamily& family = model_family(c.model.arch);
-  const std::string refusal = family.refuse_run(c.model, {c.device, c.train.micro_batch, c.gelu_epilogue});
+  const std::string refusal = family.refuse_run(c.model, {c.device, c.train.micro_batch});
   if (!refusal.empty()) throw_input_error("config error in {}: {}", c.source, refusal);
   if (c.gelu_epilogue && !family.has_gelu_mlp()) {
     throw_input_error(

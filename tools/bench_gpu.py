@@ -41,6 +41,7 @@ import datetime
 import json
 import os
 import re
+import select
 import subprocess
 import sys
 import tempfile
@@ -118,7 +119,7 @@ class Zerotrain:
     def run(self, ctx, warmup, steps, profile=False):
         run_dir = os.path.join(ctx.work, f"{self.name}_{len(os.listdir(ctx.work))}")
         p = subprocess.run(self.command(ctx, run_dir, warmup + steps, profile), capture_output=True, text=True,
-                           timeout=1800)
+                           timeout=max(ctx.seconds_left(1800), 0.1))
         if p.returncode != 0:
             raise EngineError(f"exit {p.returncode}: {p.stderr[-2000:]}")
         with open(os.path.join(run_dir, "metrics.jsonl")) as f:
@@ -144,28 +145,43 @@ class Torch:
     def start(self, ctx):
         cmd = [ctx.args.python, os.path.join(ROOT, "tools", self.script), "--serve", "--batch",
                str(ctx.args.batch), "--compile", self.compile_mode, "--sdpa", self.sdpa, *ctx.args.torch_args]
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     text=True, bufsize=1)
-        self.facts = self._reply()
+        # stderr into a file, not a pipe: a compile's logs (max-autotune prints its tuning tables)
+        # would fill a pipe no one reads while waiting for the reply, and stall the worker.
+        self.log_path = os.path.join(ctx.work, f"{self.name}_worker.log")
+        with open(self.log_path, "w") as log:
+            self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True,
+                                         bufsize=1)
+        self.facts = self._reply(ctx)
         if not self.facts.get("ready"):
             raise EngineError(f"the worker did not start: {self.facts}")
 
-    def _reply(self):
+    def _reply(self, ctx):
+        # The first reply waits for the compile (minutes under max-autotune): never past the time limit.
+        wait = ctx.seconds_left(3600)
+        if not select.select([self.proc.stdout], [], [], max(wait, 0))[0]:
+            self.proc.kill()
+            self.proc.wait()
+            raise EngineError(f"no reply within the time limit ({max(wait, 0):.0f} s left), stopped: "
+                              f"{self._log_tail(500)}")
         line = self.proc.stdout.readline()
         if not line:  # the worker closed its output: it is exiting
             try:
                 self.proc.wait(timeout=60)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
-            raise EngineError(f"the worker exited ({self.proc.poll()}): {self.proc.stderr.read()[-2000:]}")
+            raise EngineError(f"the worker exited ({self.proc.poll()}): {self._log_tail()}")
         return json.loads(line)
+
+    def _log_tail(self, n=2000):
+        with open(self.log_path, errors="replace") as f:
+            return f.read()[-n:]
 
     def run(self, ctx, warmup, steps, profile=False):
         if self.proc is None or self.proc.poll() is not None:
             raise EngineError("the worker is not running")
         self.proc.stdin.write(f"run {warmup} {steps}\n")
         self.proc.stdin.flush()
-        reply = self._reply()
+        reply = self._reply(ctx)
         if "error" in reply:
             raise EngineError(reply["error"])
         return reply
@@ -200,7 +216,7 @@ class Llmc:
         cmd = [ctx.args.llmc, "-e", "d12", "-i", os.path.join(ctx.data_dir, "train.bin"), "-j",
                os.path.join(ctx.data_dir, "val.bin"), "-b", str(b), "-t", str(T), "-d", str(b * T), "-x",
                str(warmup + steps), "-v", "1000000", "-m", "1", "-s", "0", "-n", "0", "-r", "0", "-h", "0"]
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, cwd=ctx.work)
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=max(ctx.seconds_left(1800), 0.1), cwd=ctx.work)
         rows = [self.STEP_LINE.match(l) for l in p.stdout.splitlines()]
         rows = [m for m in rows if m]
         if p.returncode != 0 or len(rows) < warmup + steps:

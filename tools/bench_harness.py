@@ -1,7 +1,8 @@
 """The harness both GPU benchmarks share (tools/bench_gpu.py, tools/bench_llama_gpu.py): engines run
 in interleaved rounds (every engine once a round, the row's figure the median over rounds of each
 round's median step), each started just before its first block, the GPU's state beside every block,
-a time limit that ends on whole rounds; the shared random llm.c token files; the results table and
+a time limit that ends on whole rounds and bounds every engine's start and block (a compile that
+outlasts it is a failed row, not a killed benchmark); the shared random llm.c token files; the results table and
 the per-op profile summary. An engine has start(ctx), run(ctx, warmup, steps, profile=False) ->
 {"step_ms": [...], "losses": [...]}, stop(), a name and a label.
 """
@@ -108,15 +109,17 @@ def interleave(chosen, rows, ctx, tokens_per_step, flops_tok, save, after_first_
     engine started just before its first block (so one that compiles for minutes delays only the
     engines after it); `save` after every block. With ctx.args.time_limit (seconds), a round starts
     only when the one before it would fit in the time left, so a session's budget ends on a whole
-    table rather than a killed round. `after_first_round` runs once round 1 is in (the per-op
+    table rather than a killed round, and ctx.deadline bounds every start and block inside it (an
+    engine that would pass it is stopped and its row says so). `after_first_round` runs once round 1 is in (the per-op
     profiles: a budget cut short later still has them). Returns the rounds run."""
     args = ctx.args
     started = [False] * len(chosen)
     begin = time.monotonic()
+    limit = getattr(args, "time_limit", None)
+    ctx.deadline = None if limit is None else begin + limit
     rounds_run = 0
     try:
         for rnd in range(args.rounds):
-            limit = getattr(args, "time_limit", None)
             if rnd > 0 and limit is not None:
                 last_round = (time.monotonic() - begin) / rnd  # round 0's engine starts counted in
                 if time.monotonic() - begin + last_round > limit:
@@ -126,6 +129,12 @@ def interleave(chosen, rows, ctx, tokens_per_step, flops_tok, save, after_first_
             for i, (engine, row) in enumerate(zip(chosen, rows)):
                 if "error" in row and not row["rounds"]:
                     continue
+                if ctx.seconds_left(1) <= 0:
+                    print(f"stopping in round {rnd + 1}: the {limit:.0f} s time limit has passed", flush=True)
+                    for r in rows:
+                        if not r["rounds"]:
+                            r.setdefault("error", "not reached within the time limit")
+                    return rnd  # the round before is the last whole one
                 if not started[i]:
                     started[i] = True
                     if not start(engine, row, ctx):
@@ -157,6 +166,11 @@ def interleave(chosen, rows, ctx, tokens_per_step, flops_tok, save, after_first_
 class Context:
     def __init__(self, args, work, data_dir):
         self.args, self.work, self.data_dir = args, work, data_dir
+        self.deadline = None  # time.monotonic() by which every engine must be done (interleave sets it)
+
+    def seconds_left(self, cap):
+        """How long an engine may take now: `cap`, or less where the time limit comes sooner."""
+        return cap if self.deadline is None else min(cap, self.deadline - time.monotonic())
 
     @staticmethod
     def make(args, work, vocab, magic=LLMC_MAGIC, version=LLMC_VERSION, dtype=np.uint16):

@@ -136,6 +136,46 @@ def check_interleaving_and_partial_reports(checks):
         bench_gpu.make_engines = real
 
 
+def check_time_limit_bounds_a_compile(checks, work):
+    """A PyTorch worker that never answers (a max-autotune compile longer than the call, its tuning
+    logs on stderr) is stopped at the time limit: its row says so with the log's tail, the engines
+    after it are marked not reached, and the benchmark still writes its report and prints its table
+    instead of being killed by the caller's timeout."""
+    silent = os.path.join(work, "silent_python")
+    with open(silent, "w") as f:
+        f.write("#!/bin/sh\necho 'AUTOTUNE mm(16384x768, 768x3072)' >&2\nexec sleep 60\n")
+    os.chmod(silent, 0o755)
+    real = bench_gpu.make_engines
+    order = []
+    try:
+        bench_gpu.make_engines = lambda: {e.name: e for e in [
+            FakeEngine("zerotrain-s0", 100.0, order), bench_gpu.Torch("pytorch-max-autotune-cudnn", "max-autotune",
+                                                                      "cudnn"), FakeEngine("llmc", 105.0, order)]}
+        out = os.path.join(work, "bounded.json")
+        printed = io.StringIO()
+        began = time.monotonic()
+        with contextlib.redirect_stdout(printed):
+            bench_gpu.main(["--fake-device", "Fake GPU", "--rounds", "2", "--steps", "3", "--warmup", "1",
+                            "--no-profile", "--python", silent, "--time-limit", "2", "--out", out,
+                            "--engines", "zerotrain-s0", "pytorch-max-autotune-cudnn", "llmc"])
+        took = time.monotonic() - began
+        with open(out) as f:
+            report = json.load(f)
+        rows = {r["name"]: r for r in report["rows"]}
+        autotune = rows["pytorch-max-autotune-cudnn"].get("error", "")
+        checks.check(took < 20, f"the silent worker is stopped at the 2 s limit, not waited for ({took:.1f} s)")
+        checks.check("no reply within the time limit" in autotune and "AUTOTUNE" in autotune,
+                     f"its row says it was stopped, with its log's tail ({autotune[:200]})")
+        checks.check("tokens_per_s" in rows["zerotrain-s0"] and
+                     rows["llmc"].get("error") == "not reached within the time limit",
+                     f"the engine before it keeps its figures, the one after is not reached ({rows['llmc']})")
+        checks.check(report["complete"] and "GPT-2 124M" in printed.getvalue() and
+                     "stopping in round 1" in printed.getvalue(),
+                     "the report is complete and the table printed")
+    finally:
+        bench_gpu.make_engines = real
+
+
 def check_real_plumbing(checks, zerotrain, work):
     """The real engines' plumbing without a GPU: zerotrain (on the CPU, a small model), a PyTorch
     worker (CPU, uncompiled, same small shapes) answering blocks over its pipe, and llm.c's step
@@ -253,6 +293,7 @@ def main():
 
     check_interleaving_and_partial_reports(checks)
     with tempfile.TemporaryDirectory() as work:
+        check_time_limit_bounds_a_compile(checks, work)
         check_real_plumbing(checks, args.zerotrain, work)
         check_llama_plumbing(checks, args.zerotrain, work)
 

@@ -1,7 +1,7 @@
 #!/bin/bash
 # The behaviour-preserving check of a refactor: a matrix of short GPT-2 and Llama runs (fp32 and
 # bf16, ZeRO stages 0-3 on 1-3 ranks, the head in chunks, split units, activation checkpointing,
-# dropout, accumulation, tied heads) and `memory --json` for every shipped config, written by one
+# dropout, accumulation, tied heads; a prepared single-file dataset) and `memory --json` for every shipped config, written by one
 # zerotrain binary into OUTDIR as small files (*.metrics: every train/eval record's step, loss,
 # grad_norm, val_loss, lr, tokens; *.weights: a hash of final.safetensors' tensors plus its
 # metadata with the run directory left out; mem_*.json). Run it with the binary before and after
@@ -27,8 +27,10 @@ run l2 $M3 $B train $L --run-dir $O/l2 $C --set zero.stage=2 --set train.block_u
 run l3 $M2 $B train $L --run-dir $O/l3 $C --set zero.stage=3 --set precision.param_dtype=bf16 --set precision.activations=bf16 --set train.head_chunks=2 --set train.block_units=2 --set train.activation_checkpointing=all
 run l4 $M3 $B train $L --run-dir $O/l4 $C --set zero.stage=3 --set model.tie_embeddings=true --set train.activation_checkpointing=every:2 --set train.grad_accum=2
 run l5 $M2 $B train $L --run-dir $O/l5 $C --set zero.stage=3 --set model.tie_embeddings=true --set train.head_chunks=2 --set precision.param_dtype=bf16 --set train.block_units=2
+run prep $B prepare --text ../shared/data/tinyshakespeare.txt --out $O/prep
+run g6 $M2 $B train $G --set data.dataset=$O/prep --set model.vocab_size=65 --run-dir $O/g6 $C --set zero.stage=3
 run g5 $B train $G --set model.vocab_size=200 --run-dir $O/g5 $C --set train.head_chunks=3 --set model.dropout=0.1 --set train.grad_accum=2
-for r in g0 g1 g2 g3 g4 g5 l0 l1 l2 l3 l4 l5; do
+for r in g0 g1 g2 g3 g4 g5 g6 l0 l1 l2 l3 l4 l5; do
   [ -f $O/$r/metrics.jsonl ] || { echo "MISSING $r" >> $O/failures; continue; }
   /usr/bin/python3 -c "
 import json

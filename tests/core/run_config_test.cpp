@@ -147,6 +147,32 @@ TEST(RunConfig, OptimizerScheduleAndOtherSectionsAreChecked) {
   expect_error(doc, {"unknown key 'log.sample_evry'", "did you mean 'log.sample_every'"});
 }
 
+TEST(RunConfig, ShardListsTakeAPatternOrAListAndAnOrder) {
+  nlohmann::json doc = base();
+  apply_override(doc, "data.train_files=shards/train_*.bin");  // a plain --set value: a list of one
+  doc["data"]["val_files"] = {"shards/val_000.bin", "shards/val_001.bin"};
+  apply_override(doc, "data.order=sequential");
+  const RunConfig c = parse_run_config(doc, "test.json");
+  EXPECT_EQ(c.data.train_files, std::vector<std::string>{"shards/train_*.bin"});
+  EXPECT_EQ(c.data.val_files.size(), 2u);
+  EXPECT_EQ(c.data.order, "sequential");
+  EXPECT_EQ(parse_run_config(c.to_json(), "config.json").data.val_files, c.data.val_files);
+  EXPECT_EQ(parse_run_config(base(), "test.json").to_json()["data"]["train_files"], nlohmann::json::array())
+      << "no shards: written as [] and read back as none";
+
+  doc = base();
+  doc["data"] = {{"train_files", {"a_*.bin"}}};
+  expect_error(doc, {"data.train_files and data.val_files must be given together"});
+  doc["data"] = {{"train_files", "a.bin"}, {"val_files", "b.bin"}, {"train_file", "c.bin"}, {"val_file", "d.bin"}};
+  expect_error(doc, {"data.train_files", "not both"});
+  doc["data"] = {{"train_files", {"a.bin", 3}}, {"val_files", "b.bin"}};
+  expect_error(doc, {"data.train_files", "a string or a list of strings"});
+  doc["data"] = {{"train_files", {""}}, {"val_files", "b.bin"}};
+  expect_error(doc, {"data.train_files", "empty string"});
+  doc["data"] = {{"order", "shuffled"}};
+  expect_error(doc, {"data.order", "random, sequential"});
+}
+
 TEST(RunConfig, ResolvedConfigReloadsToItself) {
   nlohmann::json doc = base();
   doc["train"] = {{"micro_batch", 2}, {"global_batch_tokens", 64}, {"activation_checkpointing", "every:2"}};

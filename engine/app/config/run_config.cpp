@@ -27,10 +27,23 @@ void read_data(ConfigReader r, DataConfig& d) {
   d.train_file = r.get_string("train_file", "");
   d.val_file = r.get_string("val_file", "");
   d.vocab_file = r.get_string("vocab_file", "");
+  d.train_files = r.get_string_list("train_files");
+  d.val_files = r.get_string_list("val_files");
+  d.order = r.get_enum("order", d.order, {"random", "sequential"});
   d.format = r.get_enum("format", d.format, {"auto", "llmc", "nanogpt"});
   d.embedded_chars = r.get_int("embedded_chars", static_cast<int>(d.embedded_chars), 10'000, 1 << 30);
   if (d.train_file.empty() != d.val_file.empty()) {
     throw_input_error("config error in {}: data.train_file and data.val_file must be given together", r.file());
+  }
+  if (d.train_files.empty() != d.val_files.empty()) {
+    throw_input_error("config error in {}: data.train_files and data.val_files must be given together",
+                      r.source_of(d.train_files.empty() ? "val_files" : "train_files"));
+  }
+  if (!d.train_files.empty() && !d.train_file.empty()) {
+    throw_input_error(
+        "config error in {}: give data.train_files/val_files (shards) or data.train_file/val_file, "
+        "not both",
+        r.source_of("train_files"));
   }
   r.reject_unknown_keys();
 }
@@ -305,6 +318,9 @@ nlohmann::json RunConfig::to_json() const {
        {{"dataset", data.dataset},
         {"train_file", data.train_file},
         {"val_file", data.val_file},
+        {"train_files", data.train_files},
+        {"val_files", data.val_files},
+        {"order", data.order},
         {"vocab_file", data.vocab_file},
         {"format", data.format},
         {"embedded_chars", data.embedded_chars}}},

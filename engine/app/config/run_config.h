@@ -23,6 +23,10 @@ struct DataConfig {
   std::string dataset = "embedded";  // "embedded", or a directory made by `zerotrain prepare`
   std::string train_file;            // explicit token files override the directory's
   std::string val_file;
+  // Sharded splits: paths or glob patterns (llm.c's fineweb_train_*.bin), read lazily
+  // (engine/app/data/token_corpus.h); override the directory's, exclusive with train_file.
+  std::vector<std::string> train_files, val_files;
+  std::string order = "random";  // random | sequential (llm.c's walk through the shards)
   std::string vocab_file;
   std::string format = "auto";              // auto | llmc | nanogpt
   std::int64_t embedded_chars = 2'000'000;  // size of the generated default dataset

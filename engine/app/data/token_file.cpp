@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <utility>
@@ -94,7 +95,7 @@ bool looks_like_llmc_header(const std::array<std::int32_t, 3>& h, std::int64_t s
 
 }  // namespace
 
-TokenFile TokenFile::open(const std::string& path, TokenFileFormat format, int vocab_size) {
+TokenFile TokenFile::open(const std::string& path, TokenFileFormat format, int vocab_size, TokenCheck check) {
   ZT_CHECK(vocab_size > 0, "vocab_size {}", vocab_size);
   TokenFile f;
   f.path_ = path;
@@ -161,6 +162,7 @@ TokenFile TokenFile::open(const std::string& path, TokenFileFormat format, int v
   }
   if (f.count_ == 0) throw_input_error("{}: {} token file holds no tokens", path, format_name(format));
 
+  if (check == TokenCheck::kHeader) return f;
   // One pass over every token, so that training can index the embedding without checks.
   const TokenSpan t = f.tokens();
   for (std::int64_t i = 0; i < f.count_; ++i) {
@@ -169,6 +171,27 @@ TokenFile TokenFile::open(const std::string& path, TokenFileFormat format, int v
     }
   }
   return f;
+}
+
+std::string TokenFile::kind() const {
+  if (format_ == TokenFileFormat::kNanoGpt) return "nanoGPT raw uint16";
+  return bytes_per_token_ == 4 ? "llm.c uint32" : "llm.c uint16";
+}
+
+void TokenFile::release_pages(std::int64_t begin, std::int64_t count) const {
+  if (map_ == nullptr || count <= 0) return;
+  // A fault maps the pages around the one asked for ("fault-around": an aligned block of up to one
+  // page table, 2 MiB), so a read maps pages it never touched. Dropping only the window's pages
+  // would leave those, and the next fault in the block would map the dropped ones again: drop the
+  // whole 2 MiB blocks the window lies in (a later read there faults them back from the page cache).
+  constexpr std::uintptr_t kBlock = std::uintptr_t{2} << 20;
+  const auto base = reinterpret_cast<std::uintptr_t>(map_);
+  const auto first = reinterpret_cast<std::uintptr_t>(tokens_) + static_cast<std::uintptr_t>(begin * bytes_per_token_);
+  const std::uintptr_t last = first + static_cast<std::uintptr_t>(count * bytes_per_token_);
+  const std::uintptr_t from = std::max(base, first / kBlock * kBlock);
+  const std::uintptr_t to = std::min(base + map_bytes_, (last + kBlock - 1) / kBlock * kBlock);
+  // Advice only: a failure leaves the pages resident, which costs memory, not correctness.
+  if (to > from) ::madvise(reinterpret_cast<void*>(from), to - from, MADV_DONTNEED);
 }
 
 TokenSpan TokenFile::tokens() const {

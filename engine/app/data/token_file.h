@@ -17,6 +17,10 @@ namespace zt::data {
 
 enum class TokenFileFormat { kAuto, kLlmc, kNanoGpt };
 
+// Whether opening reads every token to check it against the vocabulary (kAll), or only the header
+// and size (kHeader: the reader checks what it reads).
+enum class TokenCheck { kAll, kHeader };
+
 constexpr std::int32_t kLlmcTokenMagic = 20240520;  // GPT-2 tokens, uint16
 constexpr std::int32_t kLlmcTokenVersion = 1;
 constexpr std::int32_t kLlmcToken32Magic = 20240801;  // Llama 3 tokens, uint32
@@ -31,7 +35,8 @@ class TokenFile {
   // kAuto picks llm.c when the file starts with either magic, and refuses a file whose header is
   // llm.c's in all but the magic (version and token count matching its size) by naming the magic;
   // anything else is raw uint16.
-  static TokenFile open(const std::string& path, TokenFileFormat format, int vocab_size);
+  static TokenFile open(const std::string& path, TokenFileFormat format, int vocab_size,
+                        TokenCheck check = TokenCheck::kAll);
 
   TokenFile(TokenFile&& o) noexcept;
   TokenFile& operator=(TokenFile&& o) noexcept;
@@ -43,6 +48,12 @@ class TokenFile {
   int bytes_per_token() const { return bytes_per_token_; }
   TokenFileFormat format() const { return format_; }
   const std::string& path() const { return path_; }
+  // "llm.c uint16", "llm.c uint32" or "nanoGPT raw uint16": what a list of shards must share.
+  std::string kind() const;
+  // Drops the mapped pages that hold tokens [begin, begin + count) from this process's resident
+  // set (the page cache keeps them; a later read maps them again), so reading a corpus larger than
+  // memory leaves the resident size where it was.
+  void release_pages(std::int64_t begin, std::int64_t count) const;
 
  private:
   TokenFile() = default;

@@ -14,8 +14,16 @@ namespace fs = std::filesystem;
 
 DataSource::DataSource(const RunConfig& c) {
   const DataConfig& d = c.data;
+  data::parse_sample_order(d.order, &order_);
+  seed_ = c.train.seed;
   if (!d.vocab_file.empty()) vocab_ = data::Vocab::load(d.vocab_file);
-  if (!d.train_file.empty()) {
+  if (!d.train_files.empty()) {
+    data::TokenFileFormat format = data::TokenFileFormat::kAuto;
+    data::parse_token_file_format(d.format, &format);
+    train_.emplace(data::TokenCorpus::open_shards(d.train_files, format, c.model.vocab_size, "data.train_files"));
+    val_.emplace(data::TokenCorpus::open_shards(d.val_files, format, c.model.vocab_size, "data.val_files"));
+    description_ = "token shards";
+  } else if (!d.train_file.empty()) {
     open_files(c, d.train_file, d.val_file);
     description_ = fmt::format("token files {} / {}", d.train_file, d.val_file);
   } else if (d.dataset == "embedded") {
@@ -25,8 +33,8 @@ DataSource::DataSource(const RunConfig& c) {
     const std::size_t split = tokens.size() * 9 / 10;  // 90% train, 10% validation, as prepare
     owned_train_.assign(tokens.begin(), tokens.begin() + static_cast<std::ptrdiff_t>(split));
     owned_val_.assign(tokens.begin() + static_cast<std::ptrdiff_t>(split), tokens.end());
-    train_ = owned_train_;
-    val_ = owned_val_;
+    train_.emplace(data::TokenSpan(owned_train_));
+    val_.emplace(data::TokenSpan(owned_val_));
     description_ = fmt::format("embedded generated text ({} characters)", text.size());
   } else {
     const fs::path dir(d.dataset);
@@ -44,13 +52,17 @@ DataSource::DataSource(const RunConfig& c) {
     throw_input_error("config error in {}: model.vocab_size = {} is smaller than the dataset's vocabulary ({} tokens)",
                       c.source, c.model.vocab_size, vocab_->size());
   }
-  for (const auto& [name, span] : {std::pair{"training", train_}, std::pair{"validation", val_}}) {
-    // A window is seq_len inputs and the token after the last: seq_len + 1 tokens make one.
-    if (static_cast<std::int64_t>(span.size()) < c.train.seq_len + 1) {
-      throw_input_error("{}: the {} split has {} tokens, too few for train.seq_len = {} (a window needs {})",
-                        description_, name, span.size(), c.train.seq_len, c.train.seq_len + 1);
+  for (const auto& [name, split] : {std::pair{"training", &*train_}, std::pair{"validation", &*val_}}) {
+    // A window is seq_len inputs and the token after the last: seq_len + 1 tokens make one, inside
+    // one shard.
+    if (split->window_count(order_, c.train.seq_len) == 0) {
+      throw_input_error("{}: the {} split ({}) has no {}, too few for train.seq_len = {} (a window needs {})",
+                        description_, name, split->describe(),
+                        split->shard_count() == 1 ? "window" : "shard with a window", c.train.seq_len,
+                        c.train.seq_len + 1);
     }
   }
+  description_ += fmt::format("; train: {}; val: {}; {} windows", train_->describe(), val_->describe(), d.order);
 }
 
 void DataSource::open_files(const RunConfig& c, const std::string& train_path, const std::string& val_path) {
@@ -59,8 +71,8 @@ void DataSource::open_files(const RunConfig& c, const std::string& train_path, c
   // Opening validates every token against the model's vocabulary.
   train_file_.emplace(data::TokenFile::open(train_path, format, c.model.vocab_size));
   val_file_.emplace(data::TokenFile::open(val_path, format, c.model.vocab_size));
-  train_ = train_file_->tokens();
-  val_ = val_file_->tokens();
+  train_.emplace(train_file_->tokens());
+  val_.emplace(val_file_->tokens());
 }
 
 }  // namespace zt

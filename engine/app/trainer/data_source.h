@@ -1,5 +1,6 @@
 // Where a run's tokens come from: the embedded generated dataset, a directory made by `zerotrain
-// prepare` (train.bin, val.bin, vocab.json), or explicit token files. Checked against the model
+// prepare` (train.bin, val.bin, vocab.json), explicit token files, or lists of shards
+// (data.train_files: read lazily, engine/app/data/token_corpus.h). Checked against the model
 // (vocabulary size, sequence length) with errors naming the config key at fault.
 #pragma once
 
@@ -10,6 +11,8 @@
 #include <vector>
 
 #include "engine/app/config/run_config.h"
+#include "engine/app/data/batch_sampler.h"
+#include "engine/app/data/token_corpus.h"
 #include "engine/app/data/token_file.h"
 #include "engine/app/data/vocab.h"
 
@@ -19,10 +22,14 @@ class DataSource {
  public:
   explicit DataSource(const RunConfig& config);
 
-  data::TokenSpan train() const { return train_; }
-  data::TokenSpan val() const { return val_; }
+  const data::TokenCorpus& train() const { return *train_; }
+  const data::TokenCorpus& val() const { return *val_; }
+  // How the run's windows are read (data.order), for the training and the validation stream.
+  data::SampleStream train_stream() const { return {order_, seed_, data::kTrainStream}; }
+  data::SampleStream val_stream() const { return {order_, seed_, data::kValStream}; }
   // The vocabulary used to decode samples, when the dataset has one.
   const std::optional<data::Vocab>& vocab() const { return vocab_; }
+  // The source and each split's shards and tokens, for the run's header.
   const std::string& description() const { return description_; }
 
  private:
@@ -31,7 +38,9 @@ class DataSource {
   std::optional<data::Vocab> vocab_;
   std::vector<std::uint16_t> owned_train_, owned_val_;  // the embedded dataset
   std::optional<data::TokenFile> train_file_, val_file_;
-  data::TokenSpan train_, val_;
+  std::optional<data::TokenCorpus> train_, val_;
+  data::SampleOrder order_ = data::SampleOrder::kRandom;
+  std::uint64_t seed_ = 0;
   std::string description_;
 };
 

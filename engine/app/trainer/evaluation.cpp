@@ -14,8 +14,8 @@ void evaluate(TrainerState& s, int step, TrainSummary& summary) {
   const int B = c.train.micro_batch, T = c.train.seq_len;
   double sum = 0.0;
   for (int i = 0; i < c.train.eval_batches; ++i) {
-    data::fill_batch(s.data.val(), B, T, c.train.seed, data::kValStream, static_cast<std::int64_t>(i) * B,
-                     s.inputs.data(), s.targets.data());
+    data::fill_batch(s.data.val(), s.data.val_stream(), B, T, static_cast<std::int64_t>(i) * B, s.inputs.data(),
+                     s.targets.data());
     sum += s.model->forward(s.store, s.inputs.data(), s.targets.data(), {.training = false});
   }
   s.model->release_activations();

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <limits>
 
@@ -97,13 +98,20 @@ Trainer::~Trainer() = default;
 
 const std::string& Trainer::device_description() const { return state_->backend.description(); }
 
+const std::string& Trainer::data_description() const { return state_->data.description(); }
+
 std::string Trainer::store_comm_name() const { return state_->store_comm().backend_name(); }
 
 TrainSummary Trainer::run() {
   const RunConfig& c = config_;
   TrainerState& s = *state_;
   RunProgress run = start_run(s, resume_checkpoint_, allow_config_change_);
-  run.summary.unigram_entropy_nats = data::unigram_entropy_nats(s.data.train(), c.model.vocab_size);
+  // ZT_TEST_ENTROPY_SAMPLE_TOKENS (docs/config.md, "Testing hooks"): a small corpus sampled as a
+  // large one is, so a test's bad token lies outside the sample and is met by a step.
+  const char* sample_hook = std::getenv("ZT_TEST_ENTROPY_SAMPLE_TOKENS");
+  run.summary.unigram_entropy_nats = data::unigram_entropy_nats(
+      s.data.train(), c.model.vocab_size,
+      sample_hook != nullptr && std::atoll(sample_hook) > 0 ? std::atoll(sample_hook) : data::kEntropySampleTokens);
   s.tracker.reset_peaks();  // the comparison with the prediction (report_step) covers the steps, not set-up
   run.started = std::chrono::steady_clock::now();
   int step = run.start_step;
@@ -153,8 +161,12 @@ StepResult Trainer::train_step(int step, const RunProgress& run) {
     // sample numbers it among all the run's samples and keys both the data windows and dropout.
     const std::int64_t first_sample = run.start_sample + data::first_sample_index(step - run.start_step, micro, accum,
                                                                                   B, c.world_size, s.comm.rank());
-    data::fill_batch(s.data.train(), B, T, c.train.seed, data::kTrainStream, first_sample, s.inputs.data(),
-                     s.targets.data());
+    if (s.data.train().checks_on_read()) {  // the whole global batch, so every rank stops together
+      const std::int64_t global_first = first_sample - static_cast<std::int64_t>(s.comm.rank()) * B;
+      data::check_samples(s.data.train(), s.data.train_stream(), T, global_first,
+                          static_cast<std::int64_t>(B) * c.world_size);
+    }
+    data::fill_batch(s.data.train(), s.data.train_stream(), B, T, first_sample, s.inputs.data(), s.targets.data());
     // Forward acquires each unit's parameters as it reaches the unit (stage 3: all-gathered, the
     // next units prefetched) and releases them after. Backward acquires them again in reverse and
     // hands each unit's gradient to the store, which reduces it (all-reduce at stage 0,

@@ -53,6 +53,8 @@ class Trainer {
   TrainSummary run();
   // The compute backend it runs on: "cpu (2 threads)", "cuda:0 (NVIDIA H100 ...)".
   const std::string& device_description() const;
+  // Where the tokens come from, and each split's shards and tokens (the run's header prints it).
+  const std::string& data_description() const;
   // What carries the parameter store's collectives ("mpi", "nccl", "mpi (staged through host
   // memory)"; the trainer's own small collectives go through the communicator it was given).
   std::string store_comm_name() const;

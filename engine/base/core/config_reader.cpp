@@ -81,6 +81,26 @@ std::string ConfigReader::get_enum(const std::string& key, const std::string& fa
   return s;
 }
 
+std::vector<std::string> ConfigReader::get_string_list(const std::string& key) {
+  const nlohmann::json* v = find(key);
+  if (v == nullptr) return {};
+  std::vector<std::string> out;
+  if (v->is_string()) {
+    out.push_back(v->get<std::string>());
+  } else if (v->is_array()) {  // [] is the absent list (config.json writes it so)
+    for (const nlohmann::json& e : *v) {
+      if (!e.is_string()) fail_type(key, "a string or a list of strings", *v);
+      out.push_back(e.get<std::string>());
+    }
+  } else {
+    fail_type(key, "a string or a list of strings", *v);
+  }
+  for (const std::string& e : out) {
+    if (e.empty()) throw_input_error("config error in {}: key '{}' holds an empty string", source_of(key), dotted(key));
+  }
+  return out;
+}
+
 bool ConfigReader::get_bool(const std::string& key, bool fallback) {
   const nlohmann::json* v = find(key);
   if (v == nullptr) return fallback;

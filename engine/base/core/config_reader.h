@@ -29,6 +29,9 @@ class ConfigReader {
   double get_double(const std::string& key, double fallback, double min_value, double max_value);
   std::string get_string(const std::string& key, const std::string& fallback);
   std::string get_enum(const std::string& key, const std::string& fallback, const std::vector<std::string>& allowed);
+  // A list of strings: a JSON array of strings, or one string as a list of one (so --set takes a
+  // plain value); empty when absent or []. An empty string in it is refused.
+  std::vector<std::string> get_string_list(const std::string& key);
   bool get_bool(const std::string& key, bool fallback);
   bool has(const std::string& key) const;
   // A nested section (an object, or an empty one when absent).

@@ -73,6 +73,7 @@ int train_main(const std::vector<std::string>& args) {
         "blas {}\n",
         cfg.train.global_batch_tokens, cfg.train.micro_batch, cfg.train.seq_len, cfg.train.grad_accum,
         comm->world_size(), cfg.train.max_steps, cfg.train.num_threads, blas.core_name);
+    fmt::print("data: {}\n", trainer.data_description());
     fmt::print("device: {}\n", trainer.device_description());
     fmt::print("attention: {}\n",
                describe_attention(cfg.model_spec(), cfg.model_build(), cfg.device, cfg.attention_kernels));

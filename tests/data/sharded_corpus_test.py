@@ -1,0 +1,168 @@
+#!/usr/bin/env python3
+"""Training on sharded corpora through the real CLI (data.train_files, data.order): tinyshakespeare
+(prepared here, char-level) cut into four llm.c shards.
+
+  * 2 ranks at ZeRO stage 3 train on the shards in llm.c's sequential order; the run's header says
+    how many shards and tokens each split has;
+  * its step-3 checkpoint resumes on 2 ranks bitwise, and on 1 rank with steps 4-6 within 1e-4 of
+    the uninterrupted run: the data position is a function of the sample index, not of the ranks;
+  * random order over the shards trains too, and differs from sequential;
+  * a token over the vocabulary deep inside one shard is found when the run reaches it: every rank
+    stops at that step with one line naming the shard (exit 2, no hang), and the checkpoint written
+    before it still resumes;
+  * a pattern that matches nothing and a mix of uint16 and uint32 shards are refused in one line.
+
+usage: sharded_corpus_test.py MPIRUN [MPIRUN FLAGS...] -- PATH/TO/zerotrain
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.dirname(HERE))
+from check_report import Checks  # noqa: E402
+from run_dir_util import curve, train_records  # noqa: E402
+
+TEXT = os.path.join(ROOT, "..", "shared", "data", "tinyshakespeare.txt")
+CONFIG = {
+    "model": {"n_layer": 2, "n_head": 2, "n_embd": 32, "block_size": 32, "vocab_size": 65},
+    "train": {"micro_batch": 4, "max_steps": 6, "eval_batches": 2, "num_threads": 1, "deterministic": True},
+    "optim": {"lr": 3e-3, "warmup_steps": 0, "decay": "constant"},
+    "zero": {"stage": 3},
+    "checkpoint": {"every_steps": 3},
+    "log": {"sample_tokens": 0, "progress": "plain"},
+}
+
+
+def write_llmc(path, tokens, wide=False):
+    header = np.zeros(256, dtype=np.int32)
+    header[0], header[1], header[2] = (20240801, 7, len(tokens)) if wide else (20240520, 1, len(tokens))
+    with open(path, "wb") as f:
+        f.write(header.tobytes())
+        f.write(np.asarray(tokens, dtype=np.uint32 if wide else np.uint16).tobytes())
+
+
+def read_llmc(path):
+    with open(path, "rb") as f:
+        f.seek(1024)
+        return np.frombuffer(f.read(), dtype=np.uint16)
+
+
+def main():
+    split = sys.argv.index("--")
+    launcher, binary = sys.argv[1:split], sys.argv[split + 1]
+    checks = Checks()
+    work = tempfile.mkdtemp(prefix="zt_shards_")
+    prepared = os.path.join(work, "prepared")
+    subprocess.run([binary, "prepare", "--text", TEXT, "--out", prepared], check=True, capture_output=True)
+    train, val = read_llmc(os.path.join(prepared, "train.bin")), read_llmc(os.path.join(prepared, "val.bin"))
+    shards = os.path.join(work, "shards")
+    os.makedirs(shards)
+    for i, part in enumerate(np.array_split(train, 4)):
+        write_llmc(os.path.join(shards, f"shakespeare_train_{i:06d}.bin"), part)
+    write_llmc(os.path.join(shards, "shakespeare_val_000000.bin"), val)
+    config = os.path.join(work, "config.json")
+    with open(config, "w") as f:
+        json.dump(CONFIG, f)
+    data_sets = ["--set", f"data.train_files={shards}/shakespeare_train_*.bin",
+                 "--set", f"data.val_files={shards}/shakespeare_val_*.bin",
+                 "--set", f"data.vocab_file={prepared}/vocab.json"]
+
+    def train_run(name, ranks, *extra):
+        run_dir = os.path.join(work, name)
+        cmd = ([binary] if ranks == 1 else launcher + ["-np", str(ranks), binary]) + [
+            "train", "--config", config, "--run-dir", run_dir, *data_sets, *extra]
+        return run_dir, subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+
+    # 2 ranks, sequential, uninterrupted (checkpoints at steps 3 and 6).
+    seq_dir, p = train_run("sequential", 2, "--set", "data.order=sequential")
+    if not checks.check(p.returncode == 0, f"2 ranks train at stage 3 on 4 shards in sequential order "
+                                           f"({(p.stdout + p.stderr)[-600:]})"):
+        return checks.finish()
+    header = next((l for l in p.stdout.splitlines() if l.startswith("data: ")), "")
+    checks.check(f"train: 4 shards (llm.c uint16), {len(train):,} tokens" in header and
+                 f"val: 1 shard (llm.c uint16), {len(val):,} tokens" in header and "sequential windows" in header,
+                 f"the header gives each split's shards and tokens ({header})")
+    seq = [(s, l) for s, l, _, _ in curve(train_records(seq_dir))]
+    checks.check(len(seq) == 6 and len({l for _, l in seq}) == 6, f"6 steps, each on its own data ({seq})")
+
+    step3 = os.path.join(seq_dir, "checkpoints", "step_00000003")
+    for ranks in (2, 1):
+        # The same global batch of 8 samples: 2 x 4, or 1 x 8.
+        resumed, p = train_run(f"resumed_n{ranks}", ranks, "--set", "data.order=sequential", "--set",
+                               f"train.micro_batch={8 // ranks}", "--resume", step3)
+        if not checks.check(p.returncode == 0, f"the step-3 checkpoint resumes on {ranks} rank(s) "
+                                               f"({(p.stdout + p.stderr)[-400:]})"):
+            continue
+        after = [(s, l) for s, l, _, _ in curve(train_records(resumed))]
+        if ranks == 2:
+            checks.check(after == seq[3:], f"on 2 ranks steps 4-6 are bitwise the uninterrupted run's ({after})")
+        else:
+            gap = max(abs(a[1] - b[1]) for a, b in zip(after, seq[3:])) if len(after) == 3 else float("inf")
+            checks.check([s for s, _ in after] == [4, 5, 6] and gap < 1e-4,
+                         f"on 1 rank steps 4-6 follow the uninterrupted run within 1e-4 ({gap:.2e})")
+
+    rnd_dir, p = train_run("random", 2, "--set", "checkpoint.every_steps=0")
+    if checks.check(p.returncode == 0, "random order over the shards trains"):
+        rnd = [l for _, l, _, _ in curve(train_records(rnd_dir))]
+        checks.check(rnd != [l for _, l in seq] and "random windows" in p.stdout,
+                     "and reads other windows than the sequential walk")
+
+    # A bad token at position 300 of shard 0: sequential windows of 32 tokens, 8 samples a step on
+    # 2 ranks, so step 2 reads tokens 256..512. The entropy's sample is cut to 64 tokens (one at
+    # position 0 of shard 0, the rest far from 300), as a large corpus's would miss it.
+    bad_dir = os.path.join(work, "bad_shards")
+    os.makedirs(bad_dir)
+    for i in range(4):
+        part = read_llmc(os.path.join(shards, f"shakespeare_train_{i:06d}.bin")).copy()
+        if i == 0:
+            part[300] = 500
+        write_llmc(os.path.join(bad_dir, f"train_{i:06d}.bin"), part)
+    bad_run = os.path.join(work, "bad")
+    cmd = launcher + ["-x", "ZT_TEST_ENTROPY_SAMPLE_TOKENS", "-np", "2", binary, "train", "--config", config,
+                      "--run-dir", bad_run,
+                      "--set", f"data.train_files={bad_dir}/train_*.bin",
+                      "--set", f"data.val_files={shards}/shakespeare_val_*.bin", "--set", "data.order=sequential",
+                      "--set", "checkpoint.every_steps=1"]
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=120,
+                           env={**os.environ, "ZT_TEST_ENTROPY_SAMPLE_TOKENS": "64"})
+        errors = [l for l in p.stderr.splitlines() if "zerotrain: error:" in l]
+        checks.check(p.returncode != 0 and len(errors) >= 1 and
+                     all(f"{bad_dir}/train_000000.bin: token 500 at position 300" in e for e in errors),
+                     f"a bad token is found when step 2 reaches it, named by shard and position on every rank "
+                     f"that reports (exit {p.returncode}: {errors or p.stderr[-400:]})")
+        steps = [s for s, _, _, _ in curve(train_records(bad_run))]
+        checks.check(steps == [1], f"the run stopped before step 2 ran ({steps})")
+        ok = os.path.isdir(os.path.join(bad_run, "checkpoints", "step_00000001"))
+        if checks.check(ok, "step 1's checkpoint is there"):
+            _, p = train_run("after_bad", 2, "--set", "checkpoint.every_steps=0", "--set", "data.order=sequential",
+                             "--resume", os.path.join(bad_run, "checkpoints", "step_00000001"))
+            checks.check(p.returncode == 0, f"and resumes on the good shards ({p.stderr[-300:]})")
+    except subprocess.TimeoutExpired:
+        checks.check(False, "a bad token stops the 2-rank job without a hang (timed out after 120 s)")
+
+    # Refused at the start, in one line.
+    for what, sets, fragments in [
+        ("a pattern that matches nothing", ["--set", f"data.train_files={shards}/nothing_*.bin"],
+         ["data.train_files", "nothing_*.bin", "matches no file"]),
+        ("a mix of uint16 and uint32 shards", ["--set", f"data.val_files={work}/mixed_*.bin"],
+         ["mixed_1.bin", "llm.c uint32", "one format per split"]),
+    ]:
+        write_llmc(os.path.join(work, "mixed_0.bin"), val[:5000])
+        write_llmc(os.path.join(work, "mixed_1.bin"), val[:5000], wide=True)
+        p = subprocess.run([binary, "train", "--config", config, "--run-dir", os.path.join(work, "refused"),
+                            *data_sets, *sets], capture_output=True, text=True, timeout=120)
+        lines = p.stderr.strip().splitlines()
+        checks.check(p.returncode == 2 and len(lines) == 1 and all(f in lines[0] for f in fragments),
+                     f"{what} is refused in one line with exit 2 (exit {p.returncode}: {lines})")
+    return checks.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

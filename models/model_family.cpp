@@ -72,6 +72,21 @@ std::vector<std::string> model_family_names() {
   return names;
 }
 
+nlohmann::json ModelFamily::model_keys_from_hf(const nlohmann::json& /*hf*/, const std::string& source) const {
+  throw_input_error("{}: the {} family reads no Hugging Face config", source, display_name());
+}
+
+const ModelFamily& model_family_for_hf(std::string_view type, const std::string& source) {
+  std::string known;
+  for (const std::string& n : model_family_names()) {
+    const ModelFamily& f = model_family(n);
+    if (f.hf_model_type().empty()) continue;
+    if (f.hf_model_type() == type) return f;
+    known += fmt::format("{}\"{}\"", known.empty() ? "" : ", ", f.hf_model_type());
+  }
+  throw_input_error("{}: model_type \"{}\" is not one zerotrain trains (known: {})", source, type, known);
+}
+
 const ModelFamily& ModelSpec::family() const { return model_family(model.arch); }
 
 ParamTable build_param_table(const ModelSpec& spec) { return spec.family().param_table(spec); }

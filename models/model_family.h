@@ -112,6 +112,13 @@ class ModelFamily {
   virtual nlohmann::ordered_json hf_config(const ModelSpec& spec, double dropout, DType dtype) const = 0;
   // Whether llm.c's model file can hold it (its GPT-2 tensor order and header).
   virtual bool llmc_format() const { return false; }
+  // Hugging Face's config.json "model_type" this family reads ("gpt2", "llama"), "" for none.
+  virtual std::string_view hf_model_type() const { return ""; }
+  // The model section (shared and own keys, "arch" among them) that Hugging Face's config.json
+  // `hf` describes: the inverse of hf_config. InputError naming `source` and the field when the
+  // config asks for what this family does not compute (another activation, rotary scaling...).
+  // Dropout is the run's choice, not the checkpoint's: never returned.
+  virtual nlohmann::json model_keys_from_hf(const nlohmann::json& hf, const std::string& source) const;
 };
 
 // Adds a family (its name must be new). gpt2 and llama are registered before any lookup; a program
@@ -121,6 +128,9 @@ void register_model_family(std::unique_ptr<const ModelFamily> family);
 const ModelFamily& model_family(std::string_view name);
 bool has_model_family(std::string_view name);
 std::vector<std::string> model_family_names();  // in registration order
+// The family that reads Hugging Face's model_type `type`; InputError naming `source` and the types
+// known when none does.
+const ModelFamily& model_family_for_hf(std::string_view type, const std::string& source);
 
 // The spec's family's, for callers that hold a spec.
 ParamTable build_param_table(const ModelSpec& spec);

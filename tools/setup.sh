@@ -29,6 +29,7 @@ if [ "$mode" = all ]; then
     python3-matplotlib              # tools/plot_run.py loss curves, tools/memory_report.py's chart
     clang-format-14                 # the house style (.clang-format; tests/tools/format_check_test.py)
     git                             # the tests list the tracked files (format check, GPU session pack)
+    python3-venv                    # .venv-hf: transformers beside Debian's torch (below)
   )
 fi
 
@@ -72,9 +73,28 @@ z.extractall(sys.argv[2], [n for n in z.namelist() if n.startswith("include/")])
   rm -rf "$tmp"
 }
 
+# transformers from PyPI, which the pretrained-weights tests run against (tests/checkpoint/
+# init_from_test.py): a virtual environment that sees Debian's torch and numpy, in .venv-hf/
+# (ignored by git), made once. transformers 4.40.2 is the newest that works with Debian's torch.
+hf_venv=$(cd "$(dirname "$0")/.." && pwd)/.venv-hf
+install_hf_venv() {
+  [ "$mode" = all ] || return 0
+  "$hf_venv/bin/python" -c "import transformers" >/dev/null 2>&1 && return 0
+  rm -rf "$hf_venv"
+  if /usr/bin/python3 -m venv --system-site-packages "$hf_venv" &&
+    "$hf_venv/bin/python" -m pip install -q --disable-pip-version-check "transformers==4.40.2"; then
+    echo "setup: transformers 4.40.2 in ${hf_venv#$PWD/}"
+  else
+    rm -rf "$hf_venv"
+    echo "setup: error: could not install transformers 4.40.2 into .venv-hf" >&2
+    exit 1
+  fi
+}
+
 if [ ${#missing[@]} -eq 0 ]; then
   echo "setup: all ${#packages[@]} packages present"
   install_cudnn_frontend
+  install_hf_venv
   exit 0
 fi
 
@@ -99,4 +119,5 @@ if ! { "${sudo_cmd[@]}" apt-get update -qq && \
 fi
 rm -f "$log"
 install_cudnn_frontend
+install_hf_venv
 echo "setup: done in $((SECONDS - started)) s"

@@ -8,6 +8,7 @@
 #include "models/gpt/gpt_footprint.h"
 #include "models/gpt/gpt_model.h"
 #include "models/gpt/gpt_params.h"
+#include "models/hf_config_reader.h"
 
 namespace zt::gpt {
 
@@ -86,6 +87,24 @@ class GptFamily final : public ModelFamily {
             {"torch_dtype", dtype == DType::kBF16 ? "bfloat16" : "float32"}};
   }
   bool llmc_format() const override { return true; }
+  std::string_view hf_model_type() const override { return "gpt2"; }
+  nlohmann::json model_keys_from_hf(const nlohmann::json& hf, const std::string& source) const override {
+    const HfConfigReader r(hf, source);
+    const int C = r.integer("n_embd");
+    // What models/gpt computes: GELU's tanh form, a 4C MLP, LayerNorm's 1e-5, the tied head.
+    const std::string act = r.string_or("activation_function", "gelu_new");
+    if (act != "gelu_new" && act != "gelu_pytorch_tanh")
+      r.refuse("activation_function", "zerotrain's GPT-2 has tanh GELU");
+    if (r.integer_or("n_inner", 4 * C) != 4 * C) r.refuse("n_inner", "zerotrain's GPT-2 MLP is 4 x n_embd wide");
+    if (r.number_or("layer_norm_epsilon", 1e-5) != 1e-5)
+      r.refuse("layer_norm_epsilon", "zerotrain's LayerNorm uses 1e-5");
+    if (!r.boolean_or("tie_word_embeddings", true)) r.refuse("tie_word_embeddings", "zerotrain's GPT-2 ties its head");
+    if (r.boolean_or("scale_attn_by_inverse_layer_idx", false)) {
+      r.refuse("scale_attn_by_inverse_layer_idx", "not computed by zerotrain's GPT-2");
+    }
+    return {{"arch", "gpt2"}, {"n_layer", r.integer("n_layer")},        {"n_head", r.integer("n_head")},
+            {"n_embd", C},    {"block_size", r.integer("n_positions")}, {"vocab_size", r.integer("vocab_size")}};
+  }
 };
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include "engine/base/core/float_text.h"
 #include "kernels/contracts/operand_checks.h"  // flash_attention_shape_supported
 #include "kernels/ops.h"
+#include "models/hf_config_reader.h"
 #include "models/llama/llama_block.h"
 #include "models/llama/llama_footprint.h"
 #include "models/llama/llama_model.h"
@@ -147,6 +148,30 @@ class LlamaFamily final : public ModelFamily {
             {"initializer_range", 0.02},
             {"tie_word_embeddings", c.tie_embeddings},
             {"torch_dtype", dtype == DType::kBF16 ? "bfloat16" : "float32"}};
+  }
+  std::string_view hf_model_type() const override { return "llama"; }
+  nlohmann::json model_keys_from_hf(const nlohmann::json& hf, const std::string& source) const override {
+    const HfConfigReader r(hf, source);
+    const int C = r.integer("hidden_size"), heads = r.integer("num_attention_heads");
+    // What models/llama computes: SiLU-gated MLP, plain rotary angles, no biases, C / heads wide heads.
+    if (r.string_or("hidden_act", "silu") != "silu") r.refuse("hidden_act", "zerotrain's Llama MLP is SwiGLU (silu)");
+    if (r.has("rope_scaling")) r.refuse("rope_scaling", "rotary scaling is not implemented in zerotrain's Llama");
+    if (r.boolean_or("attention_bias", false)) r.refuse("attention_bias", "zerotrain's Llama has no attention biases");
+    if (r.boolean_or("mlp_bias", false)) r.refuse("mlp_bias", "zerotrain's Llama has no MLP biases");
+    if (r.integer_or("head_dim", C / heads) != C / heads || C % heads != 0) {
+      r.refuse("head_dim", "zerotrain's Llama heads are hidden_size / num_attention_heads wide");
+    }
+    return {{"arch", "llama"},
+            {"n_layer", r.integer("num_hidden_layers")},
+            {"n_head", heads},
+            {"n_embd", C},
+            {"block_size", r.integer("max_position_embeddings")},
+            {"vocab_size", r.integer("vocab_size")},
+            {"n_kv_head", r.integer_or("num_key_value_heads", heads)},
+            {"intermediate_size", r.integer("intermediate_size")},
+            {"rope_theta", r.number_or("rope_theta", 10000.0)},
+            {"norm_eps", r.number_or("rms_norm_eps", 1e-6)},
+            {"tie_embeddings", r.boolean_or("tie_word_embeddings", false)}};
   }
 };
 

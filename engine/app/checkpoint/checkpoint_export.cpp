@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/app/checkpoint/durable_file.h"
+#include "engine/app/io/llmc_model_file.h"
 #include "engine/base/core/bf16.h"
 #include "engine/base/core/check.h"
 
@@ -112,57 +113,39 @@ void export_llmc(const CheckpointReader& reader, const std::string& out_path, DT
   }
   const ModelConfig& c = spec.model;
   const ParamTable& table = reader.manifest().table;
-  std::array<std::int32_t, 256> header{};
-  header[0] = 20240326;
-  header[1] = dtype == DType::kF32 ? 3 : 5;  // llm.c: 3 = fp32 parameters, 5 = bf16
-  header[2] = c.block_size;
-  header[3] = c.vocab_size;
-  header[4] = c.n_layer;
-  header[5] = c.n_head;
-  header[6] = c.n_embd;
-  header[7] = c.padded_vocab_size();
+  const LlmcModelHeader h{c.block_size,
+                          c.vocab_size,
+                          c.n_layer,
+                          c.n_head,
+                          c.n_embd,
+                          c.padded_vocab_size(),
+                          dtype == DType::kF32 ? DType::kF32 : DType::kBF16};
+  const std::vector<std::int32_t> header = llmc_header_words(h);
   const std::string tmp = out_path + ".tmp";
   FileHandle out = FileHandle::create(tmp);
-  out.write_at(header.data(), sizeof(header), 0);
-  std::int64_t offset = sizeof(header);
+  out.write_at(header.data(), static_cast<std::int64_t>(header.size() * sizeof(std::int32_t)), 0);
+  std::int64_t offset = kLlmcModelHeaderBytes;
   std::vector<float> values, transposed;
   std::vector<bf16> scratch;
-  // Stored tensors (padded vocabulary rows included: llm.c's wte is [Vp, C]); `transpose` turns
-  // our Conv1D [in, out] weights into llm.c's nn.Linear [out, in].
+  // Stored tensors (padded vocabulary rows included: llm.c's wte is [Vp, C]), in llm.c's order;
+  // a transposed one turns our Conv1D [in, out] weights into llm.c's nn.Linear [out, in].
   const std::vector<TensorParts> tensors = table.tensors();
-  auto write_param = [&](const std::string& name, bool transpose) {
-    const auto it = std::find_if(tensors.begin(), tensors.end(), [&](const TensorParts& t) { return t.name == name; });
-    ZT_CHECK(it != tensors.end(), "no tensor named '{}'", name);
+  for (const LlmcTensor& t : llmc_model_tensors(h)) {
+    const auto it =
+        std::find_if(tensors.begin(), tensors.end(), [&](const TensorParts& p) { return p.name == t.name; });
+    ZT_CHECK(it != tensors.end(), "no tensor named '{}'", t.name);
     read_tensor(reader, *it, /*stored=*/true, values);
-    if (transpose) {
-      const std::int64_t rows = it->shape[0], cols = it->shape[1];
+    ZT_CHECK(static_cast<std::int64_t>(values.size()) == t.rows * t.cols, "{}: {} values for llm.c's {} x {}", t.name,
+             values.size(), t.rows, t.cols);
+    if (t.transposed) {  // ours [cols, rows] -> llm.c's [rows, cols]
       transposed.resize(values.size());
-      for (std::int64_t i = 0; i < rows; ++i) {
-        for (std::int64_t j = 0; j < cols; ++j) transposed[j * rows + i] = values[i * cols + j];
+      for (std::int64_t i = 0; i < t.cols; ++i) {
+        for (std::int64_t j = 0; j < t.rows; ++j) transposed[j * t.cols + i] = values[i * t.rows + j];
       }
       values.swap(transposed);
     }
     write_values(out, offset, values, dtype, scratch);
-  };
-  write_param("transformer.wte.weight", false);
-  write_param("transformer.wpe.weight", false);
-  static constexpr std::array<std::pair<const char*, bool>, 12> kLayerTensors = {{{"ln_1.weight", false},
-                                                                                  {"ln_1.bias", false},
-                                                                                  {"attn.c_attn.weight", true},
-                                                                                  {"attn.c_attn.bias", false},
-                                                                                  {"attn.c_proj.weight", true},
-                                                                                  {"attn.c_proj.bias", false},
-                                                                                  {"ln_2.weight", false},
-                                                                                  {"ln_2.bias", false},
-                                                                                  {"mlp.c_fc.weight", true},
-                                                                                  {"mlp.c_fc.bias", false},
-                                                                                  {"mlp.c_proj.weight", true},
-                                                                                  {"mlp.c_proj.bias", false}}};
-  for (const auto& [suffix, transpose] : kLayerTensors) {  // llm.c stacks each tensor over layers
-    for (int l = 0; l < c.n_layer; ++l) write_param(fmt::format("transformer.h.{}.{}", l, suffix), transpose);
   }
-  write_param("transformer.ln_f.weight", false);
-  write_param("transformer.ln_f.bias", false);
   finish_file(out, tmp, out_path);
 }
 

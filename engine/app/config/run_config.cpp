@@ -10,6 +10,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "engine/app/config/init_from.h"
 #include "engine/app/config/model_section.h"
 #include "engine/base/core/check.h"
 #include "engine/base/core/config_reader.h"
@@ -84,6 +85,7 @@ void resolve_batch(ConfigReader& r, RunConfig& c, bool has_accum, bool has_globa
 void read_train(ConfigReader r, RunConfig& c) {
   TrainConfig& t = c.train;
   const int block_size = c.model.block_size;
+  t.init_from = r.get_string("init_from", "");
   t.micro_batch = r.get_int("micro_batch", t.micro_batch, 1, kMaxDim);
   if (!r.has("seq_len")) c.derived.push_back(fmt::format("train.seq_len = {} (model.block_size)", block_size));
   t.seq_len = r.get_int("seq_len", block_size, 1, kMaxDim);
@@ -204,6 +206,7 @@ RunConfig parse_run_config(nlohmann::json doc, const std::string& source, int wo
   ConfigReader root(doc, source, "", std::move(overrides));
   if (!root.has("model")) throw_input_error("config error in {}: missing required section 'model'", source);
   c.device = root.get_enum("device", "cpu", {"cpu", "cuda"}) == "cuda" ? Device::kCUDA : Device::kCPU;
+  apply_init_from(doc, root);  // the checkpoint's model keys, before the model section is read
   read_model_section(root.section("model"), c);
   read_data(root.section("data"), c.data);
   read_train(root.section("train"), c);
@@ -332,6 +335,7 @@ nlohmann::json RunConfig::to_json() const {
         {"grad_accum", train.grad_accum},
         {"max_steps", train.max_steps},
         {"seed", train.seed},
+        {"init_from", train.init_from},
         {"num_threads", train.num_threads},
         {"activation_checkpointing", train.activation_checkpointing.to_string()},
         {"head_chunks", train.head_chunks},

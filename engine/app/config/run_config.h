@@ -33,6 +33,9 @@ struct DataConfig {
 };
 
 struct TrainConfig {
+  // A pretrained checkpoint to start from (a Hugging Face folder or an llm.c model file): it sets
+  // the model section (engine/app/config/init_from.h) and the first weights.
+  std::string init_from;
   int micro_batch = 4;                   // sequences per forward/backward (B)
   int seq_len = 0;                       // tokens per sequence (T); defaults to model.block_size
   int grad_accum = 1;                    // micro-batches per optimizer step

@@ -1,6 +1,8 @@
 // Parameter initialisation into the optimizer's shard and the store.
 #include "engine/app/trainer/model_setup.h"
 
+#include "engine/app/io/pretrained.h"
+
 namespace zt {
 
 void initialize_parameters(const ModelSpec& spec, std::uint64_t seed, ZeroParamStore& store, ShardedAdamW& optimizer,
@@ -12,6 +14,20 @@ void initialize_parameters(const ModelSpec& spec, std::uint64_t seed, ZeroParamS
     optimizer.load_unit(static_cast<int>(u), full.as<float>());
   }
   store.publish_updated_params();
+}
+
+std::int64_t load_pretrained_parameters(const std::string& path, ZeroParamStore& store, ShardedAdamW& optimizer,
+                                        MemoryTracker& tracker) {
+  const ParamTable& table = store.table();
+  const std::unique_ptr<PretrainedReader> reader = PretrainedReader::open(path, table);
+  Buffer full(tracker, MemCategory::kWorkspace, DType::kF32, table.max_unit_numel(), Device::kCPU, false);
+  for (std::size_t u = 0; u < table.units().size(); ++u) {
+    const UnitShard& s = store.optimizer_layout().unit(static_cast<int>(u));
+    read_pretrained_unit(*reader, table, static_cast<int>(u), s.begin, s.end, full.as<float>());
+    optimizer.load_unit(static_cast<int>(u), full.as<float>());  // reads [s.begin, s.end) only
+  }
+  store.publish_updated_params();
+  return reader->bytes_read();
 }
 
 }  // namespace zt

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "engine/distributed/optim/sharded_adamw.h"
 #include "models/model_family.h"
@@ -12,5 +13,9 @@ namespace zt {
 
 void initialize_parameters(const ModelSpec& spec, std::uint64_t seed, ZeroParamStore& store, ShardedAdamW& optimizer,
                            MemoryTracker& tracker);
+// The same from a pretrained checkpoint (train.init_from): each rank reads only its optimizer
+// shard's elements of each unit, through the same one-unit workspace. Returns the bytes it read.
+std::int64_t load_pretrained_parameters(const std::string& path, ZeroParamStore& store, ShardedAdamW& optimizer,
+                                        MemoryTracker& tracker);
 
 }  // namespace zt

@@ -15,6 +15,12 @@ namespace zt {
 RunProgress start_run(TrainerState& s, const std::string& resume_checkpoint, bool allow_config_change) {
   const RunConfig& c = s.config;
   RunProgress run;
+  if (resume_checkpoint.empty() && !c.train.init_from.empty()) {
+    const std::int64_t bytes = load_pretrained_parameters(c.train.init_from, s.store, s.optimizer, s.tracker);
+    s.log({{"type", "init_from"}, {"path", c.train.init_from}, {"bytes_read", bytes}});
+    s.progress.message(fmt::format("weights from {} ({} read by this rank)", c.train.init_from, format_bytes(bytes)));
+    return run;
+  }
   if (resume_checkpoint.empty()) {
     initialize_parameters(c.model_spec(), c.train.seed, s.store, s.optimizer, s.tracker);
     return run;

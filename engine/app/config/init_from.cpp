@@ -1,0 +1,46 @@
+// train.init_from's model keys merged into the config's model section (see the header).
+#include "engine/app/config/init_from.h"
+
+#include <fmt/format.h>
+
+#include "engine/app/io/pretrained.h"
+#include "engine/base/core/check.h"
+
+namespace zt {
+
+namespace {
+
+// JSON values equal as config values: numbers by value (4 and 4.0, 1e-05 and 0.00001).
+bool same_value(const nlohmann::json& a, const nlohmann::json& b) {
+  if (a.is_number() && b.is_number()) return a.get<double>() == b.get<double>();
+  return a == b;
+}
+
+}  // namespace
+
+void apply_init_from(nlohmann::json& doc, ConfigReader& root) {
+  if (!doc.contains("train") || !doc["train"].is_object() || !doc["train"].contains("init_from")) return;
+  const nlohmann::json& from = doc["train"]["init_from"];
+  if (!from.is_string() || from.get<std::string>().empty()) {
+    throw_input_error("config error in {}: train.init_from must be a Hugging Face folder or an llm.c model file path",
+                      root.section("train").source_of("init_from"));
+  }
+  const PretrainedModel pretrained = read_pretrained_model(from.get<std::string>());
+  nlohmann::json& model = doc["model"];
+  ConfigReader section = root.section("model");
+  std::string conflicts;
+  for (const auto& [key, value] : pretrained.model_keys.items()) {
+    if (model.contains(key) && !same_value(model[key], value)) {
+      conflicts += fmt::format("{}model.{} = {} ({}; the checkpoint has {})", conflicts.empty() ? "" : ", ", key,
+                               model[key].dump(), section.source_of(key), value.dump());
+    }
+    model[key] = value;
+  }
+  if (!conflicts.empty()) {
+    throw_input_error(
+        "config error: train.init_from = {} is a {}, and the config sets {}: drop these keys or match them",
+        from.dump(), pretrained.description, conflicts);
+  }
+}
+
+}  // namespace zt

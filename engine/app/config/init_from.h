@@ -1,0 +1,16 @@
+// train.init_from in the config: the pretrained checkpoint (engine/app/io/pretrained.h) says what
+// the model is, so its keys fill the model section, and a key the config sets to another value is
+// refused, each one named with the checkpoint's value.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include "engine/base/core/config_reader.h"
+
+namespace zt {
+
+// When doc's train.init_from names a checkpoint: sets doc's model section from it (InputError for
+// conflicting keys, naming each and where it was set). `root` reads doc (for where keys came from).
+void apply_init_from(nlohmann::json& doc, ConfigReader& root);
+
+}  // namespace zt

@@ -1,0 +1,337 @@
+// Pretrained checkpoints read in ranges (see the header): Hugging Face safetensors folders, one
+// file or sharded with an index, and llm.c model files.
+#include "engine/app/io/pretrained.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <bit>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+
+#include "engine/app/io/llmc_model_file.h"
+#include "engine/base/core/bf16.h"
+#include "engine/base/core/check.h"
+#include "models/model_family.h"
+
+namespace zt {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// IEEE half to float (exact).
+float half_to_float(std::uint16_t h) {
+  const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
+  std::uint32_t exp = (h >> 10) & 0x1Fu, man = h & 0x3FFu;
+  if (exp == 0x1F) return std::bit_cast<float>(sign | 0x7F800000u | (man << 13));  // inf, nan
+  if (exp == 0) {
+    if (man == 0) return std::bit_cast<float>(sign);
+    exp = 127 - 15 + 1;  // subnormal: normalise
+    while ((man & 0x400u) == 0) {
+      man <<= 1;
+      --exp;
+    }
+    man &= 0x3FFu;
+    return std::bit_cast<float>(sign | (exp << 23) | (man << 13));
+  }
+  return std::bit_cast<float>(sign | ((exp + 127 - 15) << 23) | (man << 13));
+}
+
+// A read-only file read at offsets; errors name it.
+class RawFile {
+ public:
+  explicit RawFile(std::string path) : path_(std::move(path)) {
+    fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd_ < 0) throw_input_error("{}: cannot open: {}", path_, std::strerror(errno));
+  }
+  RawFile(RawFile&& o) noexcept : fd_(std::exchange(o.fd_, -1)), path_(std::move(o.path_)) {}
+  RawFile(const RawFile&) = delete;
+  ~RawFile() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  void read_at(void* out, std::int64_t bytes, std::int64_t offset) const {
+    auto* p = static_cast<char*>(out);
+    while (bytes > 0) {
+      const ssize_t n = ::pread(fd_, p, static_cast<std::size_t>(bytes), offset);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) throw_input_error("{}: cannot read {} bytes at {} (truncated?)", path_, bytes, offset);
+      p += n;
+      bytes -= n;
+      offset += n;
+    }
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  int fd_ = -1;
+  std::string path_;
+};
+
+// Converts `n` stored elements of `dtype` ("F32", "BF16", "F16") to fp32.
+void to_f32(const std::string& dtype, const char* raw, std::int64_t n, float* out) {
+  if (dtype == "F32") {
+    std::memcpy(out, raw, static_cast<std::size_t>(n) * 4);
+  } else if (dtype == "BF16") {
+    for (std::int64_t i = 0; i < n; ++i) {
+      bf16 h;
+      std::memcpy(&h.bits, raw + 2 * i, 2);
+      out[i] = bf16_to_float(h);
+    }
+  } else {
+    for (std::int64_t i = 0; i < n; ++i) {
+      std::uint16_t h = 0;
+      std::memcpy(&h, raw + 2 * i, 2);
+      out[i] = half_to_float(h);
+    }
+  }
+}
+
+int dtype_bytes(const std::string& dtype) { return dtype == "F32" ? 4 : 2; }
+
+nlohmann::json read_json(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw_input_error("{}: cannot open", path);
+  try {
+    return nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw_input_error("{}: not valid JSON ({})", path, e.what());
+  }
+}
+
+// The names a tensor may have in a Hugging Face file: the model's own, or the base model's (hub
+// files of GPT-2 drop "transformer.").
+std::vector<std::string> candidate_names(const std::string& name) {
+  std::vector<std::string> out{name};
+  if (name.rfind("transformer.", 0) == 0) out.push_back(name.substr(12));
+  return out;
+}
+
+// Buffers Hugging Face saves beside the weights, which carry no parameter.
+bool is_ignored_buffer(const std::string& name) {
+  auto ends_with = [&](const char* s) {
+    const std::size_t n = std::strlen(s);
+    return name.size() >= n && name.compare(name.size() - n, n, s) == 0;
+  };
+  return ends_with("attn.bias") || ends_with("attn.masked_bias") || ends_with("rotary_emb.inv_freq");
+}
+
+class HfReader final : public PretrainedReader {
+ public:
+  HfReader(const std::string& dir, const ParamTable& table) {
+    const fs::path single = fs::path(dir) / "model.safetensors", index = fs::path(dir) / "model.safetensors.index.json";
+    std::vector<std::string> files;
+    if (fs::exists(index)) {
+      const nlohmann::json j = read_json(index.string());
+      if (!j.contains("weight_map") || !j["weight_map"].is_object()) {
+        throw_input_error("{}: no \"weight_map\" object", index.string());
+      }
+      std::set<std::string> names;
+      for (const auto& [tensor, file] : j["weight_map"].items()) names.insert(file.get<std::string>());
+      files.assign(names.begin(), names.end());
+    } else if (fs::exists(single)) {
+      files.push_back("model.safetensors");
+    } else {
+      throw_input_error("{}: no model.safetensors nor model.safetensors.index.json", dir);
+    }
+    for (const std::string& f : files) add_file((fs::path(dir) / f).string());
+    check_against(table, dir);
+  }
+
+  void read(const std::string& name, std::int64_t begin, std::int64_t end, float* out) override {
+    const Entry& e = entries_.at(resolved_.at(name));
+    const int size = dtype_bytes(e.dtype);
+    raw_.resize(static_cast<std::size_t>((end - begin) * size));
+    files_[static_cast<std::size_t>(e.file)].read_at(raw_.data(), end - begin == 0 ? 0 : (end - begin) * size,
+                                                     e.data_offset + begin * size);
+    bytes_read_ += (end - begin) * size;
+    to_f32(e.dtype, raw_.data(), end - begin, out);
+  }
+
+ private:
+  struct Entry {
+    int file = 0;
+    std::string dtype;
+    std::vector<std::int64_t> shape;
+    std::int64_t data_offset = 0;  // bytes from the file's start
+  };
+
+  void add_file(const std::string& path) {
+    RawFile f(path);
+    std::uint64_t n = 0;
+    f.read_at(&n, 8, 0);
+    const auto size = static_cast<std::int64_t>(fs::file_size(path));
+    if (n == 0 || static_cast<std::int64_t>(n) > size - 8) throw_input_error("{}: bad safetensors header length", path);
+    std::string text(n, '\0');
+    f.read_at(text.data(), static_cast<std::int64_t>(n), 8);
+    nlohmann::json header;
+    try {
+      header = nlohmann::json::parse(text);
+    } catch (const nlohmann::json::exception&) {
+      throw_input_error("{}: safetensors header is not valid JSON", path);
+    }
+    const std::int64_t data_start = 8 + static_cast<std::int64_t>(n);
+    for (const auto& [name, v] : header.items()) {
+      if (name == "__metadata__") continue;
+      Entry e;
+      e.file = static_cast<int>(files_.size());
+      e.dtype = v.value("dtype", "");
+      if (e.dtype != "F32" && e.dtype != "BF16" && e.dtype != "F16") {
+        throw_input_error("{}: tensor '{}' is {} (F32, BF16 and F16 are read)", path, name, e.dtype);
+      }
+      e.shape = v.at("shape").get<std::vector<std::int64_t>>();
+      const auto offsets = v.at("data_offsets").get<std::vector<std::int64_t>>();
+      std::int64_t numel = 1;
+      for (std::int64_t d : e.shape) numel *= d;
+      if (offsets.size() != 2 || offsets[1] - offsets[0] != numel * dtype_bytes(e.dtype) ||
+          data_start + offsets[1] > size) {
+        throw_input_error("{}: tensor '{}' has data offsets outside the file or off its shape", path, name);
+      }
+      e.data_offset = data_start + offsets[0];
+      if (!entries_.emplace(name, e).second) throw_input_error("{}: tensor '{}' appears twice", path, name);
+    }
+    files_.push_back(std::move(f));
+  }
+
+  void check_against(const ParamTable& table, const std::string& dir) {
+    std::set<std::string> used;
+    for (const TensorParts& t : table.tensors()) {
+      std::string found;
+      for (const std::string& n : candidate_names(t.name)) {
+        if (entries_.count(n) != 0) {
+          found = n;
+          break;
+        }
+      }
+      if (found.empty())
+        throw_input_error("{}: no tensor '{}' (the model its config.json describes has one)", dir, t.name);
+      if (entries_.at(found).shape != t.hf_shape) {
+        throw_input_error("{}: tensor '{}' is {} but the model needs {}", dir, found,
+                          fmt::format("{}", fmt::join(entries_.at(found).shape, "x")),
+                          fmt::format("{}", fmt::join(t.hf_shape, "x")));
+      }
+      resolved_[t.name] = found;
+      used.insert(found);
+    }
+    for (const auto& [name, e] : entries_) {
+      if (used.count(name) == 0 && !is_ignored_buffer(name)) {
+        throw_input_error("{}: tensor '{}' is not a parameter of the model its config.json describes", dir, name);
+      }
+    }
+  }
+
+  std::vector<RawFile> files_;
+  std::map<std::string, Entry> entries_;
+  std::map<std::string, std::string> resolved_;  // table name -> the file's name for it
+  std::vector<char> raw_;
+};
+
+class LlmcReader final : public PretrainedReader {
+ public:
+  LlmcReader(const std::string& path, const ParamTable& table) : file_(path), header_(read_llmc_model_header(path)) {
+    for (LlmcTensor& t : llmc_model_tensors(header_)) tensors_.emplace(t.name, t);
+    for (const TensorParts& t : table.tensors()) {
+      const auto it = tensors_.find(t.name);
+      if (it == tensors_.end()) throw_input_error("{}: llm.c's file has no tensor '{}'", path, t.name);
+    }
+  }
+
+  void read(const std::string& name, std::int64_t begin, std::int64_t end, float* out) override {
+    const LlmcTensor& t = tensors_.at(name);
+    if (!t.transposed) {  // the Hugging Face layout's first rows are llm.c's (wte's padded rows follow)
+      read_elements(t.offset + begin, end - begin, out);
+      return;
+    }
+    // Hugging Face's [in, out] is llm.c's [out, in] transposed: read the whole matrix once, keep it
+    // for the next range of the same tensor.
+    if (cached_ != name) {
+      matrix_.resize(static_cast<std::size_t>(t.rows * t.cols));
+      read_elements(t.offset, t.rows * t.cols, matrix_.data());
+      cached_ = name;
+    }
+    for (std::int64_t e = begin; e < end; ++e) {  // HF element (i, j) = llm.c (j, i); HF has t.rows columns
+      const std::int64_t i = e / t.rows, j = e % t.rows;
+      out[e - begin] = matrix_[static_cast<std::size_t>(j * t.cols + i)];
+    }
+  }
+
+ private:
+  void read_elements(std::int64_t first, std::int64_t n, float* out) {
+    const std::string dtype = header_.dtype == DType::kBF16 ? "BF16" : "F32";
+    raw_.resize(static_cast<std::size_t>(n * dtype_bytes(dtype)));
+    file_.read_at(raw_.data(), n * dtype_bytes(dtype), kLlmcModelHeaderBytes + first * dtype_bytes(dtype));
+    bytes_read_ += n * dtype_bytes(dtype);
+    to_f32(dtype, raw_.data(), n, out);
+  }
+
+  RawFile file_;
+  LlmcModelHeader header_;
+  std::map<std::string, LlmcTensor> tensors_;
+  std::vector<char> raw_;
+  std::vector<float> matrix_;
+  std::string cached_;
+};
+
+}  // namespace
+
+PretrainedModel read_pretrained_model(const std::string& path) {
+  if (fs::is_directory(path)) {
+    const std::string config = (fs::path(path) / "config.json").string();
+    if (!fs::exists(config)) throw_input_error("{}: a Hugging Face folder needs a config.json", path);
+    const nlohmann::json hf = read_json(config);
+    if (!hf.is_object() || !hf.contains("model_type") || !hf["model_type"].is_string()) {
+      throw_input_error("{}: no \"model_type\" string", config);
+    }
+    const ModelFamily& family = model_family_for_hf(hf["model_type"].get<std::string>(), config);
+    std::string arch = hf.value("architectures", nlohmann::json::array()).empty()
+                           ? hf["model_type"].get<std::string>()
+                           : hf["architectures"][0].get<std::string>();
+    return {family.model_keys_from_hf(hf, config), fmt::format("Hugging Face {} folder {}", arch, path)};
+  }
+  if (!fs::exists(path)) throw_input_error("{}: no such Hugging Face folder or llm.c model file", path);
+  const LlmcModelHeader h = read_llmc_model_header(path);
+  const int padded = (h.vocab + 63) / 64 * 64;
+  if (h.padded_vocab != padded) {
+    throw_input_error("{}: llm.c's padded vocabulary {} is not zerotrain's {} (the vocabulary {} rounded up to 64)",
+                      path, h.padded_vocab, padded, h.vocab);
+  }
+  return {{{"arch", "gpt2"},
+           {"n_layer", h.n_layer},
+           {"n_head", h.n_head},
+           {"n_embd", h.n_embd},
+           {"block_size", h.max_t},
+           {"vocab_size", h.vocab}},
+          fmt::format("llm.c model file {} ({})", path, h.dtype == DType::kBF16 ? "bf16" : "fp32")};
+}
+
+std::unique_ptr<PretrainedReader> PretrainedReader::open(const std::string& path, const ParamTable& table) {
+  if (fs::is_directory(path)) return std::make_unique<HfReader>(path, table);
+  return std::make_unique<LlmcReader>(path, table);
+}
+
+void read_pretrained_unit(PretrainedReader& reader, const ParamTable& table, int unit, std::int64_t begin,
+                          std::int64_t end, float* unit_data) {
+  for (const int index : table.units().at(static_cast<std::size_t>(unit)).params) {
+    const ParamSpec& p = table.param(index);
+    const std::int64_t a = std::max(begin, p.offset), b = std::min(end, p.offset + p.numel);
+    if (a >= b) continue;
+    // Stored element e of this part is row row_offset + e / cols of the tensor; rows past Hugging
+    // Face's (the padded vocabulary) are zero.
+    const std::int64_t cols = p.shape.size() > 1 ? p.numel / p.shape[0] : p.numel;
+    const std::int64_t hf_rows = p.shape.size() > 1 ? p.hf_shape[0] : 1;
+    const std::int64_t live_end = p.offset + std::max<std::int64_t>(0, (hf_rows - p.row_offset) * cols);
+    const std::int64_t lb = std::min(b, live_end);
+    if (a < lb)
+      reader.read(p.name, p.row_offset * cols + (a - p.offset), p.row_offset * cols + (lb - p.offset), unit_data + a);
+    if (std::max(a, lb) < b) std::fill(unit_data + std::max(a, lb), unit_data + b, 0.0f);
+  }
+}
+
+}  // namespace zt

@@ -1,0 +1,211 @@
+#!/usr/bin/env python3
+"""train.init_from against outside software: models that transformers creates (random init) and
+save_pretrained's -- GPT2LMHeadModel and LlamaForCausalLM, fp32 and bf16, in one safetensors file
+and in shards with an index -- and an llm.c model file (written here in llm.c's layout from the same
+GPT-2, fp32 and bf16). zerotrain takes the model's shape from the checkpoint, and its step-1 loss
+(the loss of the first batch, before any update) equals transformers' loss on the same batch within
+1e-6 (bf16 files: transformers computing in fp32 on the same bf16 values) at ZeRO stages 0-3 on
+1-3 ranks. A stage-3 rank reads about its share of the file, not the whole model. Then training goes
+on and the run's export loads back into transformers. Conflicting model keys, a tensor missing from
+the file and an unsupported config are refused in one line with exit 2.
+
+usage: init_from_test.py HF_PYTHON MPIRUN [MPIRUN FLAGS...] -- PATH/TO/zerotrain
+  (HF_PYTHON: an interpreter with transformers, made by tools/setup.sh; run by it)
+"""
+import copy
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from check_report import Checks  # noqa: E402
+from run_dir_util import train_records  # noqa: E402
+
+try:
+    import torch
+    import transformers
+except ImportError:
+    print("transformers is not installed: tools/setup.sh makes .venv-hf (skipped)")
+    sys.exit(77)
+
+VOCAB, T, B = 100, 16, 4
+
+
+def write_tokens(path, tokens):
+    header = np.zeros(256, dtype=np.int32)
+    header[0], header[1], header[2] = 20240520, 1, len(tokens)
+    with open(path, "wb") as f:
+        f.write(header.tobytes())
+        f.write(np.asarray(tokens, dtype=np.uint16).tobytes())
+
+
+def write_llmc_model(path, model, dtype):
+    """llm.c's model file from a transformers GPT-2, as llm.c's train_gpt2.py writes it: header,
+    then wte (padded rows zero), wpe, each layer tensor stacked, linear weights as [out, in]."""
+    c = model.config
+    sd = {k: v.detach().float() for k, v in model.state_dict().items()}
+    vp = (c.vocab_size + 63) // 64 * 64
+    header = np.zeros(256, dtype=np.int32)
+    header[:8] = [20240326, 3 if dtype == "f32" else 5, c.n_positions, c.vocab_size, c.n_layer, c.n_head, c.n_embd, vp]
+    wte = torch.zeros(vp, c.n_embd)
+    wte[:c.vocab_size] = sd["transformer.wte.weight"]
+    tensors = [wte, sd["transformer.wpe.weight"]]
+    for suffix, transpose in [("ln_1.weight", 0), ("ln_1.bias", 0), ("attn.c_attn.weight", 1), ("attn.c_attn.bias", 0),
+                              ("attn.c_proj.weight", 1), ("attn.c_proj.bias", 0), ("ln_2.weight", 0), ("ln_2.bias", 0),
+                              ("mlp.c_fc.weight", 1), ("mlp.c_fc.bias", 0), ("mlp.c_proj.weight", 1),
+                              ("mlp.c_proj.bias", 0)]:
+        for l in range(c.n_layer):
+            t = sd[f"transformer.h.{l}.{suffix}"]
+            tensors.append(t.t().contiguous() if transpose else t)
+    tensors += [sd["transformer.ln_f.weight"], sd["transformer.ln_f.bias"]]
+    flat = torch.cat([t.reshape(-1) for t in tensors])
+    with open(path, "wb") as f:
+        f.write(header.tobytes())
+        if dtype == "f32":
+            f.write(flat.numpy().astype(np.float32).tobytes())
+        else:
+            f.write((flat.to(torch.bfloat16).view(torch.int16).numpy()).tobytes())
+
+
+def reference_loss(model, tokens, n_samples):
+    """transformers' mean loss over sequential windows 0..n-1 (zerotrain's data.order = sequential:
+    window g starts at token g * T), in fp32."""
+    x = torch.tensor(np.stack([tokens[g * T:g * T + T] for g in range(n_samples)]).astype(np.int64))
+    y = torch.tensor(np.stack([tokens[g * T + 1:g * T + T + 1] for g in range(n_samples)]).astype(np.int64))
+    with torch.no_grad():
+        logits = model.float().eval()(x).logits
+        return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1)).item()
+
+
+def make_models():
+    torch.manual_seed(0)
+    gpt = transformers.GPT2LMHeadModel(transformers.GPT2Config(
+        vocab_size=VOCAB, n_positions=32, n_embd=32, n_layer=2, n_head=2))
+    llama = transformers.LlamaForCausalLM(transformers.LlamaConfig(
+        vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, max_position_embeddings=32, rms_norm_eps=1e-5, tie_word_embeddings=False))
+    return {"gpt2": gpt, "llama": llama}
+
+
+def main():
+    split = sys.argv.index("--")
+    launcher, binary = sys.argv[1:split], sys.argv[split + 1]
+    checks = Checks()
+    work = tempfile.mkdtemp(prefix="zt_init_from_")
+    rng = np.random.default_rng(1)
+    tokens = rng.integers(0, VOCAB, 20000)
+    data = os.path.join(work, "tokens.bin")
+    write_tokens(data, tokens)
+    config = os.path.join(work, "config.json")
+    with open(config, "w") as f:
+        json.dump({"model": {}, "train": {"micro_batch": B, "seq_len": T, "max_steps": 1, "eval_batches": 1,
+                                          "num_threads": 1},
+                   "data": {"train_files": data, "val_files": data, "order": "sequential"},
+                   "optim": {"warmup_steps": 0}, "log": {"sample_tokens": 0, "progress": "plain"}}, f)
+
+    def train(name, source, ranks, *sets):
+        run_dir = os.path.join(work, name)
+        cmd = ([binary] if ranks == 1 else launcher + ["-np", str(ranks), binary]) + [
+            "train", "--config", config, "--run-dir", run_dir, "--set", f"train.init_from={source}", *sets]
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        return run_dir, p
+
+    sources = []  # (label, path, transformers model whose loss is the reference)
+    for arch, model in make_models().items():
+        for dtype in ("f32", "bf16"):
+            saved = model.to(torch.bfloat16) if dtype == "bf16" else model
+            for sharded in (False, True):
+                folder = os.path.join(work, f"{arch}_{dtype}_{'sharded' if sharded else 'single'}")
+                saved.save_pretrained(folder, safe_serialization=True, max_shard_size="20KB" if sharded else "10GB")
+                reference = type(model).from_pretrained(folder, torch_dtype=torch.float32)
+                sources.append((f"{arch} {dtype} {'sharded' if sharded else 'one file'}", folder, reference))
+            model.float()
+    for dtype in ("f32", "bf16"):
+        # A copy: Module.to converts in place, and sources[0]'s reference must stay fp32.
+        ref = copy.deepcopy(sources[0][2])
+        if dtype == "bf16":
+            ref = ref.to(torch.bfloat16).float()
+        path = os.path.join(work, f"gpt2_{dtype}.bin")
+        write_llmc_model(path, ref, dtype)
+        sources.append((f"llm.c {dtype}", path, ref))
+    checks.check(any(f.startswith("model-0000") for f in os.listdir(sources[1][1])),
+                 "transformers wrote the sharded folders as shards with an index")
+
+    for label, path, reference in sources:
+        grid = [(0, 1), (1, 2), (2, 3), (3, 2), (3, 3)] if label.endswith("one file") or "llm.c f32" in label \
+            else [(3, 2)]
+        for stage, ranks in grid:
+            run_dir, p = train(f"run_{len(os.listdir(work))}", path, ranks, "--set", f"zero.stage={stage}")
+            if not checks.check(p.returncode == 0, f"{label}: stage {stage} on {ranks} rank(s) starts from it "
+                                                   f"({(p.stdout + p.stderr)[-500:]})"):
+                continue
+            recs = train_records(run_dir)
+            loss = next(r["loss"] for r in recs if r["type"] == "train")
+            ref = reference_loss(reference, tokens, B * ranks)
+            checks.check(abs(loss - ref) < 1e-6, f"{label}: stage {stage}, {ranks} rank(s): step-1 loss {loss:.7f} "
+                                                 f"= transformers' {ref:.7f} ({abs(loss - ref):.1e})")
+            if stage == 3 and ranks == 3:
+                read = [r["bytes_read"] for r in recs if r["type"] == "init_from"]
+                size = sum(os.path.getsize(os.path.join(path, f)) for f in os.listdir(path)
+                           if f.endswith(".safetensors")) if os.path.isdir(path) else os.path.getsize(path)
+                checks.check(read and read[0] < 0.6 * size,
+                             f"{label}: a stage-3 rank of 3 reads {read[0] if read else '?'} of the file's {size} bytes")
+
+    # Training goes on from the weights, and the export loads back into transformers.
+    label, folder, reference = sources[4]  # llama f32, one file
+    periodic = os.path.join(work, "periodic.bin")  # a sequence a model learns in a few steps
+    write_tokens(periodic, np.tile(np.arange(VOCAB // 4), 800))
+    run_dir, p = train("llama_train", folder, 2, "--set", "zero.stage=3", "--set", "train.max_steps=8",
+                       "--set", "checkpoint.at_end=true", "--set", "optim.lr=0.01",
+                       "--set", f"data.train_files={periodic}", "--set", f"data.val_files={periodic}")
+    if checks.check(p.returncode == 0, f"{label}: 8 steps at stage 3 on 2 ranks ({p.stderr[-300:]})"):
+        losses = [r["loss"] for r in train_records(run_dir) if r["type"] == "train"]
+        checks.check(losses[-1] < losses[0], f"the loss falls from the pretrained start ({losses})")
+        out = os.path.join(work, "llama_export")
+        ckpt = os.path.join(run_dir, "checkpoints")
+        e = subprocess.run([binary, "ckpt", "export", ckpt, "--format", "hf", "--out", out], capture_output=True,
+                           text=True, timeout=120)
+        if checks.check(e.returncode == 0, f"the run exports ({e.stderr[-300:]})"):
+            back = transformers.LlamaForCausalLM.from_pretrained(out)
+            checks.check(back.config.num_key_value_heads == 2 and back.config.hidden_size == 32,
+                         "transformers loads the export with the checkpoint's shape")
+
+    # Refusals, in one line with exit 2.
+    gpt_folder = sources[0][1]
+    os.makedirs(os.path.join(work, "broken"))
+    for f in ("config.json", "model.safetensors"):
+        with open(os.path.join(gpt_folder, f), "rb") as src, open(os.path.join(work, "broken", f), "wb") as dst:
+            dst.write(src.read())
+    with open(os.path.join(work, "broken", "config.json")) as f:
+        hf = json.load(f)
+    hf["n_layer"] = 3  # the file holds 2 layers
+    with open(os.path.join(work, "broken", "config.json"), "w") as f:
+        json.dump(hf, f)
+    scaled = os.path.join(work, "scaled")
+    os.makedirs(scaled)
+    with open(os.path.join(sources[4][1], "config.json")) as f:
+        hf = json.load(f)
+    hf["rope_scaling"] = {"rope_type": "llama3", "factor": 32.0}
+    with open(os.path.join(scaled, "config.json"), "w") as f:
+        json.dump(hf, f)
+    for what, source, sets, fragments in [
+        ("conflicting model keys", gpt_folder, ["--set", "model.n_layer=4", "--set", "model.n_embd=64"],
+         ["model.n_layer = 4", "the checkpoint has 2", "model.n_embd = 64", "--set model.n_embd=64"]),
+        ("a tensor the config needs but the file lacks", os.path.join(work, "broken"), [],
+         ["broken", "no tensor 'transformer.h.2.ln_1.weight'"]),
+        ("an unsupported config", scaled, [], ["scaled/config.json", "rope_scaling", "not implemented"]),
+        ("a missing path", os.path.join(work, "nothing"), [], ["nothing", "no such"]),
+    ]:
+        _, p = train(f"refused_{len(os.listdir(work))}", source, 1, *sets)
+        lines = p.stderr.strip().splitlines()
+        checks.check(p.returncode == 2 and len(lines) == 1 and all(f in lines[0] for f in fragments),
+                     f"{what}: refused in one line, exit 2 (exit {p.returncode}: {lines})")
+    return checks.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

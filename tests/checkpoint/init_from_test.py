@@ -6,7 +6,8 @@ GPT-2, fp32 and bf16). zerotrain takes the model's shape from the checkpoint, an
 (the loss of the first batch, before any update) equals transformers' loss on the same batch within
 1e-6 (bf16 files: transformers computing in fp32 on the same bf16 values) at ZeRO stages 0-3 on
 1-3 ranks. A stage-3 rank reads about its share of the file, not the whole model. Then training goes
-on and the run's export loads back into transformers. Conflicting model keys, a tensor missing from
+on and the run's export loads back into transformers, and `sample --from` decodes greedily what
+transformers' generate does. Conflicting model keys, a tensor missing from
 the file and an unsupported config are refused in one line with exit 2.
 
 usage: init_from_test.py HF_PYTHON MPIRUN [MPIRUN FLAGS...] -- PATH/TO/zerotrain
@@ -173,6 +174,18 @@ def main():
             back = transformers.LlamaForCausalLM.from_pretrained(out)
             checks.check(back.config.num_key_value_heads == 2 and back.config.hidden_size == 32,
                          "transformers loads the export with the checkpoint's shape")
+
+    # sample --from: greedy (top-k 1) continuation of token 0, against transformers' greedy decoding.
+    for label, path, reference in (sources[0], sources[4], sources[8]):
+        p = subprocess.run([binary, "sample", "--from", path, "--tokens", "8", "--top-k", "1"], capture_output=True,
+                           text=True, timeout=120)
+        ours = [int(t) for t in p.stdout.split()] if p.returncode == 0 else p.stderr.strip()
+        with torch.no_grad():
+            # An explicit mask: with pad_token_id 0, generate would take the prompt's token 0 for padding.
+            prompt = torch.tensor([[0]])
+            theirs = reference.float().eval().generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=8,
+                                                       do_sample=False, pad_token_id=VOCAB - 1)[0, 1:].tolist()
+        checks.check(ours == theirs, f"sample --from {label}: greedy tokens {ours} = transformers' {theirs}")
 
     # Refusals, in one line with exit 2.
     gpt_folder = sources[0][1]

@@ -61,33 +61,29 @@ void finish_file(FileHandle& out, const std::string& tmp, const std::string& pat
 
 }  // namespace
 
-void export_hf(const CheckpointReader& reader, const std::string& out_dir, DType dtype) {
-  ZT_CHECK(dtype == DType::kF32 || dtype == DType::kBF16);
-  const ModelSpec spec = model_spec_of(reader);
-  const ParamTable& table = reader.manifest().table;
-  std::error_code ec;
-  fs::create_directories(out_dir, ec);
-  if (ec) throw_input_error("cannot create export directory '{}': {}", out_dir, ec.message());
+namespace {
 
-  const nlohmann::json& cfg_model = reader.manifest().config.value("model", nlohmann::json::object());
-  const nlohmann::ordered_json hf = spec.family().hf_config(spec, cfg_model.value("dropout", 0.0), dtype);
-  write_file_atomically((fs::path(out_dir) / "config.json").string(), hf.dump(2) + "\n");
+std::int64_t tensor_bytes(const TensorParts& t, DType dtype) {
+  std::int64_t n = 1;
+  for (std::int64_t d : t.hf_shape) n *= d;
+  return n * static_cast<std::int64_t>(dtype_size_bytes(dtype));
+}
 
-  // The header is known before any data: shapes and dtypes come from the table.
+// One safetensors file of `tensors` (HF shapes, `dtype`), each read, converted, written and
+// dropped in turn: the header is known before any data (shapes and dtypes come from the table).
+void write_safetensors(const CheckpointReader& reader, const std::vector<TensorParts>& tensors, DType dtype,
+                       const std::string& path) {
   nlohmann::ordered_json header = {{"__metadata__", {{"format", "pt"}}}};
   std::int64_t data_bytes = 0;
-  const std::vector<TensorParts> tensors = table.tensors();
   for (const TensorParts& t : tensors) {
-    std::int64_t n = 1;
-    for (std::int64_t d : t.hf_shape) n *= d;
-    const std::int64_t bytes = n * static_cast<std::int64_t>(dtype_size_bytes(dtype));
+    const std::int64_t bytes = tensor_bytes(t, dtype);
     header[t.name] = {
         {"dtype", dtype_name(dtype)}, {"shape", t.hf_shape}, {"data_offsets", {data_bytes, data_bytes + bytes}}};
     data_bytes += bytes;
   }
   std::string text = header.dump();
   while ((8 + text.size()) % 8 != 0) text.push_back(' ');
-  const std::string path = (fs::path(out_dir) / "model.safetensors").string(), tmp = path + ".tmp";
+  const std::string tmp = path + ".tmp";
   FileHandle out = FileHandle::create(tmp);
   const std::uint64_t header_len = text.size();
   out.write_at(&header_len, 8, 0);  // little-endian (x86-64, aarch64)
@@ -100,6 +96,73 @@ void export_hf(const CheckpointReader& reader, const std::string& out_dir, DType
     write_values(out, offset, values, dtype, scratch);
   }
   finish_file(out, tmp, path);
+}
+
+}  // namespace
+
+const char* const kTokenizerFiles[] = {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"};
+
+HfExport export_hf(const CheckpointReader& reader, const std::string& out_dir, DType dtype,
+                   std::int64_t max_shard_bytes) {
+  ZT_CHECK(dtype == DType::kF32 || dtype == DType::kBF16);
+  ZT_CHECK(max_shard_bytes > 0, "max shard bytes {}", max_shard_bytes);
+  const ModelSpec spec = model_spec_of(reader);
+  const ParamTable& table = reader.manifest().table;
+  std::error_code ec;
+  fs::create_directories(out_dir, ec);
+  if (ec) throw_input_error("cannot create export directory '{}': {}", out_dir, ec.message());
+
+  const nlohmann::json& cfg_model = reader.manifest().config.value("model", nlohmann::json::object());
+  const nlohmann::ordered_json hf = spec.family().hf_config(spec, cfg_model.value("dropout", 0.0), dtype);
+  write_file_atomically((fs::path(out_dir) / "config.json").string(), hf.dump(2) + "\n");
+
+  // An earlier export's tensor files in the folder would mix with these: gone first.
+  for (const fs::directory_entry& e : fs::directory_iterator(out_dir)) {
+    const std::string name = e.path().filename().string();
+    if (name == "model.safetensors" || name == "model.safetensors.index.json" ||
+        (name.rfind("model-", 0) == 0 && name.ends_with(".safetensors"))) {
+      fs::remove(e.path());
+    }
+  }
+  // Tensors in table order, cut into shards of at most max_shard_bytes (a larger tensor alone), as
+  // transformers' save_pretrained cuts them; one shard is plain model.safetensors.
+  std::vector<std::vector<TensorParts>> shards(1);
+  std::int64_t in_shard = 0;
+  HfExport result;
+  for (TensorParts& t : table.tensors()) {
+    const std::int64_t bytes = tensor_bytes(t, dtype);
+    if (!shards.back().empty() && in_shard + bytes > max_shard_bytes) {
+      shards.emplace_back();
+      in_shard = 0;
+    }
+    shards.back().push_back(std::move(t));
+    in_shard += bytes;
+    result.total_bytes += bytes;
+  }
+  if (shards.size() == 1) {
+    write_safetensors(reader, shards[0], dtype, (fs::path(out_dir) / "model.safetensors").string());
+    result.files.push_back("model.safetensors");
+  } else {
+    nlohmann::ordered_json weight_map = nlohmann::ordered_json::object();
+    for (std::size_t i = 0; i < shards.size(); ++i) {
+      const std::string name = fmt::format("model-{:05d}-of-{:05d}.safetensors", i + 1, shards.size());
+      write_safetensors(reader, shards[i], dtype, (fs::path(out_dir) / name).string());
+      for (const TensorParts& t : shards[i]) weight_map[t.name] = name;
+      result.files.push_back(name);
+    }
+    const nlohmann::ordered_json index = {{"metadata", {{"total_size", result.total_bytes}}},
+                                          {"weight_map", weight_map}};
+    write_file_atomically((fs::path(out_dir) / "model.safetensors.index.json").string(), index.dump(2) + "\n");
+  }
+  // The run's tokenizer (beside its checkpoints folder), so AutoTokenizer loads the folder too.
+  const fs::path run_dir = fs::path(reader.dir()).parent_path().parent_path();
+  for (const char* f : kTokenizerFiles) {
+    if (!fs::exists(run_dir / f)) continue;
+    fs::copy_file(run_dir / f, fs::path(out_dir) / f, fs::copy_options::overwrite_existing, ec);
+    if (ec) throw_runtime_error("cannot copy {} into {}: {}", (run_dir / f).string(), out_dir, ec.message());
+    result.tokenizer_files.push_back(f);
+  }
+  return result;
 }
 
 void export_llmc(const CheckpointReader& reader, const std::string& out_path, DType dtype) {

@@ -5,7 +5,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "engine/app/checkpoint/checkpoint_model.h"
 #include "engine/app/checkpoint/checkpoint_reader.h"
@@ -13,8 +15,20 @@
 
 namespace zt::ckpt {
 
-// DIR/config.json (the family's ModelFamily::hf_config) and DIR/model.safetensors (F32 or BF16, round to nearest even).
-void export_hf(const CheckpointReader& reader, const std::string& out_dir, DType dtype);
+// What export_hf wrote in its folder.
+struct HfExport {
+  std::vector<std::string> files;            // model.safetensors, or model-0000k-of-0000n.safetensors
+  std::vector<std::string> tokenizer_files;  // copied from the run directory
+  std::int64_t total_bytes = 0;              // tensor data
+};
+// The run-directory files a tokenizer is made of, which the export copies when present.
+extern const char* const kTokenizerFiles[3];
+// DIR/config.json (the family's ModelFamily::hf_config) and the tensors (F32 or BF16, round to
+// nearest even) in DIR/model.safetensors, or, past max_shard_bytes, in shards of at most that much
+// (a larger tensor alone) with model.safetensors.index.json, as save_pretrained writes them; one
+// tensor in memory at a time. The run's tokenizer files (beside the checkpoints folder) are copied.
+HfExport export_hf(const CheckpointReader& reader, const std::string& out_dir, DType dtype,
+                   std::int64_t max_shard_bytes);
 // llm.c's model file (GPT-2 only; InputError for another family): 256 int32 header (magic
 // 20240326, version 3 fp32 / 5 bf16, maxT, V, L, H, C, Vp), then wte, wpe and the per-layer
 // tensors stacked over layers, linear weights [out, in].

@@ -21,10 +21,11 @@ bool same_value(const nlohmann::json& a, const nlohmann::json& b) {
 void apply_init_from(nlohmann::json& doc, ConfigReader& root) {
   if (!doc.contains("train") || !doc["train"].is_object() || !doc["train"].contains("init_from")) return;
   const nlohmann::json& from = doc["train"]["init_from"];
-  if (!from.is_string() || from.get<std::string>().empty()) {
+  if (!from.is_string()) {
     throw_input_error("config error in {}: train.init_from must be a Hugging Face folder or an llm.c model file path",
                       root.section("train").source_of("init_from"));
   }
+  if (from.get<std::string>().empty()) return;  // "": none (config.json writes it so)
   const PretrainedModel pretrained = read_pretrained_model(from.get<std::string>());
   nlohmann::json& model = doc["model"];
   ConfigReader section = root.section("model");

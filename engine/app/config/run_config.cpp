@@ -28,6 +28,7 @@ void read_data(ConfigReader r, DataConfig& d) {
   d.train_file = r.get_string("train_file", "");
   d.val_file = r.get_string("val_file", "");
   d.vocab_file = r.get_string("vocab_file", "");
+  d.tokenizer_file = r.get_string("tokenizer_file", "");
   d.train_files = r.get_string_list("train_files");
   d.val_files = r.get_string_list("val_files");
   d.order = r.get_enum("order", d.order, {"random", "sequential"});
@@ -325,6 +326,7 @@ nlohmann::json RunConfig::to_json() const {
         {"val_files", data.val_files},
         {"order", data.order},
         {"vocab_file", data.vocab_file},
+        {"tokenizer_file", data.tokenizer_file},
         {"format", data.format},
         {"embedded_chars", data.embedded_chars}}},
       {"train",

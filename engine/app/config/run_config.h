@@ -28,6 +28,9 @@ struct DataConfig {
   std::vector<std::string> train_files, val_files;
   std::string order = "random";  // random | sequential (llm.c's walk through the shards)
   std::string vocab_file;
+  // A Hugging Face tokenizer.json for prompts, samples and exports (default: the dataset
+  // folder's, or the one beside the first training shard, as tools/prepare_tokens.py leaves it).
+  std::string tokenizer_file;
   std::string format = "auto";              // auto | llmc | nanogpt
   std::int64_t embedded_chars = 2'000'000;  // size of the generated default dataset
 };

@@ -48,6 +48,24 @@ DataSource::DataSource(const RunConfig& c) {
     open_files(c, (dir / "train.bin").string(), (dir / "val.bin").string());
     description_ = fmt::format("prepared dataset {}", d.dataset);
   }
+  // The tokenizer: named, the dataset folder's, or the one beside the first training shard.
+  tokenizer_path_ = d.tokenizer_file;
+  if (tokenizer_path_.empty()) {
+    const fs::path beside = !d.train_files.empty() ? fs::path(train_->shard_name(0)).parent_path() / "tokenizer.json"
+                            : d.dataset != "embedded" && d.train_file.empty() ? fs::path(d.dataset) / "tokenizer.json"
+                                                                              : fs::path();
+    if (!beside.empty() && fs::exists(beside)) tokenizer_path_ = beside.string();
+  }
+  if (!tokenizer_path_.empty()) {
+    data::Tokenizer t = data::Tokenizer::load(tokenizer_path_);
+    if (t.vocab_size() > c.model.vocab_size) {
+      throw_input_error("config error in {}: model.vocab_size = {} is smaller than {}'s vocabulary ({} tokens)",
+                        c.source, c.model.vocab_size, tokenizer_path_, t.vocab_size());
+    }
+    text_ = data::TokenText(std::move(t));
+  } else if (vocab_) {
+    text_ = data::TokenText(*vocab_);
+  }
   if (vocab_ && vocab_->size() > c.model.vocab_size) {
     throw_input_error("config error in {}: model.vocab_size = {} is smaller than the dataset's vocabulary ({} tokens)",
                       c.source, c.model.vocab_size, vocab_->size());

@@ -14,6 +14,7 @@
 #include "engine/app/data/batch_sampler.h"
 #include "engine/app/data/token_corpus.h"
 #include "engine/app/data/token_file.h"
+#include "engine/app/data/token_text.h"
 #include "engine/app/data/vocab.h"
 
 namespace zt {
@@ -29,6 +30,10 @@ class DataSource {
   data::SampleStream val_stream() const { return {order_, seed_, data::kValStream}; }
   // The vocabulary used to decode samples, when the dataset has one.
   const std::optional<data::Vocab>& vocab() const { return vocab_; }
+  // The tokenizer.json the run's text goes through (data.tokenizer_file, the dataset's, or the one
+  // beside its first training shard), "" for none; and the prompt/sample codec: it, else the vocab.
+  const std::string& tokenizer_path() const { return tokenizer_path_; }
+  const data::TokenText& text() const { return text_; }
   // The source and each split's shards and tokens, for the run's header.
   const std::string& description() const { return description_; }
 
@@ -36,6 +41,8 @@ class DataSource {
   void open_files(const RunConfig& config, const std::string& train_path, const std::string& val_path);
 
   std::optional<data::Vocab> vocab_;
+  std::string tokenizer_path_;
+  data::TokenText text_;
   std::vector<std::uint16_t> owned_train_, owned_val_;  // the embedded dataset
   std::optional<data::TokenFile> train_file_, val_file_;
   std::optional<data::TokenCorpus> train_, val_;

@@ -30,15 +30,11 @@ void sample(TrainerState& s, int step, TrainSummary& summary) {
   // The run's store, so the run's units: the token table in as many chunks as the training head's.
   const std::unique_ptr<LanguageModel> sampler =
       make_model(c.model_spec(), sampling_build(c.train.seq_len), s.tracker, s.ctx);
-  std::vector<std::int32_t> prompt;
-  if (s.data.vocab()) {
-    for (std::uint16_t t : s.data.vocab()->encode(c.log.sample_prompt)) prompt.push_back(t);
-  }
-  const auto tokens =
-      generate_tokens(*sampler, s.store, prompt,
-                      {c.log.sample_tokens, c.log.sample_temperature, c.log.sample_top_k,
-                       c.train.seed + static_cast<std::uint64_t>(step), s.data.vocab() ? s.data.vocab()->size() : 0});
-  summary.sample = s.data.vocab() ? s.data.vocab()->decode(tokens) : fmt::format("{}", fmt::join(tokens, " "));
+  const data::TokenText& text = s.data.text();  // the tokenizer, else the vocabulary, else ids
+  const auto tokens = generate_tokens(*sampler, s.store, text.encode(c.log.sample_prompt),
+                                      {c.log.sample_tokens, c.log.sample_temperature, c.log.sample_top_k,
+                                       c.train.seed + static_cast<std::uint64_t>(step), text.size()});
+  summary.sample = text.decode(tokens);
   s.log({{"type", "sample"}, {"step", step}, {"text", summary.sample}});
   s.progress.message(fmt::format("step {}: sample:\n{}\n---", step, summary.sample));
 }

@@ -29,6 +29,21 @@ namespace zt {
 
 namespace {
 
+// The run's tokenizer.json, and its tokenizer_config.json where one lies beside it, into the run
+// directory: sample reads them there, and ckpt export copies them into a Hugging Face folder.
+void copy_tokenizer_files(const std::string& tokenizer, const std::string& run_dir) {
+  if (tokenizer.empty()) return;
+  const std::filesystem::path src(tokenizer), dir(run_dir);
+  const std::filesystem::path config = src.parent_path() / "tokenizer_config.json";
+  std::error_code ec;
+  std::filesystem::copy_file(src, dir / "tokenizer.json", std::filesystem::copy_options::overwrite_existing, ec);
+  if (!ec && std::filesystem::exists(config)) {
+    std::filesystem::copy_file(config, dir / "tokenizer_config.json", std::filesystem::copy_options::overwrite_existing,
+                               ec);
+  }
+  if (ec) throw_input_error("cannot copy {} into the run directory {}: {}", tokenizer, run_dir, ec.message());
+}
+
 // Writes NaN into the first gradient element of the first transformer block: what an overflow in
 // backward would leave, so the real detection path runs.
 void poison_one_gradient(const ExecContext& ctx, ZeroParamStore& store) {
@@ -91,6 +106,7 @@ Trainer::Trainer(RunConfig config, std::string run_dir, Communicator& comm, Memo
   if (comm.rank() == 0) {
     ckpt::write_file_atomically(run_dir_ + "/config.json", config_.to_json().dump(2) + "\n");
     if (state_->data.vocab()) state_->data.vocab()->save(run_dir_ + "/vocab.json");
+    copy_tokenizer_files(state_->data.tokenizer_path(), run_dir_);
   }
 }
 

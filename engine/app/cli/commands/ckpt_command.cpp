@@ -2,6 +2,7 @@
 // PATH is a step_XXXXXXXX directory or a checkpoint folder (then its `latest`, falling back to the
 // newest valid checkpoint with a note on stderr).
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <filesystem>
 
@@ -22,7 +23,8 @@ constexpr const char* kCkptUsage =
     "  inspect PATH                       step, config, bytes per rank and state, checksum status\n"
     "  verify PATH                        exit 0 if every file is present and matches its checksums\n"
     "                                     (a folder: the checkpoint its 'latest' names)\n"
-    "  export PATH --format hf --out DIR [--dtype f32|bf16]     Hugging Face GPT2LMHeadModel folder\n"
+    "  export PATH --format hf --out DIR [--dtype f32|bf16] [--max-shard-size 5GB]\n"
+    "                                                          Hugging Face folder (tensors, config, tokenizer)\n"
     "  export PATH --format llmc --out FILE [--dtype f32|bf16]  llm.c model file\n\n"
     "PATH is a step_XXXXXXXX directory or a checkpoint folder (its 'latest').\n";
 
@@ -82,6 +84,23 @@ int inspect(const std::string& path) {
   return bad == 0 ? 0 : 2;
 }
 
+// "5GB", "500MB", "64KiB", "1000000" -> bytes (decimal units as transformers' max_shard_size, binary
+// ones with an i); InputError naming the flag.
+std::int64_t parse_size(const std::string& text, const char* flag) {
+  std::size_t used = 0;
+  double value = -1.0;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::exception&) {}
+  const std::string unit = text.substr(std::min(used, text.size()));
+  static const std::pair<const char*, double> kUnits[] = {
+      {"", 1}, {"B", 1}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"KiB", 1024.0}, {"MiB", 1 << 20}, {"GiB", 1 << 30}};
+  for (const auto& [name, scale] : kUnits) {
+    if (unit == name && value * scale >= 1.0 && value * scale < 1e15) return static_cast<std::int64_t>(value * scale);
+  }
+  throw_input_error("zerotrain ckpt export: {} must be a size such as 5GB, 500MB or 64KiB (got '{}')", flag, text);
+}
+
 DType export_dtype(const ArgParser& parser) {
   const std::string d = parser.get("dtype", "f32");
   if (d == "f32" || d == "fp32" || d == "float32") return DType::kF32;
@@ -104,7 +123,9 @@ int ckpt_main(const std::vector<std::string>& args) {
   if (action == "export") {
     parser.value_flag("format", "hf|llmc", "output format", true)
         .value_flag("out", "PATH", "output folder (hf) or file (llmc)", true)
-        .value_flag("dtype", "f32|bf16", "tensor dtype (default f32)");
+        .value_flag("dtype", "f32|bf16", "tensor dtype (default f32)")
+        .value_flag("max-shard-size", "SIZE",
+                    "hf: safetensors shards of at most SIZE (5GB, 500MB, 64KiB; default 5GB)");
   }
   if (args.size() < 2 || args[1].starts_with("--")) {
     if (args.size() >= 2 && (args[1] == "--help" || args[1] == "-h")) {
@@ -147,10 +168,14 @@ int ckpt_main(const std::vector<std::string>& args) {
   const ckpt::CheckpointReader reader(resolve(path, ckpt::Validation::kStructure));
   const std::string out = parser.get("out");
   if (format == "hf") {
-    ckpt::export_hf(reader, out, dtype);
-    fmt::print("wrote {}/config.json and {}/model.safetensors ({}) from step {}\n", out, out,
-               human_bytes(static_cast<std::int64_t>(std::filesystem::file_size(out + "/model.safetensors"))),
-               reader.manifest().position.step);
+    const ckpt::HfExport e =
+        ckpt::export_hf(reader, out, dtype, parse_size(parser.get("max-shard-size", "5GB"), "--max-shard-size"));
+    fmt::print(
+        "wrote {}/config.json and {} ({}){} from step {}\n", out,
+        e.files.size() == 1 ? e.files[0] : fmt::format("{} shards with model.safetensors.index.json", e.files.size()),
+        human_bytes(e.total_bytes),
+        e.tokenizer_files.empty() ? "" : fmt::format(", and the run's {}", fmt::join(e.tokenizer_files, ", ")),
+        reader.manifest().position.step);
   } else {
     ckpt::export_llmc(reader, out, dtype);
     fmt::print("wrote {} ({}, llm.c version {}) from step {}\n", out,

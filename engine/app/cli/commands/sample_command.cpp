@@ -1,5 +1,6 @@
 // `zerotrain sample`: generates text from the final weights a `train` run left in its directory,
-// or from the fp32 master weights of a sharded checkpoint (read unit by unit, any save layout).
+// from the fp32 master weights of a sharded checkpoint (read unit by unit, any save layout), or
+// from pretrained weights (--from: a Hugging Face folder or an llm.c model file).
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -13,8 +14,9 @@
 #include "engine/app/cli/commands/arg_parser.h"
 #include "engine/app/cli/commands/commands.h"
 #include "engine/app/config/run_config.h"
-#include "engine/app/data/vocab.h"
+#include "engine/app/data/token_text.h"
 #include "engine/app/io/model_weights.h"
+#include "engine/app/io/pretrained.h"
 #include "engine/app/trainer/text_sampler.h"
 #include "engine/distributed/comm/local_communicator.h"
 #include "engine/distributed/sharding/zero_param_store.h"
@@ -25,7 +27,7 @@ namespace zt::cli {
 
 namespace {
 
-SamplingOptions sampling_options(const ArgParser& parser, const std::optional<data::Vocab>& vocab) {
+SamplingOptions sampling_options(const ArgParser& parser, const data::TokenText& text) {
   double temperature = 0.8;
   if (parser.has("temperature")) {
     try {
@@ -38,21 +40,29 @@ SamplingOptions sampling_options(const ArgParser& parser, const std::optional<da
                         parser.get("temperature"));
     }
   }
-  return SamplingOptions{
-      parser.get_int("tokens", 200, 0, 1000000), static_cast<float>(temperature), parser.get_int("top-k", 40, 0, 65535),
-      static_cast<std::uint64_t>(parser.get_int("seed", 1, 0, 2147483647)), vocab ? vocab->size() : 0};
+  return SamplingOptions{parser.get_int("tokens", 200, 0, 1000000), static_cast<float>(temperature),
+                         parser.get_int("top-k", 40, 0, 65535),
+                         static_cast<std::uint64_t>(parser.get_int("seed", 1, 0, 2147483647)), text.size()};
+}
+
+// The prompt's and the sample's text: --tokenizer or --vocab when given, else the tokenizer.json
+// or vocab.json in `dir` (the run directory, or a pretrained folder), else token ids.
+data::TokenText token_text(const ArgParser& parser, const std::string& dir) {
+  for (const char* flag : {"tokenizer", "vocab"}) {
+    if (parser.has(flag) && !std::filesystem::exists(parser.get(flag))) {
+      throw_input_error("zerotrain sample: --{} {}: no such file", flag, parser.get(flag));
+    }
+  }
+  if (parser.has("tokenizer")) return data::TokenText(data::Tokenizer::load(parser.get("tokenizer")));
+  if (parser.has("vocab")) return data::TokenText(data::Vocab::load(parser.get("vocab")));
+  return dir.empty() ? data::TokenText() : data::TokenText::from_dir(dir);
 }
 
 int generate_and_print(const ArgParser& parser, LanguageModel& model, ZeroParamStore& store,
-                       const std::optional<data::Vocab>& vocab, const SamplingOptions& options) {
-  std::vector<std::int32_t> prompt;
+                       const data::TokenText& text, const SamplingOptions& options) {
   const std::string prompt_text = parser.get("prompt", "\n");
-  if (vocab) {
-    for (std::uint16_t t : vocab->encode(prompt_text)) prompt.push_back(t);
-  }
-  const auto tokens = generate_tokens(model, store, prompt, options);
-  fmt::print("{}{}\n", vocab ? prompt_text : "",
-             vocab ? vocab->decode(tokens) : fmt::format("{}", fmt::join(tokens, " ")));
+  const auto tokens = generate_tokens(model, store, text.encode(prompt_text), options);
+  fmt::print("{}{}\n", text.has() ? prompt_text : "", text.decode(tokens));
   return 0;
 }
 
@@ -63,15 +73,9 @@ int sample_checkpoint(const ArgParser& parser) {
   for (const std::string& note : resolved.notes) fmt::print(stderr, "zerotrain sample: {}\n", note);
   const ckpt::CheckpointReader reader(resolved.path);
   const ModelSpec spec = ckpt::model_spec_of(reader);
-  std::filesystem::path vocab_path =
-      parser.has("vocab") ? std::filesystem::path(parser.get("vocab"))
-                          : std::filesystem::path(resolved.path).parent_path().parent_path() / "vocab.json";
-  if (parser.has("vocab") && !std::filesystem::exists(vocab_path)) {
-    throw_input_error("zerotrain sample: --vocab {}: no such file", vocab_path.string());
-  }
-  std::optional<data::Vocab> vocab;
-  if (std::filesystem::exists(vocab_path)) vocab = data::Vocab::load(vocab_path.string());
-  const SamplingOptions options = sampling_options(parser, vocab);
+  const data::TokenText text =
+      token_text(parser, std::filesystem::path(resolved.path).parent_path().parent_path().string());
+  const SamplingOptions options = sampling_options(parser, text);
 
   MemoryTracker tracker;
   const ExecContext ctx{Device::kCPU, omp_get_num_procs(), nullptr};
@@ -85,7 +89,30 @@ int sample_checkpoint(const ArgParser& parser) {
     const int unit = static_cast<int>(u);
     reader.read(ckpt::StateKind::kMaster, unit, 0, table.units()[u].numel, store.working_shard(unit).as<float>());
   }
-  return generate_and_print(parser, *model, store, vocab, options);
+  return generate_and_print(parser, *model, store, text, options);
+}
+
+// --from: a pretrained checkpoint (a Hugging Face folder or an llm.c model file, as
+// train.init_from reads it) into a one-process fp32 store, whole.
+int sample_pretrained(const ArgParser& parser) {
+  const std::string path = parser.get("from");
+  const nlohmann::json doc = {{"model", nlohmann::json::object()}, {"train", {{"init_from", path}}}};
+  const RunConfig cfg = parse_run_config(doc, "--from " + path, 1);
+  const data::TokenText text = token_text(parser, std::filesystem::is_directory(path) ? path : "");
+  const SamplingOptions options = sampling_options(parser, text);
+  MemoryTracker tracker;
+  const ExecContext ctx{Device::kCPU, omp_get_num_procs(), nullptr};
+  const std::unique_ptr<LanguageModel> model =
+      make_model(cfg.model_spec(), sampling_build(cfg.model.block_size), tracker, ctx);
+  const ParamTable& table = model->table();
+  LocalCommunicator comm(tracker, {});
+  ZeroParamStore store(table, DType::kF32, ZeroOptions{}, comm, tracker, ctx);
+  const std::unique_ptr<PretrainedReader> reader = PretrainedReader::open(path, table);
+  for (std::size_t u = 0; u < table.units().size(); ++u) {
+    const int unit = static_cast<int>(u);
+    read_pretrained_unit(*reader, table, unit, 0, table.units()[u].numel, store.working_shard(unit).as<float>());
+  }
+  return generate_and_print(parser, *model, store, text, options);
 }
 
 }  // namespace
@@ -94,7 +121,10 @@ int sample_main(const std::vector<std::string>& args) {
   ArgParser parser("sample", "Generate text from a training run's final weights.");
   parser.value_flag("run", "DIR", "run directory written by 'zerotrain train'")
       .value_flag("ckpt", "PATH", "a checkpoint directory, or a checkpoint folder (its latest valid checkpoint)")
-      .value_flag("vocab", "FILE", "vocab.json to decode with (--ckpt; default RUN_DIR/vocab.json beside checkpoints/)")
+      .value_flag("from", "PATH", "pretrained weights: a Hugging Face folder or an llm.c model file")
+      .value_flag("tokenizer", "FILE",
+                  "tokenizer.json to encode the prompt and decode with (default: the run's, or the folder's)")
+      .value_flag("vocab", "FILE", "zerotrain vocab.json to decode with (default: the run directory's)")
       .value_flag("tokens", "N", "tokens to generate (default 200)")
       .value_flag("temperature", "T", "softmax temperature (default 0.8)")
       .value_flag("top-k", "K", "sample among the K most likely tokens, 0 = all (default 40)")
@@ -104,18 +134,20 @@ int sample_main(const std::vector<std::string>& args) {
     fmt::print("{}", parser.help_text());
     return 0;
   }
-  if (parser.has("run") == parser.has("ckpt"))
-    throw_input_error("zerotrain sample: give exactly one of --run and --ckpt");
+  if (static_cast<int>(parser.has("run")) + static_cast<int>(parser.has("ckpt")) +
+          static_cast<int>(parser.has("from")) !=
+      1) {
+    throw_input_error("zerotrain sample: give exactly one of --run, --ckpt and --from");
+  }
   if (parser.has("ckpt")) return sample_checkpoint(parser);
+  if (parser.has("from")) return sample_pretrained(parser);
   const std::filesystem::path dir(parser.get("run"));
   for (const char* f : {"config.json", "final.safetensors"}) {
     if (!std::filesystem::exists(dir / f)) throw_input_error("zerotrain sample: {} has no {}", dir.string(), f);
   }
   const RunConfig cfg = load_run_config((dir / "config.json").string(), {});
-  std::optional<data::Vocab> vocab;
-  if (std::filesystem::exists(dir / "vocab.json")) vocab = data::Vocab::load((dir / "vocab.json").string());
-
-  const SamplingOptions options = sampling_options(parser, vocab);
+  const data::TokenText text = token_text(parser, dir.string());
+  const SamplingOptions options = sampling_options(parser, text);
 
   MemoryTracker tracker;
   const ExecContext ctx{Device::kCPU, cfg.train.num_threads, nullptr};
@@ -139,7 +171,7 @@ int sample_main(const std::vector<std::string>& args) {
     ops::cast(ctx, store.working_shard(static_cast<int>(u)), staging[u].view());
   staging.clear();
 
-  return generate_and_print(parser, model, store, vocab, options);
+  return generate_and_print(parser, model, store, text, options);
 }
 
 }  // namespace zt::cli

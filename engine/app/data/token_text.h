@@ -1,0 +1,39 @@
+// What turns text into a run's token ids and back for prompts and samples: a Hugging Face
+// tokenizer.json (byte-level BPE, data/tokenizer.h), or zerotrain's own vocab.json (character or
+// byte level, data/vocab.h); with neither, ids are printed as numbers and a prompt is empty.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/app/data/tokenizer.h"
+#include "engine/app/data/vocab.h"
+
+namespace zt::data {
+
+class TokenText {
+ public:
+  TokenText() = default;
+  explicit TokenText(Tokenizer t) : tokenizer_(std::move(t)) {}
+  explicit TokenText(Vocab v) : vocab_(std::move(v)) {}
+  // dir/tokenizer.json, else dir/vocab.json, else neither.
+  static TokenText from_dir(const std::string& dir);
+
+  bool has() const { return tokenizer_.has_value() || vocab_.has_value(); }
+  // Tokens of the text (none for an empty text, or without a tokenizer).
+  std::vector<std::int32_t> encode(std::string_view text) const;
+  // The text of the ids, or the ids as numbers separated by spaces.
+  std::string decode(std::span<const std::int32_t> ids) const;
+  // The ids it can decode (0 without one): sampling draws below it.
+  int size() const;
+
+ private:
+  std::optional<Tokenizer> tokenizer_;
+  std::optional<Vocab> vocab_;
+};
+
+}  // namespace zt::data

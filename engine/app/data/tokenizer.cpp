@@ -1,0 +1,353 @@
+// Byte-level BPE from a tokenizer.json (see the header): the pre-tokenizer patterns written out as
+// scanners over code points (letters and numbers from unicode_classes.inc), GPT-2's byte-to-
+// character map, and the merges applied lowest rank first.
+#include "engine/app/data/tokenizer.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <array>
+#include <fstream>
+#include <limits>
+
+#include "engine/base/core/check.h"
+
+namespace zt::data {
+
+namespace {
+
+struct CodeRange {
+  char32_t lo, hi;
+};
+#include "engine/app/data/unicode_classes.inc"
+
+template <std::size_t N>
+bool in_ranges(const CodeRange (&ranges)[N], char32_t c) {
+  const auto it = std::upper_bound(std::begin(ranges), std::end(ranges), c,
+                                   [](char32_t v, const CodeRange& r) { return v < r.lo; });
+  return it != std::begin(ranges) && c <= (it - 1)->hi;
+}
+
+bool is_letter(char32_t c) { return in_ranges(kLetterRanges, c); }
+bool is_number(char32_t c) { return in_ranges(kNumberRanges, c); }
+// Unicode's White_Space, as the patterns' \s matches it.
+bool is_space(char32_t c) {
+  return (c >= 0x09 && c <= 0x0D) || c == 0x20 || c == 0x85 || c == 0xA0 || c == 0x1680 ||
+         (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
+}
+bool is_other(char32_t c) { return !is_space(c) && !is_letter(c) && !is_number(c); }
+
+// The text's code points and each one's byte offset (one past the end last). Bytes that are not
+// UTF-8 stand for themselves as code points 0xDC80.. (never a letter, number or space).
+struct CodePoints {
+  std::vector<char32_t> cp;
+  std::vector<std::size_t> at;
+};
+CodePoints decode_utf8(std::string_view s) {
+  CodePoints r;
+  std::size_t i = 0;
+  while (i < s.size()) {
+    const auto b = static_cast<unsigned char>(s[i]);
+    int len = b < 0x80 ? 1 : (b >> 5) == 0x6 ? 2 : (b >> 4) == 0xE ? 3 : (b >> 3) == 0x1E ? 4 : 0;
+    char32_t c = len == 1 ? b : len == 2 ? (b & 0x1F) : len == 3 ? (b & 0x0F) : (b & 0x07);
+    for (int k = 1; k < len; ++k) {
+      if (i + k >= s.size() || (static_cast<unsigned char>(s[i + k]) >> 6) != 0x2) {
+        len = 0;
+        break;
+      }
+      c = (c << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3F);
+    }
+    if (len == 0) {
+      c = 0xDC00 + b;
+      len = 1;
+    }
+    r.cp.push_back(c);
+    r.at.push_back(i);
+    i += static_cast<std::size_t>(len);
+  }
+  r.at.push_back(s.size());
+  return r;
+}
+
+void append_utf8(std::string& out, char32_t c) {
+  if (c < 0x80) {
+    out += static_cast<char>(c);
+  } else if (c < 0x800) {
+    out += static_cast<char>(0xC0 | (c >> 6));
+    out += static_cast<char>(0x80 | (c & 0x3F));
+  } else if (c < 0x10000) {
+    out += static_cast<char>(0xE0 | (c >> 12));
+    out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (c & 0x3F));
+  } else {
+    out += static_cast<char>(0xF0 | (c >> 18));
+    out += static_cast<char>(0x80 | ((c >> 12) & 0x3F));
+    out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (c & 0x3F));
+  }
+}
+
+// GPT-2's map of the 256 bytes to printable characters (the printable Latin-1 ones stand for
+// themselves, the rest move to 256 + n), as UTF-8 strings, and its inverse.
+struct ByteMap {
+  std::array<std::string, 256> to_char;
+  std::unordered_map<char32_t, unsigned char> to_byte;
+  ByteMap() {
+    int n = 0;
+    for (int b = 0; b < 256; ++b) {
+      const bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+      const char32_t c = printable ? static_cast<char32_t>(b) : static_cast<char32_t>(256 + n++);
+      append_utf8(to_char[static_cast<std::size_t>(b)], c);
+      to_byte[c] = static_cast<unsigned char>(b);
+    }
+  }
+};
+const ByteMap& byte_map() {
+  static const ByteMap m;
+  return m;
+}
+
+// The patterns as tokenizer.json writes them.
+constexpr std::string_view kLlama3Pattern =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+
+// The length of a contraction ('s 't 're 've 'm 'll 'd) at i, 0 for none; case-insensitive for Llama 3.
+std::size_t contraction(const std::vector<char32_t>& c, std::size_t i, bool any_case) {
+  if (c[i] != U'\'') return 0;
+  auto at = [&](std::size_t k) -> char32_t {
+    if (i + k >= c.size()) return 0;
+    const char32_t x = c[i + k];
+    return any_case && x >= U'A' && x <= U'Z' ? x + 32 : x;
+  };
+  if (at(1) == U's' || at(1) == U't' || at(1) == U'm' || at(1) == U'd') return 2;
+  if ((at(1) == U'r' && at(2) == U'e') || (at(1) == U'v' && at(2) == U'e') || (at(1) == U'l' && at(2) == U'l'))
+    return 3;
+  return 0;
+}
+
+// \s+(?!\S) then \s+ at i (c[i] a space): the run, less its last space when a non-space follows
+// and the run has more than one.
+std::size_t space_run(const std::vector<char32_t>& c, std::size_t i) {
+  std::size_t j = i;
+  while (j < c.size() && is_space(c[j])) ++j;
+  return j < c.size() && j - i > 1 ? j - 1 : j;
+}
+
+template <class Pred>
+std::size_t run_of(const std::vector<char32_t>& c, std::size_t j, Pred pred) {
+  while (j < c.size() && pred(c[j])) ++j;
+  return j;
+}
+
+// GPT-2: 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+std::size_t gpt2_next(const std::vector<char32_t>& c, std::size_t i) {
+  if (const std::size_t k = contraction(c, i, false)) return i + k;
+  const std::size_t s = c[i] == U' ' && i + 1 < c.size() ? i + 1 : i;  // the optional leading space
+  if (is_letter(c[s])) return run_of(c, s, is_letter);
+  if (is_number(c[s])) return run_of(c, s, is_number);
+  if (is_other(c[s])) return run_of(c, s, is_other);
+  return space_run(c, i);
+}
+
+// Llama 3: (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|
+//          \s*[\r\n]+|\s+(?!\S)|\s+
+std::size_t llama3_next(const std::vector<char32_t>& c, std::size_t i) {
+  auto newline = [](char32_t x) { return x == U'\r' || x == U'\n'; };
+  if (const std::size_t k = contraction(c, i, true)) return i + k;
+  if (is_letter(c[i])) return run_of(c, i, is_letter);
+  if (!newline(c[i]) && !is_number(c[i]) && i + 1 < c.size() && is_letter(c[i + 1])) return run_of(c, i + 1, is_letter);
+  if (is_number(c[i])) return std::min(run_of(c, i, is_number), i + 3);
+  const std::size_t s = c[i] == U' ' && i + 1 < c.size() ? i + 1 : i;
+  if (is_other(c[s])) return run_of(c, run_of(c, s, is_other), newline);
+  // \s*[\r\n]+: the longest run of spaces that ends in a newline.
+  std::size_t j = i, last_newline_end = 0;
+  while (j < c.size() && is_space(c[j])) {
+    ++j;
+    if (newline(c[j - 1])) last_newline_end = j;
+  }
+  if (last_newline_end > 0) return last_newline_end;
+  return space_run(c, i);
+}
+
+nlohmann::json read_json(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw_input_error("{}: cannot open tokenizer file", path);
+  try {
+    return nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw_input_error("{}: not valid JSON ({})", path, e.what());
+  }
+}
+
+}  // namespace
+
+Tokenizer Tokenizer::load(const std::string& path) {
+  const nlohmann::json j = read_json(path);
+  Tokenizer t;
+  t.path_ = path;
+  try {
+    const nlohmann::json& model = j.at("model");
+    if (model.value("type", "") != "BPE") {
+      throw_input_error("{}: model type {} (byte-level BPE tokenizers are read)", path, model.value("type", "?"));
+    }
+    if (model.value("byte_fallback", false)) throw_input_error("{}: byte_fallback BPE is not read", path);
+    if (!j.value("normalizer", nlohmann::json()).is_null()) {
+      throw_input_error("{}: a normalizer ({}) is not read", path, j["normalizer"].value("type", "?"));
+    }
+    // The pre-tokenizer: ByteLevel with GPT-2's pattern, or Llama 3's Split then a ByteLevel map.
+    const nlohmann::json& pre = j.at("pre_tokenizer");
+    const std::string pre_type = pre.value("type", "");
+    if (pre_type == "ByteLevel" && pre.value("use_regex", true)) {
+      t.pattern_ = Pattern::kGpt2;
+      t.add_prefix_space_ = pre.value("add_prefix_space", false);
+    } else if (pre_type == "Sequence" && pre.at("pretokenizers").size() == 2 &&
+               pre["pretokenizers"][0].value("type", "") == "Split" &&
+               pre["pretokenizers"][0].at("pattern").value("Regex", "") == kLlama3Pattern &&
+               pre["pretokenizers"][1].value("type", "") == "ByteLevel" &&
+               !pre["pretokenizers"][1].value("use_regex", true)) {
+      t.pattern_ = Pattern::kLlama3;
+      t.add_prefix_space_ = pre["pretokenizers"][1].value("add_prefix_space", false);
+    } else {
+      throw_input_error("{}: pre-tokenizer {} is not GPT-2's or Llama 3's byte-level one", path,
+                        pre.dump().substr(0, 120));
+    }
+    t.ignore_merges_ = model.value("ignore_merges", false);
+    for (const auto& [token, id] : model.at("vocab").items()) {
+      const auto i = id.get<std::int32_t>();
+      if (i < 0) throw_input_error("{}: negative id for '{}'", path, token);
+      t.vocab_[token] = i;
+      if (static_cast<std::size_t>(i) >= t.id_to_token_.size()) t.id_to_token_.resize(static_cast<std::size_t>(i) + 1);
+      t.id_to_token_[static_cast<std::size_t>(i)] = token;
+    }
+    t.is_added_.assign(t.id_to_token_.size(), false);
+    for (const nlohmann::json& a : j.value("added_tokens", nlohmann::json::array())) {
+      const auto i = a.at("id").get<std::int32_t>();
+      const std::string content = a.at("content").get<std::string>();
+      if (static_cast<std::size_t>(i) >= t.id_to_token_.size()) {
+        t.id_to_token_.resize(static_cast<std::size_t>(i) + 1);
+        t.is_added_.resize(static_cast<std::size_t>(i) + 1, false);
+      }
+      t.id_to_token_[static_cast<std::size_t>(i)] = content;
+      t.is_added_[static_cast<std::size_t>(i)] = true;
+      t.added_[content] = i;
+    }
+    int rank = 0;
+    for (const nlohmann::json& m : model.at("merges")) {  // "a b", or ["a", "b"] (tokenizers >= 0.20)
+      t.merge_rank_.emplace(
+          m.is_string() ? m.get<std::string>() : m.at(0).get<std::string>() + " " + m.at(1).get<std::string>(), rank++);
+    }
+  } catch (const nlohmann::json::exception& e) {
+    throw_input_error("{}: not a tokenizer.json of the BPE kind ({})", path, e.what());
+  }
+  return t;
+}
+
+std::optional<std::int32_t> Tokenizer::token_id(const std::string& token) const {
+  if (const auto a = added_.find(token); a != added_.end()) return a->second;
+  if (const auto v = vocab_.find(token); v != vocab_.end()) return v->second;
+  return std::nullopt;
+}
+
+std::vector<std::pair<std::size_t, std::size_t>> Tokenizer::split(std::string_view text) const {
+  const CodePoints c = decode_utf8(text);
+  std::vector<std::pair<std::size_t, std::size_t>> pieces;
+  for (std::size_t i = 0; i < c.cp.size();) {
+    const std::size_t j = pattern_ == Pattern::kGpt2 ? gpt2_next(c.cp, i) : llama3_next(c.cp, i);
+    pieces.emplace_back(c.at[i], c.at[j]);
+    i = j;
+  }
+  return pieces;
+}
+
+void Tokenizer::encode_piece(std::string_view piece, std::vector<std::int32_t>& out) const {
+  std::vector<std::string> symbols;  // byte-level characters, merged as the merges say
+  for (const char b : piece) symbols.push_back(byte_map().to_char[static_cast<unsigned char>(b)]);
+  if (ignore_merges_) {
+    std::string whole;
+    for (const std::string& s : symbols) whole += s;
+    if (const auto it = vocab_.find(whole); it != vocab_.end()) {
+      out.push_back(it->second);
+      return;
+    }
+  }
+  while (symbols.size() > 1) {
+    int best = std::numeric_limits<int>::max();
+    std::size_t at = 0;
+    for (std::size_t k = 0; k + 1 < symbols.size(); ++k) {
+      const auto it = merge_rank_.find(symbols[k] + " " + symbols[k + 1]);
+      if (it != merge_rank_.end() && it->second < best) best = it->second, at = k;
+    }
+    if (best == std::numeric_limits<int>::max()) break;
+    // Every occurrence of the best pair, left to right.
+    const std::string left = symbols[at], right = symbols[at + 1];
+    std::vector<std::string> merged;
+    for (std::size_t k = 0; k < symbols.size(); ++k) {
+      if (k + 1 < symbols.size() && symbols[k] == left && symbols[k + 1] == right) {
+        merged.push_back(left + right);
+        ++k;
+      } else {
+        merged.push_back(symbols[k]);
+      }
+    }
+    symbols.swap(merged);
+  }
+  for (const std::string& s : symbols) {
+    const auto it = vocab_.find(s);
+    if (it == vocab_.end()) throw_input_error("{}: no token for '{}' and no merge makes one", path_, s);
+    out.push_back(it->second);
+  }
+}
+
+std::vector<std::int32_t> Tokenizer::encode(std::string_view text) const {
+  std::vector<std::int32_t> out;
+  std::size_t start = 0;
+  auto encode_stretch = [&](std::string_view s) {
+    if (s.empty()) return;
+    std::string prefixed;
+    if (add_prefix_space_ && s.front() != ' ') {
+      prefixed.assign(1, ' ');
+      prefixed.append(s);
+      s = prefixed;
+    }
+    for (const auto& [a, b] : split(s)) encode_piece(s.substr(a, b - a), out);
+  };
+  // The added tokens are cut out first (the longest one where several start at a position).
+  for (std::size_t i = 0; i < text.size();) {
+    const std::pair<const std::string, std::int32_t>* found = nullptr;
+    for (const auto& entry : added_) {
+      if (text.substr(i).starts_with(entry.first) && (found == nullptr || entry.first.size() > found->first.size())) {
+        found = &entry;
+      }
+    }
+    if (found == nullptr) {
+      ++i;
+      continue;
+    }
+    encode_stretch(text.substr(start, i - start));
+    out.push_back(found->second);
+    i += found->first.size();
+    start = i;
+  }
+  encode_stretch(text.substr(start));
+  return out;
+}
+
+std::string Tokenizer::decode(std::span<const std::int32_t> ids) const {
+  std::string out;
+  for (const std::int32_t id : ids) {
+    if (id < 0 || static_cast<std::size_t>(id) >= id_to_token_.size()) continue;
+    const std::string& token = id_to_token_[static_cast<std::size_t>(id)];
+    if (is_added_[static_cast<std::size_t>(id)]) {
+      out += token;
+      continue;
+    }
+    const CodePoints c = decode_utf8(token);
+    for (const char32_t ch : c.cp) {
+      const auto it = byte_map().to_byte.find(ch);
+      if (it != byte_map().to_byte.end()) out += static_cast<char>(it->second);
+    }
+  }
+  return out;
+}
+
+}  // namespace zt::data

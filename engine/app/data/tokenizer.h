@@ -1,0 +1,51 @@
+// A Hugging Face tokenizer.json of the byte-level BPE kind (GPT-2's, Llama 3's, or one trained
+// with the `tokenizers` library: model BPE, ByteLevel pre-tokenizer and decoder), read in C++ so
+// `sample` encodes its prompt and decodes what it generates with the tokenizer the data was made
+// with (tools/prepare_tokens.py). Encoding follows the library's steps: the added tokens are split
+// out first, each stretch between them is cut by the pre-tokenizer's pattern (GPT-2's, or Llama
+// 3's Split), mapped byte by byte to GPT-2's printable characters, and merged by the BPE merges in
+// rank order. tests/data/tokenizer_test.py holds it equal to the library on a test corpus.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace zt::data {
+
+class Tokenizer {
+ public:
+  // InputError naming the file and what it holds that is not read here (another model type, a
+  // normalizer, a pre-tokenizer pattern other than GPT-2's or Llama 3's).
+  static Tokenizer load(const std::string& path);
+
+  std::vector<std::int32_t> encode(std::string_view text) const;
+  // Ids outside the vocabulary are skipped; bytes that are not UTF-8 are kept as they are.
+  std::string decode(std::span<const std::int32_t> ids) const;
+  // One past the largest id (added tokens included).
+  int vocab_size() const { return static_cast<int>(id_to_token_.size()); }
+  std::optional<std::int32_t> token_id(const std::string& token) const;
+
+ private:
+  enum class Pattern { kGpt2, kLlama3 };
+  // Byte ranges [begin, end) of `text` that the pre-tokenizer's pattern cuts it into.
+  std::vector<std::pair<std::size_t, std::size_t>> split(std::string_view text) const;
+  void encode_piece(std::string_view piece, std::vector<std::int32_t>& out) const;
+
+  Pattern pattern_ = Pattern::kGpt2;
+  bool add_prefix_space_ = false;
+  bool ignore_merges_ = false;
+  std::unordered_map<std::string, std::int32_t> vocab_;
+  std::vector<std::string> id_to_token_;
+  std::vector<bool> is_added_;                                 // per id: an added token, decoded as its content
+  std::map<std::string, std::int32_t, std::greater<>> added_;  // content -> id, longest first at equal prefix
+  std::unordered_map<std::string, int> merge_rank_;            // "left right" -> rank
+  std::string path_;
+};
+
+}  // namespace zt::data

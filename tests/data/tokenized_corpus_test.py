@@ -1,0 +1,161 @@
+#!/usr/bin/env python3
+"""A tokenizer from end to end: a byte-level BPE trained here with the `tokenizers` library on
+tinyshakespeare (nothing downloaded), tools/prepare_tokens.py turning JSONL documents into llm.c
+shards with it (EOT before each document, the first shard the validation split, the tokenizer
+files beside them), 2 ranks training on the shards at ZeRO stage 3 with the tokenizer found beside
+them (the run directory keeps a copy, the run's sample is text), `sample --run` encoding its
+prompt and decoding with it, and `ckpt export --format hf --max-shard-size` writing shards with an
+index and the tokenizer, which AutoModelForCausalLM, AutoTokenizer and a text-generation pipeline
+load, with logits equal to zerotrain's own export in one file.
+
+usage: tokenized_corpus_test.py MPIRUN [MPIRUN FLAGS...] -- PATH/TO/zerotrain   (run with .venv-hf's python)
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.dirname(HERE))
+from check_report import Checks  # noqa: E402
+from run_dir_util import train_records  # noqa: E402
+
+try:
+    import torch
+    import transformers
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+except ImportError:
+    print("transformers is not installed: tools/setup.sh makes .venv-hf (skipped)")
+    sys.exit(77)
+
+TEXT = os.path.join(ROOT, "..", "shared", "data", "tinyshakespeare.txt")
+
+
+def main():
+    split = sys.argv.index("--")
+    launcher, binary = sys.argv[1:split], sys.argv[split + 1]
+    checks = Checks()
+    work = tempfile.mkdtemp(prefix="zt_tokenized_")
+    with open(TEXT, encoding="utf-8") as f:
+        text = f.read()
+    docs = [d for d in text.split("\n\n") if d.strip()]
+
+    tok_dir = os.path.join(work, "tokenizer")
+    os.makedirs(tok_dir)
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.train_from_iterator(docs, trainers.BpeTrainer(vocab_size=512, special_tokens=["<|endoftext|>"],
+                                                      initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                                      show_progress=False))
+    tok.save(os.path.join(tok_dir, "tokenizer.json"))
+    with open(os.path.join(tok_dir, "tokenizer_config.json"), "w") as f:
+        json.dump({"tokenizer_class": "PreTrainedTokenizerFast", "eos_token": "<|endoftext|>",
+                   "bos_token": "<|endoftext|>", "model_max_length": 64}, f)
+    jsonl = os.path.join(work, "docs.jsonl")
+    with open(jsonl, "w") as f:
+        for d in docs:
+            f.write(json.dumps({"text": d}) + "\n")
+
+    shards = os.path.join(work, "shards")
+    p = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "prepare_tokens.py"), "--tokenizer",
+                        os.path.join(tok_dir, "tokenizer.json"), "--out", shards, "--name", "shakespeare",
+                        "--shard-tokens", "100000", "--no-progress", jsonl], capture_output=True, text=True,
+                       timeout=600)
+    if not checks.check(p.returncode == 0, f"prepare_tokens writes shards ({(p.stdout + p.stderr)[-400:]})"):
+        return checks.finish()
+    names = sorted(os.listdir(shards))
+    checks.check(names[-2:] == ["tokenizer.json", "tokenizer_config.json"] and "shakespeare_val_000000.bin" in names and
+                 "shakespeare_train_000001.bin" in names, f"val shard first, train shards after, tokenizer beside ({names})")
+    with open(os.path.join(shards, "shakespeare_val_000000.bin"), "rb") as f:
+        header = np.frombuffer(f.read(1024), dtype=np.int32)
+        first = np.frombuffer(f.read(2 * 50), dtype=np.uint16)
+    eot = tok.token_to_id("<|endoftext|>")
+    expected = [t for d in docs[:10] for t in [eot] + tok.encode(d).ids][:50]
+    checks.check(header[0] == 20240520 and header[1] == 1 and header[2] == 100000 and
+                 [int(t) for t in first] == expected,
+                 f"llm.c's uint16 header; each document after an EOT, as the library encodes it "
+                 f"({[int(t) for t in first][:12]} vs {expected[:12]})")
+    total = sum(int(np.fromfile(os.path.join(shards, n), dtype=np.int32, count=3)[2]) for n in names if n.endswith(".bin"))
+    checks.check(total == sum(len(tok.encode(d).ids) + 1 for d in docs), f"every document's tokens are in the shards ({total})")
+
+    config = os.path.join(work, "config.json")
+    with open(config, "w") as f:
+        json.dump({"model": {"n_layer": 2, "n_head": 2, "n_embd": 64, "block_size": 64, "vocab_size": 512},
+                   "data": {"train_files": f"{shards}/shakespeare_train_*.bin",
+                            "val_files": f"{shards}/shakespeare_val_*.bin"},
+                   "train": {"micro_batch": 8, "max_steps": 60, "eval_batches": 2, "num_threads": 1},
+                   "optim": {"lr": 3e-3, "warmup_steps": 5},
+                   "zero": {"stage": 3}, "checkpoint": {"at_end": True},
+                   "log": {"sample_tokens": 16, "sample_prompt": "ROMEO:", "progress": "plain"}}, f)
+    run_dir = os.path.join(work, "run")
+    p = subprocess.run(launcher + ["-np", "2", binary, "train", "--config", config, "--run-dir", run_dir],
+                       capture_output=True, text=True, timeout=600)
+    if not checks.check(p.returncode == 0, f"2 ranks train on the shards at stage 3 ({(p.stdout + p.stderr)[-400:]})"):
+        return checks.finish()
+    checks.check(all(os.path.exists(os.path.join(run_dir, f)) for f in ("tokenizer.json", "tokenizer_config.json")),
+                 "the run directory keeps the tokenizer found beside the shards")
+    sample = next((r["text"] for r in train_records(run_dir) if r["type"] == "sample"), "")
+    checks.check(sample.startswith("") and any(c.isalpha() for c in sample) and
+                 tok.decode(tok.encode(sample).ids) == sample, f"the run's sample is the tokenizer's text ({sample!r})")
+    losses = [r["loss"] for r in train_records(run_dir) if r["type"] == "train"]
+    checks.check(losses[-1] < losses[0] - 1.0, f"the loss falls ({losses[0]:.2f} -> {losses[-1]:.2f})")
+
+    p = subprocess.run([binary, "sample", "--run", run_dir, "--prompt", "JULIET:", "--tokens", "12", "--top-k", "1"],
+                       capture_output=True, text=True, timeout=120)
+    checks.check(p.returncode == 0 and p.stdout.startswith("JULIET:") and len(p.stdout) > len("JULIET:") + 5,
+                 f"sample --run encodes its prompt and decodes with the run's tokenizer ({p.stdout[:80]!r} {p.stderr[-200:]})")
+
+    ckpt = os.path.join(run_dir, "checkpoints")
+    sharded, whole = os.path.join(work, "export_sharded"), os.path.join(work, "export_whole")
+    p = subprocess.run([binary, "ckpt", "export", ckpt, "--format", "hf", "--out", sharded, "--max-shard-size",
+                        "100KB"], capture_output=True, text=True, timeout=120)
+    q = subprocess.run([binary, "ckpt", "export", ckpt, "--format", "hf", "--out", whole], capture_output=True,
+                       text=True, timeout=120)
+    if not checks.check(p.returncode == 0 and q.returncode == 0, f"the checkpoint exports ({p.stderr[-300:]})"):
+        return checks.finish()
+    files = sorted(os.listdir(sharded))
+    shard_files = [f for f in files if f.startswith("model-")]
+    with open(os.path.join(sharded, "model.safetensors.index.json")) as f:
+        index = json.load(f)
+    def shard_tensors(name):
+        with open(os.path.join(sharded, name), "rb") as f:
+            n = int.from_bytes(f.read(8), "little")
+            header = json.loads(f.read(n))
+        header.pop("__metadata__", None)
+        return [v["data_offsets"][1] - v["data_offsets"][0] for v in header.values()]
+
+    sizes = [shard_tensors(f) for f in shard_files]
+    checks.check(len(shard_files) > 1 and sorted(set(index["weight_map"].values())) == shard_files and
+                 "tokenizer.json" in files and "tokenizer_config.json" in files,
+                 f"--max-shard-size 100KB: {len(shard_files)} shards, the index names them, the tokenizer copied ({files})")
+    checks.check(all(sum(t) <= 100_000 or len(t) == 1 for t in sizes),
+                 f"each shard holds at most 100 KB of tensors, or one larger tensor alone ({[sum(t) for t in sizes]})")
+    model = transformers.AutoModelForCausalLM.from_pretrained(sharded)
+    reference = transformers.AutoModelForCausalLM.from_pretrained(whole)
+    hf_tok = transformers.AutoTokenizer.from_pretrained(sharded)
+    ids = torch.tensor([hf_tok("ROMEO: What say you?")["input_ids"]])
+    with torch.no_grad():
+        same = torch.equal(model(ids).logits, reference(ids).logits)
+    checks.check(same and hf_tok("ROMEO:")["input_ids"] == tok.encode("ROMEO:").ids,
+                 "the sharded folder loads with AutoModelForCausalLM and AutoTokenizer; logits equal the one-file export's")
+    generated = transformers.pipeline("text-generation", model=model, tokenizer=hf_tok)(
+        "ROMEO:", max_new_tokens=8, do_sample=False)[0]["generated_text"]
+    checks.check(isinstance(generated, str) and generated.startswith("ROMEO:") and len(generated) > 6,
+                 f"a text-generation pipeline runs on it ({generated!r})")
+
+    p = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "prepare_tokens.py"), "--tokenizer",
+                        os.path.join(tok_dir, "tokenizer.json"), "--out", os.path.join(work, "x"), "--no-progress",
+                        os.path.join(work, "missing.jsonl")], capture_output=True, text=True, timeout=60)
+    lines = p.stderr.strip().splitlines()
+    checks.check(p.returncode != 0 and len(lines) == 1 and "missing.jsonl" in lines[0],
+                 f"prepare_tokens refuses a missing input in one line ({lines})")
+    return checks.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,145 @@
+#!/usr/bin/env python3
+"""Text or JSONL documents into llm.c token shards with a Hugging Face tokenizer.json (GPT-2's
+byte-level BPE, Llama 3's, or one trained with the `tokenizers` library), as llm.c's fineweb.py
+writes them: each document starts with the end-of-text token, the first shard is the validation
+split (NAME_val_000000.bin) and the rest the training split (NAME_train_000001.bin, ...), each
+with llm.c's 256 x int32 header; uint16 tokens (magic 20240520) for vocabularies up to 65,536,
+uint32 (magic 20240801) above. The tokenizer's files are copied beside the shards, so a run that
+reads them (data.dataset = OUT, or data.train_files with data.tokenizer_file) samples and exports
+with the same tokenizer. Needs the `tokenizers` package (tools/setup.sh installs it in .venv-hf).
+
+usage: prepare_tokens.py --tokenizer tokenizer.json --out DIR [--name NAME] [--shard-tokens N]
+                         [--jsonl-key text] [--eot TOKEN] [--no-progress] INPUT [INPUT ...]
+  INPUT: .txt files (each one document) or .jsonl files (one document per line, under --jsonl-key)
+"""
+import argparse
+import json
+import os
+import shutil
+import sys
+
+import numpy as np
+
+EOT_CANDIDATES = ["<|endoftext|>", "<|end_of_text|>", "</s>"]
+
+
+def documents(paths, key):
+    """Yields (text, bytes read so far) for every document of every input."""
+    done = 0
+    for path in paths:
+        if path.endswith(".jsonl"):
+            with open(path, encoding="utf-8") as f:
+                for n, line in enumerate(f, 1):
+                    done += len(line.encode("utf-8"))
+                    if not line.strip():
+                        continue
+                    try:
+                        doc = json.loads(line)
+                    except json.JSONDecodeError as e:
+                        sys.exit(f"prepare_tokens: {path}:{n}: not JSON ({e.msg})")
+                    if not isinstance(doc, dict) or not isinstance(doc.get(key), str):
+                        sys.exit(f"prepare_tokens: {path}:{n}: no string under \"{key}\" (--jsonl-key)")
+                    yield doc[key], done
+        else:
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+            done += len(text.encode("utf-8"))
+            yield text, done
+
+
+def write_shard(path, tokens, wide):
+    header = np.zeros(256, dtype=np.int32)
+    header[0], header[1], header[2] = (20240801, 7, len(tokens)) if wide else (20240520, 1, len(tokens))
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(header.tobytes())
+        f.write(np.asarray(tokens, dtype=np.uint32 if wide else np.uint16).tobytes())
+    os.replace(tmp, path)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--tokenizer", required=True, help="a Hugging Face tokenizer.json")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--name", default="data", help="shard name prefix (NAME_train_000001.bin)")
+    ap.add_argument("--shard-tokens", type=int, default=100_000_000)
+    ap.add_argument("--jsonl-key", default="text")
+    ap.add_argument("--eot", default=None, help="the end-of-text token (default: the tokenizer's own)")
+    ap.add_argument("--no-progress", action="store_true")
+    ap.add_argument("inputs", nargs="+")
+    args = ap.parse_args(argv)
+    try:
+        from tokenizers import Tokenizer
+    except ImportError:
+        sys.exit("prepare_tokens: needs the tokenizers package (run it with .venv-hf/bin/python; tools/setup.sh)")
+    if args.shard_tokens < 2:
+        sys.exit("prepare_tokens: --shard-tokens must be at least 2")
+    for p in args.inputs:
+        if not os.path.isfile(p):
+            sys.exit(f"prepare_tokens: {p}: no such file")
+    try:
+        tok = Tokenizer.from_file(args.tokenizer)
+    except Exception as e:  # the library raises its own exception types
+        sys.exit(f"prepare_tokens: {args.tokenizer}: not a tokenizer.json ({str(e).splitlines()[0]})")
+    vocab = tok.get_vocab_size(with_added_tokens=True)
+    eot_name = args.eot or next((t for t in EOT_CANDIDATES if tok.token_to_id(t) is not None), None)
+    if eot_name is None or tok.token_to_id(eot_name) is None:
+        sys.exit(f"prepare_tokens: {args.tokenizer}: no end-of-text token ({args.eot or ', '.join(EOT_CANDIDATES)}); "
+                 "name one with --eot")
+    eot = tok.token_to_id(eot_name)
+    wide = vocab > 65536
+    os.makedirs(args.out, exist_ok=True)
+    total_bytes = sum(os.path.getsize(p) for p in args.inputs)
+    progress = None
+    if not args.no_progress:
+        try:
+            from tqdm import tqdm
+            progress = tqdm(total=total_bytes, unit="B", unit_scale=True, desc="tokenizing")
+        except ImportError:
+            pass
+
+    shard = np.empty(args.shard_tokens, dtype=np.uint32)
+    filled, index, written, last = 0, 0, [], 0
+    n_docs = n_tokens = 0
+
+    def flush():
+        nonlocal filled, index
+        split = "val" if index == 0 else "train"
+        path = os.path.join(args.out, f"{args.name}_{split}_{index:06d}.bin")
+        write_shard(path, shard[:filled], wide)
+        written.append((path, filled))
+        filled, index = 0, index + 1
+
+    for text, done in documents(args.inputs, args.jsonl_key):
+        ids = [eot] + tok.encode(text, add_special_tokens=False).ids
+        n_docs += 1
+        n_tokens += len(ids)
+        while ids:  # a document that overflows the shard continues in the next one, as in llm.c
+            take = min(len(ids), args.shard_tokens - filled)
+            shard[filled:filled + take] = ids[:take]
+            filled += take
+            ids = ids[take:]
+            if filled == args.shard_tokens:
+                flush()
+        if progress is not None:
+            progress.update(done - last)
+            last = done
+    if filled > 0:
+        flush()
+    if progress is not None:
+        progress.close()
+    if len(written) < 2:
+        sys.exit(f"prepare_tokens: {n_tokens} tokens fill only one shard of --shard-tokens {args.shard_tokens}: "
+                 "the first shard is the validation split, so a training split needs a smaller --shard-tokens")
+    shutil.copyfile(args.tokenizer, os.path.join(args.out, "tokenizer.json"))
+    beside = os.path.join(os.path.dirname(os.path.abspath(args.tokenizer)), "tokenizer_config.json")
+    if os.path.exists(beside):
+        shutil.copyfile(beside, os.path.join(args.out, "tokenizer_config.json"))
+    print(f"{n_docs} documents, {n_tokens} tokens ({'uint32' if wide else 'uint16'}, vocabulary {vocab}, "
+          f"end of text {eot_name} = {eot}) -> {len(written)} shards in {args.out}: "
+          f"val {written[0][1]} tokens, train {sum(n for _, n in written[1:])}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -204,13 +204,21 @@ def main():
     if not ok:
         failures.append("Llama on uint32 tokens")
 
-    # Every config the repository ships loads, and its memory is predicted (nothing trains).
+    # Every config the repository ships loads, and its memory is predicted (nothing trains). One
+    # that starts from pretrained weights the user downloads (train.init_from) says in one line
+    # that they are not there.
     configs = sorted(f for f in os.listdir(os.path.join(ROOT, "configs")) if f.endswith(".json"))
     bad = []
     for name in configs:
         proc = subprocess.run([binary, "memory", "--config", os.path.join(ROOT, "configs", name), "--ranks", "8"],
                               capture_output=True, text=True, timeout=60)
-        if proc.returncode != 0:
+        with open(os.path.join(ROOT, "configs", name)) as f:
+            init_from = json.load(f).get("train", {}).get("init_from")
+        if init_from and not os.path.exists(init_from):
+            lines = proc.stderr.strip().splitlines()
+            if proc.returncode != 2 or len(lines) != 1 or "no such Hugging Face folder or llm.c model file" not in lines[0]:
+                bad.append(f"{name} without its weights: {proc.stderr.strip()[-200:]}")
+        elif proc.returncode != 0:
             bad.append(f"{name}: {proc.stderr.strip()[-200:]}")
     print(f"{'every shipped config loads':<32} {len(configs)} configs  {'OK' if not bad else 'FAIL: ' + '; '.join(bad)}")
     if bad or not configs:

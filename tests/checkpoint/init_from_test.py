@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """train.init_from against outside software: models that transformers creates (random init) and
 save_pretrained's -- GPT2LMHeadModel and LlamaForCausalLM, fp32 and bf16, in one safetensors file
-and in shards with an index -- and an llm.c model file (written here in llm.c's layout from the same
+and in shards with an index, and fp16 in one file -- and an llm.c model file (written here in llm.c's layout from the same
 GPT-2, fp32 and bf16). zerotrain takes the model's shape from the checkpoint, and its step-1 loss
 (the loss of the first batch, before any update) equals transformers' loss on the same batch within
 1e-6 (bf16 files: transformers computing in fp32 on the same bf16 values) at ZeRO stages 0-3 on
@@ -117,9 +117,9 @@ def main():
 
     sources = []  # (label, path, transformers model whose loss is the reference)
     for arch, model in make_models().items():
-        for dtype in ("f32", "bf16"):
-            saved = model.to(torch.bfloat16) if dtype == "bf16" else model
-            for sharded in (False, True):
+        for dtype in ("f32", "f16", "bf16"):  # f16 from the fp32 values (Module.to converts in place)
+            saved = model.to({"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}[dtype])
+            for sharded in ((False, True) if dtype != "f16" else (False,)):
                 folder = os.path.join(work, f"{arch}_{dtype}_{'sharded' if sharded else 'single'}")
                 saved.save_pretrained(folder, safe_serialization=True, max_shard_size="20KB" if sharded else "10GB")
                 reference = type(model).from_pretrained(folder, torch_dtype=torch.float32)
@@ -133,12 +133,13 @@ def main():
         path = os.path.join(work, f"gpt2_{dtype}.bin")
         write_llmc_model(path, ref, dtype)
         sources.append((f"llm.c {dtype}", path, ref))
-    checks.check(any(f.startswith("model-0000") for f in os.listdir(sources[1][1])),
+    by_label = {label: (label, path, ref) for label, path, ref in sources}
+    checks.check(any(f.startswith("model-0000") for f in os.listdir(by_label["gpt2 f32 sharded"][1])),
                  "transformers wrote the sharded folders as shards with an index")
 
     for label, path, reference in sources:
-        grid = [(0, 1), (1, 2), (2, 3), (3, 2), (3, 3)] if label.endswith("one file") or "llm.c f32" in label \
-            else [(3, 2)]
+        full = (label.endswith("one file") and " f16 " not in label) or "llm.c f32" in label
+        grid = [(0, 1), (1, 2), (2, 3), (3, 2), (3, 3)] if full else [(3, 2)]
         for stage, ranks in grid:
             run_dir, p = train(f"run_{len(os.listdir(work))}", path, ranks, "--set", f"zero.stage={stage}")
             if not checks.check(p.returncode == 0, f"{label}: stage {stage} on {ranks} rank(s) starts from it "
@@ -157,7 +158,7 @@ def main():
                              f"{label}: a stage-3 rank of 3 reads {read[0] if read else '?'} of the file's {size} bytes")
 
     # Training goes on from the weights, and the export loads back into transformers.
-    label, folder, reference = sources[4]  # llama f32, one file
+    label, folder, reference = by_label["llama f32 one file"]
     periodic = os.path.join(work, "periodic.bin")  # a sequence a model learns in a few steps
     write_tokens(periodic, np.tile(np.arange(VOCAB // 4), 800))
     run_dir, p = train("llama_train", folder, 2, "--set", "zero.stage=3", "--set", "train.max_steps=8",
@@ -176,7 +177,8 @@ def main():
                          "transformers loads the export with the checkpoint's shape")
 
     # sample --from: greedy (top-k 1) continuation of token 0, against transformers' greedy decoding.
-    for label, path, reference in (sources[0], sources[4], sources[8]):
+    for label, path, reference in (by_label["gpt2 f32 one file"], by_label["llama f32 one file"],
+                                   by_label["llm.c f32"]):
         p = subprocess.run([binary, "sample", "--from", path, "--tokens", "8", "--top-k", "1"], capture_output=True,
                            text=True, timeout=120)
         ours = [int(t) for t in p.stdout.split()] if p.returncode == 0 else p.stderr.strip()
@@ -200,7 +202,7 @@ def main():
         json.dump(hf, f)
     scaled = os.path.join(work, "scaled")
     os.makedirs(scaled)
-    with open(os.path.join(sources[4][1], "config.json")) as f:
+    with open(os.path.join(by_label["llama f32 one file"][1], "config.json")) as f:
         hf = json.load(f)
     hf["rope_scaling"] = {"rope_type": "llama3", "factor": 32.0}
     with open(os.path.join(scaled, "config.json"), "w") as f:

@@ -10,6 +10,8 @@
 #include <fstream>
 #include <limits>
 
+#include "engine/app/data/utf8.h"
+#include "engine/app/io/json_file.h"
 #include "engine/base/core/check.h"
 
 namespace zt::data {
@@ -67,24 +69,6 @@ CodePoints decode_utf8(std::string_view s) {
   }
   r.at.push_back(s.size());
   return r;
-}
-
-void append_utf8(std::string& out, char32_t c) {
-  if (c < 0x80) {
-    out += static_cast<char>(c);
-  } else if (c < 0x800) {
-    out += static_cast<char>(0xC0 | (c >> 6));
-    out += static_cast<char>(0x80 | (c & 0x3F));
-  } else if (c < 0x10000) {
-    out += static_cast<char>(0xE0 | (c >> 12));
-    out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (c & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (c >> 18));
-    out += static_cast<char>(0x80 | ((c >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (c & 0x3F));
-  }
 }
 
 // GPT-2's map of the 256 bytes to printable characters (the printable Latin-1 ones stand for
@@ -169,20 +153,10 @@ std::size_t llama3_next(const std::vector<char32_t>& c, std::size_t i) {
   return space_run(c, i);
 }
 
-nlohmann::json read_json(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw_input_error("{}: cannot open tokenizer file", path);
-  try {
-    return nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    throw_input_error("{}: not valid JSON ({})", path, e.what());
-  }
-}
-
 }  // namespace
 
 Tokenizer Tokenizer::load(const std::string& path) {
-  const nlohmann::json j = read_json(path);
+  const nlohmann::json j = read_json_file(path);
   Tokenizer t;
   t.path_ = path;
   try {

@@ -12,6 +12,7 @@
 #include <set>
 #include <unordered_map>
 
+#include "engine/app/data/utf8.h"
 #include "engine/base/core/check.h"
 
 namespace zt::data {
@@ -57,21 +58,7 @@ char32_t decode_one(std::string_view text, std::size_t pos, std::size_t* len) {
 
 std::string encode_one(char32_t cp) {
   std::string s;
-  if (cp < 0x80) {
-    s += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    s += static_cast<char>(0xC0 | (cp >> 6));
-    s += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    s += static_cast<char>(0xE0 | (cp >> 12));
-    s += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    s += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    s += static_cast<char>(0xF0 | (cp >> 18));
-    s += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    s += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    s += static_cast<char>(0x80 | (cp & 0x3F));
-  }
+  append_utf8(s, cp);
   return s;
 }
 

@@ -16,6 +16,7 @@
 #include <map>
 #include <set>
 
+#include "engine/app/io/json_file.h"
 #include "engine/app/io/llmc_model_file.h"
 #include "engine/base/core/bf16.h"
 #include "engine/base/core/check.h"
@@ -96,16 +97,6 @@ void to_f32(const std::string& dtype, const char* raw, std::int64_t n, float* ou
 
 int dtype_bytes(const std::string& dtype) { return dtype == "F32" ? 4 : 2; }
 
-nlohmann::json read_json(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw_input_error("{}: cannot open", path);
-  try {
-    return nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    throw_input_error("{}: not valid JSON ({})", path, e.what());
-  }
-}
-
 // The names a tensor may have in a Hugging Face file: the model's own, or the base model's (hub
 // files of GPT-2 drop "transformer.").
 std::vector<std::string> candidate_names(const std::string& name) {
@@ -129,7 +120,7 @@ class HfReader final : public PretrainedReader {
     const fs::path single = fs::path(dir) / "model.safetensors", index = fs::path(dir) / "model.safetensors.index.json";
     std::vector<std::string> files;
     if (fs::exists(index)) {
-      const nlohmann::json j = read_json(index.string());
+      const nlohmann::json j = read_json_file(index.string());
       if (!j.contains("weight_map") || !j["weight_map"].is_object()) {
         throw_input_error("{}: no \"weight_map\" object", index.string());
       }
@@ -285,7 +276,7 @@ PretrainedModel read_pretrained_model(const std::string& path) {
   if (fs::is_directory(path)) {
     const std::string config = (fs::path(path) / "config.json").string();
     if (!fs::exists(config)) throw_input_error("{}: a Hugging Face folder needs a config.json", path);
-    const nlohmann::json hf = read_json(config);
+    const nlohmann::json hf = read_json_file(config);
     if (!hf.is_object() || !hf.contains("model_type") || !hf["model_type"].is_string()) {
       throw_input_error("{}: no \"model_type\" string", config);
     }

@@ -1,0 +1,22 @@
+// read_json_file (see the header).
+#include "engine/app/io/json_file.h"
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+
+#include "engine/base/core/check.h"
+
+namespace zt {
+
+nlohmann::json read_json_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw_input_error("{}: cannot open: {}", path, std::strerror(errno));
+  try {
+    return nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw_input_error("{}: not valid JSON ({})", path, e.what());
+  }
+}
+
+}  // namespace zt

@@ -5,7 +5,8 @@ and in shards with an index, and fp16 in one file -- and an llm.c model file (wr
 GPT-2, fp32 and bf16). zerotrain takes the model's shape from the checkpoint, and its step-1 loss
 (the loss of the first batch, before any update) equals transformers' loss on the same batch within
 1e-6 (bf16 files: transformers computing in fp32 on the same bf16 values) at ZeRO stages 0-3 on
-1-3 ranks. A stage-3 rank reads about its share of the file, not the whole model. Then training goes
+1-3 ranks, and the load's memory peak on every rank is predicted to the byte. A stage-3 rank reads
+about its share of the file, not the whole model. Then training goes
 on and the run's export loads back into transformers, and `sample --from` decodes greedily what
 transformers' generate does. Conflicting model keys, a tensor missing from
 the file and an unsupported config are refused in one line with exit 2.
@@ -146,6 +147,10 @@ def main():
                                                    f"({(p.stdout + p.stderr)[-500:]})"):
                 continue
             recs = train_records(run_dir)
+            setup = next((r for r in recs if r["type"] == "setup_memory"), None)
+            checks.check(setup is not None and all(m == setup["predicted_bytes"] for m in setup["measured_peak_bytes"]),
+                         f"{label}: stage {stage}, {ranks} rank(s): the load's peak on every rank is the prediction's "
+                         f"to the byte")
             loss = next(r["loss"] for r in recs if r["type"] == "train")
             ref = reference_loss(reference, tokens, B * ranks)
             checks.check(abs(loss - ref) < 1e-6, f"{label}: stage {stage}, {ranks} rank(s): step-1 loss {loss:.7f} "

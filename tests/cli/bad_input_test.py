@@ -164,6 +164,21 @@ def main():
     if not ok:
         failures.append("memory check override")
 
+    # A large token table and few activations: setting the weights up (one unit in fp32 beside the
+    # model states) needs more than a step. An offer between the two is refused for the set-up.
+    big_vocab = ["--set", "model.vocab_size=50257", "--set", "model.n_embd=64", "--set", "model.n_layer=1",
+                 "--set", "model.n_head=2", "--set", "model.block_size=8", "--set", "train.micro_batch=1"]
+    mem = subprocess.run([binary, "memory", "--config", config_file("small.json", GOOD), "--ranks", "1", "--json",
+                          *big_vocab], capture_output=True, text=True, timeout=120)
+    step_total = json.loads(mem.stdout)["stages"][0]["total"] if mem.returncode == 0 else 0
+    between = dict(os.environ, ZT_TEST_AVAILABLE_BYTES=str(step_total + 1000))
+    refused = subprocess.run(tiny_args + big_vocab, capture_output=True, text=True, timeout=120, env=between)
+    ok = refused.returncode == 2 and "to set its weights up" in refused.stderr and step_total > 0
+    print(f"{'set-up larger than a step':<32} exit={refused.returncode}  {'OK' if ok else 'FAIL'}"
+          f"\n    stderr: {refused.stderr.strip()[-300:]}")
+    if not ok:
+        failures.append("set-up memory check")
+
     # A token file of exactly seq_len + 1 tokens holds one window: it trains (block_size 8).
     nine = token_file("nine.bin", count=9, actual=9)
     proc = subprocess.run([binary, "train", "--config", config_file("nine.json", GOOD), "--run-dir", run_dir,
@@ -227,7 +242,7 @@ def main():
     proc = subprocess.run([binary, "debug-state", "--help"], capture_output=True, text=True, timeout=60)
     if proc.returncode != 0 or "--config" not in proc.stdout:
         failures.append("debug-state --help")
-    print(f"{len(cases) + 7 - len(failures)} passed, {len(failures)} failed")
+    print(f"{len(cases) + 8 - len(failures)} passed, {len(failures)} failed")
     return 1 if failures else 0
 
 

@@ -100,7 +100,11 @@ void check_memory_fits(const RunConfig& c, int world_size, int device_index) {
   if (!c.train.check_memory) return;
   const MemoryOffer offer = memory_offered(c, device_index);
   if (offer.bytes < 0) return;  // nothing to compare with: the run goes on, as before
-  const StageMemory predicted = predict_run_memory(c, c.zero.stage, world_size);
+  const StageMemory step = predict_run_memory(c, c.zero.stage, world_size);
+  // The larger of a step's peak and the set-up's (model_setup's one-unit workspace beside the
+  // model states: more than a step's where a large unit meets few activations).
+  const StageMemory setup = predict_setup_memory(c, step);
+  const StageMemory& predicted = setup.total_bytes() > step.total_bytes() ? setup : step;
   if (predicted.total_bytes() <= offer.bytes) return;
   std::string categories;
   for (int i = 0; i < kNumMemCategories; ++i) {
@@ -110,11 +114,11 @@ void check_memory_fits(const RunConfig& c, int world_size, int device_index) {
         fmt::format("{}{} {}", categories.empty() ? "" : ", ", mem_category_name(cat), format_bytes(predicted[cat]));
   }
   throw_input_error(
-      "config error in {}: the run needs {} per rank at ZeRO stage {} on {} rank(s) ({}), more than "
+      "config error in {}: the run needs {} per rank at ZeRO stage {} on {} rank(s){} ({}), more than "
       "{} offers: {}; lower train.micro_batch (with train.grad_accum to keep the batch), raise "
       "zero.stage, add ranks or checkpoint activations, or set train.check_memory = false to try anyway",
-      c.source, format_bytes(predicted.total_bytes()), c.zero.stage, world_size, categories, offer.what,
-      format_bytes(offer.bytes));
+      c.source, format_bytes(predicted.total_bytes()), c.zero.stage, world_size,
+      &predicted == &setup ? " to set its weights up" : "", categories, offer.what, format_bytes(offer.bytes));
 }
 
 }  // namespace zt

@@ -27,4 +27,14 @@ StageMemory predict_run_memory(const RunConfig& config, int stage, int world_siz
   return m;
 }
 
+StageMemory predict_setup_memory(const RunConfig& c, const StageMemory& step) {
+  StageMemory m = step;
+  m[MemCategory::kParameters] -= step.step_only_param_bytes;
+  m[MemCategory::kGradients] -= step.step_only_grad_bytes;
+  m[MemCategory::kActivations] = 0;
+  m[MemCategory::kCommBuffers] = 0;  // the staging buffers come with the first collective
+  m[MemCategory::kWorkspace] += 4 * c.model_spec().family().param_table(c.model_spec()).max_unit_numel();
+  return m;
+}
+
 }  // namespace zt

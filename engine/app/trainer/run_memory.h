@@ -18,4 +18,12 @@ constexpr std::int64_t kLossAndStopElements = 2;
 // (store_comm_choice), and train.deterministic adds to options.deterministic.
 StageMemory predict_run_memory(const RunConfig& config, int stage, int world_size, const ShardingOptions& options = {});
 
+// What setting the weights up holds at its peak, before step 1 (trainer/model_setup: a random
+// start, or train.init_from's load): the step's persistent model states and workspace (`step`,
+// as predict_run_memory gives it, less what only a step holds: gathered units, pending gradients,
+// activations, the collectives' staging), and one more unit in fp32 on the host as workspace,
+// which every unit passes through. With few activations and a large
+// unit (a big vocabulary's token table) it is more than a step's peak.
+StageMemory predict_setup_memory(const RunConfig& config, const StageMemory& step);
+
 }  // namespace zt

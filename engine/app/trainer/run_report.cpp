@@ -58,6 +58,18 @@ void report_step(TrainerState& s, const RunProgress& run, int step, const StepRe
   }
 }
 
+void report_setup_memory(TrainerState& s) {
+  const RunConfig& c = s.config;
+  const std::vector<MemorySnapshot> ranks = gather_memory_snapshots(s.comm, s.tracker.snapshot());
+  const StageMemory predicted = predict_setup_memory(c, predict_run_memory(c, c.zero.stage, s.comm.world_size()));
+  nlohmann::json measured = nlohmann::json::array();
+  for (const MemorySnapshot& rank : ranks) measured.push_back(memory_json(rank));
+  s.log({{"type", "setup_memory"},
+         {"init_from", c.train.init_from},
+         {"predicted_bytes", memory_json(predicted)},
+         {"measured_peak_bytes", measured}});
+}
+
 void begin_profiled_step(TrainerState& s) {
   if (s.profiler) s.profiler->begin_step(s.ctx);
 }

@@ -25,6 +25,9 @@ void report_step(TrainerState& s, const RunProgress& run, int step, const StepRe
 
 // log.profile_ops: every step is timed op by op; the first of this run only warms up (allocator,
 // cuBLASLt heuristics, the profiler's CUDA events) and is discarded. Nothing without the profiler.
+// The set-up's measured peaks on every rank beside predict_setup_memory, as a "setup_memory"
+// record: a fresh start's weights (random, or train.init_from's load). Collective.
+void report_setup_memory(TrainerState& s);
 void begin_profiled_step(TrainerState& s);
 void end_profiled_step(TrainerState& s, RunProgress& run);
 // At the end of the run: rank 0 writes op_profile.json and prints the per-op table.

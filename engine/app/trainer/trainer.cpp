@@ -122,6 +122,7 @@ TrainSummary Trainer::run() {
   const RunConfig& c = config_;
   TrainerState& s = *state_;
   RunProgress run = start_run(s, resume_checkpoint_, allow_config_change_);
+  if (resume_checkpoint_.empty()) report_setup_memory(s);  // the weights' set-up: random or init_from
   // ZT_TEST_ENTROPY_SAMPLE_TOKENS (docs/config.md, "Testing hooks"): a small corpus sampled as a
   // large one is, so a test's bad token lies outside the sample and is met by a step.
   const char* sample_hook = std::getenv("ZT_TEST_ENTROPY_SAMPLE_TOKENS");

@@ -65,6 +65,8 @@ StageMemory predict_rank_memory(const ParamTable& table, DType param_dtype, cons
   m[MemCategory::kMasterWeights] = master_per_elem * optimizer_elems;
   m[MemCategory::kOptimizerStates] = moments_per_elem * optimizer_elems;
   m[MemCategory::kCommBuffers] = t.comm_staging;
+  m.step_only_param_bytes = t.gathered_params;
+  m.step_only_grad_bytes = t.pending_grads;
   return m;
 }
 

@@ -33,6 +33,9 @@ struct ModelFootprint {
 struct StageMemory {
   std::array<std::int64_t, kNumMemCategories> bytes{};
   std::int64_t padding_bytes = 0;  // part of `bytes` that holds no data on rank N-1
+  // Parts of parameters and gradients that only a step holds (units gathered for compute,
+  // gradients waiting for their reduction), absent between steps.
+  std::int64_t step_only_param_bytes = 0, step_only_grad_bytes = 0;
 
   std::int64_t& operator[](MemCategory c) { return bytes[static_cast<int>(c)]; }
   std::int64_t operator[](MemCategory c) const { return bytes[static_cast<int>(c)]; }

@@ -13,6 +13,8 @@
 #   llama        tools/bench_llama_gpu.py: a Llama 3.2 1B-shaped model at stage 3 against
 #                PyTorch FSDP2 compiled                                                     [180]
 #   shakespeare  zerotrain's half of tools/shakespeare_gpu.py (carry runs/shakespeare_char too) [300]
+#   llmc         tools/llmc_interop.py: llm.c's train_gpt2cu writes its own model file, zerotrain
+#                starts from it (train.init_from) and evaluates llm.c's validation windows      [90]
 # e.g. `bash tools/gpu_session.sh tests=230 multirank=60 bench=250`.
 #
 # Before anything runs it prints the plan and refuses (exit 2) one whose budgets and set-up exceed
@@ -32,7 +34,7 @@ mkdir -p "$OUT"
 summary="$OUT/session.txt"
 note() { echo "$*" | tee -a "$summary"; }
 
-declare -A default_budget=([tests]=240 [multirank]=150 [bench]=330 [llama]=180 [shakespeare]=300)
+declare -A default_budget=([tests]=240 [multirank]=150 [bench]=330 [llama]=180 [shakespeare]=300 [llmc]=90)
 limit=${ZT_SESSION_SECONDS:-570}
 setup_reserve=30  # unpacking, the pack check, the machine facts
 phases=()
@@ -242,6 +244,12 @@ for p in "${phases[@]}"; do
         --zerotrain build-gpu/zerotrain --data runs/shakespeare_char --commit "$commit" --set precision.matmul=bf16 \
         --set precision.activations=bf16 --time-limit $((budget[$p] - 40)) \
         --out "$OUT/shakespeare_gpu_$slug.json" >>"$log" 2>&1
+      ;;
+    llmc)
+      step llmc_interop "${budget[$p]}" env PYTHONUNBUFFERED=1 "$python" tools/llmc_interop.py \
+        --llmc .gpu_build/train_gpt2cu --zerotrain build-gpu/zerotrain --device cuda \
+        --out "$OUT/llmc_interop_$slug.json" >>"$log" 2>&1
+      grep "llm.c's own model file" "$log" | tail -1 | sed 's/^/    /' >>"$summary"
       ;;
   esac
   note "phase $p done at $SECONDS s"

@@ -13,6 +13,9 @@
 #   llama        tools/bench_llama_gpu.py: a Llama 3.2 1B-shaped model at stage 3 against
 #                PyTorch FSDP2 compiled                                                     [180]
 #   shakespeare  zerotrain's half of tools/shakespeare_gpu.py (carry runs/shakespeare_char too) [300]
+#   autotune     tools/bench_gpu.py with zerotrain stage 0 beside PyTorch compiled under max-autotune
+#                (cuDNN attention) alone: its compile passed 200 s on an H200, so it has its own
+#                phase, and the deadline stops it cleanly where it overruns                    [420]
 #   llmc         tools/llmc_interop.py: llm.c's train_gpt2cu writes its own model file, zerotrain
 #                starts from it (train.init_from) and evaluates llm.c's validation windows      [90]
 # e.g. `bash tools/gpu_session.sh tests=230 multirank=60 bench=250`.
@@ -34,7 +37,7 @@ mkdir -p "$OUT"
 summary="$OUT/session.txt"
 note() { echo "$*" | tee -a "$summary"; }
 
-declare -A default_budget=([tests]=240 [multirank]=150 [bench]=330 [llama]=180 [shakespeare]=300 [llmc]=90)
+declare -A default_budget=([tests]=240 [multirank]=150 [bench]=330 [llama]=180 [shakespeare]=300 [llmc]=90 [autotune]=420)
 limit=${ZT_SESSION_SECONDS:-570}
 setup_reserve=30  # unpacking, the pack check, the machine facts
 phases=()
@@ -244,6 +247,13 @@ for p in "${phases[@]}"; do
         --zerotrain build-gpu/zerotrain --data runs/shakespeare_char --commit "$commit" --set precision.matmul=bf16 \
         --set precision.activations=bf16 --time-limit $((budget[$p] - 40)) \
         --out "$OUT/shakespeare_gpu_$slug.json" >>"$log" 2>&1
+      ;;
+    autotune)
+      step bench_gpu_autotune $((budget[$p] - 10)) env PYTHONUNBUFFERED=1 "$python" tools/bench_gpu.py \
+        --zerotrain build-gpu/zerotrain --llmc .gpu_build/train_gpt2cu --python "$python" \
+        --engines zerotrain-s0 pytorch-max-autotune-cudnn --rounds 2 --no-profile \
+        --out "$OUT/gpu_bench_autotune_$slug.json" --time-limit $((phase_deadline - SECONDS - 20)) >>"$log" 2>&1
+      sed -n '/^GPT-2 124M/,/^wrote/p' "$log" | sed 's/^/    /' >>"$summary"
       ;;
     llmc)
       step llmc_interop "${budget[$p]}" env PYTHONUNBUFFERED=1 "$python" tools/llmc_interop.py \

@@ -27,12 +27,11 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from check_report import Checks  # noqa: E402
 from run_dir_util import train_records  # noqa: E402
 
-try:
-    import torch
-    import transformers
-except ImportError:
-    print("transformers is not installed: tools/setup.sh makes .venv-hf (skipped)")
-    sys.exit(77)
+from hf_env import require_hf  # noqa: E402
+
+require_hf()
+import torch  # noqa: E402
+import transformers  # noqa: E402
 
 VOCAB, T, B = 100, 16, 4
 

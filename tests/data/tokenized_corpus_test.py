@@ -24,13 +24,12 @@ sys.path.insert(0, os.path.dirname(HERE))
 from check_report import Checks  # noqa: E402
 from run_dir_util import train_records  # noqa: E402
 
-try:
-    import torch
-    import transformers
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-except ImportError:
-    print("transformers is not installed: tools/setup.sh makes .venv-hf (skipped)")
-    sys.exit(77)
+from hf_env import require_hf  # noqa: E402
+
+require_hf()
+import torch  # noqa: E402
+import transformers  # noqa: E402
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers  # noqa: E402
 
 TEXT = os.path.join(ROOT, "..", "shared", "data", "tinyshakespeare.txt")
 

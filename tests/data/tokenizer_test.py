@@ -18,11 +18,10 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from check_report import Checks  # noqa: E402
 
-try:
-    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
-except ImportError:
-    print("the tokenizers package is not installed: tools/setup.sh makes .venv-hf (skipped)")
-    sys.exit(77)
+from hf_env import require_hf  # noqa: E402
+
+require_hf("tokenizers")
+from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TEXT = os.path.join(ROOT, "..", "shared", "data", "tinyshakespeare.txt")

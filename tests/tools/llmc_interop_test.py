@@ -18,12 +18,11 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.dirname(HERE))
 from check_report import Checks  # noqa: E402
 
-try:
-    import torch  # noqa: F401
-    import transformers  # noqa: F401
-except ImportError:
-    print("transformers is not installed: tools/setup.sh makes .venv-hf (skipped)")
-    sys.exit(77)
+from hf_env import require_hf  # noqa: E402
+
+require_hf()
+import torch  # noqa: F401  # noqa: E402
+import transformers  # noqa: F401  # noqa: E402
 
 STAND_IN = r'''#!__PYTHON__
 import os, sys

@@ -68,6 +68,15 @@ void report_setup_memory(TrainerState& s) {
          {"init_from", c.train.init_from},
          {"predicted_bytes", memory_json(predicted)},
          {"measured_peak_bytes", measured}});
+  std::int64_t largest = 0;  // the sum of the category peaks, as the prediction's total
+  for (const MemorySnapshot& rank : ranks) {
+    std::int64_t sum = 0;
+    for (int i = 0; i < kNumMemCategories; ++i) sum += rank.peak(static_cast<MemCategory>(i));
+    largest = std::max(largest, sum);
+  }
+  s.progress.message(fmt::format("weights set up ({}): peak {} on the fullest rank, predicted {}",
+                                 c.train.init_from.empty() ? "random" : "from " + c.train.init_from,
+                                 format_bytes(largest), format_bytes(predicted.total_bytes())));
 }
 
 void begin_profiled_step(TrainerState& s) {

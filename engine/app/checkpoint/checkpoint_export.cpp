@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/app/checkpoint/durable_file.h"
+#include "engine/app/data/token_text.h"
 #include "engine/app/io/llmc_model_file.h"
 #include "engine/base/core/bf16.h"
 #include "engine/base/core/check.h"
@@ -100,8 +101,6 @@ void write_safetensors(const CheckpointReader& reader, const std::vector<TensorP
 
 }  // namespace
 
-const char* const kTokenizerFiles[] = {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"};
-
 HfExport export_hf(const CheckpointReader& reader, const std::string& out_dir, DType dtype,
                    std::int64_t max_shard_bytes) {
   ZT_CHECK(dtype == DType::kF32 || dtype == DType::kBF16);
@@ -156,7 +155,7 @@ HfExport export_hf(const CheckpointReader& reader, const std::string& out_dir, D
   }
   // The run's tokenizer (beside its checkpoints folder), so AutoTokenizer loads the folder too.
   const fs::path run_dir = fs::path(reader.dir()).parent_path().parent_path();
-  for (const char* f : kTokenizerFiles) {
+  for (const char* f : data::kTokenizerFiles) {
     if (!fs::exists(run_dir / f)) continue;
     fs::copy_file(run_dir / f, fs::path(out_dir) / f, fs::copy_options::overwrite_existing, ec);
     if (ec) throw_runtime_error("cannot copy {} into {}: {}", (run_dir / f).string(), out_dir, ec.message());

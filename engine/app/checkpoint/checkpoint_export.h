@@ -21,8 +21,6 @@ struct HfExport {
   std::vector<std::string> tokenizer_files;  // copied from the run directory
   std::int64_t total_bytes = 0;              // tensor data
 };
-// The run-directory files a tokenizer is made of, which the export copies when present.
-extern const char* const kTokenizerFiles[3];
 // DIR/config.json (the family's ModelFamily::hf_config) and the tensors (F32 or BF16, round to
 // nearest even) in DIR/model.safetensors, or, past max_shard_bytes, in shards of at most that much
 // (a larger tensor alone) with model.safetensors.index.json, as save_pretrained writes them; one

@@ -154,8 +154,7 @@ void TokenCorpus::read_window(WindowPlace w, int T, std::int32_t* inputs, std::i
   if (vocab_size_ > 0) {
     for (std::int64_t i = w.start; i <= w.start + T; ++i) {
       if (t[i] >= static_cast<std::uint32_t>(vocab_size_)) {
-        throw_input_error("{}: token {} at position {} is outside the vocabulary (size {})", s.name, t[i], i,
-                          vocab_size_);
+        throw_token_outside_vocab(s.name, t[i], i, vocab_size_);
       }
     }
   }
@@ -173,8 +172,7 @@ void TokenCorpus::count_range(int shard, std::int64_t begin, std::int64_t n, std
     const std::uint32_t tok = s.tokens[i];
     if (tok >= vocab) {
       if (vocab_size_ > 0) {
-        throw_input_error("{}: token {} at position {} is outside the vocabulary (size {})", s.name, tok, i,
-                          vocab_size_);
+        throw_token_outside_vocab(s.name, tok, i, vocab_size_);
       }
       throw InternalError(fmt::format("token {} outside vocabulary of {}", tok, vocab));
     }

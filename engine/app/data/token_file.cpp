@@ -167,7 +167,7 @@ TokenFile TokenFile::open(const std::string& path, TokenFileFormat format, int v
   const TokenSpan t = f.tokens();
   for (std::int64_t i = 0; i < f.count_; ++i) {
     if (t[i] >= static_cast<std::uint32_t>(vocab_size)) {
-      throw_input_error("{}: token {} at position {} is outside the vocabulary (size {})", path, t[i], i, vocab_size);
+      throw_token_outside_vocab(path, t[i], i, vocab_size);
     }
   }
   return f;
@@ -225,6 +225,11 @@ TokenFile& TokenFile::operator=(TokenFile&& o) noexcept {
 
 TokenFile::~TokenFile() {
   if (map_ != nullptr) ::munmap(map_, map_bytes_);
+}
+
+void throw_token_outside_vocab(const std::string& file, std::uint32_t token, std::int64_t position, int vocab_size) {
+  throw_input_error("{}: token {} at position {} is outside the vocabulary (size {})", file, token, position,
+                    vocab_size);
 }
 
 void write_llmc_token_file(const std::string& path, std::span<const std::uint16_t> tokens) {

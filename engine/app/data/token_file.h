@@ -66,6 +66,11 @@ class TokenFile {
   int bytes_per_token_ = 2;
 };
 
+// The one error for a token id at or past the vocabulary: "<file>: token T at position P is outside
+// the vocabulary (size V)". Thrown by a file checked whole and by shards checked as they are read.
+[[noreturn]] void throw_token_outside_vocab(const std::string& file, std::uint32_t token, std::int64_t position,
+                                            int vocab_size);
+
 // Writes tokens in llm.c's format to a temporary file renamed into place (never half-written).
 void write_llmc_token_file(const std::string& path, std::span<const std::uint16_t> tokens);
 

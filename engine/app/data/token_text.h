@@ -15,6 +15,10 @@
 
 namespace zt::data {
 
+// The files a Hugging Face tokenizer is made of, tokenizer.json first: a run keeps the ones beside
+// its tokenizer, and ckpt export copies the run's into its folder.
+inline constexpr const char* kTokenizerFiles[] = {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"};
+
 class TokenText {
  public:
   TokenText() = default;

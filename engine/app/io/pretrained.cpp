@@ -140,8 +140,7 @@ class HfReader final : public PretrainedReader {
     const Entry& e = entries_.at(resolved_.at(name));
     const int size = dtype_bytes(e.dtype);
     raw_.resize(static_cast<std::size_t>((end - begin) * size));
-    files_[static_cast<std::size_t>(e.file)].read_at(raw_.data(), end - begin == 0 ? 0 : (end - begin) * size,
-                                                     e.data_offset + begin * size);
+    files_[static_cast<std::size_t>(e.file)].read_at(raw_.data(), (end - begin) * size, e.data_offset + begin * size);
     bytes_read_ += (end - begin) * size;
     to_f32(e.dtype, raw_.data(), end - begin, out);
   }

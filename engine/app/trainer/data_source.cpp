@@ -12,14 +12,24 @@ namespace zt {
 
 namespace fs = std::filesystem;
 
+namespace {
+
+// data.format, which the config admitted only as one of the formats' names.
+data::TokenFileFormat token_file_format(const DataConfig& d) {
+  data::TokenFileFormat format = data::TokenFileFormat::kAuto;
+  data::parse_token_file_format(d.format, &format);
+  return format;
+}
+
+}  // namespace
+
 DataSource::DataSource(const RunConfig& c) {
   const DataConfig& d = c.data;
   data::parse_sample_order(d.order, &order_);
   seed_ = c.train.seed;
   if (!d.vocab_file.empty()) vocab_ = data::Vocab::load(d.vocab_file);
   if (!d.train_files.empty()) {
-    data::TokenFileFormat format = data::TokenFileFormat::kAuto;
-    data::parse_token_file_format(d.format, &format);
+    const data::TokenFileFormat format = token_file_format(d);
     train_.emplace(data::TokenCorpus::open_shards(d.train_files, format, c.model.vocab_size, "data.train_files"));
     val_.emplace(data::TokenCorpus::open_shards(d.val_files, format, c.model.vocab_size, "data.val_files"));
     description_ = "token shards";
@@ -84,8 +94,7 @@ DataSource::DataSource(const RunConfig& c) {
 }
 
 void DataSource::open_files(const RunConfig& c, const std::string& train_path, const std::string& val_path) {
-  data::TokenFileFormat format = data::TokenFileFormat::kAuto;
-  data::parse_token_file_format(c.data.format, &format);
+  const data::TokenFileFormat format = token_file_format(c.data);
   // Opening validates every token against the model's vocabulary.
   train_file_.emplace(data::TokenFile::open(train_path, format, c.model.vocab_size));
   val_file_.emplace(data::TokenFile::open(val_path, format, c.model.vocab_size));

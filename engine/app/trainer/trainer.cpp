@@ -7,10 +7,12 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <iterator>
 #include <limits>
 
 #include "engine/app/checkpoint/durable_file.h"
 #include "engine/app/data/batch_sampler.h"
+#include "engine/app/data/token_text.h"
 #include "engine/app/io/final_weights.h"
 #include "engine/app/trainer/evaluation.h"
 #include "engine/app/trainer/grad_clip.h"
@@ -29,19 +31,20 @@ namespace zt {
 
 namespace {
 
-// The run's tokenizer.json, and its tokenizer_config.json where one lies beside it, into the run
-// directory: sample reads them there, and ckpt export copies them into a Hugging Face folder.
+// The run's tokenizer as tokenizer.json, and the other tokenizer files lying beside it
+// (data::kTokenizerFiles), into the run directory: sample reads them there, and ckpt export copies
+// them into a Hugging Face folder.
 void copy_tokenizer_files(const std::string& tokenizer, const std::string& run_dir) {
   if (tokenizer.empty()) return;
   const std::filesystem::path src(tokenizer), dir(run_dir);
-  const std::filesystem::path config = src.parent_path() / "tokenizer_config.json";
-  std::error_code ec;
-  std::filesystem::copy_file(src, dir / "tokenizer.json", std::filesystem::copy_options::overwrite_existing, ec);
-  if (!ec && std::filesystem::exists(config)) {
-    std::filesystem::copy_file(config, dir / "tokenizer_config.json", std::filesystem::copy_options::overwrite_existing,
-                               ec);
+  for (std::size_t i = 0; i < std::size(data::kTokenizerFiles); ++i) {
+    const char* f = data::kTokenizerFiles[i];
+    const std::filesystem::path from = i == 0 ? src : src.parent_path() / f;  // tokenizer.json: the one named
+    if (i > 0 && !std::filesystem::exists(from)) continue;
+    std::error_code ec;
+    std::filesystem::copy_file(from, dir / f, std::filesystem::copy_options::overwrite_existing, ec);
+    if (ec) throw_input_error("cannot copy {} into the run directory {}: {}", from.string(), run_dir, ec.message());
   }
-  if (ec) throw_input_error("cannot copy {} into the run directory {}: {}", tokenizer, run_dir, ec.message());
 }
 
 // Writes NaN into the first gradient element of the first transformer block: what an overflow in

@@ -11,6 +11,7 @@
 #include "engine/base/core/tensor.h"
 #include "engine/distributed/sharding/param_store.h"
 #include "kernels/exec_context.h"
+#include "models/kernel_params.h"
 
 namespace zt {
 
@@ -21,11 +22,11 @@ class VocabChunks {
   virtual std::int64_t columns() const = 0;       // Vc: rows per chunk (the last may hold fewer)
   virtual std::int64_t padded_vocab() const = 0;  // Vp
   virtual int unit(int chunk) const = 0;
-  // Chunk `chunk`'s rows of the table [rows, C], its unit acquired for `pass` (the chunks take
-  // turns in one fp32-copy slot; the other holds what stays in use across the loop).
-  virtual TensorView acquire(ParamStore& store, int chunk, Pass pass) = 0;
-  // The chunk's rows inside a gradient of its unit.
-  virtual TensorView rows_of(const TensorView& unit_grad, int chunk) const = 0;
+  // The family's working parameters: the chunks take turns in fp32-copy slot 1 (slot 0 holds what
+  // stays in use across the loop).
+  virtual KernelParams& kernel_params() = 0;
+  // The chunk's rows [rows, C] inside its unit's parameters or gradient.
+  virtual TensorView rows_of(const TensorView& unit_view, int chunk) const = 0;
   // Where the head's contribution to the chunk's unit gradient is added (a zeroed fp32 scratch, or
   // the store's own storage where it lends it), and the zeroed fp32 scratch of the embedding's
   // second round.

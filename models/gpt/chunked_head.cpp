@@ -13,15 +13,10 @@ std::int64_t GptModel::columns() const { return dims_.Vc; }
 std::int64_t GptModel::padded_vocab() const { return dims_.Vp; }
 int GptModel::unit(int chunk) const { return wte_unit(config_, chunk); }
 
-TensorView GptModel::acquire(ParamStore& store, int chunk, Pass pass) {
-  // The second fp32-copy slot: the first holds the unit used across the chunk loop (the
-  // embeddings' wpe in the embedding forward, ln_f in the head).
-  const TensorView unit = params_.acquire(store, wte_unit(config_, chunk), pass, 1);
-  return wte_chunk_view(table_, config_, chunk, unit);
-}
+KernelParams& GptModel::kernel_params() { return params_; }
 
-TensorView GptModel::rows_of(const TensorView& unit_grad, int chunk) const {
-  return wte_chunk_view(table_, config_, chunk, unit_grad);
+TensorView GptModel::rows_of(const TensorView& unit_view, int chunk) const {
+  return wte_chunk_view(table_, config_, chunk, unit_view);
 }
 
 TensorView GptModel::head_grad(ParamStore& store, int unit) { return grad_destination(store, unit); }

@@ -5,6 +5,7 @@
 #include "models/gpt/gpt_model.h"
 
 #include "models/gpt/gpt_schedule.h"
+#include "models/unit_scope.h"
 
 #include <algorithm>
 #include <cstring>
@@ -98,11 +99,11 @@ float GptModel::forward(ParamStore& store, const std::int32_t* inputs, const std
             TensorView{const_cast<std::int32_t*>(targets), DType::kI32, Device::kCPU, target_view.shape});
 
   store.begin_pass(Pass::kForward, forward_schedule_, options.training);
-  {
-    // In chunks, the embeddings (wpe) stay in use while the chunks come: their fp32 copy (if any)
-    // keeps slot 0.
-    const int slot = d.head_chunked() ? 0 : -1;
-    const EmbeddingParams p = embedding_views(table_, params_.acquire(store, emb, Pass::kForward, slot));
+  // In chunks, the embeddings (wpe) and then ln_f stay in use while the chunks come: their fp32
+  // copy (if any) keeps slot 0.
+  const int slot = d.head_chunked() ? 0 : -1;
+  with_params(store, params_, emb, Pass::kForward, slot, [&](TensorView unit) {
+    const EmbeddingParams p = embedding_views(table_, unit);
     if (d.head_chunked()) {
       chunked_embedding_forward(ctx_, store, *this, resid(0), input_view, p.wte, p.wpe);
     } else {
@@ -110,27 +111,26 @@ float GptModel::forward(ParamStore& store, const std::int32_t* inputs, const std
     }
     const DropoutSpec drop = dropout_spec(kEmbeddingDropoutSite);
     if (drop.active()) ops::dropout_forward(ctx_, resid(0), resid(0), drop);
-    store.release_params(emb, Pass::kForward);
-  }
+  });
   for (int l = 0; l < L; ++l) blocks_.forward(store, l);
 
   head_acts_ = std::make_unique<HeadActivations>(tracker_, d, ctx_);
   HeadActivations& h = *head_acts_;
-  const FinalParams fp =
-      final_views(table_, config_, params_.acquire(store, fin, Pass::kForward, d.head_chunked() ? 0 : -1));
-  if (d.head_chunked()) {  // each chunk's unit acquired and released in turn
-    ops::layernorm_forward(ctx_, h.lnf, h.lnf_mean, h.lnf_rstd, resid(L), fp.ln_f_w, fp.ln_f_b);
-    chunked_head_forward(ctx_, store, *this, chunked_head_views(), target_view, config_.vocab_size, logits_out);
-    store.release_params(fin, Pass::kForward);
-    store.end_pass(Pass::kForward);
-    return zt::mean_loss(ctx_, head_acts_->losses);
-  }
-  const EmbeddingParams ep = embedding_views(table_, params_.acquire(store, emb, Pass::kForward));
-  ops::layernorm_forward(ctx_, h.lnf, h.lnf_mean, h.lnf_rstd, resid(L), fp.ln_f_w, fp.ln_f_b);
-  ops::matmul_forward(ctx_, h.probs, h.lnf, ep.wte, ops::WeightLayout::kOutIn, TensorView{});
-  store.release_params(emb, Pass::kForward);
-  store.release_params(fin, Pass::kForward);
+  with_params(store, params_, fin, Pass::kForward, slot, [&](TensorView fin_unit) {
+    const FinalParams fp = final_views(table_, config_, fin_unit);
+    if (d.head_chunked()) {  // each chunk's unit acquired and released in turn
+      ops::layernorm_forward(ctx_, h.lnf, h.lnf_mean, h.lnf_rstd, resid(L), fp.ln_f_w, fp.ln_f_b);
+      chunked_head_forward(ctx_, store, *this, chunked_head_views(), target_view, config_.vocab_size, logits_out);
+      return;
+    }
+    with_params(store, params_, emb, Pass::kForward, -1, [&](TensorView emb_unit) {  // the tied wte
+      ops::layernorm_forward(ctx_, h.lnf, h.lnf_mean, h.lnf_rstd, resid(L), fp.ln_f_w, fp.ln_f_b);
+      ops::matmul_forward(ctx_, h.probs, h.lnf, embedding_views(table_, emb_unit).wte, ops::WeightLayout::kOutIn,
+                          TensorView{});
+    });
+  });
   store.end_pass(Pass::kForward);
+  if (d.head_chunked()) return zt::mean_loss(ctx_, head_acts_->losses);
   if (logits_out != nullptr) zt::copy_logits_out(ctx_, h.probs, 0, config_.vocab_size, logits_out);
   if (options.backward_loss_scale.has_value()) {  // dlogits in place of the logits
     ops::softmax_cross_entropy_fused(ctx_, h.losses, h.probs, h.probs, target_view,
@@ -164,24 +164,22 @@ void GptModel::backward(ParamStore& store, float loss_scale) {
     if (d.head_chunked()) {
       chunked_head_backward(ctx_, store, *this, chunked_head_views(), dlnf, target_view, config_.vocab_size,
                             loss_scale / static_cast<float>(d.BT()));
-    } else {
-      const EmbeddingParams ep = embedding_views(table_, params_.acquire(store, emb, Pass::kBackward));
-      const TensorView emb_grad = grad_destination(store, emb);
-      ops::matmul_backward(ctx_, dlnf, embedding_views(table_, emb_grad).wte, TensorView{}, h.probs, h.lnf, ep.wte,
-                           ops::WeightLayout::kOutIn);
-      store.accumulate_grads(emb, emb_grad);
-      store.release_params(emb, Pass::kBackward);
+    } else {  // the head's round of the tied wte's gradient; the embedding's comes after the blocks
+      with_params(store, params_, emb, Pass::kBackward, -1, [&](TensorView emb_unit) {
+        add_grads(store, emb, grad_destination(store, emb), GradRound::kPartial, [&](TensorView grad) {
+          ops::matmul_backward(ctx_, dlnf, embedding_views(table_, grad).wte, TensorView{}, h.probs, h.lnf,
+                               embedding_views(table_, emb_unit).wte, ops::WeightLayout::kOutIn);
+        });
+      });
     }
-
-    const FinalParams fp =
-        final_views(table_, config_, params_.acquire(store, fin, Pass::kBackward, d.head_chunked() ? 0 : -1));
-    const TensorView fin_grad = grad_destination(store, fin);
-    const FinalParams fg = final_views(table_, config_, fin_grad);
-    ops::fill_zero(ctx_, dresid);
-    ops::layernorm_backward(ctx_, dresid, fg.ln_f_w, fg.ln_f_b, dlnf, resid(L), fp.ln_f_w, h.lnf_mean, h.lnf_rstd);
-    store.accumulate_grads(fin, fin_grad);
-    store.grads_ready(fin);
-    store.release_params(fin, Pass::kBackward);
+    with_params(store, params_, fin, Pass::kBackward, d.head_chunked() ? 0 : -1, [&](TensorView fin_unit) {
+      const FinalParams fp = final_views(table_, config_, fin_unit);
+      add_grads(store, fin, grad_destination(store, fin), GradRound::kLast, [&](TensorView grad) {
+        const FinalParams fg = final_views(table_, config_, grad);
+        ops::fill_zero(ctx_, dresid);
+        ops::layernorm_backward(ctx_, dresid, fg.ln_f_w, fg.ln_f_b, dlnf, resid(L), fp.ln_f_w, h.lnf_mean, h.lnf_rstd);
+      });
+    });
     head_acts_.reset();
   }
 
@@ -194,11 +192,10 @@ void GptModel::backward(ParamStore& store, float loss_scale) {
     if (d.head_chunked()) {
       chunked_embedding_backward(ctx_, store, *this, dresid, input_view);
     } else {
-      const TensorView grad = zeroed_grad_scratch(emb);
-      const EmbeddingParams g = embedding_views(table_, grad);
-      ops::embedding_backward(ctx_, g.wte, g.wpe, dresid, input_view);
-      store.accumulate_grads(emb, grad);
-      store.grads_ready(emb);
+      add_grads(store, emb, zeroed_grad_scratch(emb), GradRound::kLast, [&](TensorView grad) {
+        const EmbeddingParams g = embedding_views(table_, grad);
+        ops::embedding_backward(ctx_, g.wte, g.wpe, dresid, input_view);
+      });
     }
   }
   store.end_pass(Pass::kBackward);

@@ -25,7 +25,8 @@ namespace zt::gpt {
 using zt::ForwardOptions;  // models/language_model.h
 
 // Its blocks run through a UnitRunner (models/unit_runner.h), which makes their store calls; the
-// model supplies the blocks' math (BlockMath, below) and makes the head's and embeddings' calls.
+// model supplies the blocks' math (BlockMath, below). The head's and embeddings' store calls are
+// models/unit_scope.h's and models/vocab_chunk_passes.h's; the model says which unit and slot.
 class GptModel final : public LanguageModel, private BlockMath, private VocabChunks {
  public:
   // Sized for batches of `batch` sequences of `seq_len` tokens (seq_len <= block_size). `dropout`
@@ -91,8 +92,8 @@ class GptModel final : public LanguageModel, private BlockMath, private VocabChu
   std::int64_t columns() const override;
   std::int64_t padded_vocab() const override;
   int unit(int chunk) const override;
-  TensorView acquire(ParamStore& store, int chunk, Pass pass) override;
-  TensorView rows_of(const TensorView& unit_grad, int chunk) const override;
+  KernelParams& kernel_params() override;
+  TensorView rows_of(const TensorView& unit_view, int chunk) const override;
   TensorView head_grad(ParamStore& store, int unit) override;
   TensorView zeroed_grad(int unit) override;
   TensorView position_grad(const TensorView& unit0_grad) const override;

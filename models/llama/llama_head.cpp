@@ -6,6 +6,7 @@
 // end); here a Llama says where its chunks are (VocabChunks).
 #include "kernels/ops.h"
 #include "models/llama/llama_model.h"
+#include "models/unit_scope.h"
 
 namespace zt::llama {
 
@@ -35,13 +36,14 @@ void LlamaModel::embedding_forward(ParamStore& store, TensorView tokens) {
   const bool chunks = config_.tie_embeddings && head_chunked();
   // (Chunks: the table's first chunk pinned in one fp32-copy slot while the others take turns in
   // the other.)
-  const TensorView table = embedding_view(table_, params_.acquire(store, emb, Pass::kForward, chunks ? 0 : -1));
-  if (!chunks) {
-    ops::embedding_forward(ctx_, resid(0), tokens, table, TensorView{});
-  } else {
-    chunked_embedding_forward(ctx_, store, *this, resid(0), tokens, table, TensorView{});
-  }
-  store.release_params(emb, Pass::kForward);
+  with_params(store, params_, emb, Pass::kForward, chunks ? 0 : -1, [&](TensorView unit) {
+    const TensorView table = embedding_view(table_, unit);
+    if (!chunks) {
+      ops::embedding_forward(ctx_, resid(0), tokens, table, TensorView{});
+    } else {
+      chunked_embedding_forward(ctx_, store, *this, resid(0), tokens, table, TensorView{});
+    }
+  });
 }
 
 void LlamaModel::head_forward(ParamStore& store, TensorView targets, float* logits_out) {
@@ -50,19 +52,25 @@ void LlamaModel::head_forward(ParamStore& store, TensorView targets, float* logi
   head_ = ops::allocate(ctx_, tracker_, MemCategory::kActivations, d.act,
                         head_bytes(d, Vp_, Vc_) / static_cast<std::int64_t>(dtype_size_bytes(d.act)), false);
   const HeadViews h = head_views();
-  const FinalParams fp = final_views(table_, config_, params_.acquire(store, fin, Pass::kForward, 0));
-  ops::rmsnorm_forward(ctx_, h.lnf, h.rstd, resid(config_.n_layer), fp.norm, config_.norm_eps);
-  if (!head_chunked()) {
-    TensorView head_w = fp.lm_head;
-    if (config_.tie_embeddings) head_w = embedding_view(table_, params_.acquire(store, emb, Pass::kForward, 1));
-    ops::matmul_forward(ctx_, h.logits, h.lnf, head_w, WeightLayout::kOutIn, TensorView{});
-    if (config_.tie_embeddings) store.release_params(emb, Pass::kForward);
+  with_params(store, params_, fin, Pass::kForward, 0, [&](TensorView fin_unit) {
+    const FinalParams fp = final_views(table_, config_, fin_unit);
+    ops::rmsnorm_forward(ctx_, h.lnf, h.rstd, resid(config_.n_layer), fp.norm, config_.norm_eps);
+    if (head_chunked()) {
+      chunked_head_forward(ctx_, store, *this, chunked_views(h), targets, config_.vocab_size, logits_out);
+      return;
+    }
+    const auto logits = [&](TensorView head_w) {
+      ops::matmul_forward(ctx_, h.logits, h.lnf, head_w, WeightLayout::kOutIn, TensorView{});
+    };
+    if (config_.tie_embeddings) {
+      with_params(store, params_, emb, Pass::kForward, 1,
+                  [&](TensorView unit) { logits(embedding_view(table_, unit)); });
+    } else {
+      logits(fp.lm_head);
+    }
     if (logits_out != nullptr) copy_logits_out(ctx_, h.logits, 0, config_.vocab_size, logits_out);
     ops::softmax_cross_entropy_forward(ctx_, h.losses, h.logits, h.logits, targets, config_.vocab_size);
-  } else {
-    chunked_head_forward(ctx_, store, *this, chunked_views(h), targets, config_.vocab_size, logits_out);
-  }
-  store.release_params(fin, Pass::kForward);
+  });
 }
 
 void LlamaModel::head_backward(ParamStore& store, TensorView targets, float loss_scale, TensorView dresid) {
@@ -73,28 +81,28 @@ void LlamaModel::head_backward(ParamStore& store, TensorView targets, float loss
   const TensorView dlnf{layer_scratch_.a.data(), d.act, layer_scratch_.a.device(), Shape{d.B, d.T, d.C}};
   if (!head_chunked()) {
     ops::softmax_cross_entropy_backward(ctx_, h.logits, h.logits, targets, dloss, config_.vocab_size);
-    if (config_.tie_embeddings) {  // the head's contribution to the tied table first
-      const TensorView wte = embedding_view(table_, params_.acquire(store, emb, Pass::kBackward, 1));
-      const TensorView g = zeroed_grad(emb);
-      ops::matmul_backward(ctx_, dlnf, embedding_view(table_, g), TensorView{}, h.logits, h.lnf, wte,
-                           WeightLayout::kOutIn);
-      store.accumulate_grads(emb, g);
-      store.release_params(emb, Pass::kBackward);
+    if (config_.tie_embeddings) {  // the head's round of the tied table's gradient first
+      with_params(store, params_, emb, Pass::kBackward, 1, [&](TensorView unit) {
+        add_grads(store, emb, zeroed_grad(emb), GradRound::kPartial, [&](TensorView grad) {
+          ops::matmul_backward(ctx_, dlnf, embedding_view(table_, grad), TensorView{}, h.logits, h.lnf,
+                               embedding_view(table_, unit), WeightLayout::kOutIn);
+        });
+      });
     }
   } else {
     chunked_head_backward(ctx_, store, *this, chunked_views(h), dlnf, targets, config_.vocab_size, dloss);
   }
-  const FinalParams fp = final_views(table_, config_, params_.acquire(store, fin, Pass::kBackward, 0));
-  const TensorView g = zeroed_grad(fin);
-  const FinalParams fg = final_views(table_, config_, g);
-  if (fp.lm_head.data != nullptr) {  // untied, in one chunk
-    ops::matmul_backward(ctx_, dlnf, fg.lm_head, TensorView{}, h.logits, h.lnf, fp.lm_head, WeightLayout::kOutIn);
-  }
-  ops::fill_zero(ctx_, dresid);
-  ops::rmsnorm_backward(ctx_, dresid, fg.norm, dlnf, resid(config_.n_layer), fp.norm, h.rstd);
-  store.accumulate_grads(fin, g);
-  store.grads_ready(fin);
-  store.release_params(fin, Pass::kBackward);
+  with_params(store, params_, fin, Pass::kBackward, 0, [&](TensorView fin_unit) {
+    const FinalParams fp = final_views(table_, config_, fin_unit);
+    add_grads(store, fin, zeroed_grad(fin), GradRound::kLast, [&](TensorView grad) {
+      const FinalParams fg = final_views(table_, config_, grad);
+      if (fp.lm_head.data != nullptr) {  // untied, in one chunk
+        ops::matmul_backward(ctx_, dlnf, fg.lm_head, TensorView{}, h.logits, h.lnf, fp.lm_head, WeightLayout::kOutIn);
+      }
+      ops::fill_zero(ctx_, dresid);
+      ops::rmsnorm_backward(ctx_, dresid, fg.norm, dlnf, resid(config_.n_layer), fp.norm, h.rstd);
+    });
+  });
   head_.reset();
 }
 
@@ -106,21 +114,17 @@ void LlamaModel::embedding_backward(ParamStore& store, TensorView tokens, Tensor
     return;
   }
   const int unit = embedding_unit();
-  const TensorView g = zeroed_grad(unit);
-  ops::embedding_backward(ctx_, embedding_view(table_, g), TensorView{}, dresid, tokens);
-  store.accumulate_grads(unit, g);
-  store.grads_ready(unit);
+  add_grads(store, unit, zeroed_grad(unit), GradRound::kLast, [&](TensorView grad) {
+    ops::embedding_backward(ctx_, embedding_view(table_, grad), TensorView{}, dresid, tokens);
+  });
 }
 
 int LlamaModel::unit(int chunk) const { return head_chunk_unit(config_, chunk); }
 
-TensorView LlamaModel::acquire(ParamStore& store, int chunk, Pass pass) {
-  // The second fp32-copy slot: the first holds the unit in use across the loop.
-  return head_chunk_view(table_, config_, chunk, params_.acquire(store, head_chunk_unit(config_, chunk), pass, 1));
-}
+KernelParams& LlamaModel::kernel_params() { return params_; }
 
-TensorView LlamaModel::rows_of(const TensorView& unit_grad, int chunk) const {
-  return head_chunk_view(table_, config_, chunk, unit_grad);
+TensorView LlamaModel::rows_of(const TensorView& unit_view, int chunk) const {
+  return head_chunk_view(table_, config_, chunk, unit_view);
 }
 
 ChunkedHeadViews LlamaModel::chunked_views(const HeadViews& h) const {

@@ -47,7 +47,8 @@ PassSchedule backward_schedule(const LlamaConfig& c, const UnitLayout& layout = 
 std::int64_t head_bytes(const LayerDims& d, std::int64_t Vp, std::int64_t Vc);
 
 // Its layers run through a UnitRunner (models/unit_runner.h), which makes their store calls; the
-// model supplies the layers' math (BlockMath, below) and makes the head's and embedding's calls.
+// model supplies the layers' math (BlockMath, below). The head's and embedding's store calls are
+// models/unit_scope.h's and models/vocab_chunk_passes.h's; the model says which unit and slot.
 class LlamaModel final : public LanguageModel, private BlockMath, private VocabChunks {
  public:
   // Sized for batches of `batch` sequences of `seq_len` tokens (seq_len <= block_size).
@@ -91,8 +92,8 @@ class LlamaModel final : public LanguageModel, private BlockMath, private VocabC
   std::int64_t columns() const override { return Vc_; }
   std::int64_t padded_vocab() const override { return Vp_; }
   int unit(int chunk) const override;
-  TensorView acquire(ParamStore& store, int chunk, Pass pass) override;
-  TensorView rows_of(const TensorView& unit_grad, int chunk) const override;
+  KernelParams& kernel_params() override;
+  TensorView rows_of(const TensorView& unit_view, int chunk) const override;
   TensorView head_grad(ParamStore& /*store*/, int unit) override { return zeroed_grad(unit); }
   ChunkedHeadViews chunked_views(const HeadViews& h) const;
   int head_chunk_count() const { return static_cast<int>((Vp_ + Vc_ - 1) / Vc_); }

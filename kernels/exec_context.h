@@ -24,6 +24,9 @@ struct ExecContext {
   void* cuda_stream = nullptr;                      // cudaStream_t when device == kCUDA
   cuda::KernelResources* cuda_resources = nullptr;  // required by the CUDA kernels, unused on the CPU
   DeviceAllocator* allocator = nullptr;             // where ops::allocate puts a CUDA context's buffers
+  // Where ops::allocate_host puts host memory the device copies to and from (a CUDA context's
+  // pinned blocks); null: plain host memory.
+  DeviceAllocator* host_staging = nullptr;
   // When set, kernels/ops.cpp times each op call inside the profiler's open step (log.profile_ops);
   // null (the default) costs one comparison per op.
   OpProfiler* profiler = nullptr;

@@ -42,6 +42,11 @@ Buffer allocate(const ExecContext& ctx, MemoryTracker& tracker, MemCategory cate
                 bool zero_fill) {
   return backend(ctx).allocate(ctx, tracker, category, dtype, numel, zero_fill);
 }
+Buffer allocate_host(const ExecContext& ctx, MemoryTracker& tracker, MemCategory category, DType dtype,
+                     std::int64_t numel, bool zero_fill) {
+  if (ctx.host_staging != nullptr) return Buffer(tracker, category, dtype, numel, *ctx.host_staging, zero_fill);
+  return Buffer(tracker, category, dtype, numel, Device::kCPU, zero_fill);
+}
 void fill_zero(const ExecContext& ctx, TensorView x) {
   if (x.numel() == 0) return;
   return ZT_OP(fill_zero, x);

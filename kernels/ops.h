@@ -28,6 +28,10 @@ using zt::WeightLayout;
 // `numel` elements in the context's memory: the host, or ctx.allocator's device.
 Buffer allocate(const ExecContext& ctx, MemoryTracker& tracker, MemCategory category, DType dtype, std::int64_t numel,
                 bool zero_fill = true);
+// `numel` elements of host memory that ctx's device copies to and from: page-locked on a CUDA
+// context (so a device copy into it runs at full speed), plain host memory otherwise.
+Buffer allocate_host(const ExecContext& ctx, MemoryTracker& tracker, MemCategory category, DType dtype,
+                     std::int64_t numel, bool zero_fill = true);
 void fill_zero(const ExecContext& ctx, TensorView x);
 // dst = src (same dtype and numel), each on the host or the context's device. On CUDA it is
 // ordered on ctx's stream, and a copy to the host has completed when it returns.

@@ -6,6 +6,7 @@
 #include "engine/base/core/check.h"
 #include "engine/base/device/cuda_allocator.h"
 #include "engine/base/device/cuda_stream.h"
+#include "engine/base/device/pinned_host_allocator.h"
 #include "kernels/compute_backend.h"
 #include "kernels/cuda/cudnn_attention.h"
 #include "kernels/cuda/device_query.h"
@@ -14,6 +15,7 @@
 namespace zt {
 
 struct ComputeBackend::CudaParts final : DeviceParts {
+  cuda::PinnedHostAllocator pinned;  // first: its blocks outlive every copy the stream queued
   cuda::CudaStream stream;
   cuda::CudaCachingAllocator allocator;
   cuda::KernelResources resources;
@@ -52,6 +54,7 @@ void ComputeBackend::open_cuda(int device_index, int num_threads, MemoryTracker&
   parts->resources.deterministic_attention = choices.deterministic;
   parts->resources.timed_gemm_search = !choices.deterministic;
   ctx_ = cuda::cuda_context(parts->stream.get(), parts->resources);
+  ctx_.host_staging = &parts->pinned;
   cuda_ = std::move(parts);
   ctx_.num_threads = num_threads;
   description_ =

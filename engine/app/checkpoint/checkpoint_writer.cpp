@@ -146,13 +146,10 @@ std::string failed_ranks(const std::vector<std::int32_t>& statuses) {
 
 }  // namespace
 
-SaveResult save_checkpoint(Communicator& comm, const std::string& folder, const ParamTable& table,
-                           const OptimizerStateSource& source, const CheckpointMeta& meta, int keep_last) {
-  const auto t0 = std::chrono::steady_clock::now();
-  const int world = comm.world_size(), rank = comm.rank();
-  const std::string temp = temp_dir_for(folder, meta.position.step);
+std::string begin_save(Communicator& comm, const std::string& folder, std::int64_t step) {
+  const std::string temp = temp_dir_for(folder, step);
   std::string error;
-  if (rank == 0) {
+  if (comm.rank() == 0) {
     try {
       prepare_temp_dir(temp);
     } catch (const std::exception& e) {
@@ -160,21 +157,15 @@ SaveResult save_checkpoint(Communicator& comm, const std::string& folder, const 
     }
   }
   if (const auto s = gather_status(comm, error.empty() ? 0 : 1); s[0] != 0) {
-    throw_runtime_error("checkpoint at step {} not saved: {}", meta.position.step,
-                        rank == 0 ? error : "rank 0 could not create its directory");
+    throw_runtime_error("checkpoint at step {} not saved: {}", step,
+                        comm.rank() == 0 ? error : "rank 0 could not create its directory");
   }
+  return temp;
+}
 
-  RankFileWritten written;
-  try {
-    written = write_rank_file(temp, table, world, rank, source);
-  } catch (const std::exception& e) {
-    error = e.what();
-  }
-  // Test hook: a window between the rank files and the commit for kill -9 (docs/checkpoint_format.md).
-  if (const char* pause = std::getenv("ZT_TEST_CHECKPOINT_PAUSE_MS")) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(pause)));
-  }
-
+SaveResult end_save(Communicator& comm, const std::string& folder, const std::string& temp, const ParamTable& table,
+                    const CheckpointMeta& meta, int keep_last, const RankFileWritten& written, std::string error) {
+  const int world = comm.world_size(), rank = comm.rank();
   // One all-gather of [status, chunk crcs] per rank, padded to rank 0's count (the largest file).
   const std::size_t max_chunks = static_cast<std::size_t>(
       (segments_bytes(rank_file_segments(table, world, 0)) + kChecksumChunkBytes - 1) / kChecksumChunkBytes);
@@ -213,11 +204,35 @@ SaveResult save_checkpoint(Communicator& comm, const std::string& folder, const 
                         error.empty() ? "" : ": ", error);
   }
   SaveResult result;
+  result.step = meta.position.step;
   result.path = (fs::path(folder) / step_dir_name(meta.position.step)).string();
   result.rank_bytes = written.bytes;
   for (const RankFileWritten& f : files) result.total_bytes += f.bytes;
-  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   result.warning = warning;
+  return result;
+}
+
+void pause_for_tests() {
+  if (const char* pause = std::getenv("ZT_TEST_CHECKPOINT_PAUSE_MS")) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(pause)));
+  }
+}
+
+SaveResult save_checkpoint(Communicator& comm, const std::string& folder, const ParamTable& table,
+                           const OptimizerStateSource& source, const CheckpointMeta& meta, int keep_last) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::string temp = begin_save(comm, folder, meta.position.step);
+  RankFileWritten written;
+  std::string error;
+  try {
+    written = write_rank_file(temp, table, comm.world_size(), comm.rank(), source);
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  pause_for_tests();
+  SaveResult result = end_save(comm, folder, temp, table, meta, keep_last, written, std::move(error));
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  result.blocked_seconds = result.seconds;
   return result;
 }
 

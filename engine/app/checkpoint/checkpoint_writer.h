@@ -34,11 +34,13 @@ struct CheckpointMeta {
 };
 
 struct SaveResult {
+  std::int64_t step = 0;
   std::string path;              // the complete step_XXXXXXXX directory
   std::int64_t rank_bytes = 0;   // this rank's file
   std::int64_t total_bytes = 0;  // all rank files
-  double seconds = 0.0;
-  std::string warning;  // rank 0: saved, but `latest` or keep-last failed after it (say so, go on)
+  double seconds = 0.0;          // from the save's start to its commit
+  double blocked_seconds = 0.0;  // of those, the training thread's (all of them unless asynchronous)
+  std::string warning;           // rank 0: saved, but `latest` or keep-last failed after it (say so, go on)
 };
 
 // Collective: every rank of `comm` calls it with the same folder, table and meta. Throws
@@ -53,6 +55,18 @@ struct RankFileWritten {
   std::int64_t bytes = 0;
   std::vector<std::uint32_t> chunk_crc32;
 };
+// save_checkpoint's collective halves, which an asynchronous save (async_checkpoint.h) runs apart
+// with its rank file written in between, in the background. begin_save: rank 0 creates the step's
+// temporary directory (returned) and every rank learns whether it could (throws on every rank when
+// not). end_save: every rank's file written (`written`) or failed (`error`), rank 0 commits; throws
+// on every rank when any failed, as save_checkpoint does. The result's seconds are the caller's.
+std::string begin_save(Communicator& comm, const std::string& folder, std::int64_t step);
+SaveResult end_save(Communicator& comm, const std::string& folder, const std::string& temp, const ParamTable& table,
+                    const CheckpointMeta& meta, int keep_last, const RankFileWritten& written, std::string error);
+// Test hook: ZT_TEST_CHECKPOINT_PAUSE_MS holds a save between its rank file and its commit, a
+// window for kill -9 (docs/checkpoint_format.md).
+void pause_for_tests();
+
 std::string temp_dir_for(const std::string& folder, std::int64_t step);
 // Creates a fresh temporary directory for the step (removing one a killed save left).
 void prepare_temp_dir(const std::string& temp_dir);

@@ -25,18 +25,34 @@ TensorView host_view(std::vector<float>& storage, const TensorView& like) {
   return TensorView{storage.data(), DType::kF32, Device::kCPU, like.shape};
 }
 
+void fill_state_meta(CheckpointMeta& meta, const ZeroParamStore& store, const ShardedAdamW& optimizer) {
+  meta.position.optimizer_step = optimizer.step_count();
+  meta.zero_stage = store.stage();
+  meta.param_dtype = store.param_dtype() == DType::kBF16 ? "bf16" : "f32";
+}
+
 }  // namespace
 
 SaveResult save_training_state(Communicator& comm, const std::string& folder, const ZeroParamStore& store,
                                const ShardedAdamW& optimizer, CheckpointMeta meta, int keep_last) {
-  meta.position.optimizer_step = optimizer.step_count();
-  meta.zero_stage = store.stage();
-  meta.param_dtype = store.param_dtype() == DType::kBF16 ? "bf16" : "f32";
+  fill_state_meta(meta, store, optimizer);
   std::vector<float> staging;  // the writer uses each view before it asks for the next
   const OptimizerStateSource source{&store.optimizer_layout(), [&](StateKind k, int u) {
                                       return ops::on_host(optimizer.context(), state_of(optimizer, k, u), staging);
                                     }};
   return save_checkpoint(comm, folder, store.table(), source, meta, keep_last);
+}
+
+AsyncCheckpointer::Started start_training_state_save(AsyncCheckpointer& saver, const std::string& folder,
+                                                     const ZeroParamStore& store, const ShardedAdamW& optimizer,
+                                                     CheckpointMeta meta, int keep_last) {
+  fill_state_meta(meta, store, optimizer);
+  const OptimizerStateSource source{&store.optimizer_layout(),
+                                    [&](StateKind k, int u) { return state_of(optimizer, k, u); }};
+  const ExecContext& ctx = optimizer.context();
+  return saver.start(
+      folder, store.table(), source, [&](TensorView dst, TensorView src) { ops::copy(ctx, dst, src); }, meta,
+      keep_last);
 }
 
 void restore_training_state(const CheckpointReader& reader, ZeroParamStore& store, ShardedAdamW& optimizer) {

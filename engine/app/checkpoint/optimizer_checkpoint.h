@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "engine/app/checkpoint/async_checkpoint.h"
 #include "engine/app/checkpoint/checkpoint_reader.h"
 #include "engine/app/checkpoint/checkpoint_writer.h"
 #include "engine/distributed/optim/sharded_adamw.h"
@@ -15,6 +16,12 @@ namespace zt::ckpt {
 // param_dtype are filled from the optimizer and store; the rest is the caller's.
 SaveResult save_training_state(Communicator& comm, const std::string& folder, const ZeroParamStore& store,
                                const ShardedAdamW& optimizer, CheckpointMeta meta, int keep_last);
+// The same save started asynchronously on `saver`'s communicator (async_checkpoint.h): this rank's
+// state copied from the optimizer's memory (the GPU's on CUDA) into the staging buffer, then
+// written in the background.
+AsyncCheckpointer::Started start_training_state_save(AsyncCheckpointer& saver, const std::string& folder,
+                                                     const ZeroParamStore& store, const ShardedAdamW& optimizer,
+                                                     CheckpointMeta meta, int keep_last);
 
 // Loads this rank's shards (reading only what they overlap), sets the step count and rebuilds
 // and publishes the working parameters. InputError for another model or a damaged checkpoint.

@@ -8,7 +8,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
+#include <iterator>
 
 #include "engine/app/config/init_from.h"
 #include "engine/app/config/model_section.h"
@@ -162,6 +162,7 @@ void read_checkpoint(ConfigReader r, CheckpointConfig& k) {
   k.keep_last = r.get_int("keep_last", k.keep_last, 0, 1000000);
   k.at_end = r.get_bool("at_end", k.at_end);
   k.save_on_signal = r.get_bool("save_on_signal", k.save_on_signal);
+  k.async = r.get_bool("async", k.async);
   r.reject_unknown_keys();
 }
 
@@ -299,9 +300,7 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
   }
   std::ifstream in(path);
   if (!in) throw_input_error("config error: cannot open '{}'", path);
-  std::stringstream text;
-  text << in.rdbuf();
-  nlohmann::json doc = parse_config_json(text.str(), path);
+  nlohmann::json doc = parse_config_json(std::string(std::istreambuf_iterator<char>(in), {}), path);
   if (!doc.is_object()) {
     throw_input_error("config error in {}: the top level must be a JSON object of sections, not {}", path,
                       doc.type_name());
@@ -392,7 +391,8 @@ nlohmann::json RunConfig::to_json() const {
         {"every_steps", checkpoint.every_steps},
         {"keep_last", checkpoint.keep_last},
         {"at_end", checkpoint.at_end},
-        {"save_on_signal", checkpoint.save_on_signal}}},
+        {"save_on_signal", checkpoint.save_on_signal},
+        {"async", checkpoint.async}}},
   };
 }
 

@@ -94,6 +94,9 @@ struct CheckpointConfig {
   int keep_last = 3;           // complete checkpoints kept (older ones deleted after a newer one is complete); 0 = all
   bool at_end = false;         // save after the last step
   bool save_on_signal = true;  // SIGTERM/SIGINT/SIGUSR1: save at the next step boundary and exit 0
+  // Stage each save in host memory and write it in the background while training goes on
+  // (engine/app/checkpoint/async_checkpoint.h); the staging holds one rank file for the whole run.
+  bool async = false;
 
   // The folder checkpoints go to for a run writing into run_dir.
   std::string folder_for(const std::string& run_dir) const { return dir.empty() ? run_dir + "/checkpoints" : dir; }

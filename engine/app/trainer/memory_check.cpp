@@ -105,7 +105,9 @@ void check_memory_fits(const RunConfig& c, int world_size, int device_index) {
   // model states: more than a step's where a large unit meets few activations).
   const StageMemory setup = predict_setup_memory(c, step);
   const StageMemory& predicted = setup.total_bytes() > step.total_bytes() ? setup : step;
-  if (predicted.total_bytes() <= offer.bytes) return;
+  // checkpoint.async's staging is host memory: the CPU's rank holds it beside everything else.
+  const std::int64_t staging = c.device == Device::kCPU ? predict_checkpoint_staging_bytes(c, world_size) : 0;
+  if (predicted.total_bytes() + staging <= offer.bytes) return;
   std::string categories;
   for (int i = 0; i < kNumMemCategories; ++i) {
     const auto cat = static_cast<MemCategory>(i);
@@ -113,11 +115,12 @@ void check_memory_fits(const RunConfig& c, int world_size, int device_index) {
     categories +=
         fmt::format("{}{} {}", categories.empty() ? "" : ", ", mem_category_name(cat), format_bytes(predicted[cat]));
   }
+  if (staging > 0) categories += fmt::format(", checkpoint staging {}", format_bytes(staging));
   throw_input_error(
       "config error in {}: the run needs {} per rank at ZeRO stage {} on {} rank(s){} ({}), more than "
       "{} offers: {}; lower train.micro_batch (with train.grad_accum to keep the batch), raise "
       "zero.stage, add ranks or checkpoint activations, or set train.check_memory = false to try anyway",
-      c.source, format_bytes(predicted.total_bytes()), c.zero.stage, world_size,
+      c.source, format_bytes(predicted.total_bytes() + staging), c.zero.stage, world_size,
       &predicted == &setup ? " to set its weights up" : "", categories, offer.what, format_bytes(offer.bytes));
 }
 

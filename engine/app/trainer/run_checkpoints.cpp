@@ -57,6 +57,32 @@ RunProgress start_run(TrainerState& s, const std::string& resume_checkpoint, boo
   return run;
 }
 
+namespace {
+
+// A save committed: remembered in `run`, logged by rank 0 (and any warning).
+void report_saved(TrainerState& s, RunProgress& run, const ckpt::SaveResult& r) {
+  run.last_saved_path = r.path;
+  const bool async = s.async_saves != nullptr;
+  s.log({{"type", "checkpoint"},
+         {"step", r.step},
+         {"path", r.path},
+         {"seconds", r.seconds},
+         {"blocked_seconds", r.blocked_seconds},
+         {"async", async},
+         {"rank_bytes", r.rank_bytes},
+         {"total_bytes", r.total_bytes},
+         {"ranks", s.comm.world_size()}});
+  s.progress.message(fmt::format("step {}: saved checkpoint {} ({:.2f} MB in {} rank file(s)) in {:.2f} s{}", r.step,
+                                 r.path, r.total_bytes / 1e6, s.comm.world_size(), r.seconds,
+                                 async ? fmt::format(", training blocked {:.3f} s", r.blocked_seconds) : ""));
+  if (!r.warning.empty()) {
+    s.progress.message("warning: " + r.warning);
+    s.log({{"type", "checkpoint_warning"}, {"step", r.step}, {"text", r.warning}});
+  }
+}
+
+}  // namespace
+
 void save_checkpoint(TrainerState& s, RunProgress& run, int steps_completed) {
   const RunConfig& c = s.config;
   const std::int64_t samples_per_step =
@@ -68,23 +94,28 @@ void save_checkpoint(TrainerState& s, RunProgress& run, int steps_completed) {
   meta.model = ckpt::model_json(c.model_spec());
   meta.config = c.to_json();
   meta.extra = {{"skipped_steps", run.summary.skipped_steps}, {"consecutive_skips", run.consecutive_skips}};
-  const ckpt::SaveResult r = ckpt::save_training_state(s.comm, c.checkpoint.folder_for(s.run_dir), s.store, s.optimizer,
-                                                       meta, c.checkpoint.keep_last);
+  const std::string folder = c.checkpoint.folder_for(s.run_dir);
   run.last_saved_step = steps_completed;
-  run.last_saved_path = r.path;
-  s.log({{"type", "checkpoint"},
-         {"step", steps_completed},
-         {"path", r.path},
-         {"seconds", r.seconds},
-         {"rank_bytes", r.rank_bytes},
-         {"total_bytes", r.total_bytes},
-         {"ranks", s.comm.world_size()}});
-  s.progress.message(fmt::format("step {}: saved checkpoint {} ({:.2f} MB in {} rank file(s)) in {:.2f} s",
-                                 steps_completed, r.path, r.total_bytes / 1e6, s.comm.world_size(), r.seconds));
-  if (!r.warning.empty()) {
-    s.progress.message("warning: " + r.warning);
-    s.log({{"type", "checkpoint_warning"}, {"step", steps_completed}, {"text", r.warning}});
+  if (s.async_saves) {
+    const ckpt::AsyncCheckpointer::Started started =
+        ckpt::start_training_state_save(*s.async_saves, folder, s.store, s.optimizer, meta, c.checkpoint.keep_last);
+    if (started.previous) report_saved(s, run, *started.previous);
+    s.log({{"type", "checkpoint_started"}, {"step", steps_completed}, {"blocked_seconds", started.blocked_seconds}});
+    s.progress.message(fmt::format("step {}: checkpoint staged in {:.3f} s; writing it in the background",
+                                   steps_completed, started.blocked_seconds));
+    return;
   }
+  report_saved(s, run, ckpt::save_training_state(s.comm, folder, s.store, s.optimizer, meta, c.checkpoint.keep_last));
+}
+
+void poll_checkpoint(TrainerState& s, RunProgress& run) {
+  if (!s.async_saves || !s.async_saves->in_flight()) return;
+  if (const std::optional<ckpt::SaveResult> r = s.async_saves->poll()) report_saved(s, run, *r);
+}
+
+void finish_checkpoint(TrainerState& s, RunProgress& run) {
+  if (!s.async_saves) return;
+  if (const std::optional<ckpt::SaveResult> r = s.async_saves->finish()) report_saved(s, run, *r);
 }
 
 void stop_after(TrainerState& s, RunProgress& run, int steps_completed) {
@@ -92,6 +123,7 @@ void stop_after(TrainerState& s, RunProgress& run, int steps_completed) {
   summary.stop_signal = stop_signal() != 0 ? stop_signal() : -1;
   summary.stopped_after_step = steps_completed;
   if (run.last_saved_step != steps_completed) save_checkpoint(s, run, steps_completed);
+  finish_checkpoint(s, run);  // the stop's checkpoint is complete before the process exits
   summary.stop_checkpoint = run.last_saved_path;
   const std::string by = summary.stop_signal > 0 ? signal_name(summary.stop_signal) : "a signal to another rank";
   s.log({{"type", "stop"}, {"step", steps_completed}, {"signal", by}, {"checkpoint", run.last_saved_path}});

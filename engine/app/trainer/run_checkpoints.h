@@ -16,8 +16,16 @@ namespace zt {
 RunProgress start_run(TrainerState& s, const std::string& resume_checkpoint, bool allow_config_change);
 
 // Collective: every rank writes its shard of the training state after `steps_completed` steps;
-// rank 0 logs the save (and any warning) and remembers it in `run`.
+// rank 0 logs the save (and any warning) and remembers it in `run`. With checkpoint.async the
+// state is staged and written in the background: the save is committed (and logged) by a later
+// poll_checkpoint or finish_checkpoint.
 void save_checkpoint(TrainerState& s, RunProgress& run, int steps_completed);
+// Collective, at every step boundary: commits an asynchronous save whose files every rank has
+// written (one small all-gather while one is in flight; nothing otherwise). A save that failed
+// throws here, on every rank.
+void poll_checkpoint(TrainerState& s, RunProgress& run);
+// Collective: waits for an asynchronous save in flight and commits it (before a stop or the end).
+void finish_checkpoint(TrainerState& s, RunProgress& run);
 
 // A stop request agreed at a step boundary: saves (unless this step was just saved), records the
 // stop in the summary and says how to resume. The caller then ends the loop.

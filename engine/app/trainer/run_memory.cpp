@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "engine/app/checkpoint/async_checkpoint.h"
 #include "engine/app/trainer/store_comm.h"
 #include "models/model_family.h"
 
@@ -35,6 +36,11 @@ StageMemory predict_setup_memory(const RunConfig& c, const StageMemory& step) {
   m[MemCategory::kCommBuffers] = 0;  // the staging buffers come with the first collective
   m[MemCategory::kWorkspace] += 4 * c.model_spec().family().param_table(c.model_spec()).max_unit_numel();
   return m;
+}
+
+std::int64_t predict_checkpoint_staging_bytes(const RunConfig& c, int world_size) {
+  if (!c.checkpoint.async) return 0;
+  return ckpt::rank_file_bytes(c.model_spec().family().param_table(c.model_spec()), world_size, 0);
 }
 
 }  // namespace zt

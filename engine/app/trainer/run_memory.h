@@ -26,4 +26,9 @@ StageMemory predict_run_memory(const RunConfig& config, int stage, int world_siz
 // unit (a big vocabulary's token table) it is more than a step's peak.
 StageMemory predict_setup_memory(const RunConfig& config, const StageMemory& step);
 
+// checkpoint.async's staging on the fullest rank (rank 0's file: its N-way slice of the fp32
+// master, exp_avg and exp_avg_sq), held in host memory for the whole run; 0 without it. The same
+// at every stage. Apart from the categories above (host memory, also on CUDA, where it is pinned).
+std::int64_t predict_checkpoint_staging_bytes(const RunConfig& config, int world_size);
+
 }  // namespace zt

@@ -17,6 +17,28 @@ StepMeter::StepMeter(TrainerState& s)
       elements_sent_before(s.store_comm().elements_sent()),
       wait_seconds_before(comm_wait_seconds()) {}
 
+namespace {
+
+// checkpoint.async's staging on every rank beside its prediction (the fullest rank's).
+void report_checkpoint_staging(TrainerState& s) {
+  const std::vector<MemorySnapshot> ranks =
+      gather_memory_snapshots(s.comm, s.async_saves->staging_tracker().snapshot());
+  const std::int64_t predicted = predict_checkpoint_staging_bytes(s.config, s.comm.world_size());
+  nlohmann::json measured = nlohmann::json::array();
+  std::int64_t fullest = 0;
+  for (const MemorySnapshot& rank : ranks) {  // (gathered per category: the staging is its one workspace)
+    measured.push_back(rank.peak(MemCategory::kWorkspace));
+    fullest = std::max(fullest, rank.peak(MemCategory::kWorkspace));
+  }
+  s.log({{"type", "checkpoint_staging_memory"}, {"predicted_bytes", predicted}, {"measured_bytes", measured}});
+  s.progress.message(
+      fmt::format("checkpoint staging (host memory, checkpoint.async): {} on the fullest rank, "
+                  "predicted {}",
+                  format_bytes(fullest), format_bytes(predicted)));
+}
+
+}  // namespace
+
 void report_step(TrainerState& s, const RunProgress& run, int step, const StepResult& r, const StepMeter& meter) {
   const RunConfig& c = s.config;
   const std::int64_t tokens_per_step = c.train.global_batch_tokens;
@@ -55,6 +77,7 @@ void report_step(TrainerState& s, const RunProgress& run, int step, const StepRe
            {"predicted_padding_bytes", predicted.padding_bytes},
            {"measured_peak_bytes", measured}});
     s.progress.message(format_measured_vs_predicted(c, ranks));
+    if (s.async_saves) report_checkpoint_staging(s);
   }
 }
 

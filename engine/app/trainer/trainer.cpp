@@ -151,6 +151,7 @@ TrainSummary Trainer::run() {
     run.consecutive_skips = 0;
     run.count_step(step + 1, result.loss);
     report_step(s, run, step + 1, result, meter);
+    poll_checkpoint(s, run);  // commits an asynchronous save whose files are written
     if (c.checkpoint.every_steps > 0 && (step + 1) % c.checkpoint.every_steps == 0) save_checkpoint(s, run, step + 1);
     if (result.stop_requested) {  // evaluation and sampling wait for the resumed run
       stop_after(s, run, step + 1);
@@ -220,6 +221,7 @@ void Trainer::finish_run(int step, RunProgress& run) {
   if (c.checkpoint.at_end && finished && run.last_saved_step != step && step > run.start_step) {
     save_checkpoint(s, run, step);
   }
+  finish_checkpoint(s, run);  // an asynchronous save in flight, before the final weights
   report_profile(s, run);
   if (finished) {
     write_final_weights(run_dir_ + "/final.safetensors", s.optimizer, s.tracker, s.root,

@@ -53,6 +53,11 @@ TrainerState::TrainerState(const RunConfig& c, std::string dir, Communicator& co
       model(make_model(c.model_spec(), c.model_build(), tracker, ctx)),
       store(model->table(), c.param_dtype, c.zero, device_comm ? *device_comm : comm, tracker, ctx),
       optimizer(store, c.optim.adamw, tracker, ctx),
+      async_saves(c.checkpoint.async
+                      ? std::make_unique<ckpt::AsyncCheckpointer>(
+                            communicator, backend.context(),
+                            ckpt::rank_file_bytes(store.table(), communicator.world_size(), communicator.rank()))
+                      : nullptr),
       schedule(c.optim.adamw.lr, c.optim.min_lr, c.optim.warmup_steps, c.optim.decay_steps,
                LrSchedule::parse_decay(c.optim.decay)),
       metrics(root ? std::make_unique<MetricsLog>(run_dir + "/metrics.jsonl", resuming) : nullptr),

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/app/checkpoint/async_checkpoint.h"
 #include "engine/app/config/run_config.h"
 #include "engine/app/trainer/data_source.h"
 #include "engine/app/trainer/lr_schedule.h"
@@ -48,6 +49,8 @@ struct TrainerState {
   std::unique_ptr<LanguageModel> model;  // the config's family (models/model_family.h)
   ZeroParamStore store;
   ShardedAdamW optimizer;
+  // checkpoint.async: the saver and its staging (this rank's file) for the whole run; null otherwise.
+  std::unique_ptr<ckpt::AsyncCheckpointer> async_saves;
   LrSchedule schedule;
   std::unique_ptr<MetricsLog> metrics;  // rank 0's metrics.jsonl
   ProgressPrinter progress;

@@ -180,6 +180,7 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
                                 {"deterministic_reductions", options.deterministic},
                                 {"zero", cfg.to_json()["zero"]},
                                 {"other_grad_shard_dtype", other_grad_dtype},
+                                {"checkpoint_staging_bytes", predict_checkpoint_staging_bytes(cfg, ranks)},
                                 {"stages", out}};
     fmt::print("{}\n", doc.dump(2));
     return 0;
@@ -219,6 +220,10 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
   std::string other = fmt::format("{:<22}", fmt::format("gradients, {} shards", other_grad_dtype));
   for (std::int64_t g : other_grads) other += fmt::format("{:>14}", format_bytes(g));
   fmt::print("{}   (zero.grad_shard_dtype = {}: stages 2-3)\n", other, other_grad_dtype);
+  if (cfg.checkpoint.async) {
+    fmt::print("checkpoint staging    {:>14}   (checkpoint.async: host memory, every stage; not in the total)\n",
+               format_bytes(predict_checkpoint_staging_bytes(cfg, ranks)));
+  }
   fmt::print(
       "\ntotal = sum of the category peaks; padding = bytes above that hold no data on rank {} (the most "
       "padded).\nThe layout and why each buffer exists: docs/zero_memory.md. Exact bytes: --json.\n",

@@ -1,0 +1,145 @@
+// Asynchronous checkpoint saves (see the header).
+#include "engine/app/checkpoint/async_checkpoint.h"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "engine/app/checkpoint/checkpoint_folder.h"
+#include "engine/app/checkpoint/durable_file.h"
+#include "engine/base/core/check.h"
+#include "kernels/ops.h"
+
+namespace zt::ckpt {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// The writer's pieces: large enough for full-speed writes, small enough to checksum from cache.
+constexpr std::int64_t kWritePieceBytes = std::int64_t{64} << 20;
+
+// The statuses the poll all-gathers.
+constexpr std::int32_t kWriting = 0, kWritten = 1;
+
+}  // namespace
+
+std::int64_t rank_file_bytes(const ParamTable& table, int world_size, int rank) {
+  return segments_bytes(rank_file_segments(table, world_size, rank));
+}
+
+void stage_rank_file(const ParamTable& table, int world_size, int rank, const OptimizerStateSource& source,
+                     const StateCopy& copy, char* image) {
+  const std::vector<FileSegment> segments = rank_file_segments(table, world_size, rank);
+  std::int64_t staged = 0;
+  for (const FileSegment& seg : segments) {
+    if (seg.end == seg.begin) continue;  // a rank past the unit's end holds only padding
+    const UnitShard& held = source.layout->unit(seg.unit);
+    ZT_CHECK(seg.begin >= held.begin && seg.end <= held.end,
+             "rank {} of {} holds [{}, {}) of unit {} but must stage [{}, {})", rank, world_size, held.begin, held.end,
+             seg.unit, seg.begin, seg.end);
+    const TensorView state = source.state(seg.kind, seg.unit);
+    const std::int64_t n = seg.end - seg.begin;
+    copy(TensorView{image + seg.offset, DType::kF32, Device::kCPU, Shape{n}}, state.slice(seg.begin - held.begin, n));
+    staged += n * 4;
+  }
+  // The segments tile the file: the image has no byte the checksums would take from nowhere.
+  ZT_CHECK(staged == segments_bytes(segments), "staged {} of rank {}'s {} bytes", staged, rank,
+           segments_bytes(segments));
+}
+
+RankFileWritten write_rank_image(const std::string& temp_dir, int rank, const char* image, std::int64_t bytes) {
+  RankFileWritten out;
+  out.bytes = bytes;
+  out.chunk_crc32.resize(static_cast<std::size_t>((bytes + kChecksumChunkBytes - 1) / kChecksumChunkBytes));
+  for (std::size_t c = 0; c < out.chunk_crc32.size(); ++c) {
+    const std::int64_t begin = static_cast<std::int64_t>(c) * kChecksumChunkBytes;
+    out.chunk_crc32[c] = crc32_update(0u, image + begin, std::min(kChecksumChunkBytes, bytes - begin));
+  }
+  FileHandle file = FileHandle::create((fs::path(temp_dir) / rank_file_name(rank)).string());
+  for (std::int64_t pos = 0; pos < bytes; pos += kWritePieceBytes) {
+    file.write_at(image + pos, std::min(kWritePieceBytes, bytes - pos), pos);
+  }
+  file.sync();
+  file.close();
+  return out;
+}
+
+AsyncCheckpointer::AsyncCheckpointer(Communicator& comm, const ExecContext& ctx, std::int64_t staging_bytes)
+    : comm_(comm),
+      // Zero-filled: the pages are the process's from the start, not faulted in by the first save.
+      // (Every file is fp32 values: its bytes are a multiple of 4.)
+      staging_(ops::allocate_host(ctx, tracker_, MemCategory::kWorkspace, DType::kF32, (staging_bytes + 3) / 4)) {}
+
+AsyncCheckpointer::~AsyncCheckpointer() {
+  if (writer_.joinable()) writer_.join();
+}
+
+AsyncCheckpointer::Started AsyncCheckpointer::start(const std::string& folder, const ParamTable& table,
+                                                    const OptimizerStateSource& source, const StateCopy& copy,
+                                                    const CheckpointMeta& meta, int keep_last) {
+  Started started;
+  started.previous = finish();
+  const auto t0 = std::chrono::steady_clock::now();
+  const int world = comm_.world_size(), rank = comm_.rank();
+  const std::int64_t bytes = rank_file_bytes(table, world, rank);
+  ZT_CHECK(bytes <= staging_.view().size_bytes(), "rank {}'s checkpoint file of {} bytes exceeds its staging of {}",
+           rank, bytes, staging_.view().size_bytes());
+  Pending p{folder, begin_save(comm_, folder, meta.position.step), &table, meta, keep_last, t0};
+  char* image = static_cast<char*>(staging_.data());
+  std::string error;
+  try {
+    stage_rank_file(table, world, rank, source, copy, image);
+  } catch (const std::exception& e) {
+    error = e.what();  // reported when the save is finished, with every rank
+  }
+  written_ = RankFileWritten{};
+  error_ = error;
+  written_flag_.store(false);
+  writer_ = std::thread([this, temp = p.temp, image, bytes, rank] {
+    if (error_.empty()) {
+      try {
+        written_ = write_rank_image(temp, rank, image, bytes);
+      } catch (const std::exception& e) {
+        error_ = e.what();
+      }
+    }
+    pause_for_tests();
+    written_flag_.store(true, std::memory_order_release);
+  });
+  started.blocked_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  p.blocked_seconds = started.blocked_seconds;
+  pending_ = std::move(p);
+  return started;
+}
+
+std::optional<SaveResult> AsyncCheckpointer::poll() {
+  if (!pending_) return std::nullopt;
+  const std::int32_t mine = written_flag_.load(std::memory_order_acquire) ? kWritten : kWriting;
+  std::vector<std::int32_t> all(static_cast<std::size_t>(comm_.world_size()));
+  comm_
+      .all_gather(TensorView{const_cast<std::int32_t*>(&mine), DType::kI32, Device::kCPU, Shape{1}},
+                  TensorView{all.data(), DType::kI32, Device::kCPU, Shape{comm_.world_size()}})
+      .wait();
+  if (std::count(all.begin(), all.end(), kWriting) > 0) return std::nullopt;
+  return commit();
+}
+
+std::optional<SaveResult> AsyncCheckpointer::finish() {
+  if (!pending_) return std::nullopt;
+  return commit();
+}
+
+SaveResult AsyncCheckpointer::commit() {
+  const auto t0 = std::chrono::steady_clock::now();
+  writer_.join();
+  Pending p = std::move(*pending_);
+  pending_.reset();
+  SaveResult r = end_save(comm_, p.folder, p.temp, *p.table, p.meta, p.keep_last, written_, error_);
+  const auto now = std::chrono::steady_clock::now();
+  r.seconds = std::chrono::duration<double>(now - p.started).count();
+  // The staging, and this commit (with any wait for the files), held the training thread.
+  r.blocked_seconds = p.blocked_seconds + std::chrono::duration<double>(now - t0).count();
+  return r;
+}
+
+}  // namespace zt::ckpt

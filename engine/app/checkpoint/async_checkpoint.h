@@ -1,0 +1,95 @@
+// Saving a checkpoint while training goes on (checkpoint.async): the step's state is copied into a
+// host staging buffer that holds this rank's file exactly as it will lie on disk (page-locked on
+// CUDA, so the copy from the GPU runs at full speed), and a background thread writes, checksums and
+// fsyncs it while the next steps run. The collective halves of a save (rank 0's temporary
+// directory; the checksums' all-gather and rank 0's commit) stay on the training thread, so the
+// background thread never touches a communicator: the commit happens at a step boundary where every
+// rank's file is written, found by one small all-gather per step while a save is in flight.
+//
+// [Note: asynchronous saves are as safe as synchronous ones]
+// The files go to the same temporary directory and are committed by the same manifest-last rename
+// as a synchronous save (checkpoint_writer.h), so a kill at any moment loses at most the save in
+// flight and `latest` never names an incomplete checkpoint. At most one save is in flight: a new
+// one first finishes the previous (waiting for its files). A save whose write or commit fails
+// throws on every rank at the step boundary that finishes it, as a synchronous save throws at once.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "engine/app/checkpoint/checkpoint_writer.h"
+#include "engine/base/core/buffer.h"
+#include "engine/base/core/memory_tracker.h"
+#include "engine/distributed/comm/communicator.h"
+
+namespace zt::ckpt {
+
+// Bytes of rank `rank`'s file of a `world_size`-rank checkpoint of `table` (its staging buffer).
+std::int64_t rank_file_bytes(const ParamTable& table, int world_size, int rank);
+
+// dst = src for fp32 views, src on the host or a device, dst on the host, complete on return.
+using StateCopy = std::function<void(TensorView dst, TensorView src)>;
+
+// This rank's file image in `image` (rank_file_bytes long): each segment's fp32 values at its file
+// offset, taken from `source` with `copy`.
+void stage_rank_file(const ParamTable& table, int world_size, int rank, const OptimizerStateSource& source,
+                     const StateCopy& copy, char* image);
+// Writes an image as rank `rank`'s file in temp_dir, fsynced, with its chunk checksums.
+RankFileWritten write_rank_image(const std::string& temp_dir, int rank, const char* image, std::int64_t bytes);
+
+class AsyncCheckpointer {
+ public:
+  // The staging buffer (`staging_bytes`: this rank's file) is allocated and touched now, in host
+  // memory ctx's device copies into (ops::allocate_host), and charged to staging_tracker().
+  AsyncCheckpointer(Communicator& comm, const ExecContext& ctx, std::int64_t staging_bytes);
+  // Waits for the background write of a save never finished; that save stays uncommitted, as a
+  // killed one would (its temporary directory is removed by the next save of the same step).
+  ~AsyncCheckpointer();
+  AsyncCheckpointer(const AsyncCheckpointer&) = delete;
+  AsyncCheckpointer& operator=(const AsyncCheckpointer&) = delete;
+
+  struct Started {
+    double blocked_seconds = 0;          // the staging's: the caller's wait past finishing `previous`
+    std::optional<SaveResult> previous;  // the save this call had to finish first, if any
+  };
+  // Collective. Finishes a save in flight, then stages this rank's state from `source` (read with
+  // `copy`) for step meta.position.step and starts writing it in the background. `table` must
+  // outlive the save.
+  Started start(const std::string& folder, const ParamTable& table, const OptimizerStateSource& source,
+                const StateCopy& copy, const CheckpointMeta& meta, int keep_last);
+  // Collective, called by every rank at the same points (step boundaries) while in_flight():
+  // commits the save in flight when every rank's file is written, else returns nothing at once.
+  std::optional<SaveResult> poll();
+  // Collective: waits for the save in flight (if any) and commits it.
+  std::optional<SaveResult> finish();
+
+  bool in_flight() const { return pending_.has_value(); }
+  const MemoryTracker& staging_tracker() const { return tracker_; }
+
+ private:
+  struct Pending {
+    std::string folder, temp;
+    const ParamTable* table = nullptr;
+    CheckpointMeta meta;
+    int keep_last = 0;
+    std::chrono::steady_clock::time_point started;
+    double blocked_seconds = 0;
+  };
+  SaveResult commit();  // joins the writer, then end_save
+
+  Communicator& comm_;
+  MemoryTracker tracker_;  // first: charged by the staging buffer until the end
+  Buffer staging_;
+  std::optional<Pending> pending_;
+  std::thread writer_;
+  std::atomic<bool> written_flag_{false};
+  RankFileWritten written_;  // the writer's result (or error_), read after it is joined
+  std::string error_;
+};
+
+}  // namespace zt::ckpt

@@ -1,0 +1,199 @@
+#!/usr/bin/env python3
+"""checkpoint.async through the real binary and real ranks:
+
+  * the same bits as synchronous saves: losses, gradient norms and final weights, and every
+    checkpoint's rank files byte for byte (so their checksums), at stage 3 on 2 ranks;
+  * training goes on while a save is written (the test hook's pause holds each background write
+    1.5 s): steps after the save's step are logged before the save is committed, and each commit
+    is logged with the time the training thread was blocked (less than the save's own);
+  * the staging buffer measured on the fullest rank equals the prediction, which is rank 0's file
+    size and what `zerotrain memory --json` says;
+  * kill -9 while a save is written in the background: `latest` still names the previous complete
+    checkpoint, no directory of the killed save appears, and `--resume latest` finishes bitwise
+    equal to the uninterrupted run;
+  * a save that fails in the background (its temporary directory removed under it) stops the run at
+    the step boundary that finishes it, on every rank, with one line naming the step, after training
+    went on past it; the earlier checkpoint stays `latest`.
+
+usage: async_save_test.py --zerotrain PATH [-- MPIRUN FLAGS...]   (without mpirun: 1-process cases)
+"""
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from check_report import Checks  # noqa: E402
+from run_dir_util import curve, deep_merge, rank_pids, tensors, train_records  # noqa: E402
+
+SHORT = {
+    "model": {"n_layer": 2, "n_head": 2, "n_embd": 32, "block_size": 32, "vocab_size": 64},
+    "data": {"embedded_chars": 50000},
+    "train": {"micro_batch": 6, "max_steps": 8, "eval_batches": 2, "num_threads": 1},
+    "optim": {"lr": 3e-3, "warmup_steps": 2, "decay_steps": 8},
+    "checkpoint": {"every_steps": 2},
+    "log": {"sample_tokens": 0, "progress": "plain"},
+}
+# ~4 ms a step alone: a save's pause spans many steps.
+LONG = deep_merge(SHORT, {"model": {"n_embd": 64, "block_size": 64},
+                          "train": {"micro_batch": 8, "max_steps": 600},
+                          "optim": {"decay_steps": 600},
+                          "checkpoint": {"every_steps": 100}})
+
+
+def records(run_dir, kind):
+    return [r for r in train_records(run_dir) if r["type"] == kind]
+
+
+def main():
+    argv = sys.argv[1:]
+    mpirun = []
+    if "--" in argv:
+        mpirun = argv[argv.index("--") + 1:]
+        argv = argv[:argv.index("--")]
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--zerotrain", required=True)
+    args = parser.parse_args(argv)
+    checks = Checks()
+    check = checks.check
+    work = tempfile.mkdtemp(prefix="zt_async_")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OMPI_", "PMIX_"))}
+    np_ = 2 if mpirun else 1
+    counter = [0]
+
+    def config_file(config):
+        counter[0] += 1
+        path = os.path.join(work, f"config{counter[0]}.json")
+        with open(path, "w") as f:
+            json.dump(config, f)
+        return path
+
+    def command(config, run_dir, extra=()):
+        launcher = mpirun + ["-np", str(np_)] if np_ > 1 else []
+        return launcher + [args.zerotrain, "train", "--config", config_file(config), "--run-dir", run_dir] + list(extra)
+
+    def run(config, run_dir, extra=(), extra_env=None):
+        return subprocess.run(command(config, run_dir, extra), capture_output=True, text=True, timeout=180,
+                              env={**env, **(extra_env or {})})
+
+    def start(config, run_dir, extra_env=None):
+        return subprocess.Popen(command(config, run_dir), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env={**env, **(extra_env or {})})
+
+    def wait_until(condition, seconds=60):
+        deadline = time.time() + seconds
+        while time.time() < deadline and not condition():
+            time.sleep(0.01)
+        return condition()
+
+    def ok(p, what):
+        return check(p.returncode == 0, what + ("" if p.returncode == 0 else
+                                                f": exit {p.returncode}: {(p.stdout + p.stderr)[-600:]}"))
+
+    def same_run(name, run_dir, ref_dir):
+        check(curve(train_records(run_dir)) == curve(train_records(ref_dir)),
+              f"{name}: losses, grad norms and LRs bitwise equal to the synchronous run")
+        ref_w, got_w = tensors(os.path.join(ref_dir, "final.safetensors")), tensors(os.path.join(run_dir, "final.safetensors"))
+        check(ref_w.keys() == got_w.keys() and all(ref_w[k] == got_w[k] for k in ref_w),
+              f"{name}: final weights bitwise equal ({len(ref_w)} tensors)")
+
+    def file_bytes(path):
+        with open(path, "rb") as f:
+            return f.read()
+
+    base = deep_merge(SHORT, {"zero": {"stage": 3}} if np_ > 1 else {})
+    asynchronous = deep_merge(base, {"checkpoint": {"async": True}})
+    sync_dir, async_dir = os.path.join(work, "sync"), os.path.join(work, "async")
+    what = f"{np_} rank(s){', stage 3' if np_ > 1 else ''}"
+    if ok(run(base, sync_dir), f"{what}: synchronous saves exit 0") and \
+            ok(run(asynchronous, async_dir, extra_env={"ZT_TEST_CHECKPOINT_PAUSE_MS": "1500"}),
+               f"{what}: asynchronous saves (each write held 1.5 s) exit 0"):
+        same_run(what, async_dir, sync_dir)
+        steps = range(2, 9, 2)
+        kept = sorted(os.listdir(os.path.join(async_dir, "checkpoints")))
+        check(kept == sorted(os.listdir(os.path.join(sync_dir, "checkpoints"))),
+              f"{what}: the same checkpoints kept ({kept})")
+        same = all(file_bytes(os.path.join(async_dir, "checkpoints", d, f)) ==
+                   file_bytes(os.path.join(sync_dir, "checkpoints", d, f))
+                   for d in kept if d.startswith("step_") for f in os.listdir(os.path.join(sync_dir, "checkpoints", d))
+                   if f.endswith(".bin"))
+        check(same, f"{what}: every kept checkpoint's rank files byte-identical to the synchronous saves'")
+        saved = records(async_dir, "checkpoint")
+        check([r["step"] for r in saved] == list(steps) and all(r["async"] for r in saved),
+              f"{what}: one asynchronous checkpoint record per save ({[r['step'] for r in saved]})")
+        # (Steps this short reach the next save, or the end, before the pause is over: the wait for
+        # the write is counted as blocked.)
+        check(all(0 <= r["blocked_seconds"] <= r["seconds"] and r["seconds"] >= 1.5 for r in saved),
+              f"{what}: each save took its 1.5 s pause or more, the training thread at most that "
+              f"({[(round(r['blocked_seconds'], 3), round(r['seconds'], 3)) for r in saved]})")
+        order = [(r["type"], r["step"]) for r in train_records(async_dir) if r["type"] in ("train", "checkpoint")]
+        went_on = all(order.index(("train", s + 1)) < order.index(("checkpoint", s)) for s in (2, 4, 6))
+        check(went_on, f"{what}: the step after each save trained before the save was committed")
+        staging = records(async_dir, "checkpoint_staging_memory")
+        rank0 = os.path.getsize(os.path.join(async_dir, "checkpoints", "step_00000008", "rank_00000.bin"))
+        check(len(staging) == 1 and max(staging[0]["measured_bytes"]) == staging[0]["predicted_bytes"] == rank0,
+              f"{what}: checkpoint staging measured = predicted = rank 0's file ({staging}, {rank0} bytes)")
+        mem = subprocess.run([args.zerotrain, "memory", "--config", config_file(asynchronous), "--ranks", str(np_),
+                              "--json"], capture_output=True, text=True, timeout=60)
+        check(mem.returncode == 0 and json.loads(mem.stdout)["checkpoint_staging_bytes"] == rank0,
+              f"{what}: zerotrain memory --json predicts the same staging")
+
+    # kill -9 while step 4's save is written in the background (each write held 1.5 s).
+    name = f"{what}: kill -9 during the background write of step 4"
+    run_dir = os.path.join(work, "killed")
+    proc = start(asynchronous, run_dir, {"ZT_TEST_CHECKPOINT_PAUSE_MS": "1500"})
+    partial = os.path.join(run_dir, "checkpoints", ".tmp-step_00000004", f"rank_{np_ - 1:05d}.bin")
+    in_save = wait_until(lambda: os.path.exists(partial) and os.path.getsize(partial) > 0)
+    if in_save:
+        time.sleep(0.1)
+        os.kill(rank_pids(run_dir)[0], signal.SIGKILL)
+    try:
+        proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+    check(in_save and proc.returncode != 0, f"{name}: killed inside the save (exit {proc.returncode})")
+    folder = os.path.join(run_dir, "checkpoints")
+    with open(os.path.join(folder, "latest")) as f:
+        check(f.read().strip() == "step_00000002", f"{name}: latest still names step_00000002")
+    check(not os.path.exists(os.path.join(folder, "step_00000004")), f"{name}: no step_00000004 appeared")
+    p = run(asynchronous, run_dir, ["--resume", "latest"])
+    if ok(p, f"{name}: --resume latest exits 0") and os.path.exists(sync_dir):
+        check("step_00000002" in p.stdout, f"{name}: resumed from step_00000002")
+        same_run(name, run_dir, sync_dir)
+
+    # A background write that fails: its temporary directory removed while the write is held.
+    name = f"{what}: a save failing in the background"
+    run_dir = os.path.join(work, "failing")
+    config = deep_merge(LONG, {"checkpoint": {"async": True}})
+    proc = start(config, run_dir, {"ZT_TEST_CHECKPOINT_PAUSE_MS": "1000"})
+    temp = os.path.join(run_dir, "checkpoints", ".tmp-step_00000200")
+    written = os.path.join(temp, f"rank_{np_ - 1:05d}.bin")
+    if wait_until(lambda: os.path.exists(written) and os.path.getsize(written) > 0):
+        shutil.rmtree(temp, ignore_errors=True)
+    try:
+        out, err = proc.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+    lines = [line for line in err.splitlines() if "checkpoint at step 200 not saved" in line]
+    check(proc.returncode != 0 and len(lines) >= 1,
+          f"{name}: the run stops non-zero naming the save (exit {proc.returncode}: {(out + err)[-400:]})")
+    trained = [r["step"] for r in records(run_dir, "train")]
+    check(trained and 200 < max(trained) < LONG["train"]["max_steps"],
+          f"{name}: training went on past step 200 until the failure was found (last step {max(trained or [0])})")
+    folder = os.path.join(run_dir, "checkpoints")
+    with open(os.path.join(folder, "latest")) as f:
+        check(f.read().strip() == "step_00000100", f"{name}: latest still names step_00000100")
+    check(not os.path.exists(os.path.join(folder, "step_00000200")), f"{name}: no step_00000200 appeared")
+    shutil.rmtree(work, ignore_errors=True)
+    return checks.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

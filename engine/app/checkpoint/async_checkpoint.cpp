@@ -1,6 +1,10 @@
 // Asynchronous checkpoint saves (see the header).
 #include "engine/app/checkpoint/async_checkpoint.h"
 
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <filesystem>
 
@@ -17,9 +21,6 @@ namespace {
 
 // The writer's pieces: large enough for full-speed writes, small enough to checksum from cache.
 constexpr std::int64_t kWritePieceBytes = std::int64_t{64} << 20;
-
-// The statuses the poll all-gathers.
-constexpr std::int32_t kWriting = 0, kWritten = 1;
 
 }  // namespace
 
@@ -71,7 +72,19 @@ AsyncCheckpointer::AsyncCheckpointer(Communicator& comm, const ExecContext& ctx,
       staging_(ops::allocate_host(ctx, tracker_, MemCategory::kWorkspace, DType::kF32, (staging_bytes + 3) / 4)) {}
 
 AsyncCheckpointer::~AsyncCheckpointer() {
-  if (writer_.joinable()) writer_.join();
+  if (worker_.joinable()) worker_.join();
+}
+
+void AsyncCheckpointer::run_in_background(std::function<void()> work) {
+  done_.store(false);
+  worker_ = std::thread([this, work = std::move(work)] {
+    // The lowest CPU priority for this thread alone (Linux nices threads one by one): where the
+    // steps compute on the CPU, its checksums, copies into the page cache and fsyncs take only
+    // their idle time.
+    setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), 19);
+    work();
+    done_.store(true, std::memory_order_release);
+  });
 }
 
 AsyncCheckpointer::Started AsyncCheckpointer::start(const std::string& folder, const ParamTable& table,
@@ -86,16 +99,15 @@ AsyncCheckpointer::Started AsyncCheckpointer::start(const std::string& folder, c
            rank, bytes, staging_.view().size_bytes());
   Pending p{folder, begin_save(comm_, folder, meta.position.step), &table, meta, keep_last, t0};
   char* image = static_cast<char*>(staging_.data());
-  std::string error;
+  written_ = RankFileWritten{};
+  error_.clear();
+  warning_.clear();
   try {
     stage_rank_file(table, world, rank, source, copy, image);
   } catch (const std::exception& e) {
-    error = e.what();  // reported when the save is finished, with every rank
+    error_ = e.what();  // reported with every rank when the files are gathered
   }
-  written_ = RankFileWritten{};
-  error_ = error;
-  written_flag_.store(false);
-  writer_ = std::thread([this, temp = p.temp, image, bytes, rank] {
+  run_in_background([this, temp = p.temp, image, bytes, rank] {
     if (error_.empty()) {
       try {
         written_ = write_rank_image(temp, rank, image, bytes);
@@ -104,41 +116,69 @@ AsyncCheckpointer::Started AsyncCheckpointer::start(const std::string& folder, c
       }
     }
     pause_for_tests();
-    written_flag_.store(true, std::memory_order_release);
   });
-  started.blocked_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  p.blocked_seconds = started.blocked_seconds;
   pending_ = std::move(p);
+  started.blocked_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  blocked_seconds_ = started.blocked_seconds;
   return started;
 }
 
-std::optional<SaveResult> AsyncCheckpointer::poll() {
-  if (!pending_) return std::nullopt;
-  const std::int32_t mine = written_flag_.load(std::memory_order_acquire) ? kWritten : kWriting;
+bool AsyncCheckpointer::all_ranks_done() {
+  const std::int32_t mine = done_.load(std::memory_order_acquire) ? 1 : 0;
   std::vector<std::int32_t> all(static_cast<std::size_t>(comm_.world_size()));
   comm_
       .all_gather(TensorView{const_cast<std::int32_t*>(&mine), DType::kI32, Device::kCPU, Shape{1}},
                   TensorView{all.data(), DType::kI32, Device::kCPU, Shape{comm_.world_size()}})
       .wait();
-  if (std::count(all.begin(), all.end(), kWriting) > 0) return std::nullopt;
-  return commit();
+  return std::count(all.begin(), all.end(), 0) == 0;
+}
+
+std::optional<SaveResult> AsyncCheckpointer::poll() {
+  if (!pending_) return std::nullopt;
+  const auto t0 = std::chrono::steady_clock::now();
+  return charged(t0, all_ranks_done() ? advance() : std::nullopt);
 }
 
 std::optional<SaveResult> AsyncCheckpointer::finish() {
   if (!pending_) return std::nullopt;
-  return commit();
+  const auto t0 = std::chrono::steady_clock::now();
+  std::optional<SaveResult> r;
+  while (!r) r = advance();
+  return charged(t0, std::move(r));
 }
 
-SaveResult AsyncCheckpointer::commit() {
-  const auto t0 = std::chrono::steady_clock::now();
-  writer_.join();
-  Pending p = std::move(*pending_);
+std::optional<SaveResult> AsyncCheckpointer::advance() {
+  if (worker_.joinable()) worker_.join();
+  Pending& p = *pending_;
+  if (p.phase == Phase::kWriting) {
+    p.files = gather_rank_files(comm_, *p.table, written_, !error_.empty());
+    p.phase = Phase::kCommitting;
+    if (p.files.all_written() && comm_.rank() == 0) {
+      run_in_background([this, &p] {
+        try {
+          warning_ =
+              commit_checkpoint(p.folder, p.temp, *p.table, p.meta, comm_.world_size(), p.files.files, p.keep_last)
+                  .warning;
+        } catch (const std::exception& e) {
+          error_ = e.what();
+        }
+      });
+      return std::nullopt;
+    }
+    done_.store(true);  // nothing to commit on this rank (or nothing at all: a write failed)
+    if (p.files.all_written()) return std::nullopt;
+  }
+  const Pending done = std::move(*pending_);
   pending_.reset();
-  SaveResult r = end_save(comm_, p.folder, p.temp, *p.table, p.meta, p.keep_last, written_, error_);
-  const auto now = std::chrono::steady_clock::now();
-  r.seconds = std::chrono::duration<double>(now - p.started).count();
-  // The staging, and this commit (with any wait for the files), held the training thread.
-  r.blocked_seconds = p.blocked_seconds + std::chrono::duration<double>(now - t0).count();
+  SaveResult r = conclude_save(comm_, done.folder, done.temp, done.meta, done.files, error_, warning_);
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - done.started).count();
+  return r;
+}
+
+std::optional<SaveResult> AsyncCheckpointer::charged(std::chrono::steady_clock::time_point t0,
+                                                     std::optional<SaveResult> r) {
+  blocked_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (r) r->blocked_seconds = blocked_seconds_;
   return r;
 }
 

@@ -1,10 +1,12 @@
 // Saving a checkpoint while training goes on (checkpoint.async): the step's state is copied into a
 // host staging buffer that holds this rank's file exactly as it will lie on disk (page-locked on
-// CUDA, so the copy from the GPU runs at full speed), and a background thread writes, checksums and
-// fsyncs it while the next steps run. The collective halves of a save (rank 0's temporary
-// directory; the checksums' all-gather and rank 0's commit) stay on the training thread, so the
-// background thread never touches a communicator: the commit happens at a step boundary where every
-// rank's file is written, found by one small all-gather per step while a save is in flight.
+// CUDA, so the copy from the GPU runs at full speed), and a background thread checksums, writes and
+// fsyncs it while the next steps run; then rank 0's commit (manifest, rename, `latest`, keep-last,
+// with their fsyncs) runs in the background too. The collectives of a save (rank 0's temporary
+// directory, the checksums' all-gather, the commit's outcome) stay on the training thread, so the
+// background thread never touches a communicator: at each step boundary while a save is in
+// flight, one small all-gather says whether every rank's background work is done, and the save
+// moves on to its next part there.
 //
 // [Note: asynchronous saves are as safe as synchronous ones]
 // The files go to the same temporary directory and are committed by the same manifest-last rename
@@ -63,7 +65,8 @@ class AsyncCheckpointer {
   Started start(const std::string& folder, const ParamTable& table, const OptimizerStateSource& source,
                 const StateCopy& copy, const CheckpointMeta& meta, int keep_last);
   // Collective, called by every rank at the same points (step boundaries) while in_flight():
-  // commits the save in flight when every rank's file is written, else returns nothing at once.
+  // moves the save in flight on where every rank's background work is done (files written: rank
+  // 0's commit starts; commit done: the result), else returns nothing at once.
   std::optional<SaveResult> poll();
   // Collective: waits for the save in flight (if any) and commits it.
   std::optional<SaveResult> finish();
@@ -72,24 +75,38 @@ class AsyncCheckpointer {
   const MemoryTracker& staging_tracker() const { return tracker_; }
 
  private:
+  // A save in flight: its rank files being written, then rank 0's commit.
+  enum class Phase { kWriting, kCommitting };
   struct Pending {
     std::string folder, temp;
     const ParamTable* table = nullptr;
     CheckpointMeta meta;
     int keep_last = 0;
     std::chrono::steady_clock::time_point started;
-    double blocked_seconds = 0;
+    Phase phase = Phase::kWriting;
+    GatheredFiles files;  // once every file is written
   };
-  SaveResult commit();  // joins the writer, then end_save
+  // Collective: whether every rank's worker has finished the current phase (one all-gather).
+  bool all_ranks_done();
+  // Collective: completes the current phase, waiting for this rank's worker: after the writes,
+  // the checksums' all-gather and rank 0's commit started in the background (nothing returned);
+  // after the commit, the outcome. Throws on every rank when the save failed.
+  std::optional<SaveResult> advance();
+  // Runs `work` on the worker thread at the lowest CPU priority, setting done_ after it.
+  void run_in_background(std::function<void()> work);
+  // The caller's time since t0 added to the save's blocked time, which a completed result carries.
+  std::optional<SaveResult> charged(std::chrono::steady_clock::time_point t0, std::optional<SaveResult> r);
 
   Communicator& comm_;
   MemoryTracker tracker_;  // first: charged by the staging buffer until the end
   Buffer staging_;
   std::optional<Pending> pending_;
-  std::thread writer_;
-  std::atomic<bool> written_flag_{false};
-  RankFileWritten written_;  // the writer's result (or error_), read after it is joined
-  std::string error_;
+  double blocked_seconds_ = 0;  // the training thread's time in the save in flight
+  // The worker (this rank's write, then rank 0's commit) and what it leaves, read after a join.
+  std::thread worker_;
+  std::atomic<bool> done_{false};
+  RankFileWritten written_;
+  std::string error_, warning_;
 };
 
 }  // namespace zt::ckpt

@@ -163,51 +163,52 @@ std::string begin_save(Communicator& comm, const std::string& folder, std::int64
   return temp;
 }
 
-SaveResult end_save(Communicator& comm, const std::string& folder, const std::string& temp, const ParamTable& table,
-                    const CheckpointMeta& meta, int keep_last, const RankFileWritten& written, std::string error) {
-  const int world = comm.world_size(), rank = comm.rank();
+GatheredFiles gather_rank_files(Communicator& comm, const ParamTable& table, const RankFileWritten& written,
+                                bool failed) {
+  const int world = comm.world_size();
   // One all-gather of [status, chunk crcs] per rank, padded to rank 0's count (the largest file).
   const std::size_t max_chunks = static_cast<std::size_t>(
       (segments_bytes(rank_file_segments(table, world, 0)) + kChecksumChunkBytes - 1) / kChecksumChunkBytes);
   const std::size_t record = 1 + max_chunks;
   std::vector<std::uint32_t> send(record, 0u), recv(record * static_cast<std::size_t>(world));
-  send[0] = error.empty() ? 0u : 1u;
+  send[0] = failed ? 1u : 0u;
   std::copy(written.chunk_crc32.begin(), written.chunk_crc32.end(), send.begin() + 1);
   comm.all_gather(TensorView{send.data(), DType::kI32, Device::kCPU, Shape{static_cast<std::int64_t>(record)}},
                   TensorView{recv.data(), DType::kI32, Device::kCPU, Shape{static_cast<std::int64_t>(recv.size())}})
       .wait();
-  std::vector<std::int32_t> write_status;
-  std::vector<RankFileWritten> files(static_cast<std::size_t>(world));
+  GatheredFiles g;
+  g.own_bytes = written.bytes;
+  g.files.resize(static_cast<std::size_t>(world));
   for (int r = 0; r < world; ++r) {
     const std::uint32_t* rec = recv.data() + static_cast<std::size_t>(r) * record;
-    write_status.push_back(static_cast<std::int32_t>(rec[0]));
-    RankFileWritten& f = files[static_cast<std::size_t>(r)];
+    g.write_status.push_back(static_cast<std::int32_t>(rec[0]));
+    RankFileWritten& f = g.files[static_cast<std::size_t>(r)];
     f.bytes = segments_bytes(rank_file_segments(table, world, r));
     f.chunk_crc32.assign(rec + 1, rec + 1 + (f.bytes + kChecksumChunkBytes - 1) / kChecksumChunkBytes);
   }
-  std::string warning;
-  if (rank == 0 && failed_ranks(write_status).empty()) {
-    try {
-      warning = commit_checkpoint(folder, temp, table, meta, world, files, keep_last).warning;
-    } catch (const std::exception& e) {
-      error = e.what();
-    }
-  }
+  return g;
+}
+
+bool GatheredFiles::all_written() const { return failed_ranks(write_status).empty(); }
+
+SaveResult conclude_save(Communicator& comm, const std::string& folder, const std::string& temp,
+                         const CheckpointMeta& meta, const GatheredFiles& g, const std::string& error,
+                         const std::string& warning) {
+  const int rank = comm.rank();
   const std::vector<std::int32_t> commit_status = gather_status(comm, rank == 0 && !error.empty() ? 1 : 0);
-  if (!failed_ranks(write_status).empty() || commit_status[0] != 0) {
+  if (!g.all_written() || commit_status[0] != 0) {
     if (rank == 0) {
       std::error_code ec;
       fs::remove_all(temp, ec);
     }
     throw_runtime_error("checkpoint at step {} not saved (failed on rank {}){}{}", meta.position.step,
-                        failed_ranks(write_status).empty() ? "0" : failed_ranks(write_status),
-                        error.empty() ? "" : ": ", error);
+                        g.all_written() ? "0" : failed_ranks(g.write_status), error.empty() ? "" : ": ", error);
   }
   SaveResult result;
   result.step = meta.position.step;
   result.path = (fs::path(folder) / step_dir_name(meta.position.step)).string();
-  result.rank_bytes = written.bytes;
-  for (const RankFileWritten& f : files) result.total_bytes += f.bytes;
+  result.rank_bytes = g.own_bytes;
+  for (const RankFileWritten& f : g.files) result.total_bytes += f.bytes;
   result.warning = warning;
   return result;
 }
@@ -230,7 +231,16 @@ SaveResult save_checkpoint(Communicator& comm, const std::string& folder, const 
     error = e.what();
   }
   pause_for_tests();
-  SaveResult result = end_save(comm, folder, temp, table, meta, keep_last, written, std::move(error));
+  const GatheredFiles g = gather_rank_files(comm, table, written, !error.empty());
+  std::string warning;
+  if (comm.rank() == 0 && g.all_written()) {
+    try {
+      warning = commit_checkpoint(folder, temp, table, meta, comm.world_size(), g.files, keep_last).warning;
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+  }
+  SaveResult result = conclude_save(comm, folder, temp, meta, g, error, warning);
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   result.blocked_seconds = result.seconds;
   return result;

@@ -55,14 +55,25 @@ struct RankFileWritten {
   std::int64_t bytes = 0;
   std::vector<std::uint32_t> chunk_crc32;
 };
-// save_checkpoint's collective halves, which an asynchronous save (async_checkpoint.h) runs apart
-// with its rank file written in between, in the background. begin_save: rank 0 creates the step's
-// temporary directory (returned) and every rank learns whether it could (throws on every rank when
-// not). end_save: every rank's file written (`written`) or failed (`error`), rank 0 commits; throws
-// on every rank when any failed, as save_checkpoint does. The result's seconds are the caller's.
+// save_checkpoint's collective parts, which an asynchronous save (async_checkpoint.h) runs apart,
+// its rank file and rank 0's commit_checkpoint in the background between them. begin_save: rank 0
+// creates the step's temporary directory (returned) and every rank learns whether it could
+// (throws on every rank when not). gather_rank_files: every rank's file written (`written`) or
+// failed, and its checksums. conclude_save: every rank learns rank 0's commit outcome (`error`
+// on rank 0: its commit's; elsewhere, or when a write failed: this rank's own error) and throws
+// on every rank when anything failed, as save_checkpoint does; the result's times are the caller's.
 std::string begin_save(Communicator& comm, const std::string& folder, std::int64_t step);
-SaveResult end_save(Communicator& comm, const std::string& folder, const std::string& temp, const ParamTable& table,
-                    const CheckpointMeta& meta, int keep_last, const RankFileWritten& written, std::string error);
+struct GatheredFiles {
+  std::vector<RankFileWritten> files;
+  std::vector<std::int32_t> write_status;  // per rank, 0 = written
+  std::int64_t own_bytes = 0;
+  bool all_written() const;
+};
+GatheredFiles gather_rank_files(Communicator& comm, const ParamTable& table, const RankFileWritten& written,
+                                bool failed);
+SaveResult conclude_save(Communicator& comm, const std::string& folder, const std::string& temp,
+                         const CheckpointMeta& meta, const GatheredFiles& g, const std::string& error,
+                         const std::string& warning);
 // Test hook: ZT_TEST_CHECKPOINT_PAUSE_MS holds a save between its rank file and its commit, a
 // window for kill -9 (docs/checkpoint_format.md).
 void pause_for_tests();

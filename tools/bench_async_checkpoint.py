@@ -81,7 +81,7 @@ def summarize(records):
         "saves": saves,
         "blocked_seconds_per_save": statistics.mean(s["blocked_seconds"] for s in steady) if steady else None,
         "save_seconds": statistics.mean(s["seconds"] for s in steady) if steady else None,
-        "staging_seconds_per_save": statistics.mean(s["staging_seconds"] for s in saves) if staged else None,
+        "staging_seconds_per_save": statistics.mean(s["staging_seconds"] for s in steady) if staged and steady else None,
         "step_ms_median_no_write": statistics.median(step_ms["idle"]) if step_ms["idle"] else None,
         "step_ms_median_during_write": statistics.median(step_ms["writing"]) if step_ms["writing"] else None,
         "steps_during_writes": len(step_ms["writing"]),

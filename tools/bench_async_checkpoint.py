@@ -44,7 +44,8 @@ def run_config(device, steps, every):
         with open(os.path.join(ROOT, "configs", "gpt2_124m.json")) as f:
             config = json.load(f)
         config["data"] = {"dataset": "embedded"}
-        config["train"].update({"max_steps": steps, "eval_every": 0, "global_batch_tokens": 0, "grad_accum": 1})
+        config["train"].pop("global_batch_tokens", None)  # one micro-batch a step
+        config["train"].update({"max_steps": steps, "eval_every": 0})
     else:
         config = {"device": "cpu", "model": dict(GPT2_124M), "data": {"dataset": "embedded"},
                   "train": {"micro_batch": 1, "seq_len": 64, "max_steps": steps, "eval_every": 0,

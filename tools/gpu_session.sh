@@ -18,6 +18,8 @@
 #                phase, and the deadline stops it cleanly where it overruns                    [420]
 #   llmc         tools/llmc_interop.py: llm.c's train_gpt2cu writes its own model file, zerotrain
 #                starts from it (train.init_from) and evaluates llm.c's validation windows      [90]
+#   asyncckpt    tools/bench_async_checkpoint.py --device cuda: GPT-2 124M's blocked time per save,
+#                synchronous against checkpoint.async (staging into pinned memory)          [120]
 # e.g. `bash tools/gpu_session.sh tests=230 multirank=60 bench=250`.
 #
 # Before anything runs it prints the plan and refuses (exit 2) one whose budgets and set-up exceed
@@ -37,7 +39,7 @@ mkdir -p "$OUT"
 summary="$OUT/session.txt"
 note() { echo "$*" | tee -a "$summary"; }
 
-declare -A default_budget=([tests]=240 [multirank]=150 [bench]=330 [llama]=180 [shakespeare]=300 [llmc]=90 [autotune]=420)
+declare -A default_budget=([tests]=240 [multirank]=150 [bench]=330 [llama]=180 [shakespeare]=300 [llmc]=90 [autotune]=420 [asyncckpt]=120)
 limit=${ZT_SESSION_SECONDS:-570}
 setup_reserve=30  # unpacking, the pack check, the machine facts
 phases=()
@@ -260,6 +262,12 @@ for p in "${phases[@]}"; do
         --llmc .gpu_build/train_gpt2cu --zerotrain build-gpu/zerotrain --device cuda \
         --out "$OUT/llmc_interop_$slug.json" >>"$log" 2>&1
       grep "llm.c's own model file" "$log" | tail -1 | sed 's/^/    /' >>"$summary"
+      ;;
+    asyncckpt)
+      step async_checkpoint_bench "${budget[$p]}" env PYTHONUNBUFFERED=1 "$python" tools/bench_async_checkpoint.py \
+        --zerotrain build-gpu/zerotrain --device cuda --steps 300 --every 100 \
+        --out "$OUT/async_checkpoint_bench_$slug.json" >>"$log" 2>&1
+      sed -n '/^GPT-2 124M/,/^wrote/p' "$log" | sed 's/^/    /' >>"$summary"
       ;;
   esac
   note "phase $p done at $SECONDS s"

@@ -14,6 +14,7 @@ std::string CheckpointPolicy::to_string() const {
   switch (kind) {
     case Kind::kNone: return "none";
     case Kind::kAll: return "all";
+    case Kind::kSelective: return "selective";
     case Kind::kEvery: return fmt::format("every:{}", every_k);
   }
   return "?";
@@ -22,6 +23,10 @@ std::string CheckpointPolicy::to_string() const {
 bool CheckpointPolicy::parse(const std::string& text, CheckpointPolicy* out) {
   if (text == "none") {
     *out = CheckpointPolicy{Kind::kNone, 1};
+    return true;
+  }
+  if (text == "selective") {
+    *out = CheckpointPolicy{Kind::kSelective, 1};
     return true;
   }
   if (text == "all") {

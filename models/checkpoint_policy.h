@@ -1,5 +1,9 @@
 // Which decoder layers (GPT blocks, Llama layers) recompute their forward in backward instead of
-// keeping their activations: train.activation_checkpointing, for every model family.
+// keeping their activations: train.activation_checkpointing, for every model family. "selective"
+// recomputes no layer's forward: every layer keeps its products' outputs (and attention's
+// log-sum-exps or probabilities) and drops only what is cheap to recompute from them (the norms'
+// outputs, GELU's or SwiGLU's), which its backward recomputes with the same kernels, so the bits
+// are those of no checkpointing (Megatron's selective recomputation, docs/memory.md).
 #pragma once
 
 #include <cstdint>
@@ -8,19 +12,21 @@
 namespace zt {
 
 struct CheckpointPolicy {
-  enum class Kind { kNone, kAll, kEvery };
+  enum class Kind { kNone, kAll, kEvery, kSelective };
   Kind kind = Kind::kNone;
   int every_k = 1;  // with kEvery: layers 0, k, 2k, ... are checkpointed
 
   bool is_checkpointed(int layer) const {
     switch (kind) {
-      case Kind::kNone: return false;
+      case Kind::kNone:
+      case Kind::kSelective: return false;
       case Kind::kAll: return true;
       case Kind::kEvery: return layer % every_k == 0;
     }
     return false;
   }
-  // "none", "all" or "every:K": the config's spelling.
+  bool selective() const { return kind == Kind::kSelective; }
+  // "none", "selective", "all" or "every:K": the config's spelling.
   std::string to_string() const;
   // Parses that spelling; returns false when it is not one of them.
   static bool parse(const std::string& text, CheckpointPolicy* out);

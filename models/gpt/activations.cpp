@@ -44,7 +44,7 @@ Buffer allocate_bytes(const ExecContext& ctx, MemoryTracker& tracker, const Acti
 }  // namespace
 
 ActivationDims activation_dims(const GptConfig& c, std::int64_t batch, std::int64_t seq_len, Device device,
-                               DType activations, int head_chunks) {
+                               DType activations, int head_chunks, bool selective) {
   ZT_CHECK(activations == DType::kF32 || activations == DType::kBF16, "activations are F32 or BF16");
   const bool flash = ops::flash_attention_available(device, batch, c.n_head, c.n_embd / c.n_head);
   return ActivationDims{batch,
@@ -54,7 +54,8 @@ ActivationDims activation_dims(const GptConfig& c, std::int64_t batch, std::int6
                         c.padded_vocab_size(),
                         flash,
                         activations,
-                        head_chunk_columns(c, head_chunks)};
+                        head_chunk_columns(c, head_chunks),
+                        selective};
 }
 
 std::string describe_attention(const GptConfig& c, const ActivationDims& d, Device device, AttentionKernels choice,
@@ -86,7 +87,7 @@ std::string describe_attention(const GptConfig& c, const ActivationDims& d, Devi
 std::int64_t block_activation_bytes(const ActivationDims& d) {
   const std::int64_t probabilities = d.flash_attention ? 0 : d.B * d.NH * d.T * d.T;
   const std::int64_t lse = d.flash_attention ? d.B * d.NH * d.T : 0;
-  return d.act_bytes() * (15 * d.BTC() + probabilities) + kStatBytes * (4 * d.BT() + lse);
+  return d.act_bytes() * ((d.selective ? 9 : 15) * d.BTC() + probabilities) + kStatBytes * (4 * d.BT() + lse);
 }
 
 std::int64_t head_activation_bytes(const ActivationDims& d) {
@@ -106,22 +107,33 @@ std::int64_t predict_activation_peak_bytes(const GptConfig& c, const ActivationD
                                  head_activation_bytes(d));
 }
 
-BlockActivations::BlockActivations(MemoryTracker& tracker, const ActivationDims& d, const ExecContext& ctx)
-    : storage(allocate_bytes(ctx, tracker, d, block_activation_bytes(d))) {
+RecomputeScratch::RecomputeScratch(MemoryTracker& tracker, const ActivationDims& d, const ExecContext& ctx) {
+  if (!d.selective) return;
+  storage = ops::allocate(ctx, tracker, MemCategory::kWorkspace, d.act, bytes(d) / d.act_bytes(), /*zero_fill=*/false);
+  Carver c(storage);
+  ln = c.take(d.act, {d.B, d.T, d.C});
+  gelu = c.take(d.act, {d.B, d.T, 4 * d.C});
+  c.finish();
+}
+
+BlockActivations::BlockActivations(MemoryTracker& tracker, const ActivationDims& d, const ExecContext& ctx,
+                                   const RecomputeScratch* scratch)
+    : storage(allocate_bytes(ctx, tracker, d, block_activation_bytes(d))), recomputes_cheap_outputs(d.selective) {
+  ZT_CHECK(!d.selective || (scratch != nullptr && scratch->ln.data != nullptr), "selective without a scratch");
   Carver c(storage);
   ln1_mean = c.take(DType::kF32, {d.B, d.T});
   ln1_rstd = c.take(DType::kF32, {d.B, d.T});
   ln2_mean = c.take(DType::kF32, {d.B, d.T});
   ln2_rstd = c.take(DType::kF32, {d.B, d.T});
   if (d.flash_attention) lse = c.take(DType::kF32, {d.B, d.NH, d.T});
-  ln1 = c.take(d.act, {d.B, d.T, d.C});
+  ln1 = d.selective ? scratch->ln : c.take(d.act, {d.B, d.T, d.C});
   qkv = c.take(d.act, {d.B, d.T, 3 * d.C});
   if (!d.flash_attention) att = c.take(d.act, {d.B, d.NH, d.T, d.T});
   atty = c.take(d.act, {d.B, d.T, d.C});
   resid2 = c.take(d.act, {d.B, d.T, d.C});
-  ln2 = c.take(d.act, {d.B, d.T, d.C});
+  ln2 = d.selective ? scratch->ln : c.take(d.act, {d.B, d.T, d.C});
   fch = c.take(d.act, {d.B, d.T, 4 * d.C});
-  fch_gelu = c.take(d.act, {d.B, d.T, 4 * d.C});
+  fch_gelu = d.selective ? scratch->gelu : c.take(d.act, {d.B, d.T, 4 * d.C});
   c.finish();
 }
 

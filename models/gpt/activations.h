@@ -23,6 +23,10 @@ struct ActivationDims {
   // The LM head's logits are computed this many vocabulary columns at a time (head_chunk_columns):
   // Vp when they are held whole.
   std::int64_t Vc = 0;
+  // Selective activation checkpointing (CheckpointPolicy::selective): a block keeps neither ln_1's
+  // nor ln_2's output nor GELU's; they live in the model's RecomputeScratch, written by every
+  // block's forward and recomputed there by its backward.
+  bool selective = false;
   bool head_chunked() const { return Vc < Vp; }
   int head_chunk_count() const { return static_cast<int>((Vp + Vc - 1) / Vc); }
   std::int64_t BT() const { return B * T; }
@@ -34,7 +38,7 @@ struct ActivationDims {
 // on CUDA, for the head sizes the flash kernels are compiled for (dropout on the probabilities is
 // fused into them); the memory prediction calls this too, so both make the same choice.
 ActivationDims activation_dims(const GptConfig& c, std::int64_t batch, std::int64_t seq_len, Device device,
-                               DType activations = DType::kF32, int head_chunks = 1);
+                               DType activations = DType::kF32, int head_chunks = 1, bool selective = false);
 
 // How attention runs and what it keeps, for the memory report and the train command's header.
 // Fused (no T x T probabilities kept): on cuDNN, or on the flash kernels (on tensor cores or CUDA
@@ -47,7 +51,8 @@ std::string describe_attention(const GptConfig& c, const ActivationDims& d, Devi
                                AttentionKernels choice = AttentionKernels::kAuto, bool dropout = false);
 
 // Bytes of one block's internal activations, with a = act_bytes(): a (15 BTC + B NH T^2) + 4 (4 BT)
-// materialised, a 15 BTC + 4 (4 BT + B NH T) with flash attention.
+// materialised, a 15 BTC + 4 (4 BT + B NH T) with flash attention; 9 BTC in place of 15 when
+// selective (ln_1's, ln_2's and GELU's outputs are in the RecomputeScratch).
 std::int64_t block_activation_bytes(const ActivationDims& d);
 // Bytes of the head's activations (ln_f output, its mean/rstd, probabilities, losses):
 // a (BTC + BT Vp) + 4 (3 BT); in vocabulary chunks, one chunk's logits, the ln_f output's
@@ -66,6 +71,17 @@ std::int64_t residual_stream_bytes(const ActivationDims& d, int n_layer);
 // block's activations are freed after its backward (checkpointed blocks re-allocate to recompute).
 std::int64_t predict_activation_peak_bytes(const GptConfig& c, const ActivationDims& d, const CheckpointPolicy& policy);
 
+// Selective checkpointing's home for the outputs a block does not keep: ln [B,T,C] (ln_1's output,
+// then ln_2's) and gelu [B,T,4C], one of each for the model (workspace: a 5 BTC). Every op that
+// recomputes them is the one the forward ran, on the same inputs, so the bits are the same.
+struct RecomputeScratch {
+  Buffer storage;
+  TensorView ln, gelu;
+
+  RecomputeScratch(MemoryTracker& tracker, const ActivationDims& d, const ExecContext& ctx);
+  static std::int64_t bytes(const ActivationDims& d) { return d.selective ? d.act_bytes() * 5 * d.BTC() : 0; }
+};
+
 struct BlockActivations {
   Buffer storage;                      // one tracked allocation per block
   TensorView ln1, ln1_mean, ln1_rstd;  // [B,T,C], [B,T], [B,T]
@@ -76,8 +92,12 @@ struct BlockActivations {
   TensorView resid2;                   // [B,T,C] x + attention branch
   TensorView ln2, ln2_mean, ln2_rstd;  // [B,T,C], [B,T], [B,T]
   TensorView fch, fch_gelu;            // [B,T,4C] before / after GELU
+  // Selective: ln1 and ln2 view the scratch's ln, fch_gelu its gelu; backward recomputes them.
+  bool recomputes_cheap_outputs = false;
 
-  BlockActivations(MemoryTracker& tracker, const ActivationDims& d, const ExecContext& ctx);
+  // `scratch`: the model's, used when d.selective.
+  BlockActivations(MemoryTracker& tracker, const ActivationDims& d, const ExecContext& ctx,
+                   const RecomputeScratch* scratch = nullptr);
 };
 
 struct HeadActivations {

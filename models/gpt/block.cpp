@@ -62,6 +62,10 @@ void mlp_half_backward(const ExecContext& ctx, const BlockParams& p, const Block
                        TensorView dresid, BlockGradScratch& s, const BlockDropout& dropout) {
   const TensorView d_bt4c = s.d_bt4c.view(a.fch.shape);
   const TensorView d_btc = s.d_btc.view(dresid.shape);
+  if (a.recomputes_cheap_outputs) {  // selective: ln_2's and GELU's outputs again, by the forward's ops
+    ops::layernorm_forward(ctx, a.ln2, a.ln2_mean, a.ln2_rstd, a.resid2, p.ln_2_w, p.ln_2_b);
+    ops::gelu_forward(ctx, a.fch_gelu, a.fch);
+  }
   // dresid = d(out) flows unchanged into d(resid2) through the residual.
   ops::matmul_backward_through_gelu(ctx, d_bt4c, g.mlp_proj_w, g.mlp_proj_b,
                                     through_dropout(ctx, dresid, s, dropout.mlp_residual), a.fch_gelu, p.mlp_proj_w,
@@ -75,6 +79,8 @@ void attention_half_backward(const ExecContext& ctx, const BlockParams& p, const
                              const BlockDropout& dropout) {
   const TensorView d_btc = s.d_btc.view(x.shape);
   const TensorView d_qkv = s.d_qkv.view(a.qkv.shape);
+  // Selective: ln_1's output again, by the forward's op (read by c_attn's weight gradient below).
+  if (a.recomputes_cheap_outputs) ops::layernorm_forward(ctx, a.ln1, a.ln1_mean, a.ln1_rstd, x, p.ln_1_w, p.ln_1_b);
   // dresid holds d(resid2), which flows on into d(x).
   ops::matmul_backward(ctx, d_btc, g.attn_proj_w, g.attn_proj_b, through_dropout(ctx, dresid, s, dropout.attn_residual),
                        a.atty, p.attn_proj_w, WeightLayout::kInOut);

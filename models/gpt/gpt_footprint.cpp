@@ -16,7 +16,8 @@ constexpr std::int64_t kF32Bytes = 4;
 ModelFootprint predict_footprint(const GptConfig& model, int micro_batch, int seq_len,
                                  const CheckpointPolicy& checkpointing, DType param_dtype, Device device,
                                  DType activations, const UnitLayout& layout) {
-  const ActivationDims d = activation_dims(model, micro_batch, seq_len, device, activations, layout.head_chunks);
+  const ActivationDims d =
+      activation_dims(model, micro_batch, seq_len, device, activations, layout.head_chunks, checkpointing.selective());
   const std::int64_t max_unit = build_param_table(model, layout).max_unit_numel();
   ModelFootprint f;
   f.activation_bytes = predict_activation_peak_bytes(model, d, checkpointing);
@@ -26,6 +27,7 @@ ModelFootprint predict_footprint(const GptConfig& model, int micro_batch, int se
   // use once the head acquires ln_f and the embeddings). bf16 activations read bf16 parameters.
   f.workspace_bytes = d.act_bytes() * (9 * d.BTC() + d.BTC()) + kF32Bytes * max_unit;
   if (param_dtype == DType::kBF16 && d.act == DType::kF32) f.workspace_bytes += 2 * kF32Bytes * max_unit;
+  f.workspace_bytes += RecomputeScratch::bytes(d);  // selective checkpointing's ln and GELU outputs
   // On CUDA the context's cuBLASLt workspace, held for the whole run. (The kernels' transient
   // scratch, partial sums and the embedding backward's sort, is not modelled: kilobytes to a
   // few MB at a time, device-dependent for CUB's sort.)

@@ -24,7 +24,7 @@ GptModel::GptModel(const GptConfig& config, int batch, int seq_len, CheckpointPo
     : config_(config),
       layout_(layout),
       table_(build_param_table(config, layout)),
-      dims_(activation_dims(config, batch, seq_len, ctx.device, activations, layout.head_chunks)),
+      dims_(activation_dims(config, batch, seq_len, ctx.device, activations, layout.head_chunks, policy.selective())),
       tracker_(tracker),
       ctx_(ctx),
       dropout_(dropout),
@@ -32,6 +32,7 @@ GptModel::GptModel(const GptConfig& config, int batch, int seq_len, CheckpointPo
       params_(table_, dims_.act, tracker, ctx),
       blocks_(block_unit_ids(config, layout), policy, params_, *this),
       block_scratch_(tracker, dims_, ctx),
+      recompute_scratch_(tracker, dims_, ctx),
       dresid_(ops::allocate(ctx, tracker, MemCategory::kWorkspace, dims_.act, dims_.BTC())),
       grad_scratch_(ops::allocate(ctx, tracker, MemCategory::kWorkspace, DType::kF32, table_.max_unit_numel())),
       forward_schedule_(forward_schedule(config, layout)),
@@ -208,7 +209,8 @@ BlockParams GptModel::block_params(int l, const BlockUnits& units) const {
 }
 
 void GptModel::allocate_block_activations(int l) {
-  block_acts_[static_cast<std::size_t>(l)] = std::make_unique<BlockActivations>(tracker_, dims_, ctx_);
+  block_acts_[static_cast<std::size_t>(l)] =
+      std::make_unique<BlockActivations>(tracker_, dims_, ctx_, &recompute_scratch_);
 }
 
 void GptModel::free_block_activations(int l) { block_acts_[static_cast<std::size_t>(l)].reset(); }

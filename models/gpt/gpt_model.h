@@ -115,9 +115,10 @@ class GptModel final : public LanguageModel, private BlockMath, private VocabChu
 
   // Workspace, allocated once.
   BlockGradScratch block_scratch_;
-  Buffer dresid_;        // [B,T,C] gradient of the residual stream
-  Buffer grad_scratch_;  // fp32, largest unit: a unit's gradient before it goes to the store, where
-                         // the store takes none in place (the embeddings' second contribution)
+  RecomputeScratch recompute_scratch_;  // selective checkpointing's (empty otherwise)
+  Buffer dresid_;                       // [B,T,C] gradient of the residual stream
+  Buffer grad_scratch_;                 // fp32, largest unit: a unit's gradient before it goes to the store, where
+                                        // the store takes none in place (the embeddings' second contribution)
   PassSchedule forward_schedule_, backward_schedule_;  // the store calls of each pass (gpt_schedule.h)
 
   // Activations of the step in flight.

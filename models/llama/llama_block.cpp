@@ -9,20 +9,37 @@ namespace zt::llama {
 
 using ops::WeightLayout;
 
-LayerDims layer_dims(const LlamaConfig& c, std::int64_t B, std::int64_t T, DType act, Device device) {
+LayerDims layer_dims(const LlamaConfig& c, std::int64_t B, std::int64_t T, DType act, Device device, bool selective) {
   const bool flash = ops::flash_attention_available(device, B, c.n_head, c.head_size());
-  return {B, T, c.n_embd, c.n_head, c.n_kv_head, c.head_size(), c.hidden(), act, flash};
+  return {B, T, c.n_embd, c.n_head, c.n_kv_head, c.head_size(), c.hidden(), act, flash, selective};
+}
+
+std::int64_t LayerRecomputeScratch::bytes(const LayerDims& d) {
+  return d.selective ? static_cast<std::int64_t>(dtype_size_bytes(d.act)) * d.BT() * (d.C + d.I) : 0;
+}
+
+LayerRecomputeScratch::LayerRecomputeScratch(MemoryTracker& tracker, const LayerDims& d, const ExecContext& ctx) {
+  if (!d.selective) return;
+  storage = ops::allocate(ctx, tracker, MemCategory::kWorkspace, d.act, d.BT() * (d.C + d.I), false);
+  ln = TensorView{storage.data(), d.act, storage.device(), Shape{d.B, d.T, d.C}};
+  swiglu =
+      TensorView{static_cast<char*>(storage.data()) + ln.size_bytes(), d.act, storage.device(), Shape{d.B, d.T, d.I}};
 }
 
 std::int64_t LayerActivations::bytes(const LayerDims& d) {
   const std::int64_t a = static_cast<std::int64_t>(dtype_size_bytes(d.act));
   const std::int64_t attention = d.flash_attention ? 4 * d.B * d.NH * d.T : a * d.B * d.NH * d.T * d.T;
-  return 4 * 2 * d.BT() + attention + a * d.BT() * (4 * d.C + d.qkv_width() + 3 * d.I);
+  // Selective: no ln1, ln2 (2 C) or swiglu (I).
+  const std::int64_t kept = d.selective ? 2 * d.C + d.qkv_width() + 2 * d.I : 4 * d.C + d.qkv_width() + 3 * d.I;
+  return 4 * 2 * d.BT() + attention + a * d.BT() * kept;
 }
 
-LayerActivations::LayerActivations(MemoryTracker& tracker, const LayerDims& d, const ExecContext& ctx)
+LayerActivations::LayerActivations(MemoryTracker& tracker, const LayerDims& d, const ExecContext& ctx,
+                                   const LayerRecomputeScratch* scratch)
     : storage(ops::allocate(ctx, tracker, MemCategory::kActivations, d.act,
-                            bytes(d) / static_cast<std::int64_t>(dtype_size_bytes(d.act)), false)) {
+                            bytes(d) / static_cast<std::int64_t>(dtype_size_bytes(d.act)), false)),
+      recomputes_cheap_outputs(d.selective) {
+  ZT_CHECK(!d.selective || (scratch != nullptr && scratch->ln.data != nullptr), "selective without a scratch");
   char* base = static_cast<char*>(storage.data());
   std::int64_t used = 0;
   auto take = [&](DType dt, Shape s) {
@@ -33,14 +50,14 @@ LayerActivations::LayerActivations(MemoryTracker& tracker, const LayerDims& d, c
   rstd1 = take(DType::kF32, {d.B, d.T});
   rstd2 = take(DType::kF32, {d.B, d.T});
   if (d.flash_attention) lse = take(DType::kF32, {d.B, d.NH, d.T});
-  ln1 = take(d.act, {d.B, d.T, d.C});
+  ln1 = d.selective ? scratch->ln : take(d.act, {d.B, d.T, d.C});
   qkv = take(d.act, {d.B, d.T, d.qkv_width()});
   if (!d.flash_attention) att = take(d.act, {d.B, d.NH, d.T, d.T});
   atty = take(d.act, {d.B, d.T, d.C});
   resid2 = take(d.act, {d.B, d.T, d.C});
-  ln2 = take(d.act, {d.B, d.T, d.C});
+  ln2 = d.selective ? scratch->ln : take(d.act, {d.B, d.T, d.C});
   gate_up = take(d.act, {d.B, d.T, 2 * d.I});
-  swiglu = take(d.act, {d.B, d.T, d.I});
+  swiglu = d.selective ? scratch->swiglu : take(d.act, {d.B, d.T, d.I});
   ZT_CHECK(used == static_cast<std::int64_t>(storage.size_bytes()), "carved {} of {} bytes", used,
            storage.size_bytes());
 }
@@ -91,8 +108,12 @@ TensorView scratch_view(Buffer& buf, const LayerActivations& a, std::int64_t wid
 
 }  // namespace
 
-void mlp_half_backward(const ExecContext& ctx, const LayerParams& p, const LayerParams& g, const LayerActivations& a,
-                       TensorView dresid, LayerGradScratch& s) {
+void mlp_half_backward(const ExecContext& ctx, const LlamaConfig& c, const LayerParams& p, const LayerParams& g,
+                       const LayerActivations& a, TensorView dresid, LayerGradScratch& s) {
+  if (a.recomputes_cheap_outputs) {  // selective: the norm's and SwiGLU's outputs again, by the forward's ops
+    ops::rmsnorm_forward(ctx, a.ln2, a.rstd2, a.resid2, p.post_norm, c.norm_eps);
+    ops::swiglu_forward(ctx, a.swiglu, a.gate_up);
+  }
   // dresid = d(out) flows unchanged into d(resid2) through the residual.
   const std::int64_t C = a.ln2.shape[2], I = a.swiglu.shape[2];
   const TensorView dh = scratch_view(s.a, a, I), dgu = scratch_view(s.b, a, 2 * I);
@@ -105,6 +126,8 @@ void mlp_half_backward(const ExecContext& ctx, const LayerParams& p, const Layer
 
 void attention_half_backward(const ExecContext& ctx, const LlamaConfig& c, const LayerParams& p, const LayerParams& g,
                              TensorView x, const LayerActivations& a, TensorView dresid, LayerGradScratch& s) {
+  // Selective: the input norm's output again, by the forward's op (read by qkv_proj's weight gradient).
+  if (a.recomputes_cheap_outputs) ops::rmsnorm_forward(ctx, a.ln1, a.rstd1, x, p.input_norm, c.norm_eps);
   // dresid holds d(resid2), which flows on into d(x).
   const std::int64_t C = a.ln1.shape[2], W = a.qkv.shape[2];
   const TensorView datty = scratch_view(s.a, a, C), dqkv = scratch_view(s.b, a, W);
@@ -122,7 +145,7 @@ void attention_half_backward(const ExecContext& ctx, const LlamaConfig& c, const
 
 void layer_backward(const ExecContext& ctx, const LlamaConfig& c, const LayerParams& p, const LayerParams& g,
                     TensorView x, const LayerActivations& a, TensorView dresid, LayerGradScratch& s) {
-  mlp_half_backward(ctx, p, g, a, dresid, s);
+  mlp_half_backward(ctx, c, p, g, a, dresid, s);
   attention_half_backward(ctx, c, p, g, x, a, dresid, s);
 }
 

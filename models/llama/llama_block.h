@@ -16,13 +16,26 @@ struct LayerDims {
   std::int64_t B, T, C, NH, NKV, hs, I;
   DType act = DType::kF32;
   bool flash_attention = false;
+  // Selective activation checkpointing: a layer keeps neither norm's output nor SwiGLU's; they
+  // live in the model's LayerRecomputeScratch, and backward recomputes them there.
+  bool selective = false;
   std::int64_t BT() const { return B * T; }
   std::int64_t qkv_width() const { return (NH + 2 * NKV) * hs; }
 };
 // On `device`: flash attention on CUDA where its kernels serve (B, n_head, head size), as GPT's
 // activation_dims chooses.
 LayerDims layer_dims(const LlamaConfig& c, std::int64_t B, std::int64_t T, DType act = DType::kF32,
-                     Device device = Device::kCPU);
+                     Device device = Device::kCPU, bool selective = false);
+
+// Selective checkpointing's home for what a layer does not keep: ln [B, T, C] (the input norm's
+// output, then the post-attention norm's) and swiglu [B, T, I], one of each for the model
+// (workspace: a BT (C + I)). Backward recomputes them with the forward's ops: the same bits.
+struct LayerRecomputeScratch {
+  Buffer storage;
+  TensorView ln, swiglu;
+  LayerRecomputeScratch(MemoryTracker& tracker, const LayerDims& d, const ExecContext& ctx);
+  static std::int64_t bytes(const LayerDims& d);
+};
 
 // What the forward keeps for the backward, carved from one tracked allocation.
 struct LayerActivations {
@@ -37,8 +50,12 @@ struct LayerActivations {
   TensorView ln2;           // [B, T, C]
   TensorView gate_up;       // [B, T, 2 I]
   TensorView swiglu;        // [B, T, I]
+  // Selective: ln1 and ln2 view the scratch's ln, swiglu its swiglu; backward recomputes them.
+  bool recomputes_cheap_outputs = false;
 
-  LayerActivations(MemoryTracker& tracker, const LayerDims& d, const ExecContext& ctx);
+  // `scratch`: the model's, used when d.selective.
+  LayerActivations(MemoryTracker& tracker, const LayerDims& d, const ExecContext& ctx,
+                   const LayerRecomputeScratch* scratch = nullptr);
   static std::int64_t bytes(const LayerDims& d);
 };
 
@@ -63,7 +80,7 @@ void layer_backward(const ExecContext& ctx, const LlamaConfig& c, const LayerPar
                     TensorView x, const LayerActivations& acts, TensorView dresid, LayerGradScratch& scratch);
 // In halves: the MLP half takes dresid from d(out) to d(resid2), the attention half from there to
 // d(x). layer_backward is the two in turn.
-void mlp_half_backward(const ExecContext& ctx, const LayerParams& p, const LayerParams& grads,
+void mlp_half_backward(const ExecContext& ctx, const LlamaConfig& c, const LayerParams& p, const LayerParams& grads,
                        const LayerActivations& acts, TensorView dresid, LayerGradScratch& scratch);
 void attention_half_backward(const ExecContext& ctx, const LlamaConfig& c, const LayerParams& p,
                              const LayerParams& grads, TensorView x, const LayerActivations& acts, TensorView dresid,

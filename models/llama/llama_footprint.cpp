@@ -16,7 +16,7 @@ ModelFootprint predict_footprint(const LlamaConfig& c, int micro_batch, int seq_
                                  const CheckpointPolicy& checkpointing, DType param_dtype, DType activations,
                                  Device device, const UnitLayout& layout) {
   constexpr std::int64_t kF32 = 4;
-  const LayerDims d = layer_dims(c, micro_batch, seq_len, activations, device);
+  const LayerDims d = layer_dims(c, micro_batch, seq_len, activations, device, checkpointing.selective());
   const std::int64_t a = static_cast<std::int64_t>(dtype_size_bytes(activations));
   const std::int64_t BT = d.BT(), BTC = BT * d.C, Vp = c.padded_vocab_size();
   const std::int64_t layer = LayerActivations::bytes(d),
@@ -30,6 +30,7 @@ ModelFootprint predict_footprint(const LlamaConfig& c, int micro_batch, int seq_
   f.workspace_bytes = kF32 * max_unit + a * BTC + 2 * a * BT * scratch_width;
   // bf16 parameters read by fp32-activation kernels: KernelParams' two fp32 unit copies.
   if (param_dtype == DType::kBF16 && activations == DType::kF32) f.workspace_bytes += 2 * kF32 * max_unit;
+  f.workspace_bytes += LayerRecomputeScratch::bytes(d);  // selective checkpointing's norm and SwiGLU outputs
   // On CUDA the context's cuBLASLt workspace, held for the whole run (as gpt_footprint counts it).
   if (device == Device::kCUDA) f.workspace_bytes += kCublasWorkspaceBytes;
   return f;

@@ -17,7 +17,7 @@ LlamaModel::LlamaModel(const LlamaConfig& config, int batch, int seq_len, Checkp
     : config_(config),
       layout_(layout),
       table_(build_param_table(config, layout)),
-      dims_(layer_dims(config, batch, seq_len, activations, ctx.device)),
+      dims_(layer_dims(config, batch, seq_len, activations, ctx.device, policy.selective())),
       Vp_(config.padded_vocab_size()),
       Vc_(head_chunk_columns(Vp_, layout.head_chunks)),
       tracker_(tracker),
@@ -28,7 +28,8 @@ LlamaModel::LlamaModel(const LlamaConfig& config, int batch, int seq_len, Checkp
       backward_schedule_(backward_schedule(config, layout, policy)),
       grad_scratch_(ops::allocate(ctx, tracker, MemCategory::kWorkspace, DType::kF32, table_.max_unit_numel())),
       dresid_(ops::allocate(ctx, tracker, MemCategory::kWorkspace, activations, dims_.BT() * dims_.C)),
-      layer_scratch_(tracker, dims_, ctx) {
+      layer_scratch_(tracker, dims_, ctx),
+      recompute_scratch_(tracker, dims_, ctx) {
   ZT_CHECK(batch > 0 && seq_len > 0 && seq_len <= config.block_size);
   layer_acts_.resize(static_cast<std::size_t>(config.n_layer));
 }
@@ -108,7 +109,8 @@ LayerParams LlamaModel::layer_params(int l, const BlockUnits& units) const {
 }
 
 void LlamaModel::allocate_block_activations(int l) {
-  layer_acts_[static_cast<std::size_t>(l)] = std::make_unique<LayerActivations>(tracker_, dims_, ctx_);
+  layer_acts_[static_cast<std::size_t>(l)] =
+      std::make_unique<LayerActivations>(tracker_, dims_, ctx_, &recompute_scratch_);
 }
 
 void LlamaModel::free_block_activations(int l) { layer_acts_[static_cast<std::size_t>(l)].reset(); }
@@ -133,7 +135,7 @@ void LlamaModel::backward_part(int l, BlockPart part, const BlockUnits& params, 
   const LayerActivations& acts = *layer_acts_[static_cast<std::size_t>(l)];
   const TensorView dresid = dresid_.view(Shape{dims_.B, dims_.T, dims_.C});
   if (part == BlockPart::kMlp) {
-    mlp_half_backward(ctx_, p, g, acts, dresid, layer_scratch_);
+    mlp_half_backward(ctx_, config_, p, g, acts, dresid, layer_scratch_);
   } else {
     attention_half_backward(ctx_, config_, p, g, resid(l), acts, dresid, layer_scratch_);
   }

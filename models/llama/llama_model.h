@@ -128,6 +128,7 @@ class LlamaModel final : public LanguageModel, private BlockMath, private VocabC
   Buffer grad_scratch_;  // fp32, the largest unit
   Buffer dresid_;        // [B, T, C]
   LayerGradScratch layer_scratch_;
+  LayerRecomputeScratch recompute_scratch_;  // selective checkpointing's (empty otherwise)
   // The step in flight.
   Buffer tokens_;                                              // inputs then targets, i32
   Buffer stream_;                                              // the residual stream: (n_layer + 1) x [B, T, C]

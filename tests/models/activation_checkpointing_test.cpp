@@ -28,7 +28,7 @@ TEST_P(CheckpointingEquivalence, GradientsAreBitwiseIdenticalForEveryPolicy) {
   GptFixture reference(kConfig, 3, 11, policy("none"), params, seed, activations);
   const float loss = reference.step();
   const auto grads = reference.grad_bytes();
-  for (const char* p : {"all", "every:2", "every:3"}) {
+  for (const char* p : {"all", "every:2", "every:3", "selective"}) {
     GptFixture f(kConfig, 3, 11, policy(p), params, seed, activations);
     EXPECT_EQ(f.step(), loss) << p;
     EXPECT_TRUE(f.grad_bytes() == grads) << "gradients differ with activation_checkpointing=" << p;
@@ -45,7 +45,7 @@ INSTANTIATE_TEST_SUITE_P(Precisions, CheckpointingEquivalence,
 
 TEST(ActivationMemory, MeasuredPeakEqualsPredictionForEveryPolicy) {
   for (DType activations : {DType::kF32, DType::kBF16}) {
-    for (const char* p : {"none", "all", "every:2"}) {
+    for (const char* p : {"none", "all", "every:2", "selective"}) {
       GptFixture f(kConfig, 2, 16, policy(p), DType::kF32, 5, activations);
       f.tracker.reset_peaks();
       f.step();

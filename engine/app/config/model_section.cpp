@@ -69,6 +69,12 @@ void check_model_support(const RunConfig& c) {
         "GELU)",
         c.source, family.name(), family.display_name());
   }
+  if (c.gelu_epilogue && c.train.activation_checkpointing.selective()) {
+    throw_input_error(
+        "config error in {}: train.activation_checkpointing = \"selective\" recomputes GELU in backward with the "
+        "GELU kernel, whose bits the matmul epilogue's need not match: set precision.gelu_epilogue = false",
+        c.source);
+  }
 }
 
 nlohmann::json model_section_json(const RunConfig& c) {

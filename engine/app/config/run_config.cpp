@@ -105,8 +105,8 @@ void read_train(ConfigReader r, RunConfig& c) {
   const std::string ac = r.get_string("activation_checkpointing", "none");
   if (!CheckpointPolicy::parse(ac, &t.activation_checkpointing)) {
     throw_input_error(
-        "config error in {}: train.activation_checkpointing = \"{}\" is not none, all or every:K (K >= 1)", r.file(),
-        ac);
+        "config error in {}: train.activation_checkpointing = \"{}\" is not none, selective, all or every:K (K >= 1)",
+        r.file(), ac);
   }
   t.head_chunks = r.get_int("head_chunks", 1, 1, c.model.padded_vocab_size() / 64);
   t.block_units = r.get_int("block_units", 1, 1, 2);
@@ -263,9 +263,9 @@ RunConfig parse_run_config(nlohmann::json doc, const std::string& source, int wo
   }
   // On by default where it was measured faster (bf16 activations on CUDA: docs/performance.md);
   // fp32 activations keep the separate kernels, which track the CPU to ~1e-5.
-  // (Only a family with a GELU MLP: a Llama's SwiGLU has none.)
-  const bool gelu_default =
-      c.device == Device::kCUDA && c.activation_dtype == DType::kBF16 && model_family(c.model.arch).has_gelu_mlp();
+  // (Only a family with a GELU MLP: a Llama's SwiGLU has none. Not under selective checkpointing.)
+  const bool gelu_default = c.device == Device::kCUDA && c.activation_dtype == DType::kBF16 &&
+                            model_family(c.model.arch).has_gelu_mlp() && !c.train.activation_checkpointing.selective();
   c.gelu_epilogue = precision.get_bool("gelu_epilogue", gelu_default);
   if (gelu_default && !precision.has("gelu_epilogue")) {
     c.derived.push_back("precision.gelu_epilogue = true (from precision.activations = bf16 on cuda)");

@@ -19,7 +19,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// The writer's pieces: large enough for full-speed writes, small enough to checksum from cache.
+// The writer's pieces: large enough for full-speed writes.
 constexpr std::int64_t kWritePieceBytes = std::int64_t{64} << 20;
 
 }  // namespace
@@ -77,21 +77,26 @@ AsyncCheckpointer::~AsyncCheckpointer() {
 
 void AsyncCheckpointer::run_in_background(std::function<void()> work) {
   done_.store(false);
-  worker_ = std::thread([this, work = std::move(work)] {
-    // The lowest CPU priority for this thread alone (Linux nices threads one by one): where the
-    // steps compute on the CPU, its checksums, copies into the page cache and fsyncs take only
-    // their idle time.
-    setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), 19);
+  auto body = [this, work] {
     work();
     done_.store(true, std::memory_order_release);
-  });
+  };
+  try {
+    worker_ = std::thread([body] {
+      // The lowest CPU priority for this thread alone (Linux nices threads one by one): where the
+      // steps compute on the CPU, its checksums, copies into the page cache and fsyncs take only
+      // their idle time.
+      setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), 19);
+      body();
+    });
+  } catch (const std::system_error&) {
+    body();  // no thread to be had: the work runs here, so every rank still reaches the same collectives
+  }
 }
 
-AsyncCheckpointer::Started AsyncCheckpointer::start(const std::string& folder, const ParamTable& table,
-                                                    const OptimizerStateSource& source, const StateCopy& copy,
-                                                    const CheckpointMeta& meta, int keep_last) {
-  Started started;
-  started.previous = finish();
+double AsyncCheckpointer::start(const std::string& folder, const ParamTable& table, const OptimizerStateSource& source,
+                                const StateCopy& copy, const CheckpointMeta& meta, int keep_last) {
+  ZT_CHECK(!pending_, "an asynchronous save started with another in flight");
   const auto t0 = std::chrono::steady_clock::now();
   const int world = comm_.world_size(), rank = comm_.rank();
   const std::int64_t bytes = rank_file_bytes(table, world, rank);
@@ -118,9 +123,8 @@ AsyncCheckpointer::Started AsyncCheckpointer::start(const std::string& folder, c
     pause_for_tests();
   });
   pending_ = std::move(p);
-  started.blocked_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  blocked_seconds_ = started.blocked_seconds;
-  return started;
+  blocked_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return blocked_seconds_;
 }
 
 bool AsyncCheckpointer::all_ranks_done() {

@@ -11,8 +11,8 @@
 // [Note: asynchronous saves are as safe as synchronous ones]
 // The files go to the same temporary directory and are committed by the same manifest-last rename
 // as a synchronous save (checkpoint_writer.h), so a kill at any moment loses at most the save in
-// flight and `latest` never names an incomplete checkpoint. At most one save is in flight: a new
-// one first finishes the previous (waiting for its files). A save whose write or commit fails
+// flight and `latest` never names an incomplete checkpoint. At most one save is in flight: the
+// caller finishes one (waiting for it) before it starts the next. A save whose write or commit fails
 // throws on every rank at the step boundary that finishes it, as a synchronous save throws at once.
 #pragma once
 
@@ -49,21 +49,20 @@ class AsyncCheckpointer {
   // The staging buffer (`staging_bytes`: this rank's file) is allocated and touched now, in host
   // memory ctx's device copies into (ops::allocate_host), and charged to staging_tracker().
   AsyncCheckpointer(Communicator& comm, const ExecContext& ctx, std::int64_t staging_bytes);
-  // Waits for the background write of a save never finished; that save stays uncommitted, as a
-  // killed one would (its temporary directory is removed by the next save of the same step).
+  // Waits for the background work of a save never finished (an exception ended the run): a save
+  // still writing stays uncommitted, as a killed one would (its temporary directory is removed by
+  // the next save of the same step); one whose commit had started on rank 0 is committed, with
+  // no rank told. Either way `latest` names a complete checkpoint.
   ~AsyncCheckpointer();
   AsyncCheckpointer(const AsyncCheckpointer&) = delete;
   AsyncCheckpointer& operator=(const AsyncCheckpointer&) = delete;
 
-  struct Started {
-    double blocked_seconds = 0;          // the staging's: the caller's wait past finishing `previous`
-    std::optional<SaveResult> previous;  // the save this call had to finish first, if any
-  };
-  // Collective. Finishes a save in flight, then stages this rank's state from `source` (read with
-  // `copy`) for step meta.position.step and starts writing it in the background. `table` must
-  // outlive the save.
-  Started start(const std::string& folder, const ParamTable& table, const OptimizerStateSource& source,
-                const StateCopy& copy, const CheckpointMeta& meta, int keep_last);
+  // Collective, with no save in flight (finish() the last one first, so that its result is not
+  // lost should this one fail to start): stages this rank's state from `source` (read with
+  // `copy`) for step meta.position.step and starts writing it in the background; returns the
+  // seconds the caller was blocked. `table` must outlive the save.
+  double start(const std::string& folder, const ParamTable& table, const OptimizerStateSource& source,
+               const StateCopy& copy, const CheckpointMeta& meta, int keep_last);
   // Collective, called by every rank at the same points (step boundaries) while in_flight():
   // moves the save in flight on where every rank's background work is done (files written: rank
   // 0's commit starts; commit done: the result), else returns nothing at once.

@@ -43,9 +43,8 @@ SaveResult save_training_state(Communicator& comm, const std::string& folder, co
   return save_checkpoint(comm, folder, store.table(), source, meta, keep_last);
 }
 
-AsyncCheckpointer::Started start_training_state_save(AsyncCheckpointer& saver, const std::string& folder,
-                                                     const ZeroParamStore& store, const ShardedAdamW& optimizer,
-                                                     CheckpointMeta meta, int keep_last) {
+double start_training_state_save(AsyncCheckpointer& saver, const std::string& folder, const ZeroParamStore& store,
+                                 const ShardedAdamW& optimizer, CheckpointMeta meta, int keep_last) {
   fill_state_meta(meta, store, optimizer);
   const OptimizerStateSource source{&store.optimizer_layout(),
                                     [&](StateKind k, int u) { return state_of(optimizer, k, u); }};

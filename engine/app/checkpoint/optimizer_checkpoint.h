@@ -18,10 +18,9 @@ SaveResult save_training_state(Communicator& comm, const std::string& folder, co
                                const ShardedAdamW& optimizer, CheckpointMeta meta, int keep_last);
 // The same save started asynchronously on `saver`'s communicator (async_checkpoint.h): this rank's
 // state copied from the optimizer's memory (the GPU's on CUDA) into the staging buffer, then
-// written in the background.
-AsyncCheckpointer::Started start_training_state_save(AsyncCheckpointer& saver, const std::string& folder,
-                                                     const ZeroParamStore& store, const ShardedAdamW& optimizer,
-                                                     CheckpointMeta meta, int keep_last);
+// written in the background; returns the seconds the caller was blocked. No save may be in flight.
+double start_training_state_save(AsyncCheckpointer& saver, const std::string& folder, const ZeroParamStore& store,
+                                 const ShardedAdamW& optimizer, CheckpointMeta meta, int keep_last);
 
 // Loads this rank's shards (reading only what they overlap), sets the step count and rebuilds
 // and publishes the working parameters. InputError for another model or a damaged checkpoint.

@@ -97,12 +97,12 @@ void save_checkpoint(TrainerState& s, RunProgress& run, int steps_completed) {
   const std::string folder = c.checkpoint.folder_for(s.run_dir);
   run.last_saved_step = steps_completed;
   if (s.async_saves) {
-    const ckpt::AsyncCheckpointer::Started started =
+    finish_checkpoint(s, run);  // one save in flight at most; the previous one reported first
+    const double blocked =
         ckpt::start_training_state_save(*s.async_saves, folder, s.store, s.optimizer, meta, c.checkpoint.keep_last);
-    if (started.previous) report_saved(s, run, *started.previous);
-    s.log({{"type", "checkpoint_started"}, {"step", steps_completed}, {"blocked_seconds", started.blocked_seconds}});
-    s.progress.message(fmt::format("step {}: checkpoint staged in {:.3f} s; writing it in the background",
-                                   steps_completed, started.blocked_seconds));
+    s.log({{"type", "checkpoint_started"}, {"step", steps_completed}, {"blocked_seconds", blocked}});
+    s.progress.message(
+        fmt::format("step {}: checkpoint staged in {:.3f} s; writing it in the background", steps_completed, blocked));
     return;
   }
   report_saved(s, run, ckpt::save_training_state(s.comm, folder, s.store, s.optimizer, meta, c.checkpoint.keep_last));

@@ -28,7 +28,8 @@ StageMemory predict_setup_memory(const RunConfig& config, const StageMemory& ste
 
 // checkpoint.async's staging on the fullest rank (rank 0's file: its N-way slice of the fp32
 // master, exp_avg and exp_avg_sq), held in host memory for the whole run; 0 without it. The same
-// at every stage. Apart from the categories above (host memory, also on CUDA, where it is pinned).
+// at every stage. Apart from the categories above (host memory, also on CUDA, where it is pinned,
+// and the pinned allocator rounds the block up to its size class: up to 2 MiB more, not counted).
 std::int64_t predict_checkpoint_staging_bytes(const RunConfig& config, int world_size);
 
 }  // namespace zt

@@ -90,6 +90,12 @@ bool Work::test() {
   return true;
 }
 
+std::unique_ptr<Communicator> Communicator::split(int color, int key) {
+  (void)color;
+  (void)key;
+  throw_runtime_error("the {} communicator cannot be split into groups of ranks", backend_name());
+}
+
 void Communicator::hold_until(std::function<bool()> ready) {
   Work(std::move(ready),
        fmt::format("{} communicator: the copies of a collective's operands to host memory", backend_name()),

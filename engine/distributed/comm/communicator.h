@@ -74,6 +74,11 @@ class Communicator {
   // buf on every rank = buf on `root`.
   virtual Work broadcast(TensorView buf, int root) = 0;
   virtual void barrier() = 0;
+  // A communicator over the ranks of this one that pass the same `color`, numbered by `key` (ties
+  // by rank): MPI_Comm_split, ncclCommSplit. Collective over this communicator's ranks, at set-up.
+  // The new one uses this one's options and must be destroyed first. Throws RuntimeError on a
+  // backend that cannot split.
+  virtual std::unique_ptr<Communicator> split(int color, int key);
 
   // Collectives started after this call are handed to the wire only once `ready` returns true:
   // StagedCommunicator's operands land in host memory by asynchronous copies, and a backend with a
@@ -90,12 +95,12 @@ class Communicator {
   void set_profiler(OpProfiler* profiler) { profiler_ = profiler; }
 
   // What the current work is part of ("step 12"), quoted in timeout errors.
-  void set_context(std::string context);
+  virtual void set_context(std::string context);
   const CommOptions& options() const { return options_; }
   // Elements this rank has sent so far, counted as a ring algorithm moves them (all-gather and
   // reduce-scatter of a unit of n: n (N-1)/N; all-reduce: 2 n (N-1)/N), the measure of the ZeRO
   // paper's communication volume (2 Psi per step for stages 0-2, 3 Psi for stage 3).
-  std::int64_t elements_sent() const { return elements_sent_; }
+  virtual std::int64_t elements_sent() const { return elements_sent_; }
   // Timeout and reduction order for the collectives that follow (e.g. once the config is read).
   void set_options(const CommOptions& options) { options_ = options; }
 

@@ -8,7 +8,12 @@
 
 namespace zt {
 
-LocalCommunicator::LocalCommunicator(MemoryTracker&, const CommOptions& options) : Communicator(options) {}
+LocalCommunicator::LocalCommunicator(MemoryTracker& tracker, const CommOptions& options)
+    : Communicator(options), tracker_(tracker) {}
+
+std::unique_ptr<Communicator> LocalCommunicator::split(int, int) {
+  return std::make_unique<LocalCommunicator>(tracker_, options_);
+}
 
 Work LocalCommunicator::all_gather(TensorView send, TensorView recv) {
   ZT_CHECK(send.dtype == recv.dtype && send.numel() == recv.numel(), "all_gather: recv must be [world * n]");

@@ -18,6 +18,11 @@ class LocalCommunicator final : public Communicator {
   Work all_reduce(TensorView buf, ReduceOp op) override;
   Work broadcast(TensorView buf, int root) override;
   void barrier() override {}
+  // Another world of one (every color holds this one rank).
+  std::unique_ptr<Communicator> split(int color, int key) override;
+
+ private:
+  MemoryTracker& tracker_;
 };
 
 }  // namespace zt

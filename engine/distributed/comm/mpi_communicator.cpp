@@ -68,6 +68,22 @@ MpiCommunicator::MpiCommunicator(MemoryTracker& tracker, const CommOptions& opti
   install_launcher_termination_handler();
 }
 
+MpiCommunicator::MpiCommunicator(MemoryTracker& tracker, const CommOptions& options, MPI_Comm comm)
+    : Communicator(options), tracker_(tracker), comm_(comm) {
+  MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+  MPI_Comm_rank(comm_, &rank_);
+  MPI_Comm_size(comm_, &world_);
+  int provided = MPI_THREAD_SINGLE;
+  MPI_Query_thread(&provided);
+  if (options.progress_thread && provided >= MPI_THREAD_MULTIPLE) worker_ = std::make_unique<CommWorker>();
+}
+
+std::unique_ptr<Communicator> MpiCommunicator::split(int color, int key) {
+  MPI_Comm sub = MPI_COMM_NULL;
+  mpi_check(MPI_Comm_split(comm_, color, key, &sub), "MPI_Comm_split");
+  return std::unique_ptr<Communicator>(new MpiCommunicator(tracker_, options_, sub));
+}
+
 MpiCommunicator::~MpiCommunicator() {
   worker_.reset();  // no MPI call from another thread past this point
   if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);

@@ -28,6 +28,8 @@ class MpiCommunicator final : public Communicator {
   Work all_reduce(TensorView buf, ReduceOp op) override;
   Work broadcast(TensorView buf, int root) override;
   void barrier() override;
+  // MPI_Comm_split of this communicator: a communicator of its own (with its own progress thread).
+  std::unique_ptr<Communicator> split(int color, int key) override;
   // With the progress thread: a gate in the posting queue, which holds back every later collective
   // until `ready` (polled there) returns true.
   void hold_until(std::function<bool()> ready) override;
@@ -35,6 +37,8 @@ class MpiCommunicator final : public Communicator {
   void abort_after_timeout(const std::string& message) override;
 
  private:
+  // Over `comm` (adopted: freed on destruction), in an MPI another communicator initialised.
+  MpiCommunicator(MemoryTracker& tracker, const CommOptions& options, MPI_Comm comm);
   // Wraps an advance function so that a timeout prints the error and aborts the whole job.
   Work make_work(std::function<bool()> advance, std::string description);
   // Runs `op` on the worker (or inline without one); `staging` (the op's buffers) is released by

@@ -1,0 +1,52 @@
+// Hybrid sharding's communicator (zero.shard_group_size = g, DeepSpeed's MiCS / hpZ, FSDP's HSDP):
+// the world's N ranks as N/g groups of g consecutive ranks (a node each), every group a full copy
+// of the model sharded g ways. Seen through this interface the world is one group: rank() is the
+// rank within the group and world_size() is g, so a parameter store built on it shards g ways and
+// gathers parameters inside the group only; the reductions reach every rank of the world in two
+// hops, inside the group and then across the groups, between the ranks that hold the same shard:
+//   all_gather      inside the group;
+//   reduce_scatter  inside the group, then the reduced shard all-reduced across the groups;
+//   all_reduce      inside the group, then across the groups;
+//   broadcast       inside the group (every group holds the same values).
+// With deterministic reductions each hop sums in its fixed rank order, so the bits are the same
+// every run and at every ZeRO stage, and within fp32 rounding of the one-hop sum (g = N).
+#pragma once
+
+#include <memory>
+
+#include "engine/distributed/comm/communicator.h"
+
+namespace zt {
+
+class HybridCommunicator final : public Communicator {
+ public:
+  // Splits `world` (collective over it) into groups of `group_size` consecutive ranks and the
+  // replica sets across them; group_size must divide the world's size. `world` must outlive this.
+  HybridCommunicator(Communicator& world, int group_size);
+  ~HybridCommunicator() override;
+
+  int rank() const override { return group_->rank(); }
+  int world_size() const override { return group_->world_size(); }
+  std::string backend_name() const override;
+  Work all_gather(TensorView send, TensorView recv) override;
+  Work reduce_scatter(TensorView send, TensorView recv, ReduceOp op) override;
+  Work all_reduce(TensorView buf, ReduceOp op) override;
+  Work broadcast(TensorView buf, int root) override;
+  void barrier() override;
+  // Both hops take the context, and their sums are this one's volume.
+  void set_context(std::string context) override;
+  std::int64_t elements_sent() const override;
+
+  // The two hops, for what is counted apart: elements sent inside this rank's group and across the
+  // groups (Communicator::elements_sent of each), and the group's index.
+  const Communicator& group() const { return *group_; }
+  const Communicator& replicas() const { return *replicas_; }
+  int group_index() const { return group_index_; }
+
+ private:
+  std::unique_ptr<Communicator> group_;     // the g ranks of this group
+  std::unique_ptr<Communicator> replicas_;  // the N/g ranks holding this rank's shard, one per group
+  int group_index_ = 0;
+};
+
+}  // namespace zt

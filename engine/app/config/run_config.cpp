@@ -178,6 +178,7 @@ void read_zero(ConfigReader& r, ZeroOptions& z) {
   z.persistence_threshold = r.get_int("param_persistence_threshold", 0, 0, 2000000000);
   z.fp32_grad_shards = r.get_enum("grad_shard_dtype", "working", {"working", "fp32"}) == "fp32";
   z.solo_path = r.get_bool("solo_path", z.solo_path);
+  z.shard_group_size = r.get_int("shard_group_size", 0, 0, 1 << 20);
 }
 
 void read_comm(ConfigReader& r, RunConfig& c, const std::string& source) {
@@ -190,15 +191,6 @@ void read_comm(ConfigReader& r, RunConfig& c, const std::string& source) {
 }
 
 }  // namespace
-
-std::string_view comm_backend_name(CommBackend b) {
-  switch (b) {
-    case CommBackend::kNccl: return "nccl";
-    case CommBackend::kMpi: return "mpi";
-    case CommBackend::kAuto: break;
-  }
-  return "auto";
-}
 
 RunConfig parse_run_config(nlohmann::json doc, const std::string& source, int world_size,
                            std::shared_ptr<const OverrideSources> overrides) {
@@ -374,7 +366,8 @@ nlohmann::json RunConfig::to_json() const {
         {"reshard_after_forward", zero.reshard_after_forward},
         {"param_persistence_threshold", zero.persistence_threshold},
         {"grad_shard_dtype", zero.fp32_grad_shards ? "fp32" : "working"},
-        {"solo_path", zero.solo_path}}},
+        {"solo_path", zero.solo_path},
+        {"shard_group_size", zero.shard_group_size}}},
       {"comm", {{"backend", comm_backend_name(comm_backend)}}},
       {"log",
        {{"run_dir", log.run_dir},

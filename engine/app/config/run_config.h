@@ -8,6 +8,7 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "engine/base/core/config_reader.h"
@@ -106,7 +107,9 @@ struct CheckpointConfig {
 // CUDA and MPI on the CPU; kMpi on CUDA stages device memory through pinned host memory
 // (StagedCommunicator: several ranks on one GPU, where NCCL refuses).
 enum class CommBackend { kAuto, kNccl, kMpi };
-std::string_view comm_backend_name(CommBackend b);
+constexpr std::string_view comm_backend_name(CommBackend b) {
+  return b == CommBackend::kNccl ? "nccl" : b == CommBackend::kMpi ? "mpi" : "auto";
+}
 
 struct RunConfig {
   std::string source;  // the file it came from, for messages

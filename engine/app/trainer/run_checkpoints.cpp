@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <optional>
+
 #include "engine/app/checkpoint/checkpoint_model.h"
 #include "engine/app/checkpoint/optimizer_checkpoint.h"
 #include "engine/app/trainer/model_setup.h"
@@ -11,6 +13,14 @@
 #include "engine/distributed/launch/signals.h"
 
 namespace zt {
+
+namespace {
+
+// The ranks that split the saved run's global batch: its rank files' count, unless hybrid
+// sharding saved one group's (the manifest's extra says how many trained).
+int saved_data_parallel_ranks(const ckpt::Manifest& m) { return m.extra.value("data_parallel_ranks", m.world_size); }
+
+}  // namespace
 
 RunProgress start_run(TrainerState& s, const std::string& resume_checkpoint, bool allow_config_change) {
   const RunConfig& c = s.config;
@@ -28,7 +38,7 @@ RunProgress start_run(TrainerState& s, const std::string& resume_checkpoint, boo
   const ckpt::CheckpointReader reader(resume_checkpoint);
   const ckpt::Manifest& m = reader.manifest();
   const std::vector<std::string> changes =
-      check_resume_fits(resume_checkpoint, m.model, m.config, m.world_size, c, allow_config_change);
+      check_resume_fits(resume_checkpoint, m.model, m.config, saved_data_parallel_ranks(m), c, allow_config_change);
   if (!changes.empty()) {
     s.progress.message(
         fmt::format("resume: continuing with a changed config (--allow-config-change): {}", fmt::join(changes, "; ")));
@@ -93,7 +103,9 @@ void save_checkpoint(TrainerState& s, RunProgress& run, int steps_completed) {
   meta.position.tokens_seen = run.start_tokens + (steps_completed - run.start_step) * c.train.global_batch_tokens;
   meta.model = ckpt::model_json(c.model_spec());
   meta.config = c.to_json();
-  meta.extra = {{"skipped_steps", run.summary.skipped_steps}, {"consecutive_skips", run.consecutive_skips}};
+  meta.extra = {{"skipped_steps", run.summary.skipped_steps},
+                {"consecutive_skips", run.consecutive_skips},
+                {"data_parallel_ranks", c.world_size}};
   const std::string folder = c.checkpoint.folder_for(s.run_dir);
   run.last_saved_step = steps_completed;
   if (s.async_saves) {
@@ -105,7 +117,28 @@ void save_checkpoint(TrainerState& s, RunProgress& run, int steps_completed) {
         fmt::format("step {}: checkpoint staged in {:.3f} s; writing it in the background", steps_completed, blocked));
     return;
   }
-  report_saved(s, run, ckpt::save_training_state(s.comm, folder, s.store, s.optimizer, meta, c.checkpoint.keep_last));
+  HybridCommunicator* hybrid = s.hybrid_comm();
+  if (hybrid == nullptr) {
+    report_saved(s, run, ckpt::save_training_state(s.comm, folder, s.store, s.optimizer, meta, c.checkpoint.keep_last));
+    return;
+  }
+  // Hybrid sharding: every group holds the whole state, sharded over its g ranks; group 0 saves it
+  // as a checkpoint of g ranks (which resumes on any number, as any checkpoint does), and every
+  // rank learns whether it could.
+  std::optional<ckpt::SaveResult> saved;
+  std::string error;
+  if (hybrid->group_index() == 0) {
+    try {
+      saved = ckpt::save_training_state(hybrid->group(), folder, s.store, s.optimizer, meta, c.checkpoint.keep_last);
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+  }
+  float failed = error.empty() ? 0.0f : 1.0f;
+  s.comm.all_reduce(TensorView{&failed, DType::kF32, Device::kCPU, Shape{1}}, ReduceOp::kSum).wait();
+  if (!error.empty()) throw_runtime_error("{}", error);
+  if (failed > 0.0f) throw_runtime_error("checkpoint at step {} not saved (failed in rank group 0)", steps_completed);
+  if (saved) report_saved(s, run, *saved);
 }
 
 void poll_checkpoint(TrainerState& s, RunProgress& run) {

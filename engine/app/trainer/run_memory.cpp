@@ -14,11 +14,14 @@ StageMemory predict_run_memory(const RunConfig& config, int stage, int world_siz
   const ModelFootprint footprint = predict_footprint(spec, config.model_build(), config.param_dtype, config.device);
   ShardingOptions o = options;
   o.deterministic = o.deterministic || config.train.deterministic;
-  o.backend = store_comm_choice(config, world_size).staging;
+  const StoreCommChoice choice = store_comm_choice(config, world_size);
+  o.backend = choice.staging;
+  o.replica_groups = world_size / choice.group_size;  // hybrid sharding: the store's world is a group
   ZeroOptions zero = config.zero;
   zero.stage = stage;
-  StageMemory m = predict_rank_memory(build_param_table(spec), config.param_dtype, footprint,
-                                      step_schedule(spec, config.train.activation_checkpointing), zero, world_size, o);
+  StageMemory m =
+      predict_rank_memory(build_param_table(spec), config.param_dtype, footprint,
+                          step_schedule(spec, config.train.activation_checkpointing), zero, choice.group_size, o);
   // The trainer's own step collective, the loss and stop vote (two floats all-reduced on the host
   // communicator, MPI on several ranks), runs after every gradient reduction was waited: it adds to
   // nothing, but is the comm_buffers peak where the store stages nothing of its own (fp32 units on

@@ -15,6 +15,7 @@ namespace zt {
 StepMeter::StepMeter(TrainerState& s)
     : start(std::chrono::steady_clock::now()),
       elements_sent_before(s.store_comm().elements_sent()),
+      in_group_before(s.hybrid_comm() != nullptr ? s.hybrid_comm()->group().elements_sent() : 0),
       wait_seconds_before(comm_wait_seconds()) {}
 
 namespace {
@@ -46,17 +47,23 @@ void report_step(TrainerState& s, const RunProgress& run, int step, const StepRe
   const double step_ms = std::chrono::duration<double, std::milli>(now - meter.start).count();
   const double tokens_per_s = static_cast<double>(tokens_per_step) / (step_ms / 1000.0);
   const MemorySnapshot mem = s.tracker.snapshot();
-  s.log({{"type", "train"},
-         {"step", step},
-         {"loss", r.loss},
-         {"lr", r.lr},
-         {"grad_norm", r.grad_norm},
-         {"step_ms", step_ms},
-         {"tokens_per_s", tokens_per_s},
-         {"tokens", tokens_per_step},
-         {"comm_elements_sent", s.store_comm().elements_sent() - meter.elements_sent_before},
-         {"comm_wait_ms", 1000.0 * (comm_wait_seconds() - meter.wait_seconds_before)},
-         {"memory_peak_bytes", memory_json(mem)}});
+  nlohmann::json record = {{"type", "train"},
+                           {"step", step},
+                           {"loss", r.loss},
+                           {"lr", r.lr},
+                           {"grad_norm", r.grad_norm},
+                           {"step_ms", step_ms},
+                           {"tokens_per_s", tokens_per_s},
+                           {"tokens", tokens_per_step},
+                           {"comm_elements_sent", s.store_comm().elements_sent() - meter.elements_sent_before},
+                           {"comm_wait_ms", 1000.0 * (comm_wait_seconds() - meter.wait_seconds_before)},
+                           {"memory_peak_bytes", memory_json(mem)}};
+  if (const HybridCommunicator* h = s.hybrid_comm()) {  // hybrid sharding: the step's elements per hop
+    const std::int64_t in_group = h->group().elements_sent() - meter.in_group_before;
+    record["comm_elements_in_group"] = in_group;
+    record["comm_elements_across_groups"] = record["comm_elements_sent"].get<std::int64_t>() - in_group;
+  }
+  s.log(record);
   const double elapsed_s = std::chrono::duration<double>(now - run.started).count();
   const double eta_s = elapsed_s / (step - run.start_step) * (c.train.max_steps - step);
   s.progress.step(step, c.train.max_steps,

@@ -4,6 +4,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "engine/base/core/check.h"
+
 namespace zt {
 
 namespace {
@@ -20,6 +22,27 @@ StoreCommChoice store_comm_choice(const RunConfig& config, int world_size) {
   // one rank, which the host communicator answers without touching the data.
   const bool collectives = world_size > 1 || !config.zero.solo_path;
   StoreCommChoice choice;
+  choice.group_size = world_size;
+  const int g = config.zero.shard_group_size;
+  if (g != 0 && g != world_size) {
+    if (g < 2 || world_size % g != 0) {
+      throw_input_error(
+          "config error in {}: zero.shard_group_size = {} must divide the {} rank(s) and be at least 2 (0: the whole "
+          "world)",
+          config.source, g, world_size);
+    }
+    const char* unsupported = config.device == Device::kCUDA   ? "device = \"cuda\""
+                              : config.checkpoint.async        ? "checkpoint.async = true"
+                              : staged_collectives_test_hook() ? "ZT_TEST_STAGED_COLLECTIVES"
+                                                               : nullptr;
+    if (unsupported != nullptr) {
+      throw_input_error("config error in {}: zero.shard_group_size (hybrid sharding) does not work with {} yet",
+                        config.source, unsupported);
+    }
+    choice.hybrid = true;
+    choice.group_size = g;
+    return choice;
+  }
   if (!collectives) return choice;
   if (config.device == Device::kCUDA) {
     choice.device_comm = true;

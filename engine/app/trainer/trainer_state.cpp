@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "engine/app/trainer/store_comm.h"
+#include "engine/distributed/comm/hybrid_communicator.h"
 #include "engine/distributed/launch/rendezvous.h"
 
 namespace zt {
@@ -20,6 +21,7 @@ std::unique_ptr<Communicator> make_store_communicator(const RunConfig& config, C
                                                       MemoryTracker& tracker, const ExecContext& ctx) {
   // The memory prediction asks the same choice (engine/app/trainer/store_comm.h).
   const StoreCommChoice choice = store_comm_choice(config, comm.world_size());
+  if (choice.hybrid) return std::make_unique<HybridCommunicator>(comm, choice.group_size);
   if (!choice.device_comm) return nullptr;  // the store uses the host communicator
   return make_device_communicator(comm, tracker, ctx, choice.backend);
 }

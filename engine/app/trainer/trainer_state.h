@@ -19,6 +19,7 @@
 #include "engine/app/trainer/trainer.h"
 #include "engine/base/core/memory_tracker.h"
 #include "engine/distributed/comm/communicator.h"
+#include "engine/distributed/comm/hybrid_communicator.h"
 #include "engine/distributed/optim/sharded_adamw.h"
 #include "engine/distributed/sharding/zero_param_store.h"
 #include "kernels/compute_backend.h"
@@ -42,8 +43,9 @@ struct TrainerState {
   std::unique_ptr<OpProfiler> profiler;
   ExecContext ctx;
   // On CUDA with several ranks the parameter store's collectives go through a device communicator
-  // (NCCL, or MPI staged through host memory: engine/app/trainer/store_comm.h; null otherwise: the store
-  // uses `comm`); the trainer's own small collectives stay on `comm`.
+  // (NCCL, or MPI staged through host memory), under zero.shard_group_size through a hybrid one
+  // over `comm` (engine/app/trainer/store_comm.h; null otherwise: the store uses `comm`); the
+  // trainer's own small collectives stay on `comm`.
   std::unique_ptr<Communicator> device_comm;
   DataSource data;
   std::unique_ptr<LanguageModel> model;  // the config's family (models/model_family.h)
@@ -70,6 +72,8 @@ struct TrainerState {
   }
   // The communicator the parameter store's collectives go through (its volume is the ZeRO one).
   Communicator& store_comm() { return device_comm ? *device_comm : comm; }
+  // zero.shard_group_size: the store's HybridCommunicator (null otherwise).
+  HybridCommunicator* hybrid_comm() { return dynamic_cast<HybridCommunicator*>(device_comm.get()); }
 };
 
 // Where a run stands between steps.

@@ -39,6 +39,7 @@ class HybridCommunicator final : public Communicator {
 
   // The two hops, for what is counted apart: elements sent inside this rank's group and across the
   // groups (Communicator::elements_sent of each), and the group's index.
+  Communicator& group() { return *group_; }
   const Communicator& group() const { return *group_; }
   const Communicator& replicas() const { return *replicas_; }
   int group_index() const { return group_index_; }

@@ -58,8 +58,8 @@ StageMemory predict_rank_memory(const ParamTable& table, DType param_dtype, cons
     m.padding_bytes +=
         W * p.last_rank_padding + G * g.last_rank_padding + (master_per_elem + moments_per_elem) * o.last_rank_padding;
   }
-  const TransientPeaks t =
-      replay_step(table, param_dtype, zero, world_size, options.deterministic, options.backend, schedule);
+  const TransientPeaks t = replay_step(table, param_dtype, zero, world_size, options.deterministic, options.backend,
+                                       schedule, options.replica_groups);
   m[MemCategory::kParameters] = params + t.gathered_params;
   m[MemCategory::kGradients] = grads + t.pending_grads;
   m[MemCategory::kMasterWeights] = master_per_elem * optimizer_elems;

@@ -19,6 +19,9 @@ namespace zt {
 struct ShardingOptions {
   bool deterministic = false;                            // the communicator's fixed-order reductions (more staging)
   CollectiveBackend backend = CollectiveBackend::kHost;  // whose staging (predict_run_memory sets it)
+  // Hybrid sharding: the world is this many groups of `world_size` ranks (the store's world), and
+  // each reduction's result is all-reduced across them in its wait (HybridCommunicator).
+  int replica_groups = 1;
 };
 
 // What the model allocates itself, the same under every stage (it is sized by the batch, not the

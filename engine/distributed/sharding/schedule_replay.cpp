@@ -26,10 +26,11 @@ struct Counter {
 class Replay {
  public:
   Replay(const ParamTable& table, DType dtype, const ZeroOptions& zero, int world, bool deterministic,
-         CollectiveBackend backend)
+         CollectiveBackend backend, int replica_groups)
       : zero_(zero),
         policy_(make_stage_policy(zero, world, dtype)),
         world_(world),
+        replicas_(replica_groups),
         deterministic_(deterministic),
         nccl_(backend == CollectiveBackend::kNccl),
         staged_(backend == CollectiveBackend::kHostStaged),
@@ -113,11 +114,27 @@ class Replay {
   void finish_oldest() {
     const InFlight f = inflight_.front();
     inflight_.pop_front();
-    comm_.sub(f.bytes);
+    if (replicas_ > 1) {
+      // Hybrid sharding: the wait sees the in-group hop done (its staging freed, the store's own
+      // reduced buffer kept), then the all-reduce across the groups stages until it is done too.
+      const std::int64_t own = store_reduced(f.unit), across = across_groups_staging(f.unit);
+      comm_.sub(f.bytes - own);
+      comm_.add(across);
+      comm_.sub(across + own);
+    } else {
+      comm_.sub(f.bytes);
+    }
     if (pends(f.unit)) {
       pending_[f.unit] = false;
       grads_.sub(W_ * padded_[f.unit]);
     }
+  }
+
+  // The second hop's staging: the host all-reduce, across the groups, of what the first hop left
+  // (the whole unit at stage 0, this rank's shard otherwise).
+  std::int64_t across_groups_staging(std::size_t u) const {
+    return host_all_reduce_staging_bytes(policy_.all_reduces_whole_unit() ? numel_[u] : shard_[u], replicas_,
+                                         deterministic_);
   }
 
   bool pends(std::size_t u) const { return policy_.pends_unit(rounds_.empty() ? false : rounds_[u]); }
@@ -171,6 +188,7 @@ class Replay {
   ZeroOptions zero_;    // the scheduling options: overlap, prefetch, resharding, reductions in flight
   StagePolicy policy_;  // what the stage keeps and how it reduces
   int world_;
+  int replicas_;  // hybrid sharding's groups (1: none)
   bool deterministic_;
   bool nccl_;
   bool staged_;
@@ -193,9 +211,11 @@ std::int64_t host_all_reduce_staging_bytes(std::int64_t n, int world_size, bool 
 }
 
 TransientPeaks replay_step(const ParamTable& table, DType param_dtype, const ZeroOptions& zero, int world_size,
-                           bool deterministic, CollectiveBackend backend, const StepSchedule& schedule) {
-  ZT_CHECK(world_size >= 1 && zero.stage >= 0 && zero.stage <= 3);
-  Replay r(table, param_dtype, zero, world_size, deterministic, backend);
+                           bool deterministic, CollectiveBackend backend, const StepSchedule& schedule,
+                           int replica_groups) {
+  ZT_CHECK(world_size >= 1 && zero.stage >= 0 && zero.stage <= 3 && replica_groups >= 1);
+  ZT_CHECK(replica_groups == 1 || backend == CollectiveBackend::kHost, "hybrid sharding over host communicators only");
+  Replay r(table, param_dtype, zero, world_size, deterministic, backend, replica_groups);
   r.pass(schedule.forward, Pass::kForward);
   r.pass(schedule.backward, Pass::kBackward);
   return r.peaks();

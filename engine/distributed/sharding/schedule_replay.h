@@ -34,8 +34,10 @@ enum class CollectiveBackend { kHost, kNccl, kHostStaged };
 std::int64_t host_all_reduce_staging_bytes(std::int64_t n, int world_size, bool deterministic);
 
 // `deterministic`: the host communicator's fixed-order reductions (all-to-all staging). Every
-// backend adds the store's own fp32 reduced shards at stages 2-3.
+// backend adds the store's own fp32 reduced shards at stages 2-3. `replica_groups` > 1: hybrid
+// sharding over host communicators, `world_size` being the group's size (see Replay::finish_oldest).
 TransientPeaks replay_step(const ParamTable& table, DType param_dtype, const ZeroOptions& zero, int world_size,
-                           bool deterministic, CollectiveBackend backend, const StepSchedule& schedule);
+                           bool deterministic, CollectiveBackend backend, const StepSchedule& schedule,
+                           int replica_groups = 1);
 
 }  // namespace zt

@@ -23,6 +23,9 @@ struct ZeroOptions {
   // A world of one at stages 1-3 calls no collective (StagePolicy::solo). false keeps every
   // collective of N ranks at N = 1 (one-rank NCCL or MPI), so one GPU measures what they cost.
   bool solo_path = true;
+  // Hybrid sharding: stages 1-3 shard within groups of this many consecutive ranks and replicate
+  // across the groups (engine/distributed/comm/hybrid_communicator.h); 0: the whole world.
+  int shard_group_size = 0;
   bool fp32_grad_shards = false;  // stages 2-3: the gradient shard (and its accumulation) in fp32,
                                   // instead of the working dtype
   // Stages 0-1 on more than one rank reduce every micro-batch's gradient (through a pending buffer,

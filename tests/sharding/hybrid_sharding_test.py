@@ -4,8 +4,8 @@
   * N = 4 ranks in groups of g = 2, deterministic: ZeRO stages 0-3 bitwise equal to each other
     (losses, gradient norms, final weights), and within fp32 rounding of the flat run (g = N);
   * every rank's measured peak per category equals the prediction (the store is g-way; each
-    reduction's second hop, across the groups, staged inside its wait); each step's elements are
-    counted per hop (inside the group, across the groups);
+    reduction's second hop, across the groups, staged inside its wait), and each step's elements
+    sent inside the group and across the groups equal `zerotrain memory --json`'s prediction;
   * a checkpoint of the hybrid run is group 0's, a checkpoint of g ranks, and resumes on 2 flat
     ranks (the same global batch through grad_accum 2), continuing within rounding of the run;
   * N = 6 in groups of 3 at stage 2: within rounding of the flat run, memory as predicted;
@@ -62,18 +62,26 @@ def main():
     def close(a, b, tol=1e-5):
         return len(a) == len(b) and all(abs(x - y) <= tol * max(1.0, abs(y)) for x, y in zip(a, b))
 
-    def memory_exact(name, run_dir):
+    def memory_exact(name, run_dir, ranks, group):
         m = next(r for r in train_records(run_dir) if r["type"] == "memory")
         bad = [(rank, cat, got[cat], m["predicted_bytes"][cat]) for rank, got in enumerate(m["measured_peak_bytes"])
                for cat in m["predicted_bytes"] if got[cat] != m["predicted_bytes"][cat]]
         check(not bad, f"{name}: every rank's measured peak equals the prediction per category ({bad[:4]})")
+        # Elements per step, inside the group and across: measured against `zerotrain memory`.
+        p = subprocess.run([binary, "memory", "--config", config, "--ranks", str(ranks), "--json", "--set",
+                            f"zero.shard_group_size={group}"], capture_output=True, text=True, timeout=60)
+        want = json.loads(p.stdout)["stages"][m["stage"]]["elements_per_step"] if p.returncode == 0 else None
+        got = [(r.get("comm_elements_in_group", r["comm_elements_sent"]), r.get("comm_elements_across_groups", 0))
+               for r in train_records(run_dir) if r["type"] == "train"]
+        check(want is not None and all(g == (want["in_group"], want["across_groups"]) for g in got),
+              f"{name}: elements sent per step in the group and across = predicted ({got[:1]} vs {want})")
 
     runs = {}
     for stage in range(4):
         name = f"N4_g2_stage{stage}"
         runs[stage] = train(name, 4, f"zero.stage={stage}", "zero.shard_group_size=2")
         if runs[stage]:
-            memory_exact(name, runs[stage])
+            memory_exact(name, runs[stage], 4, 2)
     if all(runs.values()):
         ref = curve(train_records(runs[0]))
         check(all(curve(train_records(runs[s])) == ref for s in range(1, 4)),
@@ -86,6 +94,8 @@ def main():
         check(all(tensors(os.path.join(runs[s], "final.safetensors")) == w0 for s in range(1, 4)),
               "N4 g2: final weights bitwise equal across stages 0-3")
     flat = train("N4_flat_stage3", 4, "zero.stage=3")
+    if flat:
+        memory_exact("N4 flat stage 3", flat, 4, 0)
     if flat and runs[3]:
         check(close(losses(runs[3]), losses(flat)),
               f"N4 g2 stage 3 within fp32 rounding of the flat run ({losses(runs[3])} vs {losses(flat)})")
@@ -108,7 +118,7 @@ def main():
     six = train("N6_g3_stage2", 6, "zero.stage=2", "zero.shard_group_size=3")
     six_flat = train("N6_flat_stage2", 6, "zero.stage=2")
     if six:
-        memory_exact("N6 g3 stage 2", six)
+        memory_exact("N6 g3 stage 2", six, 6, 3)
     if six and six_flat:
         check(close(losses(six), losses(six_flat)), "N6 g3 within fp32 rounding of the flat run")
 

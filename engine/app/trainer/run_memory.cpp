@@ -31,6 +31,20 @@ StageMemory predict_run_memory(const RunConfig& config, int stage, int world_siz
   return m;
 }
 
+StepVolume predict_run_volume(const RunConfig& config, int stage, int world_size) {
+  const ModelSpec spec = config.model_spec();
+  const StoreCommChoice choice = store_comm_choice(config, world_size);
+  ZeroOptions zero = config.zero;
+  zero.stage = stage;
+  StepVolume v = predict_step_volume(build_param_table(spec), config.param_dtype, zero, choice.group_size,
+                                     step_schedule(spec, config.train.activation_checkpointing),
+                                     config.train.grad_accum, world_size / choice.group_size);
+  // Where the store shares the trainer's host communicator, the step's loss and stop vote (an
+  // all-reduce of two elements) is counted with it.
+  if (!choice.hybrid && !choice.device_comm) v.in_group += 2 * kLossAndStopElements * (world_size - 1) / world_size;
+  return v;
+}
+
 StageMemory predict_setup_memory(const RunConfig& c, const StageMemory& step) {
   StageMemory m = step;
   m[MemCategory::kParameters] -= step.step_only_param_bytes;

@@ -26,6 +26,11 @@ StageMemory predict_run_memory(const RunConfig& config, int stage, int world_siz
 // unit (a big vocabulary's token table) it is more than a step's peak.
 StageMemory predict_setup_memory(const RunConfig& config, const StageMemory& step);
 
+// The elements one rank sends per optimizer step through the store's communicator at `stage`
+// (predict_step_volume): inside its group and across the groups under hybrid sharding, all of it
+// in_group otherwise. Each step's train record has them measured (comm_elements_sent, and per hop).
+StepVolume predict_run_volume(const RunConfig& config, int stage, int world_size);
+
 // checkpoint.async's staging on the fullest rank (rank 0's file: its N-way slice of the fp32
 // master, exp_avg and exp_avg_sq), held in host memory for the whole run; 0 without it. The same
 // at every stage. Apart from the categories above (host memory, also on CUDA, where it is pinned,

@@ -77,6 +77,7 @@ class Replay {
           }
           break;
         case UnitOp::kGradsReady: {
+          count_reduction(u);
           const std::int64_t staged = staging(u);
           comm_.add(staged);
           inflight_.push_back({u, staged});
@@ -91,14 +92,42 @@ class Replay {
 
   TransientPeaks peaks() const { return {params_.peak, grads_.peak, comm_.peak}; }
 
+  // Volume counting (predict_step_volume): whether this pass's micro-batch is the step's last
+  // (stages 0-1 without a pending buffer reduce only then), and the elements counted so far.
+  void set_last_micro_batch(bool last) { last_micro_batch_ = last; }
+  StepVolume& volume() { return volume_; }
+  // After the step: the publish of the units kept whole and the gradient norm's all-gather.
+  void count_step_end() {
+    if (policy_.solo) return;
+    for (std::size_t u = 0; u < numel_.size(); ++u) {
+      if (policy_.publishes_params() && !sharded_[u]) volume_.in_group += ring(padded_[u], world_);
+    }
+    volume_.in_group += ring(2 * std::int64_t{world_}, world_);  // a double as 2 I32 per rank
+  }
+
  private:
   struct InFlight {
     std::size_t unit;
     std::int64_t bytes;
   };
 
+  // Communicator::count_volume's ring volume of a collective over `total` elements on `world` ranks.
+  static std::int64_t ring(std::int64_t total, int world, int factor = 1) {
+    return factor * total * (world - 1) / world;
+  }
+
+  // The elements of unit u's reduction at grads_ready, when it issues one (every micro-batch where
+  // the gradient pends, else the last), and of its second hop across the groups.
+  void count_reduction(std::size_t u) {
+    if (policy_.solo || (!pends(u) && !last_micro_batch_)) return;
+    const bool whole = policy_.all_reduces_whole_unit();
+    volume_.in_group += whole ? ring(numel_[u], world_, 2) : ring(padded_[u], world_);
+    if (replicas_ > 1) volume_.across_groups += ring(whole ? numel_[u] : shard_[u], replicas_, 2);
+  }
+
   void gather(std::size_t u) {
     if (!sharded_[u] || gathered_[u]) return;
+    if (!policy_.solo) volume_.in_group += ring(padded_[u], world_);  // the all-gather
     gathered_[u] = true;
     if (!policy_.solo) params_.add(W_ * padded_[u]);  // solo: the shard is the unit, nothing allocated
   }
@@ -199,6 +228,8 @@ class Replay {
   std::vector<bool> rounds_;  // units the backward reduces in rounds
   std::deque<InFlight> inflight_;
   Counter params_, grads_, comm_;
+  bool last_micro_batch_ = true;
+  StepVolume volume_;
 };
 
 }  // namespace
@@ -219,6 +250,19 @@ TransientPeaks replay_step(const ParamTable& table, DType param_dtype, const Zer
   r.pass(schedule.forward, Pass::kForward);
   r.pass(schedule.backward, Pass::kBackward);
   return r.peaks();
+}
+
+StepVolume predict_step_volume(const ParamTable& table, DType param_dtype, const ZeroOptions& zero, int world_size,
+                               const StepSchedule& schedule, int grad_accum, int replica_groups) {
+  ZT_CHECK(grad_accum >= 1);
+  Replay r(table, param_dtype, zero, world_size, false, CollectiveBackend::kHost, replica_groups);
+  for (int m = 0; m < grad_accum; ++m) {
+    r.set_last_micro_batch(m + 1 == grad_accum);
+    r.pass(schedule.forward, Pass::kForward);
+    r.pass(schedule.backward, Pass::kBackward);
+  }
+  r.count_step_end();
+  return r.volume();
 }
 
 }  // namespace zt

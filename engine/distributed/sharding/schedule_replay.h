@@ -40,4 +40,17 @@ TransientPeaks replay_step(const ParamTable& table, DType param_dtype, const Zer
                            bool deterministic, CollectiveBackend backend, const StepSchedule& schedule,
                            int replica_groups = 1);
 
+// Elements one rank sends in one optimizer step through the store's communicator, counted as
+// Communicator::elements_sent counts them (a ring's n (N-1)/N per all-gather or reduce-scatter of
+// n, 2 n (N-1)/N per all-reduce, each rounded down): `grad_accum` micro-batches of the schedule's
+// gathers and reductions, the publish of the units kept whole, and the gradient norm's
+// all-gather. With hybrid sharding (`replica_groups` > 1, `world_size` the group's size) what
+// crosses the groups apart: each reduction's second hop.
+struct StepVolume {
+  std::int64_t in_group = 0;       // the whole world's when not hybrid
+  std::int64_t across_groups = 0;  // hybrid sharding's second hops
+};
+StepVolume predict_step_volume(const ParamTable& table, DType param_dtype, const ZeroOptions& zero, int world_size,
+                               const StepSchedule& schedule, int grad_accum, int replica_groups = 1);
+
 }  // namespace zt

@@ -139,7 +139,9 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
   RunConfig other_cfg = cfg;
   other_cfg.zero.fp32_grad_shards = !cfg.zero.fp32_grad_shards;
   std::vector<std::int64_t> other_grads;
+  std::vector<StepVolume> volumes;  // elements each rank sends per step
   for (int stage = 0; stage < kStages; ++stage) {
+    volumes.push_back(predict_run_volume(cfg, stage, ranks));
     other_grads.push_back(predict_run_memory(other_cfg, stage, ranks, options)[MemCategory::kGradients]);
   }
   const char* grad_dtype = cfg.zero.fp32_grad_shards ? "fp32" : "working";
@@ -160,7 +162,9 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
                      {"model_states", stages[stage].model_state_bytes()},
                      {"total", stages[stage].total_bytes()},
                      {"gradients_with_other_grad_shard_dtype", other_grads[static_cast<std::size_t>(stage)]},
-                     {"padding", stages[stage].padding_bytes}});
+                     {"padding", stages[stage].padding_bytes},
+                     {"elements_per_step",
+                      {{"in_group", volumes[stage].in_group}, {"across_groups", volumes[stage].across_groups}}}});
     }
     const nlohmann::json doc = {{"mode", "config"},
                                 {"config", cfg.source},
@@ -217,6 +221,14 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
   for (MemCategory c : kRows) row(std::string(mem_category_name(c)), [c](const StageMemory& m) { return m[c]; });
   row("total", [](const StageMemory& m) { return m.total_bytes(); });
   row("padding (in the above)", [](const StageMemory& m) { return m.padding_bytes; });
+  auto elements = [&](const std::string& name, auto value_of) {
+    std::string line = fmt::format("{:<22}", name);
+    for (const StepVolume& v : volumes) line += fmt::format("{:>14}", value_of(v));
+    fmt::print("{}\n", line);
+  };
+  const bool hybrid = volumes[0].across_groups > 0;
+  elements(hybrid ? "elements/step in group" : "elements sent/step", [](const StepVolume& v) { return v.in_group; });
+  if (hybrid) elements("elements/step across", [](const StepVolume& v) { return v.across_groups; });
   std::string other = fmt::format("{:<22}", fmt::format("gradients, {} shards", other_grad_dtype));
   for (std::int64_t g : other_grads) other += fmt::format("{:>14}", format_bytes(g));
   fmt::print("{}   (zero.grad_shard_dtype = {}: stages 2-3)\n", other, other_grad_dtype);

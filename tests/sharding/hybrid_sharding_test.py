@@ -6,8 +6,9 @@
   * every rank's measured peak per category equals the prediction (the store is g-way; each
     reduction's second hop, across the groups, staged inside its wait), and each step's elements
     sent inside the group and across the groups equal `zerotrain memory --json`'s prediction;
-  * a checkpoint of the hybrid run is group 0's, a checkpoint of g ranks, and resumes on 2 flat
-    ranks (the same global batch through grad_accum 2), continuing within rounding of the run;
+  * a checkpoint of the hybrid run is group 0's, a checkpoint of g ranks: it resumes bitwise on the
+    same ranks and groups, and on 2 flat ranks (the same global batch through grad_accum 2) within
+    rounding of the run;
   * N = 6 in groups of 3 at stage 2: within rounding of the flat run, memory as predicted;
   * a group size that does not divide the ranks, a group of one, and checkpoint.async beside it
     are refused in one line.
@@ -109,6 +110,11 @@ def main():
             manifest = json.load(f)
         check(files == ["manifest.json", "rank_00000.bin", "rank_00001.bin"] and manifest["world_size"] == 2,
               f"hybrid checkpoint: 2 rank files, world_size 2 ({files})")
+        same = train("N4_g2_resumed", 4, "zero.stage=3", "zero.shard_group_size=2", extra=["--resume", step3])
+        if same:
+            got = [r for r in curve(train_records(same)) if r[0] > 3]
+            check(got == [r for r in curve(train_records(ck)) if r[0] > 3],
+                  "resumed on the same 4 ranks in groups of 2: steps 4-6 bitwise equal to the uninterrupted run")
         resumed = train("N2_resumed", 2, "zero.stage=1", "train.grad_accum=2", extra=["--resume", step3])
         if resumed:
             got = [r["loss"] for r in train_records(resumed) if r["type"] == "train" and r["step"] > 3]

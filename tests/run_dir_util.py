@@ -4,6 +4,23 @@ rank processes (to signal or kill one)."""
 import json
 import os
 import struct
+import time
+
+
+def split_launcher(argv):
+    """A driver's command line `FLAGS... [-- MPIRUN FLAGS...]` as (its own flags, the launcher's
+    words, empty without one)."""
+    if "--" not in argv:
+        return argv, []
+    return argv[:argv.index("--")], argv[argv.index("--") + 1:]
+
+
+def wait_until(condition, seconds=60, poll=0.01):
+    """Polls `condition` until it holds or `seconds` pass; its last answer."""
+    deadline = time.time() + seconds
+    while time.time() < deadline and not condition():
+        time.sleep(poll)
+    return condition()
 
 
 def deep_merge(base, over):

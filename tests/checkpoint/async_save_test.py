@@ -29,7 +29,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from check_report import Checks  # noqa: E402
-from run_dir_util import curve, deep_merge, rank_pids, tensors, train_records  # noqa: E402
+from run_dir_util import curve, deep_merge, rank_pids, split_launcher, tensors, train_records, wait_until  # noqa: E402
 
 SHORT = {
     "model": {"n_layer": 2, "n_head": 2, "n_embd": 32, "block_size": 32, "vocab_size": 64},
@@ -51,11 +51,7 @@ def records(run_dir, kind):
 
 
 def main():
-    argv = sys.argv[1:]
-    mpirun = []
-    if "--" in argv:
-        mpirun = argv[argv.index("--") + 1:]
-        argv = argv[:argv.index("--")]
+    argv, mpirun = split_launcher(sys.argv[1:])
     parser = argparse.ArgumentParser()
     parser.add_argument("--zerotrain", required=True)
     args = parser.parse_args(argv)
@@ -84,12 +80,6 @@ def main():
     def start(config, run_dir, extra_env=None):
         return subprocess.Popen(command(config, run_dir), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 env={**env, **(extra_env or {})})
-
-    def wait_until(condition, seconds=60):
-        deadline = time.time() + seconds
-        while time.time() < deadline and not condition():
-            time.sleep(0.01)
-        return condition()
 
     def ok(p, what):
         return check(p.returncode == 0, what + ("" if p.returncode == 0 else

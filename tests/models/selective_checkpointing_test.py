@@ -22,7 +22,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from check_report import Checks  # noqa: E402
-from run_dir_util import curve, tensors, train_records  # noqa: E402
+from run_dir_util import curve, split_launcher, tensors, train_records  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 COMMON = ["--set", "train.max_steps=8", "--set", "train.eval_every=4", "--set", "log.progress=plain",
@@ -38,11 +38,7 @@ def sets(*pairs):
 
 
 def main():
-    argv = sys.argv[1:]
-    mpirun = []
-    if "--" in argv:
-        mpirun = argv[argv.index("--") + 1:]
-        argv = argv[:argv.index("--")]
+    argv, mpirun = split_launcher(sys.argv[1:])
     parser = argparse.ArgumentParser()
     parser.add_argument("--zerotrain", required=True)
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])

@@ -34,13 +34,9 @@ void stage_rank_file(const ParamTable& table, int world_size, int rank, const Op
   std::int64_t staged = 0;
   for (const FileSegment& seg : segments) {
     if (seg.end == seg.begin) continue;  // a rank past the unit's end holds only padding
-    const UnitShard& held = source.layout->unit(seg.unit);
-    ZT_CHECK(seg.begin >= held.begin && seg.end <= held.end,
-             "rank {} of {} holds [{}, {}) of unit {} but must stage [{}, {})", rank, world_size, held.begin, held.end,
-             seg.unit, seg.begin, seg.end);
-    const TensorView state = source.state(seg.kind, seg.unit);
     const std::int64_t n = seg.end - seg.begin;
-    copy(TensorView{image + seg.offset, DType::kF32, Device::kCPU, Shape{n}}, state.slice(seg.begin - held.begin, n));
+    copy(TensorView{image + seg.offset, DType::kF32, Device::kCPU, Shape{n}},
+         segment_state(source, seg, world_size, rank));
     staged += n * 4;
   }
   // The segments tile the file: the image has no byte the checksums would take from nowhere.

@@ -29,6 +29,17 @@ void prepare_temp_dir(const std::string& temp_dir) {
   }
 }
 
+TensorView segment_state(const OptimizerStateSource& source, const FileSegment& seg, int world_size, int rank) {
+  // The N-way slice must lie inside what this rank holds (its shard, or the whole unit).
+  const UnitShard& held = source.layout->unit(seg.unit);
+  ZT_CHECK(seg.begin >= held.begin && seg.end <= held.end,
+           "rank {} of {} holds [{}, {}) of unit {} but must save [{}, {})", rank, world_size, held.begin, held.end,
+           seg.unit, seg.begin, seg.end);
+  const TensorView view = source.state(seg.kind, seg.unit);
+  ZT_CHECK(view.numel() >= seg.end - held.begin, "state view of unit {} too small", seg.unit);
+  return view.slice(seg.begin - held.begin, seg.end - seg.begin);
+}
+
 RankFileWritten write_rank_file(const std::string& temp_dir, const ParamTable& table, int world_size, int rank,
                                 const OptimizerStateSource& source) {
   const std::vector<FileSegment> segments = rank_file_segments(table, world_size, rank);
@@ -38,14 +49,7 @@ RankFileWritten write_rank_file(const std::string& temp_dir, const ParamTable& t
   FileHandle file = FileHandle::create((fs::path(temp_dir) / rank_file_name(rank)).string());
   for (const FileSegment& seg : segments) {
     if (seg.end == seg.begin) continue;  // a rank past the unit's end holds only padding
-    // The N-way slice must lie inside what this rank holds (its shard, or the whole unit).
-    const UnitShard& held = source.layout->unit(seg.unit);
-    ZT_CHECK(seg.begin >= held.begin && seg.end <= held.end,
-             "rank {} of {} holds [{}, {}) of unit {} but must write [{}, {})", rank, world_size, held.begin, held.end,
-             seg.unit, seg.begin, seg.end);
-    const TensorView view = source.state(seg.kind, seg.unit);
-    const char* p = reinterpret_cast<const char*>(view.as<float>() + (seg.begin - held.begin));
-    ZT_CHECK(view.numel() >= seg.end - held.begin, "state view of unit {} too small", seg.unit);
+    const char* p = static_cast<const char*>(segment_state(source, seg, world_size, rank).data);
     // Written straight from the optimizer's memory: no staging buffer. Pieces never straddle a
     // checksum chunk, so each chunk's crc is accumulated in file order.
     std::int64_t pos = seg.offset, remaining = (seg.end - seg.begin) * 4;

@@ -79,6 +79,9 @@ SaveResult conclude_save(Communicator& comm, const std::string& folder, const st
 void pause_for_tests();
 
 std::string temp_dir_for(const std::string& folder, std::int64_t step);
+// The fp32 values of `seg` (a non-empty segment of rank `rank` of `world_size`'s file) in what
+// `source` holds, checked to lie inside it.
+TensorView segment_state(const OptimizerStateSource& source, const FileSegment& seg, int world_size, int rank);
 // Creates a fresh temporary directory for the step (removing one a killed save left).
 void prepare_temp_dir(const std::string& temp_dir);
 // Writes rank `rank` of `world_size`'s file into temp_dir, fsynced.

@@ -5,7 +5,9 @@
     (losses, gradient norms, final weights), and within fp32 rounding of the flat run (g = N);
   * every rank's measured peak per category equals the prediction (the store is g-way; each
     reduction's second hop, across the groups, staged inside its wait), and each step's elements
-    sent inside the group and across the groups equal `zerotrain memory --json`'s prediction;
+    sent inside the group and across the groups equal `zerotrain memory --json`'s prediction (also
+    for bf16 with non-deterministic reductions, accumulation and vocabulary chunks, and for stage 1
+    reducing every micro-batch, and for the flat run);
   * a checkpoint of the hybrid run is group 0's, a checkpoint of g ranks: it resumes bitwise on the
     same ranks and groups, and on 2 flat ranks (the same global batch through grad_accum 2) within
     rounding of the run;
@@ -63,14 +65,15 @@ def main():
     def close(a, b, tol=1e-5):
         return len(a) == len(b) and all(abs(x - y) <= tol * max(1.0, abs(y)) for x, y in zip(a, b))
 
-    def memory_exact(name, run_dir, ranks, group):
+    def memory_exact(name, run_dir, ranks, group, *sets):
         m = next(r for r in train_records(run_dir) if r["type"] == "memory")
         bad = [(rank, cat, got[cat], m["predicted_bytes"][cat]) for rank, got in enumerate(m["measured_peak_bytes"])
                for cat in m["predicted_bytes"] if got[cat] != m["predicted_bytes"][cat]]
         check(not bad, f"{name}: every rank's measured peak equals the prediction per category ({bad[:4]})")
         # Elements per step, inside the group and across: measured against `zerotrain memory`.
         p = subprocess.run([binary, "memory", "--config", config, "--ranks", str(ranks), "--json", "--set",
-                            f"zero.shard_group_size={group}"], capture_output=True, text=True, timeout=60)
+                            f"zero.shard_group_size={group}", *[a for kv in sets for a in ("--set", kv)]],
+                           capture_output=True, text=True, timeout=60)
         want = json.loads(p.stdout)["stages"][m["stage"]]["elements_per_step"] if p.returncode == 0 else None
         got = [(r.get("comm_elements_in_group", r["comm_elements_sent"]), r.get("comm_elements_across_groups", 0))
                for r in train_records(run_dir) if r["type"] == "train"]
@@ -82,7 +85,7 @@ def main():
         name = f"N4_g2_stage{stage}"
         runs[stage] = train(name, 4, f"zero.stage={stage}", "zero.shard_group_size=2")
         if runs[stage]:
-            memory_exact(name, runs[stage], 4, 2)
+            memory_exact(name, runs[stage], 4, 2, f"zero.stage={stage}")
     if all(runs.values()):
         ref = curve(train_records(runs[0]))
         check(all(curve(train_records(runs[s])) == ref for s in range(1, 4)),
@@ -96,7 +99,7 @@ def main():
               "N4 g2: final weights bitwise equal across stages 0-3")
     flat = train("N4_flat_stage3", 4, "zero.stage=3")
     if flat:
-        memory_exact("N4 flat stage 3", flat, 4, 0)
+        memory_exact("N4 flat stage 3", flat, 4, 0, "zero.stage=3")
     if flat and runs[3]:
         check(close(losses(runs[3]), losses(flat)),
               f"N4 g2 stage 3 within fp32 rounding of the flat run ({losses(runs[3])} vs {losses(flat)})")
@@ -121,10 +124,20 @@ def main():
             want = [r["loss"] for r in train_records(ck) if r["type"] == "train" and r["step"] > 3]
             check(close(got, want, 1e-4), f"resumed on 2 flat ranks: steps 4-6 within rounding ({got} vs {want})")
 
+    # Memory and traffic in the other paths: bf16 with non-deterministic reductions, accumulation and
+    # the head's units reduced in rounds (vocabulary chunks); stage 1 reducing every micro-batch.
+    for name, sets in [("N4_g2_stage3_bf16_accum2_chunks2",
+                        ("zero.stage=3", "precision.param_dtype=bf16", "train.deterministic=false",
+                         "train.grad_accum=2", "model.vocab_size=200", "train.head_chunks=2")),
+                       ("N4_g2_stage1_deterministic_accum2", ("zero.stage=1", "train.grad_accum=2"))]:
+        d = train(name, 4, "zero.shard_group_size=2", *sets)
+        if d:
+            memory_exact(name, d, 4, 2, *sets)
+
     six = train("N6_g3_stage2", 6, "zero.stage=2", "zero.shard_group_size=3")
     six_flat = train("N6_flat_stage2", 6, "zero.stage=2")
     if six:
-        memory_exact("N6 g3 stage 2", six, 6, 3)
+        memory_exact("N6 g3 stage 2", six, 6, 3, "zero.stage=2")
     if six and six_flat:
         check(close(losses(six), losses(six_flat)), "N6 g3 within fp32 rounding of the flat run")
 

@@ -213,6 +213,7 @@ SaveResult conclude_save(Communicator& comm, const std::string& folder, const st
   result.path = (fs::path(folder) / step_dir_name(meta.position.step)).string();
   result.rank_bytes = g.own_bytes;
   for (const RankFileWritten& f : g.files) result.total_bytes += f.bytes;
+  result.rank_files = static_cast<int>(g.files.size());
   result.warning = warning;
   return result;
 }

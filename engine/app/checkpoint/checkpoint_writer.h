@@ -38,6 +38,7 @@ struct SaveResult {
   std::string path;              // the complete step_XXXXXXXX directory
   std::int64_t rank_bytes = 0;   // this rank's file
   std::int64_t total_bytes = 0;  // all rank files
+  int rank_files = 0;            // the saving ranks' (a hybrid run's: one group's)
   double seconds = 0.0;          // from the save's start to its commit
   double blocked_seconds = 0.0;  // of those, the training thread's (all of them unless asynchronous)
   std::string warning;           // rank 0: saved, but `latest` or keep-last failed after it (say so, go on)

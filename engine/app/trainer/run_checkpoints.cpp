@@ -81,9 +81,10 @@ void report_saved(TrainerState& s, RunProgress& run, const ckpt::SaveResult& r) 
          {"async", async},
          {"rank_bytes", r.rank_bytes},
          {"total_bytes", r.total_bytes},
-         {"ranks", s.comm.world_size()}});
+         {"ranks", s.comm.world_size()},
+         {"rank_files", r.rank_files}});
   s.progress.message(fmt::format("step {}: saved checkpoint {} ({:.2f} MB in {} rank file(s)) in {:.2f} s{}", r.step,
-                                 r.path, r.total_bytes / 1e6, s.comm.world_size(), r.seconds,
+                                 r.path, r.total_bytes / 1e6, r.rank_files, r.seconds,
                                  async ? fmt::format(", training blocked {:.3f} s", r.blocked_seconds) : ""));
   if (!r.warning.empty()) {
     s.progress.message("warning: " + r.warning);
@@ -135,7 +136,10 @@ void save_checkpoint(TrainerState& s, RunProgress& run, int steps_completed) {
     }
   }
   float failed = error.empty() ? 0.0f : 1.0f;
-  s.comm.all_reduce(TensorView{&failed, DType::kF32, Device::kCPU, Shape{1}}, ReduceOp::kSum).wait();
+  // The other groups wait out group 0's whole save, also past a stop request's grace period (the
+  // collective timeout still bounds it).
+  s.comm.all_reduce(TensorView{&failed, DType::kF32, Device::kCPU, Shape{1}}, ReduceOp::kSum)
+      .wait(/*bounded_by_stop_grace=*/false);
   if (!error.empty()) throw_runtime_error("{}", error);
   if (failed > 0.0f) throw_runtime_error("checkpoint at step {} not saved (failed in rank group 0)", steps_completed);
   if (saved) report_saved(s, run, *saved);

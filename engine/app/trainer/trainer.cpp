@@ -177,6 +177,7 @@ StepResult Trainer::train_step(int step, const RunProgress& run) {
   double loss_sum = 0.0;
   for (int micro = 0; micro < accum; ++micro) {
     s.comm.set_context(fmt::format("step {} micro-batch {}", step + 1, micro));
+    if (&s.store_comm() != &s.comm) s.store_comm().set_context(fmt::format("step {} micro-batch {}", step + 1, micro));
     s.store.set_micro_batch(micro, accum);  // stages 0-1 reduce after the last micro-batch only
     // The batch: this rank's slice of the step's global samples. The global index of its first
     // sample numbers it among all the run's samples and keys both the data windows and dropout.
@@ -203,7 +204,8 @@ StepResult Trainer::train_step(int step, const RunProgress& run) {
   r.loss = agreed.loss;
   // On the last step the run simply finishes: its final weights are what a resume would make.
   r.stop_requested = agreed.stop_requested && step + 1 < c.train.max_steps;
-  // Each rank's fp64 sum of squares over the same N-way partition at every stage, summed in rank order.
+  // Each rank's fp64 sum of squares over the same partition (N ways, or the group's g) at every
+  // stage, summed in rank order.
   r.grad_norm = std::sqrt(s.store.global_grad_sum_of_squares());
   if (!std::isfinite(r.loss) || !std::isfinite(r.grad_norm)) return r;  // no weights touched
   r.lr = s.schedule.at(step);

@@ -43,7 +43,7 @@ void Communicator::set_context(std::string context) {
   record_wait_site(nullptr, &context_);
 }
 
-void Work::wait() {
+void Work::wait(bool bounded_by_stop_grace) {
   if (!advance_) return;
   record_wait_site(&description_, context_);
   struct BackToIdle {
@@ -63,7 +63,7 @@ void Work::wait() {
     // After a stop request every live rank heads for the step boundary, so a collective that
     // stays blocked for the grace period has a dead peer: give up rather than wait for SIGKILL.
     const double grace = std::min(timeout_s_, stop_grace_seconds());
-    const bool stop_stalled = waited > grace && seconds_since_stop_signal() > grace;
+    const bool stop_stalled = bounded_by_stop_grace && waited > grace && seconds_since_stop_signal() > grace;
     if (waited > timeout_s_ || stop_stalled) {
       const std::string where = context_ != nullptr ? *context_ : "?";
       const std::string message =

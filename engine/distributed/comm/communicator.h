@@ -42,7 +42,10 @@ class Work {
   Work(std::function<bool()> advance, std::string description, double timeout_s, const std::string* context,
        std::function<void(const std::string&)> on_timeout = nullptr);
 
-  void wait();
+  // `bounded_by_stop_grace` false: a wait known to outlast the stop rule's grace period (a rank
+  // that waits while a peer does long work, such as another group's checkpoint save) gives up
+  // only at the timeout.
+  void wait(bool bounded_by_stop_grace = true);
   // Advances once without blocking (no deadline: the caller's own wait has one); true once done.
   bool test();
   bool done() const { return !advance_; }
@@ -75,9 +78,9 @@ class Communicator {
   virtual Work broadcast(TensorView buf, int root) = 0;
   virtual void barrier() = 0;
   // A communicator over the ranks of this one that pass the same `color`, numbered by `key` (ties
-  // by rank): MPI_Comm_split, ncclCommSplit. Collective over this communicator's ranks, at set-up.
-  // The new one uses this one's options and must be destroyed first. Throws RuntimeError on a
-  // backend that cannot split.
+  // by rank): MPI_Comm_split. Collective over this communicator's ranks, at set-up. The new one
+  // uses this one's options and must be destroyed first. Throws RuntimeError on a backend that
+  // cannot split (NCCL and the staged one, so far).
   virtual std::unique_ptr<Communicator> split(int color, int key);
 
   // Collectives started after this call are handed to the wire only once `ready` returns true:
@@ -92,7 +95,7 @@ class Communicator {
   // log.profile_ops: the backend times its collectives into `profiler` while a step is open
   // ([Note: exposed communication] in kernels/op_profiler.h); null stops it. A backend that cannot
   // time its collectives (the staged one, the local one) ignores it.
-  void set_profiler(OpProfiler* profiler) { profiler_ = profiler; }
+  virtual void set_profiler(OpProfiler* profiler) { profiler_ = profiler; }
 
   // What the current work is part of ("step 12"), quoted in timeout errors.
   virtual void set_context(std::string context);

@@ -57,6 +57,12 @@ void HybridCommunicator::set_context(std::string context) {
   Communicator::set_context(std::move(context));
 }
 
+void HybridCommunicator::set_profiler(OpProfiler* profiler) {
+  group_->set_profiler(profiler);
+  replicas_->set_profiler(profiler);
+  Communicator::set_profiler(profiler);
+}
+
 std::int64_t HybridCommunicator::elements_sent() const { return group_->elements_sent() + replicas_->elements_sent(); }
 
 Work HybridCommunicator::all_gather(TensorView send, TensorView recv) { return group_->all_gather(send, recv); }

@@ -22,6 +22,8 @@ class HybridCommunicator final : public Communicator {
  public:
   // Splits `world` (collective over it) into groups of `group_size` consecutive ranks and the
   // replica sets across them; group_size must divide the world's size. `world` must outlive this.
+  // (A group of one is a world of one, on which a ZeroParamStore's solo path calls no collective,
+  // so never reaches the other groups: store_comm_choice gives the store groups of 2 or more.)
   HybridCommunicator(Communicator& world, int group_size);
   ~HybridCommunicator() override;
 
@@ -33,8 +35,9 @@ class HybridCommunicator final : public Communicator {
   Work all_reduce(TensorView buf, ReduceOp op) override;
   Work broadcast(TensorView buf, int root) override;
   void barrier() override;
-  // Both hops take the context, and their sums are this one's volume.
+  // Both hops take the context and the profiler, and their sums are this one's volume.
   void set_context(std::string context) override;
+  void set_profiler(OpProfiler* profiler) override;
   std::int64_t elements_sent() const override;
 
   // The two hops, for what is counted apart: elements sent inside this rank's group and across the

@@ -14,6 +14,7 @@
 #include "engine/app/cli/commands/commands.h"
 #include "engine/app/config/run_config.h"
 #include "engine/app/trainer/run_memory.h"
+#include "engine/app/trainer/store_comm.h"
 #include "engine/base/core/check.h"
 
 namespace zt::cli {
@@ -126,7 +127,9 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
   options.deterministic = cfg.train.deterministic;
   const ModelConfig& mc = cfg.model;                             // the keys every family has
   const ParamTable table = build_param_table(cfg.model_spec());  // the units the run would have
-  const ShardSizes largest = shard_sizes(table.max_unit_numel(), ranks);
+  // The store's world: the ranks, or under hybrid sharding one group of them.
+  const int store_ranks = store_comm_choice(cfg, ranks).group_size;
+  const ShardSizes largest = shard_sizes(table.max_unit_numel(), store_ranks);
   const char* dtype = cfg.param_dtype == DType::kBF16 ? "bf16" : "f32";
   const char* activations = cfg.activation_dtype == DType::kBF16 ? "bf16" : "fp32";
   const std::string ckpt = cfg.train.activation_checkpointing.to_string();
@@ -237,9 +240,9 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
                format_bytes(predict_checkpoint_staging_bytes(cfg, ranks)));
   }
   fmt::print(
-      "\ntotal = sum of the category peaks; padding = bytes above that hold no data on rank {} (the most "
+      "\ntotal = sum of the category peaks; padding = bytes above that hold no data on rank {}{} (the most "
       "padded).\nThe layout and why each buffer exists: docs/zero_memory.md. Exact bytes: --json.\n",
-      ranks - 1);
+      store_ranks - 1, store_ranks < ranks ? " of each group" : "");
   return 0;
 }
 

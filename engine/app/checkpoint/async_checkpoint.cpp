@@ -154,15 +154,8 @@ std::optional<SaveResult> AsyncCheckpointer::advance() {
     p.files = gather_rank_files(comm_, *p.table, written_, !error_.empty());
     p.phase = Phase::kCommitting;
     if (p.files.all_written() && comm_.rank() == 0) {
-      run_in_background([this, &p] {
-        try {
-          warning_ =
-              commit_checkpoint(p.folder, p.temp, *p.table, p.meta, comm_.world_size(), p.files.files, p.keep_last)
-                  .warning;
-        } catch (const std::exception& e) {
-          error_ = e.what();
-        }
-      });
+      run_in_background(
+          [this, &p] { warning_ = commit_gathered(p.folder, p.temp, *p.table, p.meta, p.files, p.keep_last, error_); });
       return std::nullopt;
     }
     done_.store(true);  // nothing to commit on this rank (or nothing at all: a write failed)

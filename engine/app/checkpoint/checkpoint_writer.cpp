@@ -195,6 +195,16 @@ GatheredFiles gather_rank_files(Communicator& comm, const ParamTable& table, con
 
 bool GatheredFiles::all_written() const { return failed_ranks(write_status).empty(); }
 
+std::string commit_gathered(const std::string& folder, const std::string& temp, const ParamTable& table,
+                            const CheckpointMeta& meta, const GatheredFiles& g, int keep_last, std::string& error) {
+  try {
+    return commit_checkpoint(folder, temp, table, meta, static_cast<int>(g.files.size()), g.files, keep_last).warning;
+  } catch (const std::exception& e) {
+    error = e.what();
+    return {};
+  }
+}
+
 SaveResult conclude_save(Communicator& comm, const std::string& folder, const std::string& temp,
                          const CheckpointMeta& meta, const GatheredFiles& g, const std::string& error,
                          const std::string& warning) {
@@ -237,14 +247,8 @@ SaveResult save_checkpoint(Communicator& comm, const std::string& folder, const 
   }
   pause_for_tests();
   const GatheredFiles g = gather_rank_files(comm, table, written, !error.empty());
-  std::string warning;
-  if (comm.rank() == 0 && g.all_written()) {
-    try {
-      warning = commit_checkpoint(folder, temp, table, meta, comm.world_size(), g.files, keep_last).warning;
-    } catch (const std::exception& e) {
-      error = e.what();
-    }
-  }
+  const std::string warning =
+      comm.rank() == 0 && g.all_written() ? commit_gathered(folder, temp, table, meta, g, keep_last, error) : "";
   SaveResult result = conclude_save(comm, folder, temp, meta, g, error, warning);
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   result.blocked_seconds = result.seconds;

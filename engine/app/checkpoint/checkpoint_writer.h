@@ -72,6 +72,9 @@ struct GatheredFiles {
 };
 GatheredFiles gather_rank_files(Communicator& comm, const ParamTable& table, const RankFileWritten& written,
                                 bool failed);
+// Rank 0's commit_checkpoint of the gathered files: its warning, or its failure in `error`.
+std::string commit_gathered(const std::string& folder, const std::string& temp, const ParamTable& table,
+                            const CheckpointMeta& meta, const GatheredFiles& g, int keep_last, std::string& error);
 SaveResult conclude_save(Communicator& comm, const std::string& folder, const std::string& temp,
                          const CheckpointMeta& meta, const GatheredFiles& g, const std::string& error,
                          const std::string& warning);

@@ -57,7 +57,7 @@ StageMemory predict_setup_memory(const RunConfig& c, const StageMemory& step) {
 
 std::int64_t predict_checkpoint_staging_bytes(const RunConfig& c, int world_size) {
   if (!c.checkpoint.async) return 0;
-  return ckpt::rank_file_bytes(c.model_spec().family().param_table(c.model_spec()), world_size, 0);
+  return ckpt::rank_file_bytes(build_param_table(c.model_spec()), world_size, 0);
 }
 
 }  // namespace zt

@@ -176,8 +176,9 @@ StepResult Trainer::train_step(int step, const RunProgress& run) {
   s.store.begin_step();                                       // zero the gradients
   double loss_sum = 0.0;
   for (int micro = 0; micro < accum; ++micro) {
-    s.comm.set_context(fmt::format("step {} micro-batch {}", step + 1, micro));
-    if (&s.store_comm() != &s.comm) s.store_comm().set_context(fmt::format("step {} micro-batch {}", step + 1, micro));
+    const std::string context = fmt::format("step {} micro-batch {}", step + 1, micro);
+    s.comm.set_context(context);
+    if (&s.store_comm() != &s.comm) s.store_comm().set_context(context);
     s.store.set_micro_batch(micro, accum);  // stages 0-1 reduce after the last micro-batch only
     // The batch: this rank's slice of the step's global samples. The global index of its first
     // sample numbers it among all the run's samples and keys both the data windows and dropout.

@@ -3,33 +3,11 @@
 
 #include <fmt/format.h>
 
-#include <functional>
 #include <optional>
 
 #include "engine/base/core/check.h"
 
 namespace zt {
-
-namespace {
-
-// A Work that waits for `first`, then starts the second collective `then()` and waits for it; past
-// the timeout `abort` ends the job as the hops' own backend would (peers may be blocked in them).
-Work chain(Work first, std::function<Work()> then, std::string description, const CommOptions& options,
-           const std::string* context, std::function<void(const std::string&)> abort) {
-  auto second = std::make_shared<std::optional<Work>>();
-  auto head = std::make_shared<Work>(std::move(first));
-  return Work(
-      [head, second, then = std::move(then)] {
-        if (!second->has_value()) {
-          if (!head->test()) return false;
-          *second = then();
-        }
-        return (*second)->test();
-      },
-      std::move(description), options.timeout_s, context, std::move(abort));
-}
-
-}  // namespace
 
 HybridCommunicator::HybridCommunicator(Communicator& world, int group_size) : Communicator(world.options()) {
   const int N = world.world_size(), r = world.rank();
@@ -67,24 +45,31 @@ std::int64_t HybridCommunicator::elements_sent() const { return group_->elements
 
 Work HybridCommunicator::all_gather(TensorView send, TensorView recv) { return group_->all_gather(send, recv); }
 
-Work HybridCommunicator::reduce_scatter(TensorView send, TensorView recv, ReduceOp op) {
-  Work inside = group_->reduce_scatter(send, recv, op);
+Work HybridCommunicator::then_across(Work inside, TensorView result, ReduceOp op, const char* what) {
   if (replicas_->world_size() == 1) return inside;
-  return chain(
-      std::move(inside), [this, recv, op] { return replicas_->all_reduce(recv, op); },
-      fmt::format("hybrid reduce_scatter ({} x {}) inside the group, then across groups", recv.numel(),
-                  dtype_name(recv.dtype)),
-      options_, context_ptr(), [this](const std::string& message) { group_->abort_after_timeout(message); });
+  auto head = std::make_shared<Work>(std::move(inside));
+  auto across = std::make_shared<std::optional<Work>>();
+  return Work(
+      [this, head, across, result, op] {
+        if (!across->has_value()) {
+          if (!head->test()) return false;
+          *across = replicas_->all_reduce(result, op);  // started inside the caller's wait
+        }
+        return (*across)->test();
+      },
+      fmt::format("hybrid {} ({} x {}) inside the group, then across groups", what, result.numel(),
+                  dtype_name(result.dtype)),
+      options_.timeout_s, context_ptr(),
+      // Past the timeout, end the job as the hops' own backend would (peers may be blocked in them).
+      [this](const std::string& message) { group_->abort_after_timeout(message); });
+}
+
+Work HybridCommunicator::reduce_scatter(TensorView send, TensorView recv, ReduceOp op) {
+  return then_across(group_->reduce_scatter(send, recv, op), recv, op, "reduce_scatter");
 }
 
 Work HybridCommunicator::all_reduce(TensorView buf, ReduceOp op) {
-  Work inside = group_->all_reduce(buf, op);
-  if (replicas_->world_size() == 1) return inside;
-  return chain(
-      std::move(inside), [this, buf, op] { return replicas_->all_reduce(buf, op); },
-      fmt::format("hybrid all_reduce ({} x {}) inside the group, then across groups", buf.numel(),
-                  dtype_name(buf.dtype)),
-      options_, context_ptr(), [this](const std::string& message) { group_->abort_after_timeout(message); });
+  return then_across(group_->all_reduce(buf, op), buf, op, "all_reduce");
 }
 
 Work HybridCommunicator::broadcast(TensorView buf, int root) { return group_->broadcast(buf, root); }

@@ -48,6 +48,10 @@ class HybridCommunicator final : public Communicator {
   int group_index() const { return group_index_; }
 
  private:
+  // `inside` (a collective in the group leaving `result`), then `result` all-reduced across the
+  // groups: the second hop starts when a wait or test finds the first done.
+  Work then_across(Work inside, TensorView result, ReduceOp op, const char* what);
+
   std::unique_ptr<Communicator> group_;     // the g ranks of this group
   std::unique_ptr<Communicator> replicas_;  // the N/g ranks holding this rank's shard, one per group
   int group_index_ = 0;

@@ -20,7 +20,8 @@ std::int64_t LayerRecomputeScratch::bytes(const LayerDims& d) {
 
 LayerRecomputeScratch::LayerRecomputeScratch(MemoryTracker& tracker, const LayerDims& d, const ExecContext& ctx) {
   if (!d.selective) return;
-  storage = ops::allocate(ctx, tracker, MemCategory::kWorkspace, d.act, d.BT() * (d.C + d.I), false);
+  storage = ops::allocate(ctx, tracker, MemCategory::kWorkspace, d.act,
+                          bytes(d) / static_cast<std::int64_t>(dtype_size_bytes(d.act)), false);
   ln = TensorView{storage.data(), d.act, storage.device(), Shape{d.B, d.T, d.C}};
   swiglu =
       TensorView{static_cast<char*>(storage.data()) + ln.size_bytes(), d.act, storage.device(), Shape{d.B, d.T, d.I}};

@@ -232,6 +232,13 @@ void accumulate_into(const ExecContext& ctx, TensorView dst, TensorView src) {
   return ZT_OP(accumulate_into, dst, src);
 }
 double sum_of_squares(const ExecContext& ctx, TensorView x) { return ZT_OP(sum_of_squares, x); }
+void quantize_int8_blocks(const ExecContext& ctx, TensorView src, TensorView packed) {
+  return ZT_OP(quantize_int8_blocks, src, packed);
+}
+void dequantize_int8_blocks(const ExecContext& ctx, TensorView packed, TensorView dst, bool accumulate,
+                            float factor) {
+  return ZT_OP(dequantize_int8_blocks, packed, dst, accumulate, factor);
+}
 std::vector<double> sum_of_squares_each(const ExecContext& ctx, const std::vector<TensorView>& xs) {
   return ZT_OP(sum_of_squares_each, xs);
 }

@@ -9,6 +9,7 @@
 #include "kernels/cpu/adamw.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/cast.h"
+#include "kernels/cpu/int8_blocks.h"
 #include "kernels/cpu/chunked_cross_entropy.h"
 #include "kernels/cpu/cross_entropy.h"
 #include "kernels/cpu/dropout.h"
@@ -176,6 +177,13 @@ class CpuBackend final : public OpsBackend {
     cpu::accumulate_into(ctx, dst, src);
   }
   double sum_of_squares(const ExecContext& ctx, TensorView x) const override { return cpu::sum_of_squares(ctx, x); }
+  void quantize_int8_blocks(const ExecContext& ctx, TensorView src, TensorView packed) const override {
+    cpu::quantize_int8_blocks(ctx, src, packed);
+  }
+  void dequantize_int8_blocks(const ExecContext& ctx, TensorView packed, TensorView dst, bool accumulate,
+                              float factor) const override {
+    cpu::dequantize_int8_blocks(ctx, packed, dst, accumulate, factor);
+  }
   std::vector<double> sum_of_squares_each(const ExecContext& ctx, const std::vector<TensorView>& xs) const override {
     return cpu::sum_of_squares_each(ctx, xs);
   }

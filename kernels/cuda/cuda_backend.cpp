@@ -18,6 +18,7 @@
 #include "kernels/cuda/adamw.h"
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/cast.h"
+#include "kernels/cuda/int8_blocks.h"
 #include "kernels/cuda/chunked_cross_entropy.h"
 #include "kernels/cuda/cross_entropy.h"
 #include "kernels/cuda/cudnn_attention.h"
@@ -243,6 +244,13 @@ class CudaBackend final : public OpsBackend {
     cuda::accumulate_into(ctx, dst, src);
   }
   double sum_of_squares(const ExecContext& ctx, TensorView x) const override { return cuda::sum_of_squares(ctx, x); }
+  void quantize_int8_blocks(const ExecContext& ctx, TensorView src, TensorView packed) const override {
+    cuda::quantize_int8_blocks(ctx, src, packed);
+  }
+  void dequantize_int8_blocks(const ExecContext& ctx, TensorView packed, TensorView dst, bool accumulate,
+                              float factor) const override {
+    cuda::dequantize_int8_blocks(ctx, packed, dst, accumulate, factor);
+  }
   std::vector<double> sum_of_squares_each(const ExecContext& ctx, const std::vector<TensorView>& xs) const override {
     return cuda::sum_of_squares_each(ctx, xs);
   }

@@ -235,9 +235,11 @@ double sum_of_squares(const ExecContext& ctx, TensorView x) { return ZT_OP(sum_o
 void quantize_int8_blocks(const ExecContext& ctx, TensorView src, TensorView packed) {
   return ZT_OP(quantize_int8_blocks, src, packed);
 }
-void dequantize_int8_blocks(const ExecContext& ctx, TensorView packed, TensorView dst, bool accumulate,
-                            float factor) {
-  return ZT_OP(dequantize_int8_blocks, packed, dst, accumulate, factor);
+void dequantize_int8_blocks(const ExecContext& ctx, TensorView packed, TensorView dst, bool accumulate) {
+  return ZT_OP(dequantize_int8_blocks, packed, dst, accumulate);
+}
+void scale(const ExecContext& ctx, TensorView x, float factor) {
+  return ZT_OP(scale, x, factor);
 }
 std::vector<double> sum_of_squares_each(const ExecContext& ctx, const std::vector<TensorView>& xs) {
   return ZT_OP(sum_of_squares_each, xs);

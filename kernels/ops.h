@@ -142,8 +142,8 @@ void cross_entropy_chunk_backward(const ExecContext& ctx, TensorView dlogits, Te
 void cast(const ExecContext& ctx, TensorView dst, TensorView src);
 void accumulate_into(const ExecContext& ctx, TensorView dst, TensorView src);
 void quantize_int8_blocks(const ExecContext& ctx, TensorView src, TensorView packed);
-void dequantize_int8_blocks(const ExecContext& ctx, TensorView packed, TensorView dst, bool accumulate = false,
-                            float factor = 1.0f);
+void dequantize_int8_blocks(const ExecContext& ctx, TensorView packed, TensorView dst, bool accumulate = false);
+void scale(const ExecContext& ctx, TensorView x, float factor);
 double sum_of_squares(const ExecContext& ctx, TensorView x);
 std::vector<double> sum_of_squares_each(const ExecContext& ctx, const std::vector<TensorView>& xs);
 void adamw_update(const ExecContext& ctx, TensorView param, TensorView grad, TensorView m, TensorView v,

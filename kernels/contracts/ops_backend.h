@@ -238,12 +238,13 @@ class OpsBackend {
   virtual void accumulate_into(const ExecContext& ctx, TensorView dst, TensorView src) const = 0;
   // Quantized collectives (kernels/contracts/int8_blocks.h states the rule and the packed form):
   // packed (I32, int8_blocks::packed_words(n)) = the blockwise int8 form of src (F32 or BF16, n),
-  // and back: dst (F32 or BF16, n) = the values packed holds times `factor` (a second fp32
-  // product: exact for a power of two), or dst (F32) += them under `accumulate`. No fused
-  // multiply-adds: the CPU's and CUDA's bits are equal.
+  // and back: dst (F32 or BF16, n) = the values packed holds, or dst (F32) += them under
+  // `accumulate`. No fused multiply-adds: the CPU's and CUDA's bits are equal.
   virtual void quantize_int8_blocks(const ExecContext& ctx, TensorView src, TensorView packed) const = 0;
-  virtual void dequantize_int8_blocks(const ExecContext& ctx, TensorView packed, TensorView dst, bool accumulate,
-                                      float factor) const = 0;
+  virtual void dequantize_int8_blocks(const ExecContext& ctx, TensorView packed, TensorView dst,
+                                      bool accumulate) const = 0;
+  // x *= factor, x F32 (an average's division: a sum times 1/N, as the communicators' kAvg does).
+  virtual void scale(const ExecContext& ctx, TensorView x, float factor) const = 0;
   // sum(x^2) of an F32 or BF16 view in fp64 in a fixed order per backend (the same bits every run;
   // the CPU's and CUDA's agree to ~1e-15, not bitwise). Returns on the host: CUDA waits.
   virtual double sum_of_squares(const ExecContext& ctx, TensorView x) const = 0;

@@ -180,10 +180,11 @@ class CpuBackend final : public OpsBackend {
   void quantize_int8_blocks(const ExecContext& ctx, TensorView src, TensorView packed) const override {
     cpu::quantize_int8_blocks(ctx, src, packed);
   }
-  void dequantize_int8_blocks(const ExecContext& ctx, TensorView packed, TensorView dst, bool accumulate,
-                              float factor) const override {
-    cpu::dequantize_int8_blocks(ctx, packed, dst, accumulate, factor);
+  void dequantize_int8_blocks(const ExecContext& ctx, TensorView packed, TensorView dst,
+                              bool accumulate) const override {
+    cpu::dequantize_int8_blocks(ctx, packed, dst, accumulate);
   }
+  void scale(const ExecContext& ctx, TensorView x, float factor) const override { cpu::scale(ctx, x, factor); }
   std::vector<double> sum_of_squares_each(const ExecContext& ctx, const std::vector<TensorView>& xs) const override {
     return cpu::sum_of_squares_each(ctx, xs);
   }

@@ -58,7 +58,7 @@ void quantize_int8_blocks(const ExecContext& ctx, TensorView src, TensorView pac
   }
 }
 
-void dequantize_int8_blocks(const ExecContext& ctx, TensorView packed, TensorView dst, bool accumulate, float factor) {
+void dequantize_int8_blocks(const ExecContext& ctx, TensorView packed, TensorView dst, bool accumulate) {
   const std::int64_t n = dst.numel();
   ZT_CHECK(dst.dtype == DType::kF32 || (dst.dtype == DType::kBF16 && !accumulate),
            "dequantize_int8_blocks: dst must be F32, or BF16 when not accumulating");
@@ -72,13 +72,13 @@ void dequantize_int8_blocks(const ExecContext& ctx, TensorView packed, TensorVie
     const float scale = scales[b];
     if (dst.dtype == DType::kBF16) {
       bf16* d = static_cast<bf16*>(dst.data);
-      for (std::int64_t i = begin; i < end; ++i) d[i] = float_to_bf16(static_cast<float>(codes[i]) * scale * factor);
+      for (std::int64_t i = begin; i < end; ++i) d[i] = float_to_bf16(static_cast<float>(codes[i]) * scale);
     } else if (accumulate) {
       float* d = static_cast<float*>(dst.data);
-      for (std::int64_t i = begin; i < end; ++i) d[i] += static_cast<float>(codes[i]) * scale * factor;
+      for (std::int64_t i = begin; i < end; ++i) d[i] += static_cast<float>(codes[i]) * scale;
     } else {
       float* d = static_cast<float*>(dst.data);
-      for (std::int64_t i = begin; i < end; ++i) d[i] = static_cast<float>(codes[i]) * scale * factor;
+      for (std::int64_t i = begin; i < end; ++i) d[i] = static_cast<float>(codes[i]) * scale;
     }
   }
 }

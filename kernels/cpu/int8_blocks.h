@@ -10,8 +10,7 @@ namespace zt::cpu {
 
 // packed (I32, int8_blocks::packed_words(n)) = the blockwise int8 form of src (F32 or BF16, n).
 void quantize_int8_blocks(const ExecContext& ctx, TensorView src, TensorView packed);
-// dst (F32 or BF16, n) = the values packed holds, times `factor`; `accumulate`: dst (F32) += them instead.
-void dequantize_int8_blocks(const ExecContext& ctx, TensorView packed, TensorView dst, bool accumulate,
-                            float factor = 1.0f);
+// dst (F32 or BF16, n) = the values packed holds; `accumulate`: dst (F32) += them instead.
+void dequantize_int8_blocks(const ExecContext& ctx, TensorView packed, TensorView dst, bool accumulate);
 
 }  // namespace zt::cpu

@@ -63,4 +63,12 @@ void accumulate_into(const ExecContext& ctx, TensorView dst, TensorView src) {
   }
 }
 
+void scale(const ExecContext& ctx, TensorView x, float factor) {
+  ZT_CHECK(x.dtype == DType::kF32, "scale: x must be F32, is {}", dtype_name(x.dtype));
+  float* d = x.as<float>();
+  const std::int64_t n = x.numel();
+#pragma omp parallel for num_threads(ctx.num_threads) schedule(static)
+  for (std::int64_t i = 0; i < n; ++i) d[i] *= factor;
+}
+
 }  // namespace zt::cpu

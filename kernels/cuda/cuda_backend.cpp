@@ -247,10 +247,11 @@ class CudaBackend final : public OpsBackend {
   void quantize_int8_blocks(const ExecContext& ctx, TensorView src, TensorView packed) const override {
     cuda::quantize_int8_blocks(ctx, src, packed);
   }
-  void dequantize_int8_blocks(const ExecContext& ctx, TensorView packed, TensorView dst, bool accumulate,
-                              float factor) const override {
-    cuda::dequantize_int8_blocks(ctx, packed, dst, accumulate, factor);
+  void dequantize_int8_blocks(const ExecContext& ctx, TensorView packed, TensorView dst,
+                              bool accumulate) const override {
+    cuda::dequantize_int8_blocks(ctx, packed, dst, accumulate);
   }
+  void scale(const ExecContext& ctx, TensorView x, float factor) const override { cuda::scale(ctx, x, factor); }
   std::vector<double> sum_of_squares_each(const ExecContext& ctx, const std::vector<TensorView>& xs) const override {
     return cuda::sum_of_squares_each(ctx, xs);
   }

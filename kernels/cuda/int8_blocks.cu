@@ -40,7 +40,7 @@ void quantize_int8_blocks(const ExecContext& ctx, TensorView src, TensorView pac
   ZT_CUDA_CHECK_LAUNCH();
 }
 
-void dequantize_int8_blocks(const ExecContext& ctx, TensorView packed, TensorView dst, bool accumulate, float factor) {
+void dequantize_int8_blocks(const ExecContext& ctx, TensorView packed, TensorView dst, bool accumulate) {
   const cudaStream_t stream = detail::stream_of(ctx);
   detail::check_on_gpu(dst, "dst");
   const std::int64_t n = dst.numel();
@@ -53,13 +53,13 @@ void dequantize_int8_blocks(const ExecContext& ctx, TensorView packed, TensorVie
   const unsigned grid = detail::grid_for(n, kThreads);
   if (dst.dtype == DType::kBF16) {
     detail::int8q::dequantize<__nv_bfloat16, false>
-        <<<grid, kThreads, 0, stream>>>(static_cast<__nv_bfloat16*>(dst.data), scales, codes, n, factor);
+        <<<grid, kThreads, 0, stream>>>(static_cast<__nv_bfloat16*>(dst.data), scales, codes, n);
   } else if (accumulate) {
     detail::int8q::dequantize<float, true>
-        <<<grid, kThreads, 0, stream>>>(static_cast<float*>(dst.data), scales, codes, n, factor);
+        <<<grid, kThreads, 0, stream>>>(static_cast<float*>(dst.data), scales, codes, n);
   } else {
     detail::int8q::dequantize<float, false>
-        <<<grid, kThreads, 0, stream>>>(static_cast<float*>(dst.data), scales, codes, n, factor);
+        <<<grid, kThreads, 0, stream>>>(static_cast<float*>(dst.data), scales, codes, n);
   }
   ZT_CUDA_CHECK_LAUNCH();
 }

@@ -9,7 +9,6 @@
 namespace zt::cuda {
 
 void quantize_int8_blocks(const ExecContext& ctx, TensorView src, TensorView packed);
-void dequantize_int8_blocks(const ExecContext& ctx, TensorView packed, TensorView dst, bool accumulate,
-                            float factor = 1.0f);
+void dequantize_int8_blocks(const ExecContext& ctx, TensorView packed, TensorView dst, bool accumulate);
 
 }  // namespace zt::cuda

@@ -48,13 +48,13 @@ __global__ void quantize(float* scales, std::int8_t* codes, const T* src, std::i
   }
 }
 
-// dst [n] = codes * their block's scale * factor (T: float or __nv_bfloat16), or dst (float) +=
-// that under Accumulate. Explicitly rounded products and sum: nvcc would fuse them into an FMA.
+// dst [n] = codes * their block's scale (T: float or __nv_bfloat16), or dst (float) += that under
+// Accumulate. An explicitly rounded product: nvcc would fuse it and the sum into an FMA.
 template <typename T, bool Accumulate>
-__global__ void dequantize(T* dst, const float* scales, const std::int8_t* codes, std::int64_t n, float factor) {
+__global__ void dequantize(T* dst, const float* scales, const std::int8_t* codes, std::int64_t n) {
   for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < n;
        i += std::int64_t{gridDim.x} * blockDim.x) {
-    const float v = __fmul_rn(__fmul_rn(static_cast<float>(codes[i]), scales[i / kBlock]), factor);
+    const float v = __fmul_rn(static_cast<float>(codes[i]), scales[i / kBlock]);
     if constexpr (Accumulate) {
       store_act(dst + i, __fadd_rn(load_act(dst + i), v));
     } else {

@@ -69,4 +69,14 @@ void accumulate_into(const ExecContext& ctx, TensorView dst, TensorView src) {
   }
 }
 
+void scale(const ExecContext& ctx, TensorView x, float factor) {
+  const cudaStream_t stream = detail::stream_of(ctx);
+  detail::check_on_gpu(x, "x");
+  ZT_CHECK(x.dtype == DType::kF32, "scale: x must be F32");
+  const std::int64_t n = x.numel();
+  if (n == 0) return;
+  detail::residual::scale_f32<<<detail::grid_for(n, kThreads), kThreads, 0, stream>>>(x.as<float>(), factor, n);
+  ZT_CUDA_CHECK_LAUNCH();
+}
+
 }  // namespace zt::cuda

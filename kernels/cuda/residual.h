@@ -1,5 +1,5 @@
 // CUDA twin of kernels/cpu/residual.h: the residual add and in-place accumulation.
-// Contracts: OpsBackend::residual_forward, accumulate_into (kernels/contracts/ops_backend.h).
+// Contracts: OpsBackend::residual_forward, accumulate_into, scale (kernels/contracts/ops_backend.h).
 #pragma once
 
 #include "engine/base/core/tensor.h"
@@ -13,5 +13,8 @@ void residual_forward(const ExecContext& ctx, TensorView out, TensorView a, Tens
 
 // dst += src. src is F32; dst is F32 or BF16 (sum formed in fp32, then rounded to nearest even).
 void accumulate_into(const ExecContext& ctx, TensorView dst, TensorView src);
+
+// x *= factor (F32).
+void scale(const ExecContext& ctx, TensorView x, float factor);
 
 }  // namespace zt::cuda

@@ -28,6 +28,13 @@ __global__ void add_vec(T* out, const T* a, const T* b, std::int64_t groups) {
   }
 }
 
+// x *= factor element by element (fp32, one rounding each).
+__global__ void scale_f32(float* x, float factor, std::int64_t n) {
+  for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += std::int64_t{gridDim.x} * blockDim.x)
+    x[i] *= factor;
+}
+
 // dst (bf16) = round(widen(dst) + src) element by element, kVec at a time (8: one 16-byte bf16
 // access and two float4 loads; 1: the unaligned case and the tail).
 template <int kVec>

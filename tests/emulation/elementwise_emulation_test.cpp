@@ -1,6 +1,7 @@
 // The CUDA element-wise and reduction kernels run on the CPU under the SIMT emulator ([Note: SIMT
 // emulation] in simt_runtime.h), launched as their .cu files launch them, against the CPU kernels:
-//   residual add (vector bulk + scalar tail) and the bf16 accumulate: bitwise (one rounding each);
+//   residual add (vector bulk + scalar tail), the bf16 accumulate and the fp32 scale: bitwise (one
+//   rounding each);
 //   dropout (both access widths, F32 and BF16): bitwise (the CPU's Philox mask, one product);
 //   GELU forward and backward: 1e-5 normwise (expf against the CPU's polynomial), BF16 per element
 //   within 2^-7 as well (emulation_util.h);
@@ -92,6 +93,11 @@ TEST(ElementwiseEmulation, ResidualAndBf16AccumulateMatchCpuBitwise) {
   simt::launch(blocks_for(n - bulk), kThreads, 0, cd::residual::accumulate_bf16<1>, dst.data() + bulk,
                static_cast<const float*>(src.data()) + bulk, n - bulk);
   EXPECT_TRUE(bitwise_equal(widen(dst), widen(ref))) << "accumulate_bf16";
+  // The average's scaling (one product each; 1/3 is not a power of two, so it rounds).
+  std::vector<float> x = rng.normal(n), x_ref = x;
+  cpu::scale(reference_ctx(), host_view(x_ref), 1.0f / 3.0f);
+  simt::launch(blocks_for(n), kThreads, 0, cd::residual::scale_f32, x.data(), 1.0f / 3.0f, n);
+  EXPECT_TRUE(bitwise_equal(x, x_ref)) << "scale_f32";
   expect_no_violations();
 }
 

@@ -2,7 +2,7 @@
 // SIMT emulator ([Note: SIMT emulation] in simt_runtime.h), launched as int8_blocks.cu launches
 // them, against the CPU kernel bit for bit: the packed words (scales and codes, padding included)
 // from F32 and BF16 inputs of many magnitudes with an all-zero block and a NaN and an infinity,
-// and the three dequantizing forms (F32, BF16, F32 accumulate; factors 1/4 and 1/3). A small grid makes the warps'
+// and the three dequantizing forms (F32, BF16, F32 accumulate). A small grid makes the warps'
 // block loop turn.
 #include <gtest/gtest.h>
 
@@ -64,22 +64,22 @@ void run_size(Rng& rng, std::int64_t n) {
   const TensorView packed{want.data(), DType::kI32, Device::kCPU, Shape{words}};
   std::vector<float> ref(static_cast<std::size_t>(n));
   cpu::dequantize_int8_blocks(reference_ctx(), packed, TensorView{ref.data(), DType::kF32, Device::kCPU, Shape{n}},
-                              false, 0.25f);
+                              false);
   std::vector<float> out(static_cast<std::size_t>(n), 3.0f);
-  simt::launch(dim3(3), q::kThreads, 0, q::dequantize<float, false>, out.data(), scales, codes, n, 0.25f);
+  simt::launch(dim3(3), q::kThreads, 0, q::dequantize<float, false>, out.data(), scales, codes, n);
   EXPECT_TRUE(bitwise_equal(bits_of(out), bits_of(ref))) << "dequantize f32";
 
   std::vector<float> acc = rng.normal(n), acc_ref = acc;
   cpu::dequantize_int8_blocks(reference_ctx(), packed, TensorView{acc_ref.data(), DType::kF32, Device::kCPU, Shape{n}},
-                              true, 1.0f / 3.0f);
-  simt::launch(dim3(3), q::kThreads, 0, q::dequantize<float, true>, acc.data(), scales, codes, n, 1.0f / 3.0f);
+                              true);
+  simt::launch(dim3(3), q::kThreads, 0, q::dequantize<float, true>, acc.data(), scales, codes, n);
   EXPECT_TRUE(bitwise_equal(bits_of(acc), bits_of(acc_ref))) << "dequantize accumulate";
 
   std::vector<bf16> bf_ref(static_cast<std::size_t>(n));
   cpu::dequantize_int8_blocks(reference_ctx(), packed, TensorView{bf_ref.data(), DType::kBF16, Device::kCPU, Shape{n}},
                               false);
   std::vector<bf16_dev> bf_out(static_cast<std::size_t>(n));
-  simt::launch(dim3(3), q::kThreads, 0, q::dequantize<bf16_dev, false>, bf_out.data(), scales, codes, n, 1.0f);
+  simt::launch(dim3(3), q::kThreads, 0, q::dequantize<bf16_dev, false>, bf_out.data(), scales, codes, n);
   for (std::int64_t i = 0; i < n; ++i) {
     ASSERT_EQ(bf_out[static_cast<std::size_t>(i)].bits, bf_ref[static_cast<std::size_t>(i)].bits) << "bf16 " << i;
   }

@@ -62,5 +62,15 @@ TEST(AccumulateInto, RejectsBf16SourceAndLengthMismatch) {
   EXPECT_THROW(accumulate_into(cpu_ctx(), view_of(f), view_of(f5)), InternalError);
 }
 
+TEST(Scale, EachElementOneProductAndF32Only) {
+  ZT_SEEDED_RNG(rng);
+  std::vector<float> x = rng.normal(1001), want = x;
+  for (float& v : want) v = static_cast<float>(static_cast<double>(v) * static_cast<double>(1.0f / 6.0f));
+  scale(cpu_ctx(), view_of(x), 1.0f / 6.0f);
+  EXPECT_EQ(x, want) << "fp32 products are the fp64 products rounded once";
+  std::vector<bf16> h(4);
+  EXPECT_THROW(scale(cpu_ctx(), view_of(h), 0.5f), InternalError);
+}
+
 }  // namespace
 }  // namespace zt::cpu

@@ -96,6 +96,12 @@ std::unique_ptr<Communicator> Communicator::split(int color, int key) {
   throw_runtime_error("the {} communicator cannot be split into groups of ranks", backend_name());
 }
 
+Work Communicator::all_to_all(TensorView send, TensorView recv) {
+  (void)send;
+  (void)recv;
+  throw_runtime_error("the {} communicator has no all-to-all", backend_name());
+}
+
 void Communicator::hold_until(std::function<bool()> ready) {
   Work(std::move(ready),
        fmt::format("{} communicator: the copies of a collective's operands to host memory", backend_name()),

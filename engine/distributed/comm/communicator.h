@@ -76,6 +76,10 @@ class Communicator {
   virtual Work all_reduce(TensorView buf, ReduceOp op) = 0;
   // buf on every rank = buf on `root`.
   virtual Work broadcast(TensorView buf, int root) = 0;
+  // recv [world * n] on rank r: slot j = rank j's send slot r (send [world * n]); the bytes moved as
+  // they are, any dtype (quantized collectives move packed words through it). The host backends
+  // (MPI, local) have it; the others throw RuntimeError naming themselves.
+  virtual Work all_to_all(TensorView send, TensorView recv);
   virtual void barrier() = 0;
   // A communicator over the ranks of this one that pass the same `color`, numbered by `key` (ties
   // by rank): MPI_Comm_split. Collective over this communicator's ranks, at set-up. The new one
@@ -99,27 +103,35 @@ class Communicator {
 
   // What the current work is part of ("step 12"), quoted in timeout errors.
   virtual void set_context(std::string context);
+  // Its address, for a Work composed of this communicator's collectives (quantized_collectives.h).
+  const std::string* context_ptr() const { return &context_; }
   const CommOptions& options() const { return options_; }
-  // Elements this rank has sent so far, counted as a ring algorithm moves them (all-gather and
-  // reduce-scatter of a unit of n: n (N-1)/N; all-reduce: 2 n (N-1)/N), the measure of the ZeRO
-  // paper's communication volume (2 Psi per step for stages 0-2, 3 Psi for stage 3).
+  // Elements this rank has sent so far, counted as a ring algorithm moves them (all-gather,
+  // all-to-all and reduce-scatter of a unit of n: n (N-1)/N; all-reduce: 2 n (N-1)/N), the measure
+  // of the ZeRO paper's communication volume (2 Psi per step for stages 0-2, 3 Psi for stage 3),
+  // and the same in bytes, each element counted at its dtype's size (quantized collectives move
+  // fewer bytes per parameter: a packed I32 word carries four int8 codes).
   virtual std::int64_t elements_sent() const { return elements_sent_; }
+  virtual std::int64_t bytes_sent() const { return bytes_sent_; }
   // Timeout and reduction order for the collectives that follow (e.g. once the config is read).
   void set_options(const CommOptions& options) { options_ = options; }
 
  protected:
   explicit Communicator(CommOptions options) : options_(options) {}
-  const std::string* context_ptr() const { return &context_; }
 
-  // Adds the ring volume of a collective over `total` elements (factor 2 for an all-reduce).
-  void count_volume(std::int64_t total, int factor = 1) {
-    elements_sent_ += factor * total * (world_size() - 1) / world_size();
+  // Adds the ring volume of a collective over `total` elements of `dtype` (factor 2 for an
+  // all-reduce).
+  void count_volume(std::int64_t total, DType dtype, int factor = 1) {
+    const std::int64_t elements = factor * total * (world_size() - 1) / world_size();
+    elements_sent_ += elements;
+    bytes_sent_ += elements * static_cast<std::int64_t>(dtype_size_bytes(dtype));
   }
 
   CommOptions options_;
   OpProfiler* profiler_ = nullptr;
   std::string context_ = "start-up";
   std::int64_t elements_sent_ = 0;
+  std::int64_t bytes_sent_ = 0;
 };
 
 // The communicator for this process: MPI when launched by mpirun/srun (and built with MPI),

@@ -42,6 +42,7 @@ void HybridCommunicator::set_profiler(OpProfiler* profiler) {
 }
 
 std::int64_t HybridCommunicator::elements_sent() const { return group_->elements_sent() + replicas_->elements_sent(); }
+std::int64_t HybridCommunicator::bytes_sent() const { return group_->bytes_sent() + replicas_->bytes_sent(); }
 
 Work HybridCommunicator::all_gather(TensorView send, TensorView recv) { return group_->all_gather(send, recv); }
 
@@ -71,6 +72,8 @@ Work HybridCommunicator::reduce_scatter(TensorView send, TensorView recv, Reduce
 Work HybridCommunicator::all_reduce(TensorView buf, ReduceOp op) {
   return then_across(group_->all_reduce(buf, op), buf, op, "all_reduce");
 }
+
+Work HybridCommunicator::all_to_all(TensorView send, TensorView recv) { return group_->all_to_all(send, recv); }
 
 Work HybridCommunicator::broadcast(TensorView buf, int root) { return group_->broadcast(buf, root); }
 

@@ -34,11 +34,13 @@ class HybridCommunicator final : public Communicator {
   Work reduce_scatter(TensorView send, TensorView recv, ReduceOp op) override;
   Work all_reduce(TensorView buf, ReduceOp op) override;
   Work broadcast(TensorView buf, int root) override;
+  Work all_to_all(TensorView send, TensorView recv) override;
   void barrier() override;
   // Both hops take the context and the profiler, and their sums are this one's volume.
   void set_context(std::string context) override;
   void set_profiler(OpProfiler* profiler) override;
   std::int64_t elements_sent() const override;
+  std::int64_t bytes_sent() const override;
 
   // The two hops, for what is counted apart: elements sent inside this rank's group and across the
   // groups (Communicator::elements_sent of each), and the group's index.

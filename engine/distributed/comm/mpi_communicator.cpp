@@ -174,7 +174,7 @@ CommWorker::Operation single_request(std::function<void(MPI_Request*)> post, std
 Work MpiCommunicator::all_gather(TensorView send, TensorView recv) {
   ZT_CHECK(send.dtype == recv.dtype && recv.numel() == send.numel() * world_, "all_gather: recv must be [world * n]");
   const int bytes = to_int_count(static_cast<std::int64_t>(send.size_bytes()), "all_gather");
-  count_volume(recv.numel());
+  count_volume(recv.numel(), recv.dtype);
   MPI_Comm comm = comm_;
   // A send buffer that is this rank's own slice of recv is gathered in place (no copy).
   const bool in_place = send.data == static_cast<char*>(recv.data) + static_cast<std::int64_t>(rank_) * bytes;
@@ -188,10 +188,26 @@ Work MpiCommunicator::all_gather(TensorView send, TensorView recv) {
                 nullptr, describe("all_gather", send));
 }
 
+Work MpiCommunicator::all_to_all(TensorView send, TensorView recv) {
+  ZT_CHECK(send.dtype == recv.dtype && send.numel() == recv.numel() && send.numel() % world_ == 0,
+           "all_to_all: send and recv must both be [world * n] of one dtype");
+  ZT_CHECK(send.data != recv.data, "all_to_all: send and recv must not overlap");
+  const int bytes = to_int_count(static_cast<std::int64_t>(send.size_bytes()) / world_, "all_to_all");
+  count_volume(recv.numel(), recv.dtype);
+  MPI_Comm comm = comm_;
+  return launch(single_request(
+                    [=](MPI_Request* r) {
+                      mpi_check(MPI_Ialltoall(send.data, bytes, MPI_BYTE, recv.data, bytes, MPI_BYTE, comm, r),
+                                "MPI_Ialltoall");
+                    },
+                    nullptr),
+                nullptr, describe("all_to_all", send));
+}
+
 Work MpiCommunicator::reduce_scatter(TensorView send, TensorView recv, ReduceOp op) {
   const std::int64_t n = recv.numel();
   ZT_CHECK(send.numel() == n * world_, "reduce_scatter: send must be [world * n]");
-  count_volume(send.numel());
+  count_volume(send.numel(), DType::kF32);  // reductions move fp32
   const float scale = op == ReduceOp::kAvg ? 1.0f / static_cast<float>(world_) : 1.0f;
   // fp32 staging: the input (when bf16), the all-to-all receive (deterministic) and the output.
   // Allocated here, on the submitting thread; the conversion of the input runs on the worker.
@@ -243,7 +259,7 @@ Work MpiCommunicator::reduce_scatter(TensorView send, TensorView recv, ReduceOp 
 Work MpiCommunicator::all_reduce(TensorView buf, ReduceOp op) {
   const std::int64_t n = buf.numel();
   const float scale = op == ReduceOp::kAvg ? 1.0f / static_cast<float>(world_) : 1.0f;
-  count_volume(n, 2);
+  count_volume(n, DType::kF32, 2);
   MPI_Comm comm = comm_;
   if (!options_.deterministic) {
     auto staged = std::make_shared<Buffer>(tracker_, MemCategory::kCommBuffers, DType::kF32, n, Device::kCPU, false);

@@ -27,6 +27,7 @@ class MpiCommunicator final : public Communicator {
   Work reduce_scatter(TensorView send, TensorView recv, ReduceOp op) override;
   Work all_reduce(TensorView buf, ReduceOp op) override;
   Work broadcast(TensorView buf, int root) override;
+  Work all_to_all(TensorView send, TensorView recv) override;
   void barrier() override;
   // MPI_Comm_split of this communicator: a communicator of its own (with its own progress thread).
   std::unique_ptr<Communicator> split(int color, int key) override;

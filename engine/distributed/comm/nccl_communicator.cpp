@@ -334,7 +334,7 @@ Work NcclCommunicator::all_gather(TensorView send, TensorView recv) {
   ZT_CHECK(send.dtype == recv.dtype, "all_gather: send is {}, recv {}", dtype_name(send.dtype), dtype_name(recv.dtype));
   ZT_CHECK(recv.numel() == send.numel() * world_, "all_gather: recv has {} elements, needs {} x {}", recv.numel(),
            world_, send.numel());
-  count_volume(recv.numel());
+  count_volume(recv.numel(), recv.dtype);
   Collective c(*this);
   const TensorView in = c.input(send, send.dtype);  // in place stays in place: NCCL allows send = recv + rank * n
   const TensorView out = c.output(recv, recv.dtype);
@@ -352,7 +352,7 @@ Work NcclCommunicator::reduce_scatter(TensorView send, TensorView recv, ReduceOp
     ZT_CHECK(v->dtype == DType::kF32 || v->dtype == DType::kBF16, "reduce_scatter reduces F32 or BF16, not {}",
              dtype_name(v->dtype));
   }
-  count_volume(send.numel());
+  count_volume(send.numel(), DType::kF32);  // reductions move fp32
   Collective c(*this);
   const TensorView in = c.input(send, DType::kF32);
   const TensorView out = c.output(recv, DType::kF32);
@@ -366,7 +366,7 @@ Work NcclCommunicator::reduce_scatter(TensorView send, TensorView recv, ReduceOp
 Work NcclCommunicator::all_reduce(TensorView buf, ReduceOp op) {
   ZT_CHECK(buf.dtype == DType::kF32 || buf.dtype == DType::kBF16, "all_reduce reduces F32 or BF16, not {}",
            dtype_name(buf.dtype));
-  count_volume(buf.numel(), 2);
+  count_volume(buf.numel(), DType::kF32, 2);
   Collective c(*this);
   const TensorView work = c.in_place(buf, DType::kF32);  // buf itself when it is F32 on the device
   ZT_NCCL_CHECK(ncclAllReduce(work.data, work.data, static_cast<std::size_t>(work.numel()), ncclFloat32, nccl_op(op),

@@ -134,7 +134,7 @@ Work StagedCommunicator::all_gather(TensorView send, TensorView recv) {
   ZT_CHECK(send.dtype == recv.dtype, "all_gather: send is {}, recv {}", dtype_name(send.dtype), dtype_name(recv.dtype));
   ZT_CHECK(recv.numel() == send.numel() * world_size(), "all_gather: recv has {} elements, needs {} x {}", recv.numel(),
            world_size(), send.numel());
-  count_volume(recv.numel());
+  count_volume(recv.numel(), recv.dtype);
   Collective c(*this);
   const std::int64_t n = send.numel();
   const bool in_place =
@@ -154,7 +154,7 @@ Work StagedCommunicator::all_gather(TensorView send, TensorView recv) {
 Work StagedCommunicator::reduce_scatter(TensorView send, TensorView recv, ReduceOp op) {
   ZT_CHECK(send.numel() == recv.numel() * world_size(), "reduce_scatter: send has {} elements, needs {} x {}",
            send.numel(), world_size(), recv.numel());
-  count_volume(send.numel());
+  count_volume(send.numel(), DType::kF32);  // reductions move fp32
   Collective c(*this);
   // Separate host buffers even when recv is a slice of send (stage 1 reduces into its own slot).
   const TensorView host_send = c.input(send);
@@ -163,7 +163,7 @@ Work StagedCommunicator::reduce_scatter(TensorView send, TensorView recv, Reduce
 }
 
 Work StagedCommunicator::all_reduce(TensorView buf, ReduceOp op) {
-  count_volume(buf.numel(), 2);
+  count_volume(buf.numel(), DType::kF32, 2);
   Collective c(*this);
   const TensorView host = c.in_place(buf, /*read=*/true);
   return c.start([&] { return host_->all_reduce(host, op); }, describe("all_reduce", buf));

@@ -12,6 +12,7 @@
 
 #include "engine/app/config/init_from.h"
 #include "engine/app/config/model_section.h"
+#include "engine/app/config/zero_section.h"
 #include "engine/base/core/check.h"
 #include "engine/base/core/config_reader.h"
 #include "engine/base/core/float_text.h"
@@ -166,21 +167,6 @@ void read_checkpoint(ConfigReader r, CheckpointConfig& k) {
   r.reject_unknown_keys();
 }
 
-void read_zero(ConfigReader& r, ZeroOptions& z) {
-  z.stage = r.get_int("stage", z.stage, 0, 3);
-  z.overlap_comm = r.get_bool("overlap_comm", z.overlap_comm);
-  z.prefetch_units = r.get_int("prefetch_units", z.prefetch_units, 0, 64);
-  z.max_inflight_reductions = r.get_int("max_inflight_reductions", z.max_inflight_reductions, 1, 64);
-  // MiB in the config (fractions allowed), bytes in the store.
-  z.max_inflight_reduction_bytes =
-      std::llround(r.get_double("max_inflight_reduction_mb", 0.0, 0.0, 1048576.0) * 1048576.0);
-  z.reshard_after_forward = r.get_bool("reshard_after_forward", z.reshard_after_forward);
-  z.persistence_threshold = r.get_int("param_persistence_threshold", 0, 0, 2000000000);
-  z.fp32_grad_shards = r.get_enum("grad_shard_dtype", "working", {"working", "fp32"}) == "fp32";
-  z.solo_path = r.get_bool("solo_path", z.solo_path);
-  z.shard_group_size = r.get_int("shard_group_size", 0, 0, 1 << 20);
-}
-
 void read_comm(ConfigReader& r, RunConfig& c, const std::string& source) {
   const std::string backend = r.get_enum("backend", "auto", {"auto", "nccl", "mpi"});
   c.comm_backend = backend == "nccl" ? CommBackend::kNccl : backend == "mpi" ? CommBackend::kMpi : CommBackend::kAuto;
@@ -269,12 +255,7 @@ RunConfig parse_run_config(nlohmann::json doc, const std::string& source, int wo
         source);
   }
   precision.reject_unknown_keys();
-  ConfigReader zero = root.section("zero");
-  read_zero(zero, c.zero);
-  zero.reject_unknown_keys();
-  // Deterministic mode promises bitwise equal stages; with accumulation that needs stages 0-1 to
-  // reduce each micro-batch as stages 2-3 do (ZeroOptions::reduce_every_micro_batch).
-  c.zero.reduce_every_micro_batch = c.train.deterministic && c.train.grad_accum > 1;
+  read_zero_section(root.section("zero"), c);
   ConfigReader comm = root.section("comm");
   read_comm(comm, c, source);
   comm.reject_unknown_keys();
@@ -357,17 +338,7 @@ nlohmann::json RunConfig::to_json() const {
         {"activations", activation_dtype == DType::kBF16 ? "bf16" : "fp32"},
         {"attention", attention_kernels_name(attention_kernels)},
         {"gelu_epilogue", gelu_epilogue}}},
-      {"zero",
-       {{"stage", zero.stage},
-        {"overlap_comm", zero.overlap_comm},
-        {"prefetch_units", zero.prefetch_units},
-        {"max_inflight_reductions", zero.max_inflight_reductions},
-        {"max_inflight_reduction_mb", static_cast<double>(zero.max_inflight_reduction_bytes) / 1048576.0},
-        {"reshard_after_forward", zero.reshard_after_forward},
-        {"param_persistence_threshold", zero.persistence_threshold},
-        {"grad_shard_dtype", zero.fp32_grad_shards ? "fp32" : "working"},
-        {"solo_path", zero.solo_path},
-        {"shard_group_size", zero.shard_group_size}}},
+      {"zero", zero_section_json(zero)},
       {"comm", {{"backend", comm_backend_name(comm_backend)}}},
       {"log",
        {{"run_dir", log.run_dir},

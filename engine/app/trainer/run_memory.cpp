@@ -41,7 +41,11 @@ StepVolume predict_run_volume(const RunConfig& config, int stage, int world_size
                                      config.train.grad_accum, world_size / choice.group_size);
   // Where the store shares the trainer's host communicator, the step's loss and stop vote (an
   // all-reduce of two elements) is counted with it.
-  if (!choice.hybrid && !choice.device_comm) v.in_group += 2 * kLossAndStopElements * (world_size - 1) / world_size;
+  if (!choice.hybrid && !choice.device_comm) {
+    const std::int64_t loss_and_stop = 2 * kLossAndStopElements * (world_size - 1) / world_size;
+    v.in_group += loss_and_stop;
+    v.bytes_in_group += 4 * loss_and_stop;  // fp32
+  }
   return v;
 }
 
@@ -50,7 +54,8 @@ StageMemory predict_setup_memory(const RunConfig& c, const StageMemory& step) {
   m[MemCategory::kParameters] -= step.step_only_param_bytes;
   m[MemCategory::kGradients] -= step.step_only_grad_bytes;
   m[MemCategory::kActivations] = 0;
-  m[MemCategory::kCommBuffers] = 0;  // the staging buffers come with the first collective
+  // The staging buffers come with the first collective, but for a quantized publish's.
+  m[MemCategory::kCommBuffers] = step.publish_comm_bytes;
   m[MemCategory::kWorkspace] += 4 * c.model_spec().family().param_table(c.model_spec()).max_unit_numel();
   return m;
 }

@@ -28,7 +28,8 @@ StageMemory predict_setup_memory(const RunConfig& config, const StageMemory& ste
 
 // The elements one rank sends per optimizer step through the store's communicator at `stage`
 // (predict_step_volume): inside its group and across the groups under hybrid sharding, all of it
-// in_group otherwise. Each step's train record has them measured (comm_elements_sent, and per hop).
+// in_group otherwise, and their bytes. Each step's train record has them measured
+// (comm_elements_sent and comm_bytes_sent, and per hop).
 StepVolume predict_run_volume(const RunConfig& config, int stage, int world_size);
 
 // checkpoint.async's staging on the fullest rank (rank 0's file: its N-way slice of the fp32

@@ -15,7 +15,9 @@ namespace zt {
 StepMeter::StepMeter(TrainerState& s)
     : start(std::chrono::steady_clock::now()),
       elements_sent_before(s.store_comm().elements_sent()),
+      bytes_sent_before(s.store_comm().bytes_sent()),
       in_group_before(s.hybrid_comm() != nullptr ? s.hybrid_comm()->group().elements_sent() : 0),
+      bytes_in_group_before(s.hybrid_comm() != nullptr ? s.hybrid_comm()->group().bytes_sent() : 0),
       wait_seconds_before(comm_wait_seconds()) {}
 
 namespace {
@@ -56,12 +58,16 @@ void report_step(TrainerState& s, const RunProgress& run, int step, const StepRe
                            {"tokens_per_s", tokens_per_s},
                            {"tokens", tokens_per_step},
                            {"comm_elements_sent", s.store_comm().elements_sent() - meter.elements_sent_before},
+                           {"comm_bytes_sent", s.store_comm().bytes_sent() - meter.bytes_sent_before},
                            {"comm_wait_ms", 1000.0 * (comm_wait_seconds() - meter.wait_seconds_before)},
                            {"memory_peak_bytes", memory_json(mem)}};
   if (const HybridCommunicator* h = s.hybrid_comm()) {  // hybrid sharding: the step's elements per hop
     const std::int64_t in_group = h->group().elements_sent() - meter.in_group_before;
     record["comm_elements_in_group"] = in_group;
     record["comm_elements_across_groups"] = record["comm_elements_sent"].get<std::int64_t>() - in_group;
+    const std::int64_t bytes_in_group = h->group().bytes_sent() - meter.bytes_in_group_before;
+    record["comm_bytes_in_group"] = bytes_in_group;
+    record["comm_bytes_across_groups"] = record["comm_bytes_sent"].get<std::int64_t>() - bytes_in_group;
   }
   s.log(record);
   const double elapsed_s = std::chrono::duration<double>(now - run.started).count();

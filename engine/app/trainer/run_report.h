@@ -15,9 +15,9 @@ namespace zt {
 struct StepMeter {
   explicit StepMeter(TrainerState& s);
   std::chrono::steady_clock::time_point start;
-  std::int64_t elements_sent_before = 0;
+  std::int64_t elements_sent_before = 0, bytes_sent_before = 0;
   // Hybrid sharding: of those, the ones sent inside this rank's group (the rest cross groups).
-  std::int64_t in_group_before = 0;
+  std::int64_t in_group_before = 0, bytes_in_group_before = 0;
   double wait_seconds_before = 0.0;
 };
 

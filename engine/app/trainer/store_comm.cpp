@@ -24,7 +24,14 @@ StoreCommChoice store_comm_choice(const RunConfig& config, int world_size) {
   StoreCommChoice choice;
   choice.group_size = world_size;
   const int g = config.zero.shard_group_size;
-  if (g != 0 && g != world_size) {
+  const bool hybrid = g != 0 && g != world_size;
+  if (config.zero.cross_group_grad_wire != WireDType::kExact && !hybrid) {
+    throw_input_error(
+        "config error in {}: zero.cross_group_grad_dtype = \"{}\" quantizes hybrid sharding's reduction across "
+        "groups: it needs zero.shard_group_size below the {} rank(s)",
+        config.source, wire_dtype_name(config.zero.cross_group_grad_wire), world_size);
+  }
+  if (hybrid) {
     if (g < 2 || world_size % g != 0) {
       throw_input_error(
           "config error in {}: zero.shard_group_size = {} must divide the {} rank(s) and be at least 2 (0: the whole "

@@ -9,7 +9,10 @@
 
 namespace zt {
 
-HybridCommunicator::HybridCommunicator(Communicator& world, int group_size) : Communicator(world.options()) {
+HybridCommunicator::HybridCommunicator(Communicator& world, int group_size, WireDType across, MemoryTracker* tracker,
+                                       const ExecContext& ctx)
+    : Communicator(world.options()), across_(across), tracker_(tracker), ctx_(ctx) {
+  ZT_CHECK(across == WireDType::kExact || tracker != nullptr, "an encoded second hop stages in a tracker's memory");
   const int N = world.world_size(), r = world.rank();
   if (group_size < 1 || N % group_size != 0) {
     throw_input_error("zero.shard_group_size = {} must divide the {} ranks", group_size, N);
@@ -54,12 +57,15 @@ Work HybridCommunicator::then_across(Work inside, TensorView result, ReduceOp op
       [this, head, across, result, op] {
         if (!across->has_value()) {
           if (!head->test()) return false;
-          *across = replicas_->all_reduce(result, op);  // started inside the caller's wait
+          // started inside the caller's wait
+          *across = across_ == WireDType::kExact ? replicas_->all_reduce(result, op)
+                                                 : all_reduce_encoded(*replicas_, ctx_, *tracker_, result, op, across_);
         }
         return (*across)->test();
       },
-      fmt::format("hybrid {} ({} x {}) inside the group, then across groups", what, result.numel(),
-                  dtype_name(result.dtype)),
+      fmt::format("hybrid {} ({} x {}) inside the group, then across groups{}", what, result.numel(),
+                  dtype_name(result.dtype),
+                  across_ == WireDType::kExact ? "" : fmt::format(" as {}", wire_dtype_name(across_))),
       options_.timeout_s, context_ptr(),
       // Past the timeout, end the job as the hops' own backend would (peers may be blocked in them).
       [this](const std::string& message) { group_->abort_after_timeout(message); });

@@ -5,7 +5,8 @@
 // gathers parameters inside the group only; the reductions reach every rank of the world in two
 // hops, inside the group and then across the groups, between the ranks that hold the same shard:
 //   all_gather      inside the group;
-//   reduce_scatter  inside the group, then the reduced shard all-reduced across the groups;
+//   reduce_scatter  inside the group, then the reduced shard all-reduced across the groups (moved
+//                   as bf16 or int8 under zero.cross_group_grad_dtype: ZeRO++'s qgZ);
 //   all_reduce      inside the group, then across the groups;
 //   broadcast       inside the group (every group holds the same values).
 // With deterministic reductions each hop sums in its fixed rank order, so the bits are the same
@@ -15,6 +16,7 @@
 #include <memory>
 
 #include "engine/distributed/comm/communicator.h"
+#include "engine/distributed/comm/quantized_collectives.h"
 
 namespace zt {
 
@@ -24,7 +26,10 @@ class HybridCommunicator final : public Communicator {
   // replica sets across them; group_size must divide the world's size. `world` must outlive this.
   // (A group of one is a world of one, on which a ZeroParamStore's solo path calls no collective,
   // so never reaches the other groups: store_comm_choice gives the store groups of 2 or more.)
-  HybridCommunicator(Communicator& world, int group_size);
+  // `across` (zero.cross_group_grad_dtype): how the second hop moves its values; bf16 or int8 go
+  // through all_reduce_encoded, staged in comm buffers of `tracker` on ctx's device.
+  HybridCommunicator(Communicator& world, int group_size, WireDType across = WireDType::kExact,
+                     MemoryTracker* tracker = nullptr, const ExecContext& ctx = {});
   ~HybridCommunicator() override;
 
   int rank() const override { return group_->rank(); }
@@ -57,6 +62,9 @@ class HybridCommunicator final : public Communicator {
   std::unique_ptr<Communicator> group_;     // the g ranks of this group
   std::unique_ptr<Communicator> replicas_;  // the N/g ranks holding this rank's shard, one per group
   int group_index_ = 0;
+  WireDType across_ = WireDType::kExact;
+  MemoryTracker* tracker_ = nullptr;
+  ExecContext ctx_;
 };
 
 }  // namespace zt

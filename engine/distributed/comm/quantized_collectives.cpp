@@ -107,7 +107,8 @@ WireVolume all_gather_int8_volume(std::int64_t n, int world_size) {
 
 Work all_reduce_encoded(Communicator& comm, const ExecContext& ctx, MemoryTracker& tracker, TensorView buf, ReduceOp op,
                         WireDType wire) {
-  ZT_CHECK(wire != WireDType::kExact && buf.dtype == DType::kF32, "all_reduce_encoded: an F32 buffer, bf16 or int8");
+  ZT_CHECK(wire != WireDType::kExact && (buf.dtype == DType::kF32 || buf.dtype == DType::kBF16),
+           "all_reduce_encoded: an F32 or BF16 buffer, moved as bf16 or int8");
   const int N = comm.world_size(), me = comm.rank();
   const std::int64_t n = buf.numel();
   const Slots slots{wire, (n + N - 1) / N};

@@ -31,7 +31,7 @@ Work all_gather_int8(Communicator& comm, const ExecContext& ctx, MemoryTracker& 
 std::int64_t all_gather_int8_staging_bytes(std::int64_t n, int world_size);
 WireVolume all_gather_int8_volume(std::int64_t n, int world_size);
 
-// qgZ: buf (F32 [n]) = its sum (or average) over the ranks, moved as `wire` (kBF16 or kInt8) in the
+// qgZ: buf (F32 or BF16 [n]) = its sum (or average) over the ranks, moved as `wire` (kBF16 or kInt8) in the
 // two exchanges of a ring all-reduce: buf is cut into N chunks of ceil(n / N) values; chunk j of
 // every rank goes to rank j (an all-to-all of encoded chunks), which decodes them and sums them in
 // fp32 in rank order (times 1/N for an average), encodes its reduced chunk, and an all-gather

@@ -51,12 +51,13 @@ StageMemory predict_rank_memory(const ParamTable& table, DType param_dtype, cons
   std::int64_t params = 0, grads = 0, optimizer_elems = 0;
   for (const UnitSpec& unit : table.units()) {
     const ShardSizes s = shard_sizes(unit.numel, world_size);
-    const UnitBuffer p = policy.params(s), g = policy.grads(s), o = policy.optimizer_state(s);
-    params += W * p.numel;
+    const UnitBuffer p = policy.params(s), g = policy.grads(s), o = policy.optimizer_state(s),
+                     e = policy.exact_shard(s);
+    params += W * (p.numel + e.numel);
     grads += G * g.numel;
     optimizer_elems += o.numel;
-    m.padding_bytes +=
-        W * p.last_rank_padding + G * g.last_rank_padding + (master_per_elem + moments_per_elem) * o.last_rank_padding;
+    m.padding_bytes += W * (p.last_rank_padding + e.last_rank_padding) + G * g.last_rank_padding +
+                       (master_per_elem + moments_per_elem) * o.last_rank_padding;
   }
   const TransientPeaks t = replay_step(table, param_dtype, zero, world_size, options.deterministic, options.backend,
                                        schedule, options.replica_groups);
@@ -64,7 +65,8 @@ StageMemory predict_rank_memory(const ParamTable& table, DType param_dtype, cons
   m[MemCategory::kGradients] = grads + t.pending_grads;
   m[MemCategory::kMasterWeights] = master_per_elem * optimizer_elems;
   m[MemCategory::kOptimizerStates] = moments_per_elem * optimizer_elems;
-  m[MemCategory::kCommBuffers] = t.comm_staging;
+  m[MemCategory::kCommBuffers] = std::max(t.comm_staging, t.publish_staging);
+  m.publish_comm_bytes = t.publish_staging;
   m.step_only_param_bytes = t.gathered_params;
   m.step_only_grad_bytes = t.pending_grads;
   return m;

@@ -39,6 +39,8 @@ struct StageMemory {
   // Parts of parameters and gradients that only a step holds (units gathered for compute,
   // gradients waiting for their reduction), absent between steps.
   std::int64_t step_only_param_bytes = 0, step_only_grad_bytes = 0;
+  // Comm buffers the publish of updated parameters stages (quantized gathers; also at set-up).
+  std::int64_t publish_comm_bytes = 0;
 
   std::int64_t& operator[](MemCategory c) { return bytes[static_cast<int>(c)]; }
   std::int64_t operator[](MemCategory c) const { return bytes[static_cast<int>(c)]; }

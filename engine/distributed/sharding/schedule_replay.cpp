@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "engine/base/core/check.h"
+#include "engine/distributed/comm/quantized_collectives.h"
 #include "engine/distributed/sharding/stage_policy.h"
 
 namespace zt {
@@ -45,6 +46,7 @@ class Replay {
     }
     const std::size_t n = numel_.size();
     gathered_.assign(n, false);
+    landing_.assign(n, false);
     pending_.assign(n, false);
   }
 
@@ -56,6 +58,7 @@ class Replay {
       switch (s[i].op) {
         case UnitOp::kAcquire:
           gather(u);
+          land(u);
           if (zero_.overlap_comm) {  // prefetch the next acquires' units
             for_next_acquires(s, i + 1, zero_.prefetch_units, [&](int v) { gather(static_cast<std::size_t>(v)); });
           }
@@ -90,7 +93,14 @@ class Replay {
     while (!inflight_.empty()) finish_oldest();
   }
 
-  TransientPeaks peaks() const { return {params_.peak, grads_.peak, comm_.peak}; }
+  TransientPeaks peaks() const {
+    std::int64_t publish = 0;
+    for (std::size_t u = 0; u < numel_.size(); ++u) {
+      if (policy_.keeps_exact_shard(numel_[u]))
+        publish = std::max(publish, all_gather_int8_staging_bytes(shard_[u], world_));
+    }
+    return {params_.peak, grads_.peak, comm_.peak, publish};
+  }
 
   // Volume counting (predict_step_volume): whether this pass's micro-batch is the step's last
   // (stages 0-1 without a pending buffer reduce only then), and the elements counted so far.
@@ -100,9 +110,9 @@ class Replay {
   void count_step_end() {
     if (policy_.solo) return;
     for (std::size_t u = 0; u < numel_.size(); ++u) {
-      if (policy_.publishes_params() && !sharded_[u]) volume_.in_group += ring(padded_[u], world_);
+      if (policy_.publishes_params() && !sharded_[u]) count_gather(u);
     }
-    volume_.in_group += ring(2 * std::int64_t{world_}, world_);  // a double as 2 I32 per rank
+    count_in_group(ring(2 * std::int64_t{world_}, world_), kF32);  // a double as 2 I32 per rank
   }
 
  private:
@@ -121,15 +131,49 @@ class Replay {
   void count_reduction(std::size_t u) {
     if (policy_.solo || (!pends(u) && !last_micro_batch_)) return;
     const bool whole = policy_.all_reduces_whole_unit();
-    volume_.in_group += whole ? ring(numel_[u], world_, 2) : ring(padded_[u], world_);
-    if (replicas_ > 1) volume_.across_groups += ring(whole ? numel_[u] : shard_[u], replicas_, 2);
+    count_in_group(whole ? ring(numel_[u], world_, 2) : ring(padded_[u], world_), kF32);  // reductions move fp32
+    if (replicas_ == 1) return;
+    const std::int64_t n = whole ? numel_[u] : shard_[u];
+    if (zero_.cross_group_grad_wire == WireDType::kExact) {
+      volume_.across_groups += ring(n, replicas_, 2);
+      volume_.bytes_across_groups += kF32 * ring(n, replicas_, 2);
+    } else {
+      const WireVolume v = all_reduce_encoded_volume(n, replicas_, zero_.cross_group_grad_wire);
+      volume_.across_groups += v.elements;
+      volume_.bytes_across_groups += v.bytes;
+    }
+  }
+
+  void count_in_group(std::int64_t elements, std::int64_t element_bytes) {
+    volume_.in_group += elements;
+    volume_.bytes_in_group += elements * element_bytes;
+  }
+
+  // The parameter all-gather of unit u (a gather at stage 3, a publish of a unit kept whole).
+  void count_gather(std::size_t u) {
+    if (!policy_.quantized_gathers) return count_in_group(ring(padded_[u], world_), W_);
+    const WireVolume v = all_gather_int8_volume(shard_[u], world_);
+    volume_.in_group += v.elements;
+    volume_.bytes_in_group += v.bytes;
   }
 
   void gather(std::size_t u) {
     if (!sharded_[u] || gathered_[u]) return;
-    if (!policy_.solo) volume_.in_group += ring(padded_[u], world_);  // the all-gather
+    if (!policy_.solo) count_gather(u);
     gathered_[u] = true;
-    if (!policy_.solo) params_.add(W_ * padded_[u]);  // solo: the shard is the unit, nothing allocated
+    if (policy_.solo) return;  // the shard is the unit, nothing allocated
+    params_.add(W_ * padded_[u]);
+    if (policy_.quantized_gathers) {  // the packed shard and slots, until the acquire's wait decodes them
+      comm_.add(all_gather_int8_staging_bytes(shard_[u], world_));
+      landing_[u] = true;
+    }
+  }
+
+  // The acquire's wait for unit u's gather.
+  void land(std::size_t u) {
+    if (!landing_[u]) return;
+    comm_.sub(all_gather_int8_staging_bytes(shard_[u], world_));
+    landing_[u] = false;
   }
 
   // ZeroParamStore::inflight_pending_bytes_over_bound over byte counts.
@@ -162,8 +206,11 @@ class Replay {
   // The second hop's staging: the host all-reduce, across the groups, of what the first hop left
   // (the whole unit at stage 0, this rank's shard otherwise).
   std::int64_t across_groups_staging(std::size_t u) const {
-    return host_all_reduce_staging_bytes(policy_.all_reduces_whole_unit() ? numel_[u] : shard_[u], replicas_,
-                                         deterministic_);
+    const std::int64_t n = policy_.all_reduces_whole_unit() ? numel_[u] : shard_[u];
+    if (zero_.cross_group_grad_wire != WireDType::kExact) {
+      return all_reduce_encoded_staging_bytes(n, replicas_, zero_.cross_group_grad_wire);
+    }
+    return host_all_reduce_staging_bytes(n, replicas_, deterministic_);
   }
 
   bool pends(std::size_t u) const { return policy_.pends_unit(rounds_.empty() ? false : rounds_[u]); }
@@ -225,7 +272,8 @@ class Replay {
   bool bf16_;
   std::vector<std::int64_t> numel_, shard_, padded_;
   std::vector<bool> sharded_, gathered_, pending_;
-  std::vector<bool> rounds_;  // units the backward reduces in rounds
+  std::vector<bool> landing_;  // a quantized gather in flight: its staging lives until the acquire
+  std::vector<bool> rounds_;   // units the backward reduces in rounds
   std::deque<InFlight> inflight_;
   Counter params_, grads_, comm_;
   bool last_micro_batch_ = true;

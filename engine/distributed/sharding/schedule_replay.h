@@ -21,7 +21,10 @@ struct StepSchedule {
 struct TransientPeaks {
   std::int64_t gathered_params = 0;  // stage 3: full units gathered (or gathering) at once
   std::int64_t pending_grads = 0;    // stages 2-3: full unit gradients awaiting their reduce-scatter
-  std::int64_t comm_staging = 0;     // fp32 staging of the reductions in flight
+  std::int64_t comm_staging = 0;     // fp32 staging of the reductions in flight (and quantized gathers')
+  // The staging of the publish of updated parameters after the optimizer (and at set-up), outside
+  // the passes: quantized publishes, waited one unit at a time; none otherwise.
+  std::int64_t publish_staging = 0;
 };
 
 // Whose staging the store's collectives pay: the host backends' (MPI; the local communicator of
@@ -46,9 +49,12 @@ TransientPeaks replay_step(const ParamTable& table, DType param_dtype, const Zer
 // gathers and reductions, the publish of the units kept whole, and the gradient norm's
 // all-gather. With hybrid sharding (`replica_groups` > 1, `world_size` the group's size) what
 // crosses the groups apart: each reduction's second hop.
+// Bytes as Communicator::bytes_sent counts them: reductions move fp32, gathers the parameters'
+// dtype, quantized collectives their packed words (quantized_collectives.h).
 struct StepVolume {
   std::int64_t in_group = 0;       // the whole world's when not hybrid
   std::int64_t across_groups = 0;  // hybrid sharding's second hops
+  std::int64_t bytes_in_group = 0, bytes_across_groups = 0;
 };
 StepVolume predict_step_volume(const ParamTable& table, DType param_dtype, const ZeroOptions& zero, int world_size,
                                const StepSchedule& schedule, int grad_accum, int replica_groups = 1);

@@ -20,6 +20,7 @@ StagePolicy make_stage_policy(const ZeroOptions& zero, int world_size, DType par
   p.reduce_every_micro_batch = zero.reduce_every_micro_batch && world_size > 1 && zero.stage <= 1;
   const bool straight_into_shard = p.solo && zero.stage >= 2 && p.grad_dtype == param_dtype;
   p.pends = (zero.stage >= 2 && !straight_into_shard) || p.reduce_every_micro_batch;
+  p.quantized_gathers = zero.gather_wire == WireDType::kInt8 && zero.stage >= 1 && !p.solo;
   return p;
 }
 
@@ -42,5 +43,9 @@ UnitBuffer StagePolicy::grads(const ShardSizes& s) const {
 }
 
 UnitBuffer StagePolicy::optimizer_state(const ShardSizes& s) const { return shards_optimizer() ? shard(s) : whole(s); }
+
+UnitBuffer StagePolicy::exact_shard(const ShardSizes& s) const {
+  return keeps_exact_shard(s.numel) ? shard(s) : UnitBuffer{};
+}
 
 }  // namespace zt

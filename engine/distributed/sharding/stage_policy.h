@@ -31,6 +31,9 @@ struct StagePolicy {
   bool solo = false;
   // Stages 0-1 on several ranks under zero.reduce_every_micro_batch.
   bool reduce_every_micro_batch = false;
+  // zero.gather_dtype = "int8" at stages 1-3 (not solo): every parameter all-gather moves int8
+  // blocks, and every rank computes with the decoded values, its own shard's included.
+  bool quantized_gathers = false;
   // A unit's gradient waits in a pending full buffer (param_dtype) for a reduction of its own:
   // stages 2-3 (but solo with grad_dtype == param_dtype, whose gradients add straight into the
   // shard), and stages 0-1 reducing every micro-batch. Otherwise contributions add into the
@@ -55,6 +58,11 @@ struct StagePolicy {
   // After AdamW the updated shards are all-gathered in place into whole (padded) units: stages 1-2
   // and stage 3's persistent units, when there are other ranks.
   bool publishes_params() const { return stage >= 1 && !solo; }
+  // Under quantized gathers a unit kept whole keeps its exact shard apart (the optimizer's working
+  // shard): the whole buffer holds the decoded values of every rank's shard, its own included.
+  bool keeps_exact_shard(std::int64_t unit_numel) const {
+    return quantized_gathers && publishes_params() && !params_sharded(unit_numel);
+  }
 
   // Each buffer a rank allocates for one unit:
   // parameters: the unit (stage 0), the shard (sharded at stage 3), else the padded unit (so the
@@ -62,8 +70,10 @@ struct StagePolicy {
   UnitBuffer params(const ShardSizes& s) const;
   // gradients: the unit (stage 0), the padded unit (stage 1), the shard (stages 2-3);
   UnitBuffer grads(const ShardSizes& s) const;
-  // optimizer state (each of master, m, v): the unit (stage 0), else the shard.
+  // optimizer state (each of master, m, v): the unit (stage 0), else the shard;
   UnitBuffer optimizer_state(const ShardSizes& s) const;
+  // the exact shard of a unit kept whole under quantized gathers (none otherwise).
+  UnitBuffer exact_shard(const ShardSizes& s) const;
 };
 
 StagePolicy make_stage_policy(const ZeroOptions& zero, int world_size, DType param_dtype);

@@ -6,6 +6,8 @@
 
 #include <cstdint>
 
+#include "engine/distributed/comm/quantized_collectives.h"
+
 namespace zt {
 
 struct ZeroOptions {
@@ -26,6 +28,11 @@ struct ZeroOptions {
   // Hybrid sharding: stages 1-3 shard within groups of this many consecutive ranks and replicate
   // across the groups (engine/distributed/comm/hybrid_communicator.h); 0: the whole world.
   int shard_group_size = 0;
+  // Quantized collectives (ZeRO++, engine/distributed/comm/quantized_collectives.h): parameter
+  // all-gathers as int8 blocks at stages 1-3 (qwZ, zero.gather_dtype), and hybrid sharding's
+  // reduction across the groups as bf16 or int8 (qgZ, zero.cross_group_grad_dtype).
+  WireDType gather_wire = WireDType::kExact;
+  WireDType cross_group_grad_wire = WireDType::kExact;
   bool fp32_grad_shards = false;  // stages 2-3: the gradient shard (and its accumulation) in fp32,
                                   // instead of the working dtype
   // Stages 0-1 on more than one rank reduce every micro-batch's gradient (through a pending buffer,

@@ -3,6 +3,7 @@
 #include "engine/distributed/sharding/zero_param_store.h"
 
 #include "engine/base/core/check.h"
+#include "engine/distributed/comm/quantized_collectives.h"
 #include "kernels/ops.h"
 
 namespace zt {
@@ -47,6 +48,9 @@ ZeroParamStore::ZeroParamStore(const ParamTable& table, DType param_dtype, const
     sharded_.push_back(sharded);
     state_.push_back(sharded ? UnitState::kSharded : UnitState::kGathered);
     params_.push_back(ops::allocate(ctx, tracker, MemCategory::kParameters, dtype_, policy_.params(s).numel));
+    const std::int64_t exact = policy_.exact_shard(s).numel;
+    exact_shards_.push_back(exact > 0 ? ops::allocate(ctx, tracker, MemCategory::kParameters, dtype_, exact)
+                                      : Buffer{});
     grads_.push_back(ops::allocate(ctx, tracker, MemCategory::kGradients, policy_.grad_dtype, policy_.grads(s).numel));
   }
 }
@@ -76,7 +80,12 @@ void ZeroParamStore::start_gather(int unit) {
   state_[u] = UnitState::kGathering;
   if (policy_.solo) return;  // the shard is the whole unit (gathers_[u] stays done)
   gathered_[u] = ops::allocate(ctx_, tracker_, MemCategory::kParameters, dtype_, layout_.unit(unit).padded, false);
-  gathers_[u] = comm_.all_gather(params_[u].view(), gathered_[u].view());
+  gathers_[u] = gather_params(params_[u].view(), gathered_[u].view());
+}
+
+Work ZeroParamStore::gather_params(TensorView shard, TensorView whole) {
+  if (policy_.quantized_gathers) return all_gather_int8(comm_, ctx_, tracker_, shard, whole);
+  return comm_.all_gather(shard, whole);
 }
 
 void ZeroParamStore::free_gathered(int unit) {
@@ -285,6 +294,7 @@ TensorView ZeroParamStore::grad_shard(int unit) const {
 TensorView ZeroParamStore::working_shard(int unit) const {
   const std::size_t u = static_cast<std::size_t>(unit);
   if (!policy_.shards_optimizer() || sharded_[u]) return params_[u].view();  // the whole unit, or the shard
+  if (!exact_shards_[u].empty()) return exact_shards_[u].view();
   return params_[u].view().slice(layout_.unit(unit).offset, layout_.unit(unit).shard);
 }
 
@@ -293,9 +303,10 @@ void ZeroParamStore::publish_updated_params() {
   for (std::size_t u = 0; u < params_.size(); ++u) {
     if (sharded_[u]) continue;  // the shard is the parameter: the next acquire gathers it
     ZT_CHECK(publishes_[u].done(), "unit {}: parameters published twice without use", u);
-    // In place: this rank's slice of the padded unit is both the send buffer and its destination.
-    publishes_[u] = comm_.all_gather(working_shard(static_cast<int>(u)), params_[u].view());
-    if (!options_.overlap_comm) publishes_[u].wait();
+    // In place: this rank's slice of the padded unit is both the send buffer and its destination
+    // (quantized: the exact shard kept apart, decoded into every slice).
+    publishes_[u] = gather_params(working_shard(static_cast<int>(u)), params_[u].view());
+    if (!options_.overlap_comm || policy_.quantized_gathers) publishes_[u].wait();
   }
 }
 

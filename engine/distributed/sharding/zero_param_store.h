@@ -17,6 +17,10 @@
 // all-gather at the unit's next acquire. Every wait is at a fixed point of the program order, so
 // memory peaks are deterministic (docs/zero_memory.md predicts them exactly).
 // Each sharded unit follows kSharded -> kGathering -> kGathered -> kSharded with asserts.
+// Quantized gathers (zero.gather_dtype = "int8", StagePolicy::quantized_gathers): every parameter
+// all-gather moves int8 blocks (all_gather_int8) and every rank computes with the decoded unit; a
+// unit kept whole keeps its exact shard apart for the optimizer, and its publish is waited at once,
+// one unit at a time (started together, their staging would hold an int8 copy of the model).
 // A world of one (solo) at stages 1-3 keeps that state machine but calls no collective: the shard
 // is the whole unit, so a gather is the shard itself, a publish moves nothing, and gradients go
 // straight into the gradient buffer (a reduction over one rank is the identity). The step then
@@ -101,6 +105,8 @@ class ZeroParamStore final : public ParamStore {
   TensorView full_params(int unit) const;
   void follow_schedule(UnitOp op, int unit);  // checks the call against the pass's schedule
   void start_gather(int unit);
+  // An all-gather of parameters: plain, or of int8 blocks under quantized gathers.
+  Work gather_params(TensorView shard, TensorView whole);
   void prefetch();
   void free_gathered(int unit);
   void finish_oldest_reduction();
@@ -124,9 +130,10 @@ class ZeroParamStore final : public ParamStore {
   ShardLayout opt_layout_;  // layout_, or a 1-way split at stage 0
   bool last_micro_batch_ = true;
 
-  std::vector<bool> sharded_;     // policy_.params_sharded, per unit
-  std::vector<Buffer> params_;    // full (padded at stages 1-3) or shard (sharded units)
-  std::vector<Buffer> gathered_;  // sharded units: the full unit while gathering or gathered
+  std::vector<bool> sharded_;         // policy_.params_sharded, per unit
+  std::vector<Buffer> params_;        // full (padded at stages 1-3) or shard (sharded units)
+  std::vector<Buffer> gathered_;      // sharded units: the full unit while gathering or gathered
+  std::vector<Buffer> exact_shards_;  // StagePolicy::keeps_exact_shard units: the working shard
   std::vector<UnitState> state_;
   std::vector<bool> in_use_;                 // between acquire and release
   std::vector<Work> gathers_;                // a sharded unit's all-gather in flight (kGathering)

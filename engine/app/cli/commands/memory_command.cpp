@@ -13,6 +13,7 @@
 #include "engine/app/cli/commands/arg_parser.h"
 #include "engine/app/cli/commands/commands.h"
 #include "engine/app/config/run_config.h"
+#include "engine/app/config/zero_section.h"
 #include "engine/app/trainer/run_memory.h"
 #include "engine/app/trainer/store_comm.h"
 #include "engine/base/core/check.h"
@@ -160,14 +161,17 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
     for (int stage = 0; stage < kStages; ++stage) {
       nlohmann::json bytes = nlohmann::json::object();
       for (MemCategory c : kRows) bytes[std::string(mem_category_name(c))] = stages[stage][c];
-      out.push_back({{"stage", stage},
-                     {"bytes", bytes},
-                     {"model_states", stages[stage].model_state_bytes()},
-                     {"total", stages[stage].total_bytes()},
-                     {"gradients_with_other_grad_shard_dtype", other_grads[static_cast<std::size_t>(stage)]},
-                     {"padding", stages[stage].padding_bytes},
-                     {"elements_per_step",
-                      {{"in_group", volumes[stage].in_group}, {"across_groups", volumes[stage].across_groups}}}});
+      out.push_back(
+          {{"stage", stage},
+           {"bytes", bytes},
+           {"model_states", stages[stage].model_state_bytes()},
+           {"total", stages[stage].total_bytes()},
+           {"gradients_with_other_grad_shard_dtype", other_grads[static_cast<std::size_t>(stage)]},
+           {"padding", stages[stage].padding_bytes},
+           {"elements_per_step",
+            {{"in_group", volumes[stage].in_group}, {"across_groups", volumes[stage].across_groups}}},
+           {"bytes_per_step",
+            {{"in_group", volumes[stage].bytes_in_group}, {"across_groups", volumes[stage].bytes_across_groups}}}});
     }
     const nlohmann::json doc = {{"mode", "config"},
                                 {"config", cfg.source},
@@ -206,13 +210,13 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
       cfg.train.micro_batch, cfg.train.seq_len, ckpt, dtype, device_name(cfg.device), activations, attention);
   fmt::print(
       "zero: overlap_comm {}, prefetch_units {}, max_inflight_reductions {}{}, reshard_after_forward {}, "
-      "param_persistence_threshold {}, grad_shard_dtype {}{}\n\n",
+      "param_persistence_threshold {}, grad_shard_dtype {}, gather_dtype {}, cross_group_grad_dtype {}{}\n\n",
       z.overlap_comm, z.prefetch_units, z.max_inflight_reductions,
       z.max_inflight_reduction_bytes > 0 ? fmt::format(" (at most {:.3g} MiB pending)",
                                                        static_cast<double>(z.max_inflight_reduction_bytes) / 1048576.0)
                                          : "",
-      z.reshard_after_forward, z.persistence_threshold, grad_dtype,
-      options.deterministic ? "; deterministic reductions" : "");
+      z.reshard_after_forward, z.persistence_threshold, grad_dtype, gather_dtype_name(z.gather_wire),
+      cross_group_grad_dtype_name(z.cross_group_grad_wire), options.deterministic ? "; deterministic reductions" : "");
   std::string head = fmt::format("{:<22}", "category");
   for (int stage = 0; stage < kStages; ++stage) head += fmt::format("{:>14}", fmt::format("stage {}", stage));
   fmt::print("{}\n", head);
@@ -232,6 +236,13 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
   const bool hybrid = volumes[0].across_groups > 0;
   elements(hybrid ? "elements/step in group" : "elements sent/step", [](const StepVolume& v) { return v.in_group; });
   if (hybrid) elements("elements/step across", [](const StepVolume& v) { return v.across_groups; });
+  auto sent = [&](const std::string& name, auto bytes_of) {
+    std::string line = fmt::format("{:<22}", name);
+    for (const StepVolume& v : volumes) line += fmt::format("{:>14}", format_bytes(bytes_of(v)));
+    fmt::print("{}\n", line);
+  };
+  sent(hybrid ? "sent/step in group" : "sent/step", [](const StepVolume& v) { return v.bytes_in_group; });
+  if (hybrid) sent("sent/step across", [](const StepVolume& v) { return v.bytes_across_groups; });
   std::string other = fmt::format("{:<22}", fmt::format("gradients, {} shards", other_grad_dtype));
   for (std::int64_t g : other_grads) other += fmt::format("{:>14}", format_bytes(g));
   fmt::print("{}   (zero.grad_shard_dtype = {}: stages 2-3)\n", other, other_grad_dtype);

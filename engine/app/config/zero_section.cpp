@@ -1,0 +1,57 @@
+// The zero section (see the header).
+#include "engine/app/config/zero_section.h"
+
+#include <cmath>
+
+#include "engine/base/core/check.h"
+
+namespace zt {
+
+const char* gather_dtype_name(WireDType wire) { return wire == WireDType::kInt8 ? "int8" : "param"; }
+
+const char* cross_group_grad_dtype_name(WireDType wire) {
+  return wire == WireDType::kExact ? "fp32" : wire_dtype_name(wire);
+}
+
+void read_zero_section(ConfigReader r, RunConfig& c) {
+  ZeroOptions& z = c.zero;
+  z.stage = r.get_int("stage", z.stage, 0, 3);
+  z.overlap_comm = r.get_bool("overlap_comm", z.overlap_comm);
+  z.prefetch_units = r.get_int("prefetch_units", z.prefetch_units, 0, 64);
+  z.max_inflight_reductions = r.get_int("max_inflight_reductions", z.max_inflight_reductions, 1, 64);
+  // MiB in the config (fractions allowed), bytes in the store.
+  z.max_inflight_reduction_bytes =
+      std::llround(r.get_double("max_inflight_reduction_mb", 0.0, 0.0, 1048576.0) * 1048576.0);
+  z.reshard_after_forward = r.get_bool("reshard_after_forward", z.reshard_after_forward);
+  z.persistence_threshold = r.get_int("param_persistence_threshold", 0, 0, 2000000000);
+  z.fp32_grad_shards = r.get_enum("grad_shard_dtype", "working", {"working", "fp32"}) == "fp32";
+  z.solo_path = r.get_bool("solo_path", z.solo_path);
+  z.shard_group_size = r.get_int("shard_group_size", 0, 0, 1 << 20);
+  const std::string gather = r.get_enum("gather_dtype", "param", {"param", "int8"});
+  z.gather_wire = gather == "int8" ? WireDType::kInt8 : WireDType::kExact;
+  const std::string across = r.get_enum("cross_group_grad_dtype", "fp32", {"fp32", "bf16", "int8"});
+  z.cross_group_grad_wire = across == "int8"   ? WireDType::kInt8
+                            : across == "bf16" ? WireDType::kBF16
+                                               : WireDType::kExact;
+  r.reject_unknown_keys();
+  // Deterministic mode promises bitwise equal stages; with accumulation that needs stages 0-1 to
+  // reduce each micro-batch as stages 2-3 do (ZeroOptions::reduce_every_micro_batch).
+  z.reduce_every_micro_batch = c.train.deterministic && c.train.grad_accum > 1;
+}
+
+nlohmann::json zero_section_json(const ZeroOptions& zero) {
+  return {{"stage", zero.stage},
+          {"overlap_comm", zero.overlap_comm},
+          {"prefetch_units", zero.prefetch_units},
+          {"max_inflight_reductions", zero.max_inflight_reductions},
+          {"max_inflight_reduction_mb", static_cast<double>(zero.max_inflight_reduction_bytes) / 1048576.0},
+          {"reshard_after_forward", zero.reshard_after_forward},
+          {"param_persistence_threshold", zero.persistence_threshold},
+          {"grad_shard_dtype", zero.fp32_grad_shards ? "fp32" : "working"},
+          {"solo_path", zero.solo_path},
+          {"shard_group_size", zero.shard_group_size},
+          {"gather_dtype", gather_dtype_name(zero.gather_wire)},
+          {"cross_group_grad_dtype", cross_group_grad_dtype_name(zero.cross_group_grad_wire)}};
+}
+
+}  // namespace zt

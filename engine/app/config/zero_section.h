@@ -1,0 +1,23 @@
+// The config's zero section (docs/config.md): ZeRO stage, collective scheduling, hybrid sharding and
+// quantized collectives, read into RunConfig::zero and written back by to_json.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include "engine/app/config/run_config.h"
+#include "engine/base/core/config_reader.h"
+
+namespace zt {
+
+// Reads the section into c.zero (c.train and c.source already read: the deterministic mode's
+// per-micro-batch reductions follow from them), refusing unknown keys.
+void read_zero_section(ConfigReader r, RunConfig& c);
+// The section as to_json writes it: a reload gives the same ZeroOptions.
+nlohmann::json zero_section_json(const ZeroOptions& zero);
+
+// The config's names of the quantized collectives' wire dtypes (zero.gather_dtype: "param" or
+// "int8"; zero.cross_group_grad_dtype: "fp32", "bf16" or "int8").
+const char* gather_dtype_name(WireDType wire);
+const char* cross_group_grad_dtype_name(WireDType wire);
+
+}  // namespace zt

@@ -1,13 +1,17 @@
-// CUDA casts, residual adds and GELU against the CPU kernels (label gpu). Casts and adds are one
-// rounding per element, so they must match the CPU bit for bit; GELU uses expf (<= 2 ulp) where the
+// CUDA casts, residual adds, the fp32 scale, int8 block quantization and GELU against the CPU
+// kernels (label gpu). Casts, adds, scales and the int8 rule are exact or one rounding per element, so
+// they must match the CPU bit for bit; GELU uses expf (<= 2 ulp) where the
 // CPU uses a ~1 ulp polynomial, so it is held to a normwise 1e-5 (observed errors are a few 1e-7).
 // Sizes cover the float4 bulk, the scalar tail, and a view 1 element off 16-byte alignment.
 #include "kernels/cpu/cast.h"
 #include "kernels/cpu/gelu.h"
+#include "kernels/cpu/int8_blocks.h"
 #include "kernels/cpu/residual.h"
 #include "kernels/cuda/cast.h"
 #include "kernels/cuda/gelu.h"
+#include "kernels/cuda/int8_blocks.h"
 #include "kernels/cuda/residual.h"
+#include "kernels/contracts/int8_blocks.h"
 #include "tests/gpu/gpu_test_util.h"
 
 namespace zt::test {
@@ -62,6 +66,31 @@ TEST_F(CudaElementwise, ResidualAndAccumulateMatchCpuBitForBit) {
     cuda::accumulate_into(gpu(), dacc.view(), db.view());
     const auto got = download<std::uint16_t>(dacc);
     for (std::int64_t i = 0; i < n; ++i) ASSERT_EQ(got[i], acc[i].bits) << "n=" << n << " i=" << i;
+  }
+}
+
+TEST_F(CudaElementwise, ScaleAndInt8BlocksMatchCpuBitForBit) {
+  ZT_SEEDED_RNG(rng);
+  for (std::int64_t n : kSizes) {
+    std::vector<float> x = rng.normal(n, 0.0f, 10.0f);
+    if (n > 600) x[517] = NAN;  // its block decodes to NaN on both
+    std::vector<float> scaled = x;
+    cpu::scale(cpu_ctx(), view_of(scaled), 1.0f / 3.0f);
+    Buffer dx = upload(x);
+    cuda::scale(gpu(), dx.view(), 1.0f / 3.0f);
+    EXPECT_TRUE(bitwise_equal(download<float>(dx), scaled)) << "scale n=" << n;
+
+    const std::int64_t w = int8_blocks::packed_words(n);
+    std::vector<std::int32_t> want(static_cast<std::size_t>(w));
+    cpu::quantize_int8_blocks(cpu_ctx(), view_of(x), view_of(want));
+    Buffer src = upload(x), packed = poisoned(DType::kI32, w);
+    cuda::quantize_int8_blocks(gpu(), src.view(), packed.view());
+    EXPECT_EQ(download<std::int32_t>(packed), want) << "packed words n=" << n;
+    std::vector<float> decoded(x.size());
+    cpu::dequantize_int8_blocks(cpu_ctx(), view_of(want), view_of(decoded), false);
+    Buffer out = poisoned(DType::kF32, n);
+    cuda::dequantize_int8_blocks(gpu(), packed.view(), out.view(), false);
+    EXPECT_TRUE(bitwise_equal(download<float>(out), decoded)) << "decoded n=" << n;
   }
 }
 

@@ -61,8 +61,10 @@ RankFileWritten write_rank_image(const std::string& temp_dir, int rank, const ch
   return out;
 }
 
-AsyncCheckpointer::AsyncCheckpointer(Communicator& comm, const ExecContext& ctx, std::int64_t staging_bytes)
-    : comm_(comm),
+AsyncCheckpointer::AsyncCheckpointer(Communicator& world, Communicator* writers, const ExecContext& ctx,
+                                     std::int64_t staging_bytes)
+    : world_(world),
+      files_(writers),
       // Zero-filled: the pages are the process's from the start, not faulted in by the first save.
       // (Every file is fp32 values: its bytes are a multiple of 4.)
       staging_(ops::allocate_host(ctx, tracker_, MemCategory::kWorkspace, DType::kF32, (staging_bytes + 3) / 4)) {}
@@ -94,15 +96,21 @@ double AsyncCheckpointer::start(const std::string& folder, const ParamTable& tab
                                 const StateCopy& copy, const CheckpointMeta& meta, int keep_last) {
   ZT_CHECK(!pending_, "an asynchronous save started with another in flight");
   const auto t0 = std::chrono::steady_clock::now();
-  const int world = comm_.world_size(), rank = comm_.rank();
-  const std::int64_t bytes = rank_file_bytes(table, world, rank);
-  ZT_CHECK(bytes <= staging_.view().size_bytes(), "rank {}'s checkpoint file of {} bytes exceeds its staging of {}",
-           rank, bytes, staging_.view().size_bytes());
-  Pending p{folder, begin_save(comm_, folder, meta.position.step), &table, meta, keep_last, t0};
-  char* image = static_cast<char*>(staging_.data());
   written_ = RankFileWritten{};
   error_.clear();
   warning_.clear();
+  if (files_ == nullptr) {  // a rank that writes nothing: done with this phase at once
+    pending_ = Pending{folder, temp_dir_for(folder, meta.position.step), &table, meta, keep_last, t0};
+    done_.store(true);
+    blocked_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return blocked_seconds_;
+  }
+  const int world = files_->world_size(), rank = files_->rank();
+  const std::int64_t bytes = rank_file_bytes(table, world, rank);
+  ZT_CHECK(bytes <= staging_.view().size_bytes(), "rank {}'s checkpoint file of {} bytes exceeds its staging of {}",
+           rank, bytes, staging_.view().size_bytes());
+  Pending p{folder, begin_save(*files_, folder, meta.position.step), &table, meta, keep_last, t0};
+  char* image = static_cast<char*>(staging_.data());
   try {
     stage_rank_file(table, world, rank, source, copy, image);
   } catch (const std::exception& e) {
@@ -125,12 +133,19 @@ double AsyncCheckpointer::start(const std::string& folder, const ParamTable& tab
 
 bool AsyncCheckpointer::all_ranks_done() {
   const std::int32_t mine = done_.load(std::memory_order_acquire) ? 1 : 0;
-  std::vector<std::int32_t> all(static_cast<std::size_t>(comm_.world_size()));
-  comm_
+  std::vector<std::int32_t> all(static_cast<std::size_t>(world_.world_size()));
+  world_
       .all_gather(TensorView{const_cast<std::int32_t*>(&mine), DType::kI32, Device::kCPU, Shape{1}},
-                  TensorView{all.data(), DType::kI32, Device::kCPU, Shape{comm_.world_size()}})
+                  TensorView{all.data(), DType::kI32, Device::kCPU, Shape{world_.world_size()}})
       .wait();
   return std::count(all.begin(), all.end(), 0) == 0;
+}
+
+bool AsyncCheckpointer::all_ranks_agree(bool ok) {
+  if (files_ == &world_) return ok;
+  float failed = ok ? 0.0f : 1.0f;
+  world_.all_reduce(TensorView{&failed, DType::kF32, Device::kCPU, Shape{1}}, ReduceOp::kSum).wait();
+  return failed == 0.0f;
 }
 
 std::optional<SaveResult> AsyncCheckpointer::poll() {
@@ -151,20 +166,43 @@ std::optional<SaveResult> AsyncCheckpointer::advance() {
   if (worker_.joinable()) worker_.join();
   Pending& p = *pending_;
   if (p.phase == Phase::kWriting) {
-    p.files = gather_rank_files(comm_, *p.table, written_, !error_.empty());
+    if (files_ != nullptr) p.files = gather_rank_files(*files_, *p.table, written_, !error_.empty());
+    const bool written = all_ranks_agree(files_ == nullptr || p.files.all_written());
     p.phase = Phase::kCommitting;
-    if (p.files.all_written() && comm_.rank() == 0) {
+    if (written && world_.rank() == 0) {  // (world rank 0 is rank 0 of the writers)
       run_in_background(
           [this, &p] { warning_ = commit_gathered(p.folder, p.temp, *p.table, p.meta, p.files, p.keep_last, error_); });
       return std::nullopt;
     }
     done_.store(true);  // nothing to commit on this rank (or nothing at all: a write failed)
-    if (p.files.all_written()) return std::nullopt;
+    if (written) return std::nullopt;
   }
   const Pending done = std::move(*pending_);
   pending_.reset();
-  SaveResult r = conclude_save(comm_, done.folder, done.temp, done.meta, done.files, error_, warning_);
+  SaveResult r = conclude(done);
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - done.started).count();
+  return r;
+}
+
+SaveResult AsyncCheckpointer::conclude(const Pending& done) {
+  if (files_ == &world_) return conclude_save(world_, done.folder, done.temp, done.meta, done.files, error_, warning_);
+  // Hybrid sharding: the writers conclude among themselves, then every rank learns the outcome.
+  SaveResult r;
+  std::string failure;
+  if (files_ != nullptr) {
+    try {
+      r = conclude_save(*files_, done.folder, done.temp, done.meta, done.files, error_, warning_);
+    } catch (const std::exception& e) {
+      failure = e.what();
+    }
+  }
+  const bool ok = all_ranks_agree(failure.empty());
+  if (!failure.empty()) throw_runtime_error("{}", failure);
+  if (!ok) throw_runtime_error("checkpoint at step {} not saved (failed in rank group 0)", done.meta.position.step);
+  if (files_ == nullptr) {  // the writers' checkpoint, as this rank knows it
+    r.step = done.meta.position.step;
+    r.path = (fs::path(done.folder) / step_dir_name(done.meta.position.step)).string();
+  }
   return r;
 }
 

@@ -14,6 +14,11 @@
 // flight and `latest` never names an incomplete checkpoint. At most one save is in flight: the
 // caller finishes one (waiting for it) before it starts the next. A save whose write or commit fails
 // throws on every rank at the step boundary that finishes it, as a synchronous save throws at once.
+//
+// Under hybrid sharding the files are those of one group of ranks (group 0, a checkpoint of g
+// ranks, as a synchronous hybrid save writes): the save's own collectives run among the writers,
+// the step boundaries' polls and every outcome among all ranks, so a failed write or commit still
+// throws everywhere, and the ranks that write nothing hold no staging.
 #pragma once
 
 #include <atomic>
@@ -46,9 +51,12 @@ RankFileWritten write_rank_image(const std::string& temp_dir, int rank, const ch
 
 class AsyncCheckpointer {
  public:
-  // The staging buffer (`staging_bytes`: this rank's file) is allocated and touched now, in host
-  // memory ctx's device copies into (ops::allocate_host), and charged to staging_tracker().
-  AsyncCheckpointer(Communicator& comm, const ExecContext& ctx, std::int64_t staging_bytes);
+  // `world`: every rank of the run (the polls and outcomes); `writers`: the communicator of the
+  // ranks whose files make the checkpoint (`world` itself, or under hybrid sharding group 0's
+  // group; null on a rank that writes none). The staging buffer (`staging_bytes`: this rank's
+  // file) is allocated and touched now, in host memory ctx's device copies into
+  // (ops::allocate_host), and charged to staging_tracker().
+  AsyncCheckpointer(Communicator& world, Communicator* writers, const ExecContext& ctx, std::int64_t staging_bytes);
   // Waits for the background work of a save never finished (an exception ended the run): a save
   // still writing stays uncommitted, as a killed one would (its temporary directory is removed by
   // the next save of the same step); one whose commit had started on rank 0 is committed, with
@@ -96,7 +104,14 @@ class AsyncCheckpointer {
   // The caller's time since t0 added to the save's blocked time, which a completed result carries.
   std::optional<SaveResult> charged(std::chrono::steady_clock::time_point t0, std::optional<SaveResult> r);
 
-  Communicator& comm_;
+  // Collective over world_ where the writers are not the world (hybrid sharding): whether every
+  // rank says `ok`; the world's own answer otherwise (every rank already knows it).
+  bool all_ranks_agree(bool ok);
+  // The writers' conclusion of the save (their result, or their failure thrown on every rank).
+  SaveResult conclude(const Pending& done);
+
+  Communicator& world_;
+  Communicator* files_;    // the writers' communicator, or null
   MemoryTracker tracker_;  // first: charged by the staging buffer until the end
   Buffer staging_;
   std::optional<Pending> pending_;

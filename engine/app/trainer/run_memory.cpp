@@ -62,7 +62,8 @@ StageMemory predict_setup_memory(const RunConfig& c, const StageMemory& step) {
 
 std::int64_t predict_checkpoint_staging_bytes(const RunConfig& c, int world_size) {
   if (!c.checkpoint.async) return 0;
-  return ckpt::rank_file_bytes(build_param_table(c.model_spec()), world_size, 0);
+  // Under hybrid sharding group 0 writes a checkpoint of its g ranks.
+  return ckpt::rank_file_bytes(build_param_table(c.model_spec()), store_comm_choice(c, world_size).group_size, 0);
 }
 
 }  // namespace zt

@@ -33,7 +33,8 @@ StageMemory predict_setup_memory(const RunConfig& config, const StageMemory& ste
 StepVolume predict_run_volume(const RunConfig& config, int stage, int world_size);
 
 // checkpoint.async's staging on the fullest rank (rank 0's file: its N-way slice of the fp32
-// master, exp_avg and exp_avg_sq), held in host memory for the whole run; 0 without it. The same
+// master, exp_avg and exp_avg_sq; g-way under hybrid sharding, whose group 0 writes), held in host
+// memory for the whole run; 0 without it. The same
 // at every stage. Apart from the categories above (host memory, also on CUDA, where it is pinned,
 // and the pinned allocator rounds the block up to its size class: up to 2 MiB more, not counted).
 std::int64_t predict_checkpoint_staging_bytes(const RunConfig& config, int world_size);

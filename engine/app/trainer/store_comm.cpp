@@ -39,7 +39,6 @@ StoreCommChoice store_comm_choice(const RunConfig& config, int world_size) {
           config.source, g, world_size);
     }
     const char* unsupported = config.device == Device::kCUDA   ? "device = \"cuda\""
-                              : config.checkpoint.async        ? "checkpoint.async = true"
                               : staged_collectives_test_hook() ? "ZT_TEST_STAGED_COLLECTIVES"
                                                                : nullptr;
     if (unsupported != nullptr) {

@@ -25,7 +25,7 @@ struct StoreCommChoice {
 // communicator, or with the ZT_TEST_STAGED_COLLECTIVES hook (docs/config.md, "Testing hooks") a
 // StagedCommunicator over host "device" memory, so the CPU tests run the staged path end to end.
 // zero.shard_group_size: hybrid sharding (CPU ranks under MPI only, so far); an InputError where
-// it does not divide the ranks or meets what it does not support yet (CUDA, checkpoint.async).
+// it does not divide the ranks or meets what it does not support yet (CUDA).
 StoreCommChoice store_comm_choice(const RunConfig& config, int world_size);
 
 }  // namespace zt

@@ -36,6 +36,19 @@ std::unique_ptr<Communicator> make_store_communicator(const RunConfig& config, C
   return make_device_communicator(comm, tracker, ctx, choice.backend);
 }
 
+// checkpoint.async: the files are the world's, or under hybrid sharding group 0's (a checkpoint of
+// g ranks, as its synchronous saves write); a rank that writes none stages nothing.
+std::unique_ptr<ckpt::AsyncCheckpointer> make_async_saves(const RunConfig& c, Communicator& world,
+                                                          Communicator* store_comm, const ExecContext& ctx,
+                                                          const ParamTable& table) {
+  if (!c.checkpoint.async) return nullptr;
+  auto* hybrid = dynamic_cast<HybridCommunicator*>(store_comm);
+  Communicator* writers = hybrid == nullptr ? &world : hybrid->group_index() == 0 ? &hybrid->group() : nullptr;
+  const std::int64_t bytes =
+      writers != nullptr ? ckpt::rank_file_bytes(table, writers->world_size(), writers->rank()) : 0;
+  return std::make_unique<ckpt::AsyncCheckpointer>(world, writers, ctx, bytes);
+}
+
 int nonfinite_step_to_inject() {
   const char* inject = std::getenv("ZT_TEST_NONFINITE_AT_STEP");
   return inject != nullptr ? std::atoi(inject) : 0;
@@ -65,11 +78,7 @@ TrainerState::TrainerState(const RunConfig& c, std::string dir, Communicator& co
       model(make_model(c.model_spec(), c.model_build(), tracker, ctx)),
       store(model->table(), c.param_dtype, c.zero, device_comm ? *device_comm : comm, tracker, ctx),
       optimizer(store, c.optim.adamw, tracker, ctx),
-      async_saves(c.checkpoint.async
-                      ? std::make_unique<ckpt::AsyncCheckpointer>(
-                            communicator, backend.context(),
-                            ckpt::rank_file_bytes(store.table(), communicator.world_size(), communicator.rank()))
-                      : nullptr),
+      async_saves(make_async_saves(c, communicator, device_comm.get(), backend.context(), store.table())),
       schedule(c.optim.adamw.lr, c.optim.min_lr, c.optim.warmup_steps, c.optim.decay_steps,
                LrSchedule::parse_decay(c.optim.decay)),
       metrics(root ? std::make_unique<MetricsLog>(run_dir + "/metrics.jsonl", resuming) : nullptr),

@@ -38,15 +38,22 @@ StoreCommChoice store_comm_choice(const RunConfig& config, int world_size) {
           "world)",
           config.source, g, world_size);
     }
-    const char* unsupported = config.device == Device::kCUDA   ? "device = \"cuda\""
-                              : staged_collectives_test_hook() ? "ZT_TEST_STAGED_COLLECTIVES"
-                                                               : nullptr;
+    const bool cuda = config.device == Device::kCUDA;
+    const char* unsupported = cuda && config.comm_backend == CommBackend::kMpi ? "comm.backend = \"mpi\" on CUDA"
+                              : staged_collectives_test_hook()                 ? "ZT_TEST_STAGED_COLLECTIVES"
+                                                                               : nullptr;
     if (unsupported != nullptr) {
-      throw_input_error("config error in {}: zero.shard_group_size (hybrid sharding) does not work with {} yet",
-                        config.source, unsupported);
+      throw_input_error(
+          "config error in {}: zero.shard_group_size (hybrid sharding) does not work with {} (its staged "
+          "communicator cannot be split into groups)",
+          config.source, unsupported);
     }
     choice.hybrid = true;
     choice.group_size = g;
+    if (cuda) {  // NCCL over the world, split into the groups and across them
+      choice.device_comm = true;
+      choice.staging = CollectiveBackend::kNccl;
+    }
     return choice;
   }
   if (!collectives) return choice;

@@ -15,7 +15,8 @@ struct StoreCommChoice {
   DeviceCommBackend backend = DeviceCommBackend::kNccl;  // which, when device_comm
   CollectiveBackend staging = CollectiveBackend::kHost;  // whose staging the prediction counts
   // zero.shard_group_size below the world: the store's collectives go through a
-  // HybridCommunicator over the host communicator, whose world is one group of `group_size`.
+  // HybridCommunicator, whose world is one group of `group_size`: over the host communicator on
+  // the CPU, over an NCCL communicator of its own (device_comm, kNccl) on CUDA.
   bool hybrid = false;
   int group_size = 1;  // the store's world: the group's size, or world_size
 };
@@ -24,8 +25,9 @@ struct StoreCommChoice {
 // comm.backend = "mpi" a StagedCommunicator through pinned host memory. The CPU: the host
 // communicator, or with the ZT_TEST_STAGED_COLLECTIVES hook (docs/config.md, "Testing hooks") a
 // StagedCommunicator over host "device" memory, so the CPU tests run the staged path end to end.
-// zero.shard_group_size: hybrid sharding (CPU ranks under MPI only, so far); an InputError where
-// it does not divide the ranks or meets what it does not support yet (CUDA).
+// zero.shard_group_size: hybrid sharding (on CUDA through NCCL only: ncclCommSplit); an InputError
+// where it does not divide the ranks or meets what cannot split (comm.backend = "mpi" on CUDA, the
+// staged test hook).
 StoreCommChoice store_comm_choice(const RunConfig& config, int world_size);
 
 }  // namespace zt

@@ -28,6 +28,10 @@ std::unique_ptr<Communicator> make_store_communicator(const RunConfig& config, C
         "0 has none",
         config.source);
   }
+  if (choice.hybrid && choice.device_comm) {  // CUDA: NCCL over the world, split (never run: needs 2+ GPUs)
+    return std::make_unique<HybridCommunicator>(make_device_communicator(comm, tracker, ctx, choice.backend),
+                                                choice.group_size, config.zero.cross_group_grad_wire, &tracker, ctx);
+  }
   if (choice.hybrid) {
     return std::make_unique<HybridCommunicator>(comm, choice.group_size, config.zero.cross_group_grad_wire, &tracker,
                                                 ctx);

@@ -25,6 +25,12 @@ HybridCommunicator::HybridCommunicator(Communicator& world, int group_size, Wire
            replicas_->world_size());
 }
 
+HybridCommunicator::HybridCommunicator(std::unique_ptr<Communicator> world, int group_size, WireDType across,
+                                       MemoryTracker* tracker, const ExecContext& ctx)
+    : HybridCommunicator(*world, group_size, across, tracker, ctx) {
+  owned_world_ = std::move(world);
+}
+
 HybridCommunicator::~HybridCommunicator() = default;
 
 std::string HybridCommunicator::backend_name() const {

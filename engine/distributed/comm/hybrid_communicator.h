@@ -30,6 +30,10 @@ class HybridCommunicator final : public Communicator {
   // through all_reduce_encoded, staged in comm buffers of `tracker` on ctx's device.
   HybridCommunicator(Communicator& world, int group_size, WireDType across = WireDType::kExact,
                      MemoryTracker* tracker = nullptr, const ExecContext& ctx = {});
+  // The same over a world this one owns (on CUDA: the world's NCCL communicator, split by
+  // ncclCommSplit, which must outlive its splits).
+  HybridCommunicator(std::unique_ptr<Communicator> world, int group_size, WireDType across, MemoryTracker* tracker,
+                     const ExecContext& ctx);
   ~HybridCommunicator() override;
 
   int rank() const override { return group_->rank(); }
@@ -59,8 +63,9 @@ class HybridCommunicator final : public Communicator {
   // groups: the second hop starts when a wait or test finds the first done.
   Work then_across(Work inside, TensorView result, ReduceOp op, const char* what);
 
-  std::unique_ptr<Communicator> group_;     // the g ranks of this group
-  std::unique_ptr<Communicator> replicas_;  // the N/g ranks holding this rank's shard, one per group
+  std::unique_ptr<Communicator> owned_world_;  // first: destroyed after its splits
+  std::unique_ptr<Communicator> group_;        // the g ranks of this group
+  std::unique_ptr<Communicator> replicas_;     // the N/g ranks holding this rank's shard, one per group
   int group_index_ = 0;
   WireDType across_ = WireDType::kExact;
   MemoryTracker* tracker_ = nullptr;

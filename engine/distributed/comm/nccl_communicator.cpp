@@ -23,6 +23,7 @@
 #include "engine/base/device/cuda_stream.h"
 #include "engine/distributed/comm/collective_watchdog.h"
 #include "engine/distributed/comm/nccl_check.h"
+#include "engine/distributed/comm/nccl_launch_order.h"
 #include "kernels/compute_backend.h"
 #include "kernels/op_profiler.h"
 #include "kernels/ops.h"
@@ -49,45 +50,6 @@ ncclRedOp_t nccl_op(ReduceOp op) { return op == ReduceOp::kAvg ? ncclAvg : ncclS
 
 std::string describe(const char* op, const TensorView& v) {
   return fmt::format("NCCL {} of {} {} elements", op, v.numel(), dtype_name(v.dtype));
-}
-
-// [Note: one launch order for all NCCL communicators]
-// A process can hold two NCCL communicators on its GPU: launched without MPI, the trainer's control
-// communicator (host results: losses, votes) and the parameter store's, each on its own stream.
-// NCCL orders nothing between communicators, and two collectives in flight at once can deadlock
-// (a rank's kernel of one waits on a peer whose GPU runs the other's first); NCCL's advice is to
-// keep them in separate epochs. So a collective's stream first waits for the last collective that
-// another communicator of this process queued: the GPU runs them in the program's order, which
-// every rank shares. With one NCCL communicator (mpirun: MPI is the control) nothing waits.
-class LaunchOrder {
- public:
-  void follow(const void* comm, cudaStream_t stream) {
-    const std::lock_guard<std::mutex> lock(mutex_);
-    if (last_ && last_comm_ != comm) last_->wait_on(stream);
-  }
-  void queued(const void* comm, std::shared_ptr<cuda::CudaEvent> done) {
-    const std::lock_guard<std::mutex> lock(mutex_);
-    last_ = std::move(done);
-    last_comm_ = comm;
-  }
-  // A communicator going away (its stream synchronised) leaves nothing for others to wait on, and
-  // no event outlives the CUDA context in a static.
-  void forget(const void* comm) {
-    const std::lock_guard<std::mutex> lock(mutex_);
-    if (last_comm_ != comm) return;
-    last_.reset();
-    last_comm_ = nullptr;
-  }
-
- private:
-  std::mutex mutex_;
-  std::shared_ptr<cuda::CudaEvent> last_;
-  const void* last_comm_ = nullptr;
-};
-
-LaunchOrder& launch_order() {
-  static LaunchOrder order;
-  return order;
 }
 
 }  // namespace
@@ -309,7 +271,28 @@ NcclCommunicator::NcclCommunicator(MemoryTracker& tracker, const CommOptions& op
   config.blocking = 0;
   ZT_NCCL_CHECK(ncclCommInitRankConfig(&impl_->comm, world_size, id, rank, &config), impl_->comm);
   impl_->settle(fmt::format("NCCL set-up of rank {} of {}", rank, world_size).c_str(), options.timeout_s);
+  start_watchdog();
+}
+
+NcclCommunicator::NcclCommunicator(NcclCommunicator& parent, int color, int key) : Communicator(parent.options()) {
+  impl_ = std::make_unique<Impl>(parent.impl_->tracker, parent.impl_->ctx, parent.impl_->device);
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;  // as the parent: a rank that never splits is a timeout, not a hang
+  ZT_NCCL_CHECK(ncclCommSplit(parent.impl_->comm, color, key, &impl_->comm, &config), parent.impl_->comm);
+  parent.impl_->settle("ncclCommSplit", options_.timeout_s);
+  impl_->settle(fmt::format("NCCL split of rank {} (color {})", parent.rank_, color).c_str(), options_.timeout_s);
+  ZT_NCCL_CHECK(ncclCommUserRank(impl_->comm, &rank_), impl_->comm);
+  ZT_NCCL_CHECK(ncclCommCount(impl_->comm, &world_), impl_->comm);
+  start_watchdog();
+}
+
+std::unique_ptr<Communicator> NcclCommunicator::split(int color, int key) {
+  return std::unique_ptr<Communicator>(new NcclCommunicator(*this, color, key));
+}
+
+void NcclCommunicator::start_watchdog() {
   Impl* impl = impl_.get();
+  const int rank = rank_, device = impl_->device;
   impl_->watchdog = std::make_unique<CollectiveWatchdog>(
       [impl]() -> std::string {
         ncclResult_t state = ncclSuccess;
@@ -374,6 +357,27 @@ Work NcclCommunicator::all_reduce(TensorView buf, ReduceOp op) {
                 c.comm());
   impl_->settle("ncclAllReduce", options().timeout_s);
   return c.finish(describe("all_reduce", buf));
+}
+
+Work NcclCommunicator::all_to_all(TensorView send, TensorView recv) {
+  ZT_CHECK(send.dtype == recv.dtype && send.numel() == recv.numel() && send.numel() % world_ == 0,
+           "all_to_all: send and recv must both be [world * n] of one dtype");
+  count_volume(recv.numel(), recv.dtype);
+  Collective c(*this);
+  const TensorView in = c.input(send, send.dtype);
+  const TensorView out = c.output(recv, recv.dtype);
+  const std::size_t bytes = static_cast<std::size_t>(in.size_bytes()) / static_cast<std::size_t>(world_);
+  ZT_NCCL_CHECK(ncclGroupStart(), c.comm());
+  for (int peer = 0; peer < world_; ++peer) {
+    ZT_NCCL_CHECK(
+        ncclSend(static_cast<const char*>(in.data) + peer * bytes, bytes, ncclUint8, peer, c.comm(), c.stream()),
+        c.comm());
+    ZT_NCCL_CHECK(ncclRecv(static_cast<char*>(out.data) + peer * bytes, bytes, ncclUint8, peer, c.comm(), c.stream()),
+                  c.comm());
+  }
+  ZT_NCCL_CHECK(ncclGroupEnd(), c.comm());
+  impl_->settle("ncclAllToAll (grouped sends)", options().timeout_s);
+  return c.finish(describe("all_to_all", send));
 }
 
 Work NcclCommunicator::broadcast(TensorView buf, int root) {

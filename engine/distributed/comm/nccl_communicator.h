@@ -42,7 +42,12 @@ class NcclCommunicator final : public Communicator {
   Work reduce_scatter(TensorView send, TensorView recv, ReduceOp op) override;
   Work all_reduce(TensorView buf, ReduceOp op) override;
   Work broadcast(TensorView buf, int root) override;
+  // Grouped point-to-point sends and receives (ncclSend/ncclRecv), any dtype, as bytes.
+  Work all_to_all(TensorView send, TensorView recv) override;
   void barrier() override;
+  // ncclCommSplit: the ranks passing the same color, numbered by key, on the same device and
+  // compute stream, with a stream and watchdog of their own (hybrid sharding's groups).
+  std::unique_ptr<Communicator> split(int color, int key) override;
 
   // Keeps `backend` alive as long as this communicator (the host-side communicator of a job
   // launched without MPI owns the device context it stages through).
@@ -51,6 +56,10 @@ class NcclCommunicator final : public Communicator {
  private:
   class Collective;
   struct Impl;
+  // split()'s: a communicator of `parent`'s ranks that pass `color`.
+  NcclCommunicator(NcclCommunicator& parent, int color, int key);
+  // The watchdog of this communicator's collectives and asynchronous errors (after set-up).
+  void start_watchdog();
   std::unique_ptr<ComputeBackend> owned_backend_;  // first: destroyed after impl_ (which uses it)
   int rank_ = 0;
   int world_ = 1;

@@ -210,6 +210,9 @@ class Replay {
     if (zero_.cross_group_grad_wire != WireDType::kExact) {
       return all_reduce_encoded_staging_bytes(n, replicas_, zero_.cross_group_grad_wire);
     }
+    // NCCL all-reduces an fp32 device buffer in place and stages an fp32 copy of a bf16 one (the
+    // stored gradient of stages 0-1 without a pending buffer); the host stages as always.
+    if (nccl_) return !pends(u) && bf16_ ? kF32 * n : 0;
     return host_all_reduce_staging_bytes(n, replicas_, deterministic_);
   }
 
@@ -293,7 +296,7 @@ TransientPeaks replay_step(const ParamTable& table, DType param_dtype, const Zer
                            bool deterministic, CollectiveBackend backend, const StepSchedule& schedule,
                            int replica_groups) {
   ZT_CHECK(world_size >= 1 && zero.stage >= 0 && zero.stage <= 3 && replica_groups >= 1);
-  ZT_CHECK(replica_groups == 1 || backend == CollectiveBackend::kHost, "hybrid sharding over host communicators only");
+  ZT_CHECK(replica_groups == 1 || backend != CollectiveBackend::kHostStaged, "hybrid sharding cannot be staged");
   Replay r(table, param_dtype, zero, world_size, deterministic, backend, replica_groups);
   r.pass(schedule.forward, Pass::kForward);
   r.pass(schedule.backward, Pass::kBackward);

@@ -25,9 +25,18 @@ std::uint64_t draw_bits(std::uint64_t seed, std::uint32_t stream, std::int64_t s
 
 bool has_wildcard(const std::string& pattern) { return pattern.find_first_of("*?[") != std::string::npos; }
 
-// The files a pattern names: itself when it has no wildcard (opening reports a missing file), else
-// its glob matches sorted by name.
-std::vector<std::string> expand(const std::string& pattern, const std::string& key) {
+std::string with_commas(std::int64_t n) {
+  std::string digits = std::to_string(n), out;
+  for (std::size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::string> expand_pattern(const std::string& pattern, const std::string& key) {
   if (!has_wildcard(pattern)) return {pattern};
   glob_t g{};
   const int rc = ::glob(pattern.c_str(), GLOB_ERR, nullptr, &g);
@@ -41,17 +50,6 @@ std::vector<std::string> expand(const std::string& pattern, const std::string& k
   std::sort(paths.begin(), paths.end());
   return paths;
 }
-
-std::string with_commas(std::int64_t n) {
-  std::string digits = std::to_string(n), out;
-  for (std::size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
-    out += digits[i];
-  }
-  return out;
-}
-
-}  // namespace
 
 bool parse_sample_order(const std::string& text, SampleOrder* out) {
   if (text == "random") {
@@ -80,7 +78,7 @@ TokenCorpus TokenCorpus::open_shards(const std::vector<std::string>& patterns, T
   std::vector<std::string> paths;
   std::set<std::string> seen;
   for (const std::string& pattern : patterns) {
-    for (std::string& path : expand(pattern, key)) {
+    for (std::string& path : expand_pattern(pattern, key)) {
       if (!seen.insert(path).second) throw_input_error("{}: {} is listed twice", key, path);
       paths.push_back(std::move(path));
     }

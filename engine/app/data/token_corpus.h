@@ -39,6 +39,11 @@ struct WindowPlace {
   std::int64_t start = 0;
 };
 
+// The files a data.train_files / val_files pattern names: itself when it has no wildcard (opening
+// reports a missing file), else its glob matches sorted by name; InputError naming `key` when a
+// glob matches nothing.
+std::vector<std::string> expand_pattern(const std::string& pattern, const std::string& key);
+
 class TokenCorpus {
  public:
   // One span held in memory and already checked (the embedded dataset, a file checked whole).

@@ -55,7 +55,8 @@ std::string resolve_resume_checkpoint(Communicator& comm, const std::string& arg
 
 std::vector<std::string> check_resume_fits(const std::string& checkpoint, const nlohmann::json& saved_model,
                                            const nlohmann::json& saved_config, int saved_world_size,
-                                           const RunConfig& now, bool allow_config_change) {
+                                           const RunConfig& now, bool allow_config_change,
+                                           const std::vector<std::string>& data_changes) {
   const nlohmann::json expected = ckpt::model_json(now.model_spec());
   if (saved_model != expected) {
     throw_input_error("--resume {}: the checkpoint's model {} differs from the config's model {}", checkpoint,
@@ -75,10 +76,11 @@ std::vector<std::string> check_resume_fits(const std::string& checkpoint, const 
     }
   }
   std::vector<std::string> changes = trajectory_changes(saved_config, saved_world_size, now);
+  changes.insert(changes.end(), data_changes.begin(), data_changes.end());
   if (!changes.empty() && !allow_config_change) {
     throw_input_error(
-        "--resume {}: the config changes what the run's trajectory depends on ({}); continuing would "
-        "not be the run that was saved (pass --allow-config-change to continue anyway)",
+        "--resume {}: the config or data changes what the run's trajectory depends on ({}); continuing "
+        "would not be the run that was saved (pass --allow-config-change to continue anyway)",
         checkpoint, fmt::format("{}", fmt::join(changes, "; ")));
   }
   return changes;

@@ -27,10 +27,12 @@ std::vector<std::string> trajectory_changes(const nlohmann::json& saved_config, 
                                             const RunConfig& now);
 
 // Whether `now` may continue the run saved in `checkpoint` (its manifest's model, config and rank
-// count): InputError when the model differs, or when trajectory_changes finds any and
+// count): InputError when the model differs, or when trajectory_changes finds any, or the data
+// changed (`data_changes`: run_identity.h's, from the identity the checkpoint recorded), and
 // `allow_config_change` is false. Returns the changes allowed (empty: none).
 std::vector<std::string> check_resume_fits(const std::string& checkpoint, const nlohmann::json& saved_model,
                                            const nlohmann::json& saved_config, int saved_world_size,
-                                           const RunConfig& now, bool allow_config_change);
+                                           const RunConfig& now, bool allow_config_change,
+                                           const std::vector<std::string>& data_changes = {});
 
 }  // namespace zt

@@ -10,6 +10,7 @@
 #include "engine/app/checkpoint/optimizer_checkpoint.h"
 #include "engine/app/trainer/model_setup.h"
 #include "engine/app/trainer/resume.h"
+#include "engine/app/trainer/run_identity.h"
 #include "engine/distributed/launch/signals.h"
 
 namespace zt {
@@ -37,8 +38,12 @@ RunProgress start_run(TrainerState& s, const std::string& resume_checkpoint, boo
   }
   const ckpt::CheckpointReader reader(resume_checkpoint);
   const ckpt::Manifest& m = reader.manifest();
-  const std::vector<std::string> changes =
-      check_resume_fits(resume_checkpoint, m.model, m.config, saved_data_parallel_ranks(m), c, allow_config_change);
+  // Checkpoints from before data identities were recorded have none to compare.
+  const std::vector<std::string> data_changed = m.extra.contains("data_identity")
+                                                    ? data_changes(m.extra["data_identity"], s.data_files)
+                                                    : std::vector<std::string>{};
+  const std::vector<std::string> changes = check_resume_fits(
+      resume_checkpoint, m.model, m.config, saved_data_parallel_ranks(m), c, allow_config_change, data_changed);
   if (!changes.empty()) {
     s.progress.message(
         fmt::format("resume: continuing with a changed config (--allow-config-change): {}", fmt::join(changes, "; ")));
@@ -106,7 +111,8 @@ void save_checkpoint(TrainerState& s, RunProgress& run, int steps_completed) {
   meta.config = c.to_json();
   meta.extra = {{"skipped_steps", run.summary.skipped_steps},
                 {"consecutive_skips", run.consecutive_skips},
-                {"data_parallel_ranks", c.world_size}};
+                {"data_parallel_ranks", c.world_size},
+                {"data_identity", s.data_files}};
   const std::string folder = c.checkpoint.folder_for(s.run_dir);
   run.last_saved_step = steps_completed;
   if (s.async_saves) {

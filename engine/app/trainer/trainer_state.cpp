@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 
+#include "engine/app/trainer/run_identity.h"
 #include "engine/app/trainer/store_comm.h"
 #include "engine/distributed/comm/hybrid_communicator.h"
 #include "engine/distributed/launch/rendezvous.h"
@@ -68,6 +69,7 @@ TrainerState::TrainerState(const RunConfig& c, std::string dir, Communicator& co
                            bool resuming)
     : config(c),
       run_dir(std::move(dir)),
+      data_files(data_identity(c)),
       comm(communicator),
       root(communicator.rank() == 0),
       tracker(memory),

@@ -34,6 +34,8 @@ int rank_device_index(const RunConfig& config);
 struct TrainerState {
   const RunConfig& config;
   const std::string run_dir;
+  // The data's identity (run_identity.h's data_identity): saves record it, a resume compares it.
+  const nlohmann::json data_files;
   Communicator& comm;
   bool root;  // rank 0 prints, logs and writes files; every rank computes
   MemoryTracker& tracker;

@@ -13,6 +13,7 @@
 #include "engine/app/config/run_config.h"
 #include "engine/app/trainer/memory_report.h"
 #include "engine/app/trainer/resume.h"
+#include "engine/app/trainer/run_identity.h"
 #include "engine/app/trainer/trainer.h"
 #include "engine/base/core/check.h"
 #include "engine/base/core/host_allocator.h"
@@ -49,6 +50,9 @@ int train_main(const std::vector<std::string>& args) {
   comm_options.timeout_s = cfg.train.collective_timeout_s;
   comm->set_options(comm_options);
   const bool root = comm->rank() == 0;
+  // The run's first collective: every rank must run the same config, data and build (exit 2 naming
+  // the first difference otherwise, rather than training on or failing inside a collective).
+  check_ranks_agree(*comm, run_identity(cfg, data_identity(cfg)));
   // From here on a stop signal means "save at the next step boundary" (engine/distributed/launch/signals.h).
   if (cfg.checkpoint.save_on_signal) install_stop_request_handlers();
 

@@ -1,0 +1,246 @@
+// The run's identity and the ranks' agreement on it (see the header).
+#include "engine/app/trainer/run_identity.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include "engine/app/checkpoint/durable_file.h"
+#include "engine/app/data/token_corpus.h"
+#include "engine/base/core/check.h"
+#include "models/model_family.h"
+
+namespace zt {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr std::int64_t kFingerprintBytes = 64 * 1024;  // read at each end of a file
+constexpr std::size_t kRecordBytes = 512;              // a rank's first difference, as gathered
+constexpr std::size_t kShownChars = 80;                // of a value, in the message
+
+std::uint64_t fnv1a(const std::string& s) {
+  std::uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+// The files the data section names, in the order the splits read them.
+std::vector<std::string> data_paths(const DataConfig& d) {
+  std::vector<std::string> paths;
+  if (!d.train_files.empty()) {
+    for (const auto& [patterns, key] :
+         {std::pair{&d.train_files, "data.train_files"}, {&d.val_files, "data.val_files"}}) {
+      for (const std::string& p : *patterns) {
+        for (std::string& path : data::expand_pattern(p, key)) paths.push_back(std::move(path));
+      }
+    }
+  } else if (!d.train_file.empty()) {
+    paths = {d.train_file, d.val_file};
+  } else if (d.dataset != "embedded") {
+    for (const char* name : {"train.bin", "val.bin", "vocab.json", "tokenizer.json"}) {
+      const fs::path p = fs::path(d.dataset) / name;
+      if (std::string(name).ends_with(".bin") || fs::exists(p)) paths.push_back(p.string());
+    }
+  }
+  for (const std::string* extra : {&d.vocab_file, &d.tokenizer_file}) {
+    if (!extra->empty()) paths.push_back(*extra);
+  }
+  return paths;
+}
+
+nlohmann::json file_identity(const std::string& path) {
+  std::error_code ec;
+  const std::uintmax_t size = fs::file_size(path, ec);
+  std::ifstream in(path, std::ios::binary);
+  if (ec || !in) return {{"path", path}, {"bytes", -1}, {"fingerprint", 0}};
+  const std::int64_t bytes = static_cast<std::int64_t>(size), head = std::min(bytes, kFingerprintBytes);
+  std::vector<char> buf(static_cast<std::size_t>(head));
+  in.read(buf.data(), head);
+  std::uint32_t crc = ckpt::crc32_update(0u, buf.data(), in.gcount());
+  in.clear();
+  in.seekg(bytes - head);
+  in.read(buf.data(), head);
+  crc = ckpt::crc32_update(crc, buf.data(), in.gcount());
+  return {{"path", path}, {"bytes", bytes}, {"fingerprint", crc}};
+}
+
+void flatten(const nlohmann::json& j, const std::string& prefix, IdentityEntries& out) {
+  if (!j.is_object()) {
+    out.emplace_back(prefix, j.dump());  // as JSON: a string quoted, a newline escaped (one line each)
+    return;
+  }
+  for (const auto& [key, value] : j.items()) flatten(value, prefix.empty() ? key : prefix + "." + key, out);
+}
+
+std::string text_of(const IdentityEntries& entries) {
+  std::string text;
+  for (const auto& [key, value] : entries) text += key + '\t' + value + '\n';
+  return text;
+}
+
+IdentityEntries parse(const std::string& text) {
+  IdentityEntries out;
+  std::size_t at = 0;
+  while (at < text.size()) {
+    const std::size_t end = text.find('\n', at), tab = text.find('\t', at);
+    if (end == std::string::npos || tab > end) break;
+    out.emplace_back(text.substr(at, tab - at), text.substr(tab + 1, end - tab - 1));
+    at = end + 1;
+  }
+  return out;
+}
+
+// Rank 0's entries on every rank: its text's length, then the text, broadcast as I32 words.
+std::string broadcast_text(Communicator& comm, const std::string& mine) {
+  std::int64_t length = comm.rank() == 0 ? static_cast<std::int64_t>(mine.size()) : 0;
+  comm.broadcast(TensorView{&length, DType::kI32, Device::kCPU, Shape{2}}, 0).wait();
+  std::vector<std::int32_t> words(static_cast<std::size_t>((length + 3) / 4));
+  if (comm.rank() == 0) std::memcpy(words.data(), mine.data(), mine.size());
+  comm.broadcast(TensorView{words.data(), DType::kI32, Device::kCPU, Shape{(std::int64_t)words.size()}}, 0).wait();
+  return std::string(reinterpret_cast<const char*>(words.data()), static_cast<std::size_t>(length));
+}
+
+std::string shown(const std::string& value) {
+  return value.size() <= kShownChars ? value : value.substr(0, kShownChars) + "...";
+}
+
+std::string rank_list(const std::vector<int>& ranks) {
+  std::string s = ranks.size() == 1 ? "rank " : "ranks ";
+  for (std::size_t i = 0; i < ranks.size(); ++i) s += (i > 0 ? ", " : "") + std::to_string(ranks[i]);
+  return s;
+}
+
+}  // namespace
+
+nlohmann::json data_identity(const RunConfig& config) {
+  nlohmann::json files = nlohmann::json::array();
+  for (const std::string& path : data_paths(config.data)) files.push_back(file_identity(path));
+  return files;
+}
+
+IdentityEntries run_identity(const RunConfig& config, const nlohmann::json& data) {
+  IdentityEntries out;
+  flatten(config.to_json(), "", out);
+  std::erase_if(out, [](const auto& e) { return e.first == "train.num_threads"; });  // a node's own
+  for (std::size_t i = 0; i < data.size(); ++i) {
+    const nlohmann::json& f = data[i];
+    out.emplace_back(fmt::format("data.file[{}]", i),
+                     fmt::format("{} ({} bytes, fingerprint {:08x})", f["path"].dump(),
+                                 f["bytes"].get<std::int64_t>(), f["fingerprint"].get<std::uint32_t>()));
+  }
+  const ModelSpec spec = config.model_spec();
+  const ParamTable table = build_param_table(spec);
+  std::string units;
+  for (const UnitSpec& u : table.units()) units += fmt::format("{}:{};", u.name, u.numel);
+  out.emplace_back("model.param_table", fmt::format("{} units, {} parameters, hash {:016x}", table.units().size(),
+                                                    table.total_numel(), fnv1a(units)));
+  const StepSchedule schedule = step_schedule(spec, config.train.activation_checkpointing);
+  std::string calls;
+  for (const PassSchedule* pass : {&schedule.forward, &schedule.backward}) {
+    for (const UnitEvent& e : *pass) calls += fmt::format("{}{} ", static_cast<int>(e.op), e.unit);
+    calls += '|';
+  }
+  out.emplace_back("model.schedule", fmt::format("{} forward and {} backward unit calls, hash {:016x}",
+                                                 schedule.forward.size(), schedule.backward.size(), fnv1a(calls)));
+  return out;
+}
+
+void check_ranks_agree(Communicator& comm, const IdentityEntries& mine) {
+  const int N = comm.world_size();
+  if (N == 1) return;
+  const std::string text = text_of(mine);
+  std::uint64_t hash = fnv1a(text);
+  std::vector<std::uint64_t> hashes(static_cast<std::size_t>(N));
+  comm.all_gather(TensorView{&hash, DType::kI32, Device::kCPU, Shape{2}},  // 8 raw bytes a rank
+                  TensorView{hashes.data(), DType::kI32, Device::kCPU, Shape{2 * N}})
+      .wait();
+  if (std::all_of(hashes.begin(), hashes.end(), [&](std::uint64_t h) { return h == hashes[0]; })) return;
+
+  // Rare: name what differs. Each rank finds its first entry (in rank 0's order) that differs from
+  // rank 0's, and the ranks gather them.
+  const IdentityEntries reference = parse(broadcast_text(comm, text));
+  const std::map<std::string, std::string> own(mine.begin(), mine.end()), ref(reference.begin(), reference.end());
+  std::string record;
+  if (hash != hashes[0]) {
+    for (const auto& [key, value] : reference) {
+      const auto it = own.find(key);
+      const std::string my = it == own.end() ? "(none)" : it->second;
+      if (my != value) {
+        record = key + '\t' + my;
+        break;
+      }
+    }
+    for (const auto& [key, value] : mine) {
+      if (record.empty() && !ref.contains(key)) record = key + '\t' + value;
+    }
+  }
+  std::vector<char> records(kRecordBytes * static_cast<std::size_t>(N));
+  std::vector<char> own_record(kRecordBytes, '\0');
+  std::memcpy(own_record.data(), record.data(), std::min(record.size(), kRecordBytes - 1));
+  const std::int64_t words = kRecordBytes / 4;
+  comm.all_gather(TensorView{own_record.data(), DType::kI32, Device::kCPU, Shape{words}},
+                  TensorView{records.data(), DType::kI32, Device::kCPU, Shape{words * N}})
+      .wait();
+  // The first of the differing entries in rank 0's order (an entry rank 0 lacks: after them all).
+  auto order = [&](const std::string& key) {
+    for (std::size_t i = 0; i < reference.size(); ++i) {
+      if (reference[i].first == key) return i;
+    }
+    return reference.size();
+  };
+  std::vector<std::pair<std::string, std::string>> firsts(static_cast<std::size_t>(N));
+  std::string key;
+  for (int r = 0; r < N; ++r) {
+    const std::string rec(records.data() + kRecordBytes * r);
+    const std::size_t tab = rec.find('\t');
+    if (tab == std::string::npos) continue;
+    firsts[r] = {rec.substr(0, tab), rec.substr(tab + 1)};
+    if (key.empty() || order(firsts[r].first) < order(key)) key = firsts[r].first;
+  }
+  // Each rank's value of it: its own where that was its first difference, else rank 0's.
+  const std::string ref_value = ref.contains(key) ? ref.at(key) : "(none)";
+  std::vector<std::pair<std::string, std::vector<int>>> sides;
+  for (int r = 0; r < N; ++r) {
+    const std::string value = firsts[r].first == key ? firsts[r].second : ref_value;
+    auto side = std::find_if(sides.begin(), sides.end(), [&](const auto& s) { return s.first == value; });
+    if (side == sides.end()) side = sides.insert(sides.end(), {value, {}});
+    side->second.push_back(r);
+  }
+  std::string message = fmt::format("ranks disagree on {}:", key);
+  for (std::size_t i = 0; i < sides.size(); ++i) {
+    message += fmt::format("{} {} on {}", i > 0 ? "," : "", shown(sides[i].first), rank_list(sides[i].second));
+  }
+  throw_input_error("{} (every rank must run the same config, data and build; checked before the first step)", message);
+}
+
+std::vector<std::string> data_changes(const nlohmann::json& saved, const nlohmann::json& now) {
+  std::vector<std::string> changes;
+  auto describe = [](const nlohmann::json& f) {
+    return fmt::format("{} bytes, fingerprint {:08x}", f["bytes"].get<std::int64_t>(),
+                       f["fingerprint"].get<std::uint32_t>());
+  };
+  std::map<std::string, nlohmann::json> before;
+  for (const nlohmann::json& f : saved) before[f["path"].get<std::string>()] = f;
+  for (const nlohmann::json& f : now) {
+    const std::string path = f["path"].get<std::string>();
+    const auto it = before.find(path);
+    if (it == before.end()) {
+      changes.push_back(fmt::format("data file {}: not read by the saved run -> {}", path, describe(f)));
+    } else if (it->second["bytes"] != f["bytes"] || it->second["fingerprint"] != f["fingerprint"]) {
+      changes.push_back(fmt::format("data file {}: {} -> {}", path, describe(it->second), describe(f)));
+    }
+    if (it != before.end()) before.erase(it);
+  }
+  for (const auto& [path, f] : before) {
+    changes.push_back(fmt::format("data file {}: {} -> not read by this run", path, describe(f)));
+  }
+  return changes;
+}
+
+}  // namespace zt

@@ -96,16 +96,6 @@ IdentityEntries parse(const std::string& text) {
   return out;
 }
 
-// Rank 0's entries on every rank: its text's length, then the text, broadcast as I32 words.
-std::string broadcast_text(Communicator& comm, const std::string& mine) {
-  std::int64_t length = comm.rank() == 0 ? static_cast<std::int64_t>(mine.size()) : 0;
-  comm.broadcast(TensorView{&length, DType::kI32, Device::kCPU, Shape{2}}, 0).wait();
-  std::vector<std::int32_t> words(static_cast<std::size_t>((length + 3) / 4));
-  if (comm.rank() == 0) std::memcpy(words.data(), mine.data(), mine.size());
-  comm.broadcast(TensorView{words.data(), DType::kI32, Device::kCPU, Shape{(std::int64_t)words.size()}}, 0).wait();
-  return std::string(reinterpret_cast<const char*>(words.data()), static_cast<std::size_t>(length));
-}
-
 std::string shown(const std::string& value) {
   return value.size() <= kShownChars ? value : value.substr(0, kShownChars) + "...";
 }
@@ -131,8 +121,8 @@ IdentityEntries run_identity(const RunConfig& config, const nlohmann::json& data
   for (std::size_t i = 0; i < data.size(); ++i) {
     const nlohmann::json& f = data[i];
     out.emplace_back(fmt::format("data.file[{}]", i),
-                     fmt::format("{} ({} bytes, fingerprint {:08x})", f["path"].dump(),
-                                 f["bytes"].get<std::int64_t>(), f["fingerprint"].get<std::uint32_t>()));
+                     fmt::format("{} ({} bytes, fingerprint {:08x})", f["path"].dump(), f["bytes"].get<std::int64_t>(),
+                                 f["fingerprint"].get<std::uint32_t>()));
   }
   const ModelSpec spec = config.model_spec();
   const ParamTable table = build_param_table(spec);
@@ -164,7 +154,7 @@ void check_ranks_agree(Communicator& comm, const IdentityEntries& mine) {
 
   // Rare: name what differs. Each rank finds its first entry (in rank 0's order) that differs from
   // rank 0's, and the ranks gather them.
-  const IdentityEntries reference = parse(broadcast_text(comm, text));
+  const IdentityEntries reference = parse(broadcast_string(comm, text));
   const std::map<std::string, std::string> own(mine.begin(), mine.end()), ref(reference.begin(), reference.end());
   std::string record;
   if (hash != hashes[0]) {

@@ -39,6 +39,14 @@ void check_before_training(const RunConfig& c, const std::string& run_dir, const
           c.source, e.what());
     }
   }
+  check_checkpoint_folder(c, run_dir);
+}
+
+bool writes_checkpoints(const RunConfig& c) {
+  return c.checkpoint.every_steps > 0 || c.checkpoint.at_end || c.checkpoint.save_on_signal;
+}
+
+void check_checkpoint_folder(const RunConfig& c, const std::string& run_dir) {
   const fs::path folder = c.checkpoint.folder_for(run_dir);
   const fs::path existing = nearest_existing(folder);
   std::error_code ec;

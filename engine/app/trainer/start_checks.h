@@ -14,5 +14,10 @@ namespace zt {
 // is the dataset's, or null for data without one (token ids are sampled then). Every rank calls it:
 // each writes its own checkpoint files.
 void check_before_training(const RunConfig& config, const std::string& run_dir, const data::Vocab* vocab);
+// Its part about the checkpoint folder, which the trainer also asks before taking the folder's lock.
+void check_checkpoint_folder(const RunConfig& config, const std::string& run_dir);
+// Whether the run may write checkpoints (checkpoint.every_steps, at_end or save_on_signal): then it
+// holds the folder's lock while it runs.
+bool writes_checkpoints(const RunConfig& config);
 
 }  // namespace zt

@@ -104,7 +104,23 @@ Trainer::Trainer(RunConfig config, std::string run_dir, Communicator& comm, Memo
     std::filesystem::create_directories(run_dir_, ec);
     if (ec) throw_input_error("cannot create run directory '{}': {}", run_dir_, ec.message());
   }
+  // One run writes a checkpoint folder at a time: rank 0 holds its lock (the commits are its), and
+  // every rank learns whether it could, before anything in the run directory is opened or written.
+  if (writes_checkpoints(config_)) {
+    check_checkpoint_folder(config_, run_dir_);
+    std::string refused;
+    if (comm.rank() == 0) {
+      try {
+        folder_lock_ = std::make_unique<ckpt::FolderLock>(config_.checkpoint.folder_for(run_dir_), run_dir_);
+      } catch (const InputError& e) {
+        refused = e.what();
+      }
+    }
+    refused = broadcast_string(comm, refused);
+    if (!refused.empty()) throw_input_error("{}", refused);
+  }
   state_ = std::make_unique<TrainerState>(config_, run_dir_, comm, tracker, !resume_checkpoint_.empty());
+  if (folder_lock_ && !folder_lock_->note().empty()) state_->progress.message(folder_lock_->note());
   check_before_training(config_, run_dir_, state_->data.vocab() ? &*state_->data.vocab() : nullptr);
   if (comm.rank() == 0) {
     ckpt::write_file_atomically(run_dir_ + "/config.json", config_.to_json().dump(2) + "\n");

@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 
+#include "engine/app/checkpoint/folder_lock.h"
 #include "engine/app/config/run_config.h"
 #include "engine/base/core/memory_tracker.h"
 #include "engine/distributed/comm/communicator.h"
@@ -72,7 +73,8 @@ class Trainer {
   std::string run_dir_;
   std::string resume_checkpoint_;
   bool allow_config_change_ = false;
-  std::unique_ptr<TrainerState> state_;  // engine/app/trainer/trainer_state.h
+  std::unique_ptr<ckpt::FolderLock> folder_lock_;  // rank 0's, while the run may save; freed after state_
+  std::unique_ptr<TrainerState> state_;            // engine/app/trainer/trainer_state.h
 };
 
 }  // namespace zt

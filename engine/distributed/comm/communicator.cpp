@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <thread>
+#include <vector>
 
 #include "engine/base/core/check.h"
 #include "engine/distributed/comm/host_staging_device.h"
@@ -107,6 +109,17 @@ void Communicator::hold_until(std::function<bool()> ready) {
        fmt::format("{} communicator: the copies of a collective's operands to host memory", backend_name()),
        options_.timeout_s, &context_)
       .wait();
+}
+
+std::string broadcast_string(Communicator& comm, const std::string& text, int root) {
+  std::int64_t length = comm.rank() == root ? static_cast<std::int64_t>(text.size()) : 0;
+  comm.broadcast(TensorView{&length, DType::kI32, Device::kCPU, Shape{2}}, root).wait();  // 8 raw bytes
+  std::vector<std::int32_t> words(static_cast<std::size_t>((length + 3) / 4));
+  if (comm.rank() == root) std::memcpy(words.data(), text.data(), text.size());
+  comm.broadcast(TensorView{words.data(), DType::kI32, Device::kCPU, Shape{static_cast<std::int64_t>(words.size())}},
+                 root)
+      .wait();
+  return std::string(reinterpret_cast<const char*>(words.data()), static_cast<std::size_t>(length));
 }
 
 bool launched_by_mpi() {

@@ -134,6 +134,9 @@ class Communicator {
   std::int64_t bytes_sent_ = 0;
 };
 
+// Collective: `root`'s text on every rank (its length, then its bytes, in two broadcasts).
+std::string broadcast_string(Communicator& comm, const std::string& text, int root = 0);
+
 // The communicator for this process: MPI when launched by mpirun/srun (and built with MPI),
 // otherwise a single rank. Temporary buffers are charged to `tracker` as comm_buffers.
 std::unique_ptr<Communicator> make_communicator(MemoryTracker& tracker, const CommOptions& options);

@@ -1,0 +1,45 @@
+// A checkpoint folder is written by one run at a time. Without it a second run started on the
+// folder of a live one trains beside it and overwrites its checkpoints (`latest` ends up the
+// second run's). The lock is a file, LOCK, in the folder: JSON naming its holder (host, pid, run
+// directory, start time), made by link(2) of a complete temporary file, which either creates it or
+// fails because it exists, atomically, also on NFS. A background thread touches it every few
+// seconds (its heartbeat). A lock whose holder is gone is taken over: on the same host, a pid that
+// no longer runs or a heartbeat older than kStaleSeconds (a reused pid); from another host (a
+// shared file system), a heartbeat older than that (clocks assumed within a few seconds). Takers
+// serialise through a second link-made file, so two never take one lock over together.
+#pragma once
+
+#include <condition_variable>
+#include <mutex>
+#include <string>
+#include <thread>
+
+namespace zt::ckpt {
+
+class FolderLock {
+ public:
+  static constexpr double kStaleSeconds = 60.0;
+  static constexpr double kHeartbeatSeconds = 5.0;
+
+  // Takes `folder`'s lock for this process (creating the folder), or throws InputError naming its
+  // holder and what to do. `run_dir` is recorded for the message a second run would get.
+  FolderLock(const std::string& folder, const std::string& run_dir);
+  // Stops the heartbeat and removes the lock if it is still this process's.
+  ~FolderLock();
+  FolderLock(const FolderLock&) = delete;
+  FolderLock& operator=(const FolderLock&) = delete;
+
+  // What taking it found: "" or "took over the lock of ... (gone)".
+  const std::string& note() const { return note_; }
+
+ private:
+  void beat();
+
+  std::string path_, token_, note_;
+  std::mutex mutex_;
+  std::condition_variable stop_cv_;
+  bool stop_ = false;
+  std::thread heartbeat_;
+};
+
+}  // namespace zt::ckpt

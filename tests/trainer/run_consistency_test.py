@@ -1,0 +1,174 @@
+#!/usr/bin/env python3
+"""Nothing inconsistent runs silently (issue 34), through the real binary and real ranks:
+
+  * ranks launched with different configs (mpirun's `-np 1 A : -np 1 B` form: another seed,
+    another model.n_layer) end at once with exit 2, every rank naming the first key that differs,
+    its values and the ranks on each side; the time to the error is measured and printed;
+  * ranks whose data differ under the same config (each in its own working directory, the same
+    relative data.dataset) end the same way, naming the data file;
+  * a second run on the checkpoint folder of a live run is refused with exit 2 naming the holder
+    before it writes anything, and the first run ends normally with its own checkpoints; a run
+    killed with -9 leaves its lock, which the next run on the folder takes over; a lock of another
+    host is refused while its heartbeat is fresh and taken over once it is older than 60 s;
+  * a checkpoint records its data's identity; a resume on other data is refused naming the file,
+    and with --allow-config-change it continues and says what changed.
+
+usage: run_consistency_test.py MPIRUN [FLAGS...] -- PATH/TO/zerotrain
+"""
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from check_report import Checks  # noqa: E402
+from run_dir_util import deep_merge, train_records, wait_until  # noqa: E402
+
+CONFIG = {
+    "model": {"n_layer": 2, "n_head": 2, "n_embd": 32, "block_size": 32, "vocab_size": 64},
+    "data": {"embedded_chars": 100000},
+    "train": {"micro_batch": 4, "max_steps": 6, "eval_batches": 1, "eval_every": 0, "num_threads": 1},
+    "optim": {"decay_steps": 1000},  # a longer run through max_steps is then the same trajectory
+    "log": {"sample_tokens": 0, "progress": "plain"},
+}
+
+
+def main():
+    argv = sys.argv[1:]
+    sep = argv.index("--")
+    launcher, binary = argv[:sep], os.path.abspath(argv[sep + 1])
+    checks = Checks()
+    check = checks.check
+    work = tempfile.mkdtemp(prefix="zt_consistency_")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OMPI_", "PMIX_"))}
+
+    def write_config(name, over=None):
+        path = os.path.join(work, name)
+        with open(path, "w") as f:
+            json.dump(deep_merge(CONFIG, over or {}), f)
+        return path
+
+    base = write_config("config.json")
+
+    def errors(text):
+        return [line for line in text.splitlines() if line.startswith("zerotrain: error:")]
+
+    # Ranks with different configs.
+    for name, sets_a, sets_b, key in [("another seed", ["train.seed=1"], ["train.seed=2"], "train.seed"),
+                                      ("another model.n_layer", ["model.n_layer=3"], [], "model.n_layer")]:
+        run_dir = os.path.join(work, "mixed")
+        parts = []
+        for sets in (sets_a, sets_b):
+            parts += [":"] if parts else []
+            parts += ["-np", "1", binary, "train", "--config", base, "--run-dir", run_dir]
+            for kv in sets:
+                parts += ["--set", kv]
+        t0 = time.time()
+        p = subprocess.run(launcher + parts, capture_output=True, text=True, timeout=120, env=env)
+        seconds = time.time() - t0
+        lines = errors(p.stdout + p.stderr)
+        check(p.returncode != 0 and len(lines) == 2 and all(f"ranks disagree on {key}:" in l and "rank 0" in l and
+                                                             "rank 1" in l for l in lines),
+              f"ranks launched with {name}: both end naming {key} and the ranks ({lines[:1]})")
+        check(seconds < 30, f"ranks launched with {name}: the error came {seconds:.1f} s after the launch")
+        check(not os.path.exists(os.path.join(run_dir, "metrics.jsonl")), f"ranks launched with {name}: nothing trained")
+
+    # The same config and relative data path, other data on one rank.
+    for d, text in (("a", "to be or not to be " * 4000), ("b", "that is the question " * 4000)):
+        wd = os.path.join(work, "wd_" + d)
+        os.makedirs(wd)
+        with open(os.path.join(wd, "corpus.txt"), "w") as f:
+            f.write(text)
+        subprocess.run([binary, "prepare", "--text", "corpus.txt", "--out", "data"], cwd=wd, check=True,
+                       capture_output=True)
+    rel = write_config("relative.json", {"data": {"dataset": "data"}, "model": {"vocab_size": 64}})
+    parts = []
+    for d in ("a", "b"):
+        parts += ([":"] if parts else []) + ["-np", "1", "--wdir", os.path.join(work, "wd_" + d), binary, "train",
+                                             "--config", rel, "--run-dir", "run"]
+    p = subprocess.run(launcher + parts, capture_output=True, text=True, timeout=120, env=env)
+    lines = errors(p.stdout + p.stderr)
+    check(p.returncode != 0 and lines and all("ranks disagree on data.file[0]:" in l and "train.bin" in l
+                                              for l in lines),
+          f"other data under the same path on rank 1: named ({lines[:1]})")
+
+    # Two runs on one checkpoint folder.
+    long_cfg = write_config("long.json", {"train": {"max_steps": 400}, "checkpoint": {"every_steps": 100}})
+    owner_dir = os.path.join(work, "owner")
+    owner = subprocess.Popen([binary, "train", "--config", long_cfg, "--run-dir", owner_dir], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    lock = os.path.join(owner_dir, "checkpoints", "LOCK")
+    check(wait_until(lambda: os.path.exists(lock)), "the first run holds its checkpoint folder's LOCK")
+    wait_until(lambda: os.path.exists(os.path.join(owner_dir, "metrics.jsonl")))
+    p = subprocess.run([binary, "train", "--config", long_cfg, "--run-dir", owner_dir], capture_output=True, text=True,
+                       timeout=120)
+    lines = errors(p.stdout + p.stderr)
+    check(p.returncode == 2 and len(lines) == 1 and "is in use by another run" in lines[0] and
+          f"pid {owner.pid}" in lines[0], f"a second run on the folder is refused naming the holder ({lines})")
+    out, err = owner.communicate(timeout=600)
+    saves = [r["step"] for r in train_records(owner_dir) if r["type"] == "checkpoint"]
+    with open(os.path.join(owner_dir, "checkpoints", "latest")) as f:
+        latest = f.read().strip()
+    check(owner.returncode == 0 and saves == [100, 200, 300, 400] and latest == "step_00000400" and
+          not os.path.exists(lock), f"the first run ends as if alone: saves {saves}, latest {latest}, lock released")
+
+    killed = subprocess.Popen([binary, "train", "--config", long_cfg, "--run-dir", owner_dir, "--resume", "latest",
+                               "--set", "train.max_steps=100000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    wait_until(lambda: os.path.exists(lock))
+    killed.kill()
+    killed.wait()
+    check(os.path.exists(lock), "a run killed with -9 leaves its lock")
+    p = subprocess.run([binary, "train", "--config", long_cfg, "--run-dir", owner_dir, "--resume", "latest",
+                        "--set", "train.max_steps=401"], capture_output=True, text=True, timeout=300)
+    check(p.returncode == 0 and "took over the checkpoint folder's lock" in p.stdout and f"pid {killed.pid}" in p.stdout,
+          f"the next run takes the dead run's lock over ({(p.stdout + p.stderr)[-300:]})")
+
+    other = {"host": socket.gethostname() + "-elsewhere", "pid": 4242, "run_dir": "x", "started": "then",
+             "token": "elsewhere:4242:1"}
+    remote_dir = os.path.join(work, "remote")
+    os.makedirs(os.path.join(remote_dir, "checkpoints"))
+    remote_lock = os.path.join(remote_dir, "checkpoints", "LOCK")
+    with open(remote_lock, "w") as f:
+        json.dump(other, f)
+    p = subprocess.run([binary, "train", "--config", base, "--run-dir", remote_dir], capture_output=True, text=True,
+                       timeout=120)
+    check(p.returncode == 2 and "-elsewhere" in p.stderr, "a lock of another host with a fresh heartbeat is refused")
+    old = time.time() - 120
+    os.utime(remote_lock, (old, old))
+    p = subprocess.run([binary, "train", "--config", base, "--run-dir", remote_dir], capture_output=True, text=True,
+                       timeout=120)
+    check(p.returncode == 0 and "took over" in p.stdout, "a lock of another host silent for 2 minutes is taken over")
+
+    # Resume on other data.
+    data_dir = os.path.join(work, "data")
+    shutil.copytree(os.path.join(work, "wd_a", "data"), data_dir)
+    saved_cfg = write_config("saved.json", {"data": {"dataset": data_dir}, "checkpoint": {"at_end": True}})
+    run_dir = os.path.join(work, "resumed")
+    p = subprocess.run([binary, "train", "--config", saved_cfg, "--run-dir", run_dir], capture_output=True, text=True,
+                       timeout=120)
+    step = os.path.join(run_dir, "checkpoints", "step_00000006")
+    with open(os.path.join(step, "manifest.json")) as f:
+        recorded = json.load(f)["extra"].get("data_identity", [])
+    check(p.returncode == 0 and any(x["path"].endswith("train.bin") and x["bytes"] > 0 for x in recorded),
+          f"the checkpoint records its data's identity ({recorded[:1]})")
+    shutil.copy(os.path.join(work, "wd_b", "data", "train.bin"), os.path.join(data_dir, "train.bin"))
+    resume = [binary, "train", "--config", saved_cfg, "--run-dir", run_dir, "--resume", "latest", "--set",
+              "train.max_steps=8"]
+    p = subprocess.run(resume, capture_output=True, text=True, timeout=120)
+    lines = errors(p.stderr)
+    check(p.returncode == 2 and len(lines) == 1 and "train.bin" in lines[0] and "--allow-config-change" in lines[0],
+          f"a resume on other data is refused naming the file ({lines})")
+    p = subprocess.run(resume + ["--allow-config-change"], capture_output=True, text=True, timeout=120)
+    changes = [r for r in train_records(run_dir) if r["type"] == "config_change"]
+    check(p.returncode == 0 and changes and any("train.bin" in c for c in changes[-1]["changes"]),
+          f"with --allow-config-change it continues and records what changed ({changes[-1:] })")
+    shutil.rmtree(work, ignore_errors=True)
+    return checks.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,6 +1,11 @@
 // UnitRunner: a block's steps, walked in order (see the header).
 #include "models/unit_runner.h"
 
+#include <cstdio>
+#include <cstdlib>
+
+#include "engine/distributed/launch/rendezvous.h"
+
 namespace zt {
 
 namespace {
@@ -20,6 +25,12 @@ TensorView unit_view(const BlockUnits& v, const BlockUnitIds& units, int unit) {
 UnitRunner::UnitRunner(const std::vector<BlockUnitIds>& blocks, const CheckpointPolicy& policy, KernelParams& params,
                        BlockMath& math)
     : blocks_(blocks), params_(params), math_(math) {
+  // ZT_TEST_SKIP_BLOCK=RANK:BLOCK (docs/config.md, "Testing hooks"): that rank's forward passes
+  // skip the block, store calls and math, as a data-dependent branch would.
+  if (const char* hook = std::getenv("ZT_TEST_SKIP_BLOCK")) {
+    int rank = -1, block = -1;
+    if (std::sscanf(hook, "%d:%d", &rank, &block) == 2 && rank == detect_launch().rank) skipped_block_ = block;
+  }
   for (std::size_t b = 0; b < blocks.size(); ++b) {
     const bool checkpointed = policy.is_checkpointed(static_cast<int>(b));
     forward_steps_.push_back(block_forward_steps(blocks[b], checkpointed));
@@ -28,6 +39,7 @@ UnitRunner::UnitRunner(const std::vector<BlockUnitIds>& blocks, const Checkpoint
 }
 
 void UnitRunner::forward(ParamStore& store, int block) {
+  if (block == skipped_block_) return;  // the test hook's departure from the schedule
   run(store, block, Pass::kForward, forward_steps_.at(static_cast<std::size_t>(block)));
 }
 

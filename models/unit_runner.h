@@ -64,6 +64,7 @@ class UnitRunner {
   std::vector<BlockSteps> forward_steps_, backward_steps_;  // per block, built once
   KernelParams& params_;
   BlockMath& math_;
+  int skipped_block_ = -1;  // ZT_TEST_SKIP_BLOCK on this rank
 };
 
 }  // namespace zt

@@ -4,6 +4,8 @@
   * ranks launched with different configs (mpirun's `-np 1 A : -np 1 B` form: another seed,
     another model.n_layer) end at once with exit 2, every rank naming the first key that differs,
     its values and the ranks on each side; the time to the error is measured and printed;
+  * a rank made to skip a unit (a data-dependent branch) stops at its first departure from the
+    schedule every rank follows, naming the unit, the step and itself, and the job ends in seconds;
   * ranks whose data differ under the same config (each in its own working directory, the same
     relative data.dataset) end the same way, naming the data file;
   * a second run on the checkpoint folder of a live run is refused with exit 2 naming the holder
@@ -76,6 +78,21 @@ def main():
               f"ranks launched with {name}: both end naming {key} and the ranks ({lines[:1]})")
         check(seconds < 30, f"ranks launched with {name}: the error came {seconds:.1f} s after the launch")
         check(not os.path.exists(os.path.join(run_dir, "metrics.jsonl")), f"ranks launched with {name}: nothing trained")
+
+    # A rank departing from the unit schedule (ZT_TEST_SKIP_BLOCK: rank 1 skips block 1's forward,
+    # as a data-dependent branch would): it stops at its first departure naming the unit, the step
+    # and itself, and the job ends within seconds instead of at collective_timeout_s (300 s).
+    for stage in (3, 0):
+        t0 = time.time()
+        p = subprocess.run(launcher + ["-np", "2", "-x", "ZT_TEST_SKIP_BLOCK", binary, "train", "--config", base,
+                                       "--run-dir", os.path.join(work, "skip"), "--set", f"zero.stage={stage}"],
+                           capture_output=True, text=True, timeout=240, env={**env, "ZT_TEST_SKIP_BLOCK": "1:1"})
+        seconds = time.time() - t0
+        lines = [l for l in errors(p.stdout + p.stderr) if "departed from the unit schedule" in l]
+        check(p.returncode != 0 and len(lines) == 1 and "rank 1" in lines[0] and "at step 1" in lines[0] and
+              "acquire_params(unit 3)" in lines[0] and "says acquire_params(unit 2)" in lines[0],
+              f"stage {stage}: a rank skipping a unit is named with the unit and the step ({lines})")
+        check(seconds < 30, f"stage {stage}: the job ended {seconds:.1f} s after the launch")
 
     # The same config and relative data path, other data on one rank.
     for d, text in (("a", "to be or not to be " * 4000), ("b", "that is the question " * 4000)):

@@ -45,6 +45,7 @@ class HybridCommunicator final : public Communicator {
   Work broadcast(TensorView buf, int root) override;
   Work all_to_all(TensorView send, TensorView recv) override;
   void barrier() override;
+  void abort_after_timeout(const std::string& message) override { group_->abort_after_timeout(message); }
   // Both hops take the context and the profiler, and their sums are this one's volume.
   void set_context(std::string context) override;
   void set_profiler(OpProfiler* profiler) override;

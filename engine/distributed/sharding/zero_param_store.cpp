@@ -2,6 +2,8 @@
 // is waited (see the header for the overlap rules).
 #include "engine/distributed/sharding/zero_param_store.h"
 
+#include <fmt/format.h>
+
 #include "engine/base/core/check.h"
 #include "engine/distributed/comm/quantized_collectives.h"
 #include "kernels/ops.h"
@@ -68,9 +70,20 @@ TensorView ZeroParamStore::full_params(int unit) const {
 void ZeroParamStore::follow_schedule(UnitOp op, int unit) {
   if (schedule_ == nullptr) return;
   const UnitEvent expected = cursor_ < schedule_->size() ? (*schedule_)[cursor_] : UnitEvent{op, -1};
-  ZT_CHECK(expected == (UnitEvent{op, unit}), "{} pass: call {} is {}(unit {}), but the schedule says {}(unit {})",
-           pass_ == Pass::kForward ? "forward" : "backward", cursor_, op_name(op), unit, op_name(expected.op),
-           expected.unit);
+  if (expected != UnitEvent{op, unit}) {
+    // Every rank runs this schedule (the ranks compared it before the first step), so each call's
+    // index and unit is the collective sequence every rank follows: a rank that departs from it
+    // stops here, at its first departure, and ends the job as a collective's timeout would (MPI:
+    // print and abort, since unwinding to MPI_Finalize would wait for ranks blocked in that
+    // unit's collective), instead of leaving them waiting until the timeout.
+    const std::string message = fmt::format(
+        "rank {} departed from the unit schedule every rank follows, at {}: the {} pass's call {} is {}(unit "
+        "{}), but the schedule says {}(unit {}) (the other ranks wait in that call's collective)",
+        comm_.rank(), *comm_.context_ptr(), pass_ == Pass::kForward ? "forward" : "backward", cursor_, op_name(op),
+        unit, op_name(expected.op), expected.unit);
+    if (comm_.world_size() > 1) comm_.abort_after_timeout(message);
+    throw_runtime_error("{}", message);
+  }
   ++cursor_;
 }
 

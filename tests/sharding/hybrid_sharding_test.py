@@ -29,7 +29,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from check_report import Checks  # noqa: E402
-from run_dir_util import curve, tensors, train_records  # noqa: E402
+from run_dir_util import curve, ranks_trainer, tensors, train_records  # noqa: E402
 
 CONFIG = {
     "model": {"n_layer": 3, "n_head": 2, "n_embd": 32, "block_size": 32, "vocab_size": 64},
@@ -53,14 +53,7 @@ def main():
         json.dump(CONFIG, f)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OMPI_", "PMIX_"))}
 
-    def train(name, ranks, *sets, extra=()):
-        run_dir = os.path.join(work, name)
-        cmd = launcher + ["-np", str(ranks), binary, "train", "--config", config, "--run-dir", run_dir, *extra]
-        for kv in sets:
-            cmd += ["--set", kv]
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
-        ok = check(p.returncode == 0, f"{name}: exits 0" + ("" if p.returncode == 0 else f" ({(p.stdout + p.stderr)[-600:]})"))
-        return run_dir if ok else None
+    train = ranks_trainer(check, launcher, binary, config, work, env)
 
     def losses(run_dir):
         return [r["loss"] for r in train_records(run_dir) if r["type"] == "train"]

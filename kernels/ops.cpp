@@ -238,9 +238,7 @@ void quantize_int8_blocks(const ExecContext& ctx, TensorView src, TensorView pac
 void dequantize_int8_blocks(const ExecContext& ctx, TensorView packed, TensorView dst, bool accumulate) {
   return ZT_OP(dequantize_int8_blocks, packed, dst, accumulate);
 }
-void scale(const ExecContext& ctx, TensorView x, float factor) {
-  return ZT_OP(scale, x, factor);
-}
+void scale(const ExecContext& ctx, TensorView x, float factor) { return ZT_OP(scale, x, factor); }
 std::vector<double> sum_of_squares_each(const ExecContext& ctx, const std::vector<TensorView>& xs) {
   return ZT_OP(sum_of_squares_each, xs);
 }

@@ -141,9 +141,16 @@ def main():
         checks.check(steps == [1], f"the run stopped before step 2 ran ({steps})")
         ok = os.path.isdir(os.path.join(bad_run, "checkpoints", "step_00000001"))
         if checks.check(ok, "step 1's checkpoint is there"):
+            # Other shards than the checkpoint recorded: a resume says so, and continues only when told to.
+            step1 = os.path.join(bad_run, "checkpoints", "step_00000001")
+            _, p = train_run("refused", 2, "--set", "checkpoint.every_steps=0", "--set", "data.order=sequential",
+                             "--resume", step1)
+            checks.check(p.returncode != 0 and "bad_shards/train_000000.bin" in p.stderr,
+                         f"a resume on other shards is refused naming them ({p.stderr[-300:]})")
             _, p = train_run("after_bad", 2, "--set", "checkpoint.every_steps=0", "--set", "data.order=sequential",
-                             "--resume", os.path.join(bad_run, "checkpoints", "step_00000001"))
-            checks.check(p.returncode == 0, f"and resumes on the good shards ({p.stderr[-300:]})")
+                             "--resume", step1, "--allow-config-change")
+            checks.check(p.returncode == 0 and "continuing with a changed config" in p.stdout,
+                         f"and resumes on the good shards with --allow-config-change ({p.stderr[-300:]})")
     except subprocess.TimeoutExpired:
         checks.check(False, "a bad token stops the 2-rank job without a hang (timed out after 120 s)")
 

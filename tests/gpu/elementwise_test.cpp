@@ -3,6 +3,7 @@
 // they must match the CPU bit for bit; GELU uses expf (<= 2 ulp) where the
 // CPU uses a ~1 ulp polynomial, so it is held to a normwise 1e-5 (observed errors are a few 1e-7).
 // Sizes cover the float4 bulk, the scalar tail, and a view 1 element off 16-byte alignment.
+#include "kernels/contracts/int8_blocks.h"
 #include "kernels/cpu/cast.h"
 #include "kernels/cpu/gelu.h"
 #include "kernels/cpu/int8_blocks.h"
@@ -11,7 +12,6 @@
 #include "kernels/cuda/gelu.h"
 #include "kernels/cuda/int8_blocks.h"
 #include "kernels/cuda/residual.h"
-#include "kernels/contracts/int8_blocks.h"
 #include "tests/gpu/gpu_test_util.h"
 
 namespace zt::test {

@@ -96,6 +96,13 @@ MemoryOffer memory_offered(const RunConfig& c, int device_index) {
   return offer;
 }
 
+std::int64_t predicted_required_bytes(const RunConfig& c, int world_size) {
+  const StageMemory step = predict_run_memory(c, c.zero.stage, world_size);
+  const StageMemory setup = predict_setup_memory(c, step);
+  const std::int64_t staging = c.device == Device::kCPU ? predict_checkpoint_staging_bytes(c, world_size) : 0;
+  return std::max(step.total_bytes(), setup.total_bytes()) + staging;
+}
+
 void check_memory_fits(const RunConfig& c, int world_size, int device_index) {
   if (!c.train.check_memory) return;
   const MemoryOffer offer = memory_offered(c, device_index);
@@ -107,7 +114,7 @@ void check_memory_fits(const RunConfig& c, int world_size, int device_index) {
   const StageMemory& predicted = setup.total_bytes() > step.total_bytes() ? setup : step;
   // checkpoint.async's staging is host memory: the CPU's rank holds it beside everything else.
   const std::int64_t staging = c.device == Device::kCPU ? predict_checkpoint_staging_bytes(c, world_size) : 0;
-  if (predicted.total_bytes() + staging <= offer.bytes) return;
+  if (predicted.total_bytes() + staging <= offer.bytes) return;  // predicted_required_bytes <= offer
   std::string categories;
   for (int i = 0; i < kNumMemCategories; ++i) {
     const auto cat = static_cast<MemCategory>(i);

@@ -25,4 +25,9 @@ MemoryOffer memory_offered(const RunConfig& config, int device_index);
 // what to change.
 void check_memory_fits(const RunConfig& config, int world_size, int device_index);
 
+// The bytes the memory check compares with the offer: the larger of a step's predicted peak and
+// the set-up's (sums of the categories' peaks), plus checkpoint.async's staging on the CPU (host
+// memory beside the rest). The planner (engine/app/plan) keeps what fits by the same measure.
+std::int64_t predicted_required_bytes(const RunConfig& config, int world_size);
+
 }  // namespace zt

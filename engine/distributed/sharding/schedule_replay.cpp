@@ -137,16 +137,19 @@ class Replay {
     if (zero_.cross_group_grad_wire == WireDType::kExact) {
       volume_.across_groups += ring(n, replicas_, 2);
       volume_.bytes_across_groups += kF32 * ring(n, replicas_, 2);
+      ++volume_.collectives_across_groups;
     } else {
       const WireVolume v = all_reduce_encoded_volume(n, replicas_, zero_.cross_group_grad_wire);
       volume_.across_groups += v.elements;
       volume_.bytes_across_groups += v.bytes;
+      volume_.collectives_across_groups += 2;  // the all-to-all and the all-gather
     }
   }
 
   void count_in_group(std::int64_t elements, std::int64_t element_bytes) {
     volume_.in_group += elements;
     volume_.bytes_in_group += elements * element_bytes;
+    ++volume_.collectives_in_group;
   }
 
   // The parameter all-gather of unit u (a gather at stage 3, a publish of a unit kept whole).
@@ -155,6 +158,7 @@ class Replay {
     const WireVolume v = all_gather_int8_volume(shard_[u], world_);
     volume_.in_group += v.elements;
     volume_.bytes_in_group += v.bytes;
+    ++volume_.collectives_in_group;
   }
 
   void gather(std::size_t u) {

@@ -55,6 +55,8 @@ struct StepVolume {
   std::int64_t in_group = 0;       // the whole world's when not hybrid
   std::int64_t across_groups = 0;  // hybrid sharding's second hops
   std::int64_t bytes_in_group = 0, bytes_across_groups = 0;
+  // Collectives started (an exchange of a quantized collective counted as one), for a latency model.
+  std::int64_t collectives_in_group = 0, collectives_across_groups = 0;
 };
 StepVolume predict_step_volume(const ParamTable& table, DType param_dtype, const ZeroOptions& zero, int world_size,
                                const StepSchedule& schedule, int grad_accum, int replica_groups = 1);

@@ -20,6 +20,7 @@ constexpr const char* kUsage =
     "  sample        generate text from a training run's final weights\n"
     "  debug-state   one forward/backward on a deterministic batch, every tensor to safetensors\n"
     "  memory        predicted bytes per rank for ZeRO stages 0-3 (a config, or a parameter count)\n"
+    "  plan          what fits a memory budget per rank, fastest first, and a --set line for it\n"
     "  ckpt          inspect, verify or export a sharded checkpoint\n"
     "  version       print the version and build features\n\n"
     "Run 'zerotrain <command> --help' for a command's flags.\n";
@@ -41,6 +42,7 @@ int run_command_line(const std::vector<std::string>& all) {
     if (command == "sample") return sample_main(args);
     if (command == "debug-state") return debug_state_main(args);
     if (command == "memory") return memory_main(args);
+    if (command == "plan") return plan_main(args);
     if (command == "ckpt") return ckpt_main(args);
     if (command == "version" || command == "--version") return version_main(args);
     fmt::print(stderr, "zerotrain: unknown command '{}'\n{}", command, kUsage);

@@ -12,6 +12,7 @@ int prepare_main(const std::vector<std::string>& args);
 int sample_main(const std::vector<std::string>& args);
 int debug_state_main(const std::vector<std::string>& args);
 int memory_main(const std::vector<std::string>& args);
+int plan_main(const std::vector<std::string>& args);
 int version_main(const std::vector<std::string>& args);
 int ckpt_main(const std::vector<std::string>& args);
 

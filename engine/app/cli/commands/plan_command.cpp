@@ -1,0 +1,153 @@
+// `zerotrain plan`: which ZeRO stage, micro-batch, activation checkpointing, head chunks, block
+// units, prefetch depth and in-flight bound fit a memory budget per rank, fastest first by an
+// estimated step time, and a ready --set line for the best (engine/app/plan/planner.h; the model
+// and its limits: docs/memory.md, "Planning a run"). Nothing is trained.
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+
+#include "engine/app/cli/commands/arg_parser.h"
+#include "engine/app/cli/commands/commands.h"
+#include "engine/app/plan/planner.h"
+#include "engine/app/trainer/memory_report.h"
+#include "engine/base/core/check.h"
+
+namespace zt::cli {
+
+namespace {
+
+constexpr const char* kDefaultProfile = "docs/results/cpu_op_profile.json";
+
+// "80GiB", "24GB", "512MiB", "1.5e9" (bytes): a size in bytes.
+std::int64_t parse_size(const std::string& flag, const std::string& text) {
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  const std::string unit = end != nullptr ? std::string(end) : "";
+  double scale = -1;
+  for (const auto& [name, bytes] : {std::pair{"", 1.0},
+                                    {"B", 1.0},
+                                    {"KB", 1e3},
+                                    {"MB", 1e6},
+                                    {"GB", 1e9},
+                                    {"TB", 1e12},
+                                    {"KiB", 1024.0},
+                                    {"MiB", 1048576.0},
+                                    {"GiB", 1073741824.0},
+                                    {"TiB", 1099511627776.0}}) {
+    if (unit == name) scale = bytes;
+  }
+  if (text.empty() || end == text.c_str() || scale < 0 || !std::isfinite(v) || v <= 0) {
+    throw_input_error("zerotrain plan: {} must be a size such as 80GiB, 24GB or 512MiB (got '{}')", flag, text);
+  }
+  return static_cast<std::int64_t>(v * scale);
+}
+
+double parse_positive(const ArgParser& p, const std::string& flag, double fallback) {
+  if (!p.has(flag)) return fallback;
+  char* end = nullptr;
+  const std::string text = p.get(flag);
+  const double v = std::strtod(text.c_str(), &end);
+  if (end != text.c_str() + text.size() || !(v > 0) || !std::isfinite(v)) {
+    throw_input_error("zerotrain plan: --{} must be a positive number (got '{}')", flag, text);
+  }
+  return v;
+}
+
+// "zero.stage=3" -> "3": the value of a --set entry.
+std::string value_of(const plan::Choice& c, const std::string& key) {
+  for (const std::string& s : c.sets) {
+    if (s.starts_with(key + "=")) return s.substr(key.size() + 1);
+  }
+  return "?";
+}
+
+}  // namespace
+
+int plan_main(const std::vector<std::string>& args) {
+  ArgParser parser("plan", "Search what fits a memory budget per rank, fastest first (nothing is trained).");
+  parser.value_flag("config", "FILE", "JSON run config", true)
+      .value_flag("set", "SECTION.KEY=VALUE", "override a config key", false, true)
+      .value_flag("ranks", "N", "ranks the run will use (default 1)")
+      .value_flag("device-memory", "SIZE", "memory per rank: the GPU's, or the host's share on the CPU (80GiB)", true)
+      .value_flag("profile", "PATH",
+                  fmt::format("per-op profile: a run directory with op_profile.json, or a file "
+                              "like {} (its default)",
+                              kDefaultProfile))
+      .value_flag("link-gbps", "X", "bandwidth inside a group, GB/s (default 10)")
+      .value_flag("link-latency-us", "X", "latency per ring hop inside a group, microseconds (default 5)")
+      .value_flag("cross-link-gbps", "X", "bandwidth across groups (hybrid sharding), GB/s (default: --link-gbps)")
+      .value_flag("cross-link-latency-us", "X", "latency across groups, microseconds (default: --link-latency-us)")
+      .value_flag("top", "K", "rows to print (default 10)")
+      .bool_flag("json", "print every fitting choice as JSON");
+  if (!parser.parse(args)) {
+    fmt::print("{}", parser.help_text());
+    return 0;
+  }
+  const int ranks = parser.get_int("ranks", 1, 1, 1 << 20);
+  const std::int64_t budget = parse_size("--device-memory", parser.get("device-memory"));
+  const std::string profile_path = parser.get("profile", kDefaultProfile);
+  if (!parser.has("profile") && !std::filesystem::exists(profile_path)) {
+    throw_input_error(
+        "zerotrain plan: no --profile given and no {} here (run from the repository, or profile a run "
+        "with --set log.profile_ops=true and give its directory)",
+        kDefaultProfile);
+  }
+  const plan::OpProfile profile = plan::load_op_profile(profile_path);
+  plan::Links links;
+  links.bytes_per_s = parse_positive(parser, "link-gbps", 10.0) * 1e9;
+  links.latency_s = parse_positive(parser, "link-latency-us", 5.0) * 1e-6;
+  links.across_bytes_per_s = parse_positive(parser, "cross-link-gbps", links.bytes_per_s / 1e9) * 1e9;
+  links.across_latency_s = parse_positive(parser, "cross-link-latency-us", links.latency_s * 1e6) * 1e-6;
+  const plan::PlanResult r = plan::plan(parser.get("config"), parser.all("set"), ranks, budget, profile, links);
+
+  if (parser.has("json")) {
+    nlohmann::json rows = nlohmann::json::array();
+    for (const plan::Choice& c : r.fitting) {
+      rows.push_back({{"sets", c.sets},
+                      {"required_bytes", c.required_bytes},
+                      {"compute_s", c.time.compute_s},
+                      {"comm_s", c.time.comm_s},
+                      {"step_s", c.time.step_s}});
+    }
+    fmt::print("{}\n", nlohmann::json{{"config", parser.get("config")},
+                                      {"ranks", ranks},
+                                      {"budget_bytes", budget},
+                                      {"profile", profile.source},
+                                      {"global_batch_tokens", r.global_batch_tokens},
+                                      {"considered", r.considered},
+                                      {"invalid", r.invalid},
+                                      {"fitting", rows}}
+                           .dump(2));
+    return r.fitting.empty() ? 2 : 0;
+  }
+  fmt::print("zerotrain plan: {} on {} rank(s), {} per rank, global batch {} tokens; profile {} ({})\n",
+             parser.get("config"), ranks, format_bytes(budget), r.global_batch_tokens, profile.source, profile.device);
+  fmt::print("{} choices considered ({} refused by the config's rules), {} fit\n\n", r.considered, r.invalid,
+             r.fitting.size());
+  if (r.fitting.empty()) {
+    throw_input_error("nothing fits {} per rank: the least any choice needs is {} (add ranks or memory)",
+                      format_bytes(budget), format_bytes(r.smallest_bytes));
+  }
+  fmt::print("{:>4} {:>5} {:>9} {:>10} {:>6} {:>5} {:>8} {:>8} {:>11} {:>10} {:>9} {:>9}\n", "#", "stage", "mb x acc",
+             "ckpt", "chunks", "units", "prefetch", "inflight", "memory", "compute", "comm", "step");
+  const int top = parser.get_int("top", 10, 1, 1 << 20);
+  for (int i = 0; i < top && i < static_cast<int>(r.fitting.size()); ++i) {
+    const plan::Choice& c = r.fitting[static_cast<std::size_t>(i)];
+    fmt::print("{:>4} {:>5} {:>9} {:>10} {:>6} {:>5} {:>8} {:>8} {:>11} {:>8.1f}ms {:>7.1f}ms {:>7.1f}ms\n", i + 1,
+               value_of(c, "zero.stage"), value_of(c, "train.micro_batch") + " x " + value_of(c, "train.grad_accum"),
+               value_of(c, "train.activation_checkpointing"), value_of(c, "train.head_chunks"),
+               value_of(c, "train.block_units"), value_of(c, "zero.prefetch_units"),
+               value_of(c, "zero.max_inflight_reduction_mb"), format_bytes(c.required_bytes), 1e3 * c.time.compute_s,
+               1e3 * c.time.comm_s, 1e3 * c.time.step_s);
+  }
+  std::string line = fmt::format("zerotrain train --config {}", parser.get("config"));
+  for (const std::string& s : parser.all("set")) line += " --set " + s;
+  for (const std::string& s : r.fitting.front().sets) line += " --set " + s;
+  fmt::print("\nbest: {}\n", line);
+  return 0;
+}
+
+}  // namespace zt::cli

@@ -1,0 +1,84 @@
+// The planner's search (see the header).
+#include "engine/app/plan/planner.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "engine/app/trainer/memory_check.h"
+#include "engine/base/core/check.h"
+
+namespace zt::plan {
+
+namespace {
+
+constexpr const char* kCheckpointing[] = {"none", "selective", "every:2", "all"};
+constexpr int kHeadChunks[] = {1, 2, 4, 8};
+constexpr int kPrefetch[] = {0, 1, 2};
+constexpr double kInflightMb[] = {0.0, 64.0};  // unbounded, or reductions holding at most 64 MiB pending
+
+}  // namespace
+
+PlanResult plan(const std::string& config_path, const std::vector<std::string>& base_sets, int world_size,
+                std::int64_t budget_bytes, const OpProfile& profile, const Links& links) {
+  const RunConfig base = load_run_config(config_path, base_sets, world_size);
+  PlanResult out;
+  out.global_batch_tokens = base.train.global_batch_tokens;
+  const std::int64_t per_sequence = static_cast<std::int64_t>(base.train.seq_len) * world_size;
+  out.smallest_bytes = -1;
+  for (int stage = 0; stage <= 3; ++stage) {
+    for (int mb = 1; mb * per_sequence <= out.global_batch_tokens; mb *= 2) {
+      if (out.global_batch_tokens % (mb * per_sequence) != 0) continue;
+      const std::int64_t accum = out.global_batch_tokens / (mb * per_sequence);
+      for (const char* ckpt : kCheckpointing) {
+        for (int chunks : kHeadChunks) {
+          if (chunks > base.model.padded_vocab_size() / 64) continue;
+          for (int units = 1; units <= 2; ++units) {
+            for (int prefetch : stage == 3 ? std::vector<int>(std::begin(kPrefetch), std::end(kPrefetch))
+                                           : std::vector<int>{base.zero.prefetch_units}) {
+              for (double bound : stage >= 2 ? std::vector<double>(std::begin(kInflightMb), std::end(kInflightMb))
+                                             : std::vector<double>{0.0}) {
+                std::vector<std::string> sets = {fmt::format("zero.stage={}", stage),
+                                                 fmt::format("train.micro_batch={}", mb),
+                                                 fmt::format("train.grad_accum={}", accum),
+                                                 fmt::format("train.global_batch_tokens={}", out.global_batch_tokens),
+                                                 fmt::format("train.activation_checkpointing={}", ckpt),
+                                                 fmt::format("train.head_chunks={}", chunks),
+                                                 fmt::format("train.block_units={}", units),
+                                                 fmt::format("zero.prefetch_units={}", prefetch),
+                                                 fmt::format("zero.max_inflight_reduction_mb={:g}", bound)};
+                std::vector<std::string> all = base_sets;
+                all.insert(all.end(), sets.begin(), sets.end());
+                ++out.considered;
+                RunConfig c;
+                try {
+                  c = load_run_config(config_path, all, world_size);
+                } catch (const InputError&) {
+                  ++out.invalid;  // a combination the config's rules refuse
+                  continue;
+                }
+                const std::int64_t bytes = predicted_required_bytes(c, world_size);
+                if (out.smallest_bytes < 0 || bytes < out.smallest_bytes) out.smallest_bytes = bytes;
+                if (bytes > budget_bytes) continue;
+                out.fitting.push_back({sets, mb, bytes, estimate_step_time(profile, c, world_size, links)});
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  // Fastest first (times within 1e-9 of each other are equal: the same work summed in another
+  // order); among equals the larger micro-batch, then the one needing less memory.
+  std::stable_sort(out.fitting.begin(), out.fitting.end(), [](const Choice& a, const Choice& b) {
+    if (std::abs(a.time.step_s - b.time.step_s) > 1e-9 * std::max(a.time.step_s, b.time.step_s)) {
+      return a.time.step_s < b.time.step_s;
+    }
+    if (a.micro_batch != b.micro_batch) return a.micro_batch > b.micro_batch;
+    return a.required_bytes < b.required_bytes;
+  });
+  return out;
+}
+
+}  // namespace zt::plan

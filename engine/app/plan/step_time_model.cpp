@@ -1,0 +1,164 @@
+// The planner's step-time model (see the header).
+#include "engine/app/plan/step_time_model.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+
+#include "engine/app/trainer/run_memory.h"
+#include "engine/app/trainer/store_comm.h"
+#include "engine/base/core/check.h"
+#include "models/model_family.h"
+
+namespace zt::plan {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+nlohmann::json read_json(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw_input_error("--profile: cannot read {}", path);
+  nlohmann::json doc = nlohmann::json::parse(in, nullptr, false);
+  if (doc.is_discarded()) throw_input_error("--profile: {} is not JSON", path);
+  return doc;
+}
+
+// What an op's time grows with.
+enum class OpClass { kLinear, kAttention, kVocab, kElementwise, kOptimizer };
+
+OpClass op_class(const std::string& op) {
+  if (op.starts_with("matmul")) return OpClass::kLinear;
+  if (op.find("attention") != std::string::npos) return OpClass::kAttention;
+  if (op.find("cross_entropy") != std::string::npos) return OpClass::kVocab;
+  if (op.starts_with("adamw") || op.starts_with("sum_of_squares") || op == "cast" || op == "accumulate_into" ||
+      op == "fill_zero" || op == "copy" || op.find("int8") != std::string::npos || op == "scale") {
+    return OpClass::kOptimizer;  // the parameters' and gradients' own work, once per step
+  }
+  return OpClass::kElementwise;
+}
+
+// The forward ops a checkpointed block runs again in backward (their names: "..._forward").
+bool block_forward_op(const std::string& op) {
+  return op.ends_with("_forward") && op.find("embedding") == std::string::npos &&
+         op.find("cross_entropy") == std::string::npos;
+}
+// The cheap ones selective checkpointing recomputes (the norms, GELU or SwiGLU).
+bool selective_op(const std::string& op) {
+  return op == "layernorm_forward" || op == "rmsnorm_forward" || op == "gelu_forward" || op == "swiglu_forward";
+}
+
+// The weights a token meets in the linear layers, a GPT block's 12 C^2 and the tied head's V C: the
+// same count for the profiled model and the planned one, so their ratio is the linear work's.
+double linear_params(const ModelConfig& m) {
+  return 12.0 * m.n_layer * m.n_embd * m.n_embd + static_cast<double>(m.padded_vocab_size()) * m.n_embd;
+}
+
+struct Shape {
+  double params = 0, tokens = 0, seq = 0, width = 0, layers = 0, vocab = 0, micro_batches = 1, optimizer_ranks = 1;
+};
+
+double work(OpClass c, const Shape& s) {
+  switch (c) {
+    case OpClass::kLinear: return s.params * s.tokens;  // every weight used once per token (the head's tied)
+    case OpClass::kAttention: return s.tokens * s.seq * s.width * s.layers;
+    case OpClass::kVocab: return s.tokens * s.vocab;
+    case OpClass::kElementwise: return s.tokens * s.width * s.layers;
+    case OpClass::kOptimizer: return s.params / s.optimizer_ranks;
+  }
+  return 0;
+}
+
+}  // namespace
+
+OpProfile load_op_profile(const std::string& path) {
+  nlohmann::json config, profile;
+  if (fs::is_directory(path)) {
+    config = read_json((fs::path(path) / "config.json").string());
+    profile = read_json((fs::path(path) / "op_profile.json").string());
+  } else {
+    const nlohmann::json doc = read_json(path);
+    if (!doc.contains("config") || !doc.contains("op_profile")) {
+      throw_input_error(
+          "--profile: {} holds no \"config\" and \"op_profile\" (give a run directory with op_profile.json)", path);
+    }
+    config = doc["config"];
+    profile = doc["op_profile"];
+  }
+  OpProfile p;
+  p.source = path;
+  p.device = profile.value("device", "?");
+  const nlohmann::json& m = config.value("model", nlohmann::json::object());
+  p.model.arch = m.value("arch", p.model.arch);
+  p.model.n_layer = m.value("n_layer", p.model.n_layer);
+  p.model.n_head = m.value("n_head", p.model.n_head);
+  p.model.n_embd = m.value("n_embd", p.model.n_embd);
+  p.model.block_size = m.value("block_size", p.model.block_size);
+  p.model.vocab_size = m.value("vocab_size", p.model.vocab_size);
+  const nlohmann::json& t = config.value("train", nlohmann::json::object());
+  p.seq_len = t.value("seq_len", 0) > 0 ? t.value("seq_len", 0) : p.model.block_size;
+  p.tokens = static_cast<std::int64_t>(t.value("micro_batch", 4)) * p.seq_len;
+  p.micro_batches = std::max(1, profile.value("micro_batches_per_step", 1));
+  const nlohmann::json& z = config.value("zero", nlohmann::json::object());
+  p.optimizer_ranks = z.value("stage", 0) >= 1 ? std::max(1, profile.value("ranks", 1)) : 1;
+  for (const nlohmann::json& op : profile.value("ops", nlohmann::json::array())) {
+    p.ms_per_step[op.value("op", "")] = op.value("ms_per_step", 0.0);
+  }
+  if (p.ms_per_step.empty()) throw_input_error("--profile: {} lists no ops", path);
+  return p;
+}
+
+StepTime estimate_step_time(const OpProfile& profile, const RunConfig& c, int world_size, const Links& links) {
+  const ModelConfig& pm = profile.model;
+  const Shape from{linear_params(pm),
+                   static_cast<double>(profile.tokens),
+                   static_cast<double>(profile.seq_len),
+                   static_cast<double>(pm.n_embd),
+                   static_cast<double>(pm.n_layer),
+                   static_cast<double>(pm.padded_vocab_size()),
+                   static_cast<double>(profile.micro_batches),
+                   static_cast<double>(profile.optimizer_ranks)};
+  const StoreCommChoice choice = store_comm_choice(c, world_size);
+  const Shape to{linear_params(c.model),
+                 static_cast<double>(c.train.micro_batch) * c.train.seq_len,
+                 static_cast<double>(c.train.seq_len),
+                 static_cast<double>(c.model.n_embd),
+                 static_cast<double>(c.model.n_layer),
+                 static_cast<double>(c.model.padded_vocab_size()),
+                 static_cast<double>(c.train.grad_accum),
+                 static_cast<double>(c.zero.stage >= 1 ? choice.group_size : 1)};
+  const CheckpointPolicy& ckpt = c.train.activation_checkpointing;
+  int checkpointed = 0;
+  for (int b = 0; b < c.model.n_layer; ++b) checkpointed += ckpt.is_checkpointed(b) ? 1 : 0;
+  const double recomputed_blocks = static_cast<double>(checkpointed) / c.model.n_layer;
+  const double head_share = to.vocab * to.width / to.params;  // of the linear work: the head's logits
+  StepTime t;
+  for (const auto& [op, ms] : profile.ms_per_step) {
+    const OpClass k = op_class(op);
+    const bool per_step = k == OpClass::kOptimizer;
+    // ms per micro-batch (per step for the optimizer's), scaled by the work, then per step.
+    const double unit_ms = per_step ? ms : ms / from.micro_batches;
+    double scaled = unit_ms * work(k, to) / std::max(work(k, from), 1.0);
+    double extra = 0;
+    if (block_forward_op(op)) {
+      const double blocks_only = k == OpClass::kLinear ? 1.0 - head_share : 1.0;
+      if (ckpt.selective()) {
+        if (selective_op(op)) extra += scaled;
+      } else {
+        extra += scaled * blocks_only * recomputed_blocks;
+      }
+      if (k == OpClass::kLinear && c.train.head_chunks > 1) extra += scaled * head_share;  // the logits again
+    }
+    t.compute_s += (scaled + extra) * (per_step ? 1.0 : to.micro_batches) / 1000.0;
+  }
+  const StepVolume v = predict_run_volume(c, c.zero.stage, world_size);
+  const int g = choice.group_size, groups = world_size / g;
+  t.comm_s = static_cast<double>(v.collectives_in_group) * links.latency_s * (g - 1) +
+             static_cast<double>(v.bytes_in_group) / links.bytes_per_s +
+             static_cast<double>(v.collectives_across_groups) * links.across_latency_s * (groups - 1) +
+             static_cast<double>(v.bytes_across_groups) / links.across_bytes_per_s;
+  t.step_s = c.zero.overlap_comm ? std::max(t.compute_s, t.comm_s) : t.compute_s + t.comm_s;
+  return t;
+}
+
+}  // namespace zt::plan

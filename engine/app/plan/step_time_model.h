@@ -1,0 +1,46 @@
+// The planner's step-time estimate: compute from a measured per-op profile (log.profile_ops's
+// op_profile.json, with the config of the run that measured it), scaled op by op to another
+// model, micro-batch, activation checkpointing and head chunks; communication from an alpha-beta
+// model of the links (latency per ring hop, bandwidth) over the bytes and collectives the
+// schedule replay predicts per step. A coarse model, stated here and in docs/memory.md: ops grow
+// with the work their class does (the linear layers' FLOPs, attention's, the vocabulary's, the
+// elementwise work, the optimizer's shard); recomputed forward ops cost what they cost in the
+// forward; with overlap_comm a step is the longer of compute and communication, else their sum.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "engine/app/config/run_config.h"
+
+namespace zt::plan {
+
+// A measured per-op profile and the shape it was measured at.
+struct OpProfile {
+  std::string source, device;
+  ModelConfig model;        // the profiled model's dimensions
+  std::int64_t tokens = 0;  // per micro-batch: micro_batch x seq_len
+  int seq_len = 0;
+  int micro_batches = 1;                      // per step
+  int optimizer_ranks = 1;                    // the ranks its optimizer state was split over (1 at stage 0 or one rank)
+  std::map<std::string, double> ms_per_step;  // op -> ms per optimizer step
+};
+
+// Reads a profile: a run directory (its op_profile.json and config.json), or a file holding
+// {"config": ..., "op_profile": ...} (docs/results/cpu_op_profile.json). InputError naming the path.
+OpProfile load_op_profile(const std::string& path);
+
+// The links: seconds per ring hop and bytes per second, inside a group and across groups.
+struct Links {
+  double latency_s = 5e-6, bytes_per_s = 10e9;
+  double across_latency_s = 5e-6, across_bytes_per_s = 10e9;
+};
+
+struct StepTime {
+  double compute_s = 0, comm_s = 0, step_s = 0;
+};
+
+// The estimate for `config` (resolved for `world_size` ranks) on one rank.
+StepTime estimate_step_time(const OpProfile& profile, const RunConfig& config, int world_size, const Links& links);
+
+}  // namespace zt::plan

@@ -1,0 +1,110 @@
+#!/usr/bin/env python3
+"""`zerotrain plan` (engine/app/plan) through the real binary, with real ranks for its pick:
+
+  * every choice it keeps needs at most the budget (the memory check's measure), some choices do
+    not fit it (the budget binds), and the best comes with a ready --set line;
+  * that pick trains on 2 ranks under a memory offer of exactly the budget
+    (ZT_TEST_AVAILABLE_BYTES, train.check_memory on), and every rank's measured peak, summed over
+    the categories, stays within it;
+  * the pick's next larger micro-batch (half the accumulation, all else the same) is refused by
+    the memory check before it trains;
+  * a budget nothing fits, a bad size and a missing profile are refused in one line.
+The estimate against measured step times at N = 1, 2, 4 is tools/bench_planner.py's (a benchmark).
+
+usage: plan_test.py MPIRUN [FLAGS...] -- PATH/TO/zerotrain
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from check_report import Checks  # noqa: E402
+from run_dir_util import train_records  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PROFILE = os.path.join(ROOT, "docs", "results", "cpu_op_profile.json")
+CONFIG = {
+    "model": {"n_layer": 2, "n_head": 2, "n_embd": 64, "block_size": 64, "vocab_size": 256},
+    "data": {"embedded_chars": 100000},
+    "train": {"micro_batch": 2, "grad_accum": 8, "max_steps": 3, "eval_batches": 1, "eval_every": 0,
+              "num_threads": 1},
+    "log": {"sample_tokens": 0, "progress": "plain"},
+}
+
+
+def main():
+    argv = sys.argv[1:]
+    sep = argv.index("--")
+    launcher, binary = argv[:sep], os.path.abspath(argv[sep + 1])
+    checks = Checks()
+    check = checks.check
+    work = tempfile.mkdtemp(prefix="zt_plan_")
+    config = os.path.join(work, "config.json")
+    with open(config, "w") as f:
+        json.dump(CONFIG, f)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OMPI_", "PMIX_"))}
+
+    def plan(budget, *extra):
+        return subprocess.run([binary, "plan", "--config", config, "--ranks", "2", "--device-memory", str(budget),
+                               "--profile", PROFILE, *extra], capture_output=True, text=True, timeout=300)
+
+    everything = plan("1TB", "--json")
+    doc = json.loads(everything.stdout) if everything.returncode == 0 else {"fitting": []}
+    needs = sorted(c["required_bytes"] for c in doc["fitting"])
+    check(len(needs) > 100, f"a generous budget keeps most choices ({len(needs)} of {doc.get('considered')})")
+    budget = needs[len(needs) // 3] if needs else 0  # a third of the choices fit
+    p = plan(budget, "--json")
+    kept = json.loads(p.stdout)["fitting"] if p.returncode == 0 else []
+    check(kept and all(c["required_bytes"] <= budget for c in kept) and len(kept) < len(needs),
+          f"at {budget} bytes: {len(kept)} of {len(needs)} choices kept, each within the budget")
+    text = plan(budget)
+    best_line = [line for line in text.stdout.splitlines() if line.startswith("best: zerotrain train")]
+    check(text.returncode == 0 and best_line, f"the table ends with a ready command ({best_line})")
+    best = kept[0]["sets"] if kept else []
+    check(best_line and all(f"--set {s}" in best_line[0] for s in best), "the command carries the best choice's sets")
+
+    def train(name, sets):
+        cmd = launcher + ["-np", "2", "-x", "ZT_TEST_AVAILABLE_BYTES", binary, "train", "--config", config, "--run-dir",
+                          os.path.join(work, name)]
+        for s in sets:
+            cmd += ["--set", s]
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=300,
+                              env={**env, "ZT_TEST_AVAILABLE_BYTES": str(budget)})
+
+    p = train("best", best)
+    check(p.returncode == 0, f"the pick trains on 2 ranks under an offer of the budget ({(p.stdout + p.stderr)[-300:]})")
+    if p.returncode == 0:
+        m = next(r for r in train_records(os.path.join(work, "best")) if r["type"] == "memory")
+        totals = [sum(rank.values()) for rank in m["measured_peak_bytes"]]
+        check(all(t <= budget for t in totals), f"every rank's measured peak is within the budget ({totals} <= {budget})")
+
+    def value(sets, key):
+        return next(int(s.split("=")[1]) for s in sets if s.startswith(key + "="))
+    mb, accum = value(best, "train.micro_batch"), value(best, "train.grad_accum")
+    if accum > 1:
+        larger = [s for s in best if not s.startswith(("train.micro_batch=", "train.grad_accum="))]
+        larger += [f"train.micro_batch={2 * mb}", f"train.grad_accum={accum // 2}"]
+        p = train("larger", larger)
+        errors = [line for line in p.stderr.splitlines() if "zerotrain: error:" in line]
+        check(p.returncode != 0 and errors and "more than" in errors[0] and "ZT_TEST_AVAILABLE_BYTES" in errors[0],
+              f"the next larger micro-batch ({2 * mb} x {accum // 2}) is refused by the memory check ({errors[:1]})")
+    else:
+        check(False, "the pick has accumulation left to trade for a larger micro-batch (test setup)")
+
+    for args, what in [(["--device-memory", "1KB"], "a budget nothing fits"),
+                       (["--device-memory", "lots"], "a size that is not one"),
+                       (["--device-memory", "1GB", "--profile", os.path.join(work, "none.json")], "a missing profile")]:
+        p = subprocess.run([binary, "plan", "--config", config, *args] +
+                           ([] if "--profile" in args else ["--profile", PROFILE]),
+                           capture_output=True, text=True, timeout=120)
+        errors = [line for line in p.stderr.splitlines() if line.strip()]
+        check(p.returncode == 2 and len(errors) == 1, f"{what}: refused in one line ({errors})")
+    shutil.rmtree(work, ignore_errors=True)
+    return checks.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

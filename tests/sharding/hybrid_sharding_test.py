@@ -24,12 +24,11 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from check_report import Checks  # noqa: E402
-from run_dir_util import curve, ranks_trainer, tensors, train_records  # noqa: E402
+from run_dir_util import curve, mpi_driver, ranks_trainer, tensors, train_records  # noqa: E402
 
 CONFIG = {
     "model": {"n_layer": 3, "n_head": 2, "n_embd": 32, "block_size": 32, "vocab_size": 64},
@@ -42,16 +41,9 @@ CONFIG = {
 
 
 def main():
-    argv = sys.argv[1:]
-    sep = argv.index("--")
-    launcher, binary = argv[:sep], argv[sep + 1]
+    launcher, binary, work, config, env = mpi_driver("zt_hybrid_", CONFIG)
     checks = Checks()
     check = checks.check
-    work = tempfile.mkdtemp(prefix="zt_hybrid_")
-    config = os.path.join(work, "config.json")
-    with open(config, "w") as f:
-        json.dump(CONFIG, f)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OMPI_", "PMIX_"))}
 
     train = ranks_trainer(check, launcher, binary, config, work, env)
 

@@ -18,11 +18,10 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from check_report import Checks  # noqa: E402
-from run_dir_util import train_records  # noqa: E402
+from run_dir_util import mpi_driver, train_records  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PROFILE = os.path.join(ROOT, "docs", "results", "cpu_op_profile.json")
@@ -36,16 +35,9 @@ CONFIG = {
 
 
 def main():
-    argv = sys.argv[1:]
-    sep = argv.index("--")
-    launcher, binary = argv[:sep], os.path.abspath(argv[sep + 1])
+    launcher, binary, work, config, env = mpi_driver("zt_plan_", CONFIG)
     checks = Checks()
     check = checks.check
-    work = tempfile.mkdtemp(prefix="zt_plan_")
-    config = os.path.join(work, "config.json")
-    with open(config, "w") as f:
-        json.dump(CONFIG, f)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OMPI_", "PMIX_"))}
 
     def plan(budget, *extra):
         return subprocess.run([binary, "plan", "--config", config, "--ranks", "2", "--device-memory", str(budget),

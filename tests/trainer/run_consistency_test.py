@@ -23,12 +23,11 @@ import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from check_report import Checks  # noqa: E402
-from run_dir_util import deep_merge, train_records, wait_until  # noqa: E402
+from run_dir_util import deep_merge, mpi_driver, train_records, wait_until  # noqa: E402
 
 CONFIG = {
     "model": {"n_layer": 2, "n_head": 2, "n_embd": 32, "block_size": 32, "vocab_size": 64},
@@ -40,13 +39,9 @@ CONFIG = {
 
 
 def main():
-    argv = sys.argv[1:]
-    sep = argv.index("--")
-    launcher, binary = argv[:sep], os.path.abspath(argv[sep + 1])
+    launcher, binary, work, _, env = mpi_driver("zt_consistency_")
     checks = Checks()
     check = checks.check
-    work = tempfile.mkdtemp(prefix="zt_consistency_")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OMPI_", "PMIX_"))}
 
     def write_config(name, over=None):
         path = os.path.join(work, name)

@@ -2,10 +2,10 @@
 """The planner's step-time estimate against measured CPU runs (issue 34): a GPT 4 x 256 (the shape
 of docs/results/cpu_op_profile.json) is profiled here at one rank (log.profile_ops), then for
 N = 1, 2, 4 ranks `zerotrain plan` picks the fastest choice that fits --budget per rank at the same
-global batch, and that pick trains under mpirun; the table sets the planner's estimate (compute,
-communication, step) beside the measured median step time, with the error. On this 2-core
-machine N ranks share 2 cores (one thread each beyond one rank), which the profile of one rank on
-2 threads does not know: that error is reported, not hidden. Writes --out (JSON) and the table
+global batch (told the threads each rank runs: 2 at one rank, 1 beyond; and, by default, this
+machine's cores shared by the ranks), and that pick trains under mpirun; the table sets the
+planner's estimate (compute, communication, step) beside the measured median step time, with the
+error, reported as found. Writes --out (JSON) and the table
 beside it as .md.
 
 usage: tools/bench_planner.py [--zerotrain build/zerotrain] [--budget 600MB] [--steps 8]
@@ -57,13 +57,15 @@ def main():
                     "--set", "train.max_steps=12"], check=True, capture_output=True)
     rows = []
     for ranks in (1, 2, 4):
+        threads = max(1, 2 // ranks)
         plan = subprocess.run([a.zerotrain, "plan", "--config", config, "--ranks", str(ranks), "--device-memory",
                                a.budget, "--profile", profile_dir, "--link-gbps", a.link_gbps, "--link-latency-us",
-                               a.link_latency_us, "--json"], capture_output=True, text=True, check=True)
+                               a.link_latency_us, "--set", f"train.num_threads={threads}", "--json"],
+                              capture_output=True, text=True, check=True)
         best = json.loads(plan.stdout)["fitting"][0]
         run_dir = os.path.join(work, f"n{ranks}")
         cmd = MPIRUN + ["-np", str(ranks), a.zerotrain, "train", "--config", config, "--run-dir", run_dir, "--set",
-                        f"train.max_steps={a.steps}", "--set", f"train.num_threads={max(1, 2 // ranks)}"]
+                        f"train.max_steps={a.steps}", "--set", f"train.num_threads={threads}"]
         for s in best["sets"]:
             cmd += ["--set", s]
         subprocess.run(cmd, check=True, capture_output=True)

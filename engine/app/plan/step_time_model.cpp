@@ -2,6 +2,7 @@
 #include "engine/app/plan/step_time_model.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
@@ -88,6 +89,10 @@ OpProfile load_op_profile(const std::string& path) {
   OpProfile p;
   p.source = path;
   p.device = profile.value("device", "?");
+  if (p.device.starts_with("cpu")) {  // "cpu (2 threads)"
+    const std::size_t open = p.device.find('(');
+    p.threads = open == std::string::npos ? 0 : std::atoi(p.device.c_str() + open + 1);
+  }
   const nlohmann::json& m = config.value("model", nlohmann::json::object());
   p.model.arch = m.value("arch", p.model.arch);
   p.model.n_layer = m.value("n_layer", p.model.n_layer);
@@ -150,6 +155,12 @@ StepTime estimate_step_time(const OpProfile& profile, const RunConfig& c, int wo
       if (k == OpClass::kLinear && c.train.head_chunks > 1) extra += scaled * head_share;  // the logits again
     }
     t.compute_s += (scaled + extra) * (per_step ? 1.0 : to.micro_batches) / 1000.0;
+  }
+  // CPU ranks on a shared machine: the threads a rank really gets, against the profile's.
+  if (c.device == Device::kCPU && profile.threads > 0 && links.cores_per_node > 0) {
+    const double threads =
+        std::min(static_cast<double>(c.train.num_threads), links.cores_per_node / std::max(1, links.ranks_per_node));
+    t.compute_s *= profile.threads / threads;
   }
   const StepVolume v = predict_run_volume(c, c.zero.stage, world_size);
   const int g = choice.group_size, groups = world_size / g;

@@ -23,6 +23,7 @@ struct OpProfile {
   int seq_len = 0;
   int micro_batches = 1;                      // per step
   int optimizer_ranks = 1;                    // the ranks its optimizer state was split over (1 at stage 0 or one rank)
+  int threads = 0;                            // a CPU profile's threads ("cpu (2 threads)"); 0 on a device
   std::map<std::string, double> ms_per_step;  // op -> ms per optimizer step
 };
 
@@ -30,10 +31,14 @@ struct OpProfile {
 // {"config": ..., "op_profile": ...} (docs/results/cpu_op_profile.json). InputError naming the path.
 OpProfile load_op_profile(const std::string& path);
 
-// The links: seconds per ring hop and bytes per second, inside a group and across groups.
+// The links: seconds per ring hop and bytes per second, inside a group and across groups; and,
+// for CPU ranks, the machine they share: a rank computes on min(train.num_threads, cores per node
+// / ranks per node) threads, against the profile's threads (perfect scaling assumed).
 struct Links {
   double latency_s = 5e-6, bytes_per_s = 10e9;
   double across_latency_s = 5e-6, across_bytes_per_s = 10e9;
+  double cores_per_node = 0;  // 0: the CPU compute is not rescaled
+  int ranks_per_node = 1;
 };
 
 struct StepTime {

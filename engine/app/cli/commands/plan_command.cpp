@@ -3,6 +3,7 @@
 // estimated step time, and a ready --set line for the best (engine/app/plan/planner.h; the model
 // and its limits: docs/memory.md, "Planning a run"). Nothing is trained.
 #include <fmt/format.h>
+#include <omp.h>
 #include <nlohmann/json.hpp>
 
 #include <cmath>
@@ -80,6 +81,8 @@ int plan_main(const std::vector<std::string>& args) {
       .value_flag("link-latency-us", "X", "latency per ring hop inside a group, microseconds (default 5)")
       .value_flag("cross-link-gbps", "X", "bandwidth across groups (hybrid sharding), GB/s (default: --link-gbps)")
       .value_flag("cross-link-latency-us", "X", "latency across groups, microseconds (default: --link-latency-us)")
+      .value_flag("cores-per-node", "N", "CPU ranks: the cores of a node (default: this machine's)")
+      .value_flag("ranks-per-node", "N", "CPU ranks: ranks sharing a node (default: --ranks)")
       .value_flag("top", "K", "rows to print (default 10)")
       .bool_flag("json", "print every fitting choice as JSON");
   if (!parser.parse(args)) {
@@ -101,6 +104,8 @@ int plan_main(const std::vector<std::string>& args) {
   links.latency_s = parse_positive(parser, "link-latency-us", 5.0) * 1e-6;
   links.across_bytes_per_s = parse_positive(parser, "cross-link-gbps", links.bytes_per_s / 1e9) * 1e9;
   links.across_latency_s = parse_positive(parser, "cross-link-latency-us", links.latency_s * 1e6) * 1e-6;
+  links.cores_per_node = parse_positive(parser, "cores-per-node", static_cast<double>(omp_get_num_procs()));
+  links.ranks_per_node = parser.get_int("ranks-per-node", ranks, 1, 1 << 20);
   const plan::PlanResult r = plan::plan(parser.get("config"), parser.all("set"), ranks, budget, profile, links);
 
   if (parser.has("json")) {

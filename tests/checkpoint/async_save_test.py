@@ -11,6 +11,7 @@
   * kill -9 while a save is written in the background: `latest` still names the previous complete
     checkpoint, no directory of the killed save appears, and `--resume latest` finishes bitwise
     equal to the uninterrupted run;
+  * a stop request during a background write saves the stop's checkpoint after it, exits 0 and resumes;
   * a save that fails in the background (its temporary directory removed under it) stops the run at
     the step boundary that finishes it, on every rank, with one line naming the step, after training
     went on past it; the earlier checkpoint stays `latest`.
@@ -156,6 +157,34 @@ def main():
     if ok(p, f"{name}: --resume latest exits 0") and os.path.exists(sync_dir):
         check("step_00000002" in p.stdout, f"{name}: resumed from step_00000002")
         same_run(name, run_dir, sync_dir)
+
+    # A stop request (SIGTERM; SIGUSR1 to mpirun) while a save is written in the background: the
+    # stop's checkpoint is saved at the next step boundary after the one in flight is finished,
+    # the run exits 0, `latest` names it and it resumes.
+    name = f"{what}: a stop request during a background write"
+    run_dir = os.path.join(work, "stopped")
+    proc = start(deep_merge(LONG, {"checkpoint": {"async": True}}), run_dir, {"ZT_TEST_CHECKPOINT_PAUSE_MS": "1000"})
+    partial = os.path.join(run_dir, "checkpoints", ".tmp-step_00000100", f"rank_{np_ - 1:05d}.bin")
+    in_save = wait_until(lambda: os.path.exists(partial) and os.path.getsize(partial) > 0)
+    if in_save:
+        os.kill(proc.pid, signal.SIGUSR1 if np_ > 1 else signal.SIGTERM)
+    try:
+        proc.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+    stops = records(run_dir, "stop")
+    saved = [r["step"] for r in records(run_dir, "checkpoint")]
+    stop_step = stops[0]["step"] if stops else -1
+    check(in_save and proc.returncode == 0 and stops and saved == [100, stop_step] and 100 < stop_step < 600,
+          f"{name}: exit {proc.returncode}, the save in flight (step 100) finished and the stop's at step "
+          f"{stop_step} saved ({saved})")
+    if stops:
+        with open(os.path.join(run_dir, "checkpoints", "latest")) as f:
+            check(f.read().strip() == f"step_{stop_step:08d}", f"{name}: latest names the stop's checkpoint")
+        p = run(deep_merge(LONG, {"checkpoint": {"async": True}, "train": {"max_steps": stop_step + 2}}), run_dir,
+                ["--resume", "latest", "--allow-config-change"])
+        ok(p, f"{name}: --resume latest continues from it")
 
     # A background write that fails: its temporary directory removed while the write is held.
     name = f"{what}: a save failing in the background"

@@ -273,6 +273,19 @@ def main():
                 rec = next(json.loads(l) for l in open(os.path.join(run, "metrics.jsonl")) if '"type":"memory"' in l)
                 check_device_memory(check, rec["measured_peak_bytes"][0], rec["predicted_bytes"],
                                     f"stage {stage} on CUDA")
+        # Int8 parameter gathers (zero.gather_dtype) through NCCL on one GPU: zero.solo_path false
+        # keeps stage 3's collectives at one rank, so the packed all-gather, the CUDA encoder and
+        # decoder and their staging run; the CPU run of the same config is the reference.
+        q = ["--set", "zero.stage=3", "--set", "zero.solo_path=false", "--set", "zero.gather_dtype=int8"]
+        q_cpu, q_gpu = os.path.join(work, "cpu_int8"), os.path.join(work, "cuda_int8")
+        p_qc, p_qg = train("cpu", q_cpu, 10, q), train("cuda", q_gpu, 10, q)
+        if check(p_qc.returncode == 0 and p_qg.returncode == 0,
+                 f"int8 gathers through NCCL on one GPU exit 0 ({p_qg.stderr[-400:]})"):
+            err = rel(losses(q_gpu), losses(q_cpu))
+            check(err <= TRAIN_LOSS_BOUND and len(losses(q_gpu)) == 10,
+                  f"int8 gathers: CUDA losses within {TRAIN_LOSS_BOUND:g} of the CPU's (error {err:.3e})")
+            rec = next(json.loads(l) for l in open(os.path.join(q_gpu, "metrics.jsonl")) if '"type":"memory"' in l)
+            check_device_memory(check, rec["measured_peak_bytes"][0], rec["predicted_bytes"], "int8 gathers on CUDA")
     return checks.finish()
 
 

@@ -112,7 +112,7 @@ Trainer::Trainer(RunConfig config, std::string run_dir, Communicator& comm, Memo
     if (comm.rank() == 0) {
       try {
         folder_lock_ = std::make_unique<ckpt::FolderLock>(config_.checkpoint.folder_for(run_dir_), run_dir_);
-      } catch (const InputError& e) {
+      } catch (const std::exception& e) {  // any failure: the other ranks wait in the broadcast below
         refused = e.what();
       }
     }

@@ -37,7 +37,13 @@ std::vector<std::string> data_paths(const DataConfig& d) {
     for (const auto& [patterns, key] :
          {std::pair{&d.train_files, "data.train_files"}, {&d.val_files, "data.val_files"}}) {
       for (const std::string& p : *patterns) {
-        for (std::string& path : data::expand_pattern(p, key)) paths.push_back(std::move(path));
+        try {
+          for (std::string& path : data::expand_pattern(p, key)) paths.push_back(std::move(path));
+        } catch (const InputError&) {
+          // Listed unreadable (bytes -1): the ranks still compare, so a pattern that matches on
+          // some nodes only is named there; opening the data reports it on every rank.
+          paths.push_back(p);
+        }
       }
     }
   } else if (!d.train_file.empty()) {

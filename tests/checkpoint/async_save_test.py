@@ -176,7 +176,9 @@ def main():
     stops = records(run_dir, "stop")
     saved = [r["step"] for r in records(run_dir, "checkpoint")]
     stop_step = stops[0]["step"] if stops else -1
-    check(in_save and proc.returncode == 0 and stops and saved == [100, stop_step] and 100 < stop_step < 600,
+    # (Under load the signal may land some steps later, past another periodic save: the stop's is last.)
+    check(in_save and proc.returncode == 0 and stops and saved[:1] == [100] and saved[-1] == stop_step and
+          100 < stop_step < 600,
           f"{name}: exit {proc.returncode}, the save in flight (step 100) finished and the stop's at step "
           f"{stop_step} saved ({saved})")
     if stops:

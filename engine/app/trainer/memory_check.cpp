@@ -96,25 +96,42 @@ MemoryOffer memory_offered(const RunConfig& c, int device_index) {
   return offer;
 }
 
+namespace {
+
+// What the check compares with the offer: the larger of a step's predicted peak and the set-up's
+// (model_setup's one-unit workspace beside the model states: more than a step's where a large unit
+// meets few activations), and checkpoint.async's staging, host memory the CPU's rank holds beside
+// everything else.
+struct RequiredMemory {
+  StageMemory step, setup;
+  std::int64_t staging = 0;
+  bool for_setup() const { return setup.total_bytes() > step.total_bytes(); }
+  const StageMemory& predicted() const { return for_setup() ? setup : step; }
+  std::int64_t bytes() const { return predicted().total_bytes() + staging; }
+};
+
+RequiredMemory required_memory(const RunConfig& c, int world_size) {
+  RequiredMemory r;
+  r.step = predict_run_memory(c, c.zero.stage, world_size);
+  r.setup = predict_setup_memory(c, r.step);
+  r.staging = c.device == Device::kCPU ? predict_checkpoint_staging_bytes(c, world_size) : 0;
+  return r;
+}
+
+}  // namespace
+
 std::int64_t predicted_required_bytes(const RunConfig& c, int world_size) {
-  const StageMemory step = predict_run_memory(c, c.zero.stage, world_size);
-  const StageMemory setup = predict_setup_memory(c, step);
-  const std::int64_t staging = c.device == Device::kCPU ? predict_checkpoint_staging_bytes(c, world_size) : 0;
-  return std::max(step.total_bytes(), setup.total_bytes()) + staging;
+  return required_memory(c, world_size).bytes();
 }
 
 void check_memory_fits(const RunConfig& c, int world_size, int device_index) {
   if (!c.train.check_memory) return;
   const MemoryOffer offer = memory_offered(c, device_index);
   if (offer.bytes < 0) return;  // nothing to compare with: the run goes on, as before
-  const StageMemory step = predict_run_memory(c, c.zero.stage, world_size);
-  // The larger of a step's peak and the set-up's (model_setup's one-unit workspace beside the
-  // model states: more than a step's where a large unit meets few activations).
-  const StageMemory setup = predict_setup_memory(c, step);
-  const StageMemory& predicted = setup.total_bytes() > step.total_bytes() ? setup : step;
-  // checkpoint.async's staging is host memory: the CPU's rank holds it beside everything else.
-  const std::int64_t staging = c.device == Device::kCPU ? predict_checkpoint_staging_bytes(c, world_size) : 0;
-  if (predicted.total_bytes() + staging <= offer.bytes) return;  // predicted_required_bytes <= offer
+  const RequiredMemory required = required_memory(c, world_size);
+  if (required.bytes() <= offer.bytes) return;
+  const StageMemory& predicted = required.predicted();
+  const std::int64_t staging = required.staging;
   std::string categories;
   for (int i = 0; i < kNumMemCategories; ++i) {
     const auto cat = static_cast<MemCategory>(i);
@@ -127,8 +144,8 @@ void check_memory_fits(const RunConfig& c, int world_size, int device_index) {
       "config error in {}: the run needs {} per rank at ZeRO stage {} on {} rank(s){} ({}), more than "
       "{} offers: {}; lower train.micro_batch (with train.grad_accum to keep the batch), raise "
       "zero.stage, add ranks or checkpoint activations, or set train.check_memory = false to try anyway",
-      c.source, format_bytes(predicted.total_bytes() + staging), c.zero.stage, world_size,
-      &predicted == &setup ? " to set its weights up" : "", categories, offer.what, format_bytes(offer.bytes));
+      c.source, format_bytes(required.bytes()), c.zero.stage, world_size,
+      required.for_setup() ? " to set its weights up" : "", categories, offer.what, format_bytes(offer.bytes));
 }
 
 }  // namespace zt

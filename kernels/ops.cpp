@@ -242,6 +242,9 @@ void scale(const ExecContext& ctx, TensorView x, float factor) { return ZT_OP(sc
 std::vector<double> sum_of_squares_each(const ExecContext& ctx, const std::vector<TensorView>& xs) {
   return ZT_OP(sum_of_squares_each, xs);
 }
+exact_sum::SquareSum exact_sum_of_squares(const ExecContext& ctx, const std::vector<TensorView>& xs) {
+  return ZT_OP(exact_sum_of_squares, xs);
+}
 void adamw_update(const ExecContext& ctx, TensorView param, TensorView grad, TensorView m, TensorView v,
                   TensorView working_out, const AdamWHyper& hyper, int step, float grad_scale) {
   return ZT_OP(adamw_update, param, grad, m, v, working_out, hyper, step, grad_scale);

@@ -15,6 +15,7 @@
 #include "engine/base/core/tensor.h"
 #include "kernels/contracts/adamw_params.h"
 #include "kernels/contracts/dropout_spec.h"
+#include "kernels/contracts/exact_square_sum.h"
 #include "kernels/contracts/weight_layout.h"
 #include "kernels/exec_context.h"
 
@@ -146,6 +147,7 @@ void dequantize_int8_blocks(const ExecContext& ctx, TensorView packed, TensorVie
 void scale(const ExecContext& ctx, TensorView x, float factor);
 double sum_of_squares(const ExecContext& ctx, TensorView x);
 std::vector<double> sum_of_squares_each(const ExecContext& ctx, const std::vector<TensorView>& xs);
+exact_sum::SquareSum exact_sum_of_squares(const ExecContext& ctx, const std::vector<TensorView>& xs);
 void adamw_update(const ExecContext& ctx, TensorView param, TensorView grad, TensorView m, TensorView v,
                   TensorView working_out, const AdamWHyper& hyper, int step, float grad_scale);
 void adamw_update_slices(const ExecContext& ctx, const std::vector<AdamWSlice>& slices, const AdamWHyper& hyper,

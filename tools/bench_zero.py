@@ -9,14 +9,22 @@ once (false), interleaved, and reports both and the time each rank spent blocked
 communication (comm_wait_ms: what computation did not hide). Writes
 docs/results/zero_bench.{json,md}.
 
+With --deterministic it measures instead what train.deterministic costs (docs/zero_memory.md, "The
+same bits at any rank count"): one global batch of 4 micro-batches at N = 1, 2 and 4, stages 0 and
+3 (and 1-2 at N = 2), each run with the default reductions and in deterministic mode, interleaved:
+ms/step, the ratio, bytes sent per step and the predicted gradient and comm-buffer peaks of each,
+and whether the deterministic runs' final weights are bitwise equal at every N. Writes
+docs/results/any_rank_count_cpu.{json,md}.
+
 These machines have 2 cores: at 4 ranks the processes share them, so 4-rank times measure the
 oversubscribed machine, not scaling.
 
 usage: /usr/bin/python3 tools/bench_zero.py [--zerotrain build/zerotrain] [--config configs/tiny.json]
-                                            [--steps 12] [--warmup 2]
+                                            [--steps 12] [--warmup 2] [--deterministic]
 """
 import argparse
 import datetime
+import hashlib
 import json
 import os
 import statistics
@@ -37,10 +45,11 @@ def param_count(binary, config):
     return json.loads(p.stdout)["params"]
 
 
-def run(args, ranks, stage, overlap, work):
+def run(args, ranks, stage, overlap, work, extra=()):
     run_dir = os.path.join(work, f"n{ranks}_s{stage}_{'overlap' if overlap else 'sync'}_{len(os.listdir(work))}")
     cmd = MPIRUN + ["-np", str(ranks), args.zerotrain, "train", "--config", args.config, "--run-dir", run_dir,
                     "--set", f"zero.stage={stage}", "--set", f"zero.overlap_comm={'true' if overlap else 'false'}",
+                    *[a for kv in extra for a in ("--set", kv)],
                     "--set", f"train.max_steps={args.steps}", "--set",
                     "train.num_threads=1", "--set", "log.sample_tokens=0", "--set", "train.eval_batches=1",
                     "--set", "log.progress=plain", "--set", "log.every_steps=1000"]
@@ -48,12 +57,74 @@ def run(args, ranks, stage, overlap, work):
     if p.returncode != 0:
         sys.exit(f"bench_zero: {' '.join(cmd)} failed:\n{p.stderr[-2000:]}")
     with open(os.path.join(run_dir, "metrics.jsonl")) as f:
-        steps = [json.loads(l) for l in f if '"train"' in l]
+        records = [json.loads(l) for l in f]
+    steps = [r for r in records if r.get("type") == "train"]
+    memory = next(r for r in records if r.get("type") == "memory")
     timed = steps[args.warmup:]
+    with open(os.path.join(run_dir, "final.safetensors"), "rb") as f:
+        header = int.from_bytes(f.read(8), "little")
+        f.seek(8 + header)
+        weights = hashlib.sha256(f.read()).hexdigest()  # the tensors, not the header
     return {"ms_per_step": statistics.median(s["step_ms"] for s in timed),
             "step_ms": [s["step_ms"] for s in steps],
             "comm_wait_ms": statistics.median(s["comm_wait_ms"] for s in timed),
-            "elements_sent_per_step": statistics.median(s["comm_elements_sent"] for s in timed)}
+            "elements_sent_per_step": statistics.median(s["comm_elements_sent"] for s in timed),
+            "bytes_sent_per_step": statistics.median(s["comm_bytes_sent"] for s in timed),
+            "predicted_gradients": memory["predicted_bytes"]["gradients"],
+            "predicted_comm_buffers": memory["predicted_bytes"]["comm_buffers"],
+            "final_loss": steps[-1]["loss"], "weights_hash": weights}
+
+
+def deterministic_cost(args, psi):
+    """What train.deterministic costs against the default reductions, and its bits across N."""
+    work = tempfile.mkdtemp(prefix="zt_zerobench_det_")
+    with open(args.config) as f:
+        train = json.load(f).get("train", {})
+    tokens = 4 * train.get("micro_batch", 8) * train.get("seq_len", 64)  # 4 micro-batches a step
+    batch = (f"train.global_batch_tokens={tokens}",)
+    results = {}
+    for n, stages in ((1, (0, 3)), (2, (0, 1, 2, 3)), (4, (0, 3))):
+        for st in stages:
+            pairs = [(run(args, n, st, True, work, batch + ("train.deterministic=false",)),
+                      run(args, n, st, True, work, batch + ("train.deterministic=true",)))
+                     for _ in range(args.repeats)]
+            default, det = (min(runs, key=lambda x: abs(x["ms_per_step"] - statistics.median(y["ms_per_step"] for y in runs)))
+                            for runs in zip(*pairs))
+            results[f"N{n}_stage{st}"] = {"ranks": n, "stage": st, "default": default, "deterministic": det,
+                                          "cost": det["ms_per_step"] / default["ms_per_step"]}
+    same = len({r["deterministic"]["weights_hash"] for r in results.values()}) == 1
+    for r in results.values():
+        for k in ("default", "deterministic"):
+            r[k].pop("weights_hash")
+    commit = head_commit(env=False) or "unknown"
+    lines = [f"# What train.deterministic costs: the same bits at any rank count ({os.path.basename(args.config)}, "
+             f"Psi = {psi:,})", "",
+             f"`tools/bench_zero.py --deterministic`, {datetime.date.today()}, commit {commit[:10]}; a global batch of "
+             f"{tokens} tokens (4 micro-batches: grad_accum 4/N), median of steps {args.warmup + 1}-{args.steps}, the "
+             f"median run of {args.repeats}, default and deterministic runs interleaved; one compute thread per rank "
+             "on a 2-core machine (4 ranks oversubscribe it: read the bytes there, not the speed). Gradients and "
+             "comm buffers: the predicted per-rank peaks (equal to the measured ones).", "",
+             "| ranks | stage | default ms/step | deterministic ms/step | cost | bytes sent/step (default -> det.) | "
+             "gradients peak | comm buffers peak |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in results.values():
+        d, x = r["default"], r["deterministic"]
+        lines.append(f"| {r['ranks']} | {r['stage']} | {d['ms_per_step']:.1f} | {x['ms_per_step']:.1f} | "
+                     f"{r['cost']:.2f}x | {d['bytes_sent_per_step']:,.0f} -> {x['bytes_sent_per_step']:,.0f} | "
+                     f"{d['predicted_gradients'] / 1024:,.0f} -> {x['predicted_gradients'] / 1024:,.0f} KiB | "
+                     f"{d['predicted_comm_buffers'] / 1024:,.0f} -> {x['predicted_comm_buffers'] / 1024:,.0f} KiB |")
+    lines += ["", f"Deterministic runs' final weights bitwise equal at every rank count and stage above: "
+                  f"{'yes' if same else 'NO'} (final loss {next(iter(results.values()))['deterministic']['final_loss']})."]
+    text = "\n".join(lines) + "\n"
+    print(text)
+    os.makedirs(args.out_dir, exist_ok=True)
+    with open(os.path.join(args.out_dir, "any_rank_count_cpu.md"), "w") as f:
+        f.write(text)
+    with open(os.path.join(args.out_dir, "any_rank_count_cpu.json"), "w") as f:
+        json.dump({"date": datetime.datetime.now().isoformat(timespec="seconds"), "commit": commit,
+                   "config": args.config, "psi": psi, "global_batch_tokens": tokens, "steps": args.steps,
+                   "warmup": args.warmup, "results": results, "bitwise_equal_across_ranks_and_stages": same}, f,
+                  indent=1)
 
 
 def main():
@@ -64,8 +135,11 @@ def main():
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=3, help="runs of each configuration (median of their medians)")
     ap.add_argument("--out-dir", default=os.path.join(ROOT, "docs", "results"))
+    ap.add_argument("--deterministic", action="store_true", help="what train.deterministic costs (see above)")
     args = ap.parse_args()
     psi = param_count(args.zerotrain, args.config)
+    if args.deterministic:
+        return deterministic_cost(args, psi)
     work = tempfile.mkdtemp(prefix="zt_zerobench_")
     results = {}
     for n in (2, 4):

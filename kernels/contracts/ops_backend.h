@@ -14,6 +14,7 @@
 #include "engine/base/core/tensor.h"
 #include "kernels/contracts/adamw_params.h"
 #include "kernels/contracts/dropout_spec.h"
+#include "kernels/contracts/exact_square_sum.h"
 #include "kernels/contracts/weight_layout.h"
 #include "kernels/exec_context.h"
 
@@ -250,6 +251,11 @@ class OpsBackend {
   virtual double sum_of_squares(const ExecContext& ctx, TensorView x) const = 0;
   // sum_of_squares of each view, the same values bit for bit (CUDA: one wait for all).
   virtual std::vector<double> sum_of_squares_each(const ExecContext& ctx, const std::vector<TensorView>& xs) const = 0;
+  // The exact sum of x^2 over every element of every view (F32 or BF16), as the integer of
+  // kernels/contracts/exact_square_sum.h: the same on every backend, whatever the partition of the
+  // values or the order of the adds (deterministic mode's gradient norm). Returns on the host.
+  virtual exact_sum::SquareSum exact_sum_of_squares(const ExecContext& ctx,
+                                                    const std::vector<TensorView>& xs) const = 0;
   // AdamW as torch.optim.AdamW: param (F32 master), m, v F32; grad F32 or BF16, times grad_scale;
   // step 1-based. param *= 1 - lr wd; m, v updated; param -= lr / bc1 * m / (sqrt(v) / sqrt(bc2) +
   // eps). A non-empty working_out (F32 or BF16) receives the updated parameter. No fused

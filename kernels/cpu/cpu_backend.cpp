@@ -188,6 +188,9 @@ class CpuBackend final : public OpsBackend {
   std::vector<double> sum_of_squares_each(const ExecContext& ctx, const std::vector<TensorView>& xs) const override {
     return cpu::sum_of_squares_each(ctx, xs);
   }
+  exact_sum::SquareSum exact_sum_of_squares(const ExecContext& ctx, const std::vector<TensorView>& xs) const override {
+    return cpu::exact_sum_of_squares(ctx, xs);
+  }
   void adamw_update(const ExecContext& ctx, TensorView param, TensorView grad, TensorView m, TensorView v,
                     TensorView working_out, const AdamWHyper& hyper, int step, float grad_scale) const override {
     cpu::adamw_update(ctx, param, grad, m, v, working_out, hyper, step, grad_scale);

@@ -5,9 +5,11 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "engine/base/core/bf16.h"
+#include "engine/base/core/check.h"
 
 namespace zt::cpu {
 
@@ -63,6 +65,37 @@ std::vector<double> sum_of_squares_each(const ExecContext& ctx, const std::vecto
   sums.reserve(xs.size());
   for (const TensorView& x : xs) sums.push_back(sum_of_squares(ctx, x));
   return sums;
+}
+
+exact_sum::SquareSum exact_sum_of_squares(const ExecContext& ctx, const std::vector<TensorView>& xs) {
+  exact_sum::SquareSum total;
+  for (const TensorView& x : xs) {
+    ZT_CHECK(x.dtype == DType::kF32 || x.dtype == DType::kBF16, "exact_sum_of_squares of {} is not supported",
+             dtype_name(x.dtype));
+    const std::int64_t n = x.numel();
+    const std::int64_t num_chunks = (n + kChunk - 1) / kChunk;
+    const bool is_f32 = x.dtype == DType::kF32;
+    // A chunk's adds are far below a digit's room (kValuesBetweenCarries); the chunks' normalized
+    // sums are added as integers, so the thread count changes nothing.
+    std::vector<exact_sum::SquareSum> chunk_sums(static_cast<std::size_t>(num_chunks));
+#pragma omp parallel for num_threads(ctx.num_threads) schedule(static)
+    for (std::int64_t k = 0; k < num_chunks; ++k) {
+      exact_sum::SquareSum& c = chunk_sums[static_cast<std::size_t>(k)];
+      const std::int64_t end = std::min(n, (k + 1) * kChunk);
+      for (std::int64_t i = k * kChunk; i < end; ++i) {
+        std::uint32_t bits = 0;
+        if (is_f32) {
+          std::memcpy(&bits, x.as<float>() + i, sizeof(bits));
+        } else {
+          bits = std::uint32_t{x.as<bf16>()[i].bits} << 16;
+        }
+        exact_sum::add_square_bits(c.digit, c.nonfinite, bits);
+      }
+      exact_sum::normalize(c.digit);
+    }
+    for (const exact_sum::SquareSum& c : chunk_sums) exact_sum::add(total, c);
+  }
+  return total;
 }
 
 }  // namespace zt::cpu

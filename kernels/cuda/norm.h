@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "engine/base/core/tensor.h"
+#include "kernels/contracts/exact_square_sum.h"
 #include "kernels/exec_context.h"
 
 namespace zt::cuda {
@@ -17,5 +18,10 @@ double sum_of_squares(const ExecContext& ctx, TensorView x);
 // sum_of_squares of each view (the same values, bit for bit), with one wait for the stream and one
 // copy back for all of them instead of one each: the gradient norm visits every unit.
 std::vector<double> sum_of_squares_each(const ExecContext& ctx, const std::vector<TensorView>& xs);
+
+// The exact sum of squares of every view's elements (kernels/contracts/exact_square_sum.h): a fixed
+// grid of blocks each adds its elements' squares as integers, the partials summed per view on the
+// device, the views' sums on the host after one wait.
+exact_sum::SquareSum exact_sum_of_squares(const ExecContext& ctx, const std::vector<TensorView>& xs);
 
 }  // namespace zt::cuda

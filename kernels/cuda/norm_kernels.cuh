@@ -10,6 +10,7 @@
 
 #include <cstdint>
 
+#include "kernels/contracts/exact_square_sum.h"
 #include "kernels/cuda/device_helpers.cuh"
 
 namespace zt::cuda::detail::norm {
@@ -47,6 +48,44 @@ __global__ void final_sum(double* out, const double* partials, int num_partials)
   for (int i = threadIdx.x; i < num_partials; i += kThreads) acc += partials[i];
   acc = detail::block_sum(acc, shared);
   if (threadIdx.x == 0) *out = acc;
+}
+
+// Exact sums of squares (kernels/contracts/exact_square_sum.h): thread t of block b adds the
+// squares of elements b*256 + t + k * grid*256 into digits of its own; the block's threads are
+// summed digit by digit (integers: the order changes nothing), block b writing its kDigits digits
+// and its non-finite count to partials[b * kExactWords ..]; exact_final_sum adds the blocks' the
+// same way into out[0 .. kExactWords). A digit takes less than 2^32 per value, so a view of fewer
+// than 2^31 values cannot overflow a 64-bit word anywhere (the launcher checks).
+constexpr int kExactBlocks = 256;
+constexpr int kExactWords = exact_sum::kDigits + 1;
+
+__device__ __forceinline__ std::uint32_t fp32_bits(const float* p) { return __float_as_uint(*p); }
+__device__ __forceinline__ std::uint32_t fp32_bits(const __nv_bfloat16* p) {
+  return static_cast<std::uint32_t>(__bfloat16_as_ushort(*p)) << 16;
+}
+
+template <typename T>
+__global__ void exact_partial_sums(std::uint64_t* partials, const T* x, std::int64_t n) {
+  __shared__ std::uint64_t shared[32];
+  std::uint64_t digit[exact_sum::kDigits] = {};
+  std::uint64_t nonfinite = 0;
+  const std::int64_t start = blockIdx.x * std::int64_t{kThreads} + threadIdx.x,
+                     stride = std::int64_t{gridDim.x} * kThreads;
+  for (std::int64_t i = start; i < n; i += stride) exact_sum::add_square_bits(digit, nonfinite, fp32_bits(x + i));
+  for (int k = 0; k < kExactWords; ++k) {
+    const std::uint64_t total = detail::block_sum(k < exact_sum::kDigits ? digit[k] : nonfinite, shared);
+    if (threadIdx.x == 0) partials[blockIdx.x * kExactWords + k] = total;
+  }
+}
+
+__global__ void exact_final_sum(std::uint64_t* out, const std::uint64_t* partials, int num_partials) {
+  __shared__ std::uint64_t shared[32];
+  for (int k = 0; k < kExactWords; ++k) {
+    std::uint64_t acc = 0;
+    for (int b = threadIdx.x; b < num_partials; b += kThreads) acc += partials[b * kExactWords + k];
+    acc = detail::block_sum(acc, shared);
+    if (threadIdx.x == 0) out[k] = acc;
+  }
 }
 
 }  // namespace zt::cuda::detail::norm

@@ -6,6 +6,7 @@
 //   GELU forward and backward: 1e-5 normwise (expf against the CPU's polynomial), BF16 per element
 //   within 2^-7 as well (emulation_util.h);
 //   sum of squares (fp64 partials over a fixed grid): 1e-12 relative to the CPU's fp64 sum;
+//   exact sum of squares (integer digits per block): the CPU's integer, digit for digit;
 //   the linear layer's bias gradient (two-stage column sums, accumulated into dbias): 1e-5
 //   normwise against fp64 column sums.
 #include <gtest/gtest.h>
@@ -185,6 +186,42 @@ TEST(ElementwiseEmulation, SumOfSquaresMatchesCpu) {
       const double want = bf16 ? ref_b : ref;
       EXPECT_NEAR(partials[cd::norm::kPartialBlocks], want, 1e-12 * want) << (bf16 ? "BF16" : "F32");
     }
+  }
+  expect_no_violations();
+}
+
+TEST(ElementwiseEmulation, ExactSumOfSquaresMatchesCpuInteger) {
+#ifdef ZT_EMULATION_UNDER_TSAN
+  GTEST_SKIP() << "its barriers are block_sum's, which the cross-entropy test runs under ThreadSanitizer";
+#endif
+  ZT_SEEDED_RNG(rng);
+  namespace nm = cd::norm;
+  for (auto [n, bf16] : {std::pair<std::int64_t, bool>{3001, true}, {20001, false}}) {
+    SCOPED_TRACE(::testing::Message() << "n=" << n);
+    std::vector<float> x = rng.normal(n);
+    for (std::int64_t i = 0; i < n; i += 7) x[static_cast<std::size_t>(i)] *= 1e-40f;  // subnormals too
+    std::vector<bf16_dev> xb = to_device_bf16(x);
+    // A smaller grid than the launcher's kExactBlocks (the kernels stride by the grid they get):
+    // each emulated block's 21 block sums are the slowest thing here.
+    constexpr int kBlocks = 12;
+    std::vector<std::uint64_t> words(nm::kExactWords * (kBlocks + 1), 7);
+    if (bf16) {
+      simt::launch(dim3(kBlocks), kThreads, 0, nm::exact_partial_sums<bf16_dev>, words.data(),
+                   static_cast<const bf16_dev*>(xb.data()), n);
+    } else {
+      simt::launch(dim3(kBlocks), kThreads, 0, nm::exact_partial_sums<float>, words.data(),
+                   static_cast<const float*>(x.data()), n);
+    }
+    std::uint64_t* out = words.data() + nm::kExactWords * kBlocks;
+    simt::launch(dim3(1), kThreads, 0, nm::exact_final_sum, out, static_cast<const std::uint64_t*>(words.data()),
+                 kBlocks);
+    exact_sum::SquareSum got;
+    std::copy(out, out + exact_sum::kDigits, got.digit);
+    got.nonfinite = out[exact_sum::kDigits];
+    exact_sum::normalize(got.digit);
+    const exact_sum::SquareSum want = bf16 ? cpu::exact_sum_of_squares(reference_ctx(), {host_view(xb)})
+                                           : cpu::exact_sum_of_squares(reference_ctx(), {host_view(x)});
+    EXPECT_TRUE(std::equal(got.digit, got.digit + exact_sum::kDigits, want.digit) && got.nonfinite == 0);
   }
   expect_no_violations();
 }

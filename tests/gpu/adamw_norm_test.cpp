@@ -1,7 +1,8 @@
 // CUDA AdamW and sum of squares against the CPU kernels (label gpu). AdamW is written with explicit
 // rounding intrinsics so it must equal the CPU update bit for bit (every grad/working dtype pair).
 // The sum of squares adds in a different fixed order in fp64: the two differ by at most about
-// n * 2^-53 relative (n <= 2^20 here: < 1.2e-10), and two GPU runs must agree bitwise.
+// n * 2^-53 relative (n <= 2^20 here: < 1.2e-10), and two GPU runs must agree bitwise. The exact
+// sum of squares is an integer: equal to the CPU's.
 #include "kernels/cpu/adamw.h"
 #include "kernels/cpu/cast.h"
 #include "kernels/cpu/norm.h"
@@ -170,6 +171,21 @@ TEST_F(CudaOptim, SumOfSquaresEachEqualsOneCallPerView) {
     EXPECT_EQ(each[i], alone) << "view " << i;
   }
   EXPECT_GT(each[1], 0.0);
+}
+
+// Deterministic mode's norm: the GPU's exact sum is the CPU's integer, digit for digit, for F32 and
+// BF16 views (subnormals and large values among them) in one call.
+TEST_F(CudaOptim, ExactSumOfSquaresEqualsCpuInteger) {
+  ZT_SEEDED_RNG(rng);
+  std::vector<float> a = rng.normal(1 << 20), b = rng.normal(4097);
+  for (std::size_t i = 0; i < a.size(); i += 5) a[i] *= (i % 2 == 0) ? 1e-40f : 1e30f;
+  std::vector<bf16> b16(b.size());
+  cpu::cast(cpu_ctx(), view_of(b16), view_of(b));
+  Buffer da = upload(a), db = upload_bf16(b);
+  const exact_sum::SquareSum got = cuda::exact_sum_of_squares(gpu(), {da.view(), db.view(), da.view().slice(0, 0)});
+  const exact_sum::SquareSum want = cpu::exact_sum_of_squares(cpu_ctx(), {view_of(a), view_of(b16)});
+  for (int k = 0; k < exact_sum::kDigits; ++k) EXPECT_EQ(got.digit[k], want.digit[k]) << "digit " << k;
+  EXPECT_EQ(got.nonfinite, 0u);
 }
 
 }  // namespace

@@ -34,9 +34,14 @@ void read_zero_section(ConfigReader r, RunConfig& c) {
                             : across == "bf16" ? WireDType::kBF16
                                                : WireDType::kExact;
   r.reject_unknown_keys();
-  // Deterministic mode promises bitwise equal stages; with accumulation that needs stages 0-1 to
-  // reduce each micro-batch as stages 2-3 do (ZeroOptions::reduce_every_micro_batch).
-  z.reduce_every_micro_batch = c.train.deterministic && c.train.grad_accum > 1;
+  // Deterministic mode promises the same bits at every stage and every rank count: each
+  // micro-batch's gradient folded in global order (ZeroOptions::fold_in_global_order). Hybrid
+  // sharding reduces in two hops instead, each in rank order, which keeps the stages bitwise equal
+  // at one rank count; with accumulation that needs stages 0-1 to reduce each micro-batch as
+  // stages 2-3 do (ZeroOptions::reduce_every_micro_batch).
+  const bool hybrid = z.shard_group_size != 0 && z.shard_group_size != c.world_size;
+  z.fold_in_global_order = c.train.deterministic && !hybrid;
+  z.reduce_every_micro_batch = c.train.deterministic && hybrid && c.train.grad_accum > 1;
 }
 
 nlohmann::json zero_section_json(const ZeroOptions& zero) {

@@ -25,9 +25,12 @@ StageMemory predict_run_memory(const RunConfig& config, int stage, int world_siz
   // The trainer's own step collective, the loss and stop vote (two floats all-reduced on the host
   // communicator, MPI on several ranks), runs after every gradient reduction was waited: it adds to
   // nothing, but is the comm_buffers peak where the store stages nothing of its own (fp32 units on
-  // NCCL at stages 0-1, or a StagedCommunicator, whose staging is tracked apart).
-  m[MemCategory::kCommBuffers] = std::max(
-      m[MemCategory::kCommBuffers], host_all_reduce_staging_bytes(kLossAndStopElements, world_size, o.deterministic));
+  // NCCL at stages 0-1, or a StagedCommunicator, whose staging is tracked apart). Folding in global
+  // order, the losses are all-gathered instead, into untracked host memory.
+  if (!zero.fold_in_global_order) {
+    m[MemCategory::kCommBuffers] = std::max(
+        m[MemCategory::kCommBuffers], host_all_reduce_staging_bytes(kLossAndStopElements, world_size, o.deterministic));
+  }
   return m;
 }
 
@@ -40,11 +43,15 @@ StepVolume predict_run_volume(const RunConfig& config, int stage, int world_size
                                      step_schedule(spec, config.train.activation_checkpointing),
                                      config.train.grad_accum, world_size / choice.group_size);
   // Where the store shares the trainer's host communicator, the step's loss and stop vote (an
-  // all-reduce of two elements) is counted with it.
+  // all-reduce of two elements; folding in global order, an all-gather of each rank's micro-batch
+  // losses and stop request as doubles) is counted with it.
   if (!choice.hybrid && !choice.device_comm) {
-    const std::int64_t loss_and_stop = 2 * kLossAndStopElements * (world_size - 1) / world_size;
+    const std::int64_t words = 2 * (std::int64_t{config.train.grad_accum} + 1);  // doubles as I32 pairs
+    const std::int64_t loss_and_stop = zero.fold_in_global_order
+                                           ? words * world_size * (world_size - 1) / world_size
+                                           : 2 * kLossAndStopElements * (world_size - 1) / world_size;
     v.in_group += loss_and_stop;
-    v.bytes_in_group += 4 * loss_and_stop;  // fp32
+    v.bytes_in_group += 4 * loss_and_stop;  // fp32, or I32 words
   }
   return v;
 }

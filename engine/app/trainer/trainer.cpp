@@ -71,6 +71,27 @@ AgreedLoss all_reduce_loss_and_stop(Communicator& comm, double rank_loss) {
   return {loss_and_stop[0], loss_and_stop[1] > 0.0f};
 }
 
+// Deterministic mode: the step's loss as the same sum at every rank count, the micro-batches'
+// losses in global order (round i of rank r is micro-batch i N + r) over their count, and the stop
+// vote, from an all-gather of each rank's losses and request.
+AgreedLoss gather_loss_and_stop(Communicator& comm, const std::vector<double>& rank_losses) {
+  const int ranks = comm.world_size(), rounds = static_cast<int>(rank_losses.size());
+  std::vector<double> mine(rank_losses);
+  mine.push_back(stop_signal() != 0 ? 1.0 : 0.0);
+  const std::int64_t words = 2 * static_cast<std::int64_t>(mine.size());  // doubles as raw I32 pairs
+  std::vector<double> all(mine.size() * static_cast<std::size_t>(ranks));
+  comm.all_gather(TensorView{mine.data(), DType::kI32, Device::kCPU, Shape{words}},
+                  TensorView{all.data(), DType::kI32, Device::kCPU, Shape{words * ranks}})
+      .wait();
+  double sum = 0.0;
+  bool stop = false;
+  for (int i = 0; i < rounds; ++i) {
+    for (int r = 0; r < ranks; ++r) sum += all[static_cast<std::size_t>(r * (rounds + 1) + i)];
+  }
+  for (int r = 0; r < ranks; ++r) stop = stop || all[static_cast<std::size_t>(r * (rounds + 1) + rounds)] > 0.0;
+  return {static_cast<float>(sum / (static_cast<double>(rounds) * ranks)), stop};
+}
+
 // A step whose loss or gradient norm is not finite (no weights were touched): logged, then skipped
 // when train.nonfinite = "skip" and fewer than train.max_skipped_steps came before it in a row.
 // Returns false when the run stops instead.
@@ -188,9 +209,14 @@ StepResult Trainer::train_step(int step, const RunProgress& run) {
   const RunConfig& c = config_;
   TrainerState& s = *state_;
   const int B = c.train.micro_batch, T = c.train.seq_len, accum = c.train.grad_accum;
-  const float loss_scale = 1.0f / static_cast<float>(accum);  // the step's loss: the micro-batches' mean
-  s.store.begin_step();                                       // zero the gradients
+  // The step's loss: the micro-batches' mean. Averaged over the ranks by the reduction, or, folding
+  // in global order (deterministic mode), over all M = accum x N micro-batches here: then the
+  // reduction only adds, and every micro-batch's gradient is the same at every rank count.
+  const bool folds = c.zero.fold_in_global_order;
+  const float loss_scale = 1.0f / static_cast<float>(folds ? accum * c.world_size : accum);
+  s.store.begin_step();  // zero the gradients
   double loss_sum = 0.0;
+  std::vector<double> losses;
   for (int micro = 0; micro < accum; ++micro) {
     const std::string context = fmt::format("step {} micro-batch {}", step + 1, micro);
     s.comm.set_context(context);
@@ -211,18 +237,21 @@ StepResult Trainer::train_step(int step, const RunProgress& run) {
     // hands each unit's gradient to the store, which reduces it (all-reduce at stage 0,
     // reduce-scatter into this rank's shard at 1-3) while the units below compute, and waits for
     // the reductions at its end.
-    loss_sum += s.model->forward(s.store, s.inputs.data(), s.targets.data(),
-                                 {.first_sample = first_sample, .backward_loss_scale = loss_scale});
+    const double loss = s.model->forward(s.store, s.inputs.data(), s.targets.data(),
+                                         {.first_sample = first_sample, .backward_loss_scale = loss_scale});
+    loss_sum += loss;
+    losses.push_back(loss);
     s.model->backward(s.store, loss_scale);
   }
   if (step + 1 == s.inject_nonfinite_step) poison_one_gradient(s.ctx, s.store);
-  const AgreedLoss agreed = all_reduce_loss_and_stop(s.comm, loss_sum / accum);
+  const AgreedLoss agreed =
+      folds ? gather_loss_and_stop(s.comm, losses) : all_reduce_loss_and_stop(s.comm, loss_sum / accum);
   StepResult r;
   r.loss = agreed.loss;
   // On the last step the run simply finishes: its final weights are what a resume would make.
   r.stop_requested = agreed.stop_requested && step + 1 < c.train.max_steps;
   // Each rank's fp64 sum of squares over the same partition (N ways, or the group's g) at every
-  // stage, summed in rank order.
+  // stage, summed in rank order; folding, an exact sum (the same at every rank count).
   r.grad_norm = std::sqrt(s.store.global_grad_sum_of_squares());
   if (!std::isfinite(r.loss) || !std::isfinite(r.grad_norm)) return r;  // no weights touched
   r.lr = s.schedule.at(step);

@@ -151,6 +151,15 @@ Work StagedCommunicator::all_gather(TensorView send, TensorView recv) {
   return c.start([&] { return host_->all_gather(host_send, host_recv); }, describe("all_gather", recv));
 }
 
+Work StagedCommunicator::all_to_all(TensorView send, TensorView recv) {
+  ZT_CHECK(send.dtype == recv.dtype && send.numel() == recv.numel(), "all_to_all: send and recv differ");
+  count_volume(recv.numel(), recv.dtype);
+  Collective c(*this);
+  const TensorView host_send = c.input(send);
+  const TensorView host_recv = c.output(recv);
+  return c.start([&] { return host_->all_to_all(host_send, host_recv); }, describe("all_to_all", send));
+}
+
 Work StagedCommunicator::reduce_scatter(TensorView send, TensorView recv, ReduceOp op) {
   ZT_CHECK(send.numel() == recv.numel() * world_size(), "reduce_scatter: send has {} elements, needs {} x {}",
            send.numel(), world_size(), recv.numel());

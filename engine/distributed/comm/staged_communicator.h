@@ -37,6 +37,7 @@ class StagedCommunicator final : public Communicator {
   int world_size() const override { return host_->world_size(); }
   std::string backend_name() const override { return host_->backend_name() + " (staged through host memory)"; }
   Work all_gather(TensorView send, TensorView recv) override;
+  Work all_to_all(TensorView send, TensorView recv) override;
   Work reduce_scatter(TensorView send, TensorView recv, ReduceOp op) override;
   Work all_reduce(TensorView buf, ReduceOp op) override;
   Work broadcast(TensorView buf, int root) override;

@@ -8,12 +8,14 @@
 #include "engine/base/core/check.h"
 #include "engine/distributed/comm/quantized_collectives.h"
 #include "engine/distributed/sharding/stage_policy.h"
+#include "kernels/contracts/exact_square_sum.h"
 
 namespace zt {
 
 namespace {
 
 constexpr std::int64_t kF32 = 4;
+constexpr std::int64_t kExactSumWords = exact_sum::kDigits + 1;  // global_order_fold.cpp's all-gather
 
 struct Counter {
   std::int64_t now = 0, peak = 0;
@@ -53,6 +55,10 @@ class Replay {
   void pass(const PassSchedule& s, Pass pass) {
     const std::size_t last_acquire = last_acquire_index(s);
     if (pass == Pass::kBackward) rounds_ = units_reduced_in_rounds(s, numel_.size());
+    if (pass == Pass::kBackward && policy_.folds) {  // folding reduces a unit at its last round only
+      rounds_left_.assign(numel_.size(), 0);
+      for (const UnitEvent& e : s) rounds_left_[static_cast<std::size_t>(e.unit)] += e.op == UnitOp::kGradsReady;
+    }
     for (std::size_t i = 0; i < s.size(); ++i) {
       const std::size_t u = static_cast<std::size_t>(s[i].unit);
       switch (s[i].op) {
@@ -80,6 +86,7 @@ class Replay {
           }
           break;
         case UnitOp::kGradsReady: {
+          if (policy_.folds && --rounds_left_[u] > 0) break;
           count_reduction(u);
           const std::int64_t staged = staging(u);
           comm_.add(staged);
@@ -112,6 +119,15 @@ class Replay {
     for (std::size_t u = 0; u < numel_.size(); ++u) {
       if (policy_.publishes_params() && !sharded_[u]) count_gather(u);
     }
+    if (policy_.folds) {
+      // Stage 0 gathers the folded shards after the last micro-batch; the norm's exact sums are
+      // kExactSumWords 64-bit words a rank.
+      for (std::size_t u = 0; u < numel_.size() && policy_.all_reduces_whole_unit(); ++u) {
+        count_in_group(ring(padded_[u], world_), W_);
+      }
+      count_in_group(ring(2 * kExactSumWords * world_, world_), kF32);
+      return;
+    }
     count_in_group(ring(2 * std::int64_t{world_}, world_), kF32);  // a double as 2 I32 per rank
   }
 
@@ -129,6 +145,10 @@ class Replay {
   // The elements of unit u's reduction at grads_ready, when it issues one (every micro-batch where
   // the gradient pends, else the last), and of its second hop across the groups.
   void count_reduction(std::size_t u) {
+    if (policy_.folds) {  // the all-to-all of the pending buffer, as it is
+      if (world_ > 1) count_in_group(ring(padded_[u], world_), W_);
+      return;
+    }
     if (policy_.solo || (!pends(u) && !last_micro_batch_)) return;
     const bool whole = policy_.all_reduces_whole_unit();
     count_in_group(whole ? ring(numel_[u], world_, 2) : ring(padded_[u], world_), kF32);  // reductions move fp32
@@ -238,6 +258,9 @@ class Replay {
   // stages only what is not fp32 already: the fp32 copy of a bf16 unit, and at stage 1 the fp32
   // result for the bf16 shard slice; a StagedCommunicator stages in host memory, counted apart.
   std::int64_t staging(std::size_t u) const {
+    // Folding (global_order_fold.h): the received parts in the pending dtype on several ranks, and
+    // a bf16 part widened to fp32, whatever the backend (an exchange moves bytes as they are).
+    if (policy_.folds) return (world_ > 1 ? W_ * padded_[u] : 0) + (bf16_ ? kF32 * shard_[u] : 0);
     // A world of one calls no collective (the solo path) or only the local communicator's, which
     // stage nothing; host staging is counted apart. zero.solo_path false keeps NCCL's at one rank.
     if ((world_ == 1 && (zero_.solo_path || !nccl_)) || staged_) return store_reduced(u);
@@ -279,8 +302,9 @@ class Replay {
   bool bf16_;
   std::vector<std::int64_t> numel_, shard_, padded_;
   std::vector<bool> sharded_, gathered_, pending_;
-  std::vector<bool> landing_;  // a quantized gather in flight: its staging lives until the acquire
-  std::vector<bool> rounds_;   // units the backward reduces in rounds
+  std::vector<bool> landing_;     // a quantized gather in flight: its staging lives until the acquire
+  std::vector<bool> rounds_;      // units the backward reduces in rounds
+  std::vector<int> rounds_left_;  // folding: each unit's grads_ready calls still to come
   std::deque<InFlight> inflight_;
   Counter params_, grads_, comm_;
   bool last_micro_batch_ = true;

@@ -19,7 +19,8 @@ StagePolicy make_stage_policy(const ZeroOptions& zero, int world_size, DType par
   p.solo = world_size == 1 && zero.stage >= 1 && zero.solo_path;
   p.reduce_every_micro_batch = zero.reduce_every_micro_batch && world_size > 1 && zero.stage <= 1;
   const bool straight_into_shard = p.solo && zero.stage >= 2 && p.grad_dtype == param_dtype;
-  p.pends = (zero.stage >= 2 && !straight_into_shard) || p.reduce_every_micro_batch;
+  p.folds = zero.fold_in_global_order;
+  p.pends = (zero.stage >= 2 && !straight_into_shard) || p.reduce_every_micro_batch || p.folds;
   p.quantized_gathers = zero.gather_wire == WireDType::kInt8 && zero.stage >= 1 && !p.solo;
   return p;
 }
@@ -38,7 +39,7 @@ UnitBuffer StagePolicy::params(const ShardSizes& s) const {
 }
 
 UnitBuffer StagePolicy::grads(const ShardSizes& s) const {
-  if (stage == 0) return whole(s);
+  if (stage == 0) return folds ? padded(s) : whole(s);
   return shards_grads() ? shard(s) : padded(s);
 }
 

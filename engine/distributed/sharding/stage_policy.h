@@ -31,6 +31,10 @@ struct StagePolicy {
   bool solo = false;
   // Stages 0-1 on several ranks under zero.reduce_every_micro_batch.
   bool reduce_every_micro_batch = false;
+  // zero.fold_in_global_order: every unit pends at every stage and world size (its rounds in one
+  // pending buffer), exchanged and folded into this rank's gradient shard (at stages 0-1 its slice
+  // of the padded gradient buffer).
+  bool folds = false;
   // zero.gather_dtype = "int8" at stages 1-3 (not solo): every parameter all-gather moves int8
   // blocks, and every rank computes with the decoded values, its own shard's included.
   bool quantized_gathers = false;
@@ -68,7 +72,8 @@ struct StagePolicy {
   // parameters: the unit (stage 0), the shard (sharded at stage 3), else the padded unit (so the
   // publish lands in place);
   UnitBuffer params(const ShardSizes& s) const;
-  // gradients: the unit (stage 0), the padded unit (stage 1), the shard (stages 2-3);
+  // gradients: the unit (stage 0; padded when folding), the padded unit (stage 1), the shard
+  // (stages 2-3);
   UnitBuffer grads(const ShardSizes& s) const;
   // optimizer state (each of master, m, v): the unit (stage 0), else the shard;
   UnitBuffer optimizer_state(const ShardSizes& s) const;

@@ -39,6 +39,13 @@ struct ZeroOptions {
   // as stages 2-3 must) instead of the sum after the last one, so that every stage adds the same
   // terms in the same order: set from train.deterministic with grad_accum > 1 (not a config key).
   bool reduce_every_micro_batch = false;
+  // train.deterministic without hybrid sharding (not a config key): the same bits at any rank
+  // count (docs/zero_memory.md, "The same bits at any rank count"). Every micro-batch's gradient of
+  // a unit (all its rounds summed) is exchanged as shards (an all-to-all) and each rank adds the
+  // ranks' parts into its gradient shard in rank order, which is the global micro-batch order:
+  // every element is the same left fold over the step's micro-batches at every N and stage. Stage
+  // 0 all-gathers the folded shards after the last micro-batch; the gradient norm is exact.
+  bool fold_in_global_order = false;
 };
 
 }  // namespace zt

@@ -6,6 +6,7 @@
 
 #include "engine/base/core/check.h"
 #include "engine/distributed/comm/quantized_collectives.h"
+#include "engine/distributed/sharding/global_order_fold.h"
 #include "kernels/ops.h"
 
 namespace zt {
@@ -190,7 +191,14 @@ void ZeroParamStore::grads_ready(int unit) {
   follow_schedule(UnitOp::kGradsReady, unit);
   const std::size_t u = static_cast<std::size_t>(unit);
   const UnitShard& s = layout_.unit(unit);
-  if (pends(unit)) {
+  if (policy_.folds) {
+    // Deterministic mode ([Note: folding in global micro-batch order]): the unit's earlier rounds
+    // of this micro-batch stay in its pending buffer for the last one, then its shards go out.
+    if (--rounds_left_[u] > 0) return;
+    ZT_CHECK(!pending_full_grads_[u].empty(), "grads_ready for unit {} without a contribution", unit);
+    FoldExchange x = start_fold_exchange(comm_, ctx_, tracker_, pending_full_grads_[u].view(), s.shard);
+    reductions_.push_back({unit, std::move(x.work), std::move(x.received), std::move(x.widened)});
+  } else if (pends(unit)) {
     // The micro-batch's (or the round's) gradient waits in its pending buffer: reduced alone, in fp32, and added to
     // the stored gradient in finish_oldest_reduction. Stages 1-3 reduce-scatter it into a shard
     // (a world of one only widens it), stage 0 (every micro-batch in deterministic mode) all-reduces
@@ -239,11 +247,14 @@ bool ZeroParamStore::inflight_pending_bytes_over_bound() const {
 void ZeroParamStore::finish_oldest_reduction() {
   PendingReduction& r = reductions_.front();
   r.work.wait();
-  if (pends(r.unit)) {
-    const std::size_t u = static_cast<std::size_t>(r.unit);
+  const std::size_t u = static_cast<std::size_t>(r.unit);
+  if (policy_.folds) {
+    FoldExchange x{Work{}, std::move(r.reduced), std::move(r.widened)};
+    fold_parts(ctx_, fold_target(r.unit), pending_full_grads_[u].view(), x, comm_.world_size());
+  } else if (pends(r.unit)) {
     ops::accumulate_into(ctx_, grad_shard(r.unit), r.reduced.view());
-    pending_full_grads_[u].reset();  // the full gradient lived only until its reduction
   }
+  pending_full_grads_[u].reset();  // a full gradient lives only until its reduction (if it pends)
   reductions_.pop_front();
 }
 
@@ -262,6 +273,10 @@ void ZeroParamStore::begin_pass(Pass pass, const PassSchedule& schedule, bool ba
   pass_ = pass;
   backward_follows_ = pass == Pass::kForward && backward_follows;
   if (pass == Pass::kBackward) rounds_ = units_reduced_in_rounds(schedule, state_.size());
+  if (pass == Pass::kBackward && policy_.folds) {
+    rounds_left_.assign(state_.size(), 0);
+    for (const UnitEvent& e : schedule) rounds_left_[static_cast<std::size_t>(e.unit)] += e.op == UnitOp::kGradsReady;
+  }
 }
 
 bool ZeroParamStore::pends(int unit) const {
@@ -280,6 +295,14 @@ void ZeroParamStore::end_pass(Pass pass) {
   ZT_CHECK(cursor_ == schedule_->size(), "the pass ended after {} of its {} scheduled calls", cursor_,
            schedule_->size());
   while (!reductions_.empty()) finish_oldest_reduction();
+  if (pass == Pass::kBackward && policy_.folds && policy_.all_reduces_whole_unit() && last_micro_batch_) {
+    std::vector<TensorView> own, whole;  // stage 0 keeps the whole gradient
+    for (std::size_t u = 0; u < grads_.size(); ++u) {
+      own.push_back(fold_target(static_cast<int>(u)));
+      whole.push_back(grads_[u].view());
+    }
+    gather_folded_units(comm_, own, whole);
+  }
   for (std::size_t u = 0; u < state_.size(); ++u) {
     ZT_CHECK(!in_use_[u] && state_[u] != UnitState::kGathering, "unit {} still in use at the end of a pass", u);
     if (pass == Pass::kBackward || !backward_follows_) {
@@ -301,7 +324,14 @@ TensorView ZeroParamStore::grad_shard(int unit) const {
   if (policy_.reduces_into_own_slice()) {
     return grads_[u].view().slice(layout_.unit(unit).offset, layout_.unit(unit).shard);
   }
-  return grads_[u].view();  // stage 0: the whole (all-reduced) unit; stages 2-3: the shard
+  if (policy_.shards_grads()) return grads_[u].view();         // stages 2-3: the shard
+  return grads_[u].view().slice(0, layout_.unit(unit).numel);  // stage 0: the whole (reduced) unit
+}
+
+TensorView ZeroParamStore::fold_target(int unit) const {
+  const std::size_t u = static_cast<std::size_t>(unit);
+  if (policy_.shards_grads()) return grads_[u].view();
+  return grads_[u].view().slice(layout_.unit(unit).offset, layout_.unit(unit).shard);
 }
 
 TensorView ZeroParamStore::working_shard(int unit) const {
@@ -332,6 +362,7 @@ double ZeroParamStore::global_grad_sum_of_squares() {
     shards.push_back(policy_.shards_grads() ? grads_[u].view().slice(0, s.live())
                                             : grads_[u].view().slice(s.begin, s.live()));
   }
+  if (policy_.folds) return exact_global_sum_of_squares(comm_, ctx_, shards);  // the same at every N
   double partial = 0.0;
   for (double unit_sum : ops::sum_of_squares_each(ctx_, shards)) partial += unit_sum;  // unit order
   std::vector<double> partials(static_cast<std::size_t>(comm_.world_size()));

@@ -100,6 +100,7 @@ class ZeroParamStore final : public ParamStore {
     int unit;
     Work work;
     Buffer reduced;  // stages 2-3: the fp32 reduced shard, added into the gradient shard once done
+    Buffer widened;  // folding bf16 parts: one part in fp32 (accumulate_into adds fp32)
   };
 
   TensorView full_params(int unit) const;
@@ -118,6 +119,8 @@ class ZeroParamStore final : public ParamStore {
   bool pends(int unit) const;
   bool reduction_in_flight(int unit) const;
   void wait_published(int unit);
+  // Folding: this rank's part of unit u's stored gradient (the shard, or its slice at stages 0-1).
+  TensorView fold_target(int unit) const;
 
   const ParamTable& table_;
   DType dtype_;
@@ -144,6 +147,7 @@ class ZeroParamStore final : public ParamStore {
   std::vector<Buffer> pending_full_grads_;   // stages 2-3: a unit's full gradient until reduced
   std::deque<PendingReduction> reductions_;  // gradient collectives in flight, oldest first
   std::vector<bool> rounds_;                 // units the current backward reduces in rounds
+  std::vector<int> rounds_left_;             // folding: each unit's grads_ready calls still to come
 
   // The pass in progress (none: calls are synchronous and unchecked, e.g. gather_unit_f32).
   const PassSchedule* schedule_ = nullptr;

@@ -120,10 +120,11 @@ void brief_table(const RunConfig& cfg, const ParamTable& table, int ranks, const
 
 int config_table(const ArgParser& parser, int ranks, bool json) {
   // The prediction covers every stage, so the run's own stage is set aside. The device stays: it
-  // decides the attention's activations (GPT: flash on CUDA, gpt::activation_dims).
+  // decides the attention's activations (GPT: flash on CUDA, gpt::activation_dims). Resolved for
+  // the ranks asked about, as the run would be (grad_accum from train.global_batch_tokens).
   std::vector<std::string> overrides = parser.all("set");
   overrides.push_back("zero.stage=0");
-  const RunConfig cfg = load_run_config(parser.get("config"), overrides);
+  const RunConfig cfg = load_run_config(parser.get("config"), overrides, ranks);
   ShardingOptions options;
   options.deterministic = cfg.train.deterministic;
   const ModelConfig& mc = cfg.model;                             // the keys every family has

@@ -283,6 +283,37 @@ TEST(RankMemory, ATiedUnitReducedInTwoRoundsWorkedByHand) {
   EXPECT_EQ(with(0, false, 2)[C::kGradients], 80);
 }
 
+// Deterministic mode's fold (global_order_fold.h), the tied schedule in two rounds on 3 ranks, one
+// reduction in flight: u0's first round stays pending for its last, then every unit's pending
+// buffer (W p: u0 48, u2 12, u1 36) goes out whole and the exchange receives W p in the pending
+// dtype (plus an fp32 shard, 4 s, to widen a bf16 part). f32 stage 2: pending u0 48, + u2 60
+// (its exchange: comm 12), + u1 96 (comm 48, then u2 is folded: 84 and 36), u0's second
+// contribution into its buffer, its exchange: comm 84 (then u1 folded). Gradients 32 + 96, comm
+// 84; stage 0 the same but its gradient buffer padded (4 * 24 = 96). bf16 stage 2: pending peak
+// 24 + 6 + 18 = 48 beside 2 * 8; comm u2 6 + 4, u1 18 + 12 (40), u0 24 + 16 after u2's fold: 70.
+// One rank exchanges nothing: f32 stages nothing at all, bf16 only the widening.
+TEST(RankMemory, FoldingInGlobalOrderWorkedByHand) {
+  const ParamTable t = hand_table();
+  const ModelFootprint fp{1000, 500};
+  const auto with = [&](int stage, DType dtype, int ranks) {
+    ZeroOptions zero;
+    zero.stage = stage;
+    zero.max_inflight_reductions = 1;
+    zero.fold_in_global_order = true;
+    return predict_rank_memory(t, dtype, fp, tied_schedule(true), zero, ranks);
+  };
+  EXPECT_EQ(with(2, DType::kF32, 3)[C::kGradients], 32 + 96);
+  EXPECT_EQ(with(2, DType::kF32, 3)[C::kCommBuffers], 84);
+  EXPECT_EQ(with(0, DType::kF32, 3)[C::kGradients], 96 + 96);
+  EXPECT_EQ(with(0, DType::kF32, 3)[C::kCommBuffers], 84);
+  EXPECT_EQ(with(2, DType::kBF16, 3)[C::kGradients], 16 + 48);
+  EXPECT_EQ(with(2, DType::kBF16, 3)[C::kCommBuffers], 70);
+  // One rank, units whole (10, 7, 3): pending u0 40, + u2 52, + u1 80 before u2 is folded.
+  EXPECT_EQ(with(3, DType::kF32, 1)[C::kGradients], 80 + 80);
+  EXPECT_EQ(with(3, DType::kF32, 1)[C::kCommBuffers], 0);
+  EXPECT_EQ(with(3, DType::kBF16, 1)[C::kCommBuffers], 4 * 7 + 4 * 10) << "u1's and u0's widenings";
+}
+
 // One rank at stages 1-3 calls no collective and keeps no full-unit buffer beside the shard (the
 // solo path), so every stage costs stage 0's bytes for the GPT as well.
 TEST(RankMemory, OneRankStagesAllCostStageZerosBytes) {

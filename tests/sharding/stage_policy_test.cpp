@@ -62,5 +62,21 @@ TEST(StagePolicy, PersistenceSoloFp32ShardsAndPerMicroBatchReductions) {
   EXPECT_FALSE(make_stage_policy(z, 1, DType::kF32).pends);
 }
 
+// Deterministic mode's fold: every unit pends at every stage and world size (one rank too), and
+// stage 0 keeps a padded gradient buffer so that its folded slices gather in place.
+TEST(StagePolicy, FoldingPendsEverywhereAndPadsStageZerosGradients) {
+  for (int ranks : {1, 3}) {
+    for (int stage = 0; stage <= 3; ++stage) {
+      ZeroOptions z = at_stage(stage);
+      z.fold_in_global_order = true;
+      const StagePolicy p = make_stage_policy(z, ranks, DType::kBF16);
+      EXPECT_TRUE(p.folds && p.pends) << stage << " on " << ranks;
+    }
+  }
+  ZeroOptions z = at_stage(0);
+  z.fold_in_global_order = true;
+  expect_buffer(make_stage_policy(z, 3, DType::kF32).grads(shard_sizes(10, 3)), 12, 2, "stage 0 folding");
+}
+
 }  // namespace
 }  // namespace zt

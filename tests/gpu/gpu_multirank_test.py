@@ -8,8 +8,11 @@ cannot run on a one-GPU machine:
     CPU run at the same N (8 steps) within the bound below;
   * each rank's measured device memory equals the prediction per category (workspace within 8 MiB
     above it, as tests/gpu/gpu_model_test.py holds one GPU rank);
-  * a checkpoint written by 2 GPU ranks at stage 3 resumes on 1 GPU rank and on 2 CPU ranks, and
-    their remaining steps follow the uninterrupted 2-rank GPU run within the bound.
+  * the same bits at any rank count (deterministic mode, docs/zero_memory.md): one GPU rank
+    accumulating N micro-batches gives the N-rank runs' losses, norms and weights bit for bit;
+  * a checkpoint written by 2 GPU ranks at stage 3 resumes on 1 GPU rank, bit for bit the
+    uninterrupted 2-rank GPU run, and on 2 CPU ranks, whose remaining steps follow it within the
+    bound.
 
 Writes a JSON (--out): for each N and stage the ranks, whether the bits matched stage 0 and the
 largest relative loss difference from the CPU, plus the resumes; rewritten after every row.
@@ -171,6 +174,13 @@ def main():
             check(ok, f"N={n} stage {st}: device memory per category as predicted ({detail})")
             row["final_loss"] = g["loss"][-1]
             report["rows"].append(row)
+        # The same global batch of N micro-batches on one GPU rank: the N-rank runs' bits.
+        one = h.run(f"gpu_n1_accum{n}", 1, "gpu", "zero.stage=0", f"train.grad_accum={n}")
+        same = "error" not in one and "error" not in gpu[0] and all(one[k] == gpu[0][k]
+                                                                    for k in ("loss", "norm", "weights"))
+        report.setdefault("one_rank_equals_n_ranks", {})[str(n)] = same
+        check(same, f"1 GPU rank accumulating {n} micro-batches: the {n}-rank runs' losses, norms and weights "
+                    "bit for bit" + (f" ({one.get('error', '')[-600:]})" if "error" in one else ""))
         save()
     # A stage-3 checkpoint of 2 GPU ranks, resumed on 1 GPU rank and on 2 CPU ranks.
     full = h.run("ckpt_full", 2, "gpu", "zero.stage=3")
@@ -190,6 +200,9 @@ def main():
                 check(entry["max_rel_loss_diff_vs_uninterrupted"] <= LOSS_BOUND,
                       f"... and its steps 5-8 follow the uninterrupted 2-rank GPU run "
                       f"({entry['max_rel_loss_diff_vs_uninterrupted']:.2e})")
+                if device == "gpu":  # another rank count on the same device: the same bits
+                    entry["bitwise"] = r["loss"] == full["loss"][4:] and r["weights"] == full["weights"]
+                    check(entry["bitwise"], "... bit for bit (losses of steps 5-8 and the final weights)")
             else:
                 entry["error"] = r["error"]
             report["resumes"].append(entry)

@@ -114,7 +114,7 @@ bool skip_nonfinite_step(TrainerState& s, RunProgress& run, int step, const Step
 }  // namespace
 
 Trainer::Trainer(RunConfig config, std::string run_dir, Communicator& comm, MemoryTracker& tracker,
-                 std::string resume_checkpoint)
+                 std::string resume_checkpoint, const nlohmann::json* data_identity)
     : config_(std::move(config)), run_dir_(std::move(run_dir)), resume_checkpoint_(std::move(resume_checkpoint)) {
   ZT_CHECK(config_.world_size == comm.world_size(), "config resolved for {} ranks, running on {}", config_.world_size,
            comm.world_size());
@@ -140,7 +140,7 @@ Trainer::Trainer(RunConfig config, std::string run_dir, Communicator& comm, Memo
     refused = broadcast_string(comm, refused);
     if (!refused.empty()) throw_input_error("{}", refused);
   }
-  state_ = std::make_unique<TrainerState>(config_, run_dir_, comm, tracker, !resume_checkpoint_.empty());
+  state_ = std::make_unique<TrainerState>(config_, run_dir_, comm, tracker, !resume_checkpoint_.empty(), data_identity);
   if (folder_lock_ && !folder_lock_->note().empty()) state_->progress.message(folder_lock_->note());
   check_before_training(config_, run_dir_, state_->data.vocab() ? &*state_->data.vocab() : nullptr);
   if (comm.rank() == 0) {

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "engine/app/checkpoint/folder_lock.h"
@@ -44,8 +45,10 @@ class Trainer {
   // calls run(); rank 0 prints, logs and writes the run directory. A non-empty `resume_checkpoint`
   // (a step_XXXXXXXX directory, the same on every rank: see resolve_resume_checkpoint) makes run()
   // restore the training state from it instead of initialising, and continue from its step.
+  // `data_identity`: the data files' identity (run_identity.h) where the caller already computed
+  // it for the ranks' comparison (the train command); computed here when null.
   Trainer(RunConfig config, std::string run_dir, Communicator& comm, MemoryTracker& tracker,
-          std::string resume_checkpoint = {});
+          std::string resume_checkpoint = {}, const nlohmann::json* data_identity = nullptr);
   ~Trainer();
   // A resume whose config changes the trajectory (trajectory_changes in resume.h) is refused unless
   // this is set (train --allow-config-change); then it continues and says what changed.

@@ -66,10 +66,10 @@ int rank_device_index(const RunConfig& c) {
 }
 
 TrainerState::TrainerState(const RunConfig& c, std::string dir, Communicator& communicator, MemoryTracker& memory,
-                           bool resuming)
+                           bool resuming, const nlohmann::json* known_data_identity)
     : config(c),
       run_dir(std::move(dir)),
-      data_files(data_identity(c)),
+      data_files(known_data_identity != nullptr ? *known_data_identity : data_identity(c)),
       comm(communicator),
       root(communicator.rank() == 0),
       tracker(memory),

@@ -64,7 +64,9 @@ struct TrainerState {
   int inject_nonfinite_step = 0;
 
   // `config` must outlive the state (the Trainer owns both).
-  TrainerState(const RunConfig& config, std::string run_dir, Communicator& comm, MemoryTracker& tracker, bool resuming);
+  // `data_identity`: the data files' identity if the caller has it (computed otherwise).
+  TrainerState(const RunConfig& config, std::string run_dir, Communicator& comm, MemoryTracker& tracker, bool resuming,
+               const nlohmann::json* data_identity = nullptr);
   ~TrainerState();
   TrainerState(const TrainerState&) = delete;
   TrainerState& operator=(const TrainerState&) = delete;

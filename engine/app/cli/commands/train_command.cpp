@@ -52,7 +52,8 @@ int train_main(const std::vector<std::string>& args) {
   const bool root = comm->rank() == 0;
   // The run's first collective: every rank must run the same config, data and build (exit 2 naming
   // the first difference otherwise, rather than training on or failing inside a collective).
-  check_ranks_agree(*comm, run_identity(cfg, data_identity(cfg)));
+  const nlohmann::json data_files = data_identity(cfg);
+  check_ranks_agree(*comm, run_identity(cfg, data_files));
   // From here on a stop signal means "save at the next step boundary" (engine/distributed/launch/signals.h).
   if (cfg.checkpoint.save_on_signal) install_stop_request_handlers();
 
@@ -67,7 +68,7 @@ int train_main(const std::vector<std::string>& args) {
     resume_checkpoint = resolve_resume_checkpoint(*comm, arg, cfg.checkpoint.folder_for(cfg.log.run_dir));
     if (root) fmt::print("resuming from {}\n", resume_checkpoint);
   }
-  Trainer trainer(cfg, cfg.log.run_dir, *comm, tracker, resume_checkpoint);
+  Trainer trainer(cfg, cfg.log.run_dir, *comm, tracker, resume_checkpoint, &data_files);
   trainer.allow_config_change(parser.has("allow-config-change"));
   const auto& blas = cpu_blas_description();
   if (root) {

@@ -75,6 +75,22 @@ def run(args, ranks, stage, overlap, work, extra=()):
             "final_loss": steps[-1]["loss"], "weights_hash": weights}
 
 
+def median_run(runs):
+    """The run whose ms/step is nearest the median of the repeats (drops the ones a neighbour disturbed)."""
+    return min(runs, key=lambda x: abs(x["ms_per_step"] - statistics.median(y["ms_per_step"] for y in runs)))
+
+
+def write_result(args, name, lines, doc):
+    """Prints the table and writes docs/results/NAME.md and NAME.json (doc, dated)."""
+    text = "\n".join(lines) + "\n"
+    print(text)
+    os.makedirs(args.out_dir, exist_ok=True)
+    with open(os.path.join(args.out_dir, f"{name}.md"), "w") as f:
+        f.write(text)
+    with open(os.path.join(args.out_dir, f"{name}.json"), "w") as f:
+        json.dump({"date": datetime.datetime.now().isoformat(timespec="seconds"), **doc}, f, indent=1)
+
+
 def deterministic_cost(args, psi):
     """What train.deterministic costs against the default reductions, and its bits across N."""
     work = tempfile.mkdtemp(prefix="zt_zerobench_det_")
@@ -88,8 +104,7 @@ def deterministic_cost(args, psi):
             pairs = [(run(args, n, st, True, work, batch + ("train.deterministic=false",)),
                       run(args, n, st, True, work, batch + ("train.deterministic=true",)))
                      for _ in range(args.repeats)]
-            default, det = (min(runs, key=lambda x: abs(x["ms_per_step"] - statistics.median(y["ms_per_step"] for y in runs)))
-                            for runs in zip(*pairs))
+            default, det = (median_run(runs) for runs in zip(*pairs))
             results[f"N{n}_stage{st}"] = {"ranks": n, "stage": st, "default": default, "deterministic": det,
                                           "cost": det["ms_per_step"] / default["ms_per_step"]}
     same = len({r["deterministic"]["weights_hash"] for r in results.values()}) == 1
@@ -115,16 +130,10 @@ def deterministic_cost(args, psi):
                      f"{d['predicted_comm_buffers'] / 1024:,.0f} -> {x['predicted_comm_buffers'] / 1024:,.0f} KiB |")
     lines += ["", f"Deterministic runs' final weights bitwise equal at every rank count and stage above: "
                   f"{'yes' if same else 'NO'} (final loss {next(iter(results.values()))['deterministic']['final_loss']})."]
-    text = "\n".join(lines) + "\n"
-    print(text)
-    os.makedirs(args.out_dir, exist_ok=True)
-    with open(os.path.join(args.out_dir, "any_rank_count_cpu.md"), "w") as f:
-        f.write(text)
-    with open(os.path.join(args.out_dir, "any_rank_count_cpu.json"), "w") as f:
-        json.dump({"date": datetime.datetime.now().isoformat(timespec="seconds"), "commit": commit,
-                   "config": args.config, "psi": psi, "global_batch_tokens": tokens, "steps": args.steps,
-                   "warmup": args.warmup, "results": results, "bitwise_equal_across_ranks_and_stages": same}, f,
-                  indent=1)
+    write_result(args, "any_rank_count_cpu", lines,
+                 {"commit": commit, "config": args.config, "psi": psi, "global_batch_tokens": tokens,
+                  "steps": args.steps, "warmup": args.warmup, "results": results,
+                  "bitwise_equal_across_ranks_and_stages": same})
 
 
 def main():
@@ -147,8 +156,7 @@ def main():
             # Overlapped and synchronous runs alternate, so both see the same machine noise; the
             # median over repeats drops the runs a neighbour disturbed.
             pairs = [(run(args, n, st, False, work), run(args, n, st, True, work)) for _ in range(args.repeats)]
-            sync, r = (min(runs, key=lambda x: abs(x["ms_per_step"] - statistics.median(y["ms_per_step"] for y in runs)))
-                       for runs in zip(*pairs))
+            sync, r = (median_run(runs) for runs in zip(*pairs))
             results[f"N{n}_stage{st}"] = r
             r["ranks"], r["stage"] = n, st
             r["sync"] = sync
@@ -180,15 +188,9 @@ def main():
                      f"{r['paper_volume_psi']:.0f} Psi |")
     lines += ["", f"Target: stage 3 within 1.25x of stage 0 at 2 ranks: "
                   f"{results['N2_stage3']['ratio_to_stage0']:.2f}x, {'PASS' if target else 'FAIL'}."]
-    text = "\n".join(lines) + "\n"
-    print(text)
-    os.makedirs(args.out_dir, exist_ok=True)
-    with open(os.path.join(args.out_dir, "zero_bench.md"), "w") as f:
-        f.write(text)
-    with open(os.path.join(args.out_dir, "zero_bench.json"), "w") as f:
-        json.dump({"date": datetime.datetime.now().isoformat(timespec="seconds"), "commit": commit,
-                   "config": args.config, "psi": psi, "steps": args.steps, "warmup": args.warmup,
-                   "results": results, "target_stage3_within_1_25x_at_2_ranks": target}, f, indent=1)
+    write_result(args, "zero_bench", lines,
+                 {"commit": commit, "config": args.config, "psi": psi, "steps": args.steps, "warmup": args.warmup,
+                  "results": results, "target_stage3_within_1_25x_at_2_ranks": target})
 
 
 if __name__ == "__main__":

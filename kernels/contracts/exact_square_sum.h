@@ -17,11 +17,7 @@
 #include <cstdint>
 #include <limits>
 
-#if defined(__CUDACC__)
-#define ZT_HOST_DEVICE __host__ __device__
-#else
-#define ZT_HOST_DEVICE
-#endif
+#include "kernels/contracts/host_device.h"
 
 namespace zt::exact_sum {
 
@@ -68,12 +64,6 @@ ZT_HOST_DEVICE inline void normalize(std::uint64_t* digit) {
     digit[k] = k + 1 < kDigits ? v & kDigitMask : v;
   }
 }
-
-}  // namespace zt::exact_sum
-
-#undef ZT_HOST_DEVICE
-
-namespace zt::exact_sum {
 
 // a += b, exactly (both normalized, or with room for the adds).
 inline void add(SquareSum& a, const SquareSum& b) {

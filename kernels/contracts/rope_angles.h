@@ -6,11 +6,7 @@
 
 #include <cmath>
 
-#if defined(__CUDACC__)
-#define ZT_HOST_DEVICE __host__ __device__
-#else
-#define ZT_HOST_DEVICE
-#endif
+#include "kernels/contracts/host_device.h"
 
 namespace zt {
 
@@ -23,5 +19,3 @@ ZT_HOST_DEVICE inline float rope_angle(int t, int i, int head_size, float theta)
 }
 
 }  // namespace zt
-
-#undef ZT_HOST_DEVICE

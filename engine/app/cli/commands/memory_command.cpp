@@ -217,7 +217,10 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
                                                        static_cast<double>(z.max_inflight_reduction_bytes) / 1048576.0)
                                          : "",
       z.reshard_after_forward, z.persistence_threshold, grad_dtype, gather_dtype_name(z.gather_wire),
-      cross_group_grad_dtype_name(z.cross_group_grad_wire), options.deterministic ? "; deterministic reductions" : "");
+      cross_group_grad_dtype_name(z.cross_group_grad_wire),
+      !options.deterministic   ? ""
+      : z.fold_in_global_order ? "; deterministic: each micro-batch's gradient folded in global order"
+                               : "; deterministic reductions");
   std::string head = fmt::format("{:<22}", "category");
   for (int stage = 0; stage < kStages; ++stage) head += fmt::format("{:>14}", fmt::format("stage {}", stage));
   fmt::print("{}\n", head);

@@ -84,7 +84,10 @@ int train_main(const std::vector<std::string>& args) {
                describe_attention(cfg.model_spec(), cfg.model_build(), cfg.device, cfg.attention_kernels));
     fmt::print("ZeRO stage {} on {} rank(s) ({} communicator{})\nrun directory: {}\n", cfg.zero.stage,
                comm->world_size(), trainer.store_comm_name(),
-               cfg.train.deterministic ? ", deterministic reductions" : "", cfg.log.run_dir);
+               !cfg.train.deterministic        ? ""
+               : cfg.zero.fold_in_global_order ? ", deterministic: the same bits at any rank count"
+                                               : ", deterministic reductions: the same bits at every stage",
+               cfg.log.run_dir);
   }
 
   const auto started = std::chrono::steady_clock::now();

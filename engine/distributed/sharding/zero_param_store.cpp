@@ -201,7 +201,7 @@ void ZeroParamStore::grads_ready(int unit) {
   } else if (pends(unit)) {
     // The micro-batch's (or the round's) gradient waits in its pending buffer: reduced alone, in fp32, and added to
     // the stored gradient in finish_oldest_reduction. Stages 1-3 reduce-scatter it into a shard
-    // (a world of one only widens it), stage 0 (every micro-batch in deterministic mode) all-reduces
+    // (a world of one only widens it), stage 0 (every micro-batch in hybrid deterministic mode) all-reduces
     // an fp32 copy of the unit.
     ZT_CHECK(!pending_full_grads_[u].empty(), "grads_ready for unit {} without a contribution", unit);
     const bool whole = policy_.all_reduces_whole_unit();

@@ -1,4 +1,4 @@
-// The fold of deterministic mode's reduction and its exact norm (see the header's note).
+// The exchange and fold of deterministic mode's reduction (see the header's note).
 #include "engine/distributed/sharding/global_order_fold.h"
 
 #include "engine/base/core/check.h"
@@ -41,27 +41,6 @@ void gather_folded_units(Communicator& comm, const std::vector<TensorView>& own,
   std::vector<Work> gathers;
   for (std::size_t u = 0; u < own.size(); ++u) gathers.push_back(comm.all_gather(own[u], whole[u]));
   for (Work& w : gathers) w.wait();
-}
-
-double exact_global_sum_of_squares(Communicator& comm, const ExecContext& ctx, const std::vector<TensorView>& parts) {
-  constexpr int kWords = exact_sum::kDigits + 1;  // the digits, then the non-finite count
-  const exact_sum::SquareSum mine = ops::exact_sum_of_squares(ctx, parts);
-  std::uint64_t own[kWords];
-  for (int k = 0; k < exact_sum::kDigits; ++k) own[k] = mine.digit[k];
-  own[exact_sum::kDigits] = mine.nonfinite;
-  const int ranks = comm.world_size();
-  std::vector<std::uint64_t> all(static_cast<std::size_t>(kWords * ranks));
-  comm.all_gather(TensorView{own, DType::kI32, Device::kCPU, Shape{2 * kWords}},  // 64-bit words as raw bytes
-                  TensorView{all.data(), DType::kI32, Device::kCPU, Shape{2 * kWords * ranks}})
-      .wait();
-  exact_sum::SquareSum total;
-  for (int r = 0; r < ranks; ++r) {  // integers: the order changes nothing
-    exact_sum::SquareSum theirs;
-    for (int k = 0; k < exact_sum::kDigits; ++k) theirs.digit[k] = all[static_cast<std::size_t>(r * kWords + k)];
-    theirs.nonfinite = all[static_cast<std::size_t>(r * kWords + exact_sum::kDigits)];
-    exact_sum::add(total, theirs);
-  }
-  return exact_sum::to_double(total);
 }
 
 }  // namespace zt

@@ -45,9 +45,4 @@ void fold_parts(const ExecContext& ctx, TensorView target, TensorView pending, F
 // slices, `own[u]` being this rank's slice of `whole[u]`, gathered in place (nothing on one rank).
 void gather_folded_units(Communicator& comm, const std::vector<TensorView>& own, const std::vector<TensorView>& whole);
 
-// The exact sum of squares of every rank's `parts` (a partition of the gradient), the same bits
-// on every rank and at every rank count: each rank's integer (exact_sum_of_squares), all-gathered
-// and added.
-double exact_global_sum_of_squares(Communicator& comm, const ExecContext& ctx, const std::vector<TensorView>& parts);
-
 }  // namespace zt

@@ -72,12 +72,14 @@ class ParamStore {
   // A unit may receive several (the tied embedding gets the head's, then the embedding's). `grad`
   // may also be the view in_place_grads gave, which already holds the contribution.
   virtual void accumulate_grads(int unit, TensorView grad) = 0;
-  // The unit's gradient storage (flat, unit length; the dtype of param_dtype) while it holds zero
-  // and the store keeps the next contribution there: the model's kernels may add that contribution
-  // into it in place (no fp32 scratch to zero and add in, docs/performance.md) and then pass this
-  // view to accumulate_grads. Empty where the contribution must come as fp32: the storage already
-  // holds one (a second contribution, a later micro-batch), or the gradient waits in a buffer of
-  // its own for a reduction. Adding into zero storage gives the bits the scratch would have.
+  // Where the unit's next contribution may go in place (flat, unit length; the dtype of
+  // param_dtype): the unit's gradient storage while it holds zero, or, for a gradient that waits
+  // in a buffer of its own for a reduction, that buffer, new and zero (a store may allocate it
+  // here: ask right before the contribution's math). The model's kernels may add the contribution
+  // into it (no fp32 scratch to zero and add in, docs/performance.md) and then pass this view to
+  // accumulate_grads. Empty where the contribution must come as fp32: the storage or buffer
+  // already holds one (a second contribution, a later micro-batch, a later round), or an earlier
+  // round is still in its reduction. Adding into zero storage gives the bits the scratch would have.
   virtual TensorView in_place_grads(int /*unit*/) { return {}; }
   // The contributions to `unit` since its last grads_ready are complete: the store may reduce them
   // now. A unit may be reduced in several rounds in one backward (a tied unit: the head's

@@ -7,6 +7,7 @@
 #include "engine/base/core/check.h"
 #include "engine/distributed/comm/quantized_collectives.h"
 #include "engine/distributed/sharding/global_order_fold.h"
+#include "engine/distributed/sharding/grad_norm.h"
 #include "kernels/ops.h"
 
 namespace zt {
@@ -45,6 +46,7 @@ ZeroParamStore::ZeroParamStore(const ParamTable& table, DType param_dtype, const
   pending_full_grads_.resize(units);
   in_use_.assign(units, false);
   grads_zero_.assign(units, true);  // allocated zero-filled
+  pending_in_place_.assign(units, false);
   for (std::size_t u = 0; u < units; ++u) {
     const ShardSizes s = shard_sizes(layout_.unit(static_cast<int>(u)).numel, comm.world_size());
     const bool sharded = policy_.params_sharded(s.numel);
@@ -158,10 +160,15 @@ void ZeroParamStore::release_params(int unit, Pass pass) {
 
 TensorView ZeroParamStore::in_place_grads(int unit) {
   const std::size_t u = static_cast<std::size_t>(unit);
-  // A pending buffer is allocated at the contribution, after the unit's backward freed its
-  // activations (the memory model's order), so only the stored gradient is offered.
-  if (pends(unit) || !grads_zero_[u]) return {};
-  return grads_[u].view().slice(0, layout_.unit(unit).numel);
+  const std::int64_t n = layout_.unit(unit).numel;
+  if (!pends(unit)) return grads_zero_[u] ? grads_[u].view().slice(0, n) : TensorView{};
+  // A unit that pends: a new pending buffer (zero), unless it has one or an earlier round is in
+  // its reduction. It comes one unit's backward math before accumulate_grads, and no gradient
+  // buffer is freed in between, so the gradients' peak is the replay's.
+  if (!pending_full_grads_[u].empty() || reduction_in_flight(unit)) return {};
+  pending_full_grads_[u] = ops::allocate(ctx_, tracker_, MemCategory::kGradients, dtype_, layout_.unit(unit).padded);
+  pending_in_place_[u] = true;
+  return pending_full_grads_[u].view().slice(0, n);
 }
 
 void ZeroParamStore::accumulate_grads(int unit, TensorView grad) {
@@ -184,7 +191,15 @@ void ZeroParamStore::accumulate_grads(int unit, TensorView grad) {
   if (pending_full_grads_[u].empty()) {
     pending_full_grads_[u] = ops::allocate(ctx_, tracker_, MemCategory::kGradients, dtype_, layout_.unit(unit).padded);
   }
-  ops::accumulate_into(ctx_, pending_full_grads_[u].view().slice(0, n), grad);
+  const TensorView pending = pending_full_grads_[u].view().slice(0, n);
+  const bool offered = pending_in_place_[u];
+  pending_in_place_[u] = false;
+  if (grad.data == pending.data) {
+    ZT_CHECK(offered && grad.dtype == pending.dtype && grad.numel() == n,
+             "unit {}: an in-place gradient that in_place_grads did not offer", unit);
+    return;  // the kernels added the contribution there
+  }
+  ops::accumulate_into(ctx_, pending, grad);
 }
 
 void ZeroParamStore::grads_ready(int unit) {
@@ -362,17 +377,7 @@ double ZeroParamStore::global_grad_sum_of_squares() {
     shards.push_back(policy_.shards_grads() ? grads_[u].view().slice(0, s.live())
                                             : grads_[u].view().slice(s.begin, s.live()));
   }
-  if (policy_.folds) return exact_global_sum_of_squares(comm_, ctx_, shards);  // the same at every N
-  double partial = 0.0;
-  for (double unit_sum : ops::sum_of_squares_each(ctx_, shards)) partial += unit_sum;  // unit order
-  std::vector<double> partials(static_cast<std::size_t>(comm_.world_size()));
-  comm_
-      .all_gather(TensorView{&partial, DType::kI32, Device::kCPU, Shape{2}},  // a double as 8 raw bytes
-                  TensorView{partials.data(), DType::kI32, Device::kCPU, Shape{2 * comm_.world_size()}})
-      .wait();
-  double total = 0.0;
-  for (double p : partials) total += p;  // rank order
-  return total;
+  return global_sum_of_squares(comm_, ctx_, shards, /*exact=*/policy_.folds);  // folding: the same at every N
 }
 
 void ZeroParamStore::gather_unit_f32(int unit, float* out) {

@@ -144,6 +144,7 @@ class ZeroParamStore final : public ParamStore {
   std::vector<Buffer> grads_;                // full (stage 0; padded at 1, where the reduced shard lands in
                                              // this rank's slice) or shard (stages 2-3)
   std::vector<bool> grads_zero_;             // grads_[u] holds zero: no contribution since begin_step
+  std::vector<bool> pending_in_place_;       // in_place_grads lent the pending buffer, still zero
   std::vector<Buffer> pending_full_grads_;   // stages 2-3: a unit's full gradient until reduced
   std::deque<PendingReduction> reductions_;  // gradient collectives in flight, oldest first
   std::vector<bool> rounds_;                 // units the current backward reduces in rounds

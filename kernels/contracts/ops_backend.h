@@ -110,9 +110,9 @@ class OpsBackend {
   // layout, dbias[OC] += column sums of dout (skipped when empty).
   virtual void matmul_backward(const ExecContext& ctx, TensorView dinp, TensorView dweight, TensorView dbias,
                                TensorView dout, TensorView inp, TensorView weight, WeightLayout layout) const = 0;
-  // Whether matmul_backward, matmul_backward_through_gelu and layernorm_backward add parameter
-  // gradients into views of `grad_dtype` under `act_dtype` activations: F32 always; BF16 (each
-  // element rounded once: round(widen(old) + contribution)) where the backend says so.
+  // Whether matmul_backward, matmul_backward_through_gelu, layernorm_backward and rmsnorm_backward
+  // add parameter gradients into views of `grad_dtype` under `act_dtype` activations: F32 always;
+  // BF16 (each element rounded once: round(widen(old) + contribution)) where the backend says so.
   virtual bool adds_param_grads_into(DType grad_dtype, DType act_dtype) const = 0;
   // Whether this matmul + GELU runs fused in one product (matmul_gelu_forward and
   // matmul_backward_through_gelu below); otherwise the caller runs the separate ops. Optional:

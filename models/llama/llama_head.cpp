@@ -83,7 +83,7 @@ void LlamaModel::head_backward(ParamStore& store, TensorView targets, float loss
     ops::softmax_cross_entropy_backward(ctx_, h.logits, h.logits, targets, dloss, config_.vocab_size);
     if (config_.tie_embeddings) {  // the head's round of the tied table's gradient first
       with_params(store, params_, emb, Pass::kBackward, 1, [&](TensorView unit) {
-        add_grads(store, emb, zeroed_grad(emb), GradRound::kPartial, [&](TensorView grad) {
+        add_grads(store, emb, grad_destination(store, emb), GradRound::kPartial, [&](TensorView grad) {
           ops::matmul_backward(ctx_, dlnf, embedding_view(table_, grad), TensorView{}, h.logits, h.lnf,
                                embedding_view(table_, unit), WeightLayout::kOutIn);
         });
@@ -94,7 +94,7 @@ void LlamaModel::head_backward(ParamStore& store, TensorView targets, float loss
   }
   with_params(store, params_, fin, Pass::kBackward, 0, [&](TensorView fin_unit) {
     const FinalParams fp = final_views(table_, config_, fin_unit);
-    add_grads(store, fin, zeroed_grad(fin), GradRound::kLast, [&](TensorView grad) {
+    add_grads(store, fin, grad_destination(store, fin), GradRound::kLast, [&](TensorView grad) {
       const FinalParams fg = final_views(table_, config_, grad);
       if (fp.lm_head.data != nullptr) {  // untied, in one chunk
         ops::matmul_backward(ctx_, dlnf, fg.lm_head, TensorView{}, h.logits, h.lnf, fp.lm_head, WeightLayout::kOutIn);

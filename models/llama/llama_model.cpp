@@ -141,6 +141,12 @@ void LlamaModel::backward_part(int l, BlockPart part, const BlockUnits& params, 
   }
 }
 
-TensorView LlamaModel::grad_destination(ParamStore& /*store*/, int unit) { return zeroed_grad(unit); }
+// The store's own storage where it lends it and this device's kernels add into its dtype (the
+// layer's products and RMSNorm: ops::adds_param_grads_into), else the zeroed fp32 scratch.
+TensorView LlamaModel::grad_destination(ParamStore& store, int unit) {
+  const TensorView own = store.in_place_grads(unit);
+  if (own.data != nullptr && ops::adds_param_grads_into(ctx_, own.dtype, dims_.act)) return own;
+  return zeroed_grad(unit);
+}
 
 }  // namespace zt::llama

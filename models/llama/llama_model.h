@@ -94,7 +94,7 @@ class LlamaModel final : public LanguageModel, private BlockMath, private VocabC
   int unit(int chunk) const override;
   KernelParams& kernel_params() override;
   TensorView rows_of(const TensorView& unit_view, int chunk) const override;
-  TensorView head_grad(ParamStore& /*store*/, int unit) override { return zeroed_grad(unit); }
+  TensorView head_grad(ParamStore& store, int unit) override { return grad_destination(store, unit); }
   ChunkedHeadViews chunked_views(const HeadViews& h) const;
   int head_chunk_count() const { return static_cast<int>((Vp_ + Vc_ - 1) / Vc_); }
   // The head (llama_head.cpp): the forward from resid(L) to the losses (the logits into logits_out

@@ -84,9 +84,11 @@ int train_main(const std::vector<std::string>& args) {
                describe_attention(cfg.model_spec(), cfg.model_build(), cfg.device, cfg.attention_kernels));
     fmt::print("ZeRO stage {} on {} rank(s) ({} communicator{})\nrun directory: {}\n", cfg.zero.stage,
                comm->world_size(), trainer.store_comm_name(),
-               !cfg.train.deterministic        ? ""
-               : cfg.zero.fold_in_global_order ? ", deterministic: the same bits at any rank count"
-                                               : ", deterministic reductions: the same bits at every stage",
+               !cfg.train.deterministic ? ""
+               // int8 gathers' blocks follow the shards: the values computed with change with N.
+               : cfg.zero.fold_in_global_order && cfg.zero.gather_wire == WireDType::kExact
+                   ? ", deterministic: the same bits at any rank count"
+                   : ", deterministic reductions: the same bits at every stage",
                cfg.log.run_dir);
   }
 

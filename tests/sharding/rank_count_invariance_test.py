@@ -12,7 +12,8 @@ dividing M and every ZeRO stage.
   * N that is not a power of two: M = 12, N = 1 against N = 3 stage 3 and N = 6 stage 1;
   * a Llama-style model (grouped-query heads, untied head): N = 1 against N = 4 stage 3;
   * a checkpoint written at N = 2 (stage 2, step 4) resumed at N = 4 (stage 3) finishes with the
-    reference's steps 5-8 and final weights, bit for bit;
+    reference's steps 5-8 and final weights, bit for bit; resumed with another micro-batch it says
+    that the bits will differ (they follow the micro-batch);
   * memory measured = predicted per rank and category, and the bytes sent per step = predicted
     (`zerotrain memory --json`), at N = 4 stage 3 and bf16 stage 2;
   * N that does not divide M is refused with exit 2 and one line naming the batch.
@@ -122,6 +123,19 @@ def main():
             check(got[0] == want[0] and got[2] == want[2],
                   "a checkpoint of N = 2 (stage 2) resumed at N = 4 (stage 3): steps 1-8 and the final weights are "
                   "the N = 1 run's, bit for bit")
+
+        # The same checkpoint with another micro-batch (the same global batch): the same trajectory,
+        # other bits, which the resume says by name.
+        other_dir = os.path.join(work, "resume_mb")
+        shutil.copytree(first, other_dir)
+        p = subprocess.run(launcher + ["-np", "2", binary, "train", "--config", config, "--run-dir", other_dir,
+                                       "--resume", os.path.join(other_dir, "checkpoints", "step_00000004"),
+                                       "--set", "train.micro_batch=6"], capture_output=True, text=True, timeout=120,
+                           env=env)
+        named = [ln for ln in (p.stdout + p.stderr).splitlines() if "train.micro_batch: 3 -> 6" in ln]
+        check(p.returncode == 0 and named != [],
+              f"a resume with micro_batch 3 -> 6 in deterministic mode says the bits will differ ({p.returncode}: "
+              f"{named[:1]})")
 
     # N that does not divide the global batch: refused before anything runs.
     p = subprocess.run(launcher + ["-np", "3", binary, "train", "--config", config, "--run-dir",

@@ -116,4 +116,19 @@ std::vector<std::string> trajectory_changes(const nlohmann::json& saved, int sav
   return changes;
 }
 
+std::vector<std::string> deterministic_bit_changes(const nlohmann::json& saved, const RunConfig& now) {
+  const nlohmann::json current = now.to_json();
+  auto at = [](const nlohmann::json& doc, const char* key) {
+    return doc.contains("train") && doc["train"].contains(key) ? doc["train"][key] : nlohmann::json();
+  };
+  std::vector<std::string> changes;
+  if (!now.train.deterministic && at(saved, "deterministic") != nlohmann::json(true)) return changes;
+  for (const char* key : {"deterministic", "micro_batch"}) {
+    if (at(saved, key) != at(current, key)) {
+      changes.push_back(fmt::format("train.{}: {} -> {}", key, at(saved, key).dump(), at(current, key).dump()));
+    }
+  }
+  return changes;
+}
+
 }  // namespace zt

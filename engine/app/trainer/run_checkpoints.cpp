@@ -49,6 +49,13 @@ RunProgress start_run(TrainerState& s, const std::string& resume_checkpoint, boo
         fmt::format("resume: continuing with a changed config (--allow-config-change): {}", fmt::join(changes, "; ")));
     s.log({{"type", "config_change"}, {"step", m.position.step}, {"changes", changes}});
   }
+  const std::vector<std::string> bits = deterministic_bit_changes(m.config, c);
+  if (!bits.empty()) {
+    s.progress.message(
+        fmt::format("note: resume: {}: the run continues the saved one's trajectory, but not bit "
+                    "for bit (deterministic mode's bits follow the micro-batch)",
+                    fmt::join(bits, "; ")));
+  }
   ckpt::restore_training_state(reader, s.store, s.optimizer);  // publishes; the first acquire waits for it
   run.start_step = static_cast<int>(m.position.step);
   run.start_sample = m.position.next_sample_index;

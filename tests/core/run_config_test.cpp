@@ -117,6 +117,31 @@ TEST(RunConfig, BatchTermsAreDerivedOrMustAgree) {
   expect_error(doc, {"train.global_batch_tokens = 100 is not a multiple"});
 }
 
+// A batch term given with --set wins over the file's other one, which is then derived (and the
+// set-aside noted); given together in one place they must still agree.
+TEST(RunConfig, ABatchTermOnTheCommandLineWinsOverTheFilesOther) {
+  nlohmann::json doc = base();
+  doc["train"] = {{"micro_batch", 4}, {"seq_len", 16}, {"grad_accum", 2}};
+  const std::string path = ::testing::TempDir() + "/batch_terms.json";
+  {
+    std::ofstream out(path);
+    out << doc.dump();
+  }
+  RunConfig c = load_run_config(path, {"train.global_batch_tokens=256"});
+  EXPECT_EQ(c.train.grad_accum, 4);  // 256 / (4 x 16 x 1 rank), the file's 2 set aside
+  EXPECT_EQ(c.train.global_batch_tokens, 256);
+  c = load_run_config(path, {"train.global_batch_tokens=256"}, 2);
+  EXPECT_EQ(c.train.grad_accum, 2);
+  doc["train"] = {{"micro_batch", 4}, {"seq_len", 16}, {"global_batch_tokens", 256}};
+  {
+    std::ofstream out(path);
+    out << doc.dump();
+  }
+  c = load_run_config(path, {"train.grad_accum=1"});
+  EXPECT_EQ(c.train.global_batch_tokens, 64);  // the command line's grad_accum: the global batch follows
+  EXPECT_THROW(load_run_config(path, {"train.grad_accum=1", "train.global_batch_tokens=128"}), InputError);
+}
+
 TEST(RunConfig, OptimizerScheduleAndOtherSectionsAreChecked) {
   nlohmann::json doc = base();
   doc["optim"] = {{"lr", 1e-3}, {"min_lr", 1e-2}};

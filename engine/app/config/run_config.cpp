@@ -95,9 +95,19 @@ void read_train(ConfigReader r, RunConfig& c) {
     throw_input_error("config error in {}: train.seq_len = {} exceeds model.block_size = {}", r.file(), t.seq_len,
                       block_size);
   }
-  const bool has_accum = r.has("grad_accum"), has_global = r.has("global_batch_tokens");
+  bool has_accum = r.has("grad_accum"), has_global = r.has("global_batch_tokens");
   t.grad_accum = r.get_int("grad_accum", 1, 1, 1 << 16);
   t.global_batch_tokens = r.get_int("global_batch_tokens", 0, 1, 2147483647);
+  // A batch term given with --set wins over the file's other one (which is then derived): the
+  // way to take a config whose file fixes grad_accum to a global batch kept at any rank count.
+  const bool accum_set = has_accum && r.source_of("grad_accum") != r.file(),
+             global_set = has_global && r.source_of("global_batch_tokens") != r.file();
+  if (has_accum && has_global && accum_set != global_set) {
+    c.derived.push_back(fmt::format("the file's train.{} set aside for {}",
+                                    accum_set ? "global_batch_tokens" : "grad_accum",
+                                    r.source_of(accum_set ? "grad_accum" : "global_batch_tokens")));
+    (accum_set ? has_global : has_accum) = false;
+  }
   resolve_batch(r, c, has_accum, has_global);
   t.max_steps = r.get_int("max_steps", t.max_steps, 0, kMaxSteps);
   t.seed = static_cast<std::uint64_t>(r.get_int("seed", static_cast<int>(t.seed), 0, 2147483647));

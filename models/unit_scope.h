@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "engine/distributed/sharding/param_store.h"
+#include "kernels/ops.h"
 #include "models/kernel_params.h"
 
 namespace zt {
@@ -22,6 +23,17 @@ template <class Compute>
 void with_params(ParamStore& store, KernelParams& params, int unit, Pass pass, int slot, Compute&& compute) {
   std::forward<Compute>(compute)(params.acquire(store, unit, pass, slot));
   store.release_params(unit, pass);
+}
+
+// Where `unit`'s next gradient contribution goes: the store's own storage where it lends it
+// (ParamStore::in_place_grads) and this device's kernels add into its dtype under `act`
+// activations (ops::adds_param_grads_into), else zeroed_scratch().
+template <class Scratch>
+TensorView destination_for_grads(ParamStore& store, int unit, const ExecContext& ctx, DType act,
+                                 Scratch&& zeroed_scratch) {
+  const TensorView own = store.in_place_grads(unit);
+  if (own.data != nullptr && ops::adds_param_grads_into(ctx, own.dtype, act)) return own;
+  return std::forward<Scratch>(zeroed_scratch)();
 }
 
 // compute(grad) adds `unit`'s gradient into `grad` (its destination: a zeroed scratch, or the

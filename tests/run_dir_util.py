@@ -88,6 +88,22 @@ def tensors(path):
             for k, v in header.items() if k != "__metadata__"}
 
 
+def memory_mismatches(run_dir):
+    """The run's memory record (its first step's peaks beside the prediction) and each (rank,
+    category, measured, predicted) where they differ."""
+    m = next(r for r in train_records(run_dir) if r["type"] == "memory")
+    return m, [(rank, cat, got[cat], m["predicted_bytes"][cat]) for rank, got in enumerate(m["measured_peak_bytes"])
+               for cat in m["predicted_bytes"] if got[cat] != m["predicted_bytes"][cat]]
+
+
+def predicted_stage(binary, config, ranks, stage, sets):
+    """`zerotrain memory --json`'s prediction for `stage` on `ranks` ranks with each "key=value" of
+    `sets`, or None when the command fails."""
+    p = subprocess.run([binary, "memory", "--config", config, "--ranks", str(ranks), "--json",
+                        *[a for kv in sets for a in ("--set", kv)]], capture_output=True, text=True, timeout=60)
+    return json.loads(p.stdout)["stages"][stage] if p.returncode == 0 else None
+
+
 def run_result(run_dir):
     """What the ZeRO tests compare of a finished run: its losses, gradient norms, final weights
     (tensors(): equal dicts are equal bits), the first memory record, and the run directory."""

@@ -78,9 +78,7 @@ TensorView GptModel::zeroed_grad_scratch(int unit) {
 }
 
 TensorView GptModel::grad_destination(ParamStore& store, int unit) {
-  const TensorView own = store.in_place_grads(unit);
-  if (own.data != nullptr && ops::adds_param_grads_into(ctx_, own.dtype, dims_.act)) return own;
-  return zeroed_grad_scratch(unit);
+  return destination_for_grads(store, unit, ctx_, dims_.act, [&] { return zeroed_grad_scratch(unit); });
 }
 
 float GptModel::forward(ParamStore& store, const std::int32_t* inputs, const std::int32_t* targets,

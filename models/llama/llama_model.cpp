@@ -3,6 +3,7 @@
 
 #include "kernels/ops.h"
 #include "models/head_chunks.h"
+#include "models/unit_scope.h"
 
 namespace zt::llama {
 
@@ -141,12 +142,9 @@ void LlamaModel::backward_part(int l, BlockPart part, const BlockUnits& params, 
   }
 }
 
-// The store's own storage where it lends it and this device's kernels add into its dtype (the
-// layer's products and RMSNorm: ops::adds_param_grads_into), else the zeroed fp32 scratch.
+// The layer's products and RMSNorm add into the store's storage where it lends it.
 TensorView LlamaModel::grad_destination(ParamStore& store, int unit) {
-  const TensorView own = store.in_place_grads(unit);
-  if (own.data != nullptr && ops::adds_param_grads_into(ctx_, own.dtype, dims_.act)) return own;
-  return zeroed_grad(unit);
+  return destination_for_grads(store, unit, ctx_, dims_.act, [&] { return zeroed_grad(unit); });
 }
 
 }  // namespace zt::llama

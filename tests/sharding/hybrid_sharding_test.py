@@ -28,7 +28,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from check_report import Checks  # noqa: E402
-from run_dir_util import curve, mpi_driver, ranks_trainer, tensors, train_records  # noqa: E402
+from run_dir_util import (curve, memory_mismatches, mpi_driver, predicted_stage, ranks_trainer,  # noqa: E402
+                          tensors, train_records)
 
 CONFIG = {
     "model": {"n_layer": 3, "n_head": 2, "n_embd": 32, "block_size": 32, "vocab_size": 64},
@@ -54,15 +55,11 @@ def main():
         return len(a) == len(b) and all(abs(x - y) <= tol * max(1.0, abs(y)) for x, y in zip(a, b))
 
     def memory_exact(name, run_dir, ranks, group, *sets):
-        m = next(r for r in train_records(run_dir) if r["type"] == "memory")
-        bad = [(rank, cat, got[cat], m["predicted_bytes"][cat]) for rank, got in enumerate(m["measured_peak_bytes"])
-               for cat in m["predicted_bytes"] if got[cat] != m["predicted_bytes"][cat]]
+        m, bad = memory_mismatches(run_dir)
         check(not bad, f"{name}: every rank's measured peak equals the prediction per category ({bad[:4]})")
         # Elements per step, inside the group and across: measured against `zerotrain memory`.
-        p = subprocess.run([binary, "memory", "--config", config, "--ranks", str(ranks), "--json", "--set",
-                            f"zero.shard_group_size={group}", *[a for kv in sets for a in ("--set", kv)]],
-                           capture_output=True, text=True, timeout=60)
-        want = json.loads(p.stdout)["stages"][m["stage"]]["elements_per_step"] if p.returncode == 0 else None
+        doc = predicted_stage(binary, config, ranks, m["stage"], (f"zero.shard_group_size={group}", *sets))
+        want = doc["elements_per_step"] if doc is not None else None
         got = [(r.get("comm_elements_in_group", r["comm_elements_sent"]), r.get("comm_elements_across_groups", 0))
                for r in train_records(run_dir) if r["type"] == "train"]
         check(want is not None and all(g == (want["in_group"], want["across_groups"]) for g in got),

@@ -18,7 +18,6 @@ and real ranks on the CPU, deterministic mode:
 
 usage: quantized_collectives_test.py MPIRUN [FLAGS...] -- PATH/TO/zerotrain
 """
-import json
 import os
 import shutil
 import subprocess
@@ -26,7 +25,8 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from check_report import Checks  # noqa: E402
-from run_dir_util import curve, mpi_driver, ranks_trainer, tensors, train_records  # noqa: E402
+from run_dir_util import (curve, memory_mismatches, mpi_driver, predicted_stage, ranks_trainer,  # noqa: E402
+                          tensors, train_records)
 
 CONFIG = {
     "model": {"n_layer": 3, "n_head": 2, "n_embd": 32, "block_size": 32, "vocab_size": 64},
@@ -49,9 +49,7 @@ def main():
         return [r for r in train_records(run_dir) if r["type"] == "train"]
 
     def memory_and_bytes_exact(name, run_dir, ranks, *sets):
-        m = next(r for r in train_records(run_dir) if r["type"] == "memory")
-        bad = [(rank, cat, got[cat], m["predicted_bytes"][cat]) for rank, got in enumerate(m["measured_peak_bytes"])
-               for cat in m["predicted_bytes"] if got[cat] != m["predicted_bytes"][cat]]
+        m, bad = memory_mismatches(run_dir)
         check(not bad, f"{name}: every rank's measured peak equals the prediction per category ({bad[:4]})")
         setup = next((r for r in train_records(run_dir) if r["type"] == "setup_memory"), None)
         # The publish's staging is exact; the set-up's workspace in bf16 is a bound (its one-unit
@@ -60,10 +58,7 @@ def main():
                                         all(got[k] <= setup["predicted_bytes"][k] for k in got)
                                         for got in setup["measured_peak_bytes"]),
               f"{name}: the set-up's publish staging equals the prediction, every category within it")
-        p = subprocess.run([binary, "memory", "--config", config, "--ranks", str(ranks), "--json",
-                            *[a for kv in sets for a in ("--set", kv)]], capture_output=True, text=True, timeout=60)
-        stage = m["stage"]
-        doc = json.loads(p.stdout)["stages"][stage] if p.returncode == 0 else None
+        doc = predicted_stage(binary, config, ranks, m["stage"], sets)
         got = [(r.get("comm_bytes_in_group", r["comm_bytes_sent"]), r.get("comm_bytes_across_groups", 0),
                 r.get("comm_elements_in_group", r["comm_elements_sent"]), r.get("comm_elements_across_groups", 0))
                for r in steps(run_dir)]

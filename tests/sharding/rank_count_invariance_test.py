@@ -28,7 +28,8 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from check_report import Checks  # noqa: E402
-from run_dir_util import curve, mpi_driver, ranks_trainer, tensors, train_records  # noqa: E402
+from run_dir_util import (curve, memory_mismatches, mpi_driver, predicted_stage, ranks_trainer,  # noqa: E402
+                          tensors, train_records)
 
 CONFIG = {
     "model": {"n_layer": 2, "n_head": 2, "n_embd": 32, "block_size": 32, "vocab_size": 64, "dropout": 0.1},
@@ -70,13 +71,9 @@ def main():
     def exact_memory_and_bytes(name, run_dir, ranks, *sets):
         if run_dir is None:
             return
-        m = next(r for r in train_records(run_dir) if r["type"] == "memory")
-        bad = [(rank, cat, got[cat], m["predicted_bytes"][cat]) for rank, got in enumerate(m["measured_peak_bytes"])
-               for cat in m["predicted_bytes"] if got[cat] != m["predicted_bytes"][cat]]
+        m, bad = memory_mismatches(run_dir)
         check(not bad, f"{name}: every rank's measured peak equals the prediction per category ({bad[:4]})")
-        p = subprocess.run([binary, "memory", "--config", config, "--ranks", str(ranks), "--json",
-                            *[a for kv in sets for a in ("--set", kv)]], capture_output=True, text=True, timeout=60)
-        doc = json.loads(p.stdout)["stages"][m["stage"]] if p.returncode == 0 else None
+        doc = predicted_stage(binary, config, ranks, m["stage"], sets)
         got = {(r["comm_bytes_sent"], r["comm_elements_sent"]) for r in train_records(run_dir) if r["type"] == "train"}
         want = None if doc is None else (doc["bytes_per_step"]["in_group"], doc["elements_per_step"]["in_group"])
         check(got == {want}, f"{name}: bytes and elements sent per step = predicted ({got} vs {want})")

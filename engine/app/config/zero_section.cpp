@@ -39,9 +39,8 @@ void read_zero_section(ConfigReader r, RunConfig& c) {
   // sharding reduces in two hops instead, each in rank order, which keeps the stages bitwise equal
   // at one rank count; with accumulation that needs stages 0-1 to reduce each micro-batch as
   // stages 2-3 do (ZeroOptions::reduce_every_micro_batch).
-  const bool hybrid = z.shard_group_size != 0 && z.shard_group_size != c.world_size;
-  z.fold_in_global_order = c.train.deterministic && !hybrid;
-  z.reduce_every_micro_batch = c.train.deterministic && hybrid && c.train.grad_accum > 1;
+  z.fold_in_global_order = c.train.deterministic && !z.hybrid(c.world_size);
+  z.reduce_every_micro_batch = c.train.deterministic && z.hybrid(c.world_size) && c.train.grad_accum > 1;
 }
 
 nlohmann::json zero_section_json(const ZeroOptions& zero) {

@@ -36,12 +36,8 @@ nlohmann::json memory_json(const StageMemory& m) {
 
 std::vector<MemorySnapshot> gather_memory_snapshots(Communicator& comm, const MemorySnapshot& mine) {
   const int N = comm.world_size();
-  // The peaks as raw 8-byte integers, moved as pairs of i32 (the collectives move bytes).
-  std::vector<std::int64_t> all(static_cast<std::size_t>(N * kNumMemCategories));
-  std::vector<std::int64_t> own(mine.peak_bytes.begin(), mine.peak_bytes.end());
-  comm.all_gather(TensorView{own.data(), DType::kI32, Device::kCPU, Shape{2 * kNumMemCategories}},
-                  TensorView{all.data(), DType::kI32, Device::kCPU, Shape{2 * kNumMemCategories * N}})
-      .wait();
+  const std::vector<std::int64_t> own(mine.peak_bytes.begin(), mine.peak_bytes.end());
+  const std::vector<std::int64_t> all = all_gather_values<std::int64_t>(comm, own);
   std::vector<MemorySnapshot> out(static_cast<std::size_t>(N));
   for (int r = 0; r < N; ++r) {
     for (int c = 0; c < kNumMemCategories; ++c)

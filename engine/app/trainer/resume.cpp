@@ -6,6 +6,8 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <span>
+#include <utility>
 #include <vector>
 
 #include "engine/app/checkpoint/checkpoint_folder.h"
@@ -86,21 +88,38 @@ std::vector<std::string> check_resume_fits(const std::string& checkpoint, const 
   return changes;
 }
 
-std::vector<std::string> trajectory_changes(const nlohmann::json& saved, int saved_world_size, const RunConfig& now) {
-  const nlohmann::json current = now.to_json();
+namespace {
+
+using ConfigKey = std::pair<const char*, const char*>;  // section, key
+
+nlohmann::json at(const nlohmann::json& doc, const char* section, const char* key) {
+  return doc.contains(section) && doc[section].contains(key) ? doc[section][key] : nlohmann::json();
+}
+
+// The keys besides the global batch whose change changes the trajectory (trajectory_changes).
+constexpr ConfigKey kTrajectoryKeys[] = {{"train", "seed"},     {"train", "seq_len"},     {"model", "dropout"},
+                                         {"optim", "lr"},       {"optim", "min_lr"},      {"optim", "warmup_steps"},
+                                         {"optim", "decay"},    {"optim", "decay_steps"}, {"optim", "beta1"},
+                                         {"optim", "beta2"},    {"optim", "eps"},         {"optim", "weight_decay"},
+                                         {"optim", "grad_clip"}};
+// And what deterministic mode's bits follow beside them (deterministic_bit_changes).
+constexpr ConfigKey kDeterministicBitKeys[] = {{"train", "deterministic"}, {"train", "micro_batch"}};
+
+// "section.key: old -> new" for each of `keys` whose value differs between the two configs.
+std::vector<std::string> changed_keys(const nlohmann::json& saved, const nlohmann::json& current,
+                                      std::span<const ConfigKey> keys) {
   std::vector<std::string> changes;
-  auto at = [](const nlohmann::json& doc, const char* section, const char* key) {
-    return doc.contains(section) && doc[section].contains(key) ? doc[section][key] : nlohmann::json();
-  };
-  const std::pair<const char*, const char*> keys[] = {
-      {"train", "seed"},     {"train", "seq_len"},      {"model", "dropout"}, {"optim", "lr"},
-      {"optim", "min_lr"},   {"optim", "warmup_steps"}, {"optim", "decay"},   {"optim", "decay_steps"},
-      {"optim", "beta1"},    {"optim", "beta2"},        {"optim", "eps"},     {"optim", "weight_decay"},
-      {"optim", "grad_clip"}};
   for (const auto& [section, key] : keys) {
     const nlohmann::json before = at(saved, section, key), after = at(current, section, key);
     if (before != after) changes.push_back(fmt::format("{}.{}: {} -> {}", section, key, before.dump(), after.dump()));
   }
+  return changes;
+}
+
+}  // namespace
+
+std::vector<std::string> trajectory_changes(const nlohmann::json& saved, int saved_world_size, const RunConfig& now) {
+  std::vector<std::string> changes = changed_keys(saved, now.to_json(), kTrajectoryKeys);
   // The samples of a step are a function of the global batch only (engine/app/data/batch_sampler.h).
   const nlohmann::json mb = at(saved, "train", "micro_batch"), ga = at(saved, "train", "grad_accum");
   if (mb.is_number_integer() && ga.is_number_integer()) {
@@ -117,18 +136,8 @@ std::vector<std::string> trajectory_changes(const nlohmann::json& saved, int sav
 }
 
 std::vector<std::string> deterministic_bit_changes(const nlohmann::json& saved, const RunConfig& now) {
-  const nlohmann::json current = now.to_json();
-  auto at = [](const nlohmann::json& doc, const char* key) {
-    return doc.contains("train") && doc["train"].contains(key) ? doc["train"][key] : nlohmann::json();
-  };
-  std::vector<std::string> changes;
-  if (!now.train.deterministic && at(saved, "deterministic") != nlohmann::json(true)) return changes;
-  for (const char* key : {"deterministic", "micro_batch"}) {
-    if (at(saved, key) != at(current, key)) {
-      changes.push_back(fmt::format("train.{}: {} -> {}", key, at(saved, key).dump(), at(current, key).dump()));
-    }
-  }
-  return changes;
+  if (!now.train.deterministic && at(saved, "train", "deterministic") != nlohmann::json(true)) return {};
+  return changed_keys(saved, now.to_json(), kDeterministicBitKeys);
 }
 
 }  // namespace zt

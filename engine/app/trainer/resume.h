@@ -23,13 +23,13 @@ std::string resolve_resume_checkpoint(Communicator& comm, const std::string& arg
 // schedule and AdamW's terms, dropout, the sequence length, and the global batch (micro-batch x
 // accumulation x ranks, so another rank count at the same global batch is not a change). One
 // "key: old -> new" per change; empty when the run continues as it would have.
+std::vector<std::string> trajectory_changes(const nlohmann::json& saved_config, int saved_world_size,
+                                            const RunConfig& now);
+
 // What makes a resumed deterministic run's bits differ from the saved run's while its trajectory
 // stays the same (within rounding): the micro-batch, the unit of forward and backward whose
 // gradients the fold adds (docs/zero_memory.md), or the mode itself. Empty outside deterministic mode.
 std::vector<std::string> deterministic_bit_changes(const nlohmann::json& saved_config, const RunConfig& now);
-
-std::vector<std::string> trajectory_changes(const nlohmann::json& saved_config, int saved_world_size,
-                                            const RunConfig& now);
 
 // Whether `now` may continue the run saved in `checkpoint` (its manifest's model, config and rank
 // count): InputError when the model differs, or when trajectory_changes finds any, or the data

@@ -151,11 +151,8 @@ void check_ranks_agree(Communicator& comm, const IdentityEntries& mine) {
   const int N = comm.world_size();
   if (N == 1) return;
   const std::string text = text_of(mine);
-  std::uint64_t hash = fnv1a(text);
-  std::vector<std::uint64_t> hashes(static_cast<std::size_t>(N));
-  comm.all_gather(TensorView{&hash, DType::kI32, Device::kCPU, Shape{2}},  // 8 raw bytes a rank
-                  TensorView{hashes.data(), DType::kI32, Device::kCPU, Shape{2 * N}})
-      .wait();
+  const std::uint64_t hash = fnv1a(text);
+  const std::vector<std::uint64_t> hashes = all_gather_values<std::uint64_t>(comm, {&hash, 1});
   if (std::all_of(hashes.begin(), hashes.end(), [&](std::uint64_t h) { return h == hashes[0]; })) return;
 
   // Rare: name what differs. Each rank finds its first entry (in rank 0's order) that differs from

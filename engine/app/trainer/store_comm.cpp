@@ -24,7 +24,7 @@ StoreCommChoice store_comm_choice(const RunConfig& config, int world_size) {
   StoreCommChoice choice;
   choice.group_size = world_size;
   const int g = config.zero.shard_group_size;
-  const bool hybrid = g != 0 && g != world_size;
+  const bool hybrid = config.zero.hybrid(world_size);
   if (config.zero.cross_group_grad_wire != WireDType::kExact && !hybrid) {
     throw_input_error(
         "config error in {}: zero.cross_group_grad_dtype = \"{}\" quantizes hybrid sharding's reduction across "

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <iterator>
 #include <limits>
+#include <numeric>
 
 #include "engine/app/checkpoint/durable_file.h"
 #include "engine/app/data/batch_sampler.h"
@@ -78,11 +79,7 @@ AgreedLoss gather_loss_and_stop(Communicator& comm, const std::vector<double>& r
   const int ranks = comm.world_size(), rounds = static_cast<int>(rank_losses.size());
   std::vector<double> mine(rank_losses);
   mine.push_back(stop_signal() != 0 ? 1.0 : 0.0);
-  const std::int64_t words = 2 * static_cast<std::int64_t>(mine.size());  // doubles as raw I32 pairs
-  std::vector<double> all(mine.size() * static_cast<std::size_t>(ranks));
-  comm.all_gather(TensorView{mine.data(), DType::kI32, Device::kCPU, Shape{words}},
-                  TensorView{all.data(), DType::kI32, Device::kCPU, Shape{words * ranks}})
-      .wait();
+  const std::vector<double> all = all_gather_values<double>(comm, mine);
   double sum = 0.0;
   bool stop = false;
   for (int i = 0; i < rounds; ++i) {
@@ -214,9 +211,8 @@ StepResult Trainer::train_step(int step, const RunProgress& run) {
   // reduction only adds, and every micro-batch's gradient is the same at every rank count.
   const bool folds = c.zero.fold_in_global_order;
   const float loss_scale = 1.0f / static_cast<float>(folds ? accum * c.world_size : accum);
-  s.store.begin_step();  // zero the gradients
-  double loss_sum = 0.0;
-  std::vector<double> losses;
+  s.store.begin_step();        // zero the gradients
+  std::vector<double> losses;  // this rank's, one a micro-batch
   for (int micro = 0; micro < accum; ++micro) {
     const std::string context = fmt::format("step {} micro-batch {}", step + 1, micro);
     s.comm.set_context(context);
@@ -237,15 +233,14 @@ StepResult Trainer::train_step(int step, const RunProgress& run) {
     // hands each unit's gradient to the store, which reduces it (all-reduce at stage 0,
     // reduce-scatter into this rank's shard at 1-3) while the units below compute, and waits for
     // the reductions at its end.
-    const double loss = s.model->forward(s.store, s.inputs.data(), s.targets.data(),
-                                         {.first_sample = first_sample, .backward_loss_scale = loss_scale});
-    loss_sum += loss;
-    losses.push_back(loss);
+    losses.push_back(s.model->forward(s.store, s.inputs.data(), s.targets.data(),
+                                      {.first_sample = first_sample, .backward_loss_scale = loss_scale}));
     s.model->backward(s.store, loss_scale);
   }
   if (step + 1 == s.inject_nonfinite_step) poison_one_gradient(s.ctx, s.store);
   const AgreedLoss agreed =
-      folds ? gather_loss_and_stop(s.comm, losses) : all_reduce_loss_and_stop(s.comm, loss_sum / accum);
+      folds ? gather_loss_and_stop(s.comm, losses)
+            : all_reduce_loss_and_stop(s.comm, std::accumulate(losses.begin(), losses.end(), 0.0) / accum);
   StepResult r;
   r.loss = agreed.loss;
   // On the last step the run simply finishes: its final weights are what a resume would make.

@@ -9,7 +9,10 @@
 
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
+#include <type_traits>
+#include <vector>
 
 #include "engine/base/core/memory_tracker.h"
 #include "engine/base/core/tensor.h"
@@ -136,6 +139,19 @@ class Communicator {
 
 // Collective: `root`'s text on every rank (its length, then its bytes, in two broadcasts).
 std::string broadcast_string(Communicator& comm, const std::string& text, int root = 0);
+
+// Collective: every rank's `mine` (host values, the same count on every rank) on every rank, rank
+// r's at [r * mine.size(), (r + 1) * mine.size()). The bytes move as they are (as I32 words).
+template <typename T>
+std::vector<T> all_gather_values(Communicator& comm, std::span<const T> mine) {
+  static_assert(std::is_trivially_copyable_v<T> && sizeof(T) % 4 == 0, "values moved as 4-byte words");
+  const std::int64_t words = static_cast<std::int64_t>(mine.size() * (sizeof(T) / 4));
+  std::vector<T> all(mine.size() * static_cast<std::size_t>(comm.world_size()));
+  comm.all_gather(TensorView{const_cast<T*>(mine.data()), DType::kI32, Device::kCPU, Shape{words}},
+                  TensorView{all.data(), DType::kI32, Device::kCPU, Shape{words * comm.world_size()}})
+      .wait();
+  return all;
+}
 
 // The communicator for this process: MPI when launched by mpirun/srun (and built with MPI),
 // otherwise a single rank. Temporary buffers are charged to `tracker` as comm_buffers.

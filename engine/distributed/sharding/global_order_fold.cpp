@@ -22,16 +22,17 @@ FoldExchange start_fold_exchange(Communicator& comm, const ExecContext& ctx, Mem
   return x;
 }
 
-void fold_parts(const ExecContext& ctx, TensorView target, TensorView pending, FoldExchange& exchange, int ranks) {
+void fold_parts(const ExecContext& ctx, TensorView target, TensorView pending, const Buffer& received,
+                const Buffer& widened) {
   const std::int64_t shard = target.numel();
-  const TensorView parts = exchange.received.empty() ? pending.slice(0, shard) : exchange.received.view();
-  for (int r = 0; r < ranks; ++r) {  // rank order: the order of the micro-batches
-    const TensorView part = parts.slice(r * shard, shard);
-    if (exchange.widened.empty()) {
+  const TensorView parts = received.empty() ? pending.slice(0, shard) : received.view();
+  for (std::int64_t at = 0; at < parts.numel(); at += shard) {  // rank order: the order of the micro-batches
+    const TensorView part = parts.slice(at, shard);
+    if (widened.empty()) {
       ops::accumulate_into(ctx, target, part);
     } else {
-      ops::cast(ctx, exchange.widened.view(), part);
-      ops::accumulate_into(ctx, target, exchange.widened.view());
+      ops::cast(ctx, widened.view(), part);
+      ops::accumulate_into(ctx, target, widened.view());
     }
   }
 }

@@ -38,8 +38,10 @@ FoldExchange start_fold_exchange(Communicator& comm, const ExecContext& ctx, Mem
                                  std::int64_t shard);
 
 // After the exchange's wait: target (this rank's shard of the stored gradient) += each rank's part
-// in rank order (`pending`'s own on one rank).
-void fold_parts(const ExecContext& ctx, TensorView target, TensorView pending, FoldExchange& exchange, int ranks);
+// in rank order: the exchange's `received` parts, or on one rank (none received) `pending`'s own;
+// bf16 parts through `widened`.
+void fold_parts(const ExecContext& ctx, TensorView target, TensorView pending, const Buffer& received,
+                const Buffer& widened);
 
 // Stage 0 after the last micro-batch: each unit's whole (padded) gradient from the ranks' folded
 // slices, `own[u]` being this rank's slice of `whole[u]`, gathered in place (nothing on one rank).

@@ -8,18 +8,14 @@ namespace zt {
 namespace {
 
 double exact_total(Communicator& comm, const ExecContext& ctx, const std::vector<TensorView>& parts) {
-  constexpr int kWords = exact_sum::kDigits + 1;  // the digits, then the non-finite count
+  constexpr int kWords = kExactSumWords;
   const exact_sum::SquareSum mine = ops::exact_sum_of_squares(ctx, parts);
   std::uint64_t own[kWords];
   for (int k = 0; k < exact_sum::kDigits; ++k) own[k] = mine.digit[k];
   own[exact_sum::kDigits] = mine.nonfinite;
-  const int ranks = comm.world_size();
-  std::vector<std::uint64_t> all(static_cast<std::size_t>(kWords * ranks));
-  comm.all_gather(TensorView{own, DType::kI32, Device::kCPU, Shape{2 * kWords}},  // 64-bit words as raw bytes
-                  TensorView{all.data(), DType::kI32, Device::kCPU, Shape{2 * kWords * ranks}})
-      .wait();
+  const std::vector<std::uint64_t> all = all_gather_values<std::uint64_t>(comm, own);
   exact_sum::SquareSum total;
-  for (int r = 0; r < ranks; ++r) {  // integers: the order changes nothing
+  for (int r = 0; r < comm.world_size(); ++r) {  // integers: the order changes nothing
     exact_sum::SquareSum theirs;
     for (int k = 0; k < exact_sum::kDigits; ++k) theirs.digit[k] = all[static_cast<std::size_t>(r * kWords + k)];
     theirs.nonfinite = all[static_cast<std::size_t>(r * kWords + exact_sum::kDigits)];
@@ -31,12 +27,8 @@ double exact_total(Communicator& comm, const ExecContext& ctx, const std::vector
 double rank_ordered_sum(Communicator& comm, const ExecContext& ctx, const std::vector<TensorView>& parts) {
   double partial = 0.0;
   for (double unit_sum : ops::sum_of_squares_each(ctx, parts)) partial += unit_sum;  // unit order
-  std::vector<double> partials(static_cast<std::size_t>(comm.world_size()));
-  comm.all_gather(TensorView{&partial, DType::kI32, Device::kCPU, Shape{2}},  // a double as 8 raw bytes
-                  TensorView{partials.data(), DType::kI32, Device::kCPU, Shape{2 * comm.world_size()}})
-      .wait();
   double total = 0.0;
-  for (double p : partials) total += p;  // rank order
+  for (double p : all_gather_values<double>(comm, {&partial, 1})) total += p;  // rank order
   return total;
 }
 

@@ -6,9 +6,14 @@
 
 #include "engine/base/core/tensor.h"
 #include "engine/distributed/comm/communicator.h"
+#include "kernels/contracts/exact_square_sum.h"
 #include "kernels/exec_context.h"
 
 namespace zt {
+
+// The 64-bit words each rank's exact sum moves in its all-gather: the digits, then the count of
+// non-finite values.
+inline constexpr int kExactSumWords = exact_sum::kDigits + 1;
 
 // `exact` (deterministic mode, kernels/contracts/exact_square_sum.h): each rank's exact integer,
 // all-gathered and added, so the bits do not depend on the partition or the rank count. Otherwise

@@ -33,20 +33,27 @@ inline std::size_t last_acquire_index(const PassSchedule& s) {
   return last;
 }
 
-// Calls fn(unit) for the units of the next `count` acquires at or after index `from`: what a
-// prefetch of depth `count` gathers ahead.
-// Per unit of a table of `units`: does this backward schedule reduce its gradient in more than
-// one round (several grads_ready calls), as a tied unit whose contributions come far apart does?
-inline std::vector<bool> units_reduced_in_rounds(const PassSchedule& backward, std::size_t units) {
+// Per unit of a table of `units`: in how many rounds (grads_ready calls) this backward schedule
+// reduces its gradient.
+inline std::vector<int> grads_ready_rounds(const PassSchedule& backward, std::size_t units) {
   std::vector<int> rounds(units, 0);
   for (const UnitEvent& e : backward) {
     if (e.op == UnitOp::kGradsReady) ++rounds.at(static_cast<std::size_t>(e.unit));
   }
+  return rounds;
+}
+
+// Per unit: does this backward schedule reduce its gradient in more than one round, as a tied
+// unit whose contributions come far apart does?
+inline std::vector<bool> units_reduced_in_rounds(const PassSchedule& backward, std::size_t units) {
+  const std::vector<int> rounds = grads_ready_rounds(backward, units);
   std::vector<bool> several(units);
   for (std::size_t u = 0; u < units; ++u) several[u] = rounds[u] > 1;
   return several;
 }
 
+// Calls fn(unit) for the units of the next `count` acquires at or after index `from`: what a
+// prefetch of depth `count` gathers ahead.
 template <class Fn>
 void for_next_acquires(const PassSchedule& s, std::size_t from, int count, Fn&& fn) {
   for (std::size_t i = from; i < s.size() && count > 0; ++i) {

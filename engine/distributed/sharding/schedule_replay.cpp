@@ -7,15 +7,14 @@
 
 #include "engine/base/core/check.h"
 #include "engine/distributed/comm/quantized_collectives.h"
+#include "engine/distributed/sharding/grad_norm.h"
 #include "engine/distributed/sharding/stage_policy.h"
-#include "kernels/contracts/exact_square_sum.h"
 
 namespace zt {
 
 namespace {
 
 constexpr std::int64_t kF32 = 4;
-constexpr std::int64_t kExactSumWords = exact_sum::kDigits + 1;  // global_order_fold.cpp's all-gather
 
 struct Counter {
   std::int64_t now = 0, peak = 0;
@@ -56,8 +55,7 @@ class Replay {
     const std::size_t last_acquire = last_acquire_index(s);
     if (pass == Pass::kBackward) rounds_ = units_reduced_in_rounds(s, numel_.size());
     if (pass == Pass::kBackward && policy_.folds) {  // folding reduces a unit at its last round only
-      rounds_left_.assign(numel_.size(), 0);
-      for (const UnitEvent& e : s) rounds_left_[static_cast<std::size_t>(e.unit)] += e.op == UnitOp::kGradsReady;
+      rounds_left_ = grads_ready_rounds(s, numel_.size());
     }
     for (std::size_t i = 0; i < s.size(); ++i) {
       const std::size_t u = static_cast<std::size_t>(s[i].unit);

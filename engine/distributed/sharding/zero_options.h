@@ -46,6 +46,10 @@ struct ZeroOptions {
   // every element is the same left fold over the step's micro-batches at every N and stage. Stage
   // 0 all-gathers the folded shards after the last micro-batch; the gradient norm is exact.
   bool fold_in_global_order = false;
+
+  // Hybrid sharding on `world_size` ranks: groups smaller than the world (a group of the whole
+  // world, or 0, is plain sharding).
+  bool hybrid(int world_size) const { return shard_group_size != 0 && shard_group_size != world_size; }
 };
 
 }  // namespace zt

@@ -229,18 +229,18 @@ void ZeroParamStore::grads_ready(int unit) {
     } else {
       work = comm_.reduce_scatter(pending_full_grads_[u].view(), reduced.view(), ReduceOp::kAvg);
     }
-    reductions_.push_back({unit, std::move(work), std::move(reduced)});
+    reductions_.push_back({unit, std::move(work), std::move(reduced), {}});
   } else if (policy_.solo) {
     // Averaged over one rank, the gradient accumulate_grads added is already its reduced shard.
   } else if (policy_.all_reduces_whole_unit()) {
     if (last_micro_batch_) {
-      reductions_.push_back({unit, comm_.all_reduce(grads_[u].view().slice(0, s.numel), ReduceOp::kAvg), {}});
+      reductions_.push_back({unit, comm_.all_reduce(grads_[u].view().slice(0, s.numel), ReduceOp::kAvg), {}, {}});
     }
   } else {
     // Stage 1, in place: the reduced shard lands in this rank's own slice of the full gradient buffer.
     if (last_micro_batch_) {
       const TensorView own_slot = grads_[u].view().slice(s.offset, s.shard);
-      reductions_.push_back({unit, comm_.reduce_scatter(grads_[u].view(), own_slot, ReduceOp::kAvg), {}});
+      reductions_.push_back({unit, comm_.reduce_scatter(grads_[u].view(), own_slot, ReduceOp::kAvg), {}, {}});
     }
   }
   const std::size_t limit =
@@ -264,8 +264,7 @@ void ZeroParamStore::finish_oldest_reduction() {
   r.work.wait();
   const std::size_t u = static_cast<std::size_t>(r.unit);
   if (policy_.folds) {
-    FoldExchange x{Work{}, std::move(r.reduced), std::move(r.widened)};
-    fold_parts(ctx_, fold_target(r.unit), pending_full_grads_[u].view(), x, comm_.world_size());
+    fold_parts(ctx_, fold_target(r.unit), pending_full_grads_[u].view(), r.reduced, r.widened);
   } else if (pends(r.unit)) {
     ops::accumulate_into(ctx_, grad_shard(r.unit), r.reduced.view());
   }
@@ -288,10 +287,7 @@ void ZeroParamStore::begin_pass(Pass pass, const PassSchedule& schedule, bool ba
   pass_ = pass;
   backward_follows_ = pass == Pass::kForward && backward_follows;
   if (pass == Pass::kBackward) rounds_ = units_reduced_in_rounds(schedule, state_.size());
-  if (pass == Pass::kBackward && policy_.folds) {
-    rounds_left_.assign(state_.size(), 0);
-    for (const UnitEvent& e : schedule) rounds_left_[static_cast<std::size_t>(e.unit)] += e.op == UnitOp::kGradsReady;
-  }
+  if (pass == Pass::kBackward && policy_.folds) rounds_left_ = grads_ready_rounds(schedule, state_.size());
 }
 
 bool ZeroParamStore::pends(int unit) const {
@@ -344,9 +340,8 @@ TensorView ZeroParamStore::grad_shard(int unit) const {
 }
 
 TensorView ZeroParamStore::fold_target(int unit) const {
-  const std::size_t u = static_cast<std::size_t>(unit);
-  if (policy_.shards_grads()) return grads_[u].view();
-  return grads_[u].view().slice(layout_.unit(unit).offset, layout_.unit(unit).shard);
+  if (!policy_.all_reduces_whole_unit()) return grad_shard(unit);  // stage 1's slice, stages 2-3's shard
+  return grads_[static_cast<std::size_t>(unit)].view().slice(layout_.unit(unit).offset, layout_.unit(unit).shard);
 }
 
 TensorView ZeroParamStore::working_shard(int unit) const {

@@ -113,17 +113,18 @@ TEST(RankMemory, ThreeRanksThatDivideNoUnitWorkedByHand) {
   // Stages 2-3 pending full gradients: u2, u1, u0 (3 + 9 + 12 = 24) before the third reduction's
   // start makes the first one wait. Comm staging, all three reductions in flight at that moment:
   // stage 0 all-reduces fp32 copies of 3 + 7 + 10 elements; a reduce-scatter stages its fp32
-  // output shard (4 s), stages 2-3 also the store's fp32 reduced shard (4 s), and bf16 an fp32
-  // copy of the padded input (4 p). Padding: m, v shard padding 8 * 4 = 32; padded units and
-  // shards 4 * W each.
+  // output shard (4 s), and bf16 an fp32 copy of the padded input (4 p). Stages 2-3 reduce the
+  // step's first micro-batch into the gradient shards, a later one into the store's fp32 reduced
+  // shards (4 s more each). Padding: m, v shard padding 8 * 4 = 32; padded units and shards
+  // 4 * W each.
   const Expected f32[] = {{80, 80, 0, 160, 80, 0},
                           {96, 96, 0, 64, 4 * 8, 32 + 16 + 16},
-                          {96, 32 + 4 * 24, 0, 64, 8 * 8, 32 + 16 + 16},
-                          {32 + 4 * 21, 32 + 4 * 24, 0, 64, 8 * 8, 32 + 16 + 16}};
+                          {96, 32 + 4 * 24, 0, 64, 4 * 8, 32 + 16 + 16},
+                          {32 + 4 * 21, 32 + 4 * 24, 0, 64, 4 * 8, 32 + 16 + 16}};
   const Expected bf16[] = {{40, 40, 80, 160, 80, 0},
                            {48, 48, 32, 64, 4 * 8 + 4 * 24, 48 + 8 + 8},
-                           {48, 16 + 2 * 24, 32, 64, 8 * 8 + 4 * 24, 48 + 8 + 8},
-                           {16 + 2 * 21, 16 + 2 * 24, 32, 64, 8 * 8 + 4 * 24, 48 + 8 + 8}};
+                           {48, 16 + 2 * 24, 32, 64, 4 * 8 + 4 * 24, 48 + 8 + 8},
+                           {16 + 2 * 21, 16 + 2 * 24, 32, 64, 4 * 8 + 4 * 24, 48 + 8 + 8}};
   for (int stage = 0; stage < 4; ++stage) {
     expect_prediction(predict(t, DType::kF32, fp, stage, 3), f32[stage], "f32 stage " + std::to_string(stage));
     expect_prediction(predict(t, DType::kBF16, fp, stage, 3), bf16[stage], "bf16 stage " + std::to_string(stage));
@@ -134,25 +135,40 @@ TEST(RankMemory, ThreeRanksThatDivideNoUnitWorkedByHand) {
   ShardingOptions det;
   det.deterministic = true;
   EXPECT_EQ(predict(t, DType::kF32, fp, 0, 3, det)[C::kCommBuffers], 224);
+  EXPECT_EQ(predict(t, DType::kF32, fp, 2, 3, det)[C::kCommBuffers], 4 * 8 + 4 * 24);
+  // Two micro-batches: the second's reductions add the store's reduced shards (4 s: 32 bytes).
+  ShardingOptions accum;
+  accum.grad_accum = 2;
+  for (int stage = 2; stage < 4; ++stage) {
+    EXPECT_EQ(predict(t, DType::kF32, fp, stage, 3, accum)[C::kCommBuffers], 8 * 8) << stage;
+    EXPECT_EQ(predict(t, DType::kBF16, fp, stage, 3, accum)[C::kCommBuffers], 8 * 8 + 4 * 24) << stage;
+  }
+  det.grad_accum = 2;
   EXPECT_EQ(predict(t, DType::kF32, fp, 2, 3, det)[C::kCommBuffers], 8 * 8 + 4 * 24);
 }
 
 // NCCL (device cuda) stages only what is not fp32 on the device already, by hand for the same
-// three units, all three reductions in flight: f32 stages nothing beyond the store's reduced
-// shards at stages 2-3 (4 s = 32); bf16 stages an fp32 copy of each unit (stage 0: 4 n = 80;
-// stages 1-3: the padded unit, 4 p = 96) and at stage 1 the fp32 result for the bf16 slice
-// (4 s = 32). A world of one stages nothing at any stage, whatever the backend: its store calls no
+// three units, all three reductions in flight: f32 stages nothing (stages 2-3 reduce the first
+// micro-batch into the shards; a later one into the store's reduced shards, 4 s = 32); bf16
+// stages an fp32 copy of each unit (stage 0: 4 n = 80; stages 1-3: the padded unit, 4 p = 96) and
+// at stages 1-3 the fp32 result for the bf16 shard or slice (4 s = 32; stages 2-3 later: the
+// store's reduced shard instead). A world of one stages nothing at any stage, whatever the backend: its store calls no
 // collective.
 TEST(RankMemory, NcclStagingWorkedByHand) {
   const ParamTable t = hand_table();
   const ModelFootprint fp{1000, 500};
   ShardingOptions nccl;
   nccl.backend = CollectiveBackend::kNccl;
-  const std::int64_t f32[] = {0, 0, 4 * 8, 4 * 8}, bf16[] = {4 * 20, 4 * 24 + 4 * 8, 4 * 8 + 4 * 24, 4 * 8 + 4 * 24};
+  const std::int64_t f32[] = {0, 0, 0, 0}, bf16[] = {4 * 20, 4 * 24 + 4 * 8, 4 * 8 + 4 * 24, 4 * 8 + 4 * 24};
+  ShardingOptions nccl_accum = nccl;
+  nccl_accum.grad_accum = 3;
+  const std::int64_t f32_accum[] = {0, 0, 4 * 8, 4 * 8};
   for (int stage = 0; stage < 4; ++stage) {
     SCOPED_TRACE(stage);
     EXPECT_EQ(predict(t, DType::kF32, fp, stage, 3, nccl)[C::kCommBuffers], f32[stage]);
     EXPECT_EQ(predict(t, DType::kBF16, fp, stage, 3, nccl)[C::kCommBuffers], bf16[stage]);
+    EXPECT_EQ(predict(t, DType::kF32, fp, stage, 3, nccl_accum)[C::kCommBuffers], f32_accum[stage]);
+    EXPECT_EQ(predict(t, DType::kBF16, fp, stage, 3, nccl_accum)[C::kCommBuffers], bf16[stage]);
   }
   for (int stage = 0; stage < 4; ++stage) {
     EXPECT_EQ(predict(t, DType::kBF16, fp, stage, 1, nccl)[C::kCommBuffers], 0) << stage;
@@ -164,8 +180,9 @@ TEST(RankMemory, NcclStagingWorkedByHand) {
 // gathered, gradients go straight into the gradient buffer, nothing is staged: stage 0's bytes,
 // by hand for the units of 10, 7 and 3 elements (20). Only fp32 gradient shards under bf16
 // parameters keep each unit's bf16 pending gradient (2 n, all three at once before the third
-// reduction's start finishes the first: 2 * 20 = 40) and its fp32 widening in comm_buffers
-// (4 * 20 = 80), beside fp32 shards of 4 * 20.
+// reduction's start finishes the first: 2 * 20 = 40), beside fp32 shards of 4 * 20; it is widened
+// straight into the shard (the first micro-batch) or into an fp32 buffer in comm_buffers added
+// to it (a later one: 4 * 20 = 80).
 TEST(RankMemory, OneRankAtEveryStageDoesStageZerosWorkWorkedByHand) {
   const ParamTable t = hand_table();
   const ModelFootprint fp{1000, 500};
@@ -179,8 +196,13 @@ TEST(RankMemory, OneRankAtEveryStageDoesStageZerosWorkWorkedByHand) {
     ZeroOptions zero;
     zero.stage = stage;
     zero.fp32_grad_shards = true;
-    expect_prediction(predict_rank_memory(t, DType::kBF16, fp, chain_schedule(), zero, 1),
-                      {40, 80 + 40, 80, 160, 80, 0}, "bf16, fp32 gradient shards, stage " + std::to_string(stage));
+    expect_prediction(predict_rank_memory(t, DType::kBF16, fp, chain_schedule(), zero, 1), {40, 80 + 40, 80, 160, 0, 0},
+                      "bf16, fp32 gradient shards, stage " + std::to_string(stage));
+    ShardingOptions accum;
+    accum.grad_accum = 2;
+    expect_prediction(predict_rank_memory(t, DType::kBF16, fp, chain_schedule(), zero, 1, accum),
+                      {40, 80 + 40, 80, 160, 80, 0},
+                      "bf16, fp32 gradient shards, 2 micro-batches, stage " + std::to_string(stage));
   }
 }
 
@@ -194,12 +216,13 @@ TEST(RankMemory, ZeroOptionsMoveTheTransientBuffersAsWorkedByHand) {
     return predict_rank_memory(t, DType::kF32, fp, chain_schedule(), zero, 3);
   };
   // No prefetch: one gathered unit at a time (the largest, 12); no overlap: also one pending
-  // gradient and one reduction's staging at a time (u0: 12 elements; 8 s = 32 bytes).
+  // gradient and one reduction's staging at a time (u0: 12 elements; its output shard 4 s = 16
+  // bytes, the step's first reduction landing in the gradient shard).
   EXPECT_EQ(with([](ZeroOptions& z) { z.prefetch_units = 0; })[C::kParameters], 32 + 4 * 12);
   const StageMemory sync = with([](ZeroOptions& z) { z.overlap_comm = false; });
   EXPECT_EQ(sync[C::kParameters], 32 + 4 * 12);
   EXPECT_EQ(sync[C::kGradients], 32 + 4 * 12);
-  EXPECT_EQ(sync[C::kCommBuffers], 8 * 4);
+  EXPECT_EQ(sync[C::kCommBuffers], 4 * 4);
   // One reduction in flight: two pending gradients at most (u1 + u0 = 21).
   EXPECT_EQ(with([](ZeroOptions& z) { z.max_inflight_reductions = 1; })[C::kGradients], 32 + 4 * 21);
   // Bounded by bytes (pending u2, u1, u0: 12, 36, 48 bytes in backward order): 40 bytes in flight
@@ -269,9 +292,11 @@ TEST(RankMemory, ATiedUnitReducedInTwoRoundsWorkedByHand) {
   // u0's second round + 48: 84.
   EXPECT_EQ(with(2, false, 1)[C::kGradients], 32 + 96);
   EXPECT_EQ(with(2, true, 1)[C::kGradients], 32 + 84);
-  // Comm staging at stage 2 (8 s per reduction: u0 32, u2 8, u1 24), two rounds, one in flight:
-  // u0 32, + u2 40 (waits u0: 8), + u1 32 (waits u2: 24), + u0 56 (waits u1): peak 56.
-  EXPECT_EQ(with(2, true, 1)[C::kCommBuffers], 56);
+  // Comm staging at stage 2, two rounds, one in flight: each unit's first reduction lands in its
+  // shard (MPI's output staging, 4 s: u0 16, u2 4, u1 12), u0's second round adds the store's
+  // reduced shard (8 s = 32): u0 16, + u2 20 (waits u0: 4), + u1 16 (waits u2: 12), + u0 44
+  // (waits u1): peak 44.
+  EXPECT_EQ(with(2, true, 1)[C::kCommBuffers], 44);
   // On several ranks stage 0 reduces each round of u0 from a pending buffer too (W p = 48), so that
   // every stage adds the same two reduced terms: its fixed 80 bytes of gradients, + 48 pending.
   // Staging, two in flight: u0's round all-reduces an fp32 copy (4 n = 40) staged again by the

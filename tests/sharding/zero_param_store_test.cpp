@@ -1,7 +1,8 @@
 // ZeroParamStore on one rank: the stage-3 state machine (prefetch, keep for backward, reshard),
 // the schedule contract (GptModel's real calls equal its declared schedules; a call out of order
-// is refused), the persistence threshold, every option giving the stage-0 gradients, and the
-// gradients added in place into the store's zero storage (the same bits as through the scratch).
+// is refused), the persistence threshold, every option giving the stage-0 gradients, the
+// gradients added in place into the store's zero storage (the same bits as through the scratch),
+// and stages 2-3 writing a step's first reduction into the gradient shard.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -332,6 +333,63 @@ TEST(ZeroParamStore, InPlaceGradientsWhileTheStorageIsZeroGiveTheScratchPathsBit
     if (pending) continue;
     in_place.store.begin_step();
     for (int u = 0; u < units; ++u) EXPECT_NE(in_place.store.in_place_grads(u).data, nullptr) << "unit " << u;
+  }
+}
+
+// Stages 2-3 (StagePolicy::first_reduction_into_shard): begin_step leaves the gradient shards as
+// they are, the step's first reduction of a unit writes its shard and later ones add to it, and a
+// shard no reduction wrote is zeroed at the end of the step's last backward. Whatever a shard held
+// before (NaN here) is never read: a step's gradients are its own contributions only, with one
+// micro-batch or two, and a unit without a contribution ends the step at zero.
+TEST(ZeroParamStore, TheStepsFirstReductionWritesTheGradientShard) {
+  ParamTable table;
+  for (int u = 0; u < 2; ++u) {
+    table.add_unit("u" + std::to_string(u));
+    table.add_param("p" + std::to_string(u), {6 - u}, {6 - u}, true);
+  }
+  using enum UnitOp;
+  const PassSchedule forward = {{kAcquire, 0}, {kRelease, 0}, {kAcquire, 1}, {kRelease, 1}};
+  const PassSchedule backward = {{kAcquire, 1},    {kRelease, 1},    {kAcquire, 0},
+                                 {kAccumulate, 0}, {kGradsReady, 0}, {kRelease, 0}};  // u1: no gradient
+  for (int s : {2, 3}) {
+    MemoryTracker tracker;
+    ExecContext ctx{Device::kCPU, 1, nullptr};
+    LocalCommunicator comm{tracker, {}};
+    ZeroOptions options = stage(s);
+    options.solo_path = false;  // the reductions of one rank, as on several
+    ZeroParamStore store(table, DType::kF32, options, comm, tracker, ctx);
+    for (int micro_batches : {1, 2, 1}) {
+      SCOPED_TRACE(::testing::Message() << "stage " << s << ", " << micro_batches << " micro-batch(es)");
+      store.begin_step();
+      for (int u = 0; u < 2; ++u) {
+        const TensorView g = store.grad_shard(u);
+        for (std::int64_t i = 0; i < g.numel(); ++i) g.as<float>()[i] = NAN;
+      }
+      std::vector<float> sum(6, 0.0f);
+      for (int m = 0; m < micro_batches; ++m) {
+        store.set_micro_batch(m, micro_batches);
+        store.begin_pass(Pass::kForward, forward, /*backward_follows=*/true);
+        for (int u = 0; u < 2; ++u) {
+          store.acquire_params(u, Pass::kForward);
+          store.release_params(u, Pass::kForward);
+        }
+        store.end_pass(Pass::kForward);
+        std::vector<float> g(6);
+        for (int i = 0; i < 6; ++i) g[i] = 0.25f * static_cast<float>(i + 1) * static_cast<float>(m + 1);
+        for (int i = 0; i < 6; ++i) sum[i] += g[i];
+        store.begin_pass(Pass::kBackward, backward, false);
+        store.acquire_params(1, Pass::kBackward);
+        store.release_params(1, Pass::kBackward);
+        store.acquire_params(0, Pass::kBackward);
+        store.accumulate_grads(0, TensorView{g.data(), DType::kF32, Device::kCPU, Shape{6}});
+        store.grads_ready(0);
+        store.release_params(0, Pass::kBackward);
+        store.end_pass(Pass::kBackward);
+      }
+      const TensorView g0 = store.grad_shard(0), g1 = store.grad_shard(1);
+      EXPECT_EQ(std::vector<float>(g0.as<float>(), g0.as<float>() + 6), sum);
+      EXPECT_EQ(std::vector<float>(g1.as<float>(), g1.as<float>() + 5), std::vector<float>(5, 0.0f));
+    }
   }
 }
 

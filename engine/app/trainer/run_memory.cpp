@@ -17,6 +17,7 @@ StageMemory predict_run_memory(const RunConfig& config, int stage, int world_siz
   const StoreCommChoice choice = store_comm_choice(config, world_size);
   o.backend = choice.staging;
   o.replica_groups = world_size / choice.group_size;  // hybrid sharding: the store's world is a group
+  o.grad_accum = config.train.grad_accum;
   ZeroOptions zero = config.zero;
   zero.stage = stage;
   StageMemory m =

@@ -60,7 +60,7 @@ StageMemory predict_rank_memory(const ParamTable& table, DType param_dtype, cons
                        (master_per_elem + moments_per_elem) * o.last_rank_padding;
   }
   const TransientPeaks t = replay_step(table, param_dtype, zero, world_size, options.deterministic, options.backend,
-                                       schedule, options.replica_groups);
+                                       schedule, options.replica_groups, options.grad_accum);
   m[MemCategory::kParameters] = params + t.gathered_params;
   m[MemCategory::kGradients] = grads + t.pending_grads;
   m[MemCategory::kMasterWeights] = master_per_elem * optimizer_elems;

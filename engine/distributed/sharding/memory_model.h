@@ -22,6 +22,8 @@ struct ShardingOptions {
   // Hybrid sharding: the world is this many groups of `world_size` ranks (the store's world), and
   // each reduction's result is all-reduced across them in its wait (HybridCommunicator).
   int replica_groups = 1;
+  // The step's micro-batches: the first reduces into the gradient shards (replay_step).
+  int grad_accum = 1;
 };
 
 // What the model allocates itself, the same under every stage (it is sized by the batch, not the

@@ -49,6 +49,7 @@ class Replay {
     gathered_.assign(n, false);
     landing_.assign(n, false);
     pending_.assign(n, false);
+    written_.assign(n, false);
   }
 
   void pass(const PassSchedule& s, Pass pass) {
@@ -86,7 +87,11 @@ class Replay {
         case UnitOp::kGradsReady: {
           if (policy_.folds && --rounds_left_[u] > 0) break;
           count_reduction(u);
-          const std::int64_t staged = staging(u);
+          // StagePolicy::first_reduction_into_shard: the step's first reduction of the unit writes
+          // its gradient shard, without the store's reduced buffer.
+          const bool into_shard = policy_.first_reduction_into_shard && pends(u) && !written_[u];
+          written_[u] = true;
+          const std::int64_t staged = staging(u, into_shard);
           comm_.add(staged);
           inflight_.push_back({u, staged});
           const std::size_t limit = zero_.overlap_comm ? static_cast<std::size_t>(zero_.max_inflight_reductions) : 0;
@@ -251,17 +256,17 @@ class Replay {
   }
 
   // fp32 bytes staged by grads_ready's collective on unit u, plus the store's reduced shard at
-  // stages 2-3. MpiCommunicator stages every result in fp32 (the local communicator of one rank
-  // nothing); NcclCommunicator reduces device buffers in place or into the store's buffers and
-  // stages only what is not fp32 already: the fp32 copy of a bf16 unit, and at stage 1 the fp32
-  // result for the bf16 shard slice; a StagedCommunicator stages in host memory, counted apart.
-  std::int64_t staging(std::size_t u) const {
+  // stages 2-3 (not `into_shard`, where the reduction writes the gradient shard itself). MpiCommunicator stages every
+  // result in fp32 (the local communicator of one rank nothing); NcclCommunicator reduces device buffers in place or
+  // into the store's buffers and stages only what is not fp32 already: the fp32 copy of a bf16 unit, and at stage 1 the
+  // fp32 result for the bf16 shard slice; a StagedCommunicator stages in host memory, counted apart.
+  std::int64_t staging(std::size_t u, bool into_shard) const {
     // Folding (global_order_fold.h): the received parts in the pending dtype on several ranks, and
     // a bf16 part widened to fp32, whatever the backend (an exchange moves bytes as they are).
     if (policy_.folds) return (world_ > 1 ? W_ * padded_[u] : 0) + (bf16_ ? kF32 * shard_[u] : 0);
     // A world of one calls no collective (the solo path) or only the local communicator's, which
     // stage nothing; host staging is counted apart. zero.solo_path false keeps NCCL's at one rank.
-    if ((world_ == 1 && (zero_.solo_path || !nccl_)) || staged_) return store_reduced(u);
+    if ((world_ == 1 && (zero_.solo_path || !nccl_)) || staged_) return into_shard ? 0 : store_reduced(u);
     // Stages 0-1 with a pending buffer: every micro-batch (deterministic mode) or every round.
     const bool per_micro_batch = pends(u) && !policy_.shards_grads();
     if (per_micro_batch && policy_.all_reduces_whole_unit()) {  // the fp32 unit, all-reduced in place
@@ -274,9 +279,12 @@ class Replay {
       if (nccl_) return reduced + (bf16_ ? kF32 * padded_[u] : 0);
       return reduced + kF32 * shard_[u] + (bf16_ ? kF32 * padded_[u] : 0) + (deterministic_ ? kF32 * padded_[u] : 0);
     }
-    // Stages 2-3: the store's fp32 reduced shard, added into the gradient shard when waited.
-    std::int64_t b = policy_.shards_grads() ? kF32 * shard_[u] : 0;
+    // Stages 2-3: the store's fp32 reduced shard, added into the gradient shard when waited; or,
+    // into the shard, NCCL's fp32 result for a shard that is not fp32.
+    const bool f32_shard = policy_.grad_dtype == DType::kF32;
+    std::int64_t b = policy_.shards_grads() && !into_shard ? kF32 * shard_[u] : 0;
     if (nccl_) {
+      if (into_shard && !f32_shard) b = kF32 * shard_[u];
       if (!bf16_) return b;
       if (policy_.all_reduces_whole_unit()) return kF32 * numel_[u];
       return b + kF32 * padded_[u] + (policy_.reduces_into_own_slice() ? kF32 * shard_[u] : 0);
@@ -300,6 +308,7 @@ class Replay {
   bool bf16_;
   std::vector<std::int64_t> numel_, shard_, padded_;
   std::vector<bool> sharded_, gathered_, pending_;
+  std::vector<bool> written_;     // the step's first reduction of the unit was issued
   std::vector<bool> landing_;     // a quantized gather in flight: its staging lives until the acquire
   std::vector<bool> rounds_;      // units the backward reduces in rounds
   std::vector<int> rounds_left_;  // folding: each unit's grads_ready calls still to come
@@ -320,12 +329,16 @@ std::int64_t host_all_reduce_staging_bytes(std::int64_t n, int world_size, bool 
 
 TransientPeaks replay_step(const ParamTable& table, DType param_dtype, const ZeroOptions& zero, int world_size,
                            bool deterministic, CollectiveBackend backend, const StepSchedule& schedule,
-                           int replica_groups) {
-  ZT_CHECK(world_size >= 1 && zero.stage >= 0 && zero.stage <= 3 && replica_groups >= 1);
+                           int replica_groups, int grad_accum) {
+  ZT_CHECK(world_size >= 1 && zero.stage >= 0 && zero.stage <= 3 && replica_groups >= 1 && grad_accum >= 1);
   ZT_CHECK(replica_groups == 1 || backend != CollectiveBackend::kHostStaged, "hybrid sharding cannot be staged");
   Replay r(table, param_dtype, zero, world_size, deterministic, backend, replica_groups);
-  r.pass(schedule.forward, Pass::kForward);
-  r.pass(schedule.backward, Pass::kBackward);
+  // Every micro-batch after the first repeats the second's events and bytes (first reductions
+  // into the shard happen in the first only), so two cover the step's peaks.
+  for (int m = 0; m < std::min(grad_accum, 2); ++m) {
+    r.pass(schedule.forward, Pass::kForward);
+    r.pass(schedule.backward, Pass::kBackward);
+  }
   return r.peaks();
 }
 

@@ -37,11 +37,13 @@ enum class CollectiveBackend { kHost, kNccl, kHostStaged };
 std::int64_t host_all_reduce_staging_bytes(std::int64_t n, int world_size, bool deterministic);
 
 // `deterministic`: the host communicator's fixed-order reductions (all-to-all staging). Every
-// backend adds the store's own fp32 reduced shards at stages 2-3. `replica_groups` > 1: hybrid
+// backend adds the store's own fp32 reduced shards at stages 2-3, but to the step's first
+// reduction of a unit (StagePolicy::first_reduction_into_shard). `replica_groups` > 1: hybrid
 // sharding over host communicators, `world_size` being the group's size (see Replay::finish_oldest).
+// `grad_accum`: the step's micro-batches (the first reduces into the shards, the others not).
 TransientPeaks replay_step(const ParamTable& table, DType param_dtype, const ZeroOptions& zero, int world_size,
                            bool deterministic, CollectiveBackend backend, const StepSchedule& schedule,
-                           int replica_groups = 1);
+                           int replica_groups = 1, int grad_accum = 1);
 
 // Elements one rank sends in one optimizer step through the store's communicator, counted as
 // Communicator::elements_sent counts them (a ring's n (N-1)/N per all-gather or reduce-scatter of

@@ -21,6 +21,7 @@ StagePolicy make_stage_policy(const ZeroOptions& zero, int world_size, DType par
   const bool straight_into_shard = p.solo && zero.stage >= 2 && p.grad_dtype == param_dtype;
   p.folds = zero.fold_in_global_order;
   p.pends = (zero.stage >= 2 && !straight_into_shard) || p.reduce_every_micro_batch || p.folds;
+  p.first_reduction_into_shard = zero.stage >= 2 && p.pends && !p.folds && zero.shard_group_size == 0;
   p.quantized_gathers = zero.gather_wire == WireDType::kInt8 && zero.stage >= 1 && !p.solo;
   return p;
 }

@@ -43,6 +43,13 @@ struct StagePolicy {
   // shard), and stages 0-1 reducing every micro-batch. Otherwise contributions add into the
   // stored gradient, reduced after the last micro-batch.
   bool pends = false;
+  // Stages 2-3 with a pending buffer, not folding, without hybrid sharding: the step's first
+  // reduction of a unit writes its gradient shard directly (the shard holds zero then, and the
+  // reduction's rounding is the one the addition would do), later ones go through an fp32 reduced
+  // shard added into it. So a step of one micro-batch neither zeroes the shards nor adds into
+  // them, nor holds the store's reduced buffers. Hybrid sharding keeps the reduced buffer: its
+  // second hop all-reduces the result where it lands, in fp32.
+  bool first_reduction_into_shard = false;
   // A unit the backward reduces in several rounds (units_reduced_in_rounds) pends on more than one
   // rank at every stage: each round waits in its own pending buffer for a reduction of its own.
   bool pends_unit(bool reduced_in_rounds) const { return pends || (reduced_in_rounds && world_size > 1); }

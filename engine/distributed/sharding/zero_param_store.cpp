@@ -213,12 +213,26 @@ void ZeroParamStore::grads_ready(int unit) {
     ZT_CHECK(!pending_full_grads_[u].empty(), "grads_ready for unit {} without a contribution", unit);
     FoldExchange x = start_fold_exchange(comm_, ctx_, tracker_, pending_full_grads_[u].view(), s.shard);
     reductions_.push_back({unit, std::move(x.work), std::move(x.received), std::move(x.widened)});
+  } else if (pends(unit) && policy_.first_reduction_into_shard && grads_zero_[u]) {
+    // The step's first reduction of the unit lands in its gradient shard, which begin_step left
+    // unwritten (StagePolicy::first_reduction_into_shard): round(r) there is round(0 + r).
+    ZT_CHECK(!pending_full_grads_[u].empty(), "grads_ready for unit {} without a contribution", unit);
+    grads_zero_[u] = false;
+    const TensorView shard = grads_[u].view();
+    Work work;
+    if (policy_.solo) {
+      ops::cast(ctx_, shard, pending_full_grads_[u].view().slice(0, shard.numel()));
+    } else {
+      work = comm_.reduce_scatter(pending_full_grads_[u].view(), shard, ReduceOp::kAvg);
+    }
+    reductions_.push_back({unit, std::move(work), {}, {}});
   } else if (pends(unit)) {
     // The micro-batch's (or the round's) gradient waits in its pending buffer: reduced alone, in fp32, and added to
     // the stored gradient in finish_oldest_reduction. Stages 1-3 reduce-scatter it into a shard
     // (a world of one only widens it), stage 0 (every micro-batch in hybrid deterministic mode) all-reduces
     // an fp32 copy of the unit.
     ZT_CHECK(!pending_full_grads_[u].empty(), "grads_ready for unit {} without a contribution", unit);
+    grads_zero_[u] = false;
     const bool whole = policy_.all_reduces_whole_unit();
     Buffer reduced =
         ops::allocate(ctx_, tracker_, MemCategory::kCommBuffers, DType::kF32, whole ? s.numel : s.shard, false);
@@ -265,7 +279,7 @@ void ZeroParamStore::finish_oldest_reduction() {
   const std::size_t u = static_cast<std::size_t>(r.unit);
   if (policy_.folds) {
     fold_parts(ctx_, fold_target(r.unit), pending_full_grads_[u].view(), r.reduced, r.widened);
-  } else if (pends(r.unit)) {
+  } else if (pends(r.unit) && !r.reduced.empty()) {  // (none: the reduction wrote the shard itself)
     ops::accumulate_into(ctx_, grad_shard(r.unit), r.reduced.view());
   }
   pending_full_grads_[u].reset();  // a full gradient lives only until its reduction (if it pends)
@@ -306,6 +320,12 @@ void ZeroParamStore::end_pass(Pass pass) {
   ZT_CHECK(cursor_ == schedule_->size(), "the pass ended after {} of its {} scheduled calls", cursor_,
            schedule_->size());
   while (!reductions_.empty()) finish_oldest_reduction();
+  if (pass == Pass::kBackward && last_micro_batch_ && policy_.first_reduction_into_shard) {
+    // A shard begin_step left unwritten that no reduction wrote: zero, as the gradient it stands for.
+    for (std::size_t u = 0; u < grads_.size(); ++u) {
+      if (grads_zero_[u]) ops::fill_zero(ctx_, grads_[u].view());
+    }
+  }
   if (pass == Pass::kBackward && policy_.folds && policy_.all_reduces_whole_unit() && last_micro_batch_) {
     std::vector<TensorView> own, whole;  // stage 0 keeps the whole gradient
     for (std::size_t u = 0; u < grads_.size(); ++u) {
@@ -324,7 +344,10 @@ void ZeroParamStore::end_pass(Pass pass) {
 }
 
 void ZeroParamStore::begin_step() {
-  for (Buffer& g : grads_) ops::fill_zero(ctx_, g.view());
+  // Shards that the step's first reduction writes are zeroed only if none does (end_pass).
+  if (!policy_.first_reduction_into_shard) {
+    for (Buffer& g : grads_) ops::fill_zero(ctx_, g.view());
+  }
   grads_zero_.assign(grads_zero_.size(), true);
 }
 

@@ -69,7 +69,8 @@ class ZeroParamStore final : public ParamStore {
   // The split the optimizer works on: the ranks' shards (stage >= 1) or whole units (stage 0).
   const ShardLayout& optimizer_layout() const { return opt_layout_; }
 
-  // Step protocol: begin_step zeroes gradients; set_micro_batch says whether the backward that
+  // Step protocol: begin_step zeroes gradients (or, where the first reduction writes the shard,
+  // marks them zero: StagePolicy::first_reduction_into_shard); set_micro_batch says whether the backward that
   // follows is the step's last (stages 0-1 reduce only then).
   void begin_step();
   void set_micro_batch(int index, int count);
@@ -100,6 +101,7 @@ class ZeroParamStore final : public ParamStore {
     int unit;
     Work work;
     Buffer reduced;  // stages 2-3: the fp32 reduced shard, added into the gradient shard once done
+                     // (none where the reduction writes the shard itself)
     Buffer widened;  // folding bf16 parts: one part in fp32 (accumulate_into adds fp32)
   };
 
@@ -138,12 +140,14 @@ class ZeroParamStore final : public ParamStore {
   std::vector<Buffer> gathered_;      // sharded units: the full unit while gathering or gathered
   std::vector<Buffer> exact_shards_;  // StagePolicy::keeps_exact_shard units: the working shard
   std::vector<UnitState> state_;
-  std::vector<bool> in_use_;                 // between acquire and release
-  std::vector<Work> gathers_;                // a sharded unit's all-gather in flight (kGathering)
-  std::vector<Work> publishes_;              // a whole unit's all-gather of updated params in flight
-  std::vector<Buffer> grads_;                // full (stage 0; padded at 1, where the reduced shard lands in
-                                             // this rank's slice) or shard (stages 2-3)
-  std::vector<bool> grads_zero_;             // grads_[u] holds zero: no contribution since begin_step
+  std::vector<bool> in_use_;     // between acquire and release
+  std::vector<Work> gathers_;    // a sharded unit's all-gather in flight (kGathering)
+  std::vector<Work> publishes_;  // a whole unit's all-gather of updated params in flight
+  std::vector<Buffer> grads_;    // full (stage 0; padded at 1, where the reduced shard lands in
+                                 // this rank's slice) or shard (stages 2-3)
+  // No contribution to grads_[u] since begin_step: it holds zero, or under
+  // StagePolicy::first_reduction_into_shard whatever the last step left there (unread until written).
+  std::vector<bool> grads_zero_;
   std::vector<bool> pending_in_place_;       // in_place_grads lent the pending buffer, still zero
   std::vector<Buffer> pending_full_grads_;   // stages 2-3: a unit's full gradient until reduced
   std::deque<PendingReduction> reductions_;  // gradient collectives in flight, oldest first

@@ -1,6 +1,9 @@
 // Softmax + cross-entropy on the GPU: operand checks and launches of the kernels in
-// cross_entropy_kernels.cuh (whose header says how they work).
+// cross_entropy_kernels.cuh (whose header says how they work), the row kept in shared memory
+// where it fits.
 #include "kernels/cuda/cross_entropy.h"
+
+#include <algorithm>
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cross_entropy_kernels.cuh"
@@ -40,9 +43,56 @@ CeDims check_dims(const TensorView& probs, const TensorView& targets, int vocab_
   return d;
 }
 
+// The most dynamic shared memory a kRowInSmem block takes ([Note: the row in shared memory] in
+// cross_entropy_kernels.cuh): half an SM's, less each block's static shared memory (the block
+// reductions' 32 floats and 32 doubles) and the runtime's reservation, so two blocks of 1024
+// threads share an SM; and no more than the device grants a block. 0 where there is no device.
+std::size_t row_cache_limit() {
+  static const std::size_t limit = [] {
+    int device = 0, per_sm = 0, optin = 0, reserved = 0;
+    if (cudaGetDevice(&device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&reserved, cudaDevAttrReservedSharedMemoryPerBlock, device) != cudaSuccess) {
+      (void)cudaGetLastError();  // no device: nothing will launch, and the error must not linger
+      return std::size_t{0};
+    }
+    constexpr int kStatic = 32 * static_cast<int>(sizeof(float) + sizeof(double));
+    const int half = per_sm / 2 - reserved - kStatic;
+    return static_cast<std::size_t>(std::max(0, std::min(half, optin)));
+  }();
+  return limit;
+}
+
+// One block a row: the row kept in shared memory where it fits, else read from memory each pass
+// (the same bits either way).
+template <Output kOut, typename T, int kVec>
+void launch_rows(cudaStream_t stream, const CeDims& d, int vocab_size, float* losses, T* o, const T* x,
+                 const std::int32_t* targets, float dloss, CeRowCache cache) {
+  const unsigned grid = static_cast<unsigned>(d.rows);
+  const std::size_t bytes = detail::ce::row_cache_bytes<T, kVec>(vocab_size);
+  if (cache == CeRowCache::kAuto && bytes <= row_cache_limit()) {
+    constexpr auto kKernel = softmax_ce_kernel<kOut, T, kVec, true>;
+    // Above the 48 KiB default the dynamic shared memory is opted into, once per kernel (the
+    // process drives one GPU), with the carveout preferring shared memory so two blocks fit.
+    static const bool configured = [] {
+      ZT_CUDA_CHECK(cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(row_cache_limit())));
+      ZT_CUDA_CHECK(cudaFuncSetAttribute(kKernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                         cudaSharedmemCarveoutMaxShared));
+      return true;
+    }();
+    (void)configured;
+    kKernel<<<grid, kThreads, bytes, stream>>>(losses, o, x, targets, d.padded_vocab, vocab_size, dloss);
+  } else {
+    softmax_ce_kernel<kOut, T, kVec, false>
+        <<<grid, kThreads, 0, stream>>>(losses, o, x, targets, d.padded_vocab, vocab_size, dloss);
+  }
+}
+
 template <Output kOut>
 void launch(const char* op, const ExecContext& ctx, TensorView losses, TensorView out, TensorView logits,
-            TensorView targets, float dloss, int vocab_size) {
+            TensorView targets, float dloss, int vocab_size, CeRowCache cache = CeRowCache::kAuto) {
   const cudaStream_t stream = detail::stream_of(ctx);
   const DType dtype = detail::activation_dtype(op, {out, logits});
   const CeDims d = check_dims(out, targets, vocab_size);
@@ -55,10 +105,13 @@ void launch(const char* op, const ExecContext& ctx, TensorView losses, TensorVie
     using T = typename decltype(type)::type;
     T* o = detail::act_data<T>(out);
     const T* x = detail::act_data<T>(logits);
-    const auto kernel = use_wide(d.padded_vocab, o, x) ? softmax_ce_kernel<kOut, T, detail::kWideVec<T>>
-                                                       : softmax_ce_kernel<kOut, T, 1>;
-    kernel<<<static_cast<unsigned>(d.rows), kThreads, 0, stream>>>(losses.as<float>(), o, x, targets.as<std::int32_t>(),
-                                                                   d.padded_vocab, vocab_size, dloss);
+    if (use_wide(d.padded_vocab, o, x)) {
+      launch_rows<kOut, T, detail::kWideVec<T>>(stream, d, vocab_size, losses.as<float>(), o, x,
+                                                targets.as<std::int32_t>(), dloss, cache);
+    } else {
+      launch_rows<kOut, T, 1>(stream, d, vocab_size, losses.as<float>(), o, x, targets.as<std::int32_t>(), dloss,
+                              cache);
+    }
   });
   ZT_CUDA_CHECK_LAUNCH();
 }
@@ -71,8 +124,9 @@ void softmax_cross_entropy_forward(const ExecContext& ctx, TensorView losses, Te
 }
 
 void softmax_cross_entropy_fused(const ExecContext& ctx, TensorView losses, TensorView dlogits, TensorView logits,
-                                 TensorView targets, float dloss, int vocab_size) {
-  launch<Output::kGradient>("softmax_cross_entropy_fused", ctx, losses, dlogits, logits, targets, dloss, vocab_size);
+                                 TensorView targets, float dloss, int vocab_size, CeRowCache cache) {
+  launch<Output::kGradient>("softmax_cross_entropy_fused", ctx, losses, dlogits, logits, targets, dloss, vocab_size,
+                            cache);
 }
 
 void softmax_cross_entropy_backward(const ExecContext& ctx, TensorView dlogits, TensorView probs, TensorView targets,

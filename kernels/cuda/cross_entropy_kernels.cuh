@@ -7,13 +7,21 @@
 // multiple of the group and logits and output are aligned16, else one element at a time; the fp64 sum's order is fixed
 // for either, so results repeat bitwise. logits/probs/dlogits are F32 or BF16 (docs/precision.md: bf16 widened on load,
 // each output rounded once); losses are F32.
+// [Note: the row in shared memory] Where a row's live groups fit in shared memory with two blocks
+// on an SM (bf16 rows of GPT-2's vocabulary: 98 KiB), kRowInSmem keeps the first pass's loads
+// there and the later passes read them back, so the logits cross L2 once instead of three times.
+// Each thread reads back only the groups it stored itself, so no barrier is added, and the
+// arithmetic is the same, value for value and in the same order: the results are bitwise those of
+// the kernel that reads the row three times (tests/emulation checks it).
 #pragma once
 
 #include <math.h>
 
+#include <cstddef>
 #include <cstdint>
 
 #include "kernels/cuda/device_helpers.cuh"
+#include "kernels/cuda/dynamic_smem.cuh"
 
 namespace zt::cuda::detail::ce {
 
@@ -21,11 +29,19 @@ constexpr int kThreads = 1024;  // a block per row; __launch_bounds__ keeps ptxa
 
 enum class Output { kProbs, kGradient };
 
+// Dynamic shared memory of a kRowInSmem block: the row's live groups of kVec values of T.
+template <typename T, int kVec>
+constexpr std::size_t row_cache_bytes(int V) {
+  return static_cast<std::size_t>((V + kVec - 1) / kVec) * kVec * sizeof(T);
+}
+
 // Writes probs (kProbs) or (probs - onehot) * dloss (kGradient) into out; losses[row] in both.
 // Each thread owns the groups q = threadIdx.x, threadIdx.x + kThreads, ... of kVec columns of the
 // padded row (Vp % kVec == 0); columns v >= V in a group are loaded but never enter max or sum.
 // T is the activation storage type of out and logits: widened on load, each output rounded once.
-template <Output kOut, typename T, int kVec>
+// kRowInSmem: launched with row_cache_bytes<T, kVec>(V) of dynamic shared memory ([Note: the row
+// in shared memory]).
+template <Output kOut, typename T, int kVec, bool kRowInSmem = false>
 __global__ void __launch_bounds__(kThreads)
     softmax_ce_kernel(float* losses, T* out, const T* logits, const std::int32_t* targets, int Vp, int V, float dloss) {
   using Vec = detail::ActVec<T, kVec>;
@@ -34,6 +50,9 @@ __global__ void __launch_bounds__(kThreads)
   const std::int64_t row = blockIdx.x;
   const T* x = logits + row * Vp;
   T* o = out + row * Vp;  // may be x: each group is read before the same thread writes it
+  // Where the second and third passes read the row: the cache the first fills, or the row itself.
+  T* cache = kRowInSmem ? reinterpret_cast<T*>(detail::dynamic_shared_memory()) : nullptr;
+  const T* again = kRowInSmem ? cache : x;
   const std::int32_t target = targets[row];
   const bool target_ok = target >= 0 && target < V;
   const float target_logit = target_ok ? detail::load_act(x + target) : NAN;  // read before any write to the row
@@ -41,6 +60,7 @@ __global__ void __launch_bounds__(kThreads)
   float mx = -INFINITY;
   for (int q = threadIdx.x; q < live_groups; q += kThreads) {
     const Vec xv = Vec::load(x + q * kVec);
+    if constexpr (kRowInSmem) xv.store(cache + q * kVec);  // values of T: stored back exactly
 #pragma unroll
     for (int i = 0; i < kVec; ++i) {
       if (q * kVec + i < V) mx = fmaxf(mx, xv[i]);
@@ -49,7 +69,7 @@ __global__ void __launch_bounds__(kThreads)
   mx = detail::block_max(mx, shared_f);
   double sum = 0.0;
   for (int q = threadIdx.x; q < live_groups; q += kThreads) {
-    const Vec xv = Vec::load(x + q * kVec);
+    const Vec xv = Vec::load(again + q * kVec);
 #pragma unroll
     for (int i = 0; i < kVec; ++i) {
       if (q * kVec + i < V) sum += static_cast<double>(expf(xv[i] - mx));
@@ -62,7 +82,7 @@ __global__ void __launch_bounds__(kThreads)
   for (int q = threadIdx.x; q < Vp / kVec; q += kThreads) {
     Vec p{};  // padded columns stay 0
     if (q < live_groups) {
-      const Vec xv = Vec::load(x + q * kVec);
+      const Vec xv = Vec::load(again + q * kVec);
 #pragma unroll
       for (int i = 0; i < kVec; ++i) {
         const int v = q * kVec + i;

@@ -2,7 +2,8 @@
 // under the SIMT emulator ([Note: SIMT emulation] in simt_runtime.h) against the CPU kernels:
 // forward (probabilities), the fused forward-backward (gradient written over the logits, as the
 // model calls it) and the backward (in place over the probabilities), both vector widths, F32 and
-// BF16, a padded vocabulary and a vocabulary above the block's 1024 threads. Tolerances of
+// BF16, a padded vocabulary and a vocabulary above the block's 1024 threads; the forward kernels
+// with the row kept in shared memory give bitwise the same outputs as those reading it thrice. Tolerances of
 // tests/gpu/attention_ce_test.cpp: 1e-5 normwise (fp64 sums in another order, expf ulps); BF16
 // outputs also per element within 2^-7 (emulation_util.h). The fused kernel rounds (p - 1) * dloss
 // once from an fp32 p, where the CPU's fused op rounds p to BF16 first: near p = 1 that first
@@ -11,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -25,6 +27,11 @@ namespace {
 
 namespace ce = cuda::detail::ce;
 using namespace emulation;  // NOLINT: the emulation tests' shared helpers
+
+template <typename T>
+bool bitwise_equal(const std::vector<T>& a, const std::vector<T>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
+}
 
 template <typename T, int kVec>
 void run_shape(Rng& rng, std::int64_t N, int V, int Vp) {
@@ -68,6 +75,19 @@ void run_shape(Rng& rng, std::int64_t N, int V, int Vp) {
                g_fused.data(), g_fused.data(), targets.data(), Vp, V, dloss);
   EXPECT_TRUE(close_to_cpu(host_values(g_fused), host_values(fused_ref), kBf16)) << "fused dlogits";
   EXPECT_TRUE(close_to_cpu(g_losses2, losses, false)) << "fused losses";
+
+  // The row kept in shared memory ([Note: the row in shared memory]): bitwise the same outputs.
+  const std::size_t cache_bytes = ce::row_cache_bytes<T, kVec>(V);
+  std::vector<T> s_probs = nan, s_fused = logits;
+  std::vector<float> s_losses(static_cast<std::size_t>(N), NAN), s_losses2 = s_losses;
+  simt::launch(grid, ce::kThreads, cache_bytes, ce::softmax_ce_kernel<ce::Output::kProbs, T, kVec, true>,
+               s_losses.data(), s_probs.data(), logits.data(), targets.data(), Vp, V, 0.0f);
+  simt::launch(grid, ce::kThreads, cache_bytes, ce::softmax_ce_kernel<ce::Output::kGradient, T, kVec, true>,
+               s_losses2.data(), s_fused.data(), s_fused.data(), targets.data(), Vp, V, dloss);
+  EXPECT_TRUE(bitwise_equal(s_probs, g_probs)) << "probs, row in shared memory";
+  EXPECT_TRUE(bitwise_equal(s_fused, g_fused)) << "fused dlogits, row in shared memory";
+  EXPECT_TRUE(bitwise_equal(s_losses, g_losses) && bitwise_equal(s_losses2, g_losses2))
+      << "losses, row in shared memory";
 
   std::vector<T> g_back = probs;  // in place, from the CPU's probabilities
   simt::launch(grid, ce::kThreads, 0, ce::softmax_ce_backward_kernel<T, kVec>, g_back.data(), g_back.data(),

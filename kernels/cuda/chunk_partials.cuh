@@ -14,6 +14,14 @@
 
 namespace zt::cuda::detail {
 
+// [Note: rows loaded in batches]
+// The norm backwards' chunk kernels end with a pass in which one thread a group of columns sums its
+// columns over the chunk's rows, in row order. Only C / kVec threads of the block work there (96
+// of 256 at GPT-2's C = 768 in bf16), so a thread's loads, one row after another, leave L2's
+// latency exposed. They load kPartialRowBatch rows' operands first and then add them in the same
+// order, so several rows' loads are in flight at once and the sums are the same bits.
+constexpr int kPartialRowBatch = 4;
+
 constexpr int kPartialWarps = 16;
 constexpr int kPartialThreads = kPartialWarps * kWarpSize;
 constexpr int kPartialColumns = kWarpSize;  // columns a block

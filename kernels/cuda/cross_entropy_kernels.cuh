@@ -25,7 +25,7 @@
 
 namespace zt::cuda::detail::ce {
 
-constexpr int kThreads = 1024;  // a block per row; __launch_bounds__ keeps ptxas within 64 registers
+constexpr int kThreads = 1024;  // a block per row
 
 enum class Output { kProbs, kGradient };
 
@@ -40,9 +40,11 @@ constexpr std::size_t row_cache_bytes(int V) {
 // padded row (Vp % kVec == 0); columns v >= V in a group are loaded but never enter max or sum.
 // T is the activation storage type of out and logits: widened on load, each output rounded once.
 // kRowInSmem: launched with row_cache_bytes<T, kVec>(V) of dynamic shared memory ([Note: the row
-// in shared memory]).
+// in shared memory]), budgeted for two blocks an SM. Either way ptxas is held to the 32 registers
+// a thread that two blocks of 1024 threads allow (every instantiation takes 29-32, none spills;
+// with one block as the bound some took up to 39, which would leave one block an SM).
 template <Output kOut, typename T, int kVec, bool kRowInSmem = false>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, 2)
     softmax_ce_kernel(float* losses, T* out, const T* logits, const std::int32_t* targets, int Vp, int V, float dloss) {
   using Vec = detail::ActVec<T, kVec>;
   __shared__ float shared_f[32];

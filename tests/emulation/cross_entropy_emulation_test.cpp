@@ -74,7 +74,7 @@ void run_shape(Rng& rng, std::int64_t N, int V, int Vp) {
   simt::launch(grid, ce::kThreads, 0, ce::softmax_ce_kernel<ce::Output::kGradient, T, kVec>, g_losses2.data(),
                g_fused.data(), g_fused.data(), targets.data(), Vp, V, dloss);
   EXPECT_TRUE(close_to_cpu(host_values(g_fused), host_values(fused_ref), kBf16)) << "fused dlogits";
-  EXPECT_TRUE(close_to_cpu(g_losses2, losses, false)) << "fused losses";
+  EXPECT_TRUE(close_to_cpu(g_losses2, fused_losses, false)) << "fused losses";
 
   // The row kept in shared memory ([Note: the row in shared memory]): bitwise the same outputs.
   const std::size_t cache_bytes = ce::row_cache_bytes<T, kVec>(V);

@@ -10,7 +10,8 @@ change nothing but where the bytes wait:
 - The memory each rank measures equals the prediction to the byte, per category (the staging is host
   memory the staged communicator tracks apart; the run's categories pay only the store's buffers).
 - One rank with zero.solo_path = false (every collective kept at a world of one, on the local
-  communicator and staged): stages 0-3 bitwise the solo path's, memory as predicted.
+  communicator, staged, and under `mpirun -np 1` on MPI's): stages 0-3 bitwise the solo path's,
+  memory as predicted.
 - A staged stage-3 checkpoint resumes bitwise, staged and on the plain MPI path.
 
 usage: staged_collectives_test.py MPIRUN [MPIRUN FLAGS...] -- PATH/TO/zerotrain
@@ -36,15 +37,16 @@ report = Checks()
 check = report.check
 
 
-def train(launcher, binary, work, name, ranks, staged, *overrides):
+def train(launcher, binary, work, name, ranks, staged, *overrides, under_mpi=False):
     run_dir = os.path.join(work, name)
     env = dict(os.environ)
-    cmd = [binary] if ranks == 1 else launcher + ["-np", str(ranks)]
+    under_mpi = under_mpi or ranks > 1
+    cmd = launcher + ["-np", str(ranks)] if under_mpi else [binary]
     if staged:
         env["ZT_TEST_STAGED_COLLECTIVES"] = "1"
-        if ranks > 1:
+        if under_mpi:
             cmd += ["-x", "ZT_TEST_STAGED_COLLECTIVES"]
-    if ranks > 1:
+    if under_mpi:
         cmd += [binary]
     cmd += ["train", "--config", os.path.join(work, "config.json"), "--run-dir", run_dir]
     for o in overrides:
@@ -95,17 +97,23 @@ def main():
                                                     f"weights; final loss {staged[st]['loss'][-1]:.6f})")
             memory_as_predicted(staged[st], f"{what} stage {st} staged")
         check(all(same_bits(staged[st], staged[0]) for st in range(4)), f"{what}: staged stages 0-3 bitwise equal")
-    # One rank with every collective kept (zero.solo_path = false): on the local communicator, and
-    # staged over it; the same bits as the solo path, which calls none.
+    # One rank with every collective kept (zero.solo_path = false): on the local communicator,
+    # staged over it, and under `mpirun -np 1` on an MPI communicator of one rank (which stages
+    # nothing either); the same bits as the solo path, which calls none.
+    # (Under mpirun without train.deterministic, so that the reductions are reduce-scatters and
+    # all-reduces rather than the fold's exchange.)
     solo = train(launcher, binary, work, "n1_solo_s0", 1, False, "zero.stage=0")
-    for staged in (False, True):
+    solo_free = train(launcher, binary, work, "n1_solo_s0_free", 1, False, "zero.stage=0", "train.deterministic=false")
+    for staged, mpi in ((False, False), (True, False), (False, True)):
         for st in range(4):
-            name = f"N=1 stage {st} zero.solo_path=false{' staged' if staged else ''}"
-            r = train(launcher, binary, work, f"n1_kept_s{st}_{int(staged)}", 1, staged, f"zero.stage={st}",
-                      "zero.solo_path=false")
-            if r is None or solo is None:
+            name = f"N=1 stage {st} zero.solo_path=false{' staged' if staged else ''}{' under mpirun' if mpi else ''}"
+            extra = ("train.deterministic=false",) if mpi else ()
+            r = train(launcher, binary, work, f"n1_kept_s{st}_{int(staged)}{int(mpi)}", 1, staged, f"zero.stage={st}",
+                      "zero.solo_path=false", *extra, under_mpi=mpi)
+            ref = solo_free if mpi else solo
+            if r is None or ref is None:
                 continue
-            check(same_bits(r, solo), f"{name}: bitwise the solo path's")
+            check(same_bits(r, ref), f"{name}: bitwise the solo path's")
             memory_as_predicted(r, name)
     # A staged stage-3 checkpoint (saved through the staged gathers) resumes bitwise, staged and plain.
     full = train(launcher, binary, work, "ckpt_full", 2, True, "zero.stage=3", "train.max_steps=8")

@@ -207,6 +207,10 @@ Work MpiCommunicator::all_to_all(TensorView send, TensorView recv) {
 Work MpiCommunicator::reduce_scatter(TensorView send, TensorView recv, ReduceOp op) {
   const std::int64_t n = recv.numel();
   ZT_CHECK(send.numel() == n * world_, "reduce_scatter: send must be [world * n]");
+  if (world_ == 1) {  // [Note: a world of one under MPI]
+    if (send.data != recv.data || send.dtype != recv.dtype) ops::cast(kCommCtx, recv, send);
+    return {};
+  }
   count_volume(send.numel(), DType::kF32);  // reductions move fp32
   const float scale = op == ReduceOp::kAvg ? 1.0f / static_cast<float>(world_) : 1.0f;
   // fp32 staging: the input (when bf16), the all-to-all receive (deterministic) and the output.
@@ -258,6 +262,12 @@ Work MpiCommunicator::reduce_scatter(TensorView send, TensorView recv, ReduceOp 
 
 Work MpiCommunicator::all_reduce(TensorView buf, ReduceOp op) {
   const std::int64_t n = buf.numel();
+  // [Note: a world of one under MPI]
+  // `mpirun -np 1` gives a world of one an MPI communicator. A sum or an average over one rank is
+  // the value itself, rounded once into recv's dtype as the staged path would; done here, with no
+  // fp32 staging, as the local communicator does, which is what the memory prediction counts (a
+  // store with zero.solo_path = false calls these at one rank).
+  if (world_ == 1) return {};
   const float scale = op == ReduceOp::kAvg ? 1.0f / static_cast<float>(world_) : 1.0f;
   count_volume(n, DType::kF32, 2);
   MPI_Comm comm = comm_;

@@ -1,0 +1,111 @@
+#!/usr/bin/env python3
+"""Two zerotrain binaries side by side (A: a baseline build, B: the change) on the same short runs,
+interleaved A B A B ..., so that a change's effect on speed, on the per-op profile and on memory is
+measured in one invocation on one machine. Each case is a training run (its own --set overrides,
+optionally under mpirun); for each binary the table gives the median over repeats of the run's
+median ms/step after the warm-up, B's ratio to A, the op calls per step of the ops named with --ops
+(log.profile_ops) and rank 0's comm_buffers peak, and whether the two binaries' losses are bitwise
+equal. Writes OUT.json and OUT.md.
+
+usage: /usr/bin/python3 tools/bench_ab.py --a BASELINE/zerotrain --b build/zerotrain --out docs/results/NAME
+           [--config configs/tiny.json] [--steps 12] [--warmup 2] [--repeats 3] [--ops fill_zero,accumulate_into]
+           --case "NAME:RANKS:key=value,key=value" [--case ...]
+"""
+import argparse
+import datetime
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MPIRUN = ["mpirun", "--oversubscribe", "--allow-run-as-root", "--bind-to", "none", "--mca", "btl", "self,vader"]
+
+
+def built_from(folder):
+    """The commit of the checkout a binary's folder lies in (its source tree's HEAD), or "?"."""
+    p = subprocess.run(["git", "-C", folder, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    return p.stdout.strip() if p.returncode == 0 else "?"
+
+
+def parse_case(text):
+    name, ranks, sets = text.split(":", 2)
+    return {"name": name, "ranks": int(ranks), "sets": [s for s in sets.split(",") if s]}
+
+
+def run(binary, case, args, work):
+    run_dir = tempfile.mkdtemp(dir=work)
+    cmd = (MPIRUN + ["-np", str(case["ranks"])] if case["ranks"] > 1 else []) + [
+        binary, "train", "--config", args.config, "--run-dir", run_dir]
+    sets = [f"train.max_steps={args.steps}", "train.eval_every=0", "log.sample_tokens=0", "log.progress=plain",
+            "log.profile_ops=true"] + case["sets"]
+    for s in sets:
+        cmd += ["--set", s]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    if p.returncode != 0:
+        sys.exit(f"bench_ab: {' '.join(cmd)} failed (exit {p.returncode}): {p.stderr.strip()[-300:]}")
+    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+        steps = [json.loads(line) for line in f if '"type":"train"' in line.replace(" ", "")]
+    with open(os.path.join(run_dir, "op_profile.json")) as f:
+        ops = {o["op"]: o["calls_per_step"] for o in json.load(f)["ops"]}
+    return {"ms": statistics.median(s["step_ms"] for s in steps[args.warmup:]),
+            "losses": [s["loss"] for s in steps],
+            "comm_buffers": steps[-1]["memory_peak_bytes"]["comm_buffers"],
+            "calls": {op: ops.get(op, 0) for op in args.ops}}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--a", required=True, help="the baseline binary")
+    ap.add_argument("--b", default=os.path.join(ROOT, "build", "zerotrain"), help="the changed binary")
+    ap.add_argument("--out", required=True, help="the result's path without .json/.md")
+    ap.add_argument("--config", default=os.path.join(ROOT, "configs", "tiny.json"))
+    ap.add_argument("--steps", type=int, default=12)
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--ops", type=lambda s: s.split(","), default=["fill_zero", "accumulate_into"])
+    ap.add_argument("--case", action="append", type=parse_case, required=True)
+    args = ap.parse_args()
+    work = tempfile.mkdtemp(prefix="zt_bench_ab_")
+    rows = []
+    for case in args.case:
+        got = {"a": [], "b": []}
+        for _ in range(args.repeats):
+            for side in ("a", "b"):
+                got[side].append(run(getattr(args, side), case, args, work))
+        row = {"case": case["name"], "ranks": case["ranks"], "sets": case["sets"],
+               "losses_bitwise_equal": all(x["losses"] == got["a"][0]["losses"] for x in got["a"] + got["b"])}
+        for side in ("a", "b"):
+            row[side] = {"ms_per_step": statistics.median(r["ms"] for r in got[side]),
+                         "comm_buffers_bytes": got[side][0]["comm_buffers"], "calls_per_step": got[side][0]["calls"]}
+        row["b_over_a_ms"] = row["b"]["ms_per_step"] / row["a"]["ms_per_step"]
+        rows.append(row)
+    commit = built_from(ROOT)
+    a_commit, b_commit = built_from(os.path.dirname(os.path.abspath(args.a))), built_from(
+        os.path.dirname(os.path.abspath(args.b)))
+    result = {"date": datetime.date.today().isoformat(), "commit": commit, "a": args.a, "b": args.b,
+              "a_commit": a_commit, "b_commit": b_commit,
+              "config": os.path.relpath(args.config, ROOT), "steps": args.steps, "warmup": args.warmup,
+              "repeats": args.repeats, "machine": f"{os.cpu_count()} cores", "rows": rows}
+    ops = " | ".join(f"{op} A/B" for op in args.ops)
+    lines = [f"| case | ranks | A ms/step | B ms/step | B/A | {ops} | comm_buffers A/B | losses equal |",
+             "|---|---:|---:|---:|---:|" + "---|" * len(args.ops) + "---|---|"]
+    for r in rows:
+        calls = " | ".join(f"{r['a']['calls_per_step'][op]:g} / {r['b']['calls_per_step'][op]:g}" for op in args.ops)
+        lines.append(f"| {r['case']} | {r['ranks']} | {r['a']['ms_per_step']:.1f} | {r['b']['ms_per_step']:.1f} | "
+                     f"{r['b_over_a_ms']:.3f} | {calls} | {r['a']['comm_buffers_bytes']} / "
+                     f"{r['b']['comm_buffers_bytes']} | {'yes' if r['losses_bitwise_equal'] else 'NO'} |")
+    table = "\n".join(lines)
+    print(table)
+    with open(args.out + ".json", "w") as f:
+        json.dump(result, f, indent=1)
+    with open(args.out + ".md", "w") as f:
+        f.write(f"# A/B: {os.path.basename(args.out)}\n\n{result['date']}, commit {commit}, {result['machine']}; "
+                f"A = {args.a} (built from {a_commit}), B = {args.b} (built from {b_commit}, uncommitted changes not seen); {result['config']}, {args.steps} steps, median ms/step after "
+                f"{args.warmup}, median of {args.repeats} interleaved runs (`tools/bench_ab.py`).\n\n{table}\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -21,12 +21,17 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from repo_commit import head_commit  # noqa: E402
 MPIRUN = ["mpirun", "--oversubscribe", "--allow-run-as-root", "--bind-to", "none", "--mca", "btl", "self,vader"]
 
 
 def built_from(folder):
     """The commit of the checkout a binary's folder lies in (its source tree's HEAD), or "?"."""
-    p = subprocess.run(["git", "-C", folder, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    try:
+        p = subprocess.run(["git", "-C", folder, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    except OSError:  # no git on this machine
+        return "?"
     return p.stdout.strip() if p.returncode == 0 else "?"
 
 
@@ -43,7 +48,10 @@ def run(binary, case, args, work):
             "log.profile_ops=true"] + case["sets"]
     for s in sets:
         cmd += ["--set", s]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        sys.exit(f"bench_ab: {' '.join(cmd)} did not run: {e}")
     if p.returncode != 0:
         sys.exit(f"bench_ab: {' '.join(cmd)} failed (exit {p.returncode}): {p.stderr.strip()[-300:]}")
     with open(os.path.join(run_dir, "metrics.jsonl")) as f:
@@ -68,6 +76,10 @@ def main():
     ap.add_argument("--ops", type=lambda s: s.split(","), default=["fill_zero", "accumulate_into"])
     ap.add_argument("--case", action="append", type=parse_case, required=True)
     args = ap.parse_args()
+    for side in ("a", "b"):
+        binary = getattr(args, side)
+        if not (os.path.isfile(binary) and os.access(binary, os.X_OK)):
+            sys.exit(f"bench_ab: --{side} {binary} is not an executable file")
     work = tempfile.mkdtemp(prefix="zt_bench_ab_")
     rows = []
     for case in args.case:
@@ -82,7 +94,7 @@ def main():
                          "comm_buffers_bytes": got[side][0]["comm_buffers"], "calls_per_step": got[side][0]["calls"]}
         row["b_over_a_ms"] = row["b"]["ms_per_step"] / row["a"]["ms_per_step"]
         rows.append(row)
-    commit = built_from(ROOT)
+    commit = head_commit(short=True) or "unknown"
     a_commit, b_commit = built_from(os.path.dirname(os.path.abspath(args.a))), built_from(
         os.path.dirname(os.path.abspath(args.b)))
     result = {"date": datetime.date.today().isoformat(), "commit": commit, "a": args.a, "b": args.b,

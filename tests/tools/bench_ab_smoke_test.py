@@ -1,0 +1,55 @@
+"""Smoke test of tools/bench_ab.py: the same real zerotrain as A and B on a tiny 1-rank run gives
+a row whose op counts and comm_buffers agree, whose losses are bitwise equal and whose B/A is the
+ratio of the two medians; the JSON and markdown files are written; a missing binary stops the tool
+with exit 1 and one line naming it.
+Usage: bench_ab_smoke_test.py --zerotrain build/zerotrain
+"""
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parents[2] / "tools" / "bench_ab.py"
+CASE = ("tiny:1:model.n_layer=1,model.n_head=2,model.n_embd=32,model.block_size=16,train.seq_len=16,"
+        "train.micro_batch=2,train.num_threads=1,zero.stage=3,zero.solo_path=false")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--zerotrain", required=True)
+    args = ap.parse_args()
+    out = Path(tempfile.mkdtemp(prefix="zt_bench_ab_test_")) / "ab"
+    base = [sys.executable, str(BENCH), "--a", args.zerotrain, "--b", args.zerotrain, "--steps", "4", "--warmup",
+            "1", "--repeats", "1", "--case", CASE]
+    p = subprocess.run(base + ["--out", str(out)], capture_output=True, text=True, timeout=300)
+    failures = []
+    if p.returncode != 0:
+        failures.append(f"bench_ab exit {p.returncode}: {p.stderr.strip()[-300:]}")
+    else:
+        result = json.loads(out.with_suffix(".json").read_text())
+        row = result["rows"][0]
+        if not row["losses_bitwise_equal"]:
+            failures.append("the same binary's losses differ")
+        if row["a"]["calls_per_step"] != row["b"]["calls_per_step"] or row["a"]["calls_per_step"]["fill_zero"] <= 0:
+            failures.append(f"op calls: {row['a']['calls_per_step']} vs {row['b']['calls_per_step']}")
+        if row["a"]["comm_buffers_bytes"] != row["b"]["comm_buffers_bytes"]:
+            failures.append("comm_buffers differ for the same binary")
+        if abs(row["b_over_a_ms"] - row["b"]["ms_per_step"] / row["a"]["ms_per_step"]) > 1e-12:
+            failures.append("B/A is not the ratio of the medians")
+        if "| tiny | 1 |" not in out.with_suffix(".md").read_text():
+            failures.append("the markdown table has no row for the case")
+    bad = subprocess.run(base[:3] + ["/nonexistent/zerotrain"] + base[4:] + ["--out", str(out) + "_bad"],
+                         capture_output=True, text=True, timeout=300)
+    lines = bad.stderr.strip().splitlines()
+    if bad.returncode == 0 or len(lines) != 1 or "bench_ab:" not in lines[0]:
+        failures.append(f"a failing binary: exit {bad.returncode}, stderr {bad.stderr.strip()[-300:]!r}")
+    for f in failures:
+        print("FAIL", f)
+    print("bench_ab smoke test:", "failed" if failures else "passed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

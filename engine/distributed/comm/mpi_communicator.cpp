@@ -204,6 +204,11 @@ Work MpiCommunicator::all_to_all(TensorView send, TensorView recv) {
                 nullptr, describe("all_to_all", send));
 }
 
+// [Note: a world of one under MPI]
+// `mpirun -np 1` gives a world of one an MPI communicator. A sum or an average over one rank is
+// the value itself: reduce_scatter casts it into recv's dtype (rounded once, as the staged path
+// would) and all_reduce leaves it, with no fp32 staging, as the local communicator does, which is
+// what the memory prediction counts (a store with zero.solo_path = false calls these at one rank).
 Work MpiCommunicator::reduce_scatter(TensorView send, TensorView recv, ReduceOp op) {
   const std::int64_t n = recv.numel();
   ZT_CHECK(send.numel() == n * world_, "reduce_scatter: send must be [world * n]");
@@ -262,12 +267,7 @@ Work MpiCommunicator::reduce_scatter(TensorView send, TensorView recv, ReduceOp 
 
 Work MpiCommunicator::all_reduce(TensorView buf, ReduceOp op) {
   const std::int64_t n = buf.numel();
-  // [Note: a world of one under MPI]
-  // `mpirun -np 1` gives a world of one an MPI communicator. A sum or an average over one rank is
-  // the value itself, rounded once into recv's dtype as the staged path would; done here, with no
-  // fp32 staging, as the local communicator does, which is what the memory prediction counts (a
-  // store with zero.solo_path = false calls these at one rank).
-  if (world_ == 1) return {};
+  if (world_ == 1) return {};  // [Note: a world of one under MPI]
   const float scale = op == ReduceOp::kAvg ? 1.0f / static_cast<float>(world_) : 1.0f;
   count_volume(n, DType::kF32, 2);
   MPI_Comm comm = comm_;

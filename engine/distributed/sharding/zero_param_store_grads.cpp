@@ -65,35 +65,27 @@ void ZeroParamStore::grads_ready(int unit) {
     ZT_CHECK(!pending_full_grads_[u].empty(), "grads_ready for unit {} without a contribution", unit);
     FoldExchange x = start_fold_exchange(comm_, ctx_, tracker_, pending_full_grads_[u].view(), s.shard);
     reductions_.push_back({unit, std::move(x.work), std::move(x.received), std::move(x.widened)});
-  } else if (pends(unit) && policy_.first_reduction_into_shard && grads_zero_[u]) {
-    // The step's first reduction of the unit lands in its gradient shard, which begin_step left
-    // unwritten (StagePolicy::first_reduction_into_shard): round(r) there is round(0 + r).
-    ZT_CHECK(!pending_full_grads_[u].empty(), "grads_ready for unit {} without a contribution", unit);
-    grads_zero_[u] = false;
-    const TensorView shard = grads_[u].view();
-    Work work;
-    if (policy_.solo) {
-      ops::cast(ctx_, shard, pending_full_grads_[u].view().slice(0, shard.numel()));
-    } else {
-      work = comm_.reduce_scatter(pending_full_grads_[u].view(), shard, ReduceOp::kAvg);
-    }
-    reductions_.push_back({unit, std::move(work), {}, {}});
   } else if (pends(unit)) {
-    // The micro-batch's (or the round's) gradient waits in its pending buffer: reduced alone, in fp32, and added to
-    // the stored gradient in finish_oldest_reduction. Stages 1-3 reduce-scatter it into a shard
-    // (a world of one only widens it), stage 0 (every micro-batch in hybrid deterministic mode) all-reduces
-    // an fp32 copy of the unit.
+    // The micro-batch's (or the round's) gradient waits in its pending buffer: reduced alone, in
+    // fp32, into an fp32 buffer added to the stored gradient in finish_oldest_reduction; or, the
+    // step's first reduction at stages 2-3, into the gradient shard itself, which begin_step left
+    // unwritten (StagePolicy::first_reduction_into_shard: round(r) there is round(0 + r)). Stages
+    // 1-3 reduce-scatter it (a world of one only widens it), stage 0 (every micro-batch in hybrid
+    // deterministic mode) all-reduces an fp32 copy of the unit.
     ZT_CHECK(!pending_full_grads_[u].empty(), "grads_ready for unit {} without a contribution", unit);
+    const bool into_shard = policy_.first_reduction_into_shard && grads_zero_[u];
     grads_zero_[u] = false;
     const bool whole = policy_.all_reduces_whole_unit();
-    Buffer reduced =
-        ops::allocate(ctx_, tracker_, MemCategory::kCommBuffers, DType::kF32, whole ? s.numel : s.shard, false);
+    Buffer reduced = into_shard ? Buffer{}
+                                : ops::allocate(ctx_, tracker_, MemCategory::kCommBuffers, DType::kF32,
+                                                whole ? s.numel : s.shard, false);
+    const TensorView dest = into_shard ? grads_[u].view() : reduced.view();
     Work work;
     if (whole || policy_.solo) {
-      ops::cast(ctx_, reduced.view(), pending_full_grads_[u].view().slice(0, reduced.numel()));
-      if (whole) work = comm_.all_reduce(reduced.view(), ReduceOp::kAvg);
+      ops::cast(ctx_, dest, pending_full_grads_[u].view().slice(0, dest.numel()));
+      if (whole) work = comm_.all_reduce(dest, ReduceOp::kAvg);
     } else {
-      work = comm_.reduce_scatter(pending_full_grads_[u].view(), reduced.view(), ReduceOp::kAvg);
+      work = comm_.reduce_scatter(pending_full_grads_[u].view(), dest, ReduceOp::kAvg);
     }
     reductions_.push_back({unit, std::move(work), std::move(reduced), {}});
   } else if (policy_.solo) {

@@ -252,6 +252,11 @@ int main(int argc, char** argv) {
           cuda::matmul_backward(ctx, {}, {}, dbias.view(), out.view(Shape{N, 4 * C}), in.view(Shape{N, C}),
                                 wt.view(Shape{C, 4 * C}), cuda::WeightLayout::kInOut);
         });
+        // and at OC = C (attention and MLP projections), where the first version's final pass had C / 256 blocks
+        mem("matmul bias gradient bf16 [N, C]", N * C * 2.0, [&] {
+          cuda::matmul_backward(ctx, {}, {}, dbias.view().slice(0, C), dx.view(Shape{N, C}), dh.view(Shape{N, 4 * C}),
+                                proj.view(Shape{4 * C, C}), cuda::WeightLayout::kInOut);
+        });
       }
     }
     ctx.cuda_resources->fp32_matmuls = MatmulPrecision::kFp32;

@@ -1,5 +1,6 @@
 // The second pass of the norm backwards' parameter gradients (LayerNorm's dweight and dbias,
-// RMSNorm's dweight): a column's per-chunk partial sums added up in a fixed order. A block covers
+// RMSNorm's dweight) and of the linear layers' bias gradients (matmul_kernels.cuh): a column's
+// per-chunk partial sums added up in a fixed order. A block covers
 // 32 columns (a warp's coalesced 128-byte row); each of its kPartialWarps warps sums every
 // kPartialWarps-th chunk in chunk order, and warp 0 adds the warps' sums in warp order, so the
 // result repeats bit for bit whatever the schedule. One thread a column walking every chunk (the

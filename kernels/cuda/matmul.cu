@@ -18,6 +18,8 @@ namespace {
 using detail::LtGemm;
 using detail::run_gemm;
 
+using detail::kPartialThreads;
+using detail::partial_blocks;
 using detail::matmul::bias_grad_accumulate;
 using detail::matmul::bias_grad_partials;
 using detail::matmul::kBiasColGroups;
@@ -226,7 +228,6 @@ void matmul_backward(const ExecContext& ctx, TensorView dinp, TensorView dweight
     const std::int64_t chunks = (d.rows + kBiasRowsPerChunk - 1) / kBiasRowsPerChunk;
     ZT_CHECK(chunks < 65536, "too many rows ({}) for the bias-gradient grid", d.rows);
     Buffer partials = detail::resources_of(ctx).scratch(DType::kF32, chunks * d.out);
-    const auto col_blocks = static_cast<unsigned>((d.out + kBiasThreads - 1) / kBiasThreads);
     const int OC = static_cast<int>(d.out);
     detail::dispatch_activation(dout.dtype, [&](auto type) {
       using T = typename decltype(type)::type;
@@ -244,8 +245,8 @@ void matmul_backward(const ExecContext& ctx, TensorView dinp, TensorView dweight
     ZT_CUDA_CHECK_LAUNCH();
     detail::dispatch_activation(dbias.dtype, [&](auto type) {
       using D = typename decltype(type)::type;
-      bias_grad_accumulate<D><<<col_blocks, kBiasThreads, 0, stream>>>(detail::act_data<D>(dbias), partials.as<float>(),
-                                                                       static_cast<int>(chunks), OC);
+      bias_grad_accumulate<D><<<partial_blocks(d.out), kPartialThreads, 0, stream>>>(
+          detail::act_data<D>(dbias), partials.as<float>(), static_cast<int>(chunks), OC);
     });
     ZT_CUDA_CHECK_LAUNCH();
   }

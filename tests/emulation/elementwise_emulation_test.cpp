@@ -39,7 +39,7 @@ namespace cd = cuda::detail;
 constexpr int kThreads = 256;  // every kernel here is launched with 256 threads a block
 static_assert(cd::gelu::kThreads == kThreads && cd::residual::kThreads == kThreads &&
               cd::dropout::kThreads == kThreads && cd::norm::kThreads == kThreads &&
-              cd::matmul::kBiasThreads == kThreads);
+              cd::matmul::kBiasThreads == kThreads);  // the bias gradient's partials; its sum: kPartialThreads
 
 dim3 blocks_for(std::int64_t work) {
   return dim3(static_cast<unsigned>(std::max<std::int64_t>(1, (work + 255) / 256)));
@@ -226,6 +226,39 @@ TEST(ElementwiseEmulation, ExactSumOfSquaresMatchesCpuInteger) {
   expect_no_violations();
 }
 
+// The bias gradient's sums in the kernels' own order, in fp32 (so the emulated kernels must match
+// it bit for bit): a chunk's partial adds row group y's rows r0 + y, r0 + y + kBiasRowGroups, ...
+// and then the row groups in order; the final pass has warp w add chunks w, w + kPartialWarps, ...
+// and then the warps in order, into dbias0.
+std::vector<float> bias_sums_in_kernel_order(const std::vector<float>& dout, std::int64_t N, int OC,
+                                             const std::vector<float>& dbias0) {
+  namespace mm = cd::matmul;
+  const std::int64_t chunks = (N + mm::kBiasRowsPerChunk - 1) / mm::kBiasRowsPerChunk;
+  std::vector<float> out(dbias0);
+  for (int c = 0; c < OC; ++c) {
+    std::vector<float> partial(static_cast<std::size_t>(chunks));
+    for (std::int64_t k = 0; k < chunks; ++k) {
+      const std::int64_t r0 = k * mm::kBiasRowsPerChunk, r1 = std::min(N, r0 + mm::kBiasRowsPerChunk);
+      float chunk = 0.0f;
+      for (int y = 0; y < mm::kBiasRowGroups; ++y) {
+        float group = 0.0f;
+        for (std::int64_t r = r0 + y; r < r1; r += mm::kBiasRowGroups)
+          group += dout[static_cast<std::size_t>(r * OC + c)];
+        chunk += group;
+      }
+      partial[static_cast<std::size_t>(k)] = chunk;
+    }
+    float total = 0.0f;
+    for (int w = 0; w < cd::kPartialWarps; ++w) {
+      float warp = 0.0f;
+      for (std::int64_t k = w; k < chunks; k += cd::kPartialWarps) warp += partial[static_cast<std::size_t>(k)];
+      total += warp;
+    }
+    out[static_cast<std::size_t>(c)] += total;
+  }
+  return out;
+}
+
 template <typename T>
 void bias_case(Rng& rng, std::int64_t N, int OC, int width) {
   SCOPED_TRACE(::testing::Message() << "bias grad " << (dtype_of<T>() == DType::kF32 ? "F32" : "BF16") << " N=" << N
@@ -236,6 +269,9 @@ void bias_case(Rng& rng, std::int64_t N, int OC, int width) {
   for (std::int64_t r = 0; r < N; ++r)
     for (int c = 0; c < OC; ++c) ref[c] += dout_f[static_cast<std::size_t>(r * OC + c)];
   const std::int64_t chunks = (N + cd::matmul::kBiasRowsPerChunk - 1) / cd::matmul::kBiasRowsPerChunk;
+  // As matmul.cu launches them: the partials on blocks of kBiasThreads, their sum on blocks of
+  // kPartialThreads over kPartialColumns columns.
+  const dim3 sum_grid(cd::partial_blocks(OC));
   auto run = [&] {
     std::vector<float> partials(static_cast<std::size_t>(chunks * OC), NAN), dbias = dbias0;
     const unsigned groups = static_cast<unsigned>((OC + width - 1) / width);
@@ -248,17 +284,16 @@ void bias_case(Rng& rng, std::int64_t N, int OC, int width) {
       simt::launch(grid, cd::matmul::kBiasThreads, 0, cd::matmul::bias_grad_partials<T, 1>, partials.data(),
                    dout.data(), N, OC);
     }
-    const unsigned col_blocks = static_cast<unsigned>((OC + cd::matmul::kBiasThreads - 1) / cd::matmul::kBiasThreads);
-    simt::launch(dim3(col_blocks), cd::matmul::kBiasThreads, 0, cd::matmul::bias_grad_accumulate<float>, dbias.data(),
+    simt::launch(sum_grid, cd::kPartialThreads, 0, cd::matmul::bias_grad_accumulate<float>, dbias.data(),
                  static_cast<const float*>(partials.data()), static_cast<int>(chunks), OC);
     // Added in place into bf16 storage (ParamStore::in_place_grads) from the same partials: each
     // element round(widen(old) + the sum the fp32 kernel adds to zero).
     std::vector<float> sum(static_cast<std::size_t>(OC), 0.0f);
-    simt::launch(dim3(col_blocks), cd::matmul::kBiasThreads, 0, cd::matmul::bias_grad_accumulate<float>, sum.data(),
+    simt::launch(sum_grid, cd::kPartialThreads, 0, cd::matmul::bias_grad_accumulate<float>, sum.data(),
                  static_cast<const float*>(partials.data()), static_cast<int>(chunks), OC);
     std::vector<bf16_dev> b = to_device_bf16(dbias0);
     const std::vector<float> old = widen(b);
-    simt::launch(dim3(col_blocks), cd::matmul::kBiasThreads, 0, cd::matmul::bias_grad_accumulate<bf16_dev>, b.data(),
+    simt::launch(sum_grid, cd::kPartialThreads, 0, cd::matmul::bias_grad_accumulate<bf16_dev>, b.data(),
                  static_cast<const float*>(partials.data()), static_cast<int>(chunks), OC);
     std::vector<float> want(old.size());
     for (std::size_t i = 0; i < want.size(); ++i) want[i] = round_to_bf16(old[i] + sum[i]);
@@ -267,19 +302,24 @@ void bias_case(Rng& rng, std::int64_t N, int OC, int width) {
   };
   const std::vector<float> dbias = run();
   EXPECT_TRUE(close_normwise(dbias, ref, 1e-5));
+  EXPECT_TRUE(bitwise_equal(dbias, bias_sums_in_kernel_order(dout_f, N, OC, dbias0))) << "the stated order";
   EXPECT_EQ(run(), dbias) << "a fixed summation order: the same bits again";
 }
 
 TEST(ElementwiseEmulation, BiasGradientMatchesColumnSums) {
   ZT_SEEDED_RNG(rng);
   // Five row chunks of 128 (the last short), 296 columns: partials blocks of 32 16-byte groups (4
-  // columns of fp32: three blocks, 8 of bf16: two, the last partly idle), ten of single columns.
+  // columns of fp32: three blocks, 8 of bf16: two, the last partly idle), ten of single columns;
+  // the sum's blocks of 32 columns, ten (the last partly idle), most of their 16 warps without a
+  // chunk.
   bias_case<float>(rng, 600, 296, 1);
   bias_case<bf16_dev>(rng, 600, 296, 1);
   bias_case<float>(rng, 600, 296, 4);
   bias_case<bf16_dev>(rng, 600, 296, 8);
   bias_case<float>(rng, 1, 1, 1);
   bias_case<bf16_dev>(rng, 3, 8, 8);
+  // 37 chunks: each warp of the sum adds two or three of them.
+  bias_case<bf16_dev>(rng, 37 * 128 - 5, 40, 8);
   expect_no_violations();
 }
 

@@ -180,20 +180,22 @@ def main(argv=None):
 def write_outputs(prefix, result):
     with open(prefix + ".json", "w") as f:
         json.dump(result, f, indent=1)
-    lines = [f"# llm.c's own writer into zerotrain (commit {result['commit'][:12]}, llm.c {result['llmc_commit'][:12]})",
-             "", "llm.c's train_gpt2.py built its GPT (" + ", ".join(f"{k} {v}" for k, v in result["shape"].items()) +
-             f"), trained it {result['train_steps']} AdamW steps on a repeating sequence (last loss "
-             f"{result['last_train_loss']:.3f}) and wrote it with its write_model; zerotrain started from each file (train.init_from, no step) and "
-             f"evaluated {result['eval_batches']} sequential batches of {result['batch']} x {result['seq_len']} tokens, "
-             "against llm.c's own forward on the same batches.", "",
-             "| file | bytes | same bytes as the tests' writer | llm.c loss | stage | ranks | zerotrain loss | difference |",
+    r = result
+    shape = ", ".join(f"{k} {v}" for k, v in r["shape"].items())
+    lines = [f"# llm.c's own writer into zerotrain (commit {r['commit'][:12]}, llm.c {r['llmc_commit'][:12]})", "",
+             f"llm.c's train_gpt2.py built its GPT ({shape}), trained it {r['train_steps']} AdamW steps on a repeating "
+             f"sequence (last loss {r['last_train_loss']:.3f}) and wrote it with its write_model; zerotrain started "
+             f"from each file (train.init_from, no step) and evaluated {r['eval_batches']} sequential batches of "
+             f"{r['batch']} x {r['seq_len']} tokens, against llm.c's own forward on the same batches.", "",
+             "| file | bytes | same bytes as the tests' writer | llm.c loss | stage | ranks | zerotrain loss "
+             "| difference |",
              "|---|---:|---|---:|---:|---:|---:|---:|"]
-    for e in result["files"]:
-        for r in e["runs"]:
+    for e in r["files"]:
+        for run in e["runs"]:
             lines.append(f"| {e['dtype']} | {e['bytes']} | {'yes' if e['same_bytes_as_test_writer'] else 'NO'} | "
-                         f"{e['llmc_loss']:.7f} | {r['stage']} | {r['ranks']} | {r['zerotrain_loss']:.7f} | "
-                         f"{r['difference']:.1e} |")
-    lines += ["", f"Tolerance {result['tolerance']:.0e}: {'passed' if result['passed'] else 'FAILED'}.", ""]
+                         f"{e['llmc_loss']:.7f} | {run['stage']} | {run['ranks']} | {run['zerotrain_loss']:.7f} | "
+                         f"{run['difference']:.1e} |")
+    lines += ["", f"Tolerance {r['tolerance']:.0e}: {'passed' if r['passed'] else 'FAILED'}.", ""]
     with open(prefix + ".md", "w") as f:
         f.write("\n".join(lines))
     print("\n".join(lines))

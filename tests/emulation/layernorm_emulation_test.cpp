@@ -9,8 +9,10 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "kernels/cpu/layernorm.h"
@@ -120,12 +122,28 @@ void run_shape(Rng& rng, std::int64_t N, std::int64_t C) {
   for (const std::string& v : simt::violations()) ADD_FAILURE() << "emulator rule broken: " << v;
 }
 
+using Shapes = std::vector<std::pair<std::int64_t, std::int64_t>>;
+
+// Under ThreadSanitizer, which looks for missing barriers, one shape of each kernel path (a block
+// at a time: more rows or another width of the same path add no interleaving to see); the shapes
+// it drops took the test past its 300 s timeout in a full two-job ctest run (157 s alone).
+Shapes for_tsan(Shapes all, std::initializer_list<std::size_t> kept) {
+#ifdef ZT_EMULATION_UNDER_TSAN
+  Shapes some;
+  for (std::size_t i : kept) some.push_back(all[i]);
+  return some;
+#else
+  (void)kept;
+  return all;
+#endif
+}
+
 // C not a multiple of 32 or 4, N not a multiple of the forward's 8 rows or the backward's 32-row
 // chunks; C = 768 spans several groups per lane; 600 rows make more chunks than the parameter
 // pass has warps.
 TEST(LayerNormEmulation, ForwardFusedAndBackwardMatchCpu) {
   ZT_SEEDED_RNG(rng);
-  for (auto [N, C] : {std::pair<std::int64_t, std::int64_t>{1, 1}, {5, 37}, {7, 13}, {70, 100}}) {
+  for (auto [N, C] : for_tsan({{1, 1}, {5, 37}, {7, 13}, {70, 100}}, {1, 3})) {
     run_shape<float, float, 1>(rng, N, C);
     run_shape<bf16_dev, float, 1>(rng, N, C);
     run_shape<bf16_dev, bf16_dev, 1>(rng, N, C);
@@ -134,10 +152,10 @@ TEST(LayerNormEmulation, ForwardFusedAndBackwardMatchCpu) {
   // read as two float4).
   // C = 1024 is the widest row the register-cached backward takes (every lane's last group used);
   // 1100 too wide for it (the two-pass reads).
-  for (auto [N, C] : {std::pair<std::int64_t, std::int64_t>{65, 12}, {33, 768}, {70, 100}, {9, 1024}, {9, 1100}}) {
+  for (auto [N, C] : for_tsan({{65, 12}, {33, 768}, {70, 100}, {9, 1024}, {9, 1100}}, {1, 4})) {
     run_shape<float, float, 4>(rng, N, C);
   }
-  for (auto [N, C] : {std::pair<std::int64_t, std::int64_t>{65, 24}, {33, 768}, {70, 104}, {9, 1024}, {9, 1104}}) {
+  for (auto [N, C] : for_tsan({{65, 24}, {33, 768}, {70, 104}, {9, 1024}, {9, 1104}}, {1, 4})) {
     run_shape<bf16_dev, float, 8>(rng, N, C);
     run_shape<bf16_dev, bf16_dev, 8>(rng, N, C);
   }

@@ -1,5 +1,6 @@
 // zt_bench_kernels: times every CUDA kernel at GPT-2 124M shapes (B x T = 8 x 1024 by default,
-// C = 768, 12 heads, V = 50257 padded to 50304) with CUDA events: warm-up, then the median of many
+// C = 768, 12 heads, V = 50257 padded to 50304; the Llama family's own kernels at Llama 3.2 1B's
+// widths) with CUDA events: warm-up, then the median of many
 // runs. Each kernel's bytes (memory-bound) or FLOPs (products) give GB/s or TFLOP/s, printed
 // against the device's measured peaks (a large device-to-device copy, a large bf16 GEMM). Operands
 // hold uniform random values; the memory-bound kernels run with F32 and with BF16 activations.
@@ -35,6 +36,9 @@
 #include "kernels/cuda/matmul.h"
 #include "kernels/cuda/norm.h"
 #include "kernels/cuda/residual.h"
+#include "kernels/cuda/rmsnorm.h"
+#include "kernels/cuda/rope.h"
+#include "kernels/cuda/swiglu.h"
 
 namespace {
 
@@ -203,6 +207,38 @@ int main(int argc, char** argv) {
       Buffer h = bench.buf(dt, N * 4 * C), h2 = bench.buf(dt, N * 4 * C);
       mem("gelu_forward" + sfx, N * 4 * C * 2 * e, [&] { cuda::gelu_forward(ctx, h2.view(), h.view()); });
       mem("gelu_backward" + sfx, N * 4 * C * 3 * e, [&] { cuda::gelu_backward(ctx, h2.view(), h.view(), h2.view()); });
+    }
+    {
+      // The Llama family's own memory-bound kernels in bf16 at Llama 3.2 1B's widths (C 2048, MLP
+      // hidden 8192, 32 query and 8 key/value heads of 64), N rows as above: what the Llama GPU
+      // benchmark's step spends outside its products (issue 29's FSDP2 target).
+      const std::int64_t LC = 2048, LH = 8192, LW = (32 + 2 * 8) * 64;
+      Buffer x = bench.buf(DType::kBF16, N * LC), y = bench.buf(DType::kBF16, N * LC),
+             dx = bench.buf(DType::kBF16, N * LC), w = bench.buf(DType::kBF16, LC), dw = bench.buf(DType::kBF16, LC),
+             rstd = bench.buf(DType::kF32, N);
+      mem("llama rmsnorm_forward bf16 [N, 2048]", N * LC * 2 * 2.0, [&] {
+        cuda::rmsnorm_forward(ctx, y.view(Shape{N, LC}), rstd.view(), x.view(Shape{N, LC}), w.view(), 1e-5f);
+      });
+      mem("llama rmsnorm_backward bf16 [N, 2048]", N * LC * 3 * 2.0, [&] {
+        cuda::rmsnorm_backward(ctx, dx.view(Shape{N, LC}), dw.view(), y.view(Shape{N, LC}), x.view(Shape{N, LC}),
+                               w.view(), rstd.view());
+      });
+      Buffer qkv = bench.buf(DType::kBF16, N * LW);
+      mem("llama rope_forward bf16 (q and k of [N, 3072])", N * 40 * 64 * 2 * 2.0, [&] {
+        cuda::rope_forward(ctx, qkv.view(Shape{B, T, LW}), 40, 64, 500000.0f);
+      });
+      mem("llama rope_backward bf16 (q and k of [N, 3072])", N * 40 * 64 * 2 * 2.0, [&] {
+        cuda::rope_backward(ctx, qkv.view(Shape{B, T, LW}), 40, 64, 500000.0f);
+      });
+      Buffer gate_up = bench.buf(DType::kBF16, N * 2 * LH), act = bench.buf(DType::kBF16, N * LH),
+             dgate_up = bench.buf(DType::kBF16, N * 2 * LH);
+      mem("llama swiglu_forward bf16 [N, 2 x 8192]", N * LH * 3 * 2.0, [&] {
+        cuda::swiglu_forward(ctx, act.view(Shape{N, LH}), gate_up.view(Shape{N, 2 * LH}));
+      });
+      mem("llama swiglu_backward bf16 [N, 2 x 8192]", N * LH * 5 * 2.0, [&] {
+        cuda::swiglu_backward(ctx, dgate_up.view(Shape{N, 2 * LH}), gate_up.view(Shape{N, 2 * LH}),
+                              act.view(Shape{N, LH}));
+      });
     }
     // fp32 operands under each precision.matmul (exact, TF32, bf16-rounded inputs), then bf16 operands.
     struct MatmulCase {

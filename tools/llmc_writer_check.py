@@ -11,16 +11,17 @@ write_model, in fp32 (version 3) and bf16 (version 5). Then, for each file:
     llm.c's loader's), against llm.c's own forward (GPT.forward's loss, fp32; for the bf16 file with
     its weights rounded to bf16 first).
 Nothing is fetched: train_gpt2.py is read from the path given (a clone of karpathy/llm.c; it is
-not part of this repository). Needs torch and transformers (.venv-hf's python). Writes
-OUT.json and OUT.md; exit 1 if a check fails.
+not part of this repository). Needs torch and transformers (.venv-hf's python) and an MPI
+launcher. Writes OUT.json and OUT.md; exit 1 if a check fails, 2 with one line if it cannot run.
 
 usage: llmc_writer_check.py --train-gpt2-py PATH/train_gpt2.py --zerotrain build/zerotrain --out PREFIX
-                            [--llmc-commit HASH] [--tolerance 1e-6]
+                            [--mpirun "mpirun --oversubscribe ..."] [--llmc-commit HASH] [--tolerance 1e-6]
 """
 import argparse
 import importlib.util
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -37,7 +38,11 @@ from repo_commit import head_commit  # noqa: E402
 
 B, T, EVAL_BATCHES, TRAIN_STEPS = 4, 32, 3, 40
 SHAPE = dict(block_size=64, vocab_size=50257, n_layer=2, n_head=4, n_embd=64)
-MPIRUN = ["mpirun", "--oversubscribe", "--allow-run-as-root", "--bind-to", "none", "--mca", "btl", "self,vader"]
+MPIRUN = "mpirun --oversubscribe --allow-run-as-root --bind-to none --mca btl self,vader"
+
+
+class CheckError(Exception):
+    """The check cannot run (a missing input, a run that failed): one line, exit 2."""
 
 
 def load_llmc(path):
@@ -75,10 +80,12 @@ def llmc_loss(llmc, model, tokens):
 
 
 def train(model, tokens):
+    """TRAIN_STEPS of AdamW through llm.c's forward, cycling over the batches the check evaluates."""
     import torch
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
-    buf = torch.tensor(tokens[:B * T + 1].astype(np.int64))
-    for _ in range(TRAIN_STEPS):
+    for step in range(TRAIN_STEPS):
+        k = step % EVAL_BATCHES
+        buf = torch.tensor(tokens[k * B * T:k * B * T + B * T + 1].astype(np.int64))
         _, loss = model(buf[:-1].view(B, T), buf[1:].view(B, T))
         opt.zero_grad()
         loss.backward()
@@ -98,11 +105,13 @@ def as_transformers(model):
     sd = {k: (v.t() if k.endswith(transposed) else v) for k, v in model.state_dict().items()
           if not k.endswith(".attn.bias")}
     missing, unexpected = hf.load_state_dict(sd, strict=False)
-    assert not unexpected and set(missing) <= {"lm_head.weight"}, (missing, unexpected)
+    if unexpected or not set(missing) <= {"lm_head.weight"}:
+        raise CheckError(f"llm.c's GPT does not map onto transformers' GPT-2: missing {missing}, "
+                         f"unexpected {unexpected}")
     return hf
 
 
-def zerotrain_loss(zerotrain, work, tag, model_file, val, stage, ranks):
+def zerotrain_loss(zerotrain, mpirun, work, tag, model_file, val, stage, ranks):
     run_dir = os.path.join(work, f"run_{tag}_s{stage}_n{ranks}")
     config = os.path.join(work, f"config_{tag}_s{stage}_n{ranks}.json")
     with open(config, "w") as f:
@@ -112,13 +121,20 @@ def zerotrain_loss(zerotrain, work, tag, model_file, val, stage, ranks):
                    "zero": {"stage": stage}, "log": {"sample_tokens": 0, "progress": "plain"}}, f)
     cmd = [zerotrain, "train", "--config", config, "--run-dir", run_dir]
     if ranks > 1:
-        cmd = MPIRUN + ["-np", str(ranks)] + cmd
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        cmd = mpirun + ["-np", str(ranks)] + cmd
+    what = f"zerotrain ({tag}, stage {stage}, {ranks} ranks)"
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    except subprocess.TimeoutExpired:
+        raise CheckError(f"{what} ran past 600 s")
     if p.returncode != 0:
-        raise RuntimeError(f"zerotrain ({tag}, stage {stage}, {ranks} ranks): exit {p.returncode}: "
-                           f"{(p.stdout + p.stderr)[-1200:]}")
+        last = [line for line in (p.stdout + p.stderr).splitlines() if line.strip()][-1:] or ["(no output)"]
+        raise CheckError(f"{what}: exit {p.returncode}: {last[0][:300]}")
     with open(os.path.join(run_dir, "metrics.jsonl")) as f:
-        return [json.loads(line)["val_loss"] for line in f if '"eval"' in line][-1]
+        evals = [r["val_loss"] for r in map(json.loads, f) if r.get("type") == "eval"]
+    if not evals:
+        raise CheckError(f"{what}: no evaluation in {run_dir}/metrics.jsonl")
+    return evals[-1]
 
 
 def main(argv=None):
@@ -126,21 +142,39 @@ def main(argv=None):
     ap.add_argument("--train-gpt2-py", required=True)
     ap.add_argument("--zerotrain", required=True)
     ap.add_argument("--out", required=True, help="output prefix: PREFIX.json and PREFIX.md")
+    ap.add_argument("--mpirun", default=MPIRUN, help="the MPI launcher and its flags, one string")
     ap.add_argument("--llmc-commit", default="unknown")
     ap.add_argument("--tolerance", type=float, default=1e-6)
     args = ap.parse_args(argv)
+    try:
+        return check(args)
+    except CheckError as e:
+        print(f"llmc_writer_check: {e}", file=sys.stderr)
+        return 2
+
+
+def check(args):
+    zerotrain, mpirun = os.path.abspath(args.zerotrain), shlex.split(args.mpirun)
     if not os.path.isfile(args.train_gpt2_py):
-        sys.exit(f"llmc_writer_check: no llm.c train_gpt2.py at {args.train_gpt2_py}")
-    if shutil.which("mpirun") is None:
-        sys.exit("llmc_writer_check: mpirun not found (the stage-3 runs use two ranks)")
+        raise CheckError(f"no llm.c train_gpt2.py at {args.train_gpt2_py}")
+    if not os.access(zerotrain, os.X_OK):
+        raise CheckError(f"no zerotrain binary at {args.zerotrain}")
+    if not mpirun or shutil.which(mpirun[0]) is None:
+        raise CheckError(f"MPI launcher {args.mpirun!r} not found (the stage-3 runs use two ranks)")
     import torch
     from init_from_test import write_llmc_model
-    llmc = load_llmc(args.train_gpt2_py)
+    try:
+        llmc = load_llmc(args.train_gpt2_py)
+        missing = [name for name in ("GPT", "GPTConfig", "write_model") if not hasattr(llmc, name)]
+    except Exception as e:  # noqa: BLE001: whatever llm.c's file raises on import, in one line
+        raise CheckError(f"{args.train_gpt2_py} does not import: {type(e).__name__}: {e}")
+    if missing:
+        raise CheckError(f"{args.train_gpt2_py} has no {', '.join(missing)}")
     torch.manual_seed(1337)
     model = llmc.GPT(llmc.GPTConfig(**SHAPE))
-    # A repeating sequence of 300 tokens: TRAIN_STEPS of AdamW through llm.c's forward make its
-    # predictions sharp, so that weights read wrongly would move the loss (at the initialisation,
-    # every read of the file gives about ln(50257)).
+    # A repeating sequence of 300 tokens: TRAIN_STEPS of AdamW through llm.c's forward over the
+    # evaluated batches make its predictions sharp, so that weights read wrongly would move the
+    # loss (at the initialisation, every read of the file gives about ln(50257)).
     tokens = np.tile(np.arange(0, 50000, 167), 8)[:EVAL_BATCHES * B * T + 1]
     train_loss = train(model, tokens)
     model.eval()
@@ -166,7 +200,7 @@ def main(argv=None):
                      "llmc_loss": want, "runs": []}
             ok &= same_bytes
             for stage, ranks in ((0, 1), (3, 2)):
-                got = zerotrain_loss(os.path.abspath(args.zerotrain), work, ours, path, val, stage, ranks)
+                got = zerotrain_loss(zerotrain, mpirun, work, ours, path, val, stage, ranks)
                 diff = abs(got - want)
                 entry["runs"].append({"stage": stage, "ranks": ranks, "zerotrain_loss": got, "difference": diff,
                                       "passed": diff <= args.tolerance})

@@ -2,11 +2,15 @@
 """tools/llmc_writer_check.py's plumbing without llm.c's source: a stand-in train_gpt2.py offers
 what the tool takes from llm.c's (GPTConfig, GPT with llm.c's parameter names, [out, in] linear
 weights, a causal-mask buffer, forward(idx, targets) -> (logits, loss), and write_model, here the
-tests' llm.c writer through the tool's own transformers conversion). The tool trains the stand-in,
-writes both files, runs zerotrain at stage 0 on one rank and stage 3 on two, writes its JSON and
-table, and passes; a stand-in whose writer moves one weight fails it (bytes and losses).
+tests' llm.c writer through the tool's own transformers conversion, so the byte comparison can
+only fail in the second run). The stand-in's forward is its own, so the losses check zerotrain's
+reading of the files: the tool trains the stand-in, writes both files, runs zerotrain at stage 0
+on one rank and stage 3 on two, writes its JSON and table, and passes. A stand-in whose writer
+overwrites the file's last 4 bytes (ln_f's last bias, or its last two in bf16) fails it, on the
+bytes and on every loss. A missing zerotrain is one line and exit 2. (Not exercised here: the
+tool's shims for Debian's torch 1.13 under llm.c's own file.)
 
-usage: llmc_writer_check_test.py -- PATH/TO/zerotrain   (run with .venv-hf's python)
+usage: llmc_writer_check_test.py MPIRUN [MPIRUN FLAGS...] -- PATH/TO/zerotrain   (.venv-hf's python)
 """
 import json
 import os
@@ -96,7 +100,8 @@ def write_model(model, filename, dtype):
 
 
 def main():
-    zerotrain = sys.argv[sys.argv.index("--") + 1]
+    sep = sys.argv.index("--")
+    mpirun, zerotrain = " ".join(sys.argv[1:sep]), sys.argv[sep + 1]
     checks = Checks()
     with tempfile.TemporaryDirectory() as work:
         for perturb in (False, True):
@@ -109,8 +114,8 @@ def main():
                         .replace("__PERTURB__", repr(perturb)))
             prefix = os.path.join(work, f"check_{perturb}")
             p = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "llmc_writer_check.py"), "--train-gpt2-py",
-                                stand_in, "--zerotrain", zerotrain, "--out", prefix],
-                               capture_output=True, text=True, timeout=600)
+                                stand_in, "--zerotrain", zerotrain, "--mpirun", mpirun, "--out", prefix],
+                               capture_output=True, text=True, timeout=250)
             tail = (p.stdout + p.stderr).strip()[-600:]
             if not os.path.exists(prefix + ".json"):
                 checks.check(False, f"the tool wrote its JSON (exit {p.returncode}: {tail})")
@@ -130,6 +135,12 @@ def main():
                 checks.check(p.returncode == 1 and not result["passed"] and not any(same) and
                              all(r["difference"] > 1e-6 for r in runs),
                              f"a writer that moves one value fails on bytes and on every loss ({tail[-200:]})")
+        p = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "llmc_writer_check.py"), "--train-gpt2-py",
+                            stand_in, "--zerotrain", os.path.join(work, "no_such_zerotrain"), "--out",
+                            os.path.join(work, "missing")], capture_output=True, text=True, timeout=60)
+        lines = p.stderr.strip().splitlines()
+        checks.check(p.returncode == 2 and len(lines) == 1 and "no zerotrain binary" in lines[0],
+                     f"a missing zerotrain is one line and exit 2 ({p.returncode}: {p.stderr.strip()[-200:]})")
     return checks.finish()
 
 

@@ -343,13 +343,13 @@ int main(int argc, char** argv) {
       Buffer losses = bench.buf(DType::kF32, N);
       // dlogits into a buffer of their own (training writes them over the logits, the same bytes):
       // in place, every run after the first would read near-constant dlogits.
-      // Each dtype also with the row read from memory at every pass (CeRowCache::kReread), the
-      // baseline of the row kept in shared memory where it fits (bf16 rows here), side by side.
+      // Each dtype also with the row kept in shared memory where it fits (CeRowCache::kSharedMemory,
+      // bf16 rows here) beside the default that reads it from memory at every pass.
       for (DType dt : {DType::kF32, DType::kBF16}) {
         Buffer logits = bench.buf(dt, N * Vp), dlogits = bench.buf(dt, N * Vp);
-        for (cuda::CeRowCache cache : {cuda::CeRowCache::kAuto, cuda::CeRowCache::kReread}) {
+        for (cuda::CeRowCache cache : {cuda::CeRowCache::kReread, cuda::CeRowCache::kSharedMemory}) {
           mem(std::string("softmax_cross_entropy_fused") + (dt == DType::kF32 ? "" : " bf16") +
-                  (cache == cuda::CeRowCache::kAuto ? "" : " (row re-read)"),
+                  (cache == cuda::CeRowCache::kReread ? "" : " (row in shared memory)"),
               N * Vp * 2.0 * static_cast<double>(dtype_size_bytes(dt)), [&] {
                 cuda::softmax_cross_entropy_fused(ctx, losses.view(), dlogits.view(Shape{N, Vp}),
                                                   logits.view(Shape{N, Vp}), tok.view(), 1.0f / N, static_cast<int>(V),

@@ -64,14 +64,14 @@ std::size_t row_cache_limit() {
   return limit;
 }
 
-// One block a row: the row kept in shared memory where it fits, else read from memory each pass
-// (the same bits either way).
+// One block a row: the row read from memory each pass, or kept in shared memory where it fits and
+// kSharedMemory asks (the same bits either way).
 template <Output kOut, typename T, int kVec>
 void launch_rows(cudaStream_t stream, const CeDims& d, int vocab_size, float* losses, T* o, const T* x,
                  const std::int32_t* targets, float dloss, CeRowCache cache) {
   const unsigned grid = static_cast<unsigned>(d.rows);
   const std::size_t bytes = detail::ce::row_cache_bytes<T, kVec>(vocab_size);
-  if (cache == CeRowCache::kAuto && bytes <= row_cache_limit()) {
+  if (cache == CeRowCache::kSharedMemory && bytes <= row_cache_limit()) {
     constexpr auto kKernel = softmax_ce_kernel<kOut, T, kVec, true>;
     // Above the 48 KiB default the dynamic shared memory is opted into, once per kernel (the
     // process drives one GPU), with the carveout preferring shared memory so two blocks fit.
@@ -92,7 +92,7 @@ void launch_rows(cudaStream_t stream, const CeDims& d, int vocab_size, float* lo
 
 template <Output kOut>
 void launch(const char* op, const ExecContext& ctx, TensorView losses, TensorView out, TensorView logits,
-            TensorView targets, float dloss, int vocab_size, CeRowCache cache = CeRowCache::kAuto) {
+            TensorView targets, float dloss, int vocab_size, CeRowCache cache = CeRowCache::kReread) {
   const cudaStream_t stream = detail::stream_of(ctx);
   const DType dtype = detail::activation_dtype(op, {out, logits});
   const CeDims d = check_dims(out, targets, vocab_size);

@@ -3,6 +3,10 @@
 // they must match the CPU bit for bit; GELU uses expf (<= 2 ulp) where the
 // CPU uses a ~1 ulp polynomial, so it is held to a normwise 1e-5 (observed errors are a few 1e-7).
 // Sizes cover the float4 bulk, the scalar tail, and a view 1 element off 16-byte alignment.
+#include <cmath>
+#include <cstring>
+#include <vector>
+
 #include "kernels/contracts/int8_blocks.h"
 #include "kernels/cpu/cast.h"
 #include "kernels/cpu/gelu.h"
@@ -69,6 +73,17 @@ TEST_F(CudaElementwise, ResidualAndAccumulateMatchCpuBitForBit) {
   }
 }
 
+// Bitwise, except that a NaN only has to be a NaN: the GPU's arithmetic returns its canonical NaN
+// whatever the operand's payload, the CPU's keeps the payload (found on the H200 at d650922).
+bool same_bits_or_both_nan(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (std::isnan(a[i]) && std::isnan(b[i])) continue;
+    if (std::memcmp(&a[i], &b[i], sizeof(float)) != 0) return false;
+  }
+  return true;
+}
+
 TEST_F(CudaElementwise, ScaleAndInt8BlocksMatchCpuBitForBit) {
   ZT_SEEDED_RNG(rng);
   for (std::int64_t n : kSizes) {
@@ -78,7 +93,7 @@ TEST_F(CudaElementwise, ScaleAndInt8BlocksMatchCpuBitForBit) {
     cpu::scale(cpu_ctx(), view_of(scaled), 1.0f / 3.0f);
     Buffer dx = upload(x);
     cuda::scale(gpu(), dx.view(), 1.0f / 3.0f);
-    EXPECT_TRUE(bitwise_equal(download<float>(dx), scaled)) << "scale n=" << n;
+    EXPECT_TRUE(same_bits_or_both_nan(download<float>(dx), scaled)) << "scale n=" << n;
 
     const std::int64_t w = int8_blocks::packed_words(n);
     std::vector<std::int32_t> want(static_cast<std::size_t>(w));
@@ -90,7 +105,7 @@ TEST_F(CudaElementwise, ScaleAndInt8BlocksMatchCpuBitForBit) {
     cpu::dequantize_int8_blocks(cpu_ctx(), view_of(want), view_of(decoded), false);
     Buffer out = poisoned(DType::kF32, n);
     cuda::dequantize_int8_blocks(gpu(), packed.view(), out.view(), false);
-    EXPECT_TRUE(bitwise_equal(download<float>(out), decoded)) << "decoded n=" << n;
+    EXPECT_TRUE(same_bits_or_both_nan(download<float>(out), decoded)) << "decoded n=" << n;
   }
 }
 

@@ -14,13 +14,13 @@ void rotate(const ExecContext& ctx, const char* op, TensorView x, int n_heads, i
   const DType dtype = detail::activation_dtype(op, {x});
   const RopeDims d = rope_dims(x, n_heads, head_size, theta);  // the checks both backends share
   ZT_CHECK(d.T < (std::int64_t{1} << 31) && d.W < (std::int64_t{1} << 31), "rope: sizes exceed int32");
-  const std::int64_t rows = d.B * d.T, pairs = rows * n_heads * (head_size / 2);
-  if (pairs == 0) return;
+  const std::int64_t rows = d.B * d.T, items = rows * (head_size / 2);  // a thread's heads: n_heads
+  if (items == 0 || n_heads == 0) return;
   const cudaStream_t stream = detail::stream_of(ctx);
   detail::dispatch_activation(dtype, [&](auto type) {
     using T = typename decltype(type)::type;
     detail::rope::rope_kernel<T>
-        <<<detail::grid_for(pairs, detail::rope::kThreads), detail::rope::kThreads, 0, stream>>>(
+        <<<detail::grid_for(items, detail::rope::kThreads), detail::rope::kThreads, 0, stream>>>(
             detail::act_data<T>(x), rows, static_cast<int>(d.T), static_cast<int>(d.W), n_heads, head_size, theta,
             sign);
   });

@@ -1,14 +1,17 @@
 // The CUDA RoPE kernel (kernels/cuda/rope_kernels.cuh) run on the CPU under the SIMT emulator
 // against the CPU kernels: forward and backward in place, F32 and BF16, on rows whose last heads
 // are not rotated. Tolerances: 1e-5 normwise (cosf/sinf against the CPU's), BF16 results also
-// within 2^-7 per element; the columns past the rotated heads bitwise untouched.
+// within 2^-7 per element; the columns past the rotated heads bitwise untouched; and bit for bit
+// the per-element arithmetic the kernel's header states.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <type_traits>
 #include <vector>
 
+#include "kernels/contracts/rope_angles.h"
 #include "kernels/cpu/rope.h"
 #include "kernels/cuda/rope_kernels.cuh"
 #include "tests/emulation/emulation_util.h"
@@ -38,6 +41,23 @@ void run_shape(Rng& rng, std::int64_t B, int T_len, int hs, int heads, int W, fl
     }
     simt::launch(dim3(2), rp::kThreads, 0, rp::rope_kernel<T>, g.data(), B * T_len, T_len, W, heads, hs, theta, sign);
     EXPECT_TRUE(close_to_cpu(host_values(g), host_values(c), kBf16)) << "sign " << sign;
+    // Each element's arithmetic as the kernel's header states it (the angle from rope_angles.h, its
+    // cosf and sinf, one rounding to T), bit for bit: however the kernel spreads rows, heads and
+    // pairs over threads, every element gets these operations.
+    std::vector<T> want = x;
+    for (std::int64_t r = 0; r < B * T_len; ++r) {
+      for (int h = 0; h < heads; ++h) {
+        for (int i = 0; i < hs / 2; ++i) {
+          const float angle = rope_angle(static_cast<int>(r % T_len), i, hs, theta);
+          const float cs = cosf(angle), sn = sign * sinf(angle);
+          const std::int64_t at = r * W + static_cast<std::int64_t>(h) * hs + i;
+          const float a = host_values(std::vector<T>{x[at]})[0], b = host_values(std::vector<T>{x[at + hs / 2]})[0];
+          want[at] = device_values<T>({a * cs - b * sn})[0];
+          want[at + hs / 2] = device_values<T>({b * cs + a * sn})[0];
+        }
+      }
+    }
+    EXPECT_TRUE(bitwise_equal(g, want)) << "the stated arithmetic, sign " << sign;
     for (std::int64_t r = 0; r < B * T_len; ++r) {
       for (int col = heads * hs; col < W; ++col) {
         ASSERT_EQ(host_values(std::vector<T>{g[r * W + col]})[0], host_values(std::vector<T>{x[r * W + col]})[0]);
@@ -52,6 +72,7 @@ TEST(RopeEmulation, ForwardAndBackwardMatchCpu) {
   run_shape<float>(rng, 2, 9, 8, 3, 40, 10000.0f);
   run_shape<bf16_dev>(rng, 2, 9, 8, 3, 40, 10000.0f);
   run_shape<float>(rng, 1, 33, 64, 2, 192, 500000.0f);
+  run_shape<bf16_dev>(rng, 1, 17, 64, 5, 384, 500000.0f);  // a row's heads looped past the unroll of 4
 }
 
 }  // namespace

@@ -15,16 +15,10 @@
 
 namespace zt::cuda::detail {
 
-// [Note: rows loaded in batches]
-// The norm backwards' chunk kernels end with a pass in which one thread a group of columns sums its
-// columns over the chunk's rows, in row order. Only C / kVec threads of the block work there (96
-// of 256 at GPT-2's C = 768 in bf16), so a thread's loads, one row after another, leave L2's
-// latency exposed. They load kPartialRowBatch rows' operands first and then add them in the same
-// order, so several rows' loads are in flight at once and the sums are the same bits.
-// Measured on the H200 at d650922 (docs/results/gpu_session_2026-11-28_h200): a batch of 4 made
-// the bf16 LayerNorm backward slower, 25.1 -> 32.7 us at [8192, 768] (the fp32 one 56.3 -> 59.0),
-// so the batch is 1, the loop as it was before, until a GPU says otherwise.
-constexpr int kPartialRowBatch = 1;
+// The norm backwards' chunk kernels before this pass add their rows one after another. Loading
+// 4 rows' operands before adding them (the same bits) was measured slower on the H200 at d650922
+// (bf16 LayerNorm backward 25.1 -> 32.7 us at [8192, 768]; docs/results/gpu_session_2026-11-28_h200)
+// and taken out again.
 
 constexpr int kPartialWarps = 16;
 constexpr int kPartialThreads = kPartialWarps * kWarpSize;

@@ -177,29 +177,19 @@ __global__ void layernorm_backward_chunk(T* dinp, float* partials, const T* dout
     }
   }
   // A thread per group of kVec columns, rows in order: each partial is the same fixed-order sum for
-  // either kVec. [Note: rows loaded in batches] in chunk_partials.cuh.
+  // either kVec.
   float* dw_part = partials + blockIdx.x * std::int64_t{2} * C;
   float* db_part = dw_part + C;
   for (int q = threadIdx.x; q < groups; q += kBackwardThreads) {
     PartialVec dw{}, db{};
-    for (int r0 = 0; r0 < rows; r0 += kPartialRowBatch) {
-      Vec gb[kPartialRowBatch]{}, xb[kPartialRowBatch]{};  // (rows past the chunk stay unread)
-      float mb[kPartialRowBatch]{}, sb[kPartialRowBatch]{};
+    for (int r = 0; r < rows; ++r) {
+      const std::int64_t row = row0 + r;
+      const Vec gv = Vec::load(dout + row * C + q * kVec), xv = Vec::load(inp + row * C + q * kVec);
+      const float m = mean[row], s = rstd[row];
 #pragma unroll
-      for (int j = 0; j < kPartialRowBatch; ++j) {
-        if (r0 + j >= rows) continue;
-        const std::int64_t row = row0 + r0 + j;
-        gb[j] = Vec::load(dout + row * C + q * kVec), xb[j] = Vec::load(inp + row * C + q * kVec);
-        mb[j] = mean[row], sb[j] = rstd[row];
-      }
-#pragma unroll
-      for (int j = 0; j < kPartialRowBatch; ++j) {
-        if (r0 + j >= rows) continue;
-#pragma unroll
-        for (int i = 0; i < kVec; ++i) {
-          dw[i] += gb[j][i] * ((xb[j][i] - mb[j]) * sb[j]);
-          db[i] += gb[j][i];
-        }
+      for (int i = 0; i < kVec; ++i) {
+        dw[i] += gv[i] * ((xv[i] - m) * s);
+        db[i] += gv[i];
       }
     }
     dw.store(dw_part + q * kVec);

@@ -88,23 +88,12 @@ __global__ void rmsnorm_backward_chunk(T* dinp, float* partials, const T* dout, 
   float* dw_part = partials + blockIdx.x * std::int64_t{C};
   for (int q = threadIdx.x; q < groups; q += kBackwardThreads) {
     PartialVec dw{};
-    // Rows in order, loaded kPartialRowBatch at a time ([Note: rows loaded in batches]).
-    for (int r0 = 0; r0 < rows; r0 += kPartialRowBatch) {
-      Vec gb[kPartialRowBatch]{}, xb[kPartialRowBatch]{};  // (rows past the chunk stay unread)
-      float sb[kPartialRowBatch]{};
+    for (int r = 0; r < rows; ++r) {
+      const std::int64_t row = row0 + r;
+      const Vec gv = Vec::load(dout + row * C + q * kVec), xv = Vec::load(inp + row * C + q * kVec);
+      const float s = rstd[row];
 #pragma unroll
-      for (int j = 0; j < kPartialRowBatch; ++j) {
-        if (r0 + j >= rows) continue;
-        const std::int64_t row = row0 + r0 + j;
-        gb[j] = Vec::load(dout + row * C + q * kVec), xb[j] = Vec::load(inp + row * C + q * kVec);
-        sb[j] = rstd[row];
-      }
-#pragma unroll
-      for (int j = 0; j < kPartialRowBatch; ++j) {
-        if (r0 + j >= rows) continue;
-#pragma unroll
-        for (int i = 0; i < kVec; ++i) dw[i] += gb[j][i] * (xb[j][i] * sb[j]);
-      }
+      for (int i = 0; i < kVec; ++i) dw[i] += gv[i] * (xv[i] * s);
     }
     dw.store(dw_part + q * kVec);
   }

@@ -1,18 +1,29 @@
 // Softmax + cross-entropy kernels on the GPU, device code only (launched by cross_entropy.cu; run
 // on the CPU by the SIMT emulation tests, tests/emulation/). One block per row: max (block
-// reduction), sum of exp(x - max) in fp64 (fixed-order block reduction, as the CPU keeps its sum
-// in fp64), then one write pass. The row (200 KB at V = 50257) is read three times but stays in L2 between passes,
-// so DRAM sees about one read and one write of the logits. Rows move in 16-byte groups (4 columns of
+// reduction), sum of the exponentials (fixed-order block reduction in fp64), then one write pass.
+// The row (100 KB in bf16 at V = 50257) is read three times but stays in L2 between passes, so
+// DRAM sees about one read and one write of the logits. Rows move in 16-byte groups (4 columns of
 // fp32, 8 of bf16), one vector access each (padded columns loaded but masked), where Vp is a
-// multiple of the group and logits and output are aligned16, else one element at a time; the fp64 sum's order is fixed
-// for either, so results repeat bitwise. logits/probs/dlogits are F32 or BF16 (docs/precision.md: bf16 widened on load,
-// each output rounded once); losses are F32.
+// multiple of the group and logits and output are aligned16, else one element at a time; the
+// sums' order is fixed for either, so results repeat bitwise. logits/probs/dlogits are F32 or BF16
+// (docs/precision.md: bf16 widened on load, each output rounded once); losses are F32.
+// [Note: the cross-entropy's instruction count] The fused kernel was bound by the instructions it
+// issues, not by bytes: at 5d45fbb its SASS spent about 54 a column (expf's eleven twice, a
+// conversion to fp64 and a double add a column, a bounds check a column, seven integer ops a bf16
+// store), an estimated 0.66 ms of issue on an H200 for [8192, 50304] bf16 against 0.39 ms of DRAM
+// traffic; it measured 0.92 ms, and no faster with the row in shared memory. Now exp(x - max) is
+// exp2_ftz(fma(x, log2 e, -max log2 e)) (two instructions), a group's exponentials are summed in
+// fp32 and the group's sum added to the thread's fp64 sum, only the row's last group checks
+// bounds, the target's gradient is written over its column instead of a compare a column, and
+// bf16 stores pack two values an instruction: about 12 a column. The loss is -log of the
+// target's probability as computed, log(sum) - ln 2 (x_t log2 e - max log2 e), in fp64.
 // [Note: the row in shared memory] Where a row's live groups fit in shared memory with two blocks
 // on an SM (bf16 rows of GPT-2's vocabulary: 98 KiB), kRowInSmem keeps the first pass's loads
 // there and the later passes read them back, so the logits cross L2 once instead of three times.
 // Each thread reads back only the groups it stored itself, so no barrier is added, and the
 // arithmetic is the same, value for value and in the same order: the results are bitwise those of
-// the kernel that reads the row three times (tests/emulation checks it).
+// the kernel that reads the row three times (tests/emulation checks it). Measured slower on the
+// H200 at d650922 (1.074 against 0.916 ms), so not the default (CeRowCache).
 #pragma once
 
 #include <math.h>
@@ -35,14 +46,21 @@ constexpr std::size_t row_cache_bytes(int V) {
   return static_cast<std::size_t>((V + kVec - 1) / kVec) * kVec * sizeof(T);
 }
 
+constexpr float kLog2e = 1.44269504088896340736f;  // rounds to the fp32 nearest log2(e)
+constexpr double kLn2 = 0.69314718055994530942;
+
+// exp(x - max) as the kernels compute it: `shift` is max * kLog2e rounded once.
+__device__ __forceinline__ float exp_shifted(float x, float shift) { return detail::exp2_ftz(fmaf(x, kLog2e, -shift)); }
+
 // Writes probs (kProbs) or (probs - onehot) * dloss (kGradient) into out; losses[row] in both.
 // Each thread owns the groups q = threadIdx.x, threadIdx.x + kThreads, ... of kVec columns of the
-// padded row (Vp % kVec == 0); columns v >= V in a group are loaded but never enter max or sum.
-// T is the activation storage type of out and logits: widened on load, each output rounded once.
-// kRowInSmem: launched with row_cache_bytes<T, kVec>(V) of dynamic shared memory ([Note: the row
-// in shared memory]), budgeted for two blocks an SM. Either way ptxas is held to the 32 registers
-// a thread that two blocks of 1024 threads allow (every instantiation takes 29-32, none spills;
-// with one block as the bound some took up to 39, which would leave one block an SM).
+// padded row (Vp % kVec == 0); columns v >= V in the last live group are loaded but never enter
+// max or sum, and are written 0 like the padding. T is the activation storage type of out and
+// logits: widened on load, each output rounded once. kRowInSmem: launched with
+// row_cache_bytes<T, kVec>(V) of dynamic shared memory ([Note: the row in shared memory]),
+// budgeted for two blocks an SM, so ptxas is held to the 32 registers a thread that two blocks of
+// 1024 threads allow. A row max above 2.3e38 (whose shift overflows) gives a NaN loss, which stops
+// training as any non-finite loss does.
 template <Output kOut, typename T, int kVec, bool kRowInSmem = false>
 __global__ void __launch_bounds__(kThreads, 2)
     softmax_ce_kernel(float* losses, T* out, const T* logits, const std::int32_t* targets, int Vp, int V, float dloss) {
@@ -58,46 +76,69 @@ __global__ void __launch_bounds__(kThreads, 2)
   const std::int32_t target = targets[row];
   const bool target_ok = target >= 0 && target < V;
   const float target_logit = target_ok ? detail::load_act(x + target) : NAN;  // read before any write to the row
-  const int live_groups = (V + kVec - 1) / kVec;                              // the groups holding columns < V
+  const int full_groups = V / kVec;                                           // groups whose columns are all < V
+  const int live_groups = (V + kVec - 1) / kVec;                              // and the partial one after them, if any
   float mx = -INFINITY;
   for (int q = threadIdx.x; q < live_groups; q += kThreads) {
     const Vec xv = Vec::load(x + q * kVec);
     if constexpr (kRowInSmem) xv.store(cache + q * kVec);  // values of T: stored back exactly
+    if (q < full_groups) {
 #pragma unroll
-    for (int i = 0; i < kVec; ++i) {
-      if (q * kVec + i < V) mx = fmaxf(mx, xv[i]);
+      for (int i = 0; i < kVec; ++i) mx = fmaxf(mx, xv[i]);
+    } else {
+#pragma unroll
+      for (int i = 0; i < kVec; ++i) {
+        if (q * kVec + i < V) mx = fmaxf(mx, xv[i]);
+      }
     }
   }
   mx = detail::block_max(mx, shared_f);
+  const float shift = mx * kLog2e;
   double sum = 0.0;
   for (int q = threadIdx.x; q < live_groups; q += kThreads) {
     const Vec xv = Vec::load(again + q * kVec);
+    float group = 0.0f;  // the group's exponentials in column order, then one fp64 add
+    if (q < full_groups) {
 #pragma unroll
-    for (int i = 0; i < kVec; ++i) {
-      if (q * kVec + i < V) sum += static_cast<double>(expf(xv[i] - mx));
+      for (int i = 0; i < kVec; ++i) group += exp_shifted(xv[i], shift);
+    } else {
+#pragma unroll
+      for (int i = 0; i < kVec; ++i) {
+        if (q * kVec + i < V) group += exp_shifted(xv[i], shift);
+      }
     }
+    sum += static_cast<double>(group);
   }
   sum = detail::block_sum(sum, shared_d);
   // All threads have read target_logit and finished their reads of x in the passes above; the
   // block_sum barrier orders them before the writes below.
   const float inv_sum = static_cast<float>(1.0 / sum);
+  const float scale = kOut == Output::kGradient ? inv_sum * dloss : inv_sum;
+  const int target_group = kOut == Output::kGradient && target_ok ? target / kVec : -1;
   for (int q = threadIdx.x; q < Vp / kVec; q += kThreads) {
     Vec p{};  // padded columns stay 0
-    if (q < live_groups) {
+    if (q < full_groups) {
+      const Vec xv = Vec::load(again + q * kVec);
+#pragma unroll
+      for (int i = 0; i < kVec; ++i) p[i] = exp_shifted(xv[i], shift) * scale;
+    } else if (q < live_groups) {
       const Vec xv = Vec::load(again + q * kVec);
 #pragma unroll
       for (int i = 0; i < kVec; ++i) {
-        const int v = q * kVec + i;
-        if (v < V) {
-          p[i] = expf(xv[i] - mx) * inv_sum;
-          if (kOut == Output::kGradient) p[i] = (p[i] - (v == target ? 1.0f : 0.0f)) * dloss;
-        }
+        if (q * kVec + i < V) p[i] = exp_shifted(xv[i], shift) * scale;
       }
     }
-    p.store(o + q * kVec);
+    p.store_computed(o + q * kVec);
+    // The target's gradient, (p - 1) * dloss with p rounded to fp32 first, written over its column
+    // by the same thread (program order): cheaper than a compare a column, or than selecting its
+    // slot in the group, which took registers the 32 of two blocks an SM do not have.
+    if (q == target_group) detail::store_act(o + target, (exp_shifted(target_logit, shift) * inv_sum - 1.0f) * dloss);
   }
   if (threadIdx.x == 0) {
-    losses[row] = static_cast<float>(log(sum) - (static_cast<double>(target_logit) - static_cast<double>(mx)));
+    // -log(p_target) for p_target = 2^(x_t log2 e - shift) / sum; x_t * kLog2e is exact in fp64.
+    const double exponent =
+        static_cast<double>(target_logit) * static_cast<double>(kLog2e) - static_cast<double>(shift);
+    losses[row] = static_cast<float>(log(sum) - kLn2 * exponent);
   }
 }
 

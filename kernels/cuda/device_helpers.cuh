@@ -71,6 +71,37 @@ __device__ __forceinline__ std::uint16_t f32_to_bf16(float f) {
   return static_cast<std::uint16_t>(u >> 16);
 }
 
+// 2^x by the hardware's base-2 exponential (ex2.approx.ftz: about 2 ulp, one instruction where
+// exp2f takes four and expf eleven); results below FLT_MIN flush to +0. Kernels whose inner loop
+// is an exponential per element (the cross-entropy's) take exp(x - m) as
+// exp2_ftz(fma(x, log2(e), -m log2(e))). The emulator (tests/emulation, where __CUDA_ARCH__ is not
+// defined) computes exp2f and flushes the same way.
+__device__ __forceinline__ float exp2_ftz(float x) {
+#ifdef __CUDA_ARCH__
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+#else
+  const float y = exp2f(x);
+  return y < 1.17549435e-38f ? 0.0f : y;  // FLT_MIN; a NaN stays NaN
+#endif
+}
+
+// Two fp32 results rounded to bf16 (nearest even), a in the low half: one conversion instruction
+// on the GPU where f32_to_bf16 takes about seven integer ones a value, and the same bits for every
+// non-NaN value. A NaN's bits may differ (the instruction returns its quiet NaN); the GPU's
+// arithmetic already makes every NaN it produces canonical, so stores of computed values take it,
+// and copies and casts, which must keep a NaN's payload, take f32_to_bf16.
+__device__ __forceinline__ unsigned pack_bf16x2(float a, float b) {
+#ifdef __CUDA_ARCH__
+  unsigned r;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(b), "f"(a));  // first source to the high half
+  return r;
+#else
+  return f32_to_bf16(a) | (static_cast<unsigned>(f32_to_bf16(b)) << 16);
+#endif
+}
+
 template <typename T>
 __device__ __forceinline__ T warp_sum(T v) {
   for (int off = kWarpSize / 2; off > 0; off /= 2) v += __shfl_xor_sync(0xffffffffu, v, off);
@@ -173,6 +204,22 @@ struct ActVec {
       for (int k = 0; k < kVec / 2; ++k) {
         w[k] = f32_to_bf16(v[2 * k]) | (static_cast<unsigned>(f32_to_bf16(v[2 * k + 1])) << 16);
       }
+      if constexpr (kVec == 8) {
+        *reinterpret_cast<uint4*>(p) = make_uint4(w[0], w[1], w[2], w[3]);
+      } else {
+        *reinterpret_cast<uint2*>(p) = make_uint2(w[0], w[1]);
+      }
+    }
+  }
+  // store for values computed by arithmetic: bf16 packed by pack_bf16x2 (the same bits as store
+  // but for a NaN's).
+  __device__ __forceinline__ void store_computed(T* p) const {
+    if constexpr (kVec == 1 || std::is_same_v<T, float>) {
+      store(p);
+    } else {
+      unsigned w[kVec / 2];
+#pragma unroll
+      for (int k = 0; k < kVec / 2; ++k) w[k] = pack_bf16x2(v[2 * k], v[2 * k + 1]);
       if constexpr (kVec == 8) {
         *reinterpret_cast<uint4*>(p) = make_uint4(w[0], w[1], w[2], w[3]);
       } else {

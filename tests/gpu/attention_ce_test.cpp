@@ -1,8 +1,9 @@
 // CUDA attention (cuBLASLt + fused causal softmax) and softmax-cross-entropy against the CPU
 // kernels (label gpu). Attention in fp32: products over hs and T (<= 130) terms and a softmax whose
 // sums differ in order: 1e-5 normwise for att and out; the backward chains three products and the
-// softmax backward: 5e-5. Cross-entropy: both sum exp in fp64, so probabilities and losses differ
-// by the exp implementations (~2 ulp): 1e-5, on both the float4 and the single-float row paths
+// softmax backward: 5e-5. Cross-entropy: the CPU sums exp in fp64, the GPU each group's exponentials
+// (2^(x log2 e - max log2 e), ~2 ulp) in fp32 and the groups in fp64, so probabilities and losses
+// differ by a few ulps: 1e-5, on both the float4 and the single-float row paths
 // (aligned and one-float-offset views). Padded vocabulary columns must be exactly 0, and
 // att must be exactly 0 above the diagonal (poisoned outputs would leave NaN there).
 #include "kernels/cpu/attention.h"

@@ -211,6 +211,42 @@ struct ActVec {
       }
     }
   }
+  // A group as stored, for kernels that issue a batch of loads before widening any of them (a
+  // bf16 group held raw takes half the registers of its fp32 values): widen(load_raw(p)) == load(p).
+  using Raw = std::conditional_t<
+      kVec == 1, T,
+      std::conditional_t<std::is_same_v<T, float>, FloatVec<kVec>, std::conditional_t<kVec == 8, uint4, uint2>>>;
+  __device__ __forceinline__ static Raw load_raw(const T* p) {
+    if constexpr (kVec == 1) {
+      return *p;
+    } else if constexpr (std::is_same_v<T, float>) {
+      return FloatVec<kVec>::load(p);
+    } else {
+      return *reinterpret_cast<const Raw*>(p);
+    }
+  }
+  __device__ __forceinline__ static ActVec widen(const Raw& raw) {
+    ActVec r;
+    if constexpr (kVec == 1) {
+      r.v[0] = load_act(&raw);
+    } else if constexpr (std::is_same_v<T, float>) {
+#pragma unroll
+      for (int i = 0; i < kVec; ++i) r.v[i] = raw[i];
+    } else {
+      unsigned w[kVec / 2];
+      if constexpr (kVec == 8) {
+        w[0] = raw.x, w[1] = raw.y, w[2] = raw.z, w[3] = raw.w;
+      } else {
+        w[0] = raw.x, w[1] = raw.y;
+      }
+#pragma unroll
+      for (int k = 0; k < kVec / 2; ++k) {
+        r.v[2 * k] = __uint_as_float(w[k] << 16);
+        r.v[2 * k + 1] = __uint_as_float(w[k] & 0xffff0000u);
+      }
+    }
+    return r;
+  }
   // store for values computed by arithmetic: bf16 packed by pack_bf16x2 (the same bits as store
   // but for a NaN's).
   __device__ __forceinline__ void store_computed(T* p) const {

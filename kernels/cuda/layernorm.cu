@@ -9,7 +9,6 @@ namespace zt::cuda {
 
 namespace {
 
-using detail::ln::kBackwardCache;
 using detail::ln::kBackwardThreads;
 using detail::ln::kForwardWarps;
 using detail::ln::kRowsPerChunk;
@@ -125,11 +124,10 @@ void layernorm_backward(const ExecContext& ctx, TensorView dinp, TensorView dwei
     constexpr int kWide = detail::kWideVec<T>;
     const bool vec = d.cols % kWide == 0 && detail::wide_vec_aligned(di) && detail::wide_vec_aligned(g) &&
                      detail::wide_vec_aligned(x) && detail::aligned16(partials.data()) && detail::wide_vec_aligned(w);
-    constexpr int kCache = kBackwardCache<kWide>;
-    const bool cached = vec && d.cols / kWide <= std::int64_t{kCache} * detail::kWarpSize;
-    const auto chunk_kernel = cached ? layernorm_backward_chunk<T, P, kWide, kCache>
-                              : vec  ? layernorm_backward_chunk<T, P, kWide>
-                                     : layernorm_backward_chunk<T, P, 1>;
+    const bool whole_row = vec && d.cols / kWide <= std::int64_t{detail::kRowBatch} * detail::kWarpSize;
+    const auto chunk_kernel = whole_row ? layernorm_backward_chunk<T, P, kWide, true>
+                              : vec     ? layernorm_backward_chunk<T, P, kWide>
+                                        : layernorm_backward_chunk<T, P, 1>;
     chunk_kernel<<<static_cast<unsigned>(num_chunks), kBackwardThreads, 0, stream>>>(
         di, partials.as<float>(), g, x, w, mean.as<float>(), rstd.as<float>(), d.rows, d.cols);
   });

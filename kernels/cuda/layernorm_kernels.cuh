@@ -109,23 +109,19 @@ __device__ __forceinline__ void add_dinp(detail::ActVec<T, kVec>& dv, const deta
   }
 }
 
-// Groups of kVec columns a lane keeps in registers between the backward's two passes over a row
-// (C up to 1024 for 16-byte groups: GPT-2 124M's 768 and 350M's 1024); wider rows, and single
-// elements, read the row again instead.
-template <int kVec>
-constexpr int kBackwardCache = kVec == 1 ? 0 : 1024 / (kVec * detail::kWarpSize);
-
 // One block per chunk of kRowsPerChunk rows. partials: [num_chunks, 2, C] (dweight, then dbias).
-// dinp accumulates as round(widen(old) + contribution) for bf16 (docs/precision.md). With kCache > 0
-// (C / kVec <= 32 kCache, the launcher checks) a lane loads its groups of dout, inp and weight once
-// a row instead of twice; the sums and each element's arithmetic are the same, in the same order,
-// so the results are the same bits either way.
-template <typename T, typename P, int kVec, int kCache = 0>
-__global__ void layernorm_backward_chunk(T* dinp, float* partials, const T* dout, const T* inp, const P* weight,
-                                         const float* mean, const float* rstd, std::int64_t N, int C) {
+// dinp accumulates as round(widen(old) + contribution) for bf16 (docs/precision.md). Loads go in
+// batches ([Note: loads in batches] in chunk_partials.cuh): a lane's row passes take kRowBatch
+// groups at a time, and with kWholeRow (C / kVec <= 32 kRowBatch, the launcher checks) the first
+// pass's registers hold the whole row for the second, which then loads only dinp.
+template <typename T, typename P, int kVec, bool kWholeRow = false>
+__global__ void __launch_bounds__(kBackwardThreads, 2)
+    layernorm_backward_chunk(T* dinp, float* partials, const T* dout, const T* inp, const P* weight, const float* mean,
+                             const float* rstd, std::int64_t N, int C) {
   using Vec = detail::ActVec<T, kVec>;
   using ParamVec = detail::ActVec<P, kVec>;
   using PartialVec = detail::FloatVec<kVec>;
+  constexpr int kStride = kRowBatch * detail::kWarpSize;  // groups a warp's batch covers
   const int lane = threadIdx.x % detail::kWarpSize, warp = threadIdx.x / detail::kWarpSize;
   constexpr int kWarps = kBackwardThreads / detail::kWarpSize;
   const std::int64_t row0 = blockIdx.x * std::int64_t{kRowsPerChunk};
@@ -136,60 +132,79 @@ __global__ void layernorm_backward_chunk(T* dinp, float* partials, const T* dout
     const T* g = dout + row * C;
     const T* x = inp + row * C;
     const float m = mean[row], s = rstd[row];
+    typename Vec::Raw gr[kRowBatch]{}, xr[kRowBatch]{};
+    typename ParamVec::Raw wr[kRowBatch]{};
     float dnorm_sum = 0.0f, dnorm_norm_sum = 0.0f;
+    for (int q0 = lane; q0 < groups; q0 += kStride) {
+#pragma unroll
+      for (int b = 0; b < kRowBatch; ++b) {
+        const int q = q0 + b * detail::kWarpSize;
+        if (q < groups) {
+          gr[b] = Vec::load_raw(g + q * kVec), xr[b] = Vec::load_raw(x + q * kVec);
+          wr[b] = ParamVec::load_raw(weight + q * kVec);
+        }
+      }
+#pragma unroll
+      for (int b = 0; b < kRowBatch; ++b) {
+        if (q0 + b * detail::kWarpSize < groups) {
+          add_row_sums(Vec::widen(gr[b]), Vec::widen(xr[b]), ParamVec::widen(wr[b]), m, s, dnorm_sum, dnorm_norm_sum);
+        }
+      }
+    }
+    const float dnorm_mean = detail::warp_sum(dnorm_sum) / static_cast<float>(C);
+    const float dnorm_norm_mean = detail::warp_sum(dnorm_norm_sum) / static_cast<float>(C);
     T* di = dinp + row * C;
-    if constexpr (kCache > 0) {
-      Vec gc[kCache], xc[kCache];
-      ParamVec wc[kCache];
+    for (int q0 = lane; q0 < groups; q0 += kStride) {
+      typename Vec::Raw dr[kRowBatch]{};
 #pragma unroll
-      for (int k = 0; k < kCache; ++k) {
-        const int q = lane + k * detail::kWarpSize;
-        if (q >= groups) continue;
-        gc[k] = Vec::load(g + q * kVec), xc[k] = Vec::load(x + q * kVec);
-        wc[k] = ParamVec::load(weight + q * kVec);
-        add_row_sums(gc[k], xc[k], wc[k], m, s, dnorm_sum, dnorm_norm_sum);
+      for (int b = 0; b < kRowBatch; ++b) {
+        const int q = q0 + b * detail::kWarpSize;
+        if (q < groups) {
+          if constexpr (!kWholeRow) {
+            gr[b] = Vec::load_raw(g + q * kVec), xr[b] = Vec::load_raw(x + q * kVec);
+            wr[b] = ParamVec::load_raw(weight + q * kVec);
+          }
+          dr[b] = Vec::load_raw(di + q * kVec);
+        }
       }
-      const float dnorm_mean = detail::warp_sum(dnorm_sum) / static_cast<float>(C);
-      const float dnorm_norm_mean = detail::warp_sum(dnorm_norm_sum) / static_cast<float>(C);
 #pragma unroll
-      for (int k = 0; k < kCache; ++k) {
-        const int q = lane + k * detail::kWarpSize;
-        if (q >= groups) continue;
-        Vec dv = Vec::load(di + q * kVec);
-        add_dinp(dv, gc[k], xc[k], wc[k], m, s, dnorm_mean, dnorm_norm_mean);
-        dv.store(di + q * kVec);
-      }
-    } else {
-      for (int q = lane; q < groups; q += detail::kWarpSize) {
-        const Vec gv = Vec::load(g + q * kVec), xv = Vec::load(x + q * kVec);
-        const ParamVec wv = ParamVec::load(weight + q * kVec);
-        add_row_sums(gv, xv, wv, m, s, dnorm_sum, dnorm_norm_sum);
-      }
-      const float dnorm_mean = detail::warp_sum(dnorm_sum) / static_cast<float>(C);
-      const float dnorm_norm_mean = detail::warp_sum(dnorm_norm_sum) / static_cast<float>(C);
-      for (int q = lane; q < groups; q += detail::kWarpSize) {
-        const Vec gv = Vec::load(g + q * kVec), xv = Vec::load(x + q * kVec);
-        const ParamVec wv = ParamVec::load(weight + q * kVec);
-        Vec dv = Vec::load(di + q * kVec);
-        add_dinp(dv, gv, xv, wv, m, s, dnorm_mean, dnorm_norm_mean);
-        dv.store(di + q * kVec);
+      for (int b = 0; b < kRowBatch; ++b) {
+        const int q = q0 + b * detail::kWarpSize;
+        if (q < groups) {
+          Vec dv = Vec::widen(dr[b]);
+          add_dinp(dv, Vec::widen(gr[b]), Vec::widen(xr[b]), ParamVec::widen(wr[b]), m, s, dnorm_mean, dnorm_norm_mean);
+          dv.store(di + q * kVec);
+        }
       }
     }
   }
-  // A thread per group of kVec columns, rows in order: each partial is the same fixed-order sum for
-  // either kVec.
+  // A thread per group of kVec columns, rows in order (loaded kPartialRowBatch at a time): each
+  // partial is the same fixed-order sum for either kVec.
   float* dw_part = partials + blockIdx.x * std::int64_t{2} * C;
   float* db_part = dw_part + C;
   for (int q = threadIdx.x; q < groups; q += kBackwardThreads) {
     PartialVec dw{}, db{};
-    for (int r = 0; r < rows; ++r) {
-      const std::int64_t row = row0 + r;
-      const Vec gv = Vec::load(dout + row * C + q * kVec), xv = Vec::load(inp + row * C + q * kVec);
-      const float m = mean[row], s = rstd[row];
+    for (int r0 = 0; r0 < rows; r0 += kPartialRowBatch) {
+      typename Vec::Raw gb[kPartialRowBatch]{}, xb[kPartialRowBatch]{};
+      float mb[kPartialRowBatch]{}, sb[kPartialRowBatch]{};
 #pragma unroll
-      for (int i = 0; i < kVec; ++i) {
-        dw[i] += gv[i] * ((xv[i] - m) * s);
-        db[i] += gv[i];
+      for (int j = 0; j < kPartialRowBatch; ++j) {
+        const std::int64_t row = row0 + r0 + j;
+        if (r0 + j < rows) {
+          gb[j] = Vec::load_raw(dout + row * C + q * kVec), xb[j] = Vec::load_raw(inp + row * C + q * kVec);
+          mb[j] = mean[row], sb[j] = rstd[row];
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < kPartialRowBatch; ++j) {
+        if (r0 + j < rows) {
+          const Vec gv = Vec::widen(gb[j]), xv = Vec::widen(xb[j]);
+#pragma unroll
+          for (int i = 0; i < kVec; ++i) {
+            dw[i] += gv[i] * ((xv[i] - mb[j]) * sb[j]);
+            db[i] += gv[i];
+          }
+        }
       }
     }
     dw.store(dw_part + q * kVec);

@@ -80,8 +80,10 @@ void rmsnorm_backward(const ExecContext& ctx, TensorView dinp, TensorView dweigh
     constexpr int kWide = detail::kWideVec<T>;
     const bool vec = d.cols % kWide == 0 && detail::wide_vec_aligned(di) && detail::wide_vec_aligned(g) &&
                      detail::wide_vec_aligned(x) && detail::aligned16(partials.data()) && detail::wide_vec_aligned(w);
-    const auto kernel =
-        vec ? detail::rms::rmsnorm_backward_chunk<T, P, kWide> : detail::rms::rmsnorm_backward_chunk<T, P, 1>;
+    const bool whole_row = vec && d.cols / kWide <= std::int64_t{detail::kRowBatch} * detail::kWarpSize;
+    const auto kernel = whole_row ? detail::rms::rmsnorm_backward_chunk<T, P, kWide, true>
+                        : vec     ? detail::rms::rmsnorm_backward_chunk<T, P, kWide>
+                                  : detail::rms::rmsnorm_backward_chunk<T, P, 1>;
     kernel<<<static_cast<unsigned>(num_chunks), kBackwardThreads, 0, stream>>>(di, partials.as<float>(), g, x, w,
                                                                                rstd.as<float>(), d.rows, d.cols);
   });

@@ -1,7 +1,8 @@
 // RMSNorm kernels on the GPU, device code only (launched by rmsnorm.cu; run on the CPU by the SIMT
 // emulation tests, tests/emulation/), laid out as the LayerNorm kernels are (layernorm_kernels.cuh):
 // forward one warp per row; backward one block per 32-row chunk computing each row's dinp (a warp
-// per row) and the chunk's dweight partial (a thread per column group, rows in order), then a
+// per row, loads in batches) and the chunk's dweight partial (a thread per column group, rows in
+// order), then a
 // kernel adding the partials in a fixed order (chunk_partials.cuh). No float atomics: the
 // results repeat bitwise. 16-byte
 // vector accesses (kVec = kWideVec<T>) where C % kVec == 0 and the row operands are aligned16, else
@@ -49,14 +50,24 @@ __global__ void rmsnorm_forward_kernel(T* out, float* rstd, const T* inp, const 
   if (lane == 0) rstd[row] = s;
 }
 
+// A row's two passes' per-group arithmetic (shared by the kWholeRow and reloading variants).
+template <int kVec, typename Vec, typename ParamVec>
+__device__ __forceinline__ void add_row_sum(const Vec& gv, const Vec& xv, const ParamVec& wv, float s, float& sum) {
+#pragma unroll
+  for (int i = 0; i < kVec; ++i) sum += (gv[i] * wv[i]) * (xv[i] * s);
+}
+
 // One block per chunk of kRowsPerChunk rows; partials [num_chunks, C]. dinp accumulates as
-// round(widen(old) + contribution) for bf16.
-template <typename T, typename P, int kVec>
-__global__ void rmsnorm_backward_chunk(T* dinp, float* partials, const T* dout, const T* inp, const P* weight,
-                                       const float* rstd, std::int64_t N, int C) {
+// round(widen(old) + contribution) for bf16. Loads go in batches as in LayerNorm's backward
+// ([Note: loads in batches] in chunk_partials.cuh; kWholeRow where C / kVec <= 32 kRowBatch).
+template <typename T, typename P, int kVec, bool kWholeRow = false>
+__global__ void __launch_bounds__(kBackwardThreads, 2)
+    rmsnorm_backward_chunk(T* dinp, float* partials, const T* dout, const T* inp, const P* weight, const float* rstd,
+                           std::int64_t N, int C) {
   using Vec = detail::ActVec<T, kVec>;
   using ParamVec = detail::ActVec<P, kVec>;
   using PartialVec = detail::FloatVec<kVec>;
+  constexpr int kStride = kRowBatch * detail::kWarpSize;
   const int lane = threadIdx.x % detail::kWarpSize, warp = threadIdx.x / detail::kWarpSize;
   constexpr int kWarps = kBackwardThreads / detail::kWarpSize;
   const std::int64_t row0 = blockIdx.x * std::int64_t{kRowsPerChunk};
@@ -67,33 +78,77 @@ __global__ void rmsnorm_backward_chunk(T* dinp, float* partials, const T* dout, 
     const T* g = dout + row * C;
     const T* x = inp + row * C;
     const float s = rstd[row];
+    typename Vec::Raw gr[kRowBatch]{}, xr[kRowBatch]{};
+    typename ParamVec::Raw wr[kRowBatch]{};
     float dnorm_norm_sum = 0.0f;
-    for (int q = lane; q < groups; q += detail::kWarpSize) {
-      const Vec gv = Vec::load(g + q * kVec), xv = Vec::load(x + q * kVec);
-      const ParamVec wv = ParamVec::load(weight + q * kVec);
+    for (int q0 = lane; q0 < groups; q0 += kStride) {
 #pragma unroll
-      for (int i = 0; i < kVec; ++i) dnorm_norm_sum += (gv[i] * wv[i]) * (xv[i] * s);
+      for (int b = 0; b < kRowBatch; ++b) {
+        const int q = q0 + b * detail::kWarpSize;
+        if (q < groups) {
+          gr[b] = Vec::load_raw(g + q * kVec), xr[b] = Vec::load_raw(x + q * kVec);
+          wr[b] = ParamVec::load_raw(weight + q * kVec);
+        }
+      }
+#pragma unroll
+      for (int b = 0; b < kRowBatch; ++b) {
+        if (q0 + b * detail::kWarpSize < groups) {
+          add_row_sum<kVec>(Vec::widen(gr[b]), Vec::widen(xr[b]), ParamVec::widen(wr[b]), s, dnorm_norm_sum);
+        }
+      }
     }
     const float dnorm_norm_mean = detail::warp_sum(dnorm_norm_sum) / static_cast<float>(C);
     T* di = dinp + row * C;
-    for (int q = lane; q < groups; q += detail::kWarpSize) {
-      const Vec gv = Vec::load(g + q * kVec), xv = Vec::load(x + q * kVec);
-      const ParamVec wv = ParamVec::load(weight + q * kVec);
-      Vec dv = Vec::load(di + q * kVec);
+    for (int q0 = lane; q0 < groups; q0 += kStride) {
+      typename Vec::Raw dr[kRowBatch]{};
 #pragma unroll
-      for (int i = 0; i < kVec; ++i) dv[i] += s * (gv[i] * wv[i] - (xv[i] * s) * dnorm_norm_mean);
-      dv.store(di + q * kVec);
+      for (int b = 0; b < kRowBatch; ++b) {
+        const int q = q0 + b * detail::kWarpSize;
+        if (q < groups) {
+          if constexpr (!kWholeRow) {
+            gr[b] = Vec::load_raw(g + q * kVec), xr[b] = Vec::load_raw(x + q * kVec);
+            wr[b] = ParamVec::load_raw(weight + q * kVec);
+          }
+          dr[b] = Vec::load_raw(di + q * kVec);
+        }
+      }
+#pragma unroll
+      for (int b = 0; b < kRowBatch; ++b) {
+        const int q = q0 + b * detail::kWarpSize;
+        if (q < groups) {
+          const Vec gv = Vec::widen(gr[b]), xv = Vec::widen(xr[b]);
+          const ParamVec wv = ParamVec::widen(wr[b]);
+          Vec dv = Vec::widen(dr[b]);
+#pragma unroll
+          for (int i = 0; i < kVec; ++i) dv[i] += s * (gv[i] * wv[i] - (xv[i] * s) * dnorm_norm_mean);
+          dv.store(di + q * kVec);
+        }
+      }
     }
   }
+  // A thread per group of kVec columns, rows in order, loaded kPartialRowBatch at a time.
   float* dw_part = partials + blockIdx.x * std::int64_t{C};
   for (int q = threadIdx.x; q < groups; q += kBackwardThreads) {
     PartialVec dw{};
-    for (int r = 0; r < rows; ++r) {
-      const std::int64_t row = row0 + r;
-      const Vec gv = Vec::load(dout + row * C + q * kVec), xv = Vec::load(inp + row * C + q * kVec);
-      const float s = rstd[row];
+    for (int r0 = 0; r0 < rows; r0 += kPartialRowBatch) {
+      typename Vec::Raw gb[kPartialRowBatch]{}, xb[kPartialRowBatch]{};
+      float sb[kPartialRowBatch]{};
 #pragma unroll
-      for (int i = 0; i < kVec; ++i) dw[i] += gv[i] * (xv[i] * s);
+      for (int j = 0; j < kPartialRowBatch; ++j) {
+        const std::int64_t row = row0 + r0 + j;
+        if (r0 + j < rows) {
+          gb[j] = Vec::load_raw(dout + row * C + q * kVec), xb[j] = Vec::load_raw(inp + row * C + q * kVec);
+          sb[j] = rstd[row];
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < kPartialRowBatch; ++j) {
+        if (r0 + j < rows) {
+          const Vec gv = Vec::widen(gb[j]), xv = Vec::widen(xb[j]);
+#pragma unroll
+          for (int i = 0; i < kVec; ++i) dw[i] += gv[i] * (xv[i] * sb[j]);
+        }
+      }
     }
     dw.store(dw_part + q * kVec);
   }

@@ -83,17 +83,17 @@ void run_shape(Rng& rng, std::int64_t N, std::int64_t C) {
   simt::launch(dim3(static_cast<unsigned>(chunks)), ln::kBackwardThreads, 0, ln::layernorm_backward_chunk<T, P, kVec>,
                g_dinp.data(), partials.data(), dout_t.data(), x_t.data(), w.data(), g_mean.data(), g_rstd.data(), N,
                static_cast<int>(C));
-  // The launcher's register-cached variant (a lane's groups loaded once a row) where the row fits:
-  // the same bits as the two-pass reads.
-  if constexpr (ln::kBackwardCache < kVec >> 0) {
-    if (C / kVec <= ln::kBackwardCache<kVec> * 32) {
+  // The launcher's whole-row variant (a lane's groups loaded once a row) where the row fits in one
+  // batch: the same bits as the two-pass reads.
+  if constexpr (kVec > 1) {
+    if (C / kVec <= cuda::detail::kRowBatch * 32) {
       std::vector<T> c_dinp = device_values<T>(dinp0);
       std::vector<float> c_partials(partials.size(), NAN);
       simt::launch(dim3(static_cast<unsigned>(chunks)), ln::kBackwardThreads, 0,
-                   ln::layernorm_backward_chunk<T, P, kVec, ln::kBackwardCache<kVec>>, c_dinp.data(), c_partials.data(),
-                   dout_t.data(), x_t.data(), w.data(), g_mean.data(), g_rstd.data(), N, static_cast<int>(C));
-      EXPECT_TRUE(bitwise_equal(host_values(c_dinp), host_values(g_dinp))) << "dinp, register-cached rows";
-      EXPECT_TRUE(bitwise_equal(c_partials, partials)) << "partials, register-cached rows";
+                   ln::layernorm_backward_chunk<T, P, kVec, true>, c_dinp.data(), c_partials.data(), dout_t.data(),
+                   x_t.data(), w.data(), g_mean.data(), g_rstd.data(), N, static_cast<int>(C));
+      EXPECT_TRUE(bitwise_equal(host_values(c_dinp), host_values(g_dinp))) << "dinp, whole rows in registers";
+      EXPECT_TRUE(bitwise_equal(c_partials, partials)) << "partials, whole rows in registers";
     }
   }
   const dim3 param_grid(cuda::detail::partial_blocks(C));

@@ -57,6 +57,18 @@ void run_shape(Rng& rng, std::int64_t N, std::int64_t C) {
   std::vector<float> partials(static_cast<std::size_t>(chunks * C), NAN);
   simt::launch(dim3(static_cast<unsigned>(chunks)), rms::kBackwardThreads, 0, rms::rmsnorm_backward_chunk<T, P, kVec>,
                dinp_g.data(), partials.data(), dout.data(), x.data(), w.data(), rstd_c.data(), N, static_cast<int>(C));
+  // The launcher's whole-row variant where a row fits in one batch of loads: the same bits.
+  if constexpr (kVec > 1) {
+    if (C / kVec <= cuda::detail::kRowBatch * 32) {
+      std::vector<T> dinp_w = dinp0;
+      std::vector<float> partials_w(partials.size(), NAN);
+      simt::launch(dim3(static_cast<unsigned>(chunks)), rms::kBackwardThreads, 0,
+                   rms::rmsnorm_backward_chunk<T, P, kVec, true>, dinp_w.data(), partials_w.data(), dout.data(),
+                   x.data(), w.data(), rstd_c.data(), N, static_cast<int>(C));
+      EXPECT_TRUE(bitwise_equal(host_values(dinp_w), host_values(dinp_g))) << "dinp, whole rows in registers";
+      EXPECT_TRUE(bitwise_equal(partials_w, partials)) << "partials, whole rows in registers";
+    }
+  }
   simt::launch(dim3(cuda::detail::partial_blocks(C)), cuda::detail::kPartialThreads, 0,
                rms::rmsnorm_backward_params<float>, dw_g.data(), partials.data(), chunks, static_cast<int>(C));
   EXPECT_TRUE(close_to_cpu(host_values(dinp_g), host_values(dinp_c), kBf16)) << "dinp";
@@ -72,6 +84,8 @@ TEST(RmsNormEmulation, ForwardAndBackwardMatchCpu) {
   run_shape<bf16_dev, float, 8>(rng, 40, 96);
   run_shape<bf16_dev, bf16_dev, 8>(rng, 40, 96);
   run_shape<float, float, 1>(rng, 600, 40);  // 19 chunks, more than the parameter pass's 16 warps
+  // Rows of three batches of loads, the last partial (258 groups of 8; Llama 3.2 1B's 2048 is two).
+  run_shape<bf16_dev, bf16_dev, 8>(rng, 33, 2064);
 }
 
 }  // namespace

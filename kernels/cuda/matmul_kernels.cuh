@@ -19,6 +19,7 @@ constexpr int kBiasRowsPerChunk = 128;
 constexpr int kBiasColGroups = 32;
 constexpr int kBiasRowGroups = 8;
 constexpr int kBiasThreads = kBiasColGroups * kBiasRowGroups;  // a partials block
+constexpr int kBiasLoadBatch = 8;  // rows a thread loads at once: its 16 rows of a chunk in two round trips
 
 // partials[chunk, c] = sum over the chunk's rows of dout[row, c] (T: the activation storage type,
 // widened as loaded): row group y adds rows r0 + y, r0 + y + kBiasRowGroups, ... in order, then
@@ -32,12 +33,25 @@ __global__ void bias_grad_partials(float* partials, const T* dout, std::int64_t 
   const bool live = c0 < OC;
   const std::int64_t r0 = blockIdx.y * std::int64_t{kBiasRowsPerChunk};
   const std::int64_t r1 = r0 + kBiasRowsPerChunk < N ? r0 + kBiasRowsPerChunk : N;
+  using Vec = ActVec<T, kVec>;
   float acc[kVec] = {};
   if (live) {
-    for (std::int64_t r = r0 + y; r < r1; r += kBiasRowGroups) {
-      const ActVec<T, kVec> v = ActVec<T, kVec>::load(dout + r * OC + c0);
+    // kBiasLoadBatch rows' loads in flight before any is added ([Note: loads in batches]).
+    for (std::int64_t rb = r0 + y; rb < r1; rb += std::int64_t{kBiasRowGroups} * kBiasLoadBatch) {
+      typename Vec::Raw raw[kBiasLoadBatch]{};
 #pragma unroll
-      for (int i = 0; i < kVec; ++i) acc[i] += v[i];
+      for (int j = 0; j < kBiasLoadBatch; ++j) {
+        const std::int64_t r = rb + std::int64_t{j} * kBiasRowGroups;
+        if (r < r1) raw[j] = Vec::load_raw(dout + r * OC + c0);
+      }
+#pragma unroll
+      for (int j = 0; j < kBiasLoadBatch; ++j) {
+        if (rb + std::int64_t{j} * kBiasRowGroups < r1) {
+          const Vec v = Vec::widen(raw[j]);
+#pragma unroll
+          for (int i = 0; i < kVec; ++i) acc[i] += v[i];
+        }
+      }
     }
   }
 #pragma unroll

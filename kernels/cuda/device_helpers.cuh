@@ -247,6 +247,40 @@ struct ActVec {
     }
     return r;
   }
+  // The bits store would write (each bf16 rounded by f32_to_bf16), and their store:
+  // store_raw(p, to_raw()) == store(p), and widen(to_raw()) holds the values stored.
+  __device__ __forceinline__ Raw to_raw() const {
+    if constexpr (kVec == 1) {
+      T t;
+      store_act(&t, v[0]);
+      return t;
+    } else if constexpr (std::is_same_v<T, float>) {
+      FloatVec<kVec> f;
+#pragma unroll
+      for (int i = 0; i < kVec; ++i) f[i] = v[i];
+      return f;
+    } else {
+      unsigned w[kVec / 2];
+#pragma unroll
+      for (int k = 0; k < kVec / 2; ++k) {
+        w[k] = f32_to_bf16(v[2 * k]) | (static_cast<unsigned>(f32_to_bf16(v[2 * k + 1])) << 16);
+      }
+      if constexpr (kVec == 8) {
+        return make_uint4(w[0], w[1], w[2], w[3]);
+      } else {
+        return make_uint2(w[0], w[1]);
+      }
+    }
+  }
+  __device__ __forceinline__ static void store_raw(T* p, const Raw& raw) {
+    if constexpr (kVec == 1) {
+      *p = raw;
+    } else if constexpr (std::is_same_v<T, float>) {
+      raw.store(p);
+    } else {
+      *reinterpret_cast<Raw*>(p) = raw;
+    }
+  }
   // store for values computed by arithmetic: bf16 packed by pack_bf16x2 (the same bits as store
   // but for a NaN's).
   __device__ __forceinline__ void store_computed(T* p) const {

@@ -51,7 +51,10 @@ void launch_forward(cudaStream_t stream, RowDims d, T* out, float* mean, float* 
   const bool vec = d.cols % kWide == 0 && detail::wide_vec_aligned(out) && detail::wide_vec_aligned(residual) &&
                    detail::wide_vec_aligned(a) && detail::wide_vec_aligned(a2) && detail::wide_vec_aligned(weight) &&
                    detail::wide_vec_aligned(bias);
-  const auto kernel = vec ? layernorm_forward_kernel<T, P, kWide> : layernorm_forward_kernel<T, P, 1>;
+  const bool whole_row = vec && d.cols / kWide <= std::int64_t{detail::kRowBatch} * detail::kWarpSize;
+  const auto kernel = whole_row ? layernorm_forward_kernel<T, P, kWide, true>
+                      : vec     ? layernorm_forward_kernel<T, P, kWide>
+                                : layernorm_forward_kernel<T, P, 1>;
   kernel<<<blocks, kForwardWarps * detail::kWarpSize, 0, stream>>>(out, mean, rstd, residual, a, a2, weight, bias,
                                                                    d.rows, d.cols);
   ZT_CUDA_CHECK_LAUNCH();

@@ -1,9 +1,8 @@
 // LayerNorm kernels on the GPU, device code only (launched by layernorm.cu; run on the CPU by the
 // SIMT emulation tests, tests/emulation/). Forward: one warp per row, two-pass variance as on the
-// CPU (the row is re-read from L1/L2, not DRAM). Backward: one block per 32-row chunk computes each row's dinp
-// (a warp per row) and the chunk's dweight/dbias partial sums (a thread per column, rows in
-// order); a second kernel adds the chunk partials in a fixed order (chunk_partials.cuh). No float
-// atomics anywhere.
+// CPU (the row held in registers where it fits, else re-read from L1/L2, not DRAM). Backward: one block per 32-row
+// chunk computes each row's dinp (a warp per row) and the chunk's dweight/dbias partial sums (a thread per column, rows
+// in order); a second kernel adds the chunk partials in a fixed order (chunk_partials.cuh). No float atomics anywhere.
 // Both take 16-byte vector accesses (kVec = kWideVec<T>: a lane owns groups of 4 fp32 or 8 bf16
 // columns) where C % kVec == 0 and every row operand is aligned16, else single elements (kVec = 1);
 // the reduction order is fixed for a given kVec, so results repeat bitwise. The activations (out, inp, residual and its
@@ -25,9 +24,95 @@ constexpr int kForwardWarps = 8;  // rows per forward block
 constexpr int kRowsPerChunk = 32;
 constexpr int kBackwardThreads = 256;
 
+// The forward of a row whose lane groups fit one batch (C / kVec <= 32 kRowBatch): the lane's
+// groups of the row (both addends where a2 is non-null) loaded at once and kept raw in registers
+// through the three passes ([Note: loads in batches]), where the general
+// kernel below reads the row in each pass, a group at a time. The same arithmetic in the same
+// order, so the same bits; the residual kept as stored (rounded, for bf16).
+template <typename T, typename P, int kVec>
+__device__ __forceinline__ void forward_whole_row(T* out, float* mean, float* rstd, T* residual, const T* a,
+                                                  const T* a2, const P* weight, const P* bias, std::int64_t row,
+                                                  int lane, int C) {
+  using Vec = detail::ActVec<T, kVec>;
+  using ParamVec = detail::ActVec<P, kVec>;
+  const int groups = C / kVec;
+  typename Vec::Raw xr[kRowBatch]{}, yr[kRowBatch]{};
+#pragma unroll
+  for (int b = 0; b < kRowBatch; ++b) {
+    const int q = lane + b * detail::kWarpSize;
+    if (q < groups) {
+      xr[b] = Vec::load_raw(a + row * C + q * kVec);
+      if (a2 != nullptr) yr[b] = Vec::load_raw(a2 + row * C + q * kVec);
+    }
+  }
+  if (a2 != nullptr) {
+#pragma unroll
+    for (int b = 0; b < kRowBatch; ++b) {
+      const int q = lane + b * detail::kWarpSize;
+      if (q < groups) {
+        Vec xv = Vec::widen(xr[b]);
+        const Vec yv = Vec::widen(yr[b]);
+#pragma unroll
+        for (int i = 0; i < kVec; ++i) xv[i] += yv[i];
+        xr[b] = xv.to_raw();
+        Vec::store_raw(residual + row * C + q * kVec, xr[b]);
+      }
+    }
+  }
+  float sum = 0.0f;
+#pragma unroll
+  for (int b = 0; b < kRowBatch; ++b) {
+    if (lane + b * detail::kWarpSize < groups) {
+      const Vec xv = Vec::widen(xr[b]);
+#pragma unroll
+      for (int i = 0; i < kVec; ++i) sum += xv[i];
+    }
+  }
+  const float m = detail::warp_sum(sum) / static_cast<float>(C);
+  float sq = 0.0f;
+#pragma unroll
+  for (int b = 0; b < kRowBatch; ++b) {
+    if (lane + b * detail::kWarpSize < groups) {
+      const Vec xv = Vec::widen(xr[b]);
+#pragma unroll
+      for (int i = 0; i < kVec; ++i) {
+        const float d = xv[i] - m;
+        sq += d * d;
+      }
+    }
+  }
+  const float var = detail::warp_sum(sq) / static_cast<float>(C);
+  const float s = 1.0f / sqrtf(var + kLayerNormEps);
+  // The weight and bias, read by every row (L1 and L2 hits), loaded only now: through the passes
+  // their registers would cost an SM a block.
+  typename ParamVec::Raw wr[kRowBatch]{}, br[kRowBatch]{};
+#pragma unroll
+  for (int b = 0; b < kRowBatch; ++b) {
+    const int q = lane + b * detail::kWarpSize;
+    if (q < groups) wr[b] = ParamVec::load_raw(weight + q * kVec), br[b] = ParamVec::load_raw(bias + q * kVec);
+  }
+#pragma unroll
+  for (int b = 0; b < kRowBatch; ++b) {
+    const int q = lane + b * detail::kWarpSize;
+    if (q < groups) {
+      const Vec xv = Vec::widen(xr[b]);
+      const ParamVec wv = ParamVec::widen(wr[b]), bv = ParamVec::widen(br[b]);
+      Vec ov;
+#pragma unroll
+      for (int i = 0; i < kVec; ++i) ov[i] = (xv[i] - m) * s * wv[i] + bv[i];
+      ov.store(out + row * C + q * kVec);
+    }
+  }
+  if (lane == 0) {
+    mean[row] = m;
+    rstd[row] = s;
+  }
+}
+
 // With `a2` non-null the row is a + a2 (written to `residual`); otherwise it is a. Each lane owns
 // the groups q = lane, lane + 32, ... of kVec columns (see the header comment for kVec).
-template <typename T, typename P, int kVec>
+// kWholeRow: forward_whole_row (the launcher checks that the row fits).
+template <typename T, typename P, int kVec, bool kWholeRow = false>
 __global__ void layernorm_forward_kernel(T* out, float* mean, float* rstd, T* residual, const T* a, const T* a2,
                                          const P* weight, const P* bias, std::int64_t N, int C) {
   using Vec = detail::ActVec<T, kVec>;
@@ -35,6 +120,10 @@ __global__ void layernorm_forward_kernel(T* out, float* mean, float* rstd, T* re
   const int lane = threadIdx.x % detail::kWarpSize;
   const std::int64_t row = blockIdx.x * std::int64_t{kForwardWarps} + threadIdx.x / detail::kWarpSize;
   if (row >= N) return;
+  if constexpr (kWholeRow) {
+    forward_whole_row<T, P, kVec>(out, mean, rstd, residual, a, a2, weight, bias, row, lane, C);
+    return;
+  }
   const int groups = C / kVec;
   const T* x = a + row * C;
   if (a2 != nullptr) {

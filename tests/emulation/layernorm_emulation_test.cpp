@@ -75,6 +75,24 @@ void run_shape(Rng& rng, std::int64_t N, std::int64_t C) {
                g_rstd.data(), static_cast<T*>(nullptr), x_t.data(), static_cast<const T*>(nullptr), w.data(),
                bias.data(), N, static_cast<int>(C));
   EXPECT_TRUE(close_to_cpu(host_values(g_out2), host_values(out_t), kBf16)) << "out";
+  // The launcher's whole-row forwards where a row fits one batch of loads: the same bits.
+  if constexpr (kVec > 1) {
+    if (C / kVec <= cuda::detail::kRowBatch * 32) {
+      std::vector<T> w_res = nan, w_out = nan, w_out2 = nan;
+      std::vector<float> w_mean(N, NAN), w_rstd(N, NAN), w_mean2(N, NAN), w_rstd2(N, NAN);
+      simt::launch(fwd_grid, fwd_threads, 0, ln::layernorm_forward_kernel<T, P, kVec, true>, w_out.data(),
+                   w_mean.data(), w_rstd.data(), w_res.data(), a_t.data(), b_t.data(), w.data(), bias.data(), N,
+                   static_cast<int>(C));
+      EXPECT_TRUE(bitwise_equal(host_values(w_res), host_values(g_res))) << "residual, whole rows";
+      EXPECT_TRUE(bitwise_equal(host_values(w_out), host_values(g_out))) << "fused out, whole rows";
+      simt::launch(fwd_grid, fwd_threads, 0, ln::layernorm_forward_kernel<T, P, kVec, true>, w_out2.data(),
+                   w_mean2.data(), w_rstd2.data(), static_cast<T*>(nullptr), x_t.data(), static_cast<const T*>(nullptr),
+                   w.data(), bias.data(), N, static_cast<int>(C));
+      EXPECT_TRUE(bitwise_equal(host_values(w_out2), host_values(g_out2))) << "out, whole rows";
+      EXPECT_TRUE(bitwise_equal(w_mean, g_mean) && bitwise_equal(w_rstd, g_rstd)) << "statistics, whole rows";
+      EXPECT_TRUE(bitwise_equal(w_mean2, g_mean) && bitwise_equal(w_rstd2, g_rstd)) << "statistics, whole rows";
+    }
+  }
 
   std::vector<T> g_dinp = device_values<T>(dinp0);
   std::vector<float> g_dw = dw0, g_db = db0;

@@ -72,7 +72,8 @@ TEST(RopeEmulation, ForwardAndBackwardMatchCpu) {
   run_shape<float>(rng, 2, 9, 8, 3, 40, 10000.0f);
   run_shape<bf16_dev>(rng, 2, 9, 8, 3, 40, 10000.0f);
   run_shape<float>(rng, 1, 33, 64, 2, 192, 500000.0f);
-  run_shape<bf16_dev>(rng, 1, 17, 64, 5, 384, 500000.0f);  // a row's heads looped past the unroll of 4
+  run_shape<bf16_dev>(rng, 1, 17, 64, 5, 384, 500000.0f);
+  run_shape<bf16_dev>(rng, 1, 5, 16, 19, 320, 10000.0f);  // a row's heads in three batches, the last partial
 }
 
 }  // namespace

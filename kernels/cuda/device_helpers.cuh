@@ -165,52 +165,8 @@ struct ActVec {
   static_assert(kVec == 1 || kVec == 4 || kVec == 8, "ActVec holds 1, 4 or 8 values");
   float v[kVec];
 
-  __device__ __forceinline__ static ActVec load(const T* p) {
-    ActVec r;
-    if constexpr (kVec == 1) {
-      r.v[0] = load_act(p);
-    } else if constexpr (std::is_same_v<T, float>) {
-      const FloatVec<kVec> f = FloatVec<kVec>::load(p);
-#pragma unroll
-      for (int i = 0; i < kVec; ++i) r.v[i] = f[i];
-    } else {  // bf16: element 2k is the low half of word k
-      unsigned w[kVec / 2];
-      if constexpr (kVec == 8) {
-        const uint4 q = *reinterpret_cast<const uint4*>(p);
-        w[0] = q.x, w[1] = q.y, w[2] = q.z, w[3] = q.w;
-      } else {
-        const uint2 q = *reinterpret_cast<const uint2*>(p);
-        w[0] = q.x, w[1] = q.y;
-      }
-#pragma unroll
-      for (int k = 0; k < kVec / 2; ++k) {
-        r.v[2 * k] = __uint_as_float(w[k] << 16);
-        r.v[2 * k + 1] = __uint_as_float(w[k] & 0xffff0000u);
-      }
-    }
-    return r;
-  }
-  __device__ __forceinline__ void store(T* p) const {
-    if constexpr (kVec == 1) {
-      store_act(p, v[0]);
-    } else if constexpr (std::is_same_v<T, float>) {
-      FloatVec<kVec> f;
-#pragma unroll
-      for (int i = 0; i < kVec; ++i) f[i] = v[i];
-      f.store(p);
-    } else {
-      unsigned w[kVec / 2];
-#pragma unroll
-      for (int k = 0; k < kVec / 2; ++k) {
-        w[k] = f32_to_bf16(v[2 * k]) | (static_cast<unsigned>(f32_to_bf16(v[2 * k + 1])) << 16);
-      }
-      if constexpr (kVec == 8) {
-        *reinterpret_cast<uint4*>(p) = make_uint4(w[0], w[1], w[2], w[3]);
-      } else {
-        *reinterpret_cast<uint2*>(p) = make_uint2(w[0], w[1]);
-      }
-    }
-  }
+  __device__ __forceinline__ static ActVec load(const T* p) { return widen(load_raw(p)); }
+  __device__ __forceinline__ void store(T* p) const { store_raw(p, to_raw()); }
   // A group as stored, for kernels that issue a batch of loads before widening any of them (a
   // bf16 group held raw takes half the registers of its fp32 values): widen(load_raw(p)) == load(p).
   using Raw = std::conditional_t<
@@ -291,9 +247,9 @@ struct ActVec {
 #pragma unroll
       for (int k = 0; k < kVec / 2; ++k) w[k] = pack_bf16x2(v[2 * k], v[2 * k + 1]);
       if constexpr (kVec == 8) {
-        *reinterpret_cast<uint4*>(p) = make_uint4(w[0], w[1], w[2], w[3]);
+        store_raw(p, make_uint4(w[0], w[1], w[2], w[3]));
       } else {
-        *reinterpret_cast<uint2*>(p) = make_uint2(w[0], w[1]);
+        store_raw(p, make_uint2(w[0], w[1]));
       }
     }
   }

@@ -17,6 +17,7 @@
 #include "kernels/contracts/layernorm_eps.h"  // kLayerNormEps
 #include "kernels/cuda/chunk_partials.cuh"
 #include "kernels/cuda/device_helpers.cuh"
+#include "kernels/cuda/norm_backward_rows.cuh"
 
 namespace zt::cuda::detail::ln {
 
@@ -221,22 +222,15 @@ __global__ void __launch_bounds__(kBackwardThreads, 2)
     const T* g = dout + row * C;
     const T* x = inp + row * C;
     const float m = mean[row], s = rstd[row];
-    typename Vec::Raw gr[kRowBatch]{}, xr[kRowBatch]{};
-    typename ParamVec::Raw wr[kRowBatch]{};
+    detail::RowBatch<T, P, kVec> rb;
     float dnorm_sum = 0.0f, dnorm_norm_sum = 0.0f;
     for (int q0 = lane; q0 < groups; q0 += kStride) {
-#pragma unroll
-      for (int b = 0; b < kRowBatch; ++b) {
-        const int q = q0 + b * detail::kWarpSize;
-        if (q < groups) {
-          gr[b] = Vec::load_raw(g + q * kVec), xr[b] = Vec::load_raw(x + q * kVec);
-          wr[b] = ParamVec::load_raw(weight + q * kVec);
-        }
-      }
+      rb.load(g, x, weight, q0, groups);
 #pragma unroll
       for (int b = 0; b < kRowBatch; ++b) {
         if (q0 + b * detail::kWarpSize < groups) {
-          add_row_sums(Vec::widen(gr[b]), Vec::widen(xr[b]), ParamVec::widen(wr[b]), m, s, dnorm_sum, dnorm_norm_sum);
+          add_row_sums(Vec::widen(rb.g[b]), Vec::widen(rb.x[b]), ParamVec::widen(rb.w[b]), m, s, dnorm_sum,
+                       dnorm_norm_sum);
         }
       }
     }
@@ -244,24 +238,20 @@ __global__ void __launch_bounds__(kBackwardThreads, 2)
     const float dnorm_norm_mean = detail::warp_sum(dnorm_norm_sum) / static_cast<float>(C);
     T* di = dinp + row * C;
     for (int q0 = lane; q0 < groups; q0 += kStride) {
-      typename Vec::Raw dr[kRowBatch]{};
+      if constexpr (!kWholeRow) rb.load(g, x, weight, q0, groups);
+      typename Vec::Raw dr[kRowBatch]{};  // issued with the batch's reloads, before any is used
 #pragma unroll
       for (int b = 0; b < kRowBatch; ++b) {
         const int q = q0 + b * detail::kWarpSize;
-        if (q < groups) {
-          if constexpr (!kWholeRow) {
-            gr[b] = Vec::load_raw(g + q * kVec), xr[b] = Vec::load_raw(x + q * kVec);
-            wr[b] = ParamVec::load_raw(weight + q * kVec);
-          }
-          dr[b] = Vec::load_raw(di + q * kVec);
-        }
+        if (q < groups) dr[b] = Vec::load_raw(di + q * kVec);
       }
 #pragma unroll
       for (int b = 0; b < kRowBatch; ++b) {
         const int q = q0 + b * detail::kWarpSize;
         if (q < groups) {
           Vec dv = Vec::widen(dr[b]);
-          add_dinp(dv, Vec::widen(gr[b]), Vec::widen(xr[b]), ParamVec::widen(wr[b]), m, s, dnorm_mean, dnorm_norm_mean);
+          add_dinp(dv, Vec::widen(rb.g[b]), Vec::widen(rb.x[b]), ParamVec::widen(rb.w[b]), m, s, dnorm_mean,
+                   dnorm_norm_mean);
           dv.store(di + q * kVec);
         }
       }
@@ -273,29 +263,14 @@ __global__ void __launch_bounds__(kBackwardThreads, 2)
   float* db_part = dw_part + C;
   for (int q = threadIdx.x; q < groups; q += kBackwardThreads) {
     PartialVec dw{}, db{};
-    for (int r0 = 0; r0 < rows; r0 += kPartialRowBatch) {
-      typename Vec::Raw gb[kPartialRowBatch]{}, xb[kPartialRowBatch]{};
-      float mb[kPartialRowBatch]{}, sb[kPartialRowBatch]{};
+    detail::column_pass<T, kVec>(dout, inp, mean, rstd, row0, rows, q, C,
+                                 [&](const Vec& gv, const Vec& xv, float row_mean, float row_rstd) {
 #pragma unroll
-      for (int j = 0; j < kPartialRowBatch; ++j) {
-        const std::int64_t row = row0 + r0 + j;
-        if (r0 + j < rows) {
-          gb[j] = Vec::load_raw(dout + row * C + q * kVec), xb[j] = Vec::load_raw(inp + row * C + q * kVec);
-          mb[j] = mean[row], sb[j] = rstd[row];
-        }
-      }
-#pragma unroll
-      for (int j = 0; j < kPartialRowBatch; ++j) {
-        if (r0 + j < rows) {
-          const Vec gv = Vec::widen(gb[j]), xv = Vec::widen(xb[j]);
-#pragma unroll
-          for (int i = 0; i < kVec; ++i) {
-            dw[i] += gv[i] * ((xv[i] - mb[j]) * sb[j]);
-            db[i] += gv[i];
-          }
-        }
-      }
-    }
+                                   for (int i = 0; i < kVec; ++i) {
+                                     dw[i] += gv[i] * ((xv[i] - row_mean) * row_rstd);
+                                     db[i] += gv[i];
+                                   }
+                                 });
     dw.store(dw_part + q * kVec);
     db.store(db_part + q * kVec);
   }

@@ -1,0 +1,62 @@
+// What the norm backwards' chunk kernels (layernorm_kernels.cuh, rmsnorm_kernels.cuh) share,
+// device code only: a lane's batch of a row's groups loaded raw before any is used, and the column
+// pass over a chunk's rows, loaded kPartialRowBatch at a time ([Note: loads in batches] in
+// chunk_partials.cuh). Each kernel brings its own arithmetic; the order of every sum is the loops'
+// here (a lane's groups q = lane, lane + 32, ...; a column's rows in order).
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/cuda/chunk_partials.cuh"
+#include "kernels/cuda/device_helpers.cuh"
+
+namespace zt::cuda::detail {
+
+// Groups q0 + 32 b (b < kRowBatch) of a row's dout and inp and of the weight, as stored: load
+// fills those below `groups`, the rest keep what they held.
+template <typename T, typename P, int kVec>
+struct RowBatch {
+  using Vec = ActVec<T, kVec>;
+  using ParamVec = ActVec<P, kVec>;
+  typename Vec::Raw g[kRowBatch]{}, x[kRowBatch]{};
+  typename ParamVec::Raw w[kRowBatch]{};
+
+  __device__ __forceinline__ void load(const T* dout_row, const T* inp_row, const P* weight, int q0, int groups) {
+#pragma unroll
+    for (int b = 0; b < kRowBatch; ++b) {
+      const int q = q0 + b * kWarpSize;
+      if (q < groups) {
+        g[b] = Vec::load_raw(dout_row + q * kVec), x[b] = Vec::load_raw(inp_row + q * kVec);
+        w[b] = ParamVec::load_raw(weight + q * kVec);
+      }
+    }
+  }
+};
+
+// The column pass of a chunk's rows [row0, row0 + rows) over the thread's group q of kVec columns:
+// add(gv, xv, stat0[row], stat1[row]) for each row in order (gv, xv widened from dout and inp;
+// 0 for stat0 where it is null).
+template <typename T, int kVec, typename Add>
+__device__ __forceinline__ void column_pass(const T* dout, const T* inp, const float* stat0, const float* stat1,
+                                            std::int64_t row0, int rows, int q, int C, Add&& add) {
+  using Vec = ActVec<T, kVec>;
+  for (int r0 = 0; r0 < rows; r0 += kPartialRowBatch) {
+    typename Vec::Raw gb[kPartialRowBatch]{}, xb[kPartialRowBatch]{};
+    float s0[kPartialRowBatch]{}, s1[kPartialRowBatch]{};
+#pragma unroll
+    for (int j = 0; j < kPartialRowBatch; ++j) {
+      const std::int64_t row = row0 + r0 + j;
+      if (r0 + j < rows) {
+        gb[j] = Vec::load_raw(dout + row * C + q * kVec), xb[j] = Vec::load_raw(inp + row * C + q * kVec);
+        if (stat0 != nullptr) s0[j] = stat0[row];
+        s1[j] = stat1[row];
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < kPartialRowBatch; ++j) {
+      if (r0 + j < rows) add(Vec::widen(gb[j]), Vec::widen(xb[j]), s0[j], s1[j]);
+    }
+  }
+}
+
+}  // namespace zt::cuda::detail

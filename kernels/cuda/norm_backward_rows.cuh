@@ -33,6 +33,50 @@ struct RowBatch {
   }
 };
 
+// A warp's first pass over a row: rb loaded a batch at a time, then add(gv, xv, wv) for each of
+// the lane's groups in order (widened). With the whole row one batch (C / kVec <= 32 kRowBatch), rb
+// holds it afterwards for dinp_pass.
+template <typename T, typename P, int kVec, typename Add>
+__device__ __forceinline__ void row_pass(RowBatch<T, P, kVec>& rb, const T* dout_row, const T* inp_row, const P* weight,
+                                         int lane, int groups, Add&& add) {
+  using Vec = ActVec<T, kVec>;
+  using ParamVec = ActVec<P, kVec>;
+  for (int q0 = lane; q0 < groups; q0 += kRowBatch * kWarpSize) {
+    rb.load(dout_row, inp_row, weight, q0, groups);
+#pragma unroll
+    for (int b = 0; b < kRowBatch; ++b) {
+      if (q0 + b * kWarpSize < groups) add(Vec::widen(rb.g[b]), Vec::widen(rb.x[b]), ParamVec::widen(rb.w[b]));
+    }
+  }
+}
+
+// The second pass: for each batch (rb reloaded first unless kWholeRow, with dinp's groups loaded
+// in the same round trip), update(dv, gv, xv, wv) for each group in order, dv stored to dinp.
+template <bool kWholeRow, typename T, typename P, int kVec, typename Update>
+__device__ __forceinline__ void dinp_pass(RowBatch<T, P, kVec>& rb, T* dinp_row, const T* dout_row, const T* inp_row,
+                                          const P* weight, int lane, int groups, Update&& update) {
+  using Vec = ActVec<T, kVec>;
+  using ParamVec = ActVec<P, kVec>;
+  for (int q0 = lane; q0 < groups; q0 += kRowBatch * kWarpSize) {
+    if constexpr (!kWholeRow) rb.load(dout_row, inp_row, weight, q0, groups);
+    typename Vec::Raw dr[kRowBatch]{};
+#pragma unroll
+    for (int b = 0; b < kRowBatch; ++b) {
+      const int q = q0 + b * kWarpSize;
+      if (q < groups) dr[b] = Vec::load_raw(dinp_row + q * kVec);
+    }
+#pragma unroll
+    for (int b = 0; b < kRowBatch; ++b) {
+      const int q = q0 + b * kWarpSize;
+      if (q < groups) {
+        Vec dv = Vec::widen(dr[b]);
+        update(dv, Vec::widen(rb.g[b]), Vec::widen(rb.x[b]), ParamVec::widen(rb.w[b]));
+        dv.store(dinp_row + q * kVec);
+      }
+    }
+  }
+}
+
 // The column pass of a chunk's rows [row0, row0 + rows) over the thread's group q of kVec columns:
 // add(gv, xv, stat0[row], stat1[row]) for each row in order (gv, xv widened from dout and inp;
 // 0 for stat0 where it is null).

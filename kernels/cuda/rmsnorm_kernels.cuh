@@ -68,7 +68,6 @@ __global__ void __launch_bounds__(kBackwardThreads, 2)
   using Vec = detail::ActVec<T, kVec>;
   using ParamVec = detail::ActVec<P, kVec>;
   using PartialVec = detail::FloatVec<kVec>;
-  constexpr int kStride = kRowBatch * detail::kWarpSize;
   const int lane = threadIdx.x % detail::kWarpSize, warp = threadIdx.x / detail::kWarpSize;
   constexpr int kWarps = kBackwardThreads / detail::kWarpSize;
   const std::int64_t row0 = blockIdx.x * std::int64_t{kRowsPerChunk};
@@ -81,38 +80,17 @@ __global__ void __launch_bounds__(kBackwardThreads, 2)
     const float s = rstd[row];
     detail::RowBatch<T, P, kVec> rb;
     float dnorm_norm_sum = 0.0f;
-    for (int q0 = lane; q0 < groups; q0 += kStride) {
-      rb.load(g, x, weight, q0, groups);
-#pragma unroll
-      for (int b = 0; b < kRowBatch; ++b) {
-        if (q0 + b * detail::kWarpSize < groups) {
-          add_row_sum<kVec>(Vec::widen(rb.g[b]), Vec::widen(rb.x[b]), ParamVec::widen(rb.w[b]), s, dnorm_norm_sum);
-        }
-      }
-    }
+    detail::row_pass(rb, g, x, weight, lane, groups, [&](const Vec& gv, const Vec& xv, const ParamVec& wv) {
+      add_row_sum<kVec>(gv, xv, wv, s, dnorm_norm_sum);
+    });
     const float dnorm_norm_mean = detail::warp_sum(dnorm_norm_sum) / static_cast<float>(C);
-    T* di = dinp + row * C;
-    for (int q0 = lane; q0 < groups; q0 += kStride) {
-      if constexpr (!kWholeRow) rb.load(g, x, weight, q0, groups);
-      typename Vec::Raw dr[kRowBatch]{};  // issued with the batch's reloads, before any is used
+    detail::dinp_pass<kWholeRow>(rb, dinp + row * C, g, x, weight, lane, groups,
+                                 [&](Vec& dv, const Vec& gv, const Vec& xv, const ParamVec& wv) {
 #pragma unroll
-      for (int b = 0; b < kRowBatch; ++b) {
-        const int q = q0 + b * detail::kWarpSize;
-        if (q < groups) dr[b] = Vec::load_raw(di + q * kVec);
-      }
-#pragma unroll
-      for (int b = 0; b < kRowBatch; ++b) {
-        const int q = q0 + b * detail::kWarpSize;
-        if (q < groups) {
-          const Vec gv = Vec::widen(rb.g[b]), xv = Vec::widen(rb.x[b]);
-          const ParamVec wv = ParamVec::widen(rb.w[b]);
-          Vec dv = Vec::widen(dr[b]);
-#pragma unroll
-          for (int i = 0; i < kVec; ++i) dv[i] += s * (gv[i] * wv[i] - (xv[i] * s) * dnorm_norm_mean);
-          dv.store(di + q * kVec);
-        }
-      }
-    }
+                                   for (int i = 0; i < kVec; ++i) {
+                                     dv[i] += s * (gv[i] * wv[i] - (xv[i] * s) * dnorm_norm_mean);
+                                   }
+                                 });
   }
   // A thread per group of kVec columns, rows in order, loaded kPartialRowBatch at a time.
   float* dw_part = partials + blockIdx.x * std::int64_t{C};

@@ -25,6 +25,30 @@ constexpr int kForwardWarps = 8;  // rows per forward block
 constexpr int kRowsPerChunk = 32;
 constexpr int kBackwardThreads = 256;
 
+// The forward's arithmetic on a group of kVec values, shared by its two kernels: a group's share
+// of the row's sum and of its squared deviations from the mean m, and its outputs.
+template <int kVec, typename Vec>
+__device__ __forceinline__ void add_group_sum(const Vec& xv, float& sum) {
+#pragma unroll
+  for (int i = 0; i < kVec; ++i) sum += xv[i];
+}
+template <int kVec, typename Vec>
+__device__ __forceinline__ void add_group_deviations(const Vec& xv, float m, float& sq) {
+#pragma unroll
+  for (int i = 0; i < kVec; ++i) {
+    const float d = xv[i] - m;
+    sq += d * d;
+  }
+}
+template <int kVec, typename Vec, typename ParamVec>
+__device__ __forceinline__ Vec normalized_group(const Vec& xv, const ParamVec& wv, const ParamVec& bv, float m,
+                                                float s) {
+  Vec ov;
+#pragma unroll
+  for (int i = 0; i < kVec; ++i) ov[i] = (xv[i] - m) * s * wv[i] + bv[i];
+  return ov;
+}
+
 // The forward of a row whose lane groups fit one batch (C / kVec <= 32 kRowBatch): the lane's
 // groups of the row (both addends where a2 is non-null) loaded at once and kept raw in registers
 // through the three passes ([Note: loads in batches]), where the general
@@ -63,24 +87,13 @@ __device__ __forceinline__ void forward_whole_row(T* out, float* mean, float* rs
   float sum = 0.0f;
 #pragma unroll
   for (int b = 0; b < kRowBatch; ++b) {
-    if (lane + b * detail::kWarpSize < groups) {
-      const Vec xv = Vec::widen(xr[b]);
-#pragma unroll
-      for (int i = 0; i < kVec; ++i) sum += xv[i];
-    }
+    if (lane + b * detail::kWarpSize < groups) add_group_sum<kVec>(Vec::widen(xr[b]), sum);
   }
   const float m = detail::warp_sum(sum) / static_cast<float>(C);
   float sq = 0.0f;
 #pragma unroll
   for (int b = 0; b < kRowBatch; ++b) {
-    if (lane + b * detail::kWarpSize < groups) {
-      const Vec xv = Vec::widen(xr[b]);
-#pragma unroll
-      for (int i = 0; i < kVec; ++i) {
-        const float d = xv[i] - m;
-        sq += d * d;
-      }
-    }
+    if (lane + b * detail::kWarpSize < groups) add_group_deviations<kVec>(Vec::widen(xr[b]), m, sq);
   }
   const float var = detail::warp_sum(sq) / static_cast<float>(C);
   const float s = 1.0f / sqrtf(var + kLayerNormEps);
@@ -96,12 +109,8 @@ __device__ __forceinline__ void forward_whole_row(T* out, float* mean, float* rs
   for (int b = 0; b < kRowBatch; ++b) {
     const int q = lane + b * detail::kWarpSize;
     if (q < groups) {
-      const Vec xv = Vec::widen(xr[b]);
-      const ParamVec wv = ParamVec::widen(wr[b]), bv = ParamVec::widen(br[b]);
-      Vec ov;
-#pragma unroll
-      for (int i = 0; i < kVec; ++i) ov[i] = (xv[i] - m) * s * wv[i] + bv[i];
-      ov.store(out + row * C + q * kVec);
+      normalized_group<kVec>(Vec::widen(xr[b]), ParamVec::widen(wr[b]), ParamVec::widen(br[b]), m, s)
+          .store(out + row * C + q * kVec);
     }
   }
   if (lane == 0) {
@@ -142,31 +151,16 @@ __global__ void layernorm_forward_kernel(T* out, float* mean, float* rstd, T* re
     x = r;
   }
   float sum = 0.0f;
-  for (int q = lane; q < groups; q += detail::kWarpSize) {
-    const Vec xv = Vec::load(x + q * kVec);
-#pragma unroll
-    for (int i = 0; i < kVec; ++i) sum += xv[i];
-  }
+  for (int q = lane; q < groups; q += detail::kWarpSize) add_group_sum<kVec>(Vec::load(x + q * kVec), sum);
   const float m = detail::warp_sum(sum) / static_cast<float>(C);
   float sq = 0.0f;
-  for (int q = lane; q < groups; q += detail::kWarpSize) {
-    const Vec xv = Vec::load(x + q * kVec);
-#pragma unroll
-    for (int i = 0; i < kVec; ++i) {
-      const float d = xv[i] - m;
-      sq += d * d;
-    }
-  }
+  for (int q = lane; q < groups; q += detail::kWarpSize) add_group_deviations<kVec>(Vec::load(x + q * kVec), m, sq);
   const float var = detail::warp_sum(sq) / static_cast<float>(C);
   const float s = 1.0f / sqrtf(var + kLayerNormEps);
   T* o = out + row * C;
   for (int q = lane; q < groups; q += detail::kWarpSize) {
-    const Vec xv = Vec::load(x + q * kVec);
     const ParamVec wv = ParamVec::load(weight + q * kVec), bv = ParamVec::load(bias + q * kVec);
-    Vec ov;
-#pragma unroll
-    for (int i = 0; i < kVec; ++i) ov[i] = (xv[i] - m) * s * wv[i] + bv[i];
-    ov.store(o + q * kVec);
+    normalized_group<kVec>(Vec::load(x + q * kVec), wv, bv, m, s).store(o + q * kVec);
   }
   if (lane == 0) {
     mean[row] = m;

@@ -1,8 +1,10 @@
 // Softmax + cross-entropy kernels on the GPU, device code only (launched by cross_entropy.cu; run
-// on the CPU by the SIMT emulation tests, tests/emulation/). One block per row: max (block
-// reduction), sum of the exponentials (fixed-order block reduction in fp64), then one write pass.
-// The row (100 KB in bf16 at V = 50257) is read three times but stays in L2 between passes, so
-// DRAM sees about one read and one write of the logits. Rows move in 16-byte groups (4 columns of
+// on the CPU by the SIMT emulation tests, tests/emulation/). One block per row: the max and the
+// sum of the exponentials in one read (add_group: a thread's running max, its sum rescaled when the
+// max rises, then scaled to the row's max; fixed-order block reductions, the sum in fp64), then one
+// write pass. The row (100 KB in bf16 at V = 50257) is read twice and stays in L2 between the
+// passes, so DRAM sees about one read and one write of the logits (Llama 3's 250 KB rows, two
+// blocks on each SM, hold more than the H200's L2). Rows move in 16-byte groups (4 columns of
 // fp32, 8 of bf16), one vector access each (padded columns loaded but masked), where Vp is a
 // multiple of the group and logits and output are aligned16, else one element at a time; the
 // sums' order is fixed for either, so results repeat bitwise. logits/probs/dlogits are F32 or BF16
@@ -15,14 +17,15 @@
 // exp2_ftz(fma(x, log2 e, -max log2 e)) (two instructions), a group's exponentials are summed in
 // fp32 and the group's sum added to the thread's fp64 sum, only the row's last group checks
 // bounds, the target's gradient is written over its column instead of a compare a column, and
-// bf16 stores pack two values an instruction: about 12 a column. The loss is -log of the
-// target's probability as computed, log(sum) - ln 2 (x_t log2 e - max log2 e), in fp64.
+// bf16 stores pack two values an instruction: about 12 a column; and the max and the sum share a
+// read of the row, which the first version read three times. The loss is -log of the target's
+// probability as computed, log(sum) - ln 2 (x_t log2 e - max log2 e), in fp64.
 // [Note: the row in shared memory] Where a row's live groups fit in shared memory with two blocks
 // on an SM (bf16 rows of GPT-2's vocabulary: 98 KiB), kRowInSmem keeps the first pass's loads
-// there and the later passes read them back, so the logits cross L2 once instead of three times.
+// there and the write pass reads them back, so the logits cross L2 once instead of twice.
 // Each thread reads back only the groups it stored itself, so no barrier is added, and the
 // arithmetic is the same, value for value and in the same order: the results are bitwise those of
-// the kernel that reads the row three times (tests/emulation checks it). Measured slower on the
+// the kernel that reads the row twice (tests/emulation checks it). Measured slower on the
 // H200 at d650922 (1.074 against 0.916 ms), so not the default (CeRowCache).
 #pragma once
 
@@ -52,6 +55,32 @@ constexpr double kLn2 = 0.69314718055994530942;
 // exp(x - max) as the kernels compute it: `shift` is max * kLog2e rounded once.
 __device__ __forceinline__ float exp_shifted(float x, float shift) { return detail::exp2_ftz(fmaf(x, kLog2e, -shift)); }
 
+// A thread's share of the row's max and sum, a group at a time (columns first_col .. + kVec; with
+// kCheck only those < V count): mx is the largest value so far and `sum` holds its values'
+// exp_shifted(x, thread_shift) with thread_shift = mx * kLog2e; when the group raises mx, the sum
+// is rescaled to the new shift first (by at most 2^-0 = 1). The group's exponentials are added in
+// column order in fp32, then to the fp64 sum.
+template <bool kCheck, int kVec, typename Vec>
+__device__ __forceinline__ void add_group(const Vec& xv, int first_col, int V, float& mx, float& thread_shift,
+                                          double& sum) {
+  float group_max = mx;
+#pragma unroll
+  for (int i = 0; i < kVec; ++i) {
+    if (!kCheck || first_col + i < V) group_max = fmaxf(group_max, xv[i]);
+  }
+  if (group_max > mx) {
+    const float new_shift = group_max * kLog2e;
+    sum *= static_cast<double>(detail::exp2_ftz(thread_shift - new_shift));
+    mx = group_max, thread_shift = new_shift;
+  }
+  float group = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kVec; ++i) {
+    if (!kCheck || first_col + i < V) group += exp_shifted(xv[i], thread_shift);
+  }
+  sum += static_cast<double>(group);
+}
+
 // Writes probs (kProbs) or (probs - onehot) * dloss (kGradient) into out; losses[row] in both.
 // Each thread owns the groups q = threadIdx.x, threadIdx.x + kThreads, ... of kVec columns of the
 // padded row (Vp % kVec == 0); columns v >= V in the last live group are loaded but never enter
@@ -70,7 +99,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   const std::int64_t row = blockIdx.x;
   const T* x = logits + row * Vp;
   T* o = out + row * Vp;  // may be x: each group is read before the same thread writes it
-  // Where the second and third passes read the row: the cache the first fills, or the row itself.
+  // Where the write pass reads the row: the cache the first pass fills, or the row itself.
   T* cache = kRowInSmem ? reinterpret_cast<T*>(detail::dynamic_shared_memory()) : nullptr;
   const T* again = kRowInSmem ? cache : x;
   const std::int32_t target = targets[row];
@@ -78,37 +107,21 @@ __global__ void __launch_bounds__(kThreads, 2)
   const float target_logit = target_ok ? detail::load_act(x + target) : NAN;  // read before any write to the row
   const int full_groups = V / kVec;                                           // groups whose columns are all < V
   const int live_groups = (V + kVec - 1) / kVec;                              // and the partial one after them, if any
-  float mx = -INFINITY;
+  // One read for the max and the sum ([Note: the cross-entropy's instruction count]).
+  float mx = -INFINITY, thread_shift = -INFINITY;
+  double sum = 0.0;
   for (int q = threadIdx.x; q < live_groups; q += kThreads) {
     const Vec xv = Vec::load(x + q * kVec);
     if constexpr (kRowInSmem) xv.store(cache + q * kVec);  // values of T: stored back exactly
     if (q < full_groups) {
-#pragma unroll
-      for (int i = 0; i < kVec; ++i) mx = fmaxf(mx, xv[i]);
+      add_group<false, kVec>(xv, q * kVec, V, mx, thread_shift, sum);
     } else {
-#pragma unroll
-      for (int i = 0; i < kVec; ++i) {
-        if (q * kVec + i < V) mx = fmaxf(mx, xv[i]);
-      }
+      add_group<true, kVec>(xv, q * kVec, V, mx, thread_shift, sum);
     }
   }
-  mx = detail::block_max(mx, shared_f);
-  const float shift = mx * kLog2e;
-  double sum = 0.0;
-  for (int q = threadIdx.x; q < live_groups; q += kThreads) {
-    const Vec xv = Vec::load(again + q * kVec);
-    float group = 0.0f;  // the group's exponentials in column order, then one fp64 add
-    if (q < full_groups) {
-#pragma unroll
-      for (int i = 0; i < kVec; ++i) group += exp_shifted(xv[i], shift);
-    } else {
-#pragma unroll
-      for (int i = 0; i < kVec; ++i) {
-        if (q * kVec + i < V) group += exp_shifted(xv[i], shift);
-      }
-    }
-    sum += static_cast<double>(group);
-  }
+  const float row_max = detail::block_max(mx, shared_f);
+  const float shift = row_max * kLog2e;
+  if (mx != row_max) sum *= static_cast<double>(detail::exp2_ftz(thread_shift - shift));  // to the row's max
   sum = detail::block_sum(sum, shared_d);
   // All threads have read target_logit and finished their reads of x in the passes above; the
   // block_sum barrier orders them before the writes below.

@@ -1,11 +1,13 @@
 // Chunked softmax + cross-entropy kernels on the GPU, device code only (launched by
 // chunked_cross_entropy.cu; run on the CPU by tests/emulation). One block per row of the chunk
 // [N, Vc] (columns begin .. begin + Vc of the logits): the stats kernel takes the chunk's max over
-// its real columns (block reduction) and the sum of exp(x - new max) in fp64 (fixed-order block
-// reduction), rescales the running sum and keeps the target's logit; the backward writes
-// (exp(x - lse) - onehot) * dloss, padding 0. Columns move in groups of kVec (16 bytes where the
-// launcher found whole groups and aligned rows), and the sums' order is fixed, so results repeat
-// bitwise. Semantics: kernels/cpu/chunked_cross_entropy.h.
+// its real columns and the sum of exp(x - new max) in one read (add_softmax_group, softmax_sums.cuh;
+// block reductions in a fixed order, the sum in fp64), rescales the running sum and keeps the
+// target's logit; the backward writes (exp(x - lse) - onehot) * dloss, padding 0, the exponential
+// as the whole-row kernel takes it and the target's column written over after its group ([Note:
+// the cross-entropy's instruction count] in cross_entropy_kernels.cuh). Columns move in groups of kVec (16 bytes where
+// the launcher found whole groups and aligned rows), and the sums' order is fixed, so results repeat bitwise.
+// Semantics: kernels/cpu/chunked_cross_entropy.h.
 #pragma once
 
 #include <math.h>
@@ -13,6 +15,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/device_helpers.cuh"
+#include "kernels/cuda/softmax_sums.cuh"
 
 namespace zt::cuda::detail::chunked_ce {
 
@@ -39,26 +42,21 @@ __global__ void __launch_bounds__(kThreads)
     if (first && threadIdx.x == 0) row_max[row] = -INFINITY, row_sum[row] = 0.0f;
     return;
   }
-  const int live_groups = (live + kVec - 1) / kVec;
-  float mx = -INFINITY;
-  for (int q = threadIdx.x; q < live_groups; q += kThreads) {
-    const Vec xv = Vec::load(x + q * kVec);
-#pragma unroll
-    for (int i = 0; i < kVec; ++i) {
-      if (q * kVec + i < live) mx = fmaxf(mx, xv[i]);
-    }
-  }
-  mx = detail::block_max(mx, shared_f);
-  const float old_max = first ? -INFINITY : row_max[row];  // read by every thread before thread 0 writes
-  const float new_max = fmaxf(old_max, mx);
+  const int full_groups = live / kVec, live_groups = (live + kVec - 1) / kVec;
+  float mx = -INFINITY, thread_shift = -INFINITY;  // the chunk's max and sum in one read
   double sum = 0.0;
   for (int q = threadIdx.x; q < live_groups; q += kThreads) {
     const Vec xv = Vec::load(x + q * kVec);
-#pragma unroll
-    for (int i = 0; i < kVec; ++i) {
-      if (q * kVec + i < live) sum += static_cast<double>(expf(xv[i] - new_max));
+    if (q < full_groups) {
+      detail::add_softmax_group<false, kVec>(xv, q * kVec, live, mx, thread_shift, sum);
+    } else {
+      detail::add_softmax_group<true, kVec>(xv, q * kVec, live, mx, thread_shift, sum);
     }
   }
+  const float chunk_max = detail::block_max(mx, shared_f);
+  const float old_max = first ? -INFINITY : row_max[row];  // read by every thread before thread 0 writes
+  const float new_max = fmaxf(old_max, chunk_max);
+  if (mx != new_max) sum *= static_cast<double>(detail::exp2_ftz(thread_shift - new_max * detail::kLog2e));
   sum = detail::block_sum(sum, shared_d);  // its barriers order every thread's read of row_max first
   if (threadIdx.x == 0) {
     const double carried =
@@ -85,21 +83,29 @@ __global__ void __launch_bounds__(kThreads)
   using Vec = detail::ActVec<T, kVec>;
   const std::int64_t row = blockIdx.x;
   const T* x = logits + row * cols;
-  T* d = dlogits + row * cols;  // may be x: each group is read before the same thread writes it
-  const float row_lse = lse[row];
+  T* d = dlogits + row * cols;                        // may be x: each group is read before the same thread writes it
+  const float lse_shift = lse[row] * detail::kLog2e;  // p = exp(x - lse) = exp_shifted(x, lse_shift)
   const std::int64_t t = targets[row] - begin;
-  const int live_groups = (live + kVec - 1) / kVec;
+  const int full_groups = live / kVec, live_groups = (live + kVec - 1) / kVec;
+  const std::int64_t target_group = t >= 0 && t < live ? t / kVec : -1;
   for (int q = threadIdx.x; q < cols / kVec; q += kThreads) {
     Vec g{};  // padded columns stay 0
-    if (q < live_groups) {
+    if (q < full_groups) {
+      const Vec xv = Vec::load(x + q * kVec);
+#pragma unroll
+      for (int i = 0; i < kVec; ++i) g[i] = detail::exp_shifted(xv[i], lse_shift) * dloss;
+    } else if (q < live_groups) {
       const Vec xv = Vec::load(x + q * kVec);
 #pragma unroll
       for (int i = 0; i < kVec; ++i) {
-        const int v = q * kVec + i;
-        if (v < live) g[i] = (expf(xv[i] - row_lse) - (v == t ? 1.0f : 0.0f)) * dloss;
+        if (q * kVec + i < live) g[i] = detail::exp_shifted(xv[i], lse_shift) * dloss;
       }
     }
-    g.store(d + q * kVec);
+    // The target's logit read by the thread that owns its group, before that thread's store.
+    const float target_x = q == target_group ? detail::load_act(x + t) : 0.0f;
+    g.store_computed(d + q * kVec);
+    // The target's gradient written over its column (the same thread, in program order).
+    if (q == target_group) detail::store_act(d + t, (detail::exp_shifted(target_x, lse_shift) - 1.0f) * dloss);
   }
 }
 

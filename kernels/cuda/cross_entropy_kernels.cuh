@@ -1,22 +1,19 @@
 // Softmax + cross-entropy kernels on the GPU, device code only (launched by cross_entropy.cu; run
 // on the CPU by the SIMT emulation tests, tests/emulation/). One block per row: the max and the
-// sum of the exponentials in one read (add_group: a thread's running max, its sum rescaled when the
-// max rises, then scaled to the row's max; fixed-order block reductions, the sum in fp64), then one
-// write pass. The row (100 KB in bf16 at V = 50257) is read twice and stays in L2 between the
-// passes, so DRAM sees about one read and one write of the logits (Llama 3's 250 KB rows, two
-// blocks on each SM, hold more than the H200's L2). Rows move in 16-byte groups (4 columns of
-// fp32, 8 of bf16), one vector access each (padded columns loaded but masked), where Vp is a
-// multiple of the group and logits and output are aligned16, else one element at a time; the
-// sums' order is fixed for either, so results repeat bitwise. logits/probs/dlogits are F32 or BF16
-// (docs/precision.md: bf16 widened on load, each output rounded once); losses are F32.
-// [Note: the cross-entropy's instruction count] The fused kernel was bound by the instructions it
-// issues, not by bytes: at 5d45fbb its SASS spent about 54 a column (expf's eleven twice, a
-// conversion to fp64 and a double add a column, a bounds check a column, seven integer ops a bf16
-// store), an estimated 0.66 ms of issue on an H200 for [8192, 50304] bf16 against 0.39 ms of DRAM
-// traffic; it measured 0.92 ms, and no faster with the row in shared memory. Now exp(x - max) is
-// exp2_ftz(fma(x, log2 e, -max log2 e)) (two instructions), a group's exponentials are summed in
-// fp32 and the group's sum added to the thread's fp64 sum, only the row's last group checks
-// bounds, the target's gradient is written over its column instead of a compare a column, and
+// sum of the exponentials in one read (add_softmax_group, softmax_sums.cuh: a thread's running max, its sum rescaled
+// when the max rises, then scaled to the row's max; fixed-order block reductions, the sum in fp64), then one write
+// pass. The row (100 KB in bf16 at V = 50257) is read twice and stays in L2 between the passes, so DRAM sees about one
+// read and one write of the logits (Llama 3's 250 KB rows, two blocks on each SM, hold more than the H200's L2). Rows
+// move in 16-byte groups (4 columns of fp32, 8 of bf16), one vector access each (padded columns loaded but masked),
+// where Vp is a multiple of the group and logits and output are aligned16, else one element at a time; the sums' order
+// is fixed for either, so results repeat bitwise. logits/probs/dlogits are F32 or BF16 (docs/precision.md: bf16 widened
+// on load, each output rounded once); losses are F32. [Note: the cross-entropy's instruction count] The fused kernel
+// was bound by the instructions it issues, not by bytes: at 5d45fbb its SASS spent about 54 a column (expf's eleven
+// twice, a conversion to fp64 and a double add a column, a bounds check a column, seven integer ops a bf16 store), an
+// estimated 0.66 ms of issue on an H200 for [8192, 50304] bf16 against 0.39 ms of DRAM traffic; it measured 0.92 ms,
+// and no faster with the row in shared memory. Now exp(x - max) is exp2_ftz(fma(x, log2 e, -max log2 e)) (two
+// instructions), a group's exponentials are summed in fp32 and the group's sum added to the thread's fp64 sum, only the
+// row's last group checks bounds, the target's gradient is written over its column instead of a compare a column, and
 // bf16 stores pack two values an instruction: about 12 a column; and the max and the sum share a
 // read of the row, which the first version read three times. The loss is -log of the target's
 // probability as computed, log(sum) - ln 2 (x_t log2 e - max log2 e), in fp64.
@@ -36,6 +33,7 @@
 
 #include "kernels/cuda/device_helpers.cuh"
 #include "kernels/cuda/dynamic_smem.cuh"
+#include "kernels/cuda/softmax_sums.cuh"
 
 namespace zt::cuda::detail::ce {
 
@@ -47,38 +45,6 @@ enum class Output { kProbs, kGradient };
 template <typename T, int kVec>
 constexpr std::size_t row_cache_bytes(int V) {
   return static_cast<std::size_t>((V + kVec - 1) / kVec) * kVec * sizeof(T);
-}
-
-constexpr float kLog2e = 1.44269504088896340736f;  // rounds to the fp32 nearest log2(e)
-constexpr double kLn2 = 0.69314718055994530942;
-
-// exp(x - max) as the kernels compute it: `shift` is max * kLog2e rounded once.
-__device__ __forceinline__ float exp_shifted(float x, float shift) { return detail::exp2_ftz(fmaf(x, kLog2e, -shift)); }
-
-// A thread's share of the row's max and sum, a group at a time (columns first_col .. + kVec; with
-// kCheck only those < V count): mx is the largest value so far and `sum` holds its values'
-// exp_shifted(x, thread_shift) with thread_shift = mx * kLog2e; when the group raises mx, the sum
-// is rescaled to the new shift first (by at most 2^-0 = 1). The group's exponentials are added in
-// column order in fp32, then to the fp64 sum.
-template <bool kCheck, int kVec, typename Vec>
-__device__ __forceinline__ void add_group(const Vec& xv, int first_col, int V, float& mx, float& thread_shift,
-                                          double& sum) {
-  float group_max = mx;
-#pragma unroll
-  for (int i = 0; i < kVec; ++i) {
-    if (!kCheck || first_col + i < V) group_max = fmaxf(group_max, xv[i]);
-  }
-  if (group_max > mx) {
-    const float new_shift = group_max * kLog2e;
-    sum *= static_cast<double>(detail::exp2_ftz(thread_shift - new_shift));
-    mx = group_max, thread_shift = new_shift;
-  }
-  float group = 0.0f;
-#pragma unroll
-  for (int i = 0; i < kVec; ++i) {
-    if (!kCheck || first_col + i < V) group += exp_shifted(xv[i], thread_shift);
-  }
-  sum += static_cast<double>(group);
 }
 
 // Writes probs (kProbs) or (probs - onehot) * dloss (kGradient) into out; losses[row] in both.
@@ -114,13 +80,13 @@ __global__ void __launch_bounds__(kThreads, 2)
     const Vec xv = Vec::load(x + q * kVec);
     if constexpr (kRowInSmem) xv.store(cache + q * kVec);  // values of T: stored back exactly
     if (q < full_groups) {
-      add_group<false, kVec>(xv, q * kVec, V, mx, thread_shift, sum);
+      detail::add_softmax_group<false, kVec>(xv, q * kVec, V, mx, thread_shift, sum);
     } else {
-      add_group<true, kVec>(xv, q * kVec, V, mx, thread_shift, sum);
+      detail::add_softmax_group<true, kVec>(xv, q * kVec, V, mx, thread_shift, sum);
     }
   }
   const float row_max = detail::block_max(mx, shared_f);
-  const float shift = row_max * kLog2e;
+  const float shift = row_max * detail::kLog2e;
   if (mx != row_max) sum *= static_cast<double>(detail::exp2_ftz(thread_shift - shift));  // to the row's max
   sum = detail::block_sum(sum, shared_d);
   // All threads have read target_logit and finished their reads of x in the passes above; the
@@ -133,25 +99,26 @@ __global__ void __launch_bounds__(kThreads, 2)
     if (q < full_groups) {
       const Vec xv = Vec::load(again + q * kVec);
 #pragma unroll
-      for (int i = 0; i < kVec; ++i) p[i] = exp_shifted(xv[i], shift) * scale;
+      for (int i = 0; i < kVec; ++i) p[i] = detail::exp_shifted(xv[i], shift) * scale;
     } else if (q < live_groups) {
       const Vec xv = Vec::load(again + q * kVec);
 #pragma unroll
       for (int i = 0; i < kVec; ++i) {
-        if (q * kVec + i < V) p[i] = exp_shifted(xv[i], shift) * scale;
+        if (q * kVec + i < V) p[i] = detail::exp_shifted(xv[i], shift) * scale;
       }
     }
     p.store_computed(o + q * kVec);
     // The target's gradient, (p - 1) * dloss with p rounded to fp32 first, written over its column
     // by the same thread (program order): cheaper than a compare a column, or than selecting its
     // slot in the group, which took registers the 32 of two blocks an SM do not have.
-    if (q == target_group) detail::store_act(o + target, (exp_shifted(target_logit, shift) * inv_sum - 1.0f) * dloss);
+    if (q == target_group)
+      detail::store_act(o + target, (detail::exp_shifted(target_logit, shift) * inv_sum - 1.0f) * dloss);
   }
   if (threadIdx.x == 0) {
     // -log(p_target) for p_target = 2^(x_t log2 e - shift) / sum; x_t * kLog2e is exact in fp64.
     const double exponent =
-        static_cast<double>(target_logit) * static_cast<double>(kLog2e) - static_cast<double>(shift);
-    losses[row] = static_cast<float>(log(sum) - kLn2 * exponent);
+        static_cast<double>(target_logit) * static_cast<double>(detail::kLog2e) - static_cast<double>(shift);
+    losses[row] = static_cast<float>(log(sum) - detail::kLn2 * exponent);
   }
 }
 

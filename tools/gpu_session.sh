@@ -20,7 +20,9 @@
 #                starts from it (train.init_from) and evaluates llm.c's validation windows      [90]
 #   asyncckpt    tools/bench_async_checkpoint.py --device cuda: GPT-2 124M's blocked time per save,
 #                synchronous against checkpoint.async (staging into pinned memory)          [120]
-# e.g. `bash tools/gpu_session.sh tests=230 multirank=60 bench=250`.
+# e.g. `bash tools/gpu_session.sh tests=230 multirank=60 bench=250`. With ZT_KERNEL_BASELINE naming a
+# committed zt_bench_kernels JSON of the same card, the bench phase also compares every kernel with
+# it (tools/kernel_bench_delta.py) and lists the slower ones in session.txt.
 #
 # Before anything runs it prints the plan and refuses (exit 2) one whose budgets and set-up exceed
 # the outer limit (--limit, else ZT_SESSION_SECONDS, else 570: the device's 600 s per command less
@@ -232,6 +234,18 @@ for p in "${phases[@]}"; do
       step zt_bench_kernels 90 build-gpu/tools/zt_bench_kernels --commit "$commit" --out "$OUT" >>"$log" 2>&1
       gpu_state "after zt_bench_kernels"
       for f in "$OUT"/gpu_kernels_*.json; do [ -f "$f" ] && python3 tools/gpu_state.py --into "$f" gpu_state_after; done
+      # Each kernel against ZT_KERNEL_BASELINE (a committed gpu_kernels_ JSON of this card): the table
+      # in the log, the rows more than 5% slower in session.txt, so the call can still revert them.
+      if [ -n "${ZT_KERNEL_BASELINE:-}" ]; then
+        for f in "$OUT"/gpu_kernels_*.json; do
+          [ -f "$f" ] || continue
+          delta=$(mktemp)
+          python3 tools/kernel_bench_delta.py "$ZT_KERNEL_BASELINE" "$f" >"$delta" 2>&1 || true
+          cat "$delta" >>"$log"
+          { grep -E "^zt_bench_kernels on|SLOWER|slower|^kernel_bench_delta" "$delta" || true; } | sed 's/^/    /' >>"$summary"
+          rm -f "$delta"
+        done
+      fi
       step bench_gpu $((budget[$p] - 20)) env PYTHONUNBUFFERED=1 "$python" tools/bench_gpu.py --zerotrain build-gpu/zerotrain \
         --llmc .gpu_build/train_gpt2cu --python "$python" --out "$OUT/gpu_bench_$slug.json" \
         --time-limit $((phase_deadline - SECONDS - 30)) ${ZT_BENCH_ARGS:-} >>"$log" 2>&1

@@ -1,0 +1,72 @@
+#!/usr/bin/env python3
+"""tools/kernel_bench_delta.py on synthetic zt_bench_kernels results: rows matched by name, the
+ratio new over baseline, the rows above the threshold flagged (and only those), rows in one file
+listed as such, the JSON written; a file of another device, a missing file, a non-JSON file and a
+file without a 'kernels' list each exit 2 with one line naming the file."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.dirname(HERE))
+from check_report import Checks  # noqa: E402
+
+TOOL = os.path.join(ROOT, "tools", "kernel_bench_delta.py")
+
+
+def result(path, device, commit, times):
+    rows = [{"name": n, "median_ms": ms, "gbps": 1.0} for n, ms in times.items()]
+    rows.append({"clocks.sm": 1980.0})  # the GPU state record zt_bench_kernels appends
+    with open(path, "w") as f:
+        json.dump({"device": device, "commit": commit, "kernels": rows}, f)
+
+
+def run(*args):
+    return subprocess.run([sys.executable, TOOL, *args], capture_output=True, text=True, timeout=60)
+
+
+def main():
+    c = Checks()
+    with tempfile.TemporaryDirectory() as d:
+        base, new, other = (os.path.join(d, n) for n in ("base.json", "new.json", "other.json"))
+        result(base, "NVIDIA H200", "a" * 40, {"ce bf16": 0.922, "ln bwd": 0.0256, "rope": 0.140, "gone": 1.0})
+        result(new, "NVIDIA H200", "b" * 40, {"ce bf16": 0.450, "ln bwd": 0.0300, "rope": 0.141, "added": 2.0})
+        result(other, "NVIDIA H100 80GB HBM3", "c" * 40, {"ce bf16": 1.0})
+        out = os.path.join(d, "delta.json")
+        r = run(base, new, "--out", out)
+        c.check(r.returncode == 0, f"exit 0 (got {r.returncode}: {r.stderr.strip()})")
+        lines = {line.split()[0]: line for line in r.stdout.splitlines() if line.startswith("  ")}
+        c.check("0.488x" in lines.get("ce", ""), "ce bf16 at 0.450 / 0.922 = 0.488x")
+        c.check("SLOWER" in lines.get("ln", ""), "ln bwd (1.17x) flagged slower")
+        c.check("SLOWER" not in lines.get("rope", "") and "1.007x" in lines.get("rope", ""),
+                "rope at 1.007x, under the 1.05 threshold, not flagged")
+        c.check("only in baseline" in lines.get("gone", ""), "a baseline-only row says so")
+        c.check("only in new" in lines.get("added", ""), "a new-only row says so")
+        c.check(r.stdout.strip().endswith("1 slower: ln bwd"), "the closing line names the slower rows")
+        delta = json.load(open(out))
+        c.check(delta["slower"] == ["ln bwd"] and len(delta["rows"]) == 5, "the JSON's rows and slower list")
+        c.check(abs(delta["rows"][0]["new_over_baseline"] - 0.450 / 0.922) < 1e-12, "the JSON's ratio")
+        r = run(base, new, "--slower", "1.2")
+        c.check(r.stdout.strip().endswith("none slower"), "a higher threshold flags nothing")
+        bad_json = os.path.join(d, "bad.json")
+        with open(bad_json, "w") as f:
+            f.write("{not json")
+        no_rows = os.path.join(d, "norows.json")
+        with open(no_rows, "w") as f:
+            json.dump({"device": "NVIDIA H200"}, f)
+        for args, what, name in (((base, other), "another device", "other.json"),
+                                 ((base, os.path.join(d, "missing.json")), "a missing file", "missing.json"),
+                                 ((bad_json, new), "a file that is not JSON", "bad.json"),
+                                 ((base, no_rows), "a file without kernels", "norows.json")):
+            r = run(*args)
+            err = r.stderr.strip().splitlines()
+            c.check(r.returncode == 2 and len(err) == 1 and name in err[0] and "Traceback" not in r.stderr,
+                    f"{what}: exit 2, one line naming it (got {r.returncode}: {r.stderr.strip()[:200]})")
+    return c.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

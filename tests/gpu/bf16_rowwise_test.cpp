@@ -69,8 +69,9 @@ class CudaBf16Rowwise : public GpuKernelTest {
 struct LnShape {
   std::int64_t N, C;
 };
-// C % 4 == 0 (12, 768, 100) takes the 4-wide path at offset 0; 1, 13 and 37 the scalar one.
-const LnShape kLnShapes[] = {{1, 1}, {5, 37}, {7, 13}, {65, 12}, {33, 768}, {4099, 100}};
+// C % 4 == 0 (12, 768, 100, 2064) takes the 4-wide path at offset 0; 1, 13 and 37 the scalar one.
+// Rows of up to 128 groups are loaded in one batch (whole-row kernels); 2064 takes several.
+const LnShape kLnShapes[] = {{1, 1}, {5, 37}, {7, 13}, {65, 12}, {33, 768}, {4099, 100}, {9, 2064}};
 
 TEST_F(CudaBf16Rowwise, LayerNormForwardAndResidualFusedMatchCpu) {
   ZT_SEEDED_RNG(rng);
@@ -254,6 +255,7 @@ TEST_F(CudaBf16Rowwise, CrossEntropyForwardBackwardAndFusedMatchCpu) {
       SCOPED_TRACE(::testing::Message() << "N=" << N << " V=" << V << " Vp=" << Vp << " offset=" << off);
       std::vector<bf16> logits = rounded(rng.normal(N * Vp, 0.0f, 4.0f));
       std::vector<std::int32_t> tgt = rng.ints(N, 0, V);
+      tgt[N - 1] = V - 1;  // in the row's last live group (partial where V is not a multiple of the group)
       const float dloss = 1.0f / static_cast<float>(N);
       const Shape nv{N, Vp};
       std::vector<float> losses(N);

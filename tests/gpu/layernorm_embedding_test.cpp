@@ -21,8 +21,9 @@ using CudaEmbedding = GpuKernelTest;
 struct LnShape {
   std::int64_t N, C;
 };
-// C % 4 == 0 (12, 768, 100) takes the float4 path at offset 0; 1, 13 and 37 the single-float one.
-const LnShape kLnShapes[] = {{1, 1}, {5, 37}, {7, 13}, {65, 12}, {33, 768}, {4099, 100}};
+// C % 4 == 0 (12, 768, 100, 2064) takes the float4 path at offset 0; 1, 13 and 37 the single-float one.
+// Rows of up to 128 groups are loaded in one batch (whole-row kernels); 2064 takes several.
+const LnShape kLnShapes[] = {{1, 1}, {5, 37}, {7, 13}, {65, 12}, {33, 768}, {4099, 100}, {9, 2064}};
 // Every device operand starts `offset` elements into its buffer: 1 misaligns them all (scalar path).
 constexpr std::int64_t kOffsets[] = {0, 1};
 

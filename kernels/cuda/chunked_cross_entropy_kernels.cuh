@@ -56,7 +56,7 @@ __global__ void __launch_bounds__(kThreads)
   const float chunk_max = detail::block_max(mx, shared_f);
   const float old_max = first ? -INFINITY : row_max[row];  // read by every thread before thread 0 writes
   const float new_max = fmaxf(old_max, chunk_max);
-  if (mx != new_max) sum *= static_cast<double>(detail::exp2_ftz(thread_shift - new_max * detail::kLog2e));
+  if (mx != new_max) sum *= static_cast<double>(detail::exp2_ftz(thread_shift - detail::shift_of(new_max)));
   sum = detail::block_sum(sum, shared_d);  // its barriers order every thread's read of row_max first
   if (threadIdx.x == 0) {
     const double carried =
@@ -83,8 +83,8 @@ __global__ void __launch_bounds__(kThreads)
   using Vec = detail::ActVec<T, kVec>;
   const std::int64_t row = blockIdx.x;
   const T* x = logits + row * cols;
-  T* d = dlogits + row * cols;                        // may be x: each group is read before the same thread writes it
-  const float lse_shift = lse[row] * detail::kLog2e;  // p = exp(x - lse) = exp_shifted(x, lse_shift)
+  T* d = dlogits + row * cols;                         // may be x: each group is read before the same thread writes it
+  const float lse_shift = detail::shift_of(lse[row]);  // p = exp(x - lse) = exp_shifted(x, lse_shift)
   const std::int64_t t = targets[row] - begin;
   const int full_groups = live / kVec, live_groups = (live + kVec - 1) / kVec;
   const std::int64_t target_group = t >= 0 && t < live ? t / kVec : -1;

@@ -86,7 +86,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     }
   }
   const float row_max = detail::block_max(mx, shared_f);
-  const float shift = row_max * detail::kLog2e;
+  const float shift = detail::shift_of(row_max);
   if (mx != row_max) sum *= static_cast<double>(detail::exp2_ftz(thread_shift - shift));  // to the row's max
   sum = detail::block_sum(sum, shared_d);
   // All threads have read target_logit and finished their reads of x in the passes above; the

@@ -23,11 +23,14 @@ namespace {
 namespace cce = cuda::detail::chunked_ce;
 using namespace emulation;  // NOLINT: the emulation tests' shared helpers
 
+// masked: each chunk's columns 0-15 and every 97th (never a row's target) -inf, so a thread's first
+// groups, and in one shape a whole chunk's live columns, are all -inf: 0 probability there and
+// finite statistics, on both sides.
 template <typename T, int kVec>
-void run_shape(Rng& rng, std::int64_t N, int V, int cols, int chunks) {
+void run_shape(Rng& rng, std::int64_t N, int V, int cols, int chunks, bool masked = false) {
   constexpr bool kBf16 = !std::is_same_v<T, float>;
   SCOPED_TRACE(::testing::Message() << (kBf16 ? "BF16" : "F32") << " N=" << N << " V=" << V << " cols=" << cols
-                                    << " kVec=" << kVec);
+                                    << " kVec=" << kVec << (masked ? " masked" : ""));
   const DType dt = dtype_of<T>();
   const Shape shape{N, cols};
   const float dloss = 1.0f / static_cast<float>(N);
@@ -39,7 +42,15 @@ void run_shape(Rng& rng, std::int64_t N, int V, int cols, int chunks) {
   for (int c = 0; c < chunks; ++c) {
     const std::int64_t begin = static_cast<std::int64_t>(c) * cols;
     // Later chunks larger: the running max moves and the carried sum is rescaled.
-    chunk_logits.push_back(device_values<T>(rng.normal(N * cols, 0.5f * c, 3.0f)));
+    std::vector<float> values = rng.normal(N * cols, 0.5f * c, 3.0f);
+    if (masked) {
+      for (std::int64_t n = 0; n < N; ++n) {
+        for (int v = 0; v < cols; ++v) {
+          if ((v < 16 || v % 97 == 5) && begin + v != targets[n]) values[n * cols + v] = -INFINITY;
+        }
+      }
+    }
+    chunk_logits.push_back(device_values<T>(values));
     std::vector<T>& x = chunk_logits.back();
     cpu::cross_entropy_chunk_stats(reference_ctx(), view_of(c_max), view_of(c_sum), view_of(c_tl),
                                    TensorView{x.data(), dt, Device::kCPU, shape}, view_of(targets), begin, V, c == 0);
@@ -79,6 +90,13 @@ TEST(ChunkedCrossEntropyEmulation, StatisticsLossAndGradientsMatchCpu) {
   run_shape<bf16_dev, 1>(rng, 3, 100, 40, 3);
   run_shape<float, 4>(rng, 2, 1100, 640, 3);  // a chunk of padding only, and above the block's threads
   run_shape<bf16_dev, 8>(rng, 2, 1100, 640, 3);
+}
+
+TEST(ChunkedCrossEntropyEmulation, MinusInfinityLogitsGetZeroProbabilityAndFiniteStatistics) {
+  ZT_SEEDED_RNG(rng);
+  run_shape<float, 1>(rng, 3, 100, 40, 3, true);  // the last chunk's 20 live columns: 16 of them -inf
+  run_shape<float, 4>(rng, 2, 1100, 640, 3, true);
+  run_shape<bf16_dev, 8>(rng, 2, 1100, 640, 3, true);
 }
 
 // A target outside the vocabulary (the host does not check targets on the GPU) gives its row a NaN

@@ -35,11 +35,14 @@ bool bitwise_equal(const std::vector<T>& a, const std::vector<T>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
 }
 
+// masked: columns 0-15 and every 97th of each row (never its target) set to -inf, as a causal or
+// vocabulary mask would: probability 0 there and a finite loss, on both sides (a thread whose
+// first groups are all -inf must not turn its sum into NaN).
 template <typename T, int kVec>
-void run_shape(Rng& rng, std::int64_t N, int V, int Vp) {
+void run_shape(Rng& rng, std::int64_t N, int V, int Vp, bool masked = false) {
   constexpr bool kBf16 = !std::is_same_v<T, float>;
   SCOPED_TRACE(::testing::Message() << (kBf16 ? "BF16" : "F32") << " N=" << N << " V=" << V << " Vp=" << Vp
-                                    << " kVec=" << kVec);
+                                    << " kVec=" << kVec << (masked ? " masked" : ""));
   const DType dt = dtype_of<T>();
   const Shape nv{N, Vp};
   const float dloss = 1.0f / static_cast<float>(N);
@@ -47,6 +50,13 @@ void run_shape(Rng& rng, std::int64_t N, int V, int Vp) {
   std::vector<std::int32_t> targets(static_cast<std::size_t>(N));
   for (std::int64_t n = 0; n < N; ++n) targets[n] = static_cast<std::int32_t>((n * 7919 + 3) % V);
   targets[N - 1] = V - 1;  // in the row's last live group, partial where V % kVec != 0
+  if (masked) {
+    for (std::int64_t n = 0; n < N; ++n) {
+      for (int v = 0; v < V; ++v) {
+        if ((v < 16 || v % 97 == 5) && v != targets[n]) logits_f[n * Vp + v] = -INFINITY;
+      }
+    }
+  }
   const std::vector<T> logits = device_values<T>(logits_f);
 
   // CPU: forward, then backward in place over the probabilities.
@@ -114,6 +124,13 @@ TEST(CrossEntropyEmulation, ForwardFusedAndBackwardMatchCpu) {
   run_shape<float, 4>(rng, kRows, 3001, 3008);
   run_shape<bf16_dev, 8>(rng, kRows, 3001, 3008);
   run_shape<float, 1>(rng, std::min<std::int64_t>(kRows, 2), 1500, 1500);
+}
+
+TEST(CrossEntropyEmulation, MinusInfinityLogitsGetZeroProbabilityAndAFiniteLoss) {
+  ZT_SEEDED_RNG(rng);
+  run_shape<float, 1>(rng, 3, 37, 41, true);
+  run_shape<float, 4>(rng, 2, 3001, 3008, true);
+  run_shape<bf16_dev, 8>(rng, 2, 3001, 3008, true);
 }
 
 }  // namespace

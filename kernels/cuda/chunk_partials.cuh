@@ -15,20 +15,6 @@
 
 namespace zt::cuda::detail {
 
-// [Note: loads in batches]
-// The norm backwards' chunk kernels (LayerNorm's, RMSNorm's) are bound by memory latency, not
-// bandwidth: a block holds 8 warps, and at 5d45fbb their SASS waited for each group's loads before
-// issuing the next group's (the loads widened bf16 at once, and each widening sat in the branch
-// that guards its group), six round trips to memory a row for GPT-2's C = 768 and twelve for
-// Llama 3.2 1B's 2048, then a chain of L2 loads a row in the pass that sums a chunk's columns.
-// They now load a batch's raw 16-byte groups (ActVec::load_raw) first and widen and add them
-// after, in the same order as before, so a batch costs one round trip and the results are the same
-// bits. (A first try at the column pass, 0209a1a, batched ActVec::load, whose widening kept the
-// chain; it measured slower on the H200 at d650922, 32.7 against 25.1 us for the bf16 LayerNorm
-// backward at [8192, 768], and was reverted.)
-constexpr int kRowBatch = 4;         // groups a lane loads at once in a row pass
-constexpr int kPartialRowBatch = 4;  // rows a thread loads at once in the column pass
-
 constexpr int kPartialWarps = 16;
 constexpr int kPartialThreads = kPartialWarps * kWarpSize;
 constexpr int kPartialColumns = kWarpSize;  // columns a block

@@ -17,7 +17,7 @@
 #include "kernels/contracts/layernorm_eps.h"  // kLayerNormEps
 #include "kernels/cuda/chunk_partials.cuh"
 #include "kernels/cuda/device_helpers.cuh"
-#include "kernels/cuda/norm_backward_rows.cuh"
+#include "kernels/cuda/row_batches.cuh"
 
 namespace zt::cuda::detail::ln {
 
@@ -51,7 +51,7 @@ __device__ __forceinline__ Vec normalized_group(const Vec& xv, const ParamVec& w
 
 // The forward of a row whose lane groups fit one batch (C / kVec <= 32 kRowBatch): the lane's
 // groups of the row (both addends where a2 is non-null) loaded at once and kept raw in registers
-// through the three passes ([Note: loads in batches]), where the general
+// through the three passes ([Note: loads in batches] in row_batches.cuh), where the general
 // kernel below reads the row in each pass, a group at a time. The same arithmetic in the same
 // order, so the same bits; the residual kept as stored (rounded, for bf16).
 template <typename T, typename P, int kVec>
@@ -62,14 +62,8 @@ __device__ __forceinline__ void forward_whole_row(T* out, float* mean, float* rs
   using ParamVec = detail::ActVec<P, kVec>;
   const int groups = C / kVec;
   typename Vec::Raw xr[kRowBatch]{}, yr[kRowBatch]{};
-#pragma unroll
-  for (int b = 0; b < kRowBatch; ++b) {
-    const int q = lane + b * detail::kWarpSize;
-    if (q < groups) {
-      xr[b] = Vec::load_raw(a + row * C + q * kVec);
-      if (a2 != nullptr) yr[b] = Vec::load_raw(a2 + row * C + q * kVec);
-    }
-  }
+  detail::load_batch<kVec>(xr, a + row * C, lane, groups);
+  if (a2 != nullptr) detail::load_batch<kVec>(yr, a2 + row * C, lane, groups);
   if (a2 != nullptr) {
 #pragma unroll
     for (int b = 0; b < kRowBatch; ++b) {
@@ -100,11 +94,8 @@ __device__ __forceinline__ void forward_whole_row(T* out, float* mean, float* rs
   // The weight and bias, read by every row (L1 and L2 hits), loaded only now: through the passes
   // their registers would cost an SM a block.
   typename ParamVec::Raw wr[kRowBatch]{}, br[kRowBatch]{};
-#pragma unroll
-  for (int b = 0; b < kRowBatch; ++b) {
-    const int q = lane + b * detail::kWarpSize;
-    if (q < groups) wr[b] = ParamVec::load_raw(weight + q * kVec), br[b] = ParamVec::load_raw(bias + q * kVec);
-  }
+  detail::load_batch<kVec>(wr, weight, lane, groups);
+  detail::load_batch<kVec>(br, bias, lane, groups);
 #pragma unroll
   for (int b = 0; b < kRowBatch; ++b) {
     const int q = lane + b * detail::kWarpSize;
@@ -195,7 +186,7 @@ __device__ __forceinline__ void add_dinp(detail::ActVec<T, kVec>& dv, const deta
 
 // One block per chunk of kRowsPerChunk rows. partials: [num_chunks, 2, C] (dweight, then dbias).
 // dinp accumulates as round(widen(old) + contribution) for bf16 (docs/precision.md). Loads go in
-// batches ([Note: loads in batches] in chunk_partials.cuh): a lane's row passes take kRowBatch
+// batches ([Note: loads in batches] in row_batches.cuh): a lane's row passes take kRowBatch
 // groups at a time, and with kWholeRow (C / kVec <= 32 kRowBatch, the launcher checks) the first
 // pass's registers hold the whole row for the second, which then loads only dinp.
 template <typename T, typename P, int kVec, bool kWholeRow = false>

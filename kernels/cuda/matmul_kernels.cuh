@@ -36,7 +36,7 @@ __global__ void bias_grad_partials(float* partials, const T* dout, std::int64_t 
   using Vec = ActVec<T, kVec>;
   float acc[kVec] = {};
   if (live) {
-    // kBiasLoadBatch rows' loads in flight before any is added ([Note: loads in batches]).
+    // kBiasLoadBatch rows' loads in flight before any is added ([Note: loads in batches] in row_batches.cuh).
     for (std::int64_t rb = r0 + y; rb < r1; rb += std::int64_t{kBiasRowGroups} * kBiasLoadBatch) {
       typename Vec::Raw raw[kBiasLoadBatch]{};
 #pragma unroll

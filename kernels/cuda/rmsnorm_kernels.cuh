@@ -14,7 +14,7 @@
 
 #include "kernels/cuda/chunk_partials.cuh"
 #include "kernels/cuda/device_helpers.cuh"
-#include "kernels/cuda/norm_backward_rows.cuh"
+#include "kernels/cuda/row_batches.cuh"
 
 namespace zt::cuda::detail::rms {
 
@@ -41,15 +41,12 @@ __global__ void rmsnorm_forward_kernel(T* out, float* rstd, const T* inp, const 
   const float s = 1.0f / sqrtf(detail::warp_sum(sq) / static_cast<float>(C) + eps);
   T* o = out + row * C;  // may be x: each lane reads its groups before writing them
   // kRowBatch groups' loads (row and weight) at once, then their outputs ([Note: loads in batches]
-  // in chunk_partials.cuh): a group at a time took a round trip each, 8 a row at C = 2048.
+  // in row_batches.cuh): a group at a time took a round trip each, 8 a row at C = 2048.
   for (int q0 = lane; q0 < groups; q0 += kRowBatch * detail::kWarpSize) {
     typename Vec::Raw xr[kRowBatch]{};
     typename ParamVec::Raw wr[kRowBatch]{};
-#pragma unroll
-    for (int b = 0; b < kRowBatch; ++b) {
-      const int q = q0 + b * detail::kWarpSize;
-      if (q < groups) xr[b] = Vec::load_raw(x + q * kVec), wr[b] = ParamVec::load_raw(weight + q * kVec);
-    }
+    detail::load_batch<kVec>(xr, x, q0, groups);
+    detail::load_batch<kVec>(wr, weight, q0, groups);
 #pragma unroll
     for (int b = 0; b < kRowBatch; ++b) {
       const int q = q0 + b * detail::kWarpSize;
@@ -75,7 +72,7 @@ __device__ __forceinline__ void add_row_sum(const Vec& gv, const Vec& xv, const 
 
 // One block per chunk of kRowsPerChunk rows; partials [num_chunks, C]. dinp accumulates as
 // round(widen(old) + contribution) for bf16. Loads go in batches as in LayerNorm's backward
-// ([Note: loads in batches] in chunk_partials.cuh; kWholeRow where C / kVec <= 32 kRowBatch).
+// ([Note: loads in batches] in row_batches.cuh; kWholeRow where C / kVec <= 32 kRowBatch).
 template <typename T, typename P, int kVec, bool kWholeRow = false>
 __global__ void __launch_bounds__(kBackwardThreads, 2)
     rmsnorm_backward_chunk(T* dinp, float* partials, const T* dout, const T* inp, const P* weight, const float* rstd,

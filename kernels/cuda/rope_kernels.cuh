@@ -34,7 +34,7 @@ __global__ void rope_kernel(T* x, std::int64_t rows, int T_len, int W, int n_hea
     T* row = x + r * W + i;
     // kHeadBatch heads' pairs loaded before any is turned and stored: the compiler cannot tell that
     // a head's stores miss the next head's loads, so a head at a time took a round trip to memory
-    // each ([Note: loads in batches] in chunk_partials.cuh; 40 a row at Llama 3.2 1B's widths).
+    // each ([Note: loads in batches] in row_batches.cuh; 40 a row at Llama 3.2 1B's widths).
     for (int h0 = 0; h0 < n_heads; h0 += kHeadBatch) {
       float a[kHeadBatch], b[kHeadBatch];
 #pragma unroll

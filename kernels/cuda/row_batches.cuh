@@ -1,16 +1,43 @@
-// What the norm backwards' chunk kernels (layernorm_kernels.cuh, rmsnorm_kernels.cuh) share,
-// device code only: a lane's batch of a row's groups loaded raw before any is used, and the column
-// pass over a chunk's rows, loaded kPartialRowBatch at a time ([Note: loads in batches] in
-// chunk_partials.cuh). Each kernel brings its own arithmetic; the order of every sum is the loops'
-// here (a lane's groups q = lane, lane + 32, ...; a column's rows in order).
+// Rows loaded in batches, device code only: [Note: loads in batches], the batch sizes, load_batch (a lane's
+// batch of a row's 16-byte groups, raw), and what the norm backwards' chunk kernels
+// (layernorm_kernels.cuh, rmsnorm_kernels.cuh) share on top of it: a row's two passes and the column
+// pass over a chunk's rows. Each kernel brings its own arithmetic; the order of every sum is the
+// loops' here (a lane's groups q = lane, lane + 32, ...; a column's rows in order).
 #pragma once
 
 #include <cstdint>
 
-#include "kernels/cuda/chunk_partials.cuh"
 #include "kernels/cuda/device_helpers.cuh"
 
 namespace zt::cuda::detail {
+
+// [Note: loads in batches]
+// The norm backwards' chunk kernels (LayerNorm's, RMSNorm's) are bound by memory latency, not
+// bandwidth: a block holds 8 warps, and at 5d45fbb their SASS waited for each group's loads before
+// issuing the next group's (the loads widened bf16 at once, and each widening sat in the branch
+// that guards its group), six round trips to memory a row for GPT-2's C = 768 and twelve for
+// Llama 3.2 1B's 2048, then a chain of L2 loads a row in the pass that sums a chunk's columns.
+// They now load a batch's raw 16-byte groups (ActVec::load_raw) first and widen and add them
+// after, in the same order as before, so a batch costs one round trip and the results are the same
+// bits. (A first try at the column pass, 0209a1a, batched ActVec::load, whose widening kept the
+// chain; it measured slower on the H200 at d650922, 32.7 against 25.1 us for the bf16 LayerNorm
+// backward at [8192, 768], and was reverted.) The LayerNorm and RMSNorm forwards (load_batch), the
+// bias gradient's partials and RoPE load in batches for the same reason.
+constexpr int kRowBatch = 4;         // groups a lane loads at once in a row pass
+constexpr int kPartialRowBatch = 4;  // rows a thread loads at once in the column pass
+
+// raw[b] = group q0 + 32 b of `base` (kVec values of T, as stored) for each b whose group lies
+// below `groups`; the rest keep what they held. Nothing reads a loaded group here, so the batch's
+// loads are in flight together.
+template <int kVec, typename T>
+__device__ __forceinline__ void load_batch(typename ActVec<T, kVec>::Raw (&raw)[kRowBatch], const T* base, int q0,
+                                           int groups) {
+#pragma unroll
+  for (int b = 0; b < kRowBatch; ++b) {
+    const int q = q0 + b * kWarpSize;
+    if (q < groups) raw[b] = ActVec<T, kVec>::load_raw(base + q * kVec);
+  }
+}
 
 // Groups q0 + 32 b (b < kRowBatch) of a row's dout and inp and of the weight, as stored: load
 // fills those below `groups`, the rest keep what they held.
@@ -22,14 +49,9 @@ struct RowBatch {
   typename ParamVec::Raw w[kRowBatch]{};
 
   __device__ __forceinline__ void load(const T* dout_row, const T* inp_row, const P* weight, int q0, int groups) {
-#pragma unroll
-    for (int b = 0; b < kRowBatch; ++b) {
-      const int q = q0 + b * kWarpSize;
-      if (q < groups) {
-        g[b] = Vec::load_raw(dout_row + q * kVec), x[b] = Vec::load_raw(inp_row + q * kVec);
-        w[b] = ParamVec::load_raw(weight + q * kVec);
-      }
-    }
+    load_batch<kVec>(g, dout_row, q0, groups);
+    load_batch<kVec>(x, inp_row, q0, groups);
+    load_batch<kVec>(w, weight, q0, groups);
   }
 };
 
@@ -60,11 +82,7 @@ __device__ __forceinline__ void dinp_pass(RowBatch<T, P, kVec>& rb, T* dinp_row,
   for (int q0 = lane; q0 < groups; q0 += kRowBatch * kWarpSize) {
     if constexpr (!kWholeRow) rb.load(dout_row, inp_row, weight, q0, groups);
     typename Vec::Raw dr[kRowBatch]{};
-#pragma unroll
-    for (int b = 0; b < kRowBatch; ++b) {
-      const int q = q0 + b * kWarpSize;
-      if (q < groups) dr[b] = Vec::load_raw(dinp_row + q * kVec);
-    }
+    load_batch<kVec>(dr, dinp_row, q0, groups);
 #pragma unroll
     for (int b = 0; b < kRowBatch; ++b) {
       const int q = q0 + b * kWarpSize;

@@ -10,10 +10,14 @@
 // KernelResources::timed_gemm_search (runs that need not repeat bit for bit), the first call of a
 // configuration asks for up to kCandidates algorithms, runs each on the call's own operands (a
 // warm-up, then the best of kTimedRuns timed by events on the stream) and keeps the fastest; the
-// call itself then runs it, so its result is the kept algorithm's. Only calls whose output is pure
-// output are searched (beta 0: a rerun writes the same D and aux); a call that adds into D (beta 1,
-// the in-place gradients) keeps the heuristic's choice, since each run would add again. The search
-// synchronises the stream a few times per configuration: a first step's cost, never a later one's.
+// call itself then runs it, so its result is the kept algorithm's. A call whose output is pure
+// output (beta 0) times its candidates in place: a rerun writes the same D and aux. A call that adds
+// into D (beta 1: the weight gradients, half of a step's backward products) would add once per run,
+// so its candidates write into scratch instead (out of place: C the real D, read only, D the
+// scratch, the same bytes moved as in place); an output over kMaxTimedScratchBytes (the tied head's
+// gradient: 154 MB for GPT-2, 1 GB for Llama 3.2 1B) keeps the heuristic's choice rather than hold
+// that much scratch. The search synchronises the stream a few times per configuration: a first
+// step's cost, never a later one's.
 #include "kernels/cuda/lt_gemm.h"
 
 #include <algorithm>
@@ -49,25 +53,28 @@ struct LtDescriptors {
 
 constexpr int kCandidates = 8;
 constexpr int kTimedRuns = 3;
+constexpr std::int64_t kMaxTimedScratchBytes = std::int64_t{64} << 20;  // [Note: timed algorithm search]
 
-// The product g with `algo`, queued on ctx's stream.
+// The product g with `algo`, queued on ctx's stream: D = alpha op(A) op(B) + beta g.D into `out`
+// (g.D itself, or scratch of its layout for a timed run of a product that adds into g.D).
 cublasStatus_t matmul(const ExecContext& ctx, const LtGemm& g, const LtDescriptors& desc,
-                      const cublasLtMatmulAlgo_t& algo, std::size_t ws_bytes) {
+                      const cublasLtMatmulAlgo_t& algo, std::size_t ws_bytes, void* out) {
   KernelResources& res = detail::resources_of(ctx);
-  return cublasLtMatmul(res.cublaslt(), desc.op, &g.alpha, g.A, desc.a, g.B, desc.b, &g.beta, g.D, desc.d, g.D, desc.d,
+  return cublasLtMatmul(res.cublaslt(), desc.op, &g.alpha, g.A, desc.a, g.B, desc.b, &g.beta, g.D, desc.d, out, desc.d,
                         &algo, res.cublas_workspace(), ws_bytes, detail::stream_of(ctx));
 }
 
-// The index of the fastest of `found` candidate algorithms for this call, timed on its operands.
+// The index of the fastest of `found` candidate algorithms for this call, timed on its operands,
+// each run writing into `out` ([Note: timed algorithm search]).
 int fastest_algorithm(const ExecContext& ctx, const LtGemm& g, const LtDescriptors& desc,
-                      const cublasLtMatmulHeuristicResult_t* candidates, int found, std::size_t ws_bytes) {
+                      const cublasLtMatmulHeuristicResult_t* candidates, int found, std::size_t ws_bytes, void* out) {
   const cudaStream_t stream = detail::stream_of(ctx);
   cuda::CudaEvent start(/*timing=*/true), stop(/*timing=*/true);
   int best = 0;
   float best_ms = -1.0f;
   for (int i = 0; i < found; ++i) {
     if (candidates[i].state != CUBLAS_STATUS_SUCCESS) continue;
-    auto run = [&] { return matmul(ctx, g, desc, candidates[i].algo, ws_bytes); };
+    auto run = [&] { return matmul(ctx, g, desc, candidates[i].algo, ws_bytes, out); };
     if (run() != CUBLAS_STATUS_SUCCESS) continue;  // a candidate that refuses these operands
     float ms = -1.0f;
     for (int r = 0; r < kTimedRuns; ++r) {
@@ -184,18 +191,30 @@ void run_gemm(const ExecContext& ctx, const LtGemm& g) {
                                         res.timed_gemm_search ? 1 : 0};
   auto cached = res.gemm_algorithms().find(key);
   if (cached == res.gemm_algorithms().end()) {
-    // [Note: timed algorithm search]: only where a rerun leaves the same result (beta 0).
-    const bool search = res.timed_gemm_search && g.beta == 0.0f;
+    // [Note: timed algorithm search]: in place where a rerun leaves the same result (beta 0), else
+    // into scratch of D's layout where that is small enough.
+    const bool in_place = g.beta == 0.0f;
+    const std::int64_t d_elems = g.ldd * g.n;
+    const bool scratch_fits =
+        g.batch_count == 1 && d_elems * static_cast<std::int64_t>(d_size) <= kMaxTimedScratchBytes;
+    const bool search = res.timed_gemm_search && (in_place || scratch_fits);
     std::vector<cublasLtMatmulHeuristicResult_t> candidates(search ? kCandidates : 1);
     int found = 0;
     ZT_CUDA_CHECK(cublasLtMatmulAlgoGetHeuristic(res.cublaslt(), desc.op, desc.a, desc.b, desc.d, desc.d, desc.pref,
                                                  static_cast<int>(candidates.size()), candidates.data(), &found));
     ZT_CHECK(found > 0, "cuBLASLt has no algorithm for m={} n={} k={} (transa {}, transb {}, epilogue {})", g.m, g.n,
              g.k, g.trans_a, g.trans_b, static_cast<int>(g.epilogue));
-    const int chosen = found > 1 ? fastest_algorithm(ctx, g, desc, candidates.data(), found, ws_bytes) : 0;
+    int chosen = 0;
+    if (found > 1) {
+      // The allocator's blocks are 256-byte aligned, at least as aligned as the D the candidates
+      // were asked for, so each runs on the scratch as it will on D.
+      Buffer timed_out =
+          in_place ? Buffer{} : res.scratch(g.d_type == CUDA_R_32F ? DType::kF32 : DType::kBF16, d_elems);
+      chosen = fastest_algorithm(ctx, g, desc, candidates.data(), found, ws_bytes, in_place ? g.D : timed_out.data());
+    }
     cached = res.gemm_algorithms().emplace(key, candidates[static_cast<std::size_t>(chosen)].algo).first;
   }
-  ZT_CUDA_CHECK(matmul(ctx, g, desc, cached->second, ws_bytes));
+  ZT_CUDA_CHECK(matmul(ctx, g, desc, cached->second, ws_bytes, g.D));
 }
 
 }  // namespace zt::cuda::detail

@@ -165,7 +165,8 @@ TEST_F(CudaMatmul, GeluEpiloguesMatchSeparateCpuKernels) {
 // cuBLASLt's candidates on its operands, and its result is the kept algorithm's: products (plain,
 // bias, GELU epilogue, forward and backward, fp32 and bf16) within the same bounds of the CPU as
 // the heuristic's, a second call bitwise the first (the choice is kept), and the weight gradient,
-// which adds into its buffer (beta 1), added once, not once per candidate run.
+// which adds into its buffer (beta 1) and whose candidates are timed into scratch, added once to
+// the buffer's earlier sum, not once per candidate run.
 TEST_F(CudaMatmul, TimedAlgorithmSearchKeepsResultsAndAddsGradientsOnce) {
   ZT_SEEDED_RNG(rng);
   resources_->timed_gemm_search = true;
@@ -177,7 +178,10 @@ TEST_F(CudaMatmul, TimedAlgorithmSearchKeepsResultsAndAddsGradientsOnce) {
     std::vector<float> x = rng.normal(N * C), w = rng.normal(C * OC, 0.0f, 0.05f), b = rng.normal(OC),
                        g = rng.normal(N * OC);
     if (bf) x = round_bf16(x), w = round_bf16(w), b = round_bf16(b), g = round_bf16(g);
-    std::vector<float> out(N * OC), dx(N * C), dw(C * OC, 0.0f), db(OC, 0.0f), pre(N * OC), act(N * OC);
+    // The gradients start from earlier micro-batches' sums: a timed candidate writing into D, or
+    // reading anything but D as its C, shows as a wrong sum.
+    const std::vector<float> dw0 = rng.normal(C * OC), db0 = rng.normal(OC);
+    std::vector<float> out(N * OC), dx(N * C), dw = dw0, db = db0, pre(N * OC), act(N * OC);
     cpu::matmul_forward(cpu_ctx(), view_of(out, Shape{N, OC}), view_of(x, Shape{N, C}), view_of(w, Shape{C, OC}),
                         WeightLayout::kInOut, view_of(b));
     cpu::gelu_forward(cpu_ctx(), view_of(act), view_of(out));
@@ -190,7 +194,7 @@ TEST_F(CudaMatmul, TimedAlgorithmSearchKeepsResultsAndAddsGradientsOnce) {
     for (int call = 0; call < 2; ++call) {
       Buffer o = poisoned(dt, N * OC), gdx = poisoned(dt, N * C), gact = poisoned(dt, N * OC),
              gpre = poisoned(dt, N * OC);
-      Buffer gdw = upload(std::vector<float>(C * OC, 0.0f)), gdb = upload(std::vector<float>(OC, 0.0f));
+      Buffer gdw = upload(dw0), gdb = upload(db0);
       cuda::matmul_forward(gpu(), o.view(Shape{N, OC}), gx.view(Shape{N, C}), gw.view(Shape{C, OC}),
                            WeightLayout::kInOut, gb.view());
       cuda::matmul_forward(gpu(), gact.view(Shape{N, OC}), gx.view(Shape{N, C}), gw.view(Shape{C, OC}),

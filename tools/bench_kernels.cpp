@@ -293,6 +293,24 @@ int main(int argc, char** argv) {
           cuda::matmul_backward(ctx, {}, {}, dbias.view().slice(0, C), dx.view(Shape{N, C}), dh.view(Shape{N, 4 * C}),
                                 proj.view(Shape{4 * C, C}), cuda::WeightLayout::kInOut);
         });
+        // The weight and bias gradients together, in bf16 as the model's bf16 parameters have them: the
+        // bias by the two-stage kernels, then by cuBLASLt's bias-gradient epilogue on the weight product
+        // ([Note: the bias gradient in the weight product] in kernels/cuda/bias_grad.cu; a run with the
+        // timed search picks between the two per shape, this table says by how much).
+        Buffer dfc16 = bench.buf(dt, C * 4 * C), dproj16 = bench.buf(dt, 4 * C * C), db16 = bench.buf(dt, 4 * C);
+        for (cuda::BiasGradRoute route : {cuda::BiasGradRoute::kKernels, cuda::BiasGradRoute::kEpilogue}) {
+          ctx.cuda_resources->bias_grad_route = route;
+          const std::string how = route == cuda::BiasGradRoute::kKernels ? " (bias kernels)" : " (bias epilogue)";
+          gemm("matmul fc bf16 dweight+dbias" + how, fl, [&] {
+            cuda::matmul_backward(ctx, {}, dfc16.view(Shape{C, 4 * C}), db16.view(), out.view(Shape{N, 4 * C}),
+                                  in.view(Shape{N, C}), wt.view(Shape{C, 4 * C}), cuda::WeightLayout::kInOut);
+          });
+          gemm("matmul proj bf16 dweight+dbias" + how, fl, [&] {
+            cuda::matmul_backward(ctx, {}, dproj16.view(Shape{4 * C, C}), db16.view().slice(0, C), dx.view(Shape{N, C}),
+                                  dh.view(Shape{N, 4 * C}), proj.view(Shape{4 * C, C}), cuda::WeightLayout::kInOut);
+          });
+        }
+        ctx.cuda_resources->bias_grad_route = cuda::BiasGradRoute::kKernels;
       }
     }
     ctx.cuda_resources->fp32_matmuls = MatmulPrecision::kFp32;

@@ -53,6 +53,8 @@ void ComputeBackend::open_cuda(int device_index, int num_threads, MemoryTracker&
   parts->resources.gelu_epilogue = choices.gelu_epilogue;
   parts->resources.deterministic_attention = choices.deterministic;
   parts->resources.timed_gemm_search = !choices.deterministic;
+  parts->resources.bias_grad_route =
+      choices.deterministic ? cuda::BiasGradRoute::kKernels : cuda::BiasGradRoute::kFastest;
   ctx_ = cuda::cuda_context(parts->stream.get(), parts->resources);
   ctx_.host_staging = &parts->pinned;
   cuda_ = std::move(parts);

@@ -23,6 +23,8 @@ constexpr std::size_t kDefaultCublasWorkspaceBytes = static_cast<std::size_t>(kC
 
 struct CudnnAttentionPlans;  // kernels/cuda/cudnn_attention.cpp: cuDNN's handle and graphs
 
+enum class BiasGradRoute { kKernels, kFastest, kEpilogue };
+
 class KernelResources {
  public:
   // `allocator` serves the workspace and every scratch buffer; it must order its reuse on the
@@ -62,6 +64,11 @@ class KernelResources {
   // keeps the heuristic's first (reproducible: the timed choice may differ between runs, and with
   // it the rounding). Off unless train.deterministic is (ComputeBackend); the kernel tests keep it off.
   bool timed_gemm_search = false;
+  // Where the linear layers' bias gradients are summed ([Note: the bias gradient in the weight
+  // product] in bias_grad.cu): the two-stage kernels (reproducible; the default), the faster of
+  // those and cuBLASLt's epilogue on the weight-gradient product as timed once per configuration
+  // (set with timed_gemm_search), or the epilogue wherever cuBLASLt offers it (tests).
+  BiasGradRoute bias_grad_route = BiasGradRoute::kKernels;
   // cuDNN's handle and attention graphs, made on first use (kernels/cuda/cudnn_attention.cpp).
   std::shared_ptr<CudnnAttentionPlans> cudnn_attention_plans;
 
@@ -70,6 +77,8 @@ class KernelResources {
   // repeats the same few dozen shapes and the query costs tens of microseconds of host time.
   using GemmKey = std::array<std::int64_t, 23>;
   std::map<GemmKey, cublasLtMatmulAlgo_t>& gemm_algorithms() { return gemm_algorithms_; }
+  // BiasGradRoute::kFastest's choice per weight-gradient product configuration (true: the epilogue).
+  std::map<GemmKey, bool>& bias_grad_in_epilogue() { return bias_grad_in_epilogue_; }
 
  private:
   MemoryTracker& tracker_;
@@ -77,6 +86,7 @@ class KernelResources {
   cublasLtHandle_t cublaslt_ = nullptr;
   Buffer workspace_;
   std::map<GemmKey, cublasLtMatmulAlgo_t> gemm_algorithms_;
+  std::map<GemmKey, bool> bias_grad_in_epilogue_;
 };
 
 // The ExecContext for CUDA kernels on `stream` with these resources.

@@ -53,7 +53,6 @@ struct LtDescriptors {
 
 constexpr int kCandidates = 8;
 constexpr int kTimedRuns = 3;
-constexpr std::int64_t kMaxTimedScratchBytes = std::int64_t{64} << 20;  // [Note: timed algorithm search]
 
 // The product g with `algo`, queued on ctx's stream: D = alpha op(A) op(B) + beta g.D into `out`
 // (g.D itself, or scratch of its layout for a timed run of a product that adds into g.D).
@@ -93,16 +92,28 @@ int fastest_algorithm(const ExecContext& ctx, const LtGemm& g, const LtDescripto
   return best;
 }
 
-}  // namespace
-
-void run_gemm(const ExecContext& ctx, const LtGemm& g) {
-  KernelResources& res = detail::resources_of(ctx);
+cublasComputeType_t compute_type(const KernelResources& res, const LtGemm& g) {
   const bool fp32 = g.ab_type == CUDA_R_32F;
-  const cublasComputeType_t compute = fp32 && res.fp32_matmuls == MatmulPrecision::kTf32
-                                          ? CUBLAS_COMPUTE_32F_FAST_TF32
-                                          : CUBLAS_COMPUTE_32F;  // bf16 inputs: fp32 accumulate
-  LtDescriptors desc;
-  ZT_CUDA_CHECK(cublasLtMatmulDescCreate(&desc.op, compute, CUDA_R_32F));
+  return fp32 && res.fp32_matmuls == MatmulPrecision::kTf32 ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                                            : CUBLAS_COMPUTE_32F;  // bf16 inputs: fp32 accumulate
+}
+
+std::size_t element_bytes(cudaDataType_t type) { return type == CUDA_R_32F ? 4 : 2; }
+
+// cuBLASLt assumes 256-byte aligned operands unless told otherwise; head slices of qkv and odd
+// test shapes are less aligned, so each operand's real alignment is stated (batch strides included).
+struct Alignments {
+  std::uint32_t a, b, d;
+};
+Alignments alignments_of(const LtGemm& g) {
+  const bool batched = g.batch_count > 1;
+  return {alignment_bytes(g.A, batched ? g.stride_a * static_cast<std::int64_t>(element_bytes(g.ab_type)) : 0),
+          alignment_bytes(g.B, batched ? g.stride_b * static_cast<std::int64_t>(element_bytes(g.ab_type)) : 0),
+          alignment_bytes(g.D, batched ? g.stride_d * static_cast<std::int64_t>(element_bytes(g.d_type)) : 0)};
+}
+
+void build_descriptors(const KernelResources& res, const LtGemm& g, LtDescriptors& desc) {
+  ZT_CUDA_CHECK(cublasLtMatmulDescCreate(&desc.op, compute_type(res, g), CUDA_R_32F));
   const cublasOperation_t ta = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t tb = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   ZT_CUDA_CHECK(cublasLtMatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
@@ -145,50 +156,25 @@ void run_gemm(const ExecContext& ctx, const LtGemm& g) {
     ZT_CUDA_CHECK(cublasLtMatmulPreferenceSetAttribute(desc.pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &schemes,
                                                        sizeof schemes));
   }
-  // cuBLASLt assumes 256-byte aligned operands unless told otherwise; head slices of qkv and
-  // odd test shapes are less aligned, so state each operand's real alignment (batch strides included).
-  const std::size_t ab_size = g.ab_type == CUDA_R_32F ? 4 : 2, d_size = g.d_type == CUDA_R_32F ? 4 : 2;
-  const std::uint32_t align_a = alignment_bytes(g.A, g.batch_count > 1 ? g.stride_a * ab_size : 0);
-  const std::uint32_t align_b = alignment_bytes(g.B, g.batch_count > 1 ? g.stride_b * ab_size : 0);
-  const std::uint32_t align_d = alignment_bytes(g.D, g.batch_count > 1 ? g.stride_d * d_size : 0);
+  const Alignments align = alignments_of(g);
   const std::pair<cublasLtMatmulPreferenceAttributes_t, std::uint32_t> aligns[] = {
-      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, align_a},
-      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, align_b},
-      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, align_d},
-      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, align_d}};
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, align.a},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, align.b},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, align.d},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, align.d}};
   for (const auto& [attr, bytes] : aligns) {
     ZT_CUDA_CHECK(cublasLtMatmulPreferenceSetAttribute(desc.pref, attr, &bytes, sizeof bytes));
   }
-  // Everything the descriptors and preferences above are made of (pointers only through their
-  // alignments), so equal keys ask the heuristic the same question.
-  // The bias and aux pointers count through their alignments too: the heuristic reads the pointers
-  // set on the descriptor to judge their alignment (cublasLt.h), so an algorithm chosen for a
-  // 256-byte aligned bias need not serve a 16-byte aligned one.
-  const std::int64_t align_bias = g.bias != nullptr ? alignment_bytes(g.bias, 0) : 0;
-  const std::int64_t align_aux = g.aux != nullptr ? alignment_bytes(g.aux, 0) : 0;
-  const KernelResources::GemmKey key = {compute,
-                                        g.trans_a,
-                                        g.trans_b,
-                                        g.m,
-                                        g.n,
-                                        g.k,
-                                        g.lda,
-                                        g.ldb,
-                                        g.ldd,
-                                        g.ab_type,
-                                        g.d_type,
-                                        g.epilogue,
-                                        align_bias,
-                                        align_aux,
-                                        g.batch_count,
-                                        g.stride_a,
-                                        g.stride_b,
-                                        g.stride_d,
-                                        align_a,
-                                        align_b,
-                                        align_d,
-                                        static_cast<std::int64_t>(ws_bytes),
-                                        res.timed_gemm_search ? 1 : 0};
+}
+
+// Queues g (into `out`, nullptr: g.D); false, with nothing queued, where cuBLASLt has no algorithm
+// for its configuration and `required` is false.
+bool queue_gemm(const ExecContext& ctx, const LtGemm& g, void* out, bool required) {
+  KernelResources& res = detail::resources_of(ctx);
+  LtDescriptors desc;
+  build_descriptors(res, g, desc);
+  const std::size_t ws_bytes = res.cublas_workspace_bytes();
+  const KernelResources::GemmKey key = gemm_key(ctx, g);
   auto cached = res.gemm_algorithms().find(key);
   if (cached == res.gemm_algorithms().end()) {
     // [Note: timed algorithm search]: in place where a rerun leaves the same result (beta 0), else
@@ -196,12 +182,15 @@ void run_gemm(const ExecContext& ctx, const LtGemm& g) {
     const bool in_place = g.beta == 0.0f;
     const std::int64_t d_elems = g.ldd * g.n;
     const bool scratch_fits =
-        g.batch_count == 1 && d_elems * static_cast<std::int64_t>(d_size) <= kMaxTimedScratchBytes;
+        g.batch_count == 1 && d_elems * static_cast<std::int64_t>(element_bytes(g.d_type)) <= kMaxTimedScratchBytes;
     const bool search = res.timed_gemm_search && (in_place || scratch_fits);
     std::vector<cublasLtMatmulHeuristicResult_t> candidates(search ? kCandidates : 1);
     int found = 0;
-    ZT_CUDA_CHECK(cublasLtMatmulAlgoGetHeuristic(res.cublaslt(), desc.op, desc.a, desc.b, desc.d, desc.d, desc.pref,
-                                                 static_cast<int>(candidates.size()), candidates.data(), &found));
+    const cublasStatus_t status =
+        cublasLtMatmulAlgoGetHeuristic(res.cublaslt(), desc.op, desc.a, desc.b, desc.d, desc.d, desc.pref,
+                                       static_cast<int>(candidates.size()), candidates.data(), &found);
+    if (!required && (status != CUBLAS_STATUS_SUCCESS || found == 0)) return false;  // not offered
+    ZT_CUDA_CHECK(status);
     ZT_CHECK(found > 0, "cuBLASLt has no algorithm for m={} n={} k={} (transa {}, transb {}, epilogue {})", g.m, g.n,
              g.k, g.trans_a, g.trans_b, static_cast<int>(g.epilogue));
     int chosen = 0;
@@ -214,7 +203,53 @@ void run_gemm(const ExecContext& ctx, const LtGemm& g) {
     }
     cached = res.gemm_algorithms().emplace(key, candidates[static_cast<std::size_t>(chosen)].algo).first;
   }
-  ZT_CUDA_CHECK(matmul(ctx, g, desc, cached->second, ws_bytes, g.D));
+  const cublasStatus_t status = matmul(ctx, g, desc, cached->second, ws_bytes, out != nullptr ? out : g.D);
+  if (!required && status != CUBLAS_STATUS_SUCCESS) return false;  // refused before anything was queued
+  ZT_CUDA_CHECK(status);
+  return true;
+}
+
+}  // namespace
+
+KernelResources::GemmKey gemm_key(const ExecContext& ctx, const LtGemm& g) {
+  const KernelResources& res = detail::resources_of(ctx);
+  const Alignments align = alignments_of(g);
+  // Everything the descriptors and preferences are made of (pointers only through their
+  // alignments), so equal keys ask the heuristic the same question. The bias and aux pointers
+  // count through their alignments too: the heuristic reads the pointers set on the descriptor to
+  // judge their alignment (cublasLt.h), so an algorithm chosen for a 256-byte aligned bias need not
+  // serve a 16-byte aligned one.
+  const std::int64_t align_bias = g.bias != nullptr ? alignment_bytes(g.bias, 0) : 0;
+  const std::int64_t align_aux = g.aux != nullptr ? alignment_bytes(g.aux, 0) : 0;
+  return {compute_type(res, g),
+          g.trans_a,
+          g.trans_b,
+          g.m,
+          g.n,
+          g.k,
+          g.lda,
+          g.ldb,
+          g.ldd,
+          g.ab_type,
+          g.d_type,
+          g.epilogue,
+          align_bias,
+          align_aux,
+          g.batch_count,
+          g.stride_a,
+          g.stride_b,
+          g.stride_d,
+          align.a,
+          align.b,
+          align.d,
+          static_cast<std::int64_t>(res.cublas_workspace_bytes()),
+          res.timed_gemm_search ? 1 : 0};
+}
+
+void run_gemm(const ExecContext& ctx, const LtGemm& g, void* out) { queue_gemm(ctx, g, out, /*required=*/true); }
+
+bool run_gemm_if_supported(const ExecContext& ctx, const LtGemm& g, void* out) {
+  return queue_gemm(ctx, g, out, /*required=*/false);
 }
 
 }  // namespace zt::cuda::detail

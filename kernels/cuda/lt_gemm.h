@@ -6,6 +6,7 @@
 
 #include <cublasLt.h>
 
+#include "kernels/cuda/kernel_resources.h"
 #include "kernels/exec_context.h"
 
 namespace zt::cuda::detail {
@@ -23,7 +24,7 @@ struct LtGemm {
   cudaDataType_t ab_type = CUDA_R_32F, d_type = CUDA_R_32F;
   float beta = 0.0f;
   cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
-  const void* bias = nullptr;  // [m], d_type
+  const void* bias = nullptr;  // [m] (BGRADB: [n]), d_type: the bias, or the bias gradient's output
   void* aux = nullptr;         // [m, n] column-major, ld = m, d_type (GELU input)
   float alpha = 1.0f;
   // Strided batch: batch_count products, operand i at A + i * stride_a elements (and B, D alike).
@@ -31,6 +32,20 @@ struct LtGemm {
   std::int64_t stride_a = 0, stride_b = 0, stride_d = 0;
 };
 
-void run_gemm(const ExecContext& ctx, const LtGemm& g);
+// The largest output a timed search copies into scratch to time a product that adds into it
+// ([Note: timed algorithm search] in lt_gemm.cu).
+constexpr std::int64_t kMaxTimedScratchBytes = std::int64_t{64} << 20;
+
+// Queues g on ctx's stream; `out`, where given, receives D instead of g.D, which is then C only
+// (read where beta is not 0): out of place, for timing a product that adds into g.D.
+void run_gemm(const ExecContext& ctx, const LtGemm& g, void* out = nullptr);
+
+// run_gemm, or false with nothing queued where cuBLASLt has no algorithm for g's configuration
+// (an optional epilogue such as the bias gradient's).
+bool run_gemm_if_supported(const ExecContext& ctx, const LtGemm& g, void* out = nullptr);
+
+// g's product configuration: every value its descriptors and preferences are made of (pointers
+// through their alignments), the key of KernelResources' per-configuration choices.
+KernelResources::GemmKey gemm_key(const ExecContext& ctx, const LtGemm& g);
 
 }  // namespace zt::cuda::detail

@@ -1,15 +1,16 @@
 // Linear layer through cuBLASLt. cuBLASLt is column-major; a row-major X[r, c] is the column-major
 // X^T, so every row-major product C = A @ B runs as C^T = B^T @ A^T (operands swapped, no copies).
-// The workspace comes from KernelResources (sized once). Bias gradients use our own two-stage
-// column sum (matmul_kernels.cuh) so they accumulate (+=) like the CPU's and stay deterministic.
+// The workspace comes from KernelResources (sized once). Bias gradients accumulate (+=) like the
+// CPU's, by our own two-stage column sum or, where measured faster, cuBLASLt's bias-gradient
+// epilogue on the weight-gradient product (bias_grad.cu).
 #include "kernels/cuda/matmul.h"
 
 #include <algorithm>
 
+#include "kernels/cuda/bias_grad.h"
 #include "kernels/cuda/cast.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/lt_gemm.h"
-#include "kernels/cuda/matmul_kernels.cuh"
 
 namespace zt::cuda {
 
@@ -17,14 +18,6 @@ namespace {
 
 using detail::LtGemm;
 using detail::run_gemm;
-
-using detail::kPartialThreads;
-using detail::partial_blocks;
-using detail::matmul::bias_grad_accumulate;
-using detail::matmul::bias_grad_partials;
-using detail::matmul::kBiasColGroups;
-using detail::matmul::kBiasRowsPerChunk;
-using detail::matmul::kBiasThreads;
 
 struct MatmulDims {
   std::int64_t rows, in, out;
@@ -197,59 +190,40 @@ void matmul_backward(const ExecContext& ctx, TensorView dinp, TensorView dweight
       run_gemm(ctx, g);
     }
   }
-  if (need_dweight) {
-    detail::check_on_gpu(dweight, "dweight");
-    ZT_CHECK(dweight.shape == weight.shape && (dweight.dtype == DType::kF32 || dweight.dtype == inp.dtype),
-             "dweight must be shaped as weight, F32 or {}", dtype_name(inp.dtype));
-    // BF16: bf16 A/B, fp32 accumulation, C/D (beta 1) the F32 or BF16 dweight (round(widen(C) + AB)).
-    const GemmInput x = gemm_input(ctx, inp, act);
-    LtGemm g;
-    g.ab_type = x.type;
-    g.d_type = cuda_type(dweight.dtype);
-    g.beta = 1.0f;  // accumulate, as the CPU's dweight +=
-    if (in_out) {   // dW[C, OC] row-major = column-major [OC, C] = dout^T[OC, N] @ inp[N, C]
-      g.m = d.out, g.n = d.in, g.k = d.rows;
-      g.A = dy.data, g.lda = d.out, g.trans_a = false;
-      g.B = x.data, g.ldb = d.in, g.trans_b = true;
-      g.D = dweight.data, g.ldd = d.out;
-    } else {  // dW[OC, C] row-major = column-major [C, OC] = inp^T[C, N] @ dout[N, OC]
-      g.m = d.in, g.n = d.out, g.k = d.rows;
-      g.A = x.data, g.lda = d.in, g.trans_a = false;
-      g.B = dy.data, g.ldb = d.out, g.trans_b = true;
-      g.D = dweight.data, g.ldd = d.in;
-    }
-    run_gemm(ctx, g);
-  }
-  if (dbias.data != nullptr && d.rows > 0) {
+  const bool need_dbias = dbias.data != nullptr && d.rows > 0;
+  if (need_dbias) {
     detail::check_on_gpu(dbias, "dbias");
     ZT_CHECK((dbias.dtype == DType::kF32 || dbias.dtype == inp.dtype) && dbias.numel() == d.out,
              "dbias must be F32 or {} [{}]", dtype_name(inp.dtype), d.out);
-    const cudaStream_t stream = detail::stream_of(ctx);
-    const std::int64_t chunks = (d.rows + kBiasRowsPerChunk - 1) / kBiasRowsPerChunk;
-    ZT_CHECK(chunks < 65536, "too many rows ({}) for the bias-gradient grid", d.rows);
-    Buffer partials = detail::resources_of(ctx).scratch(DType::kF32, chunks * d.out);
-    const int OC = static_cast<int>(d.out);
-    detail::dispatch_activation(dout.dtype, [&](auto type) {
-      using T = typename decltype(type)::type;
-      const T* g = detail::act_data<T>(dout);
-      // One 16-byte group of columns a thread (kWideVec<T>) where every row starts aligned16, one
-      // column otherwise.
-      constexpr int kWide = detail::kWideVec<T>;
-      const bool vec = OC % kWide == 0 && detail::wide_vec_aligned(g);
-      const int width = vec ? kWide : 1;
-      const auto groups = static_cast<unsigned>((OC + width - 1) / width);
-      const dim3 grid((groups + kBiasColGroups - 1) / kBiasColGroups, static_cast<unsigned>(chunks));
-      const auto kernel = vec ? bias_grad_partials<T, kWide> : bias_grad_partials<T, 1>;
-      kernel<<<grid, kBiasThreads, 0, stream>>>(partials.as<float>(), g, d.rows, OC);
-    });
-    ZT_CUDA_CHECK_LAUNCH();
-    detail::dispatch_activation(dbias.dtype, [&](auto type) {
-      using D = typename decltype(type)::type;
-      bias_grad_accumulate<D><<<partial_blocks(d.out), kPartialThreads, 0, stream>>>(
-          detail::act_data<D>(dbias), partials.as<float>(), static_cast<int>(chunks), OC);
-    });
-    ZT_CUDA_CHECK_LAUNCH();
   }
+  const int OC = static_cast<int>(d.out);
+  if (!need_dweight) {
+    if (need_dbias) detail::bias_grad_kernels(ctx, dbias, dout, d.rows, OC);
+    return;
+  }
+  detail::check_on_gpu(dweight, "dweight");
+  ZT_CHECK(dweight.shape == weight.shape && (dweight.dtype == DType::kF32 || dweight.dtype == inp.dtype),
+           "dweight must be shaped as weight, F32 or {}", dtype_name(inp.dtype));
+  // BF16: bf16 A/B, fp32 accumulation, C/D (beta 1) the F32 or BF16 dweight (round(widen(C) + AB)).
+  const GemmInput x = gemm_input(ctx, inp, act);
+  LtGemm g;
+  g.ab_type = x.type;
+  g.d_type = cuda_type(dweight.dtype);
+  g.beta = 1.0f;  // accumulate, as the CPU's dweight +=
+  if (in_out) {   // dW[C, OC] row-major = column-major [OC, C] = dout^T[OC, N] @ inp[N, C]
+    g.m = d.out, g.n = d.in, g.k = d.rows;
+    g.A = dy.data, g.lda = d.out, g.trans_a = false;
+    g.B = x.data, g.ldb = d.in, g.trans_b = true;
+    g.D = dweight.data, g.ldd = d.out;
+  } else {  // dW[OC, C] row-major = column-major [C, OC] = inp^T[C, N] @ dout[N, OC]
+    g.m = d.in, g.n = d.out, g.k = d.rows;
+    g.A = x.data, g.lda = d.in, g.trans_a = false;
+    g.B = dy.data, g.ldb = d.out, g.trans_b = true;
+    g.D = dweight.data, g.ldd = d.in;
+  }
+  // dout is A (in_out: its rows are D's) or B (D's columns); the bias epilogue sums it over k.
+  detail::weight_and_bias_grad(ctx, g, /*dout_is_a=*/in_out, /*dout_operand_is_dout=*/dy.data == dout.data,
+                               need_dbias ? dbias : TensorView{}, dout, d.rows, OC);
 }
 
 }  // namespace zt::cuda

@@ -1,0 +1,155 @@
+// The linear layer's bias gradient on the GPU (see bias_grad.h).
+//
+// [Note: the bias gradient in the weight product]
+// The two-stage kernels read all of dout once more after the weight-gradient product has read it:
+// about 1.1 ms of a GPT-2 124M step on the H200 (B 16, T 1024; zt_bench_kernels' [N, C] and
+// [N, 4C] rows scaled to 16384 rows, an estimate). cuBLASLt's BGRADA / BGRADB epilogues sum the
+// operand over the product's k (the rows) while the product streams it, so the extra read goes,
+// at the cost of whatever the epilogue adds to the product: reported both faster and much slower
+// by shape (NVIDIA/CUDALibrarySamples#90), so the choice is measured, never assumed.
+// KernelResources::bias_grad_route: kKernels (train.deterministic, and the default) keeps the
+// kernels, whose fixed order repeats bit for bit; kFastest (runs with the timed algorithm search)
+// times both ways once per product configuration, out of place into scratch (the product adds
+// into the gradient, so a timed run must not touch it), and keeps the faster; kEpilogue takes
+// the epilogue wherever cuBLASLt offers it (the GPU tests, which must check its arithmetic). The
+// epilogue writes the sums, in the product's output type, into scratch (it overwrites; dbias
+// adds), and residual_forward adds them into dbias: with bf16 gradients that rounds the sum
+// before the add, which changes nothing where dbias holds zero -- as it does, since gradients
+// are added in place only into zeroed storage (ParamStore::in_place_grads) and otherwise into
+// zeroed fp32 scratch. The epilogue route needs dbias in the product's output type and dw reading
+// dout itself (not a bf16 copy of fp32 activations), and is skipped otherwise.
+#include "kernels/cuda/bias_grad.h"
+
+#include <algorithm>
+
+#include "engine/base/device/cuda_stream.h"
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/matmul_kernels.cuh"
+#include "kernels/cuda/residual.h"
+
+namespace zt::cuda::detail {
+
+namespace {
+
+using matmul::bias_grad_accumulate;
+using matmul::bias_grad_partials;
+using matmul::kBiasColGroups;
+using matmul::kBiasRowsPerChunk;
+using matmul::kBiasThreads;
+
+constexpr int kTimedRuns = 3;  // each way, back to back between one pair of events
+
+DType dtype_of(cudaDataType_t t) { return t == CUDA_R_32F ? DType::kF32 : DType::kBF16; }
+
+// dw with the bias-gradient epilogue writing the sums into `sums` (dw's output type).
+LtGemm with_bias_epilogue(const LtGemm& dw, bool dout_is_a, void* sums) {
+  LtGemm e = dw;
+  e.epilogue = dout_is_a ? CUBLASLT_EPILOGUE_BGRADA : CUBLASLT_EPILOGUE_BGRADB;
+  e.bias = sums;
+  return e;
+}
+
+// The epilogue route: dw's product with the sums into `sums`, then dbias += sums. `out`: where
+// the product's D goes (nullptr: dw.D). False, with nothing queued, where cuBLASLt has no
+// algorithm for the epilogue.
+bool epilogue_route(const ExecContext& ctx, const LtGemm& dw, bool dout_is_a, TensorView dbias, Buffer& sums,
+                    void* out) {
+  if (!run_gemm_if_supported(ctx, with_bias_epilogue(dw, dout_is_a, sums.data()), out)) return false;
+  const TensorView s = sums.view(dbias.shape);
+  residual_forward(ctx, dbias, dbias, s);
+  return true;
+}
+
+// Whether the epilogue route measured faster than the kernels for dw's configuration, timed on
+// scratch outputs (contents irrelevant to the timing); false where it is not offered or D is
+// too large to copy for timing.
+bool epilogue_measures_faster(const ExecContext& ctx, const LtGemm& dw, bool dout_is_a, TensorView dbias,
+                              TensorView dout, std::int64_t rows, int OC) {
+  KernelResources& res = resources_of(ctx);
+  const std::int64_t d_elems = dw.ldd * dw.n;
+  const std::int64_t d_bytes = d_elems * (dw.d_type == CUDA_R_32F ? 4 : 2);
+  if (dw.batch_count != 1 || d_bytes > kMaxTimedScratchBytes) return false;
+  Buffer d_out = res.scratch(dtype_of(dw.d_type), d_elems), db = res.scratch(dbias.dtype, OC),
+         sums = res.scratch(dbias.dtype, OC);
+  const TensorView db_view = db.view(dbias.shape);
+  // Warm-ups, which also run each product's own timed algorithm search.
+  if (!epilogue_route(ctx, dw, dout_is_a, db_view, sums, d_out.data())) return false;
+  auto kernels_route = [&] {
+    run_gemm(ctx, dw, d_out.data());
+    bias_grad_kernels(ctx, db_view, dout, rows, OC);
+  };
+  kernels_route();
+  const cudaStream_t stream = stream_of(ctx);
+  cuda::CudaEvent start(/*timing=*/true), stop(/*timing=*/true);
+  auto time_ms = [&](auto&& route) {
+    start.record(stream);
+    for (int r = 0; r < kTimedRuns; ++r) route();
+    stop.record(stream);
+    stop.synchronize();
+    return cuda::CudaEvent::elapsed_ms(start, stop);
+  };
+  float kernels_ms = -1.0f, epilogue_ms = -1.0f;
+  for (int round = 0; round < 2; ++round) {  // alternated, the best of two each
+    const float k = time_ms(kernels_route);
+    const float e = time_ms([&] { epilogue_route(ctx, dw, dout_is_a, db_view, sums, d_out.data()); });
+    kernels_ms = kernels_ms < 0.0f ? k : std::min(kernels_ms, k);
+    epilogue_ms = epilogue_ms < 0.0f ? e : std::min(epilogue_ms, e);
+  }
+  return epilogue_ms < kernels_ms;
+}
+
+}  // namespace
+
+void bias_grad_kernels(const ExecContext& ctx, TensorView dbias, TensorView dout, std::int64_t rows, int OC) {
+  const cudaStream_t stream = stream_of(ctx);
+  const std::int64_t chunks = (rows + kBiasRowsPerChunk - 1) / kBiasRowsPerChunk;
+  ZT_CHECK(chunks < 65536, "too many rows ({}) for the bias-gradient grid", rows);
+  Buffer partials = resources_of(ctx).scratch(DType::kF32, chunks * OC);
+  dispatch_activation(dout.dtype, [&](auto type) {
+    using T = typename decltype(type)::type;
+    const T* g = act_data<T>(dout);
+    // One 16-byte group of columns a thread (kWideVec<T>) where every row starts aligned16, one
+    // column otherwise.
+    constexpr int kWide = kWideVec<T>;
+    const bool vec = OC % kWide == 0 && wide_vec_aligned(g);
+    const int width = vec ? kWide : 1;
+    const auto groups = static_cast<unsigned>((OC + width - 1) / width);
+    const dim3 grid((groups + kBiasColGroups - 1) / kBiasColGroups, static_cast<unsigned>(chunks));
+    const auto kernel = vec ? bias_grad_partials<T, kWide> : bias_grad_partials<T, 1>;
+    kernel<<<grid, kBiasThreads, 0, stream>>>(partials.as<float>(), g, rows, OC);
+  });
+  ZT_CUDA_CHECK_LAUNCH();
+  dispatch_activation(dbias.dtype, [&](auto type) {
+    using D = typename decltype(type)::type;
+    bias_grad_accumulate<D><<<partial_blocks(OC), kPartialThreads, 0, stream>>>(
+        act_data<D>(dbias), partials.as<float>(), static_cast<int>(chunks), OC);
+  });
+  ZT_CUDA_CHECK_LAUNCH();
+}
+
+void weight_and_bias_grad(const ExecContext& ctx, const LtGemm& dw, bool dout_is_a, bool dout_operand_is_dout,
+                          TensorView dbias, TensorView dout, std::int64_t rows, int OC) {
+  KernelResources& res = resources_of(ctx);
+  const bool epilogue_possible = dbias.data != nullptr && res.bias_grad_route != BiasGradRoute::kKernels &&
+                                 dout_operand_is_dout &&
+                                 dw.d_type == (dbias.dtype == DType::kF32 ? CUDA_R_32F : CUDA_R_16BF);
+  if (epilogue_possible) {
+    bool use_epilogue = true;
+    if (res.bias_grad_route == BiasGradRoute::kFastest) {
+      const KernelResources::GemmKey key = gemm_key(ctx, dw);
+      auto decided = res.bias_grad_in_epilogue().find(key);
+      if (decided == res.bias_grad_in_epilogue().end()) {
+        decided = res.bias_grad_in_epilogue()
+                      .emplace(key, epilogue_measures_faster(ctx, dw, dout_is_a, dbias, dout, rows, OC))
+                      .first;
+      }
+      use_epilogue = decided->second;
+    }
+    Buffer sums = use_epilogue ? res.scratch(dbias.dtype, OC) : Buffer{};
+    if (use_epilogue && epilogue_route(ctx, dw, dout_is_a, dbias, sums, nullptr)) return;
+  }
+  run_gemm(ctx, dw);
+  if (dbias.data != nullptr) bias_grad_kernels(ctx, dbias, dout, rows, OC);
+}
+
+}  // namespace zt::cuda::detail

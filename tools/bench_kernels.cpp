@@ -300,7 +300,15 @@ int main(int argc, char** argv) {
         Buffer dfc16 = bench.buf(dt, C * 4 * C), dproj16 = bench.buf(dt, 4 * C * C), db16 = bench.buf(dt, 4 * C);
         for (cuda::BiasGradRoute route : {cuda::BiasGradRoute::kKernels, cuda::BiasGradRoute::kEpilogue}) {
           ctx.cuda_resources->bias_grad_route = route;
-          const std::string how = route == cuda::BiasGradRoute::kKernels ? " (bias kernels)" : " (bias epilogue)";
+          // Where cuBLASLt refuses the epilogue the route falls back to the kernels: the row says so.
+          const std::int64_t before = ctx.cuda_resources->bias_grad_epilogue_calls;
+          cuda::matmul_backward(ctx, {}, dfc16.view(Shape{C, 4 * C}), db16.view(), out.view(Shape{N, 4 * C}),
+                                in.view(Shape{N, C}), wt.view(Shape{C, 4 * C}), cuda::WeightLayout::kInOut);
+          const bool refused =
+              route == cuda::BiasGradRoute::kEpilogue && ctx.cuda_resources->bias_grad_epilogue_calls == before;
+          const std::string how = route == cuda::BiasGradRoute::kKernels
+                                      ? " (bias kernels)"
+                                      : (refused ? " (bias epilogue refused: kernels)" : " (bias epilogue)");
           gemm("matmul fc bf16 dweight+dbias" + how, fl, [&] {
             cuda::matmul_backward(ctx, {}, dfc16.view(Shape{C, 4 * C}), db16.view(), out.view(Shape{N, 4 * C}),
                                   in.view(Shape{N, C}), wt.view(Shape{C, 4 * C}), cuda::WeightLayout::kInOut);

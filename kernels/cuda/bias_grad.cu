@@ -16,8 +16,10 @@
 // adds), and residual_forward adds them into dbias: with bf16 gradients that rounds the sum
 // before the add, which changes nothing where dbias holds zero -- as it does, since gradients
 // are added in place only into zeroed storage (ParamStore::in_place_grads) and otherwise into
-// zeroed fp32 scratch. The epilogue route needs dbias in the product's output type and dw reading
-// dout itself (not a bf16 copy of fp32 activations), and is skipped otherwise.
+// zeroed fp32 scratch. The epilogue route needs bf16 operands, dw reading dout itself (not a bf16
+// copy of fp32 activations) and dbias in the product's output type, and is skipped otherwise;
+// where cuBLASLt refuses it (no algorithm, or none that writes out of place for the timing) the
+// kernels run.
 #include "kernels/cuda/bias_grad.h"
 
 #include <algorithm>
@@ -50,8 +52,8 @@ LtGemm with_bias_epilogue(const LtGemm& dw, bool dout_is_a, void* sums) {
 }
 
 // The epilogue route: dw's product with the sums into `sums`, then dbias += sums. `out`: where
-// the product's D goes (nullptr: dw.D). False, with nothing queued, where cuBLASLt has no
-// algorithm for the epilogue.
+// the product's D goes (nullptr: dw.D). False, dw.D and dbias untouched, where cuBLASLt refuses
+// the epilogue.
 bool epilogue_route(const ExecContext& ctx, const LtGemm& dw, bool dout_is_a, TensorView dbias, Buffer& sums,
                     void* out) {
   if (!run_gemm_if_supported(ctx, with_bias_epilogue(dw, dout_is_a, sums.data()), out)) return false;
@@ -72,13 +74,15 @@ bool epilogue_measures_faster(const ExecContext& ctx, const LtGemm& dw, bool dou
   Buffer d_out = res.scratch(dtype_of(dw.d_type), d_elems), db = res.scratch(dbias.dtype, OC),
          sums = res.scratch(dbias.dtype, OC);
   const TensorView db_view = db.view(dbias.shape);
-  // Warm-ups, which also run each product's own timed algorithm search.
+  // Warm-ups, which also run each product's own timed algorithm search (into d_out). Either way
+  // may be refused out of place (no candidate writes D apart from C): then the kernels stay.
   if (!epilogue_route(ctx, dw, dout_is_a, db_view, sums, d_out.data())) return false;
   auto kernels_route = [&] {
-    run_gemm(ctx, dw, d_out.data());
+    if (!run_gemm_if_supported(ctx, dw, d_out.data())) return false;
     bias_grad_kernels(ctx, db_view, dout, rows, OC);
+    return true;
   };
-  kernels_route();
+  if (!kernels_route()) return false;
   const cudaStream_t stream = stream_of(ctx);
   cuda::CudaEvent start(/*timing=*/true), stop(/*timing=*/true);
   auto time_ms = [&](auto&& route) {
@@ -130,13 +134,16 @@ void bias_grad_kernels(const ExecContext& ctx, TensorView dbias, TensorView dout
 void weight_and_bias_grad(const ExecContext& ctx, const LtGemm& dw, bool dout_is_a, bool dout_operand_is_dout,
                           TensorView dbias, TensorView dout, std::int64_t rows, int OC) {
   KernelResources& res = resources_of(ctx);
+  // bf16 operands only: fp32 ones may run as TF32 (precision.matmul), and whether the epilogue
+  // then sums the TF32-rounded operand is not documented.
   const bool epilogue_possible = dbias.data != nullptr && res.bias_grad_route != BiasGradRoute::kKernels &&
-                                 dout_operand_is_dout &&
+                                 dout_operand_is_dout && dw.ab_type == CUDA_R_16BF &&
                                  dw.d_type == (dbias.dtype == DType::kF32 ? CUDA_R_32F : CUDA_R_16BF);
   if (epilogue_possible) {
     bool use_epilogue = true;
     if (res.bias_grad_route == BiasGradRoute::kFastest) {
-      const KernelResources::GemmKey key = gemm_key(ctx, dw);
+      // The epilogue's kind in the key: with in == out, the two layouts' products share the rest.
+      const KernelResources::GemmKey key = gemm_key(ctx, with_bias_epilogue(dw, dout_is_a, nullptr));
       auto decided = res.bias_grad_in_epilogue().find(key);
       if (decided == res.bias_grad_in_epilogue().end()) {
         decided = res.bias_grad_in_epilogue()
@@ -146,7 +153,10 @@ void weight_and_bias_grad(const ExecContext& ctx, const LtGemm& dw, bool dout_is
       use_epilogue = decided->second;
     }
     Buffer sums = use_epilogue ? res.scratch(dbias.dtype, OC) : Buffer{};
-    if (use_epilogue && epilogue_route(ctx, dw, dout_is_a, dbias, sums, nullptr)) return;
+    if (use_epilogue && epilogue_route(ctx, dw, dout_is_a, dbias, sums, nullptr)) {
+      ++res.bias_grad_epilogue_calls;
+      return;
+    }
   }
   run_gemm(ctx, dw);
   if (dbias.data != nullptr) bias_grad_kernels(ctx, dbias, dout, rows, OC);

@@ -69,6 +69,7 @@ class KernelResources {
   // those and cuBLASLt's epilogue on the weight-gradient product as timed once per configuration
   // (set with timed_gemm_search), or the epilogue wherever cuBLASLt offers it (tests).
   BiasGradRoute bias_grad_route = BiasGradRoute::kKernels;
+  std::int64_t bias_grad_epilogue_calls = 0;  // bias gradients the epilogue summed (tests, benchmark)
   // cuDNN's handle and attention graphs, made on first use (kernels/cuda/cudnn_attention.cpp).
   std::shared_ptr<CudnnAttentionPlans> cudnn_attention_plans;
 

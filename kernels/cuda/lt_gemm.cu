@@ -167,8 +167,9 @@ void build_descriptors(const KernelResources& res, const LtGemm& g, LtDescriptor
   }
 }
 
-// Queues g (into `out`, nullptr: g.D); false, with nothing queued, where cuBLASLt has no algorithm
-// for its configuration and `required` is false.
+// Queues g (into `out`, nullptr: g.D); false where `required` is false and cuBLASLt refuses g's
+// configuration (no algorithm, or the kept one refuses these operands, e.g. out of place): then
+// nothing was written but scratch and `out` (a search's timed runs).
 bool queue_gemm(const ExecContext& ctx, const LtGemm& g, void* out, bool required) {
   KernelResources& res = detail::resources_of(ctx);
   LtDescriptors desc;
@@ -177,13 +178,13 @@ bool queue_gemm(const ExecContext& ctx, const LtGemm& g, void* out, bool require
   const KernelResources::GemmKey key = gemm_key(ctx, g);
   auto cached = res.gemm_algorithms().find(key);
   if (cached == res.gemm_algorithms().end()) {
-    // [Note: timed algorithm search]: in place where a rerun leaves the same result (beta 0), else
-    // into scratch of D's layout where that is small enough.
-    const bool in_place = g.beta == 0.0f;
+    // [Note: timed algorithm search]: into `out` where given (scratch by contract), in place where
+    // a rerun leaves the same result (beta 0), else into scratch of D's layout if small enough.
+    const bool in_place = out == nullptr && g.beta == 0.0f;
     const std::int64_t d_elems = g.ldd * g.n;
     const bool scratch_fits =
         g.batch_count == 1 && d_elems * static_cast<std::int64_t>(element_bytes(g.d_type)) <= kMaxTimedScratchBytes;
-    const bool search = res.timed_gemm_search && (in_place || scratch_fits);
+    const bool search = res.timed_gemm_search && (in_place || out != nullptr || scratch_fits);
     std::vector<cublasLtMatmulHeuristicResult_t> candidates(search ? kCandidates : 1);
     int found = 0;
     const cublasStatus_t status =
@@ -196,15 +197,19 @@ bool queue_gemm(const ExecContext& ctx, const LtGemm& g, void* out, bool require
     int chosen = 0;
     if (found > 1) {
       // The allocator's blocks are 256-byte aligned, at least as aligned as the D the candidates
-      // were asked for, so each runs on the scratch as it will on D.
+      // were asked for, so each runs on the scratch as it will on D. Out of place, a candidate
+      // that cannot write D apart from C (CUBLASLT_ALGO_CAP_OUT_OF_PLACE_RESULT_SUPPORT) refuses
+      // and is skipped.
+      const bool own_scratch = !in_place && out == nullptr;
       Buffer timed_out =
-          in_place ? Buffer{} : res.scratch(g.d_type == CUDA_R_32F ? DType::kF32 : DType::kBF16, d_elems);
-      chosen = fastest_algorithm(ctx, g, desc, candidates.data(), found, ws_bytes, in_place ? g.D : timed_out.data());
+          own_scratch ? res.scratch(g.d_type == CUDA_R_32F ? DType::kF32 : DType::kBF16, d_elems) : Buffer{};
+      void* target = in_place ? g.D : (own_scratch ? timed_out.data() : out);
+      chosen = fastest_algorithm(ctx, g, desc, candidates.data(), found, ws_bytes, target);
     }
     cached = res.gemm_algorithms().emplace(key, candidates[static_cast<std::size_t>(chosen)].algo).first;
   }
   const cublasStatus_t status = matmul(ctx, g, desc, cached->second, ws_bytes, out != nullptr ? out : g.D);
-  if (!required && status != CUBLAS_STATUS_SUCCESS) return false;  // refused before anything was queued
+  if (!required && status != CUBLAS_STATUS_SUCCESS) return false;  // refused: this product queued nothing
   ZT_CUDA_CHECK(status);
   return true;
 }
@@ -246,7 +251,7 @@ KernelResources::GemmKey gemm_key(const ExecContext& ctx, const LtGemm& g) {
           res.timed_gemm_search ? 1 : 0};
 }
 
-void run_gemm(const ExecContext& ctx, const LtGemm& g, void* out) { queue_gemm(ctx, g, out, /*required=*/true); }
+void run_gemm(const ExecContext& ctx, const LtGemm& g) { queue_gemm(ctx, g, nullptr, /*required=*/true); }
 
 bool run_gemm_if_supported(const ExecContext& ctx, const LtGemm& g, void* out) {
   return queue_gemm(ctx, g, out, /*required=*/false);

@@ -36,12 +36,14 @@ struct LtGemm {
 // ([Note: timed algorithm search] in lt_gemm.cu).
 constexpr std::int64_t kMaxTimedScratchBytes = std::int64_t{64} << 20;
 
-// Queues g on ctx's stream; `out`, where given, receives D instead of g.D, which is then C only
-// (read where beta is not 0): out of place, for timing a product that adds into g.D.
-void run_gemm(const ExecContext& ctx, const LtGemm& g, void* out = nullptr);
+// Queues g on ctx's stream, D into g.D.
+void run_gemm(const ExecContext& ctx, const LtGemm& g);
 
-// run_gemm, or false with nothing queued where cuBLASLt has no algorithm for g's configuration
-// (an optional epilogue such as the bias gradient's).
+// g, or false where cuBLASLt refuses it (no algorithm for an optional epilogue such as the bias
+// gradient's, or none that writes out of place): then g.D is untouched. `out`, where given, is
+// scratch of D's layout that receives D instead of g.D, which is then C only (read where beta is
+// not 0): out of place, for timing a product that adds into g.D; a first call's algorithm search
+// times its candidates there too.
 bool run_gemm_if_supported(const ExecContext& ctx, const LtGemm& g, void* out = nullptr);
 
 // g's product configuration: every value its descriptors and preferences are made of (pointers

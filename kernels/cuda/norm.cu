@@ -2,6 +2,8 @@
 // they work).
 #include "kernels/cuda/norm.h"
 
+#include <algorithm>
+
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/norm_kernels.cuh"
 
@@ -9,10 +11,31 @@ namespace zt::cuda {
 
 namespace {
 
-using detail::norm::final_sum;
+using detail::norm::final_sums;
 using detail::norm::kPartialBlocks;
 using detail::norm::kThreads;
+using detail::norm::kViewsPerLaunch;
 using detail::norm::partial_sums;
+using detail::norm::SquareSumViews;
+
+// partial_sums over views[first..] of element type T and access width kVec (the launcher's
+// grouping), kViewsPerLaunch at a time.
+template <typename T, int kVec>
+void launch_partials(cudaStream_t stream, double* partials, const std::vector<TensorView>& xs,
+                     const std::vector<int>& slots) {
+  for (std::size_t begin = 0; begin < slots.size(); begin += kViewsPerLaunch) {
+    const std::size_t count = std::min<std::size_t>(kViewsPerLaunch, slots.size() - begin);
+    SquareSumViews<T> views{};
+    for (std::size_t k = 0; k < count; ++k) {
+      const int slot = slots[begin + k];
+      views.x[k] = detail::act_data<T>(xs[static_cast<std::size_t>(slot)]);
+      views.n[k] = xs[static_cast<std::size_t>(slot)].numel();
+      views.slot[k] = slot;
+    }
+    partial_sums<T, kVec><<<dim3(kPartialBlocks, static_cast<unsigned>(count)), kThreads, 0, stream>>>(partials, views);
+    ZT_CUDA_CHECK_LAUNCH();
+  }
+}
 
 }  // namespace
 
@@ -25,30 +48,26 @@ std::vector<double> sum_of_squares_each(const ExecContext& ctx, const std::vecto
   }
   std::vector<double> totals(xs.size(), 0.0);
   if (xs.empty()) return totals;
-  // One partials block (reused view after view: the stream orders each view's kernels after the
-  // last one's final_sum), then a total per view. F32 pairs hold doubles.
+  // A row of partials a view, then a total a view (an empty view's partials and total are 0). The
+  // views go in launches by element type and access width: each view's own blocks, in its own order,
+  // whatever it shares a launch with. F32 pairs hold doubles.
   const auto count = static_cast<std::int64_t>(xs.size());
-  Buffer scratch = detail::resources_of(ctx).scratch(DType::kF32, 2 * (kPartialBlocks + count));
+  Buffer scratch = detail::resources_of(ctx).scratch(DType::kF32, 2 * count * (kPartialBlocks + 1));
   auto* partials = static_cast<double*>(scratch.data());
-  double* sums = partials + kPartialBlocks;
-  ZT_CUDA_CHECK(cudaMemsetAsync(sums, 0, static_cast<std::size_t>(count) * sizeof(double), stream));
+  double* sums = partials + count * kPartialBlocks;
+  std::vector<int> f32_wide, f32_narrow, bf16_wide, bf16_narrow;
   for (std::size_t i = 0; i < xs.size(); ++i) {
-    const TensorView& x = xs[i];
-    const std::int64_t n = x.numel();
-    if (n == 0) continue;  // its total stays 0
-    detail::dispatch_activation(x.dtype, [&](auto type) {
-      using T = typename decltype(type)::type;
-      const T* p = detail::act_data<T>(x);
-      if (detail::wide_vec_aligned(p)) {
-        partial_sums<T, detail::kWideVec<T>><<<kPartialBlocks, kThreads, 0, stream>>>(partials, p, n);
-      } else {
-        partial_sums<T, 1><<<kPartialBlocks, kThreads, 0, stream>>>(partials, p, n);
-      }
-    });
-    ZT_CUDA_CHECK_LAUNCH();
-    final_sum<<<1, kThreads, 0, stream>>>(sums + i, partials, kPartialBlocks);
-    ZT_CUDA_CHECK_LAUNCH();
+    const bool bf16 = xs[i].dtype == DType::kBF16;
+    const bool wide = bf16 ? detail::wide_vec_aligned(detail::act_data<__nv_bfloat16>(xs[i]))
+                           : detail::wide_vec_aligned(detail::act_data<float>(xs[i]));
+    (bf16 ? (wide ? bf16_wide : bf16_narrow) : (wide ? f32_wide : f32_narrow)).push_back(static_cast<int>(i));
   }
+  launch_partials<float, detail::kWideVec<float>>(stream, partials, xs, f32_wide);
+  launch_partials<float, 1>(stream, partials, xs, f32_narrow);
+  launch_partials<__nv_bfloat16, detail::kWideVec<__nv_bfloat16>>(stream, partials, xs, bf16_wide);
+  launch_partials<__nv_bfloat16, 1>(stream, partials, xs, bf16_narrow);
+  final_sums<<<static_cast<unsigned>(count), kThreads, 0, stream>>>(sums, partials);
+  ZT_CUDA_CHECK_LAUNCH();
   ZT_CUDA_CHECK(cudaMemcpyAsync(totals.data(), sums, static_cast<std::size_t>(count) * sizeof(double),
                                 cudaMemcpyDeviceToHost, stream));
   ZT_CUDA_CHECK(cudaStreamSynchronize(stream));

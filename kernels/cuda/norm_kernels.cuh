@@ -1,9 +1,10 @@
 // Sum of squares kernels on the GPU, device code only (launched by norm.cu; run on the CPU by the
 // SIMT emulation tests, tests/emulation/), in two deterministic stages: a fixed grid of blocks each
-// sums a fixed set of elements in fp64 (thread t of block b takes the 16-byte groups of kVec
-// elements g = b*256 + t + k * grid*256, its elements in order, then the tail elements past the
-// last whole group the same way one by one; the block's threads in a fixed tree), then one block
-// adds the per-block partials in index order. No float atomics.
+// sums a fixed set of a view's elements in fp64 (thread t of block b takes the 16-byte groups of
+// kVec elements g = b*256 + t + k * grid*256, its elements in order, then the tail elements past
+// the last whole group the same way one by one; the block's threads in a fixed tree), then one
+// block a view adds its per-block partials in index order. No float atomics. Many views share a
+// launch of each stage (the gradient norm's units: two launches, not two a unit).
 #pragma once
 
 #include <math.h>
@@ -18,10 +19,24 @@ namespace zt::cuda::detail::norm {
 constexpr int kThreads = 256;
 constexpr int kPartialBlocks = 1024;  // fixed: the summation order depends on n and the access width only
 
-// T: float or bf16 (widened exactly); kVec > 1 only where the launcher checked x aligned16.
+// Up to kViewsPerLaunch views of one element type in one launch (grid kPartialBlocks x views):
+// blockIdx.y picks the view, blockIdx.x is the block of the one-view sum, so each view's partials
+// are what a launch of it alone writes. Passed by value (a kernel parameter, no copy to the device).
+constexpr int kViewsPerLaunch = 32;
+template <typename T>
+struct SquareSumViews {
+  const T* x[kViewsPerLaunch];
+  std::int64_t n[kViewsPerLaunch];
+  int slot[kViewsPerLaunch];  // the view's row of partials (kPartialBlocks doubles) and its total
+};
+
+// partials[slot * kPartialBlocks + b] = block b's sum for view blockIdx.y. T: float or bf16
+// (widened exactly); kVec > 1 only where the launcher checked each view aligned16.
 template <typename T, int kVec>
-__global__ void partial_sums(double* partials, const T* x, std::int64_t n) {
+__global__ void partial_sums(double* partials, SquareSumViews<T> views) {
   __shared__ double shared[32];
+  const T* x = views.x[blockIdx.y];
+  const std::int64_t n = views.n[blockIdx.y];
   double acc = 0.0;
   const std::int64_t start = blockIdx.x * std::int64_t{kThreads} + threadIdx.x,
                      stride = std::int64_t{gridDim.x} * kThreads;
@@ -39,15 +54,18 @@ __global__ void partial_sums(double* partials, const T* x, std::int64_t n) {
     acc = fma(d, d, acc);
   }
   acc = detail::block_sum(acc, shared);
-  if (threadIdx.x == 0) partials[blockIdx.x] = acc;
+  if (threadIdx.x == 0) partials[views.slot[blockIdx.y] * std::int64_t{kPartialBlocks} + blockIdx.x] = acc;
 }
 
-__global__ void final_sum(double* out, const double* partials, int num_partials) {
+// sums[v] = view v's kPartialBlocks partials (partials[v * kPartialBlocks ..]) added by one block
+// of kThreads in a fixed order; one block a view.
+__global__ void final_sums(double* sums, const double* partials) {
   __shared__ double shared[32];
+  const double* p = partials + blockIdx.x * std::int64_t{kPartialBlocks};
   double acc = 0.0;
-  for (int i = threadIdx.x; i < num_partials; i += kThreads) acc += partials[i];
+  for (int i = threadIdx.x; i < kPartialBlocks; i += kThreads) acc += p[i];
   acc = detail::block_sum(acc, shared);
-  if (threadIdx.x == 0) *out = acc;
+  if (threadIdx.x == 0) sums[blockIdx.x] = acc;
 }
 
 // Exact sums of squares (kernels/contracts/exact_square_sum.h): thread t of block b adds the

@@ -157,36 +157,48 @@ TEST(ElementwiseEmulation, GeluMatchesCpu) {
   expect_no_violations();
 }
 
+// Views of one element type in one launch (a block row each), as the launcher groups them.
+template <typename T, int kVec>
+std::vector<double> emulated_square_sums(const std::vector<std::pair<const T*, std::int64_t>>& views) {
+  namespace nm = cd::norm;
+  const auto count = static_cast<std::int64_t>(views.size());
+  std::vector<double> partials(static_cast<std::size_t>(count * nm::kPartialBlocks), NAN), sums(views.size(), NAN);
+  nm::SquareSumViews<T> list{};
+  for (std::size_t k = 0; k < views.size(); ++k) {
+    list.x[k] = views[k].first, list.n[k] = views[k].second, list.slot[k] = static_cast<int>(k);
+  }
+  simt::launch(dim3(nm::kPartialBlocks, static_cast<unsigned>(count)), kThreads, 0, nm::partial_sums<T, kVec>,
+               partials.data(), list);
+  simt::launch(dim3(static_cast<unsigned>(count)), kThreads, 0, nm::final_sums, sums.data(),
+               static_cast<const double*>(partials.data()));
+  return sums;
+}
+
 TEST(ElementwiseEmulation, SumOfSquaresMatchesCpu) {
 #ifdef ZT_EMULATION_UNDER_TSAN
-  GTEST_SKIP() << "minutes under ThreadSanitizer (1024 emulated blocks a launch); its only barriers are "
+  GTEST_SKIP() << "minutes under ThreadSanitizer (1024 emulated blocks a view); its only barriers are "
                   "block_sum's, which the cross-entropy test runs under ThreadSanitizer";
 #endif
   ZT_SEEDED_RNG(rng);
-  // Fewer elements than the grid's 262144 threads (BF16), and more (F32); each launch emulates the
-  // whole fixed grid of 1024 blocks, the slowest thing in these tests.
-  for (auto [n, bf16] : {std::pair<std::int64_t, bool>{3001, true}, {300002, false}}) {
-    SCOPED_TRACE(::testing::Message() << "n=" << n);
-    std::vector<float> x = rng.normal(n);
-    std::vector<bf16_dev> xb = to_device_bf16(x);
-    const double ref = cpu::sum_of_squares(reference_ctx(), host_view(x));
-    const double ref_b = cpu::sum_of_squares(reference_ctx(), host_view(xb));
-    {
-      std::vector<double> partials(cd::norm::kPartialBlocks + 1, NAN);
-      // The launcher's 16-byte groups (n is not a multiple of them: a tail as well).
-      if (bf16) {
-        simt::launch(dim3(cd::norm::kPartialBlocks), kThreads, 0, cd::norm::partial_sums<bf16_dev, 8>, partials.data(),
-                     static_cast<const bf16_dev*>(xb.data()), n);
-      } else {
-        simt::launch(dim3(cd::norm::kPartialBlocks), kThreads, 0, cd::norm::partial_sums<float, 4>, partials.data(),
-                     static_cast<const float*>(x.data()), n);
-      }
-      simt::launch(dim3(1), kThreads, 0, cd::norm::final_sum, partials.data() + cd::norm::kPartialBlocks,
-                   static_cast<const double*>(partials.data()), cd::norm::kPartialBlocks);
-      const double want = bf16 ? ref_b : ref;
-      EXPECT_NEAR(partials[cd::norm::kPartialBlocks], want, 1e-12 * want) << (bf16 ? "BF16" : "F32");
-    }
-  }
+  // Fewer elements than the grid's 262144 threads (BF16, with an empty view and a short one beside
+  // it in the launch), and more (F32); the launcher's 16-byte groups, n not a multiple of them (a
+  // tail as well). Each view emulates the whole fixed grid of 1024 blocks, the slowest thing here.
+  const std::int64_t nb = 3001, nf = 300002, ns = 13;
+  std::vector<float> xf = rng.normal(nf);
+  const std::vector<float> xs = rng.normal(nb), xt = rng.normal(ns);
+  std::vector<bf16_dev> b0 = to_device_bf16(xs), b1 = to_device_bf16(xt);
+  const std::vector<double> bf = emulated_square_sums<bf16_dev, 8>({{b0.data(), nb}, {b1.data(), 0}, {b1.data(), ns}});
+  const double ref_b0 = cpu::sum_of_squares(reference_ctx(), host_view(b0));
+  const double ref_b1 = cpu::sum_of_squares(reference_ctx(), host_view(b1));
+  EXPECT_NEAR(bf[0], ref_b0, 1e-12 * ref_b0) << "BF16, n=" << nb;
+  EXPECT_EQ(bf[1], 0.0) << "an empty view";
+  EXPECT_NEAR(bf[2], ref_b1, 1e-12 * ref_b1) << "BF16, n=" << ns;
+  // A view's sum is its own launch's, bit for bit, whatever shares the launch (the order is the view's).
+  const double alone = emulated_square_sums<bf16_dev, 8>({{b1.data(), ns}})[0];
+  EXPECT_EQ(alone, bf[2]) << "batched vs alone";
+  const double ref_f = cpu::sum_of_squares(reference_ctx(), host_view(xf));
+  const double got_f = emulated_square_sums<float, 4>({{xf.data(), nf}})[0];
+  EXPECT_NEAR(got_f, ref_f, 1e-12 * ref_f) << "F32, n=" << nf;
   expect_no_violations();
 }
 

@@ -158,12 +158,16 @@ TEST_F(CudaOptim, SumOfSquaresMatchesCpuAndRepeatsBitwise) {
 }
 
 // The gradient norm's batched form: each view's sum bit for bit as its own call gives it, in
-// order, with an empty view's sum 0 and F32 and BF16 views mixed in one call.
+// order, with an empty view's sum 0, F32 and BF16 views mixed in one call, views at offsets that
+// take the one-element loads, and more views than one launch takes (kViewsPerLaunch).
 TEST_F(CudaOptim, SumOfSquaresEachEqualsOneCallPerView) {
   ZT_SEEDED_RNG(rng);
   const std::vector<float> a = rng.normal(4097), b = rng.normal(1 << 18), c = rng.normal(5);
   Buffer da = upload(a), db = upload_bf16(b), dc = upload(c);
-  const std::vector<TensorView> views = {da.view(), db.view(), da.view().slice(0, 0), dc.view(), da.view()};
+  std::vector<TensorView> views = {da.view(), db.view(), da.view().slice(0, 0), dc.view(), da.view()};
+  for (std::int64_t k = 1; k <= 36; ++k) {
+    views.push_back(k % 2 == 0 ? da.view().slice(k, 4097 - k) : db.view().slice(k, 1000 + k));
+  }
   const std::vector<double> each = cuda::sum_of_squares_each(gpu(), views);
   ASSERT_EQ(each.size(), views.size());
   for (std::size_t i = 0; i < views.size(); ++i) {

@@ -80,10 +80,16 @@ void rmsnorm_backward(const ExecContext& ctx, TensorView dinp, TensorView dweigh
     constexpr int kWide = detail::kWideVec<T>;
     const bool vec = d.cols % kWide == 0 && detail::wide_vec_aligned(di) && detail::wide_vec_aligned(g) &&
                      detail::wide_vec_aligned(x) && detail::aligned16(partials.data()) && detail::wide_vec_aligned(w);
-    const bool whole_row = vec && d.cols / kWide <= std::int64_t{detail::kRowBatch} * detail::kWarpSize;
-    const auto kernel = whole_row ? detail::rms::rmsnorm_backward_chunk<T, P, kWide, true>
-                        : vec     ? detail::rms::rmsnorm_backward_chunk<T, P, kWide>
-                                  : detail::rms::rmsnorm_backward_chunk<T, P, 1>;
+    // A warp a row where the row fits a warp's batch of loads, else a block a row ([Note: wide rows
+    // a block at a time]) up to two groups a thread, else the warp reloading its row.
+    const std::int64_t groups = d.cols / kWide;
+    const bool whole_row = vec && groups <= std::int64_t{detail::kRowBatch} * detail::kWarpSize;
+    const bool wide = vec && !whole_row && groups <= 2 * kBackwardThreads;
+    const auto kernel = whole_row                            ? detail::rms::rmsnorm_backward_chunk<T, P, kWide, true>
+                        : wide && groups <= kBackwardThreads ? detail::rms::rmsnorm_backward_wide<T, P, kWide, 1>
+                        : wide                               ? detail::rms::rmsnorm_backward_wide<T, P, kWide, 2>
+                        : vec                                ? detail::rms::rmsnorm_backward_chunk<T, P, kWide>
+                                                             : detail::rms::rmsnorm_backward_chunk<T, P, 1>;
     kernel<<<static_cast<unsigned>(num_chunks), kBackwardThreads, 0, stream>>>(di, partials.as<float>(), g, x, w,
                                                                                rstd.as<float>(), d.rows, d.cols);
   });

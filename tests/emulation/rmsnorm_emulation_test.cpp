@@ -1,6 +1,7 @@
 // The CUDA RMSNorm kernels (kernels/cuda/rmsnorm_kernels.cuh) run on the CPU under the SIMT
 // emulator, as rmsnorm.cu launches them, against the CPU kernels: the forward, the chunked
-// backward and its weight-gradient pass, both vector widths, F32 and BF16 activations, F32 and
+// backward (a warp a row, and a block a row for wide rows) and its weight-gradient pass, both
+// vector widths, F32 and BF16 activations, F32 and
 // (with BF16 activations) BF16 weights. Tolerances of the LayerNorm emulation test: 1e-5
 // normwise for fp32 results; BF16 results also within 2^-7 of the CPU's per element.
 #include <gtest/gtest.h>
@@ -69,6 +70,22 @@ void run_shape(Rng& rng, std::int64_t N, std::int64_t C) {
       EXPECT_TRUE(bitwise_equal(partials_w, partials)) << "partials, whole rows in registers";
     }
   }
+  // The launcher's block-a-row variant for rows past a warp's batch ([Note: wide rows a block at a
+  // time]): the column pass's partials bit for bit, dinp within the CPU's bounds (another order of
+  // the row's sum).
+  if constexpr (kVec > 1) {
+    const std::int64_t groups = C / kVec;
+    if (groups > cuda::detail::kRowBatch * 32 && groups <= 2 * rms::kBackwardThreads) {
+      std::vector<T> dinp_b = dinp0;
+      std::vector<float> partials_b(partials.size(), NAN);
+      const auto wide = groups <= rms::kBackwardThreads ? rms::rmsnorm_backward_wide<T, P, kVec, 1>
+                                                        : rms::rmsnorm_backward_wide<T, P, kVec, 2>;
+      simt::launch(dim3(static_cast<unsigned>(chunks)), rms::kBackwardThreads, 0, wide, dinp_b.data(),
+                   partials_b.data(), dout.data(), x.data(), w.data(), rstd_c.data(), N, static_cast<int>(C));
+      EXPECT_TRUE(bitwise_equal(partials_b, partials)) << "partials, a block a row";
+      EXPECT_TRUE(close_to_cpu(host_values(dinp_b), host_values(dinp_c), kBf16)) << "dinp, a block a row";
+    }
+  }
   simt::launch(dim3(cuda::detail::partial_blocks(C)), cuda::detail::kPartialThreads, 0,
                rms::rmsnorm_backward_params<float>, dw_g.data(), partials.data(), chunks, static_cast<int>(C));
   EXPECT_TRUE(close_to_cpu(host_values(dinp_g), host_values(dinp_c), kBf16)) << "dinp";
@@ -84,8 +101,13 @@ TEST(RmsNormEmulation, ForwardAndBackwardMatchCpu) {
   run_shape<bf16_dev, float, 8>(rng, 40, 96);
   run_shape<bf16_dev, bf16_dev, 8>(rng, 40, 96);
   run_shape<float, float, 1>(rng, 600, 40);  // 19 chunks, more than the parameter pass's 16 warps
-  // Rows of three batches of loads, the last partial (258 groups of 8; Llama 3.2 1B's 2048 is two).
+  // Rows of three batches of loads, the last partial (258 groups of 8; Llama 3.2 1B's 2048 is two):
+  // also two groups a thread a block a row, and Llama's own width (one group a thread; 37 rows,
+  // the last chunk's batch partial), fp32 at two groups a thread and bf16 with idle threads.
   run_shape<bf16_dev, bf16_dev, 8>(rng, 33, 2064);
+  run_shape<bf16_dev, float, 8>(rng, 37, 2048);
+  run_shape<float, float, 4>(rng, 35, 1028);
+  run_shape<bf16_dev, float, 8>(rng, 9, 1040);
 }
 
 }  // namespace

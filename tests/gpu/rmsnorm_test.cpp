@@ -15,8 +15,14 @@ constexpr float kEps = 1e-5f;
 
 TEST_F(CudaRmsNorm, ForwardAndBackwardMatchCpu) {
   ZT_SEEDED_RNG(rng);
-  for (auto [N, C] :
-       {std::pair<std::int64_t, std::int64_t>{1, 1}, {5, 37}, {65, 12}, {33, 768}, {4099, 100}, {9, 2064}}) {
+  for (auto [N, C] : {std::pair<std::int64_t, std::int64_t>{1, 1},
+                      {5, 37},
+                      {65, 12},
+                      {33, 768},
+                      {4099, 100},
+                      {9, 2064},
+                      {70, 2048},
+                      {35, 4104}}) {  // wide rows a block at a time: one and two groups a thread, and past that
     for (std::int64_t off : {0, 1}) {
       SCOPED_TRACE(::testing::Message() << "N=" << N << " C=" << C << " offset=" << off);
       std::vector<float> x = rng.normal(N * C, 0.5f, 2.0f), w = rng.normal(C, 1.0f, 0.3f), g = rng.normal(N * C);

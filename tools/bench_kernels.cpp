@@ -204,6 +204,12 @@ int main(int argc, char** argv) {
         cuda::layernorm_backward(ctx, z.view(Shape{N, C}), w.view(), bvec.view(), y.view(Shape{N, C}),
                                  x.view(Shape{N, C}), w.view(), mean.view(), rstd.view());
       });
+      // The warp-a-row kernels the block-a-row default replaced ([Note: a block a row]), side by side.
+      mem("layernorm_backward" + sfx + " (warp a row)", N * C * 4 * e, [&] {
+        cuda::layernorm_backward(ctx, z.view(Shape{N, C}), w.view(), bvec.view(), y.view(Shape{N, C}),
+                                 x.view(Shape{N, C}), w.view(), mean.view(), rstd.view(),
+                                 cuda::NormBackwardRows::kWarp);
+      });
       Buffer h = bench.buf(dt, N * 4 * C), h2 = bench.buf(dt, N * 4 * C);
       mem("gelu_forward" + sfx, N * 4 * C * 2 * e, [&] { cuda::gelu_forward(ctx, h2.view(), h.view()); });
       mem("gelu_backward" + sfx, N * 4 * C * 3 * e, [&] { cuda::gelu_backward(ctx, h2.view(), h.view(), h2.view()); });
@@ -222,6 +228,10 @@ int main(int argc, char** argv) {
       mem("llama rmsnorm_backward bf16 [N, 2048]", N * LC * 3 * 2.0, [&] {
         cuda::rmsnorm_backward(ctx, dx.view(Shape{N, LC}), dw.view(), y.view(Shape{N, LC}), x.view(Shape{N, LC}),
                                w.view(), rstd.view());
+      });
+      mem("llama rmsnorm_backward bf16 [N, 2048] (warp a row)", N * LC * 3 * 2.0, [&] {
+        cuda::rmsnorm_backward(ctx, dx.view(Shape{N, LC}), dw.view(), y.view(Shape{N, LC}), x.view(Shape{N, LC}),
+                               w.view(), rstd.view(), cuda::NormBackwardRows::kWarp);
       });
       Buffer qkv = bench.buf(DType::kBF16, N * LW);
       mem("llama rope_forward bf16 (q and k of [N, 3072])", N * 40 * 64 * 2 * 2.0, [&] {

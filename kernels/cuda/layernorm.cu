@@ -104,7 +104,7 @@ void layernorm_residual_forward(const ExecContext& ctx, TensorView residual, Ten
 }
 
 void layernorm_backward(const ExecContext& ctx, TensorView dinp, TensorView dweight, TensorView dbias, TensorView dout,
-                        TensorView inp, TensorView weight, TensorView mean, TensorView rstd) {
+                        TensorView inp, TensorView weight, TensorView mean, TensorView rstd, NormBackwardRows rows) {
   const cudaStream_t stream = detail::stream_of(ctx);
   const DType dtype = detail::activation_dtype("layernorm_backward", {dinp, dout, inp});
   const RowDims d = check_views("layernorm_backward", dtype, dout, mean, rstd, inp, weight);
@@ -127,12 +127,25 @@ void layernorm_backward(const ExecContext& ctx, TensorView dinp, TensorView dwei
     constexpr int kWide = detail::kWideVec<T>;
     const bool vec = d.cols % kWide == 0 && detail::wide_vec_aligned(di) && detail::wide_vec_aligned(g) &&
                      detail::wide_vec_aligned(x) && detail::aligned16(partials.data()) && detail::wide_vec_aligned(w);
-    const bool whole_row = vec && d.cols / kWide <= std::int64_t{detail::kRowBatch} * detail::kWarpSize;
-    const auto chunk_kernel = whole_row ? layernorm_backward_chunk<T, P, kWide, true>
-                              : vec     ? layernorm_backward_chunk<T, P, kWide>
-                                        : layernorm_backward_chunk<T, P, 1>;
-    chunk_kernel<<<static_cast<unsigned>(num_chunks), kBackwardThreads, 0, stream>>>(
-        di, partials.as<float>(), g, x, w, mean.as<float>(), rstd.as<float>(), d.rows, d.cols);
+    const std::int64_t groups = d.cols / kWide;
+    const unsigned grid = static_cast<unsigned>(num_chunks);
+    if (vec && rows == NormBackwardRows::kBlock && groups <= detail::kBlockRowMaxGroups) {
+      // [Note: a block a row] in block_row_backward.cuh.
+      const auto kernel =
+          groups <= detail::kBlockRowThreads
+              ? detail::norm_backward_block_rows<detail::ln::LayerNormRows<kWide>, T, P, kWide, 1, kRowsPerChunk>
+              : detail::norm_backward_block_rows<detail::ln::LayerNormRows<kWide>, T, P, kWide, 2, kRowsPerChunk>;
+      kernel<<<grid, detail::block_row_threads(groups), 0, stream>>>(
+          di, partials.as<float>(), g, x, w, mean.as<float>(), rstd.as<float>(), d.rows, d.cols);
+    } else {
+      // A warp a row: the row kept from its first pass where it fits a warp's batch of loads.
+      const bool whole_row = vec && groups <= std::int64_t{detail::kRowBatch} * detail::kWarpSize;
+      const auto chunk_kernel = whole_row ? layernorm_backward_chunk<T, P, kWide, true>
+                                : vec     ? layernorm_backward_chunk<T, P, kWide>
+                                          : layernorm_backward_chunk<T, P, 1>;
+      chunk_kernel<<<grid, kBackwardThreads, 0, stream>>>(di, partials.as<float>(), g, x, w, mean.as<float>(),
+                                                          rstd.as<float>(), d.rows, d.cols);
+    }
   });
   ZT_CUDA_CHECK_LAUNCH();
   detail::dispatch_activation(dweight.dtype, [&](auto type) {

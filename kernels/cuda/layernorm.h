@@ -7,6 +7,7 @@
 
 #include "engine/base/core/tensor.h"
 #include "kernels/contracts/layernorm_eps.h"  // kLayerNormEps
+#include "kernels/cuda/norm_backward_rows.h"
 #include "kernels/exec_context.h"
 
 namespace zt::cuda {
@@ -20,8 +21,9 @@ void layernorm_residual_forward(const ExecContext& ctx, TensorView residual, Ten
                                 TensorView rstd, TensorView a, TensorView b, TensorView weight, TensorView bias);
 
 // A BF16 dinp is rounded once after the fp32 add. The parameter gradients are summed per fixed 32-row chunk and the
-// chunks added in order: deterministic, no float atomics.
+// chunks added in order: deterministic, no float atomics. `rows`: which chunk kernel (NormBackwardRows).
 void layernorm_backward(const ExecContext& ctx, TensorView dinp, TensorView dweight, TensorView dbias, TensorView dout,
-                        TensorView inp, TensorView weight, TensorView mean, TensorView rstd);
+                        TensorView inp, TensorView weight, TensorView mean, TensorView rstd,
+                        NormBackwardRows rows = NormBackwardRows::kBlock);
 
 }  // namespace zt::cuda

@@ -1,8 +1,9 @@
 // LayerNorm kernels on the GPU, device code only (launched by layernorm.cu; run on the CPU by the
 // SIMT emulation tests, tests/emulation/). Forward: one warp per row, two-pass variance as on the
 // CPU (the row held in registers where it fits, else re-read from L1/L2, not DRAM). Backward: one block per 32-row
-// chunk computes each row's dinp (a warp per row) and the chunk's dweight/dbias partial sums (a thread per column, rows
-// in order); a second kernel adds the chunk partials in a fixed order (chunk_partials.cuh). No float atomics anywhere.
+// chunk computes each row's dinp and the chunk's dweight/dbias partial sums -- a block a row (block_row_backward.cuh),
+// or a warp a row and then a thread per column over the chunk's rows in order; a second kernel adds the chunk
+// partials in a fixed order (chunk_partials.cuh). No float atomics anywhere.
 // Both take 16-byte vector accesses (kVec = kWideVec<T>: a lane owns groups of 4 fp32 or 8 bf16
 // columns) where C % kVec == 0 and every row operand is aligned16, else single elements (kVec = 1);
 // the reduction order is fixed for a given kVec, so results repeat bitwise. The activations (out, inp, residual and its
@@ -15,6 +16,7 @@
 #include <cstdint>
 
 #include "kernels/contracts/layernorm_eps.h"  // kLayerNormEps
+#include "kernels/cuda/block_row_backward.cuh"
 #include "kernels/cuda/chunk_partials.cuh"
 #include "kernels/cuda/device_helpers.cuh"
 #include "kernels/cuda/row_batches.cuh"
@@ -183,6 +185,42 @@ __device__ __forceinline__ void add_dinp(detail::ActVec<T, kVec>& dv, const deta
     dv[i] += s * (gv[i] * wv[i] - dnorm_mean - norm * dnorm_norm_mean);
   }
 }
+
+// LayerNorm's arithmetic for norm_backward_block_rows ([Note: a block a row] in
+// block_row_backward.cuh): the row's two sums, dinp's update, and the dweight and dbias partials,
+// each the expression layernorm_backward_chunk uses.
+template <int kVec>
+struct LayerNormRows {
+  static constexpr int kSums = 2, kPartials = 2;
+  struct Stats {
+    float m, s;
+  };
+  __device__ __forceinline__ static Stats stats(const float* mean, const float* rstd, std::int64_t row) {
+    return {mean[row], rstd[row]};
+  }
+  template <typename T, typename P>
+  __device__ __forceinline__ static void add_sums(const detail::ActVec<T, kVec>& gv, const detail::ActVec<T, kVec>& xv,
+                                                  const detail::ActVec<P, kVec>& wv, const Stats& st,
+                                                  float (&sums)[kSums]) {
+    add_row_sums(gv, xv, wv, st.m, st.s, sums[0], sums[1]);
+  }
+  template <typename T, typename P>
+  __device__ __forceinline__ static void update(detail::ActVec<T, kVec>& dv, const detail::ActVec<T, kVec>& gv,
+                                                const detail::ActVec<T, kVec>& xv, const detail::ActVec<P, kVec>& wv,
+                                                const Stats& st, const float (&means)[kSums]) {
+    add_dinp(dv, gv, xv, wv, st.m, st.s, means[0], means[1]);
+  }
+  template <typename T>
+  __device__ __forceinline__ static void add_partials(detail::FloatVec<kVec> (&p)[kPartials],
+                                                      const detail::ActVec<T, kVec>& gv,
+                                                      const detail::ActVec<T, kVec>& xv, const Stats& st) {
+#pragma unroll
+    for (int i = 0; i < kVec; ++i) {
+      p[0][i] += gv[i] * ((xv[i] - st.m) * st.s);
+      p[1][i] += gv[i];
+    }
+  }
+};
 
 // One block per chunk of kRowsPerChunk rows. partials: [num_chunks, 2, C] (dweight, then dbias).
 // dinp accumulates as round(widen(old) + contribution) for bf16 (docs/precision.md). Loads go in

@@ -59,7 +59,7 @@ void rmsnorm_forward(const ExecContext& ctx, TensorView out, TensorView rstd, Te
 }
 
 void rmsnorm_backward(const ExecContext& ctx, TensorView dinp, TensorView dweight, TensorView dout, TensorView inp,
-                      TensorView weight, TensorView rstd) {
+                      TensorView weight, TensorView rstd, NormBackwardRows rows) {
   const cudaStream_t stream = detail::stream_of(ctx);
   const DType dtype = detail::activation_dtype("rmsnorm_backward", {dinp, dout, inp});
   const RowDims d = check_views("rmsnorm_backward", dtype, dout, rstd, inp, weight);
@@ -80,18 +80,26 @@ void rmsnorm_backward(const ExecContext& ctx, TensorView dinp, TensorView dweigh
     constexpr int kWide = detail::kWideVec<T>;
     const bool vec = d.cols % kWide == 0 && detail::wide_vec_aligned(di) && detail::wide_vec_aligned(g) &&
                      detail::wide_vec_aligned(x) && detail::aligned16(partials.data()) && detail::wide_vec_aligned(w);
-    // A warp a row where the row fits a warp's batch of loads, else a block a row ([Note: wide rows
-    // a block at a time]) up to two groups a thread, else the warp reloading its row.
     const std::int64_t groups = d.cols / kWide;
-    const bool whole_row = vec && groups <= std::int64_t{detail::kRowBatch} * detail::kWarpSize;
-    const bool wide = vec && !whole_row && groups <= 2 * kBackwardThreads;
-    const auto kernel = whole_row                            ? detail::rms::rmsnorm_backward_chunk<T, P, kWide, true>
-                        : wide && groups <= kBackwardThreads ? detail::rms::rmsnorm_backward_wide<T, P, kWide, 1>
-                        : wide                               ? detail::rms::rmsnorm_backward_wide<T, P, kWide, 2>
-                        : vec                                ? detail::rms::rmsnorm_backward_chunk<T, P, kWide>
-                                                             : detail::rms::rmsnorm_backward_chunk<T, P, 1>;
-    kernel<<<static_cast<unsigned>(num_chunks), kBackwardThreads, 0, stream>>>(di, partials.as<float>(), g, x, w,
-                                                                               rstd.as<float>(), d.rows, d.cols);
+    const unsigned grid = static_cast<unsigned>(num_chunks);
+    const float* no_mean = nullptr;
+    if (vec && rows == NormBackwardRows::kBlock && groups <= detail::kBlockRowMaxGroups) {
+      // [Note: a block a row] in block_row_backward.cuh.
+      const auto kernel =
+          groups <= detail::kBlockRowThreads
+              ? detail::norm_backward_block_rows<detail::rms::RmsNormRows<kWide>, T, P, kWide, 1, kRowsPerChunk>
+              : detail::norm_backward_block_rows<detail::rms::RmsNormRows<kWide>, T, P, kWide, 2, kRowsPerChunk>;
+      kernel<<<grid, detail::block_row_threads(groups), 0, stream>>>(di, partials.as<float>(), g, x, w, no_mean,
+                                                                     rstd.as<float>(), d.rows, d.cols);
+    } else {
+      // A warp a row: the row kept from its first pass where it fits a warp's batch of loads.
+      const bool whole_row = vec && groups <= std::int64_t{detail::kRowBatch} * detail::kWarpSize;
+      const auto kernel = whole_row ? detail::rms::rmsnorm_backward_chunk<T, P, kWide, true>
+                          : vec     ? detail::rms::rmsnorm_backward_chunk<T, P, kWide>
+                                    : detail::rms::rmsnorm_backward_chunk<T, P, 1>;
+      kernel<<<grid, kBackwardThreads, 0, stream>>>(di, partials.as<float>(), g, x, w, rstd.as<float>(), d.rows,
+                                                    d.cols);
+    }
   });
   ZT_CUDA_CHECK_LAUNCH();
   detail::dispatch_activation(dweight.dtype, [&](auto type) {

@@ -5,13 +5,16 @@
 #pragma once
 
 #include "engine/base/core/tensor.h"
+#include "kernels/cuda/norm_backward_rows.h"
 #include "kernels/exec_context.h"
 
 namespace zt::cuda {
 
 void rmsnorm_forward(const ExecContext& ctx, TensorView out, TensorView rstd, TensorView inp, TensorView weight,
                      float eps);
+// dweight's partials per fixed 32-row chunk, the chunks added in order: deterministic. `rows`: which
+// chunk kernel (NormBackwardRows; the default unless a benchmark or test compares them).
 void rmsnorm_backward(const ExecContext& ctx, TensorView dinp, TensorView dweight, TensorView dout, TensorView inp,
-                      TensorView weight, TensorView rstd);
+                      TensorView weight, TensorView rstd, NormBackwardRows rows = NormBackwardRows::kBlock);
 
 }  // namespace zt::cuda

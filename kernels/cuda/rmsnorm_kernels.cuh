@@ -1,8 +1,8 @@
 // RMSNorm kernels on the GPU, device code only (launched by rmsnorm.cu; run on the CPU by the SIMT
 // emulation tests, tests/emulation/), laid out as the LayerNorm kernels are (layernorm_kernels.cuh):
-// forward one warp per row; backward one block per 32-row chunk computing each row's dinp (a warp
-// per row, loads in batches) and the chunk's dweight partial (a thread per column group, rows in
-// order), then a
+// forward one warp per row; backward one block per 32-row chunk computing each row's dinp and the
+// chunk's dweight partial -- a block a row (block_row_backward.cuh), or a warp a row (loads in
+// batches) and then a thread per column group over the chunk's rows in order -- then a
 // kernel adding the partials in a fixed order (chunk_partials.cuh). No float atomics: the
 // results repeat bitwise. 16-byte
 // vector accesses (kVec = kWideVec<T>) where C % kVec == 0 and the row operands are aligned16, else
@@ -12,6 +12,7 @@
 
 #include <cstdint>
 
+#include "kernels/cuda/block_row_backward.cuh"
 #include "kernels/cuda/chunk_partials.cuh"
 #include "kernels/cuda/device_helpers.cuh"
 #include "kernels/cuda/row_batches.cuh"
@@ -117,102 +118,39 @@ __global__ void __launch_bounds__(kBackwardThreads, 2)
   }
 }
 
-// [Note: wide rows a block at a time]
-// Past C / kVec = 32 kRowBatch groups (C > 1024 in bf16: Llama 3.2 1B's 2048) a warp cannot hold
-// its row, so rmsnorm_backward_chunk reads dout and inp three times (the row's sum, dinp, the
-// column pass), bound by registers at two blocks an SM (31% of copy bandwidth for bf16 [8192,
-// 2048] on the H200 at 8a1669d). Here a block holds the row instead: thread t owns groups
-// t + 256 j (j < kGroups), loads kWideRows rows' dout, inp and dinp at once (one round trip),
-// reduces the rows' sums across the block (one barrier a batch, the warps' sums in warp order) and
-// adds each row into its dweight columns as it goes, rows in order: the column pass's partials,
-// bit for bit, while dout and inp are read once. dinp's row sum takes another fixed order than
-// the warp-per-row kernel's (a thread's groups, then the warp, then the warps in order).
-constexpr int kWideRowLoads = 4;  // rows x groups a thread loads at once
-
-template <typename T, typename P, int kVec, int kGroups>
-__global__ void __launch_bounds__(kBackwardThreads)
-    rmsnorm_backward_wide(T* dinp, float* partials, const T* dout, const T* inp, const P* weight, const float* rstd,
-                          std::int64_t N, int C) {
-  using Vec = detail::ActVec<T, kVec>;
-  using ParamVec = detail::ActVec<P, kVec>;
-  using PartialVec = detail::FloatVec<kVec>;
-  constexpr int kRows = kWideRowLoads / kGroups;  // rows a batch
-  constexpr int kWarps = kBackwardThreads / detail::kWarpSize;
-  static_assert(kRows >= 1 && kRowsPerChunk % kRows == 0);
-  __shared__ float warp_sums[2][kRows][kWarps];  // two batches' (a barrier a batch suffices)
-  const int lane = threadIdx.x % detail::kWarpSize, warp = threadIdx.x / detail::kWarpSize;
-  const std::int64_t row0 = blockIdx.x * std::int64_t{kRowsPerChunk};
-  const int rows = static_cast<int>(N - row0 < kRowsPerChunk ? N - row0 : kRowsPerChunk);
-  const int groups = C / kVec;
-  ParamVec w[kGroups]{};
-  PartialVec dw[kGroups];
-#pragma unroll
-  for (int j = 0; j < kGroups; ++j) {
-    const int q = static_cast<int>(threadIdx.x) + j * kBackwardThreads;
-    if (q < groups) w[j] = ParamVec::load(weight + q * kVec);
-    dw[j] = PartialVec{};
+// RMSNorm's arithmetic for norm_backward_block_rows ([Note: a block a row] in
+// block_row_backward.cuh): the row's one sum, dinp's update and the dweight partial, each the
+// expression the warp-a-row kernel above uses.
+template <int kVec>
+struct RmsNormRows {
+  static constexpr int kSums = 1, kPartials = 1;
+  struct Stats {
+    float s;
+  };
+  __device__ __forceinline__ static Stats stats(const float* /*mean*/, const float* rstd, std::int64_t row) {
+    return {rstd[row]};
   }
-  for (int r0 = 0, buf = 0; r0 < rows; r0 += kRows, buf ^= 1) {
-    typename Vec::Raw gr[kRows][kGroups]{}, xr[kRows][kGroups]{}, dr[kRows][kGroups]{};
-    float s[kRows]{};
-#pragma unroll
-    for (int b = 0; b < kRows; ++b) {
-      if (r0 + b < rows) {
-        const std::int64_t row = row0 + r0 + b;
-        s[b] = rstd[row];
-#pragma unroll
-        for (int j = 0; j < kGroups; ++j) {
-          const int q = static_cast<int>(threadIdx.x) + j * kBackwardThreads;
-          if (q < groups) {
-            gr[b][j] = Vec::load_raw(dout + row * C + q * kVec);
-            xr[b][j] = Vec::load_raw(inp + row * C + q * kVec);
-            dr[b][j] = Vec::load_raw(dinp + row * C + q * kVec);
-          }
-        }
-      }
-    }
-#pragma unroll
-    for (int b = 0; b < kRows; ++b) {
-      float sum = 0.0f;
-#pragma unroll
-      for (int j = 0; j < kGroups; ++j) {
-        if (static_cast<int>(threadIdx.x) + j * kBackwardThreads < groups) {
-          add_row_sum<kVec>(Vec::widen(gr[b][j]), Vec::widen(xr[b][j]), w[j], s[b], sum);
-        }
-      }
-      sum = detail::warp_sum(sum);
-      if (lane == 0) warp_sums[buf][b][warp] = sum;
-    }
-    __syncthreads();
-#pragma unroll
-    for (int b = 0; b < kRows; ++b) {
-      if (r0 + b >= rows) continue;
-      float total = 0.0f;
-#pragma unroll
-      for (int k = 0; k < kWarps; ++k) total += warp_sums[buf][b][k];
-      const float dnorm_norm_mean = total / static_cast<float>(C);
-      const std::int64_t row = row0 + r0 + b;
-#pragma unroll
-      for (int j = 0; j < kGroups; ++j) {
-        const int q = static_cast<int>(threadIdx.x) + j * kBackwardThreads;
-        if (q < groups) {
-          const Vec gv = Vec::widen(gr[b][j]), xv = Vec::widen(xr[b][j]);
-          Vec dv = Vec::widen(dr[b][j]);
-#pragma unroll
-          for (int i = 0; i < kVec; ++i) dv[i] += s[b] * (gv[i] * w[j][i] - (xv[i] * s[b]) * dnorm_norm_mean);
-          dv.store(dinp + row * C + q * kVec);
-#pragma unroll
-          for (int i = 0; i < kVec; ++i) dw[j][i] += gv[i] * (xv[i] * s[b]);
-        }
-      }
-    }
+  template <typename T, typename P>
+  __device__ __forceinline__ static void add_sums(const detail::ActVec<T, kVec>& gv, const detail::ActVec<T, kVec>& xv,
+                                                  const detail::ActVec<P, kVec>& wv, const Stats& st,
+                                                  float (&sums)[kSums]) {
+    add_row_sum<kVec>(gv, xv, wv, st.s, sums[0]);
   }
+  template <typename T, typename P>
+  __device__ __forceinline__ static void update(detail::ActVec<T, kVec>& dv, const detail::ActVec<T, kVec>& gv,
+                                                const detail::ActVec<T, kVec>& xv, const detail::ActVec<P, kVec>& wv,
+                                                const Stats& st, const float (&means)[kSums]) {
 #pragma unroll
-  for (int j = 0; j < kGroups; ++j) {
-    const int q = static_cast<int>(threadIdx.x) + j * kBackwardThreads;
-    if (q < groups) dw[j].store(partials + blockIdx.x * std::int64_t{C} + q * kVec);
+    for (int i = 0; i < kVec; ++i) dv[i] += st.s * (gv[i] * wv[i] - (xv[i] * st.s) * means[0]);
   }
-}
+  template <typename T>
+  __device__ __forceinline__ static void add_partials(detail::FloatVec<kVec> (&p)[kPartials],
+                                                      const detail::ActVec<T, kVec>& gv,
+                                                      const detail::ActVec<T, kVec>& xv, const Stats& st) {
+#pragma unroll
+    for (int i = 0; i < kVec; ++i) p[0][i] += gv[i] * (xv[i] * st.s);
+  }
+};
 
 // dweight of type D: float, or bf16 (added in place into bf16 storage: one rounding). The chunks'
 // partials added in a fixed order (chunk_partials.cuh); grid partial_blocks(C), kPartialThreads.

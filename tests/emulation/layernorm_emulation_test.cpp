@@ -114,6 +114,25 @@ void run_shape(Rng& rng, std::int64_t N, std::int64_t C) {
       EXPECT_TRUE(bitwise_equal(c_partials, partials)) << "partials, whole rows in registers";
     }
   }
+  // The launcher's default for 16-byte rows of up to 512 groups, a block a row ([Note: a block a
+  // row]): the column pass's partials bit for bit, dinp within the CPU's bounds (another order of
+  // the rows' sums).
+  if constexpr (kVec > 1) {
+    const std::int64_t groups = C / kVec;
+    if (groups <= cuda::detail::kBlockRowMaxGroups) {
+      std::vector<T> b_dinp = device_values<T>(dinp0);
+      std::vector<float> b_partials(partials.size(), NAN);
+      const auto kernel =
+          groups <= cuda::detail::kBlockRowThreads
+              ? cuda::detail::norm_backward_block_rows<ln::LayerNormRows<kVec>, T, P, kVec, 1, ln::kRowsPerChunk>
+              : cuda::detail::norm_backward_block_rows<ln::LayerNormRows<kVec>, T, P, kVec, 2, ln::kRowsPerChunk>;
+      simt::launch(dim3(static_cast<unsigned>(chunks)), cuda::detail::block_row_threads(groups), 0, kernel,
+                   b_dinp.data(), b_partials.data(), dout_t.data(), x_t.data(), w.data(), g_mean.data(), g_rstd.data(),
+                   N, static_cast<int>(C));
+      EXPECT_TRUE(bitwise_equal(b_partials, partials)) << "partials, a block a row";
+      EXPECT_TRUE(close_to_cpu(host_values(b_dinp), host_values(dinp_t), kBf16)) << "dinp, a block a row";
+    }
+  }
   const dim3 param_grid(cuda::detail::partial_blocks(C));
   constexpr int kParamThreads = cuda::detail::kPartialThreads;
   simt::launch(param_grid, kParamThreads, 0, ln::layernorm_backward_params<float>, g_dw.data(), g_db.data(),
@@ -176,6 +195,11 @@ TEST(LayerNormEmulation, ForwardFusedAndBackwardMatchCpu) {
   for (auto [N, C] : for_tsan({{65, 24}, {33, 768}, {70, 104}, {9, 1024}, {9, 1104}}, {1, 4})) {
     run_shape<bf16_dev, float, 8>(rng, N, C);
     run_shape<bf16_dev, bf16_dev, 8>(rng, N, C);
+  }
+  // A block a row at two groups a thread (260 and 300 groups), the last chunk's batches partial.
+  for (auto [N, C] : for_tsan({{37, 2080}, {35, 1200}}, {0})) {
+    run_shape<bf16_dev, float, 8>(rng, N, C);
+    run_shape<float, float, 4>(rng, N, C);
   }
   // More chunks (19) than the parameter pass has warps (16), and a partial second block of columns.
   // Not under ThreadSanitizer (600 rows of threads; rmsnorm_emulation_test races the same pass).

@@ -70,18 +70,22 @@ void run_shape(Rng& rng, std::int64_t N, std::int64_t C) {
       EXPECT_TRUE(bitwise_equal(partials_w, partials)) << "partials, whole rows in registers";
     }
   }
-  // The launcher's block-a-row variant for rows past a warp's batch ([Note: wide rows a block at a
-  // time]): the column pass's partials bit for bit, dinp within the CPU's bounds (another order of
+  // The launcher's default for 16-byte rows of up to 512 groups, a block a row ([Note: a block a
+  // row]): the column pass's partials bit for bit, dinp within the CPU's bounds (another order of
   // the row's sum).
   if constexpr (kVec > 1) {
     const std::int64_t groups = C / kVec;
-    if (groups > cuda::detail::kRowBatch * 32 && groups <= 2 * rms::kBackwardThreads) {
+    if (groups <= cuda::detail::kBlockRowMaxGroups) {
       std::vector<T> dinp_b = dinp0;
       std::vector<float> partials_b(partials.size(), NAN);
-      const auto wide = groups <= rms::kBackwardThreads ? rms::rmsnorm_backward_wide<T, P, kVec, 1>
-                                                        : rms::rmsnorm_backward_wide<T, P, kVec, 2>;
-      simt::launch(dim3(static_cast<unsigned>(chunks)), rms::kBackwardThreads, 0, wide, dinp_b.data(),
-                   partials_b.data(), dout.data(), x.data(), w.data(), rstd_c.data(), N, static_cast<int>(C));
+      const float* no_mean = nullptr;
+      const auto kernel =
+          groups <= cuda::detail::kBlockRowThreads
+              ? cuda::detail::norm_backward_block_rows<rms::RmsNormRows<kVec>, T, P, kVec, 1, rms::kRowsPerChunk>
+              : cuda::detail::norm_backward_block_rows<rms::RmsNormRows<kVec>, T, P, kVec, 2, rms::kRowsPerChunk>;
+      simt::launch(dim3(static_cast<unsigned>(chunks)), cuda::detail::block_row_threads(groups), 0, kernel,
+                   dinp_b.data(), partials_b.data(), dout.data(), x.data(), w.data(), no_mean, rstd_c.data(), N,
+                   static_cast<int>(C));
       EXPECT_TRUE(bitwise_equal(partials_b, partials)) << "partials, a block a row";
       EXPECT_TRUE(close_to_cpu(host_values(dinp_b), host_values(dinp_c), kBf16)) << "dinp, a block a row";
     }

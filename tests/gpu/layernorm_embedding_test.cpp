@@ -111,6 +111,20 @@ TEST_F(CudaLayerNorm, BackwardMatchesCpuAndRepeatsBitwise) {
         else
           EXPECT_TRUE(bitwise_equal(all, first));
       }
+      // The warp-a-row kernels (NormBackwardRows::kWarp): the same parameter gradients bit for bit
+      // (the same per-column order), dinp within the CPU's bound ([Note: a block a row]).
+      Buffer a = upload_at(off, zeros_nc), bw = upload_at(off, zeros_c), bb = upload_at(off, zeros_c);
+      cuda::layernorm_backward(gpu(), view_at(a, off, nc), view_at(bw, off, c), view_at(bb, off, c),
+                               view_at(gg, off, nc), view_at(gx, off, nc), view_at(gw, off, c), view_at(gm, off, n),
+                               view_at(gr, off, n), cuda::NormBackwardRows::kWarp);
+      const std::size_t nC = static_cast<std::size_t>(N * C);
+      EXPECT_TRUE(bitwise_equal(concat({download_from(bw, off), download_from(bb, off)}),
+                                std::vector<float>(first.begin() + static_cast<std::ptrdiff_t>(nC), first.end())))
+          << "dweight, dbias: warp a row vs block a row";
+      std::vector<float> dx0(nC, 0.0f), dw0(C, 0.0f), db0(C, 0.0f);
+      cpu::layernorm_backward(cpu_ctx(), view_of(dx0, nc), view_of(dw0), view_of(db0), view_of(g, nc), view_of(x, nc),
+                              view_of(w), view_of(mean), view_of(rstd));
+      EXPECT_TRUE(close_normwise(download_from(a, off), to_double(dx0), 1e-5, dx_terms)) << "dinp, warp a row";
     }
   }
 }

@@ -26,7 +26,8 @@ TEST_F(CudaRmsNorm, ForwardAndBackwardMatchCpu) {
     for (std::int64_t off : {0, 1}) {
       SCOPED_TRACE(::testing::Message() << "N=" << N << " C=" << C << " offset=" << off);
       std::vector<float> x = rng.normal(N * C, 0.5f, 2.0f), w = rng.normal(C, 1.0f, 0.3f), g = rng.normal(N * C);
-      std::vector<float> out(x.size()), rstd(N), dinp = rng.normal(N * C), dw = rng.normal(C);
+      const std::vector<float> dinp0 = rng.normal(N * C), dw0 = rng.normal(C);
+      std::vector<float> out(x.size()), rstd(N), dinp = dinp0, dw = dw0;
       const Shape nc{N, C}, n{N}, c{C};
       Buffer dx = upload_at(off, x), dwt = upload_at(off, w), dg = upload_at(off, g), ddinp = upload_at(off, dinp),
              ddw = upload_at(off, dw);
@@ -42,6 +43,14 @@ TEST_F(CudaRmsNorm, ForwardAndBackwardMatchCpu) {
                              view_at(dx, off, nc), view_at(dwt, off, c), view_at(r, off, n));
       EXPECT_TRUE(close_normwise(download_from(ddinp, off), to_double(dinp), 1e-5));
       EXPECT_TRUE(close_normwise(download_from(ddw, off), to_double(dw), 1e-5));
+      // The warp-a-row kernels (NormBackwardRows::kWarp) from the same starting gradients: dweight
+      // bit for bit the block-a-row kernel's (the same per-column order), dinp within the bound.
+      Buffer wdinp = upload_at(off, dinp0), wdw = upload_at(off, dw0);
+      cuda::rmsnorm_backward(gpu(), view_at(wdinp, off, nc), view_at(wdw, off, c), view_at(dg, off, nc),
+                             view_at(dx, off, nc), view_at(dwt, off, c), view_at(r, off, n),
+                             cuda::NormBackwardRows::kWarp);
+      EXPECT_TRUE(bitwise_equal(download_from(wdw, off), download_from(ddw, off))) << "dweight, warp vs block a row";
+      EXPECT_TRUE(close_normwise(download_from(wdinp, off), to_double(dinp), 1e-5)) << "dinp, warp a row";
     }
   }
 }

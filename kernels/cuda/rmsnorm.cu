@@ -50,8 +50,10 @@ void rmsnorm_forward(const ExecContext& ctx, TensorView out, TensorView rstd, Te
     constexpr int kWide = detail::kWideVec<T>;
     const bool vec = d.cols % kWide == 0 && detail::wide_vec_aligned(o) && detail::wide_vec_aligned(x) &&
                      detail::wide_vec_aligned(w);
-    const auto kernel =
-        vec ? detail::rms::rmsnorm_forward_kernel<T, P, kWide> : detail::rms::rmsnorm_forward_kernel<T, P, 1>;
+    const bool whole_row = vec && d.cols / kWide <= std::int64_t{detail::rms::kWholeRowGroups} * detail::kWarpSize;
+    const auto kernel = whole_row ? detail::rms::rmsnorm_forward_kernel<T, P, kWide, true>
+                        : vec     ? detail::rms::rmsnorm_forward_kernel<T, P, kWide>
+                                  : detail::rms::rmsnorm_forward_kernel<T, P, 1>;
     kernel<<<static_cast<unsigned>((d.rows + kForwardWarps - 1) / kForwardWarps), kForwardWarps * detail::kWarpSize, 0,
              stream>>>(o, rstd.as<float>(), x, w, d.rows, d.cols, eps);
   });

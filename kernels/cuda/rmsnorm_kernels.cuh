@@ -23,7 +23,13 @@ constexpr int kForwardWarps = 8;  // rows per forward block
 constexpr int kRowsPerChunk = 32;
 constexpr int kBackwardThreads = 256;
 
-template <typename T, typename P, int kVec>
+// kWholeRow: a lane keeps its groups of the row (up to kWholeRowGroups: C / kVec <= 256, Llama 3.2
+// 1B's 2048 in bf16) in registers from the sum to the output, so the row is read once, its loads
+// in flight together; otherwise the sum pass reads a group at a time and the output pass reads the
+// row again. The same sums in the same order, so the same bits.
+constexpr int kWholeRowGroups = 2 * kRowBatch;
+
+template <typename T, typename P, int kVec, bool kWholeRow = false>
 __global__ void rmsnorm_forward_kernel(T* out, float* rstd, const T* inp, const P* weight, std::int64_t N, int C,
                                        float eps) {
   using Vec = detail::ActVec<T, kVec>;
@@ -33,6 +39,46 @@ __global__ void rmsnorm_forward_kernel(T* out, float* rstd, const T* inp, const 
   if (row >= N) return;
   const int groups = C / kVec;
   const T* x = inp + row * C;
+  T* o = out + row * C;  // may be x: each lane reads its groups before writing them
+  if constexpr (kWholeRow) {
+    constexpr int kHalves = kWholeRowGroups / kRowBatch;
+    typename Vec::Raw xr[kHalves][kRowBatch]{};
+#pragma unroll
+    for (int h = 0; h < kHalves; ++h)
+      detail::load_batch<kVec>(xr[h], x, lane + h * kRowBatch * detail::kWarpSize, groups);
+    float sq = 0.0f;
+#pragma unroll
+    for (int h = 0; h < kHalves; ++h) {
+#pragma unroll
+      for (int b = 0; b < kRowBatch; ++b) {
+        if (lane + (h * kRowBatch + b) * detail::kWarpSize < groups) {
+          const Vec xv = Vec::widen(xr[h][b]);
+#pragma unroll
+          for (int i = 0; i < kVec; ++i) sq += xv[i] * xv[i];
+        }
+      }
+    }
+    const float s = 1.0f / sqrtf(detail::warp_sum(sq) / static_cast<float>(C) + eps);
+#pragma unroll
+    for (int h = 0; h < kHalves; ++h) {
+      typename ParamVec::Raw wr[kRowBatch]{};
+      detail::load_batch<kVec>(wr, weight, lane + h * kRowBatch * detail::kWarpSize, groups);
+#pragma unroll
+      for (int b = 0; b < kRowBatch; ++b) {
+        const int q = lane + (h * kRowBatch + b) * detail::kWarpSize;
+        if (q < groups) {
+          const Vec xv = Vec::widen(xr[h][b]);
+          const ParamVec wv = ParamVec::widen(wr[b]);
+          Vec ov;
+#pragma unroll
+          for (int i = 0; i < kVec; ++i) ov[i] = xv[i] * s * wv[i];
+          ov.store(o + q * kVec);
+        }
+      }
+    }
+    if (lane == 0) rstd[row] = s;
+    return;
+  }
   float sq = 0.0f;
   for (int q = lane; q < groups; q += detail::kWarpSize) {
     const Vec xv = Vec::load(x + q * kVec);
@@ -40,7 +86,6 @@ __global__ void rmsnorm_forward_kernel(T* out, float* rstd, const T* inp, const 
     for (int i = 0; i < kVec; ++i) sq += xv[i] * xv[i];
   }
   const float s = 1.0f / sqrtf(detail::warp_sum(sq) / static_cast<float>(C) + eps);
-  T* o = out + row * C;  // may be x: each lane reads its groups before writing them
   // kRowBatch groups' loads (row and weight) at once, then their outputs ([Note: loads in batches]
   // in row_batches.cuh): a group at a time took a round trip each, 8 a row at C = 2048.
   for (int q0 = lane; q0 < groups; q0 += kRowBatch * detail::kWarpSize) {

@@ -54,6 +54,21 @@ void run_shape(Rng& rng, std::int64_t N, std::int64_t C) {
                rstd_g.data(), x.data(), w.data(), N, static_cast<int>(C), kEps);
   EXPECT_TRUE(close_to_cpu(host_values(out_g), host_values(out_c), kBf16)) << "out";
   EXPECT_TRUE(close_to_cpu(rstd_g, rstd_c, false)) << "rstd";
+  // The launcher's whole-row forward where a lane's groups fit its registers: the same bits, also
+  // in place (out = inp).
+  if constexpr (kVec > 1) {
+    if (C / kVec <= rms::kWholeRowGroups * 32) {
+      std::vector<T> out_w = device_values<T>(std::vector<float>(x.size(), NAN)), in_place = x;
+      std::vector<float> rstd_w(N, NAN), rstd_p(N, NAN);
+      simt::launch(dim3(fwd_blocks), rms::kForwardWarps * 32, 0, rms::rmsnorm_forward_kernel<T, P, kVec, true>,
+                   out_w.data(), rstd_w.data(), x.data(), w.data(), N, static_cast<int>(C), kEps);
+      simt::launch(dim3(fwd_blocks), rms::kForwardWarps * 32, 0, rms::rmsnorm_forward_kernel<T, P, kVec, true>,
+                   in_place.data(), rstd_p.data(), in_place.data(), w.data(), N, static_cast<int>(C), kEps);
+      EXPECT_TRUE(bitwise_equal(host_values(out_w), host_values(out_g))) << "out, whole rows in registers";
+      EXPECT_TRUE(bitwise_equal(host_values(in_place), host_values(out_g))) << "out in place, whole rows";
+      EXPECT_TRUE(bitwise_equal(rstd_w, rstd_g) && bitwise_equal(rstd_p, rstd_g)) << "rstd, whole rows";
+    }
+  }
   const std::int64_t chunks = (N + rms::kRowsPerChunk - 1) / rms::kRowsPerChunk;
   std::vector<float> partials(static_cast<std::size_t>(chunks * C), NAN);
   simt::launch(dim3(static_cast<unsigned>(chunks)), rms::kBackwardThreads, 0, rms::rmsnorm_backward_chunk<T, P, kVec>,

@@ -94,7 +94,14 @@ __global__ void __launch_bounds__(kThreads, 2)
   const float inv_sum = static_cast<float>(1.0 / sum);
   const float scale = kOut == Output::kGradient ? inv_sum * dloss : inv_sum;
   const int target_group = kOut == Output::kGradient && target_ok ? target / kVec : -1;
-  for (int q = threadIdx.x; q < Vp / kVec; q += kThreads) {
+  // The write pass sweeps the row from its end. The first pass read it from the start, so where the
+  // rows in flight hold more than L2 (Llama 3's 250 KB rows, two blocks on every SM: about 66 MB
+  // against the H200's 50 MB) the groups read last, the likeliest to be in L2 still, are read
+  // again first, before this pass's own traffic evicts them. A group's outputs do not depend on
+  // the order, so neither do the results.
+  const int out_groups = Vp / kVec, tid = static_cast<int>(threadIdx.x);
+  const int first_q = tid < out_groups ? tid + (out_groups - 1 - tid) / kThreads * kThreads : -1;
+  for (int q = first_q; q >= 0; q -= kThreads) {
     Vec p{};  // padded columns stay 0
     if (q < full_groups) {
       const Vec xv = Vec::load(again + q * kVec);

@@ -145,11 +145,11 @@ int main(int argc, char** argv) {
       mem("llama rmsnorm_forward bf16 [N, 2048]", N * LC * 2 * 2.0, [&] {
         cuda::rmsnorm_forward(ctx, y.view(Shape{N, LC}), rstd.view(), x.view(Shape{N, LC}), w.view(), 1e-5f);
       });
-      mem("llama rmsnorm_backward bf16 [N, 2048]", N * LC * 3 * 2.0, [&] {
+      mem("llama rmsnorm_backward bf16 [N, 2048]", N * LC * 4 * 2.0, [&] {
         cuda::rmsnorm_backward(ctx, dx.view(Shape{N, LC}), dw.view(), y.view(Shape{N, LC}), x.view(Shape{N, LC}),
                                w.view(), rstd.view());
       });
-      mem("llama rmsnorm_backward bf16 [N, 2048] (warp a row)", N * LC * 3 * 2.0, [&] {
+      mem("llama rmsnorm_backward bf16 [N, 2048] (warp a row)", N * LC * 4 * 2.0, [&] {
         cuda::rmsnorm_backward(ctx, dx.view(Shape{N, LC}), dw.view(), y.view(Shape{N, LC}), x.view(Shape{N, LC}),
                                w.view(), rstd.view(), cuda::NormBackwardRows::kWarp);
       });

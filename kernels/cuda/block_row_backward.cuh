@@ -13,12 +13,12 @@
 // dout, inp and dinp at once (one round trip), the block reduces those rows' sums (one barrier a
 // batch: the warps' sums go to alternate halves of a shared array, so a batch's writes cannot meet
 // the last batch's reads -- a race the emulation tests see only when the threads happen to
-// interleave so, while a missing barrier fails them every time), and the thread adds each row into its parameter-gradient columns as the
-// rows pass, in row order. So dout and inp are read once, and the partials are the column pass's
-// bit for bit (the same per-column order and arithmetic). A row's sums take another fixed order
-// than a warp's (a thread's groups, the warp, then the warps in order), so dinp's bits differ from
-// the warp-a-row kernels' (within the CPU's bounds). Launched with blockDim.x the groups rounded up
-// to a warp (kGroups 1, at most 256 threads) or 256 (kGroups 2: rows of 257-512 groups).
+// interleave so, while a missing barrier fails them every time), and the thread adds each row into its
+// parameter-gradient columns as the rows pass, in row order. So dout and inp are read once, and the partials are the
+// column pass's bit for bit (the same per-column order and arithmetic). A row's sums take another fixed order than a
+// warp's (a thread's groups, the warp, then the warps in order), so dinp's bits differ from the warp-a-row kernels'
+// (within the CPU's bounds). Launched with blockDim.x the groups rounded up to a warp (kGroups 1, at most 256 threads)
+// or 256 (kGroups 2: rows of 257-512 groups).
 #pragma once
 
 #include <cstdint>
@@ -43,7 +43,7 @@ inline int block_row_threads(std::int64_t groups) {
 // means) adds the group's dinp contribution given the sums / C; add_partials(p, gv, xv, st) adds the
 // row into the thread's columns of the parameter gradients.
 template <class Norm, typename T, typename P, int kVec, int kGroups, int kRowsPerChunk>
-__global__ void __launch_bounds__(kBlockRowThreads)
+__global__ void __launch_bounds__(kBlockRowThreads, 2)  // 2: at most 128 registers, two full blocks an SM
     norm_backward_block_rows(T* dinp, float* partials, const T* dout, const T* inp, const P* weight, const float* mean,
                              const float* rstd, std::int64_t N, int C) {
   using Vec = ActVec<T, kVec>;
@@ -117,7 +117,7 @@ __global__ void __launch_bounds__(kBlockRowThreads)
           const Vec gv = Vec::widen(gr[b][j]), xv = Vec::widen(xr[b][j]);
           Vec dv = Vec::widen(dr[b][j]);
           Norm::update(dv, gv, xv, w[j], st[b], means);
-          dv.store(dinp + row * C + q * kVec);
+          dv.store_computed(dinp + row * C + q * kVec);  // bf16 pairs by one instruction each
           Norm::add_partials(part[j], gv, xv, st[b]);
         }
       }

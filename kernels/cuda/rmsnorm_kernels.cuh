@@ -23,6 +23,29 @@ constexpr int kForwardWarps = 8;  // rows per forward block
 constexpr int kRowsPerChunk = 32;
 constexpr int kBackwardThreads = 256;
 
+// The forward's output for a batch of a lane's groups q0 + 32 b held raw in xr: the weight's
+// groups loaded at once, then o = x * s * w for each group below `groups`.
+template <typename T, typename P, int kVec>
+__device__ __forceinline__ void store_scaled_batch(T* o, const typename detail::ActVec<T, kVec>::Raw (&xr)[kRowBatch],
+                                                   const P* weight, int q0, int groups, float s) {
+  using Vec = detail::ActVec<T, kVec>;
+  using ParamVec = detail::ActVec<P, kVec>;
+  typename ParamVec::Raw wr[kRowBatch]{};
+  detail::load_batch<kVec>(wr, weight, q0, groups);
+#pragma unroll
+  for (int b = 0; b < kRowBatch; ++b) {
+    const int q = q0 + b * detail::kWarpSize;
+    if (q < groups) {
+      const Vec xv = Vec::widen(xr[b]);
+      const ParamVec wv = ParamVec::widen(wr[b]);
+      Vec ov;
+#pragma unroll
+      for (int i = 0; i < kVec; ++i) ov[i] = xv[i] * s * wv[i];
+      ov.store(o + q * kVec);
+    }
+  }
+}
+
 // kWholeRow: a lane keeps its groups of the row (up to kWholeRowGroups: C / kVec <= 256, Llama 3.2
 // 1B's 2048 in bf16) in registers from the sum to the output, so the row is read once, its loads
 // in flight together; otherwise the sum pass reads a group at a time and the output pass reads the
@@ -33,7 +56,6 @@ template <typename T, typename P, int kVec, bool kWholeRow = false>
 __global__ void rmsnorm_forward_kernel(T* out, float* rstd, const T* inp, const P* weight, std::int64_t N, int C,
                                        float eps) {
   using Vec = detail::ActVec<T, kVec>;
-  using ParamVec = detail::ActVec<P, kVec>;
   const int lane = threadIdx.x % detail::kWarpSize;
   const std::int64_t row = blockIdx.x * std::int64_t{kForwardWarps} + threadIdx.x / detail::kWarpSize;
   if (row >= N) return;
@@ -61,20 +83,7 @@ __global__ void rmsnorm_forward_kernel(T* out, float* rstd, const T* inp, const 
     const float s = 1.0f / sqrtf(detail::warp_sum(sq) / static_cast<float>(C) + eps);
 #pragma unroll
     for (int h = 0; h < kHalves; ++h) {
-      typename ParamVec::Raw wr[kRowBatch]{};
-      detail::load_batch<kVec>(wr, weight, lane + h * kRowBatch * detail::kWarpSize, groups);
-#pragma unroll
-      for (int b = 0; b < kRowBatch; ++b) {
-        const int q = lane + (h * kRowBatch + b) * detail::kWarpSize;
-        if (q < groups) {
-          const Vec xv = Vec::widen(xr[h][b]);
-          const ParamVec wv = ParamVec::widen(wr[b]);
-          Vec ov;
-#pragma unroll
-          for (int i = 0; i < kVec; ++i) ov[i] = xv[i] * s * wv[i];
-          ov.store(o + q * kVec);
-        }
-      }
+      store_scaled_batch<T, P, kVec>(o, xr[h], weight, lane + h * kRowBatch * detail::kWarpSize, groups, s);
     }
     if (lane == 0) rstd[row] = s;
     return;
@@ -90,21 +99,8 @@ __global__ void rmsnorm_forward_kernel(T* out, float* rstd, const T* inp, const 
   // in row_batches.cuh): a group at a time took a round trip each, 8 a row at C = 2048.
   for (int q0 = lane; q0 < groups; q0 += kRowBatch * detail::kWarpSize) {
     typename Vec::Raw xr[kRowBatch]{};
-    typename ParamVec::Raw wr[kRowBatch]{};
     detail::load_batch<kVec>(xr, x, q0, groups);
-    detail::load_batch<kVec>(wr, weight, q0, groups);
-#pragma unroll
-    for (int b = 0; b < kRowBatch; ++b) {
-      const int q = q0 + b * detail::kWarpSize;
-      if (q < groups) {
-        const Vec xv = Vec::widen(xr[b]);
-        const ParamVec wv = ParamVec::widen(wr[b]);
-        Vec ov;
-#pragma unroll
-        for (int i = 0; i < kVec; ++i) ov[i] = xv[i] * s * wv[i];
-        ov.store(o + q * kVec);
-      }
-    }
+    store_scaled_batch<T, P, kVec>(o, xr, weight, q0, groups, s);
   }
   if (lane == 0) rstd[row] = s;
 }

@@ -52,19 +52,7 @@ constexpr std::int64_t kOffsets[] = {0, 1, 2};
   return ::testing::AssertionSuccess();
 }
 
-class CudaBf16Rowwise : public GpuKernelTest {
- protected:
-  // `values` from element `offset` of a fresh BF16 device buffer (the elements before are 0).
-  Buffer upload_bf16_at(std::int64_t offset, const std::vector<bf16>& values) {
-    std::vector<bf16> padded(static_cast<std::size_t>(offset), bf16{0});
-    padded.insert(padded.end(), values.begin(), values.end());
-    return upload_as(DType::kBF16, padded);
-  }
-  std::vector<bf16> download_bf16_from(const Buffer& b, std::int64_t offset) {
-    const std::vector<bf16> all = download<bf16>(b);
-    return std::vector<bf16>(all.begin() + offset, all.end());
-  }
-};
+using CudaBf16Rowwise = GpuKernelTest;
 
 struct LnShape {
   std::int64_t N, C;

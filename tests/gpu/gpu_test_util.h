@@ -99,6 +99,18 @@ class GpuKernelTest : public ::testing::Test {
     stream_->synchronize();
     return out;
   }
+  // upload_at's bf16 twin: `values` from element `offset` of a fresh BF16 buffer (the elements
+  // before are 0).
+  Buffer upload_bf16_at(std::int64_t offset, const std::vector<bf16>& values) {
+    std::vector<bf16> padded(static_cast<std::size_t>(offset), bf16{0});
+    padded.insert(padded.end(), values.begin(), values.end());
+    return upload_as(DType::kBF16, padded);
+  }
+  // The BF16 buffer's elements from `offset` on.
+  std::vector<bf16> download_bf16_from(const Buffer& b, std::int64_t offset) {
+    const std::vector<bf16> all = download<bf16>(b);
+    return std::vector<bf16>(all.begin() + offset, all.end());
+  }
   // The F32 buffer's elements from `offset` on.
   std::vector<float> download_from(const Buffer& b, std::int64_t offset) {
     std::vector<float> all = download<float>(b);

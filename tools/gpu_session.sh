@@ -235,7 +235,9 @@ for p in "${phases[@]}"; do
       gpu_state "after zt_bench_kernels"
       for f in "$OUT"/gpu_kernels_*.json; do [ -f "$f" ] && python3 tools/gpu_state.py --into "$f" gpu_state_after; done
       # Each kernel against ZT_KERNEL_BASELINE (a committed gpu_kernels_ JSON of this card): the table
-      # in the log, the rows more than 5% slower in session.txt, so the call can still revert them.
+      # in the log, the rows more than 5% slower in session.txt, so the call can still revert them,
+      # and the run's variants side by side (a default and its tagged alternatives), which say which
+      # one each default should be.
       if [ -n "${ZT_KERNEL_BASELINE:-}" ]; then
         for f in "$OUT"/gpu_kernels_*.json; do
           [ -f "$f" ] || continue
@@ -243,6 +245,7 @@ for p in "${phases[@]}"; do
           python3 tools/kernel_bench_delta.py "$ZT_KERNEL_BASELINE" "$f" >"$delta" 2>&1 || true
           cat "$delta" >>"$log"
           { grep -E "^zt_bench_kernels on|SLOWER|slower|^kernel_bench_delta" "$delta" || true; } | sed 's/^/    /' >>"$summary"
+          sed -n '/^variants in the new run/,$p' "$delta" | sed 's/^/    /' >>"$summary"
           rm -f "$delta"
         done
       fi

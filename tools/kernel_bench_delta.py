@@ -4,6 +4,10 @@ in a new one, the new over the baseline, and the rows that got slower by more th
 GPU session sees at once which kernel changes to keep (docs/performance.md keeps only what a GPU
 measured faster). Rows are matched by name; a row in one file only is listed as such. Both files
 must come from the same device (the tool refuses otherwise: a ratio across cards says nothing).
+Then the new file's variants side by side: rows whose names differ only by a trailing
+parenthesised tag ("layernorm_backward bf16" and "layernorm_backward bf16 (warp a row)"; "... (bias
+kernels)" and "... (bias epilogue)") are timings of alternatives in one run, each given over the
+fastest of its group, which says which one a kernel's default should be.
 
 usage: python3 tools/kernel_bench_delta.py BASELINE.json NEW.json [--slower 1.05] [--out DELTA.json]
 Exit 0 (slower rows are reported, not an error); 2 with one line on a missing or malformed file.
@@ -40,6 +44,15 @@ def load(path):
     return data, times
 
 
+def variant_groups(times):
+    """{stem: [(name, ms), ...]} for the stems (a name less a trailing ' (...)') with two or more rows."""
+    groups = {}
+    for name, ms in times.items():
+        stem = name[:name.rindex(" (")] if name.endswith(")") and " (" in name else name
+        groups.setdefault(stem, []).append((name, ms))
+    return {stem: rows for stem, rows in groups.items() if len(rows) > 1}
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("baseline")
@@ -69,11 +82,22 @@ def main():
         flag = "  SLOWER" if r["name"] in slower else ""
         print(f"  {r['name']:<{width}}  {b:>9}  {n:>9}  {ratio}{flag}")
     print(f"{len(slower)} slower: {', '.join(slower)}" if slower else "none slower")
+    variants = []
+    for stem, group in variant_groups(new_ms).items():
+        fastest = min(ms for _, ms in group)
+        variants.append({"stem": stem, "rows": [{"name": n, "ms": ms, "over_fastest": ms / fastest} for n, ms in group],
+                         "fastest": min(group, key=lambda r: r[1])[0]})
+    if variants:
+        print("variants in the new run (median ms; over the fastest of each group):")
+        for v in variants:
+            for r in v["rows"]:
+                mark = "  FASTEST" if r["name"] == v["fastest"] else ""
+                print(f"  {r['name']:<{width}}  {r['ms']:>9.4f}  {r['over_fastest']:.3f}x{mark}")
     if a.out:
         with open(a.out, "w") as f:
             json.dump({"device": new.get("device"), "baseline_commit": base.get("commit"),
                        "new_commit": new.get("commit"), "slower_threshold": a.slower, "rows": rows,
-                       "slower": slower}, f, indent=1)
+                       "slower": slower, "variants": variants}, f, indent=1)
     return 0
 
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """tools/kernel_bench_delta.py on synthetic zt_bench_kernels results: rows matched by name, the
 ratio new over baseline, the rows above the threshold flagged (and only those), rows in one file
-listed as such, the JSON written; a file of another device, a missing file, a non-JSON file and a
+listed as such, the new run's variants (a stem and its tagged twins) each over the fastest, the
+JSON written; a file of another device, a missing file, a non-JSON file and a
 file without a 'kernels' list each exit 2 with one line naming the file."""
 import json
 import os
@@ -33,24 +34,37 @@ def main():
     with tempfile.TemporaryDirectory() as d:
         base, new, other = (os.path.join(d, n) for n in ("base.json", "new.json", "other.json"))
         result(base, "NVIDIA H200", "a" * 40, {"ce bf16": 0.922, "ln bwd": 0.0256, "rope": 0.140, "gone": 1.0})
-        result(new, "NVIDIA H200", "b" * 40, {"ce bf16": 0.450, "ln bwd": 0.0300, "rope": 0.141, "added": 2.0})
+        result(new, "NVIDIA H200", "b" * 40, {"ce bf16": 0.450, "ln bwd": 0.0300, "rope": 0.141, "added": 2.0,
+                                              "ln bwd (warp a row)": 0.0250, "fc (bias kernels)": 0.2,
+                                              "fc (bias epilogue)": 0.1})
         result(other, "NVIDIA H100 80GB HBM3", "c" * 40, {"ce bf16": 1.0})
         out = os.path.join(d, "delta.json")
         r = run(base, new, "--out", out)
         c.check(r.returncode == 0, f"exit 0 (got {r.returncode}: {r.stderr.strip()})")
-        lines = {line.split()[0]: line for line in r.stdout.splitlines() if line.startswith("  ")}
-        c.check("0.488x" in lines.get("ce", ""), "ce bf16 at 0.450 / 0.922 = 0.488x")
-        c.check("SLOWER" in lines.get("ln", ""), "ln bwd (1.17x) flagged slower")
+        table = r.stdout.split("variants in the new run")[0]  # the rows against the baseline
+        lines = {line[2:].split("  ")[0].strip(): line for line in table.splitlines() if line.startswith("  ")}
+        c.check("0.488x" in lines.get("ce bf16", ""), "ce bf16 at 0.450 / 0.922 = 0.488x")
+        c.check("SLOWER" in lines.get("ln bwd", ""), "ln bwd (1.17x) flagged slower")
         c.check("SLOWER" not in lines.get("rope", "") and "1.007x" in lines.get("rope", ""),
                 "rope at 1.007x, under the 1.05 threshold, not flagged")
         c.check("only in baseline" in lines.get("gone", ""), "a baseline-only row says so")
         c.check("only in new" in lines.get("added", ""), "a new-only row says so")
-        c.check(r.stdout.strip().endswith("1 slower: ln bwd"), "the closing line names the slower rows")
+        c.check("1 slower: ln bwd" in r.stdout, "a closing line names the slower rows")
+        variant_lines = r.stdout.split("variants in the new run")[-1].splitlines()
+        c.check(any("ln bwd (warp a row)" in v and "1.000x" in v and "FASTEST" in v for v in variant_lines) and
+                any(v.strip().startswith("ln bwd ") and "1.200x" in v for v in variant_lines),
+                "variants: ln bwd at 1.200x its warp-a-row twin, the twin marked fastest")
+        c.check(any("fc (bias epilogue)" in v and "FASTEST" in v for v in variant_lines) and
+                any("fc (bias kernels)" in v and "2.000x" in v for v in variant_lines),
+                "variants: two tagged rows of one stem compared, the faster marked")
         delta = json.load(open(out))
-        c.check(delta["slower"] == ["ln bwd"] and len(delta["rows"]) == 5, "the JSON's rows and slower list")
+        c.check(delta["slower"] == ["ln bwd"] and len(delta["rows"]) == 8, "the JSON's rows and slower list")
+        c.check(sorted(v["stem"] for v in delta["variants"]) == ["fc", "ln bwd"] and
+                {v["stem"]: v["fastest"] for v in delta["variants"]}["ln bwd"] == "ln bwd (warp a row)",
+                "the JSON's variant groups and their fastest rows")
         c.check(abs(delta["rows"][0]["new_over_baseline"] - 0.450 / 0.922) < 1e-12, "the JSON's ratio")
         r = run(base, new, "--slower", "1.2")
-        c.check(r.stdout.strip().endswith("none slower"), "a higher threshold flags nothing")
+        c.check("none slower" in r.stdout, "a higher threshold flags nothing")
         bad_json = os.path.join(d, "bad.json")
         with open(bad_json, "w") as f:
             f.write("{not json")

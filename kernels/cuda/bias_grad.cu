@@ -70,7 +70,7 @@ bool epilogue_measures_faster(const ExecContext& ctx, const LtGemm& dw, bool dou
   KernelResources& res = resources_of(ctx);
   const std::int64_t d_elems = dw.ldd * dw.n;
   const std::int64_t d_bytes = d_elems * (dw.d_type == CUDA_R_32F ? 4 : 2);
-  if (dw.batch_count != 1 || d_bytes > kMaxTimedScratchBytes) return false;
+  if (dw.batch_count != 1 || d_bytes > res.timed_scratch_limit_bytes) return false;
   Buffer d_out = res.scratch(dtype_of(dw.d_type), d_elems), db = res.scratch(dbias.dtype, OC),
          sums = res.scratch(dbias.dtype, OC);
   const TensorView db_view = db.view(dbias.shape);

@@ -64,6 +64,10 @@ class KernelResources {
   // keeps the heuristic's first (reproducible: the timed choice may differ between runs, and with
   // it the rounding). Off unless train.deterministic is (ComputeBackend); the kernel tests keep it off.
   bool timed_gemm_search = false;
+  // The most output the timed search copies into scratch to time a product that adds into it
+  // ([Note: timed algorithm search]); larger outputs are timed on a slice of their columns. A
+  // member so the GPU tests can make small products take the slice.
+  std::int64_t timed_scratch_limit_bytes = std::int64_t{64} << 20;
   // Where the linear layers' bias gradients are summed ([Note: the bias gradient in the weight
   // product] in bias_grad.cu): the two-stage kernels (reproducible; the default), the faster of
   // those and cuBLASLt's epilogue on the weight-gradient product as timed once per configuration

@@ -14,9 +14,12 @@
 // output (beta 0) times its candidates in place: a rerun writes the same D and aux. A call that adds
 // into D (beta 1: the weight gradients, half of a step's backward products) would add once per run,
 // so its candidates write into scratch instead (out of place: C the real D, read only, D the
-// scratch, the same bytes moved as in place); an output over kMaxTimedScratchBytes (the tied head's
-// gradient: 154 MB for GPT-2, 1 GB for Llama 3.2 1B) keeps the heuristic's choice rather than hold
-// that much scratch. The search synchronises the stream a few times per configuration: a first
+// scratch, the same bytes moved as in place). An output over KernelResources::
+// timed_scratch_limit_bytes (64 MiB; the tied head's gradient: 77 MB in bf16 for GPT-2, 525 MB for
+// Llama 3.2 1B) is not copied: its candidates are timed on its first columns, as many as the limit
+// holds (a multiple of 128, at least 256: the same tiles, fewer of them), and the fastest is kept
+// only if cuBLASLt confirms it for the whole product (cublasLtMatmulAlgoCheck), else the
+// heuristic's first. The search synchronises the stream a few times per configuration: a first
 // step's cost, never a later one's.
 #include "kernels/cuda/lt_gemm.h"
 
@@ -167,6 +170,35 @@ void build_descriptors(const KernelResources& res, const LtGemm& g, LtDescriptor
   }
 }
 
+// Columns of a timing slice of g: as many of D's columns as the scratch limit holds, a multiple of
+// 128; 0 where that is under 256 or the whole product (or g has an epilogue, whose bias and aux
+// the slice would touch too, or a batch).
+std::int64_t slice_columns(const KernelResources& res, const LtGemm& g) {
+  if (g.batch_count != 1 || g.epilogue != CUBLASLT_EPILOGUE_DEFAULT) return 0;
+  const std::int64_t column_bytes = g.ldd * static_cast<std::int64_t>(g.d_type == CUDA_R_32F ? 4 : 2);
+  const std::int64_t cols = res.timed_scratch_limit_bytes / column_bytes / 128 * 128;
+  return cols >= 256 && cols < g.n ? cols : 0;
+}
+
+// The candidate to keep for g, timed on its first `cols` columns (C the real D's, D scratch):
+// op(B)'s and D's first columns start where theirs do, with the same leading dimensions. The
+// fastest is kept where cuBLASLt confirms it for the whole product, else candidate 0.
+int fastest_on_slice(const ExecContext& ctx, const LtGemm& g, const LtDescriptors& whole,
+                     const cublasLtMatmulHeuristicResult_t* candidates, int found, std::size_t ws_bytes,
+                     std::int64_t cols) {
+  KernelResources& res = detail::resources_of(ctx);
+  LtGemm slice = g;
+  slice.n = cols;
+  LtDescriptors desc;
+  build_descriptors(res, slice, desc);
+  Buffer out = res.scratch(g.d_type == CUDA_R_32F ? DType::kF32 : DType::kBF16, g.ldd * cols);
+  const int best = fastest_algorithm(ctx, slice, desc, candidates, found, ws_bytes, out.data());
+  cublasLtMatmulHeuristicResult_t check{};
+  const cublasStatus_t status = cublasLtMatmulAlgoCheck(res.cublaslt(), whole.op, whole.a, whole.b, whole.d, whole.d,
+                                                        &candidates[best].algo, &check);
+  return status == CUBLAS_STATUS_SUCCESS && check.workspaceSize <= ws_bytes ? best : 0;
+}
+
 // Queues g (into `out`, nullptr: g.D); false where `required` is false and cuBLASLt refuses g's
 // configuration (no algorithm, or the kept one refuses these operands, e.g. out of place): then
 // nothing was written but scratch and `out` (a search's timed runs).
@@ -182,9 +214,11 @@ bool queue_gemm(const ExecContext& ctx, const LtGemm& g, void* out, bool require
     // a rerun leaves the same result (beta 0), else into scratch of D's layout if small enough.
     const bool in_place = out == nullptr && g.beta == 0.0f;
     const std::int64_t d_elems = g.ldd * g.n;
-    const bool scratch_fits =
-        g.batch_count == 1 && d_elems * static_cast<std::int64_t>(element_bytes(g.d_type)) <= kMaxTimedScratchBytes;
-    const bool search = res.timed_gemm_search && (in_place || out != nullptr || scratch_fits);
+    const bool scratch_fits = g.batch_count == 1 && d_elems * static_cast<std::int64_t>(element_bytes(g.d_type)) <=
+                                                        res.timed_scratch_limit_bytes;
+    const bool whole = in_place || out != nullptr || scratch_fits;
+    const std::int64_t slice = res.timed_gemm_search && !whole ? slice_columns(res, g) : 0;
+    const bool search = res.timed_gemm_search && (whole || slice > 0);
     std::vector<cublasLtMatmulHeuristicResult_t> candidates(search ? kCandidates : 1);
     int found = 0;
     const cublasStatus_t status =
@@ -195,7 +229,9 @@ bool queue_gemm(const ExecContext& ctx, const LtGemm& g, void* out, bool require
     ZT_CHECK(found > 0, "cuBLASLt has no algorithm for m={} n={} k={} (transa {}, transb {}, epilogue {})", g.m, g.n,
              g.k, g.trans_a, g.trans_b, static_cast<int>(g.epilogue));
     int chosen = 0;
-    if (found > 1) {
+    if (found > 1 && slice > 0) {
+      chosen = fastest_on_slice(ctx, g, desc, candidates.data(), found, ws_bytes, slice);
+    } else if (found > 1) {
       // The allocator's blocks are 256-byte aligned, at least as aligned as the D the candidates
       // were asked for, so each runs on the scratch as it will on D. Out of place, a candidate
       // that cannot write D apart from C (CUBLASLT_ALGO_CAP_OUT_OF_PLACE_RESULT_SUPPORT) refuses

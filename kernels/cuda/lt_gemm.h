@@ -32,10 +32,6 @@ struct LtGemm {
   std::int64_t stride_a = 0, stride_b = 0, stride_d = 0;
 };
 
-// The largest output a timed search copies into scratch to time a product that adds into it
-// ([Note: timed algorithm search] in lt_gemm.cu).
-constexpr std::int64_t kMaxTimedScratchBytes = std::int64_t{64} << 20;
-
 // Queues g on ctx's stream, D into g.D.
 void run_gemm(const ExecContext& ctx, const LtGemm& g);
 

@@ -22,7 +22,7 @@ TEST_F(CudaRmsNorm, ForwardAndBackwardMatchCpu) {
                       {4099, 100},
                       {9, 2064},
                       {70, 2048},
-                      {35, 4104}}) {  // wide rows a block at a time: one and two groups a thread, and past that
+                      {35, 4104}}) {  // a block a row: one and two groups a thread, and past it (warp a row)
     for (std::int64_t off : {0, 1}) {
       SCOPED_TRACE(::testing::Message() << "N=" << N << " C=" << C << " offset=" << off);
       std::vector<float> x = rng.normal(N * C, 0.5f, 2.0f), w = rng.normal(C, 1.0f, 0.3f), g = rng.normal(N * C);

@@ -68,6 +68,7 @@ class KernelResources {
   // ([Note: timed algorithm search]); larger outputs are timed on a slice of their columns. A
   // member so the GPU tests can make small products take the slice.
   std::int64_t timed_scratch_limit_bytes = std::int64_t{64} << 20;
+  std::int64_t timed_slice_searches = 0;  // configurations timed on a slice (tests)
   // Where the linear layers' bias gradients are summed ([Note: the bias gradient in the weight
   // product] in bias_grad.cu): the two-stage kernels (reproducible; the default), the faster of
   // those and cuBLASLt's epilogue on the weight-gradient product as timed once per configuration

@@ -18,7 +18,7 @@
 // timed_scratch_limit_bytes (64 MiB; the tied head's gradient: 77 MB in bf16 for GPT-2, 525 MB for
 // Llama 3.2 1B) is not copied: its candidates are timed on its first columns, as many as the limit
 // holds (a multiple of 128, at least 256: the same tiles, fewer of them), and the fastest is kept
-// only if cuBLASLt confirms it for the whole product (cublasLtMatmulAlgoCheck), else the
+// after a check against the whole product's descriptors (cublasLtMatmulAlgoCheck), else the
 // heuristic's first. The search synchronises the stream a few times per configuration: a first
 // step's cost, never a later one's.
 #include "kernels/cuda/lt_gemm.h"
@@ -181,8 +181,10 @@ std::int64_t slice_columns(const KernelResources& res, const LtGemm& g) {
 }
 
 // The candidate to keep for g, timed on its first `cols` columns (C the real D's, D scratch):
-// op(B)'s and D's first columns start where theirs do, with the same leading dimensions. The
-// fastest is kept where cuBLASLt confirms it for the whole product, else candidate 0.
+// op(B)'s and D's first columns start where theirs do, with the same leading dimensions. Every
+// candidate came from the heuristic for the whole product; a candidate the slice refuses is
+// skipped, and the fastest is also checked against the whole product's descriptors and
+// workspace (else candidate 0).
 int fastest_on_slice(const ExecContext& ctx, const LtGemm& g, const LtDescriptors& whole,
                      const cublasLtMatmulHeuristicResult_t* candidates, int found, std::size_t ws_bytes,
                      std::int64_t cols) {
@@ -193,6 +195,7 @@ int fastest_on_slice(const ExecContext& ctx, const LtGemm& g, const LtDescriptor
   build_descriptors(res, slice, desc);
   Buffer out = res.scratch(g.d_type == CUDA_R_32F ? DType::kF32 : DType::kBF16, g.ldd * cols);
   const int best = fastest_algorithm(ctx, slice, desc, candidates, found, ws_bytes, out.data());
+  ++res.timed_slice_searches;
   cublasLtMatmulHeuristicResult_t check{};
   const cublasStatus_t status = cublasLtMatmulAlgoCheck(res.cublaslt(), whole.op, whole.a, whole.b, whole.d, whole.d,
                                                         &candidates[best].algo, &check);

@@ -41,8 +41,6 @@ using matmul::kBiasThreads;
 
 constexpr int kTimedRuns = 3;  // each way, back to back between one pair of events
 
-DType dtype_of(cudaDataType_t t) { return t == CUDA_R_32F ? DType::kF32 : DType::kBF16; }
-
 // dw with the bias-gradient epilogue writing the sums into `sums` (dw's output type).
 LtGemm with_bias_epilogue(const LtGemm& dw, bool dout_is_a, void* sums) {
   LtGemm e = dw;
@@ -68,11 +66,8 @@ bool epilogue_route(const ExecContext& ctx, const LtGemm& dw, bool dout_is_a, Te
 bool epilogue_measures_faster(const ExecContext& ctx, const LtGemm& dw, bool dout_is_a, TensorView dbias,
                               TensorView dout, std::int64_t rows, int OC) {
   KernelResources& res = resources_of(ctx);
-  const std::int64_t d_elems = dw.ldd * dw.n;
-  const std::int64_t d_bytes = d_elems * (dw.d_type == CUDA_R_32F ? 4 : 2);
-  if (dw.batch_count != 1 || d_bytes > res.timed_scratch_limit_bytes) return false;
-  Buffer d_out = res.scratch(dtype_of(dw.d_type), d_elems), db = res.scratch(dbias.dtype, OC),
-         sums = res.scratch(dbias.dtype, OC);
+  if (!output_fits_scratch(ctx, dw)) return false;
+  Buffer d_out = output_scratch(ctx, dw, dw.n), db = res.scratch(dbias.dtype, OC), sums = res.scratch(dbias.dtype, OC);
   const TensorView db_view = db.view(dbias.shape);
   // Warm-ups, which also run each product's own timed algorithm search (into d_out). Either way
   // may be refused out of place (no candidate writes D apart from C): then the kernels stay.

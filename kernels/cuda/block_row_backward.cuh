@@ -135,4 +135,12 @@ __global__ void __launch_bounds__(kBlockRowThreads, 2)  // 2: at most 128 regist
   }
 }
 
+// The block-a-row kernel for rows of `groups` 16-byte groups (at most kBlockRowMaxGroups), to
+// launch with block_row_threads(groups) threads: one group a thread, or two past kBlockRowThreads.
+template <class Norm, typename T, typename P, int kVec, int kRowsPerChunk>
+auto block_rows_kernel(std::int64_t groups) {
+  return groups <= kBlockRowThreads ? norm_backward_block_rows<Norm, T, P, kVec, 1, kRowsPerChunk>
+                                    : norm_backward_block_rows<Norm, T, P, kVec, 2, kRowsPerChunk>;
+}
+
 }  // namespace zt::cuda::detail

@@ -132,9 +132,7 @@ void layernorm_backward(const ExecContext& ctx, TensorView dinp, TensorView dwei
     if (vec && rows == NormBackwardRows::kBlock && groups <= detail::kBlockRowMaxGroups) {
       // [Note: a block a row] in block_row_backward.cuh.
       const auto kernel =
-          groups <= detail::kBlockRowThreads
-              ? detail::norm_backward_block_rows<detail::ln::LayerNormRows<kWide>, T, P, kWide, 1, kRowsPerChunk>
-              : detail::norm_backward_block_rows<detail::ln::LayerNormRows<kWide>, T, P, kWide, 2, kRowsPerChunk>;
+          detail::block_rows_kernel<detail::ln::LayerNormRows<kWide>, T, P, kWide, kRowsPerChunk>(groups);
       kernel<<<grid, detail::block_row_threads(groups), 0, stream>>>(
           di, partials.as<float>(), g, x, w, mean.as<float>(), rstd.as<float>(), d.rows, d.cols);
     } else {

@@ -186,9 +186,10 @@ __device__ __forceinline__ void add_dinp(detail::ActVec<T, kVec>& dv, const deta
   }
 }
 
-// LayerNorm's arithmetic for norm_backward_block_rows ([Note: a block a row] in
-// block_row_backward.cuh): the row's two sums, dinp's update, and the dweight and dbias partials,
-// each the expression layernorm_backward_chunk uses.
+// LayerNorm's backward arithmetic, for both chunk kernels (norm_backward_block_rows, [Note: a block
+// a row] in block_row_backward.cuh, and layernorm_backward_chunk below): the row's two sums, dinp's
+// update, and the dweight and dbias partials, written once so the two kernels' partials are the
+// same bits.
 template <int kVec>
 struct LayerNormRows {
   static constexpr int kSums = 2, kPartials = 2;
@@ -261,17 +262,13 @@ __global__ void __launch_bounds__(kBackwardThreads, 2)
   float* dw_part = partials + blockIdx.x * std::int64_t{2} * C;
   float* db_part = dw_part + C;
   for (int q = threadIdx.x; q < groups; q += kBackwardThreads) {
-    PartialVec dw{}, db{};
+    PartialVec dw_db[LayerNormRows<kVec>::kPartials]{};
     detail::column_pass<T, kVec>(dout, inp, mean, rstd, row0, rows, q, C,
                                  [&](const Vec& gv, const Vec& xv, float row_mean, float row_rstd) {
-#pragma unroll
-                                   for (int i = 0; i < kVec; ++i) {
-                                     dw[i] += gv[i] * ((xv[i] - row_mean) * row_rstd);
-                                     db[i] += gv[i];
-                                   }
+                                   LayerNormRows<kVec>::add_partials(dw_db, gv, xv, {row_mean, row_rstd});
                                  });
-    dw.store(dw_part + q * kVec);
-    db.store(db_part + q * kVec);
+    dw_db[0].store(dw_part + q * kVec);
+    dw_db[1].store(db_part + q * kVec);
   }
 }
 

@@ -175,7 +175,7 @@ void build_descriptors(const KernelResources& res, const LtGemm& g, LtDescriptor
 // the slice would touch too, or a batch).
 std::int64_t slice_columns(const KernelResources& res, const LtGemm& g) {
   if (g.batch_count != 1 || g.epilogue != CUBLASLT_EPILOGUE_DEFAULT) return 0;
-  const std::int64_t column_bytes = g.ldd * static_cast<std::int64_t>(g.d_type == CUDA_R_32F ? 4 : 2);
+  const std::int64_t column_bytes = g.ldd * static_cast<std::int64_t>(element_bytes(g.d_type));
   const std::int64_t cols = res.timed_scratch_limit_bytes / column_bytes / 128 * 128;
   return cols >= 256 && cols < g.n ? cols : 0;
 }
@@ -193,7 +193,7 @@ int fastest_on_slice(const ExecContext& ctx, const LtGemm& g, const LtDescriptor
   slice.n = cols;
   LtDescriptors desc;
   build_descriptors(res, slice, desc);
-  Buffer out = res.scratch(g.d_type == CUDA_R_32F ? DType::kF32 : DType::kBF16, g.ldd * cols);
+  Buffer out = output_scratch(ctx, g, cols);
   const int best = fastest_algorithm(ctx, slice, desc, candidates, found, ws_bytes, out.data());
   ++res.timed_slice_searches;
   cublasLtMatmulHeuristicResult_t check{};
@@ -216,10 +216,7 @@ bool queue_gemm(const ExecContext& ctx, const LtGemm& g, void* out, bool require
     // [Note: timed algorithm search]: into `out` where given (scratch by contract), in place where
     // a rerun leaves the same result (beta 0), else into scratch of D's layout if small enough.
     const bool in_place = out == nullptr && g.beta == 0.0f;
-    const std::int64_t d_elems = g.ldd * g.n;
-    const bool scratch_fits = g.batch_count == 1 && d_elems * static_cast<std::int64_t>(element_bytes(g.d_type)) <=
-                                                        res.timed_scratch_limit_bytes;
-    const bool whole = in_place || out != nullptr || scratch_fits;
+    const bool whole = in_place || out != nullptr || output_fits_scratch(ctx, g);
     const std::int64_t slice = res.timed_gemm_search && !whole ? slice_columns(res, g) : 0;
     const bool search = res.timed_gemm_search && (whole || slice > 0);
     std::vector<cublasLtMatmulHeuristicResult_t> candidates(search ? kCandidates : 1);
@@ -240,8 +237,7 @@ bool queue_gemm(const ExecContext& ctx, const LtGemm& g, void* out, bool require
       // that cannot write D apart from C (CUBLASLT_ALGO_CAP_OUT_OF_PLACE_RESULT_SUPPORT) refuses
       // and is skipped.
       const bool own_scratch = !in_place && out == nullptr;
-      Buffer timed_out =
-          own_scratch ? res.scratch(g.d_type == CUDA_R_32F ? DType::kF32 : DType::kBF16, d_elems) : Buffer{};
+      Buffer timed_out = own_scratch ? output_scratch(ctx, g, g.n) : Buffer{};
       void* target = in_place ? g.D : (own_scratch ? timed_out.data() : out);
       chosen = fastest_algorithm(ctx, g, desc, candidates.data(), found, ws_bytes, target);
     }
@@ -254,6 +250,15 @@ bool queue_gemm(const ExecContext& ctx, const LtGemm& g, void* out, bool require
 }
 
 }  // namespace
+
+Buffer output_scratch(const ExecContext& ctx, const LtGemm& g, std::int64_t columns) {
+  return detail::resources_of(ctx).scratch(g.d_type == CUDA_R_32F ? DType::kF32 : DType::kBF16, g.ldd * columns);
+}
+
+bool output_fits_scratch(const ExecContext& ctx, const LtGemm& g) {
+  return g.batch_count == 1 && g.ldd * g.n * static_cast<std::int64_t>(element_bytes(g.d_type)) <=
+                                   detail::resources_of(ctx).timed_scratch_limit_bytes;
+}
 
 KernelResources::GemmKey gemm_key(const ExecContext& ctx, const LtGemm& g) {
   const KernelResources& res = detail::resources_of(ctx);

@@ -6,6 +6,7 @@
 
 #include <cublasLt.h>
 
+#include "engine/base/core/buffer.h"
 #include "kernels/cuda/kernel_resources.h"
 #include "kernels/exec_context.h"
 
@@ -41,6 +42,13 @@ void run_gemm(const ExecContext& ctx, const LtGemm& g);
 // not 0): out of place, for timing a product that adds into g.D; a first call's algorithm search
 // times its candidates there too.
 bool run_gemm_if_supported(const ExecContext& ctx, const LtGemm& g, void* out = nullptr);
+
+// Scratch of g's output type for its first `columns` columns (ldd elements each): where a timed
+// run of a product that adds into g.D writes instead ([Note: timed algorithm search]).
+Buffer output_scratch(const ExecContext& ctx, const LtGemm& g, std::int64_t columns);
+
+// Whether all of g's output fits KernelResources::timed_scratch_limit_bytes (an unbatched g).
+bool output_fits_scratch(const ExecContext& ctx, const LtGemm& g);
 
 // g's product configuration: every value its descriptors and preferences are made of (pointers
 // through their alignments), the key of KernelResources' per-configuration choices.

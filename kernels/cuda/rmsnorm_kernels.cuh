@@ -112,56 +112,9 @@ __device__ __forceinline__ void add_row_sum(const Vec& gv, const Vec& xv, const 
   for (int i = 0; i < kVec; ++i) sum += (gv[i] * wv[i]) * (xv[i] * s);
 }
 
-// One block per chunk of kRowsPerChunk rows; partials [num_chunks, C]. dinp accumulates as
-// round(widen(old) + contribution) for bf16. Loads go in batches as in LayerNorm's backward
-// ([Note: loads in batches] in row_batches.cuh; kWholeRow where C / kVec <= 32 kRowBatch).
-template <typename T, typename P, int kVec, bool kWholeRow = false>
-__global__ void __launch_bounds__(kBackwardThreads, 2)
-    rmsnorm_backward_chunk(T* dinp, float* partials, const T* dout, const T* inp, const P* weight, const float* rstd,
-                           std::int64_t N, int C) {
-  using Vec = detail::ActVec<T, kVec>;
-  using ParamVec = detail::ActVec<P, kVec>;
-  using PartialVec = detail::FloatVec<kVec>;
-  const int lane = threadIdx.x % detail::kWarpSize, warp = threadIdx.x / detail::kWarpSize;
-  constexpr int kWarps = kBackwardThreads / detail::kWarpSize;
-  const std::int64_t row0 = blockIdx.x * std::int64_t{kRowsPerChunk};
-  const int rows = static_cast<int>(N - row0 < kRowsPerChunk ? N - row0 : kRowsPerChunk);
-  const int groups = C / kVec;
-  for (int r = warp; r < rows; r += kWarps) {
-    const std::int64_t row = row0 + r;
-    const T* g = dout + row * C;
-    const T* x = inp + row * C;
-    const float s = rstd[row];
-    detail::RowBatch<T, P, kVec> rb;
-    float dnorm_norm_sum = 0.0f;
-    detail::row_pass(rb, g, x, weight, lane, groups, [&](const Vec& gv, const Vec& xv, const ParamVec& wv) {
-      add_row_sum<kVec>(gv, xv, wv, s, dnorm_norm_sum);
-    });
-    const float dnorm_norm_mean = detail::warp_sum(dnorm_norm_sum) / static_cast<float>(C);
-    detail::dinp_pass<kWholeRow>(rb, dinp + row * C, g, x, weight, lane, groups,
-                                 [&](Vec& dv, const Vec& gv, const Vec& xv, const ParamVec& wv) {
-#pragma unroll
-                                   for (int i = 0; i < kVec; ++i) {
-                                     dv[i] += s * (gv[i] * wv[i] - (xv[i] * s) * dnorm_norm_mean);
-                                   }
-                                 });
-  }
-  // A thread per group of kVec columns, rows in order, loaded kPartialRowBatch at a time.
-  float* dw_part = partials + blockIdx.x * std::int64_t{C};
-  for (int q = threadIdx.x; q < groups; q += kBackwardThreads) {
-    PartialVec dw{};
-    detail::column_pass<T, kVec>(dout, inp, nullptr, rstd, row0, rows, q, C,
-                                 [&](const Vec& gv, const Vec& xv, float, float row_rstd) {
-#pragma unroll
-                                   for (int i = 0; i < kVec; ++i) dw[i] += gv[i] * (xv[i] * row_rstd);
-                                 });
-    dw.store(dw_part + q * kVec);
-  }
-}
-
-// RMSNorm's arithmetic for norm_backward_block_rows ([Note: a block a row] in
-// block_row_backward.cuh): the row's one sum, dinp's update and the dweight partial, each the
-// expression the warp-a-row kernel above uses.
+// RMSNorm's backward arithmetic, for both chunk kernels (norm_backward_block_rows, [Note: a block
+// a row] in block_row_backward.cuh, and rmsnorm_backward_chunk below): the row's one sum, dinp's
+// update and the dweight partial, written once so the two kernels' partials are the same bits.
 template <int kVec>
 struct RmsNormRows {
   static constexpr int kSums = 1, kPartials = 1;
@@ -192,6 +145,49 @@ struct RmsNormRows {
     for (int i = 0; i < kVec; ++i) p[0][i] += gv[i] * (xv[i] * st.s);
   }
 };
+
+// One block per chunk of kRowsPerChunk rows; partials [num_chunks, C]. dinp accumulates as
+// round(widen(old) + contribution) for bf16. Loads go in batches as in LayerNorm's backward
+// ([Note: loads in batches] in row_batches.cuh; kWholeRow where C / kVec <= 32 kRowBatch).
+template <typename T, typename P, int kVec, bool kWholeRow = false>
+__global__ void __launch_bounds__(kBackwardThreads, 2)
+    rmsnorm_backward_chunk(T* dinp, float* partials, const T* dout, const T* inp, const P* weight, const float* rstd,
+                           std::int64_t N, int C) {
+  using Vec = detail::ActVec<T, kVec>;
+  using ParamVec = detail::ActVec<P, kVec>;
+  using PartialVec = detail::FloatVec<kVec>;
+  using Norm = RmsNormRows<kVec>;
+  const int lane = threadIdx.x % detail::kWarpSize, warp = threadIdx.x / detail::kWarpSize;
+  constexpr int kWarps = kBackwardThreads / detail::kWarpSize;
+  const std::int64_t row0 = blockIdx.x * std::int64_t{kRowsPerChunk};
+  const int rows = static_cast<int>(N - row0 < kRowsPerChunk ? N - row0 : kRowsPerChunk);
+  const int groups = C / kVec;
+  for (int r = warp; r < rows; r += kWarps) {
+    const std::int64_t row = row0 + r;
+    const T* g = dout + row * C;
+    const T* x = inp + row * C;
+    const float s = rstd[row];
+    detail::RowBatch<T, P, kVec> rb;
+    float dnorm_norm_sum = 0.0f;
+    detail::row_pass(rb, g, x, weight, lane, groups, [&](const Vec& gv, const Vec& xv, const ParamVec& wv) {
+      add_row_sum<kVec>(gv, xv, wv, s, dnorm_norm_sum);
+    });
+    const float dnorm_norm_mean = detail::warp_sum(dnorm_norm_sum) / static_cast<float>(C);
+    const float means[Norm::kSums] = {dnorm_norm_mean};
+    detail::dinp_pass<kWholeRow>(
+        rb, dinp + row * C, g, x, weight, lane, groups,
+        [&](Vec& dv, const Vec& gv, const Vec& xv, const ParamVec& wv) { Norm::update(dv, gv, xv, wv, {s}, means); });
+  }
+  // A thread per group of kVec columns, rows in order, loaded kPartialRowBatch at a time.
+  float* dw_part = partials + blockIdx.x * std::int64_t{C};
+  for (int q = threadIdx.x; q < groups; q += kBackwardThreads) {
+    PartialVec dw[Norm::kPartials]{};
+    detail::column_pass<T, kVec>(
+        dout, inp, nullptr, rstd, row0, rows, q, C,
+        [&](const Vec& gv, const Vec& xv, float, float row_rstd) { Norm::add_partials(dw, gv, xv, {row_rstd}); });
+    dw[0].store(dw_part + q * kVec);
+  }
+}
 
 // dweight of type D: float, or bf16 (added in place into bf16 storage: one rounding). The chunks'
 // partials added in a fixed order (chunk_partials.cuh); grid partial_blocks(C), kPartialThreads.

@@ -123,9 +123,7 @@ void run_shape(Rng& rng, std::int64_t N, std::int64_t C) {
       std::vector<T> b_dinp = device_values<T>(dinp0);
       std::vector<float> b_partials(partials.size(), NAN);
       const auto kernel =
-          groups <= cuda::detail::kBlockRowThreads
-              ? cuda::detail::norm_backward_block_rows<ln::LayerNormRows<kVec>, T, P, kVec, 1, ln::kRowsPerChunk>
-              : cuda::detail::norm_backward_block_rows<ln::LayerNormRows<kVec>, T, P, kVec, 2, ln::kRowsPerChunk>;
+          cuda::detail::block_rows_kernel<ln::LayerNormRows<kVec>, T, P, kVec, ln::kRowsPerChunk>(groups);
       simt::launch(dim3(static_cast<unsigned>(chunks)), cuda::detail::block_row_threads(groups), 0, kernel,
                    b_dinp.data(), b_partials.data(), dout_t.data(), x_t.data(), w.data(), g_mean.data(), g_rstd.data(),
                    N, static_cast<int>(C));

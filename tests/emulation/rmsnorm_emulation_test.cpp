@@ -95,9 +95,7 @@ void run_shape(Rng& rng, std::int64_t N, std::int64_t C) {
       std::vector<float> partials_b(partials.size(), NAN);
       const float* no_mean = nullptr;
       const auto kernel =
-          groups <= cuda::detail::kBlockRowThreads
-              ? cuda::detail::norm_backward_block_rows<rms::RmsNormRows<kVec>, T, P, kVec, 1, rms::kRowsPerChunk>
-              : cuda::detail::norm_backward_block_rows<rms::RmsNormRows<kVec>, T, P, kVec, 2, rms::kRowsPerChunk>;
+          cuda::detail::block_rows_kernel<rms::RmsNormRows<kVec>, T, P, kVec, rms::kRowsPerChunk>(groups);
       simt::launch(dim3(static_cast<unsigned>(chunks)), cuda::detail::block_row_threads(groups), 0, kernel,
                    dinp_b.data(), partials_b.data(), dout.data(), x.data(), w.data(), no_mean, rstd_c.data(), N,
                    static_cast<int>(C));

@@ -9,6 +9,8 @@
 #include <memory>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "engine/base/core/memory_tracker.h"
 #include "kernels/contracts/blas_description.h"
 #include "kernels/exec_context.h"
@@ -56,6 +58,9 @@ class ComputeBackend {
   // "cpu (2 threads)" or "cuda:0 (NVIDIA H100 80GB HBM3, ...)", with ", tf32 matmuls" or
   // ", bf16 matmuls" when fp32 products are not exact and ", GELU in matmul epilogues".
   const std::string& description() const { return description_; }
+  // What the CUDA kernels chose by timing so far (cuda::KernelResources::choices_summary); an empty
+  // object on the CPU.
+  nlohmann::json kernel_choices() const;
 
  private:
   // The CUDA half of the constructor: opens device `device_index` (or refuses, naming the config

@@ -22,4 +22,6 @@ void ComputeBackend::open_cuda(int, int, MemoryTracker&, const KernelChoices&) {
   throw_input_error("device = \"cuda\": this build has no CUDA backend (nvcc was not found when it was configured)");
 }
 
+nlohmann::json ComputeBackend::kernel_choices() const { return nlohmann::json::object(); }
+
 }  // namespace zt

@@ -65,6 +65,14 @@ def top_ops_lines(profile, engine, n=12):
         lines.append(f"  communication in flight: {comm['busy_ms_per_step']:.3f} ms/step, "
                      f"{comm['overlapped_ms_per_step']:.3f} overlapped with compute, "
                      f"{comm['exposed_ms_per_step']:.3f} exposed")
+    choices = profile.get("kernel_choices")
+    if choices:
+        lines.append(f"  kernels chosen by timing: {choices.get('gemm_configurations', 0)} product configurations "
+                     f"searched ({choices.get('timed_slice_searches', 0)} on a slice); bias gradients in the "
+                     f"epilogue for {choices.get('bias_grad_configurations_epilogue_faster', 0)} of "
+                     f"{choices.get('bias_grad_configurations_timed', 0)} timed configurations")
+        for c in choices.get("norm_backward_choices", []):
+            lines.append(f"  {c['norm']} backward [{c['rows']}, {c['cols']}] {c['activations']}: {c['kernel']}")
     return lines
 
 

@@ -17,10 +17,12 @@ tools/bench_gpu.py (its engines and report code), GPU state beside every block. 
 (6 N + 6 L C T) / 989 TFLOP/s, N every parameter (the tied table once).
 
 Writes docs/results/gpu_llama_bench_<device>.json (--out), rewritten after every round, with
-zerotrain_over_fsdp2_tokens_per_s (target >= 1.1).
+zerotrain_over_fsdp2_tokens_per_s (target >= 1.1). Where the time goes: right after round 1, a
+separate zerotrain run with log.profile_ops (CUDA events around every op, and the kernels it chose
+by timing) puts its op_profile.json into zerotrain's row; --no-profile skips it.
 
 usage: python3 tools/bench_llama_gpu.py [--zerotrain build/zerotrain] [--batch B] [--rounds 3]
-           [--steps 6] [--warmup 2] [--python python3] [--out FILE]
+           [--steps 6] [--warmup 2] [--python python3] [--out FILE] [--no-profile]
 """
 import argparse
 import datetime
@@ -30,6 +32,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import time
 
 import numpy as np
 
@@ -47,6 +50,7 @@ TARGET = 1.1
 # What the idle FSDP2 worker keeps on the GPU while zerotrain's blocks run: fp32 parameters, AdamW's
 # two moments and the gradients (freed between steps, counted for margin): 16 bytes a parameter.
 FSDP2_RESIDENT_BYTES_PER_PARAM = 16
+PROFILED_STEPS = 3  # timed steps of the per-op profile run (after the warm-up steps)
 
 
 def model_shape(zerotrain, sets):
@@ -82,6 +86,7 @@ def main(argv=None):
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--python", default=sys.executable, help="interpreter with torch for FSDP2")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--no-profile", action="store_true", help="no separate per-op profile run")
     ap.add_argument("--time-limit", type=float, default=None,
                     help="seconds: start another round only where the last one fits (a whole table in a budget)")
     # The harness's own test without a GPU (tests/tools/bench_gpu_test.py).
@@ -152,13 +157,31 @@ def main(argv=None):
 
     with tempfile.TemporaryDirectory() as work:
         ctx = bench_harness.Context.make(args, work, model["vocab_size"], LLAMA3_MAGIC, LLAMA3_VERSION, np.uint32)
+        began = time.monotonic()
+
+        def profile():
+            """zerotrain's per-op profile (about one block), after round 1 where the time limit leaves
+            a quarter of it."""
+            if args.time_limit is not None and time.monotonic() - began > 0.75 * args.time_limit:
+                print("no per-op profile run: round 1 left too little of the time limit", flush=True)
+                return
+            if "tokens_per_s" not in rows[0]:
+                return
+            try:
+                rows[0]["op_profile"] = zt.run(ctx, args.warmup, PROFILED_STEPS, profile=True).get("op_profile")
+            except (bench_harness.EngineError, subprocess.TimeoutExpired) as e:
+                rows[0]["op_profile_error"] = str(e)[-1000:]
+            save()
+
         args.rounds_run = meta["rounds_run"] = bench_harness.interleave(chosen, rows, ctx, tokens_per_step, flops_tok,
-                                                                    save)
+                                                                    save, None if args.no_profile else profile)
     meta["gpu_state_at_end"] = gpu_state()
     ratios = save(complete=True)
     print(f"\nLlama 3.2 1B shape, B={args.batch}, T={args.seq_len}, bf16, {args.rounds_run} interleaved rounds of "
           f"{args.steps} timed steps after {args.warmup}, on {name}")
     bench_harness.print_rows(rows, width=72)
+    if "op_profile" in rows[0]:
+        print("\n" + "\n".join(bench_harness.top_ops_lines(rows[0]["op_profile"], rows[0]["label"], n=16)))
     for k, v in ratios.items():
         print(f"{k}: {v:.3f} (target {TARGET})")
     print(f"wrote {out}")

@@ -22,12 +22,10 @@
 // kernels run.
 #include "kernels/cuda/bias_grad.h"
 
-#include <algorithm>
-
-#include "engine/base/device/cuda_stream.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/matmul_kernels.cuh"
 #include "kernels/cuda/residual.h"
+#include "kernels/cuda/timed_pair.h"
 
 namespace zt::cuda::detail {
 
@@ -38,8 +36,6 @@ using matmul::bias_grad_partials;
 using matmul::kBiasColGroups;
 using matmul::kBiasRowsPerChunk;
 using matmul::kBiasThreads;
-
-constexpr int kTimedRuns = 3;  // each way, back to back between one pair of events
 
 // dw with the bias-gradient epilogue writing the sums into `sums` (dw's output type).
 LtGemm with_bias_epilogue(const LtGemm& dw, bool dout_is_a, void* sums) {
@@ -78,23 +74,9 @@ bool epilogue_measures_faster(const ExecContext& ctx, const LtGemm& dw, bool dou
     return true;
   };
   if (!kernels_route()) return false;
-  const cudaStream_t stream = stream_of(ctx);
-  cuda::CudaEvent start(/*timing=*/true), stop(/*timing=*/true);
-  auto time_ms = [&](auto&& route) {
-    start.record(stream);
-    for (int r = 0; r < kTimedRuns; ++r) route();
-    stop.record(stream);
-    stop.synchronize();
-    return cuda::CudaEvent::elapsed_ms(start, stop);
-  };
-  float kernels_ms = -1.0f, epilogue_ms = -1.0f;
-  for (int round = 0; round < 2; ++round) {  // alternated, the best of two each
-    const float k = time_ms(kernels_route);
-    const float e = time_ms([&] { epilogue_route(ctx, dw, dout_is_a, db_view, sums, d_out.data()); });
-    kernels_ms = kernels_ms < 0.0f ? k : std::min(kernels_ms, k);
-    epilogue_ms = epilogue_ms < 0.0f ? e : std::min(epilogue_ms, e);
-  }
-  return epilogue_ms < kernels_ms;
+  const PairTimes t = time_alternated(stream_of(ctx), kernels_route,
+                                      [&] { epilogue_route(ctx, dw, dout_is_a, db_view, sums, d_out.data()); });
+  return t.second_ms < t.first_ms;
 }
 
 }  // namespace

@@ -40,6 +40,8 @@ namespace zt::cuda {
 namespace {
 
 cudaStream_t stream_of(const ExecContext& ctx) { return static_cast<cudaStream_t>(ctx.cuda_stream); }
+// The norm backwards' chunk kernel the run chose (KernelResources::norm_backward_rows).
+NormBackwardRows norm_rows_of(const ExecContext& ctx) { return ctx.cuda_resources->norm_backward_rows; }
 
 class CudaBackend final : public OpsBackend {
  public:
@@ -93,7 +95,7 @@ class CudaBackend final : public OpsBackend {
   void layernorm_backward(const ExecContext& ctx, TensorView dinp, TensorView dweight, TensorView dbias,
                           TensorView dout, TensorView inp, TensorView weight, TensorView mean,
                           TensorView rstd) const override {
-    cuda::layernorm_backward(ctx, dinp, dweight, dbias, dout, inp, weight, mean, rstd);
+    cuda::layernorm_backward(ctx, dinp, dweight, dbias, dout, inp, weight, mean, rstd, norm_rows_of(ctx));
   }
   void rmsnorm_forward(const ExecContext& ctx, TensorView out, TensorView rstd, TensorView inp, TensorView weight,
                        float eps) const override {
@@ -101,7 +103,7 @@ class CudaBackend final : public OpsBackend {
   }
   void rmsnorm_backward(const ExecContext& ctx, TensorView dinp, TensorView dweight, TensorView dout, TensorView inp,
                         TensorView weight, TensorView rstd) const override {
-    cuda::rmsnorm_backward(ctx, dinp, dweight, dout, inp, weight, rstd);
+    cuda::rmsnorm_backward(ctx, dinp, dweight, dout, inp, weight, rstd, norm_rows_of(ctx));
   }
 
   // ---- linear layers ----

@@ -28,6 +28,11 @@ int cuda_device_count() { return cuda::device_count(); }
 
 std::int64_t cuda_device_free_bytes(int index) { return static_cast<std::int64_t>(cuda::device_free_bytes(index)); }
 
+nlohmann::json ComputeBackend::kernel_choices() const {
+  if (!cuda_) return nlohmann::json::object();
+  return static_cast<const CudaParts&>(*cuda_).resources.choices_summary();
+}
+
 std::string cuda_backend_summary() {
   const int n = cuda::device_count();
   return fmt::format("cuda: built; {} device(s) visible{}", n,
@@ -55,6 +60,8 @@ void ComputeBackend::open_cuda(int device_index, int num_threads, MemoryTracker&
   parts->resources.timed_gemm_search = !choices.deterministic;
   parts->resources.bias_grad_route =
       choices.deterministic ? cuda::BiasGradRoute::kKernels : cuda::BiasGradRoute::kFastest;
+  parts->resources.norm_backward_rows =
+      choices.deterministic ? cuda::NormBackwardRows::kBlock : cuda::NormBackwardRows::kFastest;
   ctx_ = cuda::cuda_context(parts->stream.get(), parts->resources);
   ctx_.host_staging = &parts->pinned;
   cuda_ = std::move(parts);

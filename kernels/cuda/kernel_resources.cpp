@@ -18,6 +18,51 @@ KernelResources::~KernelResources() {
   if (cublaslt_ != nullptr) cublasLtDestroy(cublaslt_);
 }
 
+namespace {
+
+const char* rows_name(NormBackwardRows rows) {
+  switch (rows) {
+    case NormBackwardRows::kBlock: return "block a row";
+    case NormBackwardRows::kWarp: return "warp a row";
+    case NormBackwardRows::kFastest: return "fastest (timed)";
+  }
+  return "?";
+}
+
+const char* route_name(BiasGradRoute route) {
+  switch (route) {
+    case BiasGradRoute::kKernels: return "kernels";
+    case BiasGradRoute::kFastest: return "fastest (timed)";
+    case BiasGradRoute::kEpilogue: return "epilogue";
+  }
+  return "?";
+}
+
+}  // namespace
+
+nlohmann::json KernelResources::choices_summary() const {
+  nlohmann::json norms = nlohmann::json::array();
+  for (const auto& [key, rows] : norm_backward_choices_) {
+    norms.push_back({{"norm", key[0] == 0 ? "layernorm" : "rmsnorm"},
+                     {"activations", dtype_name(static_cast<DType>(key[1]))},
+                     {"params", dtype_name(static_cast<DType>(key[2]))},
+                     {"rows", key[3]},
+                     {"cols", key[4]},
+                     {"kernel", rows_name(rows)}});
+  }
+  std::int64_t epilogue_won = 0;
+  for (const auto& [key, epilogue] : bias_grad_in_epilogue_) epilogue_won += epilogue ? 1 : 0;
+  return {{"timed_gemm_search", timed_gemm_search},
+          {"gemm_configurations", gemm_algorithms_.size()},
+          {"timed_slice_searches", timed_slice_searches},
+          {"bias_grad_route", route_name(bias_grad_route)},
+          {"bias_grad_configurations_timed", bias_grad_in_epilogue_.size()},
+          {"bias_grad_configurations_epilogue_faster", epilogue_won},
+          {"bias_grad_epilogue_calls", bias_grad_epilogue_calls},
+          {"norm_backward_rows", rows_name(norm_backward_rows)},
+          {"norm_backward_choices", norms}};
+}
+
 Buffer KernelResources::scratch(DType dtype, std::int64_t numel) {
   return Buffer(tracker_, MemCategory::kWorkspace, dtype, numel, allocator_, /*zero_fill=*/false);
 }

@@ -9,11 +9,14 @@
 #include <map>
 #include <memory>
 
+#include <nlohmann/json.hpp>
+
 #include <cublasLt.h>
 
 #include "engine/base/core/buffer.h"
 #include "engine/base/core/device_allocator.h"
 #include "engine/base/core/memory_tracker.h"
+#include "kernels/cuda/norm_backward_rows.h"
 #include "kernels/exec_context.h"
 
 namespace zt::cuda {
@@ -75,6 +78,14 @@ class KernelResources {
   // (set with timed_gemm_search), or the epilogue wherever cuBLASLt offers it (tests).
   BiasGradRoute bias_grad_route = BiasGradRoute::kKernels;
   std::int64_t bias_grad_epilogue_calls = 0;  // bias gradients the epilogue summed (tests, benchmark)
+  // Which chunk kernel the models' LayerNorm and RMSNorm backwards run (NormBackwardRows): the
+  // block a row (reproducible; the default), or kFastest, set with timed_gemm_search ([Note: the
+  // norm backward's kernel, timed] in norm_rows_choice.cpp).
+  NormBackwardRows norm_backward_rows = NormBackwardRows::kBlock;
+  // What the run chose by timing so far, for op_profile.json: the routes asked for, how many
+  // product configurations and which norm kernels and bias-gradient routes were chosen.
+  nlohmann::json choices_summary() const;
+
   // cuDNN's handle and attention graphs, made on first use (kernels/cuda/cudnn_attention.cpp).
   std::shared_ptr<CudnnAttentionPlans> cudnn_attention_plans;
 
@@ -85,6 +96,10 @@ class KernelResources {
   std::map<GemmKey, cublasLtMatmulAlgo_t>& gemm_algorithms() { return gemm_algorithms_; }
   // BiasGradRoute::kFastest's choice per weight-gradient product configuration (true: the epilogue).
   std::map<GemmKey, bool>& bias_grad_in_epilogue() { return bias_grad_in_epilogue_; }
+  // NormBackwardRows::kFastest's choice per norm backward shape: {norm, activation and parameter
+  // dtypes, rows, columns}.
+  using NormRowsKey = std::array<std::int64_t, 5>;
+  std::map<NormRowsKey, NormBackwardRows>& norm_backward_choices() { return norm_backward_choices_; }
 
  private:
   MemoryTracker& tracker_;
@@ -93,6 +108,7 @@ class KernelResources {
   Buffer workspace_;
   std::map<GemmKey, cublasLtMatmulAlgo_t> gemm_algorithms_;
   std::map<GemmKey, bool> bias_grad_in_epilogue_;
+  std::map<NormRowsKey, NormBackwardRows> norm_backward_choices_;
 };
 
 // The ExecContext for CUDA kernels on `stream` with these resources.

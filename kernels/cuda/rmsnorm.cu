@@ -2,6 +2,7 @@
 #include "kernels/cuda/rmsnorm.h"
 
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/norm_rows_choice.h"
 #include "kernels/cuda/rmsnorm_kernels.cuh"
 
 namespace zt::cuda {
@@ -83,25 +84,33 @@ void rmsnorm_backward(const ExecContext& ctx, TensorView dinp, TensorView dweigh
     const bool vec = d.cols % kWide == 0 && detail::wide_vec_aligned(di) && detail::wide_vec_aligned(g) &&
                      detail::wide_vec_aligned(x) && detail::aligned16(partials.data()) && detail::wide_vec_aligned(w);
     const std::int64_t groups = d.cols / kWide;
-    const unsigned grid = static_cast<unsigned>(num_chunks);
-    const float* no_mean = nullptr;
-    if (vec && rows == NormBackwardRows::kBlock && groups <= detail::kBlockRowMaxGroups) {
-      // [Note: a block a row] in block_row_backward.cuh.
-      const auto kernel =
-          detail::block_rows_kernel<detail::rms::RmsNormRows<kWide>, T, P, kWide, kRowsPerChunk>(groups);
-      kernel<<<grid, detail::block_row_threads(groups), 0, stream>>>(di, partials.as<float>(), g, x, w, no_mean,
-                                                                     rstd.as<float>(), d.rows, d.cols);
-    } else {
-      // A warp a row: the row kept from its first pass where it fits a warp's batch of loads.
-      const bool whole_row = vec && groups <= std::int64_t{detail::kRowBatch} * detail::kWarpSize;
-      const auto kernel = whole_row ? detail::rms::rmsnorm_backward_chunk<T, P, kWide, true>
-                          : vec     ? detail::rms::rmsnorm_backward_chunk<T, P, kWide>
-                                    : detail::rms::rmsnorm_backward_chunk<T, P, 1>;
-      kernel<<<grid, kBackwardThreads, 0, stream>>>(di, partials.as<float>(), g, x, w, rstd.as<float>(), d.rows,
-                                                    d.cols);
-    }
+    auto launch = [&](NormBackwardRows which, T* dinp_at, float* partials_at, std::int64_t n) {
+      const auto grid = static_cast<unsigned>((n + kRowsPerChunk - 1) / kRowsPerChunk);
+      if (which == NormBackwardRows::kBlock) {
+        // [Note: a block a row] in block_row_backward.cuh.
+        const auto kernel =
+            detail::block_rows_kernel<detail::rms::RmsNormRows<kWide>, T, P, kWide, kRowsPerChunk>(groups);
+        const float* no_mean = nullptr;
+        kernel<<<grid, detail::block_row_threads(groups), 0, stream>>>(dinp_at, partials_at, g, x, w, no_mean,
+                                                                       rstd.as<float>(), n, d.cols);
+      } else {
+        // A warp a row: the row kept from its first pass where it fits a warp's batch of loads.
+        const bool whole_row = vec && groups <= std::int64_t{detail::kRowBatch} * detail::kWarpSize;
+        const auto kernel = whole_row ? detail::rms::rmsnorm_backward_chunk<T, P, kWide, true>
+                            : vec     ? detail::rms::rmsnorm_backward_chunk<T, P, kWide>
+                                      : detail::rms::rmsnorm_backward_chunk<T, P, 1>;
+        kernel<<<grid, kBackwardThreads, 0, stream>>>(dinp_at, partials_at, g, x, w, rstd.as<float>(), n, d.cols);
+      }
+      ZT_CUDA_CHECK_LAUNCH();
+    };
+    const detail::NormRowsShape shape{1, dtype, weight.dtype, d.rows, d.cols, kRowsPerChunk, std::int64_t{d.cols}};
+    const NormBackwardRows which =
+        detail::resolve_norm_backward_rows(ctx, rows, vec && groups <= detail::kBlockRowMaxGroups, shape,
+                                           [&](NormBackwardRows w_rows, void* at, float* p_at, std::int64_t n) {
+                                             launch(w_rows, static_cast<T*>(at), p_at, n);
+                                           });
+    launch(which, di, partials.as<float>(), d.rows);
   });
-  ZT_CUDA_CHECK_LAUNCH();
   detail::dispatch_activation(dweight.dtype, [&](auto type) {
     using D = typename decltype(type)::type;
     detail::rms::rmsnorm_backward_params<D><<<detail::partial_blocks(d.cols), detail::kPartialThreads, 0, stream>>>(

@@ -4,7 +4,10 @@
 // bf16_bound.h's bound, and their parameter gradients bit for bit the same (the same per-column
 // order and arithmetic), at GPT-2's C = 768 and Llama 3.2 1B's 2048 (a thread a group), 2064 (two
 // groups a thread), 4104 (past the block kernel: both launch the warp kernels), row counts that
-// leave the last chunk's batch partial, and a misaligned offset (the scalar kernels).
+// leave the last chunk's batch partial, and a misaligned offset (the scalar kernels); and
+// NormBackwardRows::kFastest ([Note: the norm backward's kernel, timed] in
+// kernels/cuda/norm_rows_choice.cpp): its timing leaves the caller's gradients as the chosen kernel
+// alone writes them.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -104,6 +107,59 @@ TEST_F(CudaBf16NormRows, RmsNormBackwardBlockAndWarpKernelsAgree) {
       }
     }
   }
+}
+
+// kFastest times both kernels into scratch on a shape's first call (here on a slice: the limit
+// lowered below dinp's size) and then runs the faster: dinp and the parameter gradients must be
+// bit for bit what that kernel alone writes from the same start, on the first call and on a
+// later one, which must not time again.
+TEST_F(CudaBf16NormRows, TimedChoiceWritesWhatTheChosenKernelWrites) {
+  ZT_SEEDED_RNG(rng);
+  const std::int64_t N = 1000, C = 768;
+  const Shape nc{N, C}, n{N}, c{C};
+  resources_->timed_scratch_limit_bytes = 96 * C * 2;  // 96 of the 1000 bf16 rows
+  std::vector<bf16> x = rounded(rng.normal(N * C, 1.0f, 2.0f));
+  const std::vector<bf16> g = rounded(rng.normal(N * C)), dx0 = rounded(rng.normal(N * C));
+  std::vector<float> w = rng.normal(C), bias = rng.normal(C);
+  const std::vector<float> dw0 = rng.normal(C), db0 = rng.normal(C);
+  std::vector<bf16> out(x.size());
+  std::vector<float> mean(N), rstd(N);
+  cpu::layernorm_forward(cpu_ctx(), view_of(out, nc), view_of(mean), view_of(rstd), view_of(x, nc), view_of(w),
+                         view_of(bias));
+  Buffer gx = upload_bf16_at(0, x), gg = upload_bf16_at(0, g), gw = upload(w), gm = upload(mean), gr = upload(rstd);
+  // dinp, dweight and dbias after one LayerNorm backward from dx0, dw0, db0; RMSNorm's with rstd.
+  auto layernorm = [&](cuda::NormBackwardRows rows) {
+    Buffer gdx = upload_bf16_at(0, dx0), gdw = upload(dw0), gdb = upload(db0);
+    cuda::layernorm_backward(gpu(), gdx.view(nc), gdw.view(c), gdb.view(c), gg.view(nc), gx.view(nc), gw.view(c),
+                             gm.view(n), gr.view(n), rows);
+    std::vector<float> all = widened(download_bf16_from(gdx, 0)), dw = download_from(gdw, 0),
+                       db = download_from(gdb, 0);
+    all.insert(all.end(), dw.begin(), dw.end());
+    all.insert(all.end(), db.begin(), db.end());
+    return all;
+  };
+  auto rmsnorm = [&](cuda::NormBackwardRows rows) {
+    Buffer gdx = upload_bf16_at(0, dx0), gdw = upload(dw0);
+    cuda::rmsnorm_backward(gpu(), gdx.view(nc), gdw.view(c), gg.view(nc), gx.view(nc), gw.view(c), gr.view(n), rows);
+    std::vector<float> all = widened(download_bf16_from(gdx, 0)), dw = download_from(gdw, 0);
+    all.insert(all.end(), dw.begin(), dw.end());
+    return all;
+  };
+  const std::vector<float> ln_first = layernorm(cuda::NormBackwardRows::kFastest);
+  const std::vector<float> rms_first = rmsnorm(cuda::NormBackwardRows::kFastest);
+  auto& choices = resources_->norm_backward_choices();
+  ASSERT_EQ(choices.size(), 2u) << "one timed choice per norm and shape";
+  for (const auto& [key, chosen] : choices) {
+    const bool is_layernorm = key[0] == 0;
+    SCOPED_TRACE(is_layernorm ? "LayerNorm" : "RMSNorm");
+    ASSERT_TRUE(chosen == cuda::NormBackwardRows::kBlock || chosen == cuda::NormBackwardRows::kWarp);
+    const std::vector<float> alone = is_layernorm ? layernorm(chosen) : rmsnorm(chosen);
+    EXPECT_TRUE(bitwise_equal(is_layernorm ? ln_first : rms_first, alone)) << "the timed call against the kernel alone";
+    const std::vector<float> again =
+        is_layernorm ? layernorm(cuda::NormBackwardRows::kFastest) : rmsnorm(cuda::NormBackwardRows::kFastest);
+    EXPECT_TRUE(bitwise_equal(again, alone)) << "a later call";
+  }
+  EXPECT_EQ(choices.size(), 2u) << "a later call timed again";
 }
 
 }  // namespace

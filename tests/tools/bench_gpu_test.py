@@ -222,7 +222,7 @@ def check_llama_plumbing(checks, zerotrain, work):
     """tools/bench_llama_gpu.py without a GPU: the micro-batch it picks is the largest whose stage-3
     prediction fits 85% of the memory offered less the idle FSDP2 worker's 16 bytes a parameter,
     zerotrain and the FSDP2 worker's stand-in (its modules unwrapped on the CPU) run interleaved,
-    and the ratio is reported."""
+    the ratio is reported, and zerotrain's per-op profile is in its row."""
     small = ["device=cpu", "precision.matmul=fp32", "model.n_layer=1", "model.n_embd=64", "model.n_head=4",
              "model.n_kv_head=2", "model.intermediate_size=128", "model.vocab_size=256", "model.block_size=32",
              "train.num_threads=1"]
@@ -242,10 +242,16 @@ def check_llama_plumbing(checks, zerotrain, work):
     checks.check(all(len(r["rounds"]) == 2 and "tokens_per_s" in r for r in report["rows"]) and
                  "zerotrain_over_fsdp2_tokens_per_s" in report["ratios"],
                  f"zerotrain and the FSDP2 worker both measured, the ratio reported ({report['ratios']})")
+    zt_row = report["rows"][0]
+    checks.check(zt_row["name"] == "zerotrain-llama-s3" and zt_row.get("op_profile", {}).get("profiled_steps", 0) >= 1
+                 and "where the time goes in zerotrain stage 3" in p.stdout,
+                 f"zerotrain's row carries its per-op profile, printed after the table "
+                 f"({zt_row.get('op_profile_error', '')[-300:]})")
     predicted = report["predicted_stage3_bytes_by_batch"]
     # Free memory whose offer falls between B 8's prediction and B 12's.
     offer = ((predicted["8"] + predicted["12"]) / 2 + 16 * report["params"]) / 0.85
-    p = subprocess.run([a if a != "1e12" else str(offer) for a in cmd] + ["--rounds", "1"], capture_output=True,
+    p = subprocess.run([a if a != "1e12" else str(offer) for a in cmd] + ["--rounds", "1", "--no-profile"],
+                       capture_output=True,
                        text=True, timeout=600)
     with open(out) as f:
         report = json.load(f)
@@ -290,6 +296,17 @@ def main():
                          "the summary lists the top 3 ops and sums the rest")
             checks.check(profile["ops"][0]["op"] in lines[2] and "(outside the ops)" in lines[-1],
                          "the most expensive op comes first, the time outside the ops last")
+            checks.check(profile.get("kernel_choices") == {}, "a CPU run's profile records no timed kernel choices")
+            profile["kernel_choices"] = {  # what a CUDA run's KernelResources::choices_summary writes
+                "gemm_configurations": 5, "timed_slice_searches": 1, "bias_grad_configurations_timed": 2,
+                "bias_grad_configurations_epilogue_faster": 1,
+                "norm_backward_choices": [{"norm": "layernorm", "rows": 16384, "cols": 768, "activations": "bf16",
+                                           "params": "bf16", "kernel": "warp a row"}]}
+            text = "\n".join(bench_gpu.top_ops_lines(profile, "zerotrain stage 0", n=3))
+            checks.check("5 product configurations searched (1 on a slice)" in text and
+                         "epilogue for 1 of 2 timed" in text and
+                         "layernorm backward [16384, 768] bf16: warp a row" in text,
+                         "the summary names the kernels a CUDA run chose by timing")
 
     check_interleaving_and_partial_reports(checks)
     with tempfile.TemporaryDirectory() as work:

@@ -136,7 +136,8 @@ void report_profile(TrainerState& s, const RunProgress& run) {
                      {"first_profiled_step", run.start_step + 2},
                      {"micro_batches_per_step", c.train.grad_accum},
                      {"rank", s.comm.rank()},
-                     {"ranks", s.comm.world_size()}},
+                     {"ranks", s.comm.world_size()},
+                     {"kernel_choices", s.backend.kernel_choices()}},
                     s.progress);
 }
 

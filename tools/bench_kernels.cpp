@@ -212,6 +212,18 @@ int main(int argc, char** argv) {
                                 out.view(Shape{N, 4 * C}), proj.view(Shape{4 * C, C}), cuda::WeightLayout::kInOut,
                                 pre.view(Shape{N, 4 * C}));
         });
+        // The projection's forward with the residual added in its epilogue (ops::matmul_residual_forward)
+        // against the plain product; the separate path adds "residual_forward bf16" above.
+        Buffer resid = bench.buf(dt, N * C);
+        gemm("matmul proj bf16 fwd +bias", fl, [&] {
+          cuda::matmul_forward(ctx, dx.view(Shape{N, C}), out.view(Shape{N, 4 * C}), proj.view(Shape{4 * C, C}),
+                               cuda::WeightLayout::kInOut, bias.view().slice(0, C));
+        });
+        gemm("matmul proj bf16 fwd +bias+residual (epilogue)", fl, [&] {
+          cuda::matmul_residual_forward(ctx, dx.view(Shape{N, C}), out.view(Shape{N, 4 * C}),
+                                        proj.view(Shape{4 * C, C}), cuda::WeightLayout::kInOut, bias.view().slice(0, C),
+                                        resid.view(Shape{N, C}));
+        });
         // the bias gradient alone: reads dout once
         Buffer dbias = bench.buf(DType::kF32, 4 * C);
         mem("matmul bias gradient bf16 [N, 4C]", N * 4 * C * 2.0, [&] {

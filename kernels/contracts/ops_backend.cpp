@@ -30,6 +30,13 @@ void OpsBackend::matmul_backward_through_gelu(const ExecContext&, TensorView, Te
   missing(*this, "matmul_backward_through_gelu");
 }
 
+bool OpsBackend::fuses_residual_into_matmul(const ExecContext&) const { return false; }
+
+void OpsBackend::matmul_residual_forward(const ExecContext&, TensorView, TensorView, TensorView, WeightLayout,
+                                         TensorView, TensorView) const {
+  missing(*this, "matmul_residual_forward");
+}
+
 bool OpsBackend::flash_attention_supports(std::int64_t, std::int64_t, std::int64_t) const { return false; }
 
 bool OpsBackend::flash_attention_on_tensor_cores(DType, std::int64_t) const { return false; }

@@ -127,6 +127,15 @@ class OpsBackend {
                                             TensorView dbias, TensorView dout, TensorView inp, TensorView weight,
                                             WeightLayout layout, TensorView gelu_pre) const;
 
+  // Whether matmul_residual_forward below runs as one product (the residual added in its epilogue);
+  // otherwise the caller runs matmul_forward then residual_forward. Optional: false unless the
+  // backend fuses it.
+  virtual bool fuses_residual_into_matmul(const ExecContext& ctx) const;
+  // Optional, where fuses_residual_into_matmul: out = residual + inp @ W + bias (residual shaped as
+  // out; it may be out itself). BF16: the sum rounded once, not the product and then the sum.
+  virtual void matmul_residual_forward(const ExecContext& ctx, TensorView out, TensorView inp, TensorView weight,
+                                       WeightLayout layout, TensorView bias, TensorView residual) const;
+
   // ---- attention (causal, after the qkv projection, before the output projection) ----
   // qkv [B, T, (n_head + 2 n_kv_head) hs] holds q | k | v, head h in columns [h hs, (h+1) hs) of
   // its part; n_kv_head 0 is n_head (qkv [B, T, 3C]); below it, query head h reads key/value head

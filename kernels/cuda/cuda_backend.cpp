@@ -134,6 +134,13 @@ class CudaBackend final : public OpsBackend {
     cuda::matmul_backward(ctx, dinp, dweight, dbias, dout, inp, weight, layout, gelu_pre);
   }
 
+  // cuBLASLt's epilogue adds the residual (beta 1), falling back to the two ops where it cannot.
+  bool fuses_residual_into_matmul(const ExecContext&) const override { return true; }
+  void matmul_residual_forward(const ExecContext& ctx, TensorView out, TensorView inp, TensorView weight,
+                               WeightLayout layout, TensorView bias, TensorView residual) const override {
+    cuda::matmul_residual_forward(ctx, out, inp, weight, layout, bias, residual);
+  }
+
   // ---- attention ----
   // The materialised kernels have no grouped-query heads yet (Llama runs them on the CPU).
   void attention_forward(const ExecContext& ctx, TensorView out, TensorView att, TensorView qkv, int n_head,

@@ -11,7 +11,8 @@
 // configuration asks for up to kCandidates algorithms, runs each on the call's own operands (a
 // warm-up, then the best of kTimedRuns timed by events on the stream) and keeps the fastest; the
 // call itself then runs it, so its result is the kept algorithm's. A call whose output is pure
-// output (beta 0) times its candidates in place: a rerun writes the same D and aux. A call that adds
+// output (beta 0, or beta 1 with C apart from D: a residual added in the epilogue) times its
+// candidates in place: a rerun writes the same D and aux. A call that adds
 // into D (beta 1: the weight gradients, half of a step's backward products) would add once per run,
 // so its candidates write into scratch instead (out of place: C the real D, read only, D the
 // scratch, the same bytes moved as in place). An output over KernelResources::
@@ -57,13 +58,28 @@ struct LtDescriptors {
 constexpr int kCandidates = 8;
 constexpr int kTimedRuns = 3;
 
-// The product g with `algo`, queued on ctx's stream: D = alpha op(A) op(B) + beta g.D into `out`
+// The matrix g adds where beta is not 0: g.C, else D itself.
+const void* added(const LtGemm& g) { return g.C != nullptr ? g.C : g.D; }
+
+// The product g with `algo`, queued on ctx's stream: D = alpha op(A) op(B) + beta C into `out`
 // (g.D itself, or scratch of its layout for a timed run of a product that adds into g.D).
 cublasStatus_t matmul(const ExecContext& ctx, const LtGemm& g, const LtDescriptors& desc,
                       const cublasLtMatmulAlgo_t& algo, std::size_t ws_bytes, void* out) {
   KernelResources& res = detail::resources_of(ctx);
-  return cublasLtMatmul(res.cublaslt(), desc.op, &g.alpha, g.A, desc.a, g.B, desc.b, &g.beta, g.D, desc.d, out, desc.d,
-                        &algo, res.cublas_workspace(), ws_bytes, detail::stream_of(ctx));
+  return cublasLtMatmul(res.cublaslt(), desc.op, &g.alpha, g.A, desc.a, g.B, desc.b, &g.beta, added(g), desc.d, out,
+                        desc.d, &algo, res.cublas_workspace(), ws_bytes, detail::stream_of(ctx));
+}
+
+// Whether g's C is apart from its D (a residual added in the epilogue).
+bool c_apart(const LtGemm& g) { return g.C != nullptr && g.C != g.D; }
+
+// Whether `algo` can write D apart from C (not every kernel can: CUBLASLT_ALGO_CAP_OUT_OF_PLACE_RESULT_SUPPORT).
+bool writes_apart_from_c(const cublasLtMatmulAlgo_t& algo) {
+  std::int32_t support = 0;
+  std::size_t written = 0;
+  return cublasLtMatmulAlgoCapGetAttribute(&algo, CUBLASLT_ALGO_CAP_OUT_OF_PLACE_RESULT_SUPPORT, &support,
+                                           sizeof support, &written) == CUBLAS_STATUS_SUCCESS &&
+         support != 0;
 }
 
 // The index of the fastest of `found` candidate algorithms for this call, timed on its operands,
@@ -105,14 +121,16 @@ std::size_t element_bytes(cudaDataType_t type) { return type == CUDA_R_32F ? 4 :
 
 // cuBLASLt assumes 256-byte aligned operands unless told otherwise; head slices of qkv and odd
 // test shapes are less aligned, so each operand's real alignment is stated (batch strides included).
+// C's is stated as D's: the lesser of the two where C is apart from D.
 struct Alignments {
   std::uint32_t a, b, d;
 };
 Alignments alignments_of(const LtGemm& g) {
   const bool batched = g.batch_count > 1;
+  const std::int64_t d_stride = batched ? g.stride_d * static_cast<std::int64_t>(element_bytes(g.d_type)) : 0;
   return {alignment_bytes(g.A, batched ? g.stride_a * static_cast<std::int64_t>(element_bytes(g.ab_type)) : 0),
           alignment_bytes(g.B, batched ? g.stride_b * static_cast<std::int64_t>(element_bytes(g.ab_type)) : 0),
-          alignment_bytes(g.D, batched ? g.stride_d * static_cast<std::int64_t>(element_bytes(g.d_type)) : 0)};
+          std::min(alignment_bytes(g.D, d_stride), alignment_bytes(added(g), d_stride))};
 }
 
 void build_descriptors(const KernelResources& res, const LtGemm& g, LtDescriptors& desc) {
@@ -214,16 +232,26 @@ bool queue_gemm(const ExecContext& ctx, const LtGemm& g, void* out, bool require
   auto cached = res.gemm_algorithms().find(key);
   if (cached == res.gemm_algorithms().end()) {
     // [Note: timed algorithm search]: into `out` where given (scratch by contract), in place where
-    // a rerun leaves the same result (beta 0), else into scratch of D's layout if small enough.
-    const bool in_place = out == nullptr && g.beta == 0.0f;
+    // a rerun leaves the same result (beta 0, or C apart from D), else into scratch of D's layout
+    // if small enough.
+    ZT_CHECK(out == nullptr || g.C == nullptr, "a product adding a separate C is not run out of place");
+    const bool in_place = out == nullptr && (g.beta == 0.0f || (g.C != nullptr && g.C != g.D));
     const bool whole = in_place || out != nullptr || output_fits_scratch(ctx, g);
     const std::int64_t slice = res.timed_gemm_search && !whole ? slice_columns(res, g) : 0;
     const bool search = res.timed_gemm_search && (whole || slice > 0);
-    std::vector<cublasLtMatmulHeuristicResult_t> candidates(search ? kCandidates : 1);
+    // The heuristic is not told that C is apart from D: with a separate C, its candidates that
+    // cannot write D apart are dropped (the heuristic's first among the rest, or the search's).
+    std::vector<cublasLtMatmulHeuristicResult_t> candidates(search || c_apart(g) ? kCandidates : 1);
     int found = 0;
     const cublasStatus_t status =
         cublasLtMatmulAlgoGetHeuristic(res.cublaslt(), desc.op, desc.a, desc.b, desc.d, desc.d, desc.pref,
                                        static_cast<int>(candidates.size()), candidates.data(), &found);
+    if (status == CUBLAS_STATUS_SUCCESS && c_apart(g)) {
+      const auto kept = std::stable_partition(candidates.begin(), candidates.begin() + found,
+                                              [](const auto& c) { return writes_apart_from_c(c.algo); });
+      found = static_cast<int>(kept - candidates.begin());
+      if (!search) found = std::min(found, 1);
+    }
     if (!required && (status != CUBLAS_STATUS_SUCCESS || found == 0)) return false;  // not offered
     ZT_CUDA_CHECK(status);
     ZT_CHECK(found > 0, "cuBLASLt has no algorithm for m={} n={} k={} (transa {}, transb {}, epilogue {})", g.m, g.n,
@@ -267,7 +295,7 @@ KernelResources::GemmKey gemm_key(const ExecContext& ctx, const LtGemm& g) {
   // alignments), so equal keys ask the heuristic the same question. The bias and aux pointers
   // count through their alignments too: the heuristic reads the pointers set on the descriptor to
   // judge their alignment (cublasLt.h), so an algorithm chosen for a 256-byte aligned bias need not
-  // serve a 16-byte aligned one.
+  // serve a 16-byte aligned one. A C apart from D counts too: its algorithm must write apart.
   const std::int64_t align_bias = g.bias != nullptr ? alignment_bytes(g.bias, 0) : 0;
   const std::int64_t align_aux = g.aux != nullptr ? alignment_bytes(g.aux, 0) : 0;
   return {compute_type(res, g),
@@ -292,7 +320,7 @@ KernelResources::GemmKey gemm_key(const ExecContext& ctx, const LtGemm& g) {
           align.b,
           align.d,
           static_cast<std::int64_t>(res.cublas_workspace_bytes()),
-          res.timed_gemm_search ? 1 : 0};
+          (res.timed_gemm_search ? 1 : 0) | (c_apart(g) ? 2 : 0)};
 }
 
 void run_gemm(const ExecContext& ctx, const LtGemm& g) { queue_gemm(ctx, g, nullptr, /*required=*/true); }

@@ -12,7 +12,8 @@
 
 namespace zt::cuda::detail {
 
-// One cuBLASLt product in column-major terms: D[m, n] = alpha op(A)[m, k] op(B)[k, n] + beta D.
+// One cuBLASLt product in column-major terms: D[m, n] = alpha op(A)[m, k] op(B)[k, n] + beta C, C
+// D itself unless given.
 struct LtGemm {
   bool trans_a = false, trans_b = false;
   std::int64_t m = 0, n = 0, k = 0;
@@ -22,6 +23,9 @@ struct LtGemm {
   std::int64_t ldb = 0;
   void* D = nullptr;
   std::int64_t ldd = 0;
+  // Where beta is not 0: what is added, in D's layout and type (nullptr: D, in place). Apart from D
+  // (a residual added in the epilogue), a rerun writes the same D.
+  const void* C = nullptr;
   cudaDataType_t ab_type = CUDA_R_32F, d_type = CUDA_R_32F;
   float beta = 0.0f;
   cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
@@ -37,9 +41,10 @@ struct LtGemm {
 void run_gemm(const ExecContext& ctx, const LtGemm& g);
 
 // g, or false where cuBLASLt refuses it (no algorithm for an optional epilogue such as the bias
-// gradient's, or none that writes out of place): then g.D is untouched. `out`, where given, is
-// scratch of D's layout that receives D instead of g.D, which is then C only (read where beta is
-// not 0): out of place, for timing a product that adds into g.D; a first call's algorithm search
+// gradient's, or none that writes out of place): then g.D is untouched unless g.C is given (a first
+// call's search may have timed its candidates there). `out`, where given, is scratch of D's layout
+// that receives D instead of g.D, which is then C only (read where beta is not 0; g.C must be
+// empty): out of place, for timing a product that adds into g.D; a first call's algorithm search
 // times its candidates there too.
 bool run_gemm_if_supported(const ExecContext& ctx, const LtGemm& g, void* out = nullptr);
 

@@ -11,6 +11,7 @@
 #include "kernels/cuda/cast.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/lt_gemm.h"
+#include "kernels/cuda/residual.h"
 
 namespace zt::cuda {
 
@@ -105,10 +106,13 @@ void forward_through_fp32_scratch(const ExecContext& ctx, LtGemm g, TensorView o
   }
 }
 
-}  // namespace
-
-void matmul_forward(const ExecContext& ctx, TensorView out, TensorView inp, TensorView weight, WeightLayout layout,
-                    TensorView bias, TensorView gelu_pre) {
+// matmul_forward, and with a residual (shaped and typed as out) out = residual + the product,
+// added in the epilogue (beta 1, C the residual; in place where residual is out). False where the
+// residual cannot go into the epilogue: an fp32 bias with bf16 results (the scratch route), or no
+// algorithm cuBLASLt offers for it; the residual is then intact (out, where apart from it, may
+// hold a search's timed runs) and the caller adds it.
+bool forward(const ExecContext& ctx, TensorView out, TensorView inp, TensorView weight, WeightLayout layout,
+             TensorView bias, TensorView gelu_pre, TensorView residual) {
   const DType act = detail::activation_dtype("matmul_forward", {out, inp});
   const MatmulDims d = check_dims("matmul_forward", act, out, inp, weight, layout);
   const bool has_bias = bias.data != nullptr, has_gelu = gelu_pre.data != nullptr;
@@ -123,7 +127,9 @@ void matmul_forward(const ExecContext& ctx, TensorView out, TensorView inp, Tens
              "gelu_pre must be shaped and typed as out");
     ZT_CHECK(d.out % 8 == 0, "the GELU epilogue needs OC a multiple of 8, OC = {}", d.out);
   }
-  if (d.rows == 0) return;
+  const bool has_residual = residual.data != nullptr;
+  if (d.rows == 0) return true;
+  if (has_residual && act == DType::kBF16 && has_bias && bias.dtype == DType::kF32) return false;
   // cuBLASLt's bias epilogue needs a 16-byte aligned bias. A bias inside a unit's buffer starts at
   // its element offset, which for bf16 parameters is 16-byte aligned only where C % 8 == 0 (every
   // GPT-2 width, not every config): others go through an aligned scratch copy (OC elements).
@@ -149,11 +155,41 @@ void matmul_forward(const ExecContext& ctx, TensorView out, TensorView inp, Tens
   g.aux = has_gelu ? gelu_pre.data : nullptr;
   g.epilogue = has_gelu ? (has_bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX)
                         : (has_bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT);
+  if (has_residual) {
+    g.beta = 1.0f;
+    g.C = residual.data == out.data ? nullptr : residual.data;
+    return detail::run_gemm_if_supported(ctx, g);
+  }
   if (act == DType::kBF16 && has_bias && bias.dtype == DType::kF32) {
     forward_through_fp32_scratch(ctx, g, out, gelu_pre, d);  // [Note: fp32 bias with bf16 results]
   } else {
     run_gemm(ctx, g);
   }
+  return true;
+}
+
+}  // namespace
+
+void matmul_forward(const ExecContext& ctx, TensorView out, TensorView inp, TensorView weight, WeightLayout layout,
+                    TensorView bias, TensorView gelu_pre) {
+  forward(ctx, out, inp, weight, layout, bias, gelu_pre, {});
+}
+
+void matmul_residual_forward(const ExecContext& ctx, TensorView out, TensorView inp, TensorView weight,
+                             WeightLayout layout, TensorView bias, TensorView residual) {
+  detail::check_on_gpu(residual, "residual");
+  ZT_CHECK(residual.dtype == out.dtype && residual.numel() == out.numel(),
+           "matmul_residual_forward: the residual must be shaped and typed as out");
+  ZT_CHECK(residual.data != nullptr, "matmul_residual_forward: no residual");
+  if (forward(ctx, out, inp, weight, layout, bias, {}, residual)) return;
+  if (residual.data != out.data) {
+    forward(ctx, out, inp, weight, layout, bias, {}, {});
+    residual_forward(ctx, out, out, residual);
+    return;
+  }
+  Buffer product = detail::resources_of(ctx).scratch(out.dtype, out.numel());  // out holds the residual
+  forward(ctx, product.view(out.shape), inp, weight, layout, bias, {}, {});
+  residual_forward(ctx, out, out, product.view(out.shape));
 }
 
 void matmul_backward(const ExecContext& ctx, TensorView dinp, TensorView dweight, TensorView dbias, TensorView dout,

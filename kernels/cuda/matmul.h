@@ -23,6 +23,13 @@ using zt::WeightLayout;
 void matmul_forward(const ExecContext& ctx, TensorView out, TensorView inp, TensorView weight, WeightLayout layout,
                     TensorView bias, TensorView gelu_pre = {});
 
+// out = residual + inp @ W + bias (residual shaped and typed as out; it may be out itself): the
+// residual added in cuBLASLt's epilogue (beta 1), so the sum is rounded once and the separate
+// residual add's pass over memory goes; where the epilogue cannot take it (an F32 bias with BF16
+// activations, or no algorithm offered) matmul_forward then residual_forward.
+void matmul_residual_forward(const ExecContext& ctx, TensorView out, TensorView inp, TensorView weight,
+                             WeightLayout layout, TensorView bias, TensorView residual);
+
 // Contract: OpsBackend::matmul_backward (kernels/contracts/ops_backend.h); dweight F32 or the inputs' dtype, dbias F32
 // (a deterministic two-stage sum, not cuBLASLt's BGRAD epilogue, which overwrites instead of adding).
 // dinp, dout and inp share one dtype; with BF16 ones dinp = round(dout @ W_bf16^T) and dweight sums

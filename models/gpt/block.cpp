@@ -15,6 +15,17 @@ BlockGradScratch::BlockGradScratch(MemoryTracker& tracker, const ActivationDims&
       d_qkv(ops::allocate(ctx, tracker, MemCategory::kWorkspace, d.act, 3 * d.BTC())),
       d_bt4c(ops::allocate(ctx, tracker, MemCategory::kWorkspace, d.act, 4 * d.BTC())) {}
 
+namespace {
+
+// Whether the attention half adds its residual in the output projection's epilogue (where the
+// device fuses it and no dropout comes between), leaving ln_2 a plain LayerNorm; otherwise the
+// residual is added in the LayerNorm after it (layernorm_residual_forward).
+bool attention_residual_in_projection(const ExecContext& ctx, const BlockDropout& dropout) {
+  return !dropout.attn_residual.active() && ops::fuses_residual_into_matmul(ctx);
+}
+
+}  // namespace
+
 void attention_half_forward(const ExecContext& ctx, const BlockParams& p, TensorView x, BlockActivations& a, int n_head,
                             const BlockDropout& dropout) {
   ops::layernorm_forward(ctx, a.ln1, a.ln1_mean, a.ln1_rstd, x, p.ln_1_w, p.ln_1_b);
@@ -24,19 +35,30 @@ void attention_half_forward(const ExecContext& ctx, const BlockParams& p, Tensor
   } else {
     ops::attention_forward(ctx, a.atty, a.att, a.qkv, n_head, dropout.attn_probs);
   }
+  if (attention_residual_in_projection(ctx, dropout)) {
+    ops::matmul_residual_forward(ctx, a.resid2, a.atty, p.attn_proj_w, WeightLayout::kInOut, p.attn_proj_b, x);
+    return;
+  }
   ops::matmul_forward(ctx, a.resid2, a.atty, p.attn_proj_w, WeightLayout::kInOut, p.attn_proj_b);
   if (dropout.attn_residual.active()) ops::dropout_forward(ctx, a.resid2, a.resid2, dropout.attn_residual);
 }
 
 void mlp_half_forward(const ExecContext& ctx, const BlockParams& p, TensorView x, BlockActivations& a, TensorView out,
                       const BlockDropout& dropout) {
-  ops::layernorm_residual_forward(ctx, a.resid2, a.ln2, a.ln2_mean, a.ln2_rstd, a.resid2, x, p.ln_2_w, p.ln_2_b);
-  ops::matmul_gelu_forward(ctx, a.fch_gelu, a.fch, a.ln2, p.c_fc_w, WeightLayout::kInOut, p.c_fc_b);
-  if (out.data != nullptr) {
-    ops::matmul_forward(ctx, out, a.fch_gelu, p.mlp_proj_w, WeightLayout::kInOut, p.mlp_proj_b);
-    if (dropout.mlp_residual.active()) ops::dropout_forward(ctx, out, out, dropout.mlp_residual);
-    ops::residual_forward(ctx, out, out, a.resid2);
+  if (attention_residual_in_projection(ctx, dropout)) {  // a.resid2 holds x + attention already
+    ops::layernorm_forward(ctx, a.ln2, a.ln2_mean, a.ln2_rstd, a.resid2, p.ln_2_w, p.ln_2_b);
+  } else {
+    ops::layernorm_residual_forward(ctx, a.resid2, a.ln2, a.ln2_mean, a.ln2_rstd, a.resid2, x, p.ln_2_w, p.ln_2_b);
   }
+  ops::matmul_gelu_forward(ctx, a.fch_gelu, a.fch, a.ln2, p.c_fc_w, WeightLayout::kInOut, p.c_fc_b);
+  if (out.data == nullptr) return;
+  if (!dropout.mlp_residual.active()) {
+    ops::matmul_residual_forward(ctx, out, a.fch_gelu, p.mlp_proj_w, WeightLayout::kInOut, p.mlp_proj_b, a.resid2);
+    return;
+  }
+  ops::matmul_forward(ctx, out, a.fch_gelu, p.mlp_proj_w, WeightLayout::kInOut, p.mlp_proj_b);
+  ops::dropout_forward(ctx, out, out, dropout.mlp_residual);
+  ops::residual_forward(ctx, out, out, a.resid2);
 }
 
 void block_forward(const ExecContext& ctx, const BlockParams& p, TensorView x, BlockActivations& a, TensorView out,

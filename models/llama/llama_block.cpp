@@ -79,8 +79,7 @@ void attention_half_forward(const ExecContext& ctx, const LlamaConfig& c, const 
   } else {
     ops::attention_forward(ctx, a.atty, a.att, a.qkv, c.n_head, DropoutSpec{}, c.n_kv_head);
   }
-  ops::matmul_forward(ctx, a.resid2, a.atty, p.o_proj, WeightLayout::kOutIn, TensorView{});
-  ops::residual_forward(ctx, a.resid2, a.resid2, x);
+  ops::matmul_residual_forward(ctx, a.resid2, a.atty, p.o_proj, WeightLayout::kOutIn, TensorView{}, x);
 }
 
 void mlp_half_forward(const ExecContext& ctx, const LlamaConfig& c, const LayerParams& p, LayerActivations& a,
@@ -88,8 +87,7 @@ void mlp_half_forward(const ExecContext& ctx, const LlamaConfig& c, const LayerP
   ops::rmsnorm_forward(ctx, a.ln2, a.rstd2, a.resid2, p.post_norm, c.norm_eps);
   ops::matmul_forward(ctx, a.gate_up, a.ln2, p.gate_up_proj, WeightLayout::kOutIn, TensorView{});
   ops::swiglu_forward(ctx, a.swiglu, a.gate_up);
-  ops::matmul_forward(ctx, out, a.swiglu, p.down_proj, WeightLayout::kOutIn, TensorView{});
-  ops::residual_forward(ctx, out, out, a.resid2);
+  ops::matmul_residual_forward(ctx, out, a.swiglu, p.down_proj, WeightLayout::kOutIn, TensorView{}, a.resid2);
 }
 
 void layer_forward(const ExecContext& ctx, const LlamaConfig& c, const LayerParams& p, TensorView x,

@@ -125,13 +125,17 @@ void matmul_backward_through_gelu(const ExecContext& ctx, TensorView dinp, Tenso
 }
 void matmul_residual_forward(const ExecContext& ctx, TensorView out, TensorView inp, TensorView weight,
                              WeightLayout layout, TensorView bias, TensorView residual) {
-  if (backend(ctx).fuses_residual_into_matmul(ctx)) {
+  // The two ops would overwrite a residual that is out before adding it.
+  ZT_CHECK(residual.data != out.data, "matmul_residual_forward: the residual must be apart from out");
+  if (backend(ctx).fuses_residual_into_matmul(ctx, out, bias)) {
     return ZT_OP(matmul_residual_forward, out, inp, weight, layout, bias, residual);
   }
   ops::matmul_forward(ctx, out, inp, weight, layout, bias);
   ops::residual_forward(ctx, out, out, residual);
 }
-bool fuses_residual_into_matmul(const ExecContext& ctx) { return backend(ctx).fuses_residual_into_matmul(ctx); }
+bool fuses_residual_into_matmul(const ExecContext& ctx, TensorView out, TensorView bias) {
+  return backend(ctx).fuses_residual_into_matmul(ctx, out, bias);
+}
 void attention_forward(const ExecContext& ctx, TensorView out, TensorView att, TensorView qkv, int n_head,
                        const DropoutSpec& dropout, int n_kv_head) {
   return ZT_OP(attention_forward, out, att, qkv, n_head, dropout, n_kv_head);

@@ -76,14 +76,14 @@ void matmul_gelu_forward(const ExecContext& ctx, TensorView out, TensorView gelu
 void matmul_backward_through_gelu(const ExecContext& ctx, TensorView dinp, TensorView dweight, TensorView dbias,
                                   TensorView dout, TensorView inp, TensorView weight, WeightLayout layout,
                                   TensorView gelu_pre);
-// out = residual + inp @ W + bias, residual shaped and typed as out (it may be out): one product
+// out = residual + inp @ W + bias, residual shaped and typed as out and apart from it: one product
 // with the residual in its epilogue where the backend fuses it (fuses_residual_into_matmul below:
 // CUDA), profiled as matmul_residual_forward; otherwise matmul_forward then residual_forward.
 void matmul_residual_forward(const ExecContext& ctx, TensorView out, TensorView inp, TensorView weight,
                              WeightLayout layout, TensorView bias, TensorView residual);
-// Whether matmul_residual_forward runs as one op on ctx's device (the GPT-2 block then adds its
-// attention residual there instead of in the LayerNorm after it).
-bool fuses_residual_into_matmul(const ExecContext& ctx);
+// Whether matmul_residual_forward into `out` with `bias` runs as one op on ctx's device (the GPT-2
+// block then adds its attention residual there instead of in the LayerNorm after it).
+bool fuses_residual_into_matmul(const ExecContext& ctx, TensorView out, TensorView bias);
 // n_kv_head (0: n_head) below n_head: grouped-query heads, on the CPU only so far (a CUDA context
 // refuses it).
 void attention_forward(const ExecContext& ctx, TensorView out, TensorView att, TensorView qkv, int n_head,

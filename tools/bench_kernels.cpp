@@ -4,6 +4,7 @@
 // runs. Each kernel's bytes (memory-bound) or FLOPs (products) give GB/s or TFLOP/s, printed
 // against the device's measured peaks (a large device-to-device copy, a large bf16 GEMM). Operands
 // hold uniform random values; the memory-bound kernels run with F32 and with BF16 activations.
+// Then every product of the model's step at its shape as training runs it (bench_kernels_products.h).
 // Writes docs/results/gpu_kernels_<device>.json. Usage: zt_bench_kernels [--batch B] [--out DIR]
 // [--commit SHA]. Without a CUDA device it says so and exits with code 2.
 #include <fmt/format.h>
@@ -35,6 +36,7 @@
 #include "kernels/cuda/rope.h"
 #include "kernels/cuda/swiglu.h"
 #include "tools/bench_kernels_harness.h"
+#include "tools/bench_kernels_products.h"
 
 namespace {
 
@@ -264,6 +266,7 @@ int main(int argc, char** argv) {
       }
     }
     ctx.cuda_resources->fp32_matmuls = MatmulPrecision::kFp32;
+    bench::time_model_products(bench, ctx, gemm, N, C, Vp);
     // Attention with F32 and BF16 activations (BF16 flash runs on tensor cores at hs 64), and the
     // flash kernels with dropout 0.1 on the probabilities (the mask fused into them).
     for (DType dt : {DType::kF32, DType::kBF16}) {

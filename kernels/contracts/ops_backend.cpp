@@ -30,7 +30,7 @@ void OpsBackend::matmul_backward_through_gelu(const ExecContext&, TensorView, Te
   missing(*this, "matmul_backward_through_gelu");
 }
 
-bool OpsBackend::fuses_residual_into_matmul(const ExecContext&) const { return false; }
+bool OpsBackend::fuses_residual_into_matmul(const ExecContext&, TensorView, TensorView) const { return false; }
 
 void OpsBackend::matmul_residual_forward(const ExecContext&, TensorView, TensorView, TensorView, WeightLayout,
                                          TensorView, TensorView) const {

@@ -130,9 +130,9 @@ class OpsBackend {
   // Whether matmul_residual_forward below runs as one product (the residual added in its epilogue);
   // otherwise the caller runs matmul_forward then residual_forward. Optional: false unless the
   // backend fuses it.
-  virtual bool fuses_residual_into_matmul(const ExecContext& ctx) const;
+  virtual bool fuses_residual_into_matmul(const ExecContext& ctx, TensorView out, TensorView bias) const;
   // Optional, where fuses_residual_into_matmul: out = residual + inp @ W + bias (residual shaped as
-  // out; it may be out itself). BF16: the sum rounded once, not the product and then the sum.
+  // out, apart from it). BF16: the sum rounded once, not the product and then the sum.
   virtual void matmul_residual_forward(const ExecContext& ctx, TensorView out, TensorView inp, TensorView weight,
                                        WeightLayout layout, TensorView bias, TensorView residual) const;
 

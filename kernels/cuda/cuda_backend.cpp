@@ -134,8 +134,11 @@ class CudaBackend final : public OpsBackend {
     cuda::matmul_backward(ctx, dinp, dweight, dbias, dout, inp, weight, layout, gelu_pre);
   }
 
-  // cuBLASLt's epilogue adds the residual (beta 1), falling back to the two ops where it cannot.
-  bool fuses_residual_into_matmul(const ExecContext&) const override { return true; }
+  // cuBLASLt's epilogue adds the residual (beta 1), but for an F32 bias with BF16 results, which
+  // takes the product in fp32 scratch ([Note: fp32 bias with bf16 results] in matmul.cu).
+  bool fuses_residual_into_matmul(const ExecContext&, TensorView out, TensorView bias) const override {
+    return !(out.dtype == DType::kBF16 && bias.data != nullptr && bias.dtype == DType::kF32);
+  }
   void matmul_residual_forward(const ExecContext& ctx, TensorView out, TensorView inp, TensorView weight,
                                WeightLayout layout, TensorView bias, TensorView residual) const override {
     cuda::matmul_residual_forward(ctx, out, inp, weight, layout, bias, residual);

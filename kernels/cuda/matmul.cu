@@ -181,6 +181,10 @@ void matmul_residual_forward(const ExecContext& ctx, TensorView out, TensorView 
   ZT_CHECK(residual.dtype == out.dtype && residual.numel() == out.numel(),
            "matmul_residual_forward: the residual must be shaped and typed as out");
   ZT_CHECK(residual.data != nullptr, "matmul_residual_forward: no residual");
+  const auto* r = static_cast<const char*>(residual.data);
+  const auto* o = static_cast<const char*>(out.data);
+  ZT_CHECK(r == o || r + residual.size_bytes() <= o || o + out.size_bytes() <= r,
+           "matmul_residual_forward: the residual overlaps out without being out");
   if (forward(ctx, out, inp, weight, layout, bias, {}, residual)) return;
   if (residual.data != out.data) {
     forward(ctx, out, inp, weight, layout, bias, {}, {});

@@ -61,7 +61,7 @@ NormBackwardRows measure(const ExecContext& ctx, const NormRowsShape& s, const N
 
 NormBackwardRows resolve_norm_backward_rows(const ExecContext& ctx, NormBackwardRows requested, bool block_applies,
                                             const NormRowsShape& shape, const NormChunkLaunch& launch) {
-  if (!block_applies) return NormBackwardRows::kWarp;
+  if (!block_applies || shape.cols <= 0) return NormBackwardRows::kWarp;
   if (requested != NormBackwardRows::kFastest) return requested;
   ZT_CHECK(ctx.cuda_resources != nullptr, "CUDA kernels need ExecContext::cuda_resources");
   auto& choices = ctx.cuda_resources->norm_backward_choices();

@@ -20,8 +20,9 @@ namespace {
 // Whether the attention half adds its residual in the output projection's epilogue (where the
 // device fuses it and no dropout comes between), leaving ln_2 a plain LayerNorm; otherwise the
 // residual is added in the LayerNorm after it (layernorm_residual_forward).
-bool attention_residual_in_projection(const ExecContext& ctx, const BlockDropout& dropout) {
-  return !dropout.attn_residual.active() && ops::fuses_residual_into_matmul(ctx);
+bool attention_residual_in_projection(const ExecContext& ctx, const BlockParams& p, const BlockActivations& a,
+                                      const BlockDropout& dropout) {
+  return !dropout.attn_residual.active() && ops::fuses_residual_into_matmul(ctx, a.resid2, p.attn_proj_b);
 }
 
 }  // namespace
@@ -35,7 +36,7 @@ void attention_half_forward(const ExecContext& ctx, const BlockParams& p, Tensor
   } else {
     ops::attention_forward(ctx, a.atty, a.att, a.qkv, n_head, dropout.attn_probs);
   }
-  if (attention_residual_in_projection(ctx, dropout)) {
+  if (attention_residual_in_projection(ctx, p, a, dropout)) {
     ops::matmul_residual_forward(ctx, a.resid2, a.atty, p.attn_proj_w, WeightLayout::kInOut, p.attn_proj_b, x);
     return;
   }
@@ -45,7 +46,7 @@ void attention_half_forward(const ExecContext& ctx, const BlockParams& p, Tensor
 
 void mlp_half_forward(const ExecContext& ctx, const BlockParams& p, TensorView x, BlockActivations& a, TensorView out,
                       const BlockDropout& dropout) {
-  if (attention_residual_in_projection(ctx, dropout)) {  // a.resid2 holds x + attention already
+  if (attention_residual_in_projection(ctx, p, a, dropout)) {  // a.resid2 holds x + attention already
     ops::layernorm_forward(ctx, a.ln2, a.ln2_mean, a.ln2_rstd, a.resid2, p.ln_2_w, p.ln_2_b);
   } else {
     ops::layernorm_residual_forward(ctx, a.resid2, a.ln2, a.ln2_mean, a.ln2_rstd, a.resid2, x, p.ln_2_w, p.ln_2_b);

@@ -31,8 +31,10 @@ void block_forward(const ExecContext& ctx, const BlockParams& p, TensorView x, B
                    int n_head, const BlockDropout& dropout);
 
 // The same in halves, for a block whose attention and MLP parameters are separate units
-// (train.block_units = 2): the attention half leaves the projection's output in acts.resid2, the
-// MLP half adds x to it (with ln_2, fused) and goes on. block_forward is the two in turn.
+// (train.block_units = 2): the attention half leaves x + the projection's output in acts.resid2
+// where the device adds the residual in the projection (ops::fuses_residual_into_matmul) and no
+// residual dropout comes between, else the projection's output, to which the MLP half then adds x
+// (with ln_2, fused); the MLP half goes on from there. block_forward is the two in turn.
 void attention_half_forward(const ExecContext& ctx, const BlockParams& p, TensorView x, BlockActivations& acts,
                             int n_head, const BlockDropout& dropout);
 void mlp_half_forward(const ExecContext& ctx, const BlockParams& p, TensorView x, BlockActivations& acts,

@@ -100,16 +100,18 @@ double AsyncCheckpointer::start(const std::string& folder, const ParamTable& tab
   error_.clear();
   warning_.clear();
   if (files_ == nullptr) {  // a rank that writes nothing: done with this phase at once
-    pending_ = Pending{folder, temp_dir_for(folder, meta.position.step), &table, meta, keep_last, t0};
+    pending_ =
+        Pending{folder, temp_dir_for(folder, meta.position.step), &table, meta, keep_last, t0, Phase::kWriting, {}};
     done_.store(true);
     blocked_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return blocked_seconds_;
   }
   const int world = files_->world_size(), rank = files_->rank();
   const std::int64_t bytes = rank_file_bytes(table, world, rank);
-  ZT_CHECK(bytes <= staging_.view().size_bytes(), "rank {}'s checkpoint file of {} bytes exceeds its staging of {}",
-           rank, bytes, staging_.view().size_bytes());
-  Pending p{folder, begin_save(*files_, folder, meta.position.step), &table, meta, keep_last, t0};
+  ZT_CHECK(static_cast<std::size_t>(bytes) <= staging_.view().size_bytes(),
+           "rank {}'s checkpoint file of {} bytes exceeds its staging of {}", rank, bytes,
+           staging_.view().size_bytes());
+  Pending p{folder, begin_save(*files_, folder, meta.position.step), &table, meta, keep_last, t0, Phase::kWriting, {}};
   char* image = static_cast<char*>(staging_.data());
   try {
     stage_rank_file(table, world, rank, source, copy, image);

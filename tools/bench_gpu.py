@@ -51,7 +51,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 from gpu_state import gpu_state  # noqa: E402
 from repo_commit import head_commit  # noqa: E402
-from bench_harness import (PEAK_BF16_FLOPS, Context, EngineError, device_facts, interleave,  # noqa: E402
+from bench_harness import (PEAK_BF16_FLOPS, Context, EngineError, device_facts, interleave, profile_rows,  # noqa: E402
                            print_rows, top_ops_lines)
 
 PROFILED_STEPS = 5  # timed steps of the separate per-op profile runs (after the warm-up steps)
@@ -324,17 +324,9 @@ def main(argv=None):
         def profiles():
             """Stage 0's and stage 3's per-op profiles (about one block each), right after round 1,
             where the time limit leaves room for them (a quarter of it)."""
-            if args.time_limit is not None and time.monotonic() - began > 0.75 * args.time_limit:
-                print("no per-op profile runs: round 1 left too little of the time limit", flush=True)
-                return
-            for engine, row in zip(chosen, rows):
-                if isinstance(engine, Zerotrain) and engine.name in ("zerotrain-s0", "zerotrain-s3") and \
-                        "tokens_per_s" in row:
-                    try:
-                        row["op_profile"] = engine.run(ctx, args.warmup, PROFILED_STEPS, profile=True).get("op_profile")
-                    except (EngineError, subprocess.TimeoutExpired) as e:
-                        row["op_profile_error"] = str(e)[-1000:]
-                    write_report(out, meta, rows, complete=False)
+            profile_rows([(e, r) for e, r in zip(chosen, rows)
+                          if isinstance(e, Zerotrain) and e.name in ("zerotrain-s0", "zerotrain-s3")],
+                         ctx, began, PROFILED_STEPS, lambda: write_report(out, meta, rows, complete=False))
 
         args.rounds_run = meta["rounds_run"] = interleave(chosen, rows, ctx, args.batch * T, flops_tok,
                                                           lambda: write_report(out, meta, rows, complete=False),

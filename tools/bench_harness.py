@@ -112,6 +112,25 @@ def start(engine, row, ctx):
     return True
 
 
+def profile_rows(pairs, ctx, began, steps, save):
+    """The per-op profiles of (engine, row) pairs, one separate profiled run each of `steps` timed
+    steps into row["op_profile"] (row["op_profile_error"] where it fails), for rows measured in
+    round 1; none where round 1 took more than three quarters of ctx.args.time_limit (from `began`).
+    `save` after each."""
+    limit = ctx.args.time_limit
+    if limit is not None and time.monotonic() - began > 0.75 * limit:
+        print("no per-op profile runs: round 1 left too little of the time limit", flush=True)
+        return
+    for engine, row in pairs:
+        if "tokens_per_s" not in row:
+            continue
+        try:
+            row["op_profile"] = engine.run(ctx, ctx.args.warmup, steps, profile=True).get("op_profile")
+        except (EngineError, subprocess.TimeoutExpired) as e:
+            row["op_profile_error"] = str(e)[-1000:]
+        save()
+
+
 def interleave(chosen, rows, ctx, tokens_per_step, flops_tok, save, after_first_round=None):
     """Runs ctx.args.rounds rounds of every engine in turn, each block's GPU state beside it, each
     engine started just before its first block (so one that compiles for minutes delays only the

@@ -162,16 +162,7 @@ def main(argv=None):
         def profile():
             """zerotrain's per-op profile (about one block), after round 1 where the time limit leaves
             a quarter of it."""
-            if args.time_limit is not None and time.monotonic() - began > 0.75 * args.time_limit:
-                print("no per-op profile run: round 1 left too little of the time limit", flush=True)
-                return
-            if "tokens_per_s" not in rows[0]:
-                return
-            try:
-                rows[0]["op_profile"] = zt.run(ctx, args.warmup, PROFILED_STEPS, profile=True).get("op_profile")
-            except (bench_harness.EngineError, subprocess.TimeoutExpired) as e:
-                rows[0]["op_profile_error"] = str(e)[-1000:]
-            save()
+            bench_harness.profile_rows([(zt, rows[0])], ctx, began, PROFILED_STEPS, save)
 
         args.rounds_run = meta["rounds_run"] = bench_harness.interleave(chosen, rows, ctx, tokens_per_step, flops_tok,
                                                                     save, None if args.no_profile else profile)

@@ -235,7 +235,7 @@ bool queue_gemm(const ExecContext& ctx, const LtGemm& g, void* out, bool require
     // a rerun leaves the same result (beta 0, or C apart from D), else into scratch of D's layout
     // if small enough.
     ZT_CHECK(out == nullptr || g.C == nullptr, "a product adding a separate C is not run out of place");
-    const bool in_place = out == nullptr && (g.beta == 0.0f || (g.C != nullptr && g.C != g.D));
+    const bool in_place = out == nullptr && (g.beta == 0.0f || c_apart(g));
     const bool whole = in_place || out != nullptr || output_fits_scratch(ctx, g);
     const std::int64_t slice = res.timed_gemm_search && !whole ? slice_columns(res, g) : 0;
     const bool search = res.timed_gemm_search && (whole || slice > 0);

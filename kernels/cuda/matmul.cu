@@ -157,7 +157,7 @@ bool forward(const ExecContext& ctx, TensorView out, TensorView inp, TensorView 
                         : (has_bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT);
   if (has_residual) {
     g.beta = 1.0f;
-    g.C = residual.data == out.data ? nullptr : residual.data;
+    g.C = residual.data;  // out itself: in place
     return detail::run_gemm_if_supported(ctx, g);
   }
   if (act == DType::kBF16 && has_bias && bias.dtype == DType::kF32) {

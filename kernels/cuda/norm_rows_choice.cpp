@@ -59,17 +59,21 @@ NormBackwardRows measure(const ExecContext& ctx, const NormRowsShape& s, const N
 
 }  // namespace
 
-NormBackwardRows resolve_norm_backward_rows(const ExecContext& ctx, NormBackwardRows requested, bool block_applies,
-                                            const NormRowsShape& shape, const NormChunkLaunch& launch) {
-  if (!block_applies || shape.cols <= 0) return NormBackwardRows::kWarp;
-  if (requested != NormBackwardRows::kFastest) return requested;
-  ZT_CHECK(ctx.cuda_resources != nullptr, "CUDA kernels need ExecContext::cuda_resources");
-  auto& choices = ctx.cuda_resources->norm_backward_choices();
-  const KernelResources::NormRowsKey key{shape.norm, static_cast<std::int64_t>(shape.act),
-                                         static_cast<std::int64_t>(shape.param), shape.rows, shape.cols};
-  auto found = choices.find(key);
-  if (found == choices.end()) found = choices.emplace(key, measure(ctx, shape, launch)).first;
-  return found->second;
+void launch_norm_backward_rows(const ExecContext& ctx, NormBackwardRows requested, bool block_applies,
+                               const NormRowsShape& shape, const NormChunkLaunch& launch, void* dinp, float* partials) {
+  NormBackwardRows which = requested;
+  if (!block_applies || shape.cols <= 0) {
+    which = NormBackwardRows::kWarp;
+  } else if (requested == NormBackwardRows::kFastest) {
+    ZT_CHECK(ctx.cuda_resources != nullptr, "CUDA kernels need ExecContext::cuda_resources");
+    auto& choices = ctx.cuda_resources->norm_backward_choices();
+    const KernelResources::NormRowsKey key{shape.norm, static_cast<std::int64_t>(shape.act),
+                                           static_cast<std::int64_t>(shape.param), shape.rows, shape.cols};
+    auto found = choices.find(key);
+    if (found == choices.end()) found = choices.emplace(key, measure(ctx, shape, launch)).first;
+    which = found->second;
+  }
+  launch(which, dinp, partials, shape.rows);
 }
 
 }  // namespace zt::cuda::detail

@@ -25,10 +25,11 @@ struct NormRowsShape {
 // writing `partials` (addresses of the shape's activation dtype and fp32).
 using NormChunkLaunch = std::function<void(NormBackwardRows which, void* dinp, float* partials, std::int64_t rows)>;
 
-// The kernel to run: kWarp where the block kernel does not apply, `requested` where it is kBlock or
-// kWarp, and for kFastest the one measured faster for this shape (timed on its first call, into
-// scratch: the operands are read, nothing of the caller's is written).
-NormBackwardRows resolve_norm_backward_rows(const ExecContext& ctx, NormBackwardRows requested, bool block_applies,
-                                            const NormRowsShape& shape, const NormChunkLaunch& launch);
+// Launches the chunk kernel over all of the shape's rows into `dinp` and `partials`: kWarp where
+// the block kernel does not apply, `requested` where it is kBlock or kWarp, and for kFastest the one
+// measured faster for this shape (timed on its first call, into scratch: the operands are read,
+// nothing of the caller's is written).
+void launch_norm_backward_rows(const ExecContext& ctx, NormBackwardRows requested, bool block_applies,
+                               const NormRowsShape& shape, const NormChunkLaunch& launch, void* dinp, float* partials);
 
 }  // namespace zt::cuda::detail

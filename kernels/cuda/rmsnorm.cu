@@ -84,7 +84,8 @@ void rmsnorm_backward(const ExecContext& ctx, TensorView dinp, TensorView dweigh
     const bool vec = d.cols % kWide == 0 && detail::wide_vec_aligned(di) && detail::wide_vec_aligned(g) &&
                      detail::wide_vec_aligned(x) && detail::aligned16(partials.data()) && detail::wide_vec_aligned(w);
     const std::int64_t groups = d.cols / kWide;
-    auto launch = [&](NormBackwardRows which, T* dinp_at, float* partials_at, std::int64_t n) {
+    auto launch = [&](NormBackwardRows which, void* dinp_void, float* partials_at, std::int64_t n) {
+      T* dinp_at = static_cast<T*>(dinp_void);
       const auto grid = static_cast<unsigned>((n + kRowsPerChunk - 1) / kRowsPerChunk);
       if (which == NormBackwardRows::kBlock) {
         // [Note: a block a row] in block_row_backward.cuh.
@@ -104,12 +105,8 @@ void rmsnorm_backward(const ExecContext& ctx, TensorView dinp, TensorView dweigh
       ZT_CUDA_CHECK_LAUNCH();
     };
     const detail::NormRowsShape shape{1, dtype, weight.dtype, d.rows, d.cols, kRowsPerChunk, std::int64_t{d.cols}};
-    const NormBackwardRows which =
-        detail::resolve_norm_backward_rows(ctx, rows, vec && groups <= detail::kBlockRowMaxGroups, shape,
-                                           [&](NormBackwardRows w_rows, void* at, float* p_at, std::int64_t n) {
-                                             launch(w_rows, static_cast<T*>(at), p_at, n);
-                                           });
-    launch(which, di, partials.as<float>(), d.rows);
+    detail::launch_norm_backward_rows(ctx, rows, vec && groups <= detail::kBlockRowMaxGroups, shape, launch, di,
+                                      partials.as<float>());
   });
   detail::dispatch_activation(dweight.dtype, [&](auto type) {
     using D = typename decltype(type)::type;

@@ -101,13 +101,29 @@ def timed_steps(t, n, vocab, loss_of):
     return step_ms, losses
 
 
+def compile_cache_facts():
+    """How torch.compile's caches answered in this process (tools/torch_compile_cache.py): the
+    AOTAutograd and FX-graph caches' hits, misses and bypasses, and the cache folder; None on a torch
+    without them. A start-up that hit compiled nothing: it runs the kernels an earlier compile made."""
+    try:
+        from torch._dynamo.utils import counters
+    except ImportError:
+        return None
+    facts = {"dir": os.environ.get("TORCHINDUCTOR_CACHE_DIR")}
+    for group, prefix, name in (("aot_autograd", "autograd_cache", "aotautograd"), ("inductor", "fxgraph_cache", "fxgraph")):
+        for outcome in ("hit", "miss", "bypass"):
+            facts[f"{name}_{outcome}"] = int(counters[group][f"{prefix}_{outcome}"])
+    return facts
+
+
 def serve(t):
     """The worker protocol (see the module's doc) for trainer t: steps(n) and facts()."""
     t0 = time.perf_counter()
     t.steps(1)  # compiles (and autotunes) here
     if t.a.device == "cuda":
         torch.cuda.empty_cache()  # idle between blocks: the other engines get the memory
-    print(json.dumps({"ready": True, "compile_s": time.perf_counter() - t0, **t.facts()}), flush=True)
+    print(json.dumps({"ready": True, "compile_s": time.perf_counter() - t0, "compile_cache": compile_cache_facts(),
+                      **t.facts()}), flush=True)
     for line in sys.stdin:
         words = line.split()
         if not words or words[0] == "quit":

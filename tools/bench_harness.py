@@ -109,6 +109,11 @@ def start(engine, row, ctx):
     row["start_s"] = time.perf_counter() - t0
     if getattr(engine, "facts", None):
         row["facts"] = engine.facts
+        cache = engine.facts.get("compile_cache")
+        if cache:  # whether its compile was served by an earlier lease's cache (tools/torch_compile_cache.py)
+            print(f"{engine.label}: started in {row['start_s']:.0f} s; compile cache: AOTAutograd "
+                  f"{cache['aotautograd_hit']} hits, {cache['aotautograd_miss']} misses; FX graph "
+                  f"{cache['fxgraph_hit']} hits, {cache['fxgraph_miss']} misses", flush=True)
     return True
 
 

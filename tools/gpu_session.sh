@@ -33,7 +33,9 @@
 # $OUT keeps at most 8 files: session.txt (plan, machine, every step's status and seconds, the GPU's
 # clocks, power and temperature around each benchmark), one log per phase, and the result JSONs
 # (gpu_kernels_, gpu_bench_, gpu_multirank_, gpu_llama_bench_, shakespeare_gpu_<device>.json), which
-# then go into docs/results/ here. Exit 0 when every step passed.
+# then go into docs/results/ here; last, where a place is left, torch_compile_cache_<device>.tar.gz
+# (tools/torch_compile_cache.py), which goes into tools/torch_compile_cache/. Exit 0 when every step
+# passed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/zt_gpu_session}
@@ -171,6 +173,16 @@ for lib in libcudart.so.13 libcublasLt.so.13 libnccl.so.2 libcudnn.so.9; do
   fi
 done
 python=${ZT_SESSION_PYTHON:-$(command -v python3)}  # the python3 that holds PyTorch and numpy
+# torch.compile's caches for the PyTorch anchors: seeded from the last lease's on this kind of GPU
+# (committed under tools/torch_compile_cache/), so a hit skips their compile (max-autotune's minutes).
+export TORCHINDUCTOR_CACHE_DIR=/tmp/zt_torch_compile_cache
+compile_cache=tools/torch_compile_cache/$slug.tar.gz
+if [ -f "$compile_cache" ]; then
+  "$python" tools/torch_compile_cache.py seed "$compile_cache" --into "$TORCHINDUCTOR_CACHE_DIR" >>"$summary" 2>&1 ||
+    note "torch compile cache: $compile_cache could not be seeded; the anchors compile from scratch"
+else
+  echo "torch compile cache: none for $slug ($compile_cache): the anchors compile from scratch" >>"$summary"
+fi
 
 # The packed binaries and CTest files, where they were built (a link from that path to this tree),
 # and the CTest files' python at a fixed path.
@@ -293,5 +305,13 @@ for p in "${phases[@]}"; do
   note "phase $p done at $SECONDS s"
 done
 gpu_state "at end"
+# What the anchors compiled, for the next lease (copy it to tools/torch_compile_cache/ and commit it):
+# after every phase, and only into a free one of $OUT's 8 places, never in a result's.
+if [ "$(find "$OUT" -maxdepth 1 -type f | wc -l)" -lt 8 ]; then
+  "$python" tools/torch_compile_cache.py save "$TORCHINDUCTOR_CACHE_DIR" --out "$OUT/torch_compile_cache_$slug.tar.gz" \
+    --device "$slug" --commit "$commit" 2>&1 | tee -a "$summary"
+else
+  note "torch compile cache: not returned ($OUT already holds the 8 files a call brings back)"
+fi
 note "session: $([ $failed -eq 0 ] && echo "every step passed" || echo "some steps FAILED") in $SECONDS s"
 exit $failed

@@ -78,6 +78,10 @@ void cross_entropy_chunk_stats(const ExecContext& ctx, TensorView row_max, Tenso
       }
       const float chunk_max = vec::max(xr, d.live);
       const float new_max = first ? chunk_max : std::max(mx[n], chunk_max);
+      if (new_max == -INFINITY) {  // every logit so far -inf: nothing to add (exp(-inf - -inf) is NaN)
+        if (first) mx[n] = -INFINITY, sum[n] = 0.0f;
+        continue;
+      }
 #pragma GCC ivdep
       for (std::int64_t v = 0; v < d.live; ++v) e[static_cast<std::size_t>(v)] = vec::exp_approx(xr[v] - new_max);
       const double partial = vec::sum_f64(e.data(), d.live);

@@ -59,8 +59,10 @@ __global__ void __launch_bounds__(kThreads)
   if (mx != new_max) sum *= static_cast<double>(detail::exp2_ftz(thread_shift - detail::shift_of(new_max)));
   sum = detail::block_sum(sum, shared_d);  // its barriers order every thread's read of row_max first
   if (threadIdx.x == 0) {
-    const double carried =
-        first ? 0.0 : static_cast<double>(row_sum[row]) * exp(static_cast<double>(old_max) - new_max);
+    // Nothing carried while every earlier logit was -inf (its sum is 0; exp(-inf - -inf) is NaN).
+    const double carried = first || old_max == -INFINITY
+                               ? 0.0
+                               : static_cast<double>(row_sum[row]) * exp(static_cast<double>(old_max) - new_max);
     row_sum[row] = static_cast<float>(carried + sum);
     row_max[row] = new_max;
   }

@@ -54,6 +54,7 @@ nlohmann::json KernelResources::choices_summary() const {
   for (const auto& [key, epilogue] : bias_grad_in_epilogue_) epilogue_won += epilogue ? 1 : 0;
   return {{"timed_gemm_search", timed_gemm_search},
           {"gemm_configurations", gemm_algorithms_.size()},
+          {"gemm_configurations_refused", refused_gemms_.size()},
           {"timed_slice_searches", timed_slice_searches},
           {"bias_grad_route", route_name(bias_grad_route)},
           {"bias_grad_configurations_timed", bias_grad_in_epilogue_.size()},

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -72,6 +73,7 @@ class KernelResources {
   // member so the GPU tests can make small products take the slice.
   std::int64_t timed_scratch_limit_bytes = std::int64_t{64} << 20;
   std::int64_t timed_slice_searches = 0;  // configurations timed on a slice (tests)
+  std::int64_t norm_rows_timings = 0;     // norm backward shapes whose two kernels were timed (tests)
   // Where the linear layers' bias gradients are summed ([Note: the bias gradient in the weight
   // product] in bias_grad.cu): the two-stage kernels (reproducible; the default), the faster of
   // those and cuBLASLt's epilogue on the weight-gradient product as timed once per configuration
@@ -94,6 +96,10 @@ class KernelResources {
   // repeats the same few dozen shapes and the query costs tens of microseconds of host time.
   using GemmKey = std::array<std::int64_t, 23>;
   std::map<GemmKey, cublasLtMatmulAlgo_t>& gemm_algorithms() { return gemm_algorithms_; }
+  // Configurations cuBLASLt refused (no algorithm, or the kept one refused the operands) for a
+  // product that has a fallback (the residual in the epilogue): later calls take the fallback at
+  // once instead of asking the heuristic again on every call.
+  std::set<GemmKey>& refused_gemms() { return refused_gemms_; }
   // BiasGradRoute::kFastest's choice per weight-gradient product configuration (true: the epilogue).
   std::map<GemmKey, bool>& bias_grad_in_epilogue() { return bias_grad_in_epilogue_; }
   // NormBackwardRows::kFastest's choice per norm backward shape: {norm, activation and parameter
@@ -107,6 +113,7 @@ class KernelResources {
   cublasLtHandle_t cublaslt_ = nullptr;
   Buffer workspace_;
   std::map<GemmKey, cublasLtMatmulAlgo_t> gemm_algorithms_;
+  std::set<GemmKey> refused_gemms_;
   std::map<GemmKey, bool> bias_grad_in_epilogue_;
   std::map<NormRowsKey, NormBackwardRows> norm_backward_choices_;
 };

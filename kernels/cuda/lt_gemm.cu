@@ -225,10 +225,11 @@ int fastest_on_slice(const ExecContext& ctx, const LtGemm& g, const LtDescriptor
 // nothing was written but scratch and `out` (a search's timed runs).
 bool queue_gemm(const ExecContext& ctx, const LtGemm& g, void* out, bool required) {
   KernelResources& res = detail::resources_of(ctx);
+  const KernelResources::GemmKey key = gemm_key(ctx, g);
+  if (!required && res.refused_gemms().count(key) != 0) return false;  // refused before: the fallback
   LtDescriptors desc;
   build_descriptors(res, g, desc);
   const std::size_t ws_bytes = res.cublas_workspace_bytes();
-  const KernelResources::GemmKey key = gemm_key(ctx, g);
   auto cached = res.gemm_algorithms().find(key);
   if (cached == res.gemm_algorithms().end()) {
     // [Note: timed algorithm search]: into `out` where given (scratch by contract), in place where
@@ -252,7 +253,10 @@ bool queue_gemm(const ExecContext& ctx, const LtGemm& g, void* out, bool require
       found = static_cast<int>(kept - candidates.begin());
       if (!search) found = std::min(found, 1);
     }
-    if (!required && (status != CUBLAS_STATUS_SUCCESS || found == 0)) return false;  // not offered
+    if (!required && (status != CUBLAS_STATUS_SUCCESS || found == 0)) {  // not offered
+      res.refused_gemms().insert(key);
+      return false;
+    }
     ZT_CUDA_CHECK(status);
     ZT_CHECK(found > 0, "cuBLASLt has no algorithm for m={} n={} k={} (transa {}, transb {}, epilogue {})", g.m, g.n,
              g.k, g.trans_a, g.trans_b, static_cast<int>(g.epilogue));
@@ -272,7 +276,10 @@ bool queue_gemm(const ExecContext& ctx, const LtGemm& g, void* out, bool require
     cached = res.gemm_algorithms().emplace(key, candidates[static_cast<std::size_t>(chosen)].algo).first;
   }
   const cublasStatus_t status = matmul(ctx, g, desc, cached->second, ws_bytes, out != nullptr ? out : g.D);
-  if (!required && status != CUBLAS_STATUS_SUCCESS) return false;  // refused: this product queued nothing
+  if (!required && status != CUBLAS_STATUS_SUCCESS) {  // refused: this product queued nothing
+    res.refused_gemms().insert(key);
+    return false;
+  }
   ZT_CUDA_CHECK(status);
   return true;
 }

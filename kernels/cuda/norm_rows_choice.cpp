@@ -54,6 +54,7 @@ NormBackwardRows measure(const ExecContext& ctx, const NormRowsShape& s, const N
   block();  // warm-ups
   warp();
   const PairTimes t = time_alternated(stream, block, warp);
+  ++res.norm_rows_timings;
   return t.second_ms < t.first_ms ? NormBackwardRows::kWarp : NormBackwardRows::kBlock;
 }
 

@@ -23,31 +23,37 @@ namespace {
 namespace cce = cuda::detail::chunked_ce;
 using namespace emulation;  // NOLINT: the emulation tests' shared helpers
 
-// masked: each chunk's columns 0-15 and every 97th (never a row's target) -inf, so a thread's first
-// groups, and in one shape a whole chunk's live columns, are all -inf: 0 probability there and
-// finite statistics, on both sides.
+// kSome: each chunk's columns 0-15 and every 97th (never a row's target) -inf, so a thread's first
+// groups are all -inf: 0 probability there and finite statistics, on both sides. kLeadingChunks:
+// every chunk but the last entirely -inf and the targets in the last, so the running max stays -inf
+// over whole chunks (exp(-inf - -inf) would be NaN) before the first finite logit.
+enum class Mask { kNone, kSome, kLeadingChunks };
+
 template <typename T, int kVec>
-void run_shape(Rng& rng, std::int64_t N, int V, int cols, int chunks, bool masked = false) {
+void run_shape(Rng& rng, std::int64_t N, int V, int cols, int chunks, Mask mask = Mask::kNone) {
   constexpr bool kBf16 = !std::is_same_v<T, float>;
   SCOPED_TRACE(::testing::Message() << (kBf16 ? "BF16" : "F32") << " N=" << N << " V=" << V << " cols=" << cols
-                                    << " kVec=" << kVec << (masked ? " masked" : ""));
+                                    << " kVec=" << kVec << " mask " << static_cast<int>(mask));
   const DType dt = dtype_of<T>();
   const Shape shape{N, cols};
   const float dloss = 1.0f / static_cast<float>(N);
   std::vector<std::int32_t> targets(static_cast<std::size_t>(N));
   for (std::int64_t n = 0; n < N; ++n) targets[n] = static_cast<std::int32_t>((n * 7919 + 3) % V);
   targets[N - 1] = V - 1;  // in the last chunk's last live group, partial where its live columns are
+  const std::int64_t last_begin = static_cast<std::int64_t>(chunks - 1) * cols;
+  if (mask == Mask::kLeadingChunks) {
+    for (std::int64_t n = 0; n < N; ++n) targets[n] = static_cast<std::int32_t>(last_begin + n % (V - last_begin));
+  }
   std::vector<float> c_max(N), c_sum(N), c_tl(N), g_max(N, NAN), g_sum(N, NAN), g_tl(N, NAN);
   std::vector<std::vector<T>> chunk_logits;
   for (int c = 0; c < chunks; ++c) {
     const std::int64_t begin = static_cast<std::int64_t>(c) * cols;
     // Later chunks larger: the running max moves and the carried sum is rescaled.
     std::vector<float> values = rng.normal(N * cols, 0.5f * c, 3.0f);
-    if (masked) {
-      for (std::int64_t n = 0; n < N; ++n) {
-        for (int v = 0; v < cols; ++v) {
-          if ((v < 16 || v % 97 == 5) && begin + v != targets[n]) values[n * cols + v] = -INFINITY;
-        }
+    for (std::int64_t n = 0; mask != Mask::kNone && n < N; ++n) {
+      for (int v = 0; v < cols; ++v) {
+        const bool masked = mask == Mask::kSome ? (v < 16 || v % 97 == 5) : begin < last_begin;
+        if (masked && begin + v != targets[n]) values[n * cols + v] = -INFINITY;
       }
     }
     chunk_logits.push_back(device_values<T>(values));
@@ -69,6 +75,10 @@ void run_shape(Rng& rng, std::int64_t N, int V, int cols, int chunks, bool maske
                g_tl.data(), N);
   EXPECT_TRUE(close_to_cpu(g_loss, c_loss, false)) << "losses";
   EXPECT_TRUE(close_to_cpu(g_max, c_max, false)) << "lse";
+  for (std::int64_t n = 0; n < N; ++n) {
+    ASSERT_TRUE(std::isfinite(c_sum[n]) && std::isfinite(c_loss[n]) && std::isfinite(c_max[n])) << "CPU row " << n;
+    ASSERT_TRUE(std::isfinite(g_sum[n]) && std::isfinite(g_loss[n]) && std::isfinite(g_max[n])) << "GPU row " << n;
+  }
 
   for (int c = 0; c < chunks; ++c) {
     const std::int64_t begin = static_cast<std::int64_t>(c) * cols;
@@ -94,9 +104,11 @@ TEST(ChunkedCrossEntropyEmulation, StatisticsLossAndGradientsMatchCpu) {
 
 TEST(ChunkedCrossEntropyEmulation, MinusInfinityLogitsGetZeroProbabilityAndFiniteStatistics) {
   ZT_SEEDED_RNG(rng);
-  run_shape<float, 1>(rng, 3, 100, 40, 3, true);  // the last chunk's 20 live columns: 16 of them -inf
-  run_shape<float, 4>(rng, 2, 1100, 640, 3, true);
-  run_shape<bf16_dev, 8>(rng, 2, 1100, 640, 3, true);
+  run_shape<float, 1>(rng, 3, 100, 40, 3, Mask::kSome);  // the last chunk's 20 live columns: 16 of them -inf
+  run_shape<float, 4>(rng, 2, 1100, 640, 3, Mask::kSome);
+  run_shape<bf16_dev, 8>(rng, 2, 1100, 640, 3, Mask::kSome);
+  run_shape<float, 1>(rng, 3, 100, 40, 3, Mask::kLeadingChunks);  // two whole chunks of -inf, then 20 live columns
+  run_shape<bf16_dev, 8>(rng, 2, 1100, 640, 2, Mask::kLeadingChunks);
 }
 
 // A target outside the vocabulary (the host does not check targets on the GPU) gives its row a NaN

@@ -168,6 +168,10 @@ TEST_F(CudaOptim, SumOfSquaresEachEqualsOneCallPerView) {
   for (std::int64_t k = 1; k <= 36; ++k) {
     views.push_back(k % 2 == 0 ? da.view().slice(k, 4097 - k) : db.view().slice(k, 1000 + k));
   }
+  // Launches group the views by type and alignment: 40 more F32 views 16-byte aligned (offsets
+  // that are multiples of 4 floats), so one group passes kViewsPerLaunch (32, norm_kernels.cuh)
+  // and takes a second launch.
+  for (std::int64_t k = 0; k < 40; ++k) views.push_back(da.view().slice(4 * (k % 8), 2048 + 16 * k));
   const std::vector<double> each = cuda::sum_of_squares_each(gpu(), views);
   ASSERT_EQ(each.size(), views.size());
   for (std::size_t i = 0; i < views.size(); ++i) {

@@ -62,7 +62,9 @@ TEST_F(CudaMatmulResidual, MatchesTheProductPlusTheResidual) {
                                             bias, residual);
               const std::vector<float> got = download_f32(o);
               EXPECT_TRUE(close_normwise(got, expected, bf ? 5e-3 : 1e-5)) << "out";
-              if (!in_place) EXPECT_TRUE(bitwise_equal(download_f32(gr), r)) << "the residual is read only";
+              if (!in_place) {
+                EXPECT_TRUE(bitwise_equal(download_f32(gr), r)) << "the residual is read only";
+              }
               // Again (a kept algorithm, no search): the same bits.
               Buffer again = in_place ? up(r) : poisoned(dt, N * OC);
               cuda::matmul_residual_forward(gpu(), again.view(Shape{N, OC}), gx.view(Shape{N, C}), gw.view(wshape),

@@ -253,7 +253,9 @@ TEST_F(CudaMatmul, TimedSearchOfALargeOutputTimesASliceAndAddsOnce) {
         EXPECT_TRUE(bitwise_equal(got, first)) << "the kept algorithm: the second call repeats the first";
       }
     }
-    EXPECT_EQ(resources_->timed_slice_searches - slices_before, 1) << "timed on a slice, once per configuration";
+    EXPECT_EQ(resources_->timed_slice_searches - slices_before, 1)
+        << "timed on a slice, once per configuration (0: cuBLASLt offered one algorithm, so nothing was timed; "
+           "the results above still hold)";
   }
 }
 

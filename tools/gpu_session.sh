@@ -307,7 +307,9 @@ done
 gpu_state "at end"
 # What the anchors compiled, for the next lease (copy it to tools/torch_compile_cache/ and commit it):
 # after every phase, and only into a free one of $OUT's 8 places, never in a result's.
-if [ "$(find "$OUT" -maxdepth 1 -type f | wc -l)" -lt 8 ]; then
+if [ $((limit - SECONDS)) -lt 15 ]; then
+  note "torch compile cache: not returned (under 15 s of the $limit s limit left)"
+elif [ "$(find "$OUT" -maxdepth 1 -type f | wc -l)" -lt 8 ]; then
   "$python" tools/torch_compile_cache.py save "$TORCHINDUCTOR_CACHE_DIR" --out "$OUT/torch_compile_cache_$slug.tar.gz" \
     --device "$slug" --commit "$commit" 2>&1 | tee -a "$summary"
 else

@@ -119,7 +119,7 @@ def save(folder, out, max_bytes, device, commit):
                 **torch_facts(), "device": device, "commit": commit, "files": len(files),
                 "bytes": sum(files.values()), "excluded": [f"{t}/" for t in EXCLUDED_TOP]}
     buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz", compresslevel=9) as tar:
+    with tarfile.open(fileobj=buf, mode="w:gz", compresslevel=6) as tar:
         data = json.dumps(manifest, indent=1).encode()
         info = tarfile.TarInfo(MANIFEST)
         info.size, info.mtime = len(data), int(datetime.datetime.now().timestamp())

@@ -24,6 +24,7 @@ into $OUT after them; that archive, committed, is what the next lease starts fro
 """
 import argparse
 import datetime
+import importlib.metadata
 import io
 import json
 import os
@@ -62,12 +63,13 @@ def listing(folder):
     return files
 
 
-def torch_facts():
+def torch_version():
+    """The installed torch's version (with its CUDA tag, e.g. 2.11.0+cu130) from its package metadata:
+    importing torch would cost seconds of the session's set-up; None where there is none."""
     try:
-        import torch
-        return {"torch": torch.__version__, "cuda": torch.version.cuda}
-    except Exception:  # noqa: BLE001  the seed and save steps must not need torch
-        return {"torch": None, "cuda": None}
+        return importlib.metadata.version("torch")
+    except importlib.metadata.PackageNotFoundError:
+        return None
 
 
 def seed(archive, into):
@@ -92,11 +94,11 @@ def seed(archive, into):
     files = listing(root)
     with open(os.path.join(root, SEEDED), "w") as f:
         json.dump(files, f)
-    here = torch_facts()
+    here = torch_version()
     made = ", ".join(f"{k} {manifest[k]}" for k in ("written", "torch", "device", "commit") if manifest.get(k))
     mismatch = ""
-    if manifest.get("torch") and here["torch"] and manifest["torch"] != here["torch"]:
-        mismatch = f"; this machine has torch {here['torch']}, so expect misses"
+    if manifest.get("torch") and here and manifest["torch"] != here:
+        mismatch = f"; this machine has torch {here}, so expect misses"
     print(f"torch compile cache: seeded {root} from {archive} ({len(files)} files, "
           f"{sum(files.values()) / 2**20:.1f} MiB; {made or 'no manifest'}){mismatch}")
 
@@ -116,7 +118,7 @@ def save(folder, out, max_bytes, device, commit):
         print(f"torch compile cache: nothing to write ({len(files)} files, none new since it was seeded)")
         return
     manifest = {"written": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-                **torch_facts(), "device": device, "commit": commit, "files": len(files),
+                "torch": torch_version(), "device": device, "commit": commit, "files": len(files),
                 "bytes": sum(files.values()), "excluded": [f"{t}/" for t in EXCLUDED_TOP]}
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w:gz", compresslevel=6) as tar:

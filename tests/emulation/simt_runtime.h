@@ -1,5 +1,5 @@
 // A SIMT emulator for running CUDA device code on the CPU in tests: every thread of a block is a
-// std::thread, __syncthreads and __syncwarp are std::barriers over the block and the warp, and
+// std::thread, __syncthreads and __syncwarp are barriers (simt::Barrier) over the block and the warp, and
 // blocks run one after another, each with the dynamic shared memory given to launch. The headers
 // under simt/ stand in for the CUDA ones (cuda_runtime.h, cuda_bf16.h, mma.h) so that a kernel
 // header compiles as C++.
@@ -16,13 +16,14 @@
 // checking the pointer and leading-dimension rules the CUDA documentation gives.
 #pragma once
 
-#include <barrier>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <functional>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 struct dim3 {
@@ -36,11 +37,41 @@ namespace simt {
 
 constexpr int kWarpSize = 32;
 
+// A barrier with std::barrier's arrive_and_wait and arrive_and_drop, and a completion the last
+// arrival runs before the others go on. A waiter yields a few times, then sleeps on a futex until
+// the last arrival wakes it, polling the phase with relaxed loads and acquiring it once at the end.
+// Why not std::barrier: libstdc++'s waits spin with sched_yield and an acquire load a poll, and under
+// ThreadSanitizer each acquire is a vector-clock merge over every thread; with 1024 threads on two
+// cores that was about half of a test's samples in perf (the cross-entropy test under
+// ThreadSanitizer 59 -> 29 s with this one, the whole emulation binary 85 -> 62 s). The atomics give
+// ThreadSanitizer the barrier's edges: every arrival (an acq_rel add to the count) happens before
+// the phase's release, which every waiter acquires; a missing __syncthreads is still reported.
+class Barrier {
+ public:
+  explicit Barrier(int count, std::function<void()> on_completion = {})
+      : state_(pack(count, 0)), on_completion_(std::move(on_completion)) {}
+  Barrier(const Barrier&) = delete;
+  Barrier& operator=(const Barrier&) = delete;
+
+  void arrive_and_wait();
+  // Arrives at this phase and leaves the barrier: later phases expect one thread fewer.
+  void arrive_and_drop();
+
+ private:
+  // The expected count in the high half, the arrivals of this phase in the low half.
+  static std::uint64_t pack(std::uint64_t expected, std::uint64_t arrived) { return expected << 32 | arrived; }
+  void complete_phase(std::uint64_t expected);
+
+  std::atomic<std::uint64_t> state_;
+  std::atomic<std::uint32_t> phase_{0};  // the futex word
+  std::function<void()> on_completion_;
+};
+
 // One warp's barrier and the slots its shuffles exchange values through (8 bytes each: float,
 // int or double).
 struct WarpState {
   WarpState() : barrier(kWarpSize) {}
-  std::barrier<> barrier;
+  Barrier barrier;
   std::uint64_t slots[kWarpSize] = {};
 };
 

@@ -71,6 +71,12 @@ def top_ops_lines(profile, engine, n=12):
                      f"searched ({choices.get('timed_slice_searches', 0)} on a slice); bias gradients in the "
                      f"epilogue for {choices.get('bias_grad_configurations_epilogue_faster', 0)} of "
                      f"{choices.get('bias_grad_configurations_timed', 0)} timed configurations")
+        searches = choices.get("gemm_searches", [])
+        if searches:
+            lines.append(f"  product searches: {len(searches)}, "
+                         f"{choices.get('gemm_searches_kept_other_than_first', 0)} kept another than the heuristic's "
+                         f"first; one call of each {choices.get('gemm_searches_first_ms', 0.0):.3f} ms with the "
+                         f"first, {choices.get('gemm_searches_kept_ms', 0.0):.3f} with the kept")
         for c in choices.get("norm_backward_choices", []):
             lines.append(f"  {c['norm']} backward [{c['rows']}, {c['cols']}] {c['activations']}: {c['kernel']}")
     return lines

@@ -50,12 +50,38 @@ nlohmann::json KernelResources::choices_summary() const {
                      {"cols", key[4]},
                      {"kernel", rows_name(rows)}});
   }
+  nlohmann::json searches = nlohmann::json::array();
+  std::int64_t not_first = 0;
+  double first_ms = 0.0, kept_ms = 0.0;  // over the searches where the first ran
+  for (const GemmSearch& g : gemm_searches) {
+    searches.push_back({{"m", g.m},
+                        {"n", g.n},
+                        {"k", g.k},
+                        {"trans_a", g.trans_a},
+                        {"trans_b", g.trans_b},
+                        {"epilogue", g.epilogue},
+                        {"on_slice", g.slice},
+                        {"offered", g.offered},
+                        {"timed", g.timed},
+                        {"kept", g.kept},
+                        {"first_ms", g.first_ms},
+                        {"kept_ms", g.kept_ms}});
+    not_first += g.kept != 0 ? 1 : 0;
+    if (g.first_ms >= 0.0f) {
+      first_ms += g.first_ms;
+      kept_ms += g.kept_ms;
+    }
+  }
   std::int64_t epilogue_won = 0;
   for (const auto& [key, epilogue] : bias_grad_in_epilogue_) epilogue_won += epilogue ? 1 : 0;
   return {{"timed_gemm_search", timed_gemm_search},
           {"gemm_configurations", gemm_algorithms_.size()},
           {"gemm_configurations_refused", refused_gemms_.size()},
           {"timed_slice_searches", timed_slice_searches},
+          {"gemm_searches_kept_other_than_first", not_first},
+          {"gemm_searches_first_ms", first_ms},
+          {"gemm_searches_kept_ms", kept_ms},
+          {"gemm_searches", searches},
           {"bias_grad_route", route_name(bias_grad_route)},
           {"bias_grad_configurations_timed", bias_grad_in_epilogue_.size()},
           {"bias_grad_configurations_epilogue_faster", epilogue_won},

@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -73,7 +74,18 @@ class KernelResources {
   // member so the GPU tests can make small products take the slice.
   std::int64_t timed_scratch_limit_bytes = std::int64_t{64} << 20;
   std::int64_t timed_slice_searches = 0;  // configurations timed on a slice (tests)
-  std::int64_t norm_rows_timings = 0;     // norm backward shapes whose two kernels were timed (tests)
+  // What each timed search found, in the order searched, for op_profile.json: the shape, how many
+  // candidates the heuristic offered and how many ran, the index kept (0: the heuristic's first,
+  // what a run without the search takes) and the best time of the first and of the kept one
+  // (-1 where the first refused the operands), so a profile says what the search gives back.
+  struct GemmSearch {
+    std::int64_t m, n, k;
+    bool trans_a, trans_b, slice;
+    int epilogue, offered, timed, kept;
+    float first_ms, kept_ms;
+  };
+  std::vector<GemmSearch> gemm_searches;
+  std::int64_t norm_rows_timings = 0;  // norm backward shapes whose two kernels were timed (tests)
   // Where the linear layers' bias gradients are summed ([Note: the bias gradient in the weight
   // product] in bias_grad.cu): the two-stage kernels (reproducible; the default), the faster of
   // those and cuBLASLt's epilogue on the weight-gradient product as timed once per configuration

@@ -55,7 +55,9 @@ struct LtDescriptors {
   }
 };
 
-constexpr int kCandidates = 8;
+// How many candidates a search asks the heuristic for (it may offer fewer). 16: the profile's
+// gemm_searches say whether any beyond the 8 of the first searches wins.
+constexpr int kCandidates = 16;
 constexpr int kTimedRuns = 3;
 
 // The matrix g adds where beta is not 0: g.C, else D itself.
@@ -82,14 +84,21 @@ bool writes_apart_from_c(const cublasLtMatmulAlgo_t& algo) {
          support != 0;
 }
 
-// The index of the fastest of `found` candidate algorithms for this call, timed on its operands,
-// each run writing into `out` ([Note: timed algorithm search]).
-int fastest_algorithm(const ExecContext& ctx, const LtGemm& g, const LtDescriptors& desc,
-                      const cublasLtMatmulHeuristicResult_t* candidates, int found, std::size_t ws_bytes, void* out) {
+// What timing the candidates found: the fastest's index and best time, the first's best time
+// (-1 where it refused the operands) and how many ran.
+struct Timed {
+  int best = 0;
+  float best_ms = -1.0f, first_ms = -1.0f;
+  int ran = 0;
+};
+
+// The fastest of `found` candidate algorithms for this call, timed on its operands, each run
+// writing into `out` ([Note: timed algorithm search]).
+Timed fastest_algorithm(const ExecContext& ctx, const LtGemm& g, const LtDescriptors& desc,
+                        const cublasLtMatmulHeuristicResult_t* candidates, int found, std::size_t ws_bytes, void* out) {
   const cudaStream_t stream = detail::stream_of(ctx);
   cuda::CudaEvent start(/*timing=*/true), stop(/*timing=*/true);
-  int best = 0;
-  float best_ms = -1.0f;
+  Timed t;
   for (int i = 0; i < found; ++i) {
     if (candidates[i].state != CUBLAS_STATUS_SUCCESS) continue;
     auto run = [&] { return matmul(ctx, g, desc, candidates[i].algo, ws_bytes, out); };
@@ -100,15 +109,17 @@ int fastest_algorithm(const ExecContext& ctx, const LtGemm& g, const LtDescripto
       ZT_CUDA_CHECK(run());
       stop.record(stream);
       stop.synchronize();
-      const float t = cuda::CudaEvent::elapsed_ms(start, stop);
-      ms = ms < 0.0f ? t : std::min(ms, t);
+      const float elapsed = cuda::CudaEvent::elapsed_ms(start, stop);
+      ms = ms < 0.0f ? elapsed : std::min(ms, elapsed);
     }
-    if (best_ms < 0.0f || ms < best_ms) {
-      best_ms = ms;
-      best = i;
+    ++t.ran;
+    if (i == 0) t.first_ms = ms;
+    if (t.best_ms < 0.0f || ms < t.best_ms) {
+      t.best_ms = ms;
+      t.best = i;
     }
   }
-  return best;
+  return t;
 }
 
 cublasComputeType_t compute_type(const KernelResources& res, const LtGemm& g) {
@@ -203,21 +214,25 @@ std::int64_t slice_columns(const KernelResources& res, const LtGemm& g) {
 // candidate came from the heuristic for the whole product; a candidate the slice refuses is
 // skipped, and the fastest is also checked against the whole product's descriptors and
 // workspace (else candidate 0).
-int fastest_on_slice(const ExecContext& ctx, const LtGemm& g, const LtDescriptors& whole,
-                     const cublasLtMatmulHeuristicResult_t* candidates, int found, std::size_t ws_bytes,
-                     std::int64_t cols) {
+Timed fastest_on_slice(const ExecContext& ctx, const LtGemm& g, const LtDescriptors& whole,
+                       const cublasLtMatmulHeuristicResult_t* candidates, int found, std::size_t ws_bytes,
+                       std::int64_t cols) {
   KernelResources& res = detail::resources_of(ctx);
   LtGemm slice = g;
   slice.n = cols;
   LtDescriptors desc;
   build_descriptors(res, slice, desc);
   Buffer out = output_scratch(ctx, g, cols);
-  const int best = fastest_algorithm(ctx, slice, desc, candidates, found, ws_bytes, out.data());
+  Timed t = fastest_algorithm(ctx, slice, desc, candidates, found, ws_bytes, out.data());
   ++res.timed_slice_searches;
   cublasLtMatmulHeuristicResult_t check{};
   const cublasStatus_t status = cublasLtMatmulAlgoCheck(res.cublaslt(), whole.op, whole.a, whole.b, whole.d, whole.d,
-                                                        &candidates[best].algo, &check);
-  return status == CUBLAS_STATUS_SUCCESS && check.workspaceSize <= ws_bytes ? best : 0;
+                                                        &candidates[t.best].algo, &check);
+  if (status != CUBLAS_STATUS_SUCCESS || check.workspaceSize > ws_bytes) {
+    t.best = 0;
+    t.best_ms = t.first_ms;
+  }
+  return t;
 }
 
 // Queues g (into `out`, nullptr: g.D); false where `required` is false and cuBLASLt refuses g's
@@ -260,9 +275,9 @@ bool queue_gemm(const ExecContext& ctx, const LtGemm& g, void* out, bool require
     ZT_CUDA_CHECK(status);
     ZT_CHECK(found > 0, "cuBLASLt has no algorithm for m={} n={} k={} (transa {}, transb {}, epilogue {})", g.m, g.n,
              g.k, g.trans_a, g.trans_b, static_cast<int>(g.epilogue));
-    int chosen = 0;
+    Timed timed;
     if (found > 1 && slice > 0) {
-      chosen = fastest_on_slice(ctx, g, desc, candidates.data(), found, ws_bytes, slice);
+      timed = fastest_on_slice(ctx, g, desc, candidates.data(), found, ws_bytes, slice);
     } else if (found > 1) {
       // The allocator's blocks are 256-byte aligned, at least as aligned as the D the candidates
       // were asked for, so each runs on the scratch as it will on D. Out of place, a candidate
@@ -271,9 +286,13 @@ bool queue_gemm(const ExecContext& ctx, const LtGemm& g, void* out, bool require
       const bool own_scratch = !in_place && out == nullptr;
       Buffer timed_out = own_scratch ? output_scratch(ctx, g, g.n) : Buffer{};
       void* target = in_place ? g.D : (own_scratch ? timed_out.data() : out);
-      chosen = fastest_algorithm(ctx, g, desc, candidates.data(), found, ws_bytes, target);
+      timed = fastest_algorithm(ctx, g, desc, candidates.data(), found, ws_bytes, target);
     }
-    cached = res.gemm_algorithms().emplace(key, candidates[static_cast<std::size_t>(chosen)].algo).first;
+    if (found > 1) {
+      res.gemm_searches.push_back({g.m, g.n, g.k, g.trans_a, g.trans_b, slice > 0, static_cast<int>(g.epilogue), found,
+                                   timed.ran, timed.best, timed.first_ms, timed.best_ms});
+    }
+    cached = res.gemm_algorithms().emplace(key, candidates[static_cast<std::size_t>(timed.best)].algo).first;
   }
   const cublasStatus_t status = matmul(ctx, g, desc, cached->second, ws_bytes, out != nullptr ? out : g.D);
   if (!required && status != CUBLAS_STATUS_SUCCESS) {  // refused: this product queued nothing

@@ -213,6 +213,23 @@ TEST_F(CudaMatmul, TimedAlgorithmSearchKeepsResultsAndAddsGradientsOnce) {
     }
   }
   EXPECT_FALSE(resources_->gemm_algorithms().empty());
+  // Each search's record (op_profile.json's kernel_choices.gemm_searches): the kept candidate one
+  // of those offered, no more run than offered, and its time the least of those timed.
+  EXPECT_FALSE(resources_->gemm_searches.empty()) << "cuBLASLt offered one algorithm for every product here";
+  for (const auto& s : resources_->gemm_searches) {
+    SCOPED_TRACE(::testing::Message() << "search m=" << s.m << " n=" << s.n << " k=" << s.k);
+    EXPECT_GT(s.offered, 1);
+    EXPECT_LE(s.timed, s.offered);
+    EXPECT_TRUE(s.kept >= 0 && s.kept < s.offered);
+    if (s.timed > 0) {
+      EXPECT_GT(s.kept_ms, 0.0f);
+    }
+    if (s.first_ms >= 0.0f) {
+      EXPECT_LE(s.kept_ms, s.first_ms);
+    }
+  }
+  const nlohmann::json choices = resources_->choices_summary();
+  EXPECT_EQ(choices["gemm_searches"].size(), resources_->gemm_searches.size());
 }
 
 // [Note: timed algorithm search] for an output larger than the scratch limit (here lowered to

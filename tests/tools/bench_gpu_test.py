@@ -300,12 +300,16 @@ def main():
             profile["kernel_choices"] = {  # what a CUDA run's KernelResources::choices_summary writes
                 "gemm_configurations": 5, "timed_slice_searches": 1, "bias_grad_configurations_timed": 2,
                 "bias_grad_configurations_epilogue_faster": 1,
+                "gemm_searches_kept_other_than_first": 1, "gemm_searches_first_ms": 0.25,
+                "gemm_searches_kept_ms": 0.2, "gemm_searches": [{"m": 768, "kept": 3}, {"m": 3072, "kept": 0}],
                 "norm_backward_choices": [{"norm": "layernorm", "rows": 16384, "cols": 768, "activations": "bf16",
                                            "params": "bf16", "kernel": "warp a row"}]}
             text = "\n".join(bench_gpu.top_ops_lines(profile, "zerotrain stage 0", n=3))
             checks.check("5 product configurations searched (1 on a slice)" in text and
                          "epilogue for 1 of 2 timed" in text and
-                         "layernorm backward [16384, 768] bf16: warp a row" in text,
+                         "layernorm backward [16384, 768] bf16: warp a row" in text and
+                         "product searches: 2, 1 kept another than the heuristic's first; one call of each "
+                         "0.250 ms with the first, 0.200 with the kept" in text,
                          "the summary names the kernels a CUDA run chose by timing")
 
     check_interleaving_and_partial_reports(checks)

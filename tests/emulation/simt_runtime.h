@@ -1,16 +1,21 @@
 // A SIMT emulator for running CUDA device code on the CPU in tests: every thread of a block is a
-// std::thread, __syncthreads and __syncwarp are barriers (simt::Barrier) over the block and the warp, and
-// blocks run one after another, each with the dynamic shared memory given to launch. The headers
-// under simt/ stand in for the CUDA ones (cuda_runtime.h, cuda_bf16.h, mma.h) so that a kernel
-// header compiles as C++.
+// fiber (a ucontext with its own stack) that a scheduler on the launching thread runs until it
+// reaches a barrier or returns, __syncthreads and __syncwarp are barriers (simt::Barrier) over the
+// block and the warp, and blocks run one after another, each with the dynamic shared memory given
+// to launch. The headers under simt/ stand in for the CUDA ones (cuda_runtime.h, cuda_bf16.h,
+// mma.h) so that a kernel header compiles as C++.
 //
 // [Note: SIMT emulation]
 // What it checks: the kernel's own arithmetic and indexing, its use of dynamic shared memory (which
 // starts each block filled with 0xFF bytes, NaN as fp32 and bf16, so a read of a location nobody
 // wrote shows up; static __shared__ arrays are function statics, not refilled), and its barrier
-// discipline as far as real threads expose it (the ThreadSanitizer build reports a missing barrier
-// as a data race). What it does not: timing, occupancy, bank conflicts, register limits, or how
-// the hardware spreads a WMMA tile over lanes.
+// discipline: the ThreadSanitizer build sees each fiber as a thread (its fiber API) and only the
+// barriers' edges between them, so a missing barrier is reported as a data race; a barrier that
+// some threads never reach is reported and aborts instead of hanging. What it does not: timing,
+// occupancy, bank conflicts, register limits, or how the hardware spreads a WMMA tile over lanes.
+// Why fibers and not a std::thread per emulated thread (as until 2026-12): with 256-1024 threads
+// a block on two cores, the OS's context switches and, under ThreadSanitizer, a vector-clock merge
+// over every thread at every barrier poll took most of the emulation tests' time.
 // WMMA operations (mma.h) are done by the warp's lane 0 on whole 16 x 16 tiles (the other lanes'
 // fragments stay empty, which device code cannot observe because fragments are opaque), after
 // checking the pointer and leading-dimension rules the CUDA documentation gives.
@@ -37,19 +42,15 @@ namespace simt {
 
 constexpr int kWarpSize = 32;
 
-// A barrier with std::barrier's arrive_and_wait and arrive_and_drop, and a completion the last
-// arrival runs before the others go on. A waiter yields a few times, then sleeps on a futex until
-// the last arrival wakes it, polling the phase with relaxed loads and acquiring it once at the end.
-// Why not std::barrier: libstdc++'s waits spin with sched_yield and an acquire load a poll, and under
-// ThreadSanitizer each acquire is a vector-clock merge over every thread; with 1024 threads on two
-// cores that was about half of a test's samples in perf (the cross-entropy test under
-// ThreadSanitizer 59 -> 29 s with this one, the whole emulation binary 85 -> 62 s). The atomics give
-// ThreadSanitizer the barrier's edges: every arrival (an acq_rel add to the count) happens before
-// the phase's release, which every waiter acquires; a missing __syncthreads is still reported.
+// A barrier over a block's or a warp's emulated threads, with std::barrier's arrive_and_wait
+// and arrive_and_drop. The threads are fibers that the launch's scheduler runs one at a time
+// ([Note: SIMT emulation]): a waiter yields to the scheduler until the last arrival completes the
+// phase. Its fields are relaxed atomics only so that ThreadSanitizer, which sees each fiber as a
+// thread, does not report the barrier's own bookkeeping; the barrier's happens-before edges are
+// stated to it explicitly (every arrival releases, every departure acquires; per phase, below).
 class Barrier {
  public:
-  explicit Barrier(int count, std::function<void()> on_completion = {})
-      : state_(pack(count, 0)), on_completion_(std::move(on_completion)) {}
+  explicit Barrier(int count) : expected_(count) {}
   Barrier(const Barrier&) = delete;
   Barrier& operator=(const Barrier&) = delete;
 
@@ -58,13 +59,14 @@ class Barrier {
   void arrive_and_drop();
 
  private:
-  // The expected count in the high half, the arrivals of this phase in the low half.
-  static std::uint64_t pack(std::uint64_t expected, std::uint64_t arrived) { return expected << 32 | arrived; }
-  void complete_phase(std::uint64_t expected);
-
-  std::atomic<std::uint64_t> state_;
-  std::atomic<std::uint32_t> phase_{0};  // the futex word
-  std::function<void()> on_completion_;
+  void arrive(std::uint32_t phase);
+  std::atomic<int> expected_, arrived_{0};
+  std::atomic<std::uint32_t> phase_{0};
+  // The addresses a phase's edges are stated on, by the phase's parity: a waiter of phase p must
+  // not acquire what threads released arriving at phase p + 1 after the phase let them go (their
+  // writes after the barrier would then look ordered before the waiter's reads). No thread can
+  // reach phase p + 2 before every waiter of phase p has left it.
+  char edges_[2] = {};
 };
 
 // One warp's barrier and the slots its shuffles exchange values through (8 bytes each: float,

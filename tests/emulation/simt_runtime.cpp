@@ -11,7 +11,7 @@
 #include <memory>
 #include <mutex>
 
-#if defined(ZT_EMULATION_UNDER_TSAN)
+#if defined(__SANITIZE_THREAD__)  // GCC under -fsanitize=thread
 #include <sanitizer/tsan_interface.h>
 extern "C" void AnnotateIgnoreWritesBegin(const char* file, int line);
 extern "C" void AnnotateIgnoreWritesEnd(const char* file, int line);
@@ -25,7 +25,7 @@ namespace {
 
 // What ThreadSanitizer is told: which fiber runs (switches carry no happens-before edge of their
 // own), the barriers' edges, and writes it must not count (the scheduler's per-fiber registers).
-#if defined(ZT_EMULATION_UNDER_TSAN)
+#if defined(__SANITIZE_THREAD__)  // GCC under -fsanitize=thread
 void* tsan_current_fiber() { return __tsan_get_current_fiber(); }
 void* tsan_new_fiber() { return __tsan_create_fiber(0); }
 void tsan_switch_to(void* fiber) { __tsan_switch_to_fiber(fiber, __tsan_switch_to_fiber_no_sync); }

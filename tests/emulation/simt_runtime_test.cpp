@@ -1,8 +1,11 @@
 // The SIMT emulator itself ([Note: SIMT emulation] in simt_runtime.h): threads that return stop
 // counting at the block's barriers, shuffles exchange lanes' values, and a barrier that some
-// threads never reach stops the run with a message instead of hanging.
+// threads never reach stops the run with a message instead of hanging; and in the
+// ThreadSanitizer build, a missing barrier is reported as a data race (so a change to how the
+// emulator tells ThreadSanitizer about its fibers cannot quietly stop it seeing races).
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <vector>
 
 #include "tests/emulation/simt/cuda_runtime.h"
@@ -56,6 +59,32 @@ TEST(SimtRuntimeDeathTest, ABarrierSomeThreadsNeverReachStopsTheRun) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_DEATH(simt::launch(dim3(1), 64, 0, mismatched_barriers, static_cast<int*>(nullptr)),
                "threads wait at a barrier the others never reach");
+}
+
+#if defined(__SANITIZE_THREAD__)
+// neighbours() without its barrier: each thread reads its neighbour's slot with nothing ordering
+// that read after the neighbour's write.
+void neighbours_without_barrier(int* out, int n) {
+  auto* smem = reinterpret_cast<int*>(simt::dynamic_smem());
+  const int i = static_cast<int>(threadIdx.x);
+  smem[i] = i;
+  out[i] = smem[(i + 1) % n];
+}
+#endif
+
+TEST(SimtRuntimeDeathTest, AMissingBarrierIsADataRaceUnderThreadSanitizer) {
+#if !defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "the ThreadSanitizer build (tsan.*) runs this";
+#else
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  std::vector<int> out(64, -1);
+  EXPECT_DEATH(
+      {
+        simt::launch(dim3(1), 64, 64 * sizeof(int), neighbours_without_barrier, out.data(), 64);
+        std::_Exit(1);
+      },
+      "ThreadSanitizer: data race");
+#endif
 }
 
 }  // namespace

@@ -43,7 +43,7 @@ void tsan_ignore_writes_begin() {}
 void tsan_ignore_writes_end() {}
 #endif
 
-constexpr std::size_t kStackBytes = std::size_t{256} << 10;  // touched pages only are committed
+constexpr std::size_t kStackBytes = std::size_t{256} << 10;  // not zeroed: touched pages only are committed
 
 struct Fiber {
   ucontext_t context{};
@@ -174,7 +174,7 @@ void run_blocks(dim3 grid, int threads, std::size_t smem_bytes, const std::funct
   if (l.scheduler_tsan == nullptr) l.scheduler_tsan = tsan_current_fiber();  // the launching thread's, once
   while (fibers.size() < static_cast<std::size_t>(threads)) {
     Fiber& f = fibers.emplace_back();
-    f.stack = std::make_unique<char[]>(kStackBytes);
+    f.stack = std::make_unique_for_overwrite<char[]>(kStackBytes);
     f.tsan = tsan_new_fiber();
   }
   const std::size_t num_blocks = std::size_t{grid.x} * grid.y * grid.z;

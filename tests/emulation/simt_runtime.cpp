@@ -123,9 +123,13 @@ void Barrier::arrive(std::uint32_t phase) {
   tsan_release(&edges_[phase & 1]);
   note_progress();
   if (arrived_.fetch_add(1, std::memory_order_relaxed) + 1 == expected_.load(std::memory_order_relaxed)) {
-    arrived_.store(0, std::memory_order_relaxed);
-    phase_.fetch_add(1, std::memory_order_relaxed);
+    complete_phase();
   }
+}
+
+void Barrier::complete_phase() {
+  arrived_.store(0, std::memory_order_relaxed);
+  phase_.fetch_add(1, std::memory_order_relaxed);
 }
 
 void Barrier::arrive_and_wait() {
@@ -139,10 +143,7 @@ void Barrier::arrive_and_drop() {
   tsan_release(&edges_[phase_.load(std::memory_order_relaxed) & 1]);
   note_progress();
   const int expected = expected_.fetch_sub(1, std::memory_order_relaxed) - 1;
-  if (expected > 0 && arrived_.load(std::memory_order_relaxed) == expected) {
-    arrived_.store(0, std::memory_order_relaxed);
-    phase_.fetch_add(1, std::memory_order_relaxed);
-  }
+  if (expected > 0 && arrived_.load(std::memory_order_relaxed) == expected) complete_phase();
 }
 
 void sync_block() { block_barrier->arrive_and_wait(); }

@@ -28,7 +28,6 @@
 #include <functional>
 #include <string>
 #include <type_traits>
-#include <utility>
 #include <vector>
 
 struct dim3 {
@@ -60,6 +59,7 @@ class Barrier {
 
  private:
   void arrive(std::uint32_t phase);
+  void complete_phase();  // every expected thread arrived: the waiters may go
   std::atomic<int> expected_, arrived_{0};
   std::atomic<std::uint32_t> phase_{0};
   // The addresses a phase's edges are stated on, by the phase's parity: a waiter of phase p must

@@ -192,11 +192,11 @@ void rmsnorm_backward(const ExecContext& ctx, TensorView dinp, TensorView dweigh
                       TensorView weight, TensorView rstd) {
   return ZT_OP(rmsnorm_backward, dinp, dweight, dout, inp, weight, rstd);
 }
-void rope_forward(const ExecContext& ctx, TensorView x, int n_heads, int head_size, float theta) {
-  return ZT_OP(rope_forward, x, n_heads, head_size, theta);
+void rope_forward(const ExecContext& ctx, TensorView x, int n_heads, int head_size, const RopeFrequencies& freq) {
+  return ZT_OP(rope_forward, x, n_heads, head_size, freq);
 }
-void rope_backward(const ExecContext& ctx, TensorView dx, int n_heads, int head_size, float theta) {
-  return ZT_OP(rope_backward, dx, n_heads, head_size, theta);
+void rope_backward(const ExecContext& ctx, TensorView dx, int n_heads, int head_size, const RopeFrequencies& freq) {
+  return ZT_OP(rope_backward, dx, n_heads, head_size, freq);
 }
 void swiglu_forward(const ExecContext& ctx, TensorView out, TensorView gate_up) {
   return ZT_OP(swiglu_forward, out, gate_up);

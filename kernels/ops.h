@@ -16,6 +16,7 @@
 #include "kernels/contracts/adamw_params.h"
 #include "kernels/contracts/dropout_spec.h"
 #include "kernels/contracts/exact_square_sum.h"
+#include "kernels/contracts/rope_angles.h"
 #include "kernels/contracts/weight_layout.h"
 #include "kernels/exec_context.h"
 
@@ -122,8 +123,8 @@ void rmsnorm_backward(const ExecContext& ctx, TensorView dinp, TensorView dweigh
                       TensorView weight, TensorView rstd);
 // Rotary position embeddings in place on the first n_heads heads of each [B, T, W] row, and the
 // backward.
-void rope_forward(const ExecContext& ctx, TensorView x, int n_heads, int head_size, float theta);
-void rope_backward(const ExecContext& ctx, TensorView dx, int n_heads, int head_size, float theta);
+void rope_forward(const ExecContext& ctx, TensorView x, int n_heads, int head_size, const RopeFrequencies& freq);
+void rope_backward(const ExecContext& ctx, TensorView dx, int n_heads, int head_size, const RopeFrequencies& freq);
 // SwiGLU (Llama's MLP) on the fused gate and up output [N, 2H].
 void swiglu_forward(const ExecContext& ctx, TensorView out, TensorView gate_up);
 void swiglu_backward(const ExecContext& ctx, TensorView dgate_up, TensorView gate_up, TensorView dout);

@@ -156,11 +156,13 @@ int main(int argc, char** argv) {
                                w.view(), rstd.view(), cuda::NormBackwardRows::kWarp);
       });
       Buffer qkv = bench.buf(DType::kBF16, N * LW);
+      // Llama 3.2 1B's rotary frequencies: base 500000, llama3 scaling x32 from 8192 positions.
+      const RopeFrequencies llama32_rope{500000.0f, {RopeScalingType::kLlama3, 32.0f, 1.0f, 4.0f, 8192.0f}};
       mem("llama rope_forward bf16 (q and k of [N, 3072])", N * 40 * 64 * 2 * 2.0, [&] {
-        cuda::rope_forward(ctx, qkv.view(Shape{B, T, LW}), 40, 64, 500000.0f);
+        cuda::rope_forward(ctx, qkv.view(Shape{B, T, LW}), 40, 64, llama32_rope);
       });
       mem("llama rope_backward bf16 (q and k of [N, 3072])", N * 40 * 64 * 2 * 2.0, [&] {
-        cuda::rope_backward(ctx, qkv.view(Shape{B, T, LW}), 40, 64, 500000.0f);
+        cuda::rope_backward(ctx, qkv.view(Shape{B, T, LW}), 40, 64, llama32_rope);
       });
       Buffer gate_up = bench.buf(DType::kBF16, N * 2 * LH), act = bench.buf(DType::kBF16, N * LH),
              dgate_up = bench.buf(DType::kBF16, N * 2 * LH);

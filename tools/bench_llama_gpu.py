@@ -136,6 +136,9 @@ def main(argv=None):
     for key, flag in (("n_layer", "--n-layer"), ("n_head", "--n-head"), ("n_kv_head", "--n-kv-head"),
                       ("n_embd", "--n-embd"), ("intermediate_size", "--intermediate-size"), ("vocab_size", "--vocab")):
         torch_args += [flag, str(model[key])]
+    torch_args += ["--rope-theta", str(model.get("rope_theta", 10000.0))]
+    if model.get("rope_scaling"):
+        torch_args += ["--rope-scaling", json.dumps(model["rope_scaling"])]
     args.torch_args = torch_args + args.torch_args
     fsdp = bench_gpu.Torch("fsdp2", "default", "auto", script="bench_llama_gpu_torch.py",
                            label="PyTorch FSDP2 fully_shard, compiled per layer (Llama 3.2 1B shape)")

@@ -112,7 +112,8 @@ class Trainer(bench_gpu_torch.Worker):
         self.dev = torch.device(a.device)
         self.cfg = ref.LlamaConfig(n_layer=a.n_layer, n_head=a.n_head, n_kv_head=a.n_kv_head, n_embd=a.n_embd,
                                    intermediate_size=a.intermediate_size, block_size=a.seq_len, vocab_size=a.vocab,
-                                   rope_theta=500000.0, norm_eps=1e-5, tie_embeddings=True)
+                                   rope_theta=a.rope_theta, norm_eps=1e-5, tie_embeddings=True,
+                                   rope_scaling=tuple(sorted(json.loads(a.rope_scaling or "{}").items())))
         if not a.no_fsdp:
             import torch.distributed as dist
             os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
@@ -149,6 +150,8 @@ def main():
     ap.add_argument("--intermediate-size", type=int, default=8192)
     ap.add_argument("--vocab", type=int, default=128256)
     ap.add_argument("--seq-len", type=int, default=2048)
+    ap.add_argument("--rope-theta", type=float, default=500000.0)
+    ap.add_argument("--rope-scaling", default="", help="model.rope_scaling as JSON (Hugging Face's keys)")
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--compile", choices=["default", "none"], default="default")
     ap.add_argument("--sdpa", choices=["auto"], default="auto")

@@ -52,12 +52,20 @@ bool flash_attention_shape_supported(std::int64_t batch, std::int64_t n_head, st
   return compiled && batch * n_head <= 65535;  // one grid row per (sample, head)
 }
 
-RopeDims rope_dims(const TensorView& x, int n_heads, int head_size, float theta) {
+RopeDims rope_dims(const TensorView& x, int n_heads, int head_size, const RopeFrequencies& freq) {
   ZT_CHECK(x.shape.ndim() == 3, "rope: x must be [B, T, W]");
   ZT_CHECK(head_size > 0 && head_size % 2 == 0, "rope: head_size {} must be even", head_size);
   ZT_CHECK(n_heads >= 0 && static_cast<std::int64_t>(n_heads) * head_size <= x.shape[2],
            "rope: {} heads of {} exceed the row's {} columns", n_heads, head_size, x.shape[2]);
-  ZT_CHECK(theta > 0.0f, "rope: theta {} must be positive", theta);
+  ZT_CHECK(freq.theta > 0.0f, "rope: theta {} must be positive", freq.theta);
+  const RopeScaling& s = freq.scaling;
+  ZT_CHECK(s.type == RopeScalingType::kNone || s.factor >= 1.0f, "rope: scaling factor {} must be at least 1",
+           s.factor);
+  ZT_CHECK(s.type != RopeScalingType::kLlama3 ||
+               (s.low_freq_factor > 0.0f && s.high_freq_factor > s.low_freq_factor && s.original_max_position > 0.0f),
+           "rope: llama3 scaling needs 0 < low_freq_factor ({}) < high_freq_factor ({}) and "
+           "original_max_position ({}) > 0",
+           s.low_freq_factor, s.high_freq_factor, s.original_max_position);
   return {x.shape[0], x.shape[1], x.shape[2]};
 }
 

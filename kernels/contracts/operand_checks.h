@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "engine/base/core/tensor.h"
+#include "kernels/contracts/rope_angles.h"
 
 namespace zt {
 
@@ -39,10 +40,11 @@ EmbeddingDims embedding_dims(const TensorView& out_like, const TensorView& token
                              const TensorView& wpe, EmbeddingTables tables);
 
 // The operands both RoPE backends take, checked: x [B, T, W] whose first n_heads heads of
-// head_size (even) columns fit a row, theta > 0.
+// head_size (even) columns fit a row, theta > 0, a scaling factor >= 1 and llama3's frequency
+// factors increasing.
 struct RopeDims {
   std::int64_t B, T, W;
 };
-RopeDims rope_dims(const TensorView& x, int n_heads, int head_size, float theta);
+RopeDims rope_dims(const TensorView& x, int n_heads, int head_size, const RopeFrequencies& freq);
 
 }  // namespace zt

@@ -15,6 +15,7 @@
 #include "kernels/contracts/adamw_params.h"
 #include "kernels/contracts/dropout_spec.h"
 #include "kernels/contracts/exact_square_sum.h"
+#include "kernels/contracts/rope_angles.h"
 #include "kernels/contracts/weight_layout.h"
 #include "kernels/exec_context.h"
 
@@ -194,9 +195,12 @@ class OpsBackend {
                                TensorView dout) const = 0;
   // Rotary embeddings (rotate-half) in place on the first n_heads heads of head_size (even)
   // columns of each row of x [B, T, W]: pair (x_i, x_{i + hs/2}) turns by t * inv_freq_i,
-  // inv_freq_i = 1 / theta^(2i / hs) (rope_angles); the backward turns by minus the angle.
-  virtual void rope_forward(const ExecContext& ctx, TensorView x, int n_heads, int head_size, float theta) const = 0;
-  virtual void rope_backward(const ExecContext& ctx, TensorView dx, int n_heads, int head_size, float theta) const = 0;
+  // inv_freq_i = 1 / theta^(2i / hs), then freq.scaling (rope_angles); the backward turns by minus
+  // the angle.
+  virtual void rope_forward(const ExecContext& ctx, TensorView x, int n_heads, int head_size,
+                            const RopeFrequencies& freq) const = 0;
+  virtual void rope_backward(const ExecContext& ctx, TensorView dx, int n_heads, int head_size,
+                             const RopeFrequencies& freq) const = 0;
   // out = a + b (out may alias a or b).
   virtual void residual_forward(const ExecContext& ctx, TensorView out, TensorView a, TensorView b) const = 0;
   // out = in * mask / (1 - p) over in's leading dimension of samples ([Note: dropout masks]; out

@@ -126,11 +126,13 @@ class CpuBackend final : public OpsBackend {
                        TensorView dout) const override {
     cpu::swiglu_backward(ctx, dgate_up, gate_up, dout);
   }
-  void rope_forward(const ExecContext& ctx, TensorView x, int n_heads, int head_size, float theta) const override {
-    cpu::rope_forward(ctx, x, n_heads, head_size, theta);
+  void rope_forward(const ExecContext& ctx, TensorView x, int n_heads, int head_size,
+                    const RopeFrequencies& freq) const override {
+    cpu::rope_forward(ctx, x, n_heads, head_size, freq);
   }
-  void rope_backward(const ExecContext& ctx, TensorView dx, int n_heads, int head_size, float theta) const override {
-    cpu::rope_backward(ctx, dx, n_heads, head_size, theta);
+  void rope_backward(const ExecContext& ctx, TensorView dx, int n_heads, int head_size,
+                     const RopeFrequencies& freq) const override {
+    cpu::rope_backward(ctx, dx, n_heads, head_size, freq);
   }
   void residual_forward(const ExecContext& ctx, TensorView out, TensorView a, TensorView b) const override {
     cpu::residual_forward(ctx, out, a, b);

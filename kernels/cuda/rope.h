@@ -4,11 +4,12 @@
 #pragma once
 
 #include "engine/base/core/tensor.h"
+#include "kernels/contracts/rope_angles.h"
 #include "kernels/exec_context.h"
 
 namespace zt::cuda {
 
-void rope_forward(const ExecContext& ctx, TensorView x, int n_heads, int head_size, float theta);
-void rope_backward(const ExecContext& ctx, TensorView dx, int n_heads, int head_size, float theta);
+void rope_forward(const ExecContext& ctx, TensorView x, int n_heads, int head_size, const RopeFrequencies& freq);
+void rope_backward(const ExecContext& ctx, TensorView dx, int n_heads, int head_size, const RopeFrequencies& freq);
 
 }  // namespace zt::cuda

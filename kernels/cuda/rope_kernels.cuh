@@ -22,14 +22,14 @@ constexpr int kHeadBatch = 8;  // heads whose pairs a thread loads at once
 // head: on the H200 at d650922 it ran at 14% of copy bandwidth at Llama 3.2 1B's widths (40 heads
 // of 64 rotated a row: 140 us for 8192 rows). The arithmetic of each element is unchanged.
 template <typename T>
-__global__ void rope_kernel(T* x, std::int64_t rows, int T_len, int W, int n_heads, int head_size, float theta,
+__global__ void rope_kernel(T* x, std::int64_t rows, int T_len, int W, int n_heads, int head_size, RopeFrequencies freq,
                             float sign) {
   const int half = head_size / 2;
   const std::int64_t items = rows * half, stride = std::int64_t{gridDim.x} * blockDim.x;
   for (std::int64_t p = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; p < items; p += stride) {
     const int i = static_cast<int>(p % half);
     const std::int64_t r = p / half;
-    const float angle = rope_angle(static_cast<int>(r % T_len), i, head_size, theta);
+    const float angle = rope_angle(static_cast<int>(r % T_len), i, head_size, freq);
     const float c = cosf(angle), s = sign * sinf(angle);
     T* row = x + r * W + i;
     // kHeadBatch heads' pairs loaded before any is turned and stored: the compiler cannot tell that

@@ -73,7 +73,7 @@ void attention_half_forward(const ExecContext& ctx, const LlamaConfig& c, const 
                             LayerActivations& a) {
   ops::rmsnorm_forward(ctx, a.ln1, a.rstd1, x, p.input_norm, c.norm_eps);
   ops::matmul_forward(ctx, a.qkv, a.ln1, p.qkv_proj, WeightLayout::kOutIn, TensorView{});
-  ops::rope_forward(ctx, a.qkv, c.n_head + c.n_kv_head, c.head_size(), c.rope_theta);  // q and k heads
+  ops::rope_forward(ctx, a.qkv, c.n_head + c.n_kv_head, c.head_size(), c.rope());  // q and k heads
   if (a.lse.data != nullptr) {
     ops::flash_attention_forward(ctx, a.atty, a.lse, a.qkv, c.n_head, DropoutSpec{}, c.n_kv_head);
   } else {
@@ -136,7 +136,7 @@ void attention_half_backward(const ExecContext& ctx, const LlamaConfig& c, const
   } else {
     ops::attention_backward(ctx, dqkv, datty, a.qkv, a.att, c.n_head, DropoutSpec{}, c.n_kv_head);
   }
-  ops::rope_backward(ctx, dqkv, c.n_head + c.n_kv_head, c.head_size(), c.rope_theta);
+  ops::rope_backward(ctx, dqkv, c.n_head + c.n_kv_head, c.head_size(), c.rope());
   const TensorView dln1 = scratch_view(s.a, a, C);
   ops::matmul_backward(ctx, dln1, g.qkv_proj, TensorView{}, dqkv, a.ln1, p.qkv_proj, WeightLayout::kOutIn);
   ops::rmsnorm_backward(ctx, dresid, g.input_norm, dln1, x, p.input_norm, a.rstd1);

@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include "models/llama/llama_rope_scaling.h"
+
 namespace zt::llama {
 
 int default_intermediate_size(int n_embd) {
@@ -33,7 +35,7 @@ std::string llama_config_error(const LlamaConfig& c, std::string_view key_prefix
   if (c.intermediate_size < 0) return fmt::format("{}intermediate_size = {} is negative", p, c.intermediate_size);
   if (!(c.rope_theta > 0.0f)) return fmt::format("{}rope_theta = {} must be positive", p, c.rope_theta);
   if (!(c.norm_eps > 0.0f)) return fmt::format("{}norm_eps = {} must be positive", p, c.norm_eps);
-  return "";
+  return rope_scaling_error(c.rope_scaling, p);
 }
 
 }  // namespace zt::llama

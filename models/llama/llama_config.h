@@ -7,6 +7,8 @@
 #include <string>
 #include <string_view>
 
+#include "kernels/contracts/rope_angles.h"
+
 namespace zt::llama {
 
 struct LlamaConfig {
@@ -18,12 +20,14 @@ struct LlamaConfig {
   int block_size = 64;        // maximum sequence length (RoPE has no table, so no parameters depend on it)
   int vocab_size = 65;
   float rope_theta = 10000.0f;
+  RopeScaling rope_scaling{};   // Hugging Face's rope_scaling (Llama 3.1 and later: llama3)
   float norm_eps = 1e-5f;       // RMSNorm epsilon
   bool tie_embeddings = false;  // the LM head shares the token embedding (Llama 3.2 1B does)
 
   int head_size() const { return n_embd / n_head; }
   int padded_vocab_size() const { return (vocab_size + 63) / 64 * 64; }
   int hidden() const;  // intermediate_size, or the rule's width when it is 0
+  RopeFrequencies rope() const { return {rope_theta, rope_scaling}; }
 };
 
 // Llama's rule for the SwiGLU width (Meta's reference model, multiple_of = 256): two thirds of

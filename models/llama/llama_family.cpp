@@ -13,6 +13,7 @@
 #include "models/llama/llama_footprint.h"
 #include "models/llama/llama_model.h"
 #include "models/llama/llama_params.h"
+#include "models/llama/llama_rope_scaling.h"
 
 namespace zt::llama {
 
@@ -23,6 +24,7 @@ LlamaConfig llama_config(const ModelConfig& model) {
   c.n_kv_head = k.at("n_kv_head").get<int>();
   c.intermediate_size = k.at("intermediate_size").get<int>();
   c.rope_theta = k.at("rope_theta").get<float>();
+  if (k.contains("rope_scaling")) c.rope_scaling = rope_scaling_of(k.at("rope_scaling"));
   c.norm_eps = k.at("norm_eps").get<float>();
   c.tie_embeddings = k.at("tie_embeddings").get<bool>();
   return c;
@@ -31,13 +33,16 @@ LlamaConfig llama_config(const ModelConfig& model) {
 namespace {
 
 // The family keys as config.json and the manifest write them: the SwiGLU width as a number (not 0
-// for Llama's rule), floats as their shortest decimals.
+// for Llama's rule), floats as their shortest decimals, rope_scaling only where there is one (so a
+// manifest from before it existed reads as the same model).
 nlohmann::json family_keys_of(const LlamaConfig& c) {
-  return {{"n_kv_head", c.n_kv_head},
-          {"intermediate_size", c.hidden()},
-          {"rope_theta", shortest_decimal(c.rope_theta)},
-          {"norm_eps", shortest_decimal(c.norm_eps)},
-          {"tie_embeddings", c.tie_embeddings}};
+  nlohmann::json keys = {{"n_kv_head", c.n_kv_head},
+                         {"intermediate_size", c.hidden()},
+                         {"rope_theta", shortest_decimal(c.rope_theta)},
+                         {"norm_eps", shortest_decimal(c.norm_eps)},
+                         {"tie_embeddings", c.tie_embeddings}};
+  if (c.rope_scaling.type != RopeScalingType::kNone) keys["rope_scaling"] = rope_scaling_json(c.rope_scaling);
+  return keys;
 }
 
 class LlamaFamily final : public ModelFamily {
@@ -45,7 +50,7 @@ class LlamaFamily final : public ModelFamily {
   std::string_view name() const override { return "llama"; }
   std::string_view display_name() const override { return "Llama"; }
   std::vector<std::string> own_keys() const override {
-    return {"n_kv_head", "intermediate_size", "rope_theta", "norm_eps", "tie_embeddings"};
+    return {"n_kv_head", "intermediate_size", "rope_theta", "rope_scaling", "norm_eps", "tie_embeddings"};
   }
   bool has_dropout() const override { return false; }
   bool has_gelu_mlp() const override { return false; }
@@ -58,6 +63,7 @@ class LlamaFamily final : public ModelFamily {
     l.rope_theta = static_cast<float>(r.get_double("rope_theta", 10000.0, 1.0, 1e9));
     l.norm_eps = static_cast<float>(r.get_double("norm_eps", 1e-5, 1e-12, 1.0));
     l.tie_embeddings = r.get_bool("tie_embeddings", false);
+    l.rope_scaling = read_rope_scaling(r);
     const std::string error = llama_config_error(l, "model.");
     if (!error.empty()) throw_input_error("config error in {}: {}", r.file(), error);
     if (!r.has("intermediate_size")) {
@@ -105,11 +111,16 @@ class LlamaFamily final : public ModelFamily {
 
   std::string describe(const ModelSpec& spec, double params_millions) const override {
     const LlamaConfig c = llama_config(spec.model);
+    const RopeScaling& s = c.rope_scaling;
+    const std::string scaled = s.type == RopeScalingType::kNone     ? ""
+                               : s.type == RopeScalingType::kLinear ? fmt::format(" (RoPE linear-scaled x{})", s.factor)
+                                                                    : fmt::format(" (RoPE llama3-scaled x{} from {})",
+                                                                                  s.factor, s.original_max_position);
     return fmt::format(
-        "llama: {} layers, {} query heads over {} key/value heads, {} wide, SwiGLU {}, context {}, vocab {} (padded "
-        "{}), {} head: {:.2f}M parameters",
-        c.n_layer, c.n_head, c.n_kv_head, c.n_embd, c.hidden(), c.block_size, c.vocab_size, c.padded_vocab_size(),
-        c.tie_embeddings ? "tied" : "untied", params_millions);
+        "llama: {} layers, {} query heads over {} key/value heads, {} wide, SwiGLU {}, context {}{}, vocab {} "
+        "(padded {}), {} head: {:.2f}M parameters",
+        c.n_layer, c.n_head, c.n_kv_head, c.n_embd, c.hidden(), c.block_size, scaled, c.vocab_size,
+        c.padded_vocab_size(), c.tie_embeddings ? "tied" : "untied", params_millions);
   }
   std::string describe_attention(const ModelSpec& spec, const ModelBuild& build, Device device,
                                  AttentionKernels kernels) const override {
@@ -141,7 +152,7 @@ class LlamaFamily final : public ModelFamily {
             {"hidden_act", "silu"},
             {"rms_norm_eps", shortest_decimal(c.norm_eps)},
             {"rope_theta", shortest_decimal(c.rope_theta)},
-            {"rope_scaling", nullptr},
+            {"rope_scaling", rope_scaling_hf_json(c.rope_scaling)},
             {"attention_bias", false},
             {"mlp_bias", false},
             {"attention_dropout", 0.0},
@@ -153,9 +164,9 @@ class LlamaFamily final : public ModelFamily {
   nlohmann::json model_keys_from_hf(const nlohmann::json& hf, const std::string& source) const override {
     const HfConfigReader r(hf, source);
     const int C = r.integer("hidden_size"), heads = r.integer("num_attention_heads");
-    // What models/llama computes: SiLU-gated MLP, plain rotary angles, no biases, C / heads wide heads.
+    // What models/llama computes: SiLU-gated MLP, rotary angles unscaled or scaled as rope_scaling
+    // says (linear, llama3), no biases, C / heads wide heads.
     if (r.string_or("hidden_act", "silu") != "silu") r.refuse("hidden_act", "zerotrain's Llama MLP is SwiGLU (silu)");
-    if (r.has("rope_scaling")) r.refuse("rope_scaling", "rotary scaling is not implemented in zerotrain's Llama");
     if (r.boolean_or("attention_bias", false)) r.refuse("attention_bias", "zerotrain's Llama has no attention biases");
     if (r.boolean_or("mlp_bias", false)) r.refuse("mlp_bias", "zerotrain's Llama has no MLP biases");
     if (r.integer_or("head_dim", C / heads) != C / heads || C % heads != 0) {
@@ -170,6 +181,7 @@ class LlamaFamily final : public ModelFamily {
             {"n_kv_head", r.integer_or("num_key_value_heads", heads)},
             {"intermediate_size", r.integer("intermediate_size")},
             {"rope_theta", r.number_or("rope_theta", 10000.0)},
+            {"rope_scaling", rope_scaling_from_hf(hf, source)},  // null: none (a config that sets one differs)
             {"norm_eps", r.number_or("rms_norm_eps", 1e-6)},
             {"tie_embeddings", r.boolean_or("tie_word_embeddings", false)}};
   }

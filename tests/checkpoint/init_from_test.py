@@ -8,8 +8,10 @@ GPT-2, fp32 and bf16). zerotrain takes the model's shape from the checkpoint, an
 1-3 ranks, and the load's memory peak on every rank is predicted to the byte. A stage-3 rank reads
 about its share of the file, not the whole model. Then training goes
 on and the run's export loads back into transformers, and `sample --from` decodes greedily what
-transformers' generate does. Conflicting model keys, a tensor missing from
-the file and an unsupported config are refused in one line with exit 2.
+transformers' generate does. Scaled rotary frequencies (config.json's rope_scaling) come over:
+linear against transformers itself, and back through the export; llama3 (Llama 3.1 and later,
+newer than the transformers here) against the parity tests' plain-PyTorch Llama. Conflicting model
+keys, a tensor missing from the file and an unsupported config are refused in one line with exit 2.
 
 usage: init_from_test.py HF_PYTHON MPIRUN [MPIRUN FLAGS...] -- PATH/TO/zerotrain
   (HF_PYTHON: an interpreter with transformers, made by tools/setup.sh; run by it)
@@ -24,7 +26,9 @@ import tempfile
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "parity"))
 from check_report import Checks  # noqa: E402
+import llama_reference  # noqa: E402
 from run_dir_util import train_records  # noqa: E402
 
 from hf_env import require_hf  # noqa: E402
@@ -75,11 +79,89 @@ def write_llmc_model(path, model, dtype):
 def reference_loss(model, tokens, n_samples):
     """transformers' mean loss over sequential windows 0..n-1 (zerotrain's data.order = sequential:
     window g starts at token g * T), in fp32."""
-    x = torch.tensor(np.stack([tokens[g * T:g * T + T] for g in range(n_samples)]).astype(np.int64))
-    y = torch.tensor(np.stack([tokens[g * T + 1:g * T + T + 1] for g in range(n_samples)]).astype(np.int64))
+    x, y = windows(tokens, n_samples)
     with torch.no_grad():
         logits = model.float().eval()(x).logits
         return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1)).item()
+
+
+def windows(tokens, n_samples):
+    """Inputs and targets of sequential windows 0..n-1 (zerotrain's data.order = sequential)."""
+    x = np.stack([tokens[g * T:g * T + T] for g in range(n_samples)]).astype(np.int64)
+    y = np.stack([tokens[g * T + 1:g * T + T + 1] for g in range(n_samples)]).astype(np.int64)
+    return torch.tensor(x), torch.tensor(y)
+
+
+def check_scaled_rope(checks, work, train, tokens, binary):
+    """rope_scaling from config.json. linear: transformers (4.40 here) builds the model, and its loss
+    is the reference at stage 0 on 1 rank and stage 3 on 2, and the export (lr 0: the same weights)
+    loads back into it with the same loss. llama3 (newer than that transformers): the same weights
+    under a llama3 config.json, against the parity tests' plain-PyTorch Llama in float64. Each
+    scaling must move the loss well past the bound, or a run that ignored it would pass."""
+    torch.manual_seed(1)
+    llama_config = dict(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=32,
+                        rms_norm_eps=1e-5, tie_word_embeddings=False)
+    model = transformers.LlamaForCausalLM(transformers.LlamaConfig(
+        **llama_config, rope_scaling={"type": "linear", "factor": 4.0}))
+    with torch.no_grad():  # sharper attention, so that positions move the loss
+        for name, p in model.named_parameters():
+            if name.endswith(("q_proj.weight", "k_proj.weight")):
+                p.mul_(12.0)
+    folder = os.path.join(work, "llama_rope_linear")
+    model.save_pretrained(folder, safe_serialization=True)
+    unscaled = transformers.LlamaForCausalLM(transformers.LlamaConfig(**llama_config))
+    unscaled.load_state_dict(model.state_dict())
+    moved = abs(reference_loss(model, tokens, B) - reference_loss(unscaled, tokens, B))
+    checks.check(moved > 1e-4, f"linear rope_scaling moves transformers' loss by {moved:.1e} (> 1e-4)")
+    for stage, ranks in [(0, 1), (3, 2)]:
+        run_dir, p = train(f"rope_linear_{stage}", folder, ranks, "--set", f"zero.stage={stage}", "--set", "optim.lr=0",
+                           "--set", "checkpoint.at_end=true")
+        if not checks.check(p.returncode == 0, f"linear rope_scaling: stage {stage} on {ranks} rank(s) starts "
+                                               f"({(p.stdout + p.stderr)[-400:]})"):
+            continue
+        loss = next(r["loss"] for r in train_records(run_dir) if r["type"] == "train")
+        want = reference_loss(model, tokens, B * ranks)
+        checks.check(abs(loss - want) < 1e-6, f"linear rope_scaling, stage {stage}, {ranks} rank(s): step-1 loss "
+                                              f"{loss:.7f} = transformers' {want:.7f} ({abs(loss - want):.1e})")
+        if stage == 3:
+            out = os.path.join(work, "rope_linear_export")
+            e = subprocess.run([binary, "ckpt", "export", os.path.join(run_dir, "checkpoints"), "--format", "hf",
+                                "--out", out], capture_output=True, text=True, timeout=120)
+            if checks.check(e.returncode == 0, f"the linear-scaled run exports ({e.stderr[-300:]})"):
+                back = transformers.LlamaForCausalLM.from_pretrained(out)
+                got = reference_loss(back, tokens, B)
+                checks.check(back.config.rope_scaling == {"type": "linear", "factor": 4.0}
+                             and abs(got - reference_loss(model, tokens, B)) < 1e-6,
+                             f"transformers loads the export with its rope_scaling ({back.config.rope_scaling}) "
+                             f"and loss ({got:.7f})")
+
+    folder3 = os.path.join(work, "llama_rope_llama3")
+    os.makedirs(folder3)
+    with open(os.path.join(folder, "model.safetensors"), "rb") as src, \
+            open(os.path.join(folder3, "model.safetensors"), "wb") as dst:
+        dst.write(src.read())
+    with open(os.path.join(folder, "config.json")) as f:
+        hf = json.load(f)
+    # Head size 8 at base 10000 (wavelengths 6, 63, 628 and 6283 positions): from 64 original
+    # positions llama3 keeps the first frequency, blends the second and divides the last two.
+    hf["rope_scaling"] = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                          "original_max_position_embeddings": 64}
+    with open(os.path.join(folder3, "config.json"), "w") as f:
+        json.dump(hf, f)
+    cfg = llama_reference.LlamaConfig.from_hf(json.dumps(hf))
+    params = {n: t.detach().double() for n, t in model.state_dict().items()}
+    x, y = windows(tokens, B)
+    want = llama_reference.forward(params, x, y, cfg)[1].item()
+    plain = llama_reference.forward(params, x, y, llama_reference.LlamaConfig.from_hf(
+        json.dumps({**hf, "rope_scaling": None})))[1].item()
+    checks.check(abs(want - plain) > 1e-4, f"llama3 rope_scaling moves the reference's loss by {abs(want - plain):.1e}")
+    run_dir, p = train("rope_llama3", folder3, 2, "--set", "zero.stage=3")
+    if checks.check(p.returncode == 0, f"llama3 rope_scaling: stage 3 on 2 ranks starts ({p.stderr[-400:]})"):
+        loss = next(r["loss"] for r in train_records(run_dir) if r["type"] == "train")
+        want2 = llama_reference.forward(params, *windows(tokens, 2 * B), cfg)[1].item()
+        checks.check(abs(loss - want2) < 1e-5, f"llama3 rope_scaling: step-1 loss {loss:.7f} = the float64 "
+                                               f"reference's {want2:.7f} ({abs(loss - want2):.1e})")
 
 
 def make_models():
@@ -193,6 +275,8 @@ def main():
                                                        do_sample=False, pad_token_id=VOCAB - 1)[0, 1:].tolist()
         checks.check(ours == theirs, f"sample --from {label}: greedy tokens {ours} = transformers' {theirs}")
 
+    check_scaled_rope(checks, work, train, tokens, binary)
+
     # Refusals, in one line with exit 2.
     gpt_folder = sources[0][1]
     os.makedirs(os.path.join(work, "broken"))
@@ -208,7 +292,7 @@ def main():
     os.makedirs(scaled)
     with open(os.path.join(by_label["llama f32 one file"][1], "config.json")) as f:
         hf = json.load(f)
-    hf["rope_scaling"] = {"rope_type": "llama3", "factor": 32.0}
+    hf["rope_scaling"] = {"type": "dynamic", "factor": 2.0}
     with open(os.path.join(scaled, "config.json"), "w") as f:
         json.dump(hf, f)
     for what, source, sets, fragments in [
@@ -216,7 +300,7 @@ def main():
          ["model.n_layer = 4", "the checkpoint has 2", "model.n_embd = 64", "--set model.n_embd=64"]),
         ("a tensor the config needs but the file lacks", os.path.join(work, "broken"), [],
          ["broken", "no tensor 'transformer.h.2.ln_1.weight'"]),
-        ("an unsupported config", scaled, [], ["scaled/config.json", "rope_scaling", "not implemented"]),
+        ("an unsupported config", scaled, [], ["scaled/config.json", "rope_scaling", "not dynamic"]),
         ("a missing path", os.path.join(work, "nothing"), [], ["nothing", "no such"]),
     ]:
         _, p = train(f"refused_{len(os.listdir(work))}", source, 1, *sets)

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <memory>
 
 #include "engine/app/config/run_config.h"
 #include "models/llama/llama_family.h"
@@ -83,6 +84,67 @@ TEST(RunConfig, LlamaArchKeysDefaultsRoundTripAndRefusals) {
                    .gelu_epilogue);
   EXPECT_EQ(parse_run_config(llama({}, {{"train", {{"block_units", 2}}}}), "t.json").model_spec().layout.block_units,
             2);
+}
+
+// model.rope_scaling (Hugging Face's, in its key names): absent or null is none; linear and llama3
+// read, written back only where there is one, and round trip; each bad field refused in one line
+// naming it, also where a --set gave it.
+TEST(RunConfig, LlamaRopeScalingReadWrittenAndRefused) {
+  auto llama = [](nlohmann::json scaling) {
+    nlohmann::json d = base();
+    d["model"]["arch"] = "llama";
+    d["model"]["rope_scaling"] = std::move(scaling);
+    return d;
+  };
+  const nlohmann::json llama3 = {{"rope_type", "llama3"},
+                                 {"factor", 32.0},
+                                 {"low_freq_factor", 1.0},
+                                 {"high_freq_factor", 4.0},
+                                 {"original_max_position_embeddings", 8192}};
+  RunConfig c = parse_run_config(llama(llama3), "test.json");
+  llama::LlamaConfig l = llama::llama_config(c.model);
+  EXPECT_EQ(l.rope_scaling.type, RopeScalingType::kLlama3);
+  EXPECT_EQ(l.rope_scaling.factor, 32.0f);
+  EXPECT_EQ(l.rope_scaling.low_freq_factor, 1.0f);
+  EXPECT_EQ(l.rope_scaling.high_freq_factor, 4.0f);
+  EXPECT_EQ(l.rope_scaling.original_max_position, 8192.0f);
+  EXPECT_EQ(l.rope().theta, 10000.0f);
+  const nlohmann::json saved = c.to_json();
+  EXPECT_EQ(saved["model"]["rope_scaling"], llama3);
+  EXPECT_EQ(parse_run_config(saved, "config.json").to_json(), saved);
+
+  l = llama::llama_config(parse_run_config(llama({{"rope_type", "linear"}, {"factor", 4}}), "t.json").model);
+  EXPECT_EQ(l.rope_scaling.type, RopeScalingType::kLinear);
+  EXPECT_EQ(l.rope_scaling.factor, 4.0f);
+  c = parse_run_config(llama(nullptr), "t.json");  // config.json's "none"
+  EXPECT_EQ(llama::llama_config(c.model).rope_scaling.type, RopeScalingType::kNone);
+  EXPECT_FALSE(c.to_json()["model"].contains("rope_scaling")) << "a manifest from before the key reads the same";
+
+  expect_error(llama({{"rope_type", "yarn"}, {"factor", 4}}), {"model.rope_scaling.rope_type", "linear, llama3"});
+  expect_error(llama({{"rope_type", "linear"}}), {"missing required key 'model.rope_scaling.factor'"});
+  expect_error(llama({{"rope_type", "linear"}, {"factor", 0.5}}), {"model.rope_scaling.factor", "out of range"});
+  expect_error(llama({{"rope_type", "linear"}, {"factor", 2}, {"low_freq_factor", 1}}),
+               {"unknown key 'model.rope_scaling.low_freq_factor'"});
+  expect_error(llama({{"rope_type", "llama3"}, {"factor", 8}}),
+               {"model.rope_scaling.low_freq_factor", "rope_type llama3 needs it"});
+  nlohmann::json inverted = llama3;
+  inverted["low_freq_factor"] = 4.0;
+  expect_error(llama(inverted),
+               {"test.json", "model.rope_scaling.low_freq_factor = 4", "0 < low_freq_factor < high_freq_factor"});
+  expect_error(llama(3), {"model.rope_scaling", "a JSON object"});
+  nlohmann::json gpt = base();
+  gpt["model"]["rope_scaling"] = llama3;
+  expect_error(gpt, {"model.rope_scaling is a Llama key"});
+  // A --set of a nested key is blamed by name.
+  nlohmann::json doc = llama(llama3);
+  auto sources = std::make_shared<OverrideSources>();
+  (*sources)[apply_override(doc, "model.rope_scaling.factor=0.25")] = "--set model.rope_scaling.factor=0.25";
+  try {
+    parse_run_config(doc, "test.json", 1, sources);
+    ADD_FAILURE() << "expected an InputError";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("--set model.rope_scaling.factor=0.25"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

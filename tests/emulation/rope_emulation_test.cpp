@@ -1,8 +1,8 @@
 // The CUDA RoPE kernel (kernels/cuda/rope_kernels.cuh) run on the CPU under the SIMT emulator
 // against the CPU kernels: forward and backward in place, F32 and BF16, on rows whose last heads
-// are not rotated. Tolerances: 1e-5 normwise (cosf/sinf against the CPU's), BF16 results also
-// within 2^-7 per element; the columns past the rotated heads bitwise untouched; and bit for bit
-// the per-element arithmetic the kernel's header states.
+// are not rotated, unscaled and with linear and llama3 rope_scaling. Tolerances: 1e-5 normwise (cosf/sinf against the
+// CPU's), BF16 results also within 2^-7 per element; the columns past the rotated heads bitwise untouched; and bit for
+// bit the per-element arithmetic the kernel's header states.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -25,7 +25,7 @@ namespace rp = cuda::detail::rope;
 using namespace emulation;  // NOLINT: the emulation tests' shared helpers
 
 template <typename T>
-void run_shape(Rng& rng, std::int64_t B, int T_len, int hs, int heads, int W, float theta) {
+void run_shape(Rng& rng, std::int64_t B, int T_len, int hs, int heads, int W, const RopeFrequencies& freq) {
   constexpr bool kBf16 = !std::is_same_v<T, float>;
   SCOPED_TRACE(::testing::Message() << (kBf16 ? "BF16" : "F32") << " B=" << B << " T=" << T_len << " hs=" << hs
                                     << " heads=" << heads << " W=" << W);
@@ -35,11 +35,11 @@ void run_shape(Rng& rng, std::int64_t B, int T_len, int hs, int heads, int W, fl
   for (float sign : {1.0f, -1.0f}) {
     std::vector<T> c = x, g = x;
     if (sign > 0) {
-      cpu::rope_forward(reference_ctx(), TensorView{c.data(), dt, Device::kCPU, s}, heads, hs, theta);
+      cpu::rope_forward(reference_ctx(), TensorView{c.data(), dt, Device::kCPU, s}, heads, hs, freq);
     } else {
-      cpu::rope_backward(reference_ctx(), TensorView{c.data(), dt, Device::kCPU, s}, heads, hs, theta);
+      cpu::rope_backward(reference_ctx(), TensorView{c.data(), dt, Device::kCPU, s}, heads, hs, freq);
     }
-    simt::launch(dim3(2), rp::kThreads, 0, rp::rope_kernel<T>, g.data(), B * T_len, T_len, W, heads, hs, theta, sign);
+    simt::launch(dim3(2), rp::kThreads, 0, rp::rope_kernel<T>, g.data(), B * T_len, T_len, W, heads, hs, freq, sign);
     EXPECT_TRUE(close_to_cpu(host_values(g), host_values(c), kBf16)) << "sign " << sign;
     // Each element's arithmetic as the kernel's header states it (the angle from rope_angles.h, its
     // cosf and sinf, one rounding to T), bit for bit: however the kernel spreads rows, heads and
@@ -48,7 +48,7 @@ void run_shape(Rng& rng, std::int64_t B, int T_len, int hs, int heads, int W, fl
     for (std::int64_t r = 0; r < B * T_len; ++r) {
       for (int h = 0; h < heads; ++h) {
         for (int i = 0; i < hs / 2; ++i) {
-          const float angle = rope_angle(static_cast<int>(r % T_len), i, hs, theta);
+          const float angle = rope_angle(static_cast<int>(r % T_len), i, hs, freq);
           const float cs = cosf(angle), sn = sign * sinf(angle);
           const std::int64_t at = r * W + static_cast<std::int64_t>(h) * hs + i;
           const float a = host_values(std::vector<T>{x[at]})[0], b = host_values(std::vector<T>{x[at + hs / 2]})[0];
@@ -69,11 +69,14 @@ void run_shape(Rng& rng, std::int64_t B, int T_len, int hs, int heads, int W, fl
 
 TEST(RopeEmulation, ForwardAndBackwardMatchCpu) {
   ZT_SEEDED_RNG(rng);
-  run_shape<float>(rng, 2, 9, 8, 3, 40, 10000.0f);
-  run_shape<bf16_dev>(rng, 2, 9, 8, 3, 40, 10000.0f);
-  run_shape<float>(rng, 1, 33, 64, 2, 192, 500000.0f);
-  run_shape<bf16_dev>(rng, 1, 17, 64, 5, 384, 500000.0f);
-  run_shape<bf16_dev>(rng, 1, 5, 16, 19, 320, 10000.0f);  // a row's heads in three batches, the last partial
+  // Llama 3.2 1B's frequencies (llama3 scaling: at head size 64 each of its three bands has pairs).
+  const RopeFrequencies llama32{500000.0f, {RopeScalingType::kLlama3, 32.0f, 1.0f, 4.0f, 8192.0f}};
+  run_shape<float>(rng, 2, 9, 8, 3, 40, {10000.0f});
+  run_shape<bf16_dev>(rng, 2, 9, 8, 3, 40, {10000.0f, {RopeScalingType::kLinear, 2.0f}});
+  run_shape<float>(rng, 1, 33, 64, 2, 192, {500000.0f});
+  run_shape<float>(rng, 1, 33, 64, 2, 192, llama32);
+  run_shape<bf16_dev>(rng, 1, 17, 64, 5, 384, llama32);
+  run_shape<bf16_dev>(rng, 1, 5, 16, 19, 320, {10000.0f});  // a row's heads in three batches, the last partial
 }
 
 }  // namespace

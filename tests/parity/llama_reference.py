@@ -32,6 +32,7 @@ class LlamaConfig:
     rope_theta: float
     norm_eps: float
     tie_embeddings: bool
+    rope_scaling: tuple = ()  # config.json's rope_scaling as sorted (key, value) pairs; () for none
 
     @staticmethod
     def from_hf(text):
@@ -45,7 +46,8 @@ class LlamaConfig:
                               intermediate_size=int(raw["intermediate_size"]),
                               block_size=int(raw["max_position_embeddings"]), vocab_size=int(raw["vocab_size"]),
                               rope_theta=float(raw["rope_theta"]), norm_eps=float(raw["rms_norm_eps"]),
-                              tie_embeddings=bool(raw["tie_word_embeddings"]))
+                              tie_embeddings=bool(raw["tie_word_embeddings"]),
+                              rope_scaling=tuple(sorted((raw.get("rope_scaling") or {}).items())))
         except KeyError as e:
             raise ValueError(f"config.json lacks {e}: {text}") from None
         if raw.get("head_dim", cfg.head_size) != cfg.head_size or raw.get("hidden_act", "silu") != "silu":
@@ -86,11 +88,37 @@ def rms_norm(x, weight, eps):
     return weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps))
 
 
+def scaled_inv_freq(inv_freq, rope_scaling):
+    """rope_scaling applied to fp32 inverse frequencies as transformers applies it (its
+    modeling_rope_utils): "linear" divides each by the factor; "llama3" keeps wavelengths under
+    original_max_position_embeddings / high_freq_factor, divides those over ... / low_freq_factor
+    by the factor, and blends the two between."""
+    s = dict(rope_scaling)
+    kind = s.get("rope_type", s.get("type", "default"))
+    if kind == "default":
+        return inv_freq
+    if kind == "linear":
+        return inv_freq / s["factor"]
+    if kind != "llama3":
+        raise ValueError(f"rope_scaling {s} is not one this reference models")
+    factor, low, high = s["factor"], s["low_freq_factor"], s["high_freq_factor"]
+    old_len = s["original_max_position_embeddings"]
+    low_freq_wavelen, high_freq_wavelen = old_len / low, old_len / high
+    wavelen = 2 * math.pi / inv_freq
+    scaled = torch.where(wavelen > low_freq_wavelen, inv_freq / factor, inv_freq)
+    smooth = (old_len / wavelen - low) / (high - low)
+    smoothed = (1 - smooth) * scaled / factor + smooth * scaled
+    medium = ~(wavelen < high_freq_wavelen) * ~(wavelen > low_freq_wavelen)
+    return torch.where(medium, smoothed, scaled)
+
+
 def rotary_cos_sin(cfg, T, dtype):
-    """cos, sin [T, head_size] as transformers computes them: fp32 inverse frequencies and angles,
-    each frequency used for both halves of the head (the rotate-half convention)."""
+    """cos, sin [T, head_size] as transformers computes them: fp32 inverse frequencies (scaled as
+    config.json's rope_scaling says) and angles, each frequency used for both halves of the head
+    (the rotate-half convention)."""
     hs = cfg.head_size
     inv_freq = 1.0 / (cfg.rope_theta ** (torch.arange(0, hs, 2, dtype=torch.int64).float() / hs))
+    inv_freq = scaled_inv_freq(inv_freq, cfg.rope_scaling)
     angles = torch.arange(T, dtype=torch.float32)[:, None] * inv_freq[None, :]
     emb = torch.cat((angles, angles), dim=-1)
     return emb.cos().to(dtype), emb.sin().to(dtype)

@@ -12,8 +12,8 @@ namespace zt::ckpt {
 
 // The manifest's "model" object: {"type": the family's name, n_layer, n_head, n_embd, block_size,
 // vocab_size, padded_vocab_size} and the family's own keys as it resolved them (a Llama's
-// n_kv_head, intermediate_size, rope_theta, norm_eps, tie_embeddings; GPT-2 has none). The unit
-// layout is in the manifest's config.
+// n_kv_head, intermediate_size, rope_theta, norm_eps, tie_embeddings, and rope_scaling where it has
+// one; GPT-2 has none). The unit layout is in the manifest's config.
 nlohmann::json model_json(const ModelSpec& spec);
 // The model a checkpoint was saved from, with its unit layout; InputError if the manifest's model
 // object is not a model of a registered family or its parameter table is not that model's.

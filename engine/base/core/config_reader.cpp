@@ -115,6 +115,12 @@ ConfigReader ConfigReader::section(const std::string& key) {
   return ConfigReader(*v, file_, dotted(key), overrides_);
 }
 
+std::optional<ConfigReader> ConfigReader::optional_section(const std::string& key) {
+  const nlohmann::json* v = find(key);
+  if (v == nullptr || v->is_null()) return std::nullopt;
+  return section(key);
+}
+
 void ConfigReader::reject_unknown_keys() const {
   for (auto it = node_.begin(); it != node_.end(); ++it) {
     if (known_.count(it.key()) != 0) continue;

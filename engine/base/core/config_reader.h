@@ -8,6 +8,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -36,6 +37,8 @@ class ConfigReader {
   bool has(const std::string& key) const;
   // A nested section (an object, or an empty one when absent).
   ConfigReader section(const std::string& key);
+  // A section that may be absent or null (as a config.json writes "no such thing"): nullopt then.
+  std::optional<ConfigReader> optional_section(const std::string& key);
 
   // Throws for the first key that no getter or section() asked for.
   void reject_unknown_keys() const;

@@ -1,0 +1,40 @@
+// model.rope_scaling of a Llama config: Hugging Face's rope_scaling (kernels/contracts/
+// rope_angles.h says what each rope_type does), in its key names, so a Llama 3.1 or 3.2
+// checkpoint's config.json carries over as it is:
+//   {"rope_type": "llama3", "factor": 32.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+//    "original_max_position_embeddings": 8192}   or   {"rope_type": "linear", "factor": 4.0}.
+// Absent or null: no scaling.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <string_view>
+
+#include "engine/base/core/config_reader.h"
+#include "kernels/contracts/rope_angles.h"
+
+namespace zt::llama {
+
+// The config's model.rope_scaling, type- and range-checked (InputError naming the key).
+RopeScaling read_rope_scaling(ConfigReader& model_section);
+
+// As the model's family keys, the manifest and the config zerotrain writes hold it: the object
+// above (floats as their shortest decimals), null when there is no scaling.
+nlohmann::json rope_scaling_json(const RopeScaling& s);
+// The inverse, for values rope_scaling_json wrote (a manifest's): absent or null is no scaling.
+// std::invalid_argument for anything else it cannot read.
+RopeScaling rope_scaling_of(const nlohmann::json& j);
+
+// "" when consistent, else what is wrong, naming "<key_prefix>rope_scaling.<key>".
+std::string rope_scaling_error(const RopeScaling& s, std::string_view key_prefix);
+
+// A Hugging Face config.json's rope_scaling as zerotrain's model key (rope_scaling_json's form):
+// "linear" and "llama3" (also under the older "type" key); any other type or key is refused in one
+// line naming `source`, since it would change the angles.
+nlohmann::json rope_scaling_from_hf(const nlohmann::json& hf, const std::string& source);
+// For a config.json transformers reads: llama3 as above; linear as {"type", "factor"}, the form
+// transformers has read since it had rope_scaling (the 4.40 the tests use takes no other).
+nlohmann::json rope_scaling_hf_json(const RopeScaling& s);
+
+}  // namespace zt::llama

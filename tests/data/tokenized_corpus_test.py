@@ -146,6 +146,14 @@ def main():
         "ROMEO:", max_new_tokens=8, do_sample=False)[0]["generated_text"]
     checks.check(isinstance(generated, str) and generated.startswith("ROMEO:") and len(generated) > 6,
                  f"a text-generation pipeline runs on it ({generated!r})")
+    # generate stops at the tokenizer's end of text, not at GPT2Config's default 50256 (out of this
+    # 512-token vocabulary): config.json numbers the tokenizer's special tokens.
+    end = tok.token_to_id("<|endoftext|>")
+    checks.check(model.config.eos_token_id == end and model.config.bos_token_id == end
+                 and model.generation_config.eos_token_id == end,
+                 f"config.json's bos/eos ids are the tokenizer's <|endoftext|> ({end}): "
+                 f"{model.config.bos_token_id}, {model.config.eos_token_id}, generate's "
+                 f"{model.generation_config.eos_token_id}")
 
     p = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "prepare_tokens.py"), "--tokenizer",
                         os.path.join(tok_dir, "tokenizer.json"), "--out", os.path.join(work, "x"), "--no-progress",

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/app/checkpoint/durable_file.h"
+#include "engine/app/data/special_tokens.h"
 #include "engine/app/data/token_text.h"
 #include "engine/app/io/llmc_model_file.h"
 #include "engine/base/core/bf16.h"
@@ -112,7 +113,11 @@ HfExport export_hf(const CheckpointReader& reader, const std::string& out_dir, D
   if (ec) throw_input_error("cannot create export directory '{}': {}", out_dir, ec.message());
 
   const nlohmann::json& cfg_model = reader.manifest().config.value("model", nlohmann::json::object());
-  const nlohmann::ordered_json hf = spec.family().hf_config(spec, cfg_model.value("dropout", 0.0), dtype);
+  nlohmann::ordered_json hf = spec.family().hf_config(spec, cfg_model.value("dropout", 0.0), dtype);
+  // The run's tokenizer (beside its checkpoints folder, copied below) numbers its special tokens.
+  const fs::path run_dir = fs::path(reader.dir()).parent_path().parent_path();
+  const nlohmann::json special_ids = data::special_token_ids(run_dir.string());
+  for (const auto& [key, id] : special_ids.items()) hf[key] = id;
   write_file_atomically((fs::path(out_dir) / "config.json").string(), hf.dump(2) + "\n");
 
   // An earlier export's tensor files in the folder would mix with these: gone first.
@@ -153,8 +158,7 @@ HfExport export_hf(const CheckpointReader& reader, const std::string& out_dir, D
                                           {"weight_map", weight_map}};
     write_file_atomically((fs::path(out_dir) / "model.safetensors.index.json").string(), index.dump(2) + "\n");
   }
-  // The run's tokenizer (beside its checkpoints folder), so AutoTokenizer loads the folder too.
-  const fs::path run_dir = fs::path(reader.dir()).parent_path().parent_path();
+  // The run's tokenizer, so AutoTokenizer loads the folder too.
   for (const char* f : data::kTokenizerFiles) {
     if (!fs::exists(run_dir / f)) continue;
     fs::copy_file(run_dir / f, fs::path(out_dir) / f, fs::copy_options::overwrite_existing, ec);

@@ -1,0 +1,63 @@
+// Special tokens' ids from a tokenizer folder (see the header).
+#include "engine/app/data/special_tokens.h"
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+
+#include "engine/app/io/json_file.h"
+#include "engine/base/core/check.h"
+
+namespace zt::data {
+
+namespace {
+
+// tokenizer_config.json's value for a special token: its text, or nullopt when absent or null.
+std::optional<std::string> token_text(const nlohmann::json& config, const char* key, const std::string& path) {
+  const auto it = config.find(key);
+  if (it == config.end() || it->is_null()) return std::nullopt;
+  if (it->is_string()) return it->get<std::string>();
+  if (it->is_object() && it->contains("content") && (*it)["content"].is_string()) {
+    return (*it)["content"].get<std::string>();  // an AddedToken as transformers serialises it
+  }
+  throw_input_error("{}: {} must be a string or an object with a \"content\" string (got {})", path, key, it->dump());
+}
+
+// The token's id in tokenizer.json: an added token's first, as the library looks them up.
+std::optional<std::int64_t> token_id(const nlohmann::json& tokenizer, const std::string& text) {
+  for (const nlohmann::json& t : tokenizer.value("added_tokens", nlohmann::json::array())) {
+    if (t.value("content", "") == text && t.contains("id") && t["id"].is_number_integer()) {
+      return t["id"].get<std::int64_t>();
+    }
+  }
+  const auto model = tokenizer.find("model");
+  if (model == tokenizer.end() || !model->is_object()) return std::nullopt;
+  const auto vocab = model->find("vocab");
+  if (vocab == model->end() || !vocab->is_object()) return std::nullopt;
+  const auto id = vocab->find(text);
+  if (id == vocab->end() || !id->is_number_integer()) return std::nullopt;
+  return id->get<std::int64_t>();
+}
+
+}  // namespace
+
+nlohmann::json special_token_ids(const std::string& dir) {
+  const std::filesystem::path d(dir);
+  const std::string config_path = (d / "tokenizer_config.json").string();
+  const std::string tokenizer_path = (d / "tokenizer.json").string();
+  nlohmann::json ids = nlohmann::json::object();
+  if (!std::filesystem::exists(config_path) || !std::filesystem::exists(tokenizer_path)) return ids;
+  const nlohmann::json config = read_json_file(config_path);
+  const nlohmann::json tokenizer = read_json_file(tokenizer_path);
+  if (!config.is_object()) throw_input_error("{}: not a JSON object", config_path);
+  if (!tokenizer.is_object()) throw_input_error("{}: not a JSON object", tokenizer_path);
+  for (const char* name : {"bos", "eos", "pad"}) {
+    const std::string key = std::string(name) + "_token";
+    const std::optional<std::string> text = token_text(config, key.c_str(), config_path);
+    if (!text) continue;
+    if (const std::optional<std::int64_t> id = token_id(tokenizer, *text)) ids[key + "_id"] = *id;
+  }
+  return ids;
+}
+
+}  // namespace zt::data

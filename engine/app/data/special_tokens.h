@@ -1,0 +1,20 @@
+// The special tokens' ids a Hugging Face config.json carries (bos_token_id, eos_token_id,
+// pad_token_id), from a tokenizer folder: tokenizer_config.json names the tokens and tokenizer.json
+// numbers them. transformers' generate stops at eos_token_id, so an export without it would run
+// on past the end of text (LlamaConfig's defaults, 1 and 2, are not Llama 3's 128000 and 128001).
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+
+namespace zt::data {
+
+// {"bos_token_id": id, ...} for each of bos_token, eos_token and pad_token that dir's
+// tokenizer_config.json names (a string, or an added token's {"content": ...}) and dir's
+// tokenizer.json holds (its added_tokens, then the model's vocabulary); a token not named or not
+// held is left out, and without both files the object is empty. InputError naming the file when
+// one is not JSON of that shape.
+nlohmann::json special_token_ids(const std::string& dir);
+
+}  // namespace zt::data

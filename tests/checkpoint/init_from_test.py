@@ -147,6 +147,7 @@ def check_scaled_rope(checks, work, train, tokens, binary):
     # positions llama3 keeps the first frequency, blends the second and divides the last two.
     hf["rope_scaling"] = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
                           "original_max_position_embeddings": 64}
+    hf["max_position_embeddings"] = 131072  # Llama 3.1's and 3.2's context: runs and samples size their own
     with open(os.path.join(folder3, "config.json"), "w") as f:
         json.dump(hf, f)
     cfg = llama_reference.LlamaConfig.from_hf(json.dumps(hf))
@@ -162,6 +163,17 @@ def check_scaled_rope(checks, work, train, tokens, binary):
         want2 = llama_reference.forward(params, *windows(tokens, 2 * B), cfg)[1].item()
         checks.check(abs(loss - want2) < 1e-5, f"llama3 rope_scaling: step-1 loss {loss:.7f} = the float64 "
                                                f"reference's {want2:.7f} ({abs(loss - want2):.1e})")
+    # sample --from the 131072-position model: greedy tokens after token 0, as the reference decodes.
+    p = subprocess.run([binary, "sample", "--from", folder3, "--tokens", "6", "--top-k", "1"], capture_output=True,
+                       text=True, timeout=120)
+    ours = [int(t) for t in p.stdout.split()] if p.returncode == 0 else p.stderr.strip()
+    seq = [0]
+    for _ in range(6):
+        x = torch.tensor([seq])
+        logits = llama_reference.forward(params, x, torch.zeros_like(x), cfg)[0]
+        seq.append(int(logits[0, -1].argmax()))
+    checks.check(ours == seq[1:], f"sample --from a llama3-scaled model of 131072 positions: greedy tokens {ours} = "
+                                  f"the reference's {seq[1:]}")
 
 
 def make_models():

@@ -6,6 +6,7 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <optional>
 
@@ -58,11 +59,30 @@ data::TokenText token_text(const ArgParser& parser, const std::string& dir) {
   return dir.empty() ? data::TokenText() : data::TokenText::from_dir(dir);
 }
 
-int generate_and_print(const ArgParser& parser, LanguageModel& model, ZeroParamStore& store,
-                       const data::TokenText& text, const SamplingOptions& options) {
-  const std::string prompt_text = parser.get("prompt", "\n");
-  const auto tokens = generate_tokens(model, store, text.encode(prompt_text), options);
-  fmt::print("{}{}\n", text.has() ? prompt_text : "", text.decode(tokens));
+// The prompt's tokens, and the window the sampling model is built for: the prompt and the tokens
+// drawn after it, at most `limit` (the model's context, or the run's seq_len), beyond which the
+// window slides. Every draw runs the whole window, and a pretrained Llama 3's context is 131072
+// positions: a model built that wide would ask hundreds of GiB of activations for one sample. As
+// attention is causal, the logits at the last real position are those of any wider window.
+struct Prompt {
+  std::string text;
+  std::vector<std::int32_t> ids;
+  int window = 1;
+};
+
+Prompt encode_prompt(const ArgParser& parser, const data::TokenText& text, const SamplingOptions& options, int limit) {
+  Prompt p{parser.get("prompt", "\n"), {}, 1};
+  p.ids = text.encode(p.text);
+  const std::int64_t needed =
+      std::max<std::int64_t>(1, static_cast<std::int64_t>(p.ids.size())) + options.max_new_tokens;
+  p.window = static_cast<int>(std::clamp<std::int64_t>(needed, 1, limit));
+  return p;
+}
+
+int generate_and_print(LanguageModel& model, ZeroParamStore& store, const data::TokenText& text,
+                       const SamplingOptions& options, const Prompt& prompt) {
+  const auto tokens = generate_tokens(model, store, prompt.ids, options);
+  fmt::print("{}{}\n", text.has() ? prompt.text : "", text.decode(tokens));
   return 0;
 }
 
@@ -76,12 +96,13 @@ int sample_checkpoint(const ArgParser& parser) {
   const data::TokenText text =
       token_text(parser, std::filesystem::path(resolved.path).parent_path().parent_path().string());
   const SamplingOptions options = sampling_options(parser, text);
+  const Prompt prompt = encode_prompt(parser, text, options, spec.block_size());
 
   MemoryTracker tracker;
   const ExecContext ctx{Device::kCPU, omp_get_num_procs(), nullptr};
   // The checkpoint's units (model_spec_of: e.g. its token table in as many chunk units as its
   // run's head had).
-  const std::unique_ptr<LanguageModel> model = make_model(spec, sampling_build(spec.block_size()), tracker, ctx);
+  const std::unique_ptr<LanguageModel> model = make_model(spec, sampling_build(prompt.window), tracker, ctx);
   const ParamTable& table = model->table();
   LocalCommunicator comm(tracker, {});
   ZeroParamStore store(table, DType::kF32, ZeroOptions{}, comm, tracker, ctx);
@@ -89,7 +110,7 @@ int sample_checkpoint(const ArgParser& parser) {
     const int unit = static_cast<int>(u);
     reader.read(ckpt::StateKind::kMaster, unit, 0, table.units()[u].numel, store.working_shard(unit).as<float>());
   }
-  return generate_and_print(parser, *model, store, text, options);
+  return generate_and_print(*model, store, text, options, prompt);
 }
 
 // --from: a pretrained checkpoint (a Hugging Face folder or an llm.c model file, as
@@ -100,10 +121,11 @@ int sample_pretrained(const ArgParser& parser) {
   const RunConfig cfg = parse_run_config(doc, "--from " + path, 1);
   const data::TokenText text = token_text(parser, std::filesystem::is_directory(path) ? path : "");
   const SamplingOptions options = sampling_options(parser, text);
+  const Prompt prompt = encode_prompt(parser, text, options, cfg.model.block_size);
   MemoryTracker tracker;
   const ExecContext ctx{Device::kCPU, omp_get_num_procs(), nullptr};
   const std::unique_ptr<LanguageModel> model =
-      make_model(cfg.model_spec(), sampling_build(cfg.model.block_size), tracker, ctx);
+      make_model(cfg.model_spec(), sampling_build(prompt.window), tracker, ctx);
   const ParamTable& table = model->table();
   LocalCommunicator comm(tracker, {});
   ZeroParamStore store(table, DType::kF32, ZeroOptions{}, comm, tracker, ctx);
@@ -112,7 +134,7 @@ int sample_pretrained(const ArgParser& parser) {
     const int unit = static_cast<int>(u);
     read_pretrained_unit(*reader, table, unit, 0, table.units()[u].numel, store.working_shard(unit).as<float>());
   }
-  return generate_and_print(parser, *model, store, text, options);
+  return generate_and_print(*model, store, text, options, prompt);
 }
 
 }  // namespace
@@ -148,13 +170,14 @@ int sample_main(const std::vector<std::string>& args) {
   const RunConfig cfg = load_run_config((dir / "config.json").string(), {});
   const data::TokenText text = token_text(parser, dir.string());
   const SamplingOptions options = sampling_options(parser, text);
+  const Prompt prompt = encode_prompt(parser, text, options, cfg.train.seq_len);
 
   MemoryTracker tracker;
   const ExecContext ctx{Device::kCPU, cfg.train.num_threads, nullptr};
   // The weights file holds whole tensors, so any unit layout reads it: the default one.
   ModelSpec spec = cfg.model_spec();
   spec.layout = {};
-  const std::unique_ptr<LanguageModel> model_ptr = make_model(spec, sampling_build(cfg.train.seq_len), tracker, ctx);
+  const std::unique_ptr<LanguageModel> model_ptr = make_model(spec, sampling_build(prompt.window), tracker, ctx);
   LanguageModel& model = *model_ptr;
   LocalCommunicator comm(tracker, {});
   ZeroParamStore store(model.table(), cfg.param_dtype, ZeroOptions{}, comm, tracker, ctx);
@@ -171,7 +194,7 @@ int sample_main(const std::vector<std::string>& args) {
     ops::cast(ctx, store.working_shard(static_cast<int>(u)), staging[u].view());
   staging.clear();
 
-  return generate_and_print(parser, model, store, text, options);
+  return generate_and_print(model, store, text, options, prompt);
 }
 
 }  // namespace zt::cli

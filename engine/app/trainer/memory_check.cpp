@@ -142,10 +142,12 @@ void check_memory_fits(const RunConfig& c, int world_size, int device_index) {
   if (staging > 0) categories += fmt::format(", checkpoint staging {}", format_bytes(staging));
   throw_input_error(
       "config error in {}: the run needs {} per rank at ZeRO stage {} on {} rank(s){} ({}), more than "
-      "{} offers: {}; lower train.micro_batch (with train.grad_accum to keep the batch), raise "
-      "zero.stage, add ranks or checkpoint activations, or set train.check_memory = false to try anyway",
+      "{} offers: {}; lower train.micro_batch (with train.grad_accum to keep the batch) or train.seq_len "
+      "(here {}), raise zero.stage, add ranks or checkpoint activations, or set train.check_memory = false to try "
+      "anyway",
       c.source, format_bytes(required.bytes()), c.zero.stage, world_size,
-      required.for_setup() ? " to set its weights up" : "", categories, offer.what, format_bytes(offer.bytes));
+      required.for_setup() ? " to set its weights up" : "", categories, offer.what, format_bytes(offer.bytes),
+      c.train.seq_len);
 }
 
 }  // namespace zt

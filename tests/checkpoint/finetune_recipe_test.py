@@ -9,7 +9,6 @@ shard than the model it started from.
 
 usage: finetune_recipe_test.py -- PATH/TO/zerotrain   (run with .venv-hf's python)
 """
-import json
 import os
 import subprocess
 import sys
@@ -21,6 +20,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.dirname(HERE))
 from check_report import Checks  # noqa: E402
+from recipe_steps import TEXT, export_hf, prepare_tokens, sample, validation_tokens  # noqa: E402
 from run_dir_util import train_records  # noqa: E402
 
 from hf_env import require_hf  # noqa: E402
@@ -30,7 +30,6 @@ import torch  # noqa: E402
 import transformers  # noqa: E402
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers  # noqa: E402
 
-TEXT = os.path.join(ROOT, "..", "shared", "data", "tinyshakespeare.txt")
 T = 32
 
 
@@ -65,9 +64,7 @@ def main():
 
     # The README's steps, from the project's root.
     data = os.path.join(work, "shakespeare_gpt2")
-    p = subprocess.run([sys.executable, "tools/prepare_tokens.py", "--tokenizer", f"{gpt2}/tokenizer.json", "--out",
-                        data, "--name", "shakespeare", "--shard-tokens", "100000", "--no-progress", TEXT],
-                       capture_output=True, text=True, timeout=600, cwd=ROOT)
+    p = prepare_tokens(f"{gpt2}/tokenizer.json", data)
     if not checks.check(p.returncode == 0, f"prepare_tokens with the model's tokenizer ({p.stderr[-300:]})"):
         return checks.finish()
     run_dir = os.path.join(work, "run")
@@ -85,17 +82,13 @@ def main():
     recs = train_records(run_dir)
     evals = [r["val_loss"] for r in recs if r["type"] == "eval"]
     checks.check(len(evals) >= 2 and evals[-1] < evals[0], f"the validation loss falls ({evals})")
-    p = subprocess.run([binary, "sample", "--run", run_dir, "--prompt", "ROMEO:", "--tokens", "20"],
-                       capture_output=True, text=True, timeout=120)
+    p = sample(binary, run_dir, 20)
     checks.check(p.returncode == 0 and p.stdout.startswith("ROMEO:"), f"sample continues the prompt ({p.stdout[:60]!r})")
     out = os.path.join(work, "gpt2_shakespeare")
-    p = subprocess.run([binary, "ckpt", "export", f"{run_dir}/checkpoints", "--format", "hf", "--out", out],
-                       capture_output=True, text=True, timeout=120)
+    p = export_hf(binary, run_dir, out)
     if checks.check(p.returncode == 0, f"the run exports ({p.stderr[-300:]})"):
         tuned = transformers.AutoModelForCausalLM.from_pretrained(out)
-        with open(f"{data}/shakespeare_val_000000.bin", "rb") as f:
-            f.seek(1024)
-            val = np.frombuffer(f.read(), dtype=np.uint16).astype(np.int64)
+        val = validation_tokens(data)
         before, after = val_loss(model, val), val_loss(tuned, val)
         checks.check(after < before - 0.5 and transformers.AutoTokenizer.from_pretrained(out) is not None,
                      f"transformers loads the export, and it fits the validation text better ({before:.3f} -> {after:.3f})")

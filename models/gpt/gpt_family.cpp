@@ -102,6 +102,9 @@ class GptFamily final : public ModelFamily {
     if (r.boolean_or("scale_attn_by_inverse_layer_idx", false)) {
       r.refuse("scale_attn_by_inverse_layer_idx", "not computed by zerotrain's GPT-2");
     }
+    if (!r.boolean_or("scale_attn_weights", true)) {
+      r.refuse("scale_attn_weights", "zerotrain's GPT-2 scales attention scores by 1 / sqrt(head size)");
+    }
     return {{"arch", "gpt2"}, {"n_layer", r.integer("n_layer")},        {"n_head", r.integer("n_head")},
             {"n_embd", C},    {"block_size", r.integer("n_positions")}, {"vocab_size", r.integer("vocab_size")}};
   }

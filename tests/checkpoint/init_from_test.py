@@ -307,12 +307,20 @@ def main():
     hf["rope_scaling"] = {"type": "dynamic", "factor": 2.0}
     with open(os.path.join(scaled, "config.json"), "w") as f:
         json.dump(hf, f)
+    unscaled = os.path.join(work, "unscaled")
+    os.makedirs(unscaled)
+    with open(os.path.join(gpt_folder, "config.json")) as f:
+        hf = json.load(f)
+    hf["scale_attn_weights"] = False  # transformers would then skip attention's 1 / sqrt(head size)
+    with open(os.path.join(unscaled, "config.json"), "w") as f:
+        json.dump(hf, f)
     for what, source, sets, fragments in [
         ("conflicting model keys", gpt_folder, ["--set", "model.n_layer=4", "--set", "model.n_embd=64"],
          ["model.n_layer = 4", "the checkpoint has 2", "model.n_embd = 64", "--set model.n_embd=64"]),
         ("a tensor the config needs but the file lacks", os.path.join(work, "broken"), [],
          ["broken", "no tensor 'transformer.h.2.ln_1.weight'"]),
         ("an unsupported config", scaled, [], ["scaled/config.json", "rope_scaling", "not dynamic"]),
+        ("attention left unscaled", unscaled, [], ["unscaled/config.json", "scale_attn_weights", "1 / sqrt"]),
         ("a missing path", os.path.join(work, "nothing"), [], ["nothing", "no such"]),
     ]:
         _, p = train(f"refused_{len(os.listdir(work))}", source, 1, *sets)

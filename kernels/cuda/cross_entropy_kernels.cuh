@@ -117,9 +117,13 @@ __global__ void __launch_bounds__(kThreads, 2)
     p.store_computed(o + q * kVec);
     // The target's gradient, (p - 1) * dloss with p rounded to fp32 first, written over its column
     // by the same thread (program order): cheaper than a compare a column, or than selecting its
-    // slot in the group, which took registers the 32 of two blocks an SM do not have.
-    if (q == target_group)
-      detail::store_act(o + target, (detail::exp_shifted(target_logit, shift) * inv_sum - 1.0f) * dloss);
+    // slot in the group, which took registers the 32 of two blocks an SM do not have. The explicit
+    // roundings keep nvcc from fusing p's product into the subtraction (an FFMA, seen in the PTX),
+    // which the emulation tests, compiled without contraction, would not see.
+    if (q == target_group) {
+      const float p_target = __fmul_rn(detail::exp_shifted(target_logit, shift), inv_sum);
+      detail::store_act(o + target, __fsub_rn(p_target, 1.0f) * dloss);
+    }
   }
   if (threadIdx.x == 0) {
     // -log(p_target) for p_target = 2^(x_t log2 e - shift) / sum; x_t * kLog2e is exact in fp64.

@@ -99,8 +99,13 @@ Timed fastest_algorithm(const ExecContext& ctx, const LtGemm& g, const LtDescrip
   const cudaStream_t stream = detail::stream_of(ctx);
   cuda::CudaEvent start(/*timing=*/true), stop(/*timing=*/true);
   Timed t;
+  // A run that adds a matrix other than its output is out of place: a candidate that cannot write
+  // apart from C is not run. cuBLASLt should refuse it, but one that summed split-K partials into
+  // C would add the real gradient in once more for every timed run.
+  const bool out_of_place = g.beta != 0.0f && out != added(g);
   for (int i = 0; i < found; ++i) {
     if (candidates[i].state != CUBLAS_STATUS_SUCCESS) continue;
+    if (out_of_place && !writes_apart_from_c(candidates[i].algo)) continue;
     auto run = [&] { return matmul(ctx, g, desc, candidates[i].algo, ws_bytes, out); };
     if (run() != CUBLAS_STATUS_SUCCESS) continue;  // a candidate that refuses these operands
     float ms = -1.0f;
@@ -281,8 +286,8 @@ bool queue_gemm(const ExecContext& ctx, const LtGemm& g, void* out, bool require
     } else if (found > 1) {
       // The allocator's blocks are 256-byte aligned, at least as aligned as the D the candidates
       // were asked for, so each runs on the scratch as it will on D. Out of place, a candidate
-      // that cannot write D apart from C (CUBLASLT_ALGO_CAP_OUT_OF_PLACE_RESULT_SUPPORT) refuses
-      // and is skipped.
+      // that cannot write D apart from C (CUBLASLT_ALGO_CAP_OUT_OF_PLACE_RESULT_SUPPORT) is not
+      // run (fastest_algorithm).
       const bool own_scratch = !in_place && out == nullptr;
       Buffer timed_out = own_scratch ? output_scratch(ctx, g, g.n) : Buffer{};
       void* target = in_place ? g.D : (own_scratch ? timed_out.data() : out);

@@ -31,11 +31,16 @@ std::string device_description(int index) {
 }
 
 long long device_free_bytes(int index) {
-  int previous = 0;
-  if (cudaGetDevice(&previous) != cudaSuccess || cudaSetDevice(index) != cudaSuccess) return -1;
+  // `index` stays the thread's device: switching back to the one before, device 0 on a thread that
+  // had chosen none, would create a context there (cudaSetDevice does at once since CUDA 12), so
+  // every rank of a several-GPU run would hold one on GPU 0 from its memory check on.
+  if (cudaSetDevice(index) != cudaSuccess) {
+    cudaGetLastError();
+    return -1;
+  }
   std::size_t free_bytes = 0, total_bytes = 0;
   const cudaError_t err = cudaMemGetInfo(&free_bytes, &total_bytes);
-  cudaSetDevice(previous);
+  if (err != cudaSuccess) cudaGetLastError();
   return err == cudaSuccess ? static_cast<long long>(free_bytes) : -1;
 }
 

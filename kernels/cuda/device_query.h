@@ -16,8 +16,8 @@ std::string device_count_error();
 // "NVIDIA H100 80GB HBM3 (sm_90)" for device `index`, or the runtime's error text.
 std::string device_description(int index);
 
-// Free memory on device `index` now (cudaMemGetInfo on it; creates its context); -1 when the query
-// fails.
+// Free memory on device `index` now (cudaMemGetInfo on it; creates its context and leaves it the
+// calling thread's device); -1 when the query fails.
 long long device_free_bytes(int index);
 
 }  // namespace zt::cuda

@@ -365,6 +365,34 @@ TEST(RunConfig, CommBackendAndSoloPathRoundTripAndNcclNeedsCuda) {
   expect_error(doc, {"zero.solo_path"});
 }
 
+// Deterministic hybrid sharding sums each hop in rank order, which MPI does (CPU ranks, or
+// comm.backend = "mpi" on CUDA) and NCCL does not: on NCCL it is refused in one line.
+TEST(RunConfig, DeterministicHybridShardingIsRefusedOnNccl) {
+  nlohmann::json doc = base();
+  doc["train"] = {{"deterministic", true}};
+  doc["zero"] = {{"stage", 3}, {"shard_group_size", 2}};
+  EXPECT_TRUE(parse_run_config(doc, "x.json", 4).zero.hybrid(4));  // the CPU's ranks: MPI
+  doc["device"] = "cuda";
+  for (const char* backend : {"auto", "nccl"}) {
+    doc["comm"] = {{"backend", backend}};
+    try {
+      parse_run_config(doc, "x.json", 4);
+      ADD_FAILURE() << "expected an InputError for comm.backend " << backend;
+    } catch (const InputError& e) {
+      const std::string msg = e.what();
+      for (const char* f :
+           {"x.json", "train.deterministic", "zero.shard_group_size = 2 of 4", "comm.backend = \"mpi\""})
+        EXPECT_NE(msg.find(f), std::string::npos) << "'" << f << "' not in: " << msg;
+    }
+  }
+  doc["comm"] = {{"backend", "mpi"}};
+  EXPECT_NO_THROW(parse_run_config(doc, "x.json", 4));
+  doc["comm"] = {{"backend", "nccl"}};
+  EXPECT_NO_THROW(parse_run_config(doc, "x.json", 2)) << "a group of all the ranks is not hybrid";
+  doc["train"]["deterministic"] = false;
+  EXPECT_NO_THROW(parse_run_config(doc, "x.json", 4));
+}
+
 TEST(NearestKey, SuggestsOnlyCloseMatches) {
   EXPECT_EQ(nearest_key("n_embed", {"n_embd", "n_head"}), "n_embd");
   EXPECT_EQ(nearest_key("completely_different", {"n_embd", "n_head"}), "");

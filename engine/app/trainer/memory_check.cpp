@@ -79,8 +79,15 @@ MemoryOffer memory_offered(const RunConfig& c, int device_index) {
     return offer;
   }
   if (c.device == Device::kCUDA) {
+    // Local ranks take the node's GPUs round robin (cuda_device_for_local_rank): with more ranks
+    // than GPUs (comm.backend = "mpi"), each of a GPU's ranks is offered its share.
+    const int ranks = local_ranks(c.world_size), gpus = std::max(1, cuda_device_count());
+    const int sharing = std::max(1, ranks / gpus + (device_index < ranks % gpus ? 1 : 0));
     offer.bytes = cuda_device_free_bytes(device_index);
-    offer.what = fmt::format("the free memory of cuda:{}", device_index);
+    if (offer.bytes > 0 && sharing > 1) offer.bytes /= sharing;
+    offer.what = sharing > 1 ? fmt::format("each of the {} ranks sharing cuda:{} (its free memory over them)", sharing,
+                                           device_index)
+                             : fmt::format("the free memory of cuda:{}", device_index);
     return offer;
   }
   const std::int64_t available = mem_available_bytes(), headroom = cgroup_headroom_bytes();

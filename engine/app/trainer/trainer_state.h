@@ -28,7 +28,8 @@
 
 namespace zt {
 
-// This rank's GPU (by its local rank), or 0 on the CPU.
+// This rank's GPU (by its local rank), or 0 on the CPU. InputError where NCCL would have two of
+// the node's ranks share a GPU.
 int rank_device_index(const RunConfig& config);
 
 struct TrainerState {

@@ -108,12 +108,13 @@ namespace {
 
 // A collective's staging buffers, returned to the caching allocator (whose reuse is ordered on the
 // compute stream) only once the compute stream was made to wait for the collective: after the
-// Work's wait, or, for a Work dropped unwaited on an error path, here.
+// Work's wait, or, for a Work dropped unwaited on an error path, here. Also without staging: the
+// caller's own buffers (an in-place gather's) go back to the allocator on the compute stream too.
 struct Staging {
   Staging(std::vector<Buffer> b, std::shared_ptr<cuda::CudaEvent> d, cudaStream_t c)
       : buffers(std::move(b)), done(std::move(d)), compute(c) {}
   ~Staging() {
-    if (!compute_waits && !buffers.empty()) (void)cudaStreamWaitEvent(compute, done->get(), 0);  // no throw here
+    if (!compute_waits) (void)cudaStreamWaitEvent(compute, done->get(), 0);  // no throw here
   }
   // The compute stream waits for the collective (its results, and the staging's reuse, come after).
   void order_compute() {
@@ -395,5 +396,7 @@ void NcclCommunicator::barrier() {
   float token = 0.0f;
   all_reduce(TensorView{&token, DType::kF32, Device::kCPU, Shape{1}}, ReduceOp::kSum).wait();
 }
+
+void NcclCommunicator::abort_after_timeout(const std::string& message) { impl_->fail(rank_, message); }
 
 }  // namespace zt

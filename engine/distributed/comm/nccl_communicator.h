@@ -48,6 +48,9 @@ class NcclCommunicator final : public Communicator {
   // ncclCommSplit: the ranks passing the same color, numbered by key, on the same device and
   // compute stream, with a stream and watchdog of their own (hybrid sharding's groups).
   std::unique_ptr<Communicator> split(int color, int key) override;
+  // As MPI's: prints the message, aborts the NCCL communicator (releasing peers blocked in its
+  // collectives, which would otherwise wait out train.collective_timeout_s) and ends the process.
+  [[noreturn]] void abort_after_timeout(const std::string& message) override;
 
   // Keeps `backend` alive as long as this communicator (the host-side communicator of a job
   // launched without MPI owns the device context it stages through).

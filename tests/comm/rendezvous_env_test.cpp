@@ -33,6 +33,8 @@ class RendezvousEnv : public ::testing::Test {
                              "PMI_RANK",
                              "PMI_SIZE",
                              "MPI_LOCALRANKID",
+                             "PMIX_RANK",
+                             "MPI_LOCALNRANKS",
                              "RANK",
                              "WORLD_SIZE",
                              "LOCAL_RANK",
@@ -172,12 +174,22 @@ TEST_F(RendezvousEnv, UnsetMethodFollowsTheLauncher) {
   EXPECT_EQ(options.port, 29500);
   set("TORCHELASTIC_USE_AGENT_STORE", "True");  // torchrun's agent serves its store on MASTER_PORT
   EXPECT_EQ(rendezvous_from_env(launch).port, 29501);
-  launch.source = "OpenMPI";
-#ifdef ZT_HAVE_MPI
-  EXPECT_EQ(rendezvous_from_env(launch).method, RendezvousMethod::kMpi);
-#else
+  // srun without PMI: Slurm's variables only. MPI would start each rank as a world of one, so the
+  // rendezvous is not MPI's.
+  launch.source = "Slurm";
+  EXPECT_FALSE(launched_by_mpi());
   EXPECT_EQ(rendezvous_from_env(launch).method, RendezvousMethod::kTcp);
+  for (const char* mpi_variable : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "MPI_LOCALNRANKS"}) {
+    SCOPED_TRACE(mpi_variable);
+    set(mpi_variable, "2");
+    EXPECT_TRUE(launched_by_mpi());
+#ifdef ZT_HAVE_MPI
+    EXPECT_EQ(rendezvous_from_env(launch).method, RendezvousMethod::kMpi);
+#else
+    EXPECT_EQ(rendezvous_from_env(launch).method, RendezvousMethod::kTcp);
 #endif
+    ::unsetenv(mpi_variable);
+  }
 }
 
 // Rank 0 and rank 1 of a 2-rank job as two threads of this process.

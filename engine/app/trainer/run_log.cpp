@@ -10,6 +10,7 @@
 
 #include "engine/base/core/check.h"
 #include "engine/distributed/comm/communicator.h"
+#include "engine/distributed/launch/rendezvous.h"
 #include "kernels/op_profiler.h"
 
 namespace zt {

@@ -122,22 +122,12 @@ std::string broadcast_string(Communicator& comm, const std::string& text, int ro
   return std::string(reinterpret_cast<const char*>(words.data()), static_cast<std::size_t>(length));
 }
 
-bool launched_by_mpi() {
-  for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "MPI_LOCALNRANKS"}) {
-    if (std::getenv(var) != nullptr) return true;
-  }
-  return false;
-}
-
 std::unique_ptr<Communicator> make_communicator(MemoryTracker& tracker, const CommOptions& options) {
 #ifdef ZT_HAVE_MPI
   if (launched_by_mpi()) return std::make_unique<MpiCommunicator>(tracker, options);
-#else
-  if (launched_by_mpi()) {
-    throw_runtime_error("started by an MPI launcher, but this build has no MPI (install libopenmpi-dev, rebuild)");
-  }
 #endif
-  // Ranks started without MPI (ZT_RANK, torchrun, Slurm without PMI) talk through NCCL.
+  // Ranks started without MPI (ZT_RANK, torchrun, Slurm without PMI; any launcher in a build
+  // without MPI, whose ranks then need ZT_RENDEZVOUS or MASTER_ADDR) talk through NCCL.
   const LaunchInfo launch = detect_launch();
   if (launch.world_size > 1) {
     return make_launched_nccl_communicator(tracker, options, launch);

@@ -181,7 +181,4 @@ std::unique_ptr<Communicator> make_device_communicator(Communicator& control, Me
 // stalls show in step_ms and the op profile, not here.
 double comm_wait_seconds();
 
-// True when the environment says this process was started by an MPI launcher.
-bool launched_by_mpi();
-
 }  // namespace zt

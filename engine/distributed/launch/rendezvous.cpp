@@ -133,6 +133,13 @@ void parse_rendezvous_spec(const std::string& spec, RendezvousOptions& options) 
 
 }  // namespace
 
+bool launched_by_mpi() {
+  for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "MPI_LOCALNRANKS"}) {
+    if (env(var) != nullptr) return true;
+  }
+  return false;
+}
+
 RendezvousOptions rendezvous_from_env(const LaunchInfo& launch) {
   RendezvousOptions options;
   if (const char* timeout = env("ZT_RENDEZVOUS_TIMEOUT")) {
@@ -142,7 +149,9 @@ RendezvousOptions rendezvous_from_env(const LaunchInfo& launch) {
       throw_input_error("ZT_RENDEZVOUS_TIMEOUT='{}' is not a positive number of seconds", timeout);
     }
   }
-  const bool by_mpi_launcher = launch.source == "OpenMPI" || launch.source == "Slurm" || launch.source == "PMI";
+  // MPI's own variables, not the launcher's: srun without PMI sets Slurm's, and MPI would then
+  // start each rank as a world of one.
+  const bool by_mpi_launcher = launched_by_mpi();
   if (const char* spec = env("ZT_RENDEZVOUS")) {
     parse_rendezvous_spec(spec, options);
   } else if (launch.world_size == 1) {

@@ -27,6 +27,10 @@ struct LaunchInfo {
 // reverse; for torchrun's and Slurm's names, which shells set for other reasons, one alone is ignored).
 LaunchInfo detect_launch();
 
+// True when MPI's own environment is there (OpenMPI's, PMI's or PMIx's variables): MPI_Init
+// would then join the launcher's world. Slurm's variables alone (srun without PMI) do not count.
+bool launched_by_mpi();
+
 enum class RendezvousMethod { kSingle, kMpi, kFile, kTcp };
 
 struct RendezvousOptions {
@@ -38,8 +42,8 @@ struct RendezvousOptions {
 };
 
 // ZT_RENDEZVOUS = "mpi" | "file:/shared/path" | "tcp:host:port" | "single"; ZT_RENDEZVOUS_TIMEOUT
-// (seconds, default 300). Unset: single for a world of 1; mpi when started by mpirun/srun/PMI and
-// MPI is built; tcp from MASTER_ADDR/MASTER_PORT (torchrun's names; MASTER_PORT + 1 when torchrun's
+// (seconds, default 300). Unset: single for a world of 1; mpi when launched_by_mpi() and MPI is
+// built; tcp from MASTER_ADDR/MASTER_PORT (torchrun's names; MASTER_PORT + 1 when torchrun's
 // agent holds MASTER_PORT for its own store); otherwise InputError listing the choices.
 RendezvousOptions rendezvous_from_env(const LaunchInfo& launch);
 

@@ -27,11 +27,14 @@ void evaluate(TrainerState& s, int step, TrainSummary& summary) {
 
 void sample(TrainerState& s, int step, TrainSummary& summary) {
   const RunConfig& c = s.config;
-  // The run's store, so the run's units: the token table in as many chunks as the training head's.
-  const std::unique_ptr<LanguageModel> sampler =
-      make_model(c.model_spec(), sampling_build(c.train.seq_len), s.tracker, s.ctx);
   const data::TokenText& text = s.data.text();  // the tokenizer, else the vocabulary, else ids
-  const auto tokens = generate_tokens(*sampler, s.store, text.encode(c.log.sample_prompt),
+  std::vector<std::int32_t> prompt = text.encode(c.log.sample_prompt);
+  // The run's store, so the run's units: the token table in as many chunks as the training head's;
+  // built for the window this sample needs, at most the run's seq_len.
+  const std::unique_ptr<LanguageModel> sampler =
+      make_model(c.model_spec(), sampling_build(sampling_window(prompt.size(), c.log.sample_tokens, c.train.seq_len)),
+                 s.tracker, s.ctx);
+  const auto tokens = generate_tokens(*sampler, s.store, std::move(prompt),
                                       {c.log.sample_tokens, c.log.sample_temperature, c.log.sample_top_k,
                                        c.train.seed + static_cast<std::uint64_t>(step), text.size()});
   summary.sample = text.decode(tokens);

@@ -9,6 +9,11 @@
 
 namespace zt {
 
+int sampling_window(std::size_t prompt_tokens, int new_tokens, int limit) {
+  const std::int64_t needed = std::max<std::int64_t>(1, static_cast<std::int64_t>(prompt_tokens)) + new_tokens;
+  return static_cast<int>(std::clamp<std::int64_t>(needed, 1, std::max(1, limit)));
+}
+
 std::vector<std::int32_t> generate_tokens(LanguageModel& model, ParamStore& store, std::vector<std::int32_t> tokens,
                                           const SamplingOptions& options) {
   const int T = model.seq_len();

@@ -18,6 +18,14 @@ struct SamplingOptions {
   int vocab_limit = 0;  // > 0: only tokens below it are drawn (the dataset's vocabulary)
 };
 
+// The window a sampling model is built for: the prompt (at least the one token an empty prompt
+// starts from) and the tokens drawn after it, at most `limit` (the model's context or the run's
+// seq_len), beyond which the window slides. Every draw runs the whole window, and a pretrained
+// Llama 3's context is 131072 positions: built that wide, one sample would ask hundreds of GiB of
+// activations. As attention is causal, the logits at the last real position are those of any
+// wider window.
+int sampling_window(std::size_t prompt_tokens, int new_tokens, int limit);
+
 // `model` must be built for batch 1 (any seq_len). The context is the last seq_len tokens; since
 // attention is causal, the logits at the last real position ignore the padding after it.
 std::vector<std::int32_t> generate_tokens(LanguageModel& model, ParamStore& store, std::vector<std::int32_t> prompt,

@@ -6,7 +6,6 @@
 
 #include <omp.h>
 
-#include <algorithm>
 #include <filesystem>
 #include <optional>
 
@@ -59,11 +58,7 @@ data::TokenText token_text(const ArgParser& parser, const std::string& dir) {
   return dir.empty() ? data::TokenText() : data::TokenText::from_dir(dir);
 }
 
-// The prompt's tokens, and the window the sampling model is built for: the prompt and the tokens
-// drawn after it, at most `limit` (the model's context, or the run's seq_len), beyond which the
-// window slides. Every draw runs the whole window, and a pretrained Llama 3's context is 131072
-// positions: a model built that wide would ask hundreds of GiB of activations for one sample. As
-// attention is causal, the logits at the last real position are those of any wider window.
+// The prompt's tokens, and the window the sampling model is built for (sampling_window).
 struct Prompt {
   std::string text;
   std::vector<std::int32_t> ids;
@@ -73,9 +68,7 @@ struct Prompt {
 Prompt encode_prompt(const ArgParser& parser, const data::TokenText& text, const SamplingOptions& options, int limit) {
   Prompt p{parser.get("prompt", "\n"), {}, 1};
   p.ids = text.encode(p.text);
-  const std::int64_t needed =
-      std::max<std::int64_t>(1, static_cast<std::int64_t>(p.ids.size())) + options.max_new_tokens;
-  p.window = static_cast<int>(std::clamp<std::int64_t>(needed, 1, limit));
+  p.window = sampling_window(p.ids.size(), options.max_new_tokens, limit);
   return p;
 }
 

@@ -61,6 +61,12 @@ class ComputeBackend {
   // What the CUDA kernels chose by timing so far (cuda::KernelResources::choices_summary); an empty
   // object on the CPU.
   nlohmann::json kernel_choices() const;
+  // The device's memory now, beside what the caching allocator holds of it: total_bytes,
+  // free_bytes, allocator_reserved_bytes (in use and cached), allocator_peak_reserved_bytes, and
+  // outside_allocator_bytes (held but not by the allocator: the CUDA context, cuBLASLt's and
+  // cuDNN's handles, NCCL's buffers, other processes on the GPU), which the memory prediction
+  // leaves out. An empty object on the CPU or when the query fails.
+  nlohmann::json device_memory() const;
 
  private:
   // The CUDA half of the constructor: opens device `device_index` (or refuses, naming the config

@@ -24,4 +24,6 @@ void ComputeBackend::open_cuda(int, int, MemoryTracker&, const KernelChoices&) {
 
 nlohmann::json ComputeBackend::kernel_choices() const { return nlohmann::json::object(); }
 
+nlohmann::json ComputeBackend::device_memory() const { return nlohmann::json::object(); }
+
 }  // namespace zt

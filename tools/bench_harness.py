@@ -79,6 +79,13 @@ def top_ops_lines(profile, engine, n=12):
                          f"first, {choices.get('gemm_searches_kept_ms', 0.0):.3f} with the kept")
         for c in choices.get("norm_backward_choices", []):
             lines.append(f"  {c['norm']} backward [{c['rows']}, {c['cols']}] {c['activations']}: {c['kernel']}")
+    device = profile.get("device_memory")
+    if device:
+        gib = 1024 ** 3
+        lines.append(f"  device memory: {device['allocator_reserved_bytes'] / gib:.2f} GiB held by zerotrain's "
+                     f"allocator (peak {device['allocator_peak_reserved_bytes'] / gib:.2f}), "
+                     f"{device['outside_allocator_bytes'] / gib:.2f} GiB outside it (context, libraries, NCCL), "
+                     f"{device['free_bytes'] / gib:.2f} GiB free of {device['total_bytes'] / gib:.2f}")
     return lines
 
 

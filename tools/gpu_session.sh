@@ -211,7 +211,7 @@ if [ -n "$missing" ]; then
 fi
 note "set-up done in $SECONDS s"
 
-core='^(Cuda|NcclOneRank|RankDevice)|^gpu\.model_matches'
+core='^(Cuda|NcclOneRank|RankDevice|DeviceMemory)|^gpu\.model_matches'
 for p in "${phases[@]}"; do
   phase_deadline=$((SECONDS + budget[$p]))
   note "phase $p (budget ${budget[$p]} s)"

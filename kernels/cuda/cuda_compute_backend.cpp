@@ -1,6 +1,7 @@
 // ComputeBackend's CUDA half: the parts are built in the order their users need them and
 // destroyed in reverse (resources, then the allocator that served them, then the stream both order
 // work on); the device queries behind cuda_device_count and the version line.
+#include <cuda_runtime.h>
 #include <fmt/format.h>
 
 #include "engine/base/core/check.h"
@@ -31,6 +32,23 @@ std::int64_t cuda_device_free_bytes(int index) { return static_cast<std::int64_t
 nlohmann::json ComputeBackend::kernel_choices() const {
   if (!cuda_) return nlohmann::json::object();
   return static_cast<const CudaParts&>(*cuda_).resources.choices_summary();
+}
+
+nlohmann::json ComputeBackend::device_memory() const {
+  if (!cuda_) return nlohmann::json::object();
+  const auto& parts = static_cast<const CudaParts&>(*cuda_);
+  std::size_t free_bytes = 0, total_bytes = 0;
+  if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) {  // the calling thread's device: the backend's
+    cudaGetLastError();
+    return nlohmann::json::object();
+  }
+  const cuda::BlockCacheStats held = parts.allocator.stats();
+  const auto total = static_cast<std::int64_t>(total_bytes), available = static_cast<std::int64_t>(free_bytes);
+  return {{"total_bytes", total},
+          {"free_bytes", available},
+          {"allocator_reserved_bytes", held.reserved_bytes},
+          {"allocator_peak_reserved_bytes", held.peak_reserved_bytes},
+          {"outside_allocator_bytes", total - available - held.reserved_bytes}};
 }
 
 std::string cuda_backend_summary() {

@@ -296,7 +296,8 @@ def main():
                          "the summary lists the top 3 ops and sums the rest")
             checks.check(profile["ops"][0]["op"] in lines[2] and "(outside the ops)" in lines[-1],
                          "the most expensive op comes first, the time outside the ops last")
-            checks.check(profile.get("kernel_choices") == {}, "a CPU run's profile records no timed kernel choices")
+            checks.check(profile.get("kernel_choices") == {} and profile.get("device_memory") == {},
+                         "a CPU run's profile records no timed kernel choices and no device memory")
             profile["kernel_choices"] = {  # what a CUDA run's KernelResources::choices_summary writes
                 "gemm_configurations": 5, "timed_slice_searches": 1, "bias_grad_configurations_timed": 2,
                 "bias_grad_configurations_epilogue_faster": 1,
@@ -304,12 +305,18 @@ def main():
                 "gemm_searches_kept_ms": 0.2, "gemm_searches": [{"m": 768, "kept": 3}, {"m": 3072, "kept": 0}],
                 "norm_backward_choices": [{"norm": "layernorm", "rows": 16384, "cols": 768, "activations": "bf16",
                                            "params": "bf16", "kernel": "warp a row"}]}
+            gib = 1024 ** 3
+            profile["device_memory"] = {  # what a CUDA run's ComputeBackend::device_memory writes
+                "total_bytes": 80 * gib, "free_bytes": 50 * gib, "allocator_reserved_bytes": 28 * gib,
+                "allocator_peak_reserved_bytes": 29 * gib, "outside_allocator_bytes": 2 * gib}
             text = "\n".join(bench_gpu.top_ops_lines(profile, "zerotrain stage 0", n=3))
             checks.check("5 product configurations searched (1 on a slice)" in text and
                          "epilogue for 1 of 2 timed" in text and
                          "layernorm backward [16384, 768] bf16: warp a row" in text and
                          "product searches: 2, 1 kept another than the heuristic's first; one call of each "
-                         "0.250 ms with the first, 0.200 with the kept" in text,
+                         "0.250 ms with the first, 0.200 with the kept" in text and
+                         "device memory: 28.00 GiB held by zerotrain's allocator (peak 29.00), 2.00 GiB outside it"
+                         in text,
                          "the summary names the kernels a CUDA run chose by timing")
 
     check_interleaving_and_partial_reports(checks)

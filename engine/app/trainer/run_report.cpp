@@ -137,7 +137,8 @@ void report_profile(TrainerState& s, const RunProgress& run) {
                      {"micro_batches_per_step", c.train.grad_accum},
                      {"rank", s.comm.rank()},
                      {"ranks", s.comm.world_size()},
-                     {"kernel_choices", s.backend.kernel_choices()}},
+                     {"kernel_choices", s.backend.kernel_choices()},
+                     {"device_memory", s.backend.device_memory()}},
                     s.progress);
 }
 
@@ -154,7 +155,20 @@ void report_summary(TrainerState& s, const TrainSummary& summary) {
          {"last_step", summary.last_step},
          {"val_loss", summary.val_loss},
          {"unigram_entropy_nats", summary.unigram_entropy_nats},
-         {"memory_peak_bytes", memory_json(summary.memory)}});
+         {"memory_peak_bytes", memory_json(summary.memory)},
+         {"device_memory", s.backend.device_memory()}});
+  // On CUDA, what the device holds beyond the allocator the prediction counts (docs/zero_memory.md).
+  const nlohmann::json device = s.backend.device_memory();
+  if (!device.empty()) {
+    s.progress.message(fmt::format(
+        "device memory at the end: {} held by zerotrain's allocator (peak {}), {} outside it (CUDA context, "
+        "cuBLASLt, cuDNN, NCCL, other processes), {} free of {}",
+        format_bytes(device["allocator_reserved_bytes"].get<std::int64_t>()),
+        format_bytes(device["allocator_peak_reserved_bytes"].get<std::int64_t>()),
+        format_bytes(device["outside_allocator_bytes"].get<std::int64_t>()),
+        format_bytes(device["free_bytes"].get<std::int64_t>()),
+        format_bytes(device["total_bytes"].get<std::int64_t>())));
+  }
 }
 
 }  // namespace zt

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Text or JSONL documents into llm.c token shards with a Hugging Face tokenizer.json (GPT-2's
 byte-level BPE, Llama 3's, or one trained with the `tokenizers` library), as llm.c's fineweb.py
-writes them: each document starts with the end-of-text token, the first shard is the validation
+writes them: each document starts with the tokenizer's document delimiter (GPT-2's <|endoftext|>;
+Llama 3's <|begin_of_text|>, 128000, as llm.c's Llama 3 scripts write it and as Llama 3 saw its
+documents begin), the first shard is the validation
 split (NAME_val_000000.bin) and the rest the training split (NAME_train_000001.bin, ...), each
 with llm.c's 256 x int32 header; uint16 tokens (magic 20240520) for vocabularies up to 65,536,
 uint32 (magic 20240801) above. The tokenizer's files are copied beside the shards, so a run that
@@ -20,7 +22,8 @@ import sys
 
 import numpy as np
 
-EOT_CANDIDATES = ["<|endoftext|>", "<|end_of_text|>", "</s>"]
+# The first the tokenizer has: Llama 3's tokenizer has both <|begin_of_text|> and <|end_of_text|>.
+EOT_CANDIDATES = ["<|endoftext|>", "<|begin_of_text|>", "<|end_of_text|>", "</s>"]
 
 
 def documents(paths, key):
@@ -64,7 +67,9 @@ def main(argv=None):
     ap.add_argument("--name", default="data", help="shard name prefix (NAME_train_000001.bin)")
     ap.add_argument("--shard-tokens", type=int, default=100_000_000)
     ap.add_argument("--jsonl-key", default="text")
-    ap.add_argument("--eot", default=None, help="the end-of-text token (default: the tokenizer's own)")
+    ap.add_argument("--eot", default=None,
+                    help="the token each document starts with (default: the first of " + ", ".join(EOT_CANDIDATES)
+                    + " the tokenizer has)")
     ap.add_argument("--no-progress", action="store_true")
     ap.add_argument("inputs", nargs="+")
     args = ap.parse_args(argv)
@@ -84,7 +89,7 @@ def main(argv=None):
     vocab = tok.get_vocab_size(with_added_tokens=True)
     eot_name = args.eot or next((t for t in EOT_CANDIDATES if tok.token_to_id(t) is not None), None)
     if eot_name is None or tok.token_to_id(eot_name) is None:
-        sys.exit(f"prepare_tokens: {args.tokenizer}: no end-of-text token ({args.eot or ', '.join(EOT_CANDIDATES)}); "
+        sys.exit(f"prepare_tokens: {args.tokenizer}: no document delimiter ({args.eot or ', '.join(EOT_CANDIDATES)}); "
                  "name one with --eot")
     eot = tok.token_to_id(eot_name)
     wide = vocab > 65536
@@ -136,7 +141,7 @@ def main(argv=None):
     if os.path.exists(beside):
         shutil.copyfile(beside, os.path.join(args.out, "tokenizer_config.json"))
     print(f"{n_docs} documents, {n_tokens} tokens ({'uint32' if wide else 'uint16'}, vocabulary {vocab}, "
-          f"end of text {eot_name} = {eot}) -> {len(written)} shards in {args.out}: "
+          f"documents start with {eot_name} = {eot}) -> {len(written)} shards in {args.out}: "
           f"val {written[0][1]} tokens, train {sum(n for _, n in written[1:])}")
     return 0
 

@@ -103,6 +103,11 @@ def main():
     p = prepare_tokens(f"{folder}/tokenizer.json", data)
     if not checks.check(p.returncode == 0, f"prepare_tokens with the model's tokenizer ({p.stderr[-300:]})"):
         return checks.finish()
+    bos = tok.token_to_id("<|begin_of_text|>")
+    val = validation_tokens(data)
+    checks.check(val[0] == bos and "documents start with <|begin_of_text|>" in p.stdout,
+                 f"documents start with <|begin_of_text|> ({bos}), as Llama 3 and llm.c's Llama 3 files begin them "
+                 f"(first token {val[0]}; {p.stdout.strip()[-160:]})")
     run_dir = os.path.join(work, "run")
     p = subprocess.run(launcher + ["-np", "2", binary, "train", "--config",
                                    "configs/llama3_2_1b_finetune_shakespeare.json", "--run-dir", run_dir,
@@ -141,7 +146,6 @@ def main():
     checks.check(all(os.path.exists(os.path.join(out, f)) for f in ("tokenizer.json", "tokenizer_config.json")),
                  "the export carries the tokenizer")
     tuned = {n: t.double() for n, t in load_file(os.path.join(out, "model.safetensors")).items()}
-    val = validation_tokens(data)
     before, after = val_loss(start, start_config, val), val_loss(tuned, out_config, val)
     checks.check(after < before - 0.5, f"the exported weights fit the validation text better ({before:.3f} -> {after:.3f})")
     return checks.finish()

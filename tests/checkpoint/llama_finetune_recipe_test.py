@@ -36,7 +36,7 @@ import llama_reference  # noqa: E402
 import torch  # noqa: E402
 import transformers  # noqa: E402
 from safetensors.torch import load_file  # noqa: E402
-from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers  # noqa: E402
+from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, processors, trainers  # noqa: E402
 
 T = 32
 LLAMA3_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|"
@@ -56,6 +56,11 @@ def make_folder(folder, text):
                             trainers.BpeTrainer(vocab_size=512, special_tokens=["<|begin_of_text|>", "<|end_of_text|>"],
                                                 initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
                                                 show_progress=False))
+    bos = tok.token_to_id("<|begin_of_text|>")  # Llama 3's template: <|begin_of_text|> before a sequence
+    tok.post_processor = processors.Sequence([
+        processors.ByteLevel(trim_offsets=False),
+        processors.TemplateProcessing(single="<|begin_of_text|> $A", pair="<|begin_of_text|> $A <|begin_of_text|> $B",
+                                      special_tokens=[("<|begin_of_text|>", bos)])])
     torch.manual_seed(0)
     model = transformers.LlamaForCausalLM(transformers.LlamaConfig(
         vocab_size=tok.get_vocab_size(), hidden_size=64, intermediate_size=128, num_hidden_layers=2,

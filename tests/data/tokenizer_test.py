@@ -21,7 +21,7 @@ from check_report import Checks  # noqa: E402
 from hf_env import require_hf  # noqa: E402
 
 require_hf("tokenizers")
-from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers  # noqa: E402
+from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, processors, trainers  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TEXT = os.path.join(ROOT, "..", "shared", "data", "tinyshakespeare.txt")
@@ -45,6 +45,12 @@ def train(kind, corpus):
     trainer = trainers.BpeTrainer(vocab_size=600, special_tokens=["<|endoftext|>"],
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
     tok.train_from_iterator(corpus, trainer)
+    if kind == "llama3":  # Llama 3's template: its begin-of-text token before every sequence
+        end = tok.token_to_id("<|endoftext|>")
+        tok.post_processor = processors.Sequence([
+            processors.ByteLevel(trim_offsets=False),
+            processors.TemplateProcessing(single="<|endoftext|> $A", pair="<|endoftext|> $A <|endoftext|> $B",
+                                          special_tokens=[("<|endoftext|>", end)])])
     return tok
 
 
@@ -80,6 +86,12 @@ def main():
             undecoded = [i for i, (o, t) in enumerate(zip(ours, theirs)) if o["decoded"] != tok.decode(t, skip_special_tokens=False)]
             checks.check(not undecoded, f"{kind}: and decode to the library's text ({len(undecoded)} differ)")
             checks.check(all(o["decoded"] == t for o, t in zip(ours, texts)), f"{kind}: decoding gives the text back")
+            # As a prompt: what the library's encode gives with its default add_special_tokens=True
+            # (Llama 3's template puts its begin-of-text token first; GPT-2's adds nothing).
+            prompts = [tok.encode(t).ids for t in texts]
+            off = [i for i, (o, t) in enumerate(zip(ours, prompts)) if o["prompt_ids"] != t]
+            checks.check(not off and (kind == "gpt2" or all(p[0] == tok.token_to_id("<|endoftext|>") for p in prompts)),
+                         f"{kind}: as prompts, the library's ids with its template's special tokens ({len(off)} differ)")
         wordpiece = Tokenizer(models.WordPiece({"[UNK]": 0, "a": 1}, unk_token="[UNK]"))
         path = os.path.join(work, "wordpiece.json")
         wordpiece.save(path)

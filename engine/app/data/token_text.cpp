@@ -15,8 +15,8 @@ TokenText TokenText::from_dir(const std::string& dir) {
   return {};
 }
 
-std::vector<std::int32_t> TokenText::encode(std::string_view text) const {
-  if (tokenizer_) return tokenizer_->encode(text);
+std::vector<std::int32_t> TokenText::encode_prompt(std::string_view text) const {
+  if (tokenizer_) return tokenizer_->encode_prompt(text);
   std::vector<std::int32_t> ids;
   if (vocab_) {
     for (const std::uint16_t t : vocab_->encode(text)) ids.push_back(t);

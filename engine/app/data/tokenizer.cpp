@@ -155,6 +155,30 @@ std::size_t llama3_next(const std::vector<char32_t>& c, std::size_t i) {
 
 }  // namespace
 
+namespace {
+
+// The ids of the special tokens a TemplateProcessing puts before the sequence in its "single"
+// template, in a post_processor that is one or holds one in a Sequence; none otherwise.
+std::vector<std::int32_t> template_prefix(const nlohmann::json& post) {
+  if (!post.is_object()) return {};
+  if (post.value("type", "") == "Sequence") {
+    for (const nlohmann::json& p : post.value("processors", nlohmann::json::array())) {
+      if (std::vector<std::int32_t> ids = template_prefix(p); !ids.empty()) return ids;
+    }
+    return {};
+  }
+  if (post.value("type", "") != "TemplateProcessing") return {};
+  std::vector<std::int32_t> ids;
+  for (const nlohmann::json& piece : post.at("single")) {
+    if (piece.contains("Sequence")) break;
+    const std::string name = piece.at("SpecialToken").at("id").get<std::string>();
+    for (const nlohmann::json& id : post.at("special_tokens").at(name).at("ids")) ids.push_back(id.get<std::int32_t>());
+  }
+  return ids;
+}
+
+}  // namespace
+
 Tokenizer Tokenizer::load(const std::string& path) {
   const nlohmann::json j = read_json_file(path);
   Tokenizer t;
@@ -205,6 +229,7 @@ Tokenizer Tokenizer::load(const std::string& path) {
       t.is_added_[static_cast<std::size_t>(i)] = true;
       t.added_[content] = i;
     }
+    t.prompt_prefix_ = template_prefix(j.value("post_processor", nlohmann::json()));
     int rank = 0;
     for (const nlohmann::json& m : model.at("merges")) {  // "a b", or ["a", "b"] (tokenizers >= 0.20)
       t.merge_rank_.emplace(
@@ -304,6 +329,13 @@ std::vector<std::int32_t> Tokenizer::encode(std::string_view text) const {
   }
   encode_stretch(text.substr(start));
   return out;
+}
+
+std::vector<std::int32_t> Tokenizer::encode_prompt(std::string_view text) const {
+  std::vector<std::int32_t> ids = prompt_prefix_;
+  const std::vector<std::int32_t> body = encode(text);
+  ids.insert(ids.end(), body.begin(), body.end());
+  return ids;
 }
 
 std::string Tokenizer::decode(std::span<const std::int32_t> ids) const {

@@ -25,6 +25,11 @@ class Tokenizer {
   static Tokenizer load(const std::string& path);
 
   std::vector<std::int32_t> encode(std::string_view text) const;
+  // A prompt to continue: encode's ids after the special tokens the tokenizer's template puts
+  // before a sequence (its post_processor's TemplateProcessing, alone or in a Sequence: Llama 3's
+  // <|begin_of_text|>), as the library's encode adds them by default; what the template puts after
+  // a sequence is left out, since the prompt goes on.
+  std::vector<std::int32_t> encode_prompt(std::string_view text) const;
   // Ids outside the vocabulary are skipped; bytes that are not UTF-8 are kept as they are.
   std::string decode(std::span<const std::int32_t> ids) const;
   // One past the largest id (added tokens included).
@@ -40,6 +45,7 @@ class Tokenizer {
   Pattern pattern_ = Pattern::kGpt2;
   bool add_prefix_space_ = false;
   bool ignore_merges_ = false;
+  std::vector<std::int32_t> prompt_prefix_;  // the template's special tokens before a sequence
   std::unordered_map<std::string, std::int32_t> vocab_;
   std::vector<std::string> id_to_token_;
   std::vector<bool> is_added_;                                 // per id: an added token, decoded as its content

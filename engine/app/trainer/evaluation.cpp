@@ -28,7 +28,7 @@ void evaluate(TrainerState& s, int step, TrainSummary& summary) {
 void sample(TrainerState& s, int step, TrainSummary& summary) {
   const RunConfig& c = s.config;
   const data::TokenText& text = s.data.text();  // the tokenizer, else the vocabulary, else ids
-  std::vector<std::int32_t> prompt = text.encode(c.log.sample_prompt);
+  std::vector<std::int32_t> prompt = text.encode_prompt(c.log.sample_prompt);
   // The run's store, so the run's units: the token table in as many chunks as the training head's;
   // built for the window this sample needs, at most the run's seq_len.
   const std::unique_ptr<LanguageModel> sampler =

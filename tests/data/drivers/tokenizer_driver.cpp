@@ -1,6 +1,6 @@
 // tests/data/tokenizer_test.py's driver: data::Tokenizer over JSON lines. Each stdin line is a JSON
-// string; each stdout line is {"ids": [...], "decoded": "..."} for it: its encoding, and the
-// decoding of that encoding.
+// string; each stdout line is {"ids": [...], "decoded": "...", "prompt_ids": [...]} for it: its
+// encoding, the decoding of that encoding, and its encoding as a prompt (encode_prompt).
 // usage: zt_tokenizer_driver tokenizer.json < texts.jsonl
 #include <fmt/format.h>
 
@@ -22,7 +22,7 @@ int main(int argc, char** argv) {
     while (std::getline(std::cin, line)) {
       const std::string text = nlohmann::json::parse(line).get<std::string>();
       const std::vector<std::int32_t> ids = tok.encode(text);
-      const nlohmann::json out = {{"ids", ids}, {"decoded", tok.decode(ids)}};
+      const nlohmann::json out = {{"ids", ids}, {"decoded", tok.decode(ids)}, {"prompt_ids", tok.encode_prompt(text)}};
       std::cout << out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     }
   } catch (const zt::InputError& e) {

@@ -67,7 +67,7 @@ struct Prompt {
 
 Prompt encode_prompt(const ArgParser& parser, const data::TokenText& text, const SamplingOptions& options, int limit) {
   Prompt p{parser.get("prompt", "\n"), {}, 1};
-  p.ids = text.encode(p.text);
+  p.ids = text.encode_prompt(p.text);
   p.window = sampling_window(p.ids.size(), options.max_new_tokens, limit);
   return p;
 }

@@ -31,17 +31,31 @@ struct RopeFrequencies {
   RopeScaling scaling{};
 };
 
-// llama3's blend, in transformers' order of fp32 operations (_compute_llama3_parameters). A scalar
-// over a tensor is torch's reciprocal times the scalar, so 2 pi / inv is (1 / inv) * 2 pi here.
+// An fp32 product rounded on its own, so no compiler fuses it into the add or subtract after it (nvcc
+// by default, GCC where the target has FMA: it did, one ulp off transformers at Llama 3.2 1B's
+// frequency 16). On the host a volatile store is what GCC cannot see through (it turned a product
+// rounded through double back into a float multiply, and fused that).
+ZT_HOST_DEVICE inline float product_rounded(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fmul_rn(a, b);
+#else
+  volatile float product = a * b;
+  return product;
+#endif
+}
+
+// llama3's blend, in transformers' order of fp32 operations (_compute_llama3_parameters), each
+// rounded as torch rounds it. A scalar over a tensor is torch's reciprocal times the scalar, so
+// 2 pi / inv is (1 / inv) * 2 pi here.
 ZT_HOST_DEVICE inline float llama3_scaled_inv_freq(float inv, const RopeScaling& s) {
-  const float wavelen = (1.0f / inv) * 6.28318530717958647692f;
+  const float wavelen = product_rounded(1.0f / inv, 6.28318530717958647692f);
   const float high_freq_wavelen = s.original_max_position / s.high_freq_factor;
   const float low_freq_wavelen = s.original_max_position / s.low_freq_factor;
   if (wavelen < high_freq_wavelen) return inv;
   if (wavelen > low_freq_wavelen) return inv / s.factor;
-  const float smooth =
-      ((1.0f / wavelen) * s.original_max_position - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
-  return (1.0f - smooth) * inv / s.factor + smooth * inv;
+  const float smooth = (product_rounded(1.0f / wavelen, s.original_max_position) - s.low_freq_factor) /
+                       (s.high_freq_factor - s.low_freq_factor);
+  return product_rounded(1.0f - smooth, inv) / s.factor + product_rounded(smooth, inv);
 }
 
 ZT_HOST_DEVICE inline float rope_inv_freq(int i, int head_size, const RopeFrequencies& f) {

@@ -103,6 +103,13 @@ Timed fastest_algorithm(const ExecContext& ctx, const LtGemm& g, const LtDescrip
   // apart from C is not run. cuBLASLt should refuse it, but one that summed split-K partials into
   // C would add the real gradient in once more for every timed run.
   const bool out_of_place = g.beta != 0.0f && out != added(g);
+  // Where none runs, the first that could is kept (the real product may be out of place too).
+  for (int i = 0; out_of_place && i < found; ++i) {
+    if (writes_apart_from_c(candidates[i].algo)) {
+      t.best = i;
+      break;
+    }
+  }
   for (int i = 0; i < found; ++i) {
     if (candidates[i].state != CUBLAS_STATUS_SUCCESS) continue;
     if (out_of_place && !writes_apart_from_c(candidates[i].algo)) continue;

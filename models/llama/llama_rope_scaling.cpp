@@ -109,8 +109,9 @@ nlohmann::json rope_scaling_from_hf(const nlohmann::json& hf, const std::string&
   const nlohmann::json& raw = hf.at("rope_scaling");
   if (!raw.is_object()) top.refuse("rope_scaling", "must be an object or null");
   const HfConfigReader r(raw, source + ": rope_scaling");
-  // transformers reads "type" where "rope_type" is absent (configs written before 4.43).
-  const std::string type = r.has("rope_type") ? r.string_or("rope_type", "") : r.string_or("type", "default");
+  // transformers (4.43 on) copies "type" over "rope_type" where a config has it (configs written
+  // before 4.43 have only "type").
+  const std::string type = r.has("type") ? r.string_or("type", "") : r.string_or("rope_type", "default");
   if (type == "default") return nullptr;
   if (type != "linear" && type != "llama3") {
     top.refuse("rope_scaling", "zerotrain's Llama implements rope_type linear and llama3, not " + type);

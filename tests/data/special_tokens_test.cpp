@@ -35,6 +35,9 @@ TEST(SpecialTokens, IdsFromTheConfigsNamesAndTheTokenizersNumbers) {
   EXPECT_EQ(special_token_ids(dir.string()), nlohmann::json::object()) << "null and unknown tokens left out";
   write(dir / "tokenizer_config.json", R"({"eos_token": 5})");
   expect_input_error([&] { special_token_ids(dir.string()); }, {"tokenizer_config.json", "eos_token", "got 5"});
+  write(dir / "tokenizer_config.json", R"({"eos_token": "<|end|>"})");
+  write(dir / "tokenizer.json", R"({"added_tokens": [{"id": 7, "content": 7}]})");
+  expect_input_error([&] { special_token_ids(dir.string()); }, {dir.string(), "special token"});
   write(dir / "tokenizer_config.json", "{not json");
   expect_input_error([&] { special_token_ids(dir.string()); }, {"tokenizer_config.json", "not valid JSON"});
   std::filesystem::remove_all(dir);

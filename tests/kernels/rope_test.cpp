@@ -6,6 +6,8 @@
 #include "kernels/cpu/rope.h"
 
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <numbers>
 
 #include "engine/base/core/bf16.h"
@@ -93,6 +95,29 @@ TEST(Rope, ScaledFrequenciesFollowHuggingFacesRules) {
   EXPECT_EQ(bands[0], 15);  // i = 0..14
   EXPECT_EQ(bands[1], 3);   // 15..17
   EXPECT_EQ(bands[2], 14);  // 18..31
+}
+
+// Bit for bit what transformers computes for Llama 3.2 1B (head size 64, base 500000, llama3 x32
+// from 8192): the bits of _compute_llama3_parameters' inverse frequencies in torch's fp32 (as
+// tests/parity/llama_reference.py's scaled_inv_freq states it), taken on 2026-12-02. This test's
+// file is compiled with contraction, as kernels/cpu/rope.cpp is: before the blend's products were
+// rounded on their own, GCC fused one into an FMA, and frequency 16 came out one ulp off.
+TEST(Rope, Llama3FrequenciesAreTransformersBitForBit) {
+  constexpr std::uint32_t kTransformers[32] = {
+      0x3f800000u, 0x3f29e1c6u, 0x3ee177bcu, 0x3e959ee3u, 0x3e4693b0u, 0x3e03c6a0u, 0x3daee4adu, 0x3d681e67u,
+      0x3d1a08c8u, 0x3ccc6f49u, 0x3c87a9c3u, 0x3c340d6du, 0x3beef74fu, 0x3b9e9402u, 0x3b527720u, 0x3aa9279bu,
+      0x39e13620u, 0x38cb98f7u, 0x37a3418du, 0x3758ac81u, 0x370fc8f8u, 0x36bed4f4u, 0x367d45c3u, 0x3628126bu,
+      0x35df10c4u, 0x359406cbu, 0x35447610u, 0x35025f34u, 0x34ad07a7u, 0x3465a54du, 0x341864a7u, 0x33ca41b0u,
+  };
+  // Opaque values, so nothing is folded at compile time (folded, even the unrounded form matched).
+  volatile float theta = 500000.0f, factor = 32.0f, low = 1.0f, high = 4.0f, original = 8192.0f;
+  const RopeFrequencies freq{theta, {RopeScalingType::kLlama3, factor, low, high, original}};
+  for (int i = 0; i < 32; ++i) {
+    const float got = rope_inv_freq(i, 64, freq);
+    std::uint32_t bits = 0;
+    std::memcpy(&bits, &got, sizeof bits);
+    EXPECT_EQ(bits, kTransformers[i]) << "frequency " << i << ": " << got;
+  }
 }
 
 TEST(Rope, BackwardIsTheTransposeAndTheInverse) {

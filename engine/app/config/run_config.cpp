@@ -185,14 +185,14 @@ void read_comm(ConfigReader& r, RunConfig& c, const std::string& source) {
         "config error in {}: comm.backend = \"nccl\" needs device = \"cuda\" (CPU ranks talk through MPI)", source);
   }
   // Hybrid sharding keeps deterministic mode's promise (the same bits at every stage) by summing
-  // each hop in rank order, which MPI's reductions here do and NCCL's (rings, trees, NVLink SHARP)
-  // do not.
+  // each hop in rank order, which MPI's reductions on CPU ranks do and NCCL's (rings, trees, NVLink
+  // SHARP) do not; the staged MPI path on CUDA has no hybrid sharding.
   const bool nccl = c.device == Device::kCUDA && c.comm_backend != CommBackend::kMpi;
   if (nccl && c.train.deterministic && c.zero.hybrid(c.world_size)) {
     throw_input_error(
         "config error in {}: train.deterministic = true with hybrid sharding (zero.shard_group_size = {} of {} "
         "ranks) on NCCL: NCCL's reductions do not sum in rank order, so the stages' bits could differ; set "
-        "comm.backend = \"mpi\", or drop one of the two",
+        "train.deterministic = false or drop zero.shard_group_size",
         source, c.zero.shard_group_size, c.world_size);
   }
 }

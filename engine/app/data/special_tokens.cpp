@@ -39,9 +39,7 @@ std::optional<std::int64_t> token_id(const nlohmann::json& tokenizer, const std:
   return id->get<std::int64_t>();
 }
 
-}  // namespace
-
-nlohmann::json special_token_ids(const std::string& dir) {
+nlohmann::json special_token_ids_or_throw(const std::string& dir) {
   const std::filesystem::path d(dir);
   const std::string config_path = (d / "tokenizer_config.json").string();
   const std::string tokenizer_path = (d / "tokenizer.json").string();
@@ -58,6 +56,16 @@ nlohmann::json special_token_ids(const std::string& dir) {
     if (const std::optional<std::int64_t> id = token_id(tokenizer, *text)) ids[key + "_id"] = *id;
   }
   return ids;
+}
+
+}  // namespace
+
+nlohmann::json special_token_ids(const std::string& dir) {
+  try {
+    return special_token_ids_or_throw(dir);
+  } catch (const nlohmann::json::exception& e) {  // a field of another type than the library writes
+    throw_input_error("{}: its tokenizer files hold a special token this export cannot read ({})", dir, e.what());
+  }
 }
 
 }  // namespace zt::data

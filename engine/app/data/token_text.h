@@ -28,8 +28,8 @@ class TokenText {
   static TokenText from_dir(const std::string& dir);
 
   bool has() const { return tokenizer_.has_value() || vocab_.has_value(); }
-  // A prompt's tokens (none for an empty text, or without a tokenizer): a tokenizer.json's
-  // Tokenizer::encode_prompt (its template's leading special tokens, then the text's).
+  // A prompt's tokens: a tokenizer.json's Tokenizer::encode_prompt (its template's leading special
+  // tokens, then the text's; only those for an empty text), a vocabulary's, or none.
   std::vector<std::int32_t> encode_prompt(std::string_view text) const;
   // The text of the ids, or the ids as numbers separated by spaces.
   std::string decode(std::span<const std::int32_t> ids) const;

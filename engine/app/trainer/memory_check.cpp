@@ -79,10 +79,13 @@ MemoryOffer memory_offered(const RunConfig& c, int device_index) {
     return offer;
   }
   if (c.device == Device::kCUDA) {
-    // Local ranks take the node's GPUs round robin (cuda_device_for_local_rank): with more ranks
-    // than GPUs (comm.backend = "mpi"), each of a GPU's ranks is offered its share.
+    // comm.backend = "mpi" on CUDA is for several ranks on one GPU: local ranks take the node's GPUs
+    // round robin (cuda_device_for_local_rank), and each of a GPU's ranks is offered its share.
+    // NCCL runs one rank a GPU (a rank may see only its own through CUDA_VISIBLE_DEVICES, and the
+    // launcher need not say how many ranks a node runs), so there a rank is offered all of it.
     const int ranks = local_ranks(c.world_size), gpus = std::max(1, cuda_device_count());
-    const int sharing = std::max(1, ranks / gpus + (device_index < ranks % gpus ? 1 : 0));
+    const int sharing =
+        c.comm_backend != CommBackend::kMpi ? 1 : std::max(1, ranks / gpus + (device_index < ranks % gpus ? 1 : 0));
     offer.bytes = cuda_device_free_bytes(device_index);
     if (offer.bytes > 0 && sharing > 1) offer.bytes /= sharing;
     offer.what = sharing > 1 ? fmt::format("each of the {} ranks sharing cuda:{} (its free memory over them)", sharing,

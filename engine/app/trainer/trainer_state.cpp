@@ -63,18 +63,7 @@ int nonfinite_step_to_inject() {
 }  // namespace
 
 int rank_device_index(const RunConfig& c) {
-  if (c.device != Device::kCUDA) return 0;
-  const LaunchInfo launch = detect_launch();
-  const int count = cuda_device_count();
-  // NCCL runs one rank a GPU: a local rank past the node's GPUs would share one and fail only in
-  // NCCL's set-up ("Duplicate GPU detected"), after the rest had started.
-  if (c.comm_backend != CommBackend::kMpi && launch.world_size > 1 && count > 0 && launch.local_rank >= count) {
-    throw_input_error(
-        "rank {} is local rank {} of its node, which shows {} GPU(s): NCCL (comm.backend = \"{}\") runs one rank a "
-        "GPU; launch at most {} rank(s) a node, or set comm.backend = \"mpi\" for several ranks a GPU",
-        launch.rank, launch.local_rank, count, comm_backend_name(c.comm_backend), count);
-  }
-  return cuda_device_for_local_rank(launch.local_rank);
+  return c.device == Device::kCUDA ? cuda_device_for_local_rank(detect_launch().local_rank) : 0;
 }
 
 TrainerState::TrainerState(const RunConfig& c, std::string dir, Communicator& communicator, MemoryTracker& memory,

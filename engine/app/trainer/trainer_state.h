@@ -28,8 +28,7 @@
 
 namespace zt {
 
-// This rank's GPU (by its local rank), or 0 on the CPU. InputError where NCCL would have two of
-// the node's ranks share a GPU.
+// This rank's GPU (by its local rank), or 0 on the CPU.
 int rank_device_index(const RunConfig& config);
 
 struct TrainerState {

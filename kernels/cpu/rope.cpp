@@ -19,10 +19,14 @@ namespace {
 void rotate_f32(const ExecContext& ctx, float* x, std::int64_t rows, std::int64_t T, std::int64_t W, int n_heads,
                 int head_size, const RopeFrequencies& freq, float sign) {
   const int half = head_size / 2;
+  // Each frequency once (a power, and llama3's blend), not once per position: rope_angle's product
+  // with the same operands.
+  std::vector<float> inv_freq(static_cast<std::size_t>(half));
+  for (int i = 0; i < half; ++i) inv_freq[static_cast<std::size_t>(i)] = rope_inv_freq(i, head_size, freq);
   std::vector<float> cos_t(static_cast<std::size_t>(T * half)), sin_t(cos_t.size());
   for (std::int64_t t = 0; t < T; ++t) {
     for (int i = 0; i < half; ++i) {
-      const float a = rope_angle(static_cast<int>(t), i, head_size, freq);
+      const float a = static_cast<float>(t) * inv_freq[static_cast<std::size_t>(i)];
       cos_t[static_cast<std::size_t>(t * half + i)] = std::cos(a);
       sin_t[static_cast<std::size_t>(t * half + i)] = sign * std::sin(a);
     }

@@ -153,10 +153,6 @@ std::size_t llama3_next(const std::vector<char32_t>& c, std::size_t i) {
   return space_run(c, i);
 }
 
-}  // namespace
-
-namespace {
-
 // The ids of the special tokens a TemplateProcessing puts before the sequence in its "single"
 // template, in a post_processor that is one or holds one in a Sequence; none otherwise.
 std::vector<std::int32_t> template_prefix(const nlohmann::json& post) {

@@ -143,6 +143,8 @@ void report_profile(TrainerState& s, const RunProgress& run) {
 }
 
 void report_summary(TrainerState& s, const TrainSummary& summary) {
+  // On CUDA, what the device holds beyond the allocator the prediction counts (docs/zero_memory.md).
+  const nlohmann::json device = s.backend.device_memory();
   s.log({{"type", "summary"},
          {"steps", summary.steps_done},
          {"skipped_steps", summary.skipped_steps},
@@ -156,9 +158,7 @@ void report_summary(TrainerState& s, const TrainSummary& summary) {
          {"val_loss", summary.val_loss},
          {"unigram_entropy_nats", summary.unigram_entropy_nats},
          {"memory_peak_bytes", memory_json(summary.memory)},
-         {"device_memory", s.backend.device_memory()}});
-  // On CUDA, what the device holds beyond the allocator the prediction counts (docs/zero_memory.md).
-  const nlohmann::json device = s.backend.device_memory();
+         {"device_memory", device}});
   if (!device.empty()) {
     s.progress.message(fmt::format(
         "device memory at the end: {} held by zerotrain's allocator (peak {}), {} outside it (CUDA context, "

@@ -144,6 +144,9 @@ void attention_backward(const ExecContext& ctx, TensorView dqkv, TensorView dout
                         int n_head, const DropoutSpec& dropout, int n_kv_head) {
   return ZT_OP(attention_backward, dqkv, dout, qkv, att, n_head, dropout, n_kv_head);
 }
+void cached_attention_forward(const ExecContext& ctx, TensorView out, TensorView cache, int n_head, int n_kv_head) {
+  return ZT_OP(cached_attention_forward, out, cache, n_head, n_kv_head);
+}
 bool cuda_kernels_built() { return cuda::ops_backend() != nullptr; }
 bool flash_attention_available(Device device, std::int64_t batch, std::int64_t n_head, std::int64_t head_size) {
   const OpsBackend* b = find_backend(device);
@@ -192,8 +195,10 @@ void rmsnorm_backward(const ExecContext& ctx, TensorView dinp, TensorView dweigh
                       TensorView weight, TensorView rstd) {
   return ZT_OP(rmsnorm_backward, dinp, dweight, dout, inp, weight, rstd);
 }
-void rope_forward(const ExecContext& ctx, TensorView x, int n_heads, int head_size, const RopeFrequencies& freq) {
-  return ZT_OP(rope_forward, x, n_heads, head_size, freq);
+void rope_forward(const ExecContext& ctx, TensorView x, int n_heads, int head_size, const RopeFrequencies& freq,
+                  std::int64_t first_position) {
+  ZT_CHECK(first_position >= 0, "rope_forward: first position {} is negative", first_position);
+  return ZT_OP(rope_forward, x, n_heads, head_size, freq, first_position);
 }
 void rope_backward(const ExecContext& ctx, TensorView dx, int n_heads, int head_size, const RopeFrequencies& freq) {
   return ZT_OP(rope_backward, dx, n_heads, head_size, freq);

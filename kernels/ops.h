@@ -91,6 +91,9 @@ void attention_forward(const ExecContext& ctx, TensorView out, TensorView att, T
                        const DropoutSpec& dropout, int n_kv_head = 0);
 void attention_backward(const ExecContext& ctx, TensorView dqkv, TensorView dout, TensorView qkv, TensorView att,
                         int n_head, const DropoutSpec& dropout, int n_kv_head = 0);
+// Attention of the last Tq positions of a key/value cache [B, P, W] of qkv rows over the cache's
+// positions so far, into out [B, Tq, C] (OpsBackend::cached_attention_forward): decoding.
+void cached_attention_forward(const ExecContext& ctx, TensorView out, TensorView cache, int n_head, int n_kv_head = 0);
 // Whether this build has the CUDA kernels (nvcc was found): without them device "cuda" runs nothing.
 bool cuda_kernels_built();
 // Flash attention: the result of attention_forward without the [B, n_head, T, T] probabilities
@@ -123,7 +126,9 @@ void rmsnorm_backward(const ExecContext& ctx, TensorView dinp, TensorView dweigh
                       TensorView weight, TensorView rstd);
 // Rotary position embeddings in place on the first n_heads heads of each [B, T, W] row, and the
 // backward.
-void rope_forward(const ExecContext& ctx, TensorView x, int n_heads, int head_size, const RopeFrequencies& freq);
+// first_position: the position of x's row 0 (a decoding step's rows follow the cached ones).
+void rope_forward(const ExecContext& ctx, TensorView x, int n_heads, int head_size, const RopeFrequencies& freq,
+                  std::int64_t first_position = 0);
 void rope_backward(const ExecContext& ctx, TensorView dx, int n_heads, int head_size, const RopeFrequencies& freq);
 // SwiGLU (Llama's MLP) on the fused gate and up output [N, 2H].
 void swiglu_forward(const ExecContext& ctx, TensorView out, TensorView gate_up);

@@ -5,10 +5,13 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 
+#include "engine/base/core/check.h"
 #include "engine/base/core/param_table.h"
 #include "engine/distributed/sharding/param_store.h"
+#include "models/kv_cache.h"
 
 namespace zt {
 
@@ -22,7 +25,19 @@ struct ForwardOptions {
   // instead of a forward and a backward over the largest activation). Backward must then be called
   // with the same loss_scale.
   std::optional<float> backward_loss_scale = std::nullopt;
+  // Decoding (not training, batch 1): the inputs are the positions after kv_cache->length(); their
+  // keys and values join the cache, their attention reads the earlier ones from it, and the cache
+  // advances past them. The logits are those the whole sequence's forward would give its last rows.
+  KvCache* kv_cache = nullptr;
 };
+
+// Throws unless `options` is a forward a model of `batch` sequences runs: decoding (kv_cache) is
+// one sequence's, with nothing kept for a backward.
+inline void check_decoding(const ForwardOptions& options, std::int64_t batch) {
+  if (options.kv_cache == nullptr) return;
+  ZT_CHECK(batch == 1 && !options.training && !options.backward_loss_scale.has_value(),
+           "decoding with a key/value cache runs one sequence, not training (batch {})", batch);
+}
 
 class LanguageModel {
  public:
@@ -43,6 +58,11 @@ class LanguageModel {
   virtual void backward(ParamStore& store, float loss_scale = 1.0f) = 0;
   // Drops the activations of a forward that no backward will follow (evaluation, sampling).
   virtual void release_activations() = 0;
+  // An empty cache of `capacity` positions for ForwardOptions::kv_cache, in this model's memory and
+  // activation dtype, or null for a model that decodes only by running the whole window (a family
+  // that does not implement it). It outlives the model: a prompt's forward and the steps after it
+  // may run on models built for their own lengths.
+  virtual std::unique_ptr<KvCache> make_kv_cache(std::int64_t /*capacity*/) const { return nullptr; }
 };
 
 }  // namespace zt

@@ -47,6 +47,21 @@ AttentionDims fused_attention_dims(const TensorView& out_like, const TensorView&
   return qkv_dims(out_like, qkv, n_head, n_kv_head);
 }
 
+CachedAttentionDims cached_attention_dims(const TensorView& out, const TensorView& cache, int n_head, int n_kv_head) {
+  activation_dtype("cached_attention_forward", {out, cache});
+  ZT_CHECK(out.shape.ndim() == 3, "cached attention: out must be [B, Tq, C], has {} dims", out.shape.ndim());
+  CachedAttentionDims d;
+  // The cache's qkv rows as a [B, P, W] qkv, with out [B, P, C] for qkv_dims' row check.
+  const std::int64_t Tq = out.shape[1], P = cache.shape.ndim() == 3 ? cache.shape[1] : 0;
+  ZT_CHECK(Tq > 0 && Tq <= P, "cached attention: {} new positions for a cache of {}", Tq, P);
+  TensorView whole = out;
+  whole.shape = Shape{out.shape[0], P, out.shape[2]};
+  static_cast<AttentionDims&>(d) = qkv_dims(whole, cache, n_head, n_kv_head);
+  d.Tq = Tq;
+  d.first = P - Tq;
+  return d;
+}
+
 bool flash_attention_shape_supported(std::int64_t batch, std::int64_t n_head, std::int64_t head_size) {
   const bool compiled = head_size == 8 || head_size == 16 || head_size == 32 || head_size == 64 || head_size == 128;
   return compiled && batch * n_head <= 65535;  // one grid row per (sample, head)

@@ -23,6 +23,15 @@ AttentionDims attention_dims(const TensorView& out_like, const TensorView& att, 
                              int n_kv_head = 0);
 // The same for the fused kernels, which keep no probabilities (flash, cuDNN): no att.
 AttentionDims fused_attention_dims(const TensorView& out_like, const TensorView& qkv, int n_head, int n_kv_head = 0);
+// The operands of attention over a key/value cache (OpsBackend::cached_attention_forward), checked:
+// cache [B, P, W] qkv rows of positions 0..P-1 (W as AttentionDims'), out [B, Tq, C] for the last
+// Tq of them (0 < Tq <= P), one activation dtype. T is P, the positions attended to.
+struct CachedAttentionDims : AttentionDims {
+  std::int64_t Tq;     // the new positions, the cache's last Tq rows
+  std::int64_t first;  // P - Tq: the first new position
+};
+CachedAttentionDims cached_attention_dims(const TensorView& out, const TensorView& cache, int n_head,
+                                          int n_kv_head = 0);
 // Whether the flash kernels (kernels/cuda/flash_attention.h) are built for these shapes: head sizes
 // 8-128, powers of 2 (registers hold a row), and batch * n_head within the grid's y dimension. A
 // pure rule, so a build without CUDA (the config check) asks it too.

@@ -151,6 +151,13 @@ class OpsBackend {
   // regenerated; a key/value head's dk and dv sum its query heads' terms in head order.
   virtual void attention_backward(const ExecContext& ctx, TensorView dqkv, TensorView dout, TensorView qkv,
                                   TensorView att, int n_head, const DropoutSpec& dropout, int n_kv_head) const = 0;
+  // Attention of a sequence's new positions over a cache of its keys and values (decoding):
+  // cache [B, P, W] holds the qkv rows of positions 0..P-1, the last Tq of them new, and out
+  // [B, Tq, C] gets their attention, position P - Tq + i attending to positions 0..P-Tq+i as
+  // attention_forward's row would (the same scaled scores, softmax after subtracting the row's
+  // maximum, no dropout); grouped-query heads as above, on either backend.
+  virtual void cached_attention_forward(const ExecContext& ctx, TensorView out, TensorView cache, int n_head,
+                                        int n_kv_head) const = 0;
   // Fused attention: attention_forward's out without the probabilities, keeping lse [B, n_head, T]
   // (F32, each row's log-sum-exp of the scaled scores, undropped) from which the backward
   // recomputes them; dropout fused. Optional, all below: the CPU has none.
@@ -194,11 +201,12 @@ class OpsBackend {
   virtual void swiglu_backward(const ExecContext& ctx, TensorView dgate_up, TensorView gate_up,
                                TensorView dout) const = 0;
   // Rotary embeddings (rotate-half) in place on the first n_heads heads of head_size (even)
-  // columns of each row of x [B, T, W]: pair (x_i, x_{i + hs/2}) turns by t * inv_freq_i,
-  // inv_freq_i = 1 / theta^(2i / hs), then freq.scaling (rope_angles); the backward turns by minus
-  // the angle.
+  // columns of each row of x [B, T, W]: pair (x_i, x_{i + hs/2}) turns by (first_position + t) *
+  // inv_freq_i, inv_freq_i = 1 / theta^(2i / hs), then freq.scaling (rope_angles); the backward
+  // turns by minus the angle (of t: training's rows start at position 0). first_position >= 0
+  // places a decoding step's rows after the positions already cached.
   virtual void rope_forward(const ExecContext& ctx, TensorView x, int n_heads, int head_size,
-                            const RopeFrequencies& freq) const = 0;
+                            const RopeFrequencies& freq, std::int64_t first_position) const = 0;
   virtual void rope_backward(const ExecContext& ctx, TensorView dx, int n_heads, int head_size,
                              const RopeFrequencies& freq) const = 0;
   // out = a + b (out may alias a or b).

@@ -8,6 +8,7 @@
 #include "engine/base/core/check.h"
 #include "kernels/cpu/adamw.h"
 #include "kernels/cpu/attention.h"
+#include "kernels/cpu/cached_attention.h"
 #include "kernels/cpu/cast.h"
 #include "kernels/cpu/chunked_cross_entropy.h"
 #include "kernels/cpu/cross_entropy.h"
@@ -104,6 +105,10 @@ class CpuBackend final : public OpsBackend {
                          const DropoutSpec& dropout, int n_kv_head) const override {
     cpu::attention_forward(ctx, out, att, qkv, n_head, dropout, n_kv_head);
   }
+  void cached_attention_forward(const ExecContext& ctx, TensorView out, TensorView cache, int n_head,
+                                int n_kv_head) const override {
+    cpu::cached_attention_forward(ctx, out, cache, n_head, n_kv_head);
+  }
   void attention_backward(const ExecContext& ctx, TensorView dqkv, TensorView dout, TensorView qkv, TensorView att,
                           int n_head, const DropoutSpec& dropout, int n_kv_head) const override {
     cpu::attention_backward(ctx, dqkv, dout, qkv, att, n_head, dropout, n_kv_head);
@@ -126,9 +131,9 @@ class CpuBackend final : public OpsBackend {
                        TensorView dout) const override {
     cpu::swiglu_backward(ctx, dgate_up, gate_up, dout);
   }
-  void rope_forward(const ExecContext& ctx, TensorView x, int n_heads, int head_size,
-                    const RopeFrequencies& freq) const override {
-    cpu::rope_forward(ctx, x, n_heads, head_size, freq);
+  void rope_forward(const ExecContext& ctx, TensorView x, int n_heads, int head_size, const RopeFrequencies& freq,
+                    std::int64_t first_position) const override {
+    cpu::rope_forward(ctx, x, n_heads, head_size, freq, first_position);
   }
   void rope_backward(const ExecContext& ctx, TensorView dx, int n_heads, int head_size,
                      const RopeFrequencies& freq) const override {

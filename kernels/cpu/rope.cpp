@@ -14,10 +14,10 @@ namespace zt::cpu {
 
 namespace {
 
-// sign +1: forward, -1: backward (the transpose). Row r of the rows given is at position r % T
-// (whole sequences only).
+// sign +1: forward, -1: backward (the transpose). Row r of the rows given is at position first +
+// r % T (whole sequences only).
 void rotate_f32(const ExecContext& ctx, float* x, std::int64_t rows, std::int64_t T, std::int64_t W, int n_heads,
-                int head_size, const RopeFrequencies& freq, float sign) {
+                int head_size, const RopeFrequencies& freq, float sign, std::int64_t first) {
   const int half = head_size / 2;
   // Each frequency once (a power, and llama3's blend), not once per position: rope_angle's product
   // with the same operands.
@@ -26,7 +26,7 @@ void rotate_f32(const ExecContext& ctx, float* x, std::int64_t rows, std::int64_
   std::vector<float> cos_t(static_cast<std::size_t>(T * half)), sin_t(cos_t.size());
   for (std::int64_t t = 0; t < T; ++t) {
     for (int i = 0; i < half; ++i) {
-      const float a = static_cast<float>(t) * inv_freq[static_cast<std::size_t>(i)];
+      const float a = static_cast<float>(first + t) * inv_freq[static_cast<std::size_t>(i)];
       cos_t[static_cast<std::size_t>(t * half + i)] = std::cos(a);
       sin_t[static_cast<std::size_t>(t * half + i)] = sign * std::sin(a);
     }
@@ -48,7 +48,7 @@ void rotate_f32(const ExecContext& ctx, float* x, std::int64_t rows, std::int64_
 }
 
 void rotate(const ExecContext& ctx, const char* op, TensorView x, int n_heads, int head_size,
-            const RopeFrequencies& freq, float sign) {
+            const RopeFrequencies& freq, float sign, std::int64_t first) {
   const RopeDims d = rope_dims(x, n_heads, head_size, freq);
   if (activation_dtype(op, {x}) == DType::kBF16) {
     // Whole sequences per staged chunk (rows of T positions), so row r's position stays r % T.
@@ -56,21 +56,22 @@ void rotate(const ExecContext& ctx, const char* op, TensorView x, int n_heads, i
     const TensorView seqs = detail::as_rows(x, d.T * d.W);
     detail::stage_rows(ctx, {{seqs, Access::kReadWrite}},
                        [&](std::int64_t, std::int64_t n, std::span<const TensorView> v) {
-                         rotate_f32(ctx, v[0].as<float>(), n * d.T, d.T, d.W, n_heads, head_size, freq, sign);
+                         rotate_f32(ctx, v[0].as<float>(), n * d.T, d.T, d.W, n_heads, head_size, freq, sign, first);
                        });
     return;
   }
-  rotate_f32(ctx, x.as<float>(), d.B * d.T, d.T, d.W, n_heads, head_size, freq, sign);
+  rotate_f32(ctx, x.as<float>(), d.B * d.T, d.T, d.W, n_heads, head_size, freq, sign, first);
 }
 
 }  // namespace
 
-void rope_forward(const ExecContext& ctx, TensorView x, int n_heads, int head_size, const RopeFrequencies& freq) {
-  rotate(ctx, "rope_forward", x, n_heads, head_size, freq, 1.0f);
+void rope_forward(const ExecContext& ctx, TensorView x, int n_heads, int head_size, const RopeFrequencies& freq,
+                  std::int64_t first_position) {
+  rotate(ctx, "rope_forward", x, n_heads, head_size, freq, 1.0f, first_position);
 }
 
 void rope_backward(const ExecContext& ctx, TensorView dx, int n_heads, int head_size, const RopeFrequencies& freq) {
-  rotate(ctx, "rope_backward", dx, n_heads, head_size, freq, -1.0f);
+  rotate(ctx, "rope_backward", dx, n_heads, head_size, freq, -1.0f, 0);
 }
 
 }  // namespace zt::cpu

@@ -17,6 +17,7 @@
 #include "engine/base/device/cuda_stream.h"
 #include "kernels/cuda/adamw.h"
 #include "kernels/cuda/attention.h"
+#include "kernels/cuda/cached_attention.h"
 #include "kernels/cuda/cast.h"
 #include "kernels/cuda/chunked_cross_entropy.h"
 #include "kernels/cuda/cross_entropy.h"
@@ -152,6 +153,10 @@ class CudaBackend final : public OpsBackend {
              "attention_forward: grouped-query heads ({} kv heads for {}) run on the CPU only", n_kv_head, n_head);
     cuda::attention_forward(ctx, out, att, qkv, n_head, dropout);
   }
+  void cached_attention_forward(const ExecContext& ctx, TensorView out, TensorView cache, int n_head,
+                                int n_kv_head) const override {
+    cuda::cached_attention_forward(ctx, out, cache, n_head, n_kv_head);
+  }
   void attention_backward(const ExecContext& ctx, TensorView dqkv, TensorView dout, TensorView qkv, TensorView att,
                           int n_head, const DropoutSpec& dropout, int n_kv_head) const override {
     ZT_CHECK(n_kv_head == 0 || n_kv_head == n_head,
@@ -205,9 +210,9 @@ class CudaBackend final : public OpsBackend {
                        TensorView dout) const override {
     cuda::swiglu_backward(ctx, dgate_up, gate_up, dout);
   }
-  void rope_forward(const ExecContext& ctx, TensorView x, int n_heads, int head_size,
-                    const RopeFrequencies& freq) const override {
-    cuda::rope_forward(ctx, x, n_heads, head_size, freq);
+  void rope_forward(const ExecContext& ctx, TensorView x, int n_heads, int head_size, const RopeFrequencies& freq,
+                    std::int64_t first_position) const override {
+    cuda::rope_forward(ctx, x, n_heads, head_size, freq, first_position);
   }
   void rope_backward(const ExecContext& ctx, TensorView dx, int n_heads, int head_size,
                      const RopeFrequencies& freq) const override {

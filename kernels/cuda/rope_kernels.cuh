@@ -1,7 +1,8 @@
 // RoPE kernels on the GPU, device code only (launched by rope.cu; run on the CPU by the SIMT
 // emulation tests): a thread per (row, i) over the row's rotated heads, in place; the angle from
 // kernels/contracts/rope_angles.h as on the CPU, its cosf and sinf in fp32; each result rounded
-// once for bf16. `sign` -1 turns by minus the angle (the backward).
+// once for bf16. `sign` -1 turns by minus the angle (the backward); row r is at position
+// first_position + r % T_len.
 #pragma once
 
 #include <math.h>
@@ -23,13 +24,13 @@ constexpr int kHeadBatch = 8;  // heads whose pairs a thread loads at once
 // of 64 rotated a row: 140 us for 8192 rows). The arithmetic of each element is unchanged.
 template <typename T>
 __global__ void rope_kernel(T* x, std::int64_t rows, int T_len, int W, int n_heads, int head_size, RopeFrequencies freq,
-                            float sign) {
+                            float sign, int first_position) {
   const int half = head_size / 2;
   const std::int64_t items = rows * half, stride = std::int64_t{gridDim.x} * blockDim.x;
   for (std::int64_t p = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; p < items; p += stride) {
     const int i = static_cast<int>(p % half);
     const std::int64_t r = p / half;
-    const float angle = rope_angle(static_cast<int>(r % T_len), i, head_size, freq);
+    const float angle = rope_angle(first_position + static_cast<int>(r % T_len), i, head_size, freq);
     const float c = cosf(angle), s = sign * sinf(angle);
     T* row = x + r * W + i;
     // kHeadBatch heads' pairs loaded before any is turned and stored: the compiler cannot tell that

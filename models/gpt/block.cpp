@@ -28,10 +28,12 @@ bool attention_residual_in_projection(const ExecContext& ctx, const BlockParams&
 }  // namespace
 
 void attention_half_forward(const ExecContext& ctx, const BlockParams& p, TensorView x, BlockActivations& a, int n_head,
-                            const BlockDropout& dropout) {
+                            const BlockDropout& dropout, const KvStep* kv) {
   ops::layernorm_forward(ctx, a.ln1, a.ln1_mean, a.ln1_rstd, x, p.ln_1_w, p.ln_1_b);
-  ops::matmul_forward(ctx, a.qkv, a.ln1, p.c_attn_w, WeightLayout::kInOut, p.c_attn_b);
-  if (a.lse.data != nullptr) {
+  ops::matmul_forward(ctx, kv != nullptr ? kv->new_rows() : a.qkv, a.ln1, p.c_attn_w, WeightLayout::kInOut, p.c_attn_b);
+  if (kv != nullptr) {
+    ops::cached_attention_forward(ctx, a.atty, kv->rows, n_head);
+  } else if (a.lse.data != nullptr) {
     ops::flash_attention_forward(ctx, a.atty, a.lse, a.qkv, n_head, dropout.attn_probs);
   } else {
     ops::attention_forward(ctx, a.atty, a.att, a.qkv, n_head, dropout.attn_probs);

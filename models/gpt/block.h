@@ -7,6 +7,7 @@
 #include "kernels/exec_context.h"
 #include "models/gpt/activations.h"
 #include "models/gpt/gpt_params.h"
+#include "models/kv_cache.h"
 
 namespace zt::gpt {
 
@@ -35,8 +36,10 @@ void block_forward(const ExecContext& ctx, const BlockParams& p, TensorView x, B
 // where the device adds the residual in the projection (ops::fuses_residual_into_matmul) and no
 // residual dropout comes between, else the projection's output, to which the MLP half then adds x
 // (with ln_2, fused); the MLP half goes on from there. block_forward is the two in turn.
+// Decoding (`kv`, no dropout, nothing kept for a backward): the projection writes the cache's new
+// rows, and the attention reads every position so far from the cache.
 void attention_half_forward(const ExecContext& ctx, const BlockParams& p, TensorView x, BlockActivations& acts,
-                            int n_head, const BlockDropout& dropout);
+                            int n_head, const BlockDropout& dropout, const KvStep* kv = nullptr);
 void mlp_half_forward(const ExecContext& ctx, const BlockParams& p, TensorView x, BlockActivations& acts,
                       TensorView out, const BlockDropout& dropout);
 

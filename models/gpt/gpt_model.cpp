@@ -81,11 +81,30 @@ TensorView GptModel::grad_destination(ParamStore& store, int unit) {
   return destination_for_grads(store, unit, ctx_, dims_.act, [&] { return zeroed_grad_scratch(unit); });
 }
 
+namespace {
+
+// The position table's rows from `first` on, as a table: a decoding step's tokens follow the
+// positions already cached.
+TensorView position_rows_from(TensorView wpe, std::int64_t first) {
+  const std::int64_t C = wpe.shape[1], rows = wpe.shape[0] - first;
+  TensorView v = wpe.slice(first * C, rows * C);
+  v.shape = Shape{rows, C};
+  return v;
+}
+
+}  // namespace
+
+std::unique_ptr<KvCache> GptModel::make_kv_cache(std::int64_t capacity) const {
+  return std::make_unique<KvCache>(tracker_, ctx_, dims_.act, config_.n_layer, capacity, 3 * dims_.C);
+}
+
 float GptModel::forward(ParamStore& store, const std::int32_t* inputs, const std::int32_t* targets,
                         const ForwardOptions& options) {
   const ActivationDims& d = dims_;
   release_activations();
+  check_decoding(options, d.B);
   step_ = options;
+  const std::int64_t first_position = options.kv_cache != nullptr ? options.kv_cache->length() : 0;
   float* logits_out = options.logits_out;
   const int L = config_.n_layer, emb = embedding_unit(), fin = final_unit(config_);
   params_.forget();  // parameters may have changed since the last step
@@ -103,10 +122,11 @@ float GptModel::forward(ParamStore& store, const std::int32_t* inputs, const std
   const int slot = d.head_chunked() ? 0 : -1;
   with_params(store, params_, emb, Pass::kForward, slot, [&](TensorView unit) {
     const EmbeddingParams p = embedding_views(table_, unit);
+    const TensorView wpe = position_rows_from(p.wpe, first_position);
     if (d.head_chunked()) {
-      chunked_embedding_forward(ctx_, store, *this, resid(0), input_view, p.wte, p.wpe);
+      chunked_embedding_forward(ctx_, store, *this, resid(0), input_view, p.wte, wpe);
     } else {
-      ops::embedding_forward(ctx_, resid(0), input_view, p.wte, p.wpe);
+      ops::embedding_forward(ctx_, resid(0), input_view, p.wte, wpe);
     }
     const DropoutSpec drop = dropout_spec(kEmbeddingDropoutSite);
     if (drop.active()) ops::dropout_forward(ctx_, resid(0), resid(0), drop);
@@ -129,6 +149,7 @@ float GptModel::forward(ParamStore& store, const std::int32_t* inputs, const std
     });
   });
   store.end_pass(Pass::kForward);
+  if (options.kv_cache != nullptr) options.kv_cache->advance(d.T);
   if (d.head_chunked()) return zt::mean_loss(ctx_, head_acts_->losses);
   if (logits_out != nullptr) zt::copy_logits_out(ctx_, h.probs, 0, config_.vocab_size, logits_out);
   if (options.backward_loss_scale.has_value()) {  // dlogits in place of the logits
@@ -217,6 +238,11 @@ void GptModel::forward_part(int l, BlockPart part, const BlockUnits& params) {
   const BlockParams p = block_params(l, params);
   BlockActivations& acts = *block_acts_[static_cast<std::size_t>(l)];
   if (part == BlockPart::kAttention) {
+    if (step_.kv_cache != nullptr) {
+      const KvStep kv = step_.kv_cache->step(l, dims_.T);
+      attention_half_forward(ctx_, p, resid(l), acts, config_.n_head, block_dropout(l), &kv);
+      return;
+    }
     attention_half_forward(ctx_, p, resid(l), acts, config_.n_head, block_dropout(l));
   } else {
     mlp_half_forward(ctx_, p, resid(l), acts, resid(l + 1), block_dropout(l));

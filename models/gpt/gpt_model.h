@@ -64,6 +64,8 @@ class GptModel final : public LanguageModel, private BlockMath, private VocabChu
   void backward(ParamStore& store, float loss_scale = 1.0f) override;
   // Drops the activations of a forward that will not be followed by backward (evaluation).
   void release_activations() override;
+  // Each layer's qkv rows (3 C wide) for decoding.
+  std::unique_ptr<KvCache> make_kv_cache(std::int64_t capacity) const override;
 
  private:
   TensorView zeroed_grad_scratch(int unit);

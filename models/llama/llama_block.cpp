@@ -70,11 +70,15 @@ LayerGradScratch::LayerGradScratch(MemoryTracker& tracker, const LayerDims& d, c
 }
 
 void attention_half_forward(const ExecContext& ctx, const LlamaConfig& c, const LayerParams& p, TensorView x,
-                            LayerActivations& a) {
+                            LayerActivations& a, const KvStep* kv) {
   ops::rmsnorm_forward(ctx, a.ln1, a.rstd1, x, p.input_norm, c.norm_eps);
-  ops::matmul_forward(ctx, a.qkv, a.ln1, p.qkv_proj, WeightLayout::kOutIn, TensorView{});
-  ops::rope_forward(ctx, a.qkv, c.n_head + c.n_kv_head, c.head_size(), c.rope());  // q and k heads
-  if (a.lse.data != nullptr) {
+  const TensorView qkv = kv != nullptr ? kv->new_rows() : a.qkv;
+  ops::matmul_forward(ctx, qkv, a.ln1, p.qkv_proj, WeightLayout::kOutIn, TensorView{});
+  // q and k heads, at their positions
+  ops::rope_forward(ctx, qkv, c.n_head + c.n_kv_head, c.head_size(), c.rope(), kv != nullptr ? kv->position : 0);
+  if (kv != nullptr) {
+    ops::cached_attention_forward(ctx, a.atty, kv->rows, c.n_head, c.n_kv_head);
+  } else if (a.lse.data != nullptr) {
     ops::flash_attention_forward(ctx, a.atty, a.lse, a.qkv, c.n_head, DropoutSpec{}, c.n_kv_head);
   } else {
     ops::attention_forward(ctx, a.atty, a.att, a.qkv, c.n_head, DropoutSpec{}, c.n_kv_head);

@@ -6,6 +6,7 @@
 
 #include "engine/base/core/buffer.h"
 #include "kernels/exec_context.h"
+#include "models/kv_cache.h"
 #include "models/llama/llama_params.h"
 
 namespace zt::llama {
@@ -70,9 +71,11 @@ void layer_forward(const ExecContext& ctx, const LlamaConfig& c, const LayerPara
                    LayerActivations& acts, TensorView out);
 // The same in halves, for a layer whose attention and MLP parameters are separate units
 // (train.block_units = 2): the attention half leaves x + its output in acts.resid2, the MLP half
-// goes on from there to out. layer_forward is the two in turn.
+// goes on from there to out. layer_forward is the two in turn. Decoding (`kv`): the projection
+// writes the cache's new rows, RoPE turns them at their positions, and the attention reads every
+// position so far from the cache.
 void attention_half_forward(const ExecContext& ctx, const LlamaConfig& c, const LayerParams& p, TensorView x,
-                            LayerActivations& acts);
+                            LayerActivations& acts, const KvStep* kv = nullptr);
 void mlp_half_forward(const ExecContext& ctx, const LlamaConfig& c, const LayerParams& p, LayerActivations& acts,
                       TensorView out);
 // On entry dresid holds d(out); on exit d(x). Parameter gradients are added into `grads`.

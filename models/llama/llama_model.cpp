@@ -71,6 +71,8 @@ float LlamaModel::forward(ParamStore& store, const std::int32_t* inputs, const s
   // A forward not followed by backward (evaluation) leaves its activations: freed before any new
   // allocation, so a step's peak is its own.
   release_activations();
+  check_decoding(options, dims_.B);
+  kv_cache_ = options.kv_cache;
   params_.forget();  // the parameters may have changed since the last forward
   float* logits_out = options.logits_out;
   const LayerDims& d = dims_;
@@ -86,7 +88,13 @@ float LlamaModel::forward(ParamStore& store, const std::int32_t* inputs, const s
   for (int l = 0; l < L; ++l) layers_.forward(store, l);
   head_forward(store, tg, logits_out);
   store.end_pass(Pass::kForward);
+  if (kv_cache_ != nullptr) kv_cache_->advance(d.T);
+  kv_cache_ = nullptr;
   return mean_loss(ctx_, head_views().losses);
+}
+
+std::unique_ptr<KvCache> LlamaModel::make_kv_cache(std::int64_t capacity) const {
+  return std::make_unique<KvCache>(tracker_, ctx_, dims_.act, config_.n_layer, capacity, dims_.qkv_width());
 }
 
 void LlamaModel::backward(ParamStore& store, float loss_scale) {
@@ -120,6 +128,11 @@ void LlamaModel::forward_part(int l, BlockPart part, const BlockUnits& params) {
   const LayerParams p = layer_params(l, params);
   LayerActivations& acts = *layer_acts_[static_cast<std::size_t>(l)];
   if (part == BlockPart::kAttention) {
+    if (kv_cache_ != nullptr) {
+      const KvStep kv = kv_cache_->step(l, dims_.T);
+      attention_half_forward(ctx_, config_, p, resid(l), acts, &kv);
+      return;
+    }
     attention_half_forward(ctx_, config_, p, resid(l), acts);
   } else {
     mlp_half_forward(ctx_, config_, p, acts, resid(l + 1));

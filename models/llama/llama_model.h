@@ -70,6 +70,8 @@ class LlamaModel final : public LanguageModel, private BlockMath, private VocabC
   // Every unit's gradient of loss_scale x the mean loss to the store.
   void backward(ParamStore& store, float loss_scale = 1.0f) override;
   void release_activations() override;
+  // Each layer's qkv rows ((n_head + 2 n_kv_head) head_size wide) for decoding.
+  std::unique_ptr<KvCache> make_kv_cache(std::int64_t capacity) const override;
 
  private:
   TensorView resid(int layer) const;
@@ -125,8 +127,9 @@ class LlamaModel final : public LanguageModel, private BlockMath, private VocabC
   KernelParams params_;
   UnitRunner layers_;  // each layer's store calls around its math
   PassSchedule forward_schedule_, backward_schedule_;
-  Buffer grad_scratch_;  // fp32, the largest unit
-  Buffer dresid_;        // [B, T, C]
+  KvCache* kv_cache_ = nullptr;  // the decoding forward's, while it runs
+  Buffer grad_scratch_;          // fp32, the largest unit
+  Buffer dresid_;                // [B, T, C]
   LayerGradScratch layer_scratch_;
   LayerRecomputeScratch recompute_scratch_;  // selective checkpointing's (empty otherwise)
   // The step in flight.

@@ -1,8 +1,9 @@
 // The CUDA RoPE kernel (kernels/cuda/rope_kernels.cuh) run on the CPU under the SIMT emulator
 // against the CPU kernels: forward and backward in place, F32 and BF16, on rows whose last heads
-// are not rotated, unscaled and with linear and llama3 rope_scaling. Tolerances: 1e-5 normwise (cosf/sinf against the
-// CPU's), BF16 results also within 2^-7 per element; the columns past the rotated heads bitwise untouched; and bit for
-// bit the per-element arithmetic the kernel's header states.
+// are not rotated, unscaled and with linear and llama3 rope_scaling, the forward also from a first
+// position past 0 (decoding). Tolerances: 1e-5 normwise (cosf/sinf against the CPU's), BF16 results also within 2^-7
+// per element; the columns past the rotated heads bitwise untouched; and bit for bit the per-element arithmetic the
+// kernel's header states.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -25,21 +26,24 @@ namespace rp = cuda::detail::rope;
 using namespace emulation;  // NOLINT: the emulation tests' shared helpers
 
 template <typename T>
-void run_shape(Rng& rng, std::int64_t B, int T_len, int hs, int heads, int W, const RopeFrequencies& freq) {
+void run_shape(Rng& rng, std::int64_t B, int T_len, int hs, int heads, int W, const RopeFrequencies& freq,
+               int first = 0) {
   constexpr bool kBf16 = !std::is_same_v<T, float>;
   SCOPED_TRACE(::testing::Message() << (kBf16 ? "BF16" : "F32") << " B=" << B << " T=" << T_len << " hs=" << hs
-                                    << " heads=" << heads << " W=" << W);
+                                    << " heads=" << heads << " W=" << W << " first position " << first);
   const DType dt = dtype_of<T>();
   const Shape s{B, T_len, W};
   const std::vector<T> x = device_values<T>(rng.normal(B * T_len * W));
   for (float sign : {1.0f, -1.0f}) {
     std::vector<T> c = x, g = x;
     if (sign > 0) {
-      cpu::rope_forward(reference_ctx(), TensorView{c.data(), dt, Device::kCPU, s}, heads, hs, freq);
+      cpu::rope_forward(reference_ctx(), TensorView{c.data(), dt, Device::kCPU, s}, heads, hs, freq, first);
     } else {
       cpu::rope_backward(reference_ctx(), TensorView{c.data(), dt, Device::kCPU, s}, heads, hs, freq);
     }
-    simt::launch(dim3(2), rp::kThreads, 0, rp::rope_kernel<T>, g.data(), B * T_len, T_len, W, heads, hs, freq, sign);
+    const int from = sign > 0 ? first : 0;  // the backward's rows start at position 0
+    simt::launch(dim3(2), rp::kThreads, 0, rp::rope_kernel<T>, g.data(), B * T_len, T_len, W, heads, hs, freq, sign,
+                 from);
     EXPECT_TRUE(close_to_cpu(host_values(g), host_values(c), kBf16)) << "sign " << sign;
     // Each element's arithmetic as the kernel's header states it (the angle from rope_angles.h, its
     // cosf and sinf, one rounding to T), bit for bit: however the kernel spreads rows, heads and
@@ -48,7 +52,7 @@ void run_shape(Rng& rng, std::int64_t B, int T_len, int hs, int heads, int W, co
     for (std::int64_t r = 0; r < B * T_len; ++r) {
       for (int h = 0; h < heads; ++h) {
         for (int i = 0; i < hs / 2; ++i) {
-          const float angle = rope_angle(static_cast<int>(r % T_len), i, hs, freq);
+          const float angle = rope_angle(from + static_cast<int>(r % T_len), i, hs, freq);
           const float cs = cosf(angle), sn = sign * sinf(angle);
           const std::int64_t at = r * W + static_cast<std::int64_t>(h) * hs + i;
           const float a = host_values(std::vector<T>{x[at]})[0], b = host_values(std::vector<T>{x[at + hs / 2]})[0];
@@ -77,6 +81,8 @@ TEST(RopeEmulation, ForwardAndBackwardMatchCpu) {
   run_shape<float>(rng, 1, 33, 64, 2, 192, llama32);
   run_shape<bf16_dev>(rng, 1, 17, 64, 5, 384, llama32);
   run_shape<bf16_dev>(rng, 1, 5, 16, 19, 320, {10000.0f});  // a row's heads in three batches, the last partial
+  run_shape<float>(rng, 1, 3, 64, 2, 192, llama32, 8190);   // a decoding step's rows, around llama3's band edge
+  run_shape<bf16_dev>(rng, 1, 1, 8, 3, 40, {10000.0f}, 57);
 }
 
 }  // namespace

@@ -30,13 +30,14 @@ void sample(TrainerState& s, int step, TrainSummary& summary) {
   const data::TokenText& text = s.data.text();  // the tokenizer, else the vocabulary, else ids
   std::vector<std::int32_t> prompt = text.encode_prompt(c.log.sample_prompt);
   // The run's store, so the run's units: the token table in as many chunks as the training head's;
-  // built for the window this sample needs, at most the run's seq_len.
-  const std::unique_ptr<LanguageModel> sampler =
-      make_model(c.model_spec(), sampling_build(sampling_window(prompt.size(), c.log.sample_tokens, c.train.seq_len)),
-                 s.tracker, s.ctx);
-  const auto tokens = generate_tokens(*sampler, s.store, std::move(prompt),
-                                      {c.log.sample_tokens, c.log.sample_temperature, c.log.sample_top_k,
-                                       c.train.seed + static_cast<std::uint64_t>(step), text.size()});
+  // models built for the lengths sample_tokens runs, at most the run's seq_len.
+  const SamplingModelBuilder build = [&](int seq_len) {
+    return make_model(c.model_spec(), sampling_build(seq_len), s.tracker, s.ctx);
+  };
+  const auto tokens = sample_tokens(build, s.store, std::move(prompt),
+                                    {c.log.sample_tokens, c.log.sample_temperature, c.log.sample_top_k,
+                                     c.train.seed + static_cast<std::uint64_t>(step), text.size()},
+                                    c.train.seq_len);
   summary.sample = text.decode(tokens);
   s.log({{"type", "sample"}, {"step", step}, {"text", summary.sample}});
   s.progress.message(fmt::format("step {}: sample:\n{}\n---", step, summary.sample));

@@ -1,4 +1,4 @@
-// Autoregressive sampling over a fixed-length causal window.
+// Autoregressive sampling, over a fixed-length causal window or through a key/value cache.
 #include "engine/app/trainer/text_sampler.h"
 
 #include <algorithm>
@@ -9,58 +9,127 @@
 
 namespace zt {
 
+namespace {
+
+// Top-k sampling at a temperature from one row of logits, the draw keyed by the position the token
+// will take.
+class TokenDraw {
+ public:
+  TokenDraw(const SamplingOptions& options, int model_vocab)
+      : options_(options),
+        V_(options.vocab_limit > 0 ? std::min(options.vocab_limit, model_vocab) : model_vocab),
+        ranked_(static_cast<std::size_t>(V_)),
+        probs_(static_cast<std::size_t>(V_)) {}
+
+  std::int32_t operator()(const float* row, std::uint64_t position) {
+    for (int v = 0; v < V_; ++v) ranked_[static_cast<std::size_t>(v)] = {row[v], v};
+    const int k = options_.top_k > 0 ? std::min(options_.top_k, V_) : V_;
+    std::partial_sort(ranked_.begin(), ranked_.begin() + k, ranked_.end(), [](const auto& a, const auto& b) {
+      return a.first > b.first || (a.first == b.first && a.second < b.second);
+    });
+    double total = 0.0;
+    for (int i = 0; i < k; ++i) {
+      probs_[static_cast<std::size_t>(i)] = std::exp((ranked_[static_cast<std::size_t>(i)].first - ranked_[0].first) /
+                                                     static_cast<double>(options_.temperature));
+      total += probs_[static_cast<std::size_t>(i)];
+    }
+    const auto r =
+        philox4x32({static_cast<std::uint32_t>(position), static_cast<std::uint32_t>(position >> 32), 0x5A3Du, 0u},
+                   {static_cast<std::uint32_t>(options_.seed), static_cast<std::uint32_t>(options_.seed >> 32)});
+    double u = uint_to_unit_open(r[0]) * total;
+    for (int i = 0; i < k; ++i) {
+      u -= probs_[static_cast<std::size_t>(i)];
+      if (u <= 0.0) return ranked_[static_cast<std::size_t>(i)].second;
+    }
+    return ranked_[static_cast<std::size_t>(k - 1)].second;
+  }
+
+ private:
+  const SamplingOptions& options_;
+  int V_;
+  std::vector<std::pair<float, int>> ranked_;
+  std::vector<double> probs_;
+};
+
+// generate_tokens_cached's loop: `model` built for the prompt's length (at least one token), `cache`
+// of the prompt's and every draw's positions but the last.
+std::vector<std::int32_t> decode_cached(std::unique_ptr<LanguageModel> model, KvCache& cache,
+                                        const SamplingModelBuilder& build, ParamStore& store,
+                                        std::vector<std::int32_t> tokens, const SamplingOptions& options) {
+  const std::size_t prompt_len = tokens.size();
+  ZT_CHECK(model->batch() == 1 && model->seq_len() == static_cast<int>(prompt_len) && options.max_new_tokens > 0 &&
+               cache.length() == 0 && cache.capacity() >= static_cast<std::int64_t>(prompt_len),
+           "decoding: a batch-1 model for the {}-token prompt and an empty cache", prompt_len);
+  const int row_stride = model->vocab_size();
+  TokenDraw draw(options, row_stride);
+  std::vector<std::int32_t> dummy_targets(prompt_len, 0);
+  std::vector<float> logits(prompt_len * static_cast<std::size_t>(row_stride));
+  const ForwardOptions decode{.training = false, .logits_out = logits.data(), .kv_cache = &cache};
+  model->forward(store, tokens.data(), dummy_targets.data(), decode);
+  model->release_activations();
+  tokens.push_back(draw(logits.data() + (prompt_len - 1) * static_cast<std::size_t>(row_stride), tokens.size()));
+  if (options.max_new_tokens > 1) {
+    model.reset();  // the prompt's activations and scratch go before the step model's come
+    model = build(1);
+    for (int n = 1; n < options.max_new_tokens; ++n) {
+      model->forward(store, &tokens.back(), dummy_targets.data(), decode);
+      tokens.push_back(draw(logits.data(), tokens.size()));
+    }
+    model->release_activations();
+  }
+  return std::vector<std::int32_t>(tokens.begin() + static_cast<std::ptrdiff_t>(prompt_len), tokens.end());
+}
+
+}  // namespace
+
 int sampling_window(std::size_t prompt_tokens, int new_tokens, int limit) {
   const std::int64_t needed = std::max<std::int64_t>(1, static_cast<std::int64_t>(prompt_tokens)) + new_tokens;
   return static_cast<int>(std::clamp<std::int64_t>(needed, 1, std::max(1, limit)));
 }
 
+std::vector<std::int32_t> sample_tokens(const SamplingModelBuilder& build, ParamStore& store,
+                                        std::vector<std::int32_t> prompt, const SamplingOptions& options, int limit) {
+  if (prompt.empty()) prompt.push_back(0);
+  const std::int64_t fed = static_cast<std::int64_t>(prompt.size());
+  if (options.kv_cache && options.max_new_tokens > 0 && fed + options.max_new_tokens <= limit) {
+    std::unique_ptr<LanguageModel> model = build(static_cast<int>(fed));
+    std::unique_ptr<KvCache> cache = model->make_kv_cache(fed + options.max_new_tokens - 1);
+    if (cache != nullptr) return decode_cached(std::move(model), *cache, build, store, std::move(prompt), options);
+  }
+  const std::unique_ptr<LanguageModel> model = build(sampling_window(prompt.size(), options.max_new_tokens, limit));
+  return generate_tokens(*model, store, std::move(prompt), options);
+}
+
 std::vector<std::int32_t> generate_tokens(LanguageModel& model, ParamStore& store, std::vector<std::int32_t> tokens,
                                           const SamplingOptions& options) {
   const int T = model.seq_len();
-  const int V = options.vocab_limit > 0 ? std::min(options.vocab_limit, model.vocab_size()) : model.vocab_size();
   const int row_stride = model.vocab_size();
   ZT_CHECK(model.batch() == 1, "sampling runs on a batch-1 model");
   if (tokens.empty()) tokens.push_back(0);
   std::vector<std::int32_t> window(static_cast<std::size_t>(T)), dummy_targets(static_cast<std::size_t>(T), 0);
   std::vector<float> logits(static_cast<std::size_t>(T) * row_stride);
-  std::vector<std::pair<float, int>> ranked(static_cast<std::size_t>(V));
-  std::vector<double> probs(static_cast<std::size_t>(V));
+  TokenDraw draw(options, model.vocab_size());
   const std::size_t prompt_len = tokens.size();
   for (int n = 0; n < options.max_new_tokens; ++n) {
     const int used = static_cast<int>(std::min<std::size_t>(tokens.size(), static_cast<std::size_t>(T)));
     std::fill(window.begin(), window.end(), 0);
     std::copy(tokens.end() - used, tokens.end(), window.begin());
     model.forward(store, window.data(), dummy_targets.data(), {.training = false, .logits_out = logits.data()});
-    const float* row = logits.data() + static_cast<std::size_t>(used - 1) * row_stride;
-
-    for (int v = 0; v < V; ++v) ranked[static_cast<std::size_t>(v)] = {row[v], v};
-    const int k = options.top_k > 0 ? std::min(options.top_k, V) : V;
-    std::partial_sort(ranked.begin(), ranked.begin() + k, ranked.end(), [](const auto& a, const auto& b) {
-      return a.first > b.first || (a.first == b.first && a.second < b.second);
-    });
-    double total = 0.0;
-    for (int i = 0; i < k; ++i) {
-      probs[static_cast<std::size_t>(i)] = std::exp((ranked[static_cast<std::size_t>(i)].first - ranked[0].first) /
-                                                    static_cast<double>(options.temperature));
-      total += probs[static_cast<std::size_t>(i)];
-    }
-    const std::uint64_t position = tokens.size();
-    const auto r =
-        philox4x32({static_cast<std::uint32_t>(position), static_cast<std::uint32_t>(position >> 32), 0x5A3Du, 0u},
-                   {static_cast<std::uint32_t>(options.seed), static_cast<std::uint32_t>(options.seed >> 32)});
-    double u = uint_to_unit_open(r[0]) * total;
-    int chosen = ranked[static_cast<std::size_t>(k - 1)].second;
-    for (int i = 0; i < k; ++i) {
-      u -= probs[static_cast<std::size_t>(i)];
-      if (u <= 0.0) {
-        chosen = ranked[static_cast<std::size_t>(i)].second;
-        break;
-      }
-    }
-    tokens.push_back(chosen);
+    tokens.push_back(draw(logits.data() + static_cast<std::size_t>(used - 1) * row_stride, tokens.size()));
   }
   model.release_activations();
   return std::vector<std::int32_t>(tokens.begin() + static_cast<std::ptrdiff_t>(prompt_len), tokens.end());
+}
+
+std::vector<std::int32_t> generate_tokens_cached(const SamplingModelBuilder& build, ParamStore& store,
+                                                 std::vector<std::int32_t> tokens, const SamplingOptions& options) {
+  if (tokens.empty()) tokens.push_back(0);
+  if (options.max_new_tokens <= 0) return {};
+  std::unique_ptr<LanguageModel> model = build(static_cast<int>(tokens.size()));
+  const std::unique_ptr<KvCache> cache =
+      model->make_kv_cache(static_cast<std::int64_t>(tokens.size()) + options.max_new_tokens - 1);
+  ZT_CHECK(cache != nullptr, "this model keeps no key/value cache");
+  return decode_cached(std::move(model), *cache, build, store, std::move(tokens), options);
 }
 
 }  // namespace zt

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <vector>
 
 #include "engine/distributed/sharding/param_store.h"
@@ -15,7 +17,8 @@ struct SamplingOptions {
   float temperature = 0.8f;
   int top_k = 40;  // 0: sample from the whole distribution
   std::uint64_t seed = 0;
-  int vocab_limit = 0;  // > 0: only tokens below it are drawn (the dataset's vocabulary)
+  int vocab_limit = 0;   // > 0: only tokens below it are drawn (the dataset's vocabulary)
+  bool kv_cache = true;  // false: every draw runs the whole window (sample_tokens), for comparison
 };
 
 // The window a sampling model is built for: the prompt (at least the one token an empty prompt
@@ -26,9 +29,27 @@ struct SamplingOptions {
 // wider window.
 int sampling_window(std::size_t prompt_tokens, int new_tokens, int limit);
 
-// `model` must be built for batch 1 (any seq_len). The context is the last seq_len tokens; since
-// attention is causal, the logits at the last real position ignore the padding after it.
+// Builds a batch-1 sampling model for forwards of `seq_len` tokens.
+using SamplingModelBuilder = std::function<std::unique_ptr<LanguageModel>(int seq_len)>;
+
+// What the trainer and `zerotrain sample` call: the tokens drawn after `prompt`, attending to at
+// most `limit` positions. Where the prompt and the draws fit the limit and the model keeps a
+// key/value cache, generate_tokens_cached; otherwise (the window slides, or a family without a
+// cache, or options.kv_cache off) generate_tokens on a model built for sampling_window's length.
+std::vector<std::int32_t> sample_tokens(const SamplingModelBuilder& build, ParamStore& store,
+                                        std::vector<std::int32_t> prompt, const SamplingOptions& options, int limit);
+
+// Every draw runs the whole window: `model` must be built for batch 1 (any seq_len). The context is
+// the last seq_len tokens; since attention is causal, the logits at the last real position ignore
+// the padding after it. Each draw costs a forward of seq_len tokens.
 std::vector<std::int32_t> generate_tokens(LanguageModel& model, ParamStore& store, std::vector<std::int32_t> prompt,
                                           const SamplingOptions& options);
+
+// The prompt's forward once, then each drawn token's alone, their keys and values kept in a cache
+// (ForwardOptions::kv_cache): a model built for the prompt's length, then one for a single token,
+// in turn. The same draws as generate_tokens, up to the rounding of products over fewer rows.
+// The prompt and the draws must fit the model's context, and the model must keep a cache.
+std::vector<std::int32_t> generate_tokens_cached(const SamplingModelBuilder& build, ParamStore& store,
+                                                 std::vector<std::int32_t> prompt, const SamplingOptions& options);
 
 }  // namespace zt

@@ -40,9 +40,11 @@ SamplingOptions sampling_options(const ArgParser& parser, const data::TokenText&
                         parser.get("temperature"));
     }
   }
-  return SamplingOptions{parser.get_int("tokens", 200, 0, 1000000), static_cast<float>(temperature),
-                         parser.get_int("top-k", 40, 0, 65535),
-                         static_cast<std::uint64_t>(parser.get_int("seed", 1, 0, 2147483647)), text.size()};
+  SamplingOptions options{parser.get_int("tokens", 200, 0, 1000000), static_cast<float>(temperature),
+                          parser.get_int("top-k", 40, 0, 65535),
+                          static_cast<std::uint64_t>(parser.get_int("seed", 1, 0, 2147483647)), text.size()};
+  options.kv_cache = !parser.has("no-kv-cache");
+  return options;
 }
 
 // The prompt's and the sample's text: --tokenizer or --vocab when given, else the tokenizer.json
@@ -58,23 +60,26 @@ data::TokenText token_text(const ArgParser& parser, const std::string& dir) {
   return dir.empty() ? data::TokenText() : data::TokenText::from_dir(dir);
 }
 
-// The prompt's tokens, and the window the sampling model is built for (sampling_window).
+// The prompt's tokens, and the most positions its sample may attend to.
 struct Prompt {
   std::string text;
   std::vector<std::int32_t> ids;
-  int window = 1;
+  int limit = 1;
 };
 
-Prompt encode_prompt(const ArgParser& parser, const data::TokenText& text, const SamplingOptions& options, int limit) {
-  Prompt p{parser.get("prompt", "\n"), {}, 1};
+Prompt encode_prompt(const ArgParser& parser, const data::TokenText& text, int limit) {
+  Prompt p{parser.get("prompt", "\n"), {}, limit};
   p.ids = text.encode_prompt(p.text);
-  p.window = sampling_window(p.ids.size(), options.max_new_tokens, limit);
   return p;
 }
 
-int generate_and_print(LanguageModel& model, ZeroParamStore& store, const data::TokenText& text,
-                       const SamplingOptions& options, const Prompt& prompt) {
-  const auto tokens = generate_tokens(model, store, prompt.ids, options);
+// Samples on the CPU from `store`, over models of `spec` built as sample_tokens asks.
+int generate_and_print(const ModelSpec& spec, MemoryTracker& tracker, const ExecContext& ctx, ZeroParamStore& store,
+                       const data::TokenText& text, const SamplingOptions& options, const Prompt& prompt) {
+  const SamplingModelBuilder build = [&](int seq_len) {
+    return make_model(spec, sampling_build(seq_len), tracker, ctx);
+  };
+  const auto tokens = sample_tokens(build, store, prompt.ids, options, prompt.limit);
   fmt::print("{}{}\n", text.has() ? prompt.text : "", text.decode(tokens));
   return 0;
 }
@@ -89,21 +94,20 @@ int sample_checkpoint(const ArgParser& parser) {
   const data::TokenText text =
       token_text(parser, std::filesystem::path(resolved.path).parent_path().parent_path().string());
   const SamplingOptions options = sampling_options(parser, text);
-  const Prompt prompt = encode_prompt(parser, text, options, spec.block_size());
+  const Prompt prompt = encode_prompt(parser, text, spec.block_size());
 
   MemoryTracker tracker;
   const ExecContext ctx{Device::kCPU, omp_get_num_procs(), nullptr};
   // The checkpoint's units (model_spec_of: e.g. its token table in as many chunk units as its
   // run's head had).
-  const std::unique_ptr<LanguageModel> model = make_model(spec, sampling_build(prompt.window), tracker, ctx);
-  const ParamTable& table = model->table();
+  const ParamTable table = spec.family().param_table(spec);
   LocalCommunicator comm(tracker, {});
   ZeroParamStore store(table, DType::kF32, ZeroOptions{}, comm, tracker, ctx);
   for (std::size_t u = 0; u < table.units().size(); ++u) {
     const int unit = static_cast<int>(u);
     reader.read(ckpt::StateKind::kMaster, unit, 0, table.units()[u].numel, store.working_shard(unit).as<float>());
   }
-  return generate_and_print(*model, store, text, options, prompt);
+  return generate_and_print(spec, tracker, ctx, store, text, options, prompt);
 }
 
 // --from: a pretrained checkpoint (a Hugging Face folder or an llm.c model file, as
@@ -114,12 +118,11 @@ int sample_pretrained(const ArgParser& parser) {
   const RunConfig cfg = parse_run_config(doc, "--from " + path, 1);
   const data::TokenText text = token_text(parser, std::filesystem::is_directory(path) ? path : "");
   const SamplingOptions options = sampling_options(parser, text);
-  const Prompt prompt = encode_prompt(parser, text, options, cfg.model.block_size);
+  const Prompt prompt = encode_prompt(parser, text, cfg.model.block_size);
   MemoryTracker tracker;
   const ExecContext ctx{Device::kCPU, omp_get_num_procs(), nullptr};
-  const std::unique_ptr<LanguageModel> model =
-      make_model(cfg.model_spec(), sampling_build(prompt.window), tracker, ctx);
-  const ParamTable& table = model->table();
+  const ModelSpec spec = cfg.model_spec();
+  const ParamTable table = spec.family().param_table(spec);
   LocalCommunicator comm(tracker, {});
   ZeroParamStore store(table, DType::kF32, ZeroOptions{}, comm, tracker, ctx);
   const std::unique_ptr<PretrainedReader> reader = PretrainedReader::open(path, table);
@@ -127,7 +130,7 @@ int sample_pretrained(const ArgParser& parser) {
     const int unit = static_cast<int>(u);
     read_pretrained_unit(*reader, table, unit, 0, table.units()[u].numel, store.working_shard(unit).as<float>());
   }
-  return generate_and_print(*model, store, text, options, prompt);
+  return generate_and_print(spec, tracker, ctx, store, text, options, prompt);
 }
 
 }  // namespace
@@ -144,7 +147,10 @@ int sample_main(const std::vector<std::string>& args) {
       .value_flag("temperature", "T", "softmax temperature (default 0.8)")
       .value_flag("top-k", "K", "sample among the K most likely tokens, 0 = all (default 40)")
       .value_flag("prompt", "TEXT", "text to continue (default a newline)")
-      .value_flag("seed", "S", "sampling seed (default 1)");
+      .value_flag("seed", "S", "sampling seed (default 1)")
+      .bool_flag("no-kv-cache",
+                 "run the whole window for every token instead of the new token through a key/value "
+                 "cache (slower; for comparison)");
   if (!parser.parse(args)) {
     fmt::print("{}", parser.help_text());
     return 0;
@@ -163,31 +169,30 @@ int sample_main(const std::vector<std::string>& args) {
   const RunConfig cfg = load_run_config((dir / "config.json").string(), {});
   const data::TokenText text = token_text(parser, dir.string());
   const SamplingOptions options = sampling_options(parser, text);
-  const Prompt prompt = encode_prompt(parser, text, options, cfg.train.seq_len);
+  const Prompt prompt = encode_prompt(parser, text, cfg.train.seq_len);
 
   MemoryTracker tracker;
   const ExecContext ctx{Device::kCPU, cfg.train.num_threads, nullptr};
   // The weights file holds whole tensors, so any unit layout reads it: the default one.
   ModelSpec spec = cfg.model_spec();
   spec.layout = {};
-  const std::unique_ptr<LanguageModel> model_ptr = make_model(spec, sampling_build(prompt.window), tracker, ctx);
-  LanguageModel& model = *model_ptr;
+  const ParamTable table = spec.family().param_table(spec);
   LocalCommunicator comm(tracker, {});
-  ZeroParamStore store(model.table(), cfg.param_dtype, ZeroOptions{}, comm, tracker, ctx);
+  ZeroParamStore store(table, cfg.param_dtype, ZeroOptions{}, comm, tracker, ctx);
   // fp32 weights load straight into the store; bf16 ones go through fp32 staging buffers.
   const bool mixed = cfg.param_dtype == DType::kBF16;
   std::vector<Buffer> staging;
-  for (std::size_t u = 0; mixed && u < model.table().units().size(); ++u) {
-    staging.emplace_back(tracker, MemCategory::kWorkspace, DType::kF32, model.table().units()[u].numel);
+  for (std::size_t u = 0; mixed && u < table.units().size(); ++u) {
+    staging.emplace_back(tracker, MemCategory::kWorkspace, DType::kF32, table.units()[u].numel);
   }
-  load_model_weights((dir / "final.safetensors").string(), model.table(), [&](int u) {
+  load_model_weights((dir / "final.safetensors").string(), table, [&](int u) {
     return mixed ? staging[static_cast<std::size_t>(u)].view() : store.working_shard(u);
   });
   for (std::size_t u = 0; u < staging.size(); ++u)
     ops::cast(ctx, store.working_shard(static_cast<int>(u)), staging[u].view());
   staging.clear();
 
-  return generate_and_print(model, store, text, options, prompt);
+  return generate_and_print(spec, tracker, ctx, store, text, options, prompt);
 }
 
 }  // namespace zt::cli

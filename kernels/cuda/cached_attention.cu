@@ -1,0 +1,37 @@
+// Cached attention on the GPU: operand checks and the launch of cached_attention_kernels.cuh's
+// kernel.
+#include "kernels/cuda/cached_attention.h"
+
+#include <cmath>
+
+#include "kernels/contracts/operand_checks.h"
+#include "kernels/cuda/cached_attention_kernels.cuh"
+#include "kernels/cuda/common.cuh"
+
+namespace zt::cuda {
+
+void cached_attention_forward(const ExecContext& ctx, TensorView out, TensorView cache, int n_head, int n_kv_head) {
+  namespace ca = detail::cached_attention;
+  detail::check_on_gpu(out, "cached attention out");
+  detail::check_on_gpu(cache, "key/value cache");
+  const CachedAttentionDims d = cached_attention_dims(out, cache, n_head, n_kv_head);
+  ZT_CHECK(d.hs <= ca::kMaxHeadSize, "cached attention on CUDA: head size {} exceeds {}", d.hs, ca::kMaxHeadSize);
+  ZT_CHECK(d.Tq * d.NH < (std::int64_t{1} << 31) && d.B <= 65535 && d.T * d.W < (std::int64_t{1} << 31),
+           "cached attention on CUDA: {} new positions of {} heads, {} samples of {} x {} exceed the grid", d.Tq, d.NH,
+           d.B, d.T, d.W);
+  const ca::Geometry g{static_cast<int>(d.T),          static_cast<int>(d.Tq),
+                       static_cast<int>(d.W),          static_cast<int>(d.C),
+                       static_cast<int>(d.hs),         static_cast<int>(d.NH),
+                       static_cast<int>(d.NH / d.NKV), static_cast<int>(d.k_off),
+                       static_cast<int>(d.v_off),      1.0f / std::sqrt(static_cast<float>(d.hs))};
+  const cudaStream_t stream = detail::stream_of(ctx);
+  detail::dispatch_activation(out.dtype, [&](auto type) {
+    using T = typename decltype(type)::type;
+    ca::cached_attention_kernel<T>
+        <<<dim3(static_cast<unsigned>(d.Tq * d.NH), static_cast<unsigned>(d.B)), ca::kThreads, 0, stream>>>(
+            detail::act_data<T>(out), detail::act_data<T>(cache), g);
+  });
+  ZT_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace zt::cuda

@@ -1,0 +1,13 @@
+// CUDA twin of kernels/cpu/cached_attention.h: attention of a key/value cache's new positions
+// (decoding), F32 or BF16, grouped-query heads, head sizes up to 256.
+// Contract: OpsBackend::cached_attention_forward (kernels/contracts/ops_backend.h).
+#pragma once
+
+#include "engine/base/core/tensor.h"
+#include "kernels/exec_context.h"
+
+namespace zt::cuda {
+
+void cached_attention_forward(const ExecContext& ctx, TensorView out, TensorView cache, int n_head, int n_kv_head = 0);
+
+}  // namespace zt::cuda

@@ -1,0 +1,139 @@
+// Decoding through a key/value cache (ForwardOptions::kv_cache, models/kv_cache.h) against the
+// whole window's forward, for both families and their unit layouts: a prompt's forward and then
+// steps of one and of several tokens, each on a model built for its own length, give the logits the
+// whole sequence's forward gives those rows. Tolerances (normwise per row): 1e-5 with fp32
+// activations (products over fewer rows, rounded in another order), 2e-2 with bf16 ones (a last-bit
+// difference before a bf16 rounding moves an activation by 2^-8, and it carries through the
+// layers). And sample_tokens draws the same tokens through the cache as over the whole window.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "engine/app/config/run_config.h"
+#include "engine/app/trainer/text_sampler.h"
+#include "engine/distributed/comm/local_communicator.h"
+#include "engine/distributed/sharding/zero_param_store.h"
+#include "models/model_family.h"
+#include "tests/kernels/kernel_test_util.h"
+
+namespace zt {
+namespace {
+
+using nlohmann::json;
+
+struct DecodeCase {
+  std::string name;
+  json model, train;
+  DType activations = DType::kF32;
+};
+
+const json kGpt = {{"n_layer", 2}, {"n_head", 2}, {"n_embd", 32}, {"block_size", 32}, {"vocab_size", 200}};
+const json kLlama = {{"arch", "llama"},  {"n_layer", 2},          {"n_head", 4},      {"n_kv_head", 2},
+                     {"n_embd", 32},     {"block_size", 32},      {"vocab_size", 200}, {"rope_theta", 500.0},
+                     {"norm_eps", 1e-5}, {"tie_embeddings", true}};
+
+std::vector<DecodeCase> cases() {
+  json llama_untied = kLlama;
+  llama_untied["tie_embeddings"] = false;
+  return {
+      {"gpt2", kGpt, json::object()},
+      {"gpt2 head_chunks 2, block_units 2", kGpt, {{"head_chunks", 2}, {"block_units", 2}}},
+      {"gpt2 bf16 activations", kGpt, json::object(), DType::kBF16},
+      {"llama grouped-query", kLlama, json::object()},
+      {"llama untied, head_chunks 2, block_units 2", llama_untied, {{"head_chunks", 2}, {"block_units", 2}}},
+      {"llama bf16 activations", kLlama, json::object(), DType::kBF16},
+  };
+}
+
+// A one-rank resident store of the case's model, initialised from `seed`.
+struct DecodeSetup {
+  ModelSpec spec;
+  ParamTable table;
+  MemoryTracker tracker;
+  ExecContext ctx{Device::kCPU, 2, nullptr};
+  LocalCommunicator comm{tracker, {}};
+  ZeroParamStore store;
+  DType activations;
+
+  DecodeSetup(const DecodeCase& c, std::uint64_t seed)
+      : spec(parse_run_config({{"model", c.model}, {"train", c.train}}, c.name).model_spec()),
+        table(spec.family().param_table(spec)),
+        store(table, DType::kF32, ZeroOptions{}, comm, tracker, ctx),
+        activations(c.activations) {
+    for (std::size_t u = 0; u < table.units().size(); ++u) {
+      init_unit_params(spec, table, static_cast<int>(u), seed, store.working_shard(static_cast<int>(u)).as<float>());
+    }
+  }
+  std::unique_ptr<LanguageModel> build(int seq_len) {
+    ModelBuild b = sampling_build(seq_len);
+    b.activations = activations;
+    return make_model(spec, b, tracker, ctx);
+  }
+  // Logits [T, V] of a forward of `tokens` on a model built for their length.
+  std::vector<float> logits(const std::vector<std::int32_t>& tokens, KvCache* cache = nullptr) {
+    const std::unique_ptr<LanguageModel> model = build(static_cast<int>(tokens.size()));
+    std::vector<float> out(tokens.size() * static_cast<std::size_t>(model->vocab_size()));
+    const std::vector<std::int32_t> targets(tokens.size(), 0);
+    model->forward(store, tokens.data(), targets.data(),
+                   {.training = false, .logits_out = out.data(), .kv_cache = cache});
+    return out;
+  }
+};
+
+TEST(KvDecoding, StepsGiveTheWholeWindowsLogits) {
+  ZT_SEEDED_RNG(rng);
+  for (const DecodeCase& c : cases()) {
+    SCOPED_TRACE(c.name);
+    DecodeSetup s(c, static_cast<std::uint64_t>(rng.ints(1, 0, 1 << 30)[0]));
+    const int N = 13, V = s.spec.vocab_size();
+    const std::vector<std::int32_t> tokens = rng.ints(N, 0, V);
+    const std::vector<float> whole = s.logits(tokens);
+
+    const std::unique_ptr<KvCache> cache = s.build(1)->make_kv_cache(N);
+    ASSERT_NE(cache, nullptr);
+    std::vector<float> decoded;
+    // The prompt (5), single tokens, a step of three, single tokens again.
+    for (const auto& [begin, end] : {std::pair{0, 5}, {5, 6}, {6, 7}, {7, 10}, {10, 11}, {11, 12}, {12, 13}}) {
+      const std::vector<float> rows = s.logits({tokens.begin() + begin, tokens.begin() + end}, cache.get());
+      decoded.insert(decoded.end(), rows.begin(), rows.end());
+      EXPECT_EQ(cache->length(), end);
+    }
+    const double tol = c.activations == DType::kBF16 ? 2e-2 : 1e-5;
+    for (int r = 0; r < N; ++r) {
+      const std::vector<float> got(decoded.begin() + r * V, decoded.begin() + (r + 1) * V);
+      const std::vector<double> want(whole.begin() + r * V, whole.begin() + (r + 1) * V);
+      EXPECT_TRUE(test::close_normwise(got, want, tol)) << "position " << r;
+    }
+    EXPECT_THROW(s.logits({tokens[0]}, cache.get()), std::exception) << "a step past the cache's capacity";
+  }
+}
+
+TEST(KvDecoding, SamplingThroughTheCacheDrawsTheWindowsTokens) {
+  ZT_SEEDED_RNG(rng);
+  for (const DecodeCase& c : cases()) {
+    if (c.activations != DType::kF32) continue;  // a bf16 rounding may move a draw
+    SCOPED_TRACE(c.name);
+    DecodeSetup s(c, static_cast<std::uint64_t>(rng.ints(1, 0, 1 << 30)[0]));
+    const SamplingModelBuilder build = [&](int seq_len) { return s.build(seq_len); };
+    SamplingOptions options{/*max_new_tokens=*/20, /*temperature=*/1.0f, /*top_k=*/0,
+                            static_cast<std::uint64_t>(rng.ints(1, 0, 1 << 30)[0]), 0};
+    const std::vector<std::int32_t> prompt = {3, 1, 4, 1, 5};
+    const auto cached = sample_tokens(build, s.store, prompt, options, s.spec.block_size());
+    options.kv_cache = false;
+    const auto windowed = sample_tokens(build, s.store, prompt, options, s.spec.block_size());
+    EXPECT_EQ(cached.size(), 20u);
+    EXPECT_EQ(cached, windowed);
+    // Past the context the window slides, with or without kv_cache.
+    options.max_new_tokens = 40;
+    const auto long_windowed = sample_tokens(build, s.store, prompt, options, s.spec.block_size());
+    options.kv_cache = true;
+    EXPECT_EQ(sample_tokens(build, s.store, prompt, options, s.spec.block_size()), long_windowed);
+  }
+}
+
+}  // namespace
+}  // namespace zt

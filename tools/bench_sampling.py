@@ -1,0 +1,109 @@
+#!/usr/bin/env python3
+"""Sampling on the CPU through the key/value cache against the whole window for every token, side by
+side: `zerotrain sample --run DIR` with and without --no-kv-cache, on a GPT-2 124M-shaped model and a
+Llama of the same width with grouped-query heads, each trained for one step (random weights: what
+is timed is the forward, not the text). The two modes take turns round by round (--rounds); each
+time is the command's wall clock, weights loading included, and the figure the median of rounds.
+The tokens each mode drew are compared too (they match unless a draw falls within a rounding of a
+boundary). Prints a table and writes --out (JSON).
+
+usage: tools/bench_sampling.py [--zerotrain build/zerotrain] [--tokens 32 128] [--rounds 2]
+                               [--out docs/results/sampling_bench_cpu.json]
+"""
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+from repo_commit import head_commit  # noqa: E402
+
+MODELS = {
+    "GPT-2 124M": {"arch": "gpt2", "n_layer": 12, "n_head": 12, "n_embd": 768, "block_size": 1024,
+                   "vocab_size": 50257},
+    "Llama 12x768 GQA": {"arch": "llama", "n_layer": 12, "n_head": 12, "n_kv_head": 4, "n_embd": 768,
+                         "block_size": 1024, "vocab_size": 32000, "intermediate_size": 2048},
+}
+SEQ_LEN = 1024  # the run's seq_len: the most positions `sample --run` attends to
+
+
+def train_one_step(zerotrain, model, run_dir, work):
+    cfg = {"device": "cpu", "model": model, "data": {"dataset": "embedded"},
+           "train": {"micro_batch": 1, "seq_len": SEQ_LEN, "max_steps": 1, "eval_every": 0, "eval_batches": 1,
+                     "num_threads": os.cpu_count() or 1},
+           "log": {"sample_tokens": 0, "progress": "plain"}}
+    path = os.path.join(work, "config.json")
+    with open(path, "w") as f:
+        json.dump(cfg, f)
+    p = subprocess.run([zerotrain, "train", "--config", path, "--run-dir", run_dir], capture_output=True, text=True,
+                       timeout=1800)
+    if p.returncode != 0:
+        sys.exit(f"bench_sampling: training failed (exit {p.returncode}): {(p.stdout + p.stderr)[-1200:]}")
+    return cfg
+
+
+def sample(zerotrain, run_dir, tokens, cached):
+    cmd = [zerotrain, "sample", "--run", run_dir, "--prompt", "the ", "--tokens", str(tokens), "--seed", "7"]
+    if not cached:
+        cmd.append("--no-kv-cache")
+    start = time.perf_counter()
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
+    seconds = time.perf_counter() - start
+    if p.returncode != 0:
+        sys.exit(f"bench_sampling: {' '.join(cmd)} failed (exit {p.returncode}): {(p.stdout + p.stderr)[-1200:]}")
+    return seconds, p.stdout
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--zerotrain", default=os.path.join(ROOT, "build", "zerotrain"))
+    p.add_argument("--tokens", type=int, nargs="+", default=[32, 128])
+    p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--out", default=os.path.join(ROOT, "docs", "results", "sampling_bench_cpu.json"))
+    a = p.parse_args()
+    work = tempfile.mkdtemp(prefix="zt_sampling_bench_")
+    result = {"benchmark": "zerotrain sample: key/value cache against the whole window per token, CPU",
+              "commit": head_commit() or "unknown", "machine": platform.node(),
+              "cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(), "rounds": a.rounds,
+              "timing": "wall clock of `zerotrain sample --run`, loading the fp32 weights included", "models": {}}
+    for name, model in MODELS.items():
+        run_dir = os.path.join(work, "run")
+        shutil.rmtree(run_dir, ignore_errors=True)
+        cfg = train_one_step(a.zerotrain, model, run_dir, work)
+        rows = []
+        for n in a.tokens:
+            times = {"cached": [], "window": []}
+            texts = {}
+            for _ in range(a.rounds):
+                for mode in ("cached", "window"):
+                    seconds, texts[mode] = sample(a.zerotrain, run_dir, n, mode == "cached")
+                    times[mode].append(seconds)
+            cached, window = statistics.median(times["cached"]), statistics.median(times["window"])
+            rows.append({"tokens": n, "cached_s": cached, "window_s": window, "cached_s_per_round": times["cached"],
+                         "window_s_per_round": times["window"], "window_over_cached": window / cached,
+                         "same_text": texts["cached"] == texts["window"]})
+        result["models"][name] = {"model": cfg["model"], "seq_len": SEQ_LEN, "rows": rows}
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
+    with open(a.out, "w") as f:
+        json.dump(result, f, indent=2)
+        f.write("\n")
+    print(f"zerotrain sample on {os.cpu_count()} cores, fp32, prompt 'the ', median of {a.rounds} rounds; "
+          f"commit {result['commit'][:12]}")
+    print(f"{'model':<18} {'tokens':>6} {'cached s':>9} {'window s':>9} {'window/cached':>14} {'same text':>10}")
+    for name, m in result["models"].items():
+        for r in m["rows"]:
+            print(f"{name:<18} {r['tokens']:>6} {r['cached_s']:>9.2f} {r['window_s']:>9.2f} "
+                  f"{r['window_over_cached']:>14.2f} {'yes' if r['same_text'] else 'no':>10}")
+    print(f"wrote {a.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,7 +1,7 @@
 // Attention over a key/value cache (kernels/cpu/cached_attention, decoding) against the whole
 // window's attention_forward: a cache of P positions whose last Tq are new gives the last Tq rows
-// of the whole window's out, within 1e-6 normwise in fp32 (the same order of operations per row,
-// up to how each loop is vectorised) and within one bf16 rounding for bf16 activations; multi-head
+// of the whole window's out, within 1e-6 normwise in fp32 (the scores' dot products summed in
+// another order) and within one bf16 rounding for bf16 activations; multi-head
 // and grouped-query heads, one or several new positions, several samples; bitwise for any thread
 // count; bad operands refused. And RoPE from a first position turns rows as the whole sequence's
 // forward turns them there, bit for bit.

@@ -31,12 +31,16 @@ struct ForwardOptions {
   KvCache* kv_cache = nullptr;
 };
 
-// Throws unless `options` is a forward a model of `batch` sequences runs: decoding (kv_cache) is
-// one sequence's, with nothing kept for a backward.
-inline void check_decoding(const ForwardOptions& options, std::int64_t batch) {
+// Throws unless `options` is a forward a model of `batch` sequences of `seq_len` tokens runs:
+// decoding (kv_cache) is one sequence's, with nothing kept for a backward, and its new positions
+// fit the cache. Called before the forward touches the store, so a refusal leaves no pass open.
+inline void check_decoding(const ForwardOptions& options, std::int64_t batch, std::int64_t seq_len) {
   if (options.kv_cache == nullptr) return;
   ZT_CHECK(batch == 1 && !options.training && !options.backward_loss_scale.has_value(),
            "decoding with a key/value cache runs one sequence, not training (batch {})", batch);
+  ZT_CHECK(options.kv_cache->length() + seq_len <= options.kv_cache->capacity(),
+           "key/value cache: {} new positions after {} exceed its {}", seq_len, options.kv_cache->length(),
+           options.kv_cache->capacity());
 }
 
 class LanguageModel {

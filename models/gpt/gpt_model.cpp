@@ -102,7 +102,7 @@ float GptModel::forward(ParamStore& store, const std::int32_t* inputs, const std
                         const ForwardOptions& options) {
   const ActivationDims& d = dims_;
   release_activations();
-  check_decoding(options, d.B);
+  check_decoding(options, d.B, d.T);
   step_ = options;
   const std::int64_t first_position = options.kv_cache != nullptr ? options.kv_cache->length() : 0;
   float* logits_out = options.logits_out;

@@ -71,7 +71,7 @@ float LlamaModel::forward(ParamStore& store, const std::int32_t* inputs, const s
   // A forward not followed by backward (evaluation) leaves its activations: freed before any new
   // allocation, so a step's peak is its own.
   release_activations();
-  check_decoding(options, dims_.B);
+  check_decoding(options, dims_.B, dims_.T);
   kv_cache_ = options.kv_cache;
   params_.forget();  // the parameters may have changed since the last forward
   float* logits_out = options.logits_out;

@@ -32,7 +32,7 @@ struct DecodeCase {
 };
 
 const json kGpt = {{"n_layer", 2}, {"n_head", 2}, {"n_embd", 32}, {"block_size", 32}, {"vocab_size", 200}};
-const json kLlama = {{"arch", "llama"},  {"n_layer", 2},          {"n_head", 4},      {"n_kv_head", 2},
+const json kLlama = {{"arch", "llama"},  {"n_layer", 2},          {"n_head", 4},       {"n_kv_head", 2},
                      {"n_embd", 32},     {"block_size", 32},      {"vocab_size", 200}, {"rope_theta", 500.0},
                      {"norm_eps", 1e-5}, {"tie_embeddings", true}};
 

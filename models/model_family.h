@@ -49,12 +49,17 @@ struct ModelBuild {
   float dropout = 0.0f;    // families with dropout only (ModelFamily::has_dropout)
   std::uint64_t seed = 0;  // keys the dropout masks
   DType activations = DType::kF32;
+  // false: a model that only runs forwards (sampling), built without the backward's scratch (the
+  // fp32 gradient scratch of the largest unit among it); its backward refuses.
+  bool backward = true;
 };
 
-// A model for sampling: one sequence of seq_len tokens, nothing checkpointed, no dropout.
+// A model for sampling: one sequence of seq_len tokens, nothing checkpointed, no dropout, forwards
+// only.
 inline ModelBuild sampling_build(int seq_len) {
   ModelBuild b;
   b.seq_len = seq_len;
+  b.backward = false;
   return b;
 }
 

@@ -24,6 +24,7 @@ struct BlockGradScratch {
   Buffer d_bt4c;    // [B,T,4C]: d(gelu out), then d(c_fc out) in place
 
   BlockGradScratch(MemoryTracker& tracker, const ActivationDims& d, const ExecContext& ctx);
+  BlockGradScratch() = default;  // none: a model built for forwards only
 };
 
 // Fills `acts` from input x [B,T,C]. When `out` is non-empty it receives the block output; a

@@ -41,12 +41,12 @@ class GptFamily final : public ModelFamily {
   std::unique_ptr<LanguageModel> make_model(const ModelSpec& spec, const ModelBuild& build, MemoryTracker& tracker,
                                             const ExecContext& ctx) const override {
     return std::make_unique<GptModel>(gpt_config(spec.model), build.batch, build.seq_len, build.checkpointing, tracker,
-                                      ctx, build.dropout, build.seed, build.activations, spec.layout);
+                                      ctx, build.dropout, build.seed, build.activations, spec.layout, build.backward);
   }
   ModelFootprint footprint(const ModelSpec& spec, const ModelBuild& build, DType param_dtype,
                            Device device) const override {
     return predict_footprint(gpt_config(spec.model), build.batch, build.seq_len, build.checkpointing, param_dtype,
-                             device, build.activations, spec.layout);
+                             device, build.activations, spec.layout, build.backward);
   }
   StepSchedule step_schedule(const ModelSpec& spec, const CheckpointPolicy& checkpointing) const override {
     return gpt::step_schedule(gpt_config(spec.model), spec.layout, checkpointing);

@@ -15,7 +15,7 @@ constexpr std::int64_t kF32Bytes = 4;
 
 ModelFootprint predict_footprint(const GptConfig& model, int micro_batch, int seq_len,
                                  const CheckpointPolicy& checkpointing, DType param_dtype, Device device,
-                                 DType activations, const UnitLayout& layout) {
+                                 DType activations, const UnitLayout& layout, bool backward) {
   const ActivationDims d =
       activation_dims(model, micro_batch, seq_len, device, activations, layout.head_chunks, checkpointing.selective());
   const std::int64_t max_unit = build_param_table(model, layout).max_unit_numel();
@@ -25,7 +25,8 @@ ModelFootprint predict_footprint(const GptConfig& model, int micro_batch, int se
   // d_qkv 3 BTC; d_bt4c 4 BTC) and dresid_ (BTC); in fp32 grad_scratch_ (the largest unit), and
   // for bf16 parameters with fp32 activations the two fp32 unit copies those kernels read (both in
   // use once the head acquires ln_f and the embeddings). bf16 activations read bf16 parameters.
-  f.workspace_bytes = d.act_bytes() * (9 * d.BTC() + d.BTC()) + kF32Bytes * max_unit;
+  // A model built without a backward (sampling) has none of these.
+  if (backward) f.workspace_bytes = d.act_bytes() * (9 * d.BTC() + d.BTC()) + kF32Bytes * max_unit;
   if (param_dtype == DType::kBF16 && d.act == DType::kF32) f.workspace_bytes += 2 * kF32Bytes * max_unit;
   f.workspace_bytes += RecomputeScratch::bytes(d);  // selective checkpointing's ln and GELU outputs
   // On CUDA the context's cuBLASLt workspace, held for the whole run. (The kernels' transient

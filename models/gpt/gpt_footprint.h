@@ -14,10 +14,11 @@ namespace zt::gpt {
 
 // GptModel's footprint for micro-batches of B x T on `device` (which decides between flash and
 // materialised attention, activation_dims): predict_activation_peak_bytes, and the workspace
-// GptModel and BlockGradScratch allocate (docs/memory.md).
+// GptModel and BlockGradScratch allocate (docs/memory.md); `backward` false: a model built for
+// forwards only (ModelBuild::backward), without the backward's workspace.
 ModelFootprint predict_footprint(const GptConfig& model, int micro_batch, int seq_len,
                                  const CheckpointPolicy& checkpointing, DType param_dtype, Device device,
-                                 DType activations = DType::kF32, const UnitLayout& layout = {});
+                                 DType activations = DType::kF32, const UnitLayout& layout = {}, bool backward = true);
 
 // The forward and backward schedules of one training step (gpt_schedule.h) with the units of
 // `layout` (a checkpointed split block acquires both halves to recompute).

@@ -20,7 +20,7 @@ namespace zt::gpt {
 
 GptModel::GptModel(const GptConfig& config, int batch, int seq_len, CheckpointPolicy policy, MemoryTracker& tracker,
                    const ExecContext& ctx, float dropout, std::uint64_t seed, DType activations,
-                   const UnitLayout& layout)
+                   const UnitLayout& layout, bool with_backward)
     : config_(config),
       layout_(layout),
       table_(build_param_table(config, layout)),
@@ -31,10 +31,13 @@ GptModel::GptModel(const GptConfig& config, int batch, int seq_len, CheckpointPo
       seed_(seed),
       params_(table_, dims_.act, tracker, ctx),
       blocks_(block_unit_ids(config, layout), policy, params_, *this),
-      block_scratch_(tracker, dims_, ctx),
+      // A forwards-only model (sampling) allocates none of the backward's scratch.
+      block_scratch_(with_backward ? BlockGradScratch(tracker, dims_, ctx) : BlockGradScratch()),
       recompute_scratch_(tracker, dims_, ctx),
-      dresid_(ops::allocate(ctx, tracker, MemCategory::kWorkspace, dims_.act, dims_.BTC())),
-      grad_scratch_(ops::allocate(ctx, tracker, MemCategory::kWorkspace, DType::kF32, table_.max_unit_numel())),
+      dresid_(with_backward ? ops::allocate(ctx, tracker, MemCategory::kWorkspace, dims_.act, dims_.BTC()) : Buffer()),
+      grad_scratch_(with_backward
+                        ? ops::allocate(ctx, tracker, MemCategory::kWorkspace, DType::kF32, table_.max_unit_numel())
+                        : Buffer()),
       forward_schedule_(forward_schedule(config, layout)),
       backward_schedule_(backward_schedule(config, layout, policy)) {
   ZT_CHECK(batch > 0 && seq_len > 0 && seq_len <= config.block_size);
@@ -163,6 +166,7 @@ float GptModel::forward(ParamStore& store, const std::int32_t* inputs, const std
 
 void GptModel::backward(ParamStore& store, float loss_scale) {
   ZT_CHECK(head_acts_ != nullptr, "backward without forward");
+  ZT_CHECK(grad_scratch_.data() != nullptr, "backward of a model built for forwards only (sampling)");
   const ActivationDims& d = dims_;
   const int L = config_.n_layer, emb = embedding_unit(), fin = final_unit(config_);
   const TensorView input_view = token_view(0, Shape{d.B, d.T}), target_view = token_view(1, Shape{d.BT()});

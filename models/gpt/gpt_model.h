@@ -43,7 +43,7 @@ class GptModel final : public LanguageModel, private BlockMath, private VocabChu
   // order, so the same bits).
   GptModel(const GptConfig& config, int batch, int seq_len, CheckpointPolicy policy, MemoryTracker& tracker,
            const ExecContext& ctx, float dropout = 0.0f, std::uint64_t seed = 0, DType activations = DType::kF32,
-           const UnitLayout& layout = {});
+           const UnitLayout& layout = {}, bool with_backward = true);
   ~GptModel();
 
   const GptConfig& config() const { return config_; }

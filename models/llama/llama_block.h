@@ -64,6 +64,7 @@ struct LayerActivations {
 struct LayerGradScratch {
   Buffer a, b;
   LayerGradScratch(MemoryTracker& tracker, const LayerDims& d, const ExecContext& ctx);
+  LayerGradScratch() = default;  // none: a model built for forwards only
 };
 
 // Fills `acts` from x [B, T, C] and writes the layer output to out.

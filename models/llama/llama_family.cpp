@@ -98,12 +98,12 @@ class LlamaFamily final : public ModelFamily {
   std::unique_ptr<LanguageModel> make_model(const ModelSpec& spec, const ModelBuild& build, MemoryTracker& tracker,
                                             const ExecContext& ctx) const override {
     return std::make_unique<LlamaModel>(llama_config(spec.model), build.batch, build.seq_len, build.checkpointing,
-                                        tracker, ctx, build.activations, spec.layout);
+                                        tracker, ctx, build.activations, spec.layout, build.backward);
   }
   ModelFootprint footprint(const ModelSpec& spec, const ModelBuild& build, DType param_dtype,
                            Device device) const override {
     return predict_footprint(llama_config(spec.model), build.batch, build.seq_len, build.checkpointing, param_dtype,
-                             build.activations, device, spec.layout);
+                             build.activations, device, spec.layout, build.backward);
   }
   StepSchedule step_schedule(const ModelSpec& spec, const CheckpointPolicy& checkpointing) const override {
     return llama::step_schedule(llama_config(spec.model), spec.layout, checkpointing);

@@ -14,7 +14,7 @@ namespace zt::llama {
 
 ModelFootprint predict_footprint(const LlamaConfig& c, int micro_batch, int seq_len,
                                  const CheckpointPolicy& checkpointing, DType param_dtype, DType activations,
-                                 Device device, const UnitLayout& layout) {
+                                 Device device, const UnitLayout& layout, bool backward) {
   constexpr std::int64_t kF32 = 4;
   const LayerDims d = layer_dims(c, micro_batch, seq_len, activations, device, checkpointing.selective());
   const std::int64_t a = static_cast<std::int64_t>(dtype_size_bytes(activations));
@@ -27,7 +27,8 @@ ModelFootprint predict_footprint(const LlamaConfig& c, int micro_batch, int seq_
       checkpointed_peak_bytes(checkpointing, c.n_layer, kF32 * 2 * BT + a * (c.n_layer + 1) * BTC, layer, head);
   const std::int64_t scratch_width = std::max({d.C, d.qkv_width(), 2 * d.I});
   const std::int64_t max_unit = build_param_table(c, layout).max_unit_numel();
-  f.workspace_bytes = kF32 * max_unit + a * BTC + 2 * a * BT * scratch_width;
+  // grad_scratch_, dresid_ and LayerGradScratch; a model built without a backward (sampling) has none.
+  if (backward) f.workspace_bytes = kF32 * max_unit + a * BTC + 2 * a * BT * scratch_width;
   // bf16 parameters read by fp32-activation kernels: KernelParams' two fp32 unit copies.
   if (param_dtype == DType::kBF16 && activations == DType::kF32) f.workspace_bytes += 2 * kF32 * max_unit;
   f.workspace_bytes += LayerRecomputeScratch::bytes(d);  // selective checkpointing's norm and SwiGLU outputs

@@ -17,11 +17,12 @@ namespace zt::llama {
 // sequence. Workspace: the fp32 gradient scratch of the largest unit, dresid a BTC, the layers' two
 // gradient scratches, for bf16 parameters with fp32 activations two fp32 unit copies, and on CUDA
 // the cuBLASLt workspace. A layer's attention keeps [B, NH, T, T] probabilities, or on CUDA with the
-// flash kernels an F32 log-sum-exp [B, NH, T] (layer_dims).
+// flash kernels an F32 log-sum-exp [B, NH, T] (layer_dims). `backward` false: a model built for
+// forwards only (ModelBuild::backward), without the gradient scratch, dresid or the layers' scratches.
 ModelFootprint predict_footprint(const LlamaConfig& c, int micro_batch, int seq_len,
                                  const CheckpointPolicy& checkpointing = {}, DType param_dtype = DType::kF32,
                                  DType activations = DType::kF32, Device device = Device::kCPU,
-                                 const UnitLayout& layout = {});
+                                 const UnitLayout& layout = {}, bool backward = true);
 StepSchedule step_schedule(const LlamaConfig& c, const UnitLayout& layout = {},
                            const CheckpointPolicy& checkpointing = {});
 

@@ -14,7 +14,8 @@ std::int64_t head_bytes(const LayerDims& d, std::int64_t Vp, std::int64_t Vc) {
 }
 
 LlamaModel::LlamaModel(const LlamaConfig& config, int batch, int seq_len, CheckpointPolicy policy,
-                       MemoryTracker& tracker, const ExecContext& ctx, DType activations, const UnitLayout& layout)
+                       MemoryTracker& tracker, const ExecContext& ctx, DType activations, const UnitLayout& layout,
+                       bool with_backward)
     : config_(config),
       layout_(layout),
       table_(build_param_table(config, layout)),
@@ -27,9 +28,13 @@ LlamaModel::LlamaModel(const LlamaConfig& config, int batch, int seq_len, Checkp
       layers_(layer_unit_ids(config, layout), policy, params_, *this),
       forward_schedule_(forward_schedule(config, layout)),
       backward_schedule_(backward_schedule(config, layout, policy)),
-      grad_scratch_(ops::allocate(ctx, tracker, MemCategory::kWorkspace, DType::kF32, table_.max_unit_numel())),
-      dresid_(ops::allocate(ctx, tracker, MemCategory::kWorkspace, activations, dims_.BT() * dims_.C)),
-      layer_scratch_(tracker, dims_, ctx),
+      // A forwards-only model (sampling) allocates none of the backward's scratch.
+      grad_scratch_(with_backward
+                        ? ops::allocate(ctx, tracker, MemCategory::kWorkspace, DType::kF32, table_.max_unit_numel())
+                        : Buffer()),
+      dresid_(with_backward ? ops::allocate(ctx, tracker, MemCategory::kWorkspace, activations, dims_.BT() * dims_.C)
+                            : Buffer()),
+      layer_scratch_(with_backward ? LayerGradScratch(tracker, dims_, ctx) : LayerGradScratch()),
       recompute_scratch_(tracker, dims_, ctx) {
   ZT_CHECK(batch > 0 && seq_len > 0 && seq_len <= config.block_size);
   layer_acts_.resize(static_cast<std::size_t>(config.n_layer));
@@ -99,6 +104,7 @@ std::unique_ptr<KvCache> LlamaModel::make_kv_cache(std::int64_t capacity) const 
 
 void LlamaModel::backward(ParamStore& store, float loss_scale) {
   ZT_CHECK(!head_.empty(), "backward without forward");
+  ZT_CHECK(grad_scratch_.data() != nullptr, "backward of a model built for forwards only (sampling)");
   const LayerDims& d = dims_;
   const int L = config_.n_layer;
   const TensorView in = input_tokens(), tg = target_tokens();

@@ -53,7 +53,8 @@ class LlamaModel final : public LanguageModel, private BlockMath, private VocabC
  public:
   // Sized for batches of `batch` sequences of `seq_len` tokens (seq_len <= block_size).
   LlamaModel(const LlamaConfig& config, int batch, int seq_len, CheckpointPolicy policy, MemoryTracker& tracker,
-             const ExecContext& ctx, DType activations = DType::kF32, const UnitLayout& layout = {});
+             const ExecContext& ctx, DType activations = DType::kF32, const UnitLayout& layout = {},
+             bool with_backward = true);
   ~LlamaModel() override;
 
   const LlamaConfig& config() const { return config_; }

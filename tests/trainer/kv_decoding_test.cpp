@@ -4,7 +4,8 @@
 // whole sequence's forward gives those rows. Tolerances (normwise per row): 1e-5 with fp32
 // activations (products over fewer rows, rounded in another order), 2e-2 with bf16 ones (a last-bit
 // difference before a bf16 rounding moves an activation by 2^-8, and it carries through the
-// layers). And sample_tokens draws the same tokens through the cache as over the whole window.
+// layers). And sample_tokens draws the same tokens through the cache as over the whole window, and
+// the models it builds (forwards only) hold none of the backward's scratch, as their footprint says.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -132,6 +133,32 @@ TEST(KvDecoding, SamplingThroughTheCacheDrawsTheWindowsTokens) {
     const auto long_windowed = sample_tokens(build, s.store, prompt, options, s.spec.block_size());
     options.kv_cache = true;
     EXPECT_EQ(sample_tokens(build, s.store, prompt, options, s.spec.block_size()), long_windowed);
+  }
+}
+
+TEST(KvDecoding, SamplingModelsAllocateNoBackwardScratch) {
+  ZT_SEEDED_RNG(rng);
+  for (const DecodeCase& c : cases()) {
+    SCOPED_TRACE(c.name);
+    DecodeSetup s(c, static_cast<std::uint64_t>(rng.ints(1, 0, 1 << 30)[0]));
+    for (const bool backward : {false, true}) {
+      ModelBuild b = sampling_build(7);
+      b.activations = c.activations;
+      b.backward = backward;
+      const std::int64_t before = s.tracker.snapshot().current(MemCategory::kWorkspace);
+      const std::unique_ptr<LanguageModel> model = make_model(s.spec, b, s.tracker, s.ctx);
+      const std::int64_t held = s.tracker.snapshot().current(MemCategory::kWorkspace) - before;
+      EXPECT_EQ(held, s.spec.family().footprint(s.spec, b, DType::kF32, Device::kCPU).workspace_bytes)
+          << "backward " << backward;
+      if (backward) {
+        EXPECT_GE(held, 4 * s.table.max_unit_numel()) << "the fp32 gradient scratch of the largest unit";
+        continue;
+      }
+      EXPECT_EQ(held, 0) << "fp32 parameters, fp32 or bf16 activations on the CPU: nothing but the backward's";
+      const std::vector<std::int32_t> tokens = rng.ints(7, 0, s.spec.vocab_size()), targets(7, 0);
+      model->forward(s.store, tokens.data(), targets.data(), {.training = false});
+      EXPECT_THROW(model->backward(s.store), std::exception);
+    }
   }
 }
 

@@ -21,6 +21,7 @@
 
 #include "kernels/cuda/adamw.h"
 #include "kernels/cuda/attention.h"
+#include "kernels/cuda/cached_attention.h"
 #include "kernels/cuda/cast.h"
 #include "kernels/cuda/cross_entropy.h"
 #include "kernels/cuda/device_query.h"
@@ -172,6 +173,17 @@ int main(int argc, char** argv) {
       mem("llama swiglu_backward bf16 [N, 2 x 8192]", N * LH * 5 * 2.0, [&] {
         cuda::swiglu_backward(ctx, dgate_up.view(Shape{N, 2 * LH}), gate_up.view(Shape{N, 2 * LH}),
                               act.view(Shape{N, LH}));
+      });
+      // Decoding (the samples' key/value cache): one new position's attention over a cache of P
+      // positions, the bytes counted those of the keys and values read once (the query heads of a
+      // key/value head read it again, from L2). Llama 3.2 1B's heads over N positions, and GPT-2
+      // 124M's 12 heads of 64 over 1024.
+      const auto leading = [](const Buffer& b, Shape s) { return TensorView{b.data(), b.dtype(), b.device(), s}; };
+      mem("llama cached_attention bf16 (1 new position over N of [N, 3072])", N * 2 * 8 * 64 * 2.0, [&] {
+        cuda::cached_attention_forward(ctx, leading(x, Shape{1, 1, LC}), leading(qkv, Shape{1, N, LW}), 32, 8);
+      });
+      mem("gpt2 cached_attention bf16 (1 new position over 1024 of [1024, 2304])", 1024 * 2 * 768 * 2.0, [&] {
+        cuda::cached_attention_forward(ctx, leading(x, Shape{1, 1, 768}), leading(qkv, Shape{1, 1024, 2304}), 12);
       });
     }
     // fp32 operands under each precision.matmul (exact, TF32, bf16-rounded inputs), then bf16 operands.

@@ -144,6 +144,10 @@ void attention_backward(const ExecContext& ctx, TensorView dqkv, TensorView dout
                         int n_head, const DropoutSpec& dropout, int n_kv_head) {
   return ZT_OP(attention_backward, dqkv, dout, qkv, att, n_head, dropout, n_kv_head);
 }
+bool cached_attention_available(Device device, std::int64_t head_size) {
+  const OpsBackend* b = find_backend(device);
+  return b != nullptr && b->cached_attention_supports(head_size);
+}
 void cached_attention_forward(const ExecContext& ctx, TensorView out, TensorView cache, int n_head, int n_kv_head) {
   return ZT_OP(cached_attention_forward, out, cache, n_head, n_kv_head);
 }

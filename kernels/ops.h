@@ -91,6 +91,9 @@ void attention_forward(const ExecContext& ctx, TensorView out, TensorView att, T
                        const DropoutSpec& dropout, int n_kv_head = 0);
 void attention_backward(const ExecContext& ctx, TensorView dqkv, TensorView dout, TensorView qkv, TensorView att,
                         int n_head, const DropoutSpec& dropout, int n_kv_head = 0);
+// Whether `device` has a cached_attention_forward for heads of `head_size` (the CPU any; CUDA up
+// to 256).
+bool cached_attention_available(Device device, std::int64_t head_size);
 // Attention of the last Tq positions of a key/value cache [B, P, W] of qkv rows over the cache's
 // positions so far, into out [B, Tq, C] (OpsBackend::cached_attention_forward): decoding.
 void cached_attention_forward(const ExecContext& ctx, TensorView out, TensorView cache, int n_head, int n_kv_head = 0);

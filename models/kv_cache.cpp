@@ -13,15 +13,17 @@ TensorView KvStep::new_rows() const {
   return v;
 }
 
-KvCache::KvCache(MemoryTracker& tracker, const ExecContext& ctx, DType dtype, int n_layer, std::int64_t capacity,
-                 std::int64_t row_width)
-    : dtype_(dtype), capacity_(capacity), row_width_(row_width) {
-  ZT_CHECK(n_layer > 0 && capacity > 0 && row_width > 0, "key/value cache of {} layers x {} positions x {}", n_layer,
-           capacity, row_width);
-  layers_.reserve(static_cast<std::size_t>(n_layer));
-  for (int l = 0; l < n_layer; ++l) {
+KvCache::KvCache(MemoryTracker& tracker, const ExecContext& ctx, const KvCacheShape& shape, std::int64_t capacity)
+    : shape_(shape), capacity_(capacity) {
+  ZT_CHECK(shape.n_layer > 0 && shape.row_width > 0 && capacity > 0, "key/value cache of {} layers x {} positions x {}",
+           shape.n_layer, capacity, shape.row_width);
+  ZT_CHECK(capacity <= shape.context, "key/value cache: {} positions exceed the model's context of {}", capacity,
+           shape.context);
+  layers_.reserve(static_cast<std::size_t>(shape.n_layer));
+  for (int l = 0; l < shape.n_layer; ++l) {
     // Never read before written: a step's projection writes its rows before its attention reads them.
-    layers_.push_back(ops::allocate(ctx, tracker, MemCategory::kActivations, dtype, capacity * row_width, false));
+    layers_.push_back(
+        ops::allocate(ctx, tracker, MemCategory::kActivations, shape.dtype, capacity * shape.row_width, false));
   }
 }
 
@@ -29,8 +31,8 @@ KvStep KvCache::step(int layer, std::int64_t new_rows) const {
   ZT_CHECK(layer >= 0 && layer < static_cast<int>(layers_.size()), "key/value cache has no layer {}", layer);
   ZT_CHECK(new_rows > 0 && length_ + new_rows <= capacity_, "key/value cache: {} new positions after {} exceed its {}",
            new_rows, length_, capacity_);
-  TensorView rows = layers_[static_cast<std::size_t>(layer)].view().slice(0, (length_ + new_rows) * row_width_);
-  rows.shape = Shape{1, length_ + new_rows, row_width_};
+  TensorView rows = layers_[static_cast<std::size_t>(layer)].view().slice(0, (length_ + new_rows) * shape_.row_width);
+  rows.shape = Shape{1, length_ + new_rows, shape_.row_width};
   return KvStep{rows, length_};
 }
 

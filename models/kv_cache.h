@@ -23,17 +23,25 @@ struct KvStep {
   TensorView new_rows() const;  // [1, new rows, W]: where the step's projection writes
 };
 
+// What a model's cache holds: its layers' qkv rows in its activation dtype, and the most positions
+// the model attends to (its context).
+struct KvCacheShape {
+  DType dtype;
+  int n_layer;
+  std::int64_t row_width;
+  std::int64_t context;
+  bool operator==(const KvCacheShape&) const = default;
+};
+
 class KvCache {
  public:
-  // `capacity` positions of `row_width` activations of `dtype` for each of n_layer layers, in the
-  // context's memory (activations category).
-  KvCache(MemoryTracker& tracker, const ExecContext& ctx, DType dtype, int n_layer, std::int64_t capacity,
-          std::int64_t row_width);
+  // `capacity` positions (at most shape.context) of each layer's rows, in the context's memory
+  // (activations category).
+  KvCache(MemoryTracker& tracker, const ExecContext& ctx, const KvCacheShape& shape, std::int64_t capacity);
 
+  const KvCacheShape& shape() const { return shape_; }
   std::int64_t capacity() const { return capacity_; }
   std::int64_t length() const { return length_; }  // the positions run so far
-  std::int64_t row_width() const { return row_width_; }
-  DType dtype() const { return dtype_; }
 
   // Layer `layer`'s view of a step of `new_rows` positions after length(); throws past capacity.
   KvStep step(int layer, std::int64_t new_rows) const;
@@ -41,8 +49,8 @@ class KvCache {
   void advance(std::int64_t new_rows);
 
  private:
-  DType dtype_;
-  std::int64_t capacity_, row_width_, length_ = 0;
+  KvCacheShape shape_;
+  std::int64_t capacity_, length_ = 0;
   std::vector<Buffer> layers_;
 };
 

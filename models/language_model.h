@@ -31,16 +31,20 @@ struct ForwardOptions {
   KvCache* kv_cache = nullptr;
 };
 
-// Throws unless `options` is a forward a model of `batch` sequences of `seq_len` tokens runs:
-// decoding (kv_cache) is one sequence's, with nothing kept for a backward, and its new positions
-// fit the cache. Called before the forward touches the store, so a refusal leaves no pass open.
-inline void check_decoding(const ForwardOptions& options, std::int64_t batch, std::int64_t seq_len) {
-  if (options.kv_cache == nullptr) return;
+// Throws unless `options` is a forward a model of `batch` sequences of `seq_len` tokens, whose cache
+// would be of `shape`, runs: decoding (kv_cache) is one sequence's, with nothing kept for a
+// backward, through a cache of this model's shape that holds the new positions. Called before the
+// forward touches the store, so a refusal leaves no pass open.
+inline void check_decoding(const ForwardOptions& options, std::int64_t batch, std::int64_t seq_len,
+                           const KvCacheShape& shape) {
+  const KvCache* cache = options.kv_cache;
+  if (cache == nullptr) return;
   ZT_CHECK(batch == 1 && !options.training && !options.backward_loss_scale.has_value(),
            "decoding with a key/value cache runs one sequence, not training (batch {})", batch);
-  ZT_CHECK(options.kv_cache->length() + seq_len <= options.kv_cache->capacity(),
-           "key/value cache: {} new positions after {} exceed its {}", seq_len, options.kv_cache->length(),
-           options.kv_cache->capacity());
+  ZT_CHECK(cache->shape() == shape, "key/value cache of another model ({} layers x {} wide, not {} x {})",
+           cache->shape().n_layer, cache->shape().row_width, shape.n_layer, shape.row_width);
+  ZT_CHECK(cache->length() + seq_len <= cache->capacity(), "key/value cache: {} new positions after {} exceed its {}",
+           seq_len, cache->length(), cache->capacity());
 }
 
 class LanguageModel {
@@ -62,10 +66,11 @@ class LanguageModel {
   virtual void backward(ParamStore& store, float loss_scale = 1.0f) = 0;
   // Drops the activations of a forward that no backward will follow (evaluation, sampling).
   virtual void release_activations() = 0;
-  // An empty cache of `capacity` positions for ForwardOptions::kv_cache, in this model's memory and
-  // activation dtype, or null for a model that decodes only by running the whole window (a family
-  // that does not implement it). It outlives the model: a prompt's forward and the steps after it
-  // may run on models built for their own lengths.
+  // An empty cache of `capacity` positions (at most the model's context) for
+  // ForwardOptions::kv_cache, in this model's memory and activation dtype, or null for a model that
+  // decodes only by running the whole window (a family that does not implement it, or a device
+  // whose kernel cannot take its heads). It outlives the model: a prompt's forward and the steps
+  // after it may run on models built for their own lengths.
   virtual std::unique_ptr<KvCache> make_kv_cache(std::int64_t /*capacity*/) const { return nullptr; }
 };
 

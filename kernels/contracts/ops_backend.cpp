@@ -38,6 +38,7 @@ void OpsBackend::matmul_residual_forward(const ExecContext&, TensorView, TensorV
 }
 
 bool OpsBackend::flash_attention_supports(std::int64_t, std::int64_t, std::int64_t) const { return false; }
+bool OpsBackend::cached_attention_supports(std::int64_t) const { return true; }
 
 bool OpsBackend::flash_attention_on_tensor_cores(DType, std::int64_t) const { return false; }
 

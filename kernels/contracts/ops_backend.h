@@ -158,6 +158,8 @@ class OpsBackend {
   // maximum, no dropout); grouped-query heads as above, on either backend.
   virtual void cached_attention_forward(const ExecContext& ctx, TensorView out, TensorView cache, int n_head,
                                         int n_kv_head) const = 0;
+  // Whether cached_attention_forward takes heads of `head_size` (the CPU's any).
+  virtual bool cached_attention_supports(std::int64_t head_size) const;
   // Fused attention: attention_forward's out without the probabilities, keeping lse [B, n_head, T]
   // (F32, each row's log-sum-exp of the scaled scores, undropped) from which the backward
   // recomputes them; dropout fused. Optional, all below: the CPU has none.

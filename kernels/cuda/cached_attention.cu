@@ -15,6 +15,7 @@ void cached_attention_forward(const ExecContext& ctx, TensorView out, TensorView
   detail::check_on_gpu(out, "cached attention out");
   detail::check_on_gpu(cache, "key/value cache");
   const CachedAttentionDims d = cached_attention_dims(out, cache, n_head, n_kv_head);
+  static_assert(ca::kMaxHeadSize == kCachedAttentionMaxHeadSize);
   ZT_CHECK(d.hs <= ca::kMaxHeadSize, "cached attention on CUDA: head size {} exceeds {}", d.hs, ca::kMaxHeadSize);
   ZT_CHECK(d.Tq * d.NH < (std::int64_t{1} << 31) && d.B <= 65535 && d.T * d.W < (std::int64_t{1} << 31),
            "cached attention on CUDA: {} new positions of {} heads, {} samples of {} x {} exceed the grid", d.Tq, d.NH,

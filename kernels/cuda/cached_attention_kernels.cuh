@@ -18,8 +18,8 @@ namespace zt::cuda::detail::cached_attention {
 
 constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * kWarpSize;
-constexpr int kLaneDims = 8;  // head sizes up to 32 x 8 = 256
-constexpr int kMaxHeadSize = kWarpSize * kLaneDims;
+constexpr int kLaneDims = 8;                         // head sizes up to 32 x 8 = 256
+constexpr int kMaxHeadSize = kWarpSize * kLaneDims;  // kCachedAttentionMaxHeadSize (cached_attention.h)
 
 struct Geometry {
   int P, Tq;          // the cache's positions, the new ones (its last Tq)

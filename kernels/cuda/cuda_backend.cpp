@@ -157,6 +157,9 @@ class CudaBackend final : public OpsBackend {
                                 int n_kv_head) const override {
     cuda::cached_attention_forward(ctx, out, cache, n_head, n_kv_head);
   }
+  bool cached_attention_supports(std::int64_t head_size) const override {
+    return head_size <= cuda::kCachedAttentionMaxHeadSize;
+  }
   void attention_backward(const ExecContext& ctx, TensorView dqkv, TensorView dout, TensorView qkv, TensorView att,
                           int n_head, const DropoutSpec& dropout, int n_kv_head) const override {
     ZT_CHECK(n_kv_head == 0 || n_kv_head == n_head,

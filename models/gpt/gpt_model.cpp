@@ -97,15 +97,18 @@ TensorView position_rows_from(TensorView wpe, std::int64_t first) {
 
 }  // namespace
 
+KvCacheShape GptModel::kv_cache_shape() const { return {dims_.act, config_.n_layer, 3 * dims_.C, config_.block_size}; }
+
 std::unique_ptr<KvCache> GptModel::make_kv_cache(std::int64_t capacity) const {
-  return std::make_unique<KvCache>(tracker_, ctx_, dims_.act, config_.n_layer, capacity, 3 * dims_.C);
+  if (!ops::cached_attention_available(ctx_.device, config_.head_size())) return nullptr;
+  return std::make_unique<KvCache>(tracker_, ctx_, kv_cache_shape(), capacity);
 }
 
 float GptModel::forward(ParamStore& store, const std::int32_t* inputs, const std::int32_t* targets,
                         const ForwardOptions& options) {
   const ActivationDims& d = dims_;
   release_activations();
-  check_decoding(options, d.B, d.T);
+  check_decoding(options, d.B, d.T, kv_cache_shape());
   step_ = options;
   const std::int64_t first_position = options.kv_cache != nullptr ? options.kv_cache->length() : 0;
   float* logits_out = options.logits_out;

@@ -68,6 +68,7 @@ class GptModel final : public LanguageModel, private BlockMath, private VocabChu
   std::unique_ptr<KvCache> make_kv_cache(std::int64_t capacity) const override;
 
  private:
+  KvCacheShape kv_cache_shape() const;
   TensorView zeroed_grad_scratch(int unit);
   // Where the matmul and LayerNorm backward of `unit` add its gradient: the store's own storage in
   // place where it offers it (ParamStore::in_place_grads) and this device's kernels add into its

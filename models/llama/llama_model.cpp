@@ -76,7 +76,7 @@ float LlamaModel::forward(ParamStore& store, const std::int32_t* inputs, const s
   // A forward not followed by backward (evaluation) leaves its activations: freed before any new
   // allocation, so a step's peak is its own.
   release_activations();
-  check_decoding(options, dims_.B, dims_.T);
+  check_decoding(options, dims_.B, dims_.T, kv_cache_shape());
   kv_cache_ = options.kv_cache;
   params_.forget();  // the parameters may have changed since the last forward
   float* logits_out = options.logits_out;
@@ -88,7 +88,7 @@ float LlamaModel::forward(ParamStore& store, const std::int32_t* inputs, const s
   ops::copy(ctx_, tg, TensorView{const_cast<std::int32_t*>(targets), DType::kI32, Device::kCPU, tg.shape});
   stream_ = ops::allocate(ctx_, tracker_, MemCategory::kActivations, d.act, (L + 1) * d.BT() * d.C, false);
 
-  store.begin_pass(Pass::kForward, forward_schedule_, true);
+  store.begin_pass(Pass::kForward, forward_schedule_, options.training);
   embedding_forward(store, in);
   for (int l = 0; l < L; ++l) layers_.forward(store, l);
   head_forward(store, tg, logits_out);
@@ -98,8 +98,13 @@ float LlamaModel::forward(ParamStore& store, const std::int32_t* inputs, const s
   return mean_loss(ctx_, head_views().losses);
 }
 
+KvCacheShape LlamaModel::kv_cache_shape() const {
+  return {dims_.act, config_.n_layer, dims_.qkv_width(), config_.block_size};
+}
+
 std::unique_ptr<KvCache> LlamaModel::make_kv_cache(std::int64_t capacity) const {
-  return std::make_unique<KvCache>(tracker_, ctx_, dims_.act, config_.n_layer, capacity, dims_.qkv_width());
+  if (!ops::cached_attention_available(ctx_.device, config_.head_size())) return nullptr;
+  return std::make_unique<KvCache>(tracker_, ctx_, kv_cache_shape(), capacity);
 }
 
 void LlamaModel::backward(ParamStore& store, float loss_scale) {

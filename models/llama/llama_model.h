@@ -75,6 +75,7 @@ class LlamaModel final : public LanguageModel, private BlockMath, private VocabC
   std::unique_ptr<KvCache> make_kv_cache(std::int64_t capacity) const override;
 
  private:
+  KvCacheShape kv_cache_shape() const;
   TensorView resid(int layer) const;
   // The step's token ids (tokens_): inputs [B, T], then targets [BT].
   TensorView input_tokens() const;

@@ -86,6 +86,16 @@ TEST(OpsBackend, ABuildWithoutCudaRefusesACudaContext) {
             "this build has no CUDA kernels");
   EXPECT_EQ(ops::cudnn_attention_refuses(Device::kCUDA, AttentionKernels::kFlash, DType::kBF16, 64, false),
             "precision.attention = \"flash\"");
+  EXPECT_FALSE(ops::cached_attention_available(Device::kCUDA, 64));
+}
+
+// Decoding's attention: the CPU's takes any head size, CUDA's (where built; a pure query, no
+// device needed) up to 256, so a model with wider heads samples over the window there.
+TEST(OpsBackend, CachedAttentionSaysWhichHeadSizesItTakes) {
+  EXPECT_TRUE(ops::cached_attention_available(Device::kCPU, 4096));
+  if (!ops::cuda_kernels_built()) GTEST_SKIP() << "this build has no CUDA backend";
+  EXPECT_TRUE(ops::cached_attention_available(Device::kCUDA, 256));
+  EXPECT_FALSE(ops::cached_attention_available(Device::kCUDA, 512));
 }
 
 }  // namespace

@@ -110,7 +110,28 @@ TEST(KvDecoding, StepsGiveTheWholeWindowsLogits) {
       EXPECT_TRUE(test::close_normwise(got, want, tol)) << "position " << r;
     }
     EXPECT_THROW(s.logits({tokens[0]}, cache.get()), std::exception) << "a step past the cache's capacity";
+    // Refused before the store is touched (a pass left open would refuse the next forward).
+    EXPECT_NO_THROW(s.logits(tokens)) << "the store is in no pass";
   }
+}
+
+TEST(KvDecoding, ACacheOfAnotherShapeOrPastTheContextIsRefused) {
+  ZT_SEEDED_RNG(rng);
+  const std::vector<DecodeCase> all = cases();
+  DecodeSetup gpt(all[0], 1), llama(all[3], 2);
+  const std::unique_ptr<KvCache> llama_cache = llama.build(1)->make_kv_cache(4);
+  const std::vector<std::int32_t> tokens = rng.ints(2, 0, gpt.spec.vocab_size());
+  EXPECT_THROW(gpt.logits(tokens, llama_cache.get()), std::exception) << "another model's cache";
+  EXPECT_NO_THROW(gpt.logits(tokens)) << "the store is in no pass";
+  const int context = gpt.spec.block_size();
+  EXPECT_NE(gpt.build(1)->make_kv_cache(context), nullptr);
+  EXPECT_THROW(gpt.build(1)->make_kv_cache(context + 1), std::exception) << "past the model's context";
+  const SamplingModelBuilder build = [&](int seq_len) { return gpt.build(seq_len); };
+  const SamplingOptions options{context, 1.0f, 0, 5, 0};
+  EXPECT_THROW(generate_tokens_cached(build, gpt.store, {1, 2}, options), std::exception)
+      << "a prompt and draws past the context";
+  EXPECT_EQ(sample_tokens(build, gpt.store, {1, 2}, options, context).size(), static_cast<std::size_t>(context))
+      << "sample_tokens slides the window instead";
 }
 
 TEST(KvDecoding, SamplingThroughTheCacheDrawsTheWindowsTokens) {

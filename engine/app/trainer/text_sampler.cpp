@@ -91,7 +91,8 @@ std::vector<std::int32_t> sample_tokens(const SamplingModelBuilder& build, Param
                                         std::vector<std::int32_t> prompt, const SamplingOptions& options, int limit) {
   if (prompt.empty()) prompt.push_back(0);
   const std::int64_t fed = static_cast<std::int64_t>(prompt.size());
-  if (options.kv_cache && options.max_new_tokens > 0 && fed + options.max_new_tokens <= limit) {
+  // The cache holds every position but the last draw's, as the window (at most `limit`) would.
+  if (options.kv_cache && options.max_new_tokens > 0 && fed + options.max_new_tokens - 1 <= limit) {
     std::unique_ptr<LanguageModel> model = build(static_cast<int>(fed));
     std::unique_ptr<KvCache> cache = model->make_kv_cache(fed + options.max_new_tokens - 1);
     if (cache != nullptr) return decode_cached(std::move(model), *cache, build, store, std::move(prompt), options);

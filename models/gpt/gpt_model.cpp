@@ -235,8 +235,11 @@ BlockParams GptModel::block_params(int l, const BlockUnits& units) const {
 }
 
 void GptModel::allocate_block_activations(int l) {
-  block_acts_[static_cast<std::size_t>(l)] =
-      std::make_unique<BlockActivations>(tracker_, dims_, ctx_, &recompute_scratch_);
+  // Decoding reads its attention from the cache and keeps nothing for a backward: no [B, NH, T, T]
+  // probabilities (laid out as for the flash kernels, whose lse it never writes either).
+  ActivationDims d = dims_;
+  if (step_.kv_cache != nullptr) d.flash_attention = true;
+  block_acts_[static_cast<std::size_t>(l)] = std::make_unique<BlockActivations>(tracker_, d, ctx_, &recompute_scratch_);
 }
 
 void GptModel::free_block_activations(int l) { block_acts_[static_cast<std::size_t>(l)].reset(); }

@@ -129,8 +129,11 @@ LayerParams LlamaModel::layer_params(int l, const BlockUnits& units) const {
 }
 
 void LlamaModel::allocate_block_activations(int l) {
-  layer_acts_[static_cast<std::size_t>(l)] =
-      std::make_unique<LayerActivations>(tracker_, dims_, ctx_, &recompute_scratch_);
+  // Decoding reads its attention from the cache and keeps nothing for a backward: no [B, NH, T, T]
+  // probabilities (laid out as for the flash kernels, whose lse it never writes either).
+  LayerDims d = dims_;
+  if (kv_cache_ != nullptr) d.flash_attention = true;
+  layer_acts_[static_cast<std::size_t>(l)] = std::make_unique<LayerActivations>(tracker_, d, ctx_, &recompute_scratch_);
 }
 
 void LlamaModel::free_block_activations(int l) { layer_acts_[static_cast<std::size_t>(l)].reset(); }

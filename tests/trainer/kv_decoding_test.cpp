@@ -157,6 +157,31 @@ TEST(KvDecoding, SamplingThroughTheCacheDrawsTheWindowsTokens) {
   }
 }
 
+// A prompt's forward through the cache keeps no [NH, T, T] probabilities (the window's forward on
+// the CPU does, for every layer, until the activations are released): its activation peak is the
+// window's less exactly those bytes.
+TEST(KvDecoding, APromptsForwardKeepsNoAttentionProbabilities) {
+  for (const DecodeCase& c : cases()) {
+    if (c.activations != DType::kF32) continue;
+    SCOPED_TRACE(c.name);
+    DecodeSetup s(c, 3);
+    const int T = 24;
+    const std::vector<std::int32_t> tokens(T, 1);
+    std::int64_t peak[2];
+    for (const bool cached : {false, true}) {
+      const std::unique_ptr<KvCache> cache = cached ? s.build(1)->make_kv_cache(T) : nullptr;
+      s.tracker.reset_peaks();
+      const std::int64_t before = s.tracker.snapshot().current(MemCategory::kActivations);
+      s.logits(tokens, cache.get());
+      peak[cached] = s.tracker.snapshot().peak(MemCategory::kActivations) - before;
+    }
+    // fp32, every layer: the probabilities, in place of which a decoding layer's buffer lays out an
+    // (unwritten) log-sum-exp row per head.
+    const std::int64_t heads = std::int64_t{4} * s.spec.n_layer() * s.spec.model.n_head;
+    EXPECT_EQ(peak[0] - peak[1], heads * T * T - heads * T) << "window " << peak[0] << " B, cached " << peak[1];
+  }
+}
+
 TEST(KvDecoding, SamplingModelsAllocateNoBackwardScratch) {
   ZT_SEEDED_RNG(rng);
   for (const DecodeCase& c : cases()) {

@@ -103,8 +103,8 @@ double AsyncCheckpointer::start(const std::string& folder, const ParamTable& tab
     pending_ =
         Pending{folder, temp_dir_for(folder, meta.position.step), &table, meta, keep_last, t0, Phase::kWriting, {}};
     done_.store(true);
-    blocked_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    return blocked_seconds_;
+    blocked_ = std::chrono::steady_clock::now() - t0;
+    return std::chrono::duration<double>(blocked_).count();
   }
   const int world = files_->world_size(), rank = files_->rank();
   const std::int64_t bytes = rank_file_bytes(table, world, rank);
@@ -129,8 +129,8 @@ double AsyncCheckpointer::start(const std::string& folder, const ParamTable& tab
     pause_for_tests();
   });
   pending_ = std::move(p);
-  blocked_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return blocked_seconds_;
+  blocked_ = std::chrono::steady_clock::now() - t0;
+  return std::chrono::duration<double>(blocked_).count();
 }
 
 bool AsyncCheckpointer::all_ranks_done() {
@@ -182,7 +182,7 @@ std::optional<SaveResult> AsyncCheckpointer::advance() {
   const Pending done = std::move(*pending_);
   pending_.reset();
   SaveResult r = conclude(done);
-  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - done.started).count();
+  concluded_started_ = done.started;  // the save's time is taken in charged(), with the blocked time's end
   return r;
 }
 
@@ -210,8 +210,12 @@ SaveResult AsyncCheckpointer::conclude(const Pending& done) {
 
 std::optional<SaveResult> AsyncCheckpointer::charged(std::chrono::steady_clock::time_point t0,
                                                      std::optional<SaveResult> r) {
-  blocked_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (r) r->blocked_seconds = blocked_seconds_;
+  const auto now = std::chrono::steady_clock::now();
+  blocked_ += now - t0;
+  if (r) {
+    r->blocked_seconds = std::chrono::duration<double>(blocked_).count();
+    r->seconds = std::chrono::duration<double>(now - concluded_started_).count();
+  }
   return r;
 }
 

@@ -115,7 +115,11 @@ class AsyncCheckpointer {
   MemoryTracker tracker_;  // first: charged by the staging buffer until the end
   Buffer staging_;
   std::optional<Pending> pending_;
-  double blocked_seconds_ = 0;  // the training thread's time in the save in flight
+  // The training thread's time in the save in flight, in the clock's ticks: its intervals lie
+  // apart within the save's, so summed exactly they never exceed the save's own time (as doubles,
+  // each rounded, they did by a microsecond, and a test saw blocked > seconds).
+  std::chrono::steady_clock::duration blocked_{};
+  std::chrono::steady_clock::time_point concluded_started_{};  // the started of the save advance() concluded
   // The worker (this rank's write, then rank 0's commit) and what it leaves, read after a join.
   std::thread worker_;
   std::atomic<bool> done_{false};

@@ -27,18 +27,27 @@ KvCache::KvCache(MemoryTracker& tracker, const ExecContext& ctx, const KvCacheSh
   }
 }
 
-KvStep KvCache::step(int layer, std::int64_t new_rows) const {
-  ZT_CHECK(layer >= 0 && layer < static_cast<int>(layers_.size()), "key/value cache has no layer {}", layer);
+std::unique_ptr<KvCache> KvCache::for_model(MemoryTracker& tracker, const ExecContext& ctx, const KvCacheShape& shape,
+                                            std::int64_t head_size, std::int64_t capacity) {
+  if (!ops::cached_attention_available(ctx.device, head_size)) return nullptr;
+  return std::make_unique<KvCache>(tracker, ctx, shape, capacity);
+}
+
+void KvCache::check_room(std::int64_t new_rows) const {
   ZT_CHECK(new_rows > 0 && length_ + new_rows <= capacity_, "key/value cache: {} new positions after {} exceed its {}",
            new_rows, length_, capacity_);
+}
+
+KvStep KvCache::step(int layer, std::int64_t new_rows) const {
+  ZT_CHECK(layer >= 0 && layer < static_cast<int>(layers_.size()), "key/value cache has no layer {}", layer);
+  check_room(new_rows);
   TensorView rows = layers_[static_cast<std::size_t>(layer)].view().slice(0, (length_ + new_rows) * shape_.row_width);
   rows.shape = Shape{1, length_ + new_rows, shape_.row_width};
   return KvStep{rows, length_};
 }
 
 void KvCache::advance(std::int64_t new_rows) {
-  ZT_CHECK(new_rows > 0 && length_ + new_rows <= capacity_, "key/value cache: advance by {} after {} of {}", new_rows,
-           length_, capacity_);
+  check_room(new_rows);
   length_ += new_rows;
 }
 

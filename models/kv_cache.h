@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "engine/base/core/buffer.h"
@@ -38,11 +39,17 @@ class KvCache {
   // `capacity` positions (at most shape.context) of each layer's rows, in the context's memory
   // (activations category).
   KvCache(MemoryTracker& tracker, const ExecContext& ctx, const KvCacheShape& shape, std::int64_t capacity);
+  // A model's cache (LanguageModel::make_kv_cache), or null where ctx's device has no cached
+  // attention for heads of `head_size` (the model then samples over the window).
+  static std::unique_ptr<KvCache> for_model(MemoryTracker& tracker, const ExecContext& ctx, const KvCacheShape& shape,
+                                            std::int64_t head_size, std::int64_t capacity);
 
   const KvCacheShape& shape() const { return shape_; }
   std::int64_t capacity() const { return capacity_; }
   std::int64_t length() const { return length_; }  // the positions run so far
 
+  // Throws unless a step of `new_rows` (> 0) positions fits after length().
+  void check_room(std::int64_t new_rows) const;
   // Layer `layer`'s view of a step of `new_rows` positions after length(); throws past capacity.
   KvStep step(int layer, std::int64_t new_rows) const;
   // The step's positions are in every layer: the next step comes after them.

@@ -43,8 +43,7 @@ inline void check_decoding(const ForwardOptions& options, std::int64_t batch, st
            "decoding with a key/value cache runs one sequence, not training (batch {})", batch);
   ZT_CHECK(cache->shape() == shape, "key/value cache of another model ({} layers x {} wide, not {} x {})",
            cache->shape().n_layer, cache->shape().row_width, shape.n_layer, shape.row_width);
-  ZT_CHECK(cache->length() + seq_len <= cache->capacity(), "key/value cache: {} new positions after {} exceed its {}",
-           seq_len, cache->length(), cache->capacity());
+  cache->check_room(seq_len);
 }
 
 class LanguageModel {

@@ -100,8 +100,7 @@ TensorView position_rows_from(TensorView wpe, std::int64_t first) {
 KvCacheShape GptModel::kv_cache_shape() const { return {dims_.act, config_.n_layer, 3 * dims_.C, config_.block_size}; }
 
 std::unique_ptr<KvCache> GptModel::make_kv_cache(std::int64_t capacity) const {
-  if (!ops::cached_attention_available(ctx_.device, config_.head_size())) return nullptr;
-  return std::make_unique<KvCache>(tracker_, ctx_, kv_cache_shape(), capacity);
+  return KvCache::for_model(tracker_, ctx_, kv_cache_shape(), config_.head_size(), capacity);
 }
 
 float GptModel::forward(ParamStore& store, const std::int32_t* inputs, const std::int32_t* targets,

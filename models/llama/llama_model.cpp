@@ -103,8 +103,7 @@ KvCacheShape LlamaModel::kv_cache_shape() const {
 }
 
 std::unique_ptr<KvCache> LlamaModel::make_kv_cache(std::int64_t capacity) const {
-  if (!ops::cached_attention_available(ctx_.device, config_.head_size())) return nullptr;
-  return std::make_unique<KvCache>(tracker_, ctx_, kv_cache_shape(), capacity);
+  return KvCache::for_model(tracker_, ctx_, kv_cache_shape(), config_.head_size(), capacity);
 }
 
 void LlamaModel::backward(ParamStore& store, float loss_scale) {

@@ -87,6 +87,8 @@ def main():
         ("prepare: missing text", ["prepare", "--text", os.path.join(work, "none.txt"), "--out", os.path.join(work, "p")],
          "none.txt"),
         ("sample: not a run directory", ["sample", "--run", os.path.join(work, "norun")], "norun"),
+        ("sample: unknown --device", ["sample", "--run", os.path.join(work, "norun"), "--device", "tpu"],
+         "--device must be cpu or cuda (got 'tpu')"),
         ("train: unknown flag", ["train", "--confg", "x.json"], "--confg"),
         ("log.profile_ops not a bool", ["train", "--config", config_file("po.json", GOOD), "--run-dir", run_dir,
                                         "--set", "log.profile_ops=yes"], "log.profile_ops"),

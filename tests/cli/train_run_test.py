@@ -3,7 +3,8 @@
 
   * a short run writes config.json (which reloads), metrics.jsonl (one record per step with loss,
     lr, grad norm, timing, memory; eval, sample and summary records), final.safetensors, vocab.json;
-    the loss falls; `sample --run` generates text from the final weights;
+    the loss falls; `sample --run` generates text from the final weights (`--device cuda` without
+    a GPU refuses in one line);
   * the same config twice gives bitwise the same losses (deterministic batches, init, kernels);
   * a non-finite gradient (injected through ZT_TEST_NONFINITE_AT_STEP) stops the run with exit 1
     and writes no weights, or with train.nonfinite=skip skips that step and finishes with finite
@@ -94,6 +95,14 @@ def main():
 
     p = run(binary, ["sample", "--run", run_a, "--tokens", "30", "--prompt", "the "])
     check(p.returncode == 0 and len(p.stdout) >= 30, f"sample --run generates text: {p.stdout.strip()[:60]!r}")
+    # --device cuda: without a visible GPU, one line naming the device and exit 2, no text (with one,
+    # tests/gpu/gpu_sample_test.py holds the GPU's text to this CPU's).
+    version = run(binary, ["version"]).stdout
+    if "cuda: built;" not in version or "; 0 device(s)" in version:
+        p = run(binary, ["sample", "--run", run_a, "--tokens", "30", "--device", "cuda"])
+        lines = [line for line in p.stderr.splitlines() if line.strip()]
+        check(p.returncode == 2 and len(lines) == 1 and 'device = "cuda"' in lines[0] and not p.stdout,
+              f"sample --device cuda without a GPU: exit {p.returncode}, one line naming the device ({lines})")
 
     # 2. Determinism: the same config twice gives the same losses, bit for bit.
     run_b = os.path.join(work, "b")

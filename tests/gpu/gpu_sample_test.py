@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """`zerotrain sample --device cuda` against the same command on the CPU: a GPT-2 (fp32 parameters)
 and a Llama (bf16 parameters, grouped-query attention) trained a few steps on the CPU, then sampled
-from the run's final weights (--run) and from its checkpoint (--ckpt) at temperature 1 over the
+from the run's final weights (--run), from its checkpoint (--ckpt) and from the checkpoint's Hugging
+Face export (--from) at temperature 1 over the
 whole vocabulary (varied text from a barely trained model; each draw's uniform number comes from
 Philox at the seed and position on either device, so the texts could differ only where a logit's
 rounding moved a boundary of the cumulative distribution across a draw, about one in 10^4 draws
@@ -68,7 +69,12 @@ def main():
 
     for name, config, dtype in (("gpt2_f32", args.gpt_config, "f32"), ("llama_bf16", args.llama_config, "bf16")):
         run_dir = train(name, config, dtype)
-        for source in (["--run", run_dir], ["--ckpt", os.path.join(run_dir, "checkpoints")]):
+        # Its export, as pretrained weights for --from.
+        hf = os.path.join(work, f"{name}_hf")
+        p = subprocess.run([args.zerotrain, "ckpt", "export", os.path.join(run_dir, "checkpoints"), "--format", "hf",
+                            "--out", hf], capture_output=True, text=True, timeout=300)
+        check(p.returncode == 0, f"{name}: exports to a Hugging Face folder ({p.stderr.strip()[-300:]})")
+        for source in (["--run", run_dir], ["--ckpt", os.path.join(run_dir, "checkpoints")], ["--from", hf]):
             what = f"{name} {source[0]}"
             # 40 new tokens after the 4-token prompt fit the context (the cache); 100 slide the window.
             for tokens in (40, 100):

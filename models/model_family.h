@@ -55,11 +55,13 @@ struct ModelBuild {
 };
 
 // A model for sampling: one sequence of seq_len tokens, nothing checkpointed, no dropout, forwards
-// only.
-inline ModelBuild sampling_build(int seq_len) {
+// only, its activations in `activations` (a training run's own: a bf16 run samples in bf16 and
+// reads bf16 parameters as they are, where fp32 activations would copy each unit to fp32 first).
+inline ModelBuild sampling_build(int seq_len, DType activations = DType::kF32) {
   ModelBuild b;
   b.seq_len = seq_len;
   b.backward = false;
+  b.activations = activations;
   return b;
 }
 

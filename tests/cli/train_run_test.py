@@ -3,8 +3,9 @@
 
   * a short run writes config.json (which reloads), metrics.jsonl (one record per step with loss,
     lr, grad norm, timing, memory; eval, sample and summary records), final.safetensors, vocab.json;
-    the loss falls; `sample --run` generates text from the final weights (`--device cuda` without
-    a GPU refuses in one line);
+    the loss falls; `sample --run` generates text from the final weights, the run's own last
+    sample (a bf16 run's in bf16, as `--dtype bf16`), and `--device cuda` without a GPU refuses in
+    one line;
   * the same config twice gives bitwise the same losses (deterministic batches, init, kernels);
   * a non-finite gradient (injected through ZT_TEST_NONFINITE_AT_STEP) stops the run with exit 1
     and writes no weights, or with train.nonfinite=skip skips that step and finishes with finite
@@ -95,6 +96,22 @@ def main():
 
     p = run(binary, ["sample", "--run", run_a, "--tokens", "30", "--prompt", "the "])
     check(p.returncode == 0 and len(p.stdout) >= 30, f"sample --run generates text: {p.stdout.strip()[:60]!r}")
+    # The run's own last sample (step 30, seed train.seed + 30) is what `sample` draws from its final
+    # weights; a bf16 run samples in bf16, as `sample --dtype bf16` does.
+    def logged_sample_matches(run_dir, step, tokens, extra=()):
+        logged = [r["text"] for r in records(run_dir) if r["type"] == "sample" and r["step"] == step]
+        p = run(binary, ["sample", "--run", run_dir, "--tokens", str(tokens), "--seed", str(1337 + step), *extra])
+        return p.returncode == 0 and len(logged) == 1 and p.stdout == "\n" + logged[0] + "\n", logged, p.stdout
+    ok, logged, printed = logged_sample_matches(run_a, 30, 40)
+    check(ok, f"sample --run draws the run's own last sample ({logged!r} / {printed!r})")
+    run_bf16 = os.path.join(work, "bf16")
+    p = run(binary, ["train", "--config", config_path, "--run-dir", run_bf16, "--set", "log.sample_every=0",
+                     "--set", "log.sample_tokens=120", "--set", "precision.param_dtype=bf16",
+                     "--set", "precision.activations=bf16"])
+    ok, logged, printed = logged_sample_matches(run_bf16, 30, 120, ["--dtype", "bf16"])
+    check(p.returncode == 0 and ok,
+          f"a bf16 run samples in bf16: sample --run --dtype bf16 draws its last sample ({logged!r} / {printed!r})")
+
     # --device cuda: without a visible GPU, one line naming the device and exit 2, no text (with one,
     # tests/gpu/gpu_sample_test.py holds the GPU's text to this CPU's).
     version = run(binary, ["version"]).stdout

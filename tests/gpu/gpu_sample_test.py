@@ -12,6 +12,8 @@ with fp32 logits agreeing to 1e-6):
     sliding past it, on the GPU the same text as on the CPU (fp32 activations and products on
     both);
   * on the GPU, the cache and the whole window per token (--no-kv-cache) give the same text;
+  * with --dtype bf16 the GPU samples through its bf16 kernels (the text's length only: their
+    roundings are not the CPU's);
   * the GPU run names its device on stderr.
 
 Exits 77 (a ctest skip) when this build sees no CUDA device.
@@ -84,6 +86,11 @@ def main():
                       f"{what}, {tokens} tokens: the GPU's text is the CPU's (exit {rc_cpu}/{rc_gpu}; "
                       f"cpu {cpu[:60]!r}, cuda {gpu[:60]!r}; {err.strip()[-300:]})")
                 check("zerotrain sample: on cuda:" in err, f"{what}: names the device on stderr ({err.strip()[:120]!r})")
+            # bf16 (--dtype): runs on the GPU's bf16 kernels; its roundings are not the CPU's, so
+            # only the text's length is held.
+            for tokens in (40, 100):
+                rc, text, err = sample(source, "cuda", tokens, ["--dtype", "bf16"])
+                check(rc == 0 and len(text) > tokens, f"{what}, {tokens} tokens in bf16 on the GPU ({err.strip()[-300:]})")
             rc, cached, _ = sample(source, "cuda", 40)
             rc_window, window, _ = sample(source, "cuda", 40, ["--no-kv-cache"])
             check(rc == 0 and rc_window == 0 and cached == window,

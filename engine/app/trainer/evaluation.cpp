@@ -30,9 +30,10 @@ void sample(TrainerState& s, int step, TrainSummary& summary) {
   const data::TokenText& text = s.data.text();  // the tokenizer, else the vocabulary, else ids
   std::vector<std::int32_t> prompt = text.encode_prompt(c.log.sample_prompt);
   // The run's store, so the run's units: the token table in as many chunks as the training head's;
-  // models built for the lengths sample_tokens runs, at most the run's seq_len.
+  // models built for the lengths sample_tokens runs, at most the run's seq_len, in the run's
+  // activation dtype.
   const SamplingModelBuilder build = [&](int seq_len) {
-    return make_model(c.model_spec(), sampling_build(seq_len), s.tracker, s.ctx);
+    return make_model(c.model_spec(), sampling_build(seq_len, c.activation_dtype), s.tracker, s.ctx);
   };
   const auto tokens = sample_tokens(build, s.store, std::move(prompt),
                                     {c.log.sample_tokens, c.log.sample_temperature, c.log.sample_top_k,

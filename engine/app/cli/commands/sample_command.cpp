@@ -80,12 +80,18 @@ Prompt encode_prompt(const ArgParser& parser, const data::TokenText& text, int l
 // host memory (a GPU's through a device copy, and a cast where its parameters are bf16).
 class SamplingSetup {
  public:
-  SamplingSetup(Device device, int num_threads, const ModelSpec& spec, DType param_dtype)
+  // `activations` bf16 also holds the parameters in bf16 (whatever `param_dtype` says), as a bf16
+  // run's own samples read them.
+  SamplingSetup(Device device, int num_threads, const ModelSpec& spec, DType param_dtype, DType activations)
       : spec_(spec),
+        activations_(activations),
         table_(spec.family().param_table(spec)),
-        backend_(device, num_threads, tracker_),
+        // bf16 activations multiply in bf16, as a bf16 run's config derives.
+        backend_(device, num_threads, tracker_, 0,
+                 KernelChoices{activations == DType::kBF16 ? MatmulPrecision::kBf16 : MatmulPrecision::kFp32}),
         comm_(tracker_, {}),
-        store_(table_, param_dtype, ZeroOptions{}, comm_, tracker_, backend_.context()),
+        store_(table_, activations == DType::kBF16 ? DType::kBF16 : param_dtype, ZeroOptions{}, comm_, tracker_,
+               backend_.context()),
         staging_(table_.units().size()) {
     if (device == Device::kCUDA) fmt::print(stderr, "zerotrain sample: on {}\n", backend_.description());
   }
@@ -134,7 +140,7 @@ class SamplingSetup {
   // The prompt's continuation, printed (after the prompt's text where there is a tokenizer).
   int generate_and_print(const data::TokenText& text, const SamplingOptions& options, const Prompt& prompt) {
     const SamplingModelBuilder build = [&](int seq_len) {
-      return make_model(spec_, sampling_build(seq_len), tracker_, backend_.context());
+      return make_model(spec_, sampling_build(seq_len, activations_), tracker_, backend_.context());
     };
     const auto tokens = sample_tokens(build, store_, prompt.ids, options, prompt.limit);
     fmt::print("{}{}\n", text.has() ? prompt.text : "", text.decode(tokens));
@@ -145,12 +151,22 @@ class SamplingSetup {
   // Declared in the order they are built; what allocates through the backend goes first.
   MemoryTracker tracker_;
   ModelSpec spec_;
+  DType activations_;
   ParamTable table_;
   ComputeBackend backend_;
   LocalCommunicator comm_;
   ZeroParamStore store_;
   std::vector<std::vector<float>> staging_;  // per unit: fp32 values on their way to a GPU or a bf16 store
 };
+
+// --dtype: the activations', and with bf16 the parameters' too.
+DType sampling_dtype(const ArgParser& parser) {
+  const std::string dtype = parser.get("dtype", "f32");
+  if (dtype != "f32" && dtype != "bf16") {
+    throw_input_error("zerotrain sample: --dtype must be f32 or bf16 (got '{}')", dtype);
+  }
+  return dtype == "bf16" ? DType::kBF16 : DType::kF32;
+}
 
 Device sampling_device(const ArgParser& parser) {
   const std::string device = parser.get("device", "cpu");
@@ -162,7 +178,7 @@ Device sampling_device(const ArgParser& parser) {
 
 // --ckpt: the model from the manifest, fp32 master weights read unit by unit into a one-process
 // stage-0 store (whatever the number of ranks and stage that saved it).
-int sample_checkpoint(const ArgParser& parser, Device device) {
+int sample_checkpoint(const ArgParser& parser, Device device, DType activations) {
   const ckpt::ResolvedCheckpoint resolved = ckpt::resolve_checkpoint(parser.get("ckpt"), ckpt::Validation::kStructure);
   for (const std::string& note : resolved.notes) fmt::print(stderr, "zerotrain sample: {}\n", note);
   const ckpt::CheckpointReader reader(resolved.path);
@@ -174,7 +190,7 @@ int sample_checkpoint(const ArgParser& parser, Device device) {
 
   // The checkpoint's units (model_spec_of: e.g. its token table in as many chunk units as its
   // run's head had).
-  SamplingSetup setup(device, omp_get_num_procs(), spec, DType::kF32);
+  SamplingSetup setup(device, omp_get_num_procs(), spec, DType::kF32, activations);
   setup.load_units(
       [&](int unit, TensorView out) { reader.read(ckpt::StateKind::kMaster, unit, 0, out.numel(), out.as<float>()); });
   return setup.generate_and_print(text, options, prompt);
@@ -182,14 +198,14 @@ int sample_checkpoint(const ArgParser& parser, Device device) {
 
 // --from: a pretrained checkpoint (a Hugging Face folder or an llm.c model file, as
 // train.init_from reads it) into a one-process fp32 store, whole.
-int sample_pretrained(const ArgParser& parser, Device device) {
+int sample_pretrained(const ArgParser& parser, Device device, DType activations) {
   const std::string path = parser.get("from");
   const nlohmann::json doc = {{"model", nlohmann::json::object()}, {"train", {{"init_from", path}}}};
   const RunConfig cfg = parse_run_config(doc, "--from " + path, 1);
   const data::TokenText text = token_text(parser, std::filesystem::is_directory(path) ? path : "");
   const SamplingOptions options = sampling_options(parser, text);
   const Prompt prompt = encode_prompt(parser, text, cfg.model.block_size);
-  SamplingSetup setup(device, omp_get_num_procs(), cfg.model_spec(), DType::kF32);
+  SamplingSetup setup(device, omp_get_num_procs(), cfg.model_spec(), DType::kF32, activations);
   const std::unique_ptr<PretrainedReader> reader = PretrainedReader::open(path, setup.table());
   setup.load_units([&](int unit, TensorView out) {
     read_pretrained_unit(*reader, setup.table(), unit, 0, out.numel(), out.as<float>());
@@ -213,6 +229,9 @@ int sample_main(const std::vector<std::string>& args) {
       .value_flag("prompt", "TEXT", "text to continue (default a newline)")
       .value_flag("seed", "S", "sampling seed (default 1)")
       .value_flag("device", "DEV", "cpu or cuda (the first GPU this process sees; default cpu)")
+      .value_flag("dtype", "D",
+                  "f32 or bf16: the activations, bf16 also holding the weights in bf16 (half the memory a "
+                  "token reads, as a bf16 run samples; default f32)")
       .bool_flag("no-kv-cache",
                  "run the whole window for every token instead of the new token through a key/value "
                  "cache (slower; for comparison)");
@@ -226,14 +245,16 @@ int sample_main(const std::vector<std::string>& args) {
     throw_input_error("zerotrain sample: give exactly one of --run, --ckpt and --from");
   }
   const Device device = sampling_device(parser);
-  if (parser.has("ckpt")) return sample_checkpoint(parser, device);
-  if (parser.has("from")) return sample_pretrained(parser, device);
+  const DType activations = sampling_dtype(parser);
+  if (parser.has("ckpt")) return sample_checkpoint(parser, device, activations);
+  if (parser.has("from")) return sample_pretrained(parser, device, activations);
   const std::filesystem::path dir(parser.get("run"));
   for (const char* f : {"config.json", "final.safetensors"}) {
     if (!std::filesystem::exists(dir / f)) throw_input_error("zerotrain sample: {} has no {}", dir.string(), f);
   }
-  // The run's model on the chosen device: its config's own device and precision keys aside, it
-  // is sampled as `zerotrain sample` samples any weights (fp32 activations and products).
+  // The run's model on the chosen device: its config's device and precision keys aside, it is
+  // sampled as `zerotrain sample` samples any weights (in --dtype's activations; with bf16 ones,
+  // and so fp32 products on the CPU and bf16 ones on a GPU, as the run's own samples).
   const RunConfig cfg = load_run_config((dir / "config.json").string(), {});
   const data::TokenText text = token_text(parser, dir.string());
   const SamplingOptions options = sampling_options(parser, text);
@@ -242,7 +263,7 @@ int sample_main(const std::vector<std::string>& args) {
   // The weights file holds whole tensors, so any unit layout reads it: the default one.
   ModelSpec spec = cfg.model_spec();
   spec.layout = {};
-  SamplingSetup setup(device, cfg.train.num_threads, spec, cfg.param_dtype);
+  SamplingSetup setup(device, cfg.train.num_threads, spec, cfg.param_dtype, activations);
   // The file's tensors come in its own order: every unit's host target first, then the store.
   load_model_weights((dir / "final.safetensors").string(), setup.table(), [&](int u) { return setup.host_target(u); });
   for (std::size_t u = 0; u < setup.table().units().size(); ++u) setup.store_unit(static_cast<int>(u));

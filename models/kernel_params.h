@@ -39,8 +39,9 @@ class KernelParams {
   int next_slot_ = 0;
 };
 
-// The mean of losses [N] (F32), summed on the host in a fixed order: the same bits on either device.
-float mean_loss(const ExecContext& ctx, TensorView losses);
+// The mean of losses [N] (F32), summed on the host in a fixed order: the same bits on either device;
+// each loss also into `losses_out` [N] where it is set (ForwardOptions::losses_out).
+float mean_loss(const ExecContext& ctx, TensorView losses, float* losses_out = nullptr);
 
 // Columns [first_column, first_column + width) of the logits (this device's [rows, width] view, F32
 // or BF16, e.g. one vocabulary chunk) into the caller's unpadded [rows, vocab_size] logits_out;

@@ -20,6 +20,7 @@ struct ForwardOptions {
   bool training = true;           // dropout applies (when the model has any)
   std::int64_t first_sample = 0;  // global sample index of batch row 0: keys the dropout masks
   float* logits_out = nullptr;    // when set, receives the unpadded logits [B, T, V]
+  float* losses_out = nullptr;    // when set, receives each position's cross-entropy [B, T]
   // Set when backward follows with this loss_scale (a training step): a model may take the loss's
   // gradient in the forward's pass over the logits (GPT's softmax_cross_entropy_fused: one pass
   // instead of a forward and a backward over the largest activation). Backward must then be called

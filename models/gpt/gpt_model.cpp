@@ -155,7 +155,7 @@ float GptModel::forward(ParamStore& store, const std::int32_t* inputs, const std
   });
   store.end_pass(Pass::kForward);
   if (options.kv_cache != nullptr) options.kv_cache->advance(d.T);
-  if (d.head_chunked()) return zt::mean_loss(ctx_, head_acts_->losses);
+  if (d.head_chunked()) return zt::mean_loss(ctx_, head_acts_->losses, options.losses_out);
   if (logits_out != nullptr) zt::copy_logits_out(ctx_, h.probs, 0, config_.vocab_size, logits_out);
   if (options.backward_loss_scale.has_value()) {  // dlogits in place of the logits
     ops::softmax_cross_entropy_fused(ctx_, h.losses, h.probs, h.probs, target_view,
@@ -163,7 +163,7 @@ float GptModel::forward(ParamStore& store, const std::int32_t* inputs, const std
   } else {
     ops::softmax_cross_entropy_forward(ctx_, h.losses, h.probs, h.probs, target_view, config_.vocab_size);
   }
-  return zt::mean_loss(ctx_, head_acts_->losses);
+  return zt::mean_loss(ctx_, head_acts_->losses, options.losses_out);
 }
 
 void GptModel::backward(ParamStore& store, float loss_scale) {

@@ -95,7 +95,7 @@ float LlamaModel::forward(ParamStore& store, const std::int32_t* inputs, const s
   store.end_pass(Pass::kForward);
   if (kv_cache_ != nullptr) kv_cache_->advance(d.T);
   kv_cache_ = nullptr;
-  return mean_loss(ctx_, head_views().losses);
+  return mean_loss(ctx_, head_views().losses, options.losses_out);
 }
 
 KvCacheShape LlamaModel::kv_cache_shape() const {

@@ -10,6 +10,7 @@
 #include "models/gpt/activations.h"
 #include "tests/kernels/kernel_test_util.h"
 #include "tests/models/gpt_test_util.h"
+#include "tests/models/position_losses.h"
 
 namespace zt::gpt {
 namespace {
@@ -70,6 +71,20 @@ TEST(ChunkedHead, HeadActivationsShrinkToOneChunk) {
   // a (BTC + BT Vp) + 4 (3 BT) whole; a (2 BTC + BT Vc) + 4 (6 BT) in chunks (BT = 64, C = 32).
   EXPECT_EQ(head_activation_bytes(whole), 2 * (64 * 32 + 64 * 320) + 4 * 3 * 64);
   EXPECT_EQ(head_activation_bytes(chunked), 2 * (2 * 64 * 32 + 64 * 64) + 4 * 6 * 64);
+}
+
+TEST(ChunkedHead, PositionLossesAreEachRowsCrossEntropy) {
+  const std::uint64_t seed = std::random_device{}();
+  SCOPED_TRACE(::testing::Message() << "seed " << seed);
+  const int B = 2, T = 16;
+  for (int chunks : {1, 3}) {
+    SCOPED_TRACE(::testing::Message() << chunks << " chunks");
+    GptFixture f(kConfig, B, T, CheckpointPolicy{}, DType::kF32, seed, DType::kF32, UnitLayout{chunks, 1});
+    std::vector<float> logits(static_cast<std::size_t>(B * T * kConfig.vocab_size)), losses(B * T, NAN);
+    const float loss = f.model->forward(*f.store, f.inputs.data(), f.targets.data(),
+                                        {.training = false, .logits_out = logits.data(), .losses_out = losses.data()});
+    zt::testing::expect_position_losses(losses, logits, f.targets, kConfig.vocab_size, loss);
+  }
 }
 
 }  // namespace

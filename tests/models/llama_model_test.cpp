@@ -19,6 +19,7 @@
 #include "kernels/cpu/cast.h"
 #include "models/llama/llama_footprint.h"
 #include "models/llama/llama_model.h"
+#include "tests/models/position_losses.h"
 
 namespace zt::llama {
 namespace {
@@ -177,6 +178,22 @@ TEST(LlamaModel, ChunkedHeadMatchesTheWholeHead) {
       Fixture f(c, stage, 2, 6, {}, DType::kF32, DType::kF32, UnitLayout{3, 1});
       f.step();
       EXPECT_EQ(f.grads(), stage0) << "stage " << stage;
+    }
+  }
+}
+
+// Each position's loss out of the forward, the whole head and in chunks, tied and untied.
+TEST(LlamaModel, PositionLossesAreEachRowsCrossEntropy) {
+  for (bool tied : {false, true}) {
+    for (int chunks : {1, 3}) {
+      SCOPED_TRACE(::testing::Message() << (tied ? "tied, " : "untied, ") << chunks << " chunks");
+      LlamaConfig c = tiny(tied);
+      c.vocab_size = 150;
+      Fixture f(c, 0, 2, 6, {}, DType::kF32, DType::kF32, UnitLayout{chunks, 1});
+      std::vector<float> logits(f.inputs.size() * static_cast<std::size_t>(c.vocab_size)), losses(f.inputs.size());
+      const float loss = f.model.forward(f.store, f.inputs.data(), f.targets.data(),
+                                         {.training = false, .logits_out = logits.data(), .losses_out = losses.data()});
+      zt::testing::expect_position_losses(losses, logits, f.targets, c.vocab_size, loss);
     }
   }
 }

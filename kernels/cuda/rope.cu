@@ -22,8 +22,8 @@ void rotate(const ExecContext& ctx, const char* op, TensorView x, int n_heads, i
     using T = typename decltype(type)::type;
     detail::rope::rope_kernel<T>
         <<<detail::grid_for(items, detail::rope::kThreads), detail::rope::kThreads, 0, stream>>>(
-            detail::act_data<T>(x), rows, static_cast<int>(d.T), static_cast<int>(d.W), n_heads, head_size, freq, sign,
-            static_cast<int>(first));
+            detail::act_data<T>(x), rows, static_cast<int>(d.T), static_cast<int>(d.W), n_heads, head_size, freq,
+            detail::rope::frequency_table(head_size, freq), sign, static_cast<int>(first));
   });
   ZT_CUDA_CHECK_LAUNCH();
 }

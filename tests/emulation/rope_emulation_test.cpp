@@ -42,8 +42,8 @@ void run_shape(Rng& rng, std::int64_t B, int T_len, int hs, int heads, int W, co
       cpu::rope_backward(reference_ctx(), TensorView{c.data(), dt, Device::kCPU, s}, heads, hs, freq);
     }
     const int from = sign > 0 ? first : 0;  // the backward's rows start at position 0
-    simt::launch(dim3(2), rp::kThreads, 0, rp::rope_kernel<T>, g.data(), B * T_len, T_len, W, heads, hs, freq, sign,
-                 from);
+    simt::launch(dim3(2), rp::kThreads, 0, rp::rope_kernel<T>, g.data(), B * T_len, T_len, W, heads, hs, freq,
+                 rp::frequency_table(hs, freq), sign, from);
     EXPECT_TRUE(close_to_cpu(host_values(g), host_values(c), kBf16)) << "sign " << sign;
     // Each element's arithmetic as the kernel's header states it (the angle from rope_angles.h, its
     // cosf and sinf, one rounding to T), bit for bit: however the kernel spreads rows, heads and

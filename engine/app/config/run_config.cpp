@@ -30,6 +30,7 @@ void read_data(ConfigReader r, DataConfig& d) {
   d.val_file = r.get_string("val_file", "");
   d.vocab_file = r.get_string("vocab_file", "");
   d.tokenizer_file = r.get_string("tokenizer_file", "");
+  d.choice_file = r.get_string("choice_file", "");
   d.train_files = r.get_string_list("train_files");
   d.val_files = r.get_string_list("val_files");
   d.order = r.get_enum("order", d.order, {"random", "sequential"});
@@ -320,6 +321,7 @@ nlohmann::json RunConfig::to_json() const {
         {"order", data.order},
         {"vocab_file", data.vocab_file},
         {"tokenizer_file", data.tokenizer_file},
+        {"choice_file", data.choice_file},
         {"format", data.format},
         {"embedded_chars", data.embedded_chars}}},
       {"train",

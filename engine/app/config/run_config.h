@@ -34,6 +34,8 @@ struct DataConfig {
   std::string tokenizer_file;
   std::string format = "auto";              // auto | llmc | nanogpt
   std::int64_t embedded_chars = 2'000'000;  // size of the generated default dataset
+  // A multiple-choice eval file in llm.c's format (HellaSwag), scored at each evaluation.
+  std::string choice_file;
 };
 
 struct TrainConfig {

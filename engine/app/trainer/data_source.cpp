@@ -91,6 +91,18 @@ DataSource::DataSource(const RunConfig& c) {
     }
   }
   description_ += fmt::format("; train: {}; val: {}; {} windows", train_->describe(), val_->describe(), d.order);
+  if (!d.choice_file.empty()) {
+    choices_.emplace(data::ChoiceFile::load(d.choice_file, c.model.vocab_size));
+    // A row's inputs are its context and completion but the last token: the model must hold them.
+    if (choices_->longest_input() > c.model.block_size) {
+      throw_input_error(
+          "config error in {}: data.choice_file {}: its longest example needs {} positions, over model.block_size = "
+          "{}",
+          c.source, d.choice_file, choices_->longest_input(), c.model.block_size);
+    }
+    description_ += fmt::format("; multiple choice: {} ({} examples, {} completions)", d.choice_file,
+                                choices_->examples().size(), choices_->rows());
+  }
 }
 
 void DataSource::open_files(const RunConfig& c, const std::string& train_path, const std::string& val_path) {

@@ -12,6 +12,7 @@
 
 #include "engine/app/config/run_config.h"
 #include "engine/app/data/batch_sampler.h"
+#include "engine/app/data/choice_file.h"
 #include "engine/app/data/token_corpus.h"
 #include "engine/app/data/token_file.h"
 #include "engine/app/data/token_text.h"
@@ -34,6 +35,8 @@ class DataSource {
   // beside its first training shard), "" for none; and the prompt/sample codec: it, else the vocab.
   const std::string& tokenizer_path() const { return tokenizer_path_; }
   const data::TokenText& text() const { return text_; }
+  // data.choice_file's examples, scored at each evaluation, when the config names one.
+  const std::optional<data::ChoiceFile>& choices() const { return choices_; }
   // The source and each split's shards and tokens, for the run's header.
   const std::string& description() const { return description_; }
 
@@ -46,6 +49,7 @@ class DataSource {
   std::vector<std::uint16_t> owned_train_, owned_val_;  // the embedded dataset
   std::optional<data::TokenFile> train_file_, val_file_;
   std::optional<data::TokenCorpus> train_, val_;
+  std::optional<data::ChoiceFile> choices_;
   data::SampleOrder order_ = data::SampleOrder::kRandom;
   std::uint64_t seed_ = 0;
   std::string description_;

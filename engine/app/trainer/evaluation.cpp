@@ -5,6 +5,7 @@
 #include <fmt/ranges.h>
 
 #include "engine/app/data/batch_sampler.h"
+#include "engine/app/trainer/choice_eval.h"
 #include "engine/app/trainer/text_sampler.h"
 
 namespace zt {
@@ -20,9 +21,29 @@ void evaluate(TrainerState& s, int step, TrainSummary& summary) {
   }
   s.model->release_activations();
   summary.val_loss = static_cast<float>(sum / c.train.eval_batches);
-  s.log({{"type", "eval"}, {"step", step}, {"val_loss", summary.val_loss}});
-  s.progress.message(fmt::format("step {}: val loss {:.4f} (unigram entropy of the data {:.4f})", step,
-                                 summary.val_loss, summary.unigram_entropy_nats));
+  nlohmann::json record = {{"type", "eval"}, {"step", step}, {"val_loss", summary.val_loss}};
+  std::string choices;
+  if (s.data.choices()) {
+    // Forwards-only models in the run's activation dtype over the run's store, as many tokens a
+    // forward as a training micro-batch.
+    const ChoiceModelBuilder build = [&](int rows, int seq_len) {
+      ModelBuild b = sampling_build(seq_len, c.activation_dtype);
+      b.batch = rows;
+      return make_model(c.model_spec(), b, s.tracker, s.ctx);
+    };
+    const ChoiceScore score = score_choices(*s.data.choices(), build, s.store, s.comm,
+                                            static_cast<std::int64_t>(B) * static_cast<std::int64_t>(T));
+    summary.choice_accuracy = score.accuracy();
+    summary.choice_correct = score.correct;
+    summary.choice_examples = score.examples;
+    record["choice_accuracy"] = score.accuracy();
+    record["choice_correct"] = score.correct;
+    record["choice_examples"] = score.examples;
+    choices = fmt::format("; multiple choice {}/{} = {:.4f}", score.correct, score.examples, score.accuracy());
+  }
+  s.log(record);
+  s.progress.message(fmt::format("step {}: val loss {:.4f} (unigram entropy of the data {:.4f}){}", step,
+                                 summary.val_loss, summary.unigram_entropy_nats, choices));
 }
 
 void sample(TrainerState& s, int step, TrainSummary& summary) {

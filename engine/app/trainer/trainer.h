@@ -8,6 +8,7 @@
 
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 #include "engine/app/checkpoint/folder_lock.h"
@@ -35,6 +36,9 @@ struct TrainSummary {
   int first_step = 0, last_step = 0;  // the steps of first_loss and last_loss; 0: no step in this run
   float val_loss = 0.0f;
   double unigram_entropy_nats = 0.0;
+  // data.choice_file's accuracy at the last evaluation (with its counts), when the run scores one.
+  std::optional<double> choice_accuracy;
+  std::int64_t choice_correct = 0, choice_examples = 0;
   std::string sample;
   MemorySnapshot memory;
 };

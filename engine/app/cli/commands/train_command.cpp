@@ -116,6 +116,10 @@ int train_main(const std::vector<std::string>& args) {
   fmt::print("val loss: {:.4f}   unigram entropy of the training data: {:.4f} nats ({})\n", s.val_loss,
              s.unigram_entropy_nats,
              s.val_loss < s.unigram_entropy_nats ? "below: the model uses context" : "not below");
+  if (s.choice_accuracy) {
+    fmt::print("multiple choice ({}): {}/{} = {:.4f}\n", cfg.data.choice_file, s.choice_correct, s.choice_examples,
+               *s.choice_accuracy);
+  }
   if (!s.sample.empty()) fmt::print("sample:\n{}\n---\n", s.sample);
   fmt::print("memory on rank 0 (bytes per category over the run):\n{}", format_memory_table(s.memory));
   fmt::print("(plus {} of freed blocks the host allocator keeps for reuse)\n", format_bytes(host_cached_bytes()));

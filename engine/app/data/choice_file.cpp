@@ -1,0 +1,121 @@
+// llm.c's multiple-choice eval files, read whole and checked (see the header). Every error is one
+// line that starts with the file's path.
+#include "engine/app/data/choice_file.h"
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include "engine/base/core/check.h"
+
+namespace zt::data {
+
+namespace {
+
+constexpr std::int64_t kHeaderBytes = 256 * 4;
+constexpr std::uint16_t kStartExample = 65535;
+
+// The uint16 words after the header, read in order; each read names what it reads, so a file that
+// ends early says where and what it lacked.
+class WordReader {
+ public:
+  WordReader(const std::string& path, const std::vector<std::uint16_t>& words) : path_(path), words_(words) {}
+
+  std::uint16_t next(std::int64_t example, const char* what) {
+    if (at_ >= words_.size()) {
+      throw_input_error("{}: example {}: the file ends where its {} should be (truncated?)", path_, example, what);
+    }
+    return words_[at_++];
+  }
+  std::size_t at() const { return at_; }
+  bool done() const { return at_ == words_.size(); }
+
+ private:
+  const std::string& path_;
+  const std::vector<std::uint16_t>& words_;
+  std::size_t at_ = 0;
+};
+
+std::vector<std::int32_t> read_tokens(WordReader& in, const std::string& path, std::int64_t example, const char* what,
+                                      int vocab_size) {
+  const int n = in.next(example, what);
+  if (n == 0) throw_input_error("{}: example {}: its {} has no tokens", path, example, what);
+  std::vector<std::int32_t> tokens(static_cast<std::size_t>(n));
+  for (auto& t : tokens) {
+    t = in.next(example, what);
+    if (t >= vocab_size) {
+      throw_input_error("{}: example {}: token {} in its {} is not below the model's vocabulary ({})", path, example, t,
+                        what, vocab_size);
+    }
+  }
+  return tokens;
+}
+
+}  // namespace
+
+ChoiceFile ChoiceFile::load(const std::string& path, int vocab_size) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) throw_input_error("{}: no such multiple-choice file", path);
+  std::ifstream f(path, std::ios::binary);
+  const std::vector<char> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  if (!f && !f.eof()) throw_input_error("{}: cannot be read", path);
+  if (static_cast<std::int64_t>(bytes.size()) < kHeaderBytes) {
+    throw_input_error("{}: {} bytes, shorter than the 1024-byte header of llm.c's eval files", path, bytes.size());
+  }
+  std::int32_t header[4];
+  std::memcpy(header, bytes.data(), sizeof(header));
+  if (header[0] != kChoiceFileMagic) {
+    throw_input_error("{}: magic {} is not llm.c's eval file magic {} (a token file? those go in data.train_file)",
+                      path, header[0], kChoiceFileMagic);
+  }
+  if (header[1] != kChoiceFileVersion) {
+    throw_input_error("{}: version {} of llm.c's eval file format; this reader knows version {}", path, header[1],
+                      kChoiceFileVersion);
+  }
+  if (header[2] <= 0) throw_input_error("{}: the header says {} examples", path, header[2]);
+  if ((bytes.size() - kHeaderBytes) % 2 != 0) throw_input_error("{}: an odd number of bytes after the header", path);
+  std::vector<std::uint16_t> words((bytes.size() - kHeaderBytes) / 2);
+  std::memcpy(words.data(), bytes.data() + kHeaderBytes, words.size() * 2);
+
+  ChoiceFile file;
+  file.path_ = path;
+  WordReader in(path, words);
+  for (std::int64_t e = 0; e < header[2]; ++e) {
+    const std::size_t start = in.at();
+    if (in.next(e, "start mark") != kStartExample) {
+      throw_input_error("{}: example {} does not start with the mark 65535 (at byte {})", path, e,
+                        kHeaderBytes + 2 * static_cast<std::int64_t>(start));
+    }
+    const int example_bytes = in.next(e, "byte count");
+    in.next(e, "index");
+    ChoiceExample x;
+    x.label = in.next(e, "label");
+    const int n_completions = in.next(e, "number of completions");
+    if (n_completions < 2)
+      throw_input_error("{}: example {} has {} completion(s), not a choice", path, e, n_completions);
+    if (x.label >= n_completions) {
+      throw_input_error("{}: example {}: label {} is not below its {} completions", path, e, x.label, n_completions);
+    }
+    x.context = read_tokens(in, path, e, "context", vocab_size);
+    for (int k = 0; k < n_completions; ++k) {
+      x.completions.push_back(read_tokens(in, path, e, "completion", vocab_size));
+      const int input = static_cast<int>(x.context.size() + x.completions.back().size()) - 1;
+      file.longest_input_ = std::max(file.longest_input_, input);
+    }
+    if (2 * (in.at() - start) != static_cast<std::size_t>(example_bytes)) {
+      throw_input_error("{}: example {} says it is {} bytes but holds {}", path, e, example_bytes,
+                        2 * (in.at() - start));
+    }
+    file.rows_ += n_completions;
+    file.examples_.push_back(std::move(x));
+  }
+  if (!in.done()) {
+    throw_input_error("{}: {} bytes after its {} examples (the header's count is short?)", path,
+                      2 * (words.size() - in.at()), header[2]);
+  }
+  return file;
+}
+
+}  // namespace zt::data

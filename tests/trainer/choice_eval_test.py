@@ -1,0 +1,163 @@
+#!/usr/bin/env python3
+"""Multiple-choice evaluation (data.choice_file, llm.c's eval file format as HellaSwag's) end to
+end through the real binary, on tinyshakespeare prepared by character:
+
+  * 40 examples cut from the validation split (a context, its true continuation and three spans
+    from elsewhere), written as llm.c's write_evalfile lays them out; a run scores them at each
+    evaluation (the eval records and the summary carry the accuracy, the run prints it), and the
+    trained model prefers the true continuations above chance;
+  * the run's last score is Hugging Face transformers' on the checkpoint's export: each completion's
+    mean cross-entropy given its context, the lowest the answer, counted against the labels;
+  * in deterministic mode with a fixed global batch, 2 ranks at stage 3 and 3 ranks at stage 2
+    (rows split unevenly, padding forwards) score exactly as 1 rank at each evaluation;
+  * a file whose longest example passes model.block_size, and a damaged file, are refused before
+    training in one line naming data.choice_file's file.
+
+usage: choice_eval_test.py MPIRUN [MPIRUN FLAGS...] -- PATH/TO/zerotrain   (run with .venv-hf's python)
+"""
+import json
+import os
+import random
+import struct
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.dirname(HERE))
+from check_report import Checks  # noqa: E402
+from run_dir_util import train_records  # noqa: E402
+
+from hf_env import require_hf  # noqa: E402
+
+require_hf()
+import torch  # noqa: E402
+import transformers  # noqa: E402
+
+TEXT = os.path.join(ROOT, "..", "shared", "data", "tinyshakespeare.txt")
+
+
+def write_choice_file(path, examples):
+    """llm.c's write_evalfile layout: a 256-int32 header, then each example's uint16 words."""
+    words, longest = [], 0
+    for i, (label, context, completions) in enumerate(examples):
+        ex = [65535, 0, i, label, len(completions), len(context), *context]
+        for c in completions:
+            ex += [len(c), *c]
+        ex[1] = 2 * len(ex)
+        longest = max(longest, ex[1])
+        words += ex
+    header = [20240522, 1, len(examples), longest] + [0] * 252
+    with open(path, "wb") as f:
+        f.write(struct.pack("<256i", *header))
+        f.write(struct.pack(f"<{len(words)}H", *words))
+
+
+def main():
+    split = sys.argv.index("--")
+    launcher, binary = sys.argv[1:split], sys.argv[split + 1]
+    checks = Checks()
+    check = checks.check
+    work = tempfile.mkdtemp(prefix="zt_choice_")
+    data = os.path.join(work, "data")
+    p = subprocess.run([binary, "prepare", "--text", TEXT, "--out", data], capture_output=True, text=True, timeout=300)
+    if not check(p.returncode == 0, f"prepare tinyshakespeare ({p.stderr.strip()[-300:]})"):
+        return checks.finish()
+    with open(os.path.join(data, "val.bin"), "rb") as f:
+        f.read(1024)
+        val = np.frombuffer(f.read(), dtype=np.uint16).astype(int).tolist()
+    rng = random.Random(7)
+    examples = []
+    for _ in range(40):
+        at = rng.randrange(0, len(val) - 64)
+        c_len, e_len = rng.randrange(16, 25), rng.randrange(6, 13)
+        context, truth = val[at:at + c_len], val[at + c_len:at + c_len + e_len]
+        completions = []
+        for _ in range(3):
+            other = rng.randrange(0, len(val) - 16)
+            completions.append(val[other:other + rng.randrange(6, 13)])
+        label = rng.randrange(4)
+        completions.insert(label, truth)
+        examples.append((label, context, completions))
+    choices = os.path.join(work, "choices.bin")
+    write_choice_file(choices, examples)
+
+    config = os.path.join(work, "config.json")
+    with open(config, "w") as f:
+        json.dump({"model": {"n_layer": 2, "n_head": 2, "n_embd": 64, "block_size": 64, "vocab_size": 128},
+                   "data": {"dataset": data, "choice_file": choices},
+                   "train": {"micro_batch": 8, "global_batch_tokens": 8 * 64 * 6, "max_steps": 150, "eval_every": 75,
+                             "eval_batches": 2, "num_threads": 1, "deterministic": True},
+                   "optim": {"lr": 3e-3, "warmup_steps": 5},
+                   "checkpoint": {"at_end": True},
+                   "log": {"sample_tokens": 0, "progress": "plain"}}, f)
+
+    def train(name, ranks, stage):
+        run_dir = os.path.join(work, name)
+        p = subprocess.run(launcher + ["-np", str(ranks), binary, "train", "--config", config, "--run-dir", run_dir,
+                                       "--set", f"zero.stage={stage}"], capture_output=True, text=True, timeout=600)
+        check(p.returncode == 0, f"{name}: {ranks} rank(s) at stage {stage} train ({(p.stdout + p.stderr)[-300:]})")
+        evals = [r for r in train_records(run_dir) if r["type"] == "eval"] if p.returncode == 0 else []
+        return run_dir, p.stdout, evals
+
+    run_dir, stdout, evals = train("n1", 1, 0)
+    scores = [(r["step"], r.get("choice_correct"), r.get("choice_examples")) for r in evals]
+    check([s for s, _, _ in scores] == [75, 150] and all(n == 40 and c is not None for _, c, n in scores),
+          f"each evaluation scores the 40 examples ({scores})")
+    if len(scores) != 2:
+        return checks.finish()
+    final = scores[-1][1]
+    summary = train_records(run_dir)[-1]
+    check(summary["type"] == "summary" and summary["choice_accuracy"] == final / 40 and
+          f"multiple choice ({choices}): {final}/40" in stdout,
+          f"the summary record and the printout carry the last score ({summary.get('choice_accuracy')})")
+    # By chance 10 of 40; 16 or more by chance has probability 2%.
+    check(final >= 16, f"the trained model prefers the true continuations above chance (at least 16 of 40): {final}")
+
+    # transformers on the export: the same score.
+    hf = os.path.join(work, "hf")
+    p = subprocess.run([binary, "ckpt", "export", os.path.join(run_dir, "checkpoints"), "--format", "hf", "--out", hf],
+                       capture_output=True, text=True, timeout=300)
+    if check(p.returncode == 0, f"the checkpoint exports ({p.stderr.strip()[-300:]})"):
+        model = transformers.AutoModelForCausalLM.from_pretrained(hf).eval()
+        correct, margins = 0, []
+        with torch.no_grad():
+            for label, context, completions in examples:
+                means = []
+                for c in completions:
+                    seq = torch.tensor([context + c])
+                    logp = torch.log_softmax(model(seq[:, :-1]).logits.double(), dim=-1)[0]
+                    targets = seq[0, 1:]
+                    token_loss = -logp[torch.arange(len(targets)), targets]
+                    means.append(token_loss[len(context) - 1:].mean().item())
+                best = min(range(len(means)), key=lambda k: means[k])
+                margins.append(sorted(means)[1] - sorted(means)[0])
+                correct += best == label
+        check(correct == final, f"transformers scores the export {correct}/40, zerotrain {final}/40 "
+                                f"(smallest margin between two completions {min(margins):.2e})")
+
+    for name, ranks, stage in (("n2_s3", 2, 3), ("n3_s2", 3, 2)):
+        _, _, other = train(name, ranks, stage)
+        theirs = [(r["step"], r.get("choice_correct"), r.get("choice_examples")) for r in other]
+        check(theirs == scores, f"{name}: {ranks} ranks score as one at each evaluation ({theirs} vs {scores})")
+
+    # Refused before training, in one line.
+    for what, extra in (("its longest example passes model.block_size", ["--set", "model.block_size=32"]),
+                        ("a damaged file", ["--set", f"data.choice_file={os.path.join(work, 'bad.bin')}"])):
+        with open(os.path.join(work, "bad.bin"), "wb") as f:
+            f.write(struct.pack("<256i", 20240520, 1, 3, *([0] * 253)))
+        bad_dir = os.path.join(work, "bad_run")
+        p = subprocess.run([binary, "train", "--config", config, "--run-dir", bad_dir, *extra], capture_output=True,
+                           text=True, timeout=120)
+        lines = [line for line in p.stderr.splitlines() if line.strip()]
+        check(p.returncode == 2 and len(lines) == 1 and ("choice_file" in lines[0] or "bad.bin" in lines[0]) and
+              not os.path.exists(os.path.join(bad_dir, "metrics.jsonl")),
+              f"{what}: refused before training in one line (exit {p.returncode}: {lines})")
+    return checks.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -19,7 +19,10 @@ void bias_grad_kernels(const ExecContext& ctx, TensorView dbias, TensorView dout
 // bias_grad_kernels, or by cuBLASLt's bias-gradient epilogue on `dw` where
 // KernelResources::bias_grad_route allows it ([Note: the bias gradient in the weight product]).
 // `dout_operand_is_dout`: dw reads dout itself, not a bf16 copy of it, so the epilogue sums the
-// same values as the kernels.
+// same values as the kernels. A BF16 dbias must hold zero where the epilogue may run: its sums are
+// rounded to bf16 before they are added, which only a zero leaves unchanged (so it is:
+// ParamStore::in_place_grads lends gradient storage only while it holds zero, and otherwise dbias
+// is zeroed fp32 scratch).
 void weight_and_bias_grad(const ExecContext& ctx, const LtGemm& dw, bool dout_is_a, bool dout_operand_is_dout,
                           TensorView dbias, TensorView dout, std::int64_t rows, int OC);
 

@@ -306,6 +306,15 @@ bool queue_gemm(const ExecContext& ctx, const LtGemm& g, void* out, bool require
     }
     cached = res.gemm_algorithms().emplace(key, candidates[static_cast<std::size_t>(timed.best)].algo).first;
   }
+  // Into a caller's scratch while adding C = D (a measurement of the bias-gradient route), the
+  // kept algorithm may be one that cannot write D apart from C: the heuristic offered only it, or
+  // no candidate could (fastest_algorithm then keeps the first). cuBLASLt should refuse it, but one
+  // that summed split-K partials into C would add into the real gradient; it is not run, and the
+  // product in place under the same key stays available.
+  if (out != nullptr && g.beta != 0.0f && out != added(g) && !writes_apart_from_c(cached->second)) {
+    ZT_CHECK(!required, "cuBLASLt kept no algorithm that writes D apart from C for m={} n={} k={}", g.m, g.n, g.k);
+    return false;
+  }
   const cublasStatus_t status = matmul(ctx, g, desc, cached->second, ws_bytes, out != nullptr ? out : g.D);
   if (!required && status != CUBLAS_STATUS_SUCCESS) {  // refused: this product queued nothing
     res.refused_gemms().insert(key);

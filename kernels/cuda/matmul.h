@@ -30,8 +30,9 @@ void matmul_forward(const ExecContext& ctx, TensorView out, TensorView inp, Tens
 void matmul_residual_forward(const ExecContext& ctx, TensorView out, TensorView inp, TensorView weight,
                              WeightLayout layout, TensorView bias, TensorView residual);
 
-// Contract: OpsBackend::matmul_backward (kernels/contracts/ops_backend.h); dweight F32 or the inputs' dtype, dbias F32
-// (a deterministic two-stage sum, not cuBLASLt's BGRAD epilogue, which overwrites instead of adding).
+// Contract: OpsBackend::matmul_backward (kernels/contracts/ops_backend.h); dweight and dbias F32 or the inputs' dtype
+// (dbias by the deterministic two-stage sum, or where the bias-gradient route allows, cuBLASLt's BGRAD epilogue into
+// scratch and then added: [Note: the bias gradient in the weight product] in bias_grad.cu).
 // dinp, dout and inp share one dtype; with BF16 ones dinp = round(dout @ W_bf16^T) and dweight sums
 // the bf16 products in fp32. With a non-empty gelu_pre (shaped and typed as dinp), dinp = (dout @
 // W^T) * gelu'(gelu_pre): the backward through the GELU whose output was this layer's inp, fused

@@ -14,7 +14,8 @@ with fp32 logits agreeing to 1e-6):
   * on the GPU, the cache and the whole window per token (--no-kv-cache) give the same text;
   * with --dtype bf16 the GPU samples through its bf16 kernels (the text's length only: their
     roundings are not the CPU's);
-  * the GPU run names its device on stderr.
+  * the GPU run names its device on stderr;
+  * `zerotrain eval --device cuda` scores a multiple-choice file as the CPU does.
 
 Exits 77 (a ctest skip) when this build sees no CUDA device.
 
@@ -24,6 +25,8 @@ usage: gpu_sample_test.py --zerotrain PATH --gpt-config configs/tiny_debug.json
 import argparse
 import json
 import os
+import random
+import struct
 import subprocess
 import sys
 import tempfile
@@ -34,6 +37,20 @@ from check_report import Checks  # noqa: E402
 from cuda_presence import require_cuda_device  # noqa: E402
 
 CONTEXT = 64
+
+
+def write_choice_file(path, examples):
+    """llm.c's eval file layout (tests/trainer/choice_eval_test.py writes the same)."""
+    words = []
+    for i, (label, context, completions) in enumerate(examples):
+        ex = [65535, 0, i, label, len(completions), len(context), *context]
+        for c in completions:
+            ex += [len(c), *c]
+        ex[1] = 2 * len(ex)
+        words += ex
+    with open(path, "wb") as f:
+        f.write(struct.pack("<256i", 20240522, 1, len(examples), *([0] * 253)))
+        f.write(struct.pack(f"<{len(words)}H", *words))
 
 
 def main():
@@ -76,6 +93,19 @@ def main():
         p = subprocess.run([args.zerotrain, "ckpt", "export", os.path.join(run_dir, "checkpoints"), "--format", "hf",
                             "--out", hf], capture_output=True, text=True, timeout=300)
         check(p.returncode == 0, f"{name}: exports to a Hugging Face folder ({p.stderr.strip()[-300:]})")
+        # `zerotrain eval` on the GPU: the CPU's multiple-choice score (fp32 on both).
+        rng = random.Random(3)
+        examples = [(rng.randrange(4), [rng.randrange(65) for _ in range(rng.randrange(3, 9))],
+                     [[rng.randrange(65) for _ in range(rng.randrange(2, 7))] for _ in range(4)]) for _ in range(30)]
+        choices = os.path.join(work, f"{name}_choices.bin")
+        write_choice_file(choices, examples)
+        scored = {}
+        for device in ("cpu", "cuda"):
+            p = subprocess.run([args.zerotrain, "eval", "--ckpt", os.path.join(run_dir, "checkpoints"), "--choices",
+                                choices, "--device", device], capture_output=True, text=True, timeout=300)
+            scored[device] = (p.returncode, p.stdout.strip(), p.stderr.strip()[-300:])
+        check(scored["cpu"][0] == 0 and scored["cuda"][:2] == scored["cpu"][:2],
+              f"{name}: zerotrain eval scores on the GPU as on the CPU ({scored})")
         for source in (["--run", run_dir], ["--ckpt", os.path.join(run_dir, "checkpoints")], ["--from", hf]):
             what = f"{name} {source[0]}"
             # 40 new tokens after the 4-token prompt fit the context (the cache); 100 slide the window.
@@ -85,7 +115,7 @@ def main():
                 check(rc_cpu == 0 and rc_gpu == 0 and len(cpu) > tokens and gpu == cpu,
                       f"{what}, {tokens} tokens: the GPU's text is the CPU's (exit {rc_cpu}/{rc_gpu}; "
                       f"cpu {cpu[:60]!r}, cuda {gpu[:60]!r}; {err.strip()[-300:]})")
-                check("zerotrain sample: on cuda:" in err, f"{what}: names the device on stderr ({err.strip()[:120]!r})")
+                check("zerotrain: on cuda:" in err, f"{what}: names the device on stderr ({err.strip()[:120]!r})")
             # bf16 (--dtype): runs on the GPU's bf16 kernels; its roundings are not the CPU's, so
             # only the text's length is held.
             for tokens in (40, 100):

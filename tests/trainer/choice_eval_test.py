@@ -8,6 +8,8 @@ end through the real binary, on tinyshakespeare prepared by character:
     trained model prefers the true continuations above chance;
   * the run's last score is Hugging Face transformers' on the checkpoint's export: each completion's
     mean cross-entropy given its context, the lowest the answer, counted against the labels;
+  * `zerotrain eval --choices` gives that score from the run's final weights, its checkpoint and the
+    export;
   * in deterministic mode with a fixed global batch, 2 ranks at stage 3 and 3 ranks at stage 2
     (rows split unevenly, padding forwards) score exactly as 1 rank at each evaluation;
   * a file whose longest example passes model.block_size, and a damaged file, are refused before
@@ -138,6 +140,15 @@ def main():
                 correct += best == label
         check(correct == final, f"transformers scores the export {correct}/40, zerotrain {final}/40 "
                                 f"(smallest margin between two completions {min(margins):.2e})")
+
+    # `zerotrain eval` on the saved weights: the run's last score from each source.
+    for flags in (["--run", run_dir], ["--ckpt", os.path.join(run_dir, "checkpoints")], ["--from", hf]):
+        p = subprocess.run([binary, "eval", *flags, "--choices", choices, "--batch-tokens", "100"],
+                           capture_output=True, text=True, timeout=300)
+        check(p.returncode == 0 and f"{choices}: {final}/40 correct" in p.stdout,
+              f"zerotrain eval {flags[0]} scores {final}/40 ({p.stdout.strip()} {p.stderr.strip()[-300:]})")
+    p = subprocess.run([binary, "eval", "--run", run_dir], capture_output=True, text=True, timeout=60)
+    check(p.returncode == 2 and "--choices" in p.stderr, f"zerotrain eval without --choices: exit 2 ({p.stderr.strip()})")
 
     for name, ranks, stage in (("n2_s3", 2, 3), ("n3_s2", 3, 2)):
         _, _, other = train(name, ranks, stage)

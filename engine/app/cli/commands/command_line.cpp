@@ -17,7 +17,8 @@ constexpr const char* kUsage =
     "commands:\n"
     "  train         train a GPT model from a JSON config\n"
     "  prepare       turn a text file into a vocabulary and train/val token files\n"
-    "  sample        generate text from a training run's final weights\n"
+    "  sample        generate text from a run's final weights, a checkpoint or pretrained weights\n"
+    "  eval          score saved weights on a multiple-choice eval file (HellaSwag)\n"
     "  debug-state   one forward/backward on a deterministic batch, every tensor to safetensors\n"
     "  memory        predicted bytes per rank for ZeRO stages 0-3 (a config, or a parameter count)\n"
     "  plan          what fits a memory budget per rank, fastest first, and a --set line for it\n"
@@ -40,6 +41,7 @@ int run_command_line(const std::vector<std::string>& all) {
     if (command == "train") return train_main(args);
     if (command == "prepare") return prepare_main(args);
     if (command == "sample") return sample_main(args);
+    if (command == "eval") return eval_main(args);
     if (command == "debug-state") return debug_state_main(args);
     if (command == "memory") return memory_main(args);
     if (command == "plan") return plan_main(args);

@@ -10,6 +10,7 @@ namespace zt::cli {
 int train_main(const std::vector<std::string>& args);
 int prepare_main(const std::vector<std::string>& args);
 int sample_main(const std::vector<std::string>& args);
+int eval_main(const std::vector<std::string>& args);
 int debug_state_main(const std::vector<std::string>& args);
 int memory_main(const std::vector<std::string>& args);
 int plan_main(const std::vector<std::string>& args);

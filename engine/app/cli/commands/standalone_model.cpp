@@ -1,0 +1,167 @@
+// A model loaded on its own from saved weights (see the header).
+#include "engine/app/cli/commands/standalone_model.h"
+
+#include <fmt/format.h>
+
+#include <omp.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include "engine/app/checkpoint/checkpoint_folder.h"
+#include "engine/app/checkpoint/checkpoint_model.h"
+#include "engine/app/config/run_config.h"
+#include "engine/app/io/model_weights.h"
+#include "engine/app/io/pretrained.h"
+#include "engine/base/core/check.h"
+#include "kernels/ops.h"
+
+namespace zt::cli {
+
+namespace fs = std::filesystem;
+
+void add_weight_flags(ArgParser& parser, const std::string& what) {
+  parser.value_flag("run", "DIR", "run directory written by 'zerotrain train': its final weights")
+      .value_flag("ckpt", "PATH", "a checkpoint directory, or a checkpoint folder (its latest valid checkpoint)")
+      .value_flag("from", "PATH", "pretrained weights: a Hugging Face folder or an llm.c model file")
+      .value_flag("device", "DEV", "cpu or cuda (the first GPU this process sees; default cpu)")
+      .value_flag("dtype", "D",
+                  fmt::format("f32 or bf16: the activations {}, bf16 also holding the weights in bf16 (half the memory "
+                              "a token reads, as a bf16 run's own; default f32)",
+                              what));
+}
+
+WeightSource resolve_weight_source(const ArgParser& parser, const std::string& command) {
+  if (static_cast<int>(parser.has("run")) + static_cast<int>(parser.has("ckpt")) +
+          static_cast<int>(parser.has("from")) !=
+      1) {
+    throw_input_error("zerotrain {}: give exactly one of --run, --ckpt and --from", command);
+  }
+  WeightSource s;
+  const std::string device = parser.get("device", "cpu"), dtype = parser.get("dtype", "f32");
+  if (device != "cpu" && device != "cuda") {
+    throw_input_error("zerotrain {}: --device must be cpu or cuda (got '{}')", command, device);
+  }
+  if (dtype != "f32" && dtype != "bf16") {
+    throw_input_error("zerotrain {}: --dtype must be f32 or bf16 (got '{}')", command, dtype);
+  }
+  s.device = device == "cuda" ? Device::kCUDA : Device::kCPU;
+  s.activations = dtype == "bf16" ? DType::kBF16 : DType::kF32;
+  s.num_threads = omp_get_num_procs();
+  if (parser.has("ckpt")) {
+    // The model from the manifest, whatever the number of ranks and stage that saved it (its units:
+    // e.g. its token table in as many chunk units as its run's head had).
+    const ckpt::ResolvedCheckpoint resolved =
+        ckpt::resolve_checkpoint(parser.get("ckpt"), ckpt::Validation::kStructure);
+    for (const std::string& note : resolved.notes) fmt::print(stderr, "zerotrain {}: {}\n", command, note);
+    s.kind = WeightSource::Kind::kCheckpoint;
+    s.path = resolved.path;
+    s.spec = ckpt::model_spec_of(ckpt::CheckpointReader(resolved.path));
+    s.context = s.spec.block_size();
+    s.text_dir = fs::path(resolved.path).parent_path().parent_path().string();
+    return s;
+  }
+  if (parser.has("from")) {  // as train.init_from reads it
+    s.kind = WeightSource::Kind::kPretrained;
+    s.path = parser.get("from");
+    const nlohmann::json doc = {{"model", nlohmann::json::object()}, {"train", {{"init_from", s.path}}}};
+    const RunConfig cfg = parse_run_config(doc, "--from " + s.path, 1);
+    s.spec = cfg.model_spec();
+    s.context = cfg.model.block_size;
+    s.text_dir = fs::is_directory(s.path) ? s.path : "";
+    return s;
+  }
+  s.kind = WeightSource::Kind::kRun;
+  s.path = parser.get("run");
+  const fs::path dir(s.path);
+  for (const char* f : {"config.json", "final.safetensors"}) {
+    if (!fs::exists(dir / f)) throw_input_error("zerotrain {}: {} has no {}", command, dir.string(), f);
+  }
+  // The run's model; its config's device and precision keys aside (the flags choose them).
+  const RunConfig cfg = load_run_config((dir / "config.json").string(), {});
+  s.spec = cfg.model_spec();
+  s.spec.layout = {};  // the weights file holds whole tensors, so any unit layout reads it: the default one
+  s.param_dtype = cfg.param_dtype;
+  s.context = cfg.train.seq_len;
+  s.num_threads = cfg.train.num_threads;
+  s.text_dir = s.path;
+  return s;
+}
+
+StandaloneModel::StandaloneModel(const WeightSource& source)
+    : spec_(source.spec),
+      activations_(source.activations),
+      table_(spec_.family().param_table(spec_)),
+      // bf16 activations multiply in bf16, as a bf16 run's config derives.
+      backend_(source.device, source.num_threads, tracker_, 0,
+               KernelChoices{source.activations == DType::kBF16 ? MatmulPrecision::kBf16 : MatmulPrecision::kFp32}),
+      comm_(tracker_, {}),
+      store_(table_, source.activations == DType::kBF16 ? DType::kBF16 : source.param_dtype, ZeroOptions{}, comm_,
+             tracker_, backend_.context()),
+      staging_(table_.units().size()) {
+  if (source.device == Device::kCUDA) fmt::print(stderr, "zerotrain: on {}\n", backend_.description());
+  const int units = static_cast<int>(table_.units().size());
+  switch (source.kind) {
+    case WeightSource::Kind::kCheckpoint: {
+      const ckpt::CheckpointReader reader(source.path);
+      for (int u = 0; u < units; ++u) {
+        const TensorView out = host_target(u);
+        reader.read(ckpt::StateKind::kMaster, u, 0, out.numel(), out.as<float>());
+        store_unit(u);
+      }
+      break;
+    }
+    case WeightSource::Kind::kPretrained: {
+      const std::unique_ptr<PretrainedReader> reader = PretrainedReader::open(source.path, table_);
+      for (int u = 0; u < units; ++u) {
+        const TensorView out = host_target(u);
+        read_pretrained_unit(*reader, table_, u, 0, out.numel(), out.as<float>());
+        store_unit(u);
+      }
+      break;
+    }
+    case WeightSource::Kind::kRun:
+      // The file's tensors come in its own order: every unit's host target first, then the store.
+      load_model_weights((fs::path(source.path) / "final.safetensors").string(), table_,
+                         [&](int u) { return host_target(u); });
+      for (int u = 0; u < units; ++u) store_unit(u);
+      break;
+  }
+}
+
+std::unique_ptr<LanguageModel> StandaloneModel::build(int rows, int seq_len) {
+  ModelBuild b = sampling_build(seq_len, activations_);
+  b.batch = rows;
+  return make_model(spec_, b, tracker_, backend_.context());
+}
+
+// Where unit `u`'s fp32 values are to be written in host memory: the store's shard itself when it
+// is fp32 on the host, else a staging buffer of the unit's length that store_unit(u) moves in.
+TensorView StandaloneModel::host_target(int u) {
+  const TensorView shard = store_.working_shard(u);
+  if (shard.device == Device::kCPU && shard.dtype == DType::kF32) return shard;
+  std::vector<float>& staging = staging_[static_cast<std::size_t>(u)];
+  staging.resize(static_cast<std::size_t>(shard.numel()));
+  return TensorView{staging.data(), DType::kF32, Device::kCPU, Shape{shard.numel()}};
+}
+
+void StandaloneModel::store_unit(int u) {
+  const ExecContext& ctx = backend_.context();
+  const TensorView shard = store_.working_shard(u);
+  std::vector<float>& staging = staging_[static_cast<std::size_t>(u)];
+  if (staging.empty()) return;  // written in place
+  const TensorView host{staging.data(), DType::kF32, Device::kCPU, Shape{shard.numel()}};
+  if (shard.dtype == DType::kF32) {
+    ops::copy(ctx, shard, host);
+  } else if (shard.device == Device::kCPU) {
+    ops::cast(ctx, shard, host);
+  } else {  // bf16 on the GPU: the fp32 values copied over, then cast there
+    Buffer f32 = ops::allocate(ctx, tracker_, MemCategory::kWorkspace, DType::kF32, shard.numel(), false);
+    ops::copy(ctx, f32.view(), host);
+    ops::cast(ctx, shard, f32.view());
+    ops::synchronize(ctx);
+  }
+  staging = {};
+}
+
+}  // namespace zt::cli

@@ -1,0 +1,72 @@
+// A model outside a training run, for `zerotrain sample` and `zerotrain eval`: the weights a run
+// left in its directory (--run), a sharded checkpoint's fp32 master weights read unit by unit in
+// any save layout (--ckpt), or pretrained weights (--from: a Hugging Face folder or an llm.c model
+// file), whole in a one-process stage-0 store on the CPU or (--device cuda) the first GPU the
+// process sees, its models' activations in --dtype.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/app/cli/commands/arg_parser.h"
+#include "engine/base/core/memory_tracker.h"
+#include "engine/distributed/comm/local_communicator.h"
+#include "engine/distributed/sharding/zero_param_store.h"
+#include "kernels/compute_backend.h"
+#include "models/model_family.h"
+
+namespace zt::cli {
+
+// Declares --run, --ckpt, --from, --device and --dtype on `parser` (`what`: what the weights are for).
+void add_weight_flags(ArgParser& parser, const std::string& what);
+
+// Where the weights come from, read from the flags and the source's own config or manifest
+// without loading any weights, so a bad flag or prompt fails before the slow part.
+struct WeightSource {
+  enum class Kind { kRun, kCheckpoint, kPretrained };
+  Kind kind = Kind::kRun;
+  std::string path;  // the run directory, the resolved checkpoint, or the pretrained folder or file
+  ModelSpec spec;
+  DType param_dtype = DType::kF32;  // a run's own; fp32 master or pretrained weights otherwise
+  int context = 1;                  // the most positions a model attends to: a run's seq_len, else block_size
+  int num_threads = 1;
+  std::string text_dir;  // where tokenizer.json or vocab.json lie, "" where nowhere
+  Device device = Device::kCPU;
+  DType activations = DType::kF32;
+};
+
+// Exactly one of --run, --ckpt and --from, else an InputError naming `command`; likewise a bad
+// --device or --dtype. A checkpoint's notes (which one "latest" resolved to) go to stderr.
+WeightSource resolve_weight_source(const ArgParser& parser, const std::string& command);
+
+class StandaloneModel {
+ public:
+  // Opens the device and loads the weights (a run's through fp32 host buffers, each unit then into
+  // the store: a device copy on a GPU, and a cast where the store is bf16). With bf16 activations
+  // the parameters are held in bf16 too, as a bf16 run's own samples read them.
+  explicit StandaloneModel(const WeightSource& source);
+
+  const ModelSpec& spec() const { return spec_; }
+  const ParamTable& table() const { return table_; }
+  ZeroParamStore& store() { return store_; }
+  Communicator& comm() { return comm_; }
+  // A forwards-only model of `rows` sequences of `seq_len` tokens in the source's activations.
+  std::unique_ptr<LanguageModel> build(int rows, int seq_len);
+
+ private:
+  TensorView host_target(int u);
+  void store_unit(int u);
+
+  // Declared in the order they are built; what allocates through the backend goes first.
+  MemoryTracker tracker_;
+  ModelSpec spec_;
+  DType activations_;
+  ParamTable table_;
+  ComputeBackend backend_;
+  LocalCommunicator comm_;
+  ZeroParamStore store_;
+  std::vector<std::vector<float>> staging_;  // per unit: fp32 values on their way to a GPU or a bf16 store
+};
+
+}  // namespace zt::cli

@@ -9,7 +9,7 @@ end through the real binary, on tinyshakespeare prepared by character:
   * the run's last score is Hugging Face transformers' on the checkpoint's export: each completion's
     mean cross-entropy given its context, the lowest the answer, counted against the labels;
   * `zerotrain eval --choices` gives that score from the run's final weights, its checkpoint and the
-    export;
+    export, and `--tokens` the loss transformers computes on windows of the validation split;
   * in deterministic mode with a fixed global batch, 2 ranks at stage 3 and 3 ranks at stage 2
     (rows split unevenly, padding forwards) score exactly as 1 rank at each evaluation;
   * a file whose longest example passes model.block_size, and a damaged file, are refused before
@@ -148,7 +148,20 @@ def main():
         check(p.returncode == 0 and f"{choices}: {final}/40 correct" in p.stdout,
               f"zerotrain eval {flags[0]} scores {final}/40 ({p.stdout.strip()} {p.stderr.strip()[-300:]})")
     p = subprocess.run([binary, "eval", "--run", run_dir], capture_output=True, text=True, timeout=60)
-    check(p.returncode == 2 and "--choices" in p.stderr, f"zerotrain eval without --choices: exit 2 ({p.stderr.strip()})")
+    check(p.returncode == 2 and "--choices" in p.stderr, f"zerotrain eval without a file: exit 2 ({p.stderr.strip()})")
+    # ... and the loss on a token file: 7 windows of 48 tokens back to back from val.bin's start, in
+    # forwards of 3 windows (the last reads 1), as transformers computes it on the export.
+    val_bin = os.path.join(data, "val.bin")
+    p = subprocess.run([binary, "eval", "--from", hf, "--tokens", val_bin, "--seq-len", "48", "--windows", "7",
+                        "--batch-tokens", "144"], capture_output=True, text=True, timeout=300)
+    ours = float(p.stdout.split("loss ")[1].split()[0]) if p.returncode == 0 and "loss " in p.stdout else None
+    with torch.no_grad():
+        x = torch.tensor([val[48 * w:48 * w + 48] for w in range(7)])
+        y = torch.tensor([val[48 * w + 1:48 * w + 49] for w in range(7)])
+        logits = model(x).logits.double()
+        reference = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1)).item()
+    check(ours is not None and abs(ours - reference) <= 1e-5 * reference,
+          f"zerotrain eval --tokens: loss {ours} = transformers' {reference:.6f} ({p.stdout.strip()} {p.stderr.strip()[-200:]})")
 
     for name, ranks, stage in (("n2_s3", 2, 3), ("n3_s2", 3, 2)):
         _, _, other = train(name, ranks, stage)

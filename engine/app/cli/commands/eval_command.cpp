@@ -1,45 +1,107 @@
-// `zerotrain eval`: a model's multiple-choice accuracy (llm.c's eval files: HellaSwag) from its
-// saved weights (engine/app/cli/commands/standalone_model.h: a run's, a checkpoint's or pretrained
-// ones, on the CPU or a GPU), scored as a training run's evaluations score data.choice_file.
+// `zerotrain eval`: a model's multiple-choice accuracy (llm.c's eval files: HellaSwag), scored as a
+// training run's evaluations score data.choice_file, and its loss on a token file, from its saved
+// weights (engine/app/cli/commands/standalone_model.h: a run's, a checkpoint's or pretrained ones,
+// on the CPU or a GPU).
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cmath>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "engine/app/cli/commands/arg_parser.h"
 #include "engine/app/cli/commands/commands.h"
 #include "engine/app/cli/commands/standalone_model.h"
+#include "engine/app/data/batch_sampler.h"
 #include "engine/app/data/choice_file.h"
+#include "engine/app/data/token_corpus.h"
 #include "engine/app/trainer/choice_eval.h"
 
 namespace zt::cli {
+
+namespace {
+
+// The mean cross-entropy over every position of the first `windows` windows of T + 1 tokens laid
+// back to back from the corpus' start (llm.c's sequential order, shard after shard), in forwards
+// of as many windows as `batch_tokens` holds; each position's loss summed in order.
+double token_loss(StandaloneModel& model, const data::TokenCorpus& corpus, int T, std::int64_t windows,
+                  int batch_tokens) {
+  const int B = static_cast<int>(std::clamp<std::int64_t>(batch_tokens / T, 1, windows));
+  const std::unique_ptr<LanguageModel> m = model.build(B, T);
+  const data::SampleStream sequential{data::SampleOrder::kSequential, 0, data::kValStream};
+  std::vector<std::int32_t> inputs(static_cast<std::size_t>(B) * T), targets(inputs.size());
+  std::vector<float> losses(inputs.size());
+  double sum = 0.0;
+  for (std::int64_t first = 0; first < windows; first += B) {
+    // A last forward short of windows reads the first ones again and leaves their losses out.
+    const std::int64_t live = std::min<std::int64_t>(B, windows - first);
+    for (std::int64_t b = 0; b < B; ++b) {
+      data::fill_batch(corpus, sequential, 1, T, b < live ? first + b : 0, inputs.data() + b * T,
+                       targets.data() + b * T);
+    }
+    m->forward(model.store(), inputs.data(), targets.data(), {.training = false, .losses_out = losses.data()});
+    for (std::int64_t i = 0; i < live * T; ++i) sum += losses[static_cast<std::size_t>(i)];
+  }
+  return sum / static_cast<double>(windows * T);
+}
+
+}  // namespace
 
 int eval_main(const std::vector<std::string>& args) {
   ArgParser parser("eval", "Score a model's saved weights on a multiple-choice eval file (HellaSwag).");
   add_weight_flags(parser, "evaluate in");
   parser
       .value_flag("choices", "FILE",
-                  "a multiple-choice eval file in llm.c's format (dev/data/hellaswag.py's hellaswag_val.bin)",
-                  /*required=*/true)
+                  "a multiple-choice eval file in llm.c's format (dev/data/hellaswag.py's hellaswag_val.bin)")
+      .value_flag("tokens", "FILE", "a token file, or a glob of shards (llm.c's or nanoGPT's format): the mean loss")
+      .value_flag("seq-len", "T", "--tokens: tokens a window feeds the model (default the model's context)")
+      .value_flag("windows", "N", "--tokens: windows read back to back from the start, at most (default 100)")
       .value_flag("batch-tokens", "N", "tokens a forward holds, in rows as long as the longest example (default 8192)");
   if (!parser.parse(args)) {
     fmt::print("{}", parser.help_text());
     return 0;
   }
+  if (!parser.has("choices") && !parser.has("tokens")) {
+    throw_input_error("zerotrain eval: give --choices FILE, --tokens FILE or both");
+  }
   const WeightSource source = resolve_weight_source(parser, "eval");
   const int batch_tokens = parser.get_int("batch-tokens", 8192, 1, 1 << 30);
-  const std::string path = parser.get("choices");
-  const data::ChoiceFile file = data::ChoiceFile::load(path, source.spec.vocab_size());
-  if (file.longest_input() > source.spec.block_size()) {
-    throw_input_error("zerotrain eval: --choices {}: its longest example needs {} positions, over the model's {}", path,
-                      file.longest_input(), source.spec.block_size());
+  // Every file read and checked before the weights load.
+  std::optional<data::ChoiceFile> choices;
+  if (parser.has("choices")) {
+    choices.emplace(data::ChoiceFile::load(parser.get("choices"), source.spec.vocab_size()));
+    if (choices->longest_input() > source.spec.block_size()) {
+      throw_input_error("zerotrain eval: --choices {}: its longest example needs {} positions, over the model's {}",
+                        choices->path(), choices->longest_input(), source.spec.block_size());
+    }
+  }
+  std::optional<data::TokenCorpus> corpus;
+  const int T = parser.get_int("seq-len", source.context, 1, source.spec.block_size());
+  std::int64_t windows = 0;
+  if (parser.has("tokens")) {
+    corpus.emplace(data::TokenCorpus::open_shards({parser.get("tokens")}, data::TokenFileFormat::kAuto,
+                                                  source.spec.vocab_size(), "--tokens"));
+    windows = std::min<std::int64_t>(parser.get_int("windows", 100, 1, 1 << 30),
+                                     corpus->window_count(data::SampleOrder::kSequential, T));
+    if (windows == 0) {
+      throw_input_error("zerotrain eval: --tokens {}: no window of {} tokens (--seq-len {} and its next token)",
+                        parser.get("tokens"), T + 1, T);
+    }
   }
   StandaloneModel model(source);
-  const ChoiceScore score = score_choices(
-      file, [&](int rows, int seq_len) { return model.build(rows, seq_len); }, model.store(), model.comm(),
-      batch_tokens);
-  fmt::print("{}: {}/{} correct = {:.4f} (each completion's mean loss given its context, the lowest the answer)\n",
-             path, score.correct, score.examples, score.accuracy());
+  if (choices) {
+    const ChoiceScore score = score_choices(
+        *choices, [&](int rows, int seq_len) { return model.build(rows, seq_len); }, model.store(), model.comm(),
+        batch_tokens);
+    fmt::print("{}: {}/{} correct = {:.4f} (each completion's mean loss given its context, the lowest the answer)\n",
+               choices->path(), score.correct, score.examples, score.accuracy());
+  }
+  if (corpus) {
+    const double loss = token_loss(model, *corpus, T, windows, batch_tokens);
+    fmt::print("{}: loss {:.6f} (perplexity {:.3f}) over {} windows of {} tokens\n", parser.get("tokens"), loss,
+               std::exp(loss), windows, T);
+  }
   return 0;
 }
 

@@ -1,0 +1,145 @@
+#!/usr/bin/env python3
+"""tools/prepare_choices.py: HellaSwag-style JSONL into llm.c's eval file with a tokenizer.json
+(a byte-level BPE trained here on tinyshakespeare; nothing downloaded):
+
+  * each example's words as llm.c's write_evalfile lays them out, the context as the tokenizer
+    encodes it and each ending with a space before it (llm.c's hellaswag.py rendering), a label
+    given as text read as its index;
+  * `zerotrain eval --from` a random GPT2LMHeadModel scores the file as llm.c's hellaswag.py's
+    acc_norm does with transformers (each ending's mean loss given its context, the lowest the
+    answer);
+  * a line without endings, a label past them and a missing input are refused in one line,
+    leaving no output file.
+
+usage: prepare_choices_test.py PATH/TO/zerotrain   (run with .venv-hf's python)
+"""
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.dirname(HERE))
+from check_report import Checks  # noqa: E402
+from hf_env import require_hf  # noqa: E402
+
+require_hf("torch", "transformers", "tokenizers")
+import torch  # noqa: E402
+import transformers  # noqa: E402
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers  # noqa: E402
+
+TEXT = os.path.join(ROOT, "..", "shared", "data", "tinyshakespeare.txt")
+SCRIPT = os.path.join(ROOT, "tools", "prepare_choices.py")
+EXAMPLES = [
+    {"ctx": "ROMEO: But soft, what light", "endings": ["through yonder window breaks.", "is the sun.",
+                                                       "my lord, I pray you.", "and the night."], "label": 0},
+    {"ctx": "JULIET: O Romeo, Romeo,", "endings": ["wherefore art thou Romeo?", "good night.",
+                                                   "the king is dead.", "come hither."], "label": "0"},
+    {"ctx": "First Citizen: Before we proceed any further,", "endings": ["hear me speak.", "all: speak, speak.",
+                                                                          "you are all resolved.", "let us kill him."],
+     "label": 2},
+    {"ctx": "KING HENRY:", "endings": ["Once more unto the breach", "What say you?", "Ay, my lord."], "label": 1},
+]
+
+
+def read_choice_file(path):
+    with open(path, "rb") as f:
+        header = struct.unpack("<256i", f.read(1024))
+        body = f.read()
+    words = list(struct.unpack(f"<{len(body) // 2}H", body))
+    out, at = [], 0
+    for _ in range(header[2]):
+        start, nbytes, index, label, n = words[at:at + 5]
+        at += 5
+        ctx = words[at + 1:at + 1 + words[at]]
+        at += 1 + len(ctx)
+        ends = []
+        for _ in range(n):
+            ends.append(words[at + 1:at + 1 + words[at]])
+            at += 1 + len(ends[-1])
+        out.append({"start": start, "bytes": nbytes, "index": index, "label": label, "ctx": ctx, "endings": ends})
+    return header, out, at == len(words)
+
+
+def main():
+    binary = sys.argv[1]
+    checks = Checks()
+    check = checks.check
+    work = tempfile.mkdtemp(prefix="zt_choices_")
+    with open(TEXT, encoding="utf-8") as f:
+        docs = [d for d in f.read().split("\n\n") if d.strip()]
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.train_from_iterator(docs, trainers.BpeTrainer(vocab_size=400, special_tokens=["<|endoftext|>"],
+                                                      initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                                      show_progress=False))
+    tok_path = os.path.join(work, "tokenizer.json")
+    tok.save(tok_path)
+    jsonl = os.path.join(work, "hellaswag_val.jsonl")
+    with open(jsonl, "w") as f:
+        for ex in EXAMPLES:
+            f.write(json.dumps(ex) + "\n\n")
+    out = os.path.join(work, "choices.bin")
+    p = subprocess.run([sys.executable, SCRIPT, "--tokenizer", tok_path, "--out", out, jsonl], capture_output=True,
+                       text=True, timeout=120)
+    if not check(p.returncode == 0 and os.path.exists(out), f"prepare_choices writes the file ({p.stdout}{p.stderr})"):
+        return checks.finish()
+    header, got, whole = read_choice_file(out)
+    want = [{"ctx": tok.encode(ex["ctx"]).ids, "endings": [tok.encode(" " + e).ids for e in ex["endings"]],
+             "label": int(ex["label"])} for ex in EXAMPLES]
+    check(header[:4] == (20240522, 1, 4, max(g["bytes"] for g in got)) and whole,
+          f"llm.c's header (magic, version, count, longest example) and nothing after the examples ({header[:4]})")
+    check(all(g["start"] == 65535 and g["index"] == i and
+              g["bytes"] == 2 * (6 + len(g["ctx"]) + sum(1 + len(e) for e in g["endings"])) for i, g in enumerate(got)),
+          "each example starts with 65535, its bytes and its index")
+    check([{k: g[k] for k in ("ctx", "endings", "label")} for g in got] == want,
+          "the context as the tokenizer encodes it, each ending after a space, the label (text or number) as its index")
+
+    # zerotrain eval on a random GPT-2 against llm.c's acc_norm computed with transformers.
+    torch.manual_seed(0)
+    model = transformers.GPT2LMHeadModel(transformers.GPT2Config(vocab_size=400, n_positions=64, n_embd=32,
+                                                                 n_layer=2, n_head=2)).eval()
+    folder = os.path.join(work, "gpt2")
+    model.save_pretrained(folder, safe_serialization=True)
+    shutil.copy(tok_path, folder)
+    correct = 0
+    with torch.no_grad():
+        for w in want:
+            means = []
+            for e in w["endings"]:
+                seq = torch.tensor([w["ctx"] + e])
+                losses = torch.nn.functional.cross_entropy(model(seq).logits[0, :-1].double(), seq[0, 1:],
+                                                           reduction="none")
+                means.append(losses[len(w["ctx"]) - 1:].mean().item())
+            correct += min(range(len(means)), key=lambda k: means[k]) == w["label"]
+    p = subprocess.run([binary, "eval", "--from", folder, "--choices", out], capture_output=True, text=True,
+                       timeout=120)
+    check(p.returncode == 0 and f"{out}: {correct}/4 correct" in p.stdout,
+          f"zerotrain eval scores {correct}/4 as llm.c's acc_norm on transformers ({p.stdout.strip()} {p.stderr.strip()})")
+
+    for what, line in (("no endings", {"ctx": "A man", "label": 0}),
+                       ("a label past the endings", {"ctx": "A man", "endings": ["a", "b"], "label": 2})):
+        bad = os.path.join(work, "bad.jsonl")
+        with open(bad, "w") as f:
+            f.write(json.dumps(EXAMPLES[0]) + "\n" + json.dumps(line) + "\n")
+        bad_out = os.path.join(work, "bad.bin")
+        p = subprocess.run([sys.executable, SCRIPT, "--tokenizer", tok_path, "--out", bad_out, bad],
+                           capture_output=True, text=True, timeout=120)
+        lines = p.stderr.strip().splitlines()
+        check(p.returncode != 0 and len(lines) == 1 and f"{bad}:2" in lines[0] and not os.path.exists(bad_out),
+              f"{what}: refused in one line naming the line, no file written ({lines})")
+    p = subprocess.run([sys.executable, SCRIPT, "--tokenizer", tok_path, "--out", os.path.join(work, "x.bin"),
+                        os.path.join(work, "missing.jsonl")], capture_output=True, text=True, timeout=60)
+    lines = p.stderr.strip().splitlines()
+    check(p.returncode != 0 and len(lines) == 1 and "missing.jsonl" in lines[0],
+          f"a missing input is refused in one line ({lines})")
+    return checks.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,109 @@
+#!/usr/bin/env python3
+"""Multiple-choice examples (HellaSwag's JSONL: "ctx", "endings", "label") into llm.c's eval file
+format, which `data.choice_file` and `zerotrain eval --choices` read, with a Hugging Face
+tokenizer.json: the context as the tokenizer encodes it, each ending with a space before it (as
+llm.c's dev/data/hellaswag.py renders them for GPT-2's tokenizer, so a word of the ending is one
+of the tokenizer's space-led words). The file: a header of 256 int32 (magic 20240522, version 1,
+the number of examples, the longest example's bytes), then each example as uint16 words (65535,
+its bytes, its index, the label, the number of endings, the context's length and tokens, each
+ending's length and tokens). uint16 tokens, so the tokenizer's vocabulary must be below 65,535
+(GPT-2's is; Llama 3's is not). Written to a temporary name and renamed, so a failure leaves no
+partial file. Needs the `tokenizers` package (tools/setup.sh installs it in .venv-hf); nothing is
+downloaded: get hellaswag_val.jsonl yourself.
+
+usage: prepare_choices.py --tokenizer tokenizer.json --out hellaswag_val.bin [--context-key ctx]
+                          [--endings-key endings] [--label-key label] INPUT.jsonl
+"""
+import argparse
+import json
+import os
+import struct
+import sys
+
+MAGIC, VERSION, START = 20240522, 1, 65535
+
+
+def fail(message):
+    sys.exit(f"prepare_choices: {message}")
+
+
+def examples(path, keys):
+    """Yields (line number, context, endings, label) for each non-blank line."""
+    context_key, endings_key, label_key = keys
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                doc = json.loads(line)
+            except json.JSONDecodeError as e:
+                fail(f"{path}:{n}: not JSON ({e.msg})")
+            if not isinstance(doc, dict):
+                fail(f"{path}:{n}: not a JSON object")
+            context, endings, label = doc.get(context_key), doc.get(endings_key), doc.get(label_key)
+            if not isinstance(context, str) or not context:
+                fail(f"{path}:{n}: no text under \"{context_key}\" (--context-key)")
+            if not isinstance(endings, list) or len(endings) < 2 or not all(isinstance(e, str) and e for e in endings):
+                fail(f"{path}:{n}: \"{endings_key}\" is not a list of two or more texts (--endings-key)")
+            if isinstance(label, str) and label.isdigit():
+                label = int(label)  # HellaSwag's test split keeps labels as text
+            if not isinstance(label, int) or isinstance(label, bool) or not 0 <= label < len(endings):
+                fail(f"{path}:{n}: \"{label_key}\" is not the index of one of its {len(endings)} endings (--label-key)")
+            yield n, context, endings, label
+
+
+def example_words(index, label, context, endings):
+    words = [START, 0, index % 65536, label, len(endings), len(context), *context]
+    for ending in endings:
+        words += [len(ending), *ending]
+    words[1] = 2 * len(words)
+    return words
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tokenizer", required=True)
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--context-key", default="ctx")
+    parser.add_argument("--endings-key", default="endings")
+    parser.add_argument("--label-key", default="label")
+    parser.add_argument("input")
+    args = parser.parse_args()
+    for path in (args.tokenizer, args.input):
+        if not os.path.isfile(path):
+            fail(f"{path}: no such file")
+    try:
+        from tokenizers import Tokenizer
+    except ImportError:
+        fail("the `tokenizers` package is not installed (tools/setup.sh puts it in .venv-hf)")
+    try:
+        tok = Tokenizer.from_file(args.tokenizer)
+    except Exception as e:  # the library's own error types vary by version
+        fail(f"{args.tokenizer}: not a tokenizer.json ({str(e).splitlines()[0]})")
+    if tok.get_vocab_size() >= START:
+        fail(f"{args.tokenizer}: {tok.get_vocab_size()} tokens, too many for the format's uint16 tokens (below {START})")
+
+    words, count, longest = [], 0, 0
+    for n, context, endings, label in examples(args.input, (args.context_key, args.endings_key, args.label_key)):
+        ctx = tok.encode(context, add_special_tokens=False).ids
+        ends = [tok.encode(" " + e, add_special_tokens=False).ids for e in endings]
+        if not ctx or not all(ends):
+            fail(f"{args.input}:{n}: the context or an ending encodes to no tokens")
+        ex = example_words(count, label, ctx, ends)
+        if max(ex[4:]) >= START or ex[1] >= 65536:
+            fail(f"{args.input}:{n}: the example is too long for the format ({ex[1]} bytes; at most 65,535)")
+        words += ex
+        longest = max(longest, ex[1])
+        count += 1
+    if count == 0:
+        fail(f"{args.input}: no examples")
+    tmp = args.out + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(struct.pack("<256i", MAGIC, VERSION, count, longest, *([0] * 252)))
+        f.write(struct.pack(f"<{len(words)}H", *words))
+    os.replace(tmp, args.out)
+    print(f"wrote {count} examples ({len(words) * 2 + 1024} bytes, longest {longest} bytes) to {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -23,12 +23,11 @@ from check_report import Checks  # noqa: E402
 from recipe_steps import TEXT, export_hf, prepare_tokens, sample, validation_tokens  # noqa: E402
 from run_dir_util import train_records  # noqa: E402
 
-from hf_env import require_hf  # noqa: E402
+from hf_env import require_hf, train_byte_level_bpe  # noqa: E402
 
 require_hf()
 import torch  # noqa: E402
 import transformers  # noqa: E402
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers  # noqa: E402
 
 T = 32
 
@@ -49,13 +48,7 @@ def main():
     gpt2 = os.path.join(work, "gpt2")  # stands in for the downloaded folder
     with open(TEXT, encoding="utf-8") as f:
         text = f.read()
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    tok.train_from_iterator([text[i:i + 5000] for i in range(0, len(text), 5000)],
-                            trainers.BpeTrainer(vocab_size=512, special_tokens=["<|endoftext|>"],
-                                                initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-                                                show_progress=False))
+    tok = train_byte_level_bpe([text[i:i + 5000] for i in range(0, len(text), 5000)], 512)
     torch.manual_seed(0)
     model = transformers.GPT2LMHeadModel(transformers.GPT2Config(vocab_size=512, n_positions=64, n_embd=64, n_layer=2,
                                                                  n_head=2))

@@ -24,12 +24,11 @@ sys.path.insert(0, os.path.dirname(HERE))
 from check_report import Checks  # noqa: E402
 from run_dir_util import train_records  # noqa: E402
 
-from hf_env import require_hf  # noqa: E402
+from hf_env import require_hf, train_byte_level_bpe  # noqa: E402
 
 require_hf()
 import torch  # noqa: E402
 import transformers  # noqa: E402
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers  # noqa: E402
 
 TEXT = os.path.join(ROOT, "..", "shared", "data", "tinyshakespeare.txt")
 
@@ -45,12 +44,7 @@ def main():
 
     tok_dir = os.path.join(work, "tokenizer")
     os.makedirs(tok_dir)
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    tok.train_from_iterator(docs, trainers.BpeTrainer(vocab_size=512, special_tokens=["<|endoftext|>"],
-                                                      initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-                                                      show_progress=False))
+    tok = train_byte_level_bpe(docs, 512)
     tok.save(os.path.join(tok_dir, "tokenizer.json"))
     with open(os.path.join(tok_dir, "tokenizer_config.json"), "w") as f:
         json.dump({"tokenizer_class": "PreTrainedTokenizerFast", "eos_token": "<|endoftext|>",

@@ -26,7 +26,6 @@ import argparse
 import json
 import os
 import random
-import struct
 import subprocess
 import sys
 import tempfile
@@ -34,23 +33,10 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 from check_report import Checks  # noqa: E402
+from choice_file_util import write_choice_file  # noqa: E402
 from cuda_presence import require_cuda_device  # noqa: E402
 
 CONTEXT = 64
-
-
-def write_choice_file(path, examples):
-    """llm.c's eval file layout (tests/trainer/choice_eval_test.py writes the same)."""
-    words = []
-    for i, (label, context, completions) in enumerate(examples):
-        ex = [65535, 0, i, label, len(completions), len(context), *context]
-        for c in completions:
-            ex += [len(c), *c]
-        ex[1] = 2 * len(ex)
-        words += ex
-    with open(path, "wb") as f:
-        f.write(struct.pack("<256i", 20240522, 1, len(examples), *([0] * 253)))
-        f.write(struct.pack(f"<{len(words)}H", *words))
 
 
 def main():

@@ -25,12 +25,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.dirname(HERE))
 from check_report import Checks  # noqa: E402
-from hf_env import require_hf  # noqa: E402
+from hf_env import require_hf, train_byte_level_bpe  # noqa: E402
 
 require_hf("torch", "transformers", "tokenizers")
 import torch  # noqa: E402
 import transformers  # noqa: E402
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers  # noqa: E402
 
 TEXT = os.path.join(ROOT, "..", "shared", "data", "tinyshakespeare.txt")
 SCRIPT = os.path.join(ROOT, "tools", "prepare_choices.py")
@@ -72,12 +71,7 @@ def main():
     work = tempfile.mkdtemp(prefix="zt_choices_")
     with open(TEXT, encoding="utf-8") as f:
         docs = [d for d in f.read().split("\n\n") if d.strip()]
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    tok.train_from_iterator(docs, trainers.BpeTrainer(vocab_size=400, special_tokens=["<|endoftext|>"],
-                                                      initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-                                                      show_progress=False))
+    tok = train_byte_level_bpe(docs, 400)
     tok_path = os.path.join(work, "tokenizer.json")
     tok.save(tok_path)
     jsonl = os.path.join(work, "hellaswag_val.jsonl")

@@ -31,6 +31,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.dirname(HERE))
 from check_report import Checks  # noqa: E402
+from choice_file_util import write_choice_file  # noqa: E402
 from run_dir_util import train_records  # noqa: E402
 
 from hf_env import require_hf  # noqa: E402
@@ -40,22 +41,6 @@ import torch  # noqa: E402
 import transformers  # noqa: E402
 
 TEXT = os.path.join(ROOT, "..", "shared", "data", "tinyshakespeare.txt")
-
-
-def write_choice_file(path, examples):
-    """llm.c's write_evalfile layout: a 256-int32 header, then each example's uint16 words."""
-    words, longest = [], 0
-    for i, (label, context, completions) in enumerate(examples):
-        ex = [65535, 0, i, label, len(completions), len(context), *context]
-        for c in completions:
-            ex += [len(c), *c]
-        ex[1] = 2 * len(ex)
-        longest = max(longest, ex[1])
-        words += ex
-    header = [20240522, 1, len(examples), longest] + [0] * 252
-    with open(path, "wb") as f:
-        f.write(struct.pack("<256i", *header))
-        f.write(struct.pack(f"<{len(words)}H", *words))
 
 
 def main():

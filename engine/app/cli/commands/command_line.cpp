@@ -18,7 +18,7 @@ constexpr const char* kUsage =
     "  train         train a GPT model from a JSON config\n"
     "  prepare       turn a text file into a vocabulary and train/val token files\n"
     "  sample        generate text from a run's final weights, a checkpoint or pretrained weights\n"
-    "  eval          score saved weights on a multiple-choice eval file (HellaSwag)\n"
+    "  eval          score saved weights: multiple-choice accuracy (HellaSwag), loss on a token file\n"
     "  debug-state   one forward/backward on a deterministic batch, every tensor to safetensors\n"
     "  memory        predicted bytes per rank for ZeRO stages 0-3 (a config, or a parameter count)\n"
     "  plan          what fits a memory budget per rank, fastest first, and a --set line for it\n"

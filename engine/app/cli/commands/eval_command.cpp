@@ -49,7 +49,7 @@ double token_loss(StandaloneModel& model, const data::TokenCorpus& corpus, int T
 }  // namespace
 
 int eval_main(const std::vector<std::string>& args) {
-  ArgParser parser("eval", "Score a model's saved weights on a multiple-choice eval file (HellaSwag).");
+  ArgParser parser("eval", "Score saved weights: multiple-choice accuracy (HellaSwag) and the loss on a token file.");
   add_weight_flags(parser, "evaluate in");
   parser
       .value_flag("choices", "FILE",

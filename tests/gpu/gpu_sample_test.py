@@ -2,11 +2,10 @@
 """`zerotrain sample --device cuda` against the same command on the CPU: a GPT-2 (fp32 parameters)
 and a Llama (bf16 parameters, grouped-query attention) trained a few steps on the CPU, then sampled
 from the run's final weights (--run), from its checkpoint (--ckpt) and from the checkpoint's Hugging
-Face export (--from) at temperature 1 over the
-whole vocabulary (varied text from a barely trained model; each draw's uniform number comes from
-Philox at the seed and position on either device, so the texts could differ only where a logit's
-rounding moved a boundary of the cumulative distribution across a draw, about one in 10^4 draws
-with fp32 logits agreeing to 1e-6):
+Face export (--from) at temperature 1 over the whole vocabulary (varied text from a barely trained
+model; each draw's uniform number comes from Philox at the seed and position on either device, so
+the texts could differ only where a logit's rounding moved a boundary of the cumulative
+distribution across a draw, about one in 10^4 draws with fp32 logits agreeing to 1e-6):
 
   * through the key/value cache (the prompt and the draws fit the context) from each source, and
     from the checkpoint with the window sliding past it, on the GPU the same text as on the CPU

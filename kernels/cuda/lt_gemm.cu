@@ -9,10 +9,12 @@
 // with GELU epilogues ran at 482-502 TFLOP/s against 681 for plain ones (c17e257). With
 // KernelResources::timed_gemm_search (runs that need not repeat bit for bit), the first call of a
 // configuration asks for up to kCandidates algorithms, runs each on the call's own operands (a
-// warm-up, then the best of kTimedRuns timed by events on the stream) and keeps the fastest; the
-// call itself then runs it, so its result is the kept algorithm's. A call whose output is pure
-// output (beta 0, or beta 1 with C apart from D: a residual added in the epilogue) times its
-// candidates in place: a rerun writes the same D and aux. A call that adds
+// warm-up, then the best of kTimedRounds rounds of kRunsPerRound runs back to back, timed by
+// events on the stream: a lone run after the stream went idle would count the host's launch of
+// it, a few microseconds that can outweigh two candidates' difference on a small product) and
+// keeps the fastest; the call itself then runs it, so its result is the kept algorithm's. A call
+// whose output is pure output (beta 0, or beta 1 with C apart from D: a residual added in the
+// epilogue) times its candidates in place: a rerun writes the same D and aux. A call that adds
 // into D (beta 1: the weight gradients, half of a step's backward products) would add once per run,
 // so its candidates write into scratch instead (out of place: C the real D, read only, D the
 // scratch, the same bytes moved as in place). An output over KernelResources::
@@ -58,7 +60,8 @@ struct LtDescriptors {
 // How many candidates a search asks the heuristic for (it may offer fewer). 16: the profile's
 // gemm_searches say whether any beyond the 8 of the first searches wins.
 constexpr int kCandidates = 16;
-constexpr int kTimedRuns = 3;
+constexpr int kTimedRounds = 2;
+constexpr int kRunsPerRound = 2;
 
 // The matrix g adds where beta is not 0: g.C, else D itself.
 const void* added(const LtGemm& g) { return g.C != nullptr ? g.C : g.D; }
@@ -115,13 +118,13 @@ Timed fastest_algorithm(const ExecContext& ctx, const LtGemm& g, const LtDescrip
     if (out_of_place && !writes_apart_from_c(candidates[i].algo)) continue;
     auto run = [&] { return matmul(ctx, g, desc, candidates[i].algo, ws_bytes, out); };
     if (run() != CUBLAS_STATUS_SUCCESS) continue;  // a candidate that refuses these operands
-    float ms = -1.0f;
-    for (int r = 0; r < kTimedRuns; ++r) {
+    float ms = -1.0f;                              // per run, the best round's
+    for (int r = 0; r < kTimedRounds; ++r) {
       start.record(stream);
-      ZT_CUDA_CHECK(run());
+      for (int k = 0; k < kRunsPerRound; ++k) ZT_CUDA_CHECK(run());
       stop.record(stream);
       stop.synchronize();
-      const float elapsed = cuda::CudaEvent::elapsed_ms(start, stop);
+      const float elapsed = cuda::CudaEvent::elapsed_ms(start, stop) / kRunsPerRound;
       ms = ms < 0.0f ? elapsed : std::min(ms, elapsed);
     }
     ++t.ran;

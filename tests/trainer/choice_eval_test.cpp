@@ -76,9 +76,10 @@ TEST(ChoiceEval, RowsAreCutEvenlyAcrossRanksAndForwards) {
   const int T = f.longest_input();
   for (int world : {1, 2, 3, 4, 64}) {
     for (std::int64_t tokens : {std::int64_t{1}, std::int64_t{3} * T, std::int64_t{1000} * T}) {
-      const ChoicePlan p = plan_choices(f, world, tokens);
+      const ChoicePlan p = plan_choices(f, world, tokens, 64);
       SCOPED_TRACE(::testing::Message() << world << " ranks, " << tokens << " tokens a forward");
-      EXPECT_EQ(p.seq_len, T);
+      EXPECT_EQ(p.seq_len, 64);  // the longest input rounded up to the attention kernels' tile
+      EXPECT_EQ(plan_choices(f, world, tokens, T).seq_len, T);  // within the model's context
       EXPECT_GE(p.rows_per_rank * world, f.rows());
       EXPECT_LT((p.rows_per_rank - 1) * world, f.rows());
       EXPECT_GE(p.rows_per_forward, 1);
@@ -164,7 +165,7 @@ TEST(ChoiceEval, ScoresAsEachRowAloneAtEveryBatching) {
     const std::int64_t T = f.longest_input();
     for (std::int64_t tokens : {std::int64_t{1}, 5 * T, 1000 * T}) {
       const ChoiceScore score = score_choices(
-          f, [&](int rows, int seq_len) { return s.build(rows, seq_len); }, s.store, s.comm, tokens);
+          f, [&](int rows, int seq_len) { return s.build(rows, seq_len); }, s.store, s.comm, tokens, 16);
       EXPECT_EQ(score.examples, 12);
       EXPECT_EQ(score.correct, 6) << tokens << " tokens a forward";
     }

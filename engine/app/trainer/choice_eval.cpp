@@ -44,9 +44,11 @@ std::pair<int, int> fill_row(const data::ChoiceExample& x, int completion, int T
 
 }  // namespace
 
-ChoicePlan plan_choices(const data::ChoiceFile& file, int world, std::int64_t tokens_per_forward) {
+ChoicePlan plan_choices(const data::ChoiceFile& file, int world, std::int64_t tokens_per_forward, int context) {
+  ZT_CHECK(file.longest_input() <= context, "{}: an example of {} positions in a model of {}", file.path(),
+           file.longest_input(), context);
   ChoicePlan p;
-  p.seq_len = std::max(1, file.longest_input());
+  p.seq_len = std::max(file.longest_input(), std::min(context, (file.longest_input() + 63) / 64 * 64));
   p.rows_per_rank = (file.rows() + world - 1) / world;
   p.rows_per_forward = static_cast<int>(
       std::clamp<std::int64_t>(tokens_per_forward / p.seq_len, 1, std::max<std::int64_t>(1, p.rows_per_rank)));
@@ -55,8 +57,8 @@ ChoicePlan plan_choices(const data::ChoiceFile& file, int world, std::int64_t to
 }
 
 ChoiceScore score_choices(const data::ChoiceFile& file, const ChoiceModelBuilder& build, ParamStore& store,
-                          Communicator& comm, std::int64_t tokens_per_forward) {
-  const ChoicePlan plan = plan_choices(file, comm.world_size(), tokens_per_forward);
+                          Communicator& comm, std::int64_t tokens_per_forward, int context) {
+  const ChoicePlan plan = plan_choices(file, comm.world_size(), tokens_per_forward, context);
   const std::vector<RowRef> rows = rows_of(file);
   const int B = plan.rows_per_forward, T = plan.seq_len;
   const std::int64_t first = std::min<std::int64_t>(file.rows(), comm.rank() * plan.rows_per_rank);

@@ -26,21 +26,22 @@ using ChoiceModelBuilder = std::function<std::unique_ptr<LanguageModel>(int rows
 
 // How an evaluation of `file` is cut across `world` ranks: each rank scores a contiguous run of at
 // most rows_per_rank rows, in forwards of rows_per_forward rows of seq_len tokens (the longest
-// input), as many tokens a forward as `tokens_per_forward` allows (a training micro-batch's, so no
-// forward holds more activations than a step), and every rank runs the same `forwards`, stage 3's
-// gathers being collective.
+// input rounded up to a multiple of 64, the attention kernels' tile, within the model's
+// `context`), as many tokens a forward as `tokens_per_forward` allows (a training micro-batch's,
+// so no forward holds more activations than a step), and every rank runs the same `forwards`,
+// stage 3's gathers being collective.
 struct ChoicePlan {
   std::int64_t rows_per_rank = 0;
   int rows_per_forward = 1;
   int seq_len = 1;
   std::int64_t forwards = 0;
 };
-ChoicePlan plan_choices(const data::ChoiceFile& file, int world, std::int64_t tokens_per_forward);
+ChoicePlan plan_choices(const data::ChoiceFile& file, int world, std::int64_t tokens_per_forward, int context);
 
 // Every rank calls it (the forwards are collective where the store is sharded) and gets the same
 // score: each row's mean loss from the rank that scored it, the others' zeros, summed over `comm`
 // (exact: one value and zeros).
 ChoiceScore score_choices(const data::ChoiceFile& file, const ChoiceModelBuilder& build, ParamStore& store,
-                          Communicator& comm, std::int64_t tokens_per_forward);
+                          Communicator& comm, std::int64_t tokens_per_forward, int context);
 
 }  // namespace zt

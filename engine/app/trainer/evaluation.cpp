@@ -31,8 +31,9 @@ void evaluate(TrainerState& s, int step, TrainSummary& summary) {
       b.batch = rows;
       return make_model(c.model_spec(), b, s.tracker, s.ctx);
     };
-    const ChoiceScore score = score_choices(*s.data.choices(), build, s.store, s.comm,
-                                            static_cast<std::int64_t>(B) * static_cast<std::int64_t>(T));
+    const ChoiceScore score =
+        score_choices(*s.data.choices(), build, s.store, s.comm,
+                      static_cast<std::int64_t>(B) * static_cast<std::int64_t>(T), c.model.block_size);
     summary.choice_accuracy = score.accuracy();
     summary.choice_correct = score.correct;
     summary.choice_examples = score.examples;

@@ -57,7 +57,9 @@ int eval_main(const std::vector<std::string>& args) {
       .value_flag("tokens", "FILE", "a token file, or a glob of shards (llm.c's or nanoGPT's format): the mean loss")
       .value_flag("seq-len", "T", "--tokens: tokens a window feeds the model (default the model's context)")
       .value_flag("windows", "N", "--tokens: windows read back to back from the start, at most (default 100)")
-      .value_flag("batch-tokens", "N", "tokens a forward holds, in rows as long as the longest example (default 8192)");
+      .value_flag("batch-tokens", "N",
+                  "tokens a forward holds (default 8192): --choices in rows of the longest example rounded up to 64 "
+                  "positions, --tokens in windows");
   if (!parser.parse(args)) {
     fmt::print("{}", parser.help_text());
     return 0;
@@ -93,7 +95,7 @@ int eval_main(const std::vector<std::string>& args) {
   if (choices) {
     const ChoiceScore score = score_choices(
         *choices, [&](int rows, int seq_len) { return model.build(rows, seq_len); }, model.store(), model.comm(),
-        batch_tokens);
+        batch_tokens, source.spec.block_size());
     fmt::print("{}: {}/{} correct = {:.4f} (each completion's mean loss given its context, the lowest the answer)\n",
                choices->path(), score.correct, score.examples, score.accuracy());
   }

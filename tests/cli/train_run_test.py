@@ -6,6 +6,7 @@
     the loss falls; `sample --run` generates text from the final weights, the run's own last
     sample (a bf16 run's in bf16, as `--dtype bf16`), and `--device cuda` without a GPU refuses in
     one line;
+  * optim.decay = "wsd" logs the warmup-stable-decay rates step by step;
   * the same config twice gives bitwise the same losses (deterministic batches, init, kernels);
   * a non-finite gradient (injected through ZT_TEST_NONFINITE_AT_STEP) stops the run with exit 1
     and writes no weights, or with train.nonfinite=skip skips that step and finishes with finite
@@ -111,6 +112,17 @@ def main():
     ok, logged, printed = logged_sample_matches(run_bf16, 30, 120, ["--dtype", "bf16"])
     check(p.returncode == 0 and ok,
           f"a bf16 run samples in bf16: sample --run --dtype bf16 draws its last sample ({logged!r} / {printed!r})")
+
+    # optim.decay = "wsd": warmup, the peak held, then 1 - sqrt down to min_lr over the last half.
+    run_w = os.path.join(work, "wsd")
+    p = run(binary, ["train", "--config", config_path, "--run-dir", run_w, "--set", "train.max_steps=10",
+                     "--set", "log.sample_tokens=0", "--set", "optim.decay=wsd", "--set", "optim.cooldown_fraction=0.5",
+                     "--set", "optim.warmup_steps=2", "--set", "optim.lr=0.01", "--set", "optim.min_lr=0.001"])
+    def wsd(i):  # optimizer step i (0-based); cooldown from max(2, 10 - 5) = 5
+        return 0.01 * (i + 1) / 3 if i < 2 else 0.01 if i < 5 else 0.001 + (1 - math.sqrt((i - 5) / 5)) * 0.009
+    lrs = [(r["step"], r["lr"]) for r in records(run_w) if r["type"] == "train"] if p.returncode == 0 else []
+    check(len(lrs) == 10 and all(abs(lr - wsd(step - 1)) <= 1e-6 * wsd(step - 1) for step, lr in lrs),
+          f"optim.decay = wsd: warmup, the peak held, a 1 - sqrt cooldown ({lrs})")
 
     # --device cuda: without a visible GPU, one line naming the device and exit 2, no text (with one,
     # tests/gpu/gpu_sample_test.py holds the GPU's text to this CPU's).

@@ -151,7 +151,19 @@ TEST(RunConfig, OptimizerScheduleAndOtherSectionsAreChecked) {
   expect_error(doc, {"optim.decay_steps = 10"});
   doc = base();
   doc["optim"] = {{"decay", "exponential"}};
-  expect_error(doc, {"optim.decay", "cosine, linear, constant"});
+  expect_error(doc, {"optim.decay", "cosine, linear, constant, wsd"});
+  doc = base();
+  doc["optim"] = {{"cooldown_fraction", 0.3}};
+  expect_error(doc, {"optim.cooldown_fraction", "only with optim.decay = \"wsd\"", "cosine"});
+  doc = base();
+  doc["optim"] = {{"decay", "wsd"}, {"cooldown_fraction", 1.5}};
+  expect_error(doc, {"optim.cooldown_fraction", "out of range"});
+  doc = base();
+  doc["optim"] = {{"decay", "wsd"}, {"cooldown_fraction", 0.3}};
+  const RunConfig wsd = parse_run_config(doc, "wsd.json", 1);
+  EXPECT_EQ(wsd.optim.cooldown_fraction, 0.3);
+  EXPECT_EQ(wsd.to_json()["optim"]["cooldown_fraction"], 0.3);  // saved where read ...
+  EXPECT_FALSE(parse_run_config(base(), "cosine.json", 1).to_json()["optim"].contains("cooldown_fraction"));  // only
   doc = base();
   doc["zero"] = {{"stage", 4}};
   expect_error(doc, {"zero.stage", "out of range"});

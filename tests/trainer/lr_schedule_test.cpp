@@ -27,6 +27,26 @@ TEST(LrSchedule, CosineDecaysToTheFloorAndStaysThere) {
   for (int step = 101; step < 5000; step += 37) EXPECT_LE(s.at(step), s.at(step - 1)) << step;
 }
 
+// WSD (llm.c's, Hägele et al.'s 1 - sqrt cooldown): the warmup ramp, the peak held, then the last
+// fraction of decay_steps falling to the floor, which it keeps.
+TEST(LrSchedule, WarmupStableDecayHoldsThePeakThenCoolsDownBySqrt) {
+  const LrSchedule s(1e-3f, 1e-4f, 100, 1000, LrSchedule::Decay::kWsd, 0.2);
+  EXPECT_EQ(s.cooldown_start(), 800);
+  EXPECT_FLOAT_EQ(s.at(49), 1e-3f * 50 / 101);  // the same ramp
+  EXPECT_FLOAT_EQ(s.at(100), 1e-3f);
+  EXPECT_FLOAT_EQ(s.at(799), 1e-3f);
+  EXPECT_FLOAT_EQ(s.at(800), 1e-3f);                // r = 0
+  EXPECT_NEAR(s.at(850), 1e-4 + 0.5 * 9e-4, 1e-9);  // r = 1/4: 1 - sqrt(r) = 1/2
+  EXPECT_NEAR(s.at(999), 1e-4 + (1.0 - std::sqrt(199.0 / 200.0)) * 9e-4, 1e-9);
+  EXPECT_FLOAT_EQ(s.at(1000), 1e-4f);
+  EXPECT_FLOAT_EQ(s.at(5000), 1e-4f);
+  for (int step = 801; step < 1000; step += 7) EXPECT_LT(s.at(step), s.at(step - 1)) << step;
+  // The cooldown never starts inside the warmup, and a fraction of 1 cools down from its end.
+  EXPECT_EQ(LrSchedule(1.0f, 0.0f, 100, 1000, LrSchedule::Decay::kWsd, 1.0).cooldown_start(), 100);
+  EXPECT_EQ(LrSchedule(1.0f, 0.0f, 0, 1000, LrSchedule::Decay::kWsd, 0.0).cooldown_start(), 1000);
+  EXPECT_EQ(LrSchedule::parse_decay("wsd"), LrSchedule::Decay::kWsd);
+}
+
 TEST(LrSchedule, LinearAndConstant) {
   const LrSchedule lin(1.0f, 0.0f, 0, 10, LrSchedule::Decay::kLinear);
   EXPECT_FLOAT_EQ(lin.at(0), 1.0f);

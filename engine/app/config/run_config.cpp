@@ -141,7 +141,13 @@ void read_optim(ConfigReader r, OptimConfig& o, int max_steps) {
   a.weight_decay = static_cast<float>(r.get_double("weight_decay", 0.1, 0.0, 10.0));
   o.min_lr = static_cast<float>(r.get_double("min_lr", a.lr / 10.0, 0.0, 10.0));
   o.warmup_steps = r.get_int("warmup_steps", 0, 0, kMaxSteps);
-  o.decay = r.get_enum("decay", o.decay, {"cosine", "linear", "constant"});
+  o.decay = r.get_enum("decay", o.decay, {"cosine", "linear", "constant", "wsd"});
+  if (r.has("cooldown_fraction") && o.decay != "wsd") {
+    throw_input_error(
+        "config error in {}: optim.cooldown_fraction is read only with optim.decay = \"wsd\" (decay is \"{}\")",
+        r.source_of("cooldown_fraction"), o.decay);
+  }
+  o.cooldown_fraction = r.get_double("cooldown_fraction", o.cooldown_fraction, 0.0, 1.0);
   // By default the decay ends with the run (or with the warmup, for a run shorter than its warmup).
   o.decay_steps = r.get_int("decay_steps", std::max(max_steps, o.warmup_steps), 0, kMaxSteps);
   o.grad_clip = static_cast<float>(r.get_double("grad_clip", 1.0, 0.0, 1e6));
@@ -309,7 +315,7 @@ nlohmann::json RunConfig::model_json() const { return model_section_json(*this);
 
 nlohmann::json RunConfig::to_json() const {
   const AdamWHyper& a = optim.adamw;
-  return {
+  nlohmann::json doc = {
       {"device", std::string(device_name(device))},
       {"model", model_json()},
       {"data",
@@ -381,6 +387,9 @@ nlohmann::json RunConfig::to_json() const {
         {"save_on_signal", checkpoint.save_on_signal},
         {"async", checkpoint.async}}},
   };
+  // Only where it is read, so the configs saved before the key existed compare equal on resume.
+  if (optim.decay == "wsd") doc["optim"]["cooldown_fraction"] = optim.cooldown_fraction;
+  return doc;
 }
 
 }  // namespace zt

@@ -70,9 +70,10 @@ struct OptimConfig {
   AdamWHyper adamw;     // lr is the peak learning rate
   float min_lr = 0.0f;  // floor reached at the end of the decay
   int warmup_steps = 0;
-  std::string decay = "cosine";  // cosine | linear | constant
-  int decay_steps = 0;           // step at which the floor is reached; defaults to train.max_steps
-  float grad_clip = 1.0f;        // global-norm clipping; 0 disables
+  std::string decay = "cosine";    // cosine | linear | constant | wsd
+  int decay_steps = 0;             // step at which the floor is reached; defaults to train.max_steps
+  double cooldown_fraction = 0.2;  // wsd: the share of decay_steps, at its end, that falls to min_lr
+  float grad_clip = 1.0f;          // global-norm clipping; 0 disables
 };
 
 struct LogConfig {

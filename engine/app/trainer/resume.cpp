@@ -97,11 +97,12 @@ nlohmann::json at(const nlohmann::json& doc, const char* section, const char* ke
 }
 
 // The keys besides the global batch whose change changes the trajectory (trajectory_changes).
-constexpr ConfigKey kTrajectoryKeys[] = {{"train", "seed"},     {"train", "seq_len"},     {"model", "dropout"},
-                                         {"optim", "lr"},       {"optim", "min_lr"},      {"optim", "warmup_steps"},
-                                         {"optim", "decay"},    {"optim", "decay_steps"}, {"optim", "beta1"},
-                                         {"optim", "beta2"},    {"optim", "eps"},         {"optim", "weight_decay"},
-                                         {"optim", "grad_clip"}};
+constexpr ConfigKey kTrajectoryKeys[] = {
+    {"train", "seed"},         {"train", "seq_len"},     {"model", "dropout"},
+    {"optim", "lr"},           {"optim", "min_lr"},      {"optim", "warmup_steps"},
+    {"optim", "decay"},        {"optim", "decay_steps"}, {"optim", "cooldown_fraction"},
+    {"optim", "beta1"},        {"optim", "beta2"},       {"optim", "eps"},
+    {"optim", "weight_decay"}, {"optim", "grad_clip"}};
 // And what deterministic mode's bits follow beside them (deterministic_bit_changes).
 constexpr ConfigKey kDeterministicBitKeys[] = {{"train", "deterministic"}, {"train", "micro_batch"}};
 

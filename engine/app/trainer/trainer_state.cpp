@@ -87,7 +87,7 @@ TrainerState::TrainerState(const RunConfig& c, std::string dir, Communicator& co
       optimizer(store, c.optim.adamw, tracker, ctx),
       async_saves(make_async_saves(c, communicator, device_comm.get(), backend.context(), store.table())),
       schedule(c.optim.adamw.lr, c.optim.min_lr, c.optim.warmup_steps, c.optim.decay_steps,
-               LrSchedule::parse_decay(c.optim.decay)),
+               LrSchedule::parse_decay(c.optim.decay), c.optim.cooldown_fraction),
       metrics(root ? std::make_unique<MetricsLog>(run_dir + "/metrics.jsonl", resuming) : nullptr),
       progress(root ? c.log.progress : "quiet", c.log.every_steps),
       inputs(static_cast<std::size_t>(c.train.micro_batch) * c.train.seq_len),

@@ -42,13 +42,21 @@ std::unique_ptr<Communicator> make_launched_nccl_communicator(MemoryTracker& tra
         "no CUDA device (use mpirun for CPU ranks)",
         launch.rank, launch.world_size, launch.source);
   }
-  auto backend =
-      std::make_unique<ComputeBackend>(Device::kCUDA, 1, tracker, cuda_device_for_local_rank(launch.local_rank));
+  // The device context this host-side communicator stages through, on a tracker of its own: its
+  // cuBLASLt workspace is not the run's (the run's memory, measured and predicted, leaves it out);
+  // the collectives' staging is charged to the run's tracker as on any communicator.
+  struct PrivateBackend {
+    MemoryTracker tracker;
+    std::unique_ptr<ComputeBackend> backend;
+  };
+  auto backend = std::make_shared<PrivateBackend>();
+  backend->backend = std::make_unique<ComputeBackend>(Device::kCUDA, 1, backend->tracker,
+                                                      cuda_device_for_local_rank(launch.local_rank));
   const RendezvousOptions rendezvous = rendezvous_from_env(launch);
   std::vector<std::uint8_t> id = share_from_rank0(
       launch, rendezvous, launch.rank == 0 ? make_nccl_unique_id() : std::vector<std::uint8_t>{}, sizeof(ncclUniqueId));
-  auto comm =
-      std::make_unique<NcclCommunicator>(tracker, options, backend->context(), launch.rank, launch.world_size, id);
+  auto comm = std::make_unique<NcclCommunicator>(tracker, options, backend->backend->context(), launch.rank,
+                                                 launch.world_size, id);
   comm->own_backend(std::move(backend));
   return comm;
 }

@@ -61,7 +61,12 @@ struct NcclCommunicator::Impl {
   cuda::CudaStream comm_stream;  // high priority: collectives overlap the compute stream's kernels
   ExecContext comm_ctx;          // ctx with the communication stream: staging casts run there
   ncclComm_t comm = nullptr;
-  std::atomic<bool> failing{false};              // fail() has begun (see there)
+  std::atomic<bool> failing{false};  // fail() has begun (see there)
+  // NCCL lets one thread at a time operate a communicator (its thread-safety rules), and on a
+  // non-blocking one ncclCommGetAsyncError does more than read a status: it joins and frees the
+  // background thread of the last call. The caller's thread holds this around each call and its
+  // settling (enqueue); the watchdog's poll only try-locks it, skipping a round while it is held.
+  std::mutex nccl_mutex;
   std::unique_ptr<CollectiveWatchdog> watchdog;  // last: its thread stops before the rest goes
 
   Impl(MemoryTracker& t, const ExecContext& c, int dev)
@@ -71,9 +76,21 @@ struct NcclCommunicator::Impl {
 
   cudaStream_t compute_stream() const { return static_cast<cudaStream_t>(ctx.cuda_stream); }
 
-  // A non-blocking communicator's calls may return ncclInProgress: poll until they settled.
+  // `call` (NCCL calls on `comm`) and its settling, with nccl_mutex held.
+  template <typename Call>
+  void enqueue(const char* what, double timeout_s, Call&& call) {
+    const std::lock_guard<std::mutex> lock(nccl_mutex);
+    std::forward<Call>(call)();
+    settle(what, timeout_s);
+  }
+
+  // A non-blocking communicator's calls return ncclInProgress while a background thread of NCCL's
+  // launches them (tens of microseconds): poll until they settled, at once and yielding at first,
+  // sleeping only once it takes long (a fixed 1 ms sleep cost every collective a millisecond of
+  // host time, 40 ms a stage-3 micro-batch of GPT-2). nccl_mutex held, or no watchdog yet.
   void settle(const char* what, double timeout_s) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+    const auto start = std::chrono::steady_clock::now();
+    const auto deadline = start + std::chrono::duration<double>(timeout_s);
     for (;;) {
       ncclResult_t state = ncclSuccess;
       ZT_NCCL_CHECK(ncclCommGetAsyncError(comm, &state), comm);
@@ -85,7 +102,13 @@ struct NcclCommunicator::Impl {
         comm = nullptr;
         throw_runtime_error("{} did not finish within {:g} s: a rank is missing or stuck", what, timeout_s);
       }
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      const auto waited = std::chrono::steady_clock::now() - start;
+      if (waited < std::chrono::milliseconds(2)) {
+        std::this_thread::yield();
+      } else {
+        std::this_thread::sleep_for(waited < std::chrono::milliseconds(50) ? std::chrono::microseconds(50)
+                                                                           : std::chrono::microseconds(1000));
+      }
     }
   }
 
@@ -279,8 +302,11 @@ NcclCommunicator::NcclCommunicator(NcclCommunicator& parent, int color, int key)
   impl_ = std::make_unique<Impl>(parent.impl_->tracker, parent.impl_->ctx, parent.impl_->device);
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;  // as the parent: a rank that never splits is a timeout, not a hang
-  ZT_NCCL_CHECK(ncclCommSplit(parent.impl_->comm, color, key, &impl_->comm, &config), parent.impl_->comm);
-  parent.impl_->settle("ncclCommSplit", options_.timeout_s);
+  {
+    const std::lock_guard<std::mutex> lock(parent.impl_->nccl_mutex);  // the parent's watchdog polls it
+    ZT_NCCL_CHECK(ncclCommSplit(parent.impl_->comm, color, key, &impl_->comm, &config), parent.impl_->comm);
+    parent.impl_->settle("ncclCommSplit", options_.timeout_s);
+  }
   impl_->settle(fmt::format("NCCL split of rank {} (color {})", parent.rank_, color).c_str(), options_.timeout_s);
   ZT_NCCL_CHECK(ncclCommUserRank(impl_->comm, &rank_), impl_->comm);
   ZT_NCCL_CHECK(ncclCommCount(impl_->comm, &world_), impl_->comm);
@@ -296,6 +322,9 @@ void NcclCommunicator::start_watchdog() {
   const int rank = rank_, device = impl_->device;
   impl_->watchdog = std::make_unique<CollectiveWatchdog>(
       [impl]() -> std::string {
+        // A call being enqueued and settled holds the communicator: this round skips the poll.
+        const std::unique_lock<std::mutex> lock(impl->nccl_mutex, std::try_to_lock);
+        if (!lock.owns_lock()) return {};
         ncclResult_t state = ncclSuccess;
         if (ncclCommGetAsyncError(impl->comm, &state) != ncclSuccess) return "ncclCommGetAsyncError failed";
         if (state == ncclSuccess || state == ncclInProgress) return {};
@@ -307,12 +336,25 @@ void NcclCommunicator::start_watchdog() {
 NcclCommunicator::~NcclCommunicator() {
   if (!impl_) return;
   impl_->watchdog.reset();
-  cudaStreamSynchronize(impl_->comm_stream.get());  // nothing in flight may outlive its buffers
+  // Nothing in flight may outlive its buffers; but a collective a peer never joined (an exception
+  // unwinding one rank mid-step) would never finish, and with the watchdog gone nothing would
+  // abort it: after the timeout the communicator is aborted, releasing its kernels.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(options().timeout_s);
+  while (cudaStreamQuery(impl_->comm_stream.get()) == cudaErrorNotReady && impl_->comm != nullptr) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      std::fprintf(stderr, "zerotrain: rank %d: NCCL collectives still in flight at shutdown: aborting them\n", rank_);
+      ncclCommAbort(impl_->comm);
+      impl_->comm = nullptr;
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  cudaStreamSynchronize(impl_->comm_stream.get());
   launch_order().forget(impl_.get());
   if (impl_->comm != nullptr) ncclCommDestroy(impl_->comm);
 }
 
-void NcclCommunicator::own_backend(std::unique_ptr<ComputeBackend> backend) { owned_backend_ = std::move(backend); }
+void NcclCommunicator::own_backend(std::shared_ptr<void> owner) { owned_backend_ = std::move(owner); }
 
 Work NcclCommunicator::all_gather(TensorView send, TensorView recv) {
   ZT_CHECK(send.dtype == recv.dtype, "all_gather: send is {}, recv {}", dtype_name(send.dtype), dtype_name(recv.dtype));
@@ -322,10 +364,11 @@ Work NcclCommunicator::all_gather(TensorView send, TensorView recv) {
   Collective c(*this);
   const TensorView in = c.input(send, send.dtype);  // in place stays in place: NCCL allows send = recv + rank * n
   const TensorView out = c.output(recv, recv.dtype);
-  ZT_NCCL_CHECK(ncclAllGather(in.data, out.data, static_cast<std::size_t>(nccl_count(in)), nccl_type(in.dtype),
-                              c.comm(), c.stream()),
-                c.comm());
-  impl_->settle("ncclAllGather", options().timeout_s);
+  impl_->enqueue("ncclAllGather", options().timeout_s, [&] {
+    ZT_NCCL_CHECK(ncclAllGather(in.data, out.data, static_cast<std::size_t>(nccl_count(in)), nccl_type(in.dtype),
+                                c.comm(), c.stream()),
+                  c.comm());
+  });
   return c.finish(describe("all_gather", recv));
 }
 
@@ -340,10 +383,11 @@ Work NcclCommunicator::reduce_scatter(TensorView send, TensorView recv, ReduceOp
   Collective c(*this);
   const TensorView in = c.input(send, DType::kF32);
   const TensorView out = c.output(recv, DType::kF32);
-  ZT_NCCL_CHECK(ncclReduceScatter(in.data, out.data, static_cast<std::size_t>(out.numel()), ncclFloat32, nccl_op(op),
-                                  c.comm(), c.stream()),
-                c.comm());
-  impl_->settle("ncclReduceScatter", options().timeout_s);
+  impl_->enqueue("ncclReduceScatter", options().timeout_s, [&] {
+    ZT_NCCL_CHECK(ncclReduceScatter(in.data, out.data, static_cast<std::size_t>(out.numel()), ncclFloat32, nccl_op(op),
+                                    c.comm(), c.stream()),
+                  c.comm());
+  });
   return c.finish(describe("reduce_scatter", send));
 }
 
@@ -353,10 +397,11 @@ Work NcclCommunicator::all_reduce(TensorView buf, ReduceOp op) {
   count_volume(buf.numel(), DType::kF32, 2);
   Collective c(*this);
   const TensorView work = c.in_place(buf, DType::kF32);  // buf itself when it is F32 on the device
-  ZT_NCCL_CHECK(ncclAllReduce(work.data, work.data, static_cast<std::size_t>(work.numel()), ncclFloat32, nccl_op(op),
-                              c.comm(), c.stream()),
-                c.comm());
-  impl_->settle("ncclAllReduce", options().timeout_s);
+  impl_->enqueue("ncclAllReduce", options().timeout_s, [&] {
+    ZT_NCCL_CHECK(ncclAllReduce(work.data, work.data, static_cast<std::size_t>(work.numel()), ncclFloat32, nccl_op(op),
+                                c.comm(), c.stream()),
+                  c.comm());
+  });
   return c.finish(describe("all_reduce", buf));
 }
 
@@ -368,16 +413,27 @@ Work NcclCommunicator::all_to_all(TensorView send, TensorView recv) {
   const TensorView in = c.input(send, send.dtype);
   const TensorView out = c.output(recv, recv.dtype);
   const std::size_t bytes = static_cast<std::size_t>(in.size_bytes()) / static_cast<std::size_t>(world_);
-  ZT_NCCL_CHECK(ncclGroupStart(), c.comm());
-  for (int peer = 0; peer < world_; ++peer) {
-    ZT_NCCL_CHECK(
-        ncclSend(static_cast<const char*>(in.data) + peer * bytes, bytes, ncclUint8, peer, c.comm(), c.stream()),
-        c.comm());
-    ZT_NCCL_CHECK(ncclRecv(static_cast<char*>(out.data) + peer * bytes, bytes, ncclUint8, peer, c.comm(), c.stream()),
-                  c.comm());
-  }
-  ZT_NCCL_CHECK(ncclGroupEnd(), c.comm());
-  impl_->settle("ncclAllToAll (grouped sends)", options().timeout_s);
+  impl_->enqueue("ncclAllToAll (grouped sends)", options().timeout_s, [&] {
+    ZT_NCCL_CHECK(ncclGroupStart(), c.comm());
+    // A send or receive that throws still closes the group: an open one would defer every later
+    // NCCL call of this thread, the communicator's destruction included.
+    struct GroupEnd {
+      ncclComm_t comm;
+      bool open = true;
+      ~GroupEnd() {
+        if (open) (void)ncclGroupEnd();
+      }
+    } group{c.comm()};
+    for (int peer = 0; peer < world_; ++peer) {
+      ZT_NCCL_CHECK(
+          ncclSend(static_cast<const char*>(in.data) + peer * bytes, bytes, ncclUint8, peer, c.comm(), c.stream()),
+          c.comm());
+      ZT_NCCL_CHECK(ncclRecv(static_cast<char*>(out.data) + peer * bytes, bytes, ncclUint8, peer, c.comm(), c.stream()),
+                    c.comm());
+    }
+    group.open = false;
+    ZT_NCCL_CHECK(ncclGroupEnd(), c.comm());
+  });
   return c.finish(describe("all_to_all", send));
 }
 
@@ -385,10 +441,11 @@ Work NcclCommunicator::broadcast(TensorView buf, int root) {
   ZT_CHECK(root >= 0 && root < world_, "broadcast root {} outside the world of {}", root, world_);
   Collective c(*this);
   const TensorView work = c.in_place(buf, buf.dtype);
-  ZT_NCCL_CHECK(ncclBroadcast(work.data, work.data, static_cast<std::size_t>(nccl_count(work)), nccl_type(work.dtype),
-                              root, c.comm(), c.stream()),
-                c.comm());
-  impl_->settle("ncclBroadcast", options().timeout_s);
+  impl_->enqueue("ncclBroadcast", options().timeout_s, [&] {
+    ZT_NCCL_CHECK(ncclBroadcast(work.data, work.data, static_cast<std::size_t>(nccl_count(work)), nccl_type(work.dtype),
+                                root, c.comm(), c.stream()),
+                  c.comm());
+  });
   return c.finish(describe("broadcast", buf));
 }
 

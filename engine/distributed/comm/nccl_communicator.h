@@ -52,9 +52,9 @@ class NcclCommunicator final : public Communicator {
   // collectives, which would otherwise wait out train.collective_timeout_s) and ends the process.
   [[noreturn]] void abort_after_timeout(const std::string& message) override;
 
-  // Keeps `backend` alive as long as this communicator (the host-side communicator of a job
-  // launched without MPI owns the device context it stages through).
-  void own_backend(std::unique_ptr<ComputeBackend> backend);
+  // Keeps `owner` alive as long as this communicator (the host-side communicator of a job
+  // launched without MPI owns the device context it stages through, with that context's tracker).
+  void own_backend(std::shared_ptr<void> owner);
 
  private:
   class Collective;
@@ -63,7 +63,7 @@ class NcclCommunicator final : public Communicator {
   NcclCommunicator(NcclCommunicator& parent, int color, int key);
   // The watchdog of this communicator's collectives and asynchronous errors (after set-up).
   void start_watchdog();
-  std::unique_ptr<ComputeBackend> owned_backend_;  // first: destroyed after impl_ (which uses it)
+  std::shared_ptr<void> owned_backend_;  // first: destroyed after impl_ (which uses it)
   int rank_ = 0;
   int world_ = 1;
   std::unique_ptr<Impl> impl_;

@@ -7,7 +7,8 @@
   * a rank made to skip a unit (a data-dependent branch) stops at its first departure from the
     schedule every rank follows, naming the unit, the step and itself, and the job ends in seconds;
   * ranks whose data differ under the same config (each in its own working directory, the same
-    relative data.dataset) end the same way, naming the data file;
+    relative data.dataset) end the same way, naming the data file, and so do ranks whose
+    multiple-choice files (data.choice_file) differ;
   * a second run on the checkpoint folder of a live run is refused with exit 2 naming the holder
     before it writes anything, and the first run ends normally with its own checkpoints; a run
     killed with -9 leaves its lock, which the next run on the folder takes over; a lock of another
@@ -21,6 +22,7 @@ import json
 import os
 import shutil
 import socket
+import struct
 import subprocess
 import sys
 import time
@@ -107,6 +109,21 @@ def main():
     check(p.returncode != 0 and lines and all("ranks disagree on data.file[0]:" in l and "train.bin" in l
                                               for l in lines),
           f"other data under the same path on rank 1: named ({lines[:1]})")
+    # ... and another multiple-choice file under the same data.choice_file (same data otherwise).
+    for d, label in (("a", 0), ("b", 1)):
+        with open(os.path.join(work, "wd_" + d, "choices.bin"), "wb") as f:
+            f.write(struct.pack("<256i", 20240522, 1, 1, 14, *([0] * 252)))
+            f.write(struct.pack("<7H", 65535, 14, 0, label, 2, 1, 3) + struct.pack("<4H", 1, 4, 1, 5))
+    parts = []
+    for d in ("a", "b"):
+        parts += ([":"] if parts else []) + ["-np", "1", "--wdir", os.path.join(work, "wd_" + d), binary, "train",
+                                             "--config", rel, "--run-dir", "run_c", "--set",
+                                             f"data.dataset={os.path.join(work, 'wd_a', 'data')}", "--set",
+                                             "data.choice_file=choices.bin"]
+    p = subprocess.run(launcher + parts, capture_output=True, text=True, timeout=120, env=env)
+    lines = errors(p.stdout + p.stderr)
+    check(p.returncode != 0 and lines and all("ranks disagree on data.choice_file's contents:" in l for l in lines),
+          f"another multiple-choice file under the same path on rank 1: named ({lines[:1]})")
 
     # Two runs on one checkpoint folder.
     long_cfg = write_config("long.json", {"train": {"max_steps": 400}, "checkpoint": {"every_steps": 100}})

@@ -130,6 +130,15 @@ IdentityEntries run_identity(const RunConfig& config, const nlohmann::json& data
                      fmt::format("{} ({} bytes, fingerprint {:08x})", f["path"].dump(), f["bytes"].get<std::int64_t>(),
                                  f["fingerprint"].get<std::uint32_t>()));
   }
+  // The multiple-choice file each rank scores its share of: a rank reading another copy would run
+  // a different number of forwards (a hang at stage 3) or mix two files' losses. Not part of the
+  // data identity a checkpoint keeps: it does not change the trajectory.
+  if (!config.data.choice_file.empty()) {
+    const nlohmann::json f = file_identity(config.data.choice_file);
+    out.emplace_back("data.choice_file's contents",
+                     fmt::format("{} bytes, fingerprint {:08x}", f["bytes"].get<std::int64_t>(),
+                                 f["fingerprint"].get<std::uint32_t>()));
+  }
   const ModelSpec spec = config.model_spec();
   const ParamTable table = build_param_table(spec);
   std::string units;

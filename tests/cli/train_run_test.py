@@ -112,6 +112,13 @@ def main():
     ok, logged, printed = logged_sample_matches(run_bf16, 30, 120, ["--dtype", "bf16"])
     check(p.returncode == 0 and ok,
           f"a bf16 run samples in bf16: sample --run --dtype bf16 draws its last sample ({logged!r} / {printed!r})")
+    # fp32 parameters with bf16 activations: the weights stay fp32 (the run computes with them).
+    run_mixed = os.path.join(work, "mixed")
+    p = run(binary, ["train", "--config", config_path, "--run-dir", run_mixed, "--set", "log.sample_every=0",
+                     "--set", "log.sample_tokens=120", "--set", "precision.activations=bf16"])
+    ok, logged, printed = logged_sample_matches(run_mixed, 30, 120, ["--dtype", "bf16"])
+    check(p.returncode == 0 and ok, f"fp32 parameters, bf16 activations: sample --run --dtype bf16 draws the run's "
+                                    f"last sample ({logged!r} / {printed!r})")
 
     # optim.decay = "wsd": warmup, the peak held, then 1 - sqrt down to min_lr over the last half.
     run_w = os.path.join(work, "wsd")

@@ -26,8 +26,8 @@ void add_weight_flags(ArgParser& parser, const std::string& what) {
       .value_flag("from", "PATH", "pretrained weights: a Hugging Face folder or an llm.c model file")
       .value_flag("device", "DEV", "cpu or cuda (the first GPU this process sees; default cpu)")
       .value_flag("dtype", "D",
-                  fmt::format("f32 or bf16: the activations {}, bf16 also holding the weights in bf16 (half the memory "
-                              "a token reads, as a bf16 run's own; default f32)",
+                  fmt::format("f32 or bf16: the activations {} (default f32); the weights stay in the run's or "
+                              "checkpoint's parameter dtype, pretrained ones go to bf16 with bf16",
                               what));
 }
 
@@ -56,7 +56,10 @@ WeightSource resolve_weight_source(const ArgParser& parser, const std::string& c
     for (const std::string& note : resolved.notes) fmt::print(stderr, "zerotrain {}: {}\n", command, note);
     s.kind = WeightSource::Kind::kCheckpoint;
     s.path = resolved.path;
-    s.spec = ckpt::model_spec_of(ckpt::CheckpointReader(resolved.path));
+    const ckpt::CheckpointReader reader(resolved.path);
+    s.spec = ckpt::model_spec_of(reader);
+    // The run's working parameters: its fp32 masters rounded where it held bf16 ones, as it did.
+    s.param_dtype = reader.manifest().param_dtype == "bf16" ? DType::kBF16 : DType::kF32;
     s.context = s.spec.block_size();
     s.text_dir = fs::path(resolved.path).parent_path().parent_path().string();
     return s;
@@ -67,6 +70,7 @@ WeightSource resolve_weight_source(const ArgParser& parser, const std::string& c
     const nlohmann::json doc = {{"model", nlohmann::json::object()}, {"train", {{"init_from", s.path}}}};
     const RunConfig cfg = parse_run_config(doc, "--from " + s.path, 1);
     s.spec = cfg.model_spec();
+    s.param_dtype = s.activations;  // no run's precision to keep: bf16 activations read bf16 weights as they are
     s.context = cfg.model.block_size;
     s.text_dir = fs::is_directory(s.path) ? s.path : "";
     return s;
@@ -96,8 +100,7 @@ StandaloneModel::StandaloneModel(const WeightSource& source)
       backend_(source.device, source.num_threads, tracker_, 0,
                KernelChoices{source.activations == DType::kBF16 ? MatmulPrecision::kBf16 : MatmulPrecision::kFp32}),
       comm_(tracker_, {}),
-      store_(table_, source.activations == DType::kBF16 ? DType::kBF16 : source.param_dtype, ZeroOptions{}, comm_,
-             tracker_, backend_.context()),
+      store_(table_, source.param_dtype, ZeroOptions{}, comm_, tracker_, backend_.context()),
       staging_(table_.units().size()) {
   if (source.device == Device::kCUDA) fmt::print(stderr, "zerotrain: on {}\n", backend_.description());
   const int units = static_cast<int>(table_.units().size());

@@ -28,8 +28,10 @@ struct WeightSource {
   Kind kind = Kind::kRun;
   std::string path;  // the run directory, the resolved checkpoint, or the pretrained folder or file
   ModelSpec spec;
-  DType param_dtype = DType::kF32;  // a run's own; fp32 master or pretrained weights otherwise
-  int context = 1;                  // the most positions a model attends to: a run's seq_len, else block_size
+  // The store's: a run's or checkpoint's working parameter dtype (a run computes with those, so its
+  // samples and scores come out as the run's own); pretrained weights in the activations' dtype.
+  DType param_dtype = DType::kF32;
+  int context = 1;  // the most positions a model attends to: a run's seq_len, else block_size
   int num_threads = 1;
   std::string text_dir;  // where tokenizer.json or vocab.json lie, "" where nowhere
   Device device = Device::kCPU;
@@ -42,9 +44,8 @@ WeightSource resolve_weight_source(const ArgParser& parser, const std::string& c
 
 class StandaloneModel {
  public:
-  // Opens the device and loads the weights (a run's through fp32 host buffers, each unit then into
-  // the store: a device copy on a GPU, and a cast where the store is bf16). With bf16 activations
-  // the parameters are held in bf16 too, as a bf16 run's own samples read them.
+  // Opens the device and loads the weights (fp32 host buffers, each unit then into the store: a
+  // device copy on a GPU, and a cast where the store is bf16).
   explicit StandaloneModel(const WeightSource& source);
 
   const ModelSpec& spec() const { return spec_; }

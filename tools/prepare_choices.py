@@ -31,7 +31,11 @@ def examples(path, keys):
     """Yields (line number, context, endings, label) for each non-blank line."""
     context_key, endings_key, label_key = keys
     with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
+        try:
+            lines = list(f)
+        except UnicodeDecodeError as e:
+            fail(f"{path}: not UTF-8 text (byte {e.start})")
+        for n, line in enumerate(lines, 1):
             if not line.strip():
                 continue
             try:
@@ -98,10 +102,15 @@ def main():
     if count == 0:
         fail(f"{args.input}: no examples")
     tmp = args.out + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(struct.pack("<256i", MAGIC, VERSION, count, longest, *([0] * 252)))
-        f.write(struct.pack(f"<{len(words)}H", *words))
-    os.replace(tmp, args.out)
+    try:
+        with open(tmp, "wb") as f:
+            f.write(struct.pack("<256i", MAGIC, VERSION, count, longest, *([0] * 252)))
+            f.write(struct.pack(f"<{len(words)}H", *words))
+        os.replace(tmp, args.out)
+    except OSError as e:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        fail(f"{args.out}: cannot be written ({e.strerror})")
     print(f"wrote {count} examples ({len(words) * 2 + 1024} bytes, longest {longest} bytes) to {args.out}")
 
 

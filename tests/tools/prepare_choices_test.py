@@ -132,6 +132,12 @@ def main():
     lines = p.stderr.strip().splitlines()
     check(p.returncode != 0 and len(lines) == 1 and "missing.jsonl" in lines[0],
           f"a missing input is refused in one line ({lines})")
+    unwritable = os.path.join(work, "no_such_dir", "x.bin")
+    p = subprocess.run([sys.executable, SCRIPT, "--tokenizer", tok_path, "--out", unwritable, jsonl],
+                       capture_output=True, text=True, timeout=60)
+    lines = p.stderr.strip().splitlines()
+    check(p.returncode != 0 and len(lines) == 1 and unwritable in lines[0],
+          f"an --out that cannot be written is refused in one line ({lines})")
     return checks.finish()
 
 

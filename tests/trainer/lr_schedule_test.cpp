@@ -45,6 +45,12 @@ TEST(LrSchedule, WarmupStableDecayHoldsThePeakThenCoolsDownBySqrt) {
   EXPECT_EQ(LrSchedule(1.0f, 0.0f, 100, 1000, LrSchedule::Decay::kWsd, 1.0).cooldown_start(), 100);
   EXPECT_EQ(LrSchedule(1.0f, 0.0f, 0, 1000, LrSchedule::Decay::kWsd, 0.0).cooldown_start(), 1000);
   EXPECT_EQ(LrSchedule::parse_decay("wsd"), LrSchedule::Decay::kWsd);
+  // llm.c's decay point, (int)(0.8f * N), at the default fraction.
+  for (int n : {5, 7, 10, 12, 15, 99, 1000}) {
+    EXPECT_EQ(LrSchedule(1.0f, 0.0f, 0, n, LrSchedule::Decay::kWsd, 0.2).cooldown_start(),
+              static_cast<int>(0.8f * static_cast<float>(n)))
+        << n;
+  }
 }
 
 TEST(LrSchedule, LinearAndConstant) {

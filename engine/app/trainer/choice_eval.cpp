@@ -48,7 +48,9 @@ ChoicePlan plan_choices(const data::ChoiceFile& file, int world, std::int64_t to
   ZT_CHECK(file.longest_input() <= context, "{}: an example of {} positions in a model of {}", file.path(),
            file.longest_input(), context);
   ChoicePlan p;
-  p.seq_len = std::max(file.longest_input(), std::min(context, (file.longest_input() + 63) / 64 * 64));
+  const std::int64_t rounded = std::min<std::int64_t>(
+      {context, (file.longest_input() + 63) / 64 * 64, std::max<std::int64_t>(1, tokens_per_forward)});
+  p.seq_len = static_cast<int>(std::max<std::int64_t>(file.longest_input(), rounded));
   p.rows_per_rank = (file.rows() + world - 1) / world;
   p.rows_per_forward = static_cast<int>(
       std::clamp<std::int64_t>(tokens_per_forward / p.seq_len, 1, std::max<std::int64_t>(1, p.rows_per_rank)));

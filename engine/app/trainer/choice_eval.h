@@ -26,10 +26,11 @@ using ChoiceModelBuilder = std::function<std::unique_ptr<LanguageModel>(int rows
 
 // How an evaluation of `file` is cut across `world` ranks: each rank scores a contiguous run of at
 // most rows_per_rank rows, in forwards of rows_per_forward rows of seq_len tokens (the longest
-// input rounded up to a multiple of 64, the attention kernels' tile, within the model's
-// `context`), as many tokens a forward as `tokens_per_forward` allows (a training micro-batch's,
-// so no forward holds more activations than a step), and every rank runs the same `forwards`,
-// stage 3's gathers being collective.
+// input rounded up to a multiple of 64, the attention kernels' tile, within the model's `context`
+// and `tokens_per_forward`), as many rows a forward as `tokens_per_forward` allows (a training
+// micro-batch's tokens: no forward holds more activations than a step, but for one row of the
+// longest input where that alone is longer), and every rank runs the same `forwards`, stage 3's
+// gathers being collective.
 struct ChoicePlan {
   std::int64_t rows_per_rank = 0;
   int rows_per_forward = 1;

@@ -14,10 +14,12 @@ LrSchedule::LrSchedule(float peak_lr, float min_lr, int warmup_steps, int decay_
       warmup_steps_(warmup_steps),
       decay_steps_(decay_steps),
       decay_(decay),
-      cooldown_start_(
-          decay == Decay::kWsd
-              ? std::max(warmup_steps, decay_steps - static_cast<int>(std::lround(cooldown_fraction * decay_steps)))
-              : warmup_steps) {}
+      // llm.c's decay point, (int)(0.8f * N) for the default fraction: N - ceil(fraction * N) (the
+      // epsilon keeps a product such as 0.2 * 15 from rounding up past an integer).
+      cooldown_start_(decay == Decay::kWsd
+                          ? std::max(warmup_steps,
+                                     decay_steps - static_cast<int>(std::ceil(cooldown_fraction * decay_steps - 1e-9)))
+                          : warmup_steps) {}
 
 LrSchedule::Decay LrSchedule::parse_decay(const std::string& text) {
   if (text == "linear") return Decay::kLinear;

@@ -24,7 +24,7 @@ class LrSchedule {
   //   otherwise:            min + c * (peak - min), c = (1 + cos(pi r)) / 2 or 1 - r,
   //                         r = (step - warmup) / (decay_steps - warmup)
   //   wsd:                  the peak up to cooldown_start = max(warmup, decay_steps -
-  //                         round(fraction * decay_steps)), then c = 1 - sqrt(r),
+  //                         ceil(fraction * decay_steps)), then c = 1 - sqrt(r),
   //                         r = (step - cooldown_start) / (decay_steps - cooldown_start)
   float at(int step) const;
   int cooldown_start() const { return cooldown_start_; }

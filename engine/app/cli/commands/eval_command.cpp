@@ -69,7 +69,8 @@ int eval_main(const std::vector<std::string>& args) {
   }
   const WeightSource source = resolve_weight_source(parser, "eval");
   const int batch_tokens = parser.get_int("batch-tokens", 8192, 1, 1 << 30);
-  // Every file read and checked before the weights load.
+  // Every file opened and checked before the weights load (a token file's headers; its tokens are
+  // checked against the vocabulary as the windows are read).
   std::optional<data::ChoiceFile> choices;
   if (parser.has("choices")) {
     choices.emplace(data::ChoiceFile::load(parser.get("choices"), source.spec.vocab_size()));

@@ -90,7 +90,7 @@ step() {
   fi
   local limit_s=$((want < left ? want : left))
   local t0=$SECONDS rc=0
-  timeout "$limit_s" "$@" || rc=$?
+  timeout -k 10 "$limit_s" "$@" || rc=$?
   note "  $name: $([ $rc -eq 0 ] && echo ok || echo "FAILED (exit $rc$([ $rc -eq 124 ] && echo ', time limit'))") in $((SECONDS - t0)) s"
   [ $rc -eq 0 ] || failed=1
   return $rc
@@ -130,8 +130,14 @@ if grep -q "uncommitted changes" .gpu_build/build_info.txt && [ -z "${ZT_ALLOW_D
   note "refused: the pack was built from uncommitted sources (no commit names its results); commit, re-pack, or set ZT_ALLOW_DIRTY_PACK=1 for a throwaway run"
   exit 2
 fi
-if [ "$commit" != unknown ] && [ "$commit" != "$(cat .gpu_build/commit)" ]; then
-  note "refused: ZT_COMMIT is $commit but the pack was built at $(cat .gpu_build/commit); re-pack at HEAD"
+# A short hash names the pack's commit too (at least 7 characters).
+packed_commit=$(cat .gpu_build/commit)
+if [ "$commit" != unknown ] && [ ${#commit} -ge 7 ] && [ "${packed_commit#"$commit"}" != "$packed_commit" ]; then
+  commit=$packed_commit
+  export ZT_COMMIT=$commit
+fi
+if [ "$commit" != unknown ] && [ "$commit" != "$packed_commit" ]; then
+  note "refused: ZT_COMMIT is $commit but the pack was built at $packed_commit; re-pack at HEAD"
   exit 2
 fi
 
@@ -218,8 +224,18 @@ for p in "${phases[@]}"; do
   log="$OUT/$p.log"
   case $p in
     tests)
-      # The core first, so a short run still tests what matters; multirank is its own phase.
-      step "ctest core" 200 bash -c "cd build-gpu && ctest -L gpu -R '$core' --output-on-failure --timeout 200 -j 2" >>"$log" 2>&1
+      # The longest first: without cost data ctest starts tests in index order, and the whole-model
+      # runs, registered last, were the ones the budget cut on 2026-11-28.
+      mkdir -p build-gpu/Testing/Temporary
+      {
+        for t in gpu.model_matches_cpu_and_trains gpu.llama_matches_cpu_and_trains gpu.sample_matches_cpu \
+          gpu.selective_checkpointing; do echo "$t 1 300"; done
+        echo "---"
+      } >build-gpu/Testing/Temporary/CTestCostData.txt
+      # The core first, so a short run still tests what matters; multirank is its own phase. A test
+      # without a TIMEOUT of its own (the gtests: 2.3 s at most on 2026-11-28) gets 60 s, so a hang
+      # in a never-run path costs a lane a minute, not the step.
+      step "ctest core" 200 bash -c "cd build-gpu && ctest -L gpu -R '$core' --output-on-failure --timeout 60 -j 2" >>"$log" 2>&1
       grep -E "tests passed|tests failed" "$log" | tail -1 | sed 's/^/    /' >>"$summary"
       # The rest is mostly parity runs (~40, 10-15 s each at -j 2 on the H200 on 2026-11-28, most of it
       # process, CUDA and torch start-up rather than work): more at once where the machine has the cores.

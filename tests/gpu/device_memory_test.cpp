@@ -1,6 +1,10 @@
 // ComputeBackend::device_memory on a GPU (label gpu): the device's total and free memory beside
 // what the caching allocator holds, the rest counted as outside it (the context, the libraries'
 // handles); a 64 MiB buffer shows in the allocator's share and not outside it.
+#include <algorithm>
+#include <cstdlib>
+#include <limits>
+
 #include "kernels/compute_backend.h"
 #include "kernels/ops.h"
 #include "tests/gpu/gpu_test_util.h"
@@ -29,11 +33,20 @@ TEST(DeviceMemory, TheAllocatorsShareAndTheRestAddUpToWhatIsHeld) {
         with["allocator_reserved_bytes"].get<std::int64_t>() - before["allocator_reserved_bytes"].get<std::int64_t>(),
         kBytes);
     EXPECT_GE(with["allocator_peak_reserved_bytes"].get<std::int64_t>(), kBytes);
-    // cudaMalloc may round and the driver may map more, but not by a second buffer's worth.
-    EXPECT_LT(std::abs(with["outside_allocator_bytes"].get<std::int64_t>() -
-                       before["outside_allocator_bytes"].get<std::int64_t>()),
-              kBytes);
   }
+  // cudaMalloc may round and the driver may map more, but not by a second buffer's worth. The
+  // device's free memory is the whole GPU's, and the GPU tests run several processes at once: one
+  // of them allocating between two readings moves "outside" too, so three tries, one must hold.
+  std::int64_t closest = std::numeric_limits<std::int64_t>::max();
+  for (int attempt = 0; attempt < 3 && closest >= kBytes; ++attempt) {
+    MemoryTracker own;
+    const ComputeBackend fresh(Device::kCUDA, 1, own, 0);
+    const std::int64_t outside = fresh.device_memory()["outside_allocator_bytes"].get<std::int64_t>();
+    const Buffer b = ops::allocate(fresh.context(), own, MemCategory::kWorkspace, DType::kF32, kBytes / 4);
+    closest =
+        std::min(closest, std::abs(fresh.device_memory()["outside_allocator_bytes"].get<std::int64_t>() - outside));
+  }
+  EXPECT_LT(closest, kBytes) << "a 64 MiB buffer moved the memory outside the allocator in each of three tries";
 }
 
 TEST(DeviceMemory, EmptyOnTheCpu) {

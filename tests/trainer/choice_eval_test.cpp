@@ -19,6 +19,7 @@
 #include "engine/distributed/comm/local_communicator.h"
 #include "engine/distributed/sharding/zero_param_store.h"
 #include "models/model_family.h"
+#include "tests/trainer/resident_model.h"
 
 namespace zt {
 namespace {
@@ -92,25 +93,12 @@ TEST(ChoiceEval, RowsAreCutEvenlyAcrossRanksAndForwards) {
   }
 }
 
-struct ScoringSetup {
-  ModelSpec spec;
-  ParamTable table;
-  MemoryTracker tracker;
-  ExecContext ctx{Device::kCPU, 2, nullptr};
-  LocalCommunicator comm{tracker, {}};
-  ZeroParamStore store;
-
-  explicit ScoringSetup(const json& model)
-      : spec(parse_run_config({{"model", model}}, "choice test").model_spec()),
-        table(spec.family().param_table(spec)),
-        store(table, DType::kF32, ZeroOptions{}, comm, tracker, ctx) {
-    for (std::size_t u = 0; u < table.units().size(); ++u)
-      init_unit_params(spec, table, static_cast<int>(u), 5, store.working_shard(static_cast<int>(u)).as<float>());
-  }
+struct ScoringSetup : testing::ResidentModel {
+  explicit ScoringSetup(const json& model) : ResidentModel({{"model", model}}, "choice test", 5) {}
   std::unique_ptr<LanguageModel> build(int rows, int seq_len) {
     ModelBuild b = sampling_build(seq_len);
     b.batch = rows;
-    return make_model(spec, b, tracker, ctx);
+    return ResidentModel::build(b);
   }
   // A row alone: its inputs exactly, the mean over its completion of -log softmax(logits)[target].
   double row_loss(const data::ChoiceExample& x, int k) {

@@ -20,6 +20,7 @@
 #include "engine/distributed/sharding/zero_param_store.h"
 #include "models/model_family.h"
 #include "tests/kernels/kernel_test_util.h"
+#include "tests/trainer/resident_model.h"
 
 namespace zt {
 namespace {
@@ -51,28 +52,13 @@ std::vector<DecodeCase> cases() {
 }
 
 // A one-rank resident store of the case's model, initialised from `seed`.
-struct DecodeSetup {
-  ModelSpec spec;
-  ParamTable table;
-  MemoryTracker tracker;
-  ExecContext ctx{Device::kCPU, 2, nullptr};
-  LocalCommunicator comm{tracker, {}};
-  ZeroParamStore store;
+struct DecodeSetup : testing::ResidentModel {
   DType activations;
 
   DecodeSetup(const DecodeCase& c, std::uint64_t seed)
-      : spec(parse_run_config({{"model", c.model}, {"train", c.train}}, c.name).model_spec()),
-        table(spec.family().param_table(spec)),
-        store(table, DType::kF32, ZeroOptions{}, comm, tracker, ctx),
-        activations(c.activations) {
-    for (std::size_t u = 0; u < table.units().size(); ++u) {
-      init_unit_params(spec, table, static_cast<int>(u), seed, store.working_shard(static_cast<int>(u)).as<float>());
-    }
-  }
+      : ResidentModel({{"model", c.model}, {"train", c.train}}, c.name, seed), activations(c.activations) {}
   std::unique_ptr<LanguageModel> build(int seq_len) {
-    ModelBuild b = sampling_build(seq_len);
-    b.activations = activations;
-    return make_model(spec, b, tracker, ctx);
+    return ResidentModel::build(sampling_build(seq_len, activations));
   }
   // Logits [T, V] of a forward of `tokens` on a model built for their length.
   std::vector<float> logits(const std::vector<std::int32_t>& tokens, KvCache* cache = nullptr) {

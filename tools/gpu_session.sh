@@ -235,13 +235,18 @@ for p in "${phases[@]}"; do
       # The core first, so a short run still tests what matters; multirank is its own phase. A test
       # without a TIMEOUT of its own (the gtests: 2.3 s at most on 2026-11-28) gets 60 s, so a hang
       # in a never-run path costs a lane a minute, not the step.
+      # Each step's tally from its own lines of the log: a step cut by its limit prints none, and
+      # must not show the one before it.
+      tally() { tail -n +"$1" "$log" | grep -E "tests passed|tests failed" | tail -1 | sed 's/^/    /' >>"$summary"; }
+      from=$(($({ wc -l <"$log"; } 2>/dev/null || echo 0) + 1))
       step "ctest core" 200 bash -c "cd build-gpu && ctest -L gpu -R '$core' --output-on-failure --timeout 60 -j 2" >>"$log" 2>&1
-      grep -E "tests passed|tests failed" "$log" | tail -1 | sed 's/^/    /' >>"$summary"
+      tally "$from"
       # The rest is mostly parity runs (~40, 10-15 s each at -j 2 on the H200 on 2026-11-28, most of it
       # process, CUDA and torch start-up rather than work): more at once where the machine has the cores.
       rest_jobs=$(( $(nproc) >= 12 ? 4 : 2 ))
+      from=$(($(wc -l <"$log") + 1))
       step "ctest rest" 240 bash -c "cd build-gpu && ctest -L gpu -E '$core|multirank' --output-on-failure --timeout 240 -j $rest_jobs" >>"$log" 2>&1
-      grep -E "tests passed|tests failed" "$log" | tail -1 | sed 's/^/    /' >>"$summary"
+      tally "$from"
       echo "    skipped: $(grep -c '(Skipped)' "$log")" >>"$summary"
       sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
       # Without the NCCL cases: they hold streams and wait on peers, slow under memcheck.

@@ -72,9 +72,9 @@ ChoiceScore score_choices(const data::ChoiceFile& file, const ChoiceModelBuilder
     ZT_CHECK(model->batch() == B && model->seq_len() == T, "a choice model of {} x {}", B, T);
     std::vector<std::int32_t> inputs(static_cast<std::size_t>(B) * T), targets(inputs.size());
     std::vector<float> losses(inputs.size());
+    std::vector<std::pair<int, int>> scored(static_cast<std::size_t>(B));  // each row's scored positions
     for (std::int64_t f = 0; f < plan.forwards; ++f) {
       const std::int64_t begin = first + f * B;
-      std::vector<std::pair<int, int>> scored(static_cast<std::size_t>(B), {0, 0});
       for (int b = 0; b < B; ++b) {
         std::int32_t* in = inputs.data() + static_cast<std::size_t>(b) * T;
         std::int32_t* tg = targets.data() + static_cast<std::size_t>(b) * T;

@@ -104,23 +104,23 @@ StandaloneModel::StandaloneModel(const WeightSource& source)
       staging_(table_.units().size()) {
   if (source.device == Device::kCUDA) fmt::print(stderr, "zerotrain: on {}\n", backend_.description());
   const int units = static_cast<int>(table_.units().size());
+  // Readers that fill a unit at a time: each unit read, then moved into the store.
+  auto unit_by_unit = [&](auto&& read) {
+    for (int u = 0; u < units; ++u) {
+      const TensorView out = host_target(u);
+      read(u, out.numel(), out.as<float>());
+      store_unit(u);
+    }
+  };
   switch (source.kind) {
     case WeightSource::Kind::kCheckpoint: {
       const ckpt::CheckpointReader reader(source.path);
-      for (int u = 0; u < units; ++u) {
-        const TensorView out = host_target(u);
-        reader.read(ckpt::StateKind::kMaster, u, 0, out.numel(), out.as<float>());
-        store_unit(u);
-      }
+      unit_by_unit([&](int u, std::int64_t n, float* out) { reader.read(ckpt::StateKind::kMaster, u, 0, n, out); });
       break;
     }
     case WeightSource::Kind::kPretrained: {
       const std::unique_ptr<PretrainedReader> reader = PretrainedReader::open(source.path, table_);
-      for (int u = 0; u < units; ++u) {
-        const TensorView out = host_target(u);
-        read_pretrained_unit(*reader, table_, u, 0, out.numel(), out.as<float>());
-        store_unit(u);
-      }
+      unit_by_unit([&](int u, std::int64_t n, float* out) { read_pretrained_unit(*reader, table_, u, 0, n, out); });
       break;
     }
     case WeightSource::Kind::kRun:

@@ -46,9 +46,7 @@ void evaluate(TrainerState& s, int step, TrainSummary& summary) {
     const ChoiceScore score =
         score_choices(*s.data.choices(), build, s.store, s.comm,
                       static_cast<std::int64_t>(B) * static_cast<std::int64_t>(T), c.model.block_size);
-    summary.choice_accuracy = score.accuracy();
-    summary.choice_correct = score.correct;
-    summary.choice_examples = score.examples;
+    summary.choices = score;
     record["choice_accuracy"] = score.accuracy();
     record["choice_correct"] = score.correct;
     record["choice_examples"] = score.examples;

@@ -157,7 +157,7 @@ void report_summary(TrainerState& s, const TrainSummary& summary) {
          {"last_step", summary.last_step},
          {"val_loss", summary.val_loss},
          {"unigram_entropy_nats", summary.unigram_entropy_nats},
-         {"choice_accuracy", summary.choice_accuracy ? nlohmann::json(*summary.choice_accuracy) : nlohmann::json()},
+         {"choice_accuracy", summary.choices ? nlohmann::json(summary.choices->accuracy()) : nlohmann::json()},
          {"memory_peak_bytes", memory_json(summary.memory)},
          {"device_memory", device}});
   if (!device.empty()) {

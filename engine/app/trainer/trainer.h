@@ -13,6 +13,7 @@
 
 #include "engine/app/checkpoint/folder_lock.h"
 #include "engine/app/config/run_config.h"
+#include "engine/app/trainer/choice_eval.h"
 #include "engine/base/core/memory_tracker.h"
 #include "engine/distributed/comm/communicator.h"
 
@@ -36,9 +37,8 @@ struct TrainSummary {
   int first_step = 0, last_step = 0;  // the steps of first_loss and last_loss; 0: no step in this run
   float val_loss = 0.0f;
   double unigram_entropy_nats = 0.0;
-  // data.choice_file's accuracy at the last evaluation (with its counts), when the run scores one.
-  std::optional<double> choice_accuracy;
-  std::int64_t choice_correct = 0, choice_examples = 0;
+  // data.choice_file's score at the last evaluation, when the run scores one.
+  std::optional<ChoiceScore> choices;
   std::string sample;
   MemorySnapshot memory;
 };

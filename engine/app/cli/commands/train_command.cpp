@@ -116,9 +116,9 @@ int train_main(const std::vector<std::string>& args) {
   fmt::print("val loss: {:.4f}   unigram entropy of the training data: {:.4f} nats ({})\n", s.val_loss,
              s.unigram_entropy_nats,
              s.val_loss < s.unigram_entropy_nats ? "below: the model uses context" : "not below");
-  if (s.choice_accuracy) {
-    fmt::print("multiple choice ({}): {}/{} = {:.4f}\n", cfg.data.choice_file, s.choice_correct, s.choice_examples,
-               *s.choice_accuracy);
+  if (s.choices) {
+    fmt::print("multiple choice ({}): {}/{} = {:.4f}\n", cfg.data.choice_file, s.choices->correct, s.choices->examples,
+               s.choices->accuracy());
   }
   if (!s.sample.empty()) fmt::print("sample:\n{}\n---\n", s.sample);
   fmt::print("memory on rank 0 (bytes per category over the run):\n{}", format_memory_table(s.memory));

@@ -12,7 +12,9 @@ cannot run on a one-GPU machine:
     accumulating N micro-batches gives the N-rank runs' losses, norms and weights bit for bit;
   * a checkpoint written by 2 GPU ranks at stage 3 resumes on 1 GPU rank, bit for bit the
     uninterrupted 2-rank GPU run, and on 2 CPU ranks, whose remaining steps follow it within the
-    bound.
+    bound;
+  * `zerotrain eval --choices` from that checkpoint on 2 and 3 ranks sharing the GPU, each scoring
+    its share of the rows, prints the score one GPU rank does.
 
 Writes a JSON (--out): for each N and stage the ranks, whether the bits matched stage 0 and the
 largest relative loss difference from the CPU, plus the resumes; rewritten after every row.
@@ -29,6 +31,7 @@ import argparse
 import datetime
 import json
 import os
+import random
 import shlex
 import subprocess
 import sys
@@ -37,6 +40,7 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 from check_report import Checks  # noqa: E402
+from choice_file_util import write_choice_file  # noqa: E402
 from cuda_presence import require_cuda_device  # noqa: E402
 from run_dir_util import run_result  # noqa: E402
 
@@ -206,6 +210,26 @@ def main():
             else:
                 entry["error"] = r["error"]
             report["resumes"].append(entry)
+        # Multiple-choice evaluation from the checkpoint, the rows split over ranks sharing the GPU.
+        rng = random.Random(5)
+        vocab = CONFIG["model"]["vocab_size"]
+        examples = [(rng.randrange(4), [rng.randrange(vocab) for _ in range(rng.randrange(3, 9))],
+                     [[rng.randrange(vocab) for _ in range(rng.randrange(2, 7))] for _ in range(4)])
+                    for _ in range(30)]
+        choices = os.path.join(work, "choices.bin")
+        write_choice_file(choices, examples)
+        scores = {}
+        for ranks in (1, 2, 3):
+            cmd = [args.zerotrain] if ranks == 1 else h.mpirun + ["-np", str(ranks), args.zerotrain]
+            p = subprocess.run(cmd + ["eval", "--ckpt", ckpt, "--choices", choices, "--device",
+                                      "cuda" if args.device == "cuda" else "cpu"],
+                               capture_output=True, text=True, timeout=300)
+            lines = [l for l in p.stdout.splitlines() if " correct = " in l]
+            scores[ranks] = lines[0].split(": ", 1)[1].split(" (")[0] if p.returncode == 0 and len(lines) == 1 \
+                else f"exit {p.returncode}, {len(lines)} score lines: {(p.stdout + p.stderr)[-400:]}"
+        report["eval_on_ranks"] = scores
+        check("/30 correct" in scores[1] and scores[2] == scores[1] and scores[3] == scores[1],
+              f"zerotrain eval on 2 and 3 ranks sharing the device prints one rank's score once ({scores})")
     report["complete"] = True
     report["passed"] = not checks.failures
     save()

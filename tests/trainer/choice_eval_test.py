@@ -9,7 +9,9 @@ end through the real binary, on tinyshakespeare prepared by character:
   * the run's last score is Hugging Face transformers' on the checkpoint's export: each completion's
     mean cross-entropy given its context, the lowest the answer, counted against the labels;
   * `zerotrain eval --choices` gives that score from the run's final weights, its checkpoint and the
-    export, and `--tokens` the loss transformers computes on windows of the validation split;
+    export, and `--tokens` the loss transformers computes on windows of the validation split; under
+    mpirun (2 and 3 ranks, rows and windows split unevenly) rank 0 alone prints the same score and
+    the same loss, and ranks given different files are refused in one line;
   * in deterministic mode with a fixed global batch, 2 ranks at stage 3 and 3 ranks at stage 2
     (rows split unevenly, padding forwards) score exactly as 1 rank at each evaluation;
   * a file whose longest example passes model.block_size, and a damaged file, are refused before
@@ -147,6 +149,23 @@ def main():
         reference = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1)).item()
     check(ours is not None and abs(ours - reference) <= 1e-5 * reference,
           f"zerotrain eval --tokens: loss {ours} = transformers' {reference:.6f} ({p.stdout.strip()} {p.stderr.strip()[-200:]})")
+
+    # The same from several ranks, each scoring its share.
+    for ranks in (2, 3):
+        p = subprocess.run(launcher + ["-np", str(ranks), binary, "eval", "--from", hf, "--choices", choices,
+                                       "--tokens", val_bin, "--seq-len", "48", "--windows", "7", "--batch-tokens", "100"],
+                           capture_output=True, text=True, timeout=300)
+        theirs = float(p.stdout.split(": loss ")[1].split()[0]) if p.returncode == 0 and ": loss " in p.stdout else None
+        check(p.returncode == 0 and p.stdout.count(f"{choices}: {final}/40 correct") == 1 and
+              p.stdout.count(": loss ") == 1 and None not in (theirs, ours) and abs(theirs - ours) <= 2e-6 * ours,
+              f"zerotrain eval on {ranks} ranks: rank 0 prints {final}/40 and loss {ours} once "
+              f"({p.stdout.strip()} {p.stderr.strip()[-300:]})")
+    p = subprocess.run(launcher + ["-np", "1", binary, "eval", "--from", hf, "--choices", choices, ":",
+                                   "-np", "1", binary, "eval", "--from", hf, "--tokens", val_bin],
+                       capture_output=True, text=True, timeout=120)
+    lines = [line for line in p.stderr.splitlines() if "disagree" in line]
+    check(p.returncode != 0 and lines and "command line" in lines[0],
+          f"ranks given different arguments: refused naming the command line (exit {p.returncode}: {lines[:1]})")
 
     for name, ranks, stage in (("n2_s3", 2, 3), ("n3_s2", 3, 2)):
         _, _, other = train(name, ranks, stage)

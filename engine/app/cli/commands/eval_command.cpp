@@ -1,8 +1,11 @@
 // `zerotrain eval`: a model's multiple-choice accuracy (llm.c's eval files: HellaSwag), scored as a
 // training run's evaluations score data.choice_file, and its loss on a token file, from its saved
 // weights (engine/app/cli/commands/standalone_model.h: a run's, a checkpoint's or pretrained ones,
-// on the CPU or a GPU).
+// on the CPU or a GPU). Under mpirun every rank holds the whole model and scores its share of the
+// rows or windows (on its own GPU with --device cuda); rank 0 prints the same figures one rank
+// would.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
@@ -17,32 +20,48 @@
 #include "engine/app/data/choice_file.h"
 #include "engine/app/data/token_corpus.h"
 #include "engine/app/trainer/choice_eval.h"
+#include "engine/app/trainer/run_identity.h"
+#include "engine/distributed/comm/communicator.h"
 
 namespace zt::cli {
 
 namespace {
 
 // The mean cross-entropy over every position of the first `windows` windows of T + 1 tokens laid
-// back to back from the corpus' start (llm.c's sequential order, shard after shard), in forwards
-// of as many windows as `batch_tokens` holds; each position's loss summed in order.
+// back to back from the corpus' start (llm.c's sequential order, shard after shard). Each rank of
+// `world` takes a contiguous run of them, in forwards of as many windows as `batch_tokens` holds,
+// and sums each window's positions in order; the windows' sums are then added in window order on
+// every rank, so the ranks print the same value whatever their number.
 double token_loss(StandaloneModel& model, const data::TokenCorpus& corpus, int T, std::int64_t windows,
-                  int batch_tokens) {
-  const int B = static_cast<int>(std::clamp<std::int64_t>(batch_tokens / T, 1, windows));
-  const std::unique_ptr<LanguageModel> m = model.build(B, T);
-  const data::SampleStream sequential{data::SampleOrder::kSequential, 0, data::kValStream};
-  std::vector<std::int32_t> inputs(static_cast<std::size_t>(B) * T), targets(inputs.size());
-  std::vector<float> losses(inputs.size());
-  double sum = 0.0;
-  for (std::int64_t first = 0; first < windows; first += B) {
-    // A last forward short of windows reads the first ones again and leaves their losses out.
-    const std::int64_t live = std::min<std::int64_t>(B, windows - first);
-    for (std::int64_t b = 0; b < B; ++b) {
-      data::fill_batch(corpus, sequential, 1, T, b < live ? first + b : 0, inputs.data() + b * T,
-                       targets.data() + b * T);
+                  int batch_tokens, Communicator& world) {
+  const std::int64_t per_rank = (windows + world.world_size() - 1) / world.world_size();
+  const std::int64_t first = std::min<std::int64_t>(windows, world.rank() * per_rank);
+  const std::int64_t last = std::min<std::int64_t>(windows, first + per_rank);
+  std::vector<double> window_sums(static_cast<std::size_t>(per_rank), 0.0);  // this rank's, padded with zeros
+  if (last > first) {
+    const int B = static_cast<int>(std::clamp<std::int64_t>(batch_tokens / T, 1, last - first));
+    const std::unique_ptr<LanguageModel> m = model.build(B, T);
+    const data::SampleStream sequential{data::SampleOrder::kSequential, 0, data::kValStream};
+    std::vector<std::int32_t> inputs(static_cast<std::size_t>(B) * T), targets(inputs.size());
+    std::vector<float> losses(inputs.size());
+    for (std::int64_t begin = first; begin < last; begin += B) {
+      // A last forward short of B windows reads this rank's first one again and leaves its losses out.
+      const std::int64_t live = std::min<std::int64_t>(B, last - begin);
+      for (std::int64_t b = 0; b < B; ++b) {
+        data::fill_batch(corpus, sequential, 1, T, b < live ? begin + b : first, inputs.data() + b * T,
+                         targets.data() + b * T);
+      }
+      m->forward(model.store(), inputs.data(), targets.data(), {.training = false, .losses_out = losses.data()});
+      for (std::int64_t b = 0; b < live; ++b) {
+        double sum = 0.0;
+        for (int i = 0; i < T; ++i) sum += losses[static_cast<std::size_t>(b * T + i)];
+        window_sums[static_cast<std::size_t>(begin - first + b)] = sum;
+      }
     }
-    m->forward(model.store(), inputs.data(), targets.data(), {.training = false, .losses_out = losses.data()});
-    for (std::int64_t i = 0; i < live * T; ++i) sum += losses[static_cast<std::size_t>(i)];
   }
+  const std::vector<double> all = all_gather_values<double>(world, window_sums);
+  double sum = 0.0;
+  for (std::int64_t w = 0; w < windows; ++w) sum += all[static_cast<std::size_t>(w)];  // rank r's at r * per_rank
   return sum / static_cast<double>(windows * T);
 }
 
@@ -67,7 +86,20 @@ int eval_main(const std::vector<std::string>& args) {
   if (!parser.has("choices") && !parser.has("tokens")) {
     throw_input_error("zerotrain eval: give --choices FILE, --tokens FILE or both");
   }
-  const WeightSource source = resolve_weight_source(parser, "eval");
+  // The ranks' world (one rank without a launcher); each rank's model is whole, in a store of its own.
+  MemoryTracker world_tracker;
+  const std::unique_ptr<Communicator> world = make_communicator(world_tracker, {});
+  const bool root = world->rank() == 0;
+  WeightSource source = resolve_weight_source(parser, "eval");
+  if (world->world_size() > 1 && source.kind != WeightSource::Kind::kRun) {
+    // The cores this process may use, shared with the other ranks (on one node; unbound ranks would
+    // otherwise each start as many threads as the node has cores). A run's weights keep its own
+    // train.num_threads, set per rank.
+    source.num_threads = std::max(1, source.num_threads / world->world_size());
+  }
+  if (root) {
+    for (const std::string& note : source.notes) fmt::print(stderr, "{}\n", note);
+  }
   const int batch_tokens = parser.get_int("batch-tokens", 8192, 1, 1 << 30);
   // Every file opened and checked before the weights load (a token file's headers; its tokens are
   // checked against the vocabulary as the windows are read).
@@ -92,18 +124,28 @@ int eval_main(const std::vector<std::string>& args) {
                         parser.get("tokens"), T + 1, T);
     }
   }
+  // Every rank must score the same files with the same model (a rank given other arguments would
+  // otherwise hang in the gathers or print a mixture): one line naming what differs, exit 2.
+  check_ranks_agree(*world, {{"command line", fmt::format("{}", fmt::join(args, " "))},
+                             {"weights", source.path},
+                             {"choices", choices ? fmt::format("{} rows", choices->rows()) : ""},
+                             {"windows", fmt::format("{}", windows)}});
   StandaloneModel model(source);
   if (choices) {
+    // The forwards are each rank's own (a whole model in a store of its own); the rows' losses are
+    // summed over the world.
     const ChoiceScore score = score_choices(
-        *choices, [&](int rows, int seq_len) { return model.build(rows, seq_len); }, model.store(), model.comm(),
+        *choices, [&](int rows, int seq_len) { return model.build(rows, seq_len); }, model.store(), *world,
         batch_tokens, source.spec.block_size());
-    fmt::print("{}: {}/{} correct = {:.4f} (each completion's mean loss given its context, the lowest the answer)\n",
-               choices->path(), score.correct, score.examples, score.accuracy());
+    if (root)
+      fmt::print("{}: {}/{} correct = {:.4f} (each completion's mean loss given its context, the lowest the answer)\n",
+                 choices->path(), score.correct, score.examples, score.accuracy());
   }
   if (corpus) {
-    const double loss = token_loss(model, *corpus, T, windows, batch_tokens);
-    fmt::print("{}: loss {:.6f} (perplexity {:.3f}) over {} windows of {} tokens\n", parser.get("tokens"), loss,
-               std::exp(loss), windows, T);
+    const double loss = token_loss(model, *corpus, T, windows, batch_tokens, *world);
+    if (root)
+      fmt::print("{}: loss {:.6f} (perplexity {:.3f}) over {} windows of {} tokens\n", parser.get("tokens"), loss,
+                 std::exp(loss), windows, T);
   }
   return 0;
 }

@@ -92,6 +92,7 @@ int sample_main(const std::vector<std::string>& args) {
     return 0;
   }
   const WeightSource source = resolve_weight_source(parser, "sample");
+  for (const std::string& note : source.notes) fmt::print(stderr, "{}\n", note);
   // The text, the options and the prompt before the weights load, so a bad one fails at once.
   const data::TokenText text = token_text(parser, source.text_dir);
   const SamplingOptions options = sampling_options(parser, text);

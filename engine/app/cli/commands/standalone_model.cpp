@@ -14,6 +14,7 @@
 #include "engine/app/io/model_weights.h"
 #include "engine/app/io/pretrained.h"
 #include "engine/base/core/check.h"
+#include "engine/distributed/launch/rendezvous.h"
 #include "kernels/ops.h"
 
 namespace zt::cli {
@@ -24,7 +25,7 @@ void add_weight_flags(ArgParser& parser, const std::string& what) {
   parser.value_flag("run", "DIR", "run directory written by 'zerotrain train': its final weights")
       .value_flag("ckpt", "PATH", "a checkpoint directory, or a checkpoint folder (its latest valid checkpoint)")
       .value_flag("from", "PATH", "pretrained weights: a Hugging Face folder or an llm.c model file")
-      .value_flag("device", "DEV", "cpu or cuda (the first GPU this process sees; default cpu)")
+      .value_flag("device", "DEV", "cpu or cuda (the first GPU, or under mpirun its local rank's; default cpu)")
       .value_flag("dtype", "D",
                   fmt::format("f32 or bf16: the activations {} (default f32); the weights stay in the run's or "
                               "checkpoint's parameter dtype, pretrained ones go to bf16 with bf16",
@@ -46,6 +47,7 @@ WeightSource resolve_weight_source(const ArgParser& parser, const std::string& c
     throw_input_error("zerotrain {}: --dtype must be f32 or bf16 (got '{}')", command, dtype);
   }
   s.device = device == "cuda" ? Device::kCUDA : Device::kCPU;
+  s.device_index = s.device == Device::kCUDA ? cuda_device_for_local_rank(detect_launch().local_rank) : 0;
   s.activations = dtype == "bf16" ? DType::kBF16 : DType::kF32;
   s.num_threads = omp_get_num_procs();
   if (parser.has("ckpt")) {
@@ -53,7 +55,7 @@ WeightSource resolve_weight_source(const ArgParser& parser, const std::string& c
     // e.g. its token table in as many chunk units as its run's head had).
     const ckpt::ResolvedCheckpoint resolved =
         ckpt::resolve_checkpoint(parser.get("ckpt"), ckpt::Validation::kStructure);
-    for (const std::string& note : resolved.notes) fmt::print(stderr, "zerotrain {}: {}\n", command, note);
+    for (const std::string& note : resolved.notes) s.notes.push_back(fmt::format("zerotrain {}: {}", command, note));
     s.kind = WeightSource::Kind::kCheckpoint;
     s.path = resolved.path;
     const ckpt::CheckpointReader reader(resolved.path);
@@ -97,7 +99,7 @@ StandaloneModel::StandaloneModel(const WeightSource& source)
       activations_(source.activations),
       table_(spec_.family().param_table(spec_)),
       // bf16 activations multiply in bf16, as a bf16 run's config derives.
-      backend_(source.device, source.num_threads, tracker_, 0,
+      backend_(source.device, source.num_threads, tracker_, source.device_index,
                KernelChoices{source.activations == DType::kBF16 ? MatmulPrecision::kBf16 : MatmulPrecision::kFp32}),
       comm_(tracker_, {}),
       store_(table_, source.param_dtype, ZeroOptions{}, comm_, tracker_, backend_.context()),

@@ -1,8 +1,8 @@
 // A model outside a training run, for `zerotrain sample` and `zerotrain eval`: the weights a run
 // left in its directory (--run), a sharded checkpoint's fp32 master weights read unit by unit in
 // any save layout (--ckpt), or pretrained weights (--from: a Hugging Face folder or an llm.c model
-// file), whole in a one-process stage-0 store on the CPU or (--device cuda) the first GPU the
-// process sees, its models' activations in --dtype.
+// file), whole in a one-process stage-0 store on the CPU or (--device cuda) the process's GPU (by
+// its local rank under a launcher, as training picks it), its models' activations in --dtype.
 #pragma once
 
 #include <memory>
@@ -35,11 +35,13 @@ struct WeightSource {
   int num_threads = 1;
   std::string text_dir;  // where tokenizer.json or vocab.json lie, "" where nowhere
   Device device = Device::kCPU;
+  int device_index = 0;  // the GPU, on CUDA
   DType activations = DType::kF32;
+  std::vector<std::string> notes;  // for stderr: which checkpoint "latest" resolved to
 };
 
 // Exactly one of --run, --ckpt and --from, else an InputError naming `command`; likewise a bad
-// --device or --dtype. A checkpoint's notes (which one "latest" resolved to) go to stderr.
+// --device or --dtype.
 WeightSource resolve_weight_source(const ArgParser& parser, const std::string& command);
 
 class StandaloneModel {

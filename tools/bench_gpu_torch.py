@@ -11,6 +11,9 @@ each line "run W K" on stdin runs W untimed and K timed steps and prints {"step_
 (cached memory is returned after each block, so an idle worker leaves the GPU to the others);
 "quit" ends it. tools/bench_gpu.py keeps one worker per anchor alive and interleaves their blocks
 with the other engines' runs, so compilation (minutes under max-autotune) is paid once.
+--warm-only: builds and compiles as --serve does (the same graphs, so the same cache entries), runs
+that one step, prints {"warmed": true, "compile_s", "compile_cache", ...} and exits: what it compiled
+stays in TORCHINDUCTOR_CACHE_DIR for a later worker (tools/gpu_session.sh --warm-autotune).
 """
 import argparse
 import json
@@ -116,14 +119,18 @@ def compile_cache_facts():
     return facts
 
 
-def serve(t):
-    """The worker protocol (see the module's doc) for trainer t: steps(n) and facts()."""
+def compile_once(t):
+    """The first step, which compiles (and autotunes), and what it took: compile_s, the caches' answers."""
     t0 = time.perf_counter()
-    t.steps(1)  # compiles (and autotunes) here
+    t.steps(1)
     if t.a.device == "cuda":
         torch.cuda.empty_cache()  # idle between blocks: the other engines get the memory
-    print(json.dumps({"ready": True, "compile_s": time.perf_counter() - t0, "compile_cache": compile_cache_facts(),
-                      **t.facts()}), flush=True)
+    return {"compile_s": time.perf_counter() - t0, "compile_cache": compile_cache_facts(), **t.facts()}
+
+
+def serve(t):
+    """The worker protocol (see the module's doc) for trainer t: steps(n) and facts()."""
+    print(json.dumps({"ready": True, **compile_once(t)}), flush=True)
     for line in sys.stdin:
         words = line.split()
         if not words or words[0] == "quit":
@@ -153,6 +160,7 @@ def main():
     ap.add_argument("--no-compile", action="store_true", help="the same as --compile none")
     ap.add_argument("--sdpa", choices=["auto", "cudnn"], default="auto")
     ap.add_argument("--serve", action="store_true")
+    ap.add_argument("--warm-only", action="store_true", help="compile (into the cache) and exit")
     ap.add_argument("--device", choices=["cuda", "cpu"], default="cuda", help=argparse.SUPPRESS)  # harness tests
     a = ap.parse_args()
     if a.no_compile:
@@ -160,6 +168,9 @@ def main():
     t = Trainer(a)
     if a.serve:
         serve(t)
+        return
+    if a.warm_only:
+        print(json.dumps({"warmed": True, **compile_once(t)}), flush=True)
         return
     step_ms, losses = t.steps(a.warmup + a.steps)
     print(json.dumps({"step_ms": step_ms, "losses": losses, **t.facts()}))

@@ -216,6 +216,16 @@ def check_real_plumbing(checks, zerotrain, work):
                  "stage 0 and stage 3 carry their per-op profiles")
     checks.check("stage3_collectives_over_stage0_tokens_per_s" in report["ratios"],
                  f"the collectives ratio is reported ({report['ratios']})")
+    # --warm-only (tools/gpu_session.sh --warm-autotune): the worker's compile and first step, one
+    # JSON line, exit 0.
+    p = subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "tools", "bench_gpu_torch.py"), "--warm-only",
+                        "--batch", "2", "--compile", "none", *[a.split("=", 1)[1] for a in torch_small]],
+                       capture_output=True, text=True, timeout=300)
+    lines = p.stdout.strip().splitlines()
+    warmed = json.loads(lines[-1]) if p.returncode == 0 and lines else {}
+    checks.check(len(lines) == 1 and warmed.get("warmed") and "compile_s" in warmed and "compile_cache" in warmed,
+                 f"bench_gpu_torch.py --warm-only compiles, runs one step and says so in one line "
+                 f"(exit {p.returncode}: {(p.stdout + p.stderr)[-400:]})")
 
 
 def check_llama_plumbing(checks, zerotrain, work):

@@ -1,19 +1,23 @@
 #!/usr/bin/env python3
-"""Sampling on the CPU through the key/value cache against the whole window for every token, side by
-side: `zerotrain sample --run DIR` with and without --no-kv-cache, on a GPT-2 124M-shaped model and a
-Llama of the same width with grouped-query heads, each trained for one step (random weights: what
-is timed is the forward, not the text). The two modes take turns round by round (--rounds); each
-time is the command's wall clock, weights loading included, and the figure the median of rounds.
-The tokens each mode drew are compared too (they match unless a draw falls within a rounding of a
+"""Sampling through the key/value cache against the whole window for every token, side by side:
+`zerotrain sample --run DIR` with and without --no-kv-cache, on a GPT-2 124M-shaped model and a
+Llama of the same width with grouped-query heads, each trained for one step on the CPU (random
+weights: what is timed is the forward, not the text), sampled on the CPU or (--device cuda) a GPU,
+in fp32 or (--dtype bf16) bf16 activations. The two modes take turns round by round (--rounds); each
+time is the command's wall clock, weights loading (and on a GPU, CUDA's start) included, beside the
+generation's own seconds as `sample` reports them on stderr; the figures are medians of rounds. The
+tokens each mode drew are compared too (they match unless a draw falls within a rounding of a
 boundary). Prints a table and writes --out (JSON).
 
 usage: tools/bench_sampling.py [--zerotrain build/zerotrain] [--tokens 32 128] [--rounds 2]
+                               [--device cpu|cuda] [--dtype f32|bf16]
                                [--out docs/results/sampling_bench_cpu.json]
 """
 import argparse
 import json
 import os
 import platform
+import re
 import shutil
 import statistics
 import subprocess
@@ -49,16 +53,27 @@ def train_one_step(zerotrain, model, run_dir, work):
     return cfg
 
 
-def sample(zerotrain, run_dir, tokens, cached):
-    cmd = [zerotrain, "sample", "--run", run_dir, "--prompt", "the ", "--tokens", str(tokens), "--seed", "7"]
+GENERATED = re.compile(r"zerotrain sample: (\d+) tokens in ([0-9.]+) s")
+
+
+def sample(zerotrain, run_dir, tokens, cached, device, dtype):
+    """(wall seconds, generation seconds as sample reports them, the text)."""
+    cmd = [zerotrain, "sample", "--run", run_dir, "--prompt", "the ", "--tokens", str(tokens), "--seed", "7",
+           "--device", device, "--dtype", dtype]
     if not cached:
         cmd.append("--no-kv-cache")
     start = time.perf_counter()
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
     seconds = time.perf_counter() - start
-    if p.returncode != 0:
+    generated = GENERATED.search(p.stderr)
+    if p.returncode != 0 or not generated:
         sys.exit(f"bench_sampling: {' '.join(cmd)} failed (exit {p.returncode}): {(p.stdout + p.stderr)[-1200:]}")
-    return seconds, p.stdout
+    return seconds, float(generated.group(2)), p.stdout
+
+
+def gpu_name():
+    p = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True, text=True)
+    return p.stdout.strip().splitlines()[0] if p.returncode == 0 and p.stdout.strip() else "unknown GPU"
 
 
 def main():
@@ -66,13 +81,18 @@ def main():
     p.add_argument("--zerotrain", default=os.path.join(ROOT, "build", "zerotrain"))
     p.add_argument("--tokens", type=int, nargs="+", default=[32, 128])
     p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    p.add_argument("--dtype", choices=["f32", "bf16"], default="f32")
     p.add_argument("--out", default=os.path.join(ROOT, "docs", "results", "sampling_bench_cpu.json"))
     a = p.parse_args()
     work = tempfile.mkdtemp(prefix="zt_sampling_bench_")
-    result = {"benchmark": "zerotrain sample: key/value cache against the whole window per token, CPU",
-              "commit": head_commit() or "unknown", "machine": platform.node(),
+    result = {"benchmark": f"zerotrain sample: key/value cache against the whole window per token, {a.device}",
+              "commit": os.environ.get("ZT_COMMIT") or head_commit() or "unknown", "machine": platform.node(),
               "cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(), "rounds": a.rounds,
-              "timing": "wall clock of `zerotrain sample --run`, loading the fp32 weights included", "models": {}}
+              "device": a.device, "dtype": a.dtype, "gpu": gpu_name() if a.device == "cuda" else None,
+              "timing": "wall clock of `zerotrain sample --run`, loading the weights included (*_s), and the "
+                        "generation alone as sample reports it: its models' set-up and the prompt included "
+                        "(*_generate_s)", "models": {}}
     for name, model in MODELS.items():
         run_dir = os.path.join(work, "run")
         shutil.rmtree(run_dir, ignore_errors=True)
@@ -80,14 +100,19 @@ def main():
         rows = []
         for n in a.tokens:
             times = {"cached": [], "window": []}
+            generate = {"cached": [], "window": []}
             texts = {}
             for _ in range(a.rounds):
                 for mode in ("cached", "window"):
-                    seconds, texts[mode] = sample(a.zerotrain, run_dir, n, mode == "cached")
+                    seconds, gen, texts[mode] = sample(a.zerotrain, run_dir, n, mode == "cached", a.device, a.dtype)
                     times[mode].append(seconds)
+                    generate[mode].append(gen)
             cached, window = statistics.median(times["cached"]), statistics.median(times["window"])
+            cached_gen, window_gen = statistics.median(generate["cached"]), statistics.median(generate["window"])
             rows.append({"tokens": n, "cached_s": cached, "window_s": window, "cached_s_per_round": times["cached"],
                          "window_s_per_round": times["window"], "window_over_cached": window / cached,
+                         "cached_generate_s": cached_gen, "window_generate_s": window_gen,
+                         "cached_tokens_per_s": n / cached_gen, "window_tokens_per_s": n / window_gen,
                          "same_text": texts["cached"] == texts["window"]})
         result["models"][name] = {"model": cfg["model"], "seq_len": SEQ_LEN, "rows": rows}
     shutil.rmtree(work, ignore_errors=True)
@@ -95,13 +120,16 @@ def main():
     with open(a.out, "w") as f:
         json.dump(result, f, indent=2)
         f.write("\n")
-    print(f"zerotrain sample on {os.cpu_count()} cores, fp32, prompt 'the ', median of {a.rounds} rounds; "
+    where = result["gpu"] if a.device == "cuda" else f"{os.cpu_count()} cores"
+    print(f"zerotrain sample on {where}, {a.dtype}, prompt 'the ', median of {a.rounds} rounds; "
           f"commit {result['commit'][:12]}")
-    print(f"{'model':<18} {'tokens':>6} {'cached s':>9} {'window s':>9} {'window/cached':>14} {'same text':>10}")
+    print(f"{'model':<18} {'tokens':>6} {'cached s':>9} {'window s':>9} {'window/cached':>14} "
+          f"{'cached tok/s':>13} {'window tok/s':>13} {'same text':>10}")
     for name, m in result["models"].items():
         for r in m["rows"]:
             print(f"{name:<18} {r['tokens']:>6} {r['cached_s']:>9.2f} {r['window_s']:>9.2f} "
-                  f"{r['window_over_cached']:>14.2f} {'yes' if r['same_text'] else 'no':>10}")
+                  f"{r['window_over_cached']:>14.2f} {r['cached_tokens_per_s']:>13.1f} {r['window_tokens_per_s']:>13.1f} "
+                  f"{'yes' if r['same_text'] else 'no':>10}")
     print(f"wrote {a.out}")
 
 

@@ -20,6 +20,8 @@
 #                starts from it (train.init_from) and evaluates llm.c's validation windows      [90]
 #   asyncckpt    tools/bench_async_checkpoint.py --device cuda: GPT-2 124M's blocked time per save,
 #                synchronous against checkpoint.async (staging into pinned memory)          [120]
+#   sampling     tools/bench_sampling.py --device cuda --dtype bf16: tokens/s through the key/value
+#                cache and with the whole window per token, GPT-2 124M and a Llama of its width  [150]
 # --warm-autotune: PyTorch's max-autotune anchor (cuDNN attention) compiles and tunes in the
 # background from set-up on, niced, on 8 compile threads, while the untimed phases (tests, multirank)
 # run; it is stopped before any timed phase starts, so no timing shares the machine with it. What it
@@ -50,7 +52,7 @@ mkdir -p "$OUT"
 summary="$OUT/session.txt"
 note() { echo "$*" | tee -a "$summary"; }
 
-declare -A default_budget=([tests]=240 [multirank]=150 [bench]=330 [llama]=180 [shakespeare]=300 [llmc]=90 [autotune]=420 [asyncckpt]=120)
+declare -A default_budget=([tests]=240 [multirank]=150 [bench]=330 [llama]=180 [shakespeare]=300 [llmc]=90 [autotune]=420 [asyncckpt]=120 [sampling]=150)
 limit=${ZT_SESSION_SECONDS:-570}
 warm_autotune=0
 setup_reserve=30  # unpacking, the pack check, the machine facts
@@ -361,6 +363,12 @@ for p in "${phases[@]}"; do
         --llmc .gpu_build/train_gpt2cu --zerotrain build-gpu/zerotrain --device cuda \
         --out "$OUT/llmc_interop_$slug.json" >>"$log" 2>&1
       grep "llm.c's own model file" "$log" | tail -1 | sed 's/^/    /' >>"$summary"
+      ;;
+    sampling)
+      step bench_sampling "${budget[$p]}" env PYTHONUNBUFFERED=1 "$python" tools/bench_sampling.py \
+        --zerotrain build-gpu/zerotrain --device cuda --dtype bf16 --tokens 128 1000 --rounds 2 \
+        --out "$OUT/sampling_bench_$slug.json" >>"$log" 2>&1
+      sed -n '/^zerotrain sample on/,/^wrote/p' "$log" | sed 's/^/    /' >>"$summary"
       ;;
     asyncckpt)
       step async_checkpoint_bench "${budget[$p]}" env PYTHONUNBUFFERED=1 "$python" tools/bench_async_checkpoint.py \

@@ -97,6 +97,8 @@ def main():
 
     p = run(binary, ["sample", "--run", run_a, "--tokens", "30", "--prompt", "the "])
     check(p.returncode == 0 and len(p.stdout) >= 30, f"sample --run generates text: {p.stdout.strip()[:60]!r}")
+    check("zerotrain sample: 30 tokens in " in p.stderr and " tokens/s;" in p.stderr,
+          f"sample says on stderr how long its 30 tokens took ({p.stderr.strip()[-200:]!r})")
     # The run's own last sample (step 30, seed train.seed + 30) is what `sample` draws from its final
     # weights; a bf16 run samples in bf16, as `sample --dtype bf16` does.
     def logged_sample_matches(run_dir, step, tokens, extra=()):

@@ -2,6 +2,7 @@
 // standalone_model.h: a run's, a checkpoint's or pretrained ones, on the CPU or a GPU).
 #include <fmt/format.h>
 
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -65,8 +66,15 @@ Prompt encode_prompt(const ArgParser& parser, const data::TokenText& text, int l
 int generate_and_print(StandaloneModel& model, const data::TokenText& text, const SamplingOptions& options,
                        const Prompt& prompt) {
   const SamplingModelBuilder build = [&](int seq_len) { return model.build(1, seq_len); };
+  const auto started = std::chrono::steady_clock::now();
   const auto tokens = sample_tokens(build, model.store(), prompt.ids, options, prompt.limit);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   fmt::print("{}{}\n", text.has() ? prompt.text : "", text.decode(tokens));
+  // On stderr, so the text on stdout stays the text alone (tools/bench_sampling.py reads this line).
+  fmt::print(stderr,
+             "zerotrain sample: {} tokens in {:.3f} s ({:.1f} tokens/s; the models' set-up and the prompt's {} "
+             "positions included)\n",
+             tokens.size(), seconds, static_cast<double>(tokens.size()) / seconds, prompt.ids.size());
   return 0;
 }
 

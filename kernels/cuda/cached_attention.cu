@@ -21,6 +21,7 @@ void cached_attention_forward(const ExecContext& ctx, TensorView out, TensorView
   ZT_CHECK(d.Tq * d.NH < (std::int64_t{1} << 31) && d.B <= 65535 && d.T * d.W < (std::int64_t{1} << 31),
            "cached attention on CUDA: {} new positions of {} heads, {} samples of {} x {} exceed the grid", d.Tq, d.NH,
            d.B, d.T, d.W);
+  if (d.B == 0) return;  // an empty batch: nothing to attend (a grid of 0 would not launch)
   ca::Geometry g{static_cast<int>(d.T),          static_cast<int>(d.Tq),
                  static_cast<int>(d.W),          static_cast<int>(d.C),
                  static_cast<int>(d.hs),         static_cast<int>(d.NH),

@@ -44,8 +44,9 @@ struct Geometry {
 };
 
 // About two blocks an SM on an H100 or H200 (132 SMs): a grid of fewer (new position, head, sample)
-// blocks splits the positions until it has about this many, each split at least kMinSpan positions
-// (its warps then walk at least kMinSpan / kWarps each, enough to cover their start and the merge).
+// blocks splits the positions until it has about this many, into at most one split per kMinSpan
+// positions (so a split holds about kMinSpan or more, and its warps walk about kMinSpan / kWarps
+// positions each, enough to cover their start and the merge).
 constexpr std::int64_t kTargetBlocks = 264;
 constexpr std::int64_t kMinSpan = 64;
 constexpr std::int64_t kMaxSplits = 64;
@@ -54,6 +55,7 @@ constexpr std::int64_t kMaxSplits = 64;
 // blocks: split z covers [z span, (z + 1) span); {1, positions} for a prompt's many rows or a short
 // cache. Host code (the launcher's, and the emulation tests').
 inline std::pair<int, int> split_positions(std::int64_t blocks, std::int64_t positions) {
+  blocks = std::max<std::int64_t>(blocks, 1);  // an empty batch launches nothing, but divides here
   std::int64_t splits = (kTargetBlocks + blocks - 1) / blocks;
   splits = std::min(splits, (positions + kMinSpan - 1) / kMinSpan);
   splits = std::max<std::int64_t>(std::min(splits, kMaxSplits), 1);

@@ -113,6 +113,12 @@ def compile_cache_facts():
     except ImportError:
         return None
     facts = {"dir": os.environ.get("TORCHINDUCTOR_CACHE_DIR")}
+    # tools/gpu_session.sh --warm-autotune's marker: this cache's max-autotune choices were timed
+    # beside other GPU work (the tests), which a reader of this anchor's figures should know.
+    marker = os.path.join(facts["dir"] or "", "zt_warm_autotune.json")
+    if facts["dir"] and os.path.exists(marker):
+        with open(marker) as f:
+            facts["warm_autotune"] = json.load(f)
     for group, prefix, name in (("aot_autograd", "autograd_cache", "aotautograd"), ("inductor", "fxgraph_cache", "fxgraph")):
         for outcome in ("hit", "miss", "bypass"):
             facts[f"{name}_{outcome}"] = int(counters[group][f"{prefix}_{outcome}"])

@@ -229,12 +229,23 @@ if [ -n "$missing" ]; then
 fi
 note "set-up done in $SECONDS s"
 
-# --warm-autotune's background compile (see the top): started here, stopped by warm_stop.
+# --warm-autotune's background compile (see the top): started here, stopped by warm_stop (also on
+# any exit: a job of its own process group would outlive the session's). Its pid file lets a later
+# call on the same machine end one that a cut call left running, before anything is timed.
 warm_pid=""
+warm_pidfile=.gpu_session_cache/warm_autotune.pid
+if [ -f "$warm_pidfile" ]; then
+  kill -KILL -- -"$(cat "$warm_pidfile")" 2>/dev/null && note "max-autotune: ended a warm compile a cut call left running"
+  rm -f "$warm_pidfile"
+fi
 if [ "$warm_autotune" = 1 ]; then
   warm_t0=$SECONDS
   warm_limit=$((limit - SECONDS - 30))
   [ "$warm_limit" -ge 1 ] || warm_limit=1
+  # What it tunes is timed beside the untimed phases' GPU work: the workers say so in their facts
+  # (tools/bench_gpu_torch.py reads this marker, which travels with the cache).
+  mkdir -p "$TORCHINDUCTOR_CACHE_DIR"
+  echo "{\"tuned_beside\": \"${phases[*]}\", \"commit\": \"$commit\"}" >"$TORCHINDUCTOR_CACHE_DIR/zt_warm_autotune.json"
   # A job of its own (monitor mode: its process group is $!), so warm_stop ends its compile workers too.
   set -m
   nice -n 15 env TORCHINDUCTOR_COMPILE_THREADS=8 PYTHONUNBUFFERED=1 timeout -k 10 "$warm_limit" \
@@ -242,14 +253,16 @@ if [ "$warm_autotune" = 1 ]; then
     >/tmp/zt_warm_autotune.out 2>/tmp/zt_warm_autotune.log &
   warm_pid=$!
   set +m
+  echo "$warm_pid" >"$warm_pidfile"
   note "max-autotune anchor: compiling in the background (TORCHINDUCTOR_CACHE_DIR), until the first timed phase"
 fi
 warm_stop() {  # $1: what comes next
   [ -n "$warm_pid" ] || return 0
-  local rc=0
+  local rc=0 waited=0
   if kill -0 "$warm_pid" 2>/dev/null; then
     kill -TERM -- -"$warm_pid" 2>/dev/null || kill -TERM "$warm_pid" 2>/dev/null
-    sleep 2
+    # Until the whole group is gone (its compile workers, the GPU context's teardown), at most 15 s.
+    while kill -0 -- -"$warm_pid" 2>/dev/null && [ $waited -lt 15 ]; do sleep 1; waited=$((waited + 1)); done
     kill -KILL -- -"$warm_pid" 2>/dev/null
     wait "$warm_pid" 2>/dev/null
     note "  max-autotune warm compile: stopped unfinished after $((SECONDS - warm_t0)) s, before $1 (what it tuned stays in the cache)"
@@ -262,7 +275,11 @@ warm_stop() {  # $1: what comes next
     fi
   fi
   warm_pid=""
+  rm -f "$warm_pidfile"
 }
+trap 'warm_stop "the exit"' EXIT
+trap 'exit 143' TERM
+trap 'exit 130' INT
 
 core='^(Cuda|NcclOneRank|RankDevice|DeviceMemory)|^gpu\.model_matches'
 for p in "${phases[@]}"; do

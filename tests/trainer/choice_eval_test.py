@@ -11,7 +11,8 @@ end through the real binary, on tinyshakespeare prepared by character:
   * `zerotrain eval --choices` gives that score from the run's final weights, its checkpoint and the
     export, and `--tokens` the loss transformers computes on windows of the validation split; under
     mpirun (2 and 3 ranks, rows and windows split unevenly) rank 0 alone prints the same score and
-    the same loss, and ranks given different files are refused in one line;
+    the same loss, ranks given different files are refused in one line, and a file only one rank
+    cannot read ends every rank at once, naming that rank;
   * in deterministic mode with a fixed global batch, 2 ranks at stage 3 and 3 ranks at stage 2
     (rows split unevenly, padding forwards) score exactly as 1 rank at each evaluation;
   * a file whose longest example passes model.block_size, and a damaged file, are refused before
@@ -26,6 +27,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import time
 
 import numpy as np
 
@@ -166,6 +168,16 @@ def main():
     lines = [line for line in p.stderr.splitlines() if "disagree" in line]
     check(p.returncode != 0 and lines and "command line" in lines[0],
           f"ranks given different arguments: refused naming the command line (exit {p.returncode}: {lines[:1]})")
+    # A file only one rank cannot read: every rank ends at once naming that rank's error, rather
+    # than the others waiting in a collective until its timeout.
+    started = time.monotonic()
+    p = subprocess.run(launcher + ["-np", "1", binary, "eval", "--from", hf, "--choices", choices, ":",
+                                   "-np", "1", binary, "eval", "--from", hf, "--choices", choices + ".missing"],
+                       capture_output=True, text=True, timeout=120)
+    lines = [line for line in p.stderr.splitlines() if "rank 1:" in line and ".missing" in line]
+    check(p.returncode != 0 and len(lines) == 2 and time.monotonic() - started < 60,
+          f"one rank's missing file: both ranks refuse in one line naming rank 1 ({time.monotonic() - started:.0f} s, "
+          f"exit {p.returncode}: {p.stderr.strip()[-400:]})")
 
     for name, ranks, stage in (("n2_s3", 2, 3), ("n3_s2", 3, 2)):
         _, _, other = train(name, ranks, stage)

@@ -9,7 +9,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <functional>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -21,6 +24,7 @@
 #include "engine/app/data/token_corpus.h"
 #include "engine/app/trainer/choice_eval.h"
 #include "engine/app/trainer/run_identity.h"
+#include "engine/base/core/check.h"
 #include "engine/distributed/comm/communicator.h"
 
 namespace zt::cli {
@@ -65,6 +69,33 @@ double token_loss(StandaloneModel& model, const data::TokenCorpus& corpus, int T
   return sum / static_cast<double>(windows * T);
 }
 
+// Runs `local` (this rank's own work: no collective inside) on every rank of `world`, then agrees:
+// where it threw on any rank, every rank throws the first failing rank's error (an InputError where
+// that was one). One rank's missing file or full GPU then ends the job at once, in one line naming
+// the rank, rather than leaving the others waiting in the next collective until its timeout.
+void on_every_rank(Communicator& world, const std::function<void()>& local) {
+  if (world.world_size() == 1) {
+    local();
+    return;
+  }
+  std::string error;
+  std::int32_t kind = 0;  // 0 done, 1 an InputError, 2 another error
+  try {
+    local();
+  } catch (const InputError& e) {
+    error = e.what(), kind = 1;
+  } catch (const std::exception& e) {
+    error = e.what(), kind = 2;
+  }
+  const std::vector<std::int32_t> kinds = all_gather_values<std::int32_t>(world, std::span{&kind, 1});
+  const auto failed = std::find_if(kinds.begin(), kinds.end(), [](std::int32_t k) { return k != 0; });
+  if (failed == kinds.end()) return;
+  const int rank = static_cast<int>(failed - kinds.begin());
+  const std::string message = fmt::format("rank {}: {}", rank, broadcast_string(world, error, rank));
+  if (*failed == 1) throw_input_error("{}", message);
+  throw_runtime_error("{}", message);
+}
+
 }  // namespace
 
 int eval_main(const std::vector<std::string>& args) {
@@ -90,7 +121,34 @@ int eval_main(const std::vector<std::string>& args) {
   MemoryTracker world_tracker;
   const std::unique_ptr<Communicator> world = make_communicator(world_tracker, {});
   const bool root = world->rank() == 0;
-  WeightSource source = resolve_weight_source(parser, "eval");
+  // Each rank reads its inputs (every file opened and checked before the weights load: a token
+  // file's headers; its tokens are checked against the vocabulary as the windows are read).
+  WeightSource source;
+  std::optional<data::ChoiceFile> choices;
+  std::optional<data::TokenCorpus> corpus;
+  int T = 1;
+  std::int64_t windows = 0;
+  on_every_rank(*world, [&] {
+    source = resolve_weight_source(parser, "eval");
+    if (parser.has("choices")) {
+      choices.emplace(data::ChoiceFile::load(parser.get("choices"), source.spec.vocab_size()));
+      if (choices->longest_input() > source.spec.block_size()) {
+        throw_input_error("zerotrain eval: --choices {}: its longest example needs {} positions, over the model's {}",
+                          choices->path(), choices->longest_input(), source.spec.block_size());
+      }
+    }
+    T = parser.get_int("seq-len", source.context, 1, source.spec.block_size());
+    if (parser.has("tokens")) {
+      corpus.emplace(data::TokenCorpus::open_shards({parser.get("tokens")}, data::TokenFileFormat::kAuto,
+                                                    source.spec.vocab_size(), "--tokens"));
+      windows = std::min<std::int64_t>(parser.get_int("windows", 100, 1, 1 << 30),
+                                       corpus->window_count(data::SampleOrder::kSequential, T));
+      if (windows == 0) {
+        throw_input_error("zerotrain eval: --tokens {}: no window of {} tokens (--seq-len {} and its next token)",
+                          parser.get("tokens"), T + 1, T);
+      }
+    }
+  });
   if (world->world_size() > 1 && source.kind != WeightSource::Kind::kRun) {
     // The cores this process may use, shared with the other ranks (on one node; unbound ranks would
     // otherwise each start as many threads as the node has cores). A run's weights keep its own
@@ -101,36 +159,15 @@ int eval_main(const std::vector<std::string>& args) {
     for (const std::string& note : source.notes) fmt::print(stderr, "{}\n", note);
   }
   const int batch_tokens = parser.get_int("batch-tokens", 8192, 1, 1 << 30);
-  // Every file opened and checked before the weights load (a token file's headers; its tokens are
-  // checked against the vocabulary as the windows are read).
-  std::optional<data::ChoiceFile> choices;
-  if (parser.has("choices")) {
-    choices.emplace(data::ChoiceFile::load(parser.get("choices"), source.spec.vocab_size()));
-    if (choices->longest_input() > source.spec.block_size()) {
-      throw_input_error("zerotrain eval: --choices {}: its longest example needs {} positions, over the model's {}",
-                        choices->path(), choices->longest_input(), source.spec.block_size());
-    }
-  }
-  std::optional<data::TokenCorpus> corpus;
-  const int T = parser.get_int("seq-len", source.context, 1, source.spec.block_size());
-  std::int64_t windows = 0;
-  if (parser.has("tokens")) {
-    corpus.emplace(data::TokenCorpus::open_shards({parser.get("tokens")}, data::TokenFileFormat::kAuto,
-                                                  source.spec.vocab_size(), "--tokens"));
-    windows = std::min<std::int64_t>(parser.get_int("windows", 100, 1, 1 << 30),
-                                     corpus->window_count(data::SampleOrder::kSequential, T));
-    if (windows == 0) {
-      throw_input_error("zerotrain eval: --tokens {}: no window of {} tokens (--seq-len {} and its next token)",
-                        parser.get("tokens"), T + 1, T);
-    }
-  }
   // Every rank must score the same files with the same model (a rank given other arguments would
   // otherwise hang in the gathers or print a mixture): one line naming what differs, exit 2.
   check_ranks_agree(*world, {{"command line", fmt::format("{}", fmt::join(args, " "))},
                              {"weights", source.path},
                              {"choices", choices ? fmt::format("{} rows", choices->rows()) : ""},
                              {"windows", fmt::format("{}", windows)}});
-  StandaloneModel model(source);
+  std::optional<StandaloneModel> loaded;
+  on_every_rank(*world, [&] { loaded.emplace(source); });  // a GPU may be full on one rank only
+  StandaloneModel& model = *loaded;
   if (choices) {
     // The forwards are each rank's own (a whole model in a store of its own); the rows' losses are
     // summed over the world.

@@ -92,7 +92,13 @@ const ModelFamily& ModelSpec::family() const { return model_family(model.arch); 
 ParamTable build_param_table(const ModelSpec& spec) { return spec.family().param_table(spec); }
 
 void init_unit_params(const ModelSpec& spec, const ParamTable& table, int unit, std::uint64_t seed, float* unit_data) {
-  spec.family().init_unit_params(spec, table, unit, seed, unit_data);
+  spec.family().init_unit_params(spec, table, unit, seed, unit_data, 0,
+                                 table.units().at(static_cast<std::size_t>(unit)).numel);
+}
+
+void init_unit_params(const ModelSpec& spec, const ParamTable& table, int unit, std::uint64_t seed, float* unit_data,
+                      std::int64_t begin, std::int64_t end) {
+  spec.family().init_unit_params(spec, table, unit, seed, unit_data, begin, end);
 }
 
 std::unique_ptr<LanguageModel> make_model(const ModelSpec& spec, const ModelBuild& build, MemoryTracker& tracker,

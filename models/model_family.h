@@ -97,10 +97,11 @@ class ModelFamily {
 
   // ---- the model ----
   virtual ParamTable param_table(const ModelSpec& spec) const = 0;
-  // The initialisation of `unit` of param_table(spec) into an fp32 buffer: the same values on every
-  // rank and at every rank count.
+  // The initialisation of `unit` of param_table(spec), its elements [begin, end) written into
+  // unit_data[begin, end) (unit_data: the whole unit's fp32 buffer; the rest is left as it is): the
+  // same values on every rank and at every rank count, whichever range is asked.
   virtual void init_unit_params(const ModelSpec& spec, const ParamTable& table, int unit, std::uint64_t seed,
-                                float* unit_data) const = 0;
+                                float* unit_data, std::int64_t begin, std::int64_t end) const = 0;
   virtual std::unique_ptr<LanguageModel> make_model(const ModelSpec& spec, const ModelBuild& build,
                                                     MemoryTracker& tracker, const ExecContext& ctx) const = 0;
   // What make_model's model allocates itself (activations, workspace) with parameters of
@@ -141,7 +142,10 @@ const ModelFamily& model_family_for_hf(std::string_view type, const std::string&
 
 // The spec's family's, for callers that hold a spec.
 ParamTable build_param_table(const ModelSpec& spec);
+// The whole unit, or (the second) its elements [begin, end) only.
 void init_unit_params(const ModelSpec& spec, const ParamTable& table, int unit, std::uint64_t seed, float* unit_data);
+void init_unit_params(const ModelSpec& spec, const ParamTable& table, int unit, std::uint64_t seed, float* unit_data,
+                      std::int64_t begin, std::int64_t end);
 std::unique_ptr<LanguageModel> make_model(const ModelSpec& spec, const ModelBuild& build, MemoryTracker& tracker,
                                           const ExecContext& ctx);
 ModelFootprint predict_footprint(const ModelSpec& spec, const ModelBuild& build, DType param_dtype, Device device);

@@ -34,9 +34,9 @@ class GptFamily final : public ModelFamily {
   ParamTable param_table(const ModelSpec& spec) const override {
     return build_param_table(gpt_config(spec.model), spec.layout);
   }
-  void init_unit_params(const ModelSpec& spec, const ParamTable& table, int unit, std::uint64_t seed,
-                        float* unit_data) const override {
-    gpt::init_unit_params(table, gpt_config(spec.model), unit, seed, unit_data);
+  void init_unit_params(const ModelSpec& spec, const ParamTable& table, int unit, std::uint64_t seed, float* unit_data,
+                        std::int64_t begin, std::int64_t end) const override {
+    gpt::init_unit_params(table, gpt_config(spec.model), unit, seed, unit_data, begin, end);
   }
   std::unique_ptr<LanguageModel> make_model(const ModelSpec& spec, const ModelBuild& build, MemoryTracker& tracker,
                                             const ExecContext& ctx) const override {

@@ -117,29 +117,29 @@ TensorView wte_chunk_view(const ParamTable& t, const GptConfig& c, int chunk, co
   return t.view(t.units().at(static_cast<std::size_t>(wte_unit(c, chunk))).params[0], unit);
 }
 
-void init_unit_params(const ParamTable& t, const GptConfig& c, int unit, std::uint64_t seed, float* unit_data) {
+void init_unit_params(const ParamTable& t, const GptConfig& c, int unit, std::uint64_t seed, float* unit_data,
+                      std::int64_t begin, std::int64_t end) {
   const double residual_std = 0.02 / std::sqrt(2.0 * c.n_layer);
   const ParamTable whole = build_param_table(c);  // the Philox keys: indices of the unchunked table
   for (int part : t.units().at(static_cast<std::size_t>(unit)).params) {
     const ParamSpec& p = t.param(part);
+    const auto [lo, hi] = elements_in_range(p, begin, end);  // of this part, [lo, hi)
+    if (lo >= hi) continue;
     const int index = whole.index_of(p.name);
     std::int64_t row = 1;
     for (std::size_t k = 1; k < p.shape.size(); ++k) row *= p.shape[k];
     const std::int64_t first = p.row_offset * row;  // the part's first element in the whole tensor
     float* data = unit_data + p.offset;
     const bool is_weight = p.name.ends_with(".weight");
-    if (p.name.find(".ln_") != std::string::npos) {  // LayerNorm: gain 1, bias 0
-      for (std::int64_t i = 0; i < p.numel; ++i) data[i] = is_weight ? 1.0f : 0.0f;
-      continue;
-    }
-    if (!is_weight) {
-      std::memset(data, 0, static_cast<std::size_t>(p.numel) * sizeof(float));
+    if (p.name.find(".ln_") != std::string::npos || !is_weight) {  // LayerNorm gains 1; biases, LN's too, 0
+      std::fill(data + lo, data + hi, p.name.find(".ln_") != std::string::npos && is_weight ? 1.0f : 0.0f);
       continue;
     }
     const double std_dev = p.name.ends_with("c_proj.weight") ? residual_std : 0.02;
     // Only the true rows are drawn; padded vocabulary rows stay zero and never receive gradient.
     const std::int64_t live = p.hf_shape[0] * (p.hf_shape.size() > 1 ? p.hf_shape[1] : 1);
-    for (std::int64_t i = 0; i < p.numel; ++i) {
+#pragma omp parallel for schedule(static)
+    for (std::int64_t i = lo; i < hi; ++i) {
       data[i] = i < live ? static_cast<float>(std_dev * philox_normal(seed, static_cast<std::uint32_t>(index),
                                                                       static_cast<std::uint64_t>(first + i)))
                          : 0.0f;

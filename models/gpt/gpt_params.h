@@ -63,6 +63,10 @@ TensorView wte_chunk_view(const ParamTable& t, const GptConfig& c, int chunk, co
 // vocabulary rows. Each element is drawn from Philox at (seed, parameter index, element index) of
 // the unchunked table (a chunk of wte draws its rows' elements of the whole tensor), so a unit's
 // values do not depend on which other units exist on this rank, and head_chunks changes none.
-void init_unit_params(const ParamTable& t, const GptConfig& c, int unit, std::uint64_t seed, float* unit_data);
+// With a range, only the unit's elements [begin, end) are written (end -1: to the unit's end); the
+// draws run on the OpenMP threads, each element alone, so the values do not depend on the range or
+// the threads either.
+void init_unit_params(const ParamTable& t, const GptConfig& c, int unit, std::uint64_t seed, float* unit_data,
+                      std::int64_t begin = 0, std::int64_t end = -1);
 
 }  // namespace zt::gpt

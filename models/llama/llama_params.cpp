@@ -134,21 +134,25 @@ TensorView head_chunk_view(const ParamTable& t, const LlamaConfig& c, int chunk,
   return t.view(t.units().at(static_cast<std::size_t>(head_chunk_unit(c, chunk))).params[0], unit);
 }
 
-void init_unit_params(const ParamTable& t, const LlamaConfig& c, int unit, std::uint64_t seed, float* unit_data) {
+void init_unit_params(const ParamTable& t, const LlamaConfig& c, int unit, std::uint64_t seed, float* unit_data,
+                      std::int64_t begin, std::int64_t end) {
   const ParamTable whole = build_param_table(c);  // the Philox keys: indices of the unchunked table
   for (int part : t.units().at(static_cast<std::size_t>(unit)).params) {
     const ParamSpec& p = t.param(part);
+    const auto [lo, hi] = elements_in_range(p, begin, end);  // of this part, [lo, hi)
+    if (lo >= hi) continue;
     const int index = whole.index_of(p.name);
     const std::int64_t first = p.row_offset * (p.shape.size() > 1 ? p.shape[1] : 1);  // in the whole tensor
     float* data = unit_data + p.offset;
     if (p.name.ends_with("norm.weight")) {  // RMSNorm gains
-      for (std::int64_t i = 0; i < p.numel; ++i) data[i] = 1.0f;
+      std::fill(data + lo, data + hi, 1.0f);
       continue;
     }
     // Only the true rows are drawn; padded vocabulary rows stay zero and never receive gradient.
     std::int64_t live = 1;
     for (std::int64_t d : p.hf_shape) live *= d;
-    for (std::int64_t i = 0; i < p.numel; ++i) {
+#pragma omp parallel for schedule(static)
+    for (std::int64_t i = lo; i < hi; ++i) {
       data[i] = i < live ? static_cast<float>(0.02 * philox_normal(seed, static_cast<std::uint32_t>(index),
                                                                    static_cast<std::uint64_t>(first + i)))
                          : 0.0f;

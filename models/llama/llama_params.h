@@ -63,6 +63,9 @@ TensorView head_chunk_view(const ParamTable& t, const LlamaConfig& c, int chunk,
 // every projection, the embeddings and the LM head, ones for the RMSNorm weights, zero padded
 // vocabulary rows; each element drawn from Philox at (seed, parameter index, element index) of the
 // unchunked table, so head_chunks changes no value.
-void init_unit_params(const ParamTable& t, const LlamaConfig& c, int unit, std::uint64_t seed, float* unit_data);
+// With a range, only the unit's elements [begin, end) are written (end -1: to the unit's end), the
+// draws on the OpenMP threads, as GPT-2's (gpt_params.h).
+void init_unit_params(const ParamTable& t, const LlamaConfig& c, int unit, std::uint64_t seed, float* unit_data,
+                      std::int64_t begin = 0, std::int64_t end = -1);
 
 }  // namespace zt::llama

@@ -5,6 +5,8 @@
 #include <fmt/format.h>
 #include <cmath>
 #include <map>
+#include <utility>
+#include <vector>
 
 #include "engine/app/io/model_weights.h"
 #include "engine/app/io/safetensors.h"
@@ -83,6 +85,27 @@ TEST(GptInit, FollowsGpt2Initialisation) {
   EXPECT_EQ(again, blk) << "initialisation is a pure function of the seed";
   init_unit_params(t, kConfig, block_unit(0), seed + 1, again.data());
   EXPECT_NE(again, blk);
+}
+
+// A rank draws only its optimizer shard of each unit (engine/app/trainer/model_setup.cpp): ranges
+// that cut parameters anywhere give the whole unit's values there, on any number of threads, and
+// leave the rest of the buffer untouched.
+TEST(GptInit, ARangeDrawsTheWholeUnitsValuesThereAndNothingElse) {
+  const ParamTable t = build_param_table(kConfig);
+  for (const int unit : {embedding_unit(), block_unit(1)}) {
+    const std::int64_t n = t.units()[static_cast<std::size_t>(unit)].numel;
+    std::vector<float> whole(static_cast<std::size_t>(n));
+    init_unit_params(t, kConfig, unit, 77, whole.data());
+    for (const auto& [begin, end] : std::vector<std::pair<std::int64_t, std::int64_t>>{
+             {0, n}, {0, 1}, {n / 3, n / 3 + 1000}, {n / 2 + 7, n}, {n - 1, n}, {5, 5}}) {
+      std::vector<float> part(static_cast<std::size_t>(n), -7.0f);
+      init_unit_params(t, kConfig, unit, 77, part.data(), begin, end);
+      for (std::int64_t i = 0; i < n; ++i) {
+        ASSERT_EQ(part[static_cast<std::size_t>(i)], i >= begin && i < end ? whole[static_cast<std::size_t>(i)] : -7.0f)
+            << "unit " << unit << " range [" << begin << ", " << end << ") element " << i;
+      }
+    }
+  }
 }
 
 // With the head in vocabulary chunks wte is split by rows across units: chunk 0 stays in the

@@ -8,6 +8,8 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <utility>
+#include <vector>
 
 #include "models/llama/llama_params.h"
 
@@ -81,6 +83,25 @@ TEST(LlamaParamTable, StackedViewsAndInitialisation) {
   std::vector<float> emb(static_cast<std::size_t>(t.units()[0].numel), -1.0f);
   init_unit_params(t, kConfig, 0, 42, emb.data());
   for (std::int64_t i = 300 * 64; i < 320 * 64; ++i) ASSERT_EQ(emb[i], 0.0f);  // padded rows
+}
+
+// Ranges as a rank's optimizer shard cuts them: the whole unit's values there, nothing elsewhere.
+TEST(LlamaParamTable, ARangeDrawsTheWholeUnitsValuesThereAndNothingElse) {
+  const ParamTable t = build_param_table(kConfig);
+  for (const int unit : {0, 1}) {
+    const std::int64_t n = t.units()[static_cast<std::size_t>(unit)].numel;
+    std::vector<float> whole(static_cast<std::size_t>(n));
+    init_unit_params(t, kConfig, unit, 42, whole.data());
+    for (const auto& [begin, end] :
+         std::vector<std::pair<std::int64_t, std::int64_t>>{{0, n}, {n / 4 + 3, n / 2}, {n - 65, n}, {1, 2}}) {
+      std::vector<float> part(static_cast<std::size_t>(n), -7.0f);
+      init_unit_params(t, kConfig, unit, 42, part.data(), begin, end);
+      for (std::int64_t i = 0; i < n; ++i) {
+        ASSERT_EQ(part[static_cast<std::size_t>(i)], i >= begin && i < end ? whole[static_cast<std::size_t>(i)] : -7.0f)
+            << "unit " << unit << " range [" << begin << ", " << end << ") element " << i;
+      }
+    }
+  }
 }
 
 TEST(LlamaConfigRules, InconsistentConfigsAreNamed) {

@@ -10,7 +10,10 @@ void initialize_parameters(const ModelSpec& spec, std::uint64_t seed, ZeroParamS
   const ParamTable& table = store.table();
   Buffer full(tracker, MemCategory::kWorkspace, DType::kF32, table.max_unit_numel(), Device::kCPU, false);
   for (std::size_t u = 0; u < table.units().size(); ++u) {
-    init_unit_params(spec, table, static_cast<int>(u), seed, full.as<float>());
+    // Only this rank's optimizer shard is drawn: load_unit reads no more, and each element is a
+    // function of its index alone (the same values as drawing the whole unit).
+    const UnitShard& s = store.optimizer_layout().unit(static_cast<int>(u));
+    init_unit_params(spec, table, static_cast<int>(u), seed, full.as<float>(), s.begin, s.begin + s.live());
     optimizer.load_unit(static_cast<int>(u), full.as<float>());
   }
   store.publish_updated_params();

@@ -1,6 +1,7 @@
-// Setting a model's parameters up for a run: every rank draws each full unit from the seed (the
-// same values whatever the rank count), keeps its shard as fp32 master and working parameters,
-// and the store publishes the full units where its stage keeps them.
+// Setting a model's parameters up for a run: every rank draws its optimizer shard of each unit from
+// the seed (each element a function of its index: the same values whatever the rank count), keeps
+// it as fp32 master and working parameters, and the store publishes the full units where its stage
+// keeps them.
 #pragma once
 
 #include <cstdint>

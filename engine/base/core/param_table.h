@@ -4,8 +4,10 @@
 // this table; the sharding engine, optimizer and checkpoint code only ever read it.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/base/core/tensor.h"
@@ -24,6 +26,15 @@ struct ParamSpec {
   // one name, each holding stored rows [row_offset, row_offset + shape[0]) of it; 0 for a whole one.
   std::int64_t row_offset = 0;
 };
+
+// The part of [begin, end) of a unit's elements that falls on parameter `p`, as p's own indices
+// [first, last) (empty where they miss it); end -1: to the unit's end.
+inline std::pair<std::int64_t, std::int64_t> elements_in_range(const ParamSpec& p, std::int64_t begin,
+                                                               std::int64_t end) {
+  const std::int64_t first = std::clamp<std::int64_t>(begin - p.offset, 0, p.numel);
+  const std::int64_t last = end < 0 ? p.numel : std::clamp<std::int64_t>(end - p.offset, 0, p.numel);
+  return {first, std::max(first, last)};
+}
 
 // A tensor as external formats hold it (a Hugging Face state-dict entry): one parameter, or the
 // row parts of one split across units, listed in row order. hf_shape is the whole tensor's.

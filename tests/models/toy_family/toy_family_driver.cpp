@@ -173,20 +173,24 @@ class ToyFamily final : public ModelFamily {
   ParamTable param_table(const ModelSpec& spec) const override { return toy_table(spec.model); }
   // N(0, init_std) per unit from its own stream (seed, unit): the same values at any rank count;
   // the padded vocabulary rows stay zero.
-  void init_unit_params(const ModelSpec& spec, const ParamTable& table, int unit, std::uint64_t seed,
-                        float* unit_data) const override {
+  // A sequential stream: the whole unit is drawn and the range copied out.
+  void init_unit_params(const ModelSpec& spec, const ParamTable& table, int unit, std::uint64_t seed, float* unit_data,
+                        std::int64_t begin, std::int64_t end) const override {
     std::mt19937_64 rng(seed * 1000003u + static_cast<std::uint64_t>(unit));
     std::normal_distribution<double> normal(0.0, init_std(spec.model));
     const UnitSpec& u = table.units()[static_cast<std::size_t>(unit)];
+    std::vector<float> whole(static_cast<std::size_t>(u.numel));
     for (int index : u.params) {
       const ParamSpec& p = table.param(index);
       const std::int64_t live_rows = p.hf_shape[0], cols = p.shape[1];
       for (std::int64_t r = 0; r < p.shape[0]; ++r) {
         for (std::int64_t c = 0; c < cols; ++c) {
-          unit_data[p.offset + r * cols + c] = r < live_rows ? static_cast<float>(normal(rng)) : 0.0f;
+          whole[static_cast<std::size_t>(p.offset + r * cols + c)] =
+              r < live_rows ? static_cast<float>(normal(rng)) : 0.0f;
         }
       }
     }
+    std::copy(whole.begin() + begin, whole.begin() + end, unit_data + begin);
   }
   std::unique_ptr<LanguageModel> make_model(const ModelSpec& spec, const ModelBuild& build, MemoryTracker& tracker,
                                             const ExecContext& ctx) const override {

@@ -105,7 +105,8 @@ class Zerotrain:
                 "train.global_batch_tokens": ctx.args.batch * self.seq_len, "train.max_steps": steps,
                 "train.eval_every": 0, "train.eval_batches": 1, "train.activation_checkpointing": "none",
                 "log.sample_tokens": 0, "log.every_steps": 1000, "log.progress": "plain",
-                "checkpoint.at_end": "false", "log.profile_ops": "true" if profile else "false",
+                "checkpoint.at_end": "false", "log.final_weights": "false",
+                "log.profile_ops": "true" if profile else "false",
                 **ctx.args.zerotrain_sets}
         if self.collectives:
             sets["zero.solo_path"] = "false"

@@ -167,6 +167,14 @@ def main():
           "with nonfinite=skip the step is skipped and the run finishes")
     check(safetensors_all_finite(os.path.join(run_d, "final.safetensors")), "weights after a skipped step are finite")
 
+    # log.final_weights = false (benchmarks): the run finishes, evaluates and says it wrote no weights.
+    run_e = os.path.join(work, "e")
+    p = run(binary, ["train", "--config", config_path, "--run-dir", run_e, "--set", "train.max_steps=4",
+                     "--set", "log.final_weights=false"])
+    check(p.returncode == 0 and not os.path.exists(os.path.join(run_e, "final.safetensors")) and
+          records(run_e)[-1]["type"] == "summary" and "no final.safetensors: log.final_weights = false" in p.stdout,
+          f"log.final_weights=false: no final.safetensors, the summary and the printout say so (exit {p.returncode})")
+
     # 4. Nothing known at the start fails a run after training (issue 19): a sample prompt outside
     # the data's vocabulary and a checkpoint folder that cannot be made stop it before step 1,
     # naming the key; and the last step's weights (at_end checkpoint, final.safetensors) are saved

@@ -245,6 +245,19 @@ TEST(RunConfig, CheckpointSectionDefaultsRangesAndUnknownKeys) {
   expect_error(doc, {"checkpoint.at_end"});
 }
 
+TEST(RunConfig, FinalWeightsAreOnByDefaultAndCanBeTurnedOff) {
+  EXPECT_TRUE(parse_run_config(base(), "x.json").log.final_weights);
+  nlohmann::json doc = base();
+  apply_override(doc, "log.final_weights=false");
+  const RunConfig c = parse_run_config(doc, "x.json");
+  EXPECT_FALSE(c.log.final_weights);
+  EXPECT_EQ(c.to_json()["log"]["final_weights"], false);
+  EXPECT_EQ(parse_run_config(c.to_json(), "config.json").to_json(), c.to_json());
+  doc = base();
+  doc["log"] = {{"final_weights", "no"}};
+  expect_error(doc, {"log.final_weights", "true or false"});
+}
+
 TEST(RunConfig, ProfileOpsIsABooleanOffByDefault) {
   EXPECT_FALSE(parse_run_config(base(), "x.json").log.profile_ops);
   nlohmann::json doc = base();

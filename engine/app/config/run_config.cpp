@@ -171,6 +171,7 @@ void read_log(ConfigReader r, LogConfig& l, const std::string& source) {
   l.sample_top_k = r.get_int("sample_top_k", l.sample_top_k, 0, 65535);
   l.sample_prompt = r.get_string("sample_prompt", l.sample_prompt);
   l.profile_ops = r.get_bool("profile_ops", l.profile_ops);
+  l.final_weights = r.get_bool("final_weights", l.final_weights);
   r.reject_unknown_keys();
 }
 
@@ -378,7 +379,8 @@ nlohmann::json RunConfig::to_json() const {
         {"sample_temperature", shortest_decimal(log.sample_temperature)},
         {"sample_top_k", log.sample_top_k},
         {"sample_prompt", log.sample_prompt},
-        {"profile_ops", log.profile_ops}}},
+        {"profile_ops", log.profile_ops},
+        {"final_weights", log.final_weights}}},
       {"checkpoint",
        {{"dir", checkpoint.dir},
         {"every_steps", checkpoint.every_steps},

@@ -267,8 +267,10 @@ void Trainer::finish_run(int step, RunProgress& run) {
   finish_checkpoint(s, run);  // an asynchronous save in flight, before the final weights
   report_profile(s, run);
   if (finished) {
-    write_final_weights(run_dir_ + "/final.safetensors", s.optimizer, s.tracker, s.root,
-                        {{"run_config", c.to_json().dump()}, {"steps", std::to_string(summary.steps_done)}});
+    if (c.log.final_weights) {
+      write_final_weights(run_dir_ + "/final.safetensors", s.optimizer, s.tracker, s.root,
+                          {{"run_config", c.to_json().dump()}, {"steps", std::to_string(summary.steps_done)}});
+    }
     // Saved first, so that nothing after training (an evaluation or a sample that fails) can cost
     // the trained model; also when a finished run is resumed, its final evaluation is made.
     evaluate(s, step, summary);

@@ -130,7 +130,12 @@ int train_main(const std::vector<std::string>& args) {
                cfg.log.run_dir);
     return 1;
   }
-  fmt::print("wrote {}/final.safetensors, metrics.jsonl, config.json\n", cfg.log.run_dir);
+  if (cfg.log.final_weights) {
+    fmt::print("wrote {}/final.safetensors, metrics.jsonl, config.json\n", cfg.log.run_dir);
+  } else {
+    fmt::print("wrote {}/metrics.jsonl, config.json (no final.safetensors: log.final_weights = false)\n",
+               cfg.log.run_dir);
+  }
   return 0;
 }
 

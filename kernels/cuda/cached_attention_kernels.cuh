@@ -131,22 +131,12 @@ __global__ void cached_attention_kernel(T* out, float* partials, const T* cache,
     weight[w] = M == -INFINITY ? 0.0f : expf(part_max[w] - M);
     total += part_sum[w] * weight[w];
   }
+  // One split: the output. Several: this split's partial, its values unnormalised.
   const std::int64_t row = static_cast<std::int64_t>(b) * g.Tq + i;
-  if (g.splits > 1) {
-    float* part = partials + ((row * g.n_head + h) * g.splits + z) * kPartialFloats;
-    if (lane == 0) {
-      part[0] = M;
-      part[1] = total;
-    }
-#pragma unroll
-    for (int k = 0; k < kLaneDims; ++k) {
-      const int e = lane + k * kWarpSize;
-      if (e >= g.hs) continue;
-      float sum = 0.0f;
-      for (int w = 0; w < kWarps; ++w) sum += part_acc[w][e] * weight[w];
-      part[2 + e] = sum;
-    }
-    return;
+  float* part = g.splits > 1 ? partials + ((row * g.n_head + h) * g.splits + z) * kPartialFloats : nullptr;
+  if (part != nullptr && lane == 0) {
+    part[0] = M;
+    part[1] = total;
   }
   T* o = out + row * g.C + h * g.hs;
 #pragma unroll
@@ -155,7 +145,11 @@ __global__ void cached_attention_kernel(T* out, float* partials, const T* cache,
     if (e >= g.hs) continue;
     float sum = 0.0f;
     for (int w = 0; w < kWarps; ++w) sum += part_acc[w][e] * weight[w];
-    store_act(o + e, sum / total);
+    if (part != nullptr) {
+      part[2 + e] = sum;
+    } else {
+      store_act(o + e, sum / total);
+    }
   }
 }
 

@@ -51,6 +51,27 @@ TEST(Safetensors, RoundTripsTensorsAndMetadata) {
   EXPECT_EQ(std::memcmp(f.tensors.at("b").bytes.data(), b.data(), 12), 0);
 }
 
+// A view is read at write() (not at add), an owned vector is taken over: both land as a copy would.
+TEST(Safetensors, ViewsAndOwnedValuesWriteAsCopiesDo) {
+  const std::string copied = temp_path("copied.safetensors"), mixed = temp_path("mixed.safetensors");
+  std::vector<float> a = {1.0f, 2.0f, 3.0f, 4.0f};
+  const std::vector<float> b = {-1.0f, 0.5f};
+  SafetensorsWriter w1;
+  w1.add_f32("a", {2, 2}, a.data());
+  w1.add_f32("b", {2}, b.data());
+  w1.write(copied);
+  SafetensorsWriter w2;
+  const std::vector<float> wrong(4, 9.0f);
+  std::vector<float> later = wrong;
+  w2.add_view("a", DType::kF32, {2, 2}, later.data());
+  std::copy(a.begin(), a.end(), later.begin());  // changed before write(): the view writes what is there then
+  w2.add_f32_owned("b", {2}, b);
+  w2.write(mixed);
+  EXPECT_EQ(read_all(mixed), read_all(copied));
+  SafetensorsWriter w3;
+  EXPECT_THROW(w3.add_f32_owned("c", {3}, b), std::exception);  // 2 values for 3 elements
+}
+
 TEST(Safetensors, DamagedFilesAreRefusedWithTheirName) {
   const std::string good = temp_path("good.safetensors");
   const std::vector<float> a(16, 1.0f);

@@ -27,7 +27,7 @@ void write_final_weights(const std::string& path, ShardedAdamW& optimizer, Memor
       [&](int u) {
         return full[static_cast<std::size_t>(u)].view().slice(0, table.units()[static_cast<std::size_t>(u)].numel);
       },
-      metadata);
+      metadata, /*views_outlive_writer=*/true);  // `full` lives until the file is written
 }
 
 }  // namespace zt

@@ -15,7 +15,7 @@
 namespace zt {
 
 void add_param_tensors(SafetensorsWriter& writer, const ParamTable& table, const std::string& prefix,
-                       const std::function<TensorView(int)>& unit_values) {
+                       const std::function<TensorView(int)>& unit_values, bool views_outlive_writer) {
   // A tensor split across units is assembled part by part as the units come (each unit's view is
   // read before the next is asked for) and written after its last part.
   const std::vector<TensorParts> tensors = table.tensors();
@@ -25,6 +25,7 @@ void add_param_tensors(SafetensorsWriter& writer, const ParamTable& table, const
     const UnitSpec& unit = table.units()[u];
     const TensorView values = unit_values(static_cast<int>(u));
     const float* data = nullptr;
+    const bool view = views_outlive_writer && values.dtype == DType::kF32;  // else copied
     if (values.dtype == DType::kF32) {
       data = values.as<float>();
     } else {
@@ -38,7 +39,11 @@ void add_param_tensors(SafetensorsWriter& writer, const ParamTable& table, const
           *std::find_if(tensors.begin(), tensors.end(), [&](const TensorParts& x) { return x.name == p.name; });
       // Padded vocabulary rows are trailing rows: the HF tensor is a prefix of the stored one.
       if (t.parts.size() == 1) {
-        writer.add_f32(prefix + p.name, p.hf_shape, data + p.offset);
+        if (view) {
+          writer.add_view(prefix + p.name, DType::kF32, p.hf_shape, data + p.offset);
+        } else {
+          writer.add_f32(prefix + p.name, p.hf_shape, data + p.offset);
+        }
         continue;
       }
       std::vector<float>& whole = assembling[p.name];
@@ -49,7 +54,7 @@ void add_param_tensors(SafetensorsWriter& writer, const ParamTable& table, const
       whole.resize(static_cast<std::size_t>(hf_numel));
       std::copy(data + p.offset, data + p.offset + part_hf, whole.begin() + p.row_offset * row);
       if (index == t.parts.back()) {
-        writer.add_f32(prefix + p.name, t.hf_shape, whole.data());
+        writer.add_f32_owned(prefix + p.name, t.hf_shape, std::move(whole));
         assembling.erase(p.name);
       }
     }
@@ -58,9 +63,9 @@ void add_param_tensors(SafetensorsWriter& writer, const ParamTable& table, const
 
 void save_model_weights(const std::string& path, const ParamTable& table,
                         const std::function<TensorView(int)>& unit_values,
-                        const std::map<std::string, std::string>& metadata) {
+                        const std::map<std::string, std::string>& metadata, bool views_outlive_writer) {
   SafetensorsWriter writer;
-  add_param_tensors(writer, table, "", unit_values);
+  add_param_tensors(writer, table, "", unit_values, views_outlive_writer);
   // "format": "pt" is what Hugging Face's loaders demand of a safetensors state dict (transformers
   // refuses a file without it); the tensors already carry GPT2LMHeadModel's names and shapes.
   writer.set_metadata("format", "pt");

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <memory>
 
 #include "engine/base/core/check.h"
 
@@ -29,25 +30,37 @@ DType dtype_from_name(const std::string& s, const std::string& path, const std::
 
 }  // namespace
 
+void SafetensorsWriter::add_pending(std::string name, DType dtype, std::vector<std::int64_t> shape, const void* data,
+                                    std::shared_ptr<const void> keep) {
+  const std::size_t bytes = static_cast<std::size_t>(numel_of(shape)) * dtype_size_bytes(dtype);
+  entries_.push_back({std::move(name), dtype, std::move(shape), data, bytes, std::move(keep)});
+}
+
 void SafetensorsWriter::add(std::string name, DType dtype, std::vector<std::int64_t> shape, const void* data) {
-  SafetensorsEntry e;
-  e.name = std::move(name);
-  e.dtype = dtype;
-  e.shape = std::move(shape);
-  const std::size_t bytes = static_cast<std::size_t>(numel_of(e.shape)) * dtype_size_bytes(dtype);
-  e.bytes.resize(bytes);
-  if (bytes > 0) std::memcpy(e.bytes.data(), data, bytes);
-  entries_.push_back(std::move(e));
+  const std::size_t bytes = static_cast<std::size_t>(numel_of(shape)) * dtype_size_bytes(dtype);
+  const auto* first = static_cast<const std::uint8_t*>(data);
+  auto copy = std::make_shared<const std::vector<std::uint8_t>>(first, first + (bytes > 0 ? bytes : 0));
+  add_pending(std::move(name), dtype, std::move(shape), copy->data(), copy);
+}
+
+void SafetensorsWriter::add_view(std::string name, DType dtype, std::vector<std::int64_t> shape, const void* data) {
+  add_pending(std::move(name), dtype, std::move(shape), data, nullptr);
+}
+
+void SafetensorsWriter::add_f32_owned(std::string name, std::vector<std::int64_t> shape, std::vector<float> values) {
+  ZT_CHECK(static_cast<std::int64_t>(values.size()) == numel_of(shape), "{}: {} values for {} elements", name,
+           values.size(), numel_of(shape));
+  auto owned = std::make_shared<const std::vector<float>>(std::move(values));
+  add_pending(std::move(name), DType::kF32, std::move(shape), owned->data(), owned);
 }
 
 void SafetensorsWriter::write(const std::string& path) const {
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
   if (!metadata_.empty()) header["__metadata__"] = metadata_;
   std::size_t offset = 0;
-  for (const SafetensorsEntry& e : entries_) {
-    header[e.name] = {
-        {"dtype", dtype_name(e.dtype)}, {"shape", e.shape}, {"data_offsets", {offset, offset + e.bytes.size()}}};
-    offset += e.bytes.size();
+  for (const Pending& e : entries_) {
+    header[e.name] = {{"dtype", dtype_name(e.dtype)}, {"shape", e.shape}, {"data_offsets", {offset, offset + e.bytes}}};
+    offset += e.bytes;
   }
   std::string text = header.dump();
   // The data section starts 8-byte aligned; the standard pads the header with spaces.
@@ -60,8 +73,8 @@ void SafetensorsWriter::write(const std::string& path) const {
     const std::uint64_t n = text.size();
     out.write(reinterpret_cast<const char*>(&n), sizeof(n));  // x86-64 is little-endian
     out.write(text.data(), static_cast<std::streamsize>(text.size()));
-    for (const SafetensorsEntry& e : entries_) {
-      out.write(reinterpret_cast<const char*>(e.bytes.data()), static_cast<std::streamsize>(e.bytes.size()));
+    for (const Pending& e : entries_) {
+      out.write(static_cast<const char*>(e.data), static_cast<std::streamsize>(e.bytes));
     }
     out.flush();
     if (!out) {

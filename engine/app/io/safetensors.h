@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -20,19 +21,36 @@ struct SafetensorsEntry {
   std::vector<std::uint8_t> bytes;  // raw little-endian data, numel * dtype size
 };
 
-// Collects tensors in memory, then writes them in one go to a temp file renamed into place, so a
-// crash never leaves a half-written file under the final name.
+// Collects tensors, then writes them in one go to a temp file renamed into place, so a crash never
+// leaves a half-written file under the final name.
 class SafetensorsWriter {
  public:
+  // Copies numel(shape) values of `dtype` from `data`.
   void add(std::string name, DType dtype, std::vector<std::int64_t> shape, const void* data);
   void add_f32(std::string name, std::vector<std::int64_t> shape, const float* data) {
     add(std::move(name), DType::kF32, std::move(shape), data);
   }
+  // Refers to `data` without a copy: it must stay alive and unchanged until write() returns. (A
+  // model's final weights are already whole in host memory: a copy doubled the fresh pages the
+  // kernel zeroes, most of the time it took to write them.)
+  void add_view(std::string name, DType dtype, std::vector<std::int64_t> shape, const void* data);
+  // Takes `values` over (no copy).
+  void add_f32_owned(std::string name, std::vector<std::int64_t> shape, std::vector<float> values);
   void set_metadata(std::string key, std::string value) { metadata_[std::move(key)] = std::move(value); }
   void write(const std::string& path) const;
 
  private:
-  std::vector<SafetensorsEntry> entries_;
+  struct Pending {
+    std::string name;
+    DType dtype = DType::kF32;
+    std::vector<std::int64_t> shape;
+    const void* data = nullptr;
+    std::size_t bytes = 0;
+    std::shared_ptr<const void> keep;  // what holds `data` where the writer owns it; null for a view
+  };
+  void add_pending(std::string name, DType dtype, std::vector<std::int64_t> shape, const void* data,
+                   std::shared_ptr<const void> keep);
+  std::vector<Pending> entries_;
   std::map<std::string, std::string> metadata_;
 };
 

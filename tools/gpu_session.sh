@@ -235,7 +235,11 @@ note "set-up done in $SECONDS s"
 warm_pid=""
 warm_pidfile=.gpu_session_cache/warm_autotune.pid
 if [ -f "$warm_pidfile" ]; then
-  kill -KILL -- -"$(cat "$warm_pidfile")" 2>/dev/null && note "max-autotune: ended a warm compile a cut call left running"
+  left=$(cat "$warm_pidfile")
+  # Only if that group still runs the warm compile (a pid can be reused).
+  if ps -eo pgid=,args= | awk -v g="$left" '$1 == g' | grep -q -- "--warm-only"; then
+    kill -KILL -- -"$left" 2>/dev/null && note "max-autotune: ended a warm compile a cut call left running"
+  fi
   rm -f "$warm_pidfile"
 fi
 if [ "$warm_autotune" = 1 ]; then

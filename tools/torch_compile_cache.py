@@ -33,6 +33,7 @@ import tarfile
 
 MANIFEST = "zt_cache_manifest.json"
 SEEDED = ".zt_seeded"  # what `seed` left in the cache folder: relative path -> size
+NOTES = ("zt_warm_autotune.json",)  # notes kept with a cache, never a reason alone to write one
 EXCLUDED_TOP = ("triton",)
 DEFAULT_MAX_BYTES = 12 << 20  # under the device tool's 16 MiB a file, beside the pack in 64 MiB
 
@@ -113,7 +114,9 @@ def save(folder, out, max_bytes, device, commit):
     if os.path.isfile(seeded_path):
         with open(seeded_path) as f:
             seeded = json.load(f)
-    new = [rel for rel in files if rel not in seeded]
+    # A note beside the cache (tools/gpu_session.sh --warm-autotune's marker) travels with it but is not
+    # itself something compiled.
+    new = [rel for rel in files if rel not in seeded and rel not in NOTES]
     if not new:
         print(f"torch compile cache: nothing to write ({len(files)} files, none new since it was seeded)")
         return

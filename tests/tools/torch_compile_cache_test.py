@@ -78,10 +78,14 @@ def main():
         r = run("save", fresh, "--out", again)
         c.check(r.returncode == 0 and not os.path.exists(again) and "none new" in r.stdout,
                 f"a save with nothing new since the seed writes nothing ({r.stdout.strip()})")
+        write(fresh, "zt_warm_autotune.json", b'{"tuned_beside": "tests multirank"}')
+        r = run("save", fresh, "--out", again)
+        c.check(r.returncode == 0 and not os.path.exists(again) and "none new" in r.stdout,
+                f"gpu_session.sh's marker alone is nothing new either ({r.stdout.strip()})")
         write(fresh, "fxgraph/ef/entry", b"another graph")
         write(fresh, "triton/0/other/kernel.cubin", b"not packed")
         r = run("save", fresh, "--out", again)
-        c.check(r.returncode == 0 and os.path.isfile(again) and "5 files (1 new)" in r.stdout,
+        c.check(r.returncode == 0 and os.path.isfile(again) and "6 files (1 new)" in r.stdout,
                 f"a new cache entry makes it write again ({r.stdout.strip()})")
 
         small = os.path.join(d, "out", "small.tar.gz")

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """tools/gpu_session.sh's refusals, which must hold before a GPU minute is spent: it prints its plan
-and refuses (exit 2) phases whose budgets exceed the outer limit or that it does not know; in a copy
+and refuses (exit 2) phases whose budgets exceed the outer limit or that it does not know
+(--warm-autotune is an option, not a phase: it leaves the plan as it is); in a copy
 of the tree it refuses to run without a pack, with a pack built from other sources (naming the file),
 with a pack built from uncommitted sources, and with a pack of another commit than ZT_COMMIT; a pack
 that matches gets past every check (to the carried packages, absent here). Needs no GPU.
@@ -57,6 +58,9 @@ def main():
     rc, text, err = session(root, out, "--limit", "300", "tests=200", "bench=200")
     check(rc == 2 and "plan: set-up 30 s + tests 200 s + bench 200 s = 430 s of the 300 s limit" in text
           and "refused" in text, f"budgets over the limit: the plan is printed and refused ({rc}: {text[-300:]})")
+    rc, text, err = session(root, out, "--limit", "300", "--warm-autotune", "tests=200", "bench=200")
+    check(rc == 2 and "plan: set-up 30 s + tests 200 s + bench 200 s = 430 s of the 300 s limit" in text,
+          f"--warm-autotune is an option, not a phase: the same plan, refused on its budgets ({rc}: {err.strip()[-200:]})")
     rc, text, err = session(root, out, "tests", "warp")
     check(rc == 2 and "usage" in err, f"an unknown phase is refused with the usage line ({rc}: {err.strip()})")
 

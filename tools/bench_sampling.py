@@ -10,7 +10,7 @@ tokens each mode drew are compared too (they match unless a draw falls within a 
 boundary). Prints a table and writes --out (JSON).
 
 usage: tools/bench_sampling.py [--zerotrain build/zerotrain] [--tokens 32 128] [--rounds 2]
-                               [--device cpu|cuda] [--dtype f32|bf16]
+                               [--device cpu|cuda] [--dtype f32|bf16] [--tiny]
                                [--out docs/results/sampling_bench_cpu.json]
 """
 import argparse
@@ -36,11 +36,15 @@ MODELS = {
                          "block_size": 1024, "vocab_size": 32000, "intermediate_size": 2048},
 }
 SEQ_LEN = 1024  # the run's seq_len: the most positions `sample --run` attends to
+# --tiny (the tests' smoke run): the same two families at a few thousand parameters, a context of 64.
+TINY = {"n_layer": 2, "n_head": 4, "n_embd": 32, "block_size": 64}
+TINY_LLAMA = {"n_kv_head": 2, "intermediate_size": 64}
+TINY_SEQ_LEN = 64
 
 
-def train_one_step(zerotrain, model, run_dir, work):
+def train_one_step(zerotrain, model, run_dir, work, seq_len=SEQ_LEN):
     cfg = {"device": "cpu", "model": model, "data": {"dataset": "embedded"},
-           "train": {"micro_batch": 1, "seq_len": SEQ_LEN, "max_steps": 1, "eval_every": 0, "eval_batches": 1,
+           "train": {"micro_batch": 1, "seq_len": seq_len, "max_steps": 1, "eval_every": 0, "eval_batches": 1,
                      "num_threads": os.cpu_count() or 1},
            "log": {"sample_tokens": 0, "progress": "plain"}}
     path = os.path.join(work, "config.json")
@@ -83,6 +87,7 @@ def main():
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     p.add_argument("--dtype", choices=["f32", "bf16"], default="f32")
+    p.add_argument("--tiny", action="store_true", help="tiny models (the script's own test), not 124M-sized ones")
     p.add_argument("--out", default=os.path.join(ROOT, "docs", "results", "sampling_bench_cpu.json"))
     a = p.parse_args()
     work = tempfile.mkdtemp(prefix="zt_sampling_bench_")
@@ -93,10 +98,13 @@ def main():
               "timing": "wall clock of `zerotrain sample --run`, loading the weights included (*_s), and the "
                         "generation alone as sample reports it: its models' set-up and the prompt included "
                         "(*_generate_s)", "models": {}}
+    seq_len = TINY_SEQ_LEN if a.tiny else SEQ_LEN
     for name, model in MODELS.items():
+        if a.tiny:
+            model = {**model, **TINY, **(TINY_LLAMA if model["arch"] == "llama" else {})}
         run_dir = os.path.join(work, "run")
         shutil.rmtree(run_dir, ignore_errors=True)
-        cfg = train_one_step(a.zerotrain, model, run_dir, work)
+        cfg = train_one_step(a.zerotrain, model, run_dir, work, seq_len)
         rows = []
         for n in a.tokens:
             times = {"cached": [], "window": []}
@@ -114,7 +122,8 @@ def main():
                          "cached_generate_s": cached_gen, "window_generate_s": window_gen,
                          "cached_tokens_per_s": n / cached_gen, "window_tokens_per_s": n / window_gen,
                          "same_text": texts["cached"] == texts["window"]})
-        result["models"][name] = {"model": cfg["model"], "seq_len": SEQ_LEN, "rows": rows}
+        label = f"{name} (tiny: {model['n_layer']}x{model['n_embd']})" if a.tiny else name
+        result["models"][label] = {"model": cfg["model"], "seq_len": seq_len, "rows": rows}
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
     with open(a.out, "w") as f:
@@ -123,11 +132,11 @@ def main():
     where = result["gpu"] if a.device == "cuda" else f"{os.cpu_count()} cores"
     print(f"zerotrain sample on {where}, {a.dtype}, prompt 'the ', median of {a.rounds} rounds; "
           f"commit {result['commit'][:12]}")
-    print(f"{'model':<18} {'tokens':>6} {'cached s':>9} {'window s':>9} {'window/cached':>14} "
+    print(f"{'model':<28} {'tokens':>6} {'cached s':>9} {'window s':>9} {'window/cached':>14} "
           f"{'cached tok/s':>13} {'window tok/s':>13} {'same text':>10}")
     for name, m in result["models"].items():
         for r in m["rows"]:
-            print(f"{name:<18} {r['tokens']:>6} {r['cached_s']:>9.2f} {r['window_s']:>9.2f} "
+            print(f"{name:<28} {r['tokens']:>6} {r['cached_s']:>9.2f} {r['window_s']:>9.2f} "
                   f"{r['window_over_cached']:>14.2f} {r['cached_tokens_per_s']:>13.1f} {r['window_tokens_per_s']:>13.1f} "
                   f"{'yes' if r['same_text'] else 'no':>10}")
     print(f"wrote {a.out}")

@@ -18,6 +18,7 @@ usage: train_run_test.py PATH/TO/zerotrain
 import json
 import math
 import os
+import shutil
 import struct
 import subprocess
 import sys
@@ -168,7 +169,10 @@ def main():
     check(safetensors_all_finite(os.path.join(run_d, "final.safetensors")), "weights after a skipped step are finite")
 
     # log.final_weights = false (benchmarks): the run finishes, evaluates and says it wrote no weights.
+    # An earlier run's final weights in the directory are removed, not left as if they were this run's.
     run_e = os.path.join(work, "e")
+    os.makedirs(run_e)
+    shutil.copy(os.path.join(run_a, "final.safetensors"), os.path.join(run_e, "final.safetensors"))
     p = run(binary, ["train", "--config", config_path, "--run-dir", run_e, "--set", "train.max_steps=4",
                      "--set", "log.final_weights=false"])
     check(p.returncode == 0 and not os.path.exists(os.path.join(run_e, "final.safetensors")) and

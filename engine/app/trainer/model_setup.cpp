@@ -1,12 +1,23 @@
 // Parameter initialisation into the optimizer's shard and the store.
 #include "engine/app/trainer/model_setup.h"
 
+#include <omp.h>
+
+#include <algorithm>
+
 #include "engine/app/io/pretrained.h"
 
 namespace zt {
 
 void initialize_parameters(const ModelSpec& spec, std::uint64_t seed, ZeroParamStore& store, ShardedAdamW& optimizer,
-                           MemoryTracker& tracker) {
+                           MemoryTracker& tracker, int num_threads) {
+  // The families' draws run in OpenMP regions of the default size: the run's threads for their
+  // duration (ranks sharing a node's cores would otherwise each start one a core).
+  struct DefaultThreads {
+    int outer = omp_get_max_threads();
+    explicit DefaultThreads(int n) { omp_set_num_threads(std::max(1, n)); }
+    ~DefaultThreads() { omp_set_num_threads(outer); }
+  } const threads(num_threads);
   const ParamTable& table = store.table();
   Buffer full(tracker, MemCategory::kWorkspace, DType::kF32, table.max_unit_numel(), Device::kCPU, false);
   for (std::size_t u = 0; u < table.units().size(); ++u) {

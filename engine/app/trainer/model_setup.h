@@ -12,8 +12,9 @@
 
 namespace zt {
 
+// `num_threads`: the OpenMP threads the draws run on (the run's train.num_threads).
 void initialize_parameters(const ModelSpec& spec, std::uint64_t seed, ZeroParamStore& store, ShardedAdamW& optimizer,
-                           MemoryTracker& tracker);
+                           MemoryTracker& tracker, int num_threads);
 // The same from a pretrained checkpoint (train.init_from): each rank reads only its optimizer
 // shard's elements of each unit, through the same one-unit workspace. Returns the bytes it read.
 std::int64_t load_pretrained_parameters(const std::string& path, ZeroParamStore& store, ShardedAdamW& optimizer,

@@ -33,7 +33,7 @@ RunProgress start_run(TrainerState& s, const std::string& resume_checkpoint, boo
     return run;
   }
   if (resume_checkpoint.empty()) {
-    initialize_parameters(c.model_spec(), c.train.seed, s.store, s.optimizer, s.tracker);
+    initialize_parameters(c.model_spec(), c.train.seed, s.store, s.optimizer, s.tracker, c.train.num_threads);
     return run;
   }
   const ckpt::CheckpointReader reader(resume_checkpoint);

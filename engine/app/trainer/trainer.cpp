@@ -270,6 +270,11 @@ void Trainer::finish_run(int step, RunProgress& run) {
     if (c.log.final_weights) {
       write_final_weights(run_dir_ + "/final.safetensors", s.optimizer, s.tracker, s.root,
                           {{"run_config", c.to_json().dump()}, {"steps", std::to_string(summary.steps_done)}});
+    } else if (s.root) {
+      // An earlier run's final.safetensors in this directory is not this run's weights: removed, so
+      // `sample --run` and `eval --run` cannot take it for them.
+      std::error_code ec;
+      std::filesystem::remove(run_dir_ + "/final.safetensors", ec);
     }
     // Saved first, so that nothing after training (an evaluation or a sample that fails) can cost
     // the trained model; also when a finished run is resumed, its final evaluation is made.

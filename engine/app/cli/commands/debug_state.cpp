@@ -90,7 +90,7 @@ int debug_state_main(const std::vector<std::string>& args) {
   ZeroParamStore store(table, cfg.param_dtype, ZeroOptions{}, comm, tracker, ctx);
   const bool mixed = cfg.param_dtype == DType::kBF16;
   ShardedAdamW optimizer(store, cfg.optim.adamw, tracker, ctx);
-  initialize_parameters(spec, cfg.train.seed, store, optimizer, tracker);
+  initialize_parameters(spec, cfg.train.seed, store, optimizer, tracker, cfg.train.num_threads);
 
   std::vector<std::int32_t> inputs, targets;
   make_debug_batch(cfg, inputs, targets);

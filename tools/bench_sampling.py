@@ -75,11 +75,6 @@ def sample(zerotrain, run_dir, tokens, cached, device, dtype):
     return seconds, float(generated.group(2)), p.stdout
 
 
-def gpu_name():
-    p = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True, text=True)
-    return p.stdout.strip().splitlines()[0] if p.returncode == 0 and p.stdout.strip() else "unknown GPU"
-
-
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--zerotrain", default=os.path.join(ROOT, "build", "zerotrain"))
@@ -90,11 +85,15 @@ def main():
     p.add_argument("--tiny", action="store_true", help="tiny models (the script's own test), not 124M-sized ones")
     p.add_argument("--out", default=os.path.join(ROOT, "docs", "results", "sampling_bench_cpu.json"))
     a = p.parse_args()
+    gpu = None
+    if a.device == "cuda":  # the GPU benchmarks' own query: one line and an exit where there is none
+        from bench_harness import device_facts
+        gpu = "{} (driver {})".format(*device_facts())
     work = tempfile.mkdtemp(prefix="zt_sampling_bench_")
     result = {"benchmark": f"zerotrain sample: key/value cache against the whole window per token, {a.device}",
               "commit": os.environ.get("ZT_COMMIT") or head_commit() or "unknown", "machine": platform.node(),
               "cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(), "rounds": a.rounds,
-              "device": a.device, "dtype": a.dtype, "gpu": gpu_name() if a.device == "cuda" else None,
+              "device": a.device, "dtype": a.dtype, "gpu": gpu,
               "timing": "wall clock of `zerotrain sample --run`, loading the weights included (*_s), and the "
                         "generation alone as sample reports it: its models' set-up and the prompt included "
                         "(*_generate_s)", "models": {}}

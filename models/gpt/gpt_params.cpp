@@ -130,9 +130,9 @@ void init_unit_params(const ParamTable& t, const GptConfig& c, int unit, std::ui
     for (std::size_t k = 1; k < p.shape.size(); ++k) row *= p.shape[k];
     const std::int64_t first = p.row_offset * row;  // the part's first element in the whole tensor
     float* data = unit_data + p.offset;
-    const bool is_weight = p.name.ends_with(".weight");
-    if (p.name.find(".ln_") != std::string::npos || !is_weight) {  // LayerNorm gains 1; biases, LN's too, 0
-      std::fill(data + lo, data + hi, p.name.find(".ln_") != std::string::npos && is_weight ? 1.0f : 0.0f);
+    const bool is_weight = p.name.ends_with(".weight"), is_layernorm = p.name.find(".ln_") != std::string::npos;
+    if (is_layernorm || !is_weight) {  // LayerNorm gains 1; biases, LayerNorm's too, 0
+      std::fill(data + lo, data + hi, is_layernorm && is_weight ? 1.0f : 0.0f);
       continue;
     }
     const double std_dev = p.name.ends_with("c_proj.weight") ? residual_std : 0.02;

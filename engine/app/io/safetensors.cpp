@@ -39,7 +39,7 @@ void SafetensorsWriter::add_pending(std::string name, DType dtype, std::vector<s
 void SafetensorsWriter::add(std::string name, DType dtype, std::vector<std::int64_t> shape, const void* data) {
   const std::size_t bytes = static_cast<std::size_t>(numel_of(shape)) * dtype_size_bytes(dtype);
   const auto* first = static_cast<const std::uint8_t*>(data);
-  auto copy = std::make_shared<const std::vector<std::uint8_t>>(first, first + (bytes > 0 ? bytes : 0));
+  auto copy = std::make_shared<const std::vector<std::uint8_t>>(first, first + bytes);
   add_pending(std::move(name), dtype, std::move(shape), copy->data(), copy);
 }
 

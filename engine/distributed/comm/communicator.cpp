@@ -122,6 +122,29 @@ std::string broadcast_string(Communicator& comm, const std::string& text, int ro
   return std::string(reinterpret_cast<const char*>(words.data()), static_cast<std::size_t>(length));
 }
 
+void on_every_rank(Communicator& world, const std::function<void()>& local) {
+  if (world.world_size() == 1) {
+    local();
+    return;
+  }
+  std::string error;
+  std::int32_t kind = 0;  // 0 done, 1 an InputError, 2 another error
+  try {
+    local();
+  } catch (const InputError& e) {
+    error = e.what(), kind = 1;
+  } catch (const std::exception& e) {
+    error = e.what(), kind = 2;
+  }
+  const std::vector<std::int32_t> kinds = all_gather_values<std::int32_t>(world, std::span{&kind, 1});
+  const auto failed = std::find_if(kinds.begin(), kinds.end(), [](std::int32_t k) { return k != 0; });
+  if (failed == kinds.end()) return;
+  const int rank = static_cast<int>(failed - kinds.begin());
+  const std::string message = fmt::format("rank {}: {}", rank, broadcast_string(world, error, rank));
+  if (*failed == 1) throw_input_error("{}", message);
+  throw_runtime_error("{}", message);
+}
+
 std::unique_ptr<Communicator> make_communicator(MemoryTracker& tracker, const CommOptions& options) {
 #ifdef ZT_HAVE_MPI
   if (launched_by_mpi()) return std::make_unique<MpiCommunicator>(tracker, options);

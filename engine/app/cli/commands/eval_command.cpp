@@ -10,9 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <functional>
 #include <optional>
-#include <span>
 #include <string>
 #include <vector>
 
@@ -67,33 +65,6 @@ double token_loss(StandaloneModel& model, const data::TokenCorpus& corpus, int T
   double sum = 0.0;
   for (std::int64_t w = 0; w < windows; ++w) sum += all[static_cast<std::size_t>(w)];  // rank r's at r * per_rank
   return sum / static_cast<double>(windows * T);
-}
-
-// Runs `local` (this rank's own work: no collective inside) on every rank of `world`, then agrees:
-// where it threw on any rank, every rank throws the first failing rank's error (an InputError where
-// that was one). One rank's missing file or full GPU then ends the job at once, in one line naming
-// the rank, rather than leaving the others waiting in the next collective until its timeout.
-void on_every_rank(Communicator& world, const std::function<void()>& local) {
-  if (world.world_size() == 1) {
-    local();
-    return;
-  }
-  std::string error;
-  std::int32_t kind = 0;  // 0 done, 1 an InputError, 2 another error
-  try {
-    local();
-  } catch (const InputError& e) {
-    error = e.what(), kind = 1;
-  } catch (const std::exception& e) {
-    error = e.what(), kind = 2;
-  }
-  const std::vector<std::int32_t> kinds = all_gather_values<std::int32_t>(world, std::span{&kind, 1});
-  const auto failed = std::find_if(kinds.begin(), kinds.end(), [](std::int32_t k) { return k != 0; });
-  if (failed == kinds.end()) return;
-  const int rank = static_cast<int>(failed - kinds.begin());
-  const std::string message = fmt::format("rank {}: {}", rank, broadcast_string(world, error, rank));
-  if (*failed == 1) throw_input_error("{}", message);
-  throw_runtime_error("{}", message);
 }
 
 }  // namespace

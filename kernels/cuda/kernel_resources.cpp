@@ -1,6 +1,7 @@
 // cuBLASLt handle and workspace creation; scratch buffers from the caching allocator.
 #include "kernels/cuda/kernel_resources.h"
 
+#include "engine/base/device/cublaslt_library.h"
 #include "engine/base/device/cuda_check.h"
 
 namespace zt::cuda {
@@ -8,14 +9,14 @@ namespace zt::cuda {
 KernelResources::KernelResources(MemoryTracker& tracker, DeviceAllocator& allocator, std::size_t cublas_workspace_bytes)
     : tracker_(tracker), allocator_(allocator) {
   ZT_CHECK(allocator.device() == Device::kCUDA, "KernelResources needs a CUDA allocator");
-  ZT_CUDA_CHECK(cublasLtCreate(&cublaslt_));
+  ZT_CUDA_CHECK(cuda::cublaslt().create(&cublaslt_));
   workspace_ = Buffer(tracker_, MemCategory::kWorkspace, DType::kU16,
                       static_cast<std::int64_t>(cublas_workspace_bytes / 2), allocator_,  // U16: no byte dtype
                       /*zero_fill=*/false);
 }
 
 KernelResources::~KernelResources() {
-  if (cublaslt_ != nullptr) cublasLtDestroy(cublaslt_);
+  if (cublaslt_ != nullptr) cuda::cublaslt().destroy(cublaslt_);
 }
 
 namespace {

@@ -30,6 +30,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/base/device/cublaslt_library.h"
 #include "engine/base/device/cuda_stream.h"
 #include "kernels/cuda/common.cuh"
 
@@ -49,11 +50,11 @@ struct LtDescriptors {
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
   cublasLtMatmulPreference_t pref = nullptr;
   ~LtDescriptors() {
-    if (pref) cublasLtMatmulPreferenceDestroy(pref);
-    if (d) cublasLtMatrixLayoutDestroy(d);
-    if (b) cublasLtMatrixLayoutDestroy(b);
-    if (a) cublasLtMatrixLayoutDestroy(a);
-    if (op) cublasLtMatmulDescDestroy(op);
+    if (pref) cublaslt().matmul_preference_destroy(pref);
+    if (d) cublaslt().matrix_layout_destroy(d);
+    if (b) cublaslt().matrix_layout_destroy(b);
+    if (a) cublaslt().matrix_layout_destroy(a);
+    if (op) cublaslt().matmul_desc_destroy(op);
   }
 };
 
@@ -71,8 +72,8 @@ const void* added(const LtGemm& g) { return g.C != nullptr ? g.C : g.D; }
 cublasStatus_t matmul(const ExecContext& ctx, const LtGemm& g, const LtDescriptors& desc,
                       const cublasLtMatmulAlgo_t& algo, std::size_t ws_bytes, void* out) {
   KernelResources& res = detail::resources_of(ctx);
-  return cublasLtMatmul(res.cublaslt(), desc.op, &g.alpha, g.A, desc.a, g.B, desc.b, &g.beta, added(g), desc.d, out,
-                        desc.d, &algo, res.cublas_workspace(), ws_bytes, detail::stream_of(ctx));
+  return cublaslt().matmul(res.cublaslt(), desc.op, &g.alpha, g.A, desc.a, g.B, desc.b, &g.beta, added(g), desc.d, out,
+                           desc.d, &algo, res.cublas_workspace(), ws_bytes, detail::stream_of(ctx));
 }
 
 // Whether g's C is apart from its D (a residual added in the epilogue).
@@ -82,8 +83,8 @@ bool c_apart(const LtGemm& g) { return g.C != nullptr && g.C != g.D; }
 bool writes_apart_from_c(const cublasLtMatmulAlgo_t& algo) {
   std::int32_t support = 0;
   std::size_t written = 0;
-  return cublasLtMatmulAlgoCapGetAttribute(&algo, CUBLASLT_ALGO_CAP_OUT_OF_PLACE_RESULT_SUPPORT, &support,
-                                           sizeof support, &written) == CUBLAS_STATUS_SUCCESS &&
+  return cublaslt().matmul_algo_cap_get_attribute(&algo, CUBLASLT_ALGO_CAP_OUT_OF_PLACE_RESULT_SUPPORT, &support,
+                                                  sizeof support, &written) == CUBLAS_STATUS_SUCCESS &&
          support != 0;
 }
 
@@ -160,48 +161,52 @@ Alignments alignments_of(const LtGemm& g) {
 }
 
 void build_descriptors(const KernelResources& res, const LtGemm& g, LtDescriptors& desc) {
-  ZT_CUDA_CHECK(cublasLtMatmulDescCreate(&desc.op, compute_type(res, g), CUDA_R_32F));
+  ZT_CUDA_CHECK(cublaslt().matmul_desc_create(&desc.op, compute_type(res, g), CUDA_R_32F));
   const cublasOperation_t ta = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t tb = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
-  ZT_CUDA_CHECK(cublasLtMatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
-  ZT_CUDA_CHECK(cublasLtMatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
-  ZT_CUDA_CHECK(cublasLtMatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &g.epilogue, sizeof g.epilogue));
+  ZT_CUDA_CHECK(cublaslt().matmul_desc_set_attribute(desc.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+  ZT_CUDA_CHECK(cublaslt().matmul_desc_set_attribute(desc.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+  ZT_CUDA_CHECK(
+      cublaslt().matmul_desc_set_attribute(desc.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &g.epilogue, sizeof g.epilogue));
   if (g.bias != nullptr) {
-    ZT_CUDA_CHECK(cublasLtMatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof g.bias));
+    ZT_CUDA_CHECK(
+        cublaslt().matmul_desc_set_attribute(desc.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof g.bias));
   }
   if (g.aux != nullptr) {
     const std::int64_t aux_ld = g.m;
     ZT_CUDA_CHECK(
-        cublasLtMatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &g.aux, sizeof g.aux));
+        cublaslt().matmul_desc_set_attribute(desc.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &g.aux, sizeof g.aux));
     ZT_CUDA_CHECK(
-        cublasLtMatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof aux_ld));
+        cublaslt().matmul_desc_set_attribute(desc.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof aux_ld));
   }
   // Layouts describe the stored matrices (before op()): rows x cols of A are (trans ? k x m : m x k).
-  ZT_CUDA_CHECK(cublasLtMatrixLayoutCreate(&desc.a, g.ab_type, g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k, g.lda));
-  ZT_CUDA_CHECK(cublasLtMatrixLayoutCreate(&desc.b, g.ab_type, g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n, g.ldb));
-  ZT_CUDA_CHECK(cublasLtMatrixLayoutCreate(&desc.d, g.d_type, g.m, g.n, g.ldd));
+  ZT_CUDA_CHECK(
+      cublaslt().matrix_layout_create(&desc.a, g.ab_type, g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k, g.lda));
+  ZT_CUDA_CHECK(
+      cublaslt().matrix_layout_create(&desc.b, g.ab_type, g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n, g.ldb));
+  ZT_CUDA_CHECK(cublaslt().matrix_layout_create(&desc.d, g.d_type, g.m, g.n, g.ldd));
   if (g.batch_count > 1) {
     const std::pair<cublasLtMatrixLayout_t, std::int64_t> layouts[] = {
         {desc.a, g.stride_a}, {desc.b, g.stride_b}, {desc.d, g.stride_d}};
     for (const auto& [layout, stride] : layouts) {
-      ZT_CUDA_CHECK(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &g.batch_count,
-                                                     sizeof g.batch_count));
-      ZT_CUDA_CHECK(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
-                                                     sizeof stride));
+      ZT_CUDA_CHECK(cublaslt().matrix_layout_set_attribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &g.batch_count,
+                                                           sizeof g.batch_count));
+      ZT_CUDA_CHECK(cublaslt().matrix_layout_set_attribute(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
+                                                           sizeof stride));
     }
   }
-  ZT_CUDA_CHECK(cublasLtMatmulPreferenceCreate(&desc.pref));
+  ZT_CUDA_CHECK(cublaslt().matmul_preference_create(&desc.pref));
   const std::size_t ws_bytes = res.cublas_workspace_bytes();
-  ZT_CUDA_CHECK(cublasLtMatmulPreferenceSetAttribute(desc.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes,
-                                                     sizeof ws_bytes));
+  ZT_CUDA_CHECK(cublaslt().matmul_preference_set_attribute(desc.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                           &ws_bytes, sizeof ws_bytes));
   // A bf16 result is rounded once (docs/precision.md): split-K partials may be summed only in the
   // fp32 compute type (in workspace), not in place or in the output type, which would round each
   // partial sum to bf16 (long-K products such as the head's dinp, K = 50304, invite split-K).
   // Algorithms without split-K pass any mask. An fp32 result takes every scheme (all deterministic).
   if (g.d_type == CUDA_R_16BF) {
     const std::uint32_t schemes = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
-    ZT_CUDA_CHECK(cublasLtMatmulPreferenceSetAttribute(desc.pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &schemes,
-                                                       sizeof schemes));
+    ZT_CUDA_CHECK(cublaslt().matmul_preference_set_attribute(desc.pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
+                                                             &schemes, sizeof schemes));
   }
   const Alignments align = alignments_of(g);
   const std::pair<cublasLtMatmulPreferenceAttributes_t, std::uint32_t> aligns[] = {
@@ -210,7 +215,7 @@ void build_descriptors(const KernelResources& res, const LtGemm& g, LtDescriptor
       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, align.d},
       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, align.d}};
   for (const auto& [attr, bytes] : aligns) {
-    ZT_CUDA_CHECK(cublasLtMatmulPreferenceSetAttribute(desc.pref, attr, &bytes, sizeof bytes));
+    ZT_CUDA_CHECK(cublaslt().matmul_preference_set_attribute(desc.pref, attr, &bytes, sizeof bytes));
   }
 }
 
@@ -241,8 +246,8 @@ Timed fastest_on_slice(const ExecContext& ctx, const LtGemm& g, const LtDescript
   Timed t = fastest_algorithm(ctx, slice, desc, candidates, found, ws_bytes, out.data());
   ++res.timed_slice_searches;
   cublasLtMatmulHeuristicResult_t check{};
-  const cublasStatus_t status = cublasLtMatmulAlgoCheck(res.cublaslt(), whole.op, whole.a, whole.b, whole.d, whole.d,
-                                                        &candidates[t.best].algo, &check);
+  const cublasStatus_t status = cublaslt().matmul_algo_check(res.cublaslt(), whole.op, whole.a, whole.b, whole.d,
+                                                             whole.d, &candidates[t.best].algo, &check);
   if (status != CUBLAS_STATUS_SUCCESS || check.workspaceSize > ws_bytes) {
     t.best = 0;
     t.best_ms = t.first_ms;
@@ -275,8 +280,8 @@ bool queue_gemm(const ExecContext& ctx, const LtGemm& g, void* out, bool require
     std::vector<cublasLtMatmulHeuristicResult_t> candidates(search || c_apart(g) ? kCandidates : 1);
     int found = 0;
     const cublasStatus_t status =
-        cublasLtMatmulAlgoGetHeuristic(res.cublaslt(), desc.op, desc.a, desc.b, desc.d, desc.d, desc.pref,
-                                       static_cast<int>(candidates.size()), candidates.data(), &found);
+        cublaslt().matmul_algo_get_heuristic(res.cublaslt(), desc.op, desc.a, desc.b, desc.d, desc.d, desc.pref,
+                                             static_cast<int>(candidates.size()), candidates.data(), &found);
     if (status == CUBLAS_STATUS_SUCCESS && c_apart(g)) {
       const auto kept = std::stable_partition(candidates.begin(), candidates.begin() + found,
                                               [](const auto& c) { return writes_apart_from_c(c.algo); });

@@ -2,6 +2,7 @@
 #include "engine/base/device/cuda_check.h"
 
 #include "engine/base/core/check.h"
+#include "engine/base/device/cublaslt_library.h"
 
 namespace zt::cuda::detail {
 
@@ -13,8 +14,8 @@ void throw_cuda_error(cudaError_t err, const char* call, const char* file, int l
 }
 
 void throw_cublas_error(cublasStatus_t status, const char* call, const char* file, int line) {
-  throw_runtime_error("{}:{}: {} failed: {} ({})", file, line, call, cublasLtGetStatusName(status),
-                      cublasLtGetStatusString(status));
+  throw_runtime_error("{}:{}: {} failed: {} ({})", file, line, call, cublaslt().get_status_name(status),
+                      cublaslt().get_status_string(status));
 }
 
 }  // namespace zt::cuda::detail

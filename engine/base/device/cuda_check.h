@@ -22,7 +22,7 @@ inline void check(cublasStatus_t status, const char* call, const char* file, int
 
 }  // namespace zt::cuda::detail
 
-// ZT_CUDA_CHECK(cudaMemcpyAsync(...)) or ZT_CUDA_CHECK(cublasLtMatmul(...)).
+// ZT_CUDA_CHECK(cudaMemcpyAsync(...)) or ZT_CUDA_CHECK(cublaslt().matmul(...)).
 #define ZT_CUDA_CHECK(call) ::zt::cuda::detail::check((call), #call, __FILE__, __LINE__)
 
 // After a kernel launch: a bad configuration is reported at the launch site, not at a later sync.

@@ -95,7 +95,9 @@ TEST(HybridCommunicator, AveragesAndRandomSumsMatchTheFlatCollectiveWithinRoundi
       for (int i = 0; i < n; ++i) {
         const float want = flat[static_cast<std::size_t>(h.rank() * n + i)];
         ASSERT_NEAR(shard[i], want, 1e-6f * (1.0f + std::fabs(want))) << "element " << i;
-        if (repeat == 1) ASSERT_EQ(shard[i], first[i]) << "deterministic reductions repeat bit for bit";
+        if (repeat == 1) {
+          ASSERT_EQ(shard[i], first[i]) << "deterministic reductions repeat bit for bit";
+        }
       }
     }
   }

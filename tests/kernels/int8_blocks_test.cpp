@@ -96,7 +96,9 @@ TEST(Int8Blocks, ZeroAndNonFiniteBlocks) {
         ASSERT_TRUE(std::isnan(got)) << "element " << i << " of the block holding " << bad;
       } else {
         ASSERT_TRUE(std::isfinite(got)) << "element " << i;
-        if (i < kBlock) ASSERT_EQ(got, 0.0f);
+        if (i < kBlock) {
+          ASSERT_EQ(got, 0.0f);
+        }
       }
     }
   }

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <climits>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 
 #include "engine/base/core/buffer.h"
@@ -19,6 +20,17 @@
 namespace zt {
 
 namespace {
+
+// MPI is finalised at exit, not when the communicator that initialised it goes: a command that
+// fails on every rank at once (ranks disagreeing on the config) unwinds past its communicator,
+// and each rank prints its error line only after that. Finalising in the destructor let a fast
+// rank print, exit non-zero and have mpirun kill a slower one before its line was out; finalised
+// at exit (Open MPI's MPI_Finalize waits for every rank), no rank exits before every rank printed.
+void finalize_mpi_at_exit() {
+  int finalised = 0;
+  MPI_Finalized(&finalised);
+  if (!finalised) MPI_Finalize();
+}
 
 void mpi_check(int rc, const char* what) {
   if (rc != MPI_SUCCESS) {
@@ -56,7 +68,7 @@ MpiCommunicator::MpiCommunicator(MemoryTracker& tracker, const CommOptions& opti
     // MULTIPLE: the progress thread makes the collective calls, and the main thread may still
     // call MPI_Abort on a timeout while it does.
     mpi_check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided), "MPI_Init_thread");
-    owns_mpi_ = true;
+    std::atexit(finalize_mpi_at_exit);
   } else {
     MPI_Query_thread(&provided);
   }
@@ -87,7 +99,6 @@ std::unique_ptr<Communicator> MpiCommunicator::split(int color, int key) {
 MpiCommunicator::~MpiCommunicator() {
   worker_.reset();  // no MPI call from another thread past this point
   if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
-  if (owns_mpi_) MPI_Finalize();
 }
 
 Work MpiCommunicator::make_work(std::function<bool()> advance, std::string description) {

@@ -50,8 +50,7 @@ class MpiCommunicator final : public Communicator {
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0;
   int world_ = 1;
-  bool owns_mpi_ = false;
-  std::unique_ptr<CommWorker> worker_;  // destroyed before MPI_Comm_free / MPI_Finalize
+  std::unique_ptr<CommWorker> worker_;  // destroyed before MPI_Comm_free
 };
 
 }  // namespace zt

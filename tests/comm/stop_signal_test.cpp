@@ -69,5 +69,31 @@ TEST(StopSignalDeathTest, ASecondSigtermOrSigintEndsTheProcessAtOnce) {
   }
 }
 
+// The launcher's SIGTERM (mpirun ending the job after another rank exited non-zero): a rank still
+// in its work says where it was stopped and exits 1; a rank that has already printed its own error
+// (ranks that all failed the same check, finalising MPI) exits with the code it reported and adds
+// no line.
+TEST(LauncherTerminationDeathTest, NamesTheWaitSiteUnlessTheRankAlreadyReportedItsError) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const std::string context = "start-up";
+  EXPECT_EXIT(
+      {
+        install_launcher_termination_handler();
+        record_wait_site(nullptr, &context);
+        std::raise(SIGTERM);
+        std::exit(0);
+      },
+      testing::ExitedWithCode(1), "the launcher stopped this rank at start-up \\(between collectives\\)");
+  EXPECT_EXIT(
+      {
+        install_launcher_termination_handler();
+        record_wait_site(nullptr, &context);
+        note_error_reported(2);
+        std::raise(SIGTERM);
+        std::exit(0);
+      },
+      testing::ExitedWithCode(2), "^$");
+}
+
 }  // namespace
 }  // namespace zt

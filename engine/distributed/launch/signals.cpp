@@ -27,6 +27,11 @@ constexpr std::size_t kInflightBytes = 512;
 char g_inflight[2][kInflightBytes] = {{0}, {0}};
 volatile std::sig_atomic_t g_inflight_slot = 0;
 volatile std::sig_atomic_t g_inflight_active = 0;  // 0 until the first record
+// Once this rank has printed its own error and is on its way out (note_error_reported): the exit
+// code it reported. A launcher's SIGTERM then ends it with that code and no line of its own: the
+// job's other ranks failed alike (ranks disagreeing on the config all fail at once), and mpirun,
+// seeing the fastest exit non-zero, stops the rest while they finalise MPI.
+volatile std::sig_atomic_t g_reported_exit_code = 0;
 
 void write_stderr(const char* text) {
   ssize_t ignored = write(STDERR_FILENO, text, std::strlen(text));
@@ -34,6 +39,7 @@ void write_stderr(const char* text) {
 }
 
 [[noreturn]] void terminate_for_launcher() {
+  if (g_reported_exit_code != 0) _exit(g_reported_exit_code);
   static const char kUnknown[] = "zerotrain: error: the launcher stopped this rank because another rank failed\n";
   write_stderr(g_inflight_active ? g_inflight[g_inflight_slot] : kUnknown);
   _exit(1);
@@ -92,6 +98,8 @@ void record_wait_site(const std::string* description, const std::string* context
   g_inflight_slot = next;
   g_inflight_active = 1;
 }
+
+void note_error_reported(int exit_code) { g_reported_exit_code = exit_code != 0 ? exit_code : 1; }
 
 void install_launcher_termination_handler() {
   if (g_stop_handlers_installed) return;  // they own SIGTERM and keep its launcher meaning

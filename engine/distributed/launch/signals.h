@@ -12,6 +12,11 @@ namespace zt {
 // a terminated rank prints.
 void record_wait_site(const std::string* description, const std::string* context);
 
+// Says this rank has printed its own error line and is exiting with `exit_code`: from then on the
+// launcher's SIGTERM ends it with that code and prints nothing (the line it would print, a wait
+// site, is stale once the command has unwound).
+void note_error_reported(int exit_code);
+
 // Makes SIGTERM print the recorded wait site and exit 1: what a rank shows when the launcher stops
 // it because another rank died. The MPI backend installs it.
 void install_launcher_termination_handler();

@@ -9,6 +9,7 @@
 
 #include "engine/app/cli/commands/commands.h"
 #include "engine/base/core/check.h"
+#include "engine/distributed/launch/signals.h"
 
 namespace {
 
@@ -51,9 +52,11 @@ int run_command_line(const std::vector<std::string>& all) {
     return 2;
   } catch (const InputError& e) {
     fmt::print(stderr, "zerotrain: error: {}\n", e.what());
+    note_error_reported(2);
     return 2;
   } catch (const std::exception& e) {
     fmt::print(stderr, "zerotrain: error: {}\n", e.what());
+    note_error_reported(1);
     return 1;
   }
 }

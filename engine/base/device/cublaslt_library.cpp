@@ -29,12 +29,11 @@ struct Loaded {
   std::string error;  // empty when every entry point was found
 };
 
-// dlsym's `name` from `handle` into `slot`; false (and `error` set) where it is missing.
+// dlsym's `name` from `handle` into `slot`; where it is missing, `error` names the first such.
 template <typename Fn>
-bool resolve(void* handle, const char* name, Fn& slot, std::string& error) {
+void resolve(void* handle, const char* name, Fn& slot, std::string& error) {
   slot = reinterpret_cast<Fn>(dlsym(handle, name));
   if (slot == nullptr && error.empty()) error = std::string(ZT_CUBLASLT_SONAME " has no ") + name;
-  return slot != nullptr;
 }
 
 Loaded open_library() {

@@ -14,23 +14,13 @@
 #include "engine/base/core/buffer.h"
 #include "engine/base/core/check.h"
 #include "engine/distributed/comm/reduce_buffers.h"
+#include "engine/distributed/launch/rendezvous.h"
 #include "engine/distributed/launch/signals.h"
 #include "kernels/op_profiler.h"
 
 namespace zt {
 
 namespace {
-
-// MPI is finalised at exit, not when the communicator that initialised it goes: a command that
-// fails on every rank at once (ranks disagreeing on the config) unwinds past its communicator,
-// and each rank prints its error line only after that. Finalising in the destructor let a fast
-// rank print, exit non-zero and have mpirun kill a slower one before its line was out; finalised
-// at exit (Open MPI's MPI_Finalize waits for every rank), no rank exits before every rank printed.
-void finalize_mpi_at_exit() {
-  int finalised = 0;
-  MPI_Finalized(&finalised);
-  if (!finalised) MPI_Finalize();
-}
 
 void mpi_check(int rc, const char* what) {
   if (rc != MPI_SUCCESS) {
@@ -68,6 +58,9 @@ MpiCommunicator::MpiCommunicator(MemoryTracker& tracker, const CommOptions& opti
     // MULTIPLE: the progress thread makes the collective calls, and the main thread may still
     // call MPI_Abort on a timeout while it does.
     mpi_check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided), "MPI_Init_thread");
+    // Finalised at exit, not when this communicator goes: a command failing on every rank at once
+    // (ranks disagreeing on the config) unwinds past its communicator before each rank prints its
+    // error line, and Open MPI's MPI_Finalize waits for every rank, so none exits before all printed.
     std::atexit(finalize_mpi_at_exit);
   } else {
     MPI_Query_thread(&provided);

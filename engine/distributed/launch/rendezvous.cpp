@@ -197,17 +197,22 @@ std::string rendezvous_name(const RendezvousOptions& options) {
 }
 
 // ---------------------------------------------------------------------------------------------- MPI
-namespace {
-
 #ifdef ZT_HAVE_MPI
+namespace {
 // Set when a broadcast was abandoned: MPI_Finalize would then wait for it forever.
 std::atomic<bool> g_mpi_abandoned{false};
+}  // namespace
 
 void finalize_mpi_at_exit() {
   int finalised = 0;
   MPI_Finalized(&finalised);
   if (!finalised && !g_mpi_abandoned.load()) MPI_Finalize();
 }
+#endif
+
+namespace {
+
+#ifdef ZT_HAVE_MPI
 
 std::vector<std::uint8_t> share_by_mpi(const LaunchInfo& launch, const RendezvousOptions& options,
                                        std::vector<std::uint8_t> blob, std::size_t size) {

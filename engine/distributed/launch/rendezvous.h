@@ -31,6 +31,11 @@ LaunchInfo detect_launch();
 // would then join the launcher's world. Slurm's variables alone (srun without PMI) do not count.
 bool launched_by_mpi();
 
+// MPI's finalisation, registered with std::atexit by whichever part of the process initialised MPI
+// (the MPI rendezvous, the MPI communicator): skipped where MPI is finalised already or a rendezvous
+// broadcast was abandoned (MPI_Finalize would wait for it forever). Built with MPI only.
+void finalize_mpi_at_exit();
+
 enum class RendezvousMethod { kSingle, kMpi, kFile, kTcp };
 
 struct RendezvousOptions {

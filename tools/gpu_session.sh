@@ -227,6 +227,12 @@ if [ -n "$missing" ]; then
   note "refused: the packed zerotrain is missing libraries here: $missing"
   exit 2
 fi
+# cuBLASLt is opened on first use (dlopen, engine/base/device/cublaslt_library), which ldd does not
+# list: open it as the binary will (this LD_LIBRARY_PATH; the binary's fallback is CUDA's lib64 too).
+if ! "$python" -c "import ctypes; ctypes.CDLL('libcublasLt.so.13')" 2>>"$summary"; then
+  note "refused: libcublasLt.so.13 does not open here (LD_LIBRARY_PATH: $LD_LIBRARY_PATH): every GPU product needs it"
+  exit 2
+fi
 note "set-up done in $SECONDS s"
 
 # --warm-autotune's background compile (see the top): started here, stopped by warm_stop (also on

@@ -34,11 +34,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests", "checkpoint"))
 from bench_harness import write_llmc_tokens  # noqa: E402
+from mpirun_command import MPIRUN as MPIRUN_ARGS  # noqa: E402
 from repo_commit import head_commit  # noqa: E402
 
 B, T, EVAL_BATCHES, TRAIN_STEPS = 4, 32, 3, 40
 SHAPE = dict(block_size=64, vocab_size=50257, n_layer=2, n_head=4, n_embd=64)
-MPIRUN = "mpirun --oversubscribe --allow-run-as-root --bind-to none --mca btl self,vader"
+MPIRUN = shlex.join(MPIRUN_ARGS)
 
 
 class CheckError(Exception):

@@ -9,10 +9,11 @@ namespace zt::cuda {
 KernelResources::KernelResources(MemoryTracker& tracker, DeviceAllocator& allocator, std::size_t cublas_workspace_bytes)
     : tracker_(tracker), allocator_(allocator) {
   ZT_CHECK(allocator.device() == Device::kCUDA, "KernelResources needs a CUDA allocator");
-  ZT_CUDA_CHECK(cuda::cublaslt().create(&cublaslt_));
   workspace_ = Buffer(tracker_, MemCategory::kWorkspace, DType::kU16,
                       static_cast<std::int64_t>(cublas_workspace_bytes / 2), allocator_,  // U16: no byte dtype
                       /*zero_fill=*/false);
+  // Last: a throw from the constructor runs no destructor, so nothing after the handle may throw.
+  ZT_CUDA_CHECK(cuda::cublaslt().create(&cublaslt_));
 }
 
 KernelResources::~KernelResources() {

@@ -325,7 +325,9 @@ bool queue_gemm(const ExecContext& ctx, const LtGemm& g, void* out, bool require
   }
   const cublasStatus_t status = matmul(ctx, g, desc, cached->second, ws_bytes, out != nullptr ? out : g.D);
   if (!required && status != CUBLAS_STATUS_SUCCESS) {  // refused: this product queued nothing
-    res.refused_gemms().insert(key);
+    // Only in place: a refusal into a caller's scratch (out of place) says nothing of the product
+    // in place under the same key.
+    if (out == nullptr) res.refused_gemms().insert(key);
     return false;
   }
   ZT_CUDA_CHECK(status);

@@ -6,7 +6,8 @@
     model.safetensors with the true vocabulary whose tensors equal those weights (bf16: rounded to
     nearest even), and a plain PyTorch GPT-2 with HF semantics computes zerotrain's loss from it;
   * `ckpt export --format llmc` writes llm.c's header and tensors ([out, in] linear weights);
-  * `ckpt inspect` / `ckpt verify` report and check; bad input is one line and exit code 2.
+  * `ckpt inspect` / `ckpt verify` report and check; bad input is one line and exit code 2;
+  * a failed export (a damaged checkpoint) leaves an earlier export where it writes unchanged.
 
 usage: ckpt_cli_test.py --zerotrain PATH --driver PATH --config tiny_debug.json [-- MPIRUN FLAGS...]
 """
@@ -191,6 +192,34 @@ def main():
                  f"(rc {r.returncode}: {r.stderr.strip()})")
     r = ckpt("verify", os.path.join(two, "step_00000002"))
     checks.check(r.returncode == 0, f"the older checkpoint itself verifies ({r.stderr.strip()})")
+
+    # An export that fails (the damaged checkpoint, met at its first tensor) leaves its destination
+    # as it was: an earlier export in the folder, or the file, whole, and no .tmp beside them.
+    def snapshot(path):
+        names = sorted(os.listdir(path)) if os.path.isdir(path) else [""]
+        contents = {}
+        for n in names:
+            with open(os.path.join(path, n) if n else path, "rb") as f:
+                contents[n] = f.read()
+        return contents
+
+    damaged = os.path.join(two, "step_00000003")
+    for fmt_, out in (("hf", os.path.join(work, "hf_f32")), ("llmc", os.path.join(work, "model_f32.bin"))):
+        if not os.path.exists(out):
+            continue  # its export failed above
+        before = snapshot(out)
+        r = ckpt("export", damaged, "--format", fmt_, "--out", out)
+        lines = r.stderr.strip().splitlines()
+        left = [n for n in os.listdir(work) + (os.listdir(out) if os.path.isdir(out) else []) if n.endswith(".tmp")]
+        checks.check(r.returncode == 2 and len(lines) == 1 and "checksum mismatch" in lines[0] and
+                     snapshot(out) == before and not left,
+                     f"export {fmt_} of a damaged checkpoint over an earlier export: exit 2, one line, the earlier "
+                     f"export unchanged ({sorted(before)}), no .tmp (rc {r.returncode}: {r.stderr.strip()}; {left})")
+    r = ckpt("export", folder, "--format", "llmc", "--out", os.path.join(work, "hf_f32"))
+    lines = r.stderr.strip().splitlines()
+    checks.check(r.returncode == 2 and len(lines) == 1 and "is a directory" in lines[0] and
+                 not os.path.exists(os.path.join(work, "hf_f32.tmp")),
+                 f"export llmc with --out a directory: exit 2 before writing, one line ({r.stderr.strip()})")
 
     shutil.rmtree(work, ignore_errors=True)
     return checks.finish()

@@ -53,12 +53,50 @@ void read_tensor(const CheckpointReader& reader, const TensorParts& t, bool stor
   }
 }
 
-void finish_file(FileHandle& out, const std::string& tmp, const std::string& path) {
+// An export's files, written under temporary names (FILE.tmp) and moved into place together once
+// every one is complete and on disk: an export that fails part way (a damaged checkpoint met at
+// its tenth tensor, a full disk) leaves the destination as it was, an earlier export in it whole,
+// and no .tmp behind.
+class StagedFiles {
+ public:
+  StagedFiles() = default;
+  StagedFiles(const StagedFiles&) = delete;
+  StagedFiles& operator=(const StagedFiles&) = delete;
+  ~StagedFiles() {
+    for (const Staged& f : staged_) std::remove(f.tmp.c_str());  // those not committed
+  }
+  // The temporary name to write `path`'s content under.
+  std::string stage(const std::string& path) {
+    staged_.push_back({path + ".tmp", path});
+    return staged_.back().tmp;
+  }
+  // Every staged file onto its name (in staging order), then the directory's entries to disk.
+  void commit(const std::string& dir) {
+    for (const Staged& f : staged_) {
+      std::error_code ec;
+      fs::rename(f.tmp, f.path, ec);
+      if (ec) throw_runtime_error("cannot rename '{}' to '{}': {}", f.tmp, f.path, ec.message());
+    }
+    staged_.clear();
+    sync_dir(dir.empty() ? "." : dir);
+  }
+
+ private:
+  struct Staged {
+    std::string tmp, path;
+  };
+  std::vector<Staged> staged_;
+};
+
+void close_durably(FileHandle& out) {
   out.sync();
   out.close();
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) throw_runtime_error("cannot rename '{}' to '{}': {}", tmp, path, ec.message());
+}
+
+void write_text(const std::string& path, const std::string& text) {
+  FileHandle f = FileHandle::create(path);
+  f.write_at(text.data(), static_cast<std::int64_t>(text.size()), 0);
+  close_durably(f);
 }
 
 }  // namespace
@@ -71,8 +109,8 @@ std::int64_t tensor_bytes(const TensorParts& t, DType dtype) {
   return n * static_cast<std::int64_t>(dtype_size_bytes(dtype));
 }
 
-// One safetensors file of `tensors` (HF shapes, `dtype`), each read, converted, written and
-// dropped in turn: the header is known before any data (shapes and dtypes come from the table).
+// One safetensors file of `tensors` (HF shapes, `dtype`) at `path`, each read, converted, written
+// and dropped in turn: the header is known before any data (shapes and dtypes come from the table).
 void write_safetensors(const CheckpointReader& reader, const std::vector<TensorParts>& tensors, DType dtype,
                        const std::string& path) {
   nlohmann::ordered_json header = {{"__metadata__", {{"format", "pt"}}}};
@@ -85,8 +123,7 @@ void write_safetensors(const CheckpointReader& reader, const std::vector<TensorP
   }
   std::string text = header.dump();
   while ((8 + text.size()) % 8 != 0) text.push_back(' ');
-  const std::string tmp = path + ".tmp";
-  FileHandle out = FileHandle::create(tmp);
+  FileHandle out = FileHandle::create(path);
   const std::uint64_t header_len = text.size();
   out.write_at(&header_len, 8, 0);  // little-endian (x86-64, aarch64)
   out.write_at(text.data(), static_cast<std::int64_t>(text.size()), 8);
@@ -97,7 +134,7 @@ void write_safetensors(const CheckpointReader& reader, const std::vector<TensorP
     read_tensor(reader, t, /*stored=*/false, values);
     write_values(out, offset, values, dtype, scratch);
   }
-  finish_file(out, tmp, path);
+  close_durably(out);
 }
 
 }  // namespace
@@ -118,16 +155,7 @@ HfExport export_hf(const CheckpointReader& reader, const std::string& out_dir, D
   const fs::path run_dir = fs::path(reader.dir()).parent_path().parent_path();
   const nlohmann::json special_ids = data::special_token_ids(run_dir.string());
   for (const auto& [key, id] : special_ids.items()) hf[key] = id;
-  write_file_atomically((fs::path(out_dir) / "config.json").string(), hf.dump(2) + "\n");
 
-  // An earlier export's tensor files in the folder would mix with these: gone first.
-  for (const fs::directory_entry& e : fs::directory_iterator(out_dir)) {
-    const std::string name = e.path().filename().string();
-    if (name == "model.safetensors" || name == "model.safetensors.index.json" ||
-        (name.rfind("model-", 0) == 0 && name.ends_with(".safetensors"))) {
-      fs::remove(e.path());
-    }
-  }
   // Tensors in table order, cut into shards of at most max_shard_bytes (a larger tensor alone), as
   // transformers' save_pretrained cuts them; one shard is plain model.safetensors.
   std::vector<std::vector<TensorParts>> shards(1);
@@ -143,28 +171,45 @@ HfExport export_hf(const CheckpointReader& reader, const std::string& out_dir, D
     in_shard += bytes;
     result.total_bytes += bytes;
   }
+  const fs::path dir(out_dir);
+  StagedFiles staged;
   if (shards.size() == 1) {
-    write_safetensors(reader, shards[0], dtype, (fs::path(out_dir) / "model.safetensors").string());
+    write_safetensors(reader, shards[0], dtype, staged.stage((dir / "model.safetensors").string()));
     result.files.push_back("model.safetensors");
   } else {
     nlohmann::ordered_json weight_map = nlohmann::ordered_json::object();
     for (std::size_t i = 0; i < shards.size(); ++i) {
       const std::string name = fmt::format("model-{:05d}-of-{:05d}.safetensors", i + 1, shards.size());
-      write_safetensors(reader, shards[i], dtype, (fs::path(out_dir) / name).string());
+      write_safetensors(reader, shards[i], dtype, staged.stage((dir / name).string()));
       for (const TensorParts& t : shards[i]) weight_map[t.name] = name;
       result.files.push_back(name);
     }
     const nlohmann::ordered_json index = {{"metadata", {{"total_size", result.total_bytes}}},
                                           {"weight_map", weight_map}};
-    write_file_atomically((fs::path(out_dir) / "model.safetensors.index.json").string(), index.dump(2) + "\n");
+    write_text(staged.stage((dir / "model.safetensors.index.json").string()), index.dump(2) + "\n");
   }
   // The run's tokenizer, so AutoTokenizer loads the folder too.
   for (const char* f : data::kTokenizerFiles) {
     if (!fs::exists(run_dir / f)) continue;
-    fs::copy_file(run_dir / f, fs::path(out_dir) / f, fs::copy_options::overwrite_existing, ec);
+    std::error_code ec;
+    fs::copy_file(run_dir / f, staged.stage((dir / f).string()), fs::copy_options::overwrite_existing, ec);
     if (ec) throw_runtime_error("cannot copy {} into {}: {}", (run_dir / f).string(), out_dir, ec.message());
     result.tokenizer_files.push_back(f);
   }
+  write_text(staged.stage((dir / "config.json").string()), hf.dump(2) + "\n");
+
+  // Everything is written: an earlier export's tensor files that these do not replace would mix
+  // with them (a sharded export over a single file, or fewer shards), so they go just before the
+  // new files take their names.
+  for (const fs::directory_entry& e : fs::directory_iterator(dir)) {
+    const std::string name = e.path().filename().string();
+    const bool tensors = name == "model.safetensors" || name == "model.safetensors.index.json" ||
+                         (name.rfind("model-", 0) == 0 && name.ends_with(".safetensors"));
+    if (tensors && std::find(result.files.begin(), result.files.end(), name) == result.files.end()) {
+      fs::remove(e.path());
+    }
+  }
+  staged.commit(out_dir);
   return result;
 }
 
@@ -187,8 +232,8 @@ void export_llmc(const CheckpointReader& reader, const std::string& out_path, DT
                           c.padded_vocab_size(),
                           dtype == DType::kF32 ? DType::kF32 : DType::kBF16};
   const std::vector<std::int32_t> header = llmc_header_words(h);
-  const std::string tmp = out_path + ".tmp";
-  FileHandle out = FileHandle::create(tmp);
+  StagedFiles staged;
+  FileHandle out = FileHandle::create(staged.stage(out_path));
   out.write_at(header.data(), static_cast<std::int64_t>(header.size() * sizeof(std::int32_t)), 0);
   std::int64_t offset = kLlmcModelHeaderBytes;
   std::vector<float> values, transposed;
@@ -212,7 +257,8 @@ void export_llmc(const CheckpointReader& reader, const std::string& out_path, DT
     }
     write_values(out, offset, values, dtype, scratch);
   }
-  finish_file(out, tmp, out_path);
+  close_durably(out);
+  staged.commit(fs::path(out_path).parent_path().string());
 }
 
 }  // namespace zt::ckpt

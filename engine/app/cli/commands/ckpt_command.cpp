@@ -165,8 +165,12 @@ int ckpt_main(const std::vector<std::string>& args) {
     throw_input_error("zerotrain ckpt export: --format must be hf or llmc (got '{}')", format);
   }
   const DType dtype = export_dtype(parser);
-  const ckpt::CheckpointReader reader(resolve(path, ckpt::Validation::kStructure));
   const std::string out = parser.get("out");
+  if (format == "llmc" && std::filesystem::is_directory(out)) {  // before any tensor is read or written
+    throw_input_error("zerotrain ckpt export: --out {} is a directory; llm.c's model is one file (e.g. --out {})", out,
+                      (std::filesystem::path(out) / "model.bin").string());
+  }
+  const ckpt::CheckpointReader reader(resolve(path, ckpt::Validation::kStructure));
   if (format == "hf") {
     const ckpt::HfExport e =
         ckpt::export_hf(reader, out, dtype, parse_size(parser.get("max-shard-size", "5GB"), "--max-shard-size"));

@@ -222,6 +222,19 @@ def main():
           f"\n    stderr: {proc.stderr.strip()[-200:]}")
     if not ok:
         failures.append("Llama on uint32 tokens")
+    # That run has token files and no tokenizer or vocabulary: a prompt cannot be encoded and is
+    # refused (it was dropped, the sample continuing nothing); without one the sample prints ids.
+    refused = subprocess.run([binary, "sample", "--run", run_dir, "--prompt", "the queen", "--tokens", "2"],
+                             capture_output=True, text=True, timeout=120)
+    plain = subprocess.run([binary, "sample", "--run", run_dir, "--tokens", "2"], capture_output=True, text=True,
+                           timeout=120)
+    lines = refused.stderr.strip().splitlines()
+    ok = (refused.returncode == 2 and len(lines) == 1 and "--prompt needs a tokenizer" in lines[0] and
+          "--vocab" in lines[0] and plain.returncode == 0 and len(plain.stdout.split()) == 2)
+    print(f"{'sample: prompt without tokenizer':<32} exit={refused.returncode}/{plain.returncode}  {'OK' if ok else 'FAIL'}"
+          f"\n    stderr: {refused.stderr.strip()[-200:]} {plain.stderr.strip()[-200:]}")
+    if not ok:
+        failures.append("sample prompt without tokenizer")
 
     # Every config the repository ships loads, and its memory is predicted (nothing trains). One
     # that starts from pretrained weights the user downloads (train.init_from) says in one line

@@ -56,7 +56,15 @@ struct Prompt {
   int limit = 1;
 };
 
-Prompt encode_prompt(const ArgParser& parser, const data::TokenText& text, int limit) {
+Prompt encode_prompt(const ArgParser& parser, const data::TokenText& text, const std::string& text_dir, int limit) {
+  // Without a tokenizer or vocabulary a prompt has no tokens: refused rather than dropped (the
+  // sample would continue nothing, whatever the prompt said).
+  if (parser.has("prompt") && !text.has()) {
+    throw_input_error(
+        "zerotrain sample: --prompt needs a tokenizer to encode it, and none was found ({}): give --tokenizer "
+        "FILE or --vocab FILE",
+        text_dir.empty() ? "no run directory beside the weights" : "no tokenizer.json or vocab.json in " + text_dir);
+  }
   Prompt p{parser.get("prompt", "\n"), {}, limit};
   p.ids = text.encode_prompt(p.text);
   return p;
@@ -104,7 +112,7 @@ int sample_main(const std::vector<std::string>& args) {
   // The text, the options and the prompt before the weights load, so a bad one fails at once.
   const data::TokenText text = token_text(parser, source.text_dir);
   const SamplingOptions options = sampling_options(parser, text);
-  const Prompt prompt = encode_prompt(parser, text, source.context);
+  const Prompt prompt = encode_prompt(parser, text, source.text_dir, source.context);
   StandaloneModel model(source);
   return generate_and_print(model, text, options, prompt);
 }

@@ -7,8 +7,9 @@ documents begin), the first shard is the validation
 split (NAME_val_000000.bin) and the rest the training split (NAME_train_000001.bin, ...), each
 with llm.c's 256 x int32 header; uint16 tokens (magic 20240520) for vocabularies up to 65,536,
 uint32 (magic 20240801) above. The tokenizer's files are copied beside the shards, so a run that
-reads them (data.dataset = OUT, or data.train_files with data.tokenizer_file) samples and exports
-with the same tokenizer. Needs the `tokenizers` package (tools/setup.sh installs it in .venv-hf).
+reads them (data.train_files = "OUT/NAME_train_*.bin" and data.val_files = "OUT/NAME_val_*.bin", the
+tokenizer.json beside the first shard found without data.tokenizer_file) samples and exports with
+the same tokenizer. Needs the `tokenizers` package (tools/setup.sh installs it in .venv-hf).
 
 usage: prepare_tokens.py --tokenizer tokenizer.json --out DIR [--name NAME] [--shard-tokens N]
                          [--jsonl-key text] [--eot TOKEN] [--no-progress] INPUT [INPUT ...]

@@ -23,7 +23,7 @@ void refuse_foreign_keys(ConfigReader& r, const ModelFamily& family) {
     const ModelFamily& other = model_family(name);
     for (const std::string& key : other.own_keys()) {
       if (!r.has(key) || std::find(mine.begin(), mine.end(), key) != mine.end()) continue;
-      throw_input_error("config error in {}: {} is a {} key; set model.arch = \"{}\" or remove it", r.file(),
+      throw_input_error("config error in {}: {} is a {} key; set model.arch = \"{}\" or remove it", r.source_of(key),
                         r.dotted(key), other.display_name(), other.name());
     }
   }
@@ -45,15 +45,15 @@ void read_model_section(ConfigReader r, RunConfig& c) {
   // Up to 2^24: llm.c's uint32 token files carry vocabularies above 65,535 (Llama 3's 128,256).
   m.vocab_size = r.get_int("vocab_size", m.vocab_size, 1, 1 << 24);
   if (m.n_embd % m.n_head != 0) {
-    throw_input_error("config error in {}: model.n_embd = {} is not divisible by model.n_head = {}", r.file(), m.n_embd,
-                      m.n_head);
+    throw_input_error("config error in {}: model.n_embd = {} is not divisible by model.n_head = {}",
+                      r.sources_of({"model.n_embd", "model.n_head"}), m.n_embd, m.n_head);
   }
   refuse_foreign_keys(r, family);
   if (family.has_dropout()) {
     c.dropout = static_cast<float>(r.get_double("dropout", 0.0, 0.0, 0.95));
   } else if (r.has("dropout")) {
-    throw_input_error("config error in {}: model.dropout: a {} model (model.arch = \"{}\") has no dropout", r.file(),
-                      family.display_name(), family.name());
+    throw_input_error("config error in {}: model.dropout: a {} model (model.arch = \"{}\") has no dropout",
+                      r.sources_of({"model.dropout", "model.arch"}), family.display_name(), family.name());
   }
   family.read_keys(r, m, c.derived);
   r.reject_unknown_keys();

@@ -16,6 +16,7 @@
 #include "engine/base/core/check.h"
 #include "engine/base/core/config_reader.h"
 #include "engine/base/core/float_text.h"
+#include "engine/distributed/launch/rendezvous.h"
 
 namespace zt {
 
@@ -37,7 +38,8 @@ void read_data(ConfigReader r, DataConfig& d) {
   d.format = r.get_enum("format", d.format, {"auto", "llmc", "nanogpt"});
   d.embedded_chars = r.get_int("embedded_chars", static_cast<int>(d.embedded_chars), 10'000, 1 << 30);
   if (d.train_file.empty() != d.val_file.empty()) {
-    throw_input_error("config error in {}: data.train_file and data.val_file must be given together", r.file());
+    throw_input_error("config error in {}: data.train_file and data.val_file must be given together",
+                      r.sources_of({"data.train_file", "data.val_file"}));
   }
   if (d.train_files.empty() != d.val_files.empty()) {
     throw_input_error("config error in {}: data.train_files and data.val_files must be given together",
@@ -62,7 +64,8 @@ void resolve_batch(ConfigReader& r, RunConfig& c, bool has_accum, bool has_globa
       throw_input_error(
           "config error in {}: train.global_batch_tokens = {} is not a multiple of train.micro_batch x train.seq_len "
           "x ranks = {} x {} x {}",
-          r.file(), t.global_batch_tokens, t.micro_batch, t.seq_len, c.world_size);
+          r.sources_of({"train.global_batch_tokens", "train.micro_batch", "train.seq_len"}), t.global_batch_tokens,
+          t.micro_batch, t.seq_len, c.world_size);
     }
     t.grad_accum = static_cast<int>(t.global_batch_tokens / per_accum);
     c.derived.push_back(fmt::format("train.grad_accum = {} (from train.global_batch_tokens = {})", t.grad_accum,
@@ -74,7 +77,8 @@ void resolve_batch(ConfigReader& r, RunConfig& c, bool has_accum, bool has_globa
     throw_input_error(
         "config error in {}: train.global_batch_tokens = {} disagrees with train.micro_batch x train.seq_len x "
         "train.grad_accum x ranks = {} x {} x {} x {} = {}",
-        r.file(), t.global_batch_tokens, t.micro_batch, t.seq_len, t.grad_accum, c.world_size, implied);
+        r.sources_of({"train.global_batch_tokens", "train.micro_batch", "train.seq_len", "train.grad_accum"}),
+        t.global_batch_tokens, t.micro_batch, t.seq_len, t.grad_accum, c.world_size, implied);
   }
   if (!has_global) {
     c.derived.push_back(
@@ -93,8 +97,8 @@ void read_train(ConfigReader r, RunConfig& c) {
   if (!r.has("seq_len")) c.derived.push_back(fmt::format("train.seq_len = {} (model.block_size)", block_size));
   t.seq_len = r.get_int("seq_len", block_size, 1, kMaxDim);
   if (t.seq_len > block_size) {
-    throw_input_error("config error in {}: train.seq_len = {} exceeds model.block_size = {}", r.file(), t.seq_len,
-                      block_size);
+    throw_input_error("config error in {}: train.seq_len = {} exceeds model.block_size = {}",
+                      r.sources_of({"train.seq_len", "model.block_size"}), t.seq_len, block_size);
   }
   bool has_accum = r.has("grad_accum"), has_global = r.has("global_batch_tokens");
   t.grad_accum = r.get_int("grad_accum", 1, 1, 1 << 16);
@@ -112,13 +116,26 @@ void read_train(ConfigReader r, RunConfig& c) {
   resolve_batch(r, c, has_accum, has_global);
   t.max_steps = r.get_int("max_steps", t.max_steps, 0, kMaxSteps);
   t.seed = static_cast<std::uint64_t>(r.get_int("seed", static_cast<int>(t.seed), 0, 2147483647));
+  t.deterministic = r.get_bool("deterministic", t.deterministic);
   t.num_threads = r.get_int("num_threads", 0, 0, 1024);
-  if (t.num_threads == 0) t.num_threads = omp_get_num_procs();
+  if (t.num_threads == 0) {
+    // The node's cores shared among its ranks: each rank taking every core oversubscribed the node
+    // (2 ranks on 2 cores: 350 ms a step against 125 with one thread each). Not in deterministic
+    // runs: some CPU results depend on the thread count in their last bits (the bf16 forward, the
+    // gradient norm), and those runs promise the same bits at any rank count, so every rank keeps
+    // the same count, every core, whatever the launch.
+    const int cores = omp_get_num_procs(), node_ranks = t.deterministic ? 1 : std::max(1, ranks_on_this_node());
+    t.num_threads = std::max(1, cores / node_ranks);
+    if (node_ranks > 1) {
+      c.derived.push_back(fmt::format("train.num_threads = {} (this node's {} cores shared by its {} ranks)",
+                                      t.num_threads, cores, node_ranks));
+    }
+  }
   const std::string ac = r.get_string("activation_checkpointing", "none");
   if (!CheckpointPolicy::parse(ac, &t.activation_checkpointing)) {
     throw_input_error(
         "config error in {}: train.activation_checkpointing = \"{}\" is not none, selective, all or every:K (K >= 1)",
-        r.file(), ac);
+        r.source_of("activation_checkpointing"), ac);
   }
   t.head_chunks = r.get_int("head_chunks", 1, 1, c.model.padded_vocab_size() / 64);
   t.block_units = r.get_int("block_units", 1, 1, 2);
@@ -126,13 +143,12 @@ void read_train(ConfigReader r, RunConfig& c) {
   t.eval_batches = r.get_int("eval_batches", t.eval_batches, 1, 100000);
   t.nonfinite = r.get_enum("nonfinite", t.nonfinite, {"stop", "skip"});
   t.max_skipped_steps = r.get_int("max_skipped_steps", t.max_skipped_steps, 1, 1000000);
-  t.deterministic = r.get_bool("deterministic", t.deterministic);
   t.check_memory = r.get_bool("check_memory", t.check_memory);
   t.collective_timeout_s = r.get_double("collective_timeout_s", t.collective_timeout_s, 0.1, 86400.0);
   r.reject_unknown_keys();
 }
 
-void read_optim(ConfigReader r, OptimConfig& o, int max_steps) {
+void read_optim(ConfigReader r, OptimConfig& o, int max_steps, std::vector<std::string>& derived) {
   AdamWHyper& a = o.adamw;
   a.lr = static_cast<float>(r.get_double("lr", 1e-3, 0.0, 10.0));
   a.beta1 = static_cast<float>(r.get_double("beta1", 0.9, 0.0, 0.999999));
@@ -150,13 +166,19 @@ void read_optim(ConfigReader r, OptimConfig& o, int max_steps) {
   o.cooldown_fraction = r.get_double("cooldown_fraction", o.cooldown_fraction, 0.0, 1.0);
   // By default the decay ends with the run (or with the warmup, for a run shorter than its warmup).
   o.decay_steps = r.get_int("decay_steps", std::max(max_steps, o.warmup_steps), 0, kMaxSteps);
+  if (!r.has("decay_steps") && o.decay != "constant") {  // a resume that changes max_steps changes it too
+    derived.push_back(fmt::format(
+        "optim.decay_steps = {} ({})", o.decay_steps,
+        max_steps >= o.warmup_steps ? "train.max_steps" : "optim.warmup_steps: the run is shorter than its warmup"));
+  }
   o.grad_clip = static_cast<float>(r.get_double("grad_clip", 1.0, 0.0, 1e6));
   if (o.min_lr > a.lr) {
-    throw_input_error("config error in {}: optim.min_lr = {} exceeds optim.lr = {}", r.file(), o.min_lr, a.lr);
+    throw_input_error("config error in {}: optim.min_lr = {} exceeds optim.lr = {}",
+                      r.sources_of({"optim.min_lr", "optim.lr"}), o.min_lr, a.lr);
   }
   if (o.decay != "constant" && o.decay_steps < o.warmup_steps) {
     throw_input_error("config error in {}: optim.decay_steps = {} is before the end of optim.warmup_steps = {}",
-                      r.file(), o.decay_steps, o.warmup_steps);
+                      r.sources_of({"optim.decay_steps", "optim.warmup_steps"}), o.decay_steps, o.warmup_steps);
   }
   r.reject_unknown_keys();
 }
@@ -219,7 +241,7 @@ RunConfig parse_run_config(nlohmann::json doc, const std::string& source, int wo
   read_model_section(root.section("model"), c);
   read_data(root.section("data"), c.data);
   read_train(root.section("train"), c);
-  read_optim(root.section("optim"), c.optim, c.train.max_steps);
+  read_optim(root.section("optim"), c.optim, c.train.max_steps, c.derived);
   ConfigReader precision = root.section("precision");
   c.param_dtype = precision.get_enum("param_dtype", "f32", {"f32", "bf16"}) == "bf16" ? DType::kBF16 : DType::kF32;
   const std::string matmul = precision.get_enum("matmul", "fp32", {"fp32", "tf32", "bf16"});

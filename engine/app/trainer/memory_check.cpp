@@ -12,6 +12,7 @@
 #include "engine/app/trainer/run_memory.h"
 #include "engine/base/core/check.h"
 #include "engine/base/core/memory_tracker.h"
+#include "engine/distributed/launch/rendezvous.h"
 #include "kernels/compute_backend.h"
 
 namespace zt {
@@ -58,17 +59,6 @@ std::int64_t cgroup_headroom_bytes() {
   return std::max<std::int64_t>(0, limit - usage);
 }
 
-// Ranks of this job on this node, as the launchers say (one process: 1).
-int local_ranks(int world_size) {
-  for (const char* name : {"OMPI_COMM_WORLD_LOCAL_SIZE", "LOCAL_WORLD_SIZE", "MPI_LOCALNRANKS"}) {
-    if (const char* v = std::getenv(name)) {
-      const int n = std::atoi(v);
-      if (n > 0) return n;
-    }
-  }
-  return world_size;  // as detect_launch takes the local rank to be the rank: one node
-}
-
 }  // namespace
 
 MemoryOffer memory_offered(const RunConfig& c, int device_index) {
@@ -83,7 +73,7 @@ MemoryOffer memory_offered(const RunConfig& c, int device_index) {
     // round robin (cuda_device_for_local_rank), and each of a GPU's ranks is offered its share.
     // NCCL runs one rank a GPU (a rank may see only its own through CUDA_VISIBLE_DEVICES, and the
     // launcher need not say how many ranks a node runs), so there a rank is offered all of it.
-    const int ranks = local_ranks(c.world_size), gpus = std::max(1, cuda_device_count());
+    const int ranks = ranks_on_this_node(c.world_size), gpus = std::max(1, cuda_device_count());
     const int sharing =
         c.comm_backend != CommBackend::kMpi ? 1 : std::max(1, ranks / gpus + (device_index < ranks % gpus ? 1 : 0));
     offer.bytes = cuda_device_free_bytes(device_index);
@@ -96,7 +86,7 @@ MemoryOffer memory_offered(const RunConfig& c, int device_index) {
   const std::int64_t available = mem_available_bytes(), headroom = cgroup_headroom_bytes();
   std::int64_t bytes = available;
   if (headroom != kUnknown && (bytes == kUnknown || headroom < bytes)) bytes = headroom;
-  const int ranks = local_ranks(c.world_size);
+  const int ranks = ranks_on_this_node(c.world_size);
   if (bytes != kUnknown) bytes /= ranks;
   offer.bytes = bytes;
   offer.what = fmt::format("host memory available {}(MemAvailable {}{})",

@@ -3,6 +3,8 @@
 
 #include <unistd.h>
 
+#include <fmt/format.h>
+
 #include <filesystem>
 
 #include "engine/base/core/check.h"
@@ -50,13 +52,15 @@ void check_checkpoint_folder(const RunConfig& c, const std::string& run_dir) {
   const fs::path folder = c.checkpoint.folder_for(run_dir);
   const fs::path existing = nearest_existing(folder);
   std::error_code ec;
+  // The default folder lies in the run directory (the command line's): not the config's doing.
+  const std::string what = c.checkpoint.dir.empty()
+                               ? fmt::format("the run's checkpoint folder '{}'", folder.string())
+                               : fmt::format("config error in {}: checkpoint.dir '{}'", c.source, folder.string());
   if (existing.empty() || !fs::is_directory(existing, ec)) {
-    throw_input_error("config error in {}: checkpoint.dir '{}' cannot be made: '{}' is not a directory", c.source,
-                      folder.string(), existing.string());
+    throw_input_error("{} cannot be made: '{}' is not a directory", what, existing.string());
   }
   if (::access(existing.c_str(), W_OK | X_OK) != 0) {
-    throw_input_error("config error in {}: checkpoint.dir '{}' cannot be written ('{}' is not writable)", c.source,
-                      folder.string(), existing.string());
+    throw_input_error("{} cannot be written ('{}' is not writable)", what, existing.string());
   }
 }
 

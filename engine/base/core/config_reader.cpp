@@ -28,10 +28,24 @@ bool ConfigReader::has(const std::string& key) const { return node_.contains(key
 
 std::string ConfigReader::source_of(const std::string& key) const {
   if (overrides_ != nullptr) {
-    const auto it = overrides_->find(dotted(key));
+    const std::string name = dotted(key);
+    const auto it = overrides_->find(name);
     if (it != overrides_->end()) return it->second;
+    // A section only a --set made (`--set trian.max_steps=3`): that assignment, not the file.
+    const auto inside = overrides_->lower_bound(name + ".");
+    if (inside != overrides_->end() && inside->first.rfind(name + ".", 0) == 0) return inside->second;
   }
   return file_;
+}
+
+std::string ConfigReader::sources_of(std::initializer_list<std::string_view> dotted_keys) const {
+  std::string out = file_;
+  for (const std::string_view key : dotted_keys) {
+    if (overrides_ == nullptr) break;
+    const auto it = overrides_->find(std::string(key));
+    if (it != overrides_->end()) out += (out == file_ ? " and " : ", ") + it->second;
+  }
+  return out;
 }
 
 void ConfigReader::fail_type(const std::string& key, const char* expected, const nlohmann::json& got) const {

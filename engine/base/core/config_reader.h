@@ -6,11 +6,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace zt {
@@ -45,8 +47,12 @@ class ConfigReader {
 
   const std::string& file() const { return file_; }
   std::string dotted(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
-  // Where `key`'s value came from: its --set assignment, or the file.
+  // Where `key`'s value came from: its --set assignment (or, for a section, a --set of a key in
+  // it), or the file.
   std::string source_of(const std::string& key) const;
+  // Where a check across keys (dotted from the root: "model.n_head") got its values: the file, and
+  // the --set assignments of those keys a --set gave ("tiny.json and --set model.n_head=3").
+  std::string sources_of(std::initializer_list<std::string_view> dotted_keys) const;
 
  private:
   const nlohmann::json* find(const std::string& key);

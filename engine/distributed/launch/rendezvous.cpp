@@ -92,6 +92,24 @@ LaunchInfo detect_launch() {
   return {};
 }
 
+int ranks_on_this_node(int world_size) {
+  for (const char* name : {"OMPI_COMM_WORLD_LOCAL_SIZE", "LOCAL_WORLD_SIZE", "MPI_LOCALNRANKS"}) {
+    if (const char* v = env(name)) {
+      const int n = parse_count(v);
+      if (n > 0) return n;
+    }
+  }
+  return world_size;
+}
+
+int ranks_on_this_node() {
+  int world_size = 1;
+  try {
+    world_size = detect_launch().world_size;
+  } catch (const InputError&) {}
+  return ranks_on_this_node(world_size);
+}
+
 namespace {
 
 // `what` names the variable and its value for the error.

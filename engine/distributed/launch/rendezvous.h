@@ -27,6 +27,14 @@ struct LaunchInfo {
 // reverse; for torchrun's and Slurm's names, which shells set for other reasons, one alone is ignored).
 LaunchInfo detect_launch();
 
+// Ranks of this job on this node, as the launcher says (OMPI_COMM_WORLD_LOCAL_SIZE, torchrun's
+// LOCAL_WORLD_SIZE, MPI_LOCALNRANKS); without one, `world_size` (one node, as detect_launch takes
+// the local rank to be the rank). Never throws: a value that is not a positive number is not taken.
+int ranks_on_this_node(int world_size);
+// The same where the world size is not known yet (a config read before the launch is examined):
+// detect_launch's world size, 1 where the launch's variables are unusable (its own check reports them).
+int ranks_on_this_node();
+
 // True when MPI's own environment is there (OpenMPI's, PMI's or PMIx's variables): MPI_Init
 // would then join the launcher's world. Slurm's variables alone (srun without PMI) do not count.
 bool launched_by_mpi();

@@ -24,6 +24,7 @@
 #include "engine/app/trainer/run_identity.h"
 #include "engine/base/core/check.h"
 #include "engine/distributed/comm/communicator.h"
+#include "engine/distributed/launch/rendezvous.h"
 
 namespace zt::cli {
 
@@ -121,10 +122,10 @@ int eval_main(const std::vector<std::string>& args) {
     }
   });
   if (world->world_size() > 1 && source.kind != WeightSource::Kind::kRun) {
-    // The cores this process may use, shared with the other ranks (on one node; unbound ranks would
+    // The cores this process may use, shared with the other ranks on its node (unbound ranks would
     // otherwise each start as many threads as the node has cores). A run's weights keep its own
     // train.num_threads, set per rank.
-    source.num_threads = std::max(1, source.num_threads / world->world_size());
+    source.num_threads = std::max(1, source.num_threads / ranks_on_this_node(world->world_size()));
   }
   if (root) {
     for (const std::string& note : source.notes) fmt::print(stderr, "{}\n", note);

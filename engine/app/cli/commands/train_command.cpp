@@ -39,6 +39,11 @@ int train_main(const std::vector<std::string>& args) {
     fmt::print("{}", parser.help_text());
     return 0;
   }
+  if (parser.has("allow-config-change") && !parser.has("resume")) {  // a run that resumes nothing changes nothing
+    throw_input_error(
+        "zerotrain train: --allow-config-change is read only with --resume (a resumed run may then "
+        "take a changed config)");
+  }
   // Under mpirun every rank runs this; the communicator says how many there are, and the batch
   // terms are resolved for that many. Rank 0 alone prints and writes the run directory.
   MemoryTracker tracker;

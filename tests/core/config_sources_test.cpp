@@ -1,0 +1,102 @@
+// Where a config's values came from: an error names the --set that gave the value it is about,
+// a check across keys names the file and each --set among its keys, and the defaults that depend on
+// the launch (train.num_threads) or on other keys (optim.decay_steps) are printed as derived.
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "engine/app/config/run_config.h"
+#include "engine/base/core/check.h"
+#include "tests/core/config_test_util.h"
+
+namespace zt {
+namespace {
+
+std::string written_base() {
+  const std::string path = ::testing::TempDir() + "/config_sources.json";
+  std::ofstream(path) << base().dump();
+  return path;
+}
+
+// The InputError's message of load_run_config(path, overrides).
+std::string error_of(const std::string& path, const std::vector<std::string>& overrides) {
+  try {
+    load_run_config(path, overrides);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+bool has_line(const RunConfig& c, const std::string& fragment) {
+  return std::any_of(c.derived.begin(), c.derived.end(),
+                     [&](const std::string& d) { return d.find(fragment) != std::string::npos; });
+}
+
+TEST(ConfigSources, AnUnknownSectionFromASetNamesTheSet) {
+  const std::string path = written_base();
+  const std::string msg = error_of(path, {"trian.max_steps=3"});
+  EXPECT_NE(msg.find("config error in --set trian.max_steps=3: unknown key 'trian'"), std::string::npos) << msg;
+}
+
+TEST(ConfigSources, ChecksAcrossKeysNameTheFileAndEachSet) {
+  const std::string path = written_base();
+  std::string msg = error_of(path, {"model.n_head=3"});
+  EXPECT_NE(msg.find("config error in " + path + " and --set model.n_head=3: model.n_embd = 32 is not divisible"),
+            std::string::npos)
+      << msg;
+  msg = error_of(path, {"train.grad_accum=2", "train.global_batch_tokens=100"});
+  EXPECT_NE(msg.find(path + " and --set train.global_batch_tokens=100, --set train.grad_accum=2: "), std::string::npos)
+      << msg;
+  msg = error_of(path, {"train.seq_len=17"});
+  EXPECT_NE(msg.find(path + " and --set train.seq_len=17: train.seq_len = 17 exceeds"), std::string::npos) << msg;
+  // Values all from the file: the file alone.
+  nlohmann::json doc = base();
+  doc["model"]["n_head"] = 3;
+  const std::string odd = ::testing::TempDir() + "/config_sources_odd.json";
+  std::ofstream(odd) << doc.dump();
+  msg = error_of(odd, {});
+  EXPECT_NE(msg.find("config error in " + odd + ": model.n_embd"), std::string::npos) << msg;
+}
+
+// 0 threads: the node's cores shared among the ranks the launcher puts on it, at least one each;
+// deterministic runs keep every core (their bits must not depend on the rank count).
+TEST(ConfigSources, DefaultThreadsShareTheNodesCoresAmongItsRanks) {
+  const std::string path = written_base();
+  const int cores = omp_get_num_procs();
+  RunConfig alone = load_run_config(path, {});
+  EXPECT_EQ(alone.train.num_threads, cores);
+  EXPECT_FALSE(has_line(alone, "train.num_threads"));
+  ::setenv("LOCAL_WORLD_SIZE", "2", 1);  // torchrun's name: nothing else of a launch is set
+  RunConfig two = load_run_config(path, {});
+  RunConfig many = load_run_config(path, {"train.num_threads=5"});
+  RunConfig deterministic = load_run_config(path, {"train.deterministic=true"});
+  ::setenv("LOCAL_WORLD_SIZE", "1000", 1);
+  RunConfig crowded = load_run_config(path, {});
+  ::unsetenv("LOCAL_WORLD_SIZE");
+  EXPECT_EQ(two.train.num_threads, std::max(1, cores / 2));
+  EXPECT_TRUE(has_line(two, "shared by its 2 ranks"));
+  EXPECT_EQ(many.train.num_threads, 5);  // given: kept
+  EXPECT_EQ(crowded.train.num_threads, 1);
+  EXPECT_EQ(deterministic.train.num_threads, cores);  // the same count at every rank count
+}
+
+TEST(ConfigSources, DefaultDecayStepsArePrintedAsDerived) {
+  const std::string path = written_base();
+  RunConfig c = load_run_config(path, {"train.max_steps=300", "optim.warmup_steps=10"});
+  EXPECT_EQ(c.optim.decay_steps, 300);
+  EXPECT_TRUE(has_line(c, "optim.decay_steps = 300 (train.max_steps)"));
+  c = load_run_config(path, {"train.max_steps=5", "optim.warmup_steps=10"});
+  EXPECT_EQ(c.optim.decay_steps, 10);
+  EXPECT_TRUE(has_line(c, "optim.decay_steps = 10 (optim.warmup_steps"));
+  c = load_run_config(path, {"optim.decay_steps=50", "optim.warmup_steps=10"});
+  EXPECT_FALSE(has_line(c, "optim.decay_steps"));
+}
+
+}  // namespace
+}  // namespace zt

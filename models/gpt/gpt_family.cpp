@@ -67,24 +67,29 @@ class GptFamily final : public ModelFamily {
   }
   nlohmann::ordered_json hf_config(const ModelSpec& spec, double dropout, DType dtype) const override {
     const GptConfig c = gpt_config(spec.model);
-    return {{"architectures", {"GPT2LMHeadModel"}},
-            {"model_type", "gpt2"},
-            {"vocab_size", c.vocab_size},
-            {"n_positions", c.block_size},
-            {"n_ctx", c.block_size},
-            {"n_embd", c.n_embd},
-            {"n_layer", c.n_layer},
-            {"n_head", c.n_head},
-            {"n_inner", nullptr},
-            {"activation_function", "gelu_new"},
-            {"resid_pdrop", dropout},
-            {"embd_pdrop", dropout},
-            {"attn_pdrop", dropout},
-            {"layer_norm_epsilon", 1e-5},
-            {"initializer_range", 0.02},
-            {"scale_attn_weights", true},
-            {"tie_word_embeddings", true},
-            {"torch_dtype", dtype == DType::kBF16 ? "bfloat16" : "float32"}};
+    nlohmann::ordered_json hf = {{"architectures", {"GPT2LMHeadModel"}},
+                                 {"model_type", "gpt2"},
+                                 {"vocab_size", c.vocab_size},
+                                 {"n_positions", c.block_size},
+                                 {"n_ctx", c.block_size},
+                                 {"n_embd", c.n_embd},
+                                 {"n_layer", c.n_layer},
+                                 {"n_head", c.n_head},
+                                 {"n_inner", nullptr},
+                                 {"activation_function", "gelu_new"},
+                                 {"resid_pdrop", dropout},
+                                 {"embd_pdrop", dropout},
+                                 {"attn_pdrop", dropout},
+                                 {"layer_norm_epsilon", 1e-5},
+                                 {"initializer_range", 0.02},
+                                 {"scale_attn_weights", true},
+                                 {"tie_word_embeddings", true},
+                                 {"torch_dtype", dtype == DType::kBF16 ? "bfloat16" : "float32"}};
+    // transformers' GPT2Config defaults both to GPT-2's <|endoftext|>, 50256: outside a smaller
+    // vocabulary, where generation would then pad and stop with a token the model cannot produce.
+    // None instead, unless the run's tokenizer names them (export_hf sets those after).
+    if (c.vocab_size <= 50256) hf["bos_token_id"] = hf["eos_token_id"] = nullptr;
+    return hf;
   }
   bool llmc_format() const override { return true; }
   std::string_view hf_model_type() const override { return "gpt2"; }

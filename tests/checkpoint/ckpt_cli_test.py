@@ -96,7 +96,9 @@ def main():
         checks.check(hf["architectures"] == ["GPT2LMHeadModel"] and hf["model_type"] == "gpt2"
                      and (hf["vocab_size"], hf["n_embd"], hf["n_layer"], hf["n_head"], hf["n_positions"])
                      == (V, C, L, cfg["n_head"], T) and hf["activation_function"] == "gelu_new"
-                     and hf["torch_dtype"] == ("float32" if dtype == "f32" else "bfloat16"),
+                     and hf["torch_dtype"] == ("float32" if dtype == "f32" else "bfloat16")
+                     # GPT2Config's default ids (50256) lie outside this vocabulary: none instead
+                     and V <= 50256 and hf["bos_token_id"] is None and hf["eos_token_id"] is None,
                      f"hf {dtype}: config.json describes the model")
         tensors, dtypes, meta = read_safetensors(os.path.join(out, "model.safetensors"))
         checks.check(meta.get("format") == "pt" and set(tensors) == set(master)

@@ -121,9 +121,9 @@ void read_train(ConfigReader r, RunConfig& c) {
   if (t.num_threads == 0) {
     // The node's cores shared among its ranks: each rank taking every core oversubscribed the node
     // (2 ranks on 2 cores: 350 ms a step against 125 with one thread each). Not in deterministic
-    // runs: some CPU results depend on the thread count in their last bits (the bf16 forward, the
-    // gradient norm), and those runs promise the same bits at any rank count, so every rank keeps
-    // the same count, every core, whatever the launch.
+    // runs: the products' last bits depend on the thread count (OpenBLAS splits a product among
+    // its threads; one step's logits and gradients differ at 1 and 2 threads), and those runs
+    // promise the same bits at any rank count, so every rank keeps the same count, every core.
     const int cores = omp_get_num_procs(), node_ranks = t.deterministic ? 1 : std::max(1, ranks_on_this_node());
     t.num_threads = std::max(1, cores / node_ranks);
     if (node_ranks > 1) {

@@ -124,7 +124,7 @@ void read_train(ConfigReader r, RunConfig& c) {
     // runs: the products' last bits depend on the thread count (OpenBLAS splits a product among
     // its threads; one step's logits and gradients differ at 1 and 2 threads), and those runs
     // promise the same bits at any rank count, so every rank keeps the same count, every core.
-    const int cores = omp_get_num_procs(), node_ranks = t.deterministic ? 1 : std::max(1, ranks_on_this_node());
+    const int cores = omp_get_num_procs(), node_ranks = t.deterministic ? 1 : ranks_on_this_node();
     t.num_threads = std::max(1, cores / node_ranks);
     if (node_ranks > 1) {
       c.derived.push_back(fmt::format("train.num_threads = {} (this node's {} cores shared by its {} ranks)",

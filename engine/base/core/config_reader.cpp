@@ -40,8 +40,8 @@ std::string ConfigReader::source_of(const std::string& key) const {
 
 std::string ConfigReader::sources_of(std::initializer_list<std::string_view> dotted_keys) const {
   std::string out = file_;
+  if (overrides_ == nullptr) return out;
   for (const std::string_view key : dotted_keys) {
-    if (overrides_ == nullptr) break;
     const auto it = overrides_->find(std::string(key));
     if (it != overrides_->end()) out += (out == file_ ? " and " : ", ") + it->second;
   }

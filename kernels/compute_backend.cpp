@@ -20,6 +20,7 @@ ComputeBackend::ComputeBackend(Device device, int num_threads, MemoryTracker& tr
                                KernelChoices choices) {
   ctx_.num_threads = num_threads;
   if (device == Device::kCPU) {
+    ctx_.thread_invariant = choices.deterministic;
     description_ = fmt::format("cpu ({} thread{})", num_threads, num_threads == 1 ? "" : "s");
     return;
   }

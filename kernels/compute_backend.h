@@ -40,6 +40,7 @@ struct KernelChoices {
   // Runs repeat bit for bit (train.deterministic): cuDNN attention's deterministic backward and
   // cuBLASLt's heuristic algorithm per product. false: cuDNN's default backward (dK and dV added in
   // any order) and the fastest of cuBLASLt's candidates as measured on the first call (faster).
+  // On the CPU: products whose bits do not depend on the thread count (ExecContext::thread_invariant).
   bool deterministic = true;
 };
 

@@ -30,6 +30,9 @@ struct ExecContext {
   // When set, kernels/ops.cpp times each op call inside the profiler's open step (log.profile_ops);
   // null (the default) costs one comparison per op.
   OpProfiler* profiler = nullptr;
+  // CPU kernels: the same bits at any num_threads (train.deterministic): products in blocks of a
+  // fixed size (kernels/cpu/blas.h, SgemmSplit::kFixedBlocks). false: OpenBLAS's own split, faster.
+  bool thread_invariant = false;
 };
 
 }  // namespace zt

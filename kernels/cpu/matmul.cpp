@@ -70,6 +70,10 @@ TensorView bf16_rounded_weight(const ExecContext& ctx, const TensorView& weight,
   return TensorView{storage.data(), DType::kF32, Device::kCPU, weight.shape};
 }
 
+SgemmSplit product_split(const ExecContext& ctx) {
+  return ctx.thread_invariant ? SgemmSplit::kFixedBlocks : SgemmSplit::kLibrary;
+}
+
 }  // namespace
 
 void matmul_forward(const ExecContext& ctx, TensorView out, TensorView inp, TensorView weight, WeightLayout layout,
@@ -105,7 +109,7 @@ void matmul_forward(const ExecContext& ctx, TensorView out, TensorView inp, Tens
       std::memcpy(o + n * d.out, b, static_cast<std::size_t>(d.out) * sizeof(float));
   }
   sgemm(false, trans_w, N, OC, C, 1.0f, inp.as<float>(), C, weight.as<float>(), trans_w ? C : OC,
-        has_bias ? 1.0f : 0.0f, o, OC, ctx.num_threads);
+        has_bias ? 1.0f : 0.0f, o, OC, ctx.num_threads, product_split(ctx));
 }
 
 void matmul_backward(const ExecContext& ctx, TensorView dinp, TensorView dweight, TensorView dbias, TensorView dout,
@@ -148,13 +152,15 @@ void matmul_backward(const ExecContext& ctx, TensorView dinp, TensorView dweight
   if (want_dinp) {
     // dinp[N, C] = dout[N, OC] @ W^T; with W stored [OC, C] that is dout @ W.
     sgemm(false, in_out, N, C, OC, 1.0f, g, OC, weight.as<float>(), in_out ? OC : C, 0.0f, dinp.as<float>(), C,
-          ctx.num_threads);
+          ctx.num_threads, product_split(ctx));
   }
   if (want_dweight) {
     if (in_out) {  // dW[C, OC] += inp^T @ dout
-      sgemm(true, false, C, OC, N, 1.0f, x, C, g, OC, 1.0f, dweight.as<float>(), OC, ctx.num_threads);
+      sgemm(true, false, C, OC, N, 1.0f, x, C, g, OC, 1.0f, dweight.as<float>(), OC, ctx.num_threads,
+            product_split(ctx));
     } else {  // dW[OC, C] += dout^T @ inp
-      sgemm(true, false, OC, C, N, 1.0f, g, OC, x, C, 1.0f, dweight.as<float>(), C, ctx.num_threads);
+      sgemm(true, false, OC, C, N, 1.0f, g, OC, x, C, 1.0f, dweight.as<float>(), C, ctx.num_threads,
+            product_split(ctx));
     }
   }
   if (want_dbias) {

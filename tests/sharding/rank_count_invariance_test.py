@@ -11,6 +11,8 @@ dividing M and every ZeRO stage.
     activation checkpointing: N = 1 against N = 4 stage 3;
   * N that is not a power of two: M = 12, N = 1 against N = 3 stage 3 and N = 6 stage 1;
   * a Llama-style model (grouped-query heads, untied head): N = 1 against N = 4 stage 3;
+  * any thread count: a model whose products OpenBLAS would split among threads, N = 1 at 1 and 3
+    threads against N = 2 stage 3 at 2 threads a rank;
   * a checkpoint written at N = 2 (stage 2, step 4) resumed at N = 4 (stage 3) finishes with the
     reference's steps 5-8 and final weights, bit for bit; resumed with another micro-batch it says
     that the bits will differ (they follow the micro-batch);
@@ -100,6 +102,14 @@ def main():
     same_bits("M = 12", train("m12_n1", 1, TWELVE),
               [("N=3 stage 3", train("m12_n3", 3, TWELVE, "zero.stage=3")),
                ("N=6 stage 1", train("m12_n6", 6, TWELVE, "zero.stage=1"))])
+
+    # Any thread count: products wide enough for OpenBLAS to split among threads, whose last bits
+    # would follow the split ([Note: products the same at any thread count]).
+    wide = ("model.n_embd=128", "model.n_head=4", "model.block_size=64", "train.micro_batch=4",
+            f"train.global_batch_tokens={4 * 4 * 64}", "train.max_steps=3", "train.eval_every=3")
+    same_bits("threads", train("wide_n1_t1", 1, *wide),
+              [("N=1 at 3 threads", train("wide_n1_t3", 1, *wide, "train.num_threads=3")),
+               ("N=2 stage 3 at 2 threads a rank", train("wide_n2_t2", 2, *wide, "train.num_threads=2", "zero.stage=3"))])
 
     # A Llama-style model (no dropout: its own config).
     llama_config = os.path.join(work, "llama.json")

@@ -58,6 +58,8 @@ TEST(RunConfig, LlamaArchKeysDefaultsRoundTripAndRefusals) {
                {"test.json", "model.n_head = 4 is not a multiple of model.n_kv_head = 3"});
   expect_error(llama({{"n_head", 32}}), {"the head size model.n_embd / model.n_head = 1 must be even for RoPE"});
   expect_error(llama({{"dropout", 0.1}}), {"model.dropout", "has no dropout"});
+  // 0 is what a Llama does anyway: a GPT-2 config ("dropout": 0.0) switched by model.arch loads.
+  EXPECT_EQ(parse_run_config(llama({{"dropout", 0.0}}), "test.json").to_json()["model"].contains("dropout"), false);
   expect_error(llama({{"rope_theta", 0.5}}), {"model.rope_theta", "out of range"});
   expect_error(llama({{"arch", "mamba"}}), {"model.arch", "gpt2, llama"});
   nlohmann::json gpt = base();

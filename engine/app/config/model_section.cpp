@@ -51,7 +51,8 @@ void read_model_section(ConfigReader r, RunConfig& c) {
   refuse_foreign_keys(r, family);
   if (family.has_dropout()) {
     c.dropout = static_cast<float>(r.get_double("dropout", 0.0, 0.0, 0.95));
-  } else if (r.has("dropout")) {
+  } else if (r.has("dropout") && r.get_double("dropout", 0.0, 0.0, 0.95) != 0.0) {
+    // 0 is what the model does anyway (a GPT-2 config switched to a Llama by model.arch says it).
     throw_input_error("config error in {}: model.dropout: a {} model (model.arch = \"{}\") has no dropout",
                       r.sources_of({"model.dropout", "model.arch"}), family.display_name(), family.name());
   }
@@ -67,7 +68,7 @@ void check_model_support(const RunConfig& c) {
     throw_input_error(
         "config error in {}: model.arch = \"{}\" does not support precision.gelu_epilogue = true (a {}'s MLP has no "
         "GELU)",
-        c.source, family.name(), family.display_name());
+        c.sources_of({"model.arch", "precision.gelu_epilogue"}), family.name(), family.display_name());
   }
   if (c.gelu_epilogue && c.train.activation_checkpointing.selective()) {
     throw_input_error(

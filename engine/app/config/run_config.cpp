@@ -120,11 +120,10 @@ void read_train(ConfigReader r, RunConfig& c) {
   t.num_threads = r.get_int("num_threads", 0, 0, 1024);
   if (t.num_threads == 0) {
     // The node's cores shared among its ranks: each rank taking every core oversubscribed the node
-    // (2 ranks on 2 cores: 350 ms a step against 125 with one thread each). Not in deterministic
-    // runs: the products' last bits depend on the thread count (OpenBLAS splits a product among
-    // its threads; one step's logits and gradients differ at 1 and 2 threads), and those runs
-    // promise the same bits at any rank count, so every rank keeps the same count, every core.
-    const int cores = omp_get_num_procs(), node_ranks = t.deterministic ? 1 : ranks_on_this_node();
+    // (2 ranks on 2 cores: 350 ms a step against 125 with one thread each). Deterministic runs too:
+    // their products take the same bits at any thread count ([Note: products the same at any
+    // thread count] in kernels/cpu/blas.cpp), so a rank count's threads do not move them.
+    const int cores = omp_get_num_procs(), node_ranks = ranks_on_this_node();
     t.num_threads = std::max(1, cores / node_ranks);
     if (node_ranks > 1) {
       c.derived.push_back(fmt::format("train.num_threads = {} (this node's {} cores shared by its {} ranks)",
@@ -207,12 +206,13 @@ void read_checkpoint(ConfigReader r, CheckpointConfig& k) {
   r.reject_unknown_keys();
 }
 
-void read_comm(ConfigReader& r, RunConfig& c, const std::string& source) {
+void read_comm(ConfigReader& r, RunConfig& c) {
   const std::string backend = r.get_enum("backend", "auto", {"auto", "nccl", "mpi"});
   c.comm_backend = backend == "nccl" ? CommBackend::kNccl : backend == "mpi" ? CommBackend::kMpi : CommBackend::kAuto;
   if (c.comm_backend == CommBackend::kNccl && c.device != Device::kCUDA) {
     throw_input_error(
-        "config error in {}: comm.backend = \"nccl\" needs device = \"cuda\" (CPU ranks talk through MPI)", source);
+        "config error in {}: comm.backend = \"nccl\" needs device = \"cuda\" (CPU ranks talk through MPI)",
+        r.sources_of({"comm.backend", "device"}));
   }
   // Hybrid sharding keeps deterministic mode's promise (the same bits at every stage) by summing
   // each hop in rank order, which MPI's reductions on CPU ranks do and NCCL's (rings, trees, NVLink
@@ -223,7 +223,8 @@ void read_comm(ConfigReader& r, RunConfig& c, const std::string& source) {
         "config error in {}: train.deterministic = true with hybrid sharding (zero.shard_group_size = {} of {} "
         "ranks) on NCCL: NCCL's reductions do not sum in rank order, so the stages' bits could differ; set "
         "train.deterministic = false or drop zero.shard_group_size",
-        source, c.zero.shard_group_size, c.world_size);
+        r.sources_of({"train.deterministic", "zero.shard_group_size", "device", "comm.backend"}),
+        c.zero.shard_group_size, c.world_size);
   }
 }
 
@@ -233,6 +234,7 @@ RunConfig parse_run_config(nlohmann::json doc, const std::string& source, int wo
                            std::shared_ptr<const OverrideSources> overrides) {
   RunConfig c;
   c.source = source;
+  c.overrides = overrides;
   c.world_size = world_size;
   ConfigReader root(doc, source, "", std::move(overrides));
   if (!root.has("model")) throw_input_error("config error in {}: missing required section 'model'", source);
@@ -250,8 +252,8 @@ RunConfig parse_run_config(nlohmann::json doc, const std::string& source, int wo
   }
   if (c.matmul_precision != MatmulPrecision::kFp32 && c.device != Device::kCUDA) {
     throw_input_error(
-        "config error in {}: precision.matmul = \"{}\" needs device = \"cuda\" (the CPU multiplies in fp32)", source,
-        matmul);
+        "config error in {}: precision.matmul = \"{}\" needs device = \"cuda\" (the CPU multiplies in fp32)",
+        root.sources_of({"precision.matmul", "device"}), matmul);
   }
   const bool matmul_given = precision.has("matmul");
   if (precision.get_enum("activations", "fp32", {"fp32", "bf16"}) == "bf16") {
@@ -261,7 +263,7 @@ RunConfig parse_run_config(nlohmann::json doc, const std::string& source, int wo
       throw_input_error(
           "config error in {}: precision.matmul = \"{}\" conflicts with precision.activations = \"bf16\" "
           "(bf16 activations are multiplied in bf16; drop precision.matmul or set it to \"bf16\")",
-          source, matmul);
+          root.sources_of({"precision.matmul", "precision.activations"}), matmul);
     }
     if (c.device == Device::kCUDA && !matmul_given) {
       c.matmul_precision = MatmulPrecision::kBf16;
@@ -276,19 +278,19 @@ RunConfig parse_run_config(nlohmann::json doc, const std::string& source, int wo
     throw_input_error(
         "config error in {}: precision.attention = \"{}\" needs device = \"cuda\" (the CPU has one "
         "attention)",
-        source, attention);
+        root.sources_of({"precision.attention", "device"}), attention);
   }
   if (c.attention_kernels == AttentionKernels::kCudnn && c.activation_dtype != DType::kBF16) {
     throw_input_error(
         "config error in {}: precision.attention = \"cudnn\" needs precision.activations = \"bf16\" "
         "(cuDNN's fused attention takes bf16)",
-        source);
+        root.sources_of({"precision.attention", "precision.activations"}));
   }
   if (c.attention_kernels == AttentionKernels::kCudnn && c.dropout > 0.0f) {
     throw_input_error(
         "config error in {}: precision.attention = \"cudnn\" conflicts with model.dropout = {} (cuDNN "
         "would draw its own dropout masks; \"auto\" trains on the flash kernels and evaluates on cuDNN)",
-        source, c.dropout);
+        root.sources_of({"precision.attention", "model.dropout"}), c.dropout);
   }
   // On by default where it was measured faster (bf16 activations on CUDA: docs/performance.md);
   // fp32 activations keep the separate kernels, which track the CPU to ~1e-5.
@@ -303,12 +305,12 @@ RunConfig parse_run_config(nlohmann::json doc, const std::string& source, int wo
     throw_input_error(
         "config error in {}: precision.gelu_epilogue = true needs device = \"cuda\" (the CPU runs the "
         "GELU as its own kernel)",
-        source);
+        root.sources_of({"precision.gelu_epilogue", "device"}));
   }
   precision.reject_unknown_keys();
   read_zero_section(root.section("zero"), c);
   ConfigReader comm = root.section("comm");
-  read_comm(comm, c, source);
+  read_comm(comm, c);
   comm.reject_unknown_keys();
   read_log(root.section("log"), c.log, source);
   read_checkpoint(root.section("checkpoint"), c.checkpoint);

@@ -119,6 +119,12 @@ constexpr std::string_view comm_backend_name(CommBackend b) {
 
 struct RunConfig {
   std::string source;  // the file it came from, for messages
+  // The keys --set gave: checks made after reading name them (sources_of), not the file alone.
+  std::shared_ptr<const OverrideSources> overrides;
+  // "tiny.json and --set zero.shard_group_size=2": what a check across `dotted_keys` read.
+  std::string sources_of(std::initializer_list<std::string_view> dotted_keys) const {
+    return config_sources(source, overrides.get(), dotted_keys);
+  }
   Device device = Device::kCPU;
   // model.arch (a registered family), the keys every family has and the family's own, resolved.
   ModelConfig model;

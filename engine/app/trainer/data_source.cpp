@@ -52,7 +52,7 @@ DataSource::DataSource(const RunConfig& c) {
       throw_input_error(
           "config error in {}: data.dataset = \"{}\" is neither \"embedded\" nor a directory (make one "
           "with: zerotrain prepare --text FILE --out {})",
-          c.source, d.dataset, d.dataset);
+          c.sources_of({"data.dataset"}), d.dataset, d.dataset);
     }
     if (!vocab_ && fs::exists(dir / "vocab.json")) vocab_ = data::Vocab::load((dir / "vocab.json").string());
     open_files(c, (dir / "train.bin").string(), (dir / "val.bin").string());
@@ -70,7 +70,8 @@ DataSource::DataSource(const RunConfig& c) {
     data::Tokenizer t = data::Tokenizer::load(tokenizer_path_);
     if (t.vocab_size() > c.model.vocab_size) {
       throw_input_error("config error in {}: model.vocab_size = {} is smaller than {}'s vocabulary ({} tokens)",
-                        c.source, c.model.vocab_size, tokenizer_path_, t.vocab_size());
+                        c.sources_of({"model.vocab_size", "data.tokenizer_file", "data.dataset"}), c.model.vocab_size,
+                        tokenizer_path_, t.vocab_size());
     }
     text_ = data::TokenText(std::move(t));
   } else if (vocab_) {
@@ -78,7 +79,8 @@ DataSource::DataSource(const RunConfig& c) {
   }
   if (vocab_ && vocab_->size() > c.model.vocab_size) {
     throw_input_error("config error in {}: model.vocab_size = {} is smaller than the dataset's vocabulary ({} tokens)",
-                      c.source, c.model.vocab_size, vocab_->size());
+                      c.sources_of({"model.vocab_size", "data.vocab_file", "data.dataset"}), c.model.vocab_size,
+                      vocab_->size());
   }
   for (const auto& [name, split] : {std::pair{"training", &*train_}, std::pair{"validation", &*val_}}) {
     // A window is seq_len inputs and the token after the last: seq_len + 1 tokens make one, inside
@@ -98,7 +100,8 @@ DataSource::DataSource(const RunConfig& c) {
       throw_input_error(
           "config error in {}: data.choice_file {}: its longest example needs {} positions, over model.block_size = "
           "{}",
-          c.source, d.choice_file, choices_->longest_input(), c.model.block_size);
+          c.sources_of({"data.choice_file", "model.block_size"}), d.choice_file, choices_->longest_input(),
+          c.model.block_size);
     }
     description_ += fmt::format("; multiple choice: {} ({} examples, {} completions)", d.choice_file,
                                 choices_->examples().size(), choices_->rows());

@@ -145,9 +145,9 @@ void check_memory_fits(const RunConfig& c, int world_size, int device_index) {
       "{} offers: {}; lower train.micro_batch (with train.grad_accum to keep the batch) or train.seq_len "
       "(here {}), raise zero.stage, add ranks or checkpoint activations, or set train.check_memory = false to try "
       "anyway",
-      c.source, format_bytes(required.bytes()), c.zero.stage, world_size,
-      required.for_setup() ? " to set its weights up" : "", categories, offer.what, format_bytes(offer.bytes),
-      c.train.seq_len);
+      c.sources_of({"train.micro_batch", "train.seq_len", "zero.stage", "train.activation_checkpointing"}),
+      format_bytes(required.bytes()), c.zero.stage, world_size, required.for_setup() ? " to set its weights up" : "",
+      categories, offer.what, format_bytes(offer.bytes), c.train.seq_len);
 }
 
 }  // namespace zt

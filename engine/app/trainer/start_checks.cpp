@@ -38,7 +38,7 @@ void check_before_training(const RunConfig& c, const std::string& run_dir, const
       throw_input_error(
           "config error in {}: log.sample_prompt cannot be sampled from: {} (the dataset's vocabulary; "
           "the run would fail at its first sample)",
-          c.source, e.what());
+          c.sources_of({"log.sample_prompt"}), e.what());
     }
   }
   check_checkpoint_folder(c, run_dir);
@@ -53,9 +53,9 @@ void check_checkpoint_folder(const RunConfig& c, const std::string& run_dir) {
   const fs::path existing = nearest_existing(folder);
   std::error_code ec;
   // The default folder lies in the run directory (the command line's): not the config's doing.
-  const std::string what = c.checkpoint.dir.empty()
-                               ? fmt::format("the run's checkpoint folder '{}'", folder.string())
-                               : fmt::format("config error in {}: checkpoint.dir '{}'", c.source, folder.string());
+  const std::string what = c.checkpoint.dir.empty() ? fmt::format("the run's checkpoint folder '{}'", folder.string())
+                                                    : fmt::format("config error in {}: checkpoint.dir '{}'",
+                                                                  c.sources_of({"checkpoint.dir"}), folder.string());
   if (existing.empty() || !fs::is_directory(existing, ec)) {
     throw_input_error("{} cannot be made: '{}' is not a directory", what, existing.string());
   }

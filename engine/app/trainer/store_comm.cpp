@@ -29,14 +29,15 @@ StoreCommChoice store_comm_choice(const RunConfig& config, int world_size) {
     throw_input_error(
         "config error in {}: zero.cross_group_grad_dtype = \"{}\" quantizes hybrid sharding's reduction across "
         "groups: it needs zero.shard_group_size below the {} rank(s)",
-        config.source, wire_dtype_name(config.zero.cross_group_grad_wire), world_size);
+        config.sources_of({"zero.cross_group_grad_dtype", "zero.shard_group_size"}),
+        wire_dtype_name(config.zero.cross_group_grad_wire), world_size);
   }
   if (hybrid) {
     if (g < 2 || world_size % g != 0) {
       throw_input_error(
           "config error in {}: zero.shard_group_size = {} must divide the {} rank(s) and be at least 2 (0: the whole "
           "world)",
-          config.source, g, world_size);
+          config.sources_of({"zero.shard_group_size"}), g, world_size);
     }
     const bool cuda = config.device == Device::kCUDA;
     const char* unsupported = cuda && config.comm_backend == CommBackend::kMpi ? "comm.backend = \"mpi\" on CUDA"
@@ -46,7 +47,7 @@ StoreCommChoice store_comm_choice(const RunConfig& config, int world_size) {
       throw_input_error(
           "config error in {}: zero.shard_group_size (hybrid sharding) does not work with {} (its staged "
           "communicator cannot be split into groups)",
-          config.source, unsupported);
+          config.sources_of({"zero.shard_group_size", "comm.backend", "device"}), unsupported);
     }
     choice.hybrid = true;
     choice.group_size = g;

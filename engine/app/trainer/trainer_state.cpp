@@ -28,7 +28,7 @@ std::unique_ptr<Communicator> make_store_communicator(const RunConfig& config, C
     throw_input_error(
         "config error in {}: zero.gather_dtype = \"int8\" quantizes the parameter all-gathers of stages 1-3; stage "
         "0 has none",
-        config.source);
+        config.sources_of({"zero.gather_dtype", "zero.stage"}));
   }
   if (choice.hybrid && choice.device_comm) {  // CUDA: NCCL over the world, split (never run: needs 2+ GPUs)
     return std::make_unique<HybridCommunicator>(make_device_communicator(comm, tracker, ctx, choice.backend),

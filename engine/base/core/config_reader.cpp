@@ -38,14 +38,19 @@ std::string ConfigReader::source_of(const std::string& key) const {
   return file_;
 }
 
-std::string ConfigReader::sources_of(std::initializer_list<std::string_view> dotted_keys) const {
-  std::string out = file_;
-  if (overrides_ == nullptr) return out;
+std::string config_sources(const std::string& file, const OverrideSources* overrides,
+                           std::initializer_list<std::string_view> dotted_keys) {
+  std::string out = file;
+  if (overrides == nullptr) return out;
   for (const std::string_view key : dotted_keys) {
-    const auto it = overrides_->find(std::string(key));
-    if (it != overrides_->end()) out += (out == file_ ? " and " : ", ") + it->second;
+    const auto it = overrides->find(std::string(key));
+    if (it != overrides->end()) out += (out == file ? " and " : ", ") + it->second;
   }
   return out;
+}
+
+std::string ConfigReader::sources_of(std::initializer_list<std::string_view> dotted_keys) const {
+  return config_sources(file_, overrides_.get(), dotted_keys);
 }
 
 void ConfigReader::fail_type(const std::string& key, const char* expected, const nlohmann::json& got) const {

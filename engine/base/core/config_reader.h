@@ -20,6 +20,11 @@ namespace zt {
 // Dotted key -> the command-line assignment that set it ("--set train.micro_batch=8").
 using OverrideSources = std::map<std::string, std::string>;
 
+// Where a check across keys (dotted from the root: "model.n_head") got its values: `file`, and the
+// --set assignments of those keys `overrides` holds ("tiny.json and --set model.n_head=3").
+std::string config_sources(const std::string& file, const OverrideSources* overrides,
+                           std::initializer_list<std::string_view> dotted_keys);
+
 class ConfigReader {
  public:
   // `node` must outlive the reader. `path` is "" for the root, else the dotted section name.

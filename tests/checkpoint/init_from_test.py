@@ -289,6 +289,24 @@ def main():
 
     check_scaled_rope(checks, work, train, tokens, binary)
 
+    # A tied GPT-2 whose file holds the head too (a plain state_dict saved: lm_head.weight equal to
+    # wte), which transformers loads by tying it back: read as the same model.
+    from safetensors.torch import save_file
+    gpt_label, gpt_source, gpt_reference = sources[0]
+    with_head = os.path.join(work, "gpt2_with_head")
+    os.makedirs(with_head)
+    state = {k: v.detach().clone().contiguous() for k, v in gpt_reference.state_dict().items()}
+    checks.check("lm_head.weight" in state, "the state_dict holds the tied head")
+    save_file(state, os.path.join(with_head, "model.safetensors"), metadata={"format": "pt"})
+    with open(os.path.join(gpt_source, "config.json"), "rb") as src, open(os.path.join(with_head, "config.json"),
+                                                                          "wb") as dst:
+        dst.write(src.read())
+    run_dir, p = train("with_head", with_head, 1)
+    if checks.check(p.returncode == 0, f"a tied GPT-2 saved with lm_head.weight loads ({p.stderr[-300:]})"):
+        loss = next(r["loss"] for r in train_records(run_dir) if r["type"] == "train")
+        ref = reference_loss(gpt_reference, tokens, B)
+        checks.check(abs(loss - ref) < 1e-6, f"... and its step-1 loss {loss:.7f} = transformers' {ref:.7f}")
+
     # Refusals, in one line with exit 2.
     gpt_folder = sources[0][1]
     os.makedirs(os.path.join(work, "broken"))

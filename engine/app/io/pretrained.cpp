@@ -211,10 +211,22 @@ class HfReader final : public PretrainedReader {
       used.insert(found);
     }
     for (const auto& [name, e] : entries_) {
-      if (used.count(name) == 0 && !is_ignored_buffer(name)) {
+      if (used.count(name) == 0 && !is_ignored_buffer(name) && !is_tied_head_copy(name, e)) {
         throw_input_error("{}: tensor '{}' is not a parameter of the model its config.json describes", dir, name);
       }
     }
+  }
+
+  // A tied model saved with its head too (a plain state_dict holds lm_head.weight beside the token
+  // table it equals): transformers ties it back and ignores the copy, and so does this reader.
+  bool is_tied_head_copy(const std::string& name, const Entry& e) const {
+    if (!name.ends_with("lm_head.weight") || resolved_.count("lm_head.weight") != 0) return false;
+    for (const auto& [table_name, file_name] : resolved_) {
+      if (table_name.ends_with("wte.weight") || table_name.ends_with("embed_tokens.weight")) {
+        return entries_.at(file_name).shape == e.shape;
+      }
+    }
+    return false;
   }
 
   std::vector<RawFile> files_;

@@ -28,27 +28,40 @@ EOT_CANDIDATES = ["<|endoftext|>", "<|begin_of_text|>", "<|end_of_text|>", "</s>
 
 
 def documents(paths, key):
-    """Yields (text, bytes read so far) for every document of every input."""
+    """Yields (text, bytes read so far) for every document of every input; an input that is not
+    UTF-8 ends the run in one line naming it (convert it first, e.g. iconv -f latin1 -t utf-8)."""
     done = 0
     for path in paths:
-        if path.endswith(".jsonl"):
-            with open(path, encoding="utf-8") as f:
-                for n, line in enumerate(f, 1):
-                    done += len(line.encode("utf-8"))
-                    if not line.strip():
-                        continue
-                    try:
-                        doc = json.loads(line)
-                    except json.JSONDecodeError as e:
-                        sys.exit(f"prepare_tokens: {path}:{n}: not JSON ({e.msg})")
-                    if not isinstance(doc, dict) or not isinstance(doc.get(key), str):
-                        sys.exit(f"prepare_tokens: {path}:{n}: no string under \"{key}\" (--jsonl-key)")
-                    yield doc[key], done
-        else:
-            with open(path, encoding="utf-8") as f:
-                text = f.read()
-            done += len(text.encode("utf-8"))
-            yield text, done
+        try:
+            for text, size in documents_of(path, key):
+                done += size
+                yield text, done
+        except UnicodeDecodeError as e:
+            sys.exit(f"prepare_tokens: {path}: not UTF-8 (byte 0x{e.object[e.start]:02x} is no UTF-8 sequence; "
+                     f"convert it first, e.g. iconv -f latin1 -t utf-8)")
+
+
+def documents_of(path, key):
+    """Yields (text, the bytes read for it) for every document of one input."""
+    if not path.endswith(".jsonl"):
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+        yield text, len(text.encode("utf-8"))
+        return
+    with open(path, encoding="utf-8") as f:
+        skipped = 0
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                skipped += len(line.encode("utf-8"))
+                continue
+            try:
+                doc = json.loads(line)
+            except json.JSONDecodeError as e:
+                sys.exit(f"prepare_tokens: {path}:{n}: not JSON ({e.msg})")
+            if not isinstance(doc, dict) or not isinstance(doc.get(key), str):
+                sys.exit(f"prepare_tokens: {path}:{n}: no string under \"{key}\" (--jsonl-key)")
+            yield doc[key], skipped + len(line.encode("utf-8"))
+            skipped = 0
 
 
 def write_shard(path, tokens, wide):

@@ -155,6 +155,15 @@ def main():
     lines = p.stderr.strip().splitlines()
     checks.check(p.returncode != 0 and len(lines) == 1 and "missing.jsonl" in lines[0],
                  f"prepare_tokens refuses a missing input in one line ({lines})")
+    latin = os.path.join(work, "latin1.txt")
+    with open(latin, "wb") as f:
+        f.write("café au lait\n".encode("latin-1"))
+    p = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "prepare_tokens.py"), "--tokenizer",
+                        os.path.join(tok_dir, "tokenizer.json"), "--out", os.path.join(work, "y"), "--no-progress",
+                        latin], capture_output=True, text=True, timeout=60)
+    lines = p.stderr.strip().splitlines()
+    checks.check(p.returncode != 0 and len(lines) == 1 and "latin1.txt: not UTF-8" in lines[0],
+                 f"prepare_tokens refuses an input that is not UTF-8 in one line ({lines})")
     return checks.finish()
 
 

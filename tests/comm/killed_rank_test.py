@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """A rank killed with SIGKILL in the middle of training: every other rank must end with a one-line
 error saying where it was (the collective it was waiting in, or that it was between collectives,
-and the step), and the job must end well within the collective timeout, never hang.
+and the step), and the job must end well within the collective timeout, never hang. The same for
+a rank that fails alone with an error of its own (rank 0's metrics.jsonl on a full disk): it
+prints its line, and the job ends within seconds, not when the others' collectives time out.
 
 usage: killed_rank_test.py MPIRUN [FLAGS...] -- PATH/TO/zerotrain
 """
@@ -56,6 +58,21 @@ def main():
         (elapsed < 30, f"the job ends {elapsed:.1f} s after the kill (collective timeout 60 s)"),
         (len(errors) >= 2, f"both surviving ranks print an error line ({len(errors)})"),
         (all(" at step " in l for l in errors), "each error names the step"),
+    ]
+    # Rank 0 alone fails (its metrics.jsonl on a full disk, at its first record): the others are
+    # already in a collective it will never join.
+    run_dir = os.path.join(work, "full")
+    os.makedirs(run_dir)
+    os.symlink("/dev/full", os.path.join(run_dir, "metrics.jsonl"))
+    started = time.time()
+    p = subprocess.run(launcher + ["-np", "2", binary, "train", "--config", config, "--run-dir", run_dir],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300)
+    elapsed = time.time() - started
+    lines = [l for l in p.stdout.splitlines() if l.startswith("zerotrain: error:")]
+    checks += [
+        (p.returncode != 0 and any("metrics" in l and "disk full" in l for l in lines),
+         f"a rank failing alone says why and the job exits non-zero ({p.returncode}: {lines[:2]})"),
+        (elapsed < 40, f"... and the job ends {elapsed:.1f} s after it started (collective timeout 60 s)"),
     ]
     report = Checks()
     for ok, what in checks:

@@ -16,8 +16,14 @@
 #include "engine/distributed/launch/rendezvous_methods.h"
 #ifdef ZT_HAVE_MPI
 #include <mpi.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <thread>
+
+#include "engine/distributed/launch/signals.h"
 #endif
 
 namespace zt {
@@ -221,10 +227,26 @@ namespace {
 std::atomic<bool> g_mpi_abandoned{false};
 }  // namespace
 
+// How long a rank that reported an error waits in MPI_Finalize for the others.
+constexpr auto kErrorFinalizeGrace = std::chrono::seconds(5);
+
 void finalize_mpi_at_exit() {
   int finalised = 0;
   MPI_Finalized(&finalised);
-  if (!finalised && !g_mpi_abandoned.load()) MPI_Finalize();
+  if (finalised || g_mpi_abandoned.load()) return;
+  // MPI_Finalize waits for every rank. Ranks that fail together (a config they disagree on) all
+  // reach it within moments, and each prints its own line first; a rank that failed alone would
+  // wait there while the others wait in a collective it will never join, until their timeout
+  // (minutes). So after a reported error the wait is bounded: then the process exits with its
+  // code, unfinalised, and mpirun ends the job (the others print where they were waiting).
+  if (const int code = reported_exit_code(); code != 0) {
+    std::thread([code] {
+      std::this_thread::sleep_for(kErrorFinalizeGrace);
+      std::fflush(nullptr);
+      _exit(code);
+    }).detach();
+  }
+  MPI_Finalize();
 }
 #endif
 

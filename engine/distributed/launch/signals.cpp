@@ -100,6 +100,7 @@ void record_wait_site(const std::string* description, const std::string* context
 }
 
 void note_error_reported(int exit_code) { g_reported_exit_code = exit_code != 0 ? exit_code : 1; }
+int reported_exit_code() { return g_reported_exit_code; }
 
 void install_launcher_termination_handler() {
   if (g_stop_handlers_installed) return;  // they own SIGTERM and keep its launcher meaning

@@ -16,6 +16,8 @@ void record_wait_site(const std::string* description, const std::string* context
 // launcher's SIGTERM ends it with that code and prints nothing (the line it would print, a wait
 // site, is stale once the command has unwound).
 void note_error_reported(int exit_code);
+// The exit code note_error_reported recorded, or 0 when no error was reported.
+int reported_exit_code();
 
 // Makes SIGTERM print the recorded wait site and exit 1: what a rank shows when the launcher stops
 // it because another rank died. The MPI backend installs it.

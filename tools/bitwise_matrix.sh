@@ -4,7 +4,7 @@
 # dropout, accumulation, tied heads; a prepared single-file dataset) and `memory --json` for every shipped config, written by one
 # zerotrain binary into OUTDIR as small files (*.metrics: every train/eval record's step, loss,
 # grad_norm, val_loss, lr, tokens; *.weights: a hash of final.safetensors' tensors plus its
-# metadata with the run directory left out; mem_*.json). Run it with the binary before and after
+# metadata with the run directory left out and OUTDIR written as such; mem_*.json). Run it with the binary before and after
 # the change and compare the two folders: `diff -r` on those files must be empty.
 # usage: tools/bitwise_matrix.sh PATH/TO/zerotrain OUTDIR   (needs mpirun; ~1 minute on 2 cores)
 set -u
@@ -41,7 +41,8 @@ print(json.dumps([{k:x[k] for k in keep if k in x} for x in recs if x.get('type'
 import json,struct,hashlib
 b=open('$O/$r/final.safetensors','rb').read(); n=struct.unpack('<Q',b[:8])[0]; h=json.loads(b[8:8+n])
 m=h.pop('__metadata__',{}); rc=json.loads(m.pop('run_config','{}')); rc.get('log',{}).pop('run_dir',None)
-print(hashlib.sha256(json.dumps(h,sort_keys=True).encode()+b[8+n:]).hexdigest()); print(json.dumps(m,sort_keys=True)); print(json.dumps(rc,sort_keys=True))" > $O/$r.weights
+print(hashlib.sha256(json.dumps(h,sort_keys=True).encode()+b[8+n:]).hexdigest()); print(json.dumps(m,sort_keys=True))
+print(json.dumps(rc,sort_keys=True).replace('$O/', 'OUTDIR/'))" > $O/$r.weights
 done
 for c in configs/*.json; do n=$(basename $c .json); for r in 1 4; do $B memory --config $c --json --ranks $r > $O/mem_${n}_r$r.json 2>&1; done; $B memory --config $c --json --ranks 2 --set train.head_chunks=2 --set train.block_units=2 > $O/mem_${n}_split.json 2>&1; done
 if [ -f $O/failures ]; then cat $O/failures; exit 1; fi

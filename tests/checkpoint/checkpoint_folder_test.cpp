@@ -1,6 +1,7 @@
 // The checkpoint folder: `latest` resolution with fallback to the newest valid checkpoint, keep-last,
 // leftovers of killed saves, saving the same step twice, a `latest` that cannot be updated after a
-// complete save (saved, with a warning, not "not saved"), and what `ckpt verify FOLDER` judges.
+// complete save (saved, with a warning, not "not saved"), what `ckpt verify FOLDER` judges, and
+// the checkpoints a resume from an older one sets aside.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -66,6 +67,44 @@ TEST_F(CheckpointFolder, ChecksumValidationCatchesWhatStructureDoesNot) {
   }
   EXPECT_EQ(resolve_checkpoint(folder_, Validation::kStructure).path, newer);
   EXPECT_EQ(resolve_checkpoint(folder_, Validation::kChecksums).path, older);
+}
+
+// eval --ckpt and ckpt export: a folder's damaged newest checkpoint falls back as --resume's does;
+// an explicit one is read (its reader checks the checksums as it goes) without a first pass.
+TEST_F(CheckpointFolder, ChecksumsToChooseFallBackInAFolderOnly) {
+  const std::string older = save(10);
+  const std::string newer = save(20);
+  {
+    std::fstream f(newer + "/rank_00001.bin", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(4);
+    f.put('\x7f');
+  }
+  const ResolvedCheckpoint r = resolve_checkpoint(folder_, Validation::kChecksumsToChoose);
+  EXPECT_EQ(r.path, older);
+  ASSERT_EQ(r.notes.size(), 1u);
+  EXPECT_NE(r.notes[0].find("step_00000020 is not usable"), std::string::npos) << r.notes[0];
+  EXPECT_EQ(resolve_checkpoint(newer, Validation::kChecksumsToChoose).path, newer);
+}
+
+// A run resumed from an older checkpoint: the later ones (another trajectory's) go to superseded/,
+// out of keep-last's count and the folder's fallback, and `latest` names this trajectory's newest.
+TEST_F(CheckpointFolder, ResumingEarlierSetsTheLaterCheckpointsAside) {
+  for (std::int64_t step : {4, 8, 12}) save(step);
+  EXPECT_EQ(set_aside_checkpoints_after(folder_, 4), (std::vector<std::string>{"step_00000008", "step_00000012"}));
+  EXPECT_EQ(steps(), (std::vector<std::int64_t>{4}));
+  EXPECT_EQ(read_latest(folder_), "step_00000004");
+  EXPECT_TRUE(is_complete(folder_ + "/superseded/step_00000012"));
+  for (std::int64_t step : {6, 8, 10}) save(step, /*keep_last=*/2);
+  EXPECT_EQ(steps(), (std::vector<std::int64_t>{8, 10}));
+  EXPECT_EQ(set_aside_checkpoints_after(folder_, 8), (std::vector<std::string>{"step_00000010"}));
+  EXPECT_EQ(read_latest(folder_), "step_00000008");
+  EXPECT_TRUE(is_complete(folder_ + "/superseded/step_00000010"));
+  EXPECT_TRUE(set_aside_checkpoints_after(folder_, 8).empty());
+  EXPECT_EQ(set_aside_checkpoints_after(folder_, 6), (std::vector<std::string>{"step_00000008"}));
+  EXPECT_TRUE(is_complete(folder_ + "/superseded/step_00000008.2"));  // the first trajectory's step 8 kept
+  EXPECT_FALSE(fs::exists(folder_ + "/latest"));                      // nothing of this trajectory is left to name
+  EXPECT_EQ(resolve_checkpoint(folder_ + "/superseded/step_00000008", Validation::kChecksums).path,
+            folder_ + "/superseded/step_00000008");
 }
 
 TEST_F(CheckpointFolder, LatestPointingAtAMissingDirectoryFallsBack) {

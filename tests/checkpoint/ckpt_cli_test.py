@@ -223,6 +223,27 @@ def main():
                  not os.path.exists(os.path.join(work, "hf_f32.tmp")),
                  f"export llmc with --out a directory: exit 2 before writing, one line ({r.stderr.strip()})")
 
+    # A folder whose newest checkpoint is damaged: export falls back to the older one, as --resume
+    # latest does (a note on stderr), instead of failing on it.
+    r = ckpt("export", two, "--format", "llmc", "--out", os.path.join(work, "fallback.bin"))
+    checks.check(r.returncode == 0 and "from step 2" in r.stdout and "falling back" in r.stderr,
+                 f"export of a folder whose newest checkpoint is damaged falls back to step 2 "
+                 f"(rc {r.returncode}: {r.stdout.strip()} {r.stderr.strip()})")
+    # --out naming a training run's directory: its config.json is the run's, not an HF one's.
+    run_dir = os.path.join(work, "a_run")
+    os.makedirs(run_dir)
+    run_config = json.dumps({"model": {"n_layer": 2}, "train": {"max_steps": 3}})
+    for name, text in (("config.json", run_config), ("metrics.jsonl", "")):
+        with open(os.path.join(run_dir, name), "w") as f:
+            f.write(text)
+    r = ckpt("export", folder, "--format", "hf", "--out", run_dir)
+    lines = r.stderr.strip().splitlines()
+    with open(os.path.join(run_dir, "config.json")) as f:
+        kept = f.read() == run_config
+    checks.check(r.returncode == 2 and len(lines) == 1 and "training run's directory" in lines[0] and kept and
+                 sorted(os.listdir(run_dir)) == ["config.json", "metrics.jsonl"],
+                 f"export hf into a run directory: exit 2, one line, its config.json kept ({r.stderr.strip()})")
+
     shutil.rmtree(work, ignore_errors=True)
     return checks.finish()
 

@@ -235,20 +235,83 @@ def main():
           and "(step 4) ->" in p.stdout and "(step 6)" in p.stdout,
           f"a mid-run resume labels its first loss step 4 ({summary.get('first_step')}, "
           f"{[l for l in p.stdout.splitlines() if 'train loss' in l]})")
-    for change, fragment in ((["--set", "train.seed=99"], "train.seed: 1337 -> 99"),
-                             (["--set", "optim.lr=0.01"], "optim.lr: 0.003 -> 0.01"),
-                             (["--set", "train.micro_batch=4"], "global batch")):
+    with open(os.path.join(run_h, "config.json")) as f:
+        saved_config = f.read()
+    # A trajectory change can be allowed; a checkpoint past max_steps has nothing to train either way.
+    allow = "--allow-config-change"
+    for change, fragment, hint in ((["--set", "train.seed=99"], "train.seed: 1337 -> 99", allow),
+                                   (["--set", "optim.lr=0.01"], "optim.lr: 0.003 -> 0.01", allow),
+                                   (["--set", "train.micro_batch=4"], "global batch", allow),
+                                   (["--set", "data.order=sequential"], 'data.order: "random" -> "sequential"', allow),
+                                   (["--set", "data.embedded_chars=300000"], "data.embedded_chars: 200000 -> 300000",
+                                    allow),
+                                   (["--set", "train.max_steps=2"], "past train.max_steps = 2",
+                                    "raise train.max_steps")):
         p = run(binary, ["train", "--config", config_path, "--run-dir", run_h, "--set", "train.max_steps=6",
                          "--resume", os.path.join(run_h, "checkpoints", "step_00000003"), *change])
         lines = [l for l in p.stderr.splitlines() if l.strip()]
-        check(p.returncode == 2 and len(lines) == 1 and fragment in lines[0] and "--allow-config-change" in lines[0],
+        check(p.returncode == 2 and len(lines) == 1 and fragment in lines[0] and hint in lines[0],
               f"a resume that changes {change[1]} is refused, naming it ({lines[:1]})")
+    with open(os.path.join(run_h, "config.json")) as f:
+        check(f.read() == saved_config, "the refused resumes leave the run's config.json as it was")
     p = run(binary, ["train", "--config", config_path, "--run-dir", run_h, "--set", "train.max_steps=6",
                      "--resume", os.path.join(run_h, "checkpoints", "step_00000003"), "--set", "train.seed=99",
                      "--allow-config-change"])
     check(p.returncode == 0 and any(r["type"] == "config_change" and "train.seed: 1337 -> 99" in r["changes"][0]
                                     for r in records(run_h)),
           "--allow-config-change continues and records what changed")
+
+    # A resume from an older checkpoint: the later ones (the first trajectory's) go to superseded/,
+    # out of keep_last's count and the folder's fallback; the first run's summary and a record a
+    # kill cut short leave metrics.jsonl.
+    run_k = os.path.join(work, "k")
+    common = ["train", "--config", config_path, "--run-dir", run_k, "--set", "optim.decay_steps=8"]
+    p = run(binary, common + ["--set", "train.max_steps=8", "--set", "checkpoint.every_steps=4"])
+    with open(os.path.join(run_k, "metrics.jsonl"), "a") as f:
+        f.write('{"type":"train","step":9,"lo')
+    p = run(binary, common + ["--set", "train.max_steps=6", "--set", "checkpoint.every_steps=1", "--set",
+                              "checkpoint.keep_last=2", "--resume",
+                              os.path.join(run_k, "checkpoints", "step_00000004")])
+    folder = os.path.join(run_k, "checkpoints")
+    kept = sorted(d for d in os.listdir(folder) if d.startswith("step_")) if p.returncode == 0 else []
+    aside = sorted(os.listdir(os.path.join(folder, "superseded"))) if p.returncode == 0 else []
+    with open(os.path.join(folder, "latest")) as f:
+        latest = f.read().strip()
+    check(p.returncode == 0 and kept == ["step_00000005", "step_00000006"] and aside == ["step_00000008"]
+          and latest == "step_00000006" and "superseded" in p.stdout,
+          f"a resume from step 4 sets step 8 aside and keeps its own last two ({kept}, {aside}, {latest}, "
+          f"{(p.stdout + p.stderr)[-300:]})")
+    with open(os.path.join(run_k, "metrics.jsonl")) as f:
+        lines = f.read().splitlines()
+    parsed = [json.loads(line) for line in lines if line.startswith("{") and line.endswith("}")]
+    check(len(parsed) == len(lines) and [r["last_step"] for r in parsed if r["type"] == "summary"] == [6],
+          f"metrics.jsonl: every line whole, one summary, the resumed run's ({len(lines) - len(parsed)} bad lines)")
+
+    # No steps with checkpoint.at_end: step 0, the weights as set up, which ckpt export converts.
+    run_z = os.path.join(work, "zero_steps")
+    p = run(binary, ["train", "--config", config_path, "--run-dir", run_z, "--set", "train.max_steps=0", "--set",
+                     "checkpoint.at_end=true"])
+    e = run(binary, ["ckpt", "export", os.path.join(run_z, "checkpoints"), "--format", "hf", "--out",
+                     os.path.join(work, "zero_steps_hf")])
+    check(p.returncode == 0 and os.path.isdir(os.path.join(run_z, "checkpoints", "step_00000000")) and
+          e.returncode == 0 and "from step 0" in e.stdout,
+          f"max_steps 0 with at_end saves step 0, which exports ({(p.stdout + p.stderr)[-200:]} {e.stderr[-200:]})")
+
+    # A byte-level vocabulary's sample cuts characters short: written to metrics.jsonl with U+FFFD,
+    # where it used to end the run (the JSON writer refused the bytes).
+    text_path = os.path.join(work, "bytes.txt")
+    with open(text_path, "w", encoding="utf-8") as f:
+        f.write("héllo wörld, ñandú çà et là. " * 2000)
+    p = run(binary, ["prepare", "--text", text_path, "--out", os.path.join(work, "bytes"), "--level", "byte"])
+    run_b = os.path.join(work, "byte_samples")
+    p = subprocess.run([binary, "train", "--config", config_path, "--run-dir", run_b, "--set",
+                        f"data.dataset={os.path.join(work, 'bytes')}", "--set", "model.vocab_size=256", "--set",
+                        "train.max_steps=3", "--set", "log.sample_tokens=64", "--set", "log.sample_every=1"],
+                       capture_output=True, text=True, errors="replace", timeout=600)
+    samples = [r["text"] for r in records(run_b) if r["type"] == "sample"] if p.returncode == 0 else []
+    check(p.returncode == 0 and len(samples) == 3 and any("\ufffd" in t for t in samples),
+          f"byte-level samples cut short are logged with U+FFFD and the run goes on ({p.returncode}, "
+          f"{(p.stdout + p.stderr)[-300:] if p.returncode else samples[:1]})")
 
     # 5. Batch terms that disagree.
     p = run(binary, ["train", "--config", config_path, "--run-dir", os.path.join(work, "e"),

@@ -138,12 +138,23 @@ def main():
     lines = errors(p.stdout + p.stderr)
     check(p.returncode == 2 and len(lines) == 1 and "is in use by another run" in lines[0] and
           f"pid {owner.pid}" in lines[0], f"a second run on the folder is refused naming the holder ({lines})")
+    # The run directory is held too: with another checkpoint folder, or none, a second run there
+    # would interleave its metrics.jsonl, config.json and final weights with the first's.
+    for what, sets in (("another checkpoint.dir", [f"checkpoint.dir={os.path.join(work, 'elsewhere')}"]),
+                       ("no checkpoints", ["checkpoint.every_steps=0", "checkpoint.at_end=false",
+                                           "checkpoint.save_on_signal=false"])):
+        p = subprocess.run([binary, "train", "--config", long_cfg, "--run-dir", owner_dir,
+                            *[a for kv in sets for a in ("--set", kv)]], capture_output=True, text=True, timeout=120)
+        lines = errors(p.stdout + p.stderr)
+        check(p.returncode == 2 and len(lines) == 1 and f"run directory {owner_dir} is in use by another run" in lines[0]
+              and f"pid {owner.pid}" in lines[0], f"a second run in the run directory, {what}: refused ({lines})")
     out, err = owner.communicate(timeout=600)
     saves = [r["step"] for r in train_records(owner_dir) if r["type"] == "checkpoint"]
     with open(os.path.join(owner_dir, "checkpoints", "latest")) as f:
         latest = f.read().strip()
     check(owner.returncode == 0 and saves == [100, 200, 300, 400] and latest == "step_00000400" and
           not os.path.exists(lock), f"the first run ends as if alone: saves {saves}, latest {latest}, lock released")
+    check(not os.path.exists(os.path.join(owner_dir, "RUN_LOCK")), "the run directory's lock is released too")
 
     killed = subprocess.Popen([binary, "train", "--config", long_cfg, "--run-dir", owner_dir, "--resume", "latest",
                                "--set", "train.max_steps=100000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -184,6 +195,13 @@ def main():
         recorded = json.load(f)["extra"].get("data_identity", [])
     check(p.returncode == 0 and any(x["path"].endswith("train.bin") and x["bytes"] > 0 for x in recorded),
           f"the checkpoint records its data's identity ({recorded[:1]})")
+    # The same files through another path (a link to the folder): the same batches, resumed.
+    link = os.path.join(work, "data_link")
+    os.symlink(data_dir, link)
+    p = subprocess.run([binary, "train", "--config", saved_cfg, "--run-dir", run_dir, "--resume", step, "--set",
+                        f"data.dataset={link}", "--set", "train.max_steps=7", "--set", "checkpoint.at_end=false"],
+                       capture_output=True, text=True, timeout=120)
+    check(p.returncode == 0, f"the same data through another path resumes ({(p.stdout + p.stderr)[-300:]})")
     shutil.copy(os.path.join(work, "wd_b", "data", "train.bin"), os.path.join(data_dir, "train.bin"))
     resume = [binary, "train", "--config", saved_cfg, "--run-dir", run_dir, "--resume", "latest", "--set",
               "train.max_steps=8"]

@@ -78,11 +78,46 @@ void apply_keep_last(const std::string& folder, int keep_last, const std::string
   }
 }
 
+std::vector<std::string> set_aside_checkpoints_after(const std::string& folder, std::int64_t step) {
+  std::vector<std::string> moved;
+  const fs::path aside = fs::path(folder) / kSupersededName;
+  for (const CheckpointEntry& c : list_checkpoints(folder)) {
+    if (c.step <= step) continue;
+    std::error_code ec;
+    fs::create_directories(aside, ec);
+    if (ec) throw_runtime_error("cannot create '{}': {}", aside.string(), ec.message());
+    const std::string name = fs::path(c.path).filename().string();
+    fs::path target = aside / name;
+    for (int n = 2; fs::exists(target); ++n) target = aside / fmt::format("{}.{}", name, n);
+    fs::rename(c.path, target, ec);
+    if (ec) throw_runtime_error("cannot move checkpoint '{}' to '{}': {}", c.path, target.string(), ec.message());
+    moved.push_back(name);
+  }
+  const std::string latest = read_latest(folder);
+  if (moved.empty() || (!latest.empty() && std::find(moved.begin(), moved.end(), latest) == moved.end())) {
+    return moved;  // `latest` still names a checkpoint of this trajectory
+  }
+  std::string newest;
+  for (const CheckpointEntry& c : list_checkpoints(folder)) {
+    if (is_complete(c.path)) newest = fs::path(c.path).filename().string();
+  }
+  if (!newest.empty()) {
+    write_latest(folder, newest);
+  } else {
+    std::error_code ec;
+    fs::remove(fs::path(folder) / kLatestName, ec);
+  }
+  sync_dir(folder);
+  return moved;
+}
+
 ResolvedCheckpoint resolve_checkpoint(const std::string& path, Validation validation) {
   if (!fs::is_directory(path)) throw_input_error("{}: no such checkpoint or checkpoint folder", path);
   ResolvedCheckpoint result;
+  const bool choosing = validation == Validation::kChecksumsToChoose;
   if (is_complete(path) || step_of(fs::path(path).filename().string()) >= 0) {
-    check_valid(path, validation);  // an explicit checkpoint: valid or an error, never another one
+    // An explicit checkpoint: valid or an error, never another one.
+    check_valid(path, choosing ? Validation::kStructure : validation);
     result.path = path;
     return result;
   }
@@ -104,7 +139,7 @@ ResolvedCheckpoint resolve_checkpoint(const std::string& path, Validation valida
   std::string first_error;
   for (const std::string& c : candidates) {
     try {
-      check_valid(c, validation);
+      check_valid(c, choosing ? Validation::kChecksums : validation);
       result.path = c;
       return result;
     } catch (const InputError& e) {

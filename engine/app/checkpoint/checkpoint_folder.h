@@ -32,7 +32,23 @@ void remove_checkpoint_dir(const std::string& path);
 // leftover .tmp-/.del- directories; never `keep` (the one just written).
 void apply_keep_last(const std::string& folder, int keep_last, const std::string& keep);
 
-enum class Validation { kStructure, kChecksums };
+// Where set_aside_checkpoints_after moves them, inside the folder.
+inline constexpr const char* kSupersededName = "superseded";
+
+// A resumed run's folder: its step_* directories after `step` are another trajectory's (the run it
+// resumed went on past its checkpoint, or an earlier run here went further), which keep-last would
+// count as the newest and a folder's resolution fall back to. Moves them into folder/superseded/
+// (a name taken there gets .2, .3, ...) and, where `latest` named one of them, points it at the
+// newest complete checkpoint left (removes it when none is). Returns the names moved, oldest first.
+std::vector<std::string> set_aside_checkpoints_after(const std::string& folder, std::int64_t step);
+
+enum class Validation {
+  kStructure,  // the manifest and the files' sizes (a reader checks the checksums as it reads)
+  kChecksums,  // and every file's checksum
+  // An explicit checkpoint: its structure (it is read next, checksums checked as it goes); in a
+  // folder: checksums, so a damaged newest checkpoint falls back to an older one as --resume does.
+  kChecksumsToChoose,
+};
 
 struct ResolvedCheckpoint {
   std::string path;

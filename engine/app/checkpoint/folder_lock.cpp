@@ -77,11 +77,13 @@ bool create_exclusive(const std::string& path, const std::string& text, const st
 
 }  // namespace
 
-FolderLock::FolderLock(const std::string& folder, const std::string& run_dir) {
+FolderLock::FolderLock(const std::string& folder, const std::string& run_dir, LockedFolder kind) {
+  const bool run = kind == LockedFolder::kRunDirectory;
+  const char* what = run ? "run directory" : "checkpoint folder";
   std::error_code ec;
   fs::create_directories(folder, ec);
-  if (ec) throw_input_error("cannot create checkpoint folder '{}': {}", folder, ec.message());
-  path_ = (fs::path(folder) / "LOCK").string();
+  if (ec) throw_input_error("cannot create {} '{}': {}", what, folder, ec.message());
+  path_ = (fs::path(folder) / (run ? "RUN_LOCK" : "LOCK")).string();
   const std::string host = host_name();
   const auto now = std::chrono::system_clock::now();
   token_ = fmt::format("{}:{}:{}", host, getpid(), now.time_since_epoch().count());
@@ -99,10 +101,8 @@ FolderLock::FolderLock(const std::string& folder, const std::string& run_dir) {
     const double age = heartbeat_age(path_);
     if (age < 0.0) continue;  // released meanwhile: try again
     if (holder.is_object() && !holder_gone(holder, age, host)) {
-      throw_input_error(
-          "checkpoint folder {} is in use by another run: {}; wait for it to end, or give this run another "
-          "checkpoint.dir or --run-dir",
-          folder, describe(holder));
+      throw_input_error("{} {} is in use by another run: {}; wait for it to end, or give this run another {}", what,
+                        folder, describe(holder), run ? "--run-dir" : "checkpoint.dir or --run-dir");
     }
     // Gone (or unreadable: a lock this code never writes). Take it over, one taker at a time.
     if (!create_exclusive(takeover, mine.dump() + "\n", temp + ".takeover")) {
@@ -112,12 +112,12 @@ FolderLock::FolderLock(const std::string& folder, const std::string& run_dir) {
     }
     if (read_text(path_) == text) {  // still the lock judged gone
       unlink(path_.c_str());
-      note_ = fmt::format("took over the checkpoint folder's lock from {}, gone", describe(holder));
+      note_ = fmt::format("took over the {}'s lock from {}, gone", what, describe(holder));
     }
     unlink(takeover.c_str());
   }
   if (read_text(path_).find(token_) == std::string::npos) {
-    throw_input_error("checkpoint folder {}: could not take its lock (another run is taking it over)", folder);
+    throw_input_error("{} {}: could not take its lock (another run is taking it over)", what, folder);
   }
   heartbeat_ = std::thread([this] { beat(); });
 }

@@ -1,6 +1,9 @@
-// A checkpoint folder is written by one run at a time. Without it a second run started on the
-// folder of a live one trains beside it and overwrites its checkpoints (`latest` ends up the
-// second run's). The lock is a file, LOCK, in the folder: JSON naming its holder (host, pid, run
+// A checkpoint folder, and a run directory, is written by one run at a time. Without it a second
+// run started on the folder of a live one trains beside it and overwrites its checkpoints (`latest`
+// ends up the second run's); one started in the run directory of a live one (with another
+// checkpoint.dir) interleaves its metrics.jsonl, config.json and final weights with the first's.
+// The lock is a file in the folder (LOCK in a checkpoint folder, RUN_LOCK in a run directory, so
+// a checkpoint folder that is the run directory takes both): JSON naming its holder (host, pid, run
 // directory, start time), made by link(2) of a complete temporary file, which either creates it or
 // fails because it exists, atomically, also on NFS. A background thread touches it every few
 // seconds (its heartbeat). A lock whose holder is gone is taken over: on the same host, a pid that
@@ -16,6 +19,9 @@
 
 namespace zt::ckpt {
 
+// What a lock guards: its file's name and the words its messages use.
+enum class LockedFolder { kCheckpointFolder, kRunDirectory };
+
 class FolderLock {
  public:
   static constexpr double kStaleSeconds = 60.0;
@@ -23,7 +29,8 @@ class FolderLock {
 
   // Takes `folder`'s lock for this process (creating the folder), or throws InputError naming its
   // holder and what to do. `run_dir` is recorded for the message a second run would get.
-  FolderLock(const std::string& folder, const std::string& run_dir);
+  FolderLock(const std::string& folder, const std::string& run_dir,
+             LockedFolder kind = LockedFolder::kCheckpointFolder);
   // Stops the heartbeat and removes the lock if it is still this process's.
   ~FolderLock();
   FolderLock(const FolderLock&) = delete;

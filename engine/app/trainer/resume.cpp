@@ -4,9 +4,11 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <array>
 #include <cstdint>
 #include <filesystem>
 #include <span>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -120,7 +122,18 @@ std::vector<std::string> changed_keys(const nlohmann::json& saved, const nlohman
 }  // namespace
 
 std::vector<std::string> trajectory_changes(const nlohmann::json& saved, int saved_world_size, const RunConfig& now) {
-  std::vector<std::string> changes = changed_keys(saved, now.to_json(), kTrajectoryKeys);
+  const nlohmann::json current = now.to_json();
+  std::vector<std::string> changes = changed_keys(saved, current, kTrajectoryKeys);
+  // Which windows a step reads, beside the files themselves (data_changes): their order, and the
+  // generated text's size where both runs read it. A checkpoint saved before a key was recorded
+  // has nothing to compare.
+  const bool embedded = at(saved, "data", "dataset") == "embedded" && now.data.dataset == "embedded" &&
+                        now.data.train_file.empty() && now.data.train_files.empty();
+  for (const char* key : {"order", "embedded_chars"}) {
+    if (std::string_view(key) == "embedded_chars" && !embedded) continue;
+    if (at(saved, "data", key).is_null()) continue;
+    for (std::string& c : changed_keys(saved, current, std::array{ConfigKey{"data", key}})) changes.push_back(c);
+  }
   // The samples of a step are a function of the global batch only (engine/app/data/batch_sampler.h).
   const nlohmann::json mb = at(saved, "train", "micro_batch"), ga = at(saved, "train", "grad_accum");
   if (mb.is_number_integer() && ga.is_number_integer()) {

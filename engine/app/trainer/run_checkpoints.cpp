@@ -6,11 +6,13 @@
 
 #include <optional>
 
+#include "engine/app/checkpoint/checkpoint_folder.h"
 #include "engine/app/checkpoint/checkpoint_model.h"
 #include "engine/app/checkpoint/optimizer_checkpoint.h"
 #include "engine/app/trainer/model_setup.h"
 #include "engine/app/trainer/resume.h"
 #include "engine/app/trainer/run_identity.h"
+#include "engine/app/trainer/start_checks.h"
 #include "engine/distributed/launch/signals.h"
 
 namespace zt {
@@ -38,6 +40,12 @@ RunProgress start_run(TrainerState& s, const std::string& resume_checkpoint, boo
   }
   const ckpt::CheckpointReader reader(resume_checkpoint);
   const ckpt::Manifest& m = reader.manifest();
+  if (m.position.step > c.train.max_steps) {  // every rank reads the same manifest: all refuse
+    throw_input_error(
+        "--resume {}: the checkpoint is at step {}, past train.max_steps = {}: there is nothing to train (raise "
+        "train.max_steps to continue it)",
+        resume_checkpoint, m.position.step, c.train.max_steps);
+  }
   // Checkpoints from before data identities were recorded have none to compare.
   const std::vector<std::string> data_changed = m.extra.contains("data_identity")
                                                     ? data_changes(m.extra["data_identity"], s.data_files)
@@ -67,6 +75,16 @@ RunProgress start_run(TrainerState& s, const std::string& resume_checkpoint, boo
     if (const int dropped = s.metrics->drop_records_after_step(run.start_step); dropped > 0) {
       s.progress.message(fmt::format("metrics.jsonl: dropped {} record(s) the interrupted run wrote after step {}",
                                      dropped, run.start_step));
+    }
+  }
+  if (s.root && writes_checkpoints(c)) {  // rank 0 holds the folder's lock
+    const std::string folder = c.checkpoint.folder_for(s.run_dir);
+    if (const auto moved = ckpt::set_aside_checkpoints_after(folder, run.start_step); !moved.empty()) {
+      s.progress.message(fmt::format(
+          "{}: moved {} (past step {}: another trajectory's, which keep_last and the folder's fallback would "
+          "take for this run's) to {}/{}",
+          folder, fmt::join(moved, ", "), run.start_step, folder, ckpt::kSupersededName));
+      s.log({{"type", "superseded_checkpoints"}, {"step", run.start_step}, {"moved", moved}});
     }
   }
   s.log({{"type", "resume"},

@@ -6,6 +6,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
+#include <string_view>
 #include <vector>
 
 #include "engine/base/core/check.h"
@@ -25,7 +27,9 @@ MetricsLog::~MetricsLog() {
 }
 
 void MetricsLog::write(const nlohmann::json& record) {
-  const std::string line = record.dump() + "\n";
+  // A sample of a byte-level vocabulary may cut a character short: its invalid bytes are written as
+  // U+FFFD (what Hugging Face's decode gives), not a reason to end the run.
+  const std::string line = record.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   if (std::fwrite(line.data(), 1, line.size(), file_) != line.size() || std::fflush(file_) != 0) {
     throw_runtime_error("write to metrics file '{}' failed (disk full?)", path_);
   }
@@ -34,27 +38,37 @@ void MetricsLog::write(const nlohmann::json& record) {
 int MetricsLog::drop_records_after_step(std::int64_t step) {
   std::fclose(file_);
   file_ = nullptr;
-  std::vector<std::string> kept;
-  int dropped = 0;
+  std::string text;
   {
-    std::ifstream in(path_);
-    std::string line;
-    while (std::getline(in, line)) {
-      const nlohmann::json record = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-      const bool later = record.is_object() && record.contains("step") && record["step"].is_number_integer() &&
-                         record["step"].get<std::int64_t>() > step;
-      if (later) {
-        ++dropped;
-      } else {
-        kept.push_back(std::move(line));
-      }
+    std::ifstream in(path_, std::ios::binary);
+    std::stringstream all;
+    all << in.rdbuf();
+    text = all.str();
+  }
+  std::vector<std::string_view> kept;
+  int dropped = 0;
+  for (std::size_t at = 0; at < text.size();) {
+    const std::size_t end = text.find('\n', at);
+    const std::string_view line(text.data() + at, (end == std::string::npos ? text.size() : end) - at);
+    at = end == std::string::npos ? text.size() : end + 1;
+    // A last line without its newline is a record cut short by a kill: the next record would be
+    // glued onto it. A summary's step is its last_step: a later one ended the trajectory dropped.
+    const nlohmann::json record = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    const bool torn = end == std::string::npos;
+    const char* key = record.is_object() && record.contains("last_step") ? "last_step" : "step";
+    const bool later = record.is_object() && record.contains(key) && record[key].is_number_integer() &&
+                       record[key].get<std::int64_t>() > step;
+    if (torn || later) {
+      ++dropped;
+    } else {
+      kept.push_back(line);
     }
   }
   if (dropped > 0) {
     const std::string temp = path_ + ".tmp";
     {
       std::ofstream out(temp, std::ios::trunc);
-      for (const std::string& line : kept) out << line << "\n";
+      for (const std::string_view line : kept) out << line << "\n";
       if (!out.flush()) throw_runtime_error("cannot rewrite metrics file '{}' (disk full?)", temp);
     }
     std::error_code ec;

@@ -23,7 +23,8 @@ class MetricsLog {
   void write(const nlohmann::json& record);
 
   // For a resumed run: removes the records of steps after `step` (what an interrupted run logged
-  // past its last checkpoint, and will log again), rewriting the file atomically. Returns how many.
+  // past its last checkpoint, and will log again; a summary whose last_step is later) and a last
+  // line a kill cut short, rewriting the file atomically. Returns how many.
   int drop_records_after_step(std::int64_t step);
 
  private:

@@ -89,6 +89,12 @@ AgreedLoss gather_loss_and_stop(Communicator& comm, const std::vector<double>& r
   return {static_cast<float>(sum / (static_cast<double>(rounds) * ranks)), stop};
 }
 
+// The stop vote alone, through the step's own collective (so its staging is the one the memory
+// prediction counts), outside any step's meter.
+bool agree_on_stop(Communicator& comm, bool folds) {
+  return (folds ? gather_loss_and_stop(comm, {0.0}) : all_reduce_loss_and_stop(comm, 0.0)).stop_requested;
+}
+
 // A step whose loss or gradient norm is not finite (no weights were touched): logged, then skipped
 // when train.nonfinite = "skip" and fewer than train.max_skipped_steps came before it in a row.
 // Returns false when the run stops instead.
@@ -122,29 +128,27 @@ Trainer::Trainer(RunConfig config, std::string run_dir, Communicator& comm, Memo
     std::filesystem::create_directories(run_dir_, ec);
     if (ec) throw_input_error("cannot create run directory '{}': {}", run_dir_, ec.message());
   }
-  // One run writes a checkpoint folder at a time: rank 0 holds its lock (the commits are its), and
-  // every rank learns whether it could, before anything in the run directory is opened or written.
-  if (writes_checkpoints(config_)) {
-    check_checkpoint_folder(config_, run_dir_);
-    std::string refused;
-    if (comm.rank() == 0) {
-      try {
-        folder_lock_ = std::make_unique<ckpt::FolderLock>(config_.checkpoint.folder_for(run_dir_), run_dir_);
-      } catch (const std::exception& e) {  // any failure: the other ranks wait in the broadcast below
-        refused = e.what();
-      }
-    }
-    refused = broadcast_string(comm, refused);
-    if (!refused.empty()) throw_input_error("{}", refused);
-  }
-  state_ = std::make_unique<TrainerState>(config_, run_dir_, comm, tracker, !resume_checkpoint_.empty(), data_identity);
-  if (folder_lock_ && !folder_lock_->note().empty()) state_->progress.message(folder_lock_->note());
-  check_before_training(config_, run_dir_, state_->data.vocab() ? &*state_->data.vocab() : nullptr);
+  // One run writes a run directory, and a checkpoint folder, at a time: rank 0 holds their locks
+  // (the files are its to write), and every rank learns whether it could, before anything in them
+  // is opened or written.
+  const bool saves = writes_checkpoints(config_);
+  if (saves) check_checkpoint_folder(config_, run_dir_);
+  std::string refused;
   if (comm.rank() == 0) {
-    ckpt::write_file_atomically(run_dir_ + "/config.json", config_.to_json().dump(2) + "\n");
-    if (state_->data.vocab()) state_->data.vocab()->save(run_dir_ + "/vocab.json");
-    copy_tokenizer_files(state_->data.tokenizer_path(), run_dir_);
+    try {
+      run_lock_ = std::make_unique<ckpt::FolderLock>(run_dir_, run_dir_, ckpt::LockedFolder::kRunDirectory);
+      if (saves) folder_lock_ = std::make_unique<ckpt::FolderLock>(config_.checkpoint.folder_for(run_dir_), run_dir_);
+    } catch (const std::exception& e) {  // any failure: the other ranks wait in the broadcast below
+      refused = e.what();
+    }
   }
+  refused = broadcast_string(comm, refused);
+  if (!refused.empty()) throw_input_error("{}", refused);
+  state_ = std::make_unique<TrainerState>(config_, run_dir_, comm, tracker, !resume_checkpoint_.empty(), data_identity);
+  for (const ckpt::FolderLock* lock : {run_lock_.get(), folder_lock_.get()}) {
+    if (lock != nullptr && !lock->note().empty()) state_->progress.message(lock->note());
+  }
+  check_before_training(config_, run_dir_, state_->data.vocab() ? &*state_->data.vocab() : nullptr);
 }
 
 Trainer::~Trainer() = default;
@@ -159,6 +163,12 @@ TrainSummary Trainer::run() {
   const RunConfig& c = config_;
   TrainerState& s = *state_;
   RunProgress run = start_run(s, resume_checkpoint_, allow_config_change_);
+  // The run's files, once a resume is accepted: a refused one leaves the saved run's as they were.
+  if (s.root) {
+    ckpt::write_file_atomically(run_dir_ + "/config.json", c.to_json().dump(2) + "\n");
+    if (s.data.vocab()) s.data.vocab()->save(run_dir_ + "/vocab.json");
+    copy_tokenizer_files(s.data.tokenizer_path(), run_dir_);
+  }
   if (resume_checkpoint_.empty()) report_setup_memory(s);  // the weights' set-up: random or init_from
   // ZT_TEST_ENTROPY_SAMPLE_TOKENS (docs/config.md, "Testing hooks"): a small corpus sampled as a
   // large one is, so a test's bad token lies outside the sample and is met by a step.
@@ -186,8 +196,14 @@ TrainSummary Trainer::run() {
     run.count_step(step + 1, result.loss);
     report_step(s, run, step + 1, result, meter);
     poll_checkpoint(s, run);  // commits an asynchronous save whose files are written
-    if (c.checkpoint.every_steps > 0 && (step + 1) % c.checkpoint.every_steps == 0) save_checkpoint(s, run, step + 1);
-    if (result.stop_requested) {  // evaluation and sampling wait for the resumed run
+    bool stop = result.stop_requested;
+    if (c.checkpoint.every_steps > 0 && (step + 1) % c.checkpoint.every_steps == 0) {
+      save_checkpoint(s, run, step + 1);
+      // A stop that came while the checkpoint was written (seconds, for a large model) stops on
+      // it, rather than after a step more and a second save; the ranks vote as at a step's end.
+      stop = stop || (step + 1 < c.train.max_steps && agree_on_stop(s.comm, c.zero.fold_in_global_order));
+    }
+    if (stop) {  // evaluation and sampling wait for the resumed run
       stop_after(s, run, step + 1);
       break;
     }
@@ -261,7 +277,9 @@ void Trainer::finish_run(int step, RunProgress& run) {
   TrainerState& s = *state_;
   TrainSummary& summary = run.summary;
   const bool finished = !summary.stopped_nonfinite && summary.stop_signal == 0;
-  if (c.checkpoint.at_end && finished && run.last_saved_step != step && step > run.start_step) {
+  // A fresh run of no steps saves too: the weights as set up (train.init_from's, for ckpt export).
+  if (c.checkpoint.at_end && finished && run.last_saved_step != step &&
+      (step > run.start_step || resume_checkpoint_.empty())) {
     save_checkpoint(s, run, step);
   }
   finish_checkpoint(s, run);  // an asynchronous save in flight, before the final weights

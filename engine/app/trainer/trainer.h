@@ -80,6 +80,7 @@ class Trainer {
   std::string run_dir_;
   std::string resume_checkpoint_;
   bool allow_config_change_ = false;
+  std::unique_ptr<ckpt::FolderLock> run_lock_;     // rank 0's, for the whole run; freed after state_
   std::unique_ptr<ckpt::FolderLock> folder_lock_;  // rank 0's, while the run may save; freed after state_
   std::unique_ptr<TrainerState> state_;            // engine/app/trainer/trainer_state.h
 };

@@ -3,8 +3,10 @@
 // newest valid checkpoint with a note on stderr).
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
 
 #include <filesystem>
+#include <fstream>
 
 #include "engine/app/checkpoint/checkpoint_export.h"
 #include "engine/app/checkpoint/checkpoint_folder.h"
@@ -32,6 +34,23 @@ std::string resolve(const std::string& path, ckpt::Validation validation) {
   const ckpt::ResolvedCheckpoint r = ckpt::resolve_checkpoint(path, validation);
   for (const std::string& note : r.notes) fmt::print(stderr, "zerotrain ckpt: note: {}\n", note);
   return r.path;
+}
+
+// An HF export writes config.json: into a training run's directory it would replace the run's own,
+// which --resume, sample --run and eval --run read. Refused before anything is read or written.
+void refuse_run_directory(const std::string& out) {
+  const std::filesystem::path dir(out);
+  bool run = std::filesystem::exists(dir / "metrics.jsonl") || std::filesystem::exists(dir / "RUN_LOCK");
+  if (std::ifstream in(dir / "config.json"); in && !run) {
+    const nlohmann::json config = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+    run = config.is_object() && config.contains("train");  // a run's; an HF config has no such section
+  }
+  if (run) {
+    throw_input_error(
+        "zerotrain ckpt export: --out {} is a training run's directory (its config.json is the run's, which "
+        "--resume and sample/eval --run read); export to another folder, e.g. --out {}",
+        out, (dir / "hf").string());
+  }
 }
 
 std::string human_bytes(std::int64_t b) {
@@ -170,7 +189,8 @@ int ckpt_main(const std::vector<std::string>& args) {
     throw_input_error("zerotrain ckpt export: --out {} is a directory; llm.c's model is one file (e.g. --out {})", out,
                       (std::filesystem::path(out) / "model.bin").string());
   }
-  const ckpt::CheckpointReader reader(resolve(path, ckpt::Validation::kStructure));
+  if (format == "hf") refuse_run_directory(out);
+  const ckpt::CheckpointReader reader(resolve(path, ckpt::Validation::kChecksumsToChoose));
   if (format == "hf") {
     const ckpt::HfExport e =
         ckpt::export_hf(reader, out, dtype, parse_size(parser.get("max-shard-size", "5GB"), "--max-shard-size"));

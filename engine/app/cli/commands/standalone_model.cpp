@@ -54,7 +54,7 @@ WeightSource resolve_weight_source(const ArgParser& parser, const std::string& c
     // The model from the manifest, whatever the number of ranks and stage that saved it (its units:
     // e.g. its token table in as many chunk units as its run's head had).
     const ckpt::ResolvedCheckpoint resolved =
-        ckpt::resolve_checkpoint(parser.get("ckpt"), ckpt::Validation::kStructure);
+        ckpt::resolve_checkpoint(parser.get("ckpt"), ckpt::Validation::kChecksumsToChoose);
     for (const std::string& note : resolved.notes) s.notes.push_back(fmt::format("zerotrain {}: {}", command, note));
     s.kind = WeightSource::Kind::kCheckpoint;
     s.path = resolved.path;

@@ -61,13 +61,18 @@ def main():
     if not checks.check(p.returncode == 0, f"prepare_tokens with the model's tokenizer ({p.stderr[-300:]})"):
         return checks.finish()
     run_dir = os.path.join(work, "run")
-    p = subprocess.run([binary, "train", "--config", "configs/gpt2_finetune_shakespeare.json", "--run-dir", run_dir,
-                        "--set", f"train.init_from={gpt2}",
-                        "--set", f"data.train_files={data}/shakespeare_train_*.bin",
-                        "--set", f"data.val_files={data}/shakespeare_val_*.bin",
-                        "--set", f"train.seq_len={T}", "--set", "train.max_steps=40", "--set", "train.eval_every=20",
-                        "--set", "optim.lr=1e-3", "--set", "log.sample_tokens=16", "--set", "log.progress=plain",
-                        "--set", "train.num_threads=1"], capture_output=True, text=True, timeout=600, cwd=ROOT)
+
+    def train(steps, *flags):
+        return subprocess.run([binary, "train", "--config", "configs/gpt2_finetune_shakespeare.json", "--run-dir",
+                               run_dir, "--set", f"train.init_from={gpt2}",
+                               "--set", f"data.train_files={data}/shakespeare_train_*.bin",
+                               "--set", f"data.val_files={data}/shakespeare_val_*.bin",
+                               "--set", f"train.seq_len={T}", "--set", f"train.max_steps={steps}",
+                               "--set", "train.eval_every=20", "--set", "optim.lr=1e-3", "--set", "log.sample_tokens=16",
+                               "--set", "log.progress=plain", "--set", "train.num_threads=1", *flags],
+                              capture_output=True, text=True, timeout=600, cwd=ROOT)
+
+    p = train(40)
     if not checks.check(p.returncode == 0, f"the recipe's train command runs ({(p.stdout + p.stderr)[-500:]})"):
         return checks.finish()
     checks.check("weights from" in p.stdout and "GPT2LMHeadModel" not in p.stderr,
@@ -85,6 +90,17 @@ def main():
         before, after = val_loss(model, val), val_loss(tuned, val)
         checks.check(after < before - 0.5 and transformers.AutoTokenizer.from_pretrained(out) is not None,
                      f"transformers loads the export, and it fits the validation text better ({before:.3f} -> {after:.3f})")
+
+    # The pretrained folder gone (cleaned up, or another machine): the run's own files suffice to
+    # sample from it and to train it for longer (at a constant LR, not a change to allow).
+    os.rename(gpt2, gpt2 + "_moved")
+    p = sample(binary, run_dir, 8)
+    checks.check(p.returncode == 0 and p.stdout.startswith("ROMEO:"),
+                 f"sample --run without the pretrained folder ({p.stderr[-300:]})")
+    p = train(44, "--resume", "latest")
+    summary = train_records(run_dir)[-1]
+    checks.check(p.returncode == 0 and summary["first_step"] == 41 and summary["last_step"] == 44,
+                 f"the run trains on to step 44 without the pretrained folder ({summary}, {p.stderr[-300:]})")
     return checks.finish()
 
 

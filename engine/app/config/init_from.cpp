@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <filesystem>
+
 #include "engine/app/io/pretrained.h"
 #include "engine/base/core/check.h"
 
@@ -18,7 +20,7 @@ bool same_value(const nlohmann::json& a, const nlohmann::json& b) {
 
 }  // namespace
 
-void apply_init_from(nlohmann::json& doc, ConfigReader& root) {
+void apply_init_from(nlohmann::json& doc, ConfigReader& root, const std::function<nlohmann::json()>& saved_model_keys) {
   if (!doc.contains("train") || !doc["train"].is_object() || !doc["train"].contains("init_from")) return;
   const nlohmann::json& from = doc["train"]["init_from"];
   if (!from.is_string()) {
@@ -26,6 +28,24 @@ void apply_init_from(nlohmann::json& doc, ConfigReader& root) {
                       root.section("train").source_of("init_from"));
   }
   if (from.get<std::string>().empty()) return;  // "": none (config.json writes it so)
+  std::error_code ec;
+  if (saved_model_keys && !std::filesystem::exists(from.get<std::string>(), ec)) {
+    nlohmann::json saved;
+    try {
+      saved = saved_model_keys();
+    } catch (const InputError& e) {
+      throw_input_error(
+          "config error: train.init_from = {} no longer exists, and the model could not come from the run "
+          "it started: {}",
+          from.dump(), e.what());
+    }
+    root.section("model");  // refused here unless a JSON object
+    nlohmann::json& model = doc["model"];
+    for (const auto& [key, value] : saved.items()) {
+      if (!model.contains(key)) model[key] = value;  // the config's own keys stay (a resume compares them)
+    }
+    return;
+  }
   const PretrainedModel pretrained = read_pretrained_model(from.get<std::string>());
   nlohmann::json& model = doc["model"];
   ConfigReader section = root.section("model");

@@ -5,12 +5,17 @@
 
 #include <nlohmann/json.hpp>
 
+#include <functional>
+
 #include "engine/base/core/config_reader.h"
 
 namespace zt {
 
 // When doc's train.init_from names a checkpoint: sets doc's model section from it (InputError for
 // conflicting keys, naming each and where it was set). `root` reads doc (for where keys came from).
-void apply_init_from(nlohmann::json& doc, ConfigReader& root);
+// Where that path no longer exists and `saved_model_keys` is given (a run whose weights come from
+// elsewhere: run_config.h's SavedModelKeys), the model keys doc leaves out come from it instead.
+void apply_init_from(nlohmann::json& doc, ConfigReader& root,
+                     const std::function<nlohmann::json()>& saved_model_keys = nullptr);
 
 }  // namespace zt

@@ -231,7 +231,7 @@ void read_comm(ConfigReader& r, RunConfig& c) {
 }  // namespace
 
 RunConfig parse_run_config(nlohmann::json doc, const std::string& source, int world_size,
-                           std::shared_ptr<const OverrideSources> overrides) {
+                           std::shared_ptr<const OverrideSources> overrides, const SavedModelKeys& saved_model_keys) {
   RunConfig c;
   c.source = source;
   c.overrides = overrides;
@@ -239,7 +239,10 @@ RunConfig parse_run_config(nlohmann::json doc, const std::string& source, int wo
   ConfigReader root(doc, source, "", std::move(overrides));
   if (!root.has("model")) throw_input_error("config error in {}: missing required section 'model'", source);
   c.device = root.get_enum("device", "cpu", {"cpu", "cuda"}) == "cuda" ? Device::kCUDA : Device::kCPU;
-  apply_init_from(doc, root);  // the checkpoint's model keys, before the model section is read
+  read_log(root.section("log"), c.log, source);  // where a resumed run's checkpoint is (saved_model_keys)
+  read_checkpoint(root.section("checkpoint"), c.checkpoint);
+  // The pretrained checkpoint's model keys, before the model section is read.
+  apply_init_from(doc, root, saved_model_keys ? std::function([&] { return saved_model_keys(c); }) : nullptr);
   read_model_section(root.section("model"), c);
   read_data(root.section("data"), c.data);
   read_train(root.section("train"), c);
@@ -312,14 +315,13 @@ RunConfig parse_run_config(nlohmann::json doc, const std::string& source, int wo
   ConfigReader comm = root.section("comm");
   read_comm(comm, c);
   comm.reject_unknown_keys();
-  read_log(root.section("log"), c.log, source);
-  read_checkpoint(root.section("checkpoint"), c.checkpoint);
   root.reject_unknown_keys();
   check_model_support(c);
   return c;
 }
 
-RunConfig load_run_config(const std::string& path, const std::vector<std::string>& overrides, int world_size) {
+RunConfig load_run_config(const std::string& path, const std::vector<std::string>& overrides, int world_size,
+                          const SavedModelKeys& saved_model_keys) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) {
     throw_input_error("config error: '{}' is a directory, not a JSON config file", path);
@@ -333,7 +335,7 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
   }
   auto sources = std::make_shared<OverrideSources>();
   for (const std::string& o : overrides) (*sources)[apply_override(doc, o)] = "--set " + o;
-  return parse_run_config(std::move(doc), path, world_size, std::move(sources));
+  return parse_run_config(std::move(doc), path, world_size, std::move(sources), saved_model_keys);
 }
 
 nlohmann::json RunConfig::model_json() const { return model_section_json(*this); }

@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -155,14 +156,23 @@ struct RunConfig {
   }
 };
 
+// For a config whose weights do not come from train.init_from (a resumed run's come from its
+// checkpoint, a finished run's from its final weights): init_from then only fills the model keys
+// the config leaves out, and where its path no longer exists (moved, cleaned up, another machine)
+// this gives them instead, given the config with its device, log and checkpoint sections read.
+// The config's own model keys stay. Unset: init_from's path must exist.
+using SavedModelKeys = std::function<nlohmann::json(const RunConfig& c)>;
+
 // Reads `path`, applies each "section.key=value" override in order, validates, resolves defaults.
 // Throws InputError with a one-line message naming the file and key on any problem.
 // `world_size` is the number of ranks the run will use (batch terms depend on it).
-RunConfig load_run_config(const std::string& path, const std::vector<std::string>& overrides, int world_size = 1);
+RunConfig load_run_config(const std::string& path, const std::vector<std::string>& overrides, int world_size = 1,
+                          const SavedModelKeys& saved_model_keys = {});
 
 // Same, from a document already in memory (tests; `source` names it in messages).
 // `overrides`: the keys --set gave (load_run_config), whose errors then name the --set.
 RunConfig parse_run_config(nlohmann::json doc, const std::string& source, int world_size = 1,
-                           std::shared_ptr<const OverrideSources> overrides = nullptr);
+                           std::shared_ptr<const OverrideSources> overrides = nullptr,
+                           const SavedModelKeys& saved_model_keys = {});
 
 }  // namespace zt

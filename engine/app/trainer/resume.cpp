@@ -57,6 +57,19 @@ std::string resolve_resume_checkpoint(Communicator& comm, const std::string& arg
   return all[1] == 1 ? where : (std::filesystem::path(where) / ckpt::step_dir_name(all[0])).string();
 }
 
+nlohmann::json resumed_model_keys(const std::string& arg, const std::string& checkpoint_folder) {
+  const std::string where = arg == "latest" ? checkpoint_folder : arg;
+  std::error_code ec;
+  if (!std::filesystem::exists(where, ec)) throw_input_error("--resume {}: no checkpoint folder '{}'", arg, where);
+  const ckpt::ResolvedCheckpoint resolved = ckpt::resolve_checkpoint(where, ckpt::Validation::kStructure);
+  const ckpt::CheckpointReader reader(resolved.path);
+  const nlohmann::json& config = reader.manifest().config;
+  if (!config.contains("model") || !config["model"].is_object()) {
+    throw_input_error("--resume {}: {} records no model section", arg, resolved.path);
+  }
+  return config["model"];
+}
+
 std::vector<std::string> check_resume_fits(const std::string& checkpoint, const nlohmann::json& saved_model,
                                            const nlohmann::json& saved_config, int saved_world_size,
                                            const RunConfig& now, bool allow_config_change,
@@ -108,11 +121,25 @@ constexpr ConfigKey kTrajectoryKeys[] = {
 // And what deterministic mode's bits follow beside them (deterministic_bit_changes).
 constexpr ConfigKey kDeterministicBitKeys[] = {{"train", "deterministic"}, {"train", "micro_batch"}};
 
+// Whether the learning-rate schedule of either config reads `key` (lr_schedule.h): a constant
+// schedule never decays, so its length and floor are not read, and training a constant-LR run for
+// longer (whose decay_steps follows max_steps) changes nothing. (The config refuses a cooldown
+// fraction outside WSD.)
+bool schedule_reads(const ConfigKey& k, const nlohmann::json& saved, const nlohmann::json& current) {
+  const std::string_view section = k.first, key = k.second;
+  if (section != "optim") return true;
+  const auto decay_is = [](const nlohmann::json& doc, const char* decay) { return at(doc, "optim", "decay") == decay; };
+  if (key == "decay_steps" || key == "min_lr") return !(decay_is(saved, "constant") && decay_is(current, "constant"));
+  return true;
+}
+
 // "section.key: old -> new" for each of `keys` whose value differs between the two configs.
 std::vector<std::string> changed_keys(const nlohmann::json& saved, const nlohmann::json& current,
                                       std::span<const ConfigKey> keys) {
   std::vector<std::string> changes;
-  for (const auto& [section, key] : keys) {
+  for (const ConfigKey& k : keys) {
+    if (!schedule_reads(k, saved, current)) continue;
+    const auto& [section, key] = k;
     const nlohmann::json before = at(saved, section, key), after = at(current, section, key);
     if (before != after) changes.push_back(fmt::format("{}.{}: {} -> {}", section, key, before.dump(), after.dump()));
   }

@@ -18,6 +18,12 @@ namespace zt {
 // (on every rank, rank 0's naming the cause) when there is no usable checkpoint.
 std::string resolve_resume_checkpoint(Communicator& comm, const std::string& arg, const std::string& checkpoint_folder);
 
+// The model section of the checkpoint `--resume arg` names (`arg` as above), for a config whose
+// train.init_from no longer exists (run_config.h's SavedModelKeys). Not collective, and only the
+// checkpoint's structure is checked: resolve_resume_checkpoint then chooses the checkpoint, and
+// check_resume_fits compares its model with the config's. InputError when there is none.
+nlohmann::json resumed_model_keys(const std::string& arg, const std::string& checkpoint_folder);
+
 // What a resume from a checkpoint saved with `saved_config` (RunConfig::to_json()) on
 // `saved_world_size` ranks would change in the trajectory under `now`: the seed, the learning-rate
 // schedule and AdamW's terms, dropout, the sequence length, and the global batch (micro-batch x

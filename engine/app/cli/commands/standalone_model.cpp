@@ -84,7 +84,9 @@ WeightSource resolve_weight_source(const ArgParser& parser, const std::string& c
     if (!fs::exists(dir / f)) throw_input_error("zerotrain {}: {} has no {}", command, dir.string(), f);
   }
   // The run's model; its config's device and precision keys aside (the flags choose them).
-  const RunConfig cfg = load_run_config((dir / "config.json").string(), {});
+  // Its model keys are all in its config.json: train.init_from's folder is not needed.
+  const RunConfig cfg =
+      load_run_config((dir / "config.json").string(), {}, 1, [](const RunConfig&) { return nlohmann::json::object(); });
   s.spec = cfg.model_spec();
   s.spec.layout = {};  // the weights file holds whole tensors, so any unit layout reads it: the default one
   s.param_dtype = cfg.param_dtype;

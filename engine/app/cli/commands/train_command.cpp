@@ -49,8 +49,17 @@ int train_main(const std::vector<std::string>& args) {
   MemoryTracker tracker;
   CommOptions comm_options;
   std::unique_ptr<Communicator> comm = make_communicator(tracker, comm_options);
-  RunConfig cfg = load_run_config(parser.get("config"), parser.all("set"), comm->world_size());
-  if (parser.has("run-dir")) cfg.log.run_dir = parser.get("run-dir");
+  const std::string run_dir = parser.has("run-dir") ? parser.get("run-dir") : "";
+  SavedModelKeys resumed_model;  // a resumed run needs no train.init_from: its checkpoint has the weights
+  if (parser.has("resume")) {
+    if (parser.get("resume").empty()) throw_input_error("--resume needs 'latest' or a checkpoint path");
+    resumed_model = [&](const RunConfig& c) {
+      return resumed_model_keys(parser.get("resume"),
+                                c.checkpoint.folder_for(run_dir.empty() ? c.log.run_dir : run_dir));
+    };
+  }
+  RunConfig cfg = load_run_config(parser.get("config"), parser.all("set"), comm->world_size(), resumed_model);
+  if (!run_dir.empty()) cfg.log.run_dir = run_dir;
   comm_options.deterministic = cfg.train.deterministic;
   comm_options.timeout_s = cfg.train.collective_timeout_s;
   comm->set_options(comm_options);
@@ -69,7 +78,6 @@ int train_main(const std::vector<std::string>& args) {
   std::string resume_checkpoint;
   if (parser.has("resume")) {
     const std::string arg = parser.get("resume");
-    if (arg.empty()) throw_input_error("--resume needs 'latest' or a checkpoint path");
     resume_checkpoint = resolve_resume_checkpoint(*comm, arg, cfg.checkpoint.folder_for(cfg.log.run_dir));
     if (root) fmt::print("resuming from {}\n", resume_checkpoint);
   }

@@ -1,0 +1,86 @@
+// What a resume reads of the config: the keys whose change is a change of trajectory, as the LR
+// schedule reads them (engine/app/trainer/resume.h), and where a resumed or finished run takes its
+// model keys when train.init_from's folder is gone (run_config.h's SavedModelKeys).
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "engine/app/config/run_config.h"
+#include "engine/app/trainer/resume.h"
+#include "engine/base/core/check.h"
+#include "tests/core/config_test_util.h"
+
+namespace zt {
+namespace {
+
+RunConfig with_optim(const nlohmann::json& optim, int max_steps) {
+  nlohmann::json doc = base();
+  doc["optim"] = optim;
+  doc["train"] = {{"max_steps", max_steps}};
+  return parse_run_config(doc, "test.json");
+}
+
+std::vector<std::string> changes(const nlohmann::json& saved_optim, int saved_steps, const nlohmann::json& now_optim,
+                                 int now_steps) {
+  return trajectory_changes(with_optim(saved_optim, saved_steps).to_json(), 1, with_optim(now_optim, now_steps));
+}
+
+// Training a constant-LR run for longer (decay_steps follows max_steps) or changing its unread floor
+// is no change; the same under a decaying schedule is.
+TEST(ResumeTrajectory, KeysCountWhereTheScheduleReadsThem) {
+  const nlohmann::json constant = {{"decay", "constant"}};
+  EXPECT_TRUE(changes(constant, 4, constant, 8).empty());
+  EXPECT_TRUE(changes(constant, 4, {{"decay", "constant"}, {"min_lr", 1e-5}}, 4).empty());
+  const std::vector<std::string> cosine = changes({{"decay", "cosine"}}, 4, {{"decay", "cosine"}}, 8);
+  ASSERT_EQ(cosine.size(), 1u);
+  EXPECT_EQ(cosine[0], "optim.decay_steps: 4 -> 8");
+  EXPECT_EQ(changes({{"decay", "linear"}}, 4, {{"decay", "linear"}, {"min_lr", 1e-5}}, 4).size(), 1u);
+  // A schedule that changes from constant reads both.
+  const std::vector<std::string> to_cosine = changes(constant, 4, {{"decay", "cosine"}}, 8);
+  EXPECT_EQ(to_cosine.size(), 2u);  // decay and decay_steps
+  const std::vector<std::string> wsd =
+      changes({{"decay", "wsd"}}, 4, {{"decay", "wsd"}, {"cooldown_fraction", 0.5}}, 4);
+  ASSERT_EQ(wsd.size(), 1u);
+  EXPECT_TRUE(wsd[0].starts_with("optim.cooldown_fraction: 0.2")) << wsd[0];
+  // The warmup is read by every schedule.
+  EXPECT_EQ(changes(constant, 4, {{"decay", "constant"}, {"warmup_steps", 2}}, 4).size(), 1u);
+}
+
+nlohmann::json fine_tune(const std::string& init_from) {
+  nlohmann::json doc = base();
+  doc["model"] = {{"n_layer", 3}};  // the config's own key beside those init_from gives
+  doc["train"] = {{"init_from", init_from}};
+  return doc;
+}
+
+// init_from's folder gone: with a source of the saved model keys they fill what the config leaves
+// out (its own keys stay, for the resume to compare); without one, or where that source fails, the
+// config is refused in one line naming the folder.
+TEST(ResumeInitFrom, AGoneFolderTakesTheSavedModelKeys) {
+  const std::string gone = testing::TempDir() + "/no_such_pretrained_folder";
+  const nlohmann::json saved = base()["model"];
+  int calls = 0;
+  const RunConfig c = parse_run_config(fine_tune(gone), "test.json", 1, nullptr, [&](const RunConfig& partial) {
+    ++calls;
+    EXPECT_EQ(partial.log.run_dir, "runs/test");  // its log and checkpoint sections already read
+    return saved;
+  });
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(c.model.n_layer, 3);
+  EXPECT_EQ(c.model.n_embd, 32);
+  EXPECT_EQ(c.train.init_from, gone);
+  expect_error(fine_tune(gone), {"no_such_pretrained_folder"});
+  try {
+    parse_run_config(fine_tune(gone), "test.json", 1, nullptr,
+                     [](const RunConfig&) -> nlohmann::json { throw InputError("--resume latest: no checkpoint"); });
+    FAIL() << "expected an InputError";
+  } catch (const InputError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("no_such_pretrained_folder\" no longer exists"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("--resume latest: no checkpoint"), std::string::npos) << msg;
+  }
+}
+
+}  // namespace
+}  // namespace zt

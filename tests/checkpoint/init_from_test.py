@@ -255,6 +255,19 @@ def main():
                 checks.check(read and read[0] < 0.6 * size,
                              f"{label}: a stage-3 rank of 3 reads {read[0] if read else '?'} of the file's {size} bytes")
 
+    # The vocabulary in chunks (train.head_chunks): every chunk of the token table and the head
+    # comes from the file (all but the first once started as zeros), the step-1 loss transformers'.
+    for label in ("gpt2 f32 one file", "llama f32 one file", "llm.c f32"):
+        _, path, reference = by_label[label]
+        for chunks, stage, ranks in ((2, 0, 1), (2, 3, 2)):  # 2: the most the padded 128 rows take
+            run_dir, p = train(f"run_{len(os.listdir(work))}", path, ranks, "--set", f"zero.stage={stage}",
+                               "--set", f"train.head_chunks={chunks}")
+            if checks.check(p.returncode == 0, f"{label}: head_chunks {chunks} starts from it ({p.stderr[-300:]})"):
+                loss = next(r["loss"] for r in train_records(run_dir) if r["type"] == "train")
+                ref = reference_loss(reference, tokens, B * ranks)
+                checks.check(abs(loss - ref) < 1e-6, f"{label}: head_chunks {chunks}, stage {stage}, {ranks} rank(s): "
+                                                     f"step-1 loss {loss:.7f} = transformers' {ref:.7f}")
+
     # Training goes on from the weights, and the export loads back into transformers.
     label, folder, reference = by_label["llama f32 one file"]
     periodic = os.path.join(work, "periodic.bin")  # a sequence a model learns in a few steps

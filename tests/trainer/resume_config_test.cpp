@@ -77,7 +77,7 @@ TEST(ResumeInitFrom, AGoneFolderTakesTheSavedModelKeys) {
     FAIL() << "expected an InputError";
   } catch (const InputError& e) {
     const std::string msg = e.what();
-    EXPECT_NE(msg.find("no_such_pretrained_folder\" no longer exists"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("no_such_pretrained_folder\" does not exist"), std::string::npos) << msg;
     EXPECT_NE(msg.find("--resume latest: no checkpoint"), std::string::npos) << msg;
   }
 }

@@ -35,9 +35,9 @@ void apply_init_from(nlohmann::json& doc, ConfigReader& root, const std::functio
       saved = saved_model_keys();
     } catch (const InputError& e) {
       throw_input_error(
-          "config error: train.init_from = {} no longer exists, and the model could not come from the run "
-          "it started: {}",
-          from.dump(), e.what());
+          "config error in {}: train.init_from = {} does not exist, and its model keys could not come "
+          "from the checkpoint resumed instead: {}",
+          root.section("train").source_of("init_from"), from.dump(), e.what());
     }
     root.section("model");  // refused here unless a JSON object
     nlohmann::json& model = doc["model"];

@@ -324,11 +324,12 @@ void read_pretrained_unit(PretrainedReader& reader, const ParamTable& table, int
     const ParamSpec& p = table.param(index);
     const std::int64_t a = std::max(begin, p.offset), b = std::min(end, p.offset + p.numel);
     if (a >= b) continue;
-    // Stored element e of this part is row row_offset + e / cols of the tensor; rows past Hugging
-    // Face's (the padded vocabulary) are zero.
+    // Stored element e of this part is row row_offset + e / cols of the tensor; its first
+    // hf_shape[0] rows are Hugging Face's (a part's hf_shape counts its own live rows), the rest
+    // (the padded vocabulary) are zero.
     const std::int64_t cols = p.shape.size() > 1 ? p.numel / p.shape[0] : p.numel;
     const std::int64_t hf_rows = p.shape.size() > 1 ? p.hf_shape[0] : 1;
-    const std::int64_t live_end = p.offset + std::max<std::int64_t>(0, (hf_rows - p.row_offset) * cols);
+    const std::int64_t live_end = p.offset + hf_rows * cols;
     const std::int64_t lb = std::min(b, live_end);
     if (a < lb)
       reader.read(p.name, p.row_offset * cols + (a - p.offset), p.row_offset * cols + (lb - p.offset), unit_data + a);

@@ -17,7 +17,7 @@ namespace zt {
 struct ParamSpec {
   std::string name;                    // Hugging Face state-dict name (shared by the row parts of one tensor)
   std::vector<std::int64_t> shape;     // as stored (vocabulary rows padded)
-  std::vector<std::int64_t> hf_shape;  // as Hugging Face stores it (true vocabulary)
+  std::vector<std::int64_t> hf_shape;  // as Hugging Face stores it (true vocabulary); a row part: its own rows
   int unit = 0;                        // index into ParamTable::units()
   std::int64_t offset = 0;             // first element inside the unit's flat buffer
   std::int64_t numel = 0;              // stored elements (product of shape)

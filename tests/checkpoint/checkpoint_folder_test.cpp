@@ -127,6 +127,19 @@ TEST_F(CheckpointFolder, AnExplicitBadCheckpointIsAnErrorNotAFallback) {
   }
 }
 
+// The `latest` pointer given for a checkpoint: refused, naming the folder to give instead.
+TEST_F(CheckpointFolder, TheLatestPointerFileNamesItsFolder) {
+  save(10);
+  try {
+    resolve_checkpoint(folder_ + "/latest", Validation::kStructure);
+    FAIL() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("pointer file, not a checkpoint; give the folder (" + folder_ + ")"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST_F(CheckpointFolder, NothingValidIsAnErrorNamingTheFolder) {
   EXPECT_THROW(resolve_checkpoint(folder_, Validation::kStructure), InputError);
   const std::string only = save(10);

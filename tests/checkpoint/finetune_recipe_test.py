@@ -97,6 +97,13 @@ def main():
     p = sample(binary, run_dir, 8)
     checks.check(p.returncode == 0 and p.stdout.startswith("ROMEO:"),
                  f"sample --run without the pretrained folder ({p.stderr[-300:]})")
+    # eval's windows: the run's train.seq_len (32, under the model's 64 positions) from the run and
+    # from its checkpoint alike, so both give the same loss.
+    evals = [subprocess.run([binary, "eval", *source, "--tokens", f"{data}/shakespeare_val_*.bin", "--windows", "4"],
+                            capture_output=True, text=True, timeout=120).stdout.strip()
+             for source in (["--run", run_dir], ["--ckpt", os.path.join(run_dir, "checkpoints")])]
+    checks.check(evals[0] == evals[1] and f"windows of {T} tokens" in evals[0],
+                 f"eval --run and --ckpt read windows of the run's seq_len ({evals})")
     p = train(44, "--resume", "latest")
     summary = train_records(run_dir)[-1]
     checks.check(p.returncode == 0 and summary["first_step"] == 41 and summary["last_step"] == 44,

@@ -268,6 +268,23 @@ def main():
                 checks.check(abs(loss - ref) < 1e-6, f"{label}: head_chunks {chunks}, stage {stage}, {ranks} rank(s): "
                                                      f"step-1 loss {loss:.7f} = transformers' {ref:.7f}")
 
+    # debug-state (the parity tests' oracle) starts from the same weights: its loss transformers'.
+    from safetensors.numpy import load_file
+    for label in ("gpt2 f32 one file", "llama f32 one file"):
+        _, path, reference = by_label[label]
+        out = os.path.join(work, f"debug_{len(os.listdir(work))}.safetensors")
+        p = subprocess.run([binary, "debug-state", "--config", config, "--set", f"train.init_from={path}", "--out", out],
+                           capture_output=True, text=True, timeout=120)
+        if checks.check(p.returncode == 0, f"{label}: debug-state from it ({p.stderr[-300:]})"):
+            state = load_file(out)
+            with torch.no_grad():
+                logits = reference.float().eval()(torch.tensor(state["inputs"].astype(np.int64))).logits
+                ref = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]),
+                                                        torch.tensor(state["targets"].astype(np.int64)).reshape(-1))
+            loss = float(state["loss"].reshape(-1)[0])
+            checks.check(abs(loss - ref.item()) < 1e-5, f"{label}: debug-state's loss {loss:.7f} = transformers' "
+                                                         f"{ref.item():.7f} on its batch")
+
     # Training goes on from the weights, and the export loads back into transformers.
     label, folder, reference = by_label["llama f32 one file"]
     periodic = os.path.join(work, "periodic.bin")  # a sequence a model learns in a few steps

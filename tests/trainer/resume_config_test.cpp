@@ -34,7 +34,11 @@ TEST(ResumeTrajectory, KeysCountWhereTheScheduleReadsThem) {
   EXPECT_TRUE(changes(constant, 4, {{"decay", "constant"}, {"min_lr", 1e-5}}, 4).empty());
   const std::vector<std::string> cosine = changes({{"decay", "cosine"}}, 4, {{"decay", "cosine"}}, 8);
   ASSERT_EQ(cosine.size(), 1u);
-  EXPECT_EQ(cosine[0], "optim.decay_steps: 4 -> 8");
+  EXPECT_EQ(cosine[0],
+            "optim.decay_steps: 4 -> 8 (its default, from train.max_steps; set optim.decay_steps = 4 to keep the saved "
+            "schedule)");
+  EXPECT_EQ(changes({{"decay", "cosine"}}, 4, {{"decay", "cosine"}, {"decay_steps", 8}}, 4)[0],
+            "optim.decay_steps: 4 -> 8");  // set, not derived
   EXPECT_EQ(changes({{"decay", "linear"}}, 4, {{"decay", "linear"}, {"min_lr", 1e-5}}, 4).size(), 1u);
   // A schedule that changes from constant reads both.
   const std::vector<std::string> to_cosine = changes(constant, 4, {{"decay", "cosine"}}, 8);

@@ -112,6 +112,12 @@ std::vector<std::string> set_aside_checkpoints_after(const std::string& folder, 
 }
 
 ResolvedCheckpoint resolve_checkpoint(const std::string& path, Validation validation) {
+  const fs::path given(path);
+  if (given.filename() == kLatestName && fs::is_regular_file(given)) {  // the folder's pointer, not a checkpoint
+    throw_input_error(
+        "{}: a checkpoint folder's pointer file, not a checkpoint; give the folder ({}) or the checkpoint it names",
+        path, given.parent_path().string());
+  }
   if (!fs::is_directory(path)) throw_input_error("{}: no such checkpoint or checkpoint folder", path);
   ResolvedCheckpoint result;
   const bool choosing = validation == Validation::kChecksumsToChoose;

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <filesystem>
@@ -151,6 +152,16 @@ std::vector<std::string> changed_keys(const nlohmann::json& saved, const nlohman
 std::vector<std::string> trajectory_changes(const nlohmann::json& saved, int saved_world_size, const RunConfig& now) {
   const nlohmann::json current = now.to_json();
   std::vector<std::string> changes = changed_keys(saved, current, kTrajectoryKeys);
+  // decay_steps by default follows max_steps (or the warmup): say so, as the user set neither.
+  for (std::string& change : changes) {
+    const auto derived = std::find_if(now.derived.begin(), now.derived.end(),
+                                      [](const std::string& d) { return d.starts_with("optim.decay_steps = "); });
+    if (!change.starts_with("optim.decay_steps:") || derived == now.derived.end()) continue;
+    change +=
+        fmt::format(" (its default, from {}; set optim.decay_steps = {} to keep the saved schedule)",
+                    derived->find("train.max_steps") != std::string::npos ? "train.max_steps" : "optim.warmup_steps",
+                    at(saved, "optim", "decay_steps").dump());
+  }
   // Which windows a step reads, beside the files themselves (data_changes): their order, and the
   // generated text's size where both runs read it. A checkpoint saved before a key was recorded
   // has nothing to compare.

@@ -90,7 +90,11 @@ int debug_state_main(const std::vector<std::string>& args) {
   ZeroParamStore store(table, cfg.param_dtype, ZeroOptions{}, comm, tracker, ctx);
   const bool mixed = cfg.param_dtype == DType::kBF16;
   ShardedAdamW optimizer(store, cfg.optim.adamw, tracker, ctx);
-  initialize_parameters(spec, cfg.train.seed, store, optimizer, tracker, cfg.train.num_threads);
+  if (cfg.train.init_from.empty()) {
+    initialize_parameters(spec, cfg.train.seed, store, optimizer, tracker, cfg.train.num_threads);
+  } else {  // the weights a run of this config starts from
+    load_pretrained_parameters(cfg.train.init_from, store, optimizer, tracker);
+  }
 
   std::vector<std::int32_t> inputs, targets;
   make_debug_batch(cfg, inputs, targets);

@@ -77,7 +77,10 @@ int eval_main(const std::vector<std::string>& args) {
       .value_flag("choices", "FILE",
                   "a multiple-choice eval file in llm.c's format (dev/data/hellaswag.py's hellaswag_val.bin)")
       .value_flag("tokens", "FILE", "a token file, or a glob of shards (llm.c's or nanoGPT's format): the mean loss")
-      .value_flag("seq-len", "T", "--tokens: tokens a window feeds the model (default the model's context)")
+      .value_flag(
+          "seq-len", "T",
+          "--tokens: tokens a window feeds the model (default: the run's train.seq_len with --run or --ckpt, the "
+          "model's context with --from)")
       .value_flag("windows", "N", "--tokens: windows read back to back from the start, at most (default 100)")
       .value_flag("batch-tokens", "N",
                   "tokens a forward holds (default 8192): --choices in rows of the longest example rounded up to 64 "

@@ -62,7 +62,13 @@ WeightSource resolve_weight_source(const ArgParser& parser, const std::string& c
     s.spec = ckpt::model_spec_of(reader);
     // The run's working parameters: its fp32 masters rounded where it held bf16 ones, as it did.
     s.param_dtype = reader.manifest().param_dtype == "bf16" ? DType::kBF16 : DType::kF32;
-    s.context = s.spec.block_size();
+    // As for --run: the positions its run trained (train.seq_len), where its config records them.
+    const nlohmann::json seq_len =
+        reader.manifest().config.value("train", nlohmann::json::object()).value("seq_len", nlohmann::json());
+    s.context = seq_len.is_number_integer() && seq_len.get<std::int64_t>() >= 1 &&
+                        seq_len.get<std::int64_t>() <= s.spec.block_size()
+                    ? seq_len.get<int>()
+                    : s.spec.block_size();
     s.text_dir = fs::path(resolved.path).parent_path().parent_path().string();
     return s;
   }

@@ -31,7 +31,7 @@ struct WeightSource {
   // The store's: a run's or checkpoint's working parameter dtype (a run computes with those, so its
   // samples and scores come out as the run's own); pretrained weights in the activations' dtype.
   DType param_dtype = DType::kF32;
-  int context = 1;  // the most positions a model attends to: a run's seq_len, else block_size
+  int context = 1;  // the most positions a model attends to: a run's seq_len (--run, --ckpt), else block_size
   int num_threads = 1;
   std::string text_dir;  // where tokenizer.json or vocab.json lie, "" where nowhere
   Device device = Device::kCPU;

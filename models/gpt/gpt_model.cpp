@@ -121,7 +121,7 @@ float GptModel::forward(ParamStore& store, const std::int32_t* inputs, const std
   ops::copy(ctx_, target_view,
             TensorView{const_cast<std::int32_t*>(targets), DType::kI32, Device::kCPU, target_view.shape});
 
-  store.begin_pass(Pass::kForward, forward_schedule_, options.training);
+  store.begin_pass(Pass::kForward, forward_schedule_, options.training ? &backward_schedule_ : nullptr);
   // In chunks, the embeddings (wpe) and then ln_f stay in use while the chunks come: their fp32
   // copy (if any) keeps slot 0.
   const int slot = d.head_chunked() ? 0 : -1;
@@ -175,7 +175,7 @@ void GptModel::backward(ParamStore& store, float loss_scale) {
   const TensorView dresid = dresid_.view(Shape{d.B, d.T, d.C});
   const TensorView dlnf = block_scratch_.d_btc.view(Shape{d.B, d.T, d.C});
 
-  store.begin_pass(Pass::kBackward, backward_schedule_, false);
+  store.begin_pass(Pass::kBackward, backward_schedule_, nullptr);
   {  // Head: dlogits in place of the probabilities (unless the forward left them), then the tied
      // wte and ln_f.
     HeadActivations& h = *head_acts_;

@@ -88,7 +88,7 @@ float LlamaModel::forward(ParamStore& store, const std::int32_t* inputs, const s
   ops::copy(ctx_, tg, TensorView{const_cast<std::int32_t*>(targets), DType::kI32, Device::kCPU, tg.shape});
   stream_ = ops::allocate(ctx_, tracker_, MemCategory::kActivations, d.act, (L + 1) * d.BT() * d.C, false);
 
-  store.begin_pass(Pass::kForward, forward_schedule_, options.training);
+  store.begin_pass(Pass::kForward, forward_schedule_, options.training ? &backward_schedule_ : nullptr);
   embedding_forward(store, in);
   for (int l = 0; l < L; ++l) layers_.forward(store, l);
   head_forward(store, tg, logits_out);
@@ -113,7 +113,7 @@ void LlamaModel::backward(ParamStore& store, float loss_scale) {
   const int L = config_.n_layer;
   const TensorView in = input_tokens(), tg = target_tokens();
   const TensorView dresid = dresid_.view(Shape{d.B, d.T, d.C});
-  store.begin_pass(Pass::kBackward, backward_schedule_, false);
+  store.begin_pass(Pass::kBackward, backward_schedule_, nullptr);
   head_backward(store, tg, loss_scale, dresid);                 // frees the head's activations
   for (int l = L - 1; l >= 0; --l) layers_.backward(store, l);  // dresid: d(layer output) to d(input)
   embedding_backward(store, in, dresid);

@@ -52,7 +52,7 @@ class RecordingStore final : public ParamStore {
     record(UnitOp::kAccumulate, u, "accumulate " + trace_.name(g));
   }
   void grads_ready(int u) override { record(UnitOp::kGradsReady, u, "grads_ready"); }
-  void begin_pass(Pass, const PassSchedule&, bool) override {}
+  void begin_pass(Pass, const PassSchedule&, const PassSchedule*) override {}
   void end_pass(Pass) override {}
 
  private:

@@ -92,13 +92,13 @@ void one_step(ZeroParamStore& store, const ParamTable& table) {
   }
   store.begin_step();
   store.set_micro_batch(0, 1);
-  store.begin_pass(Pass::kForward, forward, true);
+  store.begin_pass(Pass::kForward, forward, &backward);
   for (int u = 0; u < units; ++u) {
     store.acquire_params(u, Pass::kForward);
     store.release_params(u, Pass::kForward);
   }
   store.end_pass(Pass::kForward);
-  store.begin_pass(Pass::kBackward, backward, false);
+  store.begin_pass(Pass::kBackward, backward, nullptr);
   for (int u = units - 1; u >= 0; --u) {
     store.acquire_params(u, Pass::kBackward);
     std::vector<float> g(static_cast<std::size_t>(table.units()[static_cast<std::size_t>(u)].numel), 1.0f);

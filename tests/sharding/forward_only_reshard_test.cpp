@@ -1,6 +1,6 @@
 // A forward that no backward follows (evaluation, sampling) leaves every unit resharded at stage
 // 3, for both families, while a training forward keeps the units its backward starts with: each
-// model tells the store which it is (ForwardOptions::training into begin_pass's backward_follows).
+// model tells the store which it is (ForwardOptions::training: begin_pass is given the backward schedule).
 // Until 2026-12 the Llama said "a backward follows" on every forward, so its evaluations and
 // samples kept the head's units gathered, the tied table among them, until the next forward.
 #include <gtest/gtest.h>

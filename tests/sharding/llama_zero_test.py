@@ -88,10 +88,13 @@ def main():
     for tied in (True, False):
         over = {"model": {"vocab_size": 200, "tie_embeddings": tied}, "train": {"micro_batch": 4, "head_chunks": 2}}
         runs = [train(3, deep_merge(over, {"zero": {"stage": st}}), f"chunks_{tied}_s{st}") for st in range(4)]
+        # Stage 3 keeping the units its backward reads gathered (an untied table's is not read).
+        runs.append(train(3, deep_merge(over, {"zero": {"stage": 3, "reshard_after_forward": False}}),
+                          f"chunks_{tied}_s3_keep"))
         if all(r is not None for r in runs):
             check(all(r["curve"] == runs[0]["curve"] and r["weights"] == runs[0]["weights"] for r in runs),
-                  f"N=3 head_chunks 2, {'tied' if tied else 'untied'}: stages 0-3 give bitwise identical losses, "
-                  f"gradient norms and final weights")
+                  f"N=3 head_chunks 2, {'tied' if tied else 'untied'}: stages 0-3 (and 3 without resharding after "
+                  f"forward) give bitwise identical losses, gradient norms and final weights")
     # Layers in attention and MLP units: the same kernels in the same order and the same per-element
     # reductions, so the same gradients (LlamaModel.SplitLayersGiveTheWholeLayersBits holds them bit
     # for bit); the global norm sums per unit, so it may differ in its last bits, and a clipped

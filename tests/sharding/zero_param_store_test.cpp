@@ -51,9 +51,9 @@ class RecordingStore final : public ParamStore {
     calls.push_back({UnitOp::kGradsReady, u});
     inner_.grads_ready(u);
   }
-  void begin_pass(Pass p, const PassSchedule& s, bool backward_follows) override {
+  void begin_pass(Pass p, const PassSchedule& s, const PassSchedule* backward) override {
     calls.clear();
-    inner_.begin_pass(p, s, backward_follows);
+    inner_.begin_pass(p, s, backward);
   }
   void end_pass(Pass p) override {
     passes.push_back(calls);
@@ -198,7 +198,7 @@ TEST(ZeroParamStore, StageThreePrefetchesKeepsTheHeadForBackwardAndReshardsEvery
   Fixture f(stage(3));
   const PassSchedule fwd = gpt::forward_schedule(kTiny), bwd = gpt::backward_schedule(kTiny);
   const int emb = gpt::embedding_unit(), b0 = gpt::block_unit(0), fin = gpt::final_unit(kTiny);
-  f.store.begin_pass(Pass::kForward, fwd, /*backward_follows=*/true);
+  f.store.begin_pass(Pass::kForward, fwd, &bwd);
   f.store.acquire_params(emb, Pass::kForward);
   EXPECT_EQ(f.store.unit_state(emb), UnitState::kGathered);
   EXPECT_EQ(f.store.unit_state(b0), UnitState::kGathering);  // prefetched while emb computes
@@ -220,7 +220,7 @@ TEST(ZeroParamStore, StageThreePrefetchesKeepsTheHeadForBackwardAndReshardsEvery
   EXPECT_EQ(f.store.unit_state(emb), UnitState::kGathered);
   EXPECT_EQ(f.store.unit_state(fin), UnitState::kGathered);
   // A forward that is not followed by backward (evaluation) reshards them first and keeps none.
-  f.store.begin_pass(Pass::kForward, fwd, /*backward_follows=*/false);
+  f.store.begin_pass(Pass::kForward, fwd, nullptr);
   EXPECT_EQ(f.store.unit_state(emb), UnitState::kSharded);
   for (const UnitEvent& e : fwd) {
     if (e.op == UnitOp::kAcquire) f.store.acquire_params(e.unit, Pass::kForward);
@@ -230,13 +230,12 @@ TEST(ZeroParamStore, StageThreePrefetchesKeepsTheHeadForBackwardAndReshardsEvery
   for (int u = 0; u < static_cast<int>(f.model.table().units().size()); ++u) {
     EXPECT_EQ(f.store.unit_state(u), UnitState::kSharded) << u;
   }
-  (void)bwd;
 }
 
 TEST(ZeroParamStore, ACallOutOfScheduleIsRefused) {
   Fixture f(stage(3));
-  const PassSchedule fwd = gpt::forward_schedule(kTiny);
-  f.store.begin_pass(Pass::kForward, fwd, true);
+  const PassSchedule fwd = gpt::forward_schedule(kTiny), bwd = gpt::backward_schedule(kTiny);
+  f.store.begin_pass(Pass::kForward, fwd, &bwd);
   try {
     f.store.acquire_params(gpt::block_unit(0), Pass::kForward);  // the schedule starts with the embeddings
     FAIL() << "an acquire out of order was accepted";
@@ -336,6 +335,52 @@ TEST(ZeroParamStore, InPlaceGradientsWhileTheStorageIsZeroGiveTheScratchPathsBit
   }
 }
 
+// With resharding after forward off, a unit its backward never acquires (an untied Llama's token
+// table: the embedding's scatter-add reads no weights) is resharded at its forward release, not kept
+// gathered through a backward that never releases it; the units the backward reads are kept.
+TEST(ZeroParamStore, ReshardAfterForwardOffKeepsOnlyWhatTheBackwardReads) {
+  ParamTable table;
+  for (int u = 0; u < 2; ++u) {
+    table.add_unit("u" + std::to_string(u));
+    table.add_param("p" + std::to_string(u), {6}, {6}, true);
+  }
+  using enum UnitOp;
+  const PassSchedule forward = {{kAcquire, 0}, {kRelease, 0}, {kAcquire, 1}, {kRelease, 1}};
+  const PassSchedule backward = {{kAcquire, 1}, {kAccumulate, 1}, {kGradsReady, 1},
+                                 {kRelease, 1}, {kAccumulate, 0}, {kGradsReady, 0}};  // u0 read by none
+  MemoryTracker tracker;
+  ExecContext ctx{Device::kCPU, 1, nullptr};
+  LocalCommunicator comm{tracker, {}};
+  ZeroOptions options = stage(3);
+  options.reshard_after_forward = false;
+  options.solo_path = false;  // the gathers of one rank, as on several
+  ZeroParamStore store(table, DType::kF32, options, comm, tracker, ctx);
+  std::vector<float> g(6, 1.0f);
+  const TensorView grad{g.data(), DType::kF32, Device::kCPU, Shape{6}};
+  for (int step = 0; step < 2; ++step) {
+    store.begin_step();
+    store.set_micro_batch(0, 1);
+    store.begin_pass(Pass::kForward, forward, &backward);
+    for (int u = 0; u < 2; ++u) {
+      store.acquire_params(u, Pass::kForward);
+      store.release_params(u, Pass::kForward);
+    }
+    store.end_pass(Pass::kForward);
+    EXPECT_EQ(store.unit_state(0), UnitState::kSharded);
+    EXPECT_EQ(store.unit_state(1), UnitState::kGathered);
+    store.begin_pass(Pass::kBackward, backward, nullptr);
+    store.acquire_params(1, Pass::kBackward);
+    store.accumulate_grads(1, grad);
+    store.grads_ready(1);
+    store.release_params(1, Pass::kBackward);
+    store.accumulate_grads(0, grad);
+    store.grads_ready(0);
+    store.end_pass(Pass::kBackward);
+    EXPECT_EQ(store.unit_state(0), UnitState::kSharded);
+    EXPECT_EQ(store.unit_state(1), UnitState::kSharded);
+  }
+}
+
 // Stages 2-3 (StagePolicy::first_reduction_into_shard): begin_step leaves the gradient shards as
 // they are, the step's first reduction of a unit writes its shard and later ones add to it, and a
 // shard no reduction wrote is zeroed at the end of the step's last backward. Whatever a shard held
@@ -368,7 +413,7 @@ TEST(ZeroParamStore, TheStepsFirstReductionWritesTheGradientShard) {
       std::vector<float> sum(6, 0.0f);
       for (int m = 0; m < micro_batches; ++m) {
         store.set_micro_batch(m, micro_batches);
-        store.begin_pass(Pass::kForward, forward, /*backward_follows=*/true);
+        store.begin_pass(Pass::kForward, forward, &backward);
         for (int u = 0; u < 2; ++u) {
           store.acquire_params(u, Pass::kForward);
           store.release_params(u, Pass::kForward);
@@ -377,7 +422,7 @@ TEST(ZeroParamStore, TheStepsFirstReductionWritesTheGradientShard) {
         std::vector<float> g(6);
         for (int i = 0; i < 6; ++i) g[i] = 0.25f * static_cast<float>(i + 1) * static_cast<float>(m + 1);
         for (int i = 0; i < 6; ++i) sum[i] += g[i];
-        store.begin_pass(Pass::kBackward, backward, false);
+        store.begin_pass(Pass::kBackward, backward, nullptr);
         store.acquire_params(1, Pass::kBackward);
         store.release_params(1, Pass::kBackward);
         store.acquire_params(0, Pass::kBackward);

@@ -33,6 +33,15 @@ inline std::size_t last_acquire_index(const PassSchedule& s) {
   return last;
 }
 
+// Per unit of a table of `units`: whether `s` acquires it.
+inline std::vector<bool> units_acquired(const PassSchedule& s, std::size_t units) {
+  std::vector<bool> acquired(units, false);
+  for (const UnitEvent& e : s) {
+    if (e.op == UnitOp::kAcquire) acquired[static_cast<std::size_t>(e.unit)] = true;
+  }
+  return acquired;
+}
+
 // Per unit of a table of `units`: in how many rounds (grads_ready calls) this backward schedule
 // reduces its gradient.
 inline std::vector<int> grads_ready_rounds(const PassSchedule& backward, std::size_t units) {
@@ -96,8 +105,9 @@ class ParamStore {
   virtual void grads_ready(int unit) = 0;
 
   // A pass begins: the calls up to end_pass follow `schedule` exactly (a store may check it and
-  // prefetch from it). `backward_follows`: a training forward, whose backward comes next.
-  virtual void begin_pass(Pass pass, const PassSchedule& schedule, bool backward_follows) = 0;
+  // prefetch from it). `backward`: a training forward's backward, which comes next (so a store may
+  // keep for it the units it reads); null for a forward without one, and for a backward.
+  virtual void begin_pass(Pass pass, const PassSchedule& schedule, const PassSchedule* backward) = 0;
   virtual void end_pass(Pass pass) = 0;
 };
 

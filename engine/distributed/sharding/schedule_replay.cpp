@@ -52,8 +52,11 @@ class Replay {
     written_.assign(n, false);
   }
 
-  void pass(const PassSchedule& s, Pass pass) {
+  // `backward`: a forward's backward, whose units it keeps (ZeroParamStore::release_params).
+  void pass(const PassSchedule& s, Pass pass, const PassSchedule* backward = nullptr) {
     const std::size_t last_acquire = last_acquire_index(s);
+    const std::vector<bool> backward_reads =
+        backward != nullptr ? units_acquired(*backward, numel_.size()) : std::vector<bool>(numel_.size(), false);
     if (pass == Pass::kBackward) rounds_ = units_reduced_in_rounds(s, numel_.size());
     if (pass == Pass::kBackward && policy_.folds) {  // folding reduces a unit at its last round only
       rounds_left_ = grads_ready_rounds(s, numel_.size());
@@ -69,7 +72,8 @@ class Replay {
           }
           break;
         case UnitOp::kRelease: {
-          const bool keep = pass == Pass::kForward && (!zero_.reshard_after_forward || i > last_acquire);
+          const bool keep =
+              pass == Pass::kForward && backward_reads[u] && (!zero_.reshard_after_forward || i > last_acquire);
           if (sharded_[u] && !keep && gathered_[u]) {
             gathered_[u] = false;
             if (!policy_.solo) params_.sub(W_ * padded_[u]);
@@ -336,7 +340,7 @@ TransientPeaks replay_step(const ParamTable& table, DType param_dtype, const Zer
   // Every micro-batch after the first repeats the second's events and bytes (first reductions
   // into the shard happen in the first only), so two cover the step's peaks.
   for (int m = 0; m < std::min(grad_accum, 2); ++m) {
-    r.pass(schedule.forward, Pass::kForward);
+    r.pass(schedule.forward, Pass::kForward, &schedule.backward);
     r.pass(schedule.backward, Pass::kBackward);
   }
   return r.peaks();
@@ -348,7 +352,7 @@ StepVolume predict_step_volume(const ParamTable& table, DType param_dtype, const
   Replay r(table, param_dtype, zero, world_size, false, CollectiveBackend::kHost, replica_groups);
   for (int m = 0; m < grad_accum; ++m) {
     r.set_last_micro_batch(m + 1 == grad_accum);
-    r.pass(schedule.forward, Pass::kForward);
+    r.pass(schedule.forward, Pass::kForward, &schedule.backward);
     r.pass(schedule.backward, Pass::kBackward);
   }
   r.count_step_end();

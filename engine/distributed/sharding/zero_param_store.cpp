@@ -151,14 +151,16 @@ void ZeroParamStore::release_params(int unit, Pass pass) {
   ZT_CHECK(in_use_[u] && state_[u] == UnitState::kGathered, "unit {} released while not acquired", unit);
   in_use_[u] = false;
   if (!sharded_[u]) return;
-  // A training forward keeps a unit for its backward when resharding after forward is off, and
-  // always keeps the units still gathered after its last acquire: backward starts with them.
+  // A training forward keeps a unit its backward reads when resharding after forward is off, and
+  // always keeps such units still gathered after its last acquire: backward starts with them. A
+  // unit the backward never reads (an untied table's scatter-add reads no weights) goes now.
   const bool in_training_forward = schedule_ != nullptr && pass == Pass::kForward && backward_follows_;
-  const bool keep = in_training_forward && (!options_.reshard_after_forward || cursor_ > last_acquire_);
+  const bool keep =
+      in_training_forward && backward_reads_[u] && (!options_.reshard_after_forward || cursor_ > last_acquire_);
   if (!keep) free_gathered(unit);
 }
 
-void ZeroParamStore::begin_pass(Pass pass, const PassSchedule& schedule, bool backward_follows) {
+void ZeroParamStore::begin_pass(Pass pass, const PassSchedule& schedule, const PassSchedule* backward) {
   ZT_CHECK(schedule_ == nullptr, "a pass began inside another");
   ZT_CHECK(reductions_.empty(), "a pass began with gradient reductions in flight");
   if (pass == Pass::kForward) {
@@ -171,7 +173,8 @@ void ZeroParamStore::begin_pass(Pass pass, const PassSchedule& schedule, bool ba
   cursor_ = 0;
   last_acquire_ = last_acquire_index(schedule);
   pass_ = pass;
-  backward_follows_ = pass == Pass::kForward && backward_follows;
+  backward_follows_ = pass == Pass::kForward && backward != nullptr;
+  if (backward_follows_) backward_reads_ = units_acquired(*backward, state_.size());
   if (pass == Pass::kBackward) rounds_ = units_reduced_in_rounds(schedule, state_.size());
   if (pass == Pass::kBackward && policy_.folds) rounds_left_ = grads_ready_rounds(schedule, state_.size());
 }

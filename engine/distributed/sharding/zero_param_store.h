@@ -57,7 +57,7 @@ class ZeroParamStore final : public ParamStore {
   void accumulate_grads(int unit, TensorView grad) override;
   TensorView in_place_grads(int unit) override;
   void grads_ready(int unit) override;
-  void begin_pass(Pass pass, const PassSchedule& schedule, bool backward_follows) override;
+  void begin_pass(Pass pass, const PassSchedule& schedule, const PassSchedule* backward) override;
   void end_pass(Pass pass) override;
 
   int stage() const { return options_.stage; }
@@ -160,6 +160,7 @@ class ZeroParamStore final : public ParamStore {
   std::size_t last_acquire_ = 0;  // index of the pass's last acquire
   Pass pass_ = Pass::kForward;
   bool backward_follows_ = false;
+  std::vector<bool> backward_reads_;  // a training forward: the units its backward acquires
 };
 
 }  // namespace zt

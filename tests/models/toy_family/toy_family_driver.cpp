@@ -65,7 +65,7 @@ class ToyModel final : public LanguageModel {
     ops::copy(ctx_, target_view(), {const_cast<std::int32_t*>(targets), DType::kI32, Device::kCPU, Shape{BT}});
     loss_scale_ = options.backward_loss_scale;
 
-    store.begin_pass(Pass::kForward, forward_, options.training);  // the store keeps a reference
+    store.begin_pass(Pass::kForward, forward_, options.training ? &backward_ : nullptr);  // the store keeps a reference
     const TensorView emb = store.acquire_params(kEmbeddings, Pass::kForward);
     ZT_CHECK(emb.dtype == DType::kF32, "the toy family trains fp32 parameters only");
     ops::embedding_forward(ctx_, x_view(), input_view(), table_.view(0, emb), table_.view(1, emb));
@@ -95,7 +95,7 @@ class ToyModel final : public LanguageModel {
       ops::softmax_cross_entropy_backward(ctx_, logits_view(), logits_view(), target_view(),
                                           loss_scale / static_cast<float>(BT), config_.vocab_size);
     }
-    store.begin_pass(Pass::kBackward, backward_, false);
+    store.begin_pass(Pass::kBackward, backward_, nullptr);
     const TensorView head = store.acquire_params(kHead, Pass::kBackward);
     const TensorView head_grad = zeroed_grad(kHead);
     const TensorView dx = dx_.view(Shape{B_, T_, config_.n_embd});

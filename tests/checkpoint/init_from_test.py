@@ -370,6 +370,9 @@ def main():
         ("an unsupported config", scaled, [], ["scaled/config.json", "rope_scaling", "not dynamic"]),
         ("attention left unscaled", unscaled, [], ["unscaled/config.json", "scale_attn_weights", "1 / sqrt"]),
         ("a missing path", os.path.join(work, "nothing"), [], ["nothing", "no such"]),
+        ("a zerotrain run", os.path.join(work, "llama_train"), [], ["a zerotrain run directory", "ckpt export"]),
+        ("a zerotrain checkpoint folder", os.path.join(work, "llama_train", "checkpoints"), [],
+         ["a zerotrain checkpoint folder", "--resume"]),
     ]:
         _, p = train(f"refused_{len(os.listdir(work))}", source, 1, *sets)
         lines = p.stderr.strip().splitlines()

@@ -237,7 +237,11 @@ RunConfig parse_run_config(nlohmann::json doc, const std::string& source, int wo
   c.overrides = overrides;
   c.world_size = world_size;
   ConfigReader root(doc, source, "", std::move(overrides));
-  if (!root.has("model")) throw_input_error("config error in {}: missing required section 'model'", source);
+  if (!root.has("model")) {
+    throw_input_error(
+        "config error in {}: missing required section 'model'{}", source,
+        root.section("train").has("init_from") ? " (with train.init_from, \"model\": {} takes its keys)" : "");
+  }
   c.device = root.get_enum("device", "cpu", {"cpu", "cuda"}) == "cuda" ? Device::kCUDA : Device::kCPU;
   read_log(root.section("log"), c.log, source);  // where a resumed run's checkpoint is (saved_model_keys)
   read_checkpoint(root.section("checkpoint"), c.checkpoint);

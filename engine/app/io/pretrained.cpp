@@ -283,7 +283,35 @@ class LlmcReader final : public PretrainedReader {
 
 }  // namespace
 
+namespace {
+
+// What zerotrain wrote at `path`, where that is not pretrained weights ("" otherwise): a user
+// pointing train.init_from at a run of their own is told how to make a folder of it.
+std::string zerotrain_output_kind(const fs::path& path) {
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) {
+    if (fs::exists(path / "manifest.json", ec)) return "a zerotrain checkpoint";
+    if (fs::exists(path / "latest", ec)) return "a zerotrain checkpoint folder";
+    if (fs::exists(path / "metrics.jsonl", ec) || fs::exists(path / "final.safetensors", ec)) {
+      return "a zerotrain run directory";
+    }
+    return "";
+  }
+  return path.extension() == ".safetensors"
+             ? "a safetensors file (a Hugging Face folder holds it beside its config.json)"
+             : "";
+}
+
+}  // namespace
+
 PretrainedModel read_pretrained_model(const std::string& path) {
+  if (const std::string kind = zerotrain_output_kind(path); !kind.empty()) {
+    throw_input_error(
+        "{}: {}, not a Hugging Face folder or an llm.c model file (train --resume and eval/sample --run or --ckpt "
+        "read zerotrain's own; `zerotrain ckpt export CHECKPOINT --format hf --out DIR` makes a Hugging Face folder "
+        "of a checkpoint)",
+        path, kind);
+  }
   if (fs::is_directory(path)) {
     const std::string config = (fs::path(path) / "config.json").string();
     if (!fs::exists(config)) throw_input_error("{}: a Hugging Face folder needs a config.json", path);

@@ -24,7 +24,9 @@ MAGIC, VERSION, START = 20240522, 1, 65535
 
 
 def fail(message):
-    sys.exit(f"prepare_choices: {message}")
+    """Bad input: one line naming it, exit 2 (as zerotrain's)."""
+    print(f"prepare_choices: {message}", file=sys.stderr)
+    sys.exit(2)
 
 
 def examples(path, keys):
@@ -75,7 +77,7 @@ def main():
     args = parser.parse_args()
     for path in (args.tokenizer, args.input):
         if not os.path.isfile(path):
-            fail(f"{path}: no such file")
+            fail(f"{path}: " + ("a folder, not a file" if os.path.isdir(path) else "no such file"))
     try:
         from tokenizers import Tokenizer
     except ImportError:

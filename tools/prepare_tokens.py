@@ -6,16 +6,19 @@ Llama 3's <|begin_of_text|>, 128000, as llm.c's Llama 3 scripts write it and as 
 documents begin), the first shard is the validation
 split (NAME_val_000000.bin) and the rest the training split (NAME_train_000001.bin, ...), each
 with llm.c's 256 x int32 header; uint16 tokens (magic 20240520) for vocabularies up to 65,536,
-uint32 (magic 20240801) above. The tokenizer's files are copied beside the shards, so a run that
+uint32 (magic 20240801) where an id passes 65,535. The tokenizer's files are copied beside the shards, so a run that
 reads them (data.train_files = "OUT/NAME_train_*.bin" and data.val_files = "OUT/NAME_val_*.bin", the
 tokenizer.json beside the first shard found without data.tokenizer_file) samples and exports with
-the same tokenizer. Needs the `tokenizers` package (tools/setup.sh installs it in .venv-hf).
+the same tokenizer. Run again into the same OUT, the new set replaces NAME's earlier shards (none
+of them is left for a glob to find); a failed run leaves OUT as it was. Bad input: one line, exit 2.
+Needs the `tokenizers` package (tools/setup.sh installs it in .venv-hf).
 
 usage: prepare_tokens.py --tokenizer tokenizer.json --out DIR [--name NAME] [--shard-tokens N]
                          [--jsonl-key text] [--eot TOKEN] [--no-progress] INPUT [INPUT ...]
   INPUT: .txt files (each one document) or .jsonl files (one document per line, under --jsonl-key)
 """
 import argparse
+import glob
 import json
 import os
 import shutil
@@ -25,6 +28,12 @@ import numpy as np
 
 # The first the tokenizer has: Llama 3's tokenizer has both <|begin_of_text|> and <|end_of_text|>.
 EOT_CANDIDATES = ["<|endoftext|>", "<|begin_of_text|>", "<|end_of_text|>", "</s>"]
+
+
+def fail(message):
+    """Bad input: one line naming it, exit 2 (as zerotrain's)."""
+    print(f"prepare_tokens: {message}", file=sys.stderr)
+    sys.exit(2)
 
 
 def documents(paths, key):
@@ -37,7 +46,7 @@ def documents(paths, key):
                 done += size
                 yield text, done
         except UnicodeDecodeError as e:
-            sys.exit(f"prepare_tokens: {path}: not UTF-8 (byte 0x{e.object[e.start]:02x} is no UTF-8 sequence; "
+            fail(f"{path}: not UTF-8 (byte 0x{e.object[e.start]:02x} is no UTF-8 sequence; "
                      f"convert it first, e.g. iconv -f latin1 -t utf-8)")
 
 
@@ -57,21 +66,26 @@ def documents_of(path, key):
             try:
                 doc = json.loads(line)
             except json.JSONDecodeError as e:
-                sys.exit(f"prepare_tokens: {path}:{n}: not JSON ({e.msg})")
+                fail(f"{path}:{n}: not JSON ({e.msg})")
             if not isinstance(doc, dict) or not isinstance(doc.get(key), str):
-                sys.exit(f"prepare_tokens: {path}:{n}: no string under \"{key}\" (--jsonl-key)")
+                fail(f"{path}:{n}: no string under \"{key}\" (--jsonl-key)")
             yield doc[key], skipped + len(line.encode("utf-8"))
             skipped = 0
 
 
 def write_shard(path, tokens, wide):
+    """The shard as path + ".tmp": the set takes its names only once every shard is written."""
     header = np.zeros(256, dtype=np.int32)
     header[0], header[1], header[2] = (20240801, 7, len(tokens)) if wide else (20240520, 1, len(tokens))
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
+    with open(path + ".tmp", "wb") as f:
         f.write(header.tobytes())
         f.write(np.asarray(tokens, dtype=np.uint32 if wide else np.uint16).tobytes())
-    os.replace(tmp, path)
+
+
+def earlier_shards(out, name):
+    """NAME's shards already in OUT (an earlier preparation's), which the new set replaces."""
+    pattern = os.path.join(glob.escape(out), glob.escape(name))
+    return sorted(glob.glob(pattern + "_val_*.bin") + glob.glob(pattern + "_train_*.bin"))
 
 
 def main(argv=None):
@@ -90,24 +104,43 @@ def main(argv=None):
     try:
         from tokenizers import Tokenizer
     except ImportError:
-        sys.exit("prepare_tokens: needs the tokenizers package (run it with .venv-hf/bin/python; tools/setup.sh)")
+        fail("needs the tokenizers package (run it with .venv-hf/bin/python; tools/setup.sh)")
     if args.shard_tokens < 2:
-        sys.exit("prepare_tokens: --shard-tokens must be at least 2")
+        fail("--shard-tokens must be at least 2")
     for p in args.inputs:
         if not os.path.isfile(p):
-            sys.exit(f"prepare_tokens: {p}: no such file")
+            fail(f"{p}: " + ("a folder, not a text or JSONL file" if os.path.isdir(p)
+                                                  else "no such file"))
+    if os.path.exists(args.out) and not os.path.isdir(args.out):
+        fail(f"--out {args.out}: exists and is not a folder")
     try:
         tok = Tokenizer.from_file(args.tokenizer)
     except Exception as e:  # the library raises its own exception types
-        sys.exit(f"prepare_tokens: {args.tokenizer}: not a tokenizer.json ({str(e).splitlines()[0]})")
-    vocab = tok.get_vocab_size(with_added_tokens=True)
+        fail(f"{args.tokenizer}: not a tokenizer.json ({str(e).splitlines()[0]})")
+    # Ids, not entries: a tokenizer's ids may skip numbers, and the shard's dtype must hold its largest.
+    vocab = max(tok.get_vocab(with_added_tokens=True).values(), default=-1) + 1
     eot_name = args.eot or next((t for t in EOT_CANDIDATES if tok.token_to_id(t) is not None), None)
     if eot_name is None or tok.token_to_id(eot_name) is None:
-        sys.exit(f"prepare_tokens: {args.tokenizer}: no document delimiter ({args.eot or ', '.join(EOT_CANDIDATES)}); "
+        fail(f"{args.tokenizer}: no document delimiter ({args.eot or ', '.join(EOT_CANDIDATES)}); "
                  "name one with --eot")
     eot = tok.token_to_id(eot_name)
     wide = vocab > 65536
+    created = not os.path.isdir(args.out)
     os.makedirs(args.out, exist_ok=True)
+    written = []
+    try:
+        return prepare(args, tok, vocab, eot_name, eot, wide, written)
+    finally:  # a failure or an interrupt leaves OUT as it was: no partial set, no folder of ours
+        for path, _ in written:
+            if os.path.exists(path + ".tmp"):
+                os.remove(path + ".tmp")
+        if created and not os.listdir(args.out):
+            os.rmdir(args.out)
+
+
+def prepare(args, tok, vocab, eot_name, eot, wide, written):
+    """Tokenizes the inputs into shards (`written`: each one's path and tokens), then replaces
+    NAME's earlier shards in OUT with them."""
     total_bytes = sum(os.path.getsize(p) for p in args.inputs)
     progress = None
     if not args.no_progress:
@@ -118,15 +151,15 @@ def main(argv=None):
             pass
 
     shard = np.empty(args.shard_tokens, dtype=np.uint32)
-    filled, index, written, last = 0, 0, [], 0
+    filled, index, last = 0, 0, 0
     n_docs = n_tokens = 0
 
     def flush():
         nonlocal filled, index
         split = "val" if index == 0 else "train"
         path = os.path.join(args.out, f"{args.name}_{split}_{index:06d}.bin")
+        written.append((path, filled))  # before the write: an interrupted one's .tmp is cleaned up too
         write_shard(path, shard[:filled], wide)
-        written.append((path, filled))
         filled, index = 0, index + 1
 
     for text, done in documents(args.inputs, args.jsonl_key):
@@ -148,15 +181,23 @@ def main(argv=None):
     if progress is not None:
         progress.close()
     if len(written) < 2:
-        sys.exit(f"prepare_tokens: {n_tokens} tokens fill only one shard of --shard-tokens {args.shard_tokens}: "
+        fail(f"{n_tokens} tokens fill only one shard of --shard-tokens {args.shard_tokens}: "
                  "the first shard is the validation split, so a training split needs a smaller --shard-tokens")
+    # The new set replaces the whole earlier one: a glob over NAME_train_*.bin must not find an
+    # earlier preparation's shards past the new set's last (another corpus, or another tokenizer).
+    stale = [p for p in earlier_shards(args.out, args.name) if p not in {path for path, _ in written}]
+    for p in stale:
+        os.remove(p)
+    for path, _ in written:
+        os.replace(path + ".tmp", path)
     shutil.copyfile(args.tokenizer, os.path.join(args.out, "tokenizer.json"))
     beside = os.path.join(os.path.dirname(os.path.abspath(args.tokenizer)), "tokenizer_config.json")
     if os.path.exists(beside):
         shutil.copyfile(beside, os.path.join(args.out, "tokenizer_config.json"))
     print(f"{n_docs} documents, {n_tokens} tokens ({'uint32' if wide else 'uint16'}, vocabulary {vocab}, "
           f"documents start with {eot_name} = {eot}) -> {len(written)} shards in {args.out}: "
-          f"val {written[0][1]} tokens, train {sum(n for _, n in written[1:])}")
+          f"val {written[0][1]} tokens, train {sum(n for _, n in written[1:])}"
+          + (f" (replacing {len(stale)} earlier shards of {args.name} there)" if stale else ""))
     return 0
 
 

@@ -164,6 +164,44 @@ def main():
     lines = p.stderr.strip().splitlines()
     checks.check(p.returncode != 0 and len(lines) == 1 and "latin1.txt: not UTF-8" in lines[0],
                  f"prepare_tokens refuses an input that is not UTF-8 in one line ({lines})")
+    checks.check(not os.path.exists(os.path.join(work, "y")), "... and leaves no folder of its own behind")
+
+    # Prepared again into the same folder: the new set replaces the earlier one whole, so the
+    # README's glob finds no earlier shard past the new set's last.
+    def prepare(out, tokenizer, text, *flags):
+        source = os.path.join(work, f"doc_{len(os.listdir(work))}.txt")
+        with open(source, "w", encoding="utf-8") as f:
+            f.write(text)
+        return subprocess.run([sys.executable, os.path.join(ROOT, "tools", "prepare_tokens.py"), "--tokenizer",
+                               tokenizer, "--out", out, "--no-progress", "--shard-tokens", "500", *flags, source],
+                              capture_output=True, text=True, timeout=120)
+
+    again = os.path.join(work, "again")
+    with open(TEXT, encoding="utf-8") as f:
+        corpus = f.read()
+    first = prepare(again, os.path.join(tok_dir, "tokenizer.json"), corpus[:40000])
+    before = sorted(f for f in os.listdir(again) if f.startswith("data_train_"))
+    second = prepare(again, os.path.join(tok_dir, "tokenizer.json"), corpus[:3000])
+    after = sorted(f for f in os.listdir(again) if f.startswith("data_train_"))
+    checks.check(first.returncode == 0 and second.returncode == 0 and len(before) > len(after) >= 1
+                 and "replacing" in second.stdout and not any(f.endswith(".tmp") for f in os.listdir(again)),
+                 f"a second preparation into the folder replaces the first's shards ({len(before)} -> {len(after)})")
+    # A tokenizer whose ids skip numbers (here all above 65,535, with 512 entries): uint32 shards
+    # holding the ids themselves.
+    spec = json.loads(tok.to_str())
+    spec["model"]["vocab"] = {t: i + 70000 for t, i in spec["model"]["vocab"].items()}
+    for added in spec["added_tokens"]:
+        added["id"] += 70000
+    sparse = os.path.join(work, "sparse_tokenizer.json")
+    with open(sparse, "w", encoding="utf-8") as f:
+        json.dump(spec, f)
+    p = prepare(os.path.join(work, "sparse"), sparse, corpus[:3000])
+    with open(os.path.join(work, "sparse", "data_val_000000.bin"), "rb") as f:
+        header = np.frombuffer(f.read(1024), dtype=np.int32)
+        ids = np.frombuffer(f.read(), dtype=np.uint32 if header[0] == 20240801 else np.uint16)
+    checks.check(p.returncode == 0 and header[0] == 20240801 and ids[0] == 70000 + tok.token_to_id("<|endoftext|>")
+                 and ids.min() >= 70000, f"ids above 65,535 in a 512-entry tokenizer: uint32 shards of the ids "
+                                         f"(magic {header[0]}, first ids {ids[:3].tolist()})")
     return checks.finish()
 
 

@@ -149,6 +149,20 @@ TEST(TokenFile, RefusesOutOfRangeTokenInLlmcFile) {
                      {path, "token 70 at position 5 is outside the vocabulary (size 65)"});
 }
 
+// 16-bit tokens for a vocabulary past 65,536 (Llama 3's 128,256): its ids above 65,535 wrapped when
+// the file was written (nanoGPT's prepare.py writes uint16 whatever the tokenizer), so each 16-bit
+// format is refused; at 65,536 every id still fits.
+TEST(TokenFile, RefusesSixteenBitTokensForAVocabularyPastThem) {
+  const std::string llmc = temp_path("narrow_llmc.bin"), raw = temp_path("narrow_raw.bin");
+  write_llmc_token_file(llmc, kTokens);
+  write_file(raw, raw_bytes(kTokens));
+  for (const std::string& path : {llmc, raw}) {
+    expect_input_error([&] { TokenFile::open(path, TokenFileFormat::kAuto, 128256, TokenCheck::kHeader); },
+                       {path, "uint16 tokens cannot hold ids of a vocabulary of 128256", "uint32"});
+    EXPECT_NO_THROW(TokenFile::open(path, TokenFileFormat::kAuto, 65536));
+  }
+}
+
 TEST(TokenFile, RefusesOutOfRangeTokenInRawFile) {
   const std::string path = temp_path("range_raw.bin");
   std::vector<std::uint16_t> tokens = kTokens;
@@ -208,8 +222,8 @@ TEST(TokenFile, AutoRefusesAnUnknownMagicInAnLlmcStyleHeader) {
                      {path, "unknown magic 20250101", "20240520", "20240801"});
   write_file(path, llmc_bytes(20230000, 3, static_cast<std::int32_t>(kTokens.size()), kTokens));
   expect_input_error([&] { TokenFile::open(path, TokenFileFormat::kAuto, 65); }, {path, "unknown magic 20230000"});
-  // Stated as raw, it reads as raw (the user's word).
-  EXPECT_EQ(TokenFile::open(path, TokenFileFormat::kNanoGpt, 1 << 30).format(), TokenFileFormat::kNanoGpt);
+  // Stated as raw, it reads as raw (the user's word); 65,536: every 16-bit value is in the vocabulary.
+  EXPECT_EQ(TokenFile::open(path, TokenFileFormat::kNanoGpt, 65536).format(), TokenFileFormat::kNanoGpt);
 }
 
 }  // namespace

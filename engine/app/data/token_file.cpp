@@ -161,6 +161,12 @@ TokenFile TokenFile::open(const std::string& path, TokenFileFormat format, int v
     f.count_ = size_bytes / 2;
   }
   if (f.count_ == 0) throw_input_error("{}: {} token file holds no tokens", path, format_name(format));
+  if (f.bytes_per_token_ == 2 && vocab_size > 65536) {  // an id past 65,535 wrapped when it was written
+    throw_input_error(
+        "{}: {} tokens cannot hold ids of a vocabulary of {} (above 65,535 they wrap): tokenize into llm.c's "
+        "uint32 shards (tools/prepare_tokens.py writes them where the tokenizer's ids pass 65,535)",
+        path, f.kind(), vocab_size);
+  }
 
   if (check == TokenCheck::kHeader) return f;
   // One pass over every token, so that training can index the embedding without checks.

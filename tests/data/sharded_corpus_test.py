@@ -10,7 +10,8 @@
   * a token over the vocabulary deep inside one shard is found when the run reaches it: every rank
     stops at that step with one line naming the shard (exit 2, no hang), and the checkpoint written
     before it still resumes;
-  * a pattern that matches nothing and a mix of uint16 and uint32 shards are refused in one line.
+  * a pattern that matches nothing, a mix of uint16 and uint32 shards, a file in both splits and a
+    text file matched as raw tokens are refused in one line.
 
 usage: sharded_corpus_test.py MPIRUN [MPIRUN FLAGS...] -- PATH/TO/zerotrain
 """
@@ -160,7 +161,13 @@ def main():
          ["data.train_files", "nothing_*.bin", "matches no file"]),
         ("a mix of uint16 and uint32 shards", ["--set", f"data.val_files={work}/mixed_*.bin"],
          ["mixed_1.bin", "llm.c uint32", "one format per split"]),
+        ("a glob that takes the validation shard into training", ["--set", f"data.train_files={shards}/*.bin"],
+         ["shakespeare_val_000000.bin", "pattern takes", "into training"]),
+        ("a text file beside the shards", ["--set", f"data.train_files={work}/notes.txt"],
+         ["notes.txt", "not a .bin file", "data.format"]),
     ]:
+        with open(os.path.join(work, "notes.txt"), "w") as f:  # nanoGPT's input.txt beside its .bin files
+            f.write("First Citizen:\nBefore we proceed any further, hear me speak.\n" * 50)
         write_llmc(os.path.join(work, "mixed_0.bin"), val[:5000])
         write_llmc(os.path.join(work, "mixed_1.bin"), val[:5000], wide=True)
         p = subprocess.run([binary, "train", "--config", config, "--run-dir", os.path.join(work, "refused"),

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <utility>
 
 #include "engine/base/core/check.h"
@@ -124,6 +125,13 @@ TokenFile TokenFile::open(const std::string& path, TokenFileFormat format, int v
           "{}: unknown magic {} in an llm.c-style token file header (known: {} for uint16 GPT-2 tokens, "
           "{} for uint32 Llama 3 tokens); set data.format = \"nanogpt\" if it is raw uint16",
           path, header[0], kLlmcTokenMagic, kLlmcToken32Magic);
+    } else if (std::filesystem::path(path).extension() != ".bin") {
+      // Raw tokens have no header to recognise them by: a glob's text or JSON file beside the .bin
+      // files (nanoGPT's input.txt) would otherwise train as tokens.
+      throw_input_error(
+          "{}: no llm.c token file header, and not a .bin file: not read as raw uint16 tokens (set data.format = "
+          "\"nanogpt\" to read it so)",
+          path);
     } else {
       format = TokenFileFormat::kNanoGpt;
     }

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "engine/app/data/embedded_dataset.h"
@@ -32,6 +33,26 @@ DataSource::DataSource(const RunConfig& c) {
     const data::TokenFileFormat format = token_file_format(d);
     train_.emplace(data::TokenCorpus::open_shards(d.train_files, format, c.model.vocab_size, "data.train_files"));
     val_.emplace(data::TokenCorpus::open_shards(d.val_files, format, c.model.vocab_size, "data.val_files"));
+    // A glob such as "d/*" taking d/val.bin into training would score trained tokens; a file named
+    // in both lists is the user's choice (a memorisation check).
+    const auto named_for_training = [&](const std::string& path) {
+      return std::any_of(d.train_files.begin(), d.train_files.end(), [&](const std::string& pattern) {
+        std::error_code ec;
+        return pattern.find_first_of("*?[") == std::string::npos && fs::equivalent(pattern, path, ec);
+      });
+    };
+    for (int v = 0; v < val_->shard_count(); ++v) {
+      for (int t = 0; t < train_->shard_count(); ++t) {
+        std::error_code ec;
+        if (fs::equivalent(val_->shard_name(v), train_->shard_name(t), ec) &&
+            !named_for_training(val_->shard_name(v))) {
+          throw_input_error(
+              "config error in {}: a data.train_files pattern takes {} of data.val_files into training (the "
+              "validation loss would score tokens the run trains on; name the file itself to train on it)",
+              c.sources_of({"data.train_files", "data.val_files"}), train_->shard_name(t));
+        }
+      }
+    }
     description_ = "token shards";
   } else if (!d.train_file.empty()) {
     open_files(c, d.train_file, d.val_file);

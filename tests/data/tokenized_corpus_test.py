@@ -149,6 +149,61 @@ def main():
                  f"{model.config.bos_token_id}, {model.config.eos_token_id}, generate's "
                  f"{model.generation_config.eos_token_id}")
 
+    # An empty prompt starts a document, as the shards' documents start: greedy from <|endoftext|>,
+    # here a tokenizer's last id (as GPT-2's 50256) in a model whose first draw depends on it.
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    last = Tokenizer(models.BPE())
+    last.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    last.decoder = decoders.ByteLevel()
+    last.train_from_iterator(docs[:300], trainers.BpeTrainer(vocab_size=300, show_progress=False,
+                                                             initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    last.add_special_tokens(["<|endoftext|>"])
+    last_eot = last.token_to_id("<|endoftext|>")
+    torch.manual_seed(1)
+    sharp = transformers.GPT2LMHeadModel(transformers.GPT2Config(vocab_size=last.get_vocab_size(), n_positions=32,
+                                                                 n_embd=32, n_layer=1, n_head=2)).eval()
+    with torch.no_grad():
+        for param in sharp.parameters():
+            param.mul_(30)  # sharp distributions: greedy draws that depend on the start
+    sharp_dir = os.path.join(work, "sharp")
+    sharp.save_pretrained(sharp_dir)
+    last.save(os.path.join(sharp_dir, "tokenizer.json"))
+    greedy = {}
+    with torch.no_grad():
+        for first in (0, last_eot):
+            start = torch.tensor([[first]])
+            greedy[first] = sharp.generate(start, attention_mask=torch.ones_like(start), max_new_tokens=6,
+                                           do_sample=False, eos_token_id=None, pad_token_id=0)[0, 1:].tolist()
+    p = subprocess.run([binary, "sample", "--from", sharp_dir, "--prompt", "", "--tokens", "6", "--top-k", "1"],
+                       capture_output=True, timeout=120)
+
+    def text_bytes(ids):  # the bytes a byte-level tokenizer's ids stand for (they need not be UTF-8)
+        byte_of = {}  # GPT-2's map: printable bytes stand for themselves, the others for 256 + n
+        shifted = 0
+        for b in range(256):
+            if 33 <= b <= 126 or 161 <= b <= 172 or 174 <= b <= 255:
+                byte_of[chr(b)] = b
+            else:
+                byte_of[chr(256 + shifted)] = b
+                shifted += 1
+        return bytes(byte_of[c] for i in ids for c in last.id_to_token(i))
+
+    checks.check(greedy[0] != greedy[last_eot] and p.returncode == 0
+                 and p.stdout.rstrip(b"\n") == text_bytes(greedy[last_eot]),
+                 f"sample --prompt '' continues <|endoftext|> (id {last_eot}) as transformers does, not id 0 "
+                 f"({p.stdout!r} vs {text_bytes(greedy[last_eot])!r}; from 0: {text_bytes(greedy[0])!r})")
+    # A tokenizer that is not the model's: a prompt id past the vocabulary is refused, not embedded.
+    big = train_byte_level_bpe(docs[:300], 1000)
+    big_path = os.path.join(work, "big_tokenizer.json")
+    big.save(big_path)
+    wide = docs[1][:100]
+    p = subprocess.run([binary, "sample", "--run", run_dir, "--tokenizer", big_path, "--prompt", wide, "--tokens", "2"],
+                       capture_output=True, text=True, timeout=120)
+    lines = p.stderr.strip().splitlines()
+    checks.check(max(big.encode(wide).ids) >= 512 and p.returncode == 2 and len(lines) == 1
+                 and "outside the model's vocabulary of 512" in lines[0],
+                 f"a prompt id past the model's vocabulary is refused in one line ({lines})")
+
     p = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "prepare_tokens.py"), "--tokenizer",
                         os.path.join(tok_dir, "tokenizer.json"), "--out", os.path.join(work, "x"), "--no-progress",
                         os.path.join(work, "missing.jsonl")], capture_output=True, text=True, timeout=60)

@@ -28,7 +28,9 @@ class Tokenizer {
   // A prompt to continue: encode's ids after the special tokens the tokenizer's template puts
   // before a sequence (its post_processor's TemplateProcessing, alone or in a Sequence: Llama 3's
   // <|begin_of_text|>), as the library's encode adds them by default; what the template puts after
-  // a sequence is left out, since the prompt goes on.
+  // a sequence is left out, since the prompt goes on. An empty prompt without such tokens is the
+  // document delimiter alone (<|endoftext|>, <|begin_of_text|>, <|end_of_text|> or </s>, the first
+  // the tokenizer has: what tools/prepare_tokens.py starts each document with).
   std::vector<std::int32_t> encode_prompt(std::string_view text) const;
   // Ids outside the vocabulary are skipped; bytes that are not UTF-8 are kept as they are.
   std::string decode(std::span<const std::int32_t> ids) const;

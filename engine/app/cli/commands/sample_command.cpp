@@ -39,6 +39,9 @@ SamplingOptions sampling_options(const ArgParser& parser, const data::TokenText&
 // The prompt's and the sample's text: --tokenizer or --vocab when given, else the tokenizer.json
 // or vocab.json in `dir` (the run directory, or a pretrained folder), else token ids.
 data::TokenText token_text(const ArgParser& parser, const std::string& dir) {
+  if (parser.has("tokenizer") && parser.has("vocab")) {
+    throw_input_error("zerotrain sample: --tokenizer and --vocab each give the text's tokens: give one");
+  }
   for (const char* flag : {"tokenizer", "vocab"}) {
     if (parser.has(flag) && !std::filesystem::exists(parser.get(flag))) {
       throw_input_error("zerotrain sample: --{} {}: no such file", flag, parser.get(flag));
@@ -56,7 +59,8 @@ struct Prompt {
   int limit = 1;
 };
 
-Prompt encode_prompt(const ArgParser& parser, const data::TokenText& text, const std::string& text_dir, int limit) {
+Prompt encode_prompt(const ArgParser& parser, const data::TokenText& text, const std::string& text_dir, int limit,
+                     int vocab_size) {
   // Without a tokenizer or vocabulary a prompt has no tokens: refused rather than dropped (the
   // sample would continue nothing, whatever the prompt said).
   if (parser.has("prompt") && !text.has()) {
@@ -67,6 +71,14 @@ Prompt encode_prompt(const ArgParser& parser, const data::TokenText& text, const
   }
   Prompt p{parser.get("prompt", "\n"), {}, limit};
   p.ids = text.encode_prompt(p.text);
+  for (const std::int32_t id : p.ids) {  // a tokenizer not the model's: its ids would index past the table
+    if (id >= vocab_size) {
+      throw_input_error(
+          "zerotrain sample: the prompt encodes to token {}, outside the model's vocabulary of {}: is the "
+          "tokenizer the model's?",
+          id, vocab_size);
+    }
+  }
   return p;
 }
 
@@ -98,7 +110,9 @@ int sample_main(const std::vector<std::string>& args) {
       .value_flag("tokens", "N", "tokens to generate (default 200)")
       .value_flag("temperature", "T", "softmax temperature (default 0.8)")
       .value_flag("top-k", "K", "sample among the K most likely tokens, 0 = all (default 40)")
-      .value_flag("prompt", "TEXT", "text to continue (default a newline)")
+      .value_flag(
+          "prompt", "TEXT",
+          "text to continue (default a newline; \"\": a document's start, the tokenizer's <|endoftext|> or its kind)")
       .value_flag("seed", "S", "sampling seed (default 1)")
       .bool_flag("no-kv-cache",
                  "run the whole window for every token instead of the new token through a key/value "
@@ -112,7 +126,7 @@ int sample_main(const std::vector<std::string>& args) {
   // The text, the options and the prompt before the weights load, so a bad one fails at once.
   const data::TokenText text = token_text(parser, source.text_dir);
   const SamplingOptions options = sampling_options(parser, text);
-  const Prompt prompt = encode_prompt(parser, text, source.text_dir, source.context);
+  const Prompt prompt = encode_prompt(parser, text, source.text_dir, source.context, source.spec.vocab_size());
   StandaloneModel model(source);
   return generate_and_print(model, text, options, prompt);
 }

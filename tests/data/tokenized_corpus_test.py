@@ -103,6 +103,11 @@ def main():
     checks.check(p.returncode == 0 and p.stdout.startswith("JULIET:") and len(p.stdout) > len("JULIET:") + 5,
                  f"sample --run encodes its prompt and decodes with the run's tokenizer ({p.stdout[:80]!r} {p.stderr[-200:]})")
 
+    p = subprocess.run(launcher + ["-np", "2", binary, "sample", "--run", run_dir, "--prompt", "JULIET:", "--tokens",
+                                   "4", "--top-k", "1"], capture_output=True, text=True, timeout=120)
+    checks.check(p.returncode == 0 and p.stdout.count("JULIET:") == 1,
+                 f"sample under mpirun -np 2: rank 0 alone prints the sample ({p.stdout!r})")
+
     ckpt = os.path.join(run_dir, "checkpoints")
     sharded, whole = os.path.join(work, "export_sharded"), os.path.join(work, "export_whole")
     p = subprocess.run([binary, "ckpt", "export", ckpt, "--format", "hf", "--out", sharded, "--max-shard-size",

@@ -11,6 +11,7 @@
 #include "engine/app/cli/commands/standalone_model.h"
 #include "engine/app/data/token_text.h"
 #include "engine/app/trainer/text_sampler.h"
+#include "engine/distributed/launch/rendezvous.h"
 
 namespace zt::cli {
 
@@ -127,6 +128,9 @@ int sample_main(const std::vector<std::string>& args) {
   const data::TokenText text = token_text(parser, source.text_dir);
   const SamplingOptions options = sampling_options(parser, text);
   const Prompt prompt = encode_prompt(parser, text, source.text_dir, source.context, source.spec.vocab_size());
+  // Under a launcher every rank would draw the same text: rank 0 alone samples and prints it (the
+  // others checked the same arguments above, so a bad one still ends every rank).
+  if (detect_launch().rank > 0) return 0;
   StandaloneModel model(source);
   return generate_and_print(model, text, options, prompt);
 }

@@ -90,6 +90,10 @@ def main():
                                          "--set", "trian.max_steps=3"], "config error in --set trian.max_steps=3"),
         ("prepare: missing text", ["prepare", "--text", os.path.join(work, "none.txt"), "--out", os.path.join(work, "p")],
          "none.txt"),
+        ("prepare: a folder as text", ["prepare", "--text", work, "--out", os.path.join(work, "p")],
+         "a folder, not a text file"),
+        ("eval: --windows without --tokens", ["eval", "--run", os.path.join(work, "norun"), "--choices", "c.bin",
+                                              "--windows", "2"], "--windows is read only with --tokens"),
         ("sample: not a run directory", ["sample", "--run", os.path.join(work, "norun")], "norun"),
         ("sample: unknown --device", ["sample", "--run", os.path.join(work, "norun"), "--device", "tpu"],
          "--device must be cpu or cuda (got 'tpu')"),
@@ -263,7 +267,10 @@ def main():
     proc = subprocess.run([binary, "debug-state", "--help"], capture_output=True, text=True, timeout=60)
     if proc.returncode != 0 or "--config" not in proc.stdout:
         failures.append("debug-state --help")
-    print(f"{len(cases) + 8 - len(failures)} passed, {len(failures)} failed")
+    proc = subprocess.run([binary, "help", "train"], capture_output=True, text=True, timeout=60)
+    if proc.returncode != 0 or "--resume" not in proc.stdout:
+        failures.append("help train")  # as train --help
+    print(f"{len(cases) + 9 - len(failures)} passed, {len(failures)} failed")
     return 1 if failures else 0
 
 

@@ -32,6 +32,9 @@ constexpr const char* kUsage =
 namespace zt::cli {
 
 int run_command_line(const std::vector<std::string>& all) {
+  if (all.size() >= 2 && all[0] == "help") {  // `zerotrain help train`: as `zerotrain train --help`
+    return run_command_line({all[1], "--help"});
+  }
   if (all.empty() || all[0] == "--help" || all[0] == "-h" || all[0] == "help") {
     std::fputs(kUsage, all.empty() ? stderr : stdout);
     return all.empty() ? 2 : 0;

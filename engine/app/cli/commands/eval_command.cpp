@@ -92,6 +92,11 @@ int eval_main(const std::vector<std::string>& args) {
   if (!parser.has("choices") && !parser.has("tokens")) {
     throw_input_error("zerotrain eval: give --choices FILE, --tokens FILE or both");
   }
+  for (const char* flag : {"seq-len", "windows"}) {  // --tokens' flags: nothing else reads them
+    if (parser.has(flag) && !parser.has("tokens")) {
+      throw_input_error("zerotrain eval: --{} is read only with --tokens", flag);
+    }
+  }
   // The ranks' world (one rank without a launcher); each rank's model is whole, in a store of its own.
   MemoryTracker world_tracker;
   const std::unique_ptr<Communicator> world = make_communicator(world_tracker, {});

@@ -44,6 +44,9 @@ int prepare_main(const std::vector<std::string>& args) {
   }
 
   const std::string text_path = parser.get("text"), out_dir = parser.get("out");
+  if (std::filesystem::is_directory(text_path)) {
+    throw_input_error("zerotrain prepare: --text {}: a folder, not a text file", text_path);
+  }
   const data::PrepareSummary summary = data::prepare_text_dataset(text_path, out_dir, kind, val_fraction);
   const std::filesystem::path dir(out_dir);
   fmt::print("zerotrain prepare: {} ({}-level)\n", text_path, level);

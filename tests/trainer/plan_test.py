@@ -53,8 +53,8 @@ def main():
     check(kept and all(c["required_bytes"] <= budget for c in kept) and len(kept) < len(needs),
           f"at {budget} bytes: {len(kept)} of {len(needs)} choices kept, each within the budget")
     text = plan(budget)
-    best_line = [line for line in text.stdout.splitlines() if line.startswith("best: zerotrain train")]
-    check(text.returncode == 0 and best_line, f"the table ends with a ready command ({best_line})")
+    best_line = [line for line in text.stdout.splitlines() if line.startswith("best: mpirun -np 2 zerotrain train")]
+    check(text.returncode == 0 and best_line, f"the table ends with a ready command for 2 ranks ({best_line})")
     best = kept[0]["sets"] if kept else []
     check(best_line and all(f"--set {s}" in best_line[0] for s in best), "the command carries the best choice's sets")
 

@@ -105,7 +105,8 @@ int plan_main(const std::vector<std::string>& args) {
   links.across_bytes_per_s = parse_positive(parser, "cross-link-gbps", links.bytes_per_s / 1e9) * 1e9;
   links.across_latency_s = parse_positive(parser, "cross-link-latency-us", links.latency_s * 1e6) * 1e-6;
   links.cores_per_node = parse_positive(parser, "cores-per-node", static_cast<double>(omp_get_num_procs()));
-  links.ranks_per_node = parser.get_int("ranks-per-node", ranks, 1, 1 << 20);
+  links.ranks_per_node = parser.get_int("ranks-per-node", ranks, 1, ranks);  // a node holds at most the job
+  const int top = parser.get_int("top", 10, 1, 1 << 20);                     // read before anything prints
   const plan::PlanResult r = plan::plan(parser.get("config"), parser.all("set"), ranks, budget, profile, links);
 
   if (parser.has("json")) {
@@ -126,7 +127,13 @@ int plan_main(const std::vector<std::string>& args) {
                                       {"invalid", r.invalid},
                                       {"fitting", rows}}
                            .dump(2));
-    return r.fitting.empty() ? 2 : 0;
+    if (r.fitting.empty()) {  // the JSON says so on stdout; the reason on stderr, as without --json
+      fmt::print(stderr,
+                 "zerotrain: error: nothing fits {} per rank: the least any choice needs is {} (add ranks or memory)\n",
+                 format_bytes(budget), format_bytes(r.smallest_bytes));
+      return 2;
+    }
+    return 0;
   }
   fmt::print("zerotrain plan: {} on {} rank(s), {} per rank, global batch {} tokens; profile {} ({})\n",
              parser.get("config"), ranks, format_bytes(budget), r.global_batch_tokens, profile.source, profile.device);
@@ -138,7 +145,6 @@ int plan_main(const std::vector<std::string>& args) {
   }
   fmt::print("{:>4} {:>5} {:>9} {:>10} {:>6} {:>5} {:>8} {:>8} {:>11} {:>10} {:>9} {:>9}\n", "#", "stage", "mb x acc",
              "ckpt", "chunks", "units", "prefetch", "inflight", "memory", "compute", "comm", "step");
-  const int top = parser.get_int("top", 10, 1, 1 << 20);
   for (int i = 0; i < top && i < static_cast<int>(r.fitting.size()); ++i) {
     const plan::Choice& c = r.fitting[static_cast<std::size_t>(i)];
     fmt::print("{:>4} {:>5} {:>9} {:>10} {:>6} {:>5} {:>8} {:>8} {:>11} {:>8.1f}ms {:>7.1f}ms {:>7.1f}ms\n", i + 1,
@@ -148,7 +154,9 @@ int plan_main(const std::vector<std::string>& args) {
                value_of(c, "zero.max_inflight_reduction_mb"), format_bytes(c.required_bytes), 1e3 * c.time.compute_s,
                1e3 * c.time.comm_s, 1e3 * c.time.step_s);
   }
-  std::string line = fmt::format("zerotrain train --config {}", parser.get("config"));
+  // Runnable as printed: the batch terms were resolved for `ranks` ranks.
+  std::string line = fmt::format("{}zerotrain train --config {}", ranks > 1 ? fmt::format("mpirun -np {} ", ranks) : "",
+                                 parser.get("config"));
   for (const std::string& s : parser.all("set")) line += " --set " + s;
   for (const std::string& s : r.fitting.front().sets) line += " --set " + s;
   fmt::print("\nbest: {}\n", line);

@@ -40,7 +40,8 @@ def device_facts():
     p = smi and subprocess.run([smi, "--query-gpu=name,driver_version", "--format=csv,noheader"],
                                capture_output=True, text=True)
     if not p or p.returncode != 0 or not p.stdout.strip():
-        sys.exit("bench_gpu: no NVIDIA GPU here (nvidia-smi found none); this benchmark needs one")
+        sys.exit(f"{os.path.splitext(os.path.basename(sys.argv[0]))[0]}: no NVIDIA GPU here (nvidia-smi found none); "
+                 "this benchmark needs one")
     name, driver = [s.strip() for s in p.stdout.strip().splitlines()[0].split(",")]
     return name, driver
 

@@ -85,6 +85,10 @@ def main():
     p.add_argument("--tiny", action="store_true", help="tiny models (the script's own test), not 124M-sized ones")
     p.add_argument("--out", default=os.path.join(ROOT, "docs", "results", "sampling_bench_cpu.json"))
     a = p.parse_args()
+    if min(a.tokens) < 1 or a.rounds < 1:
+        p.error("--tokens and --rounds take positive counts")
+    if not os.access(a.zerotrain, os.X_OK):
+        p.error(f"--zerotrain {a.zerotrain}: no such program (build it: cmake --build build)")
     gpu = None
     if a.device == "cuda":  # the GPU benchmarks' own query: one line and an exit where there is none
         from bench_harness import device_facts

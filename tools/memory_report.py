@@ -19,6 +19,7 @@ import argparse
 import datetime
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -174,19 +175,27 @@ def main(argv=None):
     args.name = args.name or preset.get("name") or "memory_report"
     args.sets = preset.get("sets", []) + args.sets
     try:
-        rank_counts = [int(r) for r in (args.ranks or preset.get("ranks") or "1,2,4").split(",")]
+        given = args.ranks if args.ranks is not None else preset.get("ranks") or "1,2,4"
+        rank_counts = [int(r) for r in given.split(",")]
     except ValueError:
-        sys.exit(f"memory_report: --ranks takes rank counts like 1,2,4 (got {args.ranks!r})")
+        rank_counts = []
+    if not rank_counts or min(rank_counts) < 1:
+        sys.exit(f"memory_report: --ranks takes positive rank counts like 1,2,4 (got {args.ranks!r})")
+    if os.path.exists(args.out_dir) and not os.path.isdir(args.out_dir):  # before minutes of runs, not after
+        sys.exit(f"memory_report: --out-dir {args.out_dir}: exists and is not a folder")
     if args.readme:
         readme_text(args.readme, args.name)  # before minutes of runs, not after
     work = tempfile.mkdtemp(prefix="zt_memreport_")
     results = {}
-    for n in rank_counts:
-        for st in range(4):
-            rec = run(args, n, st, work)
-            results[(n, st)] = rec
-            print(f"N={n} stage {st}: measured model states {mib(largest(rec, CATEGORIES[:4]))} MiB on the largest rank",
-                  flush=True)
+    try:
+        for n in rank_counts:
+            for st in range(4):
+                rec = run(args, n, st, work)
+                results[(n, st)] = rec
+                print(f"N={n} stage {st}: measured model states {mib(largest(rec, CATEGORIES[:4]))} MiB on the "
+                      "largest rank", flush=True)
+    finally:  # the runs' directories hold each run's final weights (GPT-2 124M: 0.5 GB a run)
+        shutil.rmtree(work, ignore_errors=True)
 
     os.makedirs(args.out_dir, exist_ok=True)
     md_path = os.path.join(args.out_dir, f"{args.name}.md")

@@ -81,10 +81,11 @@ def main():
             untouched = f.read() == "no markers here\n"
         checks.check(p.returncode != 0 and len(lines) == 1 and "memory_report:t begin" in lines[0] and untouched,
                      f"a README without the section's lines is refused in one line ({lines[:2]})")
-        p = subprocess.run(cmd[:cmd.index("--ranks") + 1] + ["two"] + cmd[cmd.index("--ranks") + 2:],
-                           capture_output=True, text=True, timeout=60)
-        checks.check(p.returncode != 0 and "--ranks" in p.stderr and len(p.stderr.strip().splitlines()) == 1,
-                     f"a bad --ranks is one line ({p.stderr.strip()[-200:]})")
+        for bad in ("two", "0", ""):  # mpirun -np 0 would start a rank a slot, labelled N=0
+            p = subprocess.run(cmd[:cmd.index("--ranks") + 1] + [bad] + cmd[cmd.index("--ranks") + 2:],
+                               capture_output=True, text=True, timeout=60)
+            checks.check(p.returncode != 0 and "--ranks" in p.stderr and len(p.stderr.strip().splitlines()) == 1,
+                         f"--ranks {bad!r} is one line ({p.stderr.strip()[-200:]})")
     return checks.finish()
 
 

@@ -85,10 +85,10 @@ class GptFamily final : public ModelFamily {
                                  {"scale_attn_weights", true},
                                  {"tie_word_embeddings", true},
                                  {"torch_dtype", dtype == DType::kBF16 ? "bfloat16" : "float32"}};
-    // transformers' GPT2Config defaults both to GPT-2's <|endoftext|>, 50256: outside a smaller
-    // vocabulary, where generation would then pad and stop with a token the model cannot produce.
-    // None instead, unless the run's tokenizer names them (export_hf sets those after).
-    if (c.vocab_size <= 50256) hf["bos_token_id"] = hf["eos_token_id"] = nullptr;
+    // transformers' GPT2Config defaults both to GPT-2's <|endoftext|>, 50256: in any vocabulary but
+    // GPT-2's own an arbitrary token (or none), at which generation would stop and pad. None
+    // instead, unless the run's tokenizer names them (export_hf sets those after).
+    if (c.vocab_size != 50257) hf["bos_token_id"] = hf["eos_token_id"] = nullptr;
     return hf;
   }
   bool llmc_format() const override { return true; }

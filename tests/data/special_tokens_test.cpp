@@ -43,5 +43,23 @@ TEST(SpecialTokens, IdsFromTheConfigsNamesAndTheTokenizersNumbers) {
   std::filesystem::remove_all(dir);
 }
 
+// A tokenizer.json alone (the tokenizers library's, no tokenizer_config.json): bos and eos its
+// document delimiter, what tools/prepare_tokens.py starts each document with; Llama 3's pair apart.
+TEST(SpecialTokens, ATokenizerAloneBeginsAndEndsWithItsDocumentDelimiter) {
+  const std::filesystem::path dir = testing::temp_path("special_tokens_alone");
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  write(dir / "tokenizer.json", R"({"added_tokens": [{"id": 51000, "content": "<|endoftext|>"}],
+                                    "model": {"type": "BPE", "vocab": {"a": 0, "b": 1}}})");
+  EXPECT_EQ(special_token_ids(dir.string()), (nlohmann::json{{"bos_token_id", 51000}, {"eos_token_id", 51000}}));
+  write(dir / "tokenizer.json", R"({"added_tokens": [{"id": 128000, "content": "<|begin_of_text|>"},
+                                                     {"id": 128001, "content": "<|end_of_text|>"}],
+                                    "model": {"type": "BPE", "vocab": {"a": 0}}})");
+  EXPECT_EQ(special_token_ids(dir.string()), (nlohmann::json{{"bos_token_id", 128000}, {"eos_token_id", 128001}}));
+  write(dir / "tokenizer.json", R"({"added_tokens": [], "model": {"type": "BPE", "vocab": {"a": 0}}})");
+  EXPECT_EQ(special_token_ids(dir.string()), nlohmann::json::object()) << "no delimiter, no ids";
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace zt::data

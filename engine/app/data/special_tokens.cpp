@@ -1,6 +1,7 @@
 // Special tokens' ids from a tokenizer folder (see the header).
 #include "engine/app/data/special_tokens.h"
 
+#include <array>
 #include <cstdint>
 #include <filesystem>
 #include <optional>
@@ -44,11 +45,26 @@ nlohmann::json special_token_ids_or_throw(const std::string& dir) {
   const std::string config_path = (d / "tokenizer_config.json").string();
   const std::string tokenizer_path = (d / "tokenizer.json").string();
   nlohmann::json ids = nlohmann::json::object();
-  if (!std::filesystem::exists(config_path) || !std::filesystem::exists(tokenizer_path)) return ids;
-  const nlohmann::json config = read_json_file(config_path);
+  if (!std::filesystem::exists(tokenizer_path)) return ids;
   const nlohmann::json tokenizer = read_json_file(tokenizer_path);
-  if (!config.is_object()) throw_input_error("{}: not a JSON object", config_path);
   if (!tokenizer.is_object()) throw_input_error("{}: not a JSON object", tokenizer_path);
+  if (!std::filesystem::exists(config_path)) {
+    // A tokenizer.json alone (one trained with the tokenizers library): its document delimiter, the
+    // token tools/prepare_tokens.py starts each document with, begins and ends the text.
+    for (const auto& [key, candidates] :
+         {std::pair{"bos_token_id", std::array{"<|endoftext|>", "<|begin_of_text|>", "<s>"}},
+          std::pair{"eos_token_id", std::array{"<|endoftext|>", "<|end_of_text|>", "</s>"}}}) {
+      for (const char* text : candidates) {
+        if (const std::optional<std::int64_t> id = token_id(tokenizer, text)) {
+          ids[key] = *id;
+          break;
+        }
+      }
+    }
+    return ids;
+  }
+  const nlohmann::json config = read_json_file(config_path);
+  if (!config.is_object()) throw_input_error("{}: not a JSON object", config_path);
   for (const char* name : {"bos", "eos", "pad"}) {
     const std::string key = std::string(name) + "_token";
     const std::optional<std::string> text = token_text(config, key.c_str(), config_path);

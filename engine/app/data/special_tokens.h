@@ -13,8 +13,9 @@ namespace zt::data {
 // {"bos_token_id": id, ...} for each of bos_token, eos_token and pad_token that dir's
 // tokenizer_config.json names (a string, or an added token's {"content": ...}) and dir's
 // tokenizer.json holds (its added_tokens, then the model's vocabulary); a token not named or not
-// held is left out, and without both files the object is empty. InputError naming the file, or
-// the folder, when one is not JSON of that shape.
+// held is left out. With tokenizer.json alone: bos and eos its document delimiter (<|endoftext|>;
+// else <|begin_of_text|> / <|end_of_text|>, <s> / </s>); without it the object is empty.
+// InputError naming the file, or the folder, when one is not JSON of that shape.
 nlohmann::json special_token_ids(const std::string& dir);
 
 }  // namespace zt::data

@@ -99,8 +99,11 @@ DataSource::DataSource(const RunConfig& c) {
     text_ = data::TokenText(*vocab_);
   }
   if (vocab_ && vocab_->size() > c.model.vocab_size) {
-    throw_input_error("config error in {}: model.vocab_size = {} is smaller than the dataset's vocabulary ({} tokens)",
+    throw_input_error("config error in {}: model.vocab_size = {} is smaller than {}'s vocabulary ({} tokens)",
                       c.sources_of({"model.vocab_size", "data.vocab_file", "data.dataset"}), c.model.vocab_size,
+                      !d.vocab_file.empty()     ? d.vocab_file
+                      : d.dataset == "embedded" ? std::string("the embedded text")
+                                                : (fs::path(d.dataset) / "vocab.json").string(),
                       vocab_->size());
   }
   for (const auto& [name, split] : {std::pair{"training", &*train_}, std::pair{"validation", &*val_}}) {

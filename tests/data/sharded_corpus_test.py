@@ -155,6 +155,14 @@ def main():
     except subprocess.TimeoutExpired:
         checks.check(False, "a bad token stops the 2-rank job without a hang (timed out after 120 s)")
 
+    # An evaluation asking more windows than the validation split holds (sequential order) says so.
+    small_val = os.path.join(work, "small_val.bin")
+    write_llmc(small_val, val[:500])
+    _, p = train_run("small_val", 1, "--set", f"data.val_files={small_val}", "--set", "data.order=sequential",
+                     "--set", "train.max_steps=1", "--set", "train.eval_batches=100", "--set", "checkpoint.every_steps=0")
+    checks.check(p.returncode == 0 and "note: an evaluation reads" in p.stdout and "repeat a window" in p.stdout,
+                 f"an evaluation larger than the validation split is noted ({p.stdout[-300:]} {p.stderr[-200:]})")
+
     # Refused at the start, in one line.
     for what, sets, fragments in [
         ("a pattern that matches nothing", ["--set", f"data.train_files={shards}/nothing_*.bin"],

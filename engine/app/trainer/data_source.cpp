@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <tuple>
 
 #include "engine/app/data/embedded_dataset.h"
 #include "engine/base/core/check.h"
@@ -117,6 +118,18 @@ DataSource::DataSource(const RunConfig& c) {
     }
   }
   description_ += fmt::format("; train: {}; val: {}; {} windows", train_->describe(), val_->describe(), d.order);
+  if (order_ == data::SampleOrder::kSequential) {  // a split smaller than what one read asks: said, not hidden
+    const std::int64_t evaluated = std::int64_t{c.train.eval_batches} * c.train.micro_batch;
+    const std::int64_t stepped = std::int64_t{c.train.micro_batch} * c.train.grad_accum * c.world_size;
+    for (const auto& [what, split, asked] :
+         {std::tuple{"an evaluation", &*val_, evaluated}, std::tuple{"a step", &*train_, stepped}}) {
+      const std::int64_t held = split->window_count(order_, c.train.seq_len);
+      if (asked > held) {
+        description_ += fmt::format("; note: {} reads {} windows of a split of {}, so {} of those reads repeat a window", what,
+                                    asked, held, asked - held);
+      }
+    }
+  }
   if (!d.choice_file.empty()) {
     choices_.emplace(data::ChoiceFile::load(d.choice_file, c.model.vocab_size));
     // A row's inputs are its context and completion but the last token: the model must hold them.

@@ -125,8 +125,9 @@ DataSource::DataSource(const RunConfig& c) {
          {std::tuple{"an evaluation", &*val_, evaluated}, std::tuple{"a step", &*train_, stepped}}) {
       const std::int64_t held = split->window_count(order_, c.train.seq_len);
       if (asked > held) {
-        description_ += fmt::format("; note: {} reads {} windows of a split of {}, so {} of those reads repeat a window", what,
-                                    asked, held, asked - held);
+        description_ +=
+            fmt::format("; note: {} reads {} windows of a split of {}, so {} of those reads repeat a window", what,
+                        asked, held, asked - held);
       }
     }
   }

@@ -244,6 +244,25 @@ def main():
     if not ok:
         failures.append("sample prompt without tokenizer")
 
+    # A prepared dataset with another dataset's vocabulary as data.vocab_file: refused before
+    # training (its samples would decode through the wrong table).
+    texts = {"A": "abcdefghij klmnopqrst\n" * 400, "B": "xyz xyz\n" * 800}
+    for name, text in texts.items():
+        with open(os.path.join(work, f"{name}.txt"), "w") as f:
+            f.write(text)
+        subprocess.run([binary, "prepare", "--text", os.path.join(work, f"{name}.txt"), "--out",
+                        os.path.join(work, f"ds_{name}")], capture_output=True, timeout=120)
+    proc = subprocess.run([binary, "train", "--config", config_file("vf.json", GOOD), "--run-dir", run_dir,
+                           "--set", f"data.dataset={os.path.join(work, 'ds_A')}",
+                           "--set", f"data.vocab_file={os.path.join(work, 'ds_B', 'vocab.json')}"],
+                          capture_output=True, text=True, timeout=120)
+    lines = proc.stderr.strip().splitlines()
+    ok = proc.returncode == 2 and len(lines) == 1 and "the dataset was made with" in lines[0]
+    print(f"{'data.vocab_file not the dataset':<32} exit={proc.returncode}  {'OK' if ok else 'FAIL'}"
+          f"\n    stderr: {proc.stderr.strip()[-200:]}")
+    if not ok:
+        failures.append("vocab_file of another dataset")
+
     # Every config the repository ships loads, and its memory is predicted (nothing trains). One
     # that starts from pretrained weights the user downloads (train.init_from) says in one line
     # that they are not there.
@@ -270,7 +289,7 @@ def main():
     proc = subprocess.run([binary, "help", "train"], capture_output=True, text=True, timeout=60)
     if proc.returncode != 0 or "--resume" not in proc.stdout:
         failures.append("help train")  # as train --help
-    print(f"{len(cases) + 9 - len(failures)} passed, {len(failures)} failed")
+    print(f"{len(cases) + 10 - len(failures)} passed, {len(failures)} failed")
     return 1 if failures else 0
 
 

@@ -76,7 +76,18 @@ DataSource::DataSource(const RunConfig& c) {
           "with: zerotrain prepare --text FILE --out {})",
           c.sources_of({"data.dataset"}), d.dataset, d.dataset);
     }
-    if (!vocab_ && fs::exists(dir / "vocab.json")) vocab_ = data::Vocab::load((dir / "vocab.json").string());
+    if (fs::exists(dir / "vocab.json")) {
+      data::Vocab own = data::Vocab::load((dir / "vocab.json").string());
+      // Another vocabulary than the one the dataset was made with would decode its ids as other text.
+      if (vocab_ && vocab_->size() != own.size()) {
+        throw_input_error(
+            "config error in {}: data.vocab_file = {} has {} tokens, but the dataset was made with {} ({} tokens): "
+            "its samples would decode through another vocabulary; drop data.vocab_file",
+            c.sources_of({"data.vocab_file", "data.dataset"}), d.vocab_file, vocab_->size(),
+            (dir / "vocab.json").string(), own.size());
+      }
+      if (!vocab_) vocab_ = std::move(own);
+    }
     open_files(c, (dir / "train.bin").string(), (dir / "val.bin").string());
     description_ = fmt::format("prepared dataset {}", d.dataset);
   }

@@ -5,7 +5,7 @@ data's unigram entropy as a dotted line (from the run's summary), and the learni
 second axis; the title names the model from RUN_DIR/config.json. Renders with
 matplotlib's Agg backend (no display needed). A missing, empty or malformed metrics file is a
 one-line error naming the file (and line), exit 2.
-Usage: plot_run.py RUN_DIR [--out PNG] [--smoothing 0.9]
+Usage: plot_run.py RUN_DIR [--out PNG|PDF|SVG|JPG] [--smoothing 0.9]
 """
 import argparse
 import json
@@ -31,24 +31,31 @@ def read_metrics(path):
         raise InputError(f"{path}: no such file (is it a run directory made by `zerotrain train`?)")
     train, evals, entropy = [], [], None
     with open(path) as f:
-        for number, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
+        lines = f.readlines()
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        if number == len(lines) and not line.endswith("\n"):  # a record still being written: not one yet
             try:
-                record = json.loads(line)
-                kind = record.get("type")
-                if kind == "train":
-                    train.append((int(record["step"]), as_float(record["loss"]), record.get("lr")))
-                elif kind == "eval":
-                    evals.append((int(record["step"]), as_float(record["val_loss"])))
-                elif kind == "summary":
-                    value = record.get("unigram_entropy_nats")
-                    entropy = float(value) if isinstance(value, (int, float)) and value > 0 else entropy
-            except json.JSONDecodeError as e:
-                raise InputError(f"{path}:{number}: not JSON ({e.msg}): {line.strip()[:80]}") from None
-            except (AttributeError, KeyError, TypeError, ValueError) as e:
-                raise InputError(f"{path}:{number}: malformed {kind or 'record'} record "
-                                 f"({type(e).__name__}: {e}): {line.strip()[:80]}") from None
+                json.loads(line)
+            except json.JSONDecodeError:
+                continue
+        kind = None
+        try:
+            record = json.loads(line)
+            kind = record.get("type")
+            if kind == "train":
+                train.append((int(record["step"]), as_float(record["loss"]), record.get("lr")))
+            elif kind == "eval":
+                evals.append((int(record["step"]), as_float(record["val_loss"])))
+            elif kind == "summary":
+                value = record.get("unigram_entropy_nats")
+                entropy = float(value) if isinstance(value, (int, float)) and value > 0 else entropy
+        except json.JSONDecodeError as e:
+            raise InputError(f"{path}:{number}: not JSON ({e.msg}): {line.strip()[:80]}") from None
+        except (AttributeError, KeyError, TypeError, ValueError) as e:
+            raise InputError(f"{path}:{number}: malformed {kind or 'record'} record "
+                             f"({type(e).__name__}: {e}): {line.strip()[:80]}") from None
     if not train:
         raise InputError(f"{path}: no train records (empty or not a metrics file)")
     return sorted(train), sorted(evals), entropy
@@ -113,20 +120,22 @@ def plot(run_dir, train, evals, out, smoothing, entropy=None):
     ax.legend(handles, labels, loc="upper right")
     ax.set_title(title_from_config(run_dir), fontsize=10)
     fig.tight_layout()
-    fig.savefig(out, format="png")
+    fig.savefig(out, format=out.suffix[1:].lower())
     plt.close(fig)
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("run_dir", help="a run directory holding metrics.jsonl (and config.json)")
-    parser.add_argument("--out", help="PNG to write (default RUN_DIR/loss.png)")
+    parser.add_argument("--out", help="image to write, in its suffix's format (default RUN_DIR/loss.png)")
     parser.add_argument("--smoothing", type=float, default=0.9, help="EMA weight of the smoothed line, 0 = none")
     args = parser.parse_args(argv)
     if not 0.0 <= args.smoothing < 1.0:
         parser.error(f"--smoothing must be in [0, 1) (got {args.smoothing})")
     run_dir = Path(args.run_dir)
     out = Path(args.out) if args.out else run_dir / "loss.png"
+    if out.suffix.lower() not in (".png", ".pdf", ".svg", ".jpg", ".jpeg"):
+        parser.error(f"--out {out}: name a .png, .pdf, .svg or .jpg file (its suffix is its format)")
     try:
         train, evals, entropy = read_metrics(run_dir / "metrics.jsonl")
         plot(run_dir, train, evals, out, args.smoothing, entropy)

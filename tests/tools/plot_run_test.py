@@ -109,6 +109,24 @@ def test_unigram_entropy_line(tmp):
     check(plot_run.read_metrics(bare / "metrics.jsonl")[2] is None, "no summary, no entropy line")
 
 
+def test_torn_last_record_and_formats(tmp):
+    """A last line still being written (no newline, not JSON yet) is not a record; a complete but
+    malformed line is an error wherever it is. --out writes its suffix's format."""
+    sys.path.insert(0, str(TOOL.parent))
+    import plot_run
+    run_dir = tmp / "torn"
+    write_run(run_dir, synthetic_metrics(20))
+    with open(run_dir / "metrics.jsonl", "a") as f:
+        f.write('{"type": "train", "st')
+    check(len(plot_run.read_metrics(run_dir / "metrics.jsonl")[0]) == 20, "the torn last line is skipped")
+    proc = run_tool(run_dir, "--out", tmp / "loss.svg")
+    check(proc.returncode == 0 and (tmp / "loss.svg").read_text().lstrip().startswith("<?xml"),
+          f"--out loss.svg writes SVG: {proc.stderr!r}")
+    proc = run_tool(run_dir, "--out", tmp / "loss.txt")
+    check(proc.returncode == 2 and "--out" in proc.stderr and not (tmp / "loss.txt").exists(),
+          f"an --out of no image format is refused: {proc.stderr!r}")
+
+
 def test_errors(tmp):
     expect_input_error(tmp, "missing", None, "metrics.jsonl", "no such file")
     expect_input_error(tmp, "empty", [], "metrics.jsonl", "no train records")
@@ -124,7 +142,8 @@ def main():
     failed = 0
     for name, fn in [("matplotlib_present", test_matplotlib_present), ("plots_synthetic_run", test_plots_synthetic_run),
                      ("out_flag_and_no_config", test_out_flag_and_no_config),
-                     ("unigram_entropy_line", test_unigram_entropy_line), ("errors", test_errors)]:
+                     ("unigram_entropy_line", test_unigram_entropy_line),
+                     ("torn_last_record_and_formats", test_torn_last_record_and_formats), ("errors", test_errors)]:
         with tempfile.TemporaryDirectory(prefix="plot_run_test_") as tmp:
             try:
                 fn(Path(tmp))

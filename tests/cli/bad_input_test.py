@@ -263,6 +263,17 @@ def main():
     if not ok:
         failures.append("vocab_file of another dataset")
 
+    # The deterministic banner names the stages whose bits agree where a setting limits them.
+    proc = subprocess.run([binary, "train", "--config", config_file("det.json", with_model(vocab_size=65)), "--run-dir",
+                           os.path.join(work, "det"), "--set", "train.deterministic=true", "--set", "zero.stage=2",
+                           "--set", "precision.param_dtype=bf16", "--set", "zero.grad_shard_dtype=fp32",
+                           "--set", "train.max_steps=1", "--set", "log.sample_tokens=0"],
+                          capture_output=True, text=True, timeout=120)
+    ok = proc.returncode == 0 and "the same bits at stages 2-3 (fp32 gradient shards" in proc.stdout
+    print(f"{'deterministic banner':<32} exit={proc.returncode}  {'OK' if ok else 'FAIL'}")
+    if not ok:
+        failures.append("deterministic banner")
+
     # Every config the repository ships loads, and its memory is predicted (nothing trains). One
     # that starts from pretrained weights the user downloads (train.init_from) says in one line
     # that they are not there.
@@ -289,7 +300,7 @@ def main():
     proc = subprocess.run([binary, "help", "train"], capture_output=True, text=True, timeout=60)
     if proc.returncode != 0 or "--resume" not in proc.stdout:
         failures.append("help train")  # as train --help
-    print(f"{len(cases) + 10 - len(failures)} passed, {len(failures)} failed")
+    print(f"{len(cases) + 11 - len(failures)} passed, {len(failures)} failed")
     return 1 if failures else 0
 
 

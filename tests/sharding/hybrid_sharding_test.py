@@ -98,6 +98,9 @@ def main():
             manifest = json.load(f)
         check(files == ["manifest.json", "rank_00000.bin", "rank_00001.bin"] and manifest["world_size"] == 2,
               f"hybrid checkpoint: 2 rank files, world_size 2 ({files})")
+        p = subprocess.run([binary, "ckpt", "inspect", step3], capture_output=True, text=True, timeout=60)
+        check(p.returncode == 0 and "saved by 2 rank(s), group 0 of 4 data-parallel ranks" in p.stdout,
+              f"ckpt inspect says the 4 ranks that trained it ({p.stdout.splitlines()[2:3]})")
         same = train("N4_g2_resumed", 4, "zero.stage=3", "zero.shard_group_size=2", extra=["--resume", step3])
         if same:
             got = [r for r in curve(train_records(same)) if r[0] > 3]

@@ -306,4 +306,11 @@ Manifest Manifest::from_json(const nlohmann::json& doc, const std::string& sourc
   return m;
 }
 
+std::string Manifest::savers() const {
+  const int dp = data_parallel_ranks();
+  return dp == world_size
+             ? fmt::format("{} rank(s)", world_size)
+             : fmt::format("{} rank(s), group 0 of {} data-parallel ranks in hybrid groups", world_size, dp);
+}
+
 }  // namespace zt::ckpt

@@ -78,6 +78,14 @@ struct Manifest {
   // Parses manifest.json's text as from_json does, then checks its manifest_crc32; InputErrors
   // name `source`.
   static Manifest from_text(const std::string& text, const std::string& source);
+
+  // The ranks that trained it, as a resume counts them (extra.data_parallel_ranks: hybrid
+  // sharding's group 0 saves, so world_size is the group's size); world_size without the key.
+  int data_parallel_ranks() const {
+    return extra.is_object() ? extra.value("data_parallel_ranks", world_size) : world_size;
+  }
+  // "2 rank(s)", or "2 rank(s), group 0 of 4 data-parallel ranks in hybrid groups": who saved it.
+  std::string savers() const;
 };
 
 // What rank `rank` of `world_size` stores: for each state kind, for each unit, its N-way slice

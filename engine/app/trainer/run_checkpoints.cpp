@@ -17,14 +17,6 @@
 
 namespace zt {
 
-namespace {
-
-// The ranks that split the saved run's global batch: its rank files' count, unless hybrid
-// sharding saved one group's (the manifest's extra says how many trained).
-int saved_data_parallel_ranks(const ckpt::Manifest& m) { return m.extra.value("data_parallel_ranks", m.world_size); }
-
-}  // namespace
-
 RunProgress start_run(TrainerState& s, const std::string& resume_checkpoint, bool allow_config_change) {
   const RunConfig& c = s.config;
   RunProgress run;
@@ -51,7 +43,7 @@ RunProgress start_run(TrainerState& s, const std::string& resume_checkpoint, boo
                                                     ? data_changes(m.extra["data_identity"], s.data_files)
                                                     : std::vector<std::string>{};
   const std::vector<std::string> changes = check_resume_fits(
-      resume_checkpoint, m.model, m.config, saved_data_parallel_ranks(m), c, allow_config_change, data_changed);
+      resume_checkpoint, m.model, m.config, m.data_parallel_ranks(), c, allow_config_change, data_changed);
   if (!changes.empty()) {
     s.progress.message(
         fmt::format("resume: continuing with a changed config (--allow-config-change): {}", fmt::join(changes, "; ")));
@@ -92,8 +84,8 @@ RunProgress start_run(TrainerState& s, const std::string& resume_checkpoint, boo
          {"checkpoint", resume_checkpoint},
          {"saved_world_size", m.world_size},
          {"saved_zero_stage", m.zero_stage}});
-  s.progress.message(fmt::format("resumed from {} at step {} (saved by {} rank(s) at ZeRO stage {}; sample {})",
-                                 resume_checkpoint, run.start_step, m.world_size, m.zero_stage, run.start_sample));
+  s.progress.message(fmt::format("resumed from {} at step {} (saved by {} at ZeRO stage {}; sample {})",
+                                 resume_checkpoint, run.start_step, m.savers(), m.zero_stage, run.start_sample));
   return run;
 }
 

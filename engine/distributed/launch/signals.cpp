@@ -40,7 +40,9 @@ void write_stderr(const char* text) {
 
 [[noreturn]] void terminate_for_launcher() {
   if (g_reported_exit_code != 0) _exit(g_reported_exit_code);
-  static const char kUnknown[] = "zerotrain: error: the launcher stopped this rank because another rank failed\n";
+  static const char kUnknown[] =
+      "zerotrain: error: the launcher stopped this rank because another rank failed, or mpirun was "
+      "interrupted (SIGUSR1 to mpirun stops with a checkpoint)\n";
   write_stderr(g_inflight_active ? g_inflight[g_inflight_slot] : kUnknown);
   _exit(1);
 }
@@ -87,12 +89,12 @@ void record_wait_site(const std::string* description, const std::string* context
   if (description != nullptr) {
     std::snprintf(g_inflight[next], kInflightBytes,
                   "zerotrain: error: %s was interrupted at %s: the launcher stopped this rank because another rank "
-                  "failed or died\n",
+                  "failed or died, or mpirun was interrupted (SIGUSR1 to mpirun stops with a checkpoint)\n",
                   description->c_str(), where);
   } else {
     std::snprintf(g_inflight[next], kInflightBytes,
                   "zerotrain: error: the launcher stopped this rank at %s (between collectives) because another "
-                  "rank failed or died\n",
+                  "rank failed or died, or mpirun was interrupted (SIGUSR1 to mpirun stops with a checkpoint)\n",
                   where);
   }
   g_inflight_slot = next;

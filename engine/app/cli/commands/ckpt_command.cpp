@@ -66,8 +66,7 @@ int inspect(const std::string& path) {
   fmt::print("checkpoint {} (format {})\n", reader.dir(), m.format_version);
   fmt::print("step {} | tokens seen {} | next sample {} | optimizer step {}\n", m.position.step, m.position.tokens_seen,
              m.position.next_sample_index, m.position.optimizer_step);
-  fmt::print("saved by {} rank{} at ZeRO stage {}, working params {}\n", m.world_size, m.world_size == 1 ? "" : "s",
-             m.zero_stage, m.param_dtype);
+  fmt::print("saved by {} at ZeRO stage {}, working params {}\n", m.savers(), m.zero_stage, m.param_dtype);
   fmt::print("model: {}\n", m.model.dump());
   fmt::print("parameters: {} in {} tensors, {} units\n", m.table.total_numel(), m.table.tensors().size(),
              m.table.units().size());

@@ -24,6 +24,30 @@
 
 namespace zt::cli {
 
+namespace {
+
+// What train.deterministic promises this run (docs/zero_memory.md, "The same bits at any rank
+// count"), for the banner: the stages and rank counts whose bits agree, and the exceptions.
+std::string deterministic_promise(const RunConfig& c) {
+  if (!c.train.deterministic) return "";
+  const ZeroOptions& z = c.zero;
+  // Rounded on the wire or in the shard where only some stages round: those stages agree.
+  if (z.cross_group_grad_wire == WireDType::kInt8) {
+    return ", deterministic reductions: the same bits at stages 1-3 (int8 cross-group gradients: stage 0 within "
+           "their rounding)";
+  }
+  if (z.fp32_grad_shards && c.param_dtype == DType::kBF16) {
+    return ", deterministic reductions: the same bits at stages 2-3 (fp32 gradient shards: stages 0-1 round as "
+           "bf16)";
+  }
+  // int8 gathers' blocks follow the shards: the values computed with change with N.
+  return z.fold_in_global_order && z.gather_wire == WireDType::kExact
+             ? ", deterministic: the same bits at any rank count"
+             : ", deterministic reductions: the same bits at every stage";
+}
+
+}  // namespace
+
 int train_main(const std::vector<std::string>& args) {
   ArgParser parser("train", "Train a GPT model from a JSON config (see docs/config.md).");
   parser.value_flag("config", "FILE", "JSON run config", true)
@@ -96,13 +120,7 @@ int train_main(const std::vector<std::string>& args) {
     fmt::print("attention: {}\n",
                describe_attention(cfg.model_spec(), cfg.model_build(), cfg.device, cfg.attention_kernels));
     fmt::print("ZeRO stage {} on {} rank(s) ({} communicator{})\nrun directory: {}\n", cfg.zero.stage,
-               comm->world_size(), trainer.store_comm_name(),
-               !cfg.train.deterministic ? ""
-               // int8 gathers' blocks follow the shards: the values computed with change with N.
-               : cfg.zero.fold_in_global_order && cfg.zero.gather_wire == WireDType::kExact
-                   ? ", deterministic: the same bits at any rank count"
-                   : ", deterministic reductions: the same bits at every stage",
-               cfg.log.run_dir);
+               comm->world_size(), trainer.store_comm_name(), deterministic_promise(cfg), cfg.log.run_dir);
   }
 
   const auto started = std::chrono::steady_clock::now();

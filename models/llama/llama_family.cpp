@@ -166,7 +166,16 @@ class LlamaFamily final : public ModelFamily {
     const int C = r.integer("hidden_size"), heads = r.integer("num_attention_heads");
     // What models/llama computes: SiLU-gated MLP, rotary angles unscaled or scaled as rope_scaling
     // says (linear, llama3), no biases, C / heads wide heads.
-    if (r.string_or("hidden_act", "silu") != "silu") r.refuse("hidden_act", "zerotrain's Llama MLP is SwiGLU (silu)");
+    // ("swish" is transformers' other name of SiLU.)
+    const std::string act = r.string_or("hidden_act", "silu");
+    if (act != "silu" && act != "swish") r.refuse("hidden_act", "zerotrain's Llama MLP is SwiGLU (silu)");
+    if (r.number_or("attention_dropout", 0.0) != 0.0) {
+      r.refuse("attention_dropout", "zerotrain's Llama has no dropout (set it to 0 to fine-tune without)");
+    }
+    const int kv_heads = r.integer_or("num_key_value_heads", heads);
+    if (kv_heads < 1 || heads % kv_heads != 0) {
+      r.refuse("num_key_value_heads", "grouped-query attention needs num_attention_heads a multiple of it");
+    }
     if (r.boolean_or("attention_bias", false)) r.refuse("attention_bias", "zerotrain's Llama has no attention biases");
     if (r.boolean_or("mlp_bias", false)) r.refuse("mlp_bias", "zerotrain's Llama has no MLP biases");
     if (r.integer_or("head_dim", C / heads) != C / heads || C % heads != 0) {
@@ -178,7 +187,7 @@ class LlamaFamily final : public ModelFamily {
             {"n_embd", C},
             {"block_size", r.integer("max_position_embeddings")},
             {"vocab_size", r.integer("vocab_size")},
-            {"n_kv_head", r.integer_or("num_key_value_heads", heads)},
+            {"n_kv_head", kv_heads},
             {"intermediate_size", r.integer("intermediate_size")},
             {"rope_theta", r.number_or("rope_theta", 10000.0)},
             {"rope_scaling", rope_scaling_from_hf(hf, source)},  // null: none (a config that sets one differs)

@@ -30,11 +30,15 @@ RopeScaling read_rope_scaling(ConfigReader& model_section) {
   std::optional<ConfigReader> section = model_section.optional_section("rope_scaling");
   if (!section) return s;
   ConfigReader& r = *section;
-  for (const char* key : {"rope_type", "factor"}) {
+  // Hugging Face's names for the type: "rope_type", or "type" as transformers before 4.43 wrote it
+  // (and this export writes a linear one, which those load); transformers takes "type" over it.
+  const char* type_key = r.has("type") ? "type" : "rope_type";
+  for (const char* key : {type_key, "factor"}) {
     if (!r.has(key))
       throw_input_error("config error in {}: missing required key '{}'", r.source_of(key), r.dotted(key));
   }
-  s.type = type_named(r.get_enum("rope_type", "", {"linear", "llama3"}));
+  if (r.has("type") && r.has("rope_type")) r.get_string("rope_type", "");  // read: the other name
+  s.type = type_named(r.get_enum(type_key, "", {"linear", "llama3"}));
   s.factor = static_cast<float>(r.get_double("factor", 1.0, 1.0, 1e6));
   if (s.type == RopeScalingType::kLlama3) {
     for (const char* key : {"low_freq_factor", "high_freq_factor", "original_max_position_embeddings"}) {

@@ -19,6 +19,7 @@ usage: init_from_test.py HF_PYTHON MPIRUN [MPIRUN FLAGS...] -- PATH/TO/zerotrain
 import copy
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -362,7 +363,25 @@ def main():
     hf["scale_attn_weights"] = False  # transformers would then skip attention's 1 / sqrt(head size)
     with open(os.path.join(unscaled, "config.json"), "w") as f:
         json.dump(hf, f)
+    # What transformers' Llama config may say that zerotrain's Llama does not compute: refused
+    # naming the folder's config.json; "swish" is SiLU under another name, read as it.
+    def llama_variant(name, **changes):
+        folder = os.path.join(work, name)
+        shutil.copytree(by_label["llama f32 one file"][1], folder)
+        with open(os.path.join(folder, "config.json")) as f:
+            hf = json.load(f)
+        hf.update(changes)
+        with open(os.path.join(folder, "config.json"), "w") as f:
+            json.dump(hf, f)
+        return folder
+
+    _, p = train("swish", llama_variant("llama_swish", hidden_act="swish"), 1)
+    checks.check(p.returncode == 0, f"a Llama config's hidden_act 'swish' (SiLU) is read ({p.stderr[-200:]})")
     for what, source, sets, fragments in [
+        ("a Llama's attention dropout", llama_variant("llama_dropout", attention_dropout=0.1), [],
+         ["llama_dropout/config.json", "attention_dropout", "no dropout"]),
+        ("a head count no multiple of the key/value heads", llama_variant("llama_kv3", num_key_value_heads=3), [],
+         ["llama_kv3/config.json", "num_key_value_heads = 3"]),
         ("conflicting model keys", gpt_folder, ["--set", "model.n_layer=4", "--set", "model.n_embd=64"],
          ["model.n_layer = 4", "the checkpoint has 2", "model.n_embd = 64", "--set model.n_embd=64"]),
         ("a tensor the config needs but the file lacks", os.path.join(work, "broken"), [],

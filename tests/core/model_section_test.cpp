@@ -118,6 +118,10 @@ TEST(RunConfig, LlamaRopeScalingReadWrittenAndRefused) {
   l = llama::llama_config(parse_run_config(llama({{"rope_type", "linear"}, {"factor", 4}}), "t.json").model);
   EXPECT_EQ(l.rope_scaling.type, RopeScalingType::kLinear);
   EXPECT_EQ(l.rope_scaling.factor, 4.0f);
+  // Under transformers' older name, as the Hugging Face export writes a linear one.
+  l = llama::llama_config(parse_run_config(llama({{"type", "linear"}, {"factor", 4}}), "t.json").model);
+  EXPECT_EQ(l.rope_scaling.type, RopeScalingType::kLinear);
+  EXPECT_EQ(l.rope_scaling.factor, 4.0f);
   c = parse_run_config(llama(nullptr), "t.json");  // config.json's "none"
   EXPECT_EQ(llama::llama_config(c.model).rope_scaling.type, RopeScalingType::kNone);
   EXPECT_FALSE(c.to_json()["model"].contains("rope_scaling")) << "a manifest from before the key reads the same";

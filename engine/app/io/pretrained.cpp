@@ -281,10 +281,6 @@ class LlmcReader final : public PretrainedReader {
   std::string cached_;
 };
 
-}  // namespace
-
-namespace {
-
 // What zerotrain wrote at `path`, where that is not pretrained weights ("" otherwise): a user
 // pointing train.init_from at a run of their own is told how to make a folder of it.
 std::string zerotrain_output_kind(const fs::path& path) {

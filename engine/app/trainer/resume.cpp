@@ -60,8 +60,6 @@ std::string resolve_resume_checkpoint(Communicator& comm, const std::string& arg
 
 nlohmann::json resumed_model_keys(const std::string& arg, const std::string& checkpoint_folder) {
   const std::string where = arg == "latest" ? checkpoint_folder : arg;
-  std::error_code ec;
-  if (!std::filesystem::exists(where, ec)) throw_input_error("--resume {}: no checkpoint folder '{}'", arg, where);
   const ckpt::ResolvedCheckpoint resolved = ckpt::resolve_checkpoint(where, ckpt::Validation::kStructure);
   const ckpt::CheckpointReader reader(resolved.path);
   const nlohmann::json& config = reader.manifest().config;
@@ -153,9 +151,9 @@ std::vector<std::string> trajectory_changes(const nlohmann::json& saved, int sav
   const nlohmann::json current = now.to_json();
   std::vector<std::string> changes = changed_keys(saved, current, kTrajectoryKeys);
   // decay_steps by default follows max_steps (or the warmup): say so, as the user set neither.
+  const auto derived = std::find_if(now.derived.begin(), now.derived.end(),
+                                    [](const std::string& d) { return d.starts_with("optim.decay_steps = "); });
   for (std::string& change : changes) {
-    const auto derived = std::find_if(now.derived.begin(), now.derived.end(),
-                                      [](const std::string& d) { return d.starts_with("optim.decay_steps = "); });
     if (!change.starts_with("optim.decay_steps:") || derived == now.derived.end()) continue;
     change +=
         fmt::format(" (its default, from {}; set optim.decay_steps = {} to keep the saved schedule)",

@@ -8,6 +8,7 @@
 
 #include "engine/app/config/run_config.h"
 #include "engine/app/trainer/resume.h"
+#include "engine/app/trainer/run_identity.h"
 #include "engine/base/core/check.h"
 #include "tests/core/config_test_util.h"
 
@@ -23,7 +24,8 @@ RunConfig with_optim(const nlohmann::json& optim, int max_steps) {
 
 std::vector<std::string> changes(const nlohmann::json& saved_optim, int saved_steps, const nlohmann::json& now_optim,
                                  int now_steps) {
-  return trajectory_changes(with_optim(saved_optim, saved_steps).to_json(), 1, with_optim(now_optim, now_steps));
+  return trajectory_changes(with_optim(saved_optim, saved_steps).to_json(), 1, /*saved_step=*/2,
+                            with_optim(now_optim, now_steps));
 }
 
 // Training a constant-LR run for longer (decay_steps follows max_steps) or changing its unread floor
@@ -49,6 +51,44 @@ TEST(ResumeTrajectory, KeysCountWhereTheScheduleReadsThem) {
   EXPECT_TRUE(wsd[0].starts_with("optim.cooldown_fraction: 0.2")) << wsd[0];
   // The warmup is read by every schedule.
   EXPECT_EQ(changes(constant, 4, {{"decay", "constant"}, {"warmup_steps", 2}}, 4).size(), 1u);
+}
+
+// A checkpoint of step 0 (max_steps = 0 with checkpoint.at_end: the weights as set up) has read no
+// schedule: a fine-tune's real schedule may start from it. Past step 0 the same change is one.
+TEST(ResumeTrajectory, AStepZeroCheckpointTakesAnySchedule) {
+  const RunConfig saved = with_optim({{"decay", "cosine"}}, 0);
+  const RunConfig now = with_optim({{"decay", "cosine"}, {"lr", 1e-2}, {"warmup_steps", 3}}, 20);
+  EXPECT_TRUE(trajectory_changes(saved.to_json(), 1, 0, now).empty());
+  // lr, min_lr (a tenth of it), warmup_steps, decay_steps
+  EXPECT_EQ(trajectory_changes(saved.to_json(), 1, 1, now).size(), 4u);
+  // What the data position and the weights already follow still counts at step 0.
+  nlohmann::json other_seed = base();
+  other_seed["train"] = {{"max_steps", 20}, {"seed", 7}};
+  const std::vector<std::string> seed =
+      trajectory_changes(saved.to_json(), 1, 0, parse_run_config(other_seed, "t.json"));
+  ASSERT_EQ(seed.size(), 1u);
+  EXPECT_TRUE(seed[0].starts_with("train.seed:")) << seed[0];
+}
+
+nlohmann::json data_file(const std::string& path, std::int64_t bytes, std::uint32_t fingerprint) {
+  return {{"path", path}, {"bytes", bytes}, {"fingerprint", fingerprint}};
+}
+
+// The data a checkpoint recorded against the run's: the same contents in the same order under other
+// paths is no change; the same files in another order is one (other windows make each step).
+TEST(ResumeData, TheSameFilesInAnotherOrderAreAChange) {
+  const nlohmann::json a = data_file("d/a.bin", 100, 1), b = data_file("d/b.bin", 200, 2);
+  const nlohmann::json saved = nlohmann::json::array({a, b});
+  EXPECT_TRUE(data_changes(saved, saved).empty());
+  const nlohmann::json moved = nlohmann::json::array({data_file("e/a.bin", 100, 1), data_file("e/b.bin", 200, 2)});
+  EXPECT_TRUE(data_changes(saved, moved).empty());
+  const std::vector<std::string> swapped = data_changes(saved, nlohmann::json::array({b, a}));
+  ASSERT_EQ(swapped.size(), 1u);
+  EXPECT_EQ(swapped[0], "the order of the data files: d/a.bin, d/b.bin -> d/b.bin, d/a.bin");
+  const std::vector<std::string> resized =
+      data_changes(saved, nlohmann::json::array({a, data_file("d/b.bin", 300, 2)}));
+  ASSERT_EQ(resized.size(), 1u);
+  EXPECT_TRUE(resized[0].starts_with("data file d/b.bin: 200 bytes")) << resized[0];
 }
 
 nlohmann::json fine_tune(const std::string& init_from) {

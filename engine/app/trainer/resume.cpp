@@ -71,7 +71,7 @@ nlohmann::json resumed_model_keys(const std::string& arg, const std::string& che
 
 std::vector<std::string> check_resume_fits(const std::string& checkpoint, const nlohmann::json& saved_model,
                                            const nlohmann::json& saved_config, int saved_world_size,
-                                           const RunConfig& now, bool allow_config_change,
+                                           std::int64_t saved_step, const RunConfig& now, bool allow_config_change,
                                            const std::vector<std::string>& data_changes) {
   const nlohmann::json expected = ckpt::model_json(now.model_spec());
   if (saved_model != expected) {
@@ -91,7 +91,7 @@ std::vector<std::string> check_resume_fits(const std::string& checkpoint, const 
           checkpoint, key, saved.dump(), key, now_value);
     }
   }
-  std::vector<std::string> changes = trajectory_changes(saved_config, saved_world_size, now);
+  std::vector<std::string> changes = trajectory_changes(saved_config, saved_world_size, saved_step, now);
   changes.insert(changes.end(), data_changes.begin(), data_changes.end());
   if (!changes.empty() && !allow_config_change) {
     throw_input_error(
@@ -147,9 +147,13 @@ std::vector<std::string> changed_keys(const nlohmann::json& saved, const nlohman
 
 }  // namespace
 
-std::vector<std::string> trajectory_changes(const nlohmann::json& saved, int saved_world_size, const RunConfig& now) {
+std::vector<std::string> trajectory_changes(const nlohmann::json& saved, int saved_world_size, std::int64_t saved_step,
+                                            const RunConfig& now) {
   const nlohmann::json current = now.to_json();
   std::vector<std::string> changes = changed_keys(saved, current, kTrajectoryKeys);
+  if (saved_step == 0) {  // no step read the schedule or AdamW's terms yet
+    std::erase_if(changes, [](const std::string& c) { return c.starts_with("optim."); });
+  }
   // decay_steps by default follows max_steps (or the warmup): say so, as the user set neither.
   const auto derived = std::find_if(now.derived.begin(), now.derived.end(),
                                     [](const std::string& d) { return d.starts_with("optim.decay_steps = "); });

@@ -28,22 +28,24 @@ nlohmann::json resumed_model_keys(const std::string& arg, const std::string& che
 // `saved_world_size` ranks would change in the trajectory under `now`: the seed, the learning-rate
 // schedule and AdamW's terms, dropout, the sequence length, and the global batch (micro-batch x
 // accumulation x ranks, so another rank count at the same global batch is not a change). One
-// "key: old -> new" per change; empty when the run continues as it would have.
+// "key: old -> new" per change; empty when the run continues as it would have. A checkpoint of
+// step 0 (`saved_step`: the weights as set up, e.g. a fine-tune's starting point) has read no
+// schedule and left AdamW's moments at zero, so the optim section may change there.
 std::vector<std::string> trajectory_changes(const nlohmann::json& saved_config, int saved_world_size,
-                                            const RunConfig& now);
+                                            std::int64_t saved_step, const RunConfig& now);
 
 // What makes a resumed deterministic run's bits differ from the saved run's while its trajectory
 // stays the same (within rounding): the micro-batch, the unit of forward and backward whose
 // gradients the fold adds (docs/zero_memory.md), or the mode itself. Empty outside deterministic mode.
 std::vector<std::string> deterministic_bit_changes(const nlohmann::json& saved_config, const RunConfig& now);
 
-// Whether `now` may continue the run saved in `checkpoint` (its manifest's model, config and rank
-// count): InputError when the model differs, or when trajectory_changes finds any, or the data
+// Whether `now` may continue the run saved in `checkpoint` (its manifest's model, config, rank
+// count and step): InputError when the model differs, or when trajectory_changes finds any, or the data
 // changed (`data_changes`: run_identity.h's, from the identity the checkpoint recorded), and
 // `allow_config_change` is false. Returns the changes allowed (empty: none).
 std::vector<std::string> check_resume_fits(const std::string& checkpoint, const nlohmann::json& saved_model,
                                            const nlohmann::json& saved_config, int saved_world_size,
-                                           const RunConfig& now, bool allow_config_change,
+                                           std::int64_t saved_step, const RunConfig& now, bool allow_config_change,
                                            const std::vector<std::string>& data_changes = {});
 
 }  // namespace zt

@@ -42,8 +42,9 @@ RunProgress start_run(TrainerState& s, const std::string& resume_checkpoint, boo
   const std::vector<std::string> data_changed = m.extra.contains("data_identity")
                                                     ? data_changes(m.extra["data_identity"], s.data_files)
                                                     : std::vector<std::string>{};
-  const std::vector<std::string> changes = check_resume_fits(
-      resume_checkpoint, m.model, m.config, m.data_parallel_ranks(), c, allow_config_change, data_changed);
+  const std::vector<std::string> changes =
+      check_resume_fits(resume_checkpoint, m.model, m.config, m.data_parallel_ranks(), m.position.step, c,
+                        allow_config_change, data_changed);
   if (!changes.empty()) {
     s.progress.message(
         fmt::format("resume: continuing with a changed config (--allow-config-change): {}", fmt::join(changes, "; ")));

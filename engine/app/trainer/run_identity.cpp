@@ -2,6 +2,7 @@
 #include "engine/app/trainer/run_identity.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cstring>
@@ -249,6 +250,14 @@ std::vector<std::string> data_changes(const nlohmann::json& saved, const nlohman
   }
   for (const auto& [path, f] : before) {
     changes.push_back(fmt::format("data file {}: {} -> not read by this run", path, describe(f)));
+  }
+  if (changes.empty()) {  // every file the same, read in another order: other windows make each step
+    auto paths = [](const nlohmann::json& files) {
+      std::vector<std::string> out;
+      for (const nlohmann::json& f : files) out.push_back(f["path"].get<std::string>());
+      return fmt::format("{}", fmt::join(out, ", "));
+    };
+    changes.push_back(fmt::format("the order of the data files: {} -> {}", paths(saved), paths(now)));
   }
   return changes;
 }

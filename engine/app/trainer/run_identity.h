@@ -36,8 +36,9 @@ IdentityEntries run_identity(const RunConfig& config, const nlohmann::json& data
 void check_ranks_agree(Communicator& comm, const IdentityEntries& mine);
 
 // The differences between a checkpoint's data identity and the run's, one "what: old -> new"
-// each (a file added, gone, resized or with another fingerprint); empty when they are the same,
-// also under other paths (the same contents in the same order: the same batches).
+// each (a file added, gone, resized or with another fingerprint, or the same files in another
+// order); empty when they are the same, also under other paths (the same contents in the same
+// order: the same batches).
 std::vector<std::string> data_changes(const nlohmann::json& saved, const nlohmann::json& now);
 
 }  // namespace zt

@@ -159,6 +159,10 @@ def main():
     check(not os.path.exists(os.path.join(run_c, "final.safetensors")), "no weights are written after a NaN stop")
     check(any(r["type"] == "nonfinite" and r["step"] == 4 for r in records(run_c)), "metrics record the NaN step")
     check(max(r["step"] for r in records(run_c) if r["type"] == "train") == 3, "no optimizer step after the NaN")
+    # Stopped before any evaluation: no validation loss, not 0.0 "below the unigram entropy".
+    check(records(run_c)[-1]["type"] == "summary" and records(run_c)[-1]["val_loss"] is None and
+          "val loss: none (no evaluation ran)" in p.stdout,
+          f"a run stopped before its first evaluation has no validation loss ({records(run_c)[-1].get('val_loss')})")
 
     run_d = os.path.join(work, "d")
     p = run(binary, ["train", "--config", config_path, "--run-dir", run_d, "--set", "train.max_steps=8",

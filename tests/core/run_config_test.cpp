@@ -77,7 +77,9 @@ TEST(RunConfig, RangesAndConsistencyAreChecked) {
   expect_error(doc, {"train.activation_checkpointing"});
   doc = base();
   doc["precision"] = {{"param_dtype", "fp8"}};
-  expect_error(doc, {"precision.param_dtype", "f32, bf16"});
+  expect_error(doc, {"precision.param_dtype", "f32, fp32, bf16"});
+  doc["precision"] = {{"param_dtype", "fp32"}};  // as every other dtype key spells it
+  EXPECT_EQ(parse_run_config(doc, "test.json").param_dtype, DType::kF32);
   doc = base();
   doc["model"].erase("vocab_size");
   expect_error(doc, {"missing required key 'model.vocab_size'"});

@@ -252,7 +252,9 @@ RunConfig parse_run_config(nlohmann::json doc, const std::string& source, int wo
   read_train(root.section("train"), c);
   read_optim(root.section("optim"), c.optim, c.train.max_steps, c.derived);
   ConfigReader precision = root.section("precision");
-  c.param_dtype = precision.get_enum("param_dtype", "f32", {"f32", "bf16"}) == "bf16" ? DType::kBF16 : DType::kF32;
+  // "f32" was this key's name for fp32 before every other dtype key said "fp32": both are read.
+  c.param_dtype =
+      precision.get_enum("param_dtype", "f32", {"f32", "fp32", "bf16"}) == "bf16" ? DType::kBF16 : DType::kF32;
   const std::string matmul = precision.get_enum("matmul", "fp32", {"fp32", "tf32", "bf16"});
   for (MatmulPrecision p : {MatmulPrecision::kFp32, MatmulPrecision::kTf32, MatmulPrecision::kBf16}) {
     if (matmul_precision_name(p) == matmul) c.matmul_precision = p;  // get_enum admitted only these names

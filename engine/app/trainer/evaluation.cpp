@@ -32,8 +32,9 @@ void evaluate(TrainerState& s, int step, TrainSummary& summary) {
     sum += s.model->forward(s.store, s.inputs.data(), s.targets.data(), {.training = false});
   }
   s.model->release_activations();
-  summary.val_loss = static_cast<float>(sum / c.train.eval_batches);
-  nlohmann::json record = {{"type", "eval"}, {"step", step}, {"val_loss", summary.val_loss}};
+  const float val_loss = static_cast<float>(sum / c.train.eval_batches);
+  summary.val_loss = val_loss;
+  nlohmann::json record = {{"type", "eval"}, {"step", step}, {"val_loss", val_loss}};
   std::string choices;
   if (s.data.choices()) {
     // Forwards-only models in the run's activation dtype over the run's store, as many tokens a
@@ -53,8 +54,8 @@ void evaluate(TrainerState& s, int step, TrainSummary& summary) {
     choices = fmt::format("; multiple choice {}/{} = {:.4f}", score.correct, score.examples, score.accuracy());
   }
   s.log(record);
-  s.progress.message(fmt::format("step {}: val loss {:.4f} (unigram entropy of the data {:.4f}){}", step,
-                                 summary.val_loss, summary.unigram_entropy_nats, choices));
+  s.progress.message(fmt::format("step {}: val loss {:.4f} (unigram entropy of the data {:.4f}){}", step, val_loss,
+                                 summary.unigram_entropy_nats, choices));
 }
 
 void sample(TrainerState& s, int step, TrainSummary& summary) {

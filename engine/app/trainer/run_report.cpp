@@ -155,7 +155,7 @@ void report_summary(TrainerState& s, const TrainSummary& summary) {
          {"first_step", summary.first_step},
          {"last_loss", summary.last_step > 0 ? nlohmann::json(summary.last_loss) : nlohmann::json()},
          {"last_step", summary.last_step},
-         {"val_loss", summary.val_loss},
+         {"val_loss", summary.val_loss ? nlohmann::json(*summary.val_loss) : nlohmann::json()},  // null: none ran
          {"unigram_entropy_nats", summary.unigram_entropy_nats},
          {"choice_accuracy", summary.choices ? nlohmann::json(summary.choices->accuracy()) : nlohmann::json()},
          {"memory_peak_bytes", memory_json(summary.memory)},

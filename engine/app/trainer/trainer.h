@@ -35,7 +35,7 @@ struct TrainSummary {
   std::string stop_checkpoint;
   float first_loss = 0.0f, last_loss = 0.0f;
   int first_step = 0, last_step = 0;  // the steps of first_loss and last_loss; 0: no step in this run
-  float val_loss = 0.0f;
+  std::optional<float> val_loss;      // the last evaluation's; none when no evaluation ran
   double unigram_entropy_nats = 0.0;
   // data.choice_file's score at the last evaluation, when the run scores one.
   std::optional<ChoiceScore> choices;

@@ -143,9 +143,13 @@ int train_main(const std::vector<std::string>& args) {
   } else {
     fmt::print("train loss: no step in this run (resumed at its last step, {})\n", cfg.train.max_steps);
   }
-  fmt::print("val loss: {:.4f}   unigram entropy of the training data: {:.4f} nats ({})\n", s.val_loss,
-             s.unigram_entropy_nats,
-             s.val_loss < s.unigram_entropy_nats ? "below: the model uses context" : "not below");
+  if (s.val_loss) {
+    fmt::print("val loss: {:.4f}   unigram entropy of the training data: {:.4f} nats ({})\n", *s.val_loss,
+               s.unigram_entropy_nats,
+               *s.val_loss < s.unigram_entropy_nats ? "below: the model uses context" : "not below");
+  } else {
+    fmt::print("val loss: none (no evaluation ran)\n");
+  }
   if (s.choices) {
     fmt::print("multiple choice ({}): {}/{} = {:.4f}\n", cfg.data.choice_file, s.choices->correct, s.choices->examples,
                s.choices->accuracy());

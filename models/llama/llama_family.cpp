@@ -65,7 +65,10 @@ class LlamaFamily final : public ModelFamily {
     l.tie_embeddings = r.get_bool("tie_embeddings", false);
     l.rope_scaling = read_rope_scaling(r);
     const std::string error = llama_config_error(l, "model.");
-    if (!error.empty()) throw_input_error("config error in {}: {}", r.file(), error);
+    if (!error.empty()) {  // the file, and each --set of a key the checks read
+      const std::string n_head = r.dotted("n_head"), n_kv_head = r.dotted("n_kv_head"), n_embd = r.dotted("n_embd");
+      throw_input_error("config error in {}: {}", r.sources_of({n_head, n_kv_head, n_embd}), error);
+    }
     if (!r.has("intermediate_size")) {
       derived.push_back(
           fmt::format("model.intermediate_size = {} (Llama's rule: 8/3 n_embd rounded up to 256)", l.hidden()));

@@ -55,7 +55,10 @@ RopeScaling read_rope_scaling(ConfigReader& model_section) {
   r.reject_unknown_keys();  // low_freq_factor and the like under "linear" too
   // Past the range checks only llama3's frequency factors can disagree: blame where they came from.
   const std::string error = rope_scaling_error(s, model_section.dotted(""));
-  if (!error.empty()) throw_input_error("config error in {}: {}", r.source_of("low_freq_factor"), error);
+  if (!error.empty()) {
+    const std::string low = r.dotted("low_freq_factor"), high = r.dotted("high_freq_factor");
+    throw_input_error("config error in {}: {}", r.sources_of({low, high}), error);
+  }
   return s;
 }
 

@@ -244,6 +244,27 @@ def main():
                  sorted(os.listdir(run_dir)) == ["config.json", "metrics.jsonl"],
                  f"export hf into a run directory: exit 2, one line, its config.json kept ({r.stderr.strip()})")
 
+    # --out inside the checkpoint it reads (a rank file, the manifest, a folder beside the steps)
+    # would write over it; over a file that is no llm.c model it would lose that file.
+    rank_file = os.path.join(ckpt_dir, "rank_00000.bin")
+    other_file = os.path.join(work, "notes.json")
+    with open(other_file, "w") as f:
+        f.write('{"keep": true}')
+    for fmt_, out, says in (("llmc", rank_file, "is inside the checkpoint"),
+                            ("llmc", os.path.join(ckpt_dir, "manifest.json"), "is inside the checkpoint"),
+                            ("hf", os.path.join(folder, "hf"), "is inside the checkpoint"),
+                            ("llmc", other_file, "is not an llm.c model file")):
+        before = {p: open(p, "rb").read() for p in (rank_file, os.path.join(ckpt_dir, "manifest.json"), other_file)}
+        r = ckpt("export", folder, "--format", fmt_, "--out", out)
+        lines = r.stderr.strip().splitlines()
+        after = {p: open(p, "rb").read() for p in before}
+        checks.check(r.returncode == 2 and len(lines) == 1 and says in lines[0] and after == before and
+                     not os.path.exists(os.path.join(folder, "hf")),
+                     f"export {fmt_} --out {os.path.relpath(out, work)}: exit 2, one line, nothing written "
+                     f"({r.stderr.strip()})")
+    r = ckpt("verify", folder)
+    checks.check(r.returncode == 0, f"the checkpoint verifies after the refused exports ({r.stderr.strip()})")
+
     shutil.rmtree(work, ignore_errors=True)
     return checks.finish()
 

@@ -25,7 +25,7 @@ def main():
     errors = [l for l in output.splitlines() if l.startswith("zerotrain: error:")]
     checks = [
         (p.returncode != 0, f"the job exits non-zero (got {p.returncode})"),
-        (any("all_reduce" in l and "did not complete within 2 s at step 7" in l for l in errors),
+        (any("all_reduce" in l and "did not complete within 2 s (train.collective_timeout_s) at step 7" in l for l in errors),
          "a waiting rank names the collective, its timeout and the step"),
         (elapsed < 18, f"the job ends before the late rank would have arrived ({elapsed:.1f} s < 18 s)"),
     ]

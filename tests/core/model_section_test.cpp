@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <fstream>
 #include <memory>
 
 #include "engine/app/config/run_config.h"
@@ -56,6 +57,18 @@ TEST(RunConfig, LlamaArchKeysDefaultsRoundTripAndRefusals) {
   };
   expect_error(llama({{"n_head", 4}, {"n_kv_head", 3}}),
                {"test.json", "model.n_head = 4 is not a multiple of model.n_kv_head = 3"});
+  {  // a --set of a key the shape checks read is named beside the file
+    const std::string path = testing::TempDir() + "/llama_shape.json";
+    std::ofstream(path) << llama(nlohmann::json::object()).dump();
+    try {
+      load_run_config(path, {"model.n_kv_head=3"});
+      ADD_FAILURE() << "expected an InputError";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("config error in " + path + " and --set model.n_kv_head=3: model.n_head"),
+                std::string::npos)
+          << e.what();
+    }
+  }
   expect_error(llama({{"n_head", 32}}), {"the head size model.n_embd / model.n_head = 1 must be even for RoPE"});
   expect_error(llama({{"dropout", 0.1}}), {"model.dropout", "has no dropout"});
   // 0 is what a Llama does anyway: a GPT-2 config ("dropout": 0.0) switched by model.arch loads.

@@ -117,6 +117,9 @@ TEST(RunConfig, BatchTermsAreDerivedOrMustAgree) {
   expect_error(doc, {"train.global_batch_tokens = 256 disagrees", "= 128"});
   doc["train"] = {{"micro_batch", 4}, {"seq_len", 16}, {"global_batch_tokens", 100}};
   expect_error(doc, {"train.global_batch_tokens = 100 is not a multiple"});
+  // A derived grad_accum keeps its own range (a run of 2^31 micro-batches a step would never end a step).
+  doc["train"] = {{"micro_batch", 1}, {"seq_len", 1}, {"global_batch_tokens", 65537}};
+  expect_error(doc, {"makes train.grad_accum = 65537, above its largest, 65536"});
 }
 
 // A batch term given with --set wins over the file's other one, which is then derived (and the

@@ -23,6 +23,7 @@ namespace zt {
 namespace {
 
 constexpr long long kMaxDim = 1 << 20;
+constexpr long long kMaxGradAccum = 1 << 16;
 constexpr long long kMaxSteps = 1'000'000'000;
 
 void read_data(ConfigReader r, DataConfig& d) {
@@ -67,7 +68,15 @@ void resolve_batch(ConfigReader& r, RunConfig& c, bool has_accum, bool has_globa
           r.sources_of({"train.global_batch_tokens", "train.micro_batch", "train.seq_len"}), t.global_batch_tokens,
           t.micro_batch, t.seq_len, c.world_size);
     }
-    t.grad_accum = static_cast<int>(t.global_batch_tokens / per_accum);
+    const std::int64_t accum = t.global_batch_tokens / per_accum;
+    if (accum > kMaxGradAccum) {  // the range train.grad_accum itself is read in
+      throw_input_error(
+          "config error in {}: train.global_batch_tokens = {} over train.micro_batch x train.seq_len x ranks = {} x "
+          "{} x {} makes train.grad_accum = {}, above its largest, {} (raise train.micro_batch)",
+          r.sources_of({"train.global_batch_tokens", "train.micro_batch", "train.seq_len"}), t.global_batch_tokens,
+          t.micro_batch, t.seq_len, c.world_size, accum, kMaxGradAccum);
+    }
+    t.grad_accum = static_cast<int>(accum);
     c.derived.push_back(fmt::format("train.grad_accum = {} (from train.global_batch_tokens = {})", t.grad_accum,
                                     t.global_batch_tokens));
     return;
@@ -101,7 +110,7 @@ void read_train(ConfigReader r, RunConfig& c) {
                       r.sources_of({"train.seq_len", "model.block_size"}), t.seq_len, block_size);
   }
   bool has_accum = r.has("grad_accum"), has_global = r.has("global_batch_tokens");
-  t.grad_accum = r.get_int("grad_accum", 1, 1, 1 << 16);
+  t.grad_accum = r.get_int("grad_accum", 1, 1, kMaxGradAccum);
   t.global_batch_tokens = r.get_int("global_batch_tokens", 0, 1, 2147483647);
   // A batch term given with --set wins over the file's other one (which is then derived): the
   // way to take a config whose file fixes grad_accum to a global batch kept at any rank count.
@@ -152,7 +161,8 @@ void read_optim(ConfigReader r, OptimConfig& o, int max_steps, std::vector<std::
   a.lr = static_cast<float>(r.get_double("lr", 1e-3, 0.0, 10.0));
   a.beta1 = static_cast<float>(r.get_double("beta1", 0.9, 0.0, 0.999999));
   a.beta2 = static_cast<float>(r.get_double("beta2", 0.95, 0.0, 0.999999));
-  a.eps = static_cast<float>(r.get_double("eps", 1e-8, 0.0, 1.0));
+  // Not 0: a parameter whose gradients are all 0 (a padded vocabulary row) would update by 0 / 0.
+  a.eps = static_cast<float>(r.get_double("eps", 1e-8, 1e-30, 1.0));
   a.weight_decay = static_cast<float>(r.get_double("weight_decay", 0.1, 0.0, 10.0));
   o.min_lr = static_cast<float>(r.get_double("min_lr", a.lr / 10.0, 0.0, 10.0));
   o.warmup_steps = r.get_int("warmup_steps", 0, 0, kMaxSteps);

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -93,6 +94,8 @@ Vocab Vocab::byte_level() {
 }
 
 Vocab Vocab::load(const std::string& path) {
+  std::error_code ec;  // a directory opens, then fails its first read with an exception of the stream's
+  if (std::filesystem::is_directory(path, ec)) throw_input_error("{}: is a directory, not a vocabulary file", path);
   std::ifstream in(path, std::ios::binary);
   if (!in) throw_input_error("{}: cannot open vocabulary file", path);
   nlohmann::json j;

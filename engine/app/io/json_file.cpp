@@ -3,6 +3,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 
 #include "engine/base/core/check.h"
@@ -10,6 +11,8 @@
 namespace zt {
 
 nlohmann::json read_json_file(const std::string& path) {
+  std::error_code ec;  // a directory opens, then fails its first read with an exception of the stream's
+  if (std::filesystem::is_directory(path, ec)) throw_input_error("{}: is a directory, not a JSON file", path);
   std::ifstream in(path);
   if (!in) throw_input_error("{}: cannot open: {}", path, std::strerror(errno));
   try {

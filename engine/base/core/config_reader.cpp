@@ -1,12 +1,21 @@
 // ConfigReader: checked access to JSON config sections and the --set override syntax.
 #include "engine/base/core/config_reader.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 
 #include "engine/base/core/check.h"
 
 namespace zt {
+
+namespace {
+// No config is nested more than a few levels; nlohmann::json copies and prints a value by recursing
+// once a level, so a value nested 100000 deep would overflow the stack.
+constexpr int kMaxConfigDepth = 64;
+
+}  // namespace
 
 const nlohmann::json ConfigReader::kEmptyObject = nlohmann::json::object();
 
@@ -53,15 +62,50 @@ std::string ConfigReader::sources_of(std::initializer_list<std::string_view> dot
   return config_sources(file_, overrides_.get(), dotted_keys);
 }
 
+std::string preview_json(const nlohmann::json& value, int depth) {
+  constexpr std::size_t kMaxChars = 80;
+  std::string out;
+  if (value.is_array() || value.is_object()) {
+    // Not dump(): it recurses once a level, and a value nested 100000 deep overflows the stack.
+    const bool array = value.is_array();
+    out = array ? "[" : "{";
+    if (depth >= 2 && !value.empty()) {
+      out += "...";
+    } else {
+      int shown = 0;
+      for (auto it = value.begin(); it != value.end() && out.size() < kMaxChars; ++it, ++shown) {
+        if (shown > 0) out += ", ";
+        if (!array)
+          out += nlohmann::json(it.key()).dump(-1, ' ', true, nlohmann::json::error_handler_t::replace) + ": ";
+        out += preview_json(*it, depth + 1);
+      }
+      if (shown < static_cast<int>(value.size())) out += ", ...";
+    }
+    out += array ? "]" : "}";
+  } else {  // ASCII, with invalid UTF-8 replaced: a message must print whatever the value held
+    out = value.dump(-1, ' ', true, nlohmann::json::error_handler_t::replace);
+  }
+  if (out.size() > kMaxChars) {
+    out = fmt::format("{}... ({} characters)", out.substr(0, kMaxChars),
+                      value.is_string() ? value.get_ref<const std::string&>().size() : out.size());
+  }
+  return out;
+}
+
 void ConfigReader::fail_type(const std::string& key, const char* expected, const nlohmann::json& got) const {
   throw_input_error("config error in {}: key '{}' must be {} (got {})", source_of(key), dotted(key), expected,
-                    got.dump());
+                    preview_json(got));
 }
 
 int ConfigReader::get_int(const std::string& key, int fallback, long long min_value, long long max_value) {
   const nlohmann::json* v = find(key);
   if (v == nullptr) return fallback;
   if (!v->is_number_integer()) fail_type(key, "an integer", *v);
+  if (v->is_number_unsigned() && v->get<unsigned long long>() > static_cast<unsigned long long>(max_value)) {
+    // Above 2^63 - 1 a long long would read it as a negative number.
+    throw_input_error("config error in {}: key '{}' = {} is out of range [{}, {}]", source_of(key), dotted(key),
+                      v->get<unsigned long long>(), min_value, max_value);
+  }
   const long long x = v->get<long long>();
   if (x < min_value || x > max_value) {
     throw_input_error("config error in {}: key '{}' = {} is out of range [{}, {}]", source_of(key), dotted(key), x,
@@ -95,7 +139,8 @@ std::string ConfigReader::get_enum(const std::string& key, const std::string& fa
   if (std::find(allowed.begin(), allowed.end(), s) == allowed.end()) {
     std::string list;
     for (const std::string& a : allowed) list += (list.empty() ? "" : ", ") + a;
-    throw_input_error("config error in {}: key '{}' = \"{}\" is not one of: {}", source_of(key), dotted(key), s, list);
+    throw_input_error("config error in {}: key '{}' = {} is not one of: {}", source_of(key), dotted(key),
+                      preview_json(nlohmann::json(s)), list);
   }
   return s;
 }
@@ -180,9 +225,19 @@ std::string apply_override(nlohmann::json& doc, const std::string& assignment) {
   }
   const std::string dotted_key = assignment.substr(0, eq);
   const std::string text = assignment.substr(eq + 1);
+  try {  // JSON strings are UTF-8; an invalid byte would fail later, far from the --set that held it
+    (void)nlohmann::json(assignment).dump();
+  } catch (const nlohmann::json::type_error&) {
+    throw_input_error("--set {}: not valid UTF-8", preview_json(nlohmann::json(assignment)));
+  }
   nlohmann::json value;
   try {
-    value = nlohmann::json::parse(text);
+    value = nlohmann::json::parse(text, [&](int depth, nlohmann::json::parse_event_t, nlohmann::json&) {
+      if (depth > kMaxConfigDepth) {
+        throw_input_error("--set '{}': the value is nested deeper than {} levels", dotted_key, kMaxConfigDepth);
+      }
+      return true;
+    });
   } catch (const nlohmann::json::exception&) {
     value = text;  // bare words such as bf16 or none
   }
@@ -223,8 +278,11 @@ nlohmann::json parse_config_json(const std::string& text, const std::string& sou
   // The keys met so far in each object being parsed, innermost last.
   std::vector<std::set<std::string>> open_objects;
   std::string duplicate;
-  const nlohmann::json::parser_callback_t check = [&](int, nlohmann::json::parse_event_t event,
+  const nlohmann::json::parser_callback_t check = [&](int depth, nlohmann::json::parse_event_t event,
                                                       nlohmann::json& parsed) {
+    if (depth > kMaxConfigDepth) {  // copying or printing such a value recurses once a level: the stack
+      throw_input_error("config error in {}: nested deeper than {} levels", source, kMaxConfigDepth);
+    }
     if (event == nlohmann::json::parse_event_t::object_start) open_objects.emplace_back();
     if (event == nlohmann::json::parse_event_t::object_end && !open_objects.empty()) open_objects.pop_back();
     if (event == nlohmann::json::parse_event_t::key && !open_objects.empty() && duplicate.empty() &&
@@ -233,12 +291,21 @@ nlohmann::json parse_config_json(const std::string& text, const std::string& sou
     }
     return true;
   };
+  // The parser takes a NUL byte for the end of the text and would ignore what follows it.
+  if (const std::size_t nul = text.find('\0'); nul != std::string::npos) {
+    const auto [line, col] = line_and_column(text, nul + 1);
+    throw_input_error("config error in {}: a NUL byte at line {}, column {} (not a JSON text file?)", source, line,
+                      col);
+  }
   nlohmann::json doc;
   try {
     doc = nlohmann::json::parse(text, check);
   } catch (const nlohmann::json::parse_error& e) {
     const auto [line, col] = line_and_column(text, e.byte);
     throw_input_error("config error in {}: malformed JSON at line {}, column {}", source, line, col);
+  } catch (const nlohmann::json::out_of_range& e) {  // e.g. 1e999, a number no double holds
+    const std::string what = e.what();
+    throw_input_error("config error in {}: {}", source, what.substr(what.find("] ") + 2));
   }
   if (!duplicate.empty()) {
     throw_input_error("config error in {}: key '{}' appears twice in one object (which one was meant?)", source,

@@ -71,6 +71,11 @@ class ConfigReader {
   static const nlohmann::json kEmptyObject;
 };
 
+// A value as an error message shows it: ASCII on one line of at most about 100 characters (long
+// strings and large arrays or objects cut, with their size; levels below the second as "..."), and
+// without recursing into the whole value, however deeply nested.
+std::string preview_json(const nlohmann::json& value, int depth = 0);
+
 // The valid key closest to `key` by edit distance, or "" when none is close enough to suggest.
 std::string nearest_key(const std::string& key, const std::set<std::string>& valid);
 
@@ -79,7 +84,8 @@ std::string nearest_key(const std::string& key, const std::set<std::string>& val
 std::string apply_override(nlohmann::json& doc, const std::string& assignment);
 
 // Parses config text, refusing what nlohmann::json would let through silently: a key given twice in
-// one object (the last would win). Errors name `source` and the line and column.
+// one object (the last would win), and text after a NUL byte (ignored). Errors name `source` and
+// the line and column.
 nlohmann::json parse_config_json(const std::string& text, const std::string& source);
 
 }  // namespace zt

@@ -70,11 +70,13 @@ void Work::wait(bool bounded_by_stop_grace) {
       const std::string where = context_ != nullptr ? *context_ : "?";
       const std::string message =
           stop_stalled ? fmt::format(
-                             "{} at {} was still blocked {:.0f} s after {} asked this rank to stop: another "
+                             "{} at {} was still blocked {:g} s after {} asked this rank to stop: another "
                              "rank has failed or died; exiting without a checkpoint",
                              description_, where, grace, signal_name(stop_signal()))
-                       : fmt::format("{} did not complete within {:.0f} s at {}: a rank died or never reached it",
-                                     description_, timeout_s_, where);
+                       : fmt::format(
+                             "{} did not complete within {:g} s (train.collective_timeout_s) at {}: a rank died, "
+                             "never reached it, or needs longer to reach it",
+                             description_, timeout_s_, where);
       advance_ = nullptr;
       if (on_timeout_) on_timeout_(message);
       throw RuntimeError(message);

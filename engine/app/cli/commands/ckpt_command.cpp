@@ -5,6 +5,7 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -13,6 +14,7 @@
 #include "engine/app/checkpoint/checkpoint_reader.h"
 #include "engine/app/cli/commands/arg_parser.h"
 #include "engine/app/cli/commands/commands.h"
+#include "engine/app/io/llmc_model_file.h"
 #include "engine/base/core/check.h"
 
 namespace zt::cli {
@@ -50,6 +52,42 @@ void refuse_run_directory(const std::string& out) {
         "zerotrain ckpt export: --out {} is a training run's directory (its config.json is the run's, which "
         "--resume and sample/eval --run read); export to another folder, e.g. --out {}",
         out, (dir / "hf").string());
+  }
+}
+
+// Whether `inner` is `outer` or a path below it (both made absolute, `..` resolved, links followed
+// as far as they exist).
+bool path_within(const std::filesystem::path& inner, const std::filesystem::path& outer) {
+  std::error_code ec;
+  const std::filesystem::path a = std::filesystem::weakly_canonical(inner, ec);
+  const std::filesystem::path b = std::filesystem::weakly_canonical(outer, ec);
+  const auto [end, _] = std::mismatch(b.begin(), b.end(), a.begin(), a.end());
+  return end == b.end();
+}
+
+// An export writes its files over what --out names: inside the checkpoint it reads (or its
+// folder, which holds the others and `latest`) it would replace a rank file or a manifest; over a
+// file that is not an llm.c model (a config, a token file) it would lose that file. Refused before
+// anything is written.
+void refuse_out_over_inputs(const std::string& out, const std::string& step_dir, const std::string& format) {
+  const std::filesystem::path folder = std::filesystem::path(step_dir).parent_path();
+  const bool in_folder = std::filesystem::exists(folder / "latest") && path_within(out, folder);
+  if (path_within(out, step_dir) || in_folder) {
+    throw_input_error(
+        "zerotrain ckpt export: --out {} is inside the checkpoint{} {} (the export would write over its files); "
+        "export to a folder outside it, e.g. --out {}",
+        out, in_folder ? " folder" : "", in_folder ? folder.string() : step_dir,
+        (folder.parent_path() / (format == "hf" ? "hf" : "model.bin")).string());
+  }
+  if (format != "llmc" || !std::filesystem::is_regular_file(out)) return;
+  std::int32_t magic = 0;
+  std::ifstream in(out, std::ios::binary);
+  in.read(reinterpret_cast<char*>(&magic), sizeof(magic));
+  if (!in || magic != kLlmcModelMagic) {
+    throw_input_error(
+        "zerotrain ckpt export: --out {} exists and is not an llm.c model file (the export would replace it); "
+        "remove it or choose another --out",
+        out);
   }
 }
 
@@ -129,9 +167,12 @@ DType export_dtype(const ArgParser& parser) {
 }  // namespace
 
 int ckpt_main(const std::vector<std::string>& args) {
-  if (args.empty() || args[0] == "--help" || args[0] == "-h") {
-    std::fputs(kCkptUsage, args.empty() ? stderr : stdout);
-    return args.empty() ? 2 : 0;
+  if (args.empty()) {  // one line, as every command's missing argument
+    throw_input_error("zerotrain ckpt: missing action (inspect, verify or export; see 'zerotrain ckpt --help')");
+  }
+  if (args[0] == "--help" || args[0] == "-h") {
+    std::fputs(kCkptUsage, stdout);
+    return 0;
   }
   const std::string action = args[0];
   if (action != "inspect" && action != "verify" && action != "export") {
@@ -190,6 +231,7 @@ int ckpt_main(const std::vector<std::string>& args) {
   }
   if (format == "hf") refuse_run_directory(out);
   const ckpt::CheckpointReader reader(resolve(path, ckpt::Validation::kChecksumsToChoose));
+  refuse_out_over_inputs(out, reader.dir(), format);
   if (format == "hf") {
     const ckpt::HfExport e =
         ckpt::export_hf(reader, out, dtype, parse_size(parser.get("max-shard-size", "5GB"), "--max-shard-size"));

@@ -40,7 +40,8 @@ std::int64_t parse_size(const std::string& flag, const std::string& text) {
                                     {"TiB", 1099511627776.0}}) {
     if (unit == name) scale = bytes;
   }
-  if (text.empty() || end == text.c_str() || scale < 0 || !std::isfinite(v) || v <= 0) {
+  // Up to 2^62 bytes (4 EiB): a double beyond it would not convert to a byte count.
+  if (text.empty() || end == text.c_str() || scale < 0 || !std::isfinite(v) || v <= 0 || v * scale > 0x1p62) {
     throw_input_error("zerotrain plan: {} must be a size such as 80GiB, 24GB or 512MiB (got '{}')", flag, text);
   }
   return static_cast<std::int64_t>(v * scale);

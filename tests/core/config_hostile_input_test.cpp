@@ -1,0 +1,87 @@
+// Config text and --set values no user means to give, which must still end in one short InputError
+// naming the key or file (engine/base/core/config_reader.h): values nested deeper than a recursive
+// printer's stack, numbers past what a double or a long long holds, bytes that are not UTF-8, a NUL
+// before the end of the file, values megabytes long.
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <string>
+
+#include "engine/app/config/run_config.h"
+#include "engine/base/core/check.h"
+#include "engine/base/core/config_reader.h"
+#include "tests/core/config_test_util.h"
+
+namespace zt {
+namespace {
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected an InputError";
+  return "";
+}
+
+TEST(ConfigHostileInput, ADeeplyNestedValueIsRefusedAtParse) {
+  constexpr int kDepth = 100000;  // copying or printing it recursed past the stack: a segfault, exit 139
+  const std::string deep = std::string(kDepth, '[') + std::string(kDepth, ']');
+  EXPECT_EQ(error_of([&] { parse_config_json("{\"model\": " + deep + "}", "deep.json"); }),
+            "config error in deep.json: nested deeper than 64 levels");
+  nlohmann::json doc = base();
+  EXPECT_EQ(error_of([&] { apply_override(doc, "model.n_layer=" + deep); }),
+            "--set 'model.n_layer': the value is nested deeper than 64 levels");
+  // Within the limit, the message shows the value's first levels.
+  const std::string text = "{\"model\": " + std::string(60, '[') + std::string(60, ']') + "}";
+  const std::string msg = error_of([&] { parse_run_config(parse_config_json(text, "nested.json"), "nested.json"); });
+  EXPECT_NE(msg.find("key 'model' must be a JSON object (got [[[...]]])"), std::string::npos) << msg;
+}
+
+TEST(ConfigHostileInput, LongValuesAreCutWithTheirSize) {
+  nlohmann::json doc = base();
+  doc["train"] = {{"micro_batch", std::string(10'000'000, 'x')}};
+  const std::string msg = error_of([&] { parse_run_config(doc, "big.json"); });
+  EXPECT_NE(msg.find("(10000000 characters)"), std::string::npos) << msg.substr(0, 300);
+  EXPECT_LT(msg.size(), 250u);
+  EXPECT_EQ(preview_json(nlohmann::json::array({1, 2, 3})), "[1, 2, 3]");  // short values whole
+  EXPECT_EQ(preview_json(nlohmann::json{{"a", {{"b", {{"c", 1}}}}}}), "{\"a\": {\"b\": {...}}}");
+}
+
+TEST(ConfigHostileInput, NumbersPastTheirTypeAreRefusedWithTheirValue) {
+  const std::string msg = error_of([] { parse_config_json("{\"train\": {\"micro_batch\": 1e999}}", "huge.json"); });
+  EXPECT_EQ(msg, "config error in huge.json: number overflow parsing '1e999'");
+  nlohmann::json doc = base();
+  doc["train"] = {{"micro_batch", 18446744073709551615ULL}};  // read as a long long: -1
+  expect_error(doc, {"train.micro_batch' = 18446744073709551615 is out of range"});
+  doc["train"] = {{"micro_batch", 9223372036854775808ULL}};
+  expect_error(doc, {"= 9223372036854775808 is out of range"});
+}
+
+TEST(ConfigHostileInput, SetValuesMustBeUtf8) {
+  nlohmann::json doc = base();
+  const std::string msg = error_of([&] {
+    apply_override(doc,
+                   "log.sample_prompt=\xff"
+                   "abc");
+  });
+  EXPECT_NE(msg.find("not valid UTF-8"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("log.sample_prompt="), std::string::npos) << msg;
+  EXPECT_EQ(apply_override(doc, "log.sample_prompt=caf\xc3\xa9"), "log.sample_prompt");  // UTF-8: read
+}
+
+TEST(ConfigHostileInput, TextAfterANulByteIsNotIgnored) {
+  const std::string text = std::string("{\"model\": {}}\n") + '\0' + "{\"train\": 1}";
+  const std::string msg = error_of([&] { parse_config_json(text, "nul.json"); });
+  EXPECT_EQ(msg, "config error in nul.json: a NUL byte at line 2, column 1 (not a JSON text file?)");
+}
+
+TEST(ConfigHostileInput, AdamEpsilonZeroIsRefused) {
+  nlohmann::json doc = base();
+  doc["optim"] = {{"eps", 0.0}};
+  expect_error(doc, {"optim.eps' = 0 is out of range"});
+}
+
+}  // namespace
+}  // namespace zt

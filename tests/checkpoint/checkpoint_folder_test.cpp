@@ -191,7 +191,32 @@ TEST_F(CheckpointFolder, ALatestThatCannotBeUpdatedLeavesTheSaveCompleteWithAWar
   EXPECT_NE(r.warning.find("still names step_00000010"), std::string::npos) << r.warning;
   EXPECT_EQ(read_latest(folder_), "step_00000010");
   EXPECT_EQ(steps(), (std::vector<std::int64_t>{10, 20})) << "keep-last kept what latest names";
-  EXPECT_EQ(checkpoint_to_verify(folder_), folder_ + "/step_00000010");
+  // The save is complete: a resume takes it (saying why), not the older one latest still names.
+  EXPECT_EQ(checkpoint_to_verify(folder_), folder_ + "/step_00000020");
+  const ResolvedCheckpoint resolved = resolve_checkpoint(folder_, Validation::kChecksumsToChoose);
+  EXPECT_EQ(resolved.path, folder_ + "/step_00000020");
+  ASSERT_EQ(resolved.notes.size(), 1u);
+  EXPECT_NE(resolved.notes[0].find("step_00000020 is newer than the checkpoint latest names (step_00000010)"),
+            std::string::npos)
+      << resolved.notes[0];
+}
+
+// A kill between a save's rename and its pointer update leaves latest one behind: the newer
+// checkpoint is this run's (a resume sets another trajectory's aside), and resolving to latest's
+// would lose its steps, then set it aside as if it were another run's. Damaged, it falls back.
+TEST_F(CheckpointFolder, ACheckpointNewerThanLatestIsTaken) {
+  save(10);
+  save(20);
+  const std::string newest = save(30);
+  write_latest(folder_, "step_00000010");  // as if killed after the renames of 20 and 30
+  ResolvedCheckpoint r = resolve_checkpoint(folder_, Validation::kChecksums);
+  EXPECT_EQ(r.path, newest);
+  EXPECT_EQ(checkpoint_to_verify(folder_), newest);
+  fs::resize_file(newest + "/rank_00000.bin", 5);
+  r = resolve_checkpoint(folder_, Validation::kStructure);
+  EXPECT_EQ(r.path, folder_ + "/step_00000020");
+  fs::resize_file(folder_ + "/step_00000020/rank_00000.bin", 5);
+  EXPECT_EQ(resolve_checkpoint(folder_, Validation::kStructure).path, folder_ + "/step_00000010");
 }
 
 // A failed atomic write leaves no partial `.tmp` behind.

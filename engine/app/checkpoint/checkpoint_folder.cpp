@@ -127,21 +127,33 @@ ResolvedCheckpoint resolve_checkpoint(const std::string& path, Validation valida
     result.path = path;
     return result;
   }
+  // Newest first: a step_* newer than the one `latest` names is a save committed (renamed into
+  // place) whose pointer update a kill or an I/O error stopped; it is this run's (a resume from an
+  // older one sets later ones aside), and taking latest's over it would lose its steps.
   std::vector<std::string> candidates;
   const std::string latest = read_latest(path);
-  if (latest.empty()) {
-    if (fs::exists(fs::path(path) / kLatestName)) {
-      result.notes.push_back(fmt::format("{}/{} is unreadable; using the newest valid checkpoint", path, kLatestName));
-    }
-  } else {
-    candidates.push_back((fs::path(path) / latest).string());
+  if (latest.empty() && fs::exists(fs::path(path) / kLatestName)) {
+    result.notes.push_back(fmt::format("{}/{} is unreadable; using the newest valid checkpoint", path, kLatestName));
   }
+  const std::int64_t latest_step = latest.empty() ? -1 : step_of(latest);
   std::vector<CheckpointEntry> all = list_checkpoints(path);
+  bool latest_listed = false;
   for (auto it = all.rbegin(); it != all.rend(); ++it) {
-    if (latest.empty() || step_of(fs::path(it->path).filename().string()) < step_of(latest)) {
-      candidates.push_back(it->path);
+    const std::int64_t step = step_of(fs::path(it->path).filename().string());
+    if (!latest.empty() && !latest_listed && step <= latest_step) {
+      candidates.push_back((fs::path(path) / latest).string());
+      latest_listed = true;
+    }
+    if (fs::path(it->path).filename() == latest) continue;
+    candidates.push_back(it->path);
+    if (step > latest_step && !latest.empty()) {
+      result.notes.push_back(
+          fmt::format("{} is newer than the checkpoint {} names ({}): a save committed before its "
+                      "pointer was updated",
+                      fs::path(it->path).filename().string(), kLatestName, latest));
     }
   }
+  if (!latest.empty() && !latest_listed) candidates.push_back((fs::path(path) / latest).string());
   std::string first_error;
   for (const std::string& c : candidates) {
     try {
@@ -162,8 +174,11 @@ ResolvedCheckpoint resolve_checkpoint(const std::string& path, Validation valida
 std::string checkpoint_to_verify(const std::string& path) {
   if (!fs::is_directory(path) || is_complete(path) || step_of(fs::path(path).filename().string()) >= 0) return path;
   const std::string latest = read_latest(path);
-  if (!latest.empty()) return (fs::path(path) / latest).string();
   const std::vector<CheckpointEntry> all = list_checkpoints(path);
+  // The newest step_*, or latest's when that is as new (resolve_checkpoint's first candidate).
+  if (!latest.empty() && (all.empty() || step_of(fs::path(all.back().path).filename().string()) <= step_of(latest))) {
+    return (fs::path(path) / latest).string();
+  }
   return all.empty() ? path : all.back().path;
 }
 

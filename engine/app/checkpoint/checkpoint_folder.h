@@ -56,13 +56,15 @@ struct ResolvedCheckpoint {
 };
 
 // `path` is either a checkpoint directory (it must be valid: no fallback) or a checkpoint folder:
-// then the checkpoint `latest` names, or when that is missing or invalid the newest valid
-// step_* (each skipped one gets a note). InputError when nothing valid is found.
+// then the newest valid of the checkpoint `latest` names and the step_* directories, newest first
+// (one newer than latest's is a save whose pointer update was cut off: noted; each skipped one gets
+// a note too). InputError when nothing valid is found.
 ResolvedCheckpoint resolve_checkpoint(const std::string& path, Validation validation);
 
 // What `ckpt verify PATH` must judge: a checkpoint directory itself, or in a checkpoint folder the
-// one `latest` names (the newest step_* without a `latest`) -- never an older one that would pass
-// while the one a resume reaches first is damaged. `path` itself when the folder holds none.
+// one a resume tries first (the newest step_*, or the one `latest` names when no step_* is newer)
+// -- never an older one that would pass while that one is damaged. `path` itself when the folder
+// holds none.
 std::string checkpoint_to_verify(const std::string& path);
 
 }  // namespace zt::ckpt

@@ -21,6 +21,7 @@ usage: run_consistency_test.py MPIRUN [FLAGS...] -- PATH/TO/zerotrain
 import json
 import os
 import shutil
+import signal
 import socket
 import struct
 import subprocess
@@ -182,6 +183,31 @@ def main():
     p = subprocess.run([binary, "train", "--config", base, "--run-dir", remote_dir], capture_output=True, text=True,
                        timeout=120)
     check(p.returncode == 0 and "took over" in p.stdout, "a lock of another host silent for 2 minutes is taken over")
+    # On this host the pid decides, not the heartbeat: a stopped holder (SIGSTOP, a scheduler's
+    # suspend) continues later and would write beside a taker; a pid started after the lock was
+    # taken is another process under a reused pid.
+    sleeper = subprocess.Popen(["sleep", "600"])
+    os.kill(sleeper.pid, signal.SIGSTOP)
+    for what, locked_at, taken in (("stopped", time.time(), False), ("reused pid", time.time() - 3600, True)):
+        held_dir = os.path.join(work, "held_" + what.replace(" ", "_"))
+        os.makedirs(os.path.join(held_dir, "checkpoints"))
+        held_lock = os.path.join(held_dir, "checkpoints", "LOCK")
+        with open(held_lock, "w") as f:
+            json.dump({"host": socket.gethostname(), "pid": sleeper.pid, "run_dir": "x", "started": "then",
+                       "started_unix": locked_at, "token": "here"}, f)
+        os.utime(held_lock, (time.time() - 120, time.time() - 120))
+        p = subprocess.run([binary, "train", "--config", base, "--run-dir", held_dir], capture_output=True, text=True,
+                           timeout=120)
+        lines = errors(p.stderr)
+        if taken:
+            check(p.returncode == 0 and "took over" in p.stdout, f"a lock whose pid now runs a later process is "
+                  f"taken over ({lines})")
+        else:
+            check(p.returncode == 2 and len(lines) == 1 and "is stopped" in lines[0] and
+                  f"kill -CONT {sleeper.pid}" in lines[0],
+                  f"a lock held by a stopped process on this host is refused, saying so ({lines})")
+    sleeper.kill()
+    sleeper.wait()
 
     # Resume on other data.
     data_dir = os.path.join(work, "data")

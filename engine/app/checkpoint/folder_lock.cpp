@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 #include "engine/app/checkpoint/durable_file.h"
 #include "engine/base/core/check.h"
@@ -48,16 +49,59 @@ double heartbeat_age(const std::string& path) {
   return std::chrono::duration<double>(std::chrono::system_clock::now() - mtime).count();
 }
 
-// Whether the holder a lock's JSON names is gone (its lock may be taken over).
-bool holder_gone(const nlohmann::json& holder, double age, const std::string& my_host) {
-  if (age > FolderLock::kStaleSeconds) return true;  // no heartbeat: dead, hung or a reused pid
-  if (holder.value("host", "") != my_host) return false;
-  const pid_t pid = holder.value("pid", 0);
-  if (pid <= 0 || (kill(pid, 0) != 0 && errno == ESRCH)) return true;
-  // A killed process its parent has not reaped yet (a zombie) still answers kill(pid, 0).
+// A process's /proc/PID/stat fields after its name (which may hold spaces and parentheses):
+// fields[0] is the state (R, S, T, Z, ...), fields[19] the start time in clock ticks after boot.
+std::vector<std::string> process_stat(pid_t pid) {
   const std::string stat = read_text(fmt::format("/proc/{}/stat", pid));
   const std::size_t paren = stat.rfind(')');
-  return paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] == 'Z';
+  std::vector<std::string> fields;
+  if (paren == std::string::npos) return fields;
+  std::istringstream rest(stat.substr(paren + 1));
+  for (std::string f; rest >> f;) fields.push_back(f);
+  return fields;
+}
+
+// When a process started, in seconds since the epoch (to a clock tick, after a boot time of whole
+// seconds), or a negative value when unknown.
+double process_start_unix(const std::vector<std::string>& fields) {
+  if (fields.size() < 20) return -1.0;
+  std::ifstream in("/proc/stat");
+  for (std::string key; in >> key;) {
+    if (key != "btime") continue;
+    double boot = 0.0;
+    in >> boot;
+    return boot + std::stod(fields[19]) / static_cast<double>(sysconf(_SC_CLK_TCK));
+  }
+  return -1.0;
+}
+
+double unix_now() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
+
+// Whether the holder a lock's JSON names is gone (its lock may be taken over). On this host, its
+// pid decides: a process that no longer runs, a zombie, or one started after the lock was taken
+// (the pid reused) is gone; a live one holds it even with a stale heartbeat (stopped by SIGSTOP or
+// a scheduler's suspend, it continues later and would write beside a taker). From another host
+// only the heartbeat tells.
+bool holder_gone(const nlohmann::json& holder, double age, const std::string& my_host) {
+  if (holder.value("host", "") != my_host) return age > FolderLock::kStaleSeconds;
+  const pid_t pid = holder.value("pid", 0);
+  if (pid <= 0 || (kill(pid, 0) != 0 && errno == ESRCH)) return true;
+  const std::vector<std::string> fields = process_stat(pid);
+  if (!fields.empty() && fields[0] == "Z") return true;  // killed, not yet reaped: still answers kill(pid, 0)
+  const double locked_at = holder.value("started_unix", -1.0);
+  if (locked_at < 0.0) return age > FolderLock::kStaleSeconds;  // a lock from before started_unix: as then
+  const double started = process_start_unix(fields);
+  return started > locked_at + 2.0;  // a later process under the same pid (boot time is whole seconds)
+}
+
+// Why a live holder's heartbeat stopped, for the refusal: "" while it beats.
+std::string stale_holder_hint(const nlohmann::json& holder, double age) {
+  if (age <= FolderLock::kStaleSeconds) return "";
+  const pid_t pid = holder.value("pid", 0);
+  const std::vector<std::string> fields = process_stat(pid);
+  const bool stopped = !fields.empty() && (fields[0] == "T" || fields[0] == "t");
+  return fmt::format(" (its heartbeat is {:.0f} s old: the process is {}; continue it with kill -CONT {} or end it)",
+                     age, stopped ? "stopped" : "alive but not beating, hung or starved", pid);
 }
 
 std::string describe(const nlohmann::json& holder) {
@@ -91,6 +135,7 @@ FolderLock::FolderLock(const std::string& folder, const std::string& run_dir, Lo
                                {"pid", getpid()},
                                {"run_dir", run_dir},
                                {"started", fmt::format("{:%Y-%m-%d %H:%M:%S} UTC", fmt::gmtime(now))},
+                               {"started_unix", unix_now()},
                                {"token", token_}};
   const std::string temp = fmt::format("{}.{}.{}.tmp", path_, host, getpid());
   const std::string takeover = path_ + ".takeover";
@@ -101,8 +146,9 @@ FolderLock::FolderLock(const std::string& folder, const std::string& run_dir, Lo
     const double age = heartbeat_age(path_);
     if (age < 0.0) continue;  // released meanwhile: try again
     if (holder.is_object() && !holder_gone(holder, age, host)) {
-      throw_input_error("{} {} is in use by another run: {}; wait for it to end, or give this run another {}", what,
-                        folder, describe(holder), run ? "--run-dir" : "checkpoint.dir or --run-dir");
+      throw_input_error("{} {} is in use by another run: {}{}; wait for it to end, or give this run another {}", what,
+                        folder, describe(holder), stale_holder_hint(holder, age),
+                        run ? "--run-dir" : "checkpoint.dir or --run-dir");
     }
     // Gone (or unreadable: a lock this code never writes). Take it over, one taker at a time.
     if (!create_exclusive(takeover, mine.dump() + "\n", temp + ".takeover")) {

@@ -7,8 +7,10 @@
 // directory, start time), made by link(2) of a complete temporary file, which either creates it or
 // fails because it exists, atomically, also on NFS. A background thread touches it every few
 // seconds (its heartbeat). A lock whose holder is gone is taken over: on the same host, a pid that
-// no longer runs or a heartbeat older than kStaleSeconds (a reused pid); from another host (a
-// shared file system), a heartbeat older than that (clocks assumed within a few seconds). Takers
+// no longer runs, a zombie, or a process started after the lock was taken (the pid reused) -- a
+// live holder keeps it however old its heartbeat, since a stopped process (SIGSTOP, a scheduler's
+// suspend) continues later; from another host (a shared file system), a heartbeat older than
+// kStaleSeconds (clocks assumed within a few seconds). Takers
 // serialise through a second link-made file, so two never take one lock over together.
 #pragma once
 

@@ -41,10 +41,10 @@ LONG = {
 SHORT = {
     "model": {"n_layer": 2, "n_head": 2, "n_embd": 32, "block_size": 32, "vocab_size": 64},
     "data": {"embedded_chars": 50000},
-    "train": {"micro_batch": 6, "max_steps": 8, "eval_batches": 2, "num_threads": 1},
+    "train": {"micro_batch": 6, "max_steps": 8, "eval_batches": 2, "num_threads": 1, "eval_every": 4},
     "optim": {"lr": 3e-3, "warmup_steps": 2, "decay_steps": 8},
     "checkpoint": {"every_steps": 2},
-    "log": {"sample_tokens": 8, "progress": "plain"},
+    "log": {"sample_tokens": 8, "progress": "plain", "sample_every": 4},
 }
 
 
@@ -222,6 +222,14 @@ def main():
                 ref_one = os.path.join(work, "ref_short_1")
                 ok(run(1, SHORT, ref_one), f"{name}: uninterrupted 1-rank run exits 0")
             same_as_reference(name, run_dir, ref_one, SHORT["train"]["max_steps"])
+            # Step 4's evaluation and sample come after its save: the stop left them to the resumed
+            # run, which makes them before its first step, as the uninterrupted run did.
+            def made(d):
+                return [(r["type"], r["step"], r.get("val_loss", r.get("text")))
+                        for r in train_records(d) if r["type"] in ("eval", "sample")]
+            check(made(run_dir) == made(ref_one) and [m[:2] for m in made(run_dir)][:2] == [("eval", 4), ("sample", 4)],
+                  f"{name}: step 4's evaluation and sample made by the resumed run, as uninterrupted "
+                  f"({made(run_dir)} vs {made(ref_one)})")
     return checks.finish()
 
 

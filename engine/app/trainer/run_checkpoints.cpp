@@ -70,6 +70,22 @@ RunProgress start_run(TrainerState& s, const std::string& resume_checkpoint, boo
                                      dropped, run.start_step));
     }
   }
+  // The evaluation and sample of the checkpoint's step come after its save, so a stop (or a kill)
+  // between them leaves them to this run: made before its first step where the log lacks them (the
+  // last step's are finish_run's). Rank 0 reads the log; every rank evaluates.
+  const int at = run.start_step;
+  if (at > 0 && at < c.train.max_steps) {
+    const bool eval_due = c.train.eval_every > 0 && at % c.train.eval_every == 0;
+    const bool sample_due = c.log.samples() && c.log.sample_every > 0 && at % c.log.sample_every == 0;
+    std::string pending;
+    if (s.root) {
+      if (eval_due && !(s.metrics && s.metrics->has_record("eval", at))) pending += 'e';
+      if (sample_due && !(s.metrics && s.metrics->has_record("sample", at))) pending += 's';
+    }
+    pending = broadcast_string(s.comm, pending);
+    run.eval_pending = pending.find('e') != std::string::npos;
+    run.sample_pending = pending.find('s') != std::string::npos;
+  }
   if (s.root && writes_checkpoints(c)) {  // rank 0 holds the folder's lock
     const std::string folder = c.checkpoint.folder_for(s.run_dir);
     if (const auto moved = ckpt::set_aside_checkpoints_after(folder, run.start_step); !moved.empty()) {

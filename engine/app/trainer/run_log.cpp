@@ -35,6 +35,18 @@ void MetricsLog::write(const nlohmann::json& record) {
   }
 }
 
+bool MetricsLog::has_record(const std::string& type, std::int64_t step) const {
+  std::fflush(file_);
+  std::ifstream in(path_, std::ios::binary);
+  for (std::string line; std::getline(in, line);) {
+    const nlohmann::json record = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (record.is_object() && record.value("type", "") == type && record.value("step", std::int64_t{-1}) == step) {
+      return true;
+    }
+  }
+  return false;
+}
+
 int MetricsLog::drop_records_after_step(std::int64_t step) {
   std::fclose(file_);
   file_ = nullptr;

@@ -26,6 +26,8 @@ class MetricsLog {
   // past its last checkpoint, and will log again; a summary whose last_step is later) and a last
   // line a kill cut short, rewriting the file atomically. Returns how many.
   int drop_records_after_step(std::int64_t step);
+  // Whether the file holds a record of `type` ("eval", "sample") for `step`.
+  bool has_record(const std::string& type, std::int64_t step) const;
 
  private:
   std::string path_;

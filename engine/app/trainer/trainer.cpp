@@ -176,6 +176,8 @@ TrainSummary Trainer::run() {
   run.summary.unigram_entropy_nats = data::unigram_entropy_nats(
       s.data.train(), c.model.vocab_size,
       sample_hook != nullptr && std::atoll(sample_hook) > 0 ? std::atoll(sample_hook) : data::kEntropySampleTokens);
+  if (run.eval_pending) evaluate(s, run.start_step, run.summary);  // the saved run stopped before them
+  if (run.sample_pending) sample(s, run.start_step, run.summary);
   s.tracker.reset_peaks();  // the comparison with the prediction (report_step) covers the steps, not set-up
   run.started = std::chrono::steady_clock::now();
   int step = run.start_step;

@@ -93,6 +93,9 @@ struct RunProgress {
   int profiled_steps = 0;                         // log.profile_ops: steps timed, the first (warm-up) discarded
   int last_saved_step = -1;                       // the last checkpoint this run saved, and where
   std::string last_saved_path;
+  // A resume at a step whose evaluation or sample the saved run never logged (it stopped on a
+  // signal, or was killed, between the save and them): made before the first step.
+  bool eval_pending = false, sample_pending = false;
   TrainSummary summary;  // what Trainer::run returns
 
   // Counts optimizer step `step` (1-based), whose loss was `loss`, into the summary.

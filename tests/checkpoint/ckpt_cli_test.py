@@ -265,6 +265,22 @@ def main():
     r = ckpt("verify", folder)
     checks.check(r.returncode == 0, f"the checkpoint verifies after the refused exports ({r.stderr.strip()})")
 
+    # An HF export killed between the renames that move its files into place (the test hook ends
+    # it there) leaves no config.json, so no loader reads the new tensors under an earlier config;
+    # the next export completes the folder.
+    cut = os.path.join(work, "hf_cut")
+    first = ckpt("export", folder, "--format", "hf", "--out", cut)
+    env = dict(os.environ, ZT_TEST_EXPORT_EXIT_AFTER_RENAMES="1")
+    killed = subprocess.run([args.zerotrain, "ckpt", "export", folder, "--format", "hf", "--out", cut, "--dtype",
+                             "bf16"], capture_output=True, text=True, timeout=120, env=env)
+    cut_names = sorted(os.listdir(cut))
+    again = ckpt("export", folder, "--format", "hf", "--out", cut)
+    checks.check(first.returncode == 0 and killed.returncode == 137 and "config.json" not in cut_names and
+                 "model.safetensors" in cut_names and again.returncode == 0 and
+                 "config.json" in os.listdir(cut) and not any(n.endswith(".tmp") for n in os.listdir(cut)),
+                 f"an HF export cut between its renames leaves no config.json ({cut_names}); the next one completes "
+                 f"the folder ({sorted(os.listdir(cut))})")
+
     shutil.rmtree(work, ignore_errors=True)
     return checks.finish()
 

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdlib>
 #include <filesystem>
 #include <vector>
 
@@ -56,7 +57,9 @@ void read_tensor(const CheckpointReader& reader, const TensorParts& t, bool stor
 // An export's files, written under temporary names (FILE.tmp) and moved into place together once
 // every one is complete and on disk: an export that fails part way (a damaged checkpoint met at
 // its tenth tensor, a full disk) leaves the destination as it was, an earlier export in it whole,
-// and no .tmp behind.
+// and no .tmp behind. The renames themselves are one at a time: export_hf removes the earlier
+// config.json before them and stages its own last, so a kill between two renames leaves a folder
+// without config.json, which every loader refuses, never an earlier config over new tensors.
 class StagedFiles {
  public:
   StagedFiles() = default;
@@ -72,7 +75,12 @@ class StagedFiles {
   }
   // Every staged file onto its name (in staging order), then the directory's entries to disk.
   void commit(const std::string& dir) {
+    // ZT_TEST_EXPORT_EXIT_AFTER_RENAMES=n (docs/config.md, "Testing hooks"): the process ends after
+    // n renames, as a kill there would end it.
+    const char* hook = std::getenv("ZT_TEST_EXPORT_EXIT_AFTER_RENAMES");
+    int renames_left = hook != nullptr ? std::atoi(hook) : -1;
     for (const Staged& f : staged_) {
+      if (renames_left-- == 0) std::_Exit(137);
       std::error_code ec;
       fs::rename(f.tmp, f.path, ec);
       if (ec) throw_runtime_error("cannot rename '{}' to '{}': {}", f.tmp, f.path, ec.message());
@@ -198,9 +206,13 @@ HfExport export_hf(const CheckpointReader& reader, const std::string& out_dir, D
   }
   write_text(staged.stage((dir / "config.json").string()), hf.dump(2) + "\n");
 
-  // Everything is written: an earlier export's tensor files that these do not replace would mix
-  // with them (a sharded export over a single file, or fewer shards), so they go just before the
-  // new files take their names.
+  // Everything is written. An earlier export's config.json goes first (StagedFiles: a kill during
+  // the renames then leaves no config.json beside the new tensors, rather than the old one), then
+  // its tensor files that these do not replace, which would mix with them (a sharded export over
+  // a single file, or fewer shards), just before the new files take their names.
+  std::error_code removed;
+  fs::remove(dir / "config.json", removed);
+  if (removed) throw_runtime_error("cannot replace {}: {}", (dir / "config.json").string(), removed.message());
   for (const fs::directory_entry& e : fs::directory_iterator(dir)) {
     const std::string name = e.path().filename().string();
     const bool tensors = name == "model.safetensors" || name == "model.safetensors.index.json" ||

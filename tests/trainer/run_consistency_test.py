@@ -208,6 +208,27 @@ def main():
                   f"a lock held by a stopped process on this host is refused, saying so ({lines})")
     sleeper.kill()
     sleeper.wait()
+    # A run whose lock another host's run took over (it was stopped past the stale time) ends at its
+    # next save rather than write beside the taker, and leaves the taker's lock in place.
+    taken_dir = os.path.join(work, "taken")
+    victim = subprocess.Popen([binary, "train", "--config", long_cfg, "--run-dir", taken_dir, "--set",
+                               "train.max_steps=100000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    taken_lock = os.path.join(taken_dir, "checkpoints", "LOCK")
+    wait_until(lambda: os.path.exists(os.path.join(taken_dir, "metrics.jsonl")))
+    with open(taken_lock + ".forged", "w") as f:
+        json.dump(other, f)
+    os.replace(taken_lock + ".forged", taken_lock)
+    try:
+        out, err = victim.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        victim.kill()
+        out, err = victim.communicate()
+    lines = errors(err)
+    with open(taken_lock) as f:
+        kept = json.load(f) == other
+    check(victim.returncode == 1 and lines and "now belongs to pid 4242 on host" in lines[-1] and kept,
+          f"a run whose checkpoint folder's lock was taken over ends at its next save, the taker's lock kept "
+          f"(exit {victim.returncode}, {lines[-1:]})")
 
     # Resume on other data.
     data_dir = os.path.join(work, "data")

@@ -171,8 +171,16 @@ FolderLock::FolderLock(const std::string& folder, const std::string& run_dir, Lo
 void FolderLock::beat() {
   std::unique_lock<std::mutex> lock(mutex_);
   while (!stop_cv_.wait_for(lock, std::chrono::duration<double>(kHeartbeatSeconds), [this] { return stop_; })) {
+    if (!lost_to().empty()) continue;                // taken over: never beat another run's lock
     utimensat(AT_FDCWD, path_.c_str(), nullptr, 0);  // the mtime is the heartbeat
   }
+}
+
+std::string FolderLock::lost_to() const {
+  const std::string text = read_text(path_);
+  if (text.find(token_) != std::string::npos) return "";
+  const nlohmann::json holder = nlohmann::json::parse(text, nullptr, false);
+  return holder.is_object() ? describe(holder) : "nobody (its lock file is gone)";
 }
 
 FolderLock::~FolderLock() {

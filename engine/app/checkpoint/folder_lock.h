@@ -40,6 +40,11 @@ class FolderLock {
 
   // What taking it found: "" or "took over the lock of ... (gone)".
   const std::string& note() const { return note_; }
+  // "" while the lock file is this process's; otherwise who holds it now (another run took it over:
+  // this process was stopped or hung past kStaleSeconds, judged gone from another host). Reads the
+  // file: the heartbeat asks before each beat, and a saver before each save, so a run that
+  // continues never writes beside the taker.
+  std::string lost_to() const;
 
  private:
   void beat();

@@ -148,6 +148,16 @@ void save_checkpoint(TrainerState& s, RunProgress& run, int steps_completed) {
                 {"data_parallel_ranks", c.world_size},
                 {"data_identity", s.data_files}};
   const std::string folder = c.checkpoint.folder_for(s.run_dir);
+  // Another run took the folder's lock over while this one was stopped or hung past the lock's
+  // stale time (seen from another host): writing now would mix the two runs' checkpoints.
+  std::string taken = s.root && s.folder_lock != nullptr ? s.folder_lock->lost_to() : "";
+  taken = broadcast_string(s.comm, taken);
+  if (!taken.empty()) {
+    throw_runtime_error(
+        "checkpoint at step {} not saved: the lock of {} now belongs to {}, which took it over while this run was "
+        "stopped or hung; this run ends rather than write beside it",
+        steps_completed, folder, taken);
+  }
   run.last_saved_step = steps_completed;
   if (s.async_saves) {
     finish_checkpoint(s, run);  // one save in flight at most; the previous one reported first

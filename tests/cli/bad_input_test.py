@@ -263,6 +263,26 @@ def main():
     if not ok:
         failures.append("vocab_file of another dataset")
 
+    # Plain token files (no vocabulary of their own) with a data.vocab_file too small for their ids:
+    # refused before training (samples would decode them through another table). Their own: trains.
+    plain = ["--set", f"data.train_file={os.path.join(work, 'ds_A', 'train.bin')}",
+             "--set", f"data.val_file={os.path.join(work, 'ds_A', 'val.bin')}", "--set", "train.max_steps=1"]
+    proc = subprocess.run([binary, "train", "--config", config_file("vf65.json", with_model(vocab_size=65)),
+                           "--run-dir", run_dir, *plain,
+                           "--set", f"data.vocab_file={os.path.join(work, 'ds_B', 'vocab.json')}"],
+                          capture_output=True, text=True, timeout=120)
+    own = subprocess.run([binary, "train", "--config", config_file("vf65.json", with_model(vocab_size=65)),
+                          "--run-dir", run_dir + "_own",
+                          *plain, "--set", f"data.vocab_file={os.path.join(work, 'ds_A', 'vocab.json')}"],
+                         capture_output=True, text=True, timeout=120)
+    lines = proc.stderr.strip().splitlines()
+    ok = (proc.returncode == 2 and len(lines) == 1 and "the training data holds token id" in lines[0] and
+          "ds_B" in lines[0] and own.returncode == 0)
+    print(f"{'data.vocab_file too small':<32} exit={proc.returncode}/{own.returncode}  {'OK' if ok else 'FAIL'}"
+          f"\n    stderr: {proc.stderr.strip()[-200:]} {own.stderr.strip()[-200:]}")
+    if not ok:
+        failures.append("vocab_file smaller than the token files' ids")
+
     # The deterministic banner names the stages whose bits agree where a setting limits them.
     proc = subprocess.run([binary, "train", "--config", config_file("det.json", with_model(vocab_size=65)), "--run-dir",
                            os.path.join(work, "det"), "--set", "train.deterministic=true", "--set", "zero.stage=2",

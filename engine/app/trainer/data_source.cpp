@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <tuple>
 
+#include "engine/app/data/batch_sampler.h"
 #include "engine/app/data/embedded_dataset.h"
 #include "engine/base/core/check.h"
 
@@ -117,6 +118,22 @@ DataSource::DataSource(const RunConfig& c) {
                       : d.dataset == "embedded" ? std::string("the embedded text")
                                                 : (fs::path(d.dataset) / "vocab.json").string(),
                       vocab_->size());
+  }
+  // Plain token files carry no vocabulary: one named beside them (data.vocab_file, a tokenizer) and
+  // smaller than the model's must still hold the data's ids, or samples decode the others as
+  // another text's tokens or as nothing. Checked on a sample of the training split, as the
+  // unigram entropy reads it (only where the vocabularies' sizes differ).
+  const bool plain_files = !d.train_files.empty() || !d.train_file.empty();
+  if (plain_files && text_.has() && text_.size() < c.model.vocab_size) {
+    const std::vector<std::int64_t> counts = train_->token_counts(c.model.vocab_size, data::kEntropySampleTokens);
+    for (int id = c.model.vocab_size - 1; id >= text_.size(); --id) {
+      if (counts[static_cast<std::size_t>(id)] == 0) continue;
+      throw_input_error(
+          "config error in {}: the training data holds token id {}, past the {} tokens of {}: samples would decode "
+          "its ids through another vocabulary (name the vocabulary the data was made with)",
+          c.sources_of({"data.vocab_file", "data.tokenizer_file", "data.train_file", "data.train_files"}), id,
+          text_.size(), !tokenizer_path_.empty() ? tokenizer_path_ : d.vocab_file);
+    }
   }
   for (const auto& [name, split] : {std::pair{"training", &*train_}, std::pair{"validation", &*val_}}) {
     // A window is seq_len inputs and the token after the last: seq_len + 1 tokens make one, inside

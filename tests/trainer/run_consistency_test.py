@@ -188,13 +188,17 @@ def main():
     # taken is another process under a reused pid.
     sleeper = subprocess.Popen(["sleep", "600"])
     os.kill(sleeper.pid, signal.SIGSTOP)
-    for what, locked_at, taken in (("stopped", time.time(), False), ("reused pid", time.time() - 3600, True)):
+    with open(f"/proc/{sleeper.pid}/stat") as f:
+        start_ticks = f.read().rsplit(")", 1)[1].split()[19]
+    with open("/proc/sys/kernel/random/boot_id") as f:
+        identity = {"boot_id": f.read().strip(), "pid_namespace": os.readlink("/proc/self/ns/pid")}
+    for what, ticks, taken in (("stopped", start_ticks, False), ("reused pid", str(int(start_ticks) - 1), True)):
         held_dir = os.path.join(work, "held_" + what.replace(" ", "_"))
         os.makedirs(os.path.join(held_dir, "checkpoints"))
         held_lock = os.path.join(held_dir, "checkpoints", "LOCK")
         with open(held_lock, "w") as f:
             json.dump({"host": socket.gethostname(), "pid": sleeper.pid, "run_dir": "x", "started": "then",
-                       "started_unix": locked_at, "token": "here"}, f)
+                       "start_ticks": ticks, **identity, "token": "here"}, f)
         os.utime(held_lock, (time.time() - 120, time.time() - 120))
         p = subprocess.run([binary, "train", "--config", base, "--run-dir", held_dir], capture_output=True, text=True,
                            timeout=120)

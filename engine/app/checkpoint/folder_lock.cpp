@@ -61,37 +61,45 @@ std::vector<std::string> process_stat(pid_t pid) {
   return fields;
 }
 
-// When a process started, in seconds since the epoch (to a clock tick, after a boot time of whole
-// seconds), or a negative value when unknown.
-double process_start_unix(const std::vector<std::string>& fields) {
-  if (fields.size() < 20) return -1.0;
-  std::ifstream in("/proc/stat");
-  for (std::string key; in >> key;) {
-    if (key != "btime") continue;
-    double boot = 0.0;
-    in >> boot;
-    return boot + std::stod(fields[19]) / static_cast<double>(sysconf(_SC_CLK_TCK));
-  }
-  return -1.0;
+// What identifies this process's life on this machine beside its pid, for a lock to record: its
+// start time in clock ticks after boot (exact, no wall clock), the boot and the pid namespace.
+// Empty strings where /proc does not tell.
+struct ProcessIdentity {
+  std::string start_ticks, boot_id, pid_namespace;
+};
+
+ProcessIdentity own_identity() {
+  ProcessIdentity id;
+  const std::vector<std::string> fields = process_stat(getpid());
+  if (fields.size() > 19) id.start_ticks = fields[19];
+  id.boot_id = read_text("/proc/sys/kernel/random/boot_id");
+  while (!id.boot_id.empty() && id.boot_id.back() == '\n') id.boot_id.pop_back();
+  std::error_code ec;
+  id.pid_namespace = fs::read_symlink("/proc/self/ns/pid", ec).string();
+  return id;
 }
 
-double unix_now() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
-
-// Whether the holder a lock's JSON names is gone (its lock may be taken over). On this host, its
-// pid decides: a process that no longer runs, a zombie, or one started after the lock was taken
-// (the pid reused) is gone; a live one holds it even with a stale heartbeat (stopped by SIGSTOP or
-// a scheduler's suspend, it continues later and would write beside a taker). From another host
-// only the heartbeat tells.
+// Whether the holder a lock's JSON names is gone (its lock may be taken over). A fresh heartbeat
+// holds it. Past kStaleSeconds, on this host, in this boot and pid namespace, the pid decides:
+// gone if it no longer runs, is a zombie, or is another process (its start ticks differ: the pid
+// reused); a live holder keeps the lock (stopped by SIGSTOP or a scheduler's suspend, it continues
+// later and would write beside a taker). Anywhere else, and for a lock without the identity, the
+// stale heartbeat alone says gone. A dead pid on this host is gone at once.
 bool holder_gone(const nlohmann::json& holder, double age, const std::string& my_host) {
-  if (holder.value("host", "") != my_host) return age > FolderLock::kStaleSeconds;
+  const bool stale = age > FolderLock::kStaleSeconds;
+  if (holder.value("host", "") != my_host) return stale;
+  const ProcessIdentity mine = own_identity();
+  // A lock from before the identity was recorded: its pid taken to be this namespace's, as then.
+  const bool same_space =
+      !holder.contains("boot_id") || (!mine.boot_id.empty() && holder.value("boot_id", "") == mine.boot_id &&
+                                      holder.value("pid_namespace", "") == mine.pid_namespace);
   const pid_t pid = holder.value("pid", 0);
-  if (pid <= 0 || (kill(pid, 0) != 0 && errno == ESRCH)) return true;
-  const std::vector<std::string> fields = process_stat(pid);
+  if (same_space && (pid <= 0 || (kill(pid, 0) != 0 && errno == ESRCH))) return true;
+  const std::vector<std::string> fields = same_space ? process_stat(pid) : std::vector<std::string>{};
   if (!fields.empty() && fields[0] == "Z") return true;  // killed, not yet reaped: still answers kill(pid, 0)
-  const double locked_at = holder.value("started_unix", -1.0);
-  if (locked_at < 0.0) return age > FolderLock::kStaleSeconds;  // a lock from before started_unix: as then
-  const double started = process_start_unix(fields);
-  return started > locked_at + 2.0;  // a later process under the same pid (boot time is whole seconds)
+  if (!stale) return false;
+  const std::string recorded = holder.value("start_ticks", "");
+  return recorded.empty() || fields.size() <= 19 || fields[19] != recorded;
 }
 
 // Why a live holder's heartbeat stopped, for the refusal: "" while it beats.
@@ -131,11 +139,14 @@ FolderLock::FolderLock(const std::string& folder, const std::string& run_dir, Lo
   const std::string host = host_name();
   const auto now = std::chrono::system_clock::now();
   token_ = fmt::format("{}:{}:{}", host, getpid(), now.time_since_epoch().count());
+  const ProcessIdentity identity = own_identity();
   const nlohmann::json mine = {{"host", host},
                                {"pid", getpid()},
                                {"run_dir", run_dir},
                                {"started", fmt::format("{:%Y-%m-%d %H:%M:%S} UTC", fmt::gmtime(now))},
-                               {"started_unix", unix_now()},
+                               {"start_ticks", identity.start_ticks},
+                               {"boot_id", identity.boot_id},
+                               {"pid_namespace", identity.pid_namespace},
                                {"token", token_}};
   const std::string temp = fmt::format("{}.{}.{}.tmp", path_, host, getpid());
   const std::string takeover = path_ + ".takeover";

@@ -6,11 +6,13 @@
 // a checkpoint folder that is the run directory takes both): JSON naming its holder (host, pid, run
 // directory, start time), made by link(2) of a complete temporary file, which either creates it or
 // fails because it exists, atomically, also on NFS. A background thread touches it every few
-// seconds (its heartbeat). A lock whose holder is gone is taken over: on the same host, a pid that
-// no longer runs, a zombie, or a process started after the lock was taken (the pid reused) -- a
-// live holder keeps it however old its heartbeat, since a stopped process (SIGSTOP, a scheduler's
-// suspend) continues later; from another host (a shared file system), a heartbeat older than
-// kStaleSeconds (clocks assumed within a few seconds). Takers
+// seconds (its heartbeat). A lock whose holder is gone is taken over: on the same host (and boot and
+// pid namespace, which the lock records), a pid that no longer runs or a zombie at once, and past
+// kStaleSeconds without a heartbeat another process under the pid (its start ticks differ from
+// the lock's) -- a live holder keeps it however old its heartbeat, since a stopped process
+// (SIGSTOP, a scheduler's suspend) continues later; from elsewhere (another host on a shared file
+// system, another pid namespace), a heartbeat older than kStaleSeconds (clocks assumed within a
+// few seconds). Takers
 // serialise through a second link-made file, so two never take one lock over together.
 #pragma once
 

@@ -234,6 +234,25 @@ def main():
           f"a run whose checkpoint folder's lock was taken over ends at its next save, the taker's lock kept "
           f"(exit {victim.returncode}, {lines[-1:]})")
 
+    # A fresh run in a folder an earlier run saved into sets the earlier checkpoints aside: the
+    # folder then resolves to its own (a newer step_* than latest's would otherwise be taken).
+    reused = os.path.join(work, "reused")
+    every2 = write_config("every2.json", {"checkpoint": {"every_steps": 2}})
+    first = subprocess.run([binary, "train", "--config", every2, "--run-dir", reused], capture_output=True, text=True,
+                           timeout=120)
+    second = subprocess.run([binary, "train", "--config", every2, "--run-dir", reused, "--set", "train.max_steps=4"],
+                            capture_output=True, text=True, timeout=120)
+    folder = os.path.join(reused, "checkpoints")
+    kept = sorted(d for d in os.listdir(folder) if d.startswith("step_"))
+    aside = sorted(os.listdir(os.path.join(folder, "superseded"))) if os.path.isdir(
+        os.path.join(folder, "superseded")) else []
+    verify = subprocess.run([binary, "ckpt", "verify", folder], capture_output=True, text=True, timeout=120)
+    check(first.returncode == 0 and second.returncode == 0 and "an earlier run's; this run starts afresh" in second.stdout
+          and kept == ["step_00000002", "step_00000004"] and aside == ["step_00000002", "step_00000004", "step_00000006"]
+          and "step_00000004" in verify.stdout,
+          f"a fresh run in a used folder sets the earlier run's checkpoints aside (kept {kept}, aside {aside}, "
+          f"{verify.stdout.strip()})")
+
     # Resume on other data.
     data_dir = os.path.join(work, "data")
     shutil.copytree(os.path.join(work, "wd_a", "data"), data_dir)

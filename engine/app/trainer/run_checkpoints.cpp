@@ -20,6 +20,18 @@ namespace zt {
 RunProgress start_run(TrainerState& s, const std::string& resume_checkpoint, bool allow_config_change) {
   const RunConfig& c = s.config;
   RunProgress run;
+  if (resume_checkpoint.empty() && s.root && writes_checkpoints(c)) {
+    // A fresh run in a folder an earlier run saved into: those checkpoints are another
+    // trajectory's, which keep-last would count and a folder's resolution could take for this
+    // run's (a step_* newer than the one `latest` names is taken as a save whose pointer update
+    // was cut off). Set aside, as a resume from an earlier checkpoint does with later ones.
+    const std::string folder = c.checkpoint.folder_for(s.run_dir);
+    if (const auto moved = ckpt::set_aside_checkpoints_after(folder, -1); !moved.empty()) {
+      s.progress.message(fmt::format("{}: moved {} (an earlier run's; this run starts afresh) to {}/{}", folder,
+                                     fmt::join(moved, ", "), folder, ckpt::kSupersededName));
+      s.log({{"type", "superseded_checkpoints"}, {"step", 0}, {"moved", moved}});
+    }
+  }
   if (resume_checkpoint.empty() && !c.train.init_from.empty()) {
     const std::int64_t bytes = load_pretrained_parameters(c.train.init_from, s.store, s.optimizer, s.tracker);
     s.log({{"type", "init_from"}, {"path", c.train.init_from}, {"bytes_read", bytes}});

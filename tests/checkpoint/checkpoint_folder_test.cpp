@@ -208,7 +208,9 @@ TEST_F(CheckpointFolder, ACheckpointNewerThanLatestIsTaken) {
   save(10);
   save(20);
   const std::string newest = save(30);
-  write_latest(folder_, "step_00000010");  // as if killed after the renames of 20 and 30
+  write_latest(folder_, "step_00000010");   // as if killed after the renames of 20 and 30: a pointer
+  fs::last_write_time(folder_ + "/latest",  // written before their manifests
+                      fs::last_write_time(folder_ + "/step_00000010/manifest.json"));
   ResolvedCheckpoint r = resolve_checkpoint(folder_, Validation::kChecksums);
   EXPECT_EQ(r.path, newest);
   EXPECT_EQ(checkpoint_to_verify(folder_), newest);
@@ -217,6 +219,18 @@ TEST_F(CheckpointFolder, ACheckpointNewerThanLatestIsTaken) {
   EXPECT_EQ(r.path, folder_ + "/step_00000020");
   fs::resize_file(folder_ + "/step_00000020/rank_00000.bin", 5);
   EXPECT_EQ(resolve_checkpoint(folder_, Validation::kStructure).path, folder_ + "/step_00000010");
+}
+
+// A step_* newer than latest's whose manifest was written before the pointer is another
+// trajectory's (a folder reused by a run that did not set it aside): latest's is taken.
+TEST_F(CheckpointFolder, ANewerCheckpointOlderThanThePointerIsAnotherRuns) {
+  save(30);
+  save(10);  // the pointer written after step 30's manifest
+  EXPECT_EQ(read_latest(folder_), "step_00000010");
+  const ResolvedCheckpoint r = resolve_checkpoint(folder_, Validation::kChecksums);
+  EXPECT_EQ(r.path, folder_ + "/step_00000010");
+  EXPECT_TRUE(r.notes.empty());
+  EXPECT_EQ(checkpoint_to_verify(folder_), folder_ + "/step_00000010");
 }
 
 // A failed atomic write leaves no partial `.tmp` behind.

@@ -111,6 +111,49 @@ std::vector<std::string> set_aside_checkpoints_after(const std::string& folder, 
   return moved;
 }
 
+namespace {
+
+// A folder's checkpoints in the order resolution tries them, newest first: latest's, and before
+// it a step_* newer than it whose manifest was written after `latest` (a save committed, renamed
+// into place, whose pointer update a kill or an I/O error stopped: taking latest's over it would
+// lose its steps; noted); a newer one written before `latest` is another trajectory's (a folder
+// reused by a binary that did not set it aside) and not tried. Then the older ones.
+std::vector<std::string> resolution_order(const std::string& folder, const std::string& latest,
+                                          std::vector<std::string>* notes) {
+  std::vector<std::string> order;
+  const std::int64_t latest_step = latest.empty() ? -1 : step_of(latest);
+  std::error_code ec;
+  const fs::file_time_type pointer_written = fs::last_write_time(fs::path(folder) / kLatestName, ec);
+  const bool pointer_known = !latest.empty() && !ec;
+  bool latest_listed = false;
+  const std::vector<CheckpointEntry> all = list_checkpoints(folder);
+  for (auto it = all.rbegin(); it != all.rend(); ++it) {
+    const fs::path dir(it->path);
+    const std::int64_t step = step_of(dir.filename().string());
+    if (!latest.empty() && !latest_listed && step <= latest_step) {
+      order.push_back((fs::path(folder) / latest).string());
+      latest_listed = true;
+    }
+    if (dir.filename() == latest) continue;
+    if (!latest.empty() && step > latest_step) {
+      std::error_code manifest_ec;
+      const fs::file_time_type written = fs::last_write_time(dir / "manifest.json", manifest_ec);
+      if (!pointer_known || manifest_ec || written < pointer_written) continue;
+      if (notes != nullptr) {
+        notes->push_back(
+            fmt::format("{} is newer than the checkpoint {} names ({}): a save committed before its "
+                        "pointer was updated",
+                        dir.filename().string(), kLatestName, latest));
+      }
+    }
+    order.push_back(it->path);
+  }
+  if (!latest.empty() && !latest_listed) order.push_back((fs::path(folder) / latest).string());
+  return order;
+}
+
+}  // namespace
+
 ResolvedCheckpoint resolve_checkpoint(const std::string& path, Validation validation) {
   const fs::path given(path);
   if (given.filename() == kLatestName && fs::is_regular_file(given)) {  // the folder's pointer, not a checkpoint
@@ -127,33 +170,11 @@ ResolvedCheckpoint resolve_checkpoint(const std::string& path, Validation valida
     result.path = path;
     return result;
   }
-  // Newest first: a step_* newer than the one `latest` names is a save committed (renamed into
-  // place) whose pointer update a kill or an I/O error stopped; it is this run's (a resume from an
-  // older one sets later ones aside), and taking latest's over it would lose its steps.
-  std::vector<std::string> candidates;
   const std::string latest = read_latest(path);
   if (latest.empty() && fs::exists(fs::path(path) / kLatestName)) {
     result.notes.push_back(fmt::format("{}/{} is unreadable; using the newest valid checkpoint", path, kLatestName));
   }
-  const std::int64_t latest_step = latest.empty() ? -1 : step_of(latest);
-  std::vector<CheckpointEntry> all = list_checkpoints(path);
-  bool latest_listed = false;
-  for (auto it = all.rbegin(); it != all.rend(); ++it) {
-    const std::int64_t step = step_of(fs::path(it->path).filename().string());
-    if (!latest.empty() && !latest_listed && step <= latest_step) {
-      candidates.push_back((fs::path(path) / latest).string());
-      latest_listed = true;
-    }
-    if (fs::path(it->path).filename() == latest) continue;
-    candidates.push_back(it->path);
-    if (step > latest_step && !latest.empty()) {
-      result.notes.push_back(
-          fmt::format("{} is newer than the checkpoint {} names ({}): a save committed before its "
-                      "pointer was updated",
-                      fs::path(it->path).filename().string(), kLatestName, latest));
-    }
-  }
-  if (!latest.empty() && !latest_listed) candidates.push_back((fs::path(path) / latest).string());
+  const std::vector<std::string> candidates = resolution_order(path, latest, &result.notes);
   std::string first_error;
   for (const std::string& c : candidates) {
     try {
@@ -173,13 +194,8 @@ ResolvedCheckpoint resolve_checkpoint(const std::string& path, Validation valida
 
 std::string checkpoint_to_verify(const std::string& path) {
   if (!fs::is_directory(path) || is_complete(path) || step_of(fs::path(path).filename().string()) >= 0) return path;
-  const std::string latest = read_latest(path);
-  const std::vector<CheckpointEntry> all = list_checkpoints(path);
-  // The newest step_*, or latest's when that is as new (resolve_checkpoint's first candidate).
-  if (!latest.empty() && (all.empty() || step_of(fs::path(all.back().path).filename().string()) <= step_of(latest))) {
-    return (fs::path(path) / latest).string();
-  }
-  return all.empty() ? path : all.back().path;
+  const std::vector<std::string> order = resolution_order(path, read_latest(path), nullptr);
+  return order.empty() ? path : order.front();
 }
 
 }  // namespace zt::ckpt

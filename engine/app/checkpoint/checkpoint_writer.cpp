@@ -114,8 +114,8 @@ CommitResult commit_checkpoint(const std::string& folder, const std::string& tem
   } catch (const std::exception& e) {
     const std::string previous = read_latest(folder);
     result.warning = fmt::format(
-        "checkpoint {} is saved, but '{}' could not be updated ({}): it still names {}, so "
-        "--resume latest would continue from there; resume from {} by path",
+        "checkpoint {} is saved, but '{}' could not be updated ({}): it still names {}; --resume latest "
+        "takes the newer checkpoint all the same (written after it), or resume from {} by path",
         final_dir.string(), (fs::path(folder) / kLatestName).string(), e.what(),
         previous.empty() ? "nothing" : previous, final_dir.string());
     return result;  // keep-last must not delete what `latest` still names

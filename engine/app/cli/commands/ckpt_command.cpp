@@ -26,11 +26,12 @@ constexpr const char* kCkptUsage =
     "actions:\n"
     "  inspect PATH                       step, config, bytes per rank and state, checksum status\n"
     "  verify PATH                        exit 0 if every file is present and matches its checksums\n"
-    "                                     (a folder: the checkpoint its 'latest' names)\n"
+    "                                     (a folder: the checkpoint --resume would take first)\n"
     "  export PATH --format hf --out DIR [--dtype f32|bf16] [--max-shard-size 5GB]\n"
     "                                                          Hugging Face folder (tensors, config, tokenizer)\n"
     "  export PATH --format llmc --out FILE [--dtype f32|bf16]  llm.c model file\n\n"
-    "PATH is a step_XXXXXXXX directory or a checkpoint folder (its 'latest').\n";
+    "PATH is a step_XXXXXXXX directory or a checkpoint folder (its newest complete checkpoint, normally\n"
+    "the one its 'latest' names).\n";
 
 std::string resolve(const std::string& path, ckpt::Validation validation) {
   const ckpt::ResolvedCheckpoint r = ckpt::resolve_checkpoint(path, validation);

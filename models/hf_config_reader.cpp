@@ -2,6 +2,7 @@
 #include "models/hf_config_reader.h"
 
 #include "engine/base/core/check.h"
+#include "engine/base/core/config_reader.h"
 
 namespace zt {
 
@@ -9,7 +10,7 @@ const nlohmann::json* HfConfigReader::field(const char* key, bool (nlohmann::jso
                                             const char* what) const {
   if (!has(key)) return nullptr;
   const nlohmann::json& v = hf_.at(key);
-  if (!(v.*is)()) throw_input_error("{}: {} must be {} (got {})", source_, key, what, v.dump());
+  if (!(v.*is)()) throw_input_error("{}: {} must be {} (got {})", source_, key, what, preview_json(v));
   return &v;
 }
 
@@ -39,7 +40,7 @@ std::string HfConfigReader::string_or(const char* key, const std::string& fallba
 }
 
 void HfConfigReader::refuse(const char* key, const std::string& why) const {
-  throw_input_error("{}: {} = {}: {}", source_, key, hf_.contains(key) ? hf_.at(key).dump() : "(absent)", why);
+  throw_input_error("{}: {} = {}: {}", source_, key, hf_.contains(key) ? preview_json(hf_.at(key)) : "(absent)", why);
 }
 
 }  // namespace zt

@@ -262,6 +262,12 @@ def main():
                      not os.path.exists(os.path.join(folder, "hf")),
                      f"export {fmt_} --out {os.path.relpath(out, work)}: exit 2, one line, nothing written "
                      f"({r.stderr.strip()})")
+    # A relative --out whose first part does not exist yet, from inside the checkpoint.
+    r = subprocess.run([args.zerotrain, "ckpt", "export", ".", "--format", "hf", "--out", "hf"], cwd=ckpt_dir,
+                       capture_output=True, text=True, timeout=120)
+    checks.check(r.returncode == 2 and "is inside the checkpoint" in r.stderr and
+                 not os.path.exists(os.path.join(ckpt_dir, "hf")),
+                 f"export --out hf from inside the checkpoint: refused ({r.stderr.strip()})")
     r = ckpt("verify", folder)
     checks.check(r.returncode == 0, f"the checkpoint verifies after the refused exports ({r.stderr.strip()})")
 

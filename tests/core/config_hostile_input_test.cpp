@@ -4,10 +4,13 @@
 // before the end of the file, values megabytes long.
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "engine/app/config/run_config.h"
+#include "engine/app/io/json_file.h"
 #include "engine/base/core/check.h"
 #include "engine/base/core/config_reader.h"
 #include "tests/core/config_test_util.h"
@@ -39,11 +42,19 @@ TEST(ConfigHostileInput, ADeeplyNestedValueIsRefusedAtParse) {
   EXPECT_NE(msg.find("key 'model' must be a JSON object (got [[[...]]])"), std::string::npos) << msg;
 }
 
+// Any user file read as JSON (a pretrained folder's config.json, an index) has the same limit.
+TEST(ConfigHostileInput, JsonFilesHaveTheDepthLimitToo) {
+  const std::string path = testing::TempDir() + "/deep_config.json";
+  std::ofstream(path) << "{\"n_layer\": " << std::string(100000, '[') << std::string(100000, ']') << "}";
+  EXPECT_EQ(error_of([&] { read_json_file(path); }), path + ": JSON nested deeper than 64 levels");
+}
+
 TEST(ConfigHostileInput, LongValuesAreCutWithTheirSize) {
   nlohmann::json doc = base();
   doc["train"] = {{"micro_batch", std::string(10'000'000, 'x')}};
   const std::string msg = error_of([&] { parse_run_config(doc, "big.json"); });
-  EXPECT_NE(msg.find("(10000000 characters)"), std::string::npos) << msg.substr(0, 300);
+  EXPECT_NE(msg.find("(10000000 bytes)"), std::string::npos) << msg.substr(0, 300);
+  EXPECT_NE(preview_json(nlohmann::json(std::vector<int>(1000, 7))).find("(1000 elements)"), std::string::npos);
   EXPECT_LT(msg.size(), 250u);
   EXPECT_EQ(preview_json(nlohmann::json::array({1, 2, 3})), "[1, 2, 3]");  // short values whole
   EXPECT_EQ(preview_json(nlohmann::json{{"a", {{"b", {{"c", 1}}}}}}), "{\"a\": {\"b\": {...}}}");

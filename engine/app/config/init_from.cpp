@@ -37,7 +37,7 @@ void apply_init_from(nlohmann::json& doc, ConfigReader& root, const std::functio
       throw_input_error(
           "config error in {}: train.init_from = {} does not exist, and its model keys could not come "
           "from the checkpoint resumed instead: {}",
-          root.section("train").source_of("init_from"), from.dump(), e.what());
+          root.section("train").source_of("init_from"), preview_json(from), e.what());
     }
     root.section("model");  // refused here unless a JSON object
     nlohmann::json& model = doc["model"];
@@ -53,14 +53,14 @@ void apply_init_from(nlohmann::json& doc, ConfigReader& root, const std::functio
   for (const auto& [key, value] : pretrained.model_keys.items()) {
     if (model.contains(key) && !same_value(model[key], value)) {
       conflicts += fmt::format("{}model.{} = {} ({}; the checkpoint has {})", conflicts.empty() ? "" : ", ", key,
-                               model[key].dump(), section.source_of(key), value.dump());
+                               preview_json(model[key]), section.source_of(key), preview_json(value));
     }
     model[key] = value;
   }
   if (!conflicts.empty()) {
     throw_input_error(
         "config error: train.init_from = {} is a {}, and the config sets {}: drop these keys or match them",
-        from.dump(), pretrained.description, conflicts);
+        preview_json(from), pretrained.description, conflicts);
   }
 }
 

@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "engine/base/core/check.h"
+#include "engine/base/core/config_reader.h"
 
 namespace zt {
 
@@ -16,7 +17,7 @@ nlohmann::json read_json_file(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw_input_error("{}: cannot open: {}", path, std::strerror(errno));
   try {
-    return nlohmann::json::parse(in);
+    return nlohmann::json::parse(in, json_depth_limit(path));
   } catch (const nlohmann::json::exception& e) {
     throw_input_error("{}: not valid JSON ({})", path, e.what());
   }

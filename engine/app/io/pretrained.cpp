@@ -20,6 +20,7 @@
 #include "engine/app/io/llmc_model_file.h"
 #include "engine/base/core/bf16.h"
 #include "engine/base/core/check.h"
+#include "engine/base/core/config_reader.h"
 #include "models/model_family.h"
 
 namespace zt {
@@ -163,7 +164,7 @@ class HfReader final : public PretrainedReader {
     f.read_at(text.data(), static_cast<std::int64_t>(n), 8);
     nlohmann::json header;
     try {
-      header = nlohmann::json::parse(text);
+      header = nlohmann::json::parse(text, json_depth_limit(path));
     } catch (const nlohmann::json::exception&) {
       throw_input_error("{}: safetensors header is not valid JSON", path);
     }

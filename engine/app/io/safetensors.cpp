@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "engine/base/core/check.h"
+#include "engine/base/core/config_reader.h"
 
 namespace zt {
 
@@ -105,7 +106,7 @@ SafetensorsFile read_safetensors(const std::string& path) {
   in.read(text.data(), static_cast<std::streamsize>(header_len));
   nlohmann::json header;
   try {
-    header = nlohmann::json::parse(text);
+    header = nlohmann::json::parse(text, json_depth_limit(path));
   } catch (const nlohmann::json::exception& e) {
     throw_input_error("{}: malformed JSON header: {}", path, e.what());
   }

@@ -92,7 +92,7 @@ std::vector<std::string> check_resume_fits(const std::string& checkpoint, const 
     }
   }
   std::vector<std::string> changes = trajectory_changes(saved_config, saved_world_size, saved_step, now);
-  changes.insert(changes.end(), data_changes.begin(), data_changes.end());
+  if (saved_step > 0) changes.insert(changes.end(), data_changes.begin(), data_changes.end());
   if (!changes.empty() && !allow_config_change) {
     throw_input_error(
         "--resume {}: the config or data changes what the run's trajectory depends on ({}); continuing "
@@ -149,11 +149,9 @@ std::vector<std::string> changed_keys(const nlohmann::json& saved, const nlohman
 
 std::vector<std::string> trajectory_changes(const nlohmann::json& saved, int saved_world_size, std::int64_t saved_step,
                                             const RunConfig& now) {
+  if (saved_step == 0) return {};  // no step has read anything but the weights: any schedule, data or seed
   const nlohmann::json current = now.to_json();
   std::vector<std::string> changes = changed_keys(saved, current, kTrajectoryKeys);
-  if (saved_step == 0) {  // no step read the schedule or AdamW's terms yet
-    std::erase_if(changes, [](const std::string& c) { return c.starts_with("optim."); });
-  }
   // decay_steps by default follows max_steps (or the warmup): say so, as the user set neither.
   const auto derived = std::find_if(now.derived.begin(), now.derived.end(),
                                     [](const std::string& d) { return d.starts_with("optim.decay_steps = "); });

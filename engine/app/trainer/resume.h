@@ -30,7 +30,8 @@ nlohmann::json resumed_model_keys(const std::string& arg, const std::string& che
 // accumulation x ranks, so another rank count at the same global batch is not a change). One
 // "key: old -> new" per change; empty when the run continues as it would have. A checkpoint of
 // step 0 (`saved_step`: the weights as set up, e.g. a fine-tune's starting point) has read no
-// schedule and left AdamW's moments at zero, so the optim section may change there.
+// schedule, data or seed and left AdamW's moments at zero: none there (check_resume_fits then
+// sets the data aside too).
 std::vector<std::string> trajectory_changes(const nlohmann::json& saved_config, int saved_world_size,
                                             std::int64_t saved_step, const RunConfig& now);
 

@@ -86,8 +86,11 @@ std::string preview_json(const nlohmann::json& value, int depth) {
     out = value.dump(-1, ' ', true, nlohmann::json::error_handler_t::replace);
   }
   if (out.size() > kMaxChars) {
-    out = fmt::format("{}... ({} characters)", out.substr(0, kMaxChars),
-                      value.is_string() ? value.get_ref<const std::string&>().size() : out.size());
+    const std::size_t size = value.is_string() ? value.get_ref<const std::string&>().size() : value.size();
+    out = fmt::format("{}... ({} {})", out.substr(0, kMaxChars), size,
+                      value.is_string()  ? "bytes"
+                      : value.is_array() ? "elements"
+                                         : "keys");
   }
   return out;
 }
@@ -256,6 +259,13 @@ std::string apply_override(nlohmann::json& doc, const std::string& assignment) {
     node = &(*node)[part];
     start = dot + 1;
   }
+}
+
+nlohmann::json::parser_callback_t json_depth_limit(const std::string& source) {
+  return [source](int depth, nlohmann::json::parse_event_t, nlohmann::json&) {
+    if (depth > kMaxConfigDepth) throw_input_error("{}: JSON nested deeper than {} levels", source, kMaxConfigDepth);
+    return true;
+  };
 }
 
 namespace {

@@ -83,6 +83,12 @@ std::string nearest_key(const std::string& key, const std::set<std::string>& val
 // parsed as JSON when it parses (numbers, true/false, quoted strings), else taken as a plain string.
 std::string apply_override(nlohmann::json& doc, const std::string& assignment);
 
+// A parser callback for any JSON a user's file holds (a config, a safetensors header, a Hugging
+// Face config.json): InputError naming `source` for a value nested deeper than a config ever is.
+// nlohmann::json copies, prints and compares values by recursing once a level, so a value nested
+// 100000 deep would overflow the stack later, far from the file.
+nlohmann::json::parser_callback_t json_depth_limit(const std::string& source);
+
 // Parses config text, refusing what nlohmann::json would let through silently: a key given twice in
 // one object (the last would win), and text after a NUL byte (ignored). Errors name `source` and
 // the line and column.

@@ -59,9 +59,12 @@ void refuse_run_directory(const std::string& out) {
 // Whether `inner` is `outer` or a path below it (both made absolute, `..` resolved, links followed
 // as far as they exist).
 bool path_within(const std::filesystem::path& inner, const std::filesystem::path& outer) {
-  std::error_code ec;
-  const std::filesystem::path a = std::filesystem::weakly_canonical(inner, ec);
-  const std::filesystem::path b = std::filesystem::weakly_canonical(outer, ec);
+  // absolute() first: weakly_canonical leaves a relative path whose first part does not exist
+  // relative ("hf" inside the checkpoint's directory would not compare with it).
+  std::error_code ec_inner, ec_outer;
+  const std::filesystem::path a = std::filesystem::weakly_canonical(std::filesystem::absolute(inner), ec_inner);
+  const std::filesystem::path b = std::filesystem::weakly_canonical(std::filesystem::absolute(outer), ec_outer);
+  if (ec_inner || ec_outer || b.empty()) return false;
   const auto [end, _] = std::mismatch(b.begin(), b.end(), a.begin(), a.end());
   return end == b.end();
 }
@@ -71,13 +74,15 @@ bool path_within(const std::filesystem::path& inner, const std::filesystem::path
 // file that is not an llm.c model (a config, a token file) it would lose that file. Refused before
 // anything is written.
 void refuse_out_over_inputs(const std::string& out, const std::string& step_dir, const std::string& format) {
-  const std::filesystem::path folder = std::filesystem::path(step_dir).parent_path();
+  std::error_code ec;  // absolute: a step_dir of "." has no parent to name
+  const std::filesystem::path step = std::filesystem::weakly_canonical(std::filesystem::absolute(step_dir), ec);
+  const std::filesystem::path folder = step.parent_path();
   const bool in_folder = std::filesystem::exists(folder / "latest") && path_within(out, folder);
-  if (path_within(out, step_dir) || in_folder) {
+  if (path_within(out, step) || in_folder) {
     throw_input_error(
         "zerotrain ckpt export: --out {} is inside the checkpoint{} {} (the export would write over its files); "
         "export to a folder outside it, e.g. --out {}",
-        out, in_folder ? " folder" : "", in_folder ? folder.string() : step_dir,
+        out, in_folder ? " folder" : "", (in_folder ? folder : step).string(),
         (folder.parent_path() / (format == "hf" ? "hf" : "model.bin")).string());
   }
   if (format != "llmc" || !std::filesystem::is_regular_file(out)) return;

@@ -20,16 +20,16 @@ namespace {
 SamplingOptions sampling_options(const ArgParser& parser, const data::TokenText& text) {
   double temperature = 0.8;
   if (parser.has("temperature")) {
-    const std::string text = parser.get("temperature");
+    const std::string given = parser.get("temperature");
     std::size_t used = 0;
     try {
-      temperature = std::stod(text, &used);
+      temperature = std::stod(given, &used);
     } catch (const std::exception&) {
       temperature = -1.0;
     }
     // log.sample_temperature's range: near 0 the logits' scale 1/T overflows a float (1e-50 became 0).
-    if (used != text.size() || !(temperature >= 0.001 && temperature <= 100.0)) {
-      throw_input_error("zerotrain sample: --temperature must be a number in [0.001, 100] (got '{}')", text);
+    if (used != given.size() || !(temperature >= 0.001 && temperature <= 100.0)) {
+      throw_input_error("zerotrain sample: --temperature must be a number in [0.001, 100] (got '{}')", given);
     }
   }
   SamplingOptions options{parser.get_int("tokens", 200, 0, 1000000), static_cast<float>(temperature),

@@ -7,6 +7,7 @@ usage: bad_input_test.py PATH/TO/zerotrain
 """
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -314,13 +315,34 @@ def main():
     if bad or not configs:
         failures.append("shipped configs")
 
+    # eval --from a folder whose context is long: its default window (the whole context) does not fit,
+    # and the error says which flag makes it fit.
+    long_dir, long_hf, long_ds = (os.path.join(work, n) for n in ("long", "long_hf", "ds_long"))
+    with open(os.path.join(work, "long.txt"), "w") as f:
+        f.write("abcdefghij klmnopqrst\n" * 16000)  # a validation split of over 32768 tokens
+    subprocess.run([binary, "prepare", "--text", os.path.join(work, "long.txt"), "--out", long_ds],
+                   capture_output=True, timeout=120)
+    subprocess.run([binary, "train", "--config", config_file("long.json", with_model(vocab_size=65, block_size=32768)),
+                    "--run-dir", long_dir, "--set", "train.seq_len=8", "--set", "train.max_steps=0", "--set",
+                    "checkpoint.at_end=true", "--set", f"data.dataset={long_ds}"], capture_output=True, timeout=120)
+    subprocess.run([binary, "ckpt", "export", os.path.join(long_dir, "checkpoints"), "--format", "hf", "--out",
+                    long_hf], capture_output=True, timeout=120)
+    limit = lambda: resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))  # noqa: E731
+    proc = subprocess.run([binary, "eval", "--from", long_hf, "--tokens", os.path.join(long_ds, "val.bin"),
+                           "--windows", "1"], capture_output=True, text=True, timeout=120, preexec_fn=limit)
+    ok = proc.returncode == 1 and "out of memory" in proc.stderr and "pass a smaller --seq-len" in proc.stderr
+    print(f"{'eval: default window too long':<32} exit={proc.returncode}  {'OK' if ok else 'FAIL'}"
+          f"\n    stderr: {proc.stderr.strip()[-200:]}")
+    if not ok:
+        failures.append("eval's default window too long")
+
     proc = subprocess.run([binary, "debug-state", "--help"], capture_output=True, text=True, timeout=60)
     if proc.returncode != 0 or "--config" not in proc.stdout:
         failures.append("debug-state --help")
     proc = subprocess.run([binary, "help", "train"], capture_output=True, text=True, timeout=60)
     if proc.returncode != 0 or "--resume" not in proc.stdout:
         failures.append("help train")  # as train --help
-    print(f"{len(cases) + 11 - len(failures)} passed, {len(failures)} failed")
+    print(f"{len(cases) + 12 - len(failures)} passed, {len(failures)} failed")
     return 1 if failures else 0
 
 

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "engine/app/cli/commands/arg_parser.h"
@@ -159,7 +160,17 @@ int eval_main(const std::vector<std::string>& args) {
                  choices->path(), score.correct, score.examples, score.accuracy());
   }
   if (corpus) {
-    const double loss = token_loss(model, *corpus, T, windows, batch_tokens, *world);
+    double loss = 0.0;
+    try {
+      loss = token_loss(model, *corpus, T, windows, batch_tokens, *world);
+    } catch (const RuntimeError& e) {
+      // The default window is the model's whole context (131072 tokens for a Llama 3.2): say so.
+      if (parser.has("seq-len") || std::string_view(e.what()).find("out of memory") == std::string_view::npos) throw;
+      throw_runtime_error(
+          "{} (the windows are --seq-len tokens, by default the model's context of {}: pass a "
+          "smaller --seq-len)",
+          e.what(), T);
+    }
     if (root)
       fmt::print("{}: loss {:.6f} (perplexity {:.3f}) over {} windows of {} tokens\n", parser.get("tokens"), loss,
                  std::exp(loss), windows, T);

@@ -336,13 +336,30 @@ def main():
     if not ok:
         failures.append("eval's default window too long")
 
+    # A run directory where a checkpoint folder is wanted, and a run without final weights: the
+    # errors say where the checkpoints are.
+    export = subprocess.run([binary, "ckpt", "export", long_dir, "--format", "hf", "--out", long_hf + "2"],
+                            capture_output=True, text=True, timeout=120)
+    no_final = os.path.join(work, "no_final")
+    subprocess.run([binary, "train", "--config", config_file("nf.json", with_model(vocab_size=65)), "--run-dir",
+                    no_final, "--set", "train.max_steps=0", "--set", "checkpoint.at_end=true", "--set",
+                    "log.final_weights=false", "--set", f"data.dataset={long_ds}"], capture_output=True, timeout=120)
+    sample = subprocess.run([binary, "sample", "--run", no_final, "--tokens", "2"], capture_output=True, text=True,
+                            timeout=120)
+    ok = (export.returncode == 2 and f"its checkpoints are in {os.path.join(long_dir, 'checkpoints')}" in export.stderr
+          and sample.returncode == 2 and f"--ckpt {os.path.join(no_final, 'checkpoints')}" in sample.stderr)
+    print(f"{'run dir for its checkpoints':<32} exit={export.returncode}/{sample.returncode}  {'OK' if ok else 'FAIL'}"
+          f"\n    stderr: {export.stderr.strip()[-200:]} {sample.stderr.strip()[-200:]}")
+    if not ok:
+        failures.append("run directory for its checkpoints")
+
     proc = subprocess.run([binary, "debug-state", "--help"], capture_output=True, text=True, timeout=60)
     if proc.returncode != 0 or "--config" not in proc.stdout:
         failures.append("debug-state --help")
     proc = subprocess.run([binary, "help", "train"], capture_output=True, text=True, timeout=60)
     if proc.returncode != 0 or "--resume" not in proc.stdout:
         failures.append("help train")  # as train --help
-    print(f"{len(cases) + 12 - len(failures)} passed, {len(failures)} failed")
+    print(f"{len(cases) + 13 - len(failures)} passed, {len(failures)} failed")
     return 1 if failures else 0
 
 

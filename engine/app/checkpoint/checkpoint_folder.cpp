@@ -188,7 +188,10 @@ ResolvedCheckpoint resolve_checkpoint(const std::string& path, Validation valida
     }
   }
   if (candidates.empty())
-    throw_input_error("{}: no checkpoint found (no {} and no step_* directory)", path, kLatestName);
+    throw_input_error("{}: no checkpoint found (no {} and no step_* directory){}", path, kLatestName,
+                      fs::is_directory(fs::path(path) / "checkpoints")  // a run directory given for its folder
+                          ? fmt::format("; its checkpoints are in {}", (fs::path(path) / "checkpoints").string())
+                          : "");
   throw_input_error("{}: no valid checkpoint (newest: {})", path, first_error);
 }
 

@@ -87,7 +87,13 @@ WeightSource resolve_weight_source(const ArgParser& parser, const std::string& c
   s.path = parser.get("run");
   const fs::path dir(s.path);
   for (const char* f : {"config.json", "final.safetensors"}) {
-    if (!fs::exists(dir / f)) throw_input_error("zerotrain {}: {} has no {}", command, dir.string(), f);
+    if (fs::exists(dir / f)) continue;
+    // A run stopped before its end (a signal, a kill) wrote no final weights, but its checkpoints.
+    const bool checkpoints = std::string_view(f) == "final.safetensors" && fs::exists(dir / "checkpoints" / "latest");
+    throw_input_error("zerotrain {}: {} has no {}{}", command, dir.string(), f,
+                      checkpoints ? fmt::format(" (it stopped before its end? use its checkpoint: --ckpt {})",
+                                                (dir / "checkpoints").string())
+                                  : "");
   }
   // The run's model; its config's device and precision keys aside (the flags choose them).
   // Its model keys are all in its config.json: train.init_from's folder is not needed.

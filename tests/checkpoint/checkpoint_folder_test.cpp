@@ -4,6 +4,7 @@
 // the checkpoints a resume from an older one sets aside.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -225,7 +226,9 @@ TEST_F(CheckpointFolder, ACheckpointNewerThanLatestIsTaken) {
 // trajectory's (a folder reused by a run that did not set it aside): latest's is taken.
 TEST_F(CheckpointFolder, ANewerCheckpointOlderThanThePointerIsAnotherRuns) {
   save(30);
-  save(10);  // the pointer written after step 30's manifest
+  save(10);  // the pointer written after step 30's manifest: a second before, whatever the clock's tick
+  fs::last_write_time(folder_ + "/step_00000030/manifest.json",
+                      fs::last_write_time(folder_ + "/latest") - std::chrono::seconds(1));
   EXPECT_EQ(read_latest(folder_), "step_00000010");
   const ResolvedCheckpoint r = resolve_checkpoint(folder_, Validation::kChecksums);
   EXPECT_EQ(r.path, folder_ + "/step_00000010");

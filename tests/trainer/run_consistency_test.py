@@ -247,11 +247,17 @@ def main():
     aside = sorted(os.listdir(os.path.join(folder, "superseded"))) if os.path.isdir(
         os.path.join(folder, "superseded")) else []
     verify = subprocess.run([binary, "ckpt", "verify", folder], capture_output=True, text=True, timeout=120)
-    check(first.returncode == 0 and second.returncode == 0 and "an earlier run's; this run starts afresh" in second.stdout
+    check(first.returncode == 0 and second.returncode == 0 and "an earlier run's; this run started afresh" in second.stdout
           and kept == ["step_00000002", "step_00000004"] and aside == ["step_00000002", "step_00000004", "step_00000006"]
           and "step_00000004" in verify.stdout,
           f"a fresh run in a used folder sets the earlier run's checkpoints aside (kept {kept}, aside {aside}, "
           f"{verify.stdout.strip()})")
+    # ... at its first save: a run there that never saves leaves them be.
+    quick = subprocess.run([binary, "train", "--config", every2, "--run-dir", reused, "--set", "train.max_steps=1"],
+                           capture_output=True, text=True, timeout=120)
+    still = sorted(d for d in os.listdir(folder) if d.startswith("step_"))
+    check(quick.returncode == 0 and still == kept and "afresh" not in quick.stdout,
+          f"a fresh run that never saves leaves the folder's checkpoints in place ({still})")
 
     # Resume on other data.
     data_dir = os.path.join(work, "data")

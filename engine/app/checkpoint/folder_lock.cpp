@@ -188,10 +188,17 @@ void FolderLock::beat() {
 }
 
 std::string FolderLock::lost_to() const {
+  // Lost only to a lock file that names another holder: one that cannot be read (gone, a transient
+  // error) is not taken to be another run's.
   const std::string text = read_text(path_);
-  if (text.find(token_) != std::string::npos) return "";
+  if (text.empty() || text.find(token_) != std::string::npos) return "";
   const nlohmann::json holder = nlohmann::json::parse(text, nullptr, false);
-  return holder.is_object() ? describe(holder) : "nobody (its lock file is gone)";
+  if (!holder.is_object() || !holder.value("token", nlohmann::json()).is_string()) return "";
+  try {
+    return describe(holder);
+  } catch (const nlohmann::json::exception&) {  // a field of another type than this code writes
+    return "another run";
+  }
 }
 
 FolderLock::~FolderLock() {

@@ -20,18 +20,7 @@ namespace zt {
 RunProgress start_run(TrainerState& s, const std::string& resume_checkpoint, bool allow_config_change) {
   const RunConfig& c = s.config;
   RunProgress run;
-  if (resume_checkpoint.empty() && s.root && writes_checkpoints(c)) {
-    // A fresh run in a folder an earlier run saved into: those checkpoints are another
-    // trajectory's, which keep-last would count and a folder's resolution could take for this
-    // run's (a step_* newer than the one `latest` names is taken as a save whose pointer update
-    // was cut off). Set aside, as a resume from an earlier checkpoint does with later ones.
-    const std::string folder = c.checkpoint.folder_for(s.run_dir);
-    if (const auto moved = ckpt::set_aside_checkpoints_after(folder, -1); !moved.empty()) {
-      s.progress.message(fmt::format("{}: moved {} (an earlier run's; this run starts afresh) to {}/{}", folder,
-                                     fmt::join(moved, ", "), folder, ckpt::kSupersededName));
-      s.log({{"type", "superseded_checkpoints"}, {"step", 0}, {"moved", moved}});
-    }
-  }
+  run.fresh_folder = resume_checkpoint.empty();  // its first save sets an earlier run's aside
   if (resume_checkpoint.empty() && !c.train.init_from.empty()) {
     const std::int64_t bytes = load_pretrained_parameters(c.train.init_from, s.store, s.optimizer, s.tracker);
     s.log({{"type", "init_from"}, {"path", c.train.init_from}, {"bytes_read", bytes}});
@@ -160,16 +149,34 @@ void save_checkpoint(TrainerState& s, RunProgress& run, int steps_completed) {
                 {"data_parallel_ranks", c.world_size},
                 {"data_identity", s.data_files}};
   const std::string folder = c.checkpoint.folder_for(s.run_dir);
-  // Another run took the folder's lock over while this one was stopped or hung past the lock's
-  // stale time (seen from another host): writing now would mix the two runs' checkpoints.
-  std::string taken = s.root && s.folder_lock != nullptr ? s.folder_lock->lost_to() : "";
-  taken = broadcast_string(s.comm, taken);
-  if (!taken.empty()) {
-    throw_runtime_error(
-        "checkpoint at step {} not saved: the lock of {} now belongs to {}, which took it over while this run was "
-        "stopped or hung; this run ends rather than write beside it",
-        steps_completed, folder, taken);
+  // Rank 0's checks before a save, whose outcome every rank learns: another run took the folder's
+  // lock over while this one was stopped or hung past the lock's stale time (writing now would mix
+  // the two runs' checkpoints); and a fresh run's first save sets aside the checkpoints an earlier
+  // run left in the folder (another trajectory's, which keep-last would count and a folder's
+  // resolution could take for this run's). Not before: a run that never saves leaves them be.
+  std::string refusal;
+  if (s.root) {
+    try {
+      const std::string taken = s.folder_lock != nullptr ? s.folder_lock->lost_to() : "";
+      if (!taken.empty()) {
+        refusal = fmt::format(
+            "checkpoint at step {} not saved: the lock of {} now belongs to {}, which took it over while this run was "
+            "stopped or hung; this run ends rather than write beside it",
+            steps_completed, folder, taken);
+      } else if (run.fresh_folder) {
+        if (const auto moved = ckpt::set_aside_checkpoints_after(folder, -1); !moved.empty()) {
+          s.progress.message(fmt::format("{}: moved {} (an earlier run's; this run started afresh) to {}/{}", folder,
+                                         fmt::join(moved, ", "), folder, ckpt::kSupersededName));
+          s.log({{"type", "superseded_checkpoints"}, {"step", steps_completed}, {"moved", moved}});
+        }
+      }
+    } catch (const std::exception& e) {
+      refusal = fmt::format("checkpoint at step {} not saved: {}", steps_completed, e.what());
+    }
   }
+  run.fresh_folder = false;
+  refusal = broadcast_string(s.comm, refusal);
+  if (!refusal.empty()) throw_runtime_error("{}", refusal);
   run.last_saved_step = steps_completed;
   if (s.async_saves) {
     finish_checkpoint(s, run);  // one save in flight at most; the previous one reported first

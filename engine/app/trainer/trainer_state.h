@@ -98,7 +98,8 @@ struct RunProgress {
   // A resume at a step whose evaluation or sample the saved run never logged (it stopped on a
   // signal, or was killed, between the save and them): made before the first step.
   bool eval_pending = false, sample_pending = false;
-  TrainSummary summary;  // what Trainer::run returns
+  bool fresh_folder = false;  // a fresh run that has not saved yet (save_checkpoint)
+  TrainSummary summary;       // what Trainer::run returns
 
   // Counts optimizer step `step` (1-based), whose loss was `loss`, into the summary.
   void count_step(int step, float loss) {

@@ -234,6 +234,27 @@ def main():
           f"a run whose checkpoint folder's lock was taken over ends at its next save, the taker's lock kept "
           f"(exit {victim.returncode}, {lines[-1:]})")
 
+    # ... and a save already under way when the lock was taken (the process stopped mid-save) is not
+    # committed: the check runs again just before the rename into place.
+    mid_dir = os.path.join(work, "taken_mid_save")
+    victim = subprocess.Popen([binary, "train", "--config", long_cfg, "--run-dir", mid_dir, "--set",
+                               "train.max_steps=100000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env=dict(os.environ, ZT_TEST_CHECKPOINT_PAUSE_MS="3000"))
+    in_save = wait_until(lambda: os.path.isdir(os.path.join(mid_dir, "checkpoints", ".tmp-step_00000100")))
+    mid_lock = os.path.join(mid_dir, "checkpoints", "LOCK")
+    with open(mid_lock + ".forged", "w") as f:
+        json.dump(other, f)
+    os.replace(mid_lock + ".forged", mid_lock)
+    try:
+        out, err = victim.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        victim.kill()
+        out, err = victim.communicate()
+    lines = errors(err)
+    check(in_save and victim.returncode == 1 and lines and "not committed beside its checkpoints" in lines[-1] and
+          not os.path.exists(os.path.join(mid_dir, "checkpoints", "step_00000100")),
+          f"a save under way when the lock was taken is not committed (exit {victim.returncode}, {lines[-1:]})")
+
     # A fresh run in a folder an earlier run saved into sets the earlier checkpoints aside: the
     # folder then resolves to its own (a newer step_* than latest's would otherwise be taken).
     reused = os.path.join(work, "reused")

@@ -10,6 +10,7 @@
 
 #include "engine/app/checkpoint/checkpoint_folder.h"
 #include "engine/app/checkpoint/durable_file.h"
+#include "engine/app/checkpoint/folder_lock.h"
 #include "engine/base/core/check.h"
 
 namespace zt::ckpt {
@@ -102,6 +103,7 @@ CommitResult commit_checkpoint(const std::string& folder, const std::string& tem
   // durable): a directory without one is never taken for a checkpoint.
   write_file_atomically((fs::path(temp_dir) / std::string(kManifestName)).string(), m.to_text());
   const fs::path final_dir = fs::path(folder) / step_dir_name(meta.position.step);
+  check_folder_lock_still_held(folder);  // nothing lands in a folder another run has taken over
   if (fs::exists(final_dir)) remove_checkpoint_dir(final_dir.string());  // the same step saved again
   std::error_code ec;
   fs::rename(temp_dir, final_dir, ec);

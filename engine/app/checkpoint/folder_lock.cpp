@@ -15,6 +15,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <vector>
 
@@ -127,7 +128,33 @@ bool create_exclusive(const std::string& path, const std::string& text, const st
   return made;
 }
 
+// The checkpoint-folder locks this process holds, by folder (as made canonical), for
+// check_folder_lock_still_held.
+std::mutex held_mutex;
+std::map<std::string, const FolderLock*>& held_locks() {
+  static std::map<std::string, const FolderLock*> locks;
+  return locks;
+}
+
+std::string canonical_folder(const std::string& folder) {
+  std::error_code ec;
+  const fs::path p = fs::weakly_canonical(fs::absolute(folder), ec);
+  return ec ? folder : p.string();
+}
+
 }  // namespace
+
+void check_folder_lock_still_held(const std::string& folder) {
+  const std::lock_guard<std::mutex> lock(held_mutex);
+  const auto it = held_locks().find(canonical_folder(folder));
+  if (it == held_locks().end()) return;
+  if (const std::string taken = it->second->lost_to(); !taken.empty()) {
+    throw_runtime_error(
+        "the lock of {} now belongs to {}, which took it over while this run was stopped or hung; this save is "
+        "not committed beside its checkpoints",
+        folder, taken);
+  }
+}
 
 FolderLock::FolderLock(const std::string& folder, const std::string& run_dir, LockedFolder kind) {
   const bool run = kind == LockedFolder::kRunDirectory;
@@ -177,6 +204,11 @@ FolderLock::FolderLock(const std::string& folder, const std::string& run_dir, Lo
     throw_input_error("{} {}: could not take its lock (another run is taking it over)", what, folder);
   }
   heartbeat_ = std::thread([this] { beat(); });
+  if (!run) {
+    folder_ = canonical_folder(folder);
+    const std::lock_guard<std::mutex> lock(held_mutex);
+    held_locks()[folder_] = this;
+  }
 }
 
 void FolderLock::beat() {
@@ -202,6 +234,10 @@ std::string FolderLock::lost_to() const {
 }
 
 FolderLock::~FolderLock() {
+  if (!folder_.empty()) {
+    const std::lock_guard<std::mutex> lock(held_mutex);
+    held_locks().erase(folder_);
+  }
   {
     const std::lock_guard<std::mutex> lock(mutex_);
     stop_ = true;

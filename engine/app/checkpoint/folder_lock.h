@@ -52,10 +52,17 @@ class FolderLock {
   void beat();
 
   std::string path_, token_, note_;
+  std::string folder_;  // a checkpoint folder's, as registered for check_folder_lock_still_held
   std::mutex mutex_;
   std::condition_variable stop_cv_;
   bool stop_ = false;
   std::thread heartbeat_;
 };
+
+// Where a save commits (rank 0, just before the rename into place): throws RuntimeError when this
+// process holds `folder`'s checkpoint-folder lock and another run has taken it over since, so a
+// save under way while the process was stopped never lands beside the taker's. Nothing when this
+// process holds no lock on the folder (tools and tests that save without one).
+void check_folder_lock_still_held(const std::string& folder);
 
 }  // namespace zt::ckpt

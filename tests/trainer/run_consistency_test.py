@@ -212,48 +212,42 @@ def main():
                   f"a lock held by a stopped process on this host is refused, saying so ({lines})")
     sleeper.kill()
     sleeper.wait()
+    def taken_over(run_dir, ready, env_extra=None):
+        """Starts a long run in run_dir, forges another host's run into its checkpoint folder's lock
+        once ready(run_dir) holds, and returns (whether it held, exit code, error lines, lock kept)."""
+        victim = subprocess.Popen([binary, "train", "--config", long_cfg, "--run-dir", run_dir, "--set",
+                                   "train.max_steps=100000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  text=True, env=dict(os.environ, **(env_extra or {})))
+        held = wait_until(lambda: ready(run_dir))
+        lock_path = os.path.join(run_dir, "checkpoints", "LOCK")
+        with open(lock_path + ".forged", "w") as f:
+            json.dump(other, f)
+        os.replace(lock_path + ".forged", lock_path)
+        try:
+            _, err = victim.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            victim.kill()
+            _, err = victim.communicate()
+        with open(lock_path) as f:
+            kept = json.load(f) == other
+        return held, victim.returncode, errors(err), kept
+
     # A run whose lock another host's run took over (it was stopped past the stale time) ends at its
     # next save rather than write beside the taker, and leaves the taker's lock in place.
-    taken_dir = os.path.join(work, "taken")
-    victim = subprocess.Popen([binary, "train", "--config", long_cfg, "--run-dir", taken_dir, "--set",
-                               "train.max_steps=100000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    taken_lock = os.path.join(taken_dir, "checkpoints", "LOCK")
-    wait_until(lambda: os.path.exists(os.path.join(taken_dir, "metrics.jsonl")))
-    with open(taken_lock + ".forged", "w") as f:
-        json.dump(other, f)
-    os.replace(taken_lock + ".forged", taken_lock)
-    try:
-        out, err = victim.communicate(timeout=120)
-    except subprocess.TimeoutExpired:
-        victim.kill()
-        out, err = victim.communicate()
-    lines = errors(err)
-    with open(taken_lock) as f:
-        kept = json.load(f) == other
-    check(victim.returncode == 1 and lines and "now belongs to pid 4242 on host" in lines[-1] and kept,
+    _, code, lines, kept = taken_over(os.path.join(work, "taken"),
+                                      lambda d: os.path.exists(os.path.join(d, "metrics.jsonl")))
+    check(code == 1 and lines and "now belongs to pid 4242 on host" in lines[-1] and kept,
           f"a run whose checkpoint folder's lock was taken over ends at its next save, the taker's lock kept "
-          f"(exit {victim.returncode}, {lines[-1:]})")
-
+          f"(exit {code}, {lines[-1:]})")
     # ... and a save already under way when the lock was taken (the process stopped mid-save) is not
     # committed: the check runs again just before the rename into place.
     mid_dir = os.path.join(work, "taken_mid_save")
-    victim = subprocess.Popen([binary, "train", "--config", long_cfg, "--run-dir", mid_dir, "--set",
-                               "train.max_steps=100000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                              env=dict(os.environ, ZT_TEST_CHECKPOINT_PAUSE_MS="3000"))
-    in_save = wait_until(lambda: os.path.isdir(os.path.join(mid_dir, "checkpoints", ".tmp-step_00000100")))
-    mid_lock = os.path.join(mid_dir, "checkpoints", "LOCK")
-    with open(mid_lock + ".forged", "w") as f:
-        json.dump(other, f)
-    os.replace(mid_lock + ".forged", mid_lock)
-    try:
-        out, err = victim.communicate(timeout=120)
-    except subprocess.TimeoutExpired:
-        victim.kill()
-        out, err = victim.communicate()
-    lines = errors(err)
-    check(in_save and victim.returncode == 1 and lines and "not committed beside its checkpoints" in lines[-1] and
+    in_save, code, lines, kept = taken_over(
+        mid_dir, lambda d: os.path.isdir(os.path.join(d, "checkpoints", ".tmp-step_00000100")),
+        {"ZT_TEST_CHECKPOINT_PAUSE_MS": "3000"})
+    check(in_save and code == 1 and lines and "not committed beside its checkpoints" in lines[-1] and kept and
           not os.path.exists(os.path.join(mid_dir, "checkpoints", "step_00000100")),
-          f"a save under way when the lock was taken is not committed (exit {victim.returncode}, {lines[-1:]})")
+          f"a save under way when the lock was taken is not committed (exit {code}, {lines[-1:]})")
 
     # A fresh run in a folder an earlier run saved into sets the earlier checkpoints aside: the
     # folder then resolves to its own (a newer step_* than latest's would otherwise be taken).

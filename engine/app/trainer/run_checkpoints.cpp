@@ -8,6 +8,7 @@
 
 #include "engine/app/checkpoint/checkpoint_folder.h"
 #include "engine/app/checkpoint/checkpoint_model.h"
+#include "engine/app/checkpoint/folder_lock.h"
 #include "engine/app/checkpoint/optimizer_checkpoint.h"
 #include "engine/app/trainer/model_setup.h"
 #include "engine/app/trainer/resume.h"
@@ -157,13 +158,8 @@ void save_checkpoint(TrainerState& s, RunProgress& run, int steps_completed) {
   std::string refusal;
   if (s.root) {
     try {
-      const std::string taken = s.folder_lock != nullptr ? s.folder_lock->lost_to() : "";
-      if (!taken.empty()) {
-        refusal = fmt::format(
-            "checkpoint at step {} not saved: the lock of {} now belongs to {}, which took it over while this run was "
-            "stopped or hung; this run ends rather than write beside it",
-            steps_completed, folder, taken);
-      } else if (run.fresh_folder) {
+      ckpt::check_folder_lock_still_held(folder);  // the commit checks again (a save under way when stopped)
+      if (run.fresh_folder) {
         if (const auto moved = ckpt::set_aside_checkpoints_after(folder, -1); !moved.empty()) {
           s.progress.message(fmt::format("{}: moved {} (an earlier run's; this run started afresh) to {}/{}", folder,
                                          fmt::join(moved, ", "), folder, ckpt::kSupersededName));

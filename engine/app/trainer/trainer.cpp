@@ -145,7 +145,6 @@ Trainer::Trainer(RunConfig config, std::string run_dir, Communicator& comm, Memo
   refused = broadcast_string(comm, refused);
   if (!refused.empty()) throw_input_error("{}", refused);
   state_ = std::make_unique<TrainerState>(config_, run_dir_, comm, tracker, !resume_checkpoint_.empty(), data_identity);
-  state_->folder_lock = folder_lock_.get();
   for (const ckpt::FolderLock* lock : {run_lock_.get(), folder_lock_.get()}) {
     if (lock != nullptr && !lock->note().empty()) state_->progress.message(lock->note());
   }

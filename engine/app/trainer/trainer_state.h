@@ -12,7 +12,6 @@
 #include <vector>
 
 #include "engine/app/checkpoint/async_checkpoint.h"
-#include "engine/app/checkpoint/folder_lock.h"
 #include "engine/app/config/run_config.h"
 #include "engine/app/trainer/data_source.h"
 #include "engine/app/trainer/lr_schedule.h"
@@ -57,8 +56,7 @@ struct TrainerState {
   // checkpoint.async: the saver and its staging (this rank's file) for the whole run; null otherwise.
   std::unique_ptr<ckpt::AsyncCheckpointer> async_saves;
   LrSchedule schedule;
-  std::unique_ptr<MetricsLog> metrics;            // rank 0's metrics.jsonl
-  const ckpt::FolderLock* folder_lock = nullptr;  // rank 0's, while the run may save (the Trainer's)
+  std::unique_ptr<MetricsLog> metrics;  // rank 0's metrics.jsonl
   ProgressPrinter progress;
   std::vector<std::int32_t> inputs, targets;  // one micro-batch
   // ZT_TEST_NONFINITE_AT_STEP: the step whose gradient the tests of the non-finite path poison

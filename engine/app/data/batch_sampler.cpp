@@ -34,7 +34,10 @@ void check_samples(const TokenCorpus& corpus, const SampleStream& how, int T, st
 
 double unigram_entropy_nats(const TokenCorpus& corpus, int vocab_size, std::int64_t sample_tokens) {
   ZT_CHECK(vocab_size > 0, "vocab_size {}", vocab_size);
-  const std::vector<std::int64_t> counts = corpus.token_counts(vocab_size, sample_tokens);
+  return unigram_entropy_nats(corpus.token_counts(vocab_size, sample_tokens));
+}
+
+double unigram_entropy_nats(const std::vector<std::int64_t>& counts) {
   double n = 0.0;
   for (std::int64_t c : counts) n += static_cast<double>(c);
   if (n == 0.0) return 0.0;

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "engine/app/data/token_corpus.h"
 #include "engine/app/data/token_span.h"
@@ -47,6 +48,8 @@ void check_samples(const TokenCorpus& corpus, const SampleStream& how, int T, st
 constexpr std::int64_t kEntropySampleTokens = std::int64_t{1} << 26;
 double unigram_entropy_nats(const TokenCorpus& corpus, int vocab_size,
                             std::int64_t sample_tokens = kEntropySampleTokens);
+// The same from counts already taken (TokenCorpus::token_counts).
+double unigram_entropy_nats(const std::vector<std::int64_t>& counts);
 inline double unigram_entropy_nats(TokenSpan tokens, int vocab_size) {
   return unigram_entropy_nats(TokenCorpus(tokens), vocab_size);
 }

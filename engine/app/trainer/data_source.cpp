@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <tuple>
 
@@ -119,15 +120,21 @@ DataSource::DataSource(const RunConfig& c) {
                                                 : (fs::path(d.dataset) / "vocab.json").string(),
                       vocab_->size());
   }
+  // The training split's token counts, once: the unigram entropy's and the check below's.
+  // ZT_TEST_ENTROPY_SAMPLE_TOKENS (docs/config.md, "Testing hooks"): a small corpus sampled as a
+  // large one is, so a test's bad token lies outside the sample and is met by a step.
+  const char* sample_hook = std::getenv("ZT_TEST_ENTROPY_SAMPLE_TOKENS");
+  train_counts_ = train_->token_counts(c.model.vocab_size, sample_hook != nullptr && std::atoll(sample_hook) > 0
+                                                               ? std::atoll(sample_hook)
+                                                               : data::kEntropySampleTokens);
   // Plain token files carry no vocabulary: one named beside them (data.vocab_file, a tokenizer) and
   // smaller than the model's must still hold the data's ids, or samples decode the others as
-  // another text's tokens or as nothing. Checked on a sample of the training split, as the
-  // unigram entropy reads it (only where the vocabularies' sizes differ).
+  // another text's tokens or as nothing. Checked on the sample of the training split the unigram
+  // entropy reads.
   const bool plain_files = !d.train_files.empty() || !d.train_file.empty();
   if (plain_files && text_.has() && text_.size() < c.model.vocab_size) {
-    const std::vector<std::int64_t> counts = train_->token_counts(c.model.vocab_size, data::kEntropySampleTokens);
     for (int id = c.model.vocab_size - 1; id >= text_.size(); --id) {
-      if (counts[static_cast<std::size_t>(id)] == 0) continue;
+      if (train_counts_[static_cast<std::size_t>(id)] == 0) continue;
       throw_input_error(
           "config error in {}: the training data holds token id {}, past the {} tokens of {}: samples would decode "
           "its ids through another vocabulary (name the vocabulary the data was made with)",

@@ -39,10 +39,14 @@ class DataSource {
   const std::optional<data::ChoiceFile>& choices() const { return choices_; }
   // The source and each split's shards and tokens, for the run's header.
   const std::string& description() const { return description_; }
+  // The unigram entropy of the training split, in nats (what a model that ignores context achieves),
+  // from the counts of the sample of it the constructor read (data::unigram_entropy_nats).
+  double unigram_entropy_nats() const { return data::unigram_entropy_nats(train_counts_); }
 
  private:
   void open_files(const RunConfig& config, const std::string& train_path, const std::string& val_path);
 
+  std::vector<std::int64_t> train_counts_;  // per token id, over the sample the entropy reads
   std::optional<data::Vocab> vocab_;
   std::string tokenizer_path_;
   data::TokenText text_;

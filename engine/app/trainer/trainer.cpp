@@ -170,12 +170,7 @@ TrainSummary Trainer::run() {
     copy_tokenizer_files(s.data.tokenizer_path(), run_dir_);
   }
   if (resume_checkpoint_.empty()) report_setup_memory(s);  // the weights' set-up: random or init_from
-  // ZT_TEST_ENTROPY_SAMPLE_TOKENS (docs/config.md, "Testing hooks"): a small corpus sampled as a
-  // large one is, so a test's bad token lies outside the sample and is met by a step.
-  const char* sample_hook = std::getenv("ZT_TEST_ENTROPY_SAMPLE_TOKENS");
-  run.summary.unigram_entropy_nats = data::unigram_entropy_nats(
-      s.data.train(), c.model.vocab_size,
-      sample_hook != nullptr && std::atoll(sample_hook) > 0 ? std::atoll(sample_hook) : data::kEntropySampleTokens);
+  run.summary.unigram_entropy_nats = s.data.unigram_entropy_nats();
   if (run.eval_pending) evaluate(s, run.start_step, run.summary);  // the saved run stopped before them
   if (run.sample_pending) sample(s, run.start_step, run.summary);
   s.tracker.reset_peaks();  // the comparison with the prediction (report_step) covers the steps, not set-up

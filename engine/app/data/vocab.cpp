@@ -7,13 +7,13 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <unordered_map>
 
 #include "engine/app/data/utf8.h"
+#include "engine/app/io/json_file.h"
 #include "engine/base/core/check.h"
 
 namespace zt::data {
@@ -94,16 +94,7 @@ Vocab Vocab::byte_level() {
 }
 
 Vocab Vocab::load(const std::string& path) {
-  std::error_code ec;  // a directory opens, then fails its first read with an exception of the stream's
-  if (std::filesystem::is_directory(path, ec)) throw_input_error("{}: is a directory, not a vocabulary file", path);
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw_input_error("{}: cannot open vocabulary file", path);
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    throw_input_error("{}: vocabulary file is not valid JSON: {}", path, e.what());
-  }
+  const nlohmann::json j = read_json_file(path);  // a directory, unreadable or not JSON: one line naming it
   if (!j.is_object() || !j.contains("format") || j["format"] != "zerotrain-vocab") {
     throw_input_error("{}: not a zerotrain vocabulary (\"format\" must be \"zerotrain-vocab\")", path);
   }

@@ -249,6 +249,39 @@ def main():
           not os.path.exists(os.path.join(mid_dir, "checkpoints", "step_00000100")),
           f"a save under way when the lock was taken is not committed (exit {code}, {lines[-1:]})")
 
+    # A run stopped past the locks' staleness (SIGSTOP, a scheduler's suspend) whose run directory
+    # another host's run took over meanwhile writes nothing more when continued: its next step's
+    # vote ends it before any record (it saves every 100 steps, so the save's check comes too late).
+    stopped_dir = os.path.join(work, "taken_while_stopped")
+    victim = subprocess.Popen([binary, "train", "--config", long_cfg, "--run-dir", stopped_dir, "--set",
+                               "train.max_steps=100000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    stopped_metrics = os.path.join(stopped_dir, "metrics.jsonl")
+    wait_until(lambda: os.path.exists(stopped_metrics) and len(train_records(stopped_dir)) >= 3)
+    os.kill(victim.pid, signal.SIGSTOP)
+    time.sleep(0.5)  # a record under way is written whole before the stop takes
+    with open(stopped_metrics) as f:
+        before = f.read()
+    run_lock = os.path.join(stopped_dir, "RUN_LOCK")
+    with open(run_lock + ".forged", "w") as f:
+        json.dump(other, f)
+    os.replace(run_lock + ".forged", run_lock)
+    time.sleep(2 * 5 + 1)  # past two of the heartbeat's 5 s beats: the continued run reads its locks at once
+    os.kill(victim.pid, signal.SIGCONT)
+    try:
+        _, err = victim.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        victim.kill()
+        _, err = victim.communicate()
+    with open(stopped_metrics) as f:
+        after = f.read()
+    with open(run_lock) as f:
+        kept = json.load(f) == other
+    lines = errors(err)
+    check(victim.returncode == 1 and lines and "RUN_LOCK now belongs to pid 4242 on host" in lines[-1] and
+          after == before and kept,
+          f"a continued run whose run directory was taken over writes no record more and ends (exit "
+          f"{victim.returncode}, {len(after) - len(before)} bytes more in metrics.jsonl, {lines[-1:]})")
+
     # A fresh run in a folder an earlier run saved into sets the earlier checkpoints aside: the
     # folder then resolves to its own (a newer step_* than latest's would otherwise be taken).
     reused = os.path.join(work, "reused")

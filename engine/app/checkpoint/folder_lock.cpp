@@ -41,6 +41,11 @@ std::string read_text(const std::string& path) {
   return in ? s.str() : std::string();
 }
 
+std::int64_t steady_now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
 // Seconds since the file's last heartbeat (its mtime), or a negative value when it is gone.
 double heartbeat_age(const std::string& path) {
   struct stat st {};
@@ -203,6 +208,7 @@ FolderLock::FolderLock(const std::string& folder, const std::string& run_dir, Lo
   if (read_text(path_).find(token_) == std::string::npos) {
     throw_input_error("{} {}: could not take its lock (another run is taking it over)", what, folder);
   }
+  confirmed_ns_ = steady_now_ns();
   heartbeat_ = std::thread([this] { beat(); });
   if (!run) {
     folder_ = canonical_folder(folder);
@@ -214,23 +220,43 @@ FolderLock::FolderLock(const std::string& folder, const std::string& run_dir, Lo
 void FolderLock::beat() {
   std::unique_lock<std::mutex> lock(mutex_);
   while (!stop_cv_.wait_for(lock, std::chrono::duration<double>(kHeartbeatSeconds), [this] { return stop_; })) {
-    if (!lost_to().empty()) continue;                // taken over: never beat another run's lock
+    if (!lost_to().empty()) continue;  // taken over: never beat another run's lock
+    confirmed_ns_ = steady_now_ns();
     utimensat(AT_FDCWD, path_.c_str(), nullptr, 0);  // the mtime is the heartbeat
   }
 }
 
 std::string FolderLock::lost_to() const {
+  {
+    const std::lock_guard<std::mutex> lock(lost_mutex_);
+    if (!lost_holder_.empty()) return lost_holder_;
+  }
   // Lost only to a lock file that names another holder: one that cannot be read (gone, a transient
   // error) is not taken to be another run's.
   const std::string text = read_text(path_);
   if (text.empty() || text.find(token_) != std::string::npos) return "";
   const nlohmann::json holder = nlohmann::json::parse(text, nullptr, false);
   if (!holder.is_object() || !holder.value("token", nlohmann::json()).is_string()) return "";
+  std::string taker;
   try {
-    return describe(holder);
+    taker = describe(holder);
   } catch (const nlohmann::json::exception&) {  // a field of another type than this code writes
-    return "another run";
+    taker = "another run";
   }
+  const std::lock_guard<std::mutex> lock(lost_mutex_);
+  lost_holder_ = taker;
+  return taker;
+}
+
+std::string FolderLock::lost_now() const {
+  {
+    const std::lock_guard<std::mutex> lock(lost_mutex_);
+    if (!lost_holder_.empty()) return lost_holder_;
+  }
+  // steady_clock runs on while the process is stopped, so a continued process reads the file here
+  // before the heartbeat thread (woken at the same moment) has looked.
+  const double unconfirmed = static_cast<double>(steady_now_ns() - confirmed_ns_.load()) * 1e-9;
+  return unconfirmed > 2.0 * kHeartbeatSeconds ? lost_to() : std::string();
 }
 
 FolderLock::~FolderLock() {

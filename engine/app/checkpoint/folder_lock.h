@@ -16,7 +16,9 @@
 // serialise through a second link-made file, so two never take one lock over together.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
+#include <cstdint>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -42,17 +44,27 @@ class FolderLock {
 
   // What taking it found: "" or "took over the lock of ... (gone)".
   const std::string& note() const { return note_; }
+  // The lock file's path (<folder>/LOCK or <run dir>/RUN_LOCK).
+  const std::string& path() const { return path_; }
   // "" while the lock file is this process's; otherwise who holds it now (another run took it over:
   // this process was stopped or hung past kStaleSeconds, judged gone from another host). Reads the
   // file: the heartbeat asks before each beat, and a saver before each save, so a run that
   // continues never writes beside the taker.
   std::string lost_to() const;
+  // The same answer at a step's pace: the heartbeat's finding (it reads the file every few
+  // seconds), or a read of the file now where the heartbeat has not confirmed the lock for two of
+  // its beats (this process was stopped or starved, when a takeover happens). A lock found lost
+  // stays lost, also after its taker has ended and removed it.
+  std::string lost_now() const;
 
  private:
   void beat();
 
   std::string path_, token_, note_;
-  std::string folder_;  // a checkpoint folder's, as registered for check_folder_lock_still_held
+  mutable std::mutex lost_mutex_;
+  mutable std::string lost_holder_;         // who took the lock over, once seen; "" while it is this process's
+  std::atomic<std::int64_t> confirmed_ns_;  // steady clock: when the heartbeat last found the lock its own
+  std::string folder_;                      // a checkpoint folder's, as registered for check_folder_lock_still_held
   std::mutex mutex_;
   std::condition_variable stop_cv_;
   bool stop_ = false;

@@ -61,38 +61,56 @@ void poison_one_gradient(const ExecContext& ctx, ZeroParamStore& store) {
 struct AgreedLoss {
   float loss;           // the ranks' mean
   bool stop_requested;  // on any rank
+  bool lock_lost;       // rank 0's run-directory or checkpoint-folder lock was taken over
 };
 
-// The step boundary's agreement rides on the loss all-reduce: element 1 is above 0 when any rank
-// has a stop request (engine/distributed/launch/signals.h).
-AgreedLoss all_reduce_loss_and_stop(Communicator& comm, double rank_loss) {
-  float loss_and_stop[kLossAndStopElements] = {static_cast<float>(rank_loss), stop_signal() != 0 ? 1.0f : 0.0f};
-  comm.all_reduce(TensorView{loss_and_stop, DType::kF32, Device::kCPU, Shape{kLossAndStopElements}}, ReduceOp::kAvg)
+// What a rank adds to the step's vote: 1 for a stop request (engine/distributed/launch/signals.h),
+// and where one of rank 0's locks is lost, 2 x the ranks, so that the mean (the step's loss
+// all-reduce averages) is above 1.5 for a lost lock and above 0 for any request.
+double stop_vote(const TrainerState& s) {
+  const double lost = s.root && !s.lock_lost_to().empty() ? 2.0 * s.comm.world_size() : 0.0;
+  return lost + (stop_signal() != 0 ? 1.0 : 0.0);
+}
+
+// The step boundary's agreement rides on the loss all-reduce: element 1 is the ranks' stop_vote.
+AgreedLoss all_reduce_loss_and_stop(const TrainerState& s, double rank_loss) {
+  float loss_and_stop[kLossAndStopElements] = {static_cast<float>(rank_loss), static_cast<float>(stop_vote(s))};
+  s.comm.all_reduce(TensorView{loss_and_stop, DType::kF32, Device::kCPU, Shape{kLossAndStopElements}}, ReduceOp::kAvg)
       .wait();
-  return {loss_and_stop[0], loss_and_stop[1] > 0.0f};
+  return {loss_and_stop[0], loss_and_stop[1] > 0.0f, loss_and_stop[1] > 1.5f};
 }
 
 // Deterministic mode: the step's loss as the same sum at every rank count, the micro-batches'
 // losses in global order (round i of rank r is micro-batch i N + r) over their count, and the stop
-// vote, from an all-gather of each rank's losses and request.
-AgreedLoss gather_loss_and_stop(Communicator& comm, const std::vector<double>& rank_losses) {
-  const int ranks = comm.world_size(), rounds = static_cast<int>(rank_losses.size());
+// vote, from an all-gather of each rank's losses and vote.
+AgreedLoss gather_loss_and_stop(const TrainerState& s, const std::vector<double>& rank_losses) {
+  const int ranks = s.comm.world_size(), rounds = static_cast<int>(rank_losses.size());
   std::vector<double> mine(rank_losses);
-  mine.push_back(stop_signal() != 0 ? 1.0 : 0.0);
-  const std::vector<double> all = all_gather_values<double>(comm, mine);
-  double sum = 0.0;
-  bool stop = false;
+  mine.push_back(stop_vote(s));
+  const std::vector<double> all = all_gather_values<double>(s.comm, mine);
+  double sum = 0.0, votes = 0.0;
   for (int i = 0; i < rounds; ++i) {
     for (int r = 0; r < ranks; ++r) sum += all[static_cast<std::size_t>(r * (rounds + 1) + i)];
   }
-  for (int r = 0; r < ranks; ++r) stop = stop || all[static_cast<std::size_t>(r * (rounds + 1) + rounds)] > 0.0;
-  return {static_cast<float>(sum / (static_cast<double>(rounds) * ranks)), stop};
+  for (int r = 0; r < ranks; ++r) votes += all[static_cast<std::size_t>(r * (rounds + 1) + rounds)];
+  votes /= ranks;
+  return {static_cast<float>(sum / (static_cast<double>(rounds) * ranks)), votes > 0.0, votes > 1.5};
 }
 
 // The stop vote alone, through the step's own collective (so its staging is the one the memory
 // prediction counts), outside any step's meter.
-bool agree_on_stop(Communicator& comm, bool folds) {
-  return (folds ? gather_loss_and_stop(comm, {0.0}) : all_reduce_loss_and_stop(comm, 0.0)).stop_requested;
+AgreedLoss agree_on_stop(const TrainerState& s, bool folds) {
+  return folds ? gather_loss_and_stop(s, {0.0}) : all_reduce_loss_and_stop(s, 0.0);
+}
+
+// Ends the run on every rank once the vote says rank 0's lock was taken over: nothing more is
+// written into the folder (TrainerState::log writes no record once it is lost, and no save or
+// final weights follow).
+[[noreturn]] void end_on_lost_lock(const TrainerState& s, int step) {
+  throw_runtime_error(
+      "after step {}: the lock {}, which took it over while this run was stopped or hung; this run ends without "
+      "writing anything more there",
+      step, broadcast_string(s.comm, s.root ? s.lock_lost_to() : std::string()));
 }
 
 // A step whose loss or gradient norm is not finite (no weights were touched): logged, then skipped
@@ -146,7 +164,9 @@ Trainer::Trainer(RunConfig config, std::string run_dir, Communicator& comm, Memo
   if (!refused.empty()) throw_input_error("{}", refused);
   state_ = std::make_unique<TrainerState>(config_, run_dir_, comm, tracker, !resume_checkpoint_.empty(), data_identity);
   for (const ckpt::FolderLock* lock : {run_lock_.get(), folder_lock_.get()}) {
-    if (lock != nullptr && !lock->note().empty()) state_->progress.message(lock->note());
+    if (lock == nullptr) continue;
+    state_->locks.push_back(lock);
+    if (!lock->note().empty()) state_->progress.message(lock->note());
   }
   check_before_training(config_, run_dir_, state_->data.vocab() ? &*state_->data.vocab() : nullptr);
 }
@@ -180,6 +200,7 @@ TrainSummary Trainer::run() {
     begin_profiled_step(s);
     const StepMeter meter(s);
     const StepResult result = train_step(step, run);
+    if (result.lock_lost) end_on_lost_lock(s, step + 1);
     end_profiled_step(s, run);
     if (!result.updated) {
       if (!skip_nonfinite_step(s, run, step + 1, result)) break;
@@ -198,7 +219,11 @@ TrainSummary Trainer::run() {
       save_checkpoint(s, run, step + 1);
       // A stop that came while the checkpoint was written (seconds, for a large model) stops on
       // it, rather than after a step more and a second save; the ranks vote as at a step's end.
-      stop = stop || (step + 1 < c.train.max_steps && agree_on_stop(s.comm, c.zero.fold_in_global_order));
+      if (step + 1 < c.train.max_steps) {
+        const AgreedLoss agreed = agree_on_stop(s, c.zero.fold_in_global_order);
+        if (agreed.lock_lost) end_on_lost_lock(s, step + 1);
+        stop = stop || agreed.stop_requested;
+      }
     }
     if (stop) {  // evaluation and sampling wait for the resumed run
       stop_after(s, run, step + 1);
@@ -252,10 +277,12 @@ StepResult Trainer::train_step(int step, const RunProgress& run) {
   }
   if (step + 1 == s.inject_nonfinite_step) poison_one_gradient(s.ctx, s.store);
   const AgreedLoss agreed =
-      folds ? gather_loss_and_stop(s.comm, losses)
-            : all_reduce_loss_and_stop(s.comm, std::accumulate(losses.begin(), losses.end(), 0.0) / accum);
+      folds ? gather_loss_and_stop(s, losses)
+            : all_reduce_loss_and_stop(s, std::accumulate(losses.begin(), losses.end(), 0.0) / accum);
   StepResult r;
   r.loss = agreed.loss;
+  r.lock_lost = agreed.lock_lost;
+  if (r.lock_lost) return r;  // the run ends (end_on_lost_lock): no update, nothing written
   // On the last step the run simply finishes: its final weights are what a resume would make.
   r.stop_requested = agreed.stop_requested && step + 1 < c.train.max_steps;
   // Each rank's fp64 sum of squares over the same partition (N ways, or the group's g) at every

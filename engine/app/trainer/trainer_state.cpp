@@ -2,6 +2,8 @@
 // store's communicator, data, model, store, optimizer, schedule and logs.
 #include "engine/app/trainer/trainer_state.h"
 
+#include <fmt/format.h>
+
 #include <cstdlib>
 
 #include "engine/app/trainer/run_identity.h"
@@ -100,6 +102,15 @@ TrainerState::TrainerState(const RunConfig& c, std::string dir, Communicator& co
 // The store's communicator may be the caller's, which outlives the profiler.
 TrainerState::~TrainerState() {
   if (profiler) store_comm().set_profiler(nullptr);
+}
+
+std::string TrainerState::lock_lost_to() const {
+  for (const ckpt::FolderLock* lock : locks) {
+    if (const std::string taker = lock->lost_now(); !taker.empty()) {
+      return fmt::format("{} now belongs to {}", lock->path(), taker);
+    }
+  }
+  return "";
 }
 
 }  // namespace zt

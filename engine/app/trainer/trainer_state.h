@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "engine/app/checkpoint/async_checkpoint.h"
+#include "engine/app/checkpoint/folder_lock.h"
 #include "engine/app/config/run_config.h"
 #include "engine/app/trainer/data_source.h"
 #include "engine/app/trainer/lr_schedule.h"
@@ -71,8 +72,17 @@ struct TrainerState {
   TrainerState(const TrainerState&) = delete;
   TrainerState& operator=(const TrainerState&) = delete;
 
+  // Rank 0's run-directory and checkpoint-folder locks (the Trainer owns them; empty elsewhere).
+  std::vector<const ckpt::FolderLock*> locks;
+  // "<lock file> now belongs to <taker>" for the first of them another run has taken over
+  // (folder_lock.h's lost_now), "" while every one is this run's. Cheap enough for every step and
+  // record.
+  std::string lock_lost_to() const;
+
+  // A record for metrics.jsonl; none once a lock is lost, so a run stopped past the locks'
+  // staleness and taken over never writes beside its taker (the step's vote then ends it).
   void log(const nlohmann::json& record) {
-    if (metrics) metrics->write(record);
+    if (metrics && lock_lost_to().empty()) metrics->write(record);
   }
   // The communicator the parameter store's collectives go through (its volume is the ZeRO one).
   Communicator& store_comm() { return device_comm ? *device_comm : comm; }
@@ -117,6 +127,7 @@ struct StepResult {
   double grad_norm = 0.0;       // the global gradient norm, before clipping
   float lr = 0.0f;              // the learning rate AdamW used (0 when it did not run)
   bool stop_requested = false;  // a rank has a stop request (never set on the run's last step)
+  bool lock_lost = false;       // rank 0's lock was taken over: the run ends (no update taken)
   bool updated = false;         // false: the loss or gradient norm was not finite; no weights touched
 };
 

@@ -1,0 +1,73 @@
+// A held folder lock's view of a takeover: lost_to() reads the lock file, and a lock once found
+// another run's stays lost (its taker may end and remove the file; this run must not take that for
+// its own again); lost_now() answers from the heartbeat while it confirms the lock. Whole runs
+// (stopped, taken over, continued) are tests/trainer/run_consistency_test.py's.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "engine/app/checkpoint/folder_lock.h"
+
+namespace zt::ckpt {
+namespace {
+
+namespace fs = std::filesystem;
+
+class HeldFolderLock : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string tmpl = (fs::temp_directory_path() / "zt_folder_lock_XXXXXX").string();
+    folder_ = mkdtemp(tmpl.data());
+  }
+  void TearDown() override { fs::remove_all(folder_); }
+  // Replaces the lock file whole, as a taker's link(2) does, with another host's run.
+  void forge_taker(const std::string& lock_path) const {
+    const std::string temp = lock_path + ".forged";
+    std::ofstream(temp) << R"({"host": "elsewhere", "pid": 4242, "run_dir": "x", "started": "then", )"
+                        << R"("token": "elsewhere:4242:1"})"
+                        << "\n";
+    fs::rename(temp, lock_path);
+  }
+  std::string folder_;
+};
+
+TEST_F(HeldFolderLock, IsOwnUntilAnotherRunTakesItAndThenStaysLost) {
+  const FolderLock lock(folder_, folder_, LockedFolder::kRunDirectory);
+  EXPECT_EQ(lock.path(), (fs::path(folder_) / "RUN_LOCK").string());
+  EXPECT_EQ(lock.lost_to(), "");
+  EXPECT_EQ(lock.lost_now(), "");
+  forge_taker(lock.path());
+  const std::string taker = lock.lost_to();
+  EXPECT_NE(taker.find("pid 4242 on host elsewhere"), std::string::npos) << taker;
+  EXPECT_EQ(lock.lost_now(), taker);
+  fs::remove(lock.path());  // the taker ended
+  EXPECT_EQ(lock.lost_to(), taker);
+  EXPECT_EQ(lock.lost_now(), taker);
+}
+
+TEST_F(HeldFolderLock, AnUnreadableOrVanishedFileIsNotAnotherRunsLock) {
+  const FolderLock lock(folder_, folder_);
+  fs::remove(lock.path());
+  EXPECT_EQ(lock.lost_to(), "");
+  std::ofstream(lock.path()) << "not json\n";
+  EXPECT_EQ(lock.lost_to(), "");
+  EXPECT_EQ(lock.lost_now(), "");
+}
+
+TEST_F(HeldFolderLock, NowTrustsTheHeartbeatWhileItIsRecent) {
+  const FolderLock lock(folder_, folder_);
+  forge_taker(lock.path());
+  // Just taken: the lock was confirmed at its taking, so lost_now does not read the file yet (the
+  // heartbeat does, within kHeartbeatSeconds; after two missed beats lost_now reads it itself:
+  // run_consistency_test.py stops a run to see that).
+  EXPECT_EQ(lock.lost_now(), "");
+  EXPECT_NE(lock.lost_to().find("elsewhere"), std::string::npos);
+  EXPECT_NE(lock.lost_now().find("elsewhere"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace zt::ckpt

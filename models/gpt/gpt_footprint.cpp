@@ -27,7 +27,10 @@ ModelFootprint predict_footprint(const GptConfig& model, int micro_batch, int se
   // use once the head acquires ln_f and the embeddings). bf16 activations read bf16 parameters.
   // A model built without a backward (sampling) has none of these.
   if (backward) f.workspace_bytes = d.act_bytes() * (9 * d.BTC() + d.BTC()) + kF32Bytes * max_unit;
-  if (param_dtype == DType::kBF16 && d.act == DType::kF32) f.workspace_bytes += 2 * kF32Bytes * max_unit;
+  if (param_dtype == DType::kBF16 && d.act == DType::kF32) {
+    f.step_only_workspace_bytes = 2 * kF32Bytes * max_unit;  // made by the step's first acquire, not at set-up
+    f.workspace_bytes += f.step_only_workspace_bytes;
+  }
   f.workspace_bytes += RecomputeScratch::bytes(d);  // selective checkpointing's ln and GELU outputs
   // On CUDA the context's cuBLASLt workspace, held for the whole run. (The kernels' transient
   // scratch, partial sums and the embedding backward's sort, is not modelled: kilobytes to a

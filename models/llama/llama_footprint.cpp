@@ -30,7 +30,10 @@ ModelFootprint predict_footprint(const LlamaConfig& c, int micro_batch, int seq_
   // grad_scratch_, dresid_ and LayerGradScratch; a model built without a backward (sampling) has none.
   if (backward) f.workspace_bytes = kF32 * max_unit + a * BTC + 2 * a * BT * scratch_width;
   // bf16 parameters read by fp32-activation kernels: KernelParams' two fp32 unit copies.
-  if (param_dtype == DType::kBF16 && activations == DType::kF32) f.workspace_bytes += 2 * kF32 * max_unit;
+  if (param_dtype == DType::kBF16 && activations == DType::kF32) {
+    f.step_only_workspace_bytes = 2 * kF32 * max_unit;  // made by the step's first acquire, not at set-up
+    f.workspace_bytes += f.step_only_workspace_bytes;
+  }
   f.workspace_bytes += LayerRecomputeScratch::bytes(d);  // selective checkpointing's norm and SwiGLU outputs
   // On CUDA the context's cuBLASLt workspace, held for the whole run (as gpt_footprint counts it).
   if (device == Device::kCUDA) f.workspace_bytes += kCublasWorkspaceBytes;

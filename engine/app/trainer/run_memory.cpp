@@ -62,6 +62,7 @@ StageMemory predict_setup_memory(const RunConfig& c, const StageMemory& step) {
   m[MemCategory::kParameters] -= step.step_only_param_bytes;
   m[MemCategory::kGradients] -= step.step_only_grad_bytes;
   m[MemCategory::kActivations] = 0;
+  m[MemCategory::kWorkspace] -= step.step_only_workspace_bytes;
   // The staging buffers come with the first collective, but for a quantized publish's.
   m[MemCategory::kCommBuffers] = step.publish_comm_bytes;
   m[MemCategory::kWorkspace] += 4 * c.model_spec().family().param_table(c.model_spec()).max_unit_numel();

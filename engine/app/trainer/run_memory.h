@@ -21,7 +21,8 @@ StageMemory predict_run_memory(const RunConfig& config, int stage, int world_siz
 // What setting the weights up holds at its peak, before step 1 (trainer/model_setup: a random
 // start, or train.init_from's load): the step's persistent model states and workspace (`step`,
 // as predict_run_memory gives it, less what only a step holds: gathered units, pending gradients,
-// activations, the collectives' staging), and one more unit in fp32 on the host as workspace,
+// activations, the collectives' staging, bf16 parameters' fp32 unit copies for fp32-activation
+// kernels), and one more unit in fp32 on the host as workspace,
 // which every unit passes through. With few activations and a large
 // unit (a big vocabulary's token table) it is more than a step's peak.
 StageMemory predict_setup_memory(const RunConfig& config, const StageMemory& step);

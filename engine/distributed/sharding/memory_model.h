@@ -31,6 +31,9 @@ struct ShardingOptions {
 struct ModelFootprint {
   std::int64_t activation_bytes = 0;  // peak of the activations category
   std::int64_t workspace_bytes = 0;   // peak of the workspace category
+  // The part of workspace_bytes a step allocates on first use (bf16 parameters' fp32 unit copies
+  // for fp32-activation kernels), absent while the weights are set up.
+  std::int64_t step_only_workspace_bytes = 0;
 };
 
 // Predicted peak bytes per category on one rank (rank N-1, the most padded; every rank allocates
@@ -41,6 +44,7 @@ struct StageMemory {
   // Parts of parameters and gradients that only a step holds (units gathered for compute,
   // gradients waiting for their reduction), absent between steps.
   std::int64_t step_only_param_bytes = 0, step_only_grad_bytes = 0;
+  std::int64_t step_only_workspace_bytes = 0;  // ModelFootprint's
   // Comm buffers the publish of updated parameters stages (quantized gathers; also at set-up).
   std::int64_t publish_comm_bytes = 0;
 

@@ -8,6 +8,8 @@
     the categories, stays within it;
   * the pick's next larger micro-batch (half the accumulation, all else the same) is refused by
     the memory check before it trains;
+  * a config whose own micro-batch does not divide its global batch at N is planned all the same
+    (the search sets it) and says so; a CUDA config ranked by a CPU profile is warned of;
   * a budget nothing fits, a bad size and a missing profile are refused in one line.
 The estimate against measured step times at N = 1, 2, 4 is tools/bench_planner.py's (a benchmark).
 
@@ -85,6 +87,26 @@ def main():
               f"the next larger micro-batch ({2 * mb} x {accum // 2}) is refused by the memory check ({errors[:1]})")
     else:
         check(False, "the pick has accumulation left to trade for a larger micro-batch (test setup)")
+
+    # A config written for another rank count: its own micro-batch does not divide its global batch
+    # on 3 ranks (576 tokens = 3 x 64 x 3 at micro-batch 1); the search sets it, and says so.
+    other_n = os.path.join(work, "other_n.json")
+    with open(other_n, "w") as f:
+        json.dump({**CONFIG, "train": {**{k: v for k, v in CONFIG["train"].items() if k != "grad_accum"},
+                                       "global_batch_tokens": 576}}, f)
+    p = subprocess.run([binary, "plan", "--config", other_n, "--ranks", "3", "--device-memory", "1TB", "--profile",
+                        PROFILE, "--set", "train.micro_batch=2"], capture_output=True, text=True, timeout=300)
+    best_line = [line for line in p.stdout.splitlines() if line.startswith("best: mpirun -np 3 ")]
+    check(p.returncode == 0 and "note: the config's own micro-batch does not load on 3 rank(s)" in p.stdout and
+          best_line and best_line[0].count("train.micro_batch=") == 1,
+          f"a config whose micro-batch does not divide at N is planned, its pinned micro-batch not repeated in the "
+          f"command (exit {p.returncode}, {(best_line or [p.stderr.strip()])[0][:300]})")
+    # A CUDA config ranked by a CPU profile: said before the table, and in the JSON.
+    cuda = [plan("1TB", "--set", "device=cuda", *json_flag) for json_flag in ([], ["--json"])]
+    warning = "warning: the profile was measured on cpu"
+    check(cuda[0].returncode == 0 and warning in cuda[0].stdout and cuda[1].returncode == 0 and
+          any(n.startswith(warning) for n in json.loads(cuda[1].stdout)["notes"]),
+          f"a CUDA config with a CPU profile is warned of ({cuda[0].stdout[:400]})")
 
     for args, what in [(["--device-memory", "1KB"], "a budget nothing fits"),
                        (["--device-memory", "lots"], "a size that is not one"),

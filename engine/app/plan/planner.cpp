@@ -18,13 +18,33 @@ constexpr int kHeadChunks[] = {1, 2, 4, 8};
 constexpr int kPrefetch[] = {0, 1, 2};
 constexpr double kInflightMb[] = {0.0, 64.0};  // unbounded, or reductions holding at most 64 MiB pending
 
+// The config as given; where it does not load at this rank count with its own micro-batch (one
+// that does not divide its global batch: a config written for another N), with micro_batch 1, since
+// the search sets the micro-batch anyway. The config's own error stands where that fails too.
+RunConfig load_base(const std::string& path, const std::vector<std::string>& sets, int world_size, std::string& note) {
+  try {
+    return load_run_config(path, sets, world_size);
+  } catch (const InputError& original) {
+    std::vector<std::string> one = sets;
+    one.push_back("train.micro_batch=1");
+    try {
+      RunConfig c = load_run_config(path, one, world_size);
+      note = fmt::format("the config's own micro-batch does not load on {} rank(s) ({}); the search sets it",
+                         world_size, original.what());
+      return c;
+    } catch (const InputError&) {}
+    throw;
+  }
+}
+
 }  // namespace
 
 PlanResult plan(const std::string& config_path, const std::vector<std::string>& base_sets, int world_size,
                 std::int64_t budget_bytes, const OpProfile& profile, const Links& links) {
-  const RunConfig base = load_run_config(config_path, base_sets, world_size);
   PlanResult out;
+  const RunConfig base = load_base(config_path, base_sets, world_size, out.note);
   out.global_batch_tokens = base.train.global_batch_tokens;
+  out.device = base.device;
   const std::int64_t per_sequence = static_cast<std::int64_t>(base.train.seq_len) * world_size;
   out.smallest_bytes = -1;
   for (int stage = 0; stage <= 3; ++stage) {

@@ -30,6 +30,10 @@ struct PlanResult {
   int invalid = 0;                  // refused by the config's own rules (e.g. selective beside GELU epilogues)
   std::int64_t smallest_bytes = 0;  // the least memory any candidate needs (when none fits)
   std::int64_t global_batch_tokens = 0;
+  Device device = Device::kCPU;  // the config's
+  // What the search changed of the config before it could start ("" when nothing): a micro-batch
+  // that does not divide the global batch on these ranks (a config written for another rank count).
+  std::string note;
 };
 
 // `config_path` with `base_sets` applied, on `world_size` ranks with `budget_bytes` per rank.

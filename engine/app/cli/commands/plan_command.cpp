@@ -6,6 +6,7 @@
 #include <omp.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -58,6 +59,20 @@ double parse_positive(const ArgParser& p, const std::string& flag, double fallba
   return v;
 }
 
+// "zero.stage=3" -> "zero.stage": the key of a --set entry.
+std::string key_of(const std::string& set) { return set.substr(0, set.find('=')); }
+
+// Where the profile's times come from another kind of device than the config runs on: its step
+// times are that device's, so the ranking weighs compute against communication wrongly.
+std::string profile_device_warning(const plan::OpProfile& profile, Device device) {
+  const bool profile_cpu = profile.device.starts_with("cpu");
+  if (profile_cpu == (device == Device::kCPU)) return "";
+  return fmt::format(
+      "warning: the profile was measured on {} but the config runs on {}: the step times below are the profile's "
+      "device's (give --profile a run directory profiled with --set log.profile_ops=true on the target device)",
+      profile.device, device == Device::kCPU ? "the cpu" : "cuda");
+}
+
 // "zero.stage=3" -> "3": the value of a --set entry.
 std::string value_of(const plan::Choice& c, const std::string& key) {
   for (const std::string& s : c.sets) {
@@ -73,7 +88,10 @@ int plan_main(const std::vector<std::string>& args) {
   parser.value_flag("config", "FILE", "JSON run config", true)
       .value_flag("set", "SECTION.KEY=VALUE", "override a config key", false, true)
       .value_flag("ranks", "N", "ranks the run will use (default 1)")
-      .value_flag("device-memory", "SIZE", "memory per rank: the GPU's, or the host's share on the CPU (80GiB)", true)
+      .value_flag("device-memory", "SIZE",
+                  "memory per rank: the GPU's less the CUDA context's and NCCL's (not predicted), or the host's share "
+                  "on the CPU (80GiB)",
+                  true)
       .value_flag("profile", "PATH",
                   fmt::format("per-op profile: a run directory with op_profile.json, or a file "
                               "like {} (its default)",
@@ -109,7 +127,12 @@ int plan_main(const std::vector<std::string>& args) {
   links.ranks_per_node = parser.get_int("ranks-per-node", ranks, 1, ranks);  // a node holds at most the job
   const int top = parser.get_int("top", 10, 1, 1 << 20);                     // read before anything prints
   const plan::PlanResult r = plan::plan(parser.get("config"), parser.all("set"), ranks, budget, profile, links);
+  const std::string device_warning = profile_device_warning(profile, r.device);
 
+  nlohmann::json notes = nlohmann::json::array();
+  for (const std::string& line : {r.note, device_warning}) {
+    if (!line.empty()) notes.push_back(line);
+  }
   if (parser.has("json")) {
     nlohmann::json rows = nlohmann::json::array();
     for (const plan::Choice& c : r.fitting) {
@@ -124,10 +147,12 @@ int plan_main(const std::vector<std::string>& args) {
                                       {"budget_bytes", budget},
                                       {"profile", profile.source},
                                       {"global_batch_tokens", r.global_batch_tokens},
+                                      {"notes", notes},
                                       {"considered", r.considered},
                                       {"invalid", r.invalid},
                                       {"fitting", rows}}
                            .dump(2));
+    for (const auto& line : notes) fmt::print(stderr, "zerotrain plan: {}\n", line.get<std::string>());
     if (r.fitting.empty()) {  // the JSON says so on stdout; the reason on stderr, as without --json
       fmt::print(stderr,
                  "zerotrain: error: nothing fits {} per rank: the least any choice needs is {} (add ranks or memory)\n",
@@ -138,6 +163,8 @@ int plan_main(const std::vector<std::string>& args) {
   }
   fmt::print("zerotrain plan: {} on {} rank(s), {} per rank, global batch {} tokens; profile {} ({})\n",
              parser.get("config"), ranks, format_bytes(budget), r.global_batch_tokens, profile.source, profile.device);
+  if (!r.note.empty()) fmt::print("note: {}\n", r.note);
+  if (!device_warning.empty()) fmt::print("{}\n", device_warning);
   fmt::print("{} choices considered ({} refused by the config's rules), {} fit\n\n", r.considered, r.invalid,
              r.fitting.size());
   if (r.fitting.empty()) {
@@ -158,8 +185,14 @@ int plan_main(const std::vector<std::string>& args) {
   // Runnable as printed: the batch terms were resolved for `ranks` ranks.
   std::string line = fmt::format("{}zerotrain train --config {}", ranks > 1 ? fmt::format("mpirun -np {} ", ranks) : "",
                                  parser.get("config"));
-  for (const std::string& s : parser.all("set")) line += " --set " + s;
-  for (const std::string& s : r.fitting.front().sets) line += " --set " + s;
+  // The user's own --set entries but those the best choice sets again (its value wins).
+  const std::vector<std::string>& best = r.fitting.front().sets;
+  for (const std::string& s : parser.all("set")) {
+    const bool replaced =
+        std::any_of(best.begin(), best.end(), [&](const std::string& b) { return key_of(b) == key_of(s); });
+    if (!replaced) line += " --set " + s;
+  }
+  for (const std::string& s : best) line += " --set " + s;
   fmt::print("\nbest: {}\n", line);
   return 0;
 }

@@ -233,11 +233,12 @@ def main():
         return held, victim.returncode, errors(err), kept
 
     # A run whose lock another host's run took over (it was stopped past the stale time) ends at its
-    # next save rather than write beside the taker, and leaves the taker's lock in place.
+    # next step once its heartbeat has seen the lock taken (or at its next save, if sooner) rather
+    # than write beside the taker, and leaves the taker's lock in place.
     _, code, lines, kept = taken_over(os.path.join(work, "taken"),
                                       lambda d: os.path.exists(os.path.join(d, "metrics.jsonl")))
     check(code == 1 and lines and "now belongs to pid 4242 on host" in lines[-1] and kept,
-          f"a run whose checkpoint folder's lock was taken over ends at its next save, the taker's lock kept "
+          f"a run whose checkpoint folder's lock was taken over ends, the taker's lock kept "
           f"(exit {code}, {lines[-1:]})")
     # ... and a save already under way when the lock was taken (the process stopped mid-save) is not
     # committed: the check runs again just before the rename into place.

@@ -196,6 +196,20 @@ TEST(TokenCorpus, BadShardsAreRefusedNamingTheFileOrPattern) {
       {dir + "/wide.bin", "llm.c uint32", "a_000.bin", "llm.c uint16", "one format per split"});
 }
 
+// A file whose name holds a wildcard character is read as named, not as the pattern glob would
+// make of it ("[1]" a class matching "1"); where that pattern also matches other files, refused.
+TEST(TokenCorpus, AnExistingFileWithWildcardCharactersIsReadAsNamed) {
+  const std::string dir = fresh_dir("literal_brackets");
+  write_llmc_token_file(dir + "/tr[1].bin", numbered(0, 40));
+  EXPECT_EQ(expand_pattern(dir + "/tr[1].bin", "data.train_files"), std::vector<std::string>{dir + "/tr[1].bin"});
+  write_llmc_token_file(dir + "/tr1.bin", numbered(0, 20));
+  expect_input_error([&] { (void)expand_pattern(dir + "/tr[1].bin", "data.train_files"); },
+                     {"data.train_files", "tr[1].bin' names a file", "1 other file(s)", "tr1.bin", "backslash"});
+  // Escaped, the pattern means the file; unescaped without the literal file, the glob.
+  EXPECT_EQ(expand_pattern(dir + "/tr\\[1\\].bin", "k"), std::vector<std::string>{dir + "/tr[1].bin"});
+  EXPECT_EQ(expand_pattern(dir + "/tr[1-1].bin", "k"), std::vector<std::string>{dir + "/tr1.bin"});
+}
+
 TEST(TokenCorpus, TokenCountsSampleALargeCorpusInBlocks) {
   const std::string dir = three_shards("counts");
   const TokenCorpus c = open_three(dir);

@@ -6,6 +6,7 @@
 #include <glob.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <set>
 
 #include "engine/base/core/check.h"
@@ -38,11 +39,25 @@ std::string with_commas(std::int64_t n) {
 
 std::vector<std::string> expand_pattern(const std::string& pattern, const std::string& key) {
   if (!has_wildcard(pattern)) return {pattern};
+  // A file whose name holds a wildcard character ("shard[1].bin") is meant as named: glob would
+  // read "[1]" as a class and match "shard1.bin" instead. Where the glob also matches other files,
+  // neither reading is sure.
+  std::error_code ec;
+  const bool literal = std::filesystem::exists(pattern, ec);
   glob_t g{};
   const int rc = ::glob(pattern.c_str(), GLOB_ERR, nullptr, &g);
   std::vector<std::string> paths;
   if (rc == 0) paths.assign(g.gl_pathv, g.gl_pathv + g.gl_pathc);
   ::globfree(&g);
+  if (literal) {
+    if (rc == 0 && !paths.empty()) {
+      throw_input_error(
+          "{}: '{}' names a file, and as a pattern also matches {} other file(s) ('{}' first); escape its wildcard "
+          "characters with a backslash (\\[) to mean the file, or rename it",
+          key, pattern, paths.size(), paths.front());
+    }
+    return {pattern};
+  }
   if (rc == GLOB_NOMATCH || (rc == 0 && paths.empty())) {
     throw_input_error("{}: pattern '{}' matches no file", key, pattern);
   }

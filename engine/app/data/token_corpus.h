@@ -40,8 +40,9 @@ struct WindowPlace {
 };
 
 // The files a data.train_files / val_files pattern names: itself when it has no wildcard (opening
-// reports a missing file), else its glob matches sorted by name; InputError naming `key` when a
-// glob matches nothing.
+// reports a missing file) or names an existing file (a name holding "[1]"), else its glob matches
+// sorted by name; InputError naming `key` when a glob matches nothing, or when an existing file's
+// name also matches other files as a pattern.
 std::vector<std::string> expand_pattern(const std::string& pattern, const std::string& key);
 
 class TokenCorpus {

@@ -1,6 +1,7 @@
 // HF and llm.c exports: each tensor is read from the rank files' byte ranges that hold it,
 // converted (and transposed for llm.c's [out, in] linear weights), written, and dropped.
 #include "engine/app/checkpoint/checkpoint_export.h"
+#include "engine/app/io/json_file.h"
 
 #include <fmt/format.h>
 
@@ -145,6 +146,28 @@ void write_safetensors(const CheckpointReader& reader, const std::vector<TensorP
   close_durably(out);
 }
 
+// The export replaces the folder's config.json and the tensor files it does not write again: right
+// for an earlier export or a model folder being replaced, whose config.json is a Hugging Face
+// model's (model_type); anything else there is someone else's file.
+void check_hf_export_folder(const std::string& out_dir) {
+  const fs::path config = fs::path(out_dir) / "config.json";
+  std::error_code ec;
+  if (!fs::exists(config, ec)) return;
+  std::string why;
+  try {
+    const nlohmann::json doc = read_json_file(config.string());
+    if (!doc.is_object() || !doc.contains("model_type")) why = "no model_type";
+  } catch (const InputError& e) {
+    why = e.what();
+  }
+  if (!why.empty()) {
+    throw_input_error(
+        "--out {} holds a config.json that is not a Hugging Face model's ({}), which the export would replace: "
+        "export into a new or empty folder, or over an earlier export",
+        out_dir, why);
+  }
+}
+
 }  // namespace
 
 HfExport export_hf(const CheckpointReader& reader, const std::string& out_dir, DType dtype,
@@ -153,6 +176,7 @@ HfExport export_hf(const CheckpointReader& reader, const std::string& out_dir, D
   ZT_CHECK(max_shard_bytes > 0, "max shard bytes {}", max_shard_bytes);
   const ModelSpec spec = model_spec_of(reader);
   const ParamTable& table = reader.manifest().table;
+  check_hf_export_folder(out_dir);
   std::error_code ec;
   fs::create_directories(out_dir, ec);
   if (ec) throw_input_error("cannot create export directory '{}': {}", out_dir, ec.message());
@@ -225,8 +249,15 @@ HfExport export_hf(const CheckpointReader& reader, const std::string& out_dir, D
   return result;
 }
 
-void export_llmc(const CheckpointReader& reader, const std::string& out_path, DType dtype) {
+void export_llmc(const CheckpointReader& reader, const std::string& link_or_path, DType dtype) {
   ZT_CHECK(dtype == DType::kF32 || dtype == DType::kBF16);
+  // Through a symlink the file it names is replaced (the rename into place would replace the link).
+  std::error_code ec;
+  std::string out_path = link_or_path;
+  if (fs::is_symlink(fs::symlink_status(link_or_path, ec))) {
+    out_path = fs::weakly_canonical(link_or_path, ec).string();
+    if (ec) throw_input_error("--out {}: cannot follow the link: {}", link_or_path, ec.message());
+  }
   const ModelSpec spec = model_spec_of(reader);
   if (!spec.family().llmc_format()) {
     throw_input_error(

@@ -1,5 +1,6 @@
 // CheckpointReader: manifest parsing, file checks, chunk-verified ranged reads, resharded loads.
 #include "engine/app/checkpoint/checkpoint_reader.h"
+#include "engine/app/io/input_file.h"
 
 #include <sys/stat.h>
 
@@ -15,8 +16,14 @@ namespace zt::ckpt {
 
 CheckpointReader::CheckpointReader(std::string dir) : dir_(std::move(dir)) {
   const std::string path = dir_ + "/" + std::string(kManifestName);
+  require_regular_file(path, "checkpoint manifest");
   std::ifstream in(path);
-  if (!in) throw_input_error("{}: missing manifest (not a complete checkpoint)", path);
+  if (!in) {
+    std::error_code ec;
+    if (std::filesystem::exists(path, ec))
+      throw_input_error("{}: cannot read manifest: {}", path, std::strerror(errno));
+    throw_input_error("{}: missing manifest (not a complete checkpoint)", path);
+  }
   std::stringstream text;
   text << in.rdbuf();
   manifest_ = Manifest::from_text(text.str(), path);

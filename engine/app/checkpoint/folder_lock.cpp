@@ -118,9 +118,16 @@ std::string stale_holder_hint(const nlohmann::json& holder, double age) {
                      age, stopped ? "stopped" : "alive but not beating, hung or starved", pid);
 }
 
+// Who a lock names; a file this code did not write whole (empty after a power loss, not JSON, other
+// fields) says so instead.
 std::string describe(const nlohmann::json& holder) {
-  return fmt::format("pid {} on host {} since {} (run directory {})", holder.value("pid", 0), holder.value("host", "?"),
-                     holder.value("started", "?"), holder.value("run_dir", "?"));
+  if (!holder.is_object()) return "nobody readable (the lock file is empty or not JSON)";
+  try {
+    return fmt::format("pid {} on host {} since {} (run directory {})", holder.value("pid", 0),
+                       holder.value("host", "?"), holder.value("started", "?"), holder.value("run_dir", "?"));
+  } catch (const nlohmann::json::exception&) {  // a field of another type than this code writes
+    return "another run (the lock file's fields are not this program's)";
+  }
 }
 
 // Creates `path` holding `text`, failing (false) when it exists: link(2) of a complete file.
@@ -167,6 +174,10 @@ FolderLock::FolderLock(const std::string& folder, const std::string& run_dir, Lo
   std::error_code ec;
   fs::create_directories(folder, ec);
   if (ec) throw_input_error("cannot create {} '{}': {}", what, folder, ec.message());
+  // Named here, not through the lock's temporary file that could not be made.
+  if (::access(folder.c_str(), W_OK | X_OK) != 0) {
+    throw_input_error("{} {} cannot be written: {}", what, folder, std::strerror(errno));
+  }
   path_ = (fs::path(folder) / (run ? "RUN_LOCK" : "LOCK")).string();
   const std::string host = host_name();
   const auto now = std::chrono::system_clock::now();
@@ -237,12 +248,7 @@ std::string FolderLock::lost_to() const {
   if (text.empty() || text.find(token_) != std::string::npos) return "";
   const nlohmann::json holder = nlohmann::json::parse(text, nullptr, false);
   if (!holder.is_object() || !holder.value("token", nlohmann::json()).is_string()) return "";
-  std::string taker;
-  try {
-    taker = describe(holder);
-  } catch (const nlohmann::json::exception&) {  // a field of another type than this code writes
-    taker = "another run";
-  }
+  const std::string taker = describe(holder);
   const std::lock_guard<std::mutex> lock(lost_mutex_);
   lost_holder_ = taker;
   return taker;

@@ -1,6 +1,7 @@
 // Parsing and validation of RunConfig: the schema lives here, next to its defaults, and to_json()
 // writes the resolved config in the same schema (so a run directory's config.json reloads).
 #include "engine/app/config/run_config.h"
+#include "engine/app/io/input_file.h"
 
 #include <omp.h>
 
@@ -193,7 +194,11 @@ void read_optim(ConfigReader r, OptimConfig& o, int max_steps, std::vector<std::
 }
 
 void read_log(ConfigReader r, LogConfig& l, const std::string& source) {
-  l.run_dir = r.get_string("run_dir", "runs/" + std::filesystem::path(source).stem().string());
+  // runs/<the config's name>; a name that is no folder's ("...json" has stem "..", which would make
+  // runs/.. the working directory) is "run".
+  std::string stem = std::filesystem::path(source).stem().string();
+  if (stem.empty() || stem == "." || stem == "..") stem = "run";
+  l.run_dir = r.get_string("run_dir", "runs/" + stem);
   l.every_steps = r.get_int("every_steps", l.every_steps, 1, kMaxSteps);
   l.progress = r.get_enum("progress", l.progress, {"auto", "live", "plain"});
   l.sample_every = r.get_int("sample_every", l.sample_every, 0, kMaxSteps);
@@ -338,10 +343,7 @@ RunConfig parse_run_config(nlohmann::json doc, const std::string& source, int wo
 
 RunConfig load_run_config(const std::string& path, const std::vector<std::string>& overrides, int world_size,
                           const SavedModelKeys& saved_model_keys) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) {
-    throw_input_error("config error: '{}' is a directory, not a JSON config file", path);
-  }
+  require_regular_file(path, "config error: --config");
   std::ifstream in(path);
   if (!in) throw_input_error("config error: cannot open '{}'", path);
   nlohmann::json doc = parse_config_json(std::string(std::istreambuf_iterator<char>(in), {}), path);

@@ -2,6 +2,7 @@
 // llm.c token files beside vocab.json. The split is by position, like nanoGPT's shakespeare_char:
 // the first floor((1 - val_fraction) * n) tokens train, the rest validate.
 #include "engine/app/data/prepare.h"
+#include "engine/app/io/input_file.h"
 
 #include <cmath>
 #include <filesystem>
@@ -19,6 +20,7 @@ PrepareSummary prepare_text_dataset(const std::string& text_path, const std::str
   if (!(val_fraction > 0.0 && val_fraction < 1.0)) {
     throw_input_error("validation fraction must be in (0, 1) (got {})", val_fraction);
   }
+  require_regular_file(text_path, "text file");
   std::ifstream in(text_path, std::ios::binary);
   if (!in) throw_input_error("{}: cannot open text file", text_path);
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

@@ -2,6 +2,7 @@
 // size, every token inside the vocabulary) and atomic writing in llm.c's format. Every error is
 // one line that starts with the file's path.
 #include "engine/app/data/token_file.h"
+#include "engine/app/io/input_file.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -101,6 +102,7 @@ TokenFile TokenFile::open(const std::string& path, TokenFileFormat format, int v
   TokenFile f;
   f.path_ = path;
 
+  require_regular_file(path, "token file");  // a FIFO would block the open below
   FdGuard fd{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
   if (fd.fd < 0) throw_input_error("{}: cannot open token file: {}", path, std::strerror(errno));
   struct stat st {};

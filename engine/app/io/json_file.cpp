@@ -1,5 +1,6 @@
 // read_json_file (see the header).
 #include "engine/app/io/json_file.h"
+#include "engine/app/io/input_file.h"
 
 #include <cerrno>
 #include <cstring>
@@ -12,8 +13,7 @@
 namespace zt {
 
 nlohmann::json read_json_file(const std::string& path) {
-  std::error_code ec;  // a directory opens, then fails its first read with an exception of the stream's
-  if (std::filesystem::is_directory(path, ec)) throw_input_error("{}: is a directory, not a JSON file", path);
+  require_regular_file(path, "JSON file");
   std::ifstream in(path);
   if (!in) throw_input_error("{}: cannot open: {}", path, std::strerror(errno));
   try {

@@ -1,5 +1,6 @@
 // llm.c's model file layout (see the header).
 #include "engine/app/io/llmc_model_file.h"
+#include "engine/app/io/input_file.h"
 
 #include <fmt/format.h>
 
@@ -25,6 +26,7 @@ std::vector<std::int32_t> llmc_header_words(const LlmcModelHeader& h) {
 }
 
 LlmcModelHeader read_llmc_model_header(const std::string& path) {
+  require_regular_file(path, "llm.c model file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw_input_error("{}: cannot open llm.c model file", path);
   std::array<std::int32_t, 256> w{};

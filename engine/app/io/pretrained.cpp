@@ -1,6 +1,7 @@
 // Pretrained checkpoints read in ranges (see the header): Hugging Face safetensors folders, one
 // file or sharded with an index, and llm.c model files.
 #include "engine/app/io/pretrained.h"
+#include "engine/app/io/input_file.h"
 
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -51,6 +52,7 @@ float half_to_float(std::uint16_t h) {
 class RawFile {
  public:
   explicit RawFile(std::string path) : path_(std::move(path)) {
+    require_regular_file(path_, "weights file");  // a FIFO would block the open
     fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd_ < 0) throw_input_error("{}: cannot open: {}", path_, std::strerror(errno));
   }

@@ -1,6 +1,7 @@
 // safetensors reader and writer (the format is small enough that a library would add more than
 // it saves; nlohmann/json handles the header).
 #include "engine/app/io/safetensors.h"
+#include "engine/app/io/input_file.h"
 
 #include <nlohmann/json.hpp>
 
@@ -91,6 +92,7 @@ void SafetensorsWriter::write(const std::string& path) const {
 }
 
 SafetensorsFile read_safetensors(const std::string& path) {
+  require_regular_file(path, "safetensors file");
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) throw_input_error("{}: cannot open file", path);
   const std::int64_t file_size = in.tellg();

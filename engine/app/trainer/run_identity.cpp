@@ -63,9 +63,10 @@ std::vector<std::string> data_paths(const DataConfig& d) {
 
 nlohmann::json file_identity(const std::string& path) {
   std::error_code ec;
-  const std::uintmax_t size = fs::file_size(path, ec);
-  std::ifstream in(path, std::ios::binary);
-  if (ec || !in) return {{"path", path}, {"bytes", -1}, {"fingerprint", 0}};
+  const std::uintmax_t size = fs::file_size(path, ec);                 // fails for all but regular files
+  if (ec) return {{"path", path}, {"bytes", -1}, {"fingerprint", 0}};  // opening the data names it
+  std::ifstream in(path, std::ios::binary);                            // after the size: a FIFO's open would block
+  if (!in) return {{"path", path}, {"bytes", -1}, {"fingerprint", 0}};
   const std::int64_t bytes = static_cast<std::int64_t>(size), head = std::min(bytes, kFingerprintBytes);
   std::vector<char> buf(static_cast<std::size_t>(head));
   in.read(buf.data(), head);

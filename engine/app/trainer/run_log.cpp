@@ -1,9 +1,12 @@
 // MetricsLog, ProgressPrinter and the op profile's report.
 #include "engine/app/trainer/run_log.h"
+#include "engine/app/io/input_file.h"
 
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -17,8 +20,9 @@
 
 namespace zt {
 
-MetricsLog::MetricsLog(const std::string& path, bool append)
-    : path_(path), file_(std::fopen(path.c_str(), append ? "a" : "w")) {
+MetricsLog::MetricsLog(const std::string& path, bool append) : path_(path) {
+  require_regular_file(path, "metrics file");  // a FIFO would block the open
+  file_ = std::fopen(path.c_str(), append ? "a" : "w");
   if (file_ == nullptr) throw_runtime_error("cannot open metrics file '{}' for writing", path);
 }
 
@@ -52,9 +56,16 @@ int MetricsLog::drop_records_after_step(std::int64_t step) {
   file_ = nullptr;
   std::string text;
   {
+    // A file that cannot be read would keep the records this resume repeats (the steps after
+    // `step` twice in the log): refused, not taken as empty.
     std::ifstream in(path_, std::ios::binary);
+    std::error_code gone;
+    if (!in && std::filesystem::exists(path_, gone)) {
+      throw_input_error("cannot read metrics file '{}' to continue it: {}", path_, std::strerror(errno));
+    }
     std::stringstream all;
     all << in.rdbuf();
+    if (in.bad()) throw_input_error("cannot read metrics file '{}' to continue it", path_);
     text = all.str();
   }
   std::vector<std::string_view> kept;
@@ -77,15 +88,21 @@ int MetricsLog::drop_records_after_step(std::int64_t step) {
     }
   }
   if (dropped > 0) {
-    const std::string temp = path_ + ".tmp";
+    // Through a symlink, the file it names is rewritten (a rename over the link would replace it).
+    std::error_code ec;
+    std::string target = path_;
+    if (std::filesystem::is_symlink(std::filesystem::symlink_status(path_, ec))) {
+      target = std::filesystem::canonical(path_, ec).string();
+      if (ec) throw_input_error("cannot follow metrics file '{}': {}", path_, ec.message());
+    }
+    const std::string temp = target + ".tmp";
     {
       std::ofstream out(temp, std::ios::trunc);
       for (const std::string_view line : kept) out << line << "\n";
       if (!out.flush()) throw_runtime_error("cannot rewrite metrics file '{}' (disk full?)", temp);
     }
-    std::error_code ec;
-    std::filesystem::rename(temp, path_, ec);
-    if (ec) throw_runtime_error("cannot replace metrics file '{}': {}", path_, ec.message());
+    std::filesystem::rename(temp, target, ec);
+    if (ec) throw_runtime_error("cannot replace metrics file '{}': {}", target, ec.message());
   }
   file_ = std::fopen(path_.c_str(), "a");
   if (file_ == nullptr) throw_runtime_error("cannot open metrics file '{}' for writing", path_);

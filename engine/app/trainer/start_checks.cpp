@@ -4,9 +4,11 @@
 #include <unistd.h>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include <filesystem>
 
+#include "engine/app/io/json_file.h"
 #include "engine/base/core/check.h"
 
 namespace zt {
@@ -42,6 +44,31 @@ void check_before_training(const RunConfig& c, const std::string& run_dir, const
     }
   }
   check_checkpoint_folder(c, run_dir);
+}
+
+void check_run_directory(const std::string& run_dir) {
+  const fs::path config = fs::path(run_dir) / "config.json";
+  std::error_code ec;
+  if (!fs::exists(config, ec)) return;
+  nlohmann::json doc;
+  std::string why;
+  try {
+    doc = read_json_file(config.string());
+  } catch (const InputError& e) {
+    why = e.what();
+  }
+  // A run's config (or a user's zerotrain config kept there): an object of sections, no model_type.
+  if (why.empty() && doc.is_object() && doc.contains("model_type")) {
+    why = fmt::format("a Hugging Face model's, model_type {}", doc["model_type"].dump());
+  } else if (why.empty() && !(doc.is_object() && (doc.contains("model") || doc.contains("train")))) {
+    why = "no model or train section";
+  }
+  if (!why.empty()) {
+    throw_input_error(
+        "run directory {} holds a config.json that is not a zerotrain run's ({}); a run would replace it: "
+        "give this run another --run-dir",
+        run_dir, why);
+  }
 }
 
 bool writes_checkpoints(const RunConfig& c) {

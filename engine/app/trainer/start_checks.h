@@ -14,6 +14,10 @@ namespace zt {
 // is the dataset's, or null for data without one (token ids are sampled then). Every rank calls it:
 // each writes its own checkpoint files.
 void check_before_training(const RunConfig& config, const std::string& run_dir, const data::Vocab* vocab);
+// That the run directory holds no one else's config.json, which a run rewrites at its start (a
+// Hugging Face export's, or any file that is not a zerotrain config): rank 0 asks before taking the
+// directory's lock. InputError naming the file.
+void check_run_directory(const std::string& run_dir);
 // Its part about the checkpoint folder, which the trainer also asks before taking the folder's lock.
 void check_checkpoint_folder(const RunConfig& config, const std::string& run_dir);
 // Whether the run may write checkpoints (checkpoint.every_steps, at_end or save_on_signal): then it

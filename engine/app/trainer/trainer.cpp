@@ -154,6 +154,7 @@ Trainer::Trainer(RunConfig config, std::string run_dir, Communicator& comm, Memo
   std::string refused;
   if (comm.rank() == 0) {
     try {
+      check_run_directory(run_dir_);
       run_lock_ = std::make_unique<ckpt::FolderLock>(run_dir_, run_dir_, ckpt::LockedFolder::kRunDirectory);
       if (saves) folder_lock_ = std::make_unique<ckpt::FolderLock>(config_.checkpoint.folder_for(run_dir_), run_dir_);
     } catch (const std::exception& e) {  // any failure: the other ranks wait in the broadcast below

@@ -2,6 +2,8 @@
 // one-line errors and exit codes (2: usage/config/input, 1: runtime failure).
 #include <fmt/format.h>
 
+#include <filesystem>
+
 #include <cstdio>
 #include <exception>
 #include <string>
@@ -55,6 +57,12 @@ int run_command_line(const std::vector<std::string>& all) {
     return 2;
   } catch (const InputError& e) {
     fmt::print(stderr, "zerotrain: error: {}\n", e.what());
+    note_error_reported(2);
+    return 2;
+  } catch (const std::filesystem::filesystem_error& e) {
+    // A path the command line or a config named cannot be looked at (a symlink loop, a folder
+    // without permission, a name too long): the path and the reason, not the library's wording.
+    fmt::print(stderr, "zerotrain: error: cannot access '{}': {}\n", e.path1().string(), e.code().message());
     note_error_reported(2);
     return 2;
   } catch (const std::exception& e) {

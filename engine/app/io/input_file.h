@@ -1,0 +1,17 @@
+// A file the user names as input (a config, a JSON, token or text file, a run's metrics.jsonl)
+// must be a regular file where it exists: a FIFO blocks its open until a writer comes (a hang
+// that ignores a first SIGTERM), a device such as /dev/zero reads without end, a directory opens
+// and then fails with a stream's exception.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace zt {
+
+// Throws InputError "<what> <path>: is a FIFO, not a regular file" (a directory, a device, a
+// socket), or naming why it cannot be looked at (a symlink loop, no permission on a folder above
+// it). A path that does not exist is left to the caller's open, whose message names it.
+void require_regular_file(const std::string& path, std::string_view what);
+
+}  // namespace zt

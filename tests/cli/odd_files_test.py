@@ -1,0 +1,156 @@
+#!/usr/bin/env python3
+"""Files as users have them: FIFOs, devices, symlinks, symlink loops, empty lock files, and folders
+holding someone else's files. Each is refused in one line with exit 2 and nothing touched, or used
+as named, never a hang (every command runs under a timeout) or a replaced file:
+
+  * a FIFO or a device as --config, as a token file, as the run's metrics.jsonl at a resume;
+  * a symlink loop as data.dataset;
+  * metrics.jsonl kept elsewhere through a symlink: a resume that drops records rewrites the
+    linked file, and the link stays; ckpt export --format llmc --out a symlink writes its target;
+  * ckpt export --format hf into a folder whose config.json is not a Hugging Face model's, and
+    train --run-dir a Hugging Face export: refused, their files untouched;
+  * a config file named "...json": its default run directory is runs/run, not runs/.. (the
+    working directory);
+  * an empty RUN_LOCK (a power loss): taken over, nothing left behind.
+
+usage: odd_files_test.py PATH/TO/zerotrain
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from check_report import Checks  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CONFIG = os.path.join(ROOT, "configs", "tiny_debug.json")
+QUIET = ["--set", "train.num_threads=1", "--set", "log.sample_tokens=0"]
+
+
+def main():
+    binary = sys.argv[1]
+    work = tempfile.mkdtemp(prefix="zt_odd_files_")
+    checks = Checks()
+    check = checks.check
+
+    def run(*args, cwd=None):
+        try:
+            return subprocess.run([binary, *args], capture_output=True, text=True, timeout=60, cwd=cwd)
+        except subprocess.TimeoutExpired:
+            return subprocess.CompletedProcess(args, 124, "", "(hung: killed after 60 s)")
+
+    def refused(p, *fragments):
+        lines = [line for line in p.stderr.splitlines() if line.strip()]
+        return p.returncode == 2 and len(lines) == 1 and all(f in lines[0] for f in fragments), lines
+
+    def train(run_dir, *extra):
+        return run("train", "--config", CONFIG, "--run-dir", run_dir, *QUIET, *extra)
+
+    fifo = os.path.join(work, "fifo")
+    os.mkfifo(fifo)
+    for what, args, fragments in [
+        ("a FIFO as --config", ["train", "--config", fifo], [fifo, "is a FIFO, not a regular file"]),
+        ("/dev/zero as --config", ["train", "--config", "/dev/zero"], ["is a character device"]),
+        ("a FIFO as a token file", ["train", "--config", CONFIG, "--run-dir", os.path.join(work, "f"), *QUIET,
+                                    "--set", f"data.train_file={fifo}", "--set", f"data.val_file={fifo}"],
+         ["token file", fifo, "is a FIFO"])]:
+        ok, lines = refused(run(*args), *fragments)
+        check(ok, f"{what}: refused in one line, no hang ({lines})")
+
+    loop = os.path.join(work, "loop")
+    os.symlink(loop, loop)
+    ok, lines = refused(train(os.path.join(work, "l"), "--set", f"data.dataset={loop}"), loop,
+                        "Too many levels of symbolic links")
+    check(ok, f"a symlink loop as data.dataset: refused naming it ({lines})")
+
+    # A resume that drops the records of steps after its checkpoint (as after a kill).
+    base = os.path.join(work, "base")
+    p = train(base, "--set", "train.max_steps=6", "--set", "checkpoint.every_steps=3", "--set", "checkpoint.keep_last=0")
+    check(p.returncode == 0, f"the base run trains ({p.stderr[-300:]})")
+
+    def killed_after_step_6(name):
+        run_dir = os.path.join(work, name)
+        shutil.copytree(base, run_dir, symlinks=True)
+        shutil.rmtree(os.path.join(run_dir, "checkpoints", "step_00000006"))
+        with open(os.path.join(run_dir, "checkpoints", "latest"), "w") as f:
+            f.write("step_00000003\n")
+        return run_dir
+
+    fifo_run = killed_after_step_6("fifo_metrics")
+    os.remove(os.path.join(fifo_run, "metrics.jsonl"))
+    os.mkfifo(os.path.join(fifo_run, "metrics.jsonl"))
+    ok, lines = refused(train(fifo_run, "--set", "train.max_steps=6", "--resume", "latest"), "metrics file", "FIFO")
+    check(ok, f"a FIFO as metrics.jsonl at a resume: refused, no hang ({lines})")
+
+    linked_run = killed_after_step_6("linked_metrics")
+    elsewhere = os.path.join(work, "elsewhere.jsonl")
+    shutil.move(os.path.join(linked_run, "metrics.jsonl"), elsewhere)
+    os.symlink(elsewhere, os.path.join(linked_run, "metrics.jsonl"))
+    p = train(linked_run, "--set", "train.max_steps=6", "--resume", "latest")
+    with open(elsewhere) as f:
+        steps = [r["step"] for r in map(json.loads, f) if r.get("type") == "train"]
+    check(p.returncode == 0 and os.path.islink(os.path.join(linked_run, "metrics.jsonl")) and
+          steps == [1, 2, 3, 4, 5, 6],
+          f"metrics.jsonl through a symlink: the linked file rewritten, the link kept (train steps {steps})")
+
+    model = os.path.join(work, "model.bin")
+    p1 = run("ckpt", "export", os.path.join(base, "checkpoints", "step_00000003"), "--format", "llmc", "--out", model)
+    link = os.path.join(work, "model_link.bin")
+    os.symlink(model, link)
+    p2 = run("ckpt", "export", os.path.join(base, "checkpoints"), "--format", "llmc", "--out", link)
+    check(p1.returncode == 0 and p2.returncode == 0 and os.path.islink(link) and "from step 6" in p2.stdout,
+          f"ckpt export --out a symlink writes the file it names, the link kept ({p2.stdout.strip()[-200:]})")
+
+    project = os.path.join(work, "project")
+    os.makedirs(project)
+    mine = {"name": "my project", "keep": True}
+    with open(os.path.join(project, "config.json"), "w") as f:
+        json.dump(mine, f)
+    shard = os.path.join(project, "model-00001-of-00002.safetensors")
+    with open(shard, "wb") as f:
+        f.write(b"another model's shard")
+    ok, lines = refused(run("ckpt", "export", os.path.join(base, "checkpoints"), "--format", "hf", "--out", project),
+                        project, "config.json that is not a Hugging Face model's")
+    with open(os.path.join(project, "config.json")) as f:
+        kept = json.load(f) == mine
+    check(ok and kept and os.path.exists(shard),
+          f"an HF export into a folder with someone else's config.json: refused, nothing touched ({lines})")
+
+    hf = os.path.join(work, "hf")
+    p = run("ckpt", "export", os.path.join(base, "checkpoints"), "--format", "hf", "--out", hf)
+    ok, lines = refused(train(hf, "--set", "train.max_steps=1"), hf, "not a zerotrain run's",
+                        "Hugging Face model's, model_type")
+    with open(os.path.join(hf, "config.json")) as f:
+        still_hf = "model_type" in json.load(f)
+    check(p.returncode == 0 and ok and still_hf and not os.path.exists(os.path.join(hf, "metrics.jsonl")),
+          f"train --run-dir an HF export: refused before writing, its config.json kept ({lines})")
+
+    dots = os.path.join(work, "dots")
+    os.makedirs(dots)
+    shutil.copy(CONFIG, os.path.join(dots, "...json"))
+    with open(os.path.join(dots, "config.json"), "w") as f:
+        json.dump(mine, f)
+    p = run("train", "--config", "...json", *QUIET, "--set", "train.max_steps=1", cwd=dots)
+    with open(os.path.join(dots, "config.json")) as f:
+        kept = json.load(f) == mine
+    check(p.returncode == 0 and kept and os.path.exists(os.path.join(dots, "runs", "run", "metrics.jsonl")),
+          f"a config named '...json' trains into runs/run, the working directory's config.json kept "
+          f"({p.stderr[-200:]})")
+
+    empty_lock = os.path.join(work, "empty_lock")
+    os.makedirs(empty_lock)
+    open(os.path.join(empty_lock, "RUN_LOCK"), "w").close()
+    p = train(empty_lock, "--set", "train.max_steps=1")
+    check(p.returncode == 0 and "took over" in p.stdout and
+          not any(name.startswith("RUN_LOCK") for name in os.listdir(empty_lock)),
+          f"an empty RUN_LOCK is taken over, nothing left behind ({p.stderr[-300:]})")
+
+    shutil.rmtree(work, ignore_errors=True)
+    return checks.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

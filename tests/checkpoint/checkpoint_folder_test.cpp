@@ -25,8 +25,12 @@ class CheckpointFolder : public ::testing::Test {
     folder_ = mkdtemp(tmpl.data());
   }
   void TearDown() override { fs::remove_all(folder_); }
-  std::string save(std::int64_t step, int keep_last = 0) {
-    return testing::save_simulated(folder_, table_, 2, 2, step, keep_last);
+  std::string save(std::int64_t step, int keep_last = 0, const nlohmann::json& extra = nlohmann::json::object()) {
+    return testing::save_simulated(folder_, table_, 2, 2, step, keep_last, extra);
+  }
+  // A save of one trajectory: its id, and the id of the save before it ("" for none).
+  static nlohmann::json lineage(const std::string& id, const std::string& previous) {
+    return {{"save_id", id}, {"previous_save_id", previous}};
   }
   std::vector<std::int64_t> steps() const {
     std::vector<std::int64_t> out;
@@ -183,9 +187,9 @@ TEST_F(CheckpointFolder, SavingTheSameStepAgainReplacesIt) {
 // still a save -- with a warning that says where `latest` still points -- no `.tmp` is left, and
 // keep-last leaves the checkpoint `latest` names alone.
 TEST_F(CheckpointFolder, ALatestThatCannotBeUpdatedLeavesTheSaveCompleteWithAWarning) {
-  save(10, 1);
+  save(10, 1, lineage("a10", ""));
   fs::create_directories(folder_ + "/latest.tmp/blocker");
-  const CommitResult r = testing::save_simulated_result(folder_, table_, 2, 2, 20, 1);
+  const CommitResult r = testing::save_simulated_result(folder_, table_, 2, 2, 20, 1, lineage("a20", "a10"));
   EXPECT_EQ(r.path, folder_ + "/step_00000020");
   CheckpointReader(r.path).verify_checksums();
   EXPECT_NE(r.warning.find("is saved, but"), std::string::npos) << r.warning;
@@ -197,21 +201,20 @@ TEST_F(CheckpointFolder, ALatestThatCannotBeUpdatedLeavesTheSaveCompleteWithAWar
   const ResolvedCheckpoint resolved = resolve_checkpoint(folder_, Validation::kChecksumsToChoose);
   EXPECT_EQ(resolved.path, folder_ + "/step_00000020");
   ASSERT_EQ(resolved.notes.size(), 1u);
-  EXPECT_NE(resolved.notes[0].find("step_00000020 is newer than the checkpoint latest names (step_00000010)"),
+  EXPECT_NE(resolved.notes[0].find("step_00000020 is newer than the checkpoint latest names (step_00000010) and "
+                                   "continues it"),
             std::string::npos)
       << resolved.notes[0];
 }
 
 // A kill between a save's rename and its pointer update leaves latest one behind: the newer
-// checkpoint is this run's (a resume sets another trajectory's aside), and resolving to latest's
-// would lose its steps, then set it aside as if it were another run's. Damaged, it falls back.
+// checkpoints that continue latest's (their previous_save_id chain) are this run's, and resolving
+// to latest's would lose their steps, then set them aside as if another run's. Damaged, it falls back.
 TEST_F(CheckpointFolder, ACheckpointNewerThanLatestIsTaken) {
-  save(10);
-  save(20);
-  const std::string newest = save(30);
-  write_latest(folder_, "step_00000010");   // as if killed after the renames of 20 and 30: a pointer
-  fs::last_write_time(folder_ + "/latest",  // written before their manifests
-                      fs::last_write_time(folder_ + "/step_00000010/manifest.json"));
+  save(10, 0, lineage("a10", ""));
+  save(20, 0, lineage("a20", "a10"));
+  const std::string newest = save(30, 0, lineage("a30", "a20"));
+  write_latest(folder_, "step_00000010");  // as if killed after the renames of 20 and 30
   ResolvedCheckpoint r = resolve_checkpoint(folder_, Validation::kChecksums);
   EXPECT_EQ(r.path, newest);
   EXPECT_EQ(checkpoint_to_verify(folder_), newest);
@@ -222,13 +225,18 @@ TEST_F(CheckpointFolder, ACheckpointNewerThanLatestIsTaken) {
   EXPECT_EQ(resolve_checkpoint(folder_, Validation::kStructure).path, folder_ + "/step_00000010");
 }
 
-// A step_* newer than latest's whose manifest was written before the pointer is another
-// trajectory's (a folder reused by a run that did not set it aside): latest's is taken.
-TEST_F(CheckpointFolder, ANewerCheckpointOlderThanThePointerIsAnotherRuns) {
-  save(30);
-  save(10);  // the pointer written after step 30's manifest: a second before, whatever the clock's tick
-  fs::last_write_time(folder_ + "/step_00000030/manifest.json",
-                      fs::last_write_time(folder_ + "/latest") - std::chrono::seconds(1));
+// A step_* newer than latest's that does not continue it is another trajectory's (a folder reused
+// by a run that did not set it aside: an older binary's rollback left the abandoned run's later
+// checkpoints, or the folder was copied, which resets its files' times): latest's is taken,
+// however recent the newer one's files. So is it for a newer one from before save ids.
+TEST_F(CheckpointFolder, ANewerCheckpointThatDoesNotContinueLatestIsAnotherRuns) {
+  save(30, 0, lineage("a30", "a20"));                            // run A's, past its step 20
+  save(40);                                                      // from before save ids
+  save(10, 0, lineage("b10", "a0"));                             // run B's, which latest names
+  for (const char* step : {"step_00000030", "step_00000040"}) {  // as a copy leaves them: after the pointer
+    fs::last_write_time(folder_ + "/" + step + "/manifest.json",
+                        fs::last_write_time(folder_ + "/latest") + std::chrono::seconds(5));
+  }
   EXPECT_EQ(read_latest(folder_), "step_00000010");
   const ResolvedCheckpoint r = resolve_checkpoint(folder_, Validation::kChecksums);
   EXPECT_EQ(r.path, folder_ + "/step_00000010");

@@ -99,8 +99,10 @@ struct RankState {
 };
 
 // `world` ranks saving at ZeRO stage `stage` (stage 0: each holds whole units), simulated in turn.
+// `extra`: the manifest's extra (e.g. the lineage a trainer records: save_id, previous_save_id).
 inline CommitResult save_simulated_result(const std::string& folder, const ParamTable& table, int world, int stage,
-                                          std::int64_t step, int keep_last = 0) {
+                                          std::int64_t step, int keep_last = 0,
+                                          const nlohmann::json& extra = nlohmann::json::object()) {
   const std::string temp = temp_dir_for(folder, step);
   prepare_temp_dir(temp);
   std::vector<RankFileWritten> files;
@@ -114,11 +116,13 @@ inline CommitResult save_simulated_result(const std::string& folder, const Param
   meta.zero_stage = stage;
   meta.model = {{"kind", "test"}};
   meta.config = {{"train", {{"seed", 7}}}};
+  meta.extra = extra;
   return commit_checkpoint(folder, temp, table, meta, world, files, keep_last);
 }
 inline std::string save_simulated(const std::string& folder, const ParamTable& table, int world, int stage,
-                                  std::int64_t step, int keep_last = 0) {
-  return save_simulated_result(folder, table, world, stage, step, keep_last).path;
+                                  std::int64_t step, int keep_last = 0,
+                                  const nlohmann::json& extra = nlohmann::json::object()) {
+  return save_simulated_result(folder, table, world, stage, step, keep_last, extra).path;
 }
 
 }  // namespace zt::ckpt::testing

@@ -82,7 +82,7 @@ def main():
     fifo_run = killed_after_step_6("fifo_metrics")
     os.remove(os.path.join(fifo_run, "metrics.jsonl"))
     os.mkfifo(os.path.join(fifo_run, "metrics.jsonl"))
-    ok, lines = refused(train(fifo_run, "--set", "train.max_steps=6", "--resume", "latest"), "metrics file", "FIFO")
+    ok, lines = refused(train(fifo_run, "--set", "train.max_steps=6", "--resume", "latest"), "metrics file", "FIFO", "give a regular file")
     check(ok, f"a FIFO as metrics.jsonl at a resume: refused, no hang ({lines})")
 
     linked_run = killed_after_step_6("linked_metrics")

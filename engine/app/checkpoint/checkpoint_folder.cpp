@@ -2,6 +2,7 @@
 #include "engine/app/checkpoint/checkpoint_folder.h"
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <filesystem>
@@ -113,42 +114,60 @@ std::vector<std::string> set_aside_checkpoints_after(const std::string& folder, 
 
 namespace {
 
+// A checkpoint's lineage fields (CheckpointMeta's save_id and previous_save_id in the manifest's
+// extra): "" where the manifest cannot be read or predates them.
+struct Lineage {
+  std::string save_id, previous_save_id;
+};
+
+Lineage lineage_of(const fs::path& dir) {
+  std::ifstream in(dir / std::string(kManifestName));
+  const nlohmann::json doc = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  Lineage l;
+  if (!doc.is_object() || !doc.contains("extra") || !doc["extra"].is_object()) return l;
+  const nlohmann::json& extra = doc["extra"];
+  if (extra.contains("save_id") && extra["save_id"].is_string()) l.save_id = extra["save_id"];
+  if (extra.contains("previous_save_id") && extra["previous_save_id"].is_string()) {
+    l.previous_save_id = extra["previous_save_id"];
+  }
+  return l;
+}
+
 // A folder's checkpoints in the order resolution tries them, newest first: latest's, and before
-// it a step_* newer than it whose manifest was written after `latest` (a save committed, renamed
-// into place, whose pointer update a kill or an I/O error stopped: taking latest's over it would
-// lose its steps; noted); a newer one written before `latest` is another trajectory's (a folder
-// reused by a binary that did not set it aside) and not tried. Then the older ones.
+// it the step_* newer than it that continue it (each one's previous_save_id the save_id of the one
+// before, from latest's on: saves committed, renamed into place, whose pointer update a kill or an
+// I/O error stopped; taking latest's over them would lose their steps; noted). A newer one that
+// does not continue latest's is another trajectory's (a folder reused by a binary that did not set
+// it aside, or copied with its files' times reset) and not tried. Then the older ones.
 std::vector<std::string> resolution_order(const std::string& folder, const std::string& latest,
                                           std::vector<std::string>* notes) {
-  std::vector<std::string> order;
+  std::vector<std::string> newer, order;
   const std::int64_t latest_step = latest.empty() ? -1 : step_of(latest);
-  std::error_code ec;
-  const fs::file_time_type pointer_written = fs::last_write_time(fs::path(folder) / kLatestName, ec);
-  const bool pointer_known = !latest.empty() && !ec;
-  bool latest_listed = false;
-  const std::vector<CheckpointEntry> all = list_checkpoints(folder);
-  for (auto it = all.rbegin(); it != all.rend(); ++it) {
-    const fs::path dir(it->path);
-    const std::int64_t step = step_of(dir.filename().string());
-    if (!latest.empty() && !latest_listed && step <= latest_step) {
-      order.push_back((fs::path(folder) / latest).string());
-      latest_listed = true;
-    }
-    if (dir.filename() == latest) continue;
-    if (!latest.empty() && step > latest_step) {
-      std::error_code manifest_ec;
-      const fs::file_time_type written = fs::last_write_time(dir / "manifest.json", manifest_ec);
-      if (!pointer_known || manifest_ec || written < pointer_written) continue;
+  const std::vector<CheckpointEntry> all = list_checkpoints(folder);  // ascending steps
+  if (!latest.empty()) {
+    std::string chain = lineage_of(fs::path(folder) / latest).save_id;
+    for (const CheckpointEntry& e : all) {
+      const fs::path dir(e.path);
+      if (chain.empty() || step_of(dir.filename().string()) <= latest_step) continue;
+      const Lineage l = lineage_of(dir);
+      if (l.previous_save_id != chain || l.save_id.empty()) continue;
+      chain = l.save_id;
+      newer.insert(newer.begin(), e.path);
       if (notes != nullptr) {
         notes->push_back(
-            fmt::format("{} is newer than the checkpoint {} names ({}): a save committed before its "
-                        "pointer was updated",
+            fmt::format("{} is newer than the checkpoint {} names ({}) and continues it: a save "
+                        "committed before its pointer was updated",
                         dir.filename().string(), kLatestName, latest));
       }
     }
+    order = newer;
+    order.push_back((fs::path(folder) / latest).string());
+  }
+  for (auto it = all.rbegin(); it != all.rend(); ++it) {
+    const fs::path dir(it->path);
+    if (!latest.empty() && (step_of(dir.filename().string()) > latest_step || dir.filename() == latest)) continue;
     order.push_back(it->path);
   }
-  if (!latest.empty() && !latest_listed) order.push_back((fs::path(folder) / latest).string());
   return order;
 }
 

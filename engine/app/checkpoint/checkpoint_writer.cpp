@@ -117,7 +117,7 @@ CommitResult commit_checkpoint(const std::string& folder, const std::string& tem
     const std::string previous = read_latest(folder);
     result.warning = fmt::format(
         "checkpoint {} is saved, but '{}' could not be updated ({}): it still names {}; --resume latest "
-        "takes the newer checkpoint all the same (written after it), or resume from {} by path",
+        "takes the newer checkpoint all the same (it continues that one), or resume from {} by path",
         final_dir.string(), (fs::path(folder) / kLatestName).string(), e.what(),
         previous.empty() ? "nothing" : previous, final_dir.string());
     return result;  // keep-last must not delete what `latest` still names

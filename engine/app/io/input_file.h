@@ -14,4 +14,8 @@ namespace zt {
 // it). A path that does not exist is left to the caller's open, whose message names it.
 void require_regular_file(const std::string& path, std::string_view what);
 
+// For a file written as a stream (a run's metrics.jsonl), where a device is a choice (/dev/null
+// to keep no log): refuses only what would block the open, a FIFO or a socket, the same way.
+void refuse_blocking_file(const std::string& path, std::string_view what);
+
 }  // namespace zt

@@ -5,6 +5,7 @@
 #include <fmt/ranges.h>
 
 #include <optional>
+#include <random>
 
 #include "engine/app/checkpoint/checkpoint_folder.h"
 #include "engine/app/checkpoint/checkpoint_model.h"
@@ -66,6 +67,7 @@ RunProgress start_run(TrainerState& s, const std::string& resume_checkpoint, boo
   run.summary.steps_done = m.position.optimizer_step;
   run.summary.skipped_steps = m.extra.value("skipped_steps", 0);
   run.consecutive_skips = m.extra.value("consecutive_skips", 0);
+  if (m.extra.contains("save_id") && m.extra["save_id"].is_string()) run.last_save_id = m.extra["save_id"];
   if (s.metrics) {
     if (const int dropped = s.metrics->drop_records_after_step(run.start_step); dropped > 0) {
       s.progress.message(fmt::format("metrics.jsonl: dropped {} record(s) the interrupted run wrote after step {}",
@@ -110,6 +112,13 @@ RunProgress start_run(TrainerState& s, const std::string& resume_checkpoint, boo
 
 namespace {
 
+// A checkpoint's own name in its folder's lineage: 64 random bits.
+std::string new_save_id() {
+  std::random_device device;
+  const std::uint64_t bits = (static_cast<std::uint64_t>(device()) << 32) | device();
+  return fmt::format("{:016x}", bits);
+}
+
 // A save committed: remembered in `run`, logged by rank 0 (and any warning).
 void report_saved(TrainerState& s, RunProgress& run, const ckpt::SaveResult& r) {
   run.last_saved_path = r.path;
@@ -149,6 +158,11 @@ void save_checkpoint(TrainerState& s, RunProgress& run, int steps_completed) {
                 {"consecutive_skips", run.consecutive_skips},
                 {"data_parallel_ranks", c.world_size},
                 {"data_identity", s.data_files}};
+  if (s.root) {  // rank 0 writes the manifest
+    meta.extra["save_id"] = new_save_id();
+    meta.extra["previous_save_id"] = run.last_save_id;
+    run.last_save_id = meta.extra["save_id"];
+  }
   const std::string folder = c.checkpoint.folder_for(s.run_dir);
   // Rank 0's checks before a save, whose outcome every rank learns: another run took the folder's
   // lock over while this one was stopped or hung past the lock's stale time (writing now would mix

@@ -5,6 +5,9 @@
 // starts with no request.
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <csignal>
 #include <string>
@@ -69,6 +72,28 @@ TEST(StopSignalDeathTest, ASecondSigtermOrSigintEndsTheProcessAtOnce) {
         testing::ExitedWithCode(128 + sig), "a second stop signal: exiting now, without a checkpoint")
         << signal_name(sig);
   }
+}
+
+// GNU timeout sends its signal to the child and then to the child's process group: one request
+// that arrives twice when the first was handled in between. The same signal from the same other
+// process within 2 s is that request; the process lives and stops at its next step boundary.
+TEST(StopSignalDeathTest, TheSameSignalFromTheSameSenderAtOnceIsOneRequest) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        install_stop_request_handlers();
+        const pid_t sender = fork();
+        if (sender == 0) {  // timeout's two kill() calls, the first one handled before the second
+          kill(getppid(), SIGINT);
+          usleep(200'000);
+          kill(getppid(), SIGINT);
+          _exit(0);
+        }
+        int status = 0;
+        while (waitpid(sender, &status, 0) < 0) {}
+        std::exit(stop_signal() == SIGINT ? 7 : 8);
+      },
+      testing::ExitedWithCode(7), "");
 }
 
 // The launcher's SIGTERM (mpirun ending the job after another rank exited non-zero): a rank still

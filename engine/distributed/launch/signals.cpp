@@ -60,6 +60,7 @@ extern "C" void on_launcher_termination(int) { terminate_for_launcher(); }
 // Lock-free atomics: safe in a handler, and the main thread reads what another thread's handler wrote.
 std::atomic<int> g_stop_signal{0};
 std::atomic<std::int64_t> g_stop_time_ns{0};  // CLOCK_MONOTONIC, written before g_stop_signal
+std::atomic<int> g_stop_sender{0};            // the first request's sending pid (0: the kernel, a terminal)
 std::atomic<bool> g_under_mpirun{false};
 std::atomic<bool> g_stop_handlers_installed{false};
 static_assert(std::atomic<int>::is_always_lock_free && std::atomic<std::int64_t>::is_always_lock_free);
@@ -70,14 +71,27 @@ std::int64_t monotonic_ns() {
   return static_cast<std::int64_t>(t.tv_sec) * 1000000000 + t.tv_nsec;
 }
 
+// A request sent twice at once: GNU timeout signals its child and then the child's process group,
+// which holds the child (so do scripts that signal a job's group); the second arrives as its own
+// signal whenever the first was handled in between. The same signal from the same process (not
+// the kernel's terminal, not this process) within kSameRequestSeconds is that one request.
+constexpr std::int64_t kSameRequestNs = 2'000'000'000;
+
+bool repeats_the_request(int sig, const siginfo_t* info) {
+  if (info == nullptr || info->si_pid <= 0 || info->si_pid == getpid()) return false;
+  return sig == g_stop_signal && info->si_pid == g_stop_sender && monotonic_ns() - g_stop_time_ns < kSameRequestNs;
+}
+
 extern "C" void on_stop_request(int sig, siginfo_t* info, void*) {
   if (sig == SIGTERM && g_under_mpirun && info != nullptr && info->si_pid == getppid()) terminate_for_launcher();
   if (g_stop_signal != 0) {
     if (sig == SIGUSR1) return;  // a repeated forward of the same request
+    if (repeats_the_request(sig, info)) return;
     write_stderr("zerotrain: a second stop signal: exiting now, without a checkpoint\n");
     _exit(128 + sig);
   }
   g_stop_time_ns = monotonic_ns();
+  g_stop_sender = info != nullptr ? static_cast<int>(info->si_pid) : 0;
   g_stop_signal = sig;
 }
 

@@ -26,7 +26,8 @@ void install_launcher_termination_handler();
 // Makes SIGTERM, SIGINT and SIGUSR1 request a stop instead of ending the process, except a
 // SIGTERM sent by mpirun itself (the launcher ending the job, which it follows with SIGKILL within
 // a second): that one keeps the launcher-termination behaviour. A second SIGINT or SIGTERM after
-// a request ends the process at once (exit 130 / 143) without a checkpoint.
+// a request ends the process at once (exit 130 / 143) without a checkpoint, but for the same
+// signal from the same other process within 2 s (GNU timeout's to the child, then to its group).
 void install_stop_request_handlers();
 
 // The signal that first requested a stop (SIGTERM, SIGINT or SIGUSR1), or 0.

@@ -111,13 +111,25 @@ TEST_F(CheckpointCorruption, MalformedManifestIsNamed) {
 }
 
 TEST_F(CheckpointCorruption, OtherFormatVersionIsRefused) {
-  std::string text = manifest_text();
+  const std::string text = manifest_text();
   const std::string key = "\"format_version\": 1";
   ASSERT_NE(text.find(key), std::string::npos);
-  text.replace(text.find(key), key.size(), "\"format_version\": 2");
-  write_manifest(text);
-  const std::string e = load_error();
-  EXPECT_NE(e.find("format version 2 is not supported"), std::string::npos) << e;
+  for (const char* version : {"3", "0"}) {
+    std::string edited = text;
+    edited.replace(edited.find(key), key.size(), std::string("\"format_version\": ") + version);
+    write_manifest(edited);
+    const std::string e = load_error();
+    EXPECT_NE(e.find(std::string("format version ") + version + " is not supported"), std::string::npos) << e;
+    EXPECT_NE(e.find("reads versions 1-2"), std::string::npos) << e;
+  }
+}
+
+// Version 2 (a model that builds reading only version 1 would misread: a Llama with RoPE scaling)
+// is written only for such a model, and read.
+TEST(CheckpointFormatVersion, TwoOnlyForAModelVersionOneReadersWouldMisread) {
+  EXPECT_EQ(format_version_for({{"type", "gpt2"}, {"n_layer", 2}}), 1);
+  EXPECT_EQ(format_version_for({{"type", "llama"}, {"rope_theta", 500000.0}}), 1);
+  EXPECT_EQ(format_version_for({{"type", "llama"}, {"rope_scaling", {{"rope_type", "llama3"}, {"factor", 32.0}}}}), 2);
 }
 
 TEST_F(CheckpointCorruption, EditedLayoutIsRefused) {

@@ -150,6 +150,13 @@ def main():
                  f"the export's config.json keeps the scaling, the context, the tie and the special tokens' ids ({hf})")
     checks.check(all(os.path.exists(os.path.join(out, f)) for f in ("tokenizer.json", "tokenizer_config.json")),
                  "the export carries the tokenizer")
+    # Its checkpoint is format version 2, which builds from before rope_scaling refuse instead of
+    # exporting or sampling the model unscaled; this build read it for the export above.
+    with open(os.path.join(run_dir, "checkpoints", "latest")) as f:
+        latest = f.read().strip()
+    with open(os.path.join(run_dir, "checkpoints", latest, "manifest.json")) as f:
+        version = json.load(f)["format_version"]
+    checks.check(version == 2, f"the scaled model's checkpoint is format version 2 ({version})")
     tuned = {n: t.double() for n, t in load_file(os.path.join(out, "model.safetensors")).items()}
     before, after = val_loss(start, start_config, val), val_loss(tuned, out_config, val)
     checks.check(after < before - 0.5, f"the exported weights fit the validation text better ({before:.3f} -> {after:.3f})")

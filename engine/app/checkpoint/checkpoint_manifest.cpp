@@ -238,6 +238,11 @@ ParamTable table_from_json(const nlohmann::json& doc, const std::string& source)
 
 }  // namespace
 
+int format_version_for(const nlohmann::json& model) {
+  const bool scaled_rope = model.is_object() && model.contains("rope_scaling") && !model["rope_scaling"].is_null();
+  return scaled_rope ? 2 : kFormatVersion;
+}
+
 Manifest Manifest::from_json(const nlohmann::json& doc, const std::string& source) {
   if (!doc.is_object() || doc.value("format", "") != kFormatName) {
     throw_input_error("{}: not a zerotrain checkpoint manifest (no \"format\": \"{}\")", source, kFormatName);
@@ -245,9 +250,11 @@ Manifest Manifest::from_json(const nlohmann::json& doc, const std::string& sourc
   Manifest m;
   try {
     m.format_version = doc.at("format_version").get<int>();
-    if (m.format_version != kFormatVersion) {
-      throw_input_error("{}: checkpoint format version {} is not supported (this build reads version {})", source,
-                        m.format_version, kFormatVersion);
+    if (m.format_version < kFormatVersion || m.format_version > kNewestFormatVersion) {
+      throw_input_error(
+          "{}: checkpoint format version {} is not supported (this build reads versions {}-{}; a newer version "
+          "was written by a newer zerotrain: read it with that one)",
+          source, m.format_version, kFormatVersion, kNewestFormatVersion);
     }
     m.position.step = doc.at("step").get<std::int64_t>();
     m.position.tokens_seen = doc.at("tokens_seen").get<std::int64_t>();

@@ -14,7 +14,14 @@
 
 namespace zt::ckpt {
 
+// The layout is version 1's in both; version 2 marks a model that builds reading only version 1
+// (before model.rope_scaling) would load without a key it needs and misread, silently (a Llama
+// 3.1/3.2 checkpoint exported or sampled without its RoPE scaling): they refuse version 2. This
+// build reads both and writes 2 only for such a model (format_version_for).
 inline constexpr int kFormatVersion = 1;
+inline constexpr int kNewestFormatVersion = 2;
+// The version a checkpoint of `model` (the manifest's model section) is written with.
+int format_version_for(const nlohmann::json& model);
 inline constexpr std::string_view kFormatName = "zerotrain-checkpoint";
 inline constexpr std::string_view kManifestName = "manifest.json";
 // Checksums cover fixed chunks of each rank file, so a loader that reads a byte range verifies

@@ -74,6 +74,7 @@ CommitResult commit_checkpoint(const std::string& folder, const std::string& tem
                                const CheckpointMeta& meta, int world_size, const std::vector<RankFileWritten>& files,
                                int keep_last) {
   Manifest m;
+  m.format_version = format_version_for(meta.model);
   m.position = meta.position;
   m.world_size = world_size;
   m.zero_stage = meta.zero_stage;

@@ -11,7 +11,8 @@ as named, never a hang (every command runs under a timeout) or a replaced file:
     train --run-dir a Hugging Face export: refused, their files untouched;
   * a config file named "...json": its default run directory is runs/run, not runs/.. (the
     working directory);
-  * an empty RUN_LOCK (a power loss): taken over, nothing left behind.
+  * an empty RUN_LOCK (a power loss): taken over, nothing left behind;
+  * a fresh run in a run directory an earlier run logged into keeps that metrics.jsonl aside.
 
 usage: odd_files_test.py PATH/TO/zerotrain
 """
@@ -147,6 +148,15 @@ def main():
     check(p.returncode == 0 and "took over" in p.stdout and
           not any(name.startswith("RUN_LOCK") for name in os.listdir(empty_lock)),
           f"an empty RUN_LOCK is taken over, nothing left behind ({p.stderr[-300:]})")
+
+    again = train(empty_lock, "--set", "train.max_steps=2")
+    kept = [name for name in os.listdir(empty_lock) if name.startswith("metrics.") and name != "metrics.jsonl"]
+    steps = []
+    if len(kept) == 1:
+        with open(os.path.join(empty_lock, kept[0])) as f:
+            steps = [r["step"] for r in map(json.loads, f) if r.get("type") == "train"]
+    check(again.returncode == 0 and "an earlier run's log kept as" in again.stdout and steps == [1],
+          f"a fresh run keeps the earlier run's metrics.jsonl aside ({kept}, its train steps {steps})")
 
     shutil.rmtree(work, ignore_errors=True)
     return checks.finish()

@@ -2,11 +2,13 @@
 #include "engine/app/trainer/run_log.h"
 #include "engine/app/io/input_file.h"
 
+#include <fmt/chrono.h>
 #include <fmt/format.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -22,6 +24,22 @@ namespace zt {
 
 MetricsLog::MetricsLog(const std::string& path, bool append) : path_(path) {
   refuse_blocking_file(path, "metrics file");  // /dev/null keeps no log; a FIFO would block the open
+  std::error_code ec;
+  if (!append && std::filesystem::is_regular_file(path, ec) && std::filesystem::file_size(path, ec) > 0 && !ec) {
+    // A fresh run in a directory an earlier run logged into (its checkpoints are set aside at the
+    // first save): that history is kept, not truncated.
+    const std::filesystem::path p(path);
+    const std::string stamp = fmt::format("{:%Y%m%d-%H%M%S}", fmt::gmtime(std::time(nullptr)));
+    std::string aside;
+    for (int n = 0; aside.empty() || std::filesystem::exists(aside, ec); ++n) {
+      aside = (p.parent_path() / fmt::format("{}.{}{}{}", p.stem().string(), stamp, n > 0 ? fmt::format("-{}", n) : "",
+                                             p.extension().string()))
+                  .string();
+    }
+    std::filesystem::rename(path, aside, ec);
+    if (ec) throw_runtime_error("cannot set the earlier metrics file '{}' aside: {}", path, ec.message());
+    set_aside_ = aside;
+  }
   file_ = std::fopen(path.c_str(), append ? "a" : "w");
   if (file_ == nullptr) throw_runtime_error("cannot open metrics file '{}' for writing", path);
 }

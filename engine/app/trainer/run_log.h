@@ -14,7 +14,8 @@ namespace zt {
 
 class MetricsLog {
  public:
-  // Truncates (or, for a resumed run, appends); throws RuntimeError if it cannot open the file.
+  // Appends for a resumed run; a fresh one starts a new file, an earlier run's (not empty) kept
+  // beside it as metrics.<UTC time>.jsonl (set_aside). Throws RuntimeError if it cannot open it.
   explicit MetricsLog(const std::string& path, bool append = false);
   ~MetricsLog();
   MetricsLog(const MetricsLog&) = delete;
@@ -28,9 +29,11 @@ class MetricsLog {
   int drop_records_after_step(std::int64_t step);
   // Whether the file holds a record of `type` ("eval", "sample") for `step`.
   bool has_record(const std::string& type, std::int64_t step) const;
+  // Where a fresh run moved an earlier run's log, or "".
+  const std::string& set_aside() const { return set_aside_; }
 
  private:
-  std::string path_;
+  std::string path_, set_aside_;
   std::FILE* file_ = nullptr;
 };
 

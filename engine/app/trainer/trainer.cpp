@@ -164,6 +164,10 @@ Trainer::Trainer(RunConfig config, std::string run_dir, Communicator& comm, Memo
   refused = broadcast_string(comm, refused);
   if (!refused.empty()) throw_input_error("{}", refused);
   state_ = std::make_unique<TrainerState>(config_, run_dir_, comm, tracker, !resume_checkpoint_.empty(), data_identity);
+  if (state_->metrics && !state_->metrics->set_aside().empty()) {
+    state_->progress.message(fmt::format("metrics.jsonl: an earlier run's log kept as {} (this run started afresh)",
+                                         state_->metrics->set_aside()));
+  }
   for (const ckpt::FolderLock* lock : {run_lock_.get(), folder_lock_.get()}) {
     if (lock == nullptr) continue;
     state_->locks.push_back(lock);

@@ -71,6 +71,11 @@ def main():
     base = os.path.join(work, "base")
     p = train(base, "--set", "train.max_steps=6", "--set", "checkpoint.every_steps=3", "--set", "checkpoint.keep_last=0")
     check(p.returncode == 0, f"the base run trains ({p.stderr[-300:]})")
+    # Each checkpoint names the build that wrote it, as `zerotrain version` does.
+    with open(os.path.join(base, "checkpoints", "step_00000006", "manifest.json")) as f:
+        written_by = json.load(f)["extra"].get("written_by")
+    build = run("version").stdout.splitlines()[0].removeprefix("zerotrain ")
+    check(written_by == build, f"the manifest names the build that wrote it ({written_by!r}, version {build!r})")
 
     def killed_after_step_6(name):
         run_dir = os.path.join(work, name)

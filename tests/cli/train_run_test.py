@@ -18,6 +18,7 @@ usage: train_run_test.py PATH/TO/zerotrain
 import json
 import math
 import os
+import re
 import shutil
 import struct
 import subprocess
@@ -137,6 +138,11 @@ def main():
     # --device cuda: without a visible GPU, one line naming the device and exit 2, no text (with one,
     # tests/gpu/gpu_sample_test.py holds the GPU's text to this CPU's).
     version = run(binary, ["version"]).stdout
+    # The build names its commit (tools/build_commit.cmake), as git has it for this checkout.
+    head = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True)
+    named = re.match(r"zerotrain \d+\.\d+\.\d+ \(commit ([0-9a-f]{12}|unknown)(\+dirty)?\)$", version.splitlines()[0])
+    check(named is not None and (head.returncode != 0 or named.group(1) == head.stdout.strip()),
+          f"zerotrain version names the build's commit ({version.splitlines()[0]!r}, git: {head.stdout.strip()!r})")
     if "cuda: built;" not in version or "; 0 device(s)" in version:
         p = run(binary, ["sample", "--run", run_a, "--tokens", "30", "--device", "cuda"])
         lines = [line for line in p.stderr.splitlines() if line.strip()]

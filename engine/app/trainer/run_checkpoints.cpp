@@ -15,6 +15,7 @@
 #include "engine/app/trainer/resume.h"
 #include "engine/app/trainer/run_identity.h"
 #include "engine/app/trainer/start_checks.h"
+#include "engine/base/core/build_info.h"
 #include "engine/distributed/launch/signals.h"
 
 namespace zt {
@@ -157,7 +158,8 @@ void save_checkpoint(TrainerState& s, RunProgress& run, int steps_completed) {
   meta.extra = {{"skipped_steps", run.summary.skipped_steps},
                 {"consecutive_skips", run.consecutive_skips},
                 {"data_parallel_ranks", c.world_size},
-                {"data_identity", s.data_files}};
+                {"data_identity", s.data_files},
+                {"written_by", build_description()}};
   if (s.root) {  // rank 0 writes the manifest
     meta.extra["save_id"] = new_save_id();
     meta.extra["previous_save_id"] = run.last_save_id;

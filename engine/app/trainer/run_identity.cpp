@@ -12,6 +12,7 @@
 
 #include "engine/app/checkpoint/durable_file.h"
 #include "engine/app/data/token_corpus.h"
+#include "engine/base/core/build_info.h"
 #include "engine/base/core/check.h"
 #include "models/model_family.h"
 
@@ -124,6 +125,9 @@ nlohmann::json data_identity(const RunConfig& config) {
 
 IdentityEntries run_identity(const RunConfig& config, const nlohmann::json& data) {
   IdentityEntries out;
+  // First, so that ranks of two builds are told so rather than by the first key whose default or
+  // meaning changed between them.
+  out.emplace_back("the zerotrain build", build_description());
   flatten(config.to_json(), "", out);
   std::erase_if(out, [](const auto& e) { return e.first == "train.num_threads"; });  // a node's own
   for (std::size_t i = 0; i < data.size(); ++i) {

@@ -3,6 +3,7 @@
 
 #include "engine/app/cli/commands/arg_parser.h"
 #include "engine/app/cli/commands/commands.h"
+#include "engine/base/core/build_info.h"
 #include "kernels/compute_backend.h"
 
 namespace zt::cli {
@@ -13,7 +14,7 @@ int version_main(const std::vector<std::string>& args) {
     fmt::print("{}", parser.help_text());
     return 0;
   }
-  fmt::print("zerotrain {}\n", ZT_VERSION);
+  fmt::print("zerotrain {}\n", build_description());
   const auto& blas = cpu_blas_description();
   fmt::print("cpu blas: {} core={} ({}), {}\n", blas.library_path, blas.core_name, blas.core_type_source, blas.config);
   fmt::print("{}\n", cuda_backend_summary());

@@ -12,7 +12,9 @@ as named, never a hang (every command runs under a timeout) or a replaced file:
   * a config file named "...json": its default run directory is runs/run, not runs/.. (the
     working directory);
   * an empty RUN_LOCK (a power loss): taken over, nothing left behind;
-  * a fresh run in a run directory an earlier run logged into keeps that metrics.jsonl aside.
+  * a fresh run in a run directory an earlier run logged into keeps that metrics.jsonl aside;
+  * a token file cut in place while a run reads it (through its memory map): named, exit 2, not a
+    bare SIGBUS.
 
 usage: odd_files_test.py PATH/TO/zerotrain
 """
@@ -22,6 +24,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from check_report import Checks  # noqa: E402
@@ -162,6 +165,32 @@ def main():
             steps = [r["step"] for r in map(json.loads, f) if r.get("type") == "train"]
     check(again.returncode == 0 and "an earlier run's log kept as" in again.stdout and steps == [1],
           f"a fresh run keeps the earlier run's metrics.jsonl aside ({kept}, its train steps {steps})")
+
+    words = ["the", "cat", "sat", "on", "mat", "dog", "ran", "far", "away", "and", "then"]
+    text = os.path.join(work, "text.txt")
+    with open(text, "w") as f:
+        f.write(" ".join(words[(i * 7 + i // 3) % len(words)] for i in range(20000)))
+    tokens = os.path.join(work, "tokens")
+    p = run("prepare", "--text", text, "--out", tokens)
+    shard = os.path.join(tokens, "train.bin")
+    cut_run = os.path.join(work, "cut")
+    victim = subprocess.Popen([binary, "train", "--config", CONFIG, "--run-dir", cut_run, *QUIET, "--set",
+                               "model.vocab_size=16", "--set", "train.max_steps=1000000", "--set",
+                               f"data.train_files={shard}", "--set", f"data.val_files={tokens}/val.bin"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 60
+    while time.time() < deadline and not os.path.exists(os.path.join(cut_run, "metrics.jsonl")):
+        time.sleep(0.1)
+    time.sleep(0.5)
+    os.truncate(shard, 1024 + 64)  # the header and a few tokens: the map's later pages are gone
+    try:
+        _, err = victim.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        victim.kill()
+        _, err = victim.communicate()
+    ok, lines = refused(subprocess.CompletedProcess([], victim.returncode, "", err), shard,
+                        "the token file changed while this run read it")
+    check(p.returncode == 0 and ok, f"a token file cut under a run is named, exit 2 (exit {victim.returncode}, {lines})")
 
     shutil.rmtree(work, ignore_errors=True)
     return checks.finish()

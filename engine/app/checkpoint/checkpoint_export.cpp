@@ -1,7 +1,6 @@
 // HF and llm.c exports: each tensor is read from the rank files' byte ranges that hold it,
 // converted (and transposed for llm.c's [out, in] linear weights), written, and dropped.
 #include "engine/app/checkpoint/checkpoint_export.h"
-#include "engine/app/io/json_file.h"
 
 #include <fmt/format.h>
 
@@ -14,6 +13,7 @@
 #include "engine/app/checkpoint/durable_file.h"
 #include "engine/app/data/special_tokens.h"
 #include "engine/app/data/token_text.h"
+#include "engine/app/io/json_file.h"
 #include "engine/app/io/llmc_model_file.h"
 #include "engine/base/core/bf16.h"
 #include "engine/base/core/check.h"

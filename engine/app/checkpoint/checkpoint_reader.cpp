@@ -1,6 +1,5 @@
 // CheckpointReader: manifest parsing, file checks, chunk-verified ranged reads, resharded loads.
 #include "engine/app/checkpoint/checkpoint_reader.h"
-#include "engine/app/io/input_file.h"
 
 #include <sys/stat.h>
 
@@ -10,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "engine/app/io/input_file.h"
 #include "engine/base/core/check.h"
 
 namespace zt::ckpt {

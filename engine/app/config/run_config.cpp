@@ -1,7 +1,6 @@
 // Parsing and validation of RunConfig: the schema lives here, next to its defaults, and to_json()
 // writes the resolved config in the same schema (so a run directory's config.json reloads).
 #include "engine/app/config/run_config.h"
-#include "engine/app/io/input_file.h"
 
 #include <omp.h>
 
@@ -14,6 +13,7 @@
 #include "engine/app/config/init_from.h"
 #include "engine/app/config/model_section.h"
 #include "engine/app/config/zero_section.h"
+#include "engine/app/io/input_file.h"
 #include "engine/base/core/check.h"
 #include "engine/base/core/config_reader.h"
 #include "engine/base/core/float_text.h"

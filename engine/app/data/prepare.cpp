@@ -2,7 +2,6 @@
 // llm.c token files beside vocab.json. The split is by position, like nanoGPT's shakespeare_char:
 // the first floor((1 - val_fraction) * n) tokens train, the rest validate.
 #include "engine/app/data/prepare.h"
-#include "engine/app/io/input_file.h"
 
 #include <cmath>
 #include <filesystem>
@@ -11,6 +10,7 @@
 #include <span>
 
 #include "engine/app/data/token_file.h"
+#include "engine/app/io/input_file.h"
 #include "engine/base/core/check.h"
 
 namespace zt::data {

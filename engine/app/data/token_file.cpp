@@ -2,7 +2,6 @@
 // size, every token inside the vocabulary) and atomic writing in llm.c's format. Every error is
 // one line that starts with the file's path.
 #include "engine/app/data/token_file.h"
-#include "engine/app/io/input_file.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -18,6 +17,8 @@
 #include <filesystem>
 #include <utility>
 
+#include "engine/app/data/mapped_files.h"
+#include "engine/app/io/input_file.h"
 #include "engine/base/core/check.h"
 
 namespace zt::data {
@@ -115,6 +116,7 @@ TokenFile TokenFile::open(const std::string& path, TokenFileFormat format, int v
   if (map == MAP_FAILED) throw_input_error("{}: cannot map token file: {}", path, std::strerror(errno));
   f.map_ = map;  // from here on, f's destructor unmaps if validation throws
   f.map_bytes_ = static_cast<std::size_t>(size_bytes);
+  register_mapped_file(map, f.map_bytes_, path);  // a fault in it (the file cut under the run) names it
   const auto* bytes = static_cast<const unsigned char*>(map);
 
   std::array<std::int32_t, 3> header{};  // magic, version, count: as much of them as the file holds
@@ -227,7 +229,10 @@ TokenFile::TokenFile(TokenFile&& o) noexcept
 
 TokenFile& TokenFile::operator=(TokenFile&& o) noexcept {
   if (this != &o) {
-    if (map_ != nullptr) ::munmap(map_, map_bytes_);
+    if (map_ != nullptr) {
+      unregister_mapped_file(map_);
+      ::munmap(map_, map_bytes_);
+    }
     path_ = std::move(o.path_);
     format_ = o.format_;
     map_ = std::exchange(o.map_, nullptr);
@@ -240,7 +245,10 @@ TokenFile& TokenFile::operator=(TokenFile&& o) noexcept {
 }
 
 TokenFile::~TokenFile() {
-  if (map_ != nullptr) ::munmap(map_, map_bytes_);
+  if (map_ != nullptr) {
+    unregister_mapped_file(map_);
+    ::munmap(map_, map_bytes_);
+  }
 }
 
 void throw_token_outside_vocab(const std::string& file, std::uint32_t token, std::int64_t position, int vocab_size) {

@@ -1,6 +1,5 @@
 // llm.c's model file layout (see the header).
 #include "engine/app/io/llmc_model_file.h"
-#include "engine/app/io/input_file.h"
 
 #include <fmt/format.h>
 
@@ -8,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "engine/app/io/input_file.h"
 #include "engine/base/core/check.h"
 
 namespace zt {

@@ -1,7 +1,6 @@
 // Pretrained checkpoints read in ranges (see the header): Hugging Face safetensors folders, one
 // file or sharded with an index, and llm.c model files.
 #include "engine/app/io/pretrained.h"
-#include "engine/app/io/input_file.h"
 
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -17,6 +16,7 @@
 #include <map>
 #include <set>
 
+#include "engine/app/io/input_file.h"
 #include "engine/app/io/json_file.h"
 #include "engine/app/io/llmc_model_file.h"
 #include "engine/base/core/bf16.h"

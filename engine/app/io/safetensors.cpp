@@ -1,7 +1,6 @@
 // safetensors reader and writer (the format is small enough that a library would add more than
 // it saves; nlohmann/json handles the header).
 #include "engine/app/io/safetensors.h"
-#include "engine/app/io/input_file.h"
 
 #include <nlohmann/json.hpp>
 
@@ -10,6 +9,7 @@
 #include <fstream>
 #include <memory>
 
+#include "engine/app/io/input_file.h"
 #include "engine/base/core/check.h"
 #include "engine/base/core/config_reader.h"
 

@@ -1,6 +1,5 @@
 // MetricsLog, ProgressPrinter and the op profile's report.
 #include "engine/app/trainer/run_log.h"
-#include "engine/app/io/input_file.h"
 
 #include <fmt/chrono.h>
 #include <fmt/format.h>
@@ -15,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "engine/app/io/input_file.h"
 #include "engine/base/core/check.h"
 #include "engine/distributed/comm/communicator.h"
 #include "engine/distributed/launch/rendezvous.h"

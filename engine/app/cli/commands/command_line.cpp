@@ -2,10 +2,9 @@
 // one-line errors and exit codes (2: usage/config/input, 1: runtime failure).
 #include <fmt/format.h>
 
-#include <filesystem>
-
 #include <cstdio>
 #include <exception>
+#include <filesystem>
 #include <string>
 #include <vector>
 

@@ -101,6 +101,18 @@ def main():
     check(p.returncode == 0 and len(p.stdout) >= 30, f"sample --run generates text: {p.stdout.strip()[:60]!r}")
     check("zerotrain sample: 30 tokens in " in p.stderr and " tokens/s;" in p.stderr,
           f"sample says on stderr how long its 30 tokens took ({p.stderr.strip()[-200:]!r})")
+    # A run whose optimizer values this build refuses (optim.eps = 0, which earlier builds took) is
+    # sampled all the same: its optimizer plays no part in sampling.
+    old_run = os.path.join(work, "old_eps")
+    shutil.copytree(run_a, old_run)
+    with open(os.path.join(old_run, "config.json")) as f:
+        saved = json.load(f)
+    saved["optim"]["eps"] = 0.0
+    with open(os.path.join(old_run, "config.json"), "w") as f:
+        json.dump(saved, f)
+    old = run(binary, ["sample", "--run", old_run, "--tokens", "30", "--prompt", "the "])
+    check(old.returncode == 0 and old.stdout == p.stdout,
+          f"a run saved with optim.eps = 0 is sampled as before ({old.stderr.strip()[-200:]!r})")
     # The run's own last sample (step 30, seed train.seed + 30) is what `sample` draws from its final
     # weights; a bf16 run samples in bf16, as `sample --dtype bf16` does.
     def logged_sample_matches(run_dir, step, tokens, extra=()):

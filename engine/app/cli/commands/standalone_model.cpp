@@ -11,6 +11,7 @@
 #include "engine/app/checkpoint/checkpoint_folder.h"
 #include "engine/app/checkpoint/checkpoint_model.h"
 #include "engine/app/config/run_config.h"
+#include "engine/app/io/json_file.h"
 #include "engine/app/io/model_weights.h"
 #include "engine/app/io/pretrained.h"
 #include "engine/base/core/check.h"
@@ -96,9 +97,14 @@ WeightSource resolve_weight_source(const ArgParser& parser, const std::string& c
                                   : "");
   }
   // The run's model; its config's device and precision keys aside (the flags choose them).
-  // Its model keys are all in its config.json: train.init_from's folder is not needed.
-  const RunConfig cfg =
-      load_run_config((dir / "config.json").string(), {}, 1, [](const RunConfig&) { return nlohmann::json::object(); });
+  // Its model keys are all in its config.json: train.init_from's folder is not needed. Its
+  // optimizer plays no part: its section is left out, so a run whose optimizer values this build
+  // refuses (optim.eps = 0, which builds before 2026-12-03 took) can still be sampled and evaluated.
+  const std::string config_path = (dir / "config.json").string();
+  nlohmann::json doc = read_json_file(config_path);
+  if (doc.is_object()) doc.erase("optim");
+  const RunConfig cfg = parse_run_config(std::move(doc), config_path, 1, nullptr,
+                                         [](const RunConfig&) { return nlohmann::json::object(); });
   s.spec = cfg.model_spec();
   s.spec.layout = {};  // the weights file holds whole tensors, so any unit layout reads it: the default one
   s.param_dtype = cfg.param_dtype;

@@ -12,7 +12,8 @@ as named, never a hang (every command runs under a timeout) or a replaced file:
   * a config file named "...json": its default run directory is runs/run, not runs/.. (the
     working directory);
   * an empty RUN_LOCK (a power loss): taken over, nothing left behind;
-  * a fresh run in a run directory an earlier run logged into keeps that metrics.jsonl aside;
+  * a fresh run in a run directory an earlier run logged into keeps that metrics.jsonl aside, and a
+    resume whose metrics.jsonl has no record of its checkpoint's step (that fresh run's) too;
   * a token file cut in place while a run reads it (through its memory map): named, exit 2, not a
     bare SIGBUS.
 
@@ -165,6 +166,19 @@ def main():
             steps = [r["step"] for r in map(json.loads, f) if r.get("type") == "train"]
     check(again.returncode == 0 and "an earlier run's log kept as" in again.stdout and steps == [1],
           f"a fresh run keeps the earlier run's metrics.jsonl aside ({kept}, its train steps {steps})")
+
+    # The fresh run's log has no record of step 3: a resume of the earlier run's step 3 keeps it aside.
+    relaunched = os.path.join(work, "relaunched")
+    shutil.copytree(base, relaunched)
+    fresh = train(relaunched, "--set", "train.max_steps=2")
+    back = train(relaunched, "--set", "train.max_steps=6", "--resume",
+                 os.path.join(relaunched, "checkpoints", "step_00000003"))
+    with open(os.path.join(relaunched, "metrics.jsonl")) as f:
+        steps = [r["step"] for r in map(json.loads, f) if r.get("type") == "train"]
+    kept = sorted(name for name in os.listdir(relaunched) if name.startswith("metrics.") and name != "metrics.jsonl")
+    check(fresh.returncode == 0 and back.returncode == 0 and "holds no record of step 3" in back.stdout and
+          steps == [4, 5, 6] and len(kept) == 2,
+          f"a resume whose log is another run's starts a new one, both kept (train steps {steps}, kept {kept})")
 
     words = ["the", "cat", "sat", "on", "mat", "dog", "ran", "far", "away", "and", "then"]
     text = os.path.join(work, "text.txt")

@@ -305,7 +305,7 @@ def main():
     quick = subprocess.run([binary, "train", "--config", every2, "--run-dir", reused, "--set", "train.max_steps=1"],
                            capture_output=True, text=True, timeout=120)
     still = sorted(d for d in os.listdir(folder) if d.startswith("step_"))
-    check(quick.returncode == 0 and still == kept and "afresh" not in quick.stdout,
+    check(quick.returncode == 0 and still == kept and "an earlier run's; this run started afresh" not in quick.stdout,
           f"a fresh run that never saves leaves the folder's checkpoints in place ({still})")
 
     # Resume on other data.

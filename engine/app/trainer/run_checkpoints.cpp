@@ -69,7 +69,18 @@ RunProgress start_run(TrainerState& s, const std::string& resume_checkpoint, boo
   run.summary.skipped_steps = m.extra.value("skipped_steps", 0);
   run.consecutive_skips = m.extra.value("consecutive_skips", 0);
   if (m.extra.contains("save_id") && m.extra["save_id"].is_string()) run.last_save_id = m.extra["save_id"];
-  if (s.metrics) {
+  if (s.metrics && run.start_step > 0 && !s.metrics->has_record("", run.start_step)) {
+    // Every step logs a record before its save, so a log without one for the checkpoint's step
+    // is another trajectory's (a fresh run's, started in this directory after that checkpoint's
+    // run; its own log set aside then): kept aside too, not continued as if this run's history.
+    s.metrics->start_afresh();
+    if (!s.metrics->set_aside().empty()) {
+      s.progress.message(
+          fmt::format("metrics.jsonl holds no record of step {} (another run's log): kept as {}; "
+                      "this run starts a new one",
+                      run.start_step, s.metrics->set_aside()));
+    }
+  } else if (s.metrics) {
     if (const int dropped = s.metrics->drop_records_after_step(run.start_step); dropped > 0) {
       s.progress.message(fmt::format("metrics.jsonl: dropped {} record(s) the interrupted run wrote after step {}",
                                      dropped, run.start_step));

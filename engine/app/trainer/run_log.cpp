@@ -24,24 +24,35 @@ namespace zt {
 
 MetricsLog::MetricsLog(const std::string& path, bool append) : path_(path) {
   refuse_blocking_file(path, "metrics file");  // /dev/null keeps no log; a FIFO would block the open
-  std::error_code ec;
-  if (!append && std::filesystem::is_regular_file(path, ec) && std::filesystem::file_size(path, ec) > 0 && !ec) {
-    // A fresh run in a directory an earlier run logged into (its checkpoints are set aside at the
-    // first save): that history is kept, not truncated.
-    const std::filesystem::path p(path);
-    const std::string stamp = fmt::format("{:%Y%m%d-%H%M%S}", fmt::gmtime(std::time(nullptr)));
-    std::string aside;
-    for (int n = 0; aside.empty() || std::filesystem::exists(aside, ec); ++n) {
-      aside = (p.parent_path() / fmt::format("{}.{}{}{}", p.stem().string(), stamp, n > 0 ? fmt::format("-{}", n) : "",
-                                             p.extension().string()))
-                  .string();
-    }
-    std::filesystem::rename(path, aside, ec);
-    if (ec) throw_runtime_error("cannot set the earlier metrics file '{}' aside: {}", path, ec.message());
-    set_aside_ = aside;
-  }
+  // A fresh run in a directory an earlier run logged into (its checkpoints are set aside at the
+  // first save): that history is kept, not truncated.
+  if (!append) set_aside_file();
   file_ = std::fopen(path.c_str(), append ? "a" : "w");
   if (file_ == nullptr) throw_runtime_error("cannot open metrics file '{}' for writing", path);
+}
+
+void MetricsLog::set_aside_file() {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path_, ec) || std::filesystem::file_size(path_, ec) == 0 || ec) return;
+  const std::filesystem::path p(path_);
+  const std::string stamp = fmt::format("{:%Y%m%d-%H%M%S}", fmt::gmtime(std::time(nullptr)));
+  std::string aside;
+  for (int n = 0; aside.empty() || std::filesystem::exists(aside, ec); ++n) {
+    aside = (p.parent_path() / fmt::format("{}.{}{}{}", p.stem().string(), stamp, n > 0 ? fmt::format("-{}", n) : "",
+                                           p.extension().string()))
+                .string();
+  }
+  std::filesystem::rename(path_, aside, ec);
+  if (ec) throw_runtime_error("cannot set the earlier metrics file '{}' aside: {}", path_, ec.message());
+  set_aside_ = aside;
+}
+
+void MetricsLog::start_afresh() {
+  std::fclose(file_);
+  file_ = nullptr;
+  set_aside_file();
+  file_ = std::fopen(path_.c_str(), "w");
+  if (file_ == nullptr) throw_runtime_error("cannot open metrics file '{}' for writing", path_);
 }
 
 MetricsLog::~MetricsLog() {
@@ -62,7 +73,8 @@ bool MetricsLog::has_record(const std::string& type, std::int64_t step) const {
   std::ifstream in(path_, std::ios::binary);
   for (std::string line; std::getline(in, line);) {
     const nlohmann::json record = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (record.is_object() && record.value("type", "") == type && record.value("step", std::int64_t{-1}) == step) {
+    if (record.is_object() && (type.empty() || record.value("type", "") == type) && record.contains("step") &&
+        record["step"].is_number_integer() && record["step"].get<std::int64_t>() == step) {
       return true;
     }
   }

@@ -27,12 +27,17 @@ class MetricsLog {
   // past its last checkpoint, and will log again; a summary whose last_step is later) and a last
   // line a kill cut short, rewriting the file atomically. Returns how many.
   int drop_records_after_step(std::int64_t step);
-  // Whether the file holds a record of `type` ("eval", "sample") for `step`.
+  // Whether the file holds a record of `type` ("eval", "sample"; "": any) for `step`.
   bool has_record(const std::string& type, std::int64_t step) const;
+  // For a resume whose log is another trajectory's: sets the file aside as a fresh run does
+  // (set_aside), and starts a new one.
+  void start_afresh();
   // Where a fresh run moved an earlier run's log, or "".
   const std::string& set_aside() const { return set_aside_; }
 
  private:
+  void set_aside_file();  // the file, where not empty, renamed to <stem>.<UTC time>.jsonl
+
   std::string path_, set_aside_;
   std::FILE* file_ = nullptr;
 };

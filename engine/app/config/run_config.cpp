@@ -28,14 +28,14 @@ constexpr long long kMaxGradAccum = 1 << 16;
 constexpr long long kMaxSteps = 1'000'000'000;
 
 void read_data(ConfigReader r, DataConfig& d) {
-  d.dataset = r.get_string("dataset", d.dataset);
-  d.train_file = r.get_string("train_file", "");
-  d.val_file = r.get_string("val_file", "");
-  d.vocab_file = r.get_string("vocab_file", "");
-  d.tokenizer_file = r.get_string("tokenizer_file", "");
-  d.choice_file = r.get_string("choice_file", "");
-  d.train_files = r.get_string_list("train_files");
-  d.val_files = r.get_string_list("val_files");
+  d.dataset = r.get_path("dataset", d.dataset);
+  d.train_file = r.get_path("train_file", "");
+  d.val_file = r.get_path("val_file", "");
+  d.vocab_file = r.get_path("vocab_file", "");
+  d.tokenizer_file = r.get_path("tokenizer_file", "");
+  d.choice_file = r.get_path("choice_file", "");
+  d.train_files = r.get_path_list("train_files");
+  d.val_files = r.get_path_list("val_files");
   d.order = r.get_enum("order", d.order, {"random", "sequential"});
   d.format = r.get_enum("format", d.format, {"auto", "llmc", "nanogpt"});
   d.embedded_chars = r.get_int("embedded_chars", static_cast<int>(d.embedded_chars), 10'000, 1 << 30);
@@ -102,7 +102,7 @@ void resolve_batch(ConfigReader& r, RunConfig& c, bool has_accum, bool has_globa
 void read_train(ConfigReader r, RunConfig& c) {
   TrainConfig& t = c.train;
   const int block_size = c.model.block_size;
-  t.init_from = r.get_string("init_from", "");
+  t.init_from = r.get_path("init_from", "");
   t.micro_batch = r.get_int("micro_batch", t.micro_batch, 1, kMaxDim);
   if (!r.has("seq_len")) c.derived.push_back(fmt::format("train.seq_len = {} (model.block_size)", block_size));
   t.seq_len = r.get_int("seq_len", block_size, 1, kMaxDim);
@@ -198,7 +198,7 @@ void read_log(ConfigReader r, LogConfig& l, const std::string& source) {
   // runs/.. the working directory) is "run".
   std::string stem = std::filesystem::path(source).stem().string();
   if (stem.empty() || stem == "." || stem == "..") stem = "run";
-  l.run_dir = r.get_string("run_dir", "runs/" + stem);
+  l.run_dir = r.get_path("run_dir", "runs/" + stem);
   l.every_steps = r.get_int("every_steps", l.every_steps, 1, kMaxSteps);
   l.progress = r.get_enum("progress", l.progress, {"auto", "live", "plain"});
   l.sample_every = r.get_int("sample_every", l.sample_every, 0, kMaxSteps);
@@ -212,7 +212,7 @@ void read_log(ConfigReader r, LogConfig& l, const std::string& source) {
 }
 
 void read_checkpoint(ConfigReader r, CheckpointConfig& k) {
-  k.dir = r.get_string("dir", k.dir);
+  k.dir = r.get_path("dir", k.dir);
   k.every_steps = r.get_int("every_steps", k.every_steps, 0, kMaxSteps);
   k.keep_last = r.get_int("keep_last", k.keep_last, 0, 1000000);
   k.at_end = r.get_bool("at_end", k.at_end);

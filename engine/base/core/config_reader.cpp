@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 
 #include "engine/base/core/check.h"
 
@@ -165,6 +166,29 @@ std::vector<std::string> ConfigReader::get_string_list(const std::string& key) {
   for (const std::string& e : out) {
     if (e.empty()) throw_input_error("config error in {}: key '{}' holds an empty string", source_of(key), dotted(key));
   }
+  return out;
+}
+
+namespace {
+
+std::string expand_home(const std::string& path, const std::string& where) {
+  if (path.empty() || path[0] != '~' || (path.size() > 1 && path[1] != '/')) return path;
+  const char* home = std::getenv("HOME");
+  if (home == nullptr || *home == '\0') {
+    throw_input_error("config error in {}: '{}' starts with ~, but HOME is not set to expand it", where, path);
+  }
+  return std::string(home) + path.substr(1);
+}
+
+}  // namespace
+
+std::string ConfigReader::get_path(const std::string& key, const std::string& fallback) {
+  return expand_home(get_string(key, fallback), source_of(key));
+}
+
+std::vector<std::string> ConfigReader::get_path_list(const std::string& key) {
+  std::vector<std::string> out = get_string_list(key);
+  for (std::string& p : out) p = expand_home(p, source_of(key));
   return out;
 }
 

@@ -40,6 +40,11 @@ class ConfigReader {
   // A list of strings: a JSON array of strings, or one string as a list of one (so --set takes a
   // plain value); empty when absent or []. An empty string in it is refused.
   std::vector<std::string> get_string_list(const std::string& key);
+  // A path, or a list of paths: as the string getters, with a leading "~" or "~/" read as $HOME
+  // (as a shell reads it on a command line; a config file is not one, and "~/runs" made a folder
+  // named "~"). "~user" is not expanded.
+  std::string get_path(const std::string& key, const std::string& fallback);
+  std::vector<std::string> get_path_list(const std::string& key);
   bool get_bool(const std::string& key, bool fallback);
   bool has(const std::string& key) const;
   // A nested section (an object, or an empty one when absent).

@@ -10,6 +10,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <string_view>
 #include <vector>
@@ -84,39 +85,29 @@ bool MetricsLog::has_record(const std::string& type, std::int64_t step) const {
 int MetricsLog::drop_records_after_step(std::int64_t step) {
   std::fclose(file_);
   file_ = nullptr;
-  std::string text;
-  {
-    // A file that cannot be read would keep the records this resume repeats (the steps after
-    // `step` twice in the log): refused, not taken as empty.
+  // A last line without its newline is a record cut short by a kill: the next record would be
+  // glued onto it. A summary's step is its last_step: a later one ended the trajectory dropped.
+  auto dropped_line = [step](const std::string& line, bool torn) {
+    if (torn) return true;
+    const nlohmann::json record = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    const char* key = record.is_object() && record.contains("last_step") ? "last_step" : "step";
+    return record.is_object() && record.contains(key) && record[key].is_number_integer() &&
+           record[key].get<std::int64_t>() > step;
+  };
+  // Line by line, twice where anything goes (a log of a long fast run is gigabytes: never whole in
+  // memory). A file that cannot be read would keep the records this resume repeats (the steps
+  // after `step` twice in the log): refused, not taken as empty.
+  auto each_line = [&](const std::function<void(const std::string&, bool)>& visit) {
     std::ifstream in(path_, std::ios::binary);
     std::error_code gone;
     if (!in && std::filesystem::exists(path_, gone)) {
       throw_input_error("cannot read metrics file '{}' to continue it: {}", path_, std::strerror(errno));
     }
-    std::stringstream all;
-    all << in.rdbuf();
+    for (std::string line; std::getline(in, line);) visit(line, in.eof());  // eof: no newline after it
     if (in.bad()) throw_input_error("cannot read metrics file '{}' to continue it", path_);
-    text = all.str();
-  }
-  std::vector<std::string_view> kept;
+  };
   int dropped = 0;
-  for (std::size_t at = 0; at < text.size();) {
-    const std::size_t end = text.find('\n', at);
-    const std::string_view line(text.data() + at, (end == std::string::npos ? text.size() : end) - at);
-    at = end == std::string::npos ? text.size() : end + 1;
-    // A last line without its newline is a record cut short by a kill: the next record would be
-    // glued onto it. A summary's step is its last_step: a later one ended the trajectory dropped.
-    const nlohmann::json record = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    const bool torn = end == std::string::npos;
-    const char* key = record.is_object() && record.contains("last_step") ? "last_step" : "step";
-    const bool later = record.is_object() && record.contains(key) && record[key].is_number_integer() &&
-                       record[key].get<std::int64_t>() > step;
-    if (torn || later) {
-      ++dropped;
-    } else {
-      kept.push_back(line);
-    }
-  }
+  each_line([&](const std::string& line, bool torn) { dropped += dropped_line(line, torn) ? 1 : 0; });
   if (dropped > 0) {
     // Through a symlink, the file it names is rewritten (a rename over the link would replace it).
     std::error_code ec;
@@ -126,10 +117,20 @@ int MetricsLog::drop_records_after_step(std::int64_t step) {
       if (ec) throw_input_error("cannot follow metrics file '{}': {}", path_, ec.message());
     }
     const std::string temp = target + ".tmp";
-    {
-      std::ofstream out(temp, std::ios::trunc);
-      for (const std::string_view line : kept) out << line << "\n";
-      if (!out.flush()) throw_runtime_error("cannot rewrite metrics file '{}' (disk full?)", temp);
+    std::FILE* out = std::fopen(temp.c_str(), "w");
+    if (out == nullptr) throw_runtime_error("cannot rewrite metrics file '{}': {}", temp, std::strerror(errno));
+    bool written = true;
+    each_line([&](const std::string& line, bool torn) {
+      if (written && !dropped_line(line, torn)) {
+        written = std::fwrite(line.data(), 1, line.size(), out) == line.size() && std::fputc('\n', out) != EOF;
+      }
+    });
+    // Durable before it replaces the log (a crash then leaves the old file or the whole new one).
+    written = written && std::fflush(out) == 0 && ::fsync(fileno(out)) == 0;
+    written = std::fclose(out) == 0 && written;
+    if (!written) {
+      std::remove(temp.c_str());
+      throw_runtime_error("cannot rewrite metrics file '{}' (disk full?)", temp);
     }
     std::filesystem::rename(temp, target, ec);
     if (ec) throw_runtime_error("cannot replace metrics file '{}': {}", target, ec.message());

@@ -57,13 +57,24 @@ def main():
     fifo = os.path.join(work, "fifo")
     os.mkfifo(fifo)
     for what, args, fragments in [
-        ("a FIFO as --config", ["train", "--config", fifo], [fifo, "is a FIFO, not a regular file"]),
+        ("a FIFO nothing writes as --config", ["train", "--config", fifo], [fifo, "is a FIFO that nothing writes"]),
         ("/dev/zero as --config", ["train", "--config", "/dev/zero"], ["is a character device"]),
         ("a FIFO as a token file", ["train", "--config", CONFIG, "--run-dir", os.path.join(work, "f"), *QUIET,
                                     "--set", f"data.train_file={fifo}", "--set", f"data.val_file={fifo}"],
          ["token file", fifo, "is a FIFO"])]:
         ok, lines = refused(run(*args), *fragments)
         check(ok, f"{what}: refused in one line, no hang ({lines})")
+
+    # A pipe with a writer is read as a file: --config <(...) or /dev/stdin, prepare --text /dev/stdin.
+    with open(CONFIG) as f:
+        config_text = f.read()
+    piped = subprocess.run([binary, "train", "--config", "/dev/stdin", "--run-dir", os.path.join(work, "piped"), *QUIET,
+                            "--set", "train.max_steps=1"], input=config_text, capture_output=True, text=True, timeout=60)
+    check(piped.returncode == 0, f"--config /dev/stdin fed by a pipe trains ({piped.stderr[-300:]})")
+    piped = subprocess.run([binary, "prepare", "--text", "/dev/stdin", "--out", os.path.join(work, "piped_tokens")],
+                           input="to be or not to be " * 200, capture_output=True, text=True, timeout=60)
+    check(piped.returncode == 0 and os.path.exists(os.path.join(work, "piped_tokens", "train.bin")),
+          f"prepare --text /dev/stdin fed by a pipe prepares ({piped.stderr[-300:]})")
 
     loop = os.path.join(work, "loop")
     os.symlink(loop, loop)
@@ -92,7 +103,8 @@ def main():
     fifo_run = killed_after_step_6("fifo_metrics")
     os.remove(os.path.join(fifo_run, "metrics.jsonl"))
     os.mkfifo(os.path.join(fifo_run, "metrics.jsonl"))
-    ok, lines = refused(train(fifo_run, "--set", "train.max_steps=6", "--resume", "latest"), "metrics file", "FIFO", "give a regular file")
+    ok, lines = refused(train(fifo_run, "--set", "train.max_steps=6", "--resume", "latest"), "metrics file",
+                        "FIFO that nothing reads", "give a regular file")
     check(ok, f"a FIFO as metrics.jsonl at a resume: refused, no hang ({lines})")
 
     linked_run = killed_after_step_6("linked_metrics")
@@ -105,6 +117,23 @@ def main():
     check(p.returncode == 0 and os.path.islink(os.path.join(linked_run, "metrics.jsonl")) and
           steps == [1, 2, 3, 4, 5, 6],
           f"metrics.jsonl through a symlink: the linked file rewritten, the link kept (train steps {steps})")
+
+    # A fresh run keeps a linked log's records beside its target, the link kept; a log linked to
+    # /dev/stdout (a pipe here) is written there.
+    relinked = os.path.join(work, "relinked")
+    shutil.copytree(linked_run, relinked, symlinks=True)
+    p = train(relinked, "--set", "train.max_steps=2")
+    kept = [n for n in os.listdir(work) if n.startswith("elsewhere.") and n != "elsewhere.jsonl"]
+    with open(elsewhere) as f:
+        steps = [r["step"] for r in map(json.loads, f) if r.get("type") == "train"]
+    check(p.returncode == 0 and os.path.islink(os.path.join(relinked, "metrics.jsonl")) and len(kept) == 1 and
+          steps == [1, 2], f"a fresh run over a linked log keeps the target's records aside, the link kept ({kept}, {steps})")
+    to_stdout = os.path.join(work, "to_stdout")
+    os.makedirs(to_stdout)
+    os.symlink("/dev/stdout", os.path.join(to_stdout, "metrics.jsonl"))
+    p = train(to_stdout, "--set", "train.max_steps=2")
+    check(p.returncode == 0 and '"type":"train"' in p.stdout,
+          f"metrics.jsonl linked to /dev/stdout, a pipe: the records come out there ({p.stderr[-200:]})")
 
     model = os.path.join(work, "model.bin")
     p1 = run("ckpt", "export", os.path.join(base, "checkpoints", "step_00000003"), "--format", "llmc", "--out", model)
@@ -170,13 +199,13 @@ def main():
     # The fresh run's log has no record of step 3: a resume of the earlier run's step 3 keeps it aside.
     relaunched = os.path.join(work, "relaunched")
     shutil.copytree(base, relaunched)
-    fresh = train(relaunched, "--set", "train.max_steps=2")
+    fresh = train(relaunched, "--set", "train.max_steps=4")  # past step 3, with records of it
     back = train(relaunched, "--set", "train.max_steps=6", "--resume",
                  os.path.join(relaunched, "checkpoints", "step_00000003"))
     with open(os.path.join(relaunched, "metrics.jsonl")) as f:
         steps = [r["step"] for r in map(json.loads, f) if r.get("type") == "train"]
     kept = sorted(name for name in os.listdir(relaunched) if name.startswith("metrics.") and name != "metrics.jsonl")
-    check(fresh.returncode == 0 and back.returncode == 0 and "holds no record of step 3" in back.stdout and
+    check(fresh.returncode == 0 and back.returncode == 0 and "does not record the save of step 3" in back.stdout and
           steps == [4, 5, 6] and len(kept) == 2,
           f"a resume whose log is another run's starts a new one, both kept (train steps {steps}, kept {kept})")
 

@@ -42,6 +42,7 @@ struct SaveResult {
   double seconds = 0.0;          // from the save's start to its commit
   double blocked_seconds = 0.0;  // of those, the training thread's (all of them unless asynchronous)
   std::string warning;           // rank 0: saved, but `latest` or keep-last failed after it (say so, go on)
+  std::string save_id;           // the meta's extra.save_id, where it has one (rank 0's, which it wrote)
 };
 
 // Collective: every rank of `comm` calls it with the same folder, table and meta. Throws

@@ -343,10 +343,7 @@ RunConfig parse_run_config(nlohmann::json doc, const std::string& source, int wo
 
 RunConfig load_run_config(const std::string& path, const std::vector<std::string>& overrides, int world_size,
                           const SavedModelKeys& saved_model_keys) {
-  require_regular_file(path, "config error: --config");
-  std::ifstream in(path);
-  if (!in) throw_input_error("config error: cannot open '{}'", path);
-  nlohmann::json doc = parse_config_json(std::string(std::istreambuf_iterator<char>(in), {}), path);
+  nlohmann::json doc = parse_config_json(read_whole_input(path, "config error: --config"), path);
   if (!doc.is_object()) {
     throw_input_error("config error in {}: the top level must be a JSON object of sections, not {}", path,
                       doc.type_name());

@@ -1,5 +1,6 @@
 // The maps' registry and the SIGBUS handler (see the header). Everything the handler touches is
-// async-signal-safe: lock-free atomics, preformatted bytes, write(2), signal(2), raise(3), _exit.
+// async-signal-safe: lock-free atomics, preformatted bytes, write(2), signal(2), raise(3), _exit,
+// and the handler it replaced (Open MPI's, under mpirun), called as is for any other fault.
 #include "engine/app/data/mapped_files.h"
 
 #include <unistd.h>
@@ -27,8 +28,9 @@ struct Slot {
 std::array<Slot, kMaxMappedFiles> g_slots;
 std::mutex g_register_mutex;  // registrations only; the handler reads the atomics
 bool g_handler_installed = false;
+struct sigaction g_previous {};  // the handler before ours (Open MPI's, for a backtrace), for other faults
 
-extern "C" void on_bus_error(int sig, siginfo_t* info, void*) {
+extern "C" void on_bus_error(int sig, siginfo_t* info, void* context) {
   const auto address = reinterpret_cast<std::uintptr_t>(info != nullptr ? info->si_addr : nullptr);
   for (const Slot& s : g_slots) {
     const std::uintptr_t start = s.start.load();
@@ -38,7 +40,16 @@ extern "C" void on_bus_error(int sig, siginfo_t* info, void*) {
       _exit(2);
     }
   }
-  std::signal(sig, SIG_DFL);  // not a token file's: as without this handler
+  // Not a token file's: as without this handler.
+  if ((g_previous.sa_flags & SA_SIGINFO) != 0 && g_previous.sa_sigaction != nullptr) {
+    g_previous.sa_sigaction(sig, info, context);
+    return;
+  }
+  if (g_previous.sa_handler != SIG_DFL && g_previous.sa_handler != SIG_IGN && g_previous.sa_handler != nullptr) {
+    g_previous.sa_handler(sig);
+    return;
+  }
+  std::signal(sig, SIG_DFL);  // ignoring SIGBUS would fault again at once: the default ends it
   std::raise(sig);
 }
 
@@ -51,7 +62,7 @@ void register_mapped_file(const void* start, std::size_t bytes, const std::strin
     action.sa_sigaction = on_bus_error;
     action.sa_flags = SA_SIGINFO;
     sigemptyset(&action.sa_mask);
-    sigaction(SIGBUS, &action, nullptr);
+    sigaction(SIGBUS, &action, &g_previous);
     g_handler_installed = true;
   }
   for (Slot& s : g_slots) {

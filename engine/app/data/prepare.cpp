@@ -20,11 +20,7 @@ PrepareSummary prepare_text_dataset(const std::string& text_path, const std::str
   if (!(val_fraction > 0.0 && val_fraction < 1.0)) {
     throw_input_error("validation fraction must be in (0, 1) (got {})", val_fraction);
   }
-  require_regular_file(text_path, "text file");
-  std::ifstream in(text_path, std::ios::binary);
-  if (!in) throw_input_error("{}: cannot open text file", text_path);
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) throw_input_error("{}: read failed", text_path);
+  const std::string text = read_whole_input(text_path, "text file");
   if (text.empty()) throw_input_error("{}: text file is empty", text_path);
 
   // Vocabulary and encoding errors (invalid UTF-8) carry a byte offset; prefix them with the file.

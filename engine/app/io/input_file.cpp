@@ -1,7 +1,9 @@
 // Input files are regular files (see the header).
 #include "engine/app/io/input_file.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -35,11 +37,36 @@ void require_regular_file(const std::string& path, std::string_view what) {
   if (!kind.empty()) throw_input_error("{} {}: is {}, not a regular file", what, path, kind);
 }
 
-void refuse_blocking_file(const std::string& path, std::string_view what) {
-  const std::string_view kind = kind_of(path, what);
-  if (kind == "a FIFO" || kind == "a socket") {
-    throw_input_error("{} {}: is {}, whose open would wait for another process; give a regular file", what, path, kind);
+std::string read_whole_input(const std::string& path, std::string_view what) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) throw_input_error("{} {}: cannot open: {}", what, path, std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !(S_ISREG(st.st_mode) || S_ISFIFO(st.st_mode))) {
+    ::close(fd);
+    require_regular_file(path, what);  // names what it is instead
+    throw_input_error("{} {}: not a regular file", what, path);
   }
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);  // a pipe's writer may be slower than us
+  std::string text;
+  char buffer[1 << 16];
+  for (;;) {
+    const ssize_t n = ::read(fd, buffer, sizeof(buffer));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int err = errno;
+      ::close(fd);
+      throw_input_error("{} {}: read failed: {}", what, path, std::strerror(err));
+    }
+    if (n == 0) break;
+    text.append(buffer, static_cast<std::size_t>(n));
+  }
+  ::close(fd);
+  if (S_ISFIFO(st.st_mode) && text.empty()) {
+    throw_input_error(
+        "{} {}: is a FIFO that nothing writes (nothing to read); give a regular file or a pipe with a writer", what,
+        path);
+  }
+  return text;
 }
 
 }  // namespace zt

@@ -14,8 +14,11 @@ namespace zt {
 // it). A path that does not exist is left to the caller's open, whose message names it.
 void require_regular_file(const std::string& path, std::string_view what);
 
-// For a file written as a stream (a run's metrics.jsonl), where a device is a choice (/dev/null
-// to keep no log): refuses only what would block the open, a FIFO or a socket, the same way.
-void refuse_blocking_file(const std::string& path, std::string_view what);
+// A text input read whole (a config, a JSON file, prepare's text): a regular file, or a pipe with
+// a writer (`--config <(jq ...)`, `/dev/stdin` fed by one). Opened without blocking, so a named
+// FIFO nothing writes is refused ("is a FIFO that nothing writes") instead of hanging; devices and
+// directories are refused as require_regular_file refuses them. InputError naming `what` and
+// `path`, also when it cannot be opened.
+std::string read_whole_input(const std::string& path, std::string_view what);
 
 }  // namespace zt

@@ -13,11 +13,9 @@
 namespace zt {
 
 nlohmann::json read_json_file(const std::string& path) {
-  require_regular_file(path, "JSON file");
-  std::ifstream in(path);
-  if (!in) throw_input_error("{}: cannot open: {}", path, std::strerror(errno));
+  const std::string text = read_whole_input(path, "JSON file");
   try {
-    return nlohmann::json::parse(in, json_depth_limit(path));
+    return nlohmann::json::parse(text, json_depth_limit(path));
   } catch (const nlohmann::json::exception& e) {
     throw_input_error("{}: not valid JSON ({})", path, e.what());
   }

@@ -69,15 +69,20 @@ RunProgress start_run(TrainerState& s, const std::string& resume_checkpoint, boo
   run.summary.skipped_steps = m.extra.value("skipped_steps", 0);
   run.consecutive_skips = m.extra.value("consecutive_skips", 0);
   if (m.extra.contains("save_id") && m.extra["save_id"].is_string()) run.last_save_id = m.extra["save_id"];
-  if (s.metrics && run.start_step > 0 && !s.metrics->has_record("", run.start_step)) {
-    // Every step logs a record before its save, so a log without one for the checkpoint's step
-    // is another trajectory's (a fresh run's, started in this directory after that checkpoint's
-    // run; its own log set aside then): kept aside too, not continued as if this run's history.
+  // The log is this trajectory's if it records the checkpoint's save (its save_id, in the save's
+  // checkpoint or checkpoint_started record), or, for a checkpoint from before save ids, a record
+  // of its step (every step logs one before its save). Otherwise it is another trajectory's (a fresh
+  // run's, started in this directory after that checkpoint's run): kept aside too, not continued
+  // as if it were this run's history.
+  const bool log_is_ours = !s.metrics || run.start_step == 0 ||
+                           (run.last_save_id.empty() ? s.metrics->has_record("", run.start_step)
+                                                     : s.metrics->has_value("save_id", run.last_save_id));
+  if (!log_is_ours) {
     s.metrics->start_afresh();
     if (!s.metrics->set_aside().empty()) {
       s.progress.message(
-          fmt::format("metrics.jsonl holds no record of step {} (another run's log): kept as {}; "
-                      "this run starts a new one",
+          fmt::format("metrics.jsonl is another run's log (it does not record the save of step {} resumed from): "
+                      "kept as {}; this run starts a new one",
                       run.start_step, s.metrics->set_aside()));
     }
   } else if (s.metrics) {
@@ -144,7 +149,8 @@ void report_saved(TrainerState& s, RunProgress& run, const ckpt::SaveResult& r) 
          {"rank_bytes", r.rank_bytes},
          {"total_bytes", r.total_bytes},
          {"ranks", s.comm.world_size()},
-         {"rank_files", r.rank_files}});
+         {"rank_files", r.rank_files},
+         {"save_id", r.save_id}});
   s.progress.message(fmt::format("step {}: saved checkpoint {} ({:.2f} MB in {} rank file(s)) in {:.2f} s{}", r.step,
                                  r.path, r.total_bytes / 1e6, r.rank_files, r.seconds,
                                  async ? fmt::format(", training blocked {:.3f} s", r.blocked_seconds) : ""));
@@ -205,7 +211,10 @@ void save_checkpoint(TrainerState& s, RunProgress& run, int steps_completed) {
     finish_checkpoint(s, run);  // one save in flight at most; the previous one reported first
     const double blocked =
         ckpt::start_training_state_save(*s.async_saves, folder, s.store, s.optimizer, meta, c.checkpoint.keep_last);
-    s.log({{"type", "checkpoint_started"}, {"step", steps_completed}, {"blocked_seconds", blocked}});
+    s.log({{"type", "checkpoint_started"},
+           {"step", steps_completed},
+           {"blocked_seconds", blocked},
+           {"save_id", meta.extra.value("save_id", "")}});
     s.progress.message(
         fmt::format("step {}: checkpoint staged in {:.3f} s; writing it in the background", steps_completed, blocked));
     return;

@@ -1,8 +1,10 @@
 // MetricsLog, ProgressPrinter and the op profile's report.
 #include "engine/app/trainer/run_log.h"
 
+#include <fcntl.h>
 #include <fmt/chrono.h>
 #include <fmt/format.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -23,19 +25,37 @@
 
 namespace zt {
 
-MetricsLog::MetricsLog(const std::string& path, bool append) : path_(path) {
-  refuse_blocking_file(path, "metrics file");  // /dev/null keeps no log; a FIFO would block the open
-  // A fresh run in a directory an earlier run logged into (its checkpoints are set aside at the
-  // first save): that history is kept, not truncated.
-  if (!append) set_aside_file();
-  file_ = std::fopen(path.c_str(), append ? "a" : "w");
-  if (file_ == nullptr) throw_runtime_error("cannot open metrics file '{}' for writing", path);
+MetricsLog::MetricsLog(const std::string& path) : path_(path) { open_file(/*truncate=*/false); }
+
+void MetricsLog::open_file(bool truncate) {
+  // Not blocking in the open: a FIFO without a reader is refused (ENXIO) rather than waited on; one
+  // with a reader (a pipe, /dev/stdout into one) is written as any file.
+  const int fd =
+      ::open(path_.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | O_NONBLOCK | (truncate ? O_TRUNC : O_APPEND), 0644);
+  if (fd < 0 && errno == ENXIO) {
+    throw_input_error("metrics file {}: is a FIFO that nothing reads, whose open would wait; give a regular file",
+                      path_);
+  }
+  if (fd < 0) throw_runtime_error("cannot open metrics file '{}' for writing: {}", path_, std::strerror(errno));
+  struct stat st {};
+  regular_ = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  file_ = ::fdopen(fd, truncate ? "w" : "a");
+  if (file_ == nullptr) {
+    ::close(fd);
+    throw_runtime_error("cannot open metrics file '{}' for writing: {}", path_, std::strerror(errno));
+  }
 }
 
 void MetricsLog::set_aside_file() {
   std::error_code ec;
-  if (!std::filesystem::is_regular_file(path_, ec) || std::filesystem::file_size(path_, ec) == 0 || ec) return;
-  const std::filesystem::path p(path_);
+  if (!regular_ || std::filesystem::file_size(path_, ec) == 0 || ec) return;
+  // Through a symlink, the file it names is set aside beside itself, and the link kept.
+  std::filesystem::path p(path_);
+  if (std::filesystem::is_symlink(std::filesystem::symlink_status(p, ec))) {
+    p = std::filesystem::canonical(p, ec);
+    if (ec) throw_runtime_error("cannot follow metrics file '{}': {}", path_, ec.message());
+  }
   const std::string stamp = fmt::format("{:%Y%m%d-%H%M%S}", fmt::gmtime(std::time(nullptr)));
   std::string aside;
   for (int n = 0; aside.empty() || std::filesystem::exists(aside, ec); ++n) {
@@ -43,8 +63,8 @@ void MetricsLog::set_aside_file() {
                                            p.extension().string()))
                 .string();
   }
-  std::filesystem::rename(path_, aside, ec);
-  if (ec) throw_runtime_error("cannot set the earlier metrics file '{}' aside: {}", path_, ec.message());
+  std::filesystem::rename(p, aside, ec);
+  if (ec) throw_runtime_error("cannot set the earlier metrics file '{}' aside: {}", p.string(), ec.message());
   set_aside_ = aside;
 }
 
@@ -52,8 +72,7 @@ void MetricsLog::start_afresh() {
   std::fclose(file_);
   file_ = nullptr;
   set_aside_file();
-  file_ = std::fopen(path_.c_str(), "w");
-  if (file_ == nullptr) throw_runtime_error("cannot open metrics file '{}' for writing", path_);
+  open_file(/*truncate=*/true);
 }
 
 MetricsLog::~MetricsLog() {
@@ -70,6 +89,7 @@ void MetricsLog::write(const nlohmann::json& record) {
 }
 
 bool MetricsLog::has_record(const std::string& type, std::int64_t step) const {
+  if (!regular_) return false;  // a pipe or a device keeps nothing to read back
   std::fflush(file_);
   std::ifstream in(path_, std::ios::binary);
   for (std::string line; std::getline(in, line);) {
@@ -82,7 +102,20 @@ bool MetricsLog::has_record(const std::string& type, std::int64_t step) const {
   return false;
 }
 
+bool MetricsLog::has_value(const std::string& key, const std::string& value) const {
+  if (!regular_) return false;
+  std::fflush(file_);
+  std::ifstream in(path_, std::ios::binary);
+  for (std::string line; std::getline(in, line);) {
+    if (line.find(value) == std::string::npos) continue;  // most lines: no parse
+    const nlohmann::json record = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (record.is_object() && record.contains(key) && record[key].is_string() && record[key] == value) return true;
+  }
+  return false;
+}
+
 int MetricsLog::drop_records_after_step(std::int64_t step) {
+  if (!regular_) return 0;
   std::fclose(file_);
   file_ = nullptr;
   // A last line without its newline is a record cut short by a kill: the next record would be
@@ -135,8 +168,7 @@ int MetricsLog::drop_records_after_step(std::int64_t step) {
     std::filesystem::rename(temp, target, ec);
     if (ec) throw_runtime_error("cannot replace metrics file '{}': {}", target, ec.message());
   }
-  file_ = std::fopen(path_.c_str(), "a");
-  if (file_ == nullptr) throw_runtime_error("cannot open metrics file '{}' for writing", path_);
+  open_file(/*truncate=*/false);
   return dropped;
 }
 

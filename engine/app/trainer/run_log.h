@@ -14,9 +14,9 @@ namespace zt {
 
 class MetricsLog {
  public:
-  // Appends for a resumed run; a fresh one starts a new file, an earlier run's (not empty) kept
-  // beside it as metrics.<UTC time>.jsonl (set_aside). Throws RuntimeError if it cannot open it.
-  explicit MetricsLog(const std::string& path, bool append = false);
+  // Opens `path` to append (a fresh run then calls start_afresh). Throws RuntimeError if it cannot
+  // open it; InputError for a FIFO nothing reads.
+  explicit MetricsLog(const std::string& path);
   ~MetricsLog();
   MetricsLog(const MetricsLog&) = delete;
   MetricsLog& operator=(const MetricsLog&) = delete;
@@ -29,17 +29,22 @@ class MetricsLog {
   int drop_records_after_step(std::int64_t step);
   // Whether the file holds a record of `type` ("eval", "sample"; "": any) for `step`.
   bool has_record(const std::string& type, std::int64_t step) const;
-  // For a resume whose log is another trajectory's: sets the file aside as a fresh run does
-  // (set_aside), and starts a new one.
+  // Whether a record holds `key` = `value` (a checkpoint's save_id).
+  bool has_value(const std::string& key, const std::string& value) const;
+  // A fresh run, or a resume whose log is another trajectory's: the file, where it holds records,
+  // is kept beside itself as <stem>.<UTC time>.jsonl (set_aside; through a symlink, its target,
+  // the link kept), and a new one started.
   void start_afresh();
-  // Where a fresh run moved an earlier run's log, or "".
+  // Where start_afresh moved an earlier log, or "".
   const std::string& set_aside() const { return set_aside_; }
 
  private:
-  void set_aside_file();  // the file, where not empty, renamed to <stem>.<UTC time>.jsonl
+  void open_file(bool truncate);
+  void set_aside_file();
 
   std::string path_, set_aside_;
   std::FILE* file_ = nullptr;
+  bool regular_ = false;  // a regular file, which can be read back (not a pipe, not /dev/null)
 };
 
 class ProgressPrinter {

@@ -163,17 +163,22 @@ Trainer::Trainer(RunConfig config, std::string run_dir, Communicator& comm, Memo
   }
   refused = broadcast_string(comm, refused);
   if (!refused.empty()) throw_input_error("{}", refused);
-  state_ = std::make_unique<TrainerState>(config_, run_dir_, comm, tracker, !resume_checkpoint_.empty(), data_identity);
-  if (state_->metrics && !state_->metrics->set_aside().empty()) {
-    state_->progress.message(fmt::format("metrics.jsonl: an earlier run's log kept as {} (this run started afresh)",
-                                         state_->metrics->set_aside()));
-  }
+  state_ = std::make_unique<TrainerState>(config_, run_dir_, comm, tracker, data_identity);
   for (const ckpt::FolderLock* lock : {run_lock_.get(), folder_lock_.get()}) {
     if (lock == nullptr) continue;
     state_->locks.push_back(lock);
     if (!lock->note().empty()) state_->progress.message(lock->note());
   }
   check_before_training(config_, run_dir_, state_->data.vocab() ? &*state_->data.vocab() : nullptr);
+  // A fresh run starts its own log, an earlier run's kept beside it; after the checks, so a run
+  // refused at its start leaves the directory's log as it was.
+  if (resume_checkpoint_.empty() && state_->metrics) {
+    state_->metrics->start_afresh();
+    if (!state_->metrics->set_aside().empty()) {
+      state_->progress.message(fmt::format("metrics.jsonl: an earlier run's log kept as {} (this run started afresh)",
+                                           state_->metrics->set_aside()));
+    }
+  }
 }
 
 Trainer::~Trainer() = default;

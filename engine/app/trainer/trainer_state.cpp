@@ -69,7 +69,7 @@ int rank_device_index(const RunConfig& c) {
 }
 
 TrainerState::TrainerState(const RunConfig& c, std::string dir, Communicator& communicator, MemoryTracker& memory,
-                           bool resuming, const nlohmann::json* known_data_identity)
+                           const nlohmann::json* known_data_identity)
     : config(c),
       run_dir(std::move(dir)),
       data_files(known_data_identity != nullptr ? *known_data_identity : data_identity(c)),
@@ -90,7 +90,7 @@ TrainerState::TrainerState(const RunConfig& c, std::string dir, Communicator& co
       async_saves(make_async_saves(c, communicator, device_comm.get(), backend.context(), store.table())),
       schedule(c.optim.adamw.lr, c.optim.min_lr, c.optim.warmup_steps, c.optim.decay_steps,
                LrSchedule::parse_decay(c.optim.decay), c.optim.cooldown_fraction),
-      metrics(root ? std::make_unique<MetricsLog>(run_dir + "/metrics.jsonl", resuming) : nullptr),
+      metrics(root ? std::make_unique<MetricsLog>(run_dir + "/metrics.jsonl") : nullptr),
       progress(root ? c.log.progress : "quiet", c.log.every_steps),
       inputs(static_cast<std::size_t>(c.train.micro_batch) * c.train.seq_len),
       targets(inputs.size()),

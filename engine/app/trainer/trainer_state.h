@@ -66,7 +66,7 @@ struct TrainerState {
 
   // `config` must outlive the state (the Trainer owns both).
   // `data_identity`: the data files' identity if the caller has it (computed otherwise).
-  TrainerState(const RunConfig& config, std::string run_dir, Communicator& comm, MemoryTracker& tracker, bool resuming,
+  TrainerState(const RunConfig& config, std::string run_dir, Communicator& comm, MemoryTracker& tracker,
                const nlohmann::json* data_identity = nullptr);
   ~TrainerState();
   TrainerState(const TrainerState&) = delete;

@@ -12,19 +12,15 @@
 #include "engine/app/checkpoint/checkpoint_folder.h"
 #include "engine/app/checkpoint/durable_file.h"
 #include "tests/checkpoint/checkpoint_test_util.h"
+#include "tests/checkpoint/temp_folder_test.h"
 
 namespace zt::ckpt {
 namespace {
 
 namespace fs = std::filesystem;
 
-class CheckpointFolder : public ::testing::Test {
+class CheckpointFolder : public testing::TempFolderTest {
  protected:
-  void SetUp() override {
-    std::string tmpl = (fs::temp_directory_path() / "zt_ckpt_folder_XXXXXX").string();
-    folder_ = mkdtemp(tmpl.data());
-  }
-  void TearDown() override { fs::remove_all(folder_); }
   std::string save(std::int64_t step, int keep_last = 0, const nlohmann::json& extra = nlohmann::json::object()) {
     return testing::save_simulated(folder_, table_, 2, 2, step, keep_last, extra);
   }
@@ -38,7 +34,6 @@ class CheckpointFolder : public ::testing::Test {
     return out;
   }
   ParamTable table_ = testing::odd_table();
-  std::string folder_;
 };
 
 TEST_F(CheckpointFolder, LatestNamesTheNewestSave) {

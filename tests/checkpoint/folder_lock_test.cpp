@@ -11,19 +11,15 @@
 #include <fstream>
 
 #include "engine/app/checkpoint/folder_lock.h"
+#include "tests/checkpoint/temp_folder_test.h"
 
 namespace zt::ckpt {
 namespace {
 
 namespace fs = std::filesystem;
 
-class HeldFolderLock : public ::testing::Test {
+class HeldFolderLock : public testing::TempFolderTest {
  protected:
-  void SetUp() override {
-    std::string tmpl = (fs::temp_directory_path() / "zt_folder_lock_XXXXXX").string();
-    folder_ = mkdtemp(tmpl.data());
-  }
-  void TearDown() override { fs::remove_all(folder_); }
   // Replaces the lock file whole, as a taker's link(2) does, with another host's run.
   void forge_taker(const std::string& lock_path) const {
     const std::string temp = lock_path + ".forged";
@@ -32,7 +28,6 @@ class HeldFolderLock : public ::testing::Test {
                         << "\n";
     fs::rename(temp, lock_path);
   }
-  std::string folder_;
 };
 
 TEST_F(HeldFolderLock, IsOwnUntilAnotherRunTakesItAndThenStaysLost) {

@@ -33,9 +33,8 @@ TEST_F(ConfigPaths, ALeadingTildeIsHome) {
   nlohmann::json doc = base();
   doc["log"] = {{"run_dir", "~/runs/a"}};
   doc["checkpoint"] = {{"dir", "~user/ckpts"}};  // another user's home: not expanded
-  doc["data"] = {{"train_files", {"~/data/train_*.bin", "shards/x~/y.bin"}},
-                 {"val_files", "~/data/val.bin"},
-                 {"vocab_file", "~"}};
+  doc["data"] = {
+      {"train_files", {"~/data/train_*.bin", "shards/x~/y.bin"}}, {"val_files", "~/data/val.bin"}, {"vocab_file", "~"}};
   const RunConfig c = parse_run_config(doc, "test.json");
   EXPECT_EQ(c.log.run_dir, "/home/someone/runs/a");
   EXPECT_EQ(c.checkpoint.dir, "~user/ckpts");

@@ -212,25 +212,35 @@ def main():
                   f"a lock held by a stopped process on this host is refused, saying so ({lines})")
     sleeper.kill()
     sleeper.wait()
-    def taken_over(run_dir, ready, env_extra=None):
-        """Starts a long run in run_dir, forges another host's run into its checkpoint folder's lock
-        once ready(run_dir) holds, and returns (whether it held, exit code, error lines, lock kept)."""
-        victim = subprocess.Popen([binary, "train", "--config", long_cfg, "--run-dir", run_dir, "--set",
-                                   "train.max_steps=100000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                  text=True, env=dict(os.environ, **(env_extra or {})))
-        held = wait_until(lambda: ready(run_dir))
-        lock_path = os.path.join(run_dir, "checkpoints", "LOCK")
+    def long_run(run_dir, env_extra=None):
+        return subprocess.Popen([binary, "train", "--config", long_cfg, "--run-dir", run_dir, "--set",
+                                 "train.max_steps=100000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, env=dict(os.environ, **(env_extra or {})))
+
+    def forge(lock_path):
+        """Another host's run takes lock_path over (replaced whole, as its link(2) would)."""
         with open(lock_path + ".forged", "w") as f:
             json.dump(other, f)
         os.replace(lock_path + ".forged", lock_path)
+
+    def victim_end(victim, lock_path):
+        """(exit code, error lines, whether the taker's lock is kept) once the victim ends."""
         try:
             _, err = victim.communicate(timeout=120)
         except subprocess.TimeoutExpired:
             victim.kill()
             _, err = victim.communicate()
         with open(lock_path) as f:
-            kept = json.load(f) == other
-        return held, victim.returncode, errors(err), kept
+            return victim.returncode, errors(err), json.load(f) == other
+
+    def taken_over(run_dir, ready, env_extra=None):
+        """Starts a long run in run_dir, forges another host's run into its checkpoint folder's lock
+        once ready(run_dir) holds, and returns (whether it held, exit code, error lines, lock kept)."""
+        victim = long_run(run_dir, env_extra)
+        held = wait_until(lambda: ready(run_dir))
+        lock_path = os.path.join(run_dir, "checkpoints", "LOCK")
+        forge(lock_path)
+        return (held, *victim_end(victim, lock_path))
 
     # A run whose lock another host's run took over (it was stopped past the stale time) ends at its
     # next step once its heartbeat has seen the lock taken (or at its next save, if sooner) rather
@@ -254,8 +264,7 @@ def main():
     # another host's run took over meanwhile writes nothing more when continued: its next step's
     # vote ends it before any record (it saves every 100 steps, so the save's check comes too late).
     stopped_dir = os.path.join(work, "taken_while_stopped")
-    victim = subprocess.Popen([binary, "train", "--config", long_cfg, "--run-dir", stopped_dir, "--set",
-                               "train.max_steps=100000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    victim = long_run(stopped_dir)
     stopped_metrics = os.path.join(stopped_dir, "metrics.jsonl")
     wait_until(lambda: os.path.exists(stopped_metrics) and len(train_records(stopped_dir)) >= 3)
     os.kill(victim.pid, signal.SIGSTOP)
@@ -263,25 +272,16 @@ def main():
     with open(stopped_metrics) as f:
         before = f.read()
     run_lock = os.path.join(stopped_dir, "RUN_LOCK")
-    with open(run_lock + ".forged", "w") as f:
-        json.dump(other, f)
-    os.replace(run_lock + ".forged", run_lock)
+    forge(run_lock)
     time.sleep(2 * 5 + 1)  # past two of the heartbeat's 5 s beats: the continued run reads its locks at once
     os.kill(victim.pid, signal.SIGCONT)
-    try:
-        _, err = victim.communicate(timeout=120)
-    except subprocess.TimeoutExpired:
-        victim.kill()
-        _, err = victim.communicate()
+    code, lines, kept = victim_end(victim, run_lock)
     with open(stopped_metrics) as f:
         after = f.read()
-    with open(run_lock) as f:
-        kept = json.load(f) == other
-    lines = errors(err)
-    check(victim.returncode == 1 and lines and "RUN_LOCK now belongs to pid 4242 on host" in lines[-1] and
+    check(code == 1 and lines and "RUN_LOCK now belongs to pid 4242 on host" in lines[-1] and
           after == before and kept,
           f"a continued run whose run directory was taken over writes no record more and ends (exit "
-          f"{victim.returncode}, {len(after) - len(before)} bytes more in metrics.jsonl, {lines[-1:]})")
+          f"{code}, {len(after) - len(before)} bytes more in metrics.jsonl, {lines[-1:]})")
 
     # A fresh run in a folder an earlier run saved into sets the earlier checkpoints aside: the
     # folder then resolves to its own (a newer step_* than latest's would otherwise be taken).

@@ -251,13 +251,7 @@ HfExport export_hf(const CheckpointReader& reader, const std::string& out_dir, D
 
 void export_llmc(const CheckpointReader& reader, const std::string& link_or_path, DType dtype) {
   ZT_CHECK(dtype == DType::kF32 || dtype == DType::kBF16);
-  // Through a symlink the file it names is replaced (the rename into place would replace the link).
-  std::error_code ec;
-  std::string out_path = link_or_path;
-  if (fs::is_symlink(fs::symlink_status(link_or_path, ec))) {
-    out_path = fs::weakly_canonical(link_or_path, ec).string();
-    if (ec) throw_input_error("--out {}: cannot follow the link: {}", link_or_path, ec.message());
-  }
+  const std::string out_path = rename_target(link_or_path, "--out");  // through a symlink: the file it names
   const ModelSpec spec = model_spec_of(reader);
   if (!spec.family().llmc_format()) {
     throw_input_error(

@@ -90,6 +90,14 @@ void sync_dir(const std::string& dir) {
   if (rc != 0) throw_runtime_error("fsync of directory '{}' failed: {}", dir, std::strerror(errno));
 }
 
+std::string rename_target(const std::string& path, std::string_view what) {
+  std::error_code ec;
+  if (!std::filesystem::is_symlink(std::filesystem::symlink_status(path, ec))) return path;
+  std::string target = std::filesystem::weakly_canonical(path, ec).string();
+  if (ec) throw_input_error("{} {}: cannot follow the link: {}", what, path, ec.message());
+  return target;
+}
+
 void write_file_atomically(const std::string& path, const std::string& text) {
   const std::string tmp = path + ".tmp";
   try {

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 namespace zt::ckpt {
 
@@ -37,6 +38,10 @@ class FileHandle {
 void sync_dir(const std::string& dir);
 // Writes `text` to path via path.tmp: write, fsync, rename, fsync the directory.
 void write_file_atomically(const std::string& path, const std::string& text);
+// Where a file replaced by a rename must be renamed to so that a symlink stays a symlink: the file
+// `path` names through its link (made canonical), or `path` itself. InputError naming `what` when
+// the link cannot be followed.
+std::string rename_target(const std::string& path, std::string_view what);
 // zlib's crc32, continuing from `crc` (0 to start).
 std::uint32_t crc32_update(std::uint32_t crc, const void* data, std::int64_t bytes);
 // crc32 of A followed by B, from crc32(A), crc32(B) and B's length.

@@ -255,14 +255,12 @@ std::string FolderLock::lost_to() const {
 }
 
 std::string FolderLock::lost_now() const {
-  {
-    const std::lock_guard<std::mutex> lock(lost_mutex_);
-    if (!lost_holder_.empty()) return lost_holder_;
-  }
   // steady_clock runs on while the process is stopped, so a continued process reads the file here
   // before the heartbeat thread (woken at the same moment) has looked.
   const double unconfirmed = static_cast<double>(steady_now_ns() - confirmed_ns_.load()) * 1e-9;
-  return unconfirmed > 2.0 * kHeartbeatSeconds ? lost_to() : std::string();
+  if (unconfirmed > 2.0 * kHeartbeatSeconds) return lost_to();
+  const std::lock_guard<std::mutex> lock(lost_mutex_);
+  return lost_holder_;  // what the heartbeat found
 }
 
 FolderLock::~FolderLock() {

@@ -7,8 +7,6 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 
 #include "engine/app/config/init_from.h"
 #include "engine/app/config/model_section.h"

@@ -1,11 +1,6 @@
 // read_json_file (see the header).
 #include "engine/app/io/json_file.h"
 
-#include <cerrno>
-#include <cstring>
-#include <filesystem>
-#include <fstream>
-
 #include "engine/app/io/input_file.h"
 #include "engine/base/core/check.h"
 #include "engine/base/core/config_reader.h"

@@ -13,11 +13,8 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
-#include <sstream>
-#include <string_view>
-#include <vector>
 
-#include "engine/app/io/input_file.h"
+#include "engine/app/checkpoint/durable_file.h"
 #include "engine/base/core/check.h"
 #include "engine/distributed/comm/communicator.h"
 #include "engine/distributed/launch/rendezvous.h"
@@ -51,11 +48,7 @@ void MetricsLog::set_aside_file() {
   std::error_code ec;
   if (!regular_ || std::filesystem::file_size(path_, ec) == 0 || ec) return;
   // Through a symlink, the file it names is set aside beside itself, and the link kept.
-  std::filesystem::path p(path_);
-  if (std::filesystem::is_symlink(std::filesystem::symlink_status(p, ec))) {
-    p = std::filesystem::canonical(p, ec);
-    if (ec) throw_runtime_error("cannot follow metrics file '{}': {}", path_, ec.message());
-  }
+  const std::filesystem::path p(ckpt::rename_target(path_, "metrics file"));
   const std::string stamp = fmt::format("{:%Y%m%d-%H%M%S}", fmt::gmtime(std::time(nullptr)));
   std::string aside;
   for (int n = 0; aside.empty() || std::filesystem::exists(aside, ec); ++n) {
@@ -88,36 +81,47 @@ void MetricsLog::write(const nlohmann::json& record) {
   }
 }
 
+void MetricsLog::each_line(const std::function<bool(const std::string&, bool)>& visit) const {
+  std::fflush(file_);
+  // A file that cannot be read is refused, not taken as empty: a resume would keep the records it
+  // repeats (the steps after its checkpoint twice in the log), or take its own log for another's.
+  std::ifstream in(path_, std::ios::binary);
+  std::error_code gone;
+  if (!in && std::filesystem::exists(path_, gone)) {
+    throw_input_error("cannot read metrics file '{}' to continue it: {}", path_, std::strerror(errno));
+  }
+  for (std::string line; std::getline(in, line);) {
+    if (!visit(line, in.eof())) return;  // eof: no newline after it
+  }
+  if (in.bad()) throw_input_error("cannot read metrics file '{}' to continue it", path_);
+}
+
 bool MetricsLog::has_record(const std::string& type, std::int64_t step) const {
   if (!regular_) return false;  // a pipe or a device keeps nothing to read back
-  std::fflush(file_);
-  std::ifstream in(path_, std::ios::binary);
-  for (std::string line; std::getline(in, line);) {
+  bool found = false;
+  each_line([&](const std::string& line, bool) {
     const nlohmann::json record = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (record.is_object() && (type.empty() || record.value("type", "") == type) && record.contains("step") &&
-        record["step"].is_number_integer() && record["step"].get<std::int64_t>() == step) {
-      return true;
-    }
-  }
-  return false;
+    found = record.is_object() && (type.empty() || record.value("type", "") == type) && record.contains("step") &&
+            record["step"].is_number_integer() && record["step"].get<std::int64_t>() == step;
+    return !found;
+  });
+  return found;
 }
 
 bool MetricsLog::has_value(const std::string& key, const std::string& value) const {
   if (!regular_) return false;
-  std::fflush(file_);
-  std::ifstream in(path_, std::ios::binary);
-  for (std::string line; std::getline(in, line);) {
-    if (line.find(value) == std::string::npos) continue;  // most lines: no parse
+  bool found = false;
+  each_line([&](const std::string& line, bool) {
+    if (line.find(value) == std::string::npos) return true;  // most lines: no parse
     const nlohmann::json record = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (record.is_object() && record.contains(key) && record[key].is_string() && record[key] == value) return true;
-  }
-  return false;
+    found = record.is_object() && record.contains(key) && record[key].is_string() && record[key] == value;
+    return !found;
+  });
+  return found;
 }
 
 int MetricsLog::drop_records_after_step(std::int64_t step) {
   if (!regular_) return 0;
-  std::fclose(file_);
-  file_ = nullptr;
   // A last line without its newline is a record cut short by a kill: the next record would be
   // glued onto it. A summary's step is its last_step: a later one ended the trajectory dropped.
   auto dropped_line = [step](const std::string& line, bool torn) {
@@ -128,35 +132,24 @@ int MetricsLog::drop_records_after_step(std::int64_t step) {
            record[key].get<std::int64_t>() > step;
   };
   // Line by line, twice where anything goes (a log of a long fast run is gigabytes: never whole in
-  // memory). A file that cannot be read would keep the records this resume repeats (the steps
-  // after `step` twice in the log): refused, not taken as empty.
-  auto each_line = [&](const std::function<void(const std::string&, bool)>& visit) {
-    std::ifstream in(path_, std::ios::binary);
-    std::error_code gone;
-    if (!in && std::filesystem::exists(path_, gone)) {
-      throw_input_error("cannot read metrics file '{}' to continue it: {}", path_, std::strerror(errno));
-    }
-    for (std::string line; std::getline(in, line);) visit(line, in.eof());  // eof: no newline after it
-    if (in.bad()) throw_input_error("cannot read metrics file '{}' to continue it", path_);
-  };
+  // memory).
   int dropped = 0;
-  each_line([&](const std::string& line, bool torn) { dropped += dropped_line(line, torn) ? 1 : 0; });
+  each_line([&](const std::string& line, bool torn) {
+    dropped += dropped_line(line, torn) ? 1 : 0;
+    return true;
+  });
   if (dropped > 0) {
     // Through a symlink, the file it names is rewritten (a rename over the link would replace it).
-    std::error_code ec;
-    std::string target = path_;
-    if (std::filesystem::is_symlink(std::filesystem::symlink_status(path_, ec))) {
-      target = std::filesystem::canonical(path_, ec).string();
-      if (ec) throw_input_error("cannot follow metrics file '{}': {}", path_, ec.message());
-    }
+    const std::string target = ckpt::rename_target(path_, "metrics file");
     const std::string temp = target + ".tmp";
     std::FILE* out = std::fopen(temp.c_str(), "w");
     if (out == nullptr) throw_runtime_error("cannot rewrite metrics file '{}': {}", temp, std::strerror(errno));
     bool written = true;
     each_line([&](const std::string& line, bool torn) {
-      if (written && !dropped_line(line, torn)) {
+      if (!dropped_line(line, torn)) {
         written = std::fwrite(line.data(), 1, line.size(), out) == line.size() && std::fputc('\n', out) != EOF;
       }
+      return written;
     });
     // Durable before it replaces the log (a crash then leaves the old file or the whole new one).
     written = written && std::fflush(out) == 0 && ::fsync(fileno(out)) == 0;
@@ -165,9 +158,12 @@ int MetricsLog::drop_records_after_step(std::int64_t step) {
       std::remove(temp.c_str());
       throw_runtime_error("cannot rewrite metrics file '{}' (disk full?)", temp);
     }
+    std::error_code ec;
     std::filesystem::rename(temp, target, ec);
     if (ec) throw_runtime_error("cannot replace metrics file '{}': {}", target, ec.message());
   }
+  std::fclose(file_);  // reopened on the file the rename put in place
+  file_ = nullptr;
   open_file(/*truncate=*/false);
   return dropped;
 }

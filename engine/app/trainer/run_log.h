@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <string>
 
 namespace zt {
@@ -41,6 +42,9 @@ class MetricsLog {
  private:
   void open_file(bool truncate);
   void set_aside_file();
+  // Calls visit(line, torn) for each line until it returns false (torn: the last line, no newline
+  // after it). InputError when the file exists and cannot be read.
+  void each_line(const std::function<bool(const std::string&, bool)>& visit) const;
 
   std::string path_, set_aside_;
   std::FILE* file_ = nullptr;

@@ -19,8 +19,11 @@
 namespace zt {
 namespace {
 
+// Each test's own file: ctest runs the tests of this binary as parallel processes, and a file
+// shared by name was truncated by one while another read it.
 std::string written_base() {
-  const std::string path = ::testing::TempDir() + "/config_sources.json";
+  const std::string path = ::testing::TempDir() + "/config_sources_" +
+                           ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".json";
   std::ofstream(path) << base().dump();
   return path;
 }

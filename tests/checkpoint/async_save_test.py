@@ -10,7 +10,8 @@
     size and what `zerotrain memory --json` says;
   * kill -9 while a save is written in the background: `latest` still names the previous complete
     checkpoint, no directory of the killed save appears, and `--resume latest` finishes bitwise
-    equal to the uninterrupted run;
+    equal to the uninterrupted run, logging the resumed save's `checkpoint` record where the kill
+    left it unwritten;
   * a stop request during a background write saves the stop's checkpoint after it, exits 0 and resumes;
   * a save that fails in the background (its temporary directory removed under it) stops the run at
     the step boundary that finishes it, on every rank, with one line naming the step, after training
@@ -153,10 +154,22 @@ def main():
     with open(os.path.join(folder, "latest")) as f:
         check(f.read().strip() == "step_00000002", f"{name}: latest still names step_00000002")
     check(not os.path.exists(os.path.join(folder, "step_00000004")), f"{name}: no step_00000004 appeared")
+    # The kill may also land between a commit and its `checkpoint` record (written at a later step
+    # boundary): as if it had, step 2's record is taken out; the resume logs it again, from the manifest.
+    log = os.path.join(run_dir, "metrics.jsonl")
+    with open(log) as f:
+        kept = [line for line in f if not ('"type":"checkpoint"' in line and json.loads(line)["step"] == 2)]
+    with open(log, "w") as f:
+        f.writelines(kept)
+    with open(os.path.join(folder, "step_00000002", "manifest.json")) as f:
+        save_id = json.load(f)["extra"]["save_id"]
     p = run(asynchronous, run_dir, ["--resume", "latest"])
     if ok(p, f"{name}: --resume latest exits 0") and os.path.exists(sync_dir):
         check("step_00000002" in p.stdout, f"{name}: resumed from step_00000002")
         same_run(name, run_dir, sync_dir)
+        step2 = [r for r in records(run_dir, "checkpoint") if r["step"] == 2]
+        check(len(step2) == 1 and step2[0].get("save_id") == save_id and "recovered" in step2[0],
+              f"{name}: step 2's missing checkpoint record is recovered once, with its save_id ({step2})")
 
     # A stop request (SIGTERM; SIGUSR1 to mpirun) while a save is written in the background: the
     # stop's checkpoint is saved at the next step boundary after the one in flight is finished,

@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "engine/app/checkpoint/checkpoint_folder.h"
+#include "engine/app/checkpoint/checkpoint_reader.h"
 #include "engine/app/checkpoint/durable_file.h"
 #include "tests/checkpoint/checkpoint_test_util.h"
 #include "tests/checkpoint/temp_folder_test.h"
@@ -218,6 +219,20 @@ TEST_F(CheckpointFolder, ACheckpointNewerThanLatestIsTaken) {
   EXPECT_EQ(r.path, folder_ + "/step_00000020");
   fs::resize_file(folder_ + "/step_00000020/rank_00000.bin", 5);
   EXPECT_EQ(resolve_checkpoint(folder_, Validation::kStructure).path, folder_ + "/step_00000010");
+}
+
+// A checkpoint from before save ids is named in the lineage by its manifest's seal: the first save
+// of a run resumed from it after an upgrade continues it, and a kill before latest names that save
+// does not lose its steps. Another save from before save ids continues nothing.
+TEST_F(CheckpointFolder, TheFirstSaveAfterAnUpgradeContinuesAnOldLatest) {
+  const std::string old = save(10);  // from before save ids
+  const std::string id = CheckpointReader(old).manifest().lineage_id();
+  EXPECT_EQ(id.rfind("crc32:", 0), 0u) << id;
+  save(15);  // an old save past it: no previous_save_id
+  const std::string resumed = save(20, 0, lineage("c20", id));
+  write_latest(folder_, "step_00000010");  // as if killed after the rename of 20
+  EXPECT_EQ(resolve_checkpoint(folder_, Validation::kChecksums).path, resumed);
+  EXPECT_EQ(checkpoint_to_verify(folder_), resumed);
 }
 
 // A step_* newer than latest's that does not continue it is another trajectory's (a folder reused

@@ -7,6 +7,7 @@ as named, never a hang (every command runs under a timeout) or a replaced file:
   * a symlink loop as data.dataset;
   * metrics.jsonl kept elsewhere through a symlink: a resume that drops records rewrites the
     linked file, and the link stays; ckpt export --format llmc --out a symlink writes its target;
+  * ckpt export --out a name of NAME_MAX bytes (staged under a shorter name than its own + .tmp);
   * ckpt export --format hf into a folder whose config.json is not a Hugging Face model's, and
     train --run-dir a Hugging Face export: refused, their files untouched;
   * a config file named "...json": its default run directory is runs/run, not runs/.. (the
@@ -142,6 +143,12 @@ def main():
     p2 = run("ckpt", "export", os.path.join(base, "checkpoints"), "--format", "llmc", "--out", link)
     check(p1.returncode == 0 and p2.returncode == 0 and os.path.islink(link) and "from step 6" in p2.stdout,
           f"ckpt export --out a symlink writes the file it names, the link kept ({p2.stdout.strip()[-200:]})")
+
+    # A name as long as the file system allows: its staging name (".tmp" added) would not be.
+    longest = os.path.join(work, "m" * (os.pathconf(work, "PC_NAME_MAX") - 4) + ".bin")
+    p = run("ckpt", "export", os.path.join(base, "checkpoints"), "--format", "llmc", "--out", longest)
+    check(p.returncode == 0 and os.path.getsize(longest) > 0 and not [n for n in os.listdir(work) if ".tmp" in n],
+          f"ckpt export --out a name of NAME_MAX bytes writes it, nothing staged left ({(p.stdout + p.stderr)[-200:]})")
 
     project = os.path.join(work, "project")
     os.makedirs(project)

@@ -10,6 +10,7 @@
     the memory check before it trains;
   * a config whose own micro-batch does not divide its global batch at N is planned all the same
     (the search sets it) and says so; a CUDA config ranked by a CPU profile is warned of;
+  * step times of minutes are printed in minutes;
   * a budget nothing fits, a bad size and a missing profile are refused in one line.
 The estimate against measured step times at N = 1, 2, 4 is tools/bench_planner.py's (a benchmark).
 
@@ -107,6 +108,14 @@ def main():
     check(cuda[0].returncode == 0 and warning in cuda[0].stdout and cuda[1].returncode == 0 and
           any(n.startswith(warning) for n in json.loads(cuda[1].stdout)["notes"]),
           f"a CUDA config with a CPU profile is warned of ({cuda[0].stdout[:400]})")
+
+    # GPT-2 124M ranked by the CPU profile: steps of about 40 minutes, printed as such, not in ms.
+    p = subprocess.run([binary, "plan", "--config", os.path.join(ROOT, "configs", "gpt2_124m.json"), "--ranks", "1",
+                        "--device-memory", "1TB", "--profile", PROFILE, "--top", "1"],
+                       capture_output=True, text=True, timeout=120)
+    row = [line.split() for line in p.stdout.splitlines() if line.strip().startswith("1 ")]
+    check(p.returncode == 0 and row and row[0][-1].endswith("min") and 10 < float(row[0][-1][:-3]) < 600,
+          f"a step of minutes is printed in minutes ({row[:1]})")
 
     for args, what in [(["--device-memory", "1KB"], "a budget nothing fits"),
                        (["--device-memory", "lots"], "a size that is not one"),

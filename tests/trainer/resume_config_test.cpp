@@ -88,6 +88,15 @@ TEST(ResumeData, TheSameFilesInAnotherOrderAreAChange) {
       data_changes(saved, nlohmann::json::array({a, data_file("d/b.bin", 300, 2)}));
   ASSERT_EQ(resized.size(), 1u);
   EXPECT_TRUE(resized[0].starts_with("data file d/b.bin: 200 bytes")) << resized[0];
+  // Both read through another path (the data moved), one of them changed: that one change.
+  const std::vector<std::string> moved_and_changed =
+      data_changes(saved, nlohmann::json::array({data_file("/e/a.bin", 100, 1), data_file("/e/b.bin", 300, 2)}));
+  ASSERT_EQ(moved_and_changed.size(), 1u);
+  EXPECT_EQ(
+      moved_and_changed[0],
+      "data file /e/b.bin (saved as d/b.bin): 200 bytes, fingerprint 00000002 -> 300 bytes, fingerprint 00000002");
+  // A file another run reads instead: one not read before, one no longer read.
+  EXPECT_EQ(data_changes(saved, nlohmann::json::array({a, data_file("d/c.bin", 300, 3)})).size(), 2u);
 }
 
 nlohmann::json fine_tune(const std::string& init_from) {

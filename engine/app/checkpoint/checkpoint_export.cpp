@@ -15,6 +15,7 @@
 #include "engine/app/data/token_text.h"
 #include "engine/app/io/json_file.h"
 #include "engine/app/io/llmc_model_file.h"
+#include "engine/app/io/output_file.h"
 #include "engine/base/core/bf16.h"
 #include "engine/base/core/check.h"
 
@@ -71,7 +72,7 @@ class StagedFiles {
   }
   // The temporary name to write `path`'s content under.
   std::string stage(const std::string& path) {
-    staged_.push_back({path + ".tmp", path});
+    staged_.push_back({staging_path(path), path});
     return staged_.back().tmp;
   }
   // Every staged file onto its name (in staging order), then the directory's entries to disk.

@@ -114,8 +114,8 @@ std::vector<std::string> set_aside_checkpoints_after(const std::string& folder, 
 
 namespace {
 
-// A checkpoint's lineage fields (CheckpointMeta's save_id and previous_save_id in the manifest's
-// extra): "" where the manifest cannot be read or predates them.
+// A checkpoint's lineage: its checkpoint_lineage_id and the previous_save_id in its manifest's
+// extra; "" where the manifest cannot be read (or, for the previous, predates save ids).
 struct Lineage {
   std::string save_id, previous_save_id;
 };
@@ -124,10 +124,10 @@ Lineage lineage_of(const fs::path& dir) {
   std::ifstream in(dir / std::string(kManifestName));
   const nlohmann::json doc = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
   Lineage l;
-  if (!doc.is_object() || !doc.contains("extra") || !doc["extra"].is_object()) return l;
-  const nlohmann::json& extra = doc["extra"];
-  if (extra.contains("save_id") && extra["save_id"].is_string()) l.save_id = extra["save_id"];
-  if (extra.contains("previous_save_id") && extra["previous_save_id"].is_string()) {
+  if (!doc.is_object() || !doc.contains("manifest_crc32") || !doc["manifest_crc32"].is_number_unsigned()) return l;
+  const nlohmann::json extra = doc.value("extra", nlohmann::json::object());
+  l.save_id = checkpoint_lineage_id(extra, doc["manifest_crc32"].get<std::uint32_t>());
+  if (extra.is_object() && extra.contains("previous_save_id") && extra["previous_save_id"].is_string()) {
     l.previous_save_id = extra["previous_save_id"];
   }
   return l;

@@ -146,7 +146,7 @@ Manifest Manifest::from_text(const std::string& text, const std::string& source)
     throw_input_error("{}: malformed JSON: {}", source, e.what());
   }
   // What it is and which version first (from_json): another version may seal its manifest otherwise.
-  const Manifest m = from_json(nlohmann::json::parse(text), source);
+  Manifest m = from_json(nlohmann::json::parse(text), source);
   if (!doc.contains("manifest_crc32") || !doc["manifest_crc32"].is_number_unsigned()) {
     throw_input_error("{}: no manifest_crc32 (written before manifests were sealed, or edited)", source);
   }
@@ -160,7 +160,13 @@ Manifest Manifest::from_text(const std::string& text, const std::string& source)
         "damaged",
         source, recorded, actual);
   }
+  m.sealed_crc32 = recorded;
   return m;
+}
+
+std::string checkpoint_lineage_id(const nlohmann::json& extra, std::uint32_t manifest_crc32) {
+  if (extra.is_object() && extra.contains("save_id") && extra["save_id"].is_string()) return extra["save_id"];
+  return fmt::format("crc32:{:08x}", manifest_crc32);
 }
 
 namespace {

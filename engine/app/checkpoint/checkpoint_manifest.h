@@ -62,6 +62,12 @@ struct TrainingPosition {
   int optimizer_step = 0;              // AdamW's bias-correction count t
 };
 
+// A checkpoint's name in its folder's lineage, which the next save of its run records as its
+// previous_save_id: extra.save_id, or, for a checkpoint saved before save ids, "crc32:" and its
+// manifest_crc32 (so that the first save after an upgrade continues its chain: a kill before
+// `latest` names that save then does not lose its steps).
+std::string checkpoint_lineage_id(const nlohmann::json& extra, std::uint32_t manifest_crc32);
+
 struct Manifest {
   int format_version = kFormatVersion;
   TrainingPosition position;
@@ -74,6 +80,7 @@ struct Manifest {
   ParamTable table;
   std::int64_t checksum_chunk_bytes = kChecksumChunkBytes;
   std::vector<RankFile> files;
+  std::uint32_t sealed_crc32 = 0;  // manifest_crc32 as from_text read it (0: not read from a file)
 
   nlohmann::ordered_json to_json() const;  // keys in the documented order
   // manifest.json's text: to_json() plus `manifest_crc32`, the crc32 of to_json()'s compact
@@ -93,6 +100,8 @@ struct Manifest {
   }
   // "2 rank(s)", or "2 rank(s), group 0 of 4 data-parallel ranks in hybrid groups": who saved it.
   std::string savers() const;
+  // Its name in its folder's lineage (checkpoint_lineage_id).
+  std::string lineage_id() const { return checkpoint_lineage_id(extra, sealed_crc32); }
 };
 
 // What rank `rank` of `world_size` stores: for each state kind, for each unit, its N-way slice

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "engine/app/io/output_file.h"
 #include "engine/base/core/check.h"
 
 namespace zt::ckpt {
@@ -99,7 +100,7 @@ std::string rename_target(const std::string& path, std::string_view what) {
 }
 
 void write_file_atomically(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
+  const std::string tmp = staging_path(path);
   try {
     FileHandle f = FileHandle::create(tmp);
     f.write_at(text.data(), static_cast<std::int64_t>(text.size()), 0);

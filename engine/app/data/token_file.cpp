@@ -19,6 +19,7 @@
 
 #include "engine/app/data/mapped_files.h"
 #include "engine/app/io/input_file.h"
+#include "engine/app/io/output_file.h"
 #include "engine/base/core/check.h"
 
 namespace zt::data {
@@ -265,7 +266,7 @@ void write_llmc_token_file(const std::string& path, std::span<const std::uint16_
   header[1] = kLlmcTokenVersion;
   header[2] = static_cast<std::int32_t>(tokens.size());
 
-  const std::string tmp = path + ".tmp";
+  const std::string tmp = staging_path(path);
   {
     FdGuard fd{::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)};
     if (fd.fd < 0) throw_runtime_error("{}: cannot open for writing: {}", tmp, std::strerror(errno));

@@ -14,6 +14,7 @@
 
 #include "engine/app/data/utf8.h"
 #include "engine/app/io/json_file.h"
+#include "engine/app/io/output_file.h"
 #include "engine/base/core/check.h"
 
 namespace zt::data {
@@ -151,7 +152,7 @@ void Vocab::save(const std::string& path) const {
     for (int i = 0; i < 256; ++i) ids[static_cast<std::size_t>(i)] = i;
     j["tokens"] = ids;
   }
-  const std::string tmp = path + ".tmp";
+  const std::string tmp = staging_path(path);
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     if (!out) throw_runtime_error("{}: cannot open for writing", tmp);

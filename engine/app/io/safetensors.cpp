@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "engine/app/io/input_file.h"
+#include "engine/app/io/output_file.h"
 #include "engine/base/core/check.h"
 #include "engine/base/core/config_reader.h"
 
@@ -68,7 +69,7 @@ void SafetensorsWriter::write(const std::string& path) const {
   // The data section starts 8-byte aligned; the standard pads the header with spaces.
   while ((8 + text.size()) % 8 != 0) text.push_back(' ');
 
-  const std::string tmp = path + ".tmp";
+  const std::string tmp = staging_path(path);
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     if (!out) throw_runtime_error("cannot open '{}' for writing", tmp);

@@ -68,15 +68,19 @@ RunProgress start_run(TrainerState& s, const std::string& resume_checkpoint, boo
   run.summary.steps_done = m.position.optimizer_step;
   run.summary.skipped_steps = m.extra.value("skipped_steps", 0);
   run.consecutive_skips = m.extra.value("consecutive_skips", 0);
-  if (m.extra.contains("save_id") && m.extra["save_id"].is_string()) run.last_save_id = m.extra["save_id"];
+  // The next save continues this one's lineage: its save_id, or for a checkpoint saved before save
+  // ids, an id from its manifest's seal (ckpt::checkpoint_lineage_id).
+  run.last_save_id = m.lineage_id();
+  const std::string saved_id =
+      m.extra.contains("save_id") && m.extra["save_id"].is_string() ? m.extra["save_id"].get<std::string>() : "";
   // The log is this trajectory's if it records the checkpoint's save (its save_id, in the save's
   // checkpoint or checkpoint_started record), or, for a checkpoint from before save ids, a record
   // of its step (every step logs one before its save). Otherwise it is another trajectory's (a fresh
   // run's, started in this directory after that checkpoint's run): kept aside too, not continued
   // as if it were this run's history.
-  const bool log_is_ours = !s.metrics || run.start_step == 0 ||
-                           (run.last_save_id.empty() ? s.metrics->has_record("", run.start_step)
-                                                     : s.metrics->has_value("save_id", run.last_save_id));
+  const bool log_is_ours =
+      !s.metrics || run.start_step == 0 ||
+      (saved_id.empty() ? s.metrics->has_record("", run.start_step) : s.metrics->has_value("save_id", saved_id));
   if (!log_is_ours) {
     s.metrics->start_afresh();
     if (!s.metrics->set_aside().empty()) {
@@ -90,6 +94,19 @@ RunProgress start_run(TrainerState& s, const std::string& resume_checkpoint, boo
       s.progress.message(fmt::format("metrics.jsonl: dropped {} record(s) the interrupted run wrote after step {}",
                                      dropped, run.start_step));
     }
+  }
+  // A save's `checkpoint` record comes after its commit (an asynchronous save's at a later step
+  // boundary): a kill -9 in between leaves the log without it, though the save is this run's (its
+  // save_id is logged: the checkpoint_started record). Recovered from the manifest, marked so.
+  if (s.metrics && log_is_ours && run.start_step > 0 && !saved_id.empty() &&
+      !s.metrics->has_record("checkpoint", run.start_step)) {
+    s.log({{"type", "checkpoint"},
+           {"step", run.start_step},
+           {"path", resume_checkpoint},
+           {"ranks", m.data_parallel_ranks()},
+           {"rank_files", m.world_size},
+           {"save_id", saved_id},
+           {"recovered", "the run ended between the save's commit and its record; read back from its manifest"}});
   }
   // The evaluation and sample of the checkpoint's step come after its save, so a stop (or a kill)
   // between them leaves them to this run: made before its first step where the log lacks them (the

@@ -241,20 +241,46 @@ std::vector<std::string> data_changes(const nlohmann::json& saved, const nlohman
     return fmt::format("{} bytes, fingerprint {:08x}", f["bytes"].get<std::int64_t>(),
                        f["fingerprint"].get<std::uint32_t>());
   };
-  std::map<std::string, nlohmann::json> before;
-  for (const nlohmann::json& f : saved) before[f["path"].get<std::string>()] = f;
-  for (const nlohmann::json& f : now) {
-    const std::string path = f["path"].get<std::string>();
-    const auto it = before.find(path);
-    if (it == before.end()) {
-      changes.push_back(fmt::format("data file {}: not read by the saved run -> {}", path, describe(f)));
-    } else if (it->second["bytes"] != f["bytes"] || it->second["fingerprint"] != f["fingerprint"]) {
-      changes.push_back(fmt::format("data file {}: {} -> {}", path, describe(it->second), describe(f)));
+  auto path_of = [](const nlohmann::json& f) { return f["path"].get<std::string>(); };
+  auto same_contents = [](const nlohmann::json& a, const nlohmann::json& b) {
+    return a["bytes"] == b["bytes"] && a["fingerprint"] == b["fingerprint"];
+  };
+  // Each file read now paired with the saved file it stands for: by its path; else (moved, or
+  // named another way: relative for absolute) by its contents; else, changed and named another
+  // way, by its file name. One change each, not a file gone and a file come.
+  std::vector<int> match(now.size(), -1);
+  std::vector<bool> paired(saved.size(), false);
+  auto pair_by = [&](auto same) {
+    for (std::size_t i = 0; i < now.size(); ++i) {
+      for (std::size_t j = 0; j < saved.size() && match[i] < 0; ++j) {
+        if (!paired[j] && same(saved[j], now[i])) {
+          match[i] = static_cast<int>(j);
+          paired[j] = true;
+        }
+      }
     }
-    if (it != before.end()) before.erase(it);
+  };
+  pair_by([&](const nlohmann::json& a, const nlohmann::json& b) { return path_of(a) == path_of(b); });
+  pair_by(same_contents);
+  pair_by([&](const nlohmann::json& a, const nlohmann::json& b) {
+    return std::filesystem::path(path_of(a)).filename() == std::filesystem::path(path_of(b)).filename();
+  });
+  for (std::size_t i = 0; i < now.size(); ++i) {
+    const std::string path = path_of(now[i]);
+    if (match[i] < 0) {
+      changes.push_back(fmt::format("data file {}: not read by the saved run -> {}", path, describe(now[i])));
+      continue;
+    }
+    const nlohmann::json& before = saved[static_cast<std::size_t>(match[i])];
+    if (!same_contents(before, now[i])) {
+      const std::string was = path_of(before) == path ? "" : fmt::format(" (saved as {})", path_of(before));
+      changes.push_back(fmt::format("data file {}{}: {} -> {}", path, was, describe(before), describe(now[i])));
+    }
   }
-  for (const auto& [path, f] : before) {
-    changes.push_back(fmt::format("data file {}: {} -> not read by this run", path, describe(f)));
+  for (std::size_t j = 0; j < saved.size(); ++j) {
+    if (!paired[j]) {
+      changes.push_back(fmt::format("data file {}: {} -> not read by this run", path_of(saved[j]), describe(saved[j])));
+    }
   }
   if (changes.empty()) {  // every file the same, read in another order: other windows make each step
     auto paths = [](const nlohmann::json& files) {

@@ -38,7 +38,8 @@ void check_ranks_agree(Communicator& comm, const IdentityEntries& mine);
 // The differences between a checkpoint's data identity and the run's, one "what: old -> new"
 // each (a file added, gone, resized or with another fingerprint, or the same files in another
 // order); empty when they are the same, also under other paths (the same contents in the same
-// order: the same batches).
+// order: the same batches). A file read under another path is paired with the saved one it stands
+// for by its contents, or, changed, by its file name: one entry, "(saved as <path>)".
 std::vector<std::string> data_changes(const nlohmann::json& saved, const nlohmann::json& now);
 
 }  // namespace zt

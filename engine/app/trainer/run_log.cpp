@@ -15,6 +15,7 @@
 #include <functional>
 
 #include "engine/app/checkpoint/durable_file.h"
+#include "engine/app/io/output_file.h"
 #include "engine/base/core/check.h"
 #include "engine/distributed/comm/communicator.h"
 #include "engine/distributed/launch/rendezvous.h"
@@ -141,7 +142,7 @@ int MetricsLog::drop_records_after_step(std::int64_t step) {
   if (dropped > 0) {
     // Through a symlink, the file it names is rewritten (a rename over the link would replace it).
     const std::string target = ckpt::rename_target(path_, "metrics file");
-    const std::string temp = target + ".tmp";
+    const std::string temp = staging_path(target);
     std::FILE* out = std::fopen(temp.c_str(), "w");
     if (out == nullptr) throw_runtime_error("cannot rewrite metrics file '{}': {}", temp, std::strerror(errno));
     bool written = true;

@@ -101,19 +101,28 @@ void ConfigReader::fail_type(const std::string& key, const char* expected, const
                     preview_json(got));
 }
 
+void ConfigReader::fail_range(const std::string& key, const std::string& value, const std::string& min_value,
+                              const std::string& max_value) const {
+  const std::string source = source_of(key);
+  // A file's value may be one an older build accepted (a run directory's config.json, resumed): a
+  // --set of the key is the way to continue without editing the run's own record.
+  const std::string hint = source == file_ ? fmt::format(" (a --set {}=VALUE overrides the file)", dotted(key)) : "";
+  throw_input_error("config error in {}: key '{}' = {} is out of range [{}, {}]{}", source, dotted(key), value,
+                    min_value, max_value, hint);
+}
+
 int ConfigReader::get_int(const std::string& key, int fallback, long long min_value, long long max_value) {
   const nlohmann::json* v = find(key);
   if (v == nullptr) return fallback;
   if (!v->is_number_integer()) fail_type(key, "an integer", *v);
   if (v->is_number_unsigned() && v->get<unsigned long long>() > static_cast<unsigned long long>(max_value)) {
     // Above 2^63 - 1 a long long would read it as a negative number.
-    throw_input_error("config error in {}: key '{}' = {} is out of range [{}, {}]", source_of(key), dotted(key),
-                      v->get<unsigned long long>(), min_value, max_value);
+    fail_range(key, fmt::format("{}", v->get<unsigned long long>()), fmt::format("{}", min_value),
+               fmt::format("{}", max_value));
   }
   const long long x = v->get<long long>();
   if (x < min_value || x > max_value) {
-    throw_input_error("config error in {}: key '{}' = {} is out of range [{}, {}]", source_of(key), dotted(key), x,
-                      min_value, max_value);
+    fail_range(key, fmt::format("{}", x), fmt::format("{}", min_value), fmt::format("{}", max_value));
   }
   return static_cast<int>(x);
 }
@@ -124,8 +133,7 @@ double ConfigReader::get_double(const std::string& key, double fallback, double 
   if (!v->is_number()) fail_type(key, "a number", *v);
   const double x = v->get<double>();
   if (!std::isfinite(x) || x < min_value || x > max_value) {
-    throw_input_error("config error in {}: key '{}' = {} is out of range [{}, {}]", source_of(key), dotted(key), x,
-                      min_value, max_value);
+    fail_range(key, fmt::format("{}", x), fmt::format("{}", min_value), fmt::format("{}", max_value));
   }
   return x;
 }

@@ -67,6 +67,8 @@ class ConfigReader {
  private:
   const nlohmann::json* find(const std::string& key);
   [[noreturn]] void fail_type(const std::string& key, const char* expected, const nlohmann::json& got) const;
+  [[noreturn]] void fail_range(const std::string& key, const std::string& value, const std::string& min_value,
+                               const std::string& max_value) const;
 
   const nlohmann::json& node_;
   std::string file_;

@@ -35,7 +35,7 @@ RopeScaling read_rope_scaling(ConfigReader& model_section) {
   const char* type_key = r.has("type") ? "type" : "rope_type";
   for (const char* key : {type_key, "factor"}) {
     if (!r.has(key))
-      throw_input_error("config error in {}: missing required key '{}'", r.source_of(key), r.dotted(key));
+      throw_input_error("config error in {}: missing required key '{}'", r.section_sources(), r.dotted(key));
   }
   if (r.has("type") && r.has("rope_type")) r.get_string("rope_type", "");  // read: the other name
   s.type = type_named(r.get_enum(type_key, "", {"linear", "llama3"}));
@@ -43,8 +43,8 @@ RopeScaling read_rope_scaling(ConfigReader& model_section) {
   if (s.type == RopeScalingType::kLlama3) {
     for (const char* key : {"low_freq_factor", "high_freq_factor", "original_max_position_embeddings"}) {
       if (!r.has(key)) {
-        throw_input_error("config error in {}: missing required key '{}' (rope_type llama3 needs it)", r.source_of(key),
-                          r.dotted(key));
+        throw_input_error("config error in {}: missing required key '{}' (rope_type llama3 needs it)",
+                          r.section_sources(), r.dotted(key));
       }
     }
     s.low_freq_factor = static_cast<float>(r.get_double("low_freq_factor", 1.0, 1e-6, 1e6));

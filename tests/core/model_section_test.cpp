@@ -164,6 +164,29 @@ TEST(RunConfig, LlamaRopeScalingReadWrittenAndRefused) {
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("--set model.rope_scaling.factor=0.25"), std::string::npos) << e.what();
   }
+  // A section a --set gave whole: its keys' faults are that --set's, not the file's (which has no
+  // such section); a section a --set of one key made lacks the others, named with the file.
+  const auto error_with = [&](const std::string& assignment) {
+    nlohmann::json d = llama(nullptr);
+    d["model"].erase("rope_scaling");
+    auto from = std::make_shared<OverrideSources>();
+    (*from)[apply_override(d, assignment)] = "--set " + assignment;
+    try {
+      parse_run_config(d, "test.json", 1, from);
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  const std::string whole = R"(model.rope_scaling={"rope_type": "linear", "factor": 0.5})";
+  EXPECT_TRUE(error_with(whole).starts_with("config error in --set " + whole + ": key 'model.rope_scaling.factor'"))
+      << error_with(whole);
+  EXPECT_TRUE(error_with(R"(model.rope_scaling={"rope_type": "yarn"})").starts_with("config error in --set model."))
+      << error_with(R"(model.rope_scaling={"rope_type": "yarn"})");
+  EXPECT_TRUE(error_with("model.rope_scaling.factor=2")
+                  .starts_with("config error in test.json and --set model.rope_scaling.factor=2: missing required key "
+                               "'model.rope_scaling.rope_type'"))
+      << error_with("model.rope_scaling.factor=2");
 }
 
 }  // namespace

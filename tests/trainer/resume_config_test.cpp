@@ -3,6 +3,7 @@
 // model keys when train.init_from's folder is gone (run_config.h's SavedModelKeys).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -51,6 +52,30 @@ TEST(ResumeTrajectory, KeysCountWhereTheScheduleReadsThem) {
   EXPECT_TRUE(wsd[0].starts_with("optim.cooldown_fraction: 0.2")) << wsd[0];
   // The warmup is read by every schedule.
   EXPECT_EQ(changes(constant, 4, {{"decay", "constant"}, {"warmup_steps", 2}}, 4).size(), 1u);
+}
+
+// The default floor is the single-precision lr / 10 (1e-3 gives 0.000100000005): stating 1e-4 is
+// another schedule, and the refusal says which to write either way.
+TEST(ResumeTrajectory, TheDefaultFloorIsNamedWhenAResumeStatesAnother) {
+  const nlohmann::json cosine = {{"decay", "cosine"}, {"decay_steps", 4}};
+  const RunConfig defaults = with_optim(cosine, 4);
+  EXPECT_EQ(defaults.optim.min_lr, static_cast<float>(1e-3f / 10.0));
+  EXPECT_NE(
+      std::find(defaults.derived.begin(), defaults.derived.end(), "optim.min_lr = 0.000100000005 (optim.lr / 10)"),
+      defaults.derived.end());
+  nlohmann::json stated = cosine;
+  stated["min_lr"] = 1e-4;
+  std::vector<std::string> c = changes(cosine, 4, stated, 4);
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0],
+            "optim.min_lr: 0.000100000005 -> 0.0001 (the saved run's is its default, optim.lr / 10 in single "
+            "precision: leave optim.min_lr unset to keep it)");
+  c = changes(stated, 4, cosine, 4);
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0],
+            "optim.min_lr: 0.0001 -> 0.000100000005 (its default, optim.lr / 10; set optim.min_lr = 0.0001 to keep the "
+            "saved schedule)");
+  EXPECT_TRUE(changes(cosine, 4, cosine, 4).empty());
 }
 
 // A checkpoint of step 0 (max_steps = 0 with checkpoint.at_end: the weights as set up) has read no

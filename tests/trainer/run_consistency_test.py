@@ -9,6 +9,8 @@
   * ranks whose data differ under the same config (each in its own working directory, the same
     relative data.dataset) end the same way, naming the data file, and so do ranks whose
     multiple-choice files (data.choice_file) differ;
+  * ranks that do not reach one checkpoint folder (a relative run directory, other working
+    directories) are refused before the first step, naming the first such rank;
   * a second run on the checkpoint folder of a live run is refused with exit 2 naming the holder
     before it writes anything, and the first run ends normally with its own checkpoints; a run
     killed with -9 leaves its lock, which the next run on the folder takes over; a lock of another
@@ -125,6 +127,20 @@ def main():
     lines = errors(p.stdout + p.stderr)
     check(p.returncode != 0 and lines and all("ranks disagree on data.choice_file's contents:" in l for l in lines),
           f"another multiple-choice file under the same path on rank 1: named ({lines[:1]})")
+
+    # The same data, a relative run directory from other working directories: each rank would save
+    # into its own folder. Refused before the first step, every rank naming rank 1.
+    parts = []
+    for d in ("a", "b"):
+        parts += ([":"] if parts else []) + ["-np", "1", "--wdir", os.path.join(work, "wd_" + d), binary, "train",
+                                             "--config", base, "--run-dir", "run_rel", "--set",
+                                             "checkpoint.every_steps=2"]
+    p = subprocess.run(launcher + parts, capture_output=True, text=True, timeout=120, env=env)
+    lines = errors(p.stdout + p.stderr)
+    check(p.returncode != 0 and len(lines) == 2 and
+          all("rank 1: checkpoint folder run_rel/checkpoints" in l and "is not the one rank 0 locked" in l
+              for l in lines) and not os.path.exists(os.path.join(work, "wd_a", "run_rel", "metrics.jsonl")),
+          f"a relative run directory from two working directories: refused before a step ({lines[:1]})")
 
     # Two runs on one checkpoint folder.
     long_cfg = write_config("long.json", {"train": {"max_steps": 400}, "checkpoint": {"every_steps": 100}})

@@ -168,6 +168,15 @@ void check_folder_lock_still_held(const std::string& folder) {
   }
 }
 
+std::string find_shared_lock(const std::string& folder, const std::string& token) {
+  std::error_code ec;
+  if (!fs::is_directory(folder, ec)) return "no such folder";
+  const std::string text = read_text((fs::path(folder) / "LOCK").string());
+  if (text.empty()) return "no lock file in it";
+  if (text.find(token) != std::string::npos) return "";
+  return "another lock: " + describe(nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false));
+}
+
 FolderLock::FolderLock(const std::string& folder, const std::string& run_dir, LockedFolder kind) {
   const bool run = kind == LockedFolder::kRunDirectory;
   const char* what = run ? "run directory" : "checkpoint folder";

@@ -28,6 +28,12 @@ namespace zt::ckpt {
 // What a lock guards: its file's name and the words its messages use.
 enum class LockedFolder { kCheckpointFolder, kRunDirectory };
 
+// Where another rank, given the token of rank 0's lock on checkpoint folder `folder` (as this
+// rank's path reads), finds it: "" when the LOCK there is that one (the folder is the same one,
+// shared); otherwise what it finds instead ("no such folder", "no lock file", "another process's
+// lock: ..."), for the message that refuses the run before its first step.
+std::string find_shared_lock(const std::string& folder, const std::string& token);
+
 class FolderLock {
  public:
   static constexpr double kStaleSeconds = 60.0;
@@ -56,6 +62,8 @@ class FolderLock {
   // its beats (this process was stopped or starved, when a takeover happens). A lock found lost
   // stays lost, also after its taker has ended and removed it.
   std::string lost_now() const;
+  // What names this process's hold in the lock file ("host:pid:start").
+  const std::string& token() const { return token_; }
 
  private:
   void beat();

@@ -34,7 +34,8 @@ void refuse_foreign_keys(ConfigReader& r, const ModelFamily& family) {
 void read_model_section(ConfigReader r, RunConfig& c) {
   ModelConfig& m = c.model;
   for (const char* key : {"n_layer", "n_head", "n_embd", "block_size", "vocab_size"}) {
-    if (!r.has(key)) throw_input_error("config error in {}: missing required key '{}'", r.file(), r.dotted(key));
+    if (!r.has(key))
+      throw_input_error("config error in {}: missing required key '{}'", r.section_sources(), r.dotted(key));
   }
   m.arch = r.get_enum("arch", std::string(kDefaultModelFamily), model_family_names());
   const ModelFamily& family = model_family(m.arch);

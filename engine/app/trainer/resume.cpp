@@ -155,6 +155,23 @@ std::vector<std::string> trajectory_changes(const nlohmann::json& saved, int sav
   // decay_steps by default follows max_steps (or the warmup): say so, as the user set neither.
   const auto derived = std::find_if(now.derived.begin(), now.derived.end(),
                                     [](const std::string& d) { return d.starts_with("optim.decay_steps = "); });
+  // min_lr by default is the single-precision lr / 10 (1e-3: 0.000100000005): say which to write.
+  const bool min_lr_derived = std::any_of(now.derived.begin(), now.derived.end(),
+                                          [](const std::string& d) { return d.starts_with("optim.min_lr = "); });
+  const nlohmann::json saved_lr = at(saved, "optim", "lr"), saved_min_lr = at(saved, "optim", "min_lr");
+  const bool saved_min_lr_default = saved_lr.is_number() && saved_min_lr.is_number() &&
+                                    static_cast<float>(saved_min_lr.get<double>()) ==
+                                        static_cast<float>(static_cast<float>(saved_lr.get<double>()) / 10.0);
+  for (std::string& change : changes) {
+    if (!change.starts_with("optim.min_lr:")) continue;
+    if (min_lr_derived) {
+      change += fmt::format(" (its default, optim.lr / 10; set optim.min_lr = {} to keep the saved schedule)",
+                            saved_min_lr.dump());
+    } else if (saved_min_lr_default) {
+      change +=
+          " (the saved run's is its default, optim.lr / 10 in single precision: leave optim.min_lr unset to keep it)";
+    }
+  }
   for (std::string& change : changes) {
     if (!change.starts_with("optim.decay_steps:") || derived == now.derived.end()) continue;
     change +=

@@ -163,6 +163,7 @@ Trainer::Trainer(RunConfig config, std::string run_dir, Communicator& comm, Memo
   }
   refused = broadcast_string(comm, refused);
   if (!refused.empty()) throw_input_error("{}", refused);
+  if (saves && comm.world_size() > 1) check_folder_shared(comm);
   state_ = std::make_unique<TrainerState>(config_, run_dir_, comm, tracker, data_identity);
   for (const ckpt::FolderLock* lock : {run_lock_.get(), folder_lock_.get()}) {
     if (lock == nullptr) continue;
@@ -179,6 +180,27 @@ Trainer::Trainer(RunConfig config, std::string run_dir, Communicator& comm, Memo
                                            state_->metrics->set_aside()));
     }
   }
+}
+
+void Trainer::check_folder_shared(Communicator& comm) const {
+  // Every rank writes its own file into the checkpoint folder at a save, and reads the checkpoint at
+  // a resume: the ranks must reach one folder, which rank 0 has just locked. Ranks started from
+  // other working directories (a relative path) or on nodes without a shared file system would
+  // otherwise train until their first save fails, the steps since the last checkpoint lost.
+  const std::string folder = config_.checkpoint.folder_for(run_dir_);
+  const std::string token = broadcast_string(comm, folder_lock_ != nullptr ? folder_lock_->token() : "");
+  on_every_rank(comm, [&] {
+    if (comm.rank() == 0) return;
+    const std::string found = ckpt::find_shared_lock(folder, token);
+    if (found.empty()) return;
+    std::error_code ec;
+    const std::string here = std::filesystem::absolute(folder, ec).string();
+    throw_input_error(
+        "checkpoint folder {} ({} on this rank's host) is not the one rank 0 locked ({}): every rank writes its "
+        "own file into it, so all ranks must reach one folder (a shared file system; a relative path is read from "
+        "each rank's working directory)",
+        folder, ec ? folder : here, found);
+  });
 }
 
 Trainer::~Trainer() = default;

@@ -68,6 +68,10 @@ class Trainer {
   std::string store_comm_name() const;
 
  private:
+  // Collective, before anything is read from or written into the checkpoint folder: every rank
+  // finds rank 0's lock in it (the same folder, shared), or every rank refuses the run naming the
+  // first rank that does not.
+  void check_folder_shared(Communicator& comm) const;
   // One optimizer step (0-based `step`) of the run that `run` describes: the batches, forward,
   // backward with the gradient reductions, the clip, AdamW on this rank's shard and the publish of
   // the updated parameters. Touches no weights when the loss or gradient norm is not finite.

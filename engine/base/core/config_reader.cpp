@@ -39,13 +39,32 @@ bool ConfigReader::has(const std::string& key) const { return node_.contains(key
 std::string ConfigReader::source_of(const std::string& key) const {
   if (overrides_ != nullptr) {
     const std::string name = dotted(key);
-    const auto it = overrides_->find(name);
-    if (it != overrides_->end()) return it->second;
+    // Its own --set, or one that gave a section around it whole (`--set 'model.rope_scaling={...}'`).
+    if (const std::string* set = enclosing_override(name)) return *set;
     // A section only a --set made (`--set trian.max_steps=3`): that assignment, not the file.
     const auto inside = overrides_->lower_bound(name + ".");
     if (inside != overrides_->end() && inside->first.rfind(name + ".", 0) == 0) return inside->second;
   }
   return file_;
+}
+
+std::string ConfigReader::section_sources() const {
+  if (path_.empty() || overrides_ == nullptr) return file_;
+  if (const std::string* whole = enclosing_override(path_)) return *whole;
+  std::string out = file_;
+  const std::string inside = path_ + ".";
+  for (auto it = overrides_->lower_bound(inside); it != overrides_->end() && it->first.starts_with(inside); ++it) {
+    out += (out == file_ ? " and " : ", ") + it->second;
+  }
+  return out;
+}
+
+const std::string* ConfigReader::enclosing_override(const std::string& name) const {
+  for (std::size_t end = name.size(); end != std::string::npos && end > 0; end = name.rfind('.', end - 1)) {
+    const auto it = overrides_->find(name.substr(0, end));
+    if (it != overrides_->end()) return &it->second;
+  }
+  return nullptr;
 }
 
 std::string config_sources(const std::string& file, const OverrideSources* overrides,

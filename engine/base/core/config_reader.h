@@ -63,9 +63,15 @@ class ConfigReader {
   // Where a check across keys (dotted from the root: "model.n_head") got its values: the file, and
   // the --set assignments of those keys a --set gave ("tiny.json and --set model.n_head=3").
   std::string sources_of(std::initializer_list<std::string_view> dotted_keys) const;
+  // Where this section came from, for what it lacks (a required key): the --set that gave it, or one
+  // around it, whole; else the file and the --set assignments of keys in it ("llama.json and --set
+  // model.rope_scaling.factor=2": the section a --set made that way lacks its other keys).
+  std::string section_sources() const;
 
  private:
   const nlohmann::json* find(const std::string& key);
+  // The --set of `name` (dotted) or of a section around it, or nullptr. overrides_ must be set.
+  const std::string* enclosing_override(const std::string& name) const;
   [[noreturn]] void fail_type(const std::string& key, const char* expected, const nlohmann::json& got) const;
   [[noreturn]] void fail_range(const std::string& key, const std::string& value, const std::string& min_value,
                                const std::string& max_value) const;

@@ -58,7 +58,7 @@ int train_main(const std::vector<std::string>& args) {
           "continue from the newest valid checkpoint in checkpoint.dir, or from a checkpoint directory or folder")
       .bool_flag("allow-config-change",
                  "with --resume: continue even if the config changes the seed, LR schedule, AdamW terms, dropout, "
-                 "sequence length or global batch (refused otherwise)");
+                 "sequence length, global batch or data order, or the data files differ (refused otherwise)");
   if (!parser.parse(args)) {
     fmt::print("{}", parser.help_text());
     return 0;

@@ -42,7 +42,11 @@ class RendezvousEnv : public ::testing::Test {
                              "ZT_RENDEZVOUS_TIMEOUT",
                              "MASTER_ADDR",
                              "MASTER_PORT",
-                             "TORCHELASTIC_USE_AGENT_STORE"}) {
+                             "TORCHELASTIC_USE_AGENT_STORE",
+                             "ZT_JOB_ID",
+                             "SLURM_JOB_ID",
+                             "SLURM_STEP_ID",
+                             "TORCHELASTIC_RUN_ID"}) {
       ::unsetenv(name);
     }
   }
@@ -69,9 +73,9 @@ TEST_F(RendezvousEnv, NoLauncherMeansRankZeroOfOneAndNoRendezvous) {
   EXPECT_EQ(share_from_rank0(launch, {}, {1, 2, 3}, 3), (std::vector<std::uint8_t>{1, 2, 3}));
 }
 
-TEST_F(RendezvousEnv, ZtVariablesWinOverTheLaunchers) {
-  set("OMPI_COMM_WORLD_RANK", "1");
-  set("OMPI_COMM_WORLD_SIZE", "4");
+TEST_F(RendezvousEnv, ZtVariablesWinOverTheLaunchers) {  // but MPI's own, below
+  set("SLURM_PROCID", "1");
+  set("SLURM_NTASKS", "4");
   set("ZT_RANK", "2");
   set("ZT_WORLD_SIZE", "3");
   const LaunchInfo launch = detect_launch();
@@ -142,6 +146,38 @@ TEST_F(RendezvousEnv, ExplicitMethodsAreParsed) {
   EXPECT_EQ(rendezvous_name(options), "tcp:[::1]:7");
 }
 
+// The job's name, which keeps two jobs on one port or file apart: ZT_JOB_ID, else Slurm's job and
+// step, else torchrun's run id; none without them.
+TEST_F(RendezvousEnv, TheJobIsNamedByItsLauncher) {
+  const LaunchInfo launch{1, 4, 1, "ZT_RANK"};
+  set("ZT_RENDEZVOUS", "tcp:node-001:29500");
+  EXPECT_EQ(rendezvous_from_env(launch).job, "");
+  set("TORCHELASTIC_RUN_ID", "abc");
+  EXPECT_EQ(rendezvous_from_env(launch).job, "torchrun:abc");
+  set("SLURM_JOB_ID", "4242");
+  EXPECT_EQ(rendezvous_from_env(launch).job, "slurm:4242");
+  set("SLURM_STEP_ID", "0");
+  EXPECT_EQ(rendezvous_from_env(launch).job, "slurm:4242.0");
+  set("ZT_JOB_ID", "mine");
+  EXPECT_EQ(rendezvous_from_env(launch).job, "mine");
+}
+
+// ZT_RANK left in a shell and mpirun's own rank: refused, naming both, rather than every rank of
+// the job taking ZT_RANK's rank and GPU; values that agree are fine.
+TEST_F(RendezvousEnv, ZtVariablesContradictingMpiAreRefused) {
+  set("OMPI_COMM_WORLD_RANK", "1");
+  set("OMPI_COMM_WORLD_SIZE", "2");
+  set("ZT_RANK", "0");
+  set("ZT_WORLD_SIZE", "1");
+  const std::string error = input_error([] { detect_launch(); });
+  EXPECT_NE(error.find("ZT_RANK=0 and ZT_WORLD_SIZE=1 disagree with OpenMPI's OMPI_COMM_WORLD_RANK=1"),
+            std::string::npos)
+      << error;
+  set("ZT_RANK", "1");
+  set("ZT_WORLD_SIZE", "2");
+  EXPECT_EQ(detect_launch().rank, 1);
+}
+
 TEST_F(RendezvousEnv, MalformedMethodsNameTheVariable) {
   LaunchInfo launch{0, 2, 0, "ZT_RANK"};
   const auto error_for = [&](const char* spec) {
@@ -203,7 +239,7 @@ std::pair<std::vector<std::uint8_t>, std::vector<std::uint8_t>> share_between_th
 TEST_F(RendezvousEnv, FileMethodBetweenThreadsLeavesNothingBehind) {
   const auto dir = std::filesystem::temp_directory_path() / ("zt_rdv_unit_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
-  RendezvousOptions options{RendezvousMethod::kFile, (dir / "id").string(), "", 0, 10.0};
+  RendezvousOptions options{RendezvousMethod::kFile, (dir / "id").string(), "", 0, 10.0, ""};
   const auto [root, other] = share_between_threads(options);
   EXPECT_EQ(root, (std::vector<std::uint8_t>{7, 0, 255, 42}));
   EXPECT_EQ(other, root);
@@ -221,7 +257,7 @@ TEST_F(RendezvousEnv, TcpMethodBetweenThreads) {
   ASSERT_EQ(::bind(probe, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
   ::getsockname(probe, reinterpret_cast<sockaddr*>(&addr), &len);
   ::close(probe);
-  RendezvousOptions options{RendezvousMethod::kTcp, "", "127.0.0.1", ntohs(addr.sin_port), 10.0};
+  RendezvousOptions options{RendezvousMethod::kTcp, "", "127.0.0.1", ntohs(addr.sin_port), 10.0, ""};
   const auto [root, other] = share_between_threads(options);
   EXPECT_EQ(other, root);
 }

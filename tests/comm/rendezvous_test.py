@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Rendezvous between real processes (engine/distributed/launch/rendezvous.h, through zt_rendezvous_probe): every
 rank must print rank 0's blob over MPI (mpirun, ZT_RENDEZVOUS unset), a file (nothing left behind,
-rank 0 started last) and TCP (rank 0 started last); a missing peer must end in a one-line timeout
+rank 0 started last) and TCP (rank 0 started last); two named jobs on one port keep their own
+ranks; a missing peer must end in a one-line timeout
 error naming the method within the configured timeout, never a hang; a stale file and malformed
 variables must end in a one-line error with exit 2.
 
@@ -107,6 +108,27 @@ def check_file_and_tcp(report, binary, work):
                      f"tcp:127.0.0.1:{port}, 3 processes, {when}: all print rank 0's blob ({describe(probes)})")
 
 
+def check_two_jobs(report, binary, work):
+    """Two 2-rank jobs on one port, each named (as Slurm's SLURM_JOB_ID names a batch job): job B's
+    rank 1 is there before job A's, when A's rank 0 listens, and B's rank 0 comes after A has
+    finished. Each job's ranks must get their own rank 0's blob, not the other job's."""
+    port = free_port()
+    spec = f"tcp:127.0.0.1:{port}"
+    b1 = Probe(binary, 1, 2, spec, SLURM_JOB_ID="1002", ZT_RENDEZVOUS_TIMEOUT=30)
+    time.sleep(0.5)
+    a0 = Probe(binary, 0, 2, spec, SLURM_JOB_ID="1001", ZT_RENDEZVOUS_TIMEOUT=30)
+    time.sleep(1.0)  # B's rank 1 knocks on A's rank 0 meanwhile
+    a1 = Probe(binary, 1, 2, spec, SLURM_JOB_ID="1001", ZT_RENDEZVOUS_TIMEOUT=30)
+    a = {0: a0.finish(), 1: a1.finish()}
+    b0 = Probe(binary, 0, 2, spec, SLURM_JOB_ID="1002", ZT_RENDEZVOUS_TIMEOUT=30)
+    b = {0: b0.finish(), 1: b1.finish()}
+    a_blob = {p.out for p in a.values()}
+    report.check(all(p.rc == 0 for p in [*a.values(), *b.values()]) and blobs_agree([p.out for p in a.values()], 2) and
+                 blobs_agree([p.out for p in b.values()], 2) and not a_blob & {p.out for p in b.values()},
+                 f"two jobs on one port: each job's ranks share their own rank 0's blob "
+                 f"(A: {describe(a)}; B: {describe(b)})")
+
+
 def check_missing_peers(report, binary, work):
     def timed_out_clearly(probe, *needles):
         return probe.rc == 1 and one_error_line(probe.err, "timed out", *needles) and probe.seconds < TIMEOUT_S + 3
@@ -189,6 +211,7 @@ def main():
     report = Checks()
     with tempfile.TemporaryDirectory(prefix="zt_rdv_") as work:
         sections = [("file and tcp", lambda: check_file_and_tcp(report, binary, work)),
+                    ("two jobs", lambda: check_two_jobs(report, binary, work)),
                     ("missing peers", lambda: check_missing_peers(report, binary, work)),
                     ("bad input", lambda: check_bad_input(report, binary, work))]
         if mpirun:

@@ -149,7 +149,10 @@ void on_every_rank(Communicator& world, const std::function<void()>& local) {
 
 std::unique_ptr<Communicator> make_communicator(MemoryTracker& tracker, const CommOptions& options) {
 #ifdef ZT_HAVE_MPI
-  if (launched_by_mpi()) return std::make_unique<MpiCommunicator>(tracker, options);
+  if (launched_by_mpi()) {
+    detect_launch();  // its checks: a malformed or contradicting ZT_RANK is an input error here too
+    return std::make_unique<MpiCommunicator>(tracker, options);
+  }
 #endif
   // Ranks started without MPI (ZT_RANK, torchrun, Slurm without PMI; any launcher in a build
   // without MPI, whose ranks then need ZT_RENDEZVOUS or MASTER_ADDR) talk through NCCL.

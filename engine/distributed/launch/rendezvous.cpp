@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <optional>
 #include <string_view>
 #include <utility>
 
@@ -68,32 +69,58 @@ constexpr LauncherVars kLaunchers[] = {
 
 }  // namespace
 
+namespace {
+
+// What one launcher's variables say, or nullopt where they are absent (or, for names set for other
+// reasons, half there). InputError for a malformed value.
+std::optional<LaunchInfo> read_launcher(const LauncherVars& vars) {
+  const char* rank_text = env(vars.rank);
+  const char* world_text = env(vars.world);
+  if (rank_text == nullptr && world_text == nullptr) return std::nullopt;
+  if (rank_text == nullptr || world_text == nullptr) {
+    if (vars.both_needed) return std::nullopt;
+    throw_input_error("{} is set but {} is not", rank_text ? vars.rank : vars.world,
+                      rank_text ? vars.world : vars.rank);
+  }
+  LaunchInfo info;
+  info.source = vars.source;
+  info.rank = parse_env_int(vars.rank, rank_text);
+  info.world_size = parse_env_int(vars.world, world_text);
+  if (info.world_size < 1) throw_input_error("{}={} must be at least 1", vars.world, info.world_size);
+  if (info.rank >= info.world_size) {
+    throw_input_error("{}={} is not below {}={}", vars.rank, info.rank, vars.world, info.world_size);
+  }
+  info.local_rank = info.rank;
+  if (const char* local = env(vars.local_rank)) {
+    info.local_rank = parse_env_int(vars.local_rank, local);
+    if (info.local_rank >= info.world_size) {
+      throw_input_error("{}={} is not below {}={}", vars.local_rank, info.local_rank, vars.world, info.world_size);
+    }
+  }
+  return info;
+}
+
+}  // namespace
+
 LaunchInfo detect_launch() {
   for (const LauncherVars& vars : kLaunchers) {
-    const char* rank_text = env(vars.rank);
-    const char* world_text = env(vars.world);
-    if (rank_text == nullptr && world_text == nullptr) continue;
-    if (rank_text == nullptr || world_text == nullptr) {
-      if (vars.both_needed) continue;
-      throw_input_error("{} is set but {} is not", rank_text ? vars.rank : vars.world,
-                        rank_text ? vars.world : vars.rank);
-    }
-    LaunchInfo info;
-    info.source = vars.source;
-    info.rank = parse_env_int(vars.rank, rank_text);
-    info.world_size = parse_env_int(vars.world, world_text);
-    if (info.world_size < 1) throw_input_error("{}={} must be at least 1", vars.world, info.world_size);
-    if (info.rank >= info.world_size) {
-      throw_input_error("{}={} is not below {}={}", vars.rank, info.rank, vars.world, info.world_size);
-    }
-    info.local_rank = info.rank;
-    if (const char* local = env(vars.local_rank)) {
-      info.local_rank = parse_env_int(vars.local_rank, local);
-      if (info.local_rank >= info.world_size) {
-        throw_input_error("{}={} is not below {}={}", vars.local_rank, info.local_rank, vars.world, info.world_size);
+    std::optional<LaunchInfo> info = read_launcher(vars);
+    if (!info) continue;
+    // ZT_RANK wins, but not against the MPI launcher that started this process: values left in the
+    // shell from a launch by hand would give every rank of an mpirun the same rank and GPU.
+    if (&vars == &kLaunchers[0]) {
+      for (const LauncherVars* mpi : {&kLaunchers[1], &kLaunchers[3]}) {  // OpenMPI, PMI
+        const std::optional<LaunchInfo> other = read_launcher(*mpi);
+        if (other && (other->rank != info->rank || other->world_size != info->world_size)) {
+          throw_input_error(
+              "{}={} and {}={} disagree with {}'s {}={} and {}={} (left in the environment from a launch by hand? "
+              "unset them)",
+              vars.rank, info->rank, vars.world, info->world_size, mpi->source, mpi->rank, other->rank, mpi->world,
+              other->world_size);
+        }
       }
     }
-    return info;
+    return *info;
   }
   return {};
 }
@@ -172,6 +199,14 @@ RendezvousOptions rendezvous_from_env(const LaunchInfo& launch) {
     if (*end != '\0' || !std::isfinite(options.timeout_s) || options.timeout_s <= 0) {
       throw_input_error("ZT_RENDEZVOUS_TIMEOUT='{}' is not a positive number of seconds", timeout);
     }
+  }
+  if (const char* job = env("ZT_JOB_ID")) {
+    options.job = job;
+  } else if (const char* slurm = env("SLURM_JOB_ID")) {
+    const char* step = env("SLURM_STEP_ID");
+    options.job = fmt::format("slurm:{}{}{}", slurm, step != nullptr ? "." : "", step != nullptr ? step : "");
+  } else if (const char* run = env("TORCHELASTIC_RUN_ID")) {
+    options.job = fmt::format("torchrun:{}", run);
   }
   // MPI's own variables, not the launcher's: srun without PMI sets Slurm's, and MPI would then
   // start each rank as a world of one.

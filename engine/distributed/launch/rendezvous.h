@@ -52,6 +52,10 @@ struct RendezvousOptions {
   std::string host;        // kTcp: where rank 0 listens (it binds every interface of that family)
   int port = 0;            // kTcp
   double timeout_s = 300;  // the whole rendezvous, on every rank
+  // The job's own name where its launcher gives one (ZT_JOB_ID; Slurm's SLURM_JOB_ID.SLURM_STEP_ID;
+  // torchrun's TORCHELASTIC_RUN_ID), "" otherwise. Ranks of two jobs that share a port or a file
+  // (a fixed MASTER_PORT in two batch jobs on one first node) then do not take each other's rank 0.
+  std::string job;
 };
 
 // ZT_RENDEZVOUS = "mpi" | "file:/shared/path" | "tcp:host:port" | "single"; ZT_RENDEZVOUS_TIMEOUT

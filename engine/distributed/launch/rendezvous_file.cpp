@@ -20,16 +20,16 @@ namespace zt::detail {
 namespace {
 
 // [Note: file rendezvous]
-// Rank 0 writes <path> (magic, world size, blob size, a random nonce, the blob) by rename, so it
-// appears whole. Rank r reads it and writes <path>.ack<r> holding the nonce, then waits for <path>
-// to vanish. Rank 0, once every ack carries its nonce, removes the acks and then <path>: a rank that
-// finds <path> gone and its ack gone succeeded. When rank 0 gives up it removes only <path>; a rank
-// that then still sees its own ack knows rank 0 failed, removes the ack and fails too. So nothing is
-// left behind unless rank 0 is killed; a next run's rank 0 refuses to start over its leftovers, since
-// the other ranks would take a stale id for the new one.
+// Rank 0 writes <path> (magic, world size, blob size, a random nonce, its job key, the blob) by
+// rename, so it appears whole; a rank of another job (another key) waits on as if it were not there. Rank r reads it
+// and writes <path>.ack<r> holding the nonce, then waits for <path> to vanish. Rank 0, once every ack carries its
+// nonce, removes the acks and then <path>: a rank that finds <path> gone and its ack gone succeeded. When rank 0 gives
+// up it removes only <path>; a rank that then still sees its own ack knows rank 0 failed, removes the ack and fails
+// too. So nothing is left behind unless rank 0 is killed; a next run's rank 0 refuses to start over its leftovers,
+// since the other ranks would take a stale id for the new one.
 
-constexpr char kFileMagic[8] = {'Z', 'T', 'R', 'D', 'V', 'F', '0', '1'};
-constexpr std::size_t kFileHeaderBytes = sizeof(kFileMagic) + 4 + 4 + 8;
+constexpr char kFileMagic[8] = {'Z', 'T', 'R', 'D', 'V', 'F', '0', '2'};
+constexpr std::size_t kFileHeaderBytes = sizeof(kFileMagic) + 4 + 4 + 8 + 4;
 
 // open(), not stat(): on NFS an open revalidates the name (close-to-open consistency).
 bool file_exists(const std::string& path) {
@@ -92,6 +92,8 @@ std::vector<std::uint8_t> share_by_file_rank0(const LaunchInfo& launch, const Re
   std::memcpy(file.data() + 8, &world, 4);
   std::memcpy(file.data() + 12, &size, 4);
   std::memcpy(file.data() + 16, &nonce, 8);
+  const std::uint32_t key = job_key(options);
+  std::memcpy(file.data() + 24, &key, 4);
   file.insert(file.end(), blob.begin(), blob.end());
   write_file_atomically(path, file, "rank 0");
 
@@ -124,10 +126,22 @@ std::vector<std::uint8_t> share_by_file_other(const LaunchInfo& launch, const Re
   const std::string& path = options.file_path;
   const Deadline deadline(options.timeout_s);
   std::optional<std::vector<std::uint8_t>> file;
-  for (int polls = 0; !(file = read_file(path)) || file->size() < kFileHeaderBytes; ++polls) {
+  bool other_job = false;  // the file there is another job's: its rank 0 removes it, this one's writes it
+  const std::uint32_t key = job_key(options);
+  auto ours = [&] {
+    if (!(file = read_file(path)) || file->size() < kFileHeaderBytes) return false;
+    std::uint32_t its_key = 0;
+    std::memcpy(&its_key, file->data() + 24, 4);
+    other_job = std::memcmp(file->data(), kFileMagic, 8) == 0 && its_key != key;
+    return !other_job;
+  };
+  for (int polls = 0; !ours(); ++polls) {
     if (deadline.passed()) {
-      throw_runtime_error("rendezvous via file {}: rank {} timed out after {:g} s waiting for rank 0 to write it", path,
-                          launch.rank, options.timeout_s);
+      throw_runtime_error("rendezvous via file {}: rank {} timed out after {:g} s waiting for rank 0 to write it{}",
+                          path, launch.rank, options.timeout_s,
+                          other_job ? fmt::format(" (the file there is another job's; this job: {})",
+                                                  options.job.empty() ? "none named" : options.job)
+                                    : "");
     }
     deadline.sleep(polls < 50 ? 10 : 100);
   }

@@ -50,6 +50,13 @@ inline std::string list_ranks(const std::set<int>& ranks) {
   return text;
 }
 
+// A 32-bit digest of options.job (0 for none) that the TCP hello and the rendezvous file carry.
+inline std::uint32_t job_key(const RendezvousOptions& options) {
+  std::uint32_t h = 2166136261u;  // FNV-1a
+  for (const char c : options.job) h = (h ^ static_cast<std::uint8_t>(c)) * 16777619u;
+  return options.job.empty() ? 0 : h;
+}
+
 // The shared-file method ([Note: file rendezvous] in rendezvous_file.cpp): rank 0 writes
 // options.file_path and waits until every rank has acknowledged it, then removes it; returns `blob`.
 std::vector<std::uint8_t> share_by_file_rank0(const LaunchInfo& launch, const RendezvousOptions& options,

@@ -23,11 +23,14 @@ namespace zt::detail {
 
 namespace {
 
-// Rank r connects and sends a hello (magic, rank, world size); rank 0 answers each with a reply
-// (magic, world size, blob size) and the blob, and the rank acknowledges with one byte. Rank 0 takes
-// connections one at a time; one that sends no valid hello within a few seconds is dropped.
-constexpr std::uint32_t kHelloMagic = 0x5a545248;  // "ZTRH"
-constexpr std::uint32_t kReplyMagic = 0x5a545252;  // "ZTRR"
+// Rank r connects and sends a hello (magic, rank, world size, job key); rank 0 answers each with a
+// reply (magic, world size, blob size) and the blob, and the rank acknowledges with one byte. Rank 0
+// takes connections one at a time; one that sends no valid hello within a few seconds is dropped.
+// A hello of another job (its key not rank 0's) is answered (another magic, rank 0's key) and not
+// counted: that rank goes on trying until its own job's rank 0 listens there.
+constexpr std::uint32_t kHelloMagic = 0x5a545249;     // "ZTRI" (before job keys: "ZTRH")
+constexpr std::uint32_t kReplyMagic = 0x5a545252;     // "ZTRR"
+constexpr std::uint32_t kOtherJobMagic = 0x5a54524a;  // "ZTRJ"
 constexpr int kStrayConnectionMs = 5000;
 
 class Socket {
@@ -138,10 +141,14 @@ std::vector<std::uint8_t> share_by_tcp_rank0(const LaunchInfo& launch, const Ren
     if (!peer) continue;
     Deadline peer_deadline(0);
     peer_deadline.end = std::min(deadline.end, Clock::now() + std::chrono::milliseconds(kStrayConnectionMs));
-    std::uint32_t hello[3];
-    if (!recv_words(peer.fd(), hello, 3, peer_deadline) || hello[0] != kHelloMagic) continue;  // not a rank
+    std::uint32_t hello[4];
+    if (!recv_words(peer.fd(), hello, 4, peer_deadline) || hello[0] != kHelloMagic) continue;  // not a rank
     const auto rank = static_cast<int>(hello[1]);
     const auto world = static_cast<int>(hello[2]);
+    if (hello[3] != job_key(options)) {
+      send_words(peer.fd(), {kOtherJobMagic, job_key(options), 0}, peer_deadline);
+      continue;
+    }
     if (!send_words(
             peer.fd(),
             {kReplyMagic, static_cast<std::uint32_t>(launch.world_size), static_cast<std::uint32_t>(blob.size())},
@@ -195,13 +202,18 @@ std::vector<std::uint8_t> share_by_tcp_other(const LaunchInfo& launch, const Ren
         }
       }
       std::uint32_t reply[3];
-      if (!send_words(
-              s.fd(),
-              {kHelloMagic, static_cast<std::uint32_t>(launch.rank), static_cast<std::uint32_t>(launch.world_size)},
-              deadline) ||
+      if (!send_words(s.fd(),
+                      {kHelloMagic, static_cast<std::uint32_t>(launch.rank),
+                       static_cast<std::uint32_t>(launch.world_size), job_key(options)},
+                      deadline) ||
           !recv_words(s.fd(), reply, 3, deadline)) {
         last_error = "connection closed before rank 0 answered";
         continue;
+      }
+      if (reply[0] == kOtherJobMagic) {  // its own job's rank 0 may listen there later
+        last_error = fmt::format("the rank 0 listening there is another job's (this job: {})",
+                                 options.job.empty() ? "none named" : options.job);
+        break;
       }
       if (reply[0] != kReplyMagic) {
         throw_runtime_error("{}: something other than a zerotrain rank 0 answers there", where);

@@ -2,13 +2,15 @@
 #include "kernels/cpu/blas.h"
 
 #include <dlfcn.h>
-
+#include <fmt/format.h>
 #include <omp.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdint>
 #include <cstdlib>
 #include <mutex>
+#include <string_view>
 
 #include "engine/base/core/check.h"
 
@@ -52,6 +54,12 @@ const char* detect_core_type() {
   return nullptr;
 }
 
+bool same_name(std::string_view a, std::string_view b) {
+  return std::equal(a.begin(), a.end(), b.begin(), b.end(), [](char x, char y) {
+    return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
+  });
+}
+
 Blas& load_blas() {
   static Blas blas;
   static std::once_flag once;
@@ -89,6 +97,10 @@ Blas& load_blas() {
     }
     blas.info.core_name = corename != nullptr ? corename() : "unknown";
     blas.info.config = config != nullptr ? config() : "unknown";
+    // OpenBLAS ignores a name it does not know and detects the core itself: not the user's choice.
+    if (user != nullptr && *user != '\0' && corename != nullptr && !same_name(user, blas.info.core_name)) {
+      blas.info.core_type_source = fmt::format("OPENBLAS_CORETYPE={} not taken by OpenBLAS", user);
+    }
   });
   return blas;
 }

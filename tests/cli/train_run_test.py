@@ -158,6 +158,11 @@ def main():
         ["git", "-C", ROOT, "merge-base", "--is-ancestor", named.group(1), "HEAD"], capture_output=True).returncode == 0
     check(named is not None and (ancestor or not in_git),
           f"zerotrain version names the build's commit, one of this checkout's ({version.splitlines()[0]!r})")
+    # A core name OpenBLAS does not know: it detects the core itself, and the report says the name
+    # was not taken (not "(user)", as if the user had chosen what it runs).
+    bogus = run(binary, ["version"], {"OPENBLAS_CORETYPE": "NoSuchCore"}).stdout
+    check("(OPENBLAS_CORETYPE=NoSuchCore not taken by OpenBLAS)" in bogus and "(user)" not in bogus,
+          f"an unknown OPENBLAS_CORETYPE is reported as not taken ({bogus.splitlines()[1:2]})")
     if "cuda: built;" not in version or "; 0 device(s)" in version:
         p = run(binary, ["sample", "--run", run_a, "--tokens", "30", "--device", "cuda"])
         lines = [line for line in p.stderr.splitlines() if line.strip()]

@@ -116,8 +116,18 @@ std::string preview_json(const nlohmann::json& value, int depth) {
 }
 
 void ConfigReader::fail_type(const std::string& key, const char* expected, const nlohmann::json& got) const {
-  throw_input_error("config error in {}: key '{}' must be {} (got {})", source_of(key), dotted(key), expected,
-                    preview_json(got));
+  const std::string source = source_of(key);
+  // A --set value is read as JSON first (--set log.run_dir=2024 is the number 2024): say how to
+  // write it as text.
+  const bool text_wanted = std::string_view(expected).starts_with("a string");
+  const std::string hint = text_wanted && source != file_ && (got.is_number() || got.is_boolean() || got.is_null())
+                               ? fmt::format(
+                                     " (a --set value is read as JSON; for the text, quote it: --set "
+                                     "'{}=\"{}\"')",
+                                     dotted(key), got.dump())
+                               : "";
+  throw_input_error("config error in {}: key '{}' must be {} (got {}){}", source, dotted(key), expected,
+                    preview_json(got), hint);
 }
 
 void ConfigReader::fail_range(const std::string& key, const std::string& value, const std::string& min_value,

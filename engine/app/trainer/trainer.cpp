@@ -10,6 +10,7 @@
 #include <iterator>
 #include <limits>
 #include <numeric>
+#include <thread>
 
 #include "engine/app/checkpoint/durable_file.h"
 #include "engine/app/data/batch_sampler.h"
@@ -191,7 +192,14 @@ void Trainer::check_folder_shared(Communicator& comm) const {
   const std::string token = broadcast_string(comm, folder_lock_ != nullptr ? folder_lock_->token() : "");
   on_every_rank(comm, [&] {
     if (comm.rank() == 0) return;
-    const std::string found = ckpt::find_shared_lock(folder, token);
+    // A network file system may show another node's new file (or its new contents) a few seconds
+    // late (attribute caching): looked for again before it counts as another folder.
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    std::string found = ckpt::find_shared_lock(folder, token);
+    while (!found.empty() && std::chrono::steady_clock::now() < give_up) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      found = ckpt::find_shared_lock(folder, token);
+    }
     if (found.empty()) return;
     std::error_code ec;
     const std::string here = std::filesystem::absolute(folder, ec).string();

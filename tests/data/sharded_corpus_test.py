@@ -162,6 +162,24 @@ def main():
                      "--set", "train.max_steps=1", "--set", "train.eval_batches=100", "--set", "checkpoint.every_steps=0")
     checks.check(p.returncode == 0 and "note: an evaluation reads" in p.stdout and "repeat a window" in p.stdout,
                  f"an evaluation larger than the validation split is noted ({p.stdout[-300:]} {p.stderr[-200:]})")
+    # ... in random order too; and a shard too short for a window, whose tokens nothing reads.
+    write_llmc(os.path.join(work, "short_000001.bin"), train[:20])
+    _, p = train_run("short_shard", 1, "--set", f"data.val_files={small_val}", "--set",
+                     f"data.train_files=[\"{shards}/shakespeare_train_*.bin\", \"{work}/short_000001.bin\"]",
+                     "--set", "train.max_steps=1", "--set", "train.eval_batches=1000", "--set", "checkpoint.every_steps=0")
+    checks.check(p.returncode == 0 and "so at least" in p.stdout and
+                 "note: 1 training shard(s) shorter than a window (33 tokens) are never read" in p.stdout and
+                 "short_000001.bin" in p.stdout,
+                 f"random order: the repeats and a shard shorter than a window are noted "
+                 f"({[line for line in p.stdout.splitlines() if line.startswith('data:')]})")
+
+    # A prepared dataset whose vocabulary is larger than the model's: named, not its first token past it.
+    p = subprocess.run([binary, "train", "--config", config, "--run-dir", os.path.join(work, "small_vocab"), "--set",
+                        f"data.dataset={prepared}", "--set", "model.vocab_size=60"],
+                       capture_output=True, text=True, timeout=120)
+    lines = p.stderr.strip().splitlines()
+    checks.check(p.returncode == 2 and len(lines) == 1 and "model.vocab_size = 60 is smaller than" in lines[0] and
+                 "vocab.json's vocabulary" in lines[0], f"a dataset's vocabulary past the model's is named ({lines})")
 
     # Refused at the start, in one line.
     for what, sets, fragments in [
@@ -173,6 +191,11 @@ def main():
          ["shakespeare_val_000000.bin", "pattern takes", "into training"]),
         ("a text file beside the shards", ["--set", f"data.train_files={work}/notes.txt"],
          ["notes.txt", "not a .bin file", "data.format"]),
+        ("one shard under two names", ["--set", f"data.train_files=[\"{shards}/shakespeare_train_*.bin\", "
+                                               f"\"{shards}/./shakespeare_train_000001.bin\"]"],
+         ["./shakespeare_train_000001.bin is listed twice (as", "shakespeare_train_000001.bin too: the same file)"]),
+        ("a pattern in a folder that does not exist", ["--set", f"data.train_files={work}/no_such_dir/train_*.bin"],
+         ["data.train_files", f"no folder {work}/no_such_dir"]),
     ]:
         with open(os.path.join(work, "notes.txt"), "w") as f:  # nanoGPT's input.txt beside its .bin files
             f.write("First Citizen:\nBefore we proceed any further, hear me speak.\n" * 50)

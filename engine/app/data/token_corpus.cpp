@@ -4,9 +4,11 @@
 
 #include <fmt/format.h>
 #include <glob.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <filesystem>
+#include <map>
 #include <set>
 
 #include "engine/base/core/check.h"
@@ -61,7 +63,16 @@ std::vector<std::string> expand_pattern(const std::string& pattern, const std::s
   if (rc == GLOB_NOMATCH || (rc == 0 && paths.empty())) {
     throw_input_error("{}: pattern '{}' matches no file", key, pattern);
   }
-  if (rc != 0) throw_input_error("{}: cannot read the folders of pattern '{}'", key, pattern);
+  if (rc != 0) {
+    // The folder before the first wildcard: a typo there is the usual cause, and says which.
+    const std::size_t wild = pattern.find_first_of("*?[");
+    const std::size_t slash = pattern.rfind('/', wild);
+    const std::string folder = slash == std::string::npos ? "." : slash == 0 ? "/" : pattern.substr(0, slash);
+    if (!std::filesystem::is_directory(folder, ec)) {
+      throw_input_error("{}: pattern '{}': no folder {}", key, pattern, folder);
+    }
+    throw_input_error("{}: cannot read the folders of pattern '{}'", key, pattern);
+  }
   std::sort(paths.begin(), paths.end());
   return paths;
 }
@@ -91,10 +102,18 @@ TokenCorpus TokenCorpus::open_shards(const std::vector<std::string>& patterns, T
                                      const std::string& key) {
   ZT_CHECK(!patterns.empty() && vocab_size > 0, "{} patterns, vocab {}", patterns.size(), vocab_size);
   std::vector<std::string> paths;
-  std::set<std::string> seen;
+  // One file under two names (./a.bin and a.bin, an absolute path beside a pattern, a symlink)
+  // would be read as two shards, drawn twice as often: the same file is the same device and inode.
+  std::map<std::pair<dev_t, ino_t>, std::string> seen_files;
+  std::set<std::string> seen_names;
   for (const std::string& pattern : patterns) {
     for (std::string& path : expand_pattern(pattern, key)) {
-      if (!seen.insert(path).second) throw_input_error("{}: {} is listed twice", key, path);
+      if (!seen_names.insert(path).second) throw_input_error("{}: {} is listed twice", key, path);
+      struct stat st {};
+      if (::stat(path.c_str(), &st) == 0) {
+        const auto [it, added] = seen_files.emplace(std::pair{st.st_dev, st.st_ino}, path);
+        if (!added) throw_input_error("{}: {} is listed twice (as {} too: the same file)", key, path, it->second);
+      }
       paths.push_back(std::move(path));
     }
   }

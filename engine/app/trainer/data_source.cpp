@@ -29,6 +29,16 @@ data::TokenFileFormat token_file_format(const DataConfig& d) {
 
 DataSource::DataSource(const RunConfig& c) {
   const DataConfig& d = c.data;
+  // A vocabulary larger than the model's: its ids past the model's would be unlearnable.
+  auto check_vocab_fits = [&] {
+    if (!vocab_ || vocab_->size() <= c.model.vocab_size) return;
+    throw_input_error("config error in {}: model.vocab_size = {} is smaller than {}'s vocabulary ({} tokens)",
+                      c.sources_of({"model.vocab_size", "data.vocab_file", "data.dataset"}), c.model.vocab_size,
+                      !d.vocab_file.empty()     ? d.vocab_file
+                      : d.dataset == "embedded" ? std::string("the embedded text")
+                                                : (fs::path(d.dataset) / "vocab.json").string(),
+                      vocab_->size());
+  };
   data::parse_sample_order(d.order, &order_);
   seed_ = c.train.seed;
   if (!d.vocab_file.empty()) vocab_ = data::Vocab::load(d.vocab_file);
@@ -90,6 +100,7 @@ DataSource::DataSource(const RunConfig& c) {
       }
       if (!vocab_) vocab_ = std::move(own);
     }
+    check_vocab_fits();  // before the token files, whose first id past the model's would be named instead
     open_files(c, (dir / "train.bin").string(), (dir / "val.bin").string());
     description_ = fmt::format("prepared dataset {}", d.dataset);
   }
@@ -112,14 +123,7 @@ DataSource::DataSource(const RunConfig& c) {
   } else if (vocab_) {
     text_ = data::TokenText(*vocab_);
   }
-  if (vocab_ && vocab_->size() > c.model.vocab_size) {
-    throw_input_error("config error in {}: model.vocab_size = {} is smaller than {}'s vocabulary ({} tokens)",
-                      c.sources_of({"model.vocab_size", "data.vocab_file", "data.dataset"}), c.model.vocab_size,
-                      !d.vocab_file.empty()     ? d.vocab_file
-                      : d.dataset == "embedded" ? std::string("the embedded text")
-                                                : (fs::path(d.dataset) / "vocab.json").string(),
-                      vocab_->size());
-  }
+  check_vocab_fits();
   // The training split's token counts, once: the unigram entropy's and the check below's.
   // ZT_TEST_ENTROPY_SAMPLE_TOKENS (docs/config.md, "Testing hooks"): a small corpus sampled as a
   // large one is, so a test's bad token lies outside the sample and is met by a step.
@@ -153,7 +157,7 @@ DataSource::DataSource(const RunConfig& c) {
     }
   }
   description_ += fmt::format("; train: {}; val: {}; {} windows", train_->describe(), val_->describe(), d.order);
-  if (order_ == data::SampleOrder::kSequential) {  // a split smaller than what one read asks: said, not hidden
+  {  // a split smaller than what one read asks: said, not hidden (in random order, at least that many)
     const std::int64_t evaluated = std::int64_t{c.train.eval_batches} * c.train.micro_batch;
     const std::int64_t stepped = std::int64_t{c.train.micro_batch} * c.train.grad_accum * c.world_size;
     for (const auto& [what, split, asked] :
@@ -161,9 +165,21 @@ DataSource::DataSource(const RunConfig& c) {
       const std::int64_t held = split->window_count(order_, c.train.seq_len);
       if (asked > held) {
         description_ +=
-            fmt::format("; note: {} reads {} windows of a split of {}, so {} of those reads repeat a window", what,
-                        asked, held, asked - held);
+            fmt::format("; note: {} reads {} windows of a split of {}, so {}{} of those reads repeat a window", what,
+                        asked, held, order_ == data::SampleOrder::kRandom ? "at least " : "", asked - held);
       }
+    }
+  }
+  // Shards too short for one window hold tokens no step or evaluation reads.
+  for (const auto& [name, split] : {std::pair{"training", &*train_}, std::pair{"validation", &*val_}}) {
+    std::vector<std::string> unread;
+    for (int i = 0; i < split->shard_count(); ++i) {
+      if (split->shard_tokens(i).size() <= c.train.seq_len) unread.push_back(split->shard_name(i));
+    }
+    if (!unread.empty()) {
+      description_ +=
+          fmt::format("; note: {} {} shard(s) shorter than a window ({} tokens) are never read ({}{})", unread.size(),
+                      name, c.train.seq_len + 1, unread.front(), unread.size() > 1 ? ", ..." : "");
     }
   }
   if (!d.choice_file.empty()) {

@@ -135,6 +135,24 @@ def main():
         check(mem.returncode == 0 and json.loads(mem.stdout)["checkpoint_staging_bytes"] == rank0,
               f"{what}: zerotrain memory --json predicts the same staging")
 
+        # A kill between a synchronous save's commit and its record (no checkpoint_started there):
+        # the log records the save before it, so it is this run's, kept, and the record recovered.
+        name = f"{what}: a synchronous save's record lost"
+        lost = os.path.join(work, "sync_lost")
+        shutil.copytree(sync_dir, lost)
+        log = os.path.join(lost, "metrics.jsonl")
+        with open(log) as f:
+            kept_lines = [line for line in f if json.loads(line)["type"] != "summary" and
+                          not ('"type":"checkpoint"' in line and json.loads(line)["step"] == 8)]
+        with open(log, "w") as f:
+            f.writelines(kept_lines)
+        p = run(deep_merge(base, {"train": {"max_steps": 9}}), lost, ["--resume", "latest"])
+        step8 = [r for r in records(lost, "checkpoint") if r["step"] == 8]
+        check(p.returncode == 0 and "another run's log" not in p.stdout and
+              not [n for n in os.listdir(lost) if n.startswith("metrics.") and n != "metrics.jsonl"] and
+              len(step8) == 1 and "recovered" in step8[0],
+              f"{name}: the log is kept as this run's and step 8's record recovered ({step8}; {p.stdout[-300:]})")
+
     # kill -9 while step 4's save is written in the background (each write held 1.5 s).
     name = f"{what}: kill -9 during the background write of step 4"
     run_dir = os.path.join(work, "killed")

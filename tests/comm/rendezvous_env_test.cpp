@@ -153,13 +153,15 @@ TEST_F(RendezvousEnv, TheJobIsNamedByItsLauncher) {
   set("ZT_RENDEZVOUS", "tcp:node-001:29500");
   EXPECT_EQ(rendezvous_from_env(launch).job, "");
   set("TORCHELASTIC_RUN_ID", "abc");
-  EXPECT_EQ(rendezvous_from_env(launch).job, "torchrun:abc");
   set("SLURM_JOB_ID", "4242");
-  EXPECT_EQ(rendezvous_from_env(launch).job, "slurm:4242");
   set("SLURM_STEP_ID", "0");
-  EXPECT_EQ(rendezvous_from_env(launch).job, "slurm:4242.0");
+  // Launched by hand (ZT_RANK): a Slurm or torchrun name in one rank's shell is not the job's.
+  EXPECT_EQ(rendezvous_from_env(launch).job, "");
+  EXPECT_EQ(rendezvous_from_env(LaunchInfo{1, 4, 1, "torchrun"}).job, "torchrun:abc");
+  EXPECT_EQ(rendezvous_from_env(LaunchInfo{1, 4, 1, "Slurm"}).job, "slurm:4242");  // any step: one per rank
   set("ZT_JOB_ID", "mine");
   EXPECT_EQ(rendezvous_from_env(launch).job, "mine");
+  EXPECT_EQ(rendezvous_from_env(LaunchInfo{1, 4, 1, "Slurm"}).job, "mine");
 }
 
 // ZT_RANK left in a shell and mpirun's own rank: refused, naming both, rather than every rank of
@@ -176,6 +178,10 @@ TEST_F(RendezvousEnv, ZtVariablesContradictingMpiAreRefused) {
   set("ZT_RANK", "1");
   set("ZT_WORLD_SIZE", "2");
   EXPECT_EQ(detect_launch().rank, 1);
+  set("PMI_RANK", "1");  // half-set: no launch to hold ZT_RANK against
+  EXPECT_EQ(detect_launch().rank, 1);
+  set("PMIX_RANK", "0");  // srun --mpi=pmix: the rank alone
+  EXPECT_NE(input_error([] { detect_launch(); }).find("ZT_RANK=1 disagrees with PMIX_RANK=0"), std::string::npos);
 }
 
 TEST_F(RendezvousEnv, MalformedMethodsNameTheVariable) {

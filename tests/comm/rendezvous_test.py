@@ -109,18 +109,18 @@ def check_file_and_tcp(report, binary, work):
 
 
 def check_two_jobs(report, binary, work):
-    """Two 2-rank jobs on one port, each named (as Slurm's SLURM_JOB_ID names a batch job): job B's
+    """Two 2-rank jobs on one port, each named (ZT_JOB_ID, as Slurm names the ranks it starts): job B's
     rank 1 is there before job A's, when A's rank 0 listens, and B's rank 0 comes after A has
     finished. Each job's ranks must get their own rank 0's blob, not the other job's."""
     port = free_port()
     spec = f"tcp:127.0.0.1:{port}"
-    b1 = Probe(binary, 1, 2, spec, SLURM_JOB_ID="1002", ZT_RENDEZVOUS_TIMEOUT=30)
+    b1 = Probe(binary, 1, 2, spec, ZT_JOB_ID="job-b", ZT_RENDEZVOUS_TIMEOUT=30)
     time.sleep(0.5)
-    a0 = Probe(binary, 0, 2, spec, SLURM_JOB_ID="1001", ZT_RENDEZVOUS_TIMEOUT=30)
+    a0 = Probe(binary, 0, 2, spec, ZT_JOB_ID="job-a", ZT_RENDEZVOUS_TIMEOUT=30)
     time.sleep(1.0)  # B's rank 1 knocks on A's rank 0 meanwhile
-    a1 = Probe(binary, 1, 2, spec, SLURM_JOB_ID="1001", ZT_RENDEZVOUS_TIMEOUT=30)
+    a1 = Probe(binary, 1, 2, spec, ZT_JOB_ID="job-a", ZT_RENDEZVOUS_TIMEOUT=30)
     a = {0: a0.finish(), 1: a1.finish()}
-    b0 = Probe(binary, 0, 2, spec, SLURM_JOB_ID="1002", ZT_RENDEZVOUS_TIMEOUT=30)
+    b0 = Probe(binary, 0, 2, spec, ZT_JOB_ID="job-b", ZT_RENDEZVOUS_TIMEOUT=30)
     b = {0: b0.finish(), 1: b1.finish()}
     a_blob = {p.out for p in a.values()}
     report.check(all(p.rc == 0 for p in [*a.values(), *b.values()]) and blobs_agree([p.out for p in a.values()], 2) and

@@ -120,6 +120,12 @@ TEST(ResumeData, TheSameFilesInAnotherOrderAreAChange) {
   EXPECT_EQ(
       moved_and_changed[0],
       "data file /e/b.bin (saved as d/b.bin): 200 bytes, fingerprint 00000002 -> 300 bytes, fingerprint 00000002");
+  // Two files of equal contents moved, one of them changed: paired by name, that one change.
+  const nlohmann::json same = nlohmann::json::array({data_file("d/a.bin", 100, 1), data_file("d/b.bin", 100, 1)});
+  const std::vector<std::string> twins =
+      data_changes(same, nlohmann::json::array({data_file("/e/b.bin", 100, 1), data_file("/e/a.bin", 100, 7)}));
+  ASSERT_EQ(twins.size(), 1u);
+  EXPECT_TRUE(twins[0].starts_with("data file /e/a.bin (saved as d/a.bin)")) << twins[0];
   // A file another run reads instead: one not read before, one no longer read.
   EXPECT_EQ(data_changes(saved, nlohmann::json::array({a, data_file("d/c.bin", 300, 3)})).size(), 2u);
 }

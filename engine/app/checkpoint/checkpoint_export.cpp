@@ -56,7 +56,7 @@ void read_tensor(const CheckpointReader& reader, const TensorParts& t, bool stor
   }
 }
 
-// An export's files, written under temporary names (FILE.tmp) and moved into place together once
+// An export's files, written under temporary names (staging_path: FILE.tmp) and moved into place together once
 // every one is complete and on disk: an export that fails part way (a damaged checkpoint met at
 // its tenth tensor, a full disk) leaves the destination as it was, an earlier export in it whole,
 // and no .tmp behind. The renames themselves are one at a time: export_hf removes the earlier

@@ -36,7 +36,8 @@ class FileHandle {
 
 // fsync of a directory, so the entries created or renamed in it survive a power loss.
 void sync_dir(const std::string& dir);
-// Writes `text` to path via path.tmp: write, fsync, rename, fsync the directory.
+// Writes `text` to path via its staging file (staging_path: path.tmp within NAME_MAX): write,
+// fsync, rename, fsync the directory.
 void write_file_atomically(const std::string& path, const std::string& text);
 // Where a file replaced by a rename must be renamed to so that a symlink stays a symlink: the file
 // `path` names through its link (made canonical), or `path` itself. InputError naming `what` when

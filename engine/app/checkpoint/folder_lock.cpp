@@ -169,13 +169,16 @@ void check_folder_lock_still_held(const std::string& folder) {
 }
 
 std::string find_shared_lock(const std::string& folder, const std::string& token) {
-  std::error_code ec;
-  if (!fs::is_directory(folder, ec)) return "no such folder";
+  // The file opened first: on NFS an open revalidates its name, where a stat of the folder may be
+  // answered from a cache made before rank 0 created it.
   const std::string text = read_text((fs::path(folder) / "LOCK").string());
-  if (text.empty()) return "no lock file in it";
+  std::error_code ec;
+  if (text.empty()) return fs::is_directory(folder, ec) ? "no lock file in it" : "no such folder";
   if (text.find(token) != std::string::npos) return "";
   return "another lock: " + describe(nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false));
 }
+
+bool token_from_this_host(const std::string& token) { return token.starts_with(host_name() + ":"); }
 
 FolderLock::FolderLock(const std::string& folder, const std::string& run_dir, LockedFolder kind) {
   const bool run = kind == LockedFolder::kRunDirectory;

@@ -30,9 +30,11 @@ enum class LockedFolder { kCheckpointFolder, kRunDirectory };
 
 // Where another rank, given the token of rank 0's lock on checkpoint folder `folder` (as this
 // rank's path reads), finds it: "" when the LOCK there is that one (the folder is the same one,
-// shared); otherwise what it finds instead ("no such folder", "no lock file", "another process's
-// lock: ..."), for the message that refuses the run before its first step.
+// shared); otherwise what it finds instead ("no such folder", "no lock file in it", "another lock:
+// ..."), for the message that refuses the run before its first step.
 std::string find_shared_lock(const std::string& folder, const std::string& token);
+// Whether a lock token was made on this host (no network file system's cache between the two then).
+bool token_from_this_host(const std::string& token);
 
 class FolderLock {
  public:

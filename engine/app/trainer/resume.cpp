@@ -167,7 +167,7 @@ std::vector<std::string> trajectory_changes(const nlohmann::json& saved, int sav
     if (min_lr_derived) {
       change += fmt::format(" (its default, optim.lr / 10; set optim.min_lr = {} to keep the saved schedule)",
                             saved_min_lr.dump());
-    } else if (saved_min_lr_default) {
+    } else if (saved_min_lr_default && saved_lr == at(current, "optim", "lr")) {  // unset then gives it again
       change +=
           " (the saved run's is its default, optim.lr / 10 in single precision: leave optim.min_lr unset to keep it)";
     }

@@ -74,13 +74,20 @@ RunProgress start_run(TrainerState& s, const std::string& resume_checkpoint, boo
   const std::string saved_id =
       m.extra.contains("save_id") && m.extra["save_id"].is_string() ? m.extra["save_id"].get<std::string>() : "";
   // The log is this trajectory's if it records the checkpoint's save (its save_id, in the save's
-  // checkpoint or checkpoint_started record), or, for a checkpoint from before save ids, a record
-  // of its step (every step logs one before its save). Otherwise it is another trajectory's (a fresh
-  // run's, started in this directory after that checkpoint's run): kept aside too, not continued
-  // as if it were this run's history.
+  // checkpoint or checkpoint_started record), or the save before it and a record of its step (a
+  // kill between a synchronous save's commit and its record), or, for a checkpoint from before
+  // save ids, a record of its step (every step logs one before its save). Otherwise it is another
+  // trajectory's (a fresh run's, started in this directory after that checkpoint's run): kept
+  // aside too, not continued as if it were this run's history.
+  const std::string previous_id = m.extra.contains("previous_save_id") && m.extra["previous_save_id"].is_string()
+                                      ? m.extra["previous_save_id"].get<std::string>()
+                                      : "";
   const bool log_is_ours =
       !s.metrics || run.start_step == 0 ||
-      (saved_id.empty() ? s.metrics->has_record("", run.start_step) : s.metrics->has_value("save_id", saved_id));
+      (saved_id.empty() ? s.metrics->has_record("", run.start_step)
+                        : s.metrics->has_value("save_id", saved_id) ||
+                              (!previous_id.empty() && s.metrics->has_value("save_id", previous_id) &&
+                               s.metrics->has_record("", run.start_step)));
   if (!log_is_ours) {
     s.metrics->start_afresh();
     if (!s.metrics->set_aside().empty()) {

@@ -260,11 +260,14 @@ std::vector<std::string> data_changes(const nlohmann::json& saved, const nlohman
       }
     }
   };
-  pair_by([&](const nlohmann::json& a, const nlohmann::json& b) { return path_of(a) == path_of(b); });
-  pair_by(same_contents);
-  pair_by([&](const nlohmann::json& a, const nlohmann::json& b) {
+  auto same_name = [&](const nlohmann::json& a, const nlohmann::json& b) {
     return std::filesystem::path(path_of(a)).filename() == std::filesystem::path(path_of(b)).filename();
-  });
+  };
+  pair_by([&](const nlohmann::json& a, const nlohmann::json& b) { return path_of(a) == path_of(b); });
+  // Moved: its contents and its name first, so that two files of equal contents pair by name.
+  pair_by([&](const nlohmann::json& a, const nlohmann::json& b) { return same_contents(a, b) && same_name(a, b); });
+  pair_by(same_contents);
+  pair_by(same_name);
   for (std::size_t i = 0; i < now.size(); ++i) {
     const std::string path = path_of(now[i]);
     if (match[i] < 0) {

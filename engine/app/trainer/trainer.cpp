@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -190,24 +191,38 @@ void Trainer::check_folder_shared(Communicator& comm) const {
   // otherwise train until their first save fails, the steps since the last checkpoint lost.
   const std::string folder = config_.checkpoint.folder_for(run_dir_);
   const std::string token = broadcast_string(comm, folder_lock_ != nullptr ? folder_lock_->token() : "");
+  ZT_CHECK(!token.empty(), "rank 0 holds no lock on checkpoint folder {}", folder);
   on_every_rank(comm, [&] {
     if (comm.rank() == 0) return;
-    // A network file system may show another node's new file (or its new contents) a few seconds
-    // late (attribute caching): looked for again before it counts as another folder.
-    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    // A network file system may show another node's new file (or its new contents) late (attribute
+    // caching, up to 30 s by NFS's defaults): looked for again, the folders above listed first so
+    // that their cached entries are revalidated, before it counts as another folder; within half
+    // the collective timeout rank 0 waits under.
+    const double wait_s =
+        ckpt::token_from_this_host(token) ? 0.0 : std::min(45.0, config_.train.collective_timeout_s / 2);
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::duration<double>(wait_s);
     std::string found = ckpt::find_shared_lock(folder, token);
     while (!found.empty() && std::chrono::steady_clock::now() < give_up) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+      std::error_code ec;
+      for (std::filesystem::path p = std::filesystem::absolute(folder, ec); !ec && p.has_relative_path();
+           p = p.parent_path()) {
+        for (std::filesystem::directory_iterator it(p.parent_path(), ec), end; !ec && it != end; it.increment(ec)) {}
+      }
       found = ckpt::find_shared_lock(folder, token);
     }
     if (found.empty()) return;
     std::error_code ec;
     const std::string here = std::filesystem::absolute(folder, ec).string();
+    const bool saves_only_on_signal = config_.checkpoint.every_steps == 0 && !config_.checkpoint.at_end;
     throw_input_error(
         "checkpoint folder {} ({} on this rank's host) is not the one rank 0 locked ({}): every rank writes its "
         "own file into it, so all ranks must reach one folder (a shared file system; a relative path is read from "
-        "each rank's working directory)",
-        folder, ec ? folder : here, found);
+        "each rank's working directory){}",
+        folder, ec ? folder : here, found,
+        saves_only_on_signal ? "; this run saves only on a stop signal: checkpoint.save_on_signal = false runs it "
+                               "without a checkpoint folder"
+                             : "");
   });
 }
 

@@ -103,9 +103,9 @@ struct RunProgress {
   int profiled_steps = 0;                         // log.profile_ops: steps timed, the first (warm-up) discarded
   int last_saved_step = -1;                       // the last checkpoint this run saved, and where
   std::string last_saved_path;
-  // The save_id of the checkpoint this trajectory last saved or resumed from ("" for none, or one
-  // from before save ids): the next save records it as its previous_save_id, so a folder's
-  // resolution can tell a save that continues `latest` from another trajectory's (checkpoint_folder.h).
+  // The lineage id of the checkpoint this trajectory last saved or resumed from (its save_id, or
+  // "crc32:..." for one from before save ids; "" for none): the next save records it as its previous_save_id, so a
+  // folder's resolution can tell a save that continues `latest` from another trajectory's (checkpoint_folder.h).
   std::string last_save_id;
   // A resume at a step whose evaluation or sample the saved run never logged (it stopped on a
   // signal, or was killed, between the save and them): made before the first step.

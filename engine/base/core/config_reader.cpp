@@ -118,14 +118,15 @@ std::string preview_json(const nlohmann::json& value, int depth) {
 void ConfigReader::fail_type(const std::string& key, const char* expected, const nlohmann::json& got) const {
   const std::string source = source_of(key);
   // A --set value is read as JSON first (--set log.run_dir=2024 is the number 2024): say how to
-  // write it as text.
-  const bool text_wanted = std::string_view(expected).starts_with("a string");
-  const std::string hint = text_wanted && source != file_ && (got.is_number() || got.is_boolean() || got.is_null())
-                               ? fmt::format(
-                                     " (a --set value is read as JSON; for the text, quote it: --set "
-                                     "'{}=\"{}\"')",
-                                     dotted(key), got.dump())
-                               : "";
+  // write it as text, in the user's own spelling.
+  std::string hint;
+  const auto own = overrides_ != nullptr ? overrides_->find(dotted(key)) : OverrideSources::const_iterator{};
+  if (std::string_view(expected).starts_with("a string") && overrides_ != nullptr && own != overrides_->end() &&
+      (got.is_number() || got.is_boolean() || got.is_null())) {
+    const std::string text = own->second.substr(own->second.find('=') + 1);
+    hint =
+        fmt::format(" (a --set value is read as JSON; for the text, quote it: --set '{}=\"{}\"')", dotted(key), text);
+  }
   throw_input_error("config error in {}: key '{}' must be {} (got {}){}", source, dotted(key), expected,
                     preview_json(got), hint);
 }

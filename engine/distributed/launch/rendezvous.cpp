@@ -110,14 +110,23 @@ LaunchInfo detect_launch() {
     // shell from a launch by hand would give every rank of an mpirun the same rank and GPU.
     if (&vars == &kLaunchers[0]) {
       for (const LauncherVars* mpi : {&kLaunchers[1], &kLaunchers[3]}) {  // OpenMPI, PMI
-        const std::optional<LaunchInfo> other = read_launcher(*mpi);
+        std::optional<LaunchInfo> other;
+        try {
+          other = read_launcher(*mpi);
+        } catch (const InputError&) {  // half-set or malformed: not a launch to hold ZT_RANK against
+        }
         if (other && (other->rank != info->rank || other->world_size != info->world_size)) {
           throw_input_error(
-              "{}={} and {}={} disagree with {}'s {}={} and {}={} (left in the environment from a launch by hand? "
-              "unset them)",
+              "{}={} and {}={} disagree with {}'s {}={} and {}={} (ZT_ variables left in the environment from a "
+              "launch by hand? unset them, or the MPI launcher's where it only starts the processes that set them)",
               vars.rank, info->rank, vars.world, info->world_size, mpi->source, mpi->rank, other->rank, mpi->world,
               other->world_size);
         }
+      }
+      if (const char* pmix = env("PMIX_RANK");
+          pmix != nullptr && parse_count(pmix) >= 0 && parse_count(pmix) != info->rank) {  // srun --mpi=pmix
+        throw_input_error("{}={} disagrees with PMIX_RANK={} (ZT_ variables left in the environment? unset them)",
+                          vars.rank, info->rank, pmix);
       }
     }
     return *info;
@@ -200,12 +209,13 @@ RendezvousOptions rendezvous_from_env(const LaunchInfo& launch) {
       throw_input_error("ZT_RENDEZVOUS_TIMEOUT='{}' is not a positive number of seconds", timeout);
     }
   }
+  // The launcher that gave the ranks names the job (a rank 0 in an salloc shell and others started
+  // over ssh share no Slurm job id, but were launched by hand, by ZT_RANK: no job name then).
   if (const char* job = env("ZT_JOB_ID")) {
     options.job = job;
-  } else if (const char* slurm = env("SLURM_JOB_ID")) {
-    const char* step = env("SLURM_STEP_ID");
-    options.job = fmt::format("slurm:{}{}{}", slurm, step != nullptr ? "." : "", step != nullptr ? step : "");
-  } else if (const char* run = env("TORCHELASTIC_RUN_ID")) {
+  } else if (const char* slurm = env("SLURM_JOB_ID"); slurm != nullptr && launch.source == "Slurm") {
+    options.job = fmt::format("slurm:{}", slurm);  // not the step: one srun per rank is one job
+  } else if (const char* run = env("TORCHELASTIC_RUN_ID"); run != nullptr && launch.source == "torchrun") {
     options.job = fmt::format("torchrun:{}", run);
   }
   // MPI's own variables, not the launcher's: srun without PMI sets Slurm's, and MPI would then

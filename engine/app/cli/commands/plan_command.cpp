@@ -59,7 +59,6 @@ double parse_positive(const ArgParser& p, const std::string& flag, double fallba
   return v;
 }
 
-// "zero.stage=3" -> "zero.stage": the key of a --set entry.
 // A step time in the unit that keeps it readable: a CPU profile ranking a large model gives steps of
 // minutes or hours, which in ms are seven-digit numbers nobody reads as such.
 std::string format_duration(double seconds) {
@@ -69,6 +68,7 @@ std::string format_duration(double seconds) {
   return fmt::format("{:.1f}h", seconds / 3600);
 }
 
+// "zero.stage=3" -> "zero.stage": the key of a --set entry.
 std::string key_of(const std::string& set) { return set.substr(0, set.find('=')); }
 
 // Where the profile's times come from another kind of device than the config runs on: its step

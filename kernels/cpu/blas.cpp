@@ -4,13 +4,19 @@
 #include <dlfcn.h>
 #include <fmt/format.h>
 #include <omp.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <cctype>
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <mutex>
+#include <string>
 #include <string_view>
+#include <thread>
 
 #include "engine/base/core/check.h"
 
@@ -54,6 +60,51 @@ const char* detect_core_type() {
   return nullptr;
 }
 
+// [Note: OpenBLAS's start-up under an address-space limit]
+// OpenBLAS's start-up runs inside dlopen (a library constructor) and maps a buffer per thread; under
+// a low `ulimit -v` it retries the failed mmap forever, at full CPU, ignoring a stop request (which
+// waits for a step boundary that never comes). A watchdog ends the process after kStartUpSeconds
+// with one line naming the limit instead.
+class StartUpWatchdog {
+ public:
+  static constexpr int kStartUpSeconds = 30;
+  StartUpWatchdog()
+      : thread_([this] {
+          std::unique_lock lock(mu_);
+          // ZT_TEST_BLAS_STARTUP_S (docs/config.md, "Testing hooks"): a shorter wait, for a test.
+          const char* hook = std::getenv("ZT_TEST_BLAS_STARTUP_S");
+          const int seconds = hook != nullptr && std::atoi(hook) > 0 ? std::atoi(hook) : kStartUpSeconds;
+          if (cv_.wait_for(lock, std::chrono::seconds(seconds), [this] { return done_; })) return;
+          rlimit limit{};
+          const bool limited = getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY;
+          const std::string text = fmt::format(
+              "zerotrain: error: OpenBLAS's start-up has not returned after {} s{}\n", seconds,
+              limited ? fmt::format(": under an address-space limit of {} MiB (ulimit -v), which its per-thread "
+                                    "buffers do not fit, it retries without end; raise the limit",
+                                    limit.rlim_cur >> 20)
+                      : " (a hang inside the library)");
+          std::fputs(text.c_str(), stderr);
+          std::fflush(stderr);
+          std::_Exit(1);
+        }) {}
+  ~StartUpWatchdog() {
+    {
+      std::lock_guard lock(mu_);
+      done_ = true;
+    }
+    cv_.notify_one();
+    thread_.join();
+  }
+  StartUpWatchdog(const StartUpWatchdog&) = delete;
+  StartUpWatchdog& operator=(const StartUpWatchdog&) = delete;
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::thread thread_;  // last: started once the members it reads exist
+};
+
 bool same_name(std::string_view a, std::string_view b) {
   return std::equal(a.begin(), a.end(), b.begin(), b.end(), [](char x, char y) {
     return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
@@ -77,16 +128,21 @@ Blas& load_blas() {
                                 "/usr/lib/x86_64-linux-gnu/openblas-openmp/libopenblas.so.0", "libopenblas.so.0",
                                 "libopenblas.so"};
     void* handle = nullptr;
-    for (const char* path : candidates) {
-      if (path == nullptr || *path == '\0') continue;
-      handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-      if (handle != nullptr) {
-        blas.info.library_path = path;
-        break;
+    std::string first_error;
+    {
+      const StartUpWatchdog watchdog;
+      for (const char* path : candidates) {
+        if (path == nullptr || *path == '\0') continue;
+        handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+        if (handle != nullptr) {
+          blas.info.library_path = path;
+          break;
+        }
+        if (first_error.empty()) first_error = dlerror();
       }
     }
-    if (handle == nullptr) {
-      throw_runtime_error("cannot load OpenBLAS (libopenblas.so.0): run tools/setup.sh to install libopenblas-dev");
+    if (handle == nullptr) {  // not installed, or a limit (ulimit -v, -n) that its load met
+      throw_runtime_error("cannot load OpenBLAS ({}): tools/setup.sh installs libopenblas-dev", first_error);
     }
     blas.sgemm = reinterpret_cast<SgemmFn>(dlsym(handle, "cblas_sgemm"));
     blas.set_threads = reinterpret_cast<SetThreadsFn>(dlsym(handle, "openblas_set_num_threads"));

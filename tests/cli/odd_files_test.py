@@ -8,6 +8,8 @@ as named, never a hang (every command runs under a timeout) or a replaced file:
   * metrics.jsonl kept elsewhere through a symlink: a resume that drops records rewrites the
     linked file, and the link stays; ckpt export --format llmc --out a symlink writes its target;
   * ckpt export --out a name of NAME_MAX bytes (staged under a shorter name than its own + .tmp);
+  * a file-size limit (ulimit -f) met by an export or a prepare: one line, exit 1, nothing left,
+    an earlier dataset whole; an address-space limit (ulimit -v) OpenBLAS cannot start under: named;
   * ckpt export --format hf into a folder whose config.json is not a Hugging Face model's, and
     train --run-dir a Hugging Face export: refused, their files untouched;
   * a config file named "...json": its default run directory is runs/run, not runs/.. (the
@@ -22,6 +24,7 @@ usage: odd_files_test.py PATH/TO/zerotrain
 """
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -149,6 +152,41 @@ def main():
     p = run("ckpt", "export", os.path.join(base, "checkpoints"), "--format", "llmc", "--out", longest)
     check(p.returncode == 0 and os.path.getsize(longest) > 0 and not [n for n in os.listdir(work) if ".tmp" in n],
           f"ckpt export --out a name of NAME_MAX bytes writes it, nothing staged left ({(p.stdout + p.stderr)[-200:]})")
+
+    # A file-size limit (ulimit -f): SIGXFSZ would end the process with a core and no word. The write
+    # fails instead, in one line, nothing left; a prepare over an earlier dataset leaves it whole
+    # (not its new vocabulary beside the old tokens, which trained and sampled garbage).
+    def limited(args, max_bytes):
+        return subprocess.run([binary, *args], capture_output=True, text=True, timeout=60,
+                              preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (max_bytes, max_bytes)))
+    p = limited(["ckpt", "export", os.path.join(base, "checkpoints"), "--format", "llmc", "--out",
+                 os.path.join(work, "capped.bin")], 20000)
+    lines = [line for line in p.stderr.splitlines() if line.strip()]
+    check(p.returncode == 1 and len(lines) == 1 and "File too large" in lines[0] and
+          not [n for n in os.listdir(work) if n.startswith("capped")],
+          f"an export past ulimit -f: one line, exit 1, nothing left ({p.returncode}, {lines})")
+    # An address-space limit (ulimit -v) OpenBLAS's start-up buffers do not fit: it retries without
+    # end inside its load; the watchdog (here after 2 s) ends the process naming the limit.
+    started = time.time()
+    p = subprocess.run([binary, "version"], capture_output=True, text=True, timeout=60,
+                       env={**os.environ, "ZT_TEST_BLAS_STARTUP_S": "2"},
+                       preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (350 << 20, 350 << 20)))
+    lines = [line for line in p.stderr.splitlines() if line.strip()]
+    # (Where this machine's OpenBLAS starts within the limit, version just runs: nothing to name.)
+    check((p.returncode == 0 or (p.returncode == 1 and lines and "OpenBLAS's start-up has not returned after 2 s" in
+                                 lines[-1] and "ulimit -v" in lines[-1])) and time.time() - started < 30,
+          f"OpenBLAS's start-up under a low ulimit -v ends with one line naming the limit ({p.returncode}, {lines})")
+    text = os.path.join(work, "corpus.txt")
+    with open(text, "w") as f:
+        f.write("to be or not to be, that is the question\n" * 2000)
+    dataset = os.path.join(work, "dataset")
+    first = run("prepare", "--text", text, "--out", dataset)
+    before = {n: open(os.path.join(dataset, n), "rb").read() for n in ("vocab.json", "train.bin", "val.bin")}
+    p = limited(["prepare", "--text", text, "--out", dataset, "--level", "byte"], 30000)
+    after = {n: open(os.path.join(dataset, n), "rb").read() for n in ("vocab.json", "train.bin", "val.bin")}
+    check(first.returncode == 0 and p.returncode == 1 and "File too large" in p.stderr and after == before and
+          sorted(os.listdir(dataset)) == ["train.bin", "val.bin", "vocab.json"],
+          f"a prepare failing part way over an earlier dataset leaves it whole ({p.returncode}, {p.stderr.strip()})")
 
     project = os.path.join(work, "project")
     os.makedirs(project)

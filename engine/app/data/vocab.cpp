@@ -6,7 +6,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -155,13 +157,14 @@ void Vocab::save(const std::string& path) const {
   const std::string tmp = staging_path(path);
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw_runtime_error("{}: cannot open for writing", tmp);
+    if (!out) throw_runtime_error("{}: cannot open for writing: {}", tmp, std::strerror(errno));
     out << j.dump(1) << "\n";
     out.flush();
     if (!out) {
+      const int err = errno;
       out.close();
       std::remove(tmp.c_str());  // no partial .tmp left behind
-      throw_runtime_error("{}: write failed (disk full?)", tmp);
+      throw_runtime_error("{}: write failed: {}", tmp, std::strerror(err));
     }
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {

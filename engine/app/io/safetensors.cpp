@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -72,7 +73,7 @@ void SafetensorsWriter::write(const std::string& path) const {
   const std::string tmp = staging_path(path);
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw_runtime_error("cannot open '{}' for writing", tmp);
+    if (!out) throw_runtime_error("cannot open '{}' for writing: {}", tmp, std::strerror(errno));
     const std::uint64_t n = text.size();
     out.write(reinterpret_cast<const char*>(&n), sizeof(n));  // x86-64 is little-endian
     out.write(text.data(), static_cast<std::streamsize>(text.size()));
@@ -81,9 +82,10 @@ void SafetensorsWriter::write(const std::string& path) const {
     }
     out.flush();
     if (!out) {
+      const int err = errno;
       out.close();
       std::remove(tmp.c_str());  // no partial .tmp left behind
-      throw_runtime_error("write to '{}' failed (disk full?)", tmp);
+      throw_runtime_error("write to '{}' failed: {}", tmp, std::strerror(err));
     }
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {

@@ -78,7 +78,7 @@ void MetricsLog::write(const nlohmann::json& record) {
   // U+FFFD (what Hugging Face's decode gives), not a reason to end the run.
   const std::string line = record.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   if (std::fwrite(line.data(), 1, line.size(), file_) != line.size() || std::fflush(file_) != 0) {
-    throw_runtime_error("write to metrics file '{}' failed (disk full?)", path_);
+    throw_runtime_error("write to metrics file '{}' failed: {}", path_, std::strerror(errno));
   }
 }
 
@@ -156,8 +156,9 @@ int MetricsLog::drop_records_after_step(std::int64_t step) {
     written = written && std::fflush(out) == 0 && ::fsync(fileno(out)) == 0;
     written = std::fclose(out) == 0 && written;
     if (!written) {
+      const int err = errno;
       std::remove(temp.c_str());
-      throw_runtime_error("cannot rewrite metrics file '{}' (disk full?)", temp);
+      throw_runtime_error("cannot rewrite metrics file '{}': {}", temp, std::strerror(err));
     }
     std::error_code ec;
     std::filesystem::rename(temp, target, ec);

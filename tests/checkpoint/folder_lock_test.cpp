@@ -11,6 +11,7 @@
 #include <fstream>
 
 #include "engine/app/checkpoint/folder_lock.h"
+#include "engine/base/core/check.h"
 #include "tests/checkpoint/temp_folder_test.h"
 
 namespace zt::ckpt {
@@ -51,6 +52,23 @@ TEST_F(HeldFolderLock, AnUnreadableOrVanishedFileIsNotAnotherRunsLock) {
   std::ofstream(lock.path()) << "not json\n";
   EXPECT_EQ(lock.lost_to(), "");
   EXPECT_EQ(lock.lost_now(), "");
+}
+
+// The checkpoint folder removed by hand under a running run (its lock with it): the heartbeat makes
+// the lock again, so a second run on the folder is still refused rather than let in beside it.
+TEST_F(HeldFolderLock, ALockRemovedWithItsFolderIsMadeAgainByTheHeartbeat) {
+  const std::string folder = folder_ + "/checkpoints";
+  const FolderLock lock(folder, folder_);
+  fs::remove_all(folder);
+  for (int i = 0; i < 40 && !fs::exists(lock.path()); ++i) usleep(200'000);  // within two beats
+  ASSERT_TRUE(fs::exists(lock.path()));
+  EXPECT_EQ(lock.lost_to(), "");
+  try {
+    const FolderLock second(folder, folder_ + "/other");
+    ADD_FAILURE() << "a second run took the folder";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("is in use by another run"), std::string::npos) << e.what();
+  }
 }
 
 TEST_F(HeldFolderLock, NowTrustsTheHeartbeatWhileItIsRecent) {

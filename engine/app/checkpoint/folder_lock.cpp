@@ -204,6 +204,8 @@ FolderLock::FolderLock(const std::string& folder, const std::string& run_dir, Lo
                                {"pid_namespace", identity.pid_namespace},
                                {"token", token_}};
   const std::string temp = fmt::format("{}.{}.{}.tmp", path_, host, getpid());
+  text_ = mine.dump() + "\n";
+  temp_ = temp;
   const std::string takeover = path_ + ".takeover";
   for (int attempt = 0; attempt < 5; ++attempt) {
     if (create_exclusive(path_, mine.dump() + "\n", temp)) break;
@@ -245,7 +247,17 @@ void FolderLock::beat() {
   while (!stop_cv_.wait_for(lock, std::chrono::duration<double>(kHeartbeatSeconds), [this] { return stop_; })) {
     if (!lost_to().empty()) continue;  // taken over: never beat another run's lock
     confirmed_ns_ = steady_now_ns();
-    utimensat(AT_FDCWD, path_.c_str(), nullptr, 0);  // the mtime is the heartbeat
+    if (utimensat(AT_FDCWD, path_.c_str(), nullptr, 0) != 0 && errno == ENOENT) {  // the mtime is the heartbeat
+      // The lock file (or its folder) removed under the run, by hand: made again, so that a second
+      // run is still refused while this one holds the folder (exclusively: where another run made
+      // its own meanwhile, lost_to names it at the next beat).
+      std::error_code ec;
+      fs::create_directories(fs::path(path_).parent_path(), ec);
+      try {
+        create_exclusive(path_, text_, temp_);
+      } catch (const std::exception&) {  // no room or no right: the next beat tries again
+      }
+    }
   }
 }
 

@@ -71,6 +71,7 @@ class FolderLock {
   void beat();
 
   std::string path_, token_, note_;
+  std::string text_, temp_;  // the lock file's contents, and the temporary name it is made under
   mutable std::mutex lost_mutex_;
   mutable std::string lost_holder_;         // who took the lock over, once seen; "" while it is this process's
   std::atomic<std::int64_t> confirmed_ns_;  // steady clock: when the heartbeat last found the lock its own

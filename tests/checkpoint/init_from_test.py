@@ -11,7 +11,8 @@ on and the run's export loads back into transformers, and `sample --from` decode
 transformers' generate does. Scaled rotary frequencies (config.json's rope_scaling) come over:
 linear against transformers itself, and back through the export; llama3 (Llama 3.1 and later,
 newer than the transformers here) against the parity tests' plain-PyTorch Llama. Conflicting model
-keys, a tensor missing from the file and an unsupported config are refused in one line with exit 2.
+keys, a tensor missing from the file, a tied model saved with another head than its token table, a
+folder with pytorch_model.bin alone and an unsupported config are refused in one line with exit 2.
 
 usage: init_from_test.py HF_PYTHON MPIRUN [MPIRUN FLAGS...] -- PATH/TO/zerotrain
   (HF_PYTHON: an interpreter with transformers, made by tools/setup.sh; run by it)
@@ -304,6 +305,15 @@ def main():
             back = transformers.LlamaForCausalLM.from_pretrained(out)
             checks.check(back.config.num_key_value_heads == 2 and back.config.hidden_size == 32,
                          "transformers loads the export with the checkpoint's shape")
+            # The run has no tokenizer: the special token ids are the source config's, not dropped.
+            with open(os.path.join(folder, "config.json")) as f:
+                source_ids = {k: v for k, v in json.load(f).items() if k in ("bos_token_id", "eos_token_id",
+                                                                             "pad_token_id") and v is not None}
+            with open(os.path.join(out, "config.json")) as f:
+                exported = json.load(f)
+            checks.check(source_ids and all(exported.get(k) == v for k, v in source_ids.items()),
+                         f"the export carries the source's special token ids ({source_ids}; "
+                         f"{ {k: exported.get(k) for k in source_ids} })")
 
     # sample --from: greedy (top-k 1) continuation of token 0, against transformers' greedy decoding.
     for label, path, reference in (by_label["gpt2 f32 one file"], by_label["llama f32 one file"],
@@ -356,6 +366,19 @@ def main():
     hf["rope_scaling"] = {"type": "dynamic", "factor": 2.0}
     with open(os.path.join(scaled, "config.json"), "w") as f:
         json.dump(hf, f)
+    # A tied GPT-2 whose file holds another head than its token table: transformers 4.40 loads that
+    # head into the shared tensor; a reader keeping the table would train another model.
+    other_head = os.path.join(work, "gpt2_other_head")
+    os.makedirs(other_head)
+    state["lm_head.weight"] = state["lm_head.weight"] + 0.5
+    save_file(state, os.path.join(other_head, "model.safetensors"), metadata={"format": "pt"})
+    shutil.copy(os.path.join(gpt_source, "config.json"), os.path.join(other_head, "config.json"))
+    # A folder holding pytorch_model.bin alone.
+    torch_only = os.path.join(work, "torch_only")
+    os.makedirs(torch_only)
+    shutil.copy(os.path.join(gpt_source, "config.json"), os.path.join(torch_only, "config.json"))
+    with open(os.path.join(torch_only, "pytorch_model.bin"), "wb") as f:
+        f.write(b"not read")
     unscaled = os.path.join(work, "unscaled")
     os.makedirs(unscaled)
     with open(os.path.join(gpt_folder, "config.json")) as f:
@@ -389,6 +412,9 @@ def main():
         ("an unsupported config", scaled, [], ["scaled/config.json", "rope_scaling", "not dynamic"]),
         ("attention left unscaled", unscaled, [], ["unscaled/config.json", "scale_attn_weights", "1 / sqrt"]),
         ("a missing path", os.path.join(work, "nothing"), [], ["nothing", "no such"]),
+        ("a tied model's file with another head", other_head, [],
+         ["tensor 'lm_head.weight' differs from 'transformer.wte.weight'", "tie_word_embeddings"]),
+        ("pytorch_model.bin alone", torch_only, [], ["only pytorch_model.bin", "safe_serialization=True"]),
         ("a zerotrain run", os.path.join(work, "llama_train"), [], ["a zerotrain run directory", "ckpt export"]),
         ("a zerotrain checkpoint folder", os.path.join(work, "llama_train", "checkpoints"), [],
          ["a zerotrain checkpoint folder", "--resume"]),

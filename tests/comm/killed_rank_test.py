@@ -70,7 +70,7 @@ def main():
     elapsed = time.time() - started
     lines = [l for l in p.stdout.splitlines() if l.startswith("zerotrain: error:")]
     checks += [
-        (p.returncode != 0 and any("metrics" in l and "disk full" in l for l in lines),
+        (p.returncode != 0 and any("metrics" in l and "No space left on device" in l for l in lines),
          f"a rank failing alone says why and the job exits non-zero ({p.returncode}: {lines[:2]})"),
         (elapsed < 40, f"... and the job ends {elapsed:.1f} s after it started (collective timeout 60 s)"),
     ]

@@ -188,6 +188,15 @@ HfExport export_hf(const CheckpointReader& reader, const std::string& out_dir, D
   const fs::path run_dir = fs::path(reader.dir()).parent_path().parent_path();
   const nlohmann::json special_ids = data::special_token_ids(run_dir.string());
   for (const auto& [key, id] : special_ids.items()) hf[key] = id;
+  // Without a tokenizer's, those of the Hugging Face model the run started from (train.init_from),
+  // which its checkpoints carry: an export would otherwise drop them (transformers then takes
+  // its own defaults, and generate stops at another token).
+  const nlohmann::json& extra = reader.manifest().extra;
+  if (extra.is_object() && extra.contains("special_token_ids") && extra["special_token_ids"].is_object()) {
+    for (const auto& [key, id] : extra["special_token_ids"].items()) {
+      if (!special_ids.contains(key)) hf[key] = id;
+    }
+  }
 
   // Tensors in table order, cut into shards of at most max_shard_bytes (a larger tensor alone), as
   // transformers' save_pretrained cuts them; one shard is plain model.safetensors.

@@ -133,7 +133,11 @@ class HfReader final : public PretrainedReader {
     } else if (fs::exists(single)) {
       files.push_back("model.safetensors");
     } else {
-      throw_input_error("{}: no model.safetensors nor model.safetensors.index.json", dir);
+      const bool torch_file = fs::exists(fs::path(dir) / "pytorch_model.bin");
+      throw_input_error("{}: no model.safetensors nor model.safetensors.index.json{}", dir,
+                        torch_file ? " (only pytorch_model.bin, which is not read: save the model with "
+                                     "safe_serialization=True, or convert it with transformers)"
+                                   : "");
     }
     for (const std::string& f : files) add_file((fs::path(dir) / f).string());
     check_against(table, dir);
@@ -141,11 +145,8 @@ class HfReader final : public PretrainedReader {
 
   void read(const std::string& name, std::int64_t begin, std::int64_t end, float* out) override {
     const Entry& e = entries_.at(resolved_.at(name));
-    const int size = dtype_bytes(e.dtype);
-    raw_.resize(static_cast<std::size_t>((end - begin) * size));
-    files_[static_cast<std::size_t>(e.file)].read_at(raw_.data(), (end - begin) * size, e.data_offset + begin * size);
-    bytes_read_ += (end - begin) * size;
-    to_f32(e.dtype, raw_.data(), end - begin, out);
+    read_entry(e, begin, end, out);
+    bytes_read_ += (end - begin) * dtype_bytes(e.dtype);
   }
 
  private:
@@ -214,22 +215,52 @@ class HfReader final : public PretrainedReader {
       used.insert(found);
     }
     for (const auto& [name, e] : entries_) {
-      if (used.count(name) == 0 && !is_ignored_buffer(name) && !is_tied_head_copy(name, e)) {
+      if (used.count(name) == 0 && !is_ignored_buffer(name) && !is_tied_head_copy(name, e, dir)) {
         throw_input_error("{}: tensor '{}' is not a parameter of the model its config.json describes", dir, name);
       }
     }
   }
 
   // A tied model saved with its head too (a plain state_dict holds lm_head.weight beside the token
-  // table it equals): transformers ties it back and ignores the copy, and so does this reader.
-  bool is_tied_head_copy(const std::string& name, const Entry& e) const {
+  // table it equals): transformers ties it back and ignores the copy, and so does this reader. A
+  // head that differs from the table is no copy: transformers 4.40 loads it into the shared
+  // tensor, this reader would keep the table, and the two would compute other models: refused.
+  bool is_tied_head_copy(const std::string& name, const Entry& e, const std::string& dir) {
     if (!name.ends_with("lm_head.weight") || resolved_.count("lm_head.weight") != 0) return false;
     for (const auto& [table_name, file_name] : resolved_) {
-      if (table_name.ends_with("wte.weight") || table_name.ends_with("embed_tokens.weight")) {
-        return entries_.at(file_name).shape == e.shape;
+      if (!table_name.ends_with("wte.weight") && !table_name.ends_with("embed_tokens.weight")) continue;
+      if (entries_.at(file_name).shape != e.shape) return false;
+      if (!same_values(entries_.at(file_name), e)) {
+        throw_input_error(
+            "{}: tensor '{}' differs from '{}', which the tied model (its config's tie_word_embeddings) shares with "
+            "the head: drop it, or untie the model (tie_word_embeddings false) to train a head of its own",
+            dir, name, file_name);
       }
+      return true;
     }
     return false;
+  }
+
+  // Whether two tensors of one shape hold the same values (as f32), read a chunk at a time.
+  bool same_values(const Entry& a, const Entry& b) {
+    std::int64_t numel = 1;
+    for (std::int64_t d : a.shape) numel *= d;
+    constexpr std::int64_t kChunk = 1 << 20;
+    std::vector<float> va(static_cast<std::size_t>(std::min(numel, kChunk))), vb(va.size());
+    for (std::int64_t at = 0; at < numel; at += kChunk) {
+      const std::int64_t n = std::min(kChunk, numel - at);
+      read_entry(a, at, at + n, va.data());
+      read_entry(b, at, at + n, vb.data());
+      if (!std::equal(va.begin(), va.begin() + n, vb.begin())) return false;
+    }
+    return true;
+  }
+
+  void read_entry(const Entry& e, std::int64_t begin, std::int64_t end, float* out) {
+    const int size = dtype_bytes(e.dtype);
+    raw_.resize(static_cast<std::size_t>((end - begin) * size));
+    files_[static_cast<std::size_t>(e.file)].read_at(raw_.data(), (end - begin) * size, e.data_offset + begin * size);
+    to_f32(e.dtype, raw_.data(), end - begin, out);
   }
 
   std::vector<RawFile> files_;
@@ -322,7 +353,11 @@ PretrainedModel read_pretrained_model(const std::string& path) {
     std::string arch = hf.value("architectures", nlohmann::json::array()).empty()
                            ? hf["model_type"].get<std::string>()
                            : hf["architectures"][0].get<std::string>();
-    return {family.model_keys_from_hf(hf, config), fmt::format("Hugging Face {} folder {}", arch, path)};
+    nlohmann::json ids = nlohmann::json::object();
+    for (const char* key : {"bos_token_id", "eos_token_id", "pad_token_id"}) {
+      if (hf.contains(key) && hf[key].is_number_integer()) ids[key] = hf[key];
+    }
+    return {family.model_keys_from_hf(hf, config), fmt::format("Hugging Face {} folder {}", arch, path), ids};
   }
   if (!fs::exists(path)) throw_input_error("{}: no such Hugging Face folder or llm.c model file", path);
   const LlmcModelHeader h = read_llmc_model_header(path);

@@ -20,6 +20,9 @@ namespace zt {
 struct PretrainedModel {
   nlohmann::json model_keys;
   std::string description;
+  // A Hugging Face config's bos_token_id, eos_token_id and pad_token_id (the integers it sets); a
+  // run without a tokenizer of its own carries them into its exports.
+  nlohmann::json special_token_ids = nlohmann::json::object();
 };
 PretrainedModel read_pretrained_model(const std::string& path);
 

@@ -11,6 +11,7 @@
 #include "engine/app/checkpoint/checkpoint_model.h"
 #include "engine/app/checkpoint/folder_lock.h"
 #include "engine/app/checkpoint/optimizer_checkpoint.h"
+#include "engine/app/io/pretrained.h"
 #include "engine/app/trainer/model_setup.h"
 #include "engine/app/trainer/resume.h"
 #include "engine/app/trainer/run_identity.h"
@@ -26,6 +27,7 @@ RunProgress start_run(TrainerState& s, const std::string& resume_checkpoint, boo
   run.fresh_folder = resume_checkpoint.empty();  // its first save sets an earlier run's aside
   if (resume_checkpoint.empty() && !c.train.init_from.empty()) {
     const std::int64_t bytes = load_pretrained_parameters(c.train.init_from, s.store, s.optimizer, s.tracker);
+    run.special_token_ids = read_pretrained_model(c.train.init_from).special_token_ids;
     s.log({{"type", "init_from"}, {"path", c.train.init_from}, {"bytes_read", bytes}});
     s.progress.message(fmt::format("weights from {} ({} read by this rank)", c.train.init_from, format_bytes(bytes)));
     return run;
@@ -71,6 +73,9 @@ RunProgress start_run(TrainerState& s, const std::string& resume_checkpoint, boo
   // The next save continues this one's lineage: its save_id, or for a checkpoint saved before save
   // ids, an id from its manifest's seal (ckpt::checkpoint_lineage_id).
   run.last_save_id = m.lineage_id();
+  if (m.extra.contains("special_token_ids") && m.extra["special_token_ids"].is_object()) {
+    run.special_token_ids = m.extra["special_token_ids"];
+  }
   const std::string saved_id =
       m.extra.contains("save_id") && m.extra["save_id"].is_string() ? m.extra["save_id"].get<std::string>() : "";
   // The log is this trajectory's if it records the checkpoint's save (its save_id, in the save's
@@ -201,6 +206,7 @@ void save_checkpoint(TrainerState& s, RunProgress& run, int steps_completed) {
                 {"data_parallel_ranks", c.world_size},
                 {"data_identity", s.data_files},
                 {"written_by", build_description()}};
+  if (!run.special_token_ids.empty()) meta.extra["special_token_ids"] = run.special_token_ids;
   if (s.root) {  // rank 0 writes the manifest
     meta.extra["save_id"] = new_save_id();
     meta.extra["previous_save_id"] = run.last_save_id;

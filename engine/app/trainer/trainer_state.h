@@ -107,6 +107,10 @@ struct RunProgress {
   // "crc32:..." for one from before save ids; "" for none): the next save records it as its previous_save_id, so a
   // folder's resolution can tell a save that continues `latest` from another trajectory's (checkpoint_folder.h).
   std::string last_save_id;
+  // The special token ids of train.init_from's Hugging Face config (read at a fresh start, then
+  // carried by each checkpoint's extra.special_token_ids): an export of a run without a tokenizer
+  // of its own writes them, rather than none.
+  nlohmann::json special_token_ids = nlohmann::json::object();
   // A resume at a step whose evaluation or sample the saved run never logged (it stopped on a
   // signal, or was killed, between the save and them): made before the first step.
   bool eval_pending = false, sample_pending = false;

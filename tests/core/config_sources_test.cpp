@@ -49,6 +49,14 @@ TEST(ConfigSources, AnUnknownSectionFromASetNamesTheSet) {
   EXPECT_NE(msg.find("config error in --set trian.max_steps=3: unknown key 'trian'"), std::string::npos) << msg;
 }
 
+// A --set of a whole section after a --set of a key in it: the section's value stands, and its
+// faults are that --set's, not the earlier one's it replaced.
+TEST(ConfigSources, ALaterSetOfTheWholeSectionIsBlamedForItsKeys) {
+  const std::string path = written_base();
+  const std::string msg = error_of(path, {"train.seed=1", R"(train={"seed": -1})"});
+  EXPECT_NE(msg.find(R"(config error in --set train={"seed": -1}: key 'train.seed')"), std::string::npos) << msg;
+}
+
 TEST(ConfigSources, ChecksAcrossKeysNameTheFileAndEachSet) {
   const std::string path = written_base();
   std::string msg = error_of(path, {"model.n_head=3"});

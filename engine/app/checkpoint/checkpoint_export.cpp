@@ -56,48 +56,6 @@ void read_tensor(const CheckpointReader& reader, const TensorParts& t, bool stor
   }
 }
 
-// An export's files, written under temporary names (staging_path: FILE.tmp) and moved into place together once
-// every one is complete and on disk: an export that fails part way (a damaged checkpoint met at
-// its tenth tensor, a full disk) leaves the destination as it was, an earlier export in it whole,
-// and no .tmp behind. The renames themselves are one at a time: export_hf removes the earlier
-// config.json before them and stages its own last, so a kill between two renames leaves a folder
-// without config.json, which every loader refuses, never an earlier config over new tensors.
-class StagedFiles {
- public:
-  StagedFiles() = default;
-  StagedFiles(const StagedFiles&) = delete;
-  StagedFiles& operator=(const StagedFiles&) = delete;
-  ~StagedFiles() {
-    for (const Staged& f : staged_) std::remove(f.tmp.c_str());  // those not committed
-  }
-  // The temporary name to write `path`'s content under.
-  std::string stage(const std::string& path) {
-    staged_.push_back({staging_path(path), path});
-    return staged_.back().tmp;
-  }
-  // Every staged file onto its name (in staging order), then the directory's entries to disk.
-  void commit(const std::string& dir) {
-    // ZT_TEST_EXPORT_EXIT_AFTER_RENAMES=n (docs/config.md, "Testing hooks"): the process ends after
-    // n renames, as a kill there would end it.
-    const char* hook = std::getenv("ZT_TEST_EXPORT_EXIT_AFTER_RENAMES");
-    int renames_left = hook != nullptr ? std::atoi(hook) : -1;
-    for (const Staged& f : staged_) {
-      if (renames_left-- == 0) std::_Exit(137);
-      std::error_code ec;
-      fs::rename(f.tmp, f.path, ec);
-      if (ec) throw_runtime_error("cannot rename '{}' to '{}': {}", f.tmp, f.path, ec.message());
-    }
-    staged_.clear();
-    sync_dir(dir.empty() ? "." : dir);
-  }
-
- private:
-  struct Staged {
-    std::string tmp, path;
-  };
-  std::vector<Staged> staged_;
-};
-
 void close_durably(FileHandle& out) {
   out.sync();
   out.close();

@@ -127,9 +127,7 @@ Lineage lineage_of(const fs::path& dir) {
   if (!doc.is_object() || !doc.contains("manifest_crc32") || !doc["manifest_crc32"].is_number_unsigned()) return l;
   const nlohmann::json extra = doc.value("extra", nlohmann::json::object());
   l.save_id = checkpoint_lineage_id(extra, doc["manifest_crc32"].get<std::uint32_t>());
-  if (extra.is_object() && extra.contains("previous_save_id") && extra["previous_save_id"].is_string()) {
-    l.previous_save_id = extra["previous_save_id"];
-  }
+  l.previous_save_id = extra_string(extra, "previous_save_id");
   return l;
 }
 

@@ -164,9 +164,13 @@ Manifest Manifest::from_text(const std::string& text, const std::string& source)
   return m;
 }
 
+std::string extra_string(const nlohmann::json& extra, const std::string& key) {
+  return extra.is_object() && extra.contains(key) && extra[key].is_string() ? extra[key].get<std::string>() : "";
+}
+
 std::string checkpoint_lineage_id(const nlohmann::json& extra, std::uint32_t manifest_crc32) {
-  if (extra.is_object() && extra.contains("save_id") && extra["save_id"].is_string()) return extra["save_id"];
-  return fmt::format("crc32:{:08x}", manifest_crc32);
+  const std::string save_id = extra_string(extra, "save_id");
+  return !save_id.empty() ? save_id : fmt::format("crc32:{:08x}", manifest_crc32);
 }
 
 namespace {

@@ -62,6 +62,10 @@ struct TrainingPosition {
   int optimizer_step = 0;              // AdamW's bias-correction count t
 };
 
+// extra[key] where the manifest's extra holds it as a string, else "" (a field written after the
+// manifest was: the lineage fields of a checkpoint from before save ids).
+std::string extra_string(const nlohmann::json& extra, const std::string& key);
+
 // A checkpoint's name in its folder's lineage, which the next save of its run records as its
 // previous_save_id: extra.save_id, or, for a checkpoint saved before save ids, "crc32:" and its
 // manifest_crc32 (so that the first save after an upgrade continues its chain: a kill before

@@ -224,9 +224,7 @@ SaveResult conclude_save(Communicator& comm, const std::string& folder, const st
   SaveResult result;
   result.step = meta.position.step;
   result.path = (fs::path(folder) / step_dir_name(meta.position.step)).string();
-  if (meta.extra.is_object() && meta.extra.contains("save_id") && meta.extra["save_id"].is_string()) {
-    result.save_id = meta.extra["save_id"];
-  }
+  result.save_id = extra_string(meta.extra, "save_id");
   result.rank_bytes = g.own_bytes;
   for (const RankFileWritten& f : g.files) result.total_bytes += f.bytes;
   result.rank_files = static_cast<int>(g.files.size());

@@ -203,12 +203,11 @@ FolderLock::FolderLock(const std::string& folder, const std::string& run_dir, Lo
                                {"boot_id", identity.boot_id},
                                {"pid_namespace", identity.pid_namespace},
                                {"token", token_}};
-  const std::string temp = fmt::format("{}.{}.{}.tmp", path_, host, getpid());
   text_ = mine.dump() + "\n";
-  temp_ = temp;
+  temp_ = fmt::format("{}.{}.{}.tmp", path_, host, getpid());
   const std::string takeover = path_ + ".takeover";
   for (int attempt = 0; attempt < 5; ++attempt) {
-    if (create_exclusive(path_, mine.dump() + "\n", temp)) break;
+    if (create_exclusive(path_, text_, temp_)) break;
     const std::string text = read_text(path_);
     const nlohmann::json holder = nlohmann::json::parse(text, nullptr, false);
     const double age = heartbeat_age(path_);
@@ -219,7 +218,7 @@ FolderLock::FolderLock(const std::string& folder, const std::string& run_dir, Lo
                         run ? "--run-dir" : "checkpoint.dir or --run-dir");
     }
     // Gone (or unreadable: a lock this code never writes). Take it over, one taker at a time.
-    if (!create_exclusive(takeover, mine.dump() + "\n", temp + ".takeover")) {
+    if (!create_exclusive(takeover, text_, temp_ + ".takeover")) {
       if (heartbeat_age(takeover) > kStaleSeconds) unlink(takeover.c_str());  // a taker that died in it
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
       continue;

@@ -6,7 +6,6 @@
 #include <cmath>
 #include <filesystem>
 #include <span>
-#include <vector>
 
 #include "engine/app/data/token_file.h"
 #include "engine/app/io/input_file.h"
@@ -44,31 +43,16 @@ PrepareSummary prepare_text_dataset(const std::string& text_path, const std::str
   std::error_code ec;
   std::filesystem::create_directories(out_dir, ec);
   if (ec) throw_input_error("{}: cannot create output directory: {}", out_dir, ec.message());
-  // All three written under staging names first, then renamed into place: a failure part way (a
-  // full disk at train.bin) leaves an earlier dataset in the folder whole, never its token files
-  // beside another vocabulary (which would train and decode as garbage without a word).
+  // All three written under staging names first, then renamed into place (vocab.json last): a
+  // failure part way (a full disk at train.bin) leaves an earlier dataset in the folder whole, never
+  // its token files beside another vocabulary (which would train and decode as garbage without a word).
   const std::filesystem::path dir(out_dir);
-  const std::string names[3] = {(dir / "train.bin").string(), (dir / "val.bin").string(),
-                                (dir / "vocab.json").string()};
-  std::vector<std::string> staged;
-  try {
-    const std::span<const std::uint16_t> all(tokens);
-    staged.push_back(staging_path(names[0]));
-    write_llmc_token_file(staged.back(), all.first(static_cast<std::size_t>(n_train)));
-    staged.push_back(staging_path(names[1]));
-    write_llmc_token_file(staged.back(), all.subspan(static_cast<std::size_t>(n_train)));
-    staged.push_back(staging_path(names[2]));
-    vocab.save(staged.back());
-    for (int i = 0; i < 3; ++i) {
-      std::filesystem::rename(staged[static_cast<std::size_t>(i)], names[i], ec);
-      if (ec)
-        throw_runtime_error("cannot rename '{}' to '{}': {}", staged[static_cast<std::size_t>(i)], names[i],
-                            ec.message());
-    }
-  } catch (...) {
-    for (const std::string& path : staged) std::filesystem::remove(path, ec);
-    throw;
-  }
+  const std::span<const std::uint16_t> all(tokens);
+  StagedFiles staged;
+  write_llmc_token_file(staged.stage((dir / "train.bin").string()), all.first(static_cast<std::size_t>(n_train)));
+  write_llmc_token_file(staged.stage((dir / "val.bin").string()), all.subspan(static_cast<std::size_t>(n_train)));
+  vocab.save(staged.stage((dir / "vocab.json").string()));
+  staged.commit(out_dir);
 
   return PrepareSummary{vocab.size(), n_train, n_val};
 }

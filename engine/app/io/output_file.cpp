@@ -4,8 +4,13 @@
 #include <fmt/format.h>
 
 #include <climits>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <functional>
+
+#include "engine/app/checkpoint/durable_file.h"
+#include "engine/base/core/check.h"
 
 namespace zt {
 
@@ -18,6 +23,28 @@ std::string staging_path(const std::string& path) {
   const std::string hash = fmt::format("-{:016x}", std::hash<std::string>{}(name));
   const std::string short_name = name.substr(0, NAME_MAX - hash.size() - kSuffix.size()) + hash + std::string(kSuffix);
   return (p.parent_path() / short_name).string();
+}
+
+StagedFiles::~StagedFiles() {
+  for (const Staged& f : staged_) std::remove(f.tmp.c_str());  // those not committed
+}
+
+std::string StagedFiles::stage(const std::string& path) {
+  staged_.push_back({staging_path(path), path});
+  return staged_.back().tmp;
+}
+
+void StagedFiles::commit(const std::string& dir) {
+  const char* hook = std::getenv("ZT_TEST_EXPORT_EXIT_AFTER_RENAMES");
+  int renames_left = hook != nullptr ? std::atoi(hook) : -1;
+  for (const Staged& f : staged_) {
+    if (renames_left-- == 0) std::_Exit(137);
+    std::error_code ec;
+    std::filesystem::rename(f.tmp, f.path, ec);
+    if (ec) throw_runtime_error("cannot rename '{}' to '{}': {}", f.tmp, f.path, ec.message());
+  }
+  staged_.clear();
+  ckpt::sync_dir(dir.empty() ? "." : dir);
 }
 
 }  // namespace zt

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace zt {
 
@@ -10,5 +11,31 @@ namespace zt {
 // the file system allows a name to be (a target name within 4 bytes of NAME_MAX, which the target
 // itself may use), its first bytes and a hash of the whole name with ".tmp".
 std::string staging_path(const std::string& path);
+
+// Files written under their staging names and moved into place together once every one is
+// complete: an output of several files that fails part way (a damaged checkpoint met at its tenth
+// tensor, a full disk) leaves the destination as it was, an earlier output in it whole, and no
+// .tmp behind (the destructor removes what was not committed). The renames themselves are one at
+// a time, in staging order: a writer stages last the file whose absence a reader would notice (an
+// export's config.json, a prepared dataset's vocab.json).
+class StagedFiles {
+ public:
+  StagedFiles() = default;
+  StagedFiles(const StagedFiles&) = delete;
+  StagedFiles& operator=(const StagedFiles&) = delete;
+  ~StagedFiles();
+  // The temporary name to write `path`'s content under.
+  std::string stage(const std::string& path);
+  // Every staged file onto its name (in staging order), then the directory's entries to disk.
+  // ZT_TEST_EXPORT_EXIT_AFTER_RENAMES=n (docs/config.md, "Testing hooks"): the process ends after
+  // n renames, as a kill there would end it.
+  void commit(const std::string& dir);
+
+ private:
+  struct Staged {
+    std::string tmp, path;
+  };
+  std::vector<Staged> staged_;
+};
 
 }  // namespace zt

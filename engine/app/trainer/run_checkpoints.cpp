@@ -76,17 +76,14 @@ RunProgress start_run(TrainerState& s, const std::string& resume_checkpoint, boo
   if (m.extra.contains("special_token_ids") && m.extra["special_token_ids"].is_object()) {
     run.special_token_ids = m.extra["special_token_ids"];
   }
-  const std::string saved_id =
-      m.extra.contains("save_id") && m.extra["save_id"].is_string() ? m.extra["save_id"].get<std::string>() : "";
+  const std::string saved_id = ckpt::extra_string(m.extra, "save_id");
   // The log is this trajectory's if it records the checkpoint's save (its save_id, in the save's
   // checkpoint or checkpoint_started record), or the save before it and a record of its step (a
   // kill between a synchronous save's commit and its record), or, for a checkpoint from before
   // save ids, a record of its step (every step logs one before its save). Otherwise it is another
   // trajectory's (a fresh run's, started in this directory after that checkpoint's run): kept
   // aside too, not continued as if it were this run's history.
-  const std::string previous_id = m.extra.contains("previous_save_id") && m.extra["previous_save_id"].is_string()
-                                      ? m.extra["previous_save_id"].get<std::string>()
-                                      : "";
+  const std::string previous_id = ckpt::extra_string(m.extra, "previous_save_id");
   const bool log_is_ours =
       !s.metrics || run.start_step == 0 ||
       (saved_id.empty() ? s.metrics->has_record("", run.start_step)
@@ -244,7 +241,7 @@ void save_checkpoint(TrainerState& s, RunProgress& run, int steps_completed) {
     s.log({{"type", "checkpoint_started"},
            {"step", steps_completed},
            {"blocked_seconds", blocked},
-           {"save_id", meta.extra.value("save_id", "")}});
+           {"save_id", ckpt::extra_string(meta.extra, "save_id")}});
     s.progress.message(
         fmt::format("step {}: checkpoint staged in {:.3f} s; writing it in the background", steps_completed, blocked));
     return;

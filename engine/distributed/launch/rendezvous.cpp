@@ -67,10 +67,6 @@ constexpr LauncherVars kLaunchers[] = {
     {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK", true},
 };
 
-}  // namespace
-
-namespace {
-
 // What one launcher's variables say, or nullopt where they are absent (or, for names set for other
 // reasons, half there). InputError for a malformed value.
 std::optional<LaunchInfo> read_launcher(const LauncherVars& vars) {

@@ -1,6 +1,8 @@
 // cuBLASLt handle and workspace creation; scratch buffers from the caching allocator.
 #include "kernels/cuda/kernel_resources.h"
 
+#include <nlohmann/json.hpp>
+
 #include "engine/base/device/cublaslt_library.h"
 #include "engine/base/device/cuda_check.h"
 

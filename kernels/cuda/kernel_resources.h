@@ -11,7 +11,7 @@
 #include <set>
 #include <vector>
 
-#include <nlohmann/json.hpp>
+#include <nlohmann/json_fwd.hpp>  // choices_summary; the full header costs every .cu ~3 s (parsed thrice)
 
 #include <cublasLt.h>
 

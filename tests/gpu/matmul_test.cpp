@@ -8,6 +8,8 @@
 // precision modes (tf32, bf16-rounded inputs) are bounded where they are tested.
 #include <cstdio>
 
+#include <nlohmann/json.hpp>
+
 #include "kernels/cpu/gelu.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cuda/matmul.h"

@@ -34,6 +34,10 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from check_report import Checks  # noqa: E402
 from run_dir_util import deep_merge, mpi_driver, train_records, wait_until  # noqa: E402
 
+# The long runs' lock heartbeat (ZT_TEST_HEARTBEAT_S; 5 s otherwise): the takeover cases wait for
+# its beats.
+HEARTBEAT_S = 1
+
 CONFIG = {
     "model": {"n_layer": 2, "n_head": 2, "n_embd": 32, "block_size": 32, "vocab_size": 64},
     "data": {"embedded_chars": 100000},
@@ -231,7 +235,7 @@ def main():
     def long_run(run_dir, env_extra=None):
         return subprocess.Popen([binary, "train", "--config", long_cfg, "--run-dir", run_dir, "--set",
                                  "train.max_steps=100000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True, env=dict(os.environ, **(env_extra or {})))
+                                text=True, env=dict(os.environ, ZT_TEST_HEARTBEAT_S=str(HEARTBEAT_S), **(env_extra or {})))
 
     def forge(lock_path):
         """Another host's run takes lock_path over (replaced whole, as its link(2) would)."""
@@ -289,7 +293,7 @@ def main():
         before = f.read()
     run_lock = os.path.join(stopped_dir, "RUN_LOCK")
     forge(run_lock)
-    time.sleep(2 * 5 + 1)  # past two of the heartbeat's 5 s beats: the continued run reads its locks at once
+    time.sleep(2 * HEARTBEAT_S + 1)  # past two of its heartbeat's beats: the continued run reads its locks at once
     os.kill(victim.pid, signal.SIGCONT)
     code, lines, kept = victim_end(victim, run_lock)
     with open(stopped_metrics) as f:

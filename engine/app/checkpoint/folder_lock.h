@@ -40,6 +40,9 @@ class FolderLock {
  public:
   static constexpr double kStaleSeconds = 60.0;
   static constexpr double kHeartbeatSeconds = 5.0;
+  // kHeartbeatSeconds, or ZT_TEST_HEARTBEAT_S where a test sets it (docs/config.md, "Testing
+  // hooks"), so the tests that wait for beats do not wait 5 s for each.
+  static double heartbeat_seconds();
 
   // Takes `folder`'s lock for this process (creating the folder), or throws InputError naming its
   // holder and what to do. `run_dir` is recorded for the message a second run would get.

@@ -36,10 +36,6 @@ dim3 softmax_grid(std::int64_t rows) {
   return dim3(static_cast<unsigned>((rows + at::kRowsPerBlock - 1) / at::kRowsPerBlock));
 }
 
-void expect_no_violations() {
-  for (const std::string& v : simt::violations()) ADD_FAILURE() << "emulator rule broken: " << v;
-}
-
 // fp64 causal softmax of each row r (query r % T) of [rows, T] scores; zero above the diagonal.
 std::vector<double> softmax_reference(const std::vector<float>& s, std::int64_t rows, std::int64_t T) {
   std::vector<double> p(s.size(), 0.0);

@@ -45,10 +45,6 @@ dim3 blocks_for(std::int64_t work) {
   return dim3(static_cast<unsigned>(std::max<std::int64_t>(1, (work + 255) / 256)));
 }
 
-void expect_no_violations() {
-  for (const std::string& v : simt::violations()) ADD_FAILURE() << "emulator rule broken: " << v;
-}
-
 template <typename T>
 TensorView host_view(std::vector<T>& x) {
   return TensorView{x.data(), dtype_of<T>(), Device::kCPU, Shape{static_cast<std::int64_t>(x.size())}};

@@ -6,10 +6,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 #include <type_traits>
 #include <vector>
 
 #include "tests/emulation/attention_reference.h"  // to_device_bf16, widen
+#include "tests/emulation/simt_runtime.h"
 #include "tests/kernels/kernel_test_util.h"
 
 namespace zt::test::emulation {
@@ -53,6 +55,11 @@ inline ::testing::AssertionResult close_to_cpu(const std::vector<float>& got, co
     }
   }
   return ::testing::AssertionSuccess();
+}
+
+// Every broken emulator rule (simt::violations) as a test failure.
+inline void expect_no_violations() {
+  for (const std::string& v : simt::violations()) ADD_FAILURE() << "emulator rule broken: " << v;
 }
 
 }  // namespace zt::test::emulation

@@ -26,7 +26,7 @@ using namespace emulation;  // NOLINT: the emulation tests' shared helpers
 constexpr float kEps = 1e-5f;
 
 template <typename T, typename P, int kVec>
-void run_shape(Rng& rng, std::int64_t N, std::int64_t C) {
+void run_rms_shape(Rng& rng, std::int64_t N, std::int64_t C) {
   constexpr bool kBf16 = !std::is_same_v<T, float>;
   SCOPED_TRACE(::testing::Message() << (kBf16 ? "BF16" : "F32") << " activations, "
                                     << (std::is_same_v<P, float> ? "F32" : "BF16") << " weight, N=" << N << " C=" << C
@@ -112,19 +112,19 @@ void run_shape(Rng& rng, std::int64_t N, std::int64_t C) {
 
 TEST(RmsNormEmulation, ForwardAndBackwardMatchCpu) {
   ZT_SEEDED_RNG(rng);
-  run_shape<float, float, 1>(rng, 5, 37);
-  run_shape<bf16_dev, float, 1>(rng, 5, 37);
-  run_shape<float, float, 4>(rng, 70, 64);  // three backward chunks, the last partial
-  run_shape<bf16_dev, float, 8>(rng, 40, 96);
-  run_shape<bf16_dev, bf16_dev, 8>(rng, 40, 96);
-  run_shape<float, float, 1>(rng, 600, 40);  // 19 chunks, more than the parameter pass's 16 warps
+  run_rms_shape<float, float, 1>(rng, 5, 37);
+  run_rms_shape<bf16_dev, float, 1>(rng, 5, 37);
+  run_rms_shape<float, float, 4>(rng, 70, 64);  // three backward chunks, the last partial
+  run_rms_shape<bf16_dev, float, 8>(rng, 40, 96);
+  run_rms_shape<bf16_dev, bf16_dev, 8>(rng, 40, 96);
+  run_rms_shape<float, float, 1>(rng, 600, 40);  // 19 chunks, more than the parameter pass's 16 warps
   // Rows of three batches of loads, the last partial (258 groups of 8; Llama 3.2 1B's 2048 is two):
   // also two groups a thread a block a row, and Llama's own width (one group a thread; 37 rows,
   // the last chunk's batch partial), fp32 at two groups a thread and bf16 with idle threads.
-  run_shape<bf16_dev, bf16_dev, 8>(rng, 33, 2064);
-  run_shape<bf16_dev, float, 8>(rng, 37, 2048);
-  run_shape<float, float, 4>(rng, 35, 1028);
-  run_shape<bf16_dev, float, 8>(rng, 9, 1040);
+  run_rms_shape<bf16_dev, bf16_dev, 8>(rng, 33, 2064);
+  run_rms_shape<bf16_dev, float, 8>(rng, 37, 2048);
+  run_rms_shape<float, float, 4>(rng, 35, 1028);
+  run_rms_shape<bf16_dev, float, 8>(rng, 9, 1040);
 }
 
 }  // namespace

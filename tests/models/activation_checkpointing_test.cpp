@@ -10,7 +10,7 @@ namespace {
 
 using testing::GptFixture;
 
-const GptConfig kConfig{/*n_layer=*/3, /*n_head=*/2, /*n_embd=*/24, /*block_size=*/16, /*vocab_size=*/50};
+const GptConfig kCheckpointingConfig{/*n_layer=*/3, /*n_head=*/2, /*n_embd=*/24, /*block_size=*/16, /*vocab_size=*/50};
 
 CheckpointPolicy policy(const char* text) {
   CheckpointPolicy p;
@@ -25,11 +25,11 @@ TEST_P(CheckpointingEquivalence, GradientsAreBitwiseIdenticalForEveryPolicy) {
   const std::uint64_t seed = std::random_device{}();
   SCOPED_TRACE(::testing::Message() << "seed " << seed);
   const auto [params, activations] = GetParam();
-  GptFixture reference(kConfig, 3, 11, policy("none"), params, seed, activations);
+  GptFixture reference(kCheckpointingConfig, 3, 11, policy("none"), params, seed, activations);
   const float loss = reference.step();
   const auto grads = reference.grad_bytes();
   for (const char* p : {"all", "every:2", "every:3", "selective"}) {
-    GptFixture f(kConfig, 3, 11, policy(p), params, seed, activations);
+    GptFixture f(kCheckpointingConfig, 3, 11, policy(p), params, seed, activations);
     EXPECT_EQ(f.step(), loss) << p;
     EXPECT_TRUE(f.grad_bytes() == grads) << "gradients differ with activation_checkpointing=" << p;
   }
@@ -46,11 +46,12 @@ INSTANTIATE_TEST_SUITE_P(Precisions, CheckpointingEquivalence,
 TEST(ActivationMemory, MeasuredPeakEqualsPredictionForEveryPolicy) {
   for (DType activations : {DType::kF32, DType::kBF16}) {
     for (const char* p : {"none", "all", "every:2", "selective"}) {
-      GptFixture f(kConfig, 2, 16, policy(p), DType::kF32, 5, activations);
+      GptFixture f(kCheckpointingConfig, 2, 16, policy(p), DType::kF32, 5, activations);
       f.tracker.reset_peaks();
       f.step();
       const MemorySnapshot s = f.tracker.snapshot();
-      EXPECT_EQ(s.peak(MemCategory::kActivations), predict_activation_peak_bytes(kConfig, f.model->dims(), policy(p)))
+      EXPECT_EQ(s.peak(MemCategory::kActivations),
+                predict_activation_peak_bytes(kCheckpointingConfig, f.model->dims(), policy(p)))
           << p << " " << dtype_name(activations);
       EXPECT_EQ(s.current(MemCategory::kActivations), 0) << "activations must all be freed after backward";
     }
@@ -58,8 +59,8 @@ TEST(ActivationMemory, MeasuredPeakEqualsPredictionForEveryPolicy) {
 }
 
 TEST(ActivationMemory, Bf16ActivationsHalveEveryActivationButTheStatistics) {
-  GptFixture fp32(kConfig, 2, 16, policy("none"), DType::kF32, 5, DType::kF32);
-  GptFixture bf16(kConfig, 2, 16, policy("none"), DType::kF32, 5, DType::kBF16);
+  GptFixture fp32(kCheckpointingConfig, 2, 16, policy("none"), DType::kF32, 5, DType::kF32);
+  GptFixture bf16(kCheckpointingConfig, 2, 16, policy("none"), DType::kF32, 5, DType::kBF16);
   for (GptFixture* f : {&fp32, &bf16}) {
     f->tracker.reset_peaks();
     f->step();
@@ -67,7 +68,7 @@ TEST(ActivationMemory, Bf16ActivationsHalveEveryActivationButTheStatistics) {
   // Statistics and token ids stay 4 bytes: per block 4 BT, in the head 3 BT, tokens 2 BT (all live
   // at the peak, the end of forward, when nothing is checkpointed).
   const ActivationDims& d = fp32.model->dims();
-  const std::int64_t stat_bytes = 4 * (4 * d.BT() * kConfig.n_layer + 3 * d.BT() + 2 * d.BT());
+  const std::int64_t stat_bytes = 4 * (4 * d.BT() * kCheckpointingConfig.n_layer + 3 * d.BT() + 2 * d.BT());
   const std::int64_t peak32 = fp32.tracker.snapshot().peak(MemCategory::kActivations);
   const std::int64_t peak16 = bf16.tracker.snapshot().peak(MemCategory::kActivations);
   EXPECT_EQ(peak16 - stat_bytes, (peak32 - stat_bytes) / 2);
@@ -76,8 +77,8 @@ TEST(ActivationMemory, Bf16ActivationsHalveEveryActivationButTheStatistics) {
 TEST(ActivationMemory, CheckpointingAllSavesTheDocumentedAmount) {
   // docs/memory.md: when a block's activations I exceed the head's H,
   // peak(none) - peak(all) = (n_layer - 1) * I + H  (bytes).
-  GptFixture none(kConfig, 2, 16, policy("none"), DType::kF32, 9);
-  GptFixture all(kConfig, 2, 16, policy("all"), DType::kF32, 9);
+  GptFixture none(kCheckpointingConfig, 2, 16, policy("none"), DType::kF32, 9);
+  GptFixture all(kCheckpointingConfig, 2, 16, policy("all"), DType::kF32, 9);
   none.tracker.reset_peaks();
   all.tracker.reset_peaks();
   none.step();
@@ -87,12 +88,12 @@ TEST(ActivationMemory, CheckpointingAllSavesTheDocumentedAmount) {
   ASSERT_GT(I, H);
   const std::int64_t saved =
       none.tracker.snapshot().peak(MemCategory::kActivations) - all.tracker.snapshot().peak(MemCategory::kActivations);
-  EXPECT_EQ(saved, (kConfig.n_layer - 1) * I + H);
+  EXPECT_EQ(saved, (kCheckpointingConfig.n_layer - 1) * I + H);
   EXPECT_GT(saved, 0);
 }
 
 TEST(ParameterMemory, Bf16ParametersAndGradientsAreChargedTwoBytesEach) {
-  GptFixture f(kConfig, 1, 4, policy("none"), DType::kBF16, 1);
+  GptFixture f(kCheckpointingConfig, 1, 4, policy("none"), DType::kBF16, 1);
   const std::int64_t n = f.model->table().total_numel();
   const MemorySnapshot s = f.tracker.snapshot();
   EXPECT_EQ(s.current(MemCategory::kParameters), 2 * n);

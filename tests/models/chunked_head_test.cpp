@@ -17,15 +17,15 @@ namespace {
 
 using testing::GptFixture;
 
-const GptConfig kConfig{/*n_layer=*/2, /*n_head=*/2, /*n_embd=*/32, /*block_size=*/16, /*vocab_size=*/300};
+const GptConfig kChunkedConfig{/*n_layer=*/2, /*n_head=*/2, /*n_embd=*/32, /*block_size=*/16, /*vocab_size=*/300};
 
 TEST(ChunkedHead, ChunkColumnsRoundToSixtyFourAndCoverTheVocabulary) {
-  EXPECT_EQ(head_chunk_columns(kConfig, 1), 320);  // Vp = 320: held whole
-  EXPECT_EQ(head_chunk_columns(kConfig, 2), 192);  // 160 rounded up: chunks of 192 and 128
-  EXPECT_EQ(head_chunk_columns(kConfig, 3), 128);  // 107 -> 128: 128, 128, 64
-  EXPECT_EQ(head_chunk_columns(kConfig, 5), 64);
-  EXPECT_THROW(head_chunk_columns(kConfig, 6), std::exception);  // more chunks than 64-column groups
-  EXPECT_THROW(head_chunk_columns(kConfig, 0), std::exception);
+  EXPECT_EQ(head_chunk_columns(kChunkedConfig, 1), 320);  // Vp = 320: held whole
+  EXPECT_EQ(head_chunk_columns(kChunkedConfig, 2), 192);  // 160 rounded up: chunks of 192 and 128
+  EXPECT_EQ(head_chunk_columns(kChunkedConfig, 3), 128);  // 107 -> 128: 128, 128, 64
+  EXPECT_EQ(head_chunk_columns(kChunkedConfig, 5), 64);
+  EXPECT_THROW(head_chunk_columns(kChunkedConfig, 6), std::exception);  // more chunks than 64-column groups
+  EXPECT_THROW(head_chunk_columns(kChunkedConfig, 0), std::exception);
 }
 
 TEST(ChunkedHead, SameLossLogitsAndGradientsAsTheWholeHead) {
@@ -35,8 +35,8 @@ TEST(ChunkedHead, SameLossLogitsAndGradientsAsTheWholeHead) {
   for (DType act : {DType::kF32, DType::kBF16}) {
     // bf16 activations round the logits, dlogits and dlnf once per chunk: a bf16 step's tolerance.
     const double tol = act == DType::kF32 ? 1e-5 : 2e-2;
-    GptFixture whole(kConfig, B, T, CheckpointPolicy{}, DType::kF32, seed, act);
-    std::vector<float> whole_logits(static_cast<std::size_t>(B * T * kConfig.vocab_size));
+    GptFixture whole(kChunkedConfig, B, T, CheckpointPolicy{}, DType::kF32, seed, act);
+    std::vector<float> whole_logits(static_cast<std::size_t>(B * T * kChunkedConfig.vocab_size));
     whole.store->begin_step();
     const float whole_loss = whole.model->forward(*whole.store, whole.inputs.data(), whole.targets.data(),
                                                   {.logits_out = whole_logits.data(), .backward_loss_scale = 0.5f});
@@ -44,7 +44,7 @@ TEST(ChunkedHead, SameLossLogitsAndGradientsAsTheWholeHead) {
     const std::vector<float> whole_grads = whole.grads_f32();
     for (int chunks : {2, 3, 5}) {
       SCOPED_TRACE(::testing::Message() << dtype_name(act) << " activations, " << chunks << " chunks");
-      GptFixture f(kConfig, B, T, CheckpointPolicy{}, DType::kF32, seed, act, UnitLayout{chunks, 1});
+      GptFixture f(kChunkedConfig, B, T, CheckpointPolicy{}, DType::kF32, seed, act, UnitLayout{chunks, 1});
       std::vector<float> logits(whole_logits.size(), NAN);
       f.store->begin_step();
       const float loss = f.model->forward(*f.store, f.inputs.data(), f.targets.data(),
@@ -63,8 +63,8 @@ TEST(ChunkedHead, SameLossLogitsAndGradientsAsTheWholeHead) {
 }
 
 TEST(ChunkedHead, HeadActivationsShrinkToOneChunk) {
-  const ActivationDims whole = activation_dims(kConfig, 4, 16, Device::kCPU, DType::kBF16, 1);
-  const ActivationDims chunked = activation_dims(kConfig, 4, 16, Device::kCPU, DType::kBF16, 5);
+  const ActivationDims whole = activation_dims(kChunkedConfig, 4, 16, Device::kCPU, DType::kBF16, 1);
+  const ActivationDims chunked = activation_dims(kChunkedConfig, 4, 16, Device::kCPU, DType::kBF16, 5);
   EXPECT_FALSE(whole.head_chunked());
   EXPECT_TRUE(chunked.head_chunked());
   EXPECT_EQ(chunked.head_chunk_count(), 5);
@@ -79,11 +79,11 @@ TEST(ChunkedHead, PositionLossesAreEachRowsCrossEntropy) {
   const int B = 2, T = 16;
   for (int chunks : {1, 3}) {
     SCOPED_TRACE(::testing::Message() << chunks << " chunks");
-    GptFixture f(kConfig, B, T, CheckpointPolicy{}, DType::kF32, seed, DType::kF32, UnitLayout{chunks, 1});
-    std::vector<float> logits(static_cast<std::size_t>(B * T * kConfig.vocab_size)), losses(B * T, NAN);
+    GptFixture f(kChunkedConfig, B, T, CheckpointPolicy{}, DType::kF32, seed, DType::kF32, UnitLayout{chunks, 1});
+    std::vector<float> logits(static_cast<std::size_t>(B * T * kChunkedConfig.vocab_size)), losses(B * T, NAN);
     const float loss = f.model->forward(*f.store, f.inputs.data(), f.targets.data(),
                                         {.training = false, .logits_out = logits.data(), .losses_out = losses.data()});
-    zt::testing::expect_position_losses(losses, logits, f.targets, kConfig.vocab_size, loss);
+    zt::testing::expect_position_losses(losses, logits, f.targets, kChunkedConfig.vocab_size, loss);
   }
 }
 

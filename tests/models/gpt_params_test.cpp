@@ -15,10 +15,10 @@
 namespace zt::gpt {
 namespace {
 
-const GptConfig kConfig{/*n_layer=*/2, /*n_head=*/4, /*n_embd=*/32, /*block_size=*/20, /*vocab_size=*/70};
+const GptConfig kParamsConfig{/*n_layer=*/2, /*n_head=*/4, /*n_embd=*/32, /*block_size=*/20, /*vocab_size=*/70};
 
 TEST(GptParamTable, NamesShapesAndOrderFollowHuggingFace) {
-  const ParamTable t = build_param_table(kConfig);
+  const ParamTable t = build_param_table(kParamsConfig);
   ASSERT_EQ(t.units().size(), 4u);
   EXPECT_EQ(t.units()[0].name, "embeddings");
   EXPECT_EQ(t.units()[3].name, "final");
@@ -40,7 +40,7 @@ TEST(GptParamTable, NamesShapesAndOrderFollowHuggingFace) {
 }
 
 TEST(GptParamTable, UnitsAreContiguousAndDecayOnlyOnMatrices) {
-  const ParamTable t = build_param_table(kConfig);
+  const ParamTable t = build_param_table(kParamsConfig);
   std::int64_t total = 0;
   for (const UnitSpec& u : t.units()) {
     std::int64_t offset = 0;
@@ -57,10 +57,10 @@ TEST(GptParamTable, UnitsAreContiguousAndDecayOnlyOnMatrices) {
 }
 
 TEST(GptInit, FollowsGpt2Initialisation) {
-  const ParamTable t = build_param_table(kConfig);
+  const ParamTable t = build_param_table(kParamsConfig);
   const std::uint64_t seed = 1234;
   std::vector<float> emb(static_cast<std::size_t>(t.units()[0].numel));
-  init_unit_params(t, kConfig, embedding_unit(), seed, emb.data());
+  init_unit_params(t, kParamsConfig, embedding_unit(), seed, emb.data());
   const ParamSpec& wte = t.param(t.index_of("transformer.wte.weight"));
   double sum2 = 0;
   for (std::int64_t i = 0; i < 70 * 32; ++i) sum2 += double(emb[i]) * emb[i];
@@ -68,7 +68,7 @@ TEST(GptInit, FollowsGpt2Initialisation) {
   for (std::int64_t i = 70 * 32; i < wte.numel; ++i) ASSERT_EQ(emb[i], 0.0f) << "padded vocabulary rows are zero";
 
   std::vector<float> blk(static_cast<std::size_t>(t.units()[1].numel));
-  init_unit_params(t, kConfig, block_unit(0), seed, blk.data());
+  init_unit_params(t, kParamsConfig, block_unit(0), seed, blk.data());
   const BlockParams p = block_views(t, 0, TensorView{blk.data(), DType::kF32, Device::kCPU, Shape{t.units()[1].numel}});
   for (std::int64_t i = 0; i < 32; ++i) {
     EXPECT_EQ(p.ln_1_w.as<float>()[i], 1.0f);
@@ -81,9 +81,9 @@ TEST(GptInit, FollowsGpt2Initialisation) {
   EXPECT_NEAR(std::sqrt(proj2 / p.mlp_proj_w.numel()), 0.02 / std::sqrt(2.0 * 2), 0.001);  // 1/sqrt(2 n_layer) scaling
 
   std::vector<float> again(blk.size());
-  init_unit_params(t, kConfig, block_unit(0), seed, again.data());
+  init_unit_params(t, kParamsConfig, block_unit(0), seed, again.data());
   EXPECT_EQ(again, blk) << "initialisation is a pure function of the seed";
-  init_unit_params(t, kConfig, block_unit(0), seed + 1, again.data());
+  init_unit_params(t, kParamsConfig, block_unit(0), seed + 1, again.data());
   EXPECT_NE(again, blk);
 }
 
@@ -91,15 +91,15 @@ TEST(GptInit, FollowsGpt2Initialisation) {
 // that cut parameters anywhere give the whole unit's values there, on any number of threads, and
 // leave the rest of the buffer untouched.
 TEST(GptInit, ARangeDrawsTheWholeUnitsValuesThereAndNothingElse) {
-  const ParamTable t = build_param_table(kConfig);
+  const ParamTable t = build_param_table(kParamsConfig);
   for (const int unit : {embedding_unit(), block_unit(1)}) {
     const std::int64_t n = t.units()[static_cast<std::size_t>(unit)].numel;
     std::vector<float> whole(static_cast<std::size_t>(n));
-    init_unit_params(t, kConfig, unit, 77, whole.data());
+    init_unit_params(t, kParamsConfig, unit, 77, whole.data());
     for (const auto& [begin, end] : std::vector<std::pair<std::int64_t, std::int64_t>>{
              {0, n}, {0, 1}, {n / 3, n / 3 + 1000}, {n / 2 + 7, n}, {n - 1, n}, {5, 5}}) {
       std::vector<float> part(static_cast<std::size_t>(n), -7.0f);
-      init_unit_params(t, kConfig, unit, 77, part.data(), begin, end);
+      init_unit_params(t, kParamsConfig, unit, 77, part.data(), begin, end);
       for (std::int64_t i = 0; i < n; ++i) {
         ASSERT_EQ(part[static_cast<std::size_t>(i)], i >= begin && i < end ? whole[static_cast<std::size_t>(i)] : -7.0f)
             << "unit " << unit << " range [" << begin << ", " << end << ") element " << i;

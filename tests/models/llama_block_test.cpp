@@ -13,20 +13,20 @@
 namespace zt::llama {
 namespace {
 
-const LlamaConfig kConfig{
+const LlamaConfig kBlockConfig{
     /*n_layer=*/1,    /*n_head=*/4,      /*n_kv_head=*/2,      /*n_embd=*/16, /*intermediate_size=*/24,
     /*block_size=*/8, /*vocab_size=*/64, /*rope_theta=*/100.0f};
 
 struct Layer {
   MemoryTracker tracker;
   ExecContext ctx{Device::kCPU, 1, nullptr};
-  ParamTable table = build_param_table(kConfig);
+  ParamTable table = build_param_table(kBlockConfig);
   std::vector<float> params, grads;
   LayerDims d;
-  Layer(std::int64_t B, std::int64_t T) : d(layer_dims(kConfig, B, T)) {
+  Layer(std::int64_t B, std::int64_t T) : d(layer_dims(kBlockConfig, B, T)) {
     params.resize(static_cast<std::size_t>(table.units()[1].numel));
     grads.assign(params.size(), 0.0f);
-    init_unit_params(table, kConfig, 1, 5, params.data());
+    init_unit_params(table, kBlockConfig, 1, 5, params.data());
     // Norm gains away from 1, so their gradients matter.
     std::mt19937 rng(3);
     std::normal_distribution<float> n(1.0f, 0.2f);
@@ -41,7 +41,8 @@ struct Layer {
   double loss(std::vector<float>& x, const std::vector<float>& r) {
     LayerActivations a(tracker, d, ctx);
     std::vector<float> out(x.size());
-    layer_forward(ctx, kConfig, views(params), TensorView{x.data(), DType::kF32, Device::kCPU, Shape{d.B, d.T, d.C}}, a,
+    layer_forward(ctx, kBlockConfig, views(params),
+                  TensorView{x.data(), DType::kF32, Device::kCPU, Shape{d.B, d.T, d.C}}, a,
                   TensorView{out.data(), DType::kF32, Device::kCPU, Shape{d.B, d.T, d.C}});
     double l = 0.0;
     for (std::size_t i = 0; i < out.size(); ++i) l += static_cast<double>(out[i]) * r[i];
@@ -61,10 +62,10 @@ TEST(LlamaLayer, GradientsMatchCentralDifferences) {
   LayerActivations a(f.tracker, f.d, f.ctx);
   std::vector<float> out(x.size()), dresid = r;
   const Shape btc{B, T, f.d.C};
-  layer_forward(f.ctx, kConfig, f.views(f.params), TensorView{x.data(), DType::kF32, Device::kCPU, btc}, a,
+  layer_forward(f.ctx, kBlockConfig, f.views(f.params), TensorView{x.data(), DType::kF32, Device::kCPU, btc}, a,
                 TensorView{out.data(), DType::kF32, Device::kCPU, btc});
   LayerGradScratch scratch(f.tracker, f.d, f.ctx);
-  layer_backward(f.ctx, kConfig, f.views(f.params), f.views(f.grads),
+  layer_backward(f.ctx, kBlockConfig, f.views(f.params), f.views(f.grads),
                  TensorView{x.data(), DType::kF32, Device::kCPU, btc}, a,
                  TensorView{dresid.data(), DType::kF32, Device::kCPU, btc}, scratch);
   // Numeric, in fp32 with a step large enough for its rounding: every 7th parameter, every input.

@@ -16,12 +16,13 @@
 namespace zt::llama {
 namespace {
 
-const LlamaConfig kConfig{/*n_layer=*/2,           /*n_head=*/4,      /*n_kv_head=*/2, /*n_embd=*/64,
-                          /*intermediate_size=*/0,
-                          /*block_size=*/32,       /*vocab_size=*/300};
+const LlamaConfig kLlamaParamsConfig{/*n_layer=*/2,           /*n_head=*/4,
+                                     /*n_kv_head=*/2,         /*n_embd=*/64,
+                                     /*intermediate_size=*/0,
+                                     /*block_size=*/32,       /*vocab_size=*/300};
 
 TEST(LlamaParamTable, NamesShapesAndOrderFollowHuggingFace) {
-  const ParamTable t = build_param_table(kConfig);
+  const ParamTable t = build_param_table(kLlamaParamsConfig);
   ASSERT_EQ(t.units().size(), 4u);
   const std::int64_t I = default_intermediate_size(64);  // 2/3 of 256 = 170, rounded up to 256
   EXPECT_EQ(I, 256);
@@ -51,14 +52,14 @@ TEST(LlamaParamTable, NamesShapesAndOrderFollowHuggingFace) {
   }
   EXPECT_EQ(t.param(0).shape, (std::vector<std::int64_t>{320, 64}));  // vocabulary padded to 64
   // Tied: no lm_head; the final unit is the norm alone.
-  LlamaConfig tied = kConfig;
+  LlamaConfig tied = kLlamaParamsConfig;
   tied.tie_embeddings = true;
   EXPECT_EQ(build_param_table(tied).params().size(), want.size() - 1);
   EXPECT_EQ(default_intermediate_size(4096), 11008);  // Llama 2 7B
 }
 
 TEST(LlamaParamTable, StackedViewsAndInitialisation) {
-  const ParamTable t = build_param_table(kConfig);
+  const ParamTable t = build_param_table(kLlamaParamsConfig);
   std::vector<float> layer(static_cast<std::size_t>(t.units()[1].numel));
   const TensorView unit{layer.data(), DType::kF32, Device::kCPU, Shape{t.units()[1].numel}};
   const LayerParams p = layer_views(t, 0, unit);
@@ -67,7 +68,7 @@ TEST(LlamaParamTable, StackedViewsAndInitialisation) {
   EXPECT_EQ(p.gate_up_proj.shape, (Shape{512, 64}));
   EXPECT_EQ(static_cast<float*>(p.gate_up_proj.data) + 256 * 64,
             t.view(t.index_of("model.layers.0.mlp.up_proj.weight"), unit).data);
-  init_unit_params(t, kConfig, 1, 42, layer.data());
+  init_unit_params(t, kLlamaParamsConfig, 1, 42, layer.data());
   for (std::int64_t c = 0; c < 64; ++c) {
     EXPECT_EQ(p.input_norm.as<float>()[c], 1.0f);
     EXPECT_EQ(p.post_norm.as<float>()[c], 1.0f);
@@ -81,21 +82,21 @@ TEST(LlamaParamTable, StackedViewsAndInitialisation) {
   EXPECT_NEAR(sum / n, 0.0, 0.002);
   EXPECT_NEAR(std::sqrt(sq / n), 0.02, 0.001);
   std::vector<float> emb(static_cast<std::size_t>(t.units()[0].numel), -1.0f);
-  init_unit_params(t, kConfig, 0, 42, emb.data());
+  init_unit_params(t, kLlamaParamsConfig, 0, 42, emb.data());
   for (std::int64_t i = 300 * 64; i < 320 * 64; ++i) ASSERT_EQ(emb[i], 0.0f);  // padded rows
 }
 
 // Ranges as a rank's optimizer shard cuts them: the whole unit's values there, nothing elsewhere.
 TEST(LlamaParamTable, ARangeDrawsTheWholeUnitsValuesThereAndNothingElse) {
-  const ParamTable t = build_param_table(kConfig);
+  const ParamTable t = build_param_table(kLlamaParamsConfig);
   for (const int unit : {0, 1}) {
     const std::int64_t n = t.units()[static_cast<std::size_t>(unit)].numel;
     std::vector<float> whole(static_cast<std::size_t>(n));
-    init_unit_params(t, kConfig, unit, 42, whole.data());
+    init_unit_params(t, kLlamaParamsConfig, unit, 42, whole.data());
     for (const auto& [begin, end] :
          std::vector<std::pair<std::int64_t, std::int64_t>>{{0, n}, {n / 4 + 3, n / 2}, {n - 65, n}, {1, 2}}) {
       std::vector<float> part(static_cast<std::size_t>(n), -7.0f);
-      init_unit_params(t, kConfig, unit, 42, part.data(), begin, end);
+      init_unit_params(t, kLlamaParamsConfig, unit, 42, part.data(), begin, end);
       for (std::int64_t i = 0; i < n; ++i) {
         ASSERT_EQ(part[static_cast<std::size_t>(i)], i >= begin && i < end ? whole[static_cast<std::size_t>(i)] : -7.0f)
             << "unit " << unit << " range [" << begin << ", " << end << ") element " << i;
@@ -105,17 +106,17 @@ TEST(LlamaParamTable, ARangeDrawsTheWholeUnitsValuesThereAndNothingElse) {
 }
 
 TEST(LlamaConfigRules, InconsistentConfigsAreNamed) {
-  LlamaConfig c = kConfig;
+  LlamaConfig c = kLlamaParamsConfig;
   EXPECT_EQ(llama_config_error(c), "");
   c.n_kv_head = 3;
   EXPECT_NE(llama_config_error(c).find("not a multiple of n_kv_head"), std::string::npos);
-  c = kConfig;
+  c = kLlamaParamsConfig;
   c.n_embd = 66;
   EXPECT_NE(llama_config_error(c).find("not divisible by n_head"), std::string::npos);
-  c = kConfig;
+  c = kLlamaParamsConfig;
   c.n_embd = 4 * 5;  // head size 5: odd
   EXPECT_NE(llama_config_error(c).find("even for RoPE"), std::string::npos);
-  c = kConfig;
+  c = kLlamaParamsConfig;
   c.rope_theta = 0.0f;
   EXPECT_NE(llama_config_error(c).find("rope_theta"), std::string::npos);
   EXPECT_THROW(build_param_table(c), std::exception);

@@ -15,7 +15,7 @@ namespace {
 
 using testing::GptFixture;
 
-const GptConfig kConfig{/*n_layer=*/3, /*n_head=*/2, /*n_embd=*/32, /*block_size=*/16, /*vocab_size=*/200};
+const GptConfig kLayoutConfig{/*n_layer=*/3, /*n_head=*/2, /*n_embd=*/32, /*block_size=*/16, /*vocab_size=*/200};
 
 TEST(UnitLayout, SplitBlocksGiveTheWholeBlocksBits) {
   const std::uint64_t seed = std::random_device{}();
@@ -27,8 +27,8 @@ TEST(UnitLayout, SplitBlocksGiveTheWholeBlocksBits) {
       for (int chunks : {1, 2}) {
         SCOPED_TRACE(::testing::Message() << "checkpointing " << ckpt << ", " << dtype_name(params)
                                           << " parameters, head_chunks " << chunks);
-        GptFixture whole(kConfig, 2, 16, policy, params, seed, DType::kF32, UnitLayout{chunks, 1});
-        GptFixture split(kConfig, 2, 16, policy, params, seed, DType::kF32, UnitLayout{chunks, 2});
+        GptFixture whole(kLayoutConfig, 2, 16, policy, params, seed, DType::kF32, UnitLayout{chunks, 1});
+        GptFixture split(kLayoutConfig, 2, 16, policy, params, seed, DType::kF32, UnitLayout{chunks, 2});
         const float a = whole.step(), b = split.step();
         EXPECT_EQ(std::memcmp(&a, &b, sizeof(float)), 0) << a << " vs " << b;
         const std::vector<float> ga = whole.grads_f32(), gb = split.grads_f32();

@@ -26,13 +26,18 @@ namespace {
 
 using C = MemCategory;
 
-const gpt::GptConfig kTiny{/*n_layer=*/2, /*n_head=*/2, /*n_embd=*/32, /*block_size=*/16, /*vocab_size=*/65};
+const gpt::GptConfig kCommandTiny{/*n_layer=*/2, /*n_head=*/2, /*n_embd=*/32, /*block_size=*/16, /*vocab_size=*/65};
 
 // The config form picks the backend as the trainer does (NCCL on CUDA with more than one rank)
 // and adds the CUDA context's cuBLASLt workspace.
 TEST(RankMemory, OnCudaTheConfigPredictionCountsNcclStagingAndTheCublasWorkspace) {
   RunConfig cpu;
-  cpu.model = ModelConfig{"gpt2", kTiny.n_layer, kTiny.n_head, kTiny.n_embd, kTiny.block_size, kTiny.vocab_size};
+  cpu.model = ModelConfig{"gpt2",
+                          kCommandTiny.n_layer,
+                          kCommandTiny.n_head,
+                          kCommandTiny.n_embd,
+                          kCommandTiny.block_size,
+                          kCommandTiny.vocab_size};
   cpu.train.micro_batch = 2;
   cpu.train.seq_len = 8;
   cpu.param_dtype = DType::kBF16;
@@ -48,10 +53,10 @@ TEST(RankMemory, OnCudaTheConfigPredictionCountsNcclStagingAndTheCublasWorkspace
     nccl.backend = CollectiveBackend::kNccl;
     ZeroOptions zero;
     zero.stage = stage;
-    const StepSchedule schedule{gpt::forward_schedule(kTiny), gpt::backward_schedule(kTiny)};
-    const ModelFootprint fp = gpt::predict_footprint(kTiny, 2, 8, {}, DType::kBF16, Device::kCUDA);
-    EXPECT_EQ(on_4[C::kCommBuffers], predict_rank_memory(gpt::build_param_table(kTiny), DType::kBF16, fp, schedule,
-                                                         zero, 4, nccl)[C::kCommBuffers]);
+    const StepSchedule schedule{gpt::forward_schedule(kCommandTiny), gpt::backward_schedule(kCommandTiny)};
+    const ModelFootprint fp = gpt::predict_footprint(kCommandTiny, 2, 8, {}, DType::kBF16, Device::kCUDA);
+    EXPECT_EQ(on_4[C::kCommBuffers], predict_rank_memory(gpt::build_param_table(kCommandTiny), DType::kBF16, fp,
+                                                         schedule, zero, 4, nccl)[C::kCommBuffers]);
     EXPECT_GT(on_4[C::kCommBuffers], 0) << "four GPUs stage bf16 gradients in fp32";
   }
 }

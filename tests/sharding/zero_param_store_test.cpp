@@ -19,7 +19,7 @@
 namespace zt {
 namespace {
 
-const gpt::GptConfig kTiny{/*n_layer=*/3, /*n_head=*/2, /*n_embd=*/16, /*block_size=*/8, /*vocab_size=*/40};
+const gpt::GptConfig kStoreTiny{/*n_layer=*/3, /*n_head=*/2, /*n_embd=*/16, /*block_size=*/8, /*vocab_size=*/40};
 
 // Forwards to a ZeroParamStore and records every call, to compare with the declared schedules.
 // With offer_in_place false it hides the store's in-place gradients: the model then adds every
@@ -77,19 +77,19 @@ struct Fixture {
   std::vector<std::int32_t> inputs, targets;
 
   Fixture(const ZeroOptions& zero, const char* checkpointing = "none", int B = 2, int T = 8)
-      : model(kTiny, B, T, policy(checkpointing), tracker, ctx),
+      : model(kStoreTiny, B, T, policy(checkpointing), tracker, ctx),
         store(model.table(), DType::kF32, zero, comm, tracker, ctx),
         inputs(static_cast<std::size_t>(B * T)),
         targets(inputs.size()) {
     for (std::size_t u = 0; u < model.table().units().size(); ++u) {
       const std::int64_t n = model.table().units()[u].numel;
       std::vector<float> init(static_cast<std::size_t>(n));
-      gpt::init_unit_params(model.table(), kTiny, static_cast<int>(u), 11, init.data());
+      gpt::init_unit_params(model.table(), kStoreTiny, static_cast<int>(u), 11, init.data());
       cpu::cast(ctx, store.working_shard(static_cast<int>(u)).slice(0, n),
                 TensorView{init.data(), DType::kF32, Device::kCPU, Shape{n}});
     }
     std::mt19937 rng(5);
-    std::uniform_int_distribution<int> tok(0, kTiny.vocab_size - 1);
+    std::uniform_int_distribution<int> tok(0, kStoreTiny.vocab_size - 1);
     for (auto& x : inputs) x = tok(rng);
     for (auto& x : targets) x = tok(rng);
   }
@@ -123,8 +123,8 @@ TEST(ZeroParamStore, GptModelMakesExactlyTheCallsItsSchedulesDeclare) {
     f.model.forward(recorder, f.inputs.data(), f.targets.data());
     f.model.backward(recorder);
     ASSERT_EQ(recorder.passes.size(), 2u);
-    EXPECT_EQ(recorder.passes[0], gpt::forward_schedule(kTiny)) << checkpointing;
-    EXPECT_EQ(recorder.passes[1], gpt::backward_schedule(kTiny)) << checkpointing;
+    EXPECT_EQ(recorder.passes[0], gpt::forward_schedule(kStoreTiny)) << checkpointing;
+    EXPECT_EQ(recorder.passes[1], gpt::backward_schedule(kStoreTiny)) << checkpointing;
   }
 }
 
@@ -171,7 +171,7 @@ TEST(ZeroParamStore, SplitBlocksMakeTheCallsOfTheirSchedule) {
     LocalCommunicator comm{tracker, {}};
     const UnitLayout layout{.head_chunks = 1, .block_units = 2};
     const gpt::CheckpointPolicy policy = Fixture::policy(checkpointing);
-    gpt::GptModel model(kTiny, 2, 8, policy, tracker, ctx, 0.0f, 0, DType::kF32, layout);
+    gpt::GptModel model(kStoreTiny, 2, 8, policy, tracker, ctx, 0.0f, 0, DType::kF32, layout);
     ZeroParamStore store(model.table(), DType::kF32, stage(3), comm, tracker, ctx);
     RecordingStore recorder(store);
     const std::vector<std::int32_t> tokens(16, 7);
@@ -179,11 +179,11 @@ TEST(ZeroParamStore, SplitBlocksMakeTheCallsOfTheirSchedule) {
     model.forward(recorder, tokens.data(), tokens.data());
     model.backward(recorder);
     ASSERT_EQ(recorder.passes.size(), 2u);
-    EXPECT_EQ(recorder.passes[0], gpt::forward_schedule(kTiny, layout));
-    EXPECT_EQ(recorder.passes[1], gpt::backward_schedule(kTiny, layout, policy));
+    EXPECT_EQ(recorder.passes[0], gpt::forward_schedule(kStoreTiny, layout));
+    EXPECT_EQ(recorder.passes[1], gpt::backward_schedule(kStoreTiny, layout, policy));
     using enum UnitOp;
-    const int attn = gpt::block_unit(2), mlp = gpt::mlp_unit(kTiny, layout, 2);
-    const PassSchedule bwd = gpt::backward_schedule(kTiny, layout, policy);
+    const int attn = gpt::block_unit(2), mlp = gpt::mlp_unit(kStoreTiny, layout, 2);
+    const PassSchedule bwd = gpt::backward_schedule(kStoreTiny, layout, policy);
     const PassSchedule last_block =
         policy.is_checkpointed(2)
             ? PassSchedule{{kAcquire, attn}, {kAcquire, mlp},     {kAccumulate, mlp},  {kGradsReady, mlp},
@@ -196,8 +196,8 @@ TEST(ZeroParamStore, SplitBlocksMakeTheCallsOfTheirSchedule) {
 
 TEST(ZeroParamStore, StageThreePrefetchesKeepsTheHeadForBackwardAndReshardsEverything) {
   Fixture f(stage(3));
-  const PassSchedule fwd = gpt::forward_schedule(kTiny), bwd = gpt::backward_schedule(kTiny);
-  const int emb = gpt::embedding_unit(), b0 = gpt::block_unit(0), fin = gpt::final_unit(kTiny);
+  const PassSchedule fwd = gpt::forward_schedule(kStoreTiny), bwd = gpt::backward_schedule(kStoreTiny);
+  const int emb = gpt::embedding_unit(), b0 = gpt::block_unit(0), fin = gpt::final_unit(kStoreTiny);
   f.store.begin_pass(Pass::kForward, fwd, &bwd);
   f.store.acquire_params(emb, Pass::kForward);
   EXPECT_EQ(f.store.unit_state(emb), UnitState::kGathered);
@@ -205,7 +205,7 @@ TEST(ZeroParamStore, StageThreePrefetchesKeepsTheHeadForBackwardAndReshardsEvery
   EXPECT_EQ(f.store.unit_state(gpt::block_unit(1)), UnitState::kSharded);
   f.store.release_params(emb, Pass::kForward);
   EXPECT_EQ(f.store.unit_state(emb), UnitState::kSharded);
-  for (int l = 0; l < kTiny.n_layer; ++l) {
+  for (int l = 0; l < kStoreTiny.n_layer; ++l) {
     f.store.acquire_params(gpt::block_unit(l), Pass::kForward);
     f.store.release_params(gpt::block_unit(l), Pass::kForward);
     EXPECT_EQ(f.store.unit_state(gpt::block_unit(l)), UnitState::kSharded);
@@ -234,7 +234,7 @@ TEST(ZeroParamStore, StageThreePrefetchesKeepsTheHeadForBackwardAndReshardsEvery
 
 TEST(ZeroParamStore, ACallOutOfScheduleIsRefused) {
   Fixture f(stage(3));
-  const PassSchedule fwd = gpt::forward_schedule(kTiny), bwd = gpt::backward_schedule(kTiny);
+  const PassSchedule fwd = gpt::forward_schedule(kStoreTiny), bwd = gpt::backward_schedule(kStoreTiny);
   f.store.begin_pass(Pass::kForward, fwd, &bwd);
   try {
     f.store.acquire_params(gpt::block_unit(0), Pass::kForward);  // the schedule starts with the embeddings
@@ -263,10 +263,10 @@ TEST(ZeroParamStore, UnitsBelowThePersistenceThresholdStayWhole) {
   ZeroOptions z = stage(3);
   z.persistence_threshold = 1000;  // the final LayerNorm (2 C = 32 elements) stays whole
   Fixture f(z);
-  EXPECT_FALSE(f.store.params_sharded(gpt::final_unit(kTiny)));
+  EXPECT_FALSE(f.store.params_sharded(gpt::final_unit(kStoreTiny)));
   EXPECT_TRUE(f.store.params_sharded(gpt::embedding_unit()));  // (64 padded vocab + 8 positions) x 16
   EXPECT_TRUE(f.store.params_sharded(gpt::block_unit(0)));
-  EXPECT_EQ(f.store.unit_state(gpt::final_unit(kTiny)), UnitState::kGathered);
+  EXPECT_EQ(f.store.unit_state(gpt::final_unit(kStoreTiny)), UnitState::kGathered);
 }
 
 // On one rank every stage and option computes the same gradients as stage 0, bit for bit.

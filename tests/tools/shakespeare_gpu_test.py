@@ -32,10 +32,12 @@ EVAL_STEPS = [2, 4, 6]
 
 
 def run_tool(zerotrain, *flags):
+    # One thread for each engine (zerotrain's train.num_threads, PyTorch's OMP_NUM_THREADS): under
+    # ctest -j2 a thread for each core beside another test's took twice as long.
     cmd = [sys.executable, TOOL, "--zerotrain", zerotrain, "--python", sys.executable, "--device", "cpu",
            "--steps", str(STEPS), "--batch", str(BATCH), "--eval-batches", str(EVAL_BATCHES),
-           "--eval-every", str(EVAL_EVERY), *flags]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=280)
+           "--eval-every", str(EVAL_EVERY), "--set", "train.num_threads=1", *flags]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=280, env=dict(os.environ, OMP_NUM_THREADS="1"))
     print(f"$ shakespeare_gpu.py ... {' '.join(flags)}  -> exit {p.returncode}")
     if p.returncode not in (0, 3):
         print(p.stdout[-2000:], p.stderr[-2000:])

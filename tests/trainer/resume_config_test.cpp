@@ -141,7 +141,7 @@ nlohmann::json fine_tune(const std::string& init_from) {
 // out (its own keys stay, for the resume to compare); without one, or where that source fails, the
 // config is refused in one line naming the folder.
 TEST(ResumeInitFrom, AGoneFolderTakesTheSavedModelKeys) {
-  const std::string gone = testing::TempDir() + "/no_such_pretrained_folder";
+  const std::string gone = ::testing::TempDir() + "/no_such_pretrained_folder";
   const nlohmann::json saved = base()["model"];
   int calls = 0;
   const RunConfig c = parse_run_config(fine_tune(gone), "test.json", 1, nullptr, [&](const RunConfig& partial) {

@@ -84,12 +84,14 @@ RunProgress start_run(TrainerState& s, const std::string& resume_checkpoint, boo
   // trajectory's (a fresh run's, started in this directory after that checkpoint's run): kept
   // aside too, not continued as if it were this run's history.
   const std::string previous_id = ckpt::extra_string(m.extra, "previous_save_id");
+  // Everything below asks of the log, read once here.
+  const MetricsLog::AtStep logged =
+      s.metrics ? s.metrics->read_at_step(run.start_step, {saved_id, previous_id}) : MetricsLog::AtStep{};
   const bool log_is_ours =
       !s.metrics || run.start_step == 0 ||
-      (saved_id.empty() ? s.metrics->has_record("", run.start_step)
-                        : s.metrics->has_value("save_id", saved_id) ||
-                              (!previous_id.empty() && s.metrics->has_value("save_id", previous_id) &&
-                               s.metrics->has_record("", run.start_step)));
+      (saved_id.empty() ? logged.any_record
+                        : logged.save_ids.count(saved_id) > 0 ||
+                              (!previous_id.empty() && logged.save_ids.count(previous_id) > 0 && logged.any_record));
   if (!log_is_ours) {
     s.metrics->start_afresh();
     if (!s.metrics->set_aside().empty()) {
@@ -99,7 +101,7 @@ RunProgress start_run(TrainerState& s, const std::string& resume_checkpoint, boo
                       run.start_step, s.metrics->set_aside()));
     }
   } else if (s.metrics) {
-    if (const int dropped = s.metrics->drop_records_after_step(run.start_step); dropped > 0) {
+    if (const int dropped = s.metrics->drop_records_after_step(run.start_step, logged.past); dropped > 0) {
       s.progress.message(fmt::format("metrics.jsonl: dropped {} record(s) the interrupted run wrote after step {}",
                                      dropped, run.start_step));
     }
@@ -107,8 +109,9 @@ RunProgress start_run(TrainerState& s, const std::string& resume_checkpoint, boo
   // A save's `checkpoint` record comes after its commit (an asynchronous save's at a later step
   // boundary): a kill -9 in between leaves the log without it, though the save is this run's (its
   // save_id is logged: the checkpoint_started record). Recovered from the manifest, marked so.
-  if (s.metrics && log_is_ours && run.start_step > 0 && !saved_id.empty() &&
-      !s.metrics->has_record("checkpoint", run.start_step)) {
+  // (The step's records stay in a log that is ours; a log started afresh holds none.)
+  const auto logged_at_step = [&](const char* type) { return log_is_ours && logged.kept_types.count(type) > 0; };
+  if (s.metrics && log_is_ours && run.start_step > 0 && !saved_id.empty() && !logged_at_step("checkpoint")) {
     s.log({{"type", "checkpoint"},
            {"step", run.start_step},
            {"path", resume_checkpoint},
@@ -126,8 +129,8 @@ RunProgress start_run(TrainerState& s, const std::string& resume_checkpoint, boo
     const bool sample_due = c.log.samples() && c.log.sample_every > 0 && at % c.log.sample_every == 0;
     std::string pending;
     if (s.root) {
-      if (eval_due && !(s.metrics && s.metrics->has_record("eval", at))) pending += 'e';
-      if (sample_due && !(s.metrics && s.metrics->has_record("sample", at))) pending += 's';
+      if (eval_due && !(s.metrics && logged_at_step("eval"))) pending += 'e';
+      if (sample_due && !(s.metrics && logged_at_step("sample"))) pending += 's';
     }
     pending = broadcast_string(s.comm, pending);
     run.eval_pending = pending.find('e') != std::string::npos;

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <ctime>
@@ -97,49 +98,49 @@ void MetricsLog::each_line(const std::function<bool(const std::string&, bool)>& 
   if (in.bad()) throw_input_error("cannot read metrics file '{}' to continue it", path_);
 }
 
-bool MetricsLog::has_record(const std::string& type, std::int64_t step) const {
-  if (!regular_) return false;  // a pipe or a device keeps nothing to read back
-  bool found = false;
-  each_line([&](const std::string& line, bool) {
-    const nlohmann::json record = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    found = record.is_object() && (type.empty() || record.value("type", "") == type) && record.contains("step") &&
-            record["step"].is_number_integer() && record["step"].get<std::int64_t>() == step;
-    return !found;
-  });
-  return found;
+namespace {
+
+// Whether drop_records_after_step drops `line`: a last line without its newline is a record cut
+// short by a kill (the next record would be glued onto it); a summary's step is its last_step (a
+// later one ended the trajectory dropped).
+bool past_step(const nlohmann::json& record, bool torn, std::int64_t step) {
+  if (torn) return true;
+  const char* key = record.is_object() && record.contains("last_step") ? "last_step" : "step";
+  return record.is_object() && record.contains(key) && record[key].is_number_integer() &&
+         record[key].get<std::int64_t>() > step;
 }
 
-bool MetricsLog::has_value(const std::string& key, const std::string& value) const {
-  if (!regular_) return false;
-  bool found = false;
-  each_line([&](const std::string& line, bool) {
-    if (line.find(value) == std::string::npos) return true;  // most lines: no parse
-    const nlohmann::json record = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    found = record.is_object() && record.contains(key) && record[key].is_string() && record[key] == value;
-    return !found;
-  });
-  return found;
-}
+}  // namespace
 
-int MetricsLog::drop_records_after_step(std::int64_t step) {
-  if (!regular_) return 0;
-  // A last line without its newline is a record cut short by a kill: the next record would be
-  // glued onto it. A summary's step is its last_step: a later one ended the trajectory dropped.
-  auto dropped_line = [step](const std::string& line, bool torn) {
-    if (torn) return true;
-    const nlohmann::json record = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    const char* key = record.is_object() && record.contains("last_step") ? "last_step" : "step";
-    return record.is_object() && record.contains(key) && record[key].is_number_integer() &&
-           record[key].get<std::int64_t>() > step;
-  };
-  // Line by line, twice where anything goes (a log of a long fast run is gigabytes: never whole in
-  // memory).
-  int dropped = 0;
+MetricsLog::AtStep MetricsLog::read_at_step(std::int64_t step, const std::vector<std::string>& save_ids) const {
+  AtStep at;
+  if (!regular_) return at;  // a pipe or a device keeps nothing to read back
   each_line([&](const std::string& line, bool torn) {
-    dropped += dropped_line(line, torn) ? 1 : 0;
+    const nlohmann::json record = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    at.past += past_step(record, torn, step) ? 1 : 0;
+    if (!record.is_object()) return true;
+    if (record.contains("step") && record["step"].is_number_integer() && record["step"].get<std::int64_t>() == step) {
+      at.any_record = true;
+      if (!torn && record.contains("type") && record["type"].is_string()) {
+        at.kept_types.insert(record["type"].get<std::string>());
+      }
+    }
+    if (record.contains("save_id") && record["save_id"].is_string()) {
+      const std::string& id = record["save_id"].get_ref<const std::string&>();
+      if (std::find(save_ids.begin(), save_ids.end(), id) != save_ids.end()) at.save_ids.insert(id);
+    }
     return true;
   });
-  if (dropped > 0) {
+  return at;
+}
+
+int MetricsLog::drop_records_after_step(std::int64_t step, int past) {
+  if (!regular_) return 0;
+  auto dropped_line = [step](const std::string& line, bool torn) {
+    return past_step(nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false), torn, step);
+  };
+  // Line by line (a log of a long fast run is gigabytes: never whole in memory).
+  if (past > 0) {
     // Through a symlink, the file it names is rewritten (a rename over the link would replace it).
     const std::string target = ckpt::rename_target(path_, "metrics file");
     const std::string temp = staging_path(target);
@@ -167,7 +168,7 @@ int MetricsLog::drop_records_after_step(std::int64_t step) {
   std::fclose(file_);  // reopened on the file the rename put in place
   file_ = nullptr;
   open_file(/*truncate=*/false);
-  return dropped;
+  return past;
 }
 
 ProgressPrinter::ProgressPrinter(const std::string& mode, int every_steps)

@@ -9,7 +9,9 @@
 #include <cstdint>
 #include <cstdio>
 #include <functional>
+#include <set>
 #include <string>
+#include <vector>
 
 namespace zt {
 
@@ -24,14 +26,20 @@ class MetricsLog {
 
   void write(const nlohmann::json& record);
 
+  // What a resume from the checkpoint of `step` needs of the log, read in one pass (a long run's
+  // log is hundreds of MB, each line a JSON parse). Empty for a pipe or a device.
+  struct AtStep {
+    bool any_record = false;           // a record of the step (a last line cut short included)
+    std::set<std::string> save_ids;    // those of the asked save ids that a record holds as "save_id"
+    std::set<std::string> kept_types;  // the step's records' types, but a last line cut short
+    int past = 0;                      // what drop_records_after_step removes: records past the step
+  };
+  AtStep read_at_step(std::int64_t step, const std::vector<std::string>& save_ids) const;
   // For a resumed run: removes the records of steps after `step` (what an interrupted run logged
   // past its last checkpoint, and will log again; a summary whose last_step is later) and a last
-  // line a kill cut short, rewriting the file atomically. Returns how many.
-  int drop_records_after_step(std::int64_t step);
-  // Whether the file holds a record of `type` ("eval", "sample"; "": any) for `step`.
-  bool has_record(const std::string& type, std::int64_t step) const;
-  // Whether a record holds `key` = `value` (a checkpoint's save_id).
-  bool has_value(const std::string& key, const std::string& value) const;
+  // line a kill cut short, rewriting the file atomically; `past` is read_at_step's count of them
+  // (none: the file is left as it is). Returns `past`.
+  int drop_records_after_step(std::int64_t step, int past);
   // A fresh run, or a resume whose log is another trajectory's: the file, where it holds records,
   // is kept beside itself as <stem>.<UTC time>.jsonl (set_aside; through a symlink, its target,
   // the link kept), and a new one started.

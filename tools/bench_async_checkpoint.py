@@ -20,7 +20,7 @@ their idle time, and a save that comes before the previous one is written waits 
 counts as blocked). Prints a table and writes --out (JSON).
 
 usage: tools/bench_async_checkpoint.py [--zerotrain build/zerotrain] [--device cpu] [--steps 125]
-                                       [--every 40] [--out docs/results/async_checkpoint_bench_cpu.json]
+                                       [--every 40] [--out runs/results/async_checkpoint_bench_cpu.json]
 """
 import argparse
 import json
@@ -35,6 +35,7 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 from repo_commit import head_commit  # noqa: E402
+from result_paths import check_out_dir, check_out_file, default_out  # noqa: E402
 
 GPT2_124M = {"arch": "gpt2", "n_layer": 12, "n_head": 12, "n_embd": 768, "block_size": 1024, "vocab_size": 50257}
 
@@ -98,7 +99,8 @@ def main():
     p.add_argument("--work", default=None, help="folder for the runs (default: a temporary one, removed)")
     p.add_argument("--out", default=None)
     a = p.parse_args()
-    out = a.out or os.path.join(ROOT, "docs", "results", f"async_checkpoint_bench_{a.device}.json")
+    out = a.out or default_out(f"async_checkpoint_bench_{a.device}.json")
+    check_out_file("bench_async_checkpoint", out)
     work = a.work or tempfile.mkdtemp(prefix="zt_async_bench_")
     config = run_config(a.device, a.steps, a.every)
     path = os.path.join(work, "config.json")

@@ -5,7 +5,7 @@ peak memory). Uses the checkpoint test driver (real ZeroParamStore + ShardedAdam
 optimizer step, no forward/backward) until the trainer saves checkpoints itself.
 
 usage: tools/bench_checkpoint.py [--build build] [--config configs/gpt2_124m.json] [--ranks 4]
-                                 [--out docs/results/checkpoint_bench.json]
+                                 [--out runs/results/checkpoint_bench.json]
 """
 import argparse
 import datetime
@@ -21,6 +21,7 @@ import sys  # noqa: E402
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 from mpirun_command import MPIRUN  # noqa: E402
 from repo_commit import head_commit  # noqa: E402
+from result_paths import check_out_dir, check_out_file, default_out  # noqa: E402
 
 
 def per_rank(text, pattern):
@@ -33,10 +34,20 @@ def main():
     p.add_argument("--config", default=os.path.join(ROOT, "configs", "gpt2_124m.json"))
     p.add_argument("--ranks", type=int, default=4)
     p.add_argument("--stage", type=int, default=3)
-    p.add_argument("--out", default=os.path.join(ROOT, "docs", "results", "checkpoint_bench.json"))
+    p.add_argument("--out", default=default_out("checkpoint_bench.json"))
     a = p.parse_args()
+    if a.ranks < 1:
+        p.error(f"--ranks {a.ranks}: at least 1 (mpirun -np 0 would start a rank on every slot)")
+    if not 0 <= a.stage <= 3:
+        p.error(f"--stage {a.stage}: a ZeRO stage, 0-3")
+    if not os.path.isfile(a.config):
+        p.error(f"--config {a.config}: no such file")
+    check_out_file("bench_checkpoint", a.out)
     driver = os.path.join(a.build, "tests", "zt_checkpoint_resume_driver")
     zerotrain = os.path.join(a.build, "zerotrain")
+    for binary in (driver, zerotrain):
+        if not os.access(binary, os.X_OK):
+            p.error(f"--build {a.build}: no {os.path.relpath(binary, a.build)} there (build every target first)")
     work = tempfile.mkdtemp(prefix="zt_ckpt_bench_")
     folder = os.path.join(work, "checkpoints")
 
@@ -82,6 +93,7 @@ def main():
         "export_hf": {"seconds": float(export_s), "peak_rss_bytes": int(export_rss_kb) * 1024,
                       "model_safetensors_bytes": export_bytes},
     }
+    os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
     with open(a.out, "w") as f:
         json.dump(result, f, indent=1)
         f.write("\n")

@@ -11,7 +11,7 @@ width large enough that a block's activations, not the head's, dominate: GPT-2 6
 a Llama 6 x 384 (6 heads, 2 key/value heads, SwiGLU 1024), B 8, T 256, fp32, on all cores.
 
 usage: tools/bench_checkpointing.py [--zerotrain build/zerotrain] [--steps 6] [--rounds 3]
-                                    [--out docs/results/checkpointing_bench_cpu.json]
+                                    [--out runs/results/checkpointing_bench_cpu.json]
 """
 import argparse
 import json
@@ -26,6 +26,7 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 from repo_commit import head_commit  # noqa: E402
+from result_paths import check_out_dir, check_out_file, default_out  # noqa: E402
 
 POLICIES = ["none", "selective", "every:2", "all"]
 MODELS = {
@@ -61,8 +62,9 @@ def main():
     p.add_argument("--zerotrain", default=os.path.join(ROOT, "build", "zerotrain"))
     p.add_argument("--steps", type=int, default=6)
     p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--out", default=os.path.join(ROOT, "docs", "results", "checkpointing_bench_cpu.json"))
+    p.add_argument("--out", default=default_out("checkpointing_bench_cpu.json"))
     a = p.parse_args()
+    check_out_file("bench_checkpointing", a.out)
     work = tempfile.mkdtemp(prefix="zt_ckpt_policy_bench_")
     result = {"benchmark": "activation checkpointing policies on the CPU: step time and activation memory",
               "commit": head_commit() or "unknown", "machine": platform.node(),

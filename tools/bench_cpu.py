@@ -30,6 +30,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tools"))
 from repo_commit import head_commit, tree_dirty  # noqa: E402
+from result_paths import check_out_dir, check_out_file, default_out  # noqa: E402
 TARGET_SPEEDUP = 2.0
 TARGET_PEAK_FRACTION = 0.6
 SGEMM_SIZE = 2048
@@ -55,7 +56,7 @@ def parse_args(argv):
     p.add_argument("--threads", type=int, default=2, help="CPU threads for both sides and sgemm (default 2)")
     p.add_argument("--zerotrain", default=str(REPO / "build" / "zerotrain"), help="zerotrain binary")
     p.add_argument("--sgemm", default=str(REPO / "build" / "tools" / "zt_bench_sgemm"), help="zt_bench_sgemm binary")
-    p.add_argument("--out", default=str(REPO / "docs" / "results" / "cpu_bench.json"), help="result JSON")
+    p.add_argument("--out", default=default_out("cpu_bench.json"), help="result JSON (default runs/results/cpu_bench.json)")
     p.add_argument("--torch-blas", choices=("both", "system", "zerotrain"), default="both",
                    help="PyTorch with the system libblas.so.3, with zerotrain's OpenBLAS build, or both")
     p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
@@ -75,7 +76,17 @@ def parse_args(argv):
         except json.JSONDecodeError:
             value = m.group(3)
         config.setdefault(m.group(1), {})[m.group(2)] = value
+    # The PyTorch side is a GPT-2 (tools/bench_cpu_torch.py) and the FLOPs are GPT-2's: another
+    # family would be timed against a different model.
+    if config["model"].get("arch", "gpt2") != "gpt2":
+        p.error(f"--set model.arch={config['model']['arch']}: the benchmark compares GPT-2 models only")
+    for section, key in (("model", "n_layer"), ("model", "n_head"), ("model", "n_embd"), ("model", "block_size"),
+                         ("model", "vocab_size"), ("train", "micro_batch"), ("train", "seq_len"), ("train", "grad_accum")):
+        value = config[section].get(key)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            p.error(f"--set {section}.{key}={value!r}: expected a positive whole number")
     config["train"].update(max_steps=args.steps, num_threads=args.threads)
+    check_out_file("bench_cpu", args.out)
     return args, config
 
 

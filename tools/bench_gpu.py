@@ -18,7 +18,7 @@ the median over rounds of each round's median step. The PyTorch anchors are long
 compile once (minutes under max-autotune) before the first round. GPU clocks, power and
 temperature (nvidia-smi) are recorded before and after every block.
 
-The JSON (--out, default docs/results/gpu_bench_<device>.json) is rewritten after the start-up and
+The JSON (--out, default runs/results/gpu_bench_<device>.json) is rewritten after the start-up and
 every round ("complete": false until the end), so a call cut short keeps what was measured. It
 carries every row's tokens/s and MFU, and the ratios the targets are stated in:
 stage0_over_best_pytorch_tokens_per_s (>= 1.15), stage0_over_llmc_tokens_per_s (>= 1.0),
@@ -51,6 +51,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 from gpu_state import gpu_state  # noqa: E402
 from repo_commit import head_commit  # noqa: E402
+from result_paths import check_out_dir, check_out_file, default_out  # noqa: E402
 from bench_harness import (PEAK_BF16_FLOPS, Context, EngineError, device_facts, interleave, profile_rows,  # noqa: E402
                            print_rows, top_ops_lines)
 
@@ -311,7 +312,8 @@ def main(argv=None):
     # ZT_COMMIT: the commit measured, for copies of the tree that travel without .git (device calls).
     commit = head_commit() or "unknown"
     slug = re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_")
-    out = args.out or os.path.join(ROOT, "docs", "results", f"gpu_bench_{slug}.json")
+    out = args.out or default_out(f"gpu_bench_{slug}.json")
+    check_out_file("bench_gpu", out)
     meta = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(), "commit": commit, "device": name,
             "driver": driver, "batch": args.batch, "seq_len": T, "params": n_params, "flops_per_token": flops_tok,
             "peak_bf16_flops": PEAK_BF16_FLOPS, "rounds": args.rounds, "steps": args.steps, "warmup": args.warmup,

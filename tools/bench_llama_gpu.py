@@ -16,7 +16,7 @@ if FSDP2 runs out of memory there, its row says so. Interleaved rounds as
 tools/bench_gpu.py (its engines and report code), GPU state beside every block. MFU = tokens/s x
 (6 N + 6 L C T) / 989 TFLOP/s, N every parameter (the tied table once).
 
-Writes docs/results/gpu_llama_bench_<device>.json (--out), rewritten after every round, with
+Writes runs/results/gpu_llama_bench_<device>.json (--out; docs/results/ holds the committed ones), rewritten after every round, with
 zerotrain_over_fsdp2_tokens_per_s (target >= 1.1). Where the time goes: right after round 1, a
 separate zerotrain run with log.profile_ops (CUDA events around every op, and the kernels it chose
 by timing) puts its op_profile.json into zerotrain's row; --no-profile skips it.
@@ -41,6 +41,7 @@ sys.path.insert(0, os.path.join(ROOT, "tools"))
 import bench_gpu  # noqa: E402
 import bench_harness  # noqa: E402
 from repo_commit import head_commit  # noqa: E402
+from result_paths import check_out_dir, check_out_file, default_out  # noqa: E402
 from gpu_state import gpu_state  # noqa: E402
 
 CONFIG = "configs/llama3_2_1b.json"
@@ -123,7 +124,8 @@ def main(argv=None):
     tokens_per_step = args.batch * args.seq_len
     commit = head_commit() or "unknown"
     slug = re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_")
-    out = args.out or os.path.join(ROOT, "docs", "results", f"gpu_llama_bench_{slug}.json")
+    out = args.out or default_out(f"gpu_llama_bench_{slug}.json")
+    check_out_file("bench_llama_gpu", out)
     meta = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(), "commit": commit, "device": name,
             "driver": driver, "config": CONFIG, "batch": args.batch, "seq_len": args.seq_len, "params": n_params,
             "flops_per_token": flops_tok, "peak_bf16_flops": bench_harness.PEAK_BF16_FLOPS, "rounds": args.rounds,

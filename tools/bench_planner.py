@@ -9,7 +9,7 @@ error, reported as found. Writes --out (JSON) and the table
 beside it as .md.
 
 usage: tools/bench_planner.py [--zerotrain build/zerotrain] [--budget 600MB] [--steps 8]
-           [--link-gbps 5] [--link-latency-us 20] [--out docs/results/planner_cpu.json]
+           [--link-gbps 5] [--link-latency-us 20] [--out runs/results/planner_cpu.json]
 """
 import argparse
 import json
@@ -24,6 +24,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 from mpirun_command import MPIRUN  # noqa: E402
 from repo_commit import head_commit  # noqa: E402
+from result_paths import check_out_dir, check_out_file, default_out  # noqa: E402
 
 CONFIG = {
     "model": {"n_layer": 4, "n_head": 4, "n_embd": 256, "block_size": 128, "vocab_size": 65},
@@ -46,8 +47,9 @@ def main():
     p.add_argument("--steps", type=int, default=8)
     p.add_argument("--link-gbps", default="5")
     p.add_argument("--link-latency-us", default="20")
-    p.add_argument("--out", default=os.path.join(ROOT, "docs", "results", "planner_cpu.json"))
+    p.add_argument("--out", default=default_out("planner_cpu.json"))
     a = p.parse_args()
+    check_out_file("bench_planner", a.out)
     work = tempfile.mkdtemp(prefix="zt_plan_bench_")
     config = os.path.join(work, "config.json")
     with open(config, "w") as f:
@@ -91,6 +93,7 @@ def main():
                      f"{r['estimate_comm_ms']:.1f}) | {r['measured_step_ms']:.0f} ms | {100 * r['error']:+.0f}% |")
     table = "\n".join(lines) + "\n"
     print(table)
+    os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
     with open(a.out, "w") as f:
         json.dump(result, f, indent=2)
     with open(os.path.splitext(a.out)[0] + ".md", "w") as f:

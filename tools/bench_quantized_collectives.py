@@ -15,7 +15,7 @@ Prints a table and writes --out (JSON) and the same table beside it as .md.
 
 usage: tools/bench_quantized_collectives.py [--zerotrain build/zerotrain] [--steps 200]
            [--micro-batch 2] [--eval-every 50] [--variants exact,qwZ+qgZ]
-           [--out docs/results/quantized_collectives_cpu.json]
+           [--out runs/results/quantized_collectives_cpu.json]
 """
 import argparse
 import json
@@ -31,6 +31,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 from mpirun_command import MPIRUN  # noqa: E402
 from repo_commit import head_commit  # noqa: E402
+from result_paths import check_out_dir, check_out_file, default_out  # noqa: E402
 
 VARIANTS = {
     "exact": [],
@@ -49,8 +50,9 @@ def main():
     p.add_argument("--eval-every", type=int, default=50)
     p.add_argument("--eval-batches", type=int, default=20)
     p.add_argument("--variants", default="exact,qwZ+qgZ")
-    p.add_argument("--out", default=os.path.join(ROOT, "docs", "results", "quantized_collectives_cpu.json"))
+    p.add_argument("--out", default=default_out("quantized_collectives_cpu.json"))
     a = p.parse_args()
+    check_out_file("bench_quantized_collectives", a.out)
     work = tempfile.mkdtemp(prefix="zt_quantized_bench_")
     data = os.path.join(work, "shakespeare_char")
     subprocess.run([a.zerotrain, "prepare", "--text", a.text, "--out", data], check=True, capture_output=True)
@@ -100,7 +102,7 @@ def main():
                      f"{v['bytes_across_groups_per_step']:,} B{ratio} | {v['median_step_ms']:.0f} |")
     table = "\n".join(lines) + "\n"
     print(table)
-    os.makedirs(os.path.dirname(a.out), exist_ok=True)
+    os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
     with open(a.out, "w") as f:
         json.dump(result, f, indent=2)
     with open(os.path.splitext(a.out)[0] + ".md", "w") as f:

@@ -11,7 +11,7 @@ boundary). Prints a table and writes --out (JSON).
 
 usage: tools/bench_sampling.py [--zerotrain build/zerotrain] [--tokens 32 128] [--rounds 2]
                                [--device cpu|cuda] [--dtype f32|bf16] [--tiny]
-                               [--out docs/results/sampling_bench_cpu.json]
+                               [--out runs/results/sampling_bench_cpu.json]
 """
 import argparse
 import json
@@ -28,6 +28,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 from repo_commit import head_commit  # noqa: E402
+from result_paths import check_out_dir, check_out_file, default_out  # noqa: E402
 
 MODELS = {
     "GPT-2 124M": {"arch": "gpt2", "n_layer": 12, "n_head": 12, "n_embd": 768, "block_size": 1024,
@@ -83,8 +84,9 @@ def main():
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     p.add_argument("--dtype", choices=["f32", "bf16"], default="f32")
     p.add_argument("--tiny", action="store_true", help="tiny models (the script's own test), not 124M-sized ones")
-    p.add_argument("--out", default=os.path.join(ROOT, "docs", "results", "sampling_bench_cpu.json"))
+    p.add_argument("--out", default=default_out("sampling_bench_cpu.json"))
     a = p.parse_args()
+    check_out_file("bench_sampling", a.out)
     if min(a.tokens) < 1 or a.rounds < 1:
         p.error("--tokens and --rounds take positive counts")
     if not os.access(a.zerotrain, os.X_OK):

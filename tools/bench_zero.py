@@ -7,14 +7,15 @@ move them: the measured count divided by (N-1)/N). Each configuration runs twice
 overlapped schedule (zero.overlap_comm = true, the default) and with every collective waited at
 once (false), interleaved, and reports both and the time each rank spent blocked waiting for
 communication (comm_wait_ms: what computation did not hide). Writes
-docs/results/zero_bench.{json,md}.
+OUT_DIR/zero_bench.{json,md} (--out-dir, default runs/results; --out-dir docs/results updates the
+committed ones).
 
 With --deterministic it measures instead what train.deterministic costs (docs/zero_memory.md, "The
 same bits at any rank count"): one global batch of 4 micro-batches at N = 1, 2 and 4, stages 0 and
 3 (and 1-2 at N = 2), each run with the default reductions and in deterministic mode, interleaved:
 ms/step, the ratio, bytes sent per step and the predicted gradient and comm-buffer peaks of each,
 and whether the deterministic runs' final weights are bitwise equal at every N. Writes
-docs/results/any_rank_count_cpu.{json,md}.
+OUT_DIR/any_rank_count_cpu.{json,md}.
 
 These machines have 2 cores: at 4 ranks the processes share them, so 4-rank times measure the
 oversubscribed machine, not scaling.
@@ -36,6 +37,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 from mpirun_command import MPIRUN  # noqa: E402
 from repo_commit import head_commit  # noqa: E402
+from result_paths import check_out_dir, check_out_file, default_out  # noqa: E402
 
 
 def param_count(binary, config):
@@ -81,7 +83,7 @@ def median_run(runs):
 
 
 def write_result(args, name, lines, doc):
-    """Prints the table and writes docs/results/NAME.md and NAME.json (doc, dated)."""
+    """Prints the table and writes OUT_DIR/NAME.md and NAME.json (doc, dated)."""
     text = "\n".join(lines) + "\n"
     print(text)
     os.makedirs(args.out_dir, exist_ok=True)
@@ -143,9 +145,10 @@ def main():
     ap.add_argument("--steps", type=int, default=12)
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=3, help="runs of each configuration (median of their medians)")
-    ap.add_argument("--out-dir", default=os.path.join(ROOT, "docs", "results"))
+    ap.add_argument("--out-dir", default=default_out(""))
     ap.add_argument("--deterministic", action="store_true", help="what train.deterministic costs (see above)")
     args = ap.parse_args()
+    check_out_dir("bench_zero", args.out_dir)
     psi = param_count(args.zerotrain, args.config)
     if args.deterministic:
         return deterministic_cost(args, psi)

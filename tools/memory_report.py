@@ -9,7 +9,7 @@ the tool's, never typed).
 
 usage: /usr/bin/python3 tools/memory_report.py [--zerotrain build/zerotrain] [--config configs/tiny.json]
            [--ranks 1,2,4] [--set KEY=VALUE ...] [--dtype bf16] [--name memory_report]
-           [--out-dir docs/results] [--readme README.md] [--preset gpt2-124m-cpu]
+           [--out-dir runs/results] [--readme README.md] [--preset gpt2-124m-cpu]
 
 --preset gpt2-124m-cpu: GPT-2 124M's shape on 4 CPU ranks (the README's measured table): its config
 with the embedded data, micro-batch 1 x 128 tokens (model states, not activations, dominate), fp32
@@ -28,6 +28,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 from mpirun_command import MPIRUN  # noqa: E402
 from repo_commit import head_commit  # noqa: E402
+from result_paths import check_out_dir, check_out_file, default_out  # noqa: E402
 CATEGORIES = ["parameters", "gradients", "master_weights", "optimizer_states", "activations", "comm_buffers",
               "workspace"]
 
@@ -167,9 +168,13 @@ def main(argv=None):
     ap.add_argument("--set", dest="sets", action="append", default=[], help="KEY=VALUE for every run (repeatable)")
     ap.add_argument("--dtype", default="bf16", choices=["f32", "bf16"])
     ap.add_argument("--name", default=None, help="output file names (default memory_report)")
-    ap.add_argument("--out-dir", default=os.path.join(ROOT, "docs", "results"))
+    ap.add_argument("--out-dir", default=default_out(""))
     ap.add_argument("--readme", default=None, help="a Markdown file with this name's begin/end lines to fill")
     args = ap.parse_args(argv)
+    if args.preset and (args.config or args.ranks or args.name):
+        # The preset names its files and README section for its own config and ranks.
+        ap.error(f"--preset {args.preset} sets the config, ranks and name itself: give --config, --ranks and --name "
+                 "without it")
     preset = PRESETS.get(args.preset, {})
     args.config = args.config or preset.get("config") or os.path.join(ROOT, "configs", "tiny.json")
     args.name = args.name or preset.get("name") or "memory_report"
@@ -181,8 +186,7 @@ def main(argv=None):
         rank_counts = []
     if not rank_counts or min(rank_counts) < 1:
         sys.exit(f"memory_report: --ranks takes positive rank counts like 1,2,4 (got {args.ranks!r})")
-    if os.path.exists(args.out_dir) and not os.path.isdir(args.out_dir):  # before minutes of runs, not after
-        sys.exit(f"memory_report: --out-dir {args.out_dir}: exists and is not a folder")
+    check_out_dir("memory_report", args.out_dir)  # before minutes of runs, not after
     if args.readme:
         readme_text(args.readme, args.name)  # before minutes of runs, not after
     work = tempfile.mkdtemp(prefix="zt_memreport_")

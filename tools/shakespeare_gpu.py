@@ -9,7 +9,7 @@ repository does not travel to a lent GPU machine: prepare here, carry the folder
 engine the wall time of the whole run, the median ms/step (steps after the first 10), the
 validation loss every eval_every steps, the best and final validation loss and whether the final
 one reaches nanoGPT's reported 1.47; with both engines run on the same configuration, the time
-ratios. Writes docs/results/shakespeare_gpu_<device>.json.
+ratios. Writes runs/results/shakespeare_gpu_<device>.json (--out: docs/results/ holds the committed ones).
 
 One invocation runs the engines named by --engines; when the results file already holds results
 from the same device, the new engines' results are merged into it, so zerotrain and PyTorch can run
@@ -31,7 +31,7 @@ autocast, fused AdamW or flash attention; --batch, --eval-batches and --eval-eve
 usage: python3 tools/shakespeare_gpu.py [--engines zerotrain torch] [--zerotrain build/zerotrain]
            [--python python3] [--steps 5000] [--time-limit S] [--work runs/shakespeare_gpu]
            [--corpus ../shared/data/tinyshakespeare.txt | --data DIR] [--commit HASH]
-           [--out docs/results/shakespeare_gpu_<device>.json] [--set section.key=value ...]
+           [--out runs/results/shakespeare_gpu_<device>.json] [--set section.key=value ...]
 exit: 0 done, 1 an engine failed or no GPU, 2 bad arguments, 3 stopped by --time-limit (run again)
 """
 import argparse
@@ -49,6 +49,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 from repo_commit import head_commit, tree_dirty  # noqa: E402
+from result_paths import check_out_dir, check_out_file, default_out  # noqa: E402
 CONFIG = os.path.join(ROOT, "configs", "shakespeare_char.json")
 CORPUS = os.path.join(ROOT, "..", "shared", "data", "tinyshakespeare.txt")
 TARGET_VAL_LOSS = 1.47  # nanoGPT's README: 1.4697 after 5000 iterations
@@ -315,7 +316,8 @@ def main():
     config, sets = resolve_config(args)
 
     slug = re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_")
-    out = args.out or os.path.join(ROOT, "docs", "results", f"shakespeare_gpu_{slug}.json")
+    out = args.out or default_out(f"shakespeare_gpu_{slug}.json")
+    check_out_file("shakespeare_gpu", out)
     result = {"what": "nanoGPT shakespeare-char (configs/shakespeare_char.json) trained by each engine on the "
                       "same prepared token files; tools/shakespeare_gpu.py",
               "device": name, "driver": driver, "target_val_loss": TARGET_VAL_LOSS, "engines": {}}

@@ -1,0 +1,82 @@
+#!/usr/bin/env python3
+"""The benchmark and report tools never write into docs/results/ unless told to, and refuse an output
+place they cannot write before their runs, in one line:
+
+  * no tool's default output (its --out or --out-dir) lies under docs/results/: they write under
+    runs/results/ (tools/result_paths.py), so a run of a tool cannot replace a committed result;
+  * an --out under a plain file, an --out that is a folder, an --out-dir that is a file: exit 2
+    within seconds with one line naming the flag and the path, no traceback (before, each failed
+    after minutes of runs, its results lost);
+  * bench_cpu.py refuses another model family than GPT-2 (its PyTorch side and FLOPs are GPT-2's)
+    and a model size that is not a whole number; memory_report.py a --preset with --ranks;
+    bench_checkpoint.py --ranks 0 (mpirun -np 0 starts a rank on every slot).
+
+usage: result_paths_test.py PATH/TO/zerotrain
+"""
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.dirname(HERE))
+from check_report import Checks  # noqa: E402
+
+TOOLS = os.path.join(ROOT, "tools")
+# A default that names docs/results: os.path.join(ROOT, "docs", "results", ...), REPO / "docs" /
+# "results", or the text "docs/results/..." after default= or `or`.
+DEFAULT_INTO_RESULTS = re.compile(r'(default=|\bor )\s*(os\.path\.join\([^)]*"docs",\s*"results"|str\(REPO / "docs" / '
+                                  r'"results"|["\']docs/results)')
+
+
+def main():
+    zerotrain = sys.argv[1]
+    checks = Checks()
+    check = checks.check
+    offenders = []
+    for name in sorted(os.listdir(TOOLS)):
+        if name.endswith(".py"):
+            with open(os.path.join(TOOLS, name)) as f:
+                offenders += [f"{name}:{i + 1}" for i, line in enumerate(f) if DEFAULT_INTO_RESULTS.search(line)]
+    check(not offenders, f"no tool's default output lies under docs/results ({offenders or 'none'})")
+
+    work = tempfile.mkdtemp(prefix="zt_result_paths_")
+    a_file = os.path.join(work, "a_file")
+    open(a_file, "w").close()
+    tiny = os.path.join(ROOT, "configs", "tiny.json")
+    build = os.path.dirname(os.path.abspath(zerotrain))
+    cases = [
+        (["bench_checkpoint.py", "--build", build, "--config", tiny, "--ranks", "1", "--out", f"{a_file}/x.json"],
+         "--out"),
+        (["bench_checkpointing.py", "--zerotrain", zerotrain, "--out", work], "--out"),
+        (["bench_cpu.py", "--zerotrain", zerotrain, "--out", f"{a_file}/cpu.json"], "--out"),
+        (["bench_cpu.py", "--zerotrain", zerotrain, "--set", "model.arch=llama"], "model.arch"),
+        (["bench_cpu.py", "--zerotrain", zerotrain, "--set", "model.n_layer=abc"], "model.n_layer"),
+        (["bench_planner.py", "--zerotrain", zerotrain, "--out", f"{a_file}/p.json"], "--out"),
+        (["bench_quantized_collectives.py", "--zerotrain", zerotrain, "--out", f"{a_file}/q.json"], "--out"),
+        (["bench_sampling.py", "--zerotrain", zerotrain, "--out", f"{a_file}/s.json"], "--out"),
+        (["bench_async_checkpoint.py", "--zerotrain", zerotrain, "--out", f"{a_file}/a.json"], "--out"),
+        (["bench_zero.py", "--zerotrain", zerotrain, "--config", tiny, "--out-dir", a_file], "--out-dir"),
+        (["memory_report.py", "--zerotrain", zerotrain, "--ranks", "1", "--out-dir", f"{a_file}/m"], "--out-dir"),
+        (["memory_report.py", "--zerotrain", zerotrain, "--preset", "gpt2-124m-cpu", "--ranks", "1"], "--preset"),
+        (["bench_checkpoint.py", "--build", build, "--config", tiny, "--ranks", "0"], "--ranks"),
+    ]
+    for argv, named in cases:
+        try:
+            p = subprocess.run([sys.executable, os.path.join(TOOLS, argv[0]), *argv[1:]], capture_output=True, text=True,
+                               timeout=60, cwd=work)
+        except subprocess.TimeoutExpired:
+            check(False, f"{' '.join(argv)}: refused at once (still running after 60 s)")
+            continue
+        lines = [line for line in p.stderr.splitlines() if line.strip()]
+        check(p.returncode == 2 and lines and named in lines[-1] and "Traceback" not in p.stderr,
+              f"{' '.join(os.path.relpath(a, work) if a.startswith(work) else a for a in argv)}: exit 2 naming "
+              f"{named} (exit {p.returncode}: {lines[-1:] if lines else p.stdout.strip()[-200:]})")
+    check(sorted(os.listdir(work)) == ["a_file"], f"nothing written beside it ({sorted(os.listdir(work))})")
+    return checks.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -8,6 +8,8 @@ usage: bad_input_test.py PATH/TO/zerotrain
 import json
 import os
 import resource
+import shutil
+import struct
 import subprocess
 import sys
 import tempfile
@@ -356,13 +358,33 @@ def main():
     if not ok:
         failures.append("run directory for its checkpoints")
 
+    # Weights holding a NaN (a diverged run's export): sample and eval refuse them naming the tensor,
+    # rather than print a chance score, a NaN loss or a run of one token with exit 0.
+    nan_hf = os.path.join(work, "nan_hf")
+    shutil.copytree(long_hf, nan_hf)
+    with open(os.path.join(nan_hf, "model.safetensors"), "r+b") as f:
+        header_len = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(header_len))
+        name = next(k for k, v in sorted(header.items()) if k != "__metadata__" and v["dtype"] == "F32")
+        f.seek(8 + header_len + header[name]["data_offsets"][0] + 4 * 3)
+        f.write(struct.pack("<f", float("nan")))
+    runs = [subprocess.run([binary, *argv], capture_output=True, text=True, timeout=120)
+            for argv in (["sample", "--from", nan_hf, "--tokens", "2"],
+                         ["eval", "--from", nan_hf, "--tokens", os.path.join(long_ds, "val.bin")])]
+    ok = all(p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and
+             f"tensor {name} (element 3) is nan" in p.stderr for p in runs)
+    print(f"{'NaN weights refused':<32} exit={[p.returncode for p in runs]}  {'OK' if ok else 'FAIL'}"
+          f"\n    stderr: {[p.stderr.strip()[-200:] for p in runs]}")
+    if not ok:
+        failures.append("NaN weights refused")
+
     proc = subprocess.run([binary, "debug-state", "--help"], capture_output=True, text=True, timeout=60)
     if proc.returncode != 0 or "--config" not in proc.stdout:
         failures.append("debug-state --help")
     proc = subprocess.run([binary, "help", "train"], capture_output=True, text=True, timeout=60)
     if proc.returncode != 0 or "--resume" not in proc.stdout:
         failures.append("help train")  # as train --help
-    print(f"{len(cases) + 13 - len(failures)} passed, {len(failures)} failed")
+    print(f"{len(cases) + 14 - len(failures)} passed, {len(failures)} failed")
     return 1 if failures else 0
 
 

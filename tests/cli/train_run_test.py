@@ -115,9 +115,9 @@ def main():
           f"a run saved with optim.eps = 0 is sampled as before ({old.stderr.strip()[-200:]!r})")
     # The run's own last sample (step 30, seed train.seed + 30) is what `sample` draws from its final
     # weights; a bf16 run samples in bf16, as `sample --dtype bf16` does.
-    def logged_sample_matches(run_dir, step, tokens, extra=()):
+    def logged_sample_matches(run_dir, step, tokens, extra=(), seed=1337):
         logged = [r["text"] for r in records(run_dir) if r["type"] == "sample" and r["step"] == step]
-        p = run(binary, ["sample", "--run", run_dir, "--tokens", str(tokens), "--seed", str(1337 + step), *extra])
+        p = run(binary, ["sample", "--run", run_dir, "--tokens", str(tokens), "--seed", str(seed + step), *extra])
         return p.returncode == 0 and len(logged) == 1 and p.stdout == "\n" + logged[0] + "\n", logged, p.stdout
     ok, logged, printed = logged_sample_matches(run_a, 30, 40)
     check(ok, f"sample --run draws the run's own last sample ({logged!r} / {printed!r})")
@@ -128,6 +128,13 @@ def main():
     ok, logged, printed = logged_sample_matches(run_bf16, 30, 120, ["--dtype", "bf16"])
     check(p.returncode == 0 and ok,
           f"a bf16 run samples in bf16: sample --run --dtype bf16 draws its last sample ({logged!r} / {printed!r})")
+    # The largest train.seed: the logged sample's seed, train.seed + 30, passes 2^31 - 1.
+    run_seed = os.path.join(work, "big_seed")
+    p = run(binary, ["train", "--config", config_path, "--run-dir", run_seed, "--set", "log.sample_every=0",
+                     "--set", "log.sample_tokens=40", "--set", "train.seed=2147483647"])
+    ok, logged, printed = logged_sample_matches(run_seed, 30, 40, seed=2147483647)
+    check(p.returncode == 0 and ok, f"train.seed = 2^31 - 1: sample --seed 2147483677 draws the run's last sample "
+                                    f"({logged!r} / {printed!r})")
     # fp32 parameters with bf16 activations: the weights stay fp32 (the run computes with them).
     run_mixed = os.path.join(work, "mixed")
     p = run(binary, ["train", "--config", config_path, "--run-dir", run_mixed, "--set", "log.sample_every=0",

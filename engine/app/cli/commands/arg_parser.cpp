@@ -70,16 +70,28 @@ const std::vector<std::string>& ArgParser::all(const std::string& name) const {
   return it == values_.end() ? kNone : it->second;
 }
 
-int ArgParser::get_int(const std::string& name, int fallback, int min_value, int max_value) const {
-  if (!has(name)) return fallback;
-  const std::string s = get(name);
-  int v = 0;
+namespace {
+
+template <typename T>
+T parse_integer(const std::string& command, const std::string& name, const std::string& s, T min_value, T max_value) {
+  T v = 0;
   auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
   if (ec != std::errc() || ptr != s.data() + s.size() || v < min_value || v > max_value) {
-    throw_input_error("zerotrain {}: --{} must be an integer in [{}, {}] (got '{}')", command_, name, min_value,
+    throw_input_error("zerotrain {}: --{} must be an integer in [{}, {}] (got '{}')", command, name, min_value,
                       max_value, s);
   }
   return v;
+}
+
+}  // namespace
+
+int ArgParser::get_int(const std::string& name, int fallback, int min_value, int max_value) const {
+  return has(name) ? parse_integer(command_, name, get(name), min_value, max_value) : fallback;
+}
+
+std::int64_t ArgParser::get_int64(const std::string& name, std::int64_t fallback, std::int64_t min_value,
+                                  std::int64_t max_value) const {
+  return has(name) ? parse_integer(command_, name, get(name), min_value, max_value) : fallback;
 }
 
 std::string ArgParser::help_text() const {

@@ -2,6 +2,7 @@
 // boolean, repeatable or not) produce the --help text and one-line usage errors (exit code 2).
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
@@ -25,6 +26,8 @@ class ArgParser {
   std::string get(const std::string& name, const std::string& fallback = "") const;
   const std::vector<std::string>& all(const std::string& name) const;
   int get_int(const std::string& name, int fallback, int min_value, int max_value) const;
+  std::int64_t get_int64(const std::string& name, std::int64_t fallback, std::int64_t min_value,
+                         std::int64_t max_value) const;
   std::string help_text() const;
 
  private:

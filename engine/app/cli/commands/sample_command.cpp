@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -32,9 +33,11 @@ SamplingOptions sampling_options(const ArgParser& parser, const data::TokenText&
       throw_input_error("zerotrain sample: --temperature must be a number in [0.001, 100] (got '{}')", given);
     }
   }
-  SamplingOptions options{parser.get_int("tokens", 200, 0, 1000000), static_cast<float>(temperature),
-                          parser.get_int("top-k", 40, 0, 65535),
-                          static_cast<std::uint64_t>(parser.get_int("seed", 1, 0, 2147483647)), text.size()};
+  SamplingOptions options{
+      parser.get_int("tokens", 200, 0, 1000000), static_cast<float>(temperature), parser.get_int("top-k", 40, 0, 65535),
+      // Up to 2^63 - 1: a logged sample's seed is train.seed (< 2^31) + its step.
+      static_cast<std::uint64_t>(parser.get_int64("seed", 1, 0, std::numeric_limits<std::int64_t>::max())),
+      text.size()};
   options.kv_cache = !parser.has("no-kv-cache");
   return options;
 }

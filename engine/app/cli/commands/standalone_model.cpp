@@ -6,6 +6,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 
 #include "engine/app/checkpoint/checkpoint_folder.h"
@@ -115,7 +116,8 @@ WeightSource resolve_weight_source(const ArgParser& parser, const std::string& c
 }
 
 StandaloneModel::StandaloneModel(const WeightSource& source)
-    : spec_(source.spec),
+    : source_path_(source.path),
+      spec_(source.spec),
       activations_(source.activations),
       table_(spec_.family().param_table(spec_)),
       // bf16 activations multiply in bf16, as a bf16 run's config derives.
@@ -174,6 +176,23 @@ void StandaloneModel::store_unit(int u) {
   const ExecContext& ctx = backend_.context();
   const TensorView shard = store_.working_shard(u);
   std::vector<float>& staging = staging_[static_cast<std::size_t>(u)];
+  const float* values = staging.empty() ? shard.as<float>() : staging.data();
+  const std::int64_t n = shard.numel();
+  const std::int64_t bad = std::find_if(values, values + n, [](float v) { return !std::isfinite(v); }) - values;
+  if (bad < n) {
+    const UnitSpec& unit = table_.units()[static_cast<std::size_t>(u)];
+    std::string tensor = fmt::format("unit {}", unit.name);
+    for (const int p : unit.params) {
+      const ParamSpec& param = table_.params()[static_cast<std::size_t>(p)];
+      if (bad >= param.offset && bad < param.offset + param.numel) {
+        // A row part of a split tensor: its element in the whole tensor.
+        const std::int64_t row = param.shape.empty() || param.shape[0] == 0 ? 0 : param.numel / param.shape[0];
+        tensor = fmt::format("tensor {} (element {})", param.name, param.row_offset * row + bad - param.offset);
+      }
+    }
+    throw_input_error("{}: {} is {}: weights that hold NaN or infinity cannot sample or score (every logit NaN)",
+                      source_path_, tensor, values[bad]);
+  }
   if (staging.empty()) return;  // written in place
   const TensorView host{staging.data(), DType::kF32, Device::kCPU, Shape{shard.numel()}};
   if (shard.dtype == DType::kF32) {

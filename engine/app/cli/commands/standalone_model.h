@@ -59,10 +59,13 @@ class StandaloneModel {
 
  private:
   TensorView host_target(int u);
+  // Moves unit `u`'s fp32 values into the store; InputError naming the tensor where one is NaN or
+  // infinite (such weights sample and score garbage: every logit NaN).
   void store_unit(int u);
 
   // Declared in the order they are built; what allocates through the backend goes first.
   MemoryTracker tracker_;
+  std::string source_path_;  // for the messages
   ModelSpec spec_;
   DType activations_;
   ParamTable table_;

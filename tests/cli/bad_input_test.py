@@ -13,6 +13,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 GOOD = {"model": {"n_layer": 1, "n_head": 2, "n_embd": 8, "block_size": 8, "vocab_size": 10},
@@ -378,13 +379,47 @@ def main():
     if not ok:
         failures.append("NaN weights refused")
 
+    # A run directory that a live run is training in (its RUN_LOCK held): sample and eval --run refuse
+    # it, naming the run, rather than read an earlier run's final weights under the new config.json
+    # (a sample and a loss of another model, exit 0); once that run is gone, they read it again.
+    live_dir = os.path.join(work, "live")
+    shutil.copytree(long_dir, live_dir)
+    live = subprocess.Popen([binary, "train", "--config", config_file("live.json", with_model(vocab_size=65)),
+                             "--run-dir", live_dir, "--set", "train.max_steps=1000000", "--set", "train.seed=7",
+                             "--set", f"data.dataset={long_ds}", "--set", "train.num_threads=1"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 60
+    lock = os.path.join(live_dir, "RUN_LOCK")
+
+    def locked_by_live():
+        try:
+            with open(lock) as f:
+                return json.load(f).get("pid") == live.pid
+        except (OSError, ValueError):
+            return False
+    while time.time() < deadline and not locked_by_live():
+        time.sleep(0.05)
+    runs = [subprocess.run([binary, *argv], capture_output=True, text=True, timeout=120)
+            for argv in (["sample", "--run", live_dir, "--tokens", "2"],
+                         ["eval", "--run", live_dir, "--tokens", os.path.join(long_ds, "val.bin")])]
+    live.kill()
+    live.wait()
+    after = subprocess.run([binary, "sample", "--run", live_dir, "--tokens", "2"], capture_output=True, text=True,
+                           timeout=120)
+    ok = (all(p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and "is being trained now, by pid "
+              f"{live.pid}" in p.stderr for p in runs) and "being trained" not in after.stderr)
+    print(f"{'--run of a live run refused':<32} exit={[p.returncode for p in runs]}/{after.returncode}  "
+          f"{'OK' if ok else 'FAIL'}\n    stderr: {[p.stderr.strip()[-200:] for p in runs]} {after.stderr.strip()[-200:]}")
+    if not ok:
+        failures.append("--run of a live run refused")
+
     proc = subprocess.run([binary, "debug-state", "--help"], capture_output=True, text=True, timeout=60)
     if proc.returncode != 0 or "--config" not in proc.stdout:
         failures.append("debug-state --help")
     proc = subprocess.run([binary, "help", "train"], capture_output=True, text=True, timeout=60)
     if proc.returncode != 0 or "--resume" not in proc.stdout:
         failures.append("help train")  # as train --help
-    print(f"{len(cases) + 14 - len(failures)} passed, {len(failures)} failed")
+    print(f"{len(cases) + 15 - len(failures)} passed, {len(failures)} failed")
     return 1 if failures else 0
 
 

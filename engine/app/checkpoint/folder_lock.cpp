@@ -181,6 +181,14 @@ std::string find_shared_lock(const std::string& folder, const std::string& token
 
 bool token_from_this_host(const std::string& token) { return token.starts_with(host_name() + ":"); }
 
+std::string live_holder(const std::string& path) {
+  const std::string text = read_text(path);
+  if (text.empty()) return "";
+  const nlohmann::json holder = nlohmann::json::parse(text, nullptr, false);
+  if (!holder.is_object() || holder_gone(holder, heartbeat_age(path), host_name())) return "";
+  return describe(holder);
+}
+
 FolderLock::FolderLock(const std::string& folder, const std::string& run_dir, LockedFolder kind) {
   const bool run = kind == LockedFolder::kRunDirectory;
   const char* what = run ? "run directory" : "checkpoint folder";

@@ -35,6 +35,9 @@ enum class LockedFolder { kCheckpointFolder, kRunDirectory };
 std::string find_shared_lock(const std::string& folder, const std::string& token);
 // Whether a lock token was made on this host (no network file system's cache between the two then).
 bool token_from_this_host(const std::string& token);
+// Who holds the lock file `path` while that holder lives (by the rules above), for a reader that
+// must not take a live run's files for finished ones; "" without a lock or when its holder is gone.
+std::string live_holder(const std::string& path);
 
 class FolderLock {
  public:

@@ -11,6 +11,7 @@
 
 #include "engine/app/checkpoint/checkpoint_folder.h"
 #include "engine/app/checkpoint/checkpoint_model.h"
+#include "engine/app/checkpoint/folder_lock.h"
 #include "engine/app/config/run_config.h"
 #include "engine/app/io/json_file.h"
 #include "engine/app/io/model_weights.h"
@@ -88,6 +89,14 @@ WeightSource resolve_weight_source(const ArgParser& parser, const std::string& c
   s.kind = WeightSource::Kind::kRun;
   s.path = parser.get("run");
   const fs::path dir(s.path);
+  // A run training in the directory now: its config.json is already that run's, and its final
+  // weights come at its end (a final.safetensors there is an earlier run's, for another config).
+  if (const std::string holder = ckpt::live_holder((dir / "RUN_LOCK").string()); !holder.empty()) {
+    throw_input_error(
+        "zerotrain {}: {} is being trained now, by {}: its final weights come at the run's end (what is there "
+        "now is an earlier run's); use its latest checkpoint: --ckpt and its checkpoint folder",
+        command, dir.string(), holder);
+  }
   for (const char* f : {"config.json", "final.safetensors"}) {
     if (fs::exists(dir / f)) continue;
     // A run stopped before its end (a signal, a kill) wrote no final weights, but its checkpoints.

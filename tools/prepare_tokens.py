@@ -21,6 +21,7 @@ import argparse
 import glob
 import json
 import os
+import re
 import shutil
 import sys
 
@@ -88,6 +89,29 @@ def earlier_shards(out, name):
     return sorted(glob.glob(pattern + "_val_*.bin") + glob.glob(pattern + "_train_*.bin"))
 
 
+def copy_unless_same(source, target):
+    """Copies source to target, unless target is that file (--tokenizer given from OUT itself)."""
+    if not (os.path.exists(target) and os.path.samefile(source, target)):
+        shutil.copyfile(source, target)
+
+
+def check_tokenizer_of_out(args):
+    """OUT's tokenizer.json is its shards' (training finds it beside them): another set's there, of
+    other names than NAME, must not be replaced by another tokenizer, whose ids would then decode
+    (or be refused against) that set's tokens."""
+    there = os.path.join(args.out, "tokenizer.json")
+    if not os.path.isfile(there) or os.path.samefile(there, args.tokenizer):
+        return
+    with open(there, "rb") as a, open(args.tokenizer, "rb") as b:
+        if a.read() == b.read():
+            return
+    others = sorted({os.path.basename(p).rsplit("_", 2)[0] for p in glob.glob(os.path.join(glob.escape(args.out), "*.bin"))
+                     if re.fullmatch(r".+_(train|val)_\d{6}\.bin", os.path.basename(p))} - {args.name})
+    if others:
+        fail(f"--out {args.out}: its tokenizer.json is another tokenizer, that of its shards {', '.join(others)}; "
+             "give another --out (each folder holds one tokenizer)")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--tokenizer", required=True, help="a Hugging Face tokenizer.json")
@@ -105,8 +129,10 @@ def main(argv=None):
         from tokenizers import Tokenizer
     except ImportError:
         fail("needs the tokenizers package (run it with .venv-hf/bin/python; tools/setup.sh)")
-    if args.shard_tokens < 2:
-        fail("--shard-tokens must be at least 2")
+    if not 2 <= args.shard_tokens <= 2**31 - 1:  # llm.c's header counts a shard's tokens in an int32
+        fail(f"--shard-tokens must be in [2, {2**31 - 1}] (got {args.shard_tokens})")
+    if not args.name or "/" in args.name or args.name in (".", ".."):
+        fail(f"--name {args.name!r}: a file name prefix, without '/'")
     for p in args.inputs:
         if not os.path.isfile(p):
             fail(f"{p}: " + ("a folder, not a text or JSONL file" if os.path.isdir(p)
@@ -125,8 +151,12 @@ def main(argv=None):
                  "name one with --eot")
     eot = tok.token_to_id(eot_name)
     wide = vocab > 65536
+    check_tokenizer_of_out(args)
     created = not os.path.isdir(args.out)
-    os.makedirs(args.out, exist_ok=True)
+    try:
+        os.makedirs(args.out, exist_ok=True)
+    except OSError as e:
+        fail(f"--out {args.out}: {e.strerror}")
     written = []
     try:
         return prepare(args, tok, vocab, eot_name, eot, wide, written)
@@ -150,7 +180,11 @@ def prepare(args, tok, vocab, eot_name, eot, wide, written):
         except ImportError:
             pass
 
-    shard = np.empty(args.shard_tokens, dtype=np.uint32)
+    try:
+        shard = np.empty(args.shard_tokens, dtype=np.uint32)
+    except MemoryError:
+        fail(f"--shard-tokens {args.shard_tokens}: a shard of that many tokens does not fit in memory "
+             f"({4 * args.shard_tokens / 2**30:.1f} GiB as it is gathered)")
     filled, index, last = 0, 0, 0
     n_docs = n_tokens = 0
 
@@ -190,10 +224,10 @@ def prepare(args, tok, vocab, eot_name, eot, wide, written):
         os.remove(p)
     for path, _ in written:
         os.replace(path + ".tmp", path)
-    shutil.copyfile(args.tokenizer, os.path.join(args.out, "tokenizer.json"))
+    copy_unless_same(args.tokenizer, os.path.join(args.out, "tokenizer.json"))
     beside = os.path.join(os.path.dirname(os.path.abspath(args.tokenizer)), "tokenizer_config.json")
     if os.path.exists(beside):
-        shutil.copyfile(beside, os.path.join(args.out, "tokenizer_config.json"))
+        copy_unless_same(beside, os.path.join(args.out, "tokenizer_config.json"))
     print(f"{n_docs} documents, {n_tokens} tokens ({'uint32' if wide else 'uint16'}, vocabulary {vocab}, "
           f"documents start with {eot_name} = {eot}) -> {len(written)} shards in {args.out}: "
           f"val {written[0][1]} tokens, train {sum(n for _, n in written[1:])}"

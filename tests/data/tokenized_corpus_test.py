@@ -246,6 +246,34 @@ def main():
     checks.check(first.returncode == 0 and second.returncode == 0 and len(before) > len(after) >= 1
                  and "replacing" in second.stdout and not any(f.endswith(".tmp") for f in os.listdir(again)),
                  f"a second preparation into the folder replaces the first's shards ({len(before)} -> {len(after)})")
+    # The folder's own tokenizer.json given again (the same file): the set is prepared and exits 0
+    # (it ended in shutil.SameFileError, exit 1, the new shards already in place).
+    same = prepare(again, os.path.join(again, "tokenizer.json"), corpus[:3000])
+    checks.check(same.returncode == 0 and "shards in" in same.stdout,
+                 f"--tokenizer OUT/tokenizer.json itself: prepared, exit 0 ({(same.stdout + same.stderr)[-300:]})")
+    # Another tokenizer into a folder whose other set (data_*) is the first's: refused before
+    # anything is written (it replaced tokenizer.json, and data_* no longer trained).
+    spec_other = json.loads(tok.to_str())
+    spec_other["model"]["vocab"] = {t: i for t, i in list(spec_other["model"]["vocab"].items())[:300]}
+    spec_other["model"]["merges"] = []
+    other_tok = os.path.join(work, "other_tokenizer.json")
+    with open(other_tok, "w", encoding="utf-8") as f:
+        json.dump(spec_other, f)
+    with open(os.path.join(again, "tokenizer.json"), "rb") as f:
+        kept = f.read()
+    listing = sorted(os.listdir(again))
+    other = prepare(again, other_tok, corpus[:3000], "--name", "other")
+    lines = [line for line in other.stderr.splitlines() if line.strip()]
+    with open(os.path.join(again, "tokenizer.json"), "rb") as f:
+        checks.check(other.returncode == 2 and len(lines) == 1 and "another tokenizer" in lines[0] and
+                     "data" in lines[0] and f.read() == kept and sorted(os.listdir(again)) == listing,
+                     f"another tokenizer for a second set in the folder: refused, the folder as it was ({lines})")
+    # A --name with a folder in it, and a shard size past llm.c's int32 count: one line, exit 2.
+    for flags, named in ((["--name", "sub/set"], "--name"), (["--shard-tokens", str(2**40)], "--shard-tokens")):
+        p = prepare(os.path.join(work, "bad_flags"), os.path.join(tok_dir, "tokenizer.json"), "a b c", *flags)
+        lines = [line for line in p.stderr.splitlines() if line.strip()]
+        checks.check(p.returncode == 2 and len(lines) == 1 and named in lines[0],
+                     f"prepare_tokens {' '.join(flags)}: refused in one line ({lines})")
     # A tokenizer whose ids skip numbers (here all above 65,535, with 512 entries): uint32 shards
     # holding the ids themselves.
     spec = json.loads(tok.to_str())

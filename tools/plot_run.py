@@ -19,8 +19,20 @@ class InputError(Exception):
 
 
 def as_float(value):
-    """A logged number; null is how the engine's JSON writer spells a non-finite loss."""
-    return float("nan") if value is None else float(value)
+    """A logged number; null is how the engine's JSON writer spells a non-finite loss. Text or a
+    boolean is not one (ValueError: a malformed record)."""
+    if value is None:
+        return float("nan")
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{value!r} is not a number")
+    return float(value)
+
+
+def as_step(value):
+    """A logged step: a whole number."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"step {value!r} is not a whole number")
+    return value
 
 
 def read_metrics(path):
@@ -30,8 +42,12 @@ def read_metrics(path):
     if not path.is_file():
         raise InputError(f"{path}: no such file (is it a run directory made by `zerotrain train`?)")
     train, evals, entropy = [], [], None
-    with open(path) as f:
-        lines = f.readlines()
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.readlines()
+    except UnicodeDecodeError as e:
+        raise InputError(f"{path}: not UTF-8 text (byte 0x{e.object[e.start]:02x} at offset {e.start}): "
+                         "not a metrics file") from None
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
@@ -45,9 +61,10 @@ def read_metrics(path):
             record = json.loads(line)
             kind = record.get("type")
             if kind == "train":
-                train.append((int(record["step"]), as_float(record["loss"]), record.get("lr")))
+                lr = record.get("lr")
+                train.append((as_step(record["step"]), as_float(record["loss"]), None if lr is None else as_float(lr)))
             elif kind == "eval":
-                evals.append((int(record["step"]), as_float(record["val_loss"])))
+                evals.append((as_step(record["step"]), as_float(record["val_loss"])))
             elif kind == "summary":
                 value = record.get("unigram_entropy_nats")
                 entropy = float(value) if isinstance(value, (int, float)) and value > 0 else entropy
@@ -71,17 +88,28 @@ def smooth(values, weight):
     return out
 
 
+def model_summary(m):
+    """('GPT 4L/4H/256C' or 'Llama 4L/4H/2KV/128C', parameters as the engine counts them: the
+    vocabulary padded to a multiple of 64)."""
+    L, H, C, V = int(m["n_layer"]), int(m["n_head"]), int(m["n_embd"]), int(m["vocab_size"])
+    padded_vocab = (V + 63) // 64 * 64
+    if m.get("arch", "gpt2") == "llama":  # no position table; grouped keys and values, SwiGLU, RMSNorm
+        kv, I = int(m.get("n_kv_head", H)), int(m["intermediate_size"])
+        layer = 2 * C * C + 2 * C * kv * (C // H) + 3 * C * I + 2 * C
+        head = 0 if m.get("tie_embeddings", False) else padded_vocab * C
+        return f"Llama {L}L/{H}H/{kv}KV/{C}C", padded_vocab * C + head + L * layer + C
+    return f"GPT {L}L/{H}H/{C}C", padded_vocab * C + int(m["block_size"]) * C + L * (12 * C * C + 13 * C) + 2 * C
+
+
 def title_from_config(run_dir):
     """'GPT 4L/4H/256C, 3.23M params, T=128 — RUN_DIR', or just the directory without a config."""
     try:
-        config = json.loads((run_dir / "config.json").read_text())
+        config = json.loads((run_dir / "config.json").read_text(encoding="utf-8"))
         m = config["model"]
-        L, C, V = int(m["n_layer"]), int(m["n_embd"]), int(m["vocab_size"])
-        padded_vocab = (V + 63) // 64 * 64
-        n_params = padded_vocab * C + int(m["block_size"]) * C + L * (12 * C * C + 13 * C) + 2 * C
+        shape, n_params = model_summary(m)
         t = config.get("train", {})
         batch = f", B={t['micro_batch']}" if "micro_batch" in t else ""
-        return (f"GPT {L}L/{m['n_head']}H/{C}C, {n_params / 1e6:.2f}M params, vocab {V}, "
+        return (f"{shape}, {n_params / 1e6:.2f}M params, vocab {m['vocab_size']}, "
                 f"T={t.get('seq_len') or m['block_size']}{batch} — {run_dir.name}")
     except (OSError, ValueError, KeyError, TypeError):
         return str(run_dir.name)

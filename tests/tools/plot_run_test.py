@@ -136,6 +136,31 @@ def test_errors(tmp):
     expect_input_error(tmp, "no_loss", [good, '{"type": "train", "step": 2}'], "metrics.jsonl:2", "malformed train")
     expect_input_error(tmp, "bad_eval", [good, '{"type": "eval", "step": "x", "val_loss": 1}'], ":2", "malformed eval")
     expect_input_error(tmp, "not_object", [good, "[1, 2]"], "metrics.jsonl:2", "malformed")
+    # Values of another type are not numbers (a text loss was plotted as its number, true as 1.0, a
+    # step of 2.7 as 2).
+    expect_input_error(tmp, "text_loss", [good, '{"type": "train", "step": 2, "loss": "4.2"}'], ":2", "malformed train")
+    expect_input_error(tmp, "bool_loss", [good, '{"type": "train", "step": 2, "loss": true}'], ":2", "malformed train")
+    expect_input_error(tmp, "real_step", [good, '{"type": "train", "step": 2.7, "loss": 4.0}'], ":2", "malformed train")
+    # A file that is not UTF-8: one line, not a traceback.
+    run_dir = tmp / "latin1"
+    run_dir.mkdir()
+    (run_dir / "metrics.jsonl").write_bytes(b'{"type": "train", "step": 1, "loss": 4.0, "note": "caf\xe9"}\n')
+    proc = run_tool(run_dir)
+    check(proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1 and "not UTF-8" in proc.stderr,
+          f"a metrics file that is not UTF-8: exit 2, one line ({proc.returncode}: {proc.stderr!r})")
+
+
+def test_llama_title(tmp):
+    # The title counts a Llama's parameters as `zerotrain train` does (1.80M here), not as a GPT's.
+    run_dir = tmp / "llama"
+    write_run(run_dir, [json.dumps({"type": "train", "step": 1, "loss": 4.0, "lr": 1e-3})], config=False)
+    (run_dir / "config.json").write_text(json.dumps({
+        "model": {"arch": "llama", "n_layer": 4, "n_head": 4, "n_kv_head": 2, "n_embd": 128, "intermediate_size": 1024,
+                  "block_size": 16, "vocab_size": 65, "tie_embeddings": False}, "train": {"micro_batch": 4}}))
+    sys.path.insert(0, str(TOOL.parent))
+    import plot_run  # noqa: E402
+    title = plot_run.title_from_config(run_dir)
+    check(title.startswith("Llama 4L/4H/2KV/128C, 1.80M params"), f"a Llama run's title: {title!r}")
 
 
 def main():
@@ -143,7 +168,8 @@ def main():
     for name, fn in [("matplotlib_present", test_matplotlib_present), ("plots_synthetic_run", test_plots_synthetic_run),
                      ("out_flag_and_no_config", test_out_flag_and_no_config),
                      ("unigram_entropy_line", test_unigram_entropy_line),
-                     ("torn_last_record_and_formats", test_torn_last_record_and_formats), ("errors", test_errors)]:
+                     ("torn_last_record_and_formats", test_torn_last_record_and_formats), ("errors", test_errors),
+                     ("llama_title", test_llama_title)]:
         with tempfile.TemporaryDirectory(prefix="plot_run_test_") as tmp:
             try:
                 fn(Path(tmp))

@@ -98,6 +98,8 @@ def main():
          "a folder, not a text file"),
         ("eval: --windows without --tokens", ["eval", "--run", os.path.join(work, "norun"), "--choices", "c.bin",
                                               "--windows", "2"], "--windows is read only with --tokens"),
+        ("eval: --format without --tokens", ["eval", "--run", os.path.join(work, "norun"), "--choices", "c.bin",
+                                             "--format", "nanogpt"], "--format is read only with --tokens"),
         ("sample: not a run directory", ["sample", "--run", os.path.join(work, "norun")], "norun"),
         ("sample: unknown --device", ["sample", "--run", os.path.join(work, "norun"), "--device", "tpu"],
          "--device must be cpu or cuda (got 'tpu')"),
@@ -359,6 +361,25 @@ def main():
     if not ok:
         failures.append("run directory for its checkpoints")
 
+    # A raw token file not named .bin: the refusal names eval's own --format (it named data.format,
+    # which eval does not take), and with --format nanogpt it scores as the same tokens in llm.c's file.
+    with open(os.path.join(long_ds, "val.bin"), "rb") as f:
+        f.read(1024)
+        raw_tokens = f.read()
+    raw = os.path.join(work, "val_raw.dat")
+    with open(raw, "wb") as f:
+        f.write(raw_tokens)
+    runs = [subprocess.run([binary, "eval", "--run", long_dir, "--tokens", path, *flags], capture_output=True, text=True,
+                           timeout=120)
+            for path, flags in ((raw, []), (raw, ["--format", "nanogpt"]), (os.path.join(long_ds, "val.bin"), []))]
+    losses = [p.stdout.split(": loss ")[1].split()[0] if ": loss " in p.stdout else None for p in runs]
+    ok = (runs[0].returncode == 2 and "eval's --format nanogpt" in runs[0].stderr and runs[1].returncode == 0 and
+          runs[2].returncode == 0 and losses[1] is not None and losses[1] == losses[2])
+    print(f"{'eval --format nanogpt':<32} exit={[p.returncode for p in runs]}  {'OK' if ok else 'FAIL'}"
+          f"\n    {runs[0].stderr.strip()[-200:]} {losses}")
+    if not ok:
+        failures.append("eval --format nanogpt")
+
     # Weights holding a NaN (a diverged run's export): sample and eval refuse them naming the tensor,
     # rather than print a chance score, a NaN loss or a run of one token with exit 0.
     nan_hf = os.path.join(work, "nan_hf")
@@ -419,7 +440,7 @@ def main():
     proc = subprocess.run([binary, "help", "train"], capture_output=True, text=True, timeout=60)
     if proc.returncode != 0 or "--resume" not in proc.stdout:
         failures.append("help train")  # as train --help
-    print(f"{len(cases) + 15 - len(failures)} passed, {len(failures)} failed")
+    print(f"{len(cases) + 16 - len(failures)} passed, {len(failures)} failed")
     return 1 if failures else 0
 
 

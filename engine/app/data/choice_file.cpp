@@ -67,8 +67,10 @@ ChoiceFile ChoiceFile::load(const std::string& path, int vocab_size) {
   std::int32_t header[4];
   std::memcpy(header, bytes.data(), sizeof(header));
   if (header[0] != kChoiceFileMagic) {
-    throw_input_error("{}: magic {} is not llm.c's eval file magic {} (a token file? those go in data.train_file)",
-                      path, header[0], kChoiceFileMagic);
+    throw_input_error(
+        "{}: magic {} is not llm.c's eval file magic {} (a token file? those go in data.train_file, or zerotrain eval "
+        "--tokens)",
+        path, header[0], kChoiceFileMagic);
   }
   if (header[1] != kChoiceFileVersion) {
     throw_input_error("{}: version {} of llm.c's eval file format; this reader knows version {}", path, header[1],

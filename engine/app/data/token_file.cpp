@@ -128,14 +128,15 @@ TokenFile TokenFile::open(const std::string& path, TokenFileFormat format, int v
     } else if (size_bytes >= kLlmcHeaderBytes && looks_like_llmc_header(header, size_bytes)) {
       throw_input_error(
           "{}: unknown magic {} in an llm.c-style token file header (known: {} for uint16 GPT-2 tokens, "
-          "{} for uint32 Llama 3 tokens); set data.format = \"nanogpt\" if it is raw uint16",
+          "{} for uint32 Llama 3 tokens); set data.format = \"nanogpt\" (zerotrain eval: --format nanogpt) if it "
+          "is raw uint16",
           path, header[0], kLlmcTokenMagic, kLlmcToken32Magic);
     } else if (std::filesystem::path(path).extension() != ".bin") {
       // Raw tokens have no header to recognise them by: a glob's text or JSON file beside the .bin
       // files (nanoGPT's input.txt) would otherwise train as tokens.
       throw_input_error(
           "{}: no llm.c token file header, and not a .bin file: not read as raw uint16 tokens (set data.format = "
-          "\"nanogpt\" to read it so)",
+          "\"nanogpt\", or zerotrain eval's --format nanogpt, to read it so)",
           path);
     } else {
       format = TokenFileFormat::kNanoGpt;

@@ -83,6 +83,9 @@ int eval_main(const std::vector<std::string>& args) {
           "--tokens: tokens a window feeds the model (default: the run's train.seq_len with --run or --ckpt, the "
           "model's context with --from)")
       .value_flag("windows", "N", "--tokens: windows read back to back from the start, at most (default 100)")
+      .value_flag("format", "F",
+                  "--tokens: auto (llm.c's header where there is one, else raw uint16 in a .bin file), llmc or "
+                  "nanogpt (raw uint16, whatever the name), as data.format (default auto)")
       .value_flag("batch-tokens", "N",
                   "tokens a forward holds (default 8192): --choices in rows of the longest example rounded up to 64 "
                   "positions, --tokens in windows");
@@ -93,7 +96,7 @@ int eval_main(const std::vector<std::string>& args) {
   if (!parser.has("choices") && !parser.has("tokens")) {
     throw_input_error("zerotrain eval: give --choices FILE, --tokens FILE or both");
   }
-  for (const char* flag : {"seq-len", "windows"}) {  // --tokens' flags: nothing else reads them
+  for (const char* flag : {"seq-len", "windows", "format"}) {  // --tokens' flags: nothing else reads them
     if (parser.has(flag) && !parser.has("tokens")) {
       throw_input_error("zerotrain eval: --{} is read only with --tokens", flag);
     }
@@ -120,7 +123,14 @@ int eval_main(const std::vector<std::string>& args) {
     }
     T = parser.get_int("seq-len", source.context, 1, source.spec.block_size());
     if (parser.has("tokens")) {
-      corpus.emplace(data::TokenCorpus::open_shards({parser.get("tokens")}, data::TokenFileFormat::kAuto,
+      const std::string format = parser.get("format", "auto");
+      if (format != "auto" && format != "llmc" && format != "nanogpt") {
+        throw_input_error("zerotrain eval: --format must be auto, llmc or nanogpt (got '{}')", format);
+      }
+      corpus.emplace(data::TokenCorpus::open_shards({parser.get("tokens")},
+                                                    format == "llmc"      ? data::TokenFileFormat::kLlmc
+                                                    : format == "nanogpt" ? data::TokenFileFormat::kNanoGpt
+                                                                          : data::TokenFileFormat::kAuto,
                                                     source.spec.vocab_size(), "--tokens"));
       windows = std::min<std::int64_t>(parser.get_int("windows", 100, 1, 1 << 30),
                                        corpus->window_count(data::SampleOrder::kSequential, T));

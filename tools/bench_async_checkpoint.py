@@ -101,6 +101,9 @@ def main():
     a = p.parse_args()
     out = a.out or default_out(f"async_checkpoint_bench_{a.device}.json")
     check_out_file("bench_async_checkpoint", out)
+    if a.device == "cuda":
+        from bench_harness import device_facts
+        device_facts()  # one line and exit 1 without a GPU, before any run
     work = a.work or tempfile.mkdtemp(prefix="zt_async_bench_")
     config = run_config(a.device, a.steps, a.every)
     path = os.path.join(work, "config.json")

@@ -24,10 +24,12 @@ usage: /usr/bin/python3 tools/bench_zero.py [--zerotrain build/zerotrain] [--con
                                             [--steps 12] [--warmup 2] [--deterministic]
 """
 import argparse
+import atexit
 import datetime
 import hashlib
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -41,7 +43,11 @@ from result_paths import check_out_dir, check_out_file, default_out  # noqa: E40
 
 
 def param_count(binary, config):
-    p = subprocess.run([binary, "memory", "--config", config, "--ranks", "1", "--json"], capture_output=True, text=True)
+    try:
+        p = subprocess.run([binary, "memory", "--config", config, "--ranks", "1", "--json"], capture_output=True,
+                           text=True)
+    except OSError as e:
+        sys.exit(f"bench_zero: --zerotrain {binary}: {e.strerror}")
     if p.returncode != 0:
         sys.exit(f"bench_zero: {p.stderr.strip()}")
     return json.loads(p.stdout)["params"]
@@ -96,6 +102,7 @@ def write_result(args, name, lines, doc):
 def deterministic_cost(args, psi):
     """What train.deterministic costs against the default reductions, and its bits across N."""
     work = tempfile.mkdtemp(prefix="zt_zerobench_det_")
+    atexit.register(shutil.rmtree, work, True)  # every run's final weights (GPT-2 124M: 0.5 GB a run)
     with open(args.config) as f:
         train = json.load(f).get("train", {})
     tokens = 4 * train.get("micro_batch", 8) * train.get("seq_len", 64)  # 4 micro-batches a step
@@ -148,11 +155,15 @@ def main():
     ap.add_argument("--out-dir", default=default_out(""))
     ap.add_argument("--deterministic", action="store_true", help="what train.deterministic costs (see above)")
     args = ap.parse_args()
+    if args.steps < 1 or args.repeats < 1 or not 0 <= args.warmup < args.steps:
+        ap.error(f"need --steps >= 1, --repeats >= 1 and 0 <= --warmup < --steps (got --steps {args.steps} "
+                 f"--warmup {args.warmup} --repeats {args.repeats})")
     check_out_dir("bench_zero", args.out_dir)
     psi = param_count(args.zerotrain, args.config)
     if args.deterministic:
         return deterministic_cost(args, psi)
     work = tempfile.mkdtemp(prefix="zt_zerobench_")
+    atexit.register(shutil.rmtree, work, True)  # every run's final weights
     results = {}
     for n in (2, 4):
         for st in range(4):

@@ -23,6 +23,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_harness import write_llmc_tokens  # noqa: E402
 from repo_commit import head_commit  # noqa: E402
+from result_paths import check_out_file  # noqa: E402
 
 B, T, VAL_BATCHES, STEPS = 4, 64, 2, 20
 
@@ -35,6 +36,10 @@ def main(argv=None):
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--tolerance", type=float, default=0.05)
     args = ap.parse_args(argv)
+    for flag, path in (("--llmc", args.llmc), ("--zerotrain", args.zerotrain)):
+        if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+            ap.error(f"{flag} {path}: not an executable file")
+    check_out_file("llmc_interop", args.out)
     llmc, zerotrain = os.path.abspath(args.llmc), os.path.abspath(args.zerotrain)
     result = {"commit": head_commit() or "unknown", "batch": B, "seq_len": T, "val_batches": VAL_BATCHES}
     with tempfile.TemporaryDirectory() as work:

@@ -186,6 +186,8 @@ def main(argv=None):
         rank_counts = []
     if not rank_counts or min(rank_counts) < 1:
         sys.exit(f"memory_report: --ranks takes positive rank counts like 1,2,4 (got {args.ranks!r})")
+    if not (os.path.isfile(args.zerotrain) and os.access(args.zerotrain, os.X_OK)):
+        ap.error(f"--zerotrain {args.zerotrain}: not an executable file (build it: tools/build.sh)")
     check_out_dir("memory_report", args.out_dir)  # before minutes of runs, not after
     if args.readme:
         readme_text(args.readme, args.name)  # before minutes of runs, not after

@@ -9,12 +9,15 @@ place they cannot write before their runs, in one line:
     after minutes of runs, its results lost);
   * bench_cpu.py refuses another model family than GPT-2 (its PyTorch side and FLOPs are GPT-2's)
     and a model size that is not a whole number; memory_report.py a --preset with --ranks;
-    bench_checkpoint.py --ranks 0 (mpirun -np 0 starts a rank on every slot).
+    bench_checkpoint.py --ranks 0 (mpirun -np 0 starts a rank on every slot); bench_zero.py
+    repeats or steps it cannot take a median of; memory_report.py a missing binary;
+  * bench_async_checkpoint.py --device cuda without a GPU: one line, before any run.
 
 usage: result_paths_test.py PATH/TO/zerotrain
 """
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -32,7 +35,7 @@ DEFAULT_INTO_RESULTS = re.compile(r'(default=|\bor )\s*(os\.path\.join\([^)]*"do
 
 
 def main():
-    zerotrain = sys.argv[1]
+    zerotrain = os.path.abspath(sys.argv[1])
     checks = Checks()
     check = checks.check
     offenders = []
@@ -62,6 +65,9 @@ def main():
         (["memory_report.py", "--zerotrain", zerotrain, "--ranks", "1", "--out-dir", f"{a_file}/m"], "--out-dir"),
         (["memory_report.py", "--zerotrain", zerotrain, "--preset", "gpt2-124m-cpu", "--ranks", "1"], "--preset"),
         (["bench_checkpoint.py", "--build", build, "--config", tiny, "--ranks", "0"], "--ranks"),
+        (["bench_zero.py", "--zerotrain", zerotrain, "--config", tiny, "--repeats", "0"], "--repeats"),
+        (["bench_zero.py", "--zerotrain", zerotrain, "--config", tiny, "--steps", "2", "--warmup", "2"], "--warmup"),
+        (["memory_report.py", "--zerotrain", os.path.join(work, "no_zerotrain"), "--ranks", "1"], "--zerotrain"),
     ]
     for argv, named in cases:
         try:
@@ -74,6 +80,14 @@ def main():
         check(p.returncode == 2 and lines and named in lines[-1] and "Traceback" not in p.stderr,
               f"{' '.join(os.path.relpath(a, work) if a.startswith(work) else a for a in argv)}: exit 2 naming "
               f"{named} (exit {p.returncode}: {lines[-1:] if lines else p.stdout.strip()[-200:]})")
+    # A GPU benchmark without a GPU: its one line, before any run (it printed a run's cut-off stderr).
+    if shutil.which("nvidia-smi") is None:
+        p = subprocess.run([sys.executable, os.path.join(TOOLS, "bench_async_checkpoint.py"), "--zerotrain", zerotrain,
+                            "--device", "cuda", "--out", os.path.join(work, "gpu.json")], capture_output=True, text=True,
+                           timeout=60)
+        lines = [line for line in p.stderr.splitlines() if line.strip()]
+        check(p.returncode != 0 and len(lines) == 1 and "no NVIDIA GPU" in lines[0],
+              f"bench_async_checkpoint --device cuda without a GPU: one line ({lines})")
     check(sorted(os.listdir(work)) == ["a_file"], f"nothing written beside it ({sorted(os.listdir(work))})")
     return checks.finish()
 

@@ -1,9 +1,11 @@
 // llm.c's multiple-choice eval files (engine/app/data/choice_file.h): a file written word by word
 // as llm.c's write_evalfile lays it out reads back example by example, and each kind of damage
 // (magic, version, count, start mark, byte count, label, empty parts, a token over the vocabulary,
-// truncation, trailing bytes) is refused in one line naming the file, the example and the fault.
+// truncation, trailing bytes, the header's longest example) is refused in one line naming the file, the example and the
+// fault.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -41,12 +43,21 @@ std::vector<std::uint16_t> example_words(const Example& x, int index) {
   return w;
 }
 
+// `longest`: the header's longest example in bytes; -1 for the examples' own, as llm.c writes it.
 std::string file_bytes(std::int32_t magic, std::int32_t version, std::int32_t count,
-                       const std::vector<std::uint16_t>& words) {
+                       const std::vector<std::uint16_t>& words, std::int32_t longest = -1) {
+  if (longest < 0) {
+    longest = 0;
+    for (std::size_t i = 0; i + 1 < words.size(); i += std::max<std::size_t>(1, words[i + 1] / 2)) {
+      if (words[i] != 65535) break;  // a damaged mark: the reader stops there
+      longest = std::max<std::int32_t>(longest, words[i + 1]);
+    }
+  }
   std::vector<std::int32_t> header(256, 0);
   header[0] = magic;
   header[1] = version;
   header[2] = count;
+  header[3] = longest;
   std::string bytes(reinterpret_cast<const char*>(header.data()), header.size() * 4);
   bytes.append(reinterpret_cast<const char*>(words.data()), words.size() * 2);
   return bytes;
@@ -102,6 +113,9 @@ TEST(ChoiceFile, RefusesEachKindOfDamageInOneLine) {
                      {"more.bin", "example 2", "ends"});
   expect_input_error([&] { ChoiceFile::load(write("fewer.bin", file_bytes(20240522, 1, 1, good)), 10); },
                      {"fewer.bin", "after its 1 examples"});
+  // The header's longest example other than the file's (llm.c sizes its buffer by it).
+  expect_input_error([&] { ChoiceFile::load(write("longest.bin", file_bytes(20240522, 1, 2, good, 10)), 10); },
+                     {"longest.bin", "longest example is 10 bytes, but it is 40"});
   std::vector<std::uint16_t> cut(good.begin(), good.end() - 1);
   expect_input_error([&] { ChoiceFile::load(write("cut.bin", file_bytes(20240522, 1, 2, cut)), 10); },
                      {"cut.bin", "example 1", "truncated"});

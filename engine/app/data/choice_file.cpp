@@ -84,6 +84,7 @@ ChoiceFile ChoiceFile::load(const std::string& path, int vocab_size) {
   ChoiceFile file;
   file.path_ = path;
   WordReader in(path, words);
+  int longest_bytes = 0;  // llm.c's reader sizes its buffer by the header's longest example
   for (std::int64_t e = 0; e < header[2]; ++e) {
     const std::size_t start = in.at();
     if (in.next(e, "start mark") != kStartExample) {
@@ -110,8 +111,15 @@ ChoiceFile ChoiceFile::load(const std::string& path, int vocab_size) {
       throw_input_error("{}: example {} says it is {} bytes but holds {}", path, e, example_bytes,
                         2 * (in.at() - start));
     }
+    longest_bytes = std::max(longest_bytes, example_bytes);
     file.rows_ += n_completions;
     file.examples_.push_back(std::move(x));
+  }
+  if (header[3] != longest_bytes) {
+    throw_input_error(
+        "{}: the header says its longest example is {} bytes, but it is {} (llm.c sizes its buffer "
+        "by the header's figure)",
+        path, header[3], longest_bytes);
   }
   if (!in.done()) {
     throw_input_error("{}: {} bytes after its {} examples (the header's count is short?)", path,

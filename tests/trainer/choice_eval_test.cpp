@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <fstream>
@@ -45,6 +46,7 @@ data::ChoiceFile write_and_load(const std::vector<data::ChoiceExample>& examples
       words.insert(words.end(), c.begin(), c.end());
     }
     words[start + 1] = static_cast<std::uint16_t>(2 * (words.size() - start));
+    header[3] = std::max<std::int32_t>(header[3], words[start + 1]);  // the longest example's bytes, as llm.c writes
   }
   const std::string path = ::testing::TempDir() + "/zt_choices_" + name + ".bin";
   std::ofstream out(path, std::ios::binary | std::ios::trunc);

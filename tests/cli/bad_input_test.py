@@ -361,6 +361,11 @@ def main():
     if not ok:
         failures.append("run directory for its checkpoints")
 
+    def report(name, ok, exits, detail):
+        print(f"{name:<32} exit={exits}  {'OK' if ok else 'FAIL'}\n    {detail}")
+        if not ok:
+            failures.append(name)
+
     # A raw token file not named .bin: the refusal names eval's own --format (it named data.format,
     # which eval does not take), and with --format nanogpt it scores as the same tokens in llm.c's file.
     with open(os.path.join(long_ds, "val.bin"), "rb") as f:
@@ -375,10 +380,7 @@ def main():
     losses = [p.stdout.split(": loss ")[1].split()[0] if ": loss " in p.stdout else None for p in runs]
     ok = (runs[0].returncode == 2 and "eval's --format nanogpt" in runs[0].stderr and runs[1].returncode == 0 and
           runs[2].returncode == 0 and losses[1] is not None and losses[1] == losses[2])
-    print(f"{'eval --format nanogpt':<32} exit={[p.returncode for p in runs]}  {'OK' if ok else 'FAIL'}"
-          f"\n    {runs[0].stderr.strip()[-200:]} {losses}")
-    if not ok:
-        failures.append("eval --format nanogpt")
+    report("eval --format nanogpt", ok, [p.returncode for p in runs], f"{runs[0].stderr.strip()[-200:]} {losses}")
 
     # Weights holding a NaN (a diverged run's export): sample and eval refuse them naming the tensor,
     # rather than print a chance score, a NaN loss or a run of one token with exit 0.
@@ -395,10 +397,7 @@ def main():
                          ["eval", "--from", nan_hf, "--tokens", os.path.join(long_ds, "val.bin")])]
     ok = all(p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and
              f"tensor {name} (element 3) is nan" in p.stderr for p in runs)
-    print(f"{'NaN weights refused':<32} exit={[p.returncode for p in runs]}  {'OK' if ok else 'FAIL'}"
-          f"\n    stderr: {[p.stderr.strip()[-200:] for p in runs]}")
-    if not ok:
-        failures.append("NaN weights refused")
+    report("NaN weights refused", ok, [p.returncode for p in runs], [p.stderr.strip()[-200:] for p in runs])
 
     # A run directory that a live run is training in (its RUN_LOCK held): sample and eval --run refuse
     # it, naming the run, rather than read an earlier run's final weights under the new config.json
@@ -429,10 +428,8 @@ def main():
                            timeout=120)
     ok = (all(p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and "is being trained now, by pid "
               f"{live.pid}" in p.stderr for p in runs) and "being trained" not in after.stderr)
-    print(f"{'--run of a live run refused':<32} exit={[p.returncode for p in runs]}/{after.returncode}  "
-          f"{'OK' if ok else 'FAIL'}\n    stderr: {[p.stderr.strip()[-200:] for p in runs]} {after.stderr.strip()[-200:]}")
-    if not ok:
-        failures.append("--run of a live run refused")
+    report("--run of a live run refused", ok, [p.returncode for p in runs] + [after.returncode],
+           f"{[p.stderr.strip()[-200:] for p in runs]} {after.stderr.strip()[-200:]}")
 
     proc = subprocess.run([binary, "debug-state", "--help"], capture_output=True, text=True, timeout=60)
     if proc.returncode != 0 or "--config" not in proc.stdout:

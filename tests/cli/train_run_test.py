@@ -19,7 +19,9 @@ import json
 import math
 import os
 import re
+import select
 import shutil
+import signal
 import struct
 import subprocess
 import sys
@@ -101,6 +103,16 @@ def main():
     check(p.returncode == 0 and len(p.stdout) >= 30, f"sample --run generates text: {p.stdout.strip()[:60]!r}")
     check("zerotrain sample: 30 tokens in " in p.stderr and " tokens/s;" in p.stderr,
           f"sample says on stderr how long its 30 tokens took ({p.stderr.strip()[-200:]!r})")
+    # The text comes as it is drawn: a long sample's first characters reach a pipe within seconds,
+    # and a Ctrl-C keeps them (it printed nothing until the last token).
+    long = subprocess.Popen([binary, "sample", "--run", run_a, "--tokens", "1000000", "--prompt", "the "],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    ready, _, _ = select.select([long.stdout], [], [], 20)
+    first = os.read(long.stdout.fileno(), 64) if ready else b""
+    long.send_signal(signal.SIGINT)
+    long.wait(timeout=60)
+    check(first.startswith(b"the ") and len(first) > 4,
+          f"sample streams its text: {first!r} read while a 1,000,000-token sample ran")
     # A run whose optimizer values this build refuses (optim.eps = 0, which earlier builds took) is
     # sampled all the same: its optimizer plays no part in sampling.
     old_run = os.path.join(work, "old_eps")

@@ -22,6 +22,13 @@ class TokenDraw {
         probs_(static_cast<std::size_t>(V_)) {}
 
   std::int32_t operator()(const float* row, std::uint64_t position) {
+    const std::int32_t token = pick(row, position);
+    if (options_.on_token) options_.on_token(token);
+    return token;
+  }
+
+ private:
+  std::int32_t pick(const float* row, std::uint64_t position) {
     for (int v = 0; v < V_; ++v) ranked_[static_cast<std::size_t>(v)] = {row[v], v};
     const int k = options_.top_k > 0 ? std::min(options_.top_k, V_) : V_;
     std::partial_sort(ranked_.begin(), ranked_.begin() + k, ranked_.end(), [](const auto& a, const auto& b) {
@@ -44,7 +51,6 @@ class TokenDraw {
     return ranked_[static_cast<std::size_t>(k - 1)].second;
   }
 
- private:
   const SamplingOptions& options_;
   int V_;
   std::vector<std::pair<float, int>> ranked_;

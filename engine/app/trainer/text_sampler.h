@@ -19,6 +19,9 @@ struct SamplingOptions {
   std::uint64_t seed = 0;
   int vocab_limit = 0;   // > 0: only tokens below it are drawn (the dataset's vocabulary)
   bool kv_cache = true;  // false: every draw runs the whole window (sample_tokens), for comparison
+  // Called with each token as it is drawn (`zerotrain sample` prints the text as it comes); the
+  // tokens returned are the same.
+  std::function<void(std::int32_t)> on_token = {};
 };
 
 // The window a sampling model is built for: the prompt (at least the one token an empty prompt

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <cstdio>
 #include <limits>
 #include <string>
 #include <vector>
@@ -92,10 +93,22 @@ Prompt encode_prompt(const ArgParser& parser, const data::TokenText& text, const
 int generate_and_print(StandaloneModel& model, const data::TokenText& text, const SamplingOptions& options,
                        const Prompt& prompt) {
   const SamplingModelBuilder build = [&](int seq_len) { return model.build(1, seq_len); };
+  // The text as it is drawn, token by token (a long sample shows at once, and a Ctrl-C keeps what
+  // came): the same bytes as decoding the whole, since decoding joins each token's bytes (token
+  // ids without a tokenizer: joined by spaces).
+  if (text.has()) fmt::print("{}", prompt.text);
+  SamplingOptions streaming = options;
+  bool first = true;
+  streaming.on_token = [&](std::int32_t token) {
+    const std::int32_t one[] = {token};
+    fmt::print("{}{}", !text.has() && !first ? " " : "", text.decode(one));
+    std::fflush(stdout);
+    first = false;
+  };
   const auto started = std::chrono::steady_clock::now();
-  const auto tokens = sample_tokens(build, model.store(), prompt.ids, options, prompt.limit);
+  const auto tokens = sample_tokens(build, model.store(), prompt.ids, streaming, prompt.limit);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  fmt::print("{}{}\n", text.has() ? prompt.text : "", text.decode(tokens));
+  fmt::print("\n");
   // On stderr, so the text on stdout stays the text alone (tools/bench_sampling.py reads this line).
   fmt::print(stderr,
              "zerotrain sample: {} tokens in {:.3f} s ({:.1f} tokens/s; the models' set-up and the prompt's {} "

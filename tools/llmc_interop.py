@@ -80,6 +80,7 @@ def main(argv=None):
 
 
 def finish(out, result):
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
     with open(out, "w") as f:
         json.dump(result, f, indent=1)
     if "error" in result:

@@ -4,6 +4,7 @@
 // (stopped, taken over, continued) are tests/trainer/run_consistency_test.py's.
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -80,6 +81,21 @@ TEST_F(HeldFolderLock, NowTrustsTheHeartbeatWhileItIsRecent) {
   EXPECT_EQ(lock.lost_now(), "");
   EXPECT_NE(lock.lost_to().find("elsewhere"), std::string::npos);
   EXPECT_NE(lock.lost_now().find("elsewhere"), std::string::npos);
+}
+
+// live_holder (what `sample --run` and `eval --run` ask of a run directory's RUN_LOCK): a live
+// holder is named; no lock, a dead pid's, and a file of other fields' types (a damaged lock: it
+// ended those commands with a JSON type error) are nobody's.
+TEST_F(HeldFolderLock, LiveHolderNamesOnlyALivingRun) {
+  const std::string run_lock = (fs::path(folder_) / "RUN_LOCK").string();
+  EXPECT_EQ(live_holder(run_lock), "");
+  {
+    const FolderLock lock(folder_, folder_, LockedFolder::kRunDirectory);
+    EXPECT_NE(live_holder(run_lock).find(fmt::format("pid {}", getpid())), std::string::npos) << live_holder(run_lock);
+  }
+  EXPECT_EQ(live_holder(run_lock), "");  // released
+  std::ofstream(run_lock) << R"({"host": 5, "pid": "one"})";
+  EXPECT_EQ(live_holder(run_lock), "");
 }
 
 }  // namespace

@@ -185,7 +185,11 @@ std::string live_holder(const std::string& path) {
   const std::string text = read_text(path);
   if (text.empty()) return "";
   const nlohmann::json holder = nlohmann::json::parse(text, nullptr, false);
-  if (!holder.is_object() || holder_gone(holder, heartbeat_age(path), host_name())) return "";
+  try {
+    if (!holder.is_object() || holder_gone(holder, heartbeat_age(path), host_name())) return "";
+  } catch (const nlohmann::json::exception&) {  // fields of other types than this code writes: not a run's
+    return "";
+  }
   return describe(holder);
 }
 

@@ -102,9 +102,12 @@ def check_tokenizer_of_out(args):
     there = os.path.join(args.out, "tokenizer.json")
     if not os.path.isfile(there) or os.path.samefile(there, args.tokenizer):
         return
-    with open(there, "rb") as a, open(args.tokenizer, "rb") as b:
-        if a.read() == b.read():
-            return
+    try:  # the same tokenizer saved again (another key order or spacing) is the same one
+        with open(there, encoding="utf-8") as a, open(args.tokenizer, encoding="utf-8") as b:
+            if json.load(a) == json.load(b):
+                return
+    except (OSError, ValueError):
+        pass
     others = sorted({os.path.basename(p).rsplit("_", 2)[0] for p in glob.glob(os.path.join(glob.escape(args.out), "*.bin"))
                      if re.fullmatch(r".+_(train|val)_\d{6}\.bin", os.path.basename(p))} - {args.name})
     if others:

@@ -21,6 +21,7 @@
 #include "engine/app/data/batch_sampler.h"
 #include "engine/app/data/choice_file.h"
 #include "engine/app/data/token_corpus.h"
+#include "engine/app/data/token_file.h"
 #include "engine/app/trainer/choice_eval.h"
 #include "engine/app/trainer/run_identity.h"
 #include "engine/base/core/check.h"
@@ -123,15 +124,12 @@ int eval_main(const std::vector<std::string>& args) {
     }
     T = parser.get_int("seq-len", source.context, 1, source.spec.block_size());
     if (parser.has("tokens")) {
-      const std::string format = parser.get("format", "auto");
-      if (format != "auto" && format != "llmc" && format != "nanogpt") {
-        throw_input_error("zerotrain eval: --format must be auto, llmc or nanogpt (got '{}')", format);
+      data::TokenFileFormat format = data::TokenFileFormat::kAuto;
+      if (!data::parse_token_file_format(parser.get("format", "auto"), &format)) {
+        throw_input_error("zerotrain eval: --format must be auto, llmc or nanogpt (got '{}')", parser.get("format"));
       }
-      corpus.emplace(data::TokenCorpus::open_shards({parser.get("tokens")},
-                                                    format == "llmc"      ? data::TokenFileFormat::kLlmc
-                                                    : format == "nanogpt" ? data::TokenFileFormat::kNanoGpt
-                                                                          : data::TokenFileFormat::kAuto,
-                                                    source.spec.vocab_size(), "--tokens"));
+      corpus.emplace(
+          data::TokenCorpus::open_shards({parser.get("tokens")}, format, source.spec.vocab_size(), "--tokens"));
       windows = std::min<std::int64_t>(parser.get_int("windows", 100, 1, 1 << 30),
                                        corpus->window_count(data::SampleOrder::kSequential, T));
       if (windows == 0) {

@@ -149,11 +149,9 @@ HfExport export_hf(const CheckpointReader& reader, const std::string& out_dir, D
   // Without a tokenizer's, those of the Hugging Face model the run started from (train.init_from),
   // which its checkpoints carry: an export would otherwise drop them (transformers then takes
   // its own defaults, and generate stops at another token).
-  const nlohmann::json& extra = reader.manifest().extra;
-  if (extra.is_object() && extra.contains("special_token_ids") && extra["special_token_ids"].is_object()) {
-    for (const auto& [key, id] : extra["special_token_ids"].items()) {
-      if (!special_ids.contains(key)) hf[key] = id;
-    }
+  const nlohmann::json carried = extra_object(reader.manifest().extra, "special_token_ids");
+  for (const auto& [key, id] : carried.items()) {
+    if (!special_ids.contains(key)) hf[key] = id;
   }
 
   // Tensors in table order, cut into shards of at most max_shard_bytes (a larger tensor alone), as

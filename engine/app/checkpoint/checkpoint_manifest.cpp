@@ -168,6 +168,10 @@ std::string extra_string(const nlohmann::json& extra, const std::string& key) {
   return extra.is_object() && extra.contains(key) && extra[key].is_string() ? extra[key].get<std::string>() : "";
 }
 
+nlohmann::json extra_object(const nlohmann::json& extra, const std::string& key) {
+  return extra.is_object() && extra.contains(key) && extra[key].is_object() ? extra[key] : nlohmann::json::object();
+}
+
 std::string checkpoint_lineage_id(const nlohmann::json& extra, std::uint32_t manifest_crc32) {
   const std::string save_id = extra_string(extra, "save_id");
   return !save_id.empty() ? save_id : fmt::format("crc32:{:08x}", manifest_crc32);

@@ -65,6 +65,8 @@ struct TrainingPosition {
 // extra[key] where the manifest's extra holds it as a string, else "" (a field written after the
 // manifest was: the lineage fields of a checkpoint from before save ids).
 std::string extra_string(const nlohmann::json& extra, const std::string& key);
+// extra[key] where it is an object, else an empty one (a checkpoint saved before the field was).
+nlohmann::json extra_object(const nlohmann::json& extra, const std::string& key);
 
 // A checkpoint's name in its folder's lineage, which the next save of its run records as its
 // previous_save_id: extra.save_id, or, for a checkpoint saved before save ids, "crc32:" and its

@@ -73,9 +73,7 @@ RunProgress start_run(TrainerState& s, const std::string& resume_checkpoint, boo
   // The next save continues this one's lineage: its save_id, or for a checkpoint saved before save
   // ids, an id from its manifest's seal (ckpt::checkpoint_lineage_id).
   run.last_save_id = m.lineage_id();
-  if (m.extra.contains("special_token_ids") && m.extra["special_token_ids"].is_object()) {
-    run.special_token_ids = m.extra["special_token_ids"];
-  }
+  run.special_token_ids = ckpt::extra_object(m.extra, "special_token_ids");
   const std::string saved_id = ckpt::extra_string(m.extra, "save_id");
   // The log is this trajectory's if it records the checkpoint's save (its save_id, in the save's
   // checkpoint or checkpoint_started record), or the save before it and a record of its step (a

@@ -21,7 +21,7 @@ import sys  # noqa: E402
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 from mpirun_command import MPIRUN  # noqa: E402
 from repo_commit import head_commit  # noqa: E402
-from result_paths import check_out_dir, check_out_file, default_out  # noqa: E402
+from result_paths import check_out_file, default_out  # noqa: E402
 
 
 def per_rank(text, pattern):

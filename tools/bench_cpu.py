@@ -30,7 +30,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tools"))
 from repo_commit import head_commit, tree_dirty  # noqa: E402
-from result_paths import check_out_dir, check_out_file, default_out  # noqa: E402
+from result_paths import check_out_file, default_out  # noqa: E402
 TARGET_SPEEDUP = 2.0
 TARGET_PEAK_FRACTION = 0.6
 SGEMM_SIZE = 2048

@@ -51,7 +51,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 from gpu_state import gpu_state  # noqa: E402
 from repo_commit import head_commit  # noqa: E402
-from result_paths import check_out_dir, check_out_file, default_out  # noqa: E402
+from result_paths import check_out_file, default_out  # noqa: E402
 from bench_harness import (PEAK_BF16_FLOPS, Context, EngineError, device_facts, interleave, profile_rows,  # noqa: E402
                            print_rows, top_ops_lines)
 

@@ -41,7 +41,7 @@ sys.path.insert(0, os.path.join(ROOT, "tools"))
 import bench_gpu  # noqa: E402
 import bench_harness  # noqa: E402
 from repo_commit import head_commit  # noqa: E402
-from result_paths import check_out_dir, check_out_file, default_out  # noqa: E402
+from result_paths import check_out_file, default_out  # noqa: E402
 from gpu_state import gpu_state  # noqa: E402
 
 CONFIG = "configs/llama3_2_1b.json"

@@ -31,7 +31,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 from mpirun_command import MPIRUN  # noqa: E402
 from repo_commit import head_commit  # noqa: E402
-from result_paths import check_out_dir, check_out_file, default_out  # noqa: E402
+from result_paths import check_out_file, default_out  # noqa: E402
 
 VARIANTS = {
     "exact": [],

@@ -16,9 +16,6 @@ namespace {
 
 float value(int rank, std::int64_t i) { return 0.25f * static_cast<float>((rank + 1) * 3 + (i % 17)); }
 
-TensorView f32_view(std::vector<float>& v) {
-  return {v.data(), DType::kF32, Device::kCPU, Shape{(std::int64_t)v.size()}};
-}
 TensorView bf16_view(std::vector<bf16>& v) {
   return {v.data(), DType::kBF16, Device::kCPU, Shape{(std::int64_t)v.size()}};
 }

@@ -14,9 +14,7 @@
 namespace zt {
 namespace {
 
-float value(int rank, std::int64_t i) { return 0.25f * static_cast<float>((rank + 1) * 3 + (i % 13)); }
-
-TensorView view(std::vector<float>& v) { return {v.data(), DType::kF32, Device::kCPU, Shape{(std::int64_t)v.size()}}; }
+float hybrid_value(int rank, std::int64_t i) { return 0.25f * static_cast<float>((rank + 1) * 3 + (i % 13)); }
 
 std::vector<int> group_sizes(int N) {
   std::vector<int> out;
@@ -44,19 +42,19 @@ TEST(HybridCommunicator, GathersInsideTheGroupAndReducesOverTheWorld) {
     HybridCommunicator h(world, g);
     const int first = (r / g) * g;  // the group's first world rank
     std::vector<float> send(n), gathered(static_cast<std::size_t>(g * n));
-    for (int i = 0; i < n; ++i) send[i] = value(r, i);
-    h.all_gather(view(send), view(gathered)).wait();
+    for (int i = 0; i < n; ++i) send[i] = hybrid_value(r, i);
+    h.all_gather(f32_view(send), f32_view(gathered)).wait();
     for (int k = 0; k < g; ++k)
-      for (int i = 0; i < n; ++i) ASSERT_EQ(gathered[k * n + i], value(first + k, i)) << "member " << k;
+      for (int i = 0; i < n; ++i) ASSERT_EQ(gathered[k * n + i], hybrid_value(first + k, i)) << "member " << k;
 
     // Reduce-scatter: shard h.rank() of the sum over all N ranks.
     std::vector<float> full(static_cast<std::size_t>(g * n)), shard(n);
-    for (int i = 0; i < g * n; ++i) full[i] = value(r, i);
+    for (int i = 0; i < g * n; ++i) full[i] = hybrid_value(r, i);
     const std::int64_t sent_before = h.elements_sent();
-    h.reduce_scatter(view(full), view(shard), ReduceOp::kSum).wait();
+    h.reduce_scatter(f32_view(full), f32_view(shard), ReduceOp::kSum).wait();
     for (int i = 0; i < n; ++i) {
       float sum = 0.0f;
-      for (int q = 0; q < N; ++q) sum += value(q, h.rank() * n + i);
+      for (int q = 0; q < N; ++q) sum += hybrid_value(q, h.rank() * n + i);
       ASSERT_EQ(shard[i], sum) << "element " << i;
     }
     // Ring volumes: g n (g - 1) / g inside the group, 2 n (G - 1) / G across.
@@ -64,11 +62,11 @@ TEST(HybridCommunicator, GathersInsideTheGroupAndReducesOverTheWorld) {
     EXPECT_EQ(h.elements_sent() - sent_before, std::int64_t{g} * n * (g - 1) / g + 2 * std::int64_t{n} * (G - 1) / G);
 
     std::vector<float> buf(n);
-    for (int i = 0; i < n; ++i) buf[i] = value(r, i);
-    h.all_reduce(view(buf), ReduceOp::kSum).wait();
+    for (int i = 0; i < n; ++i) buf[i] = hybrid_value(r, i);
+    h.all_reduce(f32_view(buf), ReduceOp::kSum).wait();
     for (int i = 0; i < n; ++i) {
       float sum = 0.0f;
-      for (int q = 0; q < N; ++q) sum += value(q, i);
+      for (int q = 0; q < N; ++q) sum += hybrid_value(q, i);
       ASSERT_EQ(buf[i], sum);
     }
   }
@@ -86,10 +84,10 @@ TEST(HybridCommunicator, AveragesAndRandomSumsMatchTheFlatCollectiveWithinRoundi
     for (float& v : full) v = normal(rng);
     // The flat reference: every rank's full buffer reduced over the world, then this rank's shard.
     std::vector<float> flat = full;
-    world.all_reduce(view(flat), ReduceOp::kAvg).wait();
+    world.all_reduce(f32_view(flat), ReduceOp::kAvg).wait();
     for (int repeat = 0; repeat < 2; ++repeat) {  // deterministic: the same bits twice
       std::vector<float> shard(n);
-      h.reduce_scatter(view(full), view(shard), ReduceOp::kAvg).wait();
+      h.reduce_scatter(f32_view(full), f32_view(shard), ReduceOp::kAvg).wait();
       static std::vector<float> first;
       if (repeat == 0) first = shard;
       for (int i = 0; i < n; ++i) {

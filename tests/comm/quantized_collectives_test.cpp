@@ -22,8 +22,6 @@ namespace {
 
 const ExecContext kCtx{};
 
-TensorView view(std::vector<float>& v) { return {v.data(), DType::kF32, Device::kCPU, Shape{(std::int64_t)v.size()}}; }
-
 // Rank r's values: normal, scaled per 256-block over many magnitudes (what int8 blocks are for).
 std::vector<float> data_of(int rank, std::int64_t n, std::uint32_t salt) {
   std::mt19937 gen(1000u * salt + static_cast<std::uint32_t>(rank));
@@ -47,8 +45,8 @@ std::vector<float> round_trip(std::vector<float> x, WireDType wire) {
   }
   std::vector<std::int32_t> packed(static_cast<std::size_t>(int8_blocks::packed_words(n)));
   const TensorView p{packed.data(), DType::kI32, Device::kCPU, Shape{(std::int64_t)packed.size()}};
-  ops::quantize_int8_blocks(kCtx, view(x), p);
-  ops::dequantize_int8_blocks(kCtx, p, view(x));
+  ops::quantize_int8_blocks(kCtx, f32_view(x), p);
+  ops::dequantize_int8_blocks(kCtx, p, f32_view(x));
   return x;
 }
 
@@ -66,7 +64,7 @@ TEST(QuantizedCollectives, AllGatherInt8IsEveryRanksRoundTrip) {
     MemoryTracker tracker;
     std::vector<float> send = data_of(r, n, 1), recv(static_cast<std::size_t>(N * n), -1.0f);
     const std::int64_t bytes_before = comm.bytes_sent(), elements_before = comm.elements_sent();
-    all_gather_int8(comm, kCtx, tracker, view(send), view(recv)).wait();
+    all_gather_int8(comm, kCtx, tracker, f32_view(send), f32_view(recv)).wait();
     for (int k = 0; k < N; ++k) {
       const std::vector<float> want = round_trip(data_of(k, n, 1), WireDType::kInt8);
       const std::vector<float> got(recv.begin() + k * n, recv.begin() + (k + 1) * n);
@@ -109,7 +107,7 @@ TEST(QuantizedCollectives, AllReduceEncodedSumsChunksInRankOrder) {
         MemoryTracker tracker;
         std::vector<float> buf = data_of(r, n, salt);
         const std::int64_t bytes_before = comm.bytes_sent();
-        all_reduce_encoded(comm, kCtx, tracker, view(buf), op, wire).wait();
+        all_reduce_encoded(comm, kCtx, tracker, f32_view(buf), op, wire).wait();
         const std::int64_t c = (n + N - 1) / N;
         std::vector<float> exact(static_cast<std::size_t>(n), 0.0f);
         std::vector<double> magnitude(static_cast<std::size_t>(n), 0.0);  // sum of the terms' |x|

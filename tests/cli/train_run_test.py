@@ -106,13 +106,19 @@ def main():
     # The text comes as it is drawn: a long sample's first characters reach a pipe within seconds,
     # and a Ctrl-C keeps them (it printed nothing until the last token).
     long = subprocess.Popen([binary, "sample", "--run", run_a, "--tokens", "1000000", "--prompt", "the "],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     ready, _, _ = select.select([long.stdout], [], [], 20)
     first = os.read(long.stdout.fileno(), 64) if ready else b""
     long.send_signal(signal.SIGINT)
-    long.wait(timeout=60)
+    rest, err = long.communicate(timeout=60)
     check(first.startswith(b"the ") and len(first) > 4,
           f"sample streams its text: {first!r} read while a 1,000,000-token sample ran")
+    # Ctrl-C ends it after the token being drawn, with the text and the summary line (the default
+    # handler used to end it at once, the summary lost) and the shell's exit code for SIGINT.
+    drawn = re.search(rb"stopped by SIGINT after (\d+) tokens in ", err)
+    check(long.returncode == 130 and drawn is not None and (first + rest).endswith(b"\n")
+          and len(first + rest) == len(b"the ") + int(drawn.group(1)) + 1,
+          f"Ctrl-C ends a sample with its text and a summary (exit {long.returncode}, {err.strip()[-200:]!r})")
     # A run whose optimizer values this build refuses (optim.eps = 0, which earlier builds took) is
     # sampled all the same: its optimizer plays no part in sampling.
     old_run = os.path.join(work, "old_eps")

@@ -143,6 +143,38 @@ TEST(KvDecoding, SamplingThroughTheCacheDrawsTheWindowsTokens) {
   }
 }
 
+// A stop request (`zerotrain sample`'s Ctrl-C) ends a sample after the draw in hand: the tokens so
+// far, the first ones of the whole sample, through the cache and over the window alike.
+TEST(KvDecoding, AStopRequestEndsTheSampleWithTheTokensSoFar) {
+  ZT_SEEDED_RNG(rng);
+  const DecodeCase c = cases().front();
+  DecodeSetup s(c, static_cast<std::uint64_t>(rng.ints(1, 0, 1 << 30)[0]));
+  const SamplingModelBuilder build = [&](int seq_len) { return s.build(seq_len); };
+  const std::vector<std::int32_t> prompt = {3, 1, 4, 1, 5};
+  for (const bool kv_cache : {true, false}) {
+    SCOPED_TRACE(kv_cache ? "through the cache" : "over the window");
+    SamplingOptions options{/*max_new_tokens=*/20,
+                            /*temperature=*/1.0f,
+                            /*top_k=*/0,
+                            static_cast<std::uint64_t>(rng.ints(1, 0, 1 << 30)[0]),
+                            0,
+                            kv_cache};
+    const auto whole = sample_tokens(build, s.store, prompt, options, s.spec.block_size());
+    ASSERT_EQ(whole.size(), 20u);
+    for (const int stop_after : {1, 7}) {
+      int drawn = 0;
+      options.on_token = [&](std::int32_t) { ++drawn; };
+      options.stop_requested = [&] { return drawn >= stop_after; };
+      const auto stopped = sample_tokens(build, s.store, prompt, options, s.spec.block_size());
+      EXPECT_EQ(stopped, std::vector<std::int32_t>(whole.begin(), whole.begin() + stop_after));
+    }
+    // A request before the first draw still draws one token: the prompt's forward has run.
+    options.on_token = {};
+    options.stop_requested = [] { return true; };
+    EXPECT_EQ(sample_tokens(build, s.store, prompt, options, s.spec.block_size()).size(), 1u);
+  }
+}
+
 // A prompt's forward through the cache keeps no [NH, T, T] probabilities (the window's forward on
 // the CPU does, for every layer, until the activations are released): its activation peak is the
 // window's less exactly those bytes.

@@ -57,6 +57,8 @@ class TokenDraw {
   std::vector<double> probs_;
 };
 
+bool stopping(const SamplingOptions& options) { return options.stop_requested && options.stop_requested(); }
+
 // generate_tokens_cached's loop: `model` built for the prompt's length (at least one token), `cache`
 // of the prompt's and every draw's positions but the last.
 std::vector<std::int32_t> decode_cached(std::unique_ptr<LanguageModel> model, KvCache& cache,
@@ -77,7 +79,7 @@ std::vector<std::int32_t> decode_cached(std::unique_ptr<LanguageModel> model, Kv
   if (options.max_new_tokens > 1) {
     model.reset();  // the prompt's activations and scratch go before the step model's come
     model = build(1);
-    for (int n = 1; n < options.max_new_tokens; ++n) {
+    for (int n = 1; n < options.max_new_tokens && !stopping(options); ++n) {
       model->forward(store, &tokens.back(), dummy_targets.data(), decode);
       tokens.push_back(draw(logits.data(), tokens.size()));
     }
@@ -117,7 +119,7 @@ std::vector<std::int32_t> generate_tokens(LanguageModel& model, ParamStore& stor
   std::vector<float> logits(static_cast<std::size_t>(T) * row_stride);
   TokenDraw draw(options, model.vocab_size());
   const std::size_t prompt_len = tokens.size();
-  for (int n = 0; n < options.max_new_tokens; ++n) {
+  for (int n = 0; n < options.max_new_tokens && (n == 0 || !stopping(options)); ++n) {
     const int used = static_cast<int>(std::min<std::size_t>(tokens.size(), static_cast<std::size_t>(T)));
     std::fill(window.begin(), window.end(), 0);
     std::copy(tokens.end() - used, tokens.end(), window.begin());

@@ -22,6 +22,9 @@ struct SamplingOptions {
   // Called with each token as it is drawn (`zerotrain sample` prints the text as it comes); the
   // tokens returned are the same.
   std::function<void(std::int32_t)> on_token = {};
+  // Asked before each draw after the first: true ends the sample there, returning the tokens
+  // drawn so far (`zerotrain sample` on Ctrl-C).
+  std::function<bool()> stop_requested = {};
 };
 
 // The window a sampling model is built for: the prompt (at least the one token an empty prompt

@@ -14,6 +14,7 @@
 #include "engine/app/data/token_text.h"
 #include "engine/app/trainer/text_sampler.h"
 #include "engine/distributed/launch/rendezvous.h"
+#include "engine/distributed/launch/signals.h"
 
 namespace zt::cli {
 
@@ -105,16 +106,24 @@ int generate_and_print(StandaloneModel& model, const data::TokenText& text, cons
     std::fflush(stdout);
     first = false;
   };
+  // Ctrl-C (or SIGTERM) ends a long sample after the token being drawn, with its text and the
+  // summary below; a second one ends it at once. Installed only now, so that one during the
+  // weights' load still ends the process there.
+  install_stop_request_handlers();
+  streaming.stop_requested = [] { return stop_signal() != 0; };
   const auto started = std::chrono::steady_clock::now();
   const auto tokens = sample_tokens(build, model.store(), prompt.ids, streaming, prompt.limit);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   fmt::print("\n");
+  std::fflush(stdout);
   // On stderr, so the text on stdout stays the text alone (tools/bench_sampling.py reads this line).
+  const int stopped_by = stop_signal();
   fmt::print(stderr,
-             "zerotrain sample: {} tokens in {:.3f} s ({:.1f} tokens/s; the models' set-up and the prompt's {} "
+             "zerotrain sample: {}{} tokens in {:.3f} s ({:.1f} tokens/s; the models' set-up and the prompt's {} "
              "positions included)\n",
-             tokens.size(), seconds, static_cast<double>(tokens.size()) / seconds, prompt.ids.size());
-  return 0;
+             stopped_by != 0 ? fmt::format("stopped by {} after ", signal_name(stopped_by)) : "", tokens.size(),
+             seconds, static_cast<double>(tokens.size()) / seconds, prompt.ids.size());
+  return stopped_by != 0 ? 128 + stopped_by : 0;  // as a shell reports a command its signal ended
 }
 
 }  // namespace

@@ -25,13 +25,13 @@ import os
 import shutil
 import signal
 import socket
-import struct
 import subprocess
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from check_report import Checks  # noqa: E402
+from choice_file_util import write_choice_file  # noqa: E402
 from run_dir_util import deep_merge, mpi_driver, train_records, wait_until  # noqa: E402
 
 # The long runs' lock heartbeat (ZT_TEST_HEARTBEAT_S; 5 s otherwise): the takeover cases wait for
@@ -118,9 +118,7 @@ def main():
           f"other data under the same path on rank 1: named ({lines[:1]})")
     # ... and another multiple-choice file under the same data.choice_file (same data otherwise).
     for d, label in (("a", 0), ("b", 1)):
-        with open(os.path.join(work, "wd_" + d, "choices.bin"), "wb") as f:
-            f.write(struct.pack("<256i", 20240522, 1, 1, 14, *([0] * 252)))
-            f.write(struct.pack("<7H", 65535, 14, 0, label, 2, 1, 3) + struct.pack("<4H", 1, 4, 1, 5))
+        write_choice_file(os.path.join(work, "wd_" + d, "choices.bin"), [(label, [3], [[4], [5]])])
     parts = []
     for d in ("a", "b"):
         parts += ([":"] if parts else []) + ["-np", "1", "--wdir", os.path.join(work, "wd_" + d), binary, "train",

@@ -101,5 +101,46 @@ TEST(Safetensors, DamagedFilesAreRefusedWithTheirName) {
   EXPECT_THROW(read_safetensors(temp_path("missing.safetensors")), InputError);
 }
 
+// The header reader that pretrained weights go through: a length of 2^63 or more (a file of 0xff
+// bytes) was taken for a negative one that fits, and allocating it threw std::length_error; a
+// shape whose bytes wrap int64 must not pass for its offsets' span.
+TEST(Safetensors, TheHeaderReaderRefusesLengthsAndShapesThatDoNotFit) {
+  const std::string bad = temp_path("header.safetensors");
+  for (const std::uint64_t n : {~0ull, 1ull << 63, 0ull}) {
+    std::vector<char> bytes(100, '\xff');
+    std::memcpy(bytes.data(), &n, 8);
+    write_all(bad, bytes);
+    try {
+      read_safetensors_header(bad);
+      ADD_FAILURE() << "header length " << n << " taken";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("header.safetensors: header length"), std::string::npos) << e.what();
+    }
+  }
+  const auto file_with = [&](const nlohmann::json& header) {
+    const std::string text = header.dump();
+    std::vector<char> bytes(8 + text.size() + 8, 0);
+    const std::uint64_t n = text.size();
+    std::memcpy(bytes.data(), &n, 8);
+    std::memcpy(bytes.data() + 8, text.data(), text.size());
+    write_all(bad, bytes);
+    return read_safetensors_header(bad);
+  };
+  const SafetensorsHeader ok = file_with({{"t", {{"dtype", "F32"}, {"shape", {2}}, {"data_offsets", {0, 8}}}}});
+  EXPECT_EQ(ok.data_size, 8);
+  const SafetensorsSpan span = safetensors_span(ok.json["t"], 4, ok, bad, "t");
+  EXPECT_EQ(span.bytes, 8);
+  EXPECT_EQ(span.shape, std::vector<std::int64_t>{2});
+  // 2^62 x 2^2 x 4 bytes wraps to 0 in int64; so does a negative size pair's product come out positive.
+  for (const nlohmann::json& shape : {nlohmann::json{1ll << 62, 4}, nlohmann::json{-2, -4}}) {
+    const SafetensorsHeader h = file_with({{"t", {{"dtype", "F32"}, {"shape", shape}, {"data_offsets", {0, 0}}}}});
+    EXPECT_THROW(safetensors_span(h.json["t"], 4, h, bad, "t"), InputError) << shape.dump();
+  }
+  for (const nlohmann::json& offsets : {nlohmann::json{-8, 0}, nlohmann::json{0, 16}, nlohmann::json{0}}) {
+    const SafetensorsHeader h = file_with({{"t", {{"dtype", "F32"}, {"shape", {2}}, {"data_offsets", offsets}}}});
+    EXPECT_THROW(safetensors_span(h.json["t"], 4, h, bad, "t"), InputError) << offsets.dump();
+  }
+}
+
 }  // namespace
 }  // namespace zt

@@ -19,6 +19,7 @@
 #include "engine/app/io/input_file.h"
 #include "engine/app/io/json_file.h"
 #include "engine/app/io/llmc_model_file.h"
+#include "engine/app/io/safetensors.h"
 #include "engine/base/core/bf16.h"
 #include "engine/base/core/check.h"
 #include "engine/base/core/config_reader.h"
@@ -158,40 +159,22 @@ class HfReader final : public PretrainedReader {
   };
 
   void add_file(const std::string& path) {
-    RawFile f(path);
-    std::uint64_t n = 0;
-    f.read_at(&n, 8, 0);
-    const auto size = static_cast<std::int64_t>(fs::file_size(path));
-    if (n == 0 || static_cast<std::int64_t>(n) > size - 8) throw_input_error("{}: bad safetensors header length", path);
-    std::string text(n, '\0');
-    f.read_at(text.data(), static_cast<std::int64_t>(n), 8);
-    nlohmann::json header;
-    try {
-      header = nlohmann::json::parse(text, json_depth_limit(path));
-    } catch (const nlohmann::json::exception&) {
-      throw_input_error("{}: safetensors header is not valid JSON", path);
-    }
-    const std::int64_t data_start = 8 + static_cast<std::int64_t>(n);
-    for (const auto& [name, v] : header.items()) {
+    const SafetensorsHeader header = read_safetensors_header(path);
+    for (const auto& [name, v] : header.json.items()) {
       if (name == "__metadata__") continue;
       Entry e;
       e.file = static_cast<int>(files_.size());
-      e.dtype = v.value("dtype", "");
+      e.dtype = v.is_object() && v.contains("dtype") && v["dtype"].is_string() ? v["dtype"].get<std::string>() : "";
       if (e.dtype != "F32" && e.dtype != "BF16" && e.dtype != "F16") {
-        throw_input_error("{}: tensor '{}' is {} (F32, BF16 and F16 are read)", path, name, e.dtype);
+        throw_input_error("{}: tensor '{}' is {} (F32, BF16 and F16 are read)", path, name,
+                          e.dtype.empty() ? "of no dtype" : e.dtype);
       }
-      e.shape = v.at("shape").get<std::vector<std::int64_t>>();
-      const auto offsets = v.at("data_offsets").get<std::vector<std::int64_t>>();
-      std::int64_t numel = 1;
-      for (std::int64_t d : e.shape) numel *= d;
-      if (offsets.size() != 2 || offsets[1] - offsets[0] != numel * dtype_bytes(e.dtype) ||
-          data_start + offsets[1] > size) {
-        throw_input_error("{}: tensor '{}' has data offsets outside the file or off its shape", path, name);
-      }
-      e.data_offset = data_start + offsets[0];
+      SafetensorsSpan span = safetensors_span(v, dtype_bytes(e.dtype), header, path, name);
+      e.shape = std::move(span.shape);
+      e.data_offset = header.data_start + span.begin;
       if (!entries_.emplace(name, e).second) throw_input_error("{}: tensor '{}' appears twice", path, name);
     }
-    files_.push_back(std::move(f));
+    files_.emplace_back(path);
   }
 
   void check_against(const ParamTable& table, const std::string& dir) {

@@ -94,7 +94,7 @@ void SafetensorsWriter::write(const std::string& path) const {
   }
 }
 
-SafetensorsFile read_safetensors(const std::string& path) {
+SafetensorsHeader read_safetensors_header(const std::string& path) {
   require_regular_file(path, "safetensors file");
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) throw_input_error("{}: cannot open file", path);
@@ -104,51 +104,85 @@ SafetensorsFile read_safetensors(const std::string& path) {
   if (file_size < 8 || !in.read(reinterpret_cast<char*>(&header_len), 8)) {
     throw_input_error("{}: too short for a safetensors header", path);
   }
-  if (header_len > static_cast<std::uint64_t>(file_size - 8) || header_len > (100u << 20)) {
+  // Unsigned, so a length of 2^63 or more is not taken for a negative one that fits. 100 MiB is
+  // far past any real header (a 70B model's shard: under 100 KiB).
+  if (header_len == 0 || header_len > static_cast<std::uint64_t>(file_size - 8) || header_len > (100u << 20)) {
     throw_input_error("{}: header length {} does not fit the file ({} bytes)", path, header_len, file_size);
   }
   std::string text(header_len, '\0');
-  in.read(text.data(), static_cast<std::streamsize>(header_len));
-  nlohmann::json header;
+  if (!in.read(text.data(), static_cast<std::streamsize>(header_len))) {
+    throw_input_error("{}: cannot read its {}-byte header", path, header_len);
+  }
+  SafetensorsHeader header;
   try {
-    header = nlohmann::json::parse(text, json_depth_limit(path));
+    header.json = nlohmann::json::parse(text, json_depth_limit(path));
   } catch (const nlohmann::json::exception& e) {
     throw_input_error("{}: malformed JSON header: {}", path, e.what());
   }
-  if (!header.is_object()) throw_input_error("{}: header is not a JSON object", path);
+  if (!header.json.is_object()) throw_input_error("{}: header is not a JSON object", path);
+  header.data_start = 8 + static_cast<std::int64_t>(header_len);
+  header.data_size = file_size - header.data_start;
+  return header;
+}
 
+SafetensorsSpan safetensors_span(const nlohmann::json& entry, int element_bytes, const SafetensorsHeader& header,
+                                 const std::string& path, const std::string& tensor) {
+  SafetensorsSpan span;
+  std::vector<std::int64_t> offsets;
+  try {
+    span.shape = entry.at("shape").get<std::vector<std::int64_t>>();
+    offsets = entry.at("data_offsets").get<std::vector<std::int64_t>>();
+  } catch (const nlohmann::json::exception& e) {
+    throw_input_error("{}: bad header entry for '{}': {}", path, tensor, e.what());
+  }
+  if (offsets.size() != 2 || offsets[0] < 0 || offsets[1] < offsets[0] || offsets[1] > header.data_size) {
+    throw_input_error("{}: tensor '{}' has data_offsets outside the data section", path, tensor);
+  }
+  // Every size checked before it multiplies: a damaged shape must not wrap to the offsets' span.
+  std::int64_t bytes = element_bytes;
+  for (const std::int64_t d : span.shape) {
+    if (d < 0 || (d > 0 && bytes > header.data_size / d)) {
+      throw_input_error("{}: tensor '{}' has shape {} that does not fit the data section ({} bytes)", path, tensor,
+                        entry.at("shape").dump(), header.data_size);
+    }
+    bytes *= d;
+  }
+  if (bytes != offsets[1] - offsets[0]) {
+    throw_input_error("{}: tensor '{}' holds {} bytes but its shape needs {}", path, tensor, offsets[1] - offsets[0],
+                      bytes);
+  }
+  span.begin = offsets[0];
+  span.bytes = bytes;
+  return span;
+}
+
+SafetensorsFile read_safetensors(const std::string& path) {
+  const SafetensorsHeader header = read_safetensors_header(path);
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw_input_error("{}: cannot open file", path);
   SafetensorsFile file;
-  const std::int64_t data_size = file_size - 8 - static_cast<std::int64_t>(header_len);
-  for (auto it = header.begin(); it != header.end(); ++it) {
+  for (auto it = header.json.begin(); it != header.json.end(); ++it) {
     if (it.key() == "__metadata__") {
+      if (!it->is_object()) throw_input_error("{}: __metadata__ is not a JSON object", path);
       for (auto m = it->begin(); m != it->end(); ++m) {
         if (!m->is_string()) throw_input_error("{}: metadata '{}' is not a string", path, m.key());
         file.metadata[m.key()] = m->get<std::string>();
       }
       continue;
     }
-    try {
-      SafetensorsEntry e;
-      e.name = it.key();
-      e.dtype = dtype_from_name(it->at("dtype").get<std::string>(), path, e.name);
-      e.shape = it->at("shape").get<std::vector<std::int64_t>>();
-      const auto offsets = it->at("data_offsets").get<std::vector<std::int64_t>>();
-      if (offsets.size() != 2 || offsets[0] < 0 || offsets[1] < offsets[0] || offsets[1] > data_size) {
-        throw_input_error("{}: tensor '{}' has data_offsets outside the data section", path, e.name);
-      }
-      const std::int64_t bytes = numel_of(e.shape) * static_cast<std::int64_t>(dtype_size_bytes(e.dtype));
-      if (bytes != offsets[1] - offsets[0]) {
-        throw_input_error("{}: tensor '{}' holds {} bytes but its shape needs {}", path, e.name,
-                          offsets[1] - offsets[0], bytes);
-      }
-      e.bytes.resize(static_cast<std::size_t>(bytes));
-      in.seekg(8 + static_cast<std::int64_t>(header_len) + offsets[0]);
-      in.read(reinterpret_cast<char*>(e.bytes.data()), bytes);
-      if (!in) throw_input_error("{}: tensor '{}' is truncated", path, e.name);
-      file.tensors[e.name] = std::move(e);
-    } catch (const nlohmann::json::exception& ex) {
-      throw_input_error("{}: bad header entry for '{}': {}", path, it.key(), ex.what());
+    SafetensorsEntry e;
+    e.name = it.key();
+    if (!it->is_object() || !it->contains("dtype") || !(*it)["dtype"].is_string()) {
+      throw_input_error("{}: bad header entry for '{}': no \"dtype\" string", path, e.name);
     }
+    e.dtype = dtype_from_name((*it)["dtype"].get<std::string>(), path, e.name);
+    SafetensorsSpan span = safetensors_span(*it, static_cast<int>(dtype_size_bytes(e.dtype)), header, path, e.name);
+    e.shape = std::move(span.shape);
+    e.bytes.resize(static_cast<std::size_t>(span.bytes));
+    in.seekg(header.data_start + span.begin);
+    in.read(reinterpret_cast<char*>(e.bytes.data()), span.bytes);
+    if (!in) throw_input_error("{}: tensor '{}' is truncated", path, e.name);
+    file.tensors[e.name] = std::move(e);
   }
   return file;
 }

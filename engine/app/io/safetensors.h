@@ -4,6 +4,8 @@
 // Hugging Face export.
 #pragma once
 
+#include <nlohmann/json.hpp>
+
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -58,6 +60,28 @@ struct SafetensorsFile {
   std::map<std::string, SafetensorsEntry> tensors;
   std::map<std::string, std::string> metadata;
 };
+
+// A file's JSON header (an object: tensor entries and "__metadata__") and where its data section
+// lies, the header's length checked against the file first (a damaged length must not become an
+// allocation). Throws InputError naming the file and the fault. Readers that take tensors in
+// ranges (pretrained weights) start here; read_safetensors does too.
+struct SafetensorsHeader {
+  nlohmann::json json;
+  std::int64_t data_start = 0;  // bytes from the file's start
+  std::int64_t data_size = 0;
+};
+SafetensorsHeader read_safetensors_header(const std::string& path);
+
+// One tensor entry's shape and its data's place in the data section, checked: a shape of
+// non-negative sizes whose bytes (`element_bytes` each) fit in int64 and match data_offsets, and
+// offsets inside the section.
+struct SafetensorsSpan {
+  std::vector<std::int64_t> shape;
+  std::int64_t begin = 0;  // bytes from the data section's start
+  std::int64_t bytes = 0;
+};
+SafetensorsSpan safetensors_span(const nlohmann::json& entry, int element_bytes, const SafetensorsHeader& header,
+                                 const std::string& path, const std::string& tensor);
 
 // Reads and validates a whole file (header bounds, dtype sizes, offsets inside the data section);
 // throws InputError naming the file and the fault.

@@ -16,8 +16,10 @@ namespace zt {
 void initialize_parameters(const ModelSpec& spec, std::uint64_t seed, ZeroParamStore& store, ShardedAdamW& optimizer,
                            MemoryTracker& tracker, int num_threads);
 // The same from a pretrained checkpoint (train.init_from): each rank reads only its optimizer
-// shard's elements of each unit, through the same one-unit workspace. Returns the bytes it read.
+// shard's elements of each unit, through the same one-unit workspace, and refuses a value that is
+// NaN or infinite (InputError naming the tensor and element, on every rank of `world`). Returns the
+// bytes it read.
 std::int64_t load_pretrained_parameters(const std::string& path, ZeroParamStore& store, ShardedAdamW& optimizer,
-                                        MemoryTracker& tracker);
+                                        MemoryTracker& tracker, Communicator& world);
 
 }  // namespace zt

@@ -26,7 +26,7 @@ RunProgress start_run(TrainerState& s, const std::string& resume_checkpoint, boo
   RunProgress run;
   run.fresh_folder = resume_checkpoint.empty();  // its first save sets an earlier run's aside
   if (resume_checkpoint.empty() && !c.train.init_from.empty()) {
-    const std::int64_t bytes = load_pretrained_parameters(c.train.init_from, s.store, s.optimizer, s.tracker);
+    const std::int64_t bytes = load_pretrained_parameters(c.train.init_from, s.store, s.optimizer, s.tracker, s.comm);
     run.special_token_ids = read_pretrained_model(c.train.init_from).special_token_ids;
     s.log({{"type", "init_from"}, {"path", c.train.init_from}, {"bytes_read", bytes}});
     s.progress.message(fmt::format("weights from {} ({} read by this rank)", c.train.init_from, format_bytes(bytes)));

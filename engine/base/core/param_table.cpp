@@ -1,6 +1,8 @@
 // ParamTable: building units parameter by parameter and viewing a parameter inside a unit buffer.
 #include "engine/base/core/param_table.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 
 #include "engine/base/core/check.h"
@@ -74,6 +76,18 @@ std::int64_t ParamTable::max_unit_numel() const {
   std::int64_t n = 0;
   for (const UnitSpec& u : units_) n = std::max(n, u.numel);
   return n;
+}
+
+std::string ParamTable::describe_element(int unit, std::int64_t offset) const {
+  const UnitSpec& u = units_.at(static_cast<std::size_t>(unit));
+  for (const int index : u.params) {
+    const ParamSpec& p = param(index);
+    if (offset >= p.offset && offset < p.offset + p.numel) {
+      const std::int64_t row = p.shape.empty() || p.shape[0] == 0 ? 0 : p.numel / p.shape[0];
+      return fmt::format("tensor {} (element {})", p.name, p.row_offset * row + offset - p.offset);
+    }
+  }
+  return fmt::format("unit {} (element {})", u.name, offset);
 }
 
 TensorView ParamTable::view(int index, const TensorView& unit_base) const {

@@ -69,6 +69,10 @@ class ParamTable {
   std::vector<TensorParts> tensors() const;
   std::int64_t total_numel() const;
   std::int64_t max_unit_numel() const;
+  // Element `offset` of unit `unit`'s flat buffer as a reader would name it: "tensor NAME (element
+  // E)", E its index in the whole tensor (a row part's counted from the tensor's first row), or
+  // "unit NAME (element E)" past the unit's parameters.
+  std::string describe_element(int unit, std::int64_t offset) const;
 
   // A view of parameter `index` inside a unit buffer that starts at `unit_base` (same dtype).
   TensorView view(int index, const TensorView& unit_base) const;

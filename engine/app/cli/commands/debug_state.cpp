@@ -93,7 +93,7 @@ int debug_state_main(const std::vector<std::string>& args) {
   if (cfg.train.init_from.empty()) {
     initialize_parameters(spec, cfg.train.seed, store, optimizer, tracker, cfg.train.num_threads);
   } else {  // the weights a run of this config starts from
-    load_pretrained_parameters(cfg.train.init_from, store, optimizer, tracker);
+    load_pretrained_parameters(cfg.train.init_from, store, optimizer, tracker, comm);
   }
 
   std::vector<std::int32_t> inputs, targets;

@@ -189,16 +189,7 @@ void StandaloneModel::store_unit(int u) {
   const std::int64_t n = shard.numel();
   const std::int64_t bad = std::find_if(values, values + n, [](float v) { return !std::isfinite(v); }) - values;
   if (bad < n) {
-    const UnitSpec& unit = table_.units()[static_cast<std::size_t>(u)];
-    std::string tensor = fmt::format("unit {}", unit.name);
-    for (const int p : unit.params) {
-      const ParamSpec& param = table_.params()[static_cast<std::size_t>(p)];
-      if (bad >= param.offset && bad < param.offset + param.numel) {
-        // A row part of a split tensor: its element in the whole tensor.
-        const std::int64_t row = param.shape.empty() || param.shape[0] == 0 ? 0 : param.numel / param.shape[0];
-        tensor = fmt::format("tensor {} (element {})", param.name, param.row_offset * row + bad - param.offset);
-      }
-    }
+    const std::string tensor = table_.describe_element(u, bad);
     throw_input_error("{}: {} is {}: weights that hold NaN or infinity cannot sample or score (every logit NaN)",
                       source_path_, tensor, values[bad]);
   }

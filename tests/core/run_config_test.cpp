@@ -211,6 +211,15 @@ TEST(RunConfig, ShardListsTakeAPatternOrAListAndAnOrder) {
   expect_error(doc, {"data.train_files", "a string or a list of strings"});
   doc["data"] = {{"train_files", {""}}, {"val_files", "b.bin"}};
   expect_error(doc, {"data.train_files", "empty string"});
+  // An empty list names no data: the embedded text would be trained on unasked. Beside a key that
+  // names the data (a saved config.json's data.dataset) it means no shards, as to_json writes it.
+  doc["data"] = {{"train_files", nlohmann::json::array()}, {"val_files", nlohmann::json::array()}};
+  expect_error(doc, {"data.train_files is an empty list"});
+  doc["data"] = {{"train_files", "a_*.bin"}, {"val_files", nlohmann::json::array()}};
+  expect_error(doc, {"data.val_files is an empty list"});
+  doc["data"]["dataset"] = "embedded";
+  doc["data"]["train_files"] = nlohmann::json::array();
+  EXPECT_TRUE(parse_run_config(doc, "test.json").data.train_files.empty());
   doc["data"] = {{"order", "shuffled"}};
   expect_error(doc, {"data.order", "random, sequential"});
 }

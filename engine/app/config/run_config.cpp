@@ -34,6 +34,19 @@ void read_data(ConfigReader r, DataConfig& d) {
   d.choice_file = r.get_path("choice_file", "");
   d.train_files = r.get_path_list("train_files");
   d.val_files = r.get_path_list("val_files");
+  // A script whose shard list came up empty must not train on the embedded text unasked: an empty
+  // list stands only beside a data key that names the data (a run's saved config.json writes
+  // data.dataset, and [] for no shards).
+  const std::pair<const char*, const std::vector<std::string>*> lists[] = {{"train_files", &d.train_files},
+                                                                           {"val_files", &d.val_files}};
+  for (const auto& [key, list] : lists) {
+    if (r.has(key) && list->empty() && !r.has("dataset") && d.train_file.empty()) {
+      throw_input_error(
+          "config error in {}: data.{} is an empty list: name at least one token file or pattern (data.dataset = "
+          "\"embedded\" asks for the generated text)",
+          r.source_of(key), key);
+    }
+  }
   d.order = r.get_enum("order", d.order, {"random", "sequential"});
   d.format = r.get_enum("format", d.format, {"auto", "llmc", "nanogpt"});
   d.embedded_chars = r.get_int("embedded_chars", static_cast<int>(d.embedded_chars), 10'000, 1 << 30);

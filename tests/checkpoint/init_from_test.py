@@ -400,6 +400,28 @@ def main():
 
     _, p = train("swish", llama_variant("llama_swish", hidden_act="swish"), 1)
     checks.check(p.returncode == 0, f"a Llama config's hidden_act 'swish' (SiLU) is read ({p.stderr[-200:]})")
+    # A header length of 2^64 - 1 (a file of 0xff bytes): the length was taken for a negative one
+    # that fits, and a bare std::length_error ended the run with exit 1.
+    huge_header = os.path.join(work, "huge_header")
+    os.makedirs(huge_header)
+    shutil.copy(os.path.join(gpt_folder, "config.json"), os.path.join(huge_header, "config.json"))
+    with open(os.path.join(huge_header, "model.safetensors"), "wb") as f:
+        f.write(b"\xff" * 100)
+    # Weights holding a NaN: refused as they load, naming the tensor and element (they used to
+    # train on to a non-finite loss at step 1, exit 1), on every rank whichever one's shard holds it.
+    from safetensors.torch import load_file
+    nan_weights = os.path.join(work, "nan_weights")
+    os.makedirs(nan_weights)
+    shutil.copy(os.path.join(gpt_folder, "config.json"), os.path.join(nan_weights, "config.json"))
+    nan_state = load_file(os.path.join(gpt_folder, "model.safetensors"))
+    nan_state["transformer.h.1.mlp.c_fc.weight"][3, 5] = float("nan")
+    save_file(nan_state, os.path.join(nan_weights, "model.safetensors"), metadata={"format": "pt"})
+    nan_at = "tensor transformer.h.1.mlp.c_fc.weight (element {}) is nan".format(
+        3 * nan_state["transformer.h.1.mlp.c_fc.weight"].shape[1] + 5)
+    _, p = train("nan_2_ranks", nan_weights, 2, "--set", "zero.stage=3")
+    lines = [line for line in p.stderr.splitlines() if line.startswith("zerotrain:")]  # not mpirun's
+    checks.check(p.returncode == 2 and lines and all(nan_at in line and "rank " in line for line in lines),
+                 f"weights holding a NaN, 2 ranks at stage 3: refused naming it (exit {p.returncode}: {lines})")
     for what, source, sets, fragments in [
         ("a Llama's attention dropout", llama_variant("llama_dropout", attention_dropout=0.1), [],
          ["llama_dropout/config.json", "attention_dropout", "no dropout"]),
@@ -415,6 +437,9 @@ def main():
         ("a tied model's file with another head", other_head, [],
          ["tensor 'lm_head.weight' differs from 'transformer.wte.weight'", "tie_word_embeddings"]),
         ("pytorch_model.bin alone", torch_only, [], ["only pytorch_model.bin", "safe_serialization=True"]),
+        ("a safetensors header length past 2^63", huge_header, [],
+         ["huge_header/model.safetensors", "header length 18446744073709551615 does not fit"]),
+        ("weights holding a NaN", nan_weights, [], ["nan_weights", nan_at, "cannot be trained from"]),
         ("a zerotrain run", os.path.join(work, "llama_train"), [], ["a zerotrain run directory", "ckpt export"]),
         ("a zerotrain checkpoint folder", os.path.join(work, "llama_train", "checkpoints"), [],
          ["a zerotrain checkpoint folder", "--resume"]),

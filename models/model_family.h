@@ -85,6 +85,9 @@ class ModelFamily {
   virtual bool has_dropout() const = 0;
   // Whether its MLP is a GELU one (precision.gelu_epilogue applies, on by default for CUDA bf16).
   virtual bool has_gelu_mlp() const = 0;
+  // Its MLP's hidden width (GPT-2: 4 n_embd; Llama: the SwiGLU width), for the size check that
+  // keeps the memory model's byte counts inside int64 (check_model_support).
+  virtual int mlp_width(const ModelConfig& model) const = 0;
   // Reads the family's own keys from the model section (`model`'s shared keys already read) into
   // model.family_keys, with their defaults, checked; a default worth printing goes to `derived`.
   // Throws InputError naming the key.

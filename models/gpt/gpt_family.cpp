@@ -27,6 +27,7 @@ class GptFamily final : public ModelFamily {
   std::vector<std::string> own_keys() const override { return {}; }
   bool has_dropout() const override { return true; }
   bool has_gelu_mlp() const override { return true; }
+  int mlp_width(const ModelConfig& model) const override { return 4 * model.n_embd; }
   void read_keys(ConfigReader& /*section*/, ModelConfig& /*model*/,
                  std::vector<std::string>& /*derived*/) const override {}
   std::string config_error(const ModelConfig& /*model*/) const override { return ""; }

@@ -54,6 +54,7 @@ class LlamaFamily final : public ModelFamily {
   }
   bool has_dropout() const override { return false; }
   bool has_gelu_mlp() const override { return false; }
+  int mlp_width(const ModelConfig& model) const override { return llama_config(model).hidden(); }
 
   void read_keys(ConfigReader& r, ModelConfig& model, std::vector<std::string>& derived) const override {
     LlamaConfig l;

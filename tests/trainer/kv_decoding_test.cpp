@@ -153,12 +153,10 @@ TEST(KvDecoding, AStopRequestEndsTheSampleWithTheTokensSoFar) {
   const std::vector<std::int32_t> prompt = {3, 1, 4, 1, 5};
   for (const bool kv_cache : {true, false}) {
     SCOPED_TRACE(kv_cache ? "through the cache" : "over the window");
-    SamplingOptions options{/*max_new_tokens=*/20,
-                            /*temperature=*/1.0f,
-                            /*top_k=*/0,
-                            static_cast<std::uint64_t>(rng.ints(1, 0, 1 << 30)[0]),
-                            0,
-                            kv_cache};
+    SamplingOptions options{
+        /*max_new_tokens=*/20,
+        /*temperature=*/1.0f,
+        /*top_k=*/0,           static_cast<std::uint64_t>(rng.ints(1, 0, 1 << 30)[0]), 0, kv_cache};
     const auto whole = sample_tokens(build, s.store, prompt, options, s.spec.block_size());
     ASSERT_EQ(whole.size(), 20u);
     for (const int stop_after : {1, 7}) {

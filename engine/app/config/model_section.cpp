@@ -61,8 +61,39 @@ void read_model_section(ConfigReader r, RunConfig& c) {
   r.reject_unknown_keys();
 }
 
+namespace {
+
+// [Note: sizes past the memory model]
+// The memory model counts bytes in int64 (models/*_footprint.cpp, memory_model.cpp). Each key has
+// its range, but their products do not: micro-batch x heads x T x T of attention probabilities at
+// T = 2^20 wraps past 2^63, and `zerotrain memory` printed negative totals while `train`'s memory
+// check, seeing a wrapped figure, let a run start that then failed to allocate exbibytes. The
+// unsharded bytes of one step are estimated here in floating point, generously (16 bytes a
+// parameter, 4 an activation element, every layer's attention probabilities and MLP kept): past
+// 2^56 (64 PiB, far beyond any machine) a config is refused, which leaves the exact integer counts
+// at least 128 times below the wrap.
+constexpr double kMaxModelBytes = 72057594037927936.0;  // 2^56
+
+double unsharded_step_bytes(const RunConfig& c, int mlp_width) {
+  const double L = c.model.n_layer, C = c.model.n_embd, F = mlp_width, V = c.model.padded_vocab_size();
+  const double H = c.model.n_head, T = c.train.seq_len, B = c.train.micro_batch, P = c.model.block_size;
+  const double params = L * (4.0 * C * C + 3.0 * C * F + 8.0 * C) + 2.0 * V * C + P * C;
+  const double activations = B * T * (L * (16.0 * C + 4.0 * F + 2.0 * H * T) + 4.0 * V);
+  return 16.0 * params + 4.0 * activations;
+}
+
+}  // namespace
+
 void check_model_support(const RunConfig& c) {
   const ModelFamily& family = model_family(c.model.arch);
+  if (const double bytes = unsharded_step_bytes(c, family.mlp_width(c.model)); bytes > kMaxModelBytes) {
+    throw_input_error(
+        "config error in {}: the model and train.micro_batch x train.seq_len = {} x {} ask about {:.3g} PiB a step "
+        "before sharding, past the 64 PiB the memory model counts (docs/zero_memory.md)",
+        c.sources_of({"model.n_layer", "model.n_head", "model.n_embd", "model.block_size", "model.vocab_size",
+                      "train.micro_batch", "train.seq_len"}),
+        c.train.micro_batch, c.train.seq_len, bytes / 1125899906842624.0);
+  }
   const std::string refusal = family.refuse_run(c.model, {c.device, c.train.micro_batch});
   if (!refusal.empty()) throw_input_error("config error in {}: {}", c.source, refusal);
   if (c.gelu_epilogue && !family.has_gelu_mlp()) {

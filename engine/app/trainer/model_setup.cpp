@@ -45,8 +45,8 @@ std::int64_t load_pretrained_parameters(const std::string& path, ZeroParamStore&
       read_pretrained_unit(*reader, table, static_cast<int>(u), s.begin, s.end, full.as<float>());
       // Weights holding NaN or infinity would train on NaN from the first step.
       const float* values = full.as<float>();
-      const float* bad = std::find_if(values + s.begin, values + s.begin + s.live(),
-                                      [](float v) { return !std::isfinite(v); });
+      const float* bad =
+          std::find_if(values + s.begin, values + s.begin + s.live(), [](float v) { return !std::isfinite(v); });
       if (bad != values + s.begin + s.live()) {
         throw_input_error("{}: {} is {}: weights that hold NaN or infinity cannot be trained from", path,
                           table.describe_element(static_cast<int>(u), bad - values), *bad);

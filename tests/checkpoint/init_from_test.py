@@ -178,6 +178,40 @@ def check_scaled_rope(checks, work, train, tokens, binary):
                                   f"the reference's {seq[1:]}")
 
 
+def check_export_targets(checks, work, binary, train, source, exported, ckpt):
+    """An HF export writes only into a new folder or over an earlier export: over the folder a run
+    started from (train.init_from), even one an export wrote, or over a model no export wrote, it
+    would lose those weights (it used to replace them, exit 0)."""
+    def export(ckpt_dir, out):
+        return subprocess.run([binary, "ckpt", "export", ckpt_dir, "--format", "hf", "--out", out],
+                              capture_output=True, text=True, timeout=120)
+
+    def contents(folder):
+        return {n: open(os.path.join(folder, n), "rb").read() for n in sorted(os.listdir(folder))}
+
+    foreign = os.path.join(work, "foreign_model")
+    shutil.copytree(source, foreign)  # transformers' save_pretrained
+    with open(os.path.join(foreign, "pytorch_model.bin"), "wb") as f:
+        f.write(b"someone else's")
+    before = contents(foreign)
+    e = export(ckpt, foreign)
+    lines = e.stderr.strip().splitlines()
+    checks.check(e.returncode == 2 and len(lines) == 1 and "a model that no earlier export wrote" in lines[0] and
+                 contents(foreign) == before,
+                 f"export over a model folder no export wrote: refused, the folder as it was ({lines})")
+    # A run started from an earlier export, exported over it.
+    run_dir, p = train("from_export", exported, 1, "--set", "checkpoint.at_end=true")
+    if checks.check(p.returncode == 0, f"a run starts from an export ({p.stderr[-300:]})"):
+        before = contents(exported)
+        e = export(os.path.join(run_dir, "checkpoints"), exported)
+        lines = e.stderr.strip().splitlines()
+        checks.check(e.returncode == 2 and len(lines) == 1 and "the folder this run started from" in lines[0] and
+                     contents(exported) == before,
+                     f"export over the run's own train.init_from: refused, the weights as they were ({lines})")
+        again = export(ckpt, exported)
+        checks.check(again.returncode == 0, f"another run's export over the earlier export goes on ({again.stderr})")
+
+
 def make_models():
     torch.manual_seed(0)
     gpt = transformers.GPT2LMHeadModel(transformers.GPT2Config(
@@ -314,6 +348,7 @@ def main():
             checks.check(source_ids and all(exported.get(k) == v for k, v in source_ids.items()),
                          f"the export carries the source's special token ids ({source_ids}; "
                          f"{ {k: exported.get(k) for k in source_ids} })")
+            check_export_targets(checks, work, binary, train, folder, out, ckpt)
 
     # sample --from: greedy (top-k 1) continuation of token 0, against transformers' greedy decoding.
     for label, path, reference in (by_label["gpt2 f32 one file"], by_label["llama f32 one file"],

@@ -16,12 +16,18 @@
 #include "engine/app/io/json_file.h"
 #include "engine/app/io/llmc_model_file.h"
 #include "engine/app/io/output_file.h"
+#include "engine/app/io/safetensors.h"
 #include "engine/base/core/bf16.h"
 #include "engine/base/core/check.h"
 
 namespace zt::ckpt {
 
 namespace fs = std::filesystem;
+
+// What an export writes into its safetensors' metadata beside transformers' "format": which tool
+// wrote the folder, so a later export can tell its own earlier one from someone else's model.
+constexpr const char* kExportedByKey = "exported_by";
+constexpr const char* kExportedBy = "zerotrain ckpt export";
 
 namespace {
 
@@ -81,7 +87,7 @@ std::int64_t tensor_bytes(const TensorParts& t, DType dtype) {
 // and dropped in turn: the header is known before any data (shapes and dtypes come from the table).
 void write_safetensors(const CheckpointReader& reader, const std::vector<TensorParts>& tensors, DType dtype,
                        const std::string& path) {
-  nlohmann::ordered_json header = {{"__metadata__", {{"format", "pt"}}}};
+  nlohmann::ordered_json header = {{"__metadata__", {{"format", "pt"}, {kExportedByKey, kExportedBy}}}};
   std::int64_t data_bytes = 0;
   for (const TensorParts& t : tensors) {
     const std::int64_t bytes = tensor_bytes(t, dtype);
@@ -105,24 +111,54 @@ void write_safetensors(const CheckpointReader& reader, const std::vector<TensorP
   close_durably(out);
 }
 
-// The export replaces the folder's config.json and the tensor files it does not write again: right
-// for an earlier export or a model folder being replaced, whose config.json is a Hugging Face
-// model's (model_type); anything else there is someone else's file.
-void check_hf_export_folder(const std::string& out_dir) {
-  const fs::path config = fs::path(out_dir) / "config.json";
+// Whether the safetensors file at `path` says an export wrote it (unreadable: no).
+bool written_by_export(const fs::path& path) {
+  try {
+    const SafetensorsHeader header = read_safetensors_header(path.string());
+    const nlohmann::json& meta = header.json.value("__metadata__", nlohmann::json::object());
+    return meta.is_object() && meta.value(kExportedByKey, "") == kExportedBy;
+  } catch (const InputError&) {
+    return false;
+  }
+}
+
+// The export replaces the folder's config.json and its tensor files. Right for an earlier export;
+// anything else there is someone else's model or file, and would be lost (or mixed with this
+// model's: a foreign tokenizer, pytorch_model.bin): refused, before anything is written. So is the
+// folder the run started from (train.init_from), even where an earlier export wrote it.
+void check_hf_export_folder(const std::string& out_dir, const std::string& init_from) {
   std::error_code ec;
+  if (!init_from.empty() && fs::exists(init_from, ec) && fs::equivalent(out_dir, init_from, ec)) {
+    throw_input_error(
+        "--out {} is the folder this run started from (train.init_from = {}): the export would replace its "
+        "pretrained weights; export to another folder",
+        out_dir, init_from);
+  }
+  const fs::path config = fs::path(out_dir) / "config.json";
   if (!fs::exists(config, ec)) return;
   std::string why;
   try {
     const nlohmann::json doc = read_json_file(config.string());
-    if (!doc.is_object() || !doc.contains("model_type")) why = "no model_type";
+    if (!doc.is_object() || !doc.contains("model_type")) why = "a config.json that is not a Hugging Face model's";
   } catch (const InputError& e) {
-    why = e.what();
+    why = fmt::format("a config.json that is not a Hugging Face model's ({})", e.what());
+  }
+  if (why.empty()) {  // a model's: its tensor files must be an earlier export's
+    for (const fs::directory_entry& e : fs::directory_iterator(out_dir, ec)) {
+      const std::string name = e.path().filename().string();
+      const bool foreign = name.ends_with(".safetensors") ? !written_by_export(e.path())
+                                                          : name.ends_with(".bin") || name.ends_with(".pt") ||
+                                                                name.ends_with(".pth") || name.ends_with(".h5");
+      if (foreign) {
+        why = fmt::format("a model that no earlier export wrote ({})", name);
+        break;
+      }
+    }
   }
   if (!why.empty()) {
     throw_input_error(
-        "--out {} holds a config.json that is not a Hugging Face model's ({}), which the export would replace: "
-        "export into a new or empty folder, or over an earlier export",
+        "--out {} holds {}, which the export would replace: export into a new or empty folder, or over an "
+        "earlier export",
         out_dir, why);
   }
 }
@@ -135,7 +171,8 @@ HfExport export_hf(const CheckpointReader& reader, const std::string& out_dir, D
   ZT_CHECK(max_shard_bytes > 0, "max shard bytes {}", max_shard_bytes);
   const ModelSpec spec = model_spec_of(reader);
   const ParamTable& table = reader.manifest().table;
-  check_hf_export_folder(out_dir);
+  const nlohmann::json& train = reader.manifest().config.value("train", nlohmann::json::object());
+  check_hf_export_folder(out_dir, train.is_object() ? train.value("init_from", "") : "");
   std::error_code ec;
   fs::create_directories(out_dir, ec);
   if (ec) throw_input_error("cannot create export directory '{}': {}", out_dir, ec.message());

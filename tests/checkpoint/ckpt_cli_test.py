@@ -168,6 +168,8 @@ def main():
         ("unknown flag", ["verify", folder, "--frob"], "--frob"),
         ("other format version", ["verify", work + "/old_version"], "format version 99 is not supported"),
         ("not a model checkpoint", ["export", odd, "--format", "llmc", "--out", work + "/x.bin"], "is not a model config"),
+        ("--max-shard-size for llmc", ["export", folder, "--format", "llmc", "--out", work + "/x.bin",
+                                       "--max-shard-size", "1GB"], "--max-shard-size applies to --format hf"),
     ]
     for name, argv_, fragment in cases:
         r = ckpt(*argv_)
@@ -194,6 +196,35 @@ def main():
                  f"(rc {r.returncode}: {r.stderr.strip()})")
     r = ckpt("verify", os.path.join(two, "step_00000002"))
     checks.check(r.returncode == 0, f"the older checkpoint itself verifies ({r.stderr.strip()})")
+    # The newest checkpoint's manifest.json a directory: named, and the folder falls back (a bare
+    # 'basic_filebuf::underflow error' with exit 1 ended every command on the folder).
+    dir_manifest = os.path.join(work, "dir_manifest")
+    shutil.copytree(two, dir_manifest)
+    os.remove(os.path.join(dir_manifest, "step_00000003", "manifest.json"))
+    os.mkdir(os.path.join(dir_manifest, "step_00000003", "manifest.json"))
+    r = ckpt("verify", dir_manifest)
+    lines = r.stderr.strip().splitlines()
+    checks.check(r.returncode == 2 and len(lines) == 1 and "manifest.json: is a directory" in lines[0] and
+                 "fall back to " + os.path.join(dir_manifest, "step_00000002") in lines[0],
+                 f"verify FOLDER whose newest manifest.json is a directory: named (rc {r.returncode}: {lines})")
+    r = ckpt("inspect", dir_manifest)
+    checks.check(r.returncode == 0 and "step 2 " in r.stdout and "falling back" in r.stderr,
+                 f"inspect FOLDER whose newest manifest.json is a directory falls back to step 2 "
+                 f"(rc {r.returncode}: {r.stderr.strip()})")
+    # A FIFO as `latest`: read as unreadable, not waited on for a writer (verify and inspect hung).
+    fifo_latest = os.path.join(work, "fifo_latest")
+    shutil.copytree(folder, fifo_latest)
+    os.remove(os.path.join(fifo_latest, "latest"))
+    os.mkfifo(os.path.join(fifo_latest, "latest"))
+    for action in ("verify", "inspect"):
+        try:
+            r = subprocess.run([args.zerotrain, "ckpt", action, fifo_latest], capture_output=True, text=True,
+                               timeout=30)
+            checks.check(r.returncode == 0 and "latest is unreadable" in r.stderr,
+                         f"{action} FOLDER whose latest is a FIFO: the newest checkpoint, with a note "
+                         f"(rc {r.returncode}: {r.stderr.strip()})")
+        except subprocess.TimeoutExpired:
+            checks.check(False, f"{action} FOLDER whose latest is a FIFO: did not hang")
 
     # An export that fails (the damaged checkpoint, met at its first tensor) leaves its destination
     # as it was: an earlier export in the folder, or the file, whole, and no .tmp beside them.

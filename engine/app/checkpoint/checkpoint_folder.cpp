@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "engine/app/checkpoint/checkpoint_manifest.h"
 #include "engine/app/checkpoint/checkpoint_reader.h"
@@ -39,10 +40,25 @@ std::vector<CheckpointEntry> list_checkpoints(const std::string& folder) {
 
 bool is_complete(const std::string& dir) { return fs::exists(fs::path(dir) / std::string(kManifestName)); }
 
+namespace {
+
+// `path`'s text where it is a regular file (through links), else "": a directory would throw from
+// inside the stream's read, and opening a FIFO would wait for a writer that never comes.
+std::string regular_file_text(const fs::path& path) {
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) return "";
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return in ? text.str() : "";
+}
+
+}  // namespace
+
 std::string read_latest(const std::string& folder) {
-  std::ifstream in(fs::path(folder) / kLatestName);
+  std::istringstream in(regular_file_text(fs::path(folder) / kLatestName));
   std::string name;
-  if (!in || !std::getline(in, name) || step_of(name) < 0) return "";
+  if (!std::getline(in, name) || step_of(name) < 0) return "";
   return name;
 }
 
@@ -121,8 +137,8 @@ struct Lineage {
 };
 
 Lineage lineage_of(const fs::path& dir) {
-  std::ifstream in(dir / std::string(kManifestName));
-  const nlohmann::json doc = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  const nlohmann::json doc =
+      nlohmann::json::parse(regular_file_text(dir / std::string(kManifestName)), nullptr, /*allow_exceptions=*/false);
   Lineage l;
   if (!doc.is_object() || !doc.contains("manifest_crc32") || !doc["manifest_crc32"].is_number_unsigned()) return l;
   const nlohmann::json extra = doc.value("extra", nlohmann::json::object());

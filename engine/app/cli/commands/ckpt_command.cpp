@@ -207,6 +207,11 @@ int ckpt_main(const std::vector<std::string>& args) {
   if (action == "inspect") return inspect(path);
   if (action == "verify") {
     const std::string target = ckpt::checkpoint_to_verify(path);
+    if (target != path && std::filesystem::exists(std::filesystem::path(path) / ckpt::kLatestName) &&
+        ckpt::read_latest(path).empty()) {  // as inspect, export and --resume say
+      fmt::print(stderr, "zerotrain ckpt: note: {}/{} is unreadable; verifying the newest checkpoint\n", path,
+                 ckpt::kLatestName);
+    }
     std::string dir;
     try {
       dir = resolve(target, ckpt::Validation::kChecksums);
@@ -217,7 +222,7 @@ int ckpt_main(const std::vector<std::string>& args) {
         fallback = ckpt::resolve_checkpoint(path, ckpt::Validation::kChecksums).path;
       } catch (const InputError&) {}
       throw_input_error(
-          "{} (the checkpoint {} resumes from first; {})", e.what(), path,
+          "{} (the checkpoint a resume from {} tries first; {})", e.what(), path,
           fallback.empty() ? "no older valid one either" : "--resume latest would fall back to " + fallback);
     }
     const ckpt::CheckpointReader reader(dir);
@@ -236,6 +241,9 @@ int ckpt_main(const std::vector<std::string>& args) {
                       (std::filesystem::path(out) / "model.bin").string());
   }
   if (format == "hf") refuse_run_directory(out);
+  if (format == "llmc" && parser.has("max-shard-size")) {
+    throw_input_error("zerotrain ckpt export: --max-shard-size applies to --format hf (llm.c's model is one file)");
+  }
   const ckpt::CheckpointReader reader(resolve(path, ckpt::Validation::kChecksumsToChoose));
   refuse_out_over_inputs(out, reader.dir(), format);
   if (format == "hf") {

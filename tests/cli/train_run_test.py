@@ -301,7 +301,10 @@ def main():
                                    (["--set", "data.embedded_chars=300000"], "data.embedded_chars: 200000 -> 300000",
                                     allow),
                                    (["--set", "train.max_steps=2"], "past train.max_steps = 2",
-                                    "raise train.max_steps")):
+                                    "raise train.max_steps"),
+                                   # Another model: the key named, not two model sections printed whole.
+                                   (["--set", "model.n_embd=64"], "(model.n_embd: 32 in the checkpoint, 64 in the "
+                                    "config)", "resume with the checkpoint's model keys")):
         p = run(binary, ["train", "--config", config_path, "--run-dir", run_h, "--set", "train.max_steps=6",
                          "--resume", os.path.join(run_h, "checkpoints", "step_00000003"), *change])
         lines = [l for l in p.stderr.splitlines() if l.strip()]

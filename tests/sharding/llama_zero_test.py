@@ -169,7 +169,8 @@ def main():
     p = subprocess.run([binary, "train", "--config", llama_path, "--run-dir", gpt_dir, "--resume", "latest"],
                        capture_output=True, text=True, timeout=120)
     lines = p.stderr.strip().splitlines()
-    check(p.returncode == 2 and len(lines) == 1 and "differs from the config's model" in lines[0],
+    check(p.returncode == 2 and len(lines) == 1 and "differs from the config's" in lines[0] and
+          'model.arch: "gpt2" in the checkpoint, "llama" in the config)' in lines[0],
           f"resuming a GPT-2 checkpoint with a Llama config: one line, exit 2 ({p.stderr.strip()[-300:]})")
     return report.finish()
 

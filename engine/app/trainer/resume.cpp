@@ -58,6 +58,38 @@ std::string resolve_resume_checkpoint(Communicator& comm, const std::string& arg
   return all[1] == 1 ? where : (std::filesystem::path(where) / ckpt::step_dir_name(all[0])).string();
 }
 
+namespace {
+
+// "model.n_embd: 128 in the checkpoint, 64 in the config; ...": the keys of two manifests' model
+// sections (ckpt::model_json) that differ, each once (padded_vocab_size follows vocab_size, and
+// every key follows the family: another family is named alone).
+std::string model_differences(const nlohmann::json& saved, const nlohmann::json& now) {
+  std::vector<std::string> keys;
+  for (const nlohmann::json* side : {&saved, &now}) {
+    if (!side->is_object()) continue;
+    for (const auto& [key, value] : side->items()) {
+      if (std::find(keys.begin(), keys.end(), key) == keys.end()) keys.push_back(key);
+    }
+  }
+  const auto value_in = [](const nlohmann::json& side, const std::string& key) {
+    return side.is_object() && side.contains(key) ? side[key].dump() : std::string("absent");
+  };
+  const bool vocab_differs = value_in(saved, "vocab_size") != value_in(now, "vocab_size");
+  const bool family_differs = value_in(saved, "type") != value_in(now, "type");  // its own keys follow it
+  std::vector<std::string> out;
+  for (const std::string& key : keys) {
+    if (value_in(saved, key) == value_in(now, key) || (key == "padded_vocab_size" && vocab_differs) ||
+        (family_differs && key != "type")) {
+      continue;
+    }
+    out.push_back(fmt::format("model.{}: {} in the checkpoint, {} in the config", key == "type" ? "arch" : key,
+                              value_in(saved, key), value_in(now, key)));
+  }
+  return out.empty() ? saved.dump() + " against " + now.dump() : fmt::format("{}", fmt::join(out, "; "));
+}
+
+}  // namespace
+
 nlohmann::json resumed_model_keys(const std::string& arg, const std::string& checkpoint_folder) {
   const std::string where = arg == "latest" ? checkpoint_folder : arg;
   const ckpt::ResolvedCheckpoint resolved = ckpt::resolve_checkpoint(where, ckpt::Validation::kStructure);
@@ -75,8 +107,10 @@ std::vector<std::string> check_resume_fits(const std::string& checkpoint, const 
                                            const std::vector<std::string>& data_changes) {
   const nlohmann::json expected = ckpt::model_json(now.model_spec());
   if (saved_model != expected) {
-    throw_input_error("--resume {}: the checkpoint's model {} differs from the config's model {}", checkpoint,
-                      saved_model.dump(), expected.dump());
+    throw_input_error(
+        "--resume {}: the checkpoint's model differs from the config's ({}); resume with the "
+        "checkpoint's model keys",
+        checkpoint, model_differences(saved_model, expected));
   }
   // train.head_chunks and train.block_units lay the parameters out in units (models/unit_layout.h):
   // the checkpoint's shards are of those units.

@@ -58,6 +58,14 @@ def main():
          "--set"),
         ("bad --steps", ["debug-state", "--config", config_file("g2.json", GOOD), "--out", out, "--steps", "-1"],
          "--steps"),
+        # memory predicts every stage, but the config as given must still be one (it printed a table).
+        ("memory: zero.stage 7 in the file", ["memory", "--config", config_file("s7.json", dict(GOOD, zero={"stage": 7})),
+                                              "--ranks", "2"], "'zero.stage' = 7 is out of range"),
+        # Each key in range, their product past what the memory model counts (negative totals).
+        ("memory: sizes past 64 PiB", ["memory", "--config", config_file("big.json", GOOD), "--ranks", "1", "--set",
+                                       "model.n_embd=1048576", "--set", "model.n_head=1", "--set",
+                                       "model.block_size=1048576", "--set", "train.micro_batch=1024"],
+         "past the 64 PiB"),
         ("missing --out", ["debug-state", "--config", config_file("g3.json", GOOD)], "--out"),
         ("unknown flag", ["debug-state", "--frobnicate"], "--frobnicate"),
         ("unknown command", ["frobnicate"], "frobnicate"),

@@ -120,6 +120,12 @@ TEST(RunConfig, BatchTermsAreDerivedOrMustAgree) {
   // A derived grad_accum keeps its own range (a run of 2^31 micro-batches a step would never end a step).
   doc["train"] = {{"micro_batch", 1}, {"seq_len", 1}, {"global_batch_tokens", 65537}};
   expect_error(doc, {"makes train.grad_accum = 65537, above its largest, 65536"});
+  // A derived global batch keeps the range a given one is read in (it was taken, and `zerotrain
+  // plan` then refused every choice that set it).
+  doc = base();
+  doc["model"]["block_size"] = 65536;
+  doc["train"] = {{"micro_batch", 32768}, {"seq_len", 65536}};
+  expect_error(doc, {"32768 x 65536 x 1 x 1 = 2147483648 tokens a step, past the 2147483647"});
 }
 
 // A batch term given with --set wins over the file's other one, which is then derived (and the

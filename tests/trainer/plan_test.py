@@ -18,6 +18,7 @@ usage: plan_test.py MPIRUN [FLAGS...] -- PATH/TO/zerotrain
 """
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -117,6 +118,25 @@ def main():
     check(p.returncode == 0 and row and row[0][-1].endswith("min") and 10 < float(row[0][-1][:-3]) < 600,
           f"a step of minutes is printed in minutes ({row[:1]})")
 
+    # The best line pastes back as the arguments it was: a config path with a space and a --set
+    # value with quotes and a `;` come quoted for the shell (they came raw: the path split in two,
+    # and the `;` would have run what followed it).
+    spaced = os.path.join(work, "my config.json")
+    shutil.copy(config, spaced)
+    prompt = 'log.sample_prompt=say "hi"; rm -rf x'
+    p = subprocess.run([binary, "plan", "--config", spaced, "--ranks", "1", "--device-memory", "1TB", "--profile",
+                        PROFILE, "--set", prompt], capture_output=True, text=True, timeout=300)
+    best_line = [line[len("best: "):] for line in p.stdout.splitlines() if line.startswith("best: ")]
+    argv = shlex.split(best_line[0]) if best_line else []
+    check(p.returncode == 0 and argv[:4] == ["zerotrain", "train", "--config", spaced] and prompt in argv,
+          f"the best line quotes what the shell would split ({best_line})")
+    # A choice the trainer refuses (int8 gathers at stage 0, which has none) is counted refused,
+    # not ranked (48 of them came first at 2 ranks).
+    p = plan("1TB", "--json", "--set", "zero.gather_dtype=int8")
+    doc = json.loads(p.stdout) if p.returncode == 0 else {"fitting": []}
+    stages = {c["sets"][0] for c in doc["fitting"]} if doc["fitting"] and "sets" in doc["fitting"][0] else set()
+    check(p.returncode == 0 and doc["fitting"] and "zero.stage=0" not in stages and doc["invalid"] > 0,
+          f"int8 gathers: no stage-0 choice kept ({sorted(stages)}, {doc.get('invalid')} refused)")
     for args, what in [(["--device-memory", "1KB"], "a budget nothing fits"),
                        (["--device-memory", "lots"], "a size that is not one"),
                        (["--device-memory", "1GB", "--profile", os.path.join(work, "none.json")], "a missing profile")]:

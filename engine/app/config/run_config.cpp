@@ -101,6 +101,13 @@ void resolve_batch(ConfigReader& r, RunConfig& c, bool has_accum, bool has_globa
         r.sources_of({"train.global_batch_tokens", "train.micro_batch", "train.seq_len", "train.grad_accum"}),
         t.global_batch_tokens, t.micro_batch, t.seq_len, t.grad_accum, c.world_size, implied);
   }
+  if (!has_global && implied > 2147483647) {  // the range a train.global_batch_tokens given is read in
+    throw_input_error(
+        "config error in {}: train.micro_batch x train.seq_len x train.grad_accum x ranks = {} x {} x {} x {} = {} "
+        "tokens a step, past the 2147483647 train.global_batch_tokens takes",
+        r.sources_of({"train.micro_batch", "train.seq_len", "train.grad_accum"}), t.micro_batch, t.seq_len,
+        t.grad_accum, c.world_size, implied);
+  }
   if (!has_global) {
     c.derived.push_back(
         fmt::format("train.global_batch_tokens = {} (micro_batch {} x seq_len {} x grad_accum {} x "
@@ -452,6 +459,15 @@ nlohmann::json RunConfig::to_json() const {
   // Only where it is read, so the configs saved before the key existed compare equal on resume.
   if (optim.decay == "wsd") doc["optim"]["cooldown_fraction"] = optim.cooldown_fraction;
   return doc;
+}
+
+void check_trainable(const RunConfig& c) {
+  if (c.zero.gather_wire != WireDType::kExact && c.zero.stage == 0) {
+    throw_input_error(
+        "config error in {}: zero.gather_dtype = \"int8\" quantizes the parameter all-gathers of stages 1-3; stage "
+        "0 has none",
+        c.sources_of({"zero.gather_dtype", "zero.stage"}));
+  }
 }
 
 }  // namespace zt

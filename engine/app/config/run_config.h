@@ -175,4 +175,10 @@ RunConfig parse_run_config(nlohmann::json doc, const std::string& source, int wo
                            std::shared_ptr<const OverrideSources> overrides = nullptr,
                            const SavedModelKeys& saved_model_keys = {});
 
+// The rules a training run applies beyond the config's own: a config that `zerotrain memory`
+// predicts every stage of (it sets zero.stage per column) may still not train at its own stage
+// (zero.gather_dtype = "int8" at stage 0, which has no gathers). InputError naming the keys; the
+// trainer and `zerotrain plan` (which counts such a choice refused) ask it.
+void check_trainable(const RunConfig& c);
+
 }  // namespace zt

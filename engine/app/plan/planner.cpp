@@ -74,8 +74,9 @@ PlanResult plan(const std::string& config_path, const std::vector<std::string>& 
                 RunConfig c;
                 try {
                   c = load_run_config(config_path, all, world_size);
-                } catch (const InputError&) {
-                  ++out.invalid;  // a combination the config's rules refuse
+                  check_trainable(c);
+                } catch (const InputError& e) {
+                  if (out.invalid++ == 0) out.first_refusal = e.what();  // a combination the config's rules refuse
                   continue;
                 }
                 const std::int64_t bytes = predicted_required_bytes(c, world_size);

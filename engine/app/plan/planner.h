@@ -28,6 +28,7 @@ struct PlanResult {
   std::vector<Choice> fitting;      // fastest first
   int considered = 0;               // candidates predicted
   int invalid = 0;                  // refused by the config's own rules (e.g. selective beside GELU epilogues)
+  std::string first_refusal;        // the first of those refusals' messages
   std::int64_t smallest_bytes = 0;  // the least memory any candidate needs (when none fits)
   std::int64_t global_batch_tokens = 0;
   Device device = Device::kCPU;  // the config's

@@ -25,13 +25,7 @@ std::unique_ptr<Communicator> make_store_communicator(const RunConfig& config, C
                                                       MemoryTracker& tracker, const ExecContext& ctx) {
   // The memory prediction asks the same choice (engine/app/trainer/store_comm.h).
   const StoreCommChoice choice = store_comm_choice(config, comm.world_size());
-  // (A training run only: `zerotrain memory` predicts every stage from one config.)
-  if (config.zero.gather_wire != WireDType::kExact && config.zero.stage == 0) {
-    throw_input_error(
-        "config error in {}: zero.gather_dtype = \"int8\" quantizes the parameter all-gathers of stages 1-3; stage "
-        "0 has none",
-        config.sources_of({"zero.gather_dtype", "zero.stage"}));
-  }
+  check_trainable(config);
   if (choice.hybrid && choice.device_comm) {  // CUDA: NCCL over the world, split (never run: needs 2+ GPUs)
     return std::make_unique<HybridCommunicator>(make_device_communicator(comm, tracker, ctx, choice.backend),
                                                 choice.group_size, config.zero.cross_group_grad_wire, &tracker, ctx);

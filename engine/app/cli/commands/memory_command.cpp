@@ -123,9 +123,7 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
   // decides the attention's activations (GPT: flash on CUDA, gpt::activation_dims). Resolved for
   // the ranks asked about, as the run would be (grad_accum from train.global_batch_tokens).
   std::vector<std::string> overrides = parser.all("set");
-  const bool stage_set = std::any_of(overrides.begin(), overrides.end(),
-                                     [](const std::string& s) { return s.starts_with("zero.stage="); });
-  if (stage_set) (void)load_run_config(parser.get("config"), overrides, ranks);  // a stage 9 or "abc" refused
+  (void)load_run_config(parser.get("config"), overrides, ranks);  // the config as given: a stage 9 refused
   overrides.push_back("zero.stage=0");
   const RunConfig cfg = load_run_config(parser.get("config"), overrides, ranks);
   ShardingOptions options;

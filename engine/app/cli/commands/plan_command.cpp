@@ -7,8 +7,10 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 
 #include "engine/app/cli/commands/arg_parser.h"
@@ -70,6 +72,36 @@ std::string format_duration(double seconds) {
 
 // "zero.stage=3" -> "zero.stage": the key of a --set entry.
 std::string key_of(const std::string& set) { return set.substr(0, set.find('=')); }
+
+// One argument of the `best:` line as a POSIX shell reads it back: as it is where it holds only
+// characters no shell treats specially, else in single quotes (a quote inside as '\''), so a config
+// path with a space, or a --set value with quotes or a `;`, is pasted as the argument it was.
+std::string shell_quoted(const std::string& arg) {
+  const bool plain = !arg.empty() && std::all_of(arg.begin(), arg.end(), [](char ch) {
+    return std::isalnum(static_cast<unsigned char>(ch)) || std::strchr("_-./:=,+@%", ch) != nullptr;
+  });
+  if (plain) return arg;
+  std::string out = "'";
+  for (const char ch : arg) out += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+  return out + "'";
+}
+
+// Why no choice was printed: none fits the budget, or (none to weigh) the config's rules refused
+// every one, the first refusal quoted.
+std::string nothing_fits(const plan::PlanResult& r, std::int64_t budget) {
+  if (r.considered == 0) {
+    return fmt::format(
+        "no choice to weigh: the global batch of {} tokens holds no whole micro-batch of one "
+        "sequence a rank",
+        r.global_batch_tokens);
+  }
+  if (r.invalid == r.considered) {
+    return fmt::format("none of the {} choices is a config that trains (the first refused: {})", r.considered,
+                       r.first_refusal);
+  }
+  return fmt::format("nothing fits {} per rank: the least any choice needs is {} (add ranks or memory)",
+                     format_bytes(budget), format_bytes(r.smallest_bytes));
+}
 
 // Where the profile's times come from another kind of device than the config runs on: its step
 // times are that device's, so the ranking weighs compute against communication wrongly.
@@ -163,9 +195,7 @@ int plan_main(const std::vector<std::string>& args) {
                            .dump(2));
     for (const auto& line : notes) fmt::print(stderr, "zerotrain plan: {}\n", line.get<std::string>());
     if (r.fitting.empty()) {  // the JSON says so on stdout; the reason on stderr, as without --json
-      fmt::print(stderr,
-                 "zerotrain: error: nothing fits {} per rank: the least any choice needs is {} (add ranks or memory)\n",
-                 format_bytes(budget), format_bytes(r.smallest_bytes));
+      fmt::print(stderr, "zerotrain: error: {}\n", nothing_fits(r, budget));
       return 2;
     }
     return 0;
@@ -176,10 +206,7 @@ int plan_main(const std::vector<std::string>& args) {
   if (!device_warning.empty()) fmt::print("{}\n", device_warning);
   fmt::print("{} choices considered ({} refused by the config's rules), {} fit\n\n", r.considered, r.invalid,
              r.fitting.size());
-  if (r.fitting.empty()) {
-    throw_input_error("nothing fits {} per rank: the least any choice needs is {} (add ranks or memory)",
-                      format_bytes(budget), format_bytes(r.smallest_bytes));
-  }
+  if (r.fitting.empty()) throw_input_error("{}", nothing_fits(r, budget));
   fmt::print("{:>4} {:>5} {:>9} {:>10} {:>6} {:>5} {:>8} {:>8} {:>11} {:>10} {:>9} {:>9}\n", "#", "stage", "mb x acc",
              "ckpt", "chunks", "units", "prefetch", "inflight", "memory", "compute", "comm", "step");
   for (int i = 0; i < top && i < static_cast<int>(r.fitting.size()); ++i) {
@@ -193,15 +220,15 @@ int plan_main(const std::vector<std::string>& args) {
   }
   // Runnable as printed: the batch terms were resolved for `ranks` ranks.
   std::string line = fmt::format("{}zerotrain train --config {}", ranks > 1 ? fmt::format("mpirun -np {} ", ranks) : "",
-                                 parser.get("config"));
+                                 shell_quoted(parser.get("config")));
   // The user's own --set entries but those the best choice sets again (its value wins).
   const std::vector<std::string>& best = r.fitting.front().sets;
   for (const std::string& s : parser.all("set")) {
     const bool replaced =
         std::any_of(best.begin(), best.end(), [&](const std::string& b) { return key_of(b) == key_of(s); });
-    if (!replaced) line += " --set " + s;
+    if (!replaced) line += " --set " + shell_quoted(s);
   }
-  for (const std::string& s : best) line += " --set " + s;
+  for (const std::string& s : best) line += " --set " + shell_quoted(s);
   fmt::print("\nbest: {}\n", line);
   return 0;
 }

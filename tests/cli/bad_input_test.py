@@ -207,6 +207,17 @@ def main():
           f"\n    stderr: {refused.stderr.strip()[-300:]}")
     if not ok:
         failures.append("set-up memory check")
+    # `memory` says what the check weighs: its "required" (here the set-up's peak) trains under an
+    # offer of exactly that and is refused a byte below (memory printed only the step's total).
+    required = json.loads(mem.stdout)["stages"][0].get("required", 0) if mem.returncode == 0 else 0
+    runs = [subprocess.run(tiny_args + big_vocab, capture_output=True, text=True, timeout=120,
+                           env=dict(os.environ, ZT_TEST_AVAILABLE_BYTES=str(offer)))
+            for offer in (required, required - 1)]
+    ok = required > step_total and runs[0].returncode == 0 and runs[1].returncode == 2
+    print(f"{'memory says what check weighs':<32} exit={runs[0].returncode}/{runs[1].returncode}  "
+          f"{'OK' if ok else 'FAIL'} (required {required}, step total {step_total})")
+    if not ok:
+        failures.append("memory's required bytes")
 
     # A token file of exactly seq_len + 1 tokens holds one window: it trains (block_size 8).
     nine = token_file("nine.bin", count=9, actual=9)

@@ -14,6 +14,7 @@
 #include "engine/app/cli/commands/commands.h"
 #include "engine/app/config/run_config.h"
 #include "engine/app/config/zero_section.h"
+#include "engine/app/trainer/memory_check.h"
 #include "engine/app/trainer/run_memory.h"
 #include "engine/app/trainer/store_comm.h"
 #include "engine/base/core/check.h"
@@ -150,6 +151,16 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
     volumes.push_back(predict_run_volume(cfg, stage, ranks));
     other_grads.push_back(predict_run_memory(other_cfg, stage, ranks, options)[MemCategory::kGradients]);
   }
+  // What the memory check (train.check_memory) and `zerotrain plan` weigh: the larger of a step's
+  // peak and the weights' set-up's (a large unit's workspace beside few activations can be more),
+  // plus checkpoint.async's host staging on the CPU.
+  std::vector<std::int64_t> setup_totals, required;
+  for (int stage = 0; stage < kStages; ++stage) {
+    RunConfig at_stage = cfg;
+    at_stage.zero.stage = stage;
+    setup_totals.push_back(predict_setup_memory(at_stage, stages[static_cast<std::size_t>(stage)]).total_bytes());
+    required.push_back(predicted_required_bytes(at_stage, ranks));
+  }
   const char* grad_dtype = cfg.zero.fp32_grad_shards ? "fp32" : "working";
   const char* other_grad_dtype = cfg.zero.fp32_grad_shards ? "working" : "fp32";
   const ZeroOptions& z = cfg.zero;
@@ -168,6 +179,8 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
            {"bytes", bytes},
            {"model_states", stages[stage].model_state_bytes()},
            {"total", stages[stage].total_bytes()},
+           {"setup_total", setup_totals[static_cast<std::size_t>(stage)]},
+           {"required", required[static_cast<std::size_t>(stage)]},
            {"gradients_with_other_grad_shard_dtype", other_grads[static_cast<std::size_t>(stage)]},
            {"padding", stages[stage].padding_bytes},
            {"elements_per_step",
@@ -233,6 +246,13 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
   for (MemCategory c : kRows) row(std::string(mem_category_name(c)), [c](const StageMemory& m) { return m[c]; });
   row("total", [](const StageMemory& m) { return m.total_bytes(); });
   row("padding (in the above)", [](const StageMemory& m) { return m.padding_bytes; });
+  auto per_stage = [&](const std::string& name, const std::vector<std::int64_t>& bytes) {
+    std::string line = fmt::format("{:<22}", name);
+    for (const std::int64_t b : bytes) line += fmt::format("{:>14}", format_bytes(b));
+    fmt::print("{}\n", line);
+  };
+  per_stage("set-up peak", setup_totals);
+  per_stage("required", required);
   auto elements = [&](const std::string& name, auto value_of) {
     std::string line = fmt::format("{:<22}", name);
     for (const StepVolume& v : volumes) line += fmt::format("{:>14}", value_of(v));
@@ -256,9 +276,12 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
                format_bytes(predict_checkpoint_staging_bytes(cfg, ranks)));
   }
   fmt::print(
-      "\ntotal = sum of the category peaks; padding = bytes above that hold no data on rank {}{} (the most "
-      "padded).\nThe layout and why each buffer exists: docs/zero_memory.md. Exact bytes: --json.\n",
-      store_ranks - 1, store_ranks < ranks ? " of each group" : "");
+      "\ntotal = sum of a step's category peaks; padding = bytes above that hold no data on rank {}{} (the most "
+      "padded); set-up peak = the same sum while the weights are set up, before step 1; required = the larger of "
+      "the two{}: what train.check_memory and zerotrain plan weigh.\nThe layout and why each buffer exists: "
+      "docs/zero_memory.md. Exact bytes: --json.\n",
+      store_ranks - 1, store_ranks < ranks ? " of each group" : "",
+      cfg.checkpoint.async && cfg.device == Device::kCPU ? ", plus the checkpoint staging" : "");
   return 0;
 }
 

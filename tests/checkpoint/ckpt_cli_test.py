@@ -168,6 +168,7 @@ def main():
         ("unknown flag", ["verify", folder, "--frob"], "--frob"),
         ("other format version", ["verify", work + "/old_version"], "format version 99 is not supported"),
         ("not a model checkpoint", ["export", odd, "--format", "llmc", "--out", work + "/x.bin"], "is not a model config"),
+        ("a file, not a checkpoint", ["verify", args.config], "not a directory: a checkpoint is a step_* directory"),
         ("--max-shard-size for llmc", ["export", folder, "--format", "llmc", "--out", work + "/x.bin",
                                        "--max-shard-size", "1GB"], "--max-shard-size applies to --format hf"),
     ]
@@ -260,6 +261,11 @@ def main():
     checks.check(r.returncode == 0 and "from step 2" in r.stdout and "falling back" in r.stderr,
                  f"export of a folder whose newest checkpoint is damaged falls back to step 2 "
                  f"(rc {r.returncode}: {r.stdout.strip()} {r.stderr.strip()})")
+    # An llm.c file into folders that do not exist yet: made, as an HF export makes its own (the
+    # export failed naming its .tmp, exit 1).
+    nested = os.path.join(work, "new", "dir", "model.bin")
+    r = ckpt("export", folder, "--format", "llmc", "--out", nested)
+    checks.check(r.returncode == 0 and os.path.isfile(nested), f"export llmc into new folders ({r.stderr.strip()})")
     # --out naming a training run's directory: its config.json is the run's, not an HF one's.
     run_dir = os.path.join(work, "a_run")
     os.makedirs(run_dir)

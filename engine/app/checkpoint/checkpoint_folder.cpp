@@ -194,7 +194,12 @@ ResolvedCheckpoint resolve_checkpoint(const std::string& path, Validation valida
         "{}: a checkpoint folder's pointer file, not a checkpoint; give the folder ({}) or the checkpoint it names",
         path, given.parent_path().string());
   }
-  if (!fs::is_directory(path)) throw_input_error("{}: no such checkpoint or checkpoint folder", path);
+  if (!fs::is_directory(path)) {
+    std::error_code ec;
+    throw_input_error("{}: {}", path,
+                      fs::exists(path, ec) ? "not a directory: a checkpoint is a step_* directory, or a folder of them"
+                                           : "no such checkpoint or checkpoint folder");
+  }
   ResolvedCheckpoint result;
   const bool choosing = validation == Validation::kChecksumsToChoose;
   if (is_complete(path) || step_of(fs::path(path).filename().string()) >= 0) {

@@ -159,6 +159,12 @@ int sample_main(const std::vector<std::string>& args) {
   // others checked the same arguments above, so a bad one still ends every rank).
   if (detect_launch().rank > 0) return 0;
   StandaloneModel model(source);
+  if (!text.has()) {  // what stdout will hold, where it is no text (said once the weights are sound)
+    fmt::print(stderr,
+               "zerotrain sample: no tokenizer.json or vocab.json {}: printing token ids (--tokenizer FILE or --vocab "
+               "FILE decodes them)\n",
+               source.text_dir.empty() ? std::string("beside the weights") : "in " + source.text_dir);
+  }
   return generate_and_print(model, text, options, prompt);
 }
 

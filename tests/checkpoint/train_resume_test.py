@@ -212,6 +212,15 @@ def main():
         lines = p.stderr.strip().splitlines()
         check(p.returncode == 2 and len(lines) == 1 and "model" in lines[0],
               f"--resume with another model: one line, exit 2 ({p.returncode}: {p.stderr.strip()[-300:]})")
+        if mpirun:
+            # Every rank refuses alike: the job says it once (each rank printed it, a line a rank).
+            for what, config, extra in (
+                    ("--resume with another model", other, ["--resume", saved]),
+                    ("an out-of-range key", deep_merge(BASE, {"zero": {"stage": 7}}), [])):
+                p = train(3, config, os.path.join(work, "three_" + what.split()[-1]), extra)
+                lines = [line for line in p.stderr.splitlines() if line.startswith("zerotrain: error:")]
+                check(p.returncode == 2 and len(lines) == 1,
+                      f"{what} on 3 ranks: one error line, exit 2 ({p.returncode}: {lines})")
     return checks.finish()
 
 

@@ -36,21 +36,26 @@ RunProgress start_run(TrainerState& s, const std::string& resume_checkpoint, boo
     initialize_parameters(c.model_spec(), c.train.seed, s.store, s.optimizer, s.tracker, c.train.num_threads);
     return run;
   }
-  const ckpt::CheckpointReader reader(resume_checkpoint);
+  // Every rank reads the same manifest and judges it alike: a refusal is the job's, printed once.
+  std::optional<ckpt::CheckpointReader> opened;
+  std::vector<std::string> changes;
+  on_every_rank(s.comm, [&] {
+    const ckpt::Manifest& m = opened.emplace(resume_checkpoint).manifest();
+    if (m.position.step > c.train.max_steps) {
+      throw_input_error(
+          "--resume {}: the checkpoint is at step {}, past train.max_steps = {}: there is nothing to train (raise "
+          "train.max_steps to continue it)",
+          resume_checkpoint, m.position.step, c.train.max_steps);
+    }
+    // Checkpoints from before data identities were recorded have none to compare.
+    const std::vector<std::string> data_changed = m.extra.contains("data_identity")
+                                                      ? data_changes(m.extra["data_identity"], s.data_files)
+                                                      : std::vector<std::string>{};
+    changes = check_resume_fits(resume_checkpoint, m.model, m.config, m.data_parallel_ranks(), m.position.step, c,
+                                allow_config_change, data_changed);
+  });
+  const ckpt::CheckpointReader& reader = *opened;
   const ckpt::Manifest& m = reader.manifest();
-  if (m.position.step > c.train.max_steps) {  // every rank reads the same manifest: all refuse
-    throw_input_error(
-        "--resume {}: the checkpoint is at step {}, past train.max_steps = {}: there is nothing to train (raise "
-        "train.max_steps to continue it)",
-        resume_checkpoint, m.position.step, c.train.max_steps);
-  }
-  // Checkpoints from before data identities were recorded have none to compare.
-  const std::vector<std::string> data_changed = m.extra.contains("data_identity")
-                                                    ? data_changes(m.extra["data_identity"], s.data_files)
-                                                    : std::vector<std::string>{};
-  const std::vector<std::string> changes =
-      check_resume_fits(resume_checkpoint, m.model, m.config, m.data_parallel_ranks(), m.position.step, c,
-                        allow_config_change, data_changed);
   if (!changes.empty()) {
     s.progress.message(
         fmt::format("resume: continuing with a changed config (--allow-config-change): {}", fmt::join(changes, "; ")));

@@ -29,6 +29,17 @@ class RuntimeError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// The same error on every rank of a job, agreed through a collective (on_every_rank): one line is
+// the job's, so rank 0 alone prints it and the others exit with its code in silence.
+class AgreedInputError : public InputError {
+ public:
+  using InputError::InputError;
+};
+class AgreedRuntimeError : public RuntimeError {
+ public:
+  using RuntimeError::RuntimeError;
+};
+
 template <typename... Args>
 [[noreturn]] void throw_input_error(fmt::format_string<Args...> f, Args&&... args) {
   throw InputError(fmt::format(f, std::forward<Args>(args)...));

@@ -142,9 +142,14 @@ void on_every_rank(Communicator& world, const std::function<void()>& local) {
   const auto failed = std::find_if(kinds.begin(), kinds.end(), [](std::int32_t k) { return k != 0; });
   if (failed == kinds.end()) return;
   const int rank = static_cast<int>(failed - kinds.begin());
-  const std::string message = fmt::format("rank {}: {}", rank, broadcast_string(world, error, rank));
-  if (*failed == 1) throw_input_error("{}", message);
-  throw_runtime_error("{}", message);
+  const std::string first = broadcast_string(world, error, rank);
+  // Every rank failing alike (a config each read): the error as it is; else the rank it came from.
+  const std::int32_t same = kind == *failed && error == first ? 1 : 0;
+  const std::vector<std::int32_t> alike = all_gather_values<std::int32_t>(world, std::span{&same, 1});
+  const bool everywhere = std::all_of(alike.begin(), alike.end(), [](std::int32_t a) { return a == 1; });
+  const std::string message = everywhere ? first : fmt::format("rank {}: {}", rank, first);
+  if (*failed == 1) throw AgreedInputError(message);
+  throw AgreedRuntimeError(message);
 }
 
 std::unique_ptr<Communicator> make_communicator(MemoryTracker& tracker, const CommOptions& options) {

@@ -85,7 +85,11 @@ int train_main(const std::vector<std::string>& args) {
                                 c.checkpoint.folder_for(run_dir.empty() ? c.log.run_dir : run_dir));
     };
   }
-  RunConfig cfg = load_run_config(parser.get("config"), parser.all("set"), comm->world_size(), resumed_model);
+  // Every rank reads the config: its error, the same on each, printed once (rank 0's).
+  RunConfig cfg;
+  on_every_rank(*comm, [&] {
+    cfg = load_run_config(parser.get("config"), parser.all("set"), comm->world_size(), resumed_model);
+  });
   if (!run_dir.empty()) cfg.log.run_dir = run_dir;
   comm_options.deterministic = cfg.train.deterministic;
   comm_options.timeout_s = cfg.train.collective_timeout_s;

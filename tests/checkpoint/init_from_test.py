@@ -196,7 +196,7 @@ def check_export_targets(checks, work, binary, train, source, exported, ckpt):
     before = contents(foreign)
     e = export(ckpt, foreign)
     lines = e.stderr.strip().splitlines()
-    checks.check(e.returncode == 2 and len(lines) == 1 and "a model that no earlier export wrote" in lines[0] and
+    checks.check(e.returncode == 2 and len(lines) == 1 and "a model that no export wrote" in lines[0] and
                  contents(foreign) == before,
                  f"export over a model folder no export wrote: refused, the folder as it was ({lines})")
     # A run started from an earlier export, exported over it.
@@ -210,6 +210,36 @@ def check_export_targets(checks, work, binary, train, source, exported, ckpt):
                      f"export over the run's own train.init_from: refused, the weights as they were ({lines})")
         again = export(ckpt, exported)
         checks.check(again.returncode == 0, f"another run's export over the earlier export goes on ({again.stderr})")
+        # ... also from another working directory, with train.init_from relative to the run's: the
+        # run recorded the absolute path (extra.init_from_path).
+        relative_run = os.path.join(work, "from_export_rel")
+        r = subprocess.run([binary, "train", "--config", os.path.join(work, "config.json"), "--run-dir",
+                            relative_run, "--set", f"train.init_from={os.path.basename(exported)}", "--set",
+                            "checkpoint.at_end=true"], capture_output=True, text=True, timeout=300, cwd=work)
+        if checks.check(r.returncode == 0, f"a run starts from a relative init_from ({r.stderr[-300:]})"):
+            e = subprocess.run([binary, "ckpt", "export", os.path.join(relative_run, "checkpoints"), "--format", "hf",
+                                "--out", exported], capture_output=True, text=True, timeout=120, cwd="/")
+            checks.check(e.returncode == 2 and "the folder this run started from" in e.stderr,
+                         f"... and from / its export over it is refused all the same ({e.stderr.strip()})")
+    # An export from before exports named themselves (metadata {"format": "pt"} alone, a config.json
+    # with no transformers_version, which save_pretrained always writes): still an earlier export.
+    legacy = os.path.join(work, "legacy_export")
+    shutil.copytree(exported, legacy)
+    from safetensors.torch import load_file, save_file
+    for name in os.listdir(legacy):
+        if name.endswith(".safetensors"):
+            path = os.path.join(legacy, name)
+            save_file(load_file(path), path, metadata={"format": "pt"})
+    e = export(ckpt, legacy)
+    checks.check(e.returncode == 0, f"an export from before exported_by is written over ({e.stderr.strip()})")
+    # Someone's safetensors without a config.json: not an export's either.
+    bare = os.path.join(work, "bare_weights")
+    os.makedirs(bare)
+    shutil.copy(os.path.join(source, "model.safetensors"), os.path.join(bare, "model.safetensors"))
+    before = contents(bare)
+    e = export(ckpt, bare)
+    checks.check(e.returncode == 2 and "a model that no export wrote" in e.stderr and contents(bare) == before,
+                 f"a folder of someone's model.safetensors alone: refused ({e.stderr.strip()})")
 
 
 def make_models():

@@ -111,49 +111,71 @@ void write_safetensors(const CheckpointReader& reader, const std::vector<TensorP
   close_durably(out);
 }
 
-// Whether the safetensors file at `path` says an export wrote it (unreadable: no).
-bool written_by_export(const fs::path& path) {
+// Whether the safetensors file at `path` is an export's: its metadata name this tool, or, from
+// before they did (`legacy`: the folder's config.json is not save_pretrained's, which always
+// records transformers_version), are transformers' own {"format": "pt"} alone. Unreadable: no.
+bool written_by_export(const fs::path& path, bool legacy) {
   try {
     const SafetensorsHeader header = read_safetensors_header(path.string());
-    const nlohmann::json& meta = header.json.value("__metadata__", nlohmann::json::object());
-    return meta.is_object() && meta.value(kExportedByKey, "") == kExportedBy;
+    const nlohmann::json meta = header.json.value("__metadata__", nlohmann::json::object());
+    if (!meta.is_object()) return false;
+    if (meta.contains(kExportedByKey)) return meta[kExportedByKey] == kExportedBy;
+    return legacy && meta == nlohmann::json{{"format", "pt"}};
   } catch (const InputError&) {
     return false;
   }
+}
+
+// The paths train.init_from named: the absolute one the run recorded where it started
+// (extra.init_from_path), and the config's as given (relative to the directory the run started
+// in: checked from this one too, for checkpoints from before the record).
+bool is_init_from(const std::string& out_dir, const Manifest& manifest) {
+  const nlohmann::json& train = manifest.config.value("train", nlohmann::json::object());
+  for (const std::string& p : {extra_string(manifest.extra, "init_from_path"),
+                               train.is_object() && train.contains("init_from") && train["init_from"].is_string()
+                                   ? train["init_from"].get<std::string>()
+                                   : std::string()}) {
+    std::error_code ec;
+    if (!p.empty() && fs::exists(p, ec) && fs::equivalent(out_dir, p, ec)) return true;
+  }
+  return false;
 }
 
 // The export replaces the folder's config.json and its tensor files. Right for an earlier export;
 // anything else there is someone else's model or file, and would be lost (or mixed with this
 // model's: a foreign tokenizer, pytorch_model.bin): refused, before anything is written. So is the
 // folder the run started from (train.init_from), even where an earlier export wrote it.
-void check_hf_export_folder(const std::string& out_dir, const std::string& init_from) {
+void check_hf_export_folder(const std::string& out_dir, const Manifest& manifest) {
   std::error_code ec;
-  if (!init_from.empty() && fs::exists(init_from, ec) && fs::equivalent(out_dir, init_from, ec)) {
+  if (is_init_from(out_dir, manifest)) {
     throw_input_error(
-        "--out {} is the folder this run started from (train.init_from = {}): the export would replace its "
-        "pretrained weights; export to another folder",
-        out_dir, init_from);
+        "--out {} is the folder this run started from (train.init_from): the export would replace its pretrained "
+        "weights; export to another folder",
+        out_dir);
   }
+  if (!fs::is_directory(out_dir, ec)) return;
   const fs::path config = fs::path(out_dir) / "config.json";
-  if (!fs::exists(config, ec)) return;
   std::string why;
-  try {
-    const nlohmann::json doc = read_json_file(config.string());
-    if (!doc.is_object() || !doc.contains("model_type")) why = "a config.json that is not a Hugging Face model's";
-  } catch (const InputError& e) {
-    why = fmt::format("a config.json that is not a Hugging Face model's ({})", e.what());
-  }
-  if (why.empty()) {  // a model's: its tensor files must be an earlier export's
-    for (const fs::directory_entry& e : fs::directory_iterator(out_dir, ec)) {
-      const std::string name = e.path().filename().string();
-      const bool foreign = name.ends_with(".safetensors") ? !written_by_export(e.path())
-                                                          : name.ends_with(".bin") || name.ends_with(".pt") ||
-                                                                name.ends_with(".pth") || name.ends_with(".h5");
-      if (foreign) {
-        why = fmt::format("a model that no earlier export wrote ({})", name);
-        break;
-      }
+  bool legacy = false;  // a config.json an earlier export may have written
+  if (fs::exists(config, ec)) {
+    try {
+      const nlohmann::json doc = read_json_file(config.string());
+      if (!doc.is_object() || !doc.contains("model_type")) why = "a config.json that is not a Hugging Face model's";
+      legacy = doc.is_object() && !doc.contains("transformers_version");
+    } catch (const InputError& e) {
+      why = fmt::format("a config.json that is not a Hugging Face model's ({})", e.what());
     }
+  }
+  // Its tensor files must be an earlier export's, config.json or none (an export cut between its
+  // renames leaves none; without one, only the metadata naming this tool tell).
+  for (const fs::directory_entry& e : fs::directory_iterator(out_dir, ec)) {
+    if (!why.empty()) break;
+    const std::string name = e.path().filename().string();
+    const bool foreign = name.ends_with(".safetensors")
+                             ? !written_by_export(e.path(), legacy)
+                             : name.ends_with(".bin") || name.ends_with(".pt") || name.ends_with(".pth") ||
+                                   name.ends_with(".h5") || name.ends_with(".msgpack") || name.ends_with(".gguf");
+    if (foreign) why = fmt::format("a model that no export wrote ({})", name);
   }
   if (!why.empty()) {
     throw_input_error(
@@ -171,8 +193,7 @@ HfExport export_hf(const CheckpointReader& reader, const std::string& out_dir, D
   ZT_CHECK(max_shard_bytes > 0, "max shard bytes {}", max_shard_bytes);
   const ModelSpec spec = model_spec_of(reader);
   const ParamTable& table = reader.manifest().table;
-  const nlohmann::json& train = reader.manifest().config.value("train", nlohmann::json::object());
-  check_hf_export_folder(out_dir, train.is_object() ? train.value("init_from", "") : "");
+  check_hf_export_folder(out_dir, reader.manifest());
   std::error_code ec;
   fs::create_directories(out_dir, ec);
   if (ec) throw_input_error("cannot create export directory '{}': {}", out_dir, ec.message());

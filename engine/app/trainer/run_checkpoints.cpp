@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <filesystem>
 #include <optional>
 #include <random>
 
@@ -28,6 +29,8 @@ RunProgress start_run(TrainerState& s, const std::string& resume_checkpoint, boo
   if (resume_checkpoint.empty() && !c.train.init_from.empty()) {
     const std::int64_t bytes = load_pretrained_parameters(c.train.init_from, s.store, s.optimizer, s.tracker, s.comm);
     run.special_token_ids = read_pretrained_model(c.train.init_from).special_token_ids;
+    std::error_code ec;
+    run.init_from_path = std::filesystem::weakly_canonical(std::filesystem::absolute(c.train.init_from), ec).string();
     s.log({{"type", "init_from"}, {"path", c.train.init_from}, {"bytes_read", bytes}});
     s.progress.message(fmt::format("weights from {} ({} read by this rank)", c.train.init_from, format_bytes(bytes)));
     return run;
@@ -79,6 +82,7 @@ RunProgress start_run(TrainerState& s, const std::string& resume_checkpoint, boo
   // ids, an id from its manifest's seal (ckpt::checkpoint_lineage_id).
   run.last_save_id = m.lineage_id();
   run.special_token_ids = ckpt::extra_object(m.extra, "special_token_ids");
+  run.init_from_path = ckpt::extra_string(m.extra, "init_from_path");
   const std::string saved_id = ckpt::extra_string(m.extra, "save_id");
   // The log is this trajectory's if it records the checkpoint's save (its save_id, in the save's
   // checkpoint or checkpoint_started record), or the save before it and a record of its step (a
@@ -210,6 +214,7 @@ void save_checkpoint(TrainerState& s, RunProgress& run, int steps_completed) {
                 {"data_identity", s.data_files},
                 {"written_by", build_description()}};
   if (!run.special_token_ids.empty()) meta.extra["special_token_ids"] = run.special_token_ids;
+  if (!run.init_from_path.empty()) meta.extra["init_from_path"] = run.init_from_path;
   if (s.root) {  // rank 0 writes the manifest
     meta.extra["save_id"] = new_save_id();
     meta.extra["previous_save_id"] = run.last_save_id;

@@ -111,6 +111,10 @@ struct RunProgress {
   // carried by each checkpoint's extra.special_token_ids): an export of a run without a tokenizer
   // of its own writes them, rather than none.
   nlohmann::json special_token_ids = nlohmann::json::object();
+  // train.init_from's folder or file made absolute where the fresh start read it (then carried by
+  // each checkpoint's extra.init_from_path): `ckpt export` refuses to write over it from any
+  // working directory.
+  std::string init_from_path;
   // A resume at a step whose evaluation or sample the saved run never logged (it stopped on a
   // signal, or was killed, between the save and them): made before the first step.
   bool eval_pending = false, sample_pending = false;

@@ -71,19 +71,25 @@ TEST(ConfigHostileInput, NumbersPastTheirTypeAreRefusedWithTheirValue) {
 }
 
 // Each key in its range, their product past what the memory model counts in int64 ([Note: sizes
-// past the memory model] in model_section.cpp): refused, where `zerotrain memory` printed negative
-// totals. Half the micro-batch of the refused one at a quarter of its size reads.
-TEST(ConfigHostileInput, SizesPastTheMemoryModelsCountAreRefused) {
+// past the memory model] in model_section.cpp): refused before a prediction (train, plan, memory),
+// where `zerotrain memory` printed negative totals. The same model at micro-batch 2 is counted, and
+// a config is still read whatever its sizes (`sample --from` a long-context model trains nothing).
+TEST(ConfigHostileInput, SizesPastTheMemoryModelsCountAreRefusedBeforeAPrediction) {
   nlohmann::json doc = base();
   doc["model"] = {{"n_layer", 2}, {"n_head", 1024}, {"n_embd", 2048}, {"block_size", 1 << 20}, {"vocab_size", 65}};
   doc["train"] = {{"micro_batch", 256}};
-  expect_error(doc, {"train.micro_batch x train.seq_len = 256 x 1048576", "past the 64 PiB"});
+  const RunConfig big = parse_run_config(doc, "test.json");
+  const std::string msg = error_of([&] { check_trainable(big); });
+  EXPECT_NE(msg.find("train.micro_batch x train.seq_len = 256 x 1048576"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("past the 64 PiB"), std::string::npos) << msg;
   doc["train"] = {{"micro_batch", 2}};
-  EXPECT_EQ(parse_run_config(doc, "test.json").train.micro_batch, 2);
+  EXPECT_NO_THROW(check_trainable(parse_run_config(doc, "test.json")));
   doc["model"] = {{"arch", "llama"},   {"n_layer", 1024},  {"n_head", 1024},  {"n_kv_head", 1024},
                   {"n_embd", 1 << 20}, {"block_size", 16}, {"vocab_size", 65}};
   doc["train"] = {{"micro_batch", 1}};
-  expect_error(doc, {"past the 64 PiB"});  // the parameters alone: 1024 layers of 2^20 x 2^20
+  EXPECT_NE(error_of([&] { check_trainable(parse_run_config(doc, "test.json")); }).find("past the 64 PiB"),
+            std::string::npos)
+      << "the parameters alone: 1024 layers of 2^20 x 2^20";
 }
 
 TEST(ConfigHostileInput, SetValuesMustBeUtf8) {

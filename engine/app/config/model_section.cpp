@@ -71,7 +71,9 @@ namespace {
 // unsharded bytes of one step are estimated here in floating point, generously (16 bytes a
 // parameter, 4 an activation element, every layer's attention probabilities and MLP kept): past
 // 2^56 (64 PiB, far beyond any machine) a config is refused, which leaves the exact integer counts
-// at least 128 times below the wrap.
+// at least 128 times below the wrap. Asked where a run's memory is predicted (train, plan,
+// memory), not where a config is read: `sample --from` a 1M-context model reads a config of
+// micro_batch 4 x seq_len 2^20 and trains nothing.
 constexpr double kMaxModelBytes = 72057594037927936.0;  // 2^56
 
 double unsharded_step_bytes(const RunConfig& c, int mlp_width) {
@@ -84,16 +86,20 @@ double unsharded_step_bytes(const RunConfig& c, int mlp_width) {
 
 }  // namespace
 
-void check_model_support(const RunConfig& c) {
+void check_memory_countable(const RunConfig& c) {
   const ModelFamily& family = model_family(c.model.arch);
   if (const double bytes = unsharded_step_bytes(c, family.mlp_width(c.model)); bytes > kMaxModelBytes) {
     throw_input_error(
         "config error in {}: the model and train.micro_batch x train.seq_len = {} x {} ask about {:.3g} PiB a step "
-        "before sharding, past the 64 PiB the memory model counts (docs/zero_memory.md)",
+        "before sharding, past the 64 PiB the memory prediction takes (docs/zero_memory.md)",
         c.sources_of({"model.n_layer", "model.n_head", "model.n_embd", "model.block_size", "model.vocab_size",
                       "train.micro_batch", "train.seq_len"}),
         c.train.micro_batch, c.train.seq_len, bytes / 1125899906842624.0);
   }
+}
+
+void check_model_support(const RunConfig& c) {
+  const ModelFamily& family = model_family(c.model.arch);
   const std::string refusal = family.refuse_run(c.model, {c.device, c.train.micro_batch});
   if (!refusal.empty()) throw_input_error("config error in {}: {}", c.source, refusal);
   if (c.gelu_epilogue && !family.has_gelu_mlp()) {

@@ -14,6 +14,9 @@ namespace zt {
 void read_model_section(ConfigReader r, RunConfig& c);
 // What the family refuses of the rest of the run (devices, precision), once every section is read.
 void check_model_support(const RunConfig& c);
+// Refuses a config whose unsharded step an estimate puts past what the memory prediction counts in
+// int64 ([Note: sizes past the memory model] in model_section.cpp); asked before a prediction.
+void check_memory_countable(const RunConfig& c);
 // The section as to_json writes it: a reload gives the same RunConfig::model.
 nlohmann::json model_section_json(const RunConfig& c);
 

@@ -462,6 +462,7 @@ nlohmann::json RunConfig::to_json() const {
 }
 
 void check_trainable(const RunConfig& c) {
+  check_memory_countable(c);
   if (c.zero.gather_wire != WireDType::kExact && c.zero.stage == 0) {
     throw_input_error(
         "config error in {}: zero.gather_dtype = \"int8\" quantizes the parameter all-gathers of stages 1-3; stage "

@@ -177,8 +177,9 @@ RunConfig parse_run_config(nlohmann::json doc, const std::string& source, int wo
 
 // The rules a training run applies beyond the config's own: a config that `zerotrain memory`
 // predicts every stage of (it sets zero.stage per column) may still not train at its own stage
-// (zero.gather_dtype = "int8" at stage 0, which has no gathers). InputError naming the keys; the
-// trainer and `zerotrain plan` (which counts such a choice refused) ask it.
+// (zero.gather_dtype = "int8" at stage 0, which has no gathers), nor one past what the memory
+// prediction counts (check_memory_countable). InputError naming the keys; the trainer and
+// `zerotrain plan` (which counts such a choice refused) ask it.
 void check_trainable(const RunConfig& c);
 
 }  // namespace zt

@@ -12,6 +12,7 @@
 
 #include "engine/app/cli/commands/arg_parser.h"
 #include "engine/app/cli/commands/commands.h"
+#include "engine/app/config/model_section.h"
 #include "engine/app/config/run_config.h"
 #include "engine/app/config/zero_section.h"
 #include "engine/app/trainer/memory_check.h"
@@ -124,7 +125,8 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
   // decides the attention's activations (GPT: flash on CUDA, gpt::activation_dims). Resolved for
   // the ranks asked about, as the run would be (grad_accum from train.global_batch_tokens).
   std::vector<std::string> overrides = parser.all("set");
-  (void)load_run_config(parser.get("config"), overrides, ranks);  // the config as given: a stage 9 refused
+  // The config as given (a stage 9 refused), of sizes the prediction counts.
+  check_memory_countable(load_run_config(parser.get("config"), overrides, ranks));
   overrides.push_back("zero.stage=0");
   const RunConfig cfg = load_run_config(parser.get("config"), overrides, ranks);
   ShardingOptions options;

@@ -89,6 +89,7 @@ int train_main(const std::vector<std::string>& args) {
   RunConfig cfg;
   on_every_rank(*comm, [&] {
     cfg = load_run_config(parser.get("config"), parser.all("set"), comm->world_size(), resumed_model);
+    check_trainable(cfg);
   });
   if (!run_dir.empty()) cfg.log.run_dir = run_dir;
   comm_options.deterministic = cfg.train.deterministic;

@@ -29,8 +29,8 @@ class RuntimeError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// The same error on every rank of a job, agreed through a collective (on_every_rank): one line is
-// the job's, so rank 0 alone prints it and the others exit with its code in silence.
+// The same error on every rank of a job, agreed through a collective (on_every_rank), which has
+// printed the job's one line on rank 0 already: every rank exits with its code in silence.
 class AgreedInputError : public InputError {
  public:
   using InputError::InputError;

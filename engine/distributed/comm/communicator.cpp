@@ -5,8 +5,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <thread>
 #include <vector>
 
@@ -135,6 +137,8 @@ void on_every_rank(Communicator& world, const std::function<void()>& local) {
     local();
   } catch (const InputError& e) {
     error = e.what(), kind = 1;
+  } catch (const std::filesystem::filesystem_error& e) {  // a path the input named, as the command line says it
+    error = fmt::format("cannot access '{}': {}", e.path1().string(), e.code().message()), kind = 1;
   } catch (const std::exception& e) {
     error = e.what(), kind = 2;
   }
@@ -148,7 +152,17 @@ void on_every_rank(Communicator& world, const std::function<void()>& local) {
   const std::vector<std::int32_t> alike = all_gather_values<std::int32_t>(world, std::span{&same, 1});
   const bool everywhere = std::all_of(alike.begin(), alike.end(), [](std::int32_t a) { return a == 1; });
   const std::string message = everywhere ? first : fmt::format("rank {}: {}", rank, first);
-  if (*failed == 1) throw AgreedInputError(message);
+  // Rank 0 says it for the job before any rank leaves: the launcher ends the others once one exits
+  // non-zero, and a rank 0 still unwinding would print the launcher's line instead of this one.
+  const int exit_code = *failed == 1 ? 2 : 1;
+  if (world.rank() == 0) {
+    std::fputs(fmt::format("zerotrain: error: {}\n", message).c_str(), stderr);
+    std::fflush(stderr);
+  }
+  note_error_reported(exit_code);
+  std::int32_t said = 1;
+  (void)all_gather_values<std::int32_t>(world, std::span{&said, 1});
+  if (exit_code == 2) throw AgreedInputError(message);
   throw AgreedRuntimeError(message);
 }
 

@@ -143,9 +143,9 @@ std::string broadcast_string(Communicator& comm, const std::string& text, int ro
 // Collective: runs `local` (this rank's own work: no collective inside) on every rank, then agrees:
 // where it threw on any rank, every rank throws the first failing rank's error ("rank R: ...", or
 // as it is where every rank threw that same error; an
-// AgreedInputError where that was an InputError, else an AgreedRuntimeError: rank 0 alone prints
-// it), so one rank's missing file or full GPU ends the job at once rather than leaving the others
-// in the next collective until its timeout.
+// AgreedInputError where that was an InputError, else an AgreedRuntimeError), so one rank's missing
+// file or full GPU ends the job at once rather than leaving the others in the next collective until
+// its timeout. Rank 0 prints the job's line ("zerotrain: error: ...") before any rank throws.
 void on_every_rank(Communicator& world, const std::function<void()>& local);
 
 // Collective: every rank's `mine` (host values, the same count on every rank) on every rank, rank

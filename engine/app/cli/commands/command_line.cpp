@@ -10,7 +10,6 @@
 
 #include "engine/app/cli/commands/commands.h"
 #include "engine/base/core/check.h"
-#include "engine/distributed/launch/rendezvous.h"
 #include "engine/distributed/launch/signals.h"
 
 namespace {
@@ -32,22 +31,6 @@ constexpr const char* kUsage =
 }  // namespace
 
 namespace zt::cli {
-
-namespace {
-
-// An error every rank agreed on: rank 0's line is the job's (each rank printing it gave one line a
-// rank); the others exit with its code, noted, as every rank does after its error.
-int report_agreed(const std::exception& e, int exit_code) {
-  int rank = 0;
-  try {
-    rank = detect_launch().rank;
-  } catch (const std::exception&) {}  // the launcher's own variables refused: say it anyway
-  if (rank == 0) fmt::print(stderr, "zerotrain: error: {}\n", e.what());
-  note_error_reported(exit_code);
-  return exit_code;
-}
-
-}  // namespace
 
 int run_command_line(const std::vector<std::string>& all) {
   if (all.size() >= 2 && all[0] == "help") {  // `zerotrain help train`: as `zerotrain train --help`
@@ -71,10 +54,10 @@ int run_command_line(const std::vector<std::string>& all) {
     if (command == "version" || command == "--version") return version_main(args);
     fmt::print(stderr, "zerotrain: unknown command '{}'\n{}", command, kUsage);
     return 2;
-  } catch (const AgreedInputError& e) {
-    return report_agreed(e, 2);
-  } catch (const AgreedRuntimeError& e) {
-    return report_agreed(e, 1);
+  } catch (const AgreedInputError&) {  // on_every_rank printed the job's line on rank 0
+    return 2;
+  } catch (const AgreedRuntimeError&) {
+    return 1;
   } catch (const InputError& e) {
     fmt::print(stderr, "zerotrain: error: {}\n", e.what());
     note_error_reported(2);

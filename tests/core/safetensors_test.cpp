@@ -136,7 +136,17 @@ TEST(Safetensors, TheHeaderReaderRefusesLengthsAndShapesThatDoNotFit) {
     const SafetensorsHeader h = file_with({{"t", {{"dtype", "F32"}, {"shape", shape}, {"data_offsets", {0, 0}}}}});
     EXPECT_THROW(safetensors_span(h.json["t"], 4, h, bad, "t"), InputError) << shape.dump();
   }
-  for (const nlohmann::json& offsets : {nlohmann::json{-8, 0}, nlohmann::json{0, 16}, nlohmann::json{0}}) {
+  // An empty tensor whose size 0 follows a large one holds no bytes, in a file of any size.
+  const SafetensorsHeader empty =
+      file_with({{"t", {{"dtype", "F32"}, {"shape", {50257, 0}}, {"data_offsets", {0, 0}}}}});
+  EXPECT_EQ(safetensors_span(empty.json["t"], 4, empty, bad, "t").bytes, 0);
+  // Sizes and offsets are whole numbers (8.5 was read as 8).
+  for (const nlohmann::json& shape : {nlohmann::json{2.5}, nlohmann::json{"2"}, nlohmann::json(2)}) {
+    const SafetensorsHeader h = file_with({{"t", {{"dtype", "F32"}, {"shape", shape}, {"data_offsets", {0, 8}}}}});
+    EXPECT_THROW(safetensors_span(h.json["t"], 4, h, bad, "t"), InputError) << shape.dump();
+  }
+  for (const nlohmann::json& offsets :
+       {nlohmann::json{-8, 0}, nlohmann::json{0, 16}, nlohmann::json{0}, nlohmann::json{0, 8.5}}) {
     const SafetensorsHeader h = file_with({{"t", {{"dtype", "F32"}, {"shape", {2}}, {"data_offsets", offsets}}}});
     EXPECT_THROW(safetensors_span(h.json["t"], 4, h, bad, "t"), InputError) << offsets.dump();
   }

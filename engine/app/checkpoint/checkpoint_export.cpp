@@ -277,18 +277,18 @@ void export_llmc(const CheckpointReader& reader, const std::string& link_or_path
   ZT_CHECK(dtype == DType::kF32 || dtype == DType::kBF16);
   const std::string out_path = rename_target(link_or_path, "--out");  // through a symlink: the file it names
   const ModelSpec spec = model_spec_of(reader);
+  if (!spec.family().llmc_format()) {
+    throw_input_error(
+        "{}: llm.c's model file holds GPT-2 models only; this checkpoint is a {} (export it with --format "
+        "hf)",
+        reader.dir(), spec.model.arch);
+  }
   // Its folder made where missing, as an HF export makes its own (the file was refused naming the
   // .tmp beside it, exit 1).
   if (const fs::path parent = fs::path(out_path).parent_path(); !parent.empty()) {
     std::error_code ec;
     fs::create_directories(parent, ec);
     if (ec) throw_input_error("--out {}: cannot create its folder {}: {}", link_or_path, parent.string(), ec.message());
-  }
-  if (!spec.family().llmc_format()) {
-    throw_input_error(
-        "{}: llm.c's model file holds GPT-2 models only; this checkpoint is a {} (export it with --format "
-        "hf)",
-        reader.dir(), spec.model.arch);
   }
   const ModelConfig& c = spec.model;
   const ParamTable& table = reader.manifest().table;

@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -129,19 +130,26 @@ SafetensorsSpan safetensors_span(const nlohmann::json& entry, int element_bytes,
                                  const std::string& path, const std::string& tensor) {
   SafetensorsSpan span;
   std::vector<std::int64_t> offsets;
-  try {
-    span.shape = entry.at("shape").get<std::vector<std::int64_t>>();
-    offsets = entry.at("data_offsets").get<std::vector<std::int64_t>>();
-  } catch (const nlohmann::json::exception& e) {
-    throw_input_error("{}: bad header entry for '{}': {}", path, tensor, e.what());
-  }
+  // Whole numbers only: get<int64_t> would cut 8.5 to 8, and 1e30 has no int64.
+  const auto integers = [&](const char* key) {
+    if (!entry.is_object() || !entry.contains(key) || !entry[key].is_array() ||
+        !std::all_of(entry[key].begin(), entry[key].end(),
+                     [](const nlohmann::json& v) { return v.is_number_integer(); })) {
+      throw_input_error("{}: bad header entry for '{}': \"{}\" is not a list of whole numbers", path, tensor, key);
+    }
+    return entry[key].get<std::vector<std::int64_t>>();
+  };
+  span.shape = integers("shape");
+  offsets = integers("data_offsets");
   if (offsets.size() != 2 || offsets[0] < 0 || offsets[1] < offsets[0] || offsets[1] > header.data_size) {
     throw_input_error("{}: tensor '{}' has data_offsets outside the data section", path, tensor);
   }
   // Every size checked before it multiplies: a damaged shape must not wrap to the offsets' span.
-  std::int64_t bytes = element_bytes;
+  // A tensor with a size 0 holds no bytes, whatever its other sizes.
+  const bool empty = std::find(span.shape.begin(), span.shape.end(), 0) != span.shape.end();
+  std::int64_t bytes = empty ? 0 : element_bytes;
   for (const std::int64_t d : span.shape) {
-    if (d < 0 || (d > 0 && bytes > header.data_size / d)) {
+    if (d < 0 || (!empty && bytes > header.data_size / d)) {
       throw_input_error("{}: tensor '{}' has shape {} that does not fit the data section ({} bytes)", path, tensor,
                         entry.at("shape").dump(), header.data_size);
     }

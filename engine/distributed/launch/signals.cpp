@@ -63,7 +63,10 @@ std::atomic<std::int64_t> g_stop_time_ns{0};  // CLOCK_MONOTONIC, written before
 std::atomic<int> g_stop_sender{0};            // the first request's sending pid (0: the kernel, a terminal)
 std::atomic<bool> g_under_mpirun{false};
 std::atomic<bool> g_stop_handlers_installed{false};
-static_assert(std::atomic<int>::is_always_lock_free && std::atomic<std::int64_t>::is_always_lock_free);
+// What a second stop request prints as it ends the process (a static string: read in the handler).
+std::atomic<const char*> g_second_stop_line{"zerotrain: a second stop signal: exiting now, without a checkpoint\n"};
+static_assert(std::atomic<int>::is_always_lock_free && std::atomic<std::int64_t>::is_always_lock_free &&
+              std::atomic<const char*>::is_always_lock_free);
 
 std::int64_t monotonic_ns() {
   std::timespec t{};
@@ -87,7 +90,7 @@ extern "C" void on_stop_request(int sig, siginfo_t* info, void*) {
   if (g_stop_signal != 0) {
     if (sig == SIGUSR1) return;  // a repeated forward of the same request
     if (repeats_the_request(sig, info)) return;
-    write_stderr("zerotrain: a second stop signal: exiting now, without a checkpoint\n");
+    write_stderr(g_second_stop_line.load());
     _exit(128 + sig);
   }
   g_stop_time_ns = monotonic_ns();
@@ -134,6 +137,8 @@ void install_stop_request_handlers() {
 }
 
 int stop_signal() { return g_stop_signal; }
+
+void set_second_stop_line(const char* line) { g_second_stop_line = line; }
 
 namespace {
 std::atomic<double> g_stop_grace_seconds{20.0};

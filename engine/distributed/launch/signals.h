@@ -32,6 +32,9 @@ void install_stop_request_handlers();
 
 // The signal that first requested a stop (SIGTERM, SIGINT or SIGUSR1), or 0.
 int stop_signal();
+// The line a second request prints as it ends the process (default: a run's, "... without a
+// checkpoint"); `line` must outlive the process (a string literal).
+void set_second_stop_line(const char* line);
 // Seconds since that signal arrived (0 when none did).
 double seconds_since_stop_signal();
 // "SIGTERM", "SIGINT", "SIGUSR1", or "signal N".

@@ -110,6 +110,7 @@ int generate_and_print(StandaloneModel& model, const data::TokenText& text, cons
   // summary below; a second one ends it at once. Installed only now, so that one during the
   // weights' load still ends the process there.
   install_stop_request_handlers();
+  set_second_stop_line("zerotrain sample: a second stop signal: exiting now\n");
   streaming.stop_requested = [] { return stop_signal() != 0; };
   const auto started = std::chrono::steady_clock::now();
   const auto tokens = sample_tokens(build, model.store(), prompt.ids, streaming, prompt.limit);
@@ -117,7 +118,8 @@ int generate_and_print(StandaloneModel& model, const data::TokenText& text, cons
   fmt::print("\n");
   std::fflush(stdout);
   // On stderr, so the text on stdout stays the text alone (tools/bench_sampling.py reads this line).
-  const int stopped_by = stop_signal();
+  // A signal after the last draw stopped nothing: the sample is whole.
+  const int stopped_by = static_cast<int>(tokens.size()) < options.max_new_tokens ? stop_signal() : 0;
   fmt::print(stderr,
              "zerotrain sample: {}{} tokens in {:.3f} s ({:.1f} tokens/s; the models' set-up and the prompt's {} "
              "positions included)\n",

@@ -139,6 +139,8 @@ def main():
           f"int8 gathers: no stage-0 choice kept ({sorted(stages)}, {doc.get('invalid')} refused)")
     for args, what in [(["--device-memory", "1KB"], "a budget nothing fits"),
                        (["--device-memory", "lots"], "a size that is not one"),
+                       (["--device-memory", "0x10GiB"], "a size in hex (strtod took it as 16 GiB)"),
+                       (["--device-memory", "1GiB", "--link-gbps", "1e-300"], "a link rate of 1e-300 GB/s"),
                        (["--device-memory", "1GB", "--profile", os.path.join(work, "none.json")], "a missing profile")]:
         p = subprocess.run([binary, "plan", "--config", config, *args] +
                            ([] if "--profile" in args else ["--profile", PROFILE]),

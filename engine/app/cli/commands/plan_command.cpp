@@ -25,6 +25,13 @@ namespace {
 
 constexpr const char* kDefaultProfile = "docs/results/cpu_op_profile.json";
 
+// Whether `text` opens with a plain decimal number (strtod also takes hex, "0x10", and leading
+// blanks, which no size or rate on a command line means).
+bool decimal_start(const std::string& text) {
+  return !text.empty() && (std::isdigit(static_cast<unsigned char>(text[0])) || text[0] == '.') &&
+         text.find_first_of("xX") == std::string::npos;
+}
+
 // "80GiB", "24GB", "512MiB", "1.5e9" (bytes): a size in bytes.
 std::int64_t parse_size(const std::string& flag, const std::string& text) {
   char* end = nullptr;
@@ -44,19 +51,23 @@ std::int64_t parse_size(const std::string& flag, const std::string& text) {
     if (unit == name) scale = bytes;
   }
   // Up to 2^62 bytes (4 EiB): a double beyond it would not convert to a byte count.
-  if (text.empty() || end == text.c_str() || scale < 0 || !std::isfinite(v) || v <= 0 || v * scale > 0x1p62) {
-    throw_input_error("zerotrain plan: {} must be a size such as 80GiB, 24GB or 512MiB (got '{}')", flag, text);
+  if (!decimal_start(text) || end == text.c_str() || scale < 0 || !std::isfinite(v) || v <= 0 || v * scale > 0x1p62) {
+    throw_input_error(
+        "zerotrain plan: {} must be a size such as 80GiB, 24GB or 512MiB, units B, KB-TB or KiB-TiB, at most 4 EiB "
+        "(got '{}')",
+        flag, text);
   }
   return static_cast<std::int64_t>(v * scale);
 }
 
-double parse_positive(const ArgParser& p, const std::string& flag, double fallback) {
+// A link's rate or latency: a decimal number in [lo, hi] (1e-300 GB/s printed 300-digit times).
+double parse_in_range(const ArgParser& p, const std::string& flag, double fallback, double lo, double hi) {
   if (!p.has(flag)) return fallback;
   char* end = nullptr;
   const std::string text = p.get(flag);
   const double v = std::strtod(text.c_str(), &end);
-  if (end != text.c_str() + text.size() || !(v > 0) || !std::isfinite(v)) {
-    throw_input_error("zerotrain plan: --{} must be a positive number (got '{}')", flag, text);
+  if (!decimal_start(text) || end != text.c_str() + text.size() || !(v >= lo && v <= hi)) {
+    throw_input_error("zerotrain plan: --{} must be a number from {:g} to {:g} (got '{}')", flag, lo, hi, text);
   }
   return v;
 }
@@ -160,11 +171,12 @@ int plan_main(const std::vector<std::string>& args) {
   }
   const plan::OpProfile profile = plan::load_op_profile(profile_path);
   plan::Links links;
-  links.bytes_per_s = parse_positive(parser, "link-gbps", 10.0) * 1e9;
-  links.latency_s = parse_positive(parser, "link-latency-us", 5.0) * 1e-6;
-  links.across_bytes_per_s = parse_positive(parser, "cross-link-gbps", links.bytes_per_s / 1e9) * 1e9;
-  links.across_latency_s = parse_positive(parser, "cross-link-latency-us", links.latency_s * 1e6) * 1e-6;
-  links.cores_per_node = parse_positive(parser, "cores-per-node", static_cast<double>(omp_get_num_procs()));
+  // From a slow network's 1 MB/s to past any link's 100 TB/s; from 1 ns to a second a hop.
+  links.bytes_per_s = parse_in_range(parser, "link-gbps", 10.0, 1e-3, 1e5) * 1e9;
+  links.latency_s = parse_in_range(parser, "link-latency-us", 5.0, 1e-3, 1e6) * 1e-6;
+  links.across_bytes_per_s = parse_in_range(parser, "cross-link-gbps", links.bytes_per_s / 1e9, 1e-3, 1e5) * 1e9;
+  links.across_latency_s = parse_in_range(parser, "cross-link-latency-us", links.latency_s * 1e6, 1e-3, 1e6) * 1e-6;
+  links.cores_per_node = parse_in_range(parser, "cores-per-node", static_cast<double>(omp_get_num_procs()), 1, 1e6);
   links.ranks_per_node = parser.get_int("ranks-per-node", ranks, 1, ranks);  // a node holds at most the job
   const int top = parser.get_int("top", 10, 1, 1 << 20);                     // read before anything prints
   const plan::PlanResult r = plan::plan(parser.get("config"), parser.all("set"), ranks, budget, profile, links);

@@ -101,7 +101,8 @@ TEST(ConfigHostileInput, SetValuesMustBeUtf8) {
   });
   EXPECT_NE(msg.find("not valid UTF-8"), std::string::npos) << msg;
   EXPECT_NE(msg.find("log.sample_prompt="), std::string::npos) << msg;
-  EXPECT_EQ(apply_override(doc, "log.sample_prompt=caf\xc3\xa9"), "log.sample_prompt");  // UTF-8: read
+  EXPECT_EQ(apply_override(doc, "log.sample_prompt=caf\xc3\xa9"),
+            std::vector<std::string>{"log.sample_prompt"});  // UTF-8: read
 }
 
 TEST(ConfigHostileInput, TextAfterANulByteIsNotIgnored) {

@@ -57,6 +57,25 @@ TEST(ConfigSources, ALaterSetOfTheWholeSectionIsBlamedForItsKeys) {
   EXPECT_NE(msg.find(R"(config error in --set train={"seed": -1}: key 'train.seed')"), std::string::npos) << msg;
 }
 
+// A --set of a whole section sets the keys it names and keeps the others: the file's, and an
+// earlier --set inside it (it replaced the section, dropping both without a word). A key below a
+// value is refused naming that value's key.
+TEST(ConfigSources, ASetOfAWholeSectionSetsItsKeysAndKeepsTheOthers) {
+  nlohmann::json doc = base();
+  doc["optim"] = {{"lr", 0.01}, {"warmup_steps", 4}, {"min_lr", 1e-4}};
+  doc["train"] = {{"micro_batch", 2}};
+  const std::string path = ::testing::TempDir() + "/config_sources_whole_section.json";
+  std::ofstream(path) << doc.dump();
+  const RunConfig c = load_run_config(path, {"train.max_steps=2", R"(optim={"lr": 0.005})", "train={}"});
+  EXPECT_EQ(c.train.max_steps, 2);
+  EXPECT_EQ(c.train.micro_batch, 2);
+  EXPECT_FLOAT_EQ(c.optim.adamw.lr, 0.005f);
+  EXPECT_EQ(c.optim.warmup_steps, 4);
+  EXPECT_FLOAT_EQ(c.optim.min_lr, 1e-4f);
+  const std::string msg = error_of(path, {"optim.lr.x=1"});
+  EXPECT_NE(msg.find("--set 'optim.lr.x=1': 'optim.lr' is not a section"), std::string::npos) << msg;
+}
+
 TEST(ConfigSources, ChecksAcrossKeysNameTheFileAndEachSet) {
   const std::string path = written_base();
   std::string msg = error_of(path, {"model.n_head=3"});

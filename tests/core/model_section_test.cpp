@@ -157,7 +157,7 @@ TEST(RunConfig, LlamaRopeScalingReadWrittenAndRefused) {
   // A --set of a nested key is blamed by name.
   nlohmann::json doc = llama(llama3);
   auto sources = std::make_shared<OverrideSources>();
-  (*sources)[apply_override(doc, "model.rope_scaling.factor=0.25")] = "--set model.rope_scaling.factor=0.25";
+  (*sources)[apply_override(doc, "model.rope_scaling.factor=0.25").front()] = "--set model.rope_scaling.factor=0.25";
   try {
     parse_run_config(doc, "test.json", 1, sources);
     ADD_FAILURE() << "expected an InputError";
@@ -170,7 +170,7 @@ TEST(RunConfig, LlamaRopeScalingReadWrittenAndRefused) {
     nlohmann::json d = llama(nullptr);
     d["model"].erase("rope_scaling");
     auto from = std::make_shared<OverrideSources>();
-    (*from)[apply_override(d, assignment)] = "--set " + assignment;
+    (*from)[apply_override(d, assignment).front()] = "--set " + assignment;
     try {
       parse_run_config(d, "test.json", 1, from);
     } catch (const InputError& e) {

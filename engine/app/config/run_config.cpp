@@ -371,10 +371,11 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
   }
   auto sources = std::make_shared<OverrideSources>();
   for (const std::string& o : overrides) {
-    const std::string key = apply_override(doc, o);
-    // A later --set of a whole section replaces what earlier ones set inside it: theirs no longer.
-    std::erase_if(*sources, [&](const auto& entry) { return entry.first.starts_with(key + "."); });
-    (*sources)[key] = "--set " + o;
+    for (const std::string& key : apply_override(doc, o)) {
+      // A later --set of a key replaces what earlier ones set inside it (an object value whole).
+      std::erase_if(*sources, [&](const auto& entry) { return entry.first.starts_with(key + "."); });
+      (*sources)[key] = "--set " + o;
+    }
   }
   return parse_run_config(std::move(doc), path, world_size, std::move(sources), saved_model_keys);
 }

@@ -283,7 +283,7 @@ std::string nearest_key(const std::string& key, const std::set<std::string>& val
   return best;
 }
 
-std::string apply_override(nlohmann::json& doc, const std::string& assignment) {
+std::vector<std::string> apply_override(nlohmann::json& doc, const std::string& assignment) {
   const std::size_t eq = assignment.find('=');
   if (eq == std::string::npos || eq == 0) {
     throw_input_error("--set '{}': expected section.key=value", assignment);
@@ -312,10 +312,23 @@ std::string apply_override(nlohmann::json& doc, const std::string& assignment) {
     const std::size_t dot = dotted_key.find('.', start);
     const std::string part = dotted_key.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
     if (part.empty()) throw_input_error("--set '{}': empty key component", assignment);
-    if (!node->is_object()) throw_input_error("--set '{}': '{}' is not a section", assignment, part);
+    if (!node->is_object()) {  // the key before this part holds a value, not keys
+      throw_input_error("--set '{}': '{}' is not a section", assignment, dotted_key.substr(0, start - 1));
+    }
     if (dot == std::string::npos) {
-      (*node)[part] = value;
-      return dotted_key;
+      nlohmann::json& target = (*node)[part];
+      // A section (a top-level key) given whole: its keys set, its others kept. A section that
+      // replaced the file's silently dropped every key it left out (and earlier --sets inside it).
+      if (start == 0 && value.is_object() && target.is_object()) {
+        std::vector<std::string> keys;
+        for (const auto& [key, v] : value.items()) {
+          target[key] = v;
+          keys.push_back(dotted_key + "." + key);
+        }
+        return keys;
+      }
+      target = value;
+      return {dotted_key};
     }
     if (!node->contains(part)) (*node)[part] = nlohmann::json::object();
     node = &(*node)[part];

@@ -92,9 +92,12 @@ std::string preview_json(const nlohmann::json& value, int depth = 0);
 // The valid key closest to `key` by edit distance, or "" when none is close enough to suggest.
 std::string nearest_key(const std::string& key, const std::set<std::string>& valid);
 
-// Applies "--set section.key=value" to a config document and returns the dotted key. The value is
-// parsed as JSON when it parses (numbers, true/false, quoted strings), else taken as a plain string.
-std::string apply_override(nlohmann::json& doc, const std::string& assignment);
+// Applies "--set section.key=value" to a config document and returns the dotted keys it set. The
+// value is parsed as JSON when it parses (numbers, true/false, quoted strings), else taken as a
+// plain string. A whole section given as an object ("--set 'optim={\"lr\": 0.01}'") sets the keys
+// it names, each returned, and keeps the section's others (the file's, earlier --sets'); any other
+// key's value replaces what was there (an object-valued key such as model.rope_scaling whole).
+std::vector<std::string> apply_override(nlohmann::json& doc, const std::string& assignment);
 
 // A parser callback for any JSON a user's file holds (a config, a safetensors header, a Hugging
 // Face config.json): InputError naming `source` for a value nested deeper than a config ever is.

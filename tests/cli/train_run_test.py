@@ -354,6 +354,8 @@ def main():
     check(p.returncode == 0 and os.path.isdir(os.path.join(run_z, "checkpoints", "step_00000000")) and
           e.returncode == 0 and "from step 0" in e.stdout,
           f"max_steps 0 with at_end saves step 0, which exports ({(p.stdout + p.stderr)[-200:]} {e.stderr[-200:]})")
+    check("train loss: no step in this run (train.max_steps = 0)" in p.stdout,
+          "a fresh run of no steps says why it has no loss (it said it was resumed)")
 
     # A byte-level vocabulary's sample cuts characters short: written to metrics.jsonl with U+FFFD,
     # where it used to end the run (the JSON writer refused the bytes).

@@ -149,7 +149,9 @@ int train_main(const std::vector<std::string>& args) {
     fmt::print("train loss: {:.4f} (step {}) -> {:.4f} (step {})\n", s.first_loss, s.first_step, s.last_loss,
                s.last_step);
   } else {
-    fmt::print("train loss: no step in this run (resumed at its last step, {})\n", cfg.train.max_steps);
+    fmt::print("train loss: no step in this run ({})\n",
+               resume_checkpoint.empty() ? std::string("train.max_steps = 0")
+                                         : fmt::format("resumed at its last step, {}", cfg.train.max_steps));
   }
   if (s.val_loss) {
     fmt::print("val loss: {:.4f}   unigram entropy of the training data: {:.4f} nats ({})\n", *s.val_loss,

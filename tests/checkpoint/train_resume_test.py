@@ -216,7 +216,8 @@ def main():
             # Every rank refuses alike: the job says it once (each rank printed it, a line a rank).
             for what, config, extra in (
                     ("--resume with another model", other, ["--resume", saved]),
-                    ("an out-of-range key", deep_merge(BASE, {"zero": {"stage": 7}}), [])):
+                    ("an out-of-range key", deep_merge(BASE, {"zero": {"stage": 7}}), []),
+                    ("--resume latest without a checkpoint", BASE, ["--resume", "latest"])):
                 p = train(3, config, os.path.join(work, "three_" + what.split()[-1]), extra)
                 lines = [line for line in p.stderr.splitlines() if line.startswith("zerotrain: error:")]
                 check(p.returncode == 2 and len(lines) == 1,

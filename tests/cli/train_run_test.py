@@ -87,6 +87,8 @@ def main():
     check(all({"loss", "lr", "grad_norm", "step_ms", "tokens_per_s", "memory_peak_bytes"} <= r.keys() for r in train),
           "train records carry loss, lr, grad_norm, timing and memory")
     check([r["step"] for r in recs if r["type"] == "eval"] == [15, 30], "evaluations at steps 15 and 30")
+    check(all(r.get("val_windows") == 4 * 8 for r in recs if r["type"] == "eval"),
+          "each evaluation says over how many windows (eval_batches x micro_batch)")
     check(sum(r["type"] == "sample" for r in recs) == 2, "two text samples")
     check(recs[-1]["type"] == "summary", "a closing summary record")
     check(train[-1]["loss"] < train[0]["loss"] - 0.5, f"loss falls ({train[0]['loss']:.3f} -> {train[-1]['loss']:.3f})")

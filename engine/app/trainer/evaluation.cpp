@@ -34,7 +34,12 @@ void evaluate(TrainerState& s, int step, TrainSummary& summary) {
   s.model->release_activations();
   const float val_loss = static_cast<float>(sum / c.train.eval_batches);
   summary.val_loss = val_loss;
-  nlohmann::json record = {{"type", "eval"}, {"step", step}, {"val_loss", val_loss}};
+  // The windows it averaged over: eval_batches micro-batches, so another micro_batch (the same
+  // global batch through grad_accum) evaluates on other windows, and its val_loss differs.
+  nlohmann::json record = {{"type", "eval"},
+                           {"step", step},
+                           {"val_loss", val_loss},
+                           {"val_windows", static_cast<std::int64_t>(c.train.eval_batches) * B}};
   std::string choices;
   if (s.data.choices()) {
     // Forwards-only models in the run's activation dtype over the run's store, as many tokens a

@@ -268,12 +268,22 @@ def main():
     order = [(r["type"], r.get("step")) for r in records(run_g) if r["type"] in ("checkpoint", "eval", "sample")]
     check(p.returncode == 0 and order == [("checkpoint", 4), ("eval", 4), ("sample", 4)],
           f"the last step is saved before its evaluation and sample ({order})")
-    # Resuming a finished run makes the final evaluation (a kill after the last save left none).
+    # Resuming a finished run makes no second final evaluation or sample: the log keeps one of each.
     p = run(binary, ["train", "--config", config_path, "--run-dir", run_g, "--set", "train.max_steps=4",
                      "--resume", "latest"])
-    evals = [r for r in records(run_g) if r["type"] == "eval"]
-    check(p.returncode == 0 and len(evals) == 2 and evals[-1]["step"] == 4,
-          f"resuming a finished run evaluates it ({[(r['step'], r['val_loss']) for r in evals]})")
+    kinds = [(r["type"], r.get("step")) for r in records(run_g) if r["type"] in ("eval", "sample")]
+    check(p.returncode == 0 and kinds == [("eval", 4), ("sample", 4)] and "had finished at step 4" in p.stdout,
+          f"resuming a finished run logs its final evaluation and sample once ({kinds}; {p.stdout.strip()[-200:]})")
+    # A kill after the last save left neither: the resume makes them.
+    log_path = os.path.join(run_g, "metrics.jsonl")
+    kept = [line for line in open(log_path) if json.loads(line)["type"] not in ("eval", "sample", "summary")]
+    with open(log_path, "w") as f:
+        f.writelines(kept)
+    p = run(binary, ["train", "--config", config_path, "--run-dir", run_g, "--set", "train.max_steps=4",
+                     "--resume", "latest"])
+    kinds = [(r["type"], r.get("step")) for r in records(run_g) if r["type"] in ("eval", "sample")]
+    check(p.returncode == 0 and kinds == [("eval", 4), ("sample", 4)],
+          f"resuming a finished run whose log lacks its final evaluation makes it ({kinds})")
 
     summary = records(run_g)[-1]
     check(summary["type"] == "summary" and summary["first_loss"] is None and summary["last_loss"] is None

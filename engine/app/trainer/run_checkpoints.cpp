@@ -128,12 +128,15 @@ RunProgress start_run(TrainerState& s, const std::string& resume_checkpoint, boo
            {"recovered", "the run ended between the save's commit and its record; read back from its manifest"}});
   }
   // The evaluation and sample of the checkpoint's step come after its save, so a stop (or a kill)
-  // between them leaves them to this run: made before its first step where the log lacks them (the
-  // last step's are finish_run's). Rank 0 reads the log; every rank evaluates.
+  // between them leaves them to this run: made where the log lacks them, before its first step, or
+  // for a finished run resumed, by finish_run (which otherwise redoes neither: the log keeps one
+  // final evaluation). Rank 0 reads the log; every rank evaluates.
   const int at = run.start_step;
-  if (at > 0 && at < c.train.max_steps) {
-    const bool eval_due = c.train.eval_every > 0 && at % c.train.eval_every == 0;
-    const bool sample_due = c.log.samples() && c.log.sample_every > 0 && at % c.log.sample_every == 0;
+  if (at > 0 && at <= c.train.max_steps) {
+    const bool last = at == c.train.max_steps;  // the final evaluation and sample: always made
+    const bool eval_due = last || (c.train.eval_every > 0 && at % c.train.eval_every == 0);
+    const bool sample_due =
+        c.log.samples() && (last || (c.log.sample_every > 0 && at % c.log.sample_every == 0));
     std::string pending;
     if (s.root) {
       if (eval_due && !(s.metrics && logged_at_step("eval"))) pending += 'e';

@@ -246,8 +246,10 @@ TrainSummary Trainer::run() {
   }
   if (resume_checkpoint_.empty()) report_setup_memory(s);  // the weights' set-up: random or init_from
   run.summary.unigram_entropy_nats = s.data.unigram_entropy_nats();
-  if (run.eval_pending) evaluate(s, run.start_step, run.summary);  // the saved run stopped before them
-  if (run.sample_pending) sample(s, run.start_step, run.summary);
+  if (run.start_step < c.train.max_steps) {  // a finished run's are finish_run's
+    if (run.eval_pending) evaluate(s, run.start_step, run.summary);  // the saved run stopped before them
+    if (run.sample_pending) sample(s, run.start_step, run.summary);
+  }
   s.tracker.reset_peaks();  // the comparison with the prediction (report_step) covers the steps, not set-up
   run.started = std::chrono::steady_clock::now();
   int step = run.start_step;
@@ -374,9 +376,15 @@ void Trainer::finish_run(int step, RunProgress& run) {
       std::filesystem::remove(run_dir_ + "/final.safetensors", ec);
     }
     // Saved first, so that nothing after training (an evaluation or a sample that fails) can cost
-    // the trained model; also when a finished run is resumed, its final evaluation is made.
-    evaluate(s, step, summary);
-    if (step > 0 && c.log.samples()) sample(s, step, summary);
+    // the trained model. A finished run resumed makes those its log lacks (a kill after the last
+    // save), not a second copy of those it has.
+    const bool steps_ran = step > run.start_step || resume_checkpoint_.empty();
+    if (steps_ran || run.eval_pending) evaluate(s, step, summary);
+    if (step > 0 && c.log.samples() && (steps_ran || run.sample_pending)) sample(s, step, summary);
+    if (!steps_ran && !run.eval_pending && !run.sample_pending) {
+      s.progress.message(fmt::format("the run had finished at step {}: its final evaluation{} in {}", step,
+                                     c.log.samples() ? " and sample are" : " is", "metrics.jsonl"));
+    }
   }
   summary.memory = s.tracker.snapshot();
   report_summary(s, summary);

@@ -11,7 +11,9 @@
     rank files, before the commit): `latest` still names the previous complete checkpoint, and
     `--resume latest` resumes from it and finishes bitwise equal to the uninterrupted run;
   * SIGTERM while a periodic save is written: the run stops on that checkpoint (no step more, no
-    second save), and the resume finishes bitwise equal to the uninterrupted run.
+    second save), and the resume finishes bitwise equal to the uninterrupted run;
+  * SIGTERM during a long evaluation or sample: the run stops there on its step's checkpoint, and
+    the resume makes the evaluation (bitwise as uninterrupted).
 
 The step at which a signal lands is whatever it is; the checks hold for any step.
 
@@ -54,6 +56,16 @@ def train_steps_logged(run_dir):
             return sum(1 for line in f if '"type":"train"' in line)
     except OSError:
         return 0
+
+
+def checkpoint_logged(run_dir, step):
+    """Whether metrics.jsonl (as a running job has it so far) records the save of `step`."""
+    try:
+        with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+            lines = f.read().split("\n")[:-1]  # whole lines only
+    except OSError:
+        return False
+    return any(r["type"] == "checkpoint" and r["step"] == step for r in map(json.loads, lines))
 
 
 def main():
@@ -231,6 +243,37 @@ def main():
             check(made(run_dir) == made(ref_one) and [m[:2] for m in made(run_dir)][:2] == [("eval", 4), ("sample", 4)],
                   f"{name}: step 4's evaluation and sample made by the resumed run, as uninterrupted "
                   f"({made(run_dir)} vs {made(ref_one)})")
+
+    # SIGTERM during a long evaluation (20000 batches, seconds) or sample (100000 tokens): the run
+    # stops there, unlogged, on the checkpoint of its step (not after a step more and a save), and
+    # the resume makes them, as the uninterrupted run did.
+    slow_eval = deep_merge(SHORT, {"train": {"eval_batches": 20000}})
+    slow_sample = deep_merge(SHORT, {"log": {"sample_tokens": 100000}, "train": {"eval_every": 0}})
+    ref_dir = os.path.join(work, "ref_slow_eval")
+    if ok(run(1, slow_eval, ref_dir), "1 rank, a long evaluation: uninterrupted run exits 0"):
+        for what, kind, config in (("evaluation", "eval", slow_eval), ("sample", "sample", slow_sample)):
+            name = f"1 rank, SIGTERM during the {what} of step 4"
+            run_dir = os.path.join(work, f"term_in_{what}")
+            proc = start(1, config, run_dir)
+            saved = wait_until(lambda: checkpoint_logged(run_dir, 4))
+            if saved:
+                proc.send_signal(signal.SIGTERM)
+            out, err = proc.communicate(timeout=120)
+            recs = [(r["type"], r["step"]) for r in train_records(run_dir) if r["type"] in ("eval", "sample", "stop")]
+            check(saved and proc.returncode == 0 and recs[-1:] == [("stop", 4)] and (kind, 4) not in recs
+                  and f"step 4: the {what} (after " in out and train_steps_logged(run_dir) == 4,
+                  f"{name}: stops there on step 4's checkpoint, nothing of it logged (exit {proc.returncode}, "
+                  f"{recs}, {(out + err)[-300:]})")
+            resumed = slow_eval if kind == "eval" else deep_merge(slow_sample, {"log": {"sample_tokens": 8}})
+            p = run(1, resumed, run_dir, ["--resume", "latest"])
+            if ok(p, f"{name}: --resume latest exits 0") and kind == "sample":
+                made = [r["step"] for r in train_records(run_dir) if r["type"] == "sample"]
+                check(made == [4, 8], f"{name}: the resume makes step 4's sample ({made})")
+            elif p.returncode == 0:
+                same_as_reference(name, run_dir, ref_dir, SHORT["train"]["max_steps"])
+                made = [(r["type"], r["step"], r.get("val_loss")) for r in train_records(run_dir) if r["type"] == "eval"]
+                ref = [(r["type"], r["step"], r.get("val_loss")) for r in train_records(ref_dir) if r["type"] == "eval"]
+                check(made == ref, f"{name}: the resume makes step 4's evaluation, as uninterrupted ({made} vs {ref})")
     return checks.finish()
 
 

@@ -19,9 +19,13 @@ void name_comm_context(TrainerState& s, const std::string& context) {
   if (&s.store_comm() != &s.comm) s.store_comm().set_context(context);
 }
 
+void report_stopped(TrainerState& s, int step, const std::string& what) {
+  s.progress.message(fmt::format("step {}: {} stopped by a stop request; a resume makes it", step, what));
+}
+
 }  // namespace
 
-void evaluate(TrainerState& s, int step, TrainSummary& summary) {
+bool evaluate(TrainerState& s, int step, TrainSummary& summary, const StopVote& stop) {
   const RunConfig& c = s.config;
   name_comm_context(s, fmt::format("the evaluation after step {}", step));
   const int B = c.train.micro_batch, T = c.train.seq_len;
@@ -30,6 +34,12 @@ void evaluate(TrainerState& s, int step, TrainSummary& summary) {
     data::fill_batch(s.data.val(), s.data.val_stream(), B, T, static_cast<std::int64_t>(i) * B, s.inputs.data(),
                      s.targets.data());
     sum += s.model->forward(s.store, s.inputs.data(), s.targets.data(), {.training = false});
+    // After the last forward too: the choices, or the sample after, can take as long again.
+    if (stop && stop()) {
+      s.model->release_activations();
+      report_stopped(s, step, fmt::format("the evaluation (after {} of {} batches)", i + 1, c.train.eval_batches));
+      return false;
+    }
   }
   s.model->release_activations();
   const float val_loss = static_cast<float>(sum / c.train.eval_batches);
@@ -61,9 +71,10 @@ void evaluate(TrainerState& s, int step, TrainSummary& summary) {
   s.log(record);
   s.progress.message(fmt::format("step {}: val loss {:.4f} (unigram entropy of the data {:.4f}){}", step, val_loss,
                                  summary.unigram_entropy_nats, choices));
+  return true;
 }
 
-void sample(TrainerState& s, int step, TrainSummary& summary) {
+bool sample(TrainerState& s, int step, TrainSummary& summary, const StopVote& stop) {
   const RunConfig& c = s.config;
   name_comm_context(s, fmt::format("the sample after step {}", step));
   const data::TokenText& text = s.data.text();  // the tokenizer, else the vocabulary, else ids
@@ -74,13 +85,19 @@ void sample(TrainerState& s, int step, TrainSummary& summary) {
   const SamplingModelBuilder build = [&](int seq_len) {
     return make_model(c.model_spec(), sampling_build(seq_len, c.activation_dtype), s.tracker, s.ctx);
   };
-  const auto tokens = sample_tokens(build, s.store, std::move(prompt),
-                                    {c.log.sample_tokens, c.log.sample_temperature, c.log.sample_top_k,
-                                     c.train.seed + static_cast<std::uint64_t>(step), text.size()},
-                                    c.train.seq_len);
+  SamplingOptions options{c.log.sample_tokens, c.log.sample_temperature, c.log.sample_top_k,
+                          c.train.seed + static_cast<std::uint64_t>(step), text.size()};
+  bool stopped = false;
+  if (stop) options.stop_requested = [&] { return stopped = stop(); };
+  const auto tokens = sample_tokens(build, s.store, std::move(prompt), options, c.train.seq_len);
+  if (stopped) {
+    report_stopped(s, step, fmt::format("the sample (after {} of {} tokens)", tokens.size(), c.log.sample_tokens));
+    return false;
+  }
   summary.sample = text.decode(tokens);
   s.log({{"type", "sample"}, {"step", step}, {"text", summary.sample}});
   s.progress.message(fmt::format("step {}: sample:\n{}\n---", step, summary.sample));
+  return true;
 }
 
 }  // namespace zt

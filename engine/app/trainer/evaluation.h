@@ -4,14 +4,23 @@
 
 #include "engine/app/trainer/trainer_state.h"
 
+#include <functional>
+
 namespace zt {
 
+// The ranks' vote on a stop request (a collective: every rank asks it at the same points): true
+// ends an evaluation or sample there, unlogged, so that a preempted job does not spend its grace
+// period on them; the resumed run makes them (its log lacks them).
+using StopVote = std::function<bool()>;
+
 // The mean loss of train.eval_batches forward passes over the same validation windows every time
-// (no dropout); logged as an "eval" record after step `step`.
-void evaluate(TrainerState& s, int step, TrainSummary& summary);
+// (no dropout); logged as an "eval" record after step `step`. `stop` is asked after each forward
+// (none: never stopped); returns false when it ended the evaluation.
+bool evaluate(TrainerState& s, int step, TrainSummary& summary, const StopVote& stop = {});
 
 // log.sample_tokens generated from log.sample_prompt by a batch-1 model through the same store,
-// seeded by the step; decoded with the dataset's vocabulary (token ids without one).
-void sample(TrainerState& s, int step, TrainSummary& summary);
+// seeded by the step; decoded with the dataset's vocabulary (token ids without one). `stop` is
+// asked before each draw after the first; returns false when it ended the sample.
+bool sample(TrainerState& s, int step, TrainSummary& summary, const StopVote& stop = {});
 
 }  // namespace zt

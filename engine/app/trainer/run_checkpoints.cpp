@@ -73,6 +73,8 @@ RunProgress start_run(TrainerState& s, const std::string& resume_checkpoint, boo
   }
   ckpt::restore_training_state(reader, s.store, s.optimizer);  // publishes; the first acquire waits for it
   run.start_step = static_cast<int>(m.position.step);
+  run.last_saved_step = run.start_step;  // a stop before the first step saves nothing more
+  run.last_saved_path = resume_checkpoint;
   run.start_sample = m.position.next_sample_index;
   run.start_tokens = m.position.tokens_seen;
   run.summary.steps_done = m.position.optimizer_step;
@@ -135,8 +137,7 @@ RunProgress start_run(TrainerState& s, const std::string& resume_checkpoint, boo
   if (at > 0 && at <= c.train.max_steps) {
     const bool last = at == c.train.max_steps;  // the final evaluation and sample: always made
     const bool eval_due = last || (c.train.eval_every > 0 && at % c.train.eval_every == 0);
-    const bool sample_due =
-        c.log.samples() && (last || (c.log.sample_every > 0 && at % c.log.sample_every == 0));
+    const bool sample_due = c.log.samples() && (last || (c.log.sample_every > 0 && at % c.log.sample_every == 0));
     std::string pending;
     if (s.root) {
       if (eval_due && !(s.metrics && logged_at_step("eval"))) pending += 'e';

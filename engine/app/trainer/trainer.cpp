@@ -115,6 +115,24 @@ AgreedLoss agree_on_stop(const TrainerState& s, bool folds) {
       step, broadcast_string(s.comm, s.root ? s.lock_lost_to() : std::string()));
 }
 
+// The stop vote between steps, asked by an evaluation or sample as it goes; a lost lock ends the
+// run as at a step's end.
+StopVote stop_vote_after(const TrainerState& s, int step) {
+  return [&s, step] {
+    const AgreedLoss agreed = agree_on_stop(s, s.config.zero.fold_in_global_order);
+    if (agreed.lock_lost) end_on_lost_lock(s, step);
+    return agreed.stop_requested;
+  };
+}
+
+// The evaluation and sample due after `step`; false when a stop request ended one (the sample
+// then waits for the resume too).
+bool evaluate_and_sample(TrainerState& s, RunProgress& run, int step, bool eval_due, bool sample_due) {
+  const StopVote stop = stop_vote_after(s, step);
+  if (eval_due && !evaluate(s, step, run.summary, stop)) return false;
+  return !sample_due || sample(s, step, run.summary, stop);
+}
+
 // A step whose loss or gradient norm is not finite (no weights were touched): logged, then skipped
 // when train.nonfinite = "skip" and fewer than train.max_skipped_steps came before it in a row.
 // Returns false when the run stops instead.
@@ -246,14 +264,14 @@ TrainSummary Trainer::run() {
   }
   if (resume_checkpoint_.empty()) report_setup_memory(s);  // the weights' set-up: random or init_from
   run.summary.unigram_entropy_nats = s.data.unigram_entropy_nats();
-  if (run.start_step < c.train.max_steps) {  // a finished run's are finish_run's
-    if (run.eval_pending) evaluate(s, run.start_step, run.summary);  // the saved run stopped before them
-    if (run.sample_pending) sample(s, run.start_step, run.summary);
-  }
+  // The saved run stopped before these (a finished run's are finish_run's).
+  const bool stopped = run.start_step < c.train.max_steps && (run.eval_pending || run.sample_pending) &&
+                       !evaluate_and_sample(s, run, run.start_step, run.eval_pending, run.sample_pending);
+  if (stopped) stop_after(s, run, run.start_step);
   s.tracker.reset_peaks();  // the comparison with the prediction (report_step) covers the steps, not set-up
   run.started = std::chrono::steady_clock::now();
   int step = run.start_step;
-  for (; step < c.train.max_steps; ++step) {
+  for (; step < c.train.max_steps && !stopped; ++step) {
     begin_profiled_step(s);
     const StepMeter meter(s);
     const StepResult result = train_step(step, run);
@@ -288,9 +306,11 @@ TrainSummary Trainer::run() {
     }
     // The last step's evaluation and sample come after its weights are saved (finish_run).
     const bool last = step + 1 == c.train.max_steps;
-    if (!last && c.train.eval_every > 0 && (step + 1) % c.train.eval_every == 0) evaluate(s, step + 1, run.summary);
-    if (!last && c.log.samples() && c.log.sample_every > 0 && (step + 1) % c.log.sample_every == 0) {
-      sample(s, step + 1, run.summary);
+    const bool eval_due = !last && c.train.eval_every > 0 && (step + 1) % c.train.eval_every == 0;
+    const bool sample_due = !last && c.log.samples() && c.log.sample_every > 0 && (step + 1) % c.log.sample_every == 0;
+    if ((eval_due || sample_due) && !evaluate_and_sample(s, run, step + 1, eval_due, sample_due)) {
+      stop_after(s, run, step + 1);
+      break;
     }
   }
   finish_run(step, run);
@@ -378,10 +398,12 @@ void Trainer::finish_run(int step, RunProgress& run) {
     // Saved first, so that nothing after training (an evaluation or a sample that fails) can cost
     // the trained model. A finished run resumed makes those its log lacks (a kill after the last
     // save), not a second copy of those it has.
+    // A stop request ends them like any other (saved, for the resume to make them).
     const bool steps_ran = step > run.start_step || resume_checkpoint_.empty();
-    if (steps_ran || run.eval_pending) evaluate(s, step, summary);
-    if (step > 0 && c.log.samples() && (steps_ran || run.sample_pending)) sample(s, step, summary);
-    if (!steps_ran && !run.eval_pending && !run.sample_pending) {
+    const bool eval_due = steps_ran || run.eval_pending;
+    const bool sample_due = step > 0 && c.log.samples() && (steps_ran || run.sample_pending);
+    if (!evaluate_and_sample(s, run, step, eval_due, sample_due)) stop_after(s, run, step);
+    if (!eval_due && !sample_due) {
       s.progress.message(fmt::format("the run had finished at step {}: its final evaluation{} in {}", step,
                                      c.log.samples() ? " and sample are" : " is", "metrics.jsonl"));
     }

@@ -197,11 +197,14 @@ def main():
             time.sleep(0.1)
             os.kill(rank_pids(run_dir)[0], signal.SIGKILL)
         try:
-            proc.communicate(timeout=60)
+            _, err = proc.communicate(timeout=60)
         except subprocess.TimeoutExpired:
             proc.kill()
-            proc.communicate()
+            _, err = proc.communicate()
         check(in_save and proc.returncode != 0, f"{name}: killed inside the save (exit {proc.returncode})")
+        if np_ > 1:  # the surviving rank says where it was stopped (it said the step's micro-batch)
+            check("at the checkpoint save of step 4" in err,
+                  f"{name}: rank 1 says it was stopped in the save of step 4 ({err.strip()[-300:]})")
         folder = os.path.join(run_dir, "checkpoints")
         with open(os.path.join(folder, "latest")) as f:
             check(f.read().strip() == "step_00000002", f"{name}: latest still names step_00000002")

@@ -12,13 +12,6 @@ namespace zt {
 
 namespace {
 
-// What a collective that times out or fails names: the evaluation or sample, not the last step's
-// micro-batch.
-void name_comm_context(TrainerState& s, const std::string& context) {
-  s.comm.set_context(context);
-  if (&s.store_comm() != &s.comm) s.store_comm().set_context(context);
-}
-
 void report_stopped(TrainerState& s, int step, const std::string& what) {
   s.progress.message(fmt::format("step {}: {} stopped by a stop request; a resume makes it", step, what));
 }
@@ -27,7 +20,7 @@ void report_stopped(TrainerState& s, int step, const std::string& what) {
 
 bool evaluate(TrainerState& s, int step, TrainSummary& summary, const StopVote& stop) {
   const RunConfig& c = s.config;
-  name_comm_context(s, fmt::format("the evaluation after step {}", step));
+  s.set_comm_context(fmt::format("the evaluation after step {}", step));
   const int B = c.train.micro_batch, T = c.train.seq_len;
   double sum = 0.0;
   for (int i = 0; i < c.train.eval_batches; ++i) {
@@ -76,7 +69,7 @@ bool evaluate(TrainerState& s, int step, TrainSummary& summary, const StopVote& 
 
 bool sample(TrainerState& s, int step, TrainSummary& summary, const StopVote& stop) {
   const RunConfig& c = s.config;
-  name_comm_context(s, fmt::format("the sample after step {}", step));
+  s.set_comm_context(fmt::format("the sample after step {}", step));
   const data::TokenText& text = s.data.text();  // the tokenizer, else the vocabulary, else ids
   std::vector<std::int32_t> prompt = text.encode_prompt(c.log.sample_prompt);
   // The run's store, so the run's units: the token table in as many chunks as the training head's;

@@ -204,6 +204,8 @@ void report_saved(TrainerState& s, RunProgress& run, const ckpt::SaveResult& r) 
 
 void save_checkpoint(TrainerState& s, RunProgress& run, int steps_completed) {
   const RunConfig& c = s.config;
+  // A rank stopped in the save (a peer died in it) says so, not the last step's micro-batch.
+  s.set_comm_context(fmt::format("the checkpoint save of step {}", steps_completed));
   const std::int64_t samples_per_step =
       static_cast<std::int64_t>(c.train.grad_accum) * c.train.micro_batch * c.world_size;
   ckpt::CheckpointMeta meta;

@@ -330,8 +330,7 @@ StepResult Trainer::train_step(int step, const RunProgress& run) {
   std::vector<double> losses;  // this rank's, one a micro-batch
   for (int micro = 0; micro < accum; ++micro) {
     const std::string context = fmt::format("step {} micro-batch {}", step + 1, micro);
-    s.comm.set_context(context);
-    if (&s.store_comm() != &s.comm) s.store_comm().set_context(context);
+    s.set_comm_context(context);
     s.store.set_micro_batch(micro, accum);  // stages 0-1 reduce after the last micro-batch only
     // The batch: this rank's slice of the step's global samples. The global index of its first
     // sample numbers it among all the run's samples and keys both the data windows and dropout.
@@ -387,6 +386,7 @@ void Trainer::finish_run(int step, RunProgress& run) {
   report_profile(s, run);
   if (finished) {
     if (c.log.final_weights) {
+      s.set_comm_context(fmt::format("the gather of final.safetensors after step {}", step));
       write_final_weights(run_dir_ + "/final.safetensors", s.optimizer, s.tracker, s.root,
                           {{"run_config", c.to_json().dump()}, {"steps", std::to_string(summary.steps_done)}});
     } else if (s.root) {

@@ -86,6 +86,12 @@ struct TrainerState {
   }
   // The communicator the parameter store's collectives go through (its volume is the ZeRO one).
   Communicator& store_comm() { return device_comm ? *device_comm : comm; }
+  // What a collective that times out or fails, and a rank the launcher stops, name as where the
+  // run was ("step 5 micro-batch 0", "the checkpoint save of step 4"): both communicators'.
+  void set_comm_context(const std::string& context) {
+    comm.set_context(context);
+    if (&store_comm() != &comm) store_comm().set_context(context);
+  }
   // zero.shard_group_size: the store's HybridCommunicator (null otherwise).
   HybridCommunicator* hybrid_comm() { return dynamic_cast<HybridCommunicator*>(device_comm.get()); }
 };

@@ -13,6 +13,7 @@
 #include "engine/app/checkpoint/durable_file.h"
 #include "engine/app/data/special_tokens.h"
 #include "engine/app/data/token_text.h"
+#include "engine/app/data/vocab_tokenizer_json.h"
 #include "engine/app/io/json_file.h"
 #include "engine/app/io/llmc_model_file.h"
 #include "engine/app/io/output_file.h"
@@ -244,13 +245,22 @@ HfExport export_hf(const CheckpointReader& reader, const std::string& out_dir, D
                                           {"weight_map", weight_map}};
     write_text(staged.stage((dir / "model.safetensors.index.json").string()), index.dump(2) + "\n");
   }
-  // The run's tokenizer, so AutoTokenizer loads the folder too.
+  // The run's tokenizer, so AutoTokenizer loads the folder too; or its own vocabulary (a character-
+  // or byte-level run's vocab.json) written as one.
   for (const char* f : data::kTokenizerFiles) {
     if (!fs::exists(run_dir / f)) continue;
     std::error_code ec;
     fs::copy_file(run_dir / f, staged.stage((dir / f).string()), fs::copy_options::overwrite_existing, ec);
     if (ec) throw_runtime_error("cannot copy {} into {}: {}", (run_dir / f).string(), out_dir, ec.message());
     result.tokenizer_files.push_back(f);
+  }
+  if (result.tokenizer_files.empty() && fs::exists(run_dir / "vocab.json")) {
+    const data::Vocab vocab = data::Vocab::load((run_dir / "vocab.json").string());
+    write_text(staged.stage((dir / "tokenizer.json").string()), data::tokenizer_json_of_vocab(vocab).dump(2) + "\n");
+    write_text(staged.stage((dir / "tokenizer_config.json").string()),
+               data::tokenizer_config_of_vocab(spec.model.block_size).dump(2) + "\n");
+    result.tokenizer_files = {"tokenizer.json", "tokenizer_config.json"};
+    result.tokenizer_from_vocab = true;
   }
   write_text(staged.stage((dir / "config.json").string()), hf.dump(2) + "\n");
 

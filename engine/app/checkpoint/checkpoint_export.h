@@ -18,7 +18,8 @@ namespace zt::ckpt {
 // What export_hf wrote in its folder.
 struct HfExport {
   std::vector<std::string> files;            // model.safetensors, or model-0000k-of-0000n.safetensors
-  std::vector<std::string> tokenizer_files;  // copied from the run directory
+  std::vector<std::string> tokenizer_files;  // copied from the run directory, or made of its vocab.json
+  bool tokenizer_from_vocab = false;         // the latter
   std::int64_t total_bytes = 0;              // tensor data
 };
 // DIR/config.json (the family's ModelFamily::hf_config) and the tensors (F32 or BF16, round to

@@ -1,6 +1,7 @@
 // What turns text into a run's token ids and back for prompts and samples: a Hugging Face
-// tokenizer.json (byte-level BPE, data/tokenizer.h), or zerotrain's own vocab.json (character or
-// byte level, data/vocab.h); with neither, ids are printed as numbers and a prompt is empty.
+// tokenizer.json (byte-level BPE, data/tokenizer.h; or an exported character vocabulary), or
+// zerotrain's own vocab.json (character or byte level, data/vocab.h); with neither, ids are
+// printed as numbers and a prompt is empty.
 #pragma once
 
 #include <cstdint>
@@ -26,6 +27,9 @@ class TokenText {
   explicit TokenText(Vocab v) : vocab_(std::move(v)) {}
   // dir/tokenizer.json, else dir/vocab.json, else neither.
   static TokenText from_dir(const std::string& dir);
+  // A tokenizer.json: a byte-level BPE's Tokenizer, or the character vocabulary an export of a
+  // character-level run writes as one (data/vocab_tokenizer_json.h).
+  static TokenText from_tokenizer_file(const std::string& path);
 
   bool has() const { return tokenizer_.has_value() || vocab_.has_value(); }
   // A prompt's tokens: a tokenizer.json's Tokenizer::encode_prompt (its template's leading special

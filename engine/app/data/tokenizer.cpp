@@ -175,8 +175,11 @@ std::vector<std::int32_t> template_prefix(const nlohmann::json& post) {
 
 }  // namespace
 
-Tokenizer Tokenizer::load(const std::string& path) {
-  const nlohmann::json j = read_json_file(path);
+const std::array<std::string, 256>& byte_level_chars() { return byte_map().to_char; }
+
+Tokenizer Tokenizer::load(const std::string& path) { return from_json(read_json_file(path), path); }
+
+Tokenizer Tokenizer::from_json(const nlohmann::json& j, const std::string& path) {
   Tokenizer t;
   t.path_ = path;
   try {

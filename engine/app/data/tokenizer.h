@@ -7,8 +7,10 @@
 // rank order. tests/data/tokenizer_test.py holds it equal to the library on a test corpus.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <span>
 #include <string>
@@ -23,6 +25,8 @@ class Tokenizer {
   // InputError naming the file and what it holds that is not read here (another model type, a
   // normalizer, a pre-tokenizer pattern other than GPT-2's or Llama 3's).
   static Tokenizer load(const std::string& path);
+  // The same, from the file's JSON already read (`path` names it in errors).
+  static Tokenizer from_json(const nlohmann::json& j, const std::string& path);
 
   std::vector<std::int32_t> encode(std::string_view text) const;
   // A prompt to continue: encode's ids after the special tokens the tokenizer's template puts
@@ -55,5 +59,9 @@ class Tokenizer {
   std::unordered_map<std::string, int> merge_rank_;            // "left right" -> rank
   std::string path_;
 };
+
+// GPT-2's byte-level alphabet: byte b's printable stand-in, as UTF-8 (what a byte-level BPE's
+// vocabulary spells its tokens in).
+const std::array<std::string, 256>& byte_level_chars();
 
 }  // namespace zt::data

@@ -121,6 +121,15 @@ Vocab Vocab::load(const std::string& path) {
     throw_input_error("{}: vocabulary has no \"tokens\" list", path);
   }
   const auto& tokens = j["tokens"];
+  std::vector<std::string> pieces;
+  for (std::size_t i = 0; i < tokens.size(); ++i) {
+    if (!tokens[i].is_string()) throw_input_error("{}: vocabulary token {} is not a string", path, i);
+    pieces.push_back(tokens[i].get<std::string>());
+  }
+  return from_chars(std::move(pieces), path);
+}
+
+Vocab Vocab::from_chars(std::vector<std::string> tokens, const std::string& path) {
   if (tokens.empty()) throw_input_error("{}: vocabulary \"tokens\" is empty", path);
   if (tokens.size() > static_cast<std::size_t>(kMaxTokens)) {
     throw_input_error("{}: vocabulary has {} tokens; at most {} are allowed", path, tokens.size(), kMaxTokens);
@@ -129,8 +138,7 @@ Vocab Vocab::load(const std::string& path) {
   v.kind_ = Kind::kChar;
   std::set<std::string> seen;
   for (std::size_t i = 0; i < tokens.size(); ++i) {
-    if (!tokens[i].is_string()) throw_input_error("{}: vocabulary token {} is not a string", path, i);
-    std::string piece = tokens[i].get<std::string>();
+    std::string& piece = tokens[i];
     std::size_t len = 0;
     bool single = false;
     try {

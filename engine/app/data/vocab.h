@@ -22,9 +22,14 @@ class Vocab {
   // JSON: {"format": "zerotrain-vocab", "version": 1, "kind": "char"|"byte", "tokens": [...]} with
   // each token's UTF-8 text (char level) or its byte value 0..255 (byte level).
   static Vocab load(const std::string& path);
+  // Char level from its tokens in id order, each exactly one character and none twice (InputError
+  // naming `where` otherwise).
+  static Vocab from_chars(std::vector<std::string> tokens, const std::string& where);
   void save(const std::string& path) const;
 
   Kind kind() const { return kind_; }
+  // Each token's UTF-8 text (one byte each at byte level), in id order.
+  const std::vector<std::string>& pieces() const { return pieces_; }
   int size() const { return static_cast<int>(pieces_.size()); }
   // Throws InputError naming the first character not in the vocabulary.
   std::vector<std::uint16_t> encode(std::string_view utf8_text) const;

@@ -253,7 +253,9 @@ int ckpt_main(const std::vector<std::string>& args) {
         "wrote {}/config.json and {} ({}){} from step {}\n", out,
         e.files.size() == 1 ? e.files[0] : fmt::format("{} shards with model.safetensors.index.json", e.files.size()),
         human_bytes(e.total_bytes),
-        e.tokenizer_files.empty() ? "" : fmt::format(", and the run's {}", fmt::join(e.tokenizer_files, ", ")),
+        e.tokenizer_files.empty() ? ""
+        : e.tokenizer_from_vocab  ? fmt::format(", and the run's vocabulary as {}", fmt::join(e.tokenizer_files, ", "))
+                                  : fmt::format(", and the run's {}", fmt::join(e.tokenizer_files, ", ")),
         reader.manifest().position.step);
   } else {
     ckpt::export_llmc(reader, out, dtype);

@@ -55,7 +55,7 @@ data::TokenText token_text(const ArgParser& parser, const std::string& dir) {
       throw_input_error("zerotrain sample: --{} {}: no such file", flag, parser.get(flag));
     }
   }
-  if (parser.has("tokenizer")) return data::TokenText(data::Tokenizer::load(parser.get("tokenizer")));
+  if (parser.has("tokenizer")) return data::TokenText::from_tokenizer_file(parser.get("tokenizer"));
   if (parser.has("vocab")) return data::TokenText(data::Vocab::load(parser.get("vocab")));
   return dir.empty() ? data::TokenText() : data::TokenText::from_dir(dir);
 }

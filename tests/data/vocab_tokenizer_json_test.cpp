@@ -1,0 +1,73 @@
+// A vocabulary as a Hugging Face tokenizer.json and back (data/vocab_tokenizer_json.h): the
+// character form reads back as the same vocabulary, the byte form as a byte-level Tokenizer that
+// numbers bytes as the byte vocabulary does, other tokenizers are not taken for a character one,
+// and ids that do not number the tokens once each are refused naming the file. (transformers'
+// reading of both forms: tests/data/vocab_export_test.py.)
+#include "engine/app/data/vocab_tokenizer_json.h"
+
+#include <gtest/gtest.h>
+
+#include "engine/app/data/tokenizer.h"
+#include "tests/data/data_test_util.h"
+
+namespace zt::data {
+namespace {
+
+using testing::expect_input_error;
+
+// 1-, 2-, 3- and 4-byte characters.
+const std::string kText = "h\xC3\xA9llo \xE4\xB8\x96 \xF0\x9F\x98\x80!\n";
+
+TEST(VocabTokenizerJson, CharacterFormReadsBackAsTheSameVocabulary) {
+  const Vocab v = Vocab::build_char(kText);
+  const nlohmann::json j = nlohmann::json::parse(tokenizer_json_of_vocab(v).dump());
+  EXPECT_EQ(j["model"]["type"], "BPE");
+  EXPECT_TRUE(j["model"]["merges"].empty());
+  EXPECT_TRUE(j["pre_tokenizer"].is_null());
+  EXPECT_EQ(j["decoder"]["type"], "Fuse");
+  const std::optional<Vocab> back = char_vocab_of_tokenizer_json(j, "t.json");
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(back->pieces(), v.pieces());
+  EXPECT_EQ(back->encode(kText), v.encode(kText));
+}
+
+TEST(VocabTokenizerJson, ByteFormIsAByteLevelTokenizerNumberingBytesAsTheVocabulary) {
+  const Vocab v = Vocab::byte_level();
+  const nlohmann::json j = nlohmann::json::parse(tokenizer_json_of_vocab(v).dump());
+  EXPECT_FALSE(char_vocab_of_tokenizer_json(j, "t.json").has_value());
+  const Tokenizer t = Tokenizer::from_json(j, "t.json");
+  std::string bytes = kText;
+  for (int b = 0; b < 256; ++b) bytes += static_cast<char>(b);
+  std::vector<std::int32_t> want;
+  for (const std::uint16_t id : v.encode(bytes)) want.push_back(id);
+  EXPECT_EQ(t.encode(bytes), want);
+  EXPECT_EQ(t.decode(want), bytes);
+  EXPECT_EQ(t.vocab_size(), 256);
+}
+
+TEST(VocabTokenizerJson, OtherTokenizersAreNotACharacterOne) {
+  nlohmann::json j = nlohmann::json::parse(tokenizer_json_of_vocab(Vocab::build_char("ab")).dump());
+  nlohmann::json with_merge = j, with_pre = j, other_decoder = j, with_added = j;
+  with_merge["model"]["merges"] = {"a b"};
+  with_pre["pre_tokenizer"] = {{"type", "Whitespace"}};
+  other_decoder["decoder"] = {{"type", "ByteLevel"}};
+  with_added["added_tokens"] = nlohmann::json::array({{{"id", 2}, {"content", "<s>"}}});
+  for (const nlohmann::json& t : {with_merge, with_pre, other_decoder, with_added, nlohmann::json::array()}) {
+    EXPECT_FALSE(char_vocab_of_tokenizer_json(t, "t.json").has_value()) << t.dump();
+  }
+}
+
+TEST(VocabTokenizerJson, IdsThatDoNotNumberTheTokensOnceAreRefused) {
+  nlohmann::json j = nlohmann::json::parse(tokenizer_json_of_vocab(Vocab::build_char("abc")).dump());
+  nlohmann::json twice = j, past = j, multi = j;
+  twice["model"]["vocab"]["c"] = 0;
+  past["model"]["vocab"]["c"] = 7;
+  expect_input_error([&] { char_vocab_of_tokenizer_json(twice, "t.json"); }, {"t.json", "'c'", "once each"});
+  expect_input_error([&] { char_vocab_of_tokenizer_json(past, "t.json"); }, {"t.json", "'c'", "0..2"});
+  multi["model"]["vocab"].erase("c");
+  multi["model"]["vocab"]["cd"] = 2;
+  expect_input_error([&] { char_vocab_of_tokenizer_json(multi, "t.json"); }, {"t.json", "exactly one character"});
+}
+
+}  // namespace
+}  // namespace zt::data

@@ -70,6 +70,14 @@ TEST(MemoryCommand, PaperTablePrintsFigure1) {
     EXPECT_NE(out.find(total), std::string::npos) << out;
 }
 
+TEST(MemoryCommand, ParamCountIsAnyPlainDecimal) {
+  // As plan's sizes and rates (cli::decimal_start): a leading '.' too.
+  ::testing::internal::CaptureStdout();
+  EXPECT_EQ(cli::memory_main({"--params", ".5e9", "--ranks", "4", "--json"}), 0);
+  const nlohmann::json paper = nlohmann::json::parse(::testing::internal::GetCapturedStdout());
+  EXPECT_EQ(paper["params"], 500000000);
+}
+
 TEST(MemoryCommand, JsonForAParamCountAndAConfig) {
   ::testing::internal::CaptureStdout();
   EXPECT_EQ(cli::memory_main({"--params", "1e6", "--ranks", "4", "--k", "16", "--json"}), 0);
@@ -170,6 +178,9 @@ TEST(MemoryCommand, BadInputIsAnInputError) {
       {"--params", "1.5", "--ranks", "4"},                        // not whole
       {"--params", "-3", "--ranks", "4"},
       {"--params", "lots", "--ranks", "4"},
+      {"--params", "0x10", "--ranks", "4"},  // strtod's hex
+      {"--params", " 1e6", "--ranks", "4"},  // and leading blanks
+      {"--params", "inf", "--ranks", "4"},
       {"--params", "1e6", "--ranks", "0"},
       {"--params", "1e6"},  // --ranks missing
       {"--params", "1e6", "--ranks", "4", "--set", "train.micro_batch=2"},

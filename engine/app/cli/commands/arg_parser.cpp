@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <cctype>
 #include <charconv>
 
 #include "engine/base/core/check.h"
@@ -103,6 +104,11 @@ std::string ArgParser::help_text() const {
   }
   out += fmt::format("  {:<28} {}\n", "--help", "show this help");
   return out;
+}
+
+bool decimal_start(const std::string& text) {
+  return !text.empty() && (std::isdigit(static_cast<unsigned char>(text[0])) || text[0] == '.') &&
+         text.find_first_of("xX") == std::string::npos;
 }
 
 }  // namespace zt::cli

@@ -40,4 +40,9 @@ class ArgParser {
   std::map<std::string, std::vector<std::string>> values_;
 };
 
+// Whether `text` opens as a plain decimal number ("124e6", "0.5", ".5"): std::strtod, which the
+// commands' number flags parse with, also takes hex ("0x10"), "inf", "nan" and leading blanks,
+// none of which a size, rate or count on a command line means.
+bool decimal_start(const std::string& text);
+
 }  // namespace zt::cli

@@ -38,9 +38,8 @@ constexpr MemCategory kRows[] = {MemCategory::kParameters,      MemCategory::kGr
 std::int64_t parse_param_count(const std::string& text) {
   char* end = nullptr;
   const double v = std::strtod(text.c_str(), &end);
-  const bool decimal = !text.empty() && std::isdigit(static_cast<unsigned char>(text[0])) &&
-                       text.find_first_of("xX") == std::string::npos;  // strtod takes hex and leading blanks
-  if (!decimal || end != text.c_str() + text.size() || !std::isfinite(v) || v < 1 || v > 9e15 || v != std::floor(v)) {
+  if (!decimal_start(text) || end != text.c_str() + text.size() || !std::isfinite(v) || v < 1 || v > 9e15 ||
+      v != std::floor(v)) {
     throw_input_error(
         "zerotrain memory: --params must be a whole number of parameters from 1 to 9e15, such as 124e6 or "
         "7.5e9 (got '{}')",

@@ -25,13 +25,6 @@ namespace {
 
 constexpr const char* kDefaultProfile = "docs/results/cpu_op_profile.json";
 
-// Whether `text` opens with a plain decimal number (strtod also takes hex, "0x10", and leading
-// blanks, which no size or rate on a command line means).
-bool decimal_start(const std::string& text) {
-  return !text.empty() && (std::isdigit(static_cast<unsigned char>(text[0])) || text[0] == '.') &&
-         text.find_first_of("xX") == std::string::npos;
-}
-
 // "80GiB", "24GB", "512MiB", "1.5e9" (bytes): a size in bytes.
 std::int64_t parse_size(const std::string& flag, const std::string& text) {
   char* end = nullptr;

@@ -351,6 +351,13 @@ def main():
           and latest == "step_00000006" and "superseded" in p.stdout,
           f"a resume from step 4 sets step 8 aside and keeps its own last two ({kept}, {aside}, {latest}, "
           f"{(p.stdout + p.stderr)[-300:]})")
+    # Nothing deletes superseded/: what it has grown to is said and logged each time it grows.
+    aside_bytes = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(os.path.join(folder, "superseded"))
+                      for f in fs)
+    logged = [r for r in records(run_k) if r["type"] == "superseded_checkpoints"]
+    check(p.returncode == 0 and "which now holds 1 checkpoint(s)" in p.stdout and len(logged) == 1
+          and logged[0]["superseded_checkpoints"] == 1 and logged[0]["superseded_bytes"] == aside_bytes,
+          f"setting aside says what superseded/ holds ({logged}, {aside_bytes} bytes)")
     with open(os.path.join(run_k, "metrics.jsonl")) as f:
         lines = f.read().splitlines()
     parsed = [json.loads(line) for line in lines if line.startswith("{") and line.endswith("}")]

@@ -128,6 +128,23 @@ std::vector<std::string> set_aside_checkpoints_after(const std::string& folder, 
   return moved;
 }
 
+SupersededUsage superseded_usage(const std::string& folder) {
+  SupersededUsage usage;
+  std::error_code ec;
+  const fs::path aside = fs::path(folder) / kSupersededName;
+  for (fs::directory_iterator it(aside, ec), end; !ec && it != end; it.increment(ec)) {
+    if (it->is_directory(ec)) ++usage.checkpoints;
+  }
+  for (fs::recursive_directory_iterator it(aside, ec), end; !ec && it != end; it.increment(ec)) {
+    std::error_code size_ec;
+    if (it->is_regular_file(size_ec)) {
+      const std::uintmax_t size = it->file_size(size_ec);
+      if (!size_ec) usage.bytes += static_cast<std::int64_t>(size);
+    }
+  }
+  return usage;
+}
+
 namespace {
 
 // A checkpoint's lineage: its checkpoint_lineage_id and the previous_save_id in its manifest's

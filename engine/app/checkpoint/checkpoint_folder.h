@@ -41,6 +41,13 @@ inline constexpr const char* kSupersededName = "superseded";
 // (a name taken there gets .2, .3, ...) and, where `latest` named one of them, points it at the
 // newest complete checkpoint left (removes it when none is). Returns the names moved, oldest first.
 std::vector<std::string> set_aside_checkpoints_after(const std::string& folder, std::int64_t step);
+// What folder/superseded/ holds: nothing deletes it (each fresh run or rollback adds to it), so the
+// messages that add to it say how much it has grown to.
+struct SupersededUsage {
+  int checkpoints = 0;
+  std::int64_t bytes = 0;
+};
+SupersededUsage superseded_usage(const std::string& folder);
 
 enum class Validation {
   kStructure,  // the manifest and the files' sizes (a reader checks the checksums as it reads)

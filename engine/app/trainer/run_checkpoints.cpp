@@ -22,6 +22,26 @@
 
 namespace zt {
 
+namespace {
+
+// Checkpoints moved into folder/superseded/ (set_aside_checkpoints_after): said and logged, with
+// what the folder has grown to, as nothing deletes it.
+void report_set_aside(TrainerState& s, const std::string& folder, const std::vector<std::string>& moved, int step,
+                      const std::string& why) {
+  const ckpt::SupersededUsage usage = ckpt::superseded_usage(folder);
+  s.progress.message(fmt::format(
+      "{}: moved {} ({}) to {}/{}, which now holds {} checkpoint(s), {:.2f} MB (nothing deletes them: remove "
+      "those no longer needed)",
+      folder, fmt::join(moved, ", "), why, folder, ckpt::kSupersededName, usage.checkpoints, usage.bytes / 1e6));
+  s.log({{"type", "superseded_checkpoints"},
+         {"step", step},
+         {"moved", moved},
+         {"superseded_checkpoints", usage.checkpoints},
+         {"superseded_bytes", usage.bytes}});
+}
+
+}  // namespace
+
 RunProgress start_run(TrainerState& s, const std::string& resume_checkpoint, bool allow_config_change) {
   const RunConfig& c = s.config;
   RunProgress run;
@@ -150,11 +170,10 @@ RunProgress start_run(TrainerState& s, const std::string& resume_checkpoint, boo
   if (s.root && writes_checkpoints(c)) {  // rank 0 holds the folder's lock
     const std::string folder = c.checkpoint.folder_for(s.run_dir);
     if (const auto moved = ckpt::set_aside_checkpoints_after(folder, run.start_step); !moved.empty()) {
-      s.progress.message(fmt::format(
-          "{}: moved {} (past step {}: another trajectory's, which keep_last and the folder's fallback would "
-          "take for this run's) to {}/{}",
-          folder, fmt::join(moved, ", "), run.start_step, folder, ckpt::kSupersededName));
-      s.log({{"type", "superseded_checkpoints"}, {"step", run.start_step}, {"moved", moved}});
+      report_set_aside(s, folder, moved, run.start_step,
+                       fmt::format("past step {}: another trajectory's, which keep_last and the folder's fallback "
+                                   "would take for this run's",
+                                   run.start_step));
     }
   }
   s.log({{"type", "resume"},
@@ -238,9 +257,7 @@ void save_checkpoint(TrainerState& s, RunProgress& run, int steps_completed) {
       ckpt::check_folder_lock_still_held(folder);  // the commit checks again (a save under way when stopped)
       if (run.fresh_folder) {
         if (const auto moved = ckpt::set_aside_checkpoints_after(folder, -1); !moved.empty()) {
-          s.progress.message(fmt::format("{}: moved {} (an earlier run's; this run started afresh) to {}/{}", folder,
-                                         fmt::join(moved, ", "), folder, ckpt::kSupersededName));
-          s.log({{"type", "superseded_checkpoints"}, {"step", steps_completed}, {"moved", moved}});
+          report_set_aside(s, folder, moved, steps_completed, "an earlier run's; this run started afresh");
         }
       }
     } catch (const std::exception& e) {

@@ -162,7 +162,12 @@ class LlamaFamily final : public ModelFamily {
             {"attention_dropout", 0.0},
             {"initializer_range", 0.02},
             {"tie_word_embeddings", c.tie_embeddings},
-            {"torch_dtype", dtype == DType::kBF16 ? "bfloat16" : "float32"}};
+            {"torch_dtype", dtype == DType::kBF16 ? "bfloat16" : "float32"},
+            // transformers' LlamaConfig defaults them to 1 and 2, Llama 2's <s> and </s>: in any
+            // other vocabulary arbitrary tokens, at which generation would stop. None, unless the
+            // run's tokenizer (or train.init_from's config) names them (export_hf sets those after).
+            {"bos_token_id", nullptr},
+            {"eos_token_id", nullptr}};
   }
   std::string_view hf_model_type() const override { return "llama"; }
   nlohmann::json model_keys_from_hf(const nlohmann::json& hf, const std::string& source) const override {

@@ -207,10 +207,12 @@ HfExport export_hf(const CheckpointReader& reader, const std::string& out_dir, D
   for (const auto& [key, id] : special_ids.items()) hf[key] = id;
   // Without a tokenizer's, those of the Hugging Face model the run started from (train.init_from),
   // which its checkpoints carry: an export would otherwise drop them (transformers then takes
-  // its own defaults, and generate stops at another token).
+  // its own defaults, and generate stops at another token). Not where the run trained on its own
+  // vocabulary (vocab.json, exported as the tokenizer below): they number another tokenizer's.
+  const bool own_vocabulary = !fs::exists(run_dir / "tokenizer.json") && fs::exists(run_dir / "vocab.json");
   const nlohmann::json carried = extra_object(reader.manifest().extra, "special_token_ids");
   for (const auto& [key, id] : carried.items()) {
-    if (!special_ids.contains(key)) hf[key] = id;
+    if (!special_ids.contains(key) && !own_vocabulary) hf[key] = id;
   }
 
   // Tensors in table order, cut into shards of at most max_shard_bytes (a larger tensor alone), as

@@ -49,8 +49,11 @@ nlohmann::ordered_json tokenizer_json_of_vocab(const Vocab& vocab) {
 }
 
 nlohmann::ordered_json tokenizer_config_of_vocab(int model_max_length) {
+  // model_input_names: the generic class also returns token_type_ids, which generate(**inputs)
+  // refuses for a causal model.
   return {{"tokenizer_class", "PreTrainedTokenizerFast"},
           {"model_max_length", model_max_length},
+          {"model_input_names", {"input_ids", "attention_mask"}},
           {"clean_up_tokenization_spaces", false}};
 }
 

@@ -487,6 +487,18 @@ def main():
     lines = [line for line in p.stderr.splitlines() if line.startswith("zerotrain:")]  # not mpirun's
     checks.check(p.returncode == 2 and len(lines) == 1 and nan_at in lines[0] and "rank " in lines[0],
                  f"weights holding a NaN, 2 ranks at stage 3: refused naming it (exit {p.returncode}: {lines})")
+    # Refused at the weights' load, a fresh run leaves the directory an earlier run wrote as it was
+    # (its log was set aside, an empty one in its place).
+    kept_dir, p = train("kept", gpt_folder, 1, "--set", "train.max_steps=1")
+    before = sorted(os.listdir(kept_dir))
+    with open(os.path.join(kept_dir, "metrics.jsonl")) as f:
+        log_before = f.read()
+    _, p = train("kept", nan_weights, 1)
+    with open(os.path.join(kept_dir, "metrics.jsonl")) as f:
+        log_after = f.read()
+    checks.check(p.returncode == 2 and sorted(os.listdir(kept_dir)) == before and log_after == log_before,
+                 f"a run refused at the weights' load leaves the earlier run's directory as it was "
+                 f"({before} -> {sorted(os.listdir(kept_dir))}, log {len(log_before)} -> {len(log_after)} bytes)")
     for what, source, sets, fragments in [
         ("a Llama's attention dropout", llama_variant("llama_dropout", attention_dropout=0.1), [],
          ["llama_dropout/config.json", "attention_dropout", "no dropout"]),

@@ -40,6 +40,18 @@ void report_set_aside(TrainerState& s, const std::string& folder, const std::vec
          {"superseded_bytes", usage.bytes}});
 }
 
+// A fresh run starts its own log, an earlier run's kept beside it; once its weights are set up
+// (train.init_from read and checked), so that a run refused at its start leaves the directory's
+// log as it was.
+void start_fresh_log(TrainerState& s) {
+  if (!s.metrics) return;
+  s.metrics->start_afresh();
+  if (!s.metrics->set_aside().empty()) {
+    s.progress.message(fmt::format("metrics.jsonl: an earlier run's log kept as {} (this run started afresh)",
+                                   s.metrics->set_aside()));
+  }
+}
+
 }  // namespace
 
 RunProgress start_run(TrainerState& s, const std::string& resume_checkpoint, bool allow_config_change) {
@@ -49,6 +61,7 @@ RunProgress start_run(TrainerState& s, const std::string& resume_checkpoint, boo
   if (resume_checkpoint.empty() && !c.train.init_from.empty()) {
     const std::int64_t bytes = load_pretrained_parameters(c.train.init_from, s.store, s.optimizer, s.tracker, s.comm);
     run.special_token_ids = read_pretrained_model(c.train.init_from).special_token_ids;
+    start_fresh_log(s);
     std::error_code ec;
     run.init_from_path = std::filesystem::weakly_canonical(std::filesystem::absolute(c.train.init_from), ec).string();
     s.log({{"type", "init_from"}, {"path", c.train.init_from}, {"bytes_read", bytes}});
@@ -57,6 +70,7 @@ RunProgress start_run(TrainerState& s, const std::string& resume_checkpoint, boo
   }
   if (resume_checkpoint.empty()) {
     initialize_parameters(c.model_spec(), c.train.seed, s.store, s.optimizer, s.tracker, c.train.num_threads);
+    start_fresh_log(s);
     return run;
   }
   // Every rank reads the same manifest and judges it alike: a refusal is the job's, printed once.

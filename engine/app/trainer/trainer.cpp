@@ -191,15 +191,6 @@ Trainer::Trainer(RunConfig config, std::string run_dir, Communicator& comm, Memo
     if (!lock->note().empty()) state_->progress.message(lock->note());
   }
   check_before_training(config_, run_dir_, state_->data.vocab() ? &*state_->data.vocab() : nullptr);
-  // A fresh run starts its own log, an earlier run's kept beside it; after the checks, so a run
-  // refused at its start leaves the directory's log as it was.
-  if (resume_checkpoint_.empty() && state_->metrics) {
-    state_->metrics->start_afresh();
-    if (!state_->metrics->set_aside().empty()) {
-      state_->progress.message(fmt::format("metrics.jsonl: an earlier run's log kept as {} (this run started afresh)",
-                                           state_->metrics->set_aside()));
-    }
-  }
 }
 
 void Trainer::check_folder_shared(Communicator& comm) const {

@@ -189,6 +189,15 @@ def main():
          ["mixed_1.bin", "llm.c uint32", "one format per split"]),
         ("a glob that takes the validation shard into training", ["--set", f"data.train_files={shards}/*.bin"],
          ["shakespeare_val_000000.bin", "pattern takes", "into training"]),
+        ("a glob that takes a training shard into validation",
+         ["--set", f"data.train_files=[\"{shards}/shakespeare_train_000000.bin\"]",
+          "--set", f"data.val_files={shards}/shakespeare_*_000000.bin"],
+         ["shakespeare_train_000000.bin", "a data.val_files pattern takes", "into validation"]),
+        # The windows every evaluation reads are checked at the start (an evaluation after the last
+        # step found it, the whole run trained first).
+        ("a validation token outside the vocabulary", ["--set", f"data.val_files={work}/bad_val.bin",
+                                                       "--set", "data.order=sequential"],
+         [f"{work}/bad_val.bin: token 500 at position 50", "outside the vocabulary"]),
         ("a text file beside the shards", ["--set", f"data.train_files={work}/notes.txt"],
          ["notes.txt", "not a .bin file", "data.format"]),
         ("one shard under two names", ["--set", f"data.train_files=[\"{shards}/shakespeare_train_*.bin\", "
@@ -201,11 +210,24 @@ def main():
             f.write("First Citizen:\nBefore we proceed any further, hear me speak.\n" * 50)
         write_llmc(os.path.join(work, "mixed_0.bin"), val[:5000])
         write_llmc(os.path.join(work, "mixed_1.bin"), val[:5000], wide=True)
+        bad_val = val[:5000].copy()
+        bad_val[50] = 500
+        write_llmc(os.path.join(work, "bad_val.bin"), bad_val)
         p = subprocess.run([binary, "train", "--config", config, "--run-dir", os.path.join(work, "refused"),
                             *data_sets, *sets], capture_output=True, text=True, timeout=120)
         lines = p.stderr.strip().splitlines()
         checks.check(p.returncode == 2 and len(lines) == 1 and all(f in lines[0] for f in fragments),
                      f"{what} is refused in one line with exit 2 (exit {p.returncode}: {lines})")
+    # On 2 ranks, a data error every rank meets alike is the job's: one line, not one a rank.
+    for what, sets in [("a missing validation file", ["--set", f"data.val_files={work}/no_such_val.bin"]),
+                       ("a validation token outside the vocabulary",
+                        ["--set", f"data.val_files={work}/bad_val.bin", "--set", "data.order=sequential"])]:
+        p = subprocess.run(launcher + ["-np", "2", binary, "train", "--config", config, "--run-dir",
+                                       os.path.join(work, "refused_2"), *data_sets, *sets],
+                           capture_output=True, text=True, timeout=120)
+        errors = [line for line in p.stderr.splitlines() if line.startswith("zerotrain: error:")]
+        checks.check(p.returncode != 0 and len(errors) == 1 and "rank" not in errors[0],
+                     f"2 ranks: {what} is one line for the job (exit {p.returncode}: {errors})")
     return checks.finish()
 
 

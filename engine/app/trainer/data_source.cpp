@@ -11,6 +11,7 @@
 #include "engine/app/data/batch_sampler.h"
 #include "engine/app/data/embedded_dataset.h"
 #include "engine/base/core/check.h"
+#include "engine/distributed/comm/communicator.h"
 
 namespace zt {
 
@@ -27,7 +28,13 @@ data::TokenFileFormat token_file_format(const DataConfig& d) {
 
 }  // namespace
 
-DataSource::DataSource(const RunConfig& c) {
+DataSource::DataSource(const RunConfig& config) { open(config); }
+
+DataSource::DataSource(const RunConfig& config, Communicator& world) {
+  on_every_rank(world, [&] { open(config); });
+}
+
+void DataSource::open(const RunConfig& c) {
   const DataConfig& d = c.data;
   // A vocabulary larger than the model's: its ids past the model's would be unlearnable.
   auto check_vocab_fits = [&] {
@@ -46,10 +53,10 @@ DataSource::DataSource(const RunConfig& c) {
     const data::TokenFileFormat format = token_file_format(d);
     train_.emplace(data::TokenCorpus::open_shards(d.train_files, format, c.model.vocab_size, "data.train_files"));
     val_.emplace(data::TokenCorpus::open_shards(d.val_files, format, c.model.vocab_size, "data.val_files"));
-    // A glob such as "d/*" taking d/val.bin into training would score trained tokens; a file named
-    // in both lists is the user's choice (a memorisation check).
-    const auto named_for_training = [&](const std::string& path) {
-      return std::any_of(d.train_files.begin(), d.train_files.end(), [&](const std::string& pattern) {
+    // A glob such as "d/*" taking d/val.bin into training, or d/train.bin into validation, would
+    // score trained tokens; a file named in both lists is the user's choice (a memorisation check).
+    const auto named_in = [&](const std::vector<std::string>& patterns, const std::string& path) {
+      return std::any_of(patterns.begin(), patterns.end(), [&](const std::string& pattern) {
         std::error_code ec;
         return pattern.find_first_of("*?[") == std::string::npos && fs::equivalent(pattern, path, ec);
       });
@@ -57,13 +64,17 @@ DataSource::DataSource(const RunConfig& c) {
     for (int v = 0; v < val_->shard_count(); ++v) {
       for (int t = 0; t < train_->shard_count(); ++t) {
         std::error_code ec;
-        if (fs::equivalent(val_->shard_name(v), train_->shard_name(t), ec) &&
-            !named_for_training(val_->shard_name(v))) {
-          throw_input_error(
-              "config error in {}: a data.train_files pattern takes {} of data.val_files into training (the "
-              "validation loss would score tokens the run trains on; name the file itself to train on it)",
-              c.sources_of({"data.train_files", "data.val_files"}), train_->shard_name(t));
-        }
+        const std::string& shard = val_->shard_name(v);
+        if (!fs::equivalent(shard, train_->shard_name(t), ec)) continue;
+        const bool in_training = named_in(d.train_files, shard), in_validation = named_in(d.val_files, shard);
+        if (in_training && in_validation) continue;
+        const std::string how =
+            in_training ? fmt::format("a data.val_files pattern takes {} of data.train_files into validation", shard)
+                        : fmt::format("a data.train_files pattern takes {} of data.val_files into training", shard);
+        throw_input_error(
+            "config error in {}: {} (the validation loss would score tokens the run trains on; name the file "
+            "itself in both lists to validate on what the run trains on)",
+            c.sources_of({"data.train_files", "data.val_files"}), how);
       }
     }
     description_ = "token shards";
@@ -113,13 +124,13 @@ DataSource::DataSource(const RunConfig& c) {
     if (!beside.empty() && fs::exists(beside)) tokenizer_path_ = beside.string();
   }
   if (!tokenizer_path_.empty()) {
-    data::Tokenizer t = data::Tokenizer::load(tokenizer_path_);
-    if (t.vocab_size() > c.model.vocab_size) {
+    // A byte-level BPE, or the character vocabulary an export writes as a tokenizer.json.
+    text_ = data::TokenText::from_tokenizer_file(tokenizer_path_);
+    if (text_.size() > c.model.vocab_size) {
       throw_input_error("config error in {}: model.vocab_size = {} is smaller than {}'s vocabulary ({} tokens)",
                         c.sources_of({"model.vocab_size", "data.tokenizer_file", "data.dataset"}), c.model.vocab_size,
-                        tokenizer_path_, t.vocab_size());
+                        tokenizer_path_, text_.size());
     }
-    text_ = data::TokenText(std::move(t));
   } else if (vocab_) {
     text_ = data::TokenText(*vocab_);
   }
@@ -157,6 +168,13 @@ DataSource::DataSource(const RunConfig& c) {
     }
   }
   description_ += fmt::format("; train: {}; val: {}; {} windows", train_->describe(), val_->describe(), d.order);
+  // Every evaluation reads the same windows, the validation stream's first eval_batches x
+  // micro_batch: a token there outside the vocabulary (a split made with another tokenizer) ends
+  // the run now, not at its first evaluation, which by default follows its last step.
+  if (val_->checks_on_read()) {
+    data::check_samples(*val_, val_stream(), c.train.seq_len, 0,
+                        std::int64_t{c.train.eval_batches} * c.train.micro_batch);
+  }
   {  // a split smaller than what one read asks: said, not hidden (in random order, at least that many)
     const std::int64_t evaluated = std::int64_t{c.train.eval_batches} * c.train.micro_batch;
     const std::int64_t stepped = std::int64_t{c.train.micro_batch} * c.train.grad_accum * c.world_size;

@@ -20,9 +20,14 @@
 
 namespace zt {
 
+class Communicator;
+
 class DataSource {
  public:
   explicit DataSource(const RunConfig& config);
+  // The same on every rank of `world` (collective): an error in the data, the same on each, is
+  // the job's, printed once (on_every_rank).
+  DataSource(const RunConfig& config, Communicator& world);
 
   const data::TokenCorpus& train() const { return *train_; }
   const data::TokenCorpus& val() const { return *val_; }
@@ -44,6 +49,7 @@ class DataSource {
   double unigram_entropy_nats() const { return data::unigram_entropy_nats(train_counts_); }
 
  private:
+  void open(const RunConfig& config);
   void open_files(const RunConfig& config, const std::string& train_path, const std::string& val_path);
 
   std::vector<std::int64_t> train_counts_;  // per token id, over the sample the entropy reads

@@ -77,7 +77,7 @@ TrainerState::TrainerState(const RunConfig& c, std::string dir, Communicator& co
       // Without the profiler: NCCL's staging ops run on its own stream and are part of
       // communication, which the profile counts outside the ops.
       device_comm(make_store_communicator(c, communicator, memory, backend.context())),
-      data(c),
+      data(c, communicator),
       model(make_model(c.model_spec(), c.model_build(), tracker, ctx)),
       store(model->table(), c.param_dtype, c.zero, device_comm ? *device_comm : comm, tracker, ctx),
       optimizer(store, c.optim.adamw, tracker, ctx),

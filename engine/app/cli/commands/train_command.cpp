@@ -98,7 +98,8 @@ int train_main(const std::vector<std::string>& args) {
   const bool root = comm->rank() == 0;
   // The run's first collective: every rank must run the same config, data and build (exit 2 naming
   // the first difference otherwise, rather than training on or failing inside a collective).
-  const nlohmann::json data_files = data_identity(cfg);
+  nlohmann::json data_files;  // a file missing or unreadable: the same on each rank, printed once
+  on_every_rank(*comm, [&] { data_files = data_identity(cfg); });
   check_ranks_agree(*comm, run_identity(cfg, data_files));
   // From here on a stop signal means "save at the next step boundary" (engine/distributed/launch/signals.h).
   if (cfg.checkpoint.save_on_signal) install_stop_request_handlers();

@@ -504,6 +504,10 @@ def main():
          ["llama_dropout/config.json", "attention_dropout", "no dropout"]),
         ("a head count no multiple of the key/value heads", llama_variant("llama_kv3", num_key_value_heads=3), [],
          ["llama_kv3/config.json", "num_key_value_heads = 3"]),
+        # Out of zerotrain's range: the folder's config.json named, not the run's config (whose
+        # --set the error suggested, which the folder's key then refused as a conflict).
+        ("a value out of range in the folder's config", llama_variant("llama_theta0", rope_theta=0), [],
+         ["config error in ", "llama_theta0/config.json: key 'model.rope_theta' = 0 is out of range"]),
         ("conflicting model keys", gpt_folder, ["--set", "model.n_layer=4", "--set", "model.n_embd=64"],
          ["model.n_layer = 4", "the checkpoint has 2", "model.n_embd = 64", "--set model.n_embd=64"]),
         ("a tensor the config needs but the file lacks", os.path.join(work, "broken"), [],

@@ -43,6 +43,16 @@ bool has_line(const RunConfig& c, const std::string& fragment) {
                      [&](const std::string& d) { return d.find(fragment) != std::string::npos; });
 }
 
+// A check across keys inside a section a --set gave whole names that --set (it named the file).
+TEST(ConfigSources, ACheckAcrossKeysOfASectionSetWholeNamesTheSet) {
+  const OverrideSources sources = {{"model.rope_scaling", "--set model.rope_scaling={...}"}};
+  EXPECT_EQ(
+      config_sources("l.json", &sources, {"model.rope_scaling.low_freq_factor", "model.rope_scaling.high_freq_factor"}),
+      "l.json and --set model.rope_scaling={...}")
+      << "named once, for both keys";
+  EXPECT_EQ(config_sources("l.json", &sources, {"model.rope_scaling_x", "model.n_embd"}), "l.json");
+}
+
 TEST(ConfigSources, AnUnknownSectionFromASetNamesTheSet) {
   const std::string path = written_base();
   const std::string msg = error_of(path, {"trian.max_steps=3"});

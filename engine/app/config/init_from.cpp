@@ -20,14 +20,16 @@ bool same_value(const nlohmann::json& a, const nlohmann::json& b) {
 
 }  // namespace
 
-void apply_init_from(nlohmann::json& doc, ConfigReader& root, const std::function<nlohmann::json()>& saved_model_keys) {
-  if (!doc.contains("train") || !doc["train"].is_object() || !doc["train"].contains("init_from")) return;
+OverrideSources apply_init_from(nlohmann::json& doc, ConfigReader& root,
+                                const std::function<nlohmann::json()>& saved_model_keys) {
+  OverrideSources set;
+  if (!doc.contains("train") || !doc["train"].is_object() || !doc["train"].contains("init_from")) return set;
   const nlohmann::json& from = doc["train"]["init_from"];
   if (!from.is_string()) {
     throw_input_error("config error in {}: train.init_from must be a Hugging Face folder or an llm.c model file path",
                       root.section("train").source_of("init_from"));
   }
-  if (from.get<std::string>().empty()) return;  // "": none (config.json writes it so)
+  if (from.get<std::string>().empty()) return set;  // "": none (config.json writes it so)
   std::error_code ec;
   if (saved_model_keys && !std::filesystem::exists(from.get<std::string>(), ec)) {
     nlohmann::json saved;
@@ -42,9 +44,11 @@ void apply_init_from(nlohmann::json& doc, ConfigReader& root, const std::functio
     root.section("model");  // refused here unless a JSON object
     nlohmann::json& model = doc["model"];
     for (const auto& [key, value] : saved.items()) {
-      if (!model.contains(key)) model[key] = value;  // the config's own keys stay (a resume compares them)
+      if (model.contains(key)) continue;  // the config's own keys stay (a resume compares them)
+      model[key] = value;
+      set["model." + key] = "the checkpoint resumed (train.init_from no longer exists)";
     }
-    return;
+    return set;
   }
   const PretrainedModel pretrained = read_pretrained_model(from.get<std::string>());
   nlohmann::json& model = doc["model"];
@@ -55,6 +59,7 @@ void apply_init_from(nlohmann::json& doc, ConfigReader& root, const std::functio
       conflicts += fmt::format("{}model.{} = {} ({}; the checkpoint has {})", conflicts.empty() ? "" : ", ", key,
                                preview_json(model[key]), section.source_of(key), preview_json(value));
     }
+    if (!model.contains(key)) set["model." + key] = pretrained.source;
     model[key] = value;
   }
   if (!conflicts.empty()) {
@@ -62,6 +67,7 @@ void apply_init_from(nlohmann::json& doc, ConfigReader& root, const std::functio
         "config error: train.init_from = {} is a {}, and the config sets {}: drop these keys or match them",
         preview_json(from), pretrained.description, conflicts);
   }
+  return set;
 }
 
 }  // namespace zt

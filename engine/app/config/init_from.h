@@ -15,7 +15,9 @@ namespace zt {
 // conflicting keys, naming each and where it was set). `root` reads doc (for where keys came from).
 // Where that path no longer exists and `saved_model_keys` is given (a run whose weights come from
 // elsewhere: run_config.h's SavedModelKeys), the model keys doc leaves out come from it instead.
-void apply_init_from(nlohmann::json& doc, ConfigReader& root,
-                     const std::function<nlohmann::json()>& saved_model_keys = nullptr);
+// Returns where the keys it set came from ("model.rope_theta" -> "hf/config.json"),
+// so that an error in one names that file, not the config.
+OverrideSources apply_init_from(nlohmann::json& doc, ConfigReader& root,
+                                const std::function<nlohmann::json()>& saved_model_keys = nullptr);
 
 }  // namespace zt

@@ -270,9 +270,11 @@ RunConfig parse_run_config(nlohmann::json doc, const std::string& source, int wo
                            std::shared_ptr<const OverrideSources> overrides, const SavedModelKeys& saved_model_keys) {
   RunConfig c;
   c.source = source;
-  c.overrides = overrides;
+  // Shared by every reader below, and completed by apply_init_from's sources.
+  auto sources = std::make_shared<OverrideSources>(overrides ? *overrides : OverrideSources{});
+  c.overrides = sources;
   c.world_size = world_size;
-  ConfigReader root(doc, source, "", std::move(overrides));
+  ConfigReader root(doc, source, "", sources);
   if (!root.has("model")) {
     throw_input_error(
         "config error in {}: missing required section 'model'{}", source,
@@ -282,7 +284,10 @@ RunConfig parse_run_config(nlohmann::json doc, const std::string& source, int wo
   read_log(root.section("log"), c.log, source);  // where a resumed run's checkpoint is (saved_model_keys)
   read_checkpoint(root.section("checkpoint"), c.checkpoint);
   // The pretrained checkpoint's model keys, before the model section is read.
-  apply_init_from(doc, root, saved_model_keys ? std::function([&] { return saved_model_keys(c); }) : nullptr);
+  // The keys it sets are its source's: errors in them, and checks across them, name that file.
+  const OverrideSources from_init =
+      apply_init_from(doc, root, saved_model_keys ? std::function([&] { return saved_model_keys(c); }) : nullptr);
+  sources->insert(from_init.begin(), from_init.end());
   read_model_section(root.section("model"), c);
   read_data(root.section("data"), c.data);
   read_train(root.section("train"), c);

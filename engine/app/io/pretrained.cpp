@@ -340,7 +340,7 @@ PretrainedModel read_pretrained_model(const std::string& path) {
     for (const char* key : {"bos_token_id", "eos_token_id", "pad_token_id"}) {
       if (hf.contains(key) && hf[key].is_number_integer()) ids[key] = hf[key];
     }
-    return {family.model_keys_from_hf(hf, config), fmt::format("Hugging Face {} folder {}", arch, path), ids};
+    return {family.model_keys_from_hf(hf, config), fmt::format("Hugging Face {} folder {}", arch, path), config, ids};
   }
   if (!fs::exists(path)) throw_input_error("{}: no such Hugging Face folder or llm.c model file", path);
   const LlmcModelHeader h = read_llmc_model_header(path);
@@ -355,7 +355,8 @@ PretrainedModel read_pretrained_model(const std::string& path) {
            {"n_embd", h.n_embd},
            {"block_size", h.max_t},
            {"vocab_size", h.vocab}},
-          fmt::format("llm.c model file {} ({})", path, h.dtype == DType::kBF16 ? "bf16" : "fp32")};
+          fmt::format("llm.c model file {} ({})", path, h.dtype == DType::kBF16 ? "bf16" : "fp32"),
+          path};
 }
 
 std::unique_ptr<PretrainedReader> PretrainedReader::open(const std::string& path, const ParamTable& table) {

@@ -20,6 +20,7 @@ namespace zt {
 struct PretrainedModel {
   nlohmann::json model_keys;
   std::string description;
+  std::string source;  // what holds the keys, for errors in them: the folder's config.json, or the file
   // A Hugging Face config's bos_token_id, eos_token_id and pad_token_id (the integers it sets); a
   // run without a tokenizer of its own carries them into its exports.
   nlohmann::json special_token_ids = nlohmann::json::object();

@@ -71,9 +71,16 @@ std::string config_sources(const std::string& file, const OverrideSources* overr
                            std::initializer_list<std::string_view> dotted_keys) {
   std::string out = file;
   if (overrides == nullptr) return out;
+  std::set<std::string> named;
   for (const std::string_view key : dotted_keys) {
-    const auto it = overrides->find(std::string(key));
-    if (it != overrides->end()) out += (out == file ? " and " : ", ") + it->second;
+    // Its own source, or that of a section around it given whole (--set 'model.rope_scaling={...}').
+    const std::string name(key);
+    for (std::size_t end = name.size(); end != std::string::npos && end > 0; end = name.rfind('.', end - 1)) {
+      const auto it = overrides->find(name.substr(0, end));
+      if (it == overrides->end()) continue;
+      if (named.insert(it->second).second) out += (out == file ? " and " : ", ") + it->second;
+      break;
+    }
   }
   return out;
 }
@@ -122,7 +129,7 @@ void ConfigReader::fail_type(const std::string& key, const char* expected, const
   std::string hint;
   const auto own = overrides_ != nullptr ? overrides_->find(dotted(key)) : OverrideSources::const_iterator{};
   if (std::string_view(expected).starts_with("a string") && overrides_ != nullptr && own != overrides_->end() &&
-      (got.is_number() || got.is_boolean() || got.is_null())) {
+      own->second.starts_with("--set ") && (got.is_number() || got.is_boolean() || got.is_null())) {
     const std::string text = own->second.substr(own->second.find('=') + 1);
     hint =
         fmt::format(" (a --set value is read as JSON; for the text, quote it: --set '{}=\"{}\"')", dotted(key), text);

@@ -17,7 +17,9 @@
 
 namespace zt {
 
-// Dotted key -> the command-line assignment that set it ("--set train.micro_batch=8").
+// Dotted key -> what set it, where not the file: the command-line assignment ("--set
+// train.micro_batch=8"), or another file the config reads keys from ("hf/config.json"
+// of train.init_from).
 using OverrideSources = std::map<std::string, std::string>;
 
 // Where a check across keys (dotted from the root: "model.n_head") got its values: `file`, and the

@@ -208,6 +208,15 @@ TEST(TokenCorpus, AnExistingFileWithWildcardCharactersIsReadAsNamed) {
   // Escaped, the pattern means the file; unescaped without the literal file, the glob.
   EXPECT_EQ(expand_pattern(dir + "/tr\\[1\\].bin", "k"), std::vector<std::string>{dir + "/tr[1].bin"});
   EXPECT_EQ(expand_pattern(dir + "/tr[1-1].bin", "k"), std::vector<std::string>{dir + "/tr1.bin"});
+  // "v*.bin" matches the file itself: nothing else, so nothing ambiguous (it was refused as
+  // matching "1 other file", itself).
+  write_llmc_token_file(dir + "/v*.bin", numbered(0, 40));
+  write_llmc_token_file(dir + "/w?.bin", numbered(0, 40));
+  EXPECT_EQ(expand_pattern(dir + "/v*.bin", "k"), std::vector<std::string>{dir + "/v*.bin"});
+  EXPECT_EQ(expand_pattern(dir + "/w?.bin", "k"), std::vector<std::string>{dir + "/w?.bin"});
+  write_llmc_token_file(dir + "/va.bin", numbered(0, 40));
+  expect_input_error([&] { (void)expand_pattern(dir + "/v*.bin", "k"); },
+                     {"v*.bin' names a file", "1 other file(s)", "va.bin", "\\*"});
 }
 
 TEST(TokenCorpus, TokenCountsSampleALargeCorpusInBlocks) {

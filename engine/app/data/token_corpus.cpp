@@ -52,10 +52,12 @@ std::vector<std::string> expand_pattern(const std::string& pattern, const std::s
   if (rc == 0) paths.assign(g.gl_pathv, g.gl_pathv + g.gl_pathc);
   ::globfree(&g);
   if (literal) {
+    // "v*.bin" matches the file "v*.bin" itself: only other files make it ambiguous.
+    std::erase_if(paths, [&](const std::string& p) { return std::filesystem::equivalent(p, pattern, ec); });
     if (rc == 0 && !paths.empty()) {
       throw_input_error(
           "{}: '{}' names a file, and as a pattern also matches {} other file(s) ('{}' first); escape its wildcard "
-          "characters with a backslash (\\[) to mean the file, or rename it",
+          "characters with a backslash (\\*, \\?, \\[) to mean the file, or rename it",
           key, pattern, paths.size(), paths.front());
     }
     return {pattern};

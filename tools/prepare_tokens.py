@@ -139,7 +139,8 @@ def main(argv=None):
     for p in args.inputs:
         if not os.path.isfile(p):
             fail(f"{p}: " + ("a folder, not a text or JSONL file" if os.path.isdir(p)
-                                                  else "no such file"))
+                             else "no such file" if not os.path.exists(p)
+                             else "not a regular file (a FIFO or a device), not a text or JSONL file"))
     if os.path.exists(args.out) and not os.path.isdir(args.out):
         fail(f"--out {args.out}: exists and is not a folder")
     try:

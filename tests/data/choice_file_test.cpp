@@ -5,6 +5,8 @@
 // fault.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -100,6 +102,9 @@ TEST(ChoiceFile, ReadsLlmcsLayoutExampleByExample) {
 TEST(ChoiceFile, RefusesEachKindOfDamageInOneLine) {
   const std::vector<std::uint16_t> good = all_words();
   expect_input_error([&] { ChoiceFile::load(temp_path("none.bin"), 10); }, {"none.bin", "no such"});
+  const std::string folder = temp_path("choices_folder");
+  std::filesystem::create_directories(folder);
+  expect_input_error([&] { ChoiceFile::load(folder, 10); }, {"choices_folder", "is a directory"});
   expect_input_error([&] { ChoiceFile::load(write("short.bin", "abc"), 10); }, {"short.bin", "header"});
   expect_input_error([&] { ChoiceFile::load(write("magic.bin", file_bytes(20240520, 1, 2, good)), 10); },
                      {"magic.bin", "magic 20240520"});

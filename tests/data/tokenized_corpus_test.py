@@ -215,6 +215,14 @@ def main():
     lines = p.stderr.strip().splitlines()
     checks.check(p.returncode != 0 and len(lines) == 1 and "missing.jsonl" in lines[0],
                  f"prepare_tokens refuses a missing input in one line ({lines})")
+    fifo = os.path.join(work, "fifo.jsonl")
+    os.mkfifo(fifo)
+    p = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "prepare_tokens.py"), "--tokenizer",
+                        os.path.join(tok_dir, "tokenizer.json"), "--out", os.path.join(work, "x"), "--no-progress",
+                        fifo], capture_output=True, text=True, timeout=60)
+    lines = p.stderr.strip().splitlines()
+    checks.check(p.returncode != 0 and len(lines) == 1 and "fifo.jsonl: not a regular file" in lines[0],
+                 f"prepare_tokens names a FIFO input as one, not as missing ({lines})")
     latin = os.path.join(work, "latin1.txt")
     with open(latin, "wb") as f:
         f.write("café au lait\n".encode("latin-1"))

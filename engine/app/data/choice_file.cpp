@@ -8,6 +8,7 @@
 #include <fstream>
 #include <iterator>
 
+#include "engine/app/io/input_file.h"
 #include "engine/base/core/check.h"
 
 namespace zt::data {
@@ -56,6 +57,7 @@ std::vector<std::int32_t> read_tokens(WordReader& in, const std::string& path, s
 }  // namespace
 
 ChoiceFile ChoiceFile::load(const std::string& path, int vocab_size) {
+  require_regular_file(path, "multiple-choice file");  // a directory, a FIFO: named as what it is
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec)) throw_input_error("{}: no such multiple-choice file", path);
   std::ifstream f(path, std::ios::binary);

@@ -66,9 +66,20 @@ TEST(Prepare, RefusesBadInputs) {
   write_file(empty, "");
   expect_input_error([&] { prepare_text_dataset(empty, dir, Vocab::Kind::kChar); }, {empty, "empty"});
   const std::string short_text = temp_path("prepare_short.txt");
-  write_file(short_text, "abcdefghij");  // 9 train tokens, 1 validation token
+  write_file(short_text, "abcdefghij");  // 9 train tokens, 1 validation token: the fraction's fault
   expect_input_error([&] { prepare_text_dataset(short_text, dir, Vocab::Kind::kChar); },
-                     {short_text, "text too short"});
+                     {short_text, "validation fraction 0.1", "1 validation", "0.2 or more"});
+  const std::string tiny_text = temp_path("prepare_tiny.txt");
+  write_file(tiny_text, "abc");  // no fraction splits 3 tokens 2 and 2
+  expect_input_error([&] { prepare_text_dataset(tiny_text, dir, Vocab::Kind::kChar, 0.5); },
+                     {tiny_text, "text too short"});
+  // Where a write or rename would fail only after the work: said first, naming the path.
+  const std::string blocked = temp_path("prepare_blocked_out");
+  std::filesystem::create_directories(blocked + "/val.bin");
+  write_file(short_text, "abcdefghijabcdefghij");
+  expect_input_error([&] { prepare_text_dataset(short_text, blocked, Vocab::Kind::kChar); },
+                     {blocked + "/val.bin", "is a directory"});
+  EXPECT_FALSE(std::filesystem::exists(blocked + "/train.bin")) << "nothing written";
   const std::string bad_utf8 = temp_path("prepare_bad_utf8.txt");
   write_file(bad_utf8, "hello \xFE world, long enough to split");
   expect_input_error([&] { prepare_text_dataset(bad_utf8, dir, Vocab::Kind::kChar); },

@@ -3,7 +3,11 @@
 // the first floor((1 - val_fraction) * n) tokens train, the rest validate.
 #include "engine/app/data/prepare.h"
 
+#include <unistd.h>
+
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <span>
 
@@ -36,6 +40,13 @@ PrepareSummary prepare_text_dataset(const std::string& text_path, const std::str
   const auto n_train = static_cast<std::int64_t>(std::floor((1.0 - val_fraction) * static_cast<double>(n)));
   const std::int64_t n_val = n - n_train;
   if (n_train < 2 || n_val < 2) {
+    // Long enough for some split: the fraction is what leaves a side short.
+    if (n >= 4) {
+      throw_input_error(
+          "{}: the validation fraction {} splits its {} tokens into {} train and {} validation; each needs at least "
+          "2 (a fraction of {:.3g} or more gives validation 2)",
+          text_path, val_fraction, n, n_train, n_val, 2.0 / static_cast<double>(n));
+    }
     throw_input_error("{}: text too short: {} tokens split into {} train and {} validation; each needs at least 2",
                       text_path, n, n_train, n_val);
   }
@@ -43,6 +54,16 @@ PrepareSummary prepare_text_dataset(const std::string& text_path, const std::str
   std::error_code ec;
   std::filesystem::create_directories(out_dir, ec);
   if (ec) throw_input_error("{}: cannot create output directory: {}", out_dir, ec.message());
+  // What would fail only after the work, at a write or a rename: said first, as bad input.
+  if (::access(out_dir.c_str(), W_OK | X_OK) != 0) {
+    throw_input_error("{}: cannot write into the output directory: {}", out_dir, std::strerror(errno));
+  }
+  for (const char* name : {"train.bin", "val.bin", "vocab.json"}) {
+    const std::filesystem::path target = std::filesystem::path(out_dir) / name;
+    if (std::filesystem::is_directory(target, ec)) {
+      throw_input_error("{}: is a directory, where prepare writes its {}", target.string(), name);
+    }
+  }
   // All three written under staging names first, then renamed into place (vocab.json last): a
   // failure part way (a full disk at train.bin) leaves an earlier dataset in the folder whole, never
   // its token files beside another vocabulary (which would train and decode as garbage without a word).

@@ -268,6 +268,23 @@ def main():
     order = [(r["type"], r.get("step")) for r in records(run_g) if r["type"] in ("checkpoint", "eval", "sample")]
     check(p.returncode == 0 and order == [("checkpoint", 4), ("eval", 4), ("sample", 4)],
           f"the last step is saved before its evaluation and sample ({order})")
+    # A global batch the config gave is what config.json keeps, not the grad_accum it made here: run
+    # again with another micro-batch (or on other ranks), the batch stays.
+    run_gb = os.path.join(work, "global_batch")
+    p = run(binary, ["train", "--config", config_path, "--run-dir", run_gb, "--set", "train.max_steps=1",
+                     "--set", "train.global_batch_tokens=512"])
+    with open(os.path.join(run_gb, "config.json")) as f:
+        saved_train = json.load(f)["train"]
+    check(p.returncode == 0 and saved_train.get("global_batch_tokens") == 512 and "grad_accum" not in saved_train,
+          f"config.json keeps the global batch as given ({ {k: saved_train.get(k) for k in ('grad_accum', 'global_batch_tokens')} })")
+    again = run(binary, ["train", "--config", os.path.join(run_gb, "config.json"), "--run-dir",
+                         os.path.join(work, "global_batch_again"), "--set", "train.micro_batch=4"])
+    check(again.returncode == 0 and "batch: 512 tokens/step" in again.stdout and "grad_accum 4" in again.stdout,
+          f"its config.json run again with micro_batch 4 keeps 512 tokens a step "
+          f"({[line for line in again.stdout.splitlines() if line.startswith('batch:')]})")
+    sampled = run(binary, ["sample", "--run", run_gb, "--tokens", "5"])
+    check(sampled.returncode == 0, f"and the run samples ({sampled.stderr.strip()[-200:]})")
+
     # Resuming a finished run makes no second final evaluation or sample: the log keeps one of each.
     p = run(binary, ["train", "--config", config_path, "--run-dir", run_g, "--set", "train.max_steps=4",
                      "--resume", "latest"])

@@ -142,6 +142,7 @@ void read_train(ConfigReader r, RunConfig& c) {
     (accum_set ? has_global : has_accum) = false;
   }
   resolve_batch(r, c, has_accum, has_global);
+  t.global_batch_given = has_global;
   t.max_steps = r.get_int("max_steps", t.max_steps, 0, kMaxSteps);
   t.seed = static_cast<std::uint64_t>(r.get_int("seed", static_cast<int>(t.seed), 0, 2147483647));
   t.deterministic = r.get_bool("deterministic", t.deterministic);
@@ -386,6 +387,15 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
 }
 
 nlohmann::json RunConfig::model_json() const { return model_section_json(*this); }
+
+nlohmann::json RunConfig::run_file_json() const {
+  nlohmann::json j = to_json();
+  if (train.global_batch_given) {
+    j["train"].erase("grad_accum");
+    j["train"]["global_batch_tokens"] = train.global_batch_tokens;
+  }
+  return j;
+}
 
 nlohmann::json RunConfig::to_json() const {
   const AdamWHyper& a = optim.adamw;

@@ -47,6 +47,7 @@ struct TrainConfig {
   int seq_len = 0;                       // tokens per sequence (T); defaults to model.block_size
   int grad_accum = 1;                    // micro-batches per optimizer step
   std::int64_t global_batch_tokens = 0;  // micro_batch * seq_len * grad_accum * ranks
+  bool global_batch_given = false;       // the config gave global_batch_tokens (grad_accum derived)
   int max_steps = 100;
   std::uint64_t seed = 1337;
   int num_threads = 0;  // CPU threads for kernels and BLAS; 0 means every core
@@ -147,6 +148,10 @@ struct RunConfig {
   std::vector<std::string> derived;  // "train.grad_accum = 4 (from ...)": printed at start
 
   nlohmann::json to_json() const;
+  // What a run directory's config.json keeps: to_json, but a global batch the config gave kept as
+  // given rather than the grad_accum it made at this rank count (which, run again on another,
+  // would change the batch).
+  nlohmann::json run_file_json() const;
   nlohmann::json model_json() const;  // to_json()'s "model" section
   // The model this config trains (its family, hyper-parameters and unit layout), and how the
   // trainer builds it (train.micro_batch x train.seq_len, checkpointing, dropout, activations).

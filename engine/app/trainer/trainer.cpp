@@ -249,7 +249,7 @@ TrainSummary Trainer::run() {
   RunProgress run = start_run(s, resume_checkpoint_, allow_config_change_);
   // The run's files, once a resume is accepted: a refused one leaves the saved run's as they were.
   if (s.root) {
-    ckpt::write_file_atomically(run_dir_ + "/config.json", c.to_json().dump(2) + "\n");
+    ckpt::write_file_atomically(run_dir_ + "/config.json", c.run_file_json().dump(2) + "\n");
     if (s.data.vocab()) s.data.vocab()->save(run_dir_ + "/vocab.json");
     copy_tokenizer_files(s.data.tokenizer_path(), run_dir_);
   }

@@ -110,9 +110,15 @@ WeightSource resolve_weight_source(const ArgParser& parser, const std::string& c
   // Its model keys are all in its config.json: train.init_from's folder is not needed. Its
   // optimizer plays no part: its section is left out, so a run whose optimizer values this build
   // refuses (optim.eps = 0, which builds before 2026-12-03 took) can still be sampled and evaluated.
+  // Nor does its batch: a global batch kept as given (RunConfig::run_file_json) need not divide
+  // into micro-batches of one process.
   const std::string config_path = (dir / "config.json").string();
   nlohmann::json doc = read_json_file(config_path);
   if (doc.is_object()) doc.erase("optim");
+  if (doc.is_object() && doc.contains("train") && doc["train"].is_object()) {
+    doc["train"].erase("grad_accum");
+    doc["train"].erase("global_batch_tokens");
+  }
   const RunConfig cfg = parse_run_config(std::move(doc), config_path, 1, nullptr,
                                          [](const RunConfig&) { return nlohmann::json::object(); });
   s.spec = cfg.model_spec();

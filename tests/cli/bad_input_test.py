@@ -69,6 +69,7 @@ def main():
         ("missing --out", ["debug-state", "--config", config_file("g3.json", GOOD)], "--out"),
         ("unknown flag", ["debug-state", "--frobnicate"], "--frobnicate"),
         ("unknown command", ["frobnicate"], "frobnicate"),
+        ("a misspelt command", ["trian"], "did you mean 'train'?"),
     ]
 
     # Data files: a token file with a bad magic, one shorter than its header says, and an
@@ -157,7 +158,7 @@ def main():
             problems.append(f"exit code {proc.returncode}, expected 2")
         if not err_lines or fragment not in err_lines[0]:
             problems.append(f"first stderr line lacks '{fragment}'")
-        if name != "unknown command" and len(err_lines) != 1:
+        if len(err_lines) != 1:
             problems.append(f"{len(err_lines)} stderr lines, expected 1")
         with open(out, "rb") as f:
             if f.read() != sentinel:

@@ -5,11 +5,13 @@
 #include <cstdio>
 #include <exception>
 #include <filesystem>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "engine/app/cli/commands/commands.h"
 #include "engine/base/core/check.h"
+#include "engine/base/core/config_reader.h"
 #include "engine/distributed/launch/signals.h"
 
 namespace {
@@ -52,7 +54,15 @@ int run_command_line(const std::vector<std::string>& all) {
     if (command == "plan") return plan_main(args);
     if (command == "ckpt") return ckpt_main(args);
     if (command == "version" || command == "--version") return version_main(args);
-    fmt::print(stderr, "zerotrain: unknown command '{}'\n{}", command, kUsage);
+    // One line, as every other bad input gets (the usage block is --help's).
+    const std::set<std::string> commands = {"train",  "prepare", "sample", "eval",   "debug-state",
+                                            "memory", "plan",    "ckpt",   "version"};
+    const std::string near = nearest_key(command, commands);
+    fmt::print(stderr,
+               "zerotrain: error: unknown command '{}'{} (commands: {}; zerotrain --help says what each does)\n",
+               command, near.empty() ? "" : fmt::format(", did you mean '{}'?", near),
+               "train, prepare, sample, eval, debug-state, memory, plan, ckpt, version");
+    note_error_reported(2);
     return 2;
   } catch (const AgreedInputError&) {  // on_every_rank printed the job's line on rank 0
     return 2;

@@ -63,25 +63,37 @@ def main():
     def errors(text):
         return [line for line in text.splitlines() if line.startswith("zerotrain: error:")]
 
-    # Ranks with different configs.
-    for name, sets_a, sets_b, key in [("another seed", ["train.seed=1"], ["train.seed=2"], "train.seed"),
-                                      ("another model.n_layer", ["model.n_layer=3"], [], "model.n_layer")]:
-        run_dir = os.path.join(work, "mixed")
+    # Ranks with different configs, or other flags choosing where the run starts (a rank resuming
+    # from another checkpoint trained on mixed state; one resuming alone waited out the timeout).
+    resumable = os.path.join(work, "resumable")
+    subprocess.run(launcher + ["-np", "2", binary, "train", "--config", base, "--run-dir", resumable, "--set",
+                               "checkpoint.every_steps=1", "--set", "checkpoint.keep_last=0"],
+                   capture_output=True, text=True, timeout=120, env=env, check=True)
+    step1, step2 = (os.path.join(resumable, "checkpoints", f"step_0000000{i}") for i in (1, 2))
+    for name, args_a, args_b, key in [
+            ("another seed", ["--set", "train.seed=1"], ["--set", "train.seed=2"], "train.seed"),
+            ("another model.n_layer", ["--set", "model.n_layer=3"], [], "model.n_layer"),
+            ("another --resume", ["--resume", step1], ["--resume", step2], "--resume"),
+            ("--resume on one rank only", ["--resume", step1], [], "--resume")]:
+        run_dir = os.path.join(work, "mixed") if key != "--resume" else resumable
         parts = []
-        for sets in (sets_a, sets_b):
+        for args in (args_a, args_b):
             parts += [":"] if parts else []
-            parts += ["-np", "1", binary, "train", "--config", base, "--run-dir", run_dir]
-            for kv in sets:
-                parts += ["--set", kv]
+            parts += ["-np", "1", binary, "train", "--config", base, "--run-dir", run_dir] + args
         t0 = time.time()
         p = subprocess.run(launcher + parts, capture_output=True, text=True, timeout=120, env=env)
         seconds = time.time() - t0
         lines = errors(p.stdout + p.stderr)
-        check(p.returncode != 0 and len(lines) == 2 and all(f"ranks disagree on {key}:" in l and "rank 0" in l and
-                                                             "rank 1" in l for l in lines),
-              f"ranks launched with {name}: both end naming {key} and the ranks ({lines[:1]})")
+        # One line for the job (rank 0's), not one a rank.
+        check(p.returncode == 2 and len(lines) == 1 and all(f"ranks disagree on {key}:" in l and "rank 0" in l and
+                                                            "rank 1" in l for l in lines),
+              f"ranks launched with {name}: the job ends in one line naming {key} and the ranks ({lines})")
         check(seconds < 30, f"ranks launched with {name}: the error came {seconds:.1f} s after the launch")
-        check(not os.path.exists(os.path.join(run_dir, "metrics.jsonl")), f"ranks launched with {name}: nothing trained")
+        if key != "--resume":
+            check(not os.path.exists(os.path.join(run_dir, "metrics.jsonl")), f"ranks launched with {name}: nothing trained")
+        else:
+            check(os.path.isdir(step2) and not os.path.isdir(os.path.join(resumable, "checkpoints", "superseded")),
+                  f"ranks launched with {name}: the checkpoints left as they were")
 
     # A rank departing from the unit schedule (ZT_TEST_SKIP_BLOCK: rank 1 skips block 1's forward,
     # as a data-dependent branch would): it stops at its first departure naming the unit, the step

@@ -224,7 +224,10 @@ void check_ranks_agree(Communicator& comm, const IdentityEntries& mine) {
   for (std::size_t i = 0; i < sides.size(); ++i) {
     message += fmt::format("{} {} on {}", i > 0 ? "," : "", shown(sides[i].first), rank_list(sides[i].second));
   }
-  throw_input_error("{} (every rank must run the same config, data and build; checked before the first step)", message);
+  fail_on_every_rank(
+      comm,
+      fmt::format("{} (every rank must run the same config, data and build; checked before the first step)", message),
+      /*input_error=*/true);
 }
 
 std::vector<std::string> data_changes(const nlohmann::json& saved, const nlohmann::json& now) {

@@ -151,10 +151,13 @@ void on_every_rank(Communicator& world, const std::function<void()>& local) {
   const std::int32_t same = kind == *failed && error == first ? 1 : 0;
   const std::vector<std::int32_t> alike = all_gather_values<std::int32_t>(world, std::span{&same, 1});
   const bool everywhere = std::all_of(alike.begin(), alike.end(), [](std::int32_t a) { return a == 1; });
-  const std::string message = everywhere ? first : fmt::format("rank {}: {}", rank, first);
+  fail_on_every_rank(world, everywhere ? first : fmt::format("rank {}: {}", rank, first), *failed == 1);
+}
+
+void fail_on_every_rank(Communicator& world, const std::string& message, bool input_error) {
   // Rank 0 says it for the job before any rank leaves: the launcher ends the others once one exits
   // non-zero, and a rank 0 still unwinding would print the launcher's line instead of this one.
-  const int exit_code = *failed == 1 ? 2 : 1;
+  const int exit_code = input_error ? 2 : 1;
   if (world.rank() == 0) {
     std::fputs(fmt::format("zerotrain: error: {}\n", message).c_str(), stderr);
     std::fflush(stderr);
@@ -162,7 +165,7 @@ void on_every_rank(Communicator& world, const std::function<void()>& local) {
   note_error_reported(exit_code);
   std::int32_t said = 1;
   (void)all_gather_values<std::int32_t>(world, std::span{&said, 1});
-  if (exit_code == 2) throw AgreedInputError(message);
+  if (input_error) throw AgreedInputError(message);
   throw AgreedRuntimeError(message);
 }
 

@@ -147,6 +147,10 @@ std::string broadcast_string(Communicator& comm, const std::string& text, int ro
 // file or full GPU ends the job at once rather than leaving the others in the next collective until
 // its timeout. Rank 0 prints the job's line ("zerotrain: error: ...") before any rank throws.
 void on_every_rank(Communicator& world, const std::function<void()>& local);
+// Collective: ends every rank with `message`, which each holds alike (worked out from what they
+// gathered): rank 0 prints it once for the job, then every rank throws AgreedInputError (an input
+// error) or AgreedRuntimeError, as on_every_rank does.
+[[noreturn]] void fail_on_every_rank(Communicator& world, const std::string& message, bool input_error);
 
 // Collective: every rank's `mine` (host values, the same count on every rank) on every rank, rank
 // r's at [r * mine.size(), (r + 1) * mine.size()). The bytes move as they are (as I32 words).

@@ -14,6 +14,7 @@
 #include "engine/app/trainer/memory_report.h"
 #include "engine/app/trainer/resume.h"
 #include "engine/app/trainer/run_identity.h"
+#include "engine/app/trainer/store_comm.h"
 #include "engine/app/trainer/trainer.h"
 #include "engine/base/core/check.h"
 #include "engine/base/core/host_allocator.h"
@@ -90,6 +91,7 @@ int train_main(const std::vector<std::string>& args) {
   on_every_rank(*comm, [&] {
     cfg = load_run_config(parser.get("config"), parser.all("set"), comm->world_size(), resumed_model);
     check_trainable(cfg);
+    (void)store_comm_choice(cfg, comm->world_size());  // zero.shard_group_size and the like, against the ranks
   });
   if (!run_dir.empty()) cfg.log.run_dir = run_dir;
   comm_options.deterministic = cfg.train.deterministic;
@@ -100,7 +102,12 @@ int train_main(const std::vector<std::string>& args) {
   // the first difference otherwise, rather than training on or failing inside a collective).
   nlohmann::json data_files;  // a file missing or unreadable: the same on each rank, printed once
   on_every_rank(*comm, [&] { data_files = data_identity(cfg); });
-  check_ranks_agree(*comm, run_identity(cfg, data_files));
+  // And the same flags that choose where the run starts: a rank resuming from another checkpoint
+  // (or alone) would train on mixed state, or wait in a collective the others never call.
+  IdentityEntries identity = run_identity(cfg, data_files);
+  identity.emplace_back("--resume", parser.has("resume") ? parser.get("resume") : "(not given)");
+  identity.emplace_back("--allow-config-change", parser.has("allow-config-change") ? "given" : "(not given)");
+  check_ranks_agree(*comm, identity);
   // From here on a stop signal means "save at the next step boundary" (engine/distributed/launch/signals.h).
   if (cfg.checkpoint.save_on_signal) install_stop_request_handlers();
 

@@ -285,6 +285,23 @@ def main():
     sampled = run(binary, ["sample", "--run", run_gb, "--tokens", "5"])
     check(sampled.returncode == 0, f"and the run samples ({sampled.stderr.strip()[-200:]})")
 
+    # final.safetensors is gathered and written a unit at a time: the run's workspace peak is the
+    # step's plus one unit's fp32 values at most (the whole model was gathered first: 4 bytes a
+    # parameter on every rank at the run's end).
+    run_fw = os.path.join(work, "final_weights_peak")
+    deep = ["--set", "model.n_layer=8", "--set", "train.max_steps=1"]
+    p = run(binary, ["train", "--config", config_path, "--run-dir", run_fw] + deep)
+    m = run(binary, ["memory", "--config", config_path, "--ranks", "1", "--json"] + deep)
+    if check(p.returncode == 0 and m.returncode == 0, f"an 8-layer run and its prediction ({p.stderr[-200:]})"):
+        recs = records(run_fw)
+        step_ws = next(r for r in recs if r["type"] == "memory")["measured_peak_bytes"][0]["workspace"]
+        run_ws = next(r for r in recs if r["type"] == "summary")["memory_peak_bytes"]["workspace"]
+        prediction = json.loads(m.stdout)
+        unit_bytes, model_bytes = 4 * prediction["max_unit_numel"], 4 * prediction["params"]
+        check(run_ws <= step_ws + unit_bytes < step_ws + model_bytes,
+              f"the final weights' gather adds one unit's values at most ({run_ws} <= {step_ws} + {unit_bytes}; "
+              f"the whole model: {model_bytes})")
+
     # Resuming a finished run makes no second final evaluation or sample: the log keeps one of each.
     p = run(binary, ["train", "--config", config_path, "--run-dir", run_g, "--set", "train.max_steps=4",
                      "--resume", "latest"])

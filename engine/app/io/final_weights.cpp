@@ -1,33 +1,122 @@
 // Gathering, checking and writing the final weights (see the header).
 #include "engine/app/io/final_weights.h"
 
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <map>
+#include <optional>
 #include <vector>
 
-#include "engine/app/io/model_weights.h"
+#include "engine/app/checkpoint/durable_file.h"
+#include "engine/app/io/output_file.h"
 #include "engine/base/core/buffer.h"
 #include "engine/base/core/check.h"
 
 namespace zt {
 
+namespace {
+
+// Where each tensor lies in the file: its data offset, in the order SafetensorsWriter would write
+// them (a tensor of one part where its unit comes, one split across units after its last part),
+// so that the file is the one the whole-model writer made.
+struct FileLayout {
+  std::string header;                      // the text after the length prefix, padded to 8 bytes
+  std::map<std::string, std::int64_t> at;  // tensor name -> its data's offset in the file
+  std::map<std::string, bool> split;       // tensor name -> split across units (its parts at row offsets)
+};
+
+FileLayout file_layout(const ParamTable& table, const std::map<std::string, std::string>& metadata) {
+  const std::vector<TensorParts> tensors = table.tensors();
+  nlohmann::ordered_json header = nlohmann::ordered_json::object();
+  header["__metadata__"] = metadata;
+  std::vector<std::pair<std::string, std::int64_t>> order;  // name, bytes
+  std::map<std::string, bool> split;
+  for (const UnitSpec& unit : table.units()) {
+    for (int index : unit.params) {
+      const ParamSpec& p = table.param(index);
+      const auto t =
+          std::find_if(tensors.begin(), tensors.end(), [&](const TensorParts& x) { return x.name == p.name; });
+      if (t->parts.back() != index) continue;  // a split tensor takes its place at its last part
+      std::int64_t numel = 1;
+      for (std::int64_t d : t->hf_shape) numel *= d;
+      header[t->name] = {{"dtype", "F32"}, {"shape", t->hf_shape}, {"data_offsets", {0, 0}}};
+      order.emplace_back(t->name, numel * static_cast<std::int64_t>(sizeof(float)));
+      split[t->name] = t->parts.size() > 1;
+    }
+  }
+  std::int64_t offset = 0;
+  for (const auto& [name, bytes] : order) {
+    header[name]["data_offsets"] = {offset, offset + bytes};
+    offset += bytes;
+  }
+  FileLayout layout;
+  layout.split = std::move(split);
+  layout.header = header.dump();
+  while ((8 + layout.header.size()) % 8 != 0) layout.header.push_back(' ');  // the data starts 8-byte aligned
+  const std::int64_t data_start = 8 + static_cast<std::int64_t>(layout.header.size());
+  for (const auto& [name, bytes] : order) {
+    layout.at[name] = data_start + header[name]["data_offsets"][0].get<std::int64_t>();
+  }
+  return layout;
+}
+
+}  // namespace
+
 void write_final_weights(const std::string& path, ShardedAdamW& optimizer, MemoryTracker& tracker, bool root,
                          const std::map<std::string, std::string>& metadata) {
   const ParamTable& table = optimizer.table();
-  std::vector<Buffer> full;
-  for (std::size_t u = 0; u < table.units().size(); ++u) {
-    full.push_back(optimizer.gather_master(static_cast<int>(u), tracker));
-    const float* p = full.back().as<float>();
-    for (std::int64_t i = 0; i < table.units()[u].numel; ++i) {
-      if (!std::isfinite(p[i])) throw_runtime_error("parameters became non-finite; final weights not written");
+  // "format": "pt" is what Hugging Face's loaders demand of a safetensors state dict.
+  std::map<std::string, std::string> meta = metadata;
+  meta["format"] = "pt";
+  const FileLayout layout = file_layout(table, meta);
+  const std::string tmp = staging_path(path);
+  std::optional<ckpt::FileHandle> out;
+  if (root) {
+    out = ckpt::FileHandle::create(tmp);
+    const std::uint64_t header_bytes = layout.header.size();
+    out->write_at(&header_bytes, 8, 0);  // little-endian (x86-64, aarch64)
+    out->write_at(layout.header.data(), static_cast<std::int64_t>(layout.header.size()), 8);
+  }
+  // One unit at a time, written as it is gathered: the whole model gathered first held 4 bytes a
+  // parameter on every rank at the run's end (a 7B model: 28 GB each), past what a node has.
+  try {
+    for (std::size_t u = 0; u < table.units().size(); ++u) {
+      const Buffer full = optimizer.gather_master(static_cast<int>(u), tracker);
+      const float* values = full.as<float>();
+      const UnitSpec& unit = table.units()[u];
+      for (std::int64_t i = 0; i < unit.numel; ++i) {
+        if (!std::isfinite(values[i])) throw_runtime_error("parameters became non-finite; final weights not written");
+      }
+      if (!root) continue;
+      for (int index : unit.params) {
+        // Padded vocabulary rows are trailing rows: the HF tensor (or a part's rows of it) is a
+        // prefix of the stored one.
+        const ParamSpec& p = table.param(index);
+        std::int64_t row = 1, live = 1;
+        for (std::size_t k = 1; k < p.shape.size(); ++k) row *= p.shape[k];
+        for (std::int64_t d : p.hf_shape) live *= d;
+        const std::int64_t rows_before = layout.split.at(p.name) ? p.row_offset : 0;
+        const std::int64_t at = layout.at.at(p.name) + rows_before * row * static_cast<std::int64_t>(sizeof(float));
+        out->write_at(values + p.offset, live * static_cast<std::int64_t>(sizeof(float)), at);
+      }
     }
+  } catch (...) {
+    if (out) {
+      out->close();
+      std::remove(tmp.c_str());  // no partial .tmp left behind; `path` as it was
+    }
+    throw;
   }
   if (!root) return;
-  save_model_weights(
-      path, table,
-      [&](int u) {
-        return full[static_cast<std::size_t>(u)].view().slice(0, table.units()[static_cast<std::size_t>(u)].numel);
-      },
-      metadata, /*views_outlive_writer=*/true);  // `full` lives until the file is written
+  out->sync();
+  out->close();
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    throw_runtime_error("cannot rename '{}' to '{}'", tmp, path);
+  }
 }
 
 }  // namespace zt

@@ -1,5 +1,7 @@
 // The run's final weights, final.safetensors: every unit's fp32 master gathered to the host (every
-// rank takes part), checked finite, and written by rank 0 under the Hugging Face names.
+// rank takes part), checked finite, and written by rank 0 under the Hugging Face names, one unit at
+// a time (the header first: every tensor's place follows from the table), so no rank holds more
+// than one unit's values.
 #pragma once
 
 #include <map>
@@ -10,8 +12,9 @@
 
 namespace zt {
 
-// Collective (ShardedAdamW::gather_master, unit by unit). Throws RuntimeError on a non-finite value
-// before anything is written: no NaN reaches disk. `root`: the rank that writes `path`.
+// Collective (ShardedAdamW::gather_master, unit by unit). Throws RuntimeError on a non-finite value,
+// `path` left as it was and the staging file removed: no NaN reaches it. `root`: the rank that
+// writes `path`.
 void write_final_weights(const std::string& path, ShardedAdamW& optimizer, MemoryTracker& tracker, bool root,
                          const std::map<std::string, std::string>& metadata);
 

@@ -67,6 +67,11 @@ def main():
                                        "model.block_size=1048576", "--set", "train.micro_batch=1024"],
          "past the 64 PiB"),
         ("missing --out", ["debug-state", "--config", config_file("g3.json", GOOD)], "--out"),
+        # An --out the write would fail on (exit 1 after the work) or replace (a FIFO): refused first.
+        ("--out a directory", ["debug-state", "--config", config_file("g4.json", GOOD), "--out", work],
+         "is a directory, not a file to write"),
+        ("--out in no folder", ["debug-state", "--config", config_file("g5.json", GOOD), "--out",
+                                os.path.join(work, "no_such_folder", "x.safetensors")], "no folder"),
         ("unknown flag", ["debug-state", "--frobnicate"], "--frobnicate"),
         ("unknown command", ["frobnicate"], "frobnicate"),
         ("a misspelt command", ["trian"], "did you mean 'train'?"),

@@ -3,9 +3,13 @@
 
 #include <fmt/format.h>
 
+#include <unistd.h>
+
+#include <cerrno>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <functional>
 
@@ -13,6 +17,23 @@
 #include "engine/base/core/check.h"
 
 namespace zt {
+
+void check_output_path(const std::string& path, std::string_view what) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  if (fs::exists(st) && !fs::is_regular_file(st)) {
+    throw_input_error("{} {}: is {}, not a file to write", what, path,
+                      fs::is_directory(st) ? "a directory"
+                      : fs::is_fifo(st)    ? "a FIFO"
+                                           : "not a regular file");
+  }
+  const fs::path parent = fs::path(path).parent_path().empty() ? fs::path(".") : fs::path(path).parent_path();
+  if (!fs::is_directory(parent, ec)) throw_input_error("{} {}: no folder {}", what, path, parent.string());
+  if (::access(parent.c_str(), W_OK | X_OK) != 0) {
+    throw_input_error("{} {}: cannot write into {}: {}", what, path, parent.string(), std::strerror(errno));
+  }
+}
 
 std::string staging_path(const std::string& path) {
   constexpr std::string_view kSuffix = ".tmp";

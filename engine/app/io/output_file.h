@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace zt {
@@ -11,6 +12,11 @@ namespace zt {
 // the file system allows a name to be (a target name within 4 bytes of NAME_MAX, which the target
 // itself may use), its first bytes and a hash of the whole name with ".tmp".
 std::string staging_path(const std::string& path);
+
+// Refuses, before any work, an output path that a write would fail on or replace wrongly: an
+// existing directory, FIFO or device (a FIFO would be replaced by a regular file), or a folder
+// that does not exist or cannot be written. InputError naming `what` ("--out") and the path.
+void check_output_path(const std::string& path, std::string_view what);
 
 // Files written under their staging names and moved into place together once every one is
 // complete: an output of several files that fails part way (a damaged checkpoint met at its tenth

@@ -14,6 +14,7 @@
 #include "engine/app/cli/commands/commands.h"
 #include "engine/app/config/run_config.h"
 #include "engine/app/io/model_weights.h"
+#include "engine/app/io/output_file.h"
 #include "engine/app/io/safetensors.h"
 #include "engine/app/trainer/model_setup.h"
 #include "engine/base/core/bf16.h"
@@ -71,7 +72,8 @@ int debug_state_main(const std::vector<std::string>& args) {
   }
   const RunConfig cfg = load_run_config(parser.get("config"), parser.all("set"));
   const int steps = parser.get_int("steps", 0, 0, 100000);
-  const ModelConfig& mc = cfg.model;  // the keys every family has
+  check_output_path(parser.get("out"), "zerotrain debug-state: --out");  // before the work
+  const ModelConfig& mc = cfg.model;                                     // the keys every family has
   const ModelSpec spec = cfg.model_spec();
 
   MemoryTracker tracker;

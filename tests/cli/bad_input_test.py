@@ -67,6 +67,7 @@ def main():
                                        "model.block_size=1048576", "--set", "train.micro_batch=1024"],
          "past the 64 PiB"),
         ("missing --out", ["debug-state", "--config", config_file("g3.json", GOOD)], "--out"),
+        ("--run of no directory", ["sample", "--run", os.path.join(work, "no_such_run")], "no such run directory"),
         # An --out the write would fail on (exit 1 after the work) or replace (a FIFO): refused first.
         ("--out a directory", ["debug-state", "--config", config_file("g4.json", GOOD), "--out", work],
          "is a directory, not a file to write"),
@@ -451,8 +452,10 @@ def main():
     live.wait()
     after = subprocess.run([binary, "sample", "--run", live_dir, "--tokens", "2"], capture_output=True, text=True,
                            timeout=120)
+    # (Its directory holds an earlier run's final weights, which the refusal names as such.)
     ok = (all(p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and "is being trained now, by pid "
-              f"{live.pid}" in p.stderr for p in runs) and "being trained" not in after.stderr)
+              f"{live.pid}" in p.stderr and "now is an earlier run's" in p.stderr for p in runs)
+          and "being trained" not in after.stderr)
     report("--run of a live run refused", ok, [p.returncode for p in runs] + [after.returncode],
            f"{[p.stderr.strip()[-200:] for p in runs]} {after.stderr.strip()[-200:]}")
 

@@ -93,10 +93,12 @@ WeightSource resolve_weight_source(const ArgParser& parser, const std::string& c
   // weights come at its end (a final.safetensors there is an earlier run's, for another config).
   if (const std::string holder = ckpt::live_holder((dir / "RUN_LOCK").string()); !holder.empty()) {
     throw_input_error(
-        "zerotrain {}: {} is being trained now, by {}: its final weights come at the run's end (what is there "
-        "now is an earlier run's); use its latest checkpoint: --ckpt and its checkpoint folder",
-        command, dir.string(), holder);
+        "zerotrain {}: {} is being trained now, by {}: its final weights come at the run's end{}; use its latest "
+        "checkpoint: --ckpt and its checkpoint folder",
+        command, dir.string(), holder,
+        fs::exists(dir / "final.safetensors") ? " (the final.safetensors there now is an earlier run's)" : "");
   }
+  if (!fs::is_directory(dir)) throw_input_error("zerotrain {}: --run {}: no such run directory", command, s.path);
   for (const char* f : {"config.json", "final.safetensors"}) {
     if (fs::exists(dir / f)) continue;
     // A run stopped before its end (a signal, a kill) wrote no final weights, but its checkpoints.

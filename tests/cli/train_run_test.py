@@ -103,6 +103,11 @@ def main():
 
     p = run(binary, ["sample", "--run", run_a, "--tokens", "30", "--prompt", "the "])
     check(p.returncode == 0 and len(p.stdout) >= 30, f"sample --run generates text: {p.stdout.strip()[:60]!r}")
+    # --temperature 0 is greedy decoding (HF's and vLLM's spelling): top-k 1, whatever the seed.
+    greedy = [run(binary, ["sample", "--run", run_a, "--tokens", "30", "--prompt", "the "] + flags)
+              for flags in (["--temperature", "0"], ["--temperature", "0", "--seed", "9"], ["--top-k", "1"])]
+    check(all(g.returncode == 0 for g in greedy) and greedy[0].stdout == greedy[1].stdout == greedy[2].stdout,
+          f"--temperature 0 samples greedily ({[g.stdout[:40] for g in greedy]}; {greedy[0].stderr[-200:]})")
     check("zerotrain sample: 30 tokens in " in p.stderr and " tokens/s;" in p.stderr,
           f"sample says on stderr how long its 30 tokens took ({p.stderr.strip()[-200:]!r})")
     # The text comes as it is drawn: a long sample's first characters reach a pipe within seconds,

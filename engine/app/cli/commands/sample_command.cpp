@@ -30,13 +30,17 @@ SamplingOptions sampling_options(const ArgParser& parser, const data::TokenText&
     } catch (const std::exception&) {
       temperature = -1.0;
     }
-    // log.sample_temperature's range: near 0 the logits' scale 1/T overflows a float (1e-50 became 0).
-    if (used != given.size() || !(temperature >= 0.001 && temperature <= 100.0)) {
-      throw_input_error("zerotrain sample: --temperature must be a number in [0.001, 100] (got '{}')", given);
+    // log.sample_temperature's range: near 0 the logits' scale 1/T overflows a float (1e-50 became
+    // 0). 0 itself is greedy decoding, as HF's and vLLM's users write it.
+    if (used != given.size() || !(temperature == 0.0 || (temperature >= 0.001 && temperature <= 100.0))) {
+      throw_input_error("zerotrain sample: --temperature must be 0 (greedy) or a number in [0.001, 100] (got '{}')",
+                        given);
     }
   }
+  const bool greedy = temperature == 0.0;  // the most likely token each time: top-k 1 (ties: the lowest id)
   SamplingOptions options{
-      parser.get_int("tokens", 200, 0, 1000000), static_cast<float>(temperature), parser.get_int("top-k", 40, 0, 65535),
+      parser.get_int("tokens", 200, 0, 1000000), greedy ? 1.0f : static_cast<float>(temperature),
+      greedy ? 1 : parser.get_int("top-k", 40, 0, 65535),
       // Up to 2^63 - 1: a logged sample's seed is train.seed (< 2^31) + its step.
       static_cast<std::uint64_t>(parser.get_int64("seed", 1, 0, std::numeric_limits<std::int64_t>::max())),
       text.size()};
@@ -138,7 +142,7 @@ int sample_main(const std::vector<std::string>& args) {
                   "tokenizer.json to encode the prompt and decode with (default: the run's, or the folder's)")
       .value_flag("vocab", "FILE", "zerotrain vocab.json to decode with (default: the run directory's)")
       .value_flag("tokens", "N", "tokens to generate (default 200)")
-      .value_flag("temperature", "T", "softmax temperature (default 0.8)")
+      .value_flag("temperature", "T", "softmax temperature (default 0.8; 0: greedy, the most likely token each time)")
       .value_flag("top-k", "K", "sample among the K most likely tokens, 0 = all (default 40)")
       .value_flag(
           "prompt", "TEXT",

@@ -264,7 +264,11 @@ def main():
             out, err = proc.communicate(timeout=120)
             recs = [(r["type"], r["step"]) for r in train_records(run_dir) if r["type"] in ("eval", "sample", "stop")]
             check(saved and proc.returncode == 0 and recs[-1:] == [("stop", 4)] and (kind, 4) not in recs
-                  and f"step 4: the {what} (after " in out and train_steps_logged(run_dir) == 4,
+                  and train_steps_logged(run_dir) == 4
+                  # In it, as a rule; just before it (the vote after the save, or the one before its
+                  # first forward) where the signal lands in those microseconds.
+                  and (f"step 4: the {what} (after " in out or "wait for a resume" in out or
+                       "step 4: stopping on SIGTERM" in out),
                   f"{name}: stops there on step 4's checkpoint, nothing of it logged (exit {proc.returncode}, "
                   f"{recs}, {(out + err)[-300:]})")
             resumed = slow_eval if kind == "eval" else deep_merge(slow_sample, {"log": {"sample_tokens": 8}})
@@ -277,6 +281,26 @@ def main():
                 made = [(r["type"], r["step"], r.get("val_loss")) for r in train_records(run_dir) if r["type"] == "eval"]
                 ref = [(r["type"], r["step"], r.get("val_loss")) for r in train_records(ref_dir) if r["type"] == "eval"]
                 check(made == ref, f"{name}: the resume makes step 4's evaluation, as uninterrupted ({made} vs {ref})")
+        # Resumed into another run directory from a checkpoint of ref_dir's folder, the evaluation of
+        # step 4 is pending (this run's log lacks it); stopped in it, the run saves step 4 into its
+        # own folder, so the --resume latest it advises works (it saved nothing: no checkpoint).
+        name = "1 rank, SIGTERM during a resumed run's pending evaluation"
+        elsewhere = os.path.join(work, "resumed_elsewhere")
+        proc = subprocess.Popen(command(1, slow_eval, elsewhere,
+                                        ["--resume", os.path.join(ref_dir, "checkpoints", "step_00000004")]),
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        resumed = wait_until(lambda: os.path.exists(os.path.join(elsewhere, "metrics.jsonl")) and
+                             '"type":"resume"' in open(os.path.join(elsewhere, "metrics.jsonl")).read())
+        if resumed:
+            time.sleep(0.3)
+            proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=120)
+        latest = os.path.join(elsewhere, "checkpoints", "latest")
+        check(resumed and proc.returncode == 0 and os.path.exists(latest) and
+              open(latest).read().strip() == "step_00000004",
+              f"{name}: stops on step 4, saved in its own folder (exit {proc.returncode}, {(out + err)[-300:]})")
+        p = run(1, slow_eval, elsewhere, ["--resume", "latest"])
+        ok(p, f"{name}: the --resume latest it advises exits 0")
     return checks.finish()
 
 

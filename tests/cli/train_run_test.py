@@ -307,6 +307,18 @@ def main():
               f"the final weights' gather adds one unit's values at most ({run_ws} <= {step_ws} + {unit_bytes}; "
               f"the whole model: {model_bytes})")
 
+    # A write of final.safetensors that fails (a full disk: /dev/full under its staging name) ends
+    # the run in one line and leaves no staging file (one failing at its sync or close did).
+    run_full = os.path.join(work, "disk_full")
+    os.makedirs(run_full)
+    os.symlink("/dev/full", os.path.join(run_full, "final.safetensors.tmp"))
+    p = run(binary, ["train", "--config", config_path, "--run-dir", run_full, "--set", "train.max_steps=1"])
+    lines = [line for line in p.stderr.splitlines() if line.strip()]
+    check(p.returncode == 1 and len(lines) == 1 and "final weights not written" in lines[0]
+          and "No space left" in lines[0] and not os.path.lexists(os.path.join(run_full, "final.safetensors.tmp"))
+          and not os.path.exists(os.path.join(run_full, "final.safetensors")),
+          f"a full disk at the final weights: one line, nothing left behind (exit {p.returncode}: {lines})")
+
     # Resuming a finished run makes no second final evaluation or sample: the log keeps one of each.
     p = run(binary, ["train", "--config", config_path, "--run-dir", run_g, "--set", "train.max_steps=4",
                      "--resume", "latest"])

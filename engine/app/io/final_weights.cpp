@@ -3,9 +3,15 @@
 
 #include <nlohmann/json.hpp>
 
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <functional>
 #include <map>
 #include <optional>
 #include <vector>
@@ -65,21 +71,38 @@ FileLayout file_layout(const ParamTable& table, const std::map<std::string, std:
 
 }  // namespace
 
-void write_final_weights(const std::string& path, ShardedAdamW& optimizer, MemoryTracker& tracker, bool root,
+void write_final_weights(const std::string& path, ShardedAdamW& optimizer, MemoryTracker& tracker, Communicator& world,
                          const std::map<std::string, std::string>& metadata) {
   const ParamTable& table = optimizer.table();
+  const bool root = world.rank() == 0;
   // "format": "pt" is what Hugging Face's loaders demand of a safetensors state dict.
   std::map<std::string, std::string> meta = metadata;
   meta["format"] = "pt";
   const FileLayout layout = file_layout(table, meta);
   const std::string tmp = staging_path(path);
+  // Rank 0's write failures are its own: it notes the first and keeps gathering with the others
+  // (they would wait in the next gather until the collective timeout), and the ranks agree on it
+  // after the last unit.
+  std::string write_error;
   std::optional<ckpt::FileHandle> out;
-  if (root) {
+  const auto writing = [&](const std::function<void()>& write) {
+    if (!root || !write_error.empty()) return;
+    try {
+      write();
+    } catch (const std::exception& e) {
+      write_error = e.what();
+    }
+  };
+  writing([&] {
     out = ckpt::FileHandle::create(tmp);
     const std::uint64_t header_bytes = layout.header.size();
     out->write_at(&header_bytes, 8, 0);  // little-endian (x86-64, aarch64)
     out->write_at(layout.header.data(), static_cast<std::int64_t>(layout.header.size()), 8);
-  }
+  });
+  const auto discard = [&] {
+    out.reset();                         // closes without throwing
+    if (root) std::remove(tmp.c_str());  // no partial .tmp left behind; `path` as it was
+  };
   // One unit at a time, written as it is gathered: the whole model gathered first held 4 bytes a
   // parameter on every rank at the run's end (a 7B model: 28 GB each), past what a node has.
   try {
@@ -87,35 +110,40 @@ void write_final_weights(const std::string& path, ShardedAdamW& optimizer, Memor
       const Buffer full = optimizer.gather_master(static_cast<int>(u), tracker);
       const float* values = full.as<float>();
       const UnitSpec& unit = table.units()[u];
-      for (std::int64_t i = 0; i < unit.numel; ++i) {
+      for (std::int64_t i = 0; i < unit.numel; ++i) {  // the same values on every rank: all stop here
         if (!std::isfinite(values[i])) throw_runtime_error("parameters became non-finite; final weights not written");
       }
-      if (!root) continue;
-      for (int index : unit.params) {
-        // Padded vocabulary rows are trailing rows: the HF tensor (or a part's rows of it) is a
-        // prefix of the stored one.
-        const ParamSpec& p = table.param(index);
-        std::int64_t row = 1, live = 1;
-        for (std::size_t k = 1; k < p.shape.size(); ++k) row *= p.shape[k];
-        for (std::int64_t d : p.hf_shape) live *= d;
-        const std::int64_t rows_before = layout.split.at(p.name) ? p.row_offset : 0;
-        const std::int64_t at = layout.at.at(p.name) + rows_before * row * static_cast<std::int64_t>(sizeof(float));
-        out->write_at(values + p.offset, live * static_cast<std::int64_t>(sizeof(float)), at);
-      }
+      writing([&] {
+        for (int index : unit.params) {
+          // Padded vocabulary rows are trailing rows: the HF tensor (or a part's rows of it) is a
+          // prefix of the stored one.
+          const ParamSpec& p = table.param(index);
+          std::int64_t row = 1, live = 1;
+          for (std::size_t k = 1; k < p.shape.size(); ++k) row *= p.shape[k];
+          for (std::int64_t d : p.hf_shape) live *= d;
+          const std::int64_t rows_before = layout.split.at(p.name) ? p.row_offset : 0;
+          const std::int64_t at = layout.at.at(p.name) + rows_before * row * static_cast<std::int64_t>(sizeof(float));
+          out->write_at(values + p.offset, live * static_cast<std::int64_t>(sizeof(float)), at);
+        }
+      });
     }
   } catch (...) {
-    if (out) {
-      out->close();
-      std::remove(tmp.c_str());  // no partial .tmp left behind; `path` as it was
-    }
+    discard();
     throw;
   }
-  if (!root) return;
-  out->sync();
-  out->close();
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    throw_runtime_error("cannot rename '{}' to '{}'", tmp, path);
+  writing([&] {
+    out->sync();  // a network file system may report a failed write only here
+    out->close();
+    if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+      throw_runtime_error("cannot rename '{}' to '{}': {}", tmp, path, std::strerror(errno));
+    }
+    const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+    ckpt::sync_dir(parent.empty() ? "." : parent.string());
+  });
+  write_error = broadcast_string(world, write_error);
+  if (!write_error.empty()) {
+    discard();
+    fail_on_every_rank(world, fmt::format("final weights not written: {}", write_error), /*input_error=*/false);
   }
 }
 

@@ -107,8 +107,14 @@ RunProgress start_run(TrainerState& s, const std::string& resume_checkpoint, boo
   }
   ckpt::restore_training_state(reader, s.store, s.optimizer);  // publishes; the first acquire waits for it
   run.start_step = static_cast<int>(m.position.step);
-  run.last_saved_step = run.start_step;  // a stop before the first step saves nothing more
-  run.last_saved_path = resume_checkpoint;
+  // A stop before the first step (in an evaluation the saved run left) saves nothing more where the
+  // checkpoint is in this run's folder; one from elsewhere is saved here, for --resume latest.
+  std::error_code same_ec;
+  if (std::filesystem::equivalent(std::filesystem::path(resume_checkpoint).parent_path(),
+                                  c.checkpoint.folder_for(s.run_dir), same_ec)) {
+    run.last_saved_step = run.start_step;
+    run.last_saved_path = resume_checkpoint;
+  }
   run.start_sample = m.position.next_sample_index;
   run.start_tokens = m.position.tokens_seen;
   run.summary.steps_done = m.position.optimizer_step;
@@ -168,10 +174,11 @@ RunProgress start_run(TrainerState& s, const std::string& resume_checkpoint, boo
   // for a finished run resumed, by finish_run (which otherwise redoes neither: the log keeps one
   // final evaluation). Rank 0 reads the log; every rank evaluates.
   const int at = run.start_step;
-  if (at > 0 && at <= c.train.max_steps) {
+  if ((at > 0 || c.train.max_steps == 0) && at <= c.train.max_steps) {
     const bool last = at == c.train.max_steps;  // the final evaluation and sample: always made
     const bool eval_due = last || (c.train.eval_every > 0 && at % c.train.eval_every == 0);
-    const bool sample_due = c.log.samples() && (last || (c.log.sample_every > 0 && at % c.log.sample_every == 0));
+    const bool sample_due =  // none at step 0 (finish_run's rule)
+        at > 0 && c.log.samples() && (last || (c.log.sample_every > 0 && at % c.log.sample_every == 0));
     std::string pending;
     if (s.root) {
       if (eval_due && !(s.metrics && logged_at_step("eval"))) pending += 'e';

@@ -129,6 +129,11 @@ StopVote stop_vote_after(const TrainerState& s, int step) {
 // then waits for the resume too).
 bool evaluate_and_sample(TrainerState& s, RunProgress& run, int step, bool eval_due, bool sample_due) {
   const StopVote stop = stop_vote_after(s, step);
+  // A request already made (during the step, or the last step's save) stops before a forward.
+  if ((eval_due || sample_due) && stop()) {
+    s.progress.message(fmt::format("step {}: the evaluation and sample wait for a resume (a stop request)", step));
+    return false;
+  }
   if (eval_due && !evaluate(s, step, run.summary, stop)) return false;
   return !sample_due || sample(s, step, run.summary, stop);
 }
@@ -378,7 +383,7 @@ void Trainer::finish_run(int step, RunProgress& run) {
   if (finished) {
     if (c.log.final_weights) {
       s.set_comm_context(fmt::format("the gather of final.safetensors after step {}", step));
-      write_final_weights(run_dir_ + "/final.safetensors", s.optimizer, s.tracker, s.root,
+      write_final_weights(run_dir_ + "/final.safetensors", s.optimizer, s.tracker, s.comm,
                           {{"run_config", c.to_json().dump()}, {"steps", std::to_string(summary.steps_done)}});
     } else if (s.root) {
       // An earlier run's final.safetensors in this directory is not this run's weights: removed, so
@@ -396,7 +401,7 @@ void Trainer::finish_run(int step, RunProgress& run) {
     if (!evaluate_and_sample(s, run, step, eval_due, sample_due)) stop_after(s, run, step);
     if (!eval_due && !sample_due) {
       s.progress.message(fmt::format("the run had finished at step {}: its final evaluation{} in {}", step,
-                                     c.log.samples() ? " and sample are" : " is", "metrics.jsonl"));
+                                     step > 0 && c.log.samples() ? " and sample are" : " is", "metrics.jsonl"));
     }
   }
   summary.memory = s.tracker.snapshot();

@@ -107,7 +107,7 @@ struct RunProgress {
   int consecutive_skips = 0;                      // non-finite steps skipped in a row (a checkpoint carries it)
   int steps_this_run = 0;                         // optimizer steps taken since start_step
   int profiled_steps = 0;                         // log.profile_ops: steps timed, the first (warm-up) discarded
-  int last_saved_step = -1;                       // the last checkpoint this run saved, and where
+  int last_saved_step = -1;  // the last checkpoint this run saved (or resumed from its own folder), and where
   std::string last_saved_path;
   // The lineage id of the checkpoint this trajectory last saved or resumed from (its save_id, or
   // "crc32:..." for one from before save ids; "" for none): the next save records it as its previous_save_id, so a

@@ -209,28 +209,26 @@ def main():
                  and "outside the model's vocabulary of 512" in lines[0],
                  f"a prompt id past the model's vocabulary is refused in one line ({lines})")
 
-    p = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "prepare_tokens.py"), "--tokenizer",
-                        os.path.join(tok_dir, "tokenizer.json"), "--out", os.path.join(work, "x"), "--no-progress",
-                        os.path.join(work, "missing.jsonl")], capture_output=True, text=True, timeout=60)
-    lines = p.stderr.strip().splitlines()
-    checks.check(p.returncode != 0 and len(lines) == 1 and "missing.jsonl" in lines[0],
+    def refused_input(path, out="x"):
+        """prepare_tokens on `path`: its stderr lines."""
+        p = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "prepare_tokens.py"), "--tokenizer",
+                            os.path.join(tok_dir, "tokenizer.json"), "--out", os.path.join(work, out), "--no-progress",
+                            path], capture_output=True, text=True, timeout=60)
+        return p.returncode, p.stderr.strip().splitlines()
+
+    code, lines = refused_input(os.path.join(work, "missing.jsonl"))
+    checks.check(code != 0 and len(lines) == 1 and "missing.jsonl" in lines[0],
                  f"prepare_tokens refuses a missing input in one line ({lines})")
     fifo = os.path.join(work, "fifo.jsonl")
     os.mkfifo(fifo)
-    p = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "prepare_tokens.py"), "--tokenizer",
-                        os.path.join(tok_dir, "tokenizer.json"), "--out", os.path.join(work, "x"), "--no-progress",
-                        fifo], capture_output=True, text=True, timeout=60)
-    lines = p.stderr.strip().splitlines()
-    checks.check(p.returncode != 0 and len(lines) == 1 and "fifo.jsonl: not a regular file" in lines[0],
+    code, lines = refused_input(fifo)
+    checks.check(code != 0 and len(lines) == 1 and "fifo.jsonl: not a regular file" in lines[0],
                  f"prepare_tokens names a FIFO input as one, not as missing ({lines})")
     latin = os.path.join(work, "latin1.txt")
     with open(latin, "wb") as f:
         f.write("café au lait\n".encode("latin-1"))
-    p = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "prepare_tokens.py"), "--tokenizer",
-                        os.path.join(tok_dir, "tokenizer.json"), "--out", os.path.join(work, "y"), "--no-progress",
-                        latin], capture_output=True, text=True, timeout=60)
-    lines = p.stderr.strip().splitlines()
-    checks.check(p.returncode != 0 and len(lines) == 1 and "latin1.txt: not UTF-8" in lines[0],
+    code, lines = refused_input(latin, out="y")
+    checks.check(code != 0 and len(lines) == 1 and "latin1.txt: not UTF-8" in lines[0],
                  f"prepare_tokens refuses an input that is not UTF-8 in one line ({lines})")
     checks.check(not os.path.exists(os.path.join(work, "y")), "... and leaves no folder of its own behind")
 

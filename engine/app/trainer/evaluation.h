@@ -20,7 +20,7 @@ bool evaluate(TrainerState& s, int step, TrainSummary& summary, const StopVote& 
 
 // log.sample_tokens generated from log.sample_prompt by a batch-1 model through the same store,
 // seeded by the step; decoded with the dataset's vocabulary (token ids without one). `stop` is
-// asked before each draw after the first; returns false when it ended the sample.
+// asked before every 16th draw; returns false when it ended the sample.
 bool sample(TrainerState& s, int step, TrainSummary& summary, const StopVote& stop = {});
 
 }  // namespace zt

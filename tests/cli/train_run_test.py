@@ -319,6 +319,19 @@ def main():
           and not os.path.exists(os.path.join(run_full, "final.safetensors")),
           f"a full disk at the final weights: one line, nothing left behind (exit {p.returncode}: {lines})")
 
+    # A vocabulary without a newline: sample's default prompt (a newline) is named as the one refused.
+    no_newline = os.path.join(work, "no_newline.txt")
+    with open(no_newline, "w") as f:
+        f.write("abc abcabc cab " * 300)
+    run(binary, ["prepare", "--text", no_newline, "--out", os.path.join(work, "no_newline_data")])
+    run_nl = os.path.join(work, "no_newline_run")
+    run(binary, ["train", "--config", config_path, "--run-dir", run_nl, "--set", "train.max_steps=1", "--set",
+                 f"data.dataset={os.path.join(work, 'no_newline_data')}", "--set", "log.sample_tokens=0"])
+    p = run(binary, ["sample", "--run", run_nl, "--tokens", "3"])
+    lines = [line for line in p.stderr.splitlines() if line.strip()]
+    check(p.returncode == 2 and len(lines) == 1 and "the default prompt (a newline)" in lines[0]
+          and "--prompt" in lines[0], f"sample names its default prompt where the vocabulary lacks it ({lines})")
+
     # Resuming a finished run makes no second final evaluation or sample: the log keeps one of each.
     p = run(binary, ["train", "--config", config_path, "--run-dir", run_g, "--set", "train.max_steps=4",
                      "--resume", "latest"])

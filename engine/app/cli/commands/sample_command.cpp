@@ -82,7 +82,13 @@ Prompt encode_prompt(const ArgParser& parser, const data::TokenText& text, const
         text_dir.empty() ? "no run directory beside the weights" : "no tokenizer.json or vocab.json in " + text_dir);
   }
   Prompt p{parser.get("prompt", "\n"), {}, limit};
-  p.ids = text.encode_prompt(p.text);
+  try {
+    p.ids = text.encode_prompt(p.text);
+  } catch (const InputError& e) {
+    // The default prompt, a newline, in a vocabulary without one: say which prompt it was.
+    if (parser.has("prompt")) throw;
+    throw_input_error("zerotrain sample: the default prompt (a newline): {}; give one with --prompt", e.what());
+  }
   for (const std::int32_t id : p.ids) {  // a tokenizer not the model's: its ids would index past the table
     if (id >= vocab_size) {
       throw_input_error(

@@ -18,6 +18,15 @@ void report_stopped(TrainerState& s, int step, const std::string& what) {
 
 }  // namespace
 
+bool evaluates_after(const RunConfig& c, int step) {
+  return step == c.train.max_steps || (c.train.eval_every > 0 && step % c.train.eval_every == 0);
+}
+
+bool samples_after(const RunConfig& c, int step) {
+  return step > 0 && c.log.samples() &&
+         (step == c.train.max_steps || (c.log.sample_every > 0 && step % c.log.sample_every == 0));
+}
+
 bool evaluate(TrainerState& s, int step, TrainSummary& summary, const StopVote& stop) {
   const RunConfig& c = s.config;
   s.set_comm_context(fmt::format("the evaluation after step {}", step));

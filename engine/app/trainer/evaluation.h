@@ -13,6 +13,11 @@ namespace zt {
 // period on them; the resumed run makes them (its log lacks them).
 using StopVote = std::function<bool()>;
 
+// Whether an evaluation, and a sample, follow `step` (steps done): every train.eval_every
+// (log.sample_every) steps, and after the last; never a sample at step 0 or with log.sample_tokens 0.
+bool evaluates_after(const RunConfig& c, int step);
+bool samples_after(const RunConfig& c, int step);
+
 // The mean loss of train.eval_batches forward passes over the same validation windows every time
 // (no dropout); logged as an "eval" record after step `step`. `stop` is asked after each forward
 // (none: never stopped); returns false when it ended the evaluation.

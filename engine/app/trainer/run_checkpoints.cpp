@@ -13,6 +13,7 @@
 #include "engine/app/checkpoint/folder_lock.h"
 #include "engine/app/checkpoint/optimizer_checkpoint.h"
 #include "engine/app/io/pretrained.h"
+#include "engine/app/trainer/evaluation.h"
 #include "engine/app/trainer/model_setup.h"
 #include "engine/app/trainer/resume.h"
 #include "engine/app/trainer/run_identity.h"
@@ -175,10 +176,7 @@ RunProgress start_run(TrainerState& s, const std::string& resume_checkpoint, boo
   // final evaluation). Rank 0 reads the log; every rank evaluates.
   const int at = run.start_step;
   if ((at > 0 || c.train.max_steps == 0) && at <= c.train.max_steps) {
-    const bool last = at == c.train.max_steps;  // the final evaluation and sample: always made
-    const bool eval_due = last || (c.train.eval_every > 0 && at % c.train.eval_every == 0);
-    const bool sample_due =  // none at step 0 (finish_run's rule)
-        at > 0 && c.log.samples() && (last || (c.log.sample_every > 0 && at % c.log.sample_every == 0));
+    const bool eval_due = evaluates_after(c, at), sample_due = samples_after(c, at);
     std::string pending;
     if (s.root) {
       if (eval_due && !(s.metrics && logged_at_step("eval"))) pending += 'e';

@@ -302,8 +302,8 @@ TrainSummary Trainer::run() {
     }
     // The last step's evaluation and sample come after its weights are saved (finish_run).
     const bool last = step + 1 == c.train.max_steps;
-    const bool eval_due = !last && c.train.eval_every > 0 && (step + 1) % c.train.eval_every == 0;
-    const bool sample_due = !last && c.log.samples() && c.log.sample_every > 0 && (step + 1) % c.log.sample_every == 0;
+    const bool eval_due = !last && evaluates_after(c, step + 1);
+    const bool sample_due = !last && samples_after(c, step + 1);
     if ((eval_due || sample_due) && !evaluate_and_sample(s, run, step + 1, eval_due, sample_due)) {
       stop_after(s, run, step + 1);
       break;
@@ -397,11 +397,11 @@ void Trainer::finish_run(int step, RunProgress& run) {
     // A stop request ends them like any other (saved, for the resume to make them).
     const bool steps_ran = step > run.start_step || resume_checkpoint_.empty();
     const bool eval_due = steps_ran || run.eval_pending;
-    const bool sample_due = step > 0 && c.log.samples() && (steps_ran || run.sample_pending);
+    const bool sample_due = samples_after(c, step) && (steps_ran || run.sample_pending);
     if (!evaluate_and_sample(s, run, step, eval_due, sample_due)) stop_after(s, run, step);
     if (!eval_due && !sample_due) {
       s.progress.message(fmt::format("the run had finished at step {}: its final evaluation{} in {}", step,
-                                     step > 0 && c.log.samples() ? " and sample are" : " is", "metrics.jsonl"));
+                                     samples_after(c, step) ? " and sample are" : " is", "metrics.jsonl"));
     }
   }
   summary.memory = s.tracker.snapshot();

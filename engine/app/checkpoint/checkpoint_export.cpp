@@ -96,8 +96,7 @@ void write_safetensors(const CheckpointReader& reader, const std::vector<TensorP
         {"dtype", dtype_name(dtype)}, {"shape", t.hf_shape}, {"data_offsets", {data_bytes, data_bytes + bytes}}};
     data_bytes += bytes;
   }
-  std::string text = header.dump();
-  while ((8 + text.size()) % 8 != 0) text.push_back(' ');
+  const std::string text = safetensors_header_text(header);
   FileHandle out = FileHandle::create(path);
   const std::uint64_t header_len = text.size();
   out.write_at(&header_len, 8, 0);  // little-endian (x86-64, aarch64)

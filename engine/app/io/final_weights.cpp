@@ -18,6 +18,7 @@
 
 #include "engine/app/checkpoint/durable_file.h"
 #include "engine/app/io/output_file.h"
+#include "engine/app/io/safetensors.h"
 #include "engine/base/core/buffer.h"
 #include "engine/base/core/check.h"
 
@@ -60,8 +61,7 @@ FileLayout file_layout(const ParamTable& table, const std::map<std::string, std:
   }
   FileLayout layout;
   layout.split = std::move(split);
-  layout.header = header.dump();
-  while ((8 + layout.header.size()) % 8 != 0) layout.header.push_back(' ');  // the data starts 8-byte aligned
+  layout.header = safetensors_header_text(header);
   const std::int64_t data_start = 8 + static_cast<std::int64_t>(layout.header.size());
   for (const auto& [name, bytes] : order) {
     layout.at[name] = data_start + header[name]["data_offsets"][0].get<std::int64_t>();

@@ -59,6 +59,12 @@ void SafetensorsWriter::add_f32_owned(std::string name, std::vector<std::int64_t
   add_pending(std::move(name), DType::kF32, std::move(shape), owned->data(), owned);
 }
 
+std::string safetensors_header_text(const nlohmann::ordered_json& header) {
+  std::string text = header.dump();
+  while ((8 + text.size()) % 8 != 0) text.push_back(' ');
+  return text;
+}
+
 void SafetensorsWriter::write(const std::string& path) const {
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
   if (!metadata_.empty()) header["__metadata__"] = metadata_;
@@ -67,9 +73,7 @@ void SafetensorsWriter::write(const std::string& path) const {
     header[e.name] = {{"dtype", dtype_name(e.dtype)}, {"shape", e.shape}, {"data_offsets", {offset, offset + e.bytes}}};
     offset += e.bytes;
   }
-  std::string text = header.dump();
-  // The data section starts 8-byte aligned; the standard pads the header with spaces.
-  while ((8 + text.size()) % 8 != 0) text.push_back(' ');
+  const std::string text = safetensors_header_text(header);
 
   const std::string tmp = staging_path(path);
   {

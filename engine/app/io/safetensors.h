@@ -61,6 +61,11 @@ struct SafetensorsFile {
   std::map<std::string, std::string> metadata;
 };
 
+// A header as the file holds it after its 8-byte length: the JSON, padded with spaces so that the
+// data section starts 8-byte aligned, as the standard pads it. For the writers that stream their
+// tensors after it (the final weights, the Hugging Face export) and SafetensorsWriter.
+std::string safetensors_header_text(const nlohmann::ordered_json& header);
+
 // A file's JSON header (an object: tensor entries and "__metadata__") and where its data section
 // lies, the header's length checked against the file first (a damaged length must not become an
 // allocation). Throws InputError naming the file and the fault. Readers that take tensors in

@@ -70,7 +70,7 @@ def main():
         ("--run of no directory", ["sample", "--run", os.path.join(work, "no_such_run")], "no such run directory"),
         # An --out the write would fail on (exit 1 after the work) or replace (a FIFO): refused first.
         ("--out a directory", ["debug-state", "--config", config_file("g4.json", GOOD), "--out", work],
-         "is a directory, not a file to write"),
+         "is a directory, not a regular file"),
         ("--out in no folder", ["debug-state", "--config", config_file("g5.json", GOOD), "--out",
                                 os.path.join(work, "no_such_folder", "x.safetensors")], "no folder"),
         ("unknown flag", ["debug-state", "--frobnicate"], "--frobnicate"),

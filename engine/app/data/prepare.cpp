@@ -3,11 +3,7 @@
 // the first floor((1 - val_fraction) * n) tokens train, the rest validate.
 #include "engine/app/data/prepare.h"
 
-#include <unistd.h>
-
-#include <cerrno>
 #include <cmath>
-#include <cstring>
 #include <filesystem>
 #include <span>
 
@@ -55,14 +51,8 @@ PrepareSummary prepare_text_dataset(const std::string& text_path, const std::str
   std::filesystem::create_directories(out_dir, ec);
   if (ec) throw_input_error("{}: cannot create output directory: {}", out_dir, ec.message());
   // What would fail only after the work, at a write or a rename: said first, as bad input.
-  if (::access(out_dir.c_str(), W_OK | X_OK) != 0) {
-    throw_input_error("{}: cannot write into the output directory: {}", out_dir, std::strerror(errno));
-  }
   for (const char* name : {"train.bin", "val.bin", "vocab.json"}) {
-    const std::filesystem::path target = std::filesystem::path(out_dir) / name;
-    if (std::filesystem::is_directory(target, ec)) {
-      throw_input_error("{}: is a directory, where prepare writes its {}", target.string(), name);
-    }
+    check_output_path((std::filesystem::path(out_dir) / name).string(), "--out");
   }
   // All three written under staging names first, then renamed into place (vocab.json last): a
   // failure part way (a full disk at train.bin) leaves an earlier dataset in the folder whole, never

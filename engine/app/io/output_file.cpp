@@ -14,20 +14,15 @@
 #include <functional>
 
 #include "engine/app/checkpoint/durable_file.h"
+#include "engine/app/io/input_file.h"
 #include "engine/base/core/check.h"
 
 namespace zt {
 
 void check_output_path(const std::string& path, std::string_view what) {
   namespace fs = std::filesystem;
+  require_regular_file(path, what);  // where it exists: a directory, a FIFO, a device named as such
   std::error_code ec;
-  const fs::file_status st = fs::status(path, ec);
-  if (fs::exists(st) && !fs::is_regular_file(st)) {
-    throw_input_error("{} {}: is {}, not a file to write", what, path,
-                      fs::is_directory(st) ? "a directory"
-                      : fs::is_fifo(st)    ? "a FIFO"
-                                           : "not a regular file");
-  }
   const fs::path parent = fs::path(path).parent_path().empty() ? fs::path(".") : fs::path(path).parent_path();
   if (!fs::is_directory(parent, ec)) throw_input_error("{} {}: no folder {}", what, path, parent.string());
   if (::access(parent.c_str(), W_OK | X_OK) != 0) {

@@ -14,8 +14,9 @@ namespace zt {
 std::string staging_path(const std::string& path);
 
 // Refuses, before any work, an output path that a write would fail on or replace wrongly: an
-// existing directory, FIFO or device (a FIFO would be replaced by a regular file), or a folder
-// that does not exist or cannot be written. InputError naming `what` ("--out") and the path.
+// existing directory, FIFO or device (a FIFO would be replaced by a regular file: as
+// require_regular_file refuses it), or a folder that does not exist or cannot be written.
+// InputError naming `what` ("--out") and the path.
 void check_output_path(const std::string& path, std::string_view what);
 
 // Files written under their staging names and moved into place together once every one is

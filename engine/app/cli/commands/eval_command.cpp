@@ -180,8 +180,8 @@ int eval_main(const std::vector<std::string>& args) {
           e.what(), T);
     }
     if (root)
-      fmt::print("{}: loss {:.6f} (perplexity {:.3f}) over {} windows of {} tokens\n", parser.get("tokens"), loss,
-                 std::exp(loss), windows, T);
+      fmt::print("{}: loss {:.6f} (perplexity {:.3f}) over {} window{} of {} tokens\n", parser.get("tokens"), loss,
+                 std::exp(loss), windows, windows == 1 ? "" : "s", T);
   }
   return 0;
 }

@@ -394,6 +394,17 @@ def main():
     check(p.returncode == 0 and any(r["type"] == "config_change" and "train.seed: 1337 -> 99" in r["changes"][0]
                                     for r in records(run_h)),
           "--allow-config-change continues and records what changed")
+    # ... also into a new run directory: the record in its own log, which is not set aside as
+    # another run's (the record, written before that check, made the fresh log look like one).
+    run_h2 = os.path.join(work, "h2")
+    p = run(binary, ["train", "--config", config_path, "--run-dir", run_h2, "--set", "train.max_steps=6",
+                     "--resume", os.path.join(run_h, "checkpoints", "step_00000003"), "--set", "train.seed=99",
+                     "--allow-config-change"])
+    check(p.returncode == 0 and "another run's log" not in p.stdout and
+          sorted(os.listdir(run_h2)).count("metrics.jsonl") == 1 and
+          not any(n.startswith("metrics.") and n != "metrics.jsonl" for n in os.listdir(run_h2)) and
+          [r["type"] for r in records(run_h2)][:2] == ["config_change", "resume"],
+          f"a changed-config resume into a new directory logs the change there ({os.listdir(run_h2)})")
 
     # A resume from an older checkpoint: the later ones (the first trajectory's) go to superseded/,
     # out of keep_last's count and the folder's fallback; the first run's summary and a record a

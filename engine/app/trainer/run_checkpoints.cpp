@@ -97,7 +97,6 @@ RunProgress start_run(TrainerState& s, const std::string& resume_checkpoint, boo
   if (!changes.empty()) {
     s.progress.message(
         fmt::format("resume: continuing with a changed config (--allow-config-change): {}", fmt::join(changes, "; ")));
-    s.log({{"type", "config_change"}, {"step", m.position.step}, {"changes", changes}});
   }
   const std::vector<std::string> bits = deterministic_bit_changes(m.config, c);
   if (!bits.empty()) {
@@ -156,6 +155,9 @@ RunProgress start_run(TrainerState& s, const std::string& resume_checkpoint, boo
                                      dropped, run.start_step));
     }
   }
+  // Logged once the log is known to be this run's: written before, it made a new folder's empty log
+  // look like another run's, and went aside with it.
+  if (!changes.empty()) s.log({{"type", "config_change"}, {"step", m.position.step}, {"changes", changes}});
   // A save's `checkpoint` record comes after its commit (an asynchronous save's at a later step
   // boundary): a kill -9 in between leaves the log without it, though the save is this run's (its
   // save_id is logged: the checkpoint_started record). Recovered from the manifest, marked so.

@@ -334,8 +334,14 @@ StepResult Trainer::train_step(int step, const RunProgress& run) {
                                                                                   B, c.world_size, s.comm.rank());
     if (s.data.train().checks_on_read()) {  // the whole global batch, so every rank stops together
       const std::int64_t global_first = first_sample - static_cast<std::int64_t>(s.comm.rank()) * B;
-      data::check_samples(s.data.train(), s.data.train_stream(), T, global_first,
-                          static_cast<std::int64_t>(B) * c.world_size);
+      try {
+        data::check_samples(s.data.train(), s.data.train_stream(), T, global_first,
+                            static_cast<std::int64_t>(B) * c.world_size);
+      } catch (const InputError& e) {
+        // A token outside the vocabulary: every rank read the same windows and is here with the same
+        // error, which is the job's, said once (the collective only on this path).
+        fail_on_every_rank(s.comm, e.what(), /*input_error=*/true);
+      }
     }
     data::fill_batch(s.data.train(), s.data.train_stream(), B, T, first_sample, s.inputs.data(), s.targets.data());
     // Forward acquires each unit's parameters as it reaches the unit (stage 3: all-gathered, the

@@ -229,6 +229,13 @@ def main():
         errors = [line for line in p.stderr.splitlines() if line.startswith("zerotrain: error:")]
         checks.check(p.returncode != 0 and len(errors) == 1 and "rank" not in errors[0],
                      f"2 ranks: {what} is one line for the job (exit {p.returncode}: {errors})")
+    # ... and so is the memory check's refusal (each rank measures its own offer).
+    p = subprocess.run(launcher + ["-x", "ZT_TEST_AVAILABLE_BYTES", "-np", "2", binary, "train", "--config", config,
+                                   "--run-dir", os.path.join(work, "refused_3"), *data_sets],
+                       capture_output=True, text=True, timeout=120, env={**os.environ, "ZT_TEST_AVAILABLE_BYTES": "1000"})
+    errors = [line for line in p.stderr.splitlines() if line.startswith("zerotrain: error:")]
+    checks.check(p.returncode == 2 and len(errors) == 1 and "ZT_TEST_AVAILABLE_BYTES offers: 1000 B" in errors[0],
+                 f"2 ranks: a run that does not fit is one line for the job (exit {p.returncode}: {errors})")
     return checks.finish()
 
 

@@ -165,7 +165,9 @@ Trainer::Trainer(RunConfig config, std::string run_dir, Communicator& comm, Memo
   ZT_CHECK(config_.world_size == comm.world_size(), "config resolved for {} ranks, running on {}", config_.world_size,
            comm.world_size());
   // Before anything is allocated or written: a run that cannot fit is refused with the prediction beside the offer.
-  check_memory_fits(config_, comm.world_size(), rank_device_index(config_));
+  // Each rank measures its own offer (ranks sharing a node or a GPU may read it apart): agreed, so
+  // that one refusing ends the job in one line rather than leaving the others in the next collective.
+  on_every_rank(comm, [&] { check_memory_fits(config_, comm.world_size(), rank_device_index(config_)); });
   if (comm.rank() == 0) {
     std::error_code ec;
     std::filesystem::create_directories(run_dir_, ec);

@@ -217,8 +217,15 @@ Work MpiCommunicator::reduce_scatter(TensorView send, TensorView recv, ReduceOp 
   const std::int64_t n = recv.numel();
   ZT_CHECK(send.numel() == n * world_, "reduce_scatter: send must be [world * n]");
   if (world_ == 1) {  // [Note: a world of one under MPI]
-    if (send.data != recv.data || send.dtype != recv.dtype) ops::cast(kCommCtx, recv, send);
-    return {};
+    if (send.data == recv.data && send.dtype == recv.dtype) return {};
+    // On the worker where there is one, in submission order: behind a staged caller's gate
+    // (hold_until), which its device-to-host copies open. Cast here, it read the staging first.
+    return launch(
+        [=]() -> CommWorker::Progress {
+          ops::cast(kCommCtx, recv, send);
+          return {true, true};
+        },
+        nullptr, describe("reduce_scatter", send));
   }
   count_volume(send.numel(), DType::kF32);  // reductions move fp32
   const float scale = op == ReduceOp::kAvg ? 1.0f / static_cast<float>(world_) : 1.0f;

@@ -26,7 +26,8 @@ struct StagedState {
   // A Work dropped before completion (a failing run unwinding): queued copies may still touch
   // device buffers the store is about to free, so the compute stream (their next user) waits; and
   // the host backend may still be receiving into the staging (its request abandoned, not
-  // cancelled), so the staging is never given back: leaked on purpose, on a path that ends the job.
+  // cancelled), so the staging, and the host call's own, is never given back: leaked on purpose, on
+  // a path that ends the job.
   ~StagedState() {
     if (finished || buffers.empty()) return;
     try {
@@ -36,6 +37,10 @@ struct StagedState {
     if (!host_work.done()) {
       static auto* abandoned = new std::vector<Buffer>();  // never destroyed
       for (Buffer& b : buffers) abandoned->push_back(std::move(b));
+      // The host backend's Work owns its own fp32 staging (MPI's), which its progress thread may
+      // still write into: kept too.
+      static auto* abandoned_work = new std::vector<Work>();
+      abandoned_work->push_back(std::move(host_work));
     }
   }
 

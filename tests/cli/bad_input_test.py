@@ -465,7 +465,15 @@ def main():
     proc = subprocess.run([binary, "help", "train"], capture_output=True, text=True, timeout=60)
     if proc.returncode != 0 or "--resume" not in proc.stdout:
         failures.append("help train")  # as train --help
-    print(f"{len(cases) + 16 - len(failures)} passed, {len(failures)} failed")
+    # Output that cannot be written (a full disk; /dev/full) is an error, not a silent exit 0.
+    if os.path.exists("/dev/full"):
+        with open("/dev/full", "w") as full:
+            proc = subprocess.run([binary, "memory", "--params", "7.5e9", "--ranks", "4"], stdout=full,
+                                  stderr=subprocess.PIPE, text=True, timeout=60)
+        lines = proc.stderr.strip().splitlines()
+        ok = proc.returncode == 1 and len(lines) == 1 and "standard output: No space left on device" in lines[0]
+        report("stdout that cannot be written", ok, proc.returncode, proc.stderr.strip()[-200:])
+    print(f"{len(cases) + 17 - len(failures)} passed, {len(failures)} failed")
     return 1 if failures else 0
 
 

@@ -2,7 +2,9 @@
 // one-line errors and exit codes (2: usage/config/input, 1: runtime failure).
 #include <fmt/format.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <filesystem>
 #include <set>
@@ -34,7 +36,42 @@ constexpr const char* kUsage =
 
 namespace zt::cli {
 
+namespace {
+
+// What a command printed must reach its reader: stdout (buffered) is flushed and checked, so that a
+// sample or an evaluation written to a full disk or /dev/full ends non-zero instead of losing its
+// output silently. train's record is its run directory, whose files it checks itself: a console
+// that could not be written is a warning there.
+int check_stdout(const std::string& command, int code) {
+  if (std::fflush(stdout) == 0 && std::ferror(stdout) == 0) return code;
+  const std::string why = errno != 0 ? std::strerror(errno) : "a write failed";
+  std::clearerr(stdout);
+  if (command == "train") {
+    fmt::print(stderr,
+               "zerotrain: warning: standard output could not be written ({}): its lines are lost; the "
+               "run directory's metrics.jsonl has the run's record\n",
+               why);
+    return code;
+  }
+  fmt::print(stderr, "zerotrain: error: cannot write the {} command's output to standard output: {}\n", command, why);
+  if (code != 0) return code;
+  note_error_reported(1);
+  return 1;
+}
+
+int run_command(const std::vector<std::string>& all);
+
+}  // namespace
+
 int run_command_line(const std::vector<std::string>& all) {
+  errno = 0;
+  const int code = run_command(all);
+  return check_stdout(all.empty() ? std::string() : all[0], code);
+}
+
+namespace {
+
+int run_command(const std::vector<std::string>& all) {
   if (all.size() >= 2 && all[0] == "help") {  // `zerotrain help train`: as `zerotrain train --help`
     return run_command_line({all[1], "--help"});
   }
@@ -84,5 +121,7 @@ int run_command_line(const std::vector<std::string>& all) {
     return 1;
   }
 }
+
+}  // namespace
 
 }  // namespace zt::cli

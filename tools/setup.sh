@@ -30,6 +30,7 @@ if [ "$mode" = all ]; then
     clang-format-14                 # the house style (.clang-format; tests/tools/format_check_test.py)
     git                             # the tests list the tracked files (format check, GPU session pack)
     python3-venv                    # .venv-hf: transformers beside Debian's torch (below)
+    strace                          # tests/checkpoint/durability_test.py reads the fsyncs off it
   )
 fi
 

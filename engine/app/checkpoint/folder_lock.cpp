@@ -245,6 +245,13 @@ FolderLock::FolderLock(const std::string& folder, const std::string& run_dir, Lo
   if (read_text(path_).find(token_) == std::string::npos) {
     throw_input_error("{} {}: could not take its lock (another run is taking it over)", what, folder);
   }
+  dir_ = folder;
+  kind_ = kind;
+  struct stat st {};
+  if (::stat(folder.c_str(), &st) == 0) {
+    dir_device_ = static_cast<std::uint64_t>(st.st_dev);
+    dir_inode_ = static_cast<std::uint64_t>(st.st_ino);
+  }
   confirmed_ns_ = steady_now_ns();
   heartbeat_ = std::thread([this] { beat(); });
   if (!run) {
@@ -269,6 +276,8 @@ void FolderLock::beat() {
   while (!stop_cv_.wait_for(lock, period, [this] { return stop_; })) {
     if (!lost_to().empty()) continue;  // taken over: never beat another run's lock
     confirmed_ns_ = steady_now_ns();
+    // A run directory moved away took the run's log with it: not made again (the run ends).
+    if (moved_now() && kind_ == LockedFolder::kRunDirectory) continue;
     if (utimensat(AT_FDCWD, path_.c_str(), nullptr, 0) != 0 && errno == ENOENT) {  // the mtime is the heartbeat
       // The lock file (or its folder) removed under the run, by hand: made again, so that a second
       // run is still refused while this one holds the folder (exclusively: where another run made
@@ -281,6 +290,22 @@ void FolderLock::beat() {
       }
     }
   }
+}
+
+bool FolderLock::moved_now() const {
+  if (moved_.load()) return true;
+  if (dir_inode_ == 0) return false;  // its identity could not be read when taken: nothing to compare
+  struct stat st {};
+  if (::stat(dir_.c_str(), &st) != 0) {
+    // Gone only where the name is; another failure (a network file system's transient one) says
+    // nothing about the folder, and must not end a run.
+    if (errno != ENOENT && errno != ENOTDIR) return false;
+  } else if (static_cast<std::uint64_t>(st.st_dev) == dir_device_ &&
+             static_cast<std::uint64_t>(st.st_ino) == dir_inode_) {
+    return false;
+  }
+  moved_ = true;  // gone, or another folder under its name
+  return true;
 }
 
 std::string FolderLock::lost_to() const {

@@ -72,6 +72,16 @@ class FolderLock {
   std::string lost_now() const;
   // What names this process's hold in the lock file ("host:pid:start").
   const std::string& token() const { return token_; }
+  // The folder the lock is in, as given, and which kind it is.
+  const std::string& folder() const { return dir_; }
+  LockedFolder kind() const { return kind_; }
+  // Whether the folder itself was moved or removed while held: its path names no folder now, or
+  // another one (made again under the name). Sticky. moved_now() looks now (a stat); moved_seen()
+  // answers from the heartbeat, which looks at every beat, at a step's pace. The heartbeat makes a
+  // removed checkpoint folder again (and its lock: saves go on there), never a run directory, whose
+  // open metrics.jsonl went with it (the run ends: its trainer asks at every step).
+  bool moved_now() const;
+  bool moved_seen() const { return moved_.load(); }
 
  private:
   void beat();
@@ -82,6 +92,10 @@ class FolderLock {
   mutable std::string lost_holder_;         // who took the lock over, once seen; "" while it is this process's
   std::atomic<std::int64_t> confirmed_ns_;  // steady clock: when the heartbeat last found the lock its own
   std::string folder_;                      // a checkpoint folder's, as registered for check_folder_lock_still_held
+  std::string dir_;                         // the folder, as given
+  LockedFolder kind_ = LockedFolder::kCheckpointFolder;
+  std::uint64_t dir_device_ = 0, dir_inode_ = 0;  // the folder's identity when the lock was taken
+  mutable std::atomic<bool> moved_{false};
   std::mutex mutex_;
   std::condition_variable stop_cv_;
   bool stop_ = false;

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <span>
 
+#include "engine/app/checkpoint/durable_file.h"
 #include "engine/app/data/token_file.h"
 #include "engine/app/io/input_file.h"
 #include "engine/app/io/output_file.h"
@@ -60,9 +61,12 @@ PrepareSummary prepare_text_dataset(const std::string& text_path, const std::str
   const std::filesystem::path dir(out_dir);
   const std::span<const std::uint16_t> all(tokens);
   StagedFiles staged;
-  write_llmc_token_file(staged.stage((dir / "train.bin").string()), all.first(static_cast<std::size_t>(n_train)));
-  write_llmc_token_file(staged.stage((dir / "val.bin").string()), all.subspan(static_cast<std::size_t>(n_train)));
-  vocab.save(staged.stage((dir / "vocab.json").string()));
+  write_llmc_tokens_at(staged.stage((dir / "train.bin").string()), all.first(static_cast<std::size_t>(n_train)));
+  write_llmc_tokens_at(staged.stage((dir / "val.bin").string()), all.subspan(static_cast<std::size_t>(n_train)));
+  const std::string vocab_text = vocab.json_text();
+  ckpt::FileHandle vocab_file = ckpt::FileHandle::create(staged.stage((dir / "vocab.json").string()));
+  vocab_file.write_at(vocab_text.data(), static_cast<std::int64_t>(vocab_text.size()), 0);
+  vocab_file.close();  // synced with the others by the commit
   staged.commit(out_dir);
 
   return PrepareSummary{vocab.size(), n_train, n_val};

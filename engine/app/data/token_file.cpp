@@ -258,7 +258,7 @@ void throw_token_outside_vocab(const std::string& file, std::uint32_t token, std
                     vocab_size);
 }
 
-void write_llmc_token_file(const std::string& path, std::span<const std::uint16_t> tokens) {
+void write_llmc_tokens_at(const std::string& path, std::span<const std::uint16_t> tokens) {
   if (tokens.size() > static_cast<std::size_t>(INT32_MAX)) {
     throw_input_error("{}: {} tokens do not fit llm.c's int32 token count", path, tokens.size());
   }
@@ -266,18 +266,19 @@ void write_llmc_token_file(const std::string& path, std::span<const std::uint16_
   header[0] = kLlmcTokenMagic;
   header[1] = kLlmcTokenVersion;
   header[2] = static_cast<std::int32_t>(tokens.size());
-
-  const std::string tmp = staging_path(path);
-  {
-    FdGuard fd{::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)};
-    if (fd.fd < 0) throw_runtime_error("{}: cannot open for writing: {}", tmp, std::strerror(errno));
-    if (!write_all(fd.fd, header.data(), sizeof(header)) || !write_all(fd.fd, tokens.data(), tokens.size_bytes()) ||
-        ::fsync(fd.fd) != 0) {
-      const int err = errno;
-      std::remove(tmp.c_str());
-      throw_runtime_error("{}: write failed: {}", tmp, std::strerror(err));
-    }
+  FdGuard fd{::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)};
+  if (fd.fd < 0) throw_runtime_error("{}: cannot open for writing: {}", path, std::strerror(errno));
+  if (!write_all(fd.fd, header.data(), sizeof(header)) || !write_all(fd.fd, tokens.data(), tokens.size_bytes()) ||
+      ::fsync(fd.fd) != 0) {
+    const int err = errno;
+    std::remove(path.c_str());
+    throw_runtime_error("{}: write failed: {}", path, std::strerror(err));
   }
+}
+
+void write_llmc_token_file(const std::string& path, std::span<const std::uint16_t> tokens) {
+  const std::string tmp = staging_path(path);
+  write_llmc_tokens_at(tmp, tokens);
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     const int err = errno;
     std::remove(tmp.c_str());

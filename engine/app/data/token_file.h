@@ -71,7 +71,10 @@ class TokenFile {
 [[noreturn]] void throw_token_outside_vocab(const std::string& file, std::uint32_t token, std::int64_t position,
                                             int vocab_size);
 
-// Writes tokens in llm.c's format to a temporary file renamed into place (never half-written).
+// Writes tokens in llm.c's format to a temporary file, synced and renamed into place (never
+// half-written).
 void write_llmc_token_file(const std::string& path, std::span<const std::uint16_t> tokens);
+// The same bytes into `path` itself, synced: for a name that is already a staging one (StagedFiles).
+void write_llmc_tokens_at(const std::string& path, std::span<const std::uint16_t> tokens);
 
 }  // namespace zt::data

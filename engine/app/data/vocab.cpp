@@ -14,6 +14,7 @@
 #include <set>
 #include <unordered_map>
 
+#include "engine/app/checkpoint/durable_file.h"
 #include "engine/app/data/utf8.h"
 #include "engine/app/io/json_file.h"
 #include "engine/app/io/output_file.h"
@@ -153,7 +154,7 @@ Vocab Vocab::from_chars(std::vector<std::string> tokens, const std::string& path
   return v;
 }
 
-void Vocab::save(const std::string& path) const {
+std::string Vocab::json_text() const {
   nlohmann::json j = {{"format", "zerotrain-vocab"}, {"version", 1}, {"kind", kind_ == Kind::kChar ? "char" : "byte"}};
   if (kind_ == Kind::kChar) {
     j["tokens"] = pieces_;
@@ -162,24 +163,12 @@ void Vocab::save(const std::string& path) const {
     for (int i = 0; i < 256; ++i) ids[static_cast<std::size_t>(i)] = i;
     j["tokens"] = ids;
   }
-  const std::string tmp = staging_path(path);
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw_runtime_error("{}: cannot open for writing: {}", tmp, std::strerror(errno));
-    out << j.dump(1) << "\n";
-    out.flush();
-    if (!out) {
-      const int err = errno;
-      out.close();
-      std::remove(tmp.c_str());  // no partial .tmp left behind
-      throw_runtime_error("{}: write failed: {}", tmp, std::strerror(err));
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    throw_runtime_error("{}: cannot rename '{}' into place", path, tmp);
-  }
+  return j.dump(1) + "\n";
 }
+
+// Synced before its rename and its folder after (a power loss left a run's vocab.json empty beside
+// a good checkpoint, which then exported nothing).
+void Vocab::save(const std::string& path) const { ckpt::write_file_atomically(path, json_text()); }
 
 std::vector<std::uint16_t> Vocab::encode(std::string_view utf8_text) const {
   std::vector<std::uint16_t> ids;

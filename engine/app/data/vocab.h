@@ -25,6 +25,8 @@ class Vocab {
   // Char level from its tokens in id order, each exactly one character and none twice (InputError
   // naming `where` otherwise).
   static Vocab from_chars(std::vector<std::string> tokens, const std::string& where);
+  // The JSON above as text; save writes it through a staging file, synced, renamed into place.
+  std::string json_text() const;
   void save(const std::string& path) const;
 
   Kind kind() const { return kind_; }

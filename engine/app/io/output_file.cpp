@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -53,6 +54,18 @@ std::string StagedFiles::stage(const std::string& path) {
 void StagedFiles::commit(const std::string& dir) {
   const char* hook = std::getenv("ZT_TEST_EXPORT_EXIT_AFTER_RENAMES");
   int renames_left = hook != nullptr ? std::atoi(hook) : -1;
+  // Each file's bytes on disk before its name: a power loss after the renames must not leave an
+  // empty or partial file under a name the folder's other files agree with (a copied vocab.json
+  // was never synced).
+  for (const Staged& f : staged_) {
+    const int fd = ::open(f.tmp.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || ::fsync(fd) != 0) {
+      const int err = errno;
+      if (fd >= 0) ::close(fd);
+      throw_runtime_error("cannot sync '{}' to disk: {}", f.tmp, std::strerror(err));
+    }
+    ::close(fd);
+  }
   for (const Staged& f : staged_) {
     if (renames_left-- == 0) std::_Exit(137);
     std::error_code ec;

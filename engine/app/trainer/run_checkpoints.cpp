@@ -276,6 +276,22 @@ void save_checkpoint(TrainerState& s, RunProgress& run, int steps_completed) {
   if (s.root) {
     try {
       ckpt::check_folder_lock_still_held(folder);  // the commit checks again (a save under way when stopped)
+      for (const ckpt::FolderLock* lock : s.locks) {
+        // A run directory moved away is asked now, not at the heartbeat's next beat: a save would
+        // make it again under its old name. A checkpoint folder is made again (by the heartbeat or
+        // the save) and the saves go on there, said once.
+        if (!lock->moved_now()) continue;
+        if (lock->kind() == ckpt::LockedFolder::kRunDirectory) {
+          throw_runtime_error("the run directory {} was moved or removed while this run wrote into it", lock->folder());
+        }
+        if (!run.folder_moved_said) {
+          run.folder_moved_said = true;
+          s.progress.message(fmt::format(
+              "warning: the checkpoint folder {} was moved or removed during the run: the checkpoints saved before "
+              "are not in it; saving on into a new one there",
+              lock->folder()));
+        }
+      }
       if (run.fresh_folder) {
         if (const auto moved = ckpt::set_aside_checkpoints_after(folder, -1); !moved.empty()) {
           report_set_aside(s, folder, moved, steps_completed, "an earlier run's; this run started afresh");
@@ -289,6 +305,7 @@ void save_checkpoint(TrainerState& s, RunProgress& run, int steps_completed) {
   refusal = broadcast_string(s.comm, refusal);
   if (!refusal.empty()) throw_runtime_error("{}", refusal);
   run.last_saved_step = steps_completed;
+  if (s.metrics) s.metrics->sync();  // the log up to this step is on disk before the save can commit
   if (s.async_saves) {
     finish_checkpoint(s, run);  // one save in flight at most; the previous one reported first
     const double blocked =

@@ -83,6 +83,12 @@ void MetricsLog::write(const nlohmann::json& record) {
   }
 }
 
+void MetricsLog::sync() {
+  if (std::fflush(file_) != 0 || (regular_ && ::fsync(::fileno(file_)) != 0)) {
+    throw_runtime_error("cannot sync metrics file '{}' to disk: {}", path_, std::strerror(errno));
+  }
+}
+
 void MetricsLog::each_line(const std::function<bool(const std::string&, bool)>& visit) const {
   std::fflush(file_);
   // A file that cannot be read is refused, not taken as empty: a resume would keep the records it

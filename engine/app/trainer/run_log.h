@@ -25,6 +25,10 @@ class MetricsLog {
   MetricsLog& operator=(const MetricsLog&) = delete;
 
   void write(const nlohmann::json& record);
+  // The records written so far onto the disk (a regular file's; nothing for a pipe or a device):
+  // before a checkpoint commits, so that a power loss never leaves a checkpoint whose run's log
+  // lacks the steps before it.
+  void sync();
 
   // What a resume from the checkpoint of `step` needs of the log, read in one pass (a long run's
   // log is hundreds of MB, each line a JSON parse). Empty for a pipe or a device.

@@ -105,14 +105,12 @@ AgreedLoss agree_on_stop(const TrainerState& s, bool folds) {
   return folds ? gather_loss_and_stop(s, {0.0}) : all_reduce_loss_and_stop(s, 0.0);
 }
 
-// Ends the run on every rank once the vote says rank 0's lock was taken over: nothing more is
-// written into the folder (TrainerState::log writes no record once it is lost, and no save or
-// final weights follow).
+// Ends the run on every rank once the vote says rank 0's lock was taken over (or its run directory
+// moved away): nothing more is written into the folder (TrainerState::log writes no record once it
+// is lost, and no save or final weights follow).
 [[noreturn]] void end_on_lost_lock(const TrainerState& s, int step) {
-  throw_runtime_error(
-      "after step {}: the lock {}, which took it over while this run was stopped or hung; this run ends without "
-      "writing anything more there",
-      step, broadcast_string(s.comm, s.root ? s.lock_lost_to() : std::string()));
+  throw_runtime_error("after step {}: {}; this run ends without writing anything more there", step,
+                      broadcast_string(s.comm, s.root ? s.lock_lost_to() : std::string()));
 }
 
 // The stop vote between steps, asked by an evaluation or sample as it goes; a lost lock ends the

@@ -101,7 +101,14 @@ TrainerState::~TrainerState() {
 std::string TrainerState::lock_lost_to() const {
   for (const ckpt::FolderLock* lock : locks) {
     if (const std::string taker = lock->lost_now(); !taker.empty()) {
-      return fmt::format("{} now belongs to {}", lock->path(), taker);
+      return fmt::format("the lock {} now belongs to {}, which took it over while this run was stopped or hung",
+                         lock->path(), taker);
+    }
+    if (lock->kind() == ckpt::LockedFolder::kRunDirectory && lock->moved_seen()) {
+      return fmt::format(
+          "the run directory {} was moved or removed while this run wrote into it (its metrics.jsonl "
+          "went with it; a moved one resumes with --run-dir at its new place)",
+          lock->folder());
     }
   }
   return "";

@@ -74,9 +74,10 @@ struct TrainerState {
 
   // Rank 0's run-directory and checkpoint-folder locks (the Trainer owns them; empty elsewhere).
   std::vector<const ckpt::FolderLock*> locks;
-  // "<lock file> now belongs to <taker>" for the first of them another run has taken over
-  // (folder_lock.h's lost_now), "" while every one is this run's. Cheap enough for every step and
-  // record.
+  // Why the run must write nothing more into its folders: "the lock <file> now belongs to <taker>
+  // ..." for the first lock another run has taken over (folder_lock.h's lost_now), or "the run
+  // directory <dir> was moved or removed ..." (its heartbeat's moved_seen); "" while both are this
+  // run's. Cheap enough for every step and record.
   std::string lock_lost_to() const;
 
   // A record for metrics.jsonl; none once a lock is lost, so a run stopped past the locks'
@@ -124,8 +125,9 @@ struct RunProgress {
   // A resume at a step whose evaluation or sample the saved run never logged (it stopped on a
   // signal, or was killed, between the save and them): made before the first step.
   bool eval_pending = false, sample_pending = false;
-  bool fresh_folder = false;  // a fresh run that has not saved yet (save_checkpoint)
-  TrainSummary summary;       // what Trainer::run returns
+  bool fresh_folder = false;       // a fresh run that has not saved yet (save_checkpoint)
+  bool folder_moved_said = false;  // the checkpoint folder was found moved away, and a save said so
+  TrainSummary summary;            // what Trainer::run returns
 
   // Counts optimizer step `step` (1-based), whose loss was `loss`, into the summary.
   void count_step(int step, float loss) {

@@ -9,6 +9,7 @@ import json
 import os
 import resource
 import shutil
+import signal
 import struct
 import subprocess
 import sys
@@ -465,6 +466,27 @@ def main():
     proc = subprocess.run([binary, "help", "train"], capture_output=True, text=True, timeout=60)
     if proc.returncode != 0 or "--resume" not in proc.stdout:
         failures.append("help train")  # as train --help
+    # A disk that fills (the file size limit stands in: writes past it fail with EFBIG, SIGXFSZ
+    # ignored): a run that cannot write its lock is a runtime failure (exit 1, not 2, which says
+    # the input was wrong), named by the lock; an HF export into a folder it made leaves no empty
+    # folder behind.
+    def small_files():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (100, 100))
+
+    full_run = os.path.join(work, "full_run")
+    proc = subprocess.run(tiny_args[:5] + [full_run] + tiny_args[6:], capture_output=True, text=True, timeout=120,
+                          preexec_fn=small_files)
+    lines = proc.stderr.strip().splitlines()
+    report("a lock the disk cannot hold", proc.returncode == 1 and len(lines) == 1 and
+           f"cannot create the lock {full_run}/RUN_LOCK" in lines[0], proc.returncode, lines[-1:])
+    exported = os.path.join(work, "export_new")
+    ckpt_run = os.path.join(work, "ckpt_run")
+    subprocess.run(tiny_args[:5] + [ckpt_run] + tiny_args[6:] + ["--set", "checkpoint.at_end=true"], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run([binary, "ckpt", "export", os.path.join(ckpt_run, "checkpoints"), "--format", "hf", "--out",
+                           exported], capture_output=True, text=True, timeout=120, preexec_fn=small_files)
+    report("an export the disk cannot hold", proc.returncode == 1 and os.path.isdir(os.path.join(ckpt_run, "checkpoints"))
+           and not os.path.exists(exported), proc.returncode, proc.stderr.strip()[-200:])
     # Output that cannot be written (a full disk; /dev/full) is an error, not a silent exit 0.
     if os.path.exists("/dev/full"):
         with open("/dev/full", "w") as full:
@@ -473,7 +495,7 @@ def main():
         lines = proc.stderr.strip().splitlines()
         ok = proc.returncode == 1 and len(lines) == 1 and "standard output: No space left on device" in lines[0]
         report("stdout that cannot be written", ok, proc.returncode, proc.stderr.strip()[-200:])
-    print(f"{len(cases) + 17 - len(failures)} passed, {len(failures)} failed")
+    print(f"{len(cases) + 19 - len(failures)} passed, {len(failures)} failed")
     return 1 if failures else 0
 
 

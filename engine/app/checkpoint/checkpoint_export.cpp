@@ -195,6 +195,16 @@ HfExport export_hf(const CheckpointReader& reader, const std::string& out_dir, D
   const ParamTable& table = reader.manifest().table;
   check_hf_export_folder(out_dir, reader.manifest());
   std::error_code ec;
+  // A folder made here and left empty by a failure (a full disk) is removed again, after the
+  // staged files (declared later, destroyed first); one that was there stays.
+  struct RemoveIfLeftEmpty {
+    fs::path dir;
+    bool armed;
+    ~RemoveIfLeftEmpty() {
+      std::error_code ignored;
+      if (armed) fs::remove(dir, ignored);  // rmdir: only an empty folder
+    }
+  } made_here{out_dir, !fs::exists(out_dir, ec)};
   fs::create_directories(out_dir, ec);
   if (ec) throw_input_error("cannot create export directory '{}': {}", out_dir, ec.message());
 
@@ -281,6 +291,7 @@ HfExport export_hf(const CheckpointReader& reader, const std::string& out_dir, D
     }
   }
   staged.commit(out_dir);
+  made_here.armed = false;
   return result;
 }
 

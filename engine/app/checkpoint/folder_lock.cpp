@@ -133,7 +133,11 @@ std::string describe(const nlohmann::json& holder) {
 
 // Creates `path` holding `text`, failing (false) when it exists: link(2) of a complete file.
 bool create_exclusive(const std::string& path, const std::string& text, const std::string& temp) {
-  write_file_atomically(temp, text);
+  try {
+    write_file_atomically(temp, text);
+  } catch (const std::exception& e) {  // a full disk: named by the lock, not its staging file's staging file
+    throw_runtime_error("cannot create the lock {}: {}", path, e.what());
+  }
   const bool made = link(temp.c_str(), path.c_str()) == 0;
   const int err = errno;
   unlink(temp.c_str());

@@ -182,12 +182,15 @@ Trainer::Trainer(RunConfig config, std::string run_dir, Communicator& comm, Memo
       check_run_directory(run_dir_);
       run_lock_ = std::make_unique<ckpt::FolderLock>(run_dir_, run_dir_, ckpt::LockedFolder::kRunDirectory);
       if (saves) folder_lock_ = std::make_unique<ckpt::FolderLock>(config_.checkpoint.folder_for(run_dir_), run_dir_);
-    } catch (const std::exception& e) {  // any failure: the other ranks wait in the broadcast below
-      refused = e.what();
+    } catch (const InputError& e) {  // a folder in use, or one that cannot be made or written
+      refused = fmt::format("i{}", e.what());
+    } catch (const std::exception& e) {  // any failure (a full disk: exit 1); the others wait below
+      refused = fmt::format("r{}", e.what());
     }
   }
   refused = broadcast_string(comm, refused);
-  if (!refused.empty()) throw_input_error("{}", refused);
+  if (!refused.empty() && refused[0] == 'i') throw_input_error("{}", refused.substr(1));
+  if (!refused.empty()) throw_runtime_error("{}", refused.substr(1));
   if (saves && comm.world_size() > 1) check_folder_shared(comm);
   state_ = std::make_unique<TrainerState>(config_, run_dir_, comm, tracker, data_identity);
   for (const ckpt::FolderLock* lock : {run_lock_.get(), folder_lock_.get()}) {

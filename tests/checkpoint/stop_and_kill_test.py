@@ -5,7 +5,8 @@
     checkpoint at the next step boundary and exit 0, with a "stop" record in metrics.jsonl and no
     final weights; `--resume latest` then finishes the run BITWISE equal (losses, gradient norms,
     final weights) to the uninterrupted one -- alone, and on 2 ranks at stage 3 with grad_accum 2;
-  * SIGUSR1 sent to mpirun (which forwards it to every rank) does the same;
+  * SIGUSR1 sent to mpirun (which forwards it to every rank) does the same, also during MPI's
+    start-up (before the first step); a lone process acknowledges the request on stderr at once;
   * SIGTERM to one rank only: every rank agrees at the step boundary, all save and exit 0;
   * kill -9 of a rank in the middle of a trainer save (inside the test hook's pause, after the
     rank files, before the commit): `latest` still names the previous complete checkpoint, and
@@ -134,6 +135,9 @@ def main():
         if not check(proc.returncode == 0, f"{name}: exits 0" +
                      ("" if proc.returncode == 0 else f" (exit {proc.returncode}: {(out + err)[-500:]})")):
             return None
+        if np_ == 1:  # at once, not after the step and the save (a user who saw nothing pressed again)
+            check("received: the run stops at the end of the current step, with a checkpoint" in err,
+                  f"{name}: the request is acknowledged on stderr ({err.strip()[-200:]})")
         stops = [r for r in train_records(run_dir) if r["type"] == "stop"]
         step = stops[0]["step"] if stops else -1
         check(len(stops) == 1 and 5 <= step < config["train"]["max_steps"],
@@ -301,6 +305,25 @@ def main():
               f"{name}: stops on step 4, saved in its own folder (exit {proc.returncode}, {(out + err)[-300:]})")
         p = run(1, slow_eval, elsewhere, ["--resume", "latest"])
         ok(p, f"{name}: the --resume latest it advises exits 0")
+
+        # A stop asked during MPI's start-up (Slurm's --signal can land there): rank 1 starts 2 s
+        # late, so rank 0 waits in MPI_Init when mpirun forwards SIGUSR1 (rank 1 ignores it until
+        # it starts). Rank 0's request holds: both stop after step 1 on its checkpoint (the signal
+        # killed rank 0 there, with only mpirun's banner).
+        name = "2 ranks, SIGUSR1 during MPI's start-up"
+        early = os.path.join(work, "early")
+        rank0 = command(1, SHORT, early)
+        rank1 = " ".join(rank0)
+        proc = subprocess.Popen(mpirun + ["-np", "1"] + rank0 + [":", "-np", "1", "sh", "-c",
+                                                                f"trap '' USR1; sleep 2; trap - USR1; exec {rank1}"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        time.sleep(0.8)
+        proc.send_signal(signal.SIGUSR1)
+        out, err = proc.communicate(timeout=120)
+        latest = os.path.join(early, "checkpoints", "latest")
+        check(proc.returncode == 0 and "stopped after step 1 of" in out and os.path.exists(latest) and
+              open(latest).read().strip() == "step_00000001",
+              f"{name}: both ranks stop after step 1 with its checkpoint (exit {proc.returncode}, {(out + err)[-400:]})")
     return checks.finish()
 
 

@@ -33,7 +33,7 @@ std::pair<std::string, double> wait_on_dead_peer(double timeout_s) {
 }
 
 TEST(StopSignal, WithoutARequestAWaitRunsToItsTimeout) {
-  install_stop_request_handlers();
+  install_stop_request_handlers("zerotrain", "a test's stop");
   ASSERT_EQ(stop_signal(), 0);
   EXPECT_EQ(seconds_since_stop_signal(), 0.0);
   const auto [error, seconds] = wait_on_dead_peer(0.3);
@@ -44,7 +44,7 @@ TEST(StopSignal, WithoutARequestAWaitRunsToItsTimeout) {
 }
 
 TEST(StopSignal, TheFirstSignalIsRecordedAndABlockedCollectiveGivesUpAfterTheGrace) {
-  install_stop_request_handlers();
+  install_stop_request_handlers("zerotrain", "a test's stop");
   set_stop_grace_seconds(0.2);
   ASSERT_EQ(std::raise(SIGUSR1), 0);  // returns: the handler records, the process lives
   ASSERT_EQ(stop_signal(), SIGUSR1);
@@ -64,7 +64,7 @@ TEST(StopSignalDeathTest, ASecondSigtermOrSigintEndsTheProcessAtOnce) {
   for (int sig : {SIGTERM, SIGINT}) {
     EXPECT_EXIT(
         {
-          install_stop_request_handlers();
+          install_stop_request_handlers("zerotrain", "a test's stop");
           std::raise(sig);  // recorded
           std::raise(sig);  // ends the process
           std::exit(0);
@@ -74,6 +74,63 @@ TEST(StopSignalDeathTest, ASecondSigtermOrSigintEndsTheProcessAtOnce) {
   }
 }
 
+// The first request says at once that it was heard and what follows (a stop waits for a step and
+// a save; a user who saw nothing pressed again and lost the checkpoint).
+TEST(StopSignalDeathTest, TheFirstRequestIsAcknowledgedAtOnce) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        install_stop_request_handlers("zerotrain", "a test's stop");
+        std::raise(SIGINT);
+        std::exit(stop_signal() == SIGINT ? 0 : 1);
+      },
+      testing::ExitedWithCode(0), "zerotrain: SIGINT received: a test's stop");
+}
+
+// A closed terminal (SIGHUP) requests a stop too, as SIGTERM does, and a second hang-up is not a
+// second request; nohup's ignored SIGHUP stays ignored.
+TEST(StopSignalDeathTest, AHangUpRequestsAStopUnlessIgnored) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        install_stop_request_handlers("zerotrain", "a test's stop");
+        std::raise(SIGHUP);
+        std::raise(SIGHUP);
+        std::exit(stop_signal() == SIGHUP ? 0 : 1);
+      },
+      testing::ExitedWithCode(0), "");
+  EXPECT_EXIT(
+      {
+        std::signal(SIGHUP, SIG_IGN);
+        install_stop_request_handlers("zerotrain", "a test's stop");
+        std::raise(SIGHUP);
+        std::exit(stop_signal() == 0 ? 0 : 1);
+      },
+      testing::ExitedWithCode(0), "");
+}
+
+// checkpoint.save_on_signal = false gives the signals back once the config is read; one that came
+// before then ends the process as its default would have.
+TEST(StopSignalDeathTest, RestoredDefaultsEndTheProcess) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        install_stop_request_handlers("zerotrain", "a test's stop");
+        restore_default_stop_handlers();
+        std::raise(SIGUSR1);
+        std::exit(0);
+      },
+      testing::KilledBySignal(SIGUSR1), "");
+  EXPECT_EXIT(
+      {
+        install_stop_request_handlers("zerotrain", "a test's stop");
+        std::raise(SIGTERM);              // recorded while the config is read
+        restore_default_stop_handlers();  // raised again
+        std::exit(0);
+      },
+      testing::KilledBySignal(SIGTERM), "");
+}
+
 // GNU timeout sends its signal to the child and then to the child's process group: one request
 // that arrives twice when the first was handled in between. The same signal from the same other
 // process within 2 s is that request; the process lives and stops at its next step boundary.
@@ -81,7 +138,7 @@ TEST(StopSignalDeathTest, TheSameSignalFromTheSameSenderAtOnceIsOneRequest) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_EXIT(
       {
-        install_stop_request_handlers();
+        install_stop_request_handlers("zerotrain", "a test's stop");
         const pid_t sender = fork();
         if (sender == 0) {  // timeout's two kill() calls, the first one handled before the second
           kill(getppid(), SIGINT);

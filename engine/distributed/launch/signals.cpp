@@ -1,9 +1,11 @@
 // Signal handlers: everything here that runs inside a handler is async-signal-safe (plain stores
-// to sig_atomic_t and preformatted buffers, write(2), clock_gettime, getppid, _exit).
+// to sig_atomic_t and preformatted buffers, write(2), clock_gettime, getppid, open, dup2, close,
+// _exit).
 #include "engine/distributed/launch/signals.h"
 
 #include <fmt/format.h>
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -65,6 +67,15 @@ std::atomic<bool> g_under_mpirun{false};
 std::atomic<bool> g_stop_handlers_installed{false};
 // What a second stop request prints as it ends the process (a static string: read in the handler).
 std::atomic<const char*> g_second_stop_line{"zerotrain: a second stop signal: exiting now, without a checkpoint\n"};
+// What the first request prints at once, one line a signal (rank 0 or a lone process only): a
+// stop can take a step and a save to act on, and a user who sees nothing presses again, which
+// ends the process without its checkpoint. Preformatted at installation (the handler only writes).
+constexpr std::size_t kAckBytes = 320;
+char g_ack_lines[3][kAckBytes] = {{0}, {0}, {0}};  // SIGTERM, SIGINT, SIGUSR1
+bool g_ack = false;
+// Whether stdout and stderr were terminals at installation: a line written into a live progress
+// line starts on its own; and after a hang-up (when a terminal answers no more) they go to /dev/null.
+bool g_stdout_tty = false, g_stderr_tty = false;
 static_assert(std::atomic<int>::is_always_lock_free && std::atomic<std::int64_t>::is_always_lock_free &&
               std::atomic<const char*>::is_always_lock_free);
 
@@ -85,17 +96,42 @@ bool repeats_the_request(int sig, const siginfo_t* info) {
   return sig == g_stop_signal && info->si_pid == g_stop_sender && monotonic_ns() - g_stop_time_ns < kSameRequestNs;
 }
 
+int ack_slot(int sig) { return sig == SIGTERM ? 0 : sig == SIGINT ? 1 : 2; }
+
+// A hang-up closed the terminal: what is still printed goes to /dev/null, not into write errors
+// (a run that saves on the stop would end on its next progress line).
+void detach_from_terminal() {
+  const int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+  if (null < 0) return;
+  if (g_stdout_tty) dup2(null, STDOUT_FILENO);
+  if (g_stderr_tty) dup2(null, STDERR_FILENO);
+  close(null);
+}
+
 extern "C" void on_stop_request(int sig, siginfo_t* info, void*) {
   if (sig == SIGTERM && g_under_mpirun && info != nullptr && info->si_pid == getppid()) terminate_for_launcher();
+  if (sig == SIGHUP) detach_from_terminal();
   if (g_stop_signal != 0) {
-    if (sig == SIGUSR1) return;  // a repeated forward of the same request
+    if (sig == SIGUSR1 || sig == SIGHUP) return;  // a repeated forward of the same request; a hang-up
     if (repeats_the_request(sig, info)) return;
+    if (g_stderr_tty) write_stderr("\n");
     write_stderr(g_second_stop_line.load());
     _exit(128 + sig);
   }
   g_stop_time_ns = monotonic_ns();
   g_stop_sender = info != nullptr ? static_cast<int>(info->si_pid) : 0;
   g_stop_signal = sig;
+  if (g_ack && sig != SIGHUP) write_stderr(g_ack_lines[ack_slot(sig)]);
+}
+
+// Rank 0 by the launchers' variables (read before any communicator exists), or a lone process.
+bool launched_as_rank_zero() {
+  for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "ZT_RANK", "RANK", "SLURM_PROCID"}) {
+    if (const char* value = std::getenv(name); value != nullptr && *value != '\0') {
+      return std::strcmp(value, "0") == 0;
+    }
+  }
+  return true;
 }
 
 }  // namespace
@@ -126,14 +162,38 @@ void install_launcher_termination_handler() {
   std::signal(SIGTERM, on_launcher_termination);
 }
 
-void install_stop_request_handlers() {
+void install_stop_request_handlers(const char* command, const char* what_follows) {
   g_under_mpirun = std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr;
+  g_stdout_tty = isatty(STDOUT_FILENO) == 1;
+  g_stderr_tty = isatty(STDERR_FILENO) == 1;
+  g_ack = launched_as_rank_zero();
+  for (int sig : {SIGTERM, SIGINT, SIGUSR1}) {
+    std::snprintf(g_ack_lines[ack_slot(sig)], kAckBytes, "%s%s: %s received: %s\n", g_stderr_tty ? "\n" : "", command,
+                  signal_name(sig).c_str(), what_follows);
+  }
   g_stop_handlers_installed = true;
   struct sigaction action {};
   action.sa_sigaction = on_stop_request;
   action.sa_flags = SA_SIGINFO | SA_RESTART;
   sigemptyset(&action.sa_mask);
   for (int sig : {SIGTERM, SIGINT, SIGUSR1}) sigaction(sig, &action, nullptr);
+  // A closed terminal too, unless the process was started to ignore it (nohup): then it stays so.
+  struct sigaction hup {};
+  if (sigaction(SIGHUP, nullptr, &hup) == 0 && hup.sa_handler != SIG_IGN) sigaction(SIGHUP, &action, nullptr);
+}
+
+void restore_default_stop_handlers() {
+  g_stop_handlers_installed = false;
+  for (int sig : {SIGTERM, SIGINT, SIGUSR1, SIGHUP}) {
+    struct sigaction current {};
+    if (sigaction(sig, nullptr, &current) == 0 && (current.sa_flags & SA_SIGINFO) != 0 &&
+        current.sa_sigaction == on_stop_request) {
+      std::signal(sig, SIG_DFL);
+    }
+  }
+  if (g_under_mpirun) std::signal(SIGTERM, on_launcher_termination);
+  // A request that came meanwhile is what the default would have done with it.
+  if (const int sig = g_stop_signal.exchange(0); sig != 0) raise(sig);
 }
 
 int stop_signal() { return g_stop_signal; }
@@ -157,6 +217,7 @@ std::string signal_name(int signal_number) {
     case SIGTERM: return "SIGTERM";
     case SIGINT: return "SIGINT";
     case SIGUSR1: return "SIGUSR1";
+    case SIGHUP: return "SIGHUP";
     default: return fmt::format("signal {}", signal_number);
   }
 }

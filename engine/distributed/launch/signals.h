@@ -23,12 +23,21 @@ int reported_exit_code();
 // it because another rank died. The MPI backend installs it.
 void install_launcher_termination_handler();
 
-// Makes SIGTERM, SIGINT and SIGUSR1 request a stop instead of ending the process, except a
-// SIGTERM sent by mpirun itself (the launcher ending the job, which it follows with SIGKILL within
-// a second): that one keeps the launcher-termination behaviour. A second SIGINT or SIGTERM after
-// a request ends the process at once (exit 130 / 143) without a checkpoint, but for the same
-// signal from the same other process within 2 s (GNU timeout's to the child, then to its group).
-void install_stop_request_handlers();
+// Makes SIGTERM, SIGINT, SIGUSR1 and SIGHUP (unless ignored, as under nohup) request a stop
+// instead of ending the process, except a SIGTERM sent by mpirun itself (the launcher ending the
+// job, which it follows with SIGKILL within a second): that one keeps the launcher-termination
+// behaviour. The first request prints "<command>: SIGINT received: <what_follows>" at once on rank
+// 0 (a stop may take a step and a save to act on); a hang-up sends what is printed to a terminal
+// from then on to /dev/null. A second SIGINT or SIGTERM after a request ends the process at once
+// (exit 130 / 143) without a checkpoint, but for the same signal from the same other process
+// within 2 s (GNU timeout's to the child, then to its group). `what_follows` must outlive the call
+// only (it is copied).
+void install_stop_request_handlers(const char* command, const char* what_follows);
+// Gives SIGTERM, SIGINT, SIGUSR1 and SIGHUP back their default action (SIGTERM under mpirun its
+// launcher-termination one): a run whose config turns stops off (checkpoint.save_on_signal =
+// false), having taken them before the config could be read. A request that came meanwhile is
+// raised again, as the default would have ended the process.
+void restore_default_stop_handlers();
 
 // The signal that first requested a stop (SIGTERM, SIGINT or SIGUSR1), or 0.
 int stop_signal();
@@ -37,7 +46,7 @@ int stop_signal();
 void set_second_stop_line(const char* line);
 // Seconds since that signal arrived (0 when none did).
 double seconds_since_stop_signal();
-// "SIGTERM", "SIGINT", "SIGUSR1", or "signal N".
+// "SIGTERM", "SIGINT", "SIGUSR1", "SIGHUP", or "signal N".
 std::string signal_name(int signal_number);
 
 // How long a collective may stay blocked after a stop request before the rank gives up on it

@@ -119,7 +119,8 @@ int generate_and_print(StandaloneModel& model, const data::TokenText& text, cons
   // Ctrl-C (or SIGTERM) ends a long sample after the token being drawn, with its text and the
   // summary below; a second one ends it at once. Installed only now, so that one during the
   // weights' load still ends the process there.
-  install_stop_request_handlers();
+  install_stop_request_handlers("zerotrain sample",
+                                "the sample ends after the token being drawn (a second one ends it at once)");
   set_second_stop_line("zerotrain sample: a second stop signal: exiting now\n");
   streaming.stop_requested = [] { return stop_signal() != 0; };
   const auto started = std::chrono::steady_clock::now();

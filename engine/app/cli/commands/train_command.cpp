@@ -71,6 +71,12 @@ int train_main(const std::vector<std::string>& args) {
   }
   // Under mpirun every rank runs this; the communicator says how many there are, and the batch
   // terms are resolved for that many. Rank 0 alone prints and writes the run directory.
+  // A stop signal means "save at the next step boundary" (engine/distributed/launch/signals.h) from
+  // the start, MPI's start-up and the rendezvous included (one there killed the rank, with only
+  // the launcher's banner); given back below where the config turns it off.
+  install_stop_request_handlers("zerotrain",
+                                "the run stops at the end of the current step, with a checkpoint (a second one exits "
+                                "at once, without one)");
   MemoryTracker tracker;
   CommOptions comm_options;
   std::unique_ptr<Communicator> comm = make_communicator(tracker, comm_options);
@@ -108,8 +114,7 @@ int train_main(const std::vector<std::string>& args) {
   identity.emplace_back("--resume", parser.has("resume") ? parser.get("resume") : "(not given)");
   identity.emplace_back("--allow-config-change", parser.has("allow-config-change") ? "given" : "(not given)");
   check_ranks_agree(*comm, identity);
-  // From here on a stop signal means "save at the next step boundary" (engine/distributed/launch/signals.h).
-  if (cfg.checkpoint.save_on_signal) install_stop_request_handlers();
+  if (!cfg.checkpoint.save_on_signal) restore_default_stop_handlers();
 
   if (root) {
     fmt::print("zerotrain train: {}\nresolved config: {}\n", cfg.source, cfg.to_json().dump());

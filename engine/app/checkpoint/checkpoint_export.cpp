@@ -8,6 +8,7 @@
 #include <array>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 #include <vector>
 
 #include "engine/app/checkpoint/durable_file.h"
@@ -206,6 +207,8 @@ HfExport export_hf(const CheckpointReader& reader, const std::string& out_dir, D
     }
   } made_here{out_dir, !fs::exists(out_dir, ec)};
   fs::create_directories(out_dir, ec);
+  std::optional<PartialOutput> made_folder;  // so is it by a Ctrl-C, once its staged files are gone
+  if (made_here.armed) made_folder.emplace(out_dir, /*folder=*/true);
   if (ec) throw_input_error("cannot create export directory '{}': {}", out_dir, ec.message());
 
   const nlohmann::json& cfg_model = reader.manifest().config.value("model", nlohmann::json::object());

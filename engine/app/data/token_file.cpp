@@ -278,6 +278,7 @@ void write_llmc_tokens_at(const std::string& path, std::span<const std::uint16_t
 
 void write_llmc_token_file(const std::string& path, std::span<const std::uint16_t> tokens) {
   const std::string tmp = staging_path(path);
+  const PartialOutput partial(tmp);  // a Ctrl-C while it is written leaves no .tmp
   write_llmc_tokens_at(tmp, tokens);
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     const int err = errno;

@@ -4,10 +4,13 @@
 #include <fmt/format.h>
 
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <climits>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -42,13 +45,63 @@ std::string staging_path(const std::string& path) {
   return (p.parent_path() / short_name).string();
 }
 
+namespace {
+
+// The registry a signal handler reads: lock-free slots of paths, each a copy never freed (a handler
+// never reads a freed one) whose first byte says what it is ('f' a file, 'd' a folder).
+constexpr int kPartialSlots = 64;
+std::atomic<const char*> g_partial[kPartialSlots];
+static_assert(std::atomic<const char*>::is_always_lock_free);
+
+extern "C" void remove_partial_outputs_and_end(int sig) {
+  for (const char kind : {'f', 'd'}) {  // files first, so that the folders are empty
+    for (auto& slot : g_partial) {
+      const char* entry = slot.load();
+      if (entry == nullptr || entry[0] != kind) continue;
+      if (kind == 'd') {
+        rmdir(entry + 1);  // only an empty one
+      } else {
+        unlink(entry + 1);
+      }
+    }
+  }
+  std::signal(sig, SIG_DFL);
+  raise(sig);
+}
+
+}  // namespace
+
+PartialOutput::PartialOutput(const std::string& path, bool folder) : slot_(-1) {
+  const char* copy = strdup(fmt::format("{}{}", folder ? 'd' : 'f', path).c_str());
+  for (int i = 0; i < kPartialSlots && copy != nullptr; ++i) {
+    const char* empty = nullptr;
+    if (g_partial[i].compare_exchange_strong(empty, copy)) {
+      slot_ = i;
+      return;
+    }
+  }
+}
+
+PartialOutput::~PartialOutput() {
+  if (slot_ >= 0) g_partial[slot_] = nullptr;  // the copy stays: a handler may be reading it
+}
+
+void remove_partial_outputs_on_signal() {
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
+    struct sigaction current {};
+    if (sigaction(sig, nullptr, &current) == 0 && current.sa_handler == SIG_IGN) continue;  // nohup's
+    std::signal(sig, remove_partial_outputs_and_end);
+  }
+}
+
 StagedFiles::~StagedFiles() {
   for (const Staged& f : staged_) std::remove(f.tmp.c_str());  // those not committed
 }
 
 std::string StagedFiles::stage(const std::string& path) {
-  staged_.push_back({staging_path(path), path});
-  return staged_.back().tmp;
+  const std::string tmp = staging_path(path);
+  staged_.push_back({tmp, path, std::make_unique<PartialOutput>(tmp)});
+  return tmp;
 }
 
 void StagedFiles::commit(const std::string& dir) {

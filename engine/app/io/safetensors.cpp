@@ -76,6 +76,7 @@ void SafetensorsWriter::write(const std::string& path) const {
   const std::string text = safetensors_header_text(header);
 
   const std::string tmp = staging_path(path);
+  const PartialOutput partial(tmp);  // a Ctrl-C while it is written leaves no .tmp
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     if (!out) throw_runtime_error("cannot open '{}' for writing: {}", tmp, std::strerror(errno));

@@ -15,6 +15,7 @@
 #include "engine/app/cli/commands/arg_parser.h"
 #include "engine/app/cli/commands/commands.h"
 #include "engine/app/io/llmc_model_file.h"
+#include "engine/app/io/output_file.h"
 #include "engine/base/core/check.h"
 
 namespace zt::cli {
@@ -173,7 +174,8 @@ DType export_dtype(const ArgParser& parser) {
 }  // namespace
 
 int ckpt_main(const std::vector<std::string>& args) {
-  if (args.empty()) {  // one line, as every command's missing argument
+  remove_partial_outputs_on_signal();  // an export stopped by Ctrl-C leaves no .tmp behind
+  if (args.empty()) {                  // one line, as every command's missing argument
     throw_input_error("zerotrain ckpt: missing action (inspect, verify or export; see 'zerotrain ckpt --help')");
   }
   if (args[0] == "--help" || args[0] == "-h") {

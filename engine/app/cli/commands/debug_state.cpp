@@ -59,6 +59,7 @@ std::string memory_report(const MemorySnapshot& s, std::int64_t predicted_activa
 }  // namespace
 
 int debug_state_main(const std::vector<std::string>& args) {
+  remove_partial_outputs_on_signal();  // stopped by Ctrl-C, it leaves no .tmp behind
   ArgParser parser("debug-state",
                    "Run one forward/backward on one deterministic batch and write every tensor the PyTorch parity "
                    "tests need to a safetensors file.");

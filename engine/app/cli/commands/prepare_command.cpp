@@ -8,11 +8,13 @@
 #include "engine/app/cli/commands/arg_parser.h"
 #include "engine/app/cli/commands/commands.h"
 #include "engine/app/data/prepare.h"
+#include "engine/app/io/output_file.h"
 #include "engine/base/core/check.h"
 
 namespace zt::cli {
 
 int prepare_main(const std::vector<std::string>& args) {
+  remove_partial_outputs_on_signal();  // stopped by Ctrl-C, it leaves no .tmp behind
   ArgParser parser("prepare",
                    "Turn a text file into a vocabulary (vocab.json) and train/val token files (train.bin, val.bin, "
                    "llm.c format): the first part of the text trains, the last --val-fraction validates.");

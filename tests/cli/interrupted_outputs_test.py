@@ -1,0 +1,102 @@
+#!/usr/bin/env python3
+"""Ctrl-C on a command that writes its output whole (prepare, ckpt export) at any moment: the
+process ends as SIGINT's default would, and leaves the destination as it was or as it is after the
+command, whole, with no staging file (.tmp) behind and no folder it made empty. (A 600 MB
+train.bin.tmp stayed beside the dataset it was to replace, and an export's new folder held only
+its model.safetensors.tmp.)
+
+The signal lands at fractions of each command's own duration, measured first, so the sweep
+crosses its reading, its computing and its writing whatever the machine's speed.
+
+usage: interrupted_outputs_test.py PATH/TO/zerotrain
+"""
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.dirname(HERE))
+from check_report import Checks  # noqa: E402
+
+TEXT = os.path.join(ROOT, "..", "shared", "data", "tinyshakespeare.txt")
+FRACTIONS = (0.2, 0.5, 0.7, 0.8, 0.9, 0.95, 1.0)
+
+
+def leftovers(folder):
+    if not os.path.isdir(folder):
+        return []
+    return sorted(n for n in os.listdir(folder) if ".tmp" in n)
+
+
+def interrupted(argv, seconds):
+    p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    time.sleep(seconds)
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=120)
+    return p.returncode, err
+
+
+def timed(argv):
+    start = time.monotonic()
+    p = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    return p, time.monotonic() - start
+
+
+def main():
+    binary = sys.argv[1]
+    checks = Checks()
+    work = tempfile.mkdtemp(prefix="zt_interrupted_")
+    big = os.path.join(work, "big.txt")
+    with open(TEXT) as f:
+        text = f.read()
+    with open(big, "w") as f:
+        f.write(text * 40)  # ~45 MB: a second or two of prepare on 2 cores
+    dataset = os.path.join(work, "dataset")
+    subprocess.run([binary, "prepare", "--text", TEXT, "--out", dataset], check=True, capture_output=True)
+    small_sizes = {n: os.path.getsize(os.path.join(dataset, n)) for n in ("train.bin", "val.bin")}
+    p, seconds = timed([binary, "prepare", "--text", big, "--out", os.path.join(work, "whole")])
+    big_sizes = {n: os.path.getsize(os.path.join(work, "whole", n)) for n in ("train.bin", "val.bin")}
+    for fraction in FRACTIONS:
+        code, err = interrupted([binary, "prepare", "--text", big, "--out", dataset], fraction * seconds)
+        sizes = {n: os.path.getsize(os.path.join(dataset, n)) for n in ("train.bin", "val.bin")}
+        checks.check(code in (-signal.SIGINT, 0) and not leftovers(dataset) and sizes in (small_sizes, big_sizes),
+                     f"prepare stopped at {fraction:.0%} of its {seconds:.1f} s: exit {code}, the dataset whole "
+                     f"(old or new), no staging file ({leftovers(dataset)}; {err.strip()[-200:]})")
+        if sizes == big_sizes:  # replaced: back to the small one for the next moment
+            subprocess.run([binary, "prepare", "--text", TEXT, "--out", dataset], check=True, capture_output=True)
+
+    config = os.path.join(work, "config.json")
+    with open(config, "w") as f:  # ~13M parameters: ~50 MB of fp32 tensors to export
+        json.dump({"model": {"n_layer": 4, "n_head": 8, "n_embd": 512, "block_size": 64, "vocab_size": 65},
+                   "data": {"dataset": dataset}, "train": {"micro_batch": 1, "max_steps": 1, "num_threads": 1},
+                   "checkpoint": {"at_end": True}, "log": {"sample_tokens": 0}}, f)
+    run = os.path.join(work, "run")
+    subprocess.run([binary, "train", "--config", config, "--run-dir", run], check=True, capture_output=True)
+    export = [binary, "ckpt", "export", os.path.join(run, "checkpoints"), "--format", "hf", "--out"]
+    earlier = os.path.join(work, "earlier")
+    p, seconds = timed(export + [earlier])
+    with open(os.path.join(earlier, "model.safetensors"), "rb") as f:
+        earlier_bytes = f.read()
+    for fraction in FRACTIONS:
+        fresh = os.path.join(work, f"fresh_{int(fraction * 100)}")
+        code, err = interrupted(export + [fresh], fraction * seconds)
+        whole = os.path.isdir(fresh) and os.path.exists(os.path.join(fresh, "config.json"))
+        checks.check(code in (-signal.SIGINT, 0) and (whole or not os.path.exists(fresh)) and not leftovers(fresh),
+                     f"an export into a new folder stopped at {fraction:.0%} of its {seconds:.1f} s: exit {code}, "
+                     f"the folder whole or not there ({sorted(os.listdir(fresh)) if os.path.isdir(fresh) else '-'})")
+        code, err = interrupted(export + [earlier], fraction * seconds)
+        with open(os.path.join(earlier, "model.safetensors"), "rb") as f:
+            same = f.read() == earlier_bytes
+        checks.check(code in (-signal.SIGINT, 0) and same and not leftovers(earlier),
+                     f"an export over an earlier one stopped at {fraction:.0%}: exit {code}, the earlier tensors "
+                     f"as they were, no staging file ({leftovers(earlier)})")
+    return checks.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

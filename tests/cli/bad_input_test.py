@@ -200,6 +200,16 @@ def main():
           f"\n    stderr: {refused.stderr.strip()[-200:]} {forced.stderr.strip()[-200:]}")
     if not ok:
         failures.append("memory check override")
+    # At stage 3 with every activation recomputed, neither is offered as a way out (it advised
+    # "raise zero.stage" at stage 3, and blamed a --set zero.stage=3 for the memory).
+    at_most = subprocess.run(tiny_args + ["--set", "zero.stage=3", "--set", "train.activation_checkpointing=all"],
+                             capture_output=True, text=True, timeout=120, env=small)
+    ok = (at_most.returncode == 2 and "zero.stage" not in at_most.stderr and
+          "activation_checkpointing" not in at_most.stderr and "add ranks" in at_most.stderr)
+    print(f"{'no advice already taken':<32} exit={at_most.returncode}  {'OK' if ok else 'FAIL'}"
+          f"\n    stderr: {at_most.stderr.strip()[-300:]}")
+    if not ok:
+        failures.append("memory advice at stage 3")
 
     # A large token table and few activations: setting the weights up (one unit in fp32 beside the
     # model states) needs more than a step. An offer between the two is refused for the set-up.
@@ -495,7 +505,7 @@ def main():
         lines = proc.stderr.strip().splitlines()
         ok = proc.returncode == 1 and len(lines) == 1 and "standard output: No space left on device" in lines[0]
         report("stdout that cannot be written", ok, proc.returncode, proc.stderr.strip()[-200:])
-    print(f"{len(cases) + 19 - len(failures)} passed, {len(failures)} failed")
+    print(f"{len(cases) + 20 - len(failures)} passed, {len(failures)} failed")
     return 1 if failures else 0
 
 

@@ -140,14 +140,23 @@ void check_memory_fits(const RunConfig& c, int world_size, int device_index) {
         fmt::format("{}{} {}", categories.empty() ? "" : ", ", mem_category_name(cat), format_bytes(predicted[cat]));
   }
   if (staging > 0) categories += fmt::format(", checkpoint staging {}", format_bytes(staging));
+  // What could still lower it: a stage already at 3, or activations all recomputed, is not named.
+  const bool stage_left = c.zero.stage < 3;
+  const bool recompute_left = c.train.activation_checkpointing.kind != CheckpointPolicy::Kind::kAll;
+  const std::string sources =
+      stage_left && recompute_left
+          ? c.sources_of({"train.micro_batch", "train.seq_len", "zero.stage", "train.activation_checkpointing"})
+      : stage_left     ? c.sources_of({"train.micro_batch", "train.seq_len", "zero.stage"})
+      : recompute_left ? c.sources_of({"train.micro_batch", "train.seq_len", "train.activation_checkpointing"})
+                       : c.sources_of({"train.micro_batch", "train.seq_len"});
   throw_input_error(
       "config error in {}: the run needs {} per rank at ZeRO stage {} on {} rank(s){} ({}), more than "
       "{} offers: {}; lower train.micro_batch (with train.grad_accum to keep the batch) or train.seq_len "
-      "(here {}), raise zero.stage, add ranks or checkpoint activations, or set train.check_memory = false to try "
-      "anyway",
-      c.sources_of({"train.micro_batch", "train.seq_len", "zero.stage", "train.activation_checkpointing"}),
-      format_bytes(required.bytes()), c.zero.stage, world_size, required.for_setup() ? " to set its weights up" : "",
-      categories, offer.what, format_bytes(offer.bytes), c.train.seq_len);
+      "(here {}), {}add ranks{}, or set train.check_memory = false to try anyway",
+      sources, format_bytes(required.bytes()), c.zero.stage, world_size,
+      required.for_setup() ? " to set its weights up" : "", categories, offer.what, format_bytes(offer.bytes),
+      c.train.seq_len, stage_left ? "raise zero.stage, " : "",
+      recompute_left ? " or checkpoint activations (train.activation_checkpointing)" : "");
 }
 
 }  // namespace zt

@@ -27,6 +27,7 @@
 #include "engine/app/trainer/trainer_state.h"
 #include "engine/base/core/bf16.h"
 #include "engine/base/core/check.h"
+#include "engine/base/core/host_allocator.h"
 #include "engine/distributed/launch/signals.h"
 #include "kernels/ops.h"
 
@@ -126,6 +127,14 @@ StopVote stop_vote_after(const TrainerState& s, int step) {
 // The evaluation and sample due after `step`; false when a stop request ended one (the sample
 // then waits for the resume too).
 bool evaluate_and_sample(TrainerState& s, RunProgress& run, int step, bool eval_due, bool sample_due) {
+  if (!eval_due && !sample_due) return true;
+  // Other shapes than a step's: the host allocator's idle blocks go back to the system on the way
+  // in and out, so that a step's cached activations and an evaluation's never sit in memory
+  // together beyond what the memory check weighs (a step re-faults its pages once after).
+  host_release_cached();
+  struct ReleaseAfter {
+    ~ReleaseAfter() { host_release_cached(); }
+  } release_after;
   const StopVote stop = stop_vote_after(s, step);
   // A request already made (during the step, or the last step's save) stops before a forward.
   if ((eval_due || sample_due) && stop()) {
@@ -267,6 +276,7 @@ TrainSummary Trainer::run() {
   const bool stopped = run.start_step < c.train.max_steps && (run.eval_pending || run.sample_pending) &&
                        !evaluate_and_sample(s, run, run.start_step, run.eval_pending, run.sample_pending);
   if (stopped) stop_after(s, run, run.start_step);
+  host_release_cached();    // the set-up's workspace, which no step reuses
   s.tracker.reset_peaks();  // the comparison with the prediction (report_step) covers the steps, not set-up
   run.started = std::chrono::steady_clock::now();
   int step = run.start_step;
@@ -391,6 +401,7 @@ void Trainer::finish_run(int step, RunProgress& run) {
   report_profile(s, run);
   if (finished) {
     if (c.log.final_weights) {
+      host_release_cached();  // a step's cached blocks, beside the gathered unit
       s.set_comm_context(fmt::format("the gather of final.safetensors after step {}", step));
       write_final_weights(run_dir_ + "/final.safetensors", s.optimizer, s.tracker, s.comm,
                           {{"run_config", c.to_json().dump()}, {"steps", std::to_string(summary.steps_done)}});

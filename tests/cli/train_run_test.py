@@ -95,6 +95,10 @@ def main():
     check(abs(train[0]["lr"] - 3e-3 / 6) < 1e-9, "warmup: step 1 runs at lr/(warmup+1)")
     check("derived: train.global_batch_tokens = 256" in p.stdout, "derived batch terms are printed")
     check("val loss" in p.stdout and "unigram entropy" in p.stdout, "summary prints val loss and unigram entropy")
+    # The host allocator's idle blocks went back to the system around the final evaluation and
+    # sample (a step's cached activations sat beside them, past what the memory check weighs).
+    check("(plus 0 B of freed blocks the host allocator keeps for reuse)" in p.stdout,
+          f"no idle host blocks kept at the run's end ({[l for l in p.stdout.splitlines() if 'freed blocks' in l]})")
     check(safetensors_all_finite(os.path.join(run_a, "final.safetensors")), "final weights are finite")
     with open(os.path.join(run_a, "final.safetensors"), "rb") as f:
         meta = json.loads(f.read(struct.unpack("<Q", f.read(8))[0])).get("__metadata__", {})

@@ -24,13 +24,13 @@ sys.path.insert(0, os.path.dirname(HERE))
 from check_report import Checks  # noqa: E402
 
 TEXT = os.path.join(ROOT, "..", "shared", "data", "tinyshakespeare.txt")
-CALL = re.compile(r'^(\d+) +(openat|fsync|fdatasync|rename|renameat2?|close)\((.*)\) += (-?\d+)')
+CALL = re.compile(r'^(\d+) +(openat|fsync|fdatasync|rename|renameat2?|close|write|pwrite64)\((.*)\) += (-?\d+)')
 
 
 def traced(work, name, argv):
     """The calls of argv (and its threads), in order: (call, args text, result)."""
     log = os.path.join(work, name + ".strace")
-    p = subprocess.run(["strace", "-f", "-qq", "-e", "trace=openat,fsync,fdatasync,rename,renameat,renameat2,close",
+    p = subprocess.run(["strace", "-f", "-qq", "-e", "trace=openat,fsync,fdatasync,rename,renameat,renameat2,close,write,pwrite64",
                         "-o", log, *argv], capture_output=True, text=True, timeout=300)
     calls = []
     with open(log) as f:
@@ -48,7 +48,7 @@ def paths_in(args):
 def unsynced_renames(calls):
     """Files renamed into place without an fsync of a descriptor opened on them since their last
     open for writing; and every rename of a folder's .tmp-step_N with whether metrics.jsonl was
-    synced since its last write-open before it."""
+    synced since its last write (or write-open) before it."""
     open_fds = {}  # fd -> path
     synced, written = set(), set()
     metrics_synced = False
@@ -68,6 +68,10 @@ def unsynced_renames(calls):
                 synced.add(path)
                 if path.endswith("metrics.jsonl"):
                     metrics_synced = True
+        elif call in ("write", "pwrite64"):
+            path = open_fds.get(int(args.split(",")[0]))
+            if path is not None and path.endswith("metrics.jsonl"):
+                metrics_synced = False  # a record since the last sync
         elif call == "close":
             open_fds.pop(int(args.split(",")[0]), None)
         elif call.startswith("rename") and result == 0:

@@ -136,7 +136,7 @@ def main():
                      ("" if proc.returncode == 0 else f" (exit {proc.returncode}: {(out + err)[-500:]})")):
             return None
         if np_ == 1:  # at once, not after the step and the save (a user who saw nothing pressed again)
-            check("received: the run stops at the end of the current step, with a checkpoint" in err,
+            check("received: the run stops at the end of the current step (or of its first), with a checkpoint" in err,
                   f"{name}: the request is acknowledged on stderr ({err.strip()[-200:]})")
         stops = [r for r in train_records(run_dir) if r["type"] == "stop"]
         step = stops[0]["step"] if stops else -1
@@ -317,11 +317,25 @@ def main():
         proc = subprocess.Popen(mpirun + ["-np", "1"] + rank0 + [":", "-np", "1", "sh", "-c",
                                                                 f"trap '' USR1; sleep 2; trap - USR1; exec {rank1}"],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-        time.sleep(0.8)
+        # Once rank 0 has taken SIGUSR1 (its /proc status's SigCgt) while rank 1 is not zerotrain yet.
+        def program(pid):
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                return f.read().split(b"\0")[0]
+
+        def rank0_catches_usr1_alone():
+            pids = rank_pids(early)
+            try:
+                with open(f"/proc/{pids[0]}/status") as f:
+                    caught = next(int(l.split()[1], 16) for l in f if l.startswith("SigCgt:"))
+                return (b"zerotrain" in program(pids[0]) and b"zerotrain" not in program(pids[1]) and
+                        caught & (1 << (signal.SIGUSR1 - 1)) != 0)
+            except (OSError, StopIteration, KeyError):
+                return False
+        in_start_up = wait_until(rank0_catches_usr1_alone, seconds=10)
         proc.send_signal(signal.SIGUSR1)
         out, err = proc.communicate(timeout=120)
         latest = os.path.join(early, "checkpoints", "latest")
-        check(proc.returncode == 0 and "stopped after step 1 of" in out and os.path.exists(latest) and
+        check(in_start_up and proc.returncode == 0 and "stopped after step 1 of" in out and os.path.exists(latest) and
               open(latest).read().strip() == "step_00000001",
               f"{name}: both ranks stop after step 1 with its checkpoint (exit {proc.returncode}, {(out + err)[-400:]})")
     return checks.finish()

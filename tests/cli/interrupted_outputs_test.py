@@ -41,6 +41,19 @@ def interrupted(argv, seconds):
     return p.returncode, err
 
 
+def interrupted_while_staging(argv, folder):
+    """SIGINT once a staging file appears in `folder` (the export's write under way); None when
+    the command ended first."""
+    p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while p.poll() is None and time.monotonic() < deadline and not leftovers(folder):
+        time.sleep(0.0005)
+    seen = bool(leftovers(folder))
+    p.send_signal(signal.SIGINT)
+    p.communicate(timeout=120)
+    return p.returncode if seen else None
+
+
 def timed(argv):
     start = time.monotonic()
     p = subprocess.run(argv, capture_output=True, text=True, timeout=300)
@@ -95,6 +108,17 @@ def main():
         checks.check(code in (-signal.SIGINT, 0) and same and not leftovers(earlier),
                      f"an export over an earlier one stopped at {fraction:.0%}: exit {code}, the earlier tensors "
                      f"as they were, no staging file ({leftovers(earlier)})")
+    # And at the moment the tensors are being written (the sweep's fractions mostly miss it: an
+    # export of this size takes a fraction of a second).
+    for target, what in ((os.path.join(work, "fresh_staging"), "into a new folder"), (earlier, "over an earlier one")):
+        code = interrupted_while_staging(export + [target], target)
+        kept = os.path.exists(os.path.join(earlier, "model.safetensors")) and \
+            open(os.path.join(earlier, "model.safetensors"), "rb").read() == earlier_bytes
+        gone = not os.path.exists(target) if target != earlier else kept
+        checks.check(code == -signal.SIGINT and gone and not leftovers(target),
+                     f"an export {what} stopped while its tensors are written: exit {code}, no staging file, "
+                     f"{'no folder' if target != earlier else 'the earlier tensors'} left "
+                     f"({sorted(os.listdir(target)) if os.path.isdir(target) else '-'})")
     return checks.finish()
 
 

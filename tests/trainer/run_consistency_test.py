@@ -313,37 +313,6 @@ def main():
           f"a continued run whose run directory was taken over writes no record more and ends (exit "
           f"{code}, {len(after) - len(before)} bytes more in metrics.jsonl, {lines[-1:]})")
 
-    # A run directory moved away mid-run (its open metrics.jsonl with it) ends the run in one line
-    # naming it, at the heartbeat's next beat or the next save, instead of training on into a new
-    # folder made under the old name (which got the later checkpoints and final weights but no
-    # log or config, and said it wrote them); nothing is made again under the old name.
-    moving = os.path.join(work, "moving")
-    victim = long_run(moving)
-    wait_until(lambda: os.path.exists(os.path.join(moving, "metrics.jsonl")) and len(train_records(moving)) >= 3)
-    os.rename(moving, moving + "_moved")
-    try:
-        _, err = victim.communicate(timeout=120)
-    except subprocess.TimeoutExpired:
-        victim.kill()
-        _, err = victim.communicate()
-    lines = errors(err)
-    check(victim.returncode == 1 and len(lines) == 1 and f"the run directory {moving} was moved or removed" in lines[0]
-          and not os.path.exists(moving) and len(train_records(moving + "_moved")) >= 3,
-          f"a run whose run directory was moved ends, naming it (exit {victim.returncode}, {lines}, "
-          f"old name made again: {os.path.exists(moving)})")
-    # A checkpoint folder elsewhere removed mid-run is made again and the saves go on there, said.
-    elsewhere = os.path.join(work, "elsewhere_ckpt")
-    victim = subprocess.Popen([binary, "train", "--config", long_cfg, "--run-dir", os.path.join(work, "keeps_on"),
-                               "--set", "train.max_steps=400", "--set", f"checkpoint.dir={elsewhere}"],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                              env=dict(os.environ, ZT_TEST_HEARTBEAT_S=str(HEARTBEAT_S)))
-    wait_until(lambda: os.path.isdir(os.path.join(elsewhere, "step_00000100")))
-    shutil.rmtree(elsewhere)
-    out, err = victim.communicate(timeout=300)
-    check(victim.returncode == 0 and f"warning: the checkpoint folder {elsewhere} was moved or removed" in out and
-          os.path.isdir(os.path.join(elsewhere, "step_00000400")),
-          f"a removed checkpoint folder is made again and said (exit {victim.returncode}, {err.strip()[-200:]})")
-
     # A fresh run in a folder an earlier run saved into sets the earlier checkpoints aside: the
     # folder then resolves to its own (a newer step_* than latest's would otherwise be taken).
     reused = os.path.join(work, "reused")

@@ -259,9 +259,9 @@ FolderLock::FolderLock(const std::string& folder, const std::string& run_dir, Lo
   confirmed_ns_ = steady_now_ns();
   heartbeat_ = std::thread([this] { beat(); });
   if (!run) {
-    folder_ = canonical_folder(folder);
+    registered_folder_ = canonical_folder(folder);
     const std::lock_guard<std::mutex> lock(held_mutex);
-    held_locks()[folder_] = this;
+    held_locks()[registered_folder_] = this;
   }
 }
 
@@ -285,9 +285,10 @@ void FolderLock::beat() {
     if (utimensat(AT_FDCWD, path_.c_str(), nullptr, 0) != 0 && errno == ENOENT) {  // the mtime is the heartbeat
       // The lock file (or its folder) removed under the run, by hand: made again, so that a second
       // run is still refused while this one holds the folder (exclusively: where another run made
-      // its own meanwhile, lost_to names it at the next beat).
+      // its own meanwhile, lost_to names it at the next beat). The folder alone, not its parents:
+      // a checkpoint folder inside a run directory moved away is not made again under the old name.
       std::error_code ec;
-      fs::create_directories(fs::path(path_).parent_path(), ec);
+      fs::create_directory(fs::path(path_).parent_path(), ec);
       try {
         create_exclusive(path_, text_, temp_);
       } catch (const std::exception&) {  // no room or no right: the next beat tries again
@@ -339,9 +340,9 @@ std::string FolderLock::lost_now() const {
 }
 
 FolderLock::~FolderLock() {
-  if (!folder_.empty()) {
+  if (!registered_folder_.empty()) {
     const std::lock_guard<std::mutex> lock(held_mutex);
-    held_locks().erase(folder_);
+    held_locks().erase(registered_folder_);
   }
   {
     const std::lock_guard<std::mutex> lock(mutex_);

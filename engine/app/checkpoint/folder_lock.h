@@ -91,7 +91,7 @@ class FolderLock {
   mutable std::mutex lost_mutex_;
   mutable std::string lost_holder_;         // who took the lock over, once seen; "" while it is this process's
   std::atomic<std::int64_t> confirmed_ns_;  // steady clock: when the heartbeat last found the lock its own
-  std::string folder_;                      // a checkpoint folder's, as registered for check_folder_lock_still_held
+  std::string registered_folder_;           // a checkpoint folder's, as registered for check_folder_lock_still_held
   std::string dir_;                         // the folder, as given
   LockedFolder kind_ = LockedFolder::kCheckpointFolder;
   std::uint64_t dir_device_ = 0, dir_inode_ = 0;  // the folder's identity when the lock was taken

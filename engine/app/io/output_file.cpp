@@ -20,6 +20,7 @@
 #include "engine/app/checkpoint/durable_file.h"
 #include "engine/app/io/input_file.h"
 #include "engine/base/core/check.h"
+#include "engine/distributed/launch/signals.h"
 
 namespace zt {
 
@@ -88,9 +89,7 @@ PartialOutput::~PartialOutput() {
 
 void remove_partial_outputs_on_signal() {
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
-    struct sigaction current {};
-    if (sigaction(sig, nullptr, &current) == 0 && current.sa_handler == SIG_IGN) continue;  // nohup's
-    std::signal(sig, remove_partial_outputs_and_end);
+    if (!signal_ignored(sig)) std::signal(sig, remove_partial_outputs_and_end);  // nohup's stays ignored
   }
 }
 
@@ -119,6 +118,16 @@ void StagedFiles::commit(const std::string& dir) {
     }
     ::close(fd);
   }
+  // The renames are not cut by a Ctrl-C (which would leave old and new files mixed): the signals
+  // wait until they are done, when nothing partial is left to remove.
+  sigset_t stops, before;
+  sigemptyset(&stops);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&stops, sig);
+  pthread_sigmask(SIG_BLOCK, &stops, &before);
+  struct Unblock {
+    const sigset_t& before;
+    ~Unblock() { pthread_sigmask(SIG_SETMASK, &before, nullptr); }
+  } unblock{before};
   for (const Staged& f : staged_) {
     if (renames_left-- == 0) std::_Exit(137);
     std::error_code ec;

@@ -276,6 +276,9 @@ void save_checkpoint(TrainerState& s, RunProgress& run, int steps_completed) {
   if (s.root) {
     try {
       ckpt::check_folder_lock_still_held(folder);  // the commit checks again (a save under way when stopped)
+      // The log up to this step is on disk before the save can commit; a failure is the save's,
+      // which every rank learns below.
+      if (s.metrics) s.metrics->sync();
       for (const ckpt::FolderLock* lock : s.locks) {
         // A run directory moved away is asked now, not at the heartbeat's next beat: a save would
         // make it again under its old name. A checkpoint folder is made again (by the heartbeat or
@@ -305,7 +308,6 @@ void save_checkpoint(TrainerState& s, RunProgress& run, int steps_completed) {
   refusal = broadcast_string(s.comm, refusal);
   if (!refusal.empty()) throw_runtime_error("{}", refusal);
   run.last_saved_step = steps_completed;
-  if (s.metrics) s.metrics->sync();  // the log up to this step is on disk before the save can commit
   if (s.async_saves) {
     finish_checkpoint(s, run);  // one save in flight at most; the previous one reported first
     const double blocked =

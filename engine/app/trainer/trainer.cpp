@@ -24,6 +24,7 @@
 #include "engine/app/trainer/run_memory.h"
 #include "engine/app/trainer/run_report.h"
 #include "engine/app/trainer/start_checks.h"
+#include "engine/app/trainer/step_vote.h"
 #include "engine/app/trainer/trainer_state.h"
 #include "engine/base/core/bf16.h"
 #include "engine/base/core/check.h"
@@ -61,69 +62,6 @@ void poison_one_gradient(const ExecContext& ctx, ZeroParamStore& store) {
   ops::copy(ctx, g, TensorView{value, g.dtype, Device::kCPU, Shape{1}});
 }
 
-struct AgreedLoss {
-  float loss;           // the ranks' mean
-  bool stop_requested;  // on any rank
-  bool lock_lost;       // rank 0's run-directory or checkpoint-folder lock was taken over
-};
-
-// What a rank adds to the step's vote: 1 for a stop request (engine/distributed/launch/signals.h),
-// and where one of rank 0's locks is lost, 2 x the ranks, so that the mean (the step's loss
-// all-reduce averages) is above 1.5 for a lost lock and above 0 for any request.
-double stop_vote(const TrainerState& s) {
-  const double lost = s.root && !s.lock_lost_to().empty() ? 2.0 * s.comm.world_size() : 0.0;
-  return lost + (stop_signal() != 0 ? 1.0 : 0.0);
-}
-
-// The step boundary's agreement rides on the loss all-reduce: element 1 is the ranks' stop_vote.
-AgreedLoss all_reduce_loss_and_stop(const TrainerState& s, double rank_loss) {
-  float loss_and_stop[kLossAndStopElements] = {static_cast<float>(rank_loss), static_cast<float>(stop_vote(s))};
-  s.comm.all_reduce(TensorView{loss_and_stop, DType::kF32, Device::kCPU, Shape{kLossAndStopElements}}, ReduceOp::kAvg)
-      .wait();
-  return {loss_and_stop[0], loss_and_stop[1] > 0.0f, loss_and_stop[1] > 1.5f};
-}
-
-// Deterministic mode: the step's loss as the same sum at every rank count, the micro-batches'
-// losses in global order (round i of rank r is micro-batch i N + r) over their count, and the stop
-// vote, from an all-gather of each rank's losses and vote.
-AgreedLoss gather_loss_and_stop(const TrainerState& s, const std::vector<double>& rank_losses) {
-  const int ranks = s.comm.world_size(), rounds = static_cast<int>(rank_losses.size());
-  std::vector<double> mine(rank_losses);
-  mine.push_back(stop_vote(s));
-  const std::vector<double> all = all_gather_values<double>(s.comm, mine);
-  double sum = 0.0, votes = 0.0;
-  for (int i = 0; i < rounds; ++i) {
-    for (int r = 0; r < ranks; ++r) sum += all[static_cast<std::size_t>(r * (rounds + 1) + i)];
-  }
-  for (int r = 0; r < ranks; ++r) votes += all[static_cast<std::size_t>(r * (rounds + 1) + rounds)];
-  votes /= ranks;
-  return {static_cast<float>(sum / (static_cast<double>(rounds) * ranks)), votes > 0.0, votes > 1.5};
-}
-
-// The stop vote alone, through the step's own collective (so its staging is the one the memory
-// prediction counts), outside any step's meter.
-AgreedLoss agree_on_stop(const TrainerState& s, bool folds) {
-  return folds ? gather_loss_and_stop(s, {0.0}) : all_reduce_loss_and_stop(s, 0.0);
-}
-
-// Ends the run on every rank once the vote says rank 0's lock was taken over (or its run directory
-// moved away): nothing more is written into the folder (TrainerState::log writes no record once it
-// is lost, and no save or final weights follow).
-[[noreturn]] void end_on_lost_lock(const TrainerState& s, int step) {
-  throw_runtime_error("after step {}: {}; this run ends without writing anything more there", step,
-                      broadcast_string(s.comm, s.root ? s.lock_lost_to() : std::string()));
-}
-
-// The stop vote between steps, asked by an evaluation or sample as it goes; a lost lock ends the
-// run as at a step's end.
-StopVote stop_vote_after(const TrainerState& s, int step) {
-  return [&s, step] {
-    const AgreedLoss agreed = agree_on_stop(s, s.config.zero.fold_in_global_order);
-    if (agreed.lock_lost) end_on_lost_lock(s, step);
-    return agreed.stop_requested;
-  };
-}
-
 // The evaluation and sample due after `step`; false when a stop request ended one (the sample
 // then waits for the resume too).
 bool evaluate_and_sample(TrainerState& s, RunProgress& run, int step, bool eval_due, bool sample_due) {
@@ -137,7 +75,7 @@ bool evaluate_and_sample(TrainerState& s, RunProgress& run, int step, bool eval_
   } release_after;
   const StopVote stop = stop_vote_after(s, step);
   // A request already made (during the step, or the last step's save) stops before a forward.
-  if ((eval_due || sample_due) && stop()) {
+  if (stop()) {
     s.progress.message(fmt::format("step {}: the evaluation and sample wait for a resume (a stop request)", step));
     return false;
   }

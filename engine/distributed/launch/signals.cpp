@@ -110,7 +110,12 @@ void detach_from_terminal() {
 
 extern "C" void on_stop_request(int sig, siginfo_t* info, void*) {
   if (sig == SIGTERM && g_under_mpirun && info != nullptr && info->si_pid == getppid()) terminate_for_launcher();
-  if (sig == SIGHUP) detach_from_terminal();
+  if (sig == SIGHUP) {
+    detach_from_terminal();
+    // A pipe's reader on the same terminal (`zerotrain train | tee log`) ends with it: a write to
+    // the pipe then fails (the run's warning at its end) instead of killing the run before its save.
+    std::signal(SIGPIPE, SIG_IGN);
+  }
   if (g_stop_signal != 0) {
     if (sig == SIGUSR1 || sig == SIGHUP) return;  // a repeated forward of the same request; a hang-up
     if (repeats_the_request(sig, info)) return;
@@ -162,7 +167,24 @@ void install_launcher_termination_handler() {
   std::signal(SIGTERM, on_launcher_termination);
 }
 
+namespace {
+// What the stop signals did before install_stop_request_handlers, for restore_default_stop_handlers.
+constexpr int kStopSignals[] = {SIGTERM, SIGINT, SIGUSR1, SIGHUP};
+struct sigaction g_before[4];
+bool g_before_saved = false;
+}  // namespace
+
+bool signal_ignored(int sig) {
+  struct sigaction current {};
+  return sigaction(sig, nullptr, &current) == 0 && (current.sa_flags & SA_SIGINFO) == 0 &&
+         current.sa_handler == SIG_IGN;
+}
+
 void install_stop_request_handlers(const char* command, const char* what_follows) {
+  if (!g_before_saved) {
+    for (int i = 0; i < 4; ++i) sigaction(kStopSignals[i], nullptr, &g_before[i]);
+    g_before_saved = true;
+  }
   g_under_mpirun = std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr;
   g_stdout_tty = isatty(STDOUT_FILENO) == 1;
   g_stderr_tty = isatty(STDERR_FILENO) == 1;
@@ -176,22 +198,24 @@ void install_stop_request_handlers(const char* command, const char* what_follows
   action.sa_sigaction = on_stop_request;
   action.sa_flags = SA_SIGINFO | SA_RESTART;
   sigemptyset(&action.sa_mask);
-  for (int sig : {SIGTERM, SIGINT, SIGUSR1}) sigaction(sig, &action, nullptr);
-  // A closed terminal too, unless the process was started to ignore it (nohup): then it stays so.
-  struct sigaction hup {};
-  if (sigaction(SIGHUP, nullptr, &hup) == 0 && hup.sa_handler != SIG_IGN) sigaction(SIGHUP, &action, nullptr);
+  // A closed terminal too (SIGHUP). A signal the process was started to ignore stays ignored:
+  // nohup's SIGHUP, the SIGINT a script's background job ignores (Ctrl-C on the script is not its).
+  for (int sig : kStopSignals) {
+    if (!signal_ignored(sig)) sigaction(sig, &action, nullptr);
+  }
 }
 
 void restore_default_stop_handlers() {
   g_stop_handlers_installed = false;
-  for (int sig : {SIGTERM, SIGINT, SIGUSR1, SIGHUP}) {
+  // What the process had (an inherited SIG_IGN stays ignored), where the stop handler is still set.
+  for (int i = 0; i < 4 && g_before_saved; ++i) {
     struct sigaction current {};
-    if (sigaction(sig, nullptr, &current) == 0 && (current.sa_flags & SA_SIGINFO) != 0 &&
+    if (sigaction(kStopSignals[i], nullptr, &current) == 0 && (current.sa_flags & SA_SIGINFO) != 0 &&
         current.sa_sigaction == on_stop_request) {
-      std::signal(sig, SIG_DFL);
+      sigaction(kStopSignals[i], &g_before[i], nullptr);
     }
   }
-  if (g_under_mpirun) std::signal(SIGTERM, on_launcher_termination);
+  if (g_under_mpirun && !signal_ignored(SIGTERM)) std::signal(SIGTERM, on_launcher_termination);
   // A request that came meanwhile is what the default would have done with it.
   if (const int sig = g_stop_signal.exchange(0); sig != 0) raise(sig);
 }

@@ -23,7 +23,7 @@ int reported_exit_code();
 // it because another rank died. The MPI backend installs it.
 void install_launcher_termination_handler();
 
-// Makes SIGTERM, SIGINT, SIGUSR1 and SIGHUP (unless ignored, as under nohup) request a stop
+// Makes SIGTERM, SIGINT, SIGUSR1 and SIGHUP (each unless ignored, as nohup's SIGHUP) request a stop
 // instead of ending the process, except a SIGTERM sent by mpirun itself (the launcher ending the
 // job, which it follows with SIGKILL within a second): that one keeps the launcher-termination
 // behaviour. The first request prints "<command>: SIGINT received: <what_follows>" at once on rank
@@ -33,13 +33,16 @@ void install_launcher_termination_handler();
 // within 2 s (GNU timeout's to the child, then to its group). `what_follows` must outlive the call
 // only (it is copied).
 void install_stop_request_handlers(const char* command, const char* what_follows);
-// Gives SIGTERM, SIGINT, SIGUSR1 and SIGHUP back their default action (SIGTERM under mpirun its
-// launcher-termination one): a run whose config turns stops off (checkpoint.save_on_signal =
-// false), having taken them before the config could be read. A request that came meanwhile is
-// raised again, as the default would have ended the process.
+// Gives SIGTERM, SIGINT, SIGUSR1 and SIGHUP back what they did before install_stop_request_handlers
+// (SIGTERM under mpirun its launcher-termination action): a run whose config turns stops off
+// (checkpoint.save_on_signal = false), having taken them before the config could be read. A
+// request that came meanwhile is raised again, as the process would have met it.
 void restore_default_stop_handlers();
+// Whether `sig` is ignored (SIG_IGN: nohup's SIGHUP, a script's background job's SIGINT), which a
+// handler installed over it would undo.
+bool signal_ignored(int sig);
 
-// The signal that first requested a stop (SIGTERM, SIGINT or SIGUSR1), or 0.
+// The signal that first requested a stop (SIGTERM, SIGINT, SIGUSR1 or SIGHUP), or 0.
 int stop_signal();
 // The line a second request prints as it ends the process (default: a run's, "... without a
 // checkpoint"); `line` must outlive the process (a string literal).

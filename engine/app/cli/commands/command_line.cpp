@@ -43,8 +43,11 @@ namespace {
 // output silently. train's record is its run directory, whose files it checks itself: a console
 // that could not be written is a warning there.
 int check_stdout(const std::string& command, int code) {
-  if (std::fflush(stdout) == 0 && std::ferror(stdout) == 0) return code;
-  const std::string why = errno != 0 ? std::strerror(errno) : "a write failed";
+  errno = 0;
+  const bool flushed = std::fflush(stdout) == 0;
+  if (flushed && std::ferror(stdout) == 0) return code;
+  // The flush's own reason; an earlier write's is gone (errno moved on since).
+  const std::string why = !flushed && errno != 0 ? std::strerror(errno) : "an earlier write failed";
   std::clearerr(stdout);
   if (command == "train") {
     fmt::print(stderr,
@@ -64,7 +67,6 @@ int run_command(const std::vector<std::string>& all);
 }  // namespace
 
 int run_command_line(const std::vector<std::string>& all) {
-  errno = 0;
   const int code = run_command(all);
   return check_stdout(all.empty() ? std::string() : all[0], code);
 }

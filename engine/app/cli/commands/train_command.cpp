@@ -75,8 +75,8 @@ int train_main(const std::vector<std::string>& args) {
   // the start, MPI's start-up and the rendezvous included (one there killed the rank, with only
   // the launcher's banner); given back below where the config turns it off.
   install_stop_request_handlers("zerotrain",
-                                "the run stops at the end of the current step, with a checkpoint (a second one exits "
-                                "at once, without one)");
+                                "the run stops at the end of the current step (or of its first), with a checkpoint (a "
+                                "second one exits at once, without one)");
   MemoryTracker tracker;
   CommOptions comm_options;
   std::unique_ptr<Communicator> comm = make_communicator(tracker, comm_options);

@@ -1,0 +1,89 @@
+#!/usr/bin/env python3
+"""A run's folders moved or removed under it, through the real binary:
+
+  * the run directory moved away (its open metrics.jsonl with it): the run ends in one line naming
+    it, found by the run-directory lock's heartbeat (no save comes: checkpoint.every_steps = 0),
+    and nothing is made again under the old name -- neither the run directory nor the checkpoint
+    folder inside it (the run trained on into a folder made again there, without log or config,
+    and said it wrote its final weights);
+  * the same found by the next save, where saves come before the heartbeat;
+  * a checkpoint folder elsewhere removed: made again, the saves go on there, said once.
+
+usage: moved_folders_test.py PATH/TO/zerotrain
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from check_report import Checks  # noqa: E402
+from run_dir_util import train_records, wait_until  # noqa: E402
+
+HEARTBEAT_S = 1  # ZT_TEST_HEARTBEAT_S: the lock's heartbeat every second (5 s otherwise)
+CONFIG = {
+    "model": {"n_layer": 2, "n_head": 2, "n_embd": 32, "block_size": 32, "vocab_size": 64},
+    "data": {"embedded_chars": 100000},
+    "train": {"micro_batch": 4, "max_steps": 100000, "eval_batches": 1, "eval_every": 0, "num_threads": 1},
+    "optim": {"decay_steps": 1000},
+    "log": {"sample_tokens": 0, "progress": "plain"},
+}
+
+
+def main():
+    binary = sys.argv[1]
+    checks = Checks()
+    work = tempfile.mkdtemp(prefix="zt_moved_")
+
+    def start(run_dir, *sets):
+        config = os.path.join(work, f"config_{os.path.basename(run_dir)}.json")
+        with open(config, "w") as f:
+            json.dump(CONFIG, f)
+        args = [binary, "train", "--config", config, "--run-dir", run_dir]
+        for s in sets:
+            args += ["--set", s]
+        return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env=dict(os.environ, ZT_TEST_HEARTBEAT_S=str(HEARTBEAT_S)))
+
+    def end(proc):
+        try:
+            out, err = proc.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
+        return out, [line for line in err.splitlines() if line.startswith("zerotrain: error:")]
+
+    for how, sets in (("its lock's heartbeat", ["checkpoint.every_steps=0"]),
+                      ("the next save", ["checkpoint.every_steps=50"])):
+        moving = os.path.join(work, f"moving_{len(sets[0])}")
+        proc = start(moving, *sets)
+        started = wait_until(lambda: os.path.exists(os.path.join(moving, "metrics.jsonl")) and
+                             len(train_records(moving)) >= 3)
+        os.rename(moving, moving + "_moved")
+        _, lines = end(proc)
+        checks.check(started and proc.returncode == 1 and len(lines) == 1 and
+                     f"the run directory {moving} was moved or removed" in lines[0] and not os.path.exists(moving),
+                     f"a run whose run directory was moved ends at {how}, naming it, nothing made again under the "
+                     f"old name (exit {proc.returncode}, {lines}, old name there: {os.path.exists(moving)})")
+        checks.check(len(train_records(moving + "_moved")) >= 1,
+                     "its log went with the moved folder and holds the steps before")
+
+    elsewhere = os.path.join(work, "elsewhere_ckpt")
+    proc = start(os.path.join(work, "keeps_on"), "train.max_steps=400", "checkpoint.every_steps=100",
+                 f"checkpoint.dir={elsewhere}")
+    saved = wait_until(lambda: os.path.isdir(os.path.join(elsewhere, "step_00000100")))
+    os.rename(elsewhere, elsewhere + "_gone")  # at once, where a removal races the heartbeat's files
+    shutil.rmtree(elsewhere + "_gone")
+    out, lines = end(proc)
+    checks.check(saved and proc.returncode == 0 and
+                 out.count(f"warning: the checkpoint folder {elsewhere} was moved or removed") == 1 and
+                 os.path.isdir(os.path.join(elsewhere, "step_00000400")),
+                 f"a removed checkpoint folder is made again, said once, and saved into (exit {proc.returncode}, "
+                 f"{lines})")
+    return checks.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -198,10 +198,11 @@ void install_stop_request_handlers(const char* command, const char* what_follows
   action.sa_sigaction = on_stop_request;
   action.sa_flags = SA_SIGINFO | SA_RESTART;
   sigemptyset(&action.sa_mask);
-  // A closed terminal too (SIGHUP). A signal the process was started to ignore stays ignored:
-  // nohup's SIGHUP, the SIGINT a script's background job ignores (Ctrl-C on the script is not its).
+  // A closed terminal too (SIGHUP), unless the process was started to ignore it (nohup): then it
+  // stays so. The others are taken whatever they were: a stop is what was asked for (a harness
+  // that starts the run from a background job, where SIGINT comes ignored, still stops it).
   for (int sig : kStopSignals) {
-    if (!signal_ignored(sig)) sigaction(sig, &action, nullptr);
+    if (sig != SIGHUP || !signal_ignored(sig)) sigaction(sig, &action, nullptr);
   }
 }
 

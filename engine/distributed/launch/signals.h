@@ -23,7 +23,7 @@ int reported_exit_code();
 // it because another rank died. The MPI backend installs it.
 void install_launcher_termination_handler();
 
-// Makes SIGTERM, SIGINT, SIGUSR1 and SIGHUP (each unless ignored, as nohup's SIGHUP) request a stop
+// Makes SIGTERM, SIGINT, SIGUSR1 and SIGHUP (unless ignored, as under nohup) request a stop
 // instead of ending the process, except a SIGTERM sent by mpirun itself (the launcher ending the
 // job, which it follows with SIGKILL within a second): that one keeps the launcher-termination
 // behaviour. The first request prints "<command>: SIGINT received: <what_follows>" at once on rank

@@ -56,7 +56,9 @@ void run_problem(const Problem& pr, std::uint32_t seed) {
 
   for (const std::string& v : simt::violations()) ADD_FAILURE() << "emulator rule broken: " << v;
   const Reference ref = reference(pr, host_values(qkv), host_values(dout), drop);
-  EXPECT_TRUE(close_normwise(lse, ref.lse, 1e-5)) << "lse";
+  // lse sums scores q.k / sqrt(hs) of O(1) inputs: judged against that size, not its own (at T = 1
+  // it is one score, which can be near 0: 0.0068 missed 1e-5 relative by 1.2e-7, fp32's rounding).
+  EXPECT_TRUE(close_normwise(lse, ref.lse, 1e-5, /*scale=*/1.0)) << "lse";
   if constexpr (kF32) {
     EXPECT_TRUE(close_normwise(out, ref.out, 1e-5)) << "out";
     EXPECT_TRUE(close_normwise(dqkv, ref.dqkv, 5e-5)) << "dqkv";

@@ -118,6 +118,14 @@ def main():
     check(p.returncode == 0 and row and row[0][-1].endswith("min") and 10 < float(row[0][-1][:-3]) < 600,
           f"a step of minutes is printed in minutes ({row[:1]})")
 
+    # Without --profile, from another working directory: the committed profile of the repository
+    # whose build/ holds the binary (it was looked for in the working directory only).
+    p = subprocess.run([binary, "plan", "--config", os.path.join(ROOT, "configs", "tiny.json"), "--ranks", "2",
+                        "--device-memory", "1GiB", "--top", "1"], capture_output=True, text=True, timeout=120, cwd=work)
+    in_repo = os.path.abspath(binary).startswith(ROOT + os.sep)
+    check(not in_repo or (p.returncode == 0 and "best: " in p.stdout),
+          f"plan finds the repository's profile from another directory (exit {p.returncode}: {p.stderr.strip()[-200:]})")
+
     # The best line pastes back as the arguments it was: a config path with a space and a --set
     # value with quotes and a `;` come quoted for the shell (they came raw: the path split in two,
     # and the `;` would have run what followed it).

@@ -25,6 +25,17 @@ namespace {
 
 constexpr const char* kDefaultProfile = "docs/results/cpu_op_profile.json";
 
+// The committed profile: in the working directory (the repository's root), else in the repository
+// whose build/ holds this binary (build/zerotrain run from anywhere); "" where neither has it.
+std::string default_profile() {
+  if (std::filesystem::exists(kDefaultProfile)) return kDefaultProfile;
+  std::error_code ec;
+  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) return "";
+  const std::filesystem::path beside = exe.parent_path().parent_path() / kDefaultProfile;
+  return std::filesystem::exists(beside, ec) ? beside.string() : "";
+}
+
 // "80GiB", "24GB", "512MiB", "1.5e9" (bytes): a size in bytes.
 std::int64_t parse_size(const std::string& flag, const std::string& text) {
   char* end = nullptr;
@@ -155,11 +166,11 @@ int plan_main(const std::vector<std::string>& args) {
   }
   const int ranks = parser.get_int("ranks", 1, 1, 1 << 20);
   const std::int64_t budget = parse_size("--device-memory", parser.get("device-memory"));
-  const std::string profile_path = parser.get("profile", kDefaultProfile);
-  if (!parser.has("profile") && !std::filesystem::exists(profile_path)) {
+  const std::string profile_path = parser.has("profile") ? parser.get("profile") : default_profile();
+  if (profile_path.empty()) {
     throw_input_error(
-        "zerotrain plan: no --profile given and no {} here (run from the repository, or profile a run "
-        "with --set log.profile_ops=true and give its directory)",
+        "zerotrain plan: no --profile given and no {} here or in the repository the binary was built in (run "
+        "from the repository, or profile a run with --set log.profile_ops=true and give its directory)",
         kDefaultProfile);
   }
   const plan::OpProfile profile = plan::load_op_profile(profile_path);

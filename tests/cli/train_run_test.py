@@ -157,6 +157,14 @@ def main():
     ok, logged, printed = logged_sample_matches(run_bf16, 30, 120, ["--dtype", "bf16"])
     check(p.returncode == 0 and ok,
           f"a bf16 run samples in bf16: sample --run --dtype bf16 draws its last sample ({logged!r} / {printed!r})")
+    # A stage-3 option changed at a stage that does not use it is said (it ran without a word), and a
+    # default written back by config.json is not.
+    run_stage1 = os.path.join(work, "stage1_options")
+    p = run(binary, ["train", "--config", config_path, "--run-dir", run_stage1, "--set", "train.max_steps=1",
+                     "--set", "zero.stage=1", "--set", "zero.prefetch_units=3", "--set", "zero.grad_shard_dtype=fp32"])
+    said = [l for l in p.stdout.splitlines() if "option: stage 1 runs without it" in l]
+    check(p.returncode == 0 and len(said) == 2 and "zero.prefetch_units is a stage 3 option" in said[0] and
+          "zero.grad_shard_dtype is a stages 2-3 option" in said[1], f"options the stage does not use are said ({said})")
     # The largest train.seed: the logged sample's seed, train.seed + 30, passes 2^31 - 1.
     run_seed = os.path.join(work, "big_seed")
     p = run(binary, ["train", "--config", config_path, "--run-dir", run_seed, "--set", "log.sample_every=0",

@@ -1,7 +1,10 @@
 // The zero section (see the header).
 #include "engine/app/config/zero_section.h"
 
+#include <fmt/format.h>
+
 #include <cmath>
+#include <tuple>
 
 #include "engine/base/core/check.h"
 
@@ -34,6 +37,19 @@ void read_zero_section(ConfigReader r, RunConfig& c) {
                             : across == "bf16" ? WireDType::kBF16
                                                : WireDType::kExact;
   r.reject_unknown_keys();
+  // A stage-3 (or stage 2-3) option changed from its default at a stage that does not use it is
+  // kept (a resume at another stage takes it) and said, rather than accepted without a word.
+  const ZeroOptions defaults;
+  for (const auto& [key, used_from, changed] :
+       {std::tuple{"prefetch_units", 3, z.prefetch_units != defaults.prefetch_units},
+        std::tuple{"reshard_after_forward", 3, z.reshard_after_forward != defaults.reshard_after_forward},
+        std::tuple{"param_persistence_threshold", 3, z.persistence_threshold != 0},
+        std::tuple{"grad_shard_dtype", 2, z.fp32_grad_shards}}) {
+    if (changed && z.stage < used_from) {
+      c.derived.push_back(fmt::format("zero.{} is a stage{} option: stage {} runs without it", key,
+                                      used_from == 3 ? " 3" : "s 2-3", z.stage));
+    }
+  }
   // Deterministic mode promises the same bits at every stage and every rank count: each
   // micro-batch's gradient folded in global order (ZeroOptions::fold_in_global_order). Hybrid
   // sharding reduces in two hops instead, each in rank order, which keeps the stages bitwise equal

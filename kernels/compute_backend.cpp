@@ -5,11 +5,20 @@
 
 #include <fmt/format.h>
 
+#include "engine/base/core/check.h"
 #include "kernels/cpu/blas.h"
 
 namespace zt {
 
 const BlasDescription& cpu_blas_description() { return cpu::blas_info(); }
+
+void require_cuda_device(int index) {
+  const int count = cuda_device_count();
+  if (index < 0 || index >= count) {
+    throw_input_error("device = \"cuda\": CUDA device {} requested, but this machine has {} CUDA device(s)", index,
+                      count);
+  }
+}
 
 int cuda_device_for_local_rank(int local_rank) {
   const int count = cuda_device_count();

@@ -22,6 +22,8 @@ const BlasDescription& cpu_blas_description();
 
 // CUDA devices this process can use (0 in a build without CUDA).
 int cuda_device_count();
+// Throws InputError when this process has no CUDA device `index` (a machine without a GPU).
+void require_cuda_device(int index);
 // Free memory on CUDA device `index` now; -1 when it cannot be told (a failed query, or a build
 // without CUDA).
 std::int64_t cuda_device_free_bytes(int index);

@@ -61,11 +61,7 @@ void ComputeBackend::open_cuda(int device_index, int num_threads, MemoryTracker&
                                const KernelChoices& choices) {
   const MatmulPrecision matmuls = choices.matmuls;
   const AttentionKernels attention = choices.attention;
-  const int count = cuda::device_count();
-  if (device_index < 0 || device_index >= count) {
-    throw_input_error("device = \"cuda\": CUDA device {} requested, but this machine has {} CUDA device(s)",
-                      device_index, count);
-  }
+  require_cuda_device(device_index);
   if (attention == AttentionKernels::kCudnn && !cuda::cudnn_attention_unavailable().empty()) {
     throw_input_error("precision.attention = \"cudnn\": {} (\"auto\" runs the flash kernels instead)",
                       cuda::cudnn_attention_unavailable());

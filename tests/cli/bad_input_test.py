@@ -497,6 +497,17 @@ def main():
                            exported], capture_output=True, text=True, timeout=120, preexec_fn=small_files)
     report("an export the disk cannot hold", proc.returncode == 1 and os.path.isdir(os.path.join(ckpt_run, "checkpoints"))
            and not os.path.exists(exported), proc.returncode, proc.stderr.strip()[-200:])
+    # device = "cuda" where there is no GPU: refused before any folder is made (it left an empty
+    # checkpoints/ in a new run directory).
+    version = subprocess.run([binary, "version"], capture_output=True, text=True, timeout=60).stdout
+    if " 0 device(s)" in version or "cuda: not built" in version:
+        no_gpu_run = os.path.join(work, "no_gpu_run")
+        proc = subprocess.run(tiny_args[:5] + [no_gpu_run] + tiny_args[6:] + ["--set", "device=cuda"],
+                              capture_output=True, text=True, timeout=120)
+        report("cuda without a GPU", proc.returncode == 2 and "device" in proc.stderr and not os.path.exists(no_gpu_run),
+               proc.returncode, f"{proc.stderr.strip()[-200:]} (run directory made: {os.path.exists(no_gpu_run)})")
+    else:
+        report("cuda without a GPU", True, "-", "skipped: this machine has a GPU")
     # Output that cannot be written (a full disk; /dev/full) is an error, not a silent exit 0.
     if os.path.exists("/dev/full"):
         with open("/dev/full", "w") as full:
@@ -505,7 +516,7 @@ def main():
         lines = proc.stderr.strip().splitlines()
         ok = proc.returncode == 1 and len(lines) == 1 and "standard output: No space left on device" in lines[0]
         report("stdout that cannot be written", ok, proc.returncode, proc.stderr.strip()[-200:])
-    print(f"{len(cases) + 20 - len(failures)} passed, {len(failures)} failed")
+    print(f"{len(cases) + 21 - len(failures)} passed, {len(failures)} failed")
     return 1 if failures else 0
 
 

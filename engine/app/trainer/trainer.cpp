@@ -112,7 +112,11 @@ Trainer::Trainer(RunConfig config, std::string run_dir, Communicator& comm, Memo
   // Before anything is allocated or written: a run that cannot fit is refused with the prediction beside the offer.
   // Each rank measures its own offer (ranks sharing a node or a GPU may read it apart): agreed, so
   // that one refusing ends the job in one line rather than leaving the others in the next collective.
-  on_every_rank(comm, [&] { check_memory_fits(config_, comm.world_size(), rank_device_index(config_)); });
+  // A GPU that is not there, before any folder is made (a refused start left an empty checkpoints/).
+  on_every_rank(comm, [&] {
+    if (config_.device == Device::kCUDA) require_cuda_device(rank_device_index(config_));
+    check_memory_fits(config_, comm.world_size(), rank_device_index(config_));
+  });
   if (comm.rank() == 0) {
     std::error_code ec;
     std::filesystem::create_directories(run_dir_, ec);

@@ -6,7 +6,7 @@
     and nothing is made again under the old name -- neither the run directory nor the checkpoint
     folder inside it (the run trained on into a folder made again there, without log or config,
     and said it wrote its final weights);
-  * the same found by the next save, where saves come before the heartbeat;
+  * the same found by the next save, where it comes before the heartbeat (never during a save);
   * a checkpoint folder elsewhere removed: made again, the saves go on there, said once.
 
 usage: moved_folders_test.py PATH/TO/zerotrain
@@ -37,7 +37,7 @@ def main():
     checks = Checks()
     work = tempfile.mkdtemp(prefix="zt_moved_")
 
-    def start(run_dir, *sets):
+    def start(run_dir, *sets, heartbeat_s=HEARTBEAT_S):
         config = os.path.join(work, f"config_{os.path.basename(run_dir)}.json")
         with open(config, "w") as f:
             json.dump(CONFIG, f)
@@ -45,7 +45,7 @@ def main():
         for s in sets:
             args += ["--set", s]
         return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                env=dict(os.environ, ZT_TEST_HEARTBEAT_S=str(HEARTBEAT_S)))
+                                env=dict(os.environ, ZT_TEST_HEARTBEAT_S=str(heartbeat_s)))
 
     def end(proc):
         try:
@@ -55,10 +55,13 @@ def main():
             out, err = proc.communicate()
         return out, [line for line in err.splitlines() if line.startswith("zerotrain: error:")]
 
-    for how, sets in (("its lock's heartbeat", ["checkpoint.every_steps=0"]),
-                      ("the next save", ["checkpoint.every_steps=50"])):
-        moving = os.path.join(work, f"moving_{len(sets[0])}")
-        proc = start(moving, *sets)
+    # No save at all; or a save far behind the move (step 2000, the move near step 3) and a heartbeat
+    # that would beat only after it: never a move in the middle of a save, whose files would name
+    # the staging folder instead.
+    for how, sets, heartbeat_s in (("its lock's heartbeat", ["checkpoint.every_steps=0"], HEARTBEAT_S),
+                                   ("the next save", ["checkpoint.every_steps=2000"], 60)):
+        moving = os.path.join(work, f"moving_{heartbeat_s}")
+        proc = start(moving, *sets, heartbeat_s=heartbeat_s)
         started = wait_until(lambda: os.path.exists(os.path.join(moving, "metrics.jsonl")) and
                              len(train_records(moving)) >= 3)
         os.rename(moving, moving + "_moved")
@@ -71,8 +74,9 @@ def main():
                      "its log went with the moved folder and holds the steps before")
 
     elsewhere = os.path.join(work, "elsewhere_ckpt")
+    # Slower steps (micro_batch 64): the folder goes right after step 100's save, long before step 200's.
     proc = start(os.path.join(work, "keeps_on"), "train.max_steps=400", "checkpoint.every_steps=100",
-                 f"checkpoint.dir={elsewhere}")
+                 f"checkpoint.dir={elsewhere}", "train.micro_batch=64")
     saved = wait_until(lambda: os.path.isdir(os.path.join(elsewhere, "step_00000100")))
     os.rename(elsewhere, elsewhere + "_gone")  # at once, where a removal races the heartbeat's files
     shutil.rmtree(elsewhere + "_gone")

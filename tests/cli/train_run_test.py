@@ -165,6 +165,10 @@ def main():
     said = [l for l in p.stdout.splitlines() if "option: stage 1 runs without it" in l]
     check(p.returncode == 0 and len(said) == 2 and "zero.prefetch_units is a stage 3 option" in said[0] and
           "zero.grad_shard_dtype is a stages 2-3 option" in said[1], f"options the stage does not use are said ({said})")
+    # The start line names the zero keys changed from their defaults (they showed only in the JSON).
+    banner = [l for l in p.stdout.splitlines() if l.startswith("ZeRO stage 1 on 1 rank(s)")]
+    check(banner and banner[0].endswith("; zero: grad_shard_dtype = fp32, prefetch_units = 3"),
+          f"the ZeRO line names the options changed ({banner})")
     # The largest train.seed: the logged sample's seed, train.seed + 30, passes 2^31 - 1.
     run_seed = os.path.join(work, "big_seed")
     p = run(binary, ["train", "--config", config_path, "--run-dir", run_seed, "--set", "log.sample_every=0",

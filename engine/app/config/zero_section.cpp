@@ -59,6 +59,17 @@ void read_zero_section(ConfigReader r, RunConfig& c) {
   z.reduce_every_micro_batch = c.train.deterministic && z.hybrid(c.world_size) && c.train.grad_accum > 1;
 }
 
+std::string zero_choices_changed(const ZeroOptions& zero) {
+  const nlohmann::json chosen = zero_section_json(zero), defaults = zero_section_json(ZeroOptions{});
+  std::string changed;
+  for (const auto& [key, value] : chosen.items()) {
+    if (key == "stage" || value == defaults[key]) continue;
+    changed += fmt::format("{}{} = {}", changed.empty() ? "" : ", ", key,
+                           value.is_string() ? value.get<std::string>() : value.dump());
+  }
+  return changed;
+}
+
 nlohmann::json zero_section_json(const ZeroOptions& zero) {
   return {{"stage", zero.stage},
           {"overlap_comm", zero.overlap_comm},

@@ -14,6 +14,10 @@ namespace zt {
 void read_zero_section(ConfigReader r, RunConfig& c);
 // The section as to_json writes it: a reload gives the same ZeroOptions.
 nlohmann::json zero_section_json(const ZeroOptions& zero);
+// The section's keys but the stage that differ from their defaults, in name order:
+// "cross_group_grad_dtype = int8, prefetch_units = 3" ("" for none). What the run's start line
+// names beside the stage (the quantized collectives showed only in the resolved config's JSON).
+std::string zero_choices_changed(const ZeroOptions& zero);
 
 // The config's names of the quantized collectives' wire dtypes (zero.gather_dtype: "param" or
 // "int8"; zero.cross_group_grad_dtype: "fp32", "bf16" or "int8").

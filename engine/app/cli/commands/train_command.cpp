@@ -11,6 +11,7 @@
 #include "engine/app/cli/commands/arg_parser.h"
 #include "engine/app/cli/commands/commands.h"
 #include "engine/app/config/run_config.h"
+#include "engine/app/config/zero_section.h"
 #include "engine/app/trainer/memory_report.h"
 #include "engine/app/trainer/resume.h"
 #include "engine/app/trainer/run_identity.h"
@@ -140,8 +141,10 @@ int train_main(const std::vector<std::string>& args) {
     fmt::print("device: {}\n", trainer.device_description());
     fmt::print("attention: {}\n",
                describe_attention(cfg.model_spec(), cfg.model_build(), cfg.device, cfg.attention_kernels));
-    fmt::print("ZeRO stage {} on {} rank(s) ({} communicator{})\nrun directory: {}\n", cfg.zero.stage,
-               comm->world_size(), trainer.store_comm_name(), deterministic_promise(cfg), cfg.log.run_dir);
+    const std::string zero_changed = zero_choices_changed(cfg.zero);
+    fmt::print("ZeRO stage {} on {} rank(s) ({} communicator{}){}\nrun directory: {}\n", cfg.zero.stage,
+               comm->world_size(), trainer.store_comm_name(), deterministic_promise(cfg),
+               zero_changed.empty() ? "" : "; zero: " + zero_changed, cfg.log.run_dir);
   }
 
   const auto started = std::chrono::steady_clock::now();

@@ -69,12 +69,6 @@ void close_durably(FileHandle& out) {
   out.close();
 }
 
-void write_text(const std::string& path, const std::string& text) {
-  FileHandle f = FileHandle::create(path);
-  f.write_at(text.data(), static_cast<std::int64_t>(text.size()), 0);
-  close_durably(f);
-}
-
 }  // namespace
 
 namespace {
@@ -257,7 +251,7 @@ HfExport export_hf(const CheckpointReader& reader, const std::string& out_dir, D
     }
     const nlohmann::ordered_json index = {{"metadata", {{"total_size", result.total_bytes}}},
                                           {"weight_map", weight_map}};
-    write_text(staged.stage((dir / "model.safetensors.index.json").string()), index.dump(2) + "\n");
+    write_file_synced(staged.stage((dir / "model.safetensors.index.json").string()), index.dump(2) + "\n");
   }
   // The run's tokenizer, so AutoTokenizer loads the folder too; or its own vocabulary (a character-
   // or byte-level run's vocab.json) written as one.
@@ -270,13 +264,14 @@ HfExport export_hf(const CheckpointReader& reader, const std::string& out_dir, D
   }
   if (result.tokenizer_files.empty() && fs::exists(run_dir / "vocab.json")) {
     const data::Vocab vocab = data::Vocab::load((run_dir / "vocab.json").string());
-    write_text(staged.stage((dir / "tokenizer.json").string()), data::tokenizer_json_of_vocab(vocab).dump(2) + "\n");
-    write_text(staged.stage((dir / "tokenizer_config.json").string()),
-               data::tokenizer_config_of_vocab(spec.model.block_size).dump(2) + "\n");
+    write_file_synced(staged.stage((dir / "tokenizer.json").string()),
+                      data::tokenizer_json_of_vocab(vocab).dump(2) + "\n");
+    write_file_synced(staged.stage((dir / "tokenizer_config.json").string()),
+                      data::tokenizer_config_of_vocab(spec.model.block_size).dump(2) + "\n");
     result.tokenizer_files = {"tokenizer.json", "tokenizer_config.json"};
     result.tokenizer_from_vocab = true;
   }
-  write_text(staged.stage((dir / "config.json").string()), hf.dump(2) + "\n");
+  write_file_synced(staged.stage((dir / "config.json").string()), hf.dump(2) + "\n");
 
   // Everything is written. An earlier export's config.json goes first (StagedFiles: a kill during
   // the renames then leaves no config.json beside the new tensors, rather than the old one), then

@@ -99,13 +99,17 @@ std::string rename_target(const std::string& path, std::string_view what) {
   return target;
 }
 
+void write_file_synced(const std::string& path, const std::string& text) {
+  FileHandle f = FileHandle::create(path);
+  f.write_at(text.data(), static_cast<std::int64_t>(text.size()), 0);
+  f.sync();
+  f.close();
+}
+
 void write_file_atomically(const std::string& path, const std::string& text) {
   const std::string tmp = staging_path(path);
   try {
-    FileHandle f = FileHandle::create(tmp);
-    f.write_at(text.data(), static_cast<std::int64_t>(text.size()), 0);
-    f.sync();
-    f.close();
+    write_file_synced(tmp, text);
     if (std::rename(tmp.c_str(), path.c_str()) != 0) {
       throw_runtime_error("cannot rename '{}' to '{}': {}", tmp, path, std::strerror(errno));
     }

@@ -36,6 +36,9 @@ class FileHandle {
 
 // fsync of a directory, so the entries created or renamed in it survive a power loss.
 void sync_dir(const std::string& dir);
+// Writes `text` into `path` itself and fsyncs it: for a name that is already a staging one
+// (StagedFiles, the staging file below).
+void write_file_synced(const std::string& path, const std::string& text);
 // Writes `text` to path via its staging file (staging_path: path.tmp within NAME_MAX): write,
 // fsync, rename, fsync the directory.
 void write_file_atomically(const std::string& path, const std::string& text);

@@ -8,6 +8,7 @@
 
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -125,6 +126,9 @@ struct RunConfig {
   std::shared_ptr<const OverrideSources> overrides;
   // "tiny.json and --set zero.shard_group_size=2": what a check across `dotted_keys` read.
   std::string sources_of(std::initializer_list<std::string_view> dotted_keys) const {
+    return config_sources(source, overrides.get(), dotted_keys);
+  }
+  std::string sources_of(std::span<const std::string_view> dotted_keys) const {
     return config_sources(source, overrides.get(), dotted_keys);
   }
   Device device = Device::kCPU;

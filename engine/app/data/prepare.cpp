@@ -63,10 +63,7 @@ PrepareSummary prepare_text_dataset(const std::string& text_path, const std::str
   StagedFiles staged;
   write_llmc_tokens_at(staged.stage((dir / "train.bin").string()), all.first(static_cast<std::size_t>(n_train)));
   write_llmc_tokens_at(staged.stage((dir / "val.bin").string()), all.subspan(static_cast<std::size_t>(n_train)));
-  const std::string vocab_text = vocab.json_text();
-  ckpt::FileHandle vocab_file = ckpt::FileHandle::create(staged.stage((dir / "vocab.json").string()));
-  vocab_file.write_at(vocab_text.data(), static_cast<std::int64_t>(vocab_text.size()), 0);
-  vocab_file.close();  // synced with the others by the commit
+  ckpt::write_file_synced(staged.stage((dir / "vocab.json").string()), vocab.json_text());
   staged.commit(out_dir);
 
   return PrepareSummary{vocab.size(), n_train, n_val};

@@ -8,6 +8,8 @@
 #include <fstream>
 #include <limits>
 #include <sstream>
+#include <string_view>
+#include <vector>
 
 #include "engine/app/trainer/run_memory.h"
 #include "engine/base/core/check.h"
@@ -143,12 +145,10 @@ void check_memory_fits(const RunConfig& c, int world_size, int device_index) {
   // What could still lower it: a stage already at 3, or activations all recomputed, is not named.
   const bool stage_left = c.zero.stage < 3;
   const bool recompute_left = c.train.activation_checkpointing.kind != CheckpointPolicy::Kind::kAll;
-  const std::string sources =
-      stage_left && recompute_left
-          ? c.sources_of({"train.micro_batch", "train.seq_len", "zero.stage", "train.activation_checkpointing"})
-      : stage_left     ? c.sources_of({"train.micro_batch", "train.seq_len", "zero.stage"})
-      : recompute_left ? c.sources_of({"train.micro_batch", "train.seq_len", "train.activation_checkpointing"})
-                       : c.sources_of({"train.micro_batch", "train.seq_len"});
+  std::vector<std::string_view> keys = {"train.micro_batch", "train.seq_len"};
+  if (stage_left) keys.push_back("zero.stage");
+  if (recompute_left) keys.push_back("train.activation_checkpointing");
+  const std::string sources = c.sources_of(keys);
   throw_input_error(
       "config error in {}: the run needs {} per rank at ZeRO stage {} on {} rank(s){} ({}), more than "
       "{} offers: {}; lower train.micro_batch (with train.grad_accum to keep the batch) or train.seq_len "

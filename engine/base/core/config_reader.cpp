@@ -68,7 +68,7 @@ const std::string* ConfigReader::enclosing_override(const std::string& name) con
 }
 
 std::string config_sources(const std::string& file, const OverrideSources* overrides,
-                           std::initializer_list<std::string_view> dotted_keys) {
+                           std::span<const std::string_view> dotted_keys) {
   std::string out = file;
   if (overrides == nullptr) return out;
   std::set<std::string> named;

@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -25,7 +26,11 @@ using OverrideSources = std::map<std::string, std::string>;
 // Where a check across keys (dotted from the root: "model.n_head") got its values: `file`, and the
 // --set assignments of those keys `overrides` holds ("tiny.json and --set model.n_head=3").
 std::string config_sources(const std::string& file, const OverrideSources* overrides,
-                           std::initializer_list<std::string_view> dotted_keys);
+                           std::span<const std::string_view> dotted_keys);
+inline std::string config_sources(const std::string& file, const OverrideSources* overrides,
+                                  std::initializer_list<std::string_view> dotted_keys) {
+  return config_sources(file, overrides, std::span(dotted_keys.begin(), dotted_keys.size()));
+}
 
 class ConfigReader {
  public:

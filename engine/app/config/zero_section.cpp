@@ -4,7 +4,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
-#include <tuple>
+#include <utility>
 
 #include "engine/base/core/check.h"
 
@@ -39,13 +39,10 @@ void read_zero_section(ConfigReader r, RunConfig& c) {
   r.reject_unknown_keys();
   // A stage-3 (or stage 2-3) option changed from its default at a stage that does not use it is
   // kept (a resume at another stage takes it) and said, rather than accepted without a word.
-  const ZeroOptions defaults;
-  for (const auto& [key, used_from, changed] :
-       {std::tuple{"prefetch_units", 3, z.prefetch_units != defaults.prefetch_units},
-        std::tuple{"reshard_after_forward", 3, z.reshard_after_forward != defaults.reshard_after_forward},
-        std::tuple{"param_persistence_threshold", 3, z.persistence_threshold != 0},
-        std::tuple{"grad_shard_dtype", 2, z.fp32_grad_shards}}) {
-    if (changed && z.stage < used_from) {
+  const nlohmann::json chosen = zero_section_json(z), defaults = zero_section_json(ZeroOptions{});
+  for (const auto& [key, used_from] : {std::pair{"prefetch_units", 3}, std::pair{"reshard_after_forward", 3},
+                                       std::pair{"param_persistence_threshold", 3}, std::pair{"grad_shard_dtype", 2}}) {
+    if (z.stage < used_from && chosen[key] != defaults[key]) {
       c.derived.push_back(fmt::format("zero.{} is a stage{} option: stage {} runs without it", key,
                                       used_from == 3 ? " 3" : "s 2-3", z.stage));
     }

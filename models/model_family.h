@@ -88,6 +88,10 @@ class ModelFamily {
   // Its MLP's hidden width (GPT-2: 4 n_embd; Llama: the SwiGLU width), for the size check that
   // keeps the memory model's byte counts inside int64 (check_model_support).
   virtual int mlp_width(const ModelConfig& model) const = 0;
+  // The weights a token meets in one forward's matrix products: every block's projections and the
+  // head's padded vocabulary x n_embd (a tied head's too; not a lookup table). `zerotrain plan`
+  // scales a profile's matrix products from one model to another by its ratio.
+  virtual double matmul_weights_per_token(const ModelConfig& model) const = 0;
   // Reads the family's own keys from the model section (`model`'s shared keys already read) into
   // model.family_keys, with their defaults, checked; a default worth printing goes to `derived`.
   // Throws InputError naming the key.

@@ -28,6 +28,10 @@ class GptFamily final : public ModelFamily {
   bool has_dropout() const override { return true; }
   bool has_gelu_mlp() const override { return true; }
   int mlp_width(const ModelConfig& model) const override { return 4 * model.n_embd; }
+  double matmul_weights_per_token(const ModelConfig& m) const override {
+    const double C = m.n_embd;  // a block: qkv 3 C^2, projection C^2, MLP 8 C^2
+    return 12.0 * m.n_layer * C * C + static_cast<double>(m.padded_vocab_size()) * C;
+  }
   void read_keys(ConfigReader& /*section*/, ModelConfig& /*model*/,
                  std::vector<std::string>& /*derived*/) const override {}
   std::string config_error(const ModelConfig& /*model*/) const override { return ""; }

@@ -55,6 +55,13 @@ class LlamaFamily final : public ModelFamily {
   bool has_dropout() const override { return false; }
   bool has_gelu_mlp() const override { return false; }
   int mlp_width(const ModelConfig& model) const override { return llama_config(model).hidden(); }
+  double matmul_weights_per_token(const ModelConfig& model) const override {
+    const LlamaConfig l = llama_config(model);
+    const double C = l.n_embd, kv = static_cast<double>(l.n_kv_head) * l.head_size();
+    // A block: q and o C^2 each, k and v C x kv each, SwiGLU's gate, up and down C x hidden each.
+    const double block = 2.0 * C * C + 2.0 * C * kv + 3.0 * C * l.hidden();
+    return l.n_layer * block + static_cast<double>(l.padded_vocab_size()) * C;
+  }
 
   void read_keys(ConfigReader& r, ModelConfig& model, std::vector<std::string>& derived) const override {
     LlamaConfig l;

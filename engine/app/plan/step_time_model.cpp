@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "engine/app/config/model_section.h"
 #include "engine/app/trainer/run_memory.h"
 #include "engine/app/trainer/store_comm.h"
 #include "engine/base/core/check.h"
@@ -26,10 +27,11 @@ nlohmann::json read_json(const std::string& path) {
 }
 
 // What an op's time grows with.
-enum class OpClass { kLinear, kAttention, kVocab, kElementwise, kOptimizer };
+enum class OpClass { kLinear, kAttention, kVocab, kMlpActivation, kElementwise, kOptimizer };
 
 OpClass op_class(const std::string& op) {
   if (op.starts_with("matmul")) return OpClass::kLinear;
+  if (op.starts_with("gelu") || op.starts_with("swiglu")) return OpClass::kMlpActivation;  // over the MLP's width
   if (op.find("attention") != std::string::npos) return OpClass::kAttention;
   if (op.find("cross_entropy") != std::string::npos) return OpClass::kVocab;
   if (op.starts_with("adamw") || op.starts_with("sum_of_squares") || op == "cast" || op == "accumulate_into" ||
@@ -49,21 +51,32 @@ bool selective_op(const std::string& op) {
   return op == "layernorm_forward" || op == "rmsnorm_forward" || op == "gelu_forward" || op == "swiglu_forward";
 }
 
-// The weights a token meets in the linear layers, a GPT block's 12 C^2 and the tied head's V C: the
-// same count for the profiled model and the planned one, so their ratio is the linear work's.
-double linear_params(const ModelConfig& m) {
-  return 12.0 * m.n_layer * m.n_embd * m.n_embd + static_cast<double>(m.padded_vocab_size()) * m.n_embd;
-}
-
 struct Shape {
-  double params = 0, tokens = 0, seq = 0, width = 0, layers = 0, vocab = 0, micro_batches = 1, optimizer_ranks = 1;
+  double params = 0, tokens = 0, seq = 0, width = 0, mlp_width = 0, layers = 0, vocab = 0, micro_batches = 1,
+         optimizer_ranks = 1;
 };
+
+// The parts of a shape that are the model's: its family counts the weights a token meets in the
+// matrix products (a GPT block's 12 C^2, a Llama block's with its grouped keys and values and
+// SwiGLU width, each with the head's V C) and the MLP's width, so a profile of one family scales to
+// another.
+Shape model_shape(const ModelConfig& m) {
+  const ModelFamily& family = model_family(m.arch);
+  Shape s;
+  s.params = family.matmul_weights_per_token(m);
+  s.width = m.n_embd;
+  s.mlp_width = family.mlp_width(m);
+  s.layers = m.n_layer;
+  s.vocab = m.padded_vocab_size();
+  return s;
+}
 
 double work(OpClass c, const Shape& s) {
   switch (c) {
     case OpClass::kLinear: return s.params * s.tokens;  // every weight used once per token (the head's tied)
     case OpClass::kAttention: return s.tokens * s.seq * s.width * s.layers;
     case OpClass::kVocab: return s.tokens * s.vocab;
+    case OpClass::kMlpActivation: return s.tokens * s.mlp_width * s.layers;
     case OpClass::kElementwise: return s.tokens * s.width * s.layers;
     case OpClass::kOptimizer: return s.params / s.optimizer_ranks;
   }
@@ -93,13 +106,12 @@ OpProfile load_op_profile(const std::string& path) {
     const std::size_t open = p.device.find('(');
     p.threads = open == std::string::npos ? 0 : std::atoi(p.device.c_str() + open + 1);
   }
-  const nlohmann::json& m = config.value("model", nlohmann::json::object());
-  p.model.arch = m.value("arch", p.model.arch);
-  p.model.n_layer = m.value("n_layer", p.model.n_layer);
-  p.model.n_head = m.value("n_head", p.model.n_head);
-  p.model.n_embd = m.value("n_embd", p.model.n_embd);
-  p.model.block_size = m.value("block_size", p.model.block_size);
-  p.model.vocab_size = m.value("vocab_size", p.model.vocab_size);
+  // The model section read as a config's (its family's own keys too: a Llama's SwiGLU width and
+  // key/value heads), its errors naming the file.
+  const nlohmann::json model_section = config.value("model", nlohmann::json::object());
+  RunConfig profiled;
+  read_model_section(ConfigReader(model_section, path, "model"), profiled);
+  p.model = profiled.model;
   const nlohmann::json& t = config.value("train", nlohmann::json::object());
   p.seq_len = t.value("seq_len", 0) > 0 ? t.value("seq_len", 0) : p.model.block_size;
   p.tokens = static_cast<std::int64_t>(t.value("micro_batch", 4)) * p.seq_len;
@@ -114,24 +126,17 @@ OpProfile load_op_profile(const std::string& path) {
 }
 
 StepTime estimate_step_time(const OpProfile& profile, const RunConfig& c, int world_size, const Links& links) {
-  const ModelConfig& pm = profile.model;
-  const Shape from{linear_params(pm),
-                   static_cast<double>(profile.tokens),
-                   static_cast<double>(profile.seq_len),
-                   static_cast<double>(pm.n_embd),
-                   static_cast<double>(pm.n_layer),
-                   static_cast<double>(pm.padded_vocab_size()),
-                   static_cast<double>(profile.micro_batches),
-                   static_cast<double>(profile.optimizer_ranks)};
+  Shape from = model_shape(profile.model);
+  from.tokens = static_cast<double>(profile.tokens);
+  from.seq = profile.seq_len;
+  from.micro_batches = profile.micro_batches;
+  from.optimizer_ranks = profile.optimizer_ranks;
   const StoreCommChoice choice = store_comm_choice(c, world_size);
-  const Shape to{linear_params(c.model),
-                 static_cast<double>(c.train.micro_batch) * c.train.seq_len,
-                 static_cast<double>(c.train.seq_len),
-                 static_cast<double>(c.model.n_embd),
-                 static_cast<double>(c.model.n_layer),
-                 static_cast<double>(c.model.padded_vocab_size()),
-                 static_cast<double>(c.train.grad_accum),
-                 static_cast<double>(c.zero.stage >= 1 ? choice.group_size : 1)};
+  Shape to = model_shape(c.model);
+  to.tokens = static_cast<double>(c.train.micro_batch) * c.train.seq_len;
+  to.seq = c.train.seq_len;
+  to.micro_batches = c.train.grad_accum;
+  to.optimizer_ranks = c.zero.stage >= 1 ? choice.group_size : 1;
   const CheckpointPolicy& ckpt = c.train.activation_checkpointing;
   int checkpointed = 0;
   for (int b = 0; b < c.model.n_layer; ++b) checkpointed += ckpt.is_checkpointed(b) ? 1 : 0;

@@ -3,8 +3,9 @@
 // model, micro-batch, activation checkpointing and head chunks; communication from an alpha-beta
 // model of the links (latency per ring hop, bandwidth) over the bytes and collectives the
 // schedule replay predicts per step. A coarse model, stated here and in docs/memory.md: ops grow
-// with the work their class does (the linear layers' FLOPs, attention's, the vocabulary's, the
-// elementwise work, the optimizer's shard); recomputed forward ops cost what they cost in the
+// with the work their class does (the linear layers' FLOPs as the model's family counts them,
+// attention's, the vocabulary's, the MLP activation's over its width, the other elementwise work,
+// the optimizer's shard), so a profile of one family ranks another's choices; recomputed forward ops cost what they cost in the
 // forward; with overlap_comm a step is the longer of compute and communication, else their sum.
 #pragma once
 

@@ -160,7 +160,8 @@ class ToyFamily final : public ModelFamily {
   std::vector<std::string> own_keys() const override { return {"init_std"}; }
   bool has_dropout() const override { return false; }
   bool has_gelu_mlp() const override { return false; }
-  int mlp_width(const ModelConfig& /*model*/) const override { return 0; }  // no MLP
+  int mlp_width(const ModelConfig& /*model*/) const override { return 0; }                    // no MLP
+  double matmul_weights_per_token(const ModelConfig& /*model*/) const override { return 0; }  // a table lookup
   void read_keys(ConfigReader& r, ModelConfig& model, std::vector<std::string>& /*derived*/) const override {
     if (model.n_layer != 1) {
       throw_input_error("config error in {}: model.n_layer = {}: the toy family has no blocks (set it to 1)", r.file(),

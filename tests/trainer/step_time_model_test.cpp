@@ -1,0 +1,106 @@
+// The planner's step-time model scales a profile's ops by the work of their class, as the model's
+// family counts it: a GPT-2 profile ranks a Llama's choices by the Llama's own products (its
+// grouped keys and values, its SwiGLU width), and a Llama profile is read with its family's keys.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "engine/app/config/run_config.h"
+#include "engine/app/plan/step_time_model.h"
+#include "engine/base/core/check.h"
+
+namespace zt {
+namespace {
+
+const nlohmann::json kPlannedGpt = {
+    {"n_layer", 2}, {"n_head", 4}, {"n_embd", 64}, {"block_size", 16}, {"vocab_size", 64}};
+
+nlohmann::json planned_llama(int n_kv_head, int intermediate_size) {
+  return {{"arch", "llama"},
+          {"n_layer", 2},
+          {"n_head", 4},
+          {"n_embd", 64},
+          {"block_size", 16},
+          {"vocab_size", 64},
+          {"n_kv_head", n_kv_head},
+          {"intermediate_size", intermediate_size},
+          {"tie_embeddings", true}};
+}
+
+// One op's profile at micro-batch 4 x 16 tokens on one rank, written as docs/results' profiles are.
+plan::OpProfile one_op_profile(const nlohmann::json& model, const std::string& op, double ms) {
+  const nlohmann::json doc = {
+      {"config", {{"model", model}, {"train", {{"micro_batch", 4}, {"seq_len", 16}}}}},
+      {"op_profile", {{"device", "cpu (1 threads)"}, {"ops", {{{"op", op}, {"ms_per_step", ms}}}}}}};
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("zt_step_time_" + std::to_string(::getpid()) + "_" + op + ".json"))
+          .string();
+  std::ofstream(path) << doc.dump();
+  plan::OpProfile p = plan::load_op_profile(path);
+  std::remove(path.c_str());
+  return p;
+}
+
+double estimated_compute_ms(const plan::OpProfile& profile, const nlohmann::json& model) {
+  const nlohmann::json doc = {{"model", model}, {"train", {{"micro_batch", 4}, {"seq_len", 16}}}};
+  const RunConfig config = parse_run_config(doc, "plan.json");
+  return plan::estimate_step_time(profile, config, /*world_size=*/1, plan::Links{}).compute_s * 1000.0;
+}
+
+// A Llama block's products: q and o 64 x 64, k and v 64 x (n_kv_head x 16), gate, up and down
+// 64 x hidden; against a GPT block's 12 x 64 x 64; each with the head's 64 x 64.
+TEST(StepTimeModel, MatrixProductsScaleByTheFamilysWeights) {
+  const double head = 64.0 * 64.0;
+  const double gpt = 2 * 12.0 * 64 * 64 + head;
+  const plan::OpProfile profile = one_op_profile(kPlannedGpt, "matmul_forward", 100.0);
+  EXPECT_DOUBLE_EQ(estimated_compute_ms(profile, kPlannedGpt), 100.0);
+  for (const int kv_heads : {1, 2, 4}) {
+    for (const int hidden : {128, 256, 512}) {
+      const double llama = 2 * (2.0 * 64 * 64 + 2.0 * 64 * (kv_heads * 16) + 3.0 * 64 * hidden) + head;
+      EXPECT_NEAR(estimated_compute_ms(profile, planned_llama(kv_heads, hidden)), 100.0 * llama / gpt, 1e-9)
+          << kv_heads << " key/value heads, hidden " << hidden;
+    }
+  }
+}
+
+// GELU's and SwiGLU's time grows with the MLP's width (GPT-2's 4 n_embd, the Llama's
+// intermediate_size), the other elementwise ops' with n_embd.
+TEST(StepTimeModel, MlpActivationsScaleByTheMlpWidth) {
+  for (const std::string op : {"gelu_forward", "swiglu_backward"}) {
+    const plan::OpProfile profile = one_op_profile(kPlannedGpt, op, 10.0);
+    EXPECT_NEAR(estimated_compute_ms(profile, planned_llama(2, 512)), 20.0, 1e-9) << op;
+    EXPECT_NEAR(estimated_compute_ms(profile, planned_llama(2, 128)), 5.0, 1e-9) << op;
+  }
+  const plan::OpProfile norm = one_op_profile(kPlannedGpt, "layernorm_forward", 10.0);
+  EXPECT_NEAR(estimated_compute_ms(norm, planned_llama(2, 512)), 10.0, 1e-9);
+}
+
+// A Llama's profile is read with its family's keys: planning the profiled model itself gives the
+// profile's time, and another SwiGLU width scales from the profiled one (not from a default).
+TEST(StepTimeModel, LlamaProfilesKeepTheirOwnKeys) {
+  const plan::OpProfile profile = one_op_profile(planned_llama(1, 384), "swiglu_forward", 12.0);
+  EXPECT_EQ(profile.model.arch, "llama");
+  EXPECT_DOUBLE_EQ(estimated_compute_ms(profile, planned_llama(1, 384)), 12.0);
+  EXPECT_NEAR(estimated_compute_ms(profile, planned_llama(1, 128)), 4.0, 1e-9);
+  const plan::OpProfile products = one_op_profile(planned_llama(1, 384), "matmul_backward", 50.0);
+  EXPECT_DOUBLE_EQ(estimated_compute_ms(products, planned_llama(1, 384)), 50.0);
+}
+
+// A profile whose model section a config would refuse names the file and the key.
+TEST(StepTimeModel, ABadProfileModelIsRefusedByName) {
+  nlohmann::json bad = planned_llama(3, 128);  // 4 heads are not a multiple of 3 key/value heads
+  try {
+    one_op_profile(bad, "matmul_forward", 1.0);
+    FAIL() << "a profile with 3 key/value heads of 4 was read";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("n_kv_head"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("zt_step_time_"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace zt

@@ -3,9 +3,10 @@
 of docs/results/cpu_op_profile.json) is profiled here at one rank (log.profile_ops), then for
 N = 1, 2, 4 ranks `zerotrain plan` picks the fastest choice that fits --budget per rank at the same
 global batch (told the threads each rank runs: 2 at one rank, 1 beyond; and, by default, this
-machine's cores shared by the ranks), and that pick trains under mpirun; the table sets the
-planner's estimate (compute, communication, step) beside the measured median step time, with the
-error, reported as found. Writes --out (JSON) and the table
+machine's cores shared by the ranks), and that pick trains under mpirun; then a Llama of the same
+width and depth (grouped keys and values, SwiGLU) is planned from the same GPT profile at N = 1
+and 2, as a user without a Llama profile would. The table sets the planner's estimate (compute,
+communication, step) beside the measured median step time, with the error, reported as found. Writes --out (JSON) and the table
 beside it as .md.
 
 usage: tools/bench_planner.py [--zerotrain build/zerotrain] [--budget 600MB] [--steps 8]
@@ -33,6 +34,9 @@ CONFIG = {
               "num_threads": 2},
     "log": {"sample_tokens": 0, "progress": "plain", "every_steps": 100},
 }
+# The same width, depth and batch as a Llama: 8 heads over 2 key/value heads, SwiGLU at Llama's rule.
+LLAMA = {**CONFIG, "model": {"arch": "llama", "n_layer": 4, "n_head": 8, "n_kv_head": 2, "n_embd": 256,
+                             "block_size": 128, "vocab_size": 65}}
 
 
 def records(run_dir):
@@ -54,42 +58,47 @@ def main():
     config = os.path.join(work, "config.json")
     with open(config, "w") as f:
         json.dump(CONFIG, f)
+    llama_config = os.path.join(work, "llama.json")
+    with open(llama_config, "w") as f:
+        json.dump(LLAMA, f)
     profile_dir = os.path.join(work, "profile")
     subprocess.run([a.zerotrain, "train", "--config", config, "--run-dir", profile_dir, "--set", "log.profile_ops=true",
                     "--set", "train.max_steps=12"], check=True, capture_output=True)
     rows = []
-    for ranks in (1, 2, 4):
+    for model, planned, ranks in [("gpt2", config, 1), ("gpt2", config, 2), ("gpt2", config, 4),
+                                  ("llama", llama_config, 1), ("llama", llama_config, 2)]:
         threads = max(1, 2 // ranks)
-        plan = subprocess.run([a.zerotrain, "plan", "--config", config, "--ranks", str(ranks), "--device-memory",
+        plan = subprocess.run([a.zerotrain, "plan", "--config", planned, "--ranks", str(ranks), "--device-memory",
                                a.budget, "--profile", profile_dir, "--link-gbps", a.link_gbps, "--link-latency-us",
                                a.link_latency_us, "--set", f"train.num_threads={threads}", "--json"],
                               capture_output=True, text=True, check=True)
         best = json.loads(plan.stdout)["fitting"][0]
-        run_dir = os.path.join(work, f"n{ranks}")
-        cmd = MPIRUN + ["-np", str(ranks), a.zerotrain, "train", "--config", config, "--run-dir", run_dir, "--set",
+        run_dir = os.path.join(work, f"{model}_n{ranks}")
+        cmd = MPIRUN + ["-np", str(ranks), a.zerotrain, "train", "--config", planned, "--run-dir", run_dir, "--set",
                         f"train.max_steps={a.steps}", "--set", f"train.num_threads={threads}"]
         for s in best["sets"]:
             cmd += ["--set", s]
         subprocess.run(cmd, check=True, capture_output=True)
         measured = statistics.median(r["step_ms"] for r in records(run_dir) if r["type"] == "train" and r["step"] > 1)
         estimate = 1e3 * best["step_s"]
-        rows.append({"ranks": ranks, "sets": best["sets"], "required_bytes": best["required_bytes"],
+        rows.append({"model": model, "ranks": ranks, "sets": best["sets"], "required_bytes": best["required_bytes"],
                      "estimate_compute_ms": 1e3 * best["compute_s"], "estimate_comm_ms": 1e3 * best["comm_s"],
                      "estimate_step_ms": estimate, "measured_step_ms": measured,
                      "error": (estimate - measured) / measured})
-        print(f"N={ranks}: estimate {estimate:.0f} ms, measured {measured:.0f} ms", flush=True)
+        print(f"{model} N={ranks}: estimate {estimate:.0f} ms, measured {measured:.0f} ms", flush=True)
     result = {"benchmark": "zerotrain plan: estimated against measured step time on the CPU",
               "commit": head_commit() or "unknown", "machine": platform.node(),
-              "cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(), "config": CONFIG,
+              "cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(), "config": CONFIG, "llama_config": LLAMA,
               "budget": a.budget, "link_gbps": float(a.link_gbps), "link_latency_us": float(a.link_latency_us),
               "rows": rows}
     lines = [f"# zerotrain plan: estimate vs measured ({result['commit'][:10]}, {result['cpu']}, {result['cores']} cores)",
              "", f"GPT 4 x 256, global batch 8192 tokens, budget {a.budget} per rank, links {a.link_gbps} GB/s and "
-             f"{a.link_latency_us} us per hop; profile measured here at 1 rank on 2 threads.", "",
-             "| ranks | pick | estimate (compute + comm) | measured | error |", "|---|---|---|---|---|"]
+             f"{a.link_latency_us} us per hop; profile measured here at 1 rank on 2 threads. The Llama (4 x 256, "
+             "8 heads over 2 key/value heads, SwiGLU 768 wide) is planned from the same GPT profile.", "",
+             "| model | ranks | pick | estimate (compute + comm) | measured | error |", "|---|---|---|---|---|---|"]
     for r in rows:
         pick = ", ".join(s for s in r["sets"] if not s.startswith("train.global_batch_tokens"))
-        lines.append(f"| {r['ranks']} | {pick} | {r['estimate_step_ms']:.0f} ms ({r['estimate_compute_ms']:.0f} + "
+        lines.append(f"| {r['model']} | {r['ranks']} | {pick} | {r['estimate_step_ms']:.0f} ms ({r['estimate_compute_ms']:.0f} + "
                      f"{r['estimate_comm_ms']:.1f}) | {r['measured_step_ms']:.0f} ms | {100 * r['error']:+.0f}% |")
     table = "\n".join(lines) + "\n"
     print(table)

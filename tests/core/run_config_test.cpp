@@ -213,6 +213,12 @@ TEST(RunConfig, ShardListsTakeAPatternOrAListAndAnOrder) {
   expect_error(doc, {"data.train_files and data.val_files must be given together"});
   doc["data"] = {{"train_files", "a.bin"}, {"val_files", "b.bin"}, {"train_file", "c.bin"}, {"val_file", "d.bin"}};
   expect_error(doc, {"data.train_files", "not both"});
+  // One file of the single form beside the shard lists (a --set over a sharded config): the mix is
+  // named, not the single form's missing half.
+  doc["data"] = {{"train_files", "a.bin"}, {"val_files", "b.bin"}, {"train_file", "c.bin"}};
+  expect_error(doc, {"data.train_files", "not both"});
+  doc["data"] = {{"train_files", "a.bin"}, {"val_file", "d.bin"}};
+  expect_error(doc, {"not both"});
   doc["data"] = {{"train_files", {"a.bin", 3}}, {"val_files", "b.bin"}};
   expect_error(doc, {"data.train_files", "a string or a list of strings"});
   doc["data"] = {{"train_files", {""}}, {"val_files", "b.bin"}};

@@ -94,8 +94,71 @@ TEST(ResumeTrajectory, AStepZeroCheckpointTakesAnySchedule) {
   EXPECT_EQ(trajectory_changes(saved.to_json(), 1, 1, parse_run_config(other, "t.json")).size(), 4u);
 }
 
-nlohmann::json data_file(const std::string& path, std::int64_t bytes, std::uint32_t fingerprint) {
-  return {{"path", path}, {"bytes", bytes}, {"fingerprint", fingerprint}};
+// A resume on another rank count names the setting that keeps the saved global batch (16
+// sequences a step: micro_batch 4 x grad_accum 2 x 2 ranks), or says that none can.
+TEST(ResumeTrajectory, AnotherRankCountIsToldHowToKeepTheGlobalBatch) {
+  nlohmann::json doc = base();
+  doc["train"] = {{"max_steps", 8}, {"micro_batch", 4}, {"grad_accum", 2}};
+  const nlohmann::json saved = parse_run_config(doc, "t.json", 2).to_json();
+  const auto change_at = [&](int ranks) {
+    const std::vector<std::string> c = trajectory_changes(saved, 2, 4, parse_run_config(doc, "t.json", ranks));
+    EXPECT_EQ(c.size(), 1u) << ranks << " ranks";
+    return c.empty() ? std::string() : c[0];
+  };
+  EXPECT_EQ(change_at(4),
+            "global batch (micro_batch x grad_accum x ranks): 4 x 2 x 2 = 16 -> 4 x 2 x 4 = 32 (--set "
+            "train.global_batch_tokens=256 keeps it on 4 ranks: grad_accum 1 is derived)");
+  EXPECT_EQ(change_at(1),
+            "global batch (micro_batch x grad_accum x ranks): 4 x 2 x 2 = 16 -> 4 x 2 x 1 = 8 (--set "
+            "train.global_batch_tokens=256 keeps it on 1 rank: grad_accum 4 is derived)");
+  EXPECT_EQ(change_at(8),
+            "global batch (micro_batch x grad_accum x ranks): 4 x 2 x 2 = 16 -> 4 x 2 x 8 = 64 (--set "
+            "train.global_batch_tokens=256 --set train.micro_batch=2 keeps it on 8 ranks: grad_accum 1 is derived)");
+  EXPECT_EQ(change_at(3),
+            "global batch (micro_batch x grad_accum x ranks): 4 x 2 x 2 = 16 -> 4 x 2 x 3 = 24 (its 16 sequences a "
+            "step do not split over 3 ranks: no micro-batch keeps it)");
+  // What the hint says, set: no change.
+  nlohmann::json kept = doc;
+  kept["train"].erase("grad_accum");
+  kept["train"]["global_batch_tokens"] = 256;
+  kept["train"]["micro_batch"] = 2;
+  EXPECT_TRUE(trajectory_changes(saved, 2, 4, parse_run_config(kept, "t.json", 8)).empty());
+}
+
+nlohmann::json data_file(const std::string& path, std::int64_t bytes, std::uint32_t fingerprint,
+                         const char* split = nullptr) {
+  nlohmann::json f = {{"path", path}, {"bytes", bytes}, {"fingerprint", fingerprint}};
+  if (split != nullptr) f["split"] = split;
+  return f;
+}
+
+// The training files decide the trajectory; other validation or vocabulary files are noted, not
+// refused. A checkpoint from before splits were recorded compares every file as before.
+TEST(ResumeData, OnlyTheTrainingFilesAreTheTrajectorys) {
+  const nlohmann::json saved =
+      nlohmann::json::array({data_file("d/tr_0.bin", 100, 1, "train"), data_file("d/tr_1.bin", 200, 2, "train"),
+                             data_file("d/va.bin", 50, 3, "val"), data_file("d/vocab.json", 10, 4, "vocab")});
+  nlohmann::json other_val = saved;
+  other_val[2] = data_file("e/va_small.bin", 20, 5, "val");
+  other_val.erase(3);
+  EXPECT_TRUE(data_changes(saved, other_val).empty());
+  const std::vector<std::string> noted = evaluation_data_changes(saved, other_val);
+  ASSERT_EQ(noted.size(), 3u);
+  EXPECT_EQ(noted[0], "data file e/va_small.bin: not read by the saved run -> 20 bytes, fingerprint 00000005");
+  EXPECT_EQ(noted[1], "data file d/va.bin: 50 bytes, fingerprint 00000003 -> not read by this run");
+  EXPECT_EQ(noted[2], "data file d/vocab.json: 10 bytes, fingerprint 00000004 -> not read by this run");
+  EXPECT_TRUE(evaluation_data_changes(saved, saved).empty());
+  // A shard moved from training to validation is a change of the training files.
+  nlohmann::json moved = saved;
+  moved[1]["split"] = "val";
+  const std::vector<std::string> fewer = data_changes(saved, moved);
+  ASSERT_EQ(fewer.size(), 1u);
+  EXPECT_EQ(fewer[0], "data file d/tr_1.bin: 200 bytes, fingerprint 00000002 -> not read by this run");
+  // Recorded without splits: every file is the trajectory's, nothing is only noted.
+  nlohmann::json unsplit = saved;
+  for (nlohmann::json& f : unsplit) f.erase("split");
+  EXPECT_EQ(data_changes(unsplit, other_val).size(), 3u);
+  EXPECT_TRUE(evaluation_data_changes(unsplit, other_val).empty());
 }
 
 // The data a checkpoint recorded against the run's: the same contents in the same order under other

@@ -15,8 +15,9 @@
     before it writes anything, and the first run ends normally with its own checkpoints; a run
     killed with -9 leaves its lock, which the next run on the folder takes over; a lock of another
     host is refused while its heartbeat is fresh and taken over once it is older than 60 s;
-  * a checkpoint records its data's identity; a resume on other data is refused naming the file,
-    and with --allow-config-change it continues and says what changed.
+  * a checkpoint records its data's identity; a resume on other training data is refused naming
+    the file, and with --allow-config-change it continues and says what changed; another
+    validation file resumes without the flag, noted and logged.
 
 usage: run_consistency_test.py MPIRUN [FLAGS...] -- PATH/TO/zerotrain
 """
@@ -368,6 +369,15 @@ def main():
     changes = [r for r in train_records(run_dir) if r["type"] == "config_change"]
     check(p.returncode == 0 and changes and any("train.bin" in c for c in changes[-1]["changes"]),
           f"with --allow-config-change it continues and records what changed ({changes[-1:] })")
+    # Another validation file is no change of trajectory: the resume notes it and logs it.
+    shutil.copy(os.path.join(work, "wd_b", "data", "val.bin"), os.path.join(data_dir, "val.bin"))
+    p = subprocess.run([binary, "train", "--config", saved_cfg, "--run-dir", run_dir, "--resume", "latest", "--set",
+                        "train.max_steps=9"], capture_output=True, text=True, timeout=120)
+    changes = [r for r in train_records(run_dir) if r["type"] == "config_change"]
+    check(p.returncode == 0 and "note: resume: data file" in p.stdout and "val.bin" in p.stdout and changes
+          and changes[-1]["changes"] == [] and any("val.bin" in c for c in changes[-1].get("evaluation_data", [])),
+          f"another validation file resumes without the flag, noted and logged ({(p.stdout + p.stderr)[-300:]}, "
+          f"{changes[-1:]})")
     shutil.rmtree(work, ignore_errors=True)
     return checks.finish()
 

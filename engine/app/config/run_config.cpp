@@ -50,6 +50,16 @@ void read_data(ConfigReader r, DataConfig& d) {
   d.order = r.get_enum("order", d.order, {"random", "sequential"});
   d.format = r.get_enum("format", d.format, {"auto", "llmc", "nanogpt"});
   d.embedded_chars = r.get_int("embedded_chars", static_cast<int>(d.embedded_chars), 10'000, 1 << 30);
+  // Both forms first: a --set data.train_file over a config's shard lists lacks its val_file, but
+  // the mix is what is wrong.
+  const bool shard_lists = !d.train_files.empty() || !d.val_files.empty(),
+             single_files = !d.train_file.empty() || !d.val_file.empty();
+  if (shard_lists && single_files) {
+    throw_input_error(
+        "config error in {}: give data.train_files/val_files (shards) or data.train_file/val_file, "
+        "not both",
+        r.sources_of({"data.train_files", "data.val_files", "data.train_file", "data.val_file"}));
+  }
   if (d.train_file.empty() != d.val_file.empty()) {
     throw_input_error("config error in {}: data.train_file and data.val_file must be given together",
                       r.sources_of({"data.train_file", "data.val_file"}));
@@ -57,12 +67,6 @@ void read_data(ConfigReader r, DataConfig& d) {
   if (d.train_files.empty() != d.val_files.empty()) {
     throw_input_error("config error in {}: data.train_files and data.val_files must be given together",
                       r.source_of(d.train_files.empty() ? "val_files" : "train_files"));
-  }
-  if (!d.train_files.empty() && !d.train_file.empty()) {
-    throw_input_error(
-        "config error in {}: give data.train_files/val_files (shards) or data.train_file/val_file, "
-        "not both",
-        r.source_of("train_files"));
   }
   r.reject_unknown_keys();
 }

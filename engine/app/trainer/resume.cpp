@@ -174,6 +174,29 @@ std::vector<std::string> changed_keys(const nlohmann::json& saved, const nlohman
 
 }  // namespace
 
+namespace {
+
+// How a resume on another rank count keeps the saved global batch of `sequences` a step: each rank's
+// share in micro-batches of at most the run's own (the sampler's windows of a step are the global
+// batch's alone, so the run continues as saved), or why no setting can.
+std::string keep_global_batch_hint(const nlohmann::json& saved, std::int64_t sequences, const RunConfig& now) {
+  const nlohmann::json saved_seq = at(saved, "train", "seq_len");
+  const std::int64_t seq_len = saved_seq.is_number_integer() ? saved_seq.get<std::int64_t>() : now.train.seq_len;
+  if (sequences % now.world_size != 0) {
+    return fmt::format(" (its {} sequences a step do not split over {} ranks: no micro-batch keeps it)", sequences,
+                       now.world_size);
+  }
+  const std::int64_t per_rank = sequences / now.world_size;
+  std::int64_t micro_batch = std::min<std::int64_t>(now.train.micro_batch, per_rank);
+  while (per_rank % micro_batch != 0) --micro_batch;
+  std::string sets = fmt::format("--set train.global_batch_tokens={}", sequences * seq_len);
+  if (micro_batch != now.train.micro_batch) sets += fmt::format(" --set train.micro_batch={}", micro_batch);
+  return fmt::format(" ({} keeps it on {} rank{}: grad_accum {} is derived)", sets, now.world_size,
+                     now.world_size == 1 ? "" : "s", per_rank / micro_batch);
+}
+
+}  // namespace
+
 std::vector<std::string> trajectory_changes(const nlohmann::json& saved, int saved_world_size, std::int64_t saved_step,
                                             const RunConfig& now) {
   if (saved_step == 0) return {};  // no step has read anything but the weights: any schedule, data or seed
@@ -223,9 +246,9 @@ std::vector<std::string> trajectory_changes(const nlohmann::json& saved, int sav
     const std::int64_t after = std::int64_t{now.train.micro_batch} * now.train.grad_accum * now.world_size;
     if (before != after) {
       changes.push_back(
-          fmt::format("global batch (micro_batch x grad_accum x ranks): {} x {} x {} = {} -> {} x {} x {} = {}",
+          fmt::format("global batch (micro_batch x grad_accum x ranks): {} x {} x {} = {} -> {} x {} x {} = {}{}",
                       mb.get<std::int64_t>(), ga.get<std::int64_t>(), saved_world_size, before, now.train.micro_batch,
-                      now.train.grad_accum, now.world_size, after));
+                      now.train.grad_accum, now.world_size, after, keep_global_batch_hint(saved, before, now)));
     }
   }
   return changes;

@@ -76,7 +76,7 @@ RunProgress start_run(TrainerState& s, const std::string& resume_checkpoint, boo
   }
   // Every rank reads the same manifest and judges it alike: a refusal is the job's, printed once.
   std::optional<ckpt::CheckpointReader> opened;
-  std::vector<std::string> changes;
+  std::vector<std::string> changes, evaluation_changed;
   on_every_rank(s.comm, [&] {
     const ckpt::Manifest& m = opened.emplace(resume_checkpoint).manifest();
     if (m.position.step > c.train.max_steps) {
@@ -89,6 +89,8 @@ RunProgress start_run(TrainerState& s, const std::string& resume_checkpoint, boo
     const std::vector<std::string> data_changed = m.extra.contains("data_identity")
                                                       ? data_changes(m.extra["data_identity"], s.data_files)
                                                       : std::vector<std::string>{};
+    if (m.extra.contains("data_identity"))
+      evaluation_changed = evaluation_data_changes(m.extra["data_identity"], s.data_files);
     changes = check_resume_fits(resume_checkpoint, m.model, m.config, m.data_parallel_ranks(), m.position.step, c,
                                 allow_config_change, data_changed);
   });
@@ -97,6 +99,12 @@ RunProgress start_run(TrainerState& s, const std::string& resume_checkpoint, boo
   if (!changes.empty()) {
     s.progress.message(
         fmt::format("resume: continuing with a changed config (--allow-config-change): {}", fmt::join(changes, "; ")));
+  }
+  if (!evaluation_changed.empty()) {
+    s.progress.message(fmt::format(
+        "note: resume: {}: the training batches are the saved run's, but validation losses (or sampled text) "
+        "before and after the resume come from other files",
+        fmt::join(evaluation_changed, "; ")));
   }
   const std::vector<std::string> bits = deterministic_bit_changes(m.config, c);
   if (!bits.empty()) {
@@ -157,7 +165,11 @@ RunProgress start_run(TrainerState& s, const std::string& resume_checkpoint, boo
   }
   // Logged once the log is known to be this run's: written before, it made a new folder's empty log
   // look like another run's, and went aside with it.
-  if (!changes.empty()) s.log({{"type", "config_change"}, {"step", m.position.step}, {"changes", changes}});
+  if (!changes.empty() || !evaluation_changed.empty()) {
+    nlohmann::json record = {{"type", "config_change"}, {"step", m.position.step}, {"changes", changes}};
+    if (!evaluation_changed.empty()) record["evaluation_data"] = evaluation_changed;
+    s.log(std::move(record));
+  }
   // A save's `checkpoint` record comes after its commit (an asynchronous save's at a later step
   // boundary): a kill -9 in between leaves the log without it, though the save is this run's (its
   // save_id is logged: the checkpoint_started record). Recovered from the manifest, marked so.

@@ -8,7 +8,10 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 #include <map>
+#include <string_view>
+#include <tuple>
 
 #include "engine/app/checkpoint/durable_file.h"
 #include "engine/app/data/token_corpus.h"
@@ -32,32 +35,33 @@ std::uint64_t fnv1a(const std::string& s) {
   return h;
 }
 
-// The files the data section names, in the order the splits read them.
-std::vector<std::string> data_paths(const DataConfig& d) {
-  std::vector<std::string> paths;
+// The files the data section names, in the order the splits read them, each with its split.
+std::vector<std::pair<std::string, const char*>> data_paths(const DataConfig& d) {
+  std::vector<std::pair<std::string, const char*>> paths;
   if (!d.train_files.empty()) {
-    for (const auto& [patterns, key] :
-         {std::pair{&d.train_files, "data.train_files"}, {&d.val_files, "data.val_files"}}) {
+    for (const auto& [patterns, key, split] : {std::tuple{&d.train_files, "data.train_files", kTrainSplit},
+                                               std::tuple{&d.val_files, "data.val_files", kValSplit}}) {
       for (const std::string& p : *patterns) {
         try {
-          for (std::string& path : data::expand_pattern(p, key)) paths.push_back(std::move(path));
+          for (std::string& path : data::expand_pattern(p, key)) paths.emplace_back(std::move(path), split);
         } catch (const InputError&) {
           // Listed unreadable (bytes -1): the ranks still compare, so a pattern that matches on
           // some nodes only is named there; opening the data reports it on every rank.
-          paths.push_back(p);
+          paths.emplace_back(p, split);
         }
       }
     }
   } else if (!d.train_file.empty()) {
-    paths = {d.train_file, d.val_file};
+    paths = {{d.train_file, kTrainSplit}, {d.val_file, kValSplit}};
   } else if (d.dataset != "embedded") {
-    for (const char* name : {"train.bin", "val.bin", "vocab.json", "tokenizer.json"}) {
+    for (const auto& [name, split] : {std::pair{"train.bin", kTrainSplit}, std::pair{"val.bin", kValSplit},
+                                      std::pair{"vocab.json", kVocabSplit}, std::pair{"tokenizer.json", kVocabSplit}}) {
       const fs::path p = fs::path(d.dataset) / name;
-      if (std::string(name).ends_with(".bin") || fs::exists(p)) paths.push_back(p.string());
+      if (std::string_view(name).ends_with(".bin") || fs::exists(p)) paths.emplace_back(p.string(), split);
     }
   }
   for (const std::string* extra : {&d.vocab_file, &d.tokenizer_file}) {
-    if (!extra->empty()) paths.push_back(*extra);
+    if (!extra->empty()) paths.emplace_back(*extra, kVocabSplit);
   }
   return paths;
 }
@@ -119,7 +123,11 @@ std::string rank_list(const std::vector<int>& ranks) {
 
 nlohmann::json data_identity(const RunConfig& config) {
   nlohmann::json files = nlohmann::json::array();
-  for (const std::string& path : data_paths(config.data)) files.push_back(file_identity(path));
+  for (const auto& [path, split] : data_paths(config.data)) {
+    nlohmann::json f = file_identity(path);
+    f["split"] = split;
+    files.push_back(std::move(f));
+  }
   return files;
 }
 
@@ -230,7 +238,10 @@ void check_ranks_agree(Communicator& comm, const IdentityEntries& mine) {
       /*input_error=*/true);
 }
 
-std::vector<std::string> data_changes(const nlohmann::json& saved, const nlohmann::json& now) {
+namespace {
+
+// The differences between two lists of files (data_changes' rules).
+std::vector<std::string> file_changes(const nlohmann::json& saved, const nlohmann::json& now) {
   // The same contents in the same order read through other paths (a relative path for an absolute
   // one, the data moved): the same batches, so no change.
   auto contents = [](const nlohmann::json& files) {
@@ -297,6 +308,33 @@ std::vector<std::string> data_changes(const nlohmann::json& saved, const nlohman
     changes.push_back(fmt::format("the order of the data files: {} -> {}", paths(saved), paths(now)));
   }
   return changes;
+}
+
+// The entries of `files` whose split is in `splits`; all of them when `files` records no splits (a
+// checkpoint from before they were).
+nlohmann::json of_splits(const nlohmann::json& files, std::initializer_list<std::string_view> splits) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const nlohmann::json& f : files) {
+    const std::string split = f.value("split", "");
+    if (split.empty() || std::find(splits.begin(), splits.end(), split) != splits.end()) out.push_back(f);
+  }
+  return out;
+}
+
+bool records_splits(const nlohmann::json& files) {
+  return std::all_of(files.begin(), files.end(), [](const nlohmann::json& f) { return f.contains("split"); });
+}
+
+}  // namespace
+
+std::vector<std::string> data_changes(const nlohmann::json& saved, const nlohmann::json& now) {
+  if (!records_splits(saved)) return file_changes(saved, now);
+  return file_changes(of_splits(saved, {kTrainSplit}), of_splits(now, {kTrainSplit}));
+}
+
+std::vector<std::string> evaluation_data_changes(const nlohmann::json& saved, const nlohmann::json& now) {
+  if (!records_splits(saved)) return {};
+  return file_changes(of_splits(saved, {kValSplit, kVocabSplit}), of_splits(now, {kValSplit, kVocabSplit}));
 }
 
 }  // namespace zt

@@ -16,9 +16,14 @@
 
 namespace zt {
 
+// What a data file is for: the training batches, the validation loss, or turning tokens into text.
+inline constexpr const char* kTrainSplit = "train";
+inline constexpr const char* kValSplit = "val";
+inline constexpr const char* kVocabSplit = "vocab";
+
 // Every file the config's data section reads (token files or shards, a prepared folder's files, a
-// vocabulary or tokenizer file) as {"path", "bytes", "fingerprint"}, in the order the splits read
-// them; the fingerprint is a crc32 of the file's first and last 64 KiB. The embedded dataset has
+// vocabulary or tokenizer file) as {"path", "bytes", "fingerprint", "split"}, in the order the
+// splits read them; the fingerprint is a crc32 of the file's first and last 64 KiB. The embedded dataset has
 // none (its text follows from data.embedded_chars and train.seed). A file that cannot be read is
 // listed with bytes -1: opening it reports the error.
 nlohmann::json data_identity(const RunConfig& config);
@@ -35,11 +40,17 @@ IdentityEntries run_identity(const RunConfig& config, const nlohmann::json& data
 // rank 1".
 void check_ranks_agree(Communicator& comm, const IdentityEntries& mine);
 
-// The differences between a checkpoint's data identity and the run's, one "what: old -> new"
-// each (a file added, gone, resized or with another fingerprint, or the same files in another
-// order); empty when they are the same, also under other paths (the same contents in the same
-// order: the same batches). A file read under another path is paired with the saved one it stands
-// for by its contents, or, changed, by its file name: one entry, "(saved as <path>)".
+// The differences between a checkpoint's data identity and the run's in the files the training
+// batches come from (the train split's; every file of a checkpoint saved before splits were
+// recorded), one "what: old -> new" each (a file added, gone, resized or with another fingerprint,
+// or the same files in another order); empty when they are the same, also under other paths (the
+// same contents in the same order: the same batches). A file read under another path is paired
+// with the saved one it stands for by its contents, or, changed, by its file name: one entry,
+// "(saved as <path>)".
 std::vector<std::string> data_changes(const nlohmann::json& saved, const nlohmann::json& now);
+// The same for the validation and vocabulary files, which do not change the trajectory: a resume
+// notes them (validation losses across it are not comparable). Empty for a checkpoint saved before
+// splits were recorded (data_changes compares its files).
+std::vector<std::string> evaluation_data_changes(const nlohmann::json& saved, const nlohmann::json& now);
 
 }  // namespace zt

@@ -15,7 +15,7 @@
     before it writes anything, and the first run ends normally with its own checkpoints; a run
     killed with -9 leaves its lock, which the next run on the folder takes over; a lock of another
     host is refused while its heartbeat is fresh and taken over once it is older than 60 s;
-  * a checkpoint records its data's identity; a resume on other training data is refused naming
+  * a checkpoint records its data's identity (ckpt inspect lists it); a resume on other training data is refused naming
     the file, and with --allow-config-change it continues and says what changed; another
     validation file resumes without the flag, noted and logged.
 
@@ -351,6 +351,12 @@ def main():
         recorded = json.load(f)["extra"].get("data_identity", [])
     check(p.returncode == 0 and any(x["path"].endswith("train.bin") and x["bytes"] > 0 for x in recorded),
           f"the checkpoint records its data's identity ({recorded[:1]})")
+    inspect = subprocess.run([binary, "ckpt", "inspect", step], capture_output=True, text=True, timeout=60)
+    shown = [line for line in inspect.stdout.splitlines() if line.startswith("data file")]
+    check(inspect.returncode == 0 and "config.data: " in inspect.stdout and len(shown) == len(recorded)
+          and shown[0].startswith("data file (train): ") and shown[0].endswith(
+              f"{recorded[0]['bytes']} bytes, fingerprint {recorded[0]['fingerprint']:08x}"),
+          f"ckpt inspect shows the data section and the files a resume compares ({shown})")
     # The same files through another path (a link to the folder): the same batches, resumed.
     link = os.path.join(work, "data_link")
     os.symlink(data_dir, link)

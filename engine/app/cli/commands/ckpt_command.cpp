@@ -105,6 +105,20 @@ std::string human_bytes(std::int64_t b) {
   return fmt::format("{} B", b);
 }
 
+// One entry of a manifest's data identity: "data file (train): PATH, N bytes, fingerprint X", or
+// the entry as it is where a field is not what a run writes.
+void print_data_file(const nlohmann::json& f) {
+  const auto has = [&](const char* key) { return f.is_object() && f.contains(key); };
+  if (has("path") && f["path"].is_string() && has("bytes") && f["bytes"].is_number_integer() && has("fingerprint") &&
+      f["fingerprint"].is_number_unsigned()) {
+    const std::string split = f.contains("split") && f["split"].is_string() ? f["split"].get<std::string>() : "";
+    fmt::print("data file{}: {}, {} bytes, fingerprint {:08x}\n", split.empty() ? "" : " (" + split + ")",
+               f["path"].get<std::string>(), f["bytes"].get<std::int64_t>(), f["fingerprint"].get<std::uint64_t>());
+  } else {
+    fmt::print("data file: {}\n", f.dump());
+  }
+}
+
 int inspect(const std::string& path) {
   const ckpt::CheckpointReader reader(resolve(path, ckpt::Validation::kStructure));
   const ckpt::Manifest& m = reader.manifest();
@@ -115,8 +129,12 @@ int inspect(const std::string& path) {
   fmt::print("model: {}\n", m.model.dump());
   fmt::print("parameters: {} in {} tensors, {} units\n", m.table.total_numel(), m.table.tensors().size(),
              m.table.units().size());
-  for (const char* section : {"train", "optim", "precision", "zero"}) {
+  for (const char* section : {"data", "train", "optim", "precision", "zero"}) {
     if (m.config.contains(section)) fmt::print("config.{}: {}\n", section, m.config.at(section).dump());
+  }
+  // The files a resume compares its data with (engine/app/trainer/run_identity.h).
+  if (const auto it = m.extra.find("data_identity"); it != m.extra.end() && it->is_array()) {
+    for (const nlohmann::json& f : *it) print_data_file(f);
   }
   fmt::print("\n{:<16} {:>12} {:>12} {:>12} {:>12}  {:<8}  {}\n", "file", "bytes", "master", "exp_avg", "exp_avg_sq",
              "crc32", "checksums");

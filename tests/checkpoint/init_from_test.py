@@ -232,6 +232,17 @@ def check_export_targets(checks, work, binary, train, source, exported, ckpt):
             save_file(load_file(path), path, metadata={"format": "pt"})
     e = export(ckpt, legacy)
     checks.check(e.returncode == 0, f"an export from before exported_by is written over ({e.stderr.strip()})")
+    # Someone's shard (save_pretrained's metadata alone) beside an export that names its files: not
+    # taken for an export from before they were named (the export deleted it, exit 0).
+    mixed = os.path.join(work, "export_and_someones_shard")
+    shutil.copytree(exported, mixed)
+    e = export(ckpt, mixed)  # an export of this build: its files name it
+    shutil.copy(os.path.join(source, "model.safetensors"), os.path.join(mixed, "model-00001-of-00003.safetensors"))
+    before = contents(mixed)
+    e = export(ckpt, mixed)
+    checks.check(e.returncode == 2 and "a model that no export wrote (model-00001-of-00003.safetensors)" in e.stderr
+                 and contents(mixed) == before,
+                 f"someone's shard beside an earlier export: refused, the folder as it was ({e.stderr.strip()})")
     # Someone's safetensors without a config.json: not an export's either.
     bare = os.path.join(work, "bare_weights")
     os.makedirs(bare)
@@ -395,6 +406,29 @@ def main():
 
     check_scaled_rope(checks, work, train, tokens, binary)
 
+    # train.init_from reads a leading ~ as $HOME, as every path key does (it looked for "~/...").
+    home_run = os.path.join(work, "from_home")
+    p = subprocess.run([binary, "train", "--config", config, "--run-dir", home_run, "--set",
+                        f"train.init_from=~/{os.path.basename(by_label['gpt2 f32 one file'][1])}"],
+                       capture_output=True, text=True, timeout=300, env={**os.environ, "HOME": work})
+    checks.check(p.returncode == 0, f"train.init_from = ~/FOLDER reads $HOME/FOLDER ({p.stderr.strip()[-300:]})")
+    # An llm.c export over the llm.c file the run started from: refused, the file as it was (it
+    # was replaced, exit 0), as the HF export refuses the folder a run started from.
+    started = os.path.join(work, "started_from.bin")
+    shutil.copy(by_label["llm.c f32"][1], started)
+    run_dir, p = train("from_llmc_file", started, 1, "--set", "checkpoint.at_end=true")
+    if checks.check(p.returncode == 0, f"a run starts from an llm.c file ({p.stderr[-300:]})"):
+        with open(started, "rb") as f:
+            before = f.read()
+        e = subprocess.run([binary, "ckpt", "export", os.path.join(run_dir, "checkpoints"), "--format", "llmc",
+                            "--out", started], capture_output=True, text=True, timeout=120)
+        with open(started, "rb") as f:
+            after = f.read()
+        checks.check(e.returncode == 2 and "the llm.c model file this run started from" in e.stderr
+                     and after == before,
+                     f"an llm.c export over the run's own train.init_from: refused, the file as it was "
+                     f"({e.stderr.strip()})")
+
     # A tied GPT-2 whose file holds the head too (a plain state_dict saved: lm_head.weight equal to
     # wte), which transformers loads by tying it back: read as the same model.
     from safetensors.torch import save_file
@@ -516,7 +550,8 @@ def main():
         ("attention left unscaled", unscaled, [], ["unscaled/config.json", "scale_attn_weights", "1 / sqrt"]),
         ("a missing path", os.path.join(work, "nothing"), [], ["nothing", "no such"]),
         ("a tied model's file with another head", other_head, [],
-         ["tensor 'lm_head.weight' differs from 'transformer.wte.weight'", "tie_word_embeddings"]),
+         ["tensor 'lm_head.weight' differs from 'transformer.wte.weight'", "tie_word_embeddings",
+          "zerotrain's GPT-2 ties its head"]),
         ("pytorch_model.bin alone", torch_only, [], ["only pytorch_model.bin", "safe_serialization=True"]),
         ("a safetensors header length past 2^63", huge_header, [],
          ["huge_header/model.safetensors", "header length 18446744073709551615 does not fit"]),

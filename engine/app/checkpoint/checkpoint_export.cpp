@@ -161,6 +161,14 @@ void check_hf_export_folder(const std::string& out_dir, const Manifest& manifest
       why = fmt::format("a config.json that is not a Hugging Face model's ({})", e.what());
     }
   }
+  // An export that names itself names every tensor file it writes: beside one of those, a file with
+  // transformers' metadata alone is someone's shard (a save_pretrained's), not a legacy export's.
+  for (const fs::directory_entry& e : fs::directory_iterator(out_dir, ec)) {
+    if (legacy && e.path().filename().string().ends_with(".safetensors") &&
+        written_by_export(e.path(), /*legacy=*/false)) {
+      legacy = false;
+    }
+  }
   // Its tensor files must be an earlier export's, config.json or none (an export cut between its
   // renames leaves none; without one, only the metadata naming this tool tell).
   for (const fs::directory_entry& e : fs::directory_iterator(out_dir, ec)) {
@@ -302,6 +310,14 @@ void export_llmc(const CheckpointReader& reader, const std::string& link_or_path
         "{}: llm.c's model file holds GPT-2 models only; this checkpoint is a {} (export it with --format "
         "hf)",
         reader.dir(), spec.model.arch);
+  }
+  // As the HF export refuses the folder the run started from: an llm.c file it started from holds
+  // the pretrained weights (gpt2_124M.bin) that this export would replace.
+  if (is_init_from(out_path, reader.manifest())) {
+    throw_input_error(
+        "--out {} is the llm.c model file this run started from (train.init_from): the export would replace its "
+        "pretrained weights; export to another file",
+        link_or_path);
   }
   // Its folder made where missing, as an HF export makes its own (the file was refused naming the
   // .tmp beside it, exit 1).

@@ -30,8 +30,10 @@ OverrideSources apply_init_from(nlohmann::json& doc, ConfigReader& root,
                       root.section("train").source_of("init_from"));
   }
   if (from.get<std::string>().empty()) return set;  // "": none (config.json writes it so)
+  // As the train section reads it: a leading ~ is $HOME.
+  const std::string path = root.section("train").get_path("init_from", "");
   std::error_code ec;
-  if (saved_model_keys && !std::filesystem::exists(from.get<std::string>(), ec)) {
+  if (saved_model_keys && !std::filesystem::exists(path, ec)) {
     nlohmann::json saved;
     try {
       saved = saved_model_keys();
@@ -50,7 +52,7 @@ OverrideSources apply_init_from(nlohmann::json& doc, ConfigReader& root,
     }
     return set;
   }
-  const PretrainedModel pretrained = read_pretrained_model(from.get<std::string>());
+  const PretrainedModel pretrained = read_pretrained_model(path);
   nlohmann::json& model = doc["model"];
   ConfigReader section = root.section("model");
   std::string conflicts;

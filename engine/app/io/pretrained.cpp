@@ -214,10 +214,15 @@ class HfReader final : public PretrainedReader {
       if (!table_name.ends_with("wte.weight") && !table_name.ends_with("embed_tokens.weight")) continue;
       if (entries_.at(file_name).shape != e.shape) return false;
       if (!same_values(entries_.at(file_name), e)) {
+        // A Llama may be untied; zerotrain's GPT-2 always ties its head (config_error refuses
+        // tie_word_embeddings false), so there the file's head can only go.
+        const bool untie = table_name.ends_with("embed_tokens.weight");
         throw_input_error(
             "{}: tensor '{}' differs from '{}', which the tied model (its config's tie_word_embeddings) shares with "
-            "the head: drop it, or untie the model (tie_word_embeddings false) to train a head of its own",
-            dir, name, file_name);
+            "the head: {}",
+            dir, name, file_name,
+            untie ? "drop it, or untie the model (tie_word_embeddings false) to train a head of its own"
+                  : "drop it (zerotrain's GPT-2 ties its head to the token table)");
       }
       return true;
     }

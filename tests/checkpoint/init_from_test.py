@@ -243,6 +243,24 @@ def check_export_targets(checks, work, binary, train, source, exported, ckpt):
     checks.check(e.returncode == 2 and "a model that no export wrote (model-00001-of-00003.safetensors)" in e.stderr
                  and contents(mixed) == before,
                  f"someone's shard beside an earlier export: refused, the folder as it was ({e.stderr.strip()})")
+    # Someone's tokenizer in a folder with no export's tensors: refused (the export overwrote it, or
+    # left it to number another model's tokens); a folder of unrelated files takes the export.
+    notes = os.path.join(work, "notes_and_tokenizer")
+    os.makedirs(notes)
+    with open(os.path.join(notes, "README.md"), "w") as f:
+        f.write("my notes\n")
+    with open(os.path.join(notes, "tokenizer.json"), "w") as f:
+        f.write('{"someone": "else"}\n')
+    before = contents(notes)
+    e = export(ckpt, notes)
+    checks.check(e.returncode == 2 and "a tokenizer that no export wrote (tokenizer.json)" in e.stderr
+                 and contents(notes) == before, f"someone's tokenizer.json: refused, as it was ({e.stderr.strip()})")
+    os.remove(os.path.join(notes, "tokenizer.json"))
+    e = export(ckpt, notes)
+    checks.check(e.returncode == 0 and "README.md" in os.listdir(notes),
+                 f"a folder of unrelated files takes the export, its files kept ({e.stderr.strip()})")
+    e = export(ckpt, notes)
+    checks.check(e.returncode == 0, f"... and an export over that export goes on ({e.stderr.strip()})")
     # Someone's safetensors without a config.json: not an export's either.
     bare = os.path.join(work, "bare_weights")
     os.makedirs(bare)

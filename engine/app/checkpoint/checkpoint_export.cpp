@@ -180,6 +180,18 @@ void check_hf_export_folder(const std::string& out_dir, const Manifest& manifest
                                    name.ends_with(".h5") || name.ends_with(".msgpack") || name.ends_with(".gguf");
     if (foreign) why = fmt::format("a model that no export wrote ({})", name);
   }
+  // A tokenizer belongs to the model beside it: one in a folder with no earlier export's tensors
+  // is someone else's (the export would overwrite it, or leave it to number this model's tokens).
+  bool earlier_export = false;
+  for (const fs::directory_entry& e : fs::directory_iterator(out_dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.ends_with(".safetensors") && written_by_export(e.path(), legacy)) earlier_export = true;
+  }
+  for (const char* f : data::kTokenizerFiles) {
+    if (why.empty() && !earlier_export && fs::exists(fs::path(out_dir) / f, ec)) {
+      why = fmt::format("a tokenizer that no export wrote ({})", f);
+    }
+  }
   if (!why.empty()) {
     throw_input_error(
         "--out {} holds {}, which the export would replace: export into a new or empty folder, or over an "

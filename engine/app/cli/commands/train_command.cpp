@@ -6,6 +6,8 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <exception>
+#include <filesystem>
 #include <memory>
 
 #include "engine/app/cli/commands/arg_parser.h"
@@ -27,6 +29,39 @@
 namespace zt::cli {
 
 namespace {
+
+// The run directory, where this run makes it, removed again when the run fails before it wrote
+// anything there (a train.init_from refused as its weights load, a NaN in them): its empty log and
+// empty checkpoint folder alone were left, which looked like a run that had started.
+class MadeRunDirectory {
+ public:
+  MadeRunDirectory(std::string dir, bool root) : dir_(std::move(dir)), unwinding_(std::uncaught_exceptions()) {
+    std::error_code ec;
+    armed_ = root && !std::filesystem::exists(dir_, ec) && !ec;
+  }
+  MadeRunDirectory(const MadeRunDirectory&) = delete;
+  MadeRunDirectory& operator=(const MadeRunDirectory&) = delete;
+  ~MadeRunDirectory() {
+    if (!armed_ || std::uncaught_exceptions() == unwinding_) return;
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    for (const fs::directory_entry& e : fs::directory_iterator(dir_, ec)) {
+      const std::string name = e.path().filename().string();
+      std::error_code size_ec;
+      const bool empty_log = name == "metrics.jsonl" && e.is_regular_file(size_ec) && e.file_size(size_ec) == 0;
+      const bool empty_folder = name == "checkpoints" && e.is_directory(size_ec) && fs::is_empty(e.path(), size_ec);
+      if (!empty_log && !empty_folder) return;  // anything else is a file this run meant to keep
+    }
+    if (ec) return;
+    for (const char* made : {"metrics.jsonl", "checkpoints"}) fs::remove(fs::path(dir_) / made, ec);
+    fs::remove(dir_, ec);
+  }
+
+ private:
+  std::string dir_;
+  int unwinding_;
+  bool armed_ = false;
+};
 
 // What train.deterministic promises this run (docs/zero_memory.md, "The same bits at any rank
 // count"), for the banner: the stages and rank counts whose bits agree, and the exceptions.
@@ -127,6 +162,7 @@ int train_main(const std::vector<std::string>& args) {
     resume_checkpoint = resolve_resume_checkpoint(*comm, arg, cfg.checkpoint.folder_for(cfg.log.run_dir));
     if (root) fmt::print("resuming from {}\n", resume_checkpoint);
   }
+  const MadeRunDirectory made_run_dir(cfg.log.run_dir, root);
   Trainer trainer(cfg, cfg.log.run_dir, *comm, tracker, resume_checkpoint, &data_files);
   trainer.allow_config_change(parser.has("allow-config-change"));
   const auto& blas = cpu_blas_description();

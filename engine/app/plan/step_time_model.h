@@ -5,8 +5,8 @@
 // schedule replay predicts per step. A coarse model, stated here and in docs/memory.md: ops grow
 // with the work their class does (the linear layers' FLOPs as the model's family counts them,
 // attention's, the vocabulary's, the MLP activation's over its width, the other elementwise work,
-// the optimizer's shard), so a profile of one family ranks another's choices; recomputed forward ops cost what they cost in the
-// forward; with overlap_comm a step is the longer of compute and communication, else their sum.
+// the optimizer's shard), so a profile of one family ranks another's choices; recomputed forward ops cost what they
+// cost in the forward; with overlap_comm a step is the longer of compute and communication, else their sum.
 #pragma once
 
 #include <map>

@@ -360,6 +360,21 @@ def main():
     if bad or not configs:
         failures.append("shipped configs")
 
+    # A config written for 8 ranks asked about 3, whose global batch does not split over them: the
+    # bytes per rank follow the micro-batch, so predicted at grad_accum 1, with a note (it was refused).
+    gpt2 = os.path.join(ROOT, "configs", "gpt2_124m.json")
+    odd = subprocess.run([binary, "memory", "--config", gpt2, "--ranks", "3"], capture_output=True, text=True,
+                         timeout=60)
+    asked = subprocess.run([binary, "memory", "--config", gpt2, "--ranks", "3", "--set", "train.grad_accum=1"],
+                           capture_output=True, text=True, timeout=60)
+    note = [line for line in odd.stdout.splitlines() if line.startswith("note: ")]
+    ok = (odd.returncode == 0 and len(note) == 1 and "does not load on 3 ranks" in note[0]
+          and "train.grad_accum = 1" in note[0] and asked.returncode == 0
+          and [line for line in odd.stdout.splitlines() if not line.startswith("note: ")] == asked.stdout.splitlines())
+    print(f"{'memory on a rank count the batch does not split over':<32} {'OK' if ok else 'FAIL: ' + (odd.stdout + odd.stderr)[-300:]}")
+    if not ok:
+        failures.append("memory at another rank count")
+
     # eval --from a folder whose context is long: its default window (the whole context) does not fit,
     # and the error says which flag makes it fit.
     long_dir, long_hf, long_ds = (os.path.join(work, n) for n in ("long", "long_hf", "ds_long"))

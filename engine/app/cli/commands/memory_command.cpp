@@ -121,13 +121,40 @@ void brief_table(const RunConfig& cfg, const ParamTable& table, int ranks, const
   row("total vs stage 0", [&](const StageMemory& m) { return percent(m.total_bytes(), s0.total_bytes()); });
 }
 
+// The config resolved for `ranks`. One written for another rank count, whose global batch does not
+// split over these ranks at its micro-batch, is read at train.grad_accum = 1 (appended to
+// `overrides`), said in `note`: a step's bytes per rank follow the micro-batch, not the
+// accumulation. Any other error stands.
+RunConfig load_for_ranks(const std::string& path, std::vector<std::string>& overrides, int ranks, std::string& note) {
+  try {
+    return load_run_config(path, overrides, ranks);
+  } catch (const InputError& original) {
+    std::vector<std::string> retry = overrides;
+    retry.push_back("train.grad_accum=1");
+    RunConfig c;
+    try {
+      c = load_run_config(path, retry, ranks);
+    } catch (const InputError&) {
+      throw original;
+    }
+    note = fmt::format(
+        "the config's batch does not load on {} rank{} ({}); predicted at train.grad_accum = 1: a step's bytes per "
+        "rank follow the micro-batch, not the accumulation (the gradient traffic of stages 2-3 grows with it)",
+        ranks, ranks == 1 ? "" : "s", original.what());
+    overrides = std::move(retry);
+    return c;
+  }
+}
+
 int config_table(const ArgParser& parser, int ranks, bool json) {
   // The prediction covers every stage, so the run's own stage is set aside. The device stays: it
   // decides the attention's activations (GPT: flash on CUDA, gpt::activation_dims). Resolved for
   // the ranks asked about, as the run would be (grad_accum from train.global_batch_tokens).
   std::vector<std::string> overrides = parser.all("set");
+  std::string note;
   // The config as given (a stage 9 refused), of sizes the prediction counts.
-  check_memory_countable(load_run_config(parser.get("config"), overrides, ranks));
+  check_memory_countable(load_for_ranks(parser.get("config"), overrides, ranks, note));
+  if (!note.empty()) fmt::print(json ? stderr : stdout, "{}note: {}\n", json ? "zerotrain memory: " : "", note);
   overrides.push_back("zero.stage=0");
   const RunConfig cfg = load_run_config(parser.get("config"), overrides, ranks);
   ShardingOptions options;

@@ -99,6 +99,16 @@ TEST(RunConfig, FilesThatCannotBeReadOrParsedAreNamed) {
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("malformed JSON at line 3"), std::string::npos) << e.what();
   }
+  // Empty, or blank: said so (it read "malformed JSON at line 1, column 1").
+  for (const char* text : {"", " \n\t\n"}) {
+    std::ofstream(path) << text;
+    try {
+      load_run_config(path, {});
+      FAIL();
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("malformed.json: the file is empty"), std::string::npos) << e.what();
+    }
+  }
 }
 
 TEST(RunConfig, BatchTermsAreDerivedOrMustAgree) {

@@ -389,6 +389,10 @@ nlohmann::json parse_config_json(const std::string& text, const std::string& sou
     throw_input_error("config error in {}: a NUL byte at line {}, column {} (not a JSON text file?)", source, line,
                       col);
   }
+  if (text.find_first_not_of(" \t\r\n") == std::string::npos) {
+    throw_input_error("config error in {}: the file is empty (a config is a JSON object, e.g. {{\"model\": {{...}}}})",
+                      source);
+  }
   nlohmann::json doc;
   try {
     doc = nlohmann::json::parse(text, check);

@@ -328,6 +328,16 @@ def main():
           f"\n    stderr: {proc.stderr.strip()[-200:]} {own.stderr.strip()[-200:]}")
     if not ok:
         failures.append("vocab_file smaller than the token files' ids")
+    # A prompt with a character the run's vocabulary lacks: the error names --prompt.
+    proc = subprocess.run([binary, "sample", "--run", run_dir + "_own", "--prompt", "aZ", "--tokens", "1"],
+                          capture_output=True, text=True, timeout=120)
+    lines = proc.stderr.strip().splitlines()
+    ok = (proc.returncode == 2 and len(lines) == 1 and "--prompt: character U+005A 'Z'" in lines[0]
+          and "not in the vocabulary" in lines[0])
+    print(f"{'sample: prompt outside the vocab':<32} exit={proc.returncode}  {'OK' if ok else 'FAIL'}"
+          f"\n    stderr: {proc.stderr.strip()[-200:]}")
+    if not ok:
+        failures.append("prompt outside the vocabulary")
 
     # The deterministic banner names the stages whose bits agree where a setting limits them.
     proc = subprocess.run([binary, "train", "--config", config_file("det.json", with_model(vocab_size=65)), "--run-dir",

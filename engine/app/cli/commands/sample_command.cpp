@@ -86,7 +86,7 @@ Prompt encode_prompt(const ArgParser& parser, const data::TokenText& text, const
     p.ids = text.encode_prompt(p.text);
   } catch (const InputError& e) {
     // The default prompt, a newline, in a vocabulary without one: say which prompt it was.
-    if (parser.has("prompt")) throw;
+    if (parser.has("prompt")) throw_input_error("zerotrain sample: --prompt: {}", e.what());
     throw_input_error("zerotrain sample: the default prompt (a newline): {}; give one with --prompt", e.what());
   }
   for (const std::int32_t id : p.ids) {  // a tokenizer not the model's: its ids would index past the table

@@ -43,6 +43,22 @@ TEST(RunConfig, UnknownKeyIsRejectedWithSuggestion) {
   doc = base();
   doc["trian"] = nlohmann::json::object();
   expect_error(doc, {"unknown key 'trian'", "did you mean 'train'"});
+  // A key of another section (nanoGPT's flat names, put in the wrong place): where it belongs.
+  doc = base();
+  doc["train"] = {{"lr", 1e-3}};
+  expect_error(doc, {"unknown key 'train.lr'", "did you mean 'optim.lr'?"});
+  doc = base();
+  doc["optim"] = {{"max_steps", 3}};
+  expect_error(doc, {"unknown key 'optim.max_steps'", "did you mean 'train.max_steps'?"});
+  doc = base();
+  doc["train"] = {{"every_steps", 3}};
+  expect_error(doc, {"unknown key 'train.every_steps'", "did you mean 'checkpoint.every_steps' or 'log.every_steps'?"});
+  doc = base();
+  doc["stage"] = 2;  // at the top level
+  expect_error(doc, {"unknown key 'stage'", "did you mean 'zero.stage'?"});
+  doc = base();
+  doc["train"] = {{"device", "cpu"}};
+  expect_error(doc, {"unknown key 'train.device'", "did you mean 'device'?"});
 }
 
 TEST(RunConfig, WrongTypesNameTheKey) {

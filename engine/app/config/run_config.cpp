@@ -271,6 +271,28 @@ void read_comm(ConfigReader& r, RunConfig& c) {
 
 }  // namespace
 
+namespace {
+
+// Every key a config has, by name: a default config's, as to_json writes them (a section's keys,
+// and the top level's own), for an unknown key's "did you mean" (ConfigReader::set_key_homes).
+std::shared_ptr<const KeyHomes> config_key_homes() {
+  static const std::shared_ptr<const KeyHomes> homes = [] {
+    auto out = std::make_shared<KeyHomes>();
+    const nlohmann::json defaults = RunConfig{}.to_json();
+    for (const auto& [name, value] : defaults.items()) {
+      if (!value.is_object()) {
+        (*out)[name].push_back(name);
+        continue;
+      }
+      for (const auto& [key, inner] : value.items()) (*out)[key].push_back(name + "." + key);
+    }
+    return out;
+  }();
+  return homes;
+}
+
+}  // namespace
+
 RunConfig parse_run_config(nlohmann::json doc, const std::string& source, int world_size,
                            std::shared_ptr<const OverrideSources> overrides, const SavedModelKeys& saved_model_keys) {
   RunConfig c;
@@ -280,6 +302,7 @@ RunConfig parse_run_config(nlohmann::json doc, const std::string& source, int wo
   c.overrides = sources;
   c.world_size = world_size;
   ConfigReader root(doc, source, "", sources);
+  root.set_key_homes(config_key_homes());
   if (!root.has("model")) {
     throw_input_error(
         "config error in {}: missing required section 'model'{}", source,

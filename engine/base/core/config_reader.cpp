@@ -2,6 +2,7 @@
 #include "engine/base/core/config_reader.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
@@ -246,9 +247,10 @@ bool ConfigReader::get_bool(const std::string& key, bool fallback) {
 
 ConfigReader ConfigReader::section(const std::string& key) {
   const nlohmann::json* v = find(key);
-  if (v == nullptr) return ConfigReader(kEmptyObject, file_, dotted(key), overrides_);
-  if (!v->is_object()) fail_type(key, "a JSON object", *v);
-  return ConfigReader(*v, file_, dotted(key), overrides_);
+  if (v != nullptr && !v->is_object()) fail_type(key, "a JSON object", *v);
+  ConfigReader inner(v == nullptr ? kEmptyObject : *v, file_, dotted(key), overrides_);
+  inner.homes_ = homes_;
+  return inner;
 }
 
 std::optional<ConfigReader> ConfigReader::optional_section(const std::string& key) {
@@ -261,8 +263,17 @@ void ConfigReader::reject_unknown_keys() const {
   for (auto it = node_.begin(); it != node_.end(); ++it) {
     if (known_.count(it.key()) != 0) continue;
     const std::string near = nearest_key(it.key(), known_);
-    throw_input_error("config error in {}: unknown key '{}'{}", source_of(it.key()), dotted(it.key()),
-                      near.empty() ? "" : " (did you mean '" + dotted(near) + "'?)");
+    std::string hint = near.empty() ? "" : " (did you mean '" + dotted(near) + "'?)";
+    if (hint.empty() && homes_ != nullptr) {
+      if (const auto home = homes_->find(it.key()); home != homes_->end()) {
+        std::vector<std::string> elsewhere;
+        for (const std::string& h : home->second) {
+          if (h != dotted(it.key())) elsewhere.push_back("'" + h + "'");
+        }
+        if (!elsewhere.empty()) hint = fmt::format(" (did you mean {}?)", fmt::join(elsewhere, " or "));
+      }
+    }
+    throw_input_error("config error in {}: unknown key '{}'{}", source_of(it.key()), dotted(it.key()), hint);
   }
 }
 

@@ -23,6 +23,10 @@ namespace zt {
 // of train.init_from).
 using OverrideSources = std::map<std::string, std::string>;
 
+// A key's name -> the dotted keys of that name the whole config has ("lr" -> {"optim.lr"}), for
+// an unknown key's message: a key written into the wrong section is told where it belongs.
+using KeyHomes = std::map<std::string, std::vector<std::string>>;
+
 // Where a check across keys (dotted from the root: "model.n_head") got its values: `file`, and the
 // --set assignments of those keys `overrides` holds ("tiny.json and --set model.n_head=3").
 std::string config_sources(const std::string& file, const OverrideSources* overrides,
@@ -59,8 +63,11 @@ class ConfigReader {
   // A section that may be absent or null (as a config.json writes "no such thing"): nullopt then.
   std::optional<ConfigReader> optional_section(const std::string& key);
 
-  // Throws for the first key that no getter or section() asked for.
+  // Throws for the first key that no getter or section() asked for: the nearest key of this
+  // section suggested, or else the sections `homes` (set_key_homes) have a key of that name in.
   void reject_unknown_keys() const;
+  // The whole config's keys by name, for reject_unknown_keys; sections made after inherit them.
+  void set_key_homes(std::shared_ptr<const KeyHomes> homes) { homes_ = std::move(homes); }
 
   const std::string& file() const { return file_; }
   std::string dotted(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
@@ -87,6 +94,7 @@ class ConfigReader {
   std::string file_;
   std::string path_;
   std::shared_ptr<const OverrideSources> overrides_;
+  std::shared_ptr<const KeyHomes> homes_;
   std::set<std::string> known_;
   static const nlohmann::json kEmptyObject;
 };

@@ -83,7 +83,7 @@ TEST(Prepare, RefusesBadInputs) {
   const std::string bad_utf8 = temp_path("prepare_bad_utf8.txt");
   write_file(bad_utf8, "hello \xFE world, long enough to split");
   expect_input_error([&] { prepare_text_dataset(bad_utf8, dir, Vocab::Kind::kChar); },
-                     {bad_utf8, "invalid UTF-8", "byte offset 6"});
+                     {bad_utf8, "invalid UTF-8", "byte offset 6", "--level byte tokenises any bytes"});
 }
 
 // nanoGPT's data/shakespeare_char/prepare.py reports 65 characters, 1,003,854 train and 111,540

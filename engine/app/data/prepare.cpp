@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <span>
+#include <string_view>
 
 #include "engine/app/checkpoint/durable_file.h"
 #include "engine/app/data/token_file.h"
@@ -30,7 +31,10 @@ PrepareSummary prepare_text_dataset(const std::string& text_path, const std::str
     vocab = kind == Vocab::Kind::kChar ? Vocab::build_char(text) : Vocab::byte_level();
     tokens = vocab.encode(text);
   } catch (const InputError& e) {
-    throw_input_error("{}: {}", text_path, e.what());
+    // Only a character-level vocabulary reads the text as UTF-8; bytes take any file.
+    const bool utf8 = std::string_view(e.what()).starts_with("invalid UTF-8");
+    throw_input_error("{}: {}{}", text_path, e.what(),
+                      utf8 ? " (a text in another encoding, or binary data: --level byte tokenises any bytes)" : "");
   }
 
   const auto n = static_cast<std::int64_t>(tokens.size());

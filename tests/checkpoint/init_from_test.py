@@ -552,8 +552,8 @@ def main():
                  f"a run refused at the weights' load leaves the earlier run's directory as it was "
                  f"({before} -> {sorted(os.listdir(kept_dir))}, log {len(log_before)} -> {len(log_after)} bytes)")
     # ... and a directory it made goes again: no empty log and checkpoint folder left behind.
-    new_dir, p = train("made_and_refused", nan_weights, 1, "--set", "checkpoint.every_steps=1")
-    checks.check(p.returncode == 2 and not os.path.exists(new_dir),
+    new_dir, p = train(os.path.join("made", "and", "refused"), nan_weights, 1, "--set", "checkpoint.every_steps=1")
+    checks.check(p.returncode == 2 and not os.path.exists(os.path.join(work, "made")),
                  f"a run refused at the weights' load removes the directory it made "
                  f"({sorted(os.listdir(new_dir)) if os.path.exists(new_dir) else 'gone'})")
     for what, source, sets, fragments in [

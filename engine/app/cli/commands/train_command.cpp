@@ -38,6 +38,12 @@ class MadeRunDirectory {
   MadeRunDirectory(std::string dir, bool root) : dir_(std::move(dir)), unwinding_(std::uncaught_exceptions()) {
     std::error_code ec;
     armed_ = root && !std::filesystem::exists(dir_, ec) && !ec;
+    // The folders above it that are missing too (--run-dir runs/new/a): made with it, removed with it.
+    const std::filesystem::path absolute = std::filesystem::absolute(dir_, ec);
+    for (std::filesystem::path p = absolute; armed_ && !ec && p.has_relative_path(); p = p.parent_path()) {
+      if (std::filesystem::exists(p, ec)) break;
+      top_ = p;
+    }
   }
   MadeRunDirectory(const MadeRunDirectory&) = delete;
   MadeRunDirectory& operator=(const MadeRunDirectory&) = delete;
@@ -54,11 +60,15 @@ class MadeRunDirectory {
     }
     if (ec) return;
     for (const char* made : {"metrics.jsonl", "checkpoints"}) fs::remove(fs::path(dir_) / made, ec);
-    fs::remove(dir_, ec);
+    // rmdir, up to the first folder that was there: only empty folders go.
+    for (fs::path p = fs::absolute(dir_, ec); !ec && !top_.empty(); p = p.parent_path()) {
+      if (!fs::remove(p, ec) || p == top_) break;
+    }
   }
 
  private:
   std::string dir_;
+  std::filesystem::path top_;  // the outermost folder of dir_ that was missing
   int unwinding_;
   bool armed_ = false;
 };

@@ -3,7 +3,10 @@
 // model keys when train.init_from's folder is gone (run_config.h's SavedModelKeys).
 #include <gtest/gtest.h>
 
+#include <unistd.h>
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -191,6 +194,38 @@ TEST(ResumeData, TheSameFilesInAnotherOrderAreAChange) {
   EXPECT_TRUE(twins[0].starts_with("data file /e/a.bin (saved as d/a.bin)")) << twins[0];
   // A file another run reads instead: one not read before, one no longer read.
   EXPECT_EQ(data_changes(saved, nlohmann::json::array({a, data_file("d/c.bin", 300, 3)})).size(), 2u);
+}
+
+// A token file rewritten between its ends at the same size (another tokenisation of the middle):
+// its sampled fingerprint differs, so a resume is refused naming it (its ends' alone did not). A
+// checkpoint recorded before the sampled fingerprint compares the ends.
+TEST(ResumeData, AFileRewrittenBetweenItsEndsIsAChange) {
+  const std::string dir = ::testing::TempDir() + "/zt_identity_" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  const std::string train = dir + "/train.bin", val = dir + "/val.bin";
+  std::vector<char> bytes(1 << 20);
+  for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>((i * 7919) >> 3);
+  std::ofstream(train, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  std::ofstream(val, std::ios::binary).write(bytes.data(), 1000);
+  nlohmann::json doc = base();
+  doc["data"] = {{"train_file", train}, {"val_file", val}};
+  const RunConfig c = parse_run_config(doc, "t.json");
+  const nlohmann::json saved = data_identity(c);
+  ASSERT_TRUE(saved[0].contains("sampled_fingerprint"));
+  EXPECT_FALSE(saved[1].contains("sampled_fingerprint")) << "a file of its ends alone";
+  // 100 KB a third of the way in, far from both ends.
+  for (std::size_t i = 350'000; i < 450'000; ++i) bytes[i] = static_cast<char>(bytes[i] ^ 0x5A);
+  std::ofstream(train, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  const nlohmann::json now = data_identity(c);
+  EXPECT_EQ(now[0]["fingerprint"], saved[0]["fingerprint"]) << "the ends are as they were";
+  const std::vector<std::string> changed = data_changes(saved, now);
+  ASSERT_EQ(changed.size(), 1u);
+  EXPECT_TRUE(changed[0].starts_with("data file " + train + ": 1048576 bytes, fingerprint")) << changed[0];
+  EXPECT_NE(changed[0].find(", sampled "), std::string::npos) << changed[0];
+  nlohmann::json older = saved;
+  for (nlohmann::json& f : older) f.erase("sampled_fingerprint");
+  EXPECT_TRUE(data_changes(older, now).empty());
+  std::filesystem::remove_all(dir);
 }
 
 nlohmann::json fine_tune(const std::string& init_from) {

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <initializer_list>
 #include <map>
+#include <optional>
 #include <string_view>
 #include <tuple>
 
@@ -26,8 +27,11 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr std::int64_t kFingerprintBytes = 64 * 1024;  // read at each end of a file
-constexpr std::size_t kRecordBytes = 512;              // a rank's first difference, as gathered
-constexpr std::size_t kShownChars = 80;                // of a value, in the message
+// And between the ends: blocks spread evenly over the middle, so a file rewritten there at the
+// same size (another tokenisation, other documents) is not taken for the same data.
+constexpr std::int64_t kSampledBlocks = 32, kSampledBlockBytes = 4096;
+constexpr std::size_t kRecordBytes = 512;  // a rank's first difference, as gathered
+constexpr std::size_t kShownChars = 80;    // of a value, in the message
 
 std::uint64_t fnv1a(const std::string& s) {
   std::uint64_t h = 1469598103934665603ull;
@@ -80,7 +84,38 @@ nlohmann::json file_identity(const std::string& path) {
   in.seekg(bytes - head);
   in.read(buf.data(), head);
   crc = ckpt::crc32_update(crc, buf.data(), in.gcount());
-  return {{"path", path}, {"bytes", bytes}, {"fingerprint", crc}};
+  nlohmann::json identity = {{"path", path}, {"bytes", bytes}, {"fingerprint", crc}};
+  const std::int64_t middle = bytes - 2 * kFingerprintBytes;
+  if (middle > 0) {
+    std::uint32_t sampled = 0;
+    for (std::int64_t i = 0; i < kSampledBlocks; ++i) {
+      const std::int64_t length = std::min(kSampledBlockBytes, middle);
+      in.clear();
+      in.seekg(kFingerprintBytes + (middle - length) * i / (kSampledBlocks - 1));
+      in.read(buf.data(), length);
+      sampled = ckpt::crc32_update(sampled, buf.data(), in.gcount());
+    }
+    identity["sampled_fingerprint"] = sampled;
+  }
+  return identity;
+}
+
+// The crc32 of the blocks between a file's ends, where its identity has one (a file longer than
+// its two ends; one recorded before it was read is compared by its ends alone).
+std::optional<std::uint32_t> sampled_fingerprint(const nlohmann::json& f) {
+  if (!f.contains("sampled_fingerprint") || !f["sampled_fingerprint"].is_number_unsigned()) return std::nullopt;
+  return f["sampled_fingerprint"].get<std::uint32_t>();
+}
+
+std::string describe_contents(const nlohmann::json& f) {
+  const std::optional<std::uint32_t> sampled = sampled_fingerprint(f);
+  return fmt::format("{} bytes, fingerprint {:08x}{}", f["bytes"].get<std::int64_t>(),
+                     f["fingerprint"].get<std::uint32_t>(), sampled ? fmt::format(", sampled {:08x}", *sampled) : "");
+}
+
+bool same_contents(const nlohmann::json& a, const nlohmann::json& b) {
+  const std::optional<std::uint32_t> sa = sampled_fingerprint(a), sb = sampled_fingerprint(b);
+  return a["bytes"] == b["bytes"] && a["fingerprint"] == b["fingerprint"] && (!sa || !sb || *sa == *sb);
 }
 
 void flatten(const nlohmann::json& j, const std::string& prefix, IdentityEntries& out) {
@@ -140,9 +175,7 @@ IdentityEntries run_identity(const RunConfig& config, const nlohmann::json& data
   std::erase_if(out, [](const auto& e) { return e.first == "train.num_threads"; });  // a node's own
   for (std::size_t i = 0; i < data.size(); ++i) {
     const nlohmann::json& f = data[i];
-    out.emplace_back(fmt::format("data.file[{}]", i),
-                     fmt::format("{} ({} bytes, fingerprint {:08x})", f["path"].dump(), f["bytes"].get<std::int64_t>(),
-                                 f["fingerprint"].get<std::uint32_t>()));
+    out.emplace_back(fmt::format("data.file[{}]", i), fmt::format("{} ({})", f["path"].dump(), describe_contents(f)));
   }
   // The multiple-choice file each rank scores its share of: a rank reading another copy would run
   // a different number of forwards (a hang at stage 3) or mix two files' losses. Not part of the
@@ -244,21 +277,12 @@ namespace {
 std::vector<std::string> file_changes(const nlohmann::json& saved, const nlohmann::json& now) {
   // The same contents in the same order read through other paths (a relative path for an absolute
   // one, the data moved): the same batches, so no change.
-  auto contents = [](const nlohmann::json& files) {
-    std::vector<std::pair<nlohmann::json, nlohmann::json>> out;
-    for (const nlohmann::json& f : files) out.emplace_back(f["bytes"], f["fingerprint"]);
-    return out;
-  };
-  if (contents(saved) == contents(now)) return {};
+  bool same_order = saved.size() == now.size();
+  for (std::size_t i = 0; same_order && i < now.size(); ++i) same_order = same_contents(saved[i], now[i]);
+  if (same_order) return {};
   std::vector<std::string> changes;
-  auto describe = [](const nlohmann::json& f) {
-    return fmt::format("{} bytes, fingerprint {:08x}", f["bytes"].get<std::int64_t>(),
-                       f["fingerprint"].get<std::uint32_t>());
-  };
+  const auto describe = describe_contents;
   auto path_of = [](const nlohmann::json& f) { return f["path"].get<std::string>(); };
-  auto same_contents = [](const nlohmann::json& a, const nlohmann::json& b) {
-    return a["bytes"] == b["bytes"] && a["fingerprint"] == b["fingerprint"];
-  };
   // Each file read now paired with the saved file it stands for: by its path; else (moved, or
   // named another way: relative for absolute) by its contents; else, changed and named another
   // way, by its file name. One change each, not a file gone and a file come.

@@ -22,8 +22,10 @@ inline constexpr const char* kValSplit = "val";
 inline constexpr const char* kVocabSplit = "vocab";
 
 // Every file the config's data section reads (token files or shards, a prepared folder's files, a
-// vocabulary or tokenizer file) as {"path", "bytes", "fingerprint", "split"}, in the order the
-// splits read them; the fingerprint is a crc32 of the file's first and last 64 KiB. The embedded dataset has
+// vocabulary or tokenizer file) as {"path", "bytes", "fingerprint", "split"} and, for a file
+// longer than 128 KiB, "sampled_fingerprint", in the order the splits read them; the fingerprint is
+// a crc32 of the file's first and last 64 KiB, the sampled one of 32 blocks of 4 KiB spread evenly
+// between them. The embedded dataset has
 // none (its text follows from data.embedded_chars and train.seed). A file that cannot be read is
 // listed with bytes -1: opening it reports the error.
 nlohmann::json data_identity(const RunConfig& config);

@@ -381,9 +381,32 @@ def main():
     ok = (odd.returncode == 0 and len(note) == 1 and "does not load on 3 ranks" in note[0]
           and "train.grad_accum = 1" in note[0] and asked.returncode == 0
           and [line for line in odd.stdout.splitlines() if not line.startswith("note: ")] == asked.stdout.splitlines())
+    as_json = subprocess.run([binary, "memory", "--config", gpt2, "--ranks", "3", "--json"], capture_output=True,
+                             text=True, timeout=60)
+    doc = json.loads(as_json.stdout) if as_json.returncode == 0 else {}
+    ok = ok and len(doc.get("notes", [])) == 1 and "does not load on 3 ranks" in doc["notes"][0] and doc["grad_accum"] == 1
     print(f"{'memory on a rank count the batch does not split over':<32} {'OK' if ok else 'FAIL: ' + (odd.stdout + odd.stderr)[-300:]}")
     if not ok:
         failures.append("memory at another rank count")
+
+    # A config piped in (/dev/stdin fed by a writer): memory and plan, which load it again for each
+    # stage or choice, read the pipe once (the second read found it drained: refused, and plan
+    # counted every choice refused).
+    tiny = os.path.join(ROOT, "configs", "tiny_debug.json")
+    with open(tiny) as f:
+        text = f.read()
+    piped_ok = True
+    for args in (["memory", "--ranks", "2"], ["plan", "--ranks", "1", "--device-memory", "1GiB", "--json"]):
+        by_path = subprocess.run([binary, *args, "--config", tiny], capture_output=True, text=True, timeout=120)
+        piped = subprocess.run([binary, *args, "--config", "/dev/stdin"], input=text, capture_output=True, text=True,
+                               timeout=120)
+        same = piped.returncode == 0 and piped.stdout.replace("/dev/stdin", tiny) == by_path.stdout
+        piped_ok = piped_ok and same
+        if not same:
+            print(f"    {args[0]} from a pipe: exit {piped.returncode}: {(piped.stdout + piped.stderr)[-300:]}")
+    print(f"{'memory and plan from a pipe':<32} {'OK' if piped_ok else 'FAIL'}")
+    if not piped_ok:
+        failures.append("config from a pipe")
 
     # eval --from a folder whose context is long: its default window (the whole context) does not fit,
     # and the error says which flag makes it fit.

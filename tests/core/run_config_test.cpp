@@ -115,6 +115,14 @@ TEST(RunConfig, FilesThatCannotBeReadOrParsedAreNamed) {
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("malformed JSON at line 3"), std::string::npos) << e.what();
   }
+  // A comment: JSON has none, and the error says so.
+  std::ofstream(path) << "{\n  // the model\n  \"model\": {}\n}\n";
+  try {
+    load_run_config(path, {});
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("line 2, column 3 (JSON has no comments"), std::string::npos) << e.what();
+  }
   // Empty, or blank: said so (it read "malformed JSON at line 1, column 1").
   for (const char* text : {"", " \n\t\n"}) {
     std::ofstream(path) << text;

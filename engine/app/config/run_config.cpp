@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <map>
+#include <mutex>
 
 #include "engine/app/config/init_from.h"
 #include "engine/app/config/model_section.h"
@@ -395,9 +397,28 @@ RunConfig parse_run_config(nlohmann::json doc, const std::string& source, int wo
   return c;
 }
 
+namespace {
+
+// A config from a pipe (`--config <(jq ...)`, /dev/stdin fed by a writer) can be read once, and
+// memory and plan load the config again (each stage, each choice): they take the text the first
+// read got (the second read found the pipe drained and refused it). A regular file is read anew.
+std::string read_config_text(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(path, ec)) return read_whole_input(path, "config error: --config");
+  static std::mutex mutex;
+  static std::map<std::string, std::string> piped;
+  const std::lock_guard<std::mutex> lock(mutex);
+  if (const auto it = piped.find(path); it != piped.end()) return it->second;
+  std::string text = read_whole_input(path, "config error: --config");
+  piped.emplace(path, text);
+  return text;
+}
+
+}  // namespace
+
 RunConfig load_run_config(const std::string& path, const std::vector<std::string>& overrides, int world_size,
                           const SavedModelKeys& saved_model_keys) {
-  nlohmann::json doc = parse_config_json(read_whole_input(path, "config error: --config"), path);
+  nlohmann::json doc = parse_config_json(read_config_text(path), path);
   if (!doc.is_object()) {
     throw_input_error("config error in {}: the top level must be a JSON object of sections, not {}", path,
                       doc.type_name());

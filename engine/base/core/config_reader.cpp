@@ -409,7 +409,11 @@ nlohmann::json parse_config_json(const std::string& text, const std::string& sou
     doc = nlohmann::json::parse(text, check);
   } catch (const nlohmann::json::parse_error& e) {
     const auto [line, col] = line_and_column(text, e.byte);
-    throw_input_error("config error in {}: malformed JSON at line {}, column {}", source, line, col);
+    // nlohmann's byte is one past where it stopped: a '/' there begins a comment, which JSON lacks.
+    const std::size_t at = e.byte > 0 ? e.byte - 1 : 0;
+    const bool comment = at < text.size() && text[at] == '/';
+    throw_input_error("config error in {}: malformed JSON at line {}, column {}{}", source, line, col,
+                      comment ? " (JSON has no comments: remove the // or /* */ text)" : "");
   } catch (const nlohmann::json::out_of_range& e) {  // e.g. 1e999, a number no double holds
     const std::string what = e.what();
     throw_input_error("config error in {}: {}", source, what.substr(what.find("] ") + 2));

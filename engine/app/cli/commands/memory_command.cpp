@@ -237,6 +237,8 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
                                 {"zero", cfg.to_json()["zero"]},
                                 {"other_grad_shard_dtype", other_grad_dtype},
                                 {"checkpoint_staging_bytes", predict_checkpoint_staging_bytes(cfg, ranks)},
+                                {"grad_accum", cfg.train.grad_accum},
+                                {"notes", note.empty() ? nlohmann::json::array() : nlohmann::json::array({note})},
                                 {"stages", out}};
     fmt::print("{}\n", doc.dump(2));
     return 0;

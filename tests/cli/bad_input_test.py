@@ -405,6 +405,16 @@ def main():
         if not same:
             print(f"    {args[0]} from a pipe: exit {piped.returncode}: {(piped.stdout + piped.stderr)[-300:]}")
     print(f"{'memory and plan from a pipe':<32} {'OK' if piped_ok else 'FAIL'}")
+    # A budget a byte short of the least choice: both figures round to the same MiB, so the bytes
+    # are given too (it read "nothing fits 11.02 MiB ...: the least any choice needs is 11.02 MiB").
+    plan_args = ["plan", "--config", os.path.join(ROOT, "configs", "tiny.json"), "--ranks", "2", "--device-memory"]
+    fits = subprocess.run([binary, *plan_args, "1GiB", "--json"], capture_output=True, text=True, timeout=120)
+    least = min(c["required_bytes"] for c in json.loads(fits.stdout)["fitting"]) if fits.returncode == 0 else 0
+    short = subprocess.run([binary, *plan_args, str(least - 1)], capture_output=True, text=True, timeout=120)
+    ok = short.returncode == 2 and f"({least - 1} bytes)" in short.stderr and f"({least} bytes)" in short.stderr
+    print(f"{'plan a byte short':<32} {'OK' if ok else 'FAIL: ' + short.stderr.strip()[-300:]}")
+    if not ok:
+        failures.append("plan a byte short")
     if not piped_ok:
         failures.append("config from a pipe")
 

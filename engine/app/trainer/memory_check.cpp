@@ -149,13 +149,23 @@ void check_memory_fits(const RunConfig& c, int world_size, int device_index) {
   if (stage_left) keys.push_back("zero.stage");
   if (recompute_left) keys.push_back("train.activation_checkpointing");
   const std::string sources = c.sources_of(keys);
+  // Bytes too where the two round alike ("needs 11.02 MiB ... offers: 11.02 MiB").
+  std::string needs = format_bytes(required.bytes()), offers = format_bytes(offer.bytes);
+  if (needs == offers) {
+    needs += fmt::format(" ({} bytes)", required.bytes());
+    offers += fmt::format(" ({} bytes)", offer.bytes);
+  }
+  // A micro-batch of one sequence lowers no further.
+  const std::string lower =
+      c.train.micro_batch > 1
+          ? fmt::format("lower train.micro_batch (with train.grad_accum to keep the batch) or train.seq_len (here {})",
+                        c.train.seq_len)
+          : fmt::format("lower train.seq_len (here {}; train.micro_batch is 1)", c.train.seq_len);
   throw_input_error(
       "config error in {}: the run needs {} per rank at ZeRO stage {} on {} rank(s){} ({}), more than "
-      "{} offers: {}; lower train.micro_batch (with train.grad_accum to keep the batch) or train.seq_len "
-      "(here {}), {}add ranks{}, or set train.check_memory = false to try anyway",
-      sources, format_bytes(required.bytes()), c.zero.stage, world_size,
-      required.for_setup() ? " to set its weights up" : "", categories, offer.what, format_bytes(offer.bytes),
-      c.train.seq_len, stage_left ? "raise zero.stage, " : "",
+      "{} offers: {}; {}, {}add ranks{}, or set train.check_memory = false to try anyway",
+      sources, needs, c.zero.stage, world_size, required.for_setup() ? " to set its weights up" : "", categories,
+      offer.what, offers, lower, stage_left ? "raise zero.stage, " : "",
       recompute_left ? " or checkpoint activations (train.activation_checkpointing)" : "");
 }
 

@@ -114,8 +114,13 @@ std::string nothing_fits(const plan::PlanResult& r, std::int64_t budget) {
     return fmt::format("none of the {} choices is a config that trains (the first refused: {})", r.considered,
                        r.first_refusal);
   }
-  return fmt::format("nothing fits {} per rank: the least any choice needs is {} (add ranks or memory)",
-                     format_bytes(budget), format_bytes(r.smallest_bytes));
+  std::string offered = format_bytes(budget), least = format_bytes(r.smallest_bytes);
+  if (offered == least) {  // they round alike: the bytes too
+    offered += fmt::format(" ({} bytes)", budget);
+    least += fmt::format(" ({} bytes)", r.smallest_bytes);
+  }
+  return fmt::format("nothing fits {} per rank: the least any choice needs is {} (add ranks or memory)", offered,
+                     least);
 }
 
 // Where the profile's times come from another kind of device than the config runs on: its step

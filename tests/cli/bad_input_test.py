@@ -127,7 +127,7 @@ def main():
         # Issue 19's small ones: each names the real culprit.
         ("duplicate key", ["train", "--config", config_file(
             "dup.json", '{"model": {"n_layer": 1, "n_head": 2, "n_embd": 8, "block_size": 8, "vocab_size": 10, '
-                        '"n_layer": 2}, "train": {"micro_batch": 2}}'), "--run-dir", run_dir], "'n_layer' appears twice"),
+                        '"n_layer": 2}, "train": {"micro_batch": 2}}'), "--run-dir", run_dir], "'model.n_layer' appears twice"),
         ("duplicate section", ["train", "--config", config_file(
             "dup2.json", '{"model": {"n_layer": 1, "n_head": 2, "n_embd": 8, "block_size": 8, "vocab_size": 10}, '
                          '"train": {"micro_batch": 2}, "train": {"micro_batch": 4}}'), "--run-dir", run_dir],

@@ -378,19 +378,29 @@ std::pair<std::size_t, std::size_t> line_and_column(const std::string& text, std
 }  // namespace
 
 nlohmann::json parse_config_json(const std::string& text, const std::string& source) {
-  // The keys met so far in each object being parsed, innermost last.
-  std::vector<std::set<std::string>> open_objects;
-  std::string duplicate;
+  // Each object being parsed, innermost last: the key it is the value of (where it has one) and the
+  // keys met in it so far; a duplicate is named by its dotted path ("zero.stage").
+  struct OpenObject {
+    std::string name;
+    std::set<std::string> keys;
+  };
+  std::vector<OpenObject> open_objects;
+  std::string duplicate, last_key;
   const nlohmann::json::parser_callback_t check = [&](int depth, nlohmann::json::parse_event_t event,
                                                       nlohmann::json& parsed) {
     if (depth > kMaxConfigDepth) {  // copying or printing such a value recurses once a level: the stack
       throw_input_error("config error in {}: nested deeper than {} levels", source, kMaxConfigDepth);
     }
-    if (event == nlohmann::json::parse_event_t::object_start) open_objects.emplace_back();
+    if (event == nlohmann::json::parse_event_t::object_start) {
+      open_objects.push_back({open_objects.empty() ? "" : last_key, {}});
+    }
     if (event == nlohmann::json::parse_event_t::object_end && !open_objects.empty()) open_objects.pop_back();
-    if (event == nlohmann::json::parse_event_t::key && !open_objects.empty() && duplicate.empty() &&
-        !open_objects.back().insert(parsed.get<std::string>()).second) {
-      duplicate = parsed.get<std::string>();
+    if (event == nlohmann::json::parse_event_t::key && !open_objects.empty()) {
+      last_key = parsed.get<std::string>();
+      if (duplicate.empty() && !open_objects.back().keys.insert(last_key).second) {
+        for (std::size_t i = 1; i < open_objects.size(); ++i) duplicate += open_objects[i].name + ".";
+        duplicate += last_key;
+      }
     }
     return true;
   };

@@ -65,6 +65,9 @@ TEST(MemoryTracker, FormatsBytesWithBinaryUnits) {
   EXPECT_EQ(format_bytes(1536), "1.50 KiB");
   EXPECT_EQ(format_bytes(3 * 1024 * 1024), "3.00 MiB");
   EXPECT_EQ(format_bytes(5ll << 30), "5.00 GiB");
+  EXPECT_EQ(format_bytes((1ll << 40) - 1), "1024.00 GiB");
+  EXPECT_EQ(format_bytes(3ll << 40), "3.00 TiB");
+  EXPECT_EQ(format_bytes(16ll << 50), "16.00 PiB");
   EXPECT_EQ(mem_category_name(MemCategory::kMasterWeights), "master_weights");
 }
 

@@ -63,7 +63,10 @@ std::string format_bytes(std::int64_t bytes) {
   if (bytes < 1024) return fmt::format("{} B", bytes);
   if (bytes < (1 << 20)) return fmt::format("{:.2f} KiB", b / 1024.0);
   if (bytes < (1ll << 30)) return fmt::format("{:.2f} MiB", b / (1024.0 * 1024.0));
-  return fmt::format("{:.2f} GiB", b / (1024.0 * 1024.0 * 1024.0));
+  // Beyond: a model no machine holds still prints in a table's column ("16782132.00 GiB" ran into the next).
+  if (bytes < (1ll << 40)) return fmt::format("{:.2f} GiB", b / static_cast<double>(1ll << 30));
+  if (bytes < (1ll << 50)) return fmt::format("{:.2f} TiB", b / static_cast<double>(1ll << 40));
+  return fmt::format("{:.2f} PiB", b / static_cast<double>(1ll << 50));
 }
 
 std::string format_memory_table(const MemorySnapshot& s) {

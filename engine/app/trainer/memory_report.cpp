@@ -15,7 +15,9 @@ std::string compact_memory(const MemorySnapshot& s) {
   std::string out;
   for (int i = 0; i < kNumMemCategories; ++i) {
     if (s.peak_bytes[i] == 0) continue;
-    out += fmt::format("{}{} {:.1f}M", out.empty() ? "" : " ", kShort[i], s.peak_bytes[i] / 1e6);
+    // MiB, as every memory table prints (it was 10^6 bytes, "M", beside tables in MiB).
+    out += fmt::format("{}{} {:.1f}MiB", out.empty() ? "" : " ", kShort[i],
+                       static_cast<double>(s.peak_bytes[i]) / (1024.0 * 1024.0));
   }
   return out;
 }

@@ -160,10 +160,10 @@ void read_train(ConfigReader r, RunConfig& c) {
     // thread count] in kernels/cpu/blas.cpp), so a rank count's threads do not move them.
     const int cores = omp_get_num_procs(), node_ranks = ranks_on_this_node();
     t.num_threads = std::max(1, cores / node_ranks);
-    if (node_ranks > 1) {
-      c.derived.push_back(fmt::format("train.num_threads = {} (this node's {} cores shared by its {} ranks)",
-                                      t.num_threads, cores, node_ranks));
-    }
+    c.derived.push_back(node_ranks > 1 ? fmt::format("train.num_threads = {} (this node's {} cores shared by its {} "
+                                                     "ranks)",
+                                                     t.num_threads, cores, node_ranks)
+                                       : fmt::format("train.num_threads = {} (this node's cores)", t.num_threads));
   }
   const std::string ac = r.get_string("activation_checkpointing", "none");
   if (!CheckpointPolicy::parse(ac, &t.activation_checkpointing)) {

@@ -134,6 +134,15 @@ TEST(ConfigSources, ChecksAfterReadingNameTheSet) {
       << msg;
 }
 
+// every:K at or past the block count checkpoints block 0 alone, and says so.
+TEST(ConfigSources, EveryKPastTheBlocksIsSaid) {
+  const std::string path = written_base();
+  const RunConfig far = load_run_config(path, {"train.activation_checkpointing=every:999"});
+  EXPECT_TRUE(has_line(far, "train.activation_checkpointing = every:999: of the model's 2 blocks only block 0"));
+  const RunConfig within = load_run_config(path, {"train.activation_checkpointing=every:1"});
+  EXPECT_FALSE(has_line(within, "train.activation_checkpointing"));
+}
+
 // 0 threads: the node's cores shared among the ranks the launcher puts on it, at least one each,
 // deterministic runs too (their products' bits do not depend on the thread count).
 TEST(ConfigSources, DefaultThreadsShareTheNodesCoresAmongItsRanks) {

@@ -171,6 +171,14 @@ void read_train(ConfigReader r, RunConfig& c) {
         "config error in {}: train.activation_checkpointing = \"{}\" is not none, selective, all or every:K (K >= 1)",
         r.source_of("activation_checkpointing"), ac);
   }
+  // Said where it recomputes less than it reads: every:K past the model's blocks checkpoints block 0
+  // alone (every:1 is all of them).
+  if (const CheckpointPolicy& p = t.activation_checkpointing;
+      p.kind == CheckpointPolicy::Kind::kEvery && p.every_k >= c.model.n_layer && c.model.n_layer > 1) {
+    c.derived.push_back(
+        fmt::format("train.activation_checkpointing = {}: of the model's {} blocks only block 0 recomputes its forward",
+                    ac, c.model.n_layer));
+  }
   t.head_chunks = r.get_int("head_chunks", 1, 1, c.model.padded_vocab_size() / 64);
   t.block_units = r.get_int("block_units", 1, 1, 2);
   t.eval_every = r.get_int("eval_every", t.eval_every, 0, kMaxSteps);

@@ -6,14 +6,13 @@
 
 #include <algorithm>
 
+#include "engine/app/config/config_limits.h"
 #include "engine/base/core/check.h"
 #include "engine/base/core/float_text.h"
 
 namespace zt {
 
 namespace {
-
-constexpr long long kMaxDim = 1 << 20;
 
 // Keys of other registered families present in the section: an error naming the first one.
 void refuse_foreign_keys(ConfigReader& r, const ModelFamily& family) {
@@ -41,8 +40,8 @@ void read_model_section(ConfigReader r, RunConfig& c) {
   const ModelFamily& family = model_family(m.arch);
   m.n_layer = r.get_int("n_layer", m.n_layer, 1, 1024);
   m.n_head = r.get_int("n_head", m.n_head, 1, 1024);
-  m.n_embd = r.get_int("n_embd", m.n_embd, 1, kMaxDim);
-  m.block_size = r.get_int("block_size", m.block_size, 1, kMaxDim);
+  m.n_embd = r.get_int("n_embd", m.n_embd, 1, kMaxConfigDim);
+  m.block_size = r.get_int("block_size", m.block_size, 1, kMaxConfigDim);
   // Up to 2^24: llm.c's uint32 token files carry vocabularies above 65,535 (Llama 3's 128,256).
   m.vocab_size = r.get_int("vocab_size", m.vocab_size, 1, 1 << 24);
   if (m.n_embd % m.n_head != 0) {

@@ -1,0 +1,218 @@
+// The train and optim sections (see the header).
+#include "engine/app/config/train_section.h"
+
+#include <fmt/format.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "engine/app/config/config_limits.h"
+#include "engine/base/core/check.h"
+#include "engine/base/core/float_text.h"
+#include "engine/distributed/launch/rendezvous.h"
+
+namespace zt {
+
+namespace {
+
+// The batch terms must agree: global_batch_tokens = micro_batch * seq_len * grad_accum * ranks.
+// A missing one is derived (and noted, so the run prints it).
+void resolve_batch(ConfigReader& r, RunConfig& c, bool has_accum, bool has_global) {
+  TrainConfig& t = c.train;
+  const std::int64_t per_accum = static_cast<std::int64_t>(t.micro_batch) * t.seq_len * c.world_size;
+  if (has_global && !has_accum) {
+    if (t.global_batch_tokens % per_accum != 0) {
+      throw_input_error(
+          "config error in {}: train.global_batch_tokens = {} is not a multiple of train.micro_batch x train.seq_len "
+          "x ranks = {} x {} x {}",
+          r.sources_of({"train.global_batch_tokens", "train.micro_batch", "train.seq_len"}), t.global_batch_tokens,
+          t.micro_batch, t.seq_len, c.world_size);
+    }
+    const std::int64_t accum = t.global_batch_tokens / per_accum;
+    if (accum > kMaxConfigGradAccum) {  // the range train.grad_accum itself is read in
+      throw_input_error(
+          "config error in {}: train.global_batch_tokens = {} over train.micro_batch x train.seq_len x ranks = {} x "
+          "{} x {} makes train.grad_accum = {}, above its largest, {} (raise train.micro_batch)",
+          r.sources_of({"train.global_batch_tokens", "train.micro_batch", "train.seq_len"}), t.global_batch_tokens,
+          t.micro_batch, t.seq_len, c.world_size, accum, kMaxConfigGradAccum);
+    }
+    t.grad_accum = static_cast<int>(accum);
+    c.derived.push_back(fmt::format("train.grad_accum = {} (from train.global_batch_tokens = {})", t.grad_accum,
+                                    t.global_batch_tokens));
+    return;
+  }
+  const std::int64_t implied = per_accum * t.grad_accum;
+  if (has_global && t.global_batch_tokens != implied) {
+    throw_input_error(
+        "config error in {}: train.global_batch_tokens = {} disagrees with train.micro_batch x train.seq_len x "
+        "train.grad_accum x ranks = {} x {} x {} x {} = {}",
+        r.sources_of({"train.global_batch_tokens", "train.micro_batch", "train.seq_len", "train.grad_accum"}),
+        t.global_batch_tokens, t.micro_batch, t.seq_len, t.grad_accum, c.world_size, implied);
+  }
+  if (!has_global && implied > 2147483647) {  // the range a train.global_batch_tokens given is read in
+    throw_input_error(
+        "config error in {}: train.micro_batch x train.seq_len x train.grad_accum x ranks = {} x {} x {} x {} = {} "
+        "tokens a step, past the 2147483647 train.global_batch_tokens takes",
+        r.sources_of({"train.micro_batch", "train.seq_len", "train.grad_accum"}), t.micro_batch, t.seq_len,
+        t.grad_accum, c.world_size, implied);
+  }
+  if (!has_global) {
+    c.derived.push_back(
+        fmt::format("train.global_batch_tokens = {} (micro_batch {} x seq_len {} x grad_accum {} x "
+                    "ranks {})",
+                    implied, t.micro_batch, t.seq_len, t.grad_accum, c.world_size));
+  }
+  t.global_batch_tokens = implied;
+}
+
+}  // namespace
+
+void read_train_section(ConfigReader r, RunConfig& c) {
+  TrainConfig& t = c.train;
+  const int block_size = c.model.block_size;
+  t.init_from = r.get_path("init_from", "");
+  t.micro_batch = r.get_int("micro_batch", t.micro_batch, 1, kMaxConfigDim);
+  if (!r.has("seq_len")) c.derived.push_back(fmt::format("train.seq_len = {} (model.block_size)", block_size));
+  t.seq_len = r.get_int("seq_len", block_size, 1, kMaxConfigDim);
+  if (t.seq_len > block_size) {
+    throw_input_error("config error in {}: train.seq_len = {} exceeds model.block_size = {}",
+                      r.sources_of({"train.seq_len", "model.block_size"}), t.seq_len, block_size);
+  }
+  bool has_accum = r.has("grad_accum"), has_global = r.has("global_batch_tokens");
+  t.grad_accum = r.get_int("grad_accum", 1, 1, kMaxConfigGradAccum);
+  t.global_batch_tokens = r.get_int("global_batch_tokens", 0, 1, 2147483647);
+  // A batch term given with --set wins over the file's other one (which is then derived): the
+  // way to take a config whose file fixes grad_accum to a global batch kept at any rank count.
+  const bool accum_set = has_accum && r.source_of("grad_accum") != r.file(),
+             global_set = has_global && r.source_of("global_batch_tokens") != r.file();
+  if (has_accum && has_global && accum_set != global_set) {
+    c.derived.push_back(fmt::format("the file's train.{} set aside for {}",
+                                    accum_set ? "global_batch_tokens" : "grad_accum",
+                                    r.source_of(accum_set ? "grad_accum" : "global_batch_tokens")));
+    (accum_set ? has_global : has_accum) = false;
+  }
+  resolve_batch(r, c, has_accum, has_global);
+  t.global_batch_given = has_global;
+  t.max_steps = r.get_int("max_steps", t.max_steps, 0, kMaxConfigSteps);
+  t.seed = static_cast<std::uint64_t>(r.get_int("seed", static_cast<int>(t.seed), 0, 2147483647));
+  t.deterministic = r.get_bool("deterministic", t.deterministic);
+  t.num_threads = r.get_int("num_threads", 0, 0, 1024);
+  if (t.num_threads == 0) {
+    // The node's cores shared among its ranks: each rank taking every core oversubscribed the node
+    // (2 ranks on 2 cores: 350 ms a step against 125 with one thread each). Deterministic runs too:
+    // their products take the same bits at any thread count ([Note: products the same at any
+    // thread count] in kernels/cpu/blas.cpp), so a rank count's threads do not move them.
+    const int cores = omp_get_num_procs(), node_ranks = ranks_on_this_node();
+    t.num_threads = std::max(1, cores / node_ranks);
+    c.derived.push_back(node_ranks > 1 ? fmt::format("train.num_threads = {} (this node's {} cores shared by its {} "
+                                                     "ranks)",
+                                                     t.num_threads, cores, node_ranks)
+                                       : fmt::format("train.num_threads = {} (this node's cores)", t.num_threads));
+  }
+  const std::string ac = r.get_string("activation_checkpointing", "none");
+  if (!CheckpointPolicy::parse(ac, &t.activation_checkpointing)) {
+    throw_input_error(
+        "config error in {}: train.activation_checkpointing = \"{}\" is not none, selective, all or every:K (K >= 1)",
+        r.source_of("activation_checkpointing"), ac);
+  }
+  // Said where it recomputes less than it reads: every:K past the model's blocks checkpoints block 0
+  // alone (every:1 is all of them).
+  if (const CheckpointPolicy& p = t.activation_checkpointing;
+      p.kind == CheckpointPolicy::Kind::kEvery && p.every_k >= c.model.n_layer && c.model.n_layer > 1) {
+    c.derived.push_back(
+        fmt::format("train.activation_checkpointing = {}: of the model's {} blocks only block 0 recomputes its forward",
+                    ac, c.model.n_layer));
+  }
+  t.head_chunks = r.get_int("head_chunks", 1, 1, c.model.padded_vocab_size() / 64);
+  t.block_units = r.get_int("block_units", 1, 1, 2);
+  t.eval_every = r.get_int("eval_every", t.eval_every, 0, kMaxConfigSteps);
+  t.eval_batches = r.get_int("eval_batches", t.eval_batches, 1, 100000);
+  t.nonfinite = r.get_enum("nonfinite", t.nonfinite, {"stop", "skip"});
+  t.max_skipped_steps = r.get_int("max_skipped_steps", t.max_skipped_steps, 1, 1000000);
+  t.check_memory = r.get_bool("check_memory", t.check_memory);
+  t.collective_timeout_s = r.get_double("collective_timeout_s", t.collective_timeout_s, 0.1, 86400.0);
+  r.reject_unknown_keys();
+}
+
+void read_optim_section(ConfigReader r, RunConfig& c) {
+  OptimConfig& o = c.optim;
+  const int max_steps = c.train.max_steps;
+  std::vector<std::string>& derived = c.derived;
+  AdamWHyper& a = o.adamw;
+  a.lr = static_cast<float>(r.get_double("lr", 1e-3, 0.0, 10.0));
+  a.beta1 = static_cast<float>(r.get_double("beta1", 0.9, 0.0, 0.999999));
+  a.beta2 = static_cast<float>(r.get_double("beta2", 0.95, 0.0, 0.999999));
+  // Not 0: a parameter whose gradients are all 0 (a padded vocabulary row) would update by 0 / 0.
+  a.eps = static_cast<float>(r.get_double("eps", 1e-8, 1e-30, 1.0));
+  a.weight_decay = static_cast<float>(r.get_double("weight_decay", 0.1, 0.0, 10.0));
+  o.min_lr = static_cast<float>(r.get_double("min_lr", a.lr / 10.0, 0.0, 10.0));
+  // From the single-precision lr: 1e-3 gives 0.000100000005, not the float nearest 1e-4, so a run
+  // that states 0.0001 is another schedule (a resume says which to write).
+  if (!r.has("min_lr")) derived.push_back(fmt::format("optim.min_lr = {} (optim.lr / 10)", o.min_lr));
+  o.warmup_steps = r.get_int("warmup_steps", 0, 0, kMaxConfigSteps);
+  o.decay = r.get_enum("decay", o.decay, {"cosine", "linear", "constant", "wsd"});
+  if (r.has("cooldown_fraction") && o.decay != "wsd") {
+    throw_input_error(
+        "config error in {}: optim.cooldown_fraction is read only with optim.decay = \"wsd\" (decay is \"{}\")",
+        r.source_of("cooldown_fraction"), o.decay);
+  }
+  o.cooldown_fraction = r.get_double("cooldown_fraction", o.cooldown_fraction, 0.0, 1.0);
+  // By default the decay ends with the run (or with the warmup, for a run shorter than its warmup).
+  o.decay_steps = r.get_int("decay_steps", std::max(max_steps, o.warmup_steps), 0, kMaxConfigSteps);
+  if (!r.has("decay_steps") && o.decay != "constant") {  // a resume that changes max_steps changes it too
+    derived.push_back(fmt::format(
+        "optim.decay_steps = {} ({})", o.decay_steps,
+        max_steps >= o.warmup_steps ? "train.max_steps" : "optim.warmup_steps: the run is shorter than its warmup"));
+  }
+  o.grad_clip = static_cast<float>(r.get_double("grad_clip", 1.0, 0.0, 1e6));
+  if (o.min_lr > a.lr) {
+    throw_input_error("config error in {}: optim.min_lr = {} exceeds optim.lr = {}",
+                      r.sources_of({"optim.min_lr", "optim.lr"}), o.min_lr, a.lr);
+  }
+  if (o.decay != "constant" && o.decay_steps < o.warmup_steps) {
+    throw_input_error("config error in {}: optim.decay_steps = {} is before the end of optim.warmup_steps = {}",
+                      r.sources_of({"optim.decay_steps", "optim.warmup_steps"}), o.decay_steps, o.warmup_steps);
+  }
+  r.reject_unknown_keys();
+}
+
+nlohmann::json train_section_json(const TrainConfig& t) {
+  return {{"micro_batch", t.micro_batch},
+          {"seq_len", t.seq_len},
+          {"grad_accum", t.grad_accum},
+          {"max_steps", t.max_steps},
+          {"seed", t.seed},
+          {"init_from", t.init_from},
+          {"num_threads", t.num_threads},
+          {"activation_checkpointing", t.activation_checkpointing.to_string()},
+          {"head_chunks", t.head_chunks},
+          {"block_units", t.block_units},
+          {"eval_every", t.eval_every},
+          {"eval_batches", t.eval_batches},
+          {"nonfinite", t.nonfinite},
+          {"max_skipped_steps", t.max_skipped_steps},
+          {"deterministic", t.deterministic},
+          {"check_memory", t.check_memory},
+          {"collective_timeout_s", t.collective_timeout_s}};
+}
+
+nlohmann::json optim_section_json(const OptimConfig& o) {
+  const AdamWHyper& a = o.adamw;
+  nlohmann::json j = {{"lr", shortest_decimal(a.lr)},
+                      {"beta1", shortest_decimal(a.beta1)},
+                      {"beta2", shortest_decimal(a.beta2)},
+                      {"eps", shortest_decimal(a.eps)},
+                      {"weight_decay", shortest_decimal(a.weight_decay)},
+                      {"min_lr", shortest_decimal(o.min_lr)},
+                      {"warmup_steps", o.warmup_steps},
+                      {"decay", o.decay},
+                      {"decay_steps", o.decay_steps},
+                      {"grad_clip", shortest_decimal(o.grad_clip)}};
+  // Only where it is read, so the configs saved before the key existed compare equal on resume.
+  if (o.decay == "wsd") j["cooldown_fraction"] = o.cooldown_fraction;
+  return j;
+}
+
+}  // namespace zt

@@ -1,0 +1,26 @@
+// The config's train and optim sections (docs/config.md): the batch terms, the run's length and
+// seed, its kernels' choices, and the optimizer with its learning-rate schedule, whose default
+// decay length is the run's.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include "engine/app/config/run_config.h"
+#include "engine/base/core/config_reader.h"
+
+namespace zt {
+
+// Reads the train section into c.train (c.model and c.world_size already read: the sequence's
+// default length and the batch terms follow from them), deriving the missing batch term and
+// noting each derived value in c.derived; refuses unknown keys.
+void read_train_section(ConfigReader r, RunConfig& c);
+// Reads the optim section into c.optim (c.train read: the decay ends with train.max_steps by
+// default); refuses unknown keys.
+void read_optim_section(ConfigReader r, RunConfig& c);
+
+// The sections as to_json writes them: a reload gives the same TrainConfig and OptimConfig.
+// (train.global_batch_tokens is left out: RunConfig::run_file_json adds it where it was given.)
+nlohmann::json train_section_json(const TrainConfig& t);
+nlohmann::json optim_section_json(const OptimConfig& o);
+
+}  // namespace zt

@@ -536,7 +536,7 @@ def main():
         failures.append("help train")  # as train --help
     # A disk that fills (the file size limit stands in: writes past it fail with EFBIG, SIGXFSZ
     # ignored): a run that cannot write its lock is a runtime failure (exit 1, not 2, which says
-    # the input was wrong), named by the lock; an HF export into a folder it made leaves no empty
+    # the input was wrong), named by the lock; an HF export into folders it made leaves no empty
     # folder behind.
     def small_files():
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
@@ -548,13 +548,13 @@ def main():
     lines = proc.stderr.strip().splitlines()
     report("a lock the disk cannot hold", proc.returncode == 1 and len(lines) == 1 and
            f"cannot create the lock {full_run}/RUN_LOCK" in lines[0], proc.returncode, lines[-1:])
-    exported = os.path.join(work, "export_new")
+    exported = os.path.join(work, "export_new", "deeper")  # both folders new: both go again
     ckpt_run = os.path.join(work, "ckpt_run")
     subprocess.run(tiny_args[:5] + [ckpt_run] + tiny_args[6:] + ["--set", "checkpoint.at_end=true"], capture_output=True, text=True, timeout=120)
     proc = subprocess.run([binary, "ckpt", "export", os.path.join(ckpt_run, "checkpoints"), "--format", "hf", "--out",
                            exported], capture_output=True, text=True, timeout=120, preexec_fn=small_files)
     report("an export the disk cannot hold", proc.returncode == 1 and os.path.isdir(os.path.join(ckpt_run, "checkpoints"))
-           and not os.path.exists(exported), proc.returncode, proc.stderr.strip()[-200:])
+           and not os.path.exists(os.path.dirname(exported)), proc.returncode, proc.stderr.strip()[-200:])
     # device = "cuda" where there is no GPU: refused before any folder is made (it left an empty
     # checkpoints/ in a new run directory).
     version = subprocess.run([binary, "version"], capture_output=True, text=True, timeout=60).stdout

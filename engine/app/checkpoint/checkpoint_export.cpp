@@ -17,6 +17,7 @@
 #include "engine/app/data/vocab_tokenizer_json.h"
 #include "engine/app/io/json_file.h"
 #include "engine/app/io/llmc_model_file.h"
+#include "engine/app/io/made_folders.h"
 #include "engine/app/io/output_file.h"
 #include "engine/app/io/safetensors.h"
 #include "engine/base/core/bf16.h"
@@ -210,19 +211,17 @@ HfExport export_hf(const CheckpointReader& reader, const std::string& out_dir, D
   const ParamTable& table = reader.manifest().table;
   check_hf_export_folder(out_dir, reader.manifest());
   std::error_code ec;
-  // A folder made here and left empty by a failure (a full disk) is removed again, after the
-  // staged files (declared later, destroyed first); one that was there stays.
+  // Folders made here (the export's, and any missing above it) and left empty by a failure (a full
+  // disk) are removed again, after the staged files (declared later, destroyed first); those that
+  // were there stay.
   struct RemoveIfLeftEmpty {
-    fs::path dir;
-    bool armed;
-    ~RemoveIfLeftEmpty() {
-      std::error_code ignored;
-      if (armed) fs::remove(dir, ignored);  // rmdir: only an empty folder
-    }
-  } made_here{out_dir, !fs::exists(out_dir, ec)};
+    std::vector<fs::path> made;
+    ~RemoveIfLeftEmpty() { remove_empty_folders(made); }
+  } made_here{missing_folders(out_dir)};
+  const bool made_out_dir = !fs::exists(out_dir, ec);
   fs::create_directories(out_dir, ec);
   std::optional<PartialOutput> made_folder;  // so is it by a Ctrl-C, once its staged files are gone
-  if (made_here.armed) made_folder.emplace(out_dir, /*folder=*/true);
+  if (made_out_dir) made_folder.emplace(out_dir, /*folder=*/true);
   if (ec) throw_input_error("cannot create export directory '{}': {}", out_dir, ec.message());
 
   const nlohmann::json& cfg_model = reader.manifest().config.value("model", nlohmann::json::object());
@@ -309,7 +308,7 @@ HfExport export_hf(const CheckpointReader& reader, const std::string& out_dir, D
     }
   }
   staged.commit(out_dir);
-  made_here.armed = false;
+  made_here.made.clear();
   return result;
 }
 

@@ -9,11 +9,13 @@
 #include <exception>
 #include <filesystem>
 #include <memory>
+#include <vector>
 
 #include "engine/app/cli/commands/arg_parser.h"
 #include "engine/app/cli/commands/commands.h"
 #include "engine/app/config/run_config.h"
 #include "engine/app/config/zero_section.h"
+#include "engine/app/io/made_folders.h"
 #include "engine/app/trainer/memory_report.h"
 #include "engine/app/trainer/resume.h"
 #include "engine/app/trainer/run_identity.h"
@@ -30,47 +32,41 @@ namespace zt::cli {
 
 namespace {
 
-// The run directory, where this run makes it, removed again when the run fails before it wrote
-// anything there (a train.init_from refused as its weights load, a NaN in them): its empty log and
-// empty checkpoint folder alone were left, which looked like a run that had started.
-class MadeRunDirectory {
+// The run directory and the checkpoint folder, where this run makes them, removed again when the
+// run fails before it wrote anything there (a train.init_from refused as its weights load, a NaN in
+// them, a refused resume): its empty log and empty checkpoint folder alone were left, which looked
+// like a run that had started. Folders that were there stay as they were.
+class MadeRunFolders {
  public:
-  MadeRunDirectory(std::string dir, bool root) : dir_(std::move(dir)), unwinding_(std::uncaught_exceptions()) {
+  MadeRunFolders(const RunConfig& c, bool root) : unwinding_(std::uncaught_exceptions()) {
+    if (!root) return;
+    namespace fs = std::filesystem;
+    run_dir_ = missing_folders(c.log.run_dir);
+    checkpoints_ = missing_folders(c.checkpoint.folder_for(c.log.run_dir));
     std::error_code ec;
-    armed_ = root && !std::filesystem::exists(dir_, ec) && !ec;
-    // The folders above it that are missing too (--run-dir runs/new/a): made with it, removed with it.
-    const std::filesystem::path absolute = std::filesystem::absolute(dir_, ec);
-    for (std::filesystem::path p = absolute; armed_ && !ec && p.has_relative_path(); p = p.parent_path()) {
-      if (std::filesystem::exists(p, ec)) break;
-      top_ = p;
-    }
+    log_ = fs::absolute(c.log.run_dir, ec) / "metrics.jsonl";
+    made_log_ = !ec && fs::symlink_status(log_, ec).type() == fs::file_type::not_found;
   }
-  MadeRunDirectory(const MadeRunDirectory&) = delete;
-  MadeRunDirectory& operator=(const MadeRunDirectory&) = delete;
-  ~MadeRunDirectory() {
-    if (!armed_ || std::uncaught_exceptions() == unwinding_) return;
+  MadeRunFolders(const MadeRunFolders&) = delete;
+  MadeRunFolders& operator=(const MadeRunFolders&) = delete;
+  ~MadeRunFolders() {
+    if (std::uncaught_exceptions() == unwinding_) return;
     namespace fs = std::filesystem;
     std::error_code ec;
-    for (const fs::directory_entry& e : fs::directory_iterator(dir_, ec)) {
-      const std::string name = e.path().filename().string();
-      std::error_code size_ec;
-      const bool empty_log = name == "metrics.jsonl" && e.is_regular_file(size_ec) && e.file_size(size_ec) == 0;
-      const bool empty_folder = name == "checkpoints" && e.is_directory(size_ec) && fs::is_empty(e.path(), size_ec);
-      if (!empty_log && !empty_folder) return;  // anything else is a file this run meant to keep
+    // The log this run opened, still empty (a log that was there is the earlier run's, set aside
+    // only once the run starts).
+    if (made_log_ && fs::is_regular_file(fs::symlink_status(log_, ec)) && fs::file_size(log_, ec) == 0 && !ec) {
+      fs::remove(log_, ec);
     }
-    if (ec) return;
-    for (const char* made : {"metrics.jsonl", "checkpoints"}) fs::remove(fs::path(dir_) / made, ec);
-    // rmdir, up to the first folder that was there: only empty folders go.
-    for (fs::path p = fs::absolute(dir_, ec); !ec && !top_.empty(); p = p.parent_path()) {
-      if (!fs::remove(p, ec) || p == top_) break;
-    }
+    remove_empty_folders(checkpoints_);
+    remove_empty_folders(run_dir_);
   }
 
  private:
-  std::string dir_;
-  std::filesystem::path top_;  // the outermost folder of dir_ that was missing
+  std::vector<std::filesystem::path> run_dir_, checkpoints_;  // missing_folders of each, before the run
+  std::filesystem::path log_;                                 // the run directory's metrics.jsonl
   int unwinding_;
-  bool armed_ = false;
+  bool made_log_ = false;  // metrics.jsonl was missing
 };
 
 // What train.deterministic promises this run (docs/zero_memory.md, "The same bits at any rank
@@ -172,7 +168,7 @@ int train_main(const std::vector<std::string>& args) {
     resume_checkpoint = resolve_resume_checkpoint(*comm, arg, cfg.checkpoint.folder_for(cfg.log.run_dir));
     if (root) fmt::print("resuming from {}\n", resume_checkpoint);
   }
-  const MadeRunDirectory made_run_dir(cfg.log.run_dir, root);
+  const MadeRunFolders made_folders(cfg, root);
   Trainer trainer(cfg, cfg.log.run_dir, *comm, tracker, resume_checkpoint, &data_files);
   trainer.allow_config_change(parser.has("allow-config-change"));
   const auto& blas = cpu_blas_description();

@@ -1,0 +1,24 @@
+// Folders a command makes on its way to an output (create_directories), and their removal again
+// where the command fails before it wrote anything there: a refused `train` start left its empty
+// run directory (or the folders above it) behind, which looked like a run that had started.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace zt {
+
+// The folders create_directories(path) would make, outermost first, as the file system will name
+// them once their parents exist: each prefix of `path` ending in a name, resolved with
+// weakly_canonical, so a ".." after a missing folder steps back out of it ("runs/new/../old/a"
+// makes runs/new and runs/old/a, never names runs/old, which is there). Empty where the path
+// cannot be resolved (a folder that cannot be read): then nothing is removed later either.
+std::vector<std::filesystem::path> missing_folders(const std::string& path);
+
+// Removes, innermost first, those of `made` (missing_folders' list, taken before the folders were
+// made) that are empty directories now; a folder that holds anything, or that something other than
+// a directory replaced, stays.
+void remove_empty_folders(const std::vector<std::filesystem::path>& made);
+
+}  // namespace zt

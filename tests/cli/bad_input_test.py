@@ -388,6 +388,16 @@ def main():
     print(f"{'memory on a rank count the batch does not split over':<32} {'OK' if ok else 'FAIL: ' + (odd.stdout + odd.stderr)[-300:]}")
     if not ok:
         failures.append("memory at another rank count")
+    # ... and only that: an error grad_accum = 1 happens to hide stands (a grad_accum of "two" was
+    # predicted at 1 with a note, exit 0, where train refuses it).
+    for bad_accum in ['"two"', "0"]:
+        proc = subprocess.run([binary, "memory", "--config", gpt2, "--ranks", "2", "--set",
+                               f"train.grad_accum={bad_accum}"], capture_output=True, text=True, timeout=60)
+        lines = proc.stderr.strip().splitlines()
+        ok = proc.returncode == 2 and len(lines) == 1 and "train.grad_accum" in lines[0] and "note:" not in proc.stdout
+        print(f"{'memory, grad_accum ' + bad_accum:<32} exit={proc.returncode}  {'OK' if ok else 'FAIL'}\n    {lines[-1:]}")
+        if not ok:
+            failures.append(f"memory with grad_accum {bad_accum}")
 
     # A config piped in (/dev/stdin fed by a writer): memory and plan, which load it again for each
     # stage or choice, read the pipe once (the second read found it drained: refused, and plan

@@ -103,6 +103,11 @@ def main():
           best_line and best_line[0].count("train.micro_batch=") == 1,
           f"a config whose micro-batch does not divide at N is planned, its pinned micro-batch not repeated in the "
           f"command (exit {p.returncode}, {(best_line or [p.stderr.strip()])[0][:300]})")
+    # ... and only that: an error micro_batch = 1 happens to hide stands.
+    p = subprocess.run([binary, "plan", "--config", other_n, "--ranks", "3", "--device-memory", "1TB", "--profile",
+                        PROFILE, "--set", "train.micro_batch=\"two\""], capture_output=True, text=True, timeout=300)
+    check(p.returncode == 2 and "train.micro_batch" in p.stderr and "note:" not in p.stdout,
+          f"a micro-batch of another type is refused, not planned past (exit {p.returncode}, {p.stderr.strip()[-200:]})")
     # A CUDA config ranked by a CPU profile: said before the table, and in the JSON.
     cuda = [plan("1TB", "--set", "device=cuda", *json_flag) for json_flag in ([], ["--json"])]
     warning = "warning: the profile was measured on cpu"

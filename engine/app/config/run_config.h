@@ -172,9 +172,18 @@ struct RunConfig {
 // The config's own model keys stay. Unset: init_from's path must exist.
 using SavedModelKeys = std::function<nlohmann::json(const RunConfig& c)>;
 
+// The batch terms that do not resolve at the rank count (train.global_batch_tokens against
+// micro_batch x seq_len x grad_accum x ranks): the error a config written for another rank count
+// meets, which `memory` and `plan` read past with a batch term of their own (any other stands).
+class BatchSplitError : public InputError {
+ public:
+  using InputError::InputError;
+};
+
 // Reads `path`, applies each "section.key=value" override in order, validates, resolves defaults.
-// Throws InputError with a one-line message naming the file and key on any problem.
-// `world_size` is the number of ranks the run will use (batch terms depend on it).
+// Throws InputError (BatchSplitError for the batch terms) with a one-line message naming the file
+// and key on any problem. `world_size` is the number of ranks the run will use (batch terms depend
+// on it).
 RunConfig load_run_config(const std::string& path, const std::vector<std::string>& overrides, int world_size = 1,
                           const SavedModelKeys& saved_model_keys = {});
 

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/app/config/config_limits.h"
@@ -17,6 +18,11 @@ namespace zt {
 
 namespace {
 
+template <typename... Args>
+[[noreturn]] void throw_batch_split(fmt::format_string<Args...> f, Args&&... args) {
+  throw BatchSplitError(fmt::format(f, std::forward<Args>(args)...));
+}
+
 // The batch terms must agree: global_batch_tokens = micro_batch * seq_len * grad_accum * ranks.
 // A missing one is derived (and noted, so the run prints it).
 void resolve_batch(ConfigReader& r, RunConfig& c, bool has_accum, bool has_global) {
@@ -24,7 +30,7 @@ void resolve_batch(ConfigReader& r, RunConfig& c, bool has_accum, bool has_globa
   const std::int64_t per_accum = static_cast<std::int64_t>(t.micro_batch) * t.seq_len * c.world_size;
   if (has_global && !has_accum) {
     if (t.global_batch_tokens % per_accum != 0) {
-      throw_input_error(
+      throw_batch_split(
           "config error in {}: train.global_batch_tokens = {} is not a multiple of train.micro_batch x train.seq_len "
           "x ranks = {} x {} x {}",
           r.sources_of({"train.global_batch_tokens", "train.micro_batch", "train.seq_len"}), t.global_batch_tokens,
@@ -32,7 +38,7 @@ void resolve_batch(ConfigReader& r, RunConfig& c, bool has_accum, bool has_globa
     }
     const std::int64_t accum = t.global_batch_tokens / per_accum;
     if (accum > kMaxConfigGradAccum) {  // the range train.grad_accum itself is read in
-      throw_input_error(
+      throw_batch_split(
           "config error in {}: train.global_batch_tokens = {} over train.micro_batch x train.seq_len x ranks = {} x "
           "{} x {} makes train.grad_accum = {}, above its largest, {} (raise train.micro_batch)",
           r.sources_of({"train.global_batch_tokens", "train.micro_batch", "train.seq_len"}), t.global_batch_tokens,
@@ -45,14 +51,14 @@ void resolve_batch(ConfigReader& r, RunConfig& c, bool has_accum, bool has_globa
   }
   const std::int64_t implied = per_accum * t.grad_accum;
   if (has_global && t.global_batch_tokens != implied) {
-    throw_input_error(
+    throw_batch_split(
         "config error in {}: train.global_batch_tokens = {} disagrees with train.micro_batch x train.seq_len x "
         "train.grad_accum x ranks = {} x {} x {} x {} = {}",
         r.sources_of({"train.global_batch_tokens", "train.micro_batch", "train.seq_len", "train.grad_accum"}),
         t.global_batch_tokens, t.micro_batch, t.seq_len, t.grad_accum, c.world_size, implied);
   }
   if (!has_global && implied > 2147483647) {  // the range a train.global_batch_tokens given is read in
-    throw_input_error(
+    throw_batch_split(
         "config error in {}: train.micro_batch x train.seq_len x train.grad_accum x ranks = {} x {} x {} x {} = {} "
         "tokens a step, past the 2147483647 train.global_batch_tokens takes",
         r.sources_of({"train.micro_batch", "train.seq_len", "train.grad_accum"}), t.micro_batch, t.seq_len,

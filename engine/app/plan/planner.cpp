@@ -24,7 +24,7 @@ constexpr double kInflightMb[] = {0.0, 64.0};  // unbounded, or reductions holdi
 RunConfig load_base(const std::string& path, const std::vector<std::string>& sets, int world_size, std::string& note) {
   try {
     return load_run_config(path, sets, world_size);
-  } catch (const InputError& original) {
+  } catch (const BatchSplitError& original) {  // any other error stands
     std::vector<std::string> one = sets;
     one.push_back("train.micro_batch=1");
     try {

@@ -124,11 +124,11 @@ void brief_table(const RunConfig& cfg, const ParamTable& table, int ranks, const
 // The config resolved for `ranks`. One written for another rank count, whose global batch does not
 // split over these ranks at its micro-batch, is read at train.grad_accum = 1 (appended to
 // `overrides`), said in `note`: a step's bytes per rank follow the micro-batch, not the
-// accumulation. Any other error stands.
+// accumulation. Any other error stands (a grad_accum of "two" was predicted at 1, and exit 0).
 RunConfig load_for_ranks(const std::string& path, std::vector<std::string>& overrides, int ranks, std::string& note) {
   try {
     return load_run_config(path, overrides, ranks);
-  } catch (const InputError& original) {
+  } catch (const BatchSplitError& original) {
     std::vector<std::string> retry = overrides;
     retry.push_back("train.grad_accum=1");
     RunConfig c;

@@ -215,26 +215,32 @@ std::vector<std::string> ConfigReader::get_string_list(const std::string& key) {
   return out;
 }
 
-namespace {
-
-std::string expand_home(const std::string& path, const std::string& where) {
+std::optional<std::string> expand_home(const std::string& path) {
   if (path.empty() || path[0] != '~' || (path.size() > 1 && path[1] != '/')) return path;
   const char* home = std::getenv("HOME");
-  if (home == nullptr || *home == '\0') {
+  if (home == nullptr || *home == '\0') return std::nullopt;
+  return std::string(home) + path.substr(1);
+}
+
+namespace {
+
+std::string expanded_path(const std::string& path, const std::string& where) {
+  std::optional<std::string> expanded = expand_home(path);
+  if (!expanded) {
     throw_input_error("config error in {}: '{}' starts with ~, but HOME is not set to expand it", where, path);
   }
-  return std::string(home) + path.substr(1);
+  return *std::move(expanded);
 }
 
 }  // namespace
 
 std::string ConfigReader::get_path(const std::string& key, const std::string& fallback) {
-  return expand_home(get_string(key, fallback), source_of(key));
+  return expanded_path(get_string(key, fallback), source_of(key));
 }
 
 std::vector<std::string> ConfigReader::get_path_list(const std::string& key) {
   std::vector<std::string> out = get_string_list(key);
-  for (std::string& p : out) p = expand_home(p, source_of(key));
+  for (std::string& p : out) p = expanded_path(p, source_of(key));
   return out;
 }
 

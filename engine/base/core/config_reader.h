@@ -104,6 +104,11 @@ class ConfigReader {
 // without recursing into the whole value, however deeply nested.
 std::string preview_json(const nlohmann::json& value, int depth = 0);
 
+// `path` with a leading "~" or "~/" replaced by $HOME, as a shell would (config paths, and command-line
+// paths the shell left as they were: --run-dir=~/x); other paths as they are. nullopt where the
+// path starts so and HOME is unset or empty.
+std::optional<std::string> expand_home(const std::string& path);
+
 // The valid key closest to `key` by edit distance, or "" when none is close enough to suggest.
 std::string nearest_key(const std::string& key, const std::set<std::string>& valid);
 

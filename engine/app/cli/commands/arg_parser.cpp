@@ -5,8 +5,10 @@
 
 #include <cctype>
 #include <charconv>
+#include <optional>
 
 #include "engine/base/core/check.h"
+#include "engine/base/core/config_reader.h"
 
 namespace zt::cli {
 
@@ -49,6 +51,17 @@ bool ArgParser::parse(const std::vector<std::string>& args) {
       if (i + 1 >= args.size())
         throw_input_error("zerotrain {}: --{} needs a value ({})", command_, flag->name, flag->metavar);
       inline_value = args[++i];
+    }
+    // A path the shell left unexpanded (--run-dir=~/x: no expansion after '='), as the shell would
+    // have expanded it: taken as it was, it made a folder named "~" in the working directory.
+    const bool path = flag->metavar == "DIR" || flag->metavar == "FILE" || flag->metavar.ends_with("PATH");
+    if (path) {
+      std::optional<std::string> expanded = expand_home(inline_value);
+      if (!expanded) {
+        throw_input_error("zerotrain {}: --{} '{}' starts with ~, but HOME is not set to expand it", command_,
+                          flag->name, inline_value);
+      }
+      inline_value = *std::move(expanded);
     }
     values_[flag->name].push_back(inline_value);
   }

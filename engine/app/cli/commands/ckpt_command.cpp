@@ -36,7 +36,7 @@ constexpr const char* kCkptUsage =
 
 std::string resolve(const std::string& path, ckpt::Validation validation) {
   const ckpt::ResolvedCheckpoint r = ckpt::resolve_checkpoint(path, validation);
-  for (const std::string& note : r.notes) fmt::print(stderr, "zerotrain ckpt: note: {}\n", note);
+  for (const std::string& note : r.notes) print_stderr(fmt::format("zerotrain ckpt: note: {}\n", note));
   return r.path;
 }
 
@@ -229,8 +229,8 @@ int ckpt_main(const std::vector<std::string>& args) {
     const std::string target = ckpt::checkpoint_to_verify(path);
     if (target != path && std::filesystem::exists(std::filesystem::path(path) / ckpt::kLatestName) &&
         ckpt::read_latest(path).empty()) {  // as inspect, export and --resume say
-      fmt::print(stderr, "zerotrain ckpt: note: {}/{} is unreadable; verifying the newest checkpoint\n", path,
-                 ckpt::kLatestName);
+      print_stderr(fmt::format("zerotrain ckpt: note: {}/{} is unreadable; verifying the newest checkpoint\n", path,
+                               ckpt::kLatestName));
     }
     std::string dir;
     try {

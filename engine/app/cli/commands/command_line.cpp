@@ -50,13 +50,14 @@ int check_stdout(const std::string& command, int code) {
   const std::string why = !flushed && errno != 0 ? std::strerror(errno) : "an earlier write failed";
   std::clearerr(stdout);
   if (command == "train") {
-    fmt::print(stderr,
-               "zerotrain: warning: standard output could not be written ({}): its lines are lost; the "
-               "run directory's metrics.jsonl has the run's record\n",
-               why);
+    print_stderr(
+        fmt::format("zerotrain: warning: standard output could not be written ({}): its lines are lost; the "
+                    "run directory's metrics.jsonl has the run's record\n",
+                    why));
     return code;
   }
-  fmt::print(stderr, "zerotrain: error: cannot write the {} command's output to standard output: {}\n", command, why);
+  print_stderr(
+      fmt::format("zerotrain: error: cannot write the {} command's output to standard output: {}\n", command, why));
   if (code != 0) return code;
   note_error_reported(1);
   return 1;
@@ -65,6 +66,12 @@ int check_stdout(const std::string& command, int code) {
 int run_command(const std::vector<std::string>& all);
 
 }  // namespace
+
+void print_stderr(const std::string& text) {
+  // fwrite reports a failed write by its count alone: nothing is thrown, and there is nowhere left
+  // to say it.
+  [[maybe_unused]] const std::size_t written = std::fwrite(text.data(), 1, text.size(), stderr);
+}
 
 int run_command_line(const std::vector<std::string>& all) {
   const int code = run_command(all);
@@ -97,10 +104,10 @@ int run_command(const std::vector<std::string>& all) {
     const std::set<std::string> commands = {"train",  "prepare", "sample", "eval",   "debug-state",
                                             "memory", "plan",    "ckpt",   "version"};
     const std::string near = nearest_key(command, commands);
-    fmt::print(stderr,
-               "zerotrain: error: unknown command '{}'{} (commands: {}; zerotrain --help says what each does)\n",
-               command, near.empty() ? "" : fmt::format(", did you mean '{}'?", near),
-               "train, prepare, sample, eval, debug-state, memory, plan, ckpt, version");
+    print_stderr(
+        fmt::format("zerotrain: error: unknown command '{}'{} (commands: {}; zerotrain --help says what each does)\n",
+                    command, near.empty() ? "" : fmt::format(", did you mean '{}'?", near),
+                    "train, prepare, sample, eval, debug-state, memory, plan, ckpt, version"));
     note_error_reported(2);
     return 2;
   } catch (const AgreedInputError&) {  // on_every_rank printed the job's line on rank 0
@@ -108,17 +115,17 @@ int run_command(const std::vector<std::string>& all) {
   } catch (const AgreedRuntimeError&) {
     return 1;
   } catch (const InputError& e) {
-    fmt::print(stderr, "zerotrain: error: {}\n", e.what());
+    print_stderr(fmt::format("zerotrain: error: {}\n", e.what()));
     note_error_reported(2);
     return 2;
   } catch (const std::filesystem::filesystem_error& e) {
     // A path the command line or a config named cannot be looked at (a symlink loop, a folder
     // without permission, a name too long): the path and the reason, not the library's wording.
-    fmt::print(stderr, "zerotrain: error: cannot access '{}': {}\n", e.path1().string(), e.code().message());
+    print_stderr(fmt::format("zerotrain: error: cannot access '{}': {}\n", e.path1().string(), e.code().message()));
     note_error_reported(2);
     return 2;
   } catch (const std::exception& e) {
-    fmt::print(stderr, "zerotrain: error: {}\n", e.what());
+    print_stderr(fmt::format("zerotrain: error: {}\n", e.what()));
     note_error_reported(1);
     return 1;
   }

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <csignal>
 #include <exception>
 #include <filesystem>
 #include <memory>
@@ -119,6 +120,11 @@ int train_main(const std::vector<std::string>& args) {
   install_stop_request_handlers("zerotrain",
                                 "the run stops at the end of the current step (or of its first), with a checkpoint (a "
                                 "second one exits at once, without one)");
+  // A pipe's reader that ends (`| head`, a log shipper, a killed tee) does not end the run before
+  // its save: the writes to the pipe fail instead, said at the run's end (metrics.jsonl has the
+  // run's record). SIGPIPE's default killed the run there, lost every step since its last save and
+  // left its locks behind.
+  std::signal(SIGPIPE, SIG_IGN);
   MemoryTracker tracker;
   CommOptions comm_options;
   std::unique_ptr<Communicator> comm = make_communicator(tracker, comm_options);
@@ -228,8 +234,9 @@ int train_main(const std::vector<std::string>& args) {
   fmt::print("over the whole run (evaluation, sampling and the final gather included):\n{}",
              format_measured_vs_predicted(cfg, memory));
   if (s.stopped_nonfinite) {
-    fmt::print(stderr, "zerotrain: error: training stopped on a non-finite loss or gradient (see {}/metrics.jsonl)\n",
-               cfg.log.run_dir);
+    print_stderr(
+        fmt::format("zerotrain: error: training stopped on a non-finite loss or gradient (see {}/metrics.jsonl)\n",
+                    cfg.log.run_dir));
     return 1;
   }
   if (cfg.log.final_weights) {

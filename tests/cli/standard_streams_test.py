@@ -1,0 +1,87 @@
+#!/usr/bin/env python3
+"""The command line where its streams and paths are not the usual ones, as clusters and scripts
+leave them:
+  * train's stdout into a pipe whose reader ends (`| head`): the run trains, saves and writes its
+    final weights, says so on stderr, exit 0 (SIGPIPE killed it at the next line, its locks behind);
+  * stdout and stderr both closed or full: the command's own exit code (a failed write of the
+    error line itself threw: SIGABRT, exit 134);
+  * a path flag the shell left unexpanded (--run-dir=~/x: no expansion after '='): $HOME's, as the
+    shell would have made it (a folder named "~" appeared in the working directory); without HOME
+    refused in one line.
+
+usage: standard_streams_test.py PATH/TO/zerotrain
+"""
+import os
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.dirname(HERE))
+from check_report import Checks  # noqa: E402
+
+CONFIG = os.path.join(ROOT, "configs", "tiny.json")
+SMALL = ["--set", "train.num_threads=1", "--set", "model.n_layer=1"]
+
+
+def main():
+    binary = sys.argv[1]
+    checks = Checks()
+    with tempfile.TemporaryDirectory() as work:
+        # A reader that takes three lines and goes: every later line is a write to a closed pipe.
+        run_dir = os.path.join(work, "piped")
+        train = subprocess.Popen([binary, "train", "--config", CONFIG, "--run-dir", run_dir, "--set",
+                                  "train.max_steps=40", "--set", "log.every_steps=1", *SMALL],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        for _ in range(3):
+            train.stdout.readline()
+        train.stdout.close()
+        err = train.stderr.read().decode()
+        train.wait(timeout=300)
+        left = sorted(os.listdir(run_dir)) if os.path.isdir(run_dir) else []
+        checks.check(train.returncode == 0 and "final.safetensors" in left and "RUN_LOCK" not in left
+                     and "standard output could not be written (Broken pipe)" in err,
+                     f"train into a pipe whose reader ended: trained to the end, exit 0, said so "
+                     f"(exit {train.returncode}, {left}, {err.strip()[-200:]!r})")
+
+        for what, argv, streams, code in [
+            ("version, both streams closed", ["version"], "closed", 1),
+            ("train, both streams closed", ["train", "--config", CONFIG, "--run-dir", os.path.join(work, "closed"),
+                                            "--set", "train.max_steps=2", *SMALL], "closed", 0),
+            ("a missing config, both streams full", ["train", "--config", os.path.join(work, "missing.json")],
+             "full", 2),
+            ("sample of nothing, both streams full", ["sample", "--run", os.path.join(work, "nothing")], "full", 2),
+        ]:
+            if streams == "closed":
+                # The shell's >&- 2>&-: the descriptors are not open at all.
+                p = subprocess.run([binary, *argv], stdin=subprocess.DEVNULL, timeout=300,
+                                   preexec_fn=lambda: (os.close(1), os.close(2)))
+            else:
+                with open("/dev/full", "w") as full:
+                    p = subprocess.run([binary, *argv], stdout=full, stderr=full, timeout=300)
+            checks.check(p.returncode == code, f"{what}: exit {code} (exit {p.returncode})")
+
+        home = os.path.join(work, "home")
+        os.makedirs(home)
+        env = {**os.environ, "HOME": home}
+        p = subprocess.run([binary, "train", "--config", CONFIG, "--run-dir=~/tilde_run", "--set", "train.max_steps=1",
+                            *SMALL], cwd=work, env=env, capture_output=True, text=True, timeout=300)
+        checks.check(p.returncode == 0 and os.path.isfile(os.path.join(home, "tilde_run", "final.safetensors"))
+                     and not os.path.exists(os.path.join(work, "~")),
+                     f"--run-dir=~/x is $HOME/x (exit {p.returncode}, {p.stderr.strip()[-200:]})")
+        p = subprocess.run([binary, "sample", "--run=~/tilde_run", "--tokens", "4", "--seed", "1"], cwd=work, env=env,
+                           capture_output=True, text=True, timeout=300)
+        checks.check(p.returncode == 0, f"sample --run=~/x reads $HOME/x (exit {p.returncode}, {p.stderr.strip()[-200:]})")
+        no_home = {k: v for k, v in os.environ.items() if k != "HOME"}
+        p = subprocess.run([binary, "train", "--config", CONFIG, "--run-dir=~/x"], cwd=work, env=no_home,
+                           capture_output=True, text=True, timeout=300)
+        lines = p.stderr.strip().splitlines()
+        checks.check(p.returncode == 2 and len(lines) == 1 and "--run-dir '~/x'" in lines[0] and "HOME" in lines[0]
+                     and not os.path.exists(os.path.join(work, "~")),
+                     f"--run-dir=~/x without HOME: refused in one line ({lines})")
+    return checks.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -384,6 +384,16 @@ def main():
           and changes[-1]["changes"] == [] and any("val.bin" in c for c in changes[-1].get("evaluation_data", [])),
           f"another validation file resumes without the flag, noted and logged ({(p.stdout + p.stderr)[-300:]}, "
           f"{changes[-1:]})")
+    vocabulary_note = "the run directory's vocabulary is now this run's"
+    check(vocabulary_note not in p.stdout, "a validation file's note says nothing of the vocabulary")
+    # Another vocabulary likewise, and the note says which decodes the earlier checkpoints from now on.
+    with open(os.path.join(data_dir, "vocab.json"), "a") as f:
+        f.write("\n")
+    p = subprocess.run([binary, "train", "--config", saved_cfg, "--run-dir", run_dir, "--resume", "latest", "--set",
+                        "train.max_steps=10"], capture_output=True, text=True, timeout=120)
+    check(p.returncode == 0 and "vocab.json" in p.stdout and vocabulary_note in p.stdout,
+          f"another vocabulary resumes, its note says exports of earlier checkpoints take it "
+          f"({(p.stdout + p.stderr)[-300:]})")
     shutil.rmtree(work, ignore_errors=True)
     return checks.finish()
 

@@ -77,6 +77,7 @@ RunProgress start_run(TrainerState& s, const std::string& resume_checkpoint, boo
   // Every rank reads the same manifest and judges it alike: a refusal is the job's, printed once.
   std::optional<ckpt::CheckpointReader> opened;
   std::vector<std::string> changes, evaluation_changed;
+  bool vocabulary = false;
   on_every_rank(s.comm, [&] {
     const ckpt::Manifest& m = opened.emplace(resume_checkpoint).manifest();
     if (m.position.step > c.train.max_steps) {
@@ -89,8 +90,10 @@ RunProgress start_run(TrainerState& s, const std::string& resume_checkpoint, boo
     const std::vector<std::string> data_changed = m.extra.contains("data_identity")
                                                       ? data_changes(m.extra["data_identity"], s.data_files)
                                                       : std::vector<std::string>{};
-    if (m.extra.contains("data_identity"))
+    if (m.extra.contains("data_identity")) {
       evaluation_changed = evaluation_data_changes(m.extra["data_identity"], s.data_files);
+      vocabulary = vocabulary_changed(m.extra["data_identity"], s.data_files);
+    }
     changes = check_resume_fits(resume_checkpoint, m.model, m.config, m.data_parallel_ranks(), m.position.step, c,
                                 allow_config_change, data_changed);
   });
@@ -103,8 +106,11 @@ RunProgress start_run(TrainerState& s, const std::string& resume_checkpoint, boo
   if (!evaluation_changed.empty()) {
     s.progress.message(fmt::format(
         "note: resume: {}: the training batches are the saved run's, but validation losses (or sampled text) "
-        "before and after the resume come from other files",
-        fmt::join(evaluation_changed, "; ")));
+        "before and after the resume come from other files{}",
+        fmt::join(evaluation_changed, "; "),
+        vocabulary ? "; the run directory's vocabulary is now this run's, which `sample` and `ckpt export` decode "
+                     "every checkpoint here with, the earlier ones too"
+                   : ""));
   }
   const std::vector<std::string> bits = deterministic_bit_changes(m.config, c);
   if (!bits.empty()) {

@@ -361,4 +361,8 @@ std::vector<std::string> evaluation_data_changes(const nlohmann::json& saved, co
   return file_changes(of_splits(saved, {kValSplit, kVocabSplit}), of_splits(now, {kValSplit, kVocabSplit}));
 }
 
+bool vocabulary_changed(const nlohmann::json& saved, const nlohmann::json& now) {
+  return records_splits(saved) && !file_changes(of_splits(saved, {kVocabSplit}), of_splits(now, {kVocabSplit})).empty();
+}
+
 }  // namespace zt

@@ -54,5 +54,9 @@ std::vector<std::string> data_changes(const nlohmann::json& saved, const nlohman
 // notes them (validation losses across it are not comparable). Empty for a checkpoint saved before
 // splits were recorded (data_changes compares its files).
 std::vector<std::string> evaluation_data_changes(const nlohmann::json& saved, const nlohmann::json& now);
+// Whether the vocabulary files (vocab.json, tokenizer.json, data.vocab_file / tokenizer_file) are
+// among those changes: the run directory's copy is then this run's, which `sample` and `ckpt
+// export` decode every checkpoint of the run with, the earlier ones too.
+bool vocabulary_changed(const nlohmann::json& saved, const nlohmann::json& now);
 
 }  // namespace zt

@@ -111,6 +111,17 @@ TEST(ConfigHostileInput, TextAfterANulByteIsNotIgnored) {
   EXPECT_EQ(msg, "config error in nul.json: a NUL byte at line 2, column 1 (not a JSON text file?)");
 }
 
+TEST(ConfigHostileInput, ADuplicateKeyInAnArraysObjectIsNamedByItsPath) {
+  // The object in train.x: it was named by the sibling object's last key ('train.a.b').
+  const std::string text = R"({"train": {"x": [{"a": 1}, {"b": 1, "b": 2}]}})";
+  EXPECT_EQ(error_of([&] { parse_config_json(text, "dup.json"); }),
+            "config error in dup.json: key 'train.x.b' appears twice in one object (which one was meant?)");
+  EXPECT_EQ(error_of([] { parse_config_json(R"({"zero": {"stage": 1}, "log": {}, "zero": {}})", "top.json"); }),
+            "config error in top.json: key 'zero' appears twice in one object (which one was meant?)");
+  EXPECT_EQ(error_of([] { parse_config_json(R"({"a": [[{"k": 1, "k": 2}]]})", "nested.json"); }),
+            "config error in nested.json: key 'a.k' appears twice in one object (which one was meant?)");
+}
+
 TEST(ConfigHostileInput, AdamEpsilonZeroIsRefused) {
   nlohmann::json doc = base();
   doc["optim"] = {{"eps", 0.0}};

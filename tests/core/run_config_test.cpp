@@ -59,6 +59,13 @@ TEST(RunConfig, UnknownKeyIsRejectedWithSuggestion) {
   doc = base();
   doc["train"] = {{"device", "cpu"}};
   expect_error(doc, {"unknown key 'train.device'", "did you mean 'device'?"});
+  // Keys a default config does not write: one written only where given, another family's.
+  doc = base();
+  doc["optim"] = {{"global_batch_tokens", 4096}};
+  expect_error(doc, {"unknown key 'optim.global_batch_tokens'", "did you mean 'train.global_batch_tokens'?"});
+  doc = base();
+  doc["train"] = {{"n_kv_head", 2}};
+  expect_error(doc, {"unknown key 'train.n_kv_head'", "did you mean 'model.n_kv_head'?"});
 }
 
 TEST(RunConfig, WrongTypesNameTheKey) {

@@ -5,6 +5,7 @@
 // run directory's config.json reloads).
 #include "engine/app/config/run_config.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <mutex>
@@ -81,20 +82,28 @@ namespace {
 
 // Every key a config has, by name: a default config's, as to_json writes them (a section's keys,
 // and the top level's own), for an unknown key's "did you mean" (ConfigReader::set_key_homes).
+// Also the keys a default config does not write: train.global_batch_tokens (written only where a
+// run gave it) and every registered family's own model keys (a GPT's config holds none of a
+// Llama's). Built for each config read: a family may register after the first.
 std::shared_ptr<const KeyHomes> config_key_homes() {
-  static const std::shared_ptr<const KeyHomes> homes = [] {
-    auto out = std::make_shared<KeyHomes>();
-    const nlohmann::json defaults = RunConfig{}.to_json();
-    for (const auto& [name, value] : defaults.items()) {
-      if (!value.is_object()) {
-        (*out)[name].push_back(name);
-        continue;
-      }
-      for (const auto& [key, inner] : value.items()) (*out)[key].push_back(name + "." + key);
+  auto out = std::make_shared<KeyHomes>();
+  auto add = [&](const std::string& key, const std::string& dotted) {
+    std::vector<std::string>& homes = (*out)[key];
+    if (std::find(homes.begin(), homes.end(), dotted) == homes.end()) homes.push_back(dotted);
+  };
+  const nlohmann::json defaults = RunConfig{}.to_json();
+  for (const auto& [name, value] : defaults.items()) {
+    if (!value.is_object()) {
+      add(name, name);
+      continue;
     }
-    return out;
-  }();
-  return homes;
+    for (const auto& [key, inner] : value.items()) add(key, name + "." + key);
+  }
+  add("global_batch_tokens", "train.global_batch_tokens");
+  for (const std::string& family : model_family_names()) {
+    for (const std::string& key : model_family(family).own_keys()) add(key, "model." + key);
+  }
+  return out;
 }
 
 }  // namespace

@@ -384,27 +384,32 @@ std::pair<std::size_t, std::size_t> line_and_column(const std::string& text, std
 }  // namespace
 
 nlohmann::json parse_config_json(const std::string& text, const std::string& source) {
-  // Each object being parsed, innermost last: the key it is the value of (where it has one) and the
-  // keys met in it so far; a duplicate is named by its dotted path ("zero.stage").
-  struct OpenObject {
+  // Each object or array being parsed, innermost last: the key it is the value of (none for the
+  // top level and an array's elements) and an object's keys met so far; a duplicate is named by its
+  // dotted path ("zero.stage"; "train.x.b" for a key of an object in the array train.x).
+  struct OpenValue {
     std::string name;
+    bool array = false;
     std::set<std::string> keys;
   };
-  std::vector<OpenObject> open_objects;
+  std::vector<OpenValue> open;
   std::string duplicate, last_key;
-  const nlohmann::json::parser_callback_t check = [&](int depth, nlohmann::json::parse_event_t event,
-                                                      nlohmann::json& parsed) {
+  using Event = nlohmann::json::parse_event_t;
+  const nlohmann::json::parser_callback_t check = [&](int depth, Event event, nlohmann::json& parsed) {
     if (depth > kMaxConfigDepth) {  // copying or printing such a value recurses once a level: the stack
       throw_input_error("config error in {}: nested deeper than {} levels", source, kMaxConfigDepth);
     }
-    if (event == nlohmann::json::parse_event_t::object_start) {
-      open_objects.push_back({open_objects.empty() ? "" : last_key, {}});
+    if (event == Event::object_start || event == Event::array_start) {
+      const bool named = !open.empty() && !open.back().array;  // the value of the key just read
+      open.push_back({named ? last_key : "", event == Event::array_start, {}});
     }
-    if (event == nlohmann::json::parse_event_t::object_end && !open_objects.empty()) open_objects.pop_back();
-    if (event == nlohmann::json::parse_event_t::key && !open_objects.empty()) {
+    if ((event == Event::object_end || event == Event::array_end) && !open.empty()) open.pop_back();
+    if (event == Event::key && !open.empty()) {
       last_key = parsed.get<std::string>();
-      if (duplicate.empty() && !open_objects.back().keys.insert(last_key).second) {
-        for (std::size_t i = 1; i < open_objects.size(); ++i) duplicate += open_objects[i].name + ".";
+      if (duplicate.empty() && !open.back().keys.insert(last_key).second) {
+        for (const OpenValue& v : open) {
+          if (!v.name.empty()) duplicate += v.name + ".";
+        }
         duplicate += last_key;
       }
     }

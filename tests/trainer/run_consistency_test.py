@@ -355,7 +355,8 @@ def main():
     shown = [line for line in inspect.stdout.splitlines() if line.startswith("data file")]
     check(inspect.returncode == 0 and "config.data: " in inspect.stdout and len(shown) == len(recorded)
           and shown[0].startswith("data file (train): ") and shown[0].endswith(
-              f"{recorded[0]['bytes']} bytes, fingerprint {recorded[0]['fingerprint']:08x}"),
+              f"{recorded[0]['bytes']} bytes, fingerprint {recorded[0]['fingerprint']:08x}, "
+              f"sampled {recorded[0].get('sampled_fingerprint', -1):08x}"),
           f"ckpt inspect shows the data section and the files a resume compares ({shown})")
     # The same files through another path (a link to the folder): the same batches, resumed.
     link = os.path.join(work, "data_link")

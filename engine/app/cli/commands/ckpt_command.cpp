@@ -105,15 +105,18 @@ std::string human_bytes(std::int64_t b) {
   return fmt::format("{} B", b);
 }
 
-// One entry of a manifest's data identity: "data file (train): PATH, N bytes, fingerprint X", or
+// One entry of a manifest's data identity: "data file (train): PATH, N bytes, fingerprint X, sampled Y", or
 // the entry as it is where a field is not what a run writes.
 void print_data_file(const nlohmann::json& f) {
   const auto has = [&](const char* key) { return f.is_object() && f.contains(key); };
   if (has("path") && f["path"].is_string() && has("bytes") && f["bytes"].is_number_integer() && has("fingerprint") &&
       f["fingerprint"].is_number_unsigned()) {
     const std::string split = f.contains("split") && f["split"].is_string() ? f["split"].get<std::string>() : "";
-    fmt::print("data file{}: {}, {} bytes, fingerprint {:08x}\n", split.empty() ? "" : " (" + split + ")",
-               f["path"].get<std::string>(), f["bytes"].get<std::int64_t>(), f["fingerprint"].get<std::uint64_t>());
+    // The blocks between the file's ends a resume also compares, as its refusal names them.
+    const bool sampled = f.contains("sampled_fingerprint") && f["sampled_fingerprint"].is_number_unsigned();
+    fmt::print("data file{}: {}, {} bytes, fingerprint {:08x}{}\n", split.empty() ? "" : " (" + split + ")",
+               f["path"].get<std::string>(), f["bytes"].get<std::int64_t>(), f["fingerprint"].get<std::uint64_t>(),
+               sampled ? fmt::format(", sampled {:08x}", f["sampled_fingerprint"].get<std::uint64_t>()) : "");
   } else {
     fmt::print("data file: {}\n", f.dump());
   }

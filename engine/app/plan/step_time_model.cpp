@@ -141,7 +141,9 @@ StepTime estimate_step_time(const OpProfile& profile, const RunConfig& c, int wo
   int checkpointed = 0;
   for (int b = 0; b < c.model.n_layer; ++b) checkpointed += ckpt.is_checkpointed(b) ? 1 : 0;
   const double recomputed_blocks = static_cast<double>(checkpointed) / c.model.n_layer;
-  const double head_share = to.vocab * to.width / to.params;  // of the linear work: the head's logits
+  // Of the linear work: the head's logits. None for a family without matrix products (a table
+  // lookup: the toy family's 0 weights made it inf, and every estimate NaN).
+  const double head_share = to.params > 0 ? std::min(1.0, to.vocab * to.width / to.params) : 0.0;
   StepTime t;
   for (const auto& [op, ms] : profile.ms_per_step) {
     const OpClass k = op_class(op);

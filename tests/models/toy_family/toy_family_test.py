@@ -13,6 +13,7 @@ does, with no file under engine/ knowing it (issue 31):
 usage: toy_family_test.py MPIRUN [FLAGS...] -- PATH/TO/zt_toy_family_driver
 """
 import json
+import math
 import os
 import subprocess
 import sys
@@ -91,6 +92,18 @@ def main():
         stages = json.loads(p.stdout)["stages"]
         optimizer = [s["bytes"]["optimizer_states"] for s in stages]
         check(optimizer[1] * 2 == optimizer[0], f"stage 1 halves the optimizer states on 2 ranks ({optimizer})")
+
+    # plan ranks a toy config from the committed GPT-2 profile: finite estimates (the head's share of
+    # no matrix products was inf, every estimate NaN).
+    profile = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))),
+                           "docs", "results", "cpu_op_profile.json")
+    p = run(1, ["plan", "--config", write("plan", {}), "--ranks", "2", "--device-memory", "1TB", "--profile", profile,
+                "--json"])
+    rows = json.loads(p.stdout).get("fitting", []) if p.returncode == 0 else []
+    finite = [r for r in rows if isinstance(r.get("step_s"), (int, float)) and math.isfinite(r["step_s"])]
+    check(p.returncode == 0 and rows and len(finite) == len(rows),
+          f"plan ranks a toy config with finite step times ({len(finite)} of {len(rows)}; exit {p.returncode}: "
+          f"{(p.stdout + p.stderr)[-300:]})")
 
     p = run(1, ["train", "--config", write("mamba", {"model": {"arch": "mamba"}})])
     check(p.returncode == 2 and "gpt2, llama, toy" in p.stderr, f"an unknown arch names the three families: {p.stderr}")

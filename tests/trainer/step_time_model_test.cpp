@@ -12,6 +12,7 @@
 #include "engine/app/config/run_config.h"
 #include "engine/app/plan/step_time_model.h"
 #include "engine/base/core/check.h"
+#include "models/model_family.h"
 
 namespace zt {
 namespace {
@@ -88,6 +89,21 @@ TEST(StepTimeModel, LlamaProfilesKeepTheirOwnKeys) {
   EXPECT_NEAR(estimated_compute_ms(profile, planned_llama(1, 128)), 4.0, 1e-9);
   const plan::OpProfile products = one_op_profile(planned_llama(1, 384), "matmul_backward", 50.0);
   EXPECT_DOUBLE_EQ(estimated_compute_ms(products, planned_llama(1, 384)), 50.0);
+}
+
+// The optimizer steps every parameter, not only those of the matrix products: an untied Llama's
+// second token table is as much more work as it is more parameters (it counted the tied model's).
+TEST(StepTimeModel, TheOptimizerScalesByEveryParameter) {
+  nlohmann::json tied = planned_llama(2, 128), untied = tied;
+  untied["tie_embeddings"] = false;
+  auto numel = [](const nlohmann::json& model) {
+    const RunConfig c = parse_run_config({{"model", model}}, "numel.json");
+    return static_cast<double>(build_param_table(c.model_spec()).total_numel());
+  };
+  const plan::OpProfile profile = one_op_profile(tied, "adamw_update", 12.0);
+  EXPECT_DOUBLE_EQ(estimated_compute_ms(profile, tied), 12.0);
+  EXPECT_GT(numel(untied), numel(tied));
+  EXPECT_NEAR(estimated_compute_ms(profile, untied), 12.0 * numel(untied) / numel(tied), 1e-9);
 }
 
 // A profile whose model section a config would refuse names the file and the key.

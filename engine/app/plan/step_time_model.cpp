@@ -52,8 +52,10 @@ bool selective_op(const std::string& op) {
 }
 
 struct Shape {
-  double params = 0, tokens = 0, seq = 0, width = 0, mlp_width = 0, layers = 0, vocab = 0, micro_batches = 1,
-         optimizer_ranks = 1;
+  // params: the weights a token meets in the matrix products; updated: every parameter the
+  // optimizer steps (an untied token table, position table, norms and biases too).
+  double params = 0, updated = 0, tokens = 0, seq = 0, width = 0, mlp_width = 0, layers = 0, vocab = 0,
+         micro_batches = 1, optimizer_ranks = 1;
 };
 
 // The parts of a shape that are the model's: its family counts the weights a token meets in the
@@ -64,6 +66,7 @@ Shape model_shape(const ModelConfig& m) {
   const ModelFamily& family = model_family(m.arch);
   Shape s;
   s.params = family.matmul_weights_per_token(m);
+  s.updated = static_cast<double>(build_param_table(ModelSpec{m, UnitLayout{}}).total_numel());
   s.width = m.n_embd;
   s.mlp_width = family.mlp_width(m);
   s.layers = m.n_layer;
@@ -78,7 +81,7 @@ double work(OpClass c, const Shape& s) {
     case OpClass::kVocab: return s.tokens * s.vocab;
     case OpClass::kMlpActivation: return s.tokens * s.mlp_width * s.layers;
     case OpClass::kElementwise: return s.tokens * s.width * s.layers;
-    case OpClass::kOptimizer: return s.params / s.optimizer_ranks;
+    case OpClass::kOptimizer: return s.updated / s.optimizer_ranks;
   }
   return 0;
 }

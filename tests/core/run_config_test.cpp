@@ -130,8 +130,17 @@ TEST(RunConfig, FilesThatCannotBeReadOrParsedAreNamed) {
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("line 2, column 3 (JSON has no comments"), std::string::npos) << e.what();
   }
-  // Empty, or blank: said so (it read "malformed JSON at line 1, column 1").
-  for (const char* text : {"", " \n\t\n"}) {
+  // A '/' that opens no comment (a division) is not called one.
+  std::ofstream(path) << "{\"model\": {\"n_layer\": 4/2}}\n";
+  try {
+    load_run_config(path, {});
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("malformed JSON at line 1"), std::string::npos) << e.what();
+    EXPECT_EQ(std::string(e.what()).find("comments"), std::string::npos) << e.what();
+  }
+  // Empty, or blank, a byte-order mark alone too: said so (it read "malformed JSON at line 1, column 1").
+  for (const char* text : {"", " \n\t\n", "\xEF\xBB\xBF", "\xEF\xBB\xBF\n"}) {
     std::ofstream(path) << text;
     try {
       load_run_config(path, {});

@@ -421,7 +421,9 @@ nlohmann::json parse_config_json(const std::string& text, const std::string& sou
     throw_input_error("config error in {}: a NUL byte at line {}, column {} (not a JSON text file?)", source, line,
                       col);
   }
-  if (text.find_first_not_of(" \t\r\n") == std::string::npos) {
+  // A byte-order mark alone is empty too (the parser skips one; it then found no value).
+  const std::size_t bom = text.starts_with("\xEF\xBB\xBF") ? 3 : 0;
+  if (text.find_first_not_of(" \t\r\n", bom) == std::string::npos) {
     throw_input_error("config error in {}: the file is empty (a config is a JSON object, e.g. {{\"model\": {{...}}}})",
                       source);
   }
@@ -432,7 +434,7 @@ nlohmann::json parse_config_json(const std::string& text, const std::string& sou
     const auto [line, col] = line_and_column(text, e.byte);
     // nlohmann's byte is one past where it stopped: a '/' there begins a comment, which JSON lacks.
     const std::size_t at = e.byte > 0 ? e.byte - 1 : 0;
-    const bool comment = at < text.size() && text[at] == '/';
+    const bool comment = at + 1 < text.size() && text[at] == '/' && (text[at + 1] == '/' || text[at + 1] == '*');
     throw_input_error("config error in {}: malformed JSON at line {}, column {}{}", source, line, col,
                       comment ? " (JSON has no comments: remove the // or /* */ text)" : "");
   } catch (const nlohmann::json::out_of_range& e) {  // e.g. 1e999, a number no double holds

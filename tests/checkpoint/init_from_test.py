@@ -261,6 +261,33 @@ def check_export_targets(checks, work, binary, train, source, exported, ckpt):
                  f"a folder of unrelated files takes the export, its files kept ({e.stderr.strip()})")
     e = export(ckpt, notes)
     checks.check(e.returncode == 0, f"... and an export over that export goes on ({e.stderr.strip()})")
+    # An export cut after it removed the earlier export's files, before its own took their names:
+    # the run's tokenizer alone is left (a run with its own vocabulary, written as a tokenizer),
+    # which the next export completes (it was refused as someone else's); another tokenizer stays
+    # refused.
+    char_config = os.path.join(work, "char_run.json")
+    with open(char_config, "w") as f:
+        json.dump({"model": {"n_layer": 1, "n_head": 2, "n_embd": 16, "block_size": 16, "vocab_size": 64},
+                   "train": {"max_steps": 1, "micro_batch": 2, "num_threads": 1}, "checkpoint": {"at_end": True}}, f)
+    char_run, cut = os.path.join(work, "char_run"), os.path.join(work, "cut_export")
+    subprocess.run([binary, "train", "--config", char_config, "--run-dir", char_run], capture_output=True, timeout=300)
+    first = export(os.path.join(char_run, "checkpoints"), cut)
+    for name in os.listdir(cut):
+        if not name.startswith("tokenizer"):
+            os.remove(os.path.join(cut, name))
+    left = sorted(os.listdir(cut))
+    e = export(os.path.join(char_run, "checkpoints"), cut)
+    checks.check(first.returncode == 0 and left == ["tokenizer.json", "tokenizer_config.json"] and e.returncode == 0
+                 and "config.json" in os.listdir(cut),
+                 f"a cut export's own tokenizer alone ({left}): the next export completes it ({e.stderr.strip()})")
+    for name in os.listdir(cut):
+        if not name.startswith("tokenizer"):
+            os.remove(os.path.join(cut, name))
+    with open(os.path.join(cut, "tokenizer.json"), "a") as f:
+        f.write(" ")
+    e = export(os.path.join(char_run, "checkpoints"), cut)
+    checks.check(e.returncode == 2 and "a tokenizer that no export wrote (tokenizer.json)" in e.stderr,
+                 f"... where it differs from the run's, refused ({e.stderr.strip()})")
     # Someone's safetensors without a config.json: not an export's either.
     bare = os.path.join(work, "bare_weights")
     os.makedirs(bare)

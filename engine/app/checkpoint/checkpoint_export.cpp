@@ -15,6 +15,7 @@
 #include "engine/app/data/special_tokens.h"
 #include "engine/app/data/token_text.h"
 #include "engine/app/data/vocab_tokenizer_json.h"
+#include "engine/app/io/input_file.h"
 #include "engine/app/io/json_file.h"
 #include "engine/app/io/llmc_model_file.h"
 #include "engine/app/io/made_folders.h"
@@ -137,11 +138,32 @@ bool is_init_from(const std::string& out_dir, const Manifest& manifest) {
   return false;
 }
 
+// The tokenizer files an export writes, by name, with their contents: the run directory's own
+// (copied), or its character- or byte-level vocab.json written as one.
+struct TokenizerFiles {
+  std::vector<std::pair<std::string, std::string>> files;
+  bool from_vocab = false;
+};
+
+TokenizerFiles export_tokenizer_files(const fs::path& run_dir, const ModelSpec& spec) {
+  TokenizerFiles out;
+  for (const char* f : data::kTokenizerFiles) {
+    if (fs::exists(run_dir / f)) out.files.emplace_back(f, read_whole_input((run_dir / f).string(), "tokenizer file"));
+  }
+  if (out.files.empty() && fs::exists(run_dir / "vocab.json")) {
+    const data::Vocab vocab = data::Vocab::load((run_dir / "vocab.json").string());
+    out.files = {{"tokenizer.json", data::tokenizer_json_of_vocab(vocab).dump(2) + "\n"},
+                 {"tokenizer_config.json", data::tokenizer_config_of_vocab(spec.model.block_size).dump(2) + "\n"}};
+    out.from_vocab = true;
+  }
+  return out;
+}
+
 // The export replaces the folder's config.json and its tensor files. Right for an earlier export;
 // anything else there is someone else's model or file, and would be lost (or mixed with this
 // model's: a foreign tokenizer, pytorch_model.bin): refused, before anything is written. So is the
 // folder the run started from (train.init_from), even where an earlier export wrote it.
-void check_hf_export_folder(const std::string& out_dir, const Manifest& manifest) {
+void check_hf_export_folder(const std::string& out_dir, const Manifest& manifest, const TokenizerFiles& tokenizer) {
   std::error_code ec;
   if (is_init_from(out_dir, manifest)) {
     throw_input_error(
@@ -182,14 +204,24 @@ void check_hf_export_folder(const std::string& out_dir, const Manifest& manifest
     if (foreign) why = fmt::format("a model that no export wrote ({})", name);
   }
   // A tokenizer belongs to the model beside it: one in a folder with no earlier export's tensors
-  // is someone else's (the export would overwrite it, or leave it to number this model's tokens).
+  // is someone else's (the export would overwrite it, or leave it to number this model's tokens),
+  // unless it is the very file this export writes (an export of this run cut before its tensors
+  // took their names: the next one completes it).
   bool earlier_export = false;
   for (const fs::directory_entry& e : fs::directory_iterator(out_dir, ec)) {
     const std::string name = e.path().filename().string();
     if (name.ends_with(".safetensors") && written_by_export(e.path(), legacy)) earlier_export = true;
   }
+  auto ours = [&](const char* f) {
+    for (const auto& [name, text] : tokenizer.files) {
+      if (name == f)
+        return fs::file_size(fs::path(out_dir) / f, ec) == text.size() && !ec &&
+               read_whole_input((fs::path(out_dir) / f).string(), "--out") == text;
+    }
+    return false;
+  };
   for (const char* f : data::kTokenizerFiles) {
-    if (why.empty() && !earlier_export && fs::exists(fs::path(out_dir) / f, ec)) {
+    if (why.empty() && !earlier_export && fs::exists(fs::path(out_dir) / f, ec) && !ours(f)) {
       why = fmt::format("a tokenizer that no export wrote ({})", f);
     }
   }
@@ -209,7 +241,11 @@ HfExport export_hf(const CheckpointReader& reader, const std::string& out_dir, D
   ZT_CHECK(max_shard_bytes > 0, "max shard bytes {}", max_shard_bytes);
   const ModelSpec spec = model_spec_of(reader);
   const ParamTable& table = reader.manifest().table;
-  check_hf_export_folder(out_dir, reader.manifest());
+  // The run's tokenizer (beside its checkpoints folder): written beside the model, and its special
+  // tokens' ids in config.json.
+  const fs::path run_dir = fs::path(reader.dir()).parent_path().parent_path();
+  const TokenizerFiles tokenizer = export_tokenizer_files(run_dir, spec);
+  check_hf_export_folder(out_dir, reader.manifest(), tokenizer);
   std::error_code ec;
   // Folders made here (the export's, and any missing above it) and left empty by a failure (a full
   // disk) are removed again, after the staged files (declared later, destroyed first); those that
@@ -226,8 +262,7 @@ HfExport export_hf(const CheckpointReader& reader, const std::string& out_dir, D
 
   const nlohmann::json& cfg_model = reader.manifest().config.value("model", nlohmann::json::object());
   nlohmann::ordered_json hf = spec.family().hf_config(spec, cfg_model.value("dropout", 0.0), dtype);
-  // The run's tokenizer (beside its checkpoints folder, copied below) numbers its special tokens.
-  const fs::path run_dir = fs::path(reader.dir()).parent_path().parent_path();
+  // The run's tokenizer numbers its special tokens.
   const nlohmann::json special_ids = data::special_token_ids(run_dir.string());
   for (const auto& [key, id] : special_ids.items()) hf[key] = id;
   // Without a tokenizer's, those of the Hugging Face model the run started from (train.init_from),
@@ -274,22 +309,11 @@ HfExport export_hf(const CheckpointReader& reader, const std::string& out_dir, D
   }
   // The run's tokenizer, so AutoTokenizer loads the folder too; or its own vocabulary (a character-
   // or byte-level run's vocab.json) written as one.
-  for (const char* f : data::kTokenizerFiles) {
-    if (!fs::exists(run_dir / f)) continue;
-    std::error_code ec;
-    fs::copy_file(run_dir / f, staged.stage((dir / f).string()), fs::copy_options::overwrite_existing, ec);
-    if (ec) throw_runtime_error("cannot copy {} into {}: {}", (run_dir / f).string(), out_dir, ec.message());
-    result.tokenizer_files.push_back(f);
+  for (const auto& [name, text] : tokenizer.files) {
+    write_file_synced(staged.stage((dir / name).string()), text);
+    result.tokenizer_files.push_back(name);
   }
-  if (result.tokenizer_files.empty() && fs::exists(run_dir / "vocab.json")) {
-    const data::Vocab vocab = data::Vocab::load((run_dir / "vocab.json").string());
-    write_file_synced(staged.stage((dir / "tokenizer.json").string()),
-                      data::tokenizer_json_of_vocab(vocab).dump(2) + "\n");
-    write_file_synced(staged.stage((dir / "tokenizer_config.json").string()),
-                      data::tokenizer_config_of_vocab(spec.model.block_size).dump(2) + "\n");
-    result.tokenizer_files = {"tokenizer.json", "tokenizer_config.json"};
-    result.tokenizer_from_vocab = true;
-  }
+  result.tokenizer_from_vocab = tokenizer.from_vocab;
   write_file_synced(staged.stage((dir / "config.json").string()), hf.dump(2) + "\n");
 
   // Everything is written. An earlier export's config.json goes first (StagedFiles: a kill during

@@ -182,6 +182,25 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
   return parse_run_config(std::move(doc), path, world_size, std::move(sources), saved_model_keys);
 }
 
+RunConfig load_run_config_past_batch_split(const std::string& path, std::vector<std::string>& overrides, int world_size,
+                                           const std::string& fallback, std::string& refused) {
+  try {
+    return load_run_config(path, overrides, world_size);
+  } catch (const BatchSplitError& original) {
+    std::vector<std::string> retry = overrides;
+    retry.push_back(fallback);
+    RunConfig c;
+    try {
+      c = load_run_config(path, retry, world_size);
+    } catch (const InputError&) {
+      throw original;
+    }
+    refused = original.what();
+    overrides = std::move(retry);
+    return c;
+  }
+}
+
 nlohmann::json RunConfig::model_json() const { return model_section_json(*this); }
 
 nlohmann::json RunConfig::run_file_json() const {

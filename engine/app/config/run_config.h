@@ -187,6 +187,13 @@ class BatchSplitError : public InputError {
 RunConfig load_run_config(const std::string& path, const std::vector<std::string>& overrides, int world_size = 1,
                           const SavedModelKeys& saved_model_keys = {});
 
+// load_run_config, and where the config's batch terms do not split over `world_size` (a config
+// written for another rank count: BatchSplitError), again with the `fallback` assignment appended
+// to `overrides` (memory's "train.grad_accum=1", plan's "train.micro_batch=1"), the first error's
+// message in `refused`. Every other error stands, and the first where the second load fails too.
+RunConfig load_run_config_past_batch_split(const std::string& path, std::vector<std::string>& overrides, int world_size,
+                                           const std::string& fallback, std::string& refused);
+
 // Same, from a document already in memory (tests; `source` names it in messages).
 // `overrides`: the keys --set gave (load_run_config), whose errors then name the --set.
 RunConfig parse_run_config(nlohmann::json doc, const std::string& source, int world_size = 1,

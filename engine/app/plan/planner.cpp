@@ -21,20 +21,14 @@ constexpr double kInflightMb[] = {0.0, 64.0};  // unbounded, or reductions holdi
 // The config as given; where it does not load at this rank count with its own micro-batch (one
 // that does not divide its global batch: a config written for another N), with micro_batch 1, since
 // the search sets the micro-batch anyway. The config's own error stands where that fails too.
-RunConfig load_base(const std::string& path, const std::vector<std::string>& sets, int world_size, std::string& note) {
-  try {
-    return load_run_config(path, sets, world_size);
-  } catch (const BatchSplitError& original) {  // any other error stands
-    std::vector<std::string> one = sets;
-    one.push_back("train.micro_batch=1");
-    try {
-      RunConfig c = load_run_config(path, one, world_size);
-      note = fmt::format("the config's own micro-batch does not load on {} rank(s) ({}); the search sets it",
-                         world_size, original.what());
-      return c;
-    } catch (const InputError&) {}
-    throw;
+RunConfig load_base(const std::string& path, std::vector<std::string> sets, int world_size, std::string& note) {
+  std::string refused;
+  RunConfig c = load_run_config_past_batch_split(path, sets, world_size, "train.micro_batch=1", refused);
+  if (!refused.empty()) {
+    note = fmt::format("the config's own micro-batch does not load on {} rank(s) ({}); the search sets it", world_size,
+                       refused);
   }
+  return c;
 }
 
 }  // namespace

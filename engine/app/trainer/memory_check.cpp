@@ -150,11 +150,7 @@ void check_memory_fits(const RunConfig& c, int world_size, int device_index) {
   if (recompute_left) keys.push_back("train.activation_checkpointing");
   const std::string sources = c.sources_of(keys);
   // Bytes too where the two round alike ("needs 11.02 MiB ... offers: 11.02 MiB").
-  std::string needs = format_bytes(required.bytes()), offers = format_bytes(offer.bytes);
-  if (needs == offers) {
-    needs += fmt::format(" ({} bytes)", required.bytes());
-    offers += fmt::format(" ({} bytes)", offer.bytes);
-  }
+  const auto [needs, offers] = format_bytes_apart(required.bytes(), offer.bytes);
   // A micro-batch of one sequence lowers no further.
   const std::string lower =
       c.train.micro_batch > 1

@@ -69,6 +69,15 @@ std::string format_bytes(std::int64_t bytes) {
   return fmt::format("{:.2f} PiB", b / static_cast<double>(1ll << 50));
 }
 
+std::pair<std::string, std::string> format_bytes_apart(std::int64_t a, std::int64_t b) {
+  std::pair<std::string, std::string> out{format_bytes(a), format_bytes(b)};
+  if (out.first == out.second) {
+    out.first += fmt::format(" ({} bytes)", a);
+    out.second += fmt::format(" ({} bytes)", b);
+  }
+  return out;
+}
+
 std::string format_memory_table(const MemorySnapshot& s) {
   std::string out = fmt::format("{:<18} {:>14} {:>14}\n", "category", "current", "peak");
   for (int i = 0; i < kNumMemCategories; ++i) {

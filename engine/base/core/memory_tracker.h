@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 
 namespace zt {
 
@@ -55,6 +56,9 @@ class MemoryTracker {
 
 // "1.50 MiB" style rendering used in every memory table.
 std::string format_bytes(std::int64_t bytes);
+// Two sizes set side by side (needed, offered): format_bytes each, with the exact bytes after each
+// where they round alike ("11.02 MiB (11554816 bytes)"), so the line says which is larger.
+std::pair<std::string, std::string> format_bytes_apart(std::int64_t a, std::int64_t b);
 
 // A table with one row per category: current and peak bytes.
 std::string format_memory_table(const MemorySnapshot& s);

@@ -126,24 +126,15 @@ void brief_table(const RunConfig& cfg, const ParamTable& table, int ranks, const
 // `overrides`), said in `note`: a step's bytes per rank follow the micro-batch, not the
 // accumulation. Any other error stands (a grad_accum of "two" was predicted at 1, and exit 0).
 RunConfig load_for_ranks(const std::string& path, std::vector<std::string>& overrides, int ranks, std::string& note) {
-  try {
-    return load_run_config(path, overrides, ranks);
-  } catch (const BatchSplitError& original) {
-    std::vector<std::string> retry = overrides;
-    retry.push_back("train.grad_accum=1");
-    RunConfig c;
-    try {
-      c = load_run_config(path, retry, ranks);
-    } catch (const InputError&) {
-      throw original;
-    }
+  std::string refused;
+  RunConfig c = load_run_config_past_batch_split(path, overrides, ranks, "train.grad_accum=1", refused);
+  if (!refused.empty()) {
     note = fmt::format(
         "the config's batch does not load on {} rank{} ({}); predicted at train.grad_accum = 1: a step's bytes per "
         "rank follow the micro-batch, not the accumulation (the gradient traffic of stages 2-3 grows with it)",
-        ranks, ranks == 1 ? "" : "s", original.what());
-    overrides = std::move(retry);
-    return c;
+        ranks, ranks == 1 ? "" : "s", refused);
   }
+  return c;
 }
 
 int config_table(const ArgParser& parser, int ranks, bool json) {

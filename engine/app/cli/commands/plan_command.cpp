@@ -114,11 +114,7 @@ std::string nothing_fits(const plan::PlanResult& r, std::int64_t budget) {
     return fmt::format("none of the {} choices is a config that trains (the first refused: {})", r.considered,
                        r.first_refusal);
   }
-  std::string offered = format_bytes(budget), least = format_bytes(r.smallest_bytes);
-  if (offered == least) {  // they round alike: the bytes too
-    offered += fmt::format(" ({} bytes)", budget);
-    least += fmt::format(" ({} bytes)", r.smallest_bytes);
-  }
+  const auto [offered, least] = format_bytes_apart(budget, r.smallest_bytes);
   return fmt::format("nothing fits {} per rank: the least any choice needs is {} (add ranks or memory)", offered,
                      least);
 }

@@ -3,6 +3,7 @@
 
 #include "engine/base/core/check.h"
 #include "engine/base/core/config_reader.h"
+#include "engine/base/core/config_text.h"
 
 namespace zt {
 

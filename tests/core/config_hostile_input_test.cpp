@@ -13,6 +13,7 @@
 #include "engine/app/io/json_file.h"
 #include "engine/base/core/check.h"
 #include "engine/base/core/config_reader.h"
+#include "engine/base/core/config_text.h"
 #include "tests/core/config_test_util.h"
 
 namespace zt {

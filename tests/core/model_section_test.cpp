@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "engine/app/config/run_config.h"
+#include "engine/base/core/config_text.h"
 #include "models/llama/llama_family.h"
 #include "tests/core/config_test_util.h"
 

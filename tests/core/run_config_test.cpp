@@ -7,6 +7,7 @@
 #include "engine/app/config/run_config.h"
 #include "engine/base/core/check.h"
 #include "engine/base/core/config_reader.h"
+#include "engine/base/core/config_text.h"
 #include "tests/core/config_test_util.h"
 
 namespace zt {

@@ -7,6 +7,7 @@
 
 #include "engine/app/io/pretrained.h"
 #include "engine/base/core/check.h"
+#include "engine/base/core/config_text.h"
 
 namespace zt {
 

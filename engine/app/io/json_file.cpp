@@ -4,6 +4,7 @@
 #include "engine/app/io/input_file.h"
 #include "engine/base/core/check.h"
 #include "engine/base/core/config_reader.h"
+#include "engine/base/core/config_text.h"
 
 namespace zt {
 

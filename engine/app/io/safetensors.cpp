@@ -15,6 +15,7 @@
 #include "engine/app/io/output_file.h"
 #include "engine/base/core/check.h"
 #include "engine/base/core/config_reader.h"
+#include "engine/base/core/config_text.h"
 
 namespace zt {
 

@@ -1,4 +1,4 @@
-// ConfigReader: checked access to JSON config sections and the --set override syntax.
+// ConfigReader: checked access to JSON config sections (the text they come from: config_text.h).
 #include "engine/base/core/config_reader.h"
 
 #include <fmt/format.h>
@@ -9,15 +9,9 @@
 #include <cstdlib>
 
 #include "engine/base/core/check.h"
+#include "engine/base/core/config_text.h"
 
 namespace zt {
-
-namespace {
-// No config is nested more than a few levels; nlohmann::json copies and prints a value by recursing
-// once a level, so a value nested 100000 deep would overflow the stack.
-constexpr int kMaxConfigDepth = 64;
-
-}  // namespace
 
 const nlohmann::json ConfigReader::kEmptyObject = nlohmann::json::object();
 
@@ -88,39 +82,6 @@ std::string config_sources(const std::string& file, const OverrideSources* overr
 
 std::string ConfigReader::sources_of(std::initializer_list<std::string_view> dotted_keys) const {
   return config_sources(file_, overrides_.get(), dotted_keys);
-}
-
-std::string preview_json(const nlohmann::json& value, int depth) {
-  constexpr std::size_t kMaxChars = 80;
-  std::string out;
-  if (value.is_array() || value.is_object()) {
-    // Not dump(): it recurses once a level, and a value nested 100000 deep overflows the stack.
-    const bool array = value.is_array();
-    out = array ? "[" : "{";
-    if (depth >= 2 && !value.empty()) {
-      out += "...";
-    } else {
-      int shown = 0;
-      for (auto it = value.begin(); it != value.end() && out.size() < kMaxChars; ++it, ++shown) {
-        if (shown > 0) out += ", ";
-        if (!array)
-          out += nlohmann::json(it.key()).dump(-1, ' ', true, nlohmann::json::error_handler_t::replace) + ": ";
-        out += preview_json(*it, depth + 1);
-      }
-      if (shown < static_cast<int>(value.size())) out += ", ...";
-    }
-    out += array ? "]" : "}";
-  } else {  // ASCII, with invalid UTF-8 replaced: a message must print whatever the value held
-    out = value.dump(-1, ' ', true, nlohmann::json::error_handler_t::replace);
-  }
-  if (out.size() > kMaxChars) {
-    const std::size_t size = value.is_string() ? value.get_ref<const std::string&>().size() : value.size();
-    out = fmt::format("{}... ({} {})", out.substr(0, kMaxChars), size,
-                      value.is_string()  ? "bytes"
-                      : value.is_array() ? "elements"
-                                         : "keys");
-  }
-  return out;
 }
 
 void ConfigReader::fail_type(const std::string& key, const char* expected, const nlohmann::json& got) const {
@@ -305,147 +266,6 @@ std::string nearest_key(const std::string& key, const std::set<std::string>& val
     }
   }
   return best;
-}
-
-std::vector<std::string> apply_override(nlohmann::json& doc, const std::string& assignment) {
-  const std::size_t eq = assignment.find('=');
-  if (eq == std::string::npos || eq == 0) {
-    throw_input_error("--set '{}': expected section.key=value", assignment);
-  }
-  const std::string dotted_key = assignment.substr(0, eq);
-  const std::string text = assignment.substr(eq + 1);
-  try {  // JSON strings are UTF-8; an invalid byte would fail later, far from the --set that held it
-    (void)nlohmann::json(assignment).dump();
-  } catch (const nlohmann::json::type_error&) {
-    throw_input_error("--set {}: not valid UTF-8", preview_json(nlohmann::json(assignment)));
-  }
-  nlohmann::json value;
-  try {
-    value = nlohmann::json::parse(text, [&](int depth, nlohmann::json::parse_event_t, nlohmann::json&) {
-      if (depth > kMaxConfigDepth) {
-        throw_input_error("--set '{}': the value is nested deeper than {} levels", dotted_key, kMaxConfigDepth);
-      }
-      return true;
-    });
-  } catch (const nlohmann::json::exception&) {
-    value = text;  // bare words such as bf16 or none
-  }
-  nlohmann::json* node = &doc;
-  std::size_t start = 0;
-  while (true) {
-    const std::size_t dot = dotted_key.find('.', start);
-    const std::string part = dotted_key.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
-    if (part.empty()) throw_input_error("--set '{}': empty key component", assignment);
-    if (!node->is_object()) {  // the key before this part holds a value, not keys
-      throw_input_error("--set '{}': '{}' is not a section", assignment, dotted_key.substr(0, start - 1));
-    }
-    if (dot == std::string::npos) {
-      nlohmann::json& target = (*node)[part];
-      // A section (a top-level key) given whole: its keys set, its others kept. A section that
-      // replaced the file's silently dropped every key it left out (and earlier --sets inside it).
-      if (start == 0 && value.is_object() && target.is_object()) {
-        std::vector<std::string> keys;
-        for (const auto& [key, v] : value.items()) {
-          target[key] = v;
-          keys.push_back(dotted_key + "." + key);
-        }
-        return keys;
-      }
-      target = value;
-      return {dotted_key};
-    }
-    if (!node->contains(part)) (*node)[part] = nlohmann::json::object();
-    node = &(*node)[part];
-    start = dot + 1;
-  }
-}
-
-nlohmann::json::parser_callback_t json_depth_limit(const std::string& source) {
-  return [source](int depth, nlohmann::json::parse_event_t, nlohmann::json&) {
-    if (depth > kMaxConfigDepth) throw_input_error("{}: JSON nested deeper than {} levels", source, kMaxConfigDepth);
-    return true;
-  };
-}
-
-namespace {
-// Line and column of a 1-based byte offset into `text`.
-std::pair<std::size_t, std::size_t> line_and_column(const std::string& text, std::size_t byte) {
-  std::size_t line = 1, col = 1;
-  for (std::size_t i = 0; i + 1 < byte && i < text.size(); ++i) {
-    if (text[i] == '\n') {
-      ++line;
-      col = 1;
-    } else {
-      ++col;
-    }
-  }
-  return {line, col};
-}
-}  // namespace
-
-nlohmann::json parse_config_json(const std::string& text, const std::string& source) {
-  // Each object or array being parsed, innermost last: the key it is the value of (none for the
-  // top level and an array's elements) and an object's keys met so far; a duplicate is named by its
-  // dotted path ("zero.stage"; "train.x.b" for a key of an object in the array train.x).
-  struct OpenValue {
-    std::string name;
-    bool array = false;
-    std::set<std::string> keys;
-  };
-  std::vector<OpenValue> open;
-  std::string duplicate, last_key;
-  using Event = nlohmann::json::parse_event_t;
-  const nlohmann::json::parser_callback_t check = [&](int depth, Event event, nlohmann::json& parsed) {
-    if (depth > kMaxConfigDepth) {  // copying or printing such a value recurses once a level: the stack
-      throw_input_error("config error in {}: nested deeper than {} levels", source, kMaxConfigDepth);
-    }
-    if (event == Event::object_start || event == Event::array_start) {
-      const bool named = !open.empty() && !open.back().array;  // the value of the key just read
-      open.push_back({named ? last_key : "", event == Event::array_start, {}});
-    }
-    if ((event == Event::object_end || event == Event::array_end) && !open.empty()) open.pop_back();
-    if (event == Event::key && !open.empty()) {
-      last_key = parsed.get<std::string>();
-      if (duplicate.empty() && !open.back().keys.insert(last_key).second) {
-        for (const OpenValue& v : open) {
-          if (!v.name.empty()) duplicate += v.name + ".";
-        }
-        duplicate += last_key;
-      }
-    }
-    return true;
-  };
-  // The parser takes a NUL byte for the end of the text and would ignore what follows it.
-  if (const std::size_t nul = text.find('\0'); nul != std::string::npos) {
-    const auto [line, col] = line_and_column(text, nul + 1);
-    throw_input_error("config error in {}: a NUL byte at line {}, column {} (not a JSON text file?)", source, line,
-                      col);
-  }
-  // A byte-order mark alone is empty too (the parser skips one; it then found no value).
-  const std::size_t bom = text.starts_with("\xEF\xBB\xBF") ? 3 : 0;
-  if (text.find_first_not_of(" \t\r\n", bom) == std::string::npos) {
-    throw_input_error("config error in {}: the file is empty (a config is a JSON object, e.g. {{\"model\": {{...}}}})",
-                      source);
-  }
-  nlohmann::json doc;
-  try {
-    doc = nlohmann::json::parse(text, check);
-  } catch (const nlohmann::json::parse_error& e) {
-    const auto [line, col] = line_and_column(text, e.byte);
-    // nlohmann's byte is one past where it stopped: a '/' there begins a comment, which JSON lacks.
-    const std::size_t at = e.byte > 0 ? e.byte - 1 : 0;
-    const bool comment = at + 1 < text.size() && text[at] == '/' && (text[at + 1] == '/' || text[at + 1] == '*');
-    throw_input_error("config error in {}: malformed JSON at line {}, column {}{}", source, line, col,
-                      comment ? " (JSON has no comments: remove the // or /* */ text)" : "");
-  } catch (const nlohmann::json::out_of_range& e) {  // e.g. 1e999, a number no double holds
-    const std::string what = e.what();
-    throw_input_error("config error in {}: {}", source, what.substr(what.find("] ") + 2));
-  }
-  if (!duplicate.empty()) {
-    throw_input_error("config error in {}: key '{}' appears twice in one object (which one was meant?)", source,
-                      duplicate);
-  }
-  return doc;
 }
 
 }  // namespace zt

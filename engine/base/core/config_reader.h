@@ -99,11 +99,6 @@ class ConfigReader {
   static const nlohmann::json kEmptyObject;
 };
 
-// A value as an error message shows it: ASCII on one line of at most about 100 characters (long
-// strings and large arrays or objects cut, with their size; levels below the second as "..."), and
-// without recursing into the whole value, however deeply nested.
-std::string preview_json(const nlohmann::json& value, int depth = 0);
-
 // `path` with a leading "~" or "~/" replaced by $HOME, as a shell would (config paths, and command-line
 // paths the shell left as they were: --run-dir=~/x); other paths as they are. nullopt where the
 // path starts so and HOME is unset or empty.
@@ -111,23 +106,5 @@ std::optional<std::string> expand_home(const std::string& path);
 
 // The valid key closest to `key` by edit distance, or "" when none is close enough to suggest.
 std::string nearest_key(const std::string& key, const std::set<std::string>& valid);
-
-// Applies "--set section.key=value" to a config document and returns the dotted keys it set. The
-// value is parsed as JSON when it parses (numbers, true/false, quoted strings), else taken as a
-// plain string. A whole section given as an object ("--set 'optim={\"lr\": 0.01}'") sets the keys
-// it names, each returned, and keeps the section's others (the file's, earlier --sets'); any other
-// key's value replaces what was there (an object-valued key such as model.rope_scaling whole).
-std::vector<std::string> apply_override(nlohmann::json& doc, const std::string& assignment);
-
-// A parser callback for any JSON a user's file holds (a config, a safetensors header, a Hugging
-// Face config.json): InputError naming `source` for a value nested deeper than a config ever is.
-// nlohmann::json copies, prints and compares values by recursing once a level, so a value nested
-// 100000 deep would overflow the stack later, far from the file.
-nlohmann::json::parser_callback_t json_depth_limit(const std::string& source);
-
-// Parses config text, refusing what nlohmann::json would let through silently: a key given twice in
-// one object (the last would win), and text after a NUL byte (ignored). Errors name `source` and
-// the line and column.
-nlohmann::json parse_config_json(const std::string& text, const std::string& source);
 
 }  // namespace zt

@@ -67,6 +67,16 @@ def main():
         refused("a new checkpoint folder beside a run directory that was there", "kept_run", "--set",
                 "checkpoint.dir=kept_run/saves", "--set", "checkpoint.every_steps=1", made=["kept_run"],
                 kept=["kept_run"])
+        # A checkpoint folder whose save files would pass PATH_MAX: refused at the start, before any
+        # step (it trained until its first save). 19 folders of 200 characters and the rest: 4040 in all.
+        deep = os.path.join(*(["d" * 200] * 19), "r" * (4040 - len(work) - 1 - 19 * 201))
+        before = tree(work)
+        p = train(binary, work, deep, "--set", "checkpoint.every_steps=1")
+        lines = p.stderr.strip().splitlines()
+        checks.check(p.returncode == 2 and len(lines) == 1 and "path limit" in lines[0] and tree(work) == before
+                     and "step 1" not in p.stdout,
+                     f"a run directory too long for its saves' files: refused before step 1, nothing made "
+                     f"(exit {p.returncode}: {lines[-1:]})")
         checks.check(sorted(os.listdir(work)) == sorted(base + ["kept_run", "mine", "there"]),
                      f"nothing else made or removed ({sorted(os.listdir(work))})")
     return checks.finish()

@@ -1,6 +1,7 @@
 // Checks made before the first step (see the header).
 #include "engine/app/trainer/start_checks.h"
 
+#include <limits.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -88,6 +89,17 @@ void check_checkpoint_folder(const RunConfig& c, const std::string& run_dir) {
   }
   if (::access(existing.c_str(), W_OK | X_OK) != 0) {
     throw_input_error("{} cannot be written ('{}' is not writable)", what, existing.string());
+  }
+  // The longest path a save or a set-aside makes below the folder (/superseded/step_00000001.2/
+  // rank_00000.bin: 43 characters; 64 leaves room for staging suffixes and more ranks) must fit the
+  // system's path limit: a folder near it trained until its first save, then failed there.
+  constexpr std::size_t kLongestBelow = 64;
+  const std::size_t length = fs::absolute(folder, ec).string().size();
+  if (!ec && length + kLongestBelow >= PATH_MAX) {
+    throw_input_error(
+        "{} is {} characters long: the files a save writes below it would pass the system's {}-character "
+        "path limit; give a shorter path",
+        what, length, PATH_MAX);
   }
 }
 

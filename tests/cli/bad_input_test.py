@@ -390,9 +390,10 @@ def main():
         failures.append("memory at another rank count")
     # ... and only that: an error grad_accum = 1 happens to hide stands (a grad_accum of "two" was
     # predicted at 1 with a note, exit 0, where train refuses it).
-    for bad_accum in ['"two"', "0"]:
+    # (A batch past 2^31 tokens at one rank already: no rank count cures it either.)
+    for bad_accum in ['"two"', "0", "65536 --set train.micro_batch=1024"]:
         proc = subprocess.run([binary, "memory", "--config", gpt2, "--ranks", "2", "--set",
-                               f"train.grad_accum={bad_accum}"], capture_output=True, text=True, timeout=60)
+                               *f"train.grad_accum={bad_accum}".split()], capture_output=True, text=True, timeout=60)
         lines = proc.stderr.strip().splitlines()
         ok = proc.returncode == 2 and len(lines) == 1 and "train.grad_accum" in lines[0] and "note:" not in proc.stdout
         print(f"{'memory, grad_accum ' + bad_accum:<32} exit={proc.returncode}  {'OK' if ok else 'FAIL'}\n    {lines[-1:]}")

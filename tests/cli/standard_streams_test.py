@@ -45,7 +45,28 @@ def main():
                      f"train into a pipe whose reader ended: trained to the end, exit 0, said so "
                      f"(exit {train.returncode}, {left}, {err.strip()[-200:]!r})")
 
+        # A line longer than stdio's buffer (a 6000-token sample, a resolved config of many shards)
+        # is written past the buffer, and its failed write threw (exit 1 at the first sample, before
+        # any checkpoint).
+        run_dir = os.path.join(work, "piped_long")
+        train = subprocess.Popen([binary, "train", "--config", CONFIG, "--run-dir", run_dir, "--set",
+                                  "train.max_steps=6", "--set", "log.sample_every=3", "--set",
+                                  "log.sample_tokens=6000", "--set", "model.block_size=16", *SMALL],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        train.stdout.readline()
+        train.stdout.close()
+        err = train.stderr.read().decode()
+        train.wait(timeout=300)
+        left = sorted(os.listdir(run_dir)) if os.path.isdir(run_dir) else []
+        checks.check(train.returncode == 0 and "final.safetensors" in left and "error" not in err,
+                     f"train with 6000-token samples into a pipe whose reader ended: to the end, exit 0 "
+                     f"(exit {train.returncode}, {left}, {err.strip()[-200:]!r})")
+        long_prompt = ["--set", "log.sample_prompt=" + "x" * 20000]
         for what, argv, streams, code in [
+            ("train with a 20 KB resolved config, stdout full", ["train", "--config", CONFIG, "--run-dir",
+                                                                   os.path.join(work, "long_config"), "--set",
+                                                                   "train.max_steps=2", *long_prompt, *SMALL],
+             "stdout full", 0),
             ("version, both streams closed", ["version"], "closed", 1),
             ("train, both streams closed", ["train", "--config", CONFIG, "--run-dir", os.path.join(work, "closed"),
                                             "--set", "train.max_steps=2", *SMALL], "closed", 0),
@@ -53,7 +74,10 @@ def main():
              "full", 2),
             ("sample of nothing, both streams full", ["sample", "--run", os.path.join(work, "nothing")], "full", 2),
         ]:
-            if streams == "closed":
+            if streams == "stdout full":
+                with open("/dev/full", "w") as full:
+                    p = subprocess.run([binary, *argv], stdout=full, stderr=subprocess.DEVNULL, timeout=300)
+            elif streams == "closed":
                 # The shell's >&- 2>&-: the descriptors are not open at all.
                 p = subprocess.run([binary, *argv], stdin=subprocess.DEVNULL, timeout=300,
                                    preexec_fn=lambda: (os.close(1), os.close(2)))

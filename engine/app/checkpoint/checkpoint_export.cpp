@@ -8,7 +8,7 @@
 #include <array>
 #include <cstdlib>
 #include <filesystem>
-#include <optional>
+#include <memory>
 #include <vector>
 
 #include "engine/app/checkpoint/durable_file.h"
@@ -254,10 +254,13 @@ HfExport export_hf(const CheckpointReader& reader, const std::string& out_dir, D
     std::vector<fs::path> made;
     ~RemoveIfLeftEmpty() { remove_empty_folders(made); }
   } made_here{missing_folders(out_dir)};
-  const bool made_out_dir = !fs::exists(out_dir, ec);
   fs::create_directories(out_dir, ec);
-  std::optional<PartialOutput> made_folder;  // so is it by a Ctrl-C, once its staged files are gone
-  if (made_out_dir) made_folder.emplace(out_dir, /*folder=*/true);
+  // So are they by a Ctrl-C, once its staged files are gone: innermost first (the handler empties
+  // the slots in order).
+  std::vector<std::unique_ptr<PartialOutput>> made_folders;
+  for (auto it = made_here.made.rbegin(); it != made_here.made.rend(); ++it) {
+    made_folders.push_back(std::make_unique<PartialOutput>(it->string(), /*folder=*/true));
+  }
   if (ec) throw_input_error("cannot create export directory '{}': {}", out_dir, ec.message());
 
   const nlohmann::json& cfg_model = reader.manifest().config.value("model", nlohmann::json::object());

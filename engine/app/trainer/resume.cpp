@@ -18,6 +18,7 @@
 #include "engine/app/checkpoint/checkpoint_model.h"
 #include "engine/app/checkpoint/checkpoint_reader.h"
 #include "engine/base/core/check.h"
+#include "engine/base/core/console.h"
 
 namespace zt {
 
@@ -36,7 +37,7 @@ std::string resolve_resume_checkpoint(Communicator& comm, const std::string& arg
       throw_input_error("--resume latest: no checkpoint to resume from (checkpoint folder '{}' does not exist)", where);
     }
     const ckpt::ResolvedCheckpoint resolved = ckpt::resolve_checkpoint(where, ckpt::Validation::kChecksums);
-    for (const std::string& note : resolved.notes) fmt::print("resume: {}\n", note);
+    for (const std::string& note : resolved.notes) print_out("resume: {}\n", note);
     path = resolved.path;
     const std::int64_t step = ckpt::CheckpointReader(path).manifest().position.step;
     ZT_CHECK(step >= 0 && step <= INT32_MAX, "checkpoint step {} out of range", step);

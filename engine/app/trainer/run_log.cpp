@@ -18,6 +18,7 @@
 #include "engine/app/checkpoint/durable_file.h"
 #include "engine/app/io/output_file.h"
 #include "engine/base/core/check.h"
+#include "engine/base/core/console.h"
 #include "engine/distributed/comm/communicator.h"
 #include "engine/distributed/launch/rendezvous.h"
 #include "kernels/op_profiler.h"
@@ -184,19 +185,19 @@ ProgressPrinter::ProgressPrinter(const std::string& mode, int every_steps)
       every_steps_(every_steps) {}
 
 ProgressPrinter::~ProgressPrinter() {
-  if (line_open_) fmt::print("\n");
+  if (line_open_) print_out("\n");
 }
 
 void ProgressPrinter::step(int step, int total_steps, const std::string& line) {
   if (quiet_) return;
   if (live_) {
-    fmt::print("\r{}\x1b[K", line);  // carriage return, then clear what the longer old line left
+    print_out("\r{}\x1b[K", line);  // carriage return, then clear what the longer old line left
     std::fflush(stdout);
     line_open_ = true;
     return;
   }
   if (step % every_steps_ == 0 || step == total_steps) {
-    fmt::print("{}\n", line);
+    print_out("{}\n", line);
     std::fflush(stdout);
   }
 }
@@ -204,10 +205,10 @@ void ProgressPrinter::step(int step, int total_steps, const std::string& line) {
 void ProgressPrinter::message(const std::string& text) {
   if (quiet_) return;
   if (line_open_) {
-    fmt::print("\n");
+    print_out("\n");
     line_open_ = false;
   }
-  fmt::print("{}\n", text);
+  print_out("{}\n", text);
   std::fflush(stdout);
 }
 

@@ -17,6 +17,7 @@
 #include "engine/app/io/llmc_model_file.h"
 #include "engine/app/io/output_file.h"
 #include "engine/base/core/check.h"
+#include "engine/base/core/console.h"
 
 namespace zt::cli {
 

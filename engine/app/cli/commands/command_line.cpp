@@ -14,6 +14,7 @@
 #include "engine/app/cli/commands/commands.h"
 #include "engine/base/core/check.h"
 #include "engine/base/core/config_reader.h"
+#include "engine/base/core/console.h"
 #include "engine/distributed/launch/signals.h"
 
 namespace {
@@ -66,12 +67,6 @@ int check_stdout(const std::string& command, int code) {
 int run_command(const std::vector<std::string>& all);
 
 }  // namespace
-
-void print_stderr(const std::string& text) {
-  // fwrite reports a failed write by its count alone: nothing is thrown, and there is nowhere left
-  // to say it.
-  [[maybe_unused]] const std::size_t written = std::fwrite(text.data(), 1, text.size(), stderr);
-}
 
 int run_command_line(const std::vector<std::string>& all) {
   const int code = run_command(all);

@@ -17,12 +17,6 @@ int plan_main(const std::vector<std::string>& args);
 int version_main(const std::vector<std::string>& args);
 int ckpt_main(const std::vector<std::string>& args);
 
-// Text for standard error, written whatever becomes of the write: fmt::print throws where the
-// stream cannot be written (closed, a full disk), and the throw from an error's own line, or from
-// the warning at a run's end, ended the process with SIGABRT (exit 134) where neither stream could
-// be written, a crash in place of the command's exit code.
-void print_stderr(const std::string& text);
-
 // `zerotrain ARGS...` (argv without the program name): the usage without a command, else the
 // command's exit code, an exception printed as one line ("zerotrain: error: ...") and mapped to 2
 // (InputError) or 1. main() is this; a program that registers a model family first may call it.

@@ -25,6 +25,7 @@
 #include "engine/app/trainer/choice_eval.h"
 #include "engine/app/trainer/run_identity.h"
 #include "engine/base/core/check.h"
+#include "engine/base/core/console.h"
 #include "engine/distributed/comm/communicator.h"
 #include "engine/distributed/launch/rendezvous.h"
 

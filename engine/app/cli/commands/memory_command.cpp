@@ -20,6 +20,7 @@
 #include "engine/app/trainer/run_memory.h"
 #include "engine/app/trainer/store_comm.h"
 #include "engine/base/core/check.h"
+#include "engine/base/core/console.h"
 
 namespace zt::cli {
 

@@ -18,6 +18,7 @@
 #include "engine/app/plan/planner.h"
 #include "engine/app/trainer/memory_report.h"
 #include "engine/base/core/check.h"
+#include "engine/base/core/console.h"
 
 namespace zt::cli {
 

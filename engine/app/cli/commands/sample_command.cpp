@@ -13,6 +13,7 @@
 #include "engine/app/cli/commands/standalone_model.h"
 #include "engine/app/data/token_text.h"
 #include "engine/app/trainer/text_sampler.h"
+#include "engine/base/core/console.h"
 #include "engine/distributed/launch/rendezvous.h"
 #include "engine/distributed/launch/signals.h"
 

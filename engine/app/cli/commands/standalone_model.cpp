@@ -18,6 +18,7 @@
 #include "engine/app/io/model_weights.h"
 #include "engine/app/io/pretrained.h"
 #include "engine/base/core/check.h"
+#include "engine/base/core/console.h"
 #include "engine/distributed/launch/rendezvous.h"
 #include "kernels/ops.h"
 

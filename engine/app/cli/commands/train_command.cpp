@@ -23,6 +23,7 @@
 #include "engine/app/trainer/store_comm.h"
 #include "engine/app/trainer/trainer.h"
 #include "engine/base/core/check.h"
+#include "engine/base/core/console.h"
 #include "engine/base/core/host_allocator.h"
 #include "engine/distributed/comm/communicator.h"
 #include "engine/distributed/launch/signals.h"
@@ -54,6 +55,9 @@ class MadeRunFolders {
     if (std::uncaught_exceptions() == unwinding_) return;
     namespace fs = std::filesystem;
     std::error_code ec;
+    // Another run holds the directory (this run's lock is gone by now: refused by that one's, or
+    // started with it): its log and checkpoint folder, made while this run looked, are its own.
+    if (fs::symlink_status(log_.parent_path() / "RUN_LOCK", ec).type() != fs::file_type::not_found) return;
     // The log this run opened, still empty (a log that was there is the earlier run's, set aside
     // only once the run starts).
     if (made_log_ && fs::is_regular_file(fs::symlink_status(log_, ec)) && fs::file_size(log_, ec) == 0 && !ec) {
@@ -104,7 +108,7 @@ int train_main(const std::vector<std::string>& args) {
                  "with --resume: continue even if the config changes the seed, LR schedule, AdamW terms, dropout, "
                  "sequence length, global batch or data order, or the data files differ (refused otherwise)");
   if (!parser.parse(args)) {
-    fmt::print("{}", parser.help_text());
+    print_out("{}", parser.help_text());
     return 0;
   }
   if (parser.has("allow-config-change") && !parser.has("resume")) {  // a run that resumes nothing changes nothing
@@ -165,34 +169,34 @@ int train_main(const std::vector<std::string>& args) {
   if (!cfg.checkpoint.save_on_signal) restore_default_stop_handlers();
 
   if (root) {
-    fmt::print("zerotrain train: {}\nresolved config: {}\n", cfg.source, cfg.to_json().dump());
-    for (const std::string& note : cfg.derived) fmt::print("derived: {}\n", note);
+    print_out("zerotrain train: {}\nresolved config: {}\n", cfg.source, cfg.to_json().dump());
+    for (const std::string& note : cfg.derived) print_out("derived: {}\n", note);
   }
   std::string resume_checkpoint;
   if (parser.has("resume")) {
     const std::string arg = parser.get("resume");
     resume_checkpoint = resolve_resume_checkpoint(*comm, arg, cfg.checkpoint.folder_for(cfg.log.run_dir));
-    if (root) fmt::print("resuming from {}\n", resume_checkpoint);
+    if (root) print_out("resuming from {}\n", resume_checkpoint);
   }
   const MadeRunFolders made_folders(cfg, root);
   Trainer trainer(cfg, cfg.log.run_dir, *comm, tracker, resume_checkpoint, &data_files);
   trainer.allow_config_change(parser.has("allow-config-change"));
   const auto& blas = cpu_blas_description();
   if (root) {
-    fmt::print("model: {}\n", describe_model(cfg.model_spec()));
-    fmt::print(
+    print_out("model: {}\n", describe_model(cfg.model_spec()));
+    print_out(
         "batch: {} tokens/step = micro_batch {} x seq_len {} x grad_accum {} x {} ranks; {} steps; {} threads, "
         "blas {}\n",
         cfg.train.global_batch_tokens, cfg.train.micro_batch, cfg.train.seq_len, cfg.train.grad_accum,
         comm->world_size(), cfg.train.max_steps, cfg.train.num_threads, blas.core_name);
-    fmt::print("data: {}\n", trainer.data_description());
-    fmt::print("device: {}\n", trainer.device_description());
-    fmt::print("attention: {}\n",
-               describe_attention(cfg.model_spec(), cfg.model_build(), cfg.device, cfg.attention_kernels));
+    print_out("data: {}\n", trainer.data_description());
+    print_out("device: {}\n", trainer.device_description());
+    print_out("attention: {}\n",
+              describe_attention(cfg.model_spec(), cfg.model_build(), cfg.device, cfg.attention_kernels));
     const std::string zero_changed = zero_choices_changed(cfg.zero);
-    fmt::print("ZeRO stage {} on {} rank(s) ({} communicator{}){}\nrun directory: {}\n", cfg.zero.stage,
-               comm->world_size(), trainer.store_comm_name(), deterministic_promise(cfg),
-               zero_changed.empty() ? "" : "; zero: " + zero_changed, cfg.log.run_dir);
+    print_out("ZeRO stage {} on {} rank(s) ({} communicator{}){}\nrun directory: {}\n", cfg.zero.stage,
+              comm->world_size(), trainer.store_comm_name(), deterministic_promise(cfg),
+              zero_changed.empty() ? "" : "; zero: " + zero_changed, cfg.log.run_dir);
   }
 
   const auto started = std::chrono::steady_clock::now();
@@ -201,38 +205,38 @@ int train_main(const std::vector<std::string>& args) {
   const std::vector<MemorySnapshot> memory = gather_memory_snapshots(*comm, s.memory);
   if (!root) return s.stopped_nonfinite ? 1 : 0;
   if (s.stop_signal != 0) {
-    fmt::print("\nstopped after step {} of {} on {}; saved {}\n(continue with the same command and --resume latest)\n",
-               s.stopped_after_step, cfg.train.max_steps,
-               s.stop_signal > 0 ? signal_name(s.stop_signal) : "a signal to another rank", s.stop_checkpoint);
+    print_out("\nstopped after step {} of {} on {}; saved {}\n(continue with the same command and --resume latest)\n",
+              s.stopped_after_step, cfg.train.max_steps,
+              s.stop_signal > 0 ? signal_name(s.stop_signal) : "a signal to another rank", s.stop_checkpoint);
     return 0;
   }
-  fmt::print("\n== summary ==\n");
-  fmt::print("steps: {} ({} skipped)\n", s.steps_done, s.skipped_steps);
-  fmt::print("wall time: {:.1f} s (the steps of this run, its evaluations, checkpoints and sample)\n", seconds);
+  print_out("\n== summary ==\n");
+  print_out("steps: {} ({} skipped)\n", s.steps_done, s.skipped_steps);
+  print_out("wall time: {:.1f} s (the steps of this run, its evaluations, checkpoints and sample)\n", seconds);
   if (s.first_step > 0) {
-    fmt::print("train loss: {:.4f} (step {}) -> {:.4f} (step {})\n", s.first_loss, s.first_step, s.last_loss,
-               s.last_step);
+    print_out("train loss: {:.4f} (step {}) -> {:.4f} (step {})\n", s.first_loss, s.first_step, s.last_loss,
+              s.last_step);
   } else {
-    fmt::print("train loss: no step in this run ({})\n",
-               resume_checkpoint.empty() ? std::string("train.max_steps = 0")
-                                         : fmt::format("resumed at its last step, {}", cfg.train.max_steps));
+    print_out("train loss: no step in this run ({})\n",
+              resume_checkpoint.empty() ? std::string("train.max_steps = 0")
+                                        : fmt::format("resumed at its last step, {}", cfg.train.max_steps));
   }
   if (s.val_loss) {
-    fmt::print("val loss: {:.4f}   unigram entropy of the training data: {:.4f} nats ({})\n", *s.val_loss,
-               s.unigram_entropy_nats,
-               *s.val_loss < s.unigram_entropy_nats ? "below: the model uses context" : "not below");
+    print_out("val loss: {:.4f}   unigram entropy of the training data: {:.4f} nats ({})\n", *s.val_loss,
+              s.unigram_entropy_nats,
+              *s.val_loss < s.unigram_entropy_nats ? "below: the model uses context" : "not below");
   } else {
-    fmt::print("val loss: none (no evaluation ran)\n");
+    print_out("val loss: none (no evaluation ran)\n");
   }
   if (s.choices) {
-    fmt::print("multiple choice ({}): {}/{} = {:.4f}\n", cfg.data.choice_file, s.choices->correct, s.choices->examples,
-               s.choices->accuracy());
+    print_out("multiple choice ({}): {}/{} = {:.4f}\n", cfg.data.choice_file, s.choices->correct, s.choices->examples,
+              s.choices->accuracy());
   }
-  if (!s.sample.empty()) fmt::print("sample:\n{}\n---\n", s.sample);
-  fmt::print("memory on rank 0 (bytes per category over the run):\n{}", format_memory_table(s.memory));
-  fmt::print("(plus {} of freed blocks the host allocator keeps for reuse)\n", format_bytes(host_cached_bytes()));
-  fmt::print("over the whole run (evaluation, sampling and the final gather included):\n{}",
-             format_measured_vs_predicted(cfg, memory));
+  if (!s.sample.empty()) print_out("sample:\n{}\n---\n", s.sample);
+  print_out("memory on rank 0 (bytes per category over the run):\n{}", format_memory_table(s.memory));
+  print_out("(plus {} of freed blocks the host allocator keeps for reuse)\n", format_bytes(host_cached_bytes()));
+  print_out("over the whole run (evaluation, sampling and the final gather included):\n{}",
+            format_measured_vs_predicted(cfg, memory));
   if (s.stopped_nonfinite) {
     print_stderr(
         fmt::format("zerotrain: error: training stopped on a non-finite loss or gradient (see {}/metrics.jsonl)\n",
@@ -240,10 +244,10 @@ int train_main(const std::vector<std::string>& args) {
     return 1;
   }
   if (cfg.log.final_weights) {
-    fmt::print("wrote {}/final.safetensors, metrics.jsonl, config.json\n", cfg.log.run_dir);
+    print_out("wrote {}/final.safetensors, metrics.jsonl, config.json\n", cfg.log.run_dir);
   } else {
-    fmt::print("wrote {}/metrics.jsonl, config.json (no final.safetensors: log.final_weights = false)\n",
-               cfg.log.run_dir);
+    print_out("wrote {}/metrics.jsonl, config.json (no final.safetensors: log.final_weights = false)\n",
+              cfg.log.run_dir);
   }
   return 0;
 }

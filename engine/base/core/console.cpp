@@ -1,0 +1,18 @@
+// Non-throwing console writes (see the header).
+#include "engine/base/core/console.h"
+
+#include <cstdio>
+
+namespace zt {
+
+// fwrite reports a failed write by its count alone (and sets the stream's error flag, which the
+// command line reads at the end): nothing is thrown.
+void print_stdout(std::string_view text) {
+  [[maybe_unused]] const std::size_t written = std::fwrite(text.data(), 1, text.size(), stdout);
+}
+
+void print_stderr(std::string_view text) {
+  [[maybe_unused]] const std::size_t written = std::fwrite(text.data(), 1, text.size(), stderr);
+}
+
+}  // namespace zt

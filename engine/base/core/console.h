@@ -1,0 +1,24 @@
+// Text for standard output and standard error that a failed write cannot turn into an exception.
+// fmt::print throws where fwrite writes less than asked: a line longer than stdio's buffer into a
+// pipe whose reader ended, a full disk or a closed stream. `train` outlives its output (the run's
+// record is metrics.jsonl; run_command_line says at the end that lines were lost), and an error's
+// own line must not end the process with SIGABRT where stderr cannot be written.
+#pragma once
+
+#include <fmt/format.h>
+
+#include <string_view>
+#include <utility>
+
+namespace zt {
+
+void print_stdout(std::string_view text);
+void print_stderr(std::string_view text);
+
+// fmt::print's forms, through the two above.
+template <typename... Args>
+void print_out(fmt::format_string<Args...> format, Args&&... args) {
+  print_stdout(fmt::format(format, std::forward<Args>(args)...));
+}
+
+}  // namespace zt

@@ -58,20 +58,14 @@ void resolve_batch(ConfigReader& r, RunConfig& c, bool has_accum, bool has_globa
         t.global_batch_tokens, t.micro_batch, t.seq_len, t.grad_accum, c.world_size, implied);
   }
   if (!has_global && implied > 2147483647) {  // the range a train.global_batch_tokens given is read in
-    // Too many at one rank already: no rank count's batch cures it (memory and plan stand by it).
-    const bool at_any_ranks = implied / c.world_size > 2147483647;
-    if (at_any_ranks) {
-      throw_input_error(
-          "config error in {}: train.micro_batch x train.seq_len x train.grad_accum = {} x {} x {} = {} tokens a "
-          "step on one rank, past the 2147483647 train.global_batch_tokens takes",
-          r.sources_of({"train.micro_batch", "train.seq_len", "train.grad_accum"}), t.micro_batch, t.seq_len,
-          t.grad_accum, implied / c.world_size);
-    }
-    throw_batch_split(
+    const std::string message = fmt::format(
         "config error in {}: train.micro_batch x train.seq_len x train.grad_accum x ranks = {} x {} x {} x {} = {} "
         "tokens a step, past the 2147483647 train.global_batch_tokens takes",
         r.sources_of({"train.micro_batch", "train.seq_len", "train.grad_accum"}), t.micro_batch, t.seq_len,
         t.grad_accum, c.world_size, implied);
+    // Too many at one rank already: no rank count's batch cures it (memory and plan stand by it).
+    if (implied / c.world_size > 2147483647) throw InputError(message);
+    throw BatchSplitError(message);
   }
   if (!has_global) {
     c.derived.push_back(

@@ -77,10 +77,6 @@ void read_comm(ConfigReader& r, RunConfig& c) {
   }
 }
 
-}  // namespace
-
-namespace {
-
 // Every key a config has, by name: a default config's, as to_json writes them (a section's keys,
 // and the top level's own), for an unknown key's "did you mean" (ConfigReader::set_key_homes).
 // Also the keys a default config does not write: train.global_batch_tokens (written only where a

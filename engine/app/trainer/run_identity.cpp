@@ -107,12 +107,6 @@ std::optional<std::uint32_t> sampled_fingerprint(const nlohmann::json& f) {
   return f["sampled_fingerprint"].get<std::uint32_t>();
 }
 
-std::string describe_contents(const nlohmann::json& f) {
-  const std::optional<std::uint32_t> sampled = sampled_fingerprint(f);
-  return fmt::format("{} bytes, fingerprint {:08x}{}", f["bytes"].get<std::int64_t>(),
-                     f["fingerprint"].get<std::uint32_t>(), sampled ? fmt::format(", sampled {:08x}", *sampled) : "");
-}
-
 bool same_contents(const nlohmann::json& a, const nlohmann::json& b) {
   const std::optional<std::uint32_t> sa = sampled_fingerprint(a), sb = sampled_fingerprint(b);
   return a["bytes"] == b["bytes"] && a["fingerprint"] == b["fingerprint"] && (!sa || !sb || *sa == *sb);
@@ -155,6 +149,12 @@ std::string rank_list(const std::vector<int>& ranks) {
 }
 
 }  // namespace
+
+std::string describe_contents(const nlohmann::json& f) {
+  const std::optional<std::uint32_t> sampled = sampled_fingerprint(f);
+  return fmt::format("{} bytes, fingerprint {:08x}{}", f["bytes"].get<std::int64_t>(),
+                     f["fingerprint"].get<std::uint32_t>(), sampled ? fmt::format(", sampled {:08x}", *sampled) : "");
+}
 
 nlohmann::json data_identity(const RunConfig& config) {
   nlohmann::json files = nlohmann::json::array();

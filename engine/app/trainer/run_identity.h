@@ -29,6 +29,9 @@ inline constexpr const char* kVocabSplit = "vocab";
 // none (its text follows from data.embedded_chars and train.seed). A file that cannot be read is
 // listed with bytes -1: opening it reports the error.
 nlohmann::json data_identity(const RunConfig& config);
+// One entry's contents as messages and `ckpt inspect` show them: "N bytes, fingerprint X" and, where
+// it has one, ", sampled Y" (its "bytes" and "fingerprint" checked by the caller where untrusted).
+std::string describe_contents(const nlohmann::json& f);
 
 // "key", "value" entries in a fixed order: the resolved config flattened ("train.seed", "1337"),
 // but train.num_threads (a node's own), one "data.file[i]" per data file, "model.param_table" and

@@ -20,5 +20,9 @@ template <typename... Args>
 void print_out(fmt::format_string<Args...> format, Args&&... args) {
   print_stdout(fmt::format(format, std::forward<Args>(args)...));
 }
+template <typename... Args>
+void print_err(fmt::format_string<Args...> format, Args&&... args) {
+  print_stderr(fmt::format(format, std::forward<Args>(args)...));
+}
 
 }  // namespace zt

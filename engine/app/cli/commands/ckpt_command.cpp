@@ -16,6 +16,7 @@
 #include "engine/app/cli/commands/commands.h"
 #include "engine/app/io/llmc_model_file.h"
 #include "engine/app/io/output_file.h"
+#include "engine/app/trainer/run_identity.h"
 #include "engine/base/core/check.h"
 #include "engine/base/core/console.h"
 
@@ -37,7 +38,7 @@ constexpr const char* kCkptUsage =
 
 std::string resolve(const std::string& path, ckpt::Validation validation) {
   const ckpt::ResolvedCheckpoint r = ckpt::resolve_checkpoint(path, validation);
-  for (const std::string& note : r.notes) print_stderr(fmt::format("zerotrain ckpt: note: {}\n", note));
+  for (const std::string& note : r.notes) print_err("zerotrain ckpt: note: {}\n", note);
   return r.path;
 }
 
@@ -111,13 +112,11 @@ std::string human_bytes(std::int64_t b) {
 void print_data_file(const nlohmann::json& f) {
   const auto has = [&](const char* key) { return f.is_object() && f.contains(key); };
   if (has("path") && f["path"].is_string() && has("bytes") && f["bytes"].is_number_integer() && has("fingerprint") &&
-      f["fingerprint"].is_number_unsigned()) {
+      f["fingerprint"].is_number_unsigned() && f["fingerprint"].get<std::uint64_t>() <= 0xFFFFFFFFu) {  // a crc32
     const std::string split = f.contains("split") && f["split"].is_string() ? f["split"].get<std::string>() : "";
-    // The blocks between the file's ends a resume also compares, as its refusal names them.
-    const bool sampled = f.contains("sampled_fingerprint") && f["sampled_fingerprint"].is_number_unsigned();
-    fmt::print("data file{}: {}, {} bytes, fingerprint {:08x}{}\n", split.empty() ? "" : " (" + split + ")",
-               f["path"].get<std::string>(), f["bytes"].get<std::int64_t>(), f["fingerprint"].get<std::uint64_t>(),
-               sampled ? fmt::format(", sampled {:08x}", f["sampled_fingerprint"].get<std::uint64_t>()) : "");
+    // Its contents as a resume's refusal names them (the sampled blocks between the ends too).
+    fmt::print("data file{}: {}, {}\n", split.empty() ? "" : " (" + split + ")", f["path"].get<std::string>(),
+               describe_contents(f));
   } else {
     fmt::print("data file: {}\n", f.dump());
   }
@@ -233,8 +232,8 @@ int ckpt_main(const std::vector<std::string>& args) {
     const std::string target = ckpt::checkpoint_to_verify(path);
     if (target != path && std::filesystem::exists(std::filesystem::path(path) / ckpt::kLatestName) &&
         ckpt::read_latest(path).empty()) {  // as inspect, export and --resume say
-      print_stderr(fmt::format("zerotrain ckpt: note: {}/{} is unreadable; verifying the newest checkpoint\n", path,
-                               ckpt::kLatestName));
+      print_err("zerotrain ckpt: note: {}/{} is unreadable; verifying the newest checkpoint\n", path,
+                ckpt::kLatestName);
     }
     std::string dir;
     try {

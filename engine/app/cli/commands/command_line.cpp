@@ -51,14 +51,13 @@ int check_stdout(const std::string& command, int code) {
   const std::string why = !flushed && errno != 0 ? std::strerror(errno) : "an earlier write failed";
   std::clearerr(stdout);
   if (command == "train") {
-    print_stderr(
-        fmt::format("zerotrain: warning: standard output could not be written ({}): its lines are lost; the "
-                    "run directory's metrics.jsonl has the run's record\n",
-                    why));
+    print_err(
+        "zerotrain: warning: standard output could not be written ({}): its lines are lost; the "
+        "run directory's metrics.jsonl has the run's record\n",
+        why);
     return code;
   }
-  print_stderr(
-      fmt::format("zerotrain: error: cannot write the {} command's output to standard output: {}\n", command, why));
+  print_err("zerotrain: error: cannot write the {} command's output to standard output: {}\n", command, why);
   if (code != 0) return code;
   note_error_reported(1);
   return 1;
@@ -99,10 +98,9 @@ int run_command(const std::vector<std::string>& all) {
     const std::set<std::string> commands = {"train",  "prepare", "sample", "eval",   "debug-state",
                                             "memory", "plan",    "ckpt",   "version"};
     const std::string near = nearest_key(command, commands);
-    print_stderr(
-        fmt::format("zerotrain: error: unknown command '{}'{} (commands: {}; zerotrain --help says what each does)\n",
-                    command, near.empty() ? "" : fmt::format(", did you mean '{}'?", near),
-                    "train, prepare, sample, eval, debug-state, memory, plan, ckpt, version"));
+    print_err("zerotrain: error: unknown command '{}'{} (commands: {}; zerotrain --help says what each does)\n",
+              command, near.empty() ? "" : fmt::format(", did you mean '{}'?", near),
+              "train, prepare, sample, eval, debug-state, memory, plan, ckpt, version");
     note_error_reported(2);
     return 2;
   } catch (const AgreedInputError&) {  // on_every_rank printed the job's line on rank 0
@@ -110,17 +108,17 @@ int run_command(const std::vector<std::string>& all) {
   } catch (const AgreedRuntimeError&) {
     return 1;
   } catch (const InputError& e) {
-    print_stderr(fmt::format("zerotrain: error: {}\n", e.what()));
+    print_err("zerotrain: error: {}\n", e.what());
     note_error_reported(2);
     return 2;
   } catch (const std::filesystem::filesystem_error& e) {
     // A path the command line or a config named cannot be looked at (a symlink loop, a folder
     // without permission, a name too long): the path and the reason, not the library's wording.
-    print_stderr(fmt::format("zerotrain: error: cannot access '{}': {}\n", e.path1().string(), e.code().message()));
+    print_err("zerotrain: error: cannot access '{}': {}\n", e.path1().string(), e.code().message());
     note_error_reported(2);
     return 2;
   } catch (const std::exception& e) {
-    print_stderr(fmt::format("zerotrain: error: {}\n", e.what()));
+    print_err("zerotrain: error: {}\n", e.what());
     note_error_reported(1);
     return 1;
   }

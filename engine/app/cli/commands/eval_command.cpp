@@ -146,7 +146,7 @@ int eval_main(const std::vector<std::string>& args) {
     source.num_threads = std::max(1, source.num_threads / ranks_on_this_node(world->world_size()));
   }
   if (root) {
-    for (const std::string& note : source.notes) print_stderr(fmt::format("{}\n", note));
+    for (const std::string& note : source.notes) print_err("{}\n", note);
   }
   const int batch_tokens = parser.get_int("batch-tokens", 8192, 1, 1 << 30);
   // Every rank must score the same files with the same model (a rank given other arguments would

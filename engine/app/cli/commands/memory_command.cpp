@@ -146,7 +146,7 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
   std::string note;
   // The config as given (a stage 9 refused), of sizes the prediction counts.
   check_memory_countable(load_for_ranks(parser.get("config"), overrides, ranks, note));
-  if (!note.empty() && json) print_stderr(fmt::format("zerotrain memory: note: {}\n", note));
+  if (!note.empty() && json) print_err("zerotrain memory: note: {}\n", note);
   if (!note.empty() && !json) fmt::print("note: {}\n", note);
   overrides.push_back("zero.stage=0");
   const RunConfig cfg = load_run_config(parser.get("config"), overrides, ranks);

@@ -211,9 +211,9 @@ int plan_main(const std::vector<std::string>& args) {
                                       {"invalid", r.invalid},
                                       {"fitting", rows}}
                            .dump(2));
-    for (const auto& line : notes) print_stderr(fmt::format("zerotrain plan: {}\n", line.get<std::string>()));
+    for (const auto& line : notes) print_err("zerotrain plan: {}\n", line.get<std::string>());
     if (r.fitting.empty()) {  // the JSON says so on stdout; the reason on stderr, as without --json
-      print_stderr(fmt::format("zerotrain: error: {}\n", nothing_fits(r, budget)));
+      print_err("zerotrain: error: {}\n", nothing_fits(r, budget));
       return 2;
     }
     return 0;

@@ -132,11 +132,11 @@ int generate_and_print(StandaloneModel& model, const data::TokenText& text, cons
   // On stderr, so the text on stdout stays the text alone (tools/bench_sampling.py reads this line).
   // A signal after the last draw stopped nothing: the sample is whole.
   const int stopped_by = static_cast<int>(tokens.size()) < options.max_new_tokens ? stop_signal() : 0;
-  print_stderr(
-      fmt::format("zerotrain sample: {}{} tokens in {:.3f} s ({:.1f} tokens/s; the models' set-up and the prompt's {} "
-                  "positions included)\n",
-                  stopped_by != 0 ? fmt::format("stopped by {} after ", signal_name(stopped_by)) : "", tokens.size(),
-                  seconds, static_cast<double>(tokens.size()) / seconds, prompt.ids.size()));
+  print_err(
+      "zerotrain sample: {}{} tokens in {:.3f} s ({:.1f} tokens/s; the models' set-up and the prompt's {} "
+      "positions included)\n",
+      stopped_by != 0 ? fmt::format("stopped by {} after ", signal_name(stopped_by)) : "", tokens.size(), seconds,
+      static_cast<double>(tokens.size()) / seconds, prompt.ids.size());
   return stopped_by != 0 ? 128 + stopped_by : 0;  // as a shell reports a command its signal ended
 }
 
@@ -164,7 +164,7 @@ int sample_main(const std::vector<std::string>& args) {
     return 0;
   }
   const WeightSource source = resolve_weight_source(parser, "sample");
-  for (const std::string& note : source.notes) print_stderr(fmt::format("{}\n", note));
+  for (const std::string& note : source.notes) print_err("{}\n", note);
   // The text, the options and the prompt before the weights load, so a bad one fails at once.
   const data::TokenText text = token_text(parser, source.text_dir);
   const SamplingOptions options = sampling_options(parser, text);
@@ -174,10 +174,10 @@ int sample_main(const std::vector<std::string>& args) {
   if (detect_launch().rank > 0) return 0;
   StandaloneModel model(source);
   if (!text.has()) {  // what stdout will hold, where it is no text (said once the weights are sound)
-    print_stderr(fmt::format(
+    print_err(
         "zerotrain sample: no tokenizer.json or vocab.json {}: printing token ids (--tokenizer FILE or --vocab "
         "FILE decodes them)\n",
-        source.text_dir.empty() ? std::string("beside the weights") : "in " + source.text_dir));
+        source.text_dir.empty() ? std::string("beside the weights") : "in " + source.text_dir);
   }
   return generate_and_print(model, text, options, prompt);
 }

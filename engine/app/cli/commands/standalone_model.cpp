@@ -145,7 +145,7 @@ StandaloneModel::StandaloneModel(const WeightSource& source)
       comm_(tracker_, {}),
       store_(table_, source.param_dtype, ZeroOptions{}, comm_, tracker_, backend_.context()),
       staging_(table_.units().size()) {
-  if (source.device == Device::kCUDA) print_stderr(fmt::format("zerotrain: on {}\n", backend_.description()));
+  if (source.device == Device::kCUDA) print_err("zerotrain: on {}\n", backend_.description());
   const int units = static_cast<int>(table_.units().size());
   // Readers that fill a unit at a time: each unit read, then moved into the store.
   auto unit_by_unit = [&](auto&& read) {

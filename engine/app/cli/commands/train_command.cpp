@@ -238,9 +238,8 @@ int train_main(const std::vector<std::string>& args) {
   print_out("over the whole run (evaluation, sampling and the final gather included):\n{}",
             format_measured_vs_predicted(cfg, memory));
   if (s.stopped_nonfinite) {
-    print_stderr(
-        fmt::format("zerotrain: error: training stopped on a non-finite loss or gradient (see {}/metrics.jsonl)\n",
-                    cfg.log.run_dir));
+    print_err("zerotrain: error: training stopped on a non-finite loss or gradient (see {}/metrics.jsonl)\n",
+              cfg.log.run_dir);
     return 1;
   }
   if (cfg.log.final_weights) {

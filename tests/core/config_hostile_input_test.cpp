@@ -19,16 +19,6 @@
 namespace zt {
 namespace {
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected an InputError";
-  return "";
-}
-
 TEST(ConfigHostileInput, ADeeplyNestedValueIsRefusedAtParse) {
   constexpr int kDepth = 100000;  // copying or printing it recursed past the stack: a segfault, exit 139
   const std::string deep = std::string(kDepth, '[') + std::string(kDepth, ']');

@@ -30,7 +30,7 @@ std::string written_base() {
 }
 
 // The InputError's message of load_run_config(path, overrides).
-std::string error_of(const std::string& path, const std::vector<std::string>& overrides) {
+std::string load_error(const std::string& path, const std::vector<std::string>& overrides) {
   try {
     load_run_config(path, overrides);
   } catch (const InputError& e) {
@@ -56,7 +56,7 @@ TEST(ConfigSources, ACheckAcrossKeysOfASectionSetWholeNamesTheSet) {
 
 TEST(ConfigSources, AnUnknownSectionFromASetNamesTheSet) {
   const std::string path = written_base();
-  const std::string msg = error_of(path, {"trian.max_steps=3"});
+  const std::string msg = load_error(path, {"trian.max_steps=3"});
   EXPECT_NE(msg.find("config error in --set trian.max_steps=3: unknown key 'trian'"), std::string::npos) << msg;
 }
 
@@ -64,7 +64,7 @@ TEST(ConfigSources, AnUnknownSectionFromASetNamesTheSet) {
 // faults are that --set's, not the earlier one's it replaced.
 TEST(ConfigSources, ALaterSetOfTheWholeSectionIsBlamedForItsKeys) {
   const std::string path = written_base();
-  const std::string msg = error_of(path, {"train.seed=1", R"(train={"seed": -1})"});
+  const std::string msg = load_error(path, {"train.seed=1", R"(train={"seed": -1})"});
   EXPECT_NE(msg.find(R"(config error in --set train={"seed": -1}: key 'train.seed')"), std::string::npos) << msg;
 }
 
@@ -83,27 +83,27 @@ TEST(ConfigSources, ASetOfAWholeSectionSetsItsKeysAndKeepsTheOthers) {
   EXPECT_FLOAT_EQ(c.optim.adamw.lr, 0.005f);
   EXPECT_EQ(c.optim.warmup_steps, 4);
   EXPECT_FLOAT_EQ(c.optim.min_lr, 1e-4f);
-  const std::string msg = error_of(path, {"optim.lr.x=1"});
+  const std::string msg = load_error(path, {"optim.lr.x=1"});
   EXPECT_NE(msg.find("--set 'optim.lr.x=1': 'optim.lr' is not a section"), std::string::npos) << msg;
 }
 
 TEST(ConfigSources, ChecksAcrossKeysNameTheFileAndEachSet) {
   const std::string path = written_base();
-  std::string msg = error_of(path, {"model.n_head=3"});
+  std::string msg = load_error(path, {"model.n_head=3"});
   EXPECT_NE(msg.find("config error in " + path + " and --set model.n_head=3: model.n_embd = 32 is not divisible"),
             std::string::npos)
       << msg;
-  msg = error_of(path, {"train.grad_accum=2", "train.global_batch_tokens=100"});
+  msg = load_error(path, {"train.grad_accum=2", "train.global_batch_tokens=100"});
   EXPECT_NE(msg.find(path + " and --set train.global_batch_tokens=100, --set train.grad_accum=2: "), std::string::npos)
       << msg;
-  msg = error_of(path, {"train.seq_len=17"});
+  msg = load_error(path, {"train.seq_len=17"});
   EXPECT_NE(msg.find(path + " and --set train.seq_len=17: train.seq_len = 17 exceeds"), std::string::npos) << msg;
   // Values all from the file: the file alone.
   nlohmann::json doc = base();
   doc["model"]["n_head"] = 3;
   const std::string odd = ::testing::TempDir() + "/config_sources_odd.json";
   std::ofstream(odd) << doc.dump();
-  msg = error_of(odd, {});
+  msg = load_error(odd, {});
   EXPECT_NE(msg.find("config error in " + odd + ": model.n_embd"), std::string::npos) << msg;
 }
 

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <functional>
 #include <initializer_list>
 #include <string>
 
@@ -15,6 +16,17 @@ namespace zt {
 inline nlohmann::json base() {
   return nlohmann::json::parse(R"({"model": {"n_layer": 2, "n_head": 2, "n_embd": 32, "block_size": 16,
                                               "vocab_size": 65}})");
+}
+
+// The InputError's message of f(), or "" with a failure where it throws none.
+inline std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected an InputError";
+  return "";
 }
 
 // Expects parse_run_config to throw InputError whose message contains every fragment.

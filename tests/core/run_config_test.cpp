@@ -113,42 +113,23 @@ TEST(RunConfig, RangesAndConsistencyAreChecked) {
 TEST(RunConfig, FilesThatCannotBeReadOrParsedAreNamed) {
   EXPECT_THROW(load_run_config("/nonexistent/config.json", {}), InputError);
   const std::string path = ::testing::TempDir() + "/malformed.json";
-  {
-    std::ofstream out(path);
-    out << "{\n  \"model\": {\n    \"n_layer\": 2,,\n  }\n}\n";
-  }
-  try {
-    load_run_config(path, {});
-    FAIL();
-  } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("malformed JSON at line 3"), std::string::npos) << e.what();
-  }
+  auto error_reading = [&](const std::string& text) {
+    std::ofstream(path) << text;
+    return error_of([&] { load_run_config(path, {}); });
+  };
+  std::string msg = error_reading("{\n  \"model\": {\n    \"n_layer\": 2,,\n  }\n}\n");
+  EXPECT_NE(msg.find("malformed JSON at line 3"), std::string::npos) << msg;
   // A comment: JSON has none, and the error says so.
-  std::ofstream(path) << "{\n  // the model\n  \"model\": {}\n}\n";
-  try {
-    load_run_config(path, {});
-    FAIL();
-  } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("line 2, column 3 (JSON has no comments"), std::string::npos) << e.what();
-  }
+  msg = error_reading("{\n  // the model\n  \"model\": {}\n}\n");
+  EXPECT_NE(msg.find("line 2, column 3 (JSON has no comments"), std::string::npos) << msg;
   // A '/' that opens no comment (a division) is not called one.
-  std::ofstream(path) << "{\"model\": {\"n_layer\": 4/2}}\n";
-  try {
-    load_run_config(path, {});
-    FAIL();
-  } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("malformed JSON at line 1"), std::string::npos) << e.what();
-    EXPECT_EQ(std::string(e.what()).find("comments"), std::string::npos) << e.what();
-  }
+  msg = error_reading("{\"model\": {\"n_layer\": 4/2}}\n");
+  EXPECT_NE(msg.find("malformed JSON at line 1"), std::string::npos) << msg;
+  EXPECT_EQ(msg.find("comments"), std::string::npos) << msg;
   // Empty, or blank, a byte-order mark alone too: said so (it read "malformed JSON at line 1, column 1").
   for (const char* text : {"", " \n\t\n", "\xEF\xBB\xBF", "\xEF\xBB\xBF\n"}) {
-    std::ofstream(path) << text;
-    try {
-      load_run_config(path, {});
-      FAIL();
-    } catch (const InputError& e) {
-      EXPECT_NE(std::string(e.what()).find("malformed.json: the file is empty"), std::string::npos) << e.what();
-    }
+    msg = error_reading(text);
+    EXPECT_NE(msg.find("malformed.json: the file is empty"), std::string::npos) << msg;
   }
 }
 

@@ -44,7 +44,8 @@ namespace dropout_rules {
 // blocks); check_spec keeps the last one within the 32-bit block counter.
 constexpr std::int64_t kMaxBlocksPastEnd = 16;
 
-// Checks p in [0, 1) and that `elems_per_sample` elements fit the 32-bit Philox block counter.
+// Checks p in [0, 1) and, where p > 0, that `elems_per_sample` elements fit the 32-bit Philox block
+// counter.
 void check_spec(const DropoutSpec& spec, std::int64_t elems_per_sample);
 
 // A dropout's operands as samples: `samples` rows (in's leading dimension) of `per_sample` elements.

@@ -110,6 +110,22 @@ TEST(RunConfig, RangesAndConsistencyAreChecked) {
   expect_error(nlohmann::json::object(), {"missing required section 'model'"});
 }
 
+// Dropout's mask counter takes 2^34 attention probabilities a sample: at 32 heads T 23170 fits,
+// 23171 is refused by name, and without dropout the length is not bounded by it.
+TEST(RunConfig, DropoutPastTheMaskCounterIsRefusedByName) {
+  nlohmann::json doc = base();
+  doc["model"]["n_head"] = 32;
+  doc["model"]["n_embd"] = 64;
+  doc["model"]["block_size"] = 32768;
+  doc["model"]["dropout"] = 0.1;
+  doc["train"] = {{"seq_len", 23170}};
+  EXPECT_EQ(parse_run_config(doc, "test.json").train.seq_len, 23170);
+  doc["train"] = {{"seq_len", 23171}};
+  expect_error(doc, {"model.dropout = 0.1", "32 x 23171^2", "train.seq_len"});
+  doc["model"]["dropout"] = 0.0;
+  EXPECT_EQ(parse_run_config(doc, "test.json").train.seq_len, 23171);
+}
+
 TEST(RunConfig, FilesThatCannotBeReadOrParsedAreNamed) {
   EXPECT_THROW(load_run_config("/nonexistent/config.json", {}), InputError);
   const std::string path = ::testing::TempDir() + "/malformed.json";

@@ -176,5 +176,17 @@ TEST(Dropout, RejectsPOutsideZeroToOne) {
   }
 }
 
+// The Philox counter bounds a sample's elements only where bits are drawn: attention without
+// dropout at 32 heads and T 32768 (2^35 probabilities a sample) is not refused.
+TEST(Dropout, TheCounterLimitBindsOnlyWhereBitsAreDrawn) {
+  const std::int64_t limit = 4 * ((std::int64_t{1} << 32) - dropout_rules::kMaxBlocksPastEnd);
+  const DropoutSpec off{0.0f, 1, 0, 0};
+  const DropoutSpec on{0.1f, 1, 0, 0};
+  EXPECT_NO_THROW(dropout_rules::check_spec(off, std::int64_t{32} * 32768 * 32768));
+  EXPECT_NO_THROW(dropout_rules::check_spec(on, limit + 3));
+  EXPECT_THROW(dropout_rules::check_spec(on, limit + 4), InternalError);
+  EXPECT_THROW(dropout_rules::check_spec(on, std::int64_t{32} * 32768 * 32768), InternalError);
+}
+
 }  // namespace
 }  // namespace zt::cpu

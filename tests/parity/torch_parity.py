@@ -18,6 +18,27 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/: cuda_presence
+from cuda_presence import require_cuda_device  # noqa: E402
+
+
+def skip_without_device():
+    """A CUDA run without a device skips before torch is imported: the import alone took 3-5 s of a
+    2-core CI machine for each of the 36 parity_cuda tests, to print a skip."""
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--device")
+    pre.add_argument("--zerotrain")
+    pre.add_argument("--self-test", action="store_true")
+    known, _ = pre.parse_known_args()
+    if known.device == "cuda" and not known.self_test and known.zerotrain:
+        missing = require_cuda_device(known.zerotrain, "the GPU parity run")
+        if missing is not None:
+            sys.exit(missing)
+
+
+if __name__ == "__main__":
+    skip_without_device()
+
 try:
     import numpy as np
     import torch
@@ -25,10 +46,8 @@ except ImportError as e:
     sys.exit(f"torch_parity: FAIL: cannot import torch/numpy ({e}). Run with Debian's /usr/bin/python3 "
              "(apt install python3-torch); this test never skips.")
 
-sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/: cuda_presence
 import gpt2_reference as ref  # noqa: E402
 import llama_reference  # noqa: E402
-from cuda_presence import require_cuda_device  # noqa: E402
 from fake_engine_state import fake_engine_state  # noqa: E402
 from safetensors_io import SafetensorsError, read_safetensors, write_safetensors  # noqa: E402
 
@@ -332,10 +351,6 @@ def main():
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
                         help="where debug-state runs; cuda exits 77 (a ctest skip) when no device is visible")
     args = parser.parse_args()
-    if args.device == "cuda" and not args.self_test:
-        missing = require_cuda_device(args.zerotrain, "the GPU parity run")
-        if missing is not None:
-            return missing
     torch.set_num_threads(min(8, os.cpu_count() or 1))  # ctest may run several parity tests at once
 
     workdir = args.workdir or tempfile.mkdtemp(prefix="torch_parity_")

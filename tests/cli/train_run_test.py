@@ -10,7 +10,8 @@
   * the same config twice gives bitwise the same losses (deterministic batches, init, kernels);
   * a non-finite gradient (injected through ZT_TEST_NONFINITE_AT_STEP) stops the run with exit 1
     and writes no weights, or with train.nonfinite=skip skips that step and finishes with finite
-    weights;
+    weights, the checkpoint and evaluation due after the skipped step still made, and a resume
+    from that checkpoint ending on the same weights;
   * bad batch terms on the command line are refused with exit 2 and one line.
 
 usage: train_run_test.py PATH/TO/zerotrain
@@ -65,6 +66,16 @@ def safetensors_all_finite(path):
         if not all(math.isfinite(v) for v in values):
             return False
     return True
+
+
+def tensor_bytes(path):
+    """Each tensor's raw bytes by name (the header's metadata names the run directory)."""
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(n))
+        data = f.read()
+    return {name: data[e["data_offsets"][0]:e["data_offsets"][1]] for name, e in header.items()
+            if name != "__metadata__"}
 
 
 def main():
@@ -239,12 +250,27 @@ def main():
           f"a run stopped before its first evaluation has no validation loss ({records(run_c)[-1].get('val_loss')})")
 
     run_d = os.path.join(work, "d")
-    p = run(binary, ["train", "--config", config_path, "--run-dir", run_d, "--set", "train.max_steps=8",
-                     "--set", "train.nonfinite=skip"], {"ZT_TEST_NONFINITE_AT_STEP": "4"})
+    skip_run = ["train", "--config", config_path, "--set", "train.max_steps=8", "--set", "train.nonfinite=skip",
+                "--set", "checkpoint.every_steps=2", "--set", "checkpoint.keep_last=0", "--set", "train.eval_every=4"]
+    p = run(binary, skip_run + ["--run-dir", run_d], {"ZT_TEST_NONFINITE_AT_STEP": "4"})
     summary = records(run_d)[-1]
     check(p.returncode == 0 and summary["skipped_steps"] == 1 and summary["steps"] == 7,
           "with nonfinite=skip the step is skipped and the run finishes")
     check(safetensors_all_finite(os.path.join(run_d, "final.safetensors")), "weights after a skipped step are finite")
+    # A skipped step is still a step: the checkpoint and evaluation due after it are made, and a
+    # resume from that checkpoint ends on the uninterrupted run's weights, bit for bit.
+    saved = sorted(os.listdir(os.path.join(run_d, "checkpoints")))
+    check([n for n in saved if n.startswith("step_")] == [f"step_0000000{k}" for k in (2, 4, 6, 8)] and
+          any(r["type"] == "eval" and r["step"] == 4 for r in records(run_d)),
+          f"the save and the evaluation due after a skipped step are made ({saved})")
+    run_d4 = os.path.join(work, "d4")
+    shutil.copytree(run_d, run_d4)
+    p = run(binary, skip_run + ["--run-dir", run_d4, "--resume", os.path.join(run_d4, "checkpoints", "step_00000004")])
+    same = tensor_bytes(os.path.join(run_d, "final.safetensors")) == \
+        tensor_bytes(os.path.join(run_d4, "final.safetensors"))
+    check(p.returncode == 0 and same,
+          f"a resume from the skipped step's checkpoint ends on the same weights (exit {p.returncode}: "
+          f"{p.stderr.strip()[-300:]})")
 
     # log.final_weights = false (benchmarks): the run finishes, evaluates and says it wrote no weights.
     # An earlier run's final weights in the directory are removed, not left as if they were this run's.

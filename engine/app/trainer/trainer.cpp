@@ -228,17 +228,15 @@ TrainSummary Trainer::run() {
     const StepResult result = train_step(step, run);
     if (result.lock_lost) end_on_lost_lock(s, step + 1);
     end_profiled_step(s, run);
+    // A skipped step is still a step (its batch used up, the schedule on): the saves, evaluations
+    // and samples due after it happen as after any other, so a periodic checkpoint is not missing.
     if (!result.updated) {
       if (!skip_nonfinite_step(s, run, step + 1, result)) break;
-      if (result.stop_requested) {
-        stop_after(s, run, step + 1);
-        break;
-      }
-      continue;
+    } else {
+      run.consecutive_skips = 0;
+      run.count_step(step + 1, result.loss);
+      report_step(s, run, step + 1, result, meter);
     }
-    run.consecutive_skips = 0;
-    run.count_step(step + 1, result.loss);
-    report_step(s, run, step + 1, result, meter);
     poll_checkpoint(s, run);  // commits an asynchronous save whose files are written
     bool stop = result.stop_requested;
     if (c.checkpoint.every_steps > 0 && (step + 1) % c.checkpoint.every_steps == 0) {

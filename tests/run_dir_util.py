@@ -46,13 +46,15 @@ def mpi_driver(prefix, config=None):
 def ranks_trainer(check, launcher, binary, config, work, env):
     """train(name, ranks, *sets, extra=()): `zerotrain train` of `config` on that many ranks under
     `launcher` into work/name with each "section.key=value" of `sets`, checked to exit 0 (the
-    output's tail in the message otherwise); the run directory, or None when it failed."""
+    output's tail in the message otherwise); the run directory, or None when it failed. The last
+    run's standard output is train.last_stdout."""
     def train(name, ranks, *sets, extra=()):
         run_dir = os.path.join(work, name)
         cmd = launcher + ["-np", str(ranks), binary, "train", "--config", config, "--run-dir", run_dir, *extra]
         for kv in sets:
             cmd += ["--set", kv]
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
+        train.last_stdout = p.stdout
         ok = check(p.returncode == 0,
                    f"{name}: exits 0" + ("" if p.returncode == 0 else f" ({(p.stdout + p.stderr)[-600:]})"))
         return run_dir if ok else None

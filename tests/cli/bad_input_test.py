@@ -340,15 +340,20 @@ def main():
         failures.append("prompt outside the vocabulary")
 
     # The deterministic banner names the stages whose bits agree where a setting limits them.
-    proc = subprocess.run([binary, "train", "--config", config_file("det.json", with_model(vocab_size=65)), "--run-dir",
-                           os.path.join(work, "det"), "--set", "train.deterministic=true", "--set", "zero.stage=2",
-                           "--set", "precision.param_dtype=bf16", "--set", "zero.grad_shard_dtype=fp32",
-                           "--set", "train.max_steps=1", "--set", "log.sample_tokens=0"],
-                          capture_output=True, text=True, timeout=120)
-    ok = proc.returncode == 0 and "the same bits at stages 2-3 (fp32 gradient shards" in proc.stdout
-    print(f"{'deterministic banner':<32} exit={proc.returncode}  {'OK' if ok else 'FAIL'}")
-    if not ok:
-        failures.append("deterministic banner")
+    for name, sets, said in (
+            ("det", ["zero.stage=2", "precision.param_dtype=bf16", "zero.grad_shard_dtype=fp32"],
+             "the same bits at stages 2-3 (fp32 gradient shards"),
+            ("det_int8", ["zero.stage=3", "zero.gather_dtype=int8"],
+             "the same bits at stages 1-3 on this rank count (int8 gathers")):
+        args = [binary, "train", "--config", config_file("det.json", with_model(vocab_size=65)), "--run-dir",
+                os.path.join(work, name)]
+        for kv in ["train.deterministic=true", "train.max_steps=1", "log.sample_tokens=0"] + sets:
+            args += ["--set", kv]
+        proc = subprocess.run(args, capture_output=True, text=True, timeout=120)
+        ok = proc.returncode == 0 and said in proc.stdout
+        print(f"{'deterministic banner: ' + name:<32} exit={proc.returncode}  {'OK' if ok else 'FAIL'}")
+        if not ok:
+            failures.append(f"deterministic banner ({name})")
 
     # Every config the repository ships loads, and its memory is predicted (nothing trains). One
     # that starts from pretrained weights the user downloads (train.init_from) says in one line

@@ -50,10 +50,13 @@ void read_zero_section(ConfigReader r, RunConfig& c) {
   // Deterministic mode promises the same bits at every stage and every rank count: each
   // micro-batch's gradient folded in global order (ZeroOptions::fold_in_global_order). Hybrid
   // sharding reduces in two hops instead, each in rank order, which keeps the stages bitwise equal
-  // at one rank count; with accumulation that needs stages 0-1 to reduce each micro-batch as
-  // stages 2-3 do (ZeroOptions::reduce_every_micro_batch).
+  // at one rank count; with accumulation, or bf16 gradients, that needs stages 0-1 to reduce each
+  // micro-batch as stages 2-3 do (ZeroOptions::reduce_every_micro_batch): through the fp32 buffer
+  // both hops land in, rounded once. Reduced in their bf16 gradient buffer, stages 0-1 rounded
+  // between the hops, and differed from stages 2-3 in the last bits even at grad_accum 1.
   z.fold_in_global_order = c.train.deterministic && !z.hybrid(c.world_size);
-  z.reduce_every_micro_batch = c.train.deterministic && z.hybrid(c.world_size) && c.train.grad_accum > 1;
+  z.reduce_every_micro_batch =
+      c.train.deterministic && z.hybrid(c.world_size) && (c.train.grad_accum > 1 || c.param_dtype != DType::kF32);
 }
 
 std::string zero_choices_changed(const ZeroOptions& zero) {

@@ -88,10 +88,15 @@ std::string deterministic_promise(const RunConfig& c) {
     return ", deterministic reductions: the same bits at stages 2-3 (fp32 gradient shards: stages 0-1 round as "
            "bf16)";
   }
-  // int8 gathers' blocks follow the shards: the values computed with change with N.
-  return z.fold_in_global_order && z.gather_wire == WireDType::kExact
-             ? ", deterministic: the same bits at any rank count"
-             : ", deterministic reductions: the same bits at every stage";
+  // int8 gathers' blocks follow the shards: the values computed with change with N (and stage 0,
+  // which gathers nothing, refuses them). Hybrid sharding's two hops agree at one N.
+  if (z.gather_wire == WireDType::kInt8) {
+    return ", deterministic reductions: the same bits at stages 1-3 on this rank count (int8 gathers follow the "
+           "shards)";
+  }
+  return z.fold_in_global_order ? ", deterministic: the same bits at any rank count"
+                                : ", deterministic reductions: the same bits at every stage on this rank count "
+                                  "(hybrid sharding)";
 }
 
 }  // namespace

@@ -75,6 +75,17 @@ def train_records(run_dir):
         return [json.loads(line) for line in f]
 
 
+def records_so_far(run_dir):
+    """The records of a running job's metrics.jsonl so far: whole lines only (a read beside the
+    writer can end inside a line, which json.loads refuses), none before the file exists."""
+    try:
+        with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+            lines = [line for line in f if line.endswith("\n")]
+    except FileNotFoundError:
+        return []
+    return [json.loads(line) for line in lines]
+
+
 def curve(recs):
     """(step, loss, grad_norm, lr) of every train record, in the order written."""
     return [(r["step"], r["loss"], r["grad_norm"], r["lr"]) for r in recs if r["type"] == "train"]

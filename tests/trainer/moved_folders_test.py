@@ -20,7 +20,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from check_report import Checks  # noqa: E402
-from run_dir_util import train_records, wait_until  # noqa: E402
+from run_dir_util import records_so_far, train_records, wait_until  # noqa: E402
 
 HEARTBEAT_S = 1  # ZT_TEST_HEARTBEAT_S: the lock's heartbeat every second (5 s otherwise)
 CONFIG = {
@@ -33,14 +33,8 @@ CONFIG = {
 
 
 def last_train_step(run_dir):
-    """The last step in run_dir's metrics.jsonl as the run writes it, or 0: whole lines only (a read
-    beside the writer can end inside a line, which json.loads refused)."""
-    try:
-        with open(os.path.join(run_dir, "metrics.jsonl")) as f:
-            lines = [line for line in f if line.endswith("\n")]
-    except FileNotFoundError:
-        return 0
-    steps = [r["step"] for r in map(json.loads, lines) if r["type"] == "train"]
+    """The last step a running job has logged, or 0."""
+    steps = [r["step"] for r in records_so_far(run_dir) if r["type"] == "train"]
     return steps[-1] if steps else 0
 
 

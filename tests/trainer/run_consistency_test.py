@@ -33,7 +33,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from check_report import Checks  # noqa: E402
 from choice_file_util import write_choice_file  # noqa: E402
-from run_dir_util import deep_merge, mpi_driver, train_records, wait_until  # noqa: E402
+from run_dir_util import deep_merge, mpi_driver, records_so_far, train_records, wait_until  # noqa: E402
 
 # The long runs' lock heartbeat (ZT_TEST_HEARTBEAT_S; 5 s otherwise): the takeover cases wait for
 # its beats.
@@ -297,7 +297,7 @@ def main():
     stopped_dir = os.path.join(work, "taken_while_stopped")
     victim = long_run(stopped_dir)
     stopped_metrics = os.path.join(stopped_dir, "metrics.jsonl")
-    wait_until(lambda: os.path.exists(stopped_metrics) and len(train_records(stopped_dir)) >= 3)
+    wait_until(lambda: len(records_so_far(stopped_dir)) >= 3)
     os.kill(victim.pid, signal.SIGSTOP)
     time.sleep(0.5)  # a record under way is written whole before the stop takes
     with open(stopped_metrics) as f:

@@ -171,6 +171,31 @@ TEST_F(CheckpointFolder, LeftoversOfAKilledSaveAreNotCheckpointsAndAreCleanedUp)
   EXPECT_FALSE(fs::exists(folder_ + "/.tmp-step_00000020"));
 }
 
+// A complete checkpoint copied under a save's staging name, or a removal's, is still never read
+// when named: the refusal says which it is and what to give instead (a resume from it would have
+// seen its own next save delete it).
+TEST_F(CheckpointFolder, StagingAndRemovalDirectoriesAreRefusedWhenNamed) {
+  const std::string saved = save(10);
+  for (const char* prefix : {".tmp-", ".del-"}) {
+    const std::string copy = folder_ + "/" + prefix + "step_00000020";
+    fs::copy(saved, copy);
+    for (const std::string& given : {copy, copy + "/"}) {
+      try {
+        resolve_checkpoint(given, Validation::kChecksumsToChoose);
+        FAIL() << given << ": no error";
+      } catch (const InputError& e) {
+        const std::string what = e.what();
+        EXPECT_NE(
+            what.find(std::string(prefix) == ".tmp-" ? "a save's staging directory" : "a checkpoint being removed"),
+            std::string::npos)
+            << what;
+        EXPECT_NE(what.find("rename it to step_00000020"), std::string::npos) << what;
+      }
+    }
+  }
+  EXPECT_EQ(resolve_checkpoint(folder_, Validation::kChecksumsToChoose).path, saved);
+}
+
 TEST_F(CheckpointFolder, SavingTheSameStepAgainReplacesIt) {
   save(10);
   const std::string again = save(10);

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <string_view>
 
 #include "engine/app/checkpoint/checkpoint_manifest.h"
 #include "engine/app/checkpoint/checkpoint_reader.h"
@@ -216,6 +217,19 @@ ResolvedCheckpoint resolve_checkpoint(const std::string& path, Validation valida
     throw_input_error("{}: {}", path,
                       fs::exists(path, ec) ? "not a directory: a checkpoint is a step_* directory, or a folder of them"
                                            : "no such checkpoint or checkpoint folder");
+  }
+  // A save's staging directory or one on its way out, which nothing reads (a resume from it would
+  // also see it deleted by its own next save, as leftovers are): named, with the way to try it.
+  if (const std::string name = (given.has_filename() ? given : given.parent_path()).filename().string();
+      name.starts_with(kTempPrefix) || name.starts_with(kDeletePrefix)) {
+    const bool temp = name.starts_with(kTempPrefix);
+    throw_input_error(
+        "{}: {}, which zerotrain never reads; give a step_* directory or the checkpoint folder (to try this one, "
+        "rename it to {} and run `zerotrain ckpt verify` on it)",
+        path,
+        temp ? "a save's staging directory, never committed (the save was cut off)"
+             : "a checkpoint being removed (its files may be partly gone)",
+        name.substr(std::string_view(temp ? kTempPrefix : kDeletePrefix).size()));
   }
   ResolvedCheckpoint result;
   const bool choosing = validation == Validation::kChecksumsToChoose;

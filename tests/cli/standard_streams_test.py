@@ -5,6 +5,8 @@ leave them:
     final weights, says so on stderr, exit 0 (SIGPIPE killed it at the next line, its locks behind);
   * stdout and stderr both closed or full: the command's own exit code (a failed write of the
     error line itself threw: SIGABRT, exit 134);
+  * sample whose stdout cannot be written: it stops drawing tokens (it drew them all for nobody),
+    exit 1;
   * a path flag the shell left unexpanded (--run-dir=~/x: no expansion after '='): $HOME's, as the
     shell would have made it (a folder named "~" appeared in the working directory); without HOME
     refused in one line.
@@ -12,6 +14,7 @@ leave them:
 usage: standard_streams_test.py PATH/TO/zerotrain
 """
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -61,6 +64,16 @@ def main():
         checks.check(train.returncode == 0 and "final.safetensors" in left and "error" not in err,
                      f"train with 6000-token samples into a pipe whose reader ended: to the end, exit 0 "
                      f"(exit {train.returncode}, {left}, {err.strip()[-200:]!r})")
+        # A sample whose output cannot be written stops drawing (it drew every token for nobody),
+        # exit 1 naming standard output.
+        with open("/dev/full", "w") as full:
+            p = subprocess.run([binary, "sample", "--run", os.path.join(work, "piped"), "--tokens", "100000"],
+                               stdout=full, stderr=subprocess.PIPE, text=True, timeout=300)
+        drawn = re.search(r"zerotrain sample: (\d+) tokens in", p.stderr)
+        checks.check(p.returncode == 1 and drawn is not None and int(drawn.group(1)) < 100 and
+                     "cannot write the sample command's output to standard output" in p.stderr,
+                     f"sample into a full disk: stops drawing, exit 1, says so (exit {p.returncode}, "
+                     f"{p.stderr.strip()[-300:]!r})")
         long_prompt = ["--set", "log.sample_prompt=" + "x" * 20000]
         for what, argv, streams, code in [
             ("train with a 20 KB resolved config, stdout full", ["train", "--config", CONFIG, "--run-dir",

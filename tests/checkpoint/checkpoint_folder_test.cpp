@@ -179,7 +179,9 @@ TEST_F(CheckpointFolder, StagingAndRemovalDirectoriesAreRefusedWhenNamed) {
   for (const char* prefix : {".tmp-", ".del-"}) {
     const std::string copy = folder_ + "/" + prefix + "step_00000020";
     fs::copy(saved, copy);
-    for (const std::string& given : {copy, copy + "/"}) {
+    const std::string link = folder_ + "/step_00000030";  // a step_* name resolving to the copy
+    fs::create_directory_symlink(copy, link);
+    for (const std::string& given : {copy, copy + "/", copy + "/.", link}) {
       try {
         resolve_checkpoint(given, Validation::kChecksumsToChoose);
         FAIL() << given << ": no error";
@@ -192,8 +194,14 @@ TEST_F(CheckpointFolder, StagingAndRemovalDirectoriesAreRefusedWhenNamed) {
         EXPECT_NE(what.find("rename it to step_00000020"), std::string::npos) << what;
       }
     }
+    fs::remove(link);
   }
   EXPECT_EQ(resolve_checkpoint(folder_, Validation::kChecksumsToChoose).path, saved);
+  // A checkpoint folder may be called so: its checkpoints are read.
+  const std::string odd_folder = folder_ + "/.tmp-checkpoints";
+  fs::create_directory(odd_folder);
+  fs::copy(saved, odd_folder + "/step_00000010");
+  EXPECT_EQ(resolve_checkpoint(odd_folder, Validation::kChecksumsToChoose).path, odd_folder + "/step_00000010");
 }
 
 TEST_F(CheckpointFolder, SavingTheSameStepAgainReplacesIt) {

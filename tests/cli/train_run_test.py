@@ -265,6 +265,7 @@ def main():
           f"the save and the evaluation due after a skipped step are made ({saved})")
     run_d4 = os.path.join(work, "d4")
     shutil.copytree(run_d, run_d4)
+    os.remove(os.path.join(run_d4, "final.safetensors"))  # the resume's own, not the copy's
     p = run(binary, skip_run + ["--run-dir", run_d4, "--resume", os.path.join(run_d4, "checkpoints", "step_00000004")])
     same = tensor_bytes(os.path.join(run_d, "final.safetensors")) == \
         tensor_bytes(os.path.join(run_d4, "final.safetensors"))

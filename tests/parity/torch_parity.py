@@ -365,7 +365,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--zerotrain", help="path to the zerotrain binary")
     parser.add_argument("--config", help="model/training config JSON passed to debug-state")
-    parser.add_argument("--param-dtype", choices=sorted(TOLERANCES), default="f32")
+    parser.add_argument("--param-dtype", choices=["bf16", "f32"], default="f32")
     parser.add_argument("--activation-checkpointing", default="none", help="none, all, every:N")
     parser.add_argument("--workdir", help="where state.safetensors is written (created if absent)")
     parser.add_argument("--steps", type=int, default=DEFAULT_STEPS, help="AdamW steps to compare")

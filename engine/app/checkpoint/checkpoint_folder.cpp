@@ -219,17 +219,25 @@ ResolvedCheckpoint resolve_checkpoint(const std::string& path, Validation valida
                                            : "no such checkpoint or checkpoint folder");
   }
   // A save's staging directory or one on its way out, which nothing reads (a resume from it would
-  // also see it deleted by its own next save, as leftovers are): named, with the way to try it.
-  if (const std::string name = (given.has_filename() ? given : given.parent_path()).filename().string();
-      name.starts_with(kTempPrefix) || name.starts_with(kDeletePrefix)) {
-    const bool temp = name.starts_with(kTempPrefix);
+  // also see it deleted by its own next save, as leftovers are): named, with the way to try it. By
+  // the name it resolves to (`dir/.`, a symlink), and only a checkpoint: a checkpoint folder may
+  // be called anything.
+  std::error_code canonical_error;
+  const fs::path resolved = fs::weakly_canonical(given, canonical_error);
+  const fs::path named = canonical_error ? given : resolved;
+  const std::string name = (named.has_filename() ? named : named.parent_path()).filename().string();
+  const bool temp = name.starts_with(kTempPrefix);
+  const std::string unprefixed = temp || name.starts_with(kDeletePrefix)
+                                     ? name.substr(std::string_view(temp ? kTempPrefix : kDeletePrefix).size())
+                                     : "";
+  if (!unprefixed.empty() && (is_complete(path) || step_of(unprefixed) >= 0)) {
     throw_input_error(
         "{}: {}, which zerotrain never reads; give a step_* directory or the checkpoint folder (to try this one, "
         "rename it to {} and run `zerotrain ckpt verify` on it)",
         path,
         temp ? "a save's staging directory, never committed (the save was cut off)"
              : "a checkpoint being removed (its files may be partly gone)",
-        name.substr(std::string_view(temp ? kTempPrefix : kDeletePrefix).size()));
+        unprefixed);
   }
   ResolvedCheckpoint result;
   const bool choosing = validation == Validation::kChecksumsToChoose;

@@ -104,16 +104,16 @@ void check_model_support(const RunConfig& c) {
   if (!refusal.empty()) throw_input_error("config error in {}: {}", c.source, refusal);
   // Dropout draws its mask from a Philox counter of 32 bits a sample ([Note: dropout masks]): the
   // attention probabilities' n_head x T x T elements must fit it, or the first step's kernel would
-  // stop the run with an internal error (T 37837 at 12 heads, 23170 at 32).
+  // stop the run with an internal error (past T 37837 at 12 heads, past 23170 at 32).
   if (family.has_dropout() && c.dropout > 0.0f) {
     const std::int64_t probs = std::int64_t{c.model.n_head} * c.train.seq_len * c.train.seq_len;
     if (probs / 4 + dropout_rules::kMaxBlocksPastEnd > (std::int64_t{1} << 32)) {
       throw_input_error(
           "config error in {}: model.dropout = {} over model.n_head x train.seq_len^2 = {} x {}^2 attention "
           "probabilities a sample is past the dropout mask's 2^34 elements: set model.dropout = 0 or a shorter "
-          "train.seq_len",
-          c.sources_of({"model.dropout", "model.n_head", "train.seq_len"}), shortest_decimal(c.dropout), c.model.n_head,
-          c.train.seq_len);
+          "train.seq_len (model.block_size where it is not set)",
+          c.sources_of({"model.dropout", "model.n_head", "train.seq_len", "model.block_size"}),
+          shortest_decimal(c.dropout), c.model.n_head, c.train.seq_len);
     }
   }
   if (c.gelu_epilogue && !family.has_gelu_mlp()) {

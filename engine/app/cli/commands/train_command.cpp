@@ -79,20 +79,23 @@ class MadeRunFolders {
 std::string deterministic_promise(const RunConfig& c) {
   if (!c.train.deterministic) return "";
   const ZeroOptions& z = c.zero;
+  // Hybrid sharding's two hops (and int8 gathers' blocks, which follow the shards) agree at one N.
+  const char* where = z.fold_in_global_order && z.gather_wire == WireDType::kExact ? "" : " on this rank count";
   // Rounded on the wire or in the shard where only some stages round: those stages agree.
   if (z.cross_group_grad_wire == WireDType::kInt8) {
-    return ", deterministic reductions: the same bits at stages 1-3 (int8 cross-group gradients: stage 0 within "
-           "their rounding)";
+    return fmt::format(
+        ", deterministic reductions: the same bits at stages 1-3{} (int8 cross-group gradients: stage 0 within "
+        "their rounding)",
+        where);
   }
   if (z.fp32_grad_shards && c.param_dtype == DType::kBF16) {
-    return ", deterministic reductions: the same bits at stages 2-3 (fp32 gradient shards: stages 0-1 round as "
-           "bf16)";
+    return fmt::format(
+        ", deterministic reductions: the same bits at stages 2-3{} (fp32 gradient shards: stages 0-1 round as bf16)",
+        where);
   }
-  // int8 gathers' blocks follow the shards: the values computed with change with N (and stage 0,
-  // which gathers nothing, refuses them). Hybrid sharding's two hops agree at one N.
   if (z.gather_wire == WireDType::kInt8) {
-    return ", deterministic reductions: the same bits at stages 1-3 on this rank count (int8 gathers follow the "
-           "shards)";
+    return fmt::format(", deterministic reductions: the same bits at stages 1-3{} (int8 gathers follow the shards)",
+                       where);
   }
   return z.fold_in_global_order ? ", deterministic: the same bits at any rank count"
                                 : ", deterministic reductions: the same bits at every stage on this rank count "

@@ -70,7 +70,7 @@ def summarize(records):
     for i, r in enumerate(records):
         if r["type"] == "checkpoint_started":
             writing = True
-            staged[r["step"]] = r["blocked_seconds"]
+            staged[r["step"]] = r.get("blocked_seconds")  # a synchronous save's has none
         elif r["type"] == "checkpoint":
             writing = False
             saves.append({"step": r["step"], "seconds": r["seconds"], "blocked_seconds": r["blocked_seconds"],

@@ -135,8 +135,8 @@ def main():
         check(mem.returncode == 0 and json.loads(mem.stdout)["checkpoint_staging_bytes"] == rank0,
               f"{what}: zerotrain memory --json predicts the same staging")
 
-        # A kill between a synchronous save's commit and its record (no checkpoint_started there):
-        # the log records the save before it, so it is this run's, kept, and the record recovered.
+        # A kill between a synchronous save's commit and its record: the log names the save (its
+        # checkpoint_started record), so it is this run's, kept, and the record recovered.
         name = f"{what}: a synchronous save's record lost"
         lost = os.path.join(work, "sync_lost")
         shutil.copytree(sync_dir, lost)
@@ -152,6 +152,31 @@ def main():
               not [n for n in os.listdir(lost) if n.startswith("metrics.") and n != "metrics.jsonl"] and
               len(step8) == 1 and "recovered" in step8[0],
               f"{name}: the log is kept as this run's and step 8's record recovered ({step8}; {p.stdout[-300:]})")
+
+        # The same for the run's first save, which has no earlier save the log could name: the log
+        # was set aside as another run's (a kill just after step 2's commit; a fuzz found it).
+        name = f"{what}: the first synchronous save's record lost"
+        first = os.path.join(work, "sync_first_lost")
+        if ok(run(deep_merge(base, {"checkpoint": {"keep_last": 0}}), first), f"{name}: the run exits 0"):
+            folder = os.path.join(first, "checkpoints")
+            for d in os.listdir(folder):
+                if d.startswith("step_") and d != "step_00000002":
+                    shutil.rmtree(os.path.join(folder, d))
+            with open(os.path.join(folder, "latest"), "w") as f:
+                f.write("step_00000002\n")
+            os.remove(os.path.join(first, "final.safetensors"))
+            log = os.path.join(first, "metrics.jsonl")
+            with open(log) as f:
+                kept_lines = [line for line in f if json.loads(line).get("step", 0) <= 2 and
+                              json.loads(line)["type"] not in ("summary", "checkpoint")]
+            with open(log, "w") as f:
+                f.writelines(kept_lines)
+            p = run(deep_merge(base, {"checkpoint": {"keep_last": 0}}), first, ["--resume", "latest"])
+            step2 = [r for r in records(first, "checkpoint") if r["step"] == 2]
+            check(p.returncode == 0 and "another run's log" not in p.stdout and len(step2) == 1 and
+                  "recovered" in step2[0] and [r["step"] for r in records(first, "train")] == list(range(1, 9)),
+                  f"{name}: the log is kept, step 2's record recovered, steps 1-8 logged once ({step2}; "
+                  f"{p.stdout[-300:]})")
 
     # kill -9 while step 4's save is written in the background (each write held 1.5 s).
     name = f"{what}: kill -9 during the background write of step 4"

@@ -294,6 +294,15 @@ void save_checkpoint(TrainerState& s, RunProgress& run, int steps_completed) {
   if (s.root) {
     try {
       ckpt::check_folder_lock_still_held(folder);  // the commit checks again (a save under way when stopped)
+      // A synchronous save's id reaches the log before its commit, as an asynchronous one's does
+      // (below): a kill between the commit and the `checkpoint` record leaves a log that still names
+      // the save, which a resume keeps as this run's (the run's first save has no earlier one that
+      // would say so) and whose record it recovers.
+      if (!s.async_saves) {
+        s.log({{"type", "checkpoint_started"},
+               {"step", steps_completed},
+               {"save_id", ckpt::extra_string(meta.extra, "save_id")}});
+      }
       // The log up to this step is on disk before the save can commit; a failure is the save's,
       // which every rank learns below.
       if (s.metrics) s.metrics->sync();

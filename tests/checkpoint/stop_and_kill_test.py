@@ -251,10 +251,11 @@ def main():
                   f"{name}: step 4's evaluation and sample made by the resumed run, as uninterrupted "
                   f"({made(run_dir)} vs {made(ref_one)})")
 
-    # SIGTERM during a long evaluation (20000 batches, seconds) or sample (100000 tokens): the run
-    # stops there, unlogged, on the checkpoint of its step (not after a step more and a save), and
-    # the resume makes them, as the uninterrupted run did.
-    slow_eval = deep_merge(SHORT, {"train": {"eval_batches": 20000}})
+    # SIGTERM during a long evaluation (4000 batches, about 5 s on a 2-core machine: each of the
+    # three runs below makes two; 20000 took 160 s of the serial MPI tests' time) or sample (100000
+    # tokens): the run stops there, unlogged, on the checkpoint of its step (not after a step more and
+    # a save), and the resume makes them, as the uninterrupted run did.
+    slow_eval = deep_merge(SHORT, {"train": {"eval_batches": 4000}})
     slow_sample = deep_merge(SHORT, {"log": {"sample_tokens": 100000}, "train": {"eval_every": 0}})
     ref_dir = os.path.join(work, "ref_slow_eval")
     if ok(run(1, slow_eval, ref_dir), "1 rank, a long evaluation: uninterrupted run exits 0"):

@@ -108,6 +108,14 @@ def main():
                         PROFILE, "--set", "train.micro_batch=\"two\""], capture_output=True, text=True, timeout=300)
     check(p.returncode == 2 and "train.micro_batch" in p.stderr and "note:" not in p.stdout,
           f"a micro-batch of another type is refused, not planned past (exit {p.returncode}, {p.stderr.strip()[-200:]})")
+    # A global batch no micro-batch splits on the ranks (576 tokens over 64 x 5): said so, not only
+    # that the config's micro-batch does not.
+    p = subprocess.run([binary, "plan", "--config", other_n, "--ranks", "5", "--device-memory", "1TB", "--profile",
+                        PROFILE], capture_output=True, text=True, timeout=300)
+    check(p.returncode == 2 and "no micro-batch splits it on 5 rank(s)" in p.stderr and
+          len(p.stderr.strip().splitlines()) == 1,
+          f"a global batch that no micro-batch splits is refused saying so (exit {p.returncode}, "
+          f"{p.stderr.strip()[-300:]})")
     # A CUDA config ranked by a CPU profile: said before the table, and in the JSON.
     cuda = [plan("1TB", "--set", "device=cuda", *json_flag) for json_flag in ([], ["--json"])]
     warning = "warning: the profile was measured on cpu"

@@ -189,6 +189,13 @@ RunConfig load_run_config_past_batch_split(const std::string& path, std::vector<
     RunConfig c;
     try {
       c = load_run_config(path, retry, world_size);
+    } catch (const BatchSplitError&) {
+      // Not even the fallback splits it: no micro-batch can, which the original's words, naming the
+      // config's micro-batch, did not say.
+      throw_input_error(
+          "{}; no micro-batch splits it on {} rank(s): train.global_batch_tokens must be a multiple of "
+          "train.seq_len x ranks",
+          original.what(), world_size);
     } catch (const InputError&) {
       throw original;
     }

@@ -116,6 +116,12 @@ def main():
           len(p.stderr.strip().splitlines()) == 1,
           f"a global batch that no micro-batch splits is refused saying so (exit {p.returncode}, "
           f"{p.stderr.strip()[-300:]})")
+    # plan and memory take the same rank counts (plan stopped at 2^20, memory at 2^24).
+    said = [subprocess.run([binary, command, "--config", other_n, "--ranks", "16777217", *extra],
+                           capture_output=True, text=True, timeout=300).stderr.strip()
+            for command, extra in (("plan", ["--device-memory", "1TB", "--profile", PROFILE]), ("memory", []))]
+    check(all(line.endswith("--ranks must be an integer in [1, 16777216] (got '16777217')") for line in said),
+          f"plan and memory refuse the same rank counts ({said})")
     # A CUDA config ranked by a CPU profile: said before the table, and in the JSON.
     cuda = [plan("1TB", "--set", "device=cuda", *json_flag) for json_flag in ([], ["--json"])]
     warning = "warning: the profile was measured on cpu"

@@ -13,6 +13,7 @@
 
 #include "engine/app/cli/commands/arg_parser.h"
 #include "engine/app/cli/commands/commands.h"
+#include "engine/app/config/config_limits.h"
 #include "engine/app/config/model_section.h"
 #include "engine/app/config/run_config.h"
 #include "engine/app/config/zero_section.h"
@@ -27,7 +28,6 @@ namespace zt::cli {
 namespace {
 
 constexpr int kStages = 4;
-constexpr int kMaxRanks = 1 << 24;
 constexpr double kGB = 1e9, kGiB = 1024.0 * 1024.0 * 1024.0;
 
 // Rows of the config table, in the order the memory docs list the categories.
@@ -339,7 +339,7 @@ int memory_main(const std::vector<std::string>& args) {
   if (parser.has("brief") && parser.has("json")) {
     throw_input_error("zerotrain memory: --brief and --json do not go together (--json has every category)");
   }
-  const int ranks = parser.get_int("ranks", 1, 1, kMaxRanks);
+  const int ranks = parser.get_int("ranks", 1, 1, kMaxPredictedRanks);
   const bool json = parser.has("json");
   return paper ? paper_table(parser, ranks, json) : config_table(parser, ranks, json);
 }

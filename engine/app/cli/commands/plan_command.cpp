@@ -15,6 +15,7 @@
 
 #include "engine/app/cli/commands/arg_parser.h"
 #include "engine/app/cli/commands/commands.h"
+#include "engine/app/config/config_limits.h"
 #include "engine/app/plan/planner.h"
 #include "engine/app/trainer/memory_report.h"
 #include "engine/base/core/check.h"
@@ -166,7 +167,7 @@ int plan_main(const std::vector<std::string>& args) {
     fmt::print("{}", parser.help_text());
     return 0;
   }
-  const int ranks = parser.get_int("ranks", 1, 1, 1 << 20);
+  const int ranks = parser.get_int("ranks", 1, 1, kMaxPredictedRanks);
   const std::int64_t budget = parse_size("--device-memory", parser.get("device-memory"));
   const std::string profile_path = parser.has("profile") ? parser.get("profile") : default_profile();
   if (profile_path.empty()) {

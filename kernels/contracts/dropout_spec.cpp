@@ -10,13 +10,17 @@ namespace zt {
 
 namespace dropout_rules {
 
+bool mask_fits_counter(std::int64_t elems_per_sample) {
+  // The block counter j / 4 is 32 bits; a generator may run kMaxBlocksPastEnd blocks past the last element.
+  return elems_per_sample / 4 + kMaxBlocksPastEnd <= (std::int64_t{1} << 32);
+}
+
 void check_spec(const DropoutSpec& spec, std::int64_t elems_per_sample) {
   ZT_CHECK(spec.p >= 0.0f && spec.p < 1.0f, "dropout p must be in [0, 1), is {}", spec.p);
-  // The block counter j / 4 is 32 bits; a generator may run kMaxBlocksPastEnd blocks past the last element.
   // p = 0 draws no bits, so no counter bounds it: attention without dropout at a long context (the
   // probabilities' n_head * T * T passes 2^34 from T 23171 at 32 heads) is not refused.
   if (!spec.active()) return;
-  ZT_CHECK(elems_per_sample / 4 + kMaxBlocksPastEnd <= (std::int64_t{1} << 32),
+  ZT_CHECK(mask_fits_counter(elems_per_sample),
            "dropout over {} elements per sample exceeds the 32-bit Philox block counter", elems_per_sample);
 }
 

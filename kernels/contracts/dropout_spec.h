@@ -44,6 +44,10 @@ namespace dropout_rules {
 // blocks); check_spec keeps the last one within the 32-bit block counter.
 constexpr std::int64_t kMaxBlocksPastEnd = 16;
 
+// Whether a sample of `elems_per_sample` elements fits the 32-bit Philox block counter (a config
+// with dropout is refused where its attention probabilities do not).
+bool mask_fits_counter(std::int64_t elems_per_sample);
+
 // Checks p in [0, 1) and, where p > 0, that `elems_per_sample` elements fit the 32-bit Philox block
 // counter.
 void check_spec(const DropoutSpec& spec, std::int64_t elems_per_sample);

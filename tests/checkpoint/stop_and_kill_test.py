@@ -31,7 +31,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from check_report import Checks  # noqa: E402
-from run_dir_util import curve, deep_merge, rank_pids, tensors, train_records  # noqa: E402
+from run_dir_util import curve, deep_merge, rank_pids, records_so_far, tensors, train_records  # noqa: E402
 
 # ~4 ms a step alone, ~13 ms on 2 ranks with grad_accum 2: long enough to signal mid-run.
 LONG = {
@@ -61,12 +61,7 @@ def train_steps_logged(run_dir):
 
 def checkpoint_logged(run_dir, step):
     """Whether metrics.jsonl (as a running job has it so far) records the save of `step`."""
-    try:
-        with open(os.path.join(run_dir, "metrics.jsonl")) as f:
-            lines = f.read().split("\n")[:-1]  # whole lines only
-    except OSError:
-        return False
-    return any(r["type"] == "checkpoint" and r["step"] == step for r in map(json.loads, lines))
+    return any(r["type"] == "checkpoint" and r["step"] == step for r in records_so_far(run_dir))
 
 
 def main():

@@ -30,6 +30,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from check_report import Checks  # noqa: E402
+from run_dir_util import tensors  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CONFIG = {
@@ -66,16 +67,6 @@ def safetensors_all_finite(path):
         if not all(math.isfinite(v) for v in values):
             return False
     return True
-
-
-def tensor_bytes(path):
-    """Each tensor's raw bytes by name (the header's metadata names the run directory)."""
-    with open(path, "rb") as f:
-        n = struct.unpack("<Q", f.read(8))[0]
-        header = json.loads(f.read(n))
-        data = f.read()
-    return {name: data[e["data_offsets"][0]:e["data_offsets"][1]] for name, e in header.items()
-            if name != "__metadata__"}
 
 
 def main():
@@ -267,8 +258,9 @@ def main():
     shutil.copytree(run_d, run_d4)
     os.remove(os.path.join(run_d4, "final.safetensors"))  # the resume's own, not the copy's
     p = run(binary, skip_run + ["--run-dir", run_d4, "--resume", os.path.join(run_d4, "checkpoints", "step_00000004")])
-    same = tensor_bytes(os.path.join(run_d, "final.safetensors")) == \
-        tensor_bytes(os.path.join(run_d4, "final.safetensors"))
+    resumed_weights = os.path.join(run_d4, "final.safetensors")
+    same = os.path.exists(resumed_weights) and \
+        tensors(os.path.join(run_d, "final.safetensors")) == tensors(resumed_weights)
     check(p.returncode == 0 and same,
           f"a resume from the skipped step's checkpoint ends on the same weights (exit {p.returncode}: "
           f"{p.stderr.strip()[-300:]})")

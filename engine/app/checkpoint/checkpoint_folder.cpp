@@ -226,18 +226,17 @@ ResolvedCheckpoint resolve_checkpoint(const std::string& path, Validation valida
   const fs::path resolved = fs::weakly_canonical(given, canonical_error);
   const fs::path named = canonical_error ? given : resolved;
   const std::string name = (named.has_filename() ? named : named.parent_path()).filename().string();
-  const bool temp = name.starts_with(kTempPrefix);
-  const std::string unprefixed = temp || name.starts_with(kDeletePrefix)
-                                     ? name.substr(std::string_view(temp ? kTempPrefix : kDeletePrefix).size())
-                                     : "";
-  if (!unprefixed.empty() && (is_complete(path) || step_of(unprefixed) >= 0)) {
+  for (const std::string_view prefix : {std::string_view(kTempPrefix), std::string_view(kDeletePrefix)}) {
+    if (!name.starts_with(prefix)) continue;
+    const std::string step_name = name.substr(prefix.size());
+    if (!is_complete(path) && step_of(step_name) < 0) continue;
     throw_input_error(
         "{}: {}, which zerotrain never reads; give a step_* directory or the checkpoint folder (to try this one, "
         "rename it to {} and run `zerotrain ckpt verify` on it)",
         path,
-        temp ? "a save's staging directory, never committed (the save was cut off)"
-             : "a checkpoint being removed (its files may be partly gone)",
-        unprefixed);
+        prefix == kTempPrefix ? "a save's staging directory, never committed (the save was cut off)"
+                              : "a checkpoint being removed (its files may be partly gone)",
+        step_name);
   }
   ResolvedCheckpoint result;
   const bool choosing = validation == Validation::kChecksumsToChoose;

@@ -107,7 +107,7 @@ void check_model_support(const RunConfig& c) {
   // stop the run with an internal error (past T 37837 at 12 heads, past 23170 at 32).
   if (family.has_dropout() && c.dropout > 0.0f) {
     const std::int64_t probs = std::int64_t{c.model.n_head} * c.train.seq_len * c.train.seq_len;
-    if (probs / 4 + dropout_rules::kMaxBlocksPastEnd > (std::int64_t{1} << 32)) {
+    if (!dropout_rules::mask_fits_counter(probs)) {
       throw_input_error(
           "config error in {}: model.dropout = {} over model.n_head x train.seq_len^2 = {} x {}^2 attention "
           "probabilities a sample is past the dropout mask's 2^34 elements: set model.dropout = 0 or a shorter "

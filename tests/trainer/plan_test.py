@@ -51,6 +51,10 @@ def main():
     doc = json.loads(everything.stdout) if everything.returncode == 0 else {"fitting": []}
     needs = sorted(c["required_bytes"] for c in doc["fitting"])
     check(len(needs) > 100, f"a generous budget keeps most choices ({len(needs)} of {doc.get('considered')})")
+    # Only stage 3 gathers ahead, so only its choices name a prefetch depth (stage 1's all said 1).
+    prefetch_named = {c["sets"][0]: any(x.startswith("zero.prefetch_units=") for x in c["sets"]) for c in doc["fitting"]}
+    check(prefetch_named == {"zero.stage=0": False, "zero.stage=1": False, "zero.stage=2": False, "zero.stage=3": True},
+          f"a prefetch depth named by stage 3's choices only ({prefetch_named})")
     budget = needs[len(needs) // 3] if needs else 0  # a third of the choices fit
     p = plan(budget, "--json")
     kept = json.loads(p.stdout)["fitting"] if p.returncode == 0 else []
@@ -167,13 +171,16 @@ def main():
     for args, what in [(["--device-memory", "1KB"], "a budget nothing fits"),
                        (["--device-memory", "lots"], "a size that is not one"),
                        (["--device-memory", "0x10GiB"], "a size in hex (strtod took it as 16 GiB)"),
+                       (["--device-memory", "0.5"], "half a byte (read as a budget of 0 B, nothing fit)"),
+                       (["--device-memory", "4611686018427387905"], "2^62 + 1 bytes (read as 2^62)"),
                        (["--device-memory", "1GiB", "--link-gbps", "1e-300"], "a link rate of 1e-300 GB/s"),
                        (["--device-memory", "1GB", "--profile", os.path.join(work, "none.json")], "a missing profile")]:
         p = subprocess.run([binary, "plan", "--config", config, *args] +
                            ([] if "--profile" in args else ["--profile", PROFILE]),
                            capture_output=True, text=True, timeout=120)
         errors = [line for line in p.stderr.splitlines() if line.strip()]
-        check(p.returncode == 2 and len(errors) == 1, f"{what}: refused in one line ({errors})")
+        named = "must be a size" in p.stderr or "0.5" not in args and "4611686018427387905" not in args
+        check(p.returncode == 2 and len(errors) == 1 and named, f"{what}: refused in one line ({errors})")
     shutil.rmtree(work, ignore_errors=True)
     return checks.finish()
 

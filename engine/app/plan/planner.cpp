@@ -59,9 +59,10 @@ PlanResult plan(const std::string& config_path, const std::vector<std::string>& 
                                                  fmt::format("train.global_batch_tokens={}", out.global_batch_tokens),
                                                  fmt::format("train.activation_checkpointing={}", ckpt),
                                                  fmt::format("train.head_chunks={}", chunks),
-                                                 fmt::format("train.block_units={}", units),
-                                                 fmt::format("zero.prefetch_units={}", prefetch),
-                                                 fmt::format("zero.max_inflight_reduction_mb={:g}", bound)};
+                                                 fmt::format("train.block_units={}", units)};
+                // Only stage 3 gathers ahead: elsewhere the config's own value stays, unnamed.
+                if (stage == 3) sets.push_back(fmt::format("zero.prefetch_units={}", prefetch));
+                sets.push_back(fmt::format("zero.max_inflight_reduction_mb={:g}", bound));
                 std::vector<std::string> all = base_sets;
                 all.insert(all.end(), sets.begin(), sets.end());
                 ++out.considered;

@@ -56,11 +56,13 @@ std::int64_t parse_size(const std::string& flag, const std::string& text) {
                                     {"TiB", 1099511627776.0}}) {
     if (unit == name) scale = bytes;
   }
-  // Up to 2^62 bytes (4 EiB): a double beyond it would not convert to a byte count.
-  if (!decimal_start(text) || end == text.c_str() || scale < 0 || !std::isfinite(v) || v <= 0 || v * scale > 0x1p62) {
+  // From 1 byte (0.5 would truncate to an empty budget) to below 2^62 bytes (4 EiB): a double
+  // beyond it would not convert to a byte count, and 2^62 + 1 already reads as 2^62.
+  if (!decimal_start(text) || end == text.c_str() || scale < 0 || !std::isfinite(v) || v * scale < 1 ||
+      v * scale >= 0x1p62) {
     throw_input_error(
-        "zerotrain plan: {} must be a size such as 80GiB, 24GB or 512MiB, units B, KB-TB or KiB-TiB, at most 4 EiB "
-        "(got '{}')",
+        "zerotrain plan: {} must be a size such as 80GiB, 24GB or 512MiB, units B, KB-TB or KiB-TiB, from 1 byte to "
+        "below 4 EiB (got '{}')",
         flag, text);
   }
   return static_cast<std::int64_t>(v * scale);
@@ -137,7 +139,7 @@ std::string value_of(const plan::Choice& c, const std::string& key) {
   for (const std::string& s : c.sets) {
     if (s.starts_with(key + "=")) return s.substr(key.size() + 1);
   }
-  return "?";
+  return "-";  // a key the choice does not set: unused at its stage (prefetch below stage 3)
 }
 
 }  // namespace

@@ -15,10 +15,14 @@ namespace zt::ops {
 
 namespace {
 
-// The backend of `device`: the CPU's, or CUDA's where this build has it (null otherwise: CMake
-// compiles kernels/no_cuda_backend.cpp instead of kernels/cuda/).
+// ScopedCpuBackend's, in tests; null otherwise.
+const OpsBackend* cpu_override = nullptr;
+
+// The backend of `device`: the CPU's (or the tests' stand-in), or CUDA's where this build has it
+// (null otherwise: CMake compiles kernels/no_cuda_backend.cpp instead of kernels/cuda/).
 const OpsBackend* find_backend(Device device) {
-  return device == Device::kCUDA ? cuda::ops_backend() : &cpu::ops_backend();
+  if (device == Device::kCUDA) return cuda::ops_backend();
+  return cpu_override != nullptr ? cpu_override : &cpu::ops_backend();
 }
 
 // ctx's backend, checked against ctx. A CUDA context in a build without CUDA is a programming
@@ -275,5 +279,8 @@ void adamw_update_slices(const ExecContext& ctx, const std::vector<AdamWSlice>& 
                          int step, float grad_scale) {
   return ZT_OP(adamw_update_slices, slices, hyper, step, grad_scale);
 }
+
+ScopedCpuBackend::ScopedCpuBackend(const OpsBackend& backend) : previous_(cpu_override) { cpu_override = &backend; }
+ScopedCpuBackend::~ScopedCpuBackend() { cpu_override = previous_; }
 
 }  // namespace zt::ops

@@ -17,6 +17,10 @@
 #include "kernels/contracts/dropout_spec.h"
 #include "kernels/contracts/exact_square_sum.h"
 #include "kernels/contracts/rope_angles.h"
+
+namespace zt {
+class OpsBackend;
+}  // namespace zt
 #include "kernels/contracts/weight_layout.h"
 #include "kernels/exec_context.h"
 
@@ -169,5 +173,19 @@ void adamw_update(const ExecContext& ctx, TensorView param, TensorView grad, Ten
                   TensorView working_out, const AdamWHyper& hyper, int step, float grad_scale);
 void adamw_update_slices(const ExecContext& ctx, const std::vector<AdamWSlice>& slices, const AdamWHyper& hyper,
                          int step, float grad_scale);
+
+// For tests: CPU contexts run on `backend` (cpu::residual_fusing_ops_backend) while the guard lives,
+// so the models' branches that only a device's backend takes run on the CPU. Guards nest; none may
+// live while another thread runs ops.
+class ScopedCpuBackend {
+ public:
+  explicit ScopedCpuBackend(const OpsBackend& backend);
+  ~ScopedCpuBackend();
+  ScopedCpuBackend(const ScopedCpuBackend&) = delete;
+  ScopedCpuBackend& operator=(const ScopedCpuBackend&) = delete;
+
+ private:
+  const OpsBackend* previous_;
+};
 
 }  // namespace zt::ops

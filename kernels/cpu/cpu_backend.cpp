@@ -30,7 +30,8 @@ namespace {
 
 class CpuBackend final : public OpsBackend {
  public:
-  const char* name() const override { return "cpu"; }
+  explicit CpuBackend(bool fuses_residual = false) : fuses_residual_(fuses_residual) {}
+  const char* name() const override { return fuses_residual_ ? "cpu (residual fused)" : "cpu"; }
 
   // ---- memory ----
   Buffer allocate(const ExecContext&, MemoryTracker& tracker, MemCategory category, DType dtype, std::int64_t numel,
@@ -96,6 +97,14 @@ class CpuBackend final : public OpsBackend {
   void matmul_backward(const ExecContext& ctx, TensorView dinp, TensorView dweight, TensorView dbias, TensorView dout,
                        TensorView inp, TensorView weight, WeightLayout layout) const override {
     cpu::matmul_backward(ctx, dinp, dweight, dbias, dout, inp, weight, layout);
+  }
+  // Only as residual_fusing_ops_backend: the product, then the add (the same bits as ops' composition).
+  bool fuses_residual_into_matmul(const ExecContext&, TensorView, TensorView) const override { return fuses_residual_; }
+  void matmul_residual_forward(const ExecContext& ctx, TensorView out, TensorView inp, TensorView weight,
+                               WeightLayout layout, TensorView bias, TensorView residual) const override {
+    ZT_CHECK(fuses_residual_, "matmul_residual_forward on a CPU backend that does not fuse it");
+    cpu::matmul_forward(ctx, out, inp, weight, layout, bias);
+    cpu::residual_forward(ctx, out, out, residual);
   }
   // The CPU kernels add parameter gradients in fp32 only.
   bool adds_param_grads_into(DType grad_dtype, DType) const override { return grad_dtype == DType::kF32; }
@@ -206,12 +215,20 @@ class CpuBackend final : public OpsBackend {
                            int step, float grad_scale) const override {
     cpu::adamw_update_slices(ctx, slices, hyper, step, grad_scale);
   }
+
+ private:
+  bool fuses_residual_;
 };
 
 }  // namespace
 
 const OpsBackend& ops_backend() {
   static const CpuBackend backend;
+  return backend;
+}
+
+const OpsBackend& residual_fusing_ops_backend() {
+  static const CpuBackend backend(/*fuses_residual=*/true);
   return backend;
 }
 

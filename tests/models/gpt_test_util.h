@@ -25,8 +25,8 @@ struct GptFixture {
   std::vector<std::int32_t> inputs, targets;
 
   GptFixture(const GptConfig& c, int B, int T, CheckpointPolicy policy, DType dtype, std::uint64_t seed,
-             DType activations = DType::kF32, const UnitLayout& layout = {}) {
-    model = std::make_unique<GptModel>(c, B, T, policy, tracker, ctx, 0.0f, 0, activations, layout);
+             DType activations = DType::kF32, const UnitLayout& layout = {}, float dropout = 0.0f) {
+    model = std::make_unique<GptModel>(c, B, T, policy, tracker, ctx, dropout, seed, activations, layout);
     store = std::make_unique<ZeroParamStore>(model->table(), dtype, ZeroOptions{}, comm, tracker, ctx);
     for (std::size_t u = 0; u < model->table().units().size(); ++u) {
       const std::int64_t n = model->table().units()[u].numel;

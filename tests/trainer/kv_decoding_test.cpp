@@ -18,6 +18,8 @@
 #include "engine/app/trainer/text_sampler.h"
 #include "engine/distributed/comm/local_communicator.h"
 #include "engine/distributed/sharding/zero_param_store.h"
+#include "kernels/cpu/cpu_backend.h"
+#include "kernels/ops.h"
 #include "models/model_family.h"
 #include "tests/kernels/kernel_test_util.h"
 #include "tests/trainer/resident_model.h"
@@ -221,6 +223,31 @@ TEST(KvDecoding, SamplingModelsAllocateNoBackwardScratch) {
       model->forward(s.store, tokens.data(), targets.data(), {.training = false});
       EXPECT_THROW(model->backward(s.store), std::exception);
     }
+  }
+}
+
+// The GPT-2 block's fused-residual branch (CUDA's; models/fused_residual_test.cpp), run on the CPU:
+// a prompt then single steps through the cache give the unfused block's logits bit for bit.
+TEST(KvDecoding, TheFusedResidualBranchDecodesTheSameLogits) {
+  ZT_SEEDED_RNG(rng);
+  for (const DecodeCase& c : cases()) {
+    if (c.model.contains("arch")) continue;  // the Llama adds every residual in its products anyway
+    SCOPED_TRACE(c.name);
+    DecodeSetup s(c, static_cast<std::uint64_t>(rng.ints(1, 0, 1 << 30)[0]));
+    const std::vector<std::int32_t> tokens = rng.ints(7, 0, s.spec.vocab_size());
+    const auto decode = [&] {
+      const std::unique_ptr<KvCache> cache = s.build(1)->make_kv_cache(7);
+      std::vector<float> rows = s.logits({tokens.begin(), tokens.begin() + 4}, cache.get());
+      for (int t = 4; t < 7; ++t) {
+        const std::vector<float> step = s.logits({tokens[t]}, cache.get());
+        rows.insert(rows.end(), step.begin(), step.end());
+      }
+      return rows;
+    };
+    const std::vector<float> unfused = decode(), unfused_whole = s.logits(tokens);
+    const ops::ScopedCpuBackend fusing(cpu::residual_fusing_ops_backend());
+    EXPECT_TRUE(decode() == unfused);
+    EXPECT_TRUE(s.logits(tokens) == unfused_whole);
   }
 }
 

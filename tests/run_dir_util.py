@@ -57,8 +57,18 @@ def ranks_trainer(check, launcher, binary, config, work, env):
         train.last_stdout = p.stdout
         ok = check(p.returncode == 0,
                    f"{name}: exits 0" + ("" if p.returncode == 0 else f" ({(p.stdout + p.stderr)[-600:]})"))
+        # Runs are compared by their curves: an empty one would equal any other empty one.
+        ok = ok and check(logged_through_last_step(run_dir), f"{name}: a train record through its last step")
         return run_dir if ok else None
     return train
+
+
+def logged_through_last_step(run_dir):
+    """Whether run_dir's log holds train records up to its config's train.max_steps (none for 0)."""
+    with open(os.path.join(run_dir, "config.json")) as f:
+        last = json.load(f)["train"]["max_steps"]
+    steps = [r["step"] for r in train_records(run_dir) if r["type"] == "train"]
+    return steps[-1:] == ([last] if last > 0 else [])
 
 
 def deep_merge(base, over):
@@ -103,10 +113,14 @@ def tensors(path):
 
 def memory_mismatches(run_dir):
     """The run's memory record (its first step's peaks beside the prediction) and each (rank,
-    category, measured, predicted) where they differ."""
+    category, measured, predicted) where they differ; ("ranks", measured, ranks) where the record
+    holds another number of ranks' peaks than the run's ranks (none would compare as no mismatch)."""
     m = next(r for r in train_records(run_dir) if r["type"] == "memory")
-    return m, [(rank, cat, got[cat], m["predicted_bytes"][cat]) for rank, got in enumerate(m["measured_peak_bytes"])
-               for cat in m["predicted_bytes"] if got[cat] != m["predicted_bytes"][cat]]
+    bad = [("ranks", len(m["measured_peak_bytes"]), m["ranks"])] if not 1 <= len(m["measured_peak_bytes"]) == m[
+        "ranks"] else []
+    return m, bad + [(rank, cat, got[cat], m["predicted_bytes"][cat]) for rank, got in
+                     enumerate(m["measured_peak_bytes"]) for cat in m["predicted_bytes"]
+                     if got[cat] != m["predicted_bytes"][cat]]
 
 
 def predicted_stage(binary, config, ranks, stage, sets):
@@ -136,7 +150,8 @@ def checked_run(check, name, proc, run_dir):
         return None
     recs = train_records(run_dir)
     memory = [r for r in recs if r["type"] == "memory"]
-    check(bool(memory) and all(m == r["predicted_bytes"] for r in memory for m in r["measured_peak_bytes"]),
+    check(bool(memory) and all(1 <= len(r["measured_peak_bytes"]) == r["ranks"] for r in memory) and
+          all(m == r["predicted_bytes"] for r in memory for m in r["measured_peak_bytes"]),
           f"{name}: every rank's measured peak equals the prediction in every category")
     weights = {n: floats(b) for n, (_, b) in tensors(os.path.join(run_dir, "final.safetensors")).items()}
     return {"curve": [(s, l, g) for s, l, g, _ in curve(recs)], "weights": weights, "dir": run_dir,

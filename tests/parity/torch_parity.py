@@ -49,6 +49,7 @@ except ImportError as e:
 import gpt2_reference as ref  # noqa: E402
 import llama_reference  # noqa: E402
 from fake_engine_state import fake_engine_state  # noqa: E402
+from requested_settings import settings_not_run  # noqa: E402
 from safetensors_io import SafetensorsError, read_safetensors, write_safetensors  # noqa: E402
 
 # Bounds on the normwise relative error max|ours - ref| / max|ref| (per step for train losses).
@@ -199,6 +200,9 @@ def check_metadata(meta, param_dtype, ckpt, steps, config_path, checks, override
     for key, want in [("param_dtype", param_dtype), ("activation_checkpointing", ckpt), ("steps", str(steps))]:
         if meta[key] != want:
             checks.fail(f"__metadata__ {key} is {meta[key]!r}, but {want!r} was requested")
+    if overrides:
+        for missed in settings_not_run(meta.get("run_config"), overrides):
+            checks.fail(missed)
     try:
         R, cfg = reference_of(meta)
         optim = json.loads(meta["optim"])
@@ -348,6 +352,13 @@ def self_test(workdir, steps):
         planted("truncated file", "outside the", corrupt_file=lambda p: os.truncate(p, os.path.getsize(p) - 4))
         planted("wrong metadata", "activation_checkpointing", corrupt_file=lambda p: write_safetensors(
             p, state, {**meta, "activation_checkpointing": "all"}))
+        # An override the engine ignored: the file says it ran one vocabulary chunk where two were asked.
+        write_safetensors(path, state, {**meta, "run_config": json.dumps({"train": {"head_chunks": 1}})})
+        failures = check_state(path, dtype, "none", steps, verbose=False, overrides=("train.head_chunks=2",))
+        caught = any("train.head_chunks" in f for f in failures)
+        print(f"planted {'an ignored --set':<40} {'caught' if caught else 'MISSED'}: {failures[:2]}")
+        if not caught:
+            problems.append(f"{dtype}: planted ignored --set was not caught")
         if dtype == "bf16":
             bias = "transformer.ln_f.bias"
             planted("working != bf16(master)", "bf16(master.<param>)", lambda s: s[bias][1].__setitem__(
@@ -389,7 +400,7 @@ def main():
         state_path = os.path.join(workdir, "state.safetensors")
         run_engine(args, state_path)
         failures = check_state(state_path, args.param_dtype, args.activation_checkpointing, args.steps, args.config,
-                               overrides=args.set)
+                               overrides=[f"device={args.device}", f"train.head_chunks={args.head_chunks}", *args.set])
     if failures:
         print(f"\ntorch_parity: FAIL ({len(failures)}):\n  " + "\n  ".join(failures))
         return 1

@@ -58,7 +58,7 @@ def main():
         return curve(recs), evals, tensors(os.path.join(run_dir, "final.safetensors"))
 
     def same_bits(what, ref_dir, dirs):
-        if ref_dir is None or None in dirs:
+        if ref_dir is None or any(d is None for _, d in dirs):  # dirs: (name, run directory) pairs
             check(False, f"{what}: every run finished")
             return
         ref = result(ref_dir)

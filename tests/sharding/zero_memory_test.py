@@ -83,6 +83,7 @@ def main():
             continue
         predicted = rec["predicted_bytes"]
         worst = 0.0
+        check(len(rec["measured_peak_bytes"]) == n, f"{name}: a measured peak from each of the {n} ranks")
         for rank, measured in enumerate(rec["measured_peak_bytes"]):
             for cat, p in predicted.items():
                 m = measured[cat]

@@ -36,9 +36,14 @@ def mpi_works(zerotrain):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--zerotrain", required=True)
+    ap.add_argument("--mpi-built", action="store_true", help="the build has MPI: 2 ranks must run")
     args = ap.parse_args()
     checks = Checks()
     ranks = "2" if mpi_works(args.zerotrain) else "1"
+    if args.mpi_built:
+        checks.check(ranks == "2", "2 ranks run under mpirun (the build has MPI)")
+    elif ranks == "1":
+        print("SKIP  2 ranks: a build without MPI; stages 0-3 on 1 rank instead")
     with tempfile.TemporaryDirectory() as work:
         readme = os.path.join(work, "README.md")
         before, after = "# title\n\nintro line\n", "\n## next section\ntail line\n"

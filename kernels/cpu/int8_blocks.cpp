@@ -35,6 +35,7 @@ void quantize_int8_blocks(const ExecContext& ctx, TensorView src, TensorView pac
   const std::int64_t n = src.numel();
   ZT_CHECK(src.dtype == DType::kF32 || src.dtype == DType::kBF16, "quantize_int8_blocks: src must be F32 or BF16");
   check_packed(packed, n, "quantize_int8_blocks");
+  if (n == 0) return;  // an empty chunk (a rank's share of a small tensor): no words, maybe no pointer
   const std::int64_t blocks = int8_blocks::num_blocks(n);
   auto* scales = static_cast<float*>(packed.data);  // the words' first part is fp32 bits
   auto* codes = reinterpret_cast<std::int8_t*>(scales + blocks);

@@ -16,6 +16,8 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <mutex>
+#include <vector>
 
 #include "engine/app/checkpoint/durable_file.h"
 #include "engine/app/io/input_file.h"
@@ -54,6 +56,14 @@ constexpr int kPartialSlots = 64;
 std::atomic<const char*> g_partial[kPartialSlots];
 static_assert(std::atomic<const char*>::is_always_lock_free);
 
+// Every copy stays listed here until the process ends: never freed, but held (LeakSanitizer counts
+// what a static reaches as held, not lost, so a sanitized export or prepare exits as it would).
+std::vector<const char*>& kept_copies() {
+  static auto* copies = new std::vector<const char*>;
+  return *copies;
+}
+std::mutex g_kept_copies_mutex;
+
 extern "C" void remove_partial_outputs_and_end(int sig) {
   for (const char kind : {'f', 'd'}) {  // files first, so that the folders are empty
     for (auto& slot : g_partial) {
@@ -74,6 +84,10 @@ extern "C" void remove_partial_outputs_and_end(int sig) {
 
 PartialOutput::PartialOutput(const std::string& path, bool folder) : slot_(-1) {
   const char* copy = strdup(fmt::format("{}{}", folder ? 'd' : 'f', path).c_str());
+  if (copy != nullptr) {
+    const std::lock_guard<std::mutex> lock(g_kept_copies_mutex);
+    kept_copies().push_back(copy);
+  }
   for (int i = 0; i < kPartialSlots && copy != nullptr; ++i) {
     const char* empty = nullptr;
     if (g_partial[i].compare_exchange_strong(empty, copy)) {

@@ -119,7 +119,8 @@ std::string broadcast_string(Communicator& comm, const std::string& text, int ro
   std::int64_t length = comm.rank() == root ? static_cast<std::int64_t>(text.size()) : 0;
   comm.broadcast(TensorView{&length, DType::kI32, Device::kCPU, Shape{2}}, root).wait();  // 8 raw bytes
   std::vector<std::int32_t> words(static_cast<std::size_t>((length + 3) / 4));
-  if (comm.rank() == root) std::memcpy(words.data(), text.data(), text.size());
+  // Not for an empty text: memcpy's pointers must not be null even for 0 bytes (UBSan's nonnull).
+  if (comm.rank() == root && !text.empty()) std::memcpy(words.data(), text.data(), text.size());
   comm.broadcast(TensorView{words.data(), DType::kI32, Device::kCPU, Shape{static_cast<std::int64_t>(words.size())}},
                  root)
       .wait();

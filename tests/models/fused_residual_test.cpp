@@ -75,13 +75,7 @@ TEST_P(FusedResidualBlocks, GiveTheUnfusedLossesAndGradientsBitForBit) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Precisions, FusedResidualBlocks,
-                         ::testing::Values(std::pair{DType::kF32, DType::kF32}, std::pair{DType::kBF16, DType::kF32},
-                                           std::pair{DType::kBF16, DType::kBF16}),
-                         [](const auto& info) {
-                           return std::string(info.param.first == DType::kF32 ? "f32" : "bf16") + "_params_" +
-                                  (info.param.second == DType::kF32 ? "f32" : "bf16") + "_activations";
-                         });
+INSTANTIATE_TEST_SUITE_P(Precisions, FusedResidualBlocks, testing::kPrecisionPairs, testing::precision_pair_name);
 
 }  // namespace
 }  // namespace zt::gpt

@@ -2,6 +2,8 @@
 // random batch, so each test states only what it checks.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <cstring>
 #include <map>
 #include <memory>
@@ -85,5 +87,13 @@ struct GptFixture {
     return out;
   }
 };
+
+// The (parameter dtype, activation dtype) pairs the model tests run, and their test names.
+inline const auto kPrecisionPairs = ::testing::Values(
+    std::pair{DType::kF32, DType::kF32}, std::pair{DType::kBF16, DType::kF32}, std::pair{DType::kBF16, DType::kBF16});
+inline std::string precision_pair_name(const ::testing::TestParamInfo<std::pair<DType, DType>>& info) {
+  return std::string(info.param.first == DType::kF32 ? "f32" : "bf16") + "_params_" +
+         (info.param.second == DType::kF32 ? "f32" : "bf16") + "_activations";
+}
 
 }  // namespace zt::gpt::testing

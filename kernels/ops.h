@@ -17,12 +17,12 @@
 #include "kernels/contracts/dropout_spec.h"
 #include "kernels/contracts/exact_square_sum.h"
 #include "kernels/contracts/rope_angles.h"
-
-namespace zt {
-class OpsBackend;
-}  // namespace zt
 #include "kernels/contracts/weight_layout.h"
 #include "kernels/exec_context.h"
+
+namespace zt {
+class OpsBackend;  // kernels/contracts/ops_backend.h
+}  // namespace zt
 
 namespace zt::ops {
 

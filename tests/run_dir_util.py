@@ -111,13 +111,18 @@ def tensors(path):
             for k, v in header.items() if k != "__metadata__"}
 
 
+def peaks_from_every_rank(memory_record):
+    """Whether a memory record holds a measured peak from each of its ranks (an empty list would
+    compare equal to any prediction)."""
+    return 1 <= len(memory_record["measured_peak_bytes"]) == memory_record["ranks"]
+
+
 def memory_mismatches(run_dir):
     """The run's memory record (its first step's peaks beside the prediction) and each (rank,
     category, measured, predicted) where they differ; ("ranks", measured, ranks) where the record
     holds another number of ranks' peaks than the run's ranks (none would compare as no mismatch)."""
     m = next(r for r in train_records(run_dir) if r["type"] == "memory")
-    bad = [("ranks", len(m["measured_peak_bytes"]), m["ranks"])] if not 1 <= len(m["measured_peak_bytes"]) == m[
-        "ranks"] else []
+    bad = [] if peaks_from_every_rank(m) else [("ranks", len(m["measured_peak_bytes"]), m["ranks"])]
     return m, bad + [(rank, cat, got[cat], m["predicted_bytes"][cat]) for rank, got in
                      enumerate(m["measured_peak_bytes"]) for cat in m["predicted_bytes"]
                      if got[cat] != m["predicted_bytes"][cat]]
@@ -150,7 +155,7 @@ def checked_run(check, name, proc, run_dir):
         return None
     recs = train_records(run_dir)
     memory = [r for r in recs if r["type"] == "memory"]
-    check(bool(memory) and all(1 <= len(r["measured_peak_bytes"]) == r["ranks"] for r in memory) and
+    check(bool(memory) and all(peaks_from_every_rank(r) for r in memory) and
           all(m == r["predicted_bytes"] for r in memory for m in r["measured_peak_bytes"]),
           f"{name}: every rank's measured peak equals the prediction in every category")
     weights = {n: floats(b) for n, (_, b) in tensors(os.path.join(run_dir, "final.safetensors")).items()}

@@ -6,7 +6,7 @@
 
 namespace zt::cpu {
 
-// The one CPU backend (stateless: the thread count comes with each call's context).
+// The CPU backend (stateless: the thread count comes with each call's context).
 const OpsBackend& ops_backend();
 
 // For tests: the CPU backend saying that it fuses the residual into every product, as CUDA's does

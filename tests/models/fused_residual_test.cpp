@@ -39,7 +39,7 @@ StepResult train_and_evaluate(const char* policy_text, DType params, DType activ
   return r;
 }
 
-TEST(FusedResidual, TheStandInBackendFusesAndComposesTheSameBits) {
+TEST(FusedResidual, TheStandInBackendFusesOnlyWhileItsGuardLives) {
   const ExecContext ctx{Device::kCPU, 1, nullptr};
   std::vector<float> out(6), bias(6);
   const TensorView vout{out.data(), DType::kF32, Device::kCPU, Shape{1, 6}},

@@ -33,11 +33,13 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from check_report import Checks  # noqa: E402
 from run_dir_util import curve, deep_merge, rank_pids, records_so_far, tensors, train_records  # noqa: E402
 
-# ~4 ms a step alone, ~13 ms on 2 ranks with grad_accum 2: long enough to signal mid-run.
+# ~4 ms a step alone on a fast machine (28 ms on a slow 2-core one), ~13 ms on 2 ranks with
+# grad_accum 2: 200 steps leave most of a second after step 5 to signal mid-run. (With 600, these
+# runs were about half of this test's 145 s on the slow machine under ctest -j2.)
 LONG = {
     "model": {"n_layer": 2, "n_head": 2, "n_embd": 64, "block_size": 64, "vocab_size": 64},
     "data": {"embedded_chars": 50000},
-    "train": {"micro_batch": 8, "max_steps": 600, "eval_batches": 2, "num_threads": 1},
+    "train": {"micro_batch": 8, "max_steps": 200, "eval_batches": 2, "num_threads": 1},
     "optim": {"lr": 3e-3, "warmup_steps": 2, "decay_steps": 600},
     "log": {"sample_tokens": 8, "progress": "plain", "every_steps": 100},
 }
@@ -160,8 +162,8 @@ def main():
                     same_as_reference(name, run_dir, ref_dir, LONG["train"]["max_steps"])
 
     if mpirun:
-        # 300 steps (decay_steps stays 600): about 4 s at ~13 ms a step, still long enough to signal.
-        config = deep_merge(LONG, {"zero": {"stage": 3}, "train": {"grad_accum": 2, "max_steps": 300}})
+        # 150 steps (decay_steps stays 600): about 2 s at ~13 ms a step, still long enough to signal.
+        config = deep_merge(LONG, {"zero": {"stage": 3}, "train": {"grad_accum": 2, "max_steps": 150}})
         ref_dir = os.path.join(work, "ref2")
         if ok(run(2, config, ref_dir), "2 ranks, stage 3, grad_accum 2: uninterrupted run exits 0"):
             name = "2 ranks, stage 3, grad_accum 2, SIGTERM to every rank"
@@ -246,11 +248,11 @@ def main():
                   f"{name}: step 4's evaluation and sample made by the resumed run, as uninterrupted "
                   f"({made(run_dir)} vs {made(ref_one)})")
 
-    # SIGTERM during a long evaluation (4000 batches, about 5 s on a 2-core machine: each of the
-    # three runs below makes two; 20000 took 160 s of the serial MPI tests' time) or sample (100000
-    # tokens): the run stops there, unlogged, on the checkpoint of its step (not after a step more and
-    # a save), and the resume makes them, as the uninterrupted run did.
-    slow_eval = deep_merge(SHORT, {"train": {"eval_batches": 4000}})
+    # SIGTERM during a long evaluation (2000 batches, about 2 s on a slow 2-core machine: each of the
+    # three runs below makes two; 20000 took 160 s of the serial MPI tests' time, 4000 about 35 s) or
+    # sample (100000 tokens): the run stops there, unlogged, on the checkpoint of its step (not after
+    # a step more and a save), and the resume makes them, as the uninterrupted run did.
+    slow_eval = deep_merge(SHORT, {"train": {"eval_batches": 2000}})
     slow_sample = deep_merge(SHORT, {"log": {"sample_tokens": 100000}, "train": {"eval_every": 0}})
     ref_dir = os.path.join(work, "ref_slow_eval")
     if ok(run(1, slow_eval, ref_dir), "1 rank, a long evaluation: uninterrupted run exits 0"):

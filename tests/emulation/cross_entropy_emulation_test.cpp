@@ -128,9 +128,15 @@ TEST(CrossEntropyEmulation, ForwardFusedAndBackwardMatchCpu) {
 
 TEST(CrossEntropyEmulation, MinusInfinityLogitsGetZeroProbabilityAndAFiniteLoss) {
   ZT_SEEDED_RNG(rng);
+  // One wide row under ThreadSanitizer, as above (the second row of each took 5 s of its 19).
+#ifdef ZT_EMULATION_UNDER_TSAN
+  constexpr std::int64_t kWideRows = 1;
+#else
+  constexpr std::int64_t kWideRows = 2;
+#endif
   run_shape<float, 1>(rng, 3, 37, 41, true);
-  run_shape<float, 4>(rng, 2, 3001, 3008, true);
-  run_shape<bf16_dev, 8>(rng, 2, 3001, 3008, true);
+  run_shape<float, 4>(rng, kWideRows, 3001, 3008, true);
+  run_shape<bf16_dev, 8>(rng, kWideRows, 3001, 3008, true);
 }
 
 }  // namespace

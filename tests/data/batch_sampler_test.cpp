@@ -55,6 +55,20 @@ TEST(BatchSampler, WindowsStayInBoundsAndCoverTheRange) {
   EXPECT_THROW(sample_window_start(3, kTrainStream, 0, T, T), InternalError);
 }
 
+// A sample's window starts at its Philox block's first two words (one 64-bit number, low word
+// first) modulo the number of starts. With seed 0, stream 0 and sample 0 that block is Random123's
+// all-zero known answer (tests/core/philox_test.cpp), so the data order, which a resumed run's
+// position depends on, is pinned to a published value rather than to itself.
+TEST(BatchSampler, AWindowStartsAtItsPhiloxDrawModuloTheStarts) {
+  const std::uint64_t zero_block_bits = 0xe169c58d6627e8d5ull;
+  const int T = 64;
+  for (const std::int64_t n : {std::int64_t{65}, std::int64_t{1000}, std::int64_t{1000003}, std::int64_t{1} << 40}) {
+    EXPECT_EQ(sample_window_start(0, 0, 0, n, T),
+              static_cast<std::int64_t>(zero_block_bits % static_cast<std::uint64_t>(n - T)))
+        << n << " tokens";
+  }
+}
+
 TEST(BatchSampler, TargetsAreInputsShiftedByOne) {
   const auto tokens = ramp(3000);
   const int B = 8, T = 32;

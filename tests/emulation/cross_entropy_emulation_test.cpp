@@ -109,16 +109,19 @@ void run_shape(Rng& rng, std::int64_t N, int V, int Vp, bool masked = false) {
   for (const std::string& v : simt::violations()) ADD_FAILURE() << "emulator rule broken: " << v;
 }
 
+// Under ThreadSanitizer (missing barriers), one row where rows are many: the emulator runs a
+// launch's blocks one after another, so another row adds no interleaving, and 1024 threads a row
+// took the forward test to 250 s of its 300 s timeout in a full two-job ctest run (a second row of
+// each masked shape, 5 s of that test's 19).
+#ifdef ZT_EMULATION_UNDER_TSAN
+constexpr bool kOneRowWhereRowsAreMany = true;
+#else
+constexpr bool kOneRowWhereRowsAreMany = false;
+#endif
+
 TEST(CrossEntropyEmulation, ForwardFusedAndBackwardMatchCpu) {
   ZT_SEEDED_RNG(rng);
-  // Under ThreadSanitizer (missing barriers), one row where rows are many: the emulator runs a
-  // launch's blocks one after another, so another row adds no interleaving, and 1024 threads a
-  // row took the test to 250 s of its 300 s timeout in a full two-job ctest run.
-#ifdef ZT_EMULATION_UNDER_TSAN
-  constexpr std::int64_t kRows = 1;
-#else
-  constexpr std::int64_t kRows = 4;
-#endif
+  constexpr std::int64_t kRows = kOneRowWhereRowsAreMany ? 1 : 4;
   run_shape<float, 1>(rng, 3, 37, 41);
   run_shape<bf16_dev, 1>(rng, 3, 37, 41);
   run_shape<float, 4>(rng, kRows, 3001, 3008);
@@ -128,12 +131,7 @@ TEST(CrossEntropyEmulation, ForwardFusedAndBackwardMatchCpu) {
 
 TEST(CrossEntropyEmulation, MinusInfinityLogitsGetZeroProbabilityAndAFiniteLoss) {
   ZT_SEEDED_RNG(rng);
-  // One wide row under ThreadSanitizer, as above (the second row of each took 5 s of its 19).
-#ifdef ZT_EMULATION_UNDER_TSAN
-  constexpr std::int64_t kWideRows = 1;
-#else
-  constexpr std::int64_t kWideRows = 2;
-#endif
+  constexpr std::int64_t kWideRows = kOneRowWhereRowsAreMany ? 1 : 2;
   run_shape<float, 1>(rng, 3, 37, 41, true);
   run_shape<float, 4>(rng, kWideRows, 3001, 3008, true);
   run_shape<bf16_dev, 8>(rng, kWideRows, 3001, 3008, true);

@@ -166,6 +166,41 @@ TEST(ConfigSources, DefaultThreadsShareTheNodesCoresAmongItsRanks) {
   EXPECT_EQ(deterministic.train.num_threads, std::max(1, cores / 2));
 }
 
+// Threads given past the node's cores (its ranks' threads together) are warned about, naming the
+// count that fits, unless OMP_WAIT_POLICY=passive makes the waiting threads sleep; CUDA ranks
+// compute on the device, so not there.
+TEST(ConfigSources, ThreadsPastTheCoresAreWarnedAbout) {
+  const std::string path = written_base();
+  const int cores = omp_get_num_procs();
+  const char* policy = std::getenv("OMP_WAIT_POLICY");  // ctest sets passive
+  const std::string kept_policy = policy == nullptr ? "" : policy;
+  ::unsetenv("OMP_WAIT_POLICY");
+  ::setenv("LOCAL_WORLD_SIZE", "2", 1);
+  const std::string over = fmt::format("train.num_threads={}", cores);
+  const RunConfig crowded = load_run_config(path, {over});
+  const RunConfig fitting = load_run_config(path, {fmt::format("train.num_threads={}", std::max(1, cores / 2))});
+  const RunConfig derived = load_run_config(path, {});
+  const RunConfig cuda = load_run_config(path, {over, "device=cuda"});
+  ::setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+  const RunConfig passive = load_run_config(path, {over});
+  ::unsetenv("LOCAL_WORLD_SIZE");
+  if (kept_policy.empty()) {
+    ::unsetenv("OMP_WAIT_POLICY");
+  } else {
+    ::setenv("OMP_WAIT_POLICY", kept_policy.c_str(), 1);
+  }
+  ASSERT_EQ(crowded.warnings.size(), 1u);
+  EXPECT_EQ(crowded.warnings[0],
+            fmt::format("train.num_threads = {} (given in --set {}) on each of this node's 2 rank(s) asks for {} "
+                        "threads on its {} cores: OpenMP's spinning waits can make the steps up to 10x slower; leave "
+                        "train.num_threads out ({} a rank here) or set OMP_WAIT_POLICY=passive",
+                        cores, over, 2 * cores, cores, std::max(1, cores / 2)));
+  EXPECT_TRUE(cores > 1 ? fitting.warnings.empty() : !fitting.warnings.empty());  // 1 core: 2 threads past it
+  EXPECT_TRUE(derived.warnings.empty());                                          // the count it derives fits
+  EXPECT_TRUE(cuda.warnings.empty());
+  EXPECT_TRUE(passive.warnings.empty());
+}
+
 TEST(ConfigSources, DefaultDecayStepsArePrintedAsDerived) {
   const std::string path = written_base();
   RunConfig c = load_run_config(path, {"train.max_steps=300", "optim.warmup_steps=10"});

@@ -149,7 +149,8 @@ struct RunConfig {
   int world_size = 1;                             // ranks (set by the launcher, not the file)
   LogConfig log;
   CheckpointConfig checkpoint;
-  std::vector<std::string> derived;  // "train.grad_accum = 4 (from ...)": printed at start
+  std::vector<std::string> derived;   // "train.grad_accum = 4 (from ...)": printed at start
+  std::vector<std::string> warnings;  // a choice that runs but runs badly: printed at start as "warning: ..."
 
   nlohmann::json to_json() const;
   // What a run directory's config.json keeps: to_json, but a global batch the config gave kept as

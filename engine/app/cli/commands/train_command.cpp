@@ -179,6 +179,7 @@ int train_main(const std::vector<std::string>& args) {
   if (root) {
     print_out("zerotrain train: {}\nresolved config: {}\n", cfg.source, cfg.to_json().dump());
     for (const std::string& note : cfg.derived) print_out("derived: {}\n", note);
+    for (const std::string& warning : cfg.warnings) print_out("warning: {}\n", warning);
   }
   std::string resume_checkpoint;
   if (parser.has("resume")) {

@@ -28,6 +28,11 @@ class KernelParams {
   TensorView acquire(ParamStore& store, int unit, Pass pass, int slot = -1);
   // Drops what the copies hold (the parameters may have changed since: call at each forward).
   void forget() { copy_unit_ = {-1, -1}; }
+  // Frees the copies themselves (LanguageModel::release_param_copies); the next acquire allocates.
+  void release() {
+    forget();
+    for (Buffer& copy : copies_) copy = Buffer();
+  }
 
  private:
   const ParamTable& table_;

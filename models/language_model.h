@@ -66,6 +66,11 @@ class LanguageModel {
   virtual void backward(ParamStore& store, float loss_scale = 1.0f) = 0;
   // Drops the activations of a forward that no backward will follow (evaluation, sampling).
   virtual void release_activations() = 0;
+  // Frees the fp32 copies of bf16 parameters the kernels read with fp32 activations (KernelParams),
+  // which otherwise stay between steps, so that another model over the same store (the sampler's,
+  // the multiple-choice scorer's) holds its own in their place rather than beside them; the next
+  // forward makes them again. Nothing for a model that keeps none.
+  virtual void release_param_copies() {}
   // An empty cache of `capacity` positions (at most the model's context) for
   // ForwardOptions::kv_cache, in this model's memory and activation dtype, or null for a model that
   // decodes only by running the whole window (a family that does not implement it, or a device

@@ -64,6 +64,7 @@ class GptModel final : public LanguageModel, private BlockMath, private VocabChu
   void backward(ParamStore& store, float loss_scale = 1.0f) override;
   // Drops the activations of a forward that will not be followed by backward (evaluation).
   void release_activations() override;
+  void release_param_copies() override { params_.release(); }
   // Each layer's qkv rows (3 C wide) for decoding.
   std::unique_ptr<KvCache> make_kv_cache(std::int64_t capacity) const override;
 

@@ -71,6 +71,7 @@ class LlamaModel final : public LanguageModel, private BlockMath, private VocabC
   // Every unit's gradient of loss_scale x the mean loss to the store.
   void backward(ParamStore& store, float loss_scale = 1.0f) override;
   void release_activations() override;
+  void release_param_copies() override { params_.release(); }
   // Each layer's qkv rows ((n_head + 2 n_kv_head) head_size wide) for decoding.
   std::unique_ptr<KvCache> make_kv_cache(std::int64_t capacity) const override;
 

@@ -213,8 +213,10 @@ def main():
 
     # A large token table and few activations: setting the weights up (one unit in fp32 beside the
     # model states) needs more than a step. An offer between the two is refused for the set-up.
+    # (Without final.safetensors: its gather, a step's bytes and one unit, would be larger still.)
     big_vocab = ["--set", "model.vocab_size=50257", "--set", "model.n_embd=64", "--set", "model.n_layer=1",
-                 "--set", "model.n_head=2", "--set", "model.block_size=8", "--set", "train.micro_batch=1"]
+                 "--set", "model.n_head=2", "--set", "model.block_size=8", "--set", "train.micro_batch=1",
+                 "--set", "log.final_weights=false"]
     mem = subprocess.run([binary, "memory", "--config", config_file("small.json", GOOD), "--ranks", "1", "--json",
                           *big_vocab], capture_output=True, text=True, timeout=120)
     step_total = json.loads(mem.stdout)["stages"][0]["total"] if mem.returncode == 0 else 0
@@ -236,6 +238,29 @@ def main():
           f"{'OK' if ok else 'FAIL'} (required {required}, step total {step_total})")
     if not ok:
         failures.append("memory's required bytes")
+    # With final.safetensors (the default), the final gather holds a step's bytes and the largest unit
+    # whole in fp32: more than either, so it is what the CPU's check weighs; an offer a byte below
+    # is refused for it, with log.final_weights = false among the ways out, and at exactly that the
+    # run trains and writes the file.
+    with_final = big_vocab[:-2]
+    mem = subprocess.run([binary, "memory", "--config", config_file("small.json", GOOD), "--ranks", "1", "--json",
+                          *with_final], capture_output=True, text=True, timeout=120)
+    stage0 = json.loads(mem.stdout)["stages"][0] if mem.returncode == 0 else {}
+    gather_total, required = stage0.get("final_gather_total", 0), stage0.get("required", 0)
+    final_file = os.path.join(run_dir, "final.safetensors")
+    if os.path.exists(final_file):
+        os.remove(final_file)  # an earlier case's: the file must be this run's
+    runs = [subprocess.run(tiny_args + with_final, capture_output=True, text=True, timeout=120,
+                           env=dict(os.environ, ZT_TEST_AVAILABLE_BYTES=str(offer)))
+            for offer in (required, required - 1)]
+    ok = (required == gather_total > max(stage0.get("total", 0), stage0.get("setup_total", 0)) > 0
+          and runs[0].returncode == 0 and os.path.exists(final_file)
+          and runs[1].returncode == 2 and "to gather its final weights after the last step" in runs[1].stderr
+          and "set log.final_weights = false" in runs[1].stderr)
+    print(f"{'final gather weighed':<32} exit={runs[0].returncode}/{runs[1].returncode}  {'OK' if ok else 'FAIL'} "
+          f"(required {required}, final gather {gather_total})\n    stderr: {runs[1].stderr.strip()[-300:]}")
+    if not ok:
+        failures.append("final gather's memory check")
 
     # A token file of exactly seq_len + 1 tokens holds one window: it trains (block_size 8).
     nine = token_file("nine.bin", count=9, actual=9)

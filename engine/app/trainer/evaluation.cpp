@@ -61,6 +61,7 @@ bool evaluate(TrainerState& s, int step, TrainSummary& summary, const StopVote& 
       b.batch = rows;
       return make_model(c.model_spec(), b, s.tracker, s.ctx);
     };
+    s.model->release_param_copies();  // the scorer's models hold their own
     const ChoiceScore score =
         score_choices(*s.data.choices(), build, s.store, s.comm,
                       static_cast<std::int64_t>(B) * static_cast<std::int64_t>(T), c.model.block_size);
@@ -95,6 +96,7 @@ bool sample(TrainerState& s, int step, TrainSummary& summary, const StopVote& st
   constexpr int kVoteTokens = 16;
   int draws = 0;
   if (stop) options.stop_requested = [&] { return ++draws % kVoteTokens == 0 && (stopped = stop()); };
+  s.model->release_param_copies();  // the sampler's models hold their own
   const auto tokens = sample_tokens(build, s.store, std::move(prompt), options, c.train.seq_len);
   if (stopped) {
     report_stopped(s, step, fmt::format("the sample (after {} of {} tokens)", tokens.size(), c.log.sample_tokens));

@@ -100,15 +100,26 @@ MemoryOffer memory_offered(const RunConfig& c, int device_index) {
 
 namespace {
 
-// What the check compares with the offer: the larger of a step's predicted peak and the set-up's
+// What the check compares with the offer: the largest of a step's predicted peak, the set-up's
 // (model_setup's one-unit workspace beside the model states: more than a step's where a large unit
-// meets few activations), and checkpoint.async's staging, host memory the CPU's rank holds beside
-// everything else.
+// meets few activations) and, on the CPU, the final gather's (a step's and one unit on the host),
+// and checkpoint.async's staging, host memory the CPU's rank holds beside everything else. On
+// CUDA the final gather's unit and the staging are host memory, not the device's the check weighs.
 struct RequiredMemory {
-  StageMemory step, setup;
+  enum class Phase { kStep, kSetup, kFinalGather };
+  StageMemory step, setup, final_gather;
+  bool weighs_final_gather = false;
   std::int64_t staging = 0;
-  bool for_setup() const { return setup.total_bytes() > step.total_bytes(); }
-  const StageMemory& predicted() const { return for_setup() ? setup : step; }
+  Phase phase() const {
+    if (weighs_final_gather && final_gather.total_bytes() > std::max(step.total_bytes(), setup.total_bytes())) {
+      return Phase::kFinalGather;
+    }
+    return setup.total_bytes() > step.total_bytes() ? Phase::kSetup : Phase::kStep;
+  }
+  const StageMemory& predicted() const {
+    const Phase p = phase();
+    return p == Phase::kFinalGather ? final_gather : p == Phase::kSetup ? setup : step;
+  }
   std::int64_t bytes() const { return predicted().total_bytes() + staging; }
 };
 
@@ -116,6 +127,8 @@ RequiredMemory required_memory(const RunConfig& c, int world_size) {
   RequiredMemory r;
   r.step = predict_run_memory(c, c.zero.stage, world_size);
   r.setup = predict_setup_memory(c, r.step);
+  r.weighs_final_gather = c.device == Device::kCPU && c.log.final_weights;
+  if (r.weighs_final_gather) r.final_gather = predict_final_gather_memory(c, r.step, world_size);
   r.staging = c.device == Device::kCPU ? predict_checkpoint_staging_bytes(c, world_size) : 0;
   return r;
 }
@@ -157,12 +170,20 @@ void check_memory_fits(const RunConfig& c, int world_size, int device_index) {
           ? fmt::format("lower train.micro_batch (with train.grad_accum to keep the batch) or train.seq_len (here {})",
                         c.train.seq_len)
           : fmt::format("lower train.seq_len (here {}; train.micro_batch is 1)", c.train.seq_len);
+  const RequiredMemory::Phase phase = required.phase();
   throw_input_error(
       "config error in {}: the run needs {} per rank at ZeRO stage {} on {} rank(s){} ({}), more than "
-      "{} offers: {}; {}, {}add ranks{}, or set train.check_memory = false to try anyway",
-      sources, needs, c.zero.stage, world_size, required.for_setup() ? " to set its weights up" : "", categories,
-      offer.what, offers, lower, stage_left ? "raise zero.stage, " : "",
-      recompute_left ? " or checkpoint activations (train.activation_checkpointing)" : "");
+      "{} offers: {}; {}, {}add ranks{}{}, or set train.check_memory = false to try anyway",
+      sources, needs, c.zero.stage, world_size,
+      phase == RequiredMemory::Phase::kSetup         ? " to set its weights up"
+      : phase == RequiredMemory::Phase::kFinalGather ? " to gather its final weights after the last step"
+                                                     : "",
+      categories, offer.what, offers, lower, stage_left ? "raise zero.stage, " : "",
+      recompute_left ? ", checkpoint activations (train.activation_checkpointing)" : "",
+      phase == RequiredMemory::Phase::kFinalGather &&
+              std::max(required.step.total_bytes(), required.setup.total_bytes()) + required.staging <= offer.bytes
+          ? ", set log.final_weights = false"
+          : "");
 }
 
 }  // namespace zt

@@ -48,9 +48,14 @@ std::vector<MemorySnapshot> gather_memory_snapshots(Communicator& comm, const Me
   return out;
 }
 
-std::string format_measured_vs_predicted(const RunConfig& config, const std::vector<MemorySnapshot>& per_rank) {
+std::string format_measured_vs_predicted(const RunConfig& config, const std::vector<MemorySnapshot>& per_rank,
+                                         bool final_gathered) {
   const int N = static_cast<int>(per_rank.size());
-  const StageMemory predicted = predict_run_memory(config, config.zero.stage, N);
+  StageMemory predicted = predict_run_memory(config, config.zero.stage, N);
+  if (final_gathered) {
+    const StageMemory gather = predict_final_gather_memory(config, predicted, N);
+    for (int c = 0; c < kNumMemCategories; ++c) predicted.bytes[c] = std::max(predicted.bytes[c], gather.bytes[c]);
+  }
   std::string out = fmt::format(
       "memory per rank, ZeRO stage {} on {} rank(s): measured peak beside the prediction "
       "(docs/zero_memory.md)\n",
@@ -66,13 +71,14 @@ std::string format_measured_vs_predicted(const RunConfig& config, const std::vec
                        p > 0 ? fmt::format("{:.3f}", static_cast<double>(worst) / static_cast<double>(p)) : "-");
   }
   out += fmt::format(
-      "(padding in the prediction: {}; a training step's peaks equal the prediction to the byte{}, "
-      "while evaluation, sampling and the final gather may add workspace and activations)\n",
-      format_bytes(predicted.padding_bytes),
+      "(padding in the prediction: {}; a training step's peaks{} equal the prediction to the byte{}{})\n",
+      format_bytes(predicted.padding_bytes), final_gathered ? ", and the final gather's unit in workspace," : "",
       config.device == Device::kCUDA
           ? " but for the CUDA kernels' transient scratch in workspace (partial sums, the embedding "
             "backward's sort: kilobytes to a few MB)"
-          : "");
+          : "",
+      final_gathered ? "; a sample's forwards may add activations where a step keeps few (activation checkpointing)"
+                     : ", while evaluation, sampling and the final gather may add workspace and activations");
   return out;
 }
 

@@ -25,7 +25,10 @@ nlohmann::json memory_json(const StageMemory& m);
 // Every rank's snapshot, in rank order (a collective).
 std::vector<MemorySnapshot> gather_memory_snapshots(Communicator& comm, const MemorySnapshot& mine);
 
-// The table for `config` (its ZeRO stage and world size) against the ranks' measured peaks.
-std::string format_measured_vs_predicted(const RunConfig& config, const std::vector<MemorySnapshot>& per_rank);
+// The table for `config` (its ZeRO stage and world size) against the ranks' measured peaks: a
+// step's prediction, or, for peaks over a whole run that gathered final.safetensors
+// (`final_gathered`), each category's larger of a step's and the final gather's.
+std::string format_measured_vs_predicted(const RunConfig& config, const std::vector<MemorySnapshot>& per_rank,
+                                         bool final_gathered = false);
 
 }  // namespace zt

@@ -5,6 +5,7 @@
 
 #include "engine/app/checkpoint/async_checkpoint.h"
 #include "engine/app/trainer/store_comm.h"
+#include "engine/distributed/sharding/shard_layout.h"
 #include "models/model_family.h"
 
 namespace zt {
@@ -66,6 +67,16 @@ StageMemory predict_setup_memory(const RunConfig& c, const StageMemory& step) {
   // The staging buffers come with the first collective, but for a quantized publish's.
   m[MemCategory::kCommBuffers] = step.publish_comm_bytes;
   m[MemCategory::kWorkspace] += 4 * c.model_spec().family().param_table(c.model_spec()).max_unit_numel();
+  return m;
+}
+
+StageMemory predict_final_gather_memory(const RunConfig& c, const StageMemory& step, int world_size) {
+  StageMemory m = step;
+  // ShardedAdamW::gather_master's buffer: the unit padded to the optimizer's shards (unsharded at
+  // stage 0), on the store's world (a group's under hybrid sharding).
+  const int optimizer_ranks = c.zero.stage >= 1 ? store_comm_choice(c, world_size).group_size : 1;
+  const std::int64_t largest = build_param_table(c.model_spec()).max_unit_numel();
+  m[MemCategory::kWorkspace] += 4 * shard_sizes(largest, optimizer_ranks).padded_numel;
   return m;
 }
 

@@ -1,0 +1,97 @@
+#!/usr/bin/env python3
+"""A whole run's memory peaks against the prediction, to the byte, through the real binary and
+real ranks: each run trains 2 steps, evaluates, samples and writes final.safetensors, and its
+summary's peaks (rank 0's, over the whole run) equal the step's prediction in every category but
+workspace, which holds the final gather's unit on top: `zerotrain memory --json`'s
+final_gather_total less its step total. The table `train` prints at the end says so: every ratio
+1.000 (or "-").
+
+Configs: configs/tiny.json at stages 0-3 with f32 and bf16 parameters (bf16 with fp32 activations:
+the sample's own model holds its fp32 unit copies in place of the training model's, which it had
+held beside them), 1-3 ranks, a Llama, hybrid sharding on 4 ranks, deterministic mode, bf16
+activations; and a run without final.safetensors, whose peaks are the step's.
+
+usage: whole_run_memory_test.py MPIRUN [FLAGS...] -- PATH/TO/zerotrain
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.dirname(HERE))
+from check_report import Checks  # noqa: E402
+from run_dir_util import mpi_driver, ranks_trainer, train_records  # noqa: E402
+
+TINY = os.path.join(ROOT, "configs", "tiny.json")
+LLAMA = os.path.join(ROOT, "configs", "llama_tiny_debug.json")
+# Short runs that still evaluate, sample (a few tokens) and write their final weights.
+SHORT = ["train.max_steps=2", "train.eval_batches=1", "log.sample_tokens=8"]
+
+
+def whole_run_table_ratios(stdout):
+    """The ratio column of the table printed after "over the whole run" (one per category)."""
+    tail = stdout.split("over the whole run", 1)[-1].splitlines()
+    rows = [line.split() for line in tail if line.split()[:1] and line.split()[0] in CATEGORIES]
+    return [r[-1] for r in rows]
+
+
+CATEGORIES = ("parameters", "master_weights", "gradients", "optimizer_states", "activations", "comm_buffers",
+              "workspace")
+
+
+def main():
+    launcher, binary, work, _, env = mpi_driver("zt_whole_run_memory_")
+    checks = Checks()
+    try:
+        cases = [(f"tiny_s{stage}_{dtype}_n{ranks}", TINY, ranks,
+                  [f"zero.stage={stage}", f"precision.param_dtype={dtype}"])
+                 for stage in range(4) for dtype in ("f32", "bf16") for ranks in ((2,) if stage % 3 else (1, 3))]
+        cases += [("llama_s3_bf16_n2", LLAMA, 2, ["zero.stage=3", "precision.param_dtype=bf16"]),
+                  ("tiny_hybrid_n4", TINY, 4, ["zero.stage=3", "zero.shard_group_size=2"]),
+                  ("tiny_deterministic_n2", TINY, 2, ["zero.stage=2", "train.deterministic=true"]),
+                  ("tiny_bf16_activations_n2", TINY, 2,
+                   ["zero.stage=3", "precision.param_dtype=bf16", "precision.activations=bf16"]),
+                  ("tiny_no_final_weights_n2", TINY, 2,
+                   ["zero.stage=3", "precision.param_dtype=bf16", "log.final_weights=false"])]
+        for name, config, ranks, sets in cases:
+            train = ranks_trainer(checks.check, launcher, binary, config, work, env)
+            run_dir = train(name, ranks, *SHORT, *sets)
+            if run_dir is None:
+                continue
+            stdout = train.last_stdout
+            records = train_records(run_dir)
+            step = next(r for r in records if r["type"] == "memory")["predicted_bytes"]
+            measured = next(r for r in records if r["type"] == "summary")["memory_peak_bytes"]
+            checks.check(any(r["type"] == "eval" for r in records) and any(r["type"] == "sample" for r in records),
+                         f"{name}: the run evaluated and sampled")
+            final_weights = "log.final_weights=false" not in sets
+            checks.check(os.path.exists(os.path.join(run_dir, "final.safetensors")) == final_weights,
+                         f"{name}: final.safetensors written: {final_weights}")
+            predicted = dict(step)
+            if final_weights:
+                p = subprocess.run([binary, "memory", "--config", config, "--ranks", str(ranks), "--json",
+                                    *[a for kv in SHORT + sets for a in ("--set", kv)]],
+                                   capture_output=True, text=True, timeout=60)
+                if not checks.check(p.returncode == 0, f"{name}: memory --json exits 0 ({p.stderr[-300:]})"):
+                    continue
+                stage = next(int(kv.split("=")[1]) for kv in sets if kv.startswith("zero.stage="))
+                at = json.loads(p.stdout)["stages"][stage]
+                unit = at.get("final_gather_total", at["total"]) - at["total"]
+                checks.check(unit > 0, f"{name}: the final gather adds a unit ({unit} bytes)")
+                predicted["workspace"] += unit
+            diff = {k: measured[k] - predicted[k] for k in predicted if measured[k] != predicted[k]}
+            checks.check(not diff, f"{name}: the whole run's peaks on rank 0 equal the prediction to the byte"
+                                   f" (measured minus predicted: {diff or 'none'})")
+            ratios = whole_run_table_ratios(stdout)
+            checks.check(len(ratios) == len(CATEGORIES) and all(r in ("1.000", "-") for r in ratios),
+                         f"{name}: the whole-run table's ratios are 1.000 on every rank ({ratios})")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return checks.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -54,14 +54,18 @@ struct ModelBuild {
   bool backward = true;
 };
 
-// A model for sampling: one sequence of seq_len tokens, nothing checkpointed, no dropout, forwards
-// only, its activations in `activations` (a training run's own: a bf16 run samples in bf16 and
-// reads bf16 parameters as they are, where fp32 activations would copy each unit to fp32 first).
+// A model for sampling: one sequence of seq_len tokens, no dropout, forwards only, its activations
+// in `activations` (a training run's own: a bf16 run samples in bf16 and reads bf16 parameters as
+// they are, where fp32 activations would copy each unit to fp32 first). Every block checkpointed:
+// without a backward nothing recomputes, so each block's activations are freed after its forward,
+// the same bits, and a sample no longer held every block's at once (configs/tiny.json sampling
+// beside a micro-batch-1 step with activation_checkpointing = all: 2.45 MB against the step's 0.72).
 inline ModelBuild sampling_build(int seq_len, DType activations = DType::kF32) {
   ModelBuild b;
   b.seq_len = seq_len;
   b.backward = false;
   b.activations = activations;
+  b.checkpointing.kind = CheckpointPolicy::Kind::kAll;
   return b;
 }
 

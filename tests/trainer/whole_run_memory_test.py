@@ -9,7 +9,8 @@ final_gather_total less its step total. The table `train` prints at the end says
 Configs: configs/tiny.json at stages 0-3 with f32 and bf16 parameters (bf16 with fp32 activations:
 the sample's own model holds its fp32 unit copies in place of the training model's, which it had
 held beside them), 1-3 ranks, a Llama, hybrid sharding on 4 ranks, deterministic mode, bf16
-activations; and a run without final.safetensors, whose peaks are the step's.
+activations, every block checkpointed at micro-batch 1 (a sample beside a step that keeps few
+activations); and a run without final.safetensors, whose peaks are the step's.
 
 usage: whole_run_memory_test.py MPIRUN [FLAGS...] -- PATH/TO/zerotrain
 """
@@ -54,6 +55,11 @@ def main():
                   ("tiny_deterministic_n2", TINY, 2, ["zero.stage=2", "train.deterministic=true"]),
                   ("tiny_bf16_activations_n2", TINY, 2,
                    ["zero.stage=3", "precision.param_dtype=bf16", "precision.activations=bf16"]),
+                  # A step that keeps few activations beside a sample (whose model frees each
+                  # block's after its forward: it had held every block's, 2.45 MB against 0.72).
+                  ("tiny_checkpointed_micro_batch_1_n1", TINY, 1,
+                   ["zero.stage=0", "train.activation_checkpointing=all", "train.micro_batch=1",
+                    "log.sample_tokens=80"]),  # past the context: the window at its longest
                   ("tiny_no_final_weights_n2", TINY, 2,
                    ["zero.stage=3", "precision.param_dtype=bf16", "log.final_weights=false"])]
         for name, config, ranks, sets in cases:

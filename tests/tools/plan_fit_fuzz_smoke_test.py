@@ -1,0 +1,54 @@
+#!/usr/bin/env python3
+"""tools/plan_fit_fuzz.py end to end on two picks: each is planned, trained under mpirun (2 steps,
+the final evaluation, a sample, the final gather) and its whole run's peak set beside the budget it
+was planned for, in a table and a JSON with every pick's budget, requirement, choice and peak. The
+picks must fit (the planner weighs the final gather; docs/zero_memory.md, "After the last step"):
+a pick over its budget fails the test. Bad arguments exit 2 with one line and write nothing.
+
+usage: plan_fit_fuzz_smoke_test.py PATH/TO/zerotrain
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.dirname(HERE))
+from check_report import Checks  # noqa: E402
+
+TOOL = os.path.join(ROOT, "tools", "plan_fit_fuzz.py")
+
+
+def main():
+    binary = sys.argv[1]
+    checks = Checks()
+    with tempfile.TemporaryDirectory() as work:
+        out = os.path.join(work, "fuzz.json")
+        p = subprocess.run([sys.executable, TOOL, "--zerotrain", binary, "--picks", "2", "--seed", "3", "--out", out],
+                           capture_output=True, text=True, timeout=600)
+        if not checks.check(p.returncode == 0 and os.path.exists(out),
+                            f"it runs (exit {p.returncode}: {(p.stdout + p.stderr)[-600:]})"):
+            return checks.finish()
+        with open(out) as f:
+            doc = json.load(f)
+        rows = doc["results"]["zerotrain"]
+        checks.check(len(rows) == 2 and all("peak_bytes" in r for r in rows),
+                     f"both picks trained ({[r.get('error') for r in rows]})")
+        checks.check(all(0 < r["required_bytes"] <= r["budget_bytes"] and r["pick"] for r in rows if "pick" in r),
+                     "each pick's requirement is within its budget")
+        checks.check(doc["summary"]["zerotrain"]["runs"] == 2 and doc["summary"]["zerotrain"]["over"] == 0,
+                     f"no pick over its budget ({[(r.get('peak_bytes'), r.get('budget_bytes')) for r in rows]})")
+        checks.check(os.path.exists(os.path.splitext(out)[0] + ".md") and "| zerotrain | 2 | 0 |" in p.stdout,
+                     "the table is printed and written beside the JSON")
+        for args, what in ((["--picks", "0"], "--picks 0"), (["--zerotrain", os.path.join(work, "none")], "a missing binary")):
+            bad_out = os.path.join(work, "bad.json")
+            p = subprocess.run([sys.executable, TOOL, "--out", bad_out, *args], capture_output=True, text=True, timeout=60)
+            checks.check(p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and not os.path.exists(bad_out),
+                         f"{what}: exit 2, one line, nothing written ({p.returncode}: {p.stderr.strip()[:200]})")
+    return checks.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

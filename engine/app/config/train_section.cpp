@@ -131,11 +131,12 @@ void read_train_section(ConfigReader r, RunConfig& c) {
   } else if (const int cores = omp_get_num_procs(), node_ranks = ranks_on_this_node();
              c.device == Device::kCPU && t.num_threads * node_ranks > cores && !omp_waits_passively()) {
     // More threads than cores: OpenMP's waiting threads spin (its default wait policy) on cores
-    // another thread needs. 40 steps of configs/tiny.json on 2 ranks of a 2-core machine took 46 s
-    // at 2 threads a rank against 4.2 s at 1, and 4.5 s at 2 with OMP_WAIT_POLICY=passive.
+    // another thread needs. configs/tiny.json on 2 ranks of a 2-core machine: 353-406 ms a step at
+    // 2 threads a rank against 74 at 1, and 79 at 2 with OMP_WAIT_POLICY=passive
+    // (docs/results/threads_past_cores_cpu.md).
     c.warnings.push_back(fmt::format(
         "train.num_threads = {} (given in {}) on each of this node's {} rank(s) asks for {} threads on its {} cores: "
-        "OpenMP's spinning waits can make the steps up to 10x slower; leave train.num_threads out ({} {}here) "
+        "OpenMP's spinning waits can make the steps several times slower; leave train.num_threads out ({} {}here) "
         "or set OMP_WAIT_POLICY=passive",
         t.num_threads, r.source_of("num_threads"), node_ranks, t.num_threads * node_ranks, cores,
         std::max(1, cores / node_ranks), node_ranks > 1 ? "a rank " : ""));

@@ -42,9 +42,11 @@ def main():
                      f"no pick over its budget ({[(r.get('peak_bytes'), r.get('budget_bytes')) for r in rows]})")
         checks.check(os.path.exists(os.path.splitext(out)[0] + ".md") and "| zerotrain | 2 | 0 |" in p.stdout,
                      "the table is printed and written beside the JSON")
-        for args, what in ((["--picks", "0"], "--picks 0"), (["--zerotrain", os.path.join(work, "none")], "a missing binary")):
+        bad_args = ((["--picks", "0"], "--picks 0"), (["--zerotrain", os.path.join(work, "none")], "a missing binary"))
+        for args, what in bad_args:
             bad_out = os.path.join(work, "bad.json")
-            p = subprocess.run([sys.executable, TOOL, "--out", bad_out, *args], capture_output=True, text=True, timeout=60)
+            p = subprocess.run([sys.executable, TOOL, "--out", bad_out, *args], capture_output=True, text=True,
+                               timeout=60)
             checks.check(p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and not os.path.exists(bad_out),
                          f"{what}: exit 2, one line, nothing written ({p.returncode}: {p.stderr.strip()[:200]})")
     return checks.finish()

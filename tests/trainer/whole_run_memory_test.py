@@ -10,7 +10,8 @@ Configs: configs/tiny.json at stages 0-3 with f32 and bf16 parameters (bf16 with
 the sample's own model holds its fp32 unit copies in place of the training model's, which it had
 held beside them), 1-3 ranks, a Llama, hybrid sharding on 4 ranks, deterministic mode, bf16
 activations, every block checkpointed at micro-batch 1 (a sample beside a step that keeps few
-activations); and a run without final.safetensors, whose peaks are the step's.
+activations), multiple-choice scoring with bf16 parameters; and a run without final.safetensors,
+whose peaks are the step's.
 
 usage: whole_run_memory_test.py MPIRUN [FLAGS...] -- PATH/TO/zerotrain
 """
@@ -24,6 +25,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.dirname(HERE))
 from check_report import Checks  # noqa: E402
+from choice_file_util import write_choice_file  # noqa: E402
 from run_dir_util import mpi_driver, ranks_trainer, train_records  # noqa: E402
 
 TINY = os.path.join(ROOT, "configs", "tiny.json")
@@ -47,6 +49,11 @@ def main():
     launcher, binary, work, _, env = mpi_driver("zt_whole_run_memory_")
     checks = Checks()
     try:
+        # Multiple-choice examples in the tiny vocabulary: the scorer's models come and go too.
+        choices = os.path.join(work, "choices.bin")
+        write_choice_file(choices, [(i % 4, [1 + (7 * i + j) % 40 for j in range(20)],
+                                     [[1 + (3 * i + k * j) % 40 for j in range(3 + k)] for k in range(4)])
+                                    for i in range(8)])
         cases = [(f"tiny_s{stage}_{dtype}_n{ranks}", TINY, ranks,
                   [f"zero.stage={stage}", f"precision.param_dtype={dtype}"])
                  for stage in range(4) for dtype in ("f32", "bf16") for ranks in ((2,) if stage % 3 else (1, 3))]
@@ -60,6 +67,9 @@ def main():
                   ("tiny_checkpointed_micro_batch_1_n1", TINY, 1,
                    ["zero.stage=0", "train.activation_checkpointing=all", "train.micro_batch=1",
                     "log.sample_tokens=80"]),  # past the context: the window at its longest
+                  ("tiny_bf16_choices_n2", TINY, 2,
+                   ["zero.stage=3", "precision.param_dtype=bf16", f"data.choice_file={choices}",
+                    "log.sample_tokens=0"]),  # the scorer's models alone after the steps
                   ("tiny_no_final_weights_n2", TINY, 2,
                    ["zero.stage=3", "precision.param_dtype=bf16", "log.final_weights=false"])]
         for name, config, ranks, sets in cases:
@@ -71,8 +81,13 @@ def main():
             records = train_records(run_dir)
             step = next(r for r in records if r["type"] == "memory")["predicted_bytes"]
             measured = next(r for r in records if r["type"] == "summary")["memory_peak_bytes"]
-            checks.check(any(r["type"] == "eval" for r in records) and any(r["type"] == "sample" for r in records),
-                         f"{name}: the run evaluated and sampled")
+            samples = "log.sample_tokens=0" not in sets
+            checks.check(any(r["type"] == "eval" for r in records) and
+                         any(r["type"] == "sample" for r in records) == samples,
+                         f"{name}: the run evaluated{' and sampled' if samples else ''}")
+            if any(kv.startswith("data.choice_file=") for kv in sets):
+                checks.check(any(r["type"] == "eval" and r.get("choice_examples") == 8 for r in records),
+                             f"{name}: the 8 multiple-choice examples were scored")
             final_weights = "log.final_weights=false" not in sets
             checks.check(os.path.exists(os.path.join(run_dir, "final.safetensors")) == final_weights,
                          f"{name}: final.safetensors written: {final_weights}")

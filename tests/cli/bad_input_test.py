@@ -213,7 +213,7 @@ def main():
 
     # A large token table and few activations: setting the weights up (one unit in fp32 beside the
     # model states) needs more than a step. An offer between the two is refused for the set-up.
-    # (Without final.safetensors: its gather, a step's bytes and one unit, would be larger still.)
+    # (Without final.safetensors: its gather, the same states and the unit again, would tie with it.)
     big_vocab = ["--set", "model.vocab_size=50257", "--set", "model.n_embd=64", "--set", "model.n_layer=1",
                  "--set", "model.n_head=2", "--set", "model.block_size=8", "--set", "train.micro_batch=1",
                  "--set", "log.final_weights=false"]
@@ -238,11 +238,12 @@ def main():
           f"{'OK' if ok else 'FAIL'} (required {required}, step total {step_total})")
     if not ok:
         failures.append("memory's required bytes")
-    # With final.safetensors (the default), the final gather holds a step's bytes and the largest unit
-    # whole in fp32: more than either, so it is what the CPU's check weighs; an offer a byte below
-    # is refused for it, with log.final_weights = false among the ways out, and at exactly that the
-    # run trains and writes the file.
-    with_final = big_vocab[:-2]
+    # With final.safetensors (the default), the final gather holds what stays between steps (with
+    # bf16 parameters, the kernels' fp32 unit copies too) and the largest unit whole in fp32: here
+    # more than a step or the set-up, so it is what the CPU's check weighs; an offer a byte below is
+    # refused for it, with log.final_weights = false among the ways out, and at exactly that the run
+    # trains and writes the file.
+    with_final = big_vocab[:-2] + ["--set", "precision.param_dtype=bf16"]
     mem = subprocess.run([binary, "memory", "--config", config_file("small.json", GOOD), "--ranks", "1", "--json",
                           *with_final], capture_output=True, text=True, timeout=120)
     stage0 = json.loads(mem.stdout)["stages"][0] if mem.returncode == 0 else {}

@@ -176,8 +176,8 @@ TEST(KvDecoding, AStopRequestEndsTheSampleWithTheTokensSoFar) {
 }
 
 // A prompt's forward through the cache keeps no [NH, T, T] probabilities (the window's forward on
-// the CPU does, for every layer, until the activations are released): its activation peak is the
-// window's less exactly those bytes.
+// the CPU does, a block's while the block runs): its activation peak is the window's less exactly
+// one layer's of those bytes.
 TEST(KvDecoding, APromptsForwardKeepsNoAttentionProbabilities) {
   for (const DecodeCase& c : cases()) {
     if (c.activations != DType::kF32) continue;

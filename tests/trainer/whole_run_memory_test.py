@@ -2,16 +2,19 @@
 """A whole run's memory peaks against the prediction, to the byte, through the real binary and
 real ranks: each run trains 2 steps, evaluates, samples and writes final.safetensors, and its
 summary's peaks (rank 0's, over the whole run) equal the step's prediction in every category but
-workspace, which holds the final gather's unit on top: `zerotrain memory --json`'s
-final_gather_total less its step total. The table `train` prints at the end says so: every ratio
-1.000 (or "-").
+workspace, which holds the final gather's buffer on top: the largest unit in fp32, padded to the
+optimizer's shards (computed here, and equal to `zerotrain memory --json`'s final_gather_buffer).
+The table `train` prints at the end says so: every ratio 1.000 (or "-"). Every run's peak total
+(the categories' sum at one moment) is within `required`, the largest phase's category sum the
+memory check weighs; with a large token table beside few activations, the final gather is that
+phase.
 
 Configs: configs/tiny.json at stages 0-3 with f32 and bf16 parameters (bf16 with fp32 activations:
 the sample's own model holds its fp32 unit copies in place of the training model's, which it had
-held beside them), 1-3 ranks, a Llama, hybrid sharding on 4 ranks, deterministic mode, bf16
-activations, every block checkpointed at micro-batch 1 (a sample beside a step that keeps few
-activations), multiple-choice scoring with bf16 parameters; and a run without final.safetensors,
-whose peaks are the step's.
+held beside them), 1-3 ranks, a Llama, hybrid sharding on 4 ranks (a unit padded to the group),
+a large token table, deterministic mode, bf16 activations, every block checkpointed at
+micro-batch 1 (a sample beside a step that keeps few activations), multiple-choice scoring with
+bf16 parameters; and a run without final.safetensors, whose peaks are the step's.
 
 usage: whole_run_memory_test.py MPIRUN [FLAGS...] -- PATH/TO/zerotrain
 """
@@ -58,7 +61,14 @@ def main():
                   [f"zero.stage={stage}", f"precision.param_dtype={dtype}"])
                  for stage in range(4) for dtype in ("f32", "bf16") for ranks in ((2,) if stage % 3 else (1, 3))]
         cases += [("llama_s3_bf16_n2", LLAMA, 2, ["zero.stage=3", "precision.param_dtype=bf16"]),
-                  ("tiny_hybrid_n4", TINY, 4, ["zero.stage=3", "zero.shard_group_size=2"]),
+                  # Width 130: the largest unit (204490 elements) pads differently to the group's 2
+                  # ranks than to the world's 4.
+                  ("tiny_hybrid_n4", TINY, 4,
+                   ["zero.stage=3", "zero.shard_group_size=2", "model.n_embd=130", "model.n_head=2"]),
+                  # A large token table beside few activations: the final gather is the run's peak.
+                  ("large_table_bf16_n1", TINY, 1,
+                   ["zero.stage=0", "precision.param_dtype=bf16", "model.vocab_size=50257", "model.n_embd=64",
+                    "model.n_layer=1", "model.n_head=2", "model.block_size=8", "train.micro_batch=1"]),
                   ("tiny_deterministic_n2", TINY, 2, ["zero.stage=2", "train.deterministic=true"]),
                   ("tiny_bf16_activations_n2", TINY, 2,
                    ["zero.stage=3", "precision.param_dtype=bf16", "precision.activations=bf16"]),
@@ -92,20 +102,36 @@ def main():
             checks.check(os.path.exists(os.path.join(run_dir, "final.safetensors")) == final_weights,
                          f"{name}: final.safetensors written: {final_weights}")
             predicted = dict(step)
+            p = subprocess.run([binary, "memory", "--config", config, "--ranks", str(ranks), "--json",
+                                *[a for kv in SHORT + sets for a in ("--set", kv)]],
+                               capture_output=True, text=True, timeout=60)
+            if not checks.check(p.returncode == 0, f"{name}: memory --json exits 0 ({p.stderr[-300:]})"):
+                continue
+            memory = json.loads(p.stdout)
+            value = dict(kv.split("=", 1) for kv in sets)
+            stage = int(value["zero.stage"])
+            at = memory["stages"][stage]
             if final_weights:
-                p = subprocess.run([binary, "memory", "--config", config, "--ranks", str(ranks), "--json",
-                                    *[a for kv in SHORT + sets for a in ("--set", kv)]],
-                                   capture_output=True, text=True, timeout=60)
-                if not checks.check(p.returncode == 0, f"{name}: memory --json exits 0 ({p.stderr[-300:]})"):
-                    continue
-                stage = next(int(kv.split("=")[1]) for kv in sets if kv.startswith("zero.stage="))
-                at = json.loads(p.stdout)["stages"][stage]
-                unit = at.get("final_gather_total", at["total"]) - at["total"]
-                checks.check(unit > 0, f"{name}: the final gather adds a unit ({unit} bytes)")
+                # The unit gathered whole, padded to the optimizer's shards: the group's ranks under
+                # hybrid sharding, none at stage 0.
+                shards = int(value.get("zero.shard_group_size", ranks)) if stage >= 1 else 1
+                unit = 4 * (-(-memory["max_unit_numel"] // shards) * shards)
+                checks.check(at.get("final_gather_buffer") == unit,
+                             f"{name}: the final gather's buffer is the largest unit padded to {shards} shard(s)"
+                             f" ({at.get('final_gather_buffer')} against {unit} bytes)")
                 predicted["workspace"] += unit
             diff = {k: measured[k] - predicted[k] for k in predicted if measured[k] != predicted[k]}
             checks.check(not diff, f"{name}: the whole run's peaks on rank 0 equal the prediction to the byte"
                                    f" (measured minus predicted: {diff or 'none'})")
+            # At one moment, the run held no more than the memory check weighed (the largest phase's
+            # category sum); with a large table and few activations that phase is the final gather.
+            total_peak = next(r for r in records if r["type"] == "summary").get("memory_total_peak_bytes", -1)
+            checks.check(0 < total_peak <= at["required"],
+                         f"{name}: the run's peak total {total_peak} is within the required {at['required']}")
+            if name.startswith("large_table"):
+                checks.check(total_peak > at["total"] and at["required"] == at["final_gather_total"],
+                             f"{name}: the final gather is the run's peak ({total_peak} over a step's {at['total']}),"
+                             f" as predicted ({at['final_gather_total']})")
             ratios = whole_run_table_ratios(stdout)
             checks.check(len(ratios) == len(CATEGORIES) and all(r in ("1.000", "-") for r in ratios),
                          f"{name}: the whole-run table's ratios are 1.000 on every rank ({ratios})")

@@ -102,7 +102,8 @@ namespace {
 
 // What the check compares with the offer: the largest of a step's predicted peak, the set-up's
 // (model_setup's one-unit workspace beside the model states: more than a step's where a large unit
-// meets few activations) and, on the CPU, the final gather's (a step's and one unit on the host),
+// meets few activations) and, on the CPU, the final gather's (what stays between steps and one
+// unit on the host: more than a step's where a large unit meets few activations),
 // and checkpoint.async's staging, host memory the CPU's rank holds beside everything else. On
 // CUDA the final gather's unit and the staging are host memory, not the device's the check weighs.
 struct RequiredMemory {

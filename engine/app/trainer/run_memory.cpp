@@ -70,13 +70,20 @@ StageMemory predict_setup_memory(const RunConfig& c, const StageMemory& step) {
   return m;
 }
 
-StageMemory predict_final_gather_memory(const RunConfig& c, const StageMemory& step, int world_size) {
-  StageMemory m = step;
+std::int64_t final_gather_buffer_bytes(const RunConfig& c, int world_size) {
   // ShardedAdamW::gather_master's buffer: the unit padded to the optimizer's shards (unsharded at
   // stage 0), on the store's world (a group's under hybrid sharding).
   const int optimizer_ranks = c.zero.stage >= 1 ? store_comm_choice(c, world_size).group_size : 1;
   const std::int64_t largest = build_param_table(c.model_spec()).max_unit_numel();
-  m[MemCategory::kWorkspace] += 4 * shard_sizes(largest, optimizer_ranks).padded_numel;
+  return 4 * shard_sizes(largest, optimizer_ranks).padded_numel;
+}
+
+StageMemory predict_final_gather_memory(const RunConfig& c, const StageMemory& step, int world_size) {
+  StageMemory m = step;
+  m[MemCategory::kParameters] -= step.step_only_param_bytes;
+  m[MemCategory::kGradients] -= step.step_only_grad_bytes;
+  m[MemCategory::kActivations] = 0;
+  m[MemCategory::kWorkspace] += final_gather_buffer_bytes(c, world_size);
   return m;
 }
 

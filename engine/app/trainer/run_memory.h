@@ -28,13 +28,17 @@ StageMemory predict_run_memory(const RunConfig& config, int stage, int world_siz
 StageMemory predict_setup_memory(const RunConfig& config, const StageMemory& step);
 
 // What the final gather holds at its peak (log.final_weights: engine/app/io/final_weights), after
-// the last step: what a step leaves allocated, at most `step` (the model's workspace, the fp32
-// copies of bf16 units, the collectives' staging, the model states, stay between steps), and one
-// unit's fp32 master gathered whole on the host, at its padded length (the optimizer's shards at
-// config.zero.stage 1-3, under hybrid sharding one group's), in workspace: the largest unit's.
-// Above a step's peak by that buffer, so the run's largest phase wherever final.safetensors is
-// written.
+// the last step: what a step leaves allocated (`step` less what only a step holds: activations,
+// gathered units, pending gradients; the model's workspace, the fp32 copies of bf16 units and the
+// collectives' staging stay), and one unit's fp32 master gathered whole on the host, at its padded
+// length (the optimizer's shards at config.zero.stage 1-3, under hybrid sharding one group's), in
+// workspace: the largest unit's. Its workspace is a step's and that buffer, the run's largest;
+// its sum is above a step's only where a large unit meets few activations.
 StageMemory predict_final_gather_memory(const RunConfig& config, const StageMemory& step, int world_size);
+
+// 4 x the largest unit padded to the optimizer's shards at config.zero.stage: the final gather's
+// buffer (ShardedAdamW::gather_master).
+std::int64_t final_gather_buffer_bytes(const RunConfig& config, int world_size);
 
 // The elements one rank sends per optimizer step through the store's communicator at `stage`
 // (predict_step_volume): inside its group and across the groups under hybrid sharding, all of it

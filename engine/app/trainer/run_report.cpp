@@ -159,6 +159,9 @@ void report_summary(TrainerState& s, const TrainSummary& summary) {
          {"unigram_entropy_nats", summary.unigram_entropy_nats},
          {"choice_accuracy", summary.choices ? nlohmann::json(summary.choices->accuracy()) : nlohmann::json()},
          {"memory_peak_bytes", memory_json(summary.memory)},
+         // The peak of the categories' sum, at one moment (the sum of their peaks above mixes the
+         // steps' with the final gather's and the sample's).
+         {"memory_total_peak_bytes", summary.memory.total_peak_bytes},
          {"device_memory", device}});
   if (!device.empty()) {
     s.progress.message(fmt::format(

@@ -177,7 +177,7 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
   // What the memory check (train.check_memory) and `zerotrain plan` weigh: the largest of a step's
   // peak, the weights' set-up's (a large unit's workspace beside few activations can be more) and,
   // on the CPU, the final gather's, plus checkpoint.async's host staging on the CPU.
-  std::vector<std::int64_t> setup_totals, final_gather_totals, required;
+  std::vector<std::int64_t> setup_totals, final_gather_totals, final_gather_buffers, required;
   for (int stage = 0; stage < kStages; ++stage) {
     RunConfig at_stage = cfg;
     at_stage.zero.stage = stage;
@@ -185,6 +185,7 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
     setup_totals.push_back(predict_setup_memory(at_stage, step).total_bytes());
     final_gather_totals.push_back(
         cfg.log.final_weights ? predict_final_gather_memory(at_stage, step, ranks).total_bytes() : 0);
+    final_gather_buffers.push_back(cfg.log.final_weights ? final_gather_buffer_bytes(at_stage, ranks) : 0);
     required.push_back(predicted_required_bytes(at_stage, ranks));
   }
   const char* grad_dtype = cfg.zero.fp32_grad_shards ? "fp32" : "working";
@@ -207,6 +208,7 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
            {"total", stages[stage].total_bytes()},
            {"setup_total", setup_totals[static_cast<std::size_t>(stage)]},
            {"final_gather_total", final_gather_totals[static_cast<std::size_t>(stage)]},
+           {"final_gather_buffer", final_gather_buffers[static_cast<std::size_t>(stage)]},
            {"required", required[static_cast<std::size_t>(stage)]},
            {"gradients_with_other_grad_shard_dtype", other_grads[static_cast<std::size_t>(stage)]},
            {"padding", stages[stage].padding_bytes},
@@ -307,16 +309,16 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
   }
   fmt::print(
       "\ntotal = sum of a step's category peaks; padding = bytes above that hold no data on rank {}{} (the most "
-      "padded); set-up peak = the same sum while the weights are set up, before step 1;{} required = the larger of "
-      "the {}{}: what train.check_memory and zerotrain plan weigh.\nThe layout and why each buffer exists: "
+      "padded); set-up peak = the same sum while the weights are set up, before step 1;{} required = the {}{}: "
+      "what train.check_memory and zerotrain plan weigh.\nThe layout and why each buffer exists: "
       "docs/zero_memory.md. Exact bytes: --json.\n",
       store_ranks - 1, store_ranks < ranks ? " of each group" : "",
-      cfg.log.final_weights ? " final gather peak = a step's and one unit gathered whole in fp32 on the host to "
-                              "write final.safetensors (log.final_weights);"
+      cfg.log.final_weights ? " final gather peak = the same sum after the last step, with one unit gathered whole "
+                              "in fp32 on the host to write final.safetensors (log.final_weights);"
                             : "",
-      !cfg.log.final_weights       ? "two"
-      : cfg.device == Device::kCPU ? "three"
-                                   : "first two (on cuda the final gather's unit is host memory)",
+      !cfg.log.final_weights       ? "larger of the two"
+      : cfg.device == Device::kCPU ? "largest of the three"
+                                   : "larger of the first two (on cuda the final gather's unit is host memory)",
       cfg.checkpoint.async && cfg.device == Device::kCPU ? ", plus the checkpoint staging" : "");
   return 0;
 }

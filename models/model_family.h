@@ -121,6 +121,10 @@ class ModelFamily {
   virtual ModelFootprint footprint(const ModelSpec& spec, const ModelBuild& build, DType param_dtype,
                                    Device device) const = 0;
   virtual StepSchedule step_schedule(const ModelSpec& spec, const CheckpointPolicy& checkpointing) const = 0;
+  // Elements of one position's row in a key/value cache of this model, per layer
+  // (LanguageModel::make_kv_cache), for the prediction of a sample's memory; 0 for a family that
+  // keeps no cache.
+  virtual std::int64_t kv_cache_row_width(const ModelSpec& /*spec*/) const { return 0; }
 
   // ---- descriptions and formats ----
   // The run's model line, given its parameter count in millions.

@@ -14,7 +14,9 @@ the sample's own model holds its fp32 unit copies in place of the training model
 held beside them), 1-3 ranks, a Llama, hybrid sharding on 4 ranks (a unit padded to the group),
 a large token table, deterministic mode, bf16 activations, every block checkpointed at
 micro-batch 1 (a sample beside a step that keeps few activations), multiple-choice scoring with
-bf16 parameters; and a run without final.safetensors, whose peaks are the step's.
+bf16 parameters; a run without final.safetensors, whose peaks are the step's; and one whose sample
+passes both a step's and the final gather's sums (one layer, selective checkpointing,
+micro-batch 1), which the memory check weighs by the sample's bound (`sample_total`).
 
 usage: whole_run_memory_test.py MPIRUN [FLAGS...] -- PATH/TO/zerotrain
 """
@@ -77,6 +79,13 @@ def main():
                   ("tiny_checkpointed_micro_batch_1_n1", TINY, 1,
                    ["zero.stage=0", "train.activation_checkpointing=all", "train.micro_batch=1",
                     "log.sample_tokens=80"]),  # past the context: the window at its longest
+                  # A sample's window past a step that keeps very few activations (one layer,
+                  # selective checkpointing, micro-batch 1): its peak total passed the step's and the
+                  # final gather's sums, so the memory check weighs a bound of the sample's.
+                  ("sample_decides_n1", TINY, 1,
+                   ["zero.stage=0", "model.n_layer=1", "model.n_embd=64", "model.n_head=2", "model.vocab_size=64",
+                    "train.activation_checkpointing=selective", "train.micro_batch=1", "train.grad_accum=1",
+                    "log.sample_tokens=100"]),
                   ("tiny_bf16_choices_n2", TINY, 2,
                    ["zero.stage=3", "precision.param_dtype=bf16", f"data.choice_file={choices}",
                     "log.sample_tokens=0"]),  # the scorer's models alone after the steps
@@ -120,6 +129,16 @@ def main():
                              f"{name}: the final gather's buffer is the largest unit padded to {shards} shard(s)"
                              f" ({at.get('final_gather_buffer')} against {unit} bytes)")
                 predicted["workspace"] += unit
+            if name.startswith("sample_decides"):
+                total_peak = next(r for r in records if r["type"] == "summary").get("memory_total_peak_bytes", -1)
+                checks.check(at.get("sample_total", 0) == at["required"] > max(at["total"], at["final_gather_total"])
+                             and total_peak > max(at["total"], at["final_gather_total"]),
+                             f"{name}: the sample's peak total {total_peak} passes a step's {at['total']} and the final"
+                             f" gather's {at['final_gather_total']}; the check weighs the sample's bound"
+                             f" ({at.get('sample_total')})")
+                checks.check(0 < total_peak <= at["required"],
+                             f"{name}: the run's peak total {total_peak} is within the required {at['required']}")
+                continue  # its activations row is the sample's, which the table (a step's and the gather's) omits
             diff = {k: measured[k] - predicted[k] for k in predicted if measured[k] != predicted[k]}
             checks.check(not diff, f"{name}: the whole run's peaks on rank 0 equal the prediction to the byte"
                                    f" (measured minus predicted: {diff or 'none'})")

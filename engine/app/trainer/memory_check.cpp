@@ -104,23 +104,25 @@ namespace {
 // (model_setup's one-unit workspace beside the model states: more than a step's where a large unit
 // meets few activations) and, on the CPU, the final gather's (what stays between steps and one
 // unit on the host: more than a step's where a large unit meets few activations),
-// and checkpoint.async's staging, host memory the CPU's rank holds beside everything else. On
-// CUDA the final gather's unit and the staging are host memory, not the device's the check weighs.
+// and, where the run samples, a bound of the sample's (predict_sample_memory), and
+// checkpoint.async's staging, host memory the CPU's rank holds beside everything else. On CUDA the
+// final gather's unit and the staging are host memory, not the device's the check weighs.
 struct RequiredMemory {
-  enum class Phase { kStep, kSetup, kFinalGather };
-  StageMemory step, setup, final_gather;
-  bool weighs_final_gather = false;
+  enum class Phase { kStep, kSetup, kFinalGather, kSample };
+  StageMemory step, setup, final_gather, sample;
+  bool weighs_final_gather = false, weighs_sample = false;
   std::int64_t staging = 0;
+  // The phase of the largest sum; the first of them on a tie.
   Phase phase() const {
-    if (weighs_final_gather && final_gather.total_bytes() > std::max(step.total_bytes(), setup.total_bytes())) {
-      return Phase::kFinalGather;
-    }
-    return setup.total_bytes() > step.total_bytes() ? Phase::kSetup : Phase::kStep;
+    Phase p = setup.total_bytes() > step.total_bytes() ? Phase::kSetup : Phase::kStep;
+    if (weighs_final_gather && final_gather.total_bytes() > of(p).total_bytes()) p = Phase::kFinalGather;
+    if (weighs_sample && sample.total_bytes() > of(p).total_bytes()) p = Phase::kSample;
+    return p;
   }
-  const StageMemory& predicted() const {
-    const Phase p = phase();
-    return p == Phase::kFinalGather ? final_gather : p == Phase::kSetup ? setup : step;
+  const StageMemory& of(Phase p) const {
+    return p == Phase::kSample ? sample : p == Phase::kFinalGather ? final_gather : p == Phase::kSetup ? setup : step;
   }
+  const StageMemory& predicted() const { return of(phase()); }
   std::int64_t bytes() const { return predicted().total_bytes() + staging; }
 };
 
@@ -130,6 +132,8 @@ RequiredMemory required_memory(const RunConfig& c, int world_size) {
   r.setup = predict_setup_memory(c, r.step);
   r.weighs_final_gather = c.device == Device::kCPU && c.log.final_weights;
   if (r.weighs_final_gather) r.final_gather = predict_final_gather_memory(c, r.step, world_size);
+  r.weighs_sample = c.log.samples();
+  if (r.weighs_sample) r.sample = predict_sample_memory(c, r.step);
   r.staging = c.device == Device::kCPU ? predict_checkpoint_staging_bytes(c, world_size) : 0;
   return r;
 }
@@ -178,12 +182,15 @@ void check_memory_fits(const RunConfig& c, int world_size, int device_index) {
       sources, needs, c.zero.stage, world_size,
       phase == RequiredMemory::Phase::kSetup         ? " to set its weights up"
       : phase == RequiredMemory::Phase::kFinalGather ? " to gather its final weights after the last step"
+      : phase == RequiredMemory::Phase::kSample      ? " to sample text (at most)"
                                                      : "",
       categories, offer.what, offers, lower, stage_left ? "raise zero.stage, " : "",
       recompute_left ? ", checkpoint activations (train.activation_checkpointing)" : "",
       phase == RequiredMemory::Phase::kFinalGather &&
               std::max(required.step.total_bytes(), required.setup.total_bytes()) + required.staging <= offer.bytes
           ? ", set log.final_weights = false"
+      : phase == RequiredMemory::Phase::kSample
+          ? ", set log.sample_tokens = 0 (or lower train.seq_len: the sample's window and cache)"
           : "");
 }
 

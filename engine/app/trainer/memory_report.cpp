@@ -77,7 +77,7 @@ std::string format_measured_vs_predicted(const RunConfig& config, const std::vec
           ? " but for the CUDA kernels' transient scratch in workspace (partial sums, the embedding "
             "backward's sort: kilobytes to a few MB)"
           : "",
-      final_gathered ? "; evaluation and sampling are not predicted apart"
+      final_gathered ? "; a sample is bounded for the memory check, not here (zerotrain memory)"
                      : ", while evaluation, sampling and the final gather may add workspace and activations");
   return out;
 }

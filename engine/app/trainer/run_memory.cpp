@@ -6,6 +6,7 @@
 #include "engine/app/checkpoint/async_checkpoint.h"
 #include "engine/app/trainer/store_comm.h"
 #include "engine/distributed/sharding/shard_layout.h"
+#include "kernels/exec_context.h"
 #include "models/model_family.h"
 
 namespace zt {
@@ -84,6 +85,23 @@ StageMemory predict_final_gather_memory(const RunConfig& c, const StageMemory& s
   m[MemCategory::kGradients] -= step.step_only_grad_bytes;
   m[MemCategory::kActivations] = 0;
   m[MemCategory::kWorkspace] += final_gather_buffer_bytes(c, world_size);
+  return m;
+}
+
+StageMemory predict_sample_memory(const RunConfig& c, const StageMemory& step) {
+  const ModelSpec spec = c.model_spec();
+  const int window = c.train.seq_len;
+  const ModelFootprint sampler =
+      predict_footprint(spec, sampling_build(window, c.activation_dtype), c.param_dtype, c.device);
+  StageMemory m = step;
+  m[MemCategory::kParameters] -= step.step_only_param_bytes;
+  m[MemCategory::kGradients] -= step.step_only_grad_bytes;
+  const std::int64_t cache = std::int64_t{spec.n_layer()} * window * spec.family().kv_cache_row_width(spec) *
+                             static_cast<std::int64_t>(dtype_size_bytes(c.activation_dtype));
+  m[MemCategory::kActivations] = sampler.activation_bytes + cache;
+  // The context's cuBLASLt workspace, in the sampler's footprint too, is the run's one.
+  const std::int64_t shared = c.device == Device::kCUDA ? kCublasWorkspaceBytes : 0;
+  m[MemCategory::kWorkspace] += sampler.workspace_bytes - shared - step.step_only_workspace_bytes;
   return m;
 }
 

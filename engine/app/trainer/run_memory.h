@@ -36,6 +36,14 @@ StageMemory predict_setup_memory(const RunConfig& config, const StageMemory& ste
 // its sum is above a step's only where a large unit meets few activations.
 StageMemory predict_final_gather_memory(const RunConfig& config, const StageMemory& step, int world_size);
 
+// An upper bound of what a sample holds (log.sample_tokens > 0; engine/app/trainer/text_sampler):
+// what stays between steps (as the final gather), the training model's fp32 unit copies freed for
+// the sampling model's, whose workspace and activations are its footprint at the run's seq_len
+// (the longest window it builds) with a key/value cache of seq_len positions beside them (the
+// window and the cache are not both that long at once: a bound, for the memory check, which a
+// sample past a step that keeps very few activations can otherwise pass).
+StageMemory predict_sample_memory(const RunConfig& config, const StageMemory& step);
+
 // 4 x the largest unit padded to the optimizer's shards at config.zero.stage: the final gather's
 // buffer (ShardedAdamW::gather_master).
 std::int64_t final_gather_buffer_bytes(const RunConfig& config, int world_size);

@@ -175,9 +175,10 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
     other_grads.push_back(predict_run_memory(other_cfg, stage, ranks, options)[MemCategory::kGradients]);
   }
   // What the memory check (train.check_memory) and `zerotrain plan` weigh: the largest of a step's
-  // peak, the weights' set-up's (a large unit's workspace beside few activations can be more) and,
-  // on the CPU, the final gather's, plus checkpoint.async's host staging on the CPU.
-  std::vector<std::int64_t> setup_totals, final_gather_totals, final_gather_buffers, required;
+  // peak, the weights' set-up's (a large unit's workspace beside few activations can be more), on
+  // the CPU the final gather's, and a bound of a sample's, plus checkpoint.async's host staging on
+  // the CPU.
+  std::vector<std::int64_t> setup_totals, final_gather_totals, final_gather_buffers, sample_totals, required;
   for (int stage = 0; stage < kStages; ++stage) {
     RunConfig at_stage = cfg;
     at_stage.zero.stage = stage;
@@ -186,6 +187,7 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
     final_gather_totals.push_back(
         cfg.log.final_weights ? predict_final_gather_memory(at_stage, step, ranks).total_bytes() : 0);
     final_gather_buffers.push_back(cfg.log.final_weights ? final_gather_buffer_bytes(at_stage, ranks) : 0);
+    sample_totals.push_back(cfg.log.samples() ? predict_sample_memory(at_stage, step).total_bytes() : 0);
     required.push_back(predicted_required_bytes(at_stage, ranks));
   }
   const char* grad_dtype = cfg.zero.fp32_grad_shards ? "fp32" : "working";
@@ -209,6 +211,7 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
            {"setup_total", setup_totals[static_cast<std::size_t>(stage)]},
            {"final_gather_total", final_gather_totals[static_cast<std::size_t>(stage)]},
            {"final_gather_buffer", final_gather_buffers[static_cast<std::size_t>(stage)]},
+           {"sample_total", sample_totals[static_cast<std::size_t>(stage)]},
            {"required", required[static_cast<std::size_t>(stage)]},
            {"gradients_with_other_grad_shard_dtype", other_grads[static_cast<std::size_t>(stage)]},
            {"padding", stages[stage].padding_bytes},
@@ -284,6 +287,7 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
   };
   per_stage("set-up peak", setup_totals);
   if (cfg.log.final_weights) per_stage("final gather peak", final_gather_totals);
+  if (cfg.log.samples()) per_stage("sample (at most)", sample_totals);
   per_stage("required", required);
   auto elements = [&](const std::string& name, auto value_of) {
     std::string line = fmt::format("{:<22}", name);
@@ -313,12 +317,14 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
       "what train.check_memory and zerotrain plan weigh.\nThe layout and why each buffer exists: "
       "docs/zero_memory.md. Exact bytes: --json.\n",
       store_ranks - 1, store_ranks < ranks ? " of each group" : "",
-      cfg.log.final_weights ? " final gather peak = the same sum after the last step, with one unit gathered whole "
-                              "in fp32 on the host to write final.safetensors (log.final_weights);"
-                            : "",
-      !cfg.log.final_weights       ? "larger of the two"
-      : cfg.device == Device::kCPU ? "largest of the three"
-                                   : "larger of the first two (on cuda the final gather's unit is host memory)",
+      std::string(cfg.log.final_weights ? " final gather peak = the same sum after the last step, with one unit "
+                                          "gathered whole in fp32 on the host to write final.safetensors;"
+                                        : "") +
+          (cfg.log.samples() ? " sample = a bound of the same sum while a sample's models run;" : ""),
+      cfg.log.final_weights && cfg.device == Device::kCPU
+          ? "largest of these"
+          : fmt::format("largest of these{}",
+                        cfg.log.final_weights ? " but the final gather's (on cuda its unit is host memory)" : ""),
       cfg.checkpoint.async && cfg.device == Device::kCPU ? ", plus the checkpoint staging" : "");
   return 0;
 }

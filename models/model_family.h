@@ -123,8 +123,8 @@ class ModelFamily {
   virtual StepSchedule step_schedule(const ModelSpec& spec, const CheckpointPolicy& checkpointing) const = 0;
   // Elements of one position's row in a key/value cache of this model, per layer
   // (LanguageModel::make_kv_cache), for the prediction of a sample's memory; 0 for a family that
-  // keeps no cache.
-  virtual std::int64_t kv_cache_row_width(const ModelSpec& /*spec*/) const { return 0; }
+  // keeps no cache. Every family says (no default), so a cache cannot be left out of the bound.
+  virtual std::int64_t kv_cache_row_width(const ModelSpec& spec) const = 0;
 
   // ---- descriptions and formats ----
   // The run's model line, given its parameter count in millions.

@@ -16,7 +16,8 @@ a large token table, deterministic mode, bf16 activations, every block checkpoin
 micro-batch 1 (a sample beside a step that keeps few activations), multiple-choice scoring with
 bf16 parameters; a run without final.safetensors, whose peaks are the step's; and one whose sample
 passes both a step's and the final gather's sums (one layer, selective checkpointing,
-micro-batch 1), which the memory check weighs by the sample's bound (`sample_total`).
+micro-batch 1; at stage 3, many checkpointed layers and a prompt through the key/value cache),
+which the memory check weighs by the sample's bound (`sample_total`).
 
 usage: whole_run_memory_test.py MPIRUN [FLAGS...] -- PATH/TO/zerotrain
 """
@@ -86,6 +87,13 @@ def main():
                    ["zero.stage=0", "model.n_layer=1", "model.n_embd=64", "model.n_head=2", "model.vocab_size=64",
                     "train.activation_checkpointing=selective", "train.micro_batch=1", "train.grad_accum=1",
                     "log.sample_tokens=100"]),
+                  # At stage 3 on 2 ranks, 48 narrow layers all checkpointed, a 63-character prompt
+                  # through the key/value cache: the sample's forwards gather whole units as a step's
+                  # do (a bound without them was passed: 23,380,704 bytes against 23,366,272).
+                  ("sample_decides_s3_n2", TINY, 2,
+                   ["zero.stage=3", "model.n_layer=48", "model.n_embd=64", "model.n_head=2", "model.vocab_size=64",
+                    "train.activation_checkpointing=all", "train.micro_batch=1", "train.grad_accum=1",
+                    "log.sample_tokens=1", "log.sample_prompt=" + "the " * 15 + "and"]),
                   ("tiny_bf16_choices_n2", TINY, 2,
                    ["zero.stage=3", "precision.param_dtype=bf16", f"data.choice_file={choices}",
                     "log.sample_tokens=0"]),  # the scorer's models alone after the steps

@@ -93,8 +93,10 @@ StageMemory predict_sample_memory(const RunConfig& c, const StageMemory& step) {
   const int window = c.train.seq_len;
   const ModelFootprint sampler =
       predict_footprint(spec, sampling_build(window, c.activation_dtype), c.param_dtype, c.device);
+  // The sampling models' forwards gather units through the run's store as a step's forward does
+  // (stage 3: whole units, under the same schedule and prefetch), so the step's gathered units stay
+  // in the bound; no gradient is pending.
   StageMemory m = step;
-  m[MemCategory::kParameters] -= step.step_only_param_bytes;
   m[MemCategory::kGradients] -= step.step_only_grad_bytes;
   const std::int64_t cache = std::int64_t{spec.n_layer()} * window * spec.family().kv_cache_row_width(spec) *
                              static_cast<std::int64_t>(dtype_size_bytes(c.activation_dtype));

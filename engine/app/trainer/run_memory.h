@@ -37,7 +37,7 @@ StageMemory predict_setup_memory(const RunConfig& config, const StageMemory& ste
 StageMemory predict_final_gather_memory(const RunConfig& config, const StageMemory& step, int world_size);
 
 // An upper bound of what a sample holds (log.sample_tokens > 0; engine/app/trainer/text_sampler):
-// what stays between steps (as the final gather), the training model's fp32 unit copies freed for
+// what stays between steps and the units a forward gathers (stage 3), the training model's fp32 unit copies freed for
 // the sampling model's, whose workspace and activations are its footprint at the run's seq_len
 // (the longest window it builds) with a key/value cache of seq_len positions beside them (the
 // window and the cache are not both that long at once: a bound, for the memory check, which a

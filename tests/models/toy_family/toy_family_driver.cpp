@@ -211,6 +211,7 @@ class ToyFamily final : public ModelFamily {
   StepSchedule step_schedule(const ModelSpec& /*spec*/, const CheckpointPolicy& /*checkpointing*/) const override {
     return {ToyModel::forward_schedule(), ToyModel::backward_schedule()};
   }
+  std::int64_t kv_cache_row_width(const ModelSpec& /*spec*/) const override { return 0; }  // samples by windows
   std::string describe(const ModelSpec& spec, double params_millions) const override {
     return fmt::format("toy: bigram with positions, {} wide, context {}, vocab {}: {:.2f}M parameters",
                        spec.model.n_embd, spec.model.block_size, spec.model.vocab_size, params_millions);

@@ -59,11 +59,21 @@ StepVolume predict_run_volume(const RunConfig& config, int stage, int world_size
   return v;
 }
 
-StageMemory predict_setup_memory(const RunConfig& c, const StageMemory& step) {
+namespace {
+
+// `step` less what only a step holds: its gathered units, pending gradients and activations.
+StageMemory outside_a_step(const StageMemory& step) {
   StageMemory m = step;
   m[MemCategory::kParameters] -= step.step_only_param_bytes;
   m[MemCategory::kGradients] -= step.step_only_grad_bytes;
   m[MemCategory::kActivations] = 0;
+  return m;
+}
+
+}  // namespace
+
+StageMemory predict_setup_memory(const RunConfig& c, const StageMemory& step) {
+  StageMemory m = outside_a_step(step);
   m[MemCategory::kWorkspace] -= step.step_only_workspace_bytes;
   // The staging buffers come with the first collective, but for a quantized publish's.
   m[MemCategory::kCommBuffers] = step.publish_comm_bytes;
@@ -80,10 +90,7 @@ std::int64_t final_gather_buffer_bytes(const RunConfig& c, int world_size) {
 }
 
 StageMemory predict_final_gather_memory(const RunConfig& c, const StageMemory& step, int world_size) {
-  StageMemory m = step;
-  m[MemCategory::kParameters] -= step.step_only_param_bytes;
-  m[MemCategory::kGradients] -= step.step_only_grad_bytes;
-  m[MemCategory::kActivations] = 0;
+  StageMemory m = outside_a_step(step);
   m[MemCategory::kWorkspace] += final_gather_buffer_bytes(c, world_size);
   return m;
 }

@@ -345,6 +345,7 @@ void Trainer::finish_run(int step, RunProgress& run) {
       s.set_comm_context(fmt::format("the gather of final.safetensors after step {}", step));
       write_final_weights(run_dir_ + "/final.safetensors", s.optimizer, s.tracker, s.comm,
                           {{"run_config", c.to_json().dump()}, {"steps", std::to_string(summary.steps_done)}});
+      summary.final_weights_gathered = true;
     } else if (s.root) {
       // An earlier run's final.safetensors in this directory is not this run's weights: removed, so
       // `sample --run` and `eval --run` cannot take it for them.

@@ -40,6 +40,7 @@ struct TrainSummary {
   // data.choice_file's score at the last evaluation, when the run scores one.
   std::optional<ChoiceScore> choices;
   std::string sample;
+  bool final_weights_gathered = false;  // final.safetensors's units were gathered (log.final_weights)
   MemorySnapshot memory;
 };
 

@@ -313,7 +313,8 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
   }
   fmt::print(
       "\ntotal = sum of a step's category peaks; padding = bytes above that hold no data on rank {}{} (the most "
-      "padded); set-up peak = the same sum while the weights are set up, before step 1;{} required = the {}{}: "
+      "padded); set-up peak = the same sum while the weights are set up, before step 1;{} required = the largest of "
+      "these{}{}: "
       "what train.check_memory and zerotrain plan weigh.\nThe layout and why each buffer exists: "
       "docs/zero_memory.md. Exact bytes: --json.\n",
       store_ranks - 1, store_ranks < ranks ? " of each group" : "",
@@ -321,10 +322,8 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
                                           "gathered whole in fp32 on the host to write final.safetensors;"
                                         : "") +
           (cfg.log.samples() ? " sample = a bound of the same sum while a sample's models run;" : ""),
-      cfg.log.final_weights && cfg.device == Device::kCPU
-          ? "largest of these"
-          : fmt::format("largest of these{}",
-                        cfg.log.final_weights ? " but the final gather's (on cuda its unit is host memory)" : ""),
+      cfg.log.final_weights && cfg.device != Device::kCPU ? " but the final gather's (on cuda its unit is host memory)"
+                                                          : "",
       cfg.checkpoint.async && cfg.device == Device::kCPU ? ", plus the checkpoint staging" : "");
   return 0;
 }

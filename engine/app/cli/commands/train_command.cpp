@@ -244,9 +244,8 @@ int train_main(const std::vector<std::string>& args) {
   if (!s.sample.empty()) print_out("sample:\n{}\n---\n", s.sample);
   print_out("memory on rank 0 (bytes per category over the run):\n{}", format_memory_table(s.memory));
   print_out("(plus {} of freed blocks the host allocator keeps for reuse)\n", format_bytes(host_cached_bytes()));
-  print_out(
-      "over the whole run (evaluation, sampling and the final gather included):\n{}",
-      format_measured_vs_predicted(cfg, memory, cfg.log.final_weights && s.stop_signal == 0 && !s.stopped_nonfinite));
+  print_out("over the whole run (evaluation, sampling and the final gather included):\n{}",
+            format_measured_vs_predicted(cfg, memory, s.final_weights_gathered));
   if (s.stopped_nonfinite) {
     print_err("zerotrain: error: training stopped on a non-finite loss or gradient (see {}/metrics.jsonl)\n",
               cfg.log.run_dir);

@@ -69,6 +69,13 @@ inline ModelBuild sampling_build(int seq_len, DType activations = DType::kF32) {
   return b;
 }
 
+// A model scoring `rows` sequences at once (multiple-choice evaluation): sampling_build's, batched.
+inline ModelBuild scoring_build(int rows, int seq_len, DType activations = DType::kF32) {
+  ModelBuild b = sampling_build(seq_len, activations);
+  b.batch = rows;
+  return b;
+}
+
 // The run settings beyond the model section that a family may refuse (ModelFamily::refuse_run);
 // precision.gelu_epilogue is checked against has_gelu_mlp for every family alike.
 struct RunSettings {

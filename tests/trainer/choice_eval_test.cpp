@@ -98,9 +98,7 @@ TEST(ChoiceEval, RowsAreCutEvenlyAcrossRanksAndForwards) {
 struct ScoringSetup : testing::ResidentModel {
   explicit ScoringSetup(const json& model) : ResidentModel({{"model", model}}, "choice test", 5) {}
   std::unique_ptr<LanguageModel> build(int rows, int seq_len) {
-    ModelBuild b = sampling_build(seq_len);
-    b.batch = rows;
-    return ResidentModel::build(b);
+    return ResidentModel::build(scoring_build(rows, seq_len));
   }
   // A row alone: its inputs exactly, the mean over its completion of -log softmax(logits)[target].
   double row_loss(const data::ChoiceExample& x, int k) {
@@ -156,7 +154,8 @@ TEST(ChoiceEval, ScoresAsEachRowAloneAtEveryBatching) {
     const std::int64_t T = f.longest_input();
     for (std::int64_t tokens : {std::int64_t{1}, 5 * T, 1000 * T}) {
       const ChoiceScore score = score_choices(
-          f, [&](int rows, int seq_len) { return s.build(rows, seq_len); }, s.store, s.comm, tokens, 16);
+          f, plan_choices(f, s.comm.world_size(), tokens, 16),
+          [&](int rows, int seq_len) { return s.build(rows, seq_len); }, s.store, s.comm);
       EXPECT_EQ(score.examples, 12);
       EXPECT_EQ(score.correct, 6) << tokens << " tokens a forward";
     }

@@ -17,7 +17,10 @@ micro-batch 1 (a sample beside a step that keeps few activations), multiple-choi
 bf16 parameters; a run without final.safetensors, whose peaks are the step's; and one whose sample
 passes both a step's and the final gather's sums (one layer, selective checkpointing,
 micro-batch 1; at stage 3, many checkpointed layers and a prompt through the key/value cache),
-which the memory check weighs by the sample's bound (`sample_total`).
+which the memory check weighs by the sample's bound (`sample_total`); and multiple-choice
+examples longer than a training window beside a step that keeps few activations, whose scorer
+holds the run's peak total: predicted to the byte (`choices_total`, and by category
+`choices_bytes`), weighed by the check, which refuses an offer a byte short of it for that.
 
 usage: whole_run_memory_test.py MPIRUN [FLAGS...] -- PATH/TO/zerotrain
 """
@@ -60,6 +63,14 @@ def main():
         write_choice_file(choices, [(i % 4, [1 + (7 * i + j) % 40 for j in range(20)],
                                      [[1 + (3 * i + k * j) % 40 for j in range(3 + k)] for k in range(4)])
                                     for i in range(8)])
+        # Contexts of 50 tokens: the scorer's rows are longer than a 16-token training window.
+        long_choices = os.path.join(work, "long_choices.bin")
+        write_choice_file(long_choices, [(i % 4, [1 + (7 * i + j) % 40 for j in range(50)],
+                                          [[1 + (3 * i + k * j) % 40 for j in range(5 + k)] for k in range(4)])
+                                         for i in range(8)])
+        few_activations = ["model.n_layer=1", "model.n_embd=64", "model.n_head=2", "train.seq_len=16",
+                           "train.micro_batch=1", "train.grad_accum=1", "train.activation_checkpointing=all",
+                           f"data.choice_file={long_choices}", "log.sample_tokens=0"]
         cases = [(f"tiny_s{stage}_{dtype}_n{ranks}", TINY, ranks,
                   [f"zero.stage={stage}", f"precision.param_dtype={dtype}"])
                  for stage in range(4) for dtype in ("f32", "bf16") for ranks in ((2,) if stage % 3 else (1, 3))]
@@ -97,6 +108,13 @@ def main():
                   ("tiny_bf16_choices_n2", TINY, 2,
                    ["zero.stage=3", "precision.param_dtype=bf16", f"data.choice_file={choices}",
                     "log.sample_tokens=0"]),  # the scorer's models alone after the steps
+                  # The scorer's one 55-token row a forward, beside 16-token steps: its peak total
+                  # passes a step's, the set-up's and the final gather's (1,449,184 bytes, where the
+                  # check weighed 1,373,696 without it).
+                  ("choices_decide_n1", TINY, 1, ["zero.stage=0", *few_activations]),
+                  # Its peaks by category on 2 ranks at stage 3 with bf16 parameters (gathered
+                  # units, the scorer's own fp32 unit copies).
+                  ("choices_s3_bf16_n2", TINY, 2, ["zero.stage=3", "precision.param_dtype=bf16", *few_activations]),
                   ("tiny_no_final_weights_n2", TINY, 2,
                    ["zero.stage=3", "precision.param_dtype=bf16", "log.final_weights=false"])]
         for name, config, ranks, sets in cases:
@@ -140,6 +158,9 @@ def main():
                              f"{name}: the final gather's buffer is the largest unit padded to {shards} shard(s)"
                              f" ({at.get('final_gather_buffer')} against {unit} bytes)")
                 predicted["workspace"] += unit
+            if "data.choice_file" in value:  # each category's larger of the above and the scorer's
+                checks.check("choices_bytes" in at, f"{name}: memory --json predicts the scorer's peaks")
+                predicted = {k: max(v, at.get("choices_bytes", {}).get(k, 0)) for k, v in predicted.items()}
             if name.startswith("sample_decides"):
                 checks.check(at.get("sample_total", 0) == at["required"] > max(at["total"], at["final_gather_total"])
                              and total_peak > max(at["total"], at["final_gather_total"]),
@@ -156,6 +177,19 @@ def main():
             # category sum); with a large table and few activations that phase is the final gather.
             checks.check(0 < total_peak <= at["required"],
                          f"{name}: the run's peak total {total_peak} is within the required {at['required']}")
+            if name.startswith("choices_decide"):
+                others = max(at["total"], at["setup_total"], at["final_gather_total"])
+                checks.check(total_peak == at["choices_total"] == at["required"] > others,
+                             f"{name}: the scorer's peak total {total_peak} equals its prediction"
+                             f" {at['choices_total']}, above the other phases' {others}; the check weighs it")
+                refused = subprocess.run(
+                    [binary, "train", "--config", config, "--run-dir", os.path.join(work, name + "_refused"),
+                     *[a for kv in SHORT + sets for a in ("--set", kv)]], capture_output=True, text=True, timeout=120,
+                    env=dict(env, ZT_TEST_AVAILABLE_BYTES=str(at["required"] - 1)))
+                checks.check(refused.returncode == 2 and "to score its multiple-choice examples" in refused.stderr
+                             and "leave data.choice_file out" in refused.stderr,
+                             f"{name}: an offer a byte short is refused for the scorer (exit {refused.returncode}:"
+                             f" {refused.stderr.strip()[-300:]})")
             if name.startswith("large_table"):
                 checks.check(total_peak > at["total"] and at["required"] == at["final_gather_total"],
                              f"{name}: the final gather is the run's peak ({total_peak} over a step's {at['total']}),"

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "engine/app/trainer/memory_check.h"
+#include "engine/app/trainer/run_memory.h"
 #include "engine/base/core/check.h"
 
 namespace zt::plan {
@@ -39,6 +40,8 @@ PlanResult plan(const std::string& config_path, const std::vector<std::string>& 
   const RunConfig base = load_base(config_path, base_sets, world_size, out.note);
   out.global_batch_tokens = base.train.global_batch_tokens;
   out.device = base.device;
+  // The multiple-choice scorer's plan follows each candidate's micro-batch; its file is read once.
+  const std::optional<ChoiceShape> choices = run_choice_shape(base);
   const std::int64_t per_sequence = static_cast<std::int64_t>(base.train.seq_len) * world_size;
   out.smallest_bytes = -1;
   for (int stage = 0; stage <= 3; ++stage) {
@@ -74,7 +77,7 @@ PlanResult plan(const std::string& config_path, const std::vector<std::string>& 
                   if (out.invalid++ == 0) out.first_refusal = e.what();  // a combination the config's rules refuse
                   continue;
                 }
-                const std::int64_t bytes = predicted_required_bytes(c, world_size);
+                const std::int64_t bytes = predicted_required_bytes(c, world_size, choices);
                 if (out.smallest_bytes < 0 || bytes < out.smallest_bytes) out.smallest_bytes = bytes;
                 if (bytes > budget_bytes) continue;
                 out.fitting.push_back({sets, mb, bytes, estimate_step_time(profile, c, world_size, links)});

@@ -39,10 +39,20 @@ struct ChoicePlan {
 };
 ChoicePlan plan_choices(const data::ChoiceFile& file, int world, std::int64_t tokens_per_forward, int context);
 
-// Every rank calls it (the forwards are collective where the store is sharded) and gets the same
-// score: each row's mean loss from the rank that scored it, the others' zeros, summed over `comm`
-// (exact: one value and zeros).
-ChoiceScore score_choices(const data::ChoiceFile& file, const ChoiceModelBuilder& build, ParamStore& store,
-                          Communicator& comm, std::int64_t tokens_per_forward, int context);
+// What a plan reads of a file: its rows and its longest input. The memory prediction plans the
+// scorer's models from it (engine/app/trainer/run_memory.h), before the run's data is loaded.
+struct ChoiceShape {
+  std::int64_t rows = 0;
+  int longest_input = 0;
+};
+ChoiceShape choice_shape(const data::ChoiceFile& file);
+// plan_choices for a file of that shape; its longest input must fit `context`.
+ChoicePlan plan_choices(const ChoiceShape& shape, int world, std::int64_t tokens_per_forward, int context);
+
+// Every rank calls it with the same `plan` (plan_choices for `file` on comm's world; the forwards
+// are collective where the store is sharded) and gets the same score: each row's mean loss from the
+// rank that scored it, the others' zeros, summed over `comm` (exact: one value and zeros).
+ChoiceScore score_choices(const data::ChoiceFile& file, const ChoicePlan& plan, const ChoiceModelBuilder& build,
+                          ParamStore& store, Communicator& comm);
 
 }  // namespace zt

@@ -6,6 +6,7 @@
 
 #include "engine/app/data/batch_sampler.h"
 #include "engine/app/trainer/choice_eval.h"
+#include "engine/app/trainer/run_memory.h"
 #include "engine/app/trainer/text_sampler.h"
 
 namespace zt {
@@ -57,15 +58,14 @@ bool evaluate(TrainerState& s, int step, TrainSummary& summary, const StopVote& 
     // Forwards-only models in the run's activation dtype over the run's store, as many tokens a
     // forward as a training micro-batch.
     const ChoiceModelBuilder build = [&](int rows, int seq_len) {
-      ModelBuild b = sampling_build(seq_len, c.activation_dtype);
-      b.batch = rows;
-      return make_model(c.model_spec(), b, s.tracker, s.ctx);
+      return make_model(c.model_spec(), scoring_build(rows, seq_len, c.activation_dtype), s.tracker, s.ctx);
     };
     s.model->release_param_copies();  // the scorer's models hold their own
-    const ChoiceScore score =
-        score_choices(*s.data.choices(), build, s.store, s.comm,
-                      static_cast<std::int64_t>(B) * static_cast<std::int64_t>(T), c.model.block_size);
+    // The plan the memory check weighed (predict_choice_memory).
+    const ChoicePlan plan = run_choice_plan(c, choice_shape(*s.data.choices()), s.comm.world_size());
+    const ChoiceScore score = score_choices(*s.data.choices(), plan, build, s.store, s.comm);
     summary.choices = score;
+    summary.choice_plan = plan;
     record["choice_accuracy"] = score.accuracy();
     record["choice_correct"] = score.correct;
     record["choice_examples"] = score.examples;

@@ -104,29 +104,38 @@ namespace {
 // (model_setup's one-unit workspace beside the model states: more than a step's where a large unit
 // meets few activations) and, on the CPU, the final gather's (what stays between steps and one
 // unit on the host: more than a step's where a large unit meets few activations),
-// and, where the run samples, a bound of the sample's (predict_sample_memory), and
-// checkpoint.async's staging, host memory the CPU's rank holds beside everything else. On CUDA the
-// final gather's unit and the staging are host memory, not the device's the check weighs.
+// and, where the run samples, a bound of the sample's (predict_sample_memory), where it scores
+// multiple-choice examples the scorer's (predict_choice_memory), and checkpoint.async's staging,
+// host memory the CPU's rank holds beside everything else. On CUDA the final gather's unit and the
+// staging are host memory, not the device's the check weighs.
 struct RequiredMemory {
-  enum class Phase { kStep, kSetup, kFinalGather, kSample };
-  StageMemory step, setup, final_gather, sample;
-  bool weighs_final_gather = false, weighs_sample = false;
+  enum class Phase { kStep, kSetup, kFinalGather, kSample, kChoices };
+  StageMemory step, setup, final_gather, sample, choices;
+  bool weighs_final_gather = false, weighs_sample = false, weighs_choices = false;
   std::int64_t staging = 0;
   // The phase of the largest sum; the first of them on a tie.
   Phase phase() const {
     Phase p = setup.total_bytes() > step.total_bytes() ? Phase::kSetup : Phase::kStep;
     if (weighs_final_gather && final_gather.total_bytes() > of(p).total_bytes()) p = Phase::kFinalGather;
     if (weighs_sample && sample.total_bytes() > of(p).total_bytes()) p = Phase::kSample;
+    if (weighs_choices && choices.total_bytes() > of(p).total_bytes()) p = Phase::kChoices;
     return p;
   }
   const StageMemory& of(Phase p) const {
-    return p == Phase::kSample ? sample : p == Phase::kFinalGather ? final_gather : p == Phase::kSetup ? setup : step;
+    switch (p) {
+      case Phase::kSetup: return setup;
+      case Phase::kFinalGather: return final_gather;
+      case Phase::kSample: return sample;
+      case Phase::kChoices: return choices;
+      case Phase::kStep: break;
+    }
+    return step;
   }
   const StageMemory& predicted() const { return of(phase()); }
   std::int64_t bytes() const { return predicted().total_bytes() + staging; }
 };
 
-RequiredMemory required_memory(const RunConfig& c, int world_size) {
+RequiredMemory required_memory(const RunConfig& c, int world_size, const std::optional<ChoiceShape>& choices) {
   RequiredMemory r;
   r.step = predict_run_memory(c, c.zero.stage, world_size);
   r.setup = predict_setup_memory(c, r.step);
@@ -134,21 +143,23 @@ RequiredMemory required_memory(const RunConfig& c, int world_size) {
   if (r.weighs_final_gather) r.final_gather = predict_final_gather_memory(c, r.step, world_size);
   r.weighs_sample = c.log.samples();
   if (r.weighs_sample) r.sample = predict_sample_memory(c, r.step);
+  r.weighs_choices = choices.has_value();
+  if (r.weighs_choices) r.choices = predict_choice_memory(c, r.step, run_choice_plan(c, *choices, world_size));
   r.staging = c.device == Device::kCPU ? predict_checkpoint_staging_bytes(c, world_size) : 0;
   return r;
 }
 
 }  // namespace
 
-std::int64_t predicted_required_bytes(const RunConfig& c, int world_size) {
-  return required_memory(c, world_size).bytes();
+std::int64_t predicted_required_bytes(const RunConfig& c, int world_size, const std::optional<ChoiceShape>& choices) {
+  return required_memory(c, world_size, choices).bytes();
 }
 
 void check_memory_fits(const RunConfig& c, int world_size, int device_index) {
   if (!c.train.check_memory) return;
   const MemoryOffer offer = memory_offered(c, device_index);
   if (offer.bytes < 0) return;  // nothing to compare with: the run goes on, as before
-  const RequiredMemory required = required_memory(c, world_size);
+  const RequiredMemory required = required_memory(c, world_size, run_choice_shape(c));
   if (required.bytes() <= offer.bytes) return;
   const StageMemory& predicted = required.predicted();
   const std::int64_t staging = required.staging;
@@ -183,6 +194,7 @@ void check_memory_fits(const RunConfig& c, int world_size, int device_index) {
       phase == RequiredMemory::Phase::kSetup         ? " to set its weights up"
       : phase == RequiredMemory::Phase::kFinalGather ? " to gather its final weights after the last step"
       : phase == RequiredMemory::Phase::kSample      ? " to sample text (at most)"
+      : phase == RequiredMemory::Phase::kChoices     ? " to score its multiple-choice examples (data.choice_file)"
                                                      : "",
       categories, offer.what, offers, lower, stage_left ? "raise zero.stage, " : "",
       recompute_left ? ", checkpoint activations (train.activation_checkpointing)" : "",
@@ -191,6 +203,8 @@ void check_memory_fits(const RunConfig& c, int world_size, int device_index) {
           ? ", set log.final_weights = false"
       : phase == RequiredMemory::Phase::kSample
           ? ", set log.sample_tokens = 0 (or lower train.seq_len: the sample's window and cache)"
+      : phase == RequiredMemory::Phase::kChoices
+          ? ", leave data.choice_file out (zerotrain eval --choices scores a checkpoint's weights apart)"
           : "");
 }
 

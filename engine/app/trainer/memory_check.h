@@ -4,9 +4,11 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "engine/app/config/run_config.h"
+#include "engine/app/trainer/choice_eval.h"
 
 namespace zt {
 
@@ -25,9 +27,13 @@ MemoryOffer memory_offered(const RunConfig& config, int device_index);
 // what to change.
 void check_memory_fits(const RunConfig& config, int world_size, int device_index);
 
-// The bytes the memory check compares with the offer: the larger of a step's predicted peak and
-// the set-up's (sums of the categories' peaks), plus checkpoint.async's staging on the CPU (host
-// memory beside the rest). The planner (engine/app/plan) keeps what fits by the same measure.
-std::int64_t predicted_required_bytes(const RunConfig& config, int world_size);
+// The bytes the memory check compares with the offer: the largest predicted peak (sum of the
+// categories' peaks) of a step, the set-up, on the CPU the final gather, a sample's bound where the
+// run samples and the multiple-choice scorer's where `choices` (run_choice_shape(config), read once
+// by a caller predicting many configs) says the run scores examples, plus checkpoint.async's
+// staging on the CPU (host memory beside the rest). The planner (engine/app/plan) keeps what fits
+// by the same measure.
+std::int64_t predicted_required_bytes(const RunConfig& config, int world_size,
+                                      const std::optional<ChoiceShape>& choices);
 
 }  // namespace zt

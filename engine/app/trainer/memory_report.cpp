@@ -49,13 +49,16 @@ std::vector<MemorySnapshot> gather_memory_snapshots(Communicator& comm, const Me
 }
 
 std::string format_measured_vs_predicted(const RunConfig& config, const std::vector<MemorySnapshot>& per_rank,
-                                         bool final_gathered) {
+                                         const BesideTheSteps& beside) {
   const int N = static_cast<int>(per_rank.size());
-  StageMemory predicted = predict_run_memory(config, config.zero.stage, N);
-  if (final_gathered) {
-    const StageMemory gather = predict_final_gather_memory(config, predicted, N);
-    for (int c = 0; c < kNumMemCategories; ++c) predicted.bytes[c] = std::max(predicted.bytes[c], gather.bytes[c]);
-  }
+  const StageMemory step = predict_run_memory(config, config.zero.stage, N);
+  StageMemory predicted = step;
+  auto take_in = [&](const StageMemory& phase) {
+    for (int c = 0; c < kNumMemCategories; ++c) predicted.bytes[c] = std::max(predicted.bytes[c], phase.bytes[c]);
+  };
+  if (beside.final_gathered) take_in(predict_final_gather_memory(config, step, N));
+  if (beside.choice_plan) take_in(predict_choice_memory(config, step, *beside.choice_plan));
+  const bool whole_run = beside.final_gathered || beside.choice_plan;
   std::string out = fmt::format(
       "memory per rank, ZeRO stage {} on {} rank(s): measured peak beside the prediction "
       "(docs/zero_memory.md)\n",
@@ -70,15 +73,19 @@ std::string format_measured_vs_predicted(const RunConfig& config, const std::vec
                        format_bytes(per_rank[0].peak_bytes[c]), format_bytes(worst),
                        p > 0 ? fmt::format("{:.3f}", static_cast<double>(worst) / static_cast<double>(p)) : "-");
   }
-  out += fmt::format(
-      "(padding in the prediction: {}; a training step's peaks{} equal the prediction to the byte{}{})\n",
-      format_bytes(predicted.padding_bytes), final_gathered ? ", and the final gather's unit in workspace," : "",
-      config.device == Device::kCUDA
-          ? " but for the CUDA kernels' transient scratch in workspace (partial sums, the embedding "
-            "backward's sort: kilobytes to a few MB)"
-          : "",
-      final_gathered ? "; a sample is bounded for the memory check, not here (zerotrain memory)"
-                     : ", while evaluation, sampling and the final gather may add workspace and activations");
+  std::vector<std::string> named = {"a training step's peaks"};
+  if (beside.final_gathered) named.emplace_back("the final gather's unit in workspace");
+  if (beside.choice_plan) named.emplace_back("the multiple-choice scorer's peaks");
+  std::string phases = named.front();
+  for (std::size_t i = 1; i < named.size(); ++i) phases += (i + 1 == named.size() ? " and " : ", ") + named[i];
+  out += fmt::format("(padding in the prediction: {}; {} equal the prediction to the byte{}{})\n",
+                     format_bytes(predicted.padding_bytes), phases,
+                     config.device == Device::kCUDA
+                         ? " but for the CUDA kernels' transient scratch in workspace (partial sums, the embedding "
+                           "backward's sort: kilobytes to a few MB)"
+                         : "",
+                     whole_run ? "; a sample is bounded for the memory check, not here (zerotrain memory)"
+                               : ", while evaluation, sampling and the final gather may add workspace and activations");
   return out;
 }
 

@@ -5,10 +5,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "engine/app/config/run_config.h"
+#include "engine/app/trainer/choice_eval.h"
 #include "engine/base/core/memory_tracker.h"
 #include "engine/distributed/comm/communicator.h"
 
@@ -25,10 +27,16 @@ nlohmann::json memory_json(const StageMemory& m);
 // Every rank's snapshot, in rank order (a collective).
 std::vector<MemorySnapshot> gather_memory_snapshots(Communicator& comm, const MemorySnapshot& mine);
 
+// What a whole run did beside its steps that the table's prediction takes in.
+struct BesideTheSteps {
+  bool final_gathered = false;            // final.safetensors was gathered
+  std::optional<ChoicePlan> choice_plan;  // the multiple-choice scorer ran, by this plan
+};
+
 // The table for `config` (its ZeRO stage and world size) against the ranks' measured peaks: a
-// step's prediction, or, for peaks over a whole run that gathered final.safetensors
-// (`final_gathered`), each category's larger of a step's and the final gather's.
+// step's prediction, or, for peaks over a whole run, each category's largest of a step's and those
+// of the phases `beside` names (the final gather's, the multiple-choice scorer's).
 std::string format_measured_vs_predicted(const RunConfig& config, const std::vector<MemorySnapshot>& per_rank,
-                                         bool final_gathered = false);
+                                         const BesideTheSteps& beside = {});
 
 }  // namespace zt

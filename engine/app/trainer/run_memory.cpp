@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "engine/app/checkpoint/async_checkpoint.h"
+#include "engine/app/data/choice_file.h"
 #include "engine/app/trainer/store_comm.h"
 #include "engine/distributed/sharding/shard_layout.h"
 #include "kernels/exec_context.h"
@@ -95,23 +96,49 @@ StageMemory predict_final_gather_memory(const RunConfig& c, const StageMemory& s
   return m;
 }
 
+namespace {
+
+// `step` while a forwards-only model of `build` runs on the run's store (a sample's, the
+// multiple-choice scorer's), `cache_bytes` of key/value cache beside its activations. Its forwards
+// gather units through the store as a step's forward does (stage 3: whole units, under the same
+// schedule and prefetch), so the step's gathered units stay; no gradient is pending; the training
+// model's fp32 copies of bf16 units are freed for the model's own (in its footprint).
+StageMemory forward_only_memory(const RunConfig& c, const StageMemory& step, const ModelBuild& build,
+                                std::int64_t cache_bytes) {
+  const ModelFootprint model = predict_footprint(c.model_spec(), build, c.param_dtype, c.device);
+  StageMemory m = step;
+  m[MemCategory::kGradients] -= step.step_only_grad_bytes;
+  m[MemCategory::kActivations] = model.activation_bytes + cache_bytes;
+  // The context's cuBLASLt workspace, in the model's footprint too, is the run's one.
+  const std::int64_t shared = c.device == Device::kCUDA ? kCublasWorkspaceBytes : 0;
+  m[MemCategory::kWorkspace] += model.workspace_bytes - shared - step.step_only_workspace_bytes;
+  return m;
+}
+
+}  // namespace
+
 StageMemory predict_sample_memory(const RunConfig& c, const StageMemory& step) {
   const ModelSpec spec = c.model_spec();
   const int window = c.train.seq_len;
-  const ModelFootprint sampler =
-      predict_footprint(spec, sampling_build(window, c.activation_dtype), c.param_dtype, c.device);
-  // The sampling models' forwards gather units through the run's store as a step's forward does
-  // (stage 3: whole units, under the same schedule and prefetch), so the step's gathered units stay
-  // in the bound; no gradient is pending.
-  StageMemory m = step;
-  m[MemCategory::kGradients] -= step.step_only_grad_bytes;
   const std::int64_t cache = std::int64_t{spec.n_layer()} * window * spec.family().kv_cache_row_width(spec) *
                              static_cast<std::int64_t>(dtype_size_bytes(c.activation_dtype));
-  m[MemCategory::kActivations] = sampler.activation_bytes + cache;
-  // The context's cuBLASLt workspace, in the sampler's footprint too, is the run's one.
-  const std::int64_t shared = c.device == Device::kCUDA ? kCublasWorkspaceBytes : 0;
-  m[MemCategory::kWorkspace] += sampler.workspace_bytes - shared - step.step_only_workspace_bytes;
-  return m;
+  return forward_only_memory(c, step, sampling_build(window, c.activation_dtype), cache);
+}
+
+std::optional<ChoiceShape> run_choice_shape(const RunConfig& c) {
+  if (c.data.choice_file.empty()) return std::nullopt;
+  const ChoiceShape shape = choice_shape(data::ChoiceFile::load(c.data.choice_file, c.model.vocab_size));
+  if (shape.longest_input > c.model.block_size) return std::nullopt;  // refused with the data (DataSource)
+  return shape;
+}
+
+ChoicePlan run_choice_plan(const RunConfig& c, const ChoiceShape& shape, int world_size) {
+  // As evaluation.cpp scores: a training micro-batch's tokens a forward, within the model's context.
+  return plan_choices(shape, world_size, std::int64_t{c.train.micro_batch} * c.train.seq_len, c.model.block_size);
+}
+
+StageMemory predict_choice_memory(const RunConfig& c, const StageMemory& step, const ChoicePlan& plan) {
+  return forward_only_memory(c, step, scoring_build(plan.rows_per_forward, plan.seq_len, c.activation_dtype), 0);
 }
 
 std::int64_t predict_checkpoint_staging_bytes(const RunConfig& c, int world_size) {

@@ -4,7 +4,10 @@
 // report and the `memory` command predict through it.
 #pragma once
 
+#include <optional>
+
 #include "engine/app/config/run_config.h"
+#include "engine/app/trainer/choice_eval.h"
 #include "engine/distributed/sharding/memory_model.h"
 
 namespace zt {
@@ -43,6 +46,23 @@ StageMemory predict_final_gather_memory(const RunConfig& config, const StageMemo
 // window and the cache are not both that long at once: a bound, for the memory check, which a
 // sample past a step that keeps very few activations can otherwise pass).
 StageMemory predict_sample_memory(const RunConfig& config, const StageMemory& step);
+
+// data.choice_file's shape, read (and checked: InputError for a bad file) from the file, for the
+// scorer's prediction; none without one, or where its longest example is over model.block_size
+// (a run the data's own check refuses). Callers predicting many configs read it once.
+std::optional<ChoiceShape> run_choice_shape(const RunConfig& config);
+
+// How a run's evaluations cut the multiple-choice rows on `world_size` ranks (plan_choices at a
+// training micro-batch's tokens a forward, within model.block_size).
+ChoicePlan run_choice_plan(const RunConfig& config, const ChoiceShape& shape, int world_size);
+
+// What scoring the multiple-choice examples holds at its peak (every evaluation, data.choice_file;
+// engine/app/trainer/choice_eval): as a sample's, what stays between steps and the units a forward
+// gathers, the training model's fp32 unit copies freed for the scorer model's, whose workspace and
+// activations are its footprint at `plan`'s rows and seq_len (no cache): run_choice_plan's, the
+// one the run takes, so this is the scorer's peak, not a bound. With few activations in a step
+// (every block checkpointed, a short train.seq_len) and longer examples it is more than a step's.
+StageMemory predict_choice_memory(const RunConfig& config, const StageMemory& step, const ChoicePlan& plan);
 
 // 4 x the largest unit padded to the optimizer's shards at config.zero.stage: the final gather's
 // buffer (ShardedAdamW::gather_master).

@@ -40,7 +40,8 @@ struct TrainSummary {
   // data.choice_file's score at the last evaluation, when the run scores one.
   std::optional<ChoiceScore> choices;
   std::string sample;
-  bool final_weights_gathered = false;  // final.safetensors's units were gathered (log.final_weights)
+  bool final_weights_gathered = false;    // final.safetensors's units were gathered (log.final_weights)
+  std::optional<ChoicePlan> choice_plan;  // how the multiple-choice rows were scored, where they were
   MemorySnapshot memory;
 };
 

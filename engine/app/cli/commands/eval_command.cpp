@@ -162,8 +162,8 @@ int eval_main(const std::vector<std::string>& args) {
     // The forwards are each rank's own (a whole model in a store of its own); the rows' losses are
     // summed over the world.
     const ChoiceScore score = score_choices(
-        *choices, [&](int rows, int seq_len) { return model.build(rows, seq_len); }, model.store(), *world,
-        batch_tokens, source.spec.block_size());
+        *choices, plan_choices(*choices, world->world_size(), batch_tokens, source.spec.block_size()),
+        [&](int rows, int seq_len) { return model.build(rows, seq_len); }, model.store(), *world);
     if (root)
       fmt::print("{}: {}/{} correct = {:.4f} (each completion's mean loss given its context, the lowest the answer)\n",
                  choices->path(), score.correct, score.examples, score.accuracy());

@@ -176,9 +176,11 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
   }
   // What the memory check (train.check_memory) and `zerotrain plan` weigh: the largest of a step's
   // peak, the weights' set-up's (a large unit's workspace beside few activations can be more), on
-  // the CPU the final gather's, and a bound of a sample's, plus checkpoint.async's host staging on
-  // the CPU.
+  // the CPU the final gather's, a bound of a sample's and the multiple-choice scorer's, plus
+  // checkpoint.async's host staging on the CPU.
+  const std::optional<ChoiceShape> choices = run_choice_shape(cfg);
   std::vector<std::int64_t> setup_totals, final_gather_totals, final_gather_buffers, sample_totals, required;
+  std::vector<StageMemory> choice_phases;  // the scorer's, where the run scores examples
   for (int stage = 0; stage < kStages; ++stage) {
     RunConfig at_stage = cfg;
     at_stage.zero.stage = stage;
@@ -188,7 +190,9 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
         cfg.log.final_weights ? predict_final_gather_memory(at_stage, step, ranks).total_bytes() : 0);
     final_gather_buffers.push_back(cfg.log.final_weights ? final_gather_buffer_bytes(at_stage, ranks) : 0);
     sample_totals.push_back(cfg.log.samples() ? predict_sample_memory(at_stage, step).total_bytes() : 0);
-    required.push_back(predicted_required_bytes(at_stage, ranks));
+    if (choices)
+      choice_phases.push_back(predict_choice_memory(at_stage, step, run_choice_plan(at_stage, *choices, ranks)));
+    required.push_back(predicted_required_bytes(at_stage, ranks, choices));
   }
   const char* grad_dtype = cfg.zero.fp32_grad_shards ? "fp32" : "working";
   const char* other_grad_dtype = cfg.zero.fp32_grad_shards ? "working" : "fp32";
@@ -200,9 +204,13 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
   }
   if (json) {
     nlohmann::json out = nlohmann::json::array();
-    for (int stage = 0; stage < kStages; ++stage) {
+    auto by_category = [](const StageMemory& m) {
       nlohmann::json bytes = nlohmann::json::object();
-      for (MemCategory c : kRows) bytes[std::string(mem_category_name(c))] = stages[stage][c];
+      for (MemCategory c : kRows) bytes[std::string(mem_category_name(c))] = m[c];
+      return bytes;
+    };
+    for (int stage = 0; stage < kStages; ++stage) {
+      const nlohmann::json bytes = by_category(stages[stage]);
       out.push_back(
           {{"stage", stage},
            {"bytes", bytes},
@@ -219,6 +227,11 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
             {{"in_group", volumes[stage].in_group}, {"across_groups", volumes[stage].across_groups}}},
            {"bytes_per_step",
             {{"in_group", volumes[stage].bytes_in_group}, {"across_groups", volumes[stage].bytes_across_groups}}}});
+      if (choices) {  // the scorer's peaks by category, and their sum
+        const StageMemory& scorer = choice_phases[static_cast<std::size_t>(stage)];
+        out.back()["choices_bytes"] = by_category(scorer);
+        out.back()["choices_total"] = scorer.total_bytes();
+      }
     }
     const nlohmann::json doc = {{"mode", "config"},
                                 {"config", cfg.source},
@@ -288,6 +301,11 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
   per_stage("set-up peak", setup_totals);
   if (cfg.log.final_weights) per_stage("final gather peak", final_gather_totals);
   if (cfg.log.samples()) per_stage("sample (at most)", sample_totals);
+  if (choices) {
+    std::vector<std::int64_t> totals;
+    for (const StageMemory& m : choice_phases) totals.push_back(m.total_bytes());
+    per_stage("multiple choice peak", totals);
+  }
   per_stage("required", required);
   auto elements = [&](const std::string& name, auto value_of) {
     std::string line = fmt::format("{:<22}", name);
@@ -321,7 +339,8 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
       std::string(cfg.log.final_weights ? " final gather peak = the same sum after the last step, with one unit "
                                           "gathered whole in fp32 on the host to write final.safetensors;"
                                         : "") +
-          (cfg.log.samples() ? " sample = a bound of the same sum while a sample's models run;" : ""),
+          (cfg.log.samples() ? " sample = a bound of the same sum while a sample's models run;" : "") +
+          (choices ? " multiple choice = the same sum while data.choice_file's examples are scored;" : ""),
       cfg.log.final_weights && cfg.device != Device::kCPU ? " but the final gather's (on cuda its unit is host memory)"
                                                           : "",
       cfg.checkpoint.async && cfg.device == Device::kCPU ? ", plus the checkpoint staging" : "");

@@ -176,9 +176,7 @@ StandaloneModel::StandaloneModel(const WeightSource& source)
 }
 
 std::unique_ptr<LanguageModel> StandaloneModel::build(int rows, int seq_len) {
-  ModelBuild b = sampling_build(seq_len, activations_);
-  b.batch = rows;
-  return make_model(spec_, b, tracker_, backend_.context());
+  return make_model(spec_, scoring_build(rows, seq_len, activations_), tracker_, backend_.context());
 }
 
 // Where unit `u`'s fp32 values are to be written in host memory: the store's shard itself when it

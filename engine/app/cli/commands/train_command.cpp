@@ -245,7 +245,7 @@ int train_main(const std::vector<std::string>& args) {
   print_out("memory on rank 0 (bytes per category over the run):\n{}", format_memory_table(s.memory));
   print_out("(plus {} of freed blocks the host allocator keeps for reuse)\n", format_bytes(host_cached_bytes()));
   print_out("over the whole run (evaluation, sampling and the final gather included):\n{}",
-            format_measured_vs_predicted(cfg, memory, s.final_weights_gathered));
+            format_measured_vs_predicted(cfg, memory, {s.final_weights_gathered, s.choice_plan}));
   if (s.stopped_nonfinite) {
     print_err("zerotrain: error: training stopped on a non-finite loss or gradient (see {}/metrics.jsonl)\n",
               cfg.log.run_dir);

@@ -197,6 +197,14 @@ def main():
             ratios = whole_run_table_ratios(stdout)
             checks.check(len(ratios) == len(CATEGORIES) and all(r in ("1.000", "-") for r in ratios),
                          f"{name}: the whole-run table's ratios are 1.000 on every rank ({ratios})")
+        # Away from the run (a file not on this machine), memory predicts the rest and says what it left out.
+        p = subprocess.run([binary, "memory", "--config", TINY, "--ranks", "1", "--json", "--set",
+                            f"data.choice_file={os.path.join(work, 'absent.bin')}"], capture_output=True, text=True,
+                           timeout=60)
+        notes = json.loads(p.stdout).get("notes", []) if p.returncode == 0 else []
+        checks.check(any("multiple-choice scorer is left out" in n and "absent.bin" in n for n in notes)
+                     and "choices_total" not in json.loads(p.stdout)["stages"][0],
+                     f"memory with an absent data.choice_file: exit {p.returncode}, the scorer left out ({notes})")
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return checks.finish()

@@ -41,7 +41,9 @@ PlanResult plan(const std::string& config_path, const std::vector<std::string>& 
   out.global_batch_tokens = base.train.global_batch_tokens;
   out.device = base.device;
   // The multiple-choice scorer's plan follows each candidate's micro-batch; its file is read once.
-  const std::optional<ChoiceShape> choices = run_choice_shape(base);
+  std::string choices_note;
+  const std::optional<ChoiceShape> choices = run_choice_shape_or_note(base, choices_note);
+  if (!choices_note.empty()) out.note += (out.note.empty() ? "" : "; ") + choices_note;
   const std::int64_t per_sequence = static_cast<std::int64_t>(base.train.seq_len) * world_size;
   out.smallest_bytes = -1;
   for (int stage = 0; stage <= 3; ++stage) {

@@ -1,11 +1,14 @@
 // A run config's memory prediction (see the header).
 #include "engine/app/trainer/run_memory.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 
 #include "engine/app/checkpoint/async_checkpoint.h"
 #include "engine/app/data/choice_file.h"
 #include "engine/app/trainer/store_comm.h"
+#include "engine/base/core/check.h"
 #include "engine/distributed/sharding/shard_layout.h"
 #include "kernels/exec_context.h"
 #include "models/model_family.h"
@@ -130,6 +133,15 @@ std::optional<ChoiceShape> run_choice_shape(const RunConfig& c) {
   const ChoiceShape shape = choice_shape(data::ChoiceFile::load(c.data.choice_file, c.model.vocab_size));
   if (shape.longest_input > c.model.block_size) return std::nullopt;  // refused with the data (DataSource)
   return shape;
+}
+
+std::optional<ChoiceShape> run_choice_shape_or_note(const RunConfig& c, std::string& note) {
+  try {
+    return run_choice_shape(c);
+  } catch (const InputError& e) {
+    note = fmt::format("the multiple-choice scorer is left out of the prediction: {}", e.what());
+    return std::nullopt;
+  }
 }
 
 ChoicePlan run_choice_plan(const RunConfig& c, const ChoiceShape& shape, int world_size) {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <optional>
+#include <string>
 
 #include "engine/app/config/run_config.h"
 #include "engine/app/trainer/choice_eval.h"
@@ -51,6 +52,9 @@ StageMemory predict_sample_memory(const RunConfig& config, const StageMemory& st
 // scorer's prediction; none without one, or where its longest example is over model.block_size
 // (a run the data's own check refuses). Callers predicting many configs read it once.
 std::optional<ChoiceShape> run_choice_shape(const RunConfig& config);
+// The same for a prediction made away from the run (zerotrain memory, plan): a file that cannot be
+// read here is left out of it, said in `note`, rather than refusing the prediction.
+std::optional<ChoiceShape> run_choice_shape_or_note(const RunConfig& config, std::string& note);
 
 // How a run's evaluations cut the multiple-choice rows on `world_size` ranks (plan_choices at a
 // training micro-batch's tokens a forward, within model.block_size).

@@ -178,7 +178,10 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
   // peak, the weights' set-up's (a large unit's workspace beside few activations can be more), on
   // the CPU the final gather's, a bound of a sample's and the multiple-choice scorer's, plus
   // checkpoint.async's host staging on the CPU.
-  const std::optional<ChoiceShape> choices = run_choice_shape(cfg);
+  std::string choices_note;
+  const std::optional<ChoiceShape> choices = run_choice_shape_or_note(cfg, choices_note);
+  if (!choices_note.empty() && json) print_err("zerotrain memory: note: {}\n", choices_note);
+  if (!choices_note.empty() && !json) fmt::print("note: {}\n", choices_note);
   std::vector<std::int64_t> setup_totals, final_gather_totals, final_gather_buffers, sample_totals, required;
   std::vector<StageMemory> choice_phases;  // the scorer's, where the run scores examples
   for (int stage = 0; stage < kStages; ++stage) {
@@ -203,6 +206,10 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
     return 0;
   }
   if (json) {
+    nlohmann::json notes = nlohmann::json::array();
+    for (const std::string* line : {&note, &choices_note}) {
+      if (!line->empty()) notes.push_back(*line);
+    }
     nlohmann::json out = nlohmann::json::array();
     auto by_category = [](const StageMemory& m) {
       nlohmann::json bytes = nlohmann::json::object();
@@ -253,7 +260,7 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
                                 {"other_grad_shard_dtype", other_grad_dtype},
                                 {"checkpoint_staging_bytes", predict_checkpoint_staging_bytes(cfg, ranks)},
                                 {"grad_accum", cfg.train.grad_accum},
-                                {"notes", note.empty() ? nlohmann::json::array() : nlohmann::json::array({note})},
+                                {"notes", notes},
                                 {"stages", out}};
     fmt::print("{}\n", doc.dump(2));
     return 0;

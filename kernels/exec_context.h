@@ -11,6 +11,11 @@ namespace zt {
 // Hopper's recommended 32 MiB), here where the memory prediction can count it in every build.
 constexpr std::int64_t kCublasWorkspaceBytes = std::int64_t{32} << 20;
 
+// The most output a CUDA run's timed kernel searches copy into scratch (KernelResources::
+// timed_scratch_limit_bytes; [Note: timed algorithm search] in kernels/cuda/lt_gemm.cu), here where
+// the memory check can count it in every build.
+constexpr std::int64_t kTimedScratchLimitBytes = std::int64_t{64} << 20;
+
 class DeviceAllocator;  // engine/base/core/device_allocator.h
 class OpProfiler;       // kernels/op_profiler.h
 

@@ -72,7 +72,7 @@ class KernelResources {
   // The most output the timed search copies into scratch to time a product that adds into it
   // ([Note: timed algorithm search]); larger outputs are timed on a slice of their columns. A
   // member so the GPU tests can make small products take the slice.
-  std::int64_t timed_scratch_limit_bytes = std::int64_t{64} << 20;
+  std::int64_t timed_scratch_limit_bytes = kTimedScratchLimitBytes;
   std::int64_t timed_slice_searches = 0;  // configurations timed on a slice (tests)
   // What each timed search found, in the order searched, for op_profile.json: the shape, how many
   // candidates the heuristic offered and how many ran, the index kept (0: the heuristic's first,

@@ -14,6 +14,7 @@
 
 #include "engine/app/cli/commands/commands.h"
 #include "engine/app/config/run_config.h"
+#include "engine/app/trainer/memory_check.h"
 #include "engine/app/trainer/run_memory.h"
 #include "engine/base/core/check.h"
 #include "kernels/ops.h"
@@ -59,6 +60,46 @@ TEST(RankMemory, OnCudaTheConfigPredictionCountsNcclStagingAndTheCublasWorkspace
                                                          schedule, zero, 4, nccl)[C::kCommBuffers]);
     EXPECT_GT(on_4[C::kCommBuffers], 0) << "four GPUs stage bf16 gradients in fp32";
   }
+}
+
+// On CUDA without train.deterministic, a step's kernels time their choices in scratch the prediction
+// does not count: the check and plan weigh the step with a bound of it (the largest output timed,
+// within the 64 MiB limit, and a quarter more), and `memory` prints it; deterministic runs and the
+// CPU time nothing.
+TEST(RankMemory, OnCudaTheCheckWeighsTheFirstStepsTimedSearches) {
+  RunConfig cuda;
+  cuda.model = ModelConfig{"gpt2",
+                           kCommandTiny.n_layer,
+                           kCommandTiny.n_head,
+                           kCommandTiny.n_embd,
+                           kCommandTiny.block_size,
+                           kCommandTiny.vocab_size};
+  cuda.train.micro_batch = 2;
+  cuda.train.seq_len = 8;
+  cuda.device = Device::kCUDA;
+  cuda.log.sample_tokens = 0;
+  const StageMemory step = predict_run_memory(cuda, 0, 1);
+  // The widest output: micro_batch x seq_len rows of the MLP's 4 x 32 in fp32 (2,048 bytes) or the
+  // largest unit's gradient in fp32 (a block's 12,704 elements), the larger.
+  const std::int64_t widest =
+      4 * std::max<std::int64_t>(2 * 8 * 4 * 32, build_param_table(cuda.model_spec()).max_unit_numel());
+  EXPECT_EQ(timed_search_scratch_bytes(cuda), widest + widest / 4);
+  const std::optional<StageMemory> timed = predict_timed_step_memory(cuda, step);
+  ASSERT_TRUE(timed.has_value());
+  EXPECT_EQ(timed->total_bytes(), step.total_bytes() + widest + widest / 4);
+  EXPECT_EQ(predicted_required_bytes(cuda, 1, std::nullopt), timed->total_bytes());
+  // A large model's outputs are timed within the limit.
+  RunConfig large = cuda;
+  large.model.vocab_size = 50257;
+  large.model.n_embd = 768;
+  EXPECT_EQ(timed_search_scratch_bytes(large), kTimedScratchLimitBytes + kTimedScratchLimitBytes / 4);
+  RunConfig deterministic = cuda, cpu = cuda;
+  deterministic.train.deterministic = true;
+  cpu.device = Device::kCPU;
+  EXPECT_FALSE(predict_timed_step_memory(deterministic, predict_run_memory(deterministic, 0, 1)).has_value());
+  EXPECT_FALSE(predict_timed_step_memory(cpu, predict_run_memory(cpu, 0, 1)).has_value());
+  EXPECT_EQ(predicted_required_bytes(deterministic, 1, std::nullopt),
+            predict_run_memory(deterministic, 0, 1).total_bytes());
 }
 
 TEST(MemoryCommand, PaperTablePrintsFigure1) {

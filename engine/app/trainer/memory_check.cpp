@@ -100,7 +100,9 @@ MemoryOffer memory_offered(const RunConfig& c, int device_index) {
 
 namespace {
 
-// What the check compares with the offer: the largest of a step's predicted peak, the set-up's
+// What the check compares with the offer: the largest of a step's predicted peak (on CUDA without
+// train.deterministic, a bound of the first step's, whose kernels time their choices in scratch:
+// predict_timed_step_memory), the set-up's
 // (model_setup's one-unit workspace beside the model states: more than a step's where a large unit
 // meets few activations) and, on the CPU, the final gather's (what stays between steps and one
 // unit on the host: more than a step's where a large unit meets few activations),
@@ -109,13 +111,14 @@ namespace {
 // host memory the CPU's rank holds beside everything else. On CUDA the final gather's unit and the
 // staging are host memory, not the device's the check weighs.
 struct RequiredMemory {
-  enum class Phase { kStep, kSetup, kFinalGather, kSample, kChoices };
-  StageMemory step, setup, final_gather, sample, choices;
-  bool weighs_final_gather = false, weighs_sample = false, weighs_choices = false;
+  enum class Phase { kStep, kTimedStep, kSetup, kFinalGather, kSample, kChoices };
+  StageMemory step, timed_step, setup, final_gather, sample, choices;
+  bool weighs_timed_step = false, weighs_final_gather = false, weighs_sample = false, weighs_choices = false;
   std::int64_t staging = 0;
   // The phase of the largest sum; the first of them on a tie.
   Phase phase() const {
-    Phase p = setup.total_bytes() > step.total_bytes() ? Phase::kSetup : Phase::kStep;
+    Phase p = weighs_timed_step ? Phase::kTimedStep : Phase::kStep;
+    if (setup.total_bytes() > of(p).total_bytes()) p = Phase::kSetup;
     if (weighs_final_gather && final_gather.total_bytes() > of(p).total_bytes()) p = Phase::kFinalGather;
     if (weighs_sample && sample.total_bytes() > of(p).total_bytes()) p = Phase::kSample;
     if (weighs_choices && choices.total_bytes() > of(p).total_bytes()) p = Phase::kChoices;
@@ -123,6 +126,7 @@ struct RequiredMemory {
   }
   const StageMemory& of(Phase p) const {
     switch (p) {
+      case Phase::kTimedStep: return timed_step;
       case Phase::kSetup: return setup;
       case Phase::kFinalGather: return final_gather;
       case Phase::kSample: return sample;
@@ -139,6 +143,10 @@ RequiredMemory required_memory(const RunConfig& c, int world_size, const std::op
   RequiredMemory r;
   r.step = predict_run_memory(c, c.zero.stage, world_size);
   r.setup = predict_setup_memory(c, r.step);
+  if (const std::optional<StageMemory> timed = predict_timed_step_memory(c, r.step)) {
+    r.weighs_timed_step = true;
+    r.timed_step = *timed;
+  }
   r.weighs_final_gather = c.device == Device::kCPU && c.log.final_weights;
   if (r.weighs_final_gather) r.final_gather = predict_final_gather_memory(c, r.step, world_size);
   r.weighs_sample = c.log.samples();
@@ -191,7 +199,8 @@ void check_memory_fits(const RunConfig& c, int world_size, int device_index) {
       "config error in {}: the run needs {} per rank at ZeRO stage {} on {} rank(s){} ({}), more than "
       "{} offers: {}; {}, {}add ranks{}{}, or set train.check_memory = false to try anyway",
       sources, needs, c.zero.stage, world_size,
-      phase == RequiredMemory::Phase::kSetup         ? " to set its weights up"
+      phase == RequiredMemory::Phase::kTimedStep     ? " in its first step, whose kernels time their choices (at most)"
+      : phase == RequiredMemory::Phase::kSetup       ? " to set its weights up"
       : phase == RequiredMemory::Phase::kFinalGather ? " to gather its final weights after the last step"
       : phase == RequiredMemory::Phase::kSample      ? " to sample text (at most)"
       : phase == RequiredMemory::Phase::kChoices     ? " to score its multiple-choice examples (data.choice_file)"
@@ -205,6 +214,8 @@ void check_memory_fits(const RunConfig& c, int world_size, int device_index) {
           ? ", set log.sample_tokens = 0 (or lower train.seq_len: the sample's window and cache)"
       : phase == RequiredMemory::Phase::kChoices
           ? ", leave data.choice_file out (zerotrain eval --choices scores a checkpoint's weights apart)"
+      : phase == RequiredMemory::Phase::kTimedStep
+          ? ", set train.deterministic = true (nothing timed: the kernels' reproducible choices)"
           : "");
 }
 

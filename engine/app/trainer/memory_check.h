@@ -28,7 +28,8 @@ MemoryOffer memory_offered(const RunConfig& config, int device_index);
 void check_memory_fits(const RunConfig& config, int world_size, int device_index);
 
 // The bytes the memory check compares with the offer: the largest predicted peak (sum of the
-// categories' peaks) of a step, the set-up, on the CPU the final gather, a sample's bound where the
+// categories' peaks) of a step (on CUDA without train.deterministic, a bound of the first step's,
+// whose kernels time their choices), the set-up, on the CPU the final gather, a sample's bound where the
 // run samples and the multiple-choice scorer's where `choices` (run_choice_shape(config), read once
 // by a caller predicting many configs) says the run scores examples, plus checkpoint.async's
 // staging on the CPU (host memory beside the rest). The planner (engine/app/plan) keeps what fits

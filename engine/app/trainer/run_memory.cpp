@@ -85,6 +85,24 @@ StageMemory predict_setup_memory(const RunConfig& c, const StageMemory& step) {
   return m;
 }
 
+std::optional<StageMemory> predict_timed_step_memory(const RunConfig& c, const StageMemory& step) {
+  // As ComputeBackend::open_cuda sets KernelResources' timed choices.
+  if (c.device != Device::kCUDA || c.train.deterministic) return std::nullopt;
+  StageMemory m = step;
+  m[MemCategory::kWorkspace] += timed_search_scratch_bytes(c);
+  return m;
+}
+
+std::int64_t timed_search_scratch_bytes(const RunConfig& c) {
+  const ModelSpec spec = c.model_spec();
+  const std::int64_t weights =
+      std::max(build_param_table(spec).max_unit_numel(), std::int64_t{spec.padded_vocab_size()} * spec.model.n_embd);
+  const std::int64_t rows = std::int64_t{c.train.micro_batch} * c.train.seq_len *
+                            std::max(spec.family().mlp_width(spec.model), spec.model.n_embd);
+  const std::int64_t held = std::min(kTimedScratchLimitBytes, 4 * std::max(weights, rows));
+  return held + held / 4;
+}
+
 std::int64_t final_gather_buffer_bytes(const RunConfig& c, int world_size) {
   // ShardedAdamW::gather_master's buffer: the unit padded to the optimizer's shards (unsharded at
   // stage 0), on the store's world (a group's under hybrid sharding).

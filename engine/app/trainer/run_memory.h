@@ -31,6 +31,21 @@ StageMemory predict_run_memory(const RunConfig& config, int stage, int world_siz
 // unit (a big vocabulary's token table) it is more than a step's peak.
 StageMemory predict_setup_memory(const RunConfig& config, const StageMemory& step);
 
+// A bound of what a step holds where its kernels time their choices (on CUDA without
+// train.deterministic: the first call of each product, bias-gradient and norm-backward shape, in
+// the run's first step): `step` with timed_search_scratch_bytes more workspace, which the
+// prediction does not count (later calls find their choices kept). Elsewhere nothing is timed:
+// nullopt.
+std::optional<StageMemory> predict_timed_step_memory(const RunConfig& config, const StageMemory& step);
+
+// The most scratch one of those timings holds at once (kernels/cuda: lt_gemm.cu, bias_grad.cu,
+// norm_rows_choice.cpp): a product's or a bias gradient's output, or a norm backward's dinp rows,
+// each within kTimedScratchLimitBytes and no larger than the step's widest output (a weight
+// matrix's gradient in fp32, or micro_batch x seq_len rows of the MLP's width in fp32), and a
+// quarter more for the norm's fp32 partials (2 x cols floats per 32-row chunk: an eighth of bf16
+// rows' bytes) and the bias gradient's sums.
+std::int64_t timed_search_scratch_bytes(const RunConfig& config);
+
 // What the final gather holds at its peak (log.final_weights: engine/app/io/final_weights), after
 // the last step: what a step leaves allocated (`step` less what only a step holds: activations,
 // gathered units, pending gradients; the model's workspace, the fp32 copies of bf16 units and the

@@ -182,12 +182,17 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
   const std::optional<ChoiceShape> choices = run_choice_shape_or_note(cfg, choices_note);
   if (!choices_note.empty() && json) print_err("zerotrain memory: note: {}\n", choices_note);
   if (!choices_note.empty() && !json) fmt::print("note: {}\n", choices_note);
-  std::vector<std::int64_t> setup_totals, final_gather_totals, final_gather_buffers, sample_totals, required;
+  std::vector<std::int64_t> timed_step_totals, setup_totals, final_gather_totals, final_gather_buffers, sample_totals,
+      required;
+  bool times_choices = false;              // on CUDA without train.deterministic, step 1's kernels time their choices
   std::vector<StageMemory> choice_phases;  // the scorer's, where the run scores examples
   for (int stage = 0; stage < kStages; ++stage) {
     RunConfig at_stage = cfg;
     at_stage.zero.stage = stage;
     const StageMemory& step = stages[static_cast<std::size_t>(stage)];
+    const std::optional<StageMemory> timed = predict_timed_step_memory(at_stage, step);
+    times_choices = timed.has_value();
+    timed_step_totals.push_back(timed ? timed->total_bytes() : 0);
     setup_totals.push_back(predict_setup_memory(at_stage, step).total_bytes());
     final_gather_totals.push_back(
         cfg.log.final_weights ? predict_final_gather_memory(at_stage, step, ranks).total_bytes() : 0);
@@ -223,6 +228,7 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
            {"bytes", bytes},
            {"model_states", stages[stage].model_state_bytes()},
            {"total", stages[stage].total_bytes()},
+           {"timed_step_total", timed_step_totals[static_cast<std::size_t>(stage)]},
            {"setup_total", setup_totals[static_cast<std::size_t>(stage)]},
            {"final_gather_total", final_gather_totals[static_cast<std::size_t>(stage)]},
            {"final_gather_buffer", final_gather_buffers[static_cast<std::size_t>(stage)]},
@@ -305,6 +311,7 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
     for (const std::int64_t b : bytes) line += fmt::format("{:>14}", format_bytes(b));
     fmt::print("{}\n", line);
   };
+  if (times_choices) per_stage("first step (at most)", timed_step_totals);
   per_stage("set-up peak", setup_totals);
   if (cfg.log.final_weights) per_stage("final gather peak", final_gather_totals);
   if (cfg.log.samples()) per_stage("sample (at most)", sample_totals);
@@ -338,11 +345,16 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
   }
   fmt::print(
       "\ntotal = sum of a step's category peaks; padding = bytes above that hold no data on rank {}{} (the most "
-      "padded); set-up peak = the same sum while the weights are set up, before step 1;{} required = the largest of "
+      "padded);{} set-up peak = the same sum while the weights are set up, before step 1;{} required = the largest of "
       "these{}{}: "
       "what train.check_memory and zerotrain plan weigh.\nThe layout and why each buffer exists: "
       "docs/zero_memory.md. Exact bytes: --json.\n",
       store_ranks - 1, store_ranks < ranks ? " of each group" : "",
+      times_choices
+          ? fmt::format(" first step = a bound of the same sum with the scratch of the kernels' timed choices "
+                        "({} more workspace; train.deterministic times none);",
+                        format_bytes(timed_search_scratch_bytes(cfg)))
+          : "",
       std::string(cfg.log.final_weights ? " final gather peak = the same sum after the last step, with one unit "
                                           "gathered whole in fp32 on the host to write final.safetensors;"
                                         : "") +

@@ -44,32 +44,12 @@ std::pair<int, int> fill_row(const data::ChoiceExample& x, int completion, int T
 
 }  // namespace
 
-ChoiceShape choice_shape(const data::ChoiceFile& file) { return {file.rows(), file.longest_input()}; }
-
-ChoicePlan plan_choices(const data::ChoiceFile& file, int world, std::int64_t tokens_per_forward, int context) {
-  ZT_CHECK(file.longest_input() <= context, "{}: an example of {} positions in a model of {}", file.path(),
-           file.longest_input(), context);
-  return plan_choices(choice_shape(file), world, tokens_per_forward, context);
-}
-
-ChoicePlan plan_choices(const ChoiceShape& shape, int world, std::int64_t tokens_per_forward, int context) {
-  ZT_CHECK(shape.longest_input <= context, "an example of {} positions in a model of {}", shape.longest_input, context);
-  ChoicePlan p;
-  const std::int64_t rounded = std::min<std::int64_t>(
-      {context, (shape.longest_input + 63) / 64 * 64, std::max<std::int64_t>(1, tokens_per_forward)});
-  p.seq_len = static_cast<int>(std::max<std::int64_t>(shape.longest_input, rounded));
-  p.rows_per_rank = (shape.rows + world - 1) / world;
-  p.rows_per_forward = static_cast<int>(
-      std::clamp<std::int64_t>(tokens_per_forward / p.seq_len, 1, std::max<std::int64_t>(1, p.rows_per_rank)));
-  p.forwards = (p.rows_per_rank + p.rows_per_forward - 1) / p.rows_per_forward;
-  return p;
-}
-
 ChoiceScore score_choices(const data::ChoiceFile& file, const ChoicePlan& plan, const ChoiceModelBuilder& build,
                           ParamStore& store, Communicator& comm) {
-  ZT_CHECK(plan.rows_per_rank * comm.world_size() >= file.rows() && plan.seq_len >= file.longest_input(),
-           "{}: a plan of {} rows a rank of {} positions on {} ranks", file.path(), plan.rows_per_rank, plan.seq_len,
-           comm.world_size());
+  ZT_CHECK(plan.rows == file.rows() && plan.rows_per_rank * comm.world_size() >= file.rows() &&
+               plan.forwards * plan.rows_per_forward >= plan.rows_per_rank && plan.seq_len >= file.longest_input(),
+           "{}: a plan of {} rows, {} a rank in {} forwards of {} rows of {} positions, on {} ranks", file.path(),
+           plan.rows, plan.rows_per_rank, plan.forwards, plan.rows_per_forward, plan.seq_len, comm.world_size());
   const std::vector<RowRef> rows = rows_of(file);
   const int B = plan.rows_per_forward, T = plan.seq_len;
   const std::int64_t first = std::min<std::int64_t>(file.rows(), comm.rank() * plan.rows_per_rank);

@@ -150,9 +150,10 @@ RequiredMemory required_memory(const RunConfig& c, int world_size, const std::op
   r.weighs_final_gather = c.device == Device::kCPU && c.log.final_weights;
   if (r.weighs_final_gather) r.final_gather = predict_final_gather_memory(c, r.step, world_size);
   r.weighs_sample = c.log.samples();
-  if (r.weighs_sample) r.sample = predict_sample_memory(c, r.step);
+  if (r.weighs_sample) r.sample = predict_sample_memory(c, r.step, world_size);
   r.weighs_choices = choices.has_value();
-  if (r.weighs_choices) r.choices = predict_choice_memory(c, r.step, run_choice_plan(c, *choices, world_size));
+  if (r.weighs_choices)
+    r.choices = predict_choice_memory(c, r.step, run_choice_plan(c, *choices, world_size), world_size);
   r.staging = c.device == Device::kCPU ? predict_checkpoint_staging_bytes(c, world_size) : 0;
   return r;
 }

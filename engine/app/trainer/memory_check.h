@@ -8,7 +8,7 @@
 #include <string>
 
 #include "engine/app/config/run_config.h"
-#include "engine/app/trainer/choice_eval.h"
+#include "engine/app/trainer/choice_plan.h"
 
 namespace zt {
 

@@ -57,7 +57,7 @@ std::string format_measured_vs_predicted(const RunConfig& config, const std::vec
     for (int c = 0; c < kNumMemCategories; ++c) predicted.bytes[c] = std::max(predicted.bytes[c], phase.bytes[c]);
   };
   if (beside.final_gathered) take_in(predict_final_gather_memory(config, step, N));
-  if (beside.choice_plan) take_in(predict_choice_memory(config, step, *beside.choice_plan));
+  if (beside.choice_plan) take_in(predict_choice_memory(config, step, *beside.choice_plan, N));
   const bool whole_run = beside.final_gathered || beside.choice_plan;
   std::string out = fmt::format(
       "memory per rank, ZeRO stage {} on {} rank(s): measured peak beside the prediction "

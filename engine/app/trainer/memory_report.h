@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "engine/app/config/run_config.h"
-#include "engine/app/trainer/choice_eval.h"
+#include "engine/app/trainer/choice_plan.h"
 #include "engine/base/core/memory_tracker.h"
 #include "engine/distributed/comm/communicator.h"
 

@@ -15,20 +15,40 @@
 
 namespace zt {
 
+namespace {
+
+// The store's sharding as the trainer sets it up at `stage` on `world_size` ranks: its options, its
+// communicator's staging and its world (a group's under hybrid sharding).
+struct StoreSharding {
+  ZeroOptions zero;
+  ShardingOptions options;
+  int ranks = 1;
+};
+
+StoreSharding store_sharding(const RunConfig& config, int stage, int world_size, const ShardingOptions& options) {
+  StoreSharding s;
+  s.options = options;
+  s.options.deterministic = s.options.deterministic || config.train.deterministic;
+  const StoreCommChoice choice = store_comm_choice(config, world_size);
+  s.options.backend = choice.staging;
+  s.options.replica_groups = world_size / choice.group_size;  // hybrid sharding: the store's world is a group
+  s.options.grad_accum = config.train.grad_accum;
+  s.zero = config.zero;
+  s.zero.stage = stage;
+  s.ranks = choice.group_size;
+  return s;
+}
+
+}  // namespace
+
 StageMemory predict_run_memory(const RunConfig& config, int stage, int world_size, const ShardingOptions& options) {
   const ModelSpec spec = config.model_spec();
   const ModelFootprint footprint = predict_footprint(spec, config.model_build(), config.param_dtype, config.device);
-  ShardingOptions o = options;
-  o.deterministic = o.deterministic || config.train.deterministic;
-  const StoreCommChoice choice = store_comm_choice(config, world_size);
-  o.backend = choice.staging;
-  o.replica_groups = world_size / choice.group_size;  // hybrid sharding: the store's world is a group
-  o.grad_accum = config.train.grad_accum;
-  ZeroOptions zero = config.zero;
-  zero.stage = stage;
-  StageMemory m =
-      predict_rank_memory(build_param_table(spec), config.param_dtype, footprint,
-                          step_schedule(spec, config.train.activation_checkpointing), zero, choice.group_size, o);
+  const StoreSharding s = store_sharding(config, stage, world_size, options);
+  const ShardingOptions& o = s.options;
+  const ZeroOptions& zero = s.zero;
+  StageMemory m = predict_rank_memory(build_param_table(spec), config.param_dtype, footprint,
+                                      step_schedule(spec, config.train.activation_checkpointing), zero, s.ranks, o);
   // The trainer's own step collective, the loss and stop vote (two floats all-reduced on the host
   // communicator, MPI on several ranks), runs after every gradient reduction was waited: it adds to
   // nothing, but is the comm_buffers peak where the store stages nothing of its own (fp32 units on
@@ -114,21 +134,33 @@ std::int64_t final_gather_buffer_bytes(const RunConfig& c, int world_size) {
 StageMemory predict_final_gather_memory(const RunConfig& c, const StageMemory& step, int world_size) {
   StageMemory m = outside_a_step(step);
   m[MemCategory::kWorkspace] += final_gather_buffer_bytes(c, world_size);
+  // The collectives' staging lives only while a reduction does; the gather's all-gathers land in
+  // its buffer itself.
+  m[MemCategory::kCommBuffers] = 0;
   return m;
 }
 
 namespace {
 
 // `step` while a forwards-only model of `build` runs on the run's store (a sample's, the
-// multiple-choice scorer's), `cache_bytes` of key/value cache beside its activations. Its forwards
-// gather units through the store as a step's forward does (stage 3: whole units, under the same
-// schedule and prefetch), so the step's gathered units stay; no gradient is pending; the training
-// model's fp32 copies of bf16 units are freed for the model's own (in its footprint).
+// multiple-choice scorer's) on `world_size` ranks, `cache_bytes` of key/value cache beside its
+// activations. Its forwards gather units through the store as a step's forward does (stage 3:
+// whole units, under the same schedule and prefetch), but free each at its release, no backward
+// following (replay_forward); no gradient is pending or reduced, so nothing is staged but a
+// quantized gather; the training model's fp32 copies of bf16 units are freed for the model's own
+// (in its footprint).
 StageMemory forward_only_memory(const RunConfig& c, const StageMemory& step, const ModelBuild& build,
-                                std::int64_t cache_bytes) {
-  const ModelFootprint model = predict_footprint(c.model_spec(), build, c.param_dtype, c.device);
+                                std::int64_t cache_bytes, int world_size) {
+  const ModelSpec spec = c.model_spec();
+  const ModelFootprint model = predict_footprint(spec, build, c.param_dtype, c.device);
+  const StoreSharding s = store_sharding(c, c.zero.stage, world_size, {});
+  const TransientPeaks forward = replay_forward(
+      build_param_table(spec), c.param_dtype, s.zero, s.ranks, s.options.deterministic, s.options.backend,
+      step_schedule(spec, c.train.activation_checkpointing).forward, s.options.replica_groups);
   StageMemory m = step;
+  m[MemCategory::kParameters] += forward.gathered_params - step.step_only_param_bytes;
   m[MemCategory::kGradients] -= step.step_only_grad_bytes;
+  m[MemCategory::kCommBuffers] = forward.comm_staging;
   m[MemCategory::kActivations] = model.activation_bytes + cache_bytes;
   // The context's cuBLASLt workspace, in the model's footprint too, is the run's one.
   const std::int64_t shared = c.device == Device::kCUDA ? kCublasWorkspaceBytes : 0;
@@ -138,24 +170,41 @@ StageMemory forward_only_memory(const RunConfig& c, const StageMemory& step, con
 
 }  // namespace
 
-StageMemory predict_sample_memory(const RunConfig& c, const StageMemory& step) {
+StageMemory predict_sample_memory(const RunConfig& c, const StageMemory& step, int world_size) {
   const ModelSpec spec = c.model_spec();
   const int window = c.train.seq_len;
   const std::int64_t cache = std::int64_t{spec.n_layer()} * window * spec.family().kv_cache_row_width(spec) *
                              static_cast<std::int64_t>(dtype_size_bytes(c.activation_dtype));
-  return forward_only_memory(c, step, sampling_build(window, c.activation_dtype), cache);
+  return forward_only_memory(c, step, sampling_build(window, c.activation_dtype), cache, world_size);
 }
 
-std::optional<ChoiceShape> run_choice_shape(const RunConfig& c) {
+namespace {
+
+// The file's shape, read and checked (InputError for a bad file); none without a file.
+std::optional<ChoiceShape> read_choice_shape(const RunConfig& c) {
   if (c.data.choice_file.empty()) return std::nullopt;
-  const ChoiceShape shape = choice_shape(data::ChoiceFile::load(c.data.choice_file, c.model.vocab_size));
-  if (shape.longest_input > c.model.block_size) return std::nullopt;  // refused with the data (DataSource)
+  return choice_shape(data::ChoiceFile::load(c.data.choice_file, c.model.vocab_size));
+}
+
+}  // namespace
+
+std::optional<ChoiceShape> run_choice_shape(const RunConfig& c) {
+  const std::optional<ChoiceShape> shape = read_choice_shape(c);
+  if (shape && shape->longest_input > c.model.block_size) return std::nullopt;  // refused with the data (DataSource)
   return shape;
 }
 
 std::optional<ChoiceShape> run_choice_shape_or_note(const RunConfig& c, std::string& note) {
   try {
-    return run_choice_shape(c);
+    const std::optional<ChoiceShape> shape = read_choice_shape(c);
+    if (shape && shape->longest_input > c.model.block_size) {
+      note = fmt::format(
+          "the multiple-choice scorer is left out of the prediction: data.choice_file {} has an example of {} "
+          "positions, over model.block_size = {} (train refuses it)",
+          c.data.choice_file, shape->longest_input, c.model.block_size);
+      return std::nullopt;
+    }
+    return shape;
   } catch (const InputError& e) {
     note = fmt::format("the multiple-choice scorer is left out of the prediction: {}", e.what());
     return std::nullopt;
@@ -167,8 +216,14 @@ ChoicePlan run_choice_plan(const RunConfig& c, const ChoiceShape& shape, int wor
   return plan_choices(shape, world_size, std::int64_t{c.train.micro_batch} * c.train.seq_len, c.model.block_size);
 }
 
-StageMemory predict_choice_memory(const RunConfig& c, const StageMemory& step, const ChoicePlan& plan) {
-  return forward_only_memory(c, step, scoring_build(plan.rows_per_forward, plan.seq_len, c.activation_dtype), 0);
+StageMemory predict_choice_memory(const RunConfig& c, const StageMemory& step, const ChoicePlan& plan, int world_size) {
+  StageMemory m = forward_only_memory(c, step, scoring_build(plan.rows_per_forward, plan.seq_len, c.activation_dtype),
+                                      0, world_size);
+  // The rows' losses summed over the ranks after the scorer's model is gone (score_choices), on the
+  // trainer's host communicator as its loss is (predict_run_memory).
+  m[MemCategory::kCommBuffers] = std::max(m[MemCategory::kCommBuffers],
+                                          host_all_reduce_staging_bytes(plan.rows, world_size, c.train.deterministic));
+  return m;
 }
 
 std::int64_t predict_checkpoint_staging_bytes(const RunConfig& c, int world_size) {

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "engine/app/config/run_config.h"
-#include "engine/app/trainer/choice_eval.h"
+#include "engine/app/trainer/choice_plan.h"
 #include "engine/distributed/sharding/memory_model.h"
 
 namespace zt {
@@ -48,20 +48,22 @@ std::int64_t timed_search_scratch_bytes(const RunConfig& config);
 
 // What the final gather holds at its peak (log.final_weights: engine/app/io/final_weights), after
 // the last step: what a step leaves allocated (`step` less what only a step holds: activations,
-// gathered units, pending gradients; the model's workspace, the fp32 copies of bf16 units and the
-// collectives' staging stay), and one unit's fp32 master gathered whole on the host, at its padded
-// length (the optimizer's shards at config.zero.stage 1-3, under hybrid sharding one group's), in
+// gathered units, pending gradients, the collectives' staging, which lives only while a reduction
+// does; the model's workspace and the fp32 copies of bf16 units stay), and one unit's fp32 master gathered whole on the
+// host, at its padded length (the optimizer's shards at config.zero.stage 1-3, under hybrid sharding one group's), in
 // workspace: the largest unit's. Its workspace is a step's and that buffer, the run's largest;
 // its sum is above a step's only where a large unit meets few activations.
 StageMemory predict_final_gather_memory(const RunConfig& config, const StageMemory& step, int world_size);
 
-// An upper bound of what a sample holds (log.sample_tokens > 0; engine/app/trainer/text_sampler):
-// what stays between steps and the units a forward gathers (stage 3), the training model's fp32 unit copies freed for
-// the sampling model's, whose workspace and activations are its footprint at the run's seq_len
+// An upper bound of what a sample holds on `world_size` ranks (log.sample_tokens > 0;
+// engine/app/trainer/text_sampler): what stays between steps and the units a forward that no
+// backward follows gathers (stage 3; replay_forward), no collective's staging but a quantized
+// gather's, the training model's fp32 unit copies freed for the sampling model's, whose workspace
+// and activations are its footprint at the run's seq_len
 // (the longest window it builds) with a key/value cache of seq_len positions beside them (the
 // window and the cache are not both that long at once: a bound, for the memory check, which a
 // sample past a step that keeps very few activations can otherwise pass).
-StageMemory predict_sample_memory(const RunConfig& config, const StageMemory& step);
+StageMemory predict_sample_memory(const RunConfig& config, const StageMemory& step, int world_size);
 
 // data.choice_file's shape, read (and checked: InputError for a bad file) from the file, for the
 // scorer's prediction; none without one, or where its longest example is over model.block_size
@@ -75,13 +77,17 @@ std::optional<ChoiceShape> run_choice_shape_or_note(const RunConfig& config, std
 // training micro-batch's tokens a forward, within model.block_size).
 ChoicePlan run_choice_plan(const RunConfig& config, const ChoiceShape& shape, int world_size);
 
-// What scoring the multiple-choice examples holds at its peak (every evaluation, data.choice_file;
-// engine/app/trainer/choice_eval): as a sample's, what stays between steps and the units a forward
-// gathers, the training model's fp32 unit copies freed for the scorer model's, whose workspace and
-// activations are its footprint at `plan`'s rows and seq_len (no cache): run_choice_plan's, the
-// one the run takes, so this is the scorer's peak, not a bound. With few activations in a step
-// (every block checkpointed, a short train.seq_len) and longer examples it is more than a step's.
-StageMemory predict_choice_memory(const RunConfig& config, const StageMemory& step, const ChoicePlan& plan);
+// What scoring the multiple-choice examples holds at its peak per category (every evaluation,
+// data.choice_file; engine/app/trainer/choice_eval) on `world_size` ranks: as a sample's, what
+// stays between steps and the units a forward that no backward follows gathers, the training
+// model's fp32 unit copies freed for the scorer model's, whose workspace and activations are its
+// footprint at `plan`'s rows and seq_len (no cache): run_choice_plan's, the one the run takes, so
+// this is the scorer's peaks, not a bound; its comm_buffers are the rows' losses' all-reduce, after
+// its model is freed (its sum counts them beside the rest, as a step's sum its categories' peaks).
+// With few activations in a step (every block checkpointed, a short train.seq_len) and longer
+// examples it is more than a step's.
+StageMemory predict_choice_memory(const RunConfig& config, const StageMemory& step, const ChoicePlan& plan,
+                                  int world_size);
 
 // 4 x the largest unit padded to the optimizer's shards at config.zero.stage: the final gather's
 // buffer (ShardedAdamW::gather_master).

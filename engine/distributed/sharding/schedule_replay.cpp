@@ -346,6 +346,17 @@ TransientPeaks replay_step(const ParamTable& table, DType param_dtype, const Zer
   return r.peaks();
 }
 
+TransientPeaks replay_forward(const ParamTable& table, DType param_dtype, const ZeroOptions& zero, int world_size,
+                              bool deterministic, CollectiveBackend backend, const PassSchedule& forward,
+                              int replica_groups) {
+  ZT_CHECK(world_size >= 1 && zero.stage >= 0 && zero.stage <= 3 && replica_groups >= 1);
+  Replay r(table, param_dtype, zero, world_size, deterministic, backend, replica_groups);
+  r.pass(forward, Pass::kForward);
+  TransientPeaks peaks = r.peaks();
+  peaks.publish_staging = 0;  // the optimizer's publish: not a forward's
+  return peaks;
+}
+
 StepVolume predict_step_volume(const ParamTable& table, DType param_dtype, const ZeroOptions& zero, int world_size,
                                const StepSchedule& schedule, int grad_accum, int replica_groups) {
   ZT_CHECK(grad_accum >= 1);

@@ -45,6 +45,13 @@ TransientPeaks replay_step(const ParamTable& table, DType param_dtype, const Zer
                            bool deterministic, CollectiveBackend backend, const StepSchedule& schedule,
                            int replica_groups = 1, int grad_accum = 1);
 
+// The same for a forward that no backward follows (a sample's, a multiple-choice scorer's): each
+// unit freed at its release, no gradient pending or reduced, no publish; what stays is the gathered
+// units' peak (stage 3) and a quantized gather's staging.
+TransientPeaks replay_forward(const ParamTable& table, DType param_dtype, const ZeroOptions& zero, int world_size,
+                              bool deterministic, CollectiveBackend backend, const PassSchedule& forward,
+                              int replica_groups = 1);
+
 // Elements one rank sends in one optimizer step through the store's communicator, counted as
 // Communicator::elements_sent counts them (a ring's n (N-1)/N per all-gather or reduce-scatter of
 // n, 2 n (N-1)/N per all-reduce, each rounded down): `grad_accum` micro-batches of the schedule's

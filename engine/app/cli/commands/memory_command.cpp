@@ -144,10 +144,18 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
   // the ranks asked about, as the run would be (grad_accum from train.global_batch_tokens).
   std::vector<std::string> overrides = parser.all("set");
   std::string note;
+  // Before the table (on standard error with --json, whose notes hold them too).
+  auto print_note = [json](const std::string& line) {
+    if (line.empty()) return;
+    if (json) {
+      print_err("zerotrain memory: note: {}\n", line);
+    } else {
+      fmt::print("note: {}\n", line);
+    }
+  };
   // The config as given (a stage 9 refused), of sizes the prediction counts.
   check_memory_countable(load_for_ranks(parser.get("config"), overrides, ranks, note));
-  if (!note.empty() && json) print_err("zerotrain memory: note: {}\n", note);
-  if (!note.empty() && !json) fmt::print("note: {}\n", note);
+  print_note(note);
   overrides.push_back("zero.stage=0");
   const RunConfig cfg = load_run_config(parser.get("config"), overrides, ranks);
   ShardingOptions options;
@@ -180,8 +188,7 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
   // checkpoint.async's host staging on the CPU.
   std::string choices_note;
   const std::optional<ChoiceShape> choices = run_choice_shape_or_note(cfg, choices_note);
-  if (!choices_note.empty() && json) print_err("zerotrain memory: note: {}\n", choices_note);
-  if (!choices_note.empty() && !json) fmt::print("note: {}\n", choices_note);
+  print_note(choices_note);
   std::vector<std::int64_t> timed_step_totals, setup_totals, final_gather_totals, final_gather_buffers, sample_totals,
       required;
   bool times_choices = false;              // on CUDA without train.deterministic, step 1's kernels time their choices
@@ -197,9 +204,9 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
     final_gather_totals.push_back(
         cfg.log.final_weights ? predict_final_gather_memory(at_stage, step, ranks).total_bytes() : 0);
     final_gather_buffers.push_back(cfg.log.final_weights ? final_gather_buffer_bytes(at_stage, ranks) : 0);
-    sample_totals.push_back(cfg.log.samples() ? predict_sample_memory(at_stage, step).total_bytes() : 0);
+    sample_totals.push_back(cfg.log.samples() ? predict_sample_memory(at_stage, step, ranks).total_bytes() : 0);
     if (choices)
-      choice_phases.push_back(predict_choice_memory(at_stage, step, run_choice_plan(at_stage, *choices, ranks)));
+      choice_phases.push_back(predict_choice_memory(at_stage, step, run_choice_plan(at_stage, *choices, ranks), ranks));
     required.push_back(predicted_required_bytes(at_stage, ranks, choices));
   }
   const char* grad_dtype = cfg.zero.fp32_grad_shards ? "fp32" : "working";

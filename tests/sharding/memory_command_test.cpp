@@ -29,18 +29,25 @@ using C = MemCategory;
 
 const gpt::GptConfig kCommandTiny{/*n_layer=*/2, /*n_head=*/2, /*n_embd=*/32, /*block_size=*/16, /*vocab_size=*/65};
 
+// A run config of kCommandTiny at micro-batch 2 x 8 tokens on `device`.
+RunConfig command_tiny_run(Device device) {
+  RunConfig c;
+  c.model = ModelConfig{"gpt2",
+                        kCommandTiny.n_layer,
+                        kCommandTiny.n_head,
+                        kCommandTiny.n_embd,
+                        kCommandTiny.block_size,
+                        kCommandTiny.vocab_size};
+  c.train.micro_batch = 2;
+  c.train.seq_len = 8;
+  c.device = device;
+  return c;
+}
+
 // The config form picks the backend as the trainer does (NCCL on CUDA with more than one rank)
 // and adds the CUDA context's cuBLASLt workspace.
 TEST(RankMemory, OnCudaTheConfigPredictionCountsNcclStagingAndTheCublasWorkspace) {
-  RunConfig cpu;
-  cpu.model = ModelConfig{"gpt2",
-                          kCommandTiny.n_layer,
-                          kCommandTiny.n_head,
-                          kCommandTiny.n_embd,
-                          kCommandTiny.block_size,
-                          kCommandTiny.vocab_size};
-  cpu.train.micro_batch = 2;
-  cpu.train.seq_len = 8;
+  RunConfig cpu = command_tiny_run(Device::kCPU);
   cpu.param_dtype = DType::kBF16;
   RunConfig cuda = cpu;
   cuda.device = Device::kCUDA;
@@ -67,16 +74,7 @@ TEST(RankMemory, OnCudaTheConfigPredictionCountsNcclStagingAndTheCublasWorkspace
 // within the 64 MiB limit, and a quarter more), and `memory` prints it; deterministic runs and the
 // CPU time nothing.
 TEST(RankMemory, OnCudaTheCheckWeighsTheFirstStepsTimedSearches) {
-  RunConfig cuda;
-  cuda.model = ModelConfig{"gpt2",
-                           kCommandTiny.n_layer,
-                           kCommandTiny.n_head,
-                           kCommandTiny.n_embd,
-                           kCommandTiny.block_size,
-                           kCommandTiny.vocab_size};
-  cuda.train.micro_batch = 2;
-  cuda.train.seq_len = 8;
-  cuda.device = Device::kCUDA;
+  RunConfig cuda = command_tiny_run(Device::kCUDA);
   cuda.log.sample_tokens = 0;
   const StageMemory step = predict_run_memory(cuda, 0, 1);
   // The widest output: micro_batch x seq_len rows of the MLP's 4 x 32 in fp32 (2,048 bytes) or the

@@ -109,7 +109,7 @@ namespace {
 // and, where the run samples, a bound of the sample's (predict_sample_memory), where it scores
 // multiple-choice examples the scorer's (predict_choice_memory), and checkpoint.async's staging,
 // host memory the CPU's rank holds beside everything else. On CUDA the final gather's unit and the
-// staging are host memory, not the device's the check weighs.
+// checkpoint staging are host memory, not the device's the check weighs.
 struct RequiredMemory {
   enum class Phase { kStep, kTimedStep, kSetup, kFinalGather, kSample, kChoices };
   StageMemory step, timed_step, setup, final_gather, sample, choices;

@@ -120,7 +120,11 @@ std::int64_t timed_search_scratch_bytes(const RunConfig& c) {
   const std::int64_t rows = std::int64_t{c.train.micro_batch} * c.train.seq_len *
                             std::max(spec.family().mlp_width(spec.model), spec.model.n_embd);
   const std::int64_t held = std::min(kTimedScratchLimitBytes, 4 * std::max(weights, rows));
-  return held + held / 4;
+  // Beside a timed norm, its caller's own partials, allocated before the timing (LayerNorm's: 2 x
+  // n_embd floats a 32-row chunk; RMSNorm's half that).
+  const std::int64_t caller_partials =
+      (std::int64_t{c.train.micro_batch} * c.train.seq_len / 32 + 1) * 2 * spec.model.n_embd * 4;
+  return held + held / 4 + caller_partials;
 }
 
 std::int64_t final_gather_buffer_bytes(const RunConfig& c, int world_size) {
@@ -134,9 +138,11 @@ std::int64_t final_gather_buffer_bytes(const RunConfig& c, int world_size) {
 StageMemory predict_final_gather_memory(const RunConfig& c, const StageMemory& step, int world_size) {
   StageMemory m = outside_a_step(step);
   m[MemCategory::kWorkspace] += final_gather_buffer_bytes(c, world_size);
-  // The collectives' staging lives only while a reduction does; the gather's all-gathers land in
-  // its buffer itself.
-  m[MemCategory::kCommBuffers] = 0;
+  // On the CPU the collectives' staging lives only while a reduction does, and the gather's
+  // all-gathers land in its buffer itself. NCCL stages an all-gather into host memory on the
+  // device (the unit in fp32, in comm_buffers): a step's staging stays there, not weighed on CUDA
+  // (the check weighs device memory; the buffer is host memory) and never run on a GPU.
+  if (c.device == Device::kCPU) m[MemCategory::kCommBuffers] = 0;
   return m;
 }
 
@@ -175,7 +181,12 @@ StageMemory predict_sample_memory(const RunConfig& c, const StageMemory& step, i
   const int window = c.train.seq_len;
   const std::int64_t cache = std::int64_t{spec.n_layer()} * window * spec.family().kv_cache_row_width(spec) *
                              static_cast<std::int64_t>(dtype_size_bytes(c.activation_dtype));
-  return forward_only_memory(c, step, sampling_build(window, c.activation_dtype), cache, world_size);
+  StageMemory m = forward_only_memory(c, step, sampling_build(window, c.activation_dtype), cache, world_size);
+  // The sample's stop vote (every few draws on several ranks) on the trainer's host communicator.
+  m[MemCategory::kCommBuffers] =
+      std::max(m[MemCategory::kCommBuffers],
+               host_all_reduce_staging_bytes(kLossAndStopElements, world_size, c.train.deterministic));
+  return m;
 }
 
 namespace {

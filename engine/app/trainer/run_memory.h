@@ -43,7 +43,8 @@ std::optional<StageMemory> predict_timed_step_memory(const RunConfig& config, co
 // each within kTimedScratchLimitBytes and no larger than the step's widest output (a weight
 // matrix's gradient in fp32, or micro_batch x seq_len rows of the MLP's width in fp32), and a
 // quarter more for the norm's fp32 partials (2 x cols floats per 32-row chunk: an eighth of bf16
-// rows' bytes) and the bias gradient's sums.
+// rows' bytes) and the bias gradient's sums, and the timed norm's caller's own partials (the
+// kernels' other scratch alive at once, which the prediction leaves out elsewhere).
 std::int64_t timed_search_scratch_bytes(const RunConfig& config);
 
 // What the final gather holds at its peak (log.final_weights: engine/app/io/final_weights), after
@@ -58,7 +59,7 @@ StageMemory predict_final_gather_memory(const RunConfig& config, const StageMemo
 // An upper bound of what a sample holds on `world_size` ranks (log.sample_tokens > 0;
 // engine/app/trainer/text_sampler): what stays between steps and the units a forward that no
 // backward follows gathers (stage 3; replay_forward), no collective's staging but a quantized
-// gather's, the training model's fp32 unit copies freed for the sampling model's, whose workspace
+// gather's and the stop vote's, the training model's fp32 unit copies freed for the sampling model's, whose workspace
 // and activations are its footprint at the run's seq_len
 // (the longest window it builds) with a key/value cache of seq_len positions beside them (the
 // window and the cache are not both that long at once: a bound, for the memory check, which a

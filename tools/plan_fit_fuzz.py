@@ -7,17 +7,21 @@ requirements (so some picks sit exactly at it), and the planner's pick under tha
 the context, the final gather of final.safetensors. The run's peak total (rank 0's categories'
 sum at its highest moment, the summary's memory_total_peak_bytes) is set beside the budget; a pick
 over it is a planner or prediction error. --baseline runs the same draws with a second binary in the
-same invocation (its budgets are its own planner's). Writes --out (JSON) and a Markdown table
-beside it (.md).
+same invocation (its budgets are its own planner's). --choices gives each run a multiple-choice
+file (data.choice_file) of examples nearly as long as its context, scored at the final evaluation,
+and training windows a quarter of the context (train.seq_len), so that a scorer's rows are longer
+than a step's (the same shapes' and budgets' draws as without). Writes --out (JSON) and a Markdown table beside it
+(.md).
 
 usage: tools/plan_fit_fuzz.py [--zerotrain build/zerotrain] [--baseline OTHER_BINARY] [--picks 40]
-           [--seed 11] [--out runs/results/plan_fit_fuzz_cpu.json]
+           [--seed 11] [--choices] [--out runs/results/plan_fit_fuzz_cpu.json]
 """
 import argparse
 import json
 import os
 import platform
 import random
+import struct
 import subprocess
 import sys
 import tempfile
@@ -25,6 +29,7 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 from mpirun_command import MPIRUN  # noqa: E402
+from prepare_choices import MAGIC, VERSION, example_words  # noqa: E402
 from repo_commit import head_commit  # noqa: E402
 from result_paths import check_out_file, default_out  # noqa: E402
 
@@ -47,6 +52,35 @@ def draw_shapes(picks, seed):
                      "log.sample_tokens=100"],
             "budget_draw": rng.random()})
     return shapes
+
+
+def write_choices(path, block, vocab, seed):
+    """8 examples of 4 completions, each row block - 1 tokens long (a context of block - 8 and a
+    completion of 3 to 7), tokens below `vocab`: rows as long as the context allows."""
+    rng = random.Random(seed)
+    words, longest = [], 0
+    for i in range(8):
+        context = [rng.randrange(vocab) for _ in range(block - 8)]
+        endings = [[rng.randrange(vocab) for _ in range(3 + k)] for k in range(4)]
+        ex = example_words(i, rng.randrange(4), context, endings)
+        words += ex
+        longest = max(longest, ex[1])
+    with open(path, "wb") as f:
+        f.write(struct.pack("<256i", MAGIC, VERSION, 8, longest, *([0] * 252)))
+        f.write(struct.pack(f"<{len(words)}H", *words))
+
+
+def with_choices(shapes, work, seed):
+    """Each shape with a choice file of its own (its block and vocabulary) in `work`, and training
+    windows a quarter of its block."""
+    out = []
+    for i, shape in enumerate(shapes):
+        value = dict(kv.split("=", 1) for kv in shape["sets"])
+        path = os.path.join(work, f"choices_{i}.bin")
+        write_choices(path, int(value["model.block_size"]), int(value["model.vocab_size"]), seed * 1000 + i)
+        block = int(value["model.block_size"])
+        out.append(dict(shape, sets=shape["sets"] + [f"data.choice_file={path}", f"train.seq_len={block // 4}"]))
+    return out
 
 
 def plan(binary, shape, budget):
@@ -81,7 +115,11 @@ def run_pick(binary, shape, work, name):
         row["error"] = ((p.stdout + p.stderr).strip().splitlines() or ["exit %d" % p.returncode])[-1]
         return row
     with open(os.path.join(run_dir, "metrics.jsonl")) as f:
-        summary = [json.loads(line) for line in f if '"summary"' in line][-1]
+        records = [json.loads(line) for line in f]
+    summary = [r for r in records if r["type"] == "summary"][-1]
+    scored = [r["choice_examples"] for r in records if r["type"] == "eval" and "choice_examples" in r]
+    if scored:
+        row["choices_scored"] = scored[-1]
     # The categories' sum at its peak, one moment (memory_total_peak_bytes); a binary that does not
     # log it is measured by the sum of each category's own peak, which can add peaks of different
     # moments (a step's activations, the final gather's buffer) and so overstates.
@@ -107,6 +145,7 @@ def main():
     ap.add_argument("--baseline", help="a second binary run on the same draws")
     ap.add_argument("--picks", type=int, default=40)
     ap.add_argument("--seed", type=int, default=11)
+    ap.add_argument("--choices", action="store_true", help="a multiple-choice file in every run")
     ap.add_argument("--out", default=default_out("plan_fit_fuzz_cpu.json"))
     args = ap.parse_args()
     if args.picks < 1:
@@ -121,6 +160,8 @@ def main():
     shapes = draw_shapes(args.picks, args.seed)
     results = {label: [] for label, _ in binaries}
     with tempfile.TemporaryDirectory(prefix="zt_plan_fuzz_") as work:
+        if args.choices:
+            shapes = with_choices(shapes, work, args.seed)
         for i, shape in enumerate(shapes):
             for label, binary in binaries:  # interleaved: the same draw under each binary in turn
                 row = run_pick(binary, shape, work, f"{label}_{i}")
@@ -145,13 +186,15 @@ def main():
     print("\n" + table)
     doc = {"tool": "tools/plan_fit_fuzz.py", "commit": head_commit(), "machine": platform.processor() or
            platform.machine(), "cores": os.cpu_count(), "picks": args.picks, "seed": args.seed,
+           "choices": args.choices,
            "binaries": {label: os.path.abspath(b) for label, b in binaries}, "summary": summary,
            "shapes": shapes, "results": results}
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     with open(args.out, "w") as f:
         json.dump(doc, f, indent=1)
     with open(os.path.splitext(args.out)[0] + ".md", "w") as f:
-        f.write(f"# zerotrain plan's picks over a whole run (tools/plan_fit_fuzz.py, seed {args.seed})\n\n"
+        f.write(f"# zerotrain plan's picks over a whole run (tools/plan_fit_fuzz.py, seed {args.seed}"
+                f"{', --choices' if args.choices else ''})\n\n"
                 f"commit {doc['commit']}, {doc['cores']} cores\n\n{table}\n")
     print(f"wrote {args.out} and its .md")
     return 0

@@ -2,8 +2,9 @@
 """tools/plan_fit_fuzz.py end to end on two picks: each is planned, trained under mpirun (2 steps,
 the final evaluation, a sample, the final gather) and its whole run's peak set beside the budget it
 was planned for (the categories' sum at its highest moment), in a table and a JSON with every
-pick's budget, requirement, choice and peak. The picks must fit: a pick over its budget fails the
-test. Bad arguments exit 2 with one line and write nothing.
+pick's budget, requirement, choice and peak; and one pick with --choices, whose run scores a
+multiple-choice file. The picks must fit: a pick over its budget fails the test. Bad arguments
+exit 2 with one line and write nothing.
 
 usage: plan_fit_fuzz_smoke_test.py PATH/TO/zerotrain
 """
@@ -43,6 +44,13 @@ def main():
         checks.check(os.path.exists(os.path.splitext(out)[0] + ".md")
                      and "| zerotrain | total_peak | 2 | 0 |" in p.stdout,
                      "the table is printed and written beside the JSON, measured by the peak total")
+        # With a multiple-choice file nearly as long as the context: scored, and within the budget.
+        out = os.path.join(work, "fuzz_choices.json")
+        p = subprocess.run([sys.executable, TOOL, "--zerotrain", binary, "--picks", "1", "--seed", "3", "--choices",
+                            "--out", out], capture_output=True, text=True, timeout=600)
+        rows = json.load(open(out))["results"]["zerotrain"] if p.returncode == 0 and os.path.exists(out) else []
+        checks.check(len(rows) == 1 and rows[0].get("choices_scored") == 8 and rows[0].get("over") is False,
+                     f"--choices: the pick scored its 8 examples within its budget ({rows or p.stderr[-300:]})")
         bad_args = ((["--picks", "0"], "--picks 0"), (["--zerotrain", os.path.join(work, "none")], "a missing binary"))
         for args, what in bad_args:
             bad_out = os.path.join(work, "bad.json")

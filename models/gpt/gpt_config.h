@@ -19,6 +19,8 @@ struct GptConfig {
   // products; padded logits never contribute (see kernels/cpu/cross_entropy.h).
   int padded_vocab_size() const { return (vocab_size + 63) / 64 * 64; }
   int head_size() const { return n_embd / n_head; }
+  // A row of the qkv projection's output, which the key/value cache keeps per position and layer.
+  std::int64_t qkv_width() const { return 3 * std::int64_t{n_embd}; }
 };
 
 // The LM head in `chunks` vocabulary chunks (train.head_chunks; models/head_chunks.h on Vp).

@@ -57,7 +57,7 @@ class GptFamily final : public ModelFamily {
     return gpt::step_schedule(gpt_config(spec.model), spec.layout, checkpointing);
   }
   std::int64_t kv_cache_row_width(const ModelSpec& spec) const override {
-    return 3 * std::int64_t{spec.model.n_embd};  // GptModel::kv_cache_shape: the qkv projection's row
+    return gpt_config(spec.model).qkv_width();  // GptModel::kv_cache_shape's row
   }
 
   std::string describe(const ModelSpec& spec, double params_millions) const override {

@@ -97,7 +97,9 @@ TensorView position_rows_from(TensorView wpe, std::int64_t first) {
 
 }  // namespace
 
-KvCacheShape GptModel::kv_cache_shape() const { return {dims_.act, config_.n_layer, 3 * dims_.C, config_.block_size}; }
+KvCacheShape GptModel::kv_cache_shape() const {
+  return {dims_.act, config_.n_layer, config_.qkv_width(), config_.block_size};
+}
 
 std::unique_ptr<KvCache> GptModel::make_kv_cache(std::int64_t capacity) const {
   return KvCache::for_model(tracker_, ctx_, kv_cache_shape(), config_.head_size(), capacity);

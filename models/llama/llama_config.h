@@ -25,6 +25,9 @@ struct LlamaConfig {
   bool tie_embeddings = false;  // the LM head shares the token embedding (Llama 3.2 1B does)
 
   int head_size() const { return n_embd / n_head; }
+  // A row of the q, k and v projections' outputs, which the key/value cache keeps per position
+  // and layer (the queries too: the projection writes its whole output there).
+  std::int64_t qkv_width() const { return std::int64_t{n_head + 2 * n_kv_head} * head_size(); }
   int padded_vocab_size() const { return (vocab_size + 63) / 64 * 64; }
   int hidden() const;  // intermediate_size, or the rule's width when it is 0
   RopeFrequencies rope() const { return {rope_theta, rope_scaling}; }

@@ -120,8 +120,7 @@ class LlamaFamily final : public ModelFamily {
     return llama::step_schedule(llama_config(spec.model), spec.layout, checkpointing);
   }
   std::int64_t kv_cache_row_width(const ModelSpec& spec) const override {
-    const LlamaConfig c = llama_config(spec.model);  // LlamaModel::kv_cache_shape: the qkv row
-    return std::int64_t{c.n_head + 2 * c.n_kv_head} * c.head_size();
+    return llama_config(spec.model).qkv_width();  // LlamaModel::kv_cache_shape's row
   }
 
   std::string describe(const ModelSpec& spec, double params_millions) const override {

@@ -99,7 +99,7 @@ float LlamaModel::forward(ParamStore& store, const std::int32_t* inputs, const s
 }
 
 KvCacheShape LlamaModel::kv_cache_shape() const {
-  return {dims_.act, config_.n_layer, dims_.qkv_width(), config_.block_size};
+  return {dims_.act, config_.n_layer, config_.qkv_width(), config_.block_size};
 }
 
 std::unique_ptr<KvCache> LlamaModel::make_kv_cache(std::int64_t capacity) const {

@@ -10,8 +10,8 @@ over it is a planner or prediction error. --baseline runs the same draws with a 
 same invocation (its budgets are its own planner's). --choices gives each run a multiple-choice
 file (data.choice_file) of examples nearly as long as its context, scored at the final evaluation,
 and training windows a quarter of the context (train.seq_len), so that a scorer's rows are longer
-than a step's (the same shapes' and budgets' draws as without). Writes --out (JSON) and a Markdown table beside it
-(.md).
+than a step's (the same shapes' and budgets' draws as without). Writes --out (JSON) and a
+Markdown table beside it (.md).
 
 usage: tools/plan_fit_fuzz.py [--zerotrain build/zerotrain] [--baseline OTHER_BINARY] [--picks 40]
            [--seed 11] [--choices] [--out runs/results/plan_fit_fuzz_cpu.json]
@@ -55,8 +55,9 @@ def draw_shapes(picks, seed):
 
 
 def write_choices(path, block, vocab, seed):
-    """8 examples of 4 completions, each row block - 1 tokens long (a context of block - 8 and a
-    completion of 3 to 7), tokens below `vocab`: rows as long as the context allows."""
+    """8 examples of 4 completions, tokens below `vocab`: a context of block - 8 tokens and
+    completions of 3 to 6, so rows of block - 5 to block - 2 tokens (inputs up to block - 3
+    positions), nearly as long as the context allows."""
     rng = random.Random(seed)
     words, longest = [], 0
     for i in range(8):
@@ -77,8 +78,8 @@ def with_choices(shapes, work, seed):
     for i, shape in enumerate(shapes):
         value = dict(kv.split("=", 1) for kv in shape["sets"])
         path = os.path.join(work, f"choices_{i}.bin")
-        write_choices(path, int(value["model.block_size"]), int(value["model.vocab_size"]), seed * 1000 + i)
         block = int(value["model.block_size"])
+        write_choices(path, block, int(value["model.vocab_size"]), seed * 1000 + i)
         out.append(dict(shape, sets=shape["sets"] + [f"data.choice_file={path}", f"train.seq_len={block // 4}"]))
     return out
 
@@ -146,8 +147,10 @@ def main():
     ap.add_argument("--picks", type=int, default=40)
     ap.add_argument("--seed", type=int, default=11)
     ap.add_argument("--choices", action="store_true", help="a multiple-choice file in every run")
-    ap.add_argument("--out", default=default_out("plan_fit_fuzz_cpu.json"))
+    ap.add_argument("--out", help="default: plan_fit_fuzz_cpu.json, plan_fit_fuzz_choices_cpu.json with --choices")
     args = ap.parse_args()
+    if args.out is None:
+        args.out = default_out("plan_fit_fuzz_choices_cpu.json" if args.choices else "plan_fit_fuzz_cpu.json")
     if args.picks < 1:
         sys.stderr.write(f"plan_fit_fuzz: --picks {args.picks}: give at least 1\n")
         return 2

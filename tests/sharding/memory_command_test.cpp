@@ -5,8 +5,10 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -71,8 +73,8 @@ TEST(RankMemory, OnCudaTheConfigPredictionCountsNcclStagingAndTheCublasWorkspace
 
 // On CUDA without train.deterministic, a step's kernels time their choices in scratch the prediction
 // does not count: the check and plan weigh the step with a bound of it (the largest output timed,
-// within the 64 MiB limit, and a quarter more), and `memory` prints it; deterministic runs and the
-// CPU time nothing.
+// within the 64 MiB limit, a quarter more, and the timed norm's caller's own partials), and
+// `memory` prints it; deterministic runs and the CPU time nothing.
 TEST(RankMemory, OnCudaTheCheckWeighsTheFirstStepsTimedSearches) {
   RunConfig cuda = command_tiny_run(Device::kCUDA);
   cuda.log.sample_tokens = 0;

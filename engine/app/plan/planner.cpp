@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
+#include <string>
 
 #include "engine/app/trainer/memory_check.h"
 #include "engine/app/trainer/run_memory.h"

@@ -98,46 +98,31 @@ MemoryOffer memory_offered(const RunConfig& c, int device_index) {
   return offer;
 }
 
-namespace {
+RequiredMemory::Phase RequiredMemory::phase(std::optional<Phase> leaving_out) const {
+  auto counts = [&](Phase p, bool weighed) { return weighed && p != leaving_out; };
+  std::optional<Phase> largest;
+  auto consider = [&](Phase p, bool weighed) {
+    if (counts(p, weighed) && (!largest || of(p).total_bytes() > of(*largest).total_bytes())) largest = p;
+  };
+  consider(weighs_timed_step ? Phase::kTimedStep : Phase::kStep, true);  // the first of them on a tie
+  consider(Phase::kSetup, true);
+  consider(Phase::kFinalGather, weighs_final_gather);
+  consider(Phase::kSample, weighs_sample);
+  consider(Phase::kChoices, weighs_choices);
+  return largest.value_or(Phase::kStep);
+}
 
-// What the check compares with the offer: the largest of a step's predicted peak (on CUDA without
-// train.deterministic, a bound of the first step's, whose kernels time their choices in scratch:
-// predict_timed_step_memory), the set-up's
-// (model_setup's one-unit workspace beside the model states: more than a step's where a large unit
-// meets few activations) and, on the CPU, the final gather's (what stays between steps and one
-// unit on the host: more than a step's where a large unit meets few activations),
-// and, where the run samples, a bound of the sample's (predict_sample_memory), where it scores
-// multiple-choice examples the scorer's (predict_choice_memory), and checkpoint.async's staging,
-// host memory the CPU's rank holds beside everything else. On CUDA the final gather's unit and the
-// checkpoint staging are host memory, not the device's the check weighs.
-struct RequiredMemory {
-  enum class Phase { kStep, kTimedStep, kSetup, kFinalGather, kSample, kChoices };
-  StageMemory step, timed_step, setup, final_gather, sample, choices;
-  bool weighs_timed_step = false, weighs_final_gather = false, weighs_sample = false, weighs_choices = false;
-  std::int64_t staging = 0;
-  // The phase of the largest sum; the first of them on a tie.
-  Phase phase() const {
-    Phase p = weighs_timed_step ? Phase::kTimedStep : Phase::kStep;
-    if (setup.total_bytes() > of(p).total_bytes()) p = Phase::kSetup;
-    if (weighs_final_gather && final_gather.total_bytes() > of(p).total_bytes()) p = Phase::kFinalGather;
-    if (weighs_sample && sample.total_bytes() > of(p).total_bytes()) p = Phase::kSample;
-    if (weighs_choices && choices.total_bytes() > of(p).total_bytes()) p = Phase::kChoices;
-    return p;
+const StageMemory& RequiredMemory::of(Phase p) const {
+  switch (p) {
+    case Phase::kTimedStep: return timed_step;
+    case Phase::kSetup: return setup;
+    case Phase::kFinalGather: return final_gather;
+    case Phase::kSample: return sample;
+    case Phase::kChoices: return choices;
+    case Phase::kStep: break;
   }
-  const StageMemory& of(Phase p) const {
-    switch (p) {
-      case Phase::kTimedStep: return timed_step;
-      case Phase::kSetup: return setup;
-      case Phase::kFinalGather: return final_gather;
-      case Phase::kSample: return sample;
-      case Phase::kChoices: return choices;
-      case Phase::kStep: break;
-    }
-    return step;
-  }
-  const StageMemory& predicted() const { return of(phase()); }
-  std::int64_t bytes() const { return predicted().total_bytes() + staging; }
-};
+  return step;
+}
 
 RequiredMemory required_memory(const RunConfig& c, int world_size, const std::optional<ChoiceShape>& choices) {
   RequiredMemory r;
@@ -147,8 +132,9 @@ RequiredMemory required_memory(const RunConfig& c, int world_size, const std::op
     r.weighs_timed_step = true;
     r.timed_step = *timed;
   }
-  r.weighs_final_gather = c.device == Device::kCPU && c.log.final_weights;
-  if (r.weighs_final_gather) r.final_gather = predict_final_gather_memory(c, r.step, world_size);
+  r.has_final_gather = c.log.final_weights;
+  r.weighs_final_gather = r.has_final_gather && c.device == Device::kCPU;
+  if (r.has_final_gather) r.final_gather = predict_final_gather_memory(c, r.step, world_size);
   r.weighs_sample = c.log.samples();
   if (r.weighs_sample) r.sample = predict_sample_memory(c, r.step, world_size);
   r.weighs_choices = choices.has_value();
@@ -157,8 +143,6 @@ RequiredMemory required_memory(const RunConfig& c, int world_size, const std::op
   r.staging = c.device == Device::kCPU ? predict_checkpoint_staging_bytes(c, world_size) : 0;
   return r;
 }
-
-}  // namespace
 
 std::int64_t predicted_required_bytes(const RunConfig& c, int world_size, const std::optional<ChoiceShape>& choices) {
   return required_memory(c, world_size, choices).bytes();
@@ -209,7 +193,8 @@ void check_memory_fits(const RunConfig& c, int world_size, int device_index) {
       categories, offer.what, offers, lower, stage_left ? "raise zero.stage, " : "",
       recompute_left ? ", checkpoint activations (train.activation_checkpointing)" : "",
       phase == RequiredMemory::Phase::kFinalGather &&
-              std::max(required.step.total_bytes(), required.setup.total_bytes()) + required.staging <= offer.bytes
+              required.of(required.phase(RequiredMemory::Phase::kFinalGather)).total_bytes() + required.staging <=
+                  offer.bytes
           ? ", set log.final_weights = false"
       : phase == RequiredMemory::Phase::kSample
           ? ", set log.sample_tokens = 0 (or lower train.seq_len: the sample's window and cache)"

@@ -9,6 +9,7 @@
 
 #include "engine/app/config/run_config.h"
 #include "engine/app/trainer/choice_plan.h"
+#include "engine/distributed/sharding/memory_model.h"
 
 namespace zt {
 
@@ -26,6 +27,31 @@ MemoryOffer memory_offered(const RunConfig& config, int device_index);
 // categories' peaks) exceeds the offer, listing the prediction by category beside the offer and
 // what to change.
 void check_memory_fits(const RunConfig& config, int world_size, int device_index);
+
+// Each phase of a run the memory check weighs (engine/app/trainer/run_memory.h), predicted: a
+// step's peak (on CUDA without train.deterministic, the first step's bound too, whose kernels time
+// their choices in scratch: predict_timed_step_memory), the set-up's (a large unit's workspace
+// beside few activations can pass a step), the final gather's (predicted where log.final_weights,
+// weighed on the CPU: on CUDA its unit is host memory, not the device's the check weighs), a
+// sample's bound and the multiple-choice scorer's where the run has them, and checkpoint.async's
+// staging, host memory the CPU's rank holds beside everything else.
+struct RequiredMemory {
+  enum class Phase { kStep, kTimedStep, kSetup, kFinalGather, kSample, kChoices };
+  StageMemory step, timed_step, setup, final_gather, sample, choices;
+  bool weighs_timed_step = false, weighs_final_gather = false, weighs_sample = false, weighs_choices = false;
+  bool has_final_gather = false;
+  std::int64_t staging = 0;
+
+  // The weighed phase of the largest sum (the first of them on a tie), but `leaving_out`.
+  Phase phase(std::optional<Phase> leaving_out = std::nullopt) const;
+  const StageMemory& of(Phase p) const;
+  const StageMemory& predicted() const { return of(phase()); }
+  std::int64_t bytes() const { return predicted().total_bytes() + staging; }
+};
+
+// `config`'s phases on `world_size` ranks, the scorer's where `choices` (run_choice_shape(config),
+// read once by a caller predicting many configs) says the run scores examples.
+RequiredMemory required_memory(const RunConfig& config, int world_size, const std::optional<ChoiceShape>& choices);
 
 // The bytes the memory check compares with the offer: the largest predicted peak (sum of the
 // categories' peaks) of a step (on CUDA without train.deterministic, a bound of the first step's,

@@ -120,8 +120,8 @@ std::int64_t timed_search_scratch_bytes(const RunConfig& c) {
   const std::int64_t rows = std::int64_t{c.train.micro_batch} * c.train.seq_len *
                             std::max(spec.family().mlp_width(spec.model), spec.model.n_embd);
   const std::int64_t held = std::min(kTimedScratchLimitBytes, 4 * std::max(weights, rows));
-  // Beside a timed norm, its caller's own partials, allocated before the timing (LayerNorm's: 2 x
-  // n_embd floats a 32-row chunk; RMSNorm's half that).
+  // Beside a timed norm, its caller's own partials, allocated before the timing: LayerNorm's 2 x
+  // n_embd floats a 32-row chunk (RMSNorm's, half that, counted as LayerNorm's).
   const std::int64_t caller_partials =
       (std::int64_t{c.train.micro_batch} * c.train.seq_len / 32 + 1) * 2 * spec.model.n_embd * 4;
   return held + held / 4 + caller_partials;
@@ -197,18 +197,22 @@ std::optional<ChoiceShape> read_choice_shape(const RunConfig& c) {
   return choice_shape(data::ChoiceFile::load(c.data.choice_file, c.model.vocab_size));
 }
 
+// An example past model.block_size: the run's data refuses the file (DataSource).
+bool over_context(const RunConfig& c, const std::optional<ChoiceShape>& shape) {
+  return shape && shape->longest_input > c.model.block_size;
+}
+
 }  // namespace
 
 std::optional<ChoiceShape> run_choice_shape(const RunConfig& c) {
   const std::optional<ChoiceShape> shape = read_choice_shape(c);
-  if (shape && shape->longest_input > c.model.block_size) return std::nullopt;  // refused with the data (DataSource)
-  return shape;
+  return over_context(c, shape) ? std::nullopt : shape;
 }
 
 std::optional<ChoiceShape> run_choice_shape_or_note(const RunConfig& c, std::string& note) {
   try {
     const std::optional<ChoiceShape> shape = read_choice_shape(c);
-    if (shape && shape->longest_input > c.model.block_size) {
+    if (over_context(c, shape)) {
       note = fmt::format(
           "the multiple-choice scorer is left out of the prediction: data.choice_file {} has an example of {} "
           "positions, over model.block_size = {} (train refuses it)",

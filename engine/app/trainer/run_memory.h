@@ -49,11 +49,13 @@ std::int64_t timed_search_scratch_bytes(const RunConfig& config);
 
 // What the final gather holds at its peak (log.final_weights: engine/app/io/final_weights), after
 // the last step: what a step leaves allocated (`step` less what only a step holds: activations,
-// gathered units, pending gradients, the collectives' staging, which lives only while a reduction
-// does; the model's workspace and the fp32 copies of bf16 units stay), and one unit's fp32 master gathered whole on the
-// host, at its padded length (the optimizer's shards at config.zero.stage 1-3, under hybrid sharding one group's), in
-// workspace: the largest unit's. Its workspace is a step's and that buffer, the run's largest;
-// its sum is above a step's only where a large unit meets few activations.
+// gathered units, pending gradients and, on the CPU, the collectives' staging, which lives only
+// while a reduction does; on CUDA NCCL stages the gathered unit on the device, left as a step's
+// staging; the model's workspace and the fp32 copies of bf16 units stay), and one unit's fp32
+// master gathered whole on the host, at its padded length (the optimizer's shards at
+// config.zero.stage 1-3, under hybrid sharding one group's), in workspace: the largest unit's. Its
+// workspace is a step's and that buffer, the run's largest; its sum is above a step's only where a
+// large unit meets few activations.
 StageMemory predict_final_gather_memory(const RunConfig& config, const StageMemory& step, int world_size);
 
 // An upper bound of what a sample holds on `world_size` ranks (log.sample_tokens > 0;
@@ -83,8 +85,9 @@ ChoicePlan run_choice_plan(const RunConfig& config, const ChoiceShape& shape, in
 // stays between steps and the units a forward that no backward follows gathers, the training
 // model's fp32 unit copies freed for the scorer model's, whose workspace and activations are its
 // footprint at `plan`'s rows and seq_len (no cache): run_choice_plan's, the one the run takes, so
-// this is the scorer's peaks, not a bound; its comm_buffers are the rows' losses' all-reduce, after
-// its model is freed (its sum counts them beside the rest, as a step's sum its categories' peaks).
+// this is the scorer's peaks, not a bound; its comm_buffers are the larger of a quantized gather's
+// staging and the rows' losses' all-reduce, which comes after its model is freed (its sum counts
+// them beside the rest, as a step's sum its categories' peaks).
 // With few activations in a step (every block checkpointed, a short train.seq_len) and longer
 // examples it is more than a step's.
 StageMemory predict_choice_memory(const RunConfig& config, const StageMemory& step, const ChoicePlan& plan,

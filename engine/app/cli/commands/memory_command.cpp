@@ -9,7 +9,10 @@
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <optional>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "engine/app/cli/commands/arg_parser.h"
 #include "engine/app/cli/commands/commands.h"
@@ -182,33 +185,33 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
     volumes.push_back(predict_run_volume(cfg, stage, ranks));
     other_grads.push_back(predict_run_memory(other_cfg, stage, ranks, options)[MemCategory::kGradients]);
   }
-  // What the memory check (train.check_memory) and `zerotrain plan` weigh: the largest of a step's
-  // peak, the weights' set-up's (a large unit's workspace beside few activations can be more), on
-  // the CPU the final gather's, a bound of a sample's and the multiple-choice scorer's, plus
-  // checkpoint.async's host staging on the CPU.
+  // What the memory check (train.check_memory) and `zerotrain plan` weigh, phase by phase
+  // (RequiredMemory), at each stage.
   std::string choices_note;
   const std::optional<ChoiceShape> choices = run_choice_shape_or_note(cfg, choices_note);
   print_note(choices_note);
-  std::vector<std::int64_t> timed_step_totals, setup_totals, final_gather_totals, final_gather_buffers, sample_totals,
-      required;
-  bool times_choices = false;              // on CUDA without train.deterministic, step 1's kernels time their choices
-  std::vector<StageMemory> choice_phases;  // the scorer's, where the run scores examples
+  std::vector<RequiredMemory> phases;
+  std::vector<std::int64_t> final_gather_buffers;
   for (int stage = 0; stage < kStages; ++stage) {
     RunConfig at_stage = cfg;
     at_stage.zero.stage = stage;
-    const StageMemory& step = stages[static_cast<std::size_t>(stage)];
-    const std::optional<StageMemory> timed = predict_timed_step_memory(at_stage, step);
-    times_choices = timed.has_value();
-    timed_step_totals.push_back(timed ? timed->total_bytes() : 0);
-    setup_totals.push_back(predict_setup_memory(at_stage, step).total_bytes());
-    final_gather_totals.push_back(
-        cfg.log.final_weights ? predict_final_gather_memory(at_stage, step, ranks).total_bytes() : 0);
+    phases.push_back(required_memory(at_stage, ranks, choices));
     final_gather_buffers.push_back(cfg.log.final_weights ? final_gather_buffer_bytes(at_stage, ranks) : 0);
-    sample_totals.push_back(cfg.log.samples() ? predict_sample_memory(at_stage, step, ranks).total_bytes() : 0);
-    if (choices)
-      choice_phases.push_back(predict_choice_memory(at_stage, step, run_choice_plan(at_stage, *choices, ranks), ranks));
-    required.push_back(predicted_required_bytes(at_stage, ranks, choices));
   }
+  const RequiredMemory& any_stage = phases.front();  // which phases the run has: the same at every stage
+  // A phase's sum at each stage; 0 where the run has no such phase.
+  auto totals = [&](RequiredMemory::Phase p, bool present) {
+    std::vector<std::int64_t> out;
+    for (const RequiredMemory& r : phases) out.push_back(present ? r.of(p).total_bytes() : 0);
+    return out;
+  };
+  using Phase = RequiredMemory::Phase;
+  const std::vector<std::int64_t> timed_step_totals = totals(Phase::kTimedStep, any_stage.weighs_timed_step),
+                                  setup_totals = totals(Phase::kSetup, true),
+                                  final_gather_totals = totals(Phase::kFinalGather, any_stage.has_final_gather),
+                                  sample_totals = totals(Phase::kSample, any_stage.weighs_sample);
+  std::vector<std::int64_t> required;
+  for (const RequiredMemory& r : phases) required.push_back(r.bytes());
   const char* grad_dtype = cfg.zero.fp32_grad_shards ? "fp32" : "working";
   const char* other_grad_dtype = cfg.zero.fp32_grad_shards ? "working" : "fp32";
   const ZeroOptions& z = cfg.zero;
@@ -248,7 +251,7 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
            {"bytes_per_step",
             {{"in_group", volumes[stage].bytes_in_group}, {"across_groups", volumes[stage].bytes_across_groups}}}});
       if (choices) {  // the scorer's peaks by category, and their sum
-        const StageMemory& scorer = choice_phases[static_cast<std::size_t>(stage)];
+        const StageMemory& scorer = phases[static_cast<std::size_t>(stage)].choices;
         out.back()["choices_bytes"] = by_category(scorer);
         out.back()["choices_total"] = scorer.total_bytes();
       }
@@ -318,15 +321,11 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
     for (const std::int64_t b : bytes) line += fmt::format("{:>14}", format_bytes(b));
     fmt::print("{}\n", line);
   };
-  if (times_choices) per_stage("first step (at most)", timed_step_totals);
+  if (any_stage.weighs_timed_step) per_stage("first step (at most)", timed_step_totals);
   per_stage("set-up peak", setup_totals);
   if (cfg.log.final_weights) per_stage("final gather peak", final_gather_totals);
   if (cfg.log.samples()) per_stage("sample (at most)", sample_totals);
-  if (choices) {
-    std::vector<std::int64_t> totals;
-    for (const StageMemory& m : choice_phases) totals.push_back(m.total_bytes());
-    per_stage("multiple choice peak", totals);
-  }
+  if (choices) per_stage("multiple choice peak", totals(Phase::kChoices, true));
   per_stage("required", required);
   auto elements = [&](const std::string& name, auto value_of) {
     std::string line = fmt::format("{:<22}", name);
@@ -357,7 +356,7 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
       "what train.check_memory and zerotrain plan weigh.\nThe layout and why each buffer exists: "
       "docs/zero_memory.md. Exact bytes: --json.\n",
       store_ranks - 1, store_ranks < ranks ? " of each group" : "",
-      times_choices
+      any_stage.weighs_timed_step
           ? fmt::format(" first step = a bound of the same sum with the scratch of the kernels' timed choices "
                         "({} more workspace; train.deterministic times none);",
                         format_bytes(timed_search_scratch_bytes(cfg)))

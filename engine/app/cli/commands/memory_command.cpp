@@ -5,10 +5,6 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <cctype>
-#include <charconv>
-#include <cmath>
-#include <cstdlib>
 #include <optional>
 #include <string>
 #include <utility>
@@ -16,6 +12,7 @@
 
 #include "engine/app/cli/commands/arg_parser.h"
 #include "engine/app/cli/commands/commands.h"
+#include "engine/app/cli/commands/memory_paper_table.h"
 #include "engine/app/config/config_limits.h"
 #include "engine/app/config/model_section.h"
 #include "engine/app/config/run_config.h"
@@ -31,63 +28,11 @@ namespace zt::cli {
 namespace {
 
 constexpr int kStages = 4;
-constexpr double kGB = 1e9, kGiB = 1024.0 * 1024.0 * 1024.0;
 
 // Rows of the config table, in the order the memory docs list the categories.
 constexpr MemCategory kRows[] = {MemCategory::kParameters,      MemCategory::kGradients,   MemCategory::kMasterWeights,
                                  MemCategory::kOptimizerStates, MemCategory::kActivations, MemCategory::kCommBuffers,
                                  MemCategory::kWorkspace};
-
-// A parameter count: an integer, also written as a float ("7.5e9", "124e6").
-std::int64_t parse_param_count(const std::string& text) {
-  char* end = nullptr;
-  const double v = std::strtod(text.c_str(), &end);
-  if (!decimal_start(text) || end != text.c_str() + text.size() || !std::isfinite(v) || v < 1 || v > 9e15 ||
-      v != std::floor(v)) {
-    throw_input_error(
-        "zerotrain memory: --params must be a whole number of parameters from 1 to 9e15, such as 124e6 or "
-        "7.5e9 (got '{}')",
-        text);
-  }
-  return static_cast<std::int64_t>(v);
-}
-
-int paper_table(const ArgParser& parser, int ranks, bool json) {
-  const std::int64_t psi = parse_param_count(parser.get("params"));
-  const int k = parser.get_int("k", 12, 0, 1000);
-  constexpr const char* kSharded[] = {"nothing (data parallel)", "optimizer states", "+ gradients", "+ parameters"};
-  constexpr const char* kFormula[] = {"(2+2+K)Psi", "2Psi+2Psi+K*Psi/N", "2Psi+(2+K)Psi/N", "(2+2+K)Psi/N"};
-  nlohmann::json stages = nlohmann::json::array();
-  std::string table = fmt::format("{:<6}{:<25}{:<19}{:>11}{:>11}{:>14}{:>12}{:>12}\n", "stage", "sharded", "formula",
-                                  "params GB", "grads GB", "optimizer GB", "total GB", "total GiB");
-  for (int stage = 0; stage < kStages; ++stage) {
-    const ModelStateBytes m = predict_model_states(psi, stage, ranks, k);
-    stages.push_back({{"stage", stage},
-                      {"parameters_bytes", m.parameters},
-                      {"gradients_bytes", m.gradients},
-                      {"optimizer_states_bytes", m.optimizer_states},
-                      {"total_bytes", m.total()}});
-    table += fmt::format("{:<6}{:<25}{:<19}{:>11.3f}{:>11.3f}{:>14.3f}{:>12.3f}{:>12.3f}\n", stage, kSharded[stage],
-                         kFormula[stage], m.parameters / kGB, m.gradients / kGB, m.optimizer_states / kGB,
-                         m.total() / kGB, m.total() / kGiB);
-  }
-  if (json) {
-    const nlohmann::json doc = {{"mode", "paper"},      {"params", psi},       {"ranks", ranks},  {"k", k},
-                                {"bytes_per_param", 2}, {"bytes_per_grad", 2}, {"stages", stages}};
-    fmt::print("{}\n", doc.dump(2));
-    return 0;
-  }
-  fmt::print("ZeRO model states per rank, the paper's 2Psi + 2Psi + K*Psi: Psi = {} parameters, N = {} ranks, K = {}\n",
-             psi, ranks, k);
-  fmt::print(
-      "(bf16 parameters and gradients, 2 bytes each; K bytes of optimizer state per parameter: fp32 master, "
-      "m, v)\n{}",
-      table);
-  fmt::print(
-      "GB = 1e9 bytes, GiB = 2^30 bytes; no units, padding, buffers or activations (use --config for those).\n"
-      "The paper's Figure 1 (Psi = 7.5e9, N = 64, K = 12) rounds these to 120, 31.4, 16.6 and 1.9 GB.\n");
-  return 0;
-}
 
 // --brief: what each stage saves, at a glance. The model states (the four categories ZeRO shards)
 // apart from what every stage keeps whole (activations, communication buffers, workspace).
@@ -403,7 +348,7 @@ int memory_main(const std::vector<std::string>& args) {
   }
   const int ranks = parser.get_int("ranks", 1, 1, kMaxPredictedRanks);
   const bool json = parser.has("json");
-  return paper ? paper_table(parser, ranks, json) : config_table(parser, ranks, json);
+  return paper ? memory_paper_table(parser, ranks, json) : config_table(parser, ranks, json);
 }
 
 }  // namespace zt::cli

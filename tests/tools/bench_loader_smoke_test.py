@@ -7,7 +7,6 @@ report; tests do not time).
 
 usage: bench_loader_smoke_test.py PATH/TO/zt_bench_loader
 """
-import json
 import os
 import subprocess
 import sys
@@ -15,6 +14,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from check_report import Checks  # noqa: E402
+from tool_run_util import run_tool_json  # noqa: E402
 
 
 def main():
@@ -22,13 +22,10 @@ def main():
     checks = Checks()
     with tempfile.TemporaryDirectory() as work:
         shards, out = os.path.join(work, "shards"), os.path.join(work, "loader.json")
-        p = subprocess.run([binary, "--gb", "0.02", "--shard-tokens", "1000000", "--random-windows", "4096",
-                            "--dir", shards, "--out", out, "--commit", "test"], capture_output=True, text=True,
-                           timeout=300)
-        if not checks.check(p.returncode == 0 and os.path.exists(out), f"it runs ({p.stderr[-300:]})"):
+        report, p = run_tool_json(checks, [binary, "--gb", "0.02", "--shard-tokens", "1000000", "--random-windows",
+                                           "4096", "--dir", shards, "--out", out, "--commit", "test"], out, timeout=300)
+        if report is None:
             return checks.finish()
-        with open(out) as f:
-            report = json.load(f)
         rows = report["rows"]
         checks.check([(r["read"], r["shards"]) for r in rows] ==
                      [("sequential epoch", 1), ("random windows", 1), ("sequential epoch", 10),

@@ -7,9 +7,7 @@ sample` prints on stderr. No speed is asserted (benchmarks report; tests do not 
 
 usage: bench_sampling_smoke_test.py PATH/TO/zerotrain
 """
-import json
 import os
-import subprocess
 import sys
 import tempfile
 
@@ -17,6 +15,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.dirname(HERE))
 from check_report import Checks  # noqa: E402
+from tool_run_util import run_tool_json  # noqa: E402
 
 
 def main():
@@ -24,14 +23,11 @@ def main():
     checks = Checks()
     with tempfile.TemporaryDirectory() as work:
         out = os.path.join(work, "sampling.json")
-        p = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "bench_sampling.py"), "--zerotrain", binary,
-                            "--tiny", "--tokens", "4", "80", "--rounds", "1", "--out", out],
-                           capture_output=True, text=True, timeout=300)
-        if not checks.check(p.returncode == 0 and os.path.exists(out),
-                            f"it runs (exit {p.returncode}: {(p.stdout + p.stderr)[-400:]})"):
+        result, p = run_tool_json(checks, [sys.executable, os.path.join(ROOT, "tools", "bench_sampling.py"),
+                                           "--zerotrain", binary, "--tiny", "--tokens", "4", "80", "--rounds", "1",
+                                           "--out", out], out, timeout=300)
+        if result is None:
             return checks.finish()
-        with open(out) as f:
-            result = json.load(f)
         rows = [(name, r) for name, m in result["models"].items() for r in m["rows"]]
         checks.check(len(result["models"]) == 2 and len(rows) == 4, f"two families, two lengths each ({list(result['models'])})")
         keys = ("cached_s", "window_s", "cached_generate_s", "window_generate_s", "cached_tokens_per_s",

@@ -8,7 +8,6 @@ exit 2 with one line and write nothing.
 
 usage: plan_fit_fuzz_smoke_test.py PATH/TO/zerotrain
 """
-import json
 import os
 import subprocess
 import sys
@@ -18,6 +17,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.dirname(HERE))
 from check_report import Checks  # noqa: E402
+from tool_run_util import run_tool_json  # noqa: E402
 
 TOOL = os.path.join(ROOT, "tools", "plan_fit_fuzz.py")
 
@@ -27,13 +27,10 @@ def main():
     checks = Checks()
     with tempfile.TemporaryDirectory() as work:
         out = os.path.join(work, "fuzz.json")
-        p = subprocess.run([sys.executable, TOOL, "--zerotrain", binary, "--picks", "2", "--seed", "3", "--out", out],
-                           capture_output=True, text=True, timeout=600)
-        if not checks.check(p.returncode == 0 and os.path.exists(out),
-                            f"it runs (exit {p.returncode}: {(p.stdout + p.stderr)[-600:]})"):
+        doc, p = run_tool_json(checks, [sys.executable, TOOL, "--zerotrain", binary, "--picks", "2", "--seed", "3",
+                                        "--out", out], out, timeout=600)
+        if doc is None:
             return checks.finish()
-        with open(out) as f:
-            doc = json.load(f)
         rows = doc["results"]["zerotrain"]
         checks.check(len(rows) == 2 and all("peak_bytes" in r for r in rows),
                      f"both picks trained ({[r.get('error') for r in rows]})")
@@ -46,11 +43,11 @@ def main():
                      "the table is printed and written beside the JSON, measured by the peak total")
         # With a multiple-choice file nearly as long as the context: scored, and within the budget.
         out = os.path.join(work, "fuzz_choices.json")
-        p = subprocess.run([sys.executable, TOOL, "--zerotrain", binary, "--picks", "1", "--seed", "3", "--choices",
-                            "--out", out], capture_output=True, text=True, timeout=600)
-        rows = json.load(open(out))["results"]["zerotrain"] if p.returncode == 0 and os.path.exists(out) else []
+        doc, _ = run_tool_json(checks, [sys.executable, TOOL, "--zerotrain", binary, "--picks", "1", "--seed", "3",
+                                        "--choices", "--out", out], out, timeout=600, what="--choices: it runs")
+        rows = doc["results"]["zerotrain"] if doc else []
         checks.check(len(rows) == 1 and rows[0].get("choices_scored") == 8 and rows[0].get("over") is False,
-                     f"--choices: the pick scored its 8 examples within its budget ({rows or p.stderr[-300:]})")
+                     f"--choices: the pick scored its 8 examples within its budget ({rows})")
         bad_args = ((["--picks", "0"], "--picks 0"), (["--zerotrain", os.path.join(work, "none")], "a missing binary"))
         for args, what in bad_args:
             bad_out = os.path.join(work, "bad.json")

@@ -99,10 +99,10 @@ MemoryOffer memory_offered(const RunConfig& c, int device_index) {
 }
 
 RequiredMemory::Phase RequiredMemory::phase(std::optional<Phase> leaving_out) const {
-  auto counts = [&](Phase p, bool weighed) { return weighed && p != leaving_out; };
   std::optional<Phase> largest;
   auto consider = [&](Phase p, bool weighed) {
-    if (counts(p, weighed) && (!largest || of(p).total_bytes() > of(*largest).total_bytes())) largest = p;
+    if (!weighed || p == leaving_out) return;
+    if (!largest || of(p).total_bytes() > of(*largest).total_bytes()) largest = p;
   };
   consider(weighs_timed_step ? Phase::kTimedStep : Phase::kStep, true);  // the first of them on a tie
   consider(Phase::kSetup, true);

@@ -119,17 +119,6 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
   const std::string attention =
       describe_attention(cfg.model_spec(), cfg.model_build(), cfg.device, cfg.attention_kernels);
 
-  std::vector<StageMemory> stages;
-  for (int stage = 0; stage < kStages; ++stage) stages.push_back(predict_run_memory(cfg, stage, ranks, options));
-  // The other choice of gradient-shard dtype at stages 2-3, so the table shows what each costs.
-  RunConfig other_cfg = cfg;
-  other_cfg.zero.fp32_grad_shards = !cfg.zero.fp32_grad_shards;
-  std::vector<std::int64_t> other_grads;
-  std::vector<StepVolume> volumes;  // elements each rank sends per step
-  for (int stage = 0; stage < kStages; ++stage) {
-    volumes.push_back(predict_run_volume(cfg, stage, ranks));
-    other_grads.push_back(predict_run_memory(other_cfg, stage, ranks, options)[MemCategory::kGradients]);
-  }
   // What the memory check (train.check_memory) and `zerotrain plan` weigh, phase by phase
   // (RequiredMemory), at each stage.
   std::string choices_note;
@@ -142,6 +131,17 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
     at_stage.zero.stage = stage;
     phases.push_back(required_memory(at_stage, ranks, choices));
     final_gather_buffers.push_back(cfg.log.final_weights ? final_gather_buffer_bytes(at_stage, ranks) : 0);
+  }
+  std::vector<StageMemory> stages;  // a step's prediction at each stage
+  for (const RequiredMemory& r : phases) stages.push_back(r.step);
+  // The other choice of gradient-shard dtype at stages 2-3, so the table shows what each costs.
+  RunConfig other_cfg = cfg;
+  other_cfg.zero.fp32_grad_shards = !cfg.zero.fp32_grad_shards;
+  std::vector<std::int64_t> other_grads;
+  std::vector<StepVolume> volumes;  // elements each rank sends per step
+  for (int stage = 0; stage < kStages; ++stage) {
+    volumes.push_back(predict_run_volume(cfg, stage, ranks));
+    other_grads.push_back(predict_run_memory(other_cfg, stage, ranks, options)[MemCategory::kGradients]);
   }
   const RequiredMemory& any_stage = phases.front();  // which phases the run has: the same at every stage
   // A phase's sum at each stage; 0 where the run has no such phase.

@@ -21,7 +21,6 @@ import json
 import os
 import platform
 import random
-import struct
 import subprocess
 import sys
 import tempfile
@@ -29,7 +28,7 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 from mpirun_command import MPIRUN  # noqa: E402
-from prepare_choices import MAGIC, VERSION, example_words  # noqa: E402
+from prepare_choices import example_words, file_bytes  # noqa: E402
 from repo_commit import head_commit  # noqa: E402
 from result_paths import check_out_file, default_out  # noqa: E402
 
@@ -67,8 +66,7 @@ def write_choices(path, block, vocab, seed):
         words += ex
         longest = max(longest, ex[1])
     with open(path, "wb") as f:
-        f.write(struct.pack("<256i", MAGIC, VERSION, 8, longest, *([0] * 252)))
-        f.write(struct.pack(f"<{len(words)}H", *words))
+        f.write(file_bytes(words, 8, longest))
 
 
 def with_choices(shapes, work, seed):

@@ -66,6 +66,12 @@ def example_words(index, label, context, endings):
     return words
 
 
+def file_bytes(words, count, longest):
+    """The file: the header (magic, version, the count, the longest example's bytes), then the
+    examples' words (example_words each, joined)."""
+    return struct.pack("<256i", MAGIC, VERSION, count, longest, *([0] * 252)) + struct.pack(f"<{len(words)}H", *words)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tokenizer", required=True)
@@ -106,8 +112,7 @@ def main():
     tmp = args.out + ".tmp"
     try:
         with open(tmp, "wb") as f:
-            f.write(struct.pack("<256i", MAGIC, VERSION, count, longest, *([0] * 252)))
-            f.write(struct.pack(f"<{len(words)}H", *words))
+            f.write(file_bytes(words, count, longest))
         os.replace(tmp, args.out)
     except OSError as e:
         if os.path.exists(tmp):

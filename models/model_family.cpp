@@ -112,6 +112,11 @@ ModelFootprint predict_footprint(const ModelSpec& spec, const ModelBuild& build,
   return spec.family().footprint(spec, build, param_dtype, device);
 }
 
+std::int64_t cuda_call_scratch_bytes(const ModelSpec& spec, const ModelBuild& build, DType param_dtype,
+                                     const KernelChoices& choices) {
+  return spec.family().cuda_call_scratch_bytes(spec, build, param_dtype, choices);
+}
+
 StepSchedule step_schedule(const ModelSpec& spec, const CheckpointPolicy& checkpointing) {
   return spec.family().step_schedule(spec, checkpointing);
 }

@@ -19,6 +19,7 @@
 #include "engine/base/core/param_table.h"
 #include "engine/distributed/sharding/memory_model.h"
 #include "engine/distributed/sharding/schedule_replay.h"
+#include "kernels/compute_backend.h"  // KernelChoices
 #include "kernels/exec_context.h"
 #include "models/checkpoint_policy.h"
 #include "models/language_model.h"
@@ -127,6 +128,14 @@ class ModelFamily {
   // prediction (engine/distributed/sharding/memory_model.h).
   virtual ModelFootprint footprint(const ModelSpec& spec, const ModelBuild& build, DType param_dtype,
                                    Device device) const = 0;
+  // The most scratch any one CUDA kernel call of make_model's model holds at once in a step (a
+  // forward only where build.backward is false) with parameters of `param_dtype` and the kernels'
+  // `choices`: kernel_scratch's bytes for its calls' shapes ([Note: the kernels' scratch,
+  // predicted] in kernels/contracts/kernel_scratch.h). 0 for a family that never runs on CUDA.
+  virtual std::int64_t cuda_call_scratch_bytes(const ModelSpec& /*spec*/, const ModelBuild& /*build*/,
+                                               DType /*param_dtype*/, const KernelChoices& /*choices*/) const {
+    return 0;
+  }
   virtual StepSchedule step_schedule(const ModelSpec& spec, const CheckpointPolicy& checkpointing) const = 0;
   // Elements of one position's row in a key/value cache of this model, per layer
   // (LanguageModel::make_kv_cache), for the prediction of a sample's memory; 0 for a family that
@@ -171,6 +180,8 @@ void init_unit_params(const ModelSpec& spec, const ParamTable& table, int unit, 
 std::unique_ptr<LanguageModel> make_model(const ModelSpec& spec, const ModelBuild& build, MemoryTracker& tracker,
                                           const ExecContext& ctx);
 ModelFootprint predict_footprint(const ModelSpec& spec, const ModelBuild& build, DType param_dtype, Device device);
+std::int64_t cuda_call_scratch_bytes(const ModelSpec& spec, const ModelBuild& build, DType param_dtype,
+                                     const KernelChoices& choices);
 StepSchedule step_schedule(const ModelSpec& spec, const CheckpointPolicy& checkpointing);
 // One line each for the run's printout: the model ("gpt2: 12 layers, 12 heads, 768 wide, ...") and
 // the attention it will run with `build` on `device` under the config's `kernels` choice.

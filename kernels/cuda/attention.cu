@@ -92,7 +92,7 @@ void forward(const ExecContext& ctx, TensorView out, TensorView att, TensorView 
   Act* att_p = detail::act_data<Act>(att);
   Act* out_p = detail::act_data<Act>(out);
   // F32 scores land in att and one softmax runs over all samples; bf16 ones in fp32 scratch, one
-  // sample at a time ([Note: bf16 attention]).
+  // sample at a time ([Note: bf16 attention]). kernel_scratch::attention_forward_bytes counts it.
   Buffer scores = kF32 ? Buffer{} : res.scratch(DType::kF32, sample);
   // With dropout, att keeps the probabilities (backward needs them) and one sample at a time is
   // dropped into scratch for the product with v.
@@ -153,7 +153,8 @@ void backward(const ExecContext& ctx, TensorView dqkv, TensorView dout, TensorVi
   const Act* att_p = detail::act_data<Act>(att);
   const Act* dout_p = detail::act_data<Act>(dout);
   Act* dqkv_p = detail::act_data<Act>(dqkv);
-  Buffer dp_buf = res.scratch(DType::kF32, sample);  // one sample at a time, fp32 for either dtype
+  // One sample at a time, fp32 for either dtype (kernel_scratch::attention_backward_bytes counts these).
+  Buffer dp_buf = res.scratch(DType::kF32, sample);
   float* dp = dp_buf.as<float>();
   // The softmax backward's result, the B operand of dQ and dK: dp itself for F32 (in place), bf16
   // scratch for BF16 ([Note: bf16 attention]).

@@ -83,9 +83,9 @@ bool epilogue_measures_faster(const ExecContext& ctx, const LtGemm& dw, bool dou
 
 void bias_grad_kernels(const ExecContext& ctx, TensorView dbias, TensorView dout, std::int64_t rows, int OC) {
   const cudaStream_t stream = stream_of(ctx);
-  const std::int64_t chunks = (rows + kBiasRowsPerChunk - 1) / kBiasRowsPerChunk;
+  const std::int64_t chunks = kernel_scratch::chunks_of(rows, kBiasRowsPerChunk);
   ZT_CHECK(chunks < 65536, "too many rows ({}) for the bias-gradient grid", rows);
-  Buffer partials = resources_of(ctx).scratch(DType::kF32, chunks * OC);
+  Buffer partials = resources_of(ctx).scratch(DType::kF32, kernel_scratch::bias_grad_partial_floats(rows, OC));
   dispatch_activation(dout.dtype, [&](auto type) {
     using T = typename decltype(type)::type;
     const T* g = act_data<T>(dout);

@@ -112,6 +112,7 @@ void embedding_backward_rows(const ExecContext& ctx, TensorView dwte, TensorView
   // and split it into two runs written by two blocks (a race). 16k keys sort in microseconds anyway.
   const int end_bit = 32;
   // Sort (token, position) pairs by token; the radix sort is stable, so positions stay in order.
+  // kernel_scratch::embedding_backward_bytes counts this scratch but CUB's temporaries.
   Buffer positions = res.scratch(DType::kI32, BT);
   Buffer sorted = res.scratch(DType::kI32, 2 * BT);  // sorted tokens, then their positions
   iota_kernel<<<detail::grid_for(BT, kThreads), kThreads, 0, stream>>>(positions.as<std::int32_t>(), BT);

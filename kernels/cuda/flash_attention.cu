@@ -131,6 +131,7 @@ void flash_attention_backward(const ExecContext& ctx, TensorView dqkv, TensorVie
   const cudaStream_t stream = detail::stream_of(ctx);
   const Geometry g = geometry_of(d);
   const std::int64_t rows = d.B * d.NH * d.T;
+  // kernel_scratch::flash_attention_backward_bytes counts it.
   Buffer delta = detail::resources_of(ctx).scratch(DType::kF32, rows);
   detail::dispatch_activation(dtype, [&](auto act) {
     using Act = typename decltype(act)::type;

@@ -15,6 +15,7 @@
 
 #include <cstdint>
 
+#include "kernels/contracts/kernel_scratch.h"
 #include "kernels/contracts/layernorm_eps.h"  // kLayerNormEps
 #include "kernels/cuda/block_row_backward.cuh"
 #include "kernels/cuda/chunk_partials.cuh"
@@ -24,7 +25,8 @@
 namespace zt::cuda::detail::ln {
 
 constexpr int kForwardWarps = 8;  // rows per forward block
-constexpr int kRowsPerChunk = 32;
+// Rows a backward block takes, a row of partials each (the scratch the prediction counts).
+constexpr int kRowsPerChunk = kernel_scratch::kNormRowsPerChunk;
 constexpr int kBackwardThreads = 256;
 
 // The forward's arithmetic on a group of kVec values, shared by its two kernels: a group's share

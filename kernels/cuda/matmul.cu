@@ -7,6 +7,7 @@
 
 #include <algorithm>
 
+#include "kernels/contracts/kernel_scratch.h"
 #include "kernels/cuda/bias_grad.h"
 #include "kernels/cuda/cast.h"
 #include "kernels/cuda/common.cuh"
@@ -63,9 +64,9 @@ struct GemmInput {
 
 GemmInput gemm_input(const ExecContext& ctx, const TensorView& v, DType activations) {
   KernelResources& res = detail::resources_of(ctx);
-  const bool round =
-      v.dtype == DType::kF32 && (activations == DType::kBF16 || res.fp32_matmuls == MatmulPrecision::kBf16);
-  if (!round) return {v.data, cuda_type(v.dtype), {}};
+  if (!kernel_scratch::rounds_to_bf16(v.dtype, activations, res.fp32_matmuls == MatmulPrecision::kBf16)) {
+    return {v.data, cuda_type(v.dtype), {}};
+  }
   GemmInput in{nullptr, CUDA_R_16BF, res.scratch(DType::kBF16, v.numel())};
   cast(ctx, in.rounded.view(v.shape), v);
   in.data = in.rounded.data();
@@ -80,14 +81,13 @@ GemmInput gemm_input(const ExecContext& ctx, const TensorView& v, DType activati
 // it first). So with BF16 activations and an F32 bias the product runs into fp32 scratch with the
 // fp32 bias epilogue (and the GELU's fp32 aux), a chunk of rows at a time, and each chunk is then
 // rounded into out (and gelu_pre): round(x @ W + b), one rounding. The extra pass reads and writes
-// the result once more; without a bias (the LM head) the product writes bf16 directly.
-constexpr std::int64_t kWideScratchBytes = std::int64_t{32} << 20;
+// the result once more; without a bias (the LM head) the product writes bf16 directly. The chunks
+// hold kernel_scratch::kWideResultBytes at most.
 
 void forward_through_fp32_scratch(const ExecContext& ctx, LtGemm g, TensorView out, TensorView gelu_pre,
                                   const MatmulDims& d) {
   const bool has_gelu = gelu_pre.data != nullptr;
-  const std::int64_t row_bytes = d.out * static_cast<std::int64_t>(sizeof(float)) * (has_gelu ? 2 : 1);
-  const std::int64_t chunk = std::min(d.rows, std::max<std::int64_t>(1, kWideScratchBytes / row_bytes));
+  const std::int64_t chunk = kernel_scratch::wide_result_chunk_rows(d.rows, d.out, has_gelu);
   KernelResources& res = detail::resources_of(ctx);
   Buffer wide = res.scratch(DType::kF32, chunk * d.out);
   Buffer wide_pre = has_gelu ? res.scratch(DType::kF32, chunk * d.out) : Buffer{};

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "kernels/contracts/kernel_scratch.h"
 #include "kernels/cuda/chunk_partials.cuh"
 #include "kernels/cuda/device_helpers.cuh"
 
@@ -15,7 +16,7 @@ namespace zt::cuda::detail::matmul {
 // 16-byte load per row: 4 floats or 8 bf16), times kBiasRowGroups rows of threads that split
 // the chunk's rows. Many blocks of short loops (kBiasRowsPerChunk / kBiasRowGroups rows a thread)
 // instead of one thread a column walking every row: the loads keep the memory system busy.
-constexpr int kBiasRowsPerChunk = 128;
+constexpr int kBiasRowsPerChunk = kernel_scratch::kBiasRowsPerChunk;
 constexpr int kBiasColGroups = 32;
 constexpr int kBiasRowGroups = 8;
 constexpr int kBiasThreads = kBiasColGroups * kBiasRowGroups;  // a partials block

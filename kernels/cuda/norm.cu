@@ -52,7 +52,7 @@ std::vector<double> sum_of_squares_each(const ExecContext& ctx, const std::vecto
   // views go in launches by element type and access width: each view's own blocks, in its own order,
   // whatever it shares a launch with. F32 pairs hold doubles.
   const auto count = static_cast<std::int64_t>(xs.size());
-  Buffer scratch = detail::resources_of(ctx).scratch(DType::kF32, 2 * count * (kPartialBlocks + 1));
+  Buffer scratch = detail::resources_of(ctx).scratch(DType::kF32, kernel_scratch::sum_of_squares_floats(count));
   auto* partials = static_cast<double*>(scratch.data());
   double* sums = partials + count * kPartialBlocks;
   std::vector<int> f32_wide, f32_narrow, bf16_wide, bf16_narrow;
@@ -92,7 +92,7 @@ exact_sum::SquareSum exact_sum_of_squares(const ExecContext& ctx, const std::vec
   if (xs.empty()) return total;
   // One partials block, reused view after view (the stream orders them), then each view's words.
   const auto count = static_cast<std::int64_t>(xs.size());
-  Buffer scratch = detail::resources_of(ctx).scratch(DType::kF32, 2 * kExactWords * (kExactBlocks + count));
+  Buffer scratch = detail::resources_of(ctx).scratch(DType::kF32, kernel_scratch::exact_sum_of_squares_floats(count));
   auto* partials = static_cast<std::uint64_t*>(scratch.data());
   std::uint64_t* sums = partials + kExactWords * kExactBlocks;
   ZT_CUDA_CHECK(

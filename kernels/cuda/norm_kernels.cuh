@@ -12,12 +12,14 @@
 #include <cstdint>
 
 #include "kernels/contracts/exact_square_sum.h"
+#include "kernels/contracts/kernel_scratch.h"
 #include "kernels/cuda/device_helpers.cuh"
 
 namespace zt::cuda::detail::norm {
 
 constexpr int kThreads = 256;
-constexpr int kPartialBlocks = 1024;  // fixed: the summation order depends on n and the access width only
+// Fixed: the summation order depends on n and the access width only.
+constexpr int kPartialBlocks = kernel_scratch::kSquarePartialBlocks;
 
 // Up to kViewsPerLaunch views of one element type in one launch (grid kPartialBlocks x views):
 // blockIdx.y picks the view, blockIdx.x is the block of the one-view sum, so each view's partials
@@ -74,7 +76,7 @@ __global__ void final_sums(double* sums, const double* partials) {
 // and its non-finite count to partials[b * kExactWords ..]; exact_final_sum adds the blocks' the
 // same way into out[0 .. kExactWords). A digit takes less than 2^32 per value, so a view of fewer
 // than 2^31 values cannot overflow a 64-bit word anywhere (the launcher checks).
-constexpr int kExactBlocks = 256;
+constexpr int kExactBlocks = kernel_scratch::kExactSquareBlocks;
 constexpr int kExactWords = exact_sum::kDigits + 1;
 
 __device__ __forceinline__ std::uint32_t fp32_bits(const float* p) { return __float_as_uint(*p); }

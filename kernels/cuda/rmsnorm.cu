@@ -70,9 +70,10 @@ void rmsnorm_backward(const ExecContext& ctx, TensorView dinp, TensorView dweigh
   ZT_CHECK(dinp.numel() == inp.numel(), "dinp must be shaped as inp");
   ZT_CHECK(dweight.dtype == DType::kF32 || dweight.dtype == dtype, "dweight must be F32 or {}", dtype_name(dtype));
   ZT_CHECK(dweight.numel() == d.cols, "dweight must have {} elements", d.cols);
-  const std::int64_t num_chunks = (d.rows + kRowsPerChunk - 1) / kRowsPerChunk;
+  const std::int64_t num_chunks = kernel_scratch::chunks_of(d.rows, kRowsPerChunk);
   if (num_chunks == 0) return;
-  Buffer partials = detail::resources_of(ctx).scratch(DType::kF32, num_chunks * d.cols);
+  Buffer partials =
+      detail::resources_of(ctx).scratch(DType::kF32, kernel_scratch::rmsnorm_backward_partial_floats(d.rows, d.cols));
   detail::dispatch_activation_params(dtype, weight.dtype, [&](auto type, auto ptype) {
     using T = typename decltype(type)::type;
     using P = typename decltype(ptype)::type;

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 
+#include "kernels/contracts/kernel_scratch.h"
 #include "kernels/cuda/block_row_backward.cuh"
 #include "kernels/cuda/chunk_partials.cuh"
 #include "kernels/cuda/device_helpers.cuh"
@@ -20,7 +21,8 @@
 namespace zt::cuda::detail::rms {
 
 constexpr int kForwardWarps = 8;  // rows per forward block
-constexpr int kRowsPerChunk = 32;
+// Rows a backward block takes, a row of partials each (the scratch the prediction counts).
+constexpr int kRowsPerChunk = kernel_scratch::kNormRowsPerChunk;
 constexpr int kBackwardThreads = 256;
 
 // The forward's output for a batch of a lane's groups q0 + 32 b held raw in xr: the weight's

@@ -53,6 +53,10 @@ class GptFamily final : public ModelFamily {
     return predict_footprint(gpt_config(spec.model), build.batch, build.seq_len, build.checkpointing, param_dtype,
                              device, build.activations, spec.layout, build.backward);
   }
+  std::int64_t cuda_call_scratch_bytes(const ModelSpec& spec, const ModelBuild& build, DType param_dtype,
+                                       const KernelChoices& choices) const override {
+    return gpt::cuda_call_scratch_bytes(gpt_config(spec.model), build, spec.layout, param_dtype, choices);
+  }
   StepSchedule step_schedule(const ModelSpec& spec, const CheckpointPolicy& checkpointing) const override {
     return gpt::step_schedule(gpt_config(spec.model), spec.layout, checkpointing);
   }

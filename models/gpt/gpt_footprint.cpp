@@ -1,6 +1,7 @@
 // GPT's side of the memory prediction: the formulas GptModel allocates by.
 #include "models/gpt/gpt_footprint.h"
 
+#include "kernels/contracts/kernel_scratch.h"
 #include "kernels/exec_context.h"  // kCublasWorkspaceBytes
 #include "models/gpt/gpt_params.h"
 #include "models/gpt/gpt_schedule.h"
@@ -32,11 +33,55 @@ ModelFootprint predict_footprint(const GptConfig& model, int micro_batch, int se
     f.workspace_bytes += f.step_only_workspace_bytes;
   }
   f.workspace_bytes += RecomputeScratch::bytes(d);  // selective checkpointing's ln and GELU outputs
-  // On CUDA the context's cuBLASLt workspace, held for the whole run. (The kernels' transient
-  // scratch, partial sums and the embedding backward's sort, is not modelled: kilobytes to a
-  // few MB at a time, device-dependent for CUB's sort.)
+  // On CUDA the context's cuBLASLt workspace, held for the whole run. (The kernels' scratch, held
+  // one call at a time, is the run's to add: cuda_call_scratch_bytes.)
   if (device == Device::kCUDA) f.workspace_bytes += kCublasWorkspaceBytes;
   return f;
+}
+
+std::int64_t cuda_call_scratch_bytes(const GptConfig& model, const ModelBuild& build, const UnitLayout& layout,
+                                     DType param_dtype, const KernelChoices& choices) {
+  using namespace kernel_scratch;
+  const ActivationDims d = activation_dims(model, build.batch, build.seq_len, Device::kCUDA, build.activations,
+                                           layout.head_chunks, build.checkpointing.selective());
+  const std::int64_t BT = d.BT(), C = d.C;
+  // fp32 activations read fp32 weights (bf16 parameters through the model's fp32 copies). A bias
+  // starts 16-byte aligned in its unit where every tensor before it has a whole number of groups.
+  const DType weight = d.act == DType::kF32 ? DType::kF32 : param_dtype;
+  const bool unaligned = C % (16 / static_cast<std::int64_t>(dtype_size_bytes(weight))) != 0;
+  auto product = [&](std::int64_t in, std::int64_t out, bool bias, bool gelu) {
+    return Product{.rows = BT,
+                   .in = in,
+                   .out = out,
+                   .activations = d.act,
+                   .weight = weight,
+                   .bias = bias,
+                   .bias_unaligned = bias && unaligned,
+                   .gelu = gelu,
+                   .bf16_products = choices.matmuls == MatmulPrecision::kBf16};
+  };
+  // GptBlock's c_attn, attention projection, c_fc (GELU in its epilogue as the backend fuses it)
+  // and MLP projection; the head's product, a chunk of the vocabulary at a time.
+  const bool gelu = choices.gelu_epilogue && 4 * C % 8 == 0;
+  const Product products[] = {product(C, 3 * C, true, false), product(C, C, true, false), product(C, 4 * C, true, gelu),
+                              product(4 * C, C, true, false), product(C, d.Vc, false, false)};
+  const bool dropout = build.dropout > 0.0f;
+  LargestCall largest;
+  for (const Product& p : products) {
+    largest.add(product_forward_bytes(p));
+    if (build.backward) largest.add(product_backward_bytes(p));
+  }
+  if (!d.flash_attention) {
+    largest.add(attention_forward_bytes(d.NH, d.T, d.act, dropout));
+    if (build.backward) largest.add(attention_backward_bytes(d.NH, d.T, d.act, dropout));
+  } else if (build.backward) {
+    largest.add(flash_attention_backward_bytes(d.B, d.NH, d.T));
+  }
+  if (build.backward) {
+    largest.add(4 * layernorm_backward_partial_floats(BT, C));
+    largest.add(embedding_backward_bytes(BT, d.Vp));
+  }
+  return largest.bytes();
 }
 
 StepSchedule step_schedule(const GptConfig& model, const UnitLayout& layout, const CheckpointPolicy& checkpointing) {

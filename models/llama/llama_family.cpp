@@ -116,6 +116,10 @@ class LlamaFamily final : public ModelFamily {
     return predict_footprint(llama_config(spec.model), build.batch, build.seq_len, build.checkpointing, param_dtype,
                              build.activations, device, spec.layout, build.backward);
   }
+  std::int64_t cuda_call_scratch_bytes(const ModelSpec& spec, const ModelBuild& build, DType param_dtype,
+                                       const KernelChoices& choices) const override {
+    return llama::cuda_call_scratch_bytes(llama_config(spec.model), build, spec.layout, param_dtype, choices);
+  }
   StepSchedule step_schedule(const ModelSpec& spec, const CheckpointPolicy& checkpointing) const override {
     return llama::step_schedule(llama_config(spec.model), spec.layout, checkpointing);
   }

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "kernels/contracts/kernel_scratch.h"
 #include "kernels/exec_context.h"  // kCublasWorkspaceBytes
 
 #include "models/head_chunks.h"
@@ -38,6 +39,44 @@ ModelFootprint predict_footprint(const LlamaConfig& c, int micro_batch, int seq_
   // On CUDA the context's cuBLASLt workspace, held for the whole run (as gpt_footprint counts it).
   if (device == Device::kCUDA) f.workspace_bytes += kCublasWorkspaceBytes;
   return f;
+}
+
+std::int64_t cuda_call_scratch_bytes(const LlamaConfig& c, const ModelBuild& build, const UnitLayout& layout,
+                                     DType param_dtype, const KernelChoices& choices) {
+  using namespace kernel_scratch;
+  const LayerDims d =
+      layer_dims(c, build.batch, build.seq_len, build.activations, Device::kCUDA, build.checkpointing.selective());
+  const std::int64_t BT = d.BT(), C = d.C, Vp = c.padded_vocab_size();
+  // fp32 activations read fp32 weights (bf16 parameters through the model's fp32 copies); no biases.
+  const DType weight = d.act == DType::kF32 ? DType::kF32 : param_dtype;
+  auto product = [&](std::int64_t in, std::int64_t out) {
+    return Product{.rows = BT,
+                   .in = in,
+                   .out = out,
+                   .activations = d.act,
+                   .weight = weight,
+                   .bf16_products = choices.matmuls == MatmulPrecision::kBf16};
+  };
+  // A layer's fused q/k/v, o, fused gate/up and down projections; the head's product, a chunk of
+  // the vocabulary at a time.
+  const Product products[] = {product(C, d.qkv_width()), product(d.NH * d.hs, C), product(C, 2 * d.I), product(d.I, C),
+                              product(C, head_chunk_columns(Vp, layout.head_chunks))};
+  LargestCall largest;
+  for (const Product& p : products) {
+    largest.add(product_forward_bytes(p));
+    if (build.backward) largest.add(product_backward_bytes(p));
+  }
+  if (!d.flash_attention) {
+    largest.add(attention_forward_bytes(d.NH, d.T, d.act, false));
+    if (build.backward) largest.add(attention_backward_bytes(d.NH, d.T, d.act, false));
+  } else if (build.backward) {
+    largest.add(flash_attention_backward_bytes(d.B, d.NH, d.T));
+  }
+  if (build.backward) {
+    largest.add(4 * rmsnorm_backward_partial_floats(BT, C));
+    largest.add(embedding_backward_bytes(BT, Vp));
+  }
+  return largest.bytes();
 }
 
 StepSchedule step_schedule(const LlamaConfig& c, const UnitLayout& layout, const CheckpointPolicy& checkpointing) {

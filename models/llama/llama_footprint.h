@@ -7,6 +7,7 @@
 #include "engine/distributed/sharding/schedule_replay.h"
 #include "models/checkpoint_policy.h"
 #include "models/llama/llama_config.h"
+#include "models/model_family.h"  // ModelBuild, KernelChoices
 #include "models/unit_layout.h"
 
 namespace zt::llama {
@@ -23,6 +24,11 @@ ModelFootprint predict_footprint(const LlamaConfig& c, int micro_batch, int seq_
                                  const CheckpointPolicy& checkpointing = {}, DType param_dtype = DType::kF32,
                                  DType activations = DType::kF32, Device device = Device::kCPU,
                                  const UnitLayout& layout = {}, bool backward = true);
+// The most scratch one CUDA kernel call of LlamaModel's step holds (ModelFamily::cuda_call_scratch_bytes,
+// as gpt_footprint.h's): its layers' and head's products, the attention's scratch, the RMSNorm
+// backwards' partials and the embedding backward's sort.
+std::int64_t cuda_call_scratch_bytes(const LlamaConfig& c, const ModelBuild& build, const UnitLayout& layout,
+                                     DType param_dtype, const KernelChoices& choices);
 StepSchedule step_schedule(const LlamaConfig& c, const UnitLayout& layout = {},
                            const CheckpointPolicy& checkpointing = {});
 

@@ -9,8 +9,8 @@ tests/parity holds to PyTorch), on the flash kernels' grouped-query attention:
     and the kernel tests: tests/gpu/flash_attention_test.cpp, bf16_matmul_attention_test.cpp);
   * 10 training steps on CUDA match the CPU's losses within bf16 tolerance, with fp32 and bf16
     activations, on the flash kernels and on cuDNN's grouped-query attention, and each step's
-    measured memory on the GPU equals the prediction in every category but workspace (the
-    kernels' transient scratch is not predicted: within 8 MiB above it, as gpu_model_test.py);
+    measured memory on the GPU equals the prediction in every category but workspace (within
+    8 MiB above it, for the scratch of cuDNN and CUB, as gpu_model_test.py);
   * 4 steps + `--resume latest` + 4 steps is bitwise the 8-step CUDA run.
 
 Exits 77 (a ctest skip) when this build sees no CUDA device.

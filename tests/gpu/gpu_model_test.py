@@ -115,9 +115,10 @@ def check_debug_states(checks, zerotrain, config, work, overrides=()):
 def check_device_memory(check, measured, predicted, what):
     """Device memory per category against the memory model: the model states (the buffers ZeRO
     shards), the activations and the NCCL staging in comm_buffers must be predicted to the byte, as
-    on CPU ranks; workspace holds the one thing not predicted (the kernels' transient scratch: norm
-    and flash partials, the embedding sort, cuDNN's workspace): at least the prediction (the cuBLASLt
-    workspace included), at most 8 MiB above it."""
+    on CPU ranks; workspace at least the prediction (the cuBLASLt workspace and the largest kernel
+    call's scratch included: kernels/contracts/kernel_scratch.h) and at most 8 MiB above it, which a
+    call the prediction leaves out may take where it is the largest (cuDNN's workspace, CUB's sort
+    temporaries, a first step's timed searches)."""
     exact = ["parameters", "gradients", "master_weights", "optimizer_states", "activations", "comm_buffers"]
     check(all(measured[k] == predicted[k] for k in exact),
           f"{what}: measured device bytes of {', '.join(exact)} equal the prediction "

@@ -164,6 +164,10 @@ struct RunConfig {
   ModelBuild model_build() const {
     return {train.micro_batch, train.seq_len, train.activation_checkpointing, dropout, train.seed, activation_dtype};
   }
+  // The kernels' routes (precision.*, train.deterministic) the compute backend opens with.
+  KernelChoices kernel_choices() const {
+    return {matmul_precision, attention_kernels, gelu_epilogue, train.deterministic};
+  }
 };
 
 // For a config whose weights do not come from train.init_from (a resumed run's come from its

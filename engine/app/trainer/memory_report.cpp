@@ -81,8 +81,9 @@ std::string format_measured_vs_predicted(const RunConfig& config, const std::vec
   out += fmt::format("(padding in the prediction: {}; {} equal the prediction to the byte{}{})\n",
                      format_bytes(predicted.padding_bytes), phases,
                      config.device == Device::kCUDA
-                         ? " but for the CUDA kernels' transient scratch in workspace (partial sums, the embedding "
-                           "backward's sort: kilobytes to a few MB)"
+                         ? " but where a kernel call the prediction leaves out holds more workspace than its "
+                           "largest call (cuDNN attention's workspace, CUB's sort in the embedding backward, a first "
+                           "step's timed searches)"
                          : "",
                      whole_run ? "; a sample is bounded for the memory check, not here (zerotrain memory)"
                                : ", while evaluation, sampling and the final gather may add workspace and activations");

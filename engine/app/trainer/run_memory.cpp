@@ -10,6 +10,7 @@
 #include "engine/app/trainer/store_comm.h"
 #include "engine/base/core/check.h"
 #include "engine/distributed/sharding/shard_layout.h"
+#include "kernels/contracts/kernel_scratch.h"
 #include "kernels/exec_context.h"
 #include "models/model_family.h"
 
@@ -39,11 +40,29 @@ StoreSharding store_sharding(const RunConfig& config, int stage, int world_size,
   return s;
 }
 
+// The footprint of `build`'s model under the run's config. On CUDA its workspace takes the largest
+// kernel call's scratch ([Note: the kernels' scratch, predicted] in kernels/contracts/kernel_scratch.h):
+// the model's calls, and in a training step (`step`) the store's gradient norm over its units.
+ModelFootprint run_footprint(const RunConfig& c, const ModelBuild& build, bool step) {
+  const ModelSpec spec = c.model_spec();
+  ModelFootprint f = predict_footprint(spec, build, c.param_dtype, c.device);
+  if (c.device != Device::kCUDA) return f;
+  std::int64_t scratch = cuda_call_scratch_bytes(spec, build, c.param_dtype, c.kernel_choices());
+  if (step) {
+    const auto units = static_cast<std::int64_t>(build_param_table(spec).units().size());
+    scratch = std::max(scratch, 4 * (c.zero.fold_in_global_order ? kernel_scratch::exact_sum_of_squares_floats(units)
+                                                                 : kernel_scratch::sum_of_squares_floats(units)));
+  }
+  f.kernel_scratch_bytes = scratch;
+  f.workspace_bytes += scratch;
+  return f;
+}
+
 }  // namespace
 
 StageMemory predict_run_memory(const RunConfig& config, int stage, int world_size, const ShardingOptions& options) {
   const ModelSpec spec = config.model_spec();
-  const ModelFootprint footprint = predict_footprint(spec, config.model_build(), config.param_dtype, config.device);
+  const ModelFootprint footprint = run_footprint(config, config.model_build(), /*step=*/true);
   const StoreSharding s = store_sharding(config, stage, world_size, options);
   const ShardingOptions& o = s.options;
   const ZeroOptions& zero = s.zero;
@@ -85,12 +104,14 @@ StepVolume predict_run_volume(const RunConfig& config, int stage, int world_size
 
 namespace {
 
-// `step` less what only a step holds: its gathered units, pending gradients and activations.
+// `step` less what only a step holds: its gathered units, pending gradients, activations and
+// kernels' scratch.
 StageMemory outside_a_step(const StageMemory& step) {
   StageMemory m = step;
   m[MemCategory::kParameters] -= step.step_only_param_bytes;
   m[MemCategory::kGradients] -= step.step_only_grad_bytes;
   m[MemCategory::kActivations] = 0;
+  m[MemCategory::kWorkspace] -= step.kernel_scratch_bytes;
   return m;
 }
 
@@ -158,7 +179,7 @@ namespace {
 StageMemory forward_only_memory(const RunConfig& c, const StageMemory& step, const ModelBuild& build,
                                 std::int64_t cache_bytes, int world_size) {
   const ModelSpec spec = c.model_spec();
-  const ModelFootprint model = predict_footprint(spec, build, c.param_dtype, c.device);
+  const ModelFootprint model = run_footprint(c, build, /*step=*/false);
   const StoreSharding s = store_sharding(c, c.zero.stage, world_size, {});
   const TransientPeaks forward = replay_forward(
       build_param_table(spec), c.param_dtype, s.zero, s.ranks, s.options.deterministic, s.options.backend,
@@ -168,9 +189,11 @@ StageMemory forward_only_memory(const RunConfig& c, const StageMemory& step, con
   m[MemCategory::kGradients] -= step.step_only_grad_bytes;
   m[MemCategory::kCommBuffers] = forward.comm_staging;
   m[MemCategory::kActivations] = model.activation_bytes + cache_bytes;
-  // The context's cuBLASLt workspace, in the model's footprint too, is the run's one.
+  // The context's cuBLASLt workspace, in the model's footprint too, is the run's one; only this
+  // model's kernels run, so only their scratch is held.
   const std::int64_t shared = c.device == Device::kCUDA ? kCublasWorkspaceBytes : 0;
-  m[MemCategory::kWorkspace] += model.workspace_bytes - shared - step.step_only_workspace_bytes;
+  m[MemCategory::kWorkspace] +=
+      model.workspace_bytes - shared - step.step_only_workspace_bytes - step.kernel_scratch_bytes;
   return m;
 }
 

@@ -70,8 +70,7 @@ TrainerState::TrainerState(const RunConfig& c, std::string dir, Communicator& co
       comm(communicator),
       root(communicator.rank() == 0),
       tracker(memory),
-      backend(c.device, c.train.num_threads, memory, rank_device_index(c),
-              KernelChoices{c.matmul_precision, c.attention_kernels, c.gelu_epilogue, c.train.deterministic}),
+      backend(c.device, c.train.num_threads, memory, rank_device_index(c), c.kernel_choices()),
       profiler(c.log.profile_ops ? std::make_unique<OpProfiler>() : nullptr),
       ctx(with_profiler(backend.context(), profiler.get())),
       // Without the profiler: NCCL's staging ops run on its own stream and are part of

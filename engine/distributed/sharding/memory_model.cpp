@@ -70,6 +70,7 @@ StageMemory predict_rank_memory(const ParamTable& table, DType param_dtype, cons
   m.step_only_param_bytes = t.gathered_params;
   m.step_only_grad_bytes = t.pending_grads;
   m.step_only_workspace_bytes = model.step_only_workspace_bytes;
+  m.kernel_scratch_bytes = model.kernel_scratch_bytes;
   return m;
 }
 

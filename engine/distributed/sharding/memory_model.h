@@ -34,6 +34,9 @@ struct ModelFootprint {
   // The part of workspace_bytes a step allocates on first use (bf16 parameters' fp32 unit copies
   // for fp32-activation kernels), absent while the weights are set up.
   std::int64_t step_only_workspace_bytes = 0;
+  // The part of workspace_bytes held only while a CUDA kernel call runs: the largest call's scratch
+  // ([Note: the kernels' scratch, predicted] in kernels/contracts/kernel_scratch.h).
+  std::int64_t kernel_scratch_bytes = 0;
 };
 
 // Predicted peak bytes per category on one rank (rank N-1, the most padded; every rank allocates
@@ -45,6 +48,7 @@ struct StageMemory {
   // gradients waiting for their reduction), absent between steps.
   std::int64_t step_only_param_bytes = 0, step_only_grad_bytes = 0;
   std::int64_t step_only_workspace_bytes = 0;  // ModelFootprint's
+  std::int64_t kernel_scratch_bytes = 0;       // ModelFootprint's
   // Comm buffers the publish of updated parameters stages (quantized gathers; also at set-up).
   std::int64_t publish_comm_bytes = 0;
 

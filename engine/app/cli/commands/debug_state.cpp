@@ -78,9 +78,7 @@ int debug_state_main(const std::vector<std::string>& args) {
   const ModelSpec spec = cfg.model_spec();
 
   MemoryTracker tracker;
-  const ComputeBackend backend(
-      cfg.device, cfg.train.num_threads, tracker, 0,
-      KernelChoices{cfg.matmul_precision, cfg.attention_kernels, cfg.gelu_epilogue, cfg.train.deterministic});
+  const ComputeBackend backend(cfg.device, cfg.train.num_threads, tracker, 0, cfg.kernel_choices());
   // (the backend outlives what it allocates)
   const ExecContext& ctx = backend.context();
   ModelBuild build = cfg.model_build();

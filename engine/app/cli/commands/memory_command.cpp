@@ -191,6 +191,7 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
            {"required", required[static_cast<std::size_t>(stage)]},
            {"gradients_with_other_grad_shard_dtype", other_grads[static_cast<std::size_t>(stage)]},
            {"padding", stages[stage].padding_bytes},
+           {"kernel_scratch", stages[stage].kernel_scratch_bytes},
            {"elements_per_step",
             {{"in_group", volumes[stage].in_group}, {"across_groups", volumes[stage].across_groups}}},
            {"bytes_per_step",
@@ -261,6 +262,8 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
   for (MemCategory c : kRows) row(std::string(mem_category_name(c)), [c](const StageMemory& m) { return m[c]; });
   row("total", [](const StageMemory& m) { return m.total_bytes(); });
   row("padding (in the above)", [](const StageMemory& m) { return m.padding_bytes; });
+  const bool on_cuda = cfg.device == Device::kCUDA;
+  if (on_cuda) row("largest kernel call", [](const StageMemory& m) { return m.kernel_scratch_bytes; });
   auto per_stage = [&](const std::string& name, const std::vector<std::int64_t>& bytes) {
     std::string line = fmt::format("{:<22}", name);
     for (const std::int64_t b : bytes) line += fmt::format("{:>14}", format_bytes(b));
@@ -296,11 +299,14 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
   }
   fmt::print(
       "\ntotal = sum of a step's category peaks; padding = bytes above that hold no data on rank {}{} (the most "
-      "padded);{} set-up peak = the same sum while the weights are set up, before step 1;{} required = the largest of "
-      "these{}{}: "
+      "padded);{}{} set-up peak = the same sum while the weights are set up, before step 1;{} required = the "
+      "largest of these{}{}: "
       "what train.check_memory and zerotrain plan weigh.\nThe layout and why each buffer exists: "
       "docs/zero_memory.md. Exact bytes: --json.\n",
       store_ranks - 1, store_ranks < ranks ? " of each group" : "",
+      on_cuda ? " largest kernel call = the scratch one CUDA kernel call of the step holds, in workspace (cuDNN's "
+                "workspace and CUB's sort temporaries not predicted);"
+              : "",
       any_stage.weighs_timed_step
           ? fmt::format(" first step = a bound of the same sum with the scratch of the kernels' timed choices "
                         "({} more workspace; train.deterministic times none);",

@@ -10,8 +10,9 @@ as named, never a hang (every command runs under a timeout) or a replaced file:
   * ckpt export --out a name of NAME_MAX bytes (staged under a shorter name than its own + .tmp);
   * a file-size limit (ulimit -f) met by an export or a prepare: one line, exit 1, nothing left,
     an earlier dataset whole; an address-space limit (ulimit -v) OpenBLAS cannot start under: named;
-  * ckpt export --format hf into a folder whose config.json is not a Hugging Face model's, and
-    train --run-dir a Hugging Face export: refused, their files untouched;
+  * ckpt export --format hf into a folder whose config.json is not a Hugging Face model's,
+    train --run-dir a Hugging Face export, and prepare --out a folder with another tool's
+    vocab.json or train.bin: refused, their files untouched;
   * a config file named "...json": its default run directory is runs/run, not runs/.. (the
     working directory);
   * an empty RUN_LOCK (a power loss): taken over, nothing left behind;
@@ -202,6 +203,27 @@ def main():
         kept = json.load(f) == mine
     check(ok and kept and os.path.exists(shard),
           f"an HF export into a folder with someone else's config.json: refused, nothing touched ({lines})")
+
+    # prepare --out a folder holding someone else's vocab.json (a Hugging Face model's), or nanoGPT's
+    # raw train.bin beside its meta.pkl: refused, their files untouched; over an earlier prepare's
+    # dataset it prepares.
+    for what, files in [("a Hugging Face model's vocab.json", {"vocab.json": b'{"<|endoftext|>": 0, "!": 1}',
+                                                               "merges.txt": b"#version: 0.2\n"}),
+                        ("nanoGPT's raw train.bin", {"train.bin": bytes(range(64)), "val.bin": bytes(range(32)),
+                                                     "meta.pkl": b"pickle"})]:
+        folder = os.path.join(work, "theirs_" + what.split("'")[0].replace(" ", "_"))
+        os.makedirs(folder)
+        for name, data in files.items():
+            with open(os.path.join(folder, name), "wb") as f:
+                f.write(data)
+        ok, lines = refused(run("prepare", "--text", text, "--out", folder), folder, "no prepare wrote"
+                            if "train" in what else "not a zerotrain vocabulary", "new or empty folder")
+        kept = all(open(os.path.join(folder, n), "rb").read() == d for n, d in files.items())
+        check(ok and kept and sorted(os.listdir(folder)) == sorted(files),
+              f"prepare --out a folder with {what}: refused, nothing touched ({lines})")
+    again = run("prepare", "--text", text, "--out", dataset, "--level", "byte")
+    check(again.returncode == 0 and json.load(open(os.path.join(dataset, "vocab.json")))["kind"] == "byte",
+          f"prepare over an earlier prepare's dataset replaces it ({again.stderr.strip()[-200:]})")
 
     hf = os.path.join(work, "hf")
     p = run("ckpt", "export", os.path.join(base, "checkpoints"), "--format", "hf", "--out", hf)

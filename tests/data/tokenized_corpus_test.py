@@ -4,7 +4,8 @@ tinyshakespeare (nothing downloaded), tools/prepare_tokens.py turning JSONL docu
 shards with it (EOT before each document, the first shard the validation split, the tokenizer
 files beside them), 2 ranks training on the shards at ZeRO stage 3 with the tokenizer found beside
 them (the run directory keeps a copy, the run's sample is text), `sample --run` encoding its
-prompt and decoding with it, and `ckpt export --format hf --max-shard-size` writing shards with an
+prompt and decoding with it (a hot sample's stray bytes printed as U+FFFD: standard output stays
+UTF-8), and `ckpt export --format hf --max-shard-size` writing shards with an
 index and the tokenizer, which AutoModelForCausalLM, AutoTokenizer and a text-generation pipeline
 load, with logits equal to zerotrain's own export in one file.
 
@@ -103,6 +104,18 @@ def main():
     checks.check(p.returncode == 0 and p.stdout.startswith("JULIET:") and len(p.stdout) > len("JULIET:") + 5,
                  f"sample --run encodes its prompt and decodes with the run's tokenizer ({p.stdout[:80]!r} {p.stderr[-200:]})")
 
+    # Drawn hot from all 512 tokens, the byte tokens past 0x7f come that make no character: printed as
+    # U+FFFD as they prove so (standard output stays UTF-8), as the metrics log and Python's decode
+    # with errors="replace" give them.
+    p = subprocess.run([binary, "sample", "--run", run_dir, "--tokens", "300", "--temperature", "3", "--top-k", "0"],
+                       capture_output=True, timeout=120)
+    try:
+        printed, utf8 = p.stdout.decode("utf-8"), True
+    except UnicodeDecodeError as e:
+        printed, utf8 = str(e), False
+    checks.check(p.returncode == 0 and utf8 and "\ufffd" in printed,
+                 f"a sample of stray bytes prints as UTF-8 with U+FFFD ({printed[:80]!r})")
+
     p = subprocess.run(launcher + ["-np", "2", binary, "sample", "--run", run_dir, "--prompt", "JULIET:", "--tokens",
                                    "4", "--top-k", "1"], capture_output=True, text=True, timeout=120)
     checks.check(p.returncode == 0 and p.stdout.count("JULIET:") == 1,
@@ -193,10 +206,13 @@ def main():
                 shifted += 1
         return bytes(byte_of[c] for i in ids for c in last.id_to_token(i))
 
+    def printed(ids):  # as standard output carries them: invalid UTF-8 as U+FFFD
+        return text_bytes(ids).decode("utf-8", errors="replace").encode("utf-8")
+
     checks.check(greedy[0] != greedy[last_eot] and p.returncode == 0
-                 and p.stdout.rstrip(b"\n") == text_bytes(greedy[last_eot]),
+                 and p.stdout.rstrip(b"\n") == printed(greedy[last_eot]),
                  f"sample --prompt '' continues <|endoftext|> (id {last_eot}) as transformers does, not id 0 "
-                 f"({p.stdout!r} vs {text_bytes(greedy[last_eot])!r}; from 0: {text_bytes(greedy[0])!r})")
+                 f"({p.stdout!r} vs {printed(greedy[last_eot])!r}; from 0: {printed(greedy[0])!r})")
     # A tokenizer that is not the model's: a prompt id past the vocabulary is refused, not embedded.
     big = train_byte_level_bpe(docs[:300], 1000)
     big_path = os.path.join(work, "big_tokenizer.json")

@@ -16,10 +16,10 @@ namespace {
 using testing::expect_input_error;
 
 // 1-, 2-, 3- and 4-byte characters.
-const std::string kText = "h\xC3\xA9llo \xE4\xB8\x96 \xF0\x9F\x98\x80!\n";
+const std::string kExportedText = "h\xC3\xA9llo \xE4\xB8\x96 \xF0\x9F\x98\x80!\n";
 
 TEST(VocabTokenizerJson, CharacterFormReadsBackAsTheSameVocabulary) {
-  const Vocab v = Vocab::build_char(kText);
+  const Vocab v = Vocab::build_char(kExportedText);
   const nlohmann::json j = nlohmann::json::parse(tokenizer_json_of_vocab(v).dump());
   EXPECT_EQ(j["model"]["type"], "BPE");
   EXPECT_TRUE(j["model"]["merges"].empty());
@@ -28,7 +28,7 @@ TEST(VocabTokenizerJson, CharacterFormReadsBackAsTheSameVocabulary) {
   const std::optional<Vocab> back = char_vocab_of_tokenizer_json(j, "t.json");
   ASSERT_TRUE(back.has_value());
   EXPECT_EQ(back->pieces(), v.pieces());
-  EXPECT_EQ(back->encode(kText), v.encode(kText));
+  EXPECT_EQ(back->encode(kExportedText), v.encode(kExportedText));
 }
 
 TEST(VocabTokenizerJson, ByteFormIsAByteLevelTokenizerNumberingBytesAsTheVocabulary) {
@@ -36,7 +36,7 @@ TEST(VocabTokenizerJson, ByteFormIsAByteLevelTokenizerNumberingBytesAsTheVocabul
   const nlohmann::json j = nlohmann::json::parse(tokenizer_json_of_vocab(v).dump());
   EXPECT_FALSE(char_vocab_of_tokenizer_json(j, "t.json").has_value());
   const Tokenizer t = Tokenizer::from_json(j, "t.json");
-  std::string bytes = kText;
+  std::string bytes = kExportedText;
   for (int b = 0; b < 256; ++b) bytes += static_cast<char>(b);
   std::vector<std::int32_t> want;
   for (const std::uint16_t id : v.encode(bytes)) want.push_back(id);

@@ -97,6 +97,29 @@ TEST(ResumeTrajectory, AStepZeroCheckpointTakesAnySchedule) {
   EXPECT_EQ(trajectory_changes(saved.to_json(), 1, 1, parse_run_config(other, "t.json")).size(), 4u);
 }
 
+// The working parameters' and the activations' dtypes change what every step computes: a change of
+// trajectory. A checkpoint saved before the key was recorded has nothing to compare; the products'
+// precision and the attention kernels (rounding within the same formats) are not compared.
+TEST(ResumeTrajectory, TheNumberFormatsAreTrajectoryKeys) {
+  nlohmann::json doc = base();
+  doc["train"] = {{"max_steps", 8}};
+  const nlohmann::json saved = parse_run_config(doc, "t.json").to_json();
+  nlohmann::json bf16 = doc;
+  bf16["precision"] = {{"param_dtype", "bf16"}, {"activations", "bf16"}};
+  const std::vector<std::string> c = trajectory_changes(saved, 1, 4, parse_run_config(bf16, "t.json"));
+  ASSERT_EQ(c.size(), 2u);
+  EXPECT_EQ(c[0], "precision.param_dtype: \"f32\" -> \"bf16\"");
+  EXPECT_EQ(c[1], "precision.activations: \"fp32\" -> \"bf16\"");
+  EXPECT_TRUE(trajectory_changes(saved, 1, 0, parse_run_config(bf16, "t.json")).empty()) << "step 0 takes any";
+  nlohmann::json older = saved;
+  older["precision"].erase("activations");
+  EXPECT_EQ(trajectory_changes(older, 1, 4, parse_run_config(bf16, "t.json")).size(), 1u);
+  nlohmann::json tf32 = doc;
+  tf32["device"] = "cuda";  // and the device: the same formats, rounded otherwise
+  tf32["precision"] = {{"matmul", "tf32"}};
+  EXPECT_TRUE(trajectory_changes(saved, 1, 4, parse_run_config(tf32, "t.json")).empty());
+}
+
 // A resume on another rank count names the setting that keeps the saved global batch (16
 // sequences a step: micro_batch 4 x grad_accum 2 x 2 ranks), or says that none can.
 TEST(ResumeTrajectory, AnotherRankCountIsToldHowToKeepTheGlobalBatch) {

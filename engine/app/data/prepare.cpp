@@ -3,8 +3,11 @@
 // the first floor((1 - val_fraction) * n) tokens train, the rest validate.
 #include "engine/app/data/prepare.h"
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <span>
 #include <string_view>
 
@@ -16,11 +19,54 @@
 
 namespace zt::data {
 
+namespace {
+
+namespace fs = std::filesystem;
+
+// Whether `path` starts with the llm.c GPT-2 token magic prepare writes.
+bool llmc_token_file(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::int32_t magic = 0;
+  return in.read(reinterpret_cast<char*>(&magic), sizeof(magic)) && magic == kLlmcTokenMagic;
+}
+
+// A prepare replaces an earlier prepare's dataset whole. Files under its three names that no
+// prepare wrote are someone else's (a Hugging Face model's vocab.json, nanoGPT's raw train.bin
+// beside its meta.pkl) and are refused, not overwritten: an earlier dataset is a zerotrain
+// vocabulary with llm.c token files beside it.
+void refuse_others_files(const std::string& out_dir) {
+  const fs::path dir(out_dir), vocab = dir / "vocab.json";
+  std::error_code ec;
+  const bool has_vocab = fs::exists(vocab, ec);
+  std::string why;
+  if (has_vocab) {
+    try {
+      Vocab::load(vocab.string());
+    } catch (const std::exception&) {
+      why = "a vocab.json that is not a zerotrain vocabulary";
+    }
+  }
+  for (const char* name : {"train.bin", "val.bin"}) {
+    if (why.empty() && fs::exists(dir / name, ec) && (!has_vocab || !llmc_token_file(dir / name))) {
+      why = fmt::format("a {} that no prepare wrote", name);
+    }
+  }
+  if (!why.empty()) {
+    throw_input_error(
+        "--out {} holds {}, which prepare would replace: prepare into a new or empty folder, or over an earlier "
+        "prepare's",
+        out_dir, why);
+  }
+}
+
+}  // namespace
+
 PrepareSummary prepare_text_dataset(const std::string& text_path, const std::string& out_dir, Vocab::Kind kind,
                                     double val_fraction) {
   if (!(val_fraction > 0.0 && val_fraction < 1.0)) {
     throw_input_error("validation fraction must be in (0, 1) (got {})", val_fraction);
   }
+  refuse_others_files(out_dir);
   const std::string text = read_whole_input(text_path, "text file");
   if (text.empty()) throw_input_error("{}: text file is empty", text_path);
 

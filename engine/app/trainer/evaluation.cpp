@@ -5,6 +5,7 @@
 #include <fmt/ranges.h>
 
 #include "engine/app/data/batch_sampler.h"
+#include "engine/app/data/utf8.h"
 #include "engine/app/trainer/choice_eval.h"
 #include "engine/app/trainer/run_memory.h"
 #include "engine/app/trainer/text_sampler.h"
@@ -102,7 +103,7 @@ bool sample(TrainerState& s, int step, TrainSummary& summary, const StopVote& st
     report_stopped(s, step, fmt::format("the sample (after {} of {} tokens)", tokens.size(), c.log.sample_tokens));
     return false;
   }
-  summary.sample = text.decode(tokens);
+  summary.sample = data::repaired_utf8(text.decode(tokens));  // a byte-level vocabulary may cut a character
   s.log({{"type", "sample"}, {"step", step}, {"text", summary.sample}});
   s.progress.message(fmt::format("step {}: sample:\n{}\n---", step, summary.sample));
   return true;

@@ -164,8 +164,10 @@ void check_memory_fits(const RunConfig& c, int world_size, int device_index) {
         fmt::format("{}{} {}", categories.empty() ? "" : ", ", mem_category_name(cat), format_bytes(predicted[cat]));
   }
   if (staging > 0) categories += fmt::format(", checkpoint staging {}", format_bytes(staging));
-  // What could still lower it: a stage already at 3, or activations all recomputed, is not named.
-  const bool stage_left = c.zero.stage < 3;
+  // What could still lower it: a stage already at 3, or activations all recomputed, is not named;
+  // nor a higher stage on one rank, where every stage holds the whole model (more ranks then, at a
+  // stage that shards: stage 0 replicates whatever the rank count).
+  const bool stage_left = c.zero.stage < 3 && world_size > 1;
   const bool recompute_left = c.train.activation_checkpointing.kind != CheckpointPolicy::Kind::kAll;
   std::vector<std::string_view> keys = {"train.micro_batch", "train.seq_len"};
   if (stage_left) keys.push_back("zero.stage");
@@ -182,7 +184,7 @@ void check_memory_fits(const RunConfig& c, int world_size, int device_index) {
   const RequiredMemory::Phase phase = required.phase();
   throw_input_error(
       "config error in {}: the run needs {} per rank at ZeRO stage {} on {} rank(s){} ({}), more than "
-      "{} offers: {}; {}, {}add ranks{}{}, or set train.check_memory = false to try anyway",
+      "{} offers: {}; {}, {}{}{}{}, or set train.check_memory = false to try anyway",
       sources, needs, c.zero.stage, world_size,
       phase == RequiredMemory::Phase::kTimedStep     ? " in its first step, whose kernels time their choices (at most)"
       : phase == RequiredMemory::Phase::kSetup       ? " to set its weights up"
@@ -191,6 +193,7 @@ void check_memory_fits(const RunConfig& c, int world_size, int device_index) {
       : phase == RequiredMemory::Phase::kChoices     ? " to score its multiple-choice examples (data.choice_file)"
                                                      : "",
       categories, offer.what, offers, lower, stage_left ? "raise zero.stage, " : "",
+      c.zero.stage == 0 && !stage_left ? "add ranks at a higher zero.stage" : "add ranks",
       recompute_left ? ", checkpoint activations (train.activation_checkpointing)" : "",
       phase == RequiredMemory::Phase::kFinalGather &&
               required.of(required.phase(RequiredMemory::Phase::kFinalGather)).total_bytes() + required.staging <=

@@ -230,6 +230,13 @@ std::vector<std::string> trajectory_changes(const nlohmann::json& saved, int sav
                     derived->find("train.max_steps") != std::string::npos ? "train.max_steps" : "optim.warmup_steps",
                     at(saved, "optim", "decay_steps").dump());
   }
+  // The number formats the step computes in: the working parameters' (the master weights and
+  // AdamW's moments stay fp32 either way) and the activations'. A checkpoint saved before a key was
+  // recorded has nothing to compare.
+  for (const char* key : {"param_dtype", "activations"}) {
+    if (at(saved, "precision", key).is_null()) continue;
+    for (std::string& c : changed_keys(saved, current, std::array{ConfigKey{"precision", key}})) changes.push_back(c);
+  }
   // Which windows a step reads, beside the files themselves (data_changes): their order, and the
   // generated text's size where both runs read it. A checkpoint saved before a key was recorded
   // has nothing to compare.

@@ -26,7 +26,8 @@ nlohmann::json resumed_model_keys(const std::string& arg, const std::string& che
 
 // What a resume from a checkpoint saved with `saved_config` (RunConfig::to_json()) on
 // `saved_world_size` ranks would change in the trajectory under `now`: the seed, the learning-rate
-// schedule and AdamW's terms, dropout, the sequence length, and the global batch (micro-batch x
+// schedule and AdamW's terms, dropout, the sequence length, the working parameters' and the
+// activations' dtypes (precision.param_dtype, precision.activations), and the global batch (micro-batch x
 // accumulation x ranks, so another rank count at the same global batch is not a change). One
 // "key: old -> new" per change; empty when the run continues as it would have. A checkpoint of
 // step 0 (`saved_step`: the weights as set up, e.g. a fine-tune's starting point) has read no

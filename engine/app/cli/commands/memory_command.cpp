@@ -42,9 +42,9 @@ void brief_table(const RunConfig& cfg, const ParamTable& table, int ranks, const
   const double params = static_cast<double>(table.total_numel());
   const std::string count =
       params >= 1e9 ? fmt::format("{:.2f} B", params / 1e9) : fmt::format("{:.1f} M", params / 1e6);
-  fmt::print("{}: {}, {} parameters, {} weights{}, AdamW; {} ranks, micro_batch {} x {} on {}\n", cfg.source,
+  fmt::print("{}: {}, {} parameters, {} weights{}, AdamW; {} rank{}, micro_batch {} x {} on {}\n", cfg.source,
              cfg.model.arch, count, cfg.param_dtype == DType::kBF16 ? "bf16" : "fp32", master, ranks,
-             cfg.train.micro_batch, cfg.train.seq_len, device_name(cfg.device));
+             ranks == 1 ? "" : "s", cfg.train.micro_batch, cfg.train.seq_len, device_name(cfg.device));
   // The activations depend on the attention this build would run (a build without CUDA kernels
   // keeps the T x T probabilities), so it is named.
   fmt::print("attention: {}\n", attention);

@@ -29,13 +29,19 @@ constexpr const char* kDefaultProfile = "docs/results/cpu_op_profile.json";
 
 // The committed profile: in the working directory (the repository's root), else in the repository
 // whose build/ holds this binary (build/zerotrain run from anywhere); "" where neither has it.
+// Where the default profile is looked for: the working directory's repository, then the one the
+// binary sits in (build/zerotrain's ../).
+std::filesystem::path profile_beside_binary() {
+  std::error_code ec;
+  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::filesystem::path() : exe.parent_path().parent_path() / kDefaultProfile;
+}
+
 std::string default_profile() {
   if (std::filesystem::exists(kDefaultProfile)) return kDefaultProfile;
   std::error_code ec;
-  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (ec) return "";
-  const std::filesystem::path beside = exe.parent_path().parent_path() / kDefaultProfile;
-  return std::filesystem::exists(beside, ec) ? beside.string() : "";
+  const std::filesystem::path beside = profile_beside_binary();
+  return !beside.empty() && std::filesystem::exists(beside, ec) ? beside.string() : "";
 }
 
 // "80GiB", "24GB", "512MiB", "1.5e9" (bytes): a size in bytes.
@@ -174,9 +180,9 @@ int plan_main(const std::vector<std::string>& args) {
   const std::string profile_path = parser.has("profile") ? parser.get("profile") : default_profile();
   if (profile_path.empty()) {
     throw_input_error(
-        "zerotrain plan: no --profile given and no {} here or in the repository the binary was built in (run "
-        "from the repository, or profile a run with --set log.profile_ops=true and give its directory)",
-        kDefaultProfile);
+        "zerotrain plan: no --profile given, and no {} in the working directory nor at {} (run from the "
+        "repository, or profile a run with --set log.profile_ops=true and give its directory)",
+        kDefaultProfile, profile_beside_binary().lexically_normal().string());
   }
   const plan::OpProfile profile = plan::load_op_profile(profile_path);
   plan::Links links;

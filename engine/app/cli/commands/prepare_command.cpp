@@ -19,7 +19,10 @@ int prepare_main(const std::vector<std::string>& args) {
                    "Turn a text file into a vocabulary (vocab.json) and train/val token files (train.bin, val.bin, "
                    "llm.c format): the first part of the text trains, the last --val-fraction validates.");
   parser.value_flag("text", "FILE", "input text file (UTF-8 for --level char)", true)
-      .value_flag("out", "DIR", "output directory (created if missing)", true)
+      .value_flag("out", "DIR",
+                  "output directory (created if missing; an earlier prepare's dataset there is replaced, another "
+                  "tool's vocab.json, train.bin or val.bin refused)",
+                  true)
       .value_flag("level", "char|byte", "tokenise by Unicode character or by byte (default char)")
       .value_flag("val-fraction", "F",
                   "fraction of the tokens, at the end, kept for validation, in (0, 0.5] "

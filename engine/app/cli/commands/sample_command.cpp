@@ -12,6 +12,7 @@
 #include "engine/app/cli/commands/commands.h"
 #include "engine/app/cli/commands/standalone_model.h"
 #include "engine/app/data/token_text.h"
+#include "engine/app/data/utf8.h"
 #include "engine/app/trainer/text_sampler.h"
 #include "engine/base/core/console.h"
 #include "engine/distributed/launch/rendezvous.h"
@@ -111,9 +112,12 @@ int generate_and_print(StandaloneModel& model, const data::TokenText& text, cons
   if (text.has()) fmt::print("{}", prompt.text);
   SamplingOptions streaming = options;
   bool first = true;
+  // A byte-level vocabulary's character may come in several tokens, or never complete: the text is
+  // printed as valid UTF-8 as it completes (what the run's metrics log holds of a sample).
+  data::Utf8Repair utf8;
   streaming.on_token = [&](std::int32_t token) {
     const std::int32_t one[] = {token};
-    fmt::print("{}{}", !text.has() && !first ? " " : "", text.decode(one));
+    fmt::print("{}{}", !text.has() && !first ? " " : "", utf8.feed(text.decode(one)));
     std::fflush(stdout);
     first = false;
   };
@@ -129,7 +133,7 @@ int generate_and_print(StandaloneModel& model, const data::TokenText& text, cons
   const auto started = std::chrono::steady_clock::now();
   const auto tokens = sample_tokens(build, model.store(), prompt.ids, streaming, prompt.limit);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  fmt::print("\n");
+  fmt::print("{}\n", utf8.finish());
   std::fflush(stdout);
   // On stderr, so the text on stdout stays the text alone (tools/bench_sampling.py reads this line).
   // A signal after the last draw stopped nothing: the sample is whole.

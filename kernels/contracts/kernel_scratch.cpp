@@ -76,6 +76,22 @@ std::int64_t attention_backward_bytes(std::int64_t heads, std::int64_t seq_len, 
   return kF32 * sample + (activations == DType::kF32 ? 0 : kBf16 * sample) + (dropout ? act * sample : 0);
 }
 
+std::pair<int, int> cached_attention_splits(std::int64_t blocks, std::int64_t positions) {
+  blocks = std::max<std::int64_t>(blocks, 1);  // an empty batch launches nothing, but divides here
+  std::int64_t splits = (kCachedTargetBlocks + blocks - 1) / blocks;
+  splits = std::min(splits, (positions + kCachedMinSpan - 1) / kCachedMinSpan);
+  splits = std::max<std::int64_t>(std::min(splits, kCachedMaxSplits), 1);
+  const std::int64_t span = (positions + splits - 1) / splits;
+  return {static_cast<int>((positions + span - 1) / span), static_cast<int>(span)};
+}
+
+std::int64_t cached_attention_bytes(std::int64_t batch, std::int64_t new_positions, std::int64_t heads,
+                                    std::int64_t positions) {
+  const std::int64_t rows = batch * new_positions * heads;
+  const int splits = cached_attention_splits(rows, positions).first;
+  return splits > 1 ? kF32 * rows * splits * kCachedPartialFloats : 0;
+}
+
 std::int64_t embedding_backward_bytes(std::int64_t tokens, std::int64_t vocab) {
   constexpr std::int64_t kI32 = 4;
   return kI32 * (tokens + 2 * tokens + vocab);  // positions, sorted (token, position) pairs, run ends

@@ -9,12 +9,12 @@
 // is charged to the workspace category while it does, so the category's peak is the run's own
 // buffers plus the largest single call's scratch. Not predicted, because it depends on the
 // libraries at run time: cuDNN attention's workspace (the size its graph asks for), CUB's sort
-// temporaries in the embedding backward (tuned per GPU), and a decoding step's split partials
-// (split by the GPU's SM count); nor the timed searches' copies of the first step, which
-// predict_timed_step_memory bounds apart.
+// temporaries in the embedding backward (tuned per GPU); nor the timed searches' copies of the
+// first step, which predict_timed_step_memory bounds apart.
 #pragma once
 
 #include <cstdint>
+#include <utility>
 
 #include "engine/base/core/dtype.h"
 
@@ -82,6 +82,21 @@ std::int64_t attention_backward_bytes(std::int64_t heads, std::int64_t seq_len, 
 // The embedding backward's sort of `tokens` token ids and its run ends over `vocab` rows, less
 // CUB's own temporaries.
 std::int64_t embedding_backward_bytes(std::int64_t tokens, std::int64_t vocab);
+
+// A decoding step's cached attention (kernels/cuda/cached_attention.cu) splits each query's cached
+// positions until its grid has about two blocks an SM on an H100 or H200 (132 SMs), at most one
+// split per kCachedMinSpan positions ([Note: split positions] in cached_attention_kernels.cuh), and
+// holds each split's partial result (its maximum, its sum and a head's values, up to 256) in fp32.
+inline constexpr std::int64_t kCachedTargetBlocks = 264;
+inline constexpr std::int64_t kCachedMinSpan = 64;
+inline constexpr std::int64_t kCachedMaxSplits = 64;
+inline constexpr int kCachedPartialFloats = 2 + 256;
+// {splits, span} for a cache of `positions` and a grid of `blocks` (new position, head, sample)
+// blocks: split z covers [z span, (z + 1) span).
+std::pair<int, int> cached_attention_splits(std::int64_t blocks, std::int64_t positions);
+// Bytes a call of `new_positions` queries a sample over a cache of `positions` holds.
+std::int64_t cached_attention_bytes(std::int64_t batch, std::int64_t new_positions, std::int64_t heads,
+                                    std::int64_t positions);
 
 // The largest of the calls seen: a step's scratch peak.
 class LargestCall {

@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <utility>
 
+#include "kernels/contracts/kernel_scratch.h"
 #include "kernels/cuda/device_helpers.cuh"
 
 namespace zt::cuda::detail::cached_attention {
@@ -43,30 +44,25 @@ struct Geometry {
   int span = 1 << 30;  // positions a split covers (split z: [z span, (z + 1) span))
 };
 
-// About two blocks an SM on an H100 or H200 (132 SMs): a grid of fewer (new position, head, sample)
-// blocks splits the positions until it has about this many, into at most one split per kMinSpan
-// positions (so a split holds about kMinSpan or more, and its warps walk about kMinSpan / kWarps
-// positions each, enough to cover their start and the merge).
-constexpr std::int64_t kTargetBlocks = 264;
-constexpr std::int64_t kMinSpan = 64;
-constexpr std::int64_t kMaxSplits = 64;
-
+// The splits: about two blocks an SM on an H100 or H200 (132 SMs), a grid of fewer (new position, head, sample)
+// blocks splits the positions until it has about this many, into at most one split per
+// kernel_scratch::kCachedMinSpan positions (so a split holds about that many or more, and its
+// warps walk about a quarter of it each, enough to cover their start and the merge); at most
+// kCachedMaxSplits. The rule lives in kernels/contracts/kernel_scratch.h, whose prediction counts
+// the splits' partials.
+//
 // {splits, span} for a cache of `positions` and a grid of `blocks` (new position, head, sample)
 // blocks: split z covers [z span, (z + 1) span); {1, positions} for a prompt's many rows or a short
 // cache. Host code (the launcher's, and the emulation tests').
 inline std::pair<int, int> split_positions(std::int64_t blocks, std::int64_t positions) {
-  blocks = std::max<std::int64_t>(blocks, 1);  // an empty batch launches nothing, but divides here
-  std::int64_t splits = (kTargetBlocks + blocks - 1) / blocks;
-  splits = std::min(splits, (positions + kMinSpan - 1) / kMinSpan);
-  splits = std::max<std::int64_t>(std::min(splits, kMaxSplits), 1);
-  const std::int64_t span = (positions + splits - 1) / splits;
-  return {static_cast<int>((positions + span - 1) / span), static_cast<int>(span)};
+  return kernel_scratch::cached_attention_splits(blocks, positions);
 }
 
 // A split's unnormalised result for one (sample, new position, head): its maximum score m (-inf
 // where the split holds none of the query's positions), its sum of exp(score - m), then hs values
 // of sum exp(score - m) v; partials[((b Tq + i) n_head + h) splits + z] at kPartialFloats each.
 constexpr int kPartialFloats = 2 + kMaxHeadSize;
+static_assert(kPartialFloats == kernel_scratch::kCachedPartialFloats);
 
 // grid (Tq * n_head, B, splits), kThreads threads; `partials` (fp32) used only when g.splits > 1.
 template <typename T>

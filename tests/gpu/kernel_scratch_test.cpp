@@ -12,6 +12,7 @@
 #include "kernels/contracts/dropout_spec.h"
 #include "kernels/contracts/kernel_scratch.h"
 #include "kernels/cuda/attention.h"
+#include "kernels/cuda/cached_attention.h"
 #include "kernels/cuda/embedding.h"
 #include "kernels/cuda/flash_attention.h"
 #include "kernels/cuda/layernorm.h"
@@ -121,6 +122,20 @@ TEST_F(CudaKernelScratch, AttentionHoldsTheFlashDeltaOrASamplesScores) {
     EXPECT_EQ(scratch_of([&] { cuda::attention_backward(gpu(), dqkv, dy, qkv, att, NH); }),
               ks::attention_backward_bytes(NH, T, act, false));
   }
+}
+
+// A drawn token (one new position) over a 1024-position cache: 12 heads split 16 ways, each split's
+// partial result held; a prompt's 64 new positions split nothing.
+TEST_F(CudaKernelScratch, CachedAttentionHoldsItsSplitsPartials) {
+  const std::int64_t P = 1024, NH = 12, C = 768;
+  const TensorView cache = zeros(DType::kBF16, {1, P, 3 * C});
+  for (std::int64_t Tq : {std::int64_t{1}, std::int64_t{64}}) {
+    SCOPED_TRACE(Tq);
+    const TensorView y = zeros(DType::kBF16, {1, Tq, C});
+    EXPECT_EQ(scratch_of([&] { cuda::cached_attention_forward(gpu(), y, cache, NH); }),
+              ks::cached_attention_bytes(1, Tq, NH, P));
+  }
+  EXPECT_GT(ks::cached_attention_bytes(1, 1, NH, P), 0);
 }
 
 TEST_F(CudaKernelScratch, TheGradientNormsHoldTheirPartials) {

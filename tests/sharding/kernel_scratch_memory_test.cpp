@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <utility>
 
 #include "engine/app/config/run_config.h"
 #include "engine/app/trainer/run_memory.h"
@@ -66,6 +67,12 @@ TEST(KernelScratch, NormsAttentionEmbeddingAndTheGradientNorm) {
   EXPECT_EQ(kernel_scratch::attention_backward_bytes(2, 8, DType::kF32, true), 4 * 128 + 4 * 128);
   EXPECT_EQ(kernel_scratch::attention_backward_bytes(2, 8, DType::kBF16, false), 4 * 128 + 2 * 128);
   EXPECT_EQ(kernel_scratch::embedding_backward_bytes(16384, 50304), 4 * (3 * 16384 + 50304));
+  // A drawn token's cached attention: 12 heads' blocks split 1024 positions 16 ways (a split per 64
+  // positions, under the 22 that would give 264 blocks); a prompt's many rows split nothing.
+  EXPECT_EQ(kernel_scratch::cached_attention_splits(12, 1024), (std::pair<int, int>{16, 64}));
+  EXPECT_EQ(kernel_scratch::cached_attention_splits(12, 4096), (std::pair<int, int>{22, 187}));
+  EXPECT_EQ(kernel_scratch::cached_attention_bytes(1, 1, 12, 1024), 4 * 12 * 16 * 258);
+  EXPECT_EQ(kernel_scratch::cached_attention_bytes(1, 64, 12, 1024), 0);
   EXPECT_EQ(kernel_scratch::sum_of_squares_floats(14), 2 * 14 * 1025);
   EXPECT_EQ(kernel_scratch::exact_sum_of_squares_floats(14), 2 * 21 * (256 + 14));
 }
@@ -88,7 +95,11 @@ TEST(KernelScratch, Gpt2StepsLargestCallUnderEachPrecision) {
   RunConfig c = gpt2_124m_cuda();
   // bf16 throughout: a LayerNorm backward's partials (512 chunks of 2 x 768 floats) beat the MLP's
   // bias partials (1.5 MiB), the flash delta (0.75 MiB) and the embedding's sort.
-  EXPECT_EQ(predict_run_memory(c, 0, 1).kernel_scratch_bytes, 512 * 2 * 768 * 4);
+  const StageMemory step = predict_run_memory(c, 0, 1);
+  EXPECT_EQ(step.kernel_scratch_bytes, 512 * 2 * 768 * 4);
+  // A sample's forwards copy nothing; a drawn token's attention over the 1024-token window holds 16
+  // splits' partials.
+  EXPECT_EQ(predict_sample_memory(c, step, 1).kernel_scratch_bytes, 4 * 12 * 16 * 258);
   // fp32 parameters under bf16 activations: the tied head's bf16 copy of the 50304 x 768 table.
   c.param_dtype = DType::kF32;
   EXPECT_EQ(predict_run_memory(c, 0, 1).kernel_scratch_bytes, 2 * 50304 * 768);

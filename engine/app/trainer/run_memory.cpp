@@ -194,6 +194,7 @@ StageMemory forward_only_memory(const RunConfig& c, const StageMemory& step, con
   const std::int64_t shared = c.device == Device::kCUDA ? kCublasWorkspaceBytes : 0;
   m[MemCategory::kWorkspace] +=
       model.workspace_bytes - shared - step.step_only_workspace_bytes - step.kernel_scratch_bytes;
+  m.kernel_scratch_bytes = model.kernel_scratch_bytes;
   return m;
 }
 
@@ -205,6 +206,12 @@ StageMemory predict_sample_memory(const RunConfig& c, const StageMemory& step, i
   const std::int64_t cache = std::int64_t{spec.n_layer()} * window * spec.family().kv_cache_row_width(spec) *
                              static_cast<std::int64_t>(dtype_size_bytes(c.activation_dtype));
   StageMemory m = forward_only_memory(c, step, sampling_build(window, c.activation_dtype), cache, world_size);
+  // On CUDA a drawn token's cached attention over the whole window holds its splits' partials.
+  if (c.device == Device::kCUDA) {
+    const std::int64_t decode = kernel_scratch::cached_attention_bytes(1, 1, spec.model.n_head, window);
+    m[MemCategory::kWorkspace] += std::max<std::int64_t>(0, decode - m.kernel_scratch_bytes);
+    m.kernel_scratch_bytes = std::max(m.kernel_scratch_bytes, decode);
+  }
   // The sample's stop vote (every few draws on several ranks) on the trainer's host communicator.
   m[MemCategory::kCommBuffers] =
       std::max(m[MemCategory::kCommBuffers],

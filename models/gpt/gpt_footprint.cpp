@@ -1,8 +1,11 @@
 // GPT's side of the memory prediction: the formulas GptModel allocates by.
 #include "models/gpt/gpt_footprint.h"
 
+#include <fmt/format.h>
+
 #include "kernels/contracts/kernel_scratch.h"
 #include "kernels/exec_context.h"  // kCublasWorkspaceBytes
+#include "kernels/ops.h"           // cudnn_attention_refuses
 #include "models/gpt/gpt_params.h"
 #include "models/gpt/gpt_schedule.h"
 
@@ -45,26 +48,32 @@ std::int64_t cuda_call_scratch_bytes(const GptConfig& model, const ModelBuild& b
   const ActivationDims d = activation_dims(model, build.batch, build.seq_len, Device::kCUDA, build.activations,
                                            layout.head_chunks, build.checkpointing.selective());
   const std::int64_t BT = d.BT(), C = d.C;
-  // fp32 activations read fp32 weights (bf16 parameters through the model's fp32 copies). A bias
-  // starts 16-byte aligned in its unit where every tensor before it has a whole number of groups.
+  // fp32 activations read fp32 weights (bf16 parameters through the model's fp32 copies, laid out
+  // as the unit). A bias is copied where its element offset in its unit (every block's alike) is
+  // not a whole number of 16-byte groups.
   const DType weight = d.act == DType::kF32 ? DType::kF32 : param_dtype;
-  const bool unaligned = C % (16 / static_cast<std::int64_t>(dtype_size_bytes(weight))) != 0;
-  auto product = [&](std::int64_t in, std::int64_t out, bool bias, bool gelu) {
+  const ParamTable table = build_param_table(model, layout);
+  auto unaligned = [&](const char* bias) {
+    const std::int64_t group = 16 / static_cast<std::int64_t>(dtype_size_bytes(weight));
+    return table.param(table.index_of(fmt::format("transformer.h.0.{}", bias))).offset % group != 0;
+  };
+  auto product = [&](std::int64_t in, std::int64_t out, const char* bias, bool gelu) {
     return Product{.rows = BT,
                    .in = in,
                    .out = out,
                    .activations = d.act,
                    .weight = weight,
-                   .bias = bias,
-                   .bias_unaligned = bias && unaligned,
+                   .bias = bias != nullptr,
+                   .bias_unaligned = bias != nullptr && unaligned(bias),
                    .gelu = gelu,
                    .bf16_products = choices.matmuls == MatmulPrecision::kBf16};
   };
   // GptBlock's c_attn, attention projection, c_fc (GELU in its epilogue as the backend fuses it)
   // and MLP projection; the head's product, a chunk of the vocabulary at a time.
   const bool gelu = choices.gelu_epilogue && 4 * C % 8 == 0;
-  const Product products[] = {product(C, 3 * C, true, false), product(C, C, true, false), product(C, 4 * C, true, gelu),
-                              product(4 * C, C, true, false), product(C, d.Vc, false, false)};
+  const Product products[] = {product(C, 3 * C, "attn.c_attn.bias", false), product(C, C, "attn.c_proj.bias", false),
+                              product(C, 4 * C, "mlp.c_fc.bias", gelu), product(4 * C, C, "mlp.c_proj.bias", false),
+                              product(C, d.Vc, nullptr, false)};
   const bool dropout = build.dropout > 0.0f;
   LargestCall largest;
   for (const Product& p : products) {
@@ -74,8 +83,10 @@ std::int64_t cuda_call_scratch_bytes(const GptConfig& model, const ModelBuild& b
   if (!d.flash_attention) {
     largest.add(attention_forward_bytes(d.NH, d.T, d.act, dropout));
     if (build.backward) largest.add(attention_backward_bytes(d.NH, d.T, d.act, dropout));
-  } else if (build.backward) {
-    largest.add(flash_attention_backward_bytes(d.B, d.NH, d.T));
+  } else if (build.backward &&
+             !ops::cudnn_attention_refuses(Device::kCUDA, choices.attention, d.act, model.head_size(), dropout)
+                  .empty()) {
+    largest.add(flash_attention_backward_bytes(d.B, d.NH, d.T));  // the flash kernels' (cuDNN's own not predicted)
   }
   if (build.backward) {
     largest.add(4 * layernorm_backward_partial_floats(BT, C));

@@ -5,6 +5,7 @@
 
 #include "kernels/contracts/kernel_scratch.h"
 #include "kernels/exec_context.h"  // kCublasWorkspaceBytes
+#include "kernels/ops.h"           // cudnn_attention_refuses
 
 #include "models/head_chunks.h"
 #include "models/llama/llama_block.h"
@@ -69,8 +70,9 @@ std::int64_t cuda_call_scratch_bytes(const LlamaConfig& c, const ModelBuild& bui
   if (!d.flash_attention) {
     largest.add(attention_forward_bytes(d.NH, d.T, d.act, false));
     if (build.backward) largest.add(attention_backward_bytes(d.NH, d.T, d.act, false));
-  } else if (build.backward) {
-    largest.add(flash_attention_backward_bytes(d.B, d.NH, d.T));
+  } else if (build.backward &&
+             !ops::cudnn_attention_refuses(Device::kCUDA, choices.attention, d.act, d.hs, false).empty()) {
+    largest.add(flash_attention_backward_bytes(d.B, d.NH, d.T));  // the flash kernels' (cuDNN's own not predicted)
   }
   if (build.backward) {
     largest.add(4 * rmsnorm_backward_partial_floats(BT, C));

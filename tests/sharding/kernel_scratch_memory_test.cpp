@@ -13,6 +13,7 @@
 #include "engine/app/trainer/run_memory.h"
 #include "kernels/contracts/kernel_scratch.h"
 #include "kernels/exec_context.h"
+#include "kernels/ops.h"
 #include "models/model_family.h"
 
 namespace zt {
@@ -137,6 +138,22 @@ TEST(KernelScratch, LlamaStepsLargestCall) {
   // fp32 parameters: the head's copy of the 128256 x 2048 table.
   c.param_dtype = DType::kF32;
   EXPECT_EQ(predict_run_memory(c, 3, 1).kernel_scratch_bytes, 2 * 128256 * 2048);
+}
+
+// A bias is copied to an aligned buffer only where its offset in the unit is not a whole number of
+// 16-byte groups: at n_embd 100 in bf16 (8 a group) the attention projection's (element 40,500)
+// alone; c_attn's (30,200), c_fc's (80,800) and the MLP projection's (121,200) are read in place. A
+// forward in bf16 throughout copies nothing else.
+TEST(KernelScratch, OnlyAnUnalignedBiasIsCopied) {
+  RunConfig c = gpt2_124m_cuda();
+  c.model = ModelConfig{"gpt2", 2, 4, 100, 64, 1000};
+  const ModelBuild forward = sampling_build(2, DType::kBF16);
+  const bool flash = ops::flash_attention_available(Device::kCUDA, 1, 4, 25);
+  const std::int64_t attention = flash ? 0 : kernel_scratch::attention_forward_bytes(4, 2, DType::kBF16, false);
+  EXPECT_EQ(cuda_call_scratch_bytes(c.model_spec(), forward, DType::kBF16, c.kernel_choices()),
+            std::max<std::int64_t>(2 * 100, attention));
+  c.model.n_embd = 104;  // every offset whole groups
+  EXPECT_EQ(cuda_call_scratch_bytes(c.model_spec(), forward, DType::kBF16, c.kernel_choices()), attention);
 }
 
 // The one measurement on a GPU: configs/shakespeare_char.json (its model and batch here) with bf16

@@ -33,11 +33,12 @@ bool llmc_token_file(const fs::path& path) {
 // A prepare replaces an earlier prepare's dataset whole. Files under its three names that no
 // prepare wrote are someone else's (a Hugging Face model's vocab.json, nanoGPT's raw train.bin
 // beside its meta.pkl) and are refused, not overwritten: an earlier dataset is a zerotrain
-// vocabulary with llm.c token files beside it.
+// vocabulary with llm.c token files beside it. What is not a file (a folder, a dangling link)
+// check_output_path refuses or the staged rename replaces, as for any output.
 void refuse_others_files(const std::string& out_dir) {
   const fs::path dir(out_dir), vocab = dir / "vocab.json";
   std::error_code ec;
-  const bool has_vocab = fs::exists(vocab, ec);
+  const bool has_vocab = fs::is_regular_file(vocab, ec);
   std::string why;
   if (has_vocab) {
     try {
@@ -47,7 +48,7 @@ void refuse_others_files(const std::string& out_dir) {
     }
   }
   for (const char* name : {"train.bin", "val.bin"}) {
-    if (why.empty() && fs::exists(dir / name, ec) && (!has_vocab || !llmc_token_file(dir / name))) {
+    if (why.empty() && fs::is_regular_file(dir / name, ec) && (!has_vocab || !llmc_token_file(dir / name))) {
       why = fmt::format("a {} that no prepare wrote", name);
     }
   }

@@ -181,10 +181,14 @@ void check_memory_fits(const RunConfig& c, int world_size, int device_index) {
           ? fmt::format("lower train.micro_batch (with train.grad_accum to keep the batch) or train.seq_len (here {})",
                         c.train.seq_len)
           : fmt::format("lower train.seq_len (here {}; train.micro_batch is 1)", c.train.seq_len);
+  // Ranks lower the model states only at a stage that shards (stage 0 replicates them).
+  const std::string shard = c.zero.stage == 0 ? (stage_left ? "raise zero.stage (then more ranks share more)"
+                                                            : "add ranks at a higher zero.stage")
+                                              : (stage_left ? "raise zero.stage, add ranks" : "add ranks");
   const RequiredMemory::Phase phase = required.phase();
   throw_input_error(
       "config error in {}: the run needs {} per rank at ZeRO stage {} on {} rank(s){} ({}), more than "
-      "{} offers: {}; {}, {}{}{}{}, or set train.check_memory = false to try anyway",
+      "{} offers: {}; {}, {}{}{}, or set train.check_memory = false to try anyway",
       sources, needs, c.zero.stage, world_size,
       phase == RequiredMemory::Phase::kTimedStep     ? " in its first step, whose kernels time their choices (at most)"
       : phase == RequiredMemory::Phase::kSetup       ? " to set its weights up"
@@ -192,8 +196,7 @@ void check_memory_fits(const RunConfig& c, int world_size, int device_index) {
       : phase == RequiredMemory::Phase::kSample      ? " to sample text (at most)"
       : phase == RequiredMemory::Phase::kChoices     ? " to score its multiple-choice examples (data.choice_file)"
                                                      : "",
-      categories, offer.what, offers, lower, stage_left ? "raise zero.stage, " : "",
-      c.zero.stage == 0 && !stage_left ? "add ranks at a higher zero.stage" : "add ranks",
+      categories, offer.what, offers, lower, shard,
       recompute_left ? ", checkpoint activations (train.activation_checkpointing)" : "",
       phase == RequiredMemory::Phase::kFinalGather &&
               required.of(required.phase(RequiredMemory::Phase::kFinalGather)).total_bytes() + required.staging <=

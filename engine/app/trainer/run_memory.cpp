@@ -141,11 +141,7 @@ std::int64_t timed_search_scratch_bytes(const RunConfig& c) {
   const std::int64_t rows = std::int64_t{c.train.micro_batch} * c.train.seq_len *
                             std::max(spec.family().mlp_width(spec.model), spec.model.n_embd);
   const std::int64_t held = std::min(kTimedScratchLimitBytes, 4 * std::max(weights, rows));
-  // Beside a timed norm, its caller's own partials, allocated before the timing: LayerNorm's 2 x
-  // n_embd floats a 32-row chunk (RMSNorm's, half that, counted as LayerNorm's).
-  const std::int64_t caller_partials =
-      (std::int64_t{c.train.micro_batch} * c.train.seq_len / 32 + 1) * 2 * spec.model.n_embd * 4;
-  return held + held / 4 + caller_partials;
+  return held + held / 4;
 }
 
 std::int64_t final_gather_buffer_bytes(const RunConfig& c, int world_size) {

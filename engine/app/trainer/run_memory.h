@@ -43,8 +43,8 @@ std::optional<StageMemory> predict_timed_step_memory(const RunConfig& config, co
 // each within kTimedScratchLimitBytes and no larger than the step's widest output (a weight
 // matrix's gradient in fp32, or micro_batch x seq_len rows of the MLP's width in fp32), and a
 // quarter more for the norm's fp32 partials (2 x cols floats per 32-row chunk: an eighth of bf16
-// rows' bytes) and the bias gradient's sums, and the timed norm's caller's own partials (the
-// kernels' other scratch alive at once, which the prediction leaves out elsewhere).
+// rows' bytes) and the bias gradient's sums. A timing runs inside one call, whose own scratch
+// (the timed norm's partials, a product's copies) the step's largest kernel call already bounds.
 std::int64_t timed_search_scratch_bytes(const RunConfig& config);
 
 // What the final gather holds at its peak (log.final_weights: engine/app/io/final_weights), after

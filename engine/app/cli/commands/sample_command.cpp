@@ -109,12 +109,12 @@ int generate_and_print(StandaloneModel& model, const data::TokenText& text, cons
   // The text as it is drawn, token by token (a long sample shows at once, and a Ctrl-C keeps what
   // came): the same bytes as decoding the whole, since decoding joins each token's bytes (token
   // ids without a tokenizer: joined by spaces).
-  if (text.has()) fmt::print("{}", prompt.text);
-  SamplingOptions streaming = options;
-  bool first = true;
   // A byte-level vocabulary's character may come in several tokens, or never complete: the text is
   // printed as valid UTF-8 as it completes (what the run's metrics log holds of a sample).
   data::Utf8Repair utf8;
+  if (text.has()) fmt::print("{}", utf8.feed(prompt.text));
+  SamplingOptions streaming = options;
+  bool first = true;
   streaming.on_token = [&](std::int32_t token) {
     const std::int32_t one[] = {token};
     fmt::print("{}{}", !text.has() && !first ? " " : "", utf8.feed(text.decode(one)));

@@ -98,14 +98,4 @@ std::pair<int, int> cached_attention_splits(std::int64_t blocks, std::int64_t po
 std::int64_t cached_attention_bytes(std::int64_t batch, std::int64_t new_positions, std::int64_t heads,
                                     std::int64_t positions);
 
-// The largest of the calls seen: a step's scratch peak.
-class LargestCall {
- public:
-  void add(std::int64_t bytes) { bytes_ = bytes > bytes_ ? bytes : bytes_; }
-  std::int64_t bytes() const { return bytes_; }
-
- private:
-  std::int64_t bytes_ = 0;
-};
-
 }  // namespace zt::kernel_scratch

@@ -5,7 +5,7 @@
 
 #include "kernels/contracts/kernel_scratch.h"
 #include "kernels/exec_context.h"  // kCublasWorkspaceBytes
-#include "kernels/ops.h"           // cudnn_attention_refuses
+#include "models/decoder_call_scratch.h"
 #include "models/gpt/gpt_params.h"
 #include "models/gpt/gpt_schedule.h"
 
@@ -75,24 +75,17 @@ std::int64_t cuda_call_scratch_bytes(const GptConfig& model, const ModelBuild& b
                               product(C, 4 * C, "mlp.c_fc.bias", gelu), product(4 * C, C, "mlp.c_proj.bias", false),
                               product(C, d.Vc, nullptr, false)};
   const bool dropout = build.dropout > 0.0f;
-  LargestCall largest;
-  for (const Product& p : products) {
-    largest.add(product_forward_bytes(p));
-    if (build.backward) largest.add(product_backward_bytes(p));
-  }
-  if (!d.flash_attention) {
-    largest.add(attention_forward_bytes(d.NH, d.T, d.act, dropout));
-    if (build.backward) largest.add(attention_backward_bytes(d.NH, d.T, d.act, dropout));
-  } else if (build.backward &&
-             !ops::cudnn_attention_refuses(Device::kCUDA, choices.attention, d.act, model.head_size(), dropout)
-                  .empty()) {
-    largest.add(flash_attention_backward_bytes(d.B, d.NH, d.T));  // the flash kernels' (cuDNN's own not predicted)
-  }
-  if (build.backward) {
-    largest.add(4 * layernorm_backward_partial_floats(BT, C));
-    largest.add(embedding_backward_bytes(BT, d.Vp));
-  }
-  return largest.bytes();
+  return largest_call_bytes(
+      {.products = products,
+       .backward = build.backward,
+       .attention = cuda_attention_route(d.flash_attention, choices.attention, d.act, model.head_size(), dropout),
+       .batch = d.B,
+       .heads = d.NH,
+       .seq_len = d.T,
+       .activations = d.act,
+       .dropout = dropout,
+       .norm_backward_bytes = 4 * layernorm_backward_partial_floats(BT, C),
+       .vocab = d.Vp});
 }
 
 StepSchedule step_schedule(const GptConfig& model, const UnitLayout& layout, const CheckpointPolicy& checkpointing) {

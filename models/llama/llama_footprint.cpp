@@ -5,7 +5,7 @@
 
 #include "kernels/contracts/kernel_scratch.h"
 #include "kernels/exec_context.h"  // kCublasWorkspaceBytes
-#include "kernels/ops.h"           // cudnn_attention_refuses
+#include "models/decoder_call_scratch.h"
 
 #include "models/head_chunks.h"
 #include "models/llama/llama_block.h"
@@ -62,23 +62,16 @@ std::int64_t cuda_call_scratch_bytes(const LlamaConfig& c, const ModelBuild& bui
   // the vocabulary at a time.
   const Product products[] = {product(C, d.qkv_width()), product(d.NH * d.hs, C), product(C, 2 * d.I), product(d.I, C),
                               product(C, head_chunk_columns(Vp, layout.head_chunks))};
-  LargestCall largest;
-  for (const Product& p : products) {
-    largest.add(product_forward_bytes(p));
-    if (build.backward) largest.add(product_backward_bytes(p));
-  }
-  if (!d.flash_attention) {
-    largest.add(attention_forward_bytes(d.NH, d.T, d.act, false));
-    if (build.backward) largest.add(attention_backward_bytes(d.NH, d.T, d.act, false));
-  } else if (build.backward &&
-             !ops::cudnn_attention_refuses(Device::kCUDA, choices.attention, d.act, d.hs, false).empty()) {
-    largest.add(flash_attention_backward_bytes(d.B, d.NH, d.T));  // the flash kernels' (cuDNN's own not predicted)
-  }
-  if (build.backward) {
-    largest.add(4 * rmsnorm_backward_partial_floats(BT, C));
-    largest.add(embedding_backward_bytes(BT, Vp));
-  }
-  return largest.bytes();
+  return largest_call_bytes(
+      {.products = products,
+       .backward = build.backward,
+       .attention = cuda_attention_route(d.flash_attention, choices.attention, d.act, d.hs, false),
+       .batch = d.B,
+       .heads = d.NH,
+       .seq_len = d.T,
+       .activations = d.act,
+       .norm_backward_bytes = 4 * rmsnorm_backward_partial_floats(BT, C),
+       .vocab = Vp});
 }
 
 StepSchedule step_schedule(const LlamaConfig& c, const UnitLayout& layout, const CheckpointPolicy& checkpointing) {

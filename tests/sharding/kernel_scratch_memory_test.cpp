@@ -119,7 +119,8 @@ TEST(KernelScratch, Gpt2StepsLargestCallUnderEachPrecision) {
 }
 
 TEST(KernelScratch, LlamaStepsLargestCall) {
-  RunConfig c;
+  RunConfig c = gpt2_124m_cuda();  // its device and precisions
+  c.gelu_epilogue = false;
   c.model = ModelConfig{"llama", 16, 32, 2048, 4096, 128256};
   c.model.family_keys = {{"n_kv_head", 8},
                          {"intermediate_size", 8192},
@@ -128,10 +129,6 @@ TEST(KernelScratch, LlamaStepsLargestCall) {
                          {"tie_embeddings", true}};
   c.train.micro_batch = 4;
   c.train.seq_len = 2048;
-  c.device = Device::kCUDA;
-  c.param_dtype = DType::kBF16;
-  c.activation_dtype = DType::kBF16;
-  c.matmul_precision = MatmulPrecision::kBf16;
   // RMSNorm backward's partials (256 chunks of 2048 floats) beat the flash delta (1 MiB) and the
   // embedding's sort (0.6 MiB).
   EXPECT_EQ(predict_run_memory(c, 3, 1).kernel_scratch_bytes, 256 * 2048 * 4);
@@ -163,13 +160,12 @@ TEST(KernelScratch, OnlyAnUnalignedBiasIsCopied) {
 // bf16 copy of its fp32 384 x 1536 weight and 5461 rows of its fp32 results (the GELU then a
 // separate kernel), the largest call of the step.
 TEST(KernelScratch, PredictsTheWorkspaceAnH100MeasuredToTheByte) {
-  RunConfig c;
+  RunConfig c = gpt2_124m_cuda();
   c.model = ModelConfig{"gpt2", 6, 6, 384, 256, 65};
   c.train.micro_batch = 64;
   c.train.seq_len = 256;
-  c.device = Device::kCUDA;
-  c.activation_dtype = DType::kBF16;
-  c.matmul_precision = MatmulPrecision::kBf16;
+  c.param_dtype = DType::kF32;
+  c.gelu_epilogue = false;
   c.attention_kernels = AttentionKernels::kFlash;
   const StageMemory step = predict_run_memory(c, 0, 1);
   EXPECT_EQ(step.kernel_scratch_bytes, 2 * 384 * 1536 + 5461 * 1536 * 4);

@@ -108,6 +108,34 @@ TEST_F(CheckpointFolder, ResumingEarlierSetsTheLaterCheckpointsAside) {
             folder_ + "/superseded/step_00000008");
 }
 
+// A resume from a checkpoint outside the folder's trajectory (superseded/, after a rollback; or a
+// finished run's, into a folder a fresh run has used since): the folder's checkpoints at or before
+// its step that are not its ancestors by save id are another trajectory's too. A checkpoint from
+// before save ids cannot tell and stays.
+TEST_F(CheckpointFolder, ResumingAnotherLineageSetsTheFoldersOtherCheckpointsAside) {
+  save(60, 0, lineage("a60", ""));
+  save(70, 0, lineage("a70", "a60"));
+  save(80, 0, lineage("a80", "a70"));
+  // Rolled back to 70 with another learning rate: A's 80 aside, B's 80 saved.
+  EXPECT_EQ(set_aside_other_trajectories(folder_, 70, "a70", "a60"), (std::vector<std::string>{"step_00000080"}));
+  save(80, 0, lineage("b80", "a70"));
+  // Back to A's 80: B's goes aside; A's 60 and 70, its ancestors, stay.
+  EXPECT_EQ(set_aside_other_trajectories(folder_, 80, "a80", "a70"), (std::vector<std::string>{"step_00000080"}));
+  EXPECT_EQ(steps(), (std::vector<std::int64_t>{60, 70}));
+  EXPECT_EQ(read_latest(folder_), "step_00000070");
+  EXPECT_TRUE(is_complete(folder_ + "/superseded/step_00000080.2"));
+  // A fresh run's checkpoint and one from before save ids; a resume of another run's step 40.
+  save(10, 0, lineage("f10", ""));
+  save(20);
+  EXPECT_EQ(set_aside_other_trajectories(folder_, 40, "k40", "k30"),
+            (std::vector<std::string>{"step_00000010", "step_00000060", "step_00000070"}));
+  EXPECT_EQ(steps(), (std::vector<std::int64_t>{20}));
+  // Resuming a checkpoint of the folder keeps it and its ancestors.
+  save(30, 0, lineage("c30", ""));
+  save(40, 0, lineage("c40", "c30"));
+  EXPECT_TRUE(set_aside_other_trajectories(folder_, 40, "c40", "c30").empty());
+}
+
 TEST_F(CheckpointFolder, LatestPointingAtAMissingDirectoryFallsBack) {
   const std::string older = save(10);
   write_latest(folder_, "step_00000099");

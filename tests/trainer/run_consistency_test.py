@@ -338,6 +338,18 @@ def main():
     still = sorted(d for d in os.listdir(folder) if d.startswith("step_"))
     check(quick.returncode == 0 and still == kept and "an earlier run's; this run started afresh" not in quick.stdout,
           f"a fresh run that never saves leaves the folder's checkpoints in place ({still})")
+    # A resume of the earlier run's last checkpoint, from superseded/ (a finished run: nothing more
+    # to train or save): the later run's checkpoints, at lower steps but not its ancestors, go aside
+    # too (the folder's fallback would take them for its own).
+    earlier = os.path.join(folder, "superseded", "step_00000006")
+    back = subprocess.run([binary, "train", "--config", every2, "--run-dir", reused, "--resume", earlier],
+                          capture_output=True, text=True, timeout=120)
+    now = sorted(d for d in os.listdir(folder) if d.startswith("step_"))
+    aside = sorted(os.listdir(os.path.join(folder, "superseded")))
+    check(back.returncode == 0 and now == [] and "not on the lineage" in back.stdout and
+          "step_00000002.2" in aside and "step_00000004.2" in aside,
+          f"a resume from superseded/ sets the folder's other trajectory aside (kept {now}, aside {aside}, "
+          f"{(back.stdout + back.stderr)[-300:]})")
 
     # Resume on other data.
     data_dir = os.path.join(work, "data")

@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <set>
 #include <sstream>
 #include <string_view>
 
@@ -96,11 +98,15 @@ void apply_keep_last(const std::string& folder, int keep_last, const std::string
   }
 }
 
-std::vector<std::string> set_aside_checkpoints_after(const std::string& folder, std::int64_t step) {
+namespace {
+
+// Moves the folder's checkpoints `other` picks into superseded/ and keeps `latest` on one left.
+template <class Other>
+std::vector<std::string> set_aside_where(const std::string& folder, Other&& other) {
   std::vector<std::string> moved;
   const fs::path aside = fs::path(folder) / kSupersededName;
   for (const CheckpointEntry& c : list_checkpoints(folder)) {
-    if (c.step <= step) continue;
+    if (!other(c)) continue;
     std::error_code ec;
     fs::create_directories(aside, ec);
     if (ec) throw_runtime_error("cannot create '{}': {}", aside.string(), ec.message());
@@ -129,6 +135,12 @@ std::vector<std::string> set_aside_checkpoints_after(const std::string& folder, 
   return moved;
 }
 
+}  // namespace
+
+std::vector<std::string> set_aside_checkpoints_after(const std::string& folder, std::int64_t step) {
+  return set_aside_where(folder, [&](const CheckpointEntry& c) { return c.step > step; });
+}
+
 SupersededUsage superseded_usage(const std::string& folder) {
   SupersededUsage usage;
   std::error_code ec;
@@ -152,6 +164,7 @@ namespace {
 // extra; "" where the manifest cannot be read (or, for the previous, predates save ids).
 struct Lineage {
   std::string save_id, previous_save_id;
+  bool has_save_id = false;  // extra.save_id itself (not a checkpoint from before save ids)
 };
 
 Lineage lineage_of(const fs::path& dir) {
@@ -162,8 +175,34 @@ Lineage lineage_of(const fs::path& dir) {
   const nlohmann::json extra = doc.value("extra", nlohmann::json::object());
   l.save_id = checkpoint_lineage_id(extra, doc["manifest_crc32"].get<std::uint32_t>());
   l.previous_save_id = extra_string(extra, "previous_save_id");
+  l.has_save_id = !extra_string(extra, "save_id").empty();
   return l;
 }
+
+}  // namespace
+
+std::vector<std::string> set_aside_other_trajectories(const std::string& folder, std::int64_t step,
+                                                      const std::string& lineage_id,
+                                                      const std::string& previous_save_id) {
+  // The resumed checkpoint's ancestors here: its previous save, that one's, and so on.
+  std::map<std::string, std::string> previous_of;
+  for (const CheckpointEntry& c : list_checkpoints(folder)) {
+    if (c.step > step) continue;
+    const Lineage l = lineage_of(c.path);
+    if (!l.save_id.empty()) previous_of.emplace(l.save_id, l.previous_save_id);
+  }
+  std::set<std::string> ours = {lineage_id};
+  for (std::string id = previous_save_id; previous_of.count(id) > 0 && ours.insert(id).second; id = previous_of[id]) {}
+  return set_aside_where(folder, [&](const CheckpointEntry& c) {
+    if (c.step > step) return true;
+    // One from before save ids has no lineage to tell by, and one whose manifest cannot be read is
+    // no fallback: both stay.
+    const Lineage l = lineage_of(c.path);
+    return l.has_save_id && ours.count(l.save_id) == 0;
+  });
+}
+
+namespace {
 
 // A folder's checkpoints in the order resolution tries them, newest first: latest's, and before
 // it the step_* newer than it that continue it (each one's previous_save_id the save_id of the one

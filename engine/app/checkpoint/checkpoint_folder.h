@@ -41,6 +41,15 @@ inline constexpr const char* kSupersededName = "superseded";
 // (a name taken there gets .2, .3, ...) and, where `latest` named one of them, points it at the
 // newest complete checkpoint left (removes it when none is). Returns the names moved, oldest first.
 std::vector<std::string> set_aside_checkpoints_after(const std::string& folder, std::int64_t step);
+// The same for a resume from the checkpoint of `step` named `lineage_id` whose previous save was
+// `previous_save_id` (Manifest::lineage_id, extra.previous_save_id), which need not be in the folder
+// (one in superseded/, or elsewhere): also those at or before `step` that are not its ancestors by
+// their save ids (a fresh run's started here since, or the trajectory a rollback abandoned and now
+// abandoned in turn), which keep-last would count and a lost `latest` fall back to. A checkpoint from
+// before save ids, which cannot tell, stays.
+std::vector<std::string> set_aside_other_trajectories(const std::string& folder, std::int64_t step,
+                                                      const std::string& lineage_id,
+                                                      const std::string& previous_save_id);
 // What folder/superseded/ holds: nothing deletes it (each fresh run or rollback adds to it), so the
 // messages that add to it say how much it has grown to.
 struct SupersededUsage {

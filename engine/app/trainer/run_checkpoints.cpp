@@ -141,8 +141,10 @@ RunProgress start_run(TrainerState& s, const std::string& resume_checkpoint, boo
   run.init_from_path = ckpt::extra_string(m.extra, "init_from_path");
   const std::string saved_id = ckpt::extra_string(m.extra, "save_id");
   // The log is this trajectory's if it records the checkpoint's save (its save_id, in the save's
-  // checkpoint or checkpoint_started record), or the save before it and a record of its step (a
-  // kill between a synchronous save's commit and its record), or, for a checkpoint from before
+  // checkpoint or checkpoint_started record), or the save before it and a record of its step, but
+  // of no other save at that step (a kill between a synchronous save's commit and its record; a
+  // save of the step with another id is another trajectory's: a rollback's, whose records a resume
+  // from the superseded checkpoint would otherwise continue), or, for a checkpoint from before
   // save ids, a record of its step (every step logs one before its save). Otherwise it is another
   // trajectory's (a fresh run's, started in this directory after that checkpoint's run): kept
   // aside too, not continued as if it were this run's history.
@@ -150,11 +152,11 @@ RunProgress start_run(TrainerState& s, const std::string& resume_checkpoint, boo
   // Everything below asks of the log, read once here.
   const MetricsLog::AtStep logged =
       s.metrics ? s.metrics->read_at_step(run.start_step, {saved_id, previous_id}) : MetricsLog::AtStep{};
-  const bool log_is_ours =
-      !s.metrics || run.start_step == 0 ||
-      (saved_id.empty() ? logged.any_record
-                        : logged.save_ids.count(saved_id) > 0 ||
-                              (!previous_id.empty() && logged.save_ids.count(previous_id) > 0 && logged.any_record));
+  const bool log_is_ours = !s.metrics || run.start_step == 0 ||
+                           (saved_id.empty() ? logged.any_record
+                                             : logged.save_ids.count(saved_id) > 0 ||
+                                                   (!previous_id.empty() && logged.save_ids.count(previous_id) > 0 &&
+                                                    logged.any_record && !logged.other_save));
   if (!log_is_ours) {
     s.metrics->start_afresh();
     if (!s.metrics->set_aside().empty()) {
@@ -165,7 +167,7 @@ RunProgress start_run(TrainerState& s, const std::string& resume_checkpoint, boo
     }
   } else if (s.metrics) {
     if (const int dropped = s.metrics->drop_records_after_step(run.start_step, logged.past); dropped > 0) {
-      s.progress.message(fmt::format("metrics.jsonl: dropped {} record(s) the interrupted run wrote after step {}",
+      s.progress.message(fmt::format("metrics.jsonl: dropped {} record(s) logged after step {}, the step resumed from",
                                      dropped, run.start_step));
     }
   }
@@ -208,10 +210,11 @@ RunProgress start_run(TrainerState& s, const std::string& resume_checkpoint, boo
   }
   if (s.root && writes_checkpoints(c)) {  // rank 0 holds the folder's lock
     const std::string folder = c.checkpoint.folder_for(s.run_dir);
-    if (const auto moved = ckpt::set_aside_checkpoints_after(folder, run.start_step); !moved.empty()) {
+    if (const auto moved = ckpt::set_aside_other_trajectories(folder, run.start_step, m.lineage_id(), previous_id);
+        !moved.empty()) {
       report_set_aside(s, folder, moved, run.start_step,
-                       fmt::format("past step {}: another trajectory's, which keep_last and the folder's fallback "
-                                   "would take for this run's",
+                       fmt::format("past step {}, or not on the lineage of the checkpoint resumed: another "
+                                   "trajectory's, which keep_last and the folder's fallback would take for this run's",
                                    run.start_step));
     }
   }

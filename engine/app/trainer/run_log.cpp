@@ -134,7 +134,11 @@ MetricsLog::AtStep MetricsLog::read_at_step(std::int64_t step, const std::vector
     }
     if (record.contains("save_id") && record["save_id"].is_string()) {
       const std::string& id = record["save_id"].get_ref<const std::string&>();
-      if (std::find(save_ids.begin(), save_ids.end(), id) != save_ids.end()) at.save_ids.insert(id);
+      if (std::find(save_ids.begin(), save_ids.end(), id) != save_ids.end()) {
+        at.save_ids.insert(id);
+      } else if (record.contains("step") && record["step"] == step) {
+        at.other_save = true;
+      }
     }
     return true;
   });

@@ -35,6 +35,7 @@ class MetricsLog {
   struct AtStep {
     bool any_record = false;           // a record of the step (a last line cut short included)
     std::set<std::string> save_ids;    // those of the asked save ids that a record holds as "save_id"
+    bool other_save = false;           // a record of the step holds a save id not asked: another save
     std::set<std::string> kept_types;  // the step's records' types, but a last line cut short
     int past = 0;                      // what drop_records_after_step removes: records past the step
   };

@@ -275,6 +275,10 @@ def main():
     check(p.returncode == 0 and not os.path.exists(os.path.join(run_e, "final.safetensors")) and
           records(run_e)[-1]["type"] == "summary" and "no final.safetensors: log.final_weights = false" in p.stdout,
           f"log.final_weights=false: no final.safetensors, the summary and the printout say so (exit {p.returncode})")
+    # ... and sample --run says why there are none.
+    p = run(binary, ["sample", "--run", run_e, "--tokens", "4"])
+    check(p.returncode == 2 and "has no final.safetensors (its config sets log.final_weights = false" in p.stderr,
+          f"sample --run of such a run names the setting ({p.stderr.strip()[-200:]})")
 
     # 4. Nothing known at the start fails a run after training (issue 19): a sample prompt outside
     # the data's vocabulary and a checkpoint folder that cannot be made stop it before step 1,

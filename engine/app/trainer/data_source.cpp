@@ -210,8 +210,9 @@ void DataSource::open(const RunConfig& c) {
           c.sources_of({"data.choice_file", "model.block_size"}), d.choice_file, choices_->longest_input(),
           c.model.block_size);
     }
-    description_ += fmt::format("; multiple choice: {} ({} examples, {} completions)", d.choice_file,
-                                choices_->examples().size(), choices_->rows());
+    const std::size_t examples = choices_->examples().size();
+    description_ += fmt::format("; multiple choice: {} ({} example{}, {} completions)", d.choice_file, examples,
+                                examples == 1 ? "" : "s", choices_->rows());
   }
 }
 

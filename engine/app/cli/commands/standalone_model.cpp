@@ -14,6 +14,7 @@
 #include "engine/app/checkpoint/folder_lock.h"
 #include "engine/app/cli/commands/commands.h"
 #include "engine/app/config/run_config.h"
+#include "engine/app/io/input_file.h"
 #include "engine/app/io/json_file.h"
 #include "engine/app/io/model_weights.h"
 #include "engine/app/io/pretrained.h"
@@ -103,12 +104,20 @@ WeightSource resolve_weight_source(const ArgParser& parser, const std::string& c
   if (!fs::is_directory(dir)) throw_input_error("zerotrain {}: --run {}: no such run directory", command, s.path);
   for (const char* f : {"config.json", "final.safetensors"}) {
     if (fs::exists(dir / f)) continue;
-    // A run stopped before its end (a signal, a kill) wrote no final weights, but its checkpoints.
-    const bool checkpoints = std::string_view(f) == "final.safetensors" && fs::exists(dir / "checkpoints" / "latest");
+    // A run stopped before its end (a signal, a kill) wrote no final weights, but its checkpoints;
+    // so does one whose config asked for none.
+    const bool final_weights = std::string_view(f) == "final.safetensors";
+    const bool checkpoints = final_weights && fs::exists(dir / "checkpoints" / "latest");
+    const nlohmann::json config = nlohmann::json::parse(read_whole_input((dir / "config.json").string(), "--run"),
+                                                        nullptr, /*allow_exceptions=*/false);
+    const bool none_asked = final_weights && config.is_object() && config.contains("log") &&
+                            config["log"].is_object() && config["log"].value("final_weights", true) == false;
+    const std::string why = none_asked ? "its config sets log.final_weights = false" : "it stopped before its end?";
     throw_input_error("zerotrain {}: {} has no {}{}", command, dir.string(), f,
-                      checkpoints ? fmt::format(" (it stopped before its end? use its checkpoint: --ckpt {})",
-                                                (dir / "checkpoints").string())
-                                  : "");
+                      checkpoints
+                          ? fmt::format(" ({}: use its checkpoint, --ckpt {})", why, (dir / "checkpoints").string())
+                      : none_asked ? fmt::format(" ({})", why)
+                                   : "");
   }
   // The run's model; its config's device and precision keys aside (the flags choose them).
   // Its model keys are all in its config.json: train.init_from's folder is not needed. Its

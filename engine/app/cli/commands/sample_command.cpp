@@ -140,9 +140,9 @@ int generate_and_print(StandaloneModel& model, const data::TokenText& text, cons
   const int stopped_by = static_cast<int>(tokens.size()) < options.max_new_tokens ? stop_signal() : 0;
   print_err(
       "zerotrain sample: {}{} tokens in {:.3f} s ({:.1f} tokens/s; the models' set-up and the prompt's {} "
-      "positions included)\n",
+      "position{} included)\n",
       stopped_by != 0 ? fmt::format("stopped by {} after ", signal_name(stopped_by)) : "", tokens.size(), seconds,
-      static_cast<double>(tokens.size()) / seconds, prompt.ids.size());
+      static_cast<double>(tokens.size()) / seconds, prompt.ids.size(), prompt.ids.size() == 1 ? "" : "s");
   return stopped_by != 0 ? 128 + stopped_by : 0;  // as a shell reports a command its signal ended
 }
 

@@ -15,4 +15,10 @@ void print_stderr(std::string_view text) {
   [[maybe_unused]] const std::size_t written = std::fwrite(text.data(), 1, text.size(), stderr);
 }
 
+std::string error_line(std::string_view message) {
+  constexpr std::string_view kCommand = "zerotrain ";
+  if (message.starts_with(kCommand)) message.remove_prefix(kCommand.size());
+  return fmt::format("zerotrain: error: {}\n", message);
+}
+
 }  // namespace zt

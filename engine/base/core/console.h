@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include <string>
 #include <string_view>
 #include <utility>
 
@@ -14,6 +15,10 @@ namespace zt {
 
 void print_stdout(std::string_view text);
 void print_stderr(std::string_view text);
+
+// An error's one line, "zerotrain: error: MESSAGE\n": a message that names its command ("zerotrain
+// sample: ...") names it once ("zerotrain: error: sample: ...").
+std::string error_line(std::string_view message);
 
 // fmt::print's forms, through the two above.
 template <typename... Args>

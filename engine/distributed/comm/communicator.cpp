@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "engine/base/core/check.h"
+#include "engine/base/core/console.h"
 #include "engine/distributed/comm/host_staging_device.h"
 #include "engine/distributed/comm/local_communicator.h"
 #include "engine/distributed/comm/staged_communicator.h"
@@ -160,7 +161,7 @@ void fail_on_every_rank(Communicator& world, const std::string& message, bool in
   // non-zero, and a rank 0 still unwinding would print the launcher's line instead of this one.
   const int exit_code = input_error ? 2 : 1;
   if (world.rank() == 0) {
-    std::fputs(fmt::format("zerotrain: error: {}\n", message).c_str(), stderr);
+    std::fputs(error_line(message).c_str(), stderr);
     std::fflush(stderr);
   }
   note_error_reported(exit_code);

@@ -108,7 +108,7 @@ int run_command(const std::vector<std::string>& all) {
   } catch (const AgreedRuntimeError&) {
     return 1;
   } catch (const InputError& e) {
-    print_err("zerotrain: error: {}\n", e.what());
+    print_stderr(error_line(e.what()));
     note_error_reported(2);
     return 2;
   } catch (const std::filesystem::filesystem_error& e) {
@@ -118,7 +118,7 @@ int run_command(const std::vector<std::string>& all) {
     note_error_reported(2);
     return 2;
   } catch (const std::exception& e) {
-    print_err("zerotrain: error: {}\n", e.what());
+    print_stderr(error_line(e.what()));
     note_error_reported(1);
     return 1;
   }

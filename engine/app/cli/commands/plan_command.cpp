@@ -222,7 +222,7 @@ int plan_main(const std::vector<std::string>& args) {
                            .dump(2));
     for (const auto& line : notes) print_err("zerotrain plan: {}\n", line.get<std::string>());
     if (r.fitting.empty()) {  // the JSON says so on stdout; the reason on stderr, as without --json
-      print_err("zerotrain: error: {}\n", nothing_fits(r, budget));
+      print_stderr(error_line(nothing_fits(r, budget)));
       return 2;
     }
     return 0;

@@ -266,14 +266,17 @@ def main():
           f"{p.stderr.strip()[-300:]})")
 
     # log.final_weights = false (benchmarks): the run finishes, evaluates and says it wrote no weights.
-    # An earlier run's final weights in the directory are removed, not left as if they were this run's.
+    # An earlier run's final weights in the directory are kept aside at the fresh run's start (as
+    # its log is), not left as if they were this run's.
     run_e = os.path.join(work, "e")
     os.makedirs(run_e)
     shutil.copy(os.path.join(run_a, "final.safetensors"), os.path.join(run_e, "final.safetensors"))
     p = run(binary, ["train", "--config", config_path, "--run-dir", run_e, "--set", "train.max_steps=4",
                      "--set", "log.final_weights=false"])
+    kept = [n for n in os.listdir(run_e) if n.startswith("final.") and n != "final.safetensors"]
     check(p.returncode == 0 and not os.path.exists(os.path.join(run_e, "final.safetensors")) and
-          records(run_e)[-1]["type"] == "summary" and "no final.safetensors: log.final_weights = false" in p.stdout,
+          records(run_e)[-1]["type"] == "summary" and "no final.safetensors: log.final_weights = false" in p.stdout
+          and len(kept) == 1 and kept[0].endswith(".safetensors") and "an earlier run's weights kept as" in p.stdout,
           f"log.final_weights=false: no final.safetensors, the summary and the printout say so (exit {p.returncode})")
     # ... and sample --run says why there are none.
     p = run(binary, ["sample", "--run", run_e, "--tokens", "4"])

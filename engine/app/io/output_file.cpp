@@ -1,6 +1,7 @@
 // Staging names for outputs written whole (see the header).
 #include "engine/app/io/output_file.h"
 
+#include <fmt/chrono.h>
 #include <fmt/format.h>
 
 #include <fcntl.h>
@@ -14,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <functional>
 #include <mutex>
@@ -25,6 +27,22 @@
 #include "engine/distributed/launch/signals.h"
 
 namespace zt {
+
+std::string keep_aside(const std::string& path, std::string_view what) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec) || std::filesystem::file_size(path, ec) == 0 || ec) return "";
+  const std::filesystem::path p(ckpt::rename_target(path, what));
+  const std::string stamp = fmt::format("{:%Y%m%d-%H%M%S}", fmt::gmtime(std::time(nullptr)));
+  std::string aside;
+  for (int n = 0; aside.empty() || std::filesystem::exists(aside, ec); ++n) {
+    aside = (p.parent_path() / fmt::format("{}.{}{}{}", p.stem().string(), stamp, n > 0 ? fmt::format("-{}", n) : "",
+                                           p.extension().string()))
+                .string();
+  }
+  std::filesystem::rename(p, aside, ec);
+  if (ec) throw_runtime_error("cannot set the earlier {} '{}' aside: {}", what, p.string(), ec.message());
+  return aside;
+}
 
 void check_output_path(const std::string& path, std::string_view what) {
   namespace fs = std::filesystem;

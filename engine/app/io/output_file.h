@@ -20,6 +20,11 @@ std::string staging_path(const std::string& path);
 // InputError naming `what` ("--out") and the path.
 void check_output_path(const std::string& path, std::string_view what);
 
+// An earlier run's file kept beside itself as <stem>.<UTC time>[-n]<extension> (through a symlink,
+// the file it names, the link kept): "" where there is no file or it is empty; RuntimeError naming
+// `what` where it cannot be moved.
+std::string keep_aside(const std::string& path, std::string_view what);
+
 // A staging file being written, or a folder made for an output, that a signal ending the process
 // (Ctrl-C on an export, a prepare, a debug-state) must not leave behind: a 600 MB train.bin.tmp
 // beside the dataset it was to replace. Registered while the object lives; once

@@ -12,6 +12,7 @@
 #include "engine/app/checkpoint/checkpoint_model.h"
 #include "engine/app/checkpoint/folder_lock.h"
 #include "engine/app/checkpoint/optimizer_checkpoint.h"
+#include "engine/app/io/output_file.h"
 #include "engine/app/io/pretrained.h"
 #include "engine/app/trainer/evaluation.h"
 #include "engine/app/trainer/model_setup.h"
@@ -41,10 +42,18 @@ void report_set_aside(TrainerState& s, const std::string& folder, const std::vec
          {"superseded_bytes", usage.bytes}});
 }
 
-// A fresh run starts its own log, an earlier run's kept beside it; once its weights are set up
-// (train.init_from read and checked), so that a run refused at its start leaves the directory's
-// log as it was.
+// A fresh run starts its own log, an earlier run's kept beside it, and keeps an earlier run's
+// final.safetensors aside too (a run stopped before its end writes none, and `sample --run` would
+// take that one for its weights); once its weights are set up (train.init_from read and checked),
+// so that a run refused at its start leaves the directory as it was.
 void start_fresh_log(TrainerState& s) {
+  if (s.root) {
+    const std::string kept = keep_aside(s.run_dir + "/final.safetensors", "final weights");
+    if (!kept.empty()) {
+      s.progress.message(
+          fmt::format("final.safetensors: an earlier run's weights kept as {} (this run started afresh)", kept));
+    }
+  }
   if (!s.metrics) return;
   s.metrics->start_afresh();
   if (!s.metrics->set_aside().empty()) {

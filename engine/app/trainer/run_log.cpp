@@ -48,20 +48,8 @@ void MetricsLog::open_file(bool truncate) {
 }
 
 void MetricsLog::set_aside_file() {
-  std::error_code ec;
-  if (!regular_ || std::filesystem::file_size(path_, ec) == 0 || ec) return;
-  // Through a symlink, the file it names is set aside beside itself, and the link kept.
-  const std::filesystem::path p(ckpt::rename_target(path_, "metrics file"));
-  const std::string stamp = fmt::format("{:%Y%m%d-%H%M%S}", fmt::gmtime(std::time(nullptr)));
-  std::string aside;
-  for (int n = 0; aside.empty() || std::filesystem::exists(aside, ec); ++n) {
-    aside = (p.parent_path() / fmt::format("{}.{}{}{}", p.stem().string(), stamp, n > 0 ? fmt::format("-{}", n) : "",
-                                           p.extension().string()))
-                .string();
-  }
-  std::filesystem::rename(p, aside, ec);
-  if (ec) throw_runtime_error("cannot set the earlier metrics file '{}' aside: {}", p.string(), ec.message());
-  set_aside_ = aside;
+  if (!regular_) return;
+  set_aside_ = keep_aside(path_, "metrics file");
 }
 
 void MetricsLog::start_afresh() {

@@ -566,9 +566,10 @@ def main():
     live.wait()
     after = subprocess.run([binary, "sample", "--run", live_dir, "--tokens", "2"], capture_output=True, text=True,
                            timeout=120)
-    # (Its directory holds an earlier run's final weights, which the refusal names as such.)
+    # (Its directory held an earlier run's final weights, which the run keeps aside once set up; until
+    # then the refusal names them as the earlier run's.)
     ok = (all(p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and "is being trained now, by pid "
-              f"{live.pid}" in p.stderr and "now is an earlier run's" in p.stderr for p in runs)
+              f"{live.pid}" in p.stderr and "its final weights come at the run's end" in p.stderr for p in runs)
           and "being trained" not in after.stderr)
     report("--run of a live run refused", ok, [p.returncode for p in runs] + [after.returncode],
            f"{[p.stderr.strip()[-200:] for p in runs]} {after.stderr.strip()[-200:]}")

@@ -12,7 +12,8 @@ as named, never a hang (every command runs under a timeout) or a replaced file:
     an earlier dataset whole; an address-space limit (ulimit -v) OpenBLAS cannot start under: named;
   * ckpt export --format hf into a folder whose config.json is not a Hugging Face model's,
     train --run-dir a Hugging Face export, and prepare --out a folder with another tool's
-    vocab.json or train.bin: refused, their files untouched;
+    vocab.json or train.bin: refused, their files untouched; an export into a folder (or an llm.c
+    file) another writer holds at that moment: refused;
   * a config file named "...json": its default run directory is runs/run, not runs/.. (the
     working directory);
   * an empty RUN_LOCK (a power loss): taken over, nothing left behind;
@@ -23,6 +24,7 @@ as named, never a hang (every command runs under a timeout) or a replaced file:
 
 usage: odd_files_test.py PATH/TO/zerotrain
 """
+import fcntl
 import json
 import os
 import resource
@@ -188,6 +190,27 @@ def main():
     check(first.returncode == 0 and p.returncode == 1 and "File too large" in p.stderr and after == before and
           sorted(os.listdir(dataset)) == ["train.bin", "val.bin", "vocab.json"],
           f"a prepare failing part way over an earlier dataset leaves it whole ({p.returncode}, {p.stderr.strip()})")
+
+    # Two writers of one output at once: an export into a folder another holds (a concurrent export
+    # or prepare, here this test's flock on it), or an llm.c file whose staging file another holds,
+    # is refused, the output untouched; once released, the export writes it.
+    held = os.path.join(work, "held")
+    os.makedirs(held)
+    fd = os.open(held, os.O_RDONLY)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    ok, lines = refused(run("ckpt", "export", os.path.join(base, "checkpoints"), "--format", "hf", "--out", held),
+                        held, "another zerotrain command is writing into it now")
+    check(ok and os.listdir(held) == [], f"an HF export into a folder another writer holds: refused ({lines})")
+    os.close(fd)
+    p = run("ckpt", "export", os.path.join(base, "checkpoints"), "--format", "hf", "--out", held)
+    check(p.returncode == 0 and "config.json" in os.listdir(held), f"released, it exports ({p.stderr.strip()[-200:]})")
+    llmc_out = os.path.join(work, "held.bin")
+    with open(llmc_out + ".tmp", "w") as staging:
+        fcntl.flock(staging, fcntl.LOCK_EX)
+        ok, lines = refused(run("ckpt", "export", os.path.join(base, "checkpoints"), "--format", "llmc", "--out",
+                                llmc_out), "its staging file", "is held")
+        check(ok and not os.path.exists(llmc_out) and os.path.exists(llmc_out + ".tmp"),
+              f"an llm.c export whose staging file another writer holds: refused, that file left to it ({lines})")
 
     project = os.path.join(work, "project")
     os.makedirs(project)

@@ -295,6 +295,7 @@ HfExport export_hf(const CheckpointReader& reader, const std::string& out_dir, D
   }
   const fs::path dir(out_dir);
   StagedFiles staged;
+  staged.lock_folder(out_dir, "--out");  // a second export into it at once is refused
   if (shards.size() == 1) {
     write_safetensors(reader, shards[0], dtype, staged.stage((dir / "model.safetensors").string()));
     result.files.push_back("model.safetensors");

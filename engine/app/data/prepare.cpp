@@ -112,6 +112,7 @@ PrepareSummary prepare_text_dataset(const std::string& text_path, const std::str
   const std::filesystem::path dir(out_dir);
   const std::span<const std::uint16_t> all(tokens);
   StagedFiles staged;
+  staged.lock_folder(out_dir, "--out");  // a second prepare into it at once is refused
   write_llmc_tokens_at(staged.stage((dir / "train.bin").string()), all.first(static_cast<std::size_t>(n_train)));
   write_llmc_tokens_at(staged.stage((dir / "val.bin").string()), all.subspan(static_cast<std::size_t>(n_train)));
   ckpt::write_file_synced(staged.stage((dir / "vocab.json").string()), vocab.json_text());

@@ -51,13 +51,21 @@ void remove_partial_outputs_on_signal();
 // .tmp behind (the destructor removes what was not committed). The renames themselves are one at
 // a time, in staging order: a writer stages last the file whose absence a reader would notice (an
 // export's config.json, a prepared dataset's vocab.json).
+//
+// Two writers of one output (two exports into one --out at once) would stage under the same names
+// and rename each other's bytes into place, mixed: each staging file is locked while it is this
+// object's (flock), and a writer that finds one locked is refused; a folder that is an output of
+// its own (an export's, a prepared dataset's) is locked for the whole of it (lock_folder).
 class StagedFiles {
  public:
   StagedFiles() = default;
   StagedFiles(const StagedFiles&) = delete;
   StagedFiles& operator=(const StagedFiles&) = delete;
   ~StagedFiles();
-  // The temporary name to write `path`'s content under.
+  // Holds `dir` (an output folder of its own) until this object ends; InputError naming `what`
+  // ("--out") where another writer holds it.
+  void lock_folder(const std::string& dir, std::string_view what);
+  // The temporary name to write `path`'s content under; InputError where another writer has it.
   std::string stage(const std::string& path);
   // Every staged file onto its name (in staging order), then the directory's entries to disk.
   // ZT_TEST_EXPORT_EXIT_AFTER_RENAMES=n (docs/config.md, "Testing hooks"): the process ends after
@@ -68,8 +76,11 @@ class StagedFiles {
   struct Staged {
     std::string tmp, path;
     std::unique_ptr<PartialOutput> partial;  // removed by a signal until committed
+    int lock_fd = -1;                        // holds the staging file's lock
   };
+  void release_locks();
   std::vector<Staged> staged_;
+  int folder_fd_ = -1;
 };
 
 }  // namespace zt

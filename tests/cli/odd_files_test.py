@@ -20,7 +20,9 @@ as named, never a hang (every command runs under a timeout) or a replaced file:
   * a fresh run in a run directory an earlier run logged into keeps that metrics.jsonl aside, and a
     resume whose metrics.jsonl has no record of its checkpoint's step (that fresh run's) too;
   * a token file cut in place while a run reads it (through its memory map): named, exit 2, not a
-    bare SIGBUS.
+    bare SIGBUS;
+  * ckpt verify and export of a folder whose live run deletes each checkpoint as it saves the next
+    (keep_last 1): they read the folder's newest again, never fail for it.
 
 usage: odd_files_test.py PATH/TO/zerotrain
 """
@@ -324,6 +326,27 @@ def main():
     ok, lines = refused(subprocess.CompletedProcess([], victim.returncode, "", err), shard,
                         "the token file changed while this run read it")
     check(p.returncode == 0 and ok, f"a token file cut under a run is named, exit 2 (exit {victim.returncode}, {lines})")
+
+    # A live run that saves every step and keeps one checkpoint deletes each while ckpt tools may be
+    # reading it from the folder: they start over on the folder's newest, never fail for it.
+    live_run = os.path.join(work, "live_keep1")
+    live = subprocess.Popen([binary, "train", "--config", CONFIG, "--run-dir", live_run, *QUIET, "--set",
+                             "train.max_steps=1000000", "--set", "checkpoint.every_steps=1", "--set",
+                             "checkpoint.keep_last=1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    live_folder = os.path.join(live_run, "checkpoints")
+    deadline = time.time() + 60
+    while time.time() < deadline and not os.path.exists(os.path.join(live_folder, "latest")):
+        time.sleep(0.1)
+    failed = []
+    for i in range(12):
+        for args in (["verify", live_folder], ["export", live_folder, "--format", "hf", "--out",
+                                               os.path.join(work, "live_export")]):
+            p = run("ckpt", *args)
+            if p.returncode != 0:
+                failed.append(p.stderr.strip()[-200:])
+    live.kill()
+    live.wait()
+    check(not failed, f"ckpt verify and export of a folder a live run prunes every step never fail for it ({failed[:2]})")
 
     shutil.rmtree(work, ignore_errors=True)
     return checks.finish()

@@ -94,7 +94,10 @@ void apply_keep_last(const std::string& folder, int keep_last, const std::string
     if (is_complete(c.path)) complete.push_back(c);
   }
   for (std::size_t i = 0; i + static_cast<std::size_t>(keep_last) < complete.size(); ++i) {
-    if (fs::path(complete[i].path) != fs::path(keep)) remove_checkpoint_dir(complete[i].path);
+    if (fs::path(complete[i].path) == fs::path(keep)) continue;
+    // One a reader holds (ckpt export, eval --ckpt of a live run's folder) is left to a later save.
+    FileHandle held;
+    if (FileHandle::hold_exclusive(complete[i].path, held)) remove_checkpoint_dir(complete[i].path);
   }
 }
 

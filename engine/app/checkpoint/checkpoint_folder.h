@@ -29,7 +29,9 @@ void write_latest(const std::string& folder, const std::string& dir_name);
 // something that looks like a checkpoint.
 void remove_checkpoint_dir(const std::string& path);
 // Deletes the oldest complete checkpoints beyond the newest `keep_last` (0 keeps everything) and
-// leftover .tmp-/.del- directories; never `keep` (the one just written).
+// leftover .tmp-/.del- directories; never `keep` (the one just written), nor one a reader holds
+// (FileHandle::hold_for_reading: a CheckpointReader's, such as a ckpt export of a live run's
+// folder), which a later save deletes once it is let go.
 void apply_keep_last(const std::string& folder, int keep_last, const std::string& keep);
 
 // Where set_aside_checkpoints_after moves them, inside the folder.

@@ -14,7 +14,7 @@
 
 namespace zt::ckpt {
 
-CheckpointReader::CheckpointReader(std::string dir) : dir_(std::move(dir)) {
+CheckpointReader::CheckpointReader(std::string dir) : dir_(std::move(dir)), held_(FileHandle::hold_for_reading(dir_)) {
   const std::string path = dir_ + "/" + std::string(kManifestName);
   require_regular_file(path, "checkpoint manifest");
   std::ifstream in(path);

@@ -48,6 +48,7 @@ class CheckpointReader {
   const FileHandle& handle(int file) const;
 
   std::string dir_;
+  FileHandle held_;  // the directory held for reading: a live run's keep-last leaves it (apply_keep_last)
   Manifest manifest_;
   mutable std::vector<FileHandle> handles_;
   mutable std::vector<char> chunk_;  // the last verified chunk (one chunk of memory, whatever the model)

@@ -2,6 +2,7 @@
 #include "engine/app/checkpoint/durable_file.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -22,6 +23,26 @@ FileHandle FileHandle::create(const std::string& path) {
   if (f.fd_ < 0) throw_runtime_error("cannot create '{}': {}", path, std::strerror(errno));
   f.path_ = path;
   return f;
+}
+
+FileHandle FileHandle::hold_for_reading(const std::string& dir) {
+  FileHandle f;
+  f.fd_ = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (f.fd_ >= 0) {
+    f.path_ = dir;
+    while (::flock(f.fd_, LOCK_SH) != 0 && errno == EINTR) {}
+  }
+  return f;
+}
+
+bool FileHandle::hold_exclusive(const std::string& dir, FileHandle& holder) {
+  FileHandle f;
+  f.fd_ = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (f.fd_ < 0) return true;  // nothing to hold: its removal says what is wrong
+  if (::flock(f.fd_, LOCK_EX | LOCK_NB) != 0) return false;
+  f.path_ = dir;
+  holder = std::move(f);
+  return true;
 }
 
 FileHandle FileHandle::open_read(const std::string& path) {

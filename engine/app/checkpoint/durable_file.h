@@ -15,6 +15,11 @@ class FileHandle {
   FileHandle() = default;
   static FileHandle create(const std::string& path);     // write-only, truncates
   static FileHandle open_read(const std::string& path);  // InputError naming the file if absent
+  // A checkpoint directory held for reading (a shared flock) while the handle lives, which keep-last
+  // leaves in place (apply_keep_last); not open where the directory cannot be opened.
+  static FileHandle hold_for_reading(const std::string& dir);
+  // Whether nothing holds `dir` for reading; holds it (exclusively) until this handle ends if so.
+  static bool hold_exclusive(const std::string& dir, FileHandle& holder);
   ~FileHandle();
   FileHandle(FileHandle&& o) noexcept : fd_(o.fd_), path_(std::move(o.path_)) { o.fd_ = -1; }
   FileHandle& operator=(FileHandle&& o) noexcept;

@@ -194,39 +194,9 @@ DType export_dtype(const ArgParser& parser) {
 
 }  // namespace
 
-int ckpt_main(const std::vector<std::string>& args) {
-  remove_partial_outputs_on_signal();  // an export stopped by Ctrl-C leaves no .tmp behind
-  if (args.empty()) {                  // one line, as every command's missing argument
-    throw_input_error("zerotrain ckpt: missing action (inspect, verify or export; see 'zerotrain ckpt --help')");
-  }
-  if (args[0] == "--help" || args[0] == "-h") {
-    std::fputs(kCkptUsage, stdout);
-    return 0;
-  }
-  const std::string action = args[0];
-  if (action != "inspect" && action != "verify" && action != "export") {
-    throw_input_error("zerotrain ckpt: unknown action '{}' (inspect, verify or export)", action);
-  }
-  ArgParser parser("ckpt " + action, "See 'zerotrain ckpt --help'.");
-  if (action == "export") {
-    parser.value_flag("format", "hf|llmc", "output format", true)
-        .value_flag("out", "PATH", "output folder (hf) or file (llmc)", true)
-        .value_flag("dtype", "f32|bf16", "tensor dtype (default f32)")
-        .value_flag("max-shard-size", "SIZE",
-                    "hf: safetensors shards of at most SIZE (5GB, 500MB, 64KiB; default 5GB)");
-  }
-  if (args.size() < 2 || args[1].starts_with("--")) {
-    if (args.size() >= 2 && (args[1] == "--help" || args[1] == "-h")) {
-      fmt::print("{}", kCkptUsage);
-      return 0;
-    }
-    throw_input_error("zerotrain ckpt {}: missing PATH (a checkpoint directory or folder)", action);
-  }
-  const std::string path = args[1];
-  if (!parser.parse(std::vector<std::string>(args.begin() + 2, args.end()))) {
-    fmt::print("{}", kCkptUsage);
-    return 0;
-  }
+namespace {
+
+int run_action(const std::string& action, const std::string& path, const ArgParser& parser) {
   if (action == "inspect") return inspect(path);
   if (action == "verify") {
     const std::string target = ckpt::checkpoint_to_verify(path);
@@ -287,6 +257,61 @@ int ckpt_main(const std::vector<std::string>& args) {
                reader.manifest().position.step);
   }
   return 0;
+}
+
+}  // namespace
+
+int ckpt_main(const std::vector<std::string>& args) {
+  remove_partial_outputs_on_signal();  // an export stopped by Ctrl-C leaves no .tmp behind
+  if (args.empty()) {                  // one line, as every command's missing argument
+    throw_input_error("zerotrain ckpt: missing action (inspect, verify or export; see 'zerotrain ckpt --help')");
+  }
+  if (args[0] == "--help" || args[0] == "-h") {
+    std::fputs(kCkptUsage, stdout);
+    return 0;
+  }
+  const std::string action = args[0];
+  if (action != "inspect" && action != "verify" && action != "export") {
+    throw_input_error("zerotrain ckpt: unknown action '{}' (inspect, verify or export)", action);
+  }
+  ArgParser parser("ckpt " + action, "See 'zerotrain ckpt --help'.");
+  if (action == "export") {
+    parser.value_flag("format", "hf|llmc", "output format", true)
+        .value_flag("out", "PATH", "output folder (hf) or file (llmc)", true)
+        .value_flag("dtype", "f32|bf16", "tensor dtype (default f32)")
+        .value_flag("max-shard-size", "SIZE",
+                    "hf: safetensors shards of at most SIZE (5GB, 500MB, 64KiB; default 5GB)");
+  }
+  if (args.size() < 2 || args[1].starts_with("--")) {
+    if (args.size() >= 2 && (args[1] == "--help" || args[1] == "-h")) {
+      fmt::print("{}", kCkptUsage);
+      return 0;
+    }
+    throw_input_error("zerotrain ckpt {}: missing PATH (a checkpoint directory or folder)", action);
+  }
+  const std::string path = args[1];
+  if (!parser.parse(std::vector<std::string>(args.begin() + 2, args.end()))) {
+    fmt::print("{}", kCkptUsage);
+    return 0;
+  }
+  // A folder's newest checkpoint may be deleted while it is read: a run saving there with keep_last
+  // removes it once a newer one is saved. Where the folder's newest changed meanwhile, the action
+  // starts over on it (at most three times); any other failure is the checkpoint's own.
+  const auto newest = [&] {
+    const std::vector<ckpt::CheckpointEntry> all = ckpt::list_checkpoints(path);
+    return all.empty() ? std::string() : all.back().path;
+  };
+  for (int attempt = 1;; ++attempt) {
+    const std::string before = newest();
+    try {
+      return run_action(action, path, parser);
+    } catch (const std::exception&) {
+      const std::string now = newest();
+      if (before.empty() || now == before || attempt == 3) throw;
+      print_err("zerotrain ckpt: note: {} saved {} while {} was read (a live run?): reading the folder again\n", path,
+                std::filesystem::path(now).filename().string(), std::filesystem::path(before).filename().string());
+    }
+  }
 }
 
 }  // namespace zt::cli

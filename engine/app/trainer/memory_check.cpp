@@ -197,7 +197,10 @@ void check_memory_fits(const RunConfig& c, int world_size, int device_index) {
       : phase == RequiredMemory::Phase::kChoices     ? " to score its multiple-choice examples (data.choice_file)"
                                                      : "",
       categories, offer.what, offers, lower, shard,
-      recompute_left ? ", checkpoint activations (train.activation_checkpointing)" : "",
+      !recompute_left ? ""
+      : c.train.activation_checkpointing.kind == CheckpointPolicy::Kind::kNone
+          ? ", checkpoint activations (train.activation_checkpointing)"
+          : ", checkpoint every block's activations (train.activation_checkpointing = \"all\")",
       phase == RequiredMemory::Phase::kFinalGather &&
               required.of(required.phase(RequiredMemory::Phase::kFinalGather)).total_bytes() + required.staging <=
                   offer.bytes

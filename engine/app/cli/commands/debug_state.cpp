@@ -65,7 +65,9 @@ int debug_state_main(const std::vector<std::string>& args) {
                    "tests need to a safetensors file.");
   parser.value_flag("config", "FILE", "JSON run config", true)
       .value_flag("out", "FILE", "output safetensors file", true)
-      .value_flag("steps", "S", "also run S AdamW steps on the same batch and record their losses (default 0)")
+      .value_flag("steps", "S",
+                  "also run S AdamW steps on the same batch and record their losses (default 0): plain AdamW at a "
+                  "constant optim.lr, no warmup, decay or gradient clipping")
       .value_flag("set", "SECTION.KEY=VALUE", "override a config key", false, true);
   if (!parser.parse(args)) {
     fmt::print("{}", parser.help_text());

@@ -220,7 +220,9 @@ int train_main(const std::vector<std::string>& args) {
     return 0;
   }
   print_out("\n== summary ==\n");
-  print_out("steps: {} ({} skipped)\n", s.steps_done, s.skipped_steps);
+  // A skipped step (non-finite loss or gradients) updated nothing: counted apart from the updates.
+  print_out("steps: {} ({} updated the weights, {} skipped)\n", s.steps_done + s.skipped_steps, s.steps_done,
+            s.skipped_steps);
   print_out("wall time: {:.1f} s (the steps of this run, its evaluations, checkpoints and sample)\n", seconds);
   if (s.first_step > 0) {
     print_out("train loss: {:.4f} (step {}) -> {:.4f} (step {})\n", s.first_loss, s.first_step, s.last_loss,

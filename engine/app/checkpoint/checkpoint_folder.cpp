@@ -187,11 +187,13 @@ Lineage lineage_of(const fs::path& dir) {
 std::vector<std::string> set_aside_other_trajectories(const std::string& folder, std::int64_t step,
                                                       const std::string& lineage_id,
                                                       const std::string& previous_save_id) {
-  // The resumed checkpoint's ancestors here: its previous save, that one's, and so on.
+  // The lineage of each checkpoint at or before `step`, read once; then the resumed checkpoint's
+  // ancestors among them: its previous save, that one's, and so on.
+  std::map<std::string, Lineage> lineages;  // by path
   std::map<std::string, std::string> previous_of;
   for (const CheckpointEntry& c : list_checkpoints(folder)) {
     if (c.step > step) continue;
-    const Lineage l = lineage_of(c.path);
+    const Lineage& l = lineages[c.path] = lineage_of(c.path);
     if (!l.save_id.empty()) previous_of.emplace(l.save_id, l.previous_save_id);
   }
   std::set<std::string> ours = {lineage_id};
@@ -200,7 +202,7 @@ std::vector<std::string> set_aside_other_trajectories(const std::string& folder,
     if (c.step > step) return true;
     // One from before save ids has no lineage to tell by, and one whose manifest cannot be read is
     // no fallback: both stay.
-    const Lineage l = lineage_of(c.path);
+    const Lineage& l = lineages[c.path];
     return l.has_save_id && ours.count(l.save_id) == 0;
   });
 }

@@ -35,12 +35,14 @@ FileHandle FileHandle::hold_for_reading(const std::string& dir) {
   return f;
 }
 
-bool FileHandle::hold_exclusive(const std::string& dir, FileHandle& holder) {
+bool FileHandle::hold_exclusive(const std::string& path, FileHandle& holder, bool create) {
   FileHandle f;
-  f.fd_ = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (f.fd_ < 0) return true;  // nothing to hold: its removal says what is wrong
+  // Made, not truncated: another holder's bytes stay its own.
+  f.fd_ =
+      create ? ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644) : ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (f.fd_ < 0) return true;
   if (::flock(f.fd_, LOCK_EX | LOCK_NB) != 0) return false;
-  f.path_ = dir;
+  f.path_ = path;
   holder = std::move(f);
   return true;
 }

@@ -18,8 +18,10 @@ class FileHandle {
   // A checkpoint directory held for reading (a shared flock) while the handle lives, which keep-last
   // leaves in place (apply_keep_last); not open where the directory cannot be opened.
   static FileHandle hold_for_reading(const std::string& dir);
-  // Whether nothing holds `dir` for reading; holds it (exclusively) until this handle ends if so.
-  static bool hold_exclusive(const std::string& dir, FileHandle& holder);
+  // Whether no other handle holds `path` (a directory, or a file, made where `create` and absent);
+  // holds it exclusively in `holder` until that handle ends if so. True where it cannot be opened:
+  // nothing to hold, and what comes next says what is wrong with it.
+  static bool hold_exclusive(const std::string& path, FileHandle& holder, bool create = false);
   ~FileHandle();
   FileHandle(FileHandle&& o) noexcept : fd_(o.fd_), path_(std::move(o.path_)) { o.fd_ = -1; }
   FileHandle& operator=(FileHandle&& o) noexcept;

@@ -8,6 +8,8 @@
 
 namespace zt::data {
 
+inline constexpr const char* kReplacementChar = "\xEF\xBF\xBD";  // U+FFFD in UTF-8
+
 // Appends code point c (at most U+10FFFF) to out as UTF-8.
 inline void append_utf8(std::string& out, char32_t c) {
   if (c < 0x80) {
@@ -48,7 +50,7 @@ class Utf8Repair {
 
  private:
   void replace(std::string& out) {
-    out += "\xEF\xBF\xBD";
+    out += kReplacementChar;
     open_.clear();
   }
   void take(unsigned char b, std::string& out) {
@@ -74,7 +76,7 @@ class Utf8Repair {
       open_ = static_cast<char>(b);
       need_ = b < 0xE0 ? 2 : b < 0xF0 ? 3 : 4;
     } else {
-      out += "\xEF\xBF\xBD";  // a lone continuation byte, or one no sequence starts with
+      replace(out);  // a lone continuation byte, or one no sequence starts with
     }
   }
   std::string open_;

@@ -25,7 +25,6 @@ namespace zt::data {
 namespace {
 
 constexpr int kMaxTokens = 65535;
-constexpr const char* kReplacementChar = "\xEF\xBF\xBD";  // U+FFFD in UTF-8
 
 // Decodes the code point starting at text[pos]; sets *len to its byte length. Throws InputError
 // for invalid UTF-8: bad lead or continuation bytes, truncation, overlong forms, surrogates and

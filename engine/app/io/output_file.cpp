@@ -6,7 +6,6 @@
 
 #include <fcntl.h>
 #include <signal.h>
-#include <sys/file.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -128,43 +127,26 @@ void remove_partial_outputs_on_signal() {
 
 StagedFiles::~StagedFiles() {
   for (const Staged& f : staged_) std::remove(f.tmp.c_str());  // those not committed
-  release_locks();
-}
-
-void StagedFiles::release_locks() {
-  for (Staged& f : staged_) {
-    if (f.lock_fd >= 0) ::close(f.lock_fd);
-    f.lock_fd = -1;
-  }
-  if (folder_fd_ >= 0) ::close(folder_fd_);
-  folder_fd_ = -1;
 }
 
 void StagedFiles::lock_folder(const std::string& dir, std::string_view what) {
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return;  // the writes that follow say what is wrong with it
-  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
-    ::close(fd);
+  if (!ckpt::FileHandle::hold_exclusive(dir, folder_)) {
     throw_input_error("{} {}: another zerotrain command is writing into it now; try again once it ends", what, dir);
   }
-  if (folder_fd_ >= 0) ::close(folder_fd_);
-  folder_fd_ = fd;
 }
 
 std::string StagedFiles::stage(const std::string& path) {
   const std::string tmp = staging_path(path);
   // Registered before it exists, so a signal once it does removes it.
   auto partial = std::make_unique<PartialOutput>(tmp);
-  // Created (not truncated: another writer's bytes stay its own) and locked before it is ours.
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
-  if (fd >= 0 && ::flock(fd, LOCK_EX | LOCK_NB) != 0) {
-    ::close(fd);
+  ckpt::FileHandle held;
+  if (!ckpt::FileHandle::hold_exclusive(tmp, held, /*create=*/true)) {
     throw_input_error(
         "{}: another zerotrain command is writing it now (its staging file {} is held); try again "
         "once it ends",
         path, tmp);
   }
-  staged_.push_back({tmp, path, std::move(partial), fd});
+  staged_.push_back({tmp, path, std::move(partial), std::move(held)});
   return tmp;
 }
 
@@ -199,8 +181,8 @@ void StagedFiles::commit(const std::string& dir) {
     std::filesystem::rename(f.tmp, f.path, ec);
     if (ec) throw_runtime_error("cannot rename '{}' to '{}': {}", f.tmp, f.path, ec.message());
   }
-  release_locks();
-  staged_.clear();
+  staged_.clear();  // and their holds
+  folder_ = {};
   ckpt::sync_dir(dir.empty() ? "." : dir);
 }
 

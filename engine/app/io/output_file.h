@@ -4,8 +4,10 @@
 
 #include <memory>
 #include <string>
+
 #include <string_view>
 #include <vector>
+#include "engine/app/checkpoint/durable_file.h"
 
 namespace zt {
 
@@ -76,11 +78,10 @@ class StagedFiles {
   struct Staged {
     std::string tmp, path;
     std::unique_ptr<PartialOutput> partial;  // removed by a signal until committed
-    int lock_fd = -1;                        // holds the staging file's lock
+    ckpt::FileHandle held;                   // the staging file, held while it is this object's
   };
-  void release_locks();
   std::vector<Staged> staged_;
-  int folder_fd_ = -1;
+  ckpt::FileHandle folder_;  // lock_folder's
 };
 
 }  // namespace zt

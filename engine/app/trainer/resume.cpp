@@ -173,6 +173,17 @@ std::vector<std::string> changed_keys(const nlohmann::json& saved, const nlohman
   return changes;
 }
 
+// changed_keys of those of `keys` the saved config records: a checkpoint saved before a key was
+// written has nothing to compare.
+std::vector<std::string> recorded_changes(const nlohmann::json& saved, const nlohmann::json& current,
+                                          std::span<const ConfigKey> keys) {
+  std::vector<ConfigKey> recorded;
+  for (const ConfigKey& k : keys) {
+    if (!at(saved, k.first, k.second).is_null()) recorded.push_back(k);
+  }
+  return changed_keys(saved, current, recorded);
+}
+
 }  // namespace
 
 namespace {
@@ -231,22 +242,14 @@ std::vector<std::string> trajectory_changes(const nlohmann::json& saved, int sav
                     at(saved, "optim", "decay_steps").dump());
   }
   // The number formats the step computes in: the working parameters' (the master weights and
-  // AdamW's moments stay fp32 either way) and the activations'. A checkpoint saved before a key was
-  // recorded has nothing to compare.
-  for (const char* key : {"param_dtype", "activations"}) {
-    if (at(saved, "precision", key).is_null()) continue;
-    for (std::string& c : changed_keys(saved, current, std::array{ConfigKey{"precision", key}})) changes.push_back(c);
-  }
-  // Which windows a step reads, beside the files themselves (data_changes): their order, and the
-  // generated text's size where both runs read it. A checkpoint saved before a key was recorded
-  // has nothing to compare.
+  // AdamW's moments stay fp32 either way) and the activations'. Which windows a step reads, beside
+  // the files themselves (data_changes): their order, and the generated text's size where both runs
+  // read it.
   const bool embedded = at(saved, "data", "dataset") == "embedded" && now.data.dataset == "embedded" &&
                         now.data.train_file.empty() && now.data.train_files.empty();
-  for (const char* key : {"order", "embedded_chars"}) {
-    if (std::string_view(key) == "embedded_chars" && !embedded) continue;
-    if (at(saved, "data", key).is_null()) continue;
-    for (std::string& c : changed_keys(saved, current, std::array{ConfigKey{"data", key}})) changes.push_back(c);
-  }
+  std::vector<ConfigKey> recorded = {{"precision", "param_dtype"}, {"precision", "activations"}, {"data", "order"}};
+  if (embedded) recorded.push_back({"data", "embedded_chars"});
+  for (std::string& c : recorded_changes(saved, current, recorded)) changes.push_back(std::move(c));
   // The samples of a step are a function of the global batch only (engine/app/data/batch_sampler.h).
   const nlohmann::json mb = at(saved, "train", "micro_batch"), ga = at(saved, "train", "grad_accum");
   if (mb.is_number_integer() && ga.is_number_integer()) {

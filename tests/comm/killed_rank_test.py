@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """A rank killed with SIGKILL in the middle of training: every other rank must end with a one-line
 error saying where it was (the collective it was waiting in, or that it was between collectives,
-and the step), and the job must end well within the collective timeout, never hang. The same for
-a rank that fails alone with an error of its own (rank 0's metrics.jsonl on a full disk): it
-prints its line, and the job ends within seconds, not when the others' collectives time out.
+and the step), and the job must end well within the collective timeout (in half of it: a rank that
+noticed nothing would wait all of it; generous, so a loaded 2-core machine passes), never hang.
+The same for a rank that fails alone with an error of its own (rank 0's metrics.jsonl on a full
+disk): it prints its line, and the job ends well before the others' collectives time out.
 
 usage: killed_rank_test.py MPIRUN [FLAGS...] -- PATH/TO/zerotrain
 """
@@ -22,7 +23,7 @@ from run_dir_util import rank_pids  # noqa: E402
 CONFIG = {
     "model": {"n_layer": 2, "n_head": 2, "n_embd": 64, "block_size": 64, "vocab_size": 64},
     "data": {"embedded_chars": 200000},
-    "train": {"micro_batch": 8, "max_steps": 100000, "num_threads": 1, "collective_timeout_s": 60},
+    "train": {"micro_batch": 8, "max_steps": 100000, "num_threads": 1, "collective_timeout_s": 120},
     "log": {"progress": "plain", "every_steps": 1, "sample_tokens": 0},
 }
 
@@ -46,7 +47,7 @@ def main():
     killed_at = time.time()
     os.kill(pids[1], signal.SIGKILL)
     try:
-        output, _ = proc.communicate(timeout=60)
+        output, _ = proc.communicate(timeout=150)
     except subprocess.TimeoutExpired:
         proc.kill()
         output, _ = proc.communicate()
@@ -55,7 +56,7 @@ def main():
     errors = [l for l in output.splitlines() if l.startswith("zerotrain: error:")]
     checks = [
         (proc.returncode != 0, f"the job exits non-zero ({proc.returncode})"),
-        (elapsed < 30, f"the job ends {elapsed:.1f} s after the kill (collective timeout 60 s)"),
+        (elapsed < 60, f"the job ends {elapsed:.1f} s after the kill (collective timeout 120 s)"),
         (len(errors) >= 2, f"both surviving ranks print an error line ({len(errors)})"),
         (all(" at step " in l for l in errors), "each error names the step"),
     ]
@@ -72,7 +73,7 @@ def main():
     checks += [
         (p.returncode != 0 and any("metrics" in l and "No space left on device" in l for l in lines),
          f"a rank failing alone says why and the job exits non-zero ({p.returncode}: {lines[:2]})"),
-        (elapsed < 40, f"... and the job ends {elapsed:.1f} s after it started (collective timeout 60 s)"),
+        (elapsed < 60, f"... and the job ends {elapsed:.1f} s after it started (collective timeout 120 s)"),
     ]
     report = Checks()
     for ok, what in checks:

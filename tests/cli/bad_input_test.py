@@ -620,7 +620,17 @@ def main():
         lines = proc.stderr.strip().splitlines()
         ok = proc.returncode == 1 and len(lines) == 1 and "standard output: No space left on device" in lines[0]
         report("stdout that cannot be written", ok, proc.returncode, proc.stderr.strip()[-200:])
-    print(f"{len(cases) + 21 - len(failures)} passed, {len(failures)} failed")
+    # PMI's variables set by hand (or by another MPI's mpiexec) beside an MPI that starts a world of
+    # one: each process trained alone as rank 0 of 1; now refused before anything is made.
+    pmi_run = os.path.join(work, "pmi_run")
+    pmi_env = {k: v for k, v in os.environ.items() if not k.startswith(("OMPI_", "PMIX_", "PMI_", "ZT_RANK"))}
+    proc = subprocess.run(tiny_args[:5] + [pmi_run] + tiny_args[6:], capture_output=True, text=True, timeout=120,
+                          env=dict(pmi_env, PMI_RANK="0", PMI_SIZE="2"))
+    lines = proc.stderr.strip().splitlines()
+    report("PMI_SIZE=2 beside a world of 1", proc.returncode == 2 and len(lines) == 1 and
+           ("PMI_RANK=0 and PMI_SIZE=2 say rank 0 of 2, but MPI started this process as rank 0 of 1" in lines[0] or
+            "without MPI" in lines[0]) and not os.path.exists(pmi_run), proc.returncode, lines[-1:])
+    print(f"{len(cases) + 22 - len(failures)} passed, {len(failures)} failed")
     return 1 if failures else 0
 
 

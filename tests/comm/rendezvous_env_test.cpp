@@ -184,6 +184,24 @@ TEST_F(RendezvousEnv, ZtVariablesContradictingMpiAreRefused) {
   EXPECT_NE(input_error([] { detect_launch(); }).find("ZT_RANK=1 disagrees with PMIX_RANK=0"), std::string::npos);
 }
 
+TEST_F(RendezvousEnv, MpiWorldMustBeTheLaunchersWorld) {
+  // OpenMPI's and PMI's variables against the world MPI_Init gave: PMI_SIZE = 2 set by hand (or by
+  // another MPI's mpiexec) beside a world of one would train each process alone.
+  const LaunchInfo pmi{0, 2, 0, "PMI"};
+  EXPECT_EQ(mpi_world_mismatch(pmi, 0, 2), "");
+  EXPECT_EQ(mpi_world_mismatch(pmi, 0, 1),
+            "PMI_RANK=0 and PMI_SIZE=2 say rank 0 of 2, but MPI started this process as rank 0 of 1 (started by "
+            "another MPI's launcher, or the variables set by hand? start the ranks with the mpirun of the MPI this "
+            "binary was built with, or unset them)");
+  EXPECT_NE(mpi_world_mismatch({1, 3, 1, "OpenMPI"}, 2, 3).find("OMPI_COMM_WORLD_RANK=1 and OMPI_COMM_WORLD_SIZE=3"),
+            std::string::npos);
+  // Launchers whose variables do not come from MPI are not held to its world (srun's Slurm
+  // variables count nodes' proxies under some MPIs), nor is a process no launcher named.
+  EXPECT_EQ(mpi_world_mismatch({0, 4, 0, "Slurm"}, 1, 2), "");
+  EXPECT_EQ(mpi_world_mismatch({0, 2, 0, "torchrun"}, 0, 1), "");
+  EXPECT_EQ(mpi_world_mismatch(LaunchInfo{}, 0, 2), "");
+}
+
 TEST_F(RendezvousEnv, MalformedMethodsNameTheVariable) {
   LaunchInfo launch{0, 2, 0, "ZT_RANK"};
   const auto error_for = [&](const char* spec) {

@@ -174,8 +174,12 @@ void fail_on_every_rank(Communicator& world, const std::string& message, bool in
 std::unique_ptr<Communicator> make_communicator(MemoryTracker& tracker, const CommOptions& options) {
 #ifdef ZT_HAVE_MPI
   if (launched_by_mpi()) {
-    detect_launch();  // its checks: a malformed or contradicting ZT_RANK is an input error here too
-    return std::make_unique<MpiCommunicator>(tracker, options);
+    // Its checks: a malformed or contradicting ZT_RANK is an input error here too.
+    const LaunchInfo launch = detect_launch();
+    auto mpi = std::make_unique<MpiCommunicator>(tracker, options);
+    const std::string mismatch = mpi_world_mismatch(launch, mpi->rank(), mpi->world_size());
+    if (!mismatch.empty()) throw_input_error("{}", mismatch);
+    return mpi;
   }
 #endif
   // Ranks started without MPI (ZT_RANK, torchrun, Slurm without PMI; any launcher in a build

@@ -130,6 +130,20 @@ LaunchInfo detect_launch() {
   return {};
 }
 
+std::string mpi_world_mismatch(const LaunchInfo& launch, int mpi_rank, int mpi_world_size) {
+  const LauncherVars* vars = nullptr;
+  for (const LauncherVars& v : kLaunchers) {
+    if (launch.source == v.source && (launch.source == "OpenMPI" || launch.source == "PMI")) vars = &v;
+  }
+  if (vars == nullptr || (launch.rank == mpi_rank && launch.world_size == mpi_world_size)) return "";
+  return fmt::format(
+      "{}={} and {}={} say rank {} of {}, but MPI started this process as rank {} of {} (started by another MPI's "
+      "launcher, or the variables set by hand? start the ranks with the mpirun of the MPI this binary was built "
+      "with, or unset them)",
+      vars->rank, launch.rank, vars->world, launch.world_size, launch.rank, launch.world_size, mpi_rank,
+      mpi_world_size);
+}
+
 int ranks_on_this_node(int world_size) {
   for (const char* name : {"OMPI_COMM_WORLD_LOCAL_SIZE", "LOCAL_WORLD_SIZE", "MPI_LOCALNRANKS"}) {
     if (const char* v = env(name)) {

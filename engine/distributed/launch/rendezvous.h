@@ -39,6 +39,12 @@ int ranks_on_this_node();
 // would then join the launcher's world. Slurm's variables alone (srun without PMI) do not count.
 bool launched_by_mpi();
 
+// Why MPI's world disagrees with the launch's variables, or "" where it agrees: OpenMPI's or PMI's
+// variables say rank r of n, MPI_Init gave this process another rank or world size. A world of one
+// beside PMI_SIZE = 2 is a process started by another MPI's launcher (MPICH's mpiexec starting an
+// Open MPI binary), or variables set by hand: each process would train alone as a world of one.
+std::string mpi_world_mismatch(const LaunchInfo& launch, int mpi_rank, int mpi_world_size);
+
 // MPI's finalisation, registered with std::atexit by whichever part of the process initialised MPI
 // (the MPI rendezvous, the MPI communicator): skipped where MPI is finalised already or a rendezvous
 // broadcast was abandoned (MPI_Finalize would wait for it forever). Built with MPI only.

@@ -58,6 +58,9 @@ TEST(RunConfig, UnknownKeyIsRejectedWithSuggestion) {
   doc["stage"] = 2;  // at the top level
   expect_error(doc, {"unknown key 'stage'", "did you mean 'zero.stage'?"});
   doc = base();
+  doc["lr"] = 0.01;  // a key's home before a section's near name ('log')
+  expect_error(doc, {"unknown key 'lr'", "did you mean 'optim.lr'?"});
+  doc = base();
   doc["train"] = {{"device", "cpu"}};
   expect_error(doc, {"unknown key 'train.device'", "did you mean 'device'?"});
   // Keys a default config does not write: one written only where given, another family's.

@@ -229,9 +229,10 @@ std::optional<ConfigReader> ConfigReader::optional_section(const std::string& ke
 void ConfigReader::reject_unknown_keys() const {
   for (auto it = node_.begin(); it != node_.end(); ++it) {
     if (known_.count(it.key()) != 0) continue;
-    const std::string near = nearest_key(it.key(), known_);
-    std::string hint = near.empty() ? "" : " (did you mean '" + dotted(near) + "'?)";
-    if (hint.empty() && homes_ != nullptr) {
+    // A key of that very name in another section first (a top-level `lr` is `optim.lr`, not a
+    // misspelt `log`), else the nearest of this section's.
+    std::string hint;
+    if (homes_ != nullptr) {
       if (const auto home = homes_->find(it.key()); home != homes_->end()) {
         std::vector<std::string> elsewhere;
         for (const std::string& h : home->second) {
@@ -239,6 +240,9 @@ void ConfigReader::reject_unknown_keys() const {
         }
         if (!elsewhere.empty()) hint = fmt::format(" (did you mean {}?)", fmt::join(elsewhere, " or "));
       }
+    }
+    if (const std::string near = nearest_key(it.key(), known_); hint.empty() && !near.empty()) {
+      hint = " (did you mean '" + dotted(near) + "'?)";
     }
     throw_input_error("config error in {}: unknown key '{}'{}", source_of(it.key()), dotted(it.key()), hint);
   }

@@ -22,7 +22,7 @@ namespace {
 constexpr const char* kUsage =
     "usage: zerotrain <command> [flags]\n\n"
     "commands:\n"
-    "  train         train a GPT model from a JSON config\n"
+    "  train         train a GPT-2 or Llama-style model from a JSON config\n"
     "  prepare       turn a text file into a vocabulary and train/val token files\n"
     "  sample        generate text from a run's final weights, a checkpoint or pretrained weights\n"
     "  eval          score saved weights: multiple-choice accuracy (HellaSwag), loss on a token file\n"

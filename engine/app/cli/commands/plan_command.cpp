@@ -160,8 +160,8 @@ int plan_main(const std::vector<std::string>& args) {
                   "on the CPU (80GiB)",
                   true)
       .value_flag("profile", "PATH",
-                  fmt::format("per-op profile: a run directory with op_profile.json, or a file "
-                              "like {} (its default)",
+                  fmt::format("per-op profile: a run directory with op_profile.json, or a file like {} (default: "
+                              "the repository's, in the working directory or above the binary's build/ folder)",
                               kDefaultProfile))
       .value_flag("link-gbps", "X", "bandwidth inside a group, GB/s (default 10)")
       .value_flag("link-latency-us", "X", "latency per ring hop inside a group, microseconds (default 5)")

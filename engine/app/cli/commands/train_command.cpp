@@ -105,7 +105,7 @@ std::string deterministic_promise(const RunConfig& c) {
 }  // namespace
 
 int train_main(const std::vector<std::string>& args) {
-  ArgParser parser("train", "Train a GPT model from a JSON config (see docs/config.md).");
+  ArgParser parser("train", "Train a GPT-2 or Llama-style model from a JSON config (see docs/config.md).");
   parser.value_flag("config", "FILE", "JSON run config", true)
       .value_flag("set", "SECTION.KEY=VALUE", "override a config key", false, true)
       .value_flag("run-dir", "DIR", "where metrics, config and final weights go (default: log.run_dir)")

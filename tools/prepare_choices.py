@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Multiple-choice examples (HellaSwag's JSONL: "ctx", "endings", "label") into llm.c's eval file
 format, which `data.choice_file` and `zerotrain eval --choices` read, with a Hugging Face
-tokenizer.json: the context as the tokenizer encodes it, each ending with a space before it (as
+tokenizer.json: the context as the tokenizer encodes a prompt (the tokens its template puts before a
+text, such as a Llama-style <|begin_of_text|>, then the text's: what `zerotrain sample` feeds a
+model; tokens the template puts after a text are left out), each ending with a space before it (as
 llm.c's dev/data/hellaswag.py renders them for GPT-2's tokenizer, so a word of the ending is one
 of the tokenizer's space-led words). The file: a header of 256 int32 (magic 20240522, version 1,
 the number of examples, the longest example's bytes), then each example as uint16 words (65535,
@@ -27,6 +29,17 @@ def fail(message):
     """Bad input: one line naming it, exit 2 (as zerotrain's)."""
     print(f"prepare_choices: {message}", file=sys.stderr)
     sys.exit(2)
+
+
+def template_prefix(tok, text):
+    """The tokens the tokenizer's post-processor puts before `text` (none for GPT-2's; a BOS for a
+    Llama-style template), as zerotrain's Tokenizer::encode_prompt prefixes a prompt."""
+    with_special = tok.encode(text).ids
+    plain = tok.encode(text, add_special_tokens=False).ids
+    for k in range(len(with_special) - len(plain) + 1):
+        if with_special[k:k + len(plain)] == plain:
+            return with_special[:k]
+    return []
 
 
 def examples(path, keys):
@@ -97,7 +110,7 @@ def main():
 
     words, count, longest = [], 0, 0
     for n, context, endings, label in examples(args.input, (args.context_key, args.endings_key, args.label_key)):
-        ctx = tok.encode(context, add_special_tokens=False).ids
+        ctx = template_prefix(tok, context) + tok.encode(context, add_special_tokens=False).ids
         ends = [tok.encode(" " + e, add_special_tokens=False).ids for e in endings]
         if not ctx or not all(ends):
             fail(f"{args.input}:{n}: the context or an ending encodes to no tokens")

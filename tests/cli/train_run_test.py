@@ -116,6 +116,14 @@ def main():
           f"--temperature 0 samples greedily ({[g.stdout[:40] for g in greedy]}; {greedy[0].stderr[-200:]})")
     check("zerotrain sample: 30 tokens in " in p.stderr and " tokens/s;" in p.stderr,
           f"sample says on stderr how long its 30 tokens took ({p.stderr.strip()[-200:]!r})")
+    # An empty prompt where the vocabulary has no document delimiter starts from token 0 (the
+    # sorted character vocabulary's newline), and says so: it was silent, and counted 0 positions.
+    empty, newline = (run(binary, ["sample", "--run", run_a, "--tokens", "12", "--temperature", "0", "--prompt", prompt])
+                      for prompt in ("", "\n"))
+    check(empty.returncode == 0 and 'the sample starts from token 0 ("\\n")' in empty.stderr and
+          "the prompt's 1 position included" in empty.stderr and newline.stdout == "\n" + empty.stdout,
+          f"an empty prompt starts from token 0, said so ({empty.stderr.strip()[-300:]!r}; {empty.stdout[:30]!r} "
+          f"against {newline.stdout[:31]!r})")
     # The text comes as it is drawn: a long sample's first characters reach a pipe within seconds,
     # and a Ctrl-C keeps them (it printed nothing until the last token).
     long = subprocess.Popen([binary, "sample", "--run", run_a, "--tokens", "1000000", "--prompt", "the "],

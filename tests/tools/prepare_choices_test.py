@@ -4,7 +4,8 @@
 
   * each example's words as llm.c's write_evalfile lays them out, the context as the tokenizer
     encodes it and each ending with a space before it (llm.c's hellaswag.py rendering), a label
-    given as text read as its index;
+    given as text read as its index; with a template that puts a BOS before a text (and an EOS
+    after it), the context starts with the BOS, as `zerotrain sample` prompts, and has no EOS;
   * `zerotrain eval --from` a random GPT2LMHeadModel scores the file as llm.c's hellaswag.py's
     acc_norm does with transformers (each ending's mean loss given its context, the lowest the
     answer);
@@ -93,6 +94,23 @@ def main():
           "each example starts with 65535, its bytes and its index")
     check([{k: g[k] for k in ("ctx", "endings", "label")} for g in got] == want,
           "the context as the tokenizer encodes it, each ending after a space, the label (text or number) as its index")
+
+    # A Llama-style template (a BOS before each text; an EOS after it, which a context must not end
+    # with): the contexts start with the BOS, the endings carry neither.
+    from tokenizers import processors
+    bos = tok.token_to_id("<|endoftext|>")
+    templated = tok.__class__.from_str(tok.to_str())
+    templated.post_processor = processors.TemplateProcessing(
+        single="<|endoftext|> $A <|endoftext|>", special_tokens=[("<|endoftext|>", bos)])
+    templated_path = os.path.join(work, "templated.json")
+    templated.save(templated_path)
+    templated_out = os.path.join(work, "templated.bin")
+    p = subprocess.run([sys.executable, SCRIPT, "--tokenizer", templated_path, "--out", templated_out, jsonl],
+                       capture_output=True, text=True, timeout=120)
+    got_templated = read_choice_file(templated_out)[1] if p.returncode == 0 else []
+    check([{k: g[k] for k in ("ctx", "endings")} for g in got_templated] ==
+          [{"ctx": [bos] + w["ctx"], "endings": w["endings"]} for w in want],
+          f"a template's BOS starts each context, as a sample's prompt; no EOS after it ({p.stderr.strip()[-200:]})")
 
     # zerotrain eval on a random GPT-2 against llm.c's acc_norm computed with transformers.
     torch.manual_seed(0)

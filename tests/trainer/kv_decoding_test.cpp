@@ -137,11 +137,21 @@ TEST(KvDecoding, SamplingThroughTheCacheDrawsTheWindowsTokens) {
     const auto windowed = sample_tokens(build, s.store, prompt, options, s.spec.block_size());
     EXPECT_EQ(cached.size(), 20u);
     EXPECT_EQ(cached, windowed);
-    // Past the context the window slides, with or without kv_cache.
+    // Past the context the window slides, with or without kv_cache; with it, the draws that fit
+    // the context still go through the cache (a prompt model, a one-token model, then the window's:
+    // one token past the context made every draw run the whole window, ~100x slower).
     options.max_new_tokens = 40;
-    const auto long_windowed = sample_tokens(build, s.store, prompt, options, s.spec.block_size());
+    std::vector<int> built;
+    const SamplingModelBuilder counting = [&](int seq_len) {
+      built.push_back(seq_len);
+      return s.build(seq_len);
+    };
+    const auto long_windowed = sample_tokens(counting, s.store, prompt, options, s.spec.block_size());
+    EXPECT_EQ(built, std::vector<int>{s.spec.block_size()});
     options.kv_cache = true;
-    EXPECT_EQ(sample_tokens(build, s.store, prompt, options, s.spec.block_size()), long_windowed);
+    built.clear();
+    EXPECT_EQ(sample_tokens(counting, s.store, prompt, options, s.spec.block_size()), long_windowed);
+    EXPECT_EQ(built, (std::vector<int>{static_cast<int>(prompt.size()), 1, s.spec.block_size()}));
   }
 }
 
@@ -161,6 +171,16 @@ TEST(KvDecoding, AStopRequestEndsTheSampleWithTheTokensSoFar) {
         /*top_k=*/0,           static_cast<std::uint64_t>(rng.ints(1, 0, 1 << 30)[0]), 0, kv_cache};
     const auto whole = sample_tokens(build, s.store, prompt, options, s.spec.block_size());
     ASSERT_EQ(whole.size(), 20u);
+    // The last draw through the cache, where the sliding window would take over in a longer sample.
+    const int at_context = s.spec.block_size() - static_cast<int>(prompt.size()) + 1;
+    options.max_new_tokens = at_context + 3;
+    const auto longer = sample_tokens(build, s.store, prompt, options, s.spec.block_size());
+    int longer_drawn = 0;
+    options.on_token = [&](std::int32_t) { ++longer_drawn; };
+    options.stop_requested = [&] { return longer_drawn >= at_context; };
+    EXPECT_EQ(sample_tokens(build, s.store, prompt, options, s.spec.block_size()),
+              std::vector<std::int32_t>(longer.begin(), longer.begin() + at_context));
+    options.max_new_tokens = 20;
     for (const int stop_after : {1, 7}) {
       int drawn = 0;
       options.on_token = [&](std::int32_t) { ++drawn; };

@@ -99,14 +99,28 @@ std::vector<std::int32_t> sample_tokens(const SamplingModelBuilder& build, Param
                                         std::vector<std::int32_t> prompt, const SamplingOptions& options, int limit) {
   if (prompt.empty()) prompt.push_back(0);
   const std::int64_t fed = static_cast<std::int64_t>(prompt.size());
-  // The cache holds every position but the last draw's, as the window (at most `limit`) would.
-  if (options.kv_cache && options.max_new_tokens > 0 && fed + options.max_new_tokens - 1 <= limit) {
+  std::vector<std::int32_t> drawn;
+  // Through the cache, the draws whose context (the prompt and the draws before) fits `limit`: the
+  // cache then holds at most `limit` positions, the window's. The window slides for the rest, each
+  // of those draws a forward of `limit` tokens, as it would have been anyway.
+  if (options.kv_cache && options.max_new_tokens > 0 && fed <= limit) {
+    SamplingOptions within = options;
+    within.max_new_tokens = static_cast<int>(std::min<std::int64_t>(options.max_new_tokens, limit - fed + 1));
     std::unique_ptr<LanguageModel> model = build(static_cast<int>(fed));
-    std::unique_ptr<KvCache> cache = model->make_kv_cache(fed + options.max_new_tokens - 1);
-    if (cache != nullptr) return decode_cached(std::move(model), *cache, build, store, std::move(prompt), options);
+    const std::unique_ptr<KvCache> cache = model->make_kv_cache(fed + within.max_new_tokens - 1);
+    if (cache != nullptr) {
+      drawn = decode_cached(std::move(model), *cache, build, store, prompt, within);
+      const bool stopped = static_cast<int>(drawn.size()) < within.max_new_tokens || stopping(options);
+      if (drawn.size() == static_cast<std::size_t>(options.max_new_tokens) || stopped) return drawn;
+      prompt.insert(prompt.end(), drawn.begin(), drawn.end());
+    }
   }
-  const std::unique_ptr<LanguageModel> model = build(sampling_window(prompt.size(), options.max_new_tokens, limit));
-  return generate_tokens(*model, store, std::move(prompt), options);
+  SamplingOptions rest = options;
+  rest.max_new_tokens = options.max_new_tokens - static_cast<int>(drawn.size());
+  const std::unique_ptr<LanguageModel> model = build(sampling_window(prompt.size(), rest.max_new_tokens, limit));
+  std::vector<std::int32_t> more = generate_tokens(*model, store, std::move(prompt), rest);
+  drawn.insert(drawn.end(), more.begin(), more.end());
+  return drawn;
 }
 
 std::vector<std::int32_t> generate_tokens(LanguageModel& model, ParamStore& store, std::vector<std::int32_t> tokens,

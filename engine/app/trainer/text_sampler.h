@@ -39,9 +39,10 @@ int sampling_window(std::size_t prompt_tokens, int new_tokens, int limit);
 using SamplingModelBuilder = std::function<std::unique_ptr<LanguageModel>(int seq_len)>;
 
 // What the trainer and `zerotrain sample` call: the tokens drawn after `prompt`, attending to at
-// most `limit` positions. Where the prompt and the draws fit the limit and the model keeps a
-// key/value cache, generate_tokens_cached; otherwise (the window slides, or a family without a
-// cache, or options.kv_cache off) generate_tokens on a model built for sampling_window's length.
+// most `limit` positions. Where the model keeps a key/value cache, the draws whose context fits
+// the limit go through it (generate_tokens_cached's way), and only those past it run the sliding
+// window; without a cache (a family that keeps none, options.kv_cache off, a prompt longer than
+// the limit) every draw runs generate_tokens on a model built for sampling_window's length.
 std::vector<std::int32_t> sample_tokens(const SamplingModelBuilder& build, ParamStore& store,
                                         std::vector<std::int32_t> prompt, const SamplingOptions& options, int limit);
 

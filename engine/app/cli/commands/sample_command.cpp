@@ -91,6 +91,14 @@ Prompt encode_prompt(const ArgParser& parser, const data::TokenText& text, const
     if (parser.has("prompt")) throw_input_error("zerotrain sample: --prompt: {}", e.what());
     throw_input_error("zerotrain sample: the default prompt (a newline): {}; give one with --prompt", e.what());
   }
+  // A model predicts from at least one position: a prompt of no tokens (an empty one where the
+  // tokenizer has no document delimiter, or no tokenizer at all) starts from token 0, said so.
+  if (p.ids.empty()) {
+    p.ids.push_back(0);
+    const std::int32_t zero[] = {0};
+    print_err("zerotrain sample: note: the prompt encodes to no token; the sample starts from token 0{}\n",
+              text.has() ? fmt::format(" ({:?})", text.decode(zero)) : "");
+  }
   for (const std::int32_t id : p.ids) {  // a tokenizer not the model's: its ids would index past the table
     if (id >= vocab_size) {
       throw_input_error(
@@ -160,7 +168,8 @@ int sample_main(const std::vector<std::string>& args) {
       .value_flag("top-k", "K", "sample among the K most likely tokens, 0 = all (default 40)")
       .value_flag(
           "prompt", "TEXT",
-          "text to continue (default a newline; \"\": a document's start, the tokenizer's <|endoftext|> or its kind)")
+          "text to continue (default a newline; \"\": a document's start, the tokenizer's <|endoftext|> or its kind, "
+          "else token 0)")
       .value_flag("seed", "S", "sampling seed (default 1)")
       .bool_flag("no-kv-cache",
                  "run the whole window for every token instead of the new token through a key/value "

@@ -13,6 +13,7 @@
 #include <functional>
 #include <sstream>
 
+#include "engine/app/checkpoint/checkpoint_model.h"
 #include "engine/app/checkpoint/durable_file.h"
 #include "tests/checkpoint/checkpoint_test_util.h"
 
@@ -180,6 +181,46 @@ TEST_F(CheckpointCorruption, ManifestOfAnotherStepThanItsFolderIsRefused) {
   write_resealed_manifest(text);
   const std::string e = load_error();
   EXPECT_NE(e.find("the manifest records step 8, but its directory is step_00000007"), std::string::npos) << e;
+}
+
+// Resealed values that pass the seal but are no checkpoint's: a negative position, more updates
+// than steps (or a count past an int, which wrapped to 0 and restarted AdamW's bias correction),
+// a stage past 3, a checksum chunk that would size a buffer of gigabytes. Refused on reading.
+TEST_F(CheckpointCorruption, ResealedPositionsAndSizesOutOfRangeAreRefused) {
+  const std::string original = manifest_text();
+  const std::vector<std::pair<std::function<void(nlohmann::ordered_json&)>, const char*>> cases = {
+      {[](auto& d) { d["next_sample_index"] = -1; }, "next_sample_index -1 is not a count"},
+      {[](auto& d) { d["tokens_seen"] = -5; }, "tokens_seen -5 is not a count"},
+      {[](auto& d) { d["optimizer_step"] = 8; }, "optimizer_step 8 is not a count of at most its step 7"},
+      {[](auto& d) { d["optimizer_step"] = 4294967296; }, "optimizer_step 4294967296 is not a count"},
+      {[](auto& d) { d["zero_stage"] = 9; }, "zero_stage 9 is not 0-3"},
+      {[](auto& d) { d["checksum"]["chunk_bytes"] = std::int64_t{1} << 31; }, "unsupported checksum"},
+  };
+  for (const auto& [edit, message] : cases) {
+    SCOPED_TRACE(message);
+    nlohmann::ordered_json doc = nlohmann::ordered_json::parse(original);
+    edit(doc);
+    write_resealed_manifest(doc.dump(1));
+    const std::string e = load_error();
+    EXPECT_NE(e.find(message), std::string::npos) << e;
+  }
+  write_manifest(original);
+  EXPECT_EQ(load_error(), "");
+}
+
+// A model section past the model keys' ranges is refused before a parameter table is built from it
+// (a million layers built one of gigabytes first).
+TEST_F(CheckpointCorruption, AModelPastTheConfigRangesIsRefusedBeforeItsTable) {
+  nlohmann::ordered_json doc = nlohmann::ordered_json::parse(manifest_text());
+  doc["model"] = {{"type", "gpt2"}, {"n_layer", 100000000}, {"n_head", 2},
+                  {"n_embd", 8},    {"block_size", 8},      {"vocab_size", 10}};
+  write_resealed_manifest(doc.dump(1));
+  const std::string e = error_of([&] { (void)model_spec_of(CheckpointReader(dir_)); });
+  EXPECT_NE(e.find("n_layer = 100000000 is not an integer in [1, 1024]"), std::string::npos) << e;
+  doc["model"]["n_layer"] = 4294967297;  // wrapped to 1 in an int
+  write_resealed_manifest(doc.dump(1));
+  const std::string wrapped = error_of([&] { (void)model_spec_of(CheckpointReader(dir_)); });
+  EXPECT_NE(wrapped.find("n_layer = 4294967297 is not an integer"), std::string::npos) << wrapped;
 }
 
 TEST_F(CheckpointCorruption, UnsealedManifestIsRefused) {

@@ -273,7 +273,7 @@ Manifest Manifest::from_json(const nlohmann::json& doc, const std::string& sourc
     m.position.step = doc.at("step").get<std::int64_t>();
     m.position.tokens_seen = doc.at("tokens_seen").get<std::int64_t>();
     m.position.next_sample_index = doc.at("next_sample_index").get<std::int64_t>();
-    m.position.optimizer_step = doc.at("optimizer_step").get<int>();
+    const std::int64_t optimizer_step = doc.at("optimizer_step").get<std::int64_t>();
     m.world_size = doc.at("world_size").get<int>();
     m.zero_stage = doc.at("zero_stage").get<int>();
     m.param_dtype = doc.at("param_dtype").get<std::string>();
@@ -281,9 +281,26 @@ Manifest Manifest::from_json(const nlohmann::json& doc, const std::string& sourc
     m.config = doc.at("config");
     m.extra = doc.value("extra", nlohmann::json::object());
     m.checksum_chunk_bytes = doc.at("checksum").at("chunk_bytes").get<std::int64_t>();
-    if (doc.at("checksum").at("algorithm").get<std::string>() != "crc32" || m.checksum_chunk_bytes <= 0) {
+    // A chunk is read whole to check it: no larger than a writer's (kChecksumChunkBytes) by far.
+    if (doc.at("checksum").at("algorithm").get<std::string>() != "crc32" || m.checksum_chunk_bytes <= 0 ||
+        m.checksum_chunk_bytes > kMaxChecksumChunkBytes) {
       throw_input_error("{}: unsupported checksum {}", source, doc.at("checksum").dump());
     }
+    // The position a resume continues from: counts, none negative, and no more updates than steps
+    // (a skipped step counts as a step, not an update).
+    for (const auto& [key, value] : {std::pair{"step", m.position.step},
+                                     {"tokens_seen", m.position.tokens_seen},
+                                     {"next_sample_index", m.position.next_sample_index}}) {
+      if (value < 0 || !doc.at(key).is_number_integer()) {
+        throw_input_error("{}: {} {} is not a count", source, key, doc.at(key).dump());
+      }
+    }
+    if (optimizer_step < 0 || optimizer_step > m.position.step || !doc.at("optimizer_step").is_number_integer()) {
+      throw_input_error("{}: optimizer_step {} is not a count of at most its step {}", source,
+                        doc.at("optimizer_step").dump(), m.position.step);
+    }
+    m.position.optimizer_step = static_cast<int>(optimizer_step);
+    if (m.zero_stage < 0 || m.zero_stage > 3) throw_input_error("{}: zero_stage {} is not 0-3", source, m.zero_stage);
     if (m.world_size < 1 || m.world_size > (1 << 20))
       throw_input_error("{}: world_size {} out of range", source, m.world_size);
     if (m.param_dtype != "f32" && m.param_dtype != "bf16")

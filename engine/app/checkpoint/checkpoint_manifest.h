@@ -27,6 +27,8 @@ inline constexpr std::string_view kManifestName = "manifest.json";
 // Checksums cover fixed chunks of each rank file, so a loader that reads a byte range verifies
 // what it reads without reading the whole file (at most one chunk extra at each end).
 inline constexpr std::int64_t kChecksumChunkBytes = std::int64_t{1} << 20;
+// The largest chunk a manifest may name: a reader holds one whole to check it.
+inline constexpr std::int64_t kMaxChecksumChunkBytes = std::int64_t{64} << 20;
 
 // The optimizer state kept per element, all fp32: master weights and AdamW's two moments
 // (torch's names). Working parameters are not stored: they are the master (fp32 mode) or its

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "engine/app/checkpoint/checkpoint_manifest.h"
+#include "engine/app/config/config_limits.h"
 #include "engine/base/core/check.h"
 
 namespace zt::ckpt {
@@ -31,16 +32,26 @@ namespace {
 constexpr const char* kSharedKeys[] = {"type",       "n_layer",    "n_head",           "n_embd",
                                        "block_size", "vocab_size", "padded_vocab_size"};
 
+// A shape key within the model section's own range (docs/config.md), read whole: a manifest's
+// number is not to wrap into an int, nor size a parameter table past any real model's.
+int shape_key(const nlohmann::json& m, const char* key, std::int64_t most) {
+  const std::int64_t v = m.at(key).get<std::int64_t>();
+  if (!m.at(key).is_number_integer() || v < 1 || v > most) {
+    throw std::runtime_error(fmt::format("{} = {} is not an integer in [1, {}]", key, m.at(key).dump(), most));
+  }
+  return static_cast<int>(v);
+}
+
 ModelSpec parse_model(const nlohmann::json& m) {
   ModelSpec spec;
   ModelConfig& c = spec.model;
   c.arch = m.value("type", std::string(kDefaultModelFamily));
   if (!has_model_family(c.arch)) throw std::runtime_error("unknown model type \"" + c.arch + "\"");
-  c.n_layer = m.at("n_layer").get<int>();
-  c.n_head = m.at("n_head").get<int>();
-  c.n_embd = m.at("n_embd").get<int>();
-  c.block_size = m.at("block_size").get<int>();
-  c.vocab_size = m.at("vocab_size").get<int>();
+  c.n_layer = shape_key(m, "n_layer", kMaxConfigLayers);
+  c.n_head = shape_key(m, "n_head", kMaxConfigLayers);
+  c.n_embd = shape_key(m, "n_embd", kMaxConfigDim);
+  c.block_size = shape_key(m, "block_size", kMaxConfigDim);
+  c.vocab_size = shape_key(m, "vocab_size", kMaxConfigVocab);
   for (const auto& [key, value] : m.items()) {
     if (std::find(std::begin(kSharedKeys), std::end(kSharedKeys), key) == std::end(kSharedKeys)) {
       c.family_keys[key] = value;

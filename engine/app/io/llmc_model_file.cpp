@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "engine/app/config/config_limits.h"
 #include "engine/app/io/input_file.h"
 #include "engine/base/core/check.h"
 
@@ -41,13 +42,20 @@ LlmcModelHeader read_llmc_model_header(const std::string& path) {
     throw_input_error("{}: llm.c model file version {} (3: fp32 and 5: bf16 are read)", path, w[1]);
   }
   LlmcModelHeader h{w[2], w[3], w[4], w[5], w[6], w[7], w[1] == 5 ? DType::kBF16 : DType::kF32};
-  if (h.max_t < 1 || h.vocab < 1 || h.n_layer < 1 || h.n_head < 1 || h.n_embd < 1 || h.padded_vocab < h.vocab ||
+  // Within the model keys' own ranges (docs/config.md), so that the sizes below cannot overflow and
+  // nothing is built from a header before the file's size has matched it.
+  if (h.max_t < 1 || h.max_t > kMaxConfigDim || h.vocab < 1 || h.vocab > kMaxConfigVocab || h.n_layer < 1 ||
+      h.n_layer > kMaxConfigLayers || h.n_head < 1 || h.n_head > kMaxConfigLayers || h.n_embd < 1 ||
+      h.n_embd > kMaxConfigDim || h.padded_vocab < h.vocab || h.padded_vocab > kMaxConfigVocab + 64 ||
       h.n_embd % h.n_head != 0) {
     throw_input_error("{}: llm.c header dimensions out of range (maxT {}, V {}, L {}, NH {}, C {}, Vp {})", path,
                       h.max_t, h.vocab, h.n_layer, h.n_head, h.n_embd, h.padded_vocab);
   }
-  std::int64_t elements = 0;
-  for (const LlmcTensor& t : llmc_model_tensors(h)) elements += t.rows * t.cols;
+  // llmc_model_tensors' elements: the token and position tables, each layer's 12 C^2 + 13 C, the
+  // final LayerNorm's 2 C (at most about 2^54 within the ranges above).
+  const std::int64_t C = h.n_embd;
+  const std::int64_t elements =
+      (std::int64_t{h.padded_vocab} + h.max_t) * C + std::int64_t{h.n_layer} * (12 * C * C + 13 * C) + 2 * C;
   const std::int64_t expected = kLlmcModelHeaderBytes + elements * static_cast<std::int64_t>(dtype_size_bytes(h.dtype));
   const auto size = static_cast<std::int64_t>(std::filesystem::file_size(path));
   if (size != expected) {

@@ -195,6 +195,8 @@ TEST_F(CheckpointCorruption, ResealedPositionsAndSizesOutOfRangeAreRefused) {
       {[](auto& d) { d["optimizer_step"] = 4294967296; }, "optimizer_step 4294967296 is not a count"},
       {[](auto& d) { d["zero_stage"] = 9; }, "zero_stage 9 is not 0-3"},
       {[](auto& d) { d["checksum"]["chunk_bytes"] = std::int64_t{1} << 31; }, "unsupported checksum"},
+      {[](auto& d) { d["config"] = 5; }, "\"config\" is 5, not an object"},
+      {[](auto& d) { d["extra"] = nlohmann::json::array(); }, "\"extra\" is [], not an object"},
   };
   for (const auto& [edit, message] : cases) {
     SCOPED_TRACE(message);

@@ -150,6 +150,20 @@ TEST(Safetensors, TheHeaderReaderRefusesLengthsAndShapesThatDoNotFit) {
     const SafetensorsHeader h = file_with({{"t", {{"dtype", "F32"}, {"shape", {2}}, {"data_offsets", offsets}}}});
     EXPECT_THROW(safetensors_span(h.json["t"], 4, h, bad, "t"), InputError) << offsets.dump();
   }
+  // Two tensors over the same bytes (one read as the other's values, silently) and metadata that
+  // is not an object are refused by the header as a whole; adjacent and empty tensors are fine.
+  const auto tensor = [](std::int64_t begin, std::int64_t end) {
+    return nlohmann::json{{"dtype", "F32"}, {"shape", {(end - begin) / 4}}, {"data_offsets", {begin, end}}};
+  };
+  EXPECT_NO_THROW(file_with({{"a", tensor(0, 4)}, {"b", tensor(4, 8)}, {"c", tensor(8, 8)}}));
+  try {
+    file_with({{"a", tensor(0, 8)}, {"b", tensor(4, 8)}});
+    ADD_FAILURE() << "overlapping tensors taken";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("tensors 'a' and 'b' overlap in the data section"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(file_with({{"__metadata__", {1}}, {"a", tensor(0, 8)}}), InputError);
 }
 
 }  // namespace

@@ -280,6 +280,9 @@ Manifest Manifest::from_json(const nlohmann::json& doc, const std::string& sourc
     m.model = doc.at("model");
     m.config = doc.at("config");
     m.extra = doc.value("extra", nlohmann::json::object());
+    for (const auto& [key, value] : {std::pair{"model", &m.model}, {"config", &m.config}, {"extra", &m.extra}}) {
+      if (!value->is_object()) throw_input_error("{}: \"{}\" is {}, not an object", source, key, value->dump());
+    }
     m.checksum_chunk_bytes = doc.at("checksum").at("chunk_bytes").get<std::int64_t>();
     // A chunk is read whole to check it: no larger than a writer's (kChecksumChunkBytes) by far.
     if (doc.at("checksum").at("algorithm").get<std::string>() != "crc32" || m.checksum_chunk_bytes <= 0 ||

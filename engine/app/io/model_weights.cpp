@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <set>
 #include <vector>
 
 #include "engine/app/io/safetensors.h"
@@ -73,8 +74,30 @@ void save_model_weights(const std::string& path, const ParamTable& table,
   writer.write(path);
 }
 
+void check_model_weights(const std::string& path, const ParamTable& table) {
+  const SafetensorsHeader header = read_safetensors_header(path);
+  std::set<std::string> names;
+  for (const TensorParts& t : table.tensors()) {
+    names.insert(t.name);
+    if (!header.json.contains(t.name)) throw_input_error("{}: missing tensor '{}'", path, t.name);
+    const nlohmann::json& e = header.json[t.name];
+    const std::string dtype = e.is_object() && e.contains("dtype") && e["dtype"].is_string() ? e["dtype"] : "?";
+    const SafetensorsSpan span = safetensors_span(e, 4, header, path, t.name);
+    if (dtype != "F32" || span.shape != t.hf_shape) {
+      throw_input_error("{}: tensor '{}' is {} {} but the model needs F32 {}", path, t.name, dtype,
+                        fmt::join(span.shape, "x"), fmt::join(t.hf_shape, "x"));
+    }
+  }
+  for (auto it = header.json.begin(); it != header.json.end(); ++it) {
+    if (it.key() != "__metadata__" && names.count(it.key()) == 0) {
+      throw_input_error("{}: unexpected tensor '{}' (not a parameter of this model)", path, it.key());
+    }
+  }
+}
+
 void load_model_weights(const std::string& path, const ParamTable& table,
                         const std::function<TensorView(int)>& unit_out) {
+  check_model_weights(path, table);  // before a tensor's bytes are read
   const SafetensorsFile file = read_safetensors(path);
   const std::vector<TensorParts> tensors = table.tensors();
   for (const TensorParts& t : tensors) {

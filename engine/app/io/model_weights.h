@@ -27,6 +27,11 @@ void save_model_weights(const std::string& path, const ParamTable& table,
                         const std::function<TensorView(int)>& unit_values,
                         const std::map<std::string, std::string>& metadata, bool views_outlive_writer = false);
 
+// Refuses, from the file's header alone, a file whose tensors are not the table's by name, F32
+// dtype and HF shape: before anything is sized by the model (a config.json of another model would
+// otherwise have the model's buffers allocated first, terabytes for a damaged width).
+void check_model_weights(const std::string& path, const ParamTable& table);
+
 // Fills each unit's fp32 buffer (unit_out(u), unit length) from the file; padded vocabulary rows
 // are set to zero. Throws InputError for a missing/extra/misshapen tensor or a damaged file.
 void load_model_weights(const std::string& path, const ParamTable& table,

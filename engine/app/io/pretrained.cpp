@@ -128,8 +128,18 @@ class HfReader final : public PretrainedReader {
       if (!j.contains("weight_map") || !j["weight_map"].is_object()) {
         throw_input_error("{}: no \"weight_map\" object", index.string());
       }
+      // Each value a shard's file name in this folder: a path elsewhere ("../", absolute) would read
+      // another folder's file as this model's.
       std::set<std::string> names;
-      for (const auto& [tensor, file] : j["weight_map"].items()) names.insert(file.get<std::string>());
+      for (const auto& [tensor, file] : j["weight_map"].items()) {
+        if (!file.is_string() || file.get<std::string>().empty() ||
+            fs::path(file.get<std::string>()).filename() != fs::path(file.get<std::string>()) ||
+            file.get<std::string>() == "." || file.get<std::string>() == "..") {
+          throw_input_error("{}: weight_map's \"{}\" is {}, not the name of a file in the folder", index.string(),
+                            tensor, file.dump());
+        }
+        names.insert(file.get<std::string>());
+      }
       files.assign(names.begin(), names.end());
     } else if (fs::exists(single)) {
       files.push_back("model.safetensors");
@@ -338,9 +348,11 @@ PretrainedModel read_pretrained_model(const std::string& path) {
       throw_input_error("{}: no \"model_type\" string", config);
     }
     const ModelFamily& family = model_family_for_hf(hf["model_type"].get<std::string>(), config);
-    std::string arch = hf.value("architectures", nlohmann::json::array()).empty()
-                           ? hf["model_type"].get<std::string>()
-                           : hf["architectures"][0].get<std::string>();
+    // Only named in the description: anything but a list of strings is read as none.
+    const nlohmann::json archs = hf.value("architectures", nlohmann::json::array());
+    const std::string arch = archs.is_array() && !archs.empty() && archs[0].is_string()
+                                 ? archs[0].get<std::string>()
+                                 : hf["model_type"].get<std::string>();
     nlohmann::json ids = nlohmann::json::object();
     for (const char* key : {"bos_token_id", "eos_token_id", "pad_token_id"}) {
       if (hf.contains(key) && hf[key].is_number_integer()) ids[key] = hf[key];

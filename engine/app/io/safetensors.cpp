@@ -10,6 +10,9 @@
 #include <cstring>
 #include <fstream>
 #include <memory>
+#include <string>
+#include <tuple>
+#include <vector>
 
 #include "engine/app/io/input_file.h"
 #include "engine/app/io/output_file.h"
@@ -101,6 +104,38 @@ void SafetensorsWriter::write(const std::string& path) const {
   }
 }
 
+namespace {
+
+// What the format requires of the header as a whole: metadata an object of strings' keys, and no
+// two tensors' bytes overlapping (one tensor's values would be read as another's). Each entry's
+// own fields are checked where it is read (safetensors_span).
+void check_layout(const SafetensorsHeader& header, const std::string& path) {
+  std::vector<std::tuple<std::int64_t, std::int64_t, std::string>> spans;
+  for (auto it = header.json.begin(); it != header.json.end(); ++it) {
+    if (it.key() == "__metadata__") {
+      if (!it->is_object()) throw_input_error("{}: __metadata__ is not a JSON object", path);
+      continue;
+    }
+    const nlohmann::json* offsets = it->is_object() && it->contains("data_offsets") ? &(*it)["data_offsets"] : nullptr;
+    if (offsets == nullptr || !offsets->is_array() || offsets->size() != 2 || !(*offsets)[0].is_number_integer() ||
+        !(*offsets)[1].is_number_integer()) {
+      continue;
+    }
+    const auto begin = (*offsets)[0].get<std::int64_t>(), end = (*offsets)[1].get<std::int64_t>();
+    if (end > begin) spans.emplace_back(begin, end, it.key());
+  }
+  std::sort(spans.begin(), spans.end());
+  for (std::size_t i = 1; i < spans.size(); ++i) {
+    if (std::get<0>(spans[i]) < std::get<1>(spans[i - 1])) {
+      throw_input_error("{}: tensors '{}' and '{}' overlap in the data section (bytes [{}, {}) and [{}, {}))", path,
+                        std::get<2>(spans[i - 1]), std::get<2>(spans[i]), std::get<0>(spans[i - 1]),
+                        std::get<1>(spans[i - 1]), std::get<0>(spans[i]), std::get<1>(spans[i]));
+    }
+  }
+}
+
+}  // namespace
+
 SafetensorsHeader read_safetensors_header(const std::string& path) {
   require_regular_file(path, "safetensors file");
   std::ifstream in(path, std::ios::binary | std::ios::ate);
@@ -129,6 +164,7 @@ SafetensorsHeader read_safetensors_header(const std::string& path) {
   if (!header.json.is_object()) throw_input_error("{}: header is not a JSON object", path);
   header.data_start = 8 + static_cast<std::int64_t>(header_len);
   header.data_size = file_size - header.data_start;
+  check_layout(header, path);
   return header;
 }
 

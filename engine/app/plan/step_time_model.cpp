@@ -88,7 +88,9 @@ double work(OpClass c, const Shape& s) {
 
 }  // namespace
 
-OpProfile load_op_profile(const std::string& path) {
+namespace {
+
+OpProfile load_op_profile_or_throw(const std::string& path) {
   nlohmann::json config, profile;
   if (fs::is_directory(path)) {
     config = read_json((fs::path(path) / "config.json").string());
@@ -126,6 +128,16 @@ OpProfile load_op_profile(const std::string& path) {
   }
   if (p.ms_per_step.empty()) throw_input_error("--profile: {} lists no ops", path);
   return p;
+}
+
+}  // namespace
+
+OpProfile load_op_profile(const std::string& path) {
+  try {
+    return load_op_profile_or_throw(path);
+  } catch (const nlohmann::json::exception& e) {  // a field of another type than a run writes
+    throw_input_error("--profile: {} is not an op profile a run wrote ({})", path, e.what());
+  }
 }
 
 StepTime estimate_step_time(const OpProfile& profile, const RunConfig& c, int world_size, const Links& links) {

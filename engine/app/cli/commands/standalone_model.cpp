@@ -143,11 +143,29 @@ WeightSource resolve_weight_source(const ArgParser& parser, const std::string& c
   return s;
 }
 
+namespace {
+
+// The model's parameter table, its weights' headers checked against it before the store allocates
+// it: a run's config.json or a Hugging Face config of another model (or a damaged width) would
+// otherwise size the model's buffers first (48 TiB asked for, exit 1, no file named). A checkpoint's
+// manifest was held to its table on reading (model_spec_of).
+ParamTable checked_param_table(const WeightSource& source, const ModelSpec& spec) {
+  ParamTable table = spec.family().param_table(spec);
+  if (source.kind == WeightSource::Kind::kRun) {
+    check_model_weights((fs::path(source.path) / "final.safetensors").string(), table);
+  } else if (source.kind == WeightSource::Kind::kPretrained) {
+    (void)PretrainedReader::open(source.path, table);  // headers only: its tensors are read below
+  }
+  return table;
+}
+
+}  // namespace
+
 StandaloneModel::StandaloneModel(const WeightSource& source)
     : source_path_(source.path),
       spec_(source.spec),
       activations_(source.activations),
-      table_(spec_.family().param_table(spec_)),
+      table_(checked_param_table(source, spec_)),
       // bf16 activations multiply in bf16, as a bf16 run's config derives.
       backend_(source.device, source.num_threads, tracker_, source.device_index,
                KernelChoices{source.activations == DType::kBF16 ? MatmulPrecision::kBf16 : MatmulPrecision::kFp32}),

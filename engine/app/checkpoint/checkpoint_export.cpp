@@ -150,10 +150,19 @@ TokenizerFiles export_tokenizer_files(const fs::path& run_dir, const ModelSpec& 
   for (const char* f : data::kTokenizerFiles) {
     if (fs::exists(run_dir / f)) out.files.emplace_back(f, read_whole_input((run_dir / f).string(), "tokenizer file"));
   }
+  // A tokenizer.json alone (the tokenizers library's save): a tokenizer_config.json naming the
+  // generic fast class and the delimiters config.json numbers, so that AutoTokenizer neither takes
+  // the model type's class nor adds its default special tokens past the model's vocabulary.
+  if (fs::exists(run_dir / "tokenizer.json") && !fs::exists(run_dir / "tokenizer_config.json")) {
+    nlohmann::ordered_json config = data::fast_tokenizer_config(spec.model.block_size);
+    const nlohmann::json delimiters = data::document_delimiter_tokens(run_dir.string());
+    for (const auto& [key, token] : delimiters.items()) config[key] = token;
+    out.files.emplace_back("tokenizer_config.json", config.dump(2) + "\n");
+  }
   if (out.files.empty() && fs::exists(run_dir / "vocab.json")) {
     const data::Vocab vocab = data::Vocab::load((run_dir / "vocab.json").string());
     out.files = {{"tokenizer.json", data::tokenizer_json_of_vocab(vocab).dump(2) + "\n"},
-                 {"tokenizer_config.json", data::tokenizer_config_of_vocab(spec.model.block_size).dump(2) + "\n"}};
+                 {"tokenizer_config.json", data::fast_tokenizer_config(spec.model.block_size).dump(2) + "\n"}};
     out.from_vocab = true;
   }
   return out;

@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <filesystem>
 #include <optional>
+#include <utility>
+#include <vector>
 
 #include "engine/app/io/json_file.h"
 #include "engine/base/core/check.h"
@@ -40,27 +42,39 @@ std::optional<std::int64_t> token_id(const nlohmann::json& tokenizer, const std:
   return id->get<std::int64_t>();
 }
 
+// A tokenizer.json's document delimiters, by the ids' key: the first candidate it holds, each.
+std::vector<std::pair<std::string, std::pair<std::string, std::int64_t>>> delimiters(const nlohmann::json& tokenizer) {
+  std::vector<std::pair<std::string, std::pair<std::string, std::int64_t>>> found;
+  for (const auto& [key, candidates] :
+       {std::pair{"bos_token_id", std::array{"<|endoftext|>", "<|begin_of_text|>", "<s>"}},
+        std::pair{"eos_token_id", std::array{"<|endoftext|>", "<|end_of_text|>", "</s>"}}}) {
+    for (const char* text : candidates) {
+      if (const std::optional<std::int64_t> id = token_id(tokenizer, text)) {
+        found.push_back({key, {text, *id}});
+        break;
+      }
+    }
+  }
+  return found;
+}
+
+nlohmann::json read_tokenizer(const std::string& path) {
+  const nlohmann::json tokenizer = read_json_file(path);
+  if (!tokenizer.is_object()) throw_input_error("{}: not a JSON object", path);
+  return tokenizer;
+}
+
 nlohmann::json special_token_ids_or_throw(const std::string& dir) {
   const std::filesystem::path d(dir);
   const std::string config_path = (d / "tokenizer_config.json").string();
   const std::string tokenizer_path = (d / "tokenizer.json").string();
   nlohmann::json ids = nlohmann::json::object();
   if (!std::filesystem::exists(tokenizer_path)) return ids;
-  const nlohmann::json tokenizer = read_json_file(tokenizer_path);
-  if (!tokenizer.is_object()) throw_input_error("{}: not a JSON object", tokenizer_path);
+  const nlohmann::json tokenizer = read_tokenizer(tokenizer_path);
   if (!std::filesystem::exists(config_path)) {
     // A tokenizer.json alone (one trained with the tokenizers library): its document delimiter, the
     // token tools/prepare_tokens.py starts each document with, begins and ends the text.
-    for (const auto& [key, candidates] :
-         {std::pair{"bos_token_id", std::array{"<|endoftext|>", "<|begin_of_text|>", "<s>"}},
-          std::pair{"eos_token_id", std::array{"<|endoftext|>", "<|end_of_text|>", "</s>"}}}) {
-      for (const char* text : candidates) {
-        if (const std::optional<std::int64_t> id = token_id(tokenizer, text)) {
-          ids[key] = *id;
-          break;
-        }
-      }
-    }
+    for (const auto& [key, token] : delimiters(tokenizer)) ids[key] = token.second;
     return ids;
   }
   const nlohmann::json config = read_json_file(config_path);
@@ -82,6 +96,20 @@ nlohmann::json special_token_ids(const std::string& dir) {
   } catch (const nlohmann::json::exception& e) {  // a field of another type than the library writes
     throw_input_error("{}: its tokenizer files hold a special token this export cannot read ({})", dir, e.what());
   }
+}
+
+nlohmann::json document_delimiter_tokens(const std::string& dir) {
+  const std::string tokenizer_path = (std::filesystem::path(dir) / "tokenizer.json").string();
+  nlohmann::json tokens = nlohmann::json::object();
+  if (!std::filesystem::exists(tokenizer_path)) return tokens;
+  try {
+    for (const auto& [key, token] : delimiters(read_tokenizer(tokenizer_path))) {
+      tokens[key.substr(0, key.size() - 3)] = token.first;  // "bos_token_id" -> "bos_token"
+    }
+  } catch (const nlohmann::json::exception& e) {
+    throw_input_error("{}: its tokenizer files hold a special token this export cannot read ({})", dir, e.what());
+  }
+  return tokens;
 }
 
 }  // namespace zt::data

@@ -18,4 +18,11 @@ namespace zt::data {
 // InputError naming the file, or the folder, when one is not JSON of that shape.
 nlohmann::json special_token_ids(const std::string& dir);
 
+// For dir's tokenizer.json alone (no tokenizer_config.json): {"bos_token": text, "eos_token":
+// text}, its document delimiters as special_token_ids takes them, for the tokenizer_config.json an
+// export writes beside it (without one transformers picks the model type's tokenizer class and its
+// default special tokens, <s> and </s> for a Llama, which a byte-level BPE lacks: it adds them as
+// new ids past the model's vocabulary). Empty where dir has no tokenizer.json.
+nlohmann::json document_delimiter_tokens(const std::string& dir);
+
 }  // namespace zt::data

@@ -48,7 +48,7 @@ nlohmann::ordered_json tokenizer_json_of_vocab(const Vocab& vocab) {
   return bpe_tokenizer(std::move(ids), nullptr, {{"type", "Fuse"}});
 }
 
-nlohmann::ordered_json tokenizer_config_of_vocab(int model_max_length) {
+nlohmann::ordered_json fast_tokenizer_config(int model_max_length) {
   // model_input_names: the generic class also returns token_type_ids, which generate(**inputs)
   // refuses for a causal model.
   return {{"tokenizer_class", "PreTrainedTokenizerFast"},

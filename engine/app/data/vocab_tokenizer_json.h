@@ -19,9 +19,10 @@ namespace zt::data {
 
 nlohmann::ordered_json tokenizer_json_of_vocab(const Vocab& vocab);
 
-// tokenizer_config.json beside it: the generic PreTrainedTokenizerFast (AutoTokenizer otherwise
-// takes the model type's class, whose GPT-2 one demands a pre-tokenizer), and the model's context.
-nlohmann::ordered_json tokenizer_config_of_vocab(int model_max_length);
+// tokenizer_config.json beside it, or beside a tokenizer.json that came without one: the generic
+// PreTrainedTokenizerFast (AutoTokenizer otherwise takes the model type's class, whose GPT-2 one
+// demands a pre-tokenizer and whose Llama one adds <s> and </s>), and the model's context.
+nlohmann::ordered_json fast_tokenizer_config(int model_max_length);
 
 // The character vocabulary of a tokenizer.json in tokenizer_json_of_vocab's character form;
 // nullopt for any other tokenizer (read by data/tokenizer.h, or refused there).

@@ -68,9 +68,11 @@ void DataSource::open(const RunConfig& c) {
         if (!fs::equivalent(shard, train_->shard_name(t), ec)) continue;
         const bool in_training = named_in(d.train_files, shard), in_validation = named_in(d.val_files, shard);
         if (in_training && in_validation) continue;
+        // Which side is at fault where one list names the file itself; patterns on both sides: both.
         const std::string how =
             in_training ? fmt::format("a data.val_files pattern takes {} of data.train_files into validation", shard)
-                        : fmt::format("a data.train_files pattern takes {} of data.val_files into training", shard);
+            : in_validation ? fmt::format("a data.train_files pattern takes {} of data.val_files into training", shard)
+                            : fmt::format("a data.train_files and a data.val_files pattern both take {}", shard);
         throw_input_error(
             "config error in {}: {} (the validation loss would score tokens the run trains on; name the file "
             "itself in both lists to validate on what the run trains on)",

@@ -197,6 +197,10 @@ TEST_F(CheckpointCorruption, ResealedPositionsAndSizesOutOfRangeAreRefused) {
       {[](auto& d) { d["checksum"]["chunk_bytes"] = std::int64_t{1} << 31; }, "unsupported checksum"},
       {[](auto& d) { d["config"] = 5; }, "\"config\" is 5, not an object"},
       {[](auto& d) { d["extra"] = nlohmann::json::array(); }, "\"extra\" is [], not an object"},
+      // Numbers that nlohmann's get<int> would take for others: true for 1, 2^32 for 0.
+      {[](auto& d) { d["world_size"] = true; }, "world_size true is not a whole number"},
+      {[](auto& d) { d["files"][0]["rank"] = 4294967296; }, "a file's rank 4294967296 is not a whole number"},
+      {[](auto& d) { d["state_dtype"] = "BF16"; }, "not this format's master, exp_avg and exp_avg_sq in F32"},
   };
   for (const auto& [edit, message] : cases) {
     SCOPED_TRACE(message);

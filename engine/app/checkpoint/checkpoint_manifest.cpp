@@ -6,6 +6,8 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <limits>
 
 #include "engine/app/checkpoint/durable_file.h"
 #include "engine/base/core/check.h"
@@ -65,11 +67,14 @@ std::string table_difference(const ParamTable& a, const ParamTable& b) {
   for (std::size_t i = 0; i < a.params().size(); ++i) {
     const ParamSpec &p = a.params()[i], &q = b.params()[i];
     if (p.name != q.name) return fmt::format("parameter {} is '{}' vs '{}'", i, p.name, q.name);
-    if (p.shape != q.shape || p.hf_shape != q.hf_shape || p.unit != q.unit || p.offset != q.offset ||
-        p.row_offset != q.row_offset) {
+    if (p.shape != q.shape || p.unit != q.unit || p.offset != q.offset || p.row_offset != q.row_offset) {
       return fmt::format("'{}' (from row {}) is [{}] in unit {} at {} vs (from row {}) [{}] in unit {} at {}", p.name,
                          p.row_offset, fmt::join(p.shape, ", "), p.unit, p.offset, q.row_offset,
                          fmt::join(q.shape, ", "), q.unit, q.offset);
+    }
+    if (p.hf_shape != q.hf_shape) {
+      return fmt::format("'{}' has Hugging Face shape [{}] vs [{}]", p.name, fmt::join(p.hf_shape, ", "),
+                         fmt::join(q.hf_shape, ", "));
     }
   }
   return "";
@@ -179,6 +184,17 @@ std::string checkpoint_lineage_id(const nlohmann::json& extra, std::uint32_t man
 
 namespace {
 
+// A manifest's number as a T, whole and in T's range: nlohmann's get<int> takes true for 1, cuts
+// 2.5 to 2 and wraps 2^32 to 0, each a number no writer wrote passing for one it did.
+template <class T>
+T whole(const nlohmann::json& v, const char* key, const std::string& source) {
+  if (!v.is_number_integer() || (v.is_number_unsigned() && v.get<std::uint64_t>() > std::uint64_t{INT64_MAX}) ||
+      v.get<std::int64_t>() < std::numeric_limits<T>::min() || v.get<std::int64_t>() > std::numeric_limits<T>::max()) {
+    throw_input_error("{}: {} {} is not a whole number a manifest holds", source, key, v.dump());
+  }
+  return static_cast<T>(v.get<std::int64_t>());
+}
+
 StateKind state_kind_from(const std::string& name, const std::string& source) {
   for (int k = 0; k < kNumStateKinds; ++k) {
     if (state_kind_name(static_cast<StateKind>(k)) == name) return static_cast<StateKind>(k);
@@ -192,7 +208,7 @@ ParamTable table_from_json(const nlohmann::json& doc, const std::string& source)
   const auto& params = doc.at("params");
   int last_unit = -1;
   for (const auto& p : params) {
-    const int unit = p.at("unit").get<int>();
+    const int unit = whole<int>(p.at("unit"), "a parameter's unit", source);
     if (unit != last_unit) {
       if (unit != last_unit + 1 || unit >= static_cast<int>(units.size())) {
         throw_input_error("{}: parameter '{}' names unit {} out of order", source, p.at("name").get<std::string>(),
@@ -234,7 +250,7 @@ ParamTable table_from_json(const nlohmann::json& doc, const std::string& source)
                         row_offset, rows_before);
     }
     const int index = t.add_param(name, shape, hf_shape, p.at("decays").get<bool>(), row_offset);
-    if (t.param(index).offset != p.at("offset").get<std::int64_t>()) {
+    if (t.param(index).offset != whole<std::int64_t>(p.at("offset"), "a parameter's offset", source)) {
       throw_input_error("{}: parameter '{}' offset {} does not follow the previous parameter", source,
                         t.param(index).name, p.at("offset").get<std::int64_t>());
     }
@@ -242,7 +258,7 @@ ParamTable table_from_json(const nlohmann::json& doc, const std::string& source)
   if (t.units().size() != units.size())
     throw_input_error("{}: {} units listed but parameters use {}", source, units.size(), t.units().size());
   for (std::size_t u = 0; u < units.size(); ++u) {
-    if (units[u].at("numel").get<std::int64_t>() != t.units()[u].numel) {
+    if (whole<std::int64_t>(units[u].at("numel"), "a unit's numel", source) != t.units()[u].numel) {
       throw_input_error("{}: unit '{}' numel {} is not the sum of its parameters ({})", source, t.units()[u].name,
                         units[u].at("numel").get<std::int64_t>(), t.units()[u].numel);
     }
@@ -263,19 +279,19 @@ Manifest Manifest::from_json(const nlohmann::json& doc, const std::string& sourc
   }
   Manifest m;
   try {
-    m.format_version = doc.at("format_version").get<int>();
+    m.format_version = whole<int>(doc.at("format_version"), "format_version", source);
     if (m.format_version < kFormatVersion || m.format_version > kNewestFormatVersion) {
       throw_input_error(
           "{}: checkpoint format version {} is not supported (this build reads versions {}-{}; a newer version "
           "was written by a newer zerotrain: read it with that one)",
           source, m.format_version, kFormatVersion, kNewestFormatVersion);
     }
-    m.position.step = doc.at("step").get<std::int64_t>();
-    m.position.tokens_seen = doc.at("tokens_seen").get<std::int64_t>();
-    m.position.next_sample_index = doc.at("next_sample_index").get<std::int64_t>();
-    const std::int64_t optimizer_step = doc.at("optimizer_step").get<std::int64_t>();
-    m.world_size = doc.at("world_size").get<int>();
-    m.zero_stage = doc.at("zero_stage").get<int>();
+    m.position.step = whole<std::int64_t>(doc.at("step"), "step", source);
+    m.position.tokens_seen = whole<std::int64_t>(doc.at("tokens_seen"), "tokens_seen", source);
+    m.position.next_sample_index = whole<std::int64_t>(doc.at("next_sample_index"), "next_sample_index", source);
+    const std::int64_t optimizer_step = whole<std::int64_t>(doc.at("optimizer_step"), "optimizer_step", source);
+    m.world_size = whole<int>(doc.at("world_size"), "world_size", source);
+    m.zero_stage = whole<int>(doc.at("zero_stage"), "zero_stage", source);
     m.param_dtype = doc.at("param_dtype").get<std::string>();
     m.model = doc.at("model");
     m.config = doc.at("config");
@@ -283,7 +299,7 @@ Manifest Manifest::from_json(const nlohmann::json& doc, const std::string& sourc
     for (const auto& [key, value] : {std::pair{"model", &m.model}, {"config", &m.config}, {"extra", &m.extra}}) {
       if (!value->is_object()) throw_input_error("{}: \"{}\" is {}, not an object", source, key, value->dump());
     }
-    m.checksum_chunk_bytes = doc.at("checksum").at("chunk_bytes").get<std::int64_t>();
+    m.checksum_chunk_bytes = whole<std::int64_t>(doc.at("checksum").at("chunk_bytes"), "checksum.chunk_bytes", source);
     // A chunk is read whole to check it: no larger than a writer's (kChecksumChunkBytes) by far.
     if (doc.at("checksum").at("algorithm").get<std::string>() != "crc32" || m.checksum_chunk_bytes <= 0 ||
         m.checksum_chunk_bytes > kMaxChecksumChunkBytes) {
@@ -306,6 +322,13 @@ Manifest Manifest::from_json(const nlohmann::json& doc, const std::string& sourc
     if (m.zero_stage < 0 || m.zero_stage > 3) throw_input_error("{}: zero_stage {} is not 0-3", source, m.zero_stage);
     if (m.world_size < 1 || m.world_size > (1 << 20))
       throw_input_error("{}: world_size {} out of range", source, m.world_size);
+    // The rank files' states and their dtype, as this version writes them (the segments name each).
+    if (doc.value("state", nlohmann::json{"master", "exp_avg", "exp_avg_sq"}) !=
+            nlohmann::json{"master", "exp_avg", "exp_avg_sq"} ||
+        doc.value("state_dtype", nlohmann::json("F32")) != nlohmann::json("F32")) {
+      throw_input_error("{}: states {} in {}, not this format's master, exp_avg and exp_avg_sq in F32", source,
+                        doc.value("state", nlohmann::json()).dump(), doc.value("state_dtype", nlohmann::json()).dump());
+    }
     if (m.param_dtype != "f32" && m.param_dtype != "bf16")
       throw_input_error("{}: param_dtype '{}' is not f32 or bf16", source, m.param_dtype);
     m.table = table_from_json(doc, source);
@@ -317,14 +340,16 @@ Manifest Manifest::from_json(const nlohmann::json& doc, const std::string& sourc
       const auto& f = files[static_cast<std::size_t>(r)];
       RankFile rf;
       rf.name = f.at("name").get<std::string>();
-      rf.rank = f.at("rank").get<int>();
-      rf.bytes = f.at("bytes").get<std::int64_t>();
+      rf.rank = whole<int>(f.at("rank"), "a file's rank", source);
+      rf.bytes = whole<std::int64_t>(f.at("bytes"), "a file's bytes", source);
       rf.crc32 = f.at("crc32").get<std::uint32_t>();
       rf.chunk_crc32 = f.at("chunk_crc32").get<std::vector<std::uint32_t>>();
       for (const auto& s : f.at("segments")) {
-        rf.segments.push_back({state_kind_from(s.at("state").get<std::string>(), source), s.at("unit").get<int>(),
-                               s.at("begin").get<std::int64_t>(), s.at("end").get<std::int64_t>(),
-                               s.at("offset").get<std::int64_t>()});
+        rf.segments.push_back({state_kind_from(s.at("state").get<std::string>(), source),
+                               whole<int>(s.at("unit"), "a segment's unit", source),
+                               whole<std::int64_t>(s.at("begin"), "a segment's begin", source),
+                               whole<std::int64_t>(s.at("end"), "a segment's end", source),
+                               whole<std::int64_t>(s.at("offset"), "a segment's offset", source)});
       }
       // The loader reads through these segments; they must be the documented split, nothing else.
       if (rf.rank != r || rf.name != rank_file_name(r) || rf.segments != rank_file_segments(m.table, m.world_size, r) ||

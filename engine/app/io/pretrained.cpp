@@ -353,11 +353,18 @@ PretrainedModel read_pretrained_model(const std::string& path) {
     const std::string arch = archs.is_array() && !archs.empty() && archs[0].is_string()
                                  ? archs[0].get<std::string>()
                                  : hf["model_type"].get<std::string>();
+    nlohmann::json keys = family.model_keys_from_hf(hf, config);
+    // The special tokens' ids the run carries into its exports: a token of the vocabulary, else
+    // none (a list of several, as some instruct models give eos_token_id, is none too).
+    const std::int64_t vocab = keys.value("vocab_size", std::int64_t{0});
     nlohmann::json ids = nlohmann::json::object();
     for (const char* key : {"bos_token_id", "eos_token_id", "pad_token_id"}) {
-      if (hf.contains(key) && hf[key].is_number_integer()) ids[key] = hf[key];
+      if (hf.contains(key) && hf[key].is_number_integer() && hf[key].get<std::int64_t>() >= 0 &&
+          hf[key].get<std::int64_t>() < vocab) {
+        ids[key] = hf[key];
+      }
     }
-    return {family.model_keys_from_hf(hf, config), fmt::format("Hugging Face {} folder {}", arch, path), config, ids};
+    return {std::move(keys), fmt::format("Hugging Face {} folder {}", arch, path), config, ids};
   }
   if (!fs::exists(path)) throw_input_error("{}: no such Hugging Face folder or llm.c model file", path);
   const LlmcModelHeader h = read_llmc_model_header(path);

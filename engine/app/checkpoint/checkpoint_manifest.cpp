@@ -310,11 +310,11 @@ Manifest Manifest::from_json(const nlohmann::json& doc, const std::string& sourc
     for (const auto& [key, value] : {std::pair{"step", m.position.step},
                                      {"tokens_seen", m.position.tokens_seen},
                                      {"next_sample_index", m.position.next_sample_index}}) {
-      if (value < 0 || !doc.at(key).is_number_integer()) {
+      if (value < 0) {
         throw_input_error("{}: {} {} is not a count", source, key, doc.at(key).dump());
       }
     }
-    if (optimizer_step < 0 || optimizer_step > m.position.step || !doc.at("optimizer_step").is_number_integer()) {
+    if (optimizer_step < 0 || optimizer_step > m.position.step) {
       throw_input_error("{}: optimizer_step {} is not a count of at most its step {}", source,
                         doc.at("optimizer_step").dump(), m.position.step);
     }

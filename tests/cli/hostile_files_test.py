@@ -10,7 +10,8 @@ only descriptive, read as absent:
   * a Hugging Face config.json whose "architectures" is not a list of strings (a library type error,
     exit 1): only named in the description, so read as absent;
   * `plan --profile` of a JSON file of other types (null, numbers where objects belong): a library
-    type error, exit 1.
+    type error, exit 1;
+  * `ckpt inspect` of a damaged rank file: exit 2 with nothing on standard error.
 
 usage: hostile_files_test.py PATH/TO/zerotrain
 """
@@ -108,6 +109,20 @@ def main():
         check(p.returncode == 0, f"architectures {archs!r}: sampled as without it ({p.returncode}, {p.lines})")
     with open(hf_config, "w") as f:
         json.dump(original, f)
+
+    # ckpt inspect of a checkpoint whose rank file is damaged: the table on stdout says which, and
+    # standard error has the failing command's one line (it had none).
+    damaged = os.path.join(work, "damaged")
+    shutil.copytree(os.path.join(run_dir, "checkpoints"), damaged, ignore=shutil.ignore_patterns("*LOCK*"))
+    step = sorted(d for d in os.listdir(damaged) if d.startswith("step_"))[-1]
+    with open(os.path.join(damaged, step, "rank_00000.bin"), "r+b") as f:
+        f.seek(100)
+        byte = f.read(1)
+        f.seek(100)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    p = run(binary, "ckpt", "inspect", os.path.join(damaged, step))
+    check(refused(p, "ckpt inspect", "fail their checksums: 1 of 1") and "FAILED" in p.stdout,
+          f"ckpt inspect of a damaged rank file: the table says which, stderr one line ({p.returncode}, {p.lines})")
 
     # plan --profile of JSON that is not a profile's.
     for name, content in (("null", None), ("numbers", {"config": {"model": 3}, "op_profile": {"device": 5}}),

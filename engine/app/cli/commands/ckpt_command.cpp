@@ -165,6 +165,11 @@ int inspect(const std::string& path) {
              human_bytes(totals[1]), human_bytes(totals[2]));
   fmt::print("checksums: {}\n", bad == 0 ? fmt::format("ok ({} files verified)", m.files.size())
                                          : fmt::format("{} of {} files FAILED", bad, m.files.size()));
+  // The exit status's reason on standard error too, as every failing command gives it.
+  if (bad > 0) {
+    print_err("{}", error_line(fmt::format("ckpt inspect: rank files of {} that fail their checksums: {} of {} (above)",
+                                           reader.dir(), bad, m.files.size())));
+  }
   return bad == 0 ? 0 : 2;
 }
 

@@ -171,6 +171,18 @@ TEST(KvDecoding, AStopRequestEndsTheSampleWithTheTokensSoFar) {
         /*top_k=*/0,           static_cast<std::uint64_t>(rng.ints(1, 0, 1 << 30)[0]), 0, kv_cache};
     const auto whole = sample_tokens(build, s.store, prompt, options, s.spec.block_size());
     ASSERT_EQ(whole.size(), 20u);
+    // A sample asks whether to stop before each draw after its first, through the cache or the
+    // window, fitting the context or not (the trainer votes on every 16th ask: an ask after the
+    // last draw could throw a whole sample away).
+    for (const int tokens : {20, s.spec.block_size() + 3}) {
+      int asks = 0;
+      SamplingOptions counted = options;
+      counted.max_new_tokens = tokens;
+      counted.stop_requested = [&] { return ++asks, false; };
+      EXPECT_EQ(sample_tokens(build, s.store, prompt, counted, s.spec.block_size()).size(),
+                static_cast<std::size_t>(tokens));
+      EXPECT_EQ(asks, tokens - 1) << tokens << " tokens";
+    }
     // The last draw through the cache, where the sliding window would take over in a longer sample.
     const int at_context = s.spec.block_size() - static_cast<int>(prompt.size()) + 1;
     options.max_new_tokens = at_context + 3;

@@ -187,7 +187,7 @@ namespace {
 // A manifest's number as a T, whole and in T's range: nlohmann's get<int> takes true for 1, cuts
 // 2.5 to 2 and wraps 2^32 to 0, each a number no writer wrote passing for one it did.
 template <class T>
-T whole(const nlohmann::json& v, const char* key, const std::string& source) {
+T manifest_integer(const nlohmann::json& v, const char* key, const std::string& source) {
   if (!v.is_number_integer() || (v.is_number_unsigned() && v.get<std::uint64_t>() > std::uint64_t{INT64_MAX}) ||
       v.get<std::int64_t>() < std::numeric_limits<T>::min() || v.get<std::int64_t>() > std::numeric_limits<T>::max()) {
     throw_input_error("{}: {} {} is not a whole number a manifest holds", source, key, v.dump());
@@ -208,7 +208,7 @@ ParamTable table_from_json(const nlohmann::json& doc, const std::string& source)
   const auto& params = doc.at("params");
   int last_unit = -1;
   for (const auto& p : params) {
-    const int unit = whole<int>(p.at("unit"), "a parameter's unit", source);
+    const int unit = manifest_integer<int>(p.at("unit"), "a parameter's unit", source);
     if (unit != last_unit) {
       if (unit != last_unit + 1 || unit >= static_cast<int>(units.size())) {
         throw_input_error("{}: parameter '{}' names unit {} out of order", source, p.at("name").get<std::string>(),
@@ -250,7 +250,7 @@ ParamTable table_from_json(const nlohmann::json& doc, const std::string& source)
                         row_offset, rows_before);
     }
     const int index = t.add_param(name, shape, hf_shape, p.at("decays").get<bool>(), row_offset);
-    if (t.param(index).offset != whole<std::int64_t>(p.at("offset"), "a parameter's offset", source)) {
+    if (t.param(index).offset != manifest_integer<std::int64_t>(p.at("offset"), "a parameter's offset", source)) {
       throw_input_error("{}: parameter '{}' offset {} does not follow the previous parameter", source,
                         t.param(index).name, p.at("offset").get<std::int64_t>());
     }
@@ -258,7 +258,7 @@ ParamTable table_from_json(const nlohmann::json& doc, const std::string& source)
   if (t.units().size() != units.size())
     throw_input_error("{}: {} units listed but parameters use {}", source, units.size(), t.units().size());
   for (std::size_t u = 0; u < units.size(); ++u) {
-    if (whole<std::int64_t>(units[u].at("numel"), "a unit's numel", source) != t.units()[u].numel) {
+    if (manifest_integer<std::int64_t>(units[u].at("numel"), "a unit's numel", source) != t.units()[u].numel) {
       throw_input_error("{}: unit '{}' numel {} is not the sum of its parameters ({})", source, t.units()[u].name,
                         units[u].at("numel").get<std::int64_t>(), t.units()[u].numel);
     }
@@ -279,19 +279,20 @@ Manifest Manifest::from_json(const nlohmann::json& doc, const std::string& sourc
   }
   Manifest m;
   try {
-    m.format_version = whole<int>(doc.at("format_version"), "format_version", source);
+    m.format_version = manifest_integer<int>(doc.at("format_version"), "format_version", source);
     if (m.format_version < kFormatVersion || m.format_version > kNewestFormatVersion) {
       throw_input_error(
           "{}: checkpoint format version {} is not supported (this build reads versions {}-{}; a newer version "
           "was written by a newer zerotrain: read it with that one)",
           source, m.format_version, kFormatVersion, kNewestFormatVersion);
     }
-    m.position.step = whole<std::int64_t>(doc.at("step"), "step", source);
-    m.position.tokens_seen = whole<std::int64_t>(doc.at("tokens_seen"), "tokens_seen", source);
-    m.position.next_sample_index = whole<std::int64_t>(doc.at("next_sample_index"), "next_sample_index", source);
-    const std::int64_t optimizer_step = whole<std::int64_t>(doc.at("optimizer_step"), "optimizer_step", source);
-    m.world_size = whole<int>(doc.at("world_size"), "world_size", source);
-    m.zero_stage = whole<int>(doc.at("zero_stage"), "zero_stage", source);
+    m.position.step = manifest_integer<std::int64_t>(doc.at("step"), "step", source);
+    m.position.tokens_seen = manifest_integer<std::int64_t>(doc.at("tokens_seen"), "tokens_seen", source);
+    m.position.next_sample_index =
+        manifest_integer<std::int64_t>(doc.at("next_sample_index"), "next_sample_index", source);
+    const int optimizer_step = manifest_integer<int>(doc.at("optimizer_step"), "optimizer_step", source);
+    m.world_size = manifest_integer<int>(doc.at("world_size"), "world_size", source);
+    m.zero_stage = manifest_integer<int>(doc.at("zero_stage"), "zero_stage", source);
     m.param_dtype = doc.at("param_dtype").get<std::string>();
     m.model = doc.at("model");
     m.config = doc.at("config");
@@ -299,7 +300,8 @@ Manifest Manifest::from_json(const nlohmann::json& doc, const std::string& sourc
     for (const auto& [key, value] : {std::pair{"model", &m.model}, {"config", &m.config}, {"extra", &m.extra}}) {
       if (!value->is_object()) throw_input_error("{}: \"{}\" is {}, not an object", source, key, value->dump());
     }
-    m.checksum_chunk_bytes = whole<std::int64_t>(doc.at("checksum").at("chunk_bytes"), "checksum.chunk_bytes", source);
+    m.checksum_chunk_bytes =
+        manifest_integer<std::int64_t>(doc.at("checksum").at("chunk_bytes"), "checksum.chunk_bytes", source);
     // A chunk is read whole to check it: no larger than a writer's (kChecksumChunkBytes) by far.
     if (doc.at("checksum").at("algorithm").get<std::string>() != "crc32" || m.checksum_chunk_bytes <= 0 ||
         m.checksum_chunk_bytes > kMaxChecksumChunkBytes) {
@@ -318,7 +320,7 @@ Manifest Manifest::from_json(const nlohmann::json& doc, const std::string& sourc
       throw_input_error("{}: optimizer_step {} is not a count of at most its step {}", source,
                         doc.at("optimizer_step").dump(), m.position.step);
     }
-    m.position.optimizer_step = static_cast<int>(optimizer_step);
+    m.position.optimizer_step = optimizer_step;
     if (m.zero_stage < 0 || m.zero_stage > 3) throw_input_error("{}: zero_stage {} is not 0-3", source, m.zero_stage);
     if (m.world_size < 1 || m.world_size > (1 << 20))
       throw_input_error("{}: world_size {} out of range", source, m.world_size);
@@ -340,16 +342,16 @@ Manifest Manifest::from_json(const nlohmann::json& doc, const std::string& sourc
       const auto& f = files[static_cast<std::size_t>(r)];
       RankFile rf;
       rf.name = f.at("name").get<std::string>();
-      rf.rank = whole<int>(f.at("rank"), "a file's rank", source);
-      rf.bytes = whole<std::int64_t>(f.at("bytes"), "a file's bytes", source);
+      rf.rank = manifest_integer<int>(f.at("rank"), "a file's rank", source);
+      rf.bytes = manifest_integer<std::int64_t>(f.at("bytes"), "a file's bytes", source);
       rf.crc32 = f.at("crc32").get<std::uint32_t>();
       rf.chunk_crc32 = f.at("chunk_crc32").get<std::vector<std::uint32_t>>();
       for (const auto& s : f.at("segments")) {
         rf.segments.push_back({state_kind_from(s.at("state").get<std::string>(), source),
-                               whole<int>(s.at("unit"), "a segment's unit", source),
-                               whole<std::int64_t>(s.at("begin"), "a segment's begin", source),
-                               whole<std::int64_t>(s.at("end"), "a segment's end", source),
-                               whole<std::int64_t>(s.at("offset"), "a segment's offset", source)});
+                               manifest_integer<int>(s.at("unit"), "a segment's unit", source),
+                               manifest_integer<std::int64_t>(s.at("begin"), "a segment's begin", source),
+                               manifest_integer<std::int64_t>(s.at("end"), "a segment's end", source),
+                               manifest_integer<std::int64_t>(s.at("offset"), "a segment's offset", source)});
       }
       // The loader reads through these segments; they must be the documented split, nothing else.
       if (rf.rank != r || rf.name != rank_file_name(r) || rf.segments != rank_file_segments(m.table, m.world_size, r) ||

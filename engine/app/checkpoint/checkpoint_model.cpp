@@ -35,11 +35,12 @@ constexpr const char* kSharedKeys[] = {"type",       "n_layer",    "n_head",    
 // A shape key within the model section's own range (docs/config.md), read whole: a manifest's
 // number is not to wrap into an int, nor size a parameter table past any real model's.
 int shape_key(const nlohmann::json& m, const char* key, std::int64_t most) {
-  const std::int64_t v = m.at(key).get<std::int64_t>();
-  if (!m.at(key).is_number_integer() || v < 1 || v > most) {
-    throw std::runtime_error(fmt::format("{} = {} is not an integer in [1, {}]", key, m.at(key).dump(), most));
+  const nlohmann::json& value = m.at(key);
+  if (!value.is_number_integer() || value.get<std::int64_t>() < 1 || value.get<std::int64_t>() > most ||
+      (value.is_number_unsigned() && value.get<std::uint64_t>() > static_cast<std::uint64_t>(most))) {
+    throw std::runtime_error(fmt::format("{} = {} is not an integer in [1, {}]", key, value.dump(), most));
   }
-  return static_cast<int>(v);
+  return static_cast<int>(value.get<std::int64_t>());
 }
 
 ModelSpec parse_model(const nlohmann::json& m) {
@@ -47,8 +48,8 @@ ModelSpec parse_model(const nlohmann::json& m) {
   ModelConfig& c = spec.model;
   c.arch = m.value("type", std::string(kDefaultModelFamily));
   if (!has_model_family(c.arch)) throw std::runtime_error("unknown model type \"" + c.arch + "\"");
-  c.n_layer = shape_key(m, "n_layer", kMaxConfigLayers);
-  c.n_head = shape_key(m, "n_head", kMaxConfigLayers);
+  c.n_layer = shape_key(m, "n_layer", kMaxConfigLayersOrHeads);
+  c.n_head = shape_key(m, "n_head", kMaxConfigLayersOrHeads);
   c.n_embd = shape_key(m, "n_embd", kMaxConfigDim);
   c.block_size = shape_key(m, "block_size", kMaxConfigDim);
   c.vocab_size = shape_key(m, "vocab_size", kMaxConfigVocab);

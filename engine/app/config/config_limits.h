@@ -7,7 +7,7 @@
 namespace zt {
 
 constexpr long long kMaxConfigDim = 1 << 20;          // model widths and lengths, micro_batch, seq_len
-constexpr long long kMaxConfigLayers = 1024;          // model.n_layer and n_head (n_kv_head)
+constexpr long long kMaxConfigLayersOrHeads = 1024;   // model.n_layer and n_head (n_kv_head)
 constexpr long long kMaxConfigVocab = 1 << 24;        // model.vocab_size (llm.c's uint32 token files)
 constexpr long long kMaxConfigGradAccum = 1 << 16;    // train.grad_accum, given or derived
 constexpr long long kMaxConfigSteps = 1'000'000'000;  // steps and step intervals

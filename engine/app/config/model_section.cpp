@@ -39,8 +39,8 @@ void read_model_section(ConfigReader r, RunConfig& c) {
   }
   m.arch = r.get_enum("arch", std::string(kDefaultModelFamily), model_family_names());
   const ModelFamily& family = model_family(m.arch);
-  m.n_layer = r.get_int("n_layer", m.n_layer, 1, kMaxConfigLayers);
-  m.n_head = r.get_int("n_head", m.n_head, 1, kMaxConfigLayers);
+  m.n_layer = r.get_int("n_layer", m.n_layer, 1, kMaxConfigLayersOrHeads);
+  m.n_head = r.get_int("n_head", m.n_head, 1, kMaxConfigLayersOrHeads);
   m.n_embd = r.get_int("n_embd", m.n_embd, 1, kMaxConfigDim);
   m.block_size = r.get_int("block_size", m.block_size, 1, kMaxConfigDim);
   // Up to 2^24: llm.c's uint32 token files carry vocabularies above 65,535 (Llama 3's 128,256).

@@ -45,7 +45,7 @@ LlmcModelHeader read_llmc_model_header(const std::string& path) {
   // Within the model keys' own ranges (docs/config.md), so that the sizes below cannot overflow and
   // nothing is built from a header before the file's size has matched it.
   if (h.max_t < 1 || h.max_t > kMaxConfigDim || h.vocab < 1 || h.vocab > kMaxConfigVocab || h.n_layer < 1 ||
-      h.n_layer > kMaxConfigLayers || h.n_head < 1 || h.n_head > kMaxConfigLayers || h.n_embd < 1 ||
+      h.n_layer > kMaxConfigLayersOrHeads || h.n_head < 1 || h.n_head > kMaxConfigLayersOrHeads || h.n_embd < 1 ||
       h.n_embd > kMaxConfigDim || h.padded_vocab < h.vocab || h.padded_vocab > kMaxConfigVocab + 64 ||
       h.n_embd % h.n_head != 0) {
     throw_input_error("{}: llm.c header dimensions out of range (maxT {}, V {}, L {}, NH {}, C {}, Vp {})", path,

@@ -82,9 +82,12 @@ void check_model_weights(const std::string& path, const ParamTable& table) {
     if (!header.json.contains(t.name)) throw_input_error("{}: missing tensor '{}'", path, t.name);
     const nlohmann::json& e = header.json[t.name];
     const std::string dtype = e.is_object() && e.contains("dtype") && e["dtype"].is_string() ? e["dtype"] : "?";
+    if (dtype != "F32") {  // before its bytes are measured as fp32's
+      throw_input_error("{}: tensor '{}' is {} but the model's final weights are F32", path, t.name, dtype);
+    }
     const SafetensorsSpan span = safetensors_span(e, 4, header, path, t.name);
-    if (dtype != "F32" || span.shape != t.hf_shape) {
-      throw_input_error("{}: tensor '{}' is {} {} but the model needs F32 {}", path, t.name, dtype,
+    if (span.shape != t.hf_shape) {
+      throw_input_error("{}: tensor '{}' is F32 {} but the model needs F32 {}", path, t.name,
                         fmt::join(span.shape, "x"), fmt::join(t.hf_shape, "x"));
     }
   }

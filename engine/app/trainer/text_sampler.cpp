@@ -110,8 +110,12 @@ std::vector<std::int32_t> sample_tokens(const SamplingModelBuilder& build, Param
     const std::unique_ptr<KvCache> cache = model->make_kv_cache(fed + within.max_new_tokens - 1);
     if (cache != nullptr) {
       drawn = decode_cached(std::move(model), *cache, build, store, prompt, within);
-      const bool stopped = static_cast<int>(drawn.size()) < within.max_new_tokens || stopping(options);
-      if (drawn.size() == static_cast<std::size_t>(options.max_new_tokens) || stopped) return drawn;
+      // Asked before the window's first draw only, as before each draw after the first: a sample
+      // that fit asks as often as it did before, and a trainer counting the asks votes as often.
+      if (drawn.size() == static_cast<std::size_t>(options.max_new_tokens) ||
+          static_cast<int>(drawn.size()) < within.max_new_tokens || stopping(options)) {
+        return drawn;
+      }
       prompt.insert(prompt.end(), drawn.begin(), drawn.end());
     }
   }

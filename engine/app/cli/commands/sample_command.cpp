@@ -71,6 +71,7 @@ struct Prompt {
   std::string text;
   std::vector<std::int32_t> ids;
   int limit = 1;
+  bool text_encodes_to_nothing = false;  // ids then hold token 0 alone
 };
 
 Prompt encode_prompt(const ArgParser& parser, const data::TokenText& text, const std::string& text_dir, int limit,
@@ -92,12 +93,11 @@ Prompt encode_prompt(const ArgParser& parser, const data::TokenText& text, const
     throw_input_error("zerotrain sample: the default prompt (a newline): {}; give one with --prompt", e.what());
   }
   // A model predicts from at least one position: a prompt of no tokens (an empty one where the
-  // tokenizer has no document delimiter, or no tokenizer at all) starts from token 0, said so.
+  // tokenizer has no document delimiter, or no tokenizer at all) starts from token 0 (said so by
+  // generate_and_print where there is a tokenizer; without one the ids line says it).
   if (p.ids.empty()) {
     p.ids.push_back(0);
-    const std::int32_t zero[] = {0};
-    print_err("zerotrain sample: note: the prompt encodes to no token; the sample starts from token 0{}\n",
-              text.has() ? fmt::format(" ({:?})", text.decode(zero)) : "");
+    p.text_encodes_to_nothing = true;
   }
   for (const std::int32_t id : p.ids) {  // a tokenizer not the model's: its ids would index past the table
     if (id >= vocab_size) {
@@ -120,6 +120,11 @@ int generate_and_print(StandaloneModel& model, const data::TokenText& text, cons
   // A byte-level vocabulary's character may come in several tokens, or never complete: the text is
   // printed as valid UTF-8 as it completes (what the run's metrics log holds of a sample).
   data::Utf8Repair utf8;
+  if (text.has() && prompt.text_encodes_to_nothing) {
+    const std::int32_t zero[] = {0};
+    print_err("zerotrain sample: note: the prompt encodes to no token; the sample starts from token 0 ({:?})\n",
+              text.decode(zero));
+  }
   if (text.has()) fmt::print("{}", utf8.feed(prompt.text));
   SamplingOptions streaming = options;
   bool first = true;

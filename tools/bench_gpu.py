@@ -53,7 +53,7 @@ from gpu_state import gpu_state  # noqa: E402
 from repo_commit import head_commit  # noqa: E402
 from result_paths import check_out_file, default_out  # noqa: E402
 from bench_harness import (PEAK_BF16_FLOPS, Context, EngineError, device_facts, interleave, profile_rows,  # noqa: E402
-                           print_rows, top_ops_lines)
+                           print_ratio, print_rows, same_round_ratio, top_ops_lines)
 
 PROFILED_STEPS = 5  # timed steps of the separate per-op profile runs (after the warm-up steps)
 N_LAYER, N_HEAD, N_EMBD, T, VOCAB, VOCAB_PADDED = 12, 12, 768, 1024, 50257, 50304
@@ -235,29 +235,61 @@ def make_engines():
         Torch("pytorch", "default", "auto"), Torch("pytorch-max-autotune-cudnn", "max-autotune", "cudnn"), Llmc()]}
 
 
+# The PyTorch rows the 1.15x target takes the best of, and the fewest interleaved rounds a target
+# ratio is judged on.
+TARGET_PYTORCH_ROWS = ("pytorch", "pytorch-max-autotune-cudnn")
+TARGET_MIN_ROUNDS = 3
+
+
 def ratios_of(rows):
+    """The target ratios from the rows' medians, each beside its same-round ratios (median, min,
+    max over the rounds both rows ran: bench_harness.same_round_ratio), and whether this invocation
+    can judge the targets at all (`valid_for_targets`, else the reasons in `not_valid_because`)."""
     ok = {r["name"]: r for r in rows if "tokens_per_s" in r}
-    ratios = {}
+    ratios, reasons = {}, []
     s0 = ok.get("zerotrain-s0")
+
+    def ratio(key, numerator, denominator):
+        ratios[key] = numerator["tokens_per_s"] / denominator["tokens_per_s"]
+        paired = same_round_ratio(numerator, denominator)
+        if paired:
+            ratios[key.replace("_tokens_per_s", "_same_round")] = paired
+        if min(numerator.get("rounds_measured", 0), denominator.get("rounds_measured", 0)) < TARGET_MIN_ROUNDS:
+            reasons.append(f"{key}: fewer than {TARGET_MIN_ROUNDS} rounds")
+
     torch_rows = [r for n, r in ok.items() if n.startswith("pytorch")]
     if s0 and torch_rows:
         best = max(torch_rows, key=lambda r: r["tokens_per_s"])
-        ratios["stage0_over_best_pytorch_tokens_per_s"] = s0["tokens_per_s"] / best["tokens_per_s"]
+        ratio("stage0_over_best_pytorch_tokens_per_s", s0, best)
         ratios["best_pytorch"] = best["name"]
+        missing = [n for n in TARGET_PYTORCH_ROWS if n not in ok]
+        if missing:  # the best of the rows that ran is not the best of the target's rows
+            ratios["best_pytorch_missing_rows"] = missing
+            reasons.append(f"best PyTorch row without {', '.join(missing)} in this invocation")
         for r in torch_rows:
             ratios[f"stage0_over_{r['name'].replace('-', '_')}_tokens_per_s"] = s0["tokens_per_s"] / r["tokens_per_s"]
+        # Kernels max-autotune chose while other work shared the GPU (--warm-autotune) and then
+        # served from the compile cache: not the anchor's own choices.
+        def tuned_beside_work(r):
+            cache = r.get("facts", {}).get("compile_cache") or {}
+            return cache.get("warm_autotune") and cache.get("fxgraph_hit", 0) + cache.get("aotautograd_hit", 0) > 0
+
+        if any(tuned_beside_work(r) for r in torch_rows):
+            reasons.append("a PyTorch row compiled from kernels tuned beside other work (--warm-autotune)")
     if s0 and "llmc" in ok:
-        ratios["stage0_over_llmc_tokens_per_s"] = s0["tokens_per_s"] / ok["llmc"]["tokens_per_s"]
+        ratio("stage0_over_llmc_tokens_per_s", s0, ok["llmc"])
     for st in (1, 2, 3):
         if s0 and f"zerotrain-s{st}" in ok:
-            ratios[f"stage{st}_collectives_over_stage0_tokens_per_s"] = (
-                ok[f"zerotrain-s{st}"]["tokens_per_s"] / s0["tokens_per_s"])
+            ratio(f"stage{st}_collectives_over_stage0_tokens_per_s", ok[f"zerotrain-s{st}"], s0)
     for variant in ("fp32-activations", "flash", "separate-gelu"):
         r = ok.get(f"zerotrain-s0-{variant}")
         if s0 and r:
             ratios[f"stage0_over_stage0_{variant.replace('-', '_')}_tokens_per_s"] = s0["tokens_per_s"] / r["tokens_per_s"]
     if s0:
         ratios["stage0_mfu"] = s0["mfu"]
+    ratios["valid_for_targets"] = bool(s0) and not reasons
+    if reasons:
+        ratios["not_valid_because"] = reasons
     return ratios
 
 
@@ -275,7 +307,7 @@ def print_table(args, name, rows):
           f"after {args.warmup}, on {name}")
     print_rows(rows)
     for k, v in ratios_of(rows).items():
-        print(f"{k}: {v:.3f}" if isinstance(v, float) else f"{k}: {v}")
+        print_ratio(k, v)
     for r in rows:
         if "op_profile" in r:
             print("\n" + "\n".join(top_ops_lines(r["op_profile"], r["label"])))

@@ -101,6 +101,30 @@ def summarise(row, tokens_per_step, flops_tok):
                rounds_measured=len(medians))
 
 
+def same_round_ratio(numerator, denominator):
+    """tokens/s of `numerator`'s row over `denominator`'s, round by round (each the ratio of two blocks
+    run back to back), over the rounds both measured: median, min, max and how many. The rows'
+    medians can come from different rounds; a jittery engine's verdict could turn on which."""
+    theirs = {r["round"]: r["median_ms"] for r in denominator["rounds"] if "median_ms" in r}
+    ratios = sorted(theirs[r["round"]] / r["median_ms"] for r in numerator["rounds"]
+                    if "median_ms" in r and r["round"] in theirs)
+    if not ratios:
+        return None
+    return {"median": statistics.median(ratios), "min": ratios[0], "max": ratios[-1], "rounds": len(ratios)}
+
+
+def print_ratio(key, value, target=None):
+    """One ratio line: a number, a same-round summary, or another fact (a row's name, reasons)."""
+    suffix = f" (target {target})" if target is not None else ""
+    if isinstance(value, float):
+        print(f"{key}: {value:.3f}{suffix}")
+    elif isinstance(value, dict) and "median" in value:
+        print(f"{key}: {value['median']:.3f} (from {value['min']:.3f} to {value['max']:.3f} over "
+              f"{value['rounds']} round{'s' if value['rounds'] != 1 else ''})")
+    else:
+        print(f"{key}: {value}")
+
+
 def print_rows(rows, width=56):
     """One line per engine: ms/step, tokens/s and MFU, or why it failed."""
     print(f"{'engine':{width}s} {'ms/step':>9s} {'tokens/s':>10s} {'MFU':>6s}")
@@ -151,7 +175,8 @@ def profile_rows(pairs, ctx, began, steps, save):
 
 
 def interleave(chosen, rows, ctx, tokens_per_step, flops_tok, save, after_first_round=None):
-    """Runs ctx.args.rounds rounds of every engine in turn, each block's GPU state beside it, each
+    """Runs ctx.args.rounds rounds of every engine in turn (each round starting one engine later than
+    the one before), each block's GPU state and seconds beside it, each
     engine started just before its first block (so one that compiles for minutes delays only the
     engines after it); `save` after every block. With ctx.args.time_limit (seconds), a round starts
     only when the one before it would fit in the time left, so a session's budget ends on a whole
@@ -164,15 +189,23 @@ def interleave(chosen, rows, ctx, tokens_per_step, flops_tok, save, after_first_
     limit = getattr(args, "time_limit", None)
     ctx.deadline = None if limit is None else begin + limit
     rounds_run = 0
+    round_blocks_s = []  # each whole round's blocks, in seconds: the next round's cost
     try:
         for rnd in range(args.rounds):
             if rnd > 0 and limit is not None:
-                last_round = (time.monotonic() - begin) / rnd  # round 0's engine starts counted in
-                if time.monotonic() - begin + last_round > limit:
-                    print(f"stopping after {rnd} of {args.rounds} rounds: another ({last_round:.0f} s) would pass "
+                # The blocks alone: the engines' starts (a compile of minutes) and the profile runs
+                # came once, and counting them in cut a 200 s Llama call to one round of 35 s.
+                next_round = max(round_blocks_s)
+                if time.monotonic() - begin + next_round > limit:
+                    print(f"stopping after {rnd} of {args.rounds} rounds: another ({next_round:.0f} s) would pass "
                           f"the {limit:.0f} s time limit", flush=True)
                     break
-            for i, (engine, row) in enumerate(zip(chosen, rows)):
+            round_blocks_s.append(0.0)
+            # Each round starts one engine later than the one before, so no engine always runs on a
+            # rested GPU or always after the hottest one (the order is each row's rounds' "position").
+            order = [(i + rnd) % len(chosen) for i in range(len(chosen))]
+            for position, i in enumerate(order):
+                engine, row = chosen[i], rows[i]
                 if "error" in row and not row["rounds"]:
                     continue
                 if ctx.seconds_left(1) <= 0:
@@ -186,7 +219,8 @@ def interleave(chosen, rows, ctx, tokens_per_step, flops_tok, save, after_first_
                     if not start(engine, row, ctx):
                         save()
                         continue
-                entry = {"round": rnd, "gpu_state_before": gpu_state()}
+                entry = {"round": rnd, "position": position, "gpu_state_before": gpu_state()}
+                block_began = time.monotonic()
                 try:
                     r = engine.run(ctx, args.warmup, args.steps)
                     entry.update(step_ms=r["step_ms"], median_ms=statistics.median(r["step_ms"]),
@@ -194,6 +228,8 @@ def interleave(chosen, rows, ctx, tokens_per_step, flops_tok, save, after_first_
                 except (EngineError, subprocess.TimeoutExpired) as e:
                     entry["error"] = str(e)[-2000:]
                     row.setdefault("error", f"round {rnd}: {str(e)[-2000:]}")
+                entry["block_s"] = time.monotonic() - block_began
+                round_blocks_s[-1] += entry["block_s"]
                 entry["gpu_state_after"] = gpu_state()
                 row["rounds"].append(entry)
                 summarise(row, tokens_per_step, flops_tok)

@@ -13,9 +13,10 @@
 #   llama        tools/bench_llama_gpu.py: a Llama 3.2 1B-shaped model at stage 3 against
 #                PyTorch FSDP2 compiled                                                     [180]
 #   shakespeare  zerotrain's half of tools/shakespeare_gpu.py (carry runs/shakespeare_char too) [300]
-#   autotune     tools/bench_gpu.py with zerotrain stage 0 beside PyTorch compiled under max-autotune
-#                (cuDNN attention) alone: its compile passed 200 s on an H200, so it has its own
-#                phase, and the deadline stops it cleanly where it overruns                    [420]
+#   autotune     tools/bench_gpu.py with zerotrain stage 0 beside PyTorch compiled (default) and
+#                under max-autotune (cuDNN attention), so the best-PyTorch ratio has both rows in
+#                one invocation: max-autotune's compile passed 200 s on an H200, so it has its
+#                own phase, and the deadline stops it cleanly where it overruns                [420]
 #   llmc         tools/llmc_interop.py: llm.c's train_gpt2cu writes its own model file, zerotrain
 #                starts from it (train.init_from) and evaluates llm.c's validation windows      [90]
 #   asyncckpt    tools/bench_async_checkpoint.py --device cuda: GPT-2 124M's blocked time per save,
@@ -381,7 +382,7 @@ for p in "${phases[@]}"; do
     autotune)
       step bench_gpu_autotune $((budget[$p] - 10)) env PYTHONUNBUFFERED=1 "$python" tools/bench_gpu.py \
         --zerotrain build-gpu/zerotrain --llmc .gpu_build/train_gpt2cu --python "$python" \
-        --engines zerotrain-s0 pytorch-max-autotune-cudnn --rounds 2 --no-profile \
+        --engines zerotrain-s0 pytorch pytorch-max-autotune-cudnn --rounds 3 --no-profile \
         --out "$OUT/gpu_bench_autotune_$slug.json" --time-limit $((phase_deadline - SECONDS - 20)) >>"$log" 2>&1
       sed -n '/^GPT-2 124M/,/^wrote/p' "$log" | sed 's/^/    /' >>"$summary"
       ;;

@@ -31,12 +31,14 @@ from check_report import Checks  # noqa: E402
 class FakeEngine:
     """An engine that records when it runs; fails to start, or raises inside a round, on request."""
 
-    def __init__(self, name, ms, order, fail_start=False, interrupt_at=None, seconds=0.0):
+    def __init__(self, name, ms, order, fail_start=False, interrupt_at=None, seconds=0.0, start_seconds=0.0):
         self.name, self.label, self.ms, self.order = name, f"fake {name}", ms, order
         self.fail_start, self.interrupt_at, self.rounds, self.seconds = fail_start, interrupt_at, 0, seconds
+        self.start_seconds = start_seconds
 
     def start(self, ctx):
         self.order.append(f"start {self.name}")
+        time.sleep(self.start_seconds)
         if self.fail_start:
             raise bench_gpu.EngineError("torch.compile failed")
 
@@ -53,7 +55,8 @@ class FakeEngine:
 
 
 def check_interleaving_and_partial_reports(checks):
-    """main() with the engines faked: they run interleaved (A B C A B C), a PyTorch anchor that fails
+    """main() with the engines faked: they run interleaved, each round one engine later (A B C B C A), a
+    PyTorch anchor that fails
     to start is a failed row while the rest still run, the ratios come from the rows measured, and
     the JSON on disk after a call cut short (in round 2) holds round 1's figures."""
     real = bench_gpu.make_engines
@@ -70,15 +73,17 @@ def check_interleaving_and_partial_reports(checks):
                             "--no-profile", "--out", out, "--engines", *engines])
             with open(out) as f:
                 report = json.load(f)
-            expected = ["zerotrain-s0", "pytorch", "llmc", "zerotrain-s3"] * 2
+            ran = ["zerotrain-s0", "pytorch", "llmc", "zerotrain-s3"]
+            # Round 2 starts one engine later (the failed anchor's turn is skipped).
+            expected = ran + ["pytorch", "llmc", "zerotrain-s3", "zerotrain-s0"]
             starts = [e for e in order if e.startswith("start ")]
             blocks = [e for e in order if not e.startswith("start ")]
-            checks.check(blocks == expected, f"the engines run interleaved, round after round ({blocks})")
+            checks.check(blocks == expected, f"the engines run interleaved, each round one engine later ({blocks})")
             checks.check(order[:4] == ["start zerotrain-s0", "zerotrain-s0", "start pytorch", "pytorch"] and
                          len(starts) == 5, f"each engine starts just before its first block, once ({order[:8]})")
             rows = {r["name"]: r for r in report["rows"]}
             checks.check(report["complete"] and "error" in rows["pytorch-max-autotune-cudnn"] and
-                         all("tokens_per_s" in rows[n] for n in expected[:4]),
+                         all("tokens_per_s" in rows[n] for n in ran),
                          "an anchor that fails to start is a failed row and the rest still run")
             ratios = report["ratios"]
             checks.check(abs(ratios["stage0_over_best_pytorch_tokens_per_s"] - 110 / 100) < 1e-12 and
@@ -86,10 +91,19 @@ def check_interleaving_and_partial_reports(checks):
                          abs(ratios["stage3_collectives_over_stage0_tokens_per_s"] - 100 / 104) < 1e-12,
                          f"the target ratios come from the rows that ran ({ratios})")
             checks.check(all(len(rows[n]["rounds"]) == 2 and "gpu_state_before" in rows[n]["rounds"][0]
-                             for n in expected[:4]), "every block records the GPU's state before and after")
+                             for n in ran), "every block records the GPU's state before and after")
             s0 = rows["zerotrain-s0"]
             checks.check(abs(s0["mfu"] - s0["tokens_per_s"] * report["flops_per_token"] / 989e12) < 1e-12,
                          "MFU by 6N + 6LCT over 989 TFLOP/s")
+            paired = ratios.get("stage0_over_llmc_same_round", {})
+            checks.check(paired.get("rounds") == 2 and abs(paired.get("median", 0) - 1.05) < 1e-12 and
+                         [r["position"] for r in rows["zerotrain-s0"]["rounds"]] == [0, 4],
+                         f"each target ratio comes with its same-round ratios, each block with its position "
+                         f"in the round ({paired})")
+            reasons = ratios.get("not_valid_because", [])
+            checks.check(ratios.get("valid_for_targets") is False and ratios.get("best_pytorch_missing_rows") ==
+                         ["pytorch-max-autotune-cudnn"] and any("fewer than 3 rounds" in r for r in reasons),
+                         f"and the report says it cannot judge the targets, and why ({reasons})")
             order.clear()
             cut = {e.name: e for e in [FakeEngine("zerotrain-s0", 100.0, order, interrupt_at=2),
                                        FakeEngine("pytorch", 110.0, order)]}
@@ -101,10 +115,12 @@ def check_interleaving_and_partial_reports(checks):
                 pass
             with open(out) as f:
                 report = json.load(f)
-            checks.check(not report["complete"] and
-                         all(len(r["rounds"]) == 1 and "tokens_per_s" in r for r in report["rows"]) and
+            cut_rows = {r["name"]: r for r in report["rows"]}
+            checks.check(not report["complete"] and len(cut_rows["zerotrain-s0"]["rounds"]) == 1 and
+                         len(cut_rows["pytorch"]["rounds"]) == 2 and
+                         all("tokens_per_s" in r for r in report["rows"]) and
                          "stage0_over_best_pytorch_tokens_per_s" in report["ratios"],
-                         "a call cut short in round 2 leaves round 1's figures and ratios on disk")
+                         "a call cut short in round 2 leaves the blocks run and their ratios on disk")
             # A time limit: round 1 (two blocks of 0.12 s) leaves too little of 0.3 s for another
             # round, or for the profiles (they want a quarter of the limit).
             timed = {e.name: e for e in [FakeEngine("zerotrain-s0", 100.0, order, seconds=0.12),
@@ -130,8 +146,18 @@ def check_interleaving_and_partial_reports(checks):
                                  bench_gpu.Context(args, work, work), 1024, 1.0, lambda: None,
                                  lambda: order.append("profiles"))
             blocks = [e for e in order if not e.startswith("start ")]
-            checks.check(blocks == ["zerotrain-s0", "pytorch", "profiles"] + ["zerotrain-s0", "pytorch"] * 2,
-                         f"the profiles run once, after round 1 ({blocks})")
+            checks.check(blocks == ["zerotrain-s0", "pytorch", "profiles", "pytorch", "zerotrain-s0", "zerotrain-s0",
+                                    "pytorch"], f"the profiles run once, after round 1 ({blocks})")
+            # A slow start (a compile) and a slow profile are paid once: the next round's cost is its
+            # blocks' (it was the whole time so far over the rounds run: one round where three fit).
+            order.clear()
+            slow = [FakeEngine("zerotrain-s0", 100.0, order, seconds=0.02, start_seconds=0.3),
+                    FakeEngine("pytorch", 110.0, order, seconds=0.02)]
+            args = argparse.Namespace(rounds=3, warmup=1, steps=2, time_limit=0.6)
+            ran_rounds = bench_gpu.interleave(slow, [{"name": e.name, "label": e.label, "rounds": []} for e in slow],
+                                              bench_gpu.Context(args, work, work), 1024, 1.0, lambda: None,
+                                              lambda: time.sleep(0.1))
+            checks.check(ran_rounds == 3, f"a slow start and profile do not cut the rounds ({ran_rounds} of 3)")
     finally:
         bench_gpu.make_engines = real
 
@@ -249,9 +275,13 @@ def check_llama_plumbing(checks, zerotrain, work):
     with open(out) as f:
         report = json.load(f)
     checks.check(report["batch"] == 16, f"with room for all, the largest micro-batch is chosen ({report['batch']})")
+    ratios = report["ratios"]
     checks.check(all(len(r["rounds"]) == 2 and "tokens_per_s" in r for r in report["rows"]) and
-                 "zerotrain_over_fsdp2_tokens_per_s" in report["ratios"],
-                 f"zerotrain and the FSDP2 worker both measured, the ratio reported ({report['ratios']})")
+                 "zerotrain_over_fsdp2_tokens_per_s" in ratios and
+                 ratios.get("zerotrain_over_fsdp2_same_round", {}).get("rounds") == 2 and
+                 ratios.get("valid_for_targets") is False,
+                 f"zerotrain and the FSDP2 worker both measured, the ratio reported with its same-round ratios, "
+                 f"and two rounds not enough to judge the target ({ratios})")
     zt_row = report["rows"][0]
     checks.check(zt_row["name"] == "zerotrain-llama-s3" and zt_row.get("op_profile", {}).get("profiled_steps", 0) >= 1
                  and "where the time goes in zerotrain stage 3" in p.stdout,

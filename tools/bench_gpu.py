@@ -126,7 +126,15 @@ class Zerotrain:
             raise EngineError(f"exit {p.returncode}: {p.stderr[-2000:]}")
         with open(os.path.join(run_dir, "metrics.jsonl")) as f:
             records = [json.loads(l) for l in f if '"train"' in l]
+        if len(records) != warmup + steps:  # a skipped step would move the warm-up's cut
+            raise EngineError(f"{len(records)} step records for {warmup} warm-up and {steps} timed steps: "
+                              f"{p.stdout[-1000:]}")
         result = {"step_ms": [r["step_ms"] for r in records][warmup:], "losses": [r["loss"] for r in records]}
+        # The attention each block ran ("auto" falls back to the flash kernels, about 2x slower,
+        # where cuDNN does not serve): the train header's line, kept with the block.
+        attention = [l for l in p.stdout.splitlines() if l.startswith("attention: ")]
+        if attention:
+            result["attention"] = attention[0][len("attention: "):]
         profile_path = os.path.join(run_dir, "op_profile.json")
         if profile and os.path.exists(profile_path):
             with open(profile_path) as f:

@@ -225,6 +225,8 @@ def interleave(chosen, rows, ctx, tokens_per_step, flops_tok, save, after_first_
                     r = engine.run(ctx, args.warmup, args.steps)
                     entry.update(step_ms=r["step_ms"], median_ms=statistics.median(r["step_ms"]),
                                  final_loss=r["losses"][-1] if r.get("losses") else None)
+                    if r.get("attention"):  # the kernels the engine says it ran
+                        entry["attention"] = r["attention"]
                 except (EngineError, subprocess.TimeoutExpired) as e:
                     entry["error"] = str(e)[-2000:]
                     row.setdefault("error", f"round {rnd}: {str(e)[-2000:]}")

@@ -283,6 +283,8 @@ def check_llama_plumbing(checks, zerotrain, work):
                  f"zerotrain and the FSDP2 worker both measured, the ratio reported with its same-round ratios, "
                  f"and two rounds not enough to judge the target ({ratios})")
     zt_row = report["rows"][0]
+    checks.check(all(r.get("attention", "").startswith("materialised") for r in zt_row["rounds"]),
+                 f"each zerotrain block keeps the attention its header names ({zt_row['rounds'][0].get('attention')})")
     checks.check(zt_row["name"] == "zerotrain-llama-s3" and zt_row.get("op_profile", {}).get("profiled_steps", 0) >= 1
                  and "where the time goes in zerotrain stage 3" in p.stdout,
                  f"zerotrain's row carries its per-op profile, printed after the table "

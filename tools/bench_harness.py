@@ -16,7 +16,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gpu_state import gpu_state  # noqa: E402
+from gpu_state import GpuSampler, gpu_state  # noqa: E402
 
 PEAK_BF16_FLOPS = 989e12  # H100 SXM dense bf16: MFU's denominator
 LLMC_MAGIC, LLMC_VERSION = 20240520, 1
@@ -221,8 +221,10 @@ def interleave(chosen, rows, ctx, tokens_per_step, flops_tok, save, after_first_
                         continue
                 entry = {"round": rnd, "position": position, "gpu_state_before": gpu_state()}
                 block_began = time.monotonic()
+                sampler = GpuSampler()
                 try:
-                    r = engine.run(ctx, args.warmup, args.steps)
+                    with sampler:
+                        r = engine.run(ctx, args.warmup, args.steps)
                     entry.update(step_ms=r["step_ms"], median_ms=statistics.median(r["step_ms"]),
                                  final_loss=r["losses"][-1] if r.get("losses") else None)
                     if r.get("attention"):  # the kernels the engine says it ran
@@ -231,6 +233,7 @@ def interleave(chosen, rows, ctx, tokens_per_step, flops_tok, save, after_first_
                     entry["error"] = str(e)[-2000:]
                     row.setdefault("error", f"round {rnd}: {str(e)[-2000:]}")
                 entry["block_s"] = time.monotonic() - block_began
+                entry["gpu_during"] = sampler.summary
                 round_blocks_s[-1] += entry["block_s"]
                 entry["gpu_state_after"] = gpu_state()
                 row["rounds"].append(entry)

@@ -90,8 +90,9 @@ def check_interleaving_and_partial_reports(checks):
                          abs(ratios["stage0_over_llmc_tokens_per_s"] - 105 / 100) < 1e-12 and
                          abs(ratios["stage3_collectives_over_stage0_tokens_per_s"] - 100 / 104) < 1e-12,
                          f"the target ratios come from the rows that ran ({ratios})")
-            checks.check(all(len(rows[n]["rounds"]) == 2 and "gpu_state_before" in rows[n]["rounds"][0]
-                             for n in ran), "every block records the GPU's state before and after")
+            checks.check(all(len(rows[n]["rounds"]) == 2 and "gpu_state_before" in rows[n]["rounds"][0] and
+                             "gpu_during" in rows[n]["rounds"][0] for n in ran),
+                         "every block records the GPU's state before, during and after")
             s0 = rows["zerotrain-s0"]
             checks.check(abs(s0["mfu"] - s0["tokens_per_s"] * report["flops_per_token"] / 989e12) < 1e-12,
                          "MFU by 6N + 6LCT over 989 TFLOP/s")
@@ -301,6 +302,36 @@ def check_llama_plumbing(checks, zerotrain, work):
                  f"the largest micro-batch whose prediction fits the offer is chosen ({report['batch']})")
 
 
+def check_sampling_during_a_block(checks, work):
+    """gpu_state.GpuSampler with a stand-in nvidia-smi that prints a sample every 20 ms: the block's
+    summary holds the clocks' range, the peaks and every throttle mask seen; without nvidia-smi it
+    says so (the interleaved rounds above ran that way)."""
+    import gpu_state
+    fake_bin = os.path.join(work, "fake_smi_bin")
+    os.makedirs(fake_bin)
+    smi = os.path.join(fake_bin, "nvidia-smi")
+    with open(smi, "w") as f:
+        f.write("#!/bin/sh\nwhile :; do\n  echo '1755, 640.5, 61, 0x0000000000000004, 97'\n  sleep 0.02\n"
+                "  echo '1980, 455.0, 58, 0x0000000000000000, 99'\n  sleep 0.02\ndone\n")
+    os.chmod(smi, 0o755)
+    path = os.environ["PATH"]
+    os.environ["PATH"] = fake_bin + os.pathsep + path
+    try:
+        with gpu_state.GpuSampler(period_ms=20) as sampler:
+            time.sleep(0.3)
+    finally:
+        os.environ["PATH"] = path
+    s = sampler.summary
+    checks.check(s.get("samples", 0) >= 4 and s["sm_clock_min"] == 1755 and s["sm_clock_max"] == 1980 and
+                 s["power_max"] == 640.5 and s["temperature_max"] == 61 and
+                 s["throttle_reasons_seen"] == ["0x0000000000000000", "0x0000000000000004"],
+                 f"the GPU sampled during a block: clocks' range, peaks, throttle masks ({s})")
+    if shutil.which("nvidia-smi") is None:
+        with gpu_state.GpuSampler() as none:
+            pass
+        checks.check(none.summary == {"error": "nvidia-smi not found"}, f"without nvidia-smi it says so ({none.summary})")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--zerotrain", required=True)
@@ -366,6 +397,7 @@ def main():
         check_time_limit_bounds_a_compile(checks, work)
         check_real_plumbing(checks, args.zerotrain, work)
         check_llama_plumbing(checks, args.zerotrain, work)
+        check_sampling_during_a_block(checks, work)
 
     has_gpu = shutil.which("nvidia-smi") is not None and subprocess.run(
         ["nvidia-smi", "-L"], capture_output=True, text=True).returncode == 0

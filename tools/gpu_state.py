@@ -45,7 +45,7 @@ DURING_FIELDS = ["clocks.sm", "power.draw", "temperature.gpu", "clocks_throttle_
 
 
 class GpuSampler:
-    """`with GpuSampler() as s:` runs `nvidia-smi -lms PERIOD` beside the block and s.summary then
+    """`with GpuSampler() as s:` runs `nvidia-smi --loop-ms=PERIOD` beside the block and s.summary then
     holds the samples' SM clock (min, median, max), power and temperature peaks, median utilisation
     and every throttle-reason mask seen (or {"error": ...} without nvidia-smi)."""
 

@@ -6,6 +6,7 @@
 #include "kernels/ops.h"
 
 #include "engine/base/core/check.h"
+#include "kernels/contracts/operand_checks.h"
 #include "kernels/contracts/ops_backend.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cuda/cuda_backend.h"
@@ -156,13 +157,21 @@ void cached_attention_forward(const ExecContext& ctx, TensorView out, TensorView
   return ZT_OP(cached_attention_forward, out, cache, n_head, n_kv_head);
 }
 bool cuda_kernels_built() { return cuda::ops_backend() != nullptr; }
+// [Note: a GPU run's routes in a build without CUDA]
+// `zerotrain memory` and `plan` predict a GPU run on any machine: where this build has no CUDA
+// kernels, the routes a CUDA build would take come from the contracts' rules (the flash kernels'
+// shapes, cuDNN's operands, as on a machine where cuDNN loads), not from an absent backend (which
+// predicted the materialised scores). Such a build never runs them: a device = "cuda" run is
+// refused at its start.
 bool flash_attention_available(Device device, std::int64_t batch, std::int64_t n_head, std::int64_t head_size) {
-  const OpsBackend* b = find_backend(device);
-  return b != nullptr && b->flash_attention_supports(batch, n_head, head_size);
+  if (const OpsBackend* b = find_backend(device)) return b->flash_attention_supports(batch, n_head, head_size);
+  return device == Device::kCUDA && flash_attention_shape_supported(batch, n_head, head_size);
 }
 bool flash_attention_on_tensor_cores(Device device, DType activations, std::int64_t head_size) {
-  const OpsBackend* b = find_backend(device);
-  return b != nullptr && b->flash_attention_on_tensor_cores(activations, head_size);
+  if (const OpsBackend* b = find_backend(device)) return b->flash_attention_on_tensor_cores(activations, head_size);
+  // As on sm_90, which grants the tensor-core kernels' shared memory at every head size they take.
+  return device == Device::kCUDA && activations == DType::kBF16 &&
+         (head_size == 16 || head_size == 32 || head_size == 64 || head_size == 128);
 }
 std::string cudnn_attention_refuses(Device device, AttentionKernels choice, DType activations, std::int64_t head_size,
                                     bool dropout) {
@@ -170,7 +179,8 @@ std::string cudnn_attention_refuses(Device device, AttentionKernels choice, DTyp
     return b->cudnn_attention_refuses(choice, activations, head_size, dropout);
   }
   // Only CUDA can be missing; the config's choice is named first, as the CUDA backend names it.
-  return choice == AttentionKernels::kFlash ? "precision.attention = \"flash\"" : "this build has no CUDA kernels";
+  if (choice == AttentionKernels::kFlash) return "precision.attention = \"flash\"";
+  return cudnn_attention_shape_refuses(activations, head_size, dropout);
 }
 // On the kernels the backend picks for this call, timed under their name (cuDNN or flash).
 void flash_attention_forward(const ExecContext& ctx, TensorView out, TensorView lse, TensorView qkv, int n_head,

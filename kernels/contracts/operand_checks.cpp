@@ -67,6 +67,13 @@ bool flash_attention_shape_supported(std::int64_t batch, std::int64_t n_head, st
   return compiled && batch * n_head <= 65535;  // one grid row per (sample, head)
 }
 
+std::string cudnn_attention_shape_refuses(DType activations, std::int64_t head_size, bool dropout) {
+  if (activations != DType::kBF16) return "cuDNN's fused attention takes bf16 activations";
+  if (head_size % 8 != 0 || head_size > 128) return fmt::format("cuDNN attention has no head size {}", head_size);
+  if (dropout) return "dropout on the probabilities (cuDNN would draw its own masks, not the CPU's)";
+  return "";
+}
+
 RopeDims rope_dims(const TensorView& x, int n_heads, int head_size, const RopeFrequencies& freq) {
   ZT_CHECK(x.shape.ndim() == 3, "rope: x must be [B, T, W]");
   ZT_CHECK(head_size > 0 && head_size % 2 == 0, "rope: head_size {} must be even", head_size);

@@ -37,6 +37,13 @@ CachedAttentionDims cached_attention_dims(const TensorView& out, const TensorVie
 // pure rule, so a build without CUDA (the config check) asks it too.
 bool flash_attention_shape_supported(std::int64_t batch, std::int64_t n_head, std::int64_t head_size);
 
+// Why cuDNN's fused attention (kernels/cuda/cudnn_attention.h) does not take operands of this kind,
+// or "": bf16 activations, a head size that is a multiple of 8 up to 128, no dropout on the
+// probabilities. The rule alone, not whether cuDNN loads: a build without CUDA predicting a GPU
+// run's memory takes cuDNN where a GPU machine with it would (it predicted the materialised
+// scores, 11.4 GB of activations for GPT-2 124M's 6.5).
+std::string cudnn_attention_shape_refuses(DType activations, std::int64_t head_size, bool dropout);
+
 // The operands every embedding kernel (CPU and CUDA) takes, checked: tokens I32 [B, T],
 // wte [vocab, C], wpe [max_T, C] with T <= max_T, out/dout [B, T, C] F32 or BF16. The tables are the
 // forward's parameters (F32, or both BF16 with a BF16 out: check_param_dtype, naming

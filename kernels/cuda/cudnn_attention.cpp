@@ -225,10 +225,7 @@ std::string cudnn_attention_unavailable() {
 }
 
 std::string cudnn_attention_refuses(DType activations, std::int64_t head_size, bool dropout) {
-  if (activations != DType::kBF16) return "cuDNN's fused attention takes bf16 activations";
-  if (head_size % 8 != 0 || head_size > 128) return fmt::format("cuDNN attention has no head size {}", head_size);
-  if (dropout) return "dropout on the probabilities (cuDNN would draw its own masks, not the CPU's)";
-  return "";
+  return cudnn_attention_shape_refuses(activations, head_size, dropout);  // the contract's rule
 }
 
 bool cudnn_attention_serves(const ExecContext& ctx, DType activations, std::int64_t batch, std::int64_t seq_len,

@@ -74,12 +74,11 @@ std::string describe_attention(const GptConfig& c, const ActivationDims& d, Devi
   }
   if (device != Device::kCUDA) return "materialised (T x T probabilities kept)";
   const std::int64_t hs = c.head_size();
-  std::string why = "this build has no CUDA kernels";
-  if (ops::cuda_kernels_built()) {
-    why = ops::flash_attention_available(Device::kCUDA, 1, 1, hs)
-              ? fmt::format("micro_batch * n_head = {} exceeds the flash kernels' 65535", d.B * d.NH)
-              : fmt::format("the flash kernels have no head size {} (8-128, powers of 2)", hs);
-  }
+  // The flash kernels' shapes are a rule every build answers ([Note: a GPU run's routes in a build
+  // without CUDA] in kernels/ops.cpp).
+  const std::string why = ops::flash_attention_available(Device::kCUDA, 1, 1, hs)
+                              ? fmt::format("micro_batch * n_head = {} exceeds the flash kernels' 65535", d.B * d.NH)
+                              : fmt::format("the flash kernels have no head size {} (8-128, powers of 2)", hs);
   return fmt::format("materialised (T x T probabilities kept: {}; {} a block)", why,
                      format_bytes(d.act_bytes() * d.B * d.NH * d.T * d.T));
 }

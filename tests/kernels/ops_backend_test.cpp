@@ -67,7 +67,7 @@ TEST(OpsBackend, UnfusedMatmulGeluRunsAndProfilesTheSeparateOps) {
 }
 
 // A build without CUDA registers no CUDA backend: every op on a CUDA context is one InternalError,
-// and the queries about CUDA say no.
+// its decoding query says no, and its route queries answer by the contracts' rules.
 TEST(OpsBackend, ABuildWithoutCudaRefusesACudaContext) {
   if (ops::cuda_kernels_built()) GTEST_SKIP() << "this build has the CUDA backend";
   ExecContext ctx;
@@ -80,10 +80,14 @@ TEST(OpsBackend, ABuildWithoutCudaRefusesACudaContext) {
     EXPECT_STREQ(e.what(), "a CUDA kernel was requested, but this build has no CUDA backend");
   }
   EXPECT_THROW(ops::synchronize(ctx), InternalError);
-  EXPECT_FALSE(ops::flash_attention_available(Device::kCUDA, 1, 1, 64));
-  EXPECT_FALSE(ops::flash_attention_on_tensor_cores(Device::kCUDA, DType::kBF16, 64));
-  EXPECT_EQ(ops::cudnn_attention_refuses(Device::kCUDA, AttentionKernels::kAuto, DType::kBF16, 64, false),
-            "this build has no CUDA kernels");
+  // The routes a GPU run would take, which `zerotrain memory` predicts on any machine, come from the
+  // contracts' rules ([Note: a GPU run's routes in a build without CUDA]): as a CUDA build's.
+  EXPECT_TRUE(ops::flash_attention_available(Device::kCUDA, 1, 1, 64));
+  EXPECT_FALSE(ops::flash_attention_available(Device::kCUDA, 1, 1, 96));
+  EXPECT_TRUE(ops::flash_attention_on_tensor_cores(Device::kCUDA, DType::kBF16, 64));
+  EXPECT_EQ(ops::cudnn_attention_refuses(Device::kCUDA, AttentionKernels::kAuto, DType::kBF16, 64, false), "");
+  EXPECT_EQ(ops::cudnn_attention_refuses(Device::kCUDA, AttentionKernels::kAuto, DType::kF32, 64, false),
+            "cuDNN's fused attention takes bf16 activations");
   EXPECT_EQ(ops::cudnn_attention_refuses(Device::kCUDA, AttentionKernels::kFlash, DType::kBF16, 64, false),
             "precision.attention = \"flash\"");
   EXPECT_FALSE(ops::cached_attention_available(Device::kCUDA, 64));

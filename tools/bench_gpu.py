@@ -225,7 +225,10 @@ class Llmc:
         b = ctx.args.batch
         cmd = [ctx.args.llmc, "-e", "d12", "-i", os.path.join(ctx.data_dir, "train.bin"), "-j",
                os.path.join(ctx.data_dir, "val.bin"), "-b", str(b), "-t", str(T), "-d", str(b * T), "-x",
-               str(warmup + steps), "-v", "1000000", "-m", "1", "-s", "0", "-n", "0", "-r", "0", "-h", "0"]
+               str(warmup + steps), "-v", "1000000", "-m", "1", "-s", "0", "-n", "0", "-r", "0", "-h", "0",
+               # The other engines' AdamW (configs/gpt2_124m.json, bench_gpu_torch.py): the same work,
+               # stated so that no reader has to ask (llm.c's defaults are lr 3e-4, no weight decay).
+               "-l", "6e-4", "-c", "0.1"]
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=max(ctx.seconds_left(1800), 0.1), cwd=ctx.work)
         rows = [self.STEP_LINE.match(l) for l in p.stdout.splitlines()]
         rows = [m for m in rows if m]

@@ -8,9 +8,11 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <optional>
 
 #include "engine/app/checkpoint/durable_file.h"
 #include "engine/base/core/check.h"
+#include "engine/base/core/config_reader.h"
 #include "engine/distributed/sharding/shard_layout.h"
 
 namespace zt::ckpt {
@@ -188,11 +190,9 @@ namespace {
 // 2.5 to 2 and wraps 2^32 to 0, each a number no writer wrote passing for one it did.
 template <class T>
 T manifest_integer(const nlohmann::json& v, const char* key, const std::string& source) {
-  if (!v.is_number_integer() || (v.is_number_unsigned() && v.get<std::uint64_t>() > std::uint64_t{INT64_MAX}) ||
-      v.get<std::int64_t>() < std::numeric_limits<T>::min() || v.get<std::int64_t>() > std::numeric_limits<T>::max()) {
-    throw_input_error("{}: {} {} is not a whole number a manifest holds", source, key, v.dump());
-  }
-  return static_cast<T>(v.get<std::int64_t>());
+  const std::optional<long long> x = json_integer_in(v, std::numeric_limits<T>::min(), std::numeric_limits<T>::max());
+  if (!x) throw_input_error("{}: {} {} is not a whole number a manifest holds", source, key, v.dump());
+  return static_cast<T>(*x);
 }
 
 StateKind state_kind_from(const std::string& name, const std::string& source) {

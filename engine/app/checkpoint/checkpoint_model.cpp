@@ -5,11 +5,13 @@
 
 #include <algorithm>
 #include <iterator>
+#include <optional>
 #include <string>
 
 #include "engine/app/checkpoint/checkpoint_manifest.h"
 #include "engine/app/config/config_limits.h"
 #include "engine/base/core/check.h"
+#include "engine/base/core/config_reader.h"
 
 namespace zt::ckpt {
 
@@ -35,12 +37,10 @@ constexpr const char* kSharedKeys[] = {"type",       "n_layer",    "n_head",    
 // A shape key within the model section's own range (docs/config.md), read whole: a manifest's
 // number is not to wrap into an int, nor size a parameter table past any real model's.
 int shape_key(const nlohmann::json& m, const char* key, std::int64_t most) {
-  const nlohmann::json& value = m.at(key);
-  if (!value.is_number_integer() || value.get<std::int64_t>() < 1 || value.get<std::int64_t>() > most ||
-      (value.is_number_unsigned() && value.get<std::uint64_t>() > static_cast<std::uint64_t>(most))) {
-    throw std::runtime_error(fmt::format("{} = {} is not an integer in [1, {}]", key, value.dump(), most));
-  }
-  return static_cast<int>(value.get<std::int64_t>());
+  const std::optional<long long> value = json_integer_in(m.at(key), 1, most);
+  if (!value)
+    throw std::runtime_error(fmt::format("{} = {} is not an integer in [1, {}]", key, m.at(key).dump(), most));
+  return static_cast<int>(*value);
 }
 
 ModelSpec parse_model(const nlohmann::json& m) {

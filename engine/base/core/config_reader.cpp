@@ -110,20 +110,24 @@ void ConfigReader::fail_range(const std::string& key, const std::string& value, 
                     min_value, max_value, hint);
 }
 
+std::optional<long long> json_integer_in(const nlohmann::json& v, long long min_value, long long max_value) {
+  if (!v.is_number_integer()) return std::nullopt;
+  // Above 2^63 - 1 a long long would read it as a negative number.
+  if (v.is_number_unsigned() && v.get<unsigned long long>() > static_cast<unsigned long long>(max_value)) {
+    return std::nullopt;
+  }
+  const long long x = v.get<long long>();
+  if (x < min_value || x > max_value) return std::nullopt;
+  return x;
+}
+
 int ConfigReader::get_int(const std::string& key, int fallback, long long min_value, long long max_value) {
   const nlohmann::json* v = find(key);
   if (v == nullptr) return fallback;
   if (!v->is_number_integer()) fail_type(key, "an integer", *v);
-  if (v->is_number_unsigned() && v->get<unsigned long long>() > static_cast<unsigned long long>(max_value)) {
-    // Above 2^63 - 1 a long long would read it as a negative number.
-    fail_range(key, fmt::format("{}", v->get<unsigned long long>()), fmt::format("{}", min_value),
-               fmt::format("{}", max_value));
-  }
-  const long long x = v->get<long long>();
-  if (x < min_value || x > max_value) {
-    fail_range(key, fmt::format("{}", x), fmt::format("{}", min_value), fmt::format("{}", max_value));
-  }
-  return static_cast<int>(x);
+  const std::optional<long long> x = json_integer_in(*v, min_value, max_value);
+  if (!x) fail_range(key, v->dump(), fmt::format("{}", min_value), fmt::format("{}", max_value));
+  return static_cast<int>(*x);
 }
 
 double ConfigReader::get_double(const std::string& key, double fallback, double min_value, double max_value) {

@@ -107,4 +107,10 @@ std::optional<std::string> expand_home(const std::string& path);
 // The valid key closest to `key` by edit distance, or "" when none is close enough to suggest.
 std::string nearest_key(const std::string& key, const std::set<std::string>& valid);
 
+// `v` as an integer in [min_value, max_value], or nullopt where it is not a whole number (nlohmann's
+// get<> takes true for 1 and cuts 2.5 to 2) or lies outside (an unsigned value past 2^63 - 1 too,
+// which a long long reads as negative). What get_int checks, for JSON read outside a config (a
+// checkpoint's manifest).
+std::optional<long long> json_integer_in(const nlohmann::json& v, long long min_value, long long max_value);
+
 }  // namespace zt

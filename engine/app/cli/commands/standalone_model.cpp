@@ -147,14 +147,13 @@ namespace {
 
 // The model's parameter table, its weights' headers checked against it before the store allocates
 // it: a run's config.json or a Hugging Face config of another model (or a damaged width) would
-// otherwise size the model's buffers first (48 TiB asked for, exit 1, no file named). A checkpoint's
-// manifest was held to its table on reading (model_spec_of).
+// otherwise size the model's buffers first (48 TiB asked for, exit 1, no file named). A pretrained
+// source is checked as pretrained_ opens it; a checkpoint's manifest was held to its table on
+// reading (model_spec_of).
 ParamTable checked_param_table(const WeightSource& source, const ModelSpec& spec) {
   ParamTable table = spec.family().param_table(spec);
   if (source.kind == WeightSource::Kind::kRun) {
     check_model_weights((fs::path(source.path) / "final.safetensors").string(), table);
-  } else if (source.kind == WeightSource::Kind::kPretrained) {
-    (void)PretrainedReader::open(source.path, table);  // headers only: its tensors are read below
   }
   return table;
 }
@@ -166,6 +165,8 @@ StandaloneModel::StandaloneModel(const WeightSource& source)
       spec_(source.spec),
       activations_(source.activations),
       table_(checked_param_table(source, spec_)),
+      pretrained_(source.kind == WeightSource::Kind::kPretrained ? PretrainedReader::open(source.path, table_)
+                                                                 : nullptr),
       // bf16 activations multiply in bf16, as a bf16 run's config derives.
       backend_(source.device, source.num_threads, tracker_, source.device_index,
                KernelChoices{source.activations == DType::kBF16 ? MatmulPrecision::kBf16 : MatmulPrecision::kFp32}),
@@ -188,11 +189,11 @@ StandaloneModel::StandaloneModel(const WeightSource& source)
       unit_by_unit([&](int u, std::int64_t n, float* out) { reader.read(ckpt::StateKind::kMaster, u, 0, n, out); });
       break;
     }
-    case WeightSource::Kind::kPretrained: {
-      const std::unique_ptr<PretrainedReader> reader = PretrainedReader::open(source.path, table_);
-      unit_by_unit([&](int u, std::int64_t n, float* out) { read_pretrained_unit(*reader, table_, u, 0, n, out); });
+    case WeightSource::Kind::kPretrained:
+      unit_by_unit(
+          [&](int u, std::int64_t n, float* out) { read_pretrained_unit(*pretrained_, table_, u, 0, n, out); });
+      pretrained_.reset();  // not needed once the weights are in
       break;
-    }
     case WeightSource::Kind::kRun:
       // The file's tensors come in its own order: every unit's host target first, then the store.
       load_model_weights((fs::path(source.path) / "final.safetensors").string(), table_,

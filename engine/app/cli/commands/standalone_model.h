@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/app/cli/commands/arg_parser.h"
+#include "engine/app/io/pretrained.h"
 #include "engine/base/core/memory_tracker.h"
 #include "engine/distributed/comm/local_communicator.h"
 #include "engine/distributed/sharding/zero_param_store.h"
@@ -69,6 +70,9 @@ class StandaloneModel {
   ModelSpec spec_;
   DType activations_;
   ParamTable table_;
+  // A pretrained folder's or file's tensors, opened and checked against table_ before the store
+  // allocates the model (the weights' shapes before the config's); none for other sources.
+  std::unique_ptr<PretrainedReader> pretrained_;
   ComputeBackend backend_;
   LocalCommunicator comm_;
   ZeroParamStore store_;

@@ -28,11 +28,19 @@ Where the time goes: after the rounds, separate stage-0 and stage-3 runs with lo
 events around every op; their op_profile.json goes into those rows); --no-profile skips them.
 
 MFU = tokens/s x (6 N + 6 L C T) / peak, N the parameter count (wpe included, the tied head counted
-once), peak 989 TFLOP/s (dense bf16, H100 and H200 SXM), the same formula for every engine.
+once), peak the card's dense bf16 FLOP/s by its name (989 TFLOP/s for the H100 and H200 SXM, 756
+for the H100 PCIe, 835 for the NVL cards: bench_harness.peak_bf16_flops; --peak-tflops for another),
+the same formula for every engine.
+
+Every engine is timed step to step, from one step's end to the next's, so nothing between steps
+goes uncounted: zerotrain by metrics.jsonl's elapsed_s, the PyTorch workers by the host's clock
+after each step's loss read, llm.c by its step lines' arrival (line-buffered by stdbuf). Each
+block also keeps the engine's own figure (own_step_ms: zerotrain's step_ms, llm.c's CUDA events),
+each row its median (own_clock_ms_per_step), and its clock.
 
 usage: python3 tools/bench_gpu.py [--zerotrain build/zerotrain] [--llmc PATH/train_gpt2cu]
            [--engines NAME ...] [--rounds 3] [--steps 15] [--warmup 3] [--batch 16] [--out FILE]
-           [--python python3] [--no-profile]
+           [--python python3] [--no-profile] [--peak-tflops T]
 engines: zerotrain-s0 zerotrain-s1 zerotrain-s2 zerotrain-s3 zerotrain-s0-fp32-activations
          zerotrain-s0-flash zerotrain-s0-separate-gelu pytorch pytorch-max-autotune-cudnn llmc
 """
@@ -42,9 +50,11 @@ import json
 import os
 import re
 import select
+import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -52,8 +62,8 @@ sys.path.insert(0, os.path.join(ROOT, "tools"))
 from gpu_state import gpu_state  # noqa: E402
 from repo_commit import head_commit  # noqa: E402
 from result_paths import check_out_file, default_out  # noqa: E402
-from bench_harness import (PEAK_BF16_FLOPS, Context, EngineError, device_facts, interleave, profile_rows,  # noqa: E402
-                           print_ratio, print_rows, same_round_ratio, top_ops_lines)
+from bench_harness import (Context, EngineError, device_facts, interleave, profile_rows,  # noqa: E402
+                           peak_bf16_flops, print_ratio, print_rows, same_round_ratio, top_ops_lines)
 
 PROFILED_STEPS = 5  # timed steps of the separate per-op profile runs (after the warm-up steps)
 N_LAYER, N_HEAD, N_EMBD, T, VOCAB, VOCAB_PADDED = 12, 12, 768, 1024, 50257, 50304
@@ -72,6 +82,8 @@ def flops_per_token():
 
 class Zerotrain:
     """zerotrain on configs/gpt2_124m.json (bf16 parameters, activations and matmuls)."""
+
+    clock = "step to step: metrics.jsonl's elapsed_s, record to record"
 
     def __init__(self, name, stage, activations="bf16", attention="auto", gelu_epilogue=None,
                  config="configs/gpt2_124m.json", seq_len=T):
@@ -129,7 +141,15 @@ class Zerotrain:
         if len(records) != warmup + steps:  # a skipped step would move the warm-up's cut
             raise EngineError(f"{len(records)} step records for {warmup} warm-up and {steps} timed steps: "
                               f"{p.stdout[-1000:]}")
-        result = {"step_ms": [r["step_ms"] for r in records][warmup:], "losses": [r["loss"] for r in records]}
+        # Step to step: each timed step from the record before it to its own (metrics.jsonl's
+        # elapsed_s), so the host's work between steps counts as the other engines' clocks count it;
+        # the engine's own step_ms (from the step's start) stays beside it.
+        if any("elapsed_s" not in r for r in records):
+            raise EngineError(f"{ctx.args.zerotrain} writes no elapsed_s in its step records: a build older than "
+                              "this benchmark")
+        ends = [0.0] + [r["elapsed_s"] for r in records]
+        result = {"step_ms": [(ends[i + 1] - ends[i]) * 1e3 for i in range(warmup, len(records))],
+                  "own_step_ms": [r["step_ms"] for r in records][warmup:], "losses": [r["loss"] for r in records]}
         # The attention each block ran ("auto" falls back to the flash kernels, about 2x slower,
         # where cuDNN does not serve): the train header's line, kept with the block.
         attention = [l for l in p.stdout.splitlines() if l.startswith("attention: ")]
@@ -144,6 +164,8 @@ class Zerotrain:
 
 class Torch:
     """A long-lived tools/bench_gpu_torch.py worker: compiled once, then blocks of steps on request."""
+
+    clock = "step to step: the host's clock, from one step's end (the loss read, a device sync) to the next's"
 
     def __init__(self, name, compile_mode, sdpa, script="bench_gpu_torch.py", label=None):
         self.name, self.compile_mode, self.sdpa, self.script = name, compile_mode, sdpa, script
@@ -213,6 +235,15 @@ class Llmc:
     label = "llm.c train_gpt2cu (-e d12, bf16, cuDNN attention)"
     name = "llmc"
     STEP_LINE = re.compile(r"^step\s+(\d+)/\d+ \| loss ([0-9.naninf]+).*\| ([0-9.]+) ms \|")
+    # llm.c's own figure is CUDA events from its step's start to its update's end: its host work
+    # between steps (the step line, its loop's checks) goes uncounted, which the other engines'
+    # clocks count. Its step lines, line-buffered by stdbuf, are stamped as they arrive instead.
+    STAMPED = "step to step: each step line's arrival (stdout line-buffered by stdbuf -oL)"
+    OWN = "llm.c's own CUDA events, its step's start to its update's end (no stdbuf here to stamp its lines)"
+
+    @property
+    def clock(self):
+        return self.STAMPED if shutil.which("stdbuf") else self.OWN
 
     def start(self, ctx):
         if not ctx.args.llmc or not os.path.exists(ctx.args.llmc):
@@ -229,12 +260,36 @@ class Llmc:
                # The other engines' AdamW (configs/gpt2_124m.json, bench_gpu_torch.py): the same work,
                # stated so that no reader has to ask (llm.c's defaults are lr 3e-4, no weight decay).
                "-l", "6e-4", "-c", "0.1"]
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=max(ctx.seconds_left(1800), 0.1), cwd=ctx.work)
-        rows = [self.STEP_LINE.match(l) for l in p.stdout.splitlines()]
-        rows = [m for m in rows if m]
-        if p.returncode != 0 or len(rows) < warmup + steps:
-            raise EngineError(f"exit {p.returncode}, {len(rows)} step lines: {(p.stdout + p.stderr)[-2000:]}")
-        return {"step_ms": [float(m.group(3)) for m in rows][warmup:], "losses": [float(m.group(2)) for m in rows]}
+        stdbuf = shutil.which("stdbuf")
+        lines, err_path = [], os.path.join(ctx.work, "llmc_stderr.txt")
+        with open(err_path, "w") as err:
+            proc = subprocess.Popen(([stdbuf, "-oL"] if stdbuf else []) + cmd, stdout=subprocess.PIPE, stderr=err,
+                                    text=True, cwd=ctx.work)
+
+            def read():  # each line with the moment it arrived
+                for line in proc.stdout:
+                    lines.append((time.perf_counter(), line))
+
+            reader = threading.Thread(target=read, daemon=True)
+            reader.start()
+            try:
+                proc.wait(timeout=max(ctx.seconds_left(1800), 0.1))
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+                reader.join(timeout=10)
+        rows = [(t, self.STEP_LINE.match(l)) for t, l in lines]
+        rows = [(t, m) for t, m in rows if m]
+        if proc.returncode != 0 or len(rows) < warmup + steps:
+            with open(err_path, errors="replace") as f:
+                text = "".join(l for _, l in lines) + f.read()
+            raise EngineError(f"exit {proc.returncode}, {len(rows)} step lines: {text[-2000:]}")
+        own = [float(m.group(3)) for _, m in rows]
+        step_ms = own[warmup:]
+        if stdbuf and warmup >= 1:
+            step_ms = [(rows[i][0] - rows[i - 1][0]) * 1e3 for i in range(warmup, len(rows))]
+        return {"step_ms": step_ms, "own_step_ms": own[warmup:], "losses": [float(m.group(2)) for _, m in rows]}
 
 
 def make_engines():
@@ -298,6 +353,8 @@ def ratios_of(rows):
             ratios[f"stage0_over_stage0_{variant.replace('-', '_')}_tokens_per_s"] = s0["tokens_per_s"] / r["tokens_per_s"]
     if s0:
         ratios["stage0_mfu"] = s0["mfu"]
+        if s0["mfu"] is None:
+            reasons.append("no MFU: the card's peak FLOP/s is not known (--peak-tflops)")
     ratios["valid_for_targets"] = bool(s0) and not reasons
     if reasons:
         ratios["not_valid_because"] = reasons
@@ -338,6 +395,8 @@ def main(argv=None):
     ap.add_argument("--time-limit", type=float, default=None,
                     help="seconds: start another round only where the last one fits (a whole table in a budget)")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--peak-tflops", type=float, default=None,
+                    help="MFU's denominator, dense bf16 TFLOP/s, for a card the table does not name")
     # For the harness's own tests on a machine without a GPU (tests/tools/bench_gpu_test.py).
     ap.add_argument("--zerotrain-set", dest="zerotrain_sets", action="append", default=[], help=argparse.SUPPRESS)
     ap.add_argument("--torch-arg", dest="torch_args", action="append", default=[], help=argparse.SUPPRESS)
@@ -352,6 +411,7 @@ def main(argv=None):
         sys.exit(f"bench_gpu: unknown engine(s) {unknown}; known: {' '.join(engines)}")
     name, driver = (args.fake_device, "none") if args.fake_device else device_facts()
     n_params, flops_tok = flops_per_token()
+    peak, peak_source = peak_bf16_flops(name, args.peak_tflops)
     # ZT_COMMIT: the commit measured, for copies of the tree that travel without .git (device calls).
     commit = head_commit() or "unknown"
     slug = re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_")
@@ -359,12 +419,12 @@ def main(argv=None):
     check_out_file("bench_gpu", out)
     meta = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(), "commit": commit, "device": name,
             "driver": driver, "batch": args.batch, "seq_len": T, "params": n_params, "flops_per_token": flops_tok,
-            "peak_bf16_flops": PEAK_BF16_FLOPS, "rounds": args.rounds, "steps": args.steps, "warmup": args.warmup,
+            "peak_bf16_flops": peak, "peak_source": peak_source, "rounds": args.rounds, "steps": args.steps, "warmup": args.warmup,
             "order": args.engines, "gpu_state_at_start": gpu_state()}
     chosen = [engines[e] for e in args.engines]
     rows = [{"name": e.name, "label": e.label, "rounds": []} for e in chosen]
     with tempfile.TemporaryDirectory() as work:
-        ctx = Context.make(args, work, VOCAB)
+        ctx = Context.make(args, work, VOCAB, peak)
         began = time.monotonic()
 
         def profiles():

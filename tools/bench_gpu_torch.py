@@ -81,18 +81,25 @@ class Trainer(Worker):
 
     def facts(self):
         name = torch.cuda.get_device_name() if self.a.device == "cuda" else "cpu"
+        if not hasattr(self, "sdpa_kernel"):
+            hs = self.a.n_embd // self.a.n_head
+            self.sdpa_kernel = sdpa_backend((self.a.batch, self.a.n_head, self.a.seq_len, hs), torch.bfloat16, self.dev,
+                                            attention_context(self.a.sdpa))
         return {"torch_version": torch.__version__, "device": name, "params": self.params, "compiled": self.a.compile,
-                "sdpa": self.a.sdpa if self.sdpa_available else "unavailable (explicit attention)"}
+                "sdpa": self.a.sdpa if self.sdpa_available else "unavailable (explicit attention)",
+                "sdpa_kernel": self.sdpa_kernel if self.sdpa_available else "none (explicit attention)"}
 
 
 def timed_steps(t, n, vocab, loss_of):
     """n steps of trainer t (its model, opt, a, dev, gen): random tokens, forward through loss_of,
-    backward, clip at 1.0, AdamW, the loss read on the host; each step timed after a device sync."""
+    backward, clip at 1.0, AdamW, the loss read on the host. Each step is timed from the end of the
+    one before (a device sync before the first) to its own end, so that nothing between steps goes
+    uncounted: the same step-to-step clock as zerotrain's `end_s` and llm.c's step lines."""
     step_ms, losses = [], []
+    t.sync()
+    last_end = time.perf_counter()
     for _ in range(n):
         idx = torch.randint(0, vocab, (t.a.batch, t.a.seq_len + 1), device=t.dev, generator=t.gen)
-        t.sync()
-        t0 = time.perf_counter()
         loss = loss_of(idx)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(t.model.parameters(), 1.0)
@@ -100,8 +107,26 @@ def timed_steps(t, n, vocab, loss_of):
         t.opt.zero_grad(set_to_none=True)
         losses.append(loss.item())  # the host reads the loss every step, as zerotrain does
         t.sync()
-        step_ms.append((time.perf_counter() - t0) * 1e3)
+        end = time.perf_counter()
+        step_ms.append((end - last_end) * 1e3)
+        last_end = end
     return step_ms, losses
+
+
+def sdpa_backend(shape, dtype, device, context, group=1):
+    """The kernel scaled_dot_product_attention dispatches to for causal attention over [B, heads, T,
+    head size] operands of this dtype that need gradients, under context (attention_context): PyTorch's
+    own choice (torch._fused_sdp_choice) by its SDPBackend name, or why it cannot be told. Keys and
+    values of grouped heads are repeated to the query's heads first, as the anchors repeat them."""
+    try:
+        from torch.nn.attention import SDPBackend
+        q = torch.empty(shape, dtype=dtype, device=device, requires_grad=True)
+        kv = torch.empty((shape[0], shape[1] // group, *shape[2:]), dtype=dtype, device=device)
+        kv = kv.repeat_interleave(group, dim=1).requires_grad_()
+        with context:
+            return SDPBackend(torch._fused_sdp_choice(q, kv, kv, is_causal=True)).name
+    except (AttributeError, ImportError, ValueError, RuntimeError) as e:
+        return f"unknown ({type(e).__name__}: {str(e)[:80]})"
 
 
 def compile_cache_facts():

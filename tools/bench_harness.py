@@ -18,7 +18,24 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gpu_state import GpuSampler, gpu_state  # noqa: E402
 
-PEAK_BF16_FLOPS = 989e12  # H100 SXM dense bf16: MFU's denominator
+# MFU's denominator: dense bf16 tensor-core FLOP/s by card, from NVIDIA's data sheets (their
+# "with sparsity" figures halved), matched against nvidia-smi's name in this order: the PCIe and NVL
+# cards run at lower clocks and power than the SXM ones of the same chip.
+PEAK_BF16_FLOPS_BY_NAME = (("H100 PCIe", 756e12), ("H100 NVL", 835e12), ("H200 NVL", 835e12), ("GH200", 989e12),
+                           ("H100", 989e12), ("H200", 989e12), ("H800", 989e12), ("A100", 312e12))
+
+
+def peak_bf16_flops(device_name, override_tflops=None):
+    """(FLOP/s, where the figure comes from) for MFU: --peak-tflops where given, else the card's
+    data-sheet figure by its name; (None, why) for a card not in the table (no MFU is claimed)."""
+    if override_tflops is not None:
+        return override_tflops * 1e12, "--peak-tflops"
+    for key, flops in PEAK_BF16_FLOPS_BY_NAME:
+        if key.lower() in device_name.lower():
+            return flops, f"data sheet, dense bf16 ({key})"
+    return None, f"no dense bf16 peak known for {device_name!r} (give --peak-tflops)"
+
+
 LLMC_MAGIC, LLMC_VERSION = 20240520, 1
 
 
@@ -90,15 +107,19 @@ def top_ops_lines(profile, engine, n=12):
     return lines
 
 
-def summarise(row, tokens_per_step, flops_tok):
-    """The row's figure: the median over rounds of each round's median step."""
+def summarise(row, tokens_per_step, flops_tok, peak_flops):
+    """The row's figure: the median over rounds of each round's median step (its MFU None where the
+    card's peak is unknown); beside it the same from the engine's own clock, where it has one."""
     medians = [r["median_ms"] for r in row["rounds"] if "median_ms" in r]
     if not medians:
         return
     ms = statistics.median(medians)
     tok_s = tokens_per_step / (ms / 1e3)
-    row.update(ms_per_step=ms, tokens_per_s=tok_s, mfu=tok_s * flops_tok / PEAK_BF16_FLOPS,
+    row.update(ms_per_step=ms, tokens_per_s=tok_s, mfu=tok_s * flops_tok / peak_flops if peak_flops else None,
                rounds_measured=len(medians))
+    own = [r["own_median_ms"] for r in row["rounds"] if "own_median_ms" in r]
+    if own:
+        row["own_clock_ms_per_step"] = statistics.median(own)
 
 
 def same_round_ratio(numerator, denominator):
@@ -132,7 +153,8 @@ def print_rows(rows, width=56):
         if "tokens_per_s" not in r:
             print(f"{r['label']:{width}s} {'FAILED':>9s}  {r.get('error', '')[:80]}")
             continue
-        print(f"{r['label']:{width}s} {r['ms_per_step']:9.1f} {r['tokens_per_s']:10.0f} {100 * r['mfu']:5.1f}%")
+        mfu = f"{100 * r['mfu']:5.1f}%" if r.get("mfu") is not None else f"{'n/a':>6s}"
+        print(f"{r['label']:{width}s} {r['ms_per_step']:9.1f} {r['tokens_per_s']:10.0f} {mfu}")
 
 
 def start(engine, row, ctx):
@@ -216,6 +238,8 @@ def interleave(chosen, rows, ctx, tokens_per_step, flops_tok, save, after_first_
                     return rnd  # the round before is the last whole one
                 if not started[i]:
                     started[i] = True
+                    if getattr(engine, "clock", None):  # how its steps are timed
+                        row["clock"] = engine.clock
                     if not start(engine, row, ctx):
                         save()
                         continue
@@ -227,6 +251,8 @@ def interleave(chosen, rows, ctx, tokens_per_step, flops_tok, save, after_first_
                         r = engine.run(ctx, args.warmup, args.steps)
                     entry.update(step_ms=r["step_ms"], median_ms=statistics.median(r["step_ms"]),
                                  final_loss=r["losses"][-1] if r.get("losses") else None)
+                    if r.get("own_step_ms"):  # the engine's own clock, beside the step-to-step one
+                        entry.update(own_step_ms=r["own_step_ms"], own_median_ms=statistics.median(r["own_step_ms"]))
                     if r.get("attention"):  # the kernels the engine says it ran
                         entry["attention"] = r["attention"]
                 except (EngineError, subprocess.TimeoutExpired) as e:
@@ -237,7 +263,7 @@ def interleave(chosen, rows, ctx, tokens_per_step, flops_tok, save, after_first_
                 round_blocks_s[-1] += entry["block_s"]
                 entry["gpu_state_after"] = gpu_state()
                 row["rounds"].append(entry)
-                summarise(row, tokens_per_step, flops_tok)
+                summarise(row, tokens_per_step, flops_tok, ctx.peak_flops)
                 print(f"round {rnd + 1}/{args.rounds} {engine.label}: " +
                       (f"{entry['median_ms']:.1f} ms/step" if "median_ms" in entry else "FAILED"), flush=True)
                 save()
@@ -251,16 +277,17 @@ def interleave(chosen, rows, ctx, tokens_per_step, flops_tok, save, after_first_
 
 
 class Context:
-    def __init__(self, args, work, data_dir):
+    def __init__(self, args, work, data_dir, peak_flops=None):
         self.args, self.work, self.data_dir = args, work, data_dir
         self.deadline = None  # time.monotonic() by which every engine must be done (interleave sets it)
+        self.peak_flops = peak_flops  # MFU's denominator (peak_bf16_flops), None where unknown
 
     def seconds_left(self, cap):
         """How long an engine may take now: `cap`, or less where the time limit comes sooner."""
         return cap if self.deadline is None else min(cap, self.deadline - time.monotonic())
 
     @staticmethod
-    def make(args, work, vocab, magic=LLMC_MAGIC, version=LLMC_VERSION, dtype=np.uint16):
+    def make(args, work, vocab, peak_flops, magic=LLMC_MAGIC, version=LLMC_VERSION, dtype=np.uint16):
         """In `work`: random train and val token files of `vocab` (the engines' shared data) and a
         folder for the runs."""
         data_dir, runs = os.path.join(work, "data"), os.path.join(work, "runs")
@@ -269,4 +296,4 @@ class Context:
         rng = np.random.default_rng(0)
         for name, n in (("train.bin", 4_000_000), ("val.bin", 200_000)):
             write_llmc_tokens(os.path.join(data_dir, name), rng.integers(0, vocab, n), magic, version, dtype)
-        return Context(args, runs, data_dir)
+        return Context(args, runs, data_dir, peak_flops)

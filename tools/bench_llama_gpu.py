@@ -6,15 +6,19 @@ llama3_2_1b.json (16 layers, 2048 wide, 32 query and 8 key/value heads, SwiGLU 8
   zerotrain  ZeRO stage 3 with its collectives on (zero.solo_path = false: one-rank NCCL gathers,
              frees and reduce-scatters every layer as on N ranks), bf16 parameters and activations;
   FSDP2      PyTorch's fully_shard on a process group of one, torchtitan's recipe (each layer
-             compiled, bf16 compute with fp32 reductions, fused AdamW), the parity tests' plain-
-             PyTorch Llama with SDPA attention (tools/bench_llama_gpu_torch.py);
+             compiled, the loss compiled with the final norm and head product, RoPE's tables made
+             once on the device, bf16 compute with fp32 reductions, fused AdamW), the parity tests'
+             plain-PyTorch Llama with SDPA attention, the kernel SDPA dispatches to in its row's
+             facts (tools/bench_llama_gpu_torch.py);
 
 on random tokens in llm.c's uint32 files, T = 2048, at the largest micro-batch whose stage-3
 prediction (`zerotrain memory`) fits in 85% of the GPU's free memory less what the idle FSDP2 worker
 keeps there between its blocks (16 bytes a parameter; --batch to choose), the same B x T for both;
 if FSDP2 runs out of memory there, its row says so. Interleaved rounds as
-tools/bench_gpu.py (its engines and report code), GPU state beside every block. MFU = tokens/s x
-(6 N + 6 L C T) / 989 TFLOP/s, N every parameter (the tied table once).
+tools/bench_gpu.py (its engines, step-to-step clocks and report code), GPU state beside every
+block. MFU = tokens/s x (6 N + 6 L C T) / the card's dense bf16 peak (bench_harness.peak_bf16_flops:
+989 TFLOP/s for the H100 and H200 SXM; --peak-tflops for a card it does not name), N every
+parameter (the tied table once).
 
 Writes runs/results/gpu_llama_bench_<device>.json (--out; docs/results/ holds the committed ones), rewritten after every round, with
 zerotrain_over_fsdp2_tokens_per_s (target >= 1.1). Where the time goes: right after round 1, a
@@ -22,7 +26,7 @@ separate zerotrain run with log.profile_ops (CUDA events around every op, and th
 by timing) puts its op_profile.json into zerotrain's row; --no-profile skips it.
 
 usage: python3 tools/bench_llama_gpu.py [--zerotrain build/zerotrain] [--batch B] [--rounds 3]
-           [--steps 6] [--warmup 2] [--python python3] [--out FILE] [--no-profile]
+           [--steps 6] [--warmup 2] [--python python3] [--out FILE] [--no-profile] [--peak-tflops T]
 """
 import argparse
 import datetime
@@ -89,6 +93,8 @@ def main(argv=None):
     ap.add_argument("--python", default=sys.executable, help="interpreter with torch for FSDP2")
     ap.add_argument("--out", default=None)
     ap.add_argument("--no-profile", action="store_true", help="no separate per-op profile run")
+    ap.add_argument("--peak-tflops", type=float, default=None,
+                    help="MFU's denominator, dense bf16 TFLOP/s, for a card the table does not name")
     ap.add_argument("--time-limit", type=float, default=None,
                     help="seconds: start another round only where the last one fits (a whole table in a budget)")
     # The harness's own test without a GPU (tests/tools/bench_gpu_test.py).
@@ -123,13 +129,14 @@ def main(argv=None):
     n_params = shape["params"]
     flops_tok = 6 * n_params + 6 * model["n_layer"] * model["n_embd"] * args.seq_len
     tokens_per_step = args.batch * args.seq_len
+    peak, peak_source = bench_harness.peak_bf16_flops(name, args.peak_tflops)
     commit = head_commit() or "unknown"
     slug = re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_")
     out = args.out or default_out(f"gpu_llama_bench_{slug}.json")
     check_out_file("bench_llama_gpu", out)
     meta = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(), "commit": commit, "device": name,
             "driver": driver, "config": CONFIG, "batch": args.batch, "seq_len": args.seq_len, "params": n_params,
-            "flops_per_token": flops_tok, "peak_bf16_flops": bench_harness.PEAK_BF16_FLOPS, "rounds": args.rounds,
+            "flops_per_token": flops_tok, "peak_bf16_flops": peak, "peak_source": peak_source, "rounds": args.rounds,
             "steps": args.steps, "warmup": args.warmup,
             "predicted_stage3_bytes_by_batch": {str(b): v for b, v in predicted.items()},
             "gpu_state_at_start": gpu_state()}
@@ -144,7 +151,7 @@ def main(argv=None):
         torch_args += ["--rope-scaling", json.dumps(model["rope_scaling"])]
     args.torch_args = torch_args + args.torch_args
     fsdp = bench_gpu.Torch("fsdp2", "default", "auto", script="bench_llama_gpu_torch.py",
-                           label="PyTorch FSDP2 fully_shard, compiled per layer (Llama 3.2 1B shape)")
+                           label="PyTorch FSDP2 fully_shard, compiled per layer and loss (Llama 3.2 1B shape)")
     chosen = [zt, fsdp]
     rows = [{"name": e.name, "label": e.label, "rounds": []} for e in chosen]
 
@@ -170,7 +177,7 @@ def main(argv=None):
         return ratios
 
     with tempfile.TemporaryDirectory() as work:
-        ctx = bench_harness.Context.make(args, work, model["vocab_size"], LLAMA3_MAGIC, LLAMA3_VERSION, np.uint32)
+        ctx = bench_harness.Context.make(args, work, model["vocab_size"], peak, LLAMA3_MAGIC, LLAMA3_VERSION, np.uint32)
         began = time.monotonic()
 
         def profile():

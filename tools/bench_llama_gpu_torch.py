@@ -1,7 +1,10 @@
 """The PyTorch FSDP2 anchor of tools/bench_llama_gpu.py: a Llama 3.2 1B-shaped decoder trained the way
 torchtitan does on one GPU: every layer and the root wrapped with FSDP2's fully_shard (a process
 group of one rank), bf16 parameters in compute with fp32 reductions (MixedPrecisionPolicy), each
-layer compiled (torch.compile, default settings), fused AdamW, global-norm clip 1.0, random tokens.
+layer compiled (torch.compile, default settings), the loss compiled too (torchtitan's
+compile.components "loss"; here with the final norm and the head product before it, so that the
+fp32 logits the loss reads are never written out whole), RoPE's tables made once on the device
+(torchtitan's freqs_cis buffer), fused AdamW, global-norm clip 1.0, random tokens.
 
 The model is the parity tests' plain-PyTorch Llama (tests/parity/llama_reference.py: its RMSNorm,
 rotary embeddings with fp32 angles, SwiGLU, tied head, Hugging Face's parameter names and shapes) as
@@ -67,9 +70,16 @@ class Layer(nn.Module):
 
 
 class Llama(nn.Module):
-    def __init__(self, cfg):
+    def __init__(self, cfg, compile_head=False):
         super().__init__()
         self.cfg = cfg
+        # RoPE's tables once, moved to the device with the module (made per step on the host, they
+        # cost the anchor a copy and the host's angles every step); cast per activation dtype once.
+        cos, sin = ref.rotary_cos_sin(cfg, cfg.block_size, torch.float32)
+        self.register_buffer("rope_cos", cos, persistent=False)
+        self.register_buffer("rope_sin", sin, persistent=False)
+        self.rope_cast = {}
+        self.head_loss = torch.compile(head_loss) if compile_head else head_loss
         self.embed_tokens = nn.Parameter(torch.empty(cfg.vocab_size, cfg.n_embd))
         nn.init.normal_(self.embed_tokens, std=0.02)
         self.layers = nn.ModuleList(Layer(cfg) for _ in range(cfg.n_layer))
@@ -81,13 +91,20 @@ class Llama(nn.Module):
     def forward(self, inputs, targets):
         T = inputs.shape[1]
         x = F.embedding(inputs, self.embed_tokens)
-        cos, sin = ref.rotary_cos_sin(self.cfg, T, torch.float32)
-        cos, sin = cos.to(x.device, x.dtype), sin.to(x.device, x.dtype)
+        if (x.dtype, T) not in self.rope_cast:
+            self.rope_cast[(x.dtype, T)] = (self.rope_cos[:T].to(x.dtype), self.rope_sin[:T].to(x.dtype))
+        cos, sin = self.rope_cast[(x.dtype, T)]
         for layer in self.layers:
             x = layer(x, cos, sin)
-        x = ref.rms_norm(x, self.norm, self.cfg.norm_eps)
-        logits = F.linear(x, self.embed_tokens if self.lm_head is None else self.lm_head)
-        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1))
+        return self.head_loss(x, self.norm, self.embed_tokens if self.lm_head is None else self.lm_head, targets,
+                              self.cfg.norm_eps)
+
+
+def head_loss(x, norm, head, targets, eps):
+    """The final RMSNorm, the head product and the mean cross-entropy over fp32 logits (as torchtitan's
+    loss casts them): one function, so that a compile of it fuses the cast into the loss."""
+    logits = F.linear(ref.rms_norm(x, norm, eps), head)
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1))
 
 
 def wrap_fsdp2(model, compile_layers):
@@ -119,7 +136,7 @@ class Trainer(bench_gpu_torch.Worker):
             os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
             os.environ.setdefault("MASTER_PORT", str(29500 + os.getpid() % 1000))
             dist.init_process_group("nccl" if a.device == "cuda" else "gloo", rank=0, world_size=1)
-        model = Llama(self.cfg).to(self.dev)
+        model = Llama(self.cfg, compile_head=not a.no_fsdp and a.compile != "none").to(self.dev)
         self.params = sum(p.numel() for p in model.parameters())
         if a.no_fsdp:
             self.model = torch.compile(model) if a.compile != "none" else model
@@ -137,8 +154,15 @@ class Trainer(bench_gpu_torch.Worker):
 
     def facts(self):
         name = torch.cuda.get_device_name() if self.a.device == "cuda" else "cpu"
+        sdpa = hasattr(F, "scaled_dot_product_attention")
+        if not hasattr(self, "sdpa_kernel"):
+            self.sdpa_kernel = bench_gpu_torch.sdpa_backend(
+                (self.a.batch, self.cfg.n_head, self.a.seq_len, self.cfg.head_size), torch.bfloat16, self.dev,
+                bench_gpu_torch.attention_context("auto"), group=self.cfg.n_head // self.cfg.n_kv_head)
         return {"torch_version": torch.__version__, "device": name, "params": self.params, "compiled": self.a.compile,
-                "fsdp2": not self.a.no_fsdp, "sdpa": hasattr(F, "scaled_dot_product_attention")}
+                "fsdp2": not self.a.no_fsdp, "sdpa": sdpa,
+                "sdpa_kernel": self.sdpa_kernel if sdpa else "none (explicit attention)",
+                "head_and_loss_compiled": self.model.head_loss is not head_loss}
 
 
 def main():

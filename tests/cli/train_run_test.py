@@ -88,6 +88,9 @@ def main():
     check([r["step"] for r in train] == list(range(1, 31)), "one train record per step")
     check(all({"loss", "lr", "grad_norm", "step_ms", "tokens_per_s", "memory_peak_bytes"} <= r.keys() for r in train),
           "train records carry loss, lr, grad_norm, timing and memory")
+    ends = [r.get("elapsed_s", -1.0) for r in train]
+    check(all(b - a >= r["step_ms"] / 1e3 - 1e-9 for a, b, r in zip([0.0] + ends, ends, train)),
+          "elapsed_s grows from record to record by at least the step's own step_ms (the step-to-step clock)")
     check([r["step"] for r in recs if r["type"] == "eval"] == [15, 30], "evaluations at steps 15 and 30")
     check(all(r.get("val_windows") == 4 * 8 for r in recs if r["type"] == "eval"),
           "each evaluation says over how many windows (eval_batches x micro_batch)")

@@ -69,7 +69,7 @@ def check_interleaving_and_partial_reports(checks):
                 FakeEngine("pytorch-max-autotune-cudnn", 0.0, order, fail_start=True),
                 FakeEngine("llmc", 105.0, order), FakeEngine("zerotrain-s3", 104.0, order)]}
             engines = ["zerotrain-s0", "pytorch", "pytorch-max-autotune-cudnn", "llmc", "zerotrain-s3"]
-            bench_gpu.main(["--fake-device", "Fake GPU", "--rounds", "2", "--steps", "3", "--warmup", "1",
+            bench_gpu.main(["--fake-device", "NVIDIA H100 80GB HBM3", "--rounds", "2", "--steps", "3", "--warmup", "1",
                             "--no-profile", "--out", out, "--engines", *engines])
             with open(out) as f:
                 report = json.load(f)
@@ -94,8 +94,9 @@ def check_interleaving_and_partial_reports(checks):
                              "gpu_during" in rows[n]["rounds"][0] for n in ran),
                          "every block records the GPU's state before, during and after")
             s0 = rows["zerotrain-s0"]
-            checks.check(abs(s0["mfu"] - s0["tokens_per_s"] * report["flops_per_token"] / 989e12) < 1e-12,
-                         "MFU by 6N + 6LCT over 989 TFLOP/s")
+            checks.check(abs(s0["mfu"] - s0["tokens_per_s"] * report["flops_per_token"] / 989e12) < 1e-12 and
+                         report["peak_bf16_flops"] == 989e12 and "H100" in report["peak_source"],
+                         "MFU by 6N + 6LCT over the H100 SXM's 989 TFLOP/s, taken from the device's name")
             paired = ratios.get("stage0_over_llmc_same_round", {})
             checks.check(paired.get("rounds") == 2 and abs(paired.get("median", 0) - 1.05) < 1e-12 and
                          [r["position"] for r in rows["zerotrain-s0"]["rounds"]] == [0, 4],
@@ -105,6 +106,26 @@ def check_interleaving_and_partial_reports(checks):
             checks.check(ratios.get("valid_for_targets") is False and ratios.get("best_pytorch_missing_rows") ==
                          ["pytorch-max-autotune-cudnn"] and any("fewer than 3 rounds" in r for r in reasons),
                          f"and the report says it cannot judge the targets, and why ({reasons})")
+            # A card the peak table does not name: no MFU claimed, and the targets not judged, unless
+            # --peak-tflops states the denominator.
+            printed = io.StringIO()
+            with contextlib.redirect_stdout(printed):
+                bench_gpu.main(["--fake-device", "Fake GPU", "--rounds", "1", "--steps", "3", "--warmup", "1",
+                                "--no-profile", "--out", out, "--engines", "zerotrain-s0", "pytorch"])
+            with open(out) as f:
+                unknown = json.load(f)
+            checks.check(unknown["peak_bf16_flops"] is None and unknown["rows"][0]["mfu"] is None and
+                         "Fake GPU" in unknown["peak_source"] and " n/a" in printed.getvalue() and
+                         any("peak FLOP/s is not known" in r for r in unknown["ratios"]["not_valid_because"]),
+                         f"an unknown card gets no MFU, says why, and judges no target ({unknown['peak_source']})")
+            bench_gpu.main(["--fake-device", "Fake GPU", "--peak-tflops", "500", "--rounds", "1", "--steps", "3",
+                            "--warmup", "1", "--no-profile", "--out", out, "--engines", "zerotrain-s0", "pytorch"])
+            with open(out) as f:
+                stated = json.load(f)
+            checks.check(stated["peak_bf16_flops"] == 500e12 and stated["peak_source"] == "--peak-tflops" and
+                         abs(stated["rows"][0]["mfu"] - stated["rows"][0]["tokens_per_s"] *
+                             stated["flops_per_token"] / 500e12) < 1e-12,
+                         "--peak-tflops states the denominator for such a card")
             order.clear()
             cut = {e.name: e for e in [FakeEngine("zerotrain-s0", 100.0, order, interrupt_at=2),
                                        FakeEngine("pytorch", 110.0, order)]}
@@ -210,9 +231,11 @@ def check_real_plumbing(checks, zerotrain, work):
     llmc = os.path.join(work, "fake_train_gpt2cu")
     with open(llmc, "w") as f:
         f.write("#!/usr/bin/env python3\nimport sys\nn = int(sys.argv[sys.argv.index('-x') + 1])\n"
+                "import time\n"
                 "for s in range(1, n + 1):\n"
+                "    time.sleep(0.2)\n"
                 "    print(f'step {s:4d}/{n} | loss 10.9{s} (+0.00z)| norm 1.0 (+0.00z)| lr 3.00e-04 | "
-                "{40 + s:.2f} ms | 40.1% bf16 MFU | 400000 tok/s')\n")
+                "{40 + s:.2f} ms | 40.1% bf16 MFU | 400000 tok/s', flush=True)\n")
     os.chmod(llmc, 0o755)
     out = os.path.join(work, "plumbing.json")
     small = ["--zerotrain-set", "device=cpu", "--zerotrain-set", "precision.matmul=fp32", "--zerotrain-set",
@@ -236,7 +259,23 @@ def check_real_plumbing(checks, zerotrain, work):
     rows = {r["name"]: r for r in report["rows"]}
     checks.check(all(len(rows[n].get("rounds", [])) == 2 and "tokens_per_s" in rows[n] for n in rows),
                  f"every engine measured in both rounds ({ {n: rows[n].get('error', 'ok')[:200] for n in rows} })")
-    checks.check(rows["llmc"]["rounds"][0]["step_ms"] == [42.0, 43.0], "llm.c's step times parsed, warm-up dropped")
+    llmc_block = rows["llmc"]["rounds"][0]
+    if shutil.which("stdbuf"):
+        checks.check(llmc_block["own_step_ms"] == [42.0, 43.0] and
+                     all(150 < ms < 1000 for ms in llmc_block["step_ms"]) and "arrival" in rows["llmc"]["clock"],
+                     f"llm.c's step lines stamped as they arrive, 0.2 s apart; its own figures beside them, "
+                     f"warm-up dropped ({llmc_block['step_ms']}, {llmc_block.get('own_step_ms')})")
+    else:
+        checks.check(llmc_block["step_ms"] == [42.0, 43.0], "without stdbuf, llm.c's own step times, warm-up dropped")
+    zt_blocks = rows["zerotrain-s0"]["rounds"]
+    checks.check(all(len(b["step_ms"]) == 2 and len(b["own_step_ms"]) == 2 and
+                     all(ms >= own - 1e-6 for ms, own in zip(b["step_ms"], b["own_step_ms"])) for b in zt_blocks) and
+                 "elapsed_s" in rows["zerotrain-s0"]["clock"] and "own_clock_ms_per_step" in rows["zerotrain-s0"],
+                 f"zerotrain timed step to step from metrics.jsonl's elapsed_s, never under its own step_ms "
+                 f"({[(b['step_ms'], b.get('own_step_ms')) for b in zt_blocks]})")
+    checks.check("step to step" in rows["pytorch"].get("clock", "") and
+                 rows["pytorch"]["facts"].get("sdpa_kernel") == "none (explicit attention)",
+                 f"the PyTorch row says how it is timed and which attention kernel ran ({rows['pytorch'].get('facts')})")
     checks.check("facts" in rows["pytorch"] and rows["pytorch"]["facts"].get("ready"),
                  "the PyTorch worker started once and served both rounds")
     checks.check("op_profile" in rows["zerotrain-s0"] and "op_profile" in rows["zerotrain-s3"],
@@ -345,6 +384,13 @@ def main():
         n_engine = json.loads(p.stdout)["params"]
         checks.check(n_bench == n_engine, f"MFU parameter count {n_bench} equals the engine's table {n_engine}")
     checks.check(flops == 6 * n_bench + 6 * 12 * 768 * 1024, "flops per token = 6 N + 6 L C T")
+    peaks = {name: bench_harness.peak_bf16_flops(name)[0] for name in (
+        "NVIDIA H100 80GB HBM3", "NVIDIA H100 PCIe", "NVIDIA H100 NVL", "NVIDIA H200", "NVIDIA H200 NVL",
+        "NVIDIA GH200 480GB", "NVIDIA A100-SXM4-80GB", "Tesla V100-SXM2-16GB")}
+    checks.check(peaks == {"NVIDIA H100 80GB HBM3": 989e12, "NVIDIA H100 PCIe": 756e12, "NVIDIA H100 NVL": 835e12,
+                           "NVIDIA H200": 989e12, "NVIDIA H200 NVL": 835e12, "NVIDIA GH200 480GB": 989e12,
+                           "NVIDIA A100-SXM4-80GB": 312e12, "Tesla V100-SXM2-16GB": None},
+                 f"MFU's peak by the card's name, the PCIe and NVL kinds apart from the SXM ones ({peaks})")
 
     with tempfile.TemporaryDirectory() as work:
         rng = np.random.default_rng(3)

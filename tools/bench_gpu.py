@@ -46,6 +46,7 @@ engines: zerotrain-s0 zerotrain-s1 zerotrain-s2 zerotrain-s3 zerotrain-s0-fp32-a
 """
 import argparse
 import datetime
+import functools
 import json
 import os
 import re
@@ -228,6 +229,17 @@ class Torch:
                 self.proc.kill()
 
 
+@functools.lru_cache(maxsize=None)
+def working_stdbuf():
+    """stdbuf's path where it runs a program here (it preloads a library an image may lack), else None."""
+    stdbuf = shutil.which("stdbuf")
+    try:
+        ok = stdbuf and subprocess.run([stdbuf, "-oL", "true"], capture_output=True, timeout=30).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        ok = False
+    return stdbuf if ok else None
+
+
 class Llmc:
     """llm.c's train_gpt2cu: GPT-2 124M from scratch (-e d12), its own defaults but no GELU recompute
     (-r 0, as zerotrain and PyTorch keep the GELU input), no sampling or checkpoints."""
@@ -243,7 +255,7 @@ class Llmc:
 
     @property
     def clock(self):
-        return self.STAMPED if shutil.which("stdbuf") else self.OWN
+        return self.STAMPED if working_stdbuf() else self.OWN
 
     def start(self, ctx):
         if not ctx.args.llmc or not os.path.exists(ctx.args.llmc):
@@ -260,7 +272,7 @@ class Llmc:
                # The other engines' AdamW (configs/gpt2_124m.json, bench_gpu_torch.py): the same work,
                # stated so that no reader has to ask (llm.c's defaults are lr 3e-4, no weight decay).
                "-l", "6e-4", "-c", "0.1"]
-        stdbuf = shutil.which("stdbuf")
+        stdbuf = working_stdbuf()
         lines, err_path = [], os.path.join(ctx.work, "llmc_stderr.txt")
         with open(err_path, "w") as err:
             proc = subprocess.Popen(([stdbuf, "-oL"] if stdbuf else []) + cmd, stdout=subprocess.PIPE, stderr=err,

@@ -260,7 +260,7 @@ def check_real_plumbing(checks, zerotrain, work):
     checks.check(all(len(rows[n].get("rounds", [])) == 2 and "tokens_per_s" in rows[n] for n in rows),
                  f"every engine measured in both rounds ({ {n: rows[n].get('error', 'ok')[:200] for n in rows} })")
     llmc_block = rows["llmc"]["rounds"][0]
-    if shutil.which("stdbuf"):
+    if bench_gpu.working_stdbuf():
         checks.check(llmc_block["own_step_ms"] == [42.0, 43.0] and
                      all(150 < ms < 1000 for ms in llmc_block["step_ms"]) and "arrival" in rows["llmc"]["clock"],
                      f"llm.c's step lines stamped as they arrive, 0.2 s apart; its own figures beside them, "

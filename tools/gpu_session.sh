@@ -6,7 +6,8 @@
 #   tests        ctest -L gpu: the core list first (every kernel against the CPU, one model run,
 #                NCCL), then the rest, then compute-sanitizer memcheck on zt_gpu_tests  [240]
 #   multirank    2 and 3 ranks sharing the GPU (comm.backend = mpi, the carried OpenMPI), stages 0-3,
-#                against the CPU, and a 2-GPU-rank checkpoint resumed elsewhere          [150]
+#                against the CPU, and a 2-GPU-rank checkpoint resumed elsewhere; on a machine
+#                with several GPUs, first 2 (and 4) ranks a GPU each through NCCL          [150]
 #   bench        zt_bench_kernels, then tools/bench_gpu.py: zerotrain stages 0-3 (collectives
 #                on), PyTorch compiled (default, and max-autotune with cuDNN attention) and
 #                llm.c, interleaved                                                         [330]
@@ -336,9 +337,20 @@ for p in "${phases[@]}"; do
         failed=1
         continue
       fi
-      step "several ranks on one GPU" "${budget[$p]}" env PYTHONUNBUFFERED=1 "$python" tests/gpu/gpu_multirank_test.py \
-        --zerotrain build-gpu/zerotrain --mpirun "$ZT_SESSION_MPIRUN" --device cuda \
-        --out "$OUT/gpu_multirank_$slug.json" >>"$log" 2>&1
+      # With several GPUs, first the path users train on and no session has run: a GPU a rank
+      # through NCCL (2 ranks, and 4 where there are 4 GPUs); then the ranks sharing one GPU.
+      gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
+      comms=(staged)
+      nccl_ranks=()
+      if [ "$gpus" -ge 2 ]; then
+        comms=(nccl staged)
+        nccl_ranks=(--nccl-ranks 2)
+        [ "$gpus" -ge 4 ] && nccl_ranks+=(4)
+      fi
+      note "  $gpus GPU(s) visible: comm ${comms[*]} ${nccl_ranks[*]}"
+      step "several ranks (${comms[*]})" "${budget[$p]}" env PYTHONUNBUFFERED=1 "$python" tests/gpu/gpu_multirank_test.py \
+        --zerotrain build-gpu/zerotrain --mpirun "$ZT_SESSION_MPIRUN" --device cuda --comm "${comms[@]}" \
+        "${nccl_ranks[@]}" --out "$OUT/gpu_multirank_$slug.json" >>"$log" 2>&1
       grep -E "passed, .* failed" "$log" | tail -1 | sed 's/^/    /' >>"$summary"
       ;;
     bench)

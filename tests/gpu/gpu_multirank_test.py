@@ -19,6 +19,12 @@ cannot run on a one-GPU machine:
 Writes a JSON (--out): for each N and stage the ranks, whether the bits matched stage 0 and the
 largest relative loss difference from the CPU, plus the resumes; rewritten after every row.
 
+--comm nccl (on a machine with several GPUs; tools/gpu_session.sh passes it where nvidia-smi lists
+two or more) runs the same checks with one GPU a rank through NCCL (comm.backend's default), at
+--nccl-ranks (2; no more than the GPUs visible, else exit 77 naming both counts): the path users
+train on, which a one-GPU machine cannot run. With --comm nccl staged the NCCL rows come first
+and the checkpoint and evaluation checks run on NCCL's ranks. Each row names its comm.
+
 --device cpu runs the same harness without a GPU (the "GPU" side on the CPU through the
 ZT_TEST_STAGED_COLLECTIVES hook), so its logic is tested here before any GPU minute is spent on
 it. Exits 77 (a ctest skip) with --device cuda when no CUDA device is visible. ZT_SESSION_MPIRUN
@@ -26,6 +32,7 @@ it. Exits 77 (a ctest skip) with --device cuda when no CUDA device is visible. Z
 
 usage: gpu_multirank_test.py --zerotrain PATH --mpirun "mpirun --oversubscribe --allow-run-as-root"
                              [--device cuda|cpu] [--out FILE.json] [--ranks 2 3]
+                             [--comm staged|nccl ...] [--nccl-ranks 2 ...]
 """
 import argparse
 import datetime
@@ -69,8 +76,9 @@ class Harness:
         with open(self.config, "w") as f:
             json.dump(CONFIG, f)
 
-    def run(self, name, ranks, device, *overrides, resume=None):
-        """A run's losses, norms, weights and memory record, or {"error": ...}."""
+    def run(self, name, ranks, device, *overrides, resume=None, comm="staged"):
+        """A run's losses, norms, weights and memory record, or {"error": ...}. device "gpu": the
+        ranks share one GPU through MPI (comm "staged") or take one GPU each through NCCL ("nccl")."""
         run_dir = os.path.join(self.work, name)
         staged = device == "gpu"
         env = dict(os.environ)
@@ -78,7 +86,7 @@ class Harness:
         # The harness's own test (--device cpu) runs the "GPU" side as CPU ranks on the staged path.
         env["ZT_TEST_STAGED_COLLECTIVES"] = "1" if staged and self.args.device == "cpu" else "0"
         if staged and self.args.device == "cuda":
-            sets += ["device=cuda", "comm.backend=mpi"]
+            sets += ["device=cuda"] + (["comm.backend=mpi"] if comm == "staged" else [])
         elif not staged:
             sets += ["device=cpu"]
         cmd = [self.args.zerotrain] if ranks == 1 else (
@@ -116,6 +124,15 @@ def memory_ok(rec):
     return True, "every rank and category as predicted"
 
 
+def visible_gpus():
+    p = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True)
+    return sum(line.startswith("GPU ") for line in p.stdout.splitlines()) if p.returncode == 0 else 0
+
+
+# What the train header names as the store's communicator for each comm at several ranks.
+HEADER_MARK = {"staged": "staged through host memory", "nccl": "(nccl communicator"}
+
+
 def device_name(args):
     if args.device != "cuda":
         return "cpu (the harness's own test: the staged path on CPU ranks)"
@@ -130,11 +147,19 @@ def main():
     ap.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
     ap.add_argument("--ranks", type=int, nargs="+", default=[2, 3])
     ap.add_argument("--out", default=None)
+    ap.add_argument("--comm", nargs="+", choices=["staged", "nccl"], default=["staged"],
+                    help="staged: the ranks share one GPU through MPI; nccl: one GPU a rank through NCCL")
+    ap.add_argument("--nccl-ranks", type=int, nargs="+", default=[2])
     args = ap.parse_args()
+    if "nccl" in args.comm and args.device != "cuda":
+        ap.error("--comm nccl needs --device cuda")
     if args.device == "cuda":
         missing = require_cuda_device(args.zerotrain, "several ranks on one GPU")
         if missing is not None:
             return missing
+    if "nccl" in args.comm and visible_gpus() < max(args.nccl_ranks):
+        print(f"SKIPPED: --comm nccl at {max(args.nccl_ranks)} ranks needs as many GPUs; {visible_gpus()} visible")
+        return 77
     checks = Checks()
     check = checks.check
     work = tempfile.mkdtemp(prefix="zt_gpu_multirank_")
@@ -142,7 +167,8 @@ def main():
     name = device_name(args)
     report = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
               "commit": os.environ.get("ZT_COMMIT", "unknown"), "device": name, "mode": args.device,
-              "config": CONFIG, "loss_bound": LOSS_BOUND, "rows": [], "resumes": [], "complete": False}
+              "config": CONFIG, "loss_bound": LOSS_BOUND, "comms": args.comm, "gpus_visible":
+              visible_gpus() if args.device == "cuda" else 0, "rows": [], "resumes": [], "complete": False}
 
     def save():
         if args.out:
@@ -151,53 +177,61 @@ def main():
                 json.dump(report, f, indent=1)
             os.replace(args.out + ".tmp", args.out)
 
-    for n in args.ranks:
-        gpu = {st: h.run(f"gpu_n{n}_s{st}", n, "gpu", f"zero.stage={st}") for st in range(4)}
-        cpu = {st: h.run(f"cpu_n{n}_s{st}", n, "cpu", f"zero.stage={st}") for st in range(4)}
+    cpu_runs = {}  # the CPU reference of each N, run once for every comm
+    for comm, n in [(comm, n) for comm in args.comm for n in (args.ranks if comm == "staged" else args.nccl_ranks)]:
+        tag = f"{comm} N={n}" if len(args.comm) > 1 else f"N={n}"
+        where = "on one device" if comm == "staged" else "on a GPU each through NCCL"
+        gpu = {st: h.run(f"gpu_{comm}_n{n}_s{st}", n, "gpu", f"zero.stage={st}", comm=comm) for st in range(4)}
+        if n not in cpu_runs:
+            cpu_runs[n] = {st: h.run(f"cpu_n{n}_s{st}", n, "cpu", f"zero.stage={st}") for st in range(4)}
+        cpu = cpu_runs[n]
         for st in range(4):
             g, c = gpu[st], cpu[st]
-            row = {"ranks": n, "stage": st}
-            if not check("error" not in g, f"N={n} stage {st}: {n} ranks train on one device" +
+            row = {"comm": comm, "ranks": n, "stage": st}
+            if not check("error" not in g, f"{tag} stage {st}: {n} ranks train {where}" +
                          (f" ({g.get('error', '')[-600:]})" if "error" in g else "")):
                 row["error"] = g["error"]
                 report["rows"].append(row)
                 continue
-            check("staged through host memory" in g["header"], f"N={n} stage {st}: staged collectives ({g['header']!r})")
+            check(HEADER_MARK[comm] in g["header"], f"{tag} stage {st}: {comm} collectives ({g['header']!r})")
             row["bits_match_stage0"] = "error" not in gpu[0] and all(
                 g[k] == gpu[0][k] for k in ("loss", "norm", "weights"))
-            check(row["bits_match_stage0"], f"N={n} stage {st}: losses, norms and weights bitwise stage 0's")
+            check(row["bits_match_stage0"], f"{tag} stage {st}: losses, norms and weights bitwise stage 0's")
             if "error" not in c:
                 row["max_rel_loss_diff_vs_cpu"] = rel_loss_diff(g["loss"], c["loss"])
                 check(row["max_rel_loss_diff_vs_cpu"] <= LOSS_BOUND,
-                      f"N={n} stage {st}: losses within {LOSS_BOUND} of the CPU at N={n} "
+                      f"{tag} stage {st}: losses within {LOSS_BOUND} of the CPU at N={n} "
                       f"({row['max_rel_loss_diff_vs_cpu']:.2e})")
             else:
-                check(False, f"N={n} stage {st}: the CPU reference runs ({c['error'][-400:]})")
+                check(False, f"{tag} stage {st}: the CPU reference runs ({c['error'][-400:]})")
             ok, detail = memory_ok(g["memory"])
             row["memory_as_predicted"] = ok
-            check(ok, f"N={n} stage {st}: device memory per category as predicted ({detail})")
+            check(ok, f"{tag} stage {st}: device memory per category as predicted ({detail})")
             row["final_loss"] = g["loss"][-1]
             report["rows"].append(row)
         # The same global batch of N micro-batches on one GPU rank: the N-rank runs' bits.
-        one = h.run(f"gpu_n1_accum{n}", 1, "gpu", "zero.stage=0", f"train.grad_accum={n}")
+        one = h.run(f"gpu_{comm}_n1_accum{n}", 1, "gpu", "zero.stage=0", f"train.grad_accum={n}", comm=comm)
         same = "error" not in one and "error" not in gpu[0] and all(one[k] == gpu[0][k]
                                                                     for k in ("loss", "norm", "weights"))
-        report.setdefault("one_rank_equals_n_ranks", {})[str(n)] = same
+        report.setdefault("one_rank_equals_n_ranks", {})[str(n) if comm == "staged" else f"nccl {n}"] = same
         check(same, f"1 GPU rank accumulating {n} micro-batches: the {n}-rank runs' losses, norms and weights "
                     "bit for bit" + (f" ({one.get('error', '')[-600:]})" if "error" in one else ""))
         save()
-    # A stage-3 checkpoint of 2 GPU ranks, resumed on 1 GPU rank and on 2 CPU ranks.
-    full = h.run("ckpt_full", 2, "gpu", "zero.stage=3")
+    # A stage-3 checkpoint of 2 GPU ranks (through the first comm named), resumed on 1 GPU rank and
+    # on 2 CPU ranks.
+    ckpt_comm = args.comm[0]
+    report["checkpoint_comm"] = ckpt_comm
+    full = h.run("ckpt_full", 2, "gpu", "zero.stage=3", comm=ckpt_comm)
     first = h.run("ckpt_first", 2, "gpu", "zero.stage=3", "train.max_steps=4", "optim.decay_steps=8",
-                  "checkpoint.at_end=true")
+                  "checkpoint.at_end=true", comm=ckpt_comm)
     if check("error" not in first and "error" not in full, "2 GPU ranks write a stage-3 checkpoint"):
         ckpt = os.path.join(first["run_dir"], "checkpoints")
         for ranks, device in ((1, "gpu"), (2, "cpu")):
             what = f"{ranks} {'GPU' if device == 'gpu' else 'CPU'} rank(s)"
             # The same global batch of 4 sequences: one rank accumulates two micro-batches.
             r = h.run(f"resume_{ranks}_{device}", ranks, device, "zero.stage=3", "train.max_steps=8",
-                      "optim.decay_steps=8", f"train.grad_accum={2 // ranks}", resume=ckpt)
-            entry = {"written_by": "2 GPU ranks, stage 3", "resumed_on": what}
+                      "optim.decay_steps=8", f"train.grad_accum={2 // ranks}", resume=ckpt, comm=ckpt_comm)
+            entry = {"written_by": f"2 GPU ranks, stage 3, {ckpt_comm}", "resumed_on": what}
             if check("error" not in r, f"the 2-GPU-rank checkpoint resumes on {what}" +
                      (f" ({r.get('error', '')[-600:]})" if "error" in r else "")):
                 entry["max_rel_loss_diff_vs_uninterrupted"] = rel_loss_diff(r["loss"], full["loss"][4:])

@@ -130,7 +130,7 @@ def visible_gpus():
 
 
 # What the train header names as the store's communicator for each comm at several ranks.
-HEADER_MARK = {"staged": "staged through host memory", "nccl": "(nccl communicator"}
+HEADER_MARK = {"staged": "staged through host memory", "nccl": "(nccl"}
 
 
 def device_name(args):

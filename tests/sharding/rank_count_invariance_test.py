@@ -2,7 +2,7 @@
 """The same bits at any rank count (train.deterministic; docs/zero_memory.md, "The same bits at any
 rank count"): real ranks under mpirun train one global batch of M fixed micro-batches and must give
 bitwise identical losses, gradient norms, validation losses and final weights at every rank count N
-dividing M and every ZeRO stage.
+dividing M and every ZeRO stage (the 5 validation batches split over the ranks, ceil(5 / N) each).
 
   * GPT-2 (2 layers, dropout 0.1, clipping), M = 8 micro-batches of 3 sequences: N = 1 stage 0 as
     the reference; N = 2 stages 1 and 2, N = 4 stages 0 and 3, N = 8 stage 3 (one micro-batch a rank);
@@ -37,7 +37,7 @@ CONFIG = {
     "model": {"n_layer": 2, "n_head": 2, "n_embd": 32, "block_size": 32, "vocab_size": 64, "dropout": 0.1},
     "data": {"embedded_chars": 200000},
     "train": {"micro_batch": 3, "global_batch_tokens": 8 * 3 * 32, "max_steps": 8, "eval_every": 4,
-              "eval_batches": 2, "num_threads": 1, "deterministic": True},
+              "eval_batches": 5, "num_threads": 1, "deterministic": True},
     "optim": {"lr": 3e-3, "warmup_steps": 2, "grad_clip": 1.0},
     "log": {"sample_tokens": 0, "progress": "plain", "every_steps": 100},
 }
@@ -84,6 +84,16 @@ def main():
     ref = train("n1_stage0", 1, "zero.stage=0")
     same_bits("M = 8", ref, [(f"N={n} stage {s}", train(f"n{n}_stage{s}", n, f"zero.stage={s}"))
                              for n, s in ((2, 1), (2, 2), (4, 0), (4, 3), (8, 3))])
+    # Each rank evaluates its share of the 5 validation batches ([Note: the evaluation split over
+    # ranks]), one more round than the others' where 5 does not divide: the losses above are the
+    # one-rank run's all the same.
+    shares = {}
+    for n, s in ((1, 0), (2, 1), (4, 3), (8, 3)):
+        d = os.path.join(work, f"n{n}_stage{s}")
+        shares[n] = sorted({r.get("val_batches_per_rank") for r in train_records(d) if r["type"] == "eval"}) \
+            if os.path.exists(os.path.join(d, "metrics.jsonl")) else None
+    check(shares == {1: [5], 2: [3], 4: [2], 8: [1]},
+          f"N ranks evaluate ceil(5 / N) batches each ({shares})")
     exact_memory_and_bytes("N=4 stage 3", os.path.join(work, "n4_stage3"), 4, "zero.stage=3")
 
     # bf16 parameters (bf16 pending buffers, widened before they are added).

@@ -4,6 +4,9 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
+#include <vector>
+
 #include "engine/app/data/batch_sampler.h"
 #include "engine/app/data/utf8.h"
 #include "engine/app/trainer/choice_eval.h"
@@ -29,31 +32,48 @@ bool samples_after(const RunConfig& c, int step) {
          (step == c.train.max_steps || (c.log.sample_every > 0 && step % c.log.sample_every == 0));
 }
 
+// [Note: the evaluation split over ranks]
+// Rank r of N evaluates micro-batches r, r + N, r + 2N, ... of the eval_batches, and the losses are
+// summed in batch order after an all-gather, so val_loss is one rank's sum bit for bit at any rank
+// count: a batch's loss does not depend on the rank that computes it (every rank holds the same
+// weights, and the kernels' bits do not depend on the rank). Every rank runs the same number of
+// forwards, since a stage-3 forward gathers its units collectively and the stop vote is collective:
+// in the last round a rank with no batch left runs batch 0 again and drops its loss (no more
+// forwards than each rank ran when every rank evaluated every batch).
 bool evaluate(TrainerState& s, int step, TrainSummary& summary, const StopVote& stop) {
   const RunConfig& c = s.config;
   s.set_comm_context(fmt::format("the evaluation after step {}", step));
   const int B = c.train.micro_batch, T = c.train.seq_len;
-  double sum = 0.0;
-  for (int i = 0; i < c.train.eval_batches; ++i) {
-    data::fill_batch(s.data.val(), s.data.val_stream(), B, T, static_cast<std::int64_t>(i) * B, s.inputs.data(),
-                     s.targets.data());
-    sum += s.model->forward(s.store, s.inputs.data(), s.targets.data(), {.training = false});
+  const int batches = c.train.eval_batches, ranks = s.comm.world_size(), rank = s.comm.rank();
+  const int rounds = (batches + ranks - 1) / ranks;
+  std::vector<double> mine(static_cast<std::size_t>(rounds), 0.0);
+  for (int k = 0; k < rounds; ++k) {
+    const int batch = k * ranks + rank;
+    const std::int64_t first_window = static_cast<std::int64_t>(batch < batches ? batch : 0) * B;
+    data::fill_batch(s.data.val(), s.data.val_stream(), B, T, first_window, s.inputs.data(), s.targets.data());
+    const double loss = s.model->forward(s.store, s.inputs.data(), s.targets.data(), {.training = false});
+    if (batch < batches) mine[static_cast<std::size_t>(k)] = loss;
     // After the last forward too: the choices, or the sample after, can take as long again.
     if (stop && stop()) {
       s.model->release_activations();
-      report_stopped(s, step, fmt::format("the evaluation (after {} of {} batches)", i + 1, c.train.eval_batches));
+      report_stopped(
+          s, step, fmt::format("the evaluation (after {} of {} batches)", std::min(batches, (k + 1) * ranks), batches));
       return false;
     }
   }
   s.model->release_activations();
-  const float val_loss = static_cast<float>(sum / c.train.eval_batches);
+  const std::vector<double> all = all_gather_values<double>(s.comm, mine);  // rank-major: [ranks][rounds]
+  double sum = 0.0;
+  for (int i = 0; i < batches; ++i) sum += all[static_cast<std::size_t>((i % ranks) * rounds + i / ranks)];
+  const float val_loss = static_cast<float>(sum / batches);
   summary.val_loss = val_loss;
   // The windows it averaged over: eval_batches micro-batches, so another micro_batch (the same
   // global batch through grad_accum) evaluates on other windows, and its val_loss differs.
   nlohmann::json record = {{"type", "eval"},
                            {"step", step},
                            {"val_loss", val_loss},
-                           {"val_windows", static_cast<std::int64_t>(c.train.eval_batches) * B}};
+                           {"val_windows", static_cast<std::int64_t>(c.train.eval_batches) * B},
+                           {"val_batches_per_rank", rounds}};
   std::string choices;
   if (s.data.choices()) {
     // Forwards-only models in the run's activation dtype over the run's store, as many tokens a

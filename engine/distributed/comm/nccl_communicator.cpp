@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -106,6 +107,19 @@ void NcclCommunicator::start_watchdog() {
 NcclCommunicator::~NcclCommunicator() {
   if (!impl_) return;
   impl_->watchdog.reset();
+  // Destroyed while an exception unwinds this rank (it failed, perhaps alone: a device out of memory,
+  // a check): a peer may wait in a collective this rank never queued, so neither the drain below
+  // nor ncclCommDestroy (collective among a node's ranks) would end before the timeout, 300 s by
+  // default, and the error line, printed by the command's handler after the unwinding, would come
+  // only then, if mpirun had not killed the rank first. ncclCommAbort is local and immediate: the
+  // line prints at once, and the rank's non-zero exit ends the job.
+  if (std::uncaught_exceptions() > 0) {
+    if (impl_->comm != nullptr) ncclCommAbort(impl_->comm);
+    impl_->comm = nullptr;
+    cudaStreamSynchronize(impl_->comm_stream.get());  // the aborted kernels released: nothing outlives its buffers
+    launch_order().forget(impl_.get());
+    return;
+  }
   // Nothing in flight may outlive its buffers; but a collective a peer never joined (an exception
   // unwinding one rank mid-step) would never finish, and with the watchdog gone nothing would
   // abort it: after the timeout the communicator is aborted, releasing its kernels.

@@ -6,11 +6,19 @@
 
 #include <nccl.h>
 
+#include <cuda_runtime_api.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
 #include <cstring>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "engine/base/core/check.h"
+#include "engine/base/device/cuda_check.h"
+#include "engine/distributed/comm/gpu_sharing.h"
 #include "engine/distributed/comm/nccl_check.h"
 #include "kernels/compute_backend.h"
 
@@ -24,8 +32,38 @@ std::vector<std::uint8_t> make_nccl_unique_id() {
   return bytes;
 }
 
+namespace {
+
+// This rank's gpu_key: its host and its device's PCI bus id, in a fixed-size record for a gather.
+using GpuKeyRecord = std::array<char, 128>;
+
+GpuKeyRecord own_gpu_key() {
+  int device = 0;
+  ZT_CUDA_CHECK(cudaGetDevice(&device));  // the compute backend selected it
+  std::array<char, 64> bus{};
+  ZT_CUDA_CHECK(cudaDeviceGetPCIBusId(bus.data(), static_cast<int>(bus.size()), device));
+  std::array<char, 64> host{};
+  if (gethostname(host.data(), host.size() - 1) != 0) host[0] = '\0';
+  const std::string key = gpu_key(host.data(), bus.data());
+  GpuKeyRecord record{};
+  std::memcpy(record.data(), key.data(), std::min(key.size(), record.size() - 1));
+  return record;
+}
+
+}  // namespace
+
 std::unique_ptr<Communicator> make_nccl_communicator(Communicator& control, MemoryTracker& tracker,
                                                      const ExecContext& ctx) {
+  // Before ncclCommInitRank, which fails on some ranks only where ranks share a GPU: the refusal on
+  // every rank alike, rank 0 printing it once (gpu_sharing.h).
+  if (control.world_size() > 1) {
+    const GpuKeyRecord mine = own_gpu_key();
+    const std::vector<GpuKeyRecord> all = all_gather_values<GpuKeyRecord>(control, {&mine, 1});
+    std::vector<std::string> keys;
+    for (const GpuKeyRecord& r : all) keys.emplace_back(r.data());
+    const std::string shared = ranks_sharing_a_gpu(keys);
+    if (!shared.empty()) fail_on_every_rank(control, shared, /*input_error=*/true);
+  }
   std::vector<std::uint8_t> id = control.rank() == 0 ? make_nccl_unique_id() : std::vector<std::uint8_t>(128);
   ZT_CHECK(id.size() % 4 == 0);
   // The host communicator moves bytes; I32 is only the view's element type.

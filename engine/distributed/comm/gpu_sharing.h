@@ -1,0 +1,19 @@
+// Ranks that would share one GPU through NCCL. NCCL runs one rank a GPU: ranks that land on the same
+// one (a node launched with more ranks than it has GPUs, without CUDA_VISIBLE_DEVICES per rank) fail
+// in ncclCommInitRank ("duplicate GPU"), on some ranks only, while the others wait in it. The NCCL
+// bootstrap gathers every rank's device key and refuses such a launch on every rank alike, first.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace zt {
+
+// A GPU's identity across a job: its host and its PCI bus id (the same bus id on two hosts is two GPUs).
+std::string gpu_key(const std::string& host, const std::string& pci_bus_id);
+
+// From every rank's gpu_key, in rank order: "" when each rank has a GPU of its own, else the
+// refusal naming the first GPU that several ranks share and those ranks.
+std::string ranks_sharing_a_gpu(const std::vector<std::string>& gpu_keys);
+
+}  // namespace zt

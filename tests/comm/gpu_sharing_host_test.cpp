@@ -1,0 +1,45 @@
+// ranks_sharing_a_gpu: the refusal the NCCL bootstrap gives, on every rank, before ncclCommInitRank,
+// when ranks land on one GPU (engine/distributed/comm/gpu_sharing.h). Device keys are made up here:
+// the bootstrap's own gathering needs GPUs and has not run.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "engine/distributed/comm/gpu_sharing.h"
+
+namespace zt {
+namespace {
+
+TEST(GpuSharing, EachRankOnItsOwnGpuIsFine) {
+  EXPECT_EQ(ranks_sharing_a_gpu({}), "");
+  EXPECT_EQ(ranks_sharing_a_gpu({gpu_key("node1", "00000000:1A:00.0")}), "");
+  EXPECT_EQ(ranks_sharing_a_gpu({gpu_key("node1", "00000000:1A:00.0"), gpu_key("node1", "00000000:2B:00.0")}), "");
+}
+
+TEST(GpuSharing, TheSameBusIdOnTwoHostsIsTwoGpus) {
+  EXPECT_EQ(ranks_sharing_a_gpu({gpu_key("node1", "00000000:1A:00.0"), gpu_key("node2", "00000000:1A:00.0")}), "");
+}
+
+TEST(GpuSharing, RanksOnOneGpuAreNamedWithTheGpuAndTheWayOut) {
+  // Eight ranks on a node of four GPUs without CUDA_VISIBLE_DEVICES: local ranks 0 and 4 wrap onto GPU 0.
+  std::vector<std::string> keys;
+  for (int r = 0; r < 8; ++r) keys.push_back(gpu_key("node1", "00000000:0" + std::to_string(r % 4) + ":00.0"));
+  const std::string why = ranks_sharing_a_gpu(keys);
+  EXPECT_NE(why.find("ranks 0 and 4 all run on the GPU at PCI bus id 00000000:00:00.0 on host node1"),
+            std::string::npos)
+      << why;
+  EXPECT_NE(why.find("CUDA_VISIBLE_DEVICES"), std::string::npos) << why;
+  EXPECT_NE(why.find("comm.backend = \"mpi\""), std::string::npos) << why;
+}
+
+TEST(GpuSharing, EveryRankOnTheSharedGpuIsNamed) {
+  const std::string gpu = gpu_key("node2", "00000000:3C:00.0");
+  const std::string why = ranks_sharing_a_gpu({gpu_key("node1", "00000000:3C:00.0"), gpu, gpu, gpu});
+  EXPECT_NE(why.find("ranks 1, 2 and 3 all run on the GPU at PCI bus id 00000000:3C:00.0 on host node2"),
+            std::string::npos)
+      << why;
+}
+
+}  // namespace
+}  // namespace zt

@@ -13,9 +13,7 @@ constexpr char kSeparator = '\n';  // in no host name and no bus id
 
 }  // namespace
 
-std::string gpu_key(const std::string& host, const std::string& pci_bus_id) {
-  return host + kSeparator + pci_bus_id;
-}
+std::string gpu_key(const std::string& host, const std::string& pci_bus_id) { return host + kSeparator + pci_bus_id; }
 
 std::string ranks_sharing_a_gpu(const std::vector<std::string>& gpu_keys) {
   for (std::size_t first = 0; first < gpu_keys.size(); ++first) {

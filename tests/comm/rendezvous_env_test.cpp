@@ -85,6 +85,24 @@ TEST_F(RendezvousEnv, ZtVariablesWinOverTheLaunchers) {  // but MPI's own, below
   EXPECT_EQ(launch.local_rank, 2);  // not given: the rank
 }
 
+TEST_F(RendezvousEnv, ZtRankTakesTheLocalRankOfALauncherThatAgrees) {
+  // A wrapper under srun sets ZT_RANK and ZT_WORLD_SIZE from Slurm's and no ZT_LOCAL_RANK: the
+  // second node's first rank is rank 4, local rank 0 (its GPU 0, not GPU 4).
+  set("SLURM_PROCID", "4");
+  set("SLURM_NTASKS", "8");
+  set("SLURM_LOCALID", "0");
+  set("ZT_RANK", "4");
+  set("ZT_WORLD_SIZE", "8");
+  LaunchInfo launch = detect_launch();
+  EXPECT_EQ(launch.source, "ZT_RANK");
+  EXPECT_EQ(launch.local_rank, 0);
+  set("ZT_LOCAL_RANK", "3");  // given: it wins
+  EXPECT_EQ(detect_launch().local_rank, 3);
+  ::unsetenv("ZT_LOCAL_RANK");
+  set("SLURM_PROCID", "5");  // a launcher counting another rank is not this process's: the rank
+  EXPECT_EQ(detect_launch().local_rank, 4);
+}
+
 TEST_F(RendezvousEnv, EachLauncherIsRead) {
   struct Case {
     const char *rank, *world, *local, *source;

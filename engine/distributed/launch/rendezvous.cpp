@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <optional>
+#include <span>
 #include <string_view>
 #include <utility>
 
@@ -123,6 +124,23 @@ LaunchInfo detect_launch() {
           pmix != nullptr && parse_count(pmix) >= 0 && parse_count(pmix) != info->rank) {  // srun --mpi=pmix
         throw_input_error("{}={} disagrees with PMIX_RANK={} (ZT_ variables left in the environment? unset them)",
                           vars.rank, info->rank, pmix);
+      }
+      // No ZT_LOCAL_RANK (a wrapper that sets ZT_RANK from its launcher's): the launcher's local rank
+      // where it counts the same rank and world, rather than the global rank, which under
+      // `--map-by node` or on a second node picks another rank's GPU.
+      if (env(vars.local_rank) == nullptr) {
+        for (const LauncherVars& other_vars : std::span(kLaunchers).subspan(1)) {
+          std::optional<LaunchInfo> other;
+          try {
+            other = read_launcher(other_vars);
+          } catch (const InputError&) {  // malformed: not a launcher to take a local rank from
+          }
+          if (other && other->rank == info->rank && other->world_size == info->world_size &&
+              env(other_vars.local_rank) != nullptr) {
+            info->local_rank = other->local_rank;
+            break;
+          }
+        }
       }
     }
     return *info;

@@ -21,8 +21,9 @@ struct LaunchInfo {
 
 // Reads, first match wins: ZT_RANK/ZT_WORLD_SIZE/ZT_LOCAL_RANK; OpenMPI (OMPI_COMM_WORLD_RANK/
 // _SIZE/_LOCAL_RANK); Slurm (SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID); PMI (PMI_RANK/PMI_SIZE,
-// MPI_LOCALRANKID); torchrun (RANK/WORLD_SIZE/LOCAL_RANK). None: rank 0 of 1 ("single"). A local
-// rank the launcher does not give is taken to be the rank (right on one node). Throws InputError
+// MPI_LOCALRANKID); torchrun (RANK/WORLD_SIZE/LOCAL_RANK). None: rank 0 of 1 ("single"). Without
+// ZT_LOCAL_RANK, ZT_RANK takes the local rank of another launcher that counts the same rank and
+// world; a local rank nothing gives is taken to be the rank (right on one node). Throws InputError
 // naming the variable for a non-number, rank >= world size, or a rank without a world size (or the
 // reverse; for torchrun's and Slurm's names, which shells set for other reasons, one alone is ignored).
 LaunchInfo detect_launch();

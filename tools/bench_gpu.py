@@ -251,11 +251,11 @@ class Llmc:
     # between steps (the step line, its loop's checks) goes uncounted, which the other engines'
     # clocks count. Its step lines, line-buffered by stdbuf, are stamped as they arrive instead.
     STAMPED = "step to step: each step line's arrival (stdout line-buffered by stdbuf -oL)"
-    OWN = "llm.c's own CUDA events, its step's start to its update's end (no stdbuf here to stamp its lines)"
+    OWN = "llm.c's own CUDA events, its step's start to its update's end (no working stdbuf, or no warm-up step)"
 
-    @property
-    def clock(self):
-        return self.STAMPED if working_stdbuf() else self.OWN
+    def __init__(self):
+        self.clock = None  # set by each block: how its steps were timed
+
 
     def start(self, ctx):
         if not ctx.args.llmc or not os.path.exists(ctx.args.llmc):
@@ -276,7 +276,7 @@ class Llmc:
         lines, err_path = [], os.path.join(ctx.work, "llmc_stderr.txt")
         with open(err_path, "w") as err:
             proc = subprocess.Popen(([stdbuf, "-oL"] if stdbuf else []) + cmd, stdout=subprocess.PIPE, stderr=err,
-                                    text=True, cwd=ctx.work)
+                                    text=True, errors="replace", cwd=ctx.work)
 
             def read():  # each line with the moment it arrived
                 for line in proc.stdout:
@@ -291,6 +291,7 @@ class Llmc:
                     proc.kill()
                     proc.wait()
                 reader.join(timeout=10)
+                proc.stdout.close()
         rows = [(t, self.STEP_LINE.match(l)) for t, l in lines]
         rows = [(t, m) for t, m in rows if m]
         if proc.returncode != 0 or len(rows) < warmup + steps:
@@ -298,9 +299,10 @@ class Llmc:
                 text = "".join(l for _, l in lines) + f.read()
             raise EngineError(f"exit {proc.returncode}, {len(rows)} step lines: {text[-2000:]}")
         own = [float(m.group(3)) for _, m in rows]
-        step_ms = own[warmup:]
-        if stdbuf and warmup >= 1:
+        step_ms, self.clock = own[warmup:], self.OWN
+        if stdbuf and warmup >= 1:  # a stamped step needs the line before it
             step_ms = [(rows[i][0] - rows[i - 1][0]) * 1e3 for i in range(warmup, len(rows))]
+            self.clock = self.STAMPED
         return {"step_ms": step_ms, "own_step_ms": own[warmup:], "losses": [float(m.group(2)) for _, m in rows]}
 
 

@@ -21,7 +21,7 @@ from gpu_state import GpuSampler, gpu_state  # noqa: E402
 # MFU's denominator: dense bf16 tensor-core FLOP/s by card, from NVIDIA's data sheets (their
 # "with sparsity" figures halved), matched against nvidia-smi's name in this order: the PCIe and NVL
 # cards run at lower clocks and power than the SXM ones of the same chip.
-PEAK_BF16_FLOPS_BY_NAME = (("H100 PCIe", 756e12), ("H100 NVL", 835e12), ("H200 NVL", 835e12), ("GH200", 989e12),
+PEAK_BF16_FLOPS_BY_NAME = (("H100 PCIe", 756e12), ("H800 PCIe", 756e12), ("H100 NVL", 835e12), ("H200 NVL", 835e12), ("GH200", 989e12),
                            ("H100", 989e12), ("H200", 989e12), ("H800", 989e12), ("A100", 312e12))
 
 
@@ -238,8 +238,6 @@ def interleave(chosen, rows, ctx, tokens_per_step, flops_tok, save, after_first_
                     return rnd  # the round before is the last whole one
                 if not started[i]:
                     started[i] = True
-                    if getattr(engine, "clock", None):  # how its steps are timed
-                        row["clock"] = engine.clock
                     if not start(engine, row, ctx):
                         save()
                         continue
@@ -251,6 +249,8 @@ def interleave(chosen, rows, ctx, tokens_per_step, flops_tok, save, after_first_
                         r = engine.run(ctx, args.warmup, args.steps)
                     entry.update(step_ms=r["step_ms"], median_ms=statistics.median(r["step_ms"]),
                                  final_loss=r["losses"][-1] if r.get("losses") else None)
+                    if getattr(engine, "clock", None):  # how the block's steps were timed
+                        entry["clock"] = row["clock"] = engine.clock
                     if r.get("own_step_ms"):  # the engine's own clock, beside the step-to-step one
                         entry.update(own_step_ms=r["own_step_ms"], own_median_ms=statistics.median(r["own_step_ms"]))
                     if r.get("attention"):  # the kernels the engine says it ran

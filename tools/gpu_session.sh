@@ -340,6 +340,10 @@ for p in "${phases[@]}"; do
       # With several GPUs, first the path users train on and no session has run: a GPU a rank
       # through NCCL (2 ranks, and 4 where there are 4 GPUs); then the ranks sharing one GPU.
       gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
+      if [ -n "${CUDA_VISIBLE_DEVICES+set}" ]; then  # nvidia-smi lists the GPUs CUDA may not show
+        shown=$(echo "$CUDA_VISIBLE_DEVICES" | tr ',' '\n' | grep -c '[^[:space:]]')
+        [ "$shown" -lt "$gpus" ] && gpus=$shown
+      fi
       comms=(staged)
       nccl_ranks=()
       if [ "$gpus" -ge 2 ]; then

@@ -125,8 +125,17 @@ def memory_ok(rec):
 
 
 def visible_gpus():
-    p = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True)
-    return sum(line.startswith("GPU ") for line in p.stdout.splitlines()) if p.returncode == 0 else 0
+    """The GPUs CUDA shows this process: nvidia-smi's list (which ignores CUDA_VISIBLE_DEVICES),
+    cut to CUDA_VISIBLE_DEVICES' entries where it is set."""
+    try:
+        p = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True)
+    except OSError:
+        return 0
+    count = sum(line.startswith("GPU ") for line in p.stdout.splitlines()) if p.returncode == 0 else 0
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        count = min(count, len([d for d in visible.split(",") if d.strip()]))
+    return count
 
 
 # What the train header names as the store's communicator for each comm at several ranks.

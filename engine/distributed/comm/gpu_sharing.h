@@ -1,7 +1,8 @@
 // Ranks that would share one GPU through NCCL. NCCL runs one rank a GPU: ranks that land on the same
 // one (a node launched with more ranks than it has GPUs, without CUDA_VISIBLE_DEVICES per rank) fail
 // in ncclCommInitRank ("duplicate GPU"), on some ranks only, while the others wait in it. The NCCL
-// bootstrap gathers every rank's device key and refuses such a launch on every rank alike, first.
+// bootstrap of an mpirun launch gathers every rank's GPU key and refuses such a launch on every rank
+// alike, first.
 #pragma once
 
 #include <string>
@@ -9,8 +10,11 @@
 
 namespace zt {
 
-// A GPU's identity across a job: its host and its PCI bus id (the same bus id on two hosts is two GPUs).
-std::string gpu_key(const std::string& host, const std::string& pci_bus_id);
+// A GPU's identity across a job: the machine it is in and its PCI bus id (two machines may show the
+// same bus ids), with the host's name to show. `machine` is the kernel's boot id where it can be
+// read (containers on one machine share it, two machines never do; host names may repeat across
+// containers, or be cut), else the host's name.
+std::string gpu_key(const std::string& machine, const std::string& pci_bus_id, const std::string& host);
 
 // From every rank's gpu_key, in rank order: "" when each rank has a GPU of its own, else the
 // refusal naming the first GPU that several ranks share and those ranks.

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -34,17 +35,21 @@ std::vector<std::uint8_t> make_nccl_unique_id() {
 
 namespace {
 
-// This rank's gpu_key: its host and its device's PCI bus id, in a fixed-size record for a gather.
-using GpuKeyRecord = std::array<char, 128>;
+// This rank's gpu_key: its machine (the kernel's boot id, else the host's name), its device's PCI
+// bus id and its host's name, in a fixed-size record for a gather.
+using GpuKeyRecord = std::array<char, 512>;
 
 GpuKeyRecord own_gpu_key() {
   int device = 0;
   ZT_CUDA_CHECK(cudaGetDevice(&device));  // the compute backend selected it
   std::array<char, 64> bus{};
   ZT_CUDA_CHECK(cudaDeviceGetPCIBusId(bus.data(), static_cast<int>(bus.size()), device));
-  std::array<char, 64> host{};
+  std::array<char, 256> host{};  // more than HOST_NAME_MAX + 1: a cut name fails gethostname
   if (gethostname(host.data(), host.size() - 1) != 0) host[0] = '\0';
-  const std::string key = gpu_key(host.data(), bus.data());
+  std::string machine;
+  std::getline(std::ifstream("/proc/sys/kernel/random/boot_id"), machine);
+  if (machine.empty()) machine = host.data();
+  const std::string key = gpu_key(machine, bus.data(), host.data());
   GpuKeyRecord record{};
   std::memcpy(record.data(), key.data(), std::min(key.size(), record.size() - 1));
   return record;
@@ -57,7 +62,8 @@ std::unique_ptr<Communicator> make_nccl_communicator(Communicator& control, Memo
   // Before ncclCommInitRank, which fails on some ranks only where ranks share a GPU: the refusal on
   // every rank alike, rank 0 printing it once (gpu_sharing.h).
   if (control.world_size() > 1) {
-    const GpuKeyRecord mine = own_gpu_key();
+    GpuKeyRecord mine{};
+    on_every_rank(control, [&] { mine = own_gpu_key(); });  // one rank's failed query ends every rank
     const std::vector<GpuKeyRecord> all = all_gather_values<GpuKeyRecord>(control, {&mine, 1});
     std::vector<std::string> keys;
     for (const GpuKeyRecord& r : all) keys.emplace_back(r.data());

@@ -176,6 +176,27 @@ TEST(RankMemory, NcclStagingWorkedByHand) {
   }
 }
 
+// Hybrid sharding on NCCL (2 groups of 3 ranks): the hop across the groups is queued with the first
+// ([Note: the second hop, queued at once on the device]), so its staging, an fp32 copy of a bf16
+// result the store does not keep pending (the unit at stage 0, the shard at stage 1), is held beside
+// the first hop's, all three reductions in flight at once: stage 0 twice the fp32 unit copies
+// (2 x 4 x 20), stage 1 the fp32 shards once more (4 x 8) over one group's staging above; stages
+// 2-3, whose gradients pend, and fp32 gradients stage nothing more. By hand; NCCL across groups has
+// not run (no machine with several GPUs yet), so no measurement stands beside it.
+TEST(RankMemory, NcclHybridHoldsTheSecondHopsStagingFromItsStart) {
+  const ParamTable t = hand_table();
+  const ModelFootprint fp{1000, 500};
+  ShardingOptions hybrid;
+  hybrid.backend = CollectiveBackend::kNccl;
+  hybrid.replica_groups = 2;
+  const std::int64_t bf16[] = {2 * 4 * 20, 4 * 24 + 4 * 8 + 4 * 8, 4 * 8 + 4 * 24, 4 * 8 + 4 * 24};
+  for (int stage = 0; stage < 4; ++stage) {
+    SCOPED_TRACE(stage);
+    EXPECT_EQ(predict(t, DType::kBF16, fp, stage, 3, hybrid)[C::kCommBuffers], bf16[stage]);
+    EXPECT_EQ(predict(t, DType::kF32, fp, stage, 3, hybrid)[C::kCommBuffers], 0);
+  }
+}
+
 // One rank at stages 1-3 (ZeroParamStore's solo path): the shard is the whole unit, nothing is
 // gathered, gradients go straight into the gradient buffer, nothing is staged: stage 0's bytes,
 // by hand for the units of 10, 7 and 3 elements (20). Only fp32 gradient shards under bf16

@@ -68,6 +68,10 @@ class Communicator {
   virtual int rank() const = 0;
   virtual int world_size() const = 0;
   virtual std::string backend_name() const = 0;
+  // Whether collectives are ordered on the device (NCCL: each queued on the GPU behind those queued
+  // before it, whichever of the process's communicators queued them: nccl_launch_order.h), so one
+  // may be started on another's result before that one completes. The host backends: false.
+  virtual bool orders_on_device() const { return false; }
 
   // recv [world * n] = every rank's send [n], in rank order. Same dtype on both sides. send may be
   // this rank's own slice of recv (recv + rank * n): then it is gathered in place.

@@ -55,15 +55,27 @@ std::int64_t HybridCommunicator::bytes_sent() const { return group_->bytes_sent(
 
 Work HybridCommunicator::all_gather(TensorView send, TensorView recv) { return group_->all_gather(send, recv); }
 
+bool HybridCommunicator::starts_across_at_once() const {
+  return across_ == WireDType::kExact && group_->orders_on_device() && replicas_->orders_on_device();
+}
+
+// [Note: the second hop, queued at once on the device]
+// Where both hops order their collectives on the device (NCCL), the hop across the groups is queued
+// with the first, behind it on the GPU, so it overlaps the compute queued until the caller waits
+// (FSDP's HSDP queues its all-reduce after its reduce-scatter the same way). Started inside the
+// wait, as the host backends must (their second hop reads the first's values on the host) and the
+// encoded hop does (its phases meet on the host), it ran on NCCL after everything queued by then,
+// and the compute stream waited for all of it. Its staging (an fp32 copy of a bf16 result) is then
+// held from the start to the wait, as schedule_replay counts it.
 Work HybridCommunicator::then_across(Work inside, TensorView result, ReduceOp op, const char* what) {
   if (replicas_->world_size() == 1) return inside;
   auto head = std::make_shared<Work>(std::move(inside));
   auto across = std::make_shared<std::optional<Work>>();
+  if (starts_across_at_once()) *across = replicas_->all_reduce(result, op);
   return Work(
       [this, head, across, result, op] {
-        if (!across->has_value()) {
-          if (!head->test()) return false;
-          // started inside the caller's wait
+        if (!head->test()) return false;
+        if (!across->has_value()) {  // started inside the caller's wait
           *across = across_ == WireDType::kExact ? replicas_->all_reduce(result, op)
                                                  : all_reduce_encoded(*replicas_, ctx_, *tracker_, result, op, across_);
         }

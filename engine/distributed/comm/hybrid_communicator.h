@@ -61,8 +61,11 @@ class HybridCommunicator final : public Communicator {
 
  private:
   // `inside` (a collective in the group leaving `result`), then `result` all-reduced across the
-  // groups: the second hop starts when a wait or test finds the first done.
+  // groups: the second hop starts at once where both hops order on the device (NCCL, the exact
+  // wire), else when a wait or test finds the first done ([Note: the second hop, queued at once on
+  // the device]).
   Work then_across(Work inside, TensorView result, ReduceOp op, const char* what);
+  bool starts_across_at_once() const;
 
   std::unique_ptr<Communicator> owned_world_;  // first: destroyed after its splits
   std::unique_ptr<Communicator> group_;        // the g ranks of this group

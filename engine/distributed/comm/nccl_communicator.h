@@ -38,6 +38,7 @@ class NcclCommunicator final : public Communicator {
   int rank() const override { return rank_; }
   int world_size() const override { return world_; }
   std::string backend_name() const override { return "nccl"; }
+  bool orders_on_device() const override { return true; }
   Work all_gather(TensorView send, TensorView recv) override;
   Work reduce_scatter(TensorView send, TensorView recv, ReduceOp op) override;
   Work all_reduce(TensorView buf, ReduceOp op) override;

@@ -20,7 +20,8 @@ struct ShardingOptions {
   bool deterministic = false;                            // the communicator's fixed-order reductions (more staging)
   CollectiveBackend backend = CollectiveBackend::kHost;  // whose staging (predict_run_memory sets it)
   // Hybrid sharding: the world is this many groups of `world_size` ranks (the store's world), and
-  // each reduction's result is all-reduced across them in its wait (HybridCommunicator).
+  // each reduction's result is all-reduced across them: in its wait on the host backends, queued
+  // with the first hop on NCCL (HybridCommunicator).
   int replica_groups = 1;
   // The step's micro-batches: the first reduces into the gradient shards (replay_step).
   int grad_accum = 1;

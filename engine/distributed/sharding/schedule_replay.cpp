@@ -95,7 +95,10 @@ class Replay {
           // its gradient shard, without the store's reduced buffer.
           const bool into_shard = policy_.first_reduction_into_shard && pends(u) && !written_[u];
           written_[u] = true;
-          const std::int64_t staged = staging(u, into_shard);
+          std::int64_t staged = staging(u, into_shard);
+          // The hop across the groups, queued with the first on NCCL ([Note: the second hop, queued
+          // at once on the device] in hybrid_communicator.cpp): its staging held until the wait.
+          if (across_at_once() && issues_reduction(u)) staged += across_groups_staging(u);
           comm_.add(staged);
           inflight_.push_back({u, staged});
           const std::size_t limit = zero_.overlap_comm ? static_cast<std::size_t>(zero_.max_inflight_reductions) : 0;
@@ -218,7 +221,7 @@ class Replay {
   void finish_oldest() {
     const InFlight f = inflight_.front();
     inflight_.pop_front();
-    if (replicas_ > 1) {
+    if (replicas_ > 1 && !across_at_once()) {
       // Hybrid sharding: the wait sees the in-group hop done (its staging freed, the store's own
       // reduced buffer kept), then the all-reduce across the groups stages until it is done too.
       const std::int64_t own = store_reduced(f.unit), across = across_groups_staging(f.unit);
@@ -248,6 +251,12 @@ class Replay {
   }
 
   bool pends(std::size_t u) const { return policy_.pends_unit(rounds_.empty() ? false : rounds_[u]); }
+  // HybridCommunicator::starts_across_at_once: NCCL's exact second hop, queued with the first.
+  bool across_at_once() const { return replicas_ > 1 && nccl_ && zero_.cross_group_grad_wire == WireDType::kExact; }
+  // Whether grads_ready on unit u issues a reduction this micro-batch (as count_reduction counts it).
+  bool issues_reduction(std::size_t u) const {
+    return !policy_.folds && !policy_.solo && (pends(u) || last_micro_batch_);
+  }
   bool in_flight(std::size_t u) const {
     return std::any_of(inflight_.begin(), inflight_.end(), [u](const InFlight& f) { return f.unit == u; });
   }

@@ -24,11 +24,14 @@ namespace {
 // When one rank dies, mpirun terminates the others with SIGTERM, typically long before their
 // collective timeout. So that each of them still says what it was doing, Work::wait records the
 // collective in flight here, and the SIGTERM handler prints it with write(2) before exiting. Two
-// slots: the handler reads the last complete one.
+// slots, the newest record's given by a generation count: the handler may run on any thread that
+// does not block the signal (the checkpoint writer's, MPI's) while the main thread records, so it
+// copies the newest slot and keeps the copy only where at most one record came meanwhile (written
+// into the other slot), as a sequence lock does; lock-free atomics are safe in a handler.
 constexpr std::size_t kInflightBytes = 512;
 char g_inflight[2][kInflightBytes] = {{0}, {0}};
-volatile std::sig_atomic_t g_inflight_slot = 0;
-volatile std::sig_atomic_t g_inflight_active = 0;  // 0 until the first record
+std::atomic<unsigned> g_inflight_generation{0};  // records so far: the newest in slot generation % 2
+static_assert(std::atomic<unsigned>::is_always_lock_free, "read in a signal handler");
 // Once this rank has printed its own error and is on its way out (note_error_reported): the exit
 // code it reported. A launcher's SIGTERM then ends it with that code and no line of its own: the
 // job's other ranks failed alike (ranks disagreeing on the config all fail at once), and mpirun,
@@ -45,7 +48,19 @@ void write_stderr(const char* text) {
   static const char kUnknown[] =
       "zerotrain: error: the launcher stopped this rank because another rank failed, or mpirun was "
       "interrupted (SIGUSR1 to mpirun stops with a checkpoint)\n";
-  write_stderr(g_inflight_active ? g_inflight[g_inflight_slot] : kUnknown);
+  static char copy[kInflightBytes];  // a handler that ends the process: never re-entered for long
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    const unsigned generation = g_inflight_generation.load(std::memory_order_acquire);
+    if (generation == 0) break;
+    std::memcpy(copy, g_inflight[generation % 2], kInflightBytes);
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (g_inflight_generation.load(std::memory_order_relaxed) - generation < 2) {
+      copy[kInflightBytes - 1] = '\0';
+      write_stderr(copy);
+      _exit(1);
+    }
+  }
+  write_stderr(kUnknown);
   _exit(1);
 }
 
@@ -142,7 +157,8 @@ bool launched_as_rank_zero() {
 }  // namespace
 
 void record_wait_site(const std::string* description, const std::string* context) {
-  const int next = 1 - g_inflight_slot;
+  const unsigned generation = g_inflight_generation.load(std::memory_order_relaxed);  // only this thread writes
+  const unsigned next = (generation + 1) % 2;
   const char* where = context != nullptr ? context->c_str() : "?";
   if (description != nullptr) {
     std::snprintf(g_inflight[next], kInflightBytes,
@@ -155,8 +171,7 @@ void record_wait_site(const std::string* description, const std::string* context
                   "rank failed or died, or mpirun was interrupted (SIGUSR1 to mpirun stops with a checkpoint)\n",
                   where);
   }
-  g_inflight_slot = next;
-  g_inflight_active = 1;
+  g_inflight_generation.store(generation + 1, std::memory_order_release);
 }
 
 void note_error_reported(int exit_code) { g_reported_exit_code = exit_code != 0 ? exit_code : 1; }

@@ -123,7 +123,10 @@ void init_unit_params(const ParamTable& t, const GptConfig& c, int unit, std::ui
   const ParamTable whole = build_param_table(c);  // the Philox keys: indices of the unchunked table
   for (int part : t.units().at(static_cast<std::size_t>(unit)).params) {
     const ParamSpec& p = t.param(part);
-    const auto [lo, hi] = elements_in_range(p, begin, end);  // of this part, [lo, hi)
+    // Of this part, [lo, hi); plain variables, not a structured binding, which OpenMP's loop below
+    // may not capture before C++20 compilers agree (clang 14 refuses it).
+    const std::pair<std::int64_t, std::int64_t> range = elements_in_range(p, begin, end);
+    const std::int64_t lo = range.first, hi = range.second;
     if (lo >= hi) continue;
     const int index = whole.index_of(p.name);
     std::int64_t row = 1;

@@ -2,8 +2,9 @@
 // the device] in engine/distributed/comm/hybrid_communicator.cpp), on one process with recording
 // stand-ins for the two hops' communicators: where both order their collectives on the device (as
 // NCCL's do) the all-reduce across the groups is queued with the first hop, before any wait; on the
-// host backends it starts only inside the wait, once the first hop is done. NCCL itself needs GPUs:
-// what its ordering on the device then does with the two hops has not run.
+// host backends, and for a result in host memory, it starts only inside the wait, once the first hop
+// is done. NCCL itself needs GPUs: what its ordering on the device then does with the two hops has
+// not run.
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -63,14 +64,16 @@ class RecordingComm final : public Communicator {
   std::size_t next_split_ = 0;
 };
 
-// Rank 0 of 4 in groups of 2: its group and its replica set, two ranks each.
-Log reduce_scatter_then(bool on_device, const std::function<void(Work&, Log&)>& after_start) {
+// Rank 0 of 4 in groups of 2: its group and its replica set, two ranks each. The buffers are labelled
+// as on `result_device` (the stand-ins never touch them).
+Log reduce_scatter_then(bool on_device, const std::function<void(Work&, Log&)>& after_start,
+                        Device result_device = Device::kCUDA) {
   auto log = std::make_shared<Log>();
   RecordingComm world(log, "world", 0, 4, on_device, {{"group", 2}, {"across", 2}});
   HybridCommunicator hybrid(world, 2);
   std::vector<float> send(8), recv(4);
-  Work w = hybrid.reduce_scatter(TensorView{send.data(), DType::kF32, Device::kCPU, Shape{8}},
-                                 TensorView{recv.data(), DType::kF32, Device::kCPU, Shape{4}}, ReduceOp::kSum);
+  Work w = hybrid.reduce_scatter(TensorView{send.data(), DType::kF32, result_device, Shape{8}},
+                                 TensorView{recv.data(), DType::kF32, result_device, Shape{4}}, ReduceOp::kSum);
   after_start(w, *log);
   return *log;
 }
@@ -90,6 +93,18 @@ TEST(HybridOrder, OnTheHostTheHopAcrossStartsInTheWaitOnceTheFirstIsDone) {
     EXPECT_EQ(at_start, (Log{"group reduce_scatter"}));
     w.wait();
   });
+  EXPECT_EQ(log, (Log{"group reduce_scatter", "across all_reduce"}));
+}
+
+TEST(HybridOrder, AHostResultWaitsForTheFirstHopEvenOnTheDevice) {
+  // A host buffer gets the first hop's result only when its wait copies it back.
+  const Log log = reduce_scatter_then(
+      true,
+      [](Work& w, Log& at_start) {
+        EXPECT_EQ(at_start, (Log{"group reduce_scatter"})) << "before any wait";
+        w.wait();
+      },
+      Device::kCPU);
   EXPECT_EQ(log, (Log{"group reduce_scatter", "across all_reduce"}));
 }
 

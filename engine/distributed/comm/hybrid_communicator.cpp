@@ -71,7 +71,8 @@ Work HybridCommunicator::then_across(Work inside, TensorView result, ReduceOp op
   if (replicas_->world_size() == 1) return inside;
   auto head = std::make_shared<Work>(std::move(inside));
   auto across = std::make_shared<std::optional<Work>>();
-  if (starts_across_at_once()) *across = replicas_->all_reduce(result, op);
+  // Device results only: a host result lands when the first hop's wait copies it back.
+  if (starts_across_at_once() && result.device == Device::kCUDA) *across = replicas_->all_reduce(result, op);
   return Work(
       [this, head, across, result, op] {
         if (!head->test()) return false;

@@ -62,7 +62,7 @@ bool HybridCommunicator::starts_across_at_once() const {
 // [Note: the second hop, queued at once on the device]
 // Where both hops order their collectives on the device (NCCL), the hop across the groups is queued
 // with the first, behind it on the GPU, so it overlaps the compute queued until the caller waits
-// (FSDP's HSDP queues its all-reduce after its reduce-scatter the same way). Started inside the
+// (though not the in-group collectives: the one launch order queues them behind it). Started inside the
 // wait, as the host backends must (their second hop reads the first's values on the host) and the
 // encoded hop does (its phases meet on the host), it ran on NCCL after everything queued by then,
 // and the compute stream waited for all of it. Its staging (an fp32 copy of a bf16 result) is then

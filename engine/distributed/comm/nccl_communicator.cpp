@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <nccl.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -67,6 +68,7 @@ NcclCommunicator::NcclCommunicator(MemoryTracker& tracker, const CommOptions& op
   ZT_NCCL_CHECK(ncclCommInitRankConfig(&impl_->comm, world_size, id, rank, &config), impl_->comm);
   impl_->settle(fmt::format("NCCL set-up of rank {} of {}", rank, world_size).c_str(), options.timeout_s);
   start_watchdog();
+  register_live();
 }
 
 NcclCommunicator::NcclCommunicator(NcclCommunicator& parent, int color, int key) : Communicator(parent.options()) {
@@ -82,6 +84,7 @@ NcclCommunicator::NcclCommunicator(NcclCommunicator& parent, int color, int key)
   ZT_NCCL_CHECK(ncclCommUserRank(impl_->comm, &rank_), impl_->comm);
   ZT_NCCL_CHECK(ncclCommCount(impl_->comm, &world_), impl_->comm);
   start_watchdog();
+  register_live();
 }
 
 std::unique_ptr<Communicator> NcclCommunicator::split(int color, int key) {
@@ -104,6 +107,45 @@ void NcclCommunicator::start_watchdog() {
       [impl, rank](const std::string& message) { impl->fail(rank, message); }, [device] { cudaSetDevice(device); });
 }
 
+// [Note: aborting every NCCL communicator at once]
+// A process may hold several NCCL communicators (hybrid sharding's world and its two splits; the
+// host communicator of a launch without MPI beside the store's), and LaunchOrder chains their
+// streams: a collective of one waits on the GPU for the last one another queued. A communicator
+// that aborts only itself and then synchronises its stream may so wait on another's collective
+// that a peer never joins (the peer aborted its own side), until the 300 s watchdog. So the
+// unwinding path aborts every live communicator of the process first, the splits before their
+// parents, and only then waits for any stream. The registry holds them from the end of their
+// set-up (a set-up that throws never registers) to their destructor.
+NcclCommunicator::LiveSet& NcclCommunicator::live() {
+  static LiveSet set;
+  return set;
+}
+
+void NcclCommunicator::abort_every_communicator() {
+  std::vector<Impl*> impls;
+  {
+    const std::lock_guard<std::mutex> lock(live().mutex);
+    impls = live().impls;
+  }
+  for (auto it = impls.rbegin(); it != impls.rend(); ++it) {  // the newest (splits) first
+    Impl& impl = **it;
+    impl.watchdog.reset();  // its thread polls `comm`: stopped before the comm is aborted under it
+    const std::lock_guard<std::mutex> lock(impl.nccl_mutex);
+    if (impl.comm != nullptr) ncclCommAbort(impl.comm);
+    impl.comm = nullptr;
+  }
+}
+
+void NcclCommunicator::register_live() {
+  const std::lock_guard<std::mutex> lock(live().mutex);
+  live().impls.push_back(impl_.get());
+}
+
+void NcclCommunicator::unregister_live() {
+  const std::lock_guard<std::mutex> lock(live().mutex);
+  std::erase(live().impls, impl_.get());
+}
+
 NcclCommunicator::~NcclCommunicator() {
   if (!impl_) return;
   impl_->watchdog.reset();
@@ -112,12 +154,13 @@ NcclCommunicator::~NcclCommunicator() {
   // nor ncclCommDestroy (collective among a node's ranks) would end before the timeout, 300 s by
   // default, and the error line, printed by the command's handler after the unwinding, would come
   // only then, if mpirun had not killed the rank first. ncclCommAbort is local and immediate: the
-  // line prints at once, and the rank's non-zero exit ends the job.
+  // line prints at once, and the rank's non-zero exit ends the job. Every communicator of the
+  // process, before any stream is waited for ([Note: aborting every NCCL communicator at once]).
   if (std::uncaught_exceptions() > 0) {
-    if (impl_->comm != nullptr) ncclCommAbort(impl_->comm);
-    impl_->comm = nullptr;
+    abort_every_communicator();
     cudaStreamSynchronize(impl_->comm_stream.get());  // the aborted kernels released: nothing outlives its buffers
     launch_order().forget(impl_.get());
+    unregister_live();
     return;
   }
   // Nothing in flight may outlive its buffers; but a collective a peer never joined (an exception
@@ -135,6 +178,7 @@ NcclCommunicator::~NcclCommunicator() {
   }
   cudaStreamSynchronize(impl_->comm_stream.get());
   launch_order().forget(impl_.get());
+  unregister_live();
   if (impl_->comm != nullptr) ncclCommDestroy(impl_->comm);
 }
 

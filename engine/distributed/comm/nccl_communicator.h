@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "engine/distributed/comm/communicator.h"
@@ -64,6 +65,16 @@ class NcclCommunicator final : public Communicator {
   NcclCommunicator(NcclCommunicator& parent, int color, int key);
   // The watchdog of this communicator's collectives and asynchronous errors (after set-up).
   void start_watchdog();
+  // The process's live communicators, for aborting them all at once while an exception unwinds
+  // ([Note: aborting every NCCL communicator at once] in the .cpp).
+  struct LiveSet {
+    std::mutex mutex;
+    std::vector<Impl*> impls;  // in the order their set-up finished
+  };
+  static LiveSet& live();
+  static void abort_every_communicator();
+  void register_live();
+  void unregister_live();
   std::shared_ptr<void> owned_backend_;  // first: destroyed after impl_ (which uses it)
   int rank_ = 0;
   int world_ = 1;

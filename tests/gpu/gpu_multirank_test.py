@@ -22,7 +22,8 @@ largest relative loss difference from the CPU, plus the resumes; rewritten after
 --comm nccl (on a machine with several GPUs; tools/gpu_session.sh passes it where nvidia-smi lists
 two or more) runs the same checks with one GPU a rank through NCCL (comm.backend's default), at
 --nccl-ranks (2; no more than the GPUs visible, else exit 77 naming both counts): the path users
-train on, which a one-GPU machine cannot run. With --comm nccl staged the NCCL rows come first
+train on, which a one-GPU machine cannot run. With 4 among them, also hybrid sharding (groups of
+2, stage 3) through NCCL's splits against the CPU's hybrid run, memory as predicted. With --comm nccl staged the NCCL rows come first
 and the checkpoint and evaluation checks run on NCCL's ranks. Each row names its comm.
 
 --device cpu runs the same harness without a GPU (the "GPU" side on the CPU through the
@@ -225,6 +226,29 @@ def main():
         report.setdefault("one_rank_equals_n_ranks", {})[str(n) if comm == "staged" else f"nccl {n}"] = same
         check(same, f"1 GPU rank accumulating {n} micro-batches: the {n}-rank runs' losses, norms and weights "
                     "bit for bit" + (f" ({one.get('error', '')[-600:]})" if "error" in one else ""))
+        save()
+    # Hybrid sharding through NCCL's splits (4 ranks a GPU each, groups of 2), where 4 GPUs run NCCL:
+    # not deterministic (refused with hybrid on NCCL), so against the CPU's hybrid run within the
+    # bound, and every category of device memory as predicted (the hop across the groups queued
+    # with the first: its staging held from the start, schedule_replay).
+    if "nccl" in args.comm and 4 in args.nccl_ranks:
+        hybrid = ("zero.stage=3", "zero.shard_group_size=2", "train.deterministic=false")
+        g = h.run("hybrid_nccl_n4", 4, "gpu", *hybrid, comm="nccl")
+        c = h.run("hybrid_cpu_n4", 4, "cpu", *hybrid)
+        row = {"comm": "nccl", "ranks": 4, "stage": 3, "shard_group_size": 2}
+        if check("error" not in g and "error" not in c, "hybrid N=4 g=2 stage 3: trains on 4 GPUs through NCCL's "
+                 f"splits and on 4 CPU ranks ({(g.get('error') or c.get('error') or '')[-600:]})"):
+            check("groups of 2" in g["header"], f"hybrid N=4: the store's communicator is hybrid ({g['header']!r})")
+            row["max_rel_loss_diff_vs_cpu"] = rel_loss_diff(g["loss"], c["loss"])
+            check(row["max_rel_loss_diff_vs_cpu"] <= LOSS_BOUND,
+                  f"hybrid N=4: losses within {LOSS_BOUND} of the CPU's hybrid run "
+                  f"({row['max_rel_loss_diff_vs_cpu']:.2e})")
+            ok, detail = memory_ok(g["memory"])
+            row["memory_as_predicted"] = ok
+            check(ok, f"hybrid N=4: device memory per category as predicted ({detail})")
+        else:
+            row["error"] = (g.get("error") or c.get("error"))[-1500:]
+        report["rows"].append(row)
         save()
     # A stage-3 checkpoint of 2 GPU ranks (through the first comm named), resumed on 1 GPU rank and
     # on 2 CPU ranks.

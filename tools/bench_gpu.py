@@ -51,6 +51,7 @@ import json
 import os
 import re
 import select
+import shlex
 import shutil
 import subprocess
 import sys
@@ -87,12 +88,15 @@ class Zerotrain:
     clock = "step to step: metrics.jsonl's elapsed_s, record to record"
 
     def __init__(self, name, stage, activations="bf16", attention="auto", gelu_epilogue=None,
-                 config="configs/gpt2_124m.json", seq_len=T):
+                 config="configs/gpt2_124m.json", seq_len=T, ranks=1):
         self.name, self.stage, self.activations = name, stage, activations
         self.attention, self.gelu_epilogue = attention, gelu_epilogue
         self.config, self.seq_len = config, seq_len
+        # Several ranks (tools/bench_multi_gpu.py): one GPU each under ctx.args.mpirun, NCCL between
+        # them, the micro-batch per GPU as on one.
+        self.ranks = ranks
         self.collectives = stage > 0  # stages 1-3 keep their collectives at one rank
-        parts = [f"zerotrain stage {stage}"]
+        parts = [f"zerotrain stage {stage}" + (f", {ranks} GPUs" if ranks > 1 else "")]
         if self.collectives:
             parts.append("collectives on")
         if activations != "bf16":
@@ -109,6 +113,12 @@ class Zerotrain:
     def stop(self):
         pass
 
+    def global_batch_tokens(self, ctx):
+        """One micro-batch a rank: B x T x ranks, with B and T as the harness's test may set them."""
+        sets = ctx.args.zerotrain_sets
+        return (int(sets.get("train.micro_batch", ctx.args.batch)) * int(sets.get("train.seq_len", self.seq_len)) *
+                self.ranks)
+
     def command(self, ctx, run_dir, steps, profile=False):
         sets = {"device": "cuda", "zero.stage": self.stage, "precision.param_dtype": "bf16",
                 "data.train_file": os.path.join(ctx.data_dir, "train.bin"),
@@ -116,7 +126,7 @@ class Zerotrain:
                 "precision.matmul": "bf16", "precision.activations": self.activations,
                 "precision.attention": self.attention,
                 "train.micro_batch": ctx.args.batch, "train.seq_len": self.seq_len, "train.grad_accum": 1,
-                "train.global_batch_tokens": ctx.args.batch * self.seq_len, "train.max_steps": steps,
+                "train.global_batch_tokens": self.global_batch_tokens(ctx), "train.max_steps": steps,
                 "train.eval_every": 0, "train.eval_batches": 1, "train.activation_checkpointing": "none",
                 "log.sample_tokens": 0, "log.every_steps": 1000, "log.progress": "plain",
                 "checkpoint.at_end": "false", "log.final_weights": "false",
@@ -126,7 +136,8 @@ class Zerotrain:
             sets["zero.solo_path"] = "false"
         if self.gelu_epilogue is not None:
             sets["precision.gelu_epilogue"] = "true" if self.gelu_epilogue else "false"
-        cmd = [ctx.args.zerotrain, "train", "--config", os.path.join(ROOT, self.config), "--run-dir", run_dir]
+        launcher = shlex.split(ctx.args.mpirun) + ["-np", str(self.ranks)] if self.ranks > 1 else []
+        cmd = launcher + [ctx.args.zerotrain, "train", "--config", os.path.join(ROOT, self.config), "--run-dir", run_dir]
         for k, v in sets.items():
             cmd += ["--set", f"{k}={v}"]
         return cmd
@@ -151,6 +162,11 @@ class Zerotrain:
         ends = [0.0] + [r["elapsed_s"] for r in records]
         result = {"step_ms": [(ends[i + 1] - ends[i]) * 1e3 for i in range(warmup, len(records))],
                   "own_step_ms": [r["step_ms"] for r in records][warmup:], "losses": [r["loss"] for r in records]}
+        with open(os.path.join(run_dir, "metrics.jsonl")) as f:  # every rank's peaks beside the prediction
+            memory = next((m for m in (json.loads(l) for l in f if '"memory"' in l) if m.get("type") == "memory"), None)
+        if memory:
+            result["memory"] = {"measured_peak_bytes": memory.get("measured_peak_bytes"),
+                                "predicted_bytes": memory.get("predicted_bytes")}
         # The attention each block ran ("auto" falls back to the flash kernels, about 2x slower,
         # where cuDNN does not serve): the train header's line, kept with the block.
         attention = [l for l in p.stdout.splitlines() if l.startswith("attention: ")]

@@ -63,6 +63,18 @@ def device_facts():
     return name, driver
 
 
+def visible_gpu_count():
+    """The GPUs CUDA shows this process: nvidia-smi's list (which ignores CUDA_VISIBLE_DEVICES), cut
+    to CUDA_VISIBLE_DEVICES' entries where it is set; 0 without nvidia-smi."""
+    smi = shutil.which("nvidia-smi")
+    p = smi and subprocess.run([smi, "-L"], capture_output=True, text=True)
+    count = sum(line.startswith("GPU ") for line in p.stdout.splitlines()) if p and p.returncode == 0 else 0
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        count = min(count, len([d for d in visible.split(",") if d.strip()]))
+    return count
+
+
 def top_ops_lines(profile, engine, n=12):
     """An op_profile.json's n most expensive ops, the rest summed, and the time outside the ops."""
     lines = [f"where the time goes in {engine} ({profile['profiled_steps']} profiled steps after "
@@ -255,6 +267,10 @@ def interleave(chosen, rows, ctx, tokens_per_step, flops_tok, save, after_first_
                         entry.update(own_step_ms=r["own_step_ms"], own_median_ms=statistics.median(r["own_step_ms"]))
                     if r.get("attention"):  # the kernels the engine says it ran
                         entry["attention"] = r["attention"]
+                    if r.get("memory"):  # each rank's device memory, where the engine reports it
+                        entry["memory"] = r["memory"]
+                    if r.get("facts"):  # a one-shot engine's facts come with its blocks
+                        row["facts"] = r["facts"]
                 except (EngineError, subprocess.TimeoutExpired) as e:
                     entry["error"] = str(e)[-2000:]
                     row.setdefault("error", f"round {rnd}: {str(e)[-2000:]}")

@@ -24,6 +24,8 @@
 #                synchronous against checkpoint.async (staging into pinned memory)          [120]
 #   sampling     tools/bench_sampling.py --device cuda --dtype bf16: tokens/s through the key/value
 #                cache and with the whole window per token, GPT-2 124M and a Llama of its width  [150]
+#   multigpu     tools/bench_multi_gpu.py where 2 or more GPUs are visible: zerotrain stages 0-3
+#                on every GPU (NCCL) and stage 0 on one, beside PyTorch FSDP2 on every GPU, per GPU [300]
 # --warm-autotune: PyTorch's max-autotune anchor (cuDNN attention) compiles and tunes in the
 # background from set-up on, niced, on 8 compile threads, while the untimed phases (tests, multirank)
 # run; it is stopped before any timed phase starts, so no timing shares the machine with it. What it
@@ -43,7 +45,7 @@
 # progress), and nothing is ever copied from docs/results: each tool writes straight into $OUT.
 # $OUT keeps at most 8 files: session.txt (plan, machine, every step's status and seconds, the GPU's
 # clocks, power and temperature around each benchmark), one log per phase, and the result JSONs
-# (gpu_kernels_, gpu_bench_, gpu_multirank_, gpu_llama_bench_, shakespeare_gpu_<device>.json), which
+# (gpu_kernels_, gpu_bench_, gpu_multirank_, gpu_llama_bench_, gpu_multi_gpu_bench_, shakespeare_gpu_<device>.json), which
 # then go into docs/results/ here; last, where a place is left, torch_compile_cache_<device>.tar.gz
 # (tools/torch_compile_cache.py), which goes into tools/torch_compile_cache/. Exit 0 when every step
 # passed.
@@ -54,7 +56,7 @@ mkdir -p "$OUT"
 summary="$OUT/session.txt"
 note() { echo "$*" | tee -a "$summary"; }
 
-declare -A default_budget=([tests]=240 [multirank]=150 [bench]=330 [llama]=180 [shakespeare]=300 [llmc]=90 [autotune]=420 [asyncckpt]=120 [sampling]=150)
+declare -A default_budget=([tests]=240 [multirank]=150 [bench]=330 [llama]=180 [shakespeare]=300 [llmc]=90 [autotune]=420 [asyncckpt]=120 [sampling]=150 [multigpu]=300)
 limit=${ZT_SESSION_SECONDS:-570}
 warm_autotune=0
 setup_reserve=30  # unpacking, the pack check, the machine facts
@@ -109,6 +111,16 @@ step() {
   return $rc
 }
 gpu_state() { note "  gpu $1: $(python3 tools/gpu_state.py 2>&1)"; }
+# The GPUs CUDA shows: nvidia-smi's list, which ignores CUDA_VISIBLE_DEVICES, cut to its entries.
+visible_gpus() {
+  local gpus shown
+  gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
+  if [ -n "${CUDA_VISIBLE_DEVICES+set}" ]; then
+    shown=$(echo "$CUDA_VISIBLE_DEVICES" | tr ',' '\n' | grep -c '[^[:space:]]')
+    [ "$shown" -lt "$gpus" ] && gpus=$shown
+  fi
+  echo "$gpus"
+}
 
 # ZT_COMMIT=<hash> names the commit: the tree travels without .git.
 commit=${ZT_COMMIT:-$(git rev-parse HEAD 2>/dev/null || echo unknown)}
@@ -339,11 +351,7 @@ for p in "${phases[@]}"; do
       fi
       # With several GPUs, first the path users train on and no session has run: a GPU a rank
       # through NCCL (2 ranks, and 4 where there are 4 GPUs); then the ranks sharing one GPU.
-      gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
-      if [ -n "${CUDA_VISIBLE_DEVICES+set}" ]; then  # nvidia-smi lists the GPUs CUDA may not show
-        shown=$(echo "$CUDA_VISIBLE_DEVICES" | tr ',' '\n' | grep -c '[^[:space:]]')
-        [ "$shown" -lt "$gpus" ] && gpus=$shown
-      fi
+      gpus=$(visible_gpus)
       comms=(staged)
       nccl_ranks=()
       if [ "$gpus" -ge 2 ]; then
@@ -381,6 +389,23 @@ for p in "${phases[@]}"; do
         --llmc .gpu_build/train_gpt2cu --python "$python" --out "$OUT/gpu_bench_$slug.json" \
         --time-limit $((phase_deadline - SECONDS - 30)) ${ZT_BENCH_ARGS:-} >>"$log" 2>&1
       sed -n '/^GPT-2 124M/,/^wrote/p' "$log" | sed 's/^/    /' >>"$summary"
+      ;;
+    multigpu)
+      gpus=$(visible_gpus)
+      if [ "$gpus" -lt 2 ]; then
+        note "  multigpu: not run ($gpus GPU visible; it needs 2 or more)"
+        continue
+      fi
+      if [ -z "${ZT_SESSION_MPIRUN:-}" ]; then
+        note "  multigpu: FAILED (no OpenMPI in .gpu_deps: re-run tools/gpu_deps.sh)"
+        failed=1
+        continue
+      fi
+      gpu_state "before bench_multi_gpu"
+      step bench_multi_gpu $((budget[$p] - 20)) env PYTHONUNBUFFERED=1 "$python" tools/bench_multi_gpu.py \
+        --zerotrain build-gpu/zerotrain --mpirun "$ZT_SESSION_MPIRUN" --python "$python" \
+        --out "$OUT/gpu_multi_gpu_bench_$slug.json" --time-limit $((phase_deadline - SECONDS - 30)) >>"$log" 2>&1
+      sed -n '/^GPT-2 124M on/,/^wrote/p' "$log" | sed 's/^/    /' >>"$summary"
       ;;
     llama)
       step bench_llama_gpu "${budget[$p]}" env PYTHONUNBUFFERED=1 "$python" tools/bench_llama_gpu.py \

@@ -1,0 +1,87 @@
+#!/usr/bin/env python3
+"""tools/bench_multi_gpu.py without GPUs: its engines' plumbing with the GPUs faked (zerotrain on 2 CPU
+ranks under mpirun at stages 0-3 and on one, all timed step to step, each block with every rank's
+measured memory beside the prediction; the FSDP2 anchor under torchrun, which a torch without
+fully_shard turns into a failed row naming the reason, the other rows still measured), the ratios
+it can give, and with fewer than 2 GPUs one line and exit 2.
+
+usage: bench_multi_gpu_test.py --zerotrain PATH --mpirun "mpirun ..."
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.dirname(HERE))
+from check_report import Checks  # noqa: E402
+
+SMALL = ["device=cpu", "precision.matmul=fp32", "precision.param_dtype=f32", "precision.activations=fp32",
+         "model.n_layer=1", "model.n_embd=32", "model.n_head=2", "model.block_size=32", "train.seq_len=32",
+         "train.num_threads=1"]
+TORCH_SMALL = ["--device=cpu", "--n-layer=1", "--n-embd=32", "--n-head=2", "--seq-len=32", "--vocab=256"]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--zerotrain", required=True)
+    ap.add_argument("--mpirun", required=True)
+    args = ap.parse_args()
+    checks = Checks()
+    tool = os.path.join(ROOT, "tools", "bench_multi_gpu.py")
+    with tempfile.TemporaryDirectory() as work:
+        out = os.path.join(work, "multi.json")
+        cmd = [sys.executable, tool, "--zerotrain", args.zerotrain, "--mpirun", args.mpirun, "--fake-gpus", "2",
+               "--fake-device", "NVIDIA H100 80GB HBM3", "--batch", "2", "--rounds", "2", "--steps", "2",
+               "--warmup", "1", "--python", "/usr/bin/python3", "--out", out,
+               *[a for kv in SMALL for a in ("--zerotrain-set", kv)], *[f"--torch-arg={a}" for a in TORCH_SMALL]]
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=work)
+        if not checks.check(p.returncode == 0 and os.path.exists(out),
+                            f"bench_multi_gpu runs end to end (exit {p.returncode}: {(p.stdout + p.stderr)[-1500:]})"):
+            return checks.finish()
+        with open(out) as f:
+            report = json.load(f)
+        rows = {r["name"]: r for r in report["rows"]}
+        zt = [f"zerotrain-s{k}-n2" for k in range(4)] + ["zerotrain-s0-n1"]
+        checks.check(sorted(rows) == sorted(zt + ["fsdp2-n2"]) and report["gpus"] == 2 and report["complete"],
+                     f"stages 0-3 on 2 ranks, stage 0 on one, and FSDP2 on 2 ({sorted(rows)})")
+        checks.check(all(len(rows[n]["rounds"]) == 2 and "tokens_per_s" in rows[n] and
+                         all(len(b["step_ms"]) == 2 and b["clock"].startswith("step to step") for b in rows[n]["rounds"])
+                         for n in zt),
+                     f"every zerotrain row measured in both rounds, step to step "
+                     f"({ {n: rows[n].get('error', 'ok')[:200] for n in zt} })")
+        mem = {n: rows[n]["rounds"][0].get("memory", {}) for n in zt}
+        checks.check(all(len(mem[n].get("measured_peak_bytes") or []) == (1 if n.endswith("n1") else 2) and
+                         mem[n].get("predicted_bytes") for n in zt),
+                     "each zerotrain block carries every rank's measured memory and the prediction")
+        checks.check(all(m["measured_peak_bytes"][0] == m["predicted_bytes"] for m in mem.values()),
+                     "and on the CPU ranks measured equals predicted in every category")
+        fsdp = rows["fsdp2-n2"]
+        import torch  # the interpreter the test gave the anchor (Debian's, before FSDP2)
+        if not hasattr(torch.distributed, "fsdp") or not hasattr(torch.distributed.fsdp, "fully_shard"):
+            checks.check("tokens_per_s" not in fsdp and "FSDP2" in fsdp.get("error", ""),
+                         f"a torch without fully_shard: the FSDP2 row fails naming why ({fsdp.get('error', '')[:300]})")
+            checks.check("stage0_over_fsdp2_tokens_per_s" not in report["ratios"] and
+                         "FAILED" in p.stdout and "device memory per rank" in p.stdout,
+                         "no ratio over the missing row; the table and the memory lines still print")
+        else:
+            checks.check("tokens_per_s" in fsdp and "stage3_over_fsdp2_tokens_per_s" in report["ratios"],
+                         f"FSDP2 measured and compared ({fsdp.get('error', '')[:300]})")
+        eff = report["ratios"].get("stage0_scaling_efficiency")
+        checks.check(eff is not None and abs(eff - rows["zerotrain-s0-n2"]["tokens_per_s"] /
+                                             rows["zerotrain-s0-n1"]["tokens_per_s"]) < 1e-12 and
+                     report["ratios"].get("stage0_scaling_efficiency_same_round", {}).get("rounds") == 2,
+                     f"stage 0's scaling efficiency: tokens/s per GPU on 2 over 1, with its same-round ratios ({eff})")
+        one = subprocess.run([sys.executable, tool, "--zerotrain", args.zerotrain, "--fake-gpus", "1",
+                              "--fake-device", "NVIDIA H100 80GB HBM3"], capture_output=True, text=True, timeout=60)
+        lines = one.stderr.strip().splitlines()
+        checks.check(one.returncode == 2 and len(lines) == 1 and "needs 2 or more" in lines[0],
+                     f"one GPU: one line and exit 2 (exit {one.returncode}: {one.stderr.strip()[:300]})")
+    return checks.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -64,7 +64,7 @@ sys.path.insert(0, os.path.join(ROOT, "tools"))
 from gpu_state import gpu_state  # noqa: E402
 from repo_commit import head_commit  # noqa: E402
 from result_paths import check_out_file, default_out  # noqa: E402
-from bench_harness import (Context, EngineError, device_facts, interleave, profile_rows,  # noqa: E402
+from bench_harness import (Context, EngineError, device_facts, interleave, profile_rows, run_group,  # noqa: E402
                            peak_bf16_flops, print_ratio, print_rows, same_round_ratio, top_ops_lines)
 
 PROFILED_STEPS = 5  # timed steps of the separate per-op profile runs (after the warm-up steps)
@@ -144,8 +144,7 @@ class Zerotrain:
 
     def run(self, ctx, warmup, steps, profile=False):
         run_dir = os.path.join(ctx.work, f"{self.name}_{len(os.listdir(ctx.work))}")
-        p = subprocess.run(self.command(ctx, run_dir, warmup + steps, profile), capture_output=True, text=True,
-                           timeout=max(ctx.seconds_left(1800), 0.1))
+        p = run_group(self.command(ctx, run_dir, warmup + steps, profile), timeout=max(ctx.seconds_left(1800), 0.1))
         if p.returncode != 0:
             raise EngineError(f"exit {p.returncode}: {p.stderr[-2000:]}")
         with open(os.path.join(run_dir, "metrics.jsonl")) as f:

@@ -8,6 +8,7 @@ the per-op profile summary. An engine has start(ctx), run(ctx, warmup, steps, pr
 """
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -61,6 +62,29 @@ def device_facts():
                  "this benchmark needs one")
     name, driver = [s.strip() for s in p.stdout.strip().splitlines()[0].split(",")]
     return name, driver
+
+
+def run_group(cmd, timeout, cwd=None):
+    """subprocess.run(cmd, capture_output=True, text=True) in a process group of its own: past
+    `timeout` the whole group is stopped (SIGTERM, then SIGKILL after 5 s), so a launcher's ranks
+    (mpirun's, torchrun's) do not outlive it holding a GPU, and TimeoutExpired is raised."""
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd,
+                          start_new_session=True) as proc:
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            for sig, grace in ((signal.SIGTERM, 5), (signal.SIGKILL, 10)):
+                try:
+                    os.killpg(proc.pid, sig)
+                except ProcessLookupError:
+                    break
+                try:
+                    proc.communicate(timeout=grace)
+                    break
+                except subprocess.TimeoutExpired:
+                    continue
+            raise
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
 
 
 def visible_gpu_count():

@@ -76,7 +76,7 @@ class TorchRanks:
         cmd = [ctx.args.python, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={self.ranks}",
                os.path.join(ROOT, "tools", "bench_multi_gpu_torch.py"), "--batch", str(ctx.args.batch),
                "--steps", str(steps), "--warmup", str(warmup), *ctx.args.torch_args]
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=max(ctx.seconds_left(1800), 0.1), cwd=ctx.work)
+        p = bench_harness.run_group(cmd, timeout=max(ctx.seconds_left(1800), 0.1), cwd=ctx.work)
         lines = [l for l in p.stdout.splitlines() if l.startswith("{")]
         reply = json.loads(lines[-1]) if lines else {}
         if "error" in reply:

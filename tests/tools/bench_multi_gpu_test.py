@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -75,6 +76,21 @@ def main():
                                              rows["zerotrain-s0-n1"]["tokens_per_s"]) < 1e-12 and
                      report["ratios"].get("stage0_scaling_efficiency_same_round", {}).get("rounds") == 2,
                      f"stage 0's scaling efficiency: tokens/s per GPU on 2 over 1, with its same-round ratios ({eff})")
+        # A launcher past its time: its whole process group stops with it (no rank left holding a GPU).
+        sys.path.insert(0, os.path.join(ROOT, "tools"))
+        import bench_harness
+        marker = os.path.join(work, "rank_alive")
+        began = time.monotonic()
+        try:
+            bench_harness.run_group(["bash", "-c", f"(sleep 30; touch {marker}) & sleep 30"], timeout=0.5)
+            timed_out = False
+        except subprocess.TimeoutExpired:
+            timed_out = True
+        took = time.monotonic() - began
+        ps = subprocess.run(["pgrep", "-f", f"touch {marker}"], capture_output=True, text=True)
+        checks.check(timed_out and took < 10 and ps.stdout.strip() == "",
+                     f"a launcher past its time: TimeoutExpired, and its children stopped with it "
+                     f"({timed_out}, {took:.1f} s, left: {ps.stdout.strip()!r})")
         one = subprocess.run([sys.executable, tool, "--zerotrain", args.zerotrain, "--fake-gpus", "1",
                               "--fake-device", "NVIDIA H100 80GB HBM3"], capture_output=True, text=True, timeout=60)
         lines = one.stderr.strip().splitlines()

@@ -64,8 +64,9 @@ sys.path.insert(0, os.path.join(ROOT, "tools"))
 from gpu_state import gpu_state  # noqa: E402
 from repo_commit import head_commit  # noqa: E402
 from result_paths import check_out_file, default_out  # noqa: E402
-from bench_harness import (Context, EngineError, device_facts, interleave, profile_rows, run_group,  # noqa: E402
-                           peak_bf16_flops, print_ratio, print_rows, same_round_ratio, top_ops_lines)
+from bench_harness import (Context, EngineError, device_facts, exit_on_sigterm, interleave,  # noqa: E402
+                           peak_bf16_flops, print_ratio, print_rows, profile_rows, run_group, same_round_ratio,
+                           top_ops_lines)
 
 PROFILED_STEPS = 5  # timed steps of the separate per-op profile runs (after the warm-up steps)
 N_LAYER, N_HEAD, N_EMBD, T, VOCAB, VOCAB_PADDED = 12, 12, 768, 1024, 50257, 50304
@@ -431,6 +432,7 @@ def main(argv=None):
     ap.add_argument("--torch-arg", dest="torch_args", action="append", default=[], help=argparse.SUPPRESS)
     ap.add_argument("--fake-device", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    exit_on_sigterm()
     args.zerotrain_sets = dict(kv.split("=", 1) for kv in args.zerotrain_sets)
     # Absolute: the engines run from their own folders (a relative --llmc was not found there).
     args.zerotrain, args.llmc = os.path.abspath(args.zerotrain), args.llmc and os.path.abspath(args.llmc)

@@ -90,7 +90,7 @@ class Trainer(Worker):
                 "sdpa_kernel": self.sdpa_kernel if self.sdpa_available else "none (explicit attention)"}
 
 
-def timed_steps(t, n, vocab, loss_of):
+def timed_steps(t, n, vocab, loss_of, read_loss=lambda loss: loss.item()):
     """n steps of trainer t (its model, opt, a, dev, gen): random tokens, forward through loss_of,
     backward, clip at 1.0, AdamW, the loss read on the host. Each step is timed from the end of the
     one before (a device sync before the first) to its own end, so that nothing between steps goes
@@ -105,7 +105,7 @@ def timed_steps(t, n, vocab, loss_of):
         torch.nn.utils.clip_grad_norm_(t.model.parameters(), 1.0)
         t.opt.step()
         t.opt.zero_grad(set_to_none=True)
-        losses.append(loss.item())  # the host reads the loss every step, as zerotrain does
+        losses.append(read_loss(loss))  # the host reads the loss every step, as zerotrain does
         t.sync()
         end = time.perf_counter()
         step_ms.append((end - last_end) * 1e3)

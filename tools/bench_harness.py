@@ -64,27 +64,71 @@ def device_facts():
     return name, driver
 
 
+def process_tree(root):
+    """root's pid and every descendant's, from /proc (a launcher's ranks, whatever session they are in)."""
+    children = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(int(entry))
+    tree, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        tree.append(pid)
+        todo.extend(children.get(pid, []))
+    return tree
+
+
+def stop_tree(proc):
+    """Stops proc and everything it started: every process group in its tree (taken before any signal,
+    as the dead launcher's children move to init; torchrun starts each worker in a session of its
+    own), SIGTERM, then SIGKILL 3 s later; within gpu_session.sh's 10 s between its own two."""
+    groups = set()
+    for pid in process_tree(proc.pid):
+        try:
+            groups.add(os.getpgid(pid))
+        except ProcessLookupError:
+            pass
+    groups.discard(os.getpgrp())  # never this process's own
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for group in groups:
+            try:
+                os.killpg(group, sig)
+            except ProcessLookupError:
+                pass
+        try:
+            proc.wait(timeout=3)
+            if sig == signal.SIGKILL:
+                break
+        except subprocess.TimeoutExpired:
+            continue
+
+
 def run_group(cmd, timeout, cwd=None):
     """subprocess.run(cmd, capture_output=True, text=True) in a process group of its own: past
-    `timeout` the whole group is stopped (SIGTERM, then SIGKILL after 5 s), so a launcher's ranks
-    (mpirun's, torchrun's) do not outlive it holding a GPU, and TimeoutExpired is raised."""
+    `timeout`, or on any exception here (SIGTERM from gpu_session.sh's limit, made SystemExit by
+    exit_on_sigterm), everything it started is stopped (stop_tree), so a launcher's ranks (mpirun's,
+    torchrun's) do not outlive it holding a GPU; then the exception goes on (TimeoutExpired past
+    the time)."""
     with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd,
                           start_new_session=True) as proc:
         try:
             out, err = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            for sig, grace in ((signal.SIGTERM, 5), (signal.SIGKILL, 10)):
-                try:
-                    os.killpg(proc.pid, sig)
-                except ProcessLookupError:
-                    break
-                try:
-                    proc.communicate(timeout=grace)
-                    break
-                except subprocess.TimeoutExpired:
-                    continue
+        except BaseException:
+            stop_tree(proc)
             raise
     return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
+def exit_on_sigterm():
+    """SIGTERM (gpu_session.sh's per-step limit) as SystemExit(143), so that the cleanups on the way
+    out run: run_group's stop of a launcher's ranks, the PyTorch workers' stop."""
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
 
 def visible_gpu_count():

@@ -103,6 +103,7 @@ def main(argv=None):
     ap.add_argument("--fake-device", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--fake-free-bytes", type=float, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    bench_harness.exit_on_sigterm()
     args.zerotrain_sets = dict(kv.split("=", 1) for kv in args.zerotrain_sets)
     args.zerotrain = os.path.abspath(args.zerotrain)  # the engines run from their own folders
     name, driver = (args.fake_device, "none") if args.fake_device else bench_harness.device_facts()

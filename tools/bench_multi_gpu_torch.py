@@ -53,7 +53,6 @@ class Trainer(bench_gpu_torch.Worker):
         self.rank, self.world = dist.get_rank(), dist.get_world_size()
         local = int(os.environ.get("LOCAL_RANK", "0"))
         if a.device == "cuda":
-            torch.cuda.set_device(local)
             torch.backends.cuda.matmul.allow_tf32 = True
         self.dev = torch.device(a.device, local) if a.device == "cuda" else torch.device("cpu")
         torch.manual_seed(1337)  # the same initial weights on every rank, as FSDP2 expects
@@ -72,7 +71,13 @@ class Trainer(bench_gpu_torch.Worker):
         self.gen = torch.Generator(device=self.dev).manual_seed(1 + self.rank)  # each rank its own tokens
 
     def steps(self, n):
-        return bench_gpu_torch.timed_steps(self, n, min(self.a.vocab, 50257), lambda idx: self.model(idx[:, :-1], idx[:, 1:]))
+        def global_loss(loss):  # the mean over the ranks, as zerotrain's step reports (one small all-reduce)
+            mean = loss.detach().float().clone()
+            dist.all_reduce(mean)
+            return mean.item() / self.world
+
+        return bench_gpu_torch.timed_steps(self, n, min(self.a.vocab, 50257),
+                                           lambda idx: self.model(idx[:, :-1], idx[:, 1:]), global_loss)
 
     def peak_allocated_bytes(self):
         """The largest peak of allocated device memory over the ranks (0 on the CPU)."""
@@ -113,6 +118,8 @@ def main():
                 print(json.dumps({"error": f"torch {torch.__version__} has no FSDP2 (fully_shard): PyTorch 2.4 or "
                                            "later runs this anchor"}), flush=True)
             sys.exit(3)
+    if a.device == "cuda":  # the rank's GPU before the process group, as torch.distributed asks
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
     dist.init_process_group("nccl" if a.device == "cuda" else "gloo")
     try:
         t = Trainer(a, fully_shard, MixedPrecisionPolicy)

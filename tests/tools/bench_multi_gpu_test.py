@@ -76,21 +76,40 @@ def main():
                                              rows["zerotrain-s0-n1"]["tokens_per_s"]) < 1e-12 and
                      report["ratios"].get("stage0_scaling_efficiency_same_round", {}).get("rounds") == 2,
                      f"stage 0's scaling efficiency: tokens/s per GPU on 2 over 1, with its same-round ratios ({eff})")
-        # A launcher past its time: its whole process group stops with it (no rank left holding a GPU).
+        # A launcher past its time, whose rank sits in a session of its own and ignores SIGTERM (as
+        # torchrun starts its workers): run_group stops the whole tree, SIGKILL after 3 s.
         sys.path.insert(0, os.path.join(ROOT, "tools"))
         import bench_harness
         marker = os.path.join(work, "rank_alive")
+        rank = f"trap '' TERM; sleep 30; touch {marker}"
+        launcher = [sys.executable, "-c", "import subprocess, sys, time; "
+                    f"subprocess.Popen(['bash', '-c', sys.argv[1]], start_new_session=True); time.sleep(30)", rank]
+
+        def left():
+            time.sleep(0.2)
+            return subprocess.run(["pgrep", "-f", f"touch {marker}"], capture_output=True, text=True).stdout.strip()
+
         began = time.monotonic()
         try:
-            bench_harness.run_group(["bash", "-c", f"(sleep 30; touch {marker}) & sleep 30"], timeout=0.5)
+            bench_harness.run_group(launcher, timeout=1.0)
             timed_out = False
         except subprocess.TimeoutExpired:
             timed_out = True
-        took = time.monotonic() - began
-        ps = subprocess.run(["pgrep", "-f", f"touch {marker}"], capture_output=True, text=True)
-        checks.check(timed_out and took < 10 and ps.stdout.strip() == "",
-                     f"a launcher past its time: TimeoutExpired, and its children stopped with it "
-                     f"({timed_out}, {took:.1f} s, left: {ps.stdout.strip()!r})")
+        took, alive = time.monotonic() - began, left()
+        checks.check(timed_out and took < 10 and alive == "",
+                     f"a launcher past its time: TimeoutExpired, and its ranks stopped with it, those in sessions of "
+                     f"their own and ignoring SIGTERM too ({timed_out}, {took:.1f} s, left: {alive!r})")
+        # SIGTERM to the benchmark (gpu_session.sh's step limit): exit_on_sigterm makes it SystemExit,
+        # and run_group stops the launcher's tree on the way out.
+        bench = subprocess.Popen([sys.executable, "-c", "import sys; sys.path.insert(0, sys.argv[1]); import bench_harness; "
+                                  "bench_harness.exit_on_sigterm(); bench_harness.run_group(sys.argv[2:], timeout=60)",
+                                  os.path.join(ROOT, "tools"), *launcher])
+        time.sleep(1.5)
+        bench.terminate()
+        code = bench.wait(timeout=20)
+        alive = left()
+        checks.check(code == 143 and alive == "",
+                     f"SIGTERM to the benchmark: exit 143, the launcher's ranks stopped first (exit {code}, left: {alive!r})")
         one = subprocess.run([sys.executable, tool, "--zerotrain", args.zerotrain, "--fake-gpus", "1",
                               "--fake-device", "NVIDIA H100 80GB HBM3"], capture_output=True, text=True, timeout=60)
         lines = one.stderr.strip().splitlines()

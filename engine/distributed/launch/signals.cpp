@@ -26,8 +26,9 @@ namespace {
 // collective in flight here, and the SIGTERM handler prints it with write(2) before exiting. Two
 // slots, the newest record's given by a generation count: the handler may run on any thread that
 // does not block the signal (the checkpoint writer's, MPI's) while the main thread records, so it
-// copies the newest slot and keeps the copy only where at most one record came meanwhile (written
-// into the other slot), as a sequence lock does; lock-free atomics are safe in a handler.
+// copies the newest slot and keeps the copy only where the count did not move meanwhile (a record
+// in progress may be rewriting that slot before it counts), as a sequence lock does; else it tries
+// again, then prints the plain line. Lock-free atomics are safe in a handler.
 constexpr std::size_t kInflightBytes = 512;
 char g_inflight[2][kInflightBytes] = {{0}, {0}};
 std::atomic<unsigned> g_inflight_generation{0};  // records so far: the newest in slot generation % 2
@@ -54,7 +55,7 @@ void write_stderr(const char* text) {
     if (generation == 0) break;
     std::memcpy(copy, g_inflight[generation % 2], kInflightBytes);
     std::atomic_thread_fence(std::memory_order_acquire);
-    if (g_inflight_generation.load(std::memory_order_relaxed) - generation < 2) {
+    if (g_inflight_generation.load(std::memory_order_relaxed) == generation) {
       copy[kInflightBytes - 1] = '\0';
       write_stderr(copy);
       _exit(1);

@@ -64,9 +64,9 @@ sys.path.insert(0, os.path.join(ROOT, "tools"))
 from gpu_state import gpu_state  # noqa: E402
 from repo_commit import head_commit  # noqa: E402
 from result_paths import check_out_file, default_out  # noqa: E402
-from bench_harness import (Context, EngineError, device_facts, exit_on_sigterm, interleave,  # noqa: E402
-                           peak_bf16_flops, print_ratio, print_rows, profile_rows, run_group, same_round_ratio,
-                           top_ops_lines)
+from bench_harness import (Context, EngineError, add_run_arguments, device_facts, exit_on_sigterm,  # noqa: E402
+                           interleave, peak_bf16_flops, print_ratio, print_rows, profile_rows, run_group,
+                           same_round_ratio, top_ops_lines)
 
 PROFILED_STEPS = 5  # timed steps of the separate per-op profile runs (after the warm-up steps)
 N_LAYER, N_HEAD, N_EMBD, T, VOCAB, VOCAB_PADDED = 12, 12, 768, 1024, 50257, 50304
@@ -416,21 +416,10 @@ def main(argv=None):
     ap.add_argument("--zerotrain", default=os.path.join(ROOT, "build", "zerotrain"))
     ap.add_argument("--llmc", default=os.path.join(ROOT, ".gpu_build", "train_gpt2cu"))
     ap.add_argument("--engines", nargs="+", default=DEFAULT_ENGINES)
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--steps", type=int, default=15)
-    ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--python", default=sys.executable, help="interpreter with torch for the PyTorch anchors")
     ap.add_argument("--no-profile", action="store_true", help="no separate per-op profile runs")
-    ap.add_argument("--time-limit", type=float, default=None,
-                    help="seconds: start another round only where the last one fits (a whole table in a budget)")
-    ap.add_argument("--out", default=None)
-    ap.add_argument("--peak-tflops", type=float, default=None,
-                    help="MFU's denominator, dense bf16 TFLOP/s, for a card the table does not name")
-    # For the harness's own tests on a machine without a GPU (tests/tools/bench_gpu_test.py).
-    ap.add_argument("--zerotrain-set", dest="zerotrain_sets", action="append", default=[], help=argparse.SUPPRESS)
-    ap.add_argument("--torch-arg", dest="torch_args", action="append", default=[], help=argparse.SUPPRESS)
-    ap.add_argument("--fake-device", default=None, help=argparse.SUPPRESS)
+    add_run_arguments(ap)  # rounds, steps, time limit, out, peak, and the CPU test's (tests/tools/bench_gpu_test.py)
     args = ap.parse_args(argv)
     exit_on_sigterm()
     args.zerotrain_sets = dict(kv.split("=", 1) for kv in args.zerotrain_sets)

@@ -6,6 +6,7 @@ outlasts it is a failed row, not a killed benchmark); the shared random llm.c to
 the per-op profile summary. An engine has start(ctx), run(ctx, warmup, steps, profile=False) ->
 {"step_ms": [...], "losses": [...]}, stop(), a name and a label.
 """
+import argparse
 import os
 import shutil
 import signal
@@ -123,6 +124,23 @@ def run_group(cmd, timeout, cwd=None):
             stop_tree(proc)
             raise
     return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
+def add_run_arguments(ap, steps=15, warmup=3):
+    """The options every GPU benchmark takes: rounds, steps, time limit, output, MFU's peak, and the
+    hidden ones its CPU test drives it with (zerotrain's --set values, the PyTorch worker's flags, a
+    device name)."""
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--steps", type=int, default=steps)
+    ap.add_argument("--warmup", type=int, default=warmup)
+    ap.add_argument("--time-limit", type=float, default=None,
+                    help="seconds: start another round only where the last one fits (a whole table in a budget)")
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--peak-tflops", type=float, default=None,
+                    help="MFU's denominator, dense bf16 TFLOP/s, for a card the table does not name")
+    ap.add_argument("--zerotrain-set", dest="zerotrain_sets", action="append", default=[], help=argparse.SUPPRESS)
+    ap.add_argument("--torch-arg", dest="torch_args", action="append", default=[], help=argparse.SUPPRESS)
+    ap.add_argument("--fake-device", default=None, help=argparse.SUPPRESS)
 
 
 def exit_on_sigterm():

@@ -87,20 +87,9 @@ def main(argv=None):
     ap.add_argument("--zerotrain", default=os.path.join(ROOT, "build", "zerotrain"))
     ap.add_argument("--batch", type=int, default=None, help="micro-batch (default: the largest that fits)")
     ap.add_argument("--seq-len", type=int, default=2048)
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--steps", type=int, default=6)
-    ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--python", default=sys.executable, help="interpreter with torch for FSDP2")
-    ap.add_argument("--out", default=None)
     ap.add_argument("--no-profile", action="store_true", help="no separate per-op profile run")
-    ap.add_argument("--peak-tflops", type=float, default=None,
-                    help="MFU's denominator, dense bf16 TFLOP/s, for a card the table does not name")
-    ap.add_argument("--time-limit", type=float, default=None,
-                    help="seconds: start another round only where the last one fits (a whole table in a budget)")
-    # The harness's own test without a GPU (tests/tools/bench_gpu_test.py).
-    ap.add_argument("--zerotrain-set", dest="zerotrain_sets", action="append", default=[], help=argparse.SUPPRESS)
-    ap.add_argument("--torch-arg", dest="torch_args", action="append", default=[], help=argparse.SUPPRESS)
-    ap.add_argument("--fake-device", default=None, help=argparse.SUPPRESS)
+    bench_harness.add_run_arguments(ap, steps=6, warmup=2)  # and the CPU test's (tests/tools/bench_gpu_test.py)
     ap.add_argument("--fake-free-bytes", type=float, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     bench_harness.exit_on_sigterm()

@@ -141,20 +141,9 @@ def main(argv=None):
                     help="the launcher and its flags, as one string")
     ap.add_argument("--python", default=sys.executable, help="interpreter with torch (2.4 or later) for FSDP2")
     ap.add_argument("--engines", nargs="+", default=None)
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--steps", type=int, default=15)
-    ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--batch", type=int, default=16, help="micro-batch per GPU")
-    ap.add_argument("--time-limit", type=float, default=None,
-                    help="seconds: start another round only where the last one fits (a whole table in a budget)")
-    ap.add_argument("--out", default=None)
-    ap.add_argument("--peak-tflops", type=float, default=None,
-                    help="MFU's denominator, dense bf16 TFLOP/s, for a card the table does not name")
-    # For the harness's own test on a machine without GPUs (tests/tools/bench_multi_gpu_test.py).
-    ap.add_argument("--zerotrain-set", dest="zerotrain_sets", action="append", default=[], help=argparse.SUPPRESS)
-    ap.add_argument("--torch-arg", dest="torch_args", action="append", default=[], help=argparse.SUPPRESS)
+    bench_harness.add_run_arguments(ap)  # and the CPU test's (tests/tools/bench_multi_gpu_test.py)
     ap.add_argument("--fake-gpus", type=int, default=None, help=argparse.SUPPRESS)
-    ap.add_argument("--fake-device", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     bench_harness.exit_on_sigterm()
     args.zerotrain_sets = dict(kv.split("=", 1) for kv in args.zerotrain_sets)

@@ -23,8 +23,9 @@ largest relative loss difference from the CPU, plus the resumes; rewritten after
 two or more) runs the same checks with one GPU a rank through NCCL (comm.backend's default), at
 --nccl-ranks (2; no more than the GPUs visible, else exit 77 naming both counts): the path users
 train on, which a one-GPU machine cannot run. With 4 among them, also hybrid sharding (groups of
-2, stage 3) through NCCL's splits against the CPU's hybrid run, memory as predicted. With --comm nccl staged the NCCL rows come first
-and the checkpoint and evaluation checks run on NCCL's ranks. Each row names its comm.
+2, stage 3) through NCCL's splits against the CPU's hybrid run, memory as predicted. The first comm
+named runs whole first (its rows, hybrid, its checkpoint and evaluation), then the next one's rows:
+with --comm nccl staged, all of NCCL's before the ranks sharing one GPU. Each row names its comm.
 
 --device cpu runs the same harness without a GPU (the "GPU" side on the CPU through the
 ZT_TEST_STAGED_COLLECTIVES hook), so its logic is tested here before any GPU minute is spent on
@@ -188,7 +189,9 @@ def main():
             os.replace(args.out + ".tmp", args.out)
 
     cpu_runs = {}  # the CPU reference of each N, run once for every comm
-    for comm, n in [(comm, n) for comm in args.comm for n in (args.ranks if comm == "staged" else args.nccl_ranks)]:
+
+    def rows_of(comm, n):
+        """Stages 0-3 on n ranks through `comm` against the CPU at n, and one GPU rank accumulating n."""
         tag = f"{comm} N={n}" if len(args.comm) > 1 else f"N={n}"
         where = "on one device" if comm == "staged" else "on a GPU each through NCCL"
         gpu = {st: h.run(f"gpu_{comm}_n{n}_s{st}", n, "gpu", f"zero.stage={st}", comm=comm) for st in range(4)}
@@ -227,11 +230,12 @@ def main():
         check(same, f"1 GPU rank accumulating {n} micro-batches: the {n}-rank runs' losses, norms and weights "
                     "bit for bit" + (f" ({one.get('error', '')[-600:]})" if "error" in one else ""))
         save()
+
     # Hybrid sharding through NCCL's splits (4 ranks a GPU each, groups of 2), where 4 GPUs run NCCL:
     # not deterministic (refused with hybrid on NCCL), so against the CPU's hybrid run within the
     # bound, and every category of device memory as predicted (the hop across the groups queued
     # with the first: its staging held from the start, schedule_replay).
-    if "nccl" in args.comm and 4 in args.nccl_ranks:
+    def hybrid_row():
         hybrid = ("zero.stage=3", "zero.shard_group_size=2", "train.deterministic=false")
         g = h.run("hybrid_nccl_n4", 4, "gpu", *hybrid, comm="nccl")
         c = h.run("hybrid_cpu_n4", 4, "cpu", *hybrid)
@@ -250,53 +254,64 @@ def main():
             row["error"] = (g.get("error") or c.get("error"))[-1500:]
         report["rows"].append(row)
         save()
-    # A stage-3 checkpoint of 2 GPU ranks (through the first comm named), resumed on 1 GPU rank and
-    # on 2 CPU ranks.
-    ckpt_comm = args.comm[0]
-    report["checkpoint_comm"] = ckpt_comm
-    full = h.run("ckpt_full", 2, "gpu", "zero.stage=3", comm=ckpt_comm)
-    first = h.run("ckpt_first", 2, "gpu", "zero.stage=3", "train.max_steps=4", "optim.decay_steps=8",
-                  "checkpoint.at_end=true", comm=ckpt_comm)
-    if check("error" not in first and "error" not in full, "2 GPU ranks write a stage-3 checkpoint"):
-        ckpt = os.path.join(first["run_dir"], "checkpoints")
-        for ranks, device in ((1, "gpu"), (2, "cpu")):
-            what = f"{ranks} {'GPU' if device == 'gpu' else 'CPU'} rank(s)"
-            # The same global batch of 4 sequences: one rank accumulates two micro-batches.
-            r = h.run(f"resume_{ranks}_{device}", ranks, device, "zero.stage=3", "train.max_steps=8",
-                      "optim.decay_steps=8", f"train.grad_accum={2 // ranks}", resume=ckpt, comm=ckpt_comm)
-            entry = {"written_by": f"2 GPU ranks, stage 3, {ckpt_comm}", "resumed_on": what}
-            if check("error" not in r, f"the 2-GPU-rank checkpoint resumes on {what}" +
-                     (f" ({r.get('error', '')[-600:]})" if "error" in r else "")):
-                entry["max_rel_loss_diff_vs_uninterrupted"] = rel_loss_diff(r["loss"], full["loss"][4:])
-                check(entry["max_rel_loss_diff_vs_uninterrupted"] <= LOSS_BOUND,
-                      f"... and its steps 5-8 follow the uninterrupted 2-rank GPU run "
-                      f"({entry['max_rel_loss_diff_vs_uninterrupted']:.2e})")
-                if device == "gpu":  # another rank count on the same device: the same bits
-                    entry["bitwise"] = r["loss"] == full["loss"][4:] and r["weights"] == full["weights"]
-                    check(entry["bitwise"], "... bit for bit (losses of steps 5-8 and the final weights)")
-            else:
-                entry["error"] = r["error"]
-            report["resumes"].append(entry)
-        # Multiple-choice evaluation from the checkpoint, the rows split over ranks sharing the GPU.
-        rng = random.Random(5)
-        vocab = CONFIG["model"]["vocab_size"]
-        examples = [(rng.randrange(4), [rng.randrange(vocab) for _ in range(rng.randrange(3, 9))],
-                     [[rng.randrange(vocab) for _ in range(rng.randrange(2, 7))] for _ in range(4)])
-                    for _ in range(30)]
-        choices = os.path.join(work, "choices.bin")
-        write_choice_file(choices, examples)
-        scores = {}
-        for ranks in (1, 2, 3):
-            cmd = [args.zerotrain] if ranks == 1 else h.mpirun + ["-np", str(ranks), args.zerotrain]
-            p = subprocess.run(cmd + ["eval", "--ckpt", ckpt, "--choices", choices, "--device",
-                                      "cuda" if args.device == "cuda" else "cpu"],
-                               capture_output=True, text=True, timeout=300)
-            lines = [l for l in p.stdout.splitlines() if " correct = " in l]
-            scores[ranks] = lines[0].split(": ", 1)[1].split(" (")[0] if p.returncode == 0 and len(lines) == 1 \
-                else f"exit {p.returncode}, {len(lines)} score lines: {(p.stdout + p.stderr)[-400:]}"
-        report["eval_on_ranks"] = scores
-        check("/30 correct" in scores[1] and scores[2] == scores[1] and scores[3] == scores[1],
-              f"zerotrain eval on 2 and 3 ranks sharing the device prints one rank's score once ({scores})")
+
+    def checkpoint_and_eval(ckpt_comm):
+        # A stage-3 checkpoint of 2 GPU ranks (through the first comm named), resumed on 1 GPU rank and
+        # on 2 CPU ranks.
+        report["checkpoint_comm"] = ckpt_comm
+        full = h.run("ckpt_full", 2, "gpu", "zero.stage=3", comm=ckpt_comm)
+        first = h.run("ckpt_first", 2, "gpu", "zero.stage=3", "train.max_steps=4", "optim.decay_steps=8",
+                      "checkpoint.at_end=true", comm=ckpt_comm)
+        if check("error" not in first and "error" not in full, "2 GPU ranks write a stage-3 checkpoint"):
+            ckpt = os.path.join(first["run_dir"], "checkpoints")
+            for ranks, device in ((1, "gpu"), (2, "cpu")):
+                what = f"{ranks} {'GPU' if device == 'gpu' else 'CPU'} rank(s)"
+                # The same global batch of 4 sequences: one rank accumulates two micro-batches.
+                r = h.run(f"resume_{ranks}_{device}", ranks, device, "zero.stage=3", "train.max_steps=8",
+                          "optim.decay_steps=8", f"train.grad_accum={2 // ranks}", resume=ckpt, comm=ckpt_comm)
+                entry = {"written_by": f"2 GPU ranks, stage 3, {ckpt_comm}", "resumed_on": what}
+                if check("error" not in r, f"the 2-GPU-rank checkpoint resumes on {what}" +
+                         (f" ({r.get('error', '')[-600:]})" if "error" in r else "")):
+                    entry["max_rel_loss_diff_vs_uninterrupted"] = rel_loss_diff(r["loss"], full["loss"][4:])
+                    check(entry["max_rel_loss_diff_vs_uninterrupted"] <= LOSS_BOUND,
+                          f"... and its steps 5-8 follow the uninterrupted 2-rank GPU run "
+                          f"({entry['max_rel_loss_diff_vs_uninterrupted']:.2e})")
+                    if device == "gpu":  # another rank count on the same device: the same bits
+                        entry["bitwise"] = r["loss"] == full["loss"][4:] and r["weights"] == full["weights"]
+                        check(entry["bitwise"], "... bit for bit (losses of steps 5-8 and the final weights)")
+                else:
+                    entry["error"] = r["error"]
+                report["resumes"].append(entry)
+            # Multiple-choice evaluation from the checkpoint, the rows split over ranks sharing the GPU.
+            rng = random.Random(5)
+            vocab = CONFIG["model"]["vocab_size"]
+            examples = [(rng.randrange(4), [rng.randrange(vocab) for _ in range(rng.randrange(3, 9))],
+                         [[rng.randrange(vocab) for _ in range(rng.randrange(2, 7))] for _ in range(4)])
+                        for _ in range(30)]
+            choices = os.path.join(work, "choices.bin")
+            write_choice_file(choices, examples)
+            scores = {}
+            for ranks in (1, 2, 3):
+                cmd = [args.zerotrain] if ranks == 1 else h.mpirun + ["-np", str(ranks), args.zerotrain]
+                p = subprocess.run(cmd + ["eval", "--ckpt", ckpt, "--choices", choices, "--device",
+                                          "cuda" if args.device == "cuda" else "cpu"],
+                                   capture_output=True, text=True, timeout=300)
+                lines = [l for l in p.stdout.splitlines() if " correct = " in l]
+                scores[ranks] = lines[0].split(": ", 1)[1].split(" (")[0] if p.returncode == 0 and len(lines) == 1 \
+                    else f"exit {p.returncode}, {len(lines)} score lines: {(p.stdout + p.stderr)[-400:]}"
+            report["eval_on_ranks"] = scores
+            check("/30 correct" in scores[1] and scores[2] == scores[1] and scores[3] == scores[1],
+                  f"zerotrain eval on 2 and 3 ranks sharing the device prints one rank's score once ({scores})")
+
+    # The first comm named first, all of it: its rows, then (NCCL on 4 GPUs) hybrid sharding, then
+    # its checkpoint and evaluation, so a budget cut short loses the later comm's rows, not these.
+    for comm in args.comm:
+        for n in (args.ranks if comm == "staged" else args.nccl_ranks):
+            rows_of(comm, n)
+        if comm == args.comm[0]:
+            if comm == "nccl" and 4 in args.nccl_ranks:
+                hybrid_row()
+            checkpoint_and_eval(comm)
     report["complete"] = True
     report["passed"] = not checks.failures
     save()

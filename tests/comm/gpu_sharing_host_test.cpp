@@ -13,34 +13,34 @@ namespace {
 
 TEST(GpuSharing, EachRankOnItsOwnGpuIsFine) {
   EXPECT_EQ(ranks_sharing_a_gpu({}), "");
-  EXPECT_EQ(ranks_sharing_a_gpu({gpu_key("boot-1", "00000000:1A:00.0", "node1")}), "");
-  EXPECT_EQ(ranks_sharing_a_gpu(
-                {gpu_key("boot-1", "00000000:1A:00.0", "node1"), gpu_key("boot-1", "00000000:2B:00.0", "node1")}),
+  EXPECT_EQ(ranks_sharing_a_gpu({GpuIdentity{"boot-1", "00000000:1A:00.0", "node1"}}), "");
+  EXPECT_EQ(ranks_sharing_a_gpu({GpuIdentity{"boot-1", "00000000:1A:00.0", "node1"},
+                                 GpuIdentity{"boot-1", "00000000:2B:00.0", "node1"}}),
             "");
 }
 
 TEST(GpuSharing, TheSameBusIdOnTwoHostsIsTwoGpus) {
-  EXPECT_EQ(ranks_sharing_a_gpu(
-                {gpu_key("boot-1", "00000000:1A:00.0", "node1"), gpu_key("boot-2", "00000000:1A:00.0", "node2")}),
+  EXPECT_EQ(ranks_sharing_a_gpu({GpuIdentity{"boot-1", "00000000:1A:00.0", "node1"},
+                                 GpuIdentity{"boot-2", "00000000:1A:00.0", "node2"}}),
             "");
 }
 
 TEST(GpuSharing, HostNamesDoNotTellMachinesApart) {
   // Containers started with one --hostname on two machines: their boot ids differ.
-  EXPECT_EQ(ranks_sharing_a_gpu(
-                {gpu_key("boot-1", "00000000:1A:00.0", "worker"), gpu_key("boot-2", "00000000:1A:00.0", "worker")}),
+  EXPECT_EQ(ranks_sharing_a_gpu({GpuIdentity{"boot-1", "00000000:1A:00.0", "worker"},
+                                 GpuIdentity{"boot-2", "00000000:1A:00.0", "worker"}}),
             "");
   // Two containers on one machine, named apart, given the same GPU: one boot id.
-  EXPECT_NE(
-      ranks_sharing_a_gpu({gpu_key("boot-1", "00000000:1A:00.0", "a"), gpu_key("boot-1", "00000000:1A:00.0", "b")}),
-      "");
+  EXPECT_NE(ranks_sharing_a_gpu(
+                {GpuIdentity{"boot-1", "00000000:1A:00.0", "a"}, GpuIdentity{"boot-1", "00000000:1A:00.0", "b"}}),
+            "");
 }
 
 TEST(GpuSharing, RanksOnOneGpuAreNamedWithTheGpuAndTheWayOut) {
   // Eight ranks on a node of four GPUs without CUDA_VISIBLE_DEVICES: local ranks 0 and 4 wrap onto GPU 0.
-  std::vector<std::string> keys;
+  std::vector<GpuIdentity> keys;
   for (int r = 0; r < 8; ++r)
-    keys.push_back(gpu_key("boot-1", "00000000:0" + std::to_string(r % 4) + ":00.0", "node1"));
+    keys.push_back(GpuIdentity{"boot-1", "00000000:0" + std::to_string(r % 4) + ":00.0", "node1"});
   const std::string why = ranks_sharing_a_gpu(keys);
   EXPECT_NE(why.find("ranks 0 and 4 all run on the GPU at PCI bus id 00000000:00:00.0 on host node1"),
             std::string::npos)
@@ -50,8 +50,8 @@ TEST(GpuSharing, RanksOnOneGpuAreNamedWithTheGpuAndTheWayOut) {
 }
 
 TEST(GpuSharing, EveryRankOnTheSharedGpuIsNamed) {
-  const std::string gpu = gpu_key("boot-2", "00000000:3C:00.0", "node2");
-  const std::string why = ranks_sharing_a_gpu({gpu_key("boot-1", "00000000:3C:00.0", "node1"), gpu, gpu, gpu});
+  const GpuIdentity gpu = GpuIdentity{"boot-2", "00000000:3C:00.0", "node2"};
+  const std::string why = ranks_sharing_a_gpu({GpuIdentity{"boot-1", "00000000:3C:00.0", "node1"}, gpu, gpu, gpu});
   EXPECT_NE(why.find("ranks 1, 2 and 3 all run on the GPU at PCI bus id 00000000:3C:00.0 on host node2"),
             std::string::npos)
       << why;

@@ -9,7 +9,6 @@
 #include <cuda_runtime_api.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <array>
 #include <cstring>
 #include <fstream>
@@ -35,25 +34,23 @@ std::vector<std::uint8_t> make_nccl_unique_id() {
 
 namespace {
 
-// This rank's gpu_key: its machine (the kernel's boot id, else the host's name), its device's PCI
-// bus id and its host's name, in a fixed-size record for a gather.
-using GpuKeyRecord = std::array<char, 512>;
+// This rank's GpuIdentity in fixed-size fields for a gather: its machine (the kernel's boot id,
+// else the host's name), its device's PCI bus id and its host's name.
+struct GpuIdentityRecord {
+  std::array<char, 256> machine{}, pci_bus_id{}, host{};  // host: more than HOST_NAME_MAX + 1
 
-GpuKeyRecord own_gpu_key() {
-  int device = 0;
-  ZT_CUDA_CHECK(cudaGetDevice(&device));  // the compute backend selected it
-  std::array<char, 64> bus{};
-  ZT_CUDA_CHECK(cudaDeviceGetPCIBusId(bus.data(), static_cast<int>(bus.size()), device));
-  std::array<char, 256> host{};  // more than HOST_NAME_MAX + 1: a cut name fails gethostname
-  if (gethostname(host.data(), host.size() - 1) != 0) host[0] = '\0';
-  std::string machine;
-  std::getline(std::ifstream("/proc/sys/kernel/random/boot_id"), machine);
-  if (machine.empty()) machine = host.data();
-  const std::string key = gpu_key(machine, bus.data(), host.data());
-  GpuKeyRecord record{};
-  std::memcpy(record.data(), key.data(), std::min(key.size(), record.size() - 1));
-  return record;
-}
+  static GpuIdentityRecord own() {
+    GpuIdentityRecord r;
+    int device = 0;
+    ZT_CUDA_CHECK(cudaGetDevice(&device));  // the compute backend selected it
+    ZT_CUDA_CHECK(cudaDeviceGetPCIBusId(r.pci_bus_id.data(), static_cast<int>(r.pci_bus_id.size()), device));
+    if (gethostname(r.host.data(), r.host.size() - 1) != 0) r.host[0] = '\0';  // a cut name fails it
+    std::ifstream("/proc/sys/kernel/random/boot_id").getline(r.machine.data(), r.machine.size());
+    if (r.machine[0] == '\0') r.machine = r.host;
+    return r;
+  }
+  GpuIdentity identity() const { return {machine.data(), pci_bus_id.data(), host.data()}; }
+};
 
 }  // namespace
 
@@ -62,12 +59,13 @@ std::unique_ptr<Communicator> make_nccl_communicator(Communicator& control, Memo
   // Before ncclCommInitRank, which fails on some ranks only where ranks share a GPU: the refusal on
   // every rank alike, rank 0 printing it once (gpu_sharing.h).
   if (control.world_size() > 1) {
-    GpuKeyRecord mine{};
-    on_every_rank(control, [&] { mine = own_gpu_key(); });  // one rank's failed query ends every rank
-    const std::vector<GpuKeyRecord> all = all_gather_values<GpuKeyRecord>(control, {&mine, 1});
-    std::vector<std::string> keys;
-    for (const GpuKeyRecord& r : all) keys.emplace_back(r.data());
-    const std::string shared = ranks_sharing_a_gpu(keys);
+    GpuIdentityRecord mine;
+    on_every_rank(control, [&] { mine = GpuIdentityRecord::own(); });  // one rank's failed query ends every rank
+    std::vector<GpuIdentity> gpus;
+    for (const GpuIdentityRecord& r : all_gather_values<GpuIdentityRecord>(control, {&mine, 1})) {
+      gpus.push_back(r.identity());
+    }
+    const std::string shared = ranks_sharing_a_gpu(gpus);
     if (!shared.empty()) fail_on_every_rank(control, shared, /*input_error=*/true);
   }
   std::vector<std::uint8_t> id = control.rank() == 0 ? make_nccl_unique_id() : std::vector<std::uint8_t>(128);

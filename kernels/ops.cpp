@@ -170,8 +170,7 @@ bool flash_attention_available(Device device, std::int64_t batch, std::int64_t n
 bool flash_attention_on_tensor_cores(Device device, DType activations, std::int64_t head_size) {
   if (const OpsBackend* b = find_backend(device)) return b->flash_attention_on_tensor_cores(activations, head_size);
   // As on sm_90, which grants the tensor-core kernels' shared memory at every head size they take.
-  return device == Device::kCUDA && activations == DType::kBF16 &&
-         (head_size == 16 || head_size == 32 || head_size == 64 || head_size == 128);
+  return device == Device::kCUDA && activations == DType::kBF16 && flash_attention_tc_head_size(head_size);
 }
 std::string cudnn_attention_refuses(Device device, AttentionKernels choice, DType activations, std::int64_t head_size,
                                     bool dropout) {

@@ -67,6 +67,10 @@ bool flash_attention_shape_supported(std::int64_t batch, std::int64_t n_head, st
   return compiled && batch * n_head <= 65535;  // one grid row per (sample, head)
 }
 
+bool flash_attention_tc_head_size(std::int64_t head_size) {
+  return head_size == 16 || head_size == 32 || head_size == 64 || head_size == 128;
+}
+
 std::string cudnn_attention_shape_refuses(DType activations, std::int64_t head_size, bool dropout) {
   if (activations != DType::kBF16) return "cuDNN's fused attention takes bf16 activations";
   if (head_size % 8 != 0 || head_size > 128) return fmt::format("cuDNN attention has no head size {}", head_size);

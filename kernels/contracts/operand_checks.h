@@ -36,6 +36,9 @@ CachedAttentionDims cached_attention_dims(const TensorView& out, const TensorVie
 // 8-128, powers of 2 (registers hold a row), and batch * n_head within the grid's y dimension. A
 // pure rule, so a build without CUDA (the config check) asks it too.
 bool flash_attention_shape_supported(std::int64_t batch, std::int64_t n_head, std::int64_t head_size);
+// The head sizes the tensor-core flash kernels (bf16) are compiled for: 16, 32, 64 and 128. Whether
+// the device grants their shared memory is the CUDA backend's to say; sm_90 grants it at each.
+bool flash_attention_tc_head_size(std::int64_t head_size);
 
 // Why cuDNN's fused attention (kernels/cuda/cudnn_attention.h) does not take operands of this kind,
 // or "": bf16 activations, a head size that is a multiple of 8 up to 128, no dropout on the

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <type_traits>
 
+#include "kernels/contracts/operand_checks.h"  // flash_attention_tc_head_size
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/flash_attention_tc_kernels.cuh"
 
@@ -52,7 +53,7 @@ void with_tc_head_size(int hs, Fn&& fn) {
 }  // namespace
 
 bool tc_flash_supports(int hs) {
-  if (hs != 16 && hs != 32 && hs != 64 && hs != 128) return false;
+  if (!flash_attention_tc_head_size(hs)) return false;
   // The device must grant the shared memory (sm_90: 227 KiB a block; some GPUs the PTX also serves
   // grant 99 KiB, too little at HS = 128, where the CUDA-core kernels run instead).
   int device = 0, optin = 0;

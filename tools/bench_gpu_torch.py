@@ -16,6 +16,7 @@ that one step, prints {"warmed": true, "compile_s", "compile_cache", ...} and ex
 stays in TORCHINDUCTOR_CACHE_DIR for a later worker (tools/gpu_session.sh --warm-autotune).
 """
 import argparse
+import importlib
 import json
 import os
 import sys
@@ -111,6 +112,32 @@ def timed_steps(t, n, vocab, loss_of, read_loss=lambda loss: loss.item()):
         step_ms.append((end - last_end) * 1e3)
         last_end = end
     return step_ms, losses
+
+
+def fsdp2_api():
+    """(fully_shard, MixedPrecisionPolicy) from this torch (PyTorch 2.4 and later name them in two
+    places), or None where it has no FSDP2: an import that fails for any reason (Debian's torch 1.13
+    under Python 3.11 raises ValueError inside torch.distributed.fsdp)."""
+    for module in ("torch.distributed.fsdp", "torch.distributed._composable.fsdp"):
+        try:
+            fsdp = importlib.import_module(module)
+            return fsdp.fully_shard, fsdp.MixedPrecisionPolicy
+        except Exception:  # noqa: BLE001  ImportError, AttributeError, or the module's own failure
+            continue
+    return None
+
+
+def shard_fsdp2(model, blocks, compile_blocks):
+    """torchtitan's order: compile each of `blocks` (a ModuleList of model), then fully_shard each
+    block and the root, bf16 compute with fp32 reductions."""
+    fully_shard, policy = fsdp2_api()
+    mp = policy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    for i, block in enumerate(blocks):
+        if compile_blocks:
+            blocks[i] = block = torch.compile(block)
+        fully_shard(block, mp_policy=mp)
+    fully_shard(model, mp_policy=mp)
+    return model
 
 
 def sdpa_backend(shape, dtype, device, context, group=1):

@@ -107,21 +107,6 @@ def head_loss(x, norm, head, targets, eps):
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1))
 
 
-def wrap_fsdp2(model, compile_layers):
-    """torchtitan's order: compile each layer, then fully_shard each layer and the root."""
-    try:
-        from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
-    except ImportError:
-        from torch.distributed._composable.fsdp import MixedPrecisionPolicy, fully_shard
-    mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
-    for i, layer in enumerate(model.layers):
-        if compile_layers:
-            model.layers[i] = layer = torch.compile(layer)
-        fully_shard(layer, mp_policy=mp)
-    fully_shard(model, mp_policy=mp)
-    return model
-
-
 class Trainer(bench_gpu_torch.Worker):
     def __init__(self, a):
         torch.manual_seed(1337)
@@ -141,7 +126,7 @@ class Trainer(bench_gpu_torch.Worker):
         if a.no_fsdp:
             self.model = torch.compile(model) if a.compile != "none" else model
         else:
-            self.model = wrap_fsdp2(model, a.compile != "none")
+            self.model = bench_gpu_torch.shard_fsdp2(model, model.layers, a.compile != "none")
         self.finish_setup(lr=3e-4)
 
     def steps(self, n):

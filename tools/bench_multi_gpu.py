@@ -54,15 +54,12 @@ class TorchRanks:
         self.name = f"fsdp2-n{ranks}"
         self.label = f"PyTorch FSDP2 fully_shard, compiled per block and loss, {ranks} GPUs"
 
-    PROBE = ("import torch\n"
-             "try:\n    from torch.distributed.fsdp import fully_shard\n"
-             "except ImportError:\n    from torch.distributed._composable.fsdp import fully_shard\n"
-             "print(torch.__version__)")
+    PROBE = "import sys; sys.path.insert(0, sys.argv[1]); import bench_gpu_torch; sys.exit(bench_gpu_torch.fsdp2_api() is None)"
 
     def start(self, ctx):
         """Before any block: a torch with FSDP2 (an older one's torchrun may not even start)."""
-        p = subprocess.run([ctx.args.python, "-c", self.PROBE], capture_output=True, text=True,
-                           timeout=max(ctx.seconds_left(120), 0.1))
+        p = subprocess.run([ctx.args.python, "-c", self.PROBE, os.path.join(ROOT, "tools")], capture_output=True,
+                           text=True, timeout=max(ctx.seconds_left(120), 0.1))
         if p.returncode != 0:
             version = subprocess.run([ctx.args.python, "-c", "import torch; print(torch.__version__)"],
                                      capture_output=True, text=True).stdout.strip() or "none"

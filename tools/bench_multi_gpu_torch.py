@@ -48,7 +48,7 @@ class FsdpGpt(Gpt):
 
 
 class Trainer(bench_gpu_torch.Worker):
-    def __init__(self, a, fully_shard, policy):
+    def __init__(self, a):
         self.a = a
         self.rank, self.world = dist.get_rank(), dist.get_world_size()
         local = int(os.environ.get("LOCAL_RANK", "0"))
@@ -60,13 +60,7 @@ class Trainer(bench_gpu_torch.Worker):
         model = FsdpGpt(a.n_layer, a.n_head, a.n_embd, a.seq_len, a.vocab, flash=True,
                         compile_head=compiled).to(self.dev)
         self.params = sum(p.numel() for p in model.parameters())
-        mp = policy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
-        for i, block in enumerate(model.h):  # torchtitan's order: compile each block, then shard it
-            if compiled:
-                model.h[i] = block = torch.compile(block)
-            fully_shard(block, mp_policy=mp)
-        fully_shard(model, mp_policy=mp)
-        self.model = model
+        self.model = bench_gpu_torch.shard_fsdp2(model, model.h, compiled)
         self.finish_setup(lr=6e-4)
         self.gen = torch.Generator(device=self.dev).manual_seed(1 + self.rank)  # each rank its own tokens
 
@@ -108,21 +102,16 @@ def main():
     ap.add_argument("--compile", choices=["default", "none"], default="default")
     ap.add_argument("--device", choices=["cuda", "cpu"], default="cuda", help=argparse.SUPPRESS)  # harness tests
     a = ap.parse_args()
-    try:
-        from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
-    except ImportError:
-        try:
-            from torch.distributed._composable.fsdp import MixedPrecisionPolicy, fully_shard
-        except ImportError:
-            if int(os.environ.get("RANK", "0")) == 0:
-                print(json.dumps({"error": f"torch {torch.__version__} has no FSDP2 (fully_shard): PyTorch 2.4 or "
-                                           "later runs this anchor"}), flush=True)
-            sys.exit(3)
+    if bench_gpu_torch.fsdp2_api() is None:
+        if int(os.environ.get("RANK", "0")) == 0:
+            print(json.dumps({"error": f"torch {torch.__version__} has no FSDP2 (fully_shard): PyTorch 2.4 or "
+                                       "later runs this anchor"}), flush=True)
+        sys.exit(3)
     if a.device == "cuda":  # the rank's GPU before the process group, as torch.distributed asks
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
     dist.init_process_group("nccl" if a.device == "cuda" else "gloo")
     try:
-        t = Trainer(a, fully_shard, MixedPrecisionPolicy)
+        t = Trainer(a)
         t.steps(a.warmup)
         step_ms, losses = t.steps(a.steps)
         peak = t.peak_allocated_bytes()

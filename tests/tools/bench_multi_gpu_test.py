@@ -61,8 +61,9 @@ def main():
         checks.check(all(m["measured_peak_bytes"][0] == m["predicted_bytes"] for m in mem.values()),
                      "and on the CPU ranks measured equals predicted in every category")
         fsdp = rows["fsdp2-n2"]
-        import torch  # the interpreter the test gave the anchor (Debian's, before FSDP2)
-        if not hasattr(torch.distributed, "fsdp") or not hasattr(torch.distributed.fsdp, "fully_shard"):
+        sys.path.insert(0, os.path.join(ROOT, "tools"))
+        import bench_gpu_torch  # the anchor's interpreter is this one (Debian's torch, before FSDP2)
+        if bench_gpu_torch.fsdp2_api() is None:
             checks.check("tokens_per_s" not in fsdp and "FSDP2" in fsdp.get("error", ""),
                          f"a torch without fully_shard: the FSDP2 row fails naming why ({fsdp.get('error', '')[:300]})")
             checks.check("stage0_over_fsdp2_tokens_per_s" not in report["ratios"] and
@@ -78,7 +79,6 @@ def main():
                      f"stage 0's scaling efficiency: tokens/s per GPU on 2 over 1, with its same-round ratios ({eff})")
         # A launcher past its time, whose rank sits in a session of its own and ignores SIGTERM (as
         # torchrun starts its workers): run_group stops the whole tree, SIGKILL after 3 s.
-        sys.path.insert(0, os.path.join(ROOT, "tools"))
         import bench_harness
         marker = os.path.join(work, "rank_alive")
         rank = f"trap '' TERM; sleep 30; touch {marker}"

@@ -54,7 +54,8 @@ class TorchRanks:
         self.name = f"fsdp2-n{ranks}"
         self.label = f"PyTorch FSDP2 fully_shard, compiled per block and loss, {ranks} GPUs"
 
-    PROBE = "import sys; sys.path.insert(0, sys.argv[1]); import bench_gpu_torch; sys.exit(bench_gpu_torch.fsdp2_api() is None)"
+    PROBE = ("import sys; sys.path.insert(0, sys.argv[1]); import bench_gpu_torch; "
+             "sys.exit(bench_gpu_torch.fsdp2_api() is None)")
 
     def start(self, ctx):
         """Before any block: a torch with FSDP2 (an older one's torchrun may not even start)."""
@@ -126,7 +127,8 @@ def memory_lines(rows):
             lines.append(f"  {r['label']}: {fullest / gib:.2f} GiB (its categories' peaks) on the fullest rank, "
                          f"predicted {predicted / gib:.2f}")
         elif "peak_allocated_bytes" in m:
-            lines.append(f"  {r['label']}: {m['peak_allocated_bytes'] / gib:.2f} GiB peak allocated (PyTorch's allocator)")
+            lines.append(f"  {r['label']}: {m['peak_allocated_bytes'] / gib:.2f} GiB peak allocated "
+                         "(PyTorch's allocator)")
     return lines if len(lines) > 1 else []
 
 

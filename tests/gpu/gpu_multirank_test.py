@@ -53,6 +53,9 @@ from choice_file_util import write_choice_file  # noqa: E402
 from cuda_presence import require_cuda_device  # noqa: E402
 from run_dir_util import run_result  # noqa: E402
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "tools"))
+import bench_harness  # noqa: E402  visible_gpu_count
+
 CONFIG = {
     "model": {"n_layer": 2, "n_head": 2, "n_embd": 64, "block_size": 32, "vocab_size": 96},
     "data": {"embedded_chars": 100000},
@@ -126,20 +129,6 @@ def memory_ok(rec):
     return True, "every rank and category as predicted"
 
 
-def visible_gpus():
-    """The GPUs CUDA shows this process: nvidia-smi's list (which ignores CUDA_VISIBLE_DEVICES),
-    cut to CUDA_VISIBLE_DEVICES' entries where it is set."""
-    try:
-        p = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True)
-    except OSError:
-        return 0
-    count = sum(line.startswith("GPU ") for line in p.stdout.splitlines()) if p.returncode == 0 else 0
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if visible is not None:
-        count = min(count, len([d for d in visible.split(",") if d.strip()]))
-    return count
-
-
 # What the train header names as the store's communicator for each comm at several ranks.
 HEADER_MARK = {"staged": "staged through host memory", "nccl": "(nccl"}
 
@@ -168,8 +157,9 @@ def main():
         missing = require_cuda_device(args.zerotrain, "several ranks on one GPU")
         if missing is not None:
             return missing
-    if "nccl" in args.comm and visible_gpus() < max(args.nccl_ranks):
-        print(f"SKIPPED: --comm nccl at {max(args.nccl_ranks)} ranks needs as many GPUs; {visible_gpus()} visible")
+    gpus = bench_harness.visible_gpu_count() if args.device == "cuda" else 0
+    if "nccl" in args.comm and gpus < max(args.nccl_ranks):
+        print(f"SKIPPED: --comm nccl at {max(args.nccl_ranks)} ranks needs as many GPUs; {gpus} visible")
         return 77
     checks = Checks()
     check = checks.check
@@ -178,8 +168,8 @@ def main():
     name = device_name(args)
     report = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
               "commit": os.environ.get("ZT_COMMIT", "unknown"), "device": name, "mode": args.device,
-              "config": CONFIG, "loss_bound": LOSS_BOUND, "comms": args.comm, "gpus_visible":
-              visible_gpus() if args.device == "cuda" else 0, "rows": [], "resumes": [], "complete": False}
+              "config": CONFIG, "loss_bound": LOSS_BOUND, "comms": args.comm, "gpus_visible": gpus,
+              "rows": [], "resumes": [], "complete": False}
 
     def save():
         if args.out:

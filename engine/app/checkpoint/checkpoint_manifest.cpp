@@ -250,17 +250,19 @@ ParamTable table_from_json(const nlohmann::json& doc, const std::string& source)
                         row_offset, rows_before);
     }
     const int index = t.add_param(name, shape, hf_shape, p.at("decays").get<bool>(), row_offset);
-    if (t.param(index).offset != manifest_integer<std::int64_t>(p.at("offset"), "a parameter's offset", source)) {
+    const auto offset = manifest_integer<std::int64_t>(p.at("offset"), "a parameter's offset", source);
+    if (t.param(index).offset != offset) {
       throw_input_error("{}: parameter '{}' offset {} does not follow the previous parameter", source,
-                        t.param(index).name, p.at("offset").get<std::int64_t>());
+                        t.param(index).name, offset);
     }
   }
   if (t.units().size() != units.size())
     throw_input_error("{}: {} units listed but parameters use {}", source, units.size(), t.units().size());
   for (std::size_t u = 0; u < units.size(); ++u) {
-    if (manifest_integer<std::int64_t>(units[u].at("numel"), "a unit's numel", source) != t.units()[u].numel) {
+    const auto numel = manifest_integer<std::int64_t>(units[u].at("numel"), "a unit's numel", source);
+    if (numel != t.units()[u].numel) {
       throw_input_error("{}: unit '{}' numel {} is not the sum of its parameters ({})", source, t.units()[u].name,
-                        units[u].at("numel").get<std::int64_t>(), t.units()[u].numel);
+                        numel, t.units()[u].numel);
     }
   }
   return t;

@@ -149,7 +149,8 @@ class Zerotrain:
         if p.returncode != 0:
             raise EngineError(f"exit {p.returncode}: {p.stderr[-2000:]}")
         with open(os.path.join(run_dir, "metrics.jsonl")) as f:
-            records = [json.loads(l) for l in f if '"train"' in l]
+            logged = [json.loads(l) for l in f]
+        records = [r for r in logged if r.get("type") == "train"]
         if len(records) != warmup + steps:  # a skipped step would move the warm-up's cut
             raise EngineError(f"{len(records)} step records for {warmup} warm-up and {steps} timed steps: "
                               f"{p.stdout[-1000:]}")
@@ -162,8 +163,7 @@ class Zerotrain:
         ends = [0.0] + [r["elapsed_s"] for r in records]
         result = {"step_ms": [(ends[i + 1] - ends[i]) * 1e3 for i in range(warmup, len(records))],
                   "own_step_ms": [r["step_ms"] for r in records][warmup:], "losses": [r["loss"] for r in records]}
-        with open(os.path.join(run_dir, "metrics.jsonl")) as f:  # every rank's peaks beside the prediction
-            memory = next((m for m in (json.loads(l) for l in f if '"memory"' in l) if m.get("type") == "memory"), None)
+        memory = next((r for r in logged if r.get("type") == "memory"), None)  # every rank's peaks, the prediction
         if memory:
             result["memory"] = {"measured_peak_bytes": memory.get("measured_peak_bytes"),
                                 "predicted_bytes": memory.get("predicted_bytes")}

@@ -1,11 +1,13 @@
 // The NCCL communicator's watchdog, on the CPU with plain-function probes: completed collectives
-// retire without a report; one past its deadline, or a backend error, is reported once with the
-// collective and the rank's context named; nothing is reported after a clean shutdown.
+// retire without a report; one past its deadline, a backend error, or a probe that finds its
+// collective failed is reported once with the collective and the rank's context named; nothing is
+// reported after a clean shutdown.
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <chrono>
 #include <mutex>
+#include <stdexcept>
 #include <thread>
 
 #include "engine/distributed/comm/collective_watchdog.h"
@@ -93,6 +95,33 @@ TEST(CollectiveWatchdog, ABackendErrorIsReportedNamingTheOldestCollective) {
                                      "remote process exited"),
             std::string::npos)
       << reports.messages[0];
+}
+
+// A probe that can tell its collective failed (a CUDA error on the collective's event) throws: that
+// is a failure reported at once, never a completion that retires the collective silently.
+TEST(CollectiveWatchdog, AProbeThatThrowsIsAFailureNotACompletion) {
+  Reports reports;
+  std::atomic<bool> faulted{false};
+  CollectiveWatchdog dog([] { return std::string(); }, [&](const std::string& m) { reports.add(m); });
+  dog.watch(
+      "NCCL all_gather of 64 bf16 elements", "step 2 micro-batch 0",
+      [&]() -> bool {
+        if (faulted) throw std::runtime_error("CUDA error on its completion event: an illegal memory access");
+        return false;
+      },
+      60.0);
+  std::this_thread::sleep_for(20ms);
+  EXPECT_EQ(reports.size(), 0u) << "in flight, deadline far";
+  EXPECT_EQ(dog.in_flight(), 1u);
+  faulted = true;
+  ASSERT_TRUE(eventually([&] { return reports.size() == 1; }));
+  EXPECT_NE(reports.messages[0].find("NCCL all_gather of 64 bf16 elements (step 2 micro-batch 0) failed: CUDA error on "
+                                     "its completion event: an illegal memory access"),
+            std::string::npos)
+      << reports.messages[0];
+  EXPECT_TRUE(dog.failed());
+  std::this_thread::sleep_for(20ms);
+  EXPECT_EQ(reports.size(), 1u) << "reported once";
 }
 
 TEST(CollectiveWatchdog, StartHookRunsOnTheWatchdogThreadAndShutdownIsSilent) {

@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include <exception>
+
 namespace zt {
 
 CollectiveWatchdog::CollectiveWatchdog(ErrorProbe error_probe, FailureHandler on_failure,
@@ -49,7 +51,13 @@ std::string CollectiveWatchdog::poll_once() {
   std::lock_guard<std::mutex> lock(mutex_);
   const auto now = std::chrono::steady_clock::now();
   for (auto it = entries_.begin(); it != entries_.end();) {
-    if (it->done()) {
+    bool done = false;
+    try {
+      done = it->done();
+    } catch (const std::exception& e) {
+      return fmt::format("{} ({}) failed: {}", it->description, it->context, e.what());
+    }
+    if (done) {
       it = entries_.erase(it);
       continue;
     }

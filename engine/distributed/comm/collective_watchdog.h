@@ -20,7 +20,10 @@ namespace zt {
 
 class CollectiveWatchdog {
  public:
-  using DoneProbe = std::function<bool()>;          // true once the collective has completed
+  // True once the collective has completed, false while it is in flight; throws (std::exception)
+  // where it can tell the collective failed (a CUDA error on its event): reported as a failure,
+  // never taken for a completion.
+  using DoneProbe = std::function<bool()>;
   using ErrorProbe = std::function<std::string()>;  // non-empty: the backend's asynchronous error
   using FailureHandler = std::function<void(const std::string& message)>;
 

@@ -1,9 +1,11 @@
 // NcclCommunicator::Collective (nccl_internals.h): one collective's staging in, the NCCL call the
 // communicator makes between input() and finish(), and its results' way back.
 #include <cuda_runtime_api.h>
+#include <fmt/format.h>
 
 #include <functional>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -104,8 +106,19 @@ Work NcclCommunicator::Collective::finish(std::string description) {
   launch_order().queued(&impl_, done);
   const std::string context = *owner_.context_ptr();
   const double timeout_s = owner_.options().timeout_s;  // set_options may change it after set-up
+  // An error on the event (the context broken by a fault in any kernel) is a failure, not a completion.
   impl_.watchdog->watch(
-      description, context, [done] { return cudaEventQuery(done->get()) != cudaErrorNotReady; }, timeout_s);
+      description, context,
+      [done] {
+        const cudaError_t state = cudaEventQuery(done->get());
+        if (state == cudaErrorNotReady) return false;
+        if (state != cudaSuccess) {
+          throw std::runtime_error(fmt::format("CUDA error on its completion event: {} ({})", cudaGetErrorString(state),
+                                               cudaGetErrorName(state)));
+        }
+        return true;
+      },
+      timeout_s);
   const cudaStream_t compute = impl_.compute_stream();
   auto staging = std::make_shared<Staging>(std::move(staging_), done, compute);
   std::function<bool()> advance;

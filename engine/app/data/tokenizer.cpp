@@ -101,7 +101,11 @@ std::size_t contraction(const std::vector<char32_t>& c, std::size_t i, bool any_
   auto at = [&](std::size_t k) -> char32_t {
     if (i + k >= c.size()) return 0;
     const char32_t x = c[i + k];
-    return any_case && x >= U'A' && x <= U'Z' ? x + 32 : x;
+    if (!any_case) return x;
+    // (?i) matches by Unicode case folding: besides A-Z, the long s (U+017F) folds to 's', the one
+    // code point beyond ASCII that folds to a letter of s t r e v m l d ("'ſuch" starts with "'ſ").
+    if (x == 0x17F) return U's';
+    return x >= U'A' && x <= U'Z' ? x + 32 : x;
   };
   if (at(1) == U's' || at(1) == U't' || at(1) == U'm' || at(1) == U'd') return 2;
   if ((at(1) == U'r' && at(2) == U'e') || (at(1) == U'v' && at(2) == U'e') || (at(1) == U'l' && at(2) == U'l'))
@@ -179,6 +183,20 @@ const std::array<std::string, 256>& byte_level_chars() { return byte_map().to_ch
 
 Tokenizer Tokenizer::load(const std::string& path) { return from_json(read_json_file(path), path); }
 
+namespace {
+
+// A token's id as the file gives it, refused where it is negative or past any real vocabulary (the
+// table of tokens by id is sized by the largest).
+std::int32_t checked_id(std::int64_t id, const std::string& token, const std::string& path) {
+  constexpr std::int64_t kMaxVocabulary = std::int64_t{1} << 24;
+  if (id < 0 || id >= kMaxVocabulary) {
+    throw_input_error("{}: token '{}' has id {} (ids run from 0 to below {})", path, token, id, kMaxVocabulary);
+  }
+  return static_cast<std::int32_t>(id);
+}
+
+}  // namespace
+
 Tokenizer Tokenizer::from_json(const nlohmann::json& j, const std::string& path) {
   Tokenizer t;
   t.path_ = path;
@@ -210,22 +228,16 @@ Tokenizer Tokenizer::from_json(const nlohmann::json& j, const std::string& path)
     }
     t.ignore_merges_ = model.value("ignore_merges", false);
     for (const auto& [token, id] : model.at("vocab").items()) {
-      const auto i = id.get<std::int32_t>();
-      if (i < 0) throw_input_error("{}: negative id for '{}'", path, token);
+      const auto i = checked_id(id.get<std::int64_t>(), token, path);
       t.vocab_[token] = i;
       if (static_cast<std::size_t>(i) >= t.id_to_token_.size()) t.id_to_token_.resize(static_cast<std::size_t>(i) + 1);
       t.id_to_token_[static_cast<std::size_t>(i)] = token;
     }
-    t.is_added_.assign(t.id_to_token_.size(), false);
     for (const nlohmann::json& a : j.value("added_tokens", nlohmann::json::array())) {
-      const auto i = a.at("id").get<std::int32_t>();
       const std::string content = a.at("content").get<std::string>();
-      if (static_cast<std::size_t>(i) >= t.id_to_token_.size()) {
-        t.id_to_token_.resize(static_cast<std::size_t>(i) + 1);
-        t.is_added_.resize(static_cast<std::size_t>(i) + 1, false);
-      }
+      const auto i = checked_id(a.at("id").get<std::int64_t>(), content, path);
+      if (static_cast<std::size_t>(i) >= t.id_to_token_.size()) t.id_to_token_.resize(static_cast<std::size_t>(i) + 1);
       t.id_to_token_[static_cast<std::size_t>(i)] = content;
-      t.is_added_[static_cast<std::size_t>(i)] = true;
       t.added_[content] = i;
     }
     t.prompt_prefix_ = template_prefix(j.value("post_processor", nlohmann::json()));
@@ -301,13 +313,22 @@ std::vector<std::int32_t> Tokenizer::encode(std::string_view text) const {
   std::size_t start = 0;
   auto encode_stretch = [&](std::string_view s) {
     if (s.empty()) return;
+    // ByteLevel's add_prefix_space puts ' ' before each split it is given that does not start with one:
+    // the stretch itself for GPT-2's kind (its ByteLevel splits it afterwards), each piece of the Split
+    // for Llama 3's (its ByteLevel comes after the Split).
     std::string prefixed;
-    if (add_prefix_space_ && s.front() != ' ') {
+    auto with_prefix = [&](std::string_view p) -> std::string_view {
+      if (!add_prefix_space_ || p.front() == ' ') return p;
       prefixed.assign(1, ' ');
-      prefixed.append(s);
-      s = prefixed;
+      prefixed.append(p);
+      return prefixed;
+    };
+    if (pattern_ == Pattern::kGpt2) {
+      s = with_prefix(s);
+      for (const auto& [a, b] : split(s)) encode_piece(s.substr(a, b - a), out);
+      return;
     }
-    for (const auto& [a, b] : split(s)) encode_piece(s.substr(a, b - a), out);
+    for (const auto& [a, b] : split(s)) encode_piece(with_prefix(s.substr(a, b - a)), out);
   };
   // The added tokens are cut out first (the longest one where several start at a position).
   for (std::size_t i = 0; i < text.size();) {
@@ -348,15 +369,17 @@ std::string Tokenizer::decode(std::span<const std::int32_t> ids) const {
   for (const std::int32_t id : ids) {
     if (id < 0 || static_cast<std::size_t>(id) >= id_to_token_.size()) continue;
     const std::string& token = id_to_token_[static_cast<std::size_t>(id)];
-    if (is_added_[static_cast<std::size_t>(id)]) {
+    // As the library's ByteLevel decoder: a token whose every character is in the byte map (every
+    // token of the vocabulary, and added ones like "<|endoftext|>") becomes those bytes; one with a
+    // character outside it (an added token with a space) stays its own text.
+    const CodePoints c = decode_utf8(token);
+    const bool mapped =
+        std::all_of(c.cp.begin(), c.cp.end(), [](char32_t ch) { return byte_map().to_byte.contains(ch); });
+    if (!mapped) {
       out += token;
       continue;
     }
-    const CodePoints c = decode_utf8(token);
-    for (const char32_t ch : c.cp) {
-      const auto it = byte_map().to_byte.find(ch);
-      if (it != byte_map().to_byte.end()) out += static_cast<char>(it->second);
-    }
+    for (const char32_t ch : c.cp) out += static_cast<char>(byte_map().to_byte.at(ch));
   }
   return out;
 }

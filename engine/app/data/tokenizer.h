@@ -54,7 +54,6 @@ class Tokenizer {
   std::vector<std::int32_t> prompt_prefix_;  // the template's special tokens before a sequence
   std::unordered_map<std::string, std::int32_t> vocab_;
   std::vector<std::string> id_to_token_;
-  std::vector<bool> is_added_;                                 // per id: an added token, decoded as its content
   std::map<std::string, std::int32_t, std::greater<>> added_;  // content -> id, longest first at equal prefix
   std::unordered_map<std::string, int> merge_rank_;            // "left right" -> rank
   std::string path_;

@@ -110,10 +110,12 @@ class GptFamily final : public ModelFamily {
     const int C = r.integer("n_embd");
     // What models/gpt computes: GELU's tanh form, a 4C MLP, LayerNorm's 1e-5, the tied head.
     const std::string act = r.string_or("activation_function", "gelu_new");
-    if (act != "gelu_new" && act != "gelu_pytorch_tanh")
+    // transformers' four names of GELU's tanh form (its constants written out or computed).
+    if (act != "gelu_new" && act != "gelu_pytorch_tanh" && act != "gelu_fast" && act != "gelu_accurate")
       r.refuse("activation_function", "zerotrain's GPT-2 has tanh GELU");
     if (r.integer_or("n_inner", 4 * C) != 4 * C) r.refuse("n_inner", "zerotrain's GPT-2 MLP is 4 x n_embd wide");
-    if (r.number_or("layer_norm_epsilon", 1e-5) != 1e-5)
+    // As a float: a config saved from an fp32 value writes 1e-5 as 9.999999747378752e-06.
+    if (static_cast<float>(r.number_or("layer_norm_epsilon", 1e-5)) != 1e-5f)
       r.refuse("layer_norm_epsilon", "zerotrain's LayerNorm uses 1e-5");
     if (!r.boolean_or("tie_word_embeddings", true)) r.refuse("tie_word_embeddings", "zerotrain's GPT-2 ties its head");
     if (r.boolean_or("scale_attn_by_inverse_layer_idx", false)) {

@@ -68,7 +68,7 @@ class LlamaFamily final : public ModelFamily {
     copy_shared_keys(model, l);
     l.n_kv_head = r.get_int("n_kv_head", model.n_head, 1, 1024);
     l.intermediate_size = r.get_int("intermediate_size", 0, 0, 1 << 24);
-    l.rope_theta = static_cast<float>(r.get_double("rope_theta", 10000.0, 1.0, 1e9));
+    l.rope_theta = static_cast<float>(r.get_double("rope_theta", 10000.0, 1.0, kMaxRopeTheta));
     l.norm_eps = static_cast<float>(r.get_double("norm_eps", 1e-5, 1e-12, 1.0));
     l.tie_embeddings = r.get_bool("tie_embeddings", false);
     l.rope_scaling = read_rope_scaling(r);
@@ -204,17 +204,30 @@ class LlamaFamily final : public ModelFamily {
     if (r.integer_or("head_dim", C / heads) != C / heads || C % heads != 0) {
       r.refuse("head_dim", "zerotrain's Llama heads are hidden_size / num_attention_heads wide");
     }
+    // transformers before 4.45 computes the products in pretraining_tp slices of width / tp, and
+    // drops the columns past tp of them where tp does not divide a width; where it divides them
+    // all, the model is the one computed whole.
+    const int tp = r.integer_or("pretraining_tp", 1);
+    const int hidden = r.integer("intermediate_size"), vocab = r.integer("vocab_size");
+    if (tp < 1 ||
+        (tp > 1 && (C % tp != 0 || hidden % tp != 0 || vocab % tp != 0 || (kv_heads * (C / heads)) % tp != 0))) {
+      r.refuse("pretraining_tp",
+               "transformers before 4.45 slices the products into that many parts and drops what does not divide "
+               "(hidden_size, intermediate_size, vocab_size, the key/value width); set it to 1");
+    }
+    const double eps = r.number_or("rms_norm_eps", 1e-6);
+    if (!(eps >= 1e-12 && eps <= 1.0)) r.refuse("rms_norm_eps", "must be in [1e-12, 1]");
     return {{"arch", "llama"},
             {"n_layer", r.integer("num_hidden_layers")},
             {"n_head", heads},
             {"n_embd", C},
             {"block_size", r.integer("max_position_embeddings")},
-            {"vocab_size", r.integer("vocab_size")},
+            {"vocab_size", vocab},
             {"n_kv_head", kv_heads},
-            {"intermediate_size", r.integer("intermediate_size")},
-            {"rope_theta", r.number_or("rope_theta", 10000.0)},
+            {"intermediate_size", hidden},
+            {"rope_theta", rope_theta_from_hf(hf, source)},
             {"rope_scaling", rope_scaling_from_hf(hf, source)},  // null: none (a config that sets one differs)
-            {"norm_eps", r.number_or("rms_norm_eps", 1e-6)},
+            {"norm_eps", eps},
             {"tie_embeddings", r.boolean_or("tie_word_embeddings", false)}};
   }
 };

@@ -110,29 +110,79 @@ std::string rope_scaling_error(const RopeScaling& s, std::string_view key_prefix
   return "";
 }
 
-nlohmann::json rope_scaling_from_hf(const nlohmann::json& hf, const std::string& source) {
+namespace {
+
+// [Note: rotary parameters in a Hugging Face config]
+// transformers up to 4.x writes `rope_theta` and `rope_scaling` at the top of config.json;
+// transformers 5 writes one `rope_parameters` object ({"rope_type", "rope_theta", and the type's
+// own fields}) and reads a `rope_scaling` first where a config has one. So the object is
+// rope_scaling where it is set, else rope_parameters; its rope_theta (v5's) goes before the top's.
+// A llama3 object without original_max_position_embeddings takes max_position_embeddings, as v5
+// fills it in. What would change the angles and is not computed here is refused: another type, a
+// field the type does not have, a partial_rotary_factor other than 1, or one object per layer type.
+struct HfRope {
+  const char* key = nullptr;             // "rope_scaling" or "rope_parameters"; nullptr: neither
+  const nlohmann::json* dict = nullptr;  // the object, where there is one
+};
+
+HfRope hf_rope(const nlohmann::json& hf, const std::string& source) {
   const HfConfigReader top(hf, source);
-  if (!top.has("rope_scaling")) return nullptr;
-  const nlohmann::json& raw = hf.at("rope_scaling");
-  if (!raw.is_object()) top.refuse("rope_scaling", "must be an object or null");
-  const HfConfigReader r(raw, source + ": rope_scaling");
+  for (const char* key : {"rope_scaling", "rope_parameters"}) {
+    if (!top.has(key)) continue;
+    const nlohmann::json& v = hf.at(key);
+    if (!v.is_object()) top.refuse(key, "must be an object or null");
+    if (v.empty()) continue;  // v5 takes an empty rope_scaling as none set
+    bool per_layer_type = true;
+    for (const auto& [name, value] : v.items()) per_layer_type = per_layer_type && value.is_object();
+    if (per_layer_type) top.refuse(key, "one object per layer type: zerotrain's Llama rotates every layer alike");
+    return {key, &v};
+  }
+  return {};
+}
+
+}  // namespace
+
+double rope_theta_from_hf(const nlohmann::json& hf, const std::string& source) {
+  const HfRope rope = hf_rope(hf, source);
+  const bool in_dict = rope.dict != nullptr && rope.dict->contains("rope_theta");
+  const HfConfigReader r(in_dict ? *rope.dict : hf, in_dict ? source + ": " + rope.key : source);
+  const double theta = r.number_or("rope_theta", 10000.0);
+  if (!(theta >= 1.0 && theta <= kMaxRopeTheta))
+    r.refuse("rope_theta", fmt::format("must be in [1, {:g}]", kMaxRopeTheta));
+  for (const nlohmann::json* dict : {&hf, rope.dict}) {
+    if (dict == nullptr) continue;
+    const HfConfigReader d(*dict, dict == &hf ? source : source + ": " + rope.key);
+    if (d.number_or("partial_rotary_factor", 1.0) != 1.0) {
+      d.refuse("partial_rotary_factor", "zerotrain's Llama rotates the whole of each head");
+    }
+  }
+  return theta;
+}
+
+nlohmann::json rope_scaling_from_hf(const nlohmann::json& hf, const std::string& source) {
+  const HfRope rope = hf_rope(hf, source);
+  if (rope.dict == nullptr) return nullptr;
+  const HfConfigReader top(hf, source);
+  const nlohmann::json& raw = *rope.dict;
+  const HfConfigReader r(raw, source + ": " + rope.key);
   // transformers (4.43 on) copies "type" over "rope_type" where a config has it (configs written
   // before 4.43 have only "type").
   const std::string type = r.has("type") ? r.string_or("type", "") : r.string_or("rope_type", "default");
   if (type == "default") return nullptr;
   if (type != "linear" && type != "llama3") {
-    top.refuse("rope_scaling", "zerotrain's Llama implements rope_type linear and llama3, not " + type);
+    top.refuse(rope.key, "zerotrain's Llama implements rope_type linear and llama3, not " + type);
   }
   const bool llama3 = type == "llama3";
   for (const auto& [key, value] : raw.items()) {
-    const bool known = key == "rope_type" || key == "type" || key == "factor" ||
+    const bool known = key == "rope_type" || key == "type" || key == "factor" || key == "rope_theta" ||
+                       key == "partial_rotary_factor" ||  // rope_theta_from_hf checks it is 1
                        (llama3 && (key == "low_freq_factor" || key == "high_freq_factor" ||
                                    key == "original_max_position_embeddings"));
-    if (!known) top.refuse("rope_scaling", fmt::format("zerotrain's {} scaling has no field {}", type, key));
+    if (!known) top.refuse(rope.key, fmt::format("zerotrain's {} scaling has no field {}", type, key));
   }
-  for (const char* key : {"factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"}) {
+  for (const char* key : {"factor", "low_freq_factor", "high_freq_factor"}) {
     if (!r.has(key) && (llama3 || std::string_view(key) == "factor")) {
-      top.refuse("rope_scaling", fmt::format("rope_type {} needs {}", type, key));
+      top.refuse(rope.key, fmt::format("rope_type {} needs {}", type, key));
     }
   }
   RopeScaling s;
@@ -141,14 +191,18 @@ nlohmann::json rope_scaling_from_hf(const nlohmann::json& hf, const std::string&
   if (llama3) {
     s.low_freq_factor = static_cast<float>(r.number_or("low_freq_factor", 1.0));
     s.high_freq_factor = static_cast<float>(r.number_or("high_freq_factor", 4.0));
-    s.original_max_position = static_cast<float>(r.integer("original_max_position_embeddings"));
+    s.original_max_position =
+        static_cast<float>(r.has("original_max_position_embeddings") ? r.integer("original_max_position_embeddings")
+                                                                     : top.integer("max_position_embeddings"));
   }
   const std::string error = rope_scaling_error(s, "");
-  if (!error.empty()) top.refuse("rope_scaling", error);
+  if (!error.empty()) top.refuse(rope.key, error);
   return rope_scaling_json(s);
 }
 
 nlohmann::json rope_scaling_hf_json(const RopeScaling& s) {
+  // A linear factor of 1 scales nothing, and transformers 4.40 refuses one (it wants more than 1).
+  if (s.type == RopeScalingType::kLinear && s.factor == 1.0f) return nullptr;
   if (s.type != RopeScalingType::kLinear) return rope_scaling_json(s);
   return {{"type", "linear"}, {"factor", shortest_decimal(s.factor)}};
 }

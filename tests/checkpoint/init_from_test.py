@@ -165,6 +165,19 @@ def check_scaled_rope(checks, work, train, tokens, binary):
         want2 = llama_reference.forward(params, *windows(tokens, 2 * B), cfg)[1].item()
         checks.check(abs(loss - want2) < 1e-5, f"llama3 rope_scaling: step-1 loss {loss:.7f} = the float64 "
                                                f"reference's {want2:.7f} ({abs(loss - want2):.1e})")
+        # The same model as transformers 5 writes its config.json: one rope_parameters object with the
+        # base inside, no rope_theta or rope_scaling at the top (read as neither, it trained unscaled).
+        folder5 = os.path.join(work, "llama_rope_parameters")
+        shutil.copytree(folder3, folder5)
+        v5 = {k: v for k, v in hf.items() if k not in ("rope_theta", "rope_scaling")}
+        v5["rope_parameters"] = {**hf["rope_scaling"], "rope_theta": hf.get("rope_theta", 10000.0)}
+        with open(os.path.join(folder5, "config.json"), "w") as f:
+            json.dump(v5, f)
+        run_dir, p = train("rope_parameters", folder5, 2, "--set", "zero.stage=3")
+        if checks.check(p.returncode == 0, f"transformers 5's rope_parameters: the run starts ({p.stderr[-400:]})"):
+            loss5 = next(r["loss"] for r in train_records(run_dir) if r["type"] == "train")
+            checks.check(loss5 == loss, f"transformers 5's rope_parameters: step-1 loss {loss5:.7f} = rope_scaling's "
+                                        f"{loss:.7f}")
     # sample --from the 131072-position model: greedy tokens after token 0, as the reference decodes.
     p = subprocess.run([binary, "sample", "--from", folder3, "--tokens", "6", "--top-k", "1"], capture_output=True,
                        text=True, timeout=120)
@@ -544,6 +557,19 @@ def main():
 
     _, p = train("swish", llama_variant("llama_swish", hidden_act="swish"), 1)
     checks.check(p.returncode == 0, f"a Llama config's hidden_act 'swish' (SiLU) is read ({p.stderr[-200:]})")
+    _, p = train("tp2", llama_variant("llama_tp2", pretraining_tp=2), 1)
+    checks.check(p.returncode == 0, f"pretraining_tp 2, dividing every width, is read ({p.stderr[-200:]})")
+    # GPT-2's tanh GELU under transformers' other names, and 1e-5 as an fp32 value saves it.
+    gpt_alike = os.path.join(work, "gpt2_alike")
+    shutil.copytree(gpt_folder, gpt_alike)
+    with open(os.path.join(gpt_alike, "config.json")) as f:
+        hf = json.load(f)
+    hf.update(activation_function="gelu_fast", layer_norm_epsilon=9.999999747378752e-06)
+    with open(os.path.join(gpt_alike, "config.json"), "w") as f:
+        json.dump(hf, f)
+    _, p = train("gpt2_alike_run", gpt_alike, 1)
+    checks.check(p.returncode == 0, f"GPT-2's gelu_fast and an fp32 layer_norm_epsilon of 1e-5 are read "
+                                    f"({p.stderr[-200:]})")
     # A header length of 2^64 - 1 (a file of 0xff bytes): the length was taken for a negative one
     # that fits, and a bare std::length_error ended the run with exit 1.
     huge_header = os.path.join(work, "huge_header")
@@ -591,7 +617,17 @@ def main():
         # Out of zerotrain's range: the folder's config.json named, not the run's config (whose
         # --set the error suggested, which the folder's key then refused as a conflict).
         ("a value out of range in the folder's config", llama_variant("llama_theta0", rope_theta=0), [],
-         ["config error in ", "llama_theta0/config.json: key 'model.rope_theta' = 0 is out of range"]),
+         ["llama_theta0/config.json: rope_theta = 0: must be in [1, 1e+12]"]),
+        ("transformers 5's rope_parameters out of range",
+         llama_variant("llama_v5_theta0", rope_parameters={"rope_type": "default", "rope_theta": 0.5}), [],
+         ["llama_v5_theta0/config.json: rope_parameters: rope_theta = 0.5: must be in [1, 1e+12]"]),
+        ("a partial rotary factor", llama_variant("llama_partial", partial_rotary_factor=0.5), [],
+         ["llama_partial/config.json: partial_rotary_factor = 0.5", "whole of each head"]),
+        ("rotary parameters per layer type",
+         llama_variant("llama_per_layer", rope_parameters={"full_attention": {"rope_type": "default"}}), [],
+         ["llama_per_layer/config.json: rope_parameters", "one object per layer type"]),
+        ("pretraining_tp that does not divide the vocabulary", llama_variant("llama_tp", pretraining_tp=3), [],
+         ["llama_tp/config.json: pretraining_tp = 3", "set it to 1"]),
         ("conflicting model keys", gpt_folder, ["--set", "model.n_layer=4", "--set", "model.n_embd=64"],
          ["model.n_layer = 4", "the checkpoint has 2", "model.n_embd = 64", "--set model.n_embd=64"]),
         ("a tensor the config needs but the file lacks", os.path.join(work, "broken"), [],

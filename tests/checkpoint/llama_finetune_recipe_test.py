@@ -53,7 +53,7 @@ def make_folder(folder, text):
         pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
     tok.decoder = decoders.ByteLevel()
     tok.train_from_iterator([text[i:i + 5000] for i in range(0, len(text), 5000)],
-                            trainers.BpeTrainer(vocab_size=512, special_tokens=["<|begin_of_text|>", "<|end_of_text|>"],
+                            trainers.BpeTrainer(vocab_size=512, special_tokens=["<|begin_of_text|>", "<|end_of_text|>", "<|eot_id|>"],
                                                 initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
                                                 show_progress=False))
     bos = tok.token_to_id("<|begin_of_text|>")  # Llama 3's template: <|begin_of_text|> before a sequence
@@ -71,7 +71,9 @@ def make_folder(folder, text):
         hf = json.load(f)
     # What Llama 3.2's config.json has that transformers 4.40 cannot write (it refuses llama3 scaling).
     hf.update({"rope_scaling": ROPE_SCALING, "max_position_embeddings": 131072,
-               "bos_token_id": tok.token_to_id("<|begin_of_text|>"), "eos_token_id": tok.token_to_id("<|end_of_text|>")})
+               "bos_token_id": tok.token_to_id("<|begin_of_text|>"),
+               # As Llama 3's instruct models list them: every token a turn may end with.
+               "eos_token_id": [tok.token_to_id("<|end_of_text|>"), tok.token_to_id("<|eot_id|>")]})
     with open(os.path.join(folder, "config.json"), "w") as f:
         json.dump(hf, f)
     tok.save(os.path.join(folder, "tokenizer.json"))
@@ -146,8 +148,10 @@ def main():
     hf = json.loads(out_config)
     checks.check(hf["rope_scaling"] == ROPE_SCALING and hf["max_position_embeddings"] == 131072
                  and hf["bos_token_id"] == tok.token_to_id("<|begin_of_text|>")
-                 and hf["eos_token_id"] == tok.token_to_id("<|end_of_text|>") and hf["tie_word_embeddings"],
-                 f"the export's config.json keeps the scaling, the context, the tie and the special tokens' ids ({hf})")
+                 and hf["eos_token_id"] == [tok.token_to_id("<|end_of_text|>"), tok.token_to_id("<|eot_id|>")]
+                 and hf["tie_word_embeddings"],
+                 f"the export's config.json keeps the scaling, the context, the tie and the special tokens' ids, the "
+                 f"source's list of end tokens (which holds the tokenizer's) over the tokenizer's one ({hf})")
     checks.check(all(os.path.exists(os.path.join(out, f)) for f in ("tokenizer.json", "tokenizer_config.json")),
                  "the export carries the tokenizer")
     # Its checkpoint is format version 2, which builds from before rope_scaling refuse instead of

@@ -9,6 +9,7 @@
 #include "engine/app/config/run_config.h"
 #include "engine/base/core/config_text.h"
 #include "models/llama/llama_family.h"
+#include "models/llama/llama_rope_scaling.h"
 #include "tests/core/config_test_util.h"
 
 namespace zt {
@@ -136,6 +137,10 @@ TEST(RunConfig, LlamaRopeScalingReadWrittenAndRefused) {
   l = llama::llama_config(parse_run_config(llama({{"type", "linear"}, {"factor", 4}}), "t.json").model);
   EXPECT_EQ(l.rope_scaling.type, RopeScalingType::kLinear);
   EXPECT_EQ(l.rope_scaling.factor, 4.0f);
+  EXPECT_EQ(llama::rope_scaling_hf_json(l.rope_scaling), (nlohmann::json{{"type", "linear"}, {"factor", 4.0}}));
+  // A linear factor of 1 scales nothing: exported as none (transformers 4.40 refuses a factor of 1).
+  l.rope_scaling.factor = 1.0f;
+  EXPECT_EQ(llama::rope_scaling_hf_json(l.rope_scaling), nullptr);
   c = parse_run_config(llama(nullptr), "t.json");  // config.json's "none"
   EXPECT_EQ(llama::llama_config(c.model).rope_scaling.type, RopeScalingType::kNone);
   EXPECT_FALSE(c.to_json()["model"].contains("rope_scaling")) << "a manifest from before the key reads the same";

@@ -1,6 +1,6 @@
 // A Hugging Face folder's config.json as train.init_from and sample --from read it: the special
-// tokens' ids a run carries into its exports are tokens of the model's vocabulary, or none (an id
-// of 2^40 or -1 was carried into every export's config.json).
+// tokens' ids a run carries into its exports are tokens of the model's vocabulary (one, or a list),
+// or none (an id of 2^40 or -1 was carried into every export's config.json).
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -30,7 +30,13 @@ TEST(PretrainedConfig, SpecialTokenIdsOutsideTheVocabularyAreNotCarried) {
   config["pad_token_id"] = -1;
   std::ofstream(dir / "config.json") << config.dump();
   EXPECT_EQ(read_pretrained_model(dir.string()).special_token_ids, nlohmann::json::object());
-  config["eos_token_id"] = {1, 2};  // several, as some instruct models list them: none carried
+  config["eos_token_id"] = {1, 2};  // several, as instruct models list the tokens a turn ends with
+  std::ofstream(dir / "config.json") << config.dump();
+  EXPECT_EQ(read_pretrained_model(dir.string()).special_token_ids, (nlohmann::json{{"eos_token_id", {1, 2}}}));
+  config["eos_token_id"] = {1, 50};  // one of them outside the vocabulary: none carried
+  std::ofstream(dir / "config.json") << config.dump();
+  EXPECT_EQ(read_pretrained_model(dir.string()).special_token_ids, nlohmann::json::object());
+  config["eos_token_id"] = nlohmann::json::array();
   std::ofstream(dir / "config.json") << config.dump();
   EXPECT_EQ(read_pretrained_model(dir.string()).special_token_ids, nlohmann::json::object());
 }

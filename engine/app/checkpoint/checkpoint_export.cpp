@@ -282,9 +282,13 @@ HfExport export_hf(const CheckpointReader& reader, const std::string& out_dir, D
   // its own defaults, and generate stops at another token). Not where the run trained on its own
   // vocabulary (vocab.json, exported as the tokenizer below): they number another tokenizer's.
   const bool own_vocabulary = !fs::exists(run_dir / "tokenizer.json") && fs::exists(run_dir / "vocab.json");
+  // A list the model gave (an instruct model's eos_token_id: each token a turn may end with) goes
+  // before its tokenizer's one id where it holds it: generate would otherwise run past the others.
   const nlohmann::json carried = extra_object(reader.manifest().extra, "special_token_ids");
   for (const auto& [key, id] : carried.items()) {
-    if (!special_ids.contains(key) && !own_vocabulary) hf[key] = id;
+    const bool widens =
+        special_ids.contains(key) && id.is_array() && std::find(id.begin(), id.end(), special_ids.at(key)) != id.end();
+    if ((!special_ids.contains(key) || widens) && !own_vocabulary) hf[key] = id;
   }
 
   // Tensors in table order, cut into shards of at most max_shard_bytes (a larger tensor alone), as

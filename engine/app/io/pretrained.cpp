@@ -354,14 +354,18 @@ PretrainedModel read_pretrained_model(const std::string& path) {
                                  ? archs[0].get<std::string>()
                                  : hf["model_type"].get<std::string>();
     nlohmann::json keys = family.model_keys_from_hf(hf, config);
-    // The special tokens' ids the run carries into its exports: a token of the vocabulary, else
-    // none (a list of several, as some instruct models give eos_token_id, is none too).
+    // The special tokens' ids the run carries into its exports: a token of the vocabulary, or a
+    // list of them (an instruct model's eos_token_id names each token its turns end with), else none.
     const std::int64_t vocab = keys.value("vocab_size", std::int64_t{0});
+    const auto in_vocabulary = [vocab](const nlohmann::json& id) {
+      return id.is_number_integer() && id.get<std::int64_t>() >= 0 && id.get<std::int64_t>() < vocab;
+    };
     nlohmann::json ids = nlohmann::json::object();
     for (const char* key : {"bos_token_id", "eos_token_id", "pad_token_id"}) {
-      if (hf.contains(key) && hf[key].is_number_integer() && hf[key].get<std::int64_t>() >= 0 &&
-          hf[key].get<std::int64_t>() < vocab) {
-        ids[key] = hf[key];
+      if (!hf.contains(key)) continue;
+      const nlohmann::json& id = hf[key];
+      if (in_vocabulary(id) || (id.is_array() && !id.empty() && std::all_of(id.begin(), id.end(), in_vocabulary))) {
+        ids[key] = id;
       }
     }
     return {std::move(keys), fmt::format("Hugging Face {} folder {}", arch, path), config, ids};

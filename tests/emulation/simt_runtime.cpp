@@ -17,7 +17,7 @@ extern "C" void AnnotateIgnoreWritesBegin(const char* file, int line);
 extern "C" void AnnotateIgnoreWritesEnd(const char* file, int line);
 #endif
 
-thread_local dim3 threadIdx, blockIdx, gridDim, blockDim;
+constinit thread_local dim3 threadIdx, blockIdx, gridDim, blockDim;
 
 namespace simt {
 

@@ -35,7 +35,10 @@ struct dim3 {
   constexpr dim3(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}
 };
 
-extern thread_local dim3 threadIdx, blockIdx, gridDim, blockDim;
+// constinit: GCC 12 otherwise reaches them through a TLS wrapper whose null check UBSan's null
+// sanitizer reads as a null member access in every kernel (a code-generation bug; found by an
+// ASan+UBSan run of the emulation tests).
+extern thread_local constinit dim3 threadIdx, blockIdx, gridDim, blockDim;
 
 namespace simt {
 

@@ -11,6 +11,15 @@
 #include <memory>
 #include <mutex>
 
+#if defined(__SANITIZE_ADDRESS__)  // GCC under -fsanitize=address
+#include <sanitizer/asan_interface.h>
+#define ZT_SIMT_POISON(p, n) ASAN_POISON_MEMORY_REGION(p, n)
+#define ZT_SIMT_UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION(p, n)
+#else
+#define ZT_SIMT_POISON(p, n) ((void)(p), (void)(n))
+#define ZT_SIMT_UNPOISON(p, n) ((void)(p), (void)(n))
+#endif
+
 #if defined(__SANITIZE_THREAD__)  // GCC under -fsanitize=thread
 #include <sanitizer/tsan_interface.h>
 extern "C" void AnnotateIgnoreWritesBegin(const char* file, int line);
@@ -187,6 +196,10 @@ void run_blocks(dim3 grid, int threads, std::size_t smem_bytes, const std::funct
     l.warps = &warps;
     l.block_index = dim3(static_cast<unsigned>(i % grid.x), static_cast<unsigned>(i / grid.x % grid.y),
                          static_cast<unsigned>(i / (std::size_t{grid.x} * grid.y)));
+    // Under ASan only the launch's dynamic shared memory is addressable: a kernel reading or
+    // writing past what it asked for is reported, as the GPU would fault or read another block's.
+    ZT_SIMT_UNPOISON(block_smem, kMaxDynamicSmem);
+    ZT_SIMT_POISON(block_smem + smem_bytes, kMaxDynamicSmem - smem_bytes);
     std::memset(block_smem, 0xFF, smem_bytes);
     tsan_release(&l.launch_edge);  // the caller's inputs and the refill happen before the block
     for (int t = 0; t < threads; ++t) {
@@ -217,6 +230,7 @@ void run_blocks(dim3 grid, int threads, std::size_t smem_bytes, const std::funct
     }
     tsan_acquire(&l.block_edge);  // the block's writes happen before what follows it
   }
+  ZT_SIMT_UNPOISON(block_smem, kMaxDynamicSmem);
   l.current.store(-1, std::memory_order_relaxed);
 }
 

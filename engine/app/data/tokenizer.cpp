@@ -8,7 +8,8 @@
 #include <algorithm>
 #include <array>
 #include <fstream>
-#include <limits>
+#include <queue>
+#include <utility>
 
 #include "engine/app/data/utf8.h"
 #include "engine/app/io/json_file.h"
@@ -269,41 +270,64 @@ std::vector<std::pair<std::size_t, std::size_t>> Tokenizer::split(std::string_vi
   return pieces;
 }
 
+// [Note: merging by a heap]
+// The symbols form a list; each adjacent pair that a merge names waits in a min-heap keyed by
+// (rank, position), so the lowest rank merges first and, at one rank, the leftmost, as the
+// library's BPE does. A merge joins the right symbol into the left and offers the new pairs on
+// either side; an entry whose pair has changed since it was offered (a side merged away or into
+// something else) is stale and skipped when it comes up. O(n log n) lookups for a piece of n
+// bytes: rescanning every pair after each merge made a 100k-character unspaced piece take seconds.
 void Tokenizer::encode_piece(std::string_view piece, std::vector<std::int32_t>& out) const {
-  std::vector<std::string> symbols;  // byte-level characters, merged as the merges say
-  for (const char b : piece) symbols.push_back(byte_map().to_char[static_cast<unsigned char>(b)]);
+  struct Symbol {
+    std::string text;  // byte-level characters, merged as the merges say
+    int prev, next;    // neighbours in the list, -1 at its ends
+    bool alive = true;
+  };
+  const int n = static_cast<int>(piece.size());
+  std::vector<Symbol> symbols;
+  symbols.reserve(piece.size());
+  for (int i = 0; i < n; ++i) {
+    symbols.push_back({byte_map().to_char[static_cast<unsigned char>(piece[static_cast<std::size_t>(i)])], i - 1,
+                       i + 1 < n ? i + 1 : -1});
+  }
   if (ignore_merges_) {
     std::string whole;
-    for (const std::string& s : symbols) whole += s;
+    for (const Symbol& s : symbols) whole += s.text;
     if (const auto it = vocab_.find(whole); it != vocab_.end()) {
       out.push_back(it->second);
       return;
     }
   }
-  while (symbols.size() > 1) {
-    int best = std::numeric_limits<int>::max();
-    std::size_t at = 0;
-    for (std::size_t k = 0; k + 1 < symbols.size(); ++k) {
-      const auto it = merge_rank_.find(symbols[k] + " " + symbols[k + 1]);
-      if (it != merge_rank_.end() && it->second < best) best = it->second, at = k;
-    }
-    if (best == std::numeric_limits<int>::max()) break;
-    // Every occurrence of the best pair, left to right.
-    const std::string left = symbols[at], right = symbols[at + 1];
-    std::vector<std::string> merged;
-    for (std::size_t k = 0; k < symbols.size(); ++k) {
-      if (k + 1 < symbols.size() && symbols[k] == left && symbols[k + 1] == right) {
-        merged.push_back(left + right);
-        ++k;
-      } else {
-        merged.push_back(symbols[k]);
-      }
-    }
-    symbols.swap(merged);
+  const auto rank_of = [&](int left) {
+    const int right = symbols[static_cast<std::size_t>(left)].next;
+    if (right < 0) return -1;
+    const auto it = merge_rank_.find(symbols[static_cast<std::size_t>(left)].text + " " +
+                                     symbols[static_cast<std::size_t>(right)].text);
+    return it == merge_rank_.end() ? -1 : it->second;
+  };
+  using Candidate = std::pair<int, int>;  // (rank, left symbol's position)
+  std::priority_queue<Candidate, std::vector<Candidate>, std::greater<>> heap;
+  const auto offer = [&](int left) {
+    if (const int rank = rank_of(left); rank >= 0) heap.emplace(rank, left);
+  };
+  for (int i = 0; i + 1 < n; ++i) offer(i);
+  while (!heap.empty()) {
+    const auto [rank, left] = heap.top();
+    heap.pop();
+    Symbol& l = symbols[static_cast<std::size_t>(left)];
+    if (!l.alive || rank_of(left) != rank) continue;  // stale
+    Symbol& r = symbols[static_cast<std::size_t>(l.next)];
+    l.text += r.text;
+    r.alive = false;
+    l.next = r.next;
+    if (l.next >= 0) symbols[static_cast<std::size_t>(l.next)].prev = left;
+    if (l.prev >= 0) offer(l.prev);
+    offer(left);
   }
-  for (const std::string& s : symbols) {
-    const auto it = vocab_.find(s);
-    if (it == vocab_.end()) throw_input_error("{}: no token for '{}' and no merge makes one", path_, s);
+  for (const Symbol& s : symbols) {
+    if (!s.alive) continue;
+    const auto it = vocab_.find(s.text);
+    if (it == vocab_.end()) throw_input_error("{}: no token for '{}' and no merge makes one", path_, s.text);
     out.push_back(it->second);
   }
 }

@@ -32,6 +32,9 @@ LlamaConfig llama_config(const ModelConfig& model) {
 
 namespace {
 
+// model.norm_eps's range, the config's and a Hugging Face config's rms_norm_eps alike.
+constexpr double kMinNormEps = 1e-12, kMaxNormEps = 1.0;
+
 // The family keys as config.json and the manifest write them: the SwiGLU width as a number (not 0
 // for Llama's rule), floats as their shortest decimals, rope_scaling only where there is one (so a
 // manifest from before it existed reads as the same model).
@@ -68,8 +71,8 @@ class LlamaFamily final : public ModelFamily {
     copy_shared_keys(model, l);
     l.n_kv_head = r.get_int("n_kv_head", model.n_head, 1, 1024);
     l.intermediate_size = r.get_int("intermediate_size", 0, 0, 1 << 24);
-    l.rope_theta = static_cast<float>(r.get_double("rope_theta", 10000.0, 1.0, kMaxRopeTheta));
-    l.norm_eps = static_cast<float>(r.get_double("norm_eps", 1e-5, 1e-12, 1.0));
+    l.rope_theta = static_cast<float>(r.get_double("rope_theta", 10000.0, kMinRopeTheta, kMaxRopeTheta));
+    l.norm_eps = static_cast<float>(r.get_double("norm_eps", 1e-5, kMinNormEps, kMaxNormEps));
     l.tie_embeddings = r.get_bool("tie_embeddings", false);
     l.rope_scaling = read_rope_scaling(r);
     const std::string error = llama_config_error(l, "model.");
@@ -216,7 +219,9 @@ class LlamaFamily final : public ModelFamily {
                "(hidden_size, intermediate_size, vocab_size, the key/value width); set it to 1");
     }
     const double eps = r.number_or("rms_norm_eps", 1e-6);
-    if (!(eps >= 1e-12 && eps <= 1.0)) r.refuse("rms_norm_eps", "must be in [1e-12, 1]");
+    if (!(eps >= kMinNormEps && eps <= kMaxNormEps)) {
+      r.refuse("rms_norm_eps", fmt::format("must be in [{:g}, {:g}]", kMinNormEps, kMaxNormEps));
+    }
     return {{"arch", "llama"},
             {"n_layer", r.integer("num_hidden_layers")},
             {"n_head", heads},

@@ -147,8 +147,8 @@ double rope_theta_from_hf(const nlohmann::json& hf, const std::string& source) {
   const bool in_dict = rope.dict != nullptr && rope.dict->contains("rope_theta");
   const HfConfigReader r(in_dict ? *rope.dict : hf, in_dict ? source + ": " + rope.key : source);
   const double theta = r.number_or("rope_theta", 10000.0);
-  if (!(theta >= 1.0 && theta <= kMaxRopeTheta))
-    r.refuse("rope_theta", fmt::format("must be in [1, {:g}]", kMaxRopeTheta));
+  if (!(theta >= kMinRopeTheta && theta <= kMaxRopeTheta))
+    r.refuse("rope_theta", fmt::format("must be in [{:g}, {:g}]", kMinRopeTheta, kMaxRopeTheta));
   for (const nlohmann::json* dict : {&hf, rope.dict}) {
     if (dict == nullptr) continue;
     const HfConfigReader d(*dict, dict == &hf ? source : source + ": " + rope.key);

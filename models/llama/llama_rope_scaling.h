@@ -29,8 +29,9 @@ RopeScaling rope_scaling_of(const nlohmann::json& j);
 // "" when consistent, else what is wrong, naming "<key_prefix>rope_scaling.<key>".
 std::string rope_scaling_error(const RopeScaling& s, std::string_view key_prefix);
 
-// The largest model.rope_theta read (gradientAI's 1M-context Llama 3 has 3.58e9).
-inline constexpr double kMaxRopeTheta = 1e12;
+// model.rope_theta's range, the config's and a Hugging Face config's alike (the largest: gradientAI's
+// 1M-context Llama 3 has 3.58e9).
+inline constexpr double kMinRopeTheta = 1.0, kMaxRopeTheta = 1e12;
 
 // A Hugging Face config.json's rotary scaling as zerotrain's model key (rope_scaling_json's form),
 // from its rope_scaling, or transformers 5's rope_parameters ([Note: rotary parameters in a
@@ -38,7 +39,7 @@ inline constexpr double kMaxRopeTheta = 1e12;
 // key is refused in one line naming `source`, since it would change the angles.
 nlohmann::json rope_scaling_from_hf(const nlohmann::json& hf, const std::string& source);
 // Its rotary base: rope_parameters' (or rope_scaling's) rope_theta, else the top's, else 10000;
-// refused in one line outside [1, kMaxRopeTheta], or beside a partial_rotary_factor other than 1.
+// refused in one line outside [kMinRopeTheta, kMaxRopeTheta], or beside a partial_rotary_factor other than 1.
 double rope_theta_from_hf(const nlohmann::json& hf, const std::string& source);
 // For a config.json transformers reads: llama3 as above; linear as {"type", "factor"}, the form
 // transformers has read since it had rope_scaling (the 4.40 the tests use takes no other).

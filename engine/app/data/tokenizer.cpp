@@ -396,14 +396,14 @@ std::string Tokenizer::decode(std::span<const std::int32_t> ids) const {
     // As the library's ByteLevel decoder: a token whose every character is in the byte map (every
     // token of the vocabulary, and added ones like "<|endoftext|>") becomes those bytes; one with a
     // character outside it (an added token with a space) stays its own text.
-    const CodePoints c = decode_utf8(token);
-    const bool mapped =
-        std::all_of(c.cp.begin(), c.cp.end(), [](char32_t ch) { return byte_map().to_byte.contains(ch); });
-    if (!mapped) {
-      out += token;
-      continue;
+    std::string bytes;
+    bool mapped = true;
+    for (const char32_t ch : decode_utf8(token).cp) {
+      const auto it = byte_map().to_byte.find(ch);
+      if (!(mapped = it != byte_map().to_byte.end())) break;
+      bytes += static_cast<char>(it->second);
     }
-    for (const char32_t ch : c.cp) out += static_cast<char>(byte_map().to_byte.at(ch));
+    out += mapped ? bytes : token;
   }
   return out;
 }

@@ -6,7 +6,6 @@ import os
 import struct
 import subprocess
 import sys
-import tempfile
 import time
 
 
@@ -26,14 +25,15 @@ def wait_until(condition, seconds=60, poll=0.01):
     return condition()
 
 
-def mpi_driver(prefix, config=None):
+def mpi_driver(checks, prefix, config=None):
     """A ranks test driver's start, from its command line `MPIRUN [FLAGS...] -- zerotrain`: the
-    launcher's words, the binary's absolute path, a fresh work folder named `prefix`..., `config`
+    launcher's words, the binary's absolute path, a fresh work folder named `prefix`... (removed by
+    `checks`.finish() when every check passed), `config`
     (a dict) written there as config.json (its path, or None without one), and the environment less
     the launcher's own variables (so a test run under mpirun can start mpirun again)."""
     argv = sys.argv[1:]
     sep = argv.index("--")
-    work = tempfile.mkdtemp(prefix=prefix)
+    work = checks.work_folder(prefix)
     path = None
     if config is not None:
         path = os.path.join(work, "config.json")

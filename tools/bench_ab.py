@@ -12,9 +12,11 @@ usage: /usr/bin/python3 tools/bench_ab.py --a BASELINE/zerotrain --b build/zerot
            --case "NAME:RANKS:key=value,key=value" [--case ...]
 """
 import argparse
+import atexit
 import datetime
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -81,6 +83,7 @@ def main():
         if not (os.path.isfile(binary) and os.access(binary, os.X_OK)):
             sys.exit(f"bench_ab: --{side} {binary} is not an executable file")
     work = tempfile.mkdtemp(prefix="zt_bench_ab_")
+    atexit.register(shutil.rmtree, work, True)  # every run's final weights; the table and JSON are the result
     rows = []
     for case in args.case:
         got = {"a": [], "b": []}

@@ -13,9 +13,11 @@ usage: tools/bench_planner.py [--zerotrain build/zerotrain] [--budget 600MB] [--
            [--link-gbps 5] [--link-latency-us 20] [--out runs/results/planner_cpu.json]
 """
 import argparse
+import atexit
 import json
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -55,6 +57,7 @@ def main():
     a = p.parse_args()
     check_out_file("bench_planner", a.out)
     work = tempfile.mkdtemp(prefix="zt_plan_bench_")
+    atexit.register(shutil.rmtree, work, True)  # the profile and every run's final weights; the JSON is the result
     config = os.path.join(work, "config.json")
     with open(config, "w") as f:
         json.dump(CONFIG, f)

@@ -26,7 +26,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -59,7 +58,7 @@ def main():
     args = parser.parse_args(argv)
     checks = Checks()
     check = checks.check
-    work = tempfile.mkdtemp(prefix="zt_async_")
+    work = checks.work_folder("zt_async_")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OMPI_", "PMIX_"))}
     np_ = 2 if mpirun else 1
     counter = [0]

@@ -18,7 +18,6 @@ import shutil
 import struct
 import subprocess
 import sys
-import tempfile
 
 import numpy as np
 import torch
@@ -48,7 +47,7 @@ def main():
     parser.add_argument("--config", required=True)
     args = parser.parse_args(argv[:argv.index("--")] if "--" in argv else argv)
     checks = Checks()
-    work = tempfile.mkdtemp(prefix="zt_ckpt_cli_")
+    work = checks.work_folder("zt_ckpt_cli_")
     folder = os.path.join(work, "checkpoints")
     ranks = 3 if mpirun else 1
 

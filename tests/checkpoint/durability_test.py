@@ -16,7 +16,6 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -90,7 +89,7 @@ def main():
         print("SKIP: strace is not installed")
         return 77
     checks = Checks()
-    work = tempfile.mkdtemp(prefix="zt_durability_")
+    work = checks.work_folder("zt_durability_")
     dataset = os.path.join(work, "dataset")
     p, calls = traced(work, "prepare", [binary, "prepare", "--text", TEXT, "--out", dataset])
     bad, _ = unsynced_renames(calls)

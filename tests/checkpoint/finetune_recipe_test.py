@@ -12,7 +12,6 @@ usage: finetune_recipe_test.py -- PATH/TO/zerotrain   (run with .venv-hf's pytho
 import os
 import subprocess
 import sys
-import tempfile
 
 import numpy as np
 
@@ -44,7 +43,7 @@ def val_loss(model, tokens):
 def main():
     binary = sys.argv[sys.argv.index("--") + 1]
     checks = Checks()
-    work = tempfile.mkdtemp(prefix="zt_recipe_")
+    work = checks.work_folder("zt_recipe_")
     gpt2 = os.path.join(work, "gpt2")  # stands in for the downloaded folder
     with open(TEXT, encoding="utf-8") as f:
         text = f.read()

@@ -23,7 +23,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 
 import numpy as np
 
@@ -325,7 +324,7 @@ def main():
     split = sys.argv.index("--")
     launcher, binary = sys.argv[1:split], sys.argv[split + 1]
     checks = Checks()
-    work = tempfile.mkdtemp(prefix="zt_init_from_")
+    work = checks.work_folder("zt_init_from_")
     rng = np.random.default_rng(1)
     tokens = rng.integers(0, VOCAB, 20000)
     data = os.path.join(work, "tokens.bin")

@@ -14,7 +14,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
@@ -27,7 +26,7 @@ def main():
     parser.add_argument("--driver", required=True)
     args = parser.parse_args()
     checks = Checks()
-    work = tempfile.mkdtemp(prefix="zt_killed_save_")
+    work = checks.work_folder("zt_killed_save_")
     folder = os.path.join(work, "checkpoints")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OMPI_", "PMIX_"))}
 

@@ -20,7 +20,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 
 import numpy as np
 import torch
@@ -46,7 +45,7 @@ def main():
     parser.add_argument("--config", required=True)
     args = parser.parse_args(argv[:argv.index("--")] if "--" in argv else argv)
     checks = Checks()
-    work = tempfile.mkdtemp(prefix="zt_llama_export_")
+    work = checks.work_folder("zt_llama_export_")
     ranks = 3 if mpirun else 1
 
     def run(cmd):

@@ -17,7 +17,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 
 import numpy as np
 
@@ -97,7 +96,7 @@ def main():
     split = sys.argv.index("--")
     launcher, binary = sys.argv[1:split], sys.argv[split + 1]
     checks = Checks()
-    work = tempfile.mkdtemp(prefix="zt_llama_recipe_")
+    work = checks.work_folder("zt_llama_recipe_")
     folder = os.path.join(work, "Llama-3.2-1B")  # stands in for the downloaded folder
     with open(TEXT, encoding="utf-8") as f:
         text = f.read()

@@ -13,7 +13,6 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from check_report import Checks  # noqa: E402
@@ -34,7 +33,7 @@ def main():
     args = parser.parse_args(argv[:split])
     mpirun = argv[split + 1:]
     checks = Checks()
-    work = tempfile.mkdtemp(prefix="zt_reshard_")
+    work = checks.work_folder("zt_reshard_")
 
     def launch(np_, *driver_args):
         cmd = mpirun + ["-np", str(np_), args.driver] + [str(a) for a in driver_args]

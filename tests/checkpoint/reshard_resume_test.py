@@ -11,7 +11,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 
 import numpy as np
 
@@ -35,7 +34,7 @@ def main():
     args = parser.parse_args(argv[:split])
     mpirun = argv[split + 1:]
     checks = Checks()
-    work = tempfile.mkdtemp(prefix="zt_resume_")
+    work = checks.work_folder("zt_resume_")
 
     def run(np_, folder, stage, start, stop, dtype):
         cmd = mpirun + ["-np", str(np_), args.driver, "run", folder, "--config", args.config, "--stage", str(stage),

@@ -26,7 +26,6 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -77,7 +76,7 @@ def main():
     args = parser.parse_args(argv)
     checks = Checks()
     check = checks.check
-    work = tempfile.mkdtemp(prefix="zt_stop_")
+    work = checks.work_folder("zt_stop_")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OMPI_", "PMIX_"))}
     counter = [0]
 

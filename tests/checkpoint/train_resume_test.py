@@ -23,7 +23,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from check_report import Checks  # noqa: E402
@@ -59,7 +58,7 @@ def main():
     args = parser.parse_args(argv)
     checks = Checks()
     check = checks.check
-    work = tempfile.mkdtemp(prefix="zt_train_resume_")
+    work = checks.work_folder("zt_train_resume_")
     counter = [0]
 
     def train(np_, config, run_dir, extra=()):

@@ -10,13 +10,15 @@ import os
 import resource
 import shutil
 import signal
-import struct
 import subprocess
 import sys
 import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+from check_report import close_work_folders  # noqa: E402
+
 GOOD = {"model": {"n_layer": 1, "n_head": 2, "n_embd": 8, "block_size": 8, "vocab_size": 10},
         "train": {"micro_batch": 2}}
 
@@ -631,6 +633,7 @@ def main():
            ("PMI_RANK=0 and PMI_SIZE=2 say rank 0 of 2, but MPI started this process as rank 0 of 1" in lines[0] or
             "without MPI" in lines[0]) and not os.path.exists(pmi_run), proc.returncode, lines[-1:])
     print(f"{len(cases) + 22 - len(failures)} passed, {len(failures)} failed")
+    close_work_folders([work], passed=not failures)
     return 1 if failures else 0
 
 

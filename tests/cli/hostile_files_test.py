@@ -20,7 +20,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -51,7 +50,7 @@ def main():
     binary = sys.argv[1]
     checks = Checks()
     check = checks.check
-    work = tempfile.mkdtemp(prefix="zt_hostile_")
+    work = checks.work_folder("zt_hostile_")
     config = os.path.join(work, "config.json")
     with open(config, "w") as f:
         json.dump(CONFIG, f)

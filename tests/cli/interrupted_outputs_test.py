@@ -15,7 +15,6 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -63,7 +62,7 @@ def timed(argv):
 def main():
     binary = sys.argv[1]
     checks = Checks()
-    work = tempfile.mkdtemp(prefix="zt_interrupted_")
+    work = checks.work_folder("zt_interrupted_")
     big = os.path.join(work, "big.txt")
     with open(TEXT) as f:
         text = f.read()

@@ -33,7 +33,6 @@ import resource
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -46,8 +45,8 @@ QUIET = ["--set", "train.num_threads=1", "--set", "log.sample_tokens=0"]
 
 def main():
     binary = sys.argv[1]
-    work = tempfile.mkdtemp(prefix="zt_odd_files_")
     checks = Checks()
+    work = checks.work_folder("zt_odd_files_")
     check = checks.check
 
     def run(*args, cwd=None):

@@ -19,7 +19,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from check_report import Checks  # noqa: E402
@@ -37,7 +36,8 @@ def main():
     if not os.path.exists(CORPUS):
         print(f"SKIP: {CORPUS} not found (the shared corpus sits beside the repository)")
         return 77
-    work = tempfile.mkdtemp(prefix="zt_shakespeare_")
+    report = Checks()
+    work = report.work_folder("zt_shakespeare_")
     data_dir, run_dir = os.path.join(work, "shakespeare_char"), os.path.join(work, "run")
     p = subprocess.run([binary, "prepare", "--text", CORPUS, "--out", data_dir], capture_output=True, text=True)
     print(p.stdout)
@@ -58,13 +58,12 @@ def main():
     with open(os.path.join(run_dir, "metrics.jsonl")) as f:
         evals = [json.loads(line) for line in f if '"eval"' in line]
     val = [e["val_loss"] for e in evals]
-    checks = [
+    results = [
         ([e["step"] for e in evals] == EVAL_STEPS, f"evaluations at {EVAL_STEPS}: {[e['step'] for e in evals]}"),
         (all(a > b for a, b in zip(val, val[1:])), f"validation loss falls at every evaluation: {val}"),
         (val[-1] < VAL_BOUND, f"validation loss after {STEPS} steps {val[-1]:.4f} < {VAL_BOUND}"),
     ]
-    report = Checks()
-    for ok, what in checks:
+    for ok, what in results:
         report.check(ok, what)
     return report.finish()
 

@@ -26,7 +26,6 @@ import signal
 import struct
 import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from check_report import Checks  # noqa: E402
@@ -71,7 +70,7 @@ def safetensors_all_finite(path):
 
 def main():
     binary = sys.argv[1]
-    work = tempfile.mkdtemp(prefix="zt_train_")
+    work = report.work_folder("zt_train_")
     config_path = os.path.join(work, "tiny.json")
     with open(config_path, "w") as f:
         json.dump(CONFIG, f)

@@ -13,7 +13,6 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -31,7 +30,8 @@ CONFIG = {
 def main():
     split = sys.argv.index("--")
     launcher, binary = sys.argv[1:split], sys.argv[split + 1]
-    work = tempfile.mkdtemp(prefix="zt_kill_")
+    report = Checks()
+    work = report.work_folder("zt_kill_")
     config = os.path.join(work, "config.json")
     with open(config, "w") as f:
         json.dump(CONFIG, f)
@@ -75,7 +75,6 @@ def main():
          f"a rank failing alone says why and the job exits non-zero ({p.returncode}: {lines[:2]})"),
         (elapsed < 60, f"... and the job ends {elapsed:.1f} s after it started (collective timeout 120 s)"),
     ]
-    report = Checks()
     for ok, what in checks:
         report.check(ok, what)
     return report.finish()

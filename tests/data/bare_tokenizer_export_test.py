@@ -9,12 +9,10 @@ error. Here AutoTokenizer adds no token, starts a text with the template's <|beg
 
 usage: bare_tokenizer_export_test.py PATH/TO/zerotrain   (run with .venv-hf's python)
 """
-import glob
 import json
 import os
 import subprocess
 import sys
-import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -48,7 +46,7 @@ def main():
     binary = sys.argv[1]
     checks = Checks()
     check = checks.check
-    work = tempfile.mkdtemp(prefix="zt_bare_tok_")
+    work = checks.work_folder("zt_bare_tok_")
     with open(TEXT, encoding="utf-8") as f:
         docs = [d for d in f.read().split("\n\n") if d.strip()][:400]
     tok = llama_style_tokenizer(docs)

@@ -19,7 +19,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 
 import numpy as np
 
@@ -58,7 +57,7 @@ def main():
     split = sys.argv.index("--")
     launcher, binary = sys.argv[1:split], sys.argv[split + 1]
     checks = Checks()
-    work = tempfile.mkdtemp(prefix="zt_shards_")
+    work = checks.work_folder("zt_shards_")
     prepared = os.path.join(work, "prepared")
     subprocess.run([binary, "prepare", "--text", TEXT, "--out", prepared], check=True, capture_output=True)
     train, val = read_llmc(os.path.join(prepared, "train.bin")), read_llmc(os.path.join(prepared, "val.bin"))

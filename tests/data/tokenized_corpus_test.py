@@ -15,7 +15,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 
 import numpy as np
 
@@ -38,7 +37,7 @@ def main():
     split = sys.argv.index("--")
     launcher, binary = sys.argv[1:split], sys.argv[split + 1]
     checks = Checks()
-    work = tempfile.mkdtemp(prefix="zt_tokenized_")
+    work = checks.work_folder("zt_tokenized_")
     with open(TEXT, encoding="utf-8") as f:
         text = f.read()
     docs = [d for d in text.split("\n\n") if d.strip()]

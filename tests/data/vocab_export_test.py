@@ -14,7 +14,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from check_report import Checks  # noqa: E402
@@ -49,7 +48,7 @@ def main():
     zerotrain = sys.argv[1]
     checks = Checks()
     check = checks.check
-    work = tempfile.mkdtemp(prefix="zt_vocab_export_")
+    work = checks.work_folder("zt_vocab_export_")
     text_path = os.path.join(work, "text.txt")
     with open(text_path, "w", encoding="utf-8") as f:
         f.write(TEXT)

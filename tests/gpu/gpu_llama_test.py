@@ -22,7 +22,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -42,7 +41,7 @@ def main():
         return missing
     checks = Checks()
     check = checks.check
-    work = tempfile.mkdtemp(prefix="zt_gpu_llama_")
+    work = checks.work_folder("zt_gpu_llama_")
     shapes = {"hs8_gqa": ["model.n_kv_head=2"], "hs16_mqa": ["model.n_embd=64", "model.n_kv_head=1"]}
     for name, overrides in shapes.items():
         folder = os.path.join(work, name)

@@ -22,7 +22,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 
 import numpy as np
 
@@ -138,7 +137,7 @@ def main():
         return missing
     checks = Checks()
     check = checks.check
-    work = tempfile.mkdtemp(prefix="zt_gpu_model_")
+    work = checks.work_folder("zt_gpu_model_")
 
     check_debug_states(checks, args.zerotrain, args.config, work)
 

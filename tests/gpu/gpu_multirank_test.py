@@ -44,7 +44,6 @@ import random
 import shlex
 import subprocess
 import sys
-import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
@@ -163,7 +162,7 @@ def main():
         return 77
     checks = Checks()
     check = checks.check
-    work = tempfile.mkdtemp(prefix="zt_gpu_multirank_")
+    work = checks.work_folder("zt_gpu_multirank_")
     h = Harness(args, work)
     name = device_name(args)
     report = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(),

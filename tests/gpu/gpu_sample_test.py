@@ -27,7 +27,6 @@ import os
 import random
 import subprocess
 import sys
-import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
@@ -49,7 +48,7 @@ def main():
         return missing
     checks = Checks()
     check = checks.check
-    work = tempfile.mkdtemp(prefix="zt_gpu_sample_")
+    work = checks.work_folder("zt_gpu_sample_")
 
     def train(name, config, param_dtype):
         cfg = json.load(open(config))

@@ -18,7 +18,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from check_report import Checks  # noqa: E402
@@ -51,7 +50,7 @@ def main():
             return missing
     checks = Checks()
     check = checks.check
-    work = tempfile.mkdtemp(prefix="zt_selective_")
+    work = checks.work_folder("zt_selective_")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OMPI_", "PMIX_"))}
     device = sets(f"device={args.device}")
     if args.device == "cuda":

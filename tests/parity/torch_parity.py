@@ -19,6 +19,7 @@ import sys
 import tempfile
 
 sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/: cuda_presence
+from check_report import close_work_folders  # noqa: E402
 from cuda_presence import require_cuda_device  # noqa: E402
 
 
@@ -391,6 +392,7 @@ def main():
     torch.set_num_threads(min(8, os.cpu_count() or 1))  # ctest may run several parity tests at once
 
     workdir = args.workdir or tempfile.mkdtemp(prefix="torch_parity_")
+    made_here = [] if args.workdir else [workdir]  # a named --workdir is the caller's to keep
     os.makedirs(workdir, exist_ok=True)
     if args.self_test:
         failures = self_test(workdir, args.steps)
@@ -403,9 +405,10 @@ def main():
                                overrides=[f"device={args.device}", f"train.head_chunks={args.head_chunks}", *args.set])
     if failures:
         print(f"\ntorch_parity: FAIL ({len(failures)}):\n  " + "\n  ".join(failures))
-        return 1
-    print("\ntorch_parity: PASS")
-    return 0
+    else:
+        print("\ntorch_parity: PASS")
+    close_work_folders(made_here, passed=not failures)
+    return 1 if failures else 0
 
 
 if __name__ == "__main__":

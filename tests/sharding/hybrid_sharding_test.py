@@ -43,8 +43,8 @@ CONFIG = {
 
 
 def main():
-    launcher, binary, work, config, env = mpi_driver("zt_hybrid_", CONFIG)
     checks = Checks()
+    launcher, binary, work, config, env = mpi_driver(checks, "zt_hybrid_", CONFIG)
     check = checks.check
 
     train = ranks_trainer(check, launcher, binary, config, work, env)

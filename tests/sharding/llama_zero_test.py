@@ -21,7 +21,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from check_report import Checks  # noqa: E402
@@ -43,7 +42,7 @@ check = report.check
 def main():
     split = sys.argv.index("--")
     launcher, binary = sys.argv[1:split], sys.argv[split + 1]
-    work = tempfile.mkdtemp(prefix="zt_llama_zero_")
+    work = report.work_folder("zt_llama_zero_")
     count = [0]
 
     def train(ranks, over, name, extra=()):

@@ -47,8 +47,8 @@ LLAMA_CONFIG = {**CONFIG, "model": {"arch": "llama", "n_layer": 2, "n_head": 4, 
 
 
 def main():
-    launcher, binary, work, config, env = mpi_driver("zt_any_n_", CONFIG)
     checks = Checks()
+    launcher, binary, work, config, env = mpi_driver(checks, "zt_any_n_", CONFIG)
     check = checks.check
     train = ranks_trainer(check, launcher, binary, config, work, env)
 

@@ -20,7 +20,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from check_report import Checks  # noqa: E402
@@ -77,7 +76,7 @@ def memory_as_predicted(run, name):
 def main():
     split = sys.argv.index("--")
     launcher, binary = sys.argv[1:split], sys.argv[split + 1]
-    work = tempfile.mkdtemp(prefix="zt_staged_")
+    work = report.work_folder("zt_staged_")
     with open(os.path.join(work, "config.json"), "w") as f:
         json.dump(CONFIG, f)
     cases = [(2, ()), (3, ("train.head_chunks=3", "train.block_units=2")),

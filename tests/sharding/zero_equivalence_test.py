@@ -27,7 +27,6 @@ import os
 import struct
 import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from check_report import Checks  # noqa: E402
@@ -94,7 +93,7 @@ def weight_diff(a, b):
 def main():
     split = sys.argv.index("--")
     launcher, binary = sys.argv[1:split], sys.argv[split + 1]
-    work = tempfile.mkdtemp(prefix="zt_zero_")
+    work = report.work_folder("zt_zero_")
     with open(os.path.join(work, "config.json"), "w") as f:
         json.dump(CONFIG, f)
     ref = train(launcher, binary, work, "reference", 1)

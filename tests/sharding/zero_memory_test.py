@@ -16,7 +16,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from check_report import Checks  # noqa: E402
@@ -50,7 +49,7 @@ def memory_record(launcher, binary, work, ranks, stage, dtype, det, extra=()):
 def main():
     split = sys.argv.index("--")
     launcher, binary = sys.argv[1:split], sys.argv[split + 1]
-    work = tempfile.mkdtemp(prefix="zt_zero_mem_")
+    work = report.work_folder("zt_zero_mem_")
     with open(os.path.join(work, "config.json"), "w") as f:
         json.dump(CONFIG, f)
     runs = [(n, st, dt, False, ()) for n in (1, 2, 3, 4) for st in range(4) for dt in ("f32", "bf16")]

@@ -11,6 +11,9 @@ import sys
 import tempfile
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from check_report import close_work_folders  # noqa: E402
+
 BENCH = Path(__file__).resolve().parents[2] / "tools" / "bench_ab.py"
 CASE = ("tiny:1:model.n_layer=1,model.n_head=2,model.n_embd=32,model.block_size=16,train.seq_len=16,"
         "train.micro_batch=2,train.num_threads=1,zero.stage=3,zero.solo_path=false")
@@ -20,7 +23,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--zerotrain", required=True)
     args = ap.parse_args()
-    out = Path(tempfile.mkdtemp(prefix="zt_bench_ab_test_")) / "ab"
+    work = tempfile.mkdtemp(prefix="zt_bench_ab_test_")
+    out = Path(work) / "ab"
     base = [sys.executable, str(BENCH), "--a", args.zerotrain, "--b", args.zerotrain, "--steps", "4", "--warmup",
             "1", "--repeats", "1", "--case", CASE]
     p = subprocess.run(base + ["--out", str(out)], capture_output=True, text=True, timeout=300)
@@ -48,6 +52,7 @@ def main():
     for f in failures:
         print("FAIL", f)
     print("bench_ab smoke test:", "failed" if failures else "passed")
+    close_work_folders([work], passed=not failures)
     return 1 if failures else 0
 
 

@@ -14,7 +14,6 @@ import shutil
 import subprocess
 import sys
 import tarfile
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from check_report import Checks  # noqa: E402
@@ -52,7 +51,7 @@ def main():
     root = sys.argv[1]
     checks = Checks()
     check = checks.check
-    work = tempfile.mkdtemp(prefix="zt_gpu_session_")
+    work = checks.work_folder("zt_gpu_session_")
     out = os.path.join(work, "out")
 
     rc, text, err = session(root, out, "--limit", "300", "tests=200", "bench=200")

@@ -9,7 +9,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from check_report import Checks  # noqa: E402
@@ -20,7 +19,7 @@ check = report.check
 
 def main():
     source, cmake = sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else "cmake"
-    work = tempfile.mkdtemp(prefix="zt_layer_check_")
+    work = report.work_folder("zt_layer_check_")
     for folder in ("engine", "kernels", "models", "tools"):
         shutil.copytree(os.path.join(source, folder), os.path.join(work, folder))
 

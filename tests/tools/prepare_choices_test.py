@@ -20,7 +20,6 @@ import shutil
 import struct
 import subprocess
 import sys
-import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -69,7 +68,7 @@ def main():
     binary = sys.argv[1]
     checks = Checks()
     check = checks.check
-    work = tempfile.mkdtemp(prefix="zt_choices_")
+    work = checks.work_folder("zt_choices_")
     with open(TEXT, encoding="utf-8") as f:
         docs = [d for d in f.read().split("\n\n") if d.strip()]
     tok = train_byte_level_bpe(docs, 400)

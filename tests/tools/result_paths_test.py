@@ -20,7 +20,6 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -45,7 +44,7 @@ def main():
                 offenders += [f"{name}:{i + 1}" for i, line in enumerate(f) if DEFAULT_INTO_RESULTS.search(line)]
     check(not offenders, f"no tool's default output lies under docs/results ({offenders or 'none'})")
 
-    work = tempfile.mkdtemp(prefix="zt_result_paths_")
+    work = checks.work_folder("zt_result_paths_")
     a_file = os.path.join(work, "a_file")
     open(a_file, "w").close()
     tiny = os.path.join(ROOT, "configs", "tiny.json")

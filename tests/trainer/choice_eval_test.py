@@ -27,7 +27,6 @@ import random
 import struct
 import subprocess
 import sys
-import tempfile
 import time
 
 import numpy as np
@@ -53,7 +52,7 @@ def main():
     launcher, binary = sys.argv[1:split], sys.argv[split + 1]
     checks = Checks()
     check = checks.check
-    work = tempfile.mkdtemp(prefix="zt_choice_")
+    work = checks.work_folder("zt_choice_")
     data = os.path.join(work, "data")
     p = subprocess.run([binary, "prepare", "--text", TEXT, "--out", data], capture_output=True, text=True, timeout=300)
     if not check(p.returncode == 0, f"prepare tinyshakespeare ({p.stderr.strip()[-300:]})"):

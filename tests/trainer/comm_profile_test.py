@@ -11,7 +11,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from check_report import Checks  # noqa: E402
@@ -28,7 +27,7 @@ def main():
     split = sys.argv.index("--")
     launcher, binary = sys.argv[1:split], sys.argv[split + 1]
     checks = Checks()
-    work = tempfile.mkdtemp(prefix="zt_comm_profile_")
+    work = checks.work_folder("zt_comm_profile_")
     config = os.path.join(work, "config.json")
     with open(config, "w") as f:
         json.dump(CONFIG, f)

@@ -16,7 +16,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from check_report import Checks  # noqa: E402
@@ -41,7 +40,7 @@ def last_train_step(run_dir):
 def main():
     binary = sys.argv[1]
     checks = Checks()
-    work = tempfile.mkdtemp(prefix="zt_moved_")
+    work = checks.work_folder("zt_moved_")
 
     def start(run_dir, *sets, heartbeat_s=HEARTBEAT_S):
         config = os.path.join(work, f"config_{os.path.basename(run_dir)}.json")

@@ -39,8 +39,8 @@ CONFIG = {
 
 
 def main():
-    launcher, binary, work, config, env = mpi_driver("zt_plan_", CONFIG)
     checks = Checks()
+    launcher, binary, work, config, env = mpi_driver(checks, "zt_plan_", CONFIG)
     check = checks.check
 
     def plan(budget, *extra):

@@ -49,8 +49,8 @@ CONFIG = {
 
 
 def main():
-    launcher, binary, work, _, env = mpi_driver("zt_consistency_")
     checks = Checks()
+    launcher, binary, work, _, env = mpi_driver(checks, "zt_consistency_")
     check = checks.check
 
     def write_config(name, over=None):

@@ -55,8 +55,8 @@ CATEGORIES = ("parameters", "master_weights", "gradients", "optimizer_states", "
 
 
 def main():
-    launcher, binary, work, _, env = mpi_driver("zt_whole_run_memory_")
     checks = Checks()
+    launcher, binary, work, _, env = mpi_driver(checks, "zt_whole_run_memory_")
     try:
         # Multiple-choice examples in the tiny vocabulary: the scorer's models come and go too.
         choices = os.path.join(work, "choices.bin")

@@ -17,7 +17,6 @@ import math
 import os
 import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 from check_report import Checks  # noqa: E402
@@ -38,7 +37,7 @@ check = report.check
 def main():
     split = sys.argv.index("--")
     launcher, driver = sys.argv[1:split], sys.argv[split + 1]
-    work = tempfile.mkdtemp(prefix="zt_toy_family_")
+    work = report.work_folder("zt_toy_family_")
 
     def write(name, over):
         path = os.path.join(work, name + ".json")

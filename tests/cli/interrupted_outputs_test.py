@@ -12,6 +12,7 @@ usage: interrupted_outputs_test.py PATH/TO/zerotrain
 """
 import json
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -118,7 +119,33 @@ def main():
                      f"an export {what} stopped while its tensors are written: exit {code}, no staging file, "
                      f"{'no folder' if target != earlier else 'the earlier tensors'} left "
                      f"({sorted(os.listdir(target)) if os.path.isdir(target) else '-'})")
+
+    # The folders an output needs, made by the command: gone again when it fails part way (a file
+    # size limit: write fails "File too large") or is stopped just after making them
+    # (ZT_TEST_SIGNAL_AFTER_FOLDERS), where they once stayed behind, empty.
+    llmc = [binary, "ckpt", "export", os.path.join(run, "checkpoints"), "--format", "llmc", "--out"]
+    outputs = (("an HF export", export, "hf/a"), ("an llm.c export", llmc, "llmc/a/model.bin"),
+               ("a prepare", [binary, "prepare", "--text", big, "--out"], "data/a"))
+    for what, argv, out in outputs:
+        top = os.path.join(work, "failed_" + out.split("/")[0])
+        p = subprocess.run(argv + [os.path.join(top, *out.split("/")[1:])], capture_output=True, text=True,
+                           timeout=120, preexec_fn=limited_file_size)
+        checks.check(p.returncode == 1 and "File too large" in p.stderr and not os.path.exists(top),
+                     f"{what} into new folders that fails part way leaves no folder ({p.returncode}: "
+                     f"{p.stderr.strip()[-200:]}; {top} there: {os.path.exists(top)})")
+        top = os.path.join(work, "stopped_" + out.split("/")[0])
+        p = subprocess.run(argv + [os.path.join(top, *out.split("/")[1:])], capture_output=True, text=True,
+                           timeout=120, env=dict(os.environ, ZT_TEST_SIGNAL_AFTER_FOLDERS="1"))
+        checks.check(p.returncode == -signal.SIGINT and not os.path.exists(top),
+                     f"{what} stopped just after making its new folders leaves none ({p.returncode}: "
+                     f"{p.stderr.strip()[-200:]}; {top} there: {os.path.exists(top)})")
     return checks.finish()
+
+
+def limited_file_size():
+    """In the child: files of at most 1 MiB, a larger write failing with EFBIG (not SIGXFSZ)."""
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20))
 
 
 if __name__ == "__main__":

@@ -255,22 +255,11 @@ HfExport export_hf(const CheckpointReader& reader, const std::string& out_dir, D
   const fs::path run_dir = fs::path(reader.dir()).parent_path().parent_path();
   const TokenizerFiles tokenizer = export_tokenizer_files(run_dir, spec);
   check_hf_export_folder(out_dir, reader.manifest(), tokenizer);
-  std::error_code ec;
   // Folders made here (the export's, and any missing above it) and left empty by a failure (a full
-  // disk) are removed again, after the staged files (declared later, destroyed first); those that
-  // were there stay.
-  struct RemoveIfLeftEmpty {
-    std::vector<fs::path> made;
-    ~RemoveIfLeftEmpty() { remove_empty_folders(made); }
-  } made_here{missing_folders(out_dir)};
-  fs::create_directories(out_dir, ec);
-  // So are they by a Ctrl-C, once its staged files are gone: innermost first (the handler empties
-  // the slots in order).
-  std::vector<std::unique_ptr<PartialOutput>> made_folders;
-  for (auto it = made_here.made.rbegin(); it != made_here.made.rend(); ++it) {
-    made_folders.push_back(std::make_unique<PartialOutput>(it->string(), /*folder=*/true));
-  }
-  if (ec) throw_input_error("cannot create export directory '{}': {}", out_dir, ec.message());
+  // disk) or a Ctrl-C are removed again, after the staged files (declared later, destroyed first);
+  // those that were there stay.
+  FoldersForOutput folders(out_dir);
+  if (folders.error()) throw_input_error("cannot create export directory '{}': {}", out_dir, folders.error().message());
 
   const nlohmann::json& cfg_model = reader.manifest().config.value("model", nlohmann::json::object());
   nlohmann::ordered_json hf = spec.family().hf_config(spec, cfg_model.value("dropout", 0.0), dtype);
@@ -349,7 +338,7 @@ HfExport export_hf(const CheckpointReader& reader, const std::string& out_dir, D
     }
   }
   staged.commit(out_dir);
-  made_here.made.clear();
+  folders.keep();
   return result;
 }
 
@@ -372,11 +361,13 @@ void export_llmc(const CheckpointReader& reader, const std::string& link_or_path
         link_or_path);
   }
   // Its folder made where missing, as an HF export makes its own (the file was refused naming the
-  // .tmp beside it, exit 1).
-  if (const fs::path parent = fs::path(out_path).parent_path(); !parent.empty()) {
-    std::error_code ec;
-    fs::create_directories(parent, ec);
-    if (ec) throw_input_error("--out {}: cannot create its folder {}: {}", link_or_path, parent.string(), ec.message());
+  // .tmp beside it, exit 1), and removed again where the export fails or is stopped before the
+  // file is in place.
+  const fs::path parent = fs::path(out_path).parent_path();
+  FoldersForOutput folders(parent.empty() ? "." : parent.string());
+  if (folders.error()) {
+    throw_input_error("--out {}: cannot create its folder {}: {}", link_or_path, parent.string(),
+                      folders.error().message());
   }
   const ModelConfig& c = spec.model;
   const ParamTable& table = reader.manifest().table;
@@ -415,6 +406,7 @@ void export_llmc(const CheckpointReader& reader, const std::string& link_or_path
   }
   close_durably(out);
   staged.commit(fs::path(out_path).parent_path().string());
+  folders.keep();
 }
 
 }  // namespace zt::ckpt

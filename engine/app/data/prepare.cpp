@@ -14,6 +14,7 @@
 #include "engine/app/checkpoint/durable_file.h"
 #include "engine/app/data/token_file.h"
 #include "engine/app/io/input_file.h"
+#include "engine/app/io/made_folders.h"
 #include "engine/app/io/output_file.h"
 #include "engine/base/core/check.h"
 
@@ -99,9 +100,10 @@ PrepareSummary prepare_text_dataset(const std::string& text_path, const std::str
                       text_path, n, n_train, n_val);
   }
 
-  std::error_code ec;
-  std::filesystem::create_directories(out_dir, ec);
-  if (ec) throw_input_error("{}: cannot create output directory: {}", out_dir, ec.message());
+  // Made where missing, and removed again where the prepare fails or is stopped before its files
+  // are in place.
+  FoldersForOutput folders(out_dir);
+  if (folders.error()) throw_input_error("{}: cannot create output directory: {}", out_dir, folders.error().message());
   // What would fail only after the work, at a write or a rename: said first, as bad input.
   for (const char* name : {"train.bin", "val.bin", "vocab.json"}) {
     check_output_path((std::filesystem::path(out_dir) / name).string(), "--out");
@@ -117,6 +119,7 @@ PrepareSummary prepare_text_dataset(const std::string& text_path, const std::str
   write_llmc_tokens_at(staged.stage((dir / "val.bin").string()), all.subspan(static_cast<std::size_t>(n_train)));
   ckpt::write_file_synced(staged.stage((dir / "vocab.json").string()), vocab.json_text());
   staged.commit(out_dir);
+  folders.keep();
 
   return PrepareSummary{vocab.size(), n_train, n_val};
 }

@@ -2,6 +2,8 @@
 #include "engine/app/io/made_folders.h"
 
 #include <algorithm>
+#include <csignal>
+#include <cstdlib>
 #include <system_error>
 
 namespace zt {
@@ -41,6 +43,23 @@ void remove_empty_folders(const std::vector<fs::path>& made) {
     if (fs::symlink_status(*it, ec).type() != fs::file_type::directory) continue;
     fs::remove(*it, ec);  // rmdir: refused (and ignored) where the folder holds anything
   }
+}
+
+FoldersForOutput::FoldersForOutput(const std::string& path) : made_(missing_folders(path)) {
+  for (auto it = made_.rbegin(); it != made_.rend(); ++it) {
+    on_signal_.push_back(std::make_unique<PartialOutput>(it->string(), /*folder=*/true));
+  }
+  fs::create_directories(path, error_);
+  // Tests stop the command at this moment, which once left an empty folder behind (it was
+  // registered only after create_directories).
+  if (std::getenv("ZT_TEST_SIGNAL_AFTER_FOLDERS") != nullptr) std::raise(SIGINT);
+}
+
+FoldersForOutput::~FoldersForOutput() { remove_empty_folders(made_); }
+
+void FoldersForOutput::keep() {
+  made_.clear();
+  on_signal_.clear();
 }
 
 }  // namespace zt

@@ -4,8 +4,12 @@
 #pragma once
 
 #include <filesystem>
+#include <memory>
 #include <string>
+#include <system_error>
 #include <vector>
+
+#include "engine/app/io/output_file.h"
 
 namespace zt {
 
@@ -20,5 +24,28 @@ std::vector<std::filesystem::path> missing_folders(const std::string& path);
 // made) that are empty directories now; a folder that holds anything, or that something other than
 // a directory replaced, stays.
 void remove_empty_folders(const std::vector<std::filesystem::path>& made);
+
+// The folders an output needs, made: those missing are registered as partial outputs before
+// create_directories makes them, so a Ctrl-C at any moment after (its staged files gone first)
+// removes those left empty, and the destructor removes them where the command fails before
+// keep(). Registered after they were made, a signal between the two left an empty folder that
+// looked like an output.
+class FoldersForOutput {
+ public:
+  explicit FoldersForOutput(const std::string& path);
+  ~FoldersForOutput();
+  FoldersForOutput(const FoldersForOutput&) = delete;
+  FoldersForOutput& operator=(const FoldersForOutput&) = delete;
+
+  // create_directories' error, if it failed (the caller says so, naming its flag).
+  const std::error_code& error() const { return error_; }
+  // The output is in place: its folders stay, also through a signal from now on.
+  void keep();
+
+ private:
+  std::vector<std::filesystem::path> made_;
+  std::vector<std::unique_ptr<PartialOutput>> on_signal_;  // innermost first, as the handler empties them
+  std::error_code error_;
+};
 
 }  // namespace zt

@@ -177,9 +177,10 @@ def check_scaled_rope(checks, work, train, tokens, binary):
             loss5 = next(r["loss"] for r in train_records(run_dir) if r["type"] == "train")
             checks.check(loss5 == loss, f"transformers 5's rope_parameters: step-1 loss {loss5:.7f} = rope_scaling's "
                                         f"{loss:.7f}")
-    # sample --from the 131072-position model: greedy tokens after token 0, as the reference decodes.
-    p = subprocess.run([binary, "sample", "--from", folder3, "--tokens", "6", "--top-k", "1"], capture_output=True,
-                       text=True, timeout=120)
+    # sample --from the 131072-position model: greedy tokens after token 0, as the reference decodes
+    # (on past the config's eos_token_id, as it does).
+    p = subprocess.run([binary, "sample", "--from", folder3, "--tokens", "6", "--top-k", "1", "--ignore-eos"],
+                       capture_output=True, text=True, timeout=120)
     ours = [int(t) for t in p.stdout.split()] if p.returncode == 0 else p.stderr.strip()
     seq = [0]
     for _ in range(6):
@@ -188,6 +189,55 @@ def check_scaled_rope(checks, work, train, tokens, binary):
         seq.append(int(logits[0, -1].argmax()))
     checks.check(ours == seq[1:], f"sample --from a llama3-scaled model of 131072 positions: greedy tokens {ours} = "
                                   f"the reference's {seq[1:]}")
+
+
+def check_end_of_text(checks, work, binary, folder):
+    """sample --from stops after the model's end-of-text token as transformers' generate does:
+    config.json's eos_token_id, or generation_config.json's before it (a list: an instruct model's
+    ends of turn); --ignore-eos draws all the tokens asked for."""
+    def ours(path, *extra):
+        p = subprocess.run([binary, "sample", "--from", path, "--tokens", "8", "--temperature", "0", *extra],
+                           capture_output=True, text=True, timeout=120)
+        return ([int(t) for t in p.stdout.split()], p.stderr) if p.returncode == 0 else (p.stderr.strip(), "")
+
+    def theirs(path):  # what from_pretrained reads of the folder, generation_config.json included
+        model = transformers.LlamaForCausalLM.from_pretrained(path).float().eval()
+        prompt = torch.tensor([[0]])
+        with torch.no_grad():
+            return model.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=8, do_sample=False,
+                                  pad_token_id=VOCAB - 1)[0, 1:].tolist()
+
+    def variant(name, eos, generation_eos=None):
+        path = os.path.join(work, name)
+        shutil.copytree(folder, path)
+        with open(os.path.join(path, "config.json")) as f:
+            hf = json.load(f)
+        hf["eos_token_id"] = eos
+        with open(os.path.join(path, "config.json"), "w") as f:
+            json.dump(hf, f)
+        generation = os.path.join(path, "generation_config.json")
+        if os.path.exists(generation):
+            os.remove(generation)
+        if generation_eos is not None:
+            with open(generation, "w") as f:
+                json.dump({"eos_token_id": generation_eos, "transformers_version": transformers.__version__}, f)
+        return path
+
+    full, _ = ours(variant("eos_none", None), "--ignore-eos")
+    if not checks.check(isinstance(full, list) and len(full) == 8, f"sample --ignore-eos: 8 tokens ({full})"):
+        return
+    unused = next(i for i in range(VOCAB) if i not in full)
+    cases = (("eos_third", full[2], None), ("eos_generation_list", unused, [VOCAB - 1, full[4], full[5]]))
+    for name, eos, generation_eos in cases:
+        path = variant(name, eos, generation_eos)
+        got, err = ours(path)
+        ends = {eos} if generation_eos is None else set(generation_eos)
+        stop = next(i for i, t in enumerate(full) if t in ends)
+        checks.check(got == full[:stop + 1] == theirs(path) and f"end-of-text token {full[stop]}" in err,
+                     f"sample --from, eos_token_id {eos}, generation_config.json's {generation_eos}: {got}, ends as "
+                     f"generate does ({full[:stop + 1]}; {err.strip()[-160:]})")
+        got, _ = ours(path, "--ignore-eos")
+        checks.check(got == full, f"... and with --ignore-eos all 8 tokens ({got})")
 
 
 def check_export_targets(checks, work, binary, train, source, exported, ckpt):
@@ -446,6 +496,17 @@ def main():
             checks.check(source_ids and all(exported.get(k) == v for k, v in source_ids.items()),
                          f"the export carries the source's special token ids ({source_ids}; "
                          f"{ {k: exported.get(k) for k in source_ids} })")
+            # sample --ckpt ends where generate on the export ends: at the source's eos_token_id, which
+            # the checkpoints carry (the model learned 0, 1, 2, ...: greedy decoding meets it).
+            p = subprocess.run([binary, "sample", "--ckpt", ckpt, "--tokens", "8", "--temperature", "0"],
+                               capture_output=True, text=True, timeout=120)
+            ours = [int(t) for t in p.stdout.split()] if p.returncode == 0 else p.stderr.strip()
+            prompt = torch.tensor([[0]])
+            with torch.no_grad():
+                theirs = back.float().eval().generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=8,
+                                                      do_sample=False, pad_token_id=VOCAB - 1)[0, 1:].tolist()
+            checks.check(ours == theirs and len(ours) < 8,
+                         f"sample --ckpt ends at the carried eos_token_id as generate on the export: {ours} = {theirs}")
             check_export_targets(checks, work, binary, train, folder, out, ckpt)
 
     # sample --from: greedy (top-k 1) continuation of token 0, against transformers' greedy decoding.
@@ -461,6 +522,7 @@ def main():
                                                        do_sample=False, pad_token_id=VOCAB - 1)[0, 1:].tolist()
         checks.check(ours == theirs, f"sample --from {label}: greedy tokens {ours} = transformers' {theirs}")
 
+    check_end_of_text(checks, work, binary, by_label["llama f32 one file"][1])
     check_scaled_rope(checks, work, train, tokens, binary)
 
     # train.init_from reads a leading ~ as $HOME, as every path key does (it looked for "~/...").

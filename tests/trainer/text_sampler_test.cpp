@@ -5,7 +5,13 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <limits>
 #include <random>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "tests/models/gpt_test_util.h"
 
@@ -36,6 +42,88 @@ TEST(SamplingWindow, ANarrowWindowDrawsWhatTheWholeContextDraws) {
     EXPECT_EQ(generate_tokens(narrow, *whole.store, prompt, options),
               generate_tokens(*whole.model, *whole.store, prompt, options))
         << "temperature " << temperature;
+  }
+}
+
+// One draw per position (each keyed by it) from `logits`: how often each token came.
+std::vector<int> draw_counts(const std::vector<float>& logits, const SamplingOptions& options, int draws) {
+  TokenDraw draw(options, static_cast<int>(logits.size()));
+  std::vector<int> counts(logits.size(), 0);
+  for (int p = 0; p < draws; ++p) ++counts[static_cast<std::size_t>(draw(logits.data(), p))];
+  return counts;
+}
+
+// The draws follow softmax(logits / T) over the tokens transformers' top-k keeps (those at or above
+// the k-th logit), on fresh random logits: every count within 5 standard deviations of its
+// binomial expectation, and no token outside the kept set ever drawn.
+TEST(TokenDraw, FollowsTheTemperatureSoftmaxOverTheTopK) {
+  const std::uint64_t seed = std::random_device{}();
+  SCOPED_TRACE(::testing::Message() << "seed " << seed);
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 2.0f);
+  std::vector<float> logits(50);
+  for (float& l : logits) l = normal(rng);
+  constexpr int kDraws = 20000;
+  for (const auto& [temperature, top_k] : {std::pair{0.7f, 5}, std::pair{1.0f, 0}, std::pair{1.6f, 12}}) {
+    SamplingOptions options;
+    options.temperature = temperature;
+    options.top_k = top_k;
+    options.seed = seed;
+    std::vector<float> sorted = logits;
+    std::sort(sorted.rbegin(), sorted.rend());
+    const float kth = top_k > 0 ? sorted[static_cast<std::size_t>(top_k - 1)] : sorted.back();
+    double total = 0.0;
+    for (const float l : logits) total += l >= kth ? std::exp((l - sorted[0]) / static_cast<double>(temperature)) : 0;
+    const std::vector<int> counts = draw_counts(logits, options, kDraws);
+    for (std::size_t v = 0; v < logits.size(); ++v) {
+      const double p =
+          logits[v] >= kth ? std::exp((logits[v] - sorted[0]) / static_cast<double>(temperature)) / total : 0;
+      const double sd = std::sqrt(kDraws * p * (1 - p));
+      EXPECT_LE(std::abs(counts[v] - kDraws * p), 5 * sd + 1e-9)
+          << "token " << v << " at T " << temperature << ", top-k " << top_k << ": " << counts[v] << " draws, expected "
+          << kDraws * p;
+    }
+  }
+}
+
+// Four tokens share the highest logit: a top-2 draw keeps all four, as transformers' top-k does
+// (it kept exactly two, the lowest ids); greedy decoding takes the lowest id, every time.
+TEST(TokenDraw, TokensTiedWithTheKthStayInAndGreedyTakesTheLowestId) {
+  std::vector<float> logits(30, -1.0f);
+  for (const int v : {20, 21, 22, 27}) logits[static_cast<std::size_t>(v)] = 3.0f;
+  logits[5] = 2.9f;  // below the tie: out of a top-2
+  SamplingOptions options;
+  options.temperature = 1.0f;
+  options.top_k = 2;
+  options.seed = std::random_device{}();
+  const std::vector<int> counts = draw_counts(logits, options, 4000);
+  for (std::size_t v = 0; v < logits.size(); ++v) {
+    if (logits[v] == 3.0f) {
+      EXPECT_GT(counts[v], 800) << "tied token " << v;
+    } else {
+      EXPECT_EQ(counts[v], 0) << "token " << v << " is below the 2nd logit";
+    }
+  }
+  options.greedy = true;
+  options.temperature = 5.0f;  // greedy ignores it
+  options.top_k = 0;
+  const std::vector<int> greedy = draw_counts(logits, options, 100);
+  EXPECT_EQ(greedy[20], 100) << "the lowest id among the most likely";
+}
+
+TEST(TokenDraw, ALogitThatIsNotFiniteIsAnErrorNotAToken) {
+  for (const float bad : {std::nanf(""), std::numeric_limits<float>::infinity()}) {
+    std::vector<float> logits(10, 0.5f);
+    logits[7] = bad;
+    SamplingOptions options;
+    TokenDraw draw(options, 10);
+    try {
+      draw(logits.data(), 42);
+      ADD_FAILURE() << "a draw from logits holding " << bad << " returned a token";
+    } catch (const RuntimeError& e) {
+      EXPECT_NE(std::string(e.what()).find("position 42"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("token 7"), std::string::npos) << e.what();
+    }
   }
 }
 

@@ -244,6 +244,26 @@ void check_hf_export_folder(const std::string& out_dir, const Manifest& manifest
 
 }  // namespace
 
+nlohmann::json run_special_token_ids(const std::string& run_dir, const nlohmann::json& carried) {
+  // The run's tokenizer numbers its special tokens.
+  nlohmann::json ids = data::special_token_ids(run_dir);
+  const nlohmann::json tokenizers = ids;
+  // Without a tokenizer's, those of the Hugging Face model the run started from (train.init_from),
+  // which its checkpoints carry: an export would otherwise drop them (transformers then takes
+  // its own defaults, and generate stops at another token). Not where the run trained on its own
+  // vocabulary (vocab.json, exported as the tokenizer): they number another tokenizer's.
+  const fs::path dir(run_dir);
+  const bool own_vocabulary = !fs::exists(dir / "tokenizer.json") && fs::exists(dir / "vocab.json");
+  // A list the model gave (an instruct model's eos_token_id: each token a turn may end with) goes
+  // before its tokenizer's one id where it holds it: generate would otherwise run past the others.
+  for (const auto& [key, id] : carried.items()) {
+    const bool widens =
+        tokenizers.contains(key) && id.is_array() && std::find(id.begin(), id.end(), tokenizers.at(key)) != id.end();
+    if ((!tokenizers.contains(key) || widens) && !own_vocabulary) ids[key] = id;
+  }
+  return ids;
+}
+
 HfExport export_hf(const CheckpointReader& reader, const std::string& out_dir, DType dtype,
                    std::int64_t max_shard_bytes) {
   ZT_CHECK(dtype == DType::kF32 || dtype == DType::kBF16);
@@ -263,22 +283,9 @@ HfExport export_hf(const CheckpointReader& reader, const std::string& out_dir, D
 
   const nlohmann::json& cfg_model = reader.manifest().config.value("model", nlohmann::json::object());
   nlohmann::ordered_json hf = spec.family().hf_config(spec, cfg_model.value("dropout", 0.0), dtype);
-  // The run's tokenizer numbers its special tokens.
-  const nlohmann::json special_ids = data::special_token_ids(run_dir.string());
+  const nlohmann::json special_ids =
+      run_special_token_ids(run_dir.string(), extra_object(reader.manifest().extra, "special_token_ids"));
   for (const auto& [key, id] : special_ids.items()) hf[key] = id;
-  // Without a tokenizer's, those of the Hugging Face model the run started from (train.init_from),
-  // which its checkpoints carry: an export would otherwise drop them (transformers then takes
-  // its own defaults, and generate stops at another token). Not where the run trained on its own
-  // vocabulary (vocab.json, exported as the tokenizer below): they number another tokenizer's.
-  const bool own_vocabulary = !fs::exists(run_dir / "tokenizer.json") && fs::exists(run_dir / "vocab.json");
-  // A list the model gave (an instruct model's eos_token_id: each token a turn may end with) goes
-  // before its tokenizer's one id where it holds it: generate would otherwise run past the others.
-  const nlohmann::json carried = extra_object(reader.manifest().extra, "special_token_ids");
-  for (const auto& [key, id] : carried.items()) {
-    const bool widens =
-        special_ids.contains(key) && id.is_array() && std::find(id.begin(), id.end(), special_ids.at(key)) != id.end();
-    if ((!special_ids.contains(key) || widens) && !own_vocabulary) hf[key] = id;
-  }
 
   // Tensors in table order, cut into shards of at most max_shard_bytes (a larger tensor alone), as
   // transformers' save_pretrained cuts them; one shard is plain model.safetensors.

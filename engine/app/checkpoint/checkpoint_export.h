@@ -15,6 +15,13 @@
 
 namespace zt::ckpt {
 
+// The special tokens' ids (bos_token_id, eos_token_id, pad_token_id) an HF export of the run in
+// `run_dir` writes into config.json, and where `zerotrain sample` stops: its tokenizer's; those the
+// model it started from gave (`carried`, its checkpoints' extra.special_token_ids) where the run
+// has no tokenizer and trained on no vocabulary of its own, or where the model's list of ids
+// (an instruct model's eos_token_id) holds the tokenizer's.
+nlohmann::json run_special_token_ids(const std::string& run_dir, const nlohmann::json& carried);
+
 // What export_hf wrote in its folder.
 struct HfExport {
   std::vector<std::string> files;            // model.safetensors, or model-0000k-of-0000n.safetensors

@@ -11,52 +11,6 @@ namespace zt {
 
 namespace {
 
-// Top-k sampling at a temperature from one row of logits, the draw keyed by the position the token
-// will take.
-class TokenDraw {
- public:
-  TokenDraw(const SamplingOptions& options, int model_vocab)
-      : options_(options),
-        V_(options.vocab_limit > 0 ? std::min(options.vocab_limit, model_vocab) : model_vocab),
-        ranked_(static_cast<std::size_t>(V_)),
-        probs_(static_cast<std::size_t>(V_)) {}
-
-  std::int32_t operator()(const float* row, std::uint64_t position) {
-    const std::int32_t token = pick(row, position);
-    if (options_.on_token) options_.on_token(token);
-    return token;
-  }
-
- private:
-  std::int32_t pick(const float* row, std::uint64_t position) {
-    for (int v = 0; v < V_; ++v) ranked_[static_cast<std::size_t>(v)] = {row[v], v};
-    const int k = options_.top_k > 0 ? std::min(options_.top_k, V_) : V_;
-    std::partial_sort(ranked_.begin(), ranked_.begin() + k, ranked_.end(), [](const auto& a, const auto& b) {
-      return a.first > b.first || (a.first == b.first && a.second < b.second);
-    });
-    double total = 0.0;
-    for (int i = 0; i < k; ++i) {
-      probs_[static_cast<std::size_t>(i)] = std::exp((ranked_[static_cast<std::size_t>(i)].first - ranked_[0].first) /
-                                                     static_cast<double>(options_.temperature));
-      total += probs_[static_cast<std::size_t>(i)];
-    }
-    const auto r =
-        philox4x32({static_cast<std::uint32_t>(position), static_cast<std::uint32_t>(position >> 32), 0x5A3Du, 0u},
-                   {static_cast<std::uint32_t>(options_.seed), static_cast<std::uint32_t>(options_.seed >> 32)});
-    double u = uint_to_unit_open(r[0]) * total;
-    for (int i = 0; i < k; ++i) {
-      u -= probs_[static_cast<std::size_t>(i)];
-      if (u <= 0.0) return ranked_[static_cast<std::size_t>(i)].second;
-    }
-    return ranked_[static_cast<std::size_t>(k - 1)].second;
-  }
-
-  const SamplingOptions& options_;
-  int V_;
-  std::vector<std::pair<float, int>> ranked_;
-  std::vector<double> probs_;
-};
-
 bool stopping(const SamplingOptions& options) { return options.stop_requested && options.stop_requested(); }
 
 // generate_tokens_cached's loop: `model` built for the prompt's length (at least one token), `cache`
@@ -89,6 +43,60 @@ std::vector<std::int32_t> decode_cached(std::unique_ptr<LanguageModel> model, Kv
 }
 
 }  // namespace
+
+TokenDraw::TokenDraw(const SamplingOptions& options, int model_vocab)
+    : options_(options),
+      V_(options.vocab_limit > 0 ? std::min(options.vocab_limit, model_vocab) : model_vocab),
+      ranked_(static_cast<std::size_t>(V_)),
+      probs_(static_cast<std::size_t>(V_)) {}
+
+std::int32_t TokenDraw::operator()(const float* row, std::uint64_t position) {
+  const std::int32_t token = pick(row, position);
+  if (options_.on_token) options_.on_token(token);
+  return token;
+}
+
+std::int32_t TokenDraw::pick(const float* row, std::uint64_t position) {
+  for (int v = 0; v < V_; ++v) {
+    // Sorting NaNs is undefined and their probabilities are NaN: every draw fell through to one
+    // fixed token, silently.
+    if (!std::isfinite(row[v])) {
+      throw_runtime_error(
+          "sampling: the model's logits for position {} are not finite (token {}: {}): its forward overflowed",
+          position, v, row[v]);
+    }
+    ranked_[static_cast<std::size_t>(v)] = {row[v], v};
+  }
+  const auto more_likely = [](const auto& a, const auto& b) {
+    return a.first > b.first || (a.first == b.first && a.second < b.second);
+  };
+  if (options_.greedy) return std::min_element(ranked_.begin(), ranked_.end(), more_likely)->second;
+  int k = options_.top_k > 0 ? std::min(options_.top_k, V_) : V_;
+  std::partial_sort(ranked_.begin(), ranked_.begin() + k, ranked_.end(), more_likely);
+  // The tokens tied with the k-th stay in (by id, so the draw does not depend on the partition's
+  // order): kept to exactly k, four tokens of one logit at the top of a top-2 drew only the two
+  // lowest ids, where transformers draws all four.
+  const float kth = ranked_[static_cast<std::size_t>(k - 1)].first;
+  const auto tied_end =
+      std::partition(ranked_.begin() + k, ranked_.end(), [kth](const auto& e) { return e.first == kth; });
+  std::sort(ranked_.begin() + k, tied_end, more_likely);
+  k = static_cast<int>(tied_end - ranked_.begin());
+  double total = 0.0;
+  for (int i = 0; i < k; ++i) {
+    probs_[static_cast<std::size_t>(i)] = std::exp((ranked_[static_cast<std::size_t>(i)].first - ranked_[0].first) /
+                                                   static_cast<double>(options_.temperature));
+    total += probs_[static_cast<std::size_t>(i)];
+  }
+  const auto r =
+      philox4x32({static_cast<std::uint32_t>(position), static_cast<std::uint32_t>(position >> 32), 0x5A3Du, 0u},
+                 {static_cast<std::uint32_t>(options_.seed), static_cast<std::uint32_t>(options_.seed >> 32)});
+  double u = uint_to_unit_open(r[0]) * total;
+  for (int i = 0; i < k; ++i) {
+    u -= probs_[static_cast<std::size_t>(i)];
+    if (u <= 0.0) return ranked_[static_cast<std::size_t>(i)].second;
+  }
+  return ranked_[static_cast<std::size_t>(k - 1)].second;
+}
 
 int sampling_window(std::size_t prompt_tokens, int new_tokens, int limit) {
   const std::int64_t needed = std::max<std::int64_t>(1, static_cast<std::int64_t>(prompt_tokens)) + new_tokens;

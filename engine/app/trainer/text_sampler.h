@@ -1,10 +1,11 @@
 // Text generation from a model: autoregressive sampling with temperature and top-k, each draw
-// from Philox at (seed, position) so a sample is reproducible.
+// from Philox at (seed, position) so a sample is reproducible, or greedy.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "engine/distributed/sharding/param_store.h"
@@ -15,7 +16,9 @@ namespace zt {
 struct SamplingOptions {
   int max_new_tokens = 200;
   float temperature = 0.8f;
-  int top_k = 40;  // 0: sample from the whole distribution
+  // 0: sample from the whole distribution. Tokens tied with the k-th most likely stay in, as in
+  // transformers' top-k (it removes only those below the k-th logit).
+  int top_k = 40;
   std::uint64_t seed = 0;
   int vocab_limit = 0;   // > 0: only tokens below it are drawn (the dataset's vocabulary)
   bool kv_cache = true;  // false: every draw runs the whole window (sample_tokens), for comparison
@@ -25,6 +28,27 @@ struct SamplingOptions {
   // Asked before each draw after the first: true ends the sample there, returning the tokens
   // drawn so far (`zerotrain sample` on Ctrl-C).
   std::function<bool()> stop_requested = {};
+  // The most likely token each time, the lowest id among ties, no draw (temperature and top_k
+  // aside): `zerotrain sample --temperature 0`.
+  bool greedy = false;
+};
+
+// One token from one row of logits: softmax at the temperature over the top k (and their ties),
+// drawn from Philox at (seed, the position the token will take), so a sample is reproducible; or
+// the argmax where greedy. RuntimeError naming the position where a logit is NaN or infinite (a
+// draw from those is garbage: every probability NaN).
+class TokenDraw {
+ public:
+  TokenDraw(const SamplingOptions& options, int model_vocab);
+  std::int32_t operator()(const float* row, std::uint64_t position);
+
+ private:
+  std::int32_t pick(const float* row, std::uint64_t position);
+
+  const SamplingOptions& options_;
+  int V_;
+  std::vector<std::pair<float, int>> ranked_;
+  std::vector<double> probs_;
 };
 
 // The window a sampling model is built for: the prompt (at least the one token an empty prompt

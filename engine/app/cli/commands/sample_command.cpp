@@ -2,9 +2,11 @@
 // standalone_model.h: a run's, a checkpoint's or pretrained ones, on the CPU or a GPU).
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -47,6 +49,7 @@ SamplingOptions sampling_options(const ArgParser& parser, const data::TokenText&
       static_cast<std::uint64_t>(parser.get_int64("seed", 1, 0, std::numeric_limits<std::int64_t>::max())),
       text.size()};
   options.kv_cache = !parser.has("no-kv-cache");
+  options.greedy = greedy;
   return options;
 }
 
@@ -112,7 +115,7 @@ Prompt encode_prompt(const ArgParser& parser, const data::TokenText& text, const
 
 // The prompt's continuation, printed (after the prompt's text where there is a tokenizer).
 int generate_and_print(StandaloneModel& model, const data::TokenText& text, const SamplingOptions& options,
-                       const Prompt& prompt) {
+                       const Prompt& prompt, const std::vector<std::int32_t>& end_ids) {
   const SamplingModelBuilder build = [&](int seq_len) { return model.build(1, seq_len); };
   // The text as it is drawn, token by token (a long sample shows at once, and a Ctrl-C keeps what
   // came): the same bytes as decoding the whole, since decoding joins each token's bytes (token
@@ -128,11 +131,14 @@ int generate_and_print(StandaloneModel& model, const data::TokenText& text, cons
   if (text.has()) fmt::print("{}", utf8.feed(prompt.text));
   SamplingOptions streaming = options;
   bool first = true;
+  // A drawn end of text (the model's eos_token_id) ends the sample after it, as generate stops.
+  std::optional<std::int32_t> ended_at;
   streaming.on_token = [&](std::int32_t token) {
     const std::int32_t one[] = {token};
     fmt::print("{}{}", !text.has() && !first ? " " : "", utf8.feed(text.decode(one)));
     std::fflush(stdout);
     first = false;
+    if (std::find(end_ids.begin(), end_ids.end(), token) != end_ids.end()) ended_at = token;
   };
   // Ctrl-C (or SIGTERM) ends a long sample after the token being drawn, with its text and the
   // summary below; a second one ends it at once. Installed only now, so that one during the
@@ -142,7 +148,7 @@ int generate_and_print(StandaloneModel& model, const data::TokenText& text, cons
   set_second_stop_line("zerotrain sample: a second stop signal: exiting now\n");
   // Standard output that cannot be written (a full disk, a pipe whose reader ended while SIGPIPE is
   // ignored) ends the sample too: its tokens would be drawn for nobody (200,000 of them took 86 s).
-  streaming.stop_requested = [] { return stop_signal() != 0 || std::ferror(stdout) != 0; };
+  streaming.stop_requested = [&] { return ended_at.has_value() || stop_signal() != 0 || std::ferror(stdout) != 0; };
   const auto started = std::chrono::steady_clock::now();
   const auto tokens = sample_tokens(build, model.store(), prompt.ids, streaming, prompt.limit);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
@@ -151,11 +157,15 @@ int generate_and_print(StandaloneModel& model, const data::TokenText& text, cons
   // On stderr, so the text on stdout stays the text alone (tools/bench_sampling.py reads this line).
   // A signal after the last draw stopped nothing: the sample is whole.
   const int stopped_by = static_cast<int>(tokens.size()) < options.max_new_tokens ? stop_signal() : 0;
+  const bool ended = ended_at.has_value() && static_cast<int>(tokens.size()) < options.max_new_tokens;
   print_err(
-      "zerotrain sample: {}{} tokens in {:.3f} s ({:.1f} tokens/s; the models' set-up and the prompt's {} "
+      "zerotrain sample: {}{} tokens{} in {:.3f} s ({:.1f} tokens/s; the models' set-up and the prompt's {} "
       "position{} included)\n",
-      stopped_by != 0 ? fmt::format("stopped by {} after ", signal_name(stopped_by)) : "", tokens.size(), seconds,
-      static_cast<double>(tokens.size()) / seconds, prompt.ids.size(), prompt.ids.size() == 1 ? "" : "s");
+      stopped_by != 0 ? fmt::format("stopped by {} after ", signal_name(stopped_by)) : "", tokens.size(),
+      ended && stopped_by == 0
+          ? fmt::format(", ended by the end-of-text token {} (--ignore-eos draws on past it)", *ended_at)
+          : "",
+      seconds, static_cast<double>(tokens.size()) / seconds, prompt.ids.size(), prompt.ids.size() == 1 ? "" : "s");
   return stopped_by != 0 ? 128 + stopped_by : 0;  // as a shell reports a command its signal ended
 }
 
@@ -176,6 +186,9 @@ int sample_main(const std::vector<std::string>& args) {
           "text to continue (default a newline; \"\": a document's start, the tokenizer's <|endoftext|> or its kind, "
           "else token 0)")
       .value_flag("seed", "S", "sampling seed (default 1)")
+      .bool_flag("ignore-eos",
+                 "draw all --tokens tokens, past the model's end-of-text token (by default the sample ends at it, "
+                 "as generate stops at eos_token_id)")
       .bool_flag("no-kv-cache",
                  "run the whole window for every token instead of the new token through a key/value "
                  "cache (slower; for comparison)");
@@ -199,7 +212,8 @@ int sample_main(const std::vector<std::string>& args) {
         "FILE decodes them)\n",
         source.text_dir.empty() ? std::string("beside the weights") : "in " + source.text_dir);
   }
-  return generate_and_print(model, text, options, prompt);
+  return generate_and_print(model, text, options, prompt,
+                            parser.has("ignore-eos") ? std::vector<std::int32_t>{} : source.end_of_text_ids);
 }
 
 }  // namespace zt::cli

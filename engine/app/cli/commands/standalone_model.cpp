@@ -9,6 +9,7 @@
 #include <cmath>
 #include <filesystem>
 
+#include "engine/app/checkpoint/checkpoint_export.h"
 #include "engine/app/checkpoint/checkpoint_folder.h"
 #include "engine/app/checkpoint/checkpoint_model.h"
 #include "engine/app/checkpoint/folder_lock.h"
@@ -37,6 +38,40 @@ void add_weight_flags(ArgParser& parser, const std::string& what) {
                               "checkpoint's parameter dtype, pretrained ones go to bf16 with bf16",
                               what));
 }
+
+namespace {
+
+// An eos_token_id's ids (an integer, or a list of them) inside the model's vocabulary, in order.
+std::vector<std::int32_t> vocabulary_ids(const nlohmann::json& eos, std::int64_t vocab_size) {
+  std::vector<std::int32_t> ids;
+  for (const nlohmann::json& id : eos.is_array() ? eos : nlohmann::json::array({eos})) {
+    if (id.is_number_integer() && id.get<std::int64_t>() >= 0 && id.get<std::int64_t>() < vocab_size) {
+      ids.push_back(id.get<std::int32_t>());
+    }
+  }
+  return ids;
+}
+
+std::vector<std::int32_t> run_end_of_text_ids(const std::string& run_dir, const nlohmann::json& carried,
+                                              std::int64_t vocab_size) {
+  return vocabulary_ids(ckpt::run_special_token_ids(run_dir, carried).value("eos_token_id", nlohmann::json()),
+                        vocab_size);
+}
+
+// A pretrained folder's: generation_config.json's eos_token_id before config.json's, as
+// from_pretrained sets the generation config (an instruct model lists every end of turn there).
+std::vector<std::int32_t> pretrained_end_of_text_ids(const std::string& path, std::int64_t vocab_size) {
+  if (!fs::is_directory(path)) return {};  // an llm.c model file names none
+  const fs::path generation = fs::path(path) / "generation_config.json";
+  if (fs::exists(generation)) {
+    const nlohmann::json doc = read_json_file(generation.string());
+    if (doc.is_object() && doc.contains("eos_token_id")) return vocabulary_ids(doc["eos_token_id"], vocab_size);
+  }
+  return vocabulary_ids(read_pretrained_model(path).special_token_ids.value("eos_token_id", nlohmann::json()),
+                        vocab_size);
+}
+
+}  // namespace
 
 WeightSource resolve_weight_source(const ArgParser& parser, const std::string& command) {
   if (static_cast<int>(parser.has("run")) + static_cast<int>(parser.has("ckpt")) +
@@ -76,6 +111,10 @@ WeightSource resolve_weight_source(const ArgParser& parser, const std::string& c
                     ? seq_len.get<int>()
                     : s.spec.block_size();
     s.text_dir = fs::path(resolved.path).parent_path().parent_path().string();
+    if (command == "sample") {
+      s.end_of_text_ids = run_end_of_text_ids(
+          s.text_dir, ckpt::extra_object(reader.manifest().extra, "special_token_ids"), s.spec.vocab_size());
+    }
     return s;
   }
   if (parser.has("from")) {  // as train.init_from reads it
@@ -87,6 +126,7 @@ WeightSource resolve_weight_source(const ArgParser& parser, const std::string& c
     s.param_dtype = s.activations;  // no run's precision to keep: bf16 activations read bf16 weights as they are
     s.context = cfg.model.block_size;
     s.text_dir = fs::is_directory(s.path) ? s.path : "";
+    if (command == "sample") s.end_of_text_ids = pretrained_end_of_text_ids(s.path, s.spec.vocab_size());
     return s;
   }
   s.kind = WeightSource::Kind::kRun;
@@ -140,6 +180,17 @@ WeightSource resolve_weight_source(const ArgParser& parser, const std::string& c
   s.context = cfg.train.seq_len;
   s.num_threads = cfg.train.num_threads;
   s.text_dir = s.path;
+  // What its checkpoints carry of the model it started from (a final.safetensors carries nothing):
+  // read again from there, where it still is.
+  if (command != "sample") return s;
+  nlohmann::json carried = nlohmann::json::object();
+  if (!cfg.train.init_from.empty() && fs::exists(cfg.train.init_from)) {
+    try {
+      carried = read_pretrained_model(cfg.train.init_from).special_token_ids;
+    } catch (const InputError&) {  // replaced since by something else: the run's tokenizer alone
+    }
+  }
+  s.end_of_text_ids = run_end_of_text_ids(s.path, carried, s.spec.vocab_size());
   return s;
 }
 

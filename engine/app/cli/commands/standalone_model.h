@@ -5,6 +5,7 @@
 // its local rank under a launcher, as training picks it), its models' activations in --dtype.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -39,6 +40,12 @@ struct WeightSource {
   int device_index = 0;  // the GPU, on CUDA
   DType activations = DType::kF32;
   std::vector<std::string> notes;  // for stderr: which checkpoint "latest" resolved to
+  // The tokens whose draw ends a sample, as transformers' generate stops at them: the eos_token_id
+  // (one, or an instruct model's list) of a pretrained folder's generation_config.json, else of
+  // its config.json; of a run or checkpoint, the one its HF export writes (run_special_token_ids).
+  // Empty for an llm.c model file and a run without a tokenizer or pretrained model to name one,
+  // and for every command but sample (eval ends nothing: its files are not read).
+  std::vector<std::int32_t> end_of_text_ids;
 };
 
 // Exactly one of --run, --ckpt and --from, else an InputError naming `command`; likewise a bad

@@ -202,6 +202,23 @@ TEST_F(CheckpointCorruption, ResealedPositionsAndSizesOutOfRangeAreRefused) {
       {[](auto& d) { d["world_size"] = true; }, "world_size true is not a whole number"},
       {[](auto& d) { d["files"][0]["rank"] = 4294967296; }, "a file's rank 4294967296 is not a whole number"},
       {[](auto& d) { d["state_dtype"] = "BF16"; }, "not this format's master, exp_avg and exp_avg_sq in F32"},
+      // What the readers take from config and extra, of another type: the library's type_error
+      // later, naming nothing (from a fuzz of resealed manifests).
+      {[](auto& d) { d["config"]["train"] = "x"; }, "config.train is \"x\", not an object"},
+      {[](auto& d) {
+         d["config"]["model"] = {{"dropout", ""}};
+       },
+       "config.model.dropout is \"\", not a number"},
+      {[](auto& d) { d["extra"]["skipped_steps"] = nlohmann::json::array(); },
+       "extra.skipped_steps is [], not a count"},
+      {[](auto& d) { d["extra"]["consecutive_skips"] = -1; }, "extra.consecutive_skips is -1, not a count"},
+      {[](auto& d) { d["extra"]["data_parallel_ranks"] = 0; }, "extra.data_parallel_ranks is 0, not a count"},
+      {[](auto& d) { d["extra"]["data_identity"] = -1; }, "extra.data_identity is -1, not a list of files"},
+      {[](auto& d) {
+         d["extra"]["data_identity"] = {{{"path", 3}}};
+       },
+       "extra.data_identity is [{\"path\":3}], not a list"},
+      {[](auto& d) { d["extra"]["save_id"] = 7; }, "extra.save_id is 7, not a string"},
   };
   for (const auto& [edit, message] : cases) {
     SCOPED_TRACE(message);
@@ -252,6 +269,14 @@ TEST_F(CheckpointCorruption, NotAManifestAtAll) {
   write_manifest("{\"hello\": 1}");
   const std::string e = load_error();
   EXPECT_NE(e.find("not a zerotrain checkpoint manifest"), std::string::npos) << e;
+  // A "format" of another type: the library's type_error, with no file named, before.
+  nlohmann::ordered_json doc = nlohmann::ordered_json::parse(manifest_text());
+  for (const nlohmann::json& format : {nlohmann::json(), nlohmann::json(5), nlohmann::json::array()}) {
+    doc["format"] = format;
+    write_manifest(doc.dump(1));
+    const std::string e2 = load_error();
+    EXPECT_NE(e2.find("not a zerotrain checkpoint manifest"), std::string::npos) << format.dump() << ": " << e2;
+  }
 }
 
 }  // namespace

@@ -154,6 +154,19 @@ def main():
                                 "--run-dir", run_dir], "model.arch"),
         ("Llama with dropout", ["train", "--config", config_file("ld.json", with_model(arch="llama", dropout=0.1)),
                                 "--run-dir", run_dir], "has no dropout"),
+        # Control characters in a path the error names: escaped, so the error stays one line (a
+        # newline split it; a NUL ended the message there, naming nothing).
+        ("empty --out", ["debug-state", "--config", config_file("eo.json", GOOD), "--out", ""], "not a file name"),
+        ("--out a folder's name", ["debug-state", "--config", config_file("ef.json", GOOD), "--out", work + "/new/"],
+         "not a file name"),
+        ("newline in a path", ["debug-state", "--config", os.path.join(work, "a\nb.json"), "--out", out],
+         "a\\nb.json: cannot open"),
+        ("NUL in a config's path", ["train", "--config", config_file("nul.json", dict(GOOD, data={
+            "vocab_file": "ab\x00cd"})), "--run-dir", run_dir], "ab\\x00cd: cannot open"),
+        ("vocab_file without the text's characters", ["train", "--config", config_file("vf.json", dict(GOOD, data={
+            "vocab_file": config_file("a_only.json", {"format": "zerotrain-vocab", "kind": "char", "tokens": ["a"],
+                                                      "version": 1})})), "--run-dir", run_dir],
+         "data.vocab_file = "),
     ]
 
     failures = []

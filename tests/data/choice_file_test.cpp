@@ -105,6 +105,8 @@ TEST(ChoiceFile, RefusesEachKindOfDamageInOneLine) {
   const std::string folder = temp_path("choices_folder");
   std::filesystem::create_directories(folder);
   expect_input_error([&] { ChoiceFile::load(folder, 10); }, {"choices_folder", "is a directory"});
+  // A regular file whose read fails (EIO): named with the error, as every other reader says it.
+  expect_input_error([&] { ChoiceFile::load("/proc/self/mem", 10); }, {"/proc/self/mem", "read failed"});
   expect_input_error([&] { ChoiceFile::load(write("short.bin", "abc"), 10); }, {"short.bin", "header"});
   expect_input_error([&] { ChoiceFile::load(write("magic.bin", file_bytes(20240520, 1, 2, good)), 10); },
                      {"magic.bin", "magic 20240520"});

@@ -151,6 +151,24 @@ TEST(ResumeTrajectory, AnotherRankCountIsToldHowToKeepTheGlobalBatch) {
   EXPECT_TRUE(trajectory_changes(saved, 2, 4, parse_run_config(kept, "t.json", 8)).empty());
 }
 
+// A saved batch no config could give (a manifest resealed by hand): a change that says so, where
+// micro_batch 0 divided by zero (SIGFPE) and a grad_accum of 2^63 overflowed.
+TEST(ResumeTrajectory, ASavedBatchOutOfRangeIsAChangeNotACrash) {
+  nlohmann::json doc = base();
+  doc["train"] = {{"max_steps", 8}, {"micro_batch", 4}};
+  const RunConfig now = parse_run_config(doc, "t.json", 2);
+  for (const auto& [mb, ga] : {std::pair{nlohmann::json(0), nlohmann::json(1)},
+                               {nlohmann::json(4), nlohmann::json(std::uint64_t{1} << 63)},
+                               {nlohmann::json(-4), nlohmann::json(2)}}) {
+    nlohmann::json saved = now.to_json();
+    saved["train"]["micro_batch"] = mb;
+    saved["train"]["grad_accum"] = ga;
+    const std::vector<std::string> c = trajectory_changes(saved, 2, 4, now);
+    ASSERT_EQ(c.size(), 1u) << mb << " x " << ga;
+    EXPECT_NE(c[0].find("are not a batch (a damaged manifest)"), std::string::npos) << c[0];
+  }
+}
+
 nlohmann::json data_file(const std::string& path, std::int64_t bytes, std::uint32_t fingerprint,
                          const char* split = nullptr) {
   nlohmann::json f = {{"path", path}, {"bytes", bytes}, {"fingerprint", fingerprint}};

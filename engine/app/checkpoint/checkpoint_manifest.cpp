@@ -9,8 +9,10 @@
 #include <cstdint>
 #include <limits>
 #include <optional>
+#include <tuple>
 
 #include "engine/app/checkpoint/durable_file.h"
+#include "engine/app/config/config_limits.h"
 #include "engine/base/core/check.h"
 #include "engine/base/core/config_reader.h"
 #include "engine/distributed/sharding/shard_layout.h"
@@ -268,6 +270,52 @@ ParamTable table_from_json(const nlohmann::json& doc, const std::string& source)
   return t;
 }
 
+// The types of what the readers take from config and extra, as the writer gives them: a manifest
+// resealed by hand with another (config.train a string, extra.skipped_steps a list) threw the
+// library's error from a reader later, naming neither the file nor the key.
+void check_config_and_extra_types(const nlohmann::json& config, const nlohmann::json& extra,
+                                  const std::string& source) {
+  for (const char* section : {"model", "train", "optim", "data", "precision", "zero", "checkpoint", "log", "comm"}) {
+    if (config.contains(section) && !config[section].is_object()) {
+      throw_input_error("{}: config.{} is {}, not an object", source, section, config[section].dump());
+    }
+  }
+  if (config.contains("model") && config["model"].contains("dropout") && !config["model"]["dropout"].is_number()) {
+    throw_input_error("{}: config.model.dropout is {}, not a number", source, config["model"]["dropout"].dump());
+  }
+  // Counts of steps (read as int), and the data-parallel ranks, as many as world_size may be.
+  for (const auto& [key, least, most] : {std::tuple{"skipped_steps", 0LL, kMaxConfigSteps},
+                                         {"consecutive_skips", 0LL, kMaxConfigSteps},
+                                         {"data_parallel_ranks", 1LL, 1LL << 20}}) {
+    if (!extra.contains(key)) continue;
+    const nlohmann::json& v = extra[key];
+    if (!v.is_number_integer() || v.get<std::int64_t>() < least || v.get<std::int64_t>() > most) {
+      throw_input_error("{}: extra.{} is {}, not a count in [{}, {}]", source, key, v.dump(), least, most);
+    }
+  }
+  if (extra.contains("special_token_ids") && !extra["special_token_ids"].is_object()) {
+    throw_input_error("{}: extra.special_token_ids is {}, not an object", source, extra["special_token_ids"].dump());
+  }
+  // The files the run read: a list of {path, bytes, fingerprint[, split]} (run_identity.h).
+  if (extra.contains("data_identity")) {
+    const nlohmann::json& files = extra["data_identity"];
+    const auto is_file = [](const nlohmann::json& f) {
+      return f.is_object() && f.contains("path") && f["path"].is_string() && f.contains("bytes") &&
+             f["bytes"].is_number_integer() && f.contains("fingerprint") && f["fingerprint"].is_number_integer() &&
+             (!f.contains("split") || f["split"].is_string());
+    };
+    if (!files.is_array() || !std::all_of(files.begin(), files.end(), is_file)) {
+      throw_input_error("{}: extra.data_identity is {}, not a list of files (path, bytes, fingerprint)", source,
+                        files.dump().substr(0, 200));
+    }
+  }
+  for (const char* key : {"save_id", "previous_save_id", "init_from_path"}) {
+    if (extra.contains(key) && !extra[key].is_string()) {
+      throw_input_error("{}: extra.{} is {}, not a string", source, key, extra[key].dump());
+    }
+  }
+}
+
 }  // namespace
 
 int format_version_for(const nlohmann::json& model) {
@@ -276,7 +324,8 @@ int format_version_for(const nlohmann::json& model) {
 }
 
 Manifest Manifest::from_json(const nlohmann::json& doc, const std::string& source) {
-  if (!doc.is_object() || doc.value("format", "") != kFormatName) {
+  // Not value(): a "format" of another type (null) threw the library's own error, naming nothing.
+  if (!doc.is_object() || !doc.contains("format") || doc["format"] != kFormatName) {
     throw_input_error("{}: not a zerotrain checkpoint manifest (no \"format\": \"{}\")", source, kFormatName);
   }
   Manifest m;
@@ -302,6 +351,7 @@ Manifest Manifest::from_json(const nlohmann::json& doc, const std::string& sourc
     for (const auto& [key, value] : {std::pair{"model", &m.model}, {"config", &m.config}, {"extra", &m.extra}}) {
       if (!value->is_object()) throw_input_error("{}: \"{}\" is {}, not an object", source, key, value->dump());
     }
+    check_config_and_extra_types(m.config, m.extra, source);
     m.checksum_chunk_bytes =
         manifest_integer<std::int64_t>(doc.at("checksum").at("chunk_bytes"), "checksum.chunk_bytes", source);
     // A chunk is read whole to check it: no larger than a writer's (kChecksumChunkBytes) by far.

@@ -5,8 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
+#include <string>
 
 #include "engine/app/io/input_file.h"
 #include "engine/base/core/check.h"
@@ -60,9 +59,8 @@ ChoiceFile ChoiceFile::load(const std::string& path, int vocab_size) {
   require_regular_file(path, "multiple-choice file");  // a directory, a FIFO: named as what it is
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec)) throw_input_error("{}: no such multiple-choice file", path);
-  std::ifstream f(path, std::ios::binary);
-  const std::vector<char> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  if (!f && !f.eof()) throw_input_error("{}: cannot be read", path);
+  // A read error is named with the file (an ifstream's iterator threw the library's own words).
+  const std::string bytes = read_whole_input(path, "multiple-choice file");
   if (static_cast<std::int64_t>(bytes.size()) < kHeaderBytes) {
     throw_input_error("{}: {} bytes, shorter than the 1024-byte header of llm.c's eval files", path, bytes.size());
   }

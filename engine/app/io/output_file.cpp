@@ -47,6 +47,8 @@ std::string keep_aside(const std::string& path, std::string_view what) {
 void check_output_path(const std::string& path, std::string_view what) {
   namespace fs = std::filesystem;
   require_regular_file(path, what);  // where it exists: a directory, a FIFO, a device named as such
+  // No file name ("", "runs/"): the work was done, then its rename failed naming ".tmp".
+  if (std::filesystem::path(path).filename().empty()) throw_input_error("{} '{}': not a file name", what, path);
   std::error_code ec;
   const fs::path parent = fs::path(path).parent_path().empty() ? fs::path(".") : fs::path(path).parent_path();
   if (!fs::is_directory(parent, ec)) throw_input_error("{} {}: no folder {}", what, path, parent.string());

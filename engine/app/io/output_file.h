@@ -18,7 +18,8 @@ std::string staging_path(const std::string& path);
 
 // Refuses, before any work, an output path that a write would fail on or replace wrongly: an
 // existing directory, FIFO or device (a FIFO would be replaced by a regular file: as
-// require_regular_file refuses it), or a folder that does not exist or cannot be written.
+// require_regular_file refuses it), a path with no file name ("", "runs/"), or a folder that
+// does not exist or cannot be written.
 // InputError naming `what` ("--out") and the path.
 void check_output_path(const std::string& path, std::string_view what);
 

@@ -85,8 +85,16 @@ void DataSource::open(const RunConfig& c) {
     description_ = fmt::format("token files {} / {}", d.train_file, d.val_file);
   } else if (d.dataset == "embedded") {
     const std::string text = data::generate_embedded_text(c.train.seed, d.embedded_chars);
-    if (!vocab_) vocab_ = data::Vocab::build_char(text);
-    const std::vector<std::uint16_t> tokens = vocab_->encode(text);
+    const bool given = vocab_.has_value();  // data.vocab_file's
+    if (!given) vocab_ = data::Vocab::build_char(text);
+    std::vector<std::uint16_t> tokens;
+    try {
+      tokens = vocab_->encode(text);
+    } catch (const InputError& e) {  // the vocabulary's words alone named neither the key nor its file
+      if (!given) throw;
+      throw_input_error("config error in {}: data.vocab_file = {} cannot encode the embedded text: {}",
+                        c.sources_of({"data.vocab_file"}), d.vocab_file, e.what());
+    }
     const std::size_t split = tokens.size() * 9 / 10;  // 90% train, 10% validation, as prepare
     owned_train_.assign(tokens.begin(), tokens.begin() + static_cast<std::ptrdiff_t>(split));
     owned_val_.assign(tokens.begin() + static_cast<std::ptrdiff_t>(split), tokens.end());

@@ -17,6 +17,7 @@
 #include "engine/app/checkpoint/checkpoint_manifest.h"
 #include "engine/app/checkpoint/checkpoint_model.h"
 #include "engine/app/checkpoint/checkpoint_reader.h"
+#include "engine/app/config/config_limits.h"
 #include "engine/base/core/check.h"
 #include "engine/base/core/console.h"
 
@@ -252,7 +253,17 @@ std::vector<std::string> trajectory_changes(const nlohmann::json& saved, int sav
   for (std::string& c : recorded_changes(saved, current, recorded)) changes.push_back(std::move(c));
   // The samples of a step are a function of the global batch only (engine/app/data/batch_sampler.h).
   const nlohmann::json mb = at(saved, "train", "micro_batch"), ga = at(saved, "train", "grad_accum");
-  if (mb.is_number_integer() && ga.is_number_integer()) {
+  // Within the config's own ranges: a manifest resealed by hand with micro_batch 0 divided by zero
+  // below (SIGFPE), and a grad_accum of 2^63 overflowed the product.
+  const auto within = [](const nlohmann::json& v, long long most) {
+    return v.is_number_integer() && v.get<std::int64_t>() >= 1 && v.get<std::int64_t>() <= most;
+  };
+  if ((mb.is_number_integer() || ga.is_number_integer()) &&
+      !(within(mb, kMaxConfigDim) && within(ga, kMaxConfigGradAccum))) {
+    changes.push_back(fmt::format(
+        "global batch: the checkpoint's train.micro_batch {} and grad_accum {} are not a batch (a damaged manifest)",
+        mb.dump(), ga.dump()));
+  } else if (mb.is_number_integer() && ga.is_number_integer()) {
     const std::int64_t before = mb.get<std::int64_t>() * ga.get<std::int64_t>() * saved_world_size;
     const std::int64_t after = std::int64_t{now.train.micro_batch} * now.train.grad_accum * now.world_size;
     if (before != after) {

@@ -7,6 +7,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace zt {
 
@@ -16,17 +17,41 @@ class InternalError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// `text` as one line: each control character (a newline, a NUL, an escape in a path a user gave)
+// written as \n, \t, \r or \xNN, so an error naming that path stays one line and what(), a C
+// string, does not end at the NUL (both cut the message, or split it, before).
+inline std::string one_line(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte >= 0x20 && byte != 0x7f) {
+      out += c;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else {
+      out += fmt::format("\\x{:02x}", byte);
+    }
+  }
+  return out;
+}
+
 // Bad user input (config, data file, checkpoint, command line). The message names the key,
-// file or flag at fault and is printed as is; the CLI exits with code 2 for it.
+// file or flag at fault and is printed as is, on one line (one_line); the CLI exits with code 2.
 class InputError : public std::runtime_error {
  public:
-  using std::runtime_error::runtime_error;
+  explicit InputError(std::string_view message) : std::runtime_error(one_line(message)) {}
 };
 
 // A failure at run time that is not the user's input (I/O error, resource exhaustion); exit code 1.
+// One line too.
 class RuntimeError : public std::runtime_error {
  public:
-  using std::runtime_error::runtime_error;
+  explicit RuntimeError(std::string_view message) : std::runtime_error(one_line(message)) {}
 };
 
 // The same error on every rank of a job, agreed through a collective (on_every_rank), which has

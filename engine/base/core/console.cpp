@@ -3,6 +3,8 @@
 
 #include <cstdio>
 
+#include "engine/base/core/check.h"
+
 namespace zt {
 
 // fwrite reports a failed write by its count alone (and sets the stream's error flag, which the
@@ -18,7 +20,7 @@ void print_stderr(std::string_view text) {
 std::string error_line(std::string_view message) {
   constexpr std::string_view kCommand = "zerotrain ";
   if (message.starts_with(kCommand)) message.remove_prefix(kCommand.size());
-  return fmt::format("zerotrain: error: {}\n", message);
+  return fmt::format("zerotrain: error: {}\n", one_line(message));  // a library's message too
 }
 
 }  // namespace zt

@@ -114,7 +114,7 @@ int run_command(const std::vector<std::string>& all) {
   } catch (const std::filesystem::filesystem_error& e) {
     // A path the command line or a config named cannot be looked at (a symlink loop, a folder
     // without permission, a name too long): the path and the reason, not the library's wording.
-    print_err("zerotrain: error: cannot access '{}': {}\n", e.path1().string(), e.code().message());
+    print_err("zerotrain: error: cannot access '{}': {}\n", one_line(e.path1().string()), e.code().message());
     note_error_reported(2);
     return 2;
   } catch (const std::exception& e) {

@@ -6,11 +6,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <sstream>
 
 #include "engine/app/checkpoint/checkpoint_model.h"
@@ -263,6 +265,37 @@ TEST_F(CheckpointCorruption, AnotherModelIsRefusedOnLoad) {
     load_optimizer_state(reader, other, loaded.target());
   });
   EXPECT_NE(e.find("the checkpoint's model differs from this run's"), std::string::npos) << e;
+}
+
+// State no run saves, behind valid checksums (a file rewritten and resealed): a NaN or infinite
+// value, a negative second moment. Refused on load, naming the unit and the state: resumed, the
+// first update made every parameter NaN and that checkpoint became the latest.
+TEST_F(CheckpointCorruption, StateNoRunSavesIsRefusedOnLoad) {
+  for (const auto& [kind, bad] : {std::pair{StateKind::kMaster, std::nanf("")},
+                                  {StateKind::kExpAvg, std::numeric_limits<float>::infinity()},
+                                  {StateKind::kExpAvgSq, -1.0f}}) {
+    const std::string folder = folder_ + "/" + std::string(state_kind_name(kind));
+    const std::string temp = temp_dir_for(folder, 5);
+    prepare_temp_dir(temp);
+    RankState state(table_, 1, 0);
+    state.fill();
+    state.values[static_cast<int>(kind)][1][2] = bad;
+    std::vector<RankFileWritten> files{write_rank_file(temp, table_, 1, 0, state.source())};
+    CheckpointMeta meta;
+    meta.position = {5, 500, 20, 5};
+    meta.model = {{"kind", "test"}};
+    meta.config = {{"train", {{"seed", 7}}}};
+    const std::string dir = commit_checkpoint(folder, temp, table_, meta, 1, files, 0).path;
+    const std::string e = error_of([&] {
+      const CheckpointReader reader(dir);
+      RankState loaded(table_, 1, 0);
+      load_optimizer_state(reader, table_, loaded.target());
+    });
+    EXPECT_NE(e.find(fmt::format("unit '{}' {} element 2", table_.units()[1].name, state_kind_name(kind))),
+              std::string::npos)
+        << e;
+    EXPECT_NE(e.find("not a state AdamW continues from"), std::string::npos) << e;
+  }
 }
 
 TEST_F(CheckpointCorruption, NotAManifestAtAll) {

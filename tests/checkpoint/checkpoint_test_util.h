@@ -3,6 +3,7 @@
 // and M loading ranks can be simulated in one process (or be real MPI ranks).
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -45,7 +46,8 @@ inline float state_value(StateKind kind, int unit, std::int64_t element) {
   std::uint64_t h = (static_cast<std::uint64_t>(kind) * 1000003u + static_cast<std::uint64_t>(unit)) * 2654435761u +
                     static_cast<std::uint64_t>(element) * 40503u;
   h ^= h >> 13;
-  return static_cast<float>(static_cast<std::int64_t>(h % 2000001) - 1000000) * (1.0f / 1024.0f);
+  const float v = static_cast<float>(static_cast<std::int64_t>(h % 2000001) - 1000000) * (1.0f / 1024.0f);
+  return kind == StateKind::kExpAvgSq ? std::abs(v) : v;  // a second moment, as a loader checks
 }
 
 // One rank's optimizer state: shards of `layout` (zero padding), per kind and unit.

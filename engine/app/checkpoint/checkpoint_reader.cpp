@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -146,6 +147,25 @@ void load_optimizer_state(const CheckpointReader& reader, const ParamTable& tabl
     }
   }
   reader.execute(std::move(plan));
+  // Values no run saves: a NaN or infinite state, a negative second moment (its square root is
+  // NaN). Resumed, the first update made every parameter NaN, and that checkpoint became the
+  // latest before the run stopped. Only a file damaged past its checksums (rewritten and
+  // resealed) holds them.
+  for (std::size_t u = 0; u < layout.num_units(); ++u) {
+    const int unit = static_cast<int>(u);
+    for (int k = 0; k < kNumStateKinds; ++k) {
+      const auto kind = static_cast<StateKind>(k);
+      const float* values = target.state(kind, unit).as<float>();
+      const std::int64_t live = layout.unit(unit).live();
+      for (std::int64_t i = 0; i < live; ++i) {
+        if (std::isfinite(values[i]) && (kind != StateKind::kExpAvgSq || values[i] >= 0.0f)) continue;
+        throw_input_error(
+            "{}: unit '{}' {} element {} of this rank's shard is {}: not a state AdamW continues from (the checkpoint "
+            "is damaged)",
+            reader.dir(), table.units()[u].name, state_kind_name(kind), i, values[i]);
+      }
+    }
+  }
 }
 
 }  // namespace zt::ckpt

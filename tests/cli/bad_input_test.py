@@ -162,7 +162,7 @@ def main():
         ("newline in a path", ["debug-state", "--config", os.path.join(work, "a\nb.json"), "--out", out],
          "a\\nb.json: cannot open"),
         ("NUL in a config's path", ["train", "--config", config_file("nul.json", dict(GOOD, data={
-            "vocab_file": "ab\x00cd"})), "--run-dir", run_dir], "ab\\x00cd: cannot open"),
+            "vocab_file": "ab\x00cd"})), "--run-dir", run_dir], "key 'data.vocab_file' = 'ab\\x00cd' holds a NUL"),
         ("vocab_file without the text's characters", ["train", "--config", config_file("vf.json", dict(GOOD, data={
             "vocab_file": config_file("a_only.json", {"format": "zerotrain-vocab", "kind": "char", "tokens": ["a"],
                                                       "version": 1})})), "--run-dir", run_dir],

@@ -189,7 +189,11 @@ std::optional<std::string> expand_home(const std::string& path) {
 
 namespace {
 
-std::string expanded_path(const std::string& path, const std::string& where) {
+std::string expanded_path(const std::string& path, const std::string& where, const std::string& key) {
+  // No file system takes a NUL in a name; the open stopped at it and said the name was missing.
+  if (path.find('\0') != std::string::npos) {
+    throw_input_error("config error in {}: key '{}' = '{}' holds a NUL character, which no path can", where, key, path);
+  }
   std::optional<std::string> expanded = expand_home(path);
   if (!expanded) {
     throw_input_error("config error in {}: '{}' starts with ~, but HOME is not set to expand it", where, path);
@@ -200,12 +204,12 @@ std::string expanded_path(const std::string& path, const std::string& where) {
 }  // namespace
 
 std::string ConfigReader::get_path(const std::string& key, const std::string& fallback) {
-  return expanded_path(get_string(key, fallback), source_of(key));
+  return expanded_path(get_string(key, fallback), source_of(key), dotted(key));
 }
 
 std::vector<std::string> ConfigReader::get_path_list(const std::string& key) {
   std::vector<std::string> out = get_string_list(key);
-  for (std::string& p : out) p = expanded_path(p, source_of(key));
+  for (std::string& p : out) p = expanded_path(p, source_of(key), dotted(key));
   return out;
 }
 

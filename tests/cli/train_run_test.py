@@ -158,7 +158,8 @@ def main():
     # weights; a bf16 run samples in bf16, as `sample --dtype bf16` does.
     def logged_sample_matches(run_dir, step, tokens, extra=(), seed=1337):
         logged = [r["text"] for r in records(run_dir) if r["type"] == "sample" and r["step"] == step]
-        p = run(binary, ["sample", "--run", run_dir, "--tokens", str(tokens), "--seed", str(seed + step), *extra])
+        p = run(binary, ["sample", "--run", run_dir, "--tokens", str(tokens), "--seed", str(seed + step),
+                         "--ignore-eos", *extra])  # as docs/config.md says (a run's samples draw every token)
         return p.returncode == 0 and len(logged) == 1 and p.stdout == "\n" + logged[0] + "\n", logged, p.stdout
     ok, logged, printed = logged_sample_matches(run_a, 30, 40)
     check(ok, f"sample --run draws the run's own last sample ({logged!r} / {printed!r})")

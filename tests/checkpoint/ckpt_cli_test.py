@@ -323,7 +323,6 @@ def main():
                  f"an HF export cut between its renames leaves no config.json ({cut_names}); the next one completes "
                  f"the folder ({sorted(os.listdir(cut))})")
 
-    shutil.rmtree(work, ignore_errors=True)
     return checks.finish()
 
 

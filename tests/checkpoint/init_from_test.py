@@ -507,6 +507,12 @@ def main():
                                                       do_sample=False, pad_token_id=VOCAB - 1)[0, 1:].tolist()
             checks.check(ours == theirs and len(ours) < 8,
                          f"sample --ckpt ends at the carried eos_token_id as generate on the export: {ours} = {theirs}")
+            # --run too, from any directory: the ids its newest checkpoint carries (train.init_from as the
+            # config keeps it may be relative to where the run started).
+            p = subprocess.run([binary, "sample", "--run", os.path.abspath(run_dir), "--tokens", "8", "--temperature",
+                                "0"], capture_output=True, text=True, timeout=120, cwd="/")
+            by_run = [int(t) for t in p.stdout.split()] if p.returncode == 0 else p.stderr.strip()
+            checks.check(by_run == theirs, f"sample --run (from /) ends there too: {by_run} = {theirs}")
             check_export_targets(checks, work, binary, train, folder, out, ckpt)
 
     # sample --from: greedy (top-k 1) continuation of token 0, against transformers' greedy decoding.

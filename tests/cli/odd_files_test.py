@@ -347,7 +347,6 @@ def main():
     live.wait()
     check(not failed, f"ckpt verify and export of a folder a live run prunes every step never fail for it ({failed[:2]})")
 
-    shutil.rmtree(work, ignore_errors=True)
     return checks.finish()
 
 

@@ -142,6 +142,9 @@ TEST(ChoiceFile, RefusesEachKindOfDamageInOneLine) {
                      {"label.bin", "example 0", "label 4", "4 completions"});
   expect_input_error([&] { ChoiceFile::load(write("ncomp.bin", damaged(4, 1)), 10); },
                      {"ncomp.bin", "example 0", "1 completion"});
+  // llm.c's reader asserts the examples' indices (0, 1, ...): one out of order was scored.
+  expect_input_error([&] { ChoiceFile::load(write("index.bin", damaged(2, 7)), 10); },
+                     {"index.bin", "example 0 carries the index 7"});
   // Example 0's first completion is one token: its length word sits after the 6 header words and
   // 3 context tokens.
   std::vector<std::uint16_t> empty = good;

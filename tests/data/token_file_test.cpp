@@ -226,5 +226,18 @@ TEST(TokenFile, AutoRefusesAnUnknownMagicInAnLlmcStyleHeader) {
   EXPECT_EQ(TokenFile::open(path, TokenFileFormat::kNanoGpt, 65536).format(), TokenFileFormat::kNanoGpt);
 }
 
+// llm.c's multiple-choice and model files, given as token files: named for what they are (read as
+// raw tokens, a choice file scored its header and numbers, exit 0, under a vocabulary past 55434).
+// Their counts do not fit the token-file rule, so they passed for raw tokens before.
+TEST(TokenFile, AutoNamesLlmcsChoiceAndModelFiles) {
+  const std::string path = temp_path("choices_as_tokens.bin");
+  write_file(path, llmc_bytes(20240522, 1, 5, kTokens));
+  expect_input_error([&] { TokenFile::open(path, TokenFileFormat::kAuto, 65536); },
+                     {path, "magic 20240522 is llm.c's multiple-choice eval file", "--choices"});
+  write_file(path, llmc_bytes(20240326, 3, 5, kTokens));
+  expect_input_error([&] { TokenFile::open(path, TokenFileFormat::kAuto, 65536); },
+                     {path, "magic 20240326 is llm.c's model file", "--from"});
+}
+
 }  // namespace
 }  // namespace zt::data

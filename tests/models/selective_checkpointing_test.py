@@ -15,7 +15,6 @@ usage: selective_checkpointing_test.py --zerotrain PATH [--device cpu|cuda] [-- 
 import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
 
@@ -117,7 +116,6 @@ def main():
     p = subprocess.run([args.zerotrain, "memory", "--config", gpt2, "--ranks", "1", "--json", "--set",
                         "train.activation_checkpointing=selective"], capture_output=True, text=True, timeout=60)
     check(p.returncode == 0, f"selective on the CUDA config without gelu_epilogue accepted ({p.stderr.strip()})")
-    shutil.rmtree(work, ignore_errors=True)
     return checks.finish()
 
 

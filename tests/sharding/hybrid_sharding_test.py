@@ -190,7 +190,6 @@ def main():
                             f"zero.shard_group_size={value}", *extra], capture_output=True, text=True, timeout=60)
         check(p.returncode != 0 and "shard_group_size" in p.stderr and len(p.stderr.strip().splitlines()) == 1,
               f"{what} refused in one line ({p.stderr.strip()})")
-    shutil.rmtree(work, ignore_errors=True)
     return checks.finish()
 
 

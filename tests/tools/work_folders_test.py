@@ -7,7 +7,8 @@ needs to be looked into (tests/check_report.py):
    `finish` keeps them; ZT_KEEP_TEST_FOLDERS=1 keeps them after a pass.
 2. Over the tree: no Python driver under tests/ makes a temporary folder that nothing removes: each
    `tempfile.mkdtemp(` outside check_report.py sits in a file that hands it to
-   `close_work_folders`, and each `mkdtemp(` in a C++ test sits in a file that calls `remove_all`.
+   `close_work_folders`, and each `mkdtemp(` in a C++ test sits in a file that calls `remove_all`;
+   no driver removes a folder of Checks' itself (finish would name it kept on a failure, gone).
 
 usage: work_folders_test.py
 """
@@ -81,6 +82,20 @@ def unremoved_temporary_folders(root):
     return found
 
 
+def removed_before_finish(root):
+    """The drivers that remove a work folder of Checks' themselves: finish then names as kept, on a
+    failure, a folder that is gone."""
+    found = []
+    for folder, _, names in os.walk(root):
+        for name in names:
+            if not name.endswith(".py") or name == "check_report.py":
+                continue
+            text = open(os.path.join(folder, name)).read()
+            if re.search(r"work_folder\(|mpi_driver\(checks", text) and re.search(r"shutil\.rmtree\(work\b", text):
+                found.append(os.path.relpath(os.path.join(folder, name), root))
+    return found
+
+
 def main():
     checks = Checks()
     check = checks.check
@@ -116,6 +131,8 @@ def main():
 
     leaks = unremoved_temporary_folders(TESTS)
     check(not leaks, f"every temporary folder a test makes is removed when it passes (not so in: {leaks})")
+    early = removed_before_finish(TESTS)
+    check(not early, f"no driver removes its Checks work folder itself before finish (does: {early})")
     return checks.finish()
 
 

@@ -92,7 +92,12 @@ ChoiceFile ChoiceFile::load(const std::string& path, int vocab_size) {
                         kHeaderBytes + 2 * static_cast<std::int64_t>(start));
     }
     const int example_bytes = in.next(e, "byte count");
-    in.next(e, "index");
+    // llm.c's reader asserts it; a file whose examples are out of order or repeated is not one.
+    // A uint16: past 65535 examples it wraps.
+    if (const int index = in.next(e, "index"); index != (e & 0xFFFF)) {
+      throw_input_error("{}: example {} carries the index {} (llm.c's files number their examples in order)", path, e,
+                        index);
+    }
     ChoiceExample x;
     x.label = in.next(e, "label");
     const int n_completions = in.next(e, "number of completions");

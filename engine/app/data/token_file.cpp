@@ -17,8 +17,10 @@
 #include <filesystem>
 #include <utility>
 
+#include "engine/app/data/choice_file.h"
 #include "engine/app/data/mapped_files.h"
 #include "engine/app/io/input_file.h"
+#include "engine/app/io/llmc_model_file.h"
 #include "engine/app/io/output_file.h"
 #include "engine/base/core/check.h"
 
@@ -125,6 +127,15 @@ TokenFile TokenFile::open(const std::string& path, TokenFileFormat format, int v
   if (format == TokenFileFormat::kAuto) {
     if (size_bytes >= 4 && llmc_kind(header[0]) != nullptr) {
       format = TokenFileFormat::kLlmc;
+    } else if (size_bytes >= 4 && (header[0] == kChoiceFileMagic || header[0] == kLlmcModelMagic)) {
+      // llm.c's other files: read as raw tokens they scored (or trained on) their headers and
+      // numbers, exit 0, where the vocabulary was wide enough.
+      throw_input_error(
+          "{}: magic {} is llm.c's {}, not a token file{}; set data.format = \"nanogpt\" (zerotrain eval: --format "
+          "nanogpt) if it is raw uint16",
+          path, header[0], header[0] == kChoiceFileMagic ? "multiple-choice eval file" : "model file",
+          header[0] == kChoiceFileMagic ? " (it goes in data.choice_file, or zerotrain eval --choices)"
+                                        : " (it goes in train.init_from, or --from)");
     } else if (size_bytes >= kLlmcHeaderBytes && looks_like_llmc_header(header, size_bytes)) {
       throw_input_error(
           "{}: unknown magic {} in an llm.c-style token file header (known: {} for uint16 GPT-2 tokens, "

@@ -158,14 +158,15 @@ int generate_and_print(StandaloneModel& model, const data::TokenText& text, cons
   // A signal after the last draw stopped nothing: the sample is whole.
   const int stopped_by = static_cast<int>(tokens.size()) < options.max_new_tokens ? stop_signal() : 0;
   const bool ended = ended_at.has_value() && static_cast<int>(tokens.size()) < options.max_new_tokens;
+  // "N tokens in S s" stays whole: tools parse it.
   print_err(
-      "zerotrain sample: {}{} tokens{} in {:.3f} s ({:.1f} tokens/s; the models' set-up and the prompt's {} "
-      "position{} included)\n",
-      stopped_by != 0 ? fmt::format("stopped by {} after ", signal_name(stopped_by)) : "", tokens.size(),
+      "zerotrain sample: {}{} tokens in {:.3f} s ({:.1f} tokens/s; the models' set-up and the prompt's {} "
+      "position{} included){}\n",
+      stopped_by != 0 ? fmt::format("stopped by {} after ", signal_name(stopped_by)) : "", tokens.size(), seconds,
+      static_cast<double>(tokens.size()) / seconds, prompt.ids.size(), prompt.ids.size() == 1 ? "" : "s",
       ended && stopped_by == 0
-          ? fmt::format(", ended by the end-of-text token {} (--ignore-eos draws on past it)", *ended_at)
-          : "",
-      seconds, static_cast<double>(tokens.size()) / seconds, prompt.ids.size(), prompt.ids.size() == 1 ? "" : "s");
+          ? fmt::format("; ended by the end-of-text token {} (--ignore-eos draws on past it)", *ended_at)
+          : "");
   return stopped_by != 0 ? 128 + stopped_by : 0;  // as a shell reports a command its signal ended
 }
 

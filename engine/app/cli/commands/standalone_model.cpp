@@ -180,14 +180,18 @@ WeightSource resolve_weight_source(const ArgParser& parser, const std::string& c
   s.context = cfg.train.seq_len;
   s.num_threads = cfg.train.num_threads;
   s.text_dir = s.path;
-  // What its checkpoints carry of the model it started from (a final.safetensors carries nothing):
-  // read again from there, where it still is.
   if (command != "sample") return s;
+  // What its checkpoints carry of the model it started from (a final.safetensors carries nothing),
+  // as sample --ckpt and ckpt export read it: the newest checkpoint's. Not train.init_from again:
+  // its config keeps the path as given, relative to where the run started, so read from elsewhere
+  // it named no folder or another model's.
   nlohmann::json carried = nlohmann::json::object();
-  if (!cfg.train.init_from.empty() && fs::exists(cfg.train.init_from)) {
+  if (!cfg.train.init_from.empty()) {
     try {
-      carried = read_pretrained_model(cfg.train.init_from).special_token_ids;
-    } catch (const InputError&) {  // replaced since by something else: the run's tokenizer alone
+      const ckpt::ResolvedCheckpoint newest =
+          ckpt::resolve_checkpoint(cfg.checkpoint.folder_for(s.path), ckpt::Validation::kStructure);
+      carried = ckpt::extra_object(ckpt::CheckpointReader(newest.path).manifest().extra, "special_token_ids");
+    } catch (const InputError&) {  // none saved: the run's tokenizer alone
     }
   }
   s.end_of_text_ids = run_end_of_text_ids(s.path, carried, s.spec.vocab_size());

@@ -170,6 +170,9 @@ def main():
         ("a file, not a checkpoint", ["verify", args.config], "not a directory: a checkpoint is a step_* directory"),
         ("--max-shard-size for llmc", ["export", folder, "--format", "llmc", "--out", work + "/x.bin",
                                        "--max-shard-size", "1GB"], "--max-shard-size applies to --format hf"),
+        # Refused before the work (the export was written whole, then its rename failed, exit 1).
+        ("llmc --out a folder's name", ["export", ckpt_dir, "--format", "llmc", "--out", work + "/new_llmc/"],
+         "not a file name"),
     ]
     for name, argv_, fragment in cases:
         r = ckpt(*argv_)

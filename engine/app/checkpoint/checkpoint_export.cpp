@@ -352,6 +352,8 @@ HfExport export_hf(const CheckpointReader& reader, const std::string& out_dir, D
 void export_llmc(const CheckpointReader& reader, const std::string& link_or_path, DType dtype) {
   ZT_CHECK(dtype == DType::kF32 || dtype == DType::kBF16);
   const std::string out_path = rename_target(link_or_path, "--out");  // through a symlink: the file it names
+  // "new/sub/": the export was done whole, then its rename failed.
+  if (fs::path(out_path).filename().empty()) throw_input_error("--out '{}': not a file name", link_or_path);
   const ModelSpec spec = model_spec_of(reader);
   if (!spec.family().llmc_format()) {
     throw_input_error(

@@ -174,13 +174,22 @@ def main():
                        (["--device-memory", "0.5"], "half a byte (read as a budget of 0 B, nothing fit)"),
                        (["--device-memory", "4611686018427387905"], "2^62 + 1 bytes (read as 2^62)"),
                        (["--device-memory", "1GiB", "--link-gbps", "1e-300"], "a link rate of 1e-300 GB/s"),
-                       (["--device-memory", "1GB", "--profile", os.path.join(work, "none.json")], "a missing profile")]:
+                       (["--device-memory", "1GB", "--profile", os.path.join(work, "none.json")], "a missing profile"),
+                       # The CPU profile's note on a CUDA plan came on stderr before the error.
+                       (["--device-memory", "1KB", "--json", "--set", "device=cuda"], "nothing fits, --json")]:
         p = subprocess.run([binary, "plan", "--config", config, *args] +
                            ([] if "--profile" in args else ["--profile", PROFILE]),
                            capture_output=True, text=True, timeout=120)
         errors = [line for line in p.stderr.splitlines() if line.strip()]
         named = "must be a size" in p.stderr or "0.5" not in args and "4611686018427387905" not in args
         check(p.returncode == 2 and len(errors) == 1 and named, f"{what}: refused in one line ({errors})")
+    # memory --json's notes wait for its JSON: a config refused after one gave two lines.
+    p = subprocess.run([binary, "memory", "--config", os.path.join(ROOT, "configs", "gpt2_124m.json"), "--ranks", "5",
+                        "--json", "--set", 'zero.cross_group_grad_dtype="bf16"'], capture_output=True, text=True,
+                       timeout=120)
+    errors = [line for line in p.stderr.splitlines() if line.strip()]
+    check(p.returncode == 2 and len(errors) == 1 and "cross_group_grad_dtype" in errors[0],
+          f"memory --json, a note and then a refused config: one line ({errors})")
     return checks.finish()
 
 

@@ -7,7 +7,10 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "engine/app/config/run_config.h"
 #include "engine/app/plan/step_time_model.h"
@@ -117,6 +120,50 @@ TEST(StepTimeModel, ABadProfileModelIsRefusedByName) {
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("n_kv_head"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("zt_step_time_"), std::string::npos) << e.what();
+  }
+}
+
+// A profile's other fields as a run writes them, else refused naming the field: a negative time
+// ranked a negative step first, a time of 1e308 summed to inf, micro_batch 0 made a step of hours,
+// a device of 99999999999 threads overflowed atoi, a string for a number gave the library's words.
+TEST(StepTimeModel, ProfileFieldsOutOfRangeOrOfAnotherTypeAreRefusedByName) {
+  const nlohmann::json model = planned_llama(2, 128);
+  const nlohmann::json good = {
+      {"config", {{"model", model}, {"train", {{"micro_batch", 4}, {"seq_len", 16}}}}},
+      {"op_profile", {{"device", "cpu (1 threads)"}, {"ops", {{{"op", "matmul_forward"}, {"ms_per_step", 1.0}}}}}}};
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("zt_step_time_fields_" + std::to_string(::getpid()) + ".json"))
+          .string();
+  struct RemovedAtTheEnd {
+    std::string path;
+    ~RemovedAtTheEnd() { std::remove(path.c_str()); }
+  } file{path};
+  std::ofstream(path) << good.dump();
+  EXPECT_NO_THROW(plan::load_op_profile(path));
+  const std::vector<std::pair<std::function<void(nlohmann::json&)>, const char*>> cases = {
+      {[](auto& d) { d["op_profile"]["ops"][0]["ms_per_step"] = -100.0; }, "milliseconds in [0, 1e9]"},
+      {[](auto& d) { d["op_profile"]["ops"][0]["ms_per_step"] = 1e308; }, "milliseconds in [0, 1e9]"},
+      {[](auto& d) { d["op_profile"]["ops"][0]["ms_per_step"] = "1"; }, "milliseconds in [0, 1e9]"},
+      {[](auto& d) { d["op_profile"]["ops"] = 3; }, "op_profile.ops is 3, not a list"},
+      {[](auto& d) { d["config"]["train"]["micro_batch"] = 0; }, "train.micro_batch is 0, not an integer"},
+      {[](auto& d) { d["config"]["train"]["micro_batch"] = 1.5; }, "train.micro_batch is 1.5, not an integer"},
+      {[](auto& d) { d["config"]["train"] = nullptr; }, "train is null, not an object"},
+      {[](auto& d) { d["config"]["zero"] = "x"; }, "zero is \"x\", not an object"},
+      {[](auto& d) { d["op_profile"]["device"] = "cpu (99999999999 threads)"; }, "names 99999999999 threads"},
+      {[](auto& d) { d["op_profile"]["device"] = nullptr; }, "op_profile.device is null, not a string"},
+      {[](auto& d) { d["op_profile"] = nlohmann::json::array(); }, "op_profile is [], not an object"},
+  };
+  for (const auto& [edit, message] : cases) {
+    nlohmann::json doc = good;
+    edit(doc);
+    std::ofstream(path) << doc.dump();
+    try {
+      plan::load_op_profile(path);
+      ADD_FAILURE() << "read: " << doc.dump();
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
+      EXPECT_EQ(std::string(e.what()).find("json.exception"), std::string::npos) << e.what();
+    }
   }
 }
 

@@ -2,10 +2,13 @@
 #include "engine/app/plan/step_time_model.h"
 
 #include <algorithm>
+#include <charconv>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
+#include "engine/app/config/config_limits.h"
 #include "engine/app/config/model_section.h"
 #include "engine/app/trainer/run_memory.h"
 #include "engine/app/trainer/store_comm.h"
@@ -104,27 +107,74 @@ OpProfile load_op_profile_or_throw(const std::string& path) {
     config = doc["config"];
     profile = doc["op_profile"];
   }
+  // Each field as a run writes it, else named: a count out of its range (micro_batch 0 made a step
+  // of hours), a negative or infinite time (ranked a negative step first), another type.
+  const auto object = [&](const nlohmann::json& doc, const char* where) -> const nlohmann::json& {
+    if (!doc.is_object()) throw_input_error("--profile: {}: {} is {}, not an object", path, where, doc.dump());
+    return doc;
+  };
+  const auto count = [&](const nlohmann::json& section, const char* where, const char* key, long long fallback,
+                         long long least, long long most) {
+    if (!section.contains(key)) return fallback;
+    const nlohmann::json& v = section[key];
+    if (!v.is_number_integer() || v.get<long long>() < least || v.get<long long>() > most) {
+      throw_input_error("--profile: {}: {}.{} is {}, not an integer in [{}, {}]", path, where, key, v.dump(), least,
+                        most);
+    }
+    return v.get<long long>();
+  };
+  const auto section = [&](const nlohmann::json& doc, const char* key) {
+    return doc.contains(key) ? object(doc[key], key) : nlohmann::json::object();
+  };
+  object(config, "config");
+  object(profile, "op_profile");
   OpProfile p;
   p.source = path;
-  p.device = profile.value("device", "?");
-  if (p.device.starts_with("cpu")) {  // "cpu (2 threads)"
+  if (profile.contains("device") && !profile["device"].is_string()) {
+    throw_input_error("--profile: {}: op_profile.device is {}, not a string", path, profile["device"].dump());
+  }
+  p.device = profile.value("device", std::string("?"));
+  if (p.device.starts_with("cpu")) {  // "cpu (2 threads)"; another form: threads unknown (0)
     const std::size_t open = p.device.find('(');
-    p.threads = open == std::string::npos ? 0 : std::atoi(p.device.c_str() + open + 1);
+    long long threads = 0;
+    if (open != std::string::npos) {
+      const char* first = p.device.c_str() + open + 1;
+      const std::from_chars_result parsed = std::from_chars(first, p.device.c_str() + p.device.size(), threads);
+      if (parsed.ec == std::errc() && (threads < 1 || threads > (1 << 16))) {
+        throw_input_error("--profile: {}: op_profile.device \"{}\" names {} threads", path, p.device, threads);
+      }
+      if (parsed.ec == std::errc::result_out_of_range) {
+        throw_input_error("--profile: {}: op_profile.device \"{}\" names too many threads", path, p.device);
+      }
+      if (parsed.ec != std::errc()) threads = 0;
+    }
+    p.threads = static_cast<int>(threads);
   }
   // The model section read as a config's (its family's own keys too: a Llama's SwiGLU width and
   // key/value heads), its errors naming the file.
-  const nlohmann::json model_section = config.value("model", nlohmann::json::object());
+  const nlohmann::json model_section = section(config, "model");
   RunConfig profiled;
   read_model_section(ConfigReader(model_section, path, "model"), profiled);
   p.model = profiled.model;
-  const nlohmann::json& t = config.value("train", nlohmann::json::object());
-  p.seq_len = t.value("seq_len", 0) > 0 ? t.value("seq_len", 0) : p.model.block_size;
-  p.tokens = static_cast<std::int64_t>(t.value("micro_batch", 4)) * p.seq_len;
-  p.micro_batches = std::max(1, profile.value("micro_batches_per_step", 1));
-  const nlohmann::json& z = config.value("zero", nlohmann::json::object());
-  p.optimizer_ranks = z.value("stage", 0) >= 1 ? std::max(1, profile.value("ranks", 1)) : 1;
-  for (const nlohmann::json& op : profile.value("ops", nlohmann::json::array())) {
-    p.ms_per_step[op.value("op", "")] = op.value("ms_per_step", 0.0);
+  const nlohmann::json t = section(config, "train");
+  const long long seq_len = count(t, "train", "seq_len", 0, 0, kMaxConfigDim);
+  p.seq_len = seq_len > 0 ? static_cast<int>(seq_len) : p.model.block_size;
+  p.tokens = count(t, "train", "micro_batch", 4, 1, kMaxConfigDim) * p.seq_len;
+  p.micro_batches = static_cast<int>(count(profile, "op_profile", "micro_batches_per_step", 1, 1, kMaxConfigGradAccum));
+  const nlohmann::json z = section(config, "zero");
+  p.optimizer_ranks = count(z, "zero", "stage", 0, 0, 3) >= 1
+                          ? static_cast<int>(count(profile, "op_profile", "ranks", 1, 1, kMaxPredictedRanks))
+                          : 1;
+  const nlohmann::json ops = profile.contains("ops") ? profile["ops"] : nlohmann::json::array();
+  if (!ops.is_array()) throw_input_error("--profile: {}: op_profile.ops is {}, not a list", path, ops.dump());
+  for (const nlohmann::json& op : ops) {
+    const nlohmann::json ms = op.is_object() && op.contains("ms_per_step") ? op["ms_per_step"] : nlohmann::json();
+    if (!op.is_object() || !op.contains("op") || !op["op"].is_string() || !ms.is_number() ||
+        !std::isfinite(ms.get<double>()) || ms.get<double>() < 0.0 || ms.get<double>() > 1e9) {
+      throw_input_error("--profile: {}: op {} is not {{\"op\": name, \"ms_per_step\": milliseconds in [0, 1e9]}}", path,
+                        op.dump());
+    }
+    p.ms_per_step[op["op"].get<std::string>()] = ms.get<double>();
   }
   if (p.ms_per_step.empty()) throw_input_error("--profile: {} lists no ops", path);
   return p;

@@ -92,14 +92,10 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
   // the ranks asked about, as the run would be (grad_accum from train.global_batch_tokens).
   std::vector<std::string> overrides = parser.all("set");
   std::string note;
-  // Before the table (on standard error with --json, whose notes hold them too).
+  // Before the table; with --json on standard error after the JSON, whose notes hold them too (a
+  // config refused after a note printed first gave two lines on stderr, where an error is one).
   auto print_note = [json](const std::string& line) {
-    if (line.empty()) return;
-    if (json) {
-      print_err("zerotrain memory: note: {}\n", line);
-    } else {
-      fmt::print("note: {}\n", line);
-    }
+    if (!line.empty() && !json) fmt::print("note: {}\n", line);
   };
   // The config as given (a stage 9 refused), of sizes the prediction counts.
   check_memory_countable(load_for_ranks(parser.get("config"), overrides, ranks, note));
@@ -225,6 +221,7 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
                                 {"notes", notes},
                                 {"stages", out}};
     fmt::print("{}\n", doc.dump(2));
+    for (const auto& line : notes) print_err("zerotrain memory: note: {}\n", line.get<std::string>());
     return 0;
   }
 

@@ -220,11 +220,11 @@ int plan_main(const std::vector<std::string>& args) {
                                       {"invalid", r.invalid},
                                       {"fitting", rows}}
                            .dump(2));
-    for (const auto& line : notes) print_err("zerotrain plan: {}\n", line.get<std::string>());
-    if (r.fitting.empty()) {  // the JSON says so on stdout; the reason on stderr, as without --json
+    if (r.fitting.empty()) {  // the JSON says so on stdout; the reason on stderr, one line, as without --json
       print_stderr(error_line(nothing_fits(r, budget)));
       return 2;
     }
+    for (const auto& line : notes) print_err("zerotrain plan: {}\n", line.get<std::string>());
     return 0;
   }
   fmt::print("zerotrain plan: {} on {} rank(s), {} per rank, global batch {} tokens; profile {} ({})\n",

@@ -116,6 +116,16 @@ def main():
               for flags in (["--temperature", "0"], ["--temperature", "0", "--seed", "9"], ["--top-k", "1"])]
     check(all(g.returncode == 0 for g in greedy) and greedy[0].stdout == greedy[1].stdout == greedy[2].stdout,
           f"--temperature 0 samples greedily ({[g.stdout[:40] for g in greedy]}; {greedy[0].stderr[-200:]})")
+    # --top-p: a nucleus small enough holds the most likely token alone (greedy again); a bad one is
+    # refused in one line.
+    nucleus = run(binary, ["sample", "--run", run_a, "--tokens", "30", "--prompt", "the ", "--top-p", "1e-9"])
+    check(nucleus.returncode == 0 and nucleus.stdout == greedy[0].stdout,
+          f"--top-p 1e-9 draws the most likely token each time ({nucleus.stdout[:40]!r})")
+    for bad in ("0", "1.5", "abc", "nan"):
+        r = run(binary, ["sample", "--run", run_a, "--tokens", "3", "--top-p", bad])
+        lines = r.stderr.strip().splitlines()
+        check(r.returncode == 2 and len(lines) == 1 and "--top-p must be a number in (0, 1]" in lines[0],
+              f"--top-p {bad} refused in one line ({r.returncode}: {lines})")
     check("zerotrain sample: 30 tokens in " in p.stderr and " tokens/s;" in p.stderr,
           f"sample says on stderr how long its 30 tokens took ({p.stderr.strip()[-200:]!r})")
     # An empty prompt where the vocabulary has no document delimiter starts from token 0 (the

@@ -10,6 +10,7 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -53,10 +54,11 @@ std::vector<int> draw_counts(const std::vector<float>& logits, const SamplingOpt
   return counts;
 }
 
-// The draws follow softmax(logits / T) over the tokens transformers' top-k keeps (those at or above
-// the k-th logit), on fresh random logits: every count within 5 standard deviations of its
-// binomial expectation, and no token outside the kept set ever drawn.
-TEST(TokenDraw, FollowsTheTemperatureSoftmaxOverTheTopK) {
+// The draws follow softmax(logits / T) over the tokens transformers keeps: top-k (those at or above
+// the k-th logit), then top-p (the most likely while the mass before each is under p), on fresh
+// random logits: every count within 5 standard deviations of its binomial expectation, and no
+// token outside the kept set ever drawn.
+TEST(TokenDraw, FollowsTheTemperatureSoftmaxOverTheTopKAndTopP) {
   const std::uint64_t seed = std::random_device{}();
   SCOPED_TRACE(::testing::Message() << "seed " << seed);
   std::mt19937_64 rng(seed);
@@ -64,24 +66,41 @@ TEST(TokenDraw, FollowsTheTemperatureSoftmaxOverTheTopK) {
   std::vector<float> logits(50);
   for (float& l : logits) l = normal(rng);
   constexpr int kDraws = 20000;
-  for (const auto& [temperature, top_k] : {std::pair{0.7f, 5}, std::pair{1.0f, 0}, std::pair{1.6f, 12}}) {
+  for (const auto& [temperature, top_k, top_p] :
+       {std::tuple{0.7f, 5, 1.0f}, std::tuple{1.0f, 0, 1.0f}, std::tuple{1.6f, 12, 1.0f}, std::tuple{1.0f, 0, 0.6f},
+        std::tuple{1.6f, 12, 0.9f}, std::tuple{0.5f, 0, 0.05f}}) {
     SamplingOptions options;
     options.temperature = temperature;
     options.top_k = top_k;
+    options.top_p = top_p;
     options.seed = seed;
-    std::vector<float> sorted = logits;
-    std::sort(sorted.rbegin(), sorted.rend());
-    const float kth = top_k > 0 ? sorted[static_cast<std::size_t>(top_k - 1)] : sorted.back();
+    // The reference: the kept tokens' probabilities, in order of likelihood.
+    std::vector<std::size_t> order(logits.size());
+    for (std::size_t v = 0; v < order.size(); ++v) order[v] = v;
+    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return logits[a] > logits[b]; });
+    const float kth = top_k > 0 ? logits[order[static_cast<std::size_t>(top_k - 1)]] : logits[order.back()];
+    std::vector<double> p(logits.size(), 0.0);
     double total = 0.0;
-    for (const float l : logits) total += l >= kth ? std::exp((l - sorted[0]) / static_cast<double>(temperature)) : 0;
+    for (const std::size_t v : order) {
+      if (logits[v] >= kth) total += p[v] = std::exp((logits[v] - logits[order[0]]) / static_cast<double>(temperature));
+    }
+    double before = 0.0, kept_mass = 0.0;
+    for (const std::size_t v : order) {
+      if (p[v] == 0.0) continue;
+      if (before > 0.0 && before >= top_p * total) {
+        p[v] = 0.0;  // past the nucleus
+        continue;
+      }
+      before += p[v];
+      kept_mass += p[v];
+    }
     const std::vector<int> counts = draw_counts(logits, options, kDraws);
     for (std::size_t v = 0; v < logits.size(); ++v) {
-      const double p =
-          logits[v] >= kth ? std::exp((logits[v] - sorted[0]) / static_cast<double>(temperature)) / total : 0;
-      const double sd = std::sqrt(kDraws * p * (1 - p));
-      EXPECT_LE(std::abs(counts[v] - kDraws * p), 5 * sd + 1e-9)
-          << "token " << v << " at T " << temperature << ", top-k " << top_k << ": " << counts[v] << " draws, expected "
-          << kDraws * p;
+      const double q = p[v] / kept_mass;
+      const double sd = std::sqrt(kDraws * q * (1 - q));
+      EXPECT_LE(std::abs(counts[v] - kDraws * q), 5 * sd + 1e-9)
+          << "token " << v << " at T " << temperature << ", top-k " << top_k << ", top-p " << top_p << ": " << counts[v]
+          << " draws, expected " << kDraws * q;
     }
   }
 }

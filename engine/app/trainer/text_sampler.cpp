@@ -87,6 +87,18 @@ std::int32_t TokenDraw::pick(const float* row, std::uint64_t position) {
                                                    static_cast<double>(options_.temperature));
     total += probs_[static_cast<std::size_t>(i)];
   }
+  if (options_.top_p < 1.0f) {
+    // Nucleus: the most likely tokens while the mass before each is under top_p, at least one, as
+    // transformers' top-p (after its top-k) keeps them.
+    double before = 0.0;
+    int kept = 0;
+    while (kept < k && (kept == 0 || before < static_cast<double>(options_.top_p) * total)) {
+      before += probs_[static_cast<std::size_t>(kept)];
+      ++kept;
+    }
+    k = kept;
+    total = before;
+  }
   const auto r =
       philox4x32({static_cast<std::uint32_t>(position), static_cast<std::uint32_t>(position >> 32), 0x5A3Du, 0u},
                  {static_cast<std::uint32_t>(options_.seed), static_cast<std::uint32_t>(options_.seed >> 32)});

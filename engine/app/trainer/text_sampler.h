@@ -31,12 +31,15 @@ struct SamplingOptions {
   // The most likely token each time, the lowest id among ties, no draw (temperature and top_k
   // aside): `zerotrain sample --temperature 0`.
   bool greedy = false;
+  // < 1: then only the most likely tokens while the probability before each is under it (nucleus
+  // sampling, after top-k, as transformers orders them); 1 keeps every token top-k kept.
+  float top_p = 1.0f;
 };
 
-// One token from one row of logits: softmax at the temperature over the top k (and their ties),
-// drawn from Philox at (seed, the position the token will take), so a sample is reproducible; or
-// the argmax where greedy. RuntimeError naming the position where a logit is NaN or infinite (a
-// draw from those is garbage: every probability NaN).
+// One token from one row of logits: softmax at the temperature over the top k (and their ties) and
+// the top-p nucleus of those, drawn from Philox at (seed, the position the token will take), so a
+// sample is reproducible; or the argmax where greedy. RuntimeError naming the position where a logit is NaN or infinite
+// (a draw from those is garbage: every probability NaN).
 class TokenDraw {
  public:
   TokenDraw(const SamplingOptions& options, int model_vocab);

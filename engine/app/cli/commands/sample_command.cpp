@@ -50,6 +50,18 @@ SamplingOptions sampling_options(const ArgParser& parser, const data::TokenText&
       text.size()};
   options.kv_cache = !parser.has("no-kv-cache");
   options.greedy = greedy;
+  if (parser.has("top-p")) {
+    const std::string given = parser.get("top-p");
+    std::size_t used = 0;
+    double top_p = -1.0;
+    try {
+      top_p = std::stod(given, &used);
+    } catch (const std::exception&) {}
+    if (used != given.size() || !(top_p > 0.0 && top_p <= 1.0)) {
+      throw_input_error("zerotrain sample: --top-p must be a number in (0, 1] (got '{}')", given);
+    }
+    options.top_p = static_cast<float>(top_p);
+  }
   return options;
 }
 
@@ -182,6 +194,9 @@ int sample_main(const std::vector<std::string>& args) {
       .value_flag("tokens", "N", "tokens to generate (default 200)")
       .value_flag("temperature", "T", "softmax temperature (default 0.8; 0: greedy, the most likely token each time)")
       .value_flag("top-k", "K", "sample among the K most likely tokens, 0 = all (default 40)")
+      .value_flag("top-p", "P",
+                  "then among the most likely of those while the probability before each is under P (nucleus "
+                  "sampling; default 1: all)")
       .value_flag(
           "prompt", "TEXT",
           "text to continue (default a newline; \"\": a document's start, the tokenizer's <|endoftext|> or its kind, "

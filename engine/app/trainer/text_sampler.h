@@ -38,8 +38,8 @@ struct SamplingOptions {
 
 // One token from one row of logits: softmax at the temperature over the top k (and their ties) and
 // the top-p nucleus of those, drawn from Philox at (seed, the position the token will take), so a
-// sample is reproducible; or the argmax where greedy. RuntimeError naming the position where a logit is NaN or infinite
-// (a draw from those is garbage: every probability NaN).
+// sample is reproducible; or the argmax where greedy. RuntimeError naming the position where a
+// logit is NaN or infinite (a draw from those is garbage: every probability NaN).
 class TokenDraw {
  public:
   TokenDraw(const SamplingOptions& options, int model_vocab);

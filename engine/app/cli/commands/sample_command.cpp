@@ -24,24 +24,30 @@ namespace zt::cli {
 
 namespace {
 
+// A number flag's value as std::stod reads the whole of it, else NaN, which no range holds: each
+// caller refuses what is outside its own range, naming it.
+double number_or_nan(const std::string& given) {
+  std::size_t used = 0;
+  try {
+    const double value = std::stod(given, &used);
+    if (used == given.size()) return value;
+  } catch (const std::exception&) {}
+  return std::numeric_limits<double>::quiet_NaN();
+}
+
 SamplingOptions sampling_options(const ArgParser& parser, const data::TokenText& text) {
   double temperature = 0.8;
   if (parser.has("temperature")) {
     const std::string given = parser.get("temperature");
-    std::size_t used = 0;
-    try {
-      temperature = std::stod(given, &used);
-    } catch (const std::exception&) {
-      temperature = -1.0;
-    }
+    temperature = number_or_nan(given);
     // log.sample_temperature's range: near 0 the logits' scale 1/T overflows a float (1e-50 became
     // 0). 0 itself is greedy decoding, as HF's and vLLM's users write it.
-    if (used != given.size() || !(temperature == 0.0 || (temperature >= 0.001 && temperature <= 100.0))) {
+    if (!(temperature == 0.0 || (temperature >= 0.001 && temperature <= 100.0))) {
       throw_input_error("zerotrain sample: --temperature must be 0 (greedy) or a number in [0.001, 100] (got '{}')",
                         given);
     }
   }
-  const bool greedy = temperature == 0.0;  // the most likely token each time: top-k 1 (ties: the lowest id)
+  const bool greedy = temperature == 0.0;  // the most likely token each time (ties: the lowest id)
   SamplingOptions options{
       parser.get_int("tokens", 200, 0, 1000000), greedy ? 1.0f : static_cast<float>(temperature),
       greedy ? 1 : parser.get_int("top-k", 40, 0, 65535),
@@ -51,14 +57,9 @@ SamplingOptions sampling_options(const ArgParser& parser, const data::TokenText&
   options.kv_cache = !parser.has("no-kv-cache");
   options.greedy = greedy;
   if (parser.has("top-p")) {
-    const std::string given = parser.get("top-p");
-    std::size_t used = 0;
-    double top_p = -1.0;
-    try {
-      top_p = std::stod(given, &used);
-    } catch (const std::exception&) {}
-    if (used != given.size() || !(top_p > 0.0 && top_p <= 1.0)) {
-      throw_input_error("zerotrain sample: --top-p must be a number in (0, 1] (got '{}')", given);
+    const double top_p = number_or_nan(parser.get("top-p"));
+    if (!(top_p > 0.0 && top_p <= 1.0)) {
+      throw_input_error("zerotrain sample: --top-p must be a number in (0, 1] (got '{}')", parser.get("top-p"));
     }
     options.top_p = static_cast<float>(top_p);
   }

@@ -19,6 +19,10 @@ add_test(NAME checkpoint.llama_export_hf
     --zerotrain $<TARGET_FILE:zerotrain> --driver $<TARGET_FILE:zt_checkpoint_driver>
     --config ${PROJECT_SOURCE_DIR}/configs/llama_tiny_debug.json ${_zt_ckpt_launcher})
 set_tests_properties(checkpoint.llama_export_hf PROPERTIES LABELS cpu TIMEOUT 300 ${_zt_ckpt_lock})
+# A checkpoint.dir outside the run directory: export and sample --ckpt still find the run's vocabulary.
+add_test(NAME checkpoint.run_text_found_from_elsewhere
+  COMMAND ${ZT_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/checkpoint/checkpoint_elsewhere_test.py $<TARGET_FILE:zerotrain>)
+set_tests_properties(checkpoint.run_text_found_from_elsewhere PROPERTIES LABELS cpu TIMEOUT 300)
 add_test(NAME checkpoint.killed_save_leaves_previous_loadable
   COMMAND ${ZT_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/checkpoint/killed_save_test.py
     --zerotrain $<TARGET_FILE:zerotrain> --driver $<TARGET_FILE:zt_checkpoint_driver>)

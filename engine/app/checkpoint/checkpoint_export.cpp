@@ -244,16 +244,30 @@ void check_hf_export_folder(const std::string& out_dir, const Manifest& manifest
 
 }  // namespace
 
+std::string run_directory_of(const std::string& checkpoint_dir, const Manifest& manifest) {
+  const nlohmann::json& section = manifest.config.value("checkpoint", nlohmann::json::object());
+  const nlohmann::json configured = section.is_object() ? section.value("dir", nlohmann::json("")) : nlohmann::json("");
+  const std::string recorded = extra_string(manifest.extra, "run_dir");
+  // The default layout, and checkpoints from before extra.run_dir: the folder above their folder.
+  if (!configured.is_string() || configured.get<std::string>().empty() || recorded.empty()) {
+    std::error_code ec;
+    const fs::path dir = fs::absolute(checkpoint_dir, ec);
+    return ec ? std::string() : dir.parent_path().parent_path().string();
+  }
+  std::error_code ec;
+  return fs::is_directory(recorded, ec) ? recorded : std::string();
+}
+
 nlohmann::json run_special_token_ids(const std::string& run_dir, const nlohmann::json& carried) {
-  // The run's tokenizer numbers its special tokens.
-  nlohmann::json ids = data::special_token_ids(run_dir);
+  // The run's tokenizer numbers its special tokens (none where its directory is gone).
+  nlohmann::json ids = run_dir.empty() ? nlohmann::json::object() : data::special_token_ids(run_dir);
   const nlohmann::json tokenizers = ids;
   // Without a tokenizer's, those of the Hugging Face model the run started from (train.init_from),
   // which its checkpoints carry: an export would otherwise drop them (transformers then takes
   // its own defaults, and generate stops at another token). Not where the run trained on its own
   // vocabulary (vocab.json, exported as the tokenizer): they number another tokenizer's.
   const fs::path dir(run_dir);
-  const bool own_vocabulary = !fs::exists(dir / "tokenizer.json") && fs::exists(dir / "vocab.json");
+  const bool own_vocabulary = !run_dir.empty() && !fs::exists(dir / "tokenizer.json") && fs::exists(dir / "vocab.json");
   // A list the model gave (an instruct model's eos_token_id: each token a turn may end with) goes
   // before its tokenizer's one id where it holds it: generate would otherwise run past the others.
   for (const auto& [key, id] : carried.items()) {
@@ -270,10 +284,9 @@ HfExport export_hf(const CheckpointReader& reader, const std::string& out_dir, D
   ZT_CHECK(max_shard_bytes > 0, "max shard bytes {}", max_shard_bytes);
   const ModelSpec spec = model_spec_of(reader);
   const ParamTable& table = reader.manifest().table;
-  // The run's tokenizer (beside its checkpoints folder): written beside the model, and its special
-  // tokens' ids in config.json.
-  const fs::path run_dir = fs::path(reader.dir()).parent_path().parent_path();
-  const TokenizerFiles tokenizer = export_tokenizer_files(run_dir, spec);
+  // The run's tokenizer: written beside the model, and its special tokens' ids in config.json.
+  const std::string run_dir = run_directory_of(reader.dir(), reader.manifest());
+  const TokenizerFiles tokenizer = run_dir.empty() ? TokenizerFiles() : export_tokenizer_files(run_dir, spec);
   check_hf_export_folder(out_dir, reader.manifest(), tokenizer);
   // Folders made here (the export's, and any missing above it) and left empty by a failure (a full
   // disk) or a Ctrl-C are removed again, after the staged files (declared later, destroyed first);
@@ -284,7 +297,7 @@ HfExport export_hf(const CheckpointReader& reader, const std::string& out_dir, D
   const nlohmann::json& cfg_model = reader.manifest().config.value("model", nlohmann::json::object());
   nlohmann::ordered_json hf = spec.family().hf_config(spec, cfg_model.value("dropout", 0.0), dtype);
   const nlohmann::json special_ids =
-      run_special_token_ids(run_dir.string(), extra_object(reader.manifest().extra, "special_token_ids"));
+      run_special_token_ids(run_dir, extra_object(reader.manifest().extra, "special_token_ids"));
   for (const auto& [key, id] : special_ids.items()) hf[key] = id;
 
   // Tensors in table order, cut into shards of at most max_shard_bytes (a larger tensor alone), as
@@ -327,6 +340,7 @@ HfExport export_hf(const CheckpointReader& reader, const std::string& out_dir, D
     result.tokenizer_files.push_back(name);
   }
   result.tokenizer_from_vocab = tokenizer.from_vocab;
+  result.run_dir = run_dir;
   write_file_synced(staged.stage((dir / "config.json").string()), hf.dump(2) + "\n");
 
   // Everything is written. An earlier export's config.json goes first (StagedFiles: a kill during

@@ -15,6 +15,14 @@
 
 namespace zt::ckpt {
 
+// The directory of the run that saved the checkpoint in `checkpoint_dir` (its tokenizer files,
+// vocab.json), where export_hf and `zerotrain sample --ckpt` read the run's text: the folder above
+// its checkpoint folder where the run kept the default layout (<run_dir>/checkpoints), so a run
+// moved with its checkpoints is still found; the run directory the manifest records
+// (extra.run_dir, absolute) where checkpoint.dir put them elsewhere. "" where that directory is
+// gone.
+std::string run_directory_of(const std::string& checkpoint_dir, const Manifest& manifest);
+
 // The special tokens' ids (bos_token_id, eos_token_id, pad_token_id) an HF export of the run in
 // `run_dir` writes into config.json, and where `zerotrain sample` stops: its tokenizer's; those the
 // model it started from gave (`carried`, its checkpoints' extra.special_token_ids) where the run
@@ -27,12 +35,13 @@ struct HfExport {
   std::vector<std::string> files;            // model.safetensors, or model-0000k-of-0000n.safetensors
   std::vector<std::string> tokenizer_files;  // copied from the run directory, or made of its vocab.json
   bool tokenizer_from_vocab = false;         // the latter
+  std::string run_dir;                       // where they were looked for (run_directory_of; "" for none)
   std::int64_t total_bytes = 0;              // tensor data
 };
 // DIR/config.json (the family's ModelFamily::hf_config) and the tensors (F32 or BF16, round to
 // nearest even) in DIR/model.safetensors, or, past max_shard_bytes, in shards of at most that much
 // (a larger tensor alone) with model.safetensors.index.json, as save_pretrained writes them; one
-// tensor in memory at a time. The run's tokenizer files (beside the checkpoints folder) are copied.
+// tensor in memory at a time. The run's tokenizer files (run_directory_of) are copied.
 HfExport export_hf(const CheckpointReader& reader, const std::string& out_dir, DType dtype,
                    std::int64_t max_shard_bytes);
 // llm.c's model file (GPT-2 only; InputError for another family): 256 int32 header (magic

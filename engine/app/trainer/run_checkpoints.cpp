@@ -291,6 +291,11 @@ void save_checkpoint(TrainerState& s, RunProgress& run, int steps_completed) {
                 {"written_by", build_description()}};
   if (!run.special_token_ids.empty()) meta.extra["special_token_ids"] = run.special_token_ids;
   if (!run.init_from_path.empty()) meta.extra["init_from_path"] = run.init_from_path;
+  // Where the run's tokenizer lies for an export or a sample of this checkpoint, wherever
+  // checkpoint.dir put it and whichever directory those commands run in (ckpt::run_directory_of).
+  std::error_code ec;
+  const std::filesystem::path run_dir = std::filesystem::weakly_canonical(std::filesystem::absolute(s.run_dir), ec);
+  if (!ec) meta.extra["run_dir"] = run_dir.string();
   if (s.root) {  // rank 0 writes the manifest
     meta.extra["save_id"] = new_save_id();
     meta.extra["previous_save_id"] = run.last_save_id;

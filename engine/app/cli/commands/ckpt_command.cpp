@@ -255,6 +255,12 @@ int run_action(const std::string& action, const std::string& path, const ArgPars
         : e.tokenizer_from_vocab  ? fmt::format(", and the run's vocabulary as {}", fmt::join(e.tokenizer_files, ", "))
                                   : fmt::format(", and the run's {}", fmt::join(e.tokenizer_files, ", ")),
         reader.manifest().position.step);
+    if (e.tokenizer_files.empty()) {  // AutoTokenizer.from_pretrained(out) would fail: said, not left to find
+      print_err("zerotrain ckpt: note: {}: the folder has no tokenizer (put the model's tokenizer files there)\n",
+                e.run_dir.empty() ? fmt::format("the run directory {} that saved the checkpoint no longer exists",
+                                                ckpt::extra_string(reader.manifest().extra, "run_dir"))
+                                  : fmt::format("no tokenizer.json or vocab.json in the run directory {}", e.run_dir));
+    }
   } else {
     ckpt::export_llmc(reader, out, dtype);
     fmt::print("wrote {} ({}, llm.c version {}) from step {}\n", out,

@@ -98,7 +98,7 @@ Prompt encode_prompt(const ArgParser& parser, const data::TokenText& text, const
     throw_input_error(
         "zerotrain sample: --prompt needs a tokenizer to encode it, and none was found ({}): give --tokenizer "
         "FILE or --vocab FILE",
-        text_dir.empty() ? "no run directory beside the weights" : "no tokenizer.json or vocab.json in " + text_dir);
+        "no tokenizer.json or vocab.json " + (text_dir.empty() ? std::string("beside the weights") : "in " + text_dir));
   }
   Prompt p{parser.get("prompt", "\n"), {}, limit};
   try {

@@ -110,7 +110,13 @@ WeightSource resolve_weight_source(const ArgParser& parser, const std::string& c
                         seq_len.get<std::int64_t>() <= s.spec.block_size()
                     ? seq_len.get<int>()
                     : s.spec.block_size();
-    s.text_dir = fs::path(resolved.path).parent_path().parent_path().string();
+    // The run's tokenizer and end of text, in its directory (beside its checkpoint folder, or
+    // where the manifest records it).
+    s.text_dir = ckpt::run_directory_of(resolved.path, reader.manifest());
+    if (s.text_dir.empty() && command == "sample") {
+      s.notes.push_back(fmt::format("zerotrain sample: the run directory {} that saved the checkpoint no longer exists",
+                                    ckpt::extra_string(reader.manifest().extra, "run_dir")));
+    }
     if (command == "sample") {
       s.end_of_text_ids = run_end_of_text_ids(
           s.text_dir, ckpt::extra_object(reader.manifest().extra, "special_token_ids"), s.spec.vocab_size());

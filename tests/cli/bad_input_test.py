@@ -616,6 +616,22 @@ def main():
                            exported], capture_output=True, text=True, timeout=120, preexec_fn=small_files)
     report("an export the disk cannot hold", proc.returncode == 1 and os.path.isdir(os.path.join(ckpt_run, "checkpoints"))
            and not os.path.exists(os.path.dirname(exported)), proc.returncode, proc.stderr.strip()[-200:])
+    # A folder that takes no new file whatever its permissions (/proc, which access(2) passes for
+    # root): the input's fault, exit 2 naming the key or flag (it was exit 1, naming a lock's
+    # staging file).
+    if os.path.isfile("/proc/self/status"):
+        for name, argv, fragment in (
+                ("checkpoint.dir taking no files", tiny_args + ["--set", "checkpoint.dir=/proc"], "checkpoint.dir '/proc'"),
+                ("run directory taking no files", tiny_args[:5] + ["/proc"] + tiny_args[6:], "'/proc'"),
+                ("llm.c --out taking no files", [binary, "ckpt", "export", os.path.join(ckpt_run, "checkpoints"),
+                                                 "--format", "llmc", "--out", "/proc/model.bin"], "--out /proc/model.bin"),
+                ("HF --out taking no files", [binary, "ckpt", "export", os.path.join(ckpt_run, "checkpoints"),
+                                              "--format", "hf", "--out", "/proc"], "--out /proc")):
+            proc = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+            lines = proc.stderr.strip().splitlines()
+            report(name, proc.returncode == 2 and len(lines) == 1 and fragment in lines[0] and
+                   ("no file can be created there" in lines[0] or "Permission denied" in lines[0]),
+                   proc.returncode, lines[-1:])
     # device = "cuda" where there is no GPU: refused before any folder is made (it left an empty
     # checkpoints/ in a new run directory).
     version = subprocess.run([binary, "version"], capture_output=True, text=True, timeout=60).stdout

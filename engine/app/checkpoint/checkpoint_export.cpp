@@ -293,6 +293,9 @@ HfExport export_hf(const CheckpointReader& reader, const std::string& out_dir, D
   // those that were there stay.
   FoldersForOutput folders(out_dir);
   if (folders.error()) throw_input_error("cannot create export directory '{}': {}", out_dir, folders.error().message());
+  if (const std::string why = why_unwritable(out_dir); !why.empty()) {
+    throw_input_error("--out {}: cannot write into it: {}", out_dir, why);
+  }
 
   const nlohmann::json& cfg_model = reader.manifest().config.value("model", nlohmann::json::object());
   nlohmann::ordered_json hf = spec.family().hf_config(spec, cfg_model.value("dropout", 0.0), dtype);
@@ -391,6 +394,9 @@ void export_llmc(const CheckpointReader& reader, const std::string& link_or_path
   if (folders.error()) {
     throw_input_error("--out {}: cannot create its folder {}: {}", link_or_path, parent.string(),
                       folders.error().message());
+  }
+  if (const std::string why = why_unwritable(parent.empty() ? "." : parent.string()); !why.empty()) {
+    throw_input_error("--out {}: cannot write into {}: {}", link_or_path, parent.empty() ? "." : parent.string(), why);
   }
   const ModelConfig& c = spec.model;
   const ParamTable& table = reader.manifest().table;

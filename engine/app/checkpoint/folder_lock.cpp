@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "engine/app/checkpoint/durable_file.h"
+#include "engine/app/io/output_file.h"
 #include "engine/base/core/check.h"
 
 namespace zt::ckpt {
@@ -204,8 +205,8 @@ FolderLock::FolderLock(const std::string& folder, const std::string& run_dir, Lo
   fs::create_directories(folder, ec);
   if (ec) throw_input_error("cannot create {} '{}': {}", what, folder, ec.message());
   // Named here, not through the lock's temporary file that could not be made.
-  if (::access(folder.c_str(), W_OK | X_OK) != 0) {
-    throw_input_error("{} {} cannot be written: {}", what, folder, std::strerror(errno));
+  if (const std::string why = why_unwritable(folder); !why.empty()) {
+    throw_input_error("{} {} cannot be written: {}", what, folder, why);
   }
   path_ = (fs::path(folder) / (run ? "RUN_LOCK" : "LOCK")).string();
   const std::string host = host_name();

@@ -44,6 +44,18 @@ std::string keep_aside(const std::string& path, std::string_view what) {
   return aside;
 }
 
+std::string why_unwritable(const std::string& dir) {
+  if (::access(dir.c_str(), W_OK | X_OK) != 0) return std::strerror(errno);
+  static std::atomic<int> probes{0};
+  const std::string probe =
+      (std::filesystem::path(dir) / fmt::format(".zt_write_probe.{}.{}", getpid(), probes++)).string();
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) return errno == EEXIST ? "" : fmt::format("no file can be created there ({})", std::strerror(errno));
+  ::close(fd);
+  ::unlink(probe.c_str());
+  return "";
+}
+
 void check_output_path(const std::string& path, std::string_view what) {
   namespace fs = std::filesystem;
   require_regular_file(path, what);  // where it exists: a directory, a FIFO, a device named as such
@@ -52,8 +64,8 @@ void check_output_path(const std::string& path, std::string_view what) {
   std::error_code ec;
   const fs::path parent = fs::path(path).parent_path().empty() ? fs::path(".") : fs::path(path).parent_path();
   if (!fs::is_directory(parent, ec)) throw_input_error("{} {}: no folder {}", what, path, parent.string());
-  if (::access(parent.c_str(), W_OK | X_OK) != 0) {
-    throw_input_error("{} {}: cannot write into {}: {}", what, path, parent.string(), std::strerror(errno));
+  if (const std::string why = why_unwritable(parent.string()); !why.empty()) {
+    throw_input_error("{} {}: cannot write into {}: {}", what, path, parent.string(), why);
   }
 }
 

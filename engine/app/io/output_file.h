@@ -16,6 +16,11 @@ namespace zt {
 // itself may use), its first bytes and a hash of the whole name with ".tmp".
 std::string staging_path(const std::string& path);
 
+// Why no file can be made in the existing directory `dir` ("" where one can): access(2)'s answer,
+// then, as root passes that everywhere, a file actually created and removed there (/proc takes
+// none; a read-only bind mount may pass access).
+std::string why_unwritable(const std::string& dir);
+
 // Refuses, before any work, an output path that a write would fail on or replace wrongly: an
 // existing directory, FIFO or device (a FIFO would be replaced by a regular file: as
 // require_regular_file refuses it), a path with no file name ("", "runs/"), or a folder that

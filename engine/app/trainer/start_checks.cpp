@@ -10,6 +10,7 @@
 #include <filesystem>
 
 #include "engine/app/io/json_file.h"
+#include "engine/app/io/output_file.h"
 #include "engine/base/core/check.h"
 
 namespace zt {
@@ -87,8 +88,8 @@ void check_checkpoint_folder(const RunConfig& c, const std::string& run_dir) {
   if (existing.empty() || !fs::is_directory(existing, ec)) {
     throw_input_error("{} cannot be made: '{}' is not a directory", what, existing.string());
   }
-  if (::access(existing.c_str(), W_OK | X_OK) != 0) {
-    throw_input_error("{} cannot be written ('{}' is not writable)", what, existing.string());
+  if (const std::string why = why_unwritable(existing.string()); !why.empty()) {
+    throw_input_error("{} cannot be written ('{}' is not writable: {})", what, existing.string(), why);
   }
   // The longest path a save or a set-aside makes below the folder (/superseded/step_00000001.2/
   // rank_00000.bin: 43 characters; 64 leaves room for staging suffixes and more ranks) must fit the

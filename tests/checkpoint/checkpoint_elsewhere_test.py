@@ -8,6 +8,7 @@ still finds the run's text wherever a later command runs:
     in the default layout;
   * `sample --ckpt` prints text, the same text as `sample --run` (it printed token ids);
   * with the run directory gone, both say so in one note and still export and sample (ids);
+  * `ckpt inspect` names the directory they read, or says it is gone;
   * in the default layout a run directory moved with its checkpoints is still the one read, not
     the directory its manifest recorded, which another run now holds.
 
@@ -87,8 +88,15 @@ def main():
           from_ckpt.stderr, f"sample --ckpt prints the same text as sample --run ({from_ckpt.stdout!r} vs "
           f"{from_run.stdout!r}; {from_ckpt.stderr.strip()[-200:]})")
 
+    p = run(later, "ckpt", "inspect", saves)
+    check(p.returncode == 0 and f"run directory: {recorded}\n" in p.stdout,
+          f"ckpt inspect names the run directory ({p.stdout[:400]!r})")
+
     # The run directory gone: said, once, and the weights still export and sample.
     os.rename(os.path.join(started, "run"), os.path.join(work, "run_moved"))
+    p = run(later, "ckpt", "inspect", saves)
+    check(p.returncode == 0 and f"run directory: {recorded} (no longer exists)\n" in p.stdout,
+          f"ckpt inspect says it is gone ({p.stdout[:400]!r})")
     p, files = export(saves, "hf_gone")
     notes = [line for line in p.stderr.splitlines() if "no longer exists" in line]
     check(p.returncode == 0 and files == [] and len(notes) == 1 and recorded in notes[0],

@@ -130,6 +130,10 @@ int inspect(const std::string& path) {
              m.position.next_sample_index, m.position.optimizer_step);
   fmt::print("saved by {} at ZeRO stage {}, working params {}\n", m.savers(), m.zero_stage, m.param_dtype);
   fmt::print("model: {}\n", m.model.dump());
+  // Where export and sample --ckpt take the run's tokenizer from (ckpt::run_directory_of).
+  const std::string run_dir = ckpt::run_directory_of(reader.dir(), m);
+  fmt::print("run directory: {}\n",
+             run_dir.empty() ? ckpt::extra_string(m.extra, "run_dir") + " (no longer exists)" : run_dir);
   fmt::print("parameters: {} in {} tensors, {} units\n", m.table.total_numel(), m.table.tensors().size(),
              m.table.units().size());
   for (const char* section : {"data", "train", "optim", "precision", "zero"}) {

@@ -3,14 +3,18 @@
 byte-level BPE, Llama 3's, or one trained with the `tokenizers` library), as llm.c's fineweb.py
 writes them: each document starts with the tokenizer's document delimiter (GPT-2's <|endoftext|>;
 Llama 3's <|begin_of_text|>, 128000, as llm.c's Llama 3 scripts write it and as Llama 3 saw its
-documents begin), the first shard is the validation
+documents begin; a document's own "<|endoftext|>" is encoded as its text, as llm.c's
+encode_ordinary does, never as a second delimiter), the first shard is the validation
 split (NAME_val_000000.bin) and the rest the training split (NAME_train_000001.bin, ...), each
 with llm.c's 256 x int32 header; uint16 tokens (magic 20240520) for vocabularies up to 65,536,
 uint32 (magic 20240801) where an id passes 65,535. The tokenizer's files are copied beside the shards, so a run that
 reads them (data.train_files = "OUT/NAME_train_*.bin" and data.val_files = "OUT/NAME_val_*.bin", the
 tokenizer.json beside the first shard found without data.tokenizer_file) samples and exports with
-the same tokenizer. Run again into the same OUT, the new set replaces NAME's earlier shards (none
-of them is left for a glob to find); a failed run leaves OUT as it was. Bad input: one line, exit 2.
+the same tokenizer (a tokenizer_config.json beside --tokenizer is copied too; an earlier
+tokenizer's is removed). Run again into the same OUT, the new set replaces NAME's earlier shards
+(none of them is left for a glob to find), and no other set's; a NAME whose globs would match
+another set's shards in OUT (set "d" beside set "d_val") is refused; a failed run leaves OUT as it
+was. Bad input: one line, exit 2.
 Needs the `tokenizers` package (tools/setup.sh installs it in .venv-hf).
 
 usage: prepare_tokens.py --tokenizer tokenizer.json --out DIR [--name NAME] [--shard-tokens N]
@@ -35,6 +39,13 @@ def fail(message):
     """Bad input: one line naming it, exit 2 (as zerotrain's)."""
     print(f"prepare_tokens: {message}", file=sys.stderr)
     sys.exit(2)
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse's usage errors in fail's one line (it printed the usage above them)."""
+
+    def error(self, message):
+        fail(f"{message} (see --help)")
 
 
 def documents(paths, key):
@@ -70,6 +81,11 @@ def documents_of(path, key):
                 fail(f"{path}:{n}: not JSON ({e.msg})")
             if not isinstance(doc, dict) or not isinstance(doc.get(key), str):
                 fail(f"{path}:{n}: no string under \"{key}\" (--jsonl-key)")
+            try:  # a \ud800 escape alone is JSON but no text: the tokenizer wrote it as U+FFFD
+                doc[key].encode("utf-8")
+            except UnicodeEncodeError as e:
+                fail(f"{path}:{n}: the text under \"{key}\" holds an unpaired surrogate "
+                     f"(\\u{ord(e.object[e.start]):04x}), which no UTF-8 text can")
             yield doc[key], skipped + len(line.encode("utf-8"))
             skipped = 0
 
@@ -83,10 +99,33 @@ def write_shard(path, tokens, wide):
         f.write(np.asarray(tokens, dtype=np.uint32 if wide else np.uint16).tobytes())
 
 
+SHARD_NAME = re.compile(r"(.+)_(train|val)_\d{6}\.bin")
+
+
+def shard_sets(out):
+    """The sets of shards in OUT: {NAME: [paths]}, by llm.c's names NAME_(train|val)_NNNNNN.bin."""
+    sets = {}
+    for p in glob.glob(os.path.join(glob.escape(out), "*.bin")):
+        m = SHARD_NAME.fullmatch(os.path.basename(p))
+        if m:
+            sets.setdefault(m.group(1), []).append(p)
+    return sets
+
+
 def earlier_shards(out, name):
-    """NAME's shards already in OUT (an earlier preparation's), which the new set replaces."""
-    pattern = os.path.join(glob.escape(out), glob.escape(name))
-    return sorted(glob.glob(pattern + "_val_*.bin") + glob.glob(pattern + "_train_*.bin"))
+    """NAME's shards already in OUT (an earlier preparation's), which the new set replaces: its own
+    names alone (NAME_train_*.bin would also match set NAME_train's NAME_train_train_000001.bin)."""
+    return sorted(shard_sets(out).get(name, []))
+
+
+def check_name_globs(args):
+    """The globs a run reads a set by (OUT/NAME_train_*.bin, OUT/NAME_val_*.bin) must find NAME's
+    shards alone: set "d" beside set "d_val" would train or validate on the other's too."""
+    for other in sorted(set(shard_sets(args.out)) - {args.name}):
+        for a, b in ((args.name, other), (other, args.name)):
+            if any(f"{b}_".startswith(f"{a}_{split}_") for split in ("train", "val")):
+                fail(f"--name {args.name}: --out {args.out} holds set {other}, and the glob {a}_train_*.bin or "
+                     f"{a}_val_*.bin would also match {b}'s shards; give another --name or --out")
 
 
 def copy_unless_same(source, target):
@@ -95,28 +134,33 @@ def copy_unless_same(source, target):
         shutil.copyfile(source, target)
 
 
+def same_tokenizer(a, b):
+    """Whether tokenizer.json files a and b are one tokenizer (the same file, or the same JSON saved
+    again in another key order or spacing); False where a is missing or unreadable."""
+    try:
+        if os.path.samefile(a, b):
+            return True
+        with open(a, encoding="utf-8") as fa, open(b, encoding="utf-8") as fb:
+            return json.load(fa) == json.load(fb)
+    except (OSError, ValueError):
+        return False
+
+
 def check_tokenizer_of_out(args):
     """OUT's tokenizer.json is its shards' (training finds it beside them): another set's there, of
     other names than NAME, must not be replaced by another tokenizer, whose ids would then decode
     (or be refused against) that set's tokens."""
     there = os.path.join(args.out, "tokenizer.json")
-    if not os.path.isfile(there) or os.path.samefile(there, args.tokenizer):
+    if not os.path.isfile(there) or same_tokenizer(there, args.tokenizer):
         return
-    try:  # the same tokenizer saved again (another key order or spacing) is the same one
-        with open(there, encoding="utf-8") as a, open(args.tokenizer, encoding="utf-8") as b:
-            if json.load(a) == json.load(b):
-                return
-    except (OSError, ValueError):
-        pass
-    others = sorted({os.path.basename(p).rsplit("_", 2)[0] for p in glob.glob(os.path.join(glob.escape(args.out), "*.bin"))
-                     if re.fullmatch(r".+_(train|val)_\d{6}\.bin", os.path.basename(p))} - {args.name})
+    others = sorted(set(shard_sets(args.out)) - {args.name})
     if others:
         fail(f"--out {args.out}: its tokenizer.json is another tokenizer, that of its shards {', '.join(others)}; "
              "give another --out (each folder holds one tokenizer)")
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = OneLineParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--tokenizer", required=True, help="a Hugging Face tokenizer.json")
     ap.add_argument("--out", required=True)
     ap.add_argument("--name", default="data", help="shard name prefix (NAME_train_000001.bin)")
@@ -156,6 +200,8 @@ def main(argv=None):
     eot = tok.token_to_id(eot_name)
     wide = vocab > 65536
     check_tokenizer_of_out(args)
+    if os.path.isdir(args.out):
+        check_name_globs(args)
     created = not os.path.isdir(args.out)
     try:
         os.makedirs(args.out, exist_ok=True)
@@ -200,6 +246,9 @@ def prepare(args, tok, vocab, eot_name, eot, wide, written):
         write_shard(path, shard[:filled], wide)
         filled, index = 0, index + 1
 
+    # A document's own "<|endoftext|>" is its text, not a delimiter: encoded as ordinary text, as
+    # llm.c's fineweb.py encodes documents (tiktoken's encode_ordinary).
+    tok.encode_special_tokens = True
     for text, done in documents(args.inputs, args.jsonl_key):
         ids = [eot] + tok.encode(text, add_special_tokens=False).ids
         n_docs += 1
@@ -228,10 +277,14 @@ def prepare(args, tok, vocab, eot_name, eot, wide, written):
         os.remove(p)
     for path, _ in written:
         os.replace(path + ".tmp", path)
+    replaced = not same_tokenizer(os.path.join(args.out, "tokenizer.json"), args.tokenizer)
     copy_unless_same(args.tokenizer, os.path.join(args.out, "tokenizer.json"))
     beside = os.path.join(os.path.dirname(os.path.abspath(args.tokenizer)), "tokenizer_config.json")
+    config = os.path.join(args.out, "tokenizer_config.json")
     if os.path.exists(beside):
-        copy_unless_same(beside, os.path.join(args.out, "tokenizer_config.json"))
+        copy_unless_same(beside, config)
+    elif replaced and os.path.exists(config):  # the earlier tokenizer's: its special tokens are not this one's
+        os.remove(config)
     print(f"{n_docs} documents, {n_tokens} tokens ({'uint32' if wide else 'uint16'}, vocabulary {vocab}, "
           f"documents start with {eot_name} = {eot}) -> {len(written)} shards in {args.out}: "
           f"val {written[0][1]} tokens, train {sum(n for _, n in written[1:])}"

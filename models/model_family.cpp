@@ -76,6 +76,12 @@ nlohmann::json ModelFamily::model_keys_from_hf(const nlohmann::json& /*hf*/, con
   throw_input_error("{}: the {} family reads no Hugging Face config", source, display_name());
 }
 
+bool ModelFamily::same_model_key(const std::string& /*key*/, const nlohmann::json& given,
+                                 const nlohmann::json& pretrained) const {
+  if (given.is_number() && pretrained.is_number()) return given.get<double>() == pretrained.get<double>();
+  return given == pretrained;  // inside objects and lists the library compares numbers by value too
+}
+
 const ModelFamily& model_family_for_hf(std::string_view type, const std::string& source) {
   std::string known;
   for (const std::string& n : model_family_names()) {

@@ -158,6 +158,11 @@ class ModelFamily {
   // config asks for what this family does not compute (another activation, rotary scaling...).
   // Dropout is the run's choice, not the checkpoint's: never returned.
   virtual nlohmann::json model_keys_from_hf(const nlohmann::json& hf, const std::string& source) const;
+  // Whether a config's model key `key` (`given`) says what train.init_from's model keys
+  // (`pretrained`, as model_keys_from_hf writes them) do: equal JSON, numbers by value (4 and 4.0,
+  // 1e-05 and 0.00001). A family whose keys have other spellings compares what they mean.
+  virtual bool same_model_key(const std::string& key, const nlohmann::json& given,
+                              const nlohmann::json& pretrained) const;
 };
 
 // Adds a family (its name must be new). gpt2 and llama are registered before any lookup; a program

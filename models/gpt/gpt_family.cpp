@@ -107,7 +107,8 @@ class GptFamily final : public ModelFamily {
   std::string_view hf_model_type() const override { return "gpt2"; }
   nlohmann::json model_keys_from_hf(const nlohmann::json& hf, const std::string& source) const override {
     const HfConfigReader r(hf, source);
-    const int C = r.integer("n_embd");
+    // Shape keys a config leaves out take GPT2Config's defaults, as from_pretrained reads them (GPT-2 small's).
+    const int C = r.integer_or("n_embd", 768);
     // What models/gpt computes: GELU's tanh form, a 4C MLP, LayerNorm's 1e-5, the tied head.
     const std::string act = r.string_or("activation_function", "gelu_new");
     // transformers' four names of GELU's tanh form (its constants written out or computed).
@@ -124,8 +125,12 @@ class GptFamily final : public ModelFamily {
     if (!r.boolean_or("scale_attn_weights", true)) {
       r.refuse("scale_attn_weights", "zerotrain's GPT-2 scales attention scores by 1 / sqrt(head size)");
     }
-    return {{"arch", "gpt2"}, {"n_layer", r.integer("n_layer")},        {"n_head", r.integer("n_head")},
-            {"n_embd", C},    {"block_size", r.integer("n_positions")}, {"vocab_size", r.integer("vocab_size")}};
+    return {{"arch", "gpt2"},
+            {"n_layer", r.integer_or("n_layer", 12)},
+            {"n_head", r.integer_or("n_head", 12)},
+            {"n_embd", C},
+            {"block_size", r.integer_or("n_positions", 1024)},
+            {"vocab_size", r.integer_or("vocab_size", 50257)}};
   }
 };
 

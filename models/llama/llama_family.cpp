@@ -187,9 +187,22 @@ class LlamaFamily final : public ModelFamily {
             {"eos_token_id", nullptr}};
   }
   std::string_view hf_model_type() const override { return "llama"; }
+  bool same_model_key(const std::string& key, const nlohmann::json& given,
+                      const nlohmann::json& pretrained) const override {
+    // rope_scaling's type under transformers' older key "type" (the folder's own config.json, and
+    // this family's export, write a linear one so), which transformers takes over "rope_type".
+    if (key == "rope_scaling" && given.is_object() && given.contains("type")) {
+      nlohmann::json renamed = given;
+      renamed["rope_type"] = renamed["type"];
+      renamed.erase("type");
+      return ModelFamily::same_model_key(key, renamed, pretrained);
+    }
+    return ModelFamily::same_model_key(key, given, pretrained);
+  }
   nlohmann::json model_keys_from_hf(const nlohmann::json& hf, const std::string& source) const override {
     const HfConfigReader r(hf, source);
-    const int C = r.integer("hidden_size"), heads = r.integer("num_attention_heads");
+    // Shape keys a config leaves out take LlamaConfig's defaults, as from_pretrained reads them.
+    const int C = r.integer_or("hidden_size", 4096), heads = r.integer_or("num_attention_heads", 32);
     // What models/llama computes: SiLU-gated MLP, rotary angles unscaled or scaled as rope_scaling
     // says (linear, llama3), no biases, C / heads wide heads.
     // ("swish" is transformers' other name of SiLU.)
@@ -211,7 +224,7 @@ class LlamaFamily final : public ModelFamily {
     // drops the columns past tp of them where tp does not divide a width; where it divides them
     // all, the model is the one computed whole.
     const int tp = r.integer_or("pretraining_tp", 1);
-    const int hidden = r.integer("intermediate_size"), vocab = r.integer("vocab_size");
+    const int hidden = r.integer_or("intermediate_size", 11008), vocab = r.integer_or("vocab_size", 32000);
     if (tp < 1 ||
         (tp > 1 && (C % tp != 0 || hidden % tp != 0 || vocab % tp != 0 || (kv_heads * (C / heads)) % tp != 0))) {
       r.refuse("pretraining_tp",
@@ -223,10 +236,10 @@ class LlamaFamily final : public ModelFamily {
       r.refuse("rms_norm_eps", fmt::format("must be in [{:g}, {:g}]", kMinNormEps, kMaxNormEps));
     }
     return {{"arch", "llama"},
-            {"n_layer", r.integer("num_hidden_layers")},
+            {"n_layer", r.integer_or("num_hidden_layers", 32)},
             {"n_head", heads},
             {"n_embd", C},
-            {"block_size", r.integer("max_position_embeddings")},
+            {"block_size", r.integer_or("max_position_embeddings", 2048)},
             {"vocab_size", vocab},
             {"n_kv_head", kv_heads},
             {"intermediate_size", hidden},

@@ -49,12 +49,13 @@ def write_tokens(path, tokens):
         f.write(np.asarray(tokens, dtype=np.uint16).tobytes())
 
 
-def write_llmc_model(path, model, dtype):
+def write_llmc_model(path, model, dtype, pad_to=128):
     """llm.c's model file from a transformers GPT-2, as llm.c's train_gpt2.py writes it: header,
-    then wte (padded rows zero), wpe, each layer tensor stacked, linear weights as [out, in]."""
+    then wte (padded rows zero, to a multiple of 128 as llm.c pads), wpe, each layer tensor stacked,
+    linear weights as [out, in]."""
     c = model.config
     sd = {k: v.detach().float() for k, v in model.state_dict().items()}
-    vp = (c.vocab_size + 63) // 64 * 64
+    vp = (c.vocab_size + pad_to - 1) // pad_to * pad_to
     header = np.zeros(256, dtype=np.int32)
     header[:8] = [20240326, 3 if dtype == "f32" else 5, c.n_positions, c.vocab_size, c.n_layer, c.n_head, c.n_embd, vp]
     wte = torch.zeros(vp, c.n_embd)

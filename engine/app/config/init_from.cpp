@@ -8,18 +8,9 @@
 #include "engine/app/io/pretrained.h"
 #include "engine/base/core/check.h"
 #include "engine/base/core/config_text.h"
+#include "models/model_family.h"
 
 namespace zt {
-
-namespace {
-
-// JSON values equal as config values: numbers by value (4 and 4.0, 1e-05 and 0.00001).
-bool same_value(const nlohmann::json& a, const nlohmann::json& b) {
-  if (a.is_number() && b.is_number()) return a.get<double>() == b.get<double>();
-  return a == b;
-}
-
-}  // namespace
 
 OverrideSources apply_init_from(nlohmann::json& doc, ConfigReader& root,
                                 const std::function<nlohmann::json()>& saved_model_keys) {
@@ -56,9 +47,10 @@ OverrideSources apply_init_from(nlohmann::json& doc, ConfigReader& root,
   const PretrainedModel pretrained = read_pretrained_model(path);
   nlohmann::json& model = doc["model"];
   ConfigReader section = root.section("model");
+  const ModelFamily& family = model_family(pretrained.model_keys.value("arch", ""));
   std::string conflicts;
   for (const auto& [key, value] : pretrained.model_keys.items()) {
-    if (model.contains(key) && !same_value(model[key], value)) {
+    if (model.contains(key) && !family.same_model_key(key, model[key], value)) {
       conflicts += fmt::format("{}model.{} = {} ({}; the checkpoint has {})", conflicts.empty() ? "" : ", ", key,
                                preview_json(model[key]), section.source_of(key), preview_json(value));
     }

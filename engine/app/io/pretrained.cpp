@@ -123,7 +123,11 @@ class HfReader final : public PretrainedReader {
   HfReader(const std::string& dir, const ParamTable& table) {
     const fs::path single = fs::path(dir) / "model.safetensors", index = fs::path(dir) / "model.safetensors.index.json";
     std::vector<std::string> files;
-    if (fs::exists(index)) {
+    // model.safetensors first, as from_pretrained takes it: save_pretrained writing a folder whole
+    // over a sharded save removes the shards but not their index.
+    if (fs::exists(single)) {
+      files.push_back("model.safetensors");
+    } else if (fs::exists(index)) {
       const nlohmann::json j = read_json_file(index.string());
       if (!j.contains("weight_map") || !j["weight_map"].is_object()) {
         throw_input_error("{}: no \"weight_map\" object", index.string());
@@ -141,8 +145,6 @@ class HfReader final : public PretrainedReader {
         names.insert(file.get<std::string>());
       }
       files.assign(names.begin(), names.end());
-    } else if (fs::exists(single)) {
-      files.push_back("model.safetensors");
     } else {
       const bool torch_file = fs::exists(fs::path(dir) / "pytorch_model.bin");
       throw_input_error("{}: no model.safetensors nor model.safetensors.index.json{}", dir,
@@ -371,12 +373,9 @@ PretrainedModel read_pretrained_model(const std::string& path) {
     return {std::move(keys), fmt::format("Hugging Face {} folder {}", arch, path), config, ids};
   }
   if (!fs::exists(path)) throw_input_error("{}: no such Hugging Face folder or llm.c model file", path);
+  // Any padding of the vocabulary (llm.c's train_gpt2.py rounds up to 128, zerotrain to 64): the
+  // reader takes the true vocabulary's rows, where the tensors' offsets follow the header's.
   const LlmcModelHeader h = read_llmc_model_header(path);
-  const int padded = (h.vocab + 63) / 64 * 64;
-  if (h.padded_vocab != padded) {
-    throw_input_error("{}: llm.c's padded vocabulary {} is not zerotrain's {} (the vocabulary {} rounded up to 64)",
-                      path, h.padded_vocab, padded, h.vocab);
-  }
   return {{{"arch", "gpt2"},
            {"n_layer", h.n_layer},
            {"n_head", h.n_head},

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 
@@ -177,8 +178,9 @@ int inspect(const std::string& path) {
   return bad == 0 ? 0 : 2;
 }
 
-// "5GB", "500MB", "64KiB", "1000000" -> bytes (decimal units as transformers' max_shard_size, binary
-// ones with an i); InputError naming the flag.
+// "5GB", "500MB", "64KiB", "1000000" -> bytes, read as transformers reads max_shard_size: units in
+// any case ("20kB", "5gib"), decimal ones with a lower-case b in bits ("5Gb": 5e9 / 8 bytes), binary
+// ones with an i; InputError naming the flag.
 std::int64_t parse_size(const std::string& text, const char* flag) {
   std::size_t used = 0;
   double value = -1.0;
@@ -186,10 +188,13 @@ std::int64_t parse_size(const std::string& text, const char* flag) {
     value = std::stod(text, &used);
   } catch (const std::exception&) {}
   const std::string unit = text.substr(std::min(used, text.size()));
+  std::string upper = unit;
+  for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   static const std::pair<const char*, double> kUnits[] = {
-      {"", 1}, {"B", 1}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"KiB", 1024.0}, {"MiB", 1 << 20}, {"GiB", 1 << 30}};
-  for (const auto& [name, scale] : kUnits) {
-    if (unit == name && value * scale >= 1.0 && value * scale < 1e15) return static_cast<std::int64_t>(value * scale);
+      {"", 1}, {"B", 1}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"KIB", 1024.0}, {"MIB", 1 << 20}, {"GIB", 1 << 30}};
+  for (auto [name, scale] : kUnits) {
+    if (upper.size() == 2 && upper[1] == 'B' && unit[1] == 'b') scale /= 8;  // "kb", "Gb": bits
+    if (upper == name && value * scale >= 1.0 && value * scale < 1e15) return static_cast<std::int64_t>(value * scale);
   }
   throw_input_error("zerotrain ckpt export: {} must be a size such as 5GB, 500MB or 64KiB (got '{}')", flag, text);
 }

@@ -9,8 +9,11 @@ still finds the run's text wherever a later command runs:
   * `sample --ckpt` prints text, the same text as `sample --run` (it printed token ids);
   * with the run directory gone, both say so in one note and still export and sample (ids);
   * `ckpt inspect` names the directory they read, or says it is gone;
-  * in the default layout a run directory moved with its checkpoints is still the one read, not
-    the directory its manifest recorded, which another run now holds.
+  * in the default layout, or with checkpoint.dir inside the run directory, a run directory moved
+    with its checkpoints is still the one read, not the directory its manifest recorded, which
+    another run now holds;
+  * a checkpoint named with a trailing slash, through a symlinked folder, or set aside in
+    superseded/ finds its run directory.
 
 usage: checkpoint_elsewhere_test.py ZEROTRAIN
 """
@@ -56,7 +59,9 @@ def main():
     with open(os.path.join(started, "config.json"), "w") as f:
         json.dump(config, f)
     # Relative paths, as a user in the project's folder types them.
-    for run_dir, sets in (("run", ["--set", "checkpoint.dir=saves"]), ("default_run", [])):
+    for run_dir, sets in (("run", ["--set", "checkpoint.dir=saves"]), ("default_run", []),
+                          ("inside_run", ["--set", "checkpoint.dir=inside_run/checkpoints"]),
+                          ("rolled", ["--set", "checkpoint.every_steps=2", "--set", "checkpoint.keep_last=0"])):
         p = run(started, "train", "--config", "config.json", "--run-dir", run_dir, *sets)
         check(p.returncode == 0, f"train --run-dir {run_dir} {' '.join(sets)} exits 0 ({p.stderr.strip()[-300:]})")
     saves, default_saves = os.path.join(started, "saves"), os.path.join(started, "default_run", "checkpoints")
@@ -91,6 +96,18 @@ def main():
     p = run(later, "ckpt", "inspect", saves)
     check(p.returncode == 0 and f"run directory: {recorded}\n" in p.stdout,
           f"ckpt inspect names the run directory ({p.stdout[:400]!r})")
+    # However the checkpoint is named: a trailing slash, a symlinked folder, one set aside in
+    # superseded/ by a resume from an earlier step.
+    rolled = os.path.join(started, "rolled")
+    p = run(started, "train", "--config", "config.json", "--run-dir", "rolled", "--set", "checkpoint.every_steps=2",
+            "--set", "checkpoint.keep_last=0", "--resume", os.path.join(rolled, "checkpoints", "step_00000002"))
+    os.symlink(os.path.join(rolled, "checkpoints"), os.path.join(later, "linked"))
+    for name in (os.path.join(rolled, "checkpoints", "step_00000004") + "/", "linked",
+                 os.path.join(rolled, "checkpoints", "superseded", "step_00000004")):
+        q = run(later, "ckpt", "inspect", name)
+        check(p.returncode == 0 and q.returncode == 0 and f"run directory: {os.path.realpath(rolled)}\n" in q.stdout,
+              f"ckpt inspect {name.replace(work, 'WORK')} names the run directory "
+              f"({(q.stdout + q.stderr)[q.stdout.find('run directory'):][:200]!r}; {p.stderr.strip()[-200:]})")
 
     # The run directory gone: said, once, and the weights still export and sample.
     os.rename(os.path.join(started, "run"), os.path.join(work, "run_moved"))
@@ -108,17 +125,21 @@ def main():
 
     # The default layout moved whole: its own vocabulary, not the recorded directory's, now
     # another run's (another text, so another vocabulary).
+    # So does a checkpoint.dir inside the run directory, which records the directory too.
     os.rename(os.path.join(started, "default_run"), os.path.join(work, "default_moved"))
+    os.rename(os.path.join(started, "inside_run"), os.path.join(work, "inside_moved"))
     with open(os.path.join(started, "text.txt"), "w") as f:
         f.write("0123456789 +-*/\n" * 200)
     shutil.rmtree(os.path.join(started, "data"))
     p = run(started, "prepare", "--text", "text.txt", "--out", "data")
-    p = run(started, "train", "--config", "config.json", "--run-dir", "default_run") if p.returncode == 0 else p
-    check(p.returncode == 0, f"another run takes the default run's old directory ({p.stderr.strip()[-200:]})")
-    p, files = export(os.path.join(work, "default_moved", "checkpoints"), "hf_moved")
-    check(p.returncode == 0 and files == default_files and all(
-        filecmp.cmp(os.path.join(later, "hf_moved", f), os.path.join(later, "hf_default", f), shallow=False)
-        for f in files), f"a run moved with its checkpoints exports its own tokenizer ({files})")
+    for run_dir in ("default_run", "inside_run"):
+        p = run(started, "train", "--config", "config.json", "--run-dir", run_dir) if p.returncode == 0 else p
+        check(p.returncode == 0, f"another run takes {run_dir}'s old directory ({p.stderr.strip()[-200:]})")
+    for moved in ("default_moved", "inside_moved"):
+        p, files = export(os.path.join(work, moved, "checkpoints"), f"hf_{moved}")
+        check(p.returncode == 0 and files == default_files and all(
+            filecmp.cmp(os.path.join(later, f"hf_{moved}", f), os.path.join(later, "hf_default", f), shallow=False)
+            for f in files), f"a run moved with its checkpoints ({moved}) exports its own tokenizer ({files})")
     return checks.finish()
 
 

@@ -629,8 +629,9 @@ def main():
                                               "--format", "hf", "--out", "/proc"], "--out /proc")):
             proc = subprocess.run(argv, capture_output=True, text=True, timeout=120)
             lines = proc.stderr.strip().splitlines()
-            report(name, proc.returncode == 2 and len(lines) == 1 and fragment in lines[0] and
-                   ("no file can be created there" in lines[0] or "Permission denied" in lines[0]),
+            # As root access(2) passes /proc: the probe file is what refuses it (not root: access does).
+            why = "no file can be created there" if os.geteuid() == 0 else "Permission denied"
+            report(name, proc.returncode == 2 and len(lines) == 1 and fragment in lines[0] and why in lines[0],
                    proc.returncode, lines[-1:])
     # device = "cuda" where there is no GPU: refused before any folder is made (it left an empty
     # checkpoints/ in a new run directory).

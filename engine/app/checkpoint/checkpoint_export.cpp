@@ -245,16 +245,24 @@ void check_hf_export_folder(const std::string& out_dir, const Manifest& manifest
 }  // namespace
 
 std::string run_directory_of(const std::string& checkpoint_dir, const Manifest& manifest) {
+  // The checkpoint folder, whatever path named the checkpoint (a trailing slash, "..", a symlink),
+  // above superseded/ for a checkpoint set aside there; the run directory of the default layout is
+  // the folder above it.
+  std::error_code ec;
+  fs::path folder = fs::weakly_canonical(fs::absolute(checkpoint_dir, ec), ec).parent_path();
+  if (ec) return "";
+  if (folder.filename() == "superseded") folder = folder.parent_path();
+  const fs::path above = folder.parent_path();
   const nlohmann::json& section = manifest.config.value("checkpoint", nlohmann::json::object());
   const nlohmann::json configured = section.is_object() ? section.value("dir", nlohmann::json("")) : nlohmann::json("");
   const std::string recorded = extra_string(manifest.extra, "run_dir");
-  // The default layout, and checkpoints from before extra.run_dir: the folder above their folder.
-  if (!configured.is_string() || configured.get<std::string>().empty() || recorded.empty()) {
-    std::error_code ec;
-    const fs::path dir = fs::absolute(checkpoint_dir, ec);
-    return ec ? std::string() : dir.parent_path().parent_path().string();
+  // The folder above where it is a run's (the default layout, or checkpoint.dir inside the run
+  // directory), so a run moved with its checkpoints keeps its own text even where another run now
+  // holds its old path; and for checkpoints from before extra.run_dir.
+  if (!configured.is_string() || configured.get<std::string>().empty() || recorded.empty() ||
+      fs::exists(above / "metrics.jsonl", ec)) {
+    return above.string();
   }
-  std::error_code ec;
   return fs::is_directory(recorded, ec) ? recorded : std::string();
 }
 

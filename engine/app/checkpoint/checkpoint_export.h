@@ -17,10 +17,10 @@ namespace zt::ckpt {
 
 // The directory of the run that saved the checkpoint in `checkpoint_dir` (its tokenizer files,
 // vocab.json), where export_hf and `zerotrain sample --ckpt` read the run's text: the folder above
-// its checkpoint folder where the run kept the default layout (<run_dir>/checkpoints), so a run
-// moved with its checkpoints is still found; the run directory the manifest records
-// (extra.run_dir, absolute) where checkpoint.dir put them elsewhere. "" where that directory is
-// gone.
+// its checkpoint folder where that is a run's (the default layout <run_dir>/checkpoints, or a
+// checkpoint.dir inside the run directory), so a run moved with its checkpoints is still found;
+// else the run directory the manifest records (extra.run_dir, absolute), where checkpoint.dir put
+// them elsewhere; "" where that directory is gone.
 std::string run_directory_of(const std::string& checkpoint_dir, const Manifest& manifest);
 
 // The special tokens' ids (bos_token_id, eos_token_id, pad_token_id) an HF export of the run in

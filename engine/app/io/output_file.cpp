@@ -52,7 +52,10 @@ std::string why_unwritable(const std::string& dir) {
   const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) return errno == EEXIST ? "" : fmt::format("no file can be created there ({})", std::strerror(errno));
   ::close(fd);
-  ::unlink(probe.c_str());
+  // A folder that takes files but lets none go (append-only) fails a run's renames and clean-ups later.
+  if (::unlink(probe.c_str()) != 0) {
+    return fmt::format("a file made there cannot be removed ({}; {} is left)", std::strerror(errno), probe);
+  }
   return "";
 }
 

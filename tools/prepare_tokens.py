@@ -146,12 +146,11 @@ def same_tokenizer(a, b):
         return False
 
 
-def check_tokenizer_of_out(args):
+def check_tokenizer_of_out(args, replacing):
     """OUT's tokenizer.json is its shards' (training finds it beside them): another set's there, of
-    other names than NAME, must not be replaced by another tokenizer, whose ids would then decode
-    (or be refused against) that set's tokens."""
-    there = os.path.join(args.out, "tokenizer.json")
-    if not os.path.isfile(there) or same_tokenizer(there, args.tokenizer):
+    other names than NAME, must not be replaced (`replacing`: --tokenizer is not that one) by
+    another tokenizer, whose ids would then decode (or be refused against) that set's tokens."""
+    if not os.path.isfile(os.path.join(args.out, "tokenizer.json")) or not replacing:
         return
     others = sorted(set(shard_sets(args.out)) - {args.name})
     if others:
@@ -199,7 +198,9 @@ def main(argv=None):
                  "name one with --eot")
     eot = tok.token_to_id(eot_name)
     wide = vocab > 65536
-    check_tokenizer_of_out(args)
+    # Read once: whether OUT's tokenizer.json (if any) is another than --tokenizer.
+    replacing = not same_tokenizer(os.path.join(args.out, "tokenizer.json"), args.tokenizer)
+    check_tokenizer_of_out(args, replacing)
     if os.path.isdir(args.out):
         check_name_globs(args)
     created = not os.path.isdir(args.out)
@@ -209,7 +210,7 @@ def main(argv=None):
         fail(f"--out {args.out}: {e.strerror}")
     written = []
     try:
-        return prepare(args, tok, vocab, eot_name, eot, wide, written)
+        return prepare(args, tok, vocab, eot_name, eot, wide, written, replacing)
     finally:  # a failure or an interrupt leaves OUT as it was: no partial set, no folder of ours
         for path, _ in written:
             if os.path.exists(path + ".tmp"):
@@ -218,9 +219,9 @@ def main(argv=None):
             os.rmdir(args.out)
 
 
-def prepare(args, tok, vocab, eot_name, eot, wide, written):
+def prepare(args, tok, vocab, eot_name, eot, wide, written, replacing):
     """Tokenizes the inputs into shards (`written`: each one's path and tokens), then replaces
-    NAME's earlier shards in OUT with them."""
+    NAME's earlier shards in OUT with them (and OUT's tokenizer files, where `replacing`)."""
     total_bytes = sum(os.path.getsize(p) for p in args.inputs)
     progress = None
     if not args.no_progress:
@@ -277,13 +278,12 @@ def prepare(args, tok, vocab, eot_name, eot, wide, written):
         os.remove(p)
     for path, _ in written:
         os.replace(path + ".tmp", path)
-    replaced = not same_tokenizer(os.path.join(args.out, "tokenizer.json"), args.tokenizer)
     copy_unless_same(args.tokenizer, os.path.join(args.out, "tokenizer.json"))
     beside = os.path.join(os.path.dirname(os.path.abspath(args.tokenizer)), "tokenizer_config.json")
     config = os.path.join(args.out, "tokenizer_config.json")
     if os.path.exists(beside):
         copy_unless_same(beside, config)
-    elif replaced and os.path.exists(config):  # the earlier tokenizer's: its special tokens are not this one's
+    elif replacing and os.path.exists(config):  # the earlier tokenizer's: its special tokens are not this one's
         os.remove(config)
     print(f"{n_docs} documents, {n_tokens} tokens ({'uint32' if wide else 'uint16'}, vocabulary {vocab}, "
           f"documents start with {eot_name} = {eot}) -> {len(written)} shards in {args.out}: "

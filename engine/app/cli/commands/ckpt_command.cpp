@@ -190,10 +190,11 @@ std::int64_t parse_size(const std::string& text, const char* flag) {
   const std::string unit = text.substr(std::min(used, text.size()));
   std::string upper = unit;
   for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  const double bits = upper.size() == 2 && unit[1] == 'b' ? 8.0 : 1.0;  // "kb", "Gb"
   static const std::pair<const char*, double> kUnits[] = {
       {"", 1}, {"B", 1}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"KIB", 1024.0}, {"MIB", 1 << 20}, {"GIB", 1 << 30}};
-  for (auto [name, scale] : kUnits) {
-    if (upper.size() == 2 && upper[1] == 'B' && unit[1] == 'b') scale /= 8;  // "kb", "Gb": bits
+  for (const auto& [name, per_unit] : kUnits) {
+    const double scale = per_unit / bits;
     if (upper == name && value * scale >= 1.0 && value * scale < 1e15) return static_cast<std::int64_t>(value * scale);
   }
   throw_input_error("zerotrain ckpt export: {} must be a size such as 5GB, 500MB or 64KiB (got '{}')", flag, text);

@@ -236,11 +236,13 @@ class Torch:
         return reply
 
     def stop(self):
+        # Its rounds are measured by now: a worker slow to tear down (a CUDA context, Inductor's compile
+        # workers) is killed after a few seconds, so the stops fit the slack before the phase's limit.
         if self.proc is not None and self.proc.poll() is None:
             try:
                 self.proc.stdin.write("quit\n")
                 self.proc.stdin.flush()
-                self.proc.wait(timeout=60)
+                self.proc.wait(timeout=5)
             except (OSError, subprocess.TimeoutExpired):
                 self.proc.kill()
 

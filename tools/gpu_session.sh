@@ -33,9 +33,10 @@
 # and is returned with the others' at the end, so the bench phase of the next call, or of the next
 # lease once committed, starts that anchor from it: a hit where the compile finished. Its choices of
 # kernels were timed beside the tests' GPU work (session.txt says how long it ran and whether it ended).
-# e.g. `bash tools/gpu_session.sh tests=230 multirank=60 bench=250`. With ZT_KERNEL_BASELINE naming a
-# committed zt_bench_kernels JSON of the same card, the bench phase also compares every kernel with
-# it (tools/kernel_bench_delta.py) and lists the slower ones in session.txt.
+# e.g. `bash tools/gpu_session.sh tests=230 multirank=60 bench=250`. The bench phase also compares
+# every kernel with a committed zt_bench_kernels JSON of the same card (tools/kernel_bench_delta.py:
+# ZT_KERNEL_BASELINE where it is this card's, else the newest committed one; `none` for none) and
+# lists the slower ones in session.txt.
 #
 # Before anything runs it prints the plan and refuses (exit 2) one whose budgets and set-up exceed
 # the outer limit (--limit, else ZT_SESSION_SECONDS, else 570: the device's 600 s per command less
@@ -130,6 +131,20 @@ export ZT_COMMIT=$commit
 export ZT_REQUIRE_GPU=1
 gpu_name=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
 slug=$(echo "${gpu_name:-unknown}" | tr 'A-Z' 'a-z' | sed 's/[^a-z0-9]\+/_/g; s/^_//; s/_$//')
+# The bench phase's kernel baseline: ZT_KERNEL_BASELINE where it is a JSON of this card, else the
+# newest committed zt_bench_kernels JSON of this card (session folders sort by date, the calls in a
+# folder by number), so a lease drawing another card than the one a doc names still compares
+# (tools/kernel_bench_delta.py refuses two cards); ZT_KERNEL_BASELINE=none compares with nothing.
+kernel_baseline=
+if [ "${ZT_KERNEL_BASELINE:-}" != none ]; then
+  if [[ "${ZT_KERNEL_BASELINE:-}" == *"_$slug.json" && -f "$ZT_KERNEL_BASELINE" ]]; then
+    kernel_baseline=$ZT_KERNEL_BASELINE
+  else
+    for f in docs/results/gpu_kernels_"$slug".json docs/results/gpu_session_*/*gpu_kernels_"$slug".json; do
+      [ -f "$f" ] && kernel_baseline=$f
+    done
+  fi
+fi
 {
   echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
   echo "commit: $commit"
@@ -137,6 +152,7 @@ slug=$(echo "${gpu_name:-unknown}" | tr 'A-Z' 'a-z' | sed 's/[^a-z0-9]\+/_/g; s/
   echo "nvcc: $(nvcc --version 2>&1 | tail -1)"
   echo "os: $(. /etc/os-release 2>/dev/null && echo "$PRETTY_NAME")"
   echo "python: $(command -v python3) $(python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)' 2>&1 | tail -1)"
+  echo "kernel baseline: ${kernel_baseline:-none}${ZT_KERNEL_BASELINE:+ (ZT_KERNEL_BASELINE=$ZT_KERNEL_BASELINE)}"
 } >>"$summary"
 gpu_state "at start"
 
@@ -374,11 +390,11 @@ for p in "${phases[@]}"; do
       # in the log, the rows more than 5% slower in session.txt, so the call can still revert them,
       # and the run's variants side by side (a default and its tagged alternatives), which say which
       # one each default should be.
-      if [ -n "${ZT_KERNEL_BASELINE:-}" ]; then
+      if [ -n "$kernel_baseline" ]; then
         for f in "$OUT"/gpu_kernels_*.json; do
           [ -f "$f" ] || continue
           delta=$(mktemp)
-          python3 tools/kernel_bench_delta.py "$ZT_KERNEL_BASELINE" "$f" >"$delta" 2>&1 || true
+          python3 tools/kernel_bench_delta.py "$kernel_baseline" "$f" >"$delta" 2>&1 || true
           cat "$delta" >>"$log"
           { grep -E "^zt_bench_kernels on|SLOWER|slower|^kernel_bench_delta" "$delta" || true; } | sed 's/^/    /' >>"$summary"
           sed -n '/^variants in the new run/,$p' "$delta" | sed 's/^/    /' >>"$summary"
@@ -424,7 +440,7 @@ for p in "${phases[@]}"; do
       step bench_gpu_autotune $((budget[$p] - 10)) env PYTHONUNBUFFERED=1 "$python" tools/bench_gpu.py \
         --zerotrain build-gpu/zerotrain --llmc .gpu_build/train_gpt2cu --python "$python" \
         --engines zerotrain-s0 pytorch pytorch-max-autotune-cudnn --rounds 3 --no-profile \
-        --out "$OUT/gpu_bench_autotune_$slug.json" --time-limit $((phase_deadline - SECONDS - 20)) >>"$log" 2>&1
+        --out "$OUT/gpu_bench_autotune_$slug.json" --time-limit $((phase_deadline - SECONDS - 25)) >>"$log" 2>&1
       sed -n '/^GPT-2 124M/,/^wrote/p' "$log" | sed 's/^/    /' >>"$summary"
       ;;
     llmc)

@@ -91,10 +91,14 @@ class Harness:
         env["ZT_TEST_STAGED_COLLECTIVES"] = "1" if staged and self.args.device == "cpu" else "0"
         if staged and self.args.device == "cuda":
             sets += ["device=cuda"] + (["comm.backend=mpi"] if comm == "staged" else [])
+            if comm == "staged":
+                env = on_one_gpu(env)
         elif not staged:
             sets += ["device=cpu"]
-        cmd = [self.args.zerotrain] if ranks == 1 else (
-            self.mpirun + ["-np", str(ranks), "-x", "ZT_TEST_STAGED_COLLECTIVES", self.args.zerotrain])
+        exports = ["-x", "ZT_TEST_STAGED_COLLECTIVES"]
+        if "CUDA_VISIBLE_DEVICES" in env:
+            exports += ["-x", "CUDA_VISIBLE_DEVICES"]
+        cmd = [self.args.zerotrain] if ranks == 1 else self.mpirun + ["-np", str(ranks), *exports, self.args.zerotrain]
         cmd += ["train", "--config", self.config, "--run-dir", run_dir]
         if resume:
             cmd += ["--resume", resume]
@@ -105,6 +109,14 @@ class Harness:
             return {"error": f"exit {p.returncode}: {(p.stdout + p.stderr)[-1500:]}", "command": " ".join(cmd)}
         header = next((l for l in p.stdout.splitlines() if l.startswith("ZeRO stage")), "")
         return {**run_result(run_dir), "header": header}
+
+
+def on_one_gpu(env):
+    """The environment of ranks that must share one GPU: the first visible one alone. A rank takes GPU
+    local_rank modulo the GPUs it sees (kernels/compute_backend.cpp), so on a machine of several GPUs
+    the "sharing" ranks would otherwise each take their own and the rows would not test sharing."""
+    visible = env.get("CUDA_VISIBLE_DEVICES", "").strip()
+    return dict(env, CUDA_VISIBLE_DEVICES=visible.split(",")[0] if visible else "0")
 
 
 def rel_loss_diff(a, b):
@@ -281,10 +293,11 @@ def main():
             write_choice_file(choices, examples)
             scores = {}
             for ranks in (1, 2, 3):
-                cmd = [args.zerotrain] if ranks == 1 else h.mpirun + ["-np", str(ranks), args.zerotrain]
+                cmd = [args.zerotrain] if ranks == 1 else h.mpirun + [
+                    "-np", str(ranks), "-x", "CUDA_VISIBLE_DEVICES", args.zerotrain]
                 p = subprocess.run(cmd + ["eval", "--ckpt", ckpt, "--choices", choices, "--device",
                                           "cuda" if args.device == "cuda" else "cpu"],
-                                   capture_output=True, text=True, timeout=300)
+                                   capture_output=True, text=True, timeout=300, env=on_one_gpu(dict(os.environ)))
                 lines = [l for l in p.stdout.splitlines() if " correct = " in l]
                 scores[ranks] = lines[0].split(": ", 1)[1].split(" (")[0] if p.returncode == 0 and len(lines) == 1 \
                     else f"exit {p.returncode}, {len(lines)} score lines: {(p.stdout + p.stderr)[-400:]}"

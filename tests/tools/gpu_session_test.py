@@ -76,6 +76,21 @@ def main():
     sources = ["CMakeLists.txt", "engine/distributed/comm/communicator.cpp", "kernels/ops.cpp"]
     rc, text, _ = session(tree, out, "tests=60")
     check(rc == 2 and "refused: no pack" in text, f"no pack: refused, saying how to make one ({text[-200:]})")
+    # The kernel baseline follows the card: an H100 lease told to compare with an H200 file takes
+    # the newest committed H100 one instead (kernel_bench_delta.py refuses two cards).
+    fake_bin = os.path.join(work, "bin")
+    os.makedirs(fake_bin, exist_ok=True)
+    with open(os.path.join(fake_bin, "nvidia-smi"), "w") as f:
+        f.write("#!/bin/sh\necho 'NVIDIA H100 80GB HBM3'\n")
+    os.chmod(os.path.join(fake_bin, "nvidia-smi"), 0o755)
+    h200 = "docs/results/gpu_session_2026-11-28_h200/call2_gpu_kernels_nvidia_h200.json"
+    on_h100 = {"PATH": fake_bin + os.pathsep + os.environ.get("PATH", "")}
+    rc, text, _ = session(tree, out, "tests=60", env=dict(on_h100, ZT_KERNEL_BASELINE=h200))
+    chosen = [line for line in text.splitlines() if line.startswith("kernel baseline: ")]
+    check(len(chosen) == 1 and chosen[0].split()[2].endswith("gpu_kernels_nvidia_h100_80gb_hbm3.json")
+          and "gpu_session_" in chosen[0].split()[2], f"another card's kernel baseline: this card's newest instead ({chosen})")
+    rc, text, _ = session(tree, out, "tests=60", env=dict(on_h100, ZT_KERNEL_BASELINE="none"))
+    check("kernel baseline: none" in text, "ZT_KERNEL_BASELINE=none: no kernel baseline")
     make_pack(tree, "a" * 40, sources)
     with open(os.path.join(tree, "kernels", "ops.cpp"), "a") as f:
         f.write("// edited after packing\n")

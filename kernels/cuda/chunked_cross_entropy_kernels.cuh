@@ -1,9 +1,9 @@
 // Chunked softmax + cross-entropy kernels on the GPU, device code only (launched by
 // chunked_cross_entropy.cu; run on the CPU by tests/emulation). One block per row of the chunk
 // [N, Vc] (columns begin .. begin + Vc of the logits): the stats kernel takes the chunk's max over
-// its real columns and the sum of exp(x - new max) in one read (add_softmax_group, softmax_sums.cuh;
-// block reductions in a fixed order, the sum in fp64), rescales the running sum and keeps the
-// target's logit; the backward writes (exp(x - lse) - onehot) * dloss, padding 0, the exponential
+// its real columns and the sum of exp(x - new max) in one read (add_softmax_group, softmax_sums.cuh:
+// 2^(x log2 e - shift_of(max)); block reductions in a fixed order, the sum in fp64), rescales the
+// running sum to the new max's shift and keeps the target's logit; the backward writes (exp(x - lse) - onehot) * dloss, padding 0, the exponential
 // as the whole-row kernel takes it and the target's column written over after its group ([Note:
 // the cross-entropy's instruction count] in cross_entropy_kernels.cuh). Columns move in groups of kVec (16 bytes where
 // the launcher found whole groups and aligned rows), and the sums' order is fixed, so results repeat bitwise.
@@ -59,10 +59,15 @@ __global__ void __launch_bounds__(kThreads)
   if (mx != new_max) sum *= static_cast<double>(detail::exp2_ftz(thread_shift - detail::shift_of(new_max)));
   sum = detail::block_sum(sum, shared_d);  // its barriers order every thread's read of row_max first
   if (threadIdx.x == 0) {
-    // Nothing carried while every earlier logit was -inf (its sum is 0; exp(-inf - -inf) is NaN).
-    const double carried = first || old_max == -INFINITY
-                               ? 0.0
-                               : static_cast<double>(row_sum[row]) * exp(static_cast<double>(old_max) - new_max);
+    // row_sum is a sum of 2^(x log2 e - shift_of(max)), so it moves to the new max's shift by the
+    // difference of the two shifts (not of the maxes: each shift is rounded once, and the loss and lse
+    // below read the sum against its own shift). Nothing carried while every earlier logit was -inf
+    // (its sum is 0; -inf - -inf is NaN).
+    const double carried =
+        first || old_max == -INFINITY
+            ? 0.0
+            : static_cast<double>(row_sum[row]) * exp2(static_cast<double>(detail::shift_of(old_max)) -
+                                                        static_cast<double>(detail::shift_of(new_max)));
     row_sum[row] = static_cast<float>(carried + sum);
     row_max[row] = new_max;
   }
@@ -73,9 +78,13 @@ __global__ void chunk_loss_kernel(float* losses, float* lse, const float* row_ma
                                   const float* target_logit, std::int64_t rows) {
   const std::int64_t n = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (n >= rows) return;
-  const double log_sum = log(static_cast<double>(row_sum[n])), m = row_max[n];
-  losses[n] = static_cast<float>(log_sum - (static_cast<double>(target_logit[n]) - m));
-  lse[n] = static_cast<float>(m + log_sum);
+  // The sum is of 2^(x log2 e - shift): lse = shift ln 2 + log(sum), and the loss lse - x_t as the
+  // whole-row kernel takes it (x_t * kLog2e is exact in fp64).
+  const double log_sum = log(static_cast<double>(row_sum[n]));
+  const double shift = detail::shift_of(row_max[n]);
+  const double exponent = static_cast<double>(target_logit[n]) * static_cast<double>(detail::kLog2e) - shift;
+  losses[n] = static_cast<float>(log_sum - detail::kLn2 * exponent);
+  lse[n] = static_cast<float>(detail::kLn2 * shift + log_sum);
 }
 
 template <typename T, int kVec>

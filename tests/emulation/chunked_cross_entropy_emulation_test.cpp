@@ -111,6 +111,40 @@ TEST(ChunkedCrossEntropyEmulation, MinusInfinityLogitsGetZeroProbabilityAndFinit
   run_shape<bf16_dev, 8>(rng, 2, 1100, 640, 2, Mask::kLeadingChunks);
 }
 
+// Logits near 1000 (a model whose logits all drift up: the softmax does not care, the loss must not
+// either). The running sum is a sum of 2^(x log2 e - shift) with each max's shift rounded once, so
+// the carry between chunks and the loss read it against that shift; read against the max itself
+// (e^max), each row's loss was off by up to ln 2 * half an ulp of max * log2 e, 3e-5 here (about 60
+// ulps of the loss). Each loss within 2e-6 of the CPU's (a few ulps), over three chunks whose maxes rise.
+TEST(ChunkedCrossEntropyEmulation, LargeLogitsKeepEachLossToAFewUlps) {
+  ZT_SEEDED_RNG(rng);
+  const std::int64_t N = 6;
+  const int V = 1500, cols = 512, chunks = 3;
+  std::vector<std::int32_t> targets(static_cast<std::size_t>(N));
+  for (std::int64_t n = 0; n < N; ++n) targets[n] = static_cast<std::int32_t>((n * 613 + 5) % V);
+  std::vector<float> c_max(N), c_sum(N), c_tl(N), g_max(N), g_sum(N), g_tl(N);
+  for (int c = 0; c < chunks; ++c) {
+    const std::int64_t begin = static_cast<std::int64_t>(c) * cols;
+    std::vector<float> x = rng.normal(N * cols, 1000.0f + 0.75f * static_cast<float>(c), 2.0f);
+    cpu::cross_entropy_chunk_stats(reference_ctx(), view_of(c_max), view_of(c_sum), view_of(c_tl),
+                                   TensorView{x.data(), DType::kF32, Device::kCPU, Shape{N, cols}}, view_of(targets),
+                                   begin, V, c == 0);
+    const int live = std::clamp(V - static_cast<int>(begin), 0, cols);
+    simt::launch(dim3(static_cast<unsigned>(N)), cce::kThreads, 0, cce::chunk_stats_kernel<float, 4>, g_max.data(),
+                 g_sum.data(), g_tl.data(), x.data(), targets.data(), cols, live, begin, V, c == 0);
+  }
+  std::vector<float> c_loss(N), g_loss(N);
+  cpu::cross_entropy_chunk_loss(reference_ctx(), view_of(c_loss), view_of(c_max), view_of(c_max), view_of(c_sum),
+                                view_of(c_tl));
+  simt::launch(dim3(1), 64, 0, cce::chunk_loss_kernel, g_loss.data(), g_max.data(), g_max.data(), g_sum.data(),
+               g_tl.data(), N);
+  for (std::int64_t n = 0; n < N; ++n) {
+    EXPECT_NEAR(g_loss[n], c_loss[n], 2e-6) << "row " << n;
+    EXPECT_NEAR(g_max[n], c_max[n], 2 * 6.2e-5) << "row " << n << " lse (fp32 ulp at 1000: 6.1e-5)";
+  }
+  for (const std::string& v : simt::violations()) ADD_FAILURE() << "emulator rule broken: " << v;
+}
+
 // A target outside the vocabulary (the host does not check targets on the GPU) gives its row a NaN
 // loss, as the whole-row kernel does, so the trainer's non-finite check stops the run.
 TEST(ChunkedCrossEntropyEmulation, ATargetOutsideTheVocabularyGivesANanLoss) {

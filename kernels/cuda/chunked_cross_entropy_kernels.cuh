@@ -3,10 +3,11 @@
 // [N, Vc] (columns begin .. begin + Vc of the logits): the stats kernel takes the chunk's max over
 // its real columns and the sum of exp(x - new max) in one read (add_softmax_group, softmax_sums.cuh:
 // 2^(x log2 e - shift_of(max)); block reductions in a fixed order, the sum in fp64), rescales the
-// running sum to the new max's shift and keeps the target's logit; the backward writes (exp(x - lse) - onehot) * dloss, padding 0, the exponential
-// as the whole-row kernel takes it and the target's column written over after its group ([Note:
-// the cross-entropy's instruction count] in cross_entropy_kernels.cuh). Columns move in groups of kVec (16 bytes where
-// the launcher found whole groups and aligned rows), and the sums' order is fixed, so results repeat bitwise.
+// running sum to the new max's shift and keeps the target's logit; the backward writes
+// (exp(x - lse) - onehot) * dloss, padding 0, the exponential as the whole-row kernel takes it and
+// the target's column written over after its group ([Note: the cross-entropy's instruction count]
+// in cross_entropy_kernels.cuh). Columns move in groups of kVec (16 bytes where the launcher found
+// whole groups and aligned rows), and the sums' order is fixed, so results repeat bitwise.
 // Semantics: kernels/cpu/chunked_cross_entropy.h.
 #pragma once
 

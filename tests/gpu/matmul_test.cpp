@@ -287,8 +287,9 @@ TEST_F(CudaMatmul, TimedSearchOfALargeOutputTimesASliceAndAddsOnce) {
 // rows, where cuBLASLt may split K); bf16 operands take the epilogue (counted by
 // KernelResources::bias_grad_epilogue_calls: required at the MLP's shape in the [out, in] layout,
 // BGRADB, else the route is dead code there; reported in the [in, out] one, BGRADA, and at the
-// small shape, where cuBLASLt may refuse it), fp32 ones never (it is not offered them). kFastest (timed against the kernels into scratch) then gives results
-// within the same bounds, the gradients added once, and decides per configuration.
+// small shape, where cuBLASLt may refuse it), fp32 ones never (it is not offered them). kFastest
+// (timed against the kernels into scratch) then gives results within the same bounds, the
+// gradients added once, and decides per configuration.
 TEST_F(CudaMatmul, BiasGradientInTheWeightProductsEpilogueMatchesCpu) {
   ZT_SEEDED_RNG(rng);
   for (cuda::BiasGradRoute route : {cuda::BiasGradRoute::kEpilogue, cuda::BiasGradRoute::kFastest}) {

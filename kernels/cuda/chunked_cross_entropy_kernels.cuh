@@ -67,8 +67,8 @@ __global__ void __launch_bounds__(kThreads)
     const double carried =
         first || old_max == -INFINITY
             ? 0.0
-            : static_cast<double>(row_sum[row]) * exp2(static_cast<double>(detail::shift_of(old_max)) -
-                                                        static_cast<double>(detail::shift_of(new_max)));
+            : static_cast<double>(row_sum[row]) *
+                  exp2(static_cast<double>(detail::shift_of(old_max)) - static_cast<double>(detail::shift_of(new_max)));
     row_sum[row] = static_cast<float>(carried + sum);
     row_max[row] = new_max;
   }

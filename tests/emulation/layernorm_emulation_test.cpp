@@ -71,6 +71,20 @@ void run_shape(Rng& rng, std::int64_t N, std::int64_t C) {
   EXPECT_TRUE(close_to_cpu(host_values(g_out), host_values(out_t), kBf16)) << "fused out";
   EXPECT_TRUE(close_to_cpu(g_mean, mean, false)) << "mean";
   EXPECT_TRUE(close_to_cpu(g_rstd, rstd, false)) << "rstd";
+  // In place, as GPT-2's block calls it (the residual stream is a, updated to a + b): the same bits,
+  // both kernels (each thread reads its groups of a before it writes them).
+  for (const bool whole : {false, true}) {
+    if (whole && (kVec == 1 || C / kVec > cuda::detail::kRowBatch * 32)) continue;
+    std::vector<T> stream = a_t, i_out = nan;
+    std::vector<float> i_mean(N, NAN), i_rstd(N, NAN);
+    auto kernel = whole ? ln::layernorm_forward_kernel<T, P, kVec, true> : ln::layernorm_forward_kernel<T, P, kVec>;
+    simt::launch(fwd_grid, fwd_threads, 0, kernel, i_out.data(), i_mean.data(), i_rstd.data(), stream.data(),
+                 stream.data(), b_t.data(), w.data(), bias.data(), N, static_cast<int>(C));
+    EXPECT_TRUE(bitwise_equal(host_values(stream), host_values(g_res)) &&
+                bitwise_equal(host_values(i_out), host_values(g_out)) && bitwise_equal(i_mean, g_mean) &&
+                bitwise_equal(i_rstd, g_rstd))
+        << "in place (residual = a)" << (whole ? ", whole rows" : "");
+  }
   simt::launch(fwd_grid, fwd_threads, 0, ln::layernorm_forward_kernel<T, P, kVec>, g_out2.data(), g_mean.data(),
                g_rstd.data(), static_cast<T*>(nullptr), x_t.data(), static_cast<const T*>(nullptr), w.data(),
                bias.data(), N, static_cast<int>(C));

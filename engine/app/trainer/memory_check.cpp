@@ -167,17 +167,29 @@ void check_memory_fits(const RunConfig& c, int world_size, int device_index) {
   // What could still lower it: a stage already at 3, or activations all recomputed, is not named;
   // nor a higher stage on one rank, where every stage holds the whole model (more ranks then, at a
   // stage that shards: stage 0 replicates whatever the rank count).
+  const RequiredMemory::Phase phase = required.phase();
+  // Setting the weights up holds the model states and a unit's workspace, no activations: a smaller
+  // batch or recomputation does not lower it, so neither is offered (nor blamed) there.
+  const bool setup = phase == RequiredMemory::Phase::kSetup;
   const bool stage_left = c.zero.stage < 3 && world_size > 1;
-  const bool recompute_left = c.train.activation_checkpointing.kind != CheckpointPolicy::Kind::kAll;
-  std::vector<std::string_view> keys = {"train.micro_batch", "train.seq_len"};
+  const bool recompute_left = !setup && c.train.activation_checkpointing.kind != CheckpointPolicy::Kind::kAll;
+  std::vector<std::string_view> keys;
+  if (!setup) keys = {"train.micro_batch", "train.seq_len"};
   if (stage_left) keys.push_back("zero.stage");
   if (recompute_left) keys.push_back("train.activation_checkpointing");
+  // The model's shape and dtypes size every category: a --set of any of them is named too.
+  if (c.overrides != nullptr) {
+    for (const auto& [key, source] : *c.overrides) {
+      if (key.starts_with("model.") || key.starts_with("precision.")) keys.push_back(key);
+    }
+  }
   const std::string sources = c.sources_of(keys);
   // Bytes too where the two round alike ("needs 11.02 MiB ... offers: 11.02 MiB").
   const auto [needs, offers] = format_bytes_apart(required.bytes(), offer.bytes);
   // A micro-batch of one sequence lowers no further.
   const std::string lower =
-      c.train.micro_batch > 1
+      setup ? std::string("shrink the model (its weights and optimizer states alone need this)")
+      : c.train.micro_batch > 1
           ? fmt::format("lower train.micro_batch (with train.grad_accum to keep the batch) or train.seq_len (here {})",
                         c.train.seq_len)
           : fmt::format("lower train.seq_len (here {}; train.micro_batch is 1)", c.train.seq_len);
@@ -185,7 +197,6 @@ void check_memory_fits(const RunConfig& c, int world_size, int device_index) {
   const std::string shard = c.zero.stage == 0 ? (stage_left ? "raise zero.stage (then more ranks share more)"
                                                             : "add ranks at a higher zero.stage")
                                               : (stage_left ? "raise zero.stage, add ranks" : "add ranks");
-  const RequiredMemory::Phase phase = required.phase();
   throw_input_error(
       "config error in {}: the run needs {} per rank at ZeRO stage {} on {} rank(s){} ({}), more than "
       "{} offers: {}; {}, {}{}{}, or set train.check_memory = false to try anyway",

@@ -192,10 +192,13 @@ def check_scaled_rope(checks, work, train, tokens, binary):
                                   f"the reference's {seq[1:]}")
 
 
-def check_end_of_text(checks, work, binary, folder):
+def check_end_of_text(checks, work, binary, folder, train):
     """sample --from stops after the model's end-of-text token as transformers' generate does:
     config.json's eos_token_id, or generation_config.json's before it (a list: an instruct model's
-    ends of turn); --ignore-eos draws all the tokens asked for."""
+    ends of turn); --ignore-eos draws all the tokens asked for. A run started from the folder
+    (train.init_from, weights unchanged at lr 0) stops its samples there too, and its export's
+    config.json carries those ids, so the export's generate stops there as well (the run took
+    config.json's alone: its samples ran on past the folder's ends of turn)."""
     def ours(path, *extra):
         p = subprocess.run([binary, "sample", "--from", path, "--tokens", "8", "--temperature", "0", *extra],
                            capture_output=True, text=True, timeout=120)
@@ -239,6 +242,24 @@ def check_end_of_text(checks, work, binary, folder):
                      f"generate does ({full[:stop + 1]}; {err.strip()[-160:]})")
         got, _ = ours(path, "--ignore-eos")
         checks.check(got == full, f"... and with --ignore-eos all 8 tokens ({got})")
+        run_dir, p = train(f"{name}_run", path, 1, "--set", "optim.lr=0", "--set", "optim.min_lr=0", "--set",
+                           "checkpoint.at_end=true")
+        if not checks.check(p.returncode == 0, f"{name}: a run starts from the folder ({p.stderr.strip()[-300:]})"):
+            continue
+        s = subprocess.run([binary, "sample", "--run", run_dir, "--tokens", "8", "--temperature", "0"],
+                           capture_output=True, text=True, timeout=120)
+        from_run = [int(t) for t in s.stdout.split()] if s.returncode == 0 else s.stderr.strip()
+        exported = os.path.join(work, f"{name}_export")
+        e = subprocess.run([binary, "ckpt", "export", os.path.join(run_dir, "checkpoints"), "--format", "hf", "--out",
+                            exported], capture_output=True, text=True, timeout=120)
+        if not checks.check(e.returncode == 0, f"{name}: the run's checkpoint exports ({e.stderr.strip()[-300:]})"):
+            continue
+        with open(os.path.join(exported, "config.json")) as f:
+            exported_eos = json.load(f).get("eos_token_id")
+        wanted = eos if generation_eos is None else generation_eos
+        checks.check(from_run == full[:stop + 1] and exported_eos == wanted and theirs(exported) == full[:stop + 1],
+                     f"... a run from it (lr 0) samples {from_run} and its export's eos_token_id is {exported_eos} "
+                     f"({wanted}): generate on the export ends as on the folder")
 
 
 def check_export_targets(checks, work, binary, train, source, exported, ckpt):
@@ -529,7 +550,7 @@ def main():
                                                        do_sample=False, pad_token_id=VOCAB - 1)[0, 1:].tolist()
         checks.check(ours == theirs, f"sample --from {label}: greedy tokens {ours} = transformers' {theirs}")
 
-    check_end_of_text(checks, work, binary, by_label["llama f32 one file"][1])
+    check_end_of_text(checks, work, binary, by_label["llama f32 one file"][1], train)
     check_scaled_rope(checks, work, train, tokens, binary)
 
     # train.init_from reads a leading ~ as $HOME, as every path key does (it looked for "~/...").

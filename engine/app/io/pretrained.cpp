@@ -370,6 +370,27 @@ PretrainedModel read_pretrained_model(const std::string& path) {
         ids[key] = id;
       }
     }
+    // generation_config.json's eos_token_id before config.json's, as from_pretrained sets up the
+    // generation config (an instruct model lists every end of turn there), its ids in the
+    // vocabulary (none left, or null: generate stops at none). sample --from stops where the
+    // folder's generate does, and so does a run started from the folder, its samples and its
+    // export's generate (the export's config.json carries these ids).
+    const fs::path generation = fs::path(path) / "generation_config.json";
+    if (fs::exists(generation)) {
+      const nlohmann::json doc = read_json_file(generation.string());
+      if (doc.is_object() && doc.contains("eos_token_id")) {
+        const nlohmann::json& eos = doc["eos_token_id"];
+        nlohmann::json kept = nlohmann::json::array();
+        for (const nlohmann::json& id : eos.is_array() ? eos : nlohmann::json::array({eos})) {
+          if (in_vocabulary(id)) kept.push_back(id);
+        }
+        if (kept.empty()) {
+          ids.erase("eos_token_id");
+        } else {
+          ids["eos_token_id"] = eos.is_array() ? kept : kept[0];
+        }
+      }
+    }
     return {std::move(keys), fmt::format("Hugging Face {} folder {}", arch, path), config, ids};
   }
   if (!fs::exists(path)) throw_input_error("{}: no such Hugging Face folder or llm.c model file", path);

@@ -59,14 +59,9 @@ std::vector<std::int32_t> run_end_of_text_ids(const std::string& run_dir, const 
 }
 
 // A pretrained folder's: generation_config.json's eos_token_id before config.json's, as
-// from_pretrained sets the generation config (an instruct model lists every end of turn there).
+// from_pretrained sets the generation config (read_pretrained_model).
 std::vector<std::int32_t> pretrained_end_of_text_ids(const std::string& path, std::int64_t vocab_size) {
   if (!fs::is_directory(path)) return {};  // an llm.c model file names none
-  const fs::path generation = fs::path(path) / "generation_config.json";
-  if (fs::exists(generation)) {
-    const nlohmann::json doc = read_json_file(generation.string());
-    if (doc.is_object() && doc.contains("eos_token_id")) return vocabulary_ids(doc["eos_token_id"], vocab_size);
-  }
   return vocabulary_ids(read_pretrained_model(path).special_token_ids.value("eos_token_id", nlohmann::json()),
                         vocab_size);
 }

@@ -9,7 +9,9 @@ of the tokenizer's space-led words). The file: a header of 256 int32 (magic 2024
 the number of examples, the longest example's bytes), then each example as uint16 words (65535,
 its bytes, its index, the label, the number of endings, the context's length and tokens, each
 ending's length and tokens). uint16 tokens, so the tokenizer's vocabulary must be below 65,535
-(GPT-2's is; Llama 3's is not). Written to a temporary name and renamed, so a failure leaves no
+(GPT-2's is; Llama 3's is not). zerotrain reads 2 or more endings an example and any number of
+examples (indices past 65,535 wrap, as uint16 words do); llm.c's own loader takes exactly 4 endings
+and fewer than 65,536 examples, so keep to those for a file it also reads. Written to a temporary name and renamed, so a failure leaves no
 partial file. Needs the `tokenizers` package (tools/setup.sh installs it in .venv-hf); nothing is
 downloaded: get hellaswag_val.jsonl yourself.
 

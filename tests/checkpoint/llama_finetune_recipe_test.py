@@ -75,6 +75,11 @@ def make_folder(folder, text):
                "eos_token_id": [tok.token_to_id("<|end_of_text|>"), tok.token_to_id("<|eot_id|>")]})
     with open(os.path.join(folder, "config.json"), "w") as f:
         json.dump(hf, f)
+    # generation_config.json as Llama 3.2's: the same ids (save_pretrained wrote LlamaConfig's
+    # defaults there, which generate, and zerotrain's init_from, read before config.json's).
+    with open(os.path.join(folder, "generation_config.json"), "w") as f:
+        json.dump({"bos_token_id": hf["bos_token_id"], "eos_token_id": hf["eos_token_id"],
+                   "transformers_version": transformers.__version__}, f)
     tok.save(os.path.join(folder, "tokenizer.json"))
     with open(os.path.join(folder, "tokenizer_config.json"), "w") as f:
         json.dump({"tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "<|begin_of_text|>",

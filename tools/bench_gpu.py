@@ -53,6 +53,7 @@ import re
 import select
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -65,8 +66,8 @@ from gpu_state import gpu_state  # noqa: E402
 from repo_commit import head_commit  # noqa: E402
 from result_paths import check_out_file, default_out  # noqa: E402
 from bench_harness import (Context, EngineError, add_run_arguments, device_facts, exit_on_sigterm,  # noqa: E402
-                           interleave, peak_bf16_flops, print_ratio, print_rows, profile_rows, run_group,
-                           same_round_ratio, top_ops_lines)
+                           interleave, peak_bf16_flops, print_ratio, print_rows, process_tree, profile_rows,
+                           run_group, same_round_ratio, top_ops_lines)
 
 PROFILED_STEPS = 5  # timed steps of the separate per-op profile runs (after the warm-up steps)
 N_LAYER, N_HEAD, N_EMBD, T, VOCAB, VOCAB_PADDED = 12, 12, 768, 1024, 50257, 50304
@@ -244,7 +245,14 @@ class Torch:
                 self.proc.stdin.flush()
                 self.proc.wait(timeout=5)
             except (OSError, subprocess.TimeoutExpired):
-                self.proc.kill()
+                # With what it started (Inductor's compile workers), and reaped before the next engine
+                # starts: its CUDA context goes with it.
+                for pid in process_tree(self.proc.pid):
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
+                self.proc.wait()
 
 
 @functools.lru_cache(maxsize=None)

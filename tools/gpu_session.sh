@@ -132,17 +132,21 @@ export ZT_REQUIRE_GPU=1
 gpu_name=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
 slug=$(echo "${gpu_name:-unknown}" | tr 'A-Z' 'a-z' | sed 's/[^a-z0-9]\+/_/g; s/^_//; s/_$//')
 # The bench phase's kernel baseline: ZT_KERNEL_BASELINE where it is a JSON of this card, else the
-# newest committed zt_bench_kernels JSON of this card (session folders sort by date, the calls in a
-# folder by number), so a lease drawing another card than the one a doc names still compares
+# newest zt_bench_kernels JSON of this card in docs/results (session folders sort by date, the calls
+# in a folder by number), so a lease drawing another card than the one a doc names still compares
 # (tools/kernel_bench_delta.py refuses two cards); ZT_KERNEL_BASELINE=none compares with nothing.
 kernel_baseline=
 if [ "${ZT_KERNEL_BASELINE:-}" != none ]; then
   if [[ "${ZT_KERNEL_BASELINE:-}" == *"_$slug.json" && -f "$ZT_KERNEL_BASELINE" ]]; then
     kernel_baseline=$ZT_KERNEL_BASELINE
   else
-    for f in docs/results/gpu_kernels_"$slug".json docs/results/gpu_session_*/*gpu_kernels_"$slug".json; do
-      [ -f "$f" ] && kernel_baseline=$f
-    done
+    # Version order, so a folder's call10 comes after its call2 (the top-level file, older, first).
+    kernel_baseline=$(
+      {
+        if [ -f "docs/results/gpu_kernels_$slug.json" ]; then echo "docs/results/gpu_kernels_$slug.json"; fi
+        find docs/results -path 'docs/results/gpu_session_*' -name "*gpu_kernels_$slug.json" | sort -V
+      } | tail -1
+    )
   fi
 fi
 {

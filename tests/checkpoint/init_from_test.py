@@ -230,6 +230,16 @@ def check_end_of_text(checks, work, binary, folder, train):
     full, _ = ours(variant("eos_none", None), "--ignore-eos")
     if not checks.check(isinstance(full, list) and len(full) == 8, f"sample --ignore-eos: 8 tokens ({full})"):
         return
+    # generation_config.json as transformers reads it: one that does not parse is left for
+    # config.json's ids; one without eos_token_id means none (generate then runs to the end).
+    for name, text, wanted in (("eos_generation_unparsable", '{"eos_token_id": ', full[:3]),
+                               ("eos_generation_without_it", '{"max_length": 20}', full)):
+        path = variant(name, full[2])
+        with open(os.path.join(path, "generation_config.json"), "w") as f:
+            f.write(text)
+        got, err = ours(path)
+        checks.check(got == wanted == theirs(path), f"sample --from, generation_config.json {text!r}: {got}, as "
+                                                    f"generate ({wanted}; {err.strip()[-160:]})")
     unused = next(i for i in range(VOCAB) if i not in full)
     cases = (("eos_third", full[2], None), ("eos_generation_list", unused, [VOCAB - 1, full[4], full[5]]))
     for name, eos, generation_eos in cases:

@@ -280,7 +280,8 @@ def main():
     ok = (required == gather_total > max(stage0.get("total", 0), stage0.get("setup_total", 0)) > 0
           and runs[0].returncode == 0 and os.path.exists(final_file)
           and runs[1].returncode == 2 and "to gather its final weights after the last step" in runs[1].stderr
-          and "set log.final_weights = false" in runs[1].stderr)
+          and "set log.final_weights = false" in runs[1].stderr and "shrink the model" in runs[1].stderr
+          and "micro_batch" not in runs[1].stderr and "activation_checkpointing" not in runs[1].stderr)
     print(f"{'final gather weighed':<32} exit={runs[0].returncode}/{runs[1].returncode}  {'OK' if ok else 'FAIL'} "
           f"(required {required}, final gather {gather_total})\n    stderr: {runs[1].stderr.strip()[-300:]}")
     if not ok:

@@ -115,8 +115,9 @@ def on_one_gpu(env):
     """The environment of ranks that must share one GPU: the first visible one alone. A rank takes GPU
     local_rank modulo the GPUs it sees (kernels/compute_backend.cpp), so on a machine of several GPUs
     the "sharing" ranks would otherwise each take their own and the rows would not test sharing."""
-    visible = env.get("CUDA_VISIBLE_DEVICES", "").strip()
-    return dict(env, CUDA_VISIBLE_DEVICES=visible.split(",")[0] if visible else "0")
+    if "CUDA_VISIBLE_DEVICES" not in env:
+        return dict(env, CUDA_VISIBLE_DEVICES="0")
+    return dict(env, CUDA_VISIBLE_DEVICES=env["CUDA_VISIBLE_DEVICES"].split(",")[0].strip())  # "" stays none
 
 
 def rel_loss_diff(a, b):

@@ -362,33 +362,35 @@ PretrainedModel read_pretrained_model(const std::string& path) {
     const auto in_vocabulary = [vocab](const nlohmann::json& id) {
       return id.is_number_integer() && id.get<std::int64_t>() >= 0 && id.get<std::int64_t>() < vocab;
     };
+    // A list keeps its members in the vocabulary (generate stops at each of those), null if none is.
+    const auto in_vocabulary_ids = [&](const nlohmann::json& id) -> nlohmann::json {
+      nlohmann::json kept = nlohmann::json::array();
+      for (const nlohmann::json& one : id.is_array() ? id : nlohmann::json::array({id})) {
+        if (in_vocabulary(one)) kept.push_back(one);
+      }
+      if (kept.empty()) return nullptr;
+      return id.is_array() ? kept : kept[0];
+    };
     nlohmann::json ids = nlohmann::json::object();
     for (const char* key : {"bos_token_id", "eos_token_id", "pad_token_id"}) {
       if (!hf.contains(key)) continue;
-      const nlohmann::json& id = hf[key];
-      if (in_vocabulary(id) || (id.is_array() && !id.empty() && std::all_of(id.begin(), id.end(), in_vocabulary))) {
-        ids[key] = id;
-      }
+      if (nlohmann::json kept = in_vocabulary_ids(hf[key]); !kept.is_null()) ids[key] = std::move(kept);
     }
-    // generation_config.json's eos_token_id before config.json's, as from_pretrained sets up the
-    // generation config (an instruct model lists every end of turn there), its ids in the
-    // vocabulary (none left, or null: generate stops at none). sample --from stops where the
-    // folder's generate does, and so does a run started from the folder, its samples and its
-    // export's generate (the export's config.json carries these ids).
-    const fs::path generation = fs::path(path) / "generation_config.json";
-    if (fs::exists(generation)) {
-      const nlohmann::json doc = read_json_file(generation.string());
-      if (doc.is_object() && doc.contains("eos_token_id")) {
-        const nlohmann::json& eos = doc["eos_token_id"];
-        nlohmann::json kept = nlohmann::json::array();
-        for (const nlohmann::json& id : eos.is_array() ? eos : nlohmann::json::array({eos})) {
-          if (in_vocabulary(id)) kept.push_back(id);
-        }
-        if (kept.empty()) {
-          ids.erase("eos_token_id");
-        } else {
-          ids["eos_token_id"] = eos.is_array() ? kept : kept[0];
-        }
+    // generate stops where the generation config says, which from_pretrained reads from
+    // generation_config.json where the folder has one (an instruct model lists every end of turn
+    // there), its eos_token_id alone (absent or null: none), and from config.json where it has none
+    // or the file does not parse (transformers then falls back to the model's config). So do
+    // sample --from and a run started from the folder, whose samples stop there and whose export's
+    // config.json carries the ids.
+    std::ifstream generation(fs::path(path) / "generation_config.json");
+    const nlohmann::json doc =
+        generation ? nlohmann::json::parse(generation, nullptr, /*allow_exceptions=*/false) : nlohmann::json();
+    if (doc.is_object()) {
+      const nlohmann::json eos = doc.contains("eos_token_id") ? in_vocabulary_ids(doc["eos_token_id"]) : nullptr;
+      if (eos.is_null()) {
+        ids.erase("eos_token_id");
+      } else {
+        ids["eos_token_id"] = eos;
       }
     }
     return {std::move(keys), fmt::format("Hugging Face {} folder {}", arch, path), config, ids};

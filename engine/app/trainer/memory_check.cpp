@@ -168,27 +168,31 @@ void check_memory_fits(const RunConfig& c, int world_size, int device_index) {
   // nor a higher stage on one rank, where every stage holds the whole model (more ranks then, at a
   // stage that shards: stage 0 replicates whatever the rank count).
   const RequiredMemory::Phase phase = required.phase();
-  // Setting the weights up holds the model states and a unit's workspace, no activations: a smaller
-  // batch or recomputation does not lower it, so neither is offered (nor blamed) there.
-  const bool setup = phase == RequiredMemory::Phase::kSetup;
+  // Setting the weights up, and gathering them into final.safetensors, hold the model states and a
+  // unit's buffers, no activations: a smaller batch or recomputation does not lower them, so
+  // neither is offered (nor blamed) there.
+  const bool setup = phase == RequiredMemory::Phase::kSetup || phase == RequiredMemory::Phase::kFinalGather;
   const bool stage_left = c.zero.stage < 3 && world_size > 1;
   const bool recompute_left = !setup && c.train.activation_checkpointing.kind != CheckpointPolicy::Kind::kAll;
   std::vector<std::string_view> keys;
   if (!setup) keys = {"train.micro_batch", "train.seq_len"};
   if (stage_left) keys.push_back("zero.stage");
   if (recompute_left) keys.push_back("train.activation_checkpointing");
-  // The model's shape and dtypes size every category: a --set of any of them is named too.
-  if (c.overrides != nullptr) {
-    for (const auto& [key, source] : *c.overrides) {
-      if (key.starts_with("model.") || key.starts_with("precision.")) keys.push_back(key);
-    }
+  // The model's shape (or the folder it comes from) and the dtypes size every category: a --set of
+  // one of them is named too (not of keys that size nothing, such as model.rope_theta).
+  for (const std::string_view key :
+       {"model.arch", "model.n_layer", "model.n_embd", "model.n_head", "model.n_kv_head", "model.vocab_size",
+        "model.block_size", "model.intermediate_size", "model.tie_embeddings", "model.dropout", "train.init_from",
+        "precision.param_dtype", "precision.activations", "precision.matmul", "precision.attention",
+        "precision.gelu_epilogue"}) {
+    keys.push_back(key);
   }
   const std::string sources = c.sources_of(keys);
   // Bytes too where the two round alike ("needs 11.02 MiB ... offers: 11.02 MiB").
   const auto [needs, offers] = format_bytes_apart(required.bytes(), offer.bytes);
   // A micro-batch of one sequence lowers no further.
   const std::string lower =
-      setup ? std::string("shrink the model (its weights and optimizer states alone need this)")
+      setup ? std::string("shrink the model (its weights and optimizer states need this without activations)")
       : c.train.micro_batch > 1
           ? fmt::format("lower train.micro_batch (with train.grad_accum to keep the batch) or train.seq_len (here {})",
                         c.train.seq_len)

@@ -398,13 +398,14 @@ void export_llmc(const CheckpointReader& reader, const std::string& link_or_path
   // .tmp beside it, exit 1), and removed again where the export fails or is stopped before the
   // file is in place.
   const fs::path parent = fs::path(out_path).parent_path();
-  FoldersForOutput folders(parent.empty() ? "." : parent.string());
+  const std::string folder = parent.empty() ? "." : parent.string();
+  FoldersForOutput folders(folder);
   if (folders.error()) {
     throw_input_error("--out {}: cannot create its folder {}: {}", link_or_path, parent.string(),
                       folders.error().message());
   }
-  if (const std::string why = why_unwritable(parent.empty() ? "." : parent.string()); !why.empty()) {
-    throw_input_error("--out {}: cannot write into {}: {}", link_or_path, parent.empty() ? "." : parent.string(), why);
+  if (const std::string why = why_unwritable(folder); !why.empty()) {
+    throw_input_error("--out {}: cannot write into {}: {}", link_or_path, folder, why);
   }
   const ModelConfig& c = spec.model;
   const ParamTable& table = reader.manifest().table;

@@ -13,16 +13,19 @@ those definitions. Every step's logged lr, loss and pre-clip gradient norm, ever
 val_loss (the mean of eval_batches batch means over the validation file's first windows) and the
 final weights must agree with it.
 
-Runs, all against one reference trajectory per model (the global batch is the same 8 windows a step
+Runs, against one reference trajectory per model and precision (the global batch is the same 8 windows a step
 however it is split):
   * GPT-2, 1 rank, 2 micro-batches of 4 a step (ZeRO stage 0);
   * GPT-2, 2 ranks at stage 3, one micro-batch of 4 each, checkpointing at step 8;
   * that checkpoint resumed on 1 rank (2 micro-batches a step) for steps 9-16;
+  * GPT-2 with bf16 parameters (fp32 master weights), 1 rank and 2 ranks at stage 3, against the
+    reference's model of mixed precision (looser bounds: BF16_BOUNDS);
   * a Llama (grouped-query, tied head), 2 ranks at stage 3, 2 micro-batches of 2 each.
 The schedule is exercised where it bends (3 warmup steps, cosine to min_lr) and clipping acts on
 some steps and not others (checked on the reference). The bounds (BOUNDS) are shown to catch a
 plausible mistake in each rule: the same reference with weight decay on every parameter, with no
-clipping, or with the schedule's warmup one step late lands outside them.
+clipping, or with the schedule's warmup one step late lands outside them, and a mixed-precision
+reference whose master weights are kept in bf16 outside BF16_BOUNDS.
 
 usage: trainer_trajectory_test.py MPIRUN [MPIRUN FLAGS...] -- PATH/TO/zerotrain
 """
@@ -47,7 +50,7 @@ T = 32               # tokens a window
 ROWS = 8             # windows a step (the global batch)
 STEPS = 16
 EVAL_EVERY = 8
-EVAL_BATCHES = 2
+EVAL_WINDOWS = 16    # validation windows an evaluation reads: eval_batches x micro_batch
 VOCAB = 65
 OPTIM = {"lr": 3e-3, "min_lr": 3e-4, "warmup_steps": 3, "decay": "cosine", "grad_clip": 1.3,
          "weight_decay": 0.1, "beta1": 0.9, "beta2": 0.95, "eps": 1e-8}
@@ -55,7 +58,7 @@ CONFIG = {
     "model": {"n_layer": 2, "n_head": 2, "n_embd": 48, "block_size": T, "vocab_size": VOCAB},
     "data": {"order": "sequential"},  # the token files are added in main()
     "train": {"micro_batch": 4, "seq_len": T, "global_batch_tokens": ROWS * T, "max_steps": STEPS,
-              "eval_every": EVAL_EVERY, "eval_batches": EVAL_BATCHES, "num_threads": 1, "seed": 4321},
+              "eval_every": EVAL_EVERY, "eval_batches": EVAL_WINDOWS // 4, "num_threads": 1, "seed": 4321},
     "optim": OPTIM,
     "log": {"sample_tokens": 0, "progress": "plain", "every_steps": 100},
 }
@@ -67,6 +70,12 @@ LLAMA_MODEL = {"arch": "llama", "n_layer": 2, "n_head": 4, "n_kv_head": 2, "n_em
 # summation, and are 10x tighter than torch_parity.py's single-batch trajectories (1e-4), so the
 # schedule's, clipping's and decay's mistakes below land outside them by orders of magnitude.
 BOUNDS = {"lr": 1e-6, "loss": 1e-5, "grad_norm": 1e-5, "val_loss": 1e-5, "weights": 1e-4}
+# bf16 parameters against the reference's model of them (torch_parity.py's): one bf16 rounding of
+# each gradient, where the engine rounds a tied table's two contributions, and on 2 ranks each
+# rank's share before the fp32 reduction, once more. Measured: losses and validation losses at most
+# 2e-5, gradient norms 8e-4; weights 6e-3 of a tensor's norm, in the biases, which start at zero
+# and whose AdamW steps (about +-lr) follow the sign of gradients those roundings move.
+BF16_BOUNDS = {"lr": 1e-6, "loss": 1e-3, "grad_norm": 5e-3, "val_loss": 1e-3, "weights": 2e-2}
 
 
 def markov_tokens(n, seed):
@@ -101,13 +110,23 @@ def nanogpt_lr(it, lr, min_lr, warmup, decay_steps):
     return min_lr + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (lr - min_lr)
 
 
-def reference_run(start, forward, cfg, train_tokens, val_tokens, micro_batch, variant=""):
+def reference_run(start, forward, cfg, train_tokens, val_tokens, variant="", bf16=False):
     """The float64 trajectory: per step (lr, loss, pre-clip norm, clipped?), {step: val_loss} and the
-    final weights. `variant` changes one rule on purpose (the bounds must catch it)."""
-    params = {n: torch.tensor(w, dtype=torch.float64, requires_grad=True) for n, w in start.items()}
+    final weights. `variant` changes one rule on purpose (the bounds must catch it). bf16: the
+    engine's mixed precision as torch_parity.py's reference models it: fp32 master weights that
+    AdamW updates in fp32, each step's forward and backward (float64) on their bf16 rounding, and
+    the gradient rounded to bf16."""
+    master_dtype = torch.float32 if bf16 else torch.float64
+    master = {n: torch.tensor(w, dtype=master_dtype, requires_grad=not bf16) for n, w in start.items()}
+
+    def working():
+        if not bf16:
+            return master
+        return {n: gpt2_reference.bf16_round(m.detach()).double().requires_grad_() for n, m in master.items()}
+
     decays = (lambda p: True) if variant == "decay_all" else (lambda p: gpt2_reference.has_weight_decay(p.shape))
-    groups = [{"params": [p for p in params.values() if decays(p)], "weight_decay": OPTIM["weight_decay"]},
-              {"params": [p for p in params.values() if not decays(p)], "weight_decay": 0.0}]
+    groups = [{"params": [p for p in master.values() if decays(p)], "weight_decay": OPTIM["weight_decay"]},
+              {"params": [p for p in master.values() if not decays(p)], "weight_decay": 0.0}]
     opt = torch.optim.AdamW(groups, lr=OPTIM["lr"], betas=(OPTIM["beta1"], OPTIM["beta2"]), eps=OPTIM["eps"])
     warmup = OPTIM["warmup_steps"] + (1 if variant == "late_warmup" else 0)
     steps, evals = [], {}
@@ -116,21 +135,25 @@ def reference_run(start, forward, cfg, train_tokens, val_tokens, micro_batch, va
         for g in opt.param_groups:
             g["lr"] = lr
         x, y = windows(train_tokens, it * ROWS, ROWS)
+        params = working()
         _, loss = forward(params, x, y, cfg)
         opt.zero_grad()
         loss.backward()
+        if bf16:
+            for n, m in master.items():
+                m.grad = gpt2_reference.bf16_round(params[n].grad)
         clip = math.inf if variant == "no_clip" else OPTIM["grad_clip"]
-        norm = float(torch.nn.utils.clip_grad_norm_(list(params.values()), clip))
+        norm = float(torch.nn.utils.clip_grad_norm_(list(master.values()), clip))
         opt.step()
+        if variant == "bf16_master":  # the master weights kept in bf16
+            with torch.no_grad():
+                for m in master.values():
+                    m.copy_(gpt2_reference.bf16_round(m))
         steps.append((lr, loss.item(), norm, norm > OPTIM["grad_clip"]))
         if (it + 1) % EVAL_EVERY == 0 or it + 1 == STEPS:
-            with torch.no_grad():
-                batch_losses = []
-                for b in range(EVAL_BATCHES):
-                    vx, vy = windows(val_tokens, b * micro_batch, micro_batch)
-                    batch_losses.append(forward(params, vx, vy, cfg)[1].item())
-            evals[it + 1] = sum(batch_losses) / len(batch_losses)
-    return steps, evals, {n: p.detach().numpy() for n, p in params.items()}
+            with torch.no_grad():  # the mean of eval_batches equal batches' means: the windows' mean
+                evals[it + 1] = forward(working(), *windows(val_tokens, 0, EVAL_WINDOWS), cfg)[1].item()
+    return steps, evals, {n: m.detach().double().numpy() for n, m in master.items()}
 
 
 def relative(a, b):
@@ -181,7 +204,8 @@ def run_errors(run_dir, reference, first_step=1):
     return errors
 
 
-def check_run(check, name, run_dir, reference, first_step=1):
+def check_run(check, name, run_dir, reference, first_step=1, bounds=None):
+    bounds = bounds or BOUNDS
     if run_dir is None:
         return None
     errors = run_errors(run_dir, reference, first_step)
@@ -189,9 +213,16 @@ def check_run(check, name, run_dir, reference, first_step=1):
                                      "final weights, as the reference's"):
         return None
     for key, err in errors.items():
-        check(err <= BOUNDS[key], f"{name}: {key} within {BOUNDS[key]:.0e} of PyTorch's (largest relative "
+        check(err <= bounds[key], f"{name}: {key} within {bounds[key]:.0e} of PyTorch's (largest relative "
                                   f"error {err:.2e})")
     return errors
+
+
+def check_caught(check, what, run_dir, wrong, bounds):
+    """Checks that the run lies outside `bounds` of a reference that follows a wrong rule."""
+    errors = run_errors(run_dir, wrong) or {}
+    outside = ", ".join(f"{k} {e:.1e} > {bounds[k]:.0e}" for k, e in errors.items() if e > bounds[k])
+    check(bool(outside), f"{what} lies outside the bounds ({outside or 'none'})")
 
 
 def start_weights(check, train, name, *sets):
@@ -207,7 +238,7 @@ def main():
     checks = Checks()
     check = checks.check
     launcher, binary, work, _, env = mpi_driver(checks, "zt_trajectory_")
-    train_tokens, val_tokens = markov_tokens(STEPS * ROWS * T + 1000, 1), markov_tokens(EVAL_BATCHES * 4 * T + 500, 2)
+    train_tokens, val_tokens = markov_tokens(STEPS * ROWS * T + 1000, 1), markov_tokens(EVAL_WINDOWS * T + 500, 2)
     config = json.loads(json.dumps(CONFIG))
     for split, tokens in (("train", train_tokens), ("val", val_tokens)):
         path = os.path.join(work, f"{split}.bin")  # raw uint16 (nanoGPT's format)
@@ -224,7 +255,7 @@ def main():
         g = config["model"]
         cfg = gpt2_reference.GPT2Config(n_layer=g["n_layer"], n_head=g["n_head"], n_embd=g["n_embd"],
                                         block_size=T, vocab_size=VOCAB, padded_vocab_size=VOCAB)
-        ref = reference_run(start, gpt2_reference.forward, cfg, train_tokens, val_tokens, 4)
+        ref = reference_run(start, gpt2_reference.forward, cfg, train_tokens, val_tokens)
         clipped = sum(s[3] for s in ref[0])
         check(0 < clipped < STEPS, f"the reference clips on some steps and not others ({clipped} of {STEPS})")
         one = check_run(check, "gpt2 1 rank, 2 micro-batches", train("gpt2_1rank", 1), ref)
@@ -237,20 +268,29 @@ def main():
         if one is not None:  # the bounds catch a plausible mistake in each rule the run follows
             for variant, what in (("decay_all", "weight decay on every parameter"), ("no_clip", "no clipping"),
                                   ("late_warmup", "a warmup one step longer")):
-                wrong = reference_run(start, gpt2_reference.forward, cfg, train_tokens, val_tokens, 4, variant)
-                errors = run_errors(os.path.join(work, "gpt2_1rank"), wrong)
-                outside = [k for k, e in errors.items() if e > BOUNDS[k]]
-                check(bool(outside), f"a reference with {what} lies outside the bounds ({', '.join(outside) or 'none'})")
+                wrong = reference_run(start, gpt2_reference.forward, cfg, train_tokens, val_tokens, variant)
+                check_caught(check, f"a reference with {what}", os.path.join(work, "gpt2_1rank"), wrong, BOUNDS)
+
+        # Mixed precision: bf16 parameters and gradients, fp32 master weights and AdamW.
+        ref16 = reference_run(start, gpt2_reference.forward, cfg, train_tokens, val_tokens, bf16=True)
+        check_run(check, "gpt2 bf16 1 rank", train("gpt2_bf16_1rank", 1, "precision.param_dtype=bf16",
+                                                   "train.micro_batch=8", "train.eval_batches=2"), ref16, bounds=BF16_BOUNDS)
+        check_run(check, "gpt2 bf16 2 ranks stage 3", train("gpt2_bf16_2ranks_stage3", 2, "precision.param_dtype=bf16",
+                                                            "zero.stage=3"), ref16, bounds=BF16_BOUNDS)
+        if os.path.isdir(os.path.join(work, "gpt2_bf16_1rank")):
+            wrong = reference_run(start, gpt2_reference.forward, cfg, train_tokens, val_tokens, "bf16_master", bf16=True)
+            check_caught(check, "a bf16 reference with bf16 master weights", os.path.join(work, "gpt2_bf16_1rank"),
+                         wrong, BF16_BOUNDS)
 
     # A Llama: grouped-query heads and a tied head, 2 ranks at stage 3 with 2 micro-batches of 2 each.
-    llama = ["model=" + json.dumps(LLAMA_MODEL), "train.micro_batch=2"]
+    llama = ["model=" + json.dumps(LLAMA_MODEL), "train.micro_batch=2", "train.eval_batches=8"]
     start = start_weights(check, train, "llama_init", *llama)
     if start is not None:
         m = LLAMA_MODEL
         cfg = llama_reference.LlamaConfig(n_layer=m["n_layer"], n_head=m["n_head"], n_kv_head=m["n_kv_head"],
                                           n_embd=m["n_embd"], intermediate_size=128, block_size=T, vocab_size=VOCAB,
                                           rope_theta=m["rope_theta"], norm_eps=m["norm_eps"], tie_embeddings=True)
-        ref = reference_run(start, llama_reference.forward, cfg, train_tokens, val_tokens, 2)
+        ref = reference_run(start, llama_reference.forward, cfg, train_tokens, val_tokens)
         check_run(check, "llama 2 ranks stage 3, 2 micro-batches", train("llama_2ranks_stage3", 2, "zero.stage=3", *llama),
                   ref)
     return checks.finish()

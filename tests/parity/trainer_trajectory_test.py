@@ -18,6 +18,7 @@ however it is split):
   * GPT-2, 1 rank, 2 micro-batches of 4 a step (ZeRO stage 0);
   * GPT-2, 2 ranks at stage 3, one micro-batch of 4 each, checkpointing at step 8;
   * that checkpoint resumed on 1 rank (2 micro-batches a step) for steps 9-16;
+  * GPT-2, 4 ranks, hybrid sharding (stage 3 within groups of 2, replicated across them);
   * GPT-2 with bf16 parameters (fp32 master weights), 1 rank and 2 ranks at stage 3, against the
     reference's model of mixed precision (looser bounds: BF16_BOUNDS);
   * a Llama (grouped-query, tied head), 2 ranks at stage 3, 2 micro-batches of 2 each.
@@ -261,6 +262,9 @@ def main():
         one = check_run(check, "gpt2 1 rank, 2 micro-batches", train("gpt2_1rank", 1), ref)
         two_dir = train("gpt2_2ranks_stage3", 2, "zero.stage=3", "checkpoint.every_steps=8")
         check_run(check, "gpt2 2 ranks stage 3", two_dir, ref)
+        check_run(check, "gpt2 4 ranks, hybrid stage 3 in groups of 2",
+                  train("gpt2_4ranks_hybrid", 4, "zero.stage=3", "zero.shard_group_size=2", "train.micro_batch=2",
+                        "train.eval_batches=8"), ref)
         if two_dir is not None:  # into a run directory of its own: the first run's records stay as they were
             ckpt = os.path.join(two_dir, "checkpoints", "step_00000008")
             check_run(check, "gpt2 resumed at step 8 on 1 rank",

@@ -1,8 +1,9 @@
-"""CPU training throughput: zerotrain against PyTorch on the same GPT config, same machine, same BLAS.
+"""CPU training throughput: zerotrain against PyTorch on the same model config, same machine, same BLAS.
 
-Trains the config for --steps steps in `zerotrain train` and in a float32 PyTorch GPT-2
-(tools/bench_cpu_torch.py, run as a subprocess with OPENBLAS_CORETYPE set to the core zerotrain
-uses and OMP/OPENBLAS thread counts = --threads), then prints and writes (--out) the median ms/step
+Trains the config for --steps steps in `zerotrain train` and in a float32 PyTorch GPT-2, or a
+Llama with --set model.arch=llama (tools/bench_cpu_torch.py, run as a subprocess with
+OPENBLAS_CORETYPE set to the core zerotrain uses and OMP/OPENBLAS thread counts = --threads; its
+parameter count checked to be zerotrain's), then prints and writes (--out) the median ms/step
 after --warmup steps, tokens/s, achieved GFLOP/s and the fraction of the sgemm peak that
 build/tools/zt_bench_sgemm measures at the same thread count. FLOPs are model FLOPs, the same count
 for both sides: flops/token = 6*N + 6*L*C*T, N = every parameter including the embeddings with the
@@ -76,26 +77,66 @@ def parse_args(argv):
         except json.JSONDecodeError:
             value = m.group(3)
         config.setdefault(m.group(1), {})[m.group(2)] = value
-    # The PyTorch side is a GPT-2 (tools/bench_cpu_torch.py) and the FLOPs are GPT-2's: another
+    # The PyTorch side (tools/bench_cpu_torch.py) and the FLOPs know GPT-2 and the Llama: another
     # family would be timed against a different model.
-    if config["model"].get("arch", "gpt2") != "gpt2":
-        p.error(f"--set model.arch={config['model']['arch']}: the benchmark compares GPT-2 models only")
+    arch = config["model"].setdefault("arch", "gpt2")
+    if arch not in ("gpt2", "llama"):
+        p.error(f"--set model.arch={arch!r}: the benchmark compares GPT-2 and Llama models only")
     for section, key in (("model", "n_layer"), ("model", "n_head"), ("model", "n_embd"), ("model", "block_size"),
                          ("model", "vocab_size"), ("train", "micro_batch"), ("train", "seq_len"), ("train", "grad_accum")):
         value = config[section].get(key)
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             p.error(f"--set {section}.{key}={value!r}: expected a positive whole number")
+    if arch == "llama":
+        set_llama_widths(p, config["model"])
     config["train"].update(max_steps=args.steps, num_threads=args.threads)
     check_out_file("bench_cpu", args.out)
     return args, config
 
 
+def set_llama_widths(p, model):
+    """Writes the Llama's derived widths into the config, so both sides build the same model: the
+    key/value heads (n_head by default) and the SwiGLU width (0 or absent: Llama's rule, 8/3 x
+    n_embd rounded up to a multiple of 256, as zerotrain derives it); no dropout key."""
+    model.pop("dropout", None)
+    model.setdefault("n_kv_head", model["n_head"])
+    if not model.get("intermediate_size"):
+        model["intermediate_size"] = -(-8 * model["n_embd"] // (3 * 256)) * 256
+    for key in ("n_kv_head", "intermediate_size"):
+        value = model[key]
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            p.error(f"--set model.{key}={value!r}: expected a positive whole number")
+    if model["n_embd"] % model["n_head"] or model["n_head"] % model["n_kv_head"]:
+        p.error(f"model.n_head {model['n_head']} must divide n_embd {model['n_embd']} and be a multiple of "
+                f"n_kv_head {model['n_kv_head']}")
+
+
 def model_flops_per_token(model, seq_len):
-    """(flops per token, N, padded vocab): 6*N + 6*L*C*T with N counting the padded embedding."""
+    """(flops per token, N, padded vocab): 6*N + 6*L*C*T with N counting every parameter, the
+    embedding padded to a multiple of 64 (GPT-2: learned positions, biases, tied head; a Llama: the
+    q/k/v/o products of its grouped-query heads, three SwiGLU products, RMSNorm weights, the head
+    counted apart unless tied)."""
     L, C, V = model["n_layer"], model["n_embd"], model["vocab_size"]
     padded_vocab = (V + 63) // 64 * 64
-    n_params = padded_vocab * C + model["block_size"] * C + L * (12 * C * C + 13 * C) + 2 * C
+    if model.get("arch", "gpt2") == "llama":
+        hs = C // model["n_head"]
+        attention = C * hs * (2 * model["n_head"] + 2 * model["n_kv_head"])  # q, o; k, v
+        layer = attention + 3 * C * model["intermediate_size"] + 2 * C
+        heads = 1 if model.get("tie_embeddings", False) else 2
+        n_params = heads * padded_vocab * C + L * layer + C
+    else:
+        n_params = padded_vocab * C + model["block_size"] * C + L * (12 * C * C + 13 * C) + 2 * C
     return 6 * n_params + 6 * L * C * seq_len, n_params, padded_vocab
+
+
+def check_same_model(model, n_params, padded_vocab, torch_run):
+    """The PyTorch side's parameter count must be zerotrain's less the vocabulary padding (PyTorch
+    keeps the true vocabulary): a different count means a different model was timed."""
+    tables = 1 if model.get("arch", "gpt2") == "gpt2" or model.get("tie_embeddings", False) else 2
+    expected = n_params - tables * (padded_vocab - model["vocab_size"]) * model["n_embd"]
+    if torch_run.get("n_params") != expected:
+        raise BenchError(f"the PyTorch model has {torch_run.get('n_params')} parameters, zerotrain's {expected} "
+                         f"(without its vocabulary padding): not the same model")
 
 
 def run_checked(cmd, env=None, what=None):
@@ -225,7 +266,9 @@ def warnings(r):
 
 def print_table(r):
     m, t, fl = r["config"]["model"], r["config"]["train"], r["flops"]
-    print(f"\nCPU training step: GPT {m['n_layer']}L/{m['n_head']}H/{m['n_embd']}C, vocab {m['vocab_size']}, "
+    family = (f"Llama {m['n_layer']}L/{m['n_head']}H ({m['n_kv_head']} kv)/{m['n_embd']}C/"
+              f"{m['intermediate_size']}I" if m["arch"] == "llama" else f"GPT {m['n_layer']}L/{m['n_head']}H/{m['n_embd']}C")
+    print(f"\nCPU training step: {family}, vocab {m['vocab_size']}, "
           f"B={t['micro_batch']} T={t['seq_len']} x{t.get('grad_accum', 1)} ({fl['tokens_per_step']} tokens/step), "
           f"{r['config']['precision']['param_dtype']}, {r['threads']} threads, median of steps "
           f"{r['warmup'] + 1}..{r['steps']}")
@@ -287,6 +330,7 @@ def main(argv=None):
             print(f"bench_cpu: training {args.steps} steps in {TORCH_SIDES[key]} (OPENBLAS_CORETYPE={core}"
                   + (f", LD_LIBRARY_PATH={library_dir})" if library_dir else ")"), flush=True)
             torch_runs[key] = run_torch(config, args.steps, args.threads, core, library_dir)
+            check_same_model(config["model"], n_params, padded_vocab, torch_runs[key])
     except BenchError as e:
         print(f"bench_cpu: error: {e}", file=sys.stderr)
         return 1

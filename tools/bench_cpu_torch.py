@@ -1,9 +1,12 @@
-"""The PyTorch half of tools/bench_cpu.py: trains a float32 GPT-2 for N steps, times each step.
+"""The PyTorch half of tools/bench_cpu.py: trains a float32 GPT-2 or Llama for N steps, times each step.
 
 bench_cpu.py runs this file as a subprocess with the BLAS environment zerotrain uses
 (OPENBLAS_CORETYPE, OPENBLAS_NUM_THREADS, OMP_NUM_THREADS) and reads one JSON line from stdout:
 {"step_ms": [...], "torch_version", "threads", "blas": {library, core, config}, "losses": [...]}.
 The step is what zerotrain's step is: zero_grad, forward, backward, global-norm clip, AdamW.
+A Llama (model.arch "llama") is tools/bench_llama_gpu_torch.py's modules, the parity tests' plain
+PyTorch Llama as nn.Modules (scaled_dot_product_attention where this torch has it, else the
+reference's explicit causal attention), unwrapped and uncompiled, in float32.
 """
 import argparse
 import ctypes
@@ -102,12 +105,24 @@ def blas_in_use():
     return info
 
 
+def llama(m, seq_len):
+    """The Llama of the benchmark's model section (its widths written out by bench_cpu.py)."""
+    import bench_llama_gpu_torch  # its modules; the GPU anchor's protocol is not used here
+    from llama_reference import LlamaConfig  # on the path bench_llama_gpu_torch sets up
+    cfg = LlamaConfig(n_layer=m["n_layer"], n_head=m["n_head"], n_kv_head=m["n_kv_head"], n_embd=m["n_embd"],
+                      intermediate_size=m["intermediate_size"], block_size=seq_len, vocab_size=m["vocab_size"],
+                      rope_theta=m.get("rope_theta", 10000.0), norm_eps=m.get("norm_eps", 1e-5),
+                      tie_embeddings=m.get("tie_embeddings", False))
+    return bench_llama_gpu_torch.Llama(cfg)
+
+
 def run(spec):
     model_cfg, train, optim = spec["model"], spec["train"], spec["optim"]
     torch.set_num_threads(spec["threads"])
     torch.manual_seed(train.get("seed", 1337))
     B, T, V = train["micro_batch"], train["seq_len"], model_cfg["vocab_size"]
-    model = Gpt(model_cfg["n_layer"], model_cfg["n_head"], model_cfg["n_embd"], model_cfg["block_size"], V)
+    model = (llama(model_cfg, T) if model_cfg.get("arch", "gpt2") == "llama" else
+             Gpt(model_cfg["n_layer"], model_cfg["n_head"], model_cfg["n_embd"], model_cfg["block_size"], V))
     params = list(model.parameters())
     groups = [{"params": [p for p in params if p.dim() == 2], "weight_decay": optim["weight_decay"]},
               {"params": [p for p in params if p.dim() != 2], "weight_decay": 0.0}]

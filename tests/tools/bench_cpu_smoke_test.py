@@ -2,7 +2,8 @@
 
 Proves, with stand-in zerotrain and zt_bench_sgemm programs whose step times are known, that the
 median skips the warm-up steps, that speedup, tokens/s, GFLOP/s and fraction of peak follow from
-them and from flops/token = 6*N + 6*L*C*T (N with the vocabulary padded to 64), that the real
+them and from flops/token = 6*N + 6*L*C*T (N with the vocabulary padded to 64; a Llama's by its
+own layers), that the real
 PyTorch side runs, and that a failing side gives exit 1 with one line and bad flags exit 2. The real-binary run also
 proves the PyTorch/zt side loads the OpenBLAS build in the directory zerotrain's library is in.
 With --zerotrain and --sgemm (the real binaries) it also runs a tiny config end to end.
@@ -93,6 +94,32 @@ def test_arithmetic_with_fakes(tmp):
           f"table lacks the verdict lines:\n{proc.stdout}")
 
 
+def test_llama_with_fakes(tmp):
+    """A Llama: its widths written out for both sides, its N by its own formula, PyTorch's model the
+    same (bench_cpu.py refuses a PyTorch side whose parameter count is not zerotrain's)."""
+    zt = write_script(tmp / "fake_zerotrain", FAKE_ZEROTRAIN, fail=False)
+    sgemm = write_script(tmp / "fake_sgemm", FAKE_SGEMM)
+    out = tmp / "llama.json"
+    proc = run_bench("--zerotrain", zt, "--sgemm", sgemm, "--steps", "3", "--warmup", "1", "--threads", "1",
+                     "--torch-blas", "system", "--out", str(out), *TINY, "--set", "model.arch=llama",
+                     "--set", "model.n_kv_head=1")
+    check(proc.returncode == 0, f"llama bench exited {proc.returncode}: {proc.stderr}")
+    r = json.loads(out.read_text())
+    m = r["config"]["model"]
+    check(m["intermediate_size"] == 256 and m["n_kv_head"] == 1 and "dropout" not in m,
+          f"the Llama's widths (8/3 x 32 rounded up to 256; 1 kv head): {m}")
+    # untied head and table 2*128*32; a layer: q, o 2*32*32, k, v 2*32*16, SwiGLU 3*32*256, two norms;
+    # the final norm 32
+    n = 2 * 128 * 32 + (2 * 32 * 32 + 2 * 32 * 16 + 3 * 32 * 256 + 2 * 32) + 32
+    check(r["flops"]["n_params"] == n == 35936, f"Llama N {r['flops']['n_params']} != {n}")
+    check(r["flops"]["per_token"] == 6 * n + 6 * 1 * 32 * 16, f"flops/token {r['flops']['per_token']}")
+    check(r["pytorch"]["ms_per_step_median"] > 0 and math.isfinite(r["pytorch"]["final_loss"]), f"{r['pytorch']}")
+    check("Llama 1L/2H (1 kv)/32C/256I" in proc.stdout, f"table header:\n{proc.stdout}")
+    proc = run_bench("--zerotrain", zt, "--sgemm", sgemm, *TINY, "--set", "model.arch=llama",
+                     "--set", "model.n_kv_head=3")
+    check(proc.returncode == 2 and "n_kv_head 3" in proc.stderr, f"3 kv heads of 2: rc {proc.returncode} {proc.stderr!r}")
+
+
 def test_failures(tmp):
     zt = write_script(tmp / "failing_zerotrain", FAKE_ZEROTRAIN, fail=True)
     sgemm = write_script(tmp / "fake_sgemm", FAKE_SGEMM)
@@ -133,7 +160,8 @@ def main():
     parser.add_argument("--zerotrain")
     parser.add_argument("--sgemm")
     args = parser.parse_args()
-    tests = [("arithmetic_with_fakes", test_arithmetic_with_fakes, ()), ("failures", test_failures, ())]
+    tests = [("arithmetic_with_fakes", test_arithmetic_with_fakes, ()), ("llama_with_fakes", test_llama_with_fakes, ()),
+             ("failures", test_failures, ())]
     if args.zerotrain and args.sgemm:
         tests.append(("real_binaries", test_real_binaries, (args.zerotrain, args.sgemm)))
     failed = 0

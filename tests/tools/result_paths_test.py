@@ -7,7 +7,7 @@ place they cannot write before their runs, in one line:
   * an --out under a plain file, an --out that is a folder, an --out-dir that is a file: exit 2
     within seconds with one line naming the flag and the path, no traceback (before, each failed
     after minutes of runs, its results lost);
-  * bench_cpu.py refuses another model family than GPT-2 (its PyTorch side and FLOPs are GPT-2's)
+  * bench_cpu.py refuses another model family than GPT-2 and the Llama (its PyTorch side and FLOPs know those two)
     and a model size that is not a whole number; memory_report.py a --preset with --ranks;
     bench_checkpoint.py --ranks 0 (mpirun -np 0 starts a rank on every slot); bench_zero.py
     repeats or steps it cannot take a median of; memory_report.py a missing binary;
@@ -54,7 +54,7 @@ def main():
          "--out"),
         (["bench_checkpointing.py", "--zerotrain", zerotrain, "--out", work], "--out"),
         (["bench_cpu.py", "--zerotrain", zerotrain, "--out", f"{a_file}/cpu.json"], "--out"),
-        (["bench_cpu.py", "--zerotrain", zerotrain, "--set", "model.arch=llama"], "model.arch"),
+        (["bench_cpu.py", "--zerotrain", zerotrain, "--set", "model.arch=mamba"], "model.arch"),
         (["bench_cpu.py", "--zerotrain", zerotrain, "--set", "model.n_layer=abc"], "model.n_layer"),
         (["bench_planner.py", "--zerotrain", zerotrain, "--out", f"{a_file}/p.json"], "--out"),
         (["bench_quantized_collectives.py", "--zerotrain", zerotrain, "--out", f"{a_file}/q.json"], "--out"),

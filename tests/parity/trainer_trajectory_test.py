@@ -16,6 +16,8 @@ final weights must agree with it.
 Runs, against one reference trajectory per model and precision (the global batch is the same 8 windows a step
 however it is split):
   * GPT-2, 1 rank, 2 micro-batches of 4 a step (ZeRO stage 0);
+  * the same from its step-0 checkpoint exported as an llm.c file and as a Hugging Face folder
+    (`ckpt export`, then train.init_from);
   * GPT-2, 2 ranks at stage 3, one micro-batch of 4 each, checkpointing at step 8;
   * that checkpoint resumed on 1 rank (2 micro-batches a step) for steps 9-16;
   * GPT-2, 4 ranks, hybrid sharding (stage 3 within groups of 2, replicated across them);
@@ -33,6 +35,7 @@ usage: trainer_trajectory_test.py MPIRUN [MPIRUN FLAGS...] -- PATH/TO/zerotrain
 import json
 import math
 import os
+import subprocess
 import sys
 
 import numpy as np
@@ -228,7 +231,7 @@ def check_caught(check, what, run_dir, wrong, bounds):
 
 def start_weights(check, train, name, *sets):
     """The run's initial weights: a 0-step run of the same config and seed (its final weights)."""
-    run_dir = train(name, 1, "train.max_steps=0", *sets)
+    run_dir = train(name, 1, "train.max_steps=0", "checkpoint.at_end=true", *sets)  # step 0 saved
     if run_dir is None:
         return None
     weights, _, _ = read_safetensors(os.path.join(run_dir, "final.safetensors"))
@@ -260,6 +263,14 @@ def main():
         clipped = sum(s[3] for s in ref[0])
         check(0 < clipped < STEPS, f"the reference clips on some steps and not others ({clipped} of {STEPS})")
         one = check_run(check, "gpt2 1 rank, 2 micro-batches", train("gpt2_1rank", 1), ref)
+        # Step 0 exported and trained from (train.init_from): the same trajectory, so the export and
+        # the import lose nothing of fp32 weights and the run continues as if it had never left.
+        for fmt, out in (("llmc", os.path.join(work, "gpt2_init.bin")), ("hf", os.path.join(work, "gpt2_init_hf"))):
+            p = subprocess.run([binary, "ckpt", "export", os.path.join(work, "gpt2_init", "checkpoints"), "--format",
+                                fmt, "--out", out], capture_output=True, text=True, timeout=120)
+            if check(p.returncode == 0, f"step 0 exported as {fmt}" + ("" if p.returncode == 0 else f": {p.stderr}")):
+                check_run(check, f"gpt2 from its {fmt} export (train.init_from)",
+                          train(f"gpt2_from_{fmt}", 1, f"train.init_from={out}"), ref)
         two_dir = train("gpt2_2ranks_stage3", 2, "zero.stage=3", "checkpoint.every_steps=8")
         check_run(check, "gpt2 2 ranks stage 3", two_dir, ref)
         check_run(check, "gpt2 4 ranks, hybrid stage 3 in groups of 2",

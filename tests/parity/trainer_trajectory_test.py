@@ -30,7 +30,11 @@ plausible mistake in each rule: the same reference with weight decay on every pa
 clipping, or with the schedule's warmup one step late lands outside them, and a mixed-precision
 reference whose master weights are kept in bf16 outside BF16_BOUNDS.
 
-usage: trainer_trajectory_test.py MPIRUN [MPIRUN FLAGS...] -- PATH/TO/zerotrain
+With `--device cuda` after the binary the same runs train on the GPU (several ranks sharing it
+through comm.backend = "mpi"; no hybrid run, which those collectives cannot split), against
+CUDA_BOUNDS; without a device that exits 77 (a ctest skip).
+
+usage: trainer_trajectory_test.py MPIRUN [MPIRUN FLAGS...] -- PATH/TO/zerotrain [--device cuda]
 """
 import json
 import math
@@ -47,6 +51,7 @@ sys.path.insert(0, os.path.dirname(HERE))
 import gpt2_reference  # noqa: E402
 import llama_reference  # noqa: E402
 from check_report import Checks  # noqa: E402
+from cuda_presence import require_cuda_device  # noqa: E402
 from run_dir_util import mpi_driver, ranks_trainer, train_records  # noqa: E402
 from safetensors_io import read_safetensors  # noqa: E402
 
@@ -80,6 +85,10 @@ BOUNDS = {"lr": 1e-6, "loss": 1e-5, "grad_norm": 1e-5, "val_loss": 1e-5, "weight
 # 2e-5, gradient norms 8e-4; weights 6e-3 of a tensor's norm, in the biases, which start at zero
 # and whose AdamW steps (about +-lr) follow the sign of gradients those roundings move.
 BF16_BOUNDS = {"lr": 1e-6, "loss": 1e-3, "grad_norm": 5e-3, "val_loss": 1e-3, "weights": 2e-2}
+# On a GPU (--device cuda; never run yet): exact FP32 products (precision.matmul = "fp32"), but other
+# kernels' orders of summation and exponentials (the cross-entropy's ex2.approx): torch_parity.py's
+# fp32 trajectory bound, 1e-4, and ten times it for the weights. bf16 parameters keep BF16_BOUNDS.
+CUDA_BOUNDS = {"lr": 1e-6, "loss": 1e-4, "grad_norm": 1e-4, "val_loss": 1e-4, "weights": 1e-3}
 
 
 def markov_tokens(n, seed):
@@ -208,8 +217,7 @@ def run_errors(run_dir, reference, first_step=1):
     return errors
 
 
-def check_run(check, name, run_dir, reference, first_step=1, bounds=None):
-    bounds = bounds or BOUNDS
+def check_run(check, name, run_dir, reference, bounds, first_step=1):
     if run_dir is None:
         return None
     errors = run_errors(run_dir, reference, first_step)
@@ -239,11 +247,23 @@ def start_weights(check, train, name, *sets):
 
 
 def main():
+    after_binary = sys.argv[sys.argv.index("--") + 2:]
+    if after_binary not in ([], ["--device", "cpu"], ["--device", "cuda"]):
+        print(f"{__doc__.strip().splitlines()[-1]} (got {' '.join(after_binary)} after the binary)")
+        return 2
+    device = after_binary[1] if after_binary else "cpu"
+    if device == "cuda":
+        missing = require_cuda_device(sys.argv[sys.argv.index("--") + 1], "the whole-run trajectories on a GPU")
+        if missing is not None:
+            return missing
+    bounds, bf16_bounds = (BOUNDS, BF16_BOUNDS) if device == "cpu" else (CUDA_BOUNDS, BF16_BOUNDS)
     checks = Checks()
     check = checks.check
     launcher, binary, work, _, env = mpi_driver(checks, "zt_trajectory_")
     train_tokens, val_tokens = markov_tokens(STEPS * ROWS * T + 1000, 1), markov_tokens(EVAL_WINDOWS * T + 500, 2)
     config = json.loads(json.dumps(CONFIG))
+    if device == "cuda":  # several ranks share the one GPU through the staged MPI collectives
+        config.update(device="cuda", comm={"backend": "mpi"})
     for split, tokens in (("train", train_tokens), ("val", val_tokens)):
         path = os.path.join(work, f"{split}.bin")  # raw uint16 (nanoGPT's format)
         tokens.tofile(path)
@@ -262,7 +282,7 @@ def main():
         ref = reference_run(start, gpt2_reference.forward, cfg, train_tokens, val_tokens)
         clipped = sum(s[3] for s in ref[0])
         check(0 < clipped < STEPS, f"the reference clips on some steps and not others ({clipped} of {STEPS})")
-        one = check_run(check, "gpt2 1 rank, 2 micro-batches", train("gpt2_1rank", 1), ref)
+        one = check_run(check, "gpt2 1 rank, 2 micro-batches", train("gpt2_1rank", 1), ref, bounds=bounds)
         # Step 0 exported and trained from (train.init_from): the same trajectory, so the export and
         # the import lose nothing of fp32 weights and the run continues as if it had never left.
         for fmt, out in (("llmc", os.path.join(work, "gpt2_init.bin")), ("hf", os.path.join(work, "gpt2_init_hf"))):
@@ -270,32 +290,34 @@ def main():
                                 fmt, "--out", out], capture_output=True, text=True, timeout=120)
             if check(p.returncode == 0, f"step 0 exported as {fmt}" + ("" if p.returncode == 0 else f": {p.stderr}")):
                 check_run(check, f"gpt2 from its {fmt} export (train.init_from)",
-                          train(f"gpt2_from_{fmt}", 1, f"train.init_from={out}"), ref)
+                          train(f"gpt2_from_{fmt}", 1, f"train.init_from={out}"), ref, bounds=bounds)
         two_dir = train("gpt2_2ranks_stage3", 2, "zero.stage=3", "checkpoint.every_steps=8")
-        check_run(check, "gpt2 2 ranks stage 3", two_dir, ref)
-        check_run(check, "gpt2 4 ranks, hybrid stage 3 in groups of 2",
-                  train("gpt2_4ranks_hybrid", 4, "zero.stage=3", "zero.shard_group_size=2", "train.micro_batch=2",
-                        "train.eval_batches=8"), ref)
+        check_run(check, "gpt2 2 ranks stage 3", two_dir, ref, bounds=bounds)
+        if device == "cpu":  # the staged collectives of ranks sharing a GPU cannot split into groups
+            check_run(check, "gpt2 4 ranks, hybrid stage 3 in groups of 2",
+                      train("gpt2_4ranks_hybrid", 4, "zero.stage=3", "zero.shard_group_size=2", "train.micro_batch=2",
+                            "train.eval_batches=8"), ref, bounds=bounds)
         if two_dir is not None:  # into a run directory of its own: the first run's records stay as they were
             ckpt = os.path.join(two_dir, "checkpoints", "step_00000008")
             check_run(check, "gpt2 resumed at step 8 on 1 rank",
-                      train("gpt2_resumed", 1, extra=["--resume", ckpt]), ref, first_step=9)
+                      train("gpt2_resumed", 1, extra=["--resume", ckpt]), ref, first_step=9, bounds=bounds)
         if one is not None:  # the bounds catch a plausible mistake in each rule the run follows
             for variant, what in (("decay_all", "weight decay on every parameter"), ("no_clip", "no clipping"),
                                   ("late_warmup", "a warmup one step longer")):
                 wrong = reference_run(start, gpt2_reference.forward, cfg, train_tokens, val_tokens, variant)
-                check_caught(check, f"a reference with {what}", os.path.join(work, "gpt2_1rank"), wrong, BOUNDS)
+                check_caught(check, f"a reference with {what}", os.path.join(work, "gpt2_1rank"), wrong, bounds)
 
         # Mixed precision: bf16 parameters and gradients, fp32 master weights and AdamW.
         ref16 = reference_run(start, gpt2_reference.forward, cfg, train_tokens, val_tokens, bf16=True)
         check_run(check, "gpt2 bf16 1 rank", train("gpt2_bf16_1rank", 1, "precision.param_dtype=bf16",
-                                                   "train.micro_batch=8", "train.eval_batches=2"), ref16, bounds=BF16_BOUNDS)
+                                                   "train.micro_batch=8", "train.eval_batches=2"), ref16,
+                  bounds=bf16_bounds)
         check_run(check, "gpt2 bf16 2 ranks stage 3", train("gpt2_bf16_2ranks_stage3", 2, "precision.param_dtype=bf16",
-                                                            "zero.stage=3"), ref16, bounds=BF16_BOUNDS)
+                                                            "zero.stage=3"), ref16, bounds=bf16_bounds)
         if os.path.isdir(os.path.join(work, "gpt2_bf16_1rank")):
             wrong = reference_run(start, gpt2_reference.forward, cfg, train_tokens, val_tokens, "bf16_master", bf16=True)
             check_caught(check, "a bf16 reference with bf16 master weights", os.path.join(work, "gpt2_bf16_1rank"),
-                         wrong, BF16_BOUNDS)
+                         wrong, bf16_bounds)
 
     # A Llama: grouped-query heads and a tied head, 2 ranks at stage 3 with 2 micro-batches of 2 each.
     llama = ["model=" + json.dumps(LLAMA_MODEL), "train.micro_batch=2", "train.eval_batches=8"]
@@ -307,7 +329,7 @@ def main():
                                           rope_theta=m["rope_theta"], norm_eps=m["norm_eps"], tie_embeddings=True)
         ref = reference_run(start, llama_reference.forward, cfg, train_tokens, val_tokens)
         check_run(check, "llama 2 ranks stage 3, 2 micro-batches", train("llama_2ranks_stage3", 2, "zero.stage=3", *llama),
-                  ref)
+                  ref, bounds=bounds)
     return checks.finish()
 
 

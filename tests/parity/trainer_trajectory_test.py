@@ -176,10 +176,11 @@ def relative(a, b):
 def key_bias_free(name, w):
     """w without GPT-2's key bias (the middle third of c_attn.bias). Its gradient is zero in exact
     arithmetic (q . b_k shifts a whole row of scores, which the softmax ignores), so what either side
-    computes is rounding noise: fp32's (about 1e-9) is not far below AdamW's eps (1e-8), so the
-    engine's key bias takes steps of a fraction of lr in the noise's directions, where float64's
-    (1e-17) leaves the reference's in place. Measured: c_attn.bias 3.5-4.3e-4 of its norm off after
-    16 steps, all of it in the key third; without that third, 6e-6."""
+    computes is rounding noise, which AdamW divides by its own root-mean-square plus eps (1e-8):
+    fp32's noise is large enough beside eps to step the engine's key bias by a fraction of lr in
+    the noise's directions, where float64's, some 1e9 times smaller, leaves the reference's in place.
+    Measured: c_attn.bias 3.5-4.3e-4 of its norm off after 16 steps, all of it in the key third;
+    without that third, 6e-6."""
     if not name.endswith("attn.c_attn.bias"):
         return w
     third = w.shape[0] // 3

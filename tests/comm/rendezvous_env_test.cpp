@@ -35,6 +35,8 @@ class RendezvousEnv : public ::testing::Test {
                              "MPI_LOCALRANKID",
                              "PMIX_RANK",
                              "MPI_LOCALNRANKS",
+                             "OMPI_COMM_WORLD_LOCAL_SIZE",
+                             "LOCAL_WORLD_SIZE",
                              "RANK",
                              "WORLD_SIZE",
                              "LOCAL_RANK",
@@ -71,6 +73,18 @@ TEST_F(RendezvousEnv, NoLauncherMeansRankZeroOfOneAndNoRendezvous) {
   EXPECT_EQ(launch.source, "single");
   EXPECT_EQ(rendezvous_from_env(launch).method, RendezvousMethod::kSingle);
   EXPECT_EQ(share_from_rank0(launch, {}, {1, 2, 3}, 3), (std::vector<std::uint8_t>{1, 2, 3}));
+}
+
+TEST_F(RendezvousEnv, RanksOnThisNodeAreTheLaunchersOrNone) {
+  EXPECT_EQ(launcher_ranks_on_this_node(), 0);  // no launcher says: no guess
+  EXPECT_EQ(ranks_on_this_node(4), 4);          // ... where a count is needed, the world's
+  set("LOCAL_WORLD_SIZE", "8");                 // torchrun's
+  EXPECT_EQ(launcher_ranks_on_this_node(), 8);
+  EXPECT_EQ(ranks_on_this_node(16), 8);
+  set("LOCAL_WORLD_SIZE", "eight");  // not a number: not taken
+  EXPECT_EQ(launcher_ranks_on_this_node(), 0);
+  set("OMPI_COMM_WORLD_LOCAL_SIZE", "2");  // Open MPI's first
+  EXPECT_EQ(launcher_ranks_on_this_node(), 2);
 }
 
 TEST_F(RendezvousEnv, ZtVariablesWinOverTheLaunchers) {  // but MPI's own, below

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <memory>
@@ -78,12 +79,19 @@ std::unique_ptr<Communicator> make_nccl_communicator(Communicator& control, Memo
 
 std::unique_ptr<Communicator> make_launched_nccl_communicator(MemoryTracker& tracker, const CommOptions& options,
                                                               const LaunchInfo& launch) {
-  if (cuda_device_count() == 0) {
+  const int gpus = cuda_device_count();
+  if (gpus == 0) {
     throw_input_error(
         "launched as rank {} of {} ({}) without MPI: such ranks talk through NCCL, and this machine has "
         "no CUDA device (use mpirun for CPU ranks)",
         launch.rank, launch.world_size, launch.source);
   }
+  // Before ncclCommInitRank, which would fail on some ranks only and leave the others waiting for
+  // the collective timeout (gpu_sharing.h).
+  const std::string shared =
+      local_ranks_exceed_gpus(launcher_ranks_on_this_node(), gpus, std::getenv("CUDA_VISIBLE_DEVICES") != nullptr);
+  if (!shared.empty())
+    throw_input_error("rank {} of {} ({}): {}", launch.rank, launch.world_size, launch.source, shared);
   // The device context this host-side communicator stages through, on a tracker of its own: its
   // cuBLASLt workspace is not the run's (the run's memory, measured and predicted, leaves it out);
   // the collectives' staging is charged to the run's tracker as on any communicator.

@@ -162,14 +162,19 @@ std::string mpi_world_mismatch(const LaunchInfo& launch, int mpi_rank, int mpi_w
       mpi_world_size);
 }
 
-int ranks_on_this_node(int world_size) {
+int launcher_ranks_on_this_node() {
   for (const char* name : {"OMPI_COMM_WORLD_LOCAL_SIZE", "LOCAL_WORLD_SIZE", "MPI_LOCALNRANKS"}) {
     if (const char* v = env(name)) {
       const int n = parse_count(v);
       if (n > 0) return n;
     }
   }
-  return world_size;
+  return 0;
+}
+
+int ranks_on_this_node(int world_size) {
+  const int n = launcher_ranks_on_this_node();
+  return n > 0 ? n : world_size;
 }
 
 int ranks_on_this_node() {

@@ -7,7 +7,8 @@
 #                NCCL), then the rest, then compute-sanitizer memcheck on zt_gpu_tests  [240]
 #   multirank    2 and 3 ranks sharing the GPU (comm.backend = mpi, the carried OpenMPI), stages 0-3,
 #                against the CPU, and a 2-GPU-rank checkpoint resumed elsewhere; on a machine
-#                with several GPUs, first 2 (and 4) ranks a GPU each through NCCL          [150]
+#                with several GPUs, first 2 (and 4) ranks a GPU each through NCCL; then whole
+#                training runs against a float64 PyTorch loop (trainer_trajectory_test.py)   [150]
 #   bench        zt_bench_kernels, then tools/bench_gpu.py: zerotrain stages 0-3 (collectives
 #                on), PyTorch compiled (default, and max-autotune with cuDNN attention) and
 #                llm.c, interleaved                                                         [330]
@@ -354,7 +355,7 @@ for p in "${phases[@]}"; do
       # process, CUDA and torch start-up rather than work): more at once where the machine has the cores.
       rest_jobs=$(( $(nproc) >= 12 ? 4 : 2 ))
       from=$(($(wc -l <"$log") + 1))
-      step "ctest rest" 240 bash -c "cd build-gpu && ctest -L gpu -E '$core|multirank' --output-on-failure --timeout 240 -j $rest_jobs" >>"$log" 2>&1
+      step "ctest rest" 240 bash -c "cd build-gpu && ctest -L gpu -E '$core|multirank|trajectory' --output-on-failure --timeout 240 -j $rest_jobs" >>"$log" 2>&1
       tally "$from"
       echo "    skipped: $(grep -c '(Skipped)' "$log")" >>"$summary"
       sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
@@ -384,6 +385,13 @@ for p in "${phases[@]}"; do
         --zerotrain build-gpu/zerotrain --mpirun "$ZT_SESSION_MPIRUN" --device cuda --comm "${comms[@]}" \
         "${nccl_ranks[@]}" --out "$OUT/gpu_multirank_$slug.json" >>"$log" 2>&1
       grep -E "passed, .* failed" "$log" | tail -1 | sed 's/^/    /' >>"$summary"
+      # Whole training runs against a float64 PyTorch loop, ranks sharing the GPU (ctest's
+      # gpu.trainer_trajectory, which names the system mpirun the image lacks: run here instead).
+      from=$(($(wc -l <"$log") + 1))
+      # shellcheck disable=SC2086  # the launcher's words
+      step "whole-run trajectories" 120 env PYTHONUNBUFFERED=1 "$python" tests/parity/trainer_trajectory_test.py \
+        $ZT_SESSION_MPIRUN -- build-gpu/zerotrain --device cuda >>"$log" 2>&1
+      tail -n +"$from" "$log" | grep -E "passed, .* failed" | tail -1 | sed 's/^/    /' >>"$summary"
       ;;
     bench)
       gpu_state "before zt_bench_kernels"

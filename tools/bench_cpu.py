@@ -3,7 +3,7 @@
 Trains the config for --steps steps in `zerotrain train` and in a float32 PyTorch GPT-2, or a
 Llama with --set model.arch=llama (tools/bench_cpu_torch.py, run as a subprocess with
 OPENBLAS_CORETYPE set to the core zerotrain uses and OMP/OPENBLAS thread counts = --threads; its
-parameter count checked to be zerotrain's), then prints and writes (--out) the median ms/step
+parameter count checked against zerotrain's own, `zerotrain memory --json`), then prints and writes (--out) the median ms/step
 after --warmup steps, tokens/s, achieved GFLOP/s and the fraction of the sgemm peak that
 build/tools/zt_bench_sgemm measures at the same thread count. FLOPs are model FLOPs, the same count
 for both sides: flops/token = 6*N + 6*L*C*T, N = every parameter including the embeddings with the
@@ -115,7 +115,9 @@ def model_flops_per_token(model, seq_len):
     """(flops per token, N, padded vocab): 6*N + 6*L*C*T with N counting every parameter, the
     embedding padded to a multiple of 64 (GPT-2: learned positions, biases, tied head; a Llama: the
     q/k/v/o products of its grouped-query heads, three SwiGLU products, RMSNorm weights, the head
-    counted apart unless tied)."""
+    counted apart unless tied). As llm.c and this benchmark count GPT-2's position table, tables
+    that are looked up rather than multiplied (a Llama's untied token table) are in N too: model
+    FLOPs by a fixed convention, the same for both sides, not the arithmetic either side does."""
     L, C, V = model["n_layer"], model["n_embd"], model["vocab_size"]
     padded_vocab = (V + 63) // 64 * 64
     if model.get("arch", "gpt2") == "llama":
@@ -129,9 +131,27 @@ def model_flops_per_token(model, seq_len):
     return 6 * n_params + 6 * L * C * seq_len, n_params, padded_vocab
 
 
+def zerotrain_params(zerotrain, config, n_params):
+    """zerotrain's own parameter count of the config (`zerotrain memory --json`'s params), which the
+    FLOPs formula's N must equal: a formula that missed a tensor would misstate every figure."""
+    with tempfile.TemporaryDirectory(prefix="zt_bench_") as tmp:
+        path = Path(tmp) / "bench.json"
+        path.write_text(json.dumps(config, indent=1))
+        out = run_checked([zerotrain, "memory", "--config", str(path), "--ranks", "1", "--json"],
+                          what="zerotrain memory")
+    try:
+        params = json.loads(out)["params"]
+    except (ValueError, KeyError, TypeError):
+        raise BenchError(f"zerotrain memory --json printed no params: {out.strip()[-200:]!r}") from None
+    if params != n_params:
+        raise BenchError(f"zerotrain's model has {params} parameters, the FLOPs formula counts {n_params}")
+    return params
+
+
 def check_same_model(model, n_params, padded_vocab, torch_run):
-    """The PyTorch side's parameter count must be zerotrain's less the vocabulary padding (PyTorch
-    keeps the true vocabulary): a different count means a different model was timed."""
+    """The PyTorch side's parameter count must be zerotrain's (n_params, checked by zerotrain_params)
+    less the vocabulary padding (PyTorch keeps the true vocabulary): a different count means a
+    different model was timed."""
     tables = 1 if model.get("arch", "gpt2") == "gpt2" or model.get("tie_embeddings", False) else 2
     expected = n_params - tables * (padded_vocab - model["vocab_size"]) * model["n_embd"]
     if torch_run.get("n_params") != expected:
@@ -324,6 +344,7 @@ def main(argv=None):
         print(f"bench_cpu: zerotrain BLAS core {core} ({zt_blas['core_source']}); measuring sgemm peak", flush=True)
         sgemm = run_sgemm(args.sgemm, args.threads)
         print(f"bench_cpu: sgemm {sgemm['gflops']:.1f} GFLOP/s; training {args.steps} steps in zerotrain", flush=True)
+        zerotrain_params(args.zerotrain, config, n_params)
         zt = run_zerotrain(args.zerotrain, config, args.threads)
         torch_runs = {}
         for key, library_dir in torch_sides.items():

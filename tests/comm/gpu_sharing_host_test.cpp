@@ -60,16 +60,18 @@ TEST(GpuSharing, EveryRankOnTheSharedGpuIsNamed) {
 // Ranks launched without MPI: refused only where the launcher's count of ranks on the node passes
 // the GPUs that every rank sees alike (no CUDA_VISIBLE_DEVICES).
 TEST(GpuSharing, LocalRanksPastTheGpusWithoutVisibleDevicesAreRefused) {
-  const std::string why = local_ranks_exceed_gpus(8, 4, false);  // torchrun --nproc-per-node 8 on 4 GPUs
-  EXPECT_NE(why.find("started 8 ranks on this node, which has 4 GPUs"), std::string::npos) << why;
-  EXPECT_NE(why.find("torchrun --nproc-per-node 4"), std::string::npos) << why;
+  const std::string why = local_ranks_exceed_gpus("torchrun", 8, 4, false);  // --nproc-per-node 8 on 4 GPUs
+  EXPECT_NE(why.find("torchrun started 8 ranks on this node, which has 4 GPUs"), std::string::npos) << why;
+  EXPECT_NE(why.find("launch at most 4 ranks a node (torchrun --nproc-per-node 4)"), std::string::npos) << why;
   EXPECT_NE(why.find("CUDA_VISIBLE_DEVICES"), std::string::npos) << why;
-  EXPECT_NE(local_ranks_exceed_gpus(2, 1, false).find("which has 1 GPU, so"), std::string::npos);
-  EXPECT_EQ(local_ranks_exceed_gpus(4, 4, false), "");  // a GPU each
-  EXPECT_EQ(local_ranks_exceed_gpus(2, 8, false), "");
-  EXPECT_EQ(local_ranks_exceed_gpus(0, 4, false), "");  // no launcher said: nothing proven
-  EXPECT_EQ(local_ranks_exceed_gpus(8, 1, true), "");   // one GPU each by CUDA_VISIBLE_DEVICES, perhaps
-  EXPECT_EQ(local_ranks_exceed_gpus(8, 0, false), "");  // no GPU: refused elsewhere, with its own message
+  const std::string one = local_ranks_exceed_gpus("PMI", 2, 1, false);  // no torchrun advice for another launcher
+  EXPECT_NE(one.find("PMI started 2 ranks on this node, which has 1 GPU, so"), std::string::npos) << one;
+  EXPECT_EQ(one.find("torchrun"), std::string::npos) << one;
+  EXPECT_EQ(local_ranks_exceed_gpus("torchrun", 4, 4, false), "");  // a GPU each
+  EXPECT_EQ(local_ranks_exceed_gpus("torchrun", 2, 8, false), "");
+  EXPECT_EQ(local_ranks_exceed_gpus("ZT_RANK", 0, 4, false), "");   // no count from the launcher: nothing proven
+  EXPECT_EQ(local_ranks_exceed_gpus("torchrun", 8, 1, true), "");   // one GPU each by CUDA_VISIBLE_DEVICES, perhaps
+  EXPECT_EQ(local_ranks_exceed_gpus("torchrun", 8, 0, false), "");  // no GPU: refused elsewhere, with its own line
 }
 
 }  // namespace

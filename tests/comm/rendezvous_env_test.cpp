@@ -75,16 +75,21 @@ TEST_F(RendezvousEnv, NoLauncherMeansRankZeroOfOneAndNoRendezvous) {
   EXPECT_EQ(share_from_rank0(launch, {}, {1, 2, 3}, 3), (std::vector<std::uint8_t>{1, 2, 3}));
 }
 
-TEST_F(RendezvousEnv, RanksOnThisNodeAreTheLaunchersOrNone) {
-  EXPECT_EQ(launcher_ranks_on_this_node(), 0);  // no launcher says: no guess
-  EXPECT_EQ(ranks_on_this_node(4), 4);          // ... where a count is needed, the world's
-  set("LOCAL_WORLD_SIZE", "8");                 // torchrun's
-  EXPECT_EQ(launcher_ranks_on_this_node(), 8);
+TEST_F(RendezvousEnv, RanksOnThisNodeAreTheLaunchersOwnOrNone) {
+  EXPECT_EQ(launcher_ranks_on_this_node("torchrun"), 0);  // no count given: no guess
+  EXPECT_EQ(ranks_on_this_node(4), 4);                    // ... where a count is needed, the world's
+  set("LOCAL_WORLD_SIZE", "8");                           // torchrun's
+  EXPECT_EQ(launcher_ranks_on_this_node("torchrun"), 8);
   EXPECT_EQ(ranks_on_this_node(16), 8);
+  set("OMPI_COMM_WORLD_LOCAL_SIZE", "1");  // a torchrun under mpirun (one process a node): still 8
+  EXPECT_EQ(launcher_ranks_on_this_node("torchrun"), 8);
+  EXPECT_EQ(launcher_ranks_on_this_node("OpenMPI"), 1);
+  EXPECT_EQ(launcher_ranks_on_this_node("ZT_RANK"), 0);  // ZT_RANK and Slurm say nothing of the node
+  EXPECT_EQ(launcher_ranks_on_this_node("Slurm"), 0);
   set("LOCAL_WORLD_SIZE", "eight");  // not a number: not taken
-  EXPECT_EQ(launcher_ranks_on_this_node(), 0);
-  set("OMPI_COMM_WORLD_LOCAL_SIZE", "2");  // Open MPI's first
-  EXPECT_EQ(launcher_ranks_on_this_node(), 2);
+  EXPECT_EQ(launcher_ranks_on_this_node("torchrun"), 0);
+  set("MPI_LOCALNRANKS", "3");
+  EXPECT_EQ(launcher_ranks_on_this_node("PMI"), 3);
 }
 
 TEST_F(RendezvousEnv, ZtVariablesWinOverTheLaunchers) {  // but MPI's own, below

@@ -28,10 +28,13 @@ args = sys.argv[1:]
 if args[0] == "version":
     print("zerotrain 0.0\\ncpu blas: /fake/libopenblas.so.0 core=Haswell (detected), OpenBLAS fake")
     sys.exit(0)
-if {fail}:
+if {fail} and args[0] == "train":
     print("train: error: model.n_embd: planted failure", file=sys.stderr)
     sys.exit(2)
 config = json.load(open(args[args.index("--config") + 1]))
+if args[0] == "memory":  # its params: the counts the test's two shapes have (GPT-2 and Llama TINY)
+    print(json.dumps({{"params": 35936 if config["model"].get("arch") == "llama" else 17376}}))
+    sys.exit(0)
 run_dir = args[args.index("--run-dir") + 1]
 import os; os.makedirs(run_dir)
 t = config["train"]
@@ -118,6 +121,11 @@ def test_llama_with_fakes(tmp):
     proc = run_bench("--zerotrain", zt, "--sgemm", sgemm, *TINY, "--set", "model.arch=llama",
                      "--set", "model.n_kv_head=3")
     check(proc.returncode == 2 and "n_kv_head 3" in proc.stderr, f"3 kv heads of 2: rc {proc.returncode} {proc.stderr!r}")
+    # zerotrain's own count (the fake's: the 1-layer shape's) against the formula's for 2 layers
+    proc = run_bench("--zerotrain", zt, "--sgemm", sgemm, "--torch-blas", "system", "--out", str(tmp / "x.json"),
+                     *TINY, "--set", "model.arch=llama", "--set", "model.n_kv_head=1", "--set", "model.n_layer=2")
+    check(proc.returncode == 1 and "zerotrain's model has 35936 parameters, the FLOPs formula counts" in proc.stderr,
+          f"a formula that misses zerotrain's count: rc {proc.returncode} {proc.stderr!r}")
 
 
 def test_failures(tmp):
@@ -153,6 +161,12 @@ def test_real_binaries(tmp, zerotrain, sgemm):
     check(r["pytorch_zt_blas"]["blas"].get("library", "").startswith(zt_dir + "/"),
           f"PyTorch/zt loaded {r['pytorch_zt_blas']['blas']}, not the library in {zt_dir}")
     check(r["sgemm"]["gflops"] > 0 and set(r["speedup"]) == {"pytorch", "pytorch_zt_blas"}, f"{r['speedup']}")
+    # A Llama (grouped-query, untied): zerotrain's own parameter count equals the formula's and
+    # PyTorch's model, or bench_cpu.py exits 1.
+    proc = run_bench("--zerotrain", zerotrain, "--sgemm", sgemm, "--steps", "2", "--warmup", "1", "--threads", "1",
+                     "--torch-blas", "system", "--out", str(tmp / "llama.json"), *TINY, "--set", "model.arch=llama",
+                     "--set", "model.n_kv_head=1")
+    check(proc.returncode == 0, f"real Llama run exited {proc.returncode}: {proc.stderr}")
 
 
 def main():

@@ -28,14 +28,16 @@ std::string ranks_sharing_a_gpu(const std::vector<GpuIdentity>& gpus) {
   return "";
 }
 
-std::string local_ranks_exceed_gpus(int local_ranks, int visible_gpus, bool devices_variable_set) {
+std::string local_ranks_exceed_gpus(const std::string& launcher, int local_ranks, int visible_gpus,
+                                    bool devices_variable_set) {
   if (devices_variable_set || visible_gpus < 1 || local_ranks <= visible_gpus) return "";
+  const std::string fewer = launcher == "torchrun" ? fmt::format(" (torchrun --nproc-per-node {})", visible_gpus) : "";
   return fmt::format(
-      "the launcher started {} ranks on this node, which has {} GPU{}, so ranks would share a GPU, and NCCL "
-      "runs one rank a GPU: launch at most {} rank{} a node (torchrun --nproc-per-node {}), or give each rank "
-      "its own GPU with CUDA_VISIBLE_DEVICES (ranks that share a GPU need mpirun and comm.backend = \"mpi\")",
-      local_ranks, visible_gpus, visible_gpus == 1 ? "" : "s", visible_gpus, visible_gpus == 1 ? "" : "s",
-      visible_gpus);
+      "{} started {} ranks on this node, which has {} GPU{}, so ranks would share a GPU, and NCCL runs one rank a "
+      "GPU: launch at most {} rank{} a node{}, or give each rank its own GPU with CUDA_VISIBLE_DEVICES (ranks that "
+      "share a GPU need mpirun and comm.backend = \"mpi\")",
+      launcher, local_ranks, visible_gpus, visible_gpus == 1 ? "" : "s", visible_gpus, visible_gpus == 1 ? "" : "s",
+      fewer);
 }
 
 }  // namespace zt

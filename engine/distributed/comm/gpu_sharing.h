@@ -22,12 +22,15 @@ struct GpuIdentity {
 // refusal naming the first GPU that several ranks share and those ranks.
 std::string ranks_sharing_a_gpu(const std::vector<GpuIdentity>& gpus);
 
-// Ranks launched without MPI (torchrun, ZT_RANK) have no host collective to gather identities
-// before NCCL, but one case needs none: a launcher that says how many of its ranks are on this
-// node (`local_ranks`, 0 where none does), more of them than the `visible_gpus` every rank sees
-// alike because none was given its own CUDA_VISIBLE_DEVICES (`devices_variable_set` false), so
-// local ranks wrap around the GPUs. Every rank reaches the same verdict: "" or the refusal. Where
-// the variable is set (per rank, perhaps) the count proves nothing, and nothing is refused.
-std::string local_ranks_exceed_gpus(int local_ranks, int visible_gpus, bool devices_variable_set);
+// Ranks launched without MPI have no host collective to gather identities before NCCL, but one
+// case needs none: a launcher (`launcher`, LaunchInfo's source) that says how many of its ranks
+// are on this node (`local_ranks`, 0 where it does not: torchrun does, ZT_RANK and Slurm do not),
+// more of them than the `visible_gpus` every rank sees alike because none was given its own
+// CUDA_VISIBLE_DEVICES (`devices_variable_set` false), so local ranks wrap around the GPUs. Every
+// rank of the node reaches the same verdict: "" or the refusal (another node's ranks, which may
+// pass, then wait for these at NCCL's set-up until its timeout). Where the variable is set (per
+// rank, perhaps) the count proves nothing, and nothing is refused.
+std::string local_ranks_exceed_gpus(const std::string& launcher, int local_ranks, int visible_gpus,
+                                    bool devices_variable_set);
 
 }  // namespace zt

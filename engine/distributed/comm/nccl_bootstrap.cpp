@@ -88,10 +88,11 @@ std::unique_ptr<Communicator> make_launched_nccl_communicator(MemoryTracker& tra
   }
   // Before ncclCommInitRank, which would fail on some ranks only and leave the others waiting for
   // the collective timeout (gpu_sharing.h).
-  const std::string shared =
-      local_ranks_exceed_gpus(launcher_ranks_on_this_node(), gpus, std::getenv("CUDA_VISIBLE_DEVICES") != nullptr);
-  if (!shared.empty())
+  const std::string shared = local_ranks_exceed_gpus(launch.source, launcher_ranks_on_this_node(launch.source), gpus,
+                                                     std::getenv("CUDA_VISIBLE_DEVICES") != nullptr);
+  if (!shared.empty()) {
     throw_input_error("rank {} of {} ({}): {}", launch.rank, launch.world_size, launch.source, shared);
+  }
   // The device context this host-side communicator stages through, on a tracker of its own: its
   // cuBLASLt workspace is not the run's (the run's memory, measured and predicted, leaves it out);
   // the collectives' staging is charged to the run's tracker as on any communicator.

@@ -162,19 +162,24 @@ std::string mpi_world_mismatch(const LaunchInfo& launch, int mpi_rank, int mpi_w
       mpi_world_size);
 }
 
-int launcher_ranks_on_this_node() {
+int ranks_on_this_node(int world_size) {
   for (const char* name : {"OMPI_COMM_WORLD_LOCAL_SIZE", "LOCAL_WORLD_SIZE", "MPI_LOCALNRANKS"}) {
     if (const char* v = env(name)) {
       const int n = parse_count(v);
       if (n > 0) return n;
     }
   }
-  return 0;
+  return world_size;
 }
 
-int ranks_on_this_node(int world_size) {
-  const int n = launcher_ranks_on_this_node();
-  return n > 0 ? n : world_size;
+int launcher_ranks_on_this_node(const std::string& source) {
+  const char* name = source == "torchrun"  ? "LOCAL_WORLD_SIZE"
+                     : source == "OpenMPI" ? "OMPI_COMM_WORLD_LOCAL_SIZE"
+                     : source == "PMI"     ? "MPI_LOCALNRANKS"
+                                           : nullptr;
+  const char* v = name != nullptr ? env(name) : nullptr;
+  const int n = v != nullptr ? parse_count(v) : 0;
+  return n > 0 ? n : 0;
 }
 
 int ranks_on_this_node() {

@@ -32,8 +32,11 @@ LaunchInfo detect_launch();
 // LOCAL_WORLD_SIZE, MPI_LOCALNRANKS); without one, `world_size` (one node, as detect_launch takes
 // the local rank to be the rank). Never throws: a value that is not a positive number is not taken.
 int ranks_on_this_node(int world_size);
-// The same where a launcher says it, 0 where none does (no guess from the world size).
-int launcher_ranks_on_this_node();
+// The ranks on this node as the launcher that started this process says (`source`, LaunchInfo's:
+// torchrun's LOCAL_WORLD_SIZE, OpenMPI's OMPI_COMM_WORLD_LOCAL_SIZE, PMI's MPI_LOCALNRANKS), 0 where
+// it says nothing (ZT_RANK, Slurm, a value that is not a positive number): no guess, and never
+// another launcher's count (a torchrun started under mpirun, one process a node, sees mpirun's 1).
+int launcher_ranks_on_this_node(const std::string& source);
 // The same where the world size is not known yet (a config read before the launch is examined):
 // detect_launch's world size, 1 where the launch's variables are unusable (its own check reports them).
 int ranks_on_this_node();

@@ -15,6 +15,9 @@ PyTorch runs twice (--torch-blas): "PyTorch" with Debian's libblas.so.3 (the pth
 default: the issue's baseline), and "PyTorch/zt" with LD_LIBRARY_PATH pointing at the directory of
 the OpenBLAS zerotrain loads (the OpenMP build), so its BLAS shares torch's OpenMP thread pool
 instead of spinning a second pool on the same cores. The speedup is reported against both.
+The sides run in --rounds interleaved rounds (default 3), each a side later than the round before:
+a side's figure is the median of its rounds' medians, a speedup the median of each round's ratio
+(the JSON keeps every round's, and the table their range).
 """
 import argparse
 import datetime
@@ -55,6 +58,9 @@ def parse_args(argv):
     p.add_argument("--steps", type=int, default=20, help="training steps per side (default 20)")
     p.add_argument("--warmup", type=int, default=5, help="leading steps left out of the median (default 5)")
     p.add_argument("--threads", type=int, default=2, help="CPU threads for both sides and sgemm (default 2)")
+    p.add_argument("--rounds", type=int, default=3,
+                   help="interleaved rounds, each running every side once, a side later than the round before "
+                        "(default 3): figures are medians over the rounds, ratios the median of each round's")
     p.add_argument("--zerotrain", default=str(REPO / "build" / "zerotrain"), help="zerotrain binary")
     p.add_argument("--sgemm", default=str(REPO / "build" / "tools" / "zt_bench_sgemm"), help="zt_bench_sgemm binary")
     p.add_argument("--out", default=default_out("cpu_bench.json"), help="result JSON (default runs/results/cpu_bench.json)")
@@ -67,6 +73,8 @@ def parse_args(argv):
         p.error(f"need steps >= 1 and 0 <= warmup < steps (got --steps {args.steps} --warmup {args.warmup})")
     if args.threads < 1:
         p.error(f"--threads must be >= 1 (got {args.threads})")
+    if args.rounds < 1:
+        p.error(f"--rounds must be >= 1 (got {args.rounds})")
     config = json.loads(json.dumps(DEFAULT_CONFIG))
     for assignment in args.set:
         m = re.fullmatch(r"(\w+)\.(\w+)=(.*)", assignment)
@@ -233,11 +241,16 @@ def zerotrain_blas_dir(library):
     return str(directory) if Path(library).is_absolute() and (directory / "libblas.so.3").is_file() else None
 
 
-def summarize(step_ms, warmup, tokens_per_step, flops_per_token, peak_gflops):
-    median_ms = statistics.median(step_ms[warmup:])
+def summarize(step_ms_by_round, warmup, tokens_per_step, flops_per_token, peak_gflops):
+    """A side's figures from its rounds' step times: each round's median after the warm-up, and
+    their median (one round: that round's)."""
+    round_ms = [statistics.median(steps[warmup:]) for steps in step_ms_by_round]
+    median_ms = statistics.median(round_ms)
     tokens_per_s = tokens_per_step / (median_ms / 1e3)
     gflops = flops_per_token * tokens_per_s / 1e9
-    return {"ms_per_step_median": median_ms, "ms_per_step_min": min(step_ms[warmup:]), "step_ms": step_ms,
+    return {"ms_per_step_median": median_ms, "ms_per_step_by_round": round_ms,
+            "ms_per_step_min": min(ms for steps in step_ms_by_round for ms in steps[warmup:]),
+            "step_ms": [ms for steps in step_ms_by_round for ms in steps], "step_ms_by_round": step_ms_by_round,
             "tokens_per_s": tokens_per_s, "gflops": gflops, "fraction_of_sgemm_peak": gflops / peak_gflops}
 
 
@@ -291,7 +304,8 @@ def print_table(r):
     print(f"\nCPU training step: {family}, vocab {m['vocab_size']}, "
           f"B={t['micro_batch']} T={t['seq_len']} x{t.get('grad_accum', 1)} ({fl['tokens_per_step']} tokens/step), "
           f"{r['config']['precision']['param_dtype']}, {r['threads']} threads, median of steps "
-          f"{r['warmup'] + 1}..{r['steps']}")
+          f"{r['warmup'] + 1}..{r['steps']}" + (f", the median of {r['rounds']} interleaved rounds" if r["rounds"] > 1
+                                                 else ""))
     print(f"machine: {r['machine']['cpu_model']}, {r['machine']['cores']} cores; zerotrain BLAS "
           f"{r['zerotrain']['blas_library']} core {r['zerotrain']['blas_core']} ({r['zerotrain']['blas_core_source']})")
     for key, label in TORCH_SIDES.items():
@@ -319,7 +333,9 @@ def print_table(r):
             # PyTorch on the OpenMP OpenBLAS is a stronger baseline, reported for information.
             verdict = "PASS" if tg["speedup_pass"][key] else "FAIL"
             note = "the issue's target" if key == "pytorch" else "stronger baseline, for information"
-            print(f"speedup over {label} ({label} ms / zerotrain ms): {r['speedup'][key]:.2f}x   "
+            by_round = r["speedup_by_round"][key]
+            spread = f" (rounds {min(by_round):.2f}-{max(by_round):.2f}x)" if len(by_round) > 1 else ""
+            print(f"speedup over {label} ({label} ms / zerotrain ms): {r['speedup'][key]:.2f}x{spread}   "
                   f"target >= {tg['speedup_min']:.1f}x: {verdict} ({note})")
     print(f"zerotrain fraction of sgemm peak: {r['zerotrain']['fraction_of_sgemm_peak']:.1%}   "
           f"target >= {tg['fraction_of_peak_min']:.0%}: {'PASS' if tg['fraction_pass'] else 'FAIL'}")
@@ -343,43 +359,64 @@ def main(argv=None):
                 del torch_sides["pytorch"]
         print(f"bench_cpu: zerotrain BLAS core {core} ({zt_blas['core_source']}); measuring sgemm peak", flush=True)
         sgemm = run_sgemm(args.sgemm, args.threads)
-        print(f"bench_cpu: sgemm {sgemm['gflops']:.1f} GFLOP/s; training {args.steps} steps in zerotrain", flush=True)
+        print(f"bench_cpu: sgemm {sgemm['gflops']:.1f} GFLOP/s", flush=True)
         zerotrain_params(args.zerotrain, config, n_params)
-        zt = run_zerotrain(args.zerotrain, config, args.threads)
-        torch_runs = {}
-        for key, library_dir in torch_sides.items():
-            print(f"bench_cpu: training {args.steps} steps in {TORCH_SIDES[key]} (OPENBLAS_CORETYPE={core}"
-                  + (f", LD_LIBRARY_PATH={library_dir})" if library_dir else ")"), flush=True)
-            torch_runs[key] = run_torch(config, args.steps, args.threads, core, library_dir)
-            check_same_model(config["model"], n_params, padded_vocab, torch_runs[key])
+        # Rounds in turn, each starting a side later than the one before, so that no side always runs
+        # first or last while the machine drifts (three invocations in a row once gave zerotrain
+        # 18% slower and a PyTorch side 22% faster in the middle one: docs/performance.md).
+        sides = ["zerotrain", *torch_sides]
+        runs = {key: [] for key in sides}
+        order_by_round = []
+        for r in range(args.rounds):
+            order = sides[r % len(sides):] + sides[:r % len(sides)]
+            order_by_round.append(order)
+            for key in order:
+                print(f"bench_cpu: round {r + 1} of {args.rounds}: {args.steps} steps in "
+                      f"{'zerotrain' if key == 'zerotrain' else TORCH_SIDES[key]}"
+                      + ("" if key == "zerotrain" else f" (OPENBLAS_CORETYPE={core}"
+                         + (f", LD_LIBRARY_PATH={torch_sides[key]})" if torch_sides[key] else ")")), flush=True)
+                if key == "zerotrain":
+                    runs[key].append(run_zerotrain(args.zerotrain, config, args.threads))
+                else:
+                    runs[key].append(run_torch(config, args.steps, args.threads, core, torch_sides[key]))
+                    check_same_model(config["model"], n_params, padded_vocab, runs[key][-1])
+        zt_runs = runs.pop("zerotrain")
+        torch_runs = runs
     except BenchError as e:
         print(f"bench_cpu: error: {e}", file=sys.stderr)
         return 1
-    tokens_per_step = zt["tokens_per_step"] or t["micro_batch"] * t["seq_len"] * t.get("grad_accum", 1)
+    tokens_per_step = zt_runs[0]["tokens_per_step"] or t["micro_batch"] * t["seq_len"] * t.get("grad_accum", 1)
     machine["cpu_competition"] = cpu_competition(counters_at_start)
     commit, dirty = git_commit()
 
-    def side(step_ms):
-        return summarize(step_ms, args.warmup, tokens_per_step, flops_per_token, sgemm["gflops"])
+    def side(rounds):
+        return summarize([run["step_ms"] for run in rounds], args.warmup, tokens_per_step, flops_per_token,
+                         sgemm["gflops"])
 
     result = {
         "benchmark": "cpu_train_step", "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "git_commit": commit, "git_dirty": dirty, "machine": machine, "config": config,
-        "steps": args.steps, "warmup": args.warmup, "threads": args.threads,
+        "steps": args.steps, "warmup": args.warmup, "threads": args.threads, "rounds": args.rounds,
+        "order_by_round": order_by_round,
         "flops": {"per_token": flops_per_token, "formula": "6*N + 6*L*C*T", "n_params": n_params,
                   "padded_vocab_size": padded_vocab, "tokens_per_step": tokens_per_step,
                   "note": "model FLOPs, same count for both sides; N includes embeddings (vocab padded to 64)"},
         "sgemm": sgemm,
-        "zerotrain": {**side(zt["step_ms"]), "blas_core": core, "blas_core_source": zt_blas["core_source"],
-                      "blas_library": zt_blas["library"], "version": zt_blas["version"], "final_loss": zt["final_loss"]},
+        "zerotrain": {**side(zt_runs), "blas_core": core, "blas_core_source": zt_blas["core_source"],
+                      "blas_library": zt_blas["library"], "version": zt_blas["version"],
+                      "final_loss": zt_runs[-1]["final_loss"]},
     }
-    for key, run in torch_runs.items():
-        result[key] = {**side(run["step_ms"]), "torch_version": run["torch_version"], "torch_threads": run["threads"],
+    for key, rounds in torch_runs.items():
+        run = rounds[-1]
+        result[key] = {**side(rounds), "torch_version": run["torch_version"], "torch_threads": run["threads"],
                        "adamw_foreach": run["foreach"], "blas": run["blas"], "env": run["env"],
                        "final_loss": run["losses"][-1], "label": TORCH_SIDES[key]}
     result["warnings"] = warnings(result)
-    zt_ms = result["zerotrain"]["ms_per_step_median"]
-    result["speedup"] = {key: result[key]["ms_per_step_median"] / zt_ms for key in torch_runs}
+    # Each round's ratio of its two medians (same-round pairs), and their median.
+    zt_round_ms = result["zerotrain"]["ms_per_step_by_round"]
+    result["speedup_by_round"] = {key: [ms / z for ms, z in zip(result[key]["ms_per_step_by_round"], zt_round_ms)]
+                                  for key in torch_runs}
+    result["speedup"] = {key: statistics.median(v) for key, v in result["speedup_by_round"].items()}
     result["targets"] = {
         "speedup_min": TARGET_SPEEDUP, "speedup_pass": {k: v >= TARGET_SPEEDUP for k, v in result["speedup"].items()},
         "fraction_of_peak_min": TARGET_PEAK_FRACTION,

@@ -72,7 +72,7 @@ def test_arithmetic_with_fakes(tmp):
     sgemm = write_script(tmp / "fake_sgemm", FAKE_SGEMM)
     out = tmp / "result.json"
     proc = run_bench("--zerotrain", zt, "--sgemm", sgemm, "--steps", "4", "--warmup", "1", "--threads", "1",
-                     "--torch-blas", "system", "--out", str(out), *TINY)
+                     "--rounds", "2", "--torch-blas", "system", "--out", str(out), *TINY)
     check(proc.returncode == 0, f"bench exited {proc.returncode}: {proc.stderr}")
     r = json.loads(out.read_text())
     zt_side, pt = r["zerotrain"], r["pytorch"]
@@ -84,10 +84,18 @@ def test_arithmetic_with_fakes(tmp):
     check(math.isclose(zt_side["tokens_per_s"], 32 / 0.103), f"tokens/s {zt_side['tokens_per_s']}")
     check(math.isclose(zt_side["gflops"], flops_per_token * 32 / 0.103 / 1e9), f"GFLOP/s {zt_side['gflops']}")
     check(math.isclose(zt_side["fraction_of_sgemm_peak"], zt_side["gflops"] / 100.0), "fraction of peak")
-    check(len(pt["step_ms"]) == 4 and all(ms > 0 for ms in pt["step_ms"]), f"PyTorch steps {pt['step_ms']}")
-    check(math.isclose(pt["ms_per_step_median"], statistics.median(pt["step_ms"][1:])), "PyTorch median")
+    # Two interleaved rounds, the second starting with the other side; each side's figure the median
+    # of its rounds' medians after the warm-up, the speedup the median of the rounds' ratios.
+    check(r["order_by_round"] == [["zerotrain", "pytorch"], ["pytorch", "zerotrain"]], f"order {r['order_by_round']}")
+    rounds = pt["step_ms_by_round"]
+    check(len(rounds) == 2 and all(len(x) == 4 and all(ms > 0 for ms in x) for x in rounds), f"PyTorch steps {rounds}")
+    round_ms = [statistics.median(x[1:]) for x in rounds]
+    check(pt["ms_per_step_by_round"] == round_ms and math.isclose(pt["ms_per_step_median"], statistics.median(round_ms)),
+          "PyTorch median of its rounds' medians")
+    check(zt_side["ms_per_step_by_round"] == [103.0, 103.0], f"zerotrain rounds {zt_side['ms_per_step_by_round']}")
     check(r["speedup"].keys() == {"pytorch"} and "pytorch_zt_blas" not in r, f"--torch-blas system: {r['speedup']}")
-    check(math.isclose(r["speedup"]["pytorch"], pt["ms_per_step_median"] / 103.0), f"speedup {r['speedup']}")
+    check(math.isclose(r["speedup"]["pytorch"], statistics.median([ms / 103.0 for ms in round_ms])),
+          f"speedup {r['speedup']}")
     check(pt["blas"]["core"] in ("Haswell", "unknown"), f"PyTorch ran with core {pt['blas']['core']}, not Haswell")
     check(math.isfinite(pt["final_loss"]), "PyTorch loss not finite")
     check(r["targets"]["speedup_pass"]["pytorch"] == (r["speedup"]["pytorch"] >= 2.0), "speedup verdict")
@@ -104,7 +112,7 @@ def test_llama_with_fakes(tmp):
     sgemm = write_script(tmp / "fake_sgemm", FAKE_SGEMM)
     out = tmp / "llama.json"
     proc = run_bench("--zerotrain", zt, "--sgemm", sgemm, "--steps", "3", "--warmup", "1", "--threads", "1",
-                     "--torch-blas", "system", "--out", str(out), *TINY, "--set", "model.arch=llama",
+                     "--rounds", "1", "--torch-blas", "system", "--out", str(out), *TINY, "--set", "model.arch=llama",
                      "--set", "model.n_kv_head=1")
     check(proc.returncode == 0, f"llama bench exited {proc.returncode}: {proc.stderr}")
     r = json.loads(out.read_text())
@@ -144,11 +152,13 @@ def test_failures(tmp):
           f"--torch-blas zerotrain without a libblas.so.3 beside zerotrain's library: {proc.stderr!r}")
     proc = run_bench("--steps", "3", "--warmup", "3")
     check(proc.returncode == 2 and "warmup" in proc.stderr, f"bad flags: rc {proc.returncode} {proc.stderr!r}")
+    proc = run_bench("--rounds", "0")
+    check(proc.returncode == 2 and "--rounds" in proc.stderr, f"--rounds 0: rc {proc.returncode} {proc.stderr!r}")
 
 
 def test_real_binaries(tmp, zerotrain, sgemm):
     out = tmp / "real.json"
-    proc = run_bench("--zerotrain", zerotrain, "--sgemm", sgemm, "--steps", "3", "--warmup", "1",
+    proc = run_bench("--zerotrain", zerotrain, "--sgemm", sgemm, "--steps", "3", "--warmup", "1", "--rounds", "1",
                      "--threads", "1", "--out", str(out), *TINY)
     check(proc.returncode == 0, f"real run exited {proc.returncode}: {proc.stderr}")
     r = json.loads(out.read_text())
@@ -164,7 +174,7 @@ def test_real_binaries(tmp, zerotrain, sgemm):
     # A Llama (grouped-query, untied): zerotrain's own parameter count equals the formula's and
     # PyTorch's model, or bench_cpu.py exits 1.
     proc = run_bench("--zerotrain", zerotrain, "--sgemm", sgemm, "--steps", "2", "--warmup", "1", "--threads", "1",
-                     "--torch-blas", "system", "--out", str(tmp / "llama.json"), *TINY, "--set", "model.arch=llama",
+                     "--rounds", "1", "--torch-blas", "system", "--out", str(tmp / "llama.json"), *TINY, "--set", "model.arch=llama",
                      "--set", "model.n_kv_head=1")
     check(proc.returncode == 0, f"real Llama run exited {proc.returncode}: {proc.stderr}")
 

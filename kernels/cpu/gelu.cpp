@@ -2,7 +2,6 @@
 // which needs one exp (vectorised, vec_math.h) and stays accurate where tanh(a) is close to +-1.
 #include "kernels/cpu/gelu.h"
 
-#include <bit>
 #include <cmath>
 #include <cstdint>
 
@@ -18,21 +17,11 @@ constexpr float kCubicCoeff = 0.044715f;
 // Elements per parallel task: large enough to amortise scheduling, small enough to balance.
 constexpr std::int64_t kBlock = 16384;
 
-// s = sigmoid(2a) = 0.5 (1 + tanh(a)) and 1 - s, for a = sqrt(2/pi) (x + 0.044715 x^3). Both are
-// formed from e = exp(-2|a|) <= 1, so neither overflows nor loses precision to 1 - s cancellation.
-// The sign select is an integer op so the loops still vectorise (see vec_math.h).
-struct SigmoidPair {
-  float s, one_minus_s;
-};
-inline SigmoidPair gelu_sigmoid(float x) {
+// s = sigmoid(2a) = 0.5 (1 + tanh(a)) and 1 - s, for a = sqrt(2/pi) (x + 0.044715 x^3), both from
+// exp(-2|a|) (vec::sigmoid_pair).
+inline vec::SigmoidPair gelu_sigmoid(float x) {
   const float a = kSqrt2OverPi * (x + kCubicCoeff * x * x * x);
-  const float e = vec::exp_approx(-2.0f * std::fabs(a));
-  const float big = 1.0f / (1.0f + e);
-  const float small = e * big;
-  const std::int32_t neg = std::bit_cast<std::int32_t>(a) >> 31;  // all ones when a < 0
-  const std::int32_t s_bits = (std::bit_cast<std::int32_t>(small) & neg) | (std::bit_cast<std::int32_t>(big) & ~neg);
-  const std::int32_t c_bits = (std::bit_cast<std::int32_t>(big) & neg) | (std::bit_cast<std::int32_t>(small) & ~neg);
-  return {std::bit_cast<float>(s_bits), std::bit_cast<float>(c_bits)};
+  return vec::sigmoid_pair(2.0f * a);
 }
 
 }  // namespace
@@ -87,7 +76,7 @@ void gelu_backward(const ExecContext& ctx, TensorView dinp, TensorView inp, Tens
     for (std::int64_t i = blk * kBlock; i < end; ++i) {
       // d/dx [x s] with s = sigmoid(2a): s + x * 2 s (1 - s) * da/dx, since sech^2(a) = 4 s (1 - s).
       const float xi = x[i];
-      const SigmoidPair sp = gelu_sigmoid(xi);
+      const vec::SigmoidPair sp = gelu_sigmoid(xi);
       const float da_dx = kSqrt2OverPi * (1.0f + 3.0f * kCubicCoeff * xi * xi);
       di[i] = g[i] * (sp.s + 2.0f * xi * sp.s * sp.one_minus_s * da_dx);
     }

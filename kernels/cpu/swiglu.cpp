@@ -1,7 +1,8 @@
-// SwiGLU on the CPU, a row per task; bf16 operands staged through fp32 rows (bf16_staging.h).
+// SwiGLU on the CPU, a row per task; bf16 operands staged through fp32 rows (bf16_staging.h). SiLU's
+// sigmoid goes through vec_math.h's exp, which the loops vectorise (libm's expf kept them scalar:
+// 24 of a Llama CPU step's 250 ms).
 #include "kernels/cpu/swiglu.h"
 
-#include <bit>
 #include <cmath>
 #include <cstdint>
 
@@ -26,22 +27,6 @@ Dims check(const TensorView& out_like, const TensorView& gate_up) {
   return d;
 }
 
-// sigmoid(g) and 1 - sigmoid(g), both from e = exp(-|g|) <= 1 (vec_math.h's exp, which the loops
-// vectorise: libm's expf kept them scalar, 24 of a Llama CPU step's 250 ms), so neither overflows
-// nor loses 1 - s to cancellation. The sign select is an integer op, as in gelu.cpp.
-struct SigmoidPair {
-  float s, one_minus_s;
-};
-inline SigmoidPair sigmoid_pair(float g) {
-  const float e = vec::exp_approx(-std::fabs(g));
-  const float big = 1.0f / (1.0f + e);
-  const float small = e * big;
-  const std::int32_t neg = std::bit_cast<std::int32_t>(g) >> 31;  // all ones when g < 0
-  const std::int32_t s_bits = (std::bit_cast<std::int32_t>(small) & neg) | (std::bit_cast<std::int32_t>(big) & ~neg);
-  const std::int32_t c_bits = (std::bit_cast<std::int32_t>(big) & neg) | (std::bit_cast<std::int32_t>(small) & ~neg);
-  return {std::bit_cast<float>(s_bits), std::bit_cast<float>(c_bits)};
-}
-
 }  // namespace
 
 void swiglu_forward(const ExecContext& ctx, TensorView out, TensorView gate_up) {
@@ -63,7 +48,7 @@ void swiglu_forward(const ExecContext& ctx, TensorView out, TensorView gate_up) 
     const float* u = g + H;
     float* orow = o + n * H;
 #pragma GCC ivdep
-    for (std::int64_t h = 0; h < H; ++h) orow[h] = g[h] * sigmoid_pair(g[h]).s * u[h];
+    for (std::int64_t h = 0; h < H; ++h) orow[h] = g[h] * vec::sigmoid_pair(g[h]).s * u[h];
   }
 }
 
@@ -94,7 +79,7 @@ void swiglu_backward(const ExecContext& ctx, TensorView dgate_up, TensorView gat
 #pragma GCC ivdep
     for (std::int64_t h = 0; h < H; ++h) {
       const float gate = g[h], up = u[h];
-      const SigmoidPair sp = sigmoid_pair(gate);
+      const vec::SigmoidPair sp = vec::sigmoid_pair(gate);
       dg[h] = gr[h] * up * sp.s * (1.0f + gate * sp.one_minus_s);
       du[h] = gr[h] * gate * sp.s;
     }

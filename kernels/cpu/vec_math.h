@@ -4,6 +4,7 @@
 #pragma once
 
 #include <bit>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 
@@ -107,6 +108,22 @@ inline double sum_f64(const float* x, std::int64_t n) {
   }
   for (int j = 0; i + j < n; ++j) acc[j] += static_cast<double>(x[i + j]);
   return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
+}
+
+// sigmoid(z) and 1 - sigmoid(z), both formed from e = exp(-|z|) <= 1, so neither overflows nor
+// loses 1 - s to cancellation (GELU's tanh and SwiGLU's SiLU). The sign select is an integer op, so
+// loops calling it still vectorise (see exp_approx).
+struct SigmoidPair {
+  float s, one_minus_s;
+};
+inline SigmoidPair sigmoid_pair(float z) {
+  const float e = exp_approx(-std::fabs(z));
+  const float big = 1.0f / (1.0f + e);
+  const float small = e * big;
+  const std::int32_t neg = std::bit_cast<std::int32_t>(z) >> 31;  // all ones when z < 0
+  const std::int32_t s_bits = (std::bit_cast<std::int32_t>(small) & neg) | (std::bit_cast<std::int32_t>(big) & ~neg);
+  const std::int32_t c_bits = (std::bit_cast<std::int32_t>(big) & neg) | (std::bit_cast<std::int32_t>(small) & ~neg);
+  return {std::bit_cast<float>(s_bits), std::bit_cast<float>(c_bits)};
 }
 
 }  // namespace zt::cpu::vec

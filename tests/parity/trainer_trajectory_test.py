@@ -23,7 +23,9 @@ however it is split):
   * GPT-2, 4 ranks, hybrid sharding (stage 3 within groups of 2, replicated across them);
   * GPT-2 with bf16 parameters (fp32 master weights), 1 rank and 2 ranks at stage 3, against the
     reference's model of mixed precision (looser bounds: BF16_BOUNDS);
-  * a Llama (grouped-query, tied head), 2 ranks at stage 3, 2 micro-batches of 2 each.
+  * a Llama (grouped-query, tied head), 2 ranks at stage 3, 2 micro-batches of 2 each;
+  * a Llama 3.1-style one (multi-query, untied head, rope_theta 500000, llama3 rope scaling), 1 rank
+    at stage 1 with its collectives kept (zero.solo_path false), 4 micro-batches of 2.
 The schedule is exercised where it bends (3 warmup steps, cosine to min_lr at step 12, the floor
 after) and clipping acts on
 some steps and not others (checked on the reference). The bounds (BOUNDS) are shown to catch a
@@ -74,6 +76,9 @@ CONFIG = {
 }
 LLAMA_MODEL = {"arch": "llama", "n_layer": 2, "n_head": 4, "n_kv_head": 2, "n_embd": 64, "block_size": T,
                "vocab_size": VOCAB, "intermediate_size": 128, "tie_embeddings": True, "rope_theta": 10000.0, "norm_eps": 1e-5}
+# Llama 3.2's rope scaling, its original context shortened so that the scaling bends inside T.
+LLAMA3_SCALING = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                  "original_max_position_embeddings": 16}
 # fp32 engine against a float64 reference. Measured on the 2-core CI machine: lr 5.3e-8 (its fp32
 # rounding), losses and validation losses at most 9.3e-8, gradient norms 2.2e-7, weights 7.0e-6
 # (GPT-2's key bias aside, below). The bounds leave 14-45x for other CPUs' BLAS kernels and orders
@@ -338,6 +343,22 @@ def main():
         ref = reference_run(start, llama_reference.forward, cfg, train_tokens, val_tokens)
         check_run(check, "llama 2 ranks stage 3, 2 micro-batches", train("llama_2ranks_stage3", 2, "zero.stage=3", *llama),
                   ref, bounds=bounds)
+
+    # A Llama 3.1-style one: multi-query attention, an untied head, rope_theta 500000 and llama3
+    # rope scaling, RMSNorm eps 1e-6; 1 rank at stage 1 with 4 micro-batches of 2 (the optimizer
+    # sharded over one rank's collectives kept: zero.solo_path false).
+    model3 = dict(LLAMA_MODEL, n_kv_head=1, tie_embeddings=False, rope_theta=500000.0, norm_eps=1e-6,
+                  rope_scaling=LLAMA3_SCALING)
+    llama3 = ["model=" + json.dumps(model3), "train.micro_batch=2", "train.eval_batches=8"]
+    start = start_weights(check, train, "llama3_init", *llama3)
+    if start is not None:
+        cfg = llama_reference.LlamaConfig(n_layer=model3["n_layer"], n_head=model3["n_head"], n_kv_head=1,
+                                          n_embd=model3["n_embd"], intermediate_size=128, block_size=T,
+                                          vocab_size=VOCAB, rope_theta=500000.0, norm_eps=1e-6, tie_embeddings=False,
+                                          rope_scaling=tuple(sorted(LLAMA3_SCALING.items())))
+        ref = reference_run(start, llama_reference.forward, cfg, train_tokens, val_tokens)
+        check_run(check, "llama3-style 1 rank stage 1, 4 micro-batches",
+                  train("llama3_1rank_stage1", 1, "zero.stage=1", "zero.solo_path=false", *llama3), ref, bounds=bounds)
     return checks.finish()
 
 

@@ -30,7 +30,8 @@ def mpi_driver(checks, prefix, config=None):
     launcher's words, the binary's absolute path, a fresh work folder named `prefix`... (removed by
     `checks`.finish() when every check passed), `config`
     (a dict) written there as config.json (its path, or None without one), and the environment less
-    the launcher's own variables (so a test run under mpirun can start mpirun again)."""
+    the launcher's own variables (so a test run under mpirun can start mpirun again), but for
+    PMIX_INSTALL_PREFIX, which a relocated OpenMPI's launcher passes on (tools/gpu_session.sh's)."""
     argv = sys.argv[1:]
     sep = argv.index("--")
     work = checks.work_folder(prefix)
@@ -39,7 +40,8 @@ def mpi_driver(checks, prefix, config=None):
         path = os.path.join(work, "config.json")
         with open(path, "w") as f:
             json.dump(config, f)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OMPI_", "PMIX_"))}
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("OMPI_", "PMIX_")) or k == "PMIX_INSTALL_PREFIX"}  # a relocated PMIx's home
     return argv[:sep], os.path.abspath(argv[sep + 1]), work, path, env
 
 

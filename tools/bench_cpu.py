@@ -15,9 +15,11 @@ PyTorch runs twice (--torch-blas): "PyTorch" with Debian's libblas.so.3 (the pth
 default: the issue's baseline), and "PyTorch/zt" with LD_LIBRARY_PATH pointing at the directory of
 the OpenBLAS zerotrain loads (the OpenMP build), so its BLAS shares torch's OpenMP thread pool
 instead of spinning a second pool on the same cores. The speedup is reported against both.
-The sides run in --rounds interleaved rounds (default 3), each a side later than the round before:
-a side's figure is the median of its rounds' medians, a speedup the median of each round's ratio
-(the JSON keeps every round's, and the table their range).
+The sides run in --rounds interleaved rounds (default 3), each round starting with the next side (a
+rotation): a side's figure is the median of its rounds' medians, a speedup the median of each
+round's own ratio, not the ratio of the medians (the JSON keeps every round's, and the table their
+range). With several rounds a side's `step_ms` holds every round's steps one after the other, each
+with its own warm-up steps (`step_ms_by_round` splits them).
 """
 import argparse
 import datetime
@@ -59,7 +61,7 @@ def parse_args(argv):
     p.add_argument("--warmup", type=int, default=5, help="leading steps left out of the median (default 5)")
     p.add_argument("--threads", type=int, default=2, help="CPU threads for both sides and sgemm (default 2)")
     p.add_argument("--rounds", type=int, default=3,
-                   help="interleaved rounds, each running every side once, a side later than the round before "
+                   help="interleaved rounds, each running every side once, each starting with the next side "
                         "(default 3): figures are medians over the rounds, ratios the median of each round's")
     p.add_argument("--zerotrain", default=str(REPO / "build" / "zerotrain"), help="zerotrain binary")
     p.add_argument("--sgemm", default=str(REPO / "build" / "tools" / "zt_bench_sgemm"), help="zt_bench_sgemm binary")
@@ -335,7 +337,9 @@ def print_table(r):
             note = "the issue's target" if key == "pytorch" else "stronger baseline, for information"
             by_round = r["speedup_by_round"][key]
             spread = f" (rounds {min(by_round):.2f}-{max(by_round):.2f}x)" if len(by_round) > 1 else ""
-            print(f"speedup over {label} ({label} ms / zerotrain ms): {r['speedup'][key]:.2f}x{spread}   "
+            what = f"({label} ms / zerotrain ms)" if len(by_round) == 1 else \
+                f"(median of the rounds' {label} ms / zerotrain ms)"
+            print(f"speedup over {label} {what}: {r['speedup'][key]:.2f}x{spread}   "
                   f"target >= {tg['speedup_min']:.1f}x: {verdict} ({note})")
     print(f"zerotrain fraction of sgemm peak: {r['zerotrain']['fraction_of_sgemm_peak']:.1%}   "
           f"target >= {tg['fraction_of_peak_min']:.0%}: {'PASS' if tg['fraction_pass'] else 'FAIL'}")
@@ -361,7 +365,7 @@ def main(argv=None):
         sgemm = run_sgemm(args.sgemm, args.threads)
         print(f"bench_cpu: sgemm {sgemm['gflops']:.1f} GFLOP/s", flush=True)
         zerotrain_params(args.zerotrain, config, n_params)
-        # Rounds in turn, each starting a side later than the one before, so that no side always runs
+        # Rounds in turn, each starting with the next side (a rotation), so that no side always runs
         # first or last while the machine drifts (three invocations in a row once gave zerotrain
         # 18% slower and a PyTorch side 22% faster in the middle one: docs/performance.md).
         sides = ["zerotrain", *torch_sides]
@@ -375,11 +379,14 @@ def main(argv=None):
                       f"{'zerotrain' if key == 'zerotrain' else TORCH_SIDES[key]}"
                       + ("" if key == "zerotrain" else f" (OPENBLAS_CORETYPE={core}"
                          + (f", LD_LIBRARY_PATH={torch_sides[key]})" if torch_sides[key] else ")")), flush=True)
-                if key == "zerotrain":
-                    runs[key].append(run_zerotrain(args.zerotrain, config, args.threads))
-                else:
-                    runs[key].append(run_torch(config, args.steps, args.threads, core, torch_sides[key]))
-                    check_same_model(config["model"], n_params, padded_vocab, runs[key][-1])
+                try:
+                    if key == "zerotrain":
+                        runs[key].append(run_zerotrain(args.zerotrain, config, args.threads))
+                    else:
+                        runs[key].append(run_torch(config, args.steps, args.threads, core, torch_sides[key]))
+                        check_same_model(config["model"], n_params, padded_vocab, runs[key][-1])
+                except BenchError as e:
+                    raise BenchError(f"round {r + 1} of {args.rounds}: {e}") from None
         zt_runs = runs.pop("zerotrain")
         torch_runs = runs
     except BenchError as e:

@@ -381,12 +381,15 @@ for p in "${phases[@]}"; do
         [ "$gpus" -ge 4 ] && nccl_ranks+=(4)
       fi
       note "  $gpus GPU(s) visible: comm ${comms[*]} ${nccl_ranks[*]}"
-      step "several ranks (${comms[*]})" "${budget[$p]}" env PYTHONUNBUFFERED=1 "$python" tests/gpu/gpu_multirank_test.py \
+      # Up to the phase's budget less 40 s, which the whole-run trajectories below keep.
+      step "several ranks (${comms[*]})" $((budget[$p] > 80 ? budget[$p] - 40 : budget[$p])) \
+        env PYTHONUNBUFFERED=1 "$python" tests/gpu/gpu_multirank_test.py \
         --zerotrain build-gpu/zerotrain --mpirun "$ZT_SESSION_MPIRUN" --device cuda --comm "${comms[@]}" \
         "${nccl_ranks[@]}" --out "$OUT/gpu_multirank_$slug.json" >>"$log" 2>&1
       grep -E "passed, .* failed" "$log" | tail -1 | sed 's/^/    /' >>"$summary"
-      # Whole training runs against a float64 PyTorch loop, ranks sharing the GPU (ctest's
-      # gpu.trainer_trajectory, which names the system mpirun the image lacks: run here instead).
+      # Whole training runs against a float64 PyTorch loop through the staged collectives (ranks
+      # share the GPU on a one-GPU machine; with several, each takes its own): ctest's
+      # gpu.trainer_trajectory, which names the system mpirun the image lacks, run here instead.
       from=$(($(wc -l <"$log") + 1))
       # shellcheck disable=SC2086  # the launcher's words
       step "whole-run trajectories" 120 env PYTHONUNBUFFERED=1 "$python" tests/parity/trainer_trajectory_test.py \

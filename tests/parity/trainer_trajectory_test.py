@@ -76,9 +76,11 @@ CONFIG = {
 }
 LLAMA_MODEL = {"arch": "llama", "n_layer": 2, "n_head": 4, "n_kv_head": 2, "n_embd": 64, "block_size": T,
                "vocab_size": VOCAB, "intermediate_size": 128, "tie_embeddings": True, "rope_theta": 10000.0, "norm_eps": 1e-5}
-# Llama 3.2's rope scaling, its original context shortened so that the scaling bends inside T.
+# Llama 3.1's rope scaling (factor 8), its original context shortened to 64 so that at head size 16
+# and rope_theta 500000 (wavelengths 6.3, 32, 167, ...) the three bands all hold a frequency: kept
+# (under 64 / 4), blended (between) and divided by the factor (over 64 / 1).
 LLAMA3_SCALING = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-                  "original_max_position_embeddings": 16}
+                  "original_max_position_embeddings": 64}
 # fp32 engine against a float64 reference. Measured on the 2-core CI machine: lr 5.3e-8 (its fp32
 # rounding), losses and validation losses at most 9.3e-8, gradient norms 2.2e-7, weights 7.0e-6
 # (GPT-2's key bias aside, below). The bounds leave 14-45x for other CPUs' BLAS kernels and orders
@@ -248,6 +250,15 @@ def check_caught(check, what, run_dir, wrong, bounds):
     check(bool(outside), f"{what} lies outside the bounds ({outside or 'none'})")
 
 
+def llama_config(m):
+    """The reference's config of a Llama model section (every key the test sets)."""
+    return llama_reference.LlamaConfig(n_layer=m["n_layer"], n_head=m["n_head"], n_kv_head=m["n_kv_head"],
+                                       n_embd=m["n_embd"], intermediate_size=m["intermediate_size"], block_size=T,
+                                       vocab_size=m["vocab_size"], rope_theta=m["rope_theta"], norm_eps=m["norm_eps"],
+                                       tie_embeddings=m["tie_embeddings"],
+                                       rope_scaling=tuple(sorted((m.get("rope_scaling") or {}).items())))
+
+
 def start_weights(check, train, name, *sets):
     """The run's initial weights: a 0-step run of the same config and seed (its final weights)."""
     run_dir = train(name, 1, "train.max_steps=0", "checkpoint.at_end=true", *sets)  # step 0 saved
@@ -336,10 +347,7 @@ def main():
     llama = ["model=" + json.dumps(LLAMA_MODEL), "train.micro_batch=2", "train.eval_batches=8"]
     start = start_weights(check, train, "llama_init", *llama)
     if start is not None:
-        m = LLAMA_MODEL
-        cfg = llama_reference.LlamaConfig(n_layer=m["n_layer"], n_head=m["n_head"], n_kv_head=m["n_kv_head"],
-                                          n_embd=m["n_embd"], intermediate_size=128, block_size=T, vocab_size=VOCAB,
-                                          rope_theta=m["rope_theta"], norm_eps=m["norm_eps"], tie_embeddings=True)
+        cfg = llama_config(LLAMA_MODEL)
         ref = reference_run(start, llama_reference.forward, cfg, train_tokens, val_tokens)
         check_run(check, "llama 2 ranks stage 3, 2 micro-batches", train("llama_2ranks_stage3", 2, "zero.stage=3", *llama),
                   ref, bounds=bounds)
@@ -352,10 +360,7 @@ def main():
     llama3 = ["model=" + json.dumps(model3), "train.micro_batch=2", "train.eval_batches=8"]
     start = start_weights(check, train, "llama3_init", *llama3)
     if start is not None:
-        cfg = llama_reference.LlamaConfig(n_layer=model3["n_layer"], n_head=model3["n_head"], n_kv_head=1,
-                                          n_embd=model3["n_embd"], intermediate_size=128, block_size=T,
-                                          vocab_size=VOCAB, rope_theta=500000.0, norm_eps=1e-6, tie_embeddings=False,
-                                          rope_scaling=tuple(sorted(LLAMA3_SCALING.items())))
+        cfg = llama_config(model3)
         ref = reference_run(start, llama_reference.forward, cfg, train_tokens, val_tokens)
         check_run(check, "llama3-style 1 rank stage 1, 4 micro-batches",
                   train("llama3_1rank_stage1", 1, "zero.stage=1", "zero.solo_path=false", *llama3), ref, bounds=bounds)

@@ -28,7 +28,12 @@ args = sys.argv[1:]
 if args[0] == "version":
     print("zerotrain 0.0\\ncpu blas: /fake/libopenblas.so.0 core=Haswell (detected), OpenBLAS fake")
     sys.exit(0)
-if {fail} and args[0] == "train":
+import os
+calls = os.path.join(os.path.dirname(os.path.abspath(sys.argv[0])), "train_calls")  # this fake's earlier trains
+count = int(open(calls).read()) if args[0] == "train" and os.path.exists(calls) else 0
+if args[0] == "train":
+    open(calls, "w").write(str(count + 1))
+if 0 <= {fail_from} <= count and args[0] == "train":  # fails from its (fail_from + 1)-th train on
     print("train: error: model.n_embd: planted failure", file=sys.stderr)
     sys.exit(2)
 config = json.load(open(args[args.index("--config") + 1]))
@@ -36,11 +41,12 @@ if args[0] == "memory":  # its params: the counts the test's two shapes have (GP
     print(json.dumps({{"params": 35936 if config["model"].get("arch") == "llama" else 17376}}))
     sys.exit(0)
 run_dir = args[args.index("--run-dir") + 1]
-import os; os.makedirs(run_dir)
+os.makedirs(run_dir)
 t = config["train"]
 with open(os.path.join(run_dir, "metrics.jsonl"), "w") as f:
     for step in range(1, t["max_steps"] + 1):
-        ms = 1000.0 if step == 1 else 100.0 + step  # a slow first step the median must skip
+        # a slow first step the median must skip; each later train 50 ms slower, so rounds differ
+        ms = 1000.0 if step == 1 else 100.0 + step + 50.0 * count
         f.write(json.dumps({{"type": "train", "step": step, "loss": 4.0, "step_ms": ms,
                             "tokens": t["micro_batch"] * t["seq_len"]}}) + "\\n")
     f.write(json.dumps({{"type": "summary"}}) + "\\n")
@@ -53,6 +59,7 @@ print('{{"size": 2048, "threads": %s, "gflops": 100.0, "core": "Haswell"}}' % sy
 
 
 def write_script(path, text, **fmt):
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text.format(python=sys.executable, **fmt))
     path.chmod(0o755)
     return str(path)
@@ -68,7 +75,7 @@ def check(cond, what):
 
 
 def test_arithmetic_with_fakes(tmp):
-    zt = write_script(tmp / "fake_zerotrain", FAKE_ZEROTRAIN, fail=False)
+    zt = write_script(tmp / "fake_zerotrain", FAKE_ZEROTRAIN, fail_from=-1)
     sgemm = write_script(tmp / "fake_sgemm", FAKE_SGEMM)
     out = tmp / "result.json"
     proc = run_bench("--zerotrain", zt, "--sgemm", sgemm, "--steps", "4", "--warmup", "1", "--threads", "1",
@@ -76,13 +83,15 @@ def test_arithmetic_with_fakes(tmp):
     check(proc.returncode == 0, f"bench exited {proc.returncode}: {proc.stderr}")
     r = json.loads(out.read_text())
     zt_side, pt = r["zerotrain"], r["pytorch"]
-    check(zt_side["ms_per_step_median"] == 103.0, f"median of 102,103,104 expected, got {zt_side}")
+    # The fake's rounds: medians of 102..104 and, 50 ms slower, 152..154; their median 128.
+    check(zt_side["ms_per_step_by_round"] == [103.0, 153.0], f"zerotrain rounds {zt_side['ms_per_step_by_round']}")
+    check(zt_side["ms_per_step_median"] == 128.0, f"median of the rounds' 103 and 153 expected, got {zt_side}")
     # N = 128*32 (wte, vocab 65 padded) + 16*32 (wpe) + 1*(12*32^2 + 13*32) + 2*32 = 17376
     check(r["flops"]["n_params"] == 17376 and r["flops"]["padded_vocab_size"] == 128, f"N: {r['flops']}")
     flops_per_token = 6 * 17376 + 6 * 1 * 32 * 16
     check(r["flops"]["per_token"] == flops_per_token, f"flops/token {r['flops']['per_token']} != {flops_per_token}")
-    check(math.isclose(zt_side["tokens_per_s"], 32 / 0.103), f"tokens/s {zt_side['tokens_per_s']}")
-    check(math.isclose(zt_side["gflops"], flops_per_token * 32 / 0.103 / 1e9), f"GFLOP/s {zt_side['gflops']}")
+    check(math.isclose(zt_side["tokens_per_s"], 32 / 0.128), f"tokens/s {zt_side['tokens_per_s']}")
+    check(math.isclose(zt_side["gflops"], flops_per_token * 32 / 0.128 / 1e9), f"GFLOP/s {zt_side['gflops']}")
     check(math.isclose(zt_side["fraction_of_sgemm_peak"], zt_side["gflops"] / 100.0), "fraction of peak")
     # Two interleaved rounds, the second starting with the other side; each side's figure the median
     # of its rounds' medians after the warm-up, the speedup the median of the rounds' ratios.
@@ -92,23 +101,25 @@ def test_arithmetic_with_fakes(tmp):
     round_ms = [statistics.median(x[1:]) for x in rounds]
     check(pt["ms_per_step_by_round"] == round_ms and math.isclose(pt["ms_per_step_median"], statistics.median(round_ms)),
           "PyTorch median of its rounds' medians")
-    check(zt_side["ms_per_step_by_round"] == [103.0, 103.0], f"zerotrain rounds {zt_side['ms_per_step_by_round']}")
     check(r["speedup"].keys() == {"pytorch"} and "pytorch_zt_blas" not in r, f"--torch-blas system: {r['speedup']}")
-    check(math.isclose(r["speedup"]["pytorch"], statistics.median([ms / 103.0 for ms in round_ms])),
-          f"speedup {r['speedup']}")
+    # Each round's ratio pairs that round's two medians (not the ratio of the medians).
+    by_round = [round_ms[0] / 103.0, round_ms[1] / 153.0]
+    check(all(math.isclose(a, b) for a, b in zip(r["speedup_by_round"]["pytorch"], by_round))
+          and math.isclose(r["speedup"]["pytorch"], statistics.median(by_round)), f"speedup {r['speedup_by_round']}")
     check(pt["blas"]["core"] in ("Haswell", "unknown"), f"PyTorch ran with core {pt['blas']['core']}, not Haswell")
     check(math.isfinite(pt["final_loss"]), "PyTorch loss not finite")
     check(r["targets"]["speedup_pass"]["pytorch"] == (r["speedup"]["pytorch"] >= 2.0), "speedup verdict")
     for key in ("git_commit", "date", "machine", "config", "sgemm"):
         check(key in r, f"result lacks {key}")
-    check("speedup over PyTorch (PyTorch ms / zerotrain ms)" in proc.stdout and "target >= 60%" in proc.stdout,
+    check("speedup over PyTorch (median of the rounds' PyTorch ms / zerotrain ms)" in proc.stdout
+          and "target >= 60%" in proc.stdout,
           f"table lacks the verdict lines:\n{proc.stdout}")
 
 
 def test_llama_with_fakes(tmp):
     """A Llama: its widths written out for both sides, its N by its own formula, PyTorch's model the
     same (bench_cpu.py refuses a PyTorch side whose parameter count is not zerotrain's)."""
-    zt = write_script(tmp / "fake_zerotrain", FAKE_ZEROTRAIN, fail=False)
+    zt = write_script(tmp / "fake_zerotrain", FAKE_ZEROTRAIN, fail_from=-1)
     sgemm = write_script(tmp / "fake_sgemm", FAKE_SGEMM)
     out = tmp / "llama.json"
     proc = run_bench("--zerotrain", zt, "--sgemm", sgemm, "--steps", "3", "--warmup", "1", "--threads", "1",
@@ -137,16 +148,24 @@ def test_llama_with_fakes(tmp):
 
 
 def test_failures(tmp):
-    zt = write_script(tmp / "failing_zerotrain", FAKE_ZEROTRAIN, fail=True)
+    zt = write_script(tmp / "failing_zerotrain", FAKE_ZEROTRAIN, fail_from=0)
     sgemm = write_script(tmp / "fake_sgemm", FAKE_SGEMM)
     proc = run_bench("--zerotrain", zt, "--sgemm", sgemm, "--torch-blas", "system", "--out", str(tmp / "x.json"), *TINY)
     lines = proc.stderr.strip().splitlines()
     check(proc.returncode == 1 and len(lines) == 1 and "zerotrain train exited 2" in lines[0]
           and "planted failure" in lines[0], f"failing side: rc {proc.returncode}, stderr {proc.stderr!r}")
     check(not (tmp / "x.json").exists(), "a failed run wrote a result file")
+    # A side failing in a later round: one line naming the round, no result file.
+    late = write_script(tmp / "late" / "fake_zerotrain", FAKE_ZEROTRAIN, fail_from=1)
+    proc = run_bench("--zerotrain", late, "--sgemm", sgemm, "--rounds", "2", "--steps", "2", "--warmup", "1",
+                     "--torch-blas", "system", "--out", str(tmp / "x.json"), *TINY)
+    lines = proc.stderr.strip().splitlines()
+    check(proc.returncode == 1 and len(lines) == 1 and "round 2 of 2: zerotrain train exited 2" in lines[0],
+          f"a failure in round 2: rc {proc.returncode}, stderr {proc.stderr!r}")
+    check(not (tmp / "x.json").exists(), "a run failed in round 2 wrote a result file")
     proc = run_bench("--zerotrain", str(tmp / "missing"), "--out", str(tmp / "x.json"))
     check(proc.returncode == 1 and "cannot run" in proc.stderr, f"missing binary: {proc.stderr!r}")
-    proc = run_bench("--zerotrain", write_script(tmp / "fake_zerotrain", FAKE_ZEROTRAIN, fail=False),
+    proc = run_bench("--zerotrain", write_script(tmp / "fake_zerotrain", FAKE_ZEROTRAIN, fail_from=-1),
                      "--sgemm", sgemm, "--torch-blas", "zerotrain", "--out", str(tmp / "x.json"))
     check(proc.returncode == 1 and "no libblas.so.3 beside zerotrain's /fake/libopenblas.so.0" in proc.stderr,
           f"--torch-blas zerotrain without a libblas.so.3 beside zerotrain's library: {proc.stderr!r}")

@@ -23,6 +23,9 @@ however it is split):
   * GPT-2, 4 ranks, hybrid sharding (stage 3 within groups of 2, replicated across them);
   * GPT-2 with bf16 parameters (fp32 master weights), 1 rank and 2 ranks at stage 3, against the
     reference's model of mixed precision (looser bounds: BF16_BOUNDS);
+  * GPT-2 with dropout 0.1 at nanoGPT's four sites, 1 rank and 2 ranks at stage 3, against a
+    reference drawing the masks from the engine's contract ([Note: dropout masks]: Philox4x32-10
+    keyed by seed, site and global sample; tests/parity/dropout_reference.py);
   * a Llama (grouped-query, tied head), 2 ranks at stage 3, 2 micro-batches of 2 each;
   * a Llama 3.1-style one (multi-query, untied head, rope_theta 500000, llama3 rope scaling), 1 rank
     at stage 1 with its collectives kept (zero.solo_path false), 4 micro-batches of 2.
@@ -51,6 +54,7 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.dirname(HERE))
+import dropout_reference  # noqa: E402
 import gpt2_reference  # noqa: E402
 import llama_reference  # noqa: E402
 from check_report import Checks  # noqa: E402
@@ -101,6 +105,14 @@ BF16_BOUNDS = {"lr": 1e-6, "loss": 3e-4, "grad_norm": 1e-2, "val_loss": 3e-4, "w
 CUDA_BOUNDS = {"lr": 1e-6, "loss": 1e-4, "grad_norm": 1e-4, "val_loss": 1e-4, "weights": 1e-3}
 
 
+def dropout_bounds(bounds):
+    """With dropout the trajectories drift apart faster after the first steps (step 1's gradient
+    norm agrees to 1.2e-9, the later ones to 3.8e-6; weights 6.9e-5, in layer 1's ln_1 bias):
+    gradient norms and weights get 1e-4 and 1e-3 (26x and 14x the measured), the losses keep
+    theirs. Masks that repeat every step land outside by 600x on the loss."""
+    return dict(bounds, grad_norm=max(bounds["grad_norm"], 1e-4), weights=max(bounds["weights"], 1e-3))
+
+
 def markov_tokens(n, seed):
     """n tokens of a fixed random first-order chain over the vocabulary (each token followed by one
     of 4 likely successors): something a small model learns within a few steps."""
@@ -133,12 +145,14 @@ def nanogpt_lr(it, lr, min_lr, warmup, decay_steps):
     return min_lr + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (lr - min_lr)
 
 
-def reference_run(start, forward, cfg, train_tokens, val_tokens, variant="", bf16=False):
+def reference_run(start, forward, cfg, train_tokens, val_tokens, variant="", bf16=False, dropout=0.0):
     """The float64 trajectory: per step (lr, loss, pre-clip norm, clipped?), {step: val_loss} and the
     final weights. `variant` changes one rule on purpose (the bounds must catch it). bf16: the
     engine's mixed precision as torch_parity.py's reference models it: fp32 master weights that
     AdamW updates in fp32, each step's forward and backward (float64) on their bf16 rounding, and
-    the gradient rounded to bf16."""
+    the gradient rounded to bf16. dropout: GPT-2's training forwards drop at that probability with
+    dropout_reference's masks, row b of step it being global sample it * ROWS + b (evaluations do
+    not drop)."""
     master_dtype = torch.float32 if bf16 else torch.float64
     master = {n: torch.tensor(w, dtype=master_dtype, requires_grad=not bf16) for n, w in start.items()}
 
@@ -159,7 +173,11 @@ def reference_run(start, forward, cfg, train_tokens, val_tokens, variant="", bf1
             g["lr"] = lr
         x, y = windows(train_tokens, it * ROWS, ROWS)
         params = working()
-        _, loss = forward(params, x, y, cfg)
+        if dropout > 0.0:
+            first = (0 if variant == "masks_per_row" else it * ROWS)  # the wrong rule: the same masks every step
+            _, loss = dropout_reference.forward(params, x, y, cfg, dropout, CONFIG["train"]["seed"], first)
+        else:
+            _, loss = forward(params, x, y, cfg)
         opt.zero_grad()
         loss.backward()
         if bf16:
@@ -342,6 +360,22 @@ def main():
             wrong = reference_run(start, gpt2_reference.forward, cfg, train_tokens, val_tokens, "bf16_master", bf16=True)
             check_caught(check, "a bf16 reference with bf16 master weights", os.path.join(work, "gpt2_bf16_1rank"),
                          wrong, bf16_bounds)
+
+        # Dropout 0.1 at nanoGPT's four sites, its masks from the contract's Philox keying by global
+        # sample (dropout_reference.py, whose Philox gives Random123's known answers): 1 rank with 2
+        # micro-batches and 2 ranks at stage 3 take each sample's mask from its index in the run.
+        check(dropout_reference.philox_known_answer(), "the reference's Philox4x32-10 gives Random123's known answers")
+        refd = reference_run(start, gpt2_reference.forward, cfg, train_tokens, val_tokens, dropout=0.1)
+        drop_dir = train("gpt2_dropout_1rank", 1, "model.dropout=0.1")
+        check_run(check, "gpt2 dropout 0.1, 1 rank, 2 micro-batches", drop_dir, refd, bounds=dropout_bounds(bounds))
+        check_run(check, "gpt2 dropout 0.1, 2 ranks stage 3",
+                  train("gpt2_dropout_2ranks_stage3", 2, "model.dropout=0.1", "zero.stage=3"), refd,
+                  bounds=dropout_bounds(bounds))
+        if drop_dir is not None:
+            wrong = reference_run(start, gpt2_reference.forward, cfg, train_tokens, val_tokens, "masks_per_row",
+                                  dropout=0.1)
+            check_caught(check, "a dropout reference whose masks repeat every step", drop_dir, wrong,
+                         dropout_bounds(bounds))
 
     # A Llama: grouped-query heads and a tied head, 2 ranks at stage 3 with 2 micro-batches of 2 each.
     llama = ["model=" + json.dumps(LLAMA_MODEL), "train.micro_batch=2", "train.eval_batches=8"]

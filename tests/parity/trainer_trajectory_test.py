@@ -13,8 +13,8 @@ those definitions. Every step's logged lr, loss and pre-clip gradient norm, ever
 val_loss (the mean of eval_batches batch means over the validation file's first windows) and the
 final weights must agree with it.
 
-Runs, against one reference trajectory per model and precision (the global batch is the same 8 windows a step
-however it is split):
+Runs, against one reference trajectory per model, precision and dropout (the global batch is the
+same 8 windows a step however it is split):
   * GPT-2, 1 rank, 2 micro-batches of 4 a step (ZeRO stage 0);
   * the same from its step-0 checkpoint exported as an llm.c file and as a Hugging Face folder
     (`ckpt export`, then train.init_from);
@@ -30,11 +30,11 @@ however it is split):
   * a Llama 3.1-style one (multi-query, untied head, rope_theta 500000, llama3 rope scaling), 1 rank
     at stage 1 with its collectives kept (zero.solo_path false), 4 micro-batches of 2.
 The schedule is exercised where it bends (3 warmup steps, cosine to min_lr at step 12, the floor
-after) and clipping acts on
-some steps and not others (checked on the reference). The bounds (BOUNDS) are shown to catch a
-plausible mistake in each rule: the same reference with weight decay on every parameter, with no
-clipping, or with the schedule's warmup one step late lands outside them, and a mixed-precision
-reference whose master weights are kept in bf16 outside BF16_BOUNDS.
+after) and clipping acts on some steps and not others (checked on the reference). The bounds
+(BOUNDS) are shown to catch a plausible mistake in each rule: the same reference with weight decay
+on every parameter, with no clipping, or with the schedule's warmup one step late lands outside
+them, a mixed-precision reference whose master weights are kept in bf16 outside BF16_BOUNDS, and a
+dropout reference whose masks repeat every step outside dropout_bounds.
 
 With `--device cuda` after the binary the same runs train on the GPU (several ranks sharing it
 through comm.backend = "mpi"; no hybrid run, which those collectives cannot split), against
@@ -68,8 +68,8 @@ STEPS = 16
 EVAL_EVERY = 8
 EVAL_WINDOWS = 16    # validation windows an evaluation reads: eval_batches x micro_batch
 VOCAB = 65
-OPTIM = {"lr": 3e-3, "min_lr": 3e-4, "warmup_steps": 3, "decay": "cosine", "decay_steps": 12, "grad_clip": 1.5,
-         "weight_decay": 0.1, "beta1": 0.9, "beta2": 0.95, "eps": 1e-8}
+OPTIM = {"lr": 3e-3, "min_lr": 3e-4, "warmup_steps": 3, "decay": "cosine", "decay_steps": 12,
+         "grad_clip": 1.5, "weight_decay": 0.1, "beta1": 0.9, "beta2": 0.95, "eps": 1e-8}
 CONFIG = {
     "model": {"n_layer": 2, "n_head": 2, "n_embd": 64, "block_size": T, "vocab_size": VOCAB},
     "data": {"order": "sequential"},  # the token files are added in main()
@@ -79,7 +79,8 @@ CONFIG = {
     "log": {"sample_tokens": 0, "progress": "plain", "every_steps": 100},
 }
 LLAMA_MODEL = {"arch": "llama", "n_layer": 2, "n_head": 4, "n_kv_head": 2, "n_embd": 64, "block_size": T,
-               "vocab_size": VOCAB, "intermediate_size": 128, "tie_embeddings": True, "rope_theta": 10000.0, "norm_eps": 1e-5}
+               "vocab_size": VOCAB, "intermediate_size": 128, "tie_embeddings": True, "rope_theta": 10000.0,
+               "norm_eps": 1e-5}
 # Llama 3.1's rope scaling (factor 8), its original context shortened to 64 so that at head size 16
 # and rope_theta 500000 (wavelengths 6.3, 32, 167, ...) the three bands all hold a frequency: kept
 # (under 64 / 4), blended (between) and divided by the factor (over 64 / 1).

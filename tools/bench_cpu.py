@@ -3,8 +3,9 @@
 Trains the config for --steps steps in `zerotrain train` and in a float32 PyTorch GPT-2, or a
 Llama with --set model.arch=llama (tools/bench_cpu_torch.py, run as a subprocess with
 OPENBLAS_CORETYPE set to the core zerotrain uses and OMP/OPENBLAS thread counts = --threads; its
-parameter count checked against zerotrain's own, `zerotrain memory --json`), then prints and writes (--out) the median ms/step
-after --warmup steps, tokens/s, achieved GFLOP/s and the fraction of the sgemm peak that
+parameter count checked against zerotrain's own, `zerotrain memory --json`), then prints and
+writes (--out) the median ms/step after --warmup steps, tokens/s, achieved GFLOP/s and the
+fraction of the sgemm peak that
 build/tools/zt_bench_sgemm measures at the same thread count. FLOPs are model FLOPs, the same count
 for both sides: flops/token = 6*N + 6*L*C*T, N = every parameter including the embeddings with the
 vocabulary padded to a multiple of 64 as zerotrain pads it (the attention term counts the causal

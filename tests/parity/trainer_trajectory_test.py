@@ -358,7 +358,8 @@ def main():
         check_run(check, "gpt2 bf16 2 ranks stage 3", train("gpt2_bf16_2ranks_stage3", 2, "precision.param_dtype=bf16",
                                                             "zero.stage=3"), ref16, bounds=bf16_bounds)
         if os.path.isdir(os.path.join(work, "gpt2_bf16_1rank")):
-            wrong = reference_run(start, gpt2_reference.forward, cfg, train_tokens, val_tokens, "bf16_master", bf16=True)
+            wrong = reference_run(start, gpt2_reference.forward, cfg, train_tokens, val_tokens, "bf16_master",
+                                  bf16=True)
             check_caught(check, "a bf16 reference with bf16 master weights", os.path.join(work, "gpt2_bf16_1rank"),
                          wrong, bf16_bounds)
 
@@ -384,8 +385,8 @@ def main():
     if start is not None:
         cfg = llama_config(LLAMA_MODEL)
         ref = reference_run(start, llama_reference.forward, cfg, train_tokens, val_tokens)
-        check_run(check, "llama 2 ranks stage 3, 2 micro-batches", train("llama_2ranks_stage3", 2, "zero.stage=3", *llama),
-                  ref, bounds=bounds)
+        check_run(check, "llama 2 ranks stage 3, 2 micro-batches",
+                  train("llama_2ranks_stage3", 2, "zero.stage=3", *llama), ref, bounds=bounds)
 
     # A Llama 3.1-style one: multi-query attention, an untied head, rope_theta 500000 and llama3
     # rope scaling, RMSNorm eps 1e-6; 1 rank at stage 1 with 4 micro-batches of 2 (the optimizer

@@ -379,27 +379,24 @@ def main():
             check_caught(check, "a dropout reference whose masks repeat every step", drop_dir, wrong,
                          dropout_bounds(bounds))
 
-    # A Llama: grouped-query heads and a tied head, 2 ranks at stage 3 with 2 micro-batches of 2 each.
-    llama = ["model=" + json.dumps(LLAMA_MODEL), "train.micro_batch=2", "train.eval_batches=8"]
-    start = start_weights(check, train, "llama_init", *llama)
-    if start is not None:
-        cfg = llama_config(LLAMA_MODEL)
-        ref = reference_run(start, llama_reference.forward, cfg, train_tokens, val_tokens)
-        check_run(check, "llama 2 ranks stage 3, 2 micro-batches",
-                  train("llama_2ranks_stage3", 2, "zero.stage=3", *llama), ref, bounds=bounds)
+    def llama_case(what, name, model, ranks, *sets):
+        """A Llama of `model` trained on `ranks` ranks from its own step-0 weights, 2 sequences a
+        micro-batch, against the reference."""
+        common = ["model=" + json.dumps(model), "train.micro_batch=2", "train.eval_batches=8"]
+        start = start_weights(check, train, name + "_init", *common)
+        if start is not None:
+            ref = reference_run(start, llama_reference.forward, llama_config(model), train_tokens, val_tokens)
+            check_run(check, what, train(name, ranks, *sets, *common), ref, bounds=bounds)
 
+    # A Llama: grouped-query heads and a tied head, 2 ranks at stage 3 with 2 micro-batches of 2 each.
+    llama_case("llama 2 ranks stage 3, 2 micro-batches", "llama_2ranks_stage3", LLAMA_MODEL, 2, "zero.stage=3")
     # A Llama 3.1-style one: multi-query attention, an untied head, rope_theta 500000 and llama3
     # rope scaling, RMSNorm eps 1e-6; 1 rank at stage 1 with 4 micro-batches of 2 (the optimizer
     # sharded over one rank's collectives kept: zero.solo_path false).
     model3 = dict(LLAMA_MODEL, n_kv_head=1, tie_embeddings=False, rope_theta=500000.0, norm_eps=1e-6,
                   rope_scaling=LLAMA3_SCALING)
-    llama3 = ["model=" + json.dumps(model3), "train.micro_batch=2", "train.eval_batches=8"]
-    start = start_weights(check, train, "llama3_init", *llama3)
-    if start is not None:
-        cfg = llama_config(model3)
-        ref = reference_run(start, llama_reference.forward, cfg, train_tokens, val_tokens)
-        check_run(check, "llama3-style 1 rank stage 1, 4 micro-batches",
-                  train("llama3_1rank_stage1", 1, "zero.stage=1", "zero.solo_path=false", *llama3), ref, bounds=bounds)
+    llama_case("llama3-style 1 rank stage 1, 4 micro-batches", "llama3_1rank_stage1", model3, 1, "zero.stage=1",
+               "zero.solo_path=false")
     return checks.finish()
 
 

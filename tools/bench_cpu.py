@@ -37,6 +37,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tools"))
 from repo_commit import head_commit, tree_dirty  # noqa: E402
+from bench_cpu_model import model_flops_per_token, params_without_padding, set_llama_widths  # noqa: E402
 from result_paths import check_out_file, default_out  # noqa: E402
 TARGET_SPEEDUP = 2.0
 TARGET_PEAK_FRACTION = 0.6
@@ -99,47 +100,13 @@ def parse_args(argv):
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             p.error(f"--set {section}.{key}={value!r}: expected a positive whole number")
     if arch == "llama":
-        set_llama_widths(p, config["model"])
+        try:
+            set_llama_widths(config["model"])
+        except ValueError as e:
+            p.error(str(e))
     config["train"].update(max_steps=args.steps, num_threads=args.threads)
     check_out_file("bench_cpu", args.out)
     return args, config
-
-
-def set_llama_widths(p, model):
-    """Writes the Llama's derived widths into the config, so both sides build the same model: the
-    key/value heads (n_head by default) and the SwiGLU width (0 or absent: Llama's rule, 8/3 x
-    n_embd rounded up to a multiple of 256, as zerotrain derives it); no dropout key."""
-    model.pop("dropout", None)
-    model.setdefault("n_kv_head", model["n_head"])
-    if not model.get("intermediate_size"):
-        model["intermediate_size"] = -(-8 * model["n_embd"] // (3 * 256)) * 256
-    for key in ("n_kv_head", "intermediate_size"):
-        value = model[key]
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            p.error(f"--set model.{key}={value!r}: expected a positive whole number")
-    if model["n_embd"] % model["n_head"] or model["n_head"] % model["n_kv_head"]:
-        p.error(f"model.n_head {model['n_head']} must divide n_embd {model['n_embd']} and be a multiple of "
-                f"n_kv_head {model['n_kv_head']}")
-
-
-def model_flops_per_token(model, seq_len):
-    """(flops per token, N, padded vocab): 6*N + 6*L*C*T with N counting every parameter, the
-    embedding padded to a multiple of 64 (GPT-2: learned positions, biases, tied head; a Llama: the
-    q/k/v/o products of its grouped-query heads, three SwiGLU products, RMSNorm weights, the head
-    counted apart unless tied). As llm.c and this benchmark count GPT-2's position table, tables
-    that are looked up rather than multiplied (a Llama's untied token table) are in N too: model
-    FLOPs by a fixed convention, the same for both sides, not the arithmetic either side does."""
-    L, C, V = model["n_layer"], model["n_embd"], model["vocab_size"]
-    padded_vocab = (V + 63) // 64 * 64
-    if model.get("arch", "gpt2") == "llama":
-        hs = C // model["n_head"]
-        attention = C * hs * (2 * model["n_head"] + 2 * model["n_kv_head"])  # q, o; k, v
-        layer = attention + 3 * C * model["intermediate_size"] + 2 * C
-        heads = 1 if model.get("tie_embeddings", False) else 2
-        n_params = heads * padded_vocab * C + L * layer + C
-    else:
-        n_params = padded_vocab * C + model["block_size"] * C + L * (12 * C * C + 13 * C) + 2 * C
-    return 6 * n_params + 6 * L * C * seq_len, n_params, padded_vocab
 
 
 def zerotrain_params(zerotrain, config, n_params):
@@ -163,8 +130,7 @@ def check_same_model(model, n_params, padded_vocab, torch_run):
     """The PyTorch side's parameter count must be zerotrain's (n_params, checked by zerotrain_params)
     less the vocabulary padding (PyTorch keeps the true vocabulary): a different count means a
     different model was timed."""
-    tables = 1 if model.get("arch", "gpt2") == "gpt2" or model.get("tie_embeddings", False) else 2
-    expected = n_params - tables * (padded_vocab - model["vocab_size"]) * model["n_embd"]
+    expected = params_without_padding(model, n_params, padded_vocab)
     if torch_run.get("n_params") != expected:
         raise BenchError(f"the PyTorch model has {torch_run.get('n_params')} parameters, zerotrain's {expected} "
                          f"(without its vocabulary padding): not the same model")

@@ -1,4 +1,4 @@
-"""GPT-2 with dropout, its masks drawn as the engine's contract defines them, written from that
+"""Dropout masks for GPT-2's reference, drawn as the engine's contract defines them, written from that
 definition (kernels/contracts/dropout_spec.h, [Note: dropout masks]) and Philox4x32-10's
 (Salmon et al. 2011; Random123's known answer is checked by `philox_known_answer`):
 
@@ -7,15 +7,14 @@ definition (kernels/contracts/dropout_spec.h, [Note: dropout masks]) and Philox4
   and kept values are scaled by 1 / (1 - p) rounded to fp32;
 
 sites: 0 the embedding output [T, C], then per layer 1 + 3l the attention probabilities [H, T, T],
-2 + 3l the attention's residual branch [T, C], 3 + 3l the MLP's [T, C] (nanoGPT's placement).
+2 + 3l the attention's residual branch [T, C], 3 + 3l the MLP's [T, C] (nanoGPT's placement, which
+gpt2_reference.forward applies given `scales`).
 """
 import math
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
-import gpt2_reference
 
 _M0, _M1 = np.uint64(0xD2511F53), np.uint64(0xCD9E8D57)
 _W0, _W1 = 0x9E3779B9, 0xBB67AE85
@@ -60,32 +59,10 @@ def mask(p, seed, site, sample, n):
     return np.where(bits >= threshold, keep_scale(p), 0.0)
 
 
-def forward(params, inputs, targets, cfg, p, seed, first_sample):
-    """gpt2_reference.forward with dropout p at the four sites, row b being global sample first_sample + b."""
-    P = params
-    B, T = inputs.shape
-    C, H = cfg.n_embd, cfg.n_head
-    hs = C // H
-
+def scales(p, seed, first_sample):
+    """gpt2_reference.forward's dropout_scale for a batch whose row b is global sample first_sample + b."""
     def scale(site, shape):
-        n = math.prod(shape)
-        rows = [mask(p, seed, site, first_sample + b, n).reshape(shape) for b in range(B)]
-        return torch.from_numpy(np.stack(rows))
-
-    x = (P["transformer.wte.weight"][inputs] + P["transformer.wpe.weight"][:T]) * scale(0, (T, C))
-    causal = torch.ones(T, T, dtype=torch.bool).tril()
-    for layer in range(cfg.n_layer):
-        pre = f"transformer.h.{layer}."
-        h = F.layer_norm(x, (C,), P[pre + "ln_1.weight"], P[pre + "ln_1.bias"], gpt2_reference.LAYERNORM_EPS)
-        q, k, v = (h @ P[pre + "attn.c_attn.weight"] + P[pre + "attn.c_attn.bias"]).split(C, dim=2)
-        q, k, v = (t.view(B, T, H, hs).transpose(1, 2) for t in (q, k, v))
-        att = ((q @ k.transpose(-2, -1)) / math.sqrt(hs)).masked_fill(~causal, float("-inf")).softmax(dim=-1)
-        y = (att * scale(1 + 3 * layer, (H, T, T))) @ v
-        y = y.transpose(1, 2).reshape(B, T, C) @ P[pre + "attn.c_proj.weight"] + P[pre + "attn.c_proj.bias"]
-        x = x + y * scale(2 + 3 * layer, (T, C))
-        h = F.layer_norm(x, (C,), P[pre + "ln_2.weight"], P[pre + "ln_2.bias"], gpt2_reference.LAYERNORM_EPS)
-        h = F.gelu(h @ P[pre + "mlp.c_fc.weight"] + P[pre + "mlp.c_fc.bias"], approximate="tanh")
-        x = x + (h @ P[pre + "mlp.c_proj.weight"] + P[pre + "mlp.c_proj.bias"]) * scale(3 + 3 * layer, (T, C))
-    x = F.layer_norm(x, (C,), P["transformer.ln_f.weight"], P["transformer.ln_f.bias"], gpt2_reference.LAYERNORM_EPS)
-    logits = x @ P["transformer.wte.weight"].T
-    return logits, F.cross_entropy(logits.reshape(B * T, -1), targets.reshape(B * T))
+        n = math.prod(shape[1:])
+        return torch.from_numpy(np.stack([mask(p, seed, site, first_sample + b, n).reshape(shape[1:])
+                                          for b in range(shape[0])]))
+    return scale

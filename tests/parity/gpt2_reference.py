@@ -58,7 +58,13 @@ def has_weight_decay(shape):
     return len(shape) == 2
 
 
-def _attention(x, w, b, n_head):
+def _dropped(t, dropout_scale, site):
+    """t, or where a run drops, t times the dropout factors of `site` (dropout_scale(site, t's shape
+    [B, ...]) -> a tensor of that shape, one sample a row)."""
+    return t if dropout_scale is None else t * dropout_scale(site, tuple(t.shape))
+
+
+def _attention(x, w, b, n_head, dropout_scale=None, site=None):
     B, T, C = x.shape
     head_size = C // n_head
     q, k, v = (x @ w + b).split(C, dim=2)  # c_attn output is q | k | v, each [C]
@@ -67,24 +73,28 @@ def _attention(x, w, b, n_head):
     scores = (q @ k.transpose(-2, -1)) / math.sqrt(head_size)
     causal = torch.ones(T, T, dtype=torch.bool).tril()
     scores = scores.masked_fill(~causal, float("-inf"))
-    y = scores.softmax(dim=-1) @ v
+    y = _dropped(scores.softmax(dim=-1), dropout_scale, site) @ v
     return y.transpose(1, 2).reshape(B, T, C)
 
 
-def forward(params, inputs, targets, cfg):
-    """logits [B, T, V] and the mean cross-entropy over all B*T positions (dropout 0)."""
+def forward(params, inputs, targets, cfg, dropout_scale=None):
+    """logits [B, T, V] and the mean cross-entropy over all B*T positions. dropout_scale (None: no
+    dropout) gives the factors nanoGPT's four sites multiply by, the sites numbered as the engine's
+    [Note: dropout masks] numbers them: 0 the embedding output, then per layer l 1 + 3l the attention
+    probabilities, 2 + 3l the attention's residual branch, 3 + 3l the MLP's."""
     P = params
     B, T = inputs.shape
     C = cfg.n_embd
-    x = P["transformer.wte.weight"][inputs] + P["transformer.wpe.weight"][:T]
+    x = _dropped(P["transformer.wte.weight"][inputs] + P["transformer.wpe.weight"][:T], dropout_scale, 0)
     for layer in range(cfg.n_layer):
         p = f"transformer.h.{layer}."
         h = F.layer_norm(x, (C,), P[p + "ln_1.weight"], P[p + "ln_1.bias"], LAYERNORM_EPS)
-        h = _attention(h, P[p + "attn.c_attn.weight"], P[p + "attn.c_attn.bias"], cfg.n_head)
-        x = x + h @ P[p + "attn.c_proj.weight"] + P[p + "attn.c_proj.bias"]
+        h = _attention(h, P[p + "attn.c_attn.weight"], P[p + "attn.c_attn.bias"], cfg.n_head, dropout_scale,
+                       1 + 3 * layer)
+        x = x + _dropped(h @ P[p + "attn.c_proj.weight"] + P[p + "attn.c_proj.bias"], dropout_scale, 2 + 3 * layer)
         h = F.layer_norm(x, (C,), P[p + "ln_2.weight"], P[p + "ln_2.bias"], LAYERNORM_EPS)
         h = F.gelu(h @ P[p + "mlp.c_fc.weight"] + P[p + "mlp.c_fc.bias"], approximate="tanh")
-        x = x + h @ P[p + "mlp.c_proj.weight"] + P[p + "mlp.c_proj.bias"]
+        x = x + _dropped(h @ P[p + "mlp.c_proj.weight"] + P[p + "mlp.c_proj.bias"], dropout_scale, 3 + 3 * layer)
     x = F.layer_norm(x, (C,), P["transformer.ln_f.weight"], P["transformer.ln_f.bias"], LAYERNORM_EPS)
     logits = x @ P["transformer.wte.weight"].T  # LM head tied to wte
     loss = F.cross_entropy(logits.reshape(B * T, -1), targets.reshape(B * T))

@@ -176,7 +176,8 @@ def reference_run(start, forward, cfg, train_tokens, val_tokens, variant="", bf1
         params = working()
         if dropout > 0.0:
             first = (0 if variant == "masks_per_row" else it * ROWS)  # the wrong rule: the same masks every step
-            _, loss = dropout_reference.forward(params, x, y, cfg, dropout, CONFIG["train"]["seed"], first)
+            _, loss = gpt2_reference.forward(params, x, y, cfg,
+                                             dropout_reference.scales(dropout, CONFIG["train"]["seed"], first))
         else:
             _, loss = forward(params, x, y, cfg)
         opt.zero_grad()

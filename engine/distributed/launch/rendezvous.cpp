@@ -55,17 +55,19 @@ struct LauncherVars {
   const char* rank;
   const char* world;
   const char* local_rank;
+  const char* local_size;  // the launcher's count of ranks on this node (none for ZT_RANK, Slurm)
   // Both needed to count: RANK and WORLD_SIZE may be set for other reasons, and salloc and sbatch
   // set SLURM_PROCID=0 in their shell without SLURM_NTASKS unless tasks were asked for.
   bool both_needed;
 };
 
 constexpr LauncherVars kLaunchers[] = {
-    {"ZT_RANK", "ZT_RANK", "ZT_WORLD_SIZE", "ZT_LOCAL_RANK", false},
-    {"OpenMPI", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", false},
-    {"Slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", true},
-    {"PMI", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", false},
-    {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK", true},
+    {"ZT_RANK", "ZT_RANK", "ZT_WORLD_SIZE", "ZT_LOCAL_RANK", nullptr, false},
+    {"OpenMPI", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+     "OMPI_COMM_WORLD_LOCAL_SIZE", false},
+    {"Slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", nullptr, true},
+    {"PMI", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS", false},
+    {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", true},
 };
 
 // What one launcher's variables say, or nullopt where they are absent (or, for names set for other
@@ -163,23 +165,20 @@ std::string mpi_world_mismatch(const LaunchInfo& launch, int mpi_rank, int mpi_w
 }
 
 int ranks_on_this_node(int world_size) {
-  for (const char* name : {"OMPI_COMM_WORLD_LOCAL_SIZE", "LOCAL_WORLD_SIZE", "MPI_LOCALNRANKS"}) {
-    if (const char* v = env(name)) {
-      const int n = parse_count(v);
-      if (n > 0) return n;
-    }
+  for (const char* source : {"OpenMPI", "torchrun", "PMI"}) {  // the first launcher that says
+    if (const int n = launcher_ranks_on_this_node(source); n > 0) return n;
   }
   return world_size;
 }
 
 int launcher_ranks_on_this_node(const std::string& source) {
-  const char* name = source == "torchrun"  ? "LOCAL_WORLD_SIZE"
-                     : source == "OpenMPI" ? "OMPI_COMM_WORLD_LOCAL_SIZE"
-                     : source == "PMI"     ? "MPI_LOCALNRANKS"
-                                           : nullptr;
-  const char* v = name != nullptr ? env(name) : nullptr;
-  const int n = v != nullptr ? parse_count(v) : 0;
-  return n > 0 ? n : 0;
+  for (const LauncherVars& vars : kLaunchers) {
+    if (source != vars.source || vars.local_size == nullptr) continue;
+    const char* v = env(vars.local_size);
+    const int n = v != nullptr ? parse_count(v) : 0;
+    return n > 0 ? n : 0;
+  }
+  return 0;
 }
 
 int ranks_on_this_node() {

@@ -151,8 +151,8 @@ def reference_run(start, forward, cfg, train_tokens, val_tokens, variant="", bf1
     final weights. `variant` changes one rule on purpose (the bounds must catch it). bf16: the
     engine's mixed precision as torch_parity.py's reference models it: fp32 master weights that
     AdamW updates in fp32, each step's forward and backward (float64) on their bf16 rounding, and
-    the gradient rounded to bf16. dropout: GPT-2's training forwards drop at that probability with
-    dropout_reference's masks, row b of step it being global sample it * ROWS + b (evaluations do
+    the gradient rounded to bf16. dropout: GPT-2's training forwards (gpt2_reference.forward's
+    dropout_scale) drop at that probability with dropout_reference's masks, row b of step it being global sample it * ROWS + b (evaluations do
     not drop)."""
     master_dtype = torch.float32 if bf16 else torch.float64
     master = {n: torch.tensor(w, dtype=master_dtype, requires_grad=not bf16) for n, w in start.items()}
@@ -174,12 +174,11 @@ def reference_run(start, forward, cfg, train_tokens, val_tokens, variant="", bf1
             g["lr"] = lr
         x, y = windows(train_tokens, it * ROWS, ROWS)
         params = working()
+        drop = ()  # GPT-2's dropout_scale where the run drops
         if dropout > 0.0:
-            first = (0 if variant == "masks_per_row" else it * ROWS)  # the wrong rule: the same masks every step
-            _, loss = gpt2_reference.forward(params, x, y, cfg,
-                                             dropout_reference.scales(dropout, CONFIG["train"]["seed"], first))
-        else:
-            _, loss = forward(params, x, y, cfg)
+            first = 0 if variant == "masks_per_row" else it * ROWS  # the wrong rule: the same masks every step
+            drop = (dropout_reference.scales(dropout, CONFIG["train"]["seed"], first),)
+        _, loss = forward(params, x, y, cfg, *drop)
         opt.zero_grad()
         loss.backward()
         if bf16:

@@ -225,7 +225,9 @@ TEST_F(CudaMatmul, TimedAlgorithmSearchKeepsResultsAndAddsGradientsOnce) {
     EXPECT_GT(s.offered, 1);
     EXPECT_LE(s.timed, s.offered);
     EXPECT_TRUE(s.kept >= 0 && s.kept < s.offered);
-    if (s.timed > 0) {
+    // A slice's fastest that the whole product's descriptors refuse falls back to candidate 0,
+    // untimed (-1) where the slice refused it.
+    if (s.timed > 0 && !(s.slice && s.kept == 0)) {
       EXPECT_GT(s.kept_ms, 0.0f);
     }
     if (s.first_ms >= 0.0f) {
@@ -274,9 +276,14 @@ TEST_F(CudaMatmul, TimedSearchOfALargeOutputTimesASliceAndAddsOnce) {
         EXPECT_TRUE(bitwise_equal(got, first)) << "the kept algorithm: the second call repeats the first";
       }
     }
-    EXPECT_EQ(resources_->timed_slice_searches - slices_before, 1)
-        << "timed on a slice, once per configuration (0: cuBLASLt offered one algorithm, so nothing was timed; "
-           "the results above still hold)";
+    // Timed on a slice once per configuration, never again for the second call; none where
+    // cuBLASLt offered one algorithm (nothing to time: the results above still hold), reported.
+    const std::int64_t slice_searches = resources_->timed_slice_searches - slices_before;
+    EXPECT_LE(slice_searches, 1) << "the slice search repeated for a configuration it had decided";
+    if (slice_searches == 0) {
+      std::printf("[ INFO     ] %s: cuBLASLt offered one algorithm, no slice search timed\n",
+                  ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    }
   }
 }
 
@@ -298,7 +305,7 @@ TEST_F(CudaMatmul, BiasGradientInTheWeightProductsEpilogueMatchesCpu) {
     for (const MmShape shape : {MmShape{300, 96, 136}, MmShape{4096, 768, 3072}}) {
       const auto [N, C, OC] = shape;
       for (WeightLayout layout : {WeightLayout::kInOut, WeightLayout::kOutIn}) {
-        std::int64_t bf16_epilogues = 0;
+        std::int64_t bf16_epilogues = 0, bf16_d_epilogues = 0;  // of 2 bf16 calls; of the one into bf16 D
         for (DType dt : {DType::kF32, DType::kBF16}) {
           for (DType grads : {DType::kF32, dt}) {
             const bool bf = dt == DType::kBF16, bf_grads = grads == DType::kBF16;
@@ -325,6 +332,7 @@ TEST_F(CudaMatmul, BiasGradientInTheWeightProductsEpilogueMatchesCpu) {
                                   gx.view(Shape{N, C}), gw.view(wshape), layout);
             const std::int64_t took = resources_->bias_grad_epilogue_calls - before;
             if (bf) bf16_epilogues += took;
+            if (bf_grads) bf16_d_epilogues += took;
             if (!bf) {
               EXPECT_EQ(took, 0) << "fp32 operands keep the kernels";
             }
@@ -335,17 +343,21 @@ TEST_F(CudaMatmul, BiasGradientInTheWeightProductsEpilogueMatchesCpu) {
             EXPECT_TRUE(close_normwise(download_f32(gdb), to_double(db), bias_tol)) << "dbias added once";
           }
         }
-        // BGRADB (kOutIn, Llama's layout and the weight-gradient epilogue others ship) is required at
-        // the MLP's shape, else the route is dead code there. BGRADA (kInOut, GPT-2's Conv1D layout:
-        // the bias gradient reduces A, dout untransposed) is less trodden, so there, as at the small
-        // odd shape, a refusal is reported, not failed: the fallback to the kernels is what the
-        // bounds above then checked, and the benchmarks' kernel_choices count which route ran.
+        // BGRADB (kOutIn, Llama's layout and the weight-gradient epilogue others ship) into bf16 D
+        // (the gradients in place the GPU benchmarks train with, and the operands' own type, as the
+        // epilogue's public users call it) is required at the MLP's shape, else the route is dead
+        // code there. cublasLt.h states no operand or beta support for BGRAD, so the fp32-D call
+        // (fp32 gradients from bf16 operands), BGRADA (kInOut, GPT-2's Conv1D layout: the bias
+        // gradient reduces A, dout untransposed) and the small odd shape are reported, not failed:
+        // the fallback to the kernels is what the bounds above then checked, and the benchmarks'
+        // kernel_choices count which route ran.
         const bool model_shape = N == 4096 && layout == WeightLayout::kOutIn;
         if (route == cuda::BiasGradRoute::kEpilogue && model_shape) {
-          EXPECT_EQ(bf16_epilogues, 2) << "cuBLASLt refused the bias-gradient epilogue (BGRAD"
-                                       << (layout == WeightLayout::kInOut ? "A" : "B") << ") at N=" << N << " C=" << C
-                                       << " OC=" << OC << ": the route falls back to the kernels there";
-        } else if (route == cuda::BiasGradRoute::kEpilogue) {
+          EXPECT_EQ(bf16_d_epilogues, 1) << "cuBLASLt refused the bias-gradient epilogue (BGRADB) into bf16 D at N="
+                                         << N << " C=" << C << " OC=" << OC
+                                         << ": the route falls back to the kernels there";
+        }
+        if (route == cuda::BiasGradRoute::kEpilogue) {
           std::printf("[ INFO     ] BGRAD%s at N=%lld C=%lld OC=%lld: %lld of 2 bf16 calls took the epilogue\n",
                       layout == WeightLayout::kInOut ? "A" : "B", static_cast<long long>(N), static_cast<long long>(C),
                       static_cast<long long>(OC), static_cast<long long>(bf16_epilogues));

@@ -159,6 +159,8 @@ def main():
         ("empty --out", ["debug-state", "--config", config_file("eo.json", GOOD), "--out", ""], "not a file name"),
         ("--out a folder's name", ["debug-state", "--config", config_file("ef.json", GOOD), "--out", work + "/new/"],
          "not a file name"),
+        ("--out another kind of file", ["debug-state", "--config", config_file("eo.json", GOOD), "--out", out],
+         "exists and is not a debug-state file"),
         ("newline in a path", ["debug-state", "--config", os.path.join(work, "a\nb.json"), "--out", out],
          "a\\nb.json: cannot open"),
         ("NUL in a config's path", ["train", "--config", config_file("nul.json", dict(GOOD, data={

@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 
 #include "engine/app/checkpoint/checkpoint_model.h"
 #include "engine/app/cli/commands/arg_parser.h"
@@ -48,6 +49,28 @@ void make_debug_batch(const RunConfig& c, std::vector<std::int32_t>& inputs, std
   }
 }
 
+// An existing --out is replaced only where it is an earlier debug-state's file (a safetensors
+// file whose metadata holds the run config it was made from): the command is the parity tests'
+// oracle, run with paths typed by hand, and a token file, a config or a run's final weights named
+// by mistake must not be lost.
+void refuse_to_replace_other_files(const std::string& out) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(out, ec)) return;
+  bool ours = false;
+  try {
+    const nlohmann::json& header = read_safetensors_header(out).json;
+    const auto meta = header.find("__metadata__");
+    ours = meta != header.end() && meta->is_object() && meta->contains("run_config") && header.contains("logits");
+  } catch (const InputError&) {  // not a safetensors file at all
+  }
+  if (!ours) {
+    throw_input_error(
+        "zerotrain debug-state: --out {} exists and is not a debug-state file (the command would replace it); "
+        "remove it or choose another --out",
+        out);
+  }
+}
+
 std::string memory_report(const MemorySnapshot& s, std::int64_t predicted_activation_bytes) {
   std::string out = format_memory_table(s);
   out += fmt::format("activations peak: measured {} B, predicted {} B ({})\n", s.peak(MemCategory::kActivations),
@@ -76,7 +99,8 @@ int debug_state_main(const std::vector<std::string>& args) {
   const RunConfig cfg = load_run_config(parser.get("config"), parser.all("set"));
   const int steps = parser.get_int("steps", 0, 0, 100000);
   check_output_path(parser.get("out"), "zerotrain debug-state: --out");  // before the work
-  const ModelConfig& mc = cfg.model;                                     // the keys every family has
+  refuse_to_replace_other_files(parser.get("out"));
+  const ModelConfig& mc = cfg.model;  // the keys every family has
   const ModelSpec spec = cfg.model_spec();
 
   MemoryTracker tracker;

@@ -245,6 +245,19 @@ def main():
         kept = all(open(os.path.join(folder, n), "rb").read() == d for n, d in files.items())
         check(ok and kept and sorted(os.listdir(folder)) == sorted(files),
               f"prepare --out a folder with {what}: refused, nothing touched ({lines})")
+    # A training run's directory holds a vocab.json of its own: prepare --out it is refused (its
+    # samples and exports would decode through the new one), and train --run-dir a prepared dataset
+    # is refused (the run would write its vocab.json over the dataset's).
+    run_vocab = open(os.path.join(base, "vocab.json"), "rb").read()
+    ok, lines = refused(run("prepare", "--text", text, "--out", base), base, "is a training run's directory")
+    check(ok and open(os.path.join(base, "vocab.json"), "rb").read() == run_vocab and
+          not os.path.exists(os.path.join(base, "train.bin")),
+          f"prepare --out a run's directory: refused, its vocab.json kept ({lines})")
+    dataset_files = {n: open(os.path.join(dataset, n), "rb").read() for n in ("vocab.json", "train.bin", "val.bin")}
+    ok, lines = refused(train(dataset, "--set", "train.max_steps=1"), dataset, "a dataset's token file")
+    check(ok and sorted(os.listdir(dataset)) == sorted(dataset_files) and
+          all(open(os.path.join(dataset, n), "rb").read() == d for n, d in dataset_files.items()),
+          f"train --run-dir a prepared dataset: refused before writing, its files kept ({lines})")
     again = run("prepare", "--text", text, "--out", dataset, "--level", "byte")
     check(again.returncode == 0 and json.load(open(os.path.join(dataset, "vocab.json")))["kind"] == "byte",
           f"prepare over an earlier prepare's dataset replaces it ({again.stderr.strip()[-200:]})")

@@ -80,6 +80,22 @@ TEST(Prepare, RefusesBadInputs) {
   expect_input_error([&] { prepare_text_dataset(short_text, blocked, Vocab::Kind::kChar); },
                      {blocked + "/val.bin", "is a directory"});
   EXPECT_FALSE(std::filesystem::exists(blocked + "/train.bin")) << "nothing written";
+  // A training run's directory: its vocab.json is the run's (its samples and exports decode
+  // through it), with no token files beside it, so not an earlier prepare's.
+  for (const char* run_file : {"metrics.jsonl", "RUN_LOCK", "checkpoints", "final.safetensors"}) {
+    const std::string run_dir = temp_path("prepare_into_run");
+    std::filesystem::remove_all(run_dir);
+    std::filesystem::create_directories(run_dir);
+    write_file(run_dir + "/vocab.json", "the run's vocabulary");
+    if (std::string(run_file) == "checkpoints") {
+      std::filesystem::create_directories(run_dir + "/checkpoints");
+    } else {
+      write_file(run_dir + "/" + run_file, "");
+    }
+    expect_input_error([&] { prepare_text_dataset(short_text, run_dir, Vocab::Kind::kChar); },
+                       {run_dir, "is a training run's directory", run_file});
+    EXPECT_FALSE(std::filesystem::exists(run_dir + "/train.bin")) << run_file;
+  }
   const std::string bad_utf8 = temp_path("prepare_bad_utf8.txt");
   write_file(bad_utf8, "hello \xFE world, long enough to split");
   expect_input_error([&] { prepare_text_dataset(bad_utf8, dir, Vocab::Kind::kChar); },

@@ -39,6 +39,17 @@ bool llmc_token_file(const fs::path& path) {
 void refuse_others_files(const std::string& out_dir) {
   const fs::path dir(out_dir), vocab = dir / "vocab.json";
   std::error_code ec;
+  // A training run's directory holds a vocab.json of its own (the one its samples and exports
+  // decode through), with no token files beside it: not an earlier prepare's.
+  for (const char* name : {"metrics.jsonl", "RUN_LOCK", "checkpoints", "final.safetensors"}) {
+    if (fs::exists(fs::symlink_status(dir / name, ec))) {
+      throw_input_error(
+          "--out {} is a training run's directory (it holds {}): prepare would replace the run's vocab.json, "
+          "through which its samples and exports decode; prepare into a new or empty folder, or over an earlier "
+          "prepare's",
+          out_dir, name);
+    }
+  }
   const bool has_vocab = fs::is_regular_file(vocab, ec);
   std::string why;
   if (has_vocab) {

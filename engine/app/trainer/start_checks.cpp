@@ -51,6 +51,17 @@ void check_before_training(const RunConfig& c, const std::string& run_dir, const
 void check_run_directory(const std::string& run_dir) {
   const fs::path config = fs::path(run_dir) / "config.json";
   std::error_code ec;
+  // A prepared dataset (`zerotrain prepare`'s token files beside its vocab.json): the run would
+  // write its own vocab.json over the dataset's, and the runs that read the dataset afterwards
+  // would decode through the wrong vocabulary.
+  for (const char* name : {"train.bin", "val.bin"}) {
+    if (fs::exists(fs::symlink_status(fs::path(run_dir) / name, ec))) {
+      throw_input_error(
+          "run directory {} holds {}, a dataset's token file (zerotrain prepare's folder, or token files put "
+          "there); a run would write its vocab.json beside it: give this run another --run-dir",
+          run_dir, name);
+    }
+  }
   if (!fs::exists(config, ec)) return;
   nlohmann::json doc;
   std::string why;

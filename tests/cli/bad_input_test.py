@@ -380,6 +380,36 @@ def main():
           f"\n    stderr: {proc.stderr.strip()[-200:]} {own.stderr.strip()[-200:]}")
     if not ok:
         failures.append("vocab_file smaller than the token files' ids")
+    # The same where the vocabulary is not named beside plain files: a prepared dataset whose
+    # vocab.json is not the one its tokens were made with (ds_B's 5 tokens over ds_A's 22), and a
+    # data.tokenizer_file too small for a dataset's ids (the export of a run on ds_B). Refused
+    # before training, naming the file; neither trained on nor copied into the run.
+    damaged = os.path.join(work, "ds_damaged")
+    shutil.copytree(os.path.join(work, "ds_A"), damaged)
+    shutil.copy(os.path.join(work, "ds_B", "vocab.json"), os.path.join(damaged, "vocab.json"))
+    on_b = subprocess.run([binary, "train", "--config", config_file("vf65.json", with_model(vocab_size=65)),
+                           "--run-dir", run_dir + "_b", "--set", f"data.dataset={os.path.join(work, 'ds_B')}",
+                           "--set", "train.max_steps=1", "--set", "checkpoint.at_end=true"],
+                          capture_output=True, text=True, timeout=120)
+    export_b = subprocess.run([binary, "ckpt", "export", os.path.join(run_dir + "_b", "checkpoints"), "--format", "hf",
+                               "--out", os.path.join(work, "hf_b")], capture_output=True, text=True, timeout=120)
+    for what, sets, named in (
+            ("dataset vocab.json too small", [f"data.dataset={damaged}"], os.path.join(damaged, "vocab.json")),
+            ("tokenizer_file too small", [f"data.dataset={os.path.join(work, 'ds_A')}",
+                                          f"data.tokenizer_file={os.path.join(work, 'hf_b', 'tokenizer.json')}"],
+             os.path.join(work, "hf_b", "tokenizer.json"))):
+        target = run_dir + "_" + what.split()[0]
+        proc = subprocess.run([binary, "train", "--config", config_file("vf65.json", with_model(vocab_size=65)),
+                               "--run-dir", target, "--set", "train.max_steps=1",
+                               *[a for kv in sets for a in ("--set", kv)]], capture_output=True, text=True, timeout=120)
+        lines = proc.stderr.strip().splitlines()
+        ok = (on_b.returncode == 0 and export_b.returncode == 0 and proc.returncode == 2 and len(lines) == 1 and
+              "the training data holds token id" in lines[0] and f"past the 5 tokens of {named}" in lines[0] and
+              not os.path.exists(os.path.join(target, "metrics.jsonl")))
+        print(f"{what:<32} exit={proc.returncode}  {'OK' if ok else 'FAIL'}"
+              f"\n    stderr: {proc.stderr.strip()[-200:]} {on_b.stderr.strip()[-200:]} {export_b.stderr.strip()[-200:]}")
+        if not ok:
+            failures.append(what)
     # A prompt with a character the run's vocabulary lacks: the error names --prompt.
     proc = subprocess.run([binary, "sample", "--run", run_dir + "_own", "--prompt", "aZ", "--tokens", "1"],
                           capture_output=True, text=True, timeout=120)

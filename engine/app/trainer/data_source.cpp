@@ -152,19 +152,25 @@ void DataSource::open(const RunConfig& c) {
   train_counts_ = train_->token_counts(c.model.vocab_size, sample_hook != nullptr && std::atoll(sample_hook) > 0
                                                                ? std::atoll(sample_hook)
                                                                : data::kEntropySampleTokens);
-  // Plain token files carry no vocabulary: one named beside them (data.vocab_file, a tokenizer) and
-  // smaller than the model's must still hold the data's ids, or samples decode the others as
-  // another text's tokens or as nothing. Checked on the sample of the training split the unigram
-  // entropy reads.
-  const bool plain_files = !d.train_files.empty() || !d.train_file.empty();
-  if (plain_files && text_.has() && text_.size() < c.model.vocab_size) {
+  // The vocabulary samples decode through (a tokenizer, data.vocab_file, a prepared dataset's
+  // vocab.json) must hold the data's ids where it is smaller than the model's, or samples decode
+  // the others as another text's tokens or as nothing: plain token files carry no vocabulary, a
+  // tokenizer may be named beside any data, and a dataset folder's vocab.json may not be the one
+  // its tokens were made with. Checked on the sample of the training split the unigram entropy
+  // reads.
+  if (text_.has() && text_.size() < c.model.vocab_size) {
+    const std::string decoder = !tokenizer_path_.empty()  ? tokenizer_path_
+                                : !d.vocab_file.empty()   ? d.vocab_file
+                                : d.dataset != "embedded" ? (fs::path(d.dataset) / "vocab.json").string()
+                                                          : std::string("the embedded text's vocabulary");
     for (int id = c.model.vocab_size - 1; id >= text_.size(); --id) {
       if (train_counts_[static_cast<std::size_t>(id)] == 0) continue;
       throw_input_error(
           "config error in {}: the training data holds token id {}, past the {} tokens of {}: samples would decode "
           "its ids through another vocabulary (name the vocabulary the data was made with)",
-          c.sources_of({"data.vocab_file", "data.tokenizer_file", "data.train_file", "data.train_files"}), id,
-          text_.size(), !tokenizer_path_.empty() ? tokenizer_path_ : d.vocab_file);
+          c.sources_of(
+              {"data.vocab_file", "data.tokenizer_file", "data.train_file", "data.train_files", "data.dataset"}),
+          id, text_.size(), decoder);
     }
   }
   for (const auto& [name, split] : {std::pair{"training", &*train_}, std::pair{"validation", &*val_}}) {

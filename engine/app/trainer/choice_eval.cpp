@@ -2,6 +2,7 @@
 #include "engine/app/trainer/choice_eval.h"
 
 #include <algorithm>
+#include <cmath>
 #include <utility>
 #include <vector>
 
@@ -92,7 +93,17 @@ ChoiceScore score_choices(const data::ChoiceFile& file, const ChoicePlan& plan, 
 
   ChoiceScore score;
   std::size_t g = 0;
-  for (const data::ChoiceExample& x : file.examples()) {
+  for (std::size_t e = 0; e < file.examples().size(); ++e) {
+    const data::ChoiceExample& x = file.examples()[e];
+    // A NaN loses every comparison, so its example would score its first completion: a number from
+    // an overflowed forward, not a score. Every rank holds the summed losses and stops alike.
+    for (std::size_t k = 0; k < x.completions.size(); ++k) {
+      if (!std::isfinite(row_loss[g + k])) {
+        throw_runtime_error(
+            "{}: example {} completion {}: the model's loss is {} (its forward overflowed): no score to report",
+            file.path(), e, k, row_loss[g + k]);
+      }
+    }
     std::size_t best = 0;  // the lowest mean loss; a tie goes to the earlier completion
     for (std::size_t k = 1; k < x.completions.size(); ++k)
       if (row_loss[g + k] < row_loss[g + best]) best = k;

@@ -180,6 +180,10 @@ int eval_main(const std::vector<std::string>& args) {
           "smaller --seq-len)",
           e.what(), T);
     }
+    if (!std::isfinite(loss)) {
+      throw_runtime_error("{}: the model's loss is {} (its forward overflowed): no loss to report",
+                          parser.get("tokens"), loss);
+    }
     if (root)
       fmt::print("{}: loss {:.6f} (perplexity {:.3f}) over {} window{} of {} tokens\n", parser.get("tokens"), loss,
                  std::exp(loss), windows, windows == 1 ? "" : "s", T);

@@ -21,8 +21,9 @@ as named, never a hang (every command runs under a timeout) or a replaced file:
     resume whose metrics.jsonl has no record of its checkpoint's step (that fresh run's) too;
   * a token file cut in place while a run reads it (through its memory map): named, exit 2, not a
     bare SIGBUS;
-  * ckpt verify and export of a folder whose live run deletes each checkpoint as it saves the next
-    (keep_last 1): they read the folder's newest again, never fail for it.
+  * ckpt verify and export, sample --ckpt and eval --ckpt of a folder whose live run deletes each
+    checkpoint as it saves the next (keep_last 1): they read the folder's newest again, never fail
+    for it.
 
 usage: odd_files_test.py PATH/TO/zerotrain
 """
@@ -37,6 +38,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from check_report import Checks  # noqa: E402
+from choice_file_util import write_choice_file  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CONFIG = os.path.join(ROOT, "configs", "tiny_debug.json")
@@ -349,16 +351,21 @@ def main():
     deadline = time.time() + 60
     while time.time() < deadline and not os.path.exists(os.path.join(live_folder, "latest")):
         time.sleep(0.1)
+    choices = os.path.join(work, "live_choices.bin")
+    write_choice_file(choices, [(0, [1, 2, 3], [[4, 5], [6]]), (1, [7, 8], [[9], [10, 11]])])
     failed = []
     for i in range(12):
-        for args in (["verify", live_folder], ["export", live_folder, "--format", "hf", "--out",
-                                               os.path.join(work, "live_export")]):
-            p = run("ckpt", *args)
+        for args in (["ckpt", "verify", live_folder],
+                     ["ckpt", "export", live_folder, "--format", "hf", "--out", os.path.join(work, "live_export")],
+                     ["sample", "--ckpt", live_folder, "--tokens", "3"],
+                     ["eval", "--ckpt", live_folder, "--choices", choices]):
+            p = run(*args)
             if p.returncode != 0:
-                failed.append(p.stderr.strip()[-200:])
+                failed.append(f"{args[0]} {args[1]}: {p.stderr.strip()[-200:]}")
     live.kill()
     live.wait()
-    check(not failed, f"ckpt verify and export of a folder a live run prunes every step never fail for it ({failed[:2]})")
+    check(not failed, f"ckpt verify and export, sample and eval --ckpt of a folder a live run prunes every step "
+                      f"never fail for it ({failed[:2]})")
 
     return checks.finish()
 

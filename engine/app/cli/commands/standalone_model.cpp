@@ -89,12 +89,37 @@ WeightSource resolve_weight_source(const ArgParser& parser, const std::string& c
   if (parser.has("ckpt")) {
     // The model from the manifest, whatever the number of ranks and stage that saved it (its units:
     // e.g. its token table in as many chunk units as its run's head had).
-    const ckpt::ResolvedCheckpoint resolved =
-        ckpt::resolve_checkpoint(parser.get("ckpt"), ckpt::Validation::kChecksumsToChoose);
-    for (const std::string& note : resolved.notes) s.notes.push_back(fmt::format("zerotrain {}: {}", command, note));
+    // A live run's folder: its keep_last may delete the newest checkpoint between its choice and the
+    // reader's shared hold on it. Where the folder's newest changed meanwhile, it is chosen again
+    // (at most three times, as the ckpt commands do); any other failure is the checkpoint's own.
+    const std::string folder = parser.get("ckpt");
+    const auto newest = [&] {
+      std::error_code ec;
+      if (!fs::is_directory(folder, ec)) return std::string();
+      const std::vector<ckpt::CheckpointEntry> all = ckpt::list_checkpoints(folder);
+      return all.empty() ? std::string() : all.back().path;
+    };
+    for (int attempt = 1; !s.checkpoint; ++attempt) {
+      const std::string before = newest();
+      try {
+        const ckpt::ResolvedCheckpoint resolved =
+            ckpt::resolve_checkpoint(folder, ckpt::Validation::kChecksumsToChoose);
+        s.checkpoint = std::make_shared<const ckpt::CheckpointReader>(resolved.path);
+        for (const std::string& note : resolved.notes) {
+          s.notes.push_back(fmt::format("zerotrain {}: {}", command, note));
+        }
+        s.path = resolved.path;
+      } catch (const std::exception&) {
+        const std::string now = newest();
+        if (before.empty() || now == before || attempt == 3) throw;
+        s.notes.push_back(
+            fmt::format("zerotrain {}: note: {} saved {} while {} was read (a live run?): read the "
+                        "folder again",
+                        command, folder, fs::path(now).filename().string(), fs::path(before).filename().string()));
+      }
+    }
     s.kind = WeightSource::Kind::kCheckpoint;
-    s.path = resolved.path;
-    const ckpt::CheckpointReader reader(resolved.path);
+    const ckpt::CheckpointReader& reader = *s.checkpoint;
     s.spec = ckpt::model_spec_of(reader);
     // The run's working parameters: its fp32 masters rounded where it held bf16 ones, as it did.
     s.param_dtype = reader.manifest().param_dtype == "bf16" ? DType::kBF16 : DType::kF32;
@@ -107,7 +132,7 @@ WeightSource resolve_weight_source(const ArgParser& parser, const std::string& c
                     : s.spec.block_size();
     // The run's tokenizer and end of text, in its directory (beside its checkpoint folder, or
     // where the manifest records it).
-    s.text_dir = ckpt::run_directory_of(resolved.path, reader.manifest());
+    s.text_dir = ckpt::run_directory_of(s.path, reader.manifest());
     if (s.text_dir.empty() && command == "sample") {
       s.notes.push_back(fmt::format("zerotrain sample: the run directory {} that saved the checkpoint no longer exists",
                                     ckpt::extra_string(reader.manifest().extra, "run_dir")));
@@ -241,7 +266,7 @@ StandaloneModel::StandaloneModel(const WeightSource& source)
   };
   switch (source.kind) {
     case WeightSource::Kind::kCheckpoint: {
-      const ckpt::CheckpointReader reader(source.path);
+      const ckpt::CheckpointReader& reader = *source.checkpoint;  // held since it was chosen
       unit_by_unit([&](int u, std::int64_t n, float* out) { reader.read(ckpt::StateKind::kMaster, u, 0, n, out); });
       break;
     }

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/app/checkpoint/checkpoint_reader.h"
 #include "engine/app/cli/commands/arg_parser.h"
 #include "engine/app/io/pretrained.h"
 #include "engine/base/core/memory_tracker.h"
@@ -40,6 +41,9 @@ struct WeightSource {
   int device_index = 0;  // the GPU, on CUDA
   DType activations = DType::kF32;
   std::vector<std::string> notes;  // for stderr: which checkpoint "latest" resolved to
+  // --ckpt: the resolved checkpoint, open from its resolution to the model's load. The reader's
+  // shared hold on its directory keeps a live run's keep_last from deleting it in between.
+  std::shared_ptr<const ckpt::CheckpointReader> checkpoint;
   // The tokens whose draw ends a sample, as transformers' generate stops at them: the eos_token_id
   // (one, or an instruct model's list) of a pretrained folder's generation_config.json, else of
   // its config.json; of a run or checkpoint, the one its HF export writes (run_special_token_ids).

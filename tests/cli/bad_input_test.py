@@ -159,6 +159,8 @@ def main():
         ("empty --out", ["debug-state", "--config", config_file("eo.json", GOOD), "--out", ""], "not a file name"),
         ("--out a folder's name", ["debug-state", "--config", config_file("ef.json", GOOD), "--out", work + "/new/"],
          "not a file name"),
+        ("empty log.run_dir", ["train", "--config", config_file("erd.json", dict(GOOD, log={"run_dir": ""}))],
+         "log.run_dir is empty"),
         ("--out another kind of file", ["debug-state", "--config", config_file("eo.json", GOOD), "--out", out],
          "exists and is not a debug-state file"),
         ("newline in a path", ["debug-state", "--config", os.path.join(work, "a\nb.json"), "--out", out],
@@ -410,6 +412,20 @@ def main():
               f"\n    stderr: {proc.stderr.strip()[-200:]} {on_b.stderr.strip()[-200:]} {export_b.stderr.strip()[-200:]}")
         if not ok:
             failures.append(what)
+    # sample --vocab larger than the model's (a byte-level vocabulary's 256 for a model of 65): not
+    # the vocabulary it was trained with, refused before the weights load.
+    subprocess.run([binary, "prepare", "--text", os.path.join(work, "A.txt"), "--out", os.path.join(work, "ds_byte"),
+                    "--level", "byte"], capture_output=True, timeout=120)
+    proc = subprocess.run([binary, "sample", "--run", run_dir + "_own", "--vocab",
+                           os.path.join(work, "ds_byte", "vocab.json"), "--tokens", "2"],
+                          capture_output=True, text=True, timeout=120)
+    lines = proc.stderr.strip().splitlines()
+    ok = (proc.returncode == 2 and len(lines) == 1 and "has 256 tokens, more than the model's vocabulary of 65"
+          in lines[0] and proc.stdout == "")
+    print(f"{'sample: --vocab past the model':<32} exit={proc.returncode}  {'OK' if ok else 'FAIL'}"
+          f"\n    stderr: {proc.stderr.strip()[-200:]}")
+    if not ok:
+        failures.append("sample --vocab larger than the model's")
     # A prompt with a character the run's vocabulary lacks: the error names --prompt.
     proc = subprocess.run([binary, "sample", "--run", run_dir + "_own", "--prompt", "aZ", "--tokens", "1"],
                           capture_output=True, text=True, timeout=120)

@@ -217,6 +217,15 @@ int sample_main(const std::vector<std::string>& args) {
   for (const std::string& note : source.notes) print_err("{}\n", note);
   // The text, the options and the prompt before the weights load, so a bad one fails at once.
   const data::TokenText text = token_text(parser, source.text_dir);
+  // A zerotrain vocabulary holds no tokens past its model's (a run refuses one that would), so one
+  // larger than the model's is another run's: its ids would decode as other characters. (A
+  // tokenizer may: added tokens past the embedding leave the model's ids decoding as they should.)
+  if (parser.has("vocab") && text.size() > source.spec.vocab_size()) {
+    throw_input_error(
+        "zerotrain sample: --vocab {} has {} tokens, more than the model's vocabulary of {}: not the vocabulary "
+        "it was trained with (its samples would decode as other characters)",
+        parser.get("vocab"), text.size(), source.spec.vocab_size());
+  }
   const SamplingOptions options = sampling_options(parser, text);
   const Prompt prompt = encode_prompt(parser, text, source.text_dir, source.context, source.spec.vocab_size());
   // Under a launcher every rank would draw the same text: rank 0 alone samples and prints it (the

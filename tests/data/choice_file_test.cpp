@@ -142,6 +142,10 @@ TEST(ChoiceFile, RefusesEachKindOfDamageInOneLine) {
                      {"label.bin", "example 0", "label 4", "4 completions"});
   expect_input_error([&] { ChoiceFile::load(write("ncomp.bin", damaged(4, 1)), 10); },
                      {"ncomp.bin", "example 0", "1 completion"});
+  // A context length past the example's bytes: named as such (it read on into example 1, and the
+  // error named its start mark, 65535, as a token past the vocabulary).
+  expect_input_error([&] { ChoiceFile::load(write("context_len.bin", damaged(5, 5000)), 10); },
+                     {"context_len.bin", "example 0", "context of 5000 tokens runs past the 40 bytes"});
   // llm.c's reader asserts the examples' indices (0, 1, ...): one out of order was scored.
   expect_input_error([&] { ChoiceFile::load(write("index.bin", damaged(2, 7)), 10); },
                      {"index.bin", "example 0 carries the index 7"});

@@ -38,10 +38,17 @@ class WordReader {
   std::size_t at_ = 0;
 };
 
+// A length, then that many tokens, all within the example's `example_bytes` from its start mark
+// at word `start`: a length past them (a damaged length word) is named as such, not as the first
+// word of the next example read as a token.
 std::vector<std::int32_t> read_tokens(WordReader& in, const std::string& path, std::int64_t example, const char* what,
-                                      int vocab_size) {
+                                      int vocab_size, std::size_t start, int example_bytes) {
   const int n = in.next(example, what);
   if (n == 0) throw_input_error("{}: example {}: its {} has no tokens", path, example, what);
+  if (2 * (in.at() + static_cast<std::size_t>(n) - start) > static_cast<std::size_t>(example_bytes)) {
+    throw_input_error("{}: example {}: its {} of {} tokens runs past the {} bytes the example says it holds", path,
+                      example, what, n, example_bytes);
+  }
   std::vector<std::int32_t> tokens(static_cast<std::size_t>(n));
   for (auto& t : tokens) {
     t = in.next(example, what);
@@ -106,9 +113,9 @@ ChoiceFile ChoiceFile::load(const std::string& path, int vocab_size) {
     if (x.label >= n_completions) {
       throw_input_error("{}: example {}: label {} is not below its {} completions", path, e, x.label, n_completions);
     }
-    x.context = read_tokens(in, path, e, "context", vocab_size);
+    x.context = read_tokens(in, path, e, "context", vocab_size, start, example_bytes);
     for (int k = 0; k < n_completions; ++k) {
-      x.completions.push_back(read_tokens(in, path, e, "completion", vocab_size));
+      x.completions.push_back(read_tokens(in, path, e, "completion", vocab_size, start, example_bytes));
       const int input = static_cast<int>(x.context.size() + x.completions.back().size()) - 1;
       file.longest_input_ = std::max(file.longest_input_, input);
     }

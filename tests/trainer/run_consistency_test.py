@@ -351,7 +351,14 @@ def main():
           f"a resume from superseded/ sets the folder's other trajectory aside (kept {now}, aside {aside}, "
           f"{(back.stdout + back.stderr)[-300:]})")
 
-    # Resume on other data.
+    # Resume on other data: other files in the same vocabulary (wd_b's text has other characters,
+    # which the dataset's vocab.json could not decode, so a run refuses them beside it).
+    other = os.path.join(work, "other")
+    os.makedirs(other)
+    with open(os.path.join(other, "corpus.txt"), "w") as f:
+        f.write("be or not to be to " * 4000)
+    subprocess.run([binary, "prepare", "--text", "corpus.txt", "--out", "data"], cwd=other, check=True,
+                   capture_output=True)
     data_dir = os.path.join(work, "data")
     shutil.copytree(os.path.join(work, "wd_a", "data"), data_dir)
     saved_cfg = write_config("saved.json", {"data": {"dataset": data_dir}, "checkpoint": {"at_end": True}})
@@ -377,7 +384,7 @@ def main():
                         f"data.dataset={link}", "--set", "train.max_steps=7", "--set", "checkpoint.at_end=false"],
                        capture_output=True, text=True, timeout=120)
     check(p.returncode == 0, f"the same data through another path resumes ({(p.stdout + p.stderr)[-300:]})")
-    shutil.copy(os.path.join(work, "wd_b", "data", "train.bin"), os.path.join(data_dir, "train.bin"))
+    shutil.copy(os.path.join(other, "data", "train.bin"), os.path.join(data_dir, "train.bin"))
     resume = [binary, "train", "--config", saved_cfg, "--run-dir", run_dir, "--resume", "latest", "--set",
               "train.max_steps=8"]
     p = subprocess.run(resume, capture_output=True, text=True, timeout=120)
@@ -389,7 +396,7 @@ def main():
     check(p.returncode == 0 and changes and any("train.bin" in c for c in changes[-1]["changes"]),
           f"with --allow-config-change it continues and records what changed ({changes[-1:] })")
     # Another validation file is no change of trajectory: the resume notes it and logs it.
-    shutil.copy(os.path.join(work, "wd_b", "data", "val.bin"), os.path.join(data_dir, "val.bin"))
+    shutil.copy(os.path.join(other, "data", "val.bin"), os.path.join(data_dir, "val.bin"))
     p = subprocess.run([binary, "train", "--config", saved_cfg, "--run-dir", run_dir, "--resume", "latest", "--set",
                         "train.max_steps=9"], capture_output=True, text=True, timeout=120)
     changes = [r for r in train_records(run_dir) if r["type"] == "config_change"]

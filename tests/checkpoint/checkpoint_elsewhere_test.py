@@ -13,7 +13,9 @@ still finds the run's text wherever a later command runs:
     with its checkpoints is still the one read, not the directory its manifest recorded, which
     another run now holds;
   * a checkpoint named with a trailing slash, through a symlinked folder, or set aside in
-    superseded/ finds its run directory.
+    superseded/ finds its run directory;
+  * a checkpoint folder copied on its own (the default layout's, beside another vocabulary where
+    it now lies) reads its recorded run directory, not the folder above its new place.
 
 usage: checkpoint_elsewhere_test.py ZEROTRAIN
 """
@@ -140,6 +142,22 @@ def main():
         check(p.returncode == 0 and files == default_files and all(
             filecmp.cmp(os.path.join(later, f"hf_{moved}", f), os.path.join(later, "hf_default", f), shallow=False)
             for f in files), f"a run moved with its checkpoints ({moved}) exports its own tokenizer ({files})")
+
+    # A checkpoint folder copied on its own beside another vocabulary (no metrics.jsonl there: not a
+    # run directory): the recorded run directory's text, not what lies beside its new place.
+    loose = os.path.join(work, "loose")
+    os.makedirs(loose)
+    shutil.copy(os.path.join(started, "data", "vocab.json"), os.path.join(loose, "vocab.json"))
+    shutil.copytree(os.path.join(rolled, "checkpoints"), os.path.join(loose, "ck"), symlinks=True)
+    p, files = export(os.path.join(loose, "ck"), "hf_loose")
+    check(p.returncode == 0 and files == default_files and all(
+        filecmp.cmp(os.path.join(later, "hf_loose", f), os.path.join(later, "hf_default", f), shallow=False)
+        for f in files), f"a checkpoint folder copied on its own exports its run's tokenizer ({files}; "
+                         f"{p.stderr.strip()[-200:]})")
+    q = run(later, "ckpt", "inspect", os.path.join(loose, "ck"))
+    check(q.returncode == 0 and f"run directory: {os.path.realpath(rolled)}\n" in q.stdout,
+          f"... and ckpt inspect names that run directory "
+          f"({(q.stdout + q.stderr)[q.stdout.find('run directory'):][:200]!r})")
     return checks.finish()
 
 

@@ -253,16 +253,13 @@ std::string run_directory_of(const std::string& checkpoint_dir, const Manifest& 
   if (ec) return "";
   if (folder.filename() == "superseded") folder = folder.parent_path();
   const fs::path above = folder.parent_path();
-  const nlohmann::json& section = manifest.config.value("checkpoint", nlohmann::json::object());
-  const nlohmann::json configured = section.is_object() ? section.value("dir", nlohmann::json("")) : nlohmann::json("");
   const std::string recorded = extra_string(manifest.extra, "run_dir");
-  // The folder above where it is a run's (the default layout, or checkpoint.dir inside the run
-  // directory), so a run moved with its checkpoints keeps its own text even where another run now
-  // holds its old path; and for checkpoints from before extra.run_dir.
-  if (!configured.is_string() || configured.get<std::string>().empty() || recorded.empty() ||
-      fs::exists(above / "metrics.jsonl", ec)) {
-    return above.string();
-  }
+  // The folder above where it is a run's (it holds metrics.jsonl: the default layout, or
+  // checkpoint.dir inside the run directory), so a run moved with its checkpoints keeps its own
+  // text even where another run now holds its old path; and for checkpoints from before
+  // extra.run_dir. Not merely because the checkpoints kept the default layout: a checkpoint folder
+  // copied or moved on its own would take whatever tokenizer lies beside its new place.
+  if (recorded.empty() || fs::exists(above / "metrics.jsonl", ec)) return above.string();
   return fs::is_directory(recorded, ec) ? recorded : std::string();
 }
 

@@ -87,6 +87,24 @@ def file_bytes(words, count, longest):
     return struct.pack("<256i", MAGIC, VERSION, count, longest, *([0] * 252)) + struct.pack(f"<{len(words)}H", *words)
 
 
+def check_out(out, inputs):
+    """--out is replaced whole: refused where it is an input, or an existing file of another kind (a
+    token shard, a tokenizer, the JSONL itself under another name), so a typo loses nothing. An
+    earlier choice file (llm.c's eval magic) is replaced."""
+    if os.path.isdir(out):
+        fail(f"--out {out}: a folder, not a file name")
+    if not os.path.exists(out):
+        return
+    for path in inputs:
+        if os.path.samefile(out, path):
+            fail(f"--out {out} is an input of this command ({path}): give another --out")
+    with open(out, "rb") as f:
+        head = f.read(4)
+    if len(head) < 4 or struct.unpack("<i", head)[0] != MAGIC:
+        fail(f"--out {out} exists and is not a multiple-choice file (the command would replace it); "
+             "remove it or choose another --out")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tokenizer", required=True)
@@ -99,6 +117,7 @@ def main():
     for path in (args.tokenizer, args.input):
         if not os.path.isfile(path):
             fail(f"{path}: " + ("a folder, not a file" if os.path.isdir(path) else "no such file"))
+    check_out(args.out, (args.tokenizer, args.input))
     try:
         from tokenizers import Tokenizer
     except ImportError:

@@ -146,6 +146,27 @@ def same_tokenizer(a, b):
         return False
 
 
+RUN_FILES = ("metrics.jsonl", "RUN_LOCK", "checkpoints", "final.safetensors")
+MODEL_WEIGHTS = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
+                 "pytorch_model.bin.index.json")
+
+
+def check_out_is_no_run_or_model(out):
+    """OUT's tokenizer.json is replaced and its tokenizer_config.json may go: not where they are a
+    training run's (its samples and exports decode through them) or a model folder's (config.json
+    beside its weights)."""
+    if not os.path.isdir(out):
+        return
+    held = next((f for f in RUN_FILES if os.path.lexists(os.path.join(out, f))), None)
+    if held:
+        fail(f"--out {out} is a training run's directory (it holds {held}): its tokenizer is the run's, "
+             "which samples and exports decode through; give another --out")
+    weights = next((f for f in MODEL_WEIGHTS if os.path.lexists(os.path.join(out, f))), None)
+    if weights and os.path.exists(os.path.join(out, "config.json")):
+        fail(f"--out {out} is a model folder (config.json beside {weights}): its tokenizer is the model's; "
+             "give another --out")
+
+
 def check_tokenizer_of_out(args, replacing):
     """OUT's tokenizer.json is its shards' (training finds it beside them): another set's there, of
     other names than NAME, must not be replaced (`replacing`: --tokenizer is not that one) by
@@ -186,6 +207,7 @@ def main(argv=None):
                              else "not a regular file (a FIFO or a device), not a text or JSONL file"))
     if os.path.exists(args.out) and not os.path.isdir(args.out):
         fail(f"--out {args.out}: exists and is not a folder")
+    check_out_is_no_run_or_model(args.out)
     try:
         tok = Tokenizer.from_file(args.tokenizer)
     except Exception as e:  # the library raises its own exception types

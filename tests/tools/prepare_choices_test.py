@@ -10,7 +10,8 @@
     acc_norm does with transformers (each ending's mean loss given its context, the lowest the
     answer);
   * a line without endings, a label past them and a missing input are refused in one line,
-    leaving no output file.
+    leaving no output file; so is an --out that is an input or an existing file of another kind
+    (an earlier choice file is replaced).
 
 usage: prepare_choices_test.py PATH/TO/zerotrain   (run with .venv-hf's python)
 """
@@ -155,6 +156,22 @@ def main():
     lines = p.stderr.strip().splitlines()
     check(p.returncode != 0 and len(lines) == 1 and unwritable in lines[0],
           f"an --out that cannot be written is refused in one line ({lines})")
+    # --out over an input, or over an existing file of another kind (a token shard): refused in one
+    # line, the file untouched; over an earlier choice file: replaced.
+    shard = os.path.join(work, "val_000000.bin")
+    with open(shard, "wb") as f:
+        f.write(struct.pack("<256i", 20240520, 1, 3, *([0] * 253)) + struct.pack("<3H", 1, 2, 3))
+    for what, target, said in (("the JSONL input", jsonl, "is an input"), ("the tokenizer", tok_path, "is an input"),
+                               ("a token shard", shard, "is not a multiple-choice file")):
+        before = open(target, "rb").read()
+        p = subprocess.run([sys.executable, SCRIPT, "--tokenizer", tok_path, "--out", target, jsonl],
+                           capture_output=True, text=True, timeout=60)
+        lines = p.stderr.strip().splitlines()
+        check(p.returncode != 0 and len(lines) == 1 and said in lines[0] and open(target, "rb").read() == before,
+              f"--out {what}: refused in one line, the file untouched ({lines})")
+    p = subprocess.run([sys.executable, SCRIPT, "--tokenizer", tok_path, "--out", out, jsonl], capture_output=True,
+                       text=True, timeout=60)
+    check(p.returncode == 0, f"--out an earlier choice file replaces it ({p.stderr.strip()[-200:]})")
     return checks.finish()
 
 

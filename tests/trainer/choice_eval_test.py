@@ -24,6 +24,7 @@ usage: choice_eval_test.py MPIRUN [MPIRUN FLAGS...] -- PATH/TO/zerotrain   (run 
 import json
 import os
 import random
+import shutil
 import struct
 import subprocess
 import sys
@@ -180,6 +181,20 @@ def main():
     check(p.returncode != 0 and len(lines) == 1 and time.monotonic() - started < 60,
           f"one rank's missing file: both ranks refuse, the job in one line naming rank 1 ({time.monotonic() - started:.0f} s, "
           f"exit {p.returncode}: {p.stderr.strip()[-400:]})")
+
+    # A token past the vocabulary in both ranks' windows (7 windows of 49 tokens: rank 0's first,
+    # rank 1's fifth): the job's one line names the first in the file, not a line a rank.
+    bad_val = os.path.join(work, "bad_val.bin")
+    shutil.copy(val_bin, bad_val)
+    with open(bad_val, "r+b") as f:
+        for position in (2, 4 * 48 + 2):
+            f.seek(1024 + 2 * position)
+            f.write(struct.pack("<H", 500))
+    p = subprocess.run(launcher + ["-np", "2", binary, "eval", "--from", hf, "--tokens", bad_val, "--seq-len", "48",
+                                   "--windows", "7"], capture_output=True, text=True, timeout=120)
+    lines = [line for line in p.stderr.splitlines() if line.startswith("zerotrain: error:")]
+    check(p.returncode != 0 and len(lines) == 1 and "token 500 at position 2" in lines[0],
+          f"bad tokens in both ranks' windows: one line naming the first (exit {p.returncode}: {lines})")
 
     # Through the first evaluation only (half the steps: these two runs were half the test's time);
     # the schedule is the 150-step run's (optim.decay_steps).

@@ -38,33 +38,43 @@ namespace {
 // `world` takes a contiguous run of them, in forwards of as many windows as `batch_tokens` holds,
 // and sums each window's positions in order; the windows' sums are then added in window order on
 // every rank, so the ranks print the same value whatever their number.
+// `oom_hint` (where non-empty) is added to an out-of-memory error's line.
 double token_loss(StandaloneModel& model, const data::TokenCorpus& corpus, int T, std::int64_t windows,
-                  int batch_tokens, Communicator& world) {
+                  int batch_tokens, Communicator& world, const std::string& oom_hint) {
   const std::int64_t per_rank = (windows + world.world_size() - 1) / world.world_size();
   const std::int64_t first = std::min<std::int64_t>(windows, world.rank() * per_rank);
   const std::int64_t last = std::min<std::int64_t>(windows, first + per_rank);
   std::vector<double> window_sums(static_cast<std::size_t>(per_rank), 0.0);  // this rank's, padded with zeros
-  if (last > first) {
-    const int B = static_cast<int>(std::clamp<std::int64_t>(batch_tokens / T, 1, last - first));
-    const std::unique_ptr<LanguageModel> m = model.build(B, T);
-    const data::SampleStream sequential{data::SampleOrder::kSequential, 0, data::kValStream};
-    std::vector<std::int32_t> inputs(static_cast<std::size_t>(B) * T), targets(inputs.size());
-    std::vector<float> losses(inputs.size());
-    for (std::int64_t begin = first; begin < last; begin += B) {
-      // A last forward short of B windows reads this rank's first one again and leaves its losses out.
-      const std::int64_t live = std::min<std::int64_t>(B, last - begin);
-      for (std::int64_t b = 0; b < B; ++b) {
-        data::fill_batch(corpus, sequential, 1, T, b < live ? begin + b : first, inputs.data() + b * T,
-                         targets.data() + b * T);
+  // Each rank's windows alone (no collective inside), then agreed: a token past the vocabulary in
+  // several ranks' windows ends the job with the first rank's line (its windows come first in the
+  // file), printed once, rather than one line a rank naming different positions.
+  on_every_rank(world, [&] {
+    if (last <= first) return;
+    try {
+      const int B = static_cast<int>(std::clamp<std::int64_t>(batch_tokens / T, 1, last - first));
+      const std::unique_ptr<LanguageModel> m = model.build(B, T);
+      const data::SampleStream sequential{data::SampleOrder::kSequential, 0, data::kValStream};
+      std::vector<std::int32_t> inputs(static_cast<std::size_t>(B) * T), targets(inputs.size());
+      std::vector<float> losses(inputs.size());
+      for (std::int64_t begin = first; begin < last; begin += B) {
+        // A last forward short of B windows reads this rank's first one again and leaves its losses out.
+        const std::int64_t live = std::min<std::int64_t>(B, last - begin);
+        for (std::int64_t b = 0; b < B; ++b) {
+          data::fill_batch(corpus, sequential, 1, T, b < live ? begin + b : first, inputs.data() + b * T,
+                           targets.data() + b * T);
+        }
+        m->forward(model.store(), inputs.data(), targets.data(), {.training = false, .losses_out = losses.data()});
+        for (std::int64_t b = 0; b < live; ++b) {
+          double sum = 0.0;
+          for (int i = 0; i < T; ++i) sum += losses[static_cast<std::size_t>(b * T + i)];
+          window_sums[static_cast<std::size_t>(begin - first + b)] = sum;
+        }
       }
-      m->forward(model.store(), inputs.data(), targets.data(), {.training = false, .losses_out = losses.data()});
-      for (std::int64_t b = 0; b < live; ++b) {
-        double sum = 0.0;
-        for (int i = 0; i < T; ++i) sum += losses[static_cast<std::size_t>(b * T + i)];
-        window_sums[static_cast<std::size_t>(begin - first + b)] = sum;
-      }
+    } catch (const RuntimeError& e) {
+      if (oom_hint.empty() || std::string_view(e.what()).find("out of memory") == std::string_view::npos) throw;
+      throw_runtime_error("{} ({})", e.what(), oom_hint);
     }
-  }
+  });
   const std::vector<double> all = all_gather_values<double>(world, window_sums);
   double sum = 0.0;
   for (std::int64_t w = 0; w < windows; ++w) sum += all[static_cast<std::size_t>(w)];  // rank r's at r * per_rank
@@ -169,17 +179,15 @@ int eval_main(const std::vector<std::string>& args) {
                  choices->path(), score.correct, score.examples, score.accuracy());
   }
   if (corpus) {
-    double loss = 0.0;
-    try {
-      loss = token_loss(model, *corpus, T, windows, batch_tokens, *world);
-    } catch (const RuntimeError& e) {
-      // The default window is the model's whole context (131072 tokens for a Llama 3.2): say so.
-      if (parser.has("seq-len") || std::string_view(e.what()).find("out of memory") == std::string_view::npos) throw;
-      throw_runtime_error(
-          "{} (the windows are --seq-len tokens, by default the model's context of {}: pass a "
-          "smaller --seq-len)",
-          e.what(), T);
-    }
+    // The default window is the model's whole context (131072 tokens for a Llama 3.2): said where
+    // it runs out of memory.
+    const std::string oom_hint =
+        parser.has("seq-len") ? ""
+                              : fmt::format(
+                                    "the windows are --seq-len tokens, by default the model's context of {}: pass a "
+                                    "smaller --seq-len",
+                                    T);
+    const double loss = token_loss(model, *corpus, T, windows, batch_tokens, *world, oom_hint);
     if (!std::isfinite(loss)) {
       throw_runtime_error("{}: the model's loss is {} (its forward overflowed): no loss to report",
                           parser.get("tokens"), loss);

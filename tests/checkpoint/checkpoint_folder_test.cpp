@@ -144,6 +144,19 @@ TEST_F(CheckpointFolder, LatestPointingAtAMissingDirectoryFallsBack) {
   EXPECT_FALSE(r.notes.empty());
 }
 
+// What a reader sees between a live run's save and its keep_last: `latest` read before the save
+// rewrote it names a checkpoint deleted since, and a newer one is complete. Its lineage is gone
+// with it, so the newer one is tried first (it was skipped: no valid checkpoint).
+TEST_F(CheckpointFolder, LatestWhoseCheckpointWentTakesTheNewerOne) {
+  const std::string gone = save(10);
+  const std::string newer = save(20);
+  write_latest(folder_, fs::path(gone).filename().string());
+  fs::remove_all(gone);
+  const ResolvedCheckpoint r = resolve_checkpoint(folder_, Validation::kChecksumsToChoose);
+  EXPECT_EQ(r.path, newer);
+  EXPECT_TRUE(r.held.is_open()) << "held for reading from its validation on";
+}
+
 TEST_F(CheckpointFolder, AnExplicitBadCheckpointIsAnErrorNotAFallback) {
   save(10);
   const std::string newer = save(20);

@@ -218,10 +218,18 @@ namespace {
 std::vector<std::string> resolution_order(const std::string& folder, const std::string& latest,
                                           std::vector<std::string>* notes) {
   std::vector<std::string> newer, order;
-  const std::int64_t latest_step = latest.empty() ? -1 : step_of(latest);
   const std::vector<CheckpointEntry> all = list_checkpoints(folder);  // ascending steps
-  if (!latest.empty()) {
-    std::string chain = lineage_of(fs::path(folder) / latest).save_id;
+  // latest's lineage orders the newer ones; where its checkpoint went meanwhile (keep_last after
+  // a save that rewrote the pointer), the folder's newest first, as for no pointer.
+  std::string chain = latest.empty() ? std::string() : lineage_of(fs::path(folder) / latest).save_id;
+  std::error_code ec;
+  const std::string pointed = chain.empty() && !fs::exists(fs::path(folder) / latest, ec) ? "" : latest;
+  if (pointed.empty() && !latest.empty() && notes != nullptr) {
+    notes->push_back(
+        fmt::format("{} names {}, which is not there; trying the newest checkpoints first", kLatestName, latest));
+  }
+  const std::int64_t latest_step = pointed.empty() ? -1 : step_of(pointed);
+  if (!pointed.empty()) {
     for (const CheckpointEntry& e : all) {
       const fs::path dir(e.path);
       if (chain.empty() || step_of(dir.filename().string()) <= latest_step) continue;
@@ -233,15 +241,15 @@ std::vector<std::string> resolution_order(const std::string& folder, const std::
         notes->push_back(
             fmt::format("{} is newer than the checkpoint {} names ({}) and continues it: a save "
                         "committed before its pointer was updated",
-                        dir.filename().string(), kLatestName, latest));
+                        dir.filename().string(), kLatestName, pointed));
       }
     }
     order = newer;
-    order.push_back((fs::path(folder) / latest).string());
+    order.push_back((fs::path(folder) / pointed).string());
   }
   for (auto it = all.rbegin(); it != all.rend(); ++it) {
     const fs::path dir(it->path);
-    if (!latest.empty() && (step_of(dir.filename().string()) > latest_step || dir.filename() == latest)) continue;
+    if (!pointed.empty() && (step_of(dir.filename().string()) > latest_step || dir.filename() == pointed)) continue;
     order.push_back(it->path);
   }
   return order;
@@ -286,6 +294,7 @@ ResolvedCheckpoint resolve_checkpoint(const std::string& path, Validation valida
   const bool choosing = validation == Validation::kChecksumsToChoose;
   if (is_complete(path) || step_of(fs::path(path).filename().string()) >= 0) {
     // An explicit checkpoint: valid or an error, never another one.
+    result.held = FileHandle::hold_for_reading(path);
     check_valid(path, choosing ? Validation::kStructure : validation);
     result.path = path;
     return result;
@@ -298,8 +307,13 @@ ResolvedCheckpoint resolve_checkpoint(const std::string& path, Validation valida
   std::string first_error;
   for (const std::string& c : candidates) {
     try {
+      FileHandle held = FileHandle::hold_for_reading(c);  // before keep_last can take it from under us
+      if (!held.still_at(c)) {  // too late: a live run's keep_last moved it away (a newer one is complete)
+        throw_input_error("{}: removed while it was chosen (a live run's keep_last)", c);
+      }
       check_valid(c, choosing ? Validation::kChecksums : validation);
       result.path = c;
+      result.held = std::move(held);
       return result;
     } catch (const InputError& e) {
       if (first_error.empty()) first_error = e.what();
@@ -319,6 +333,35 @@ std::string checkpoint_to_verify(const std::string& path) {
   if (!fs::is_directory(path) || is_complete(path) || step_of(fs::path(path).filename().string()) >= 0) return path;
   const std::vector<std::string> order = resolution_order(path, read_latest(path), nullptr);
   return order.empty() ? path : order.front();
+}
+
+void read_while_folder_changes(const std::string& path, const std::function<void()>& read,
+                               const std::function<void(const std::string& before, const std::string& now)>& again) {
+  // Each attempt that fails for it saw the run save again; a run saving every few milliseconds
+  // can take a few attempts' checkpoints before one is held.
+  constexpr int kReadAttempts = 10;
+  // The folder's complete checkpoints, oldest first: a save completing, or keep_last deleting one
+  // (which a reader that read `latest` just before may have been ordering by), is a change.
+  const auto complete = [&] {
+    std::vector<std::string> names;
+    std::error_code ec;
+    if (!fs::is_directory(path, ec)) return names;
+    for (const CheckpointEntry& c : list_checkpoints(path)) {
+      if (is_complete(c.path)) names.push_back(fs::path(c.path).filename().string());
+    }
+    return names;
+  };
+  for (int attempt = 1;; ++attempt) {
+    const std::vector<std::string> before = complete();
+    try {
+      read();
+      return;
+    } catch (const std::exception&) {
+      const std::vector<std::string> now = complete();
+      if (before.empty() || now == before || attempt == kReadAttempts) throw;
+      again(before.back(), now.empty() ? std::string("none") : now.back());
+    }
+  }
 }
 
 }  // namespace zt::ckpt

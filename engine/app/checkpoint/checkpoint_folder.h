@@ -4,8 +4,11 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
+
+#include "engine/app/checkpoint/durable_file.h"
 
 namespace zt::ckpt {
 
@@ -71,6 +74,10 @@ enum class Validation {
 struct ResolvedCheckpoint {
   std::string path;
   std::vector<std::string> notes;  // why newer candidates were skipped ("falling back to ...")
+  // The chosen checkpoint held for reading since before it was validated, so a live run's
+  // keep_last leaves it until the caller's reader holds it too (its validation reads every file:
+  // longer than a small run's step).
+  FileHandle held;
 };
 
 // `path` is either a checkpoint directory (it must be valid: no fallback) or a checkpoint folder:
@@ -84,5 +91,14 @@ ResolvedCheckpoint resolve_checkpoint(const std::string& path, Validation valida
 // -- never an older one that would pass while that one is damaged. `path` itself when the folder
 // holds none.
 std::string checkpoint_to_verify(const std::string& path);
+
+// Runs `read` on what `path` names (a checkpoint folder, or a checkpoint). A folder's newest
+// checkpoint may be deleted while it is read: a live run saving there with keep_last removes it
+// once a newer one is complete. Where `read` throws and the folder's newest complete one changed
+// meanwhile, it
+// runs again on the folder as it now is (at most ten times in all), `again(before, now)` told the
+// two step directories' names first; any other failure is the checkpoint's own and is rethrown.
+void read_while_folder_changes(const std::string& path, const std::function<void()>& read,
+                               const std::function<void(const std::string& before, const std::string& now)>& again);
 
 }  // namespace zt::ckpt

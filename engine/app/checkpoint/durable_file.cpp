@@ -35,6 +35,12 @@ FileHandle FileHandle::hold_for_reading(const std::string& dir) {
   return f;
 }
 
+bool FileHandle::still_at(const std::string& path) const {
+  struct stat held {}, there {};
+  return fd_ >= 0 && ::fstat(fd_, &held) == 0 && ::stat(path.c_str(), &there) == 0 && held.st_dev == there.st_dev &&
+         held.st_ino == there.st_ino;
+}
+
 bool FileHandle::hold_exclusive(const std::string& path, FileHandle& holder, bool create) {
   FileHandle f;
   // Made, not truncated: another holder's bytes stay its own.

@@ -29,6 +29,9 @@ class FileHandle {
   FileHandle& operator=(const FileHandle&) = delete;
 
   bool is_open() const { return fd_ >= 0; }
+  // Whether this handle's file or directory is still the one at `path` (not renamed or removed
+  // since it was opened): a hold taken as keep_last moved its checkpoint away holds nothing there.
+  bool still_at(const std::string& path) const;
   const std::string& path() const { return path_; }
   void write_at(const void* data, std::int64_t bytes, std::int64_t offset);
   // Reads exactly `bytes`; InputError naming the file when it ends first (truncated).

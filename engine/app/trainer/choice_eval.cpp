@@ -1,6 +1,8 @@
 // Multiple-choice accuracy across ranks (see the header).
 #include "engine/app/trainer/choice_eval.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <utility>
@@ -95,13 +97,10 @@ ChoiceScore score_choices(const data::ChoiceFile& file, const ChoicePlan& plan, 
   std::size_t g = 0;
   for (std::size_t e = 0; e < file.examples().size(); ++e) {
     const data::ChoiceExample& x = file.examples()[e];
-    // A NaN loses every comparison, so its example would score its first completion: a number from
-    // an overflowed forward, not a score. Every rank holds the summed losses and stops alike.
+    // Every rank holds the summed losses, so every rank finds the same first non-finite row.
     for (std::size_t k = 0; k < x.completions.size(); ++k) {
       if (!std::isfinite(row_loss[g + k])) {
-        throw_runtime_error(
-            "{}: example {} completion {}: the model's loss is {} (its forward overflowed): no score to report",
-            file.path(), e, k, row_loss[g + k]);
+        return {0, 0, fmt::format("example {} completion {}: the model's loss is {}", e, k, row_loss[g + k])};
       }
     }
     std::size_t best = 0;  // the lowest mean loss; a tie goes to the earlier completion

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 
 #include "engine/app/data/choice_file.h"
 #include "engine/app/trainer/choice_plan.h"
@@ -19,6 +20,10 @@ namespace zt {
 struct ChoiceScore {
   std::int64_t correct = 0;
   std::int64_t examples = 0;
+  // Where a row's loss is not finite (an overflowed forward), which ("example E completion K: the
+  // model's loss is nan"), and no score: a NaN loses every comparison, so its example would count
+  // its first completion. Empty where every row's loss is finite.
+  std::string nonfinite;
   double accuracy() const { return examples > 0 ? static_cast<double>(correct) / static_cast<double>(examples) : 0.0; }
 };
 

@@ -85,12 +85,19 @@ bool evaluate(TrainerState& s, int step, TrainSummary& summary, const StopVote& 
     // The plan the memory check weighed (predict_choice_memory).
     const ChoicePlan plan = run_choice_plan(c, choice_shape(*s.data.choices()), s.comm.world_size());
     const ChoiceScore score = score_choices(*s.data.choices(), plan, build, s.store, s.comm);
-    summary.choices = score;
     summary.choice_plan = plan;
-    record["choice_accuracy"] = score.accuracy();
-    record["choice_correct"] = score.correct;
-    record["choice_examples"] = score.examples;
-    choices = fmt::format("; multiple choice {}/{} = {:.4f}", score.correct, score.examples, score.accuracy());
+    if (score.nonfinite.empty()) {
+      summary.choices = score;
+      record["choice_accuracy"] = score.accuracy();
+      record["choice_correct"] = score.correct;
+      record["choice_examples"] = score.examples;
+      choices = fmt::format("; multiple choice {}/{} = {:.4f}", score.correct, score.examples, score.accuracy());
+    } else {  // an overflowed forward scores nothing, as a NaN val_loss is recorded and not a stop
+      summary.choices.reset();
+      record["choice_accuracy"] = nullptr;
+      record["choice_nonfinite"] = score.nonfinite;
+      choices = fmt::format("; multiple choice not scored ({})", score.nonfinite);
+    }
   }
   s.log(record);
   s.progress.message(fmt::format("step {}: val loss {:.4f} (unigram entropy of the data {:.4f}){}", step, val_loss,

@@ -315,24 +315,15 @@ int ckpt_main(const std::vector<std::string>& args) {
     fmt::print("{}", kCkptUsage);
     return 0;
   }
-  // A folder's newest checkpoint may be deleted while it is read: a run saving there with keep_last
-  // removes it once a newer one is saved. Where the folder's newest changed meanwhile, the action
-  // starts over on it (at most three times); any other failure is the checkpoint's own.
-  const auto newest = [&] {
-    const std::vector<ckpt::CheckpointEntry> all = ckpt::list_checkpoints(path);
-    return all.empty() ? std::string() : all.back().path;
-  };
-  for (int attempt = 1;; ++attempt) {
-    const std::string before = newest();
-    try {
-      return run_action(action, path, parser);
-    } catch (const std::exception&) {
-      const std::string now = newest();
-      if (before.empty() || now == before || attempt == 3) throw;
-      print_err("zerotrain ckpt: note: {} saved {} while {} was read (a live run?): reading the folder again\n", path,
-                std::filesystem::path(now).filename().string(), std::filesystem::path(before).filename().string());
-    }
-  }
+  // A live run's folder: the action starts over where the checkpoint it read went meanwhile.
+  int status = 0;
+  ckpt::read_while_folder_changes(
+      path, [&] { status = run_action(action, path, parser); },
+      [&](const std::string& before, const std::string& now) {
+        print_err("zerotrain ckpt: note: {} saved {} while {} was read (a live run?): reading the folder again\n", path,
+                  now, before);
+      });
+  return status;
 }
 
 }  // namespace zt::cli

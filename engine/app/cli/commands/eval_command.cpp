@@ -167,6 +167,7 @@ int eval_main(const std::vector<std::string>& args) {
                              {"windows", fmt::format("{}", windows)}});
   std::optional<StandaloneModel> loaded;
   on_every_rank(*world, [&] { loaded.emplace(source); });  // a GPU may be full on one rank only
+  source.checkpoint.reset();                               // loaded: a live run's keep_last may take its checkpoint now
   StandaloneModel& model = *loaded;
   if (choices) {
     // The forwards are each rank's own (a whole model in a store of its own); the rows' losses are
@@ -174,6 +175,11 @@ int eval_main(const std::vector<std::string>& args) {
     const ChoiceScore score = score_choices(
         *choices, plan_choices(*choices, world->world_size(), batch_tokens, source.spec.block_size()),
         [&](int rows, int seq_len) { return model.build(rows, seq_len); }, model.store(), *world);
+    if (!score.nonfinite.empty()) {  // every rank holds the same: one line for the job
+      fail_on_every_rank(
+          *world, fmt::format("{}: {} (its forward overflowed): no score to report", choices->path(), score.nonfinite),
+          /*input_error=*/false);
+    }
     if (root)
       fmt::print("{}: {}/{} correct = {:.4f} (each completion's mean loss given its context, the lowest the answer)\n",
                  choices->path(), score.correct, score.examples, score.accuracy());
@@ -188,9 +194,11 @@ int eval_main(const std::vector<std::string>& args) {
                                     "smaller --seq-len",
                                     T);
     const double loss = token_loss(model, *corpus, T, windows, batch_tokens, *world, oom_hint);
-    if (!std::isfinite(loss)) {
-      throw_runtime_error("{}: the model's loss is {} (its forward overflowed): no loss to report",
-                          parser.get("tokens"), loss);
+    if (!std::isfinite(loss)) {  // every rank holds the same sum: one line for the job
+      fail_on_every_rank(*world,
+                         fmt::format("{}: the model's loss is {} (its forward overflowed): no loss to report",
+                                     parser.get("tokens"), loss),
+                         /*input_error=*/false);
     }
     if (root)
       fmt::print("{}: loss {:.6f} (perplexity {:.3f}) over {} window{} of {} tokens\n", parser.get("tokens"), loss,

@@ -213,7 +213,7 @@ int sample_main(const std::vector<std::string>& args) {
     fmt::print("{}", parser.help_text());
     return 0;
   }
-  const WeightSource source = resolve_weight_source(parser, "sample");
+  WeightSource source = resolve_weight_source(parser, "sample");
   for (const std::string& note : source.notes) print_err("{}\n", note);
   // The text, the options and the prompt before the weights load, so a bad one fails at once.
   const data::TokenText text = token_text(parser, source.text_dir);
@@ -232,7 +232,8 @@ int sample_main(const std::vector<std::string>& args) {
   // others checked the same arguments above, so a bad one still ends every rank).
   if (detect_launch().rank > 0) return 0;
   StandaloneModel model(source);
-  if (!text.has()) {  // what stdout will hold, where it is no text (said once the weights are sound)
+  source.checkpoint.reset();  // loaded: a live run's keep_last may take its checkpoint now
+  if (!text.has()) {          // what stdout will hold, where it is no text (said once the weights are sound)
     print_err(
         "zerotrain sample: no tokenizer.json or vocab.json {}: printing token ids (--tokenizer FILE or --vocab "
         "FILE decodes them)\n",

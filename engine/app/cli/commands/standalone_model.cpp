@@ -12,6 +12,7 @@
 #include "engine/app/checkpoint/checkpoint_export.h"
 #include "engine/app/checkpoint/checkpoint_folder.h"
 #include "engine/app/checkpoint/checkpoint_model.h"
+#include "engine/app/checkpoint/checkpoint_reader.h"
 #include "engine/app/checkpoint/folder_lock.h"
 #include "engine/app/cli/commands/commands.h"
 #include "engine/app/config/run_config.h"
@@ -90,34 +91,24 @@ WeightSource resolve_weight_source(const ArgParser& parser, const std::string& c
     // The model from the manifest, whatever the number of ranks and stage that saved it (its units:
     // e.g. its token table in as many chunk units as its run's head had).
     // A live run's folder: its keep_last may delete the newest checkpoint between its choice and the
-    // reader's shared hold on it. Where the folder's newest changed meanwhile, it is chosen again
-    // (at most three times, as the ckpt commands do); any other failure is the checkpoint's own.
+    // reader's shared hold on it, which then keeps it until the model is loaded.
     const std::string folder = parser.get("ckpt");
-    const auto newest = [&] {
-      std::error_code ec;
-      if (!fs::is_directory(folder, ec)) return std::string();
-      const std::vector<ckpt::CheckpointEntry> all = ckpt::list_checkpoints(folder);
-      return all.empty() ? std::string() : all.back().path;
-    };
-    for (int attempt = 1; !s.checkpoint; ++attempt) {
-      const std::string before = newest();
-      try {
-        const ckpt::ResolvedCheckpoint resolved =
-            ckpt::resolve_checkpoint(folder, ckpt::Validation::kChecksumsToChoose);
-        s.checkpoint = std::make_shared<const ckpt::CheckpointReader>(resolved.path);
-        for (const std::string& note : resolved.notes) {
-          s.notes.push_back(fmt::format("zerotrain {}: {}", command, note));
-        }
-        s.path = resolved.path;
-      } catch (const std::exception&) {
-        const std::string now = newest();
-        if (before.empty() || now == before || attempt == 3) throw;
-        s.notes.push_back(
-            fmt::format("zerotrain {}: note: {} saved {} while {} was read (a live run?): read the "
-                        "folder again",
-                        command, folder, fs::path(now).filename().string(), fs::path(before).filename().string()));
-      }
-    }
+    ckpt::read_while_folder_changes(
+        folder,
+        [&] {
+          const ckpt::ResolvedCheckpoint resolved =
+              ckpt::resolve_checkpoint(folder, ckpt::Validation::kChecksumsToChoose);
+          s.checkpoint = std::make_shared<const ckpt::CheckpointReader>(resolved.path);
+          for (const std::string& note : resolved.notes) {
+            s.notes.push_back(fmt::format("zerotrain {}: {}", command, note));
+          }
+          s.path = resolved.path;
+        },
+        [&](const std::string& before, const std::string& now) {
+          s.notes.push_back(
+              fmt::format("zerotrain {}: note: {} saved {} while {} was read (a live run?): read the folder again",
+                          command, folder, now, before));
+        });
     s.kind = WeightSource::Kind::kCheckpoint;
     const ckpt::CheckpointReader& reader = *s.checkpoint;
     s.spec = ckpt::model_spec_of(reader);

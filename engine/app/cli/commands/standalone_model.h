@@ -10,7 +10,6 @@
 #include <string>
 #include <vector>
 
-#include "engine/app/checkpoint/checkpoint_reader.h"
 #include "engine/app/cli/commands/arg_parser.h"
 #include "engine/app/io/pretrained.h"
 #include "engine/base/core/memory_tracker.h"
@@ -18,6 +17,10 @@
 #include "engine/distributed/sharding/zero_param_store.h"
 #include "kernels/compute_backend.h"
 #include "models/model_family.h"
+
+namespace zt::ckpt {
+class CheckpointReader;
+}  // namespace zt::ckpt
 
 namespace zt::cli {
 
@@ -42,7 +45,8 @@ struct WeightSource {
   DType activations = DType::kF32;
   std::vector<std::string> notes;  // for stderr: which checkpoint "latest" resolved to
   // --ckpt: the resolved checkpoint, open from its resolution to the model's load. The reader's
-  // shared hold on its directory keeps a live run's keep_last from deleting it in between.
+  // shared hold on its directory keeps a live run's keep_last from deleting it in between; the
+  // commands release it once their model is loaded.
   std::shared_ptr<const ckpt::CheckpointReader> checkpoint;
   // The tokens whose draw ends a sample, as transformers' generate stops at them: the eos_token_id
   // (one, or an instruct model's list) of a pretrained folder's generation_config.json, else of

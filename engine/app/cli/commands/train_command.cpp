@@ -158,14 +158,14 @@ int train_main(const std::vector<std::string>& args) {
     cfg = load_run_config(parser.get("config"), parser.all("set"), comm->world_size(), resumed_model);
     check_trainable(cfg);
     (void)store_comm_choice(cfg, comm->world_size());  // zero.shard_group_size and the like, against the ranks
+    if (!run_dir.empty()) cfg.log.run_dir = run_dir;
+    if (cfg.log.run_dir.empty()) {  // "" in the config: which key, not the folder's failure to be made
+      throw_input_error(
+          "config error in {}: log.run_dir is empty: name a directory, leave the key out for runs/{}, or "
+          "give --run-dir",
+          cfg.sources_of({"log.run_dir"}), std::filesystem::path(parser.get("config")).stem().string());
+    }
   });
-  if (!run_dir.empty()) cfg.log.run_dir = run_dir;
-  if (cfg.log.run_dir.empty()) {  // "" in the config: which key, not the folder's failure to be made
-    throw_input_error(
-        "config error in {}: log.run_dir is empty: name a directory, leave the key out for runs/{}, or "
-        "give --run-dir",
-        cfg.sources_of({"log.run_dir"}), std::filesystem::path(parser.get("config")).stem().string());
-  }
   comm_options.deterministic = cfg.train.deterministic;
   comm_options.timeout_s = cfg.train.collective_timeout_s;
   comm->set_options(comm_options);

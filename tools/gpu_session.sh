@@ -14,7 +14,7 @@
 #                llm.c, interleaved                                                         [330]
 #   llama        tools/bench_llama_gpu.py: a Llama 3.2 1B-shaped model at stage 3 against
 #                PyTorch FSDP2 compiled                                                     [180]
-#   shakespeare  zerotrain's half of tools/shakespeare_gpu.py (carry runs/shakespeare_char too) [300]
+#   shakespeare  zerotrain's half of tools/shakespeare_gpu.py (carry runs/shakespeare_char_data too) [300]
 #   autotune     tools/bench_gpu.py with zerotrain stage 0 beside PyTorch compiled (default) and
 #                under max-autotune (cuDNN attention), so the best-PyTorch ratio has both rows in
 #                one invocation: max-autotune's compile passed 200 s on an H200, so it has its
@@ -447,7 +447,7 @@ for p in "${phases[@]}"; do
     shakespeare)
       # exit 3 = stopped with a checkpoint: call again to continue.
       step shakespeare_gpu "${budget[$p]}" env PYTHONUNBUFFERED=1 "$python" tools/shakespeare_gpu.py --engines zerotrain \
-        --zerotrain build-gpu/zerotrain --data runs/shakespeare_char --commit "$commit" --set precision.matmul=bf16 \
+        --zerotrain build-gpu/zerotrain --data runs/shakespeare_char_data --commit "$commit" --set precision.matmul=bf16 \
         --set precision.activations=bf16 --time-limit $((budget[$p] - 40)) \
         --out "$OUT/shakespeare_gpu_$slug.json" >>"$log" 2>&1
       ;;

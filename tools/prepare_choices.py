@@ -12,7 +12,8 @@ ending's length and tokens). uint16 tokens, so the tokenizer's vocabulary must b
 (GPT-2's is; Llama 3's is not). zerotrain reads 2 or more endings an example and any number of
 examples (indices past 65,535 wrap, as uint16 words do); llm.c's own loader takes exactly 4 endings
 and fewer than 65,536 examples, so keep to those for a file it also reads. Written to a temporary name and renamed, so a failure leaves no
-partial file. Needs the `tokenizers` package (tools/setup.sh installs it in .venv-hf); nothing is
+partial file; an --out that is an input, or an existing file other than an earlier choice file, is
+refused (a typo loses nothing). Needs the `tokenizers` package (tools/setup.sh installs it in .venv-hf); nothing is
 downloaded: get hellaswag_val.jsonl yourself.
 
 usage: prepare_choices.py --tokenizer tokenizer.json --out hellaswag_val.bin [--context-key ctx]
@@ -87,19 +88,24 @@ def file_bytes(words, count, longest):
     return struct.pack("<256i", MAGIC, VERSION, count, longest, *([0] * 252)) + struct.pack(f"<{len(words)}H", *words)
 
 
-def check_out(out, inputs):
+def refuse_out_of_another_kind(out, inputs):
     """--out is replaced whole: refused where it is an input, or an existing file of another kind (a
     token shard, a tokenizer, the JSONL itself under another name), so a typo loses nothing. An
     earlier choice file (llm.c's eval magic) is replaced."""
     if os.path.isdir(out):
         fail(f"--out {out}: a folder, not a file name")
-    if not os.path.exists(out):
+    if not os.path.lexists(out):
         return
+    if not os.path.isfile(out):  # a FIFO would block the read below; a device is nobody's output
+        fail(f"--out {out}: exists and is not a regular file")
     for path in inputs:
         if os.path.samefile(out, path):
             fail(f"--out {out} is an input of this command ({path}): give another --out")
-    with open(out, "rb") as f:
-        head = f.read(4)
+    try:
+        with open(out, "rb") as f:
+            head = f.read(4)
+    except OSError as e:
+        fail(f"--out {out}: cannot be read to tell what it is ({e.strerror})")
     if len(head) < 4 or struct.unpack("<i", head)[0] != MAGIC:
         fail(f"--out {out} exists and is not a multiple-choice file (the command would replace it); "
              "remove it or choose another --out")
@@ -117,7 +123,7 @@ def main():
     for path in (args.tokenizer, args.input):
         if not os.path.isfile(path):
             fail(f"{path}: " + ("a folder, not a file" if os.path.isdir(path) else "no such file"))
-    check_out(args.out, (args.tokenizer, args.input))
+    refuse_out_of_another_kind(args.out, (args.tokenizer, args.input))
     try:
         from tokenizers import Tokenizer
     except ImportError:

@@ -13,8 +13,9 @@ tokenizer.json beside the first shard found without data.tokenizer_file) samples
 the same tokenizer (a tokenizer_config.json beside --tokenizer is copied too; an earlier
 tokenizer's is removed). Run again into the same OUT, the new set replaces NAME's earlier shards
 (none of them is left for a glob to find), and no other set's; a NAME whose globs would match
-another set's shards in OUT (set "d" beside set "d_val") is refused; a failed run leaves OUT as it
-was. Bad input: one line, exit 2.
+another set's shards in OUT (set "d" beside set "d_val") is refused, and so is an OUT that is a
+training run's directory or a model folder (their tokenizer.json is theirs); a failed run leaves
+OUT as it was. Bad input: one line, exit 2.
 Needs the `tokenizers` package (tools/setup.sh installs it in .venv-hf).
 
 usage: prepare_tokens.py --tokenizer tokenizer.json --out DIR [--name NAME] [--shard-tokens N]
@@ -151,7 +152,7 @@ MODEL_WEIGHTS = ("model.safetensors", "model.safetensors.index.json", "pytorch_m
                  "pytorch_model.bin.index.json")
 
 
-def check_out_is_no_run_or_model(out):
+def refuse_run_or_model_folder(out):
     """OUT's tokenizer.json is replaced and its tokenizer_config.json may go: not where they are a
     training run's (its samples and exports decode through them) or a model folder's (config.json
     beside its weights)."""
@@ -207,7 +208,7 @@ def main(argv=None):
                              else "not a regular file (a FIFO or a device), not a text or JSONL file"))
     if os.path.exists(args.out) and not os.path.isdir(args.out):
         fail(f"--out {args.out}: exists and is not a folder")
-    check_out_is_no_run_or_model(args.out)
+    refuse_run_or_model_folder(args.out)
     try:
         tok = Tokenizer.from_file(args.tokenizer)
     except Exception as e:  # the library raises its own exception types

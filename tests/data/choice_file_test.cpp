@@ -146,6 +146,10 @@ TEST(ChoiceFile, RefusesEachKindOfDamageInOneLine) {
   // error named its start mark, 65535, as a token past the vocabulary).
   expect_input_error([&] { ChoiceFile::load(write("context_len.bin", damaged(5, 5000)), 10); },
                      {"context_len.bin", "example 0", "context of 5000 tokens runs past the 40 bytes"});
+  // A byte count smaller than the example: its last completion runs past it (one or the other is
+  // damaged; the message says so).
+  expect_input_error([&] { ChoiceFile::load(write("bytes_short.bin", damaged(1, 38)), 10); },
+                     {"bytes_short.bin", "example 0", "runs past the 38 bytes", "a damaged length or byte count"});
   // llm.c's reader asserts the examples' indices (0, 1, ...): one out of order was scored.
   expect_input_error([&] { ChoiceFile::load(write("index.bin", damaged(2, 7)), 10); },
                      {"index.bin", "example 0 carries the index 7"});

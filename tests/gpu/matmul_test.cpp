@@ -227,8 +227,8 @@ TEST_F(CudaMatmul, TimedAlgorithmSearchKeepsResultsAndAddsGradientsOnce) {
     EXPECT_TRUE(s.kept >= 0 && s.kept < s.offered);
     // A slice's fastest that the whole product's descriptors refuse falls back to candidate 0,
     // untimed (-1) where the slice refused it.
-    if (s.timed > 0 && !(s.slice && s.kept == 0)) {
-      EXPECT_GT(s.kept_ms, 0.0f);
+    if (s.timed > 0) {
+      EXPECT_TRUE(s.kept_ms > 0.0f || (s.slice && s.kept == 0 && s.kept_ms < 0.0f)) << s.kept_ms;
     }
     if (s.first_ms >= 0.0f) {
       EXPECT_LE(s.kept_ms, s.first_ms);

@@ -169,6 +169,13 @@ def main():
         lines = p.stderr.strip().splitlines()
         check(p.returncode != 0 and len(lines) == 1 and said in lines[0] and open(target, "rb").read() == before,
               f"--out {what}: refused in one line, the file untouched ({lines})")
+    fifo = os.path.join(work, "out.fifo")
+    os.mkfifo(fifo)
+    p = subprocess.run([sys.executable, SCRIPT, "--tokenizer", tok_path, "--out", fifo, jsonl], capture_output=True,
+                       text=True, timeout=60)
+    lines = p.stderr.strip().splitlines()
+    check(p.returncode != 0 and len(lines) == 1 and "not a regular file" in lines[0],
+          f"--out a FIFO: refused in one line, not read ({lines})")
     p = subprocess.run([sys.executable, SCRIPT, "--tokenizer", tok_path, "--out", out, jsonl], capture_output=True,
                        text=True, timeout=60)
     check(p.returncode == 0, f"--out an earlier choice file replaces it ({p.stderr.strip()[-200:]})")

@@ -123,9 +123,11 @@ def main():
         check(p.returncode == 2 and len(lines) == 1 and named in lines[0] and not os.path.exists(os.path.join(work, "bad")),
               f"{what}: one line, exit 2, no folder ({lines})")
     # A training run's directory or a model folder as --out: their tokenizer would be replaced.
-    for what, files in (("a run's directory", {"metrics.jsonl": "", "tokenizer.json": "the run's"}),
-                        ("a model folder", {"config.json": "{}", "model.safetensors": "", "tokenizer.json": "its own",
-                                            "tokenizer_config.json": "{}"})):
+    for what, files, said in (("a run's directory", {"metrics.jsonl": "", "tokenizer.json": "the run's"},
+                               "is a training run's directory (it holds metrics.jsonl)"),
+                              ("a model folder", {"config.json": "{}", "model.safetensors": "",
+                                                  "tokenizer.json": "its own", "tokenizer_config.json": "{}"},
+                               "is a model folder (config.json beside model.safetensors)")):
         theirs = os.path.join(work, "theirs_" + what.split()[1].strip("'s"))
         os.makedirs(theirs)
         for name, text in files.items():
@@ -135,8 +137,7 @@ def main():
         lines = one_line(p)
         kept = sorted(os.listdir(theirs)) == sorted(files) and all(
             open(os.path.join(theirs, n)).read() == t for n, t in files.items())
-        check(p.returncode == 2 and len(lines) == 1 and ("training run's directory" in lines[0] or
-                                                          "model folder" in lines[0]) and kept,
+        check(p.returncode == 2 and len(lines) == 1 and said in lines[0] and kept,
               f"--out {what}: one line, exit 2, its files untouched ({lines})")
     p = subprocess.run([sys.executable, TOOL, "--out", os.path.join(work, "bad"), jsonl], capture_output=True,
                        text=True, timeout=60)

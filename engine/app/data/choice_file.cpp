@@ -46,8 +46,10 @@ std::vector<std::int32_t> read_tokens(WordReader& in, const std::string& path, s
   const int n = in.next(example, what);
   if (n == 0) throw_input_error("{}: example {}: its {} has no tokens", path, example, what);
   if (2 * (in.at() + static_cast<std::size_t>(n) - start) > static_cast<std::size_t>(example_bytes)) {
-    throw_input_error("{}: example {}: its {} of {} tokens runs past the {} bytes the example says it holds", path,
-                      example, what, n, example_bytes);
+    throw_input_error(
+        "{}: example {}: its {} of {} tokens runs past the {} bytes the example says it holds (a damaged length "
+        "or byte count)",
+        path, example, what, n, example_bytes);
   }
   std::vector<std::int32_t> tokens(static_cast<std::size_t>(n));
   for (auto& t : tokens) {

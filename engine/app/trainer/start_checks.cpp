@@ -51,14 +51,15 @@ void check_before_training(const RunConfig& c, const std::string& run_dir, const
 void check_run_directory(const std::string& run_dir) {
   const fs::path config = fs::path(run_dir) / "config.json";
   std::error_code ec;
-  // A prepared dataset (`zerotrain prepare`'s token files beside its vocab.json): the run would
-  // write its own vocab.json over the dataset's, and the runs that read the dataset afterwards
-  // would decode through the wrong vocabulary.
+  // A dataset's folder (`zerotrain prepare`'s token files beside its vocab.json): the run would
+  // write its own vocab.json over the dataset's, so the runs that read the dataset afterwards
+  // would decode through another vocabulary, and its run files would mix with the dataset's.
   for (const char* name : {"train.bin", "val.bin"}) {
     if (fs::exists(fs::symlink_status(fs::path(run_dir) / name, ec))) {
       throw_input_error(
           "run directory {} holds {}, a dataset's token file (zerotrain prepare's folder, or token files put "
-          "there); a run would write its vocab.json beside it: give this run another --run-dir",
+          "there): the run's vocab.json and files would land among the dataset's; give the run another directory "
+          "(--run-dir, or log.run_dir: by default runs/<config name>)",
           run_dir, name);
     }
   }

@@ -87,7 +87,7 @@ int debug_state_main(const std::vector<std::string>& args) {
                    "Run one forward/backward on one deterministic batch and write every tensor the PyTorch parity "
                    "tests need to a safetensors file.");
   parser.value_flag("config", "FILE", "JSON run config", true)
-      .value_flag("out", "FILE", "output safetensors file", true)
+      .value_flag("out", "FILE", "output safetensors file (an existing file only if an earlier debug-state's)", true)
       .value_flag("steps", "S",
                   "also run S AdamW steps on the same batch and record their losses (default 0): plain AdamW at a "
                   "constant optim.lr, no warmup, decay or gradient clipping")

@@ -21,7 +21,7 @@ int prepare_main(const std::vector<std::string>& args) {
   parser.value_flag("text", "FILE", "input text file (UTF-8 for --level char)", true)
       .value_flag("out", "DIR",
                   "output directory (created if missing; an earlier prepare's dataset there is replaced, another "
-                  "tool's vocab.json, train.bin or val.bin refused)",
+                  "tool's vocab.json, train.bin or val.bin refused, and so is a training run's directory)",
                   true)
       .value_flag("level", "char|byte", "tokenise by Unicode character or by byte (default char)")
       .value_flag("val-fraction", "F",

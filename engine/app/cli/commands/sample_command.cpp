@@ -191,7 +191,8 @@ int sample_main(const std::vector<std::string>& args) {
   parser
       .value_flag("tokenizer", "FILE",
                   "tokenizer.json to encode the prompt and decode with (default: the run's, or the folder's)")
-      .value_flag("vocab", "FILE", "zerotrain vocab.json to decode with (default: the run directory's)")
+      .value_flag("vocab", "FILE",
+                  "zerotrain vocab.json to decode with (default: the run directory's; no larger than the model's)")
       .value_flag("tokens", "N", "tokens to generate (default 200)")
       .value_flag("temperature", "T", "softmax temperature (default 0.8; 0: greedy, the most likely token each time)")
       .value_flag("top-k", "K", "sample among the K most likely tokens, 0 = all (default 40)")

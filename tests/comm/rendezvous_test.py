@@ -127,6 +127,19 @@ def check_two_jobs(report, binary, work):
                  blobs_agree([p.out for p in b.values()], 2) and not a_blob & {p.out for p in b.values()},
                  f"two jobs on one port: each job's ranks share their own rank 0's blob "
                  f"(A: {describe(a)}; B: {describe(b)})")
+    # A rank that meets only another job's rank 0 before its timeout says so, whatever its last
+    # attempt met (the final one ran out of time mid-connect and reported only that).
+    port = free_port()
+    spec = f"tcp:127.0.0.1:{port}"
+    a0 = Probe(binary, 0, 2, spec, ZT_JOB_ID="job-a", ZT_RENDEZVOUS_TIMEOUT=30)
+    time.sleep(0.5)
+    lost = Probe(binary, 1, 2, spec, ZT_JOB_ID="job-b", ZT_RENDEZVOUS_TIMEOUT=TIMEOUT_S).finish()
+    a1 = Probe(binary, 1, 2, spec, ZT_JOB_ID="job-a", ZT_RENDEZVOUS_TIMEOUT=30)
+    a = {0: a0.finish(), 1: a1.finish()}
+    report.check(lost.rc != 0 and one_error_line(lost.err, "another job's (this job: job-b)") and
+                 all(p.rc == 0 for p in a.values()),
+                 f"a rank meeting only another job's rank 0 names it when it times out ({lost.rc}, "
+                 f"{lost.err.strip()!r}; A: {describe(a)})")
 
 
 def check_missing_peers(report, binary, work):
@@ -167,6 +180,30 @@ def check_bad_input(report, binary, work):
     report.check(p.rc == 2 and one_error_line(p.err, stale, "left by an earlier run; remove it") and p.seconds < 3,
                  f"a stale rendezvous file: rank 0 exits 2 with one line ({p.rc}, {p.err.strip()!r})")
     report.check(os.path.exists(stale), "the stale file is left for the user to inspect")
+
+    # A folder named as the file (the job's folder, not a file in it): said by every rank at once,
+    # not called an earlier run's leftover by rank 0 while the others wait out their timeout.
+    for rank in (0, 1):
+        p = Probe(binary, rank, 2, f"file:{directory}").finish()
+        report.check(p.rc == 2 and one_error_line(p.err, directory, "is a directory: name a file in it") and
+                     p.seconds < 3, f"a folder as the rendezvous file: rank {rank} exits 2 at once with one line "
+                                    f"({p.rc}, {p.seconds:.1f} s, {p.err.strip()!r})")
+
+    # Two processes given rank 1 of one job: the second to acknowledge says so (both went on as rank
+    # 1, exit 0); the job's ranks 0 and 1 finish.
+    # (A loser that polls only after rank 0 finished finds no file and times out instead: a lost
+    # race, not the case; tried again, at most three times.)
+    for attempt in range(3):
+        twice = f"{directory}/twice{attempt}"
+        probes = [Probe(binary, 1, 2, f"file:{twice}", ZT_RENDEZVOUS_TIMEOUT=TIMEOUT_S) for _ in range(2)]
+        probes.append(Probe(binary, 0, 2, f"file:{twice}", ZT_RENDEZVOUS_TIMEOUT=TIMEOUT_S))
+        done = [p.finish() for p in probes]
+        ones = sorted(done[:2], key=lambda p: p.rc)
+        if "waiting for rank 0 to write it" not in ones[1].err:
+            break
+    report.check(done[2].rc == 0 and ones[0].rc == 0 and ones[1].rc == 2 and
+                 one_error_line(ones[1].err, "rank 1 is claimed twice"),
+                 f"rank 1 given to two processes: one of them exits 2 naming it ({describe(dict(zip(['1a', '1b', 0], done)))})")
 
     cases = [
         ({"ZT_RANK": 5, "ZT_WORLD_SIZE": 2}, "ZT_RANK=5 is not below ZT_WORLD_SIZE=2"),

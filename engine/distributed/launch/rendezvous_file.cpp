@@ -51,7 +51,10 @@ std::optional<std::vector<std::uint8_t>> read_file(const std::string& path) {
   return bytes;
 }
 
-void write_file_atomically(const std::string& path, const std::vector<std::uint8_t>& bytes, const char* where) {
+// Written whole under a temporary name, then renamed over `path`; `exclusive`: linked to `path`
+// instead, which fails where `path` exists (false returned, nothing written).
+bool write_file_atomically(const std::string& path, const std::vector<std::uint8_t>& bytes, const char* where,
+                           bool exclusive = false) {
   const std::string tmp = fmt::format("{}.tmp{}", path, ::getpid());
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   bool ok = fd >= 0;
@@ -62,9 +65,24 @@ void write_file_atomically(const std::string& path, const std::vector<std::uint8
   }
   const std::string error = errno_text();
   if (fd >= 0 && ::close(fd) != 0) ok = false;
-  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
-    ::unlink(tmp.c_str());
-    throw_runtime_error("rendezvous via file {}: {} cannot write {}: {}", path, where, tmp, ok ? errno_text() : error);
+  const bool placed =
+      ok && (exclusive ? ::link(tmp.c_str(), path.c_str()) == 0 : ::rename(tmp.c_str(), path.c_str()) == 0);
+  const int place_errno = errno;
+  if (exclusive || !placed) ::unlink(tmp.c_str());
+  if (exclusive && ok && !placed && place_errno == EEXIST) return false;
+  if (!placed) {
+    throw_runtime_error("rendezvous via file {}: {} cannot write {}: {}", path, where, tmp,
+                        ok ? std::string(std::strerror(place_errno)) : error);
+  }
+  return true;
+}
+
+// A folder named as the rendezvous file (its job's folder rather than a file in it): said, where
+// rank 0 would call it an earlier run's leftover and the others wait out their timeout.
+void refuse_directory(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+    throw_input_error("rendezvous file {} is a directory: name a file in it (e.g. file:{}/rendezvous)", path, path);
   }
 }
 
@@ -75,6 +93,7 @@ std::string ack_path(const std::string& path, int rank) { return fmt::format("{}
 std::vector<std::uint8_t> share_by_file_rank0(const LaunchInfo& launch, const RendezvousOptions& options,
                                               const std::vector<std::uint8_t>& blob) {
   const std::string& path = options.file_path;
+  refuse_directory(path);
   for (int r = 0; r < launch.world_size; ++r) {
     const std::string leftover = r == 0 ? path : ack_path(path, r);
     if (file_exists(leftover)) {
@@ -124,6 +143,7 @@ std::vector<std::uint8_t> share_by_file_rank0(const LaunchInfo& launch, const Re
 std::vector<std::uint8_t> share_by_file_other(const LaunchInfo& launch, const RendezvousOptions& options,
                                               std::size_t size) {
   const std::string& path = options.file_path;
+  refuse_directory(path);
   const Deadline deadline(options.timeout_s);
   std::optional<std::vector<std::uint8_t>> file;
   bool other_job = false;  // the file there is another job's: its rank 0 removes it, this one's writes it
@@ -158,9 +178,16 @@ std::vector<std::uint8_t> share_by_file_other(const LaunchInfo& launch, const Re
         "({} bytes)",
         path, world, file_size, launch.rank, launch.world_size, size);
   }
+  // The ack is made, never replaced: a second process given this rank finds it and says so (a
+  // rename let both go on as rank r of the same world).
   const std::string ack = ack_path(path, launch.rank);
-  write_file_atomically(ack, std::vector<std::uint8_t>(file->begin() + 16, file->begin() + 24),
-                        fmt::format("rank {}", launch.rank).c_str());
+  if (!write_file_atomically(ack, std::vector<std::uint8_t>(file->begin() + 16, file->begin() + 24),
+                             fmt::format("rank {}", launch.rank).c_str(), /*exclusive=*/true)) {
+    throw_input_error(
+        "rendezvous via file {}: rank {} is claimed twice ({} exists: another process of this job was given the "
+        "same rank)",
+        path, launch.rank, ack);
+  }
   for (int polls = 0; file_exists(path); ++polls) {
     if (deadline.passed()) {
       ::unlink(ack.c_str());

@@ -171,11 +171,16 @@ std::vector<std::uint8_t> share_by_tcp_rank0(const LaunchInfo& launch, const Ren
   return blob;
 }
 
+constexpr const char* kOtherJobAnswered = "the rank 0 listening there is another job's";
+
 std::vector<std::uint8_t> share_by_tcp_other(const LaunchInfo& launch, const RendezvousOptions& options,
                                              std::size_t size) {
   const std::string where = "rendezvous via " + rendezvous_name(options);
   const Deadline deadline(options.timeout_s);
   std::string last_error = "no attempt";
+  // Where another job's rank 0 answered, said whatever the last attempt met: the final attempt
+  // runs out of time mid-connect and would otherwise leave only "timed out" to report.
+  bool other_job_answered = false;
   // Rank 0 may start later than this rank: retry until the deadline.
   for (; !deadline.passed(); deadline.sleep(100)) {
     AddrInfo info;
@@ -211,8 +216,8 @@ std::vector<std::uint8_t> share_by_tcp_other(const LaunchInfo& launch, const Ren
         continue;
       }
       if (reply[0] == kOtherJobMagic) {  // its own job's rank 0 may listen there later
-        last_error = fmt::format("the rank 0 listening there is another job's (this job: {})",
-                                 options.job.empty() ? "none named" : options.job);
+        other_job_answered = true;
+        last_error = kOtherJobAnswered;
         break;
       }
       if (reply[0] != kReplyMagic) {
@@ -230,8 +235,14 @@ std::vector<std::uint8_t> share_by_tcp_other(const LaunchInfo& launch, const Ren
       last_error = "connection closed while receiving the id";
     }
   }
+  std::string said = last_error;
+  if (other_job_answered) {
+    const std::string other =
+        fmt::format("{} (this job: {})", kOtherJobAnswered, options.job.empty() ? "none named" : options.job);
+    said = last_error == kOtherJobAnswered ? other : fmt::format("{}; before it, {}", last_error, other);
+  }
   throw_runtime_error("{}: rank {} timed out after {:g} s connecting to rank 0 (last error: {})", where, launch.rank,
-                      options.timeout_s, last_error);
+                      options.timeout_s, said);
 }
 
 }  // namespace zt::detail

@@ -207,6 +207,15 @@ def main():
     print(f"{'model too large for the machine':<32} exit={proc.returncode}  {'OK' if ok else 'FAIL'}\n    stderr: {proc.stderr.strip()[:200]}")
     if not ok:
         failures.append("model too large")
+    # Its output and the error in one stream (2>&1, a batch system's log): the error comes last,
+    # after the header stdout printed before it (stdout was flushed only at exit, after the error).
+    proc = subprocess.run([binary, "train", "--config", config_file("huge.json", huge), "--run-dir", huge_dir],
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120)
+    merged = [l for l in proc.stdout.splitlines() if l.strip()]
+    ok = proc.returncode == 2 and len(merged) > 1 and merged[-1].startswith("zerotrain: error:")
+    print(f"{'error last in a merged log':<32} exit={proc.returncode}  {'OK' if ok else 'FAIL'}\n    last: {merged[-1:]}")
+    if not ok:
+        failures.append("error last in a merged log")
     small = dict(os.environ, ZT_TEST_AVAILABLE_BYTES="1000")
     tiny_args = [binary, "train", "--config", config_file("small.json", GOOD), "--run-dir", run_dir, "--set",
                  f"data.train_file={good_tokens}", "--set", f"data.val_file={good_tokens}", "--set", "train.max_steps=1",
@@ -726,7 +735,7 @@ def main():
     report("PMI_SIZE=2 beside a world of 1", proc.returncode == 2 and len(lines) == 1 and
            ("PMI_RANK=0 and PMI_SIZE=2 say rank 0 of 2, but MPI started this process as rank 0 of 1" in lines[0] or
             "without MPI" in lines[0]) and not os.path.exists(pmi_run), proc.returncode, lines[-1:])
-    print(f"{len(cases) + 23 - len(failures)} passed, {len(failures)} failed")
+    print(f"{len(cases) + 24 - len(failures)} passed, {len(failures)} failed")
     close_work_folders([work], passed=not failures)
     return 1 if failures else 0
 

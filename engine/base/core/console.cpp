@@ -14,6 +14,10 @@ void print_stdout(std::string_view text) {
 }
 
 void print_stderr(std::string_view text) {
+  // What stdout holds so far goes first: in a log taking both (2>&1, a batch system's), a start-up
+  // error after the config lines comes after them, where a reader of the log's end looks, not before
+  // them because stdout was still buffered.
+  std::fflush(stdout);
   [[maybe_unused]] const std::size_t written = std::fwrite(text.data(), 1, text.size(), stderr);
 }
 

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,16 @@ StepMeter::StepMeter(TrainerState& s)
       wait_seconds_before(comm_wait_seconds()) {}
 
 namespace {
+
+// A progress line's time left: seconds under two minutes ("42s"), then minutes ("12m05s"), hours
+// ("3h12m") and days ("4.6d"), as a reader takes in at a glance ("396942s" was 4.6 days).
+std::string readable_duration(double seconds) {
+  const auto s = static_cast<std::int64_t>(std::llround(std::max(0.0, seconds)));
+  if (s < 120) return fmt::format("{}s", s);
+  if (s < 2 * 3600) return fmt::format("{}m{:02}s", s / 60, s % 60);
+  if (s < 48 * 3600) return fmt::format("{}h{:02}m", s / 3600, s / 60 % 60);
+  return fmt::format("{:.1f}d", static_cast<double>(s) / 86400.0);
+}
 
 // checkpoint.async's staging on every rank beside its prediction (the fullest rank's).
 void report_checkpoint_staging(TrainerState& s) {
@@ -78,9 +89,9 @@ void report_step(TrainerState& s, const RunProgress& run, int step, const StepRe
   const double eta_s = elapsed_s / (step - run.start_step) * (c.train.max_steps - step);
   s.progress.step(step, c.train.max_steps,
                   fmt::format("step {:>{}}/{} | loss {:.4f} | lr {:.2e} | norm {:.3f} | {:.0f} ms | {:.0f} tok/s | "
-                              "eta {:.0f}s | mem {}",
+                              "eta {} | mem {}",
                               step, std::to_string(c.train.max_steps).size(), c.train.max_steps, r.loss, r.lr,
-                              r.grad_norm, step_ms, tokens_per_s, eta_s, compact_memory(mem)));
+                              r.grad_norm, step_ms, tokens_per_s, readable_duration(eta_s), compact_memory(mem)));
   if (run.steps_this_run == 1) {  // a full step's peaks, before any evaluation or sampling
     const std::vector<MemorySnapshot> ranks = gather_memory_snapshots(s.comm, s.tracker.snapshot());
     const StageMemory predicted = predict_run_memory(c, c.zero.stage, s.comm.world_size());

@@ -161,6 +161,11 @@ def main():
          "not a file name"),
         ("empty log.run_dir", ["train", "--config", config_file("erd.json", dict(GOOD, log={"run_dir": ""}))],
          "log.run_dir is empty"),
+        # A missing dataset folder for a model of a tokenizer's vocabulary: not `zerotrain prepare`'s
+        # hint (a character vocabulary, on which such a model trains the wrong tokens).
+        ("missing dataset, BPE vocabulary", ["train", "--config", config_file("bpe.json", dict(
+            with_model(vocab_size=50257), data={"dataset": os.path.join(work, "no_gpt2_tokens")})),
+            "--run-dir", run_dir], "tools/prepare_tokens.py's shards"),
         ("--out another kind of file", ["debug-state", "--config", config_file("eo.json", GOOD), "--out", out],
          "exists and is not a debug-state file"),
         ("newline in a path", ["debug-state", "--config", os.path.join(work, "a\nb.json"), "--out", out],

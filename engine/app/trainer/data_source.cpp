@@ -104,10 +104,17 @@ void DataSource::open(const RunConfig& c) {
   } else {
     const fs::path dir(d.dataset);
     if (!fs::is_directory(dir)) {
-      throw_input_error(
-          "config error in {}: data.dataset = \"{}\" is neither \"embedded\" nor a directory (make one "
-          "with: zerotrain prepare --text FILE --out {})",
-          c.sources_of({"data.dataset"}), d.dataset, d.dataset);
+      // zerotrain prepare makes character or byte vocabularies (at most 256 tokens): for a model of
+      // a tokenizer's vocabulary (GPT-2's 50257) its folder would train, on the wrong tokens.
+      const std::string make =
+          c.model.vocab_size <= 256
+              ? fmt::format("make one with: zerotrain prepare --text FILE --out {}", d.dataset)
+              : fmt::format(
+                    "for model.vocab_size = {}, a tokenizer's token files: train.bin and val.bin there (llm.c's "
+                    "format), or tools/prepare_tokens.py's shards named by data.train_files and data.val_files",
+                    c.model.vocab_size);
+      throw_input_error("config error in {}: data.dataset = \"{}\" is neither \"embedded\" nor a directory ({})",
+                        c.sources_of({"data.dataset"}), d.dataset, make);
     }
     if (fs::exists(dir / "vocab.json")) {
       data::Vocab own = data::Vocab::load((dir / "vocab.json").string());

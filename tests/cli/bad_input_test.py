@@ -166,6 +166,11 @@ def main():
         ("missing dataset, BPE vocabulary", ["train", "--config", config_file("bpe.json", dict(
             with_model(vocab_size=50257), data={"dataset": os.path.join(work, "no_gpt2_tokens")})),
             "--run-dir", run_dir], "tools/prepare_tokens.py's shards"),
+        # precision.attention = "cudnn" where the models never open the fused path (cuDNN's fallback,
+        # the flash kernels, has no head size 4): refused, as "cudnn" insists (it was quietly not taken).
+        ("cudnn without the fused path", ["memory", "--config", config_file("cudnn.json", dict(
+            GOOD, device="cuda", precision={"activations": "bf16", "attention": "cudnn"})), "--ranks", "1"],
+         "they have no head size 4"),
         ("--out another kind of file", ["debug-state", "--config", config_file("eo.json", GOOD), "--out", out],
          "exists and is not a debug-state file"),
         ("newline in a path", ["debug-state", "--config", os.path.join(work, "a\nb.json"), "--out", out],

@@ -1,9 +1,13 @@
 // The precision section (see the header).
 #include "engine/app/config/precision_section.h"
 
+#include <fmt/format.h>
+
+#include <cstdint>
 #include <string>
 
 #include "engine/base/core/check.h"
+#include "kernels/ops.h"
 
 namespace zt {
 
@@ -56,6 +60,23 @@ void read_precision_section(ConfigReader precision, RunConfig& c) {
         "config error in {}: precision.attention = \"cudnn\" conflicts with model.dropout = {} (cuDNN "
         "would draw its own dropout masks; \"auto\" trains on the flash kernels and evaluates on cuDNN)",
         precision.sources_of({"precision.attention", "model.dropout"}), c.dropout);
+  }
+  // The models open the fused-attention path, where cuDNN runs, only where the flash kernels also
+  // serve the shape (they are its fallback at run time): elsewhere the T x T probabilities are
+  // materialised, so "cudnn", which insists, is refused rather than quietly not taken.
+  if (c.attention_kernels == AttentionKernels::kCudnn && c.model.n_head > 0) {
+    const std::int64_t head_size = c.model.n_embd / c.model.n_head;
+    if (!ops::flash_attention_available(Device::kCUDA, c.train.micro_batch, c.model.n_head, head_size)) {
+      const std::string why = ops::flash_attention_available(Device::kCUDA, 1, 1, head_size)
+                                  ? fmt::format("micro_batch x n_head = {} passes their 65535",
+                                                std::int64_t{c.train.micro_batch} * c.model.n_head)
+                                  : fmt::format("they have no head size {} (8-128, powers of 2)", head_size);
+      throw_input_error(
+          "config error in {}: precision.attention = \"cudnn\" cannot be taken: cuDNN attention runs only where "
+          "the flash kernels (its fallback) serve the shape, and {}; drop precision.attention (the T x T "
+          "probabilities are then materialised)",
+          precision.sources_of({"precision.attention", "model.n_embd", "model.n_head", "train.micro_batch"}), why);
+    }
   }
   // On by default where it was measured faster (bf16 activations on CUDA: docs/performance.md);
   // fp32 activations keep the separate kernels, which track the CPU to ~1e-5.

@@ -36,7 +36,8 @@ FileHandle FileHandle::hold_for_reading(const std::string& dir) {
 }
 
 bool FileHandle::still_at(const std::string& path) const {
-  struct stat held {}, there {};
+  struct stat held {
+  }, there{};
   return fd_ >= 0 && ::fstat(fd_, &held) == 0 && ::stat(path.c_str(), &there) == 0 && held.st_dev == there.st_dev &&
          held.st_ino == there.st_ino;
 }

@@ -341,6 +341,20 @@ def main():
                         "the token file changed while this run read it")
     check(p.returncode == 0 and ok, f"a token file cut under a run is named, exit 2 (exit {victim.returncode}, {lines})")
 
+    # A run whose config.json names precision.attention = "cudnn" at a head size (48) that this build
+    # refuses it for (a rule newer than the run): its weights still sample and score on the CPU.
+    old_rule = os.path.join(work, "old_rule_run")
+    p = train(old_rule, "--set", "train.max_steps=1", "--set", "model.n_embd=96", "--set", "model.n_head=2")
+    with open(os.path.join(old_rule, "config.json")) as f:
+        saved = json.load(f)
+    saved["device"] = "cuda"
+    saved.setdefault("precision", {}).update({"activations": "bf16", "matmul": "bf16", "attention": "cudnn"})
+    with open(os.path.join(old_rule, "config.json"), "w") as f:
+        json.dump(saved, f)
+    q = run("sample", "--run", old_rule, "--tokens", "3")
+    check(p.returncode == 0 and q.returncode == 0 and q.stdout.strip() != "",
+          f"sample --run of a run whose config names a cudnn this build refuses there ({q.stderr.strip()[-200:]})")
+
     # A live run that saves every step and keeps one checkpoint deletes each while ckpt tools may be
     # reading it from the folder: they start over on the folder's newest, never fail for it.
     live_run = os.path.join(work, "live_keep1")

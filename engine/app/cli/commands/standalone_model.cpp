@@ -185,6 +185,11 @@ WeightSource resolve_weight_source(const ArgParser& parser, const std::string& c
   const std::string config_path = (dir / "config.json").string();
   nlohmann::json doc = read_json_file(config_path);
   if (doc.is_object()) doc.erase("optim");
+  // Nor its attention kernels' choice: the flags choose the device and dtype, and a "cudnn" that
+  // this build refuses for the run's shape (a rule newer than the run) must not refuse its weights.
+  if (doc.is_object() && doc.contains("precision") && doc["precision"].is_object()) {
+    doc["precision"].erase("attention");
+  }
   if (doc.is_object() && doc.contains("train") && doc["train"].is_object()) {
     doc["train"].erase("grad_accum");
     doc["train"].erase("global_batch_tokens");

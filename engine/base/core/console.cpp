@@ -1,6 +1,8 @@
 // Non-throwing console writes (see the header).
 #include "engine/base/core/console.h"
 
+#include <sys/stat.h>
+
 #include <cstdio>
 
 #include "engine/base/core/check.h"
@@ -13,11 +15,29 @@ void print_stdout(std::string_view text) {
   [[maybe_unused]] const std::size_t written = std::fwrite(text.data(), 1, text.size(), stdout);
 }
 
+namespace {
+
+// Whether stdout and stderr reach one file (2>&1, a batch system's log, a terminal). Only then is
+// the order between them seen, and only then is stdout flushed first: flushing a separate stdout
+// whose reader left (`| head`) would raise SIGPIPE before the error line is written, and one on
+// a full disk would spend its error on the flush.
+bool stdout_shares_stderr() {
+  static const bool shared = [] {
+    struct stat out {
+    }, err{};
+    return ::fstat(::fileno(stdout), &out) == 0 && ::fstat(::fileno(stderr), &err) == 0 && out.st_dev == err.st_dev &&
+           out.st_ino == err.st_ino;
+  }();
+  return shared;
+}
+
+}  // namespace
+
 void print_stderr(std::string_view text) {
-  // What stdout holds so far goes first: in a log taking both (2>&1, a batch system's), a start-up
-  // error after the config lines comes after them, where a reader of the log's end looks, not before
-  // them because stdout was still buffered.
-  std::fflush(stdout);
+  // What stdout holds so far goes first where both land in one log: a start-up error after the
+  // config lines comes after them, where a reader of the log's end looks, not before them because
+  // stdout was still buffered.
+  if (stdout_shares_stderr()) std::fflush(stdout);
   [[maybe_unused]] const std::size_t written = std::fwrite(text.data(), 1, text.size(), stderr);
 }
 

@@ -161,7 +161,7 @@ void fail_on_every_rank(Communicator& world, const std::string& message, bool in
   // non-zero, and a rank 0 still unwinding would print the launcher's line instead of this one.
   const int exit_code = input_error ? 2 : 1;
   if (world.rank() == 0) {
-    std::fputs(error_line(message).c_str(), stderr);
+    print_stderr(error_line(message));  // after what stdout printed, where both share a log
     std::fflush(stderr);
   }
   note_error_reported(exit_code);

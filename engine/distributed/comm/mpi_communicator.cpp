@@ -13,6 +13,7 @@
 
 #include "engine/base/core/buffer.h"
 #include "engine/base/core/check.h"
+#include "engine/base/core/console.h"
 #include "engine/distributed/comm/reduce_buffers.h"
 #include "engine/distributed/launch/rendezvous.h"
 #include "engine/distributed/launch/signals.h"
@@ -102,7 +103,7 @@ Work MpiCommunicator::make_work(std::function<bool()> advance, std::string descr
 // On a timeout the other ranks may be gone or stuck: print this rank's error and abort the job
 // (unwinding to MPI_Finalize would wait for them forever).
 void MpiCommunicator::abort_after_timeout(const std::string& message) {
-  std::fprintf(stderr, "zerotrain: error: %s\n", message.c_str());
+  print_stderr(error_line(message));
   std::fflush(stderr);
   MPI_Abort(comm_, 1);
 }

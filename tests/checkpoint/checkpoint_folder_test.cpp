@@ -144,17 +144,18 @@ TEST_F(CheckpointFolder, LatestPointingAtAMissingDirectoryFallsBack) {
   EXPECT_FALSE(r.notes.empty());
 }
 
-// What a reader sees between a live run's save and its keep_last: `latest` read before the save
-// rewrote it names a checkpoint deleted since, and a newer one is complete. Its lineage is gone
-// with it, so the newer one is tried first (it was skipped: no valid checkpoint).
-TEST_F(CheckpointFolder, LatestWhoseCheckpointWentTakesTheNewerOne) {
-  const std::string gone = save(10);
+// The chosen checkpoint comes held for reading (taken before its validation), so a live run's
+// keep_last leaves it to the caller's reader; and `latest` keeps its lineage rule where the
+// checkpoint it names is gone for good (LatestPointingAtAMissingDirectoryFallsBack).
+TEST_F(CheckpointFolder, TheChosenCheckpointComesHeldForReading) {
+  save(10);
   const std::string newer = save(20);
-  write_latest(folder_, fs::path(gone).filename().string());
-  fs::remove_all(gone);
   const ResolvedCheckpoint r = resolve_checkpoint(folder_, Validation::kChecksumsToChoose);
   EXPECT_EQ(r.path, newer);
-  EXPECT_TRUE(r.held.is_open()) << "held for reading from its validation on";
+  EXPECT_TRUE(r.held.is_open());
+  EXPECT_TRUE(r.held.still_at(newer));
+  FileHandle exclusive;
+  EXPECT_FALSE(FileHandle::hold_exclusive(newer, exclusive)) << "keep_last's hold is refused while it is held";
 }
 
 TEST_F(CheckpointFolder, AnExplicitBadCheckpointIsAnErrorNotAFallback) {

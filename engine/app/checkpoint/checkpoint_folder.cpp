@@ -218,18 +218,10 @@ namespace {
 std::vector<std::string> resolution_order(const std::string& folder, const std::string& latest,
                                           std::vector<std::string>* notes) {
   std::vector<std::string> newer, order;
+  const std::int64_t latest_step = latest.empty() ? -1 : step_of(latest);
   const std::vector<CheckpointEntry> all = list_checkpoints(folder);  // ascending steps
-  // latest's lineage orders the newer ones; where its checkpoint went meanwhile (keep_last after
-  // a save that rewrote the pointer), the folder's newest first, as for no pointer.
-  std::string chain = latest.empty() ? std::string() : lineage_of(fs::path(folder) / latest).save_id;
-  std::error_code ec;
-  const std::string pointed = chain.empty() && !fs::exists(fs::path(folder) / latest, ec) ? "" : latest;
-  if (pointed.empty() && !latest.empty() && notes != nullptr) {
-    notes->push_back(
-        fmt::format("{} names {}, which is not there; trying the newest checkpoints first", kLatestName, latest));
-  }
-  const std::int64_t latest_step = pointed.empty() ? -1 : step_of(pointed);
-  if (!pointed.empty()) {
+  if (!latest.empty()) {
+    std::string chain = lineage_of(fs::path(folder) / latest).save_id;
     for (const CheckpointEntry& e : all) {
       const fs::path dir(e.path);
       if (chain.empty() || step_of(dir.filename().string()) <= latest_step) continue;
@@ -241,18 +233,29 @@ std::vector<std::string> resolution_order(const std::string& folder, const std::
         notes->push_back(
             fmt::format("{} is newer than the checkpoint {} names ({}) and continues it: a save "
                         "committed before its pointer was updated",
-                        dir.filename().string(), kLatestName, pointed));
+                        dir.filename().string(), kLatestName, latest));
       }
     }
     order = newer;
-    order.push_back((fs::path(folder) / pointed).string());
+    order.push_back((fs::path(folder) / latest).string());
   }
   for (auto it = all.rbegin(); it != all.rend(); ++it) {
     const fs::path dir(it->path);
-    if (!pointed.empty() && (step_of(dir.filename().string()) > latest_step || dir.filename() == pointed)) continue;
+    if (!latest.empty() && (step_of(dir.filename().string()) > latest_step || dir.filename() == latest)) continue;
     order.push_back(it->path);
   }
   return order;
+}
+
+// `latest`'s name, read again where the checkpoint it names is gone: a live run's save rewrites
+// the pointer and then lets keep_last delete the one it named, so a pointer read just before names
+// a deleted checkpoint while the new one stands (its lineage went with it, so the newer one would
+// not be tried). Where it is still gone (deleted by hand), the pointer is taken as it is.
+std::string current_latest(const std::string& folder) {
+  const std::string latest = read_latest(folder);
+  std::error_code ec;
+  if (latest.empty() || fs::exists(fs::path(folder) / latest, ec)) return latest;
+  return read_latest(folder);
 }
 
 }  // namespace
@@ -299,7 +302,7 @@ ResolvedCheckpoint resolve_checkpoint(const std::string& path, Validation valida
     result.path = path;
     return result;
   }
-  const std::string latest = read_latest(path);
+  const std::string latest = current_latest(path);
   if (latest.empty() && fs::exists(fs::path(path) / kLatestName)) {
     result.notes.push_back(fmt::format("{}/{} is unreadable; using the newest valid checkpoint", path, kLatestName));
   }
@@ -308,7 +311,9 @@ ResolvedCheckpoint resolve_checkpoint(const std::string& path, Validation valida
   for (const std::string& c : candidates) {
     try {
       FileHandle held = FileHandle::hold_for_reading(c);  // before keep_last can take it from under us
-      if (!held.still_at(c)) {  // too late: a live run's keep_last moved it away (a newer one is complete)
+      // Too late: a live run's keep_last moved it away (a newer one is complete). One that could
+      // not be opened at all gets check_valid's own words.
+      if (held.is_open() && !held.still_at(c)) {
         throw_input_error("{}: removed while it was chosen (a live run's keep_last)", c);
       }
       check_valid(c, choosing ? Validation::kChecksums : validation);
@@ -331,7 +336,7 @@ ResolvedCheckpoint resolve_checkpoint(const std::string& path, Validation valida
 
 std::string checkpoint_to_verify(const std::string& path) {
   if (!fs::is_directory(path) || is_complete(path) || step_of(fs::path(path).filename().string()) >= 0) return path;
-  const std::vector<std::string> order = resolution_order(path, read_latest(path), nullptr);
+  const std::vector<std::string> order = resolution_order(path, current_latest(path), nullptr);
   return order.empty() ? path : order.front();
 }
 

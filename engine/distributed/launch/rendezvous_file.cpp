@@ -51,10 +51,7 @@ std::optional<std::vector<std::uint8_t>> read_file(const std::string& path) {
   return bytes;
 }
 
-// Written whole under a temporary name, then renamed over `path`; `exclusive`: linked to `path`
-// instead, which fails where `path` exists (false returned, nothing written).
-bool write_file_atomically(const std::string& path, const std::vector<std::uint8_t>& bytes, const char* where,
-                           bool exclusive = false) {
+void write_file_atomically(const std::string& path, const std::vector<std::uint8_t>& bytes, const char* where) {
   const std::string tmp = fmt::format("{}.tmp{}", path, ::getpid());
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   bool ok = fd >= 0;
@@ -65,14 +62,30 @@ bool write_file_atomically(const std::string& path, const std::vector<std::uint8
   }
   const std::string error = errno_text();
   if (fd >= 0 && ::close(fd) != 0) ok = false;
-  const bool placed =
-      ok && (exclusive ? ::link(tmp.c_str(), path.c_str()) == 0 : ::rename(tmp.c_str(), path.c_str()) == 0);
-  const int place_errno = errno;
-  if (exclusive || !placed) ::unlink(tmp.c_str());
-  if (exclusive && ok && !placed && place_errno == EEXIST) return false;
-  if (!placed) {
-    throw_runtime_error("rendezvous via file {}: {} cannot write {}: {}", path, where, tmp,
-                        ok ? std::string(std::strerror(place_errno)) : error);
+  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
+    ::unlink(tmp.c_str());
+    throw_runtime_error("rendezvous via file {}: {} cannot write {}: {}", path, where, tmp, ok ? errno_text() : error);
+  }
+}
+
+// A rank's acknowledgement: made, never replaced (O_EXCL), so a second process given this rank
+// finds it there; false where it exists. Written in place rather than renamed: rank 0 takes an
+// ack only once it holds the 8 bytes of its nonce, so a partial one is merely not yet there. (No
+// hard link either: some shared filesystems have none.)
+bool create_ack(const std::string& path, const std::vector<std::uint8_t>& bytes, const char* where) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0 && errno == EEXIST) return false;
+  bool ok = fd >= 0;
+  for (std::size_t done = 0; ok && done < bytes.size();) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    ok = n > 0 || (n < 0 && errno == EINTR);
+    if (n > 0) done += static_cast<std::size_t>(n);
+  }
+  const std::string error = errno_text();
+  if (fd >= 0 && ::close(fd) != 0) ok = false;
+  if (!ok) {
+    if (fd >= 0) ::unlink(path.c_str());
+    throw_runtime_error("rendezvous via file {}: {} cannot write {}: {}", path, where, path, error);
   }
   return true;
 }
@@ -181,11 +194,11 @@ std::vector<std::uint8_t> share_by_file_other(const LaunchInfo& launch, const Re
   // The ack is made, never replaced: a second process given this rank finds it and says so (a
   // rename let both go on as rank r of the same world).
   const std::string ack = ack_path(path, launch.rank);
-  if (!write_file_atomically(ack, std::vector<std::uint8_t>(file->begin() + 16, file->begin() + 24),
-                             fmt::format("rank {}", launch.rank).c_str(), /*exclusive=*/true)) {
+  if (!create_ack(ack, std::vector<std::uint8_t>(file->begin() + 16, file->begin() + 24),
+                  fmt::format("rank {}", launch.rank).c_str())) {
     throw_input_error(
         "rendezvous via file {}: rank {} is claimed twice ({} exists: another process of this job was given the "
-        "same rank)",
+        "same rank, or an earlier run left it; remove it and start again)",
         path, launch.rank, ack);
   }
   for (int polls = 0; file_exists(path); ++polls) {

@@ -17,8 +17,7 @@
 #include "engine/app/data/utf8.h"
 #include "engine/app/trainer/text_sampler.h"
 #include "engine/base/core/console.h"
-#include "engine/base/core/memory_tracker.h"
-#include "engine/distributed/comm/communicator.h"
+#include "engine/distributed/launch/rendezvous.h"
 #include "engine/distributed/launch/signals.h"
 
 namespace zt::cli {
@@ -215,11 +214,7 @@ int sample_main(const std::vector<std::string>& args) {
     fmt::print("{}", parser.help_text());
     return 0;
   }
-  // The launch's world, as eval and train make it: under a launcher rank 0 alone samples, and a
-  // rank variable with no world behind it (a stray ZT_RANK=1, a torchrun worker without MPI where
-  // no GPU can carry its ranks) is refused in one line rather than printing nothing with exit 0.
-  MemoryTracker world_tracker;
-  const std::unique_ptr<Communicator> world = make_communicator(world_tracker, {});
+  const LaunchInfo launch = detect_launch();
   WeightSource source = resolve_weight_source(parser, "sample");
   for (const std::string& note : source.notes) print_err("{}\n", note);
   // The text, the options and the prompt before the weights load, so a bad one fails at once.
@@ -236,8 +231,17 @@ int sample_main(const std::vector<std::string>& args) {
   const SamplingOptions options = sampling_options(parser, text);
   const Prompt prompt = encode_prompt(parser, text, source.text_dir, source.context, source.spec.vocab_size());
   // Under a launcher every rank would draw the same text: rank 0 alone samples and prints it (the
-  // others checked the same arguments above, so a bad one still ends every rank).
-  if (world->rank() > 0) return 0;
+  // others checked the same arguments above, so a bad one still ends every rank). No world is made
+  // for it (a rank past 0 has nothing to send). Outside mpirun, where a rank variable may be one
+  // left in the environment (ZT_RANK=1, a torchrun worker's RANK), such a rank says why it prints
+  // nothing rather than exiting 0 in silence.
+  if (launch.rank > 0) {
+    if (launch.source != "OpenMPI" && launch.source != "PMI") {
+      print_err("zerotrain sample: rank {} of {} ({}): rank 0 alone samples and prints; this rank prints nothing\n",
+                launch.rank, launch.world_size, launch.source);
+    }
+    return 0;
+  }
   StandaloneModel model(source);
   source.checkpoint.reset();  // loaded: a live run's keep_last may take its checkpoint now
   if (!text.has()) {          // what stdout will hold, where it is no text (said once the weights are sound)

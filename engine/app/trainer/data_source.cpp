@@ -104,15 +104,17 @@ void DataSource::open(const RunConfig& c) {
   } else {
     const fs::path dir(d.dataset);
     if (!fs::is_directory(dir)) {
-      // zerotrain prepare makes character or byte vocabularies (at most 256 tokens): for a model of
-      // a tokenizer's vocabulary (GPT-2's 50257) its folder would train, on the wrong tokens.
+      // zerotrain prepare makes character or byte vocabularies (a text's characters, 256 bytes): for
+      // a model of a tokenizer's vocabulary (GPT-2's 50257) its folder would train on the wrong
+      // tokens, so the tokenizer's files come first there.
       const std::string make =
           c.model.vocab_size <= 256
               ? fmt::format("make one with: zerotrain prepare --text FILE --out {}", d.dataset)
               : fmt::format(
                     "for model.vocab_size = {}, a tokenizer's token files: train.bin and val.bin there (llm.c's "
-                    "format), or tools/prepare_tokens.py's shards named by data.train_files and data.val_files",
-                    c.model.vocab_size);
+                    "format), or tools/prepare_tokens.py's shards named by data.train_files and data.val_files; "
+                    "for a character vocabulary, zerotrain prepare --text FILE --out {}",
+                    c.model.vocab_size, d.dataset);
       throw_input_error("config error in {}: data.dataset = \"{}\" is neither \"embedded\" nor a directory ({})",
                         c.sources_of({"data.dataset"}), d.dataset, make);
     }

@@ -320,8 +320,10 @@ int ckpt_main(const std::vector<std::string>& args) {
   ckpt::read_while_folder_changes(
       path, [&] { status = run_action(action, path, parser); },
       [&](const std::string& before, const std::string& now) {
-        print_err("zerotrain ckpt: note: {} saved {} while {} was read (a live run?): reading the folder again\n", path,
-                  now, before);
+        print_err(
+            "zerotrain ckpt: note: {} changed while {} was read (a live run? its newest is now {}): reading the "
+            "folder again\n",
+            path, before, now);
       });
   return status;
 }

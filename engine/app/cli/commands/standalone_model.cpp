@@ -106,8 +106,9 @@ WeightSource resolve_weight_source(const ArgParser& parser, const std::string& c
         },
         [&](const std::string& before, const std::string& now) {
           s.notes.push_back(
-              fmt::format("zerotrain {}: note: {} saved {} while {} was read (a live run?): read the folder again",
-                          command, folder, now, before));
+              fmt::format("zerotrain {}: note: {} changed while {} was read (a live run? its newest is now {}): "
+                          "read the folder again",
+                          command, folder, before, now));
         });
     s.kind = WeightSource::Kind::kCheckpoint;
     const ckpt::CheckpointReader& reader = *s.checkpoint;

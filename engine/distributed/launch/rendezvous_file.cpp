@@ -51,20 +51,27 @@ std::optional<std::vector<std::uint8_t>> read_file(const std::string& path) {
   return bytes;
 }
 
-void write_file_atomically(const std::string& path, const std::vector<std::uint8_t>& bytes, const char* where) {
-  const std::string tmp = fmt::format("{}.tmp{}", path, ::getpid());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+// Writes all of `bytes` to `fd` (none where it did not open) and closes it; "" on success, else
+// the reason.
+std::string write_and_close(int fd, const std::vector<std::uint8_t>& bytes) {
   bool ok = fd >= 0;
   for (std::size_t done = 0; ok && done < bytes.size();) {
     const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
     ok = n > 0 || (n < 0 && errno == EINTR);
     if (n > 0) done += static_cast<std::size_t>(n);
   }
-  const std::string error = errno_text();
-  if (fd >= 0 && ::close(fd) != 0) ok = false;
-  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
+  std::string error = ok ? "" : errno_text();
+  if (fd >= 0 && ::close(fd) != 0 && error.empty()) error = errno_text();
+  return error;
+}
+
+void write_file_atomically(const std::string& path, const std::vector<std::uint8_t>& bytes, const char* where) {
+  const std::string tmp = fmt::format("{}.tmp{}", path, ::getpid());
+  std::string error = write_and_close(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644), bytes);
+  if (error.empty() && ::rename(tmp.c_str(), path.c_str()) != 0) error = errno_text();
+  if (!error.empty()) {
     ::unlink(tmp.c_str());
-    throw_runtime_error("rendezvous via file {}: {} cannot write {}: {}", path, where, tmp, ok ? errno_text() : error);
+    throw_runtime_error("rendezvous via file {}: {} cannot write {}: {}", path, where, tmp, error);
   }
 }
 
@@ -75,15 +82,7 @@ void write_file_atomically(const std::string& path, const std::vector<std::uint8
 bool create_ack(const std::string& path, const std::vector<std::uint8_t>& bytes, const char* where) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0 && errno == EEXIST) return false;
-  bool ok = fd >= 0;
-  for (std::size_t done = 0; ok && done < bytes.size();) {
-    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    ok = n > 0 || (n < 0 && errno == EINTR);
-    if (n > 0) done += static_cast<std::size_t>(n);
-  }
-  const std::string error = errno_text();
-  if (fd >= 0 && ::close(fd) != 0) ok = false;
-  if (!ok) {
+  if (const std::string error = write_and_close(fd, bytes); !error.empty()) {
     if (fd >= 0) ::unlink(path.c_str());
     throw_runtime_error("rendezvous via file {}: {} cannot write {}: {}", path, where, path, error);
   }

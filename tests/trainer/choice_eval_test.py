@@ -182,6 +182,28 @@ def main():
           f"one rank's missing file: both ranks refuse, the job in one line naming rank 1 ({time.monotonic() - started:.0f} s, "
           f"exit {p.returncode}: {p.stderr.strip()[-400:]})")
 
+    # eval --ckpt of a live run's folder (a save every step, keep_last 1) on 2 ranks: rank 0 chooses
+    # the checkpoint for both (each chose its own, and ranks that read different ones were refused
+    # as disagreeing: about 1 call in 25).
+    live_run = os.path.join(work, "live")
+    live = subprocess.Popen([binary, "train", "--config", config, "--run-dir", live_run, "--set",
+                             "train.max_steps=1000000", "--set", "checkpoint.every_steps=1", "--set",
+                             "checkpoint.keep_last=1", "--set", "train.eval_every=0", "--set", "data.choice_file="],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while time.time() < deadline and not os.path.exists(os.path.join(live_run, "checkpoints", "latest")):
+        time.sleep(0.1)
+    failed = []
+    for _ in range(20):
+        p = subprocess.run(launcher + ["-np", "2", binary, "eval", "--ckpt", os.path.join(live_run, "checkpoints"),
+                                       "--choices", choices], capture_output=True, text=True, timeout=120)
+        if p.returncode != 0 or p.stdout.count(" correct = ") != 1:
+            failed.append(p.stderr.strip()[-200:])
+    live.kill()
+    live.wait()
+    check(not failed, f"eval --ckpt of a live folder on 2 ranks: every call scores once ({len(failed)} failed: "
+                      f"{failed[:1]})")
+
     # A token past the vocabulary in both ranks' windows (7 windows of 49 tokens: rank 0's first,
     # rank 1's fifth): the job's one line names the first in the file, not a line a rank.
     bad_val = os.path.join(work, "bad_val.bin")

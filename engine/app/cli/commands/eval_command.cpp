@@ -124,8 +124,18 @@ int eval_main(const std::vector<std::string>& args) {
   std::optional<data::TokenCorpus> corpus;
   int T = 1;
   std::int64_t windows = 0;
+  // A checkpoint folder is resolved by rank 0 alone and its choice sent to the others: resolved on
+  // each rank, a live run's folder could give ranks different checkpoints (then refused below as
+  // ranks that disagree). Rank 0's hold keeps it in place until the others hold it too.
+  std::string chosen;
+  if (parser.has("ckpt") && world->world_size() > 1) {
+    on_every_rank(*world, [&] {
+      if (root) source = resolve_weight_source(parser, "eval");
+    });
+    chosen = broadcast_string(*world, root ? source.path : std::string());
+  }
   on_every_rank(*world, [&] {
-    source = resolve_weight_source(parser, "eval");
+    if (chosen.empty() || !root) source = resolve_weight_source(parser, "eval", chosen);
     if (parser.has("choices")) {
       choices.emplace(data::ChoiceFile::load(parser.get("choices"), source.spec.vocab_size()));
       if (choices->longest_input() > source.spec.block_size()) {

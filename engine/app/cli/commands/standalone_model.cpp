@@ -69,7 +69,7 @@ std::vector<std::int32_t> pretrained_end_of_text_ids(const std::string& path, st
 
 }  // namespace
 
-WeightSource resolve_weight_source(const ArgParser& parser, const std::string& command) {
+WeightSource resolve_weight_source(const ArgParser& parser, const std::string& command, const std::string& checkpoint) {
   if (static_cast<int>(parser.has("run")) + static_cast<int>(parser.has("ckpt")) +
           static_cast<int>(parser.has("from")) !=
       1) {
@@ -92,7 +92,7 @@ WeightSource resolve_weight_source(const ArgParser& parser, const std::string& c
     // e.g. its token table in as many chunk units as its run's head had).
     // A live run's folder: its keep_last may delete the newest checkpoint between its choice and the
     // reader's shared hold on it, which then keeps it until the model is loaded.
-    const std::string folder = parser.get("ckpt");
+    const std::string folder = checkpoint.empty() ? parser.get("ckpt") : checkpoint;
     ckpt::read_while_folder_changes(
         folder,
         [&] {

@@ -58,7 +58,10 @@ struct WeightSource {
 
 // Exactly one of --run, --ckpt and --from, else an InputError naming `command`; likewise a bad
 // --device or --dtype.
-WeightSource resolve_weight_source(const ArgParser& parser, const std::string& command);
+// `checkpoint`: where given, the checkpoint --ckpt's folder resolved to on another rank (eval's
+// rank 0), read as it is rather than chosen again, so every rank reads the same one.
+WeightSource resolve_weight_source(const ArgParser& parser, const std::string& command,
+                                   const std::string& checkpoint = "");
 
 class StandaloneModel {
  public:

@@ -43,6 +43,12 @@ std::vector<CheckpointEntry> list_checkpoints(const std::string& folder) {
 
 bool is_complete(const std::string& dir) { return fs::exists(fs::path(dir) / std::string(kManifestName)); }
 
+std::vector<CheckpointEntry> complete_checkpoints(const std::string& folder) {
+  std::vector<CheckpointEntry> complete = list_checkpoints(folder);
+  std::erase_if(complete, [](const CheckpointEntry& c) { return !is_complete(c.path); });
+  return complete;
+}
+
 namespace {
 
 // `path`'s text where it is a regular file (through links), else "": a directory would throw from
@@ -89,10 +95,7 @@ void apply_keep_last(const std::string& folder, int keep_last, const std::string
     }
   }
   if (keep_last <= 0) return;
-  std::vector<CheckpointEntry> complete;
-  for (const CheckpointEntry& c : list_checkpoints(folder)) {
-    if (is_complete(c.path)) complete.push_back(c);
-  }
+  const std::vector<CheckpointEntry> complete = complete_checkpoints(folder);
   for (std::size_t i = 0; i + static_cast<std::size_t>(keep_last) < complete.size(); ++i) {
     if (fs::path(complete[i].path) == fs::path(keep)) continue;
     // One a reader holds (ckpt export, eval --ckpt of a live run's folder) is left to a later save.
@@ -124,10 +127,8 @@ std::vector<std::string> set_aside_where(const std::string& folder, Other&& othe
   if (moved.empty() || (!latest.empty() && std::find(moved.begin(), moved.end(), latest) == moved.end())) {
     return moved;  // `latest` still names a checkpoint of this trajectory
   }
-  std::string newest;
-  for (const CheckpointEntry& c : list_checkpoints(folder)) {
-    if (is_complete(c.path)) newest = fs::path(c.path).filename().string();
-  }
+  const std::vector<CheckpointEntry> complete = complete_checkpoints(folder);
+  const std::string newest = complete.empty() ? "" : fs::path(complete.back().path).filename().string();
   if (!newest.empty()) {
     write_latest(folder, newest);
   } else {
@@ -348,12 +349,8 @@ void read_while_folder_changes(const std::string& path, const std::function<void
   // The folder's complete checkpoints, oldest first: a save completing, or keep_last deleting one
   // (which a reader that read `latest` just before may have been ordering by), is a change.
   const auto complete = [&] {
-    std::vector<std::string> names;
-    std::error_code ec;
-    if (!fs::is_directory(path, ec)) return names;
-    for (const CheckpointEntry& c : list_checkpoints(path)) {
-      if (is_complete(c.path)) names.push_back(fs::path(c.path).filename().string());
-    }
+    std::vector<std::string> names;  // none for a checkpoint, or a path that is no folder
+    for (const CheckpointEntry& c : complete_checkpoints(path)) names.push_back(fs::path(c.path).filename().string());
     return names;
   };
   for (int attempt = 1;; ++attempt) {

@@ -25,6 +25,8 @@ struct CheckpointEntry {
 std::vector<CheckpointEntry> list_checkpoints(const std::string& folder);
 // A directory whose manifest exists: the last thing a save writes before the rename.
 bool is_complete(const std::string& checkpoint_dir);
+// list_checkpoints' complete ones, oldest first.
+std::vector<CheckpointEntry> complete_checkpoints(const std::string& folder);
 // The directory name in `latest` ("" when absent or unreadable).
 std::string read_latest(const std::string& folder);
 void write_latest(const std::string& folder, const std::string& dir_name);
@@ -94,10 +96,10 @@ std::string checkpoint_to_verify(const std::string& path);
 
 // Runs `read` on what `path` names (a checkpoint folder, or a checkpoint). A folder's newest
 // checkpoint may be deleted while it is read: a live run saving there with keep_last removes it
-// once a newer one is complete. Where `read` throws and the folder's newest complete one changed
-// meanwhile, it
-// runs again on the folder as it now is (at most ten times in all), `again(before, now)` told the
-// two step directories' names first; any other failure is the checkpoint's own and is rethrown.
+// once a newer one is complete. Where `read` throws and the folder's complete checkpoints changed
+// meanwhile, it runs again on the folder as it now is (at most ten times in all), `again(before,
+// now)` told the newest complete one's name before and now first; any other failure is the
+// checkpoint's own and is rethrown.
 void read_while_folder_changes(const std::string& path, const std::function<void()>& read,
                                const std::function<void(const std::string& before, const std::string& now)>& again);
 

@@ -161,9 +161,9 @@ int train_main(const std::vector<std::string>& args) {
     if (!run_dir.empty()) cfg.log.run_dir = run_dir;
     if (cfg.log.run_dir.empty()) {  // "" in the config: which key, not the folder's failure to be made
       throw_input_error(
-          "config error in {}: log.run_dir is empty: name a directory, leave the key out for runs/{}, or "
-          "give --run-dir",
-          cfg.sources_of({"log.run_dir"}), std::filesystem::path(parser.get("config")).stem().string());
+          "config error in {}: log.run_dir is empty: name a directory, leave the key out for its default "
+          "(runs/<config name>), or give --run-dir",
+          cfg.sources_of({"log.run_dir"}));
     }
   });
   comm_options.deterministic = cfg.train.deterministic;

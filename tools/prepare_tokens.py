@@ -13,9 +13,9 @@ tokenizer.json beside the first shard found without data.tokenizer_file) samples
 the same tokenizer (a tokenizer_config.json beside --tokenizer is copied too; an earlier
 tokenizer's is removed). Run again into the same OUT, the new set replaces NAME's earlier shards
 (none of them is left for a glob to find), and no other set's; a NAME whose globs would match
-another set's shards in OUT (set "d" beside set "d_val") is refused, and so is an OUT that is a
-training run's directory or a model folder (their tokenizer.json is theirs); a failed run leaves
-OUT as it was. Bad input: one line, exit 2.
+another set's shards in OUT (set "d" beside set "d_val"), or holding a glob's pattern characters
+(* ? [ ] \\), is refused, and so is an OUT that is a training run's directory or a model folder
+(their tokenizer.json is theirs); a failed run leaves OUT as it was. Bad input: one line, exit 2.
 Needs the `tokenizers` package (tools/setup.sh installs it in .venv-hf).
 
 usage: prepare_tokens.py --tokenizer tokenizer.json --out DIR [--name NAME] [--shard-tokens N]
@@ -201,6 +201,11 @@ def main(argv=None):
         fail(f"--shard-tokens must be in [2, {2**31 - 1}] (got {args.shard_tokens})")
     if not args.name or "/" in args.name or args.name in (".", ".."):
         fail(f"--name {args.name!r}: a file name prefix, without '/'")
+    # A run reads the set by the glob OUT/NAME_train_*.bin: a pattern character in NAME would match
+    # other names ("[x]" matches set "x"'s shards, not its own).
+    if any(ch in args.name for ch in "*?[]\\"):
+        fail(f"--name {args.name!r}: the glob that reads the set (NAME_train_*.bin) would take it as a pattern; "
+             "give a name without * ? [ ] or \\")
     for p in args.inputs:
         if not os.path.isfile(p):
             fail(f"{p}: " + ("a folder, not a text or JSONL file" if os.path.isdir(p)

@@ -289,8 +289,10 @@ def main():
         checks.check(other.returncode == 2 and len(lines) == 1 and "another tokenizer" in lines[0] and
                      "data" in lines[0] and f.read() == kept and sorted(os.listdir(again)) == listing,
                      f"another tokenizer for a second set in the folder: refused, the folder as it was ({lines})")
-    # A --name with a folder in it, and a shard size past llm.c's int32 count: one line, exit 2.
-    for flags, named in ((["--name", "sub/set"], "--name"), (["--shard-tokens", str(2**40)], "--shard-tokens")):
+    # A --name with a folder in it or with glob characters (the run's NAME_train_*.bin would read
+    # another set: "[x]" is "x"), and a shard size past llm.c's int32 count: one line, exit 2.
+    for flags, named in ((["--name", "sub/set"], "--name"), (["--name", "[x]"], "--name"), (["--name", "a*"], "--name"),
+                         (["--shard-tokens", str(2**40)], "--shard-tokens")):
         p = prepare(os.path.join(work, "bad_flags"), os.path.join(tok_dir, "tokenizer.json"), "a b c", *flags)
         lines = [line for line in p.stderr.splitlines() if line.strip()]
         checks.check(p.returncode == 2 and len(lines) == 1 and named in lines[0],

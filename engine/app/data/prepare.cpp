@@ -25,11 +25,7 @@ namespace {
 namespace fs = std::filesystem;
 
 // Whether `path` starts with the llm.c GPT-2 token magic prepare writes.
-bool llmc_token_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::int32_t magic = 0;
-  return in.read(reinterpret_cast<char*>(&magic), sizeof(magic)) && magic == kLlmcTokenMagic;
-}
+bool llmc_token_file(const fs::path& path) { return llmc_token_magic(path.string()) == kLlmcTokenMagic; }
 
 // A prepare replaces an earlier prepare's dataset whole. Files under its three names that no
 // prepare wrote are someone else's (a Hugging Face model's vocab.json, nanoGPT's raw train.bin

@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <utility>
 
 #include "engine/app/data/choice_file.h"
@@ -90,6 +91,17 @@ const LlmcKind* llmc_kind(std::int32_t magic) {
   }
   return nullptr;
 }
+
+}  // namespace
+
+std::int32_t llmc_token_magic(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::int32_t magic = 0;
+  if (!in.read(reinterpret_cast<char*>(&magic), sizeof(magic))) return 0;
+  return llmc_kind(magic) != nullptr ? magic : 0;
+}
+
+namespace {
 
 // Whether a header is llm.c's in all but the magic: a small version and a token count that, at 2 or
 // 4 bytes a token, is exactly the rest of the file. Raw uint16 tokens almost never look so.

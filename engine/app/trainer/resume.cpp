@@ -23,34 +23,47 @@
 
 namespace zt {
 
-std::string resolve_resume_checkpoint(Communicator& comm, const std::string& arg,
-                                      const std::string& checkpoint_folder) {
+ResumeChoice resolve_resume_checkpoint(Communicator& comm, const std::string& arg,
+                                       const std::string& checkpoint_folder) {
   const bool latest = arg == "latest";
   const std::string where = latest ? checkpoint_folder : arg;
   // What rank 0 tells the others: the step of the chosen checkpoint (-1: none) and whether it is
   // `where` itself (a checkpoint directory given by path) or where/step_XXXXXXXX.
   std::int32_t choice[2] = {-1, 0};
-  std::string path;
+  ResumeChoice chosen;
   // Rank 0 alone reads the folder (checksums: every byte); its refusal is the job's, said once.
   on_every_rank(comm, [&] {
     if (comm.rank() != 0) return;
     if (latest && !std::filesystem::is_directory(where)) {
       throw_input_error("--resume latest: no checkpoint to resume from (checkpoint folder '{}' does not exist)", where);
     }
-    const ckpt::ResolvedCheckpoint resolved = ckpt::resolve_checkpoint(where, ckpt::Validation::kChecksums);
-    for (const std::string& note : resolved.notes) print_out("resume: {}\n", note);
-    path = resolved.path;
-    const std::int64_t step = ckpt::CheckpointReader(path).manifest().position.step;
-    ZT_CHECK(step >= 0 && step <= INT32_MAX, "checkpoint step {} out of range", step);
-    choice[0] = static_cast<std::int32_t>(step);
-    choice[1] = path == where ? 1 : 0;
+    std::vector<std::string> notes;
+    ckpt::read_while_folder_changes(
+        where,
+        [&] {
+          ckpt::ResolvedCheckpoint resolved = ckpt::resolve_checkpoint(where, ckpt::Validation::kChecksums);
+          const std::int64_t step = ckpt::CheckpointReader(resolved.path).manifest().position.step;
+          ZT_CHECK(step >= 0 && step <= INT32_MAX, "checkpoint step {} out of range", step);
+          choice[0] = static_cast<std::int32_t>(step);
+          choice[1] = resolved.path == where ? 1 : 0;
+          notes.insert(notes.end(), resolved.notes.begin(), resolved.notes.end());
+          chosen = ResumeChoice{std::move(resolved.path), std::move(resolved.held)};
+        },
+        [&](const std::string& before, const std::string& now) {
+          notes.push_back(fmt::format("{} changed while {} was read (a live run? its newest is now {}): read the "
+                                      "folder again",
+                                      where, before, now));
+        });
+    for (const std::string& note : notes) print_out("resume: {}\n", note);
   });
   std::vector<std::int32_t> all(2 * static_cast<std::size_t>(comm.world_size()));
   comm.all_gather(TensorView{choice, DType::kI32, Device::kCPU, Shape{2}},
                   TensorView{all.data(), DType::kI32, Device::kCPU, Shape{2 * comm.world_size()}})
       .wait();
-  if (comm.rank() == 0) return path;
-  return all[1] == 1 ? where : (std::filesystem::path(where) / ckpt::step_dir_name(all[0])).string();
+  if (comm.rank() != 0) {
+    chosen.path = all[1] == 1 ? where : (std::filesystem::path(where) / ckpt::step_dir_name(all[0])).string();
+  }
+  return chosen;
 }
 
 namespace {
@@ -87,11 +100,19 @@ std::string model_differences(const nlohmann::json& saved, const nlohmann::json&
 
 nlohmann::json resumed_model_keys(const std::string& arg, const std::string& checkpoint_folder) {
   const std::string where = arg == "latest" ? checkpoint_folder : arg;
-  const ckpt::ResolvedCheckpoint resolved = ckpt::resolve_checkpoint(where, ckpt::Validation::kStructure);
-  const ckpt::CheckpointReader reader(resolved.path);
-  const nlohmann::json& config = reader.manifest().config;
+  nlohmann::json config;
+  std::string path;
+  // The checkpoints of one folder are one run's model: whichever a live run's keep_last leaves.
+  ckpt::read_while_folder_changes(
+      where,
+      [&] {
+        const ckpt::ResolvedCheckpoint resolved = ckpt::resolve_checkpoint(where, ckpt::Validation::kStructure);
+        path = resolved.path;
+        config = ckpt::CheckpointReader(resolved.path).manifest().config;
+      },
+      [](const std::string&, const std::string&) {});
   if (!config.contains("model") || !config["model"].is_object()) {
-    throw_input_error("--resume {}: {} records no model section", arg, resolved.path);
+    throw_input_error("--resume {}: {} records no model section", arg, path);
   }
   return config["model"];
 }

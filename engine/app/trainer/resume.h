@@ -8,15 +8,26 @@
 #include <string>
 #include <vector>
 
+#include "engine/app/checkpoint/durable_file.h"
 #include "engine/app/config/run_config.h"
 #include "engine/distributed/comm/communicator.h"
 
 namespace zt {
 
+struct ResumeChoice {
+  std::string path;  // the checkpoint directory, the same on every rank
+  // Rank 0's hold on it since before it was validated: a live run saving into the folder (another
+  // run's, resumed from elsewhere) deletes it with keep_last only once this is let go, which the
+  // trainer does when every rank's reader holds it (Trainer::hold_resume_checkpoint).
+  ckpt::FileHandle held;
+};
+
 // Collective. `arg` is "latest" (the newest valid checkpoint in `checkpoint_folder`), a checkpoint
-// folder, or a step_XXXXXXXX directory. Returns the checkpoint directory on every rank; InputError
-// (on every rank, rank 0's naming the cause) when there is no usable checkpoint.
-std::string resolve_resume_checkpoint(Communicator& comm, const std::string& arg, const std::string& checkpoint_folder);
+// folder, or a step_XXXXXXXX directory. A folder whose checkpoints change while rank 0 chooses (a
+// live run's keep_last deleting the one it read) is read again (ckpt::read_while_folder_changes).
+// Returns the choice on every rank; InputError (on every rank, rank 0's naming the cause) when
+// there is no usable checkpoint.
+ResumeChoice resolve_resume_checkpoint(Communicator& comm, const std::string& arg, const std::string& checkpoint_folder);
 
 // The model section of the checkpoint `--resume arg` names (`arg` as above), for a config whose
 // train.init_from no longer exists (run_config.h's SavedModelKeys). Not collective, and only the

@@ -9,6 +9,7 @@
 
 #include <filesystem>
 
+#include "engine/app/data/token_file.h"
 #include "engine/app/io/json_file.h"
 #include "engine/app/io/output_file.h"
 #include "engine/base/core/check.h"
@@ -61,6 +62,20 @@ void check_run_directory(const std::string& run_dir) {
           "there): the run's vocab.json and files would land among the dataset's; give the run another directory "
           "(--run-dir, or log.run_dir: by default runs/<config name>)",
           run_dir, name);
+    }
+  }
+  // A tokenized corpus's folder (tools/prepare_tokens.py's shards beside their tokenizer.json): the
+  // run's tokenizer.json would replace the one the shards were encoded with, which every later run
+  // on them takes by default. Told by the shards' llm.c headers, not their names.
+  for (fs::directory_iterator it(run_dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const fs::path& p = it->path();
+    if (p.extension() != ".bin" || !it->is_regular_file(ec)) continue;
+    if (data::llmc_token_magic(p.string()) != 0) {
+      throw_input_error(
+          "run directory {} holds {}, a token shard (a tokenized corpus's folder, or token files put there): the "
+          "run's tokenizer.json and files would land among the corpus's; give the run another directory (--run-dir, "
+          "or log.run_dir: by default runs/<config name>)",
+          run_dir, p.filename().string());
     }
   }
   if (!fs::exists(config, ec)) return;

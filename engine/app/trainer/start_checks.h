@@ -15,8 +15,9 @@ namespace zt {
 // each writes its own checkpoint files.
 void check_before_training(const RunConfig& config, const std::string& run_dir, const data::Vocab* vocab);
 // That the run directory holds no one else's config.json, which a run rewrites at its start (a
-// Hugging Face export's, or any file that is not a zerotrain config): rank 0 asks before taking the
-// directory's lock. InputError naming the file.
+// Hugging Face export's, or any file that is not a zerotrain config), and is no dataset's or
+// tokenized corpus's folder (token files: the run's vocab.json or tokenizer.json would replace
+// theirs): rank 0 asks before taking the directory's lock. InputError naming the file.
 void check_run_directory(const std::string& run_dir);
 // Its part about the checkpoint folder, which the trainer also asks before taking the folder's lock.
 void check_checkpoint_folder(const RunConfig& config, const std::string& run_dir);

@@ -206,6 +206,9 @@ TrainSummary Trainer::run() {
   const RunConfig& c = config_;
   TrainerState& s = *state_;
   RunProgress run = start_run(s, resume_checkpoint_, allow_config_change_);
+  // Every rank's reader held the checkpoint before start_run's agreement on it: rank 0's earlier
+  // hold is no longer needed, and would keep a live run's keep_last from deleting it.
+  resume_held_ = ckpt::FileHandle();
   // The run's files, once a resume is accepted: a refused one leaves the saved run's as they were.
   if (s.root) {
     ckpt::write_file_atomically(run_dir_ + "/config.json", c.run_file_json().dump(2) + "\n");

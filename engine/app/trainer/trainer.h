@@ -10,7 +10,9 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <utility>
 
+#include "engine/app/checkpoint/durable_file.h"
 #include "engine/app/checkpoint/folder_lock.h"
 #include "engine/app/config/run_config.h"
 #include "engine/app/trainer/choice_eval.h"
@@ -59,6 +61,9 @@ class Trainer {
   // A resume whose config changes the trajectory (trajectory_changes in resume.h) is refused unless
   // this is set (train --allow-config-change); then it continues and says what changed.
   void allow_config_change(bool allow) { allow_config_change_ = allow; }
+  // Rank 0's hold on the checkpoint resumed from (ResumeChoice::held): kept until every rank's
+  // reader holds it, so a live run's keep_last cannot delete it before it is read.
+  void hold_resume_checkpoint(ckpt::FileHandle held) { resume_held_ = std::move(held); }
   // Runs max_steps optimizer steps (printing progress) and returns what happened.
   TrainSummary run();
   // The compute backend it runs on: "cpu (2 threads)", "cuda:0 (NVIDIA H100 ...)".
@@ -86,6 +91,7 @@ class Trainer {
   std::string run_dir_;
   std::string resume_checkpoint_;
   bool allow_config_change_ = false;
+  ckpt::FileHandle resume_held_;
   std::unique_ptr<ckpt::FolderLock> run_lock_;     // rank 0's, for the whole run; freed after state_
   std::unique_ptr<ckpt::FolderLock> folder_lock_;  // rank 0's, while the run may save; freed after state_
   std::unique_ptr<TrainerState> state_;            // engine/app/trainer/trainer_state.h

@@ -187,15 +187,16 @@ int train_main(const std::vector<std::string>& args) {
     for (const std::string& note : cfg.derived) print_out("derived: {}\n", note);
     for (const std::string& warning : cfg.warnings) print_out("warning: {}\n", warning);
   }
-  std::string resume_checkpoint;
+  ResumeChoice resume;
   if (parser.has("resume")) {
-    const std::string arg = parser.get("resume");
-    resume_checkpoint = resolve_resume_checkpoint(*comm, arg, cfg.checkpoint.folder_for(cfg.log.run_dir));
-    if (root) print_out("resuming from {}\n", resume_checkpoint);
+    resume = resolve_resume_checkpoint(*comm, parser.get("resume"), cfg.checkpoint.folder_for(cfg.log.run_dir));
+    if (root) print_out("resuming from {}\n", resume.path);
   }
+  const std::string resume_checkpoint = resume.path;
   const MadeRunFolders made_folders(cfg, root);
   Trainer trainer(cfg, cfg.log.run_dir, *comm, tracker, resume_checkpoint, &data_files);
   trainer.allow_config_change(parser.has("allow-config-change"));
+  trainer.hold_resume_checkpoint(std::move(resume.held));
   const auto& blas = cpu_blas_description();
   if (root) {
     print_out("model: {}\n", describe_model(cfg.model_spec()));

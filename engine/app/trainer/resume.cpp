@@ -50,9 +50,10 @@ ResumeChoice resolve_resume_checkpoint(Communicator& comm, const std::string& ar
           chosen = ResumeChoice{std::move(resolved.path), std::move(resolved.held)};
         },
         [&](const std::string& before, const std::string& now) {
-          notes.push_back(fmt::format("{} changed while {} was read (a live run? its newest is now {}): read the "
-                                      "folder again",
-                                      where, before, now));
+          notes.push_back(
+              fmt::format("{} changed while {} was read (a live run? its newest is now {}): read the "
+                          "folder again",
+                          where, before, now));
         });
     for (const std::string& note : notes) print_out("resume: {}\n", note);
   });

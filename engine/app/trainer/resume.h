@@ -27,7 +27,8 @@ struct ResumeChoice {
 // live run's keep_last deleting the one it read) is read again (ckpt::read_while_folder_changes).
 // Returns the choice on every rank; InputError (on every rank, rank 0's naming the cause) when
 // there is no usable checkpoint.
-ResumeChoice resolve_resume_checkpoint(Communicator& comm, const std::string& arg, const std::string& checkpoint_folder);
+ResumeChoice resolve_resume_checkpoint(Communicator& comm, const std::string& arg,
+                                       const std::string& checkpoint_folder);
 
 // The model section of the checkpoint `--resume arg` names (`arg` as above), for a config whose
 // train.init_from no longer exists (run_config.h's SavedModelKeys). Not collective, and only the

@@ -77,6 +77,14 @@ TEST_F(CheckpointCorruption, MissingRankFileIsNamed) {
   EXPECT_NE(e.find("rank_00002.bin: rank file missing"), std::string::npos) << e;
 }
 
+// A folder where a rank file was: named as such, not as a file of the folder's size ("truncated").
+TEST_F(CheckpointCorruption, RankFileThatIsAFolderIsNamed) {
+  fs::remove(dir_ + "/rank_00001.bin");
+  fs::create_directory(dir_ + "/rank_00001.bin");
+  const std::string e = load_error();
+  EXPECT_NE(e.find("checkpoint rank file " + dir_ + "/rank_00001.bin: is a directory"), std::string::npos) << e;
+}
+
 TEST_F(CheckpointCorruption, TruncatedRankFileIsNamed) {
   fs::resize_file(dir_ + "/rank_00001.bin", fs::file_size(dir_ + "/rank_00001.bin") - 3);
   const std::string e = load_error();
@@ -185,7 +193,7 @@ TEST_F(CheckpointCorruption, ManifestOfAnotherStepThanItsFolderIsRefused) {
   EXPECT_NE(e.find("the manifest records step 8, but its directory is step_00000007"), std::string::npos) << e;
 }
 
-// Resealed values that pass the seal but are no checkpoint's: a negative position, more updates
+// Resealed values that pass the seal but are no checkpoint's: a negative or huge position, more updates
 // than steps (or a count past an int, which wrapped to 0 and restarted AdamW's bias correction),
 // a stage past 3, a checksum chunk that would size a buffer of gigabytes. Refused on reading.
 TEST_F(CheckpointCorruption, ResealedPositionsAndSizesOutOfRangeAreRefused) {
@@ -193,6 +201,10 @@ TEST_F(CheckpointCorruption, ResealedPositionsAndSizesOutOfRangeAreRefused) {
   const std::vector<std::pair<std::function<void(nlohmann::ordered_json&)>, const char*>> cases = {
       {[](auto& d) { d["next_sample_index"] = -1; }, "next_sample_index -1 is not a count"},
       {[](auto& d) { d["tokens_seen"] = -5; }, "tokens_seen -5 is not a count"},
+      // Past 2^53 (a resume's sums of them would overflow: an internal check failed on the first step).
+      {[](auto& d) { d["next_sample_index"] = INT64_MAX; },
+       "next_sample_index 9223372036854775807 is not a count (0 to 9007199254740992)"},
+      {[](auto& d) { d["tokens_seen"] = (std::int64_t{1} << 53) + 1; }, "tokens_seen 9007199254740993 is not a count"},
       {[](auto& d) { d["optimizer_step"] = 8; }, "optimizer_step 8 is not a count of at most its step 7"},
       {[](auto& d) { d["optimizer_step"] = 4294967296; }, "optimizer_step 4294967296 is not a whole number"},
       {[](auto& d) { d["step"] = d["optimizer_step"] = 4294967296; }, "optimizer_step 4294967296 is not a whole"},

@@ -278,6 +278,26 @@ TEST_F(CheckpointFolder, ALatestThatCannotBeUpdatedLeavesTheSaveCompleteWithAWar
       << resolved.notes[0];
 }
 
+// A `latest` that stays stuck (a folder in its place, a pointer update failing every save) must not
+// stop keep-last: the folder would keep every save until the disk filled. It spares only what
+// `latest` still names (here once the update fails: step_00000010; with a folder there, nothing).
+TEST_F(CheckpointFolder, KeepLastGoesOnWhileLatestCannotBeUpdated) {
+  save(10, 1, lineage("a10", ""));
+  fs::create_directories(folder_ + "/latest.tmp/blocker");
+  testing::save_simulated_result(folder_, table_, 2, 2, 20, 1, lineage("a20", "a10"));
+  const CommitResult r = testing::save_simulated_result(folder_, table_, 2, 2, 30, 1, lineage("a30", "a20"));
+  EXPECT_NE(r.warning.find("still names step_00000010"), std::string::npos) << r.warning;
+  EXPECT_EQ(steps(), (std::vector<std::int64_t>{10, 30})) << "step 20 deleted, latest's kept";
+  fs::remove_all(folder_ + "/latest.tmp");
+  fs::remove(folder_ + "/latest");
+  fs::create_directories(folder_ + "/latest/blocker");
+  for (std::int64_t step : {40, 50}) {
+    const CommitResult stuck = testing::save_simulated_result(folder_, table_, 2, 2, step, 2, lineage("b", ""));
+    EXPECT_NE(stuck.warning.find("still names nothing"), std::string::npos) << stuck.warning;
+  }
+  EXPECT_EQ(steps(), (std::vector<std::int64_t>{40, 50}));
+}
+
 // A kill between a save's rename and its pointer update leaves latest one behind: the newer
 // checkpoints that continue latest's (their previous_save_id chain) are this run's, and resolving
 // to latest's would lose their steps, then set them aside as if another run's. Damaged, it falls back.

@@ -252,7 +252,11 @@ def main():
     p = run(binary, ["train", "--config", config_path, "--run-dir", run_c, "--set", "train.max_steps=8"],
             {"ZT_TEST_NONFINITE_AT_STEP": "4"})
     check(p.returncode == 1, f"a NaN gradient stops the run with exit 1 (got {p.returncode})")
-    check("non-finite" in p.stderr + p.stdout, "the stop is explained")
+    # One error line, the command's, naming the step; the progress line on stdout is no second one.
+    err_lines = [line for line in p.stderr.splitlines() if line.strip()]
+    check(len(err_lines) == 1 and err_lines[0].startswith("zerotrain: error: step 4: non-finite gradient") and
+          not any(line.startswith("error:") for line in p.stdout.splitlines()),
+          f"the stop is explained in one error line naming the step ({err_lines})")
     check(not os.path.exists(os.path.join(run_c, "final.safetensors")), "no weights are written after a NaN stop")
     check(any(r["type"] == "nonfinite" and r["step"] == 4 for r in records(run_c)), "metrics record the NaN step")
     check(max(r["step"] for r in records(run_c) if r["type"] == "train") == 3, "no optimizer step after the NaN")

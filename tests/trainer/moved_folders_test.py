@@ -6,7 +6,8 @@
     and nothing is made again under the old name -- neither the run directory nor the checkpoint
     folder inside it (the run trained on into a folder made again there, without log or config,
     and said it wrote its final weights);
-  * the same found by the next save, where it comes before the heartbeat (never during a save);
+  * the same found by the next save, where it comes before the heartbeat;
+  * moved during a save: the save's failure says so, not the file it could not create;
   * a checkpoint folder elsewhere removed: made again, the saves go on there, said once.
 
 usage: moved_folders_test.py PATH/TO/zerotrain
@@ -42,7 +43,7 @@ def main():
     checks = Checks()
     work = checks.work_folder("zt_moved_")
 
-    def start(run_dir, *sets, heartbeat_s=HEARTBEAT_S):
+    def start(run_dir, *sets, heartbeat_s=HEARTBEAT_S, env=None):
         config = os.path.join(work, f"config_{os.path.basename(run_dir)}.json")
         with open(config, "w") as f:
             json.dump(CONFIG, f)
@@ -50,7 +51,7 @@ def main():
         for s in sets:
             args += ["--set", s]
         return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                env=dict(os.environ, ZT_TEST_HEARTBEAT_S=str(heartbeat_s)))
+                                env=dict(os.environ, ZT_TEST_HEARTBEAT_S=str(heartbeat_s), **(env or {})))
 
     def end(proc):
         try:
@@ -76,6 +77,19 @@ def main():
                      f"old name (exit {proc.returncode}, {lines}, old name there: {os.path.exists(moving)})")
         checks.check(len(train_records(moving + "_moved")) >= 1,
                      "its log went with the moved folder and holds the steps before")
+
+    # Moved in the middle of a save (held between its rank file and its commit by the test hook):
+    # the save fails, and says why in the run's one line, not as the file it could not create.
+    moving = os.path.join(work, "moving_in_save")
+    proc = start(moving, "checkpoint.every_steps=2", heartbeat_s=60, env={"ZT_TEST_CHECKPOINT_PAUSE_MS": "3000"})
+    staging = os.path.join(moving, "checkpoints", ".tmp-step_00000002")
+    in_save = wait_until(lambda: os.path.isdir(staging) and os.listdir(staging) != [])
+    os.rename(moving, moving + "_moved")
+    _, lines = end(proc)
+    checks.check(in_save and proc.returncode == 1 and len(lines) == 1 and "checkpoint at step 2 not saved" in lines[0]
+                 and f"the run directory {moving} was moved or removed" in lines[0] and not os.path.exists(moving),
+                 f"a run directory moved during a save: the save's failure names the move (exit {proc.returncode}, "
+                 f"{lines})")
 
     elsewhere = os.path.join(work, "elsewhere_ckpt")
     # Slower steps (micro_batch 64): the folder goes right after step 100's save, long before step 200's.

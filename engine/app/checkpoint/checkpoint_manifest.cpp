@@ -6,6 +6,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <climits>
 #include <cstdint>
 #include <limits>
 #include <optional>
@@ -360,12 +361,15 @@ Manifest Manifest::from_json(const nlohmann::json& doc, const std::string& sourc
       throw_input_error("{}: unsupported checksum {}", source, doc.at("checksum").dump());
     }
     // The position a resume continues from: counts, none negative, and no more updates than steps
-    // (a skipped step counts as a step, not an update).
-    for (const auto& [key, value] : {std::pair{"step", m.position.step},
-                                     {"tokens_seen", m.position.tokens_seen},
-                                     {"next_sample_index", m.position.next_sample_index}}) {
-      if (value < 0) {
-        throw_input_error("{}: {} {} is not a count", source, key, doc.at(key).dump());
+    // (a skipped step counts as a step, not an update). A step is an int (train.max_steps'), and
+    // the sample and token counts stay below 2^53, far past any run, so that a resume's sums of
+    // them cannot overflow.
+    constexpr std::int64_t kMaxCount = std::int64_t{1} << 53;
+    for (const auto& [key, value, most] : {std::tuple{"step", m.position.step, std::int64_t{INT32_MAX}},
+                                           {"tokens_seen", m.position.tokens_seen, kMaxCount},
+                                           {"next_sample_index", m.position.next_sample_index, kMaxCount}}) {
+      if (value < 0 || value > most) {
+        throw_input_error("{}: {} {} is not a count (0 to {})", source, key, doc.at(key).dump(), most);
       }
     }
     if (optimizer_step < 0 || optimizer_step > m.position.step) {

@@ -40,6 +40,7 @@ CheckpointReader::CheckpointReader(std::string dir) : dir_(std::move(dir)), held
     const std::string file = dir_ + "/" + f.name;
     struct stat st {};
     if (::stat(file.c_str(), &st) != 0) throw_input_error("{}: rank file missing", file);
+    require_regular_file(file, "checkpoint rank file");  // a folder's size is no file's
     if (st.st_size != f.bytes) {
       throw_input_error("{}: {} bytes but the manifest records {} ({})", file, static_cast<long long>(st.st_size),
                         f.bytes, st.st_size < f.bytes ? "truncated" : "extra bytes");

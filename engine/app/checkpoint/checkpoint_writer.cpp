@@ -112,22 +112,25 @@ CommitResult commit_checkpoint(const std::string& folder, const std::string& tem
   sync_dir(folder);
   // From here the checkpoint is complete and durable: what follows can fail without unsaving it.
   CommitResult result{final_dir.string(), ""};
+  // Where `latest` cannot be updated (a folder in its place, a full disk) keep-last still runs,
+  // sparing the checkpoint it still names: a pointer stuck for good would otherwise keep every save.
+  std::string spare;
   try {
     write_latest(folder, final_dir.filename().string());
   } catch (const std::exception& e) {
-    const std::string previous = read_latest(folder);
+    spare = read_latest(folder);
     result.warning = fmt::format(
         "checkpoint {} is saved, but '{}' could not be updated ({}): it still names {}; --resume latest "
         "takes the newer checkpoint all the same (it continues that one), or resume from {} by path",
-        final_dir.string(), (fs::path(folder) / kLatestName).string(), e.what(),
-        previous.empty() ? "nothing" : previous, final_dir.string());
-    return result;  // keep-last must not delete what `latest` still names
+        final_dir.string(), (fs::path(folder) / kLatestName).string(), e.what(), spare.empty() ? "nothing" : spare,
+        final_dir.string());
   }
   try {
-    apply_keep_last(folder, keep_last, final_dir.string());
+    apply_keep_last(folder, keep_last, final_dir.string(), spare);
   } catch (const std::exception& e) {
-    result.warning =
-        fmt::format("checkpoint {} is saved; removing older checkpoints failed ({})", final_dir.string(), e.what());
+    const std::string failed = fmt::format("removing older checkpoints failed ({})", e.what());
+    result.warning = result.warning.empty() ? fmt::format("checkpoint {} is saved; {}", final_dir.string(), failed)
+                                            : fmt::format("{}; {}", result.warning, failed);
   }
   return result;
 }

@@ -270,6 +270,21 @@ void report_saved(TrainerState& s, RunProgress& run, const ckpt::SaveResult& r) 
   }
 }
 
+// A save that failed on rank 0 because the run directory went away while it wrote (moved or
+// removed: the save's files could not be made under its old name) is said as that, not as the
+// file it could not create.
+void throw_if_run_directory_moved(const TrainerState& s, int step) {
+  if (!s.root) return;
+  for (const ckpt::FolderLock* lock : s.locks) {
+    if (lock->kind() == ckpt::LockedFolder::kRunDirectory && lock->moved_now()) {
+      throw_runtime_error(
+          "checkpoint at step {} not saved: the run directory {} was moved or removed while this run wrote into it "
+          "(a moved one resumes with --run-dir at its new place)",
+          step, lock->folder());
+    }
+  }
+}
+
 }  // namespace
 
 void save_checkpoint(TrainerState& s, RunProgress& run, int steps_completed) {
@@ -366,7 +381,13 @@ void save_checkpoint(TrainerState& s, RunProgress& run, int steps_completed) {
   }
   HybridCommunicator* hybrid = s.hybrid_comm();
   if (hybrid == nullptr) {
-    report_saved(s, run, ckpt::save_training_state(s.comm, folder, s.store, s.optimizer, meta, c.checkpoint.keep_last));
+    try {
+      report_saved(s, run,
+                   ckpt::save_training_state(s.comm, folder, s.store, s.optimizer, meta, c.checkpoint.keep_last));
+    } catch (const std::exception&) {
+      throw_if_run_directory_moved(s, steps_completed);
+      throw;
+    }
     return;
   }
   // Hybrid sharding: every group holds the whole state, sharded over its g ranks; group 0 saves it
@@ -386,6 +407,7 @@ void save_checkpoint(TrainerState& s, RunProgress& run, int steps_completed) {
   // collective timeout still bounds it).
   s.comm.all_reduce(TensorView{&failed, DType::kF32, Device::kCPU, Shape{1}}, ReduceOp::kSum)
       .wait(/*bounded_by_stop_grace=*/false);
+  if (failed > 0.0f) throw_if_run_directory_moved(s, steps_completed);
   if (!error.empty()) throw_runtime_error("{}", error);
   if (failed > 0.0f) throw_runtime_error("checkpoint at step {} not saved (failed in rank group 0)", steps_completed);
   if (saved) report_saved(s, run, *saved);

@@ -93,8 +93,10 @@ bool skip_nonfinite_step(TrainerState& s, RunProgress& run, int step, const Step
                                        loss_finite ? "gradient" : "loss", r.loss, r.grad_norm);
   s.log({{"type", "nonfinite"}, {"step", step}, {"loss", loss_finite ? r.loss : -1.0f}, {"action", c.train.nonfinite}});
   if (c.train.nonfinite == "stop" || ++run.consecutive_skips > c.train.max_skipped_steps) {
-    s.progress.message(fmt::format("error: {}; stopping (no optimizer step taken, weights not saved)", what));
+    // The run's one error line is the command's, on stderr (train_command.cpp), naming the step.
+    s.progress.message(fmt::format("{}; stopping (no optimizer step taken, weights not saved)", what));
     run.summary.stopped_nonfinite = true;
+    run.summary.nonfinite_stop = what;
     return false;
   }
   ++run.summary.skipped_steps;

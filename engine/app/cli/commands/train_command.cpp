@@ -256,7 +256,7 @@ int train_main(const std::vector<std::string>& args) {
   print_out("over the whole run (evaluation, sampling and the final gather included):\n{}",
             format_measured_vs_predicted(cfg, memory, {s.final_weights_gathered, s.choice_plan}));
   if (s.stopped_nonfinite) {
-    print_err("zerotrain: error: training stopped on a non-finite loss or gradient (see {}/metrics.jsonl)\n",
+    print_err("zerotrain: error: {}: training stopped, no weights written (see {}/metrics.jsonl)\n", s.nonfinite_stop,
               cfg.log.run_dir);
     return 1;
   }

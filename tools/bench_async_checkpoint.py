@@ -35,7 +35,7 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 from repo_commit import head_commit  # noqa: E402
-from result_paths import check_out_file, default_out  # noqa: E402
+from result_paths import check_out_dir, check_out_file, default_out  # noqa: E402
 
 GPT2_124M = {"arch": "gpt2", "n_layer": 12, "n_head": 12, "n_embd": 768, "block_size": 1024, "vocab_size": 50257}
 
@@ -62,6 +62,12 @@ def read_records(run_dir):
         return [json.loads(line) for line in f if line.strip()]
 
 
+def mean_over_saves(saves, key):
+    """The mean of `key` over the saves that carry it (a synchronous save has no staging), or None."""
+    values = [s[key] for s in saves if s[key] is not None]
+    return statistics.mean(values) if values else None
+
+
 def summarize(records):
     """Per save: its blocked and total seconds and whether the end of the run waited for it; the
     steps' times with and without a background write in flight."""
@@ -81,9 +87,9 @@ def summarize(records):
     steady = [s for s in saves if not s["waited_for_by_the_end"]]
     return {
         "saves": saves,
-        "blocked_seconds_per_save": statistics.mean(s["blocked_seconds"] for s in steady) if steady else None,
-        "save_seconds": statistics.mean(s["seconds"] for s in steady) if steady else None,
-        "staging_seconds_per_save": statistics.mean(s["staging_seconds"] for s in steady) if staged and steady else None,
+        "blocked_seconds_per_save": mean_over_saves(steady, "blocked_seconds"),
+        "save_seconds": mean_over_saves(steady, "seconds"),
+        "staging_seconds_per_save": mean_over_saves(steady, "staging_seconds"),
         "step_ms_median_no_write": statistics.median(step_ms["idle"]) if step_ms["idle"] else None,
         "step_ms_median_during_write": statistics.median(step_ms["writing"]) if step_ms["writing"] else None,
         "steps_during_writes": len(step_ms["writing"]),
@@ -98,26 +104,37 @@ def main():
     p.add_argument("--every", type=int, default=40)
     p.add_argument("--work", default=None, help="folder for the runs (default: a temporary one, removed)")
     p.add_argument("--out", default=None)
+    # Its test's small model: every run's zerotrain --set values (GPT-2 124M's two runs take minutes).
+    p.add_argument("--zerotrain-set", dest="zerotrain_sets", action="append", default=[], help=argparse.SUPPRESS)
     a = p.parse_args()
+    if a.steps < 1 or not 1 <= a.every <= a.steps:
+        p.error(f"--every {a.every} --steps {a.steps}: a save needs 1 <= --every <= --steps")
+    if not (os.path.isfile(a.zerotrain) and os.access(a.zerotrain, os.X_OK)):
+        p.error(f"--zerotrain {a.zerotrain}: not an executable file (build it: tools/build.sh)")
     out = a.out or default_out(f"async_checkpoint_bench_{a.device}.json")
     check_out_file("bench_async_checkpoint", out)
+    if a.work:
+        check_out_dir("bench_async_checkpoint", a.work, "--work")
     if a.device == "cuda":
         from bench_harness import device_facts
         device_facts()  # one line and exit 1 without a GPU, before any run
     work = a.work or tempfile.mkdtemp(prefix="zt_async_bench_")
+    os.makedirs(work, exist_ok=True)
     config = run_config(a.device, a.steps, a.every)
     path = os.path.join(work, "config.json")
     with open(path, "w") as f:
         json.dump(config, f)
+    model = "GPT-2 124M" + (f" with --set {', '.join(a.zerotrain_sets)}" if a.zerotrain_sets else "")
     result = {"benchmark": "blocked time per checkpoint save, synchronous vs checkpoint.async",
               "commit": head_commit() or "unknown", "device": a.device, "machine": platform.node(),
               "cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
-              "model": "GPT-2 124M", "config": config, "modes": {}}
+              "model": model, "config": config, "modes": {}}
     for mode in ("sync", "async"):
         run_dir = os.path.join(work, mode)
         shutil.rmtree(run_dir, ignore_errors=True)
         cmd = [a.zerotrain, "train", "--config", path, "--run-dir", run_dir,
                "--set", f"checkpoint.async={'true' if mode == 'async' else 'false'}"]
+        cmd += [arg for kv in a.zerotrain_sets for arg in ("--set", kv)]
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
         if proc.returncode != 0:
             sys.exit(f"bench_async_checkpoint: the {mode} run failed (exit {proc.returncode}): "
@@ -141,7 +158,7 @@ def main():
 
     def fmt(v, spec):
         return "-" if v is None else format(v, spec)
-    print(f"GPT-2 124M on {sync['device_description']}, a save every {a.every} steps of {a.steps}, "
+    print(f"{model} on {sync['device_description']}, a save every {a.every} steps of {a.steps}, "
           f"{sync['rank_file_bytes'] / 1e9:.2f} GB a save; commit {result['commit'][:12]}")
     print(f"{'mode':<6} {'saves':>5} {'blocked/save s':>15} {'staging s':>10} {'save s':>8} {'step ms':>8} "
           f"{'step ms (writing)':>18} {'end waited s':>13} {'steps+saves s':>14}")

@@ -10,7 +10,8 @@ build/tools/zt_bench_sgemm measures at the same thread count. FLOPs are model FL
 for both sides: flops/token = 6*N + 6*L*C*T, N = every parameter including the embeddings with the
 vocabulary padded to a multiple of 64 as zerotrain pads it (the attention term counts the causal
 half of QK^T and AV). Prints PASS/FAIL against the issue's targets (speedup >= 2x, >= 60% of the
-sgemm peak) but exits 0 either way: 1 only when a side failed to run, 2 on bad flags.
+sgemm peak; no share of a peak that a side outran, measured under load) but exits 0 either way: 1
+only when a side failed to run, 2 on bad flags.
 
 PyTorch runs twice (--torch-blas): "PyTorch" with Debian's libblas.so.3 (the pthread OpenBLAS by
 default: the issue's baseline), and "PyTorch/zt" with LD_LIBRARY_PATH pointing at the directory of
@@ -250,6 +251,14 @@ def git_commit():
     return head_commit(env=False), tree_dirty()
 
 
+def over_peak(r):
+    """{side's label: its share of the sgemm peak} for the sides past 100% of it. No training step
+    outruns the machine's own GEMM: such a peak was measured while other processes took cores (a
+    run under load read 192.7% and PASS), so no side's share of it means anything."""
+    return {label: r[key]["fraction_of_sgemm_peak"] for key, label in {"zerotrain": "zerotrain", **TORCH_SIDES}.items()
+            if key in r and r[key]["fraction_of_sgemm_peak"] > 1.0}
+
+
 def warnings(r):
     """Conditions that make the numbers unreliable or not comparable, said next to the table."""
     found = []
@@ -257,6 +266,12 @@ def warnings(r):
     if other["other_processes_cores"] > 0.2 or other["steal_cores"] > 0.1:
         found.append(f"other processes used {other['other_processes_cores']:.2f} cores and the hypervisor stole "
                      f"{other['steal_cores']:.2f} while this ran: timings are unreliable; rerun on an idle machine")
+    over = over_peak(r)
+    if over:
+        found.append(f"the sgemm peak ({r['sgemm']['gflops']:.1f} GFLOP/s) is below what "
+                     + ", ".join(f"{label} reached ({share:.1%} of it)" for label, share in over.items())
+                     + ": it was measured under load and is unreliable, so no share of peak is given; "
+                       "rerun on an idle machine")
     cores = {key: r[key]["blas"]["core"] for key in TORCH_SIDES if key in r}
     cores.update(zerotrain=r["zerotrain"]["blas_core"], sgemm=r["sgemm"]["core"])
     if len(set(cores.values())) > 1:
@@ -286,12 +301,14 @@ def print_table(r):
     print(f"flops/token = 6*N + 6*L*C*T = {fl['per_token'] / 1e6:.2f} MFLOP "
           f"(N = {fl['n_params']:,} incl. embeddings, vocab padded {m['vocab_size']} -> {fl['padded_vocab_size']})\n")
     print(f"{'':<11}{'ms/step':>10}{'min':>9}{'tokens/s':>11}{'GFLOP/s':>9}{'of peak':>9}")
+    unreliable = r["sgemm"]["peak_unreliable"]
     for key, name in {"zerotrain": "zerotrain", **TORCH_SIDES}.items():
         if key not in r:
             continue
         s = r[key]
+        share = "n/a" if unreliable else format(s["fraction_of_sgemm_peak"], ".1%")
         print(f"{name:<11}{s['ms_per_step_median']:>10.1f}{s['ms_per_step_min']:>9.1f}{s['tokens_per_s']:>11.0f}"
-              f"{s['gflops']:>9.1f}{s['fraction_of_sgemm_peak']:>9.1%}")
+              f"{s['gflops']:>9.1f}{share:>9}")
     for warning in r["warnings"]:
         print(f"warning: {warning}")
     tg = r["targets"]
@@ -308,8 +325,12 @@ def print_table(r):
                 f"(median of the rounds' {label} ms / zerotrain ms)"
             print(f"speedup over {label} {what}: {r['speedup'][key]:.2f}x{spread}   "
                   f"target >= {tg['speedup_min']:.1f}x: {verdict} ({note})")
-    print(f"zerotrain fraction of sgemm peak: {r['zerotrain']['fraction_of_sgemm_peak']:.1%}   "
-          f"target >= {tg['fraction_of_peak_min']:.0%}: {'PASS' if tg['fraction_pass'] else 'FAIL'}")
+    if unreliable:
+        print(f"zerotrain fraction of sgemm peak: unreliable (the peak was measured under load; see the warning)   "
+              f"target >= {tg['fraction_of_peak_min']:.0%}: not judged")
+    else:
+        print(f"zerotrain fraction of sgemm peak: {r['zerotrain']['fraction_of_sgemm_peak']:.1%}   "
+              f"target >= {tg['fraction_of_peak_min']:.0%}: {'PASS' if tg['fraction_pass'] else 'FAIL'}")
 
 
 def main(argv=None):
@@ -385,6 +406,7 @@ def main(argv=None):
         result[key] = {**side(rounds), "torch_version": run["torch_version"], "torch_threads": run["threads"],
                        "adamw_foreach": run["foreach"], "blas": run["blas"], "env": run["env"],
                        "final_loss": run["losses"][-1], "label": TORCH_SIDES[key]}
+    result["sgemm"]["peak_unreliable"] = bool(over_peak(result))
     result["warnings"] = warnings(result)
     # Each round's ratio of its two medians (same-round pairs), and their median.
     zt_round_ms = result["zerotrain"]["ms_per_step_by_round"]
@@ -394,7 +416,9 @@ def main(argv=None):
     result["targets"] = {
         "speedup_min": TARGET_SPEEDUP, "speedup_pass": {k: v >= TARGET_SPEEDUP for k, v in result["speedup"].items()},
         "fraction_of_peak_min": TARGET_PEAK_FRACTION,
-        "fraction_pass": result["zerotrain"]["fraction_of_sgemm_peak"] >= TARGET_PEAK_FRACTION}
+        # None: not judged against a peak measured under load (over_peak)
+        "fraction_pass": None if result["sgemm"]["peak_unreliable"]
+        else result["zerotrain"]["fraction_of_sgemm_peak"] >= TARGET_PEAK_FRACTION}
     print_table(result)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -146,14 +146,18 @@ def deterministic_cost(args, psi):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--zerotrain", default=os.path.join(ROOT, "build", "zerotrain"))
     ap.add_argument("--config", default=os.path.join(ROOT, "configs", "tiny.json"))
     ap.add_argument("--steps", type=int, default=12)
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=3, help="runs of each configuration (median of their medians)")
     ap.add_argument("--out-dir", default=default_out(""))
-    ap.add_argument("--deterministic", action="store_true", help="what train.deterministic costs (see above)")
+    ap.add_argument("--deterministic", action="store_true",
+                    help="measure instead what train.deterministic costs: one global batch of 4 micro-batches at "
+                    "1, 2 and 4 ranks, stages 0 and 3 (and 1-2 at 2 ranks), each with the default and the "
+                    "deterministic reductions, and whether the deterministic runs' final weights are bitwise "
+                    "equal at every rank count; writes OUT_DIR/any_rank_count_cpu.{json,md}")
     args = ap.parse_args()
     if args.steps < 1 or args.repeats < 1 or not 0 <= args.warmup < args.steps:
         ap.error(f"need --steps >= 1, --repeats >= 1 and 0 <= --warmup < --steps (got --steps {args.steps} "

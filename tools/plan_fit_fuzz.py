@@ -145,7 +145,8 @@ def main():
     ap.add_argument("--picks", type=int, default=40)
     ap.add_argument("--seed", type=int, default=11)
     ap.add_argument("--choices", action="store_true", help="a multiple-choice file in every run")
-    ap.add_argument("--out", help="default: plan_fit_fuzz_cpu.json, plan_fit_fuzz_choices_cpu.json with --choices")
+    ap.add_argument("--out", help="default: runs/results/plan_fit_fuzz_cpu.json, "
+                    "runs/results/plan_fit_fuzz_choices_cpu.json with --choices")
     args = ap.parse_args()
     if args.out is None:
         args.out = default_out("plan_fit_fuzz_choices_cpu.json" if args.choices else "plan_fit_fuzz_cpu.json")

@@ -4,6 +4,7 @@ its command names them; and a check, before minutes of runs, that the place can 
 bad path fails in one line (exit 2) instead of a traceback after the work."""
 import os
 import sys
+import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS_DIR = os.path.join(ROOT, "runs", "results")
@@ -19,31 +20,75 @@ def _refuse(tool, flag, path, why):
     sys.exit(2)
 
 
-def _check_folder(tool, flag, path, folder):
-    """`folder` exists as a writable folder, or can be made: its nearest existing ancestor is one."""
-    probe = os.path.abspath(folder or ".")
+def _make_folders(tool, flag, path, folder):
+    """Makes `folder` and any missing parents; returns the ones made, deepest first, for
+    _remove_folders."""
+    missing, probe = [], os.path.abspath(folder or ".")
     while not os.path.exists(probe):
-        parent = os.path.dirname(probe)
-        if parent == probe:
-            break
-        probe = parent
+        missing.append(probe)
+        probe = os.path.dirname(probe)
     if not os.path.isdir(probe):
         _refuse(tool, flag, path, f"{probe} is not a folder")
-    if not os.access(probe, os.W_OK | os.X_OK):
-        _refuse(tool, flag, path, f"cannot write in {probe}")
+    for made, name in enumerate(reversed(missing)):
+        try:
+            os.mkdir(name)
+        except OSError as e:
+            _remove_folders(missing[len(missing) - made:])
+            _refuse(tool, flag, path, f"cannot make {name} ({e.strerror})")
+    return missing
+
+
+def _remove_folders(folders):
+    for folder in folders:
+        try:
+            os.rmdir(folder)
+        except OSError:  # something else wrote into it meanwhile: it is no longer only ours
+            return
+
+
+def _probe_write(tool, flag, path, create, why):
+    """Writes for real, as the tool will: os.access() says yes to root for a read-only filesystem
+    or /proc, where the tool's own write then failed after its runs."""
+    try:
+        create()
+    except OSError as e:
+        _refuse(tool, flag, path, f"{why} ({e.strerror})")
 
 
 def check_out_file(tool, path, flag="--out"):
-    """Exits 2 with one line unless `path` can be written as a file."""
+    """Exits 2 with one line unless `path` can be written as a file; leaves an existing file as it
+    was and nothing behind for a new one."""
     if os.path.isdir(path):
         _refuse(tool, flag, path, "is a folder; give a file name")
-    if os.path.exists(path) and not os.access(path, os.W_OK):
-        _refuse(tool, flag, path, "cannot be written")
-    _check_folder(tool, flag, path, os.path.dirname(path))
+    if os.path.exists(path):
+        # Opened for appending, nothing written: its contents and times stay; O_NONBLOCK so that a
+        # FIFO without a reader is refused instead of hanging.
+        _probe_write(tool, flag, path, lambda: os.close(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NONBLOCK)),
+                     "cannot be written")
+        return
+
+    def create():
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL))
+        os.remove(path)
+    made = _make_folders(tool, flag, path, os.path.dirname(path))
+    try:
+        _probe_write(tool, flag, path, create, "cannot be created")
+    finally:
+        _remove_folders(made)
 
 
 def check_out_dir(tool, path, flag="--out-dir"):
-    """Exits 2 with one line unless `path` is, or can be made, a writable folder."""
+    """Exits 2 with one line unless `path` is, or can be made, a folder a file can be written in;
+    leaves nothing behind."""
     if os.path.exists(path) and not os.path.isdir(path):
         _refuse(tool, flag, path, "exists and is not a folder")
-    _check_folder(tool, flag, path, path)
+    made = _make_folders(tool, flag, path, path)
+
+    def create():
+        fd, probe = tempfile.mkstemp(prefix=".write_probe_", dir=path)
+        os.close(fd)
+        os.remove(probe)
+    try:
+        _probe_write(tool, flag, path, create, "cannot write a file in it")
+    finally:
+        _remove_folders(made)

@@ -2,7 +2,7 @@
 
 Proves, with stand-in zerotrain and zt_bench_sgemm programs whose step times are known, that the
 median skips the warm-up steps, that speedup, tokens/s, GFLOP/s and fraction of peak follow from
-them and from flops/token = 6*N + 6*L*C*T (N with the vocabulary padded to 64; a Llama's by its
+them (no share of a peak a side outran: measured under load) and from flops/token = 6*N + 6*L*C*T (N with the vocabulary padded to 64; a Llama's by its
 own layers), that the real
 PyTorch side runs, and that a failing side gives exit 1 with one line and bad flags exit 2. The real-binary run also
 proves the PyTorch/zt side loads the OpenBLAS build in the directory zerotrain's library is in.
@@ -54,7 +54,7 @@ with open(os.path.join(run_dir, "metrics.jsonl"), "w") as f:
 
 FAKE_SGEMM = """#!{python}
 import sys
-print('{{"size": 2048, "threads": %s, "gflops": 100.0, "core": "Haswell"}}' % sys.argv[sys.argv.index("--threads") + 1])
+print('{{"size": 2048, "threads": %s, "gflops": {gflops}, "core": "Haswell"}}' % sys.argv[sys.argv.index("--threads") + 1])
 """
 
 
@@ -76,7 +76,7 @@ def check(cond, what):
 
 def test_arithmetic_with_fakes(tmp):
     zt = write_script(tmp / "fake_zerotrain", FAKE_ZEROTRAIN, fail_from=-1)
-    sgemm = write_script(tmp / "fake_sgemm", FAKE_SGEMM)
+    sgemm = write_script(tmp / "fake_sgemm", FAKE_SGEMM, gflops=100.0)
     out = tmp / "result.json"
     proc = run_bench("--zerotrain", zt, "--sgemm", sgemm, "--steps", "4", "--warmup", "1", "--threads", "1",
                      "--rounds", "2", "--torch-blas", "system", "--out", str(out), *TINY)
@@ -116,11 +116,28 @@ def test_arithmetic_with_fakes(tmp):
           f"table lacks the verdict lines:\n{proc.stdout}")
 
 
+def test_peak_under_load(tmp):
+    """A side past 100% of the sgemm peak: the peak was measured under load, so the table gives no
+    share of it and the 60% target is not judged (a loaded machine's run read 192.7% and PASS)."""
+    zt = write_script(tmp / "fake_zerotrain", FAKE_ZEROTRAIN, fail_from=-1)
+    sgemm = write_script(tmp / "fake_sgemm", FAKE_SGEMM, gflops=0.01)  # zerotrain's fake: 0.027 GFLOP/s
+    out = tmp / "result.json"
+    proc = run_bench("--zerotrain", zt, "--sgemm", sgemm, "--steps", "3", "--warmup", "1", "--threads", "1",
+                     "--rounds", "1", "--torch-blas", "system", "--out", str(out), *TINY)
+    check(proc.returncode == 0, f"bench exited {proc.returncode}: {proc.stderr}")
+    r = json.loads(out.read_text())
+    check(r["zerotrain"]["fraction_of_sgemm_peak"] > 1 and r["sgemm"]["peak_unreliable"]
+          and r["targets"]["fraction_pass"] is None, f"a peak below zerotrain's own: {r['sgemm']} {r['targets']}")
+    check(any("measured under load" in w and "zerotrain reached" in w for w in r["warnings"]), f"{r['warnings']}")
+    check("not judged" in proc.stdout and "PASS" not in proc.stdout.split("fraction of sgemm peak")[1]
+          and "%" not in proc.stdout.split("of peak")[1].split("warning")[0], f"table:\n{proc.stdout}")
+
+
 def test_llama_with_fakes(tmp):
     """A Llama: its widths written out for both sides, its N by its own formula, PyTorch's model the
     same (bench_cpu.py refuses a PyTorch side whose parameter count is not zerotrain's)."""
     zt = write_script(tmp / "fake_zerotrain", FAKE_ZEROTRAIN, fail_from=-1)
-    sgemm = write_script(tmp / "fake_sgemm", FAKE_SGEMM)
+    sgemm = write_script(tmp / "fake_sgemm", FAKE_SGEMM, gflops=100.0)
     out = tmp / "llama.json"
     proc = run_bench("--zerotrain", zt, "--sgemm", sgemm, "--steps", "3", "--warmup", "1", "--threads", "1",
                      "--rounds", "1", "--torch-blas", "system", "--out", str(out), *TINY, "--set", "model.arch=llama",
@@ -149,7 +166,7 @@ def test_llama_with_fakes(tmp):
 
 def test_failures(tmp):
     zt = write_script(tmp / "failing_zerotrain", FAKE_ZEROTRAIN, fail_from=0)
-    sgemm = write_script(tmp / "fake_sgemm", FAKE_SGEMM)
+    sgemm = write_script(tmp / "fake_sgemm", FAKE_SGEMM, gflops=100.0)
     proc = run_bench("--zerotrain", zt, "--sgemm", sgemm, "--torch-blas", "system", "--out", str(tmp / "x.json"), *TINY)
     lines = proc.stderr.strip().splitlines()
     check(proc.returncode == 1 and len(lines) == 1 and "zerotrain train exited 2" in lines[0]
@@ -204,6 +221,7 @@ def main():
     parser.add_argument("--sgemm")
     args = parser.parse_args()
     tests = [("arithmetic_with_fakes", test_arithmetic_with_fakes, ()), ("llama_with_fakes", test_llama_with_fakes, ()),
+             ("peak_under_load", test_peak_under_load, ()),
              ("failures", test_failures, ())]
     if args.zerotrain and args.sgemm:
         tests.append(("real_binaries", test_real_binaries, (args.zerotrain, args.sgemm)))

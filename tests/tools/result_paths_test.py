@@ -4,17 +4,21 @@ place they cannot write before their runs, in one line:
 
   * no tool's default output (its --out or --out-dir) lies under docs/results/: they write under
     runs/results/ (tools/result_paths.py), so a run of a tool cannot replace a committed result;
-  * an --out under a plain file, an --out that is a folder, an --out-dir that is a file: exit 2
-    within seconds with one line naming the flag and the path, no traceback (before, each failed
-    after minutes of runs, its results lost);
+  * an --out under a plain file, an --out that is a folder, an --out-dir that is a file, an --out
+    or --out-dir under /proc (writable by os.access() for root, which the check once trusted):
+    exit 2 within seconds with one line naming the flag and the path, no traceback (before, each
+    failed after minutes of runs, its results lost);
   * bench_cpu.py refuses another model family than GPT-2 and the Llama (its PyTorch side and FLOPs know those two)
     and a model size that is not a whole number; memory_report.py a --preset with --ranks;
     bench_checkpoint.py --ranks 0 (mpirun -np 0 starts a rank on every slot); bench_zero.py
     repeats or steps it cannot take a median of; memory_report.py a missing binary;
-  * bench_async_checkpoint.py --device cuda without a GPU: one line, before any run.
+  * bench_async_checkpoint.py --device cuda without a GPU: one line, before any run; on the CPU,
+    a small model's runs with a synchronous save before the end give its table and JSON (the
+    synchronous saves carry no staging time, whose mean was a TypeError after both runs).
 
 usage: result_paths_test.py PATH/TO/zerotrain
 """
+import json
 import os
 import re
 import shutil
@@ -31,6 +35,29 @@ TOOLS = os.path.join(ROOT, "tools")
 # "results", or the text "docs/results/..." after default= or `or`.
 DEFAULT_INTO_RESULTS = re.compile(r'(default=|\bor )\s*(os\.path\.join\([^)]*"docs",\s*"results"|str\(REPO / "docs" / '
                                   r'"results"|["\']docs/results)')
+
+
+def check_async_checkpoint_table(check, zerotrain, work):
+    """bench_async_checkpoint.py on a small model: saves at steps 3 and 6 of 7, so a synchronous save
+    lands before the end and an asynchronous one is staged before it."""
+    out = os.path.join(work, "out", "async.json")
+    small = [arg for kv in ("model.n_layer=1", "model.n_head=2", "model.n_embd=32") for arg in ("--zerotrain-set", kv)]
+    p = subprocess.run([sys.executable, os.path.join(TOOLS, "bench_async_checkpoint.py"), "--zerotrain", zerotrain,
+                        "--steps", "7", "--every", "3", "--work", os.path.join(work, "runs"), "--out", out, *small],
+                       capture_output=True, text=True, timeout=300)
+    if not check(p.returncode == 0 and os.path.isfile(out),
+                 f"bench_async_checkpoint, a small model: exit 0 and its JSON (exit {p.returncode}: {p.stderr[-500:]})"):
+        return
+    with open(out) as f:
+        modes = json.load(f)["modes"]
+    sync, asyn = modes["sync"], modes["async"]
+    check([s["step"] for s in sync["saves"]] == [3, 6] and (sync["blocked_seconds_per_save"] or 0) > 0
+          and sync["staging_seconds_per_save"] is None,
+          f"the synchronous run: saves at 3 and 6, blocked time and no staging ({sync})")
+    check(all((asyn[key] or 0) > 0 for key in ("blocked_seconds_per_save", "staging_seconds_per_save")),
+          f"the asynchronous run: blocked and staging time ({asyn})")
+    rows = [line.split()[0] for line in p.stdout.splitlines() if line.split()[:1] in (["sync"], ["async"])]
+    check(rows == ["sync", "async"] and f"wrote {out}" in p.stdout, f"its table names both runs:\n{p.stdout}")
 
 
 def main():
@@ -60,6 +87,9 @@ def main():
         (["bench_quantized_collectives.py", "--zerotrain", zerotrain, "--out", f"{a_file}/q.json"], "--out"),
         (["bench_sampling.py", "--zerotrain", zerotrain, "--out", f"{a_file}/s.json"], "--out"),
         (["bench_async_checkpoint.py", "--zerotrain", zerotrain, "--out", f"{a_file}/a.json"], "--out"),
+        (["bench_cpu.py", "--zerotrain", zerotrain, "--out", "/proc/zt_cpu.json"], "--out"),
+        (["bench_sampling.py", "--zerotrain", zerotrain, "--out", "/proc/zt_dir/s.json"], "--out"),
+        (["memory_report.py", "--zerotrain", zerotrain, "--ranks", "1", "--out-dir", "/proc"], "--out-dir"),
         (["bench_zero.py", "--zerotrain", zerotrain, "--config", tiny, "--out-dir", a_file], "--out-dir"),
         (["memory_report.py", "--zerotrain", zerotrain, "--ranks", "1", "--out-dir", f"{a_file}/m"], "--out-dir"),
         (["memory_report.py", "--zerotrain", zerotrain, "--preset", "gpt2-124m-cpu", "--ranks", "1"], "--preset"),
@@ -88,6 +118,7 @@ def main():
         check(p.returncode != 0 and len(lines) == 1 and "no NVIDIA GPU" in lines[0],
               f"bench_async_checkpoint --device cuda without a GPU: one line ({lines})")
     check(sorted(os.listdir(work)) == ["a_file"], f"nothing written beside it ({sorted(os.listdir(work))})")
+    check_async_checkpoint_table(check, zerotrain, checks.work_folder("zt_async_bench_"))
     return checks.finish()
 
 

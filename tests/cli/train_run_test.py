@@ -192,6 +192,14 @@ def main():
     banner = [l for l in p.stdout.splitlines() if l.startswith("ZeRO stage 1 on 1 rank(s)")]
     check(banner and banner[0].endswith("; zero: grad_shard_dtype = fp32, prefetch_units = 3"),
           f"the ZeRO line names the options changed ({banner})")
+    # int8 gathers on one rank's solo path quantize nothing: said, not left to look active (a user
+    # previewing int8's effect on one process trained on exact weights without a word).
+    run_int8 = os.path.join(work, "int8_one_rank")
+    p = run(binary, ["train", "--config", config_path, "--run-dir", run_int8, "--set", "train.max_steps=1",
+                     "--set", "zero.stage=3", "--set", "zero.gather_dtype=int8"])
+    said = [l for l in p.stdout.splitlines() if "zero.gather_dtype = int8 has no gather to quantize" in l]
+    check(p.returncode == 0 and len(said) == 1 and "zero.solo_path = false" in said[0],
+          f"int8 gathers on one rank's solo path are said to quantize nothing ({said})")
     # The largest train.seed: the logged sample's seed, train.seed + 30, passes 2^31 - 1.
     run_seed = os.path.join(work, "big_seed")
     p = run(binary, ["train", "--config", config_path, "--run-dir", run_seed, "--set", "log.sample_every=0",

@@ -47,6 +47,13 @@ void read_zero_section(ConfigReader r, RunConfig& c) {
                                       used_from == 3 ? " 3" : "s 2-3", z.stage));
     }
   }
+  // One rank on the solo path calls no collective: int8 gathers would quantize nothing, and the run
+  // would train on exact weights where the key promises the decoded ones.
+  if (z.gather_wire != WireDType::kExact && z.stage >= 1 && c.world_size == 1 && z.solo_path) {
+    c.derived.push_back(
+        "zero.gather_dtype = int8 has no gather to quantize on one rank (zero.solo_path): the run computes with "
+        "exact weights; zero.solo_path = false keeps the gathers, and int8, at one rank");
+  }
   // Deterministic mode promises the same bits at every stage and every rank count: each
   // micro-batch's gradient folded in global order (ZeroOptions::fold_in_global_order). Hybrid
   // sharding reduces in two hops instead, each in rank order, which keeps the stages bitwise equal

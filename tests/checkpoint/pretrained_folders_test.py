@@ -32,6 +32,7 @@ from check_report import Checks  # noqa: E402
 from hf_env import require_hf  # noqa: E402
 
 require_hf()
+import safetensors.torch  # noqa: E402
 import torch  # noqa: E402
 import transformers  # noqa: E402
 from init_from_test import T, reference_loss, write_llmc_model, write_tokens  # noqa: E402
@@ -81,6 +82,23 @@ def main():
     check(loss is not None and abs(loss - want) < 1e-5,
           f"with the stale shards there too: loss {loss} = {want:.6f}, not theirs "
           f"({reference_loss(old, tokens, WINDOWS):.6f}) ({err})")
+
+    # A tensor in two of a sharded save's files: refused in one line naming both (it named one file,
+    # as if the tensor were twice in it).
+    folder = os.path.join(work, "twice")
+    gpt2(4).save_pretrained(folder, safe_serialization=True, max_shard_size="20KB")
+    with open(os.path.join(folder, "model.safetensors.index.json")) as f:
+        weight_map = json.load(f)["weight_map"]
+    name = "transformer.h.0.ln_2.weight"
+    other = sorted(set(weight_map.values()) - {weight_map[name]})[0]
+    tensors = safetensors.torch.load_file(os.path.join(folder, other))
+    tensors[name] = torch.full((32,), 5.0)
+    safetensors.torch.save_file(tensors, os.path.join(folder, other), metadata={"format": "pt"})
+    p = run("eval", "--from", folder, "--tokens", tokens_path, "--windows", str(WINDOWS), "--seq-len", str(T))
+    lines = [line for line in p.stderr.splitlines() if line.strip()]
+    check(p.returncode == 2 and len(lines) == 1 and f"tensor '{name}' is in both" in lines[0] and
+          weight_map[name] in lines[0] and other in lines[0],
+          f"a tensor in two shards: refused in one line naming both files ({lines})")
 
     # A GPT-2 config.json without n_positions: GPT2Config's default (1024) for the context.
     folder = os.path.join(work, "no_n_positions")

@@ -274,6 +274,11 @@ def main():
     check(ok and sorted(os.listdir(corpus)) == sorted(corpus_files) and
           all(open(os.path.join(corpus, n), "rb").read() == d for n, d in corpus_files.items()),
           f"train --run-dir a tokenized corpus's folder: refused before writing, its files kept ({lines})")
+    ok, lines = refused(run("ckpt", "export", os.path.join(base, "checkpoints"), "--format", "hf", "--out", corpus),
+                        corpus, "a token shard (c_", "tokenizer.json the export would replace")
+    check(ok and sorted(os.listdir(corpus)) == sorted(corpus_files) and
+          all(open(os.path.join(corpus, n), "rb").read() == d for n, d in corpus_files.items()),
+          f"an HF export into a tokenized corpus's folder: refused naming a token shard, not a model ({lines})")
     again = run("prepare", "--text", text, "--out", dataset, "--level", "byte")
     check(again.returncode == 0 and json.load(open(os.path.join(dataset, "vocab.json")))["kind"] == "byte",
           f"prepare over an earlier prepare's dataset replaces it ({again.stderr.strip()[-200:]})")

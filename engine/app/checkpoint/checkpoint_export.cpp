@@ -13,6 +13,7 @@
 
 #include "engine/app/checkpoint/durable_file.h"
 #include "engine/app/data/special_tokens.h"
+#include "engine/app/data/token_file.h"
 #include "engine/app/data/token_text.h"
 #include "engine/app/data/vocab_tokenizer_json.h"
 #include "engine/app/io/input_file.h"
@@ -210,7 +211,14 @@ void check_hf_export_folder(const std::string& out_dir, const Manifest& manifest
                              ? !written_by_export(e.path(), legacy)
                              : name.ends_with(".bin") || name.ends_with(".pt") || name.ends_with(".pth") ||
                                    name.ends_with(".h5") || name.ends_with(".msgpack") || name.ends_with(".gguf");
-    if (foreign) why = fmt::format("a model that no export wrote ({})", name);
+    // A tokenized corpus's shard is no model: the export's tokenizer.json would replace the one the
+    // shards were encoded with.
+    if (foreign && name.ends_with(".bin") && data::llmc_token_magic(e.path().string()) != 0) {
+      why = fmt::format(
+          "a token shard ({}: a tokenized corpus's folder, whose tokenizer.json the export would replace)", name);
+    } else if (foreign) {
+      why = fmt::format("a model that no export wrote ({})", name);
+    }
   }
   // A tokenizer belongs to the model beside it: one in a folder with no earlier export's tensors
   // is someone else's (the export would overwrite it, or leave it to number this model's tokens),
@@ -236,8 +244,8 @@ void check_hf_export_folder(const std::string& out_dir, const Manifest& manifest
   }
   if (!why.empty()) {
     throw_input_error(
-        "--out {} holds {}, which the export would replace: export into a new or empty folder, or over an "
-        "earlier export",
+        "--out {} holds {}: the export's files would replace or mix with it; export into a new or empty folder, "
+        "or over an earlier export",
         out_dir, why);
   }
 }

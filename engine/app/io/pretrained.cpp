@@ -184,7 +184,13 @@ class HfReader final : public PretrainedReader {
       SafetensorsSpan span = safetensors_span(v, dtype_bytes(e.dtype), header, path, name);
       e.shape = std::move(span.shape);
       e.data_offset = header.data_start + span.begin;
-      if (!entries_.emplace(name, e).second) throw_input_error("{}: tensor '{}' appears twice", path, name);
+      if (const auto [at, added] = entries_.emplace(name, e); !added) {
+        // Within one file (a header with the name twice), or in two of a sharded model's files.
+        const std::string& first =
+            at->second.file < e.file ? files_[static_cast<std::size_t>(at->second.file)].path() : path;
+        if (first == path) throw_input_error("{}: tensor '{}' appears twice", path, name);
+        throw_input_error("tensor '{}' is in both {} and {}: which one the model is cannot be told", name, first, path);
+      }
     }
     files_.emplace_back(path);
   }

@@ -289,6 +289,18 @@ def main():
         checks.check(other.returncode == 2 and len(lines) == 1 and "another tokenizer" in lines[0] and
                      "data" in lines[0] and f.read() == kept and sorted(os.listdir(again)) == listing,
                      f"another tokenizer for a second set in the folder: refused, the folder as it was ({lines})")
+    # Shards of two corpora made with different tokenizers in one run: refused in one line naming both
+    # tokenizer.json files (it trained, one set's ids read as the other's tokens).
+    other_dir = os.path.join(work, "other_corpus")
+    made = prepare(other_dir, other_tok, corpus[:3000], "--name", "other")
+    mixed = subprocess.run([binary, "train", "--config", config, "--run-dir", os.path.join(work, "mixed"),
+                            "--set", "train.max_steps=1", "--set",
+                            f'data.train_files=["{shards}/shakespeare_train_*.bin", "{other_dir}/other_train_*.bin"]'],
+                           capture_output=True, text=True, timeout=120)
+    lines = [line for line in mixed.stderr.splitlines() if line.strip()]
+    checks.check(made.returncode == 0 and mixed.returncode == 2 and len(lines) == 1 and
+                 "different tokenizers" in lines[0] and os.path.join(other_dir, "tokenizer.json") in lines[0],
+                 f"shards of two tokenizers in one run: refused naming both ({lines})")
     # A --name with a folder in it or with glob characters (the run's NAME_train_*.bin would read
     # another set: "[x]" is "x"), and a shard size past llm.c's int32 count: one line, exit 2.
     for flags, named in ((["--name", "sub/set"], "--name"), (["--name", "[x]"], "--name"), (["--name", "a*"], "--name"),

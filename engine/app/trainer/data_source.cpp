@@ -7,9 +7,11 @@
 #include <cstdlib>
 #include <filesystem>
 #include <tuple>
+#include <vector>
 
 #include "engine/app/data/batch_sampler.h"
 #include "engine/app/data/embedded_dataset.h"
+#include "engine/app/io/input_file.h"
 #include "engine/base/core/check.h"
 #include "engine/distributed/comm/communicator.h"
 
@@ -27,6 +29,28 @@ data::TokenFileFormat token_file_format(const DataConfig& d) {
 }
 
 }  // namespace
+
+void DataSource::check_shards_share_tokenizer(const RunConfig& c) const {
+  // Shards from folders of other tokenizers (two prepare_tokens.py corpora in one list) would train
+  // on ids that mean other text, and every sample and export decode them through the first's.
+  const std::string chosen = read_whole_input(tokenizer_path_, "tokenizer");
+  std::vector<fs::path> seen = {fs::path(tokenizer_path_).parent_path()};
+  for (const data::TokenCorpus* split : {&*train_, &*val_}) {
+    for (int i = 0; i < split->shard_count(); ++i) {
+      const fs::path folder = fs::path(split->shard_name(i)).parent_path();
+      if (std::find(seen.begin(), seen.end(), folder) != seen.end()) continue;
+      seen.push_back(folder);
+      const fs::path other = folder / "tokenizer.json";
+      std::error_code ec;
+      if (!fs::exists(other, ec) || read_whole_input(other.string(), "tokenizer") == chosen) continue;
+      throw_input_error(
+          "config error in {}: the shards come from folders of different tokenizers ({} and {} differ): one "
+          "set's ids would be read as another's tokens; train on shards of one tokenizer (where the two files are "
+          "one tokenizer saved twice, name it with data.tokenizer_file)",
+          c.sources_of({"data.train_files", "data.val_files"}), tokenizer_path_, other.string());
+    }
+  }
+}
 
 DataSource::DataSource(const RunConfig& config) { open(config); }
 
@@ -141,6 +165,7 @@ void DataSource::open(const RunConfig& c) {
                             : d.dataset != "embedded" && d.train_file.empty() ? fs::path(d.dataset) / "tokenizer.json"
                                                                               : fs::path();
     if (!beside.empty() && fs::exists(beside)) tokenizer_path_ = beside.string();
+    if (!tokenizer_path_.empty() && !d.train_files.empty()) check_shards_share_tokenizer(c);
   }
   if (!tokenizer_path_.empty()) {
     // A byte-level BPE, or the character vocabulary an export writes as a tokenizer.json.

@@ -51,6 +51,9 @@ class DataSource {
  private:
   void open(const RunConfig& config);
   void open_files(const RunConfig& config, const std::string& train_path, const std::string& val_path);
+  // Where the tokenizer is the one beside the first training shard: every other shard folder's
+  // tokenizer.json is the same file's bytes (InputError naming the two otherwise).
+  void check_shards_share_tokenizer(const RunConfig& config) const;
 
   std::vector<std::int64_t> train_counts_;  // per token id, over the sample the entropy reads
   std::optional<data::Vocab> vocab_;

@@ -67,10 +67,13 @@ def check_out_file(tool, path, flag="--out"):
                      "cannot be written")
         return
 
+    # A dangling link: the tool's write makes the file it names, so that is the one probed.
+    target = os.path.realpath(path) if os.path.islink(path) else path
+
     def create():
-        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL))
-        os.remove(path)
-    made = _make_folders(tool, flag, path, os.path.dirname(path))
+        os.close(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL))
+        os.remove(target)
+    made = _make_folders(tool, flag, path, os.path.dirname(target))
     try:
         _probe_write(tool, flag, path, create, "cannot be created")
     finally:

@@ -279,6 +279,12 @@ def main():
     check(ok and sorted(os.listdir(corpus)) == sorted(corpus_files) and
           all(open(os.path.join(corpus, n), "rb").read() == d for n, d in corpus_files.items()),
           f"an HF export into a tokenized corpus's folder: refused naming a token shard, not a model ({lines})")
+    fifo_folder = os.path.join(work, "fifo_bin")
+    os.makedirs(fifo_folder)
+    os.mkfifo(os.path.join(fifo_folder, "pipe.bin"))  # its header is never read: an open would wait
+    ok, lines = refused(run("ckpt", "export", os.path.join(base, "checkpoints"), "--format", "hf", "--out",
+                            fifo_folder), fifo_folder, "pipe.bin")
+    check(ok, f"an HF export into a folder with a FIFO named *.bin: refused, no hang ({lines})")
     again = run("prepare", "--text", text, "--out", dataset, "--level", "byte")
     check(again.returncode == 0 and json.load(open(os.path.join(dataset, "vocab.json")))["kind"] == "byte",
           f"prepare over an earlier prepare's dataset replaces it ({again.stderr.strip()[-200:]})")

@@ -273,6 +273,15 @@ def main():
           "val loss: none (no evaluation ran)" in p.stdout,
           f"a run stopped before its first evaluation has no validation loss ({records(run_c)[-1].get('val_loss')})")
 
+    # With "skip", a stop past train.max_skipped_steps says why this one stopped the run.
+    p = run(binary, ["train", "--config", config_path, "--run-dir", os.path.join(work, "c_skip"), "--set",
+                     "train.max_steps=8", "--set", "train.nonfinite=skip", "--set", "train.max_skipped_steps=1"],
+            {"ZT_TEST_NONFINITE_AT_STEP": "4-5"})
+    err_lines = [line for line in p.stderr.splitlines() if line.strip()]
+    check(p.returncode == 1 and len(err_lines) == 1 and "step 5: non-finite" in err_lines[0] and
+          "2 in a row, past train.max_skipped_steps = 1" in err_lines[0],
+          f"a stop past train.max_skipped_steps says so ({err_lines})")
+
     run_d = os.path.join(work, "d")
     skip_run = ["train", "--config", config_path, "--set", "train.max_steps=8", "--set", "train.nonfinite=skip",
                 "--set", "checkpoint.every_steps=2", "--set", "checkpoint.keep_last=0", "--set", "train.eval_every=4"]

@@ -118,6 +118,18 @@ def main():
         check(p.returncode != 0 and len(lines) == 1 and "no NVIDIA GPU" in lines[0],
               f"bench_async_checkpoint --device cuda without a GPU: one line ({lines})")
     check(sorted(os.listdir(work)) == ["a_file"], f"nothing written beside it ({sorted(os.listdir(work))})")
+    # A dangling link as --out: the file it names can be made, so the check passes and leaves none.
+    sys.path.insert(0, TOOLS)
+    from result_paths import check_out_file
+    links = checks.work_folder("zt_result_links_")
+    os.symlink(os.path.join(links, "target.json"), os.path.join(links, "out.json"))
+    try:
+        check_out_file("result_paths_test", os.path.join(links, "out.json"))
+        passed = True
+    except SystemExit:
+        passed = False
+    check(passed and sorted(os.listdir(links)) == ["out.json"], f"a dangling link as --out is taken, nothing left "
+                                                               f"({passed}, {sorted(os.listdir(links))})")
     check_async_checkpoint_table(check, zerotrain, checks.work_folder("zt_async_bench_"))
     return checks.finish()
 

@@ -86,7 +86,7 @@ void remove_checkpoint_dir(const std::string& path) {
   if (ec) throw_runtime_error("cannot remove '{}': {}", doomed.string(), ec.message());
 }
 
-void apply_keep_last(const std::string& folder, int keep_last, const std::string& keep, const std::string& spare) {
+void apply_keep_last(const std::string& folder, int keep_last, const std::string& keep) {
   std::error_code ec;
   for (const fs::directory_entry& e : fs::directory_iterator(folder, ec)) {
     const std::string name = e.path().filename().string();
@@ -98,7 +98,6 @@ void apply_keep_last(const std::string& folder, int keep_last, const std::string
   const std::vector<CheckpointEntry> complete = complete_checkpoints(folder);
   for (std::size_t i = 0; i + static_cast<std::size_t>(keep_last) < complete.size(); ++i) {
     if (fs::path(complete[i].path) == fs::path(keep)) continue;
-    if (!spare.empty() && fs::path(complete[i].path).filename() == spare) continue;
     // One a reader holds (ckpt export, eval --ckpt of a live run's folder) is left to a later save.
     FileHandle held;
     if (FileHandle::hold_exclusive(complete[i].path, held)) remove_checkpoint_dir(complete[i].path);

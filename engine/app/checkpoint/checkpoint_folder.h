@@ -36,9 +36,8 @@ void remove_checkpoint_dir(const std::string& path);
 // Deletes the oldest complete checkpoints beyond the newest `keep_last` (0 keeps everything) and
 // leftover .tmp-/.del- directories; never `keep` (the one just written), nor one a reader holds
 // (FileHandle::hold_for_reading: a CheckpointReader's, such as a ckpt export of a live run's
-// folder), which a later save deletes once it is let go, nor `spare` (a checkpoint name, or ""):
-// the one `latest` still names where a save could not update it.
-void apply_keep_last(const std::string& folder, int keep_last, const std::string& keep, const std::string& spare = "");
+// folder), which a later save deletes once it is let go.
+void apply_keep_last(const std::string& folder, int keep_last, const std::string& keep);
 
 // Where set_aside_checkpoints_after moves them, inside the folder.
 inline constexpr const char* kSupersededName = "superseded";

@@ -112,25 +112,39 @@ CommitResult commit_checkpoint(const std::string& folder, const std::string& tem
   sync_dir(folder);
   // From here the checkpoint is complete and durable: what follows can fail without unsaving it.
   CommitResult result{final_dir.string(), ""};
-  // Where `latest` cannot be updated (a folder in its place, a full disk) keep-last still runs,
-  // sparing the checkpoint it still names: a pointer stuck for good would otherwise keep every save.
-  std::string spare;
+  // Where `latest` cannot be updated (a full disk, latest.tmp blocked, a folder in its place),
+  // resolution takes the newer checkpoints only through their chain of saves from the one `latest`
+  // names: keep-last would cut that chain. So the stale pointer is removed (resolution then takes
+  // the newest valid checkpoint) and keep-last goes on, or, where it names a checkpoint and cannot
+  // be removed either, keep-last waits for a save that can update it. A pointer stuck for good
+  // would otherwise keep every save until the disk filled.
+  bool prune = true;
   try {
     write_latest(folder, final_dir.filename().string());
   } catch (const std::exception& e) {
-    spare = read_latest(folder);
+    const fs::path latest = fs::path(folder) / kLatestName;
+    std::string named = read_latest(folder);
+    std::error_code removed_ec;
+    if (!named.empty() && fs::remove(latest, removed_ec)) named.clear();
+    prune = named.empty();
     result.warning = fmt::format(
-        "checkpoint {} is saved, but '{}' could not be updated ({}): it still names {}; --resume latest "
-        "takes the newer checkpoint all the same (it continues that one), or resume from {} by path",
-        final_dir.string(), (fs::path(folder) / kLatestName).string(), e.what(), spare.empty() ? "nothing" : spare,
+        "checkpoint {} is saved, but '{}' could not be updated ({}): {}; --resume latest takes the newest "
+        "checkpoint all the same, or resume from {} by path",
+        final_dir.string(), latest.string(), e.what(),
+        prune ? "it no longer names a checkpoint (older ones are removed as keep_last says)"
+              : fmt::format("it still names {} and cannot be removed (older checkpoints are kept until it can be "
+                            "updated)",
+                            named),
         final_dir.string());
   }
-  try {
-    apply_keep_last(folder, keep_last, final_dir.string(), spare);
-  } catch (const std::exception& e) {
-    const std::string failed = fmt::format("removing older checkpoints failed ({})", e.what());
-    result.warning = result.warning.empty() ? fmt::format("checkpoint {} is saved; {}", final_dir.string(), failed)
-                                            : fmt::format("{}; {}", result.warning, failed);
+  if (prune) {
+    try {
+      apply_keep_last(folder, keep_last, final_dir.string());
+    } catch (const std::exception& e) {
+      const std::string failed = fmt::format("removing older checkpoints failed ({})", e.what());
+      result.warning = result.warning.empty() ? fmt::format("checkpoint {} is saved; {}", final_dir.string(), failed)
+                                              : fmt::format("{}; {}", result.warning, failed);
+    }
   }
   return result;
 }

@@ -95,6 +95,8 @@ const LlmcKind* llmc_kind(std::int32_t magic) {
 }  // namespace
 
 std::int32_t llmc_token_magic(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) return 0;  // a FIFO's open would wait for a writer
   std::ifstream in(path, std::ios::binary);
   std::int32_t magic = 0;
   if (!in.read(reinterpret_cast<char*>(&magic), sizeof(magic))) return 0;

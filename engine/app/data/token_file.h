@@ -28,7 +28,8 @@ constexpr std::int32_t kLlmcToken32Version = 7;
 constexpr std::int64_t kLlmcHeaderBytes = 256 * 4;
 
 // The magic `path` starts with where it is one of llm.c's two token magics, else 0 (no such
-// file, a shorter one, or other contents): a corpus's shard, told apart from other .bin files.
+// file, no regular file, a shorter one, or other contents): a corpus's shard, told apart from
+// other .bin files.
 std::int32_t llmc_token_magic(const std::string& path);
 
 // "auto", "llmc", "nanogpt" -> format; false if none matches.

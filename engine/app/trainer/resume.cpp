@@ -51,7 +51,7 @@ ResumeChoice resolve_resume_checkpoint(Communicator& comm, const std::string& ar
         },
         [&](const std::string& before, const std::string& now) {
           notes.push_back(
-              fmt::format("{} changed while {} was read (a live run? its newest is now {}): read the "
+              fmt::format("{} changed while it was read (a live run? its newest checkpoint was {}, now {}): read the "
                           "folder again",
                           where, before, now));
         });

@@ -381,13 +381,14 @@ void save_checkpoint(TrainerState& s, RunProgress& run, int steps_completed) {
   }
   HybridCommunicator* hybrid = s.hybrid_comm();
   if (hybrid == nullptr) {
+    std::optional<ckpt::SaveResult> saved;
     try {
-      report_saved(s, run,
-                   ckpt::save_training_state(s.comm, folder, s.store, s.optimizer, meta, c.checkpoint.keep_last));
+      saved = ckpt::save_training_state(s.comm, folder, s.store, s.optimizer, meta, c.checkpoint.keep_last);
     } catch (const std::exception&) {
       throw_if_run_directory_moved(s, steps_completed);
       throw;
     }
+    report_saved(s, run, *saved);
     return;
   }
   // Hybrid sharding: every group holds the whole state, sharded over its g ranks; group 0 saves it

@@ -93,10 +93,15 @@ bool skip_nonfinite_step(TrainerState& s, RunProgress& run, int step, const Step
                                        loss_finite ? "gradient" : "loss", r.loss, r.grad_norm);
   s.log({{"type", "nonfinite"}, {"step", step}, {"loss", loss_finite ? r.loss : -1.0f}, {"action", c.train.nonfinite}});
   if (c.train.nonfinite == "stop" || ++run.consecutive_skips > c.train.max_skipped_steps) {
+    // With "skip", why this one stops the run where the ones before were skipped.
+    const std::string stop = c.train.nonfinite == "stop"
+                                 ? what
+                                 : fmt::format("{}, {} in a row, past train.max_skipped_steps = {}", what,
+                                               run.consecutive_skips, c.train.max_skipped_steps);
     // The run's one error line is the command's, on stderr (train_command.cpp), naming the step.
-    s.progress.message(fmt::format("{}; stopping (no optimizer step taken, weights not saved)", what));
+    s.progress.message(fmt::format("{}; stopping (no optimizer step taken, weights not saved)", stop));
     run.summary.stopped_nonfinite = true;
-    run.summary.nonfinite_stop = what;
+    run.summary.nonfinite_stop = stop;
     return false;
   }
   ++run.summary.skipped_steps;
@@ -311,7 +316,9 @@ StepResult Trainer::train_step(int step, const RunProgress& run) {
                                       {.first_sample = first_sample, .backward_loss_scale = loss_scale}));
     s.model->backward(s.store, loss_scale);
   }
-  if (step + 1 == s.inject_nonfinite_step) poison_one_gradient(s.ctx, s.store);
+  if (step + 1 >= s.inject_nonfinite_steps.first && step + 1 <= s.inject_nonfinite_steps.second) {
+    poison_one_gradient(s.ctx, s.store);
+  }
   const AgreedLoss agreed =
       folds ? gather_loss_and_stop(s, losses)
             : all_reduce_loss_and_stop(s, std::accumulate(losses.begin(), losses.end(), 0.0) / accum);

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <cstdlib>
+#include <cstring>
 
 #include "engine/app/trainer/run_identity.h"
 #include "engine/app/trainer/store_comm.h"
@@ -51,9 +52,12 @@ std::unique_ptr<ckpt::AsyncCheckpointer> make_async_saves(const RunConfig& c, Co
   return std::make_unique<ckpt::AsyncCheckpointer>(world, writers, ctx, bytes);
 }
 
-int nonfinite_step_to_inject() {
+std::pair<int, int> nonfinite_steps_to_inject() {
   const char* inject = std::getenv("ZT_TEST_NONFINITE_AT_STEP");
-  return inject != nullptr ? std::atoi(inject) : 0;
+  if (inject == nullptr) return {0, 0};
+  const int first = std::atoi(inject);
+  const char* dash = std::strchr(inject, '-');
+  return {first, dash != nullptr ? std::atoi(dash + 1) : first};
 }
 
 }  // namespace
@@ -87,7 +91,7 @@ TrainerState::TrainerState(const RunConfig& c, std::string dir, Communicator& co
       progress(root ? c.log.progress : "quiet", c.log.every_steps),
       inputs(static_cast<std::size_t>(c.train.micro_batch) * c.train.seq_len),
       targets(inputs.size()),
-      inject_nonfinite_step(nonfinite_step_to_inject()) {
+      inject_nonfinite_steps(nonfinite_steps_to_inject()) {
   // The store's collectives timed beside the ops ([Note: exposed communication]).
   if (profiler) store_comm().set_profiler(profiler.get());
 }

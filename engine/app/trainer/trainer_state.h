@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/app/checkpoint/async_checkpoint.h"
@@ -60,9 +61,9 @@ struct TrainerState {
   std::unique_ptr<MetricsLog> metrics;  // rank 0's metrics.jsonl
   ProgressPrinter progress;
   std::vector<std::int32_t> inputs, targets;  // one micro-batch
-  // ZT_TEST_NONFINITE_AT_STEP: the step whose gradient the tests of the non-finite path poison
-  // (docs/config.md, "Testing hooks"); 0: none.
-  int inject_nonfinite_step = 0;
+  // ZT_TEST_NONFINITE_AT_STEP: the steps whose gradients the tests of the non-finite path poison,
+  // "k" or "k-m" (docs/config.md, "Testing hooks"); {0, 0}: none.
+  std::pair<int, int> inject_nonfinite_steps{0, 0};
 
   // `config` must outlive the state (the Trainer owns both).
   // `data_identity`: the data files' identity if the caller has it (computed otherwise).

@@ -321,7 +321,8 @@ int ckpt_main(const std::vector<std::string>& args) {
       path, [&] { status = run_action(action, path, parser); },
       [&](const std::string& before, const std::string& now) {
         print_err(
-            "zerotrain ckpt: note: {} changed while {} was read (a live run? its newest is now {}): reading the "
+            "zerotrain ckpt: note: {} changed while it was read (a live run? its newest checkpoint was {}, now {}): "
+            "reading the "
             "folder again\n",
             path, before, now);
       });

@@ -167,7 +167,8 @@ int plan_main(const std::vector<std::string>& args) {
       .value_flag("link-latency-us", "X", "latency per ring hop inside a group, microseconds (default 5)")
       .value_flag("cross-link-gbps", "X", "bandwidth across groups (hybrid sharding), GB/s (default: --link-gbps)")
       .value_flag("cross-link-latency-us", "X", "latency across groups, microseconds (default: --link-latency-us)")
-      .value_flag("cores-per-node", "N", "CPU ranks: the cores of a node, a fraction for a container's CPU quota (default: this machine's)")
+      .value_flag("cores-per-node", "N",
+                  "CPU ranks: the cores of a node, a fraction for a container's CPU quota (default: this machine's)")
       .value_flag("ranks-per-node", "N", "CPU ranks: ranks sharing a node (default: --ranks)")
       .value_flag("top", "K", "rows to print (default 10)")
       .bool_flag("json", "print every fitting choice as JSON");

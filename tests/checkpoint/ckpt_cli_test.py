@@ -170,6 +170,11 @@ def main():
         ("a file, not a checkpoint", ["verify", args.config], "not a directory: a checkpoint is a step_* directory"),
         ("--max-shard-size for llmc", ["export", folder, "--format", "llmc", "--out", work + "/x.bin",
                                        "--max-shard-size", "1GB"], "--max-shard-size applies to --format hf"),
+        # A size past the bound says the bound; a unit transformers lacks says the units.
+        ("--max-shard-size too large", ["export", folder, "--format", "hf", "--out", work + "/x",
+                                        "--max-shard-size", "1000000000000000"], "from 1 byte to below 1e15 bytes"),
+        ("--max-shard-size in TB", ["export", folder, "--format", "hf", "--out", work + "/x", "--max-shard-size",
+                                    "1TB"], "in B, KB, MB, GB, KiB, MiB or GiB"),
         # Refused before the work (the export was written whole, then its rename failed, exit 1).
         ("llmc --out a folder's name", ["export", ckpt_dir, "--format", "llmc", "--out", work + "/new_llmc/"],
          "not a file name"),

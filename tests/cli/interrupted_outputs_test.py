@@ -83,6 +83,28 @@ def main():
         if sizes == big_sizes:  # replaced: back to the small one for the next moment
             subprocess.run([binary, "prepare", "--text", TEXT, "--out", dataset], check=True, capture_output=True)
 
+    # A kill between the renames (the hook ends the process after n of them, as a kill there
+    # would): never the new token files beside the earlier vocab.json, which trained and sampled them
+    # as another text; the earlier one goes before the renames, so a prepare again completes it.
+    other = os.path.join(work, "other.txt")
+    with open(other, "w") as f:
+        f.write("0123456789 \n" * 2000)  # characters the dataset's vocabulary lacks
+    with open(os.path.join(dataset, "vocab.json")) as f:
+        old_vocab = f.read()
+    for renames in (1, 2):
+        subprocess.run([binary, "prepare", "--text", TEXT, "--out", dataset], check=True, capture_output=True)
+        p = subprocess.run([binary, "prepare", "--text", other, "--out", dataset], capture_output=True, text=True,
+                           env=dict(os.environ, ZT_TEST_EXPORT_EXIT_AFTER_RENAMES=str(renames)), timeout=120)
+        vocab_path = os.path.join(dataset, "vocab.json")
+        kept_old = os.path.exists(vocab_path) and open(vocab_path).read() == old_vocab
+        checks.check(p.returncode == 137 and not kept_old,
+                     f"prepare killed after {renames} rename(s): the earlier vocab.json is not left beside the new "
+                     f"token files (exit {p.returncode}, old vocabulary kept: {kept_old})")
+    again = subprocess.run([binary, "prepare", "--text", TEXT, "--out", dataset], capture_output=True, text=True)
+    checks.check(again.returncode == 0 and not leftovers(dataset) and
+                 open(os.path.join(dataset, "vocab.json")).read() == old_vocab,
+                 f"a prepare after the kill completes the dataset ({again.stderr.strip()[-200:]})")
+
     config = os.path.join(work, "config.json")
     with open(config, "w") as f:  # ~13M parameters: ~50 MB of fp32 tensors to export
         json.dump({"model": {"n_layer": 4, "n_head": 8, "n_embd": 512, "block_size": 64, "vocab_size": 65},

@@ -46,7 +46,10 @@ void refuse_others_files(const std::string& out_dir) {
           out_dir, name);
     }
   }
+  // A prepare cut between its renames left its token files with no vocab.json (removed before
+  // them), its own still under the staging name: an earlier prepare's folder, which this completes.
   const bool has_vocab = fs::is_regular_file(vocab, ec);
+  const bool cut_prepare = !has_vocab && fs::is_regular_file(staging_path(vocab.string()), ec);
   std::string why;
   if (has_vocab) {
     try {
@@ -56,7 +59,8 @@ void refuse_others_files(const std::string& out_dir) {
     }
   }
   for (const char* name : {"train.bin", "val.bin"}) {
-    if (why.empty() && fs::is_regular_file(dir / name, ec) && (!has_vocab || !llmc_token_file(dir / name))) {
+    if (why.empty() && fs::is_regular_file(dir / name, ec) &&
+        (!(has_vocab || cut_prepare) || !llmc_token_file(dir / name))) {
       why = fmt::format("a {} that no prepare wrote", name);
     }
   }
@@ -125,6 +129,13 @@ PrepareSummary prepare_text_dataset(const std::string& text_path, const std::str
   write_llmc_tokens_at(staged.stage((dir / "train.bin").string()), all.first(static_cast<std::size_t>(n_train)));
   write_llmc_tokens_at(staged.stage((dir / "val.bin").string()), all.subspan(static_cast<std::size_t>(n_train)));
   ckpt::write_file_synced(staged.stage((dir / "vocab.json").string()), vocab.json_text());
+  // Everything is written. The earlier vocab.json goes before the renames (as an export's
+  // config.json does): a kill between them then leaves no vocabulary beside the new token files
+  // (a run on them decodes nothing; a prepare again completes it), never the old one, through which
+  // they would train and sample as another text without a word.
+  std::error_code removed;
+  std::filesystem::remove(dir / "vocab.json", removed);
+  if (removed) throw_runtime_error("cannot replace {}: {}", (dir / "vocab.json").string(), removed.message());
   staged.commit(out_dir);
   folders.keep();
 

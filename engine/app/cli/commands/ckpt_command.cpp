@@ -195,9 +195,15 @@ std::int64_t parse_size(const std::string& text, const char* flag) {
       {"", 1}, {"B", 1}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"KIB", 1024.0}, {"MIB", 1 << 20}, {"GIB", 1 << 30}};
   for (const auto& [name, per_unit] : kUnits) {
     const double scale = per_unit / bits;
-    if (upper == name && value * scale >= 1.0 && value * scale < 1e15) return static_cast<std::int64_t>(value * scale);
+    if (upper != name || !(value >= 0.0)) continue;
+    if (value * scale >= 1.0 && value * scale < 1e15) return static_cast<std::int64_t>(value * scale);
+    // A size, but outside what a shard can be: the bound named, not "not a size".
+    throw_input_error("zerotrain ckpt export: {} must be from 1 byte to below 1e15 bytes (got '{}')", flag, text);
   }
-  throw_input_error("zerotrain ckpt export: {} must be a size such as 5GB, 500MB or 64KiB (got '{}')", flag, text);
+  throw_input_error(
+      "zerotrain ckpt export: {} must be a size such as 5GB, 500MB or 64KiB, in B, KB, MB, GB, KiB, MiB or GiB (got "
+      "'{}')",
+      flag, text);
 }
 
 DType export_dtype(const ArgParser& parser) {

@@ -165,6 +165,10 @@ def check_missing_peers(report, binary, work):
     probes = run_ranks(binary, 3, f"tcp:127.0.0.1:{port}", ranks=[0, 1], ZT_RENDEZVOUS_TIMEOUT=TIMEOUT_S)
     report.check(timed_out_clearly(probes[0], f"rendezvous via tcp:127.0.0.1:{port}", "rank(s) 2 of 3"),
                  f"tcp, rank 2 missing: rank 0 times out naming the address and rank 2 ({describe(probes)})")
+    # Rank 1, held by rank 0 until every rank has connected, fails with rank 0's reason (it took the
+    # id and went on, exit 0, into a job that had failed).
+    report.check(probes[1].rc == 1 and one_error_line(probes[1].err, "rank 0 ended the rendezvous", "rank(s) 2 of 3"),
+                 f"tcp, rank 2 missing: rank 1 fails too, with rank 0's reason ({describe(probes)})")
     probes = run_ranks(binary, 3, f"tcp:127.0.0.1:{port}", ranks=[1, 2], ZT_RENDEZVOUS_TIMEOUT=TIMEOUT_S)
     report.check(all(timed_out_clearly(p, f"rendezvous via tcp:127.0.0.1:{port}", "connecting to rank 0",
                                        "Connection refused") for p in probes.values()),
@@ -204,6 +208,19 @@ def check_bad_input(report, binary, work):
     report.check(done[2].rc == 0 and ones[0].rc == 0 and ones[1].rc == 2 and
                  one_error_line(ones[1].err, "rank 1 is claimed twice"),
                  f"rank 1 given to two processes: one of them exits 2 naming it ({describe(dict(zip(['1a', '1b', 0], done)))})")
+
+    # The same over TCP: rank 0 refuses the second, and both processes given rank 1 fail with its
+    # reason (the first took the id and went on, exit 0, while rank 0 failed).
+    port = free_port()
+    spec = f"tcp:127.0.0.1:{port}"
+    r0 = Probe(binary, 0, 3, spec, ZT_RENDEZVOUS_TIMEOUT=10)
+    r1a = Probe(binary, 1, 3, spec, ZT_RENDEZVOUS_TIMEOUT=10)
+    time.sleep(0.5)
+    r1b = Probe(binary, 1, 3, spec, ZT_RENDEZVOUS_TIMEOUT=10)
+    done = {"0": r0.finish(), "1a": r1a.finish(), "1b": r1b.finish()}
+    report.check(all(p.rc == 1 and one_error_line(p.err, "rank 1 is claimed twice") for p in done.values()) and
+                 all(p.seconds < 8 for p in done.values()),
+                 f"tcp, rank 1 given to two processes: every one of them fails naming it, at once ({describe(done)})")
 
     cases = [
         ({"ZT_RANK": 5, "ZT_WORLD_SIZE": 2}, "ZT_RANK=5 is not below ZT_WORLD_SIZE=2"),

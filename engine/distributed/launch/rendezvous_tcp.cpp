@@ -1,5 +1,5 @@
-// The TCP rendezvous: rank 0 listens on a port and hands its blob to each rank that connects with a
-// valid hello, until every rank has acknowledged it; the other ranks retry until rank 0 is there.
+// The TCP rendezvous: rank 0 listens on a port, holds each rank that connects with a valid hello
+// until every rank has, then hands each its blob; the other ranks retry until rank 0 is there.
 // Sockets are non-blocking and every wait polls against the rendezvous deadline.
 #include <arpa/inet.h>
 #include <netdb.h>
@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstring>
 #include <initializer_list>
+#include <map>
 #include <set>
 #include <utility>
 
@@ -24,13 +25,22 @@ namespace zt::detail {
 namespace {
 
 // Rank r connects and sends a hello (magic, rank, world size, job key); rank 0 answers each with a
-// reply (magic, world size, blob size) and the blob, and the rank acknowledges with one byte. Rank 0
-// takes connections one at a time; one that sends no valid hello within a few seconds is dropped.
-// A hello of another job (its key not rank 0's) is answered (another magic, rank 0's key) and not
-// counted: that rank goes on trying until its own job's rank 0 listens there.
-constexpr std::uint32_t kHelloMagic = 0x5a545249;     // "ZTRI" (before job keys: "ZTRH")
+// reply (magic, world size, blob size) and holds the connection. Once every rank has connected it
+// sends each a go word and the blob, and the rank acknowledges with one byte; where the rendezvous
+// fails first (a rank claimed twice, a missing rank, another world size) it sends each held rank an
+// abort word and the reason instead, so that no rank goes on into a job that has already failed.
+// Rank 0 takes connections one at a time; one that sends no valid hello within a few seconds is
+// dropped. A hello of another job (its key not rank 0's) is answered (another magic, rank 0's key)
+// and not counted: that rank goes on trying until its own job's rank 0 listens there.
+constexpr std::uint32_t kHelloMagic = 0x5a54524b;     // "ZTRK" (before the go word: "ZTRI"; job keys: "ZTRH")
 constexpr std::uint32_t kReplyMagic = 0x5a545252;     // "ZTRR"
 constexpr std::uint32_t kOtherJobMagic = 0x5a54524a;  // "ZTRJ"
+constexpr std::uint32_t kGoMagic = 0x5a545247;        // "ZTRG": the blob follows
+constexpr std::uint32_t kAbortMagic = 0x5a545241;     // "ZTRA": the reason's length and text follow
+constexpr std::uint32_t kMaxReasonBytes = 1024;
+// A held rank waits for rank 0's word this much past its own deadline: rank 0, started later, may
+// time out later, and its reason is the one worth printing.
+constexpr double kHeldGraceS = 5.0;
 constexpr int kStrayConnectionMs = 5000;
 
 class Socket {
@@ -131,11 +141,22 @@ std::vector<std::uint8_t> share_by_tcp_rank0(const LaunchInfo& launch, const Ren
   }
   std::set<int> waiting;
   for (int r = 1; r < launch.world_size; ++r) waiting.insert(r);
+  std::map<int, Socket> held;  // the ranks connected so far, waiting for the go
+  // The job has failed: every held rank is told why before rank 0 says it.
+  const auto fail = [&](const std::string& reason) {
+    for (auto& [rank, peer] : held) {
+      const Deadline brief(1.0);
+      if (send_words(peer.fd(), {kAbortMagic, static_cast<std::uint32_t>(reason.size())}, brief)) {
+        transfer(peer.fd(), const_cast<char*>(reason.data()), reason.size(), true, brief);
+      }
+    }
+    throw_runtime_error("{}: {}", where, reason);
+  };
   const Deadline deadline(options.timeout_s);
   while (!waiting.empty()) {
     if (!wait_ready(listener.fd(), POLLIN, deadline)) {
-      throw_runtime_error("{}: rank 0 timed out after {:g} s waiting for rank(s) {} of {} to connect", where,
-                          options.timeout_s, list_ranks(waiting), launch.world_size);
+      fail(fmt::format("rank 0 timed out after {:g} s waiting for rank(s) {} of {} to connect", options.timeout_s,
+                       list_ranks(waiting), launch.world_size));
     }
     Socket peer(::accept4(listener.fd(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
     if (!peer) continue;
@@ -156,17 +177,31 @@ std::vector<std::uint8_t> share_by_tcp_rank0(const LaunchInfo& launch, const Ren
       continue;
     }
     if (world != launch.world_size) {
-      throw_runtime_error("{}: rank {} connected saying the job has {} ranks, rank 0 says {}", where, rank, world,
-                          launch.world_size);
+      held.emplace(launch.world_size + static_cast<int>(held.size()), std::move(peer));  // told too
+      fail(
+          fmt::format("rank {} connected saying the job has {} ranks, rank 0 says {}", rank, world, launch.world_size));
     }
-    if (!waiting.contains(rank)) {
-      throw_runtime_error("{}: a second process connected as rank {} of {}", where, rank, world);
+    if (rank < 1 || rank >= launch.world_size || !waiting.contains(rank)) {
+      held.emplace(launch.world_size + static_cast<int>(held.size()), std::move(peer));  // the second one told too
+      fail(fmt::format("a second process connected as rank {} of {} (rank {} is claimed twice)", rank, world, rank));
     }
+    waiting.erase(rank);
+    held.emplace(rank, std::move(peer));
+  }
+  // Every rank is there: the blob to each, and its acknowledgement.
+  std::set<int> lost;
+  for (auto& [rank, peer] : held) {
+    const Deadline brief(std::max(1.0, deadline.remaining_ms() / 1000.0));
     std::uint8_t ack = 0;
-    if (transfer(peer.fd(), const_cast<std::uint8_t*>(blob.data()), blob.size(), true, peer_deadline) &&
-        transfer(peer.fd(), &ack, 1, false, peer_deadline)) {
-      waiting.erase(rank);
+    if (!send_words(peer.fd(), {kGoMagic, 0}, brief) ||
+        !transfer(peer.fd(), const_cast<std::uint8_t*>(blob.data()), blob.size(), true, brief) ||
+        !transfer(peer.fd(), &ack, 1, false, brief)) {
+      lost.insert(rank);
     }
+  }
+  if (!lost.empty()) {
+    for (int rank : lost) held.erase(rank);
+    fail(fmt::format("rank(s) {} of {} left the rendezvous before taking the id", list_ranks(lost), launch.world_size));
   }
   return blob;
 }
@@ -227,9 +262,23 @@ std::vector<std::uint8_t> share_by_tcp_other(const LaunchInfo& launch, const Ren
         throw_runtime_error("{}: rank 0 has {} ranks ({} bytes), but this is rank {} of {} ({} bytes)", where, reply[1],
                             reply[2], launch.rank, launch.world_size, size);
       }
+      // Held until every rank has connected: then the id, or why the job failed meanwhile.
+      const Deadline held(deadline.remaining_ms() / 1000.0 + kHeldGraceS);
+      std::uint32_t word[2];
+      if (!recv_words(s.fd(), word, 2, held)) {
+        last_error = "connection closed while waiting for the other ranks";
+        continue;
+      }
+      if (word[0] == kAbortMagic) {
+        std::string reason(std::min(word[1], kMaxReasonBytes), '\0');
+        if (!transfer(s.fd(), reason.data(), reason.size(), false, held)) reason = "(its reason was cut off)";
+        throw_runtime_error("{}: rank 0 ended the rendezvous, so this rank {} of {} does too: {}", where, launch.rank,
+                            launch.world_size, reason);
+      }
+      if (word[0] != kGoMagic) throw_runtime_error("{}: something other than a zerotrain rank 0 answers there", where);
       std::vector<std::uint8_t> blob(size);
       std::uint8_t ack = 1;
-      if (transfer(s.fd(), blob.data(), size, false, deadline) && transfer(s.fd(), &ack, 1, true, deadline)) {
+      if (transfer(s.fd(), blob.data(), size, false, held) && transfer(s.fd(), &ack, 1, true, held)) {
         return blob;
       }
       last_error = "connection closed while receiving the id";

@@ -15,19 +15,26 @@ tokenizer's is removed). Run again into the same OUT, the new set replaces NAME'
 (none of them is left for a glob to find), and no other set's; a NAME whose globs would match
 another set's shards in OUT (set "d" beside set "d_val"), or holding a glob's pattern characters
 (* ? [ ] \\), is refused, and so is an OUT that is a training run's directory or a model folder
-(their tokenizer.json is theirs); a failed run leaves OUT as it was. Bad input: one line, exit 2.
-Needs the `tokenizers` package (tools/setup.sh installs it in .venv-hf).
+(their tokenizer.json is theirs). Every file is written under a staging name first (NAME_train_000001.bin.tmp,
+NAME_tokenizer.json.tmp), so a failed run (a full disk: one line, exit 1), a Ctrl-C or a kill (one
+line; the process ends by the signal, 130 or 143 in a shell) leaves OUT as it was; a later run
+removes NAME's staging files that a SIGKILL left. A character the tokenizer has no token for (a
+character vocabulary's, without byte fallback) is left out of the shards: counted, in one line.
+Bad input: one line, exit 2. Needs the `tokenizers` package (tools/setup.sh installs it in .venv-hf).
 
 usage: prepare_tokens.py --tokenizer tokenizer.json --out DIR [--name NAME] [--shard-tokens N]
                          [--jsonl-key text] [--eot TOKEN] [--no-progress] INPUT [INPUT ...]
   INPUT: .txt files (each one document) or .jsonl files (one document per line, under --jsonl-key)
 """
 import argparse
+import contextlib
+import fcntl
 import glob
 import json
 import os
 import re
 import shutil
+import signal
 import sys
 
 import numpy as np
@@ -36,10 +43,66 @@ import numpy as np
 EOT_CANDIDATES = ["<|endoftext|>", "<|begin_of_text|>", "<|end_of_text|>", "</s>"]
 
 
-def fail(message):
-    """Bad input: one line naming it, exit 2 (as zerotrain's)."""
+def fail(message, status=2):
+    """Bad input: one line naming it, exit 2 (as zerotrain's); status 1 where the machine failed the
+    run (a full disk), as zerotrain's runtime errors."""
     print(f"prepare_tokens: {message}", file=sys.stderr)
-    sys.exit(2)
+    sys.exit(status)
+
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class Interrupted(Exception):
+    """A stop signal, raised where the run is so that it removes what it staged on the way out;
+    `outcome` says what became of OUT."""
+
+    def __init__(self, signum):
+        super().__init__(signum)
+        self.signum = signum
+        self.outcome = ""
+
+
+class StopSignals:
+    """Ctrl-C, SIGTERM and a closed terminal (SIGHUP) as Interrupted: Python's own Ctrl-C is a
+    KeyboardInterrupt traceback, and its SIGTERM ends the process with the staging files left
+    behind. A signal already ignored (nohup's SIGHUP) stays ignored. Within `held()` (the renames,
+    the clean-up) a signal waits until the block ends, so that it cuts neither."""
+
+    def __init__(self):
+        self.holding = False
+        self.pending = None
+        for sig in STOP_SIGNALS:
+            if signal.getsignal(sig) is not signal.SIG_IGN:
+                signal.signal(sig, self.on_signal)
+
+    def on_signal(self, signum, _frame):
+        if self.holding:
+            self.pending = self.pending or signum
+            return
+        raise Interrupted(signum)
+
+    @contextlib.contextmanager
+    def held(self):
+        outer = self.holding
+        self.holding = True
+        try:
+            yield
+        finally:
+            self.holding = outer
+        if self.pending and not outer:
+            signum, self.pending = self.pending, None
+            raise Interrupted(signum)
+
+
+def end_by_signal(e):
+    """One line, then the process ends by the signal itself, as zerotrain's commands do: a shell sees
+    128 + its number (130 for Ctrl-C, 143 for SIGTERM) and a script running the tool stops too."""
+    print(f"prepare_tokens: stopped by {signal.Signals(e.signum).name}{e.outcome}", file=sys.stderr)
+    sys.stderr.flush()
+    signal.signal(e.signum, signal.SIG_DFL)
+    os.kill(os.getpid(), e.signum)
+    sys.exit(128 + e.signum)  # where the signal did not end it
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -50,25 +113,28 @@ class OneLineParser(argparse.ArgumentParser):
 
 
 def documents(paths, key):
-    """Yields (text, bytes read so far) for every document of every input; an input that is not
-    UTF-8 ends the run in one line naming it (convert it first, e.g. iconv -f latin1 -t utf-8)."""
+    """Yields (where it is, text, bytes read so far) for every document of every input; an input
+    that is not UTF-8 ends the run in one line naming it (convert it first, e.g. iconv -f latin1 -t
+    utf-8), and so does one that cannot be read."""
     done = 0
     for path in paths:
         try:
-            for text, size in documents_of(path, key):
+            for where, text, size in documents_of(path, key):
                 done += size
-                yield text, done
+                yield where, text, done
         except UnicodeDecodeError as e:
             fail(f"{path}: not UTF-8 (byte 0x{e.object[e.start]:02x} is no UTF-8 sequence; "
                      f"convert it first, e.g. iconv -f latin1 -t utf-8)")
+        except OSError as e:
+            fail(f"{path}: cannot be read ({e.strerror})")
 
 
 def documents_of(path, key):
-    """Yields (text, the bytes read for it) for every document of one input."""
+    """Yields (where it is, text, the bytes read for it) for every document of one input."""
     if not path.endswith(".jsonl"):
         with open(path, encoding="utf-8") as f:
             text = f.read()
-        yield text, len(text.encode("utf-8"))
+        yield path, text, len(text.encode("utf-8"))
         return
     with open(path, encoding="utf-8") as f:
         skipped = 0
@@ -87,17 +153,28 @@ def documents_of(path, key):
             except UnicodeEncodeError as e:
                 fail(f"{path}:{n}: the text under \"{key}\" holds an unpaired surrogate "
                      f"(\\u{ord(e.object[e.start]):04x}), which no UTF-8 text can")
-            yield doc[key], skipped + len(line.encode("utf-8"))
+            yield f"{path}:{n}", doc[key], skipped + len(line.encode("utf-8"))
             skipped = 0
 
 
-def write_shard(path, tokens, wide):
-    """The shard as path + ".tmp": the set takes its names only once every shard is written."""
+def write_shard(tmp, tokens, wide):
+    """The shard under its staging name `tmp`, on disk before it is renamed (so a full disk fails
+    here, before anything in OUT is replaced, and a power loss after the renames finds its bytes)."""
     header = np.zeros(256, dtype=np.int32)
     header[0], header[1], header[2] = (20240801, 7, len(tokens)) if wide else (20240520, 1, len(tokens))
-    with open(path + ".tmp", "wb") as f:
+    with open(tmp, "wb") as f:
         f.write(header.tobytes())
         f.write(np.asarray(tokens, dtype=np.uint32 if wide else np.uint16).tobytes())
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def copy_staged(source, tmp):
+    """A tokenizer file under its staging name, on disk, as write_shard writes a shard."""
+    with open(source, "rb") as src, open(tmp, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+        dst.flush()
+        os.fsync(dst.fileno())
 
 
 SHARD_NAME = re.compile(r"(.+)_(train|val)_\d{6}\.bin")
@@ -129,10 +206,129 @@ def check_name_globs(args):
                      f"{a}_val_*.bin would also match {b}'s shards; give another --name or --out")
 
 
-def copy_unless_same(source, target):
-    """Copies source to target, unless target is that file (--tokenizer given from OUT itself)."""
-    if not (os.path.exists(target) and os.path.samefile(source, target)):
-        shutil.copyfile(source, target)
+def same_file(source, target):
+    """Whether target is source itself (--tokenizer given from OUT): nothing to copy."""
+    return os.path.exists(target) and os.path.samefile(source, target)
+
+
+# The longest staging name a set has, NAME_tokenizer_config.json.tmp, within a file name's 255 bytes.
+LONGEST_STAGING_SUFFIX = "_tokenizer_config.json.tmp"
+
+
+def tokenizer_staging_path(out, name, target):
+    """Where a tokenizer file is staged: named by the set (NAME_tokenizer.json.tmp), so that a later
+    run of NAME knows it for its own leftover."""
+    return os.path.join(out, f"{name}_{os.path.basename(target)}.tmp")
+
+
+def remove_stale_staging(out, name):
+    """Removes the staging files of set NAME that an earlier run left in OUT (a SIGKILL, a power
+    loss: nothing removed them), so they do not pile up run after run; they are this tool's own
+    names, and no other run is writing into OUT (lock_out). Returns how many there were."""
+    own = re.compile(re.escape(name) + r"_((train|val)_\d{6}\.bin|tokenizer\.json|tokenizer_config\.json)\.tmp")
+    stale = [e.path for e in os.scandir(out) if own.fullmatch(e.name) and e.is_file(follow_symlinks=False)]
+    for p in stale:
+        os.remove(p)
+    return len(stale)
+
+
+def lock_out(out):
+    """Holds OUT for this run (flock, as zerotrain's prepare and ckpt export hold their --out): a
+    second run into it at once would stage under the same names, and remove_stale_staging would take
+    its files for leftovers. Returns the descriptor to keep open; a file system without locks runs
+    unlocked, as before."""
+    fd = os.open(out, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        fail(f"--out {out}: another prepare_tokens or zerotrain command is writing into it now; "
+             "try again once it ends")
+    except OSError:
+        pass
+    return fd
+
+
+class Staging:
+    """The run's files under their staging names, put in place by commit once every one is written:
+    a failure or a stop before then leaves OUT as it was, and remove() takes away what was staged."""
+
+    def __init__(self, out):
+        self.out = out
+        self.files = []  # (staging path, final path), in the order commit renames them
+        self.committed = False
+
+    def stage(self, tmp, final):
+        """Registers `tmp` before it is written, so that an interrupted write is removed too."""
+        self.files.append((tmp, final))
+        return tmp
+
+    def commit(self, earlier, signals):
+        """The earlier tokenizer files (`earlier`: those the new ones replace) and NAME's earlier
+        shards go first, then the new shards take their names, and the tokenizer files theirs last,
+        tokenizer.json the very last: the file whose absence a reader notices goes last, as
+        zerotrain's own prepare and ckpt export stage theirs (engine/app/io/output_file.h), so a
+        kill part way leaves shards beside no tokenizer.json, never beside an earlier tokenizer's.
+        Signals wait until the renames end."""
+        with signals.held():
+            for p in earlier:
+                os.remove(p)
+            for tmp, final in self.files:
+                os.replace(tmp, final)
+            self.committed = True
+            sync_dir(self.out)
+
+    def remove(self, signals):
+        """Removes the staged files not put in place (a signal waits until they are gone)."""
+        with signals.held():
+            for tmp, _ in self.files:
+                if os.path.lexists(tmp):
+                    os.remove(tmp)
+
+
+def sync_dir(path):
+    """The folder's entries on disk, so that a power loss after the renames keeps the new names."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def without_post_processor(tok):
+    """tok without its post-processor: the same ids for a text without special tokens, and offsets
+    untrimmed (RoBERTa's trim_offsets takes a token's space out of its span, which would read as a
+    character left out)."""
+    spec = json.loads(tok.to_str())
+    spec["post_processor"] = None
+    return type(tok).from_str(json.dumps(spec))
+
+
+def characters_left_out(tok, text, encoding, alone):
+    """How many characters of `text` its `encoding` holds no token for, and the index of the first
+    ((0, None) where none): a tokenizer without byte fallback (a character vocabulary, as `ckpt
+    export --format hf` writes a char-level run's) drops a character it has no token for, where a
+    byte-level BPE (GPT-2's, Llama 3's) has a token for every byte. Told by the tokens' spans
+    (offsets), not by decoding. The library's offsets after a dropped character are shifted back by
+    it (tokenizers 0.19), so they tell that characters are missing, not which: those that encode to
+    no token alone are the ones counted and named (`alone` keeps each character's answer)."""
+    n = len(text)
+    offsets = np.asarray(encoding.offsets, dtype=np.int64).reshape(-1, 2)
+    depth = np.cumsum(np.bincount(offsets[:, 0], minlength=n + 1) - np.bincount(offsets[:, 1], minlength=n + 1))
+    uncovered = np.flatnonzero(depth[:n] <= 0)
+    if len(uncovered) == 0:
+        return 0, None
+    chars = set(text)
+    for c in chars - alone.keys():
+        alone[c] = not tok.encode(c, add_special_tokens=False).ids
+    dropped = [c for c in chars if alone[c]]
+    if not dropped:  # dropped in context alone: the spans are all there is to go by
+        return len(uncovered), int(uncovered[0])
+    return sum(text.count(c) for c in dropped), min(text.index(c) for c in dropped)
+
+
+def describe_char(c):
+    return f"U+{ord(c):04X} {c!r}"
 
 
 def same_tokenizer(a, b):
@@ -181,6 +377,14 @@ def check_tokenizer_of_out(args, replacing):
 
 
 def main(argv=None):
+    signals = StopSignals()
+    try:
+        return run(argv, signals)
+    except Interrupted as e:
+        end_by_signal(e)
+
+
+def run(argv, signals):
     ap = OneLineParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--tokenizer", required=True, help="a Hugging Face tokenizer.json")
     ap.add_argument("--out", required=True)
@@ -206,6 +410,9 @@ def main(argv=None):
     if any(ch in args.name for ch in "*?[]\\"):
         fail(f"--name {args.name!r}: the glob that reads the set (NAME_train_*.bin) would take it as a pattern; "
              "give a name without * ? [ ] or \\")
+    if len(os.fsencode(args.name + LONGEST_STAGING_SUFFIX)) > 255:
+        fail(f"--name: {len(os.fsencode(args.name))} bytes, too long for the set's file names "
+             f"(NAME{LONGEST_STAGING_SUFFIX} must fit a file name's 255 bytes)")
     for p in args.inputs:
         if not os.path.isfile(p):
             fail(f"{p}: " + ("a folder, not a text or JSONL file" if os.path.isdir(p)
@@ -234,22 +441,27 @@ def main(argv=None):
     created = not os.path.isdir(args.out)
     try:
         os.makedirs(args.out, exist_ok=True)
+        held = lock_out(args.out)
     except OSError as e:
         fail(f"--out {args.out}: {e.strerror}")
-    written = []
+    staging = Staging(args.out)
     try:
-        return prepare(args, tok, vocab, eot_name, eot, wide, written, replacing)
-    finally:  # a failure or an interrupt leaves OUT as it was: no partial set, no folder of ours
-        for path, _ in written:
-            if os.path.exists(path + ".tmp"):
-                os.remove(path + ".tmp")
+        stale = remove_stale_staging(args.out, args.name)
+        return prepare(args, tok, vocab, eot_name, eot, wide, staging, replacing, stale, signals)
+    except Interrupted as e:
+        e.outcome = (f"; the new set was already in place in {args.out}" if staging.committed
+                     else f"; {args.out} is left as it was")
+        raise
+    finally:  # a failure or an interrupt leaves OUT as it was: no staged file, no folder of ours
+        staging.remove(signals)
         if created and not os.listdir(args.out):
             os.rmdir(args.out)
+        os.close(held)
 
 
-def prepare(args, tok, vocab, eot_name, eot, wide, written, replacing):
-    """Tokenizes the inputs into shards (`written`: each one's path and tokens), then replaces
-    NAME's earlier shards in OUT with them (and OUT's tokenizer files, where `replacing`)."""
+def prepare(args, tok, vocab, eot_name, eot, wide, staging, replacing, stale_staging, signals):
+    """Tokenizes the inputs into staged shards, stages the tokenizer files, then replaces NAME's
+    earlier shards in OUT with them (and OUT's tokenizer files, where `replacing`)."""
     total_bytes = sum(os.path.getsize(p) for p in args.inputs)
     progress = None
     if not args.no_progress:
@@ -258,30 +470,59 @@ def prepare(args, tok, vocab, eot_name, eot, wide, written, replacing):
             progress = tqdm(total=total_bytes, unit="B", unit_scale=True, desc="tokenizing")
         except ImportError:
             pass
+    try:
+        return tokenize_and_commit(args, tok, vocab, eot_name, eot, wide, staging, replacing, stale_staging,
+                                   signals, progress)
+    finally:  # a line after it (an error, a stop) starts a line of its own
+        if progress is not None:
+            progress.close()
 
+
+def write_or_fail(write, tmp, final, out):
+    """Writes a staged file; the machine failing it (a full disk, a file size limit) is one line,
+    exit 1, and OUT is left as it was (the staged files are removed on the way out)."""
+    try:
+        write(tmp)
+    except OSError as e:
+        fail(f"{final}: cannot be written ({e.strerror}); --out {out} is left as it was", status=1)
+
+
+def tokenize_and_commit(args, tok, vocab, eot_name, eot, wide, staging, replacing, stale_staging, signals,
+                        progress):
     try:
         shard = np.empty(args.shard_tokens, dtype=np.uint32)
     except MemoryError:
         fail(f"--shard-tokens {args.shard_tokens}: a shard of that many tokens does not fit in memory "
              f"({4 * args.shard_tokens / 2**30:.1f} GiB as it is gathered)")
     filled, index, last = 0, 0, 0
-    n_docs = n_tokens = 0
+    n_docs = n_tokens = n_chars = 0
+    shards = []  # (path, tokens) of each staged shard
+    left_out, first_left_out, alone = 0, None, {}
 
     def flush():
         nonlocal filled, index
         split = "val" if index == 0 else "train"
         path = os.path.join(args.out, f"{args.name}_{split}_{index:06d}.bin")
-        written.append((path, filled))  # before the write: an interrupted one's .tmp is cleaned up too
-        write_shard(path, shard[:filled], wide)
+        shards.append((path, filled))
+        write_or_fail(lambda tmp: write_shard(tmp, shard[:filled], wide), staging.stage(path + ".tmp", path), path,
+                      args.out)
         filled, index = 0, index + 1
 
-    # A document's own "<|endoftext|>" is its text, not a delimiter: encoded as ordinary text, as
-    # llm.c's fineweb.py encodes documents (tiktoken's encode_ordinary).
-    tok.encode_special_tokens = True
-    for text, done in documents(args.inputs, args.jsonl_key):
-        ids = [eot] + tok.encode(text, add_special_tokens=False).ids
+    # Encoded without the post-processor: the same ids (no special tokens are added), and spans that
+    # tell the characters left out. A document's own "<|endoftext|>" is its text, not a delimiter:
+    # encoded as ordinary text, as llm.c's fineweb.py encodes documents (tiktoken's encode_ordinary).
+    plain = without_post_processor(tok)
+    plain.encode_special_tokens = True
+    for where, text, done in documents(args.inputs, args.jsonl_key):
+        encoding = plain.encode(text, add_special_tokens=False)
+        count, first = characters_left_out(plain, text, encoding, alone)
+        if count:
+            left_out += count
+            first_left_out = first_left_out or (text[first], where)
+        ids = [eot] + encoding.ids
         n_docs += 1
         n_tokens += len(ids)
+        n_chars += len(text)
         while ids:  # a document that overflows the shard continues in the next one, as in llm.c
             take = min(len(ids), args.shard_tokens - filled)
             shard[filled:filled + take] = ids[:take]
@@ -294,29 +535,41 @@ def prepare(args, tok, vocab, eot_name, eot, wide, written, replacing):
             last = done
     if filled > 0:
         flush()
-    if progress is not None:
-        progress.close()
-    if len(written) < 2:
+    if len(shards) < 2:
         fail(f"{n_tokens} tokens fill only one shard of --shard-tokens {args.shard_tokens}: "
                  "the first shard is the validation split, so a training split needs a smaller --shard-tokens")
-    # The new set replaces the whole earlier one: a glob over NAME_train_*.bin must not find an
-    # earlier preparation's shards past the new set's last (another corpus, or another tokenizer).
-    stale = [p for p in earlier_shards(args.out, args.name) if p not in {path for path, _ in written}]
-    for p in stale:
-        os.remove(p)
-    for path, _ in written:
-        os.replace(path + ".tmp", path)
-    copy_unless_same(args.tokenizer, os.path.join(args.out, "tokenizer.json"))
+    # The tokenizer's files, staged after the shards (tokenizer_config.json, then tokenizer.json: the
+    # renames follow this order); --tokenizer given from OUT itself is in place already.
     beside = os.path.join(os.path.dirname(os.path.abspath(args.tokenizer)), "tokenizer_config.json")
     config = os.path.join(args.out, "tokenizer_config.json")
-    if os.path.exists(beside):
-        copy_unless_same(beside, config)
-    elif replacing and os.path.exists(config):  # the earlier tokenizer's: its special tokens are not this one's
-        os.remove(config)
+    target = os.path.join(args.out, "tokenizer.json")
+    keep_config = not os.path.exists(beside) or same_file(beside, config)
+    for source, final in ((beside, config), (args.tokenizer, target)):
+        if os.path.exists(source) and not same_file(source, final):
+            tmp = staging.stage(tokenizer_staging_path(args.out, args.name, final), final)
+            write_or_fail(lambda t: copy_staged(source, t), tmp, final, args.out)
+    # Another tokenizer's files go before the new shards take their names (its tokenizer_config.json
+    # with it, even where --tokenizer has none: its special tokens are not this one's).
+    earlier = [p for p in (config, target) if replacing and os.path.lexists(p) and not (p == config and keep_config
+                                                                                         and os.path.exists(beside))]
+    # The new set replaces the whole earlier one: a glob over NAME_train_*.bin must not find an
+    # earlier preparation's shards past the new set's last (another corpus, or another tokenizer).
+    stale = [p for p in earlier_shards(args.out, args.name) if p not in {path for path, _ in shards}]
+    try:
+        staging.commit(earlier + stale, signals)
+    except OSError as e:
+        fail(f"--out {args.out}: the new set cannot be put in place ({e.strerror}: {e.filename}); "
+             f"NAME {args.name}'s shards there may be incomplete: run again", status=1)
     print(f"{n_docs} documents, {n_tokens} tokens ({'uint32' if wide else 'uint16'}, vocabulary {vocab}, "
-          f"documents start with {eot_name} = {eot}) -> {len(written)} shards in {args.out}: "
-          f"val {written[0][1]} tokens, train {sum(n for _, n in written[1:])}"
-          + (f" (replacing {len(stale)} earlier shards of {args.name} there)" if stale else ""))
+          f"documents start with {eot_name} = {eot}) -> {len(shards)} shards in {args.out}: "
+          f"val {shards[0][1]} tokens, train {sum(n for _, n in shards[1:])}"
+          + (f" (replacing {len(stale)} earlier shards of {args.name} there)" if stale else "")
+          + (f" (removed {stale_staging} staging files an interrupted run of {args.name} left)" if stale_staging else ""))
+    if left_out:
+        char, where = first_left_out
+        print(f"prepare_tokens: note: {left_out} of the corpus's {n_chars} characters have no token in {args.tokenizer} "
+              f"and are left out of the shards (a tokenizer without byte fallback drops them; the first: "
+              f"{describe_char(char)} in {where})", file=sys.stderr)
     return 0
 
 

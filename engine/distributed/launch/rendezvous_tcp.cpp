@@ -5,6 +5,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -138,6 +139,20 @@ std::vector<std::uint8_t> share_by_tcp_rank0(const LaunchInfo& launch, const Ren
       ::listen(listener.fd(), std::min(launch.world_size, SOMAXCONN)) != 0) {
     throw_runtime_error("{}: rank 0 cannot listen on port {}: {} (another job on that port?)", where, options.port,
                         errno_text());
+  }
+  // Every rank's connection is held until all have connected: a descriptor a rank, past the
+  // common soft limit of 1024 in a large job; raised toward the hard limit, or said.
+  rlimit fds{};
+  const auto needed = static_cast<rlim_t>(launch.world_size) + 64;
+  if (::getrlimit(RLIMIT_NOFILE, &fds) == 0 && fds.rlim_cur != RLIM_INFINITY && fds.rlim_cur < needed) {
+    fds.rlim_cur = fds.rlim_max == RLIM_INFINITY ? needed : std::min(needed, fds.rlim_max);
+    ::setrlimit(RLIMIT_NOFILE, &fds);
+    if (::getrlimit(RLIMIT_NOFILE, &fds) == 0 && fds.rlim_cur < needed) {
+      throw_runtime_error(
+          "{}: rank 0 holds a connection from each of the {} ranks, but may open only {} files "
+          "(ulimit -n; raise it)",
+          where, launch.world_size, static_cast<unsigned long long>(fds.rlim_cur));
+    }
   }
   std::set<int> waiting;
   for (int r = 1; r < launch.world_size; ++r) waiting.insert(r);

@@ -11,6 +11,7 @@ usage: killed_rank_test.py MPIRUN [FLAGS...] -- PATH/TO/zerotrain
 import json
 import os
 import signal
+import struct
 import subprocess
 import sys
 import time
@@ -59,7 +60,40 @@ def main():
         (elapsed < 60, f"the job ends {elapsed:.1f} s after the kill (collective timeout 120 s)"),
         (len(errors) >= 2, f"both surviving ranks print an error line ({len(errors)})"),
         (all(" at step " in l for l in errors), "each error names the step"),
+        (all("SIGUSR1 to mpirun stops with a checkpoint" in l for l in errors),
+         "each says a stop request would have saved a checkpoint (a training run's)"),
     ]
+    # The same in eval, which saves nothing: the survivor says where it was (the scoring, not
+    # "start-up") and offers no checkpoint.
+    trained = os.path.join(work, "trained")
+    subprocess.run([binary, "train", "--config", config, "--run-dir", trained, "--set", "train.max_steps=1"],
+                   capture_output=True, check=True, timeout=300)
+    tokens = os.path.join(work, "eval_marker", "tokens.bin")
+    os.makedirs(os.path.dirname(tokens))
+    count = 8_000_000
+    with open(tokens, "wb") as f:  # llm.c's header (magic, version, count) and uint16 tokens below 64
+        f.write(struct.pack("<3i", 20240520, 1, count) + bytes(253 * 4))
+        f.write(struct.pack("<64H", *range(64)) * (count // 64))
+    evaluating = subprocess.Popen(launcher + ["-np", "2", binary, "eval", "--run", trained, "--tokens", tokens,
+                                              "--windows", "200000"],
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.time() + 60
+    eval_pids = {}
+    while time.time() < deadline and len(eval_pids) < 2:
+        time.sleep(0.2)
+        eval_pids = rank_pids(os.path.join(work, "eval_marker"))
+    time.sleep(2)  # loaded, scoring
+    if 1 in eval_pids:
+        os.kill(eval_pids[1], signal.SIGKILL)
+    try:
+        output, _ = evaluating.communicate(timeout=150)
+    except subprocess.TimeoutExpired:
+        evaluating.kill()
+        output, _ = evaluating.communicate()
+    errors = [l for l in output.splitlines() if l.startswith("zerotrain: error:")]
+    checks.append((evaluating.returncode != 0 and len(errors) == 1 and "the scoring of --tokens" in errors[0] and
+                   "SIGUSR1" not in errors[0], f"eval with a peer killed: the survivor names the scoring, no "
+                                               f"checkpoint offered ({evaluating.returncode}: {errors})"))
     # Rank 0 alone fails (its metrics.jsonl on a full disk, at its first record): the others are
     # already in a collective it will never join.
     run_dir = os.path.join(work, "full")

@@ -38,6 +38,10 @@ static_assert(std::atomic<unsigned>::is_always_lock_free, "read in a signal hand
 // job's other ranks failed alike (ranks disagreeing on the config all fail at once), and mpirun,
 // seeing the fastest exit non-zero, stops the rest while they finalise MPI.
 volatile std::sig_atomic_t g_reported_exit_code = 0;
+// What the launcher-stop lines add where a stop request would have saved a checkpoint (train's
+// runs; set_launcher_stop_hint): nothing in the commands that save none.
+std::atomic<const char*> g_stop_hint{""};
+constexpr const char* kCheckpointHint = " (SIGUSR1 to mpirun stops with a checkpoint)";
 
 void write_stderr(const char* text) {
   ssize_t ignored = write(STDERR_FILENO, text, std::strlen(text));
@@ -48,7 +52,7 @@ void write_stderr(const char* text) {
   if (g_reported_exit_code != 0) _exit(g_reported_exit_code);
   static const char kUnknown[] =
       "zerotrain: error: the launcher stopped this rank because another rank failed, or mpirun was "
-      "interrupted (SIGUSR1 to mpirun stops with a checkpoint)\n";
+      "interrupted";
   static char copy[kInflightBytes];  // a handler that ends the process: never re-entered for long
   for (int attempt = 0; attempt < 3; ++attempt) {
     const unsigned generation = g_inflight_generation.load(std::memory_order_acquire);
@@ -62,6 +66,8 @@ void write_stderr(const char* text) {
     }
   }
   write_stderr(kUnknown);
+  write_stderr(g_stop_hint.load());
+  write_stderr("\n");
   _exit(1);
 }
 
@@ -164,15 +170,19 @@ void record_wait_site(const std::string* description, const std::string* context
   if (description != nullptr) {
     std::snprintf(g_inflight[next], kInflightBytes,
                   "zerotrain: error: %s was interrupted at %s: the launcher stopped this rank because another rank "
-                  "failed or died, or mpirun was interrupted (SIGUSR1 to mpirun stops with a checkpoint)\n",
-                  description->c_str(), where);
+                  "failed or died, or mpirun was interrupted%s\n",
+                  description->c_str(), where, g_stop_hint.load());
   } else {
     std::snprintf(g_inflight[next], kInflightBytes,
                   "zerotrain: error: the launcher stopped this rank at %s (between collectives) because another "
-                  "rank failed or died, or mpirun was interrupted (SIGUSR1 to mpirun stops with a checkpoint)\n",
-                  where);
+                  "rank failed or died, or mpirun was interrupted%s\n",
+                  where, g_stop_hint.load());
   }
   g_inflight_generation.store(generation + 1, std::memory_order_release);
+}
+
+void set_launcher_stop_hint(bool stops_with_checkpoint) {
+  g_stop_hint.store(stops_with_checkpoint ? kCheckpointHint : "");
 }
 
 void note_error_reported(int exit_code) { g_reported_exit_code = exit_code != 0 ? exit_code : 1; }

@@ -12,6 +12,11 @@ namespace zt {
 // a terminated rank prints.
 void record_wait_site(const std::string* description, const std::string* context);
 
+// Whether a stop request saves a checkpoint in this command (train with checkpoint.save_on_signal):
+// then the line a rank stopped by the launcher prints says that SIGUSR1 to mpirun would have
+// stopped the job with one. Off by default (eval, sample, the tools save nothing).
+void set_launcher_stop_hint(bool stops_with_checkpoint);
+
 // Says this rank has printed its own error line and is exiting with `exit_code`: from then on the
 // launcher's SIGTERM ends it with that code and prints nothing (the line it would print, a wait
 // site, is stale once the command has unwound).

@@ -176,8 +176,11 @@ int eval_main(const std::vector<std::string>& args) {
                              {"choices", choices ? fmt::format("{} rows", choices->rows()) : ""},
                              {"windows", fmt::format("{}", windows)}});
   std::optional<StandaloneModel> loaded;
+  // Where a rank stopped by the launcher was (not "start-up"): the loading, then the scoring.
+  world->set_context("the model's loading");
   on_every_rank(*world, [&] { loaded.emplace(source); });  // a GPU may be full on one rank only
-  source.checkpoint.reset();                               // loaded: a live run's keep_last may take its checkpoint now
+  world->set_context(choices ? "the scoring of --choices" : "the scoring of --tokens");
+  source.checkpoint.reset();  // loaded: a live run's keep_last may take its checkpoint now
   StandaloneModel& model = *loaded;
   if (choices) {
     // The forwards are each rank's own (a whole model in a store of its own); the rows' losses are

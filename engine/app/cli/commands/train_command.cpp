@@ -181,6 +181,7 @@ int train_main(const std::vector<std::string>& args) {
   identity.emplace_back("--allow-config-change", parser.has("allow-config-change") ? "given" : "(not given)");
   check_ranks_agree(*comm, identity);
   if (!cfg.checkpoint.save_on_signal) restore_default_stop_handlers();
+  set_launcher_stop_hint(cfg.checkpoint.save_on_signal);
 
   if (root) {
     print_out("zerotrain train: {}\nresolved config: {}\n", cfg.source, cfg.to_json().dump());

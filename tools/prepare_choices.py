@@ -11,27 +11,113 @@ its bytes, its index, the label, the number of endings, the context's length and
 ending's length and tokens). uint16 tokens, so the tokenizer's vocabulary must be below 65,535
 (GPT-2's is; Llama 3's is not). zerotrain reads 2 or more endings an example and any number of
 examples (indices past 65,535 wrap, as uint16 words do); llm.c's own loader takes exactly 4 endings
-and fewer than 65,536 examples, so keep to those for a file it also reads. Written to a temporary name and renamed, so a failure leaves no
-partial file; an --out that is an input, or an existing file other than an earlier choice file, is
-refused (a typo loses nothing). Needs the `tokenizers` package (tools/setup.sh installs it in .venv-hf); nothing is
-downloaded: get hellaswag_val.jsonl yourself.
+and fewer than 65,536 examples, so keep to those for a file it also reads. A character the tokenizer
+has no token for (a character vocabulary's, without byte fallback, would drop it) is refused, naming
+the example, its field and the character: the example as scored would not be its text. Written to
+a temporary name and renamed, so a failure, a Ctrl-C or a kill leaves no partial file (a stop: one
+line, the process ending by the signal); an --out that is an input, or an existing file other than
+an earlier choice file, is refused (a typo loses nothing). Needs the `tokenizers` package
+(tools/setup.sh installs it in .venv-hf); nothing is downloaded: get hellaswag_val.jsonl yourself.
 
 usage: prepare_choices.py --tokenizer tokenizer.json --out hellaswag_val.bin [--context-key ctx]
                           [--endings-key endings] [--label-key label] INPUT.jsonl
 """
 import argparse
+import errno
 import json
 import os
+import signal
 import struct
 import sys
 
 MAGIC, VERSION, START = 20240522, 1, 65535
 
 
-def fail(message):
-    """Bad input: one line naming it, exit 2 (as zerotrain's)."""
+def fail(message, status=2):
+    """Bad input: one line naming it, exit 2 (as zerotrain's); status 1 where the machine failed the
+    run (a full disk), as zerotrain's runtime errors."""
     print(f"prepare_choices: {message}", file=sys.stderr)
-    sys.exit(2)
+    sys.exit(status)
+
+
+# Write failures of the machine's making (exit 1); any other (a folder that takes no files) is the
+# command's input (exit 2).
+MACHINE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO}
+
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class Interrupted(BaseException):
+    """A stop signal, raised where the run is so that the temporary file goes on the way out (a
+    BaseException, as KeyboardInterrupt: no `except Exception` takes it for another failure)."""
+
+    def __init__(self, signum):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def raise_interrupted(signum, _frame):
+    for sig in STOP_SIGNALS:  # a second Ctrl-C must not cut the clean-up
+        if signal.getsignal(sig) is raise_interrupted:
+            signal.signal(sig, signal.SIG_IGN)
+    raise Interrupted(signum)
+
+
+def stop_by_exception():
+    """Ctrl-C, SIGTERM and a closed terminal (SIGHUP) as Interrupted: Python's own Ctrl-C is a
+    KeyboardInterrupt traceback, and its SIGTERM leaves the temporary file. A signal already
+    ignored (nohup's SIGHUP) stays ignored."""
+    for sig in STOP_SIGNALS:
+        if signal.getsignal(sig) is not signal.SIG_IGN:
+            signal.signal(sig, raise_interrupted)
+
+
+def end_by_signal(e):
+    """One line, then the process ends by the signal itself, as zerotrain's commands do: a shell sees
+    128 + its number (130 for Ctrl-C, 143 for SIGTERM) and a script running the tool stops too."""
+    print(f"prepare_choices: stopped by {signal.Signals(e.signum).name}; --out is left as it was", file=sys.stderr)
+    sys.stderr.flush()
+    signal.signal(e.signum, signal.SIG_DFL)
+    os.kill(os.getpid(), e.signum)
+    sys.exit(128 + e.signum)  # where the signal did not end it
+
+
+def characters_left_out(tok, text, encoding, alone):
+    """How many characters of `text` its `encoding` holds no token for, and the index of the first
+    ((0, None) where none), as prepare_tokens.py counts them: a tokenizer without byte fallback (a
+    character vocabulary, as `ckpt export --format hf` writes a char-level run's) drops a character
+    it has no token for, where a byte-level BPE (GPT-2's, Llama 3's) has a token for every byte.
+    Told by the tokens' spans (offsets), not by decoding, and looked for only where a character of
+    the text encodes to no token alone (`alone` keeps each character's answer). The library's
+    offsets after a dropped character are shifted back by it (tokenizers 0.19), so they tell that
+    characters are missing, not which: those that encode to no token alone are the ones named."""
+    chars = set(text)
+    for c in chars - alone.keys():
+        alone[c] = not tok.encode(c, add_special_tokens=False).ids
+    dropped = [c for c in chars if alone[c]]
+    if not dropped:
+        return 0, None
+    covered = [False] * len(text)
+    for start, end in encoding.offsets:
+        covered[start:end] = [True] * (end - start)
+    uncovered = covered.count(False)
+    if uncovered == 0:  # within a special token's span ("<|endoftext|>" of characters it has none for)
+        return 0, None
+    return min(uncovered, sum(text.count(c) for c in dropped)), min(text.index(c) for c in dropped)
+
+
+def refuse_characters_left_out(where, field, text, encoding, tok, alone, led_by_space=False):
+    """An example whose text would lose characters to the tokenizer is refused (the example scored
+    would not be its text; `zerotrain sample` refuses such a prompt): one line naming the example,
+    the field and the first character. `led_by_space`: `text` is an ending after its space."""
+    count, first = characters_left_out(tok, text, encoding, alone)
+    if not count:
+        return
+    what = ("the space put before each ending" if led_by_space and first == 0
+            else f"character U+{ord(text[first]):04X} {text[first]!r} (at character {first - led_by_space})")
+    fail(f"{where}: {field}: {what} has no token in the tokenizer, which would leave it out of the example "
+         "(a tokenizer without byte fallback, such as a character vocabulary); remove it or use another tokenizer")
 
 
 def template_prefix(tok, text):
@@ -67,8 +153,10 @@ def examples(path, keys):
                 fail(f"{path}:{n}: no text under \"{context_key}\" (--context-key)")
             if not isinstance(endings, list) or len(endings) < 2 or not all(isinstance(e, str) and e for e in endings):
                 fail(f"{path}:{n}: \"{endings_key}\" is not a list of two or more texts (--endings-key)")
-            if isinstance(label, str) and label.isdigit():
-                label = int(label)  # HellaSwag's test split keeps labels as text
+            # HellaSwag's test split keeps labels as text; ASCII digits alone ("²" is a digit to
+            # isdigit, and int() refuses it).
+            if isinstance(label, str) and label.isascii() and label.isdigit():
+                label = int(label)
             if not isinstance(label, int) or isinstance(label, bool) or not 0 <= label < len(endings):
                 fail(f"{path}:{n}: \"{label_key}\" is not the index of one of its {len(endings)} endings (--label-key)")
             yield n, context, endings, label
@@ -112,6 +200,14 @@ def refuse_out_of_another_kind(out, inputs):
 
 
 def main():
+    stop_by_exception()
+    try:
+        run()
+    except Interrupted as e:
+        end_by_signal(e)
+
+
+def run():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tokenizer", required=True)
     parser.add_argument("--out", required=True)
@@ -135,10 +231,19 @@ def main():
     if tok.get_vocab_size() >= START:
         fail(f"{args.tokenizer}: {tok.get_vocab_size()} tokens, too many for the format's uint16 tokens (below {START})")
 
+    alone = {}  # whether each character met encodes to no token alone (characters_left_out)
     words, count, longest = [], 0, 0
     for n, context, endings, label in examples(args.input, (args.context_key, args.endings_key, args.label_key)):
-        ctx = template_prefix(tok, context) + tok.encode(context, add_special_tokens=False).ids
-        ends = [tok.encode(" " + e, add_special_tokens=False).ids for e in endings]
+        where = f"{args.input}:{n}"
+        encoding = tok.encode(context, add_special_tokens=False)
+        refuse_characters_left_out(where, f'"{args.context_key}"', context, encoding, tok, alone)
+        ctx = template_prefix(tok, context) + encoding.ids
+        ends = []
+        for k, e in enumerate(endings):
+            encoding = tok.encode(" " + e, add_special_tokens=False)
+            refuse_characters_left_out(where, f'"{args.endings_key}"[{k}]', " " + e, encoding, tok, alone,
+                                       led_by_space=True)
+            ends.append(encoding.ids)
         if not ctx or not all(ends):
             fail(f"{args.input}:{n}: the context or an ending encodes to no tokens")
         ex = example_words(count, label, ctx, ends)
@@ -155,9 +260,10 @@ def main():
             f.write(file_bytes(words, count, longest))
         os.replace(tmp, args.out)
     except OSError as e:
-        if os.path.exists(tmp):
+        fail(f"{args.out}: cannot be written ({e.strerror})", status=1 if e.errno in MACHINE_ERRNOS else 2)
+    finally:  # a failure or a stop leaves no partial file
+        if os.path.lexists(tmp):
             os.remove(tmp)
-        fail(f"{args.out}: cannot be written ({e.strerror})")
     print(f"wrote {count} examples ({len(words) * 2 + 1024} bytes, longest {longest} bytes) to {args.out}")
 
 

@@ -15,12 +15,14 @@ tokenizer's is removed). Run again into the same OUT, the new set replaces NAME'
 (none of them is left for a glob to find), and no other set's; a NAME whose globs would match
 another set's shards in OUT (set "d" beside set "d_val"), or holding a glob's pattern characters
 (* ? [ ] \\), is refused, and so is an OUT that is a training run's directory or a model folder
-(their tokenizer.json is theirs). Every file is written under a staging name first (NAME_train_000001.bin.tmp,
-NAME_tokenizer.json.tmp), so a failed run (a full disk: one line, exit 1), a Ctrl-C or a kill (one
-line; the process ends by the signal, 130 or 143 in a shell) leaves OUT as it was; a later run
-removes NAME's staging files that a SIGKILL left. A character the tokenizer has no token for (a
-character vocabulary's, without byte fallback) is left out of the shards: counted, in one line.
-Bad input: one line, exit 2. Needs the `tokenizers` package (tools/setup.sh installs it in .venv-hf).
+(their tokenizer.json is theirs). Every file is written under a staging name first
+(NAME_train_000001.bin.tmp, NAME_tokenizer.json.tmp) and renamed once all are written, tokenizer.json
+last, so a failed run (a full disk: one line, exit 1), a Ctrl-C or a kill (one line; the process
+ends by the signal, 130 or 143 in a shell) leaves OUT as it was; a later run removes the staging
+files of NAME that a SIGKILL left (a second run into OUT at once is refused). A character the
+tokenizer has no token for (a character vocabulary's, without byte fallback) is left out of the
+shards, and counted in one line. Bad input: one line, exit 2. Needs the `tokenizers` package
+(tools/setup.sh installs it in .venv-hf).
 
 usage: prepare_tokens.py --tokenizer tokenizer.json --out DIR [--name NAME] [--shard-tokens N]
                          [--jsonl-key text] [--eot TOKEN] [--no-progress] INPUT [INPUT ...]
@@ -28,6 +30,7 @@ usage: prepare_tokens.py --tokenizer tokenizer.json --out DIR [--name NAME] [--s
 """
 import argparse
 import contextlib
+import errno
 import fcntl
 import glob
 import json
@@ -50,28 +53,36 @@ def fail(message, status=2):
     sys.exit(status)
 
 
+# Write failures of the machine's making (exit 1); any other (a folder that takes no files) is the
+# command's input (exit 2).
+MACHINE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO}
+
+
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
-class Interrupted(Exception):
+class Interrupted(BaseException):
     """A stop signal, raised where the run is so that it removes what it staged on the way out;
-    `outcome` says what became of OUT."""
+    `outcome` says what became of OUT. A BaseException, as KeyboardInterrupt: no `except Exception`
+    takes it for the failure of what it interrupted."""
 
-    def __init__(self, signum):
+    def __init__(self, signum, outcome):
         super().__init__(signum)
         self.signum = signum
-        self.outcome = ""
+        self.outcome = outcome
 
 
 class StopSignals:
     """Ctrl-C, SIGTERM and a closed terminal (SIGHUP) as Interrupted: Python's own Ctrl-C is a
     KeyboardInterrupt traceback, and its SIGTERM ends the process with the staging files left
     behind. A signal already ignored (nohup's SIGHUP) stays ignored. Within `held()` (the renames,
-    the clean-up) a signal waits until the block ends, so that it cuts neither."""
+    the clean-up) a signal waits until the block ends, so that it cuts neither. `outcome` is what
+    the stop's line says of OUT, kept current by the run."""
 
     def __init__(self):
         self.holding = False
         self.pending = None
+        self.outcome = ""
         for sig in STOP_SIGNALS:
             if signal.getsignal(sig) is not signal.SIG_IGN:
                 signal.signal(sig, self.on_signal)
@@ -80,7 +91,7 @@ class StopSignals:
         if self.holding:
             self.pending = self.pending or signum
             return
-        raise Interrupted(signum)
+        raise Interrupted(signum, self.outcome)
 
     @contextlib.contextmanager
     def held(self):
@@ -92,7 +103,7 @@ class StopSignals:
             self.holding = outer
         if self.pending and not outer:
             signum, self.pending = self.pending, None
-            raise Interrupted(signum)
+            raise Interrupted(signum, self.outcome)
 
 
 def end_by_signal(e):
@@ -208,7 +219,7 @@ def check_name_globs(args):
 
 def same_file(source, target):
     """Whether target is source itself (--tokenizer given from OUT): nothing to copy."""
-    return os.path.exists(target) and os.path.samefile(source, target)
+    return os.path.exists(source) and os.path.exists(target) and os.path.samefile(source, target)
 
 
 # The longest staging name a set has, NAME_tokenizer_config.json.tmp, within a file name's 255 bytes.
@@ -256,7 +267,6 @@ class Staging:
     def __init__(self, out):
         self.out = out
         self.files = []  # (staging path, final path), in the order commit renames them
-        self.committed = False
 
     def stage(self, tmp, final):
         """Registers `tmp` before it is written, so that an interrupted write is removed too."""
@@ -275,33 +285,27 @@ class Staging:
                 os.remove(p)
             for tmp, final in self.files:
                 os.replace(tmp, final)
-            self.committed = True
+            signals.outcome = f"; the new set was in place in {self.out} already"
             sync_dir(self.out)
 
-    def remove(self, signals):
-        """Removes the staged files not put in place (a signal waits until they are gone)."""
-        with signals.held():
-            for tmp, _ in self.files:
-                if os.path.lexists(tmp):
-                    os.remove(tmp)
+    def remove(self):
+        """Removes the staged files not put in place."""
+        for tmp, _ in self.files:
+            if os.path.lexists(tmp):
+                os.remove(tmp)
 
 
 def sync_dir(path):
-    """The folder's entries on disk, so that a power loss after the renames keeps the new names."""
-    fd = os.open(path, os.O_RDONLY)
+    """The folder's entries on disk, so that a power loss after the renames keeps the new names; a
+    file system that cannot sync a folder (some FUSE ones) keeps the renames all the same."""
     try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def without_post_processor(tok):
-    """tok without its post-processor: the same ids for a text without special tokens, and offsets
-    untrimmed (RoBERTa's trim_offsets takes a token's space out of its span, which would read as a
-    character left out)."""
-    spec = json.loads(tok.to_str())
-    spec["post_processor"] = None
-    return type(tok).from_str(json.dumps(spec))
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError:
+        pass
 
 
 def characters_left_out(tok, text, encoding, alone):
@@ -309,22 +313,26 @@ def characters_left_out(tok, text, encoding, alone):
     ((0, None) where none): a tokenizer without byte fallback (a character vocabulary, as `ckpt
     export --format hf` writes a char-level run's) drops a character it has no token for, where a
     byte-level BPE (GPT-2's, Llama 3's) has a token for every byte. Told by the tokens' spans
-    (offsets), not by decoding. The library's offsets after a dropped character are shifted back by
-    it (tokenizers 0.19), so they tell that characters are missing, not which: those that encode to
-    no token alone are the ones counted and named (`alone` keeps each character's answer)."""
-    n = len(text)
-    offsets = np.asarray(encoding.offsets, dtype=np.int64).reshape(-1, 2)
-    depth = np.cumsum(np.bincount(offsets[:, 0], minlength=n + 1) - np.bincount(offsets[:, 1], minlength=n + 1))
-    uncovered = np.flatnonzero(depth[:n] <= 0)
-    if len(uncovered) == 0:
-        return 0, None
+    (offsets), not by decoding, and looked for only where a character of the text encodes to no
+    token alone (`alone` keeps each character's answer): never for a byte-level BPE's text, whose
+    offsets would cost a fifth of the encoding's time. The library's offsets after a dropped
+    character are shifted back by it (tokenizers 0.19), so they tell that characters are missing,
+    not which: those that encode to no token alone are the ones named."""
     chars = set(text)
     for c in chars - alone.keys():
         alone[c] = not tok.encode(c, add_special_tokens=False).ids
     dropped = [c for c in chars if alone[c]]
-    if not dropped:  # dropped in context alone: the spans are all there is to go by
-        return len(uncovered), int(uncovered[0])
-    return sum(text.count(c) for c in dropped), min(text.index(c) for c in dropped)
+    if not dropped:
+        return 0, None
+    n = len(text)
+    offsets = np.asarray(encoding.offsets, dtype=np.int64).reshape(-1, 2)
+    depth = np.cumsum(np.bincount(offsets[:, 0], minlength=n + 1) - np.bincount(offsets[:, 1], minlength=n + 1))
+    uncovered = np.count_nonzero(depth[:n] <= 0)
+    if uncovered == 0:  # within a special token's span ("<|endoftext|>" of characters it has none for)
+        return 0, None
+    # Both counts are at least the true one (a shifted span uncovers more; a character counted may
+    # also sit in a special token's span).
+    return min(uncovered, sum(text.count(c) for c in dropped)), min(text.index(c) for c in dropped)
 
 
 def describe_char(c):
@@ -381,6 +389,7 @@ def main(argv=None):
     try:
         return run(argv, signals)
     except Interrupted as e:
+        signals.holding = True  # a second Ctrl-C waits for the line, then the first signal ends it
         end_by_signal(e)
 
 
@@ -442,21 +451,19 @@ def run(argv, signals):
     try:
         os.makedirs(args.out, exist_ok=True)
         held = lock_out(args.out)
+        stale = remove_stale_staging(args.out, args.name)
     except OSError as e:
         fail(f"--out {args.out}: {e.strerror}")
     staging = Staging(args.out)
+    signals.outcome = f"; --out {args.out} is left as it was"
     try:
-        stale = remove_stale_staging(args.out, args.name)
         return prepare(args, tok, vocab, eot_name, eot, wide, staging, replacing, stale, signals)
-    except Interrupted as e:
-        e.outcome = (f"; the new set was already in place in {args.out}" if staging.committed
-                     else f"; {args.out} is left as it was")
-        raise
-    finally:  # a failure or an interrupt leaves OUT as it was: no staged file, no folder of ours
-        staging.remove(signals)
-        if created and not os.listdir(args.out):
-            os.rmdir(args.out)
-        os.close(held)
+    finally:  # a failure or a stop leaves OUT as it was: no staged file, no folder of ours
+        with signals.held():
+            staging.remove()
+            if created and not os.listdir(args.out):
+                os.rmdir(args.out)
+            os.close(held)
 
 
 def prepare(args, tok, vocab, eot_name, eot, wide, staging, replacing, stale_staging, signals):
@@ -473,22 +480,25 @@ def prepare(args, tok, vocab, eot_name, eot, wide, staging, replacing, stale_sta
     try:
         return tokenize_and_commit(args, tok, vocab, eot_name, eot, wide, staging, replacing, stale_staging,
                                    signals, progress)
-    finally:  # a line after it (an error, a stop) starts a line of its own
+    finally:  # a stop's line after it starts a line of its own
         if progress is not None:
             progress.close()
 
 
 def write_or_fail(write, tmp, final, out):
-    """Writes a staged file; the machine failing it (a full disk, a file size limit) is one line,
-    exit 1, and OUT is left as it was (the staged files are removed on the way out)."""
+    """Writes a staged file; a failure (a full disk, a file size limit: exit 1) is one line, and OUT
+    is left as it was (the staged files are removed on the way out)."""
     try:
         write(tmp)
     except OSError as e:
-        fail(f"{final}: cannot be written ({e.strerror}); --out {out} is left as it was", status=1)
+        fail(f"{final}: cannot be written ({e.strerror}); --out {out} is left as it was",
+             status=1 if e.errno in MACHINE_ERRNOS else 2)
 
 
 def tokenize_and_commit(args, tok, vocab, eot_name, eot, wide, staging, replacing, stale_staging, signals,
                         progress):
+    """prepare's work, within its progress bar: the shards staged as they fill, the tokenizer's
+    files staged after them, then every one put in place (Staging.commit)."""
     try:
         shard = np.empty(args.shard_tokens, dtype=np.uint32)
     except MemoryError:
@@ -508,14 +518,12 @@ def tokenize_and_commit(args, tok, vocab, eot_name, eot, wide, staging, replacin
                       args.out)
         filled, index = 0, index + 1
 
-    # Encoded without the post-processor: the same ids (no special tokens are added), and spans that
-    # tell the characters left out. A document's own "<|endoftext|>" is its text, not a delimiter:
-    # encoded as ordinary text, as llm.c's fineweb.py encodes documents (tiktoken's encode_ordinary).
-    plain = without_post_processor(tok)
-    plain.encode_special_tokens = True
+    # A document's own "<|endoftext|>" is its text, not a delimiter: encoded as ordinary text, as
+    # llm.c's fineweb.py encodes documents (tiktoken's encode_ordinary).
+    tok.encode_special_tokens = True
     for where, text, done in documents(args.inputs, args.jsonl_key):
-        encoding = plain.encode(text, add_special_tokens=False)
-        count, first = characters_left_out(plain, text, encoding, alone)
+        encoding = tok.encode(text, add_special_tokens=False)
+        count, first = characters_left_out(tok, text, encoding, alone)
         if count:
             left_out += count
             first_left_out = first_left_out or (text[first], where)
@@ -543,33 +551,34 @@ def tokenize_and_commit(args, tok, vocab, eot_name, eot, wide, staging, replacin
     beside = os.path.join(os.path.dirname(os.path.abspath(args.tokenizer)), "tokenizer_config.json")
     config = os.path.join(args.out, "tokenizer_config.json")
     target = os.path.join(args.out, "tokenizer.json")
-    keep_config = not os.path.exists(beside) or same_file(beside, config)
     for source, final in ((beside, config), (args.tokenizer, target)):
         if os.path.exists(source) and not same_file(source, final):
             tmp = staging.stage(tokenizer_staging_path(args.out, args.name, final), final)
             write_or_fail(lambda t: copy_staged(source, t), tmp, final, args.out)
     # Another tokenizer's files go before the new shards take their names (its tokenizer_config.json
-    # with it, even where --tokenizer has none: its special tokens are not this one's).
-    earlier = [p for p in (config, target) if replacing and os.path.lexists(p) and not (p == config and keep_config
-                                                                                         and os.path.exists(beside))]
+    # with it, even where --tokenizer has none: its special tokens are not this one's), unless that
+    # config is --tokenizer's own, beside it in OUT.
+    earlier = [p for p in (config, target)
+               if replacing and os.path.lexists(p) and not (p == config and same_file(beside, config))]
     # The new set replaces the whole earlier one: a glob over NAME_train_*.bin must not find an
     # earlier preparation's shards past the new set's last (another corpus, or another tokenizer).
     stale = [p for p in earlier_shards(args.out, args.name) if p not in {path for path, _ in shards}]
     try:
         staging.commit(earlier + stale, signals)
     except OSError as e:
-        fail(f"--out {args.out}: the new set cannot be put in place ({e.strerror}: {e.filename}); "
-             f"NAME {args.name}'s shards there may be incomplete: run again", status=1)
+        fail(f"--out {args.out}: the new set cannot be put in place ({e.filename}: {e.strerror}); "
+             f"set {args.name} there may be incomplete: run again", status=1)
     print(f"{n_docs} documents, {n_tokens} tokens ({'uint32' if wide else 'uint16'}, vocabulary {vocab}, "
           f"documents start with {eot_name} = {eot}) -> {len(shards)} shards in {args.out}: "
           f"val {shards[0][1]} tokens, train {sum(n for _, n in shards[1:])}"
           + (f" (replacing {len(stale)} earlier shards of {args.name} there)" if stale else "")
-          + (f" (removed {stale_staging} staging files an interrupted run of {args.name} left)" if stale_staging else ""))
+          + (f" (removed {stale_staging} staging files an interrupted run of {args.name} left)"
+             if stale_staging else ""))
     if left_out:
         char, where = first_left_out
-        print(f"prepare_tokens: note: {left_out} of the corpus's {n_chars} characters have no token in {args.tokenizer} "
-              f"and are left out of the shards (a tokenizer without byte fallback drops them; the first: "
-              f"{describe_char(char)} in {where})", file=sys.stderr)
+        print(f"prepare_tokens: note: {left_out} of the corpus's {n_chars} characters have no token in "
+              f"{args.tokenizer} and are left out of the shards (a tokenizer without byte fallback drops them; "
+              f"the first: {describe_char(char)} in {where})", file=sys.stderr)
     return 0
 
 

@@ -9,24 +9,36 @@
   * `zerotrain eval --from` a random GPT2LMHeadModel scores the file as llm.c's hellaswag.py's
     acc_norm does with transformers (each ending's mean loss given its context, the lowest the
     answer);
-  * a line without endings, a label past them and a missing input are refused in one line,
-    leaving no output file; so is an --out that is an input or an existing file of another kind
-    (an earlier choice file is replaced).
+  * a line without endings, a label past them (or "²", a digit to str.isdigit that int() refuses:
+    it was a ValueError traceback) and a missing input are refused in one line, leaving no output
+    file; so is an --out that is an input or an existing file of another kind (an earlier choice
+    file is replaced);
+  * a character that a character vocabulary (as zerotrain exports a char-level run's) has no token
+    for, in a context or an ending, is refused in one line naming the example, the field and the
+    character (it was dropped silently, and eval scored the altered text); a byte-level BPE's text
+    of accents, emoji, spaces and newlines passes, also with RoBERTa's trimmed offsets;
+  * SIGINT and SIGTERM end the run by the signal in one line, no traceback, the earlier file whole
+    and no temporary file left; so does a write that fails (a file size limit standing in for a full
+    disk), in one line, exit 1.
 
 usage: prepare_choices_test.py PATH/TO/zerotrain   (run with .venv-hf's python)
 """
 import json
 import os
+import resource
 import shutil
+import signal
 import struct
 import subprocess
 import sys
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.dirname(HERE))
 from check_report import Checks  # noqa: E402
 from hf_env import require_hf, train_byte_level_bpe  # noqa: E402
+from prepare_tokens_test import character_tokenizer  # noqa: E402
 
 require_hf("torch", "transformers", "tokenizers")
 import torch  # noqa: E402
@@ -63,6 +75,26 @@ def read_choice_file(path):
             at += 1 + len(ends[-1])
         out.append({"start": start, "bytes": nbytes, "index": index, "label": label, "ctx": ctx, "endings": ends})
     return header, out, at == len(words)
+
+
+def holds_open(pid, path):
+    """Whether process `pid` has `path` open (Linux's /proc); False once it has ended."""
+    try:
+        fds = f"/proc/{pid}/fd"
+        return any(os.path.realpath(os.path.join(fds, n)) == os.path.realpath(path) for n in os.listdir(fds))
+    except OSError:
+        return False
+
+
+# The tokenizers library warns in each child forked after its threads ran (a preexec_fn forks):
+# the tests' tokenizers run on one thread.
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def signals_as_in_a_terminal():
+    """A preexec_fn: SIGINT as a terminal delivers it. Started in the background of a script (ctest
+    &), the tests inherit SIGINT ignored, which the tool rightly keeps ignoring."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def main():
@@ -135,7 +167,8 @@ def main():
           f"zerotrain eval scores {correct}/4 as llm.c's acc_norm on transformers ({p.stdout.strip()} {p.stderr.strip()})")
 
     for what, line in (("no endings", {"ctx": "A man", "label": 0}),
-                       ("a label past the endings", {"ctx": "A man", "endings": ["a", "b"], "label": 2})):
+                       ("a label past the endings", {"ctx": "A man", "endings": ["a", "b"], "label": 2}),
+                       ("a label '²'", {"ctx": "a", "endings": ["b", "c"], "label": "²"})):
         bad = os.path.join(work, "bad.jsonl")
         with open(bad, "w") as f:
             f.write(json.dumps(EXAMPLES[0]) + "\n" + json.dumps(line) + "\n")
@@ -143,7 +176,8 @@ def main():
         p = subprocess.run([sys.executable, SCRIPT, "--tokenizer", tok_path, "--out", bad_out, bad],
                            capture_output=True, text=True, timeout=120)
         lines = p.stderr.strip().splitlines()
-        check(p.returncode != 0 and len(lines) == 1 and f"{bad}:2" in lines[0] and not os.path.exists(bad_out),
+        check(p.returncode == 2 and len(lines) == 1 and f"{bad}:2" in lines[0] and not os.path.exists(bad_out)
+              and ("endings" not in line or '"label" is not the index of one of its 2 endings' in lines[0]),
               f"{what}: refused in one line naming the line, no file written ({lines})")
     p = subprocess.run([sys.executable, SCRIPT, "--tokenizer", tok_path, "--out", os.path.join(work, "x.bin"),
                         os.path.join(work, "missing.jsonl")], capture_output=True, text=True, timeout=60)
@@ -179,6 +213,78 @@ def main():
     p = subprocess.run([sys.executable, SCRIPT, "--tokenizer", tok_path, "--out", out, jsonl], capture_output=True,
                        text=True, timeout=60)
     check(p.returncode == 0, f"--out an earlier choice file replaces it ({p.stderr.strip()[-200:]})")
+
+    # A character vocabulary drops what it has no token for: refused, naming the example, the field
+    # and the character.
+    chars = sorted(set("".join(d for d in docs[:50])) | {" "})
+    char_path = os.path.join(work, "chars.json")
+    character_tokenizer(chars).save(char_path)
+    accents = {"ctx": "Ça va, naïve café", "endings": ["très bien", "mal"], "label": 0}
+    plain = {"ctx": "ROMEO: But soft", "endings": ["what light", "très bien"], "label": 0}
+    for what, example, said in (("a context", accents, '"ctx": character U+00C7 \'Ç\' (at character 0)'),
+                                ("an ending", plain, '"endings"[1]: character U+00E8 \'è\' (at character 2)')):
+        bad = os.path.join(work, "unencoded.jsonl")
+        with open(bad, "w", encoding="utf-8") as f:
+            f.write(json.dumps(EXAMPLES[0]) + "\n" + json.dumps(example, ensure_ascii=False) + "\n")
+        bad_out = os.path.join(work, "unencoded.bin")
+        p = subprocess.run([sys.executable, SCRIPT, "--tokenizer", char_path, "--out", bad_out, bad],
+                           capture_output=True, text=True, timeout=60)
+        lines = p.stderr.strip().splitlines()
+        check(p.returncode == 2 and len(lines) == 1 and f"{bad}:2: {said}" in lines[0] and not os.path.exists(bad_out),
+              f"{what} with characters a character vocabulary lacks: refused in one line ({lines})")
+    # A byte-level BPE has a token for every byte: accents, an emoji, runs of spaces and newlines pass,
+    # also where a post-processor trims the spaces out of the tokens' spans (RoBERTa's).
+    from tokenizers import processors
+    roberta = tok.__class__.from_str(tok.to_str())
+    roberta.post_processor = processors.RobertaProcessing(("<|endoftext|>", bos), ("<|endoftext|>", bos),
+                                                          trim_offsets=True)
+    roberta_path = os.path.join(work, "roberta.json")
+    roberta.save(roberta_path)
+    unicode_example = {"ctx": "Ça va,  naïve\n\ncafé \U0001F600 <|endoftext|> x",
+                       "endings": ["  très  bien\n", "mal"], "label": 0}
+    wide = os.path.join(work, "unicode.jsonl")
+    with open(wide, "w", encoding="utf-8") as f:
+        f.write(json.dumps(unicode_example) + "\n")
+    for what, path, prefix in (("a byte-level BPE", tok_path, []),
+                               ("one with RoBERTa's trimmed offsets (and its <s> before a text)", roberta_path, [bos])):
+        wide_out = os.path.join(work, "unicode.bin")
+        p = subprocess.run([sys.executable, SCRIPT, "--tokenizer", path, "--out", wide_out, wide],
+                           capture_output=True, text=True, timeout=60)
+        got = read_choice_file(wide_out)[1] if p.returncode == 0 else []
+        want_wide = (prefix + tok.encode(unicode_example["ctx"]).ids,
+                     [tok.encode(" " + e).ids for e in unicode_example["endings"]])
+        check([(g["ctx"], g["endings"]) for g in got] == [want_wide],
+              f"{what}: accents, an emoji, spaces and newlines pass, as the tokenizer encodes them "
+              f"({p.stderr.strip()[-300:]})")
+
+    # A write that fails (RLIMIT_FSIZE: a full disk without root): one line, exit 1, the earlier file whole.
+    before = open(out, "rb").read()
+    p = subprocess.run([sys.executable, SCRIPT, "--tokenizer", tok_path, "--out", out, jsonl], capture_output=True,
+                       text=True, timeout=60,
+                       preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (1030, 1030)))
+    lines = p.stderr.strip().splitlines()
+    check(p.returncode == 1 and len(lines) == 1 and f"{out}: cannot be written (File too large)" in lines[0]
+          and open(out, "rb").read() == before and not os.path.exists(out + ".tmp"),
+          f"a write that fails: one line, exit 1, the earlier file whole ({lines})")
+
+    # SIGINT and SIGTERM once the run reads its examples (its input open: the handlers are in place).
+    many = os.path.join(work, "many.jsonl")
+    with open(many, "w") as f:
+        f.writelines(json.dumps(dict(EXAMPLES[0], ctx=f"{EXAMPLES[0]['ctx']} {i}")) + "\n" for i in range(20000))
+    before = open(out, "rb").read()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        p = subprocess.Popen([sys.executable, SCRIPT, "--tokenizer", tok_path, "--out", out, many],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             preexec_fn=signals_as_in_a_terminal)
+        deadline = time.monotonic() + 60
+        while p.poll() is None and time.monotonic() < deadline and not holds_open(p.pid, many):
+            time.sleep(0.005)
+        p.send_signal(sig)
+        _, err = p.communicate(timeout=60)
+        lines = err.strip().splitlines()
+        check(p.returncode == -sig and len(lines) == 1 and f"stopped by {sig.name}" in lines[0]
+              and open(out, "rb").read() == before and not os.path.exists(out + ".tmp"),
+              f"{sig.name}: ended by it in one line, the earlier file whole (exit {p.returncode}, {lines[-3:]})")
     return checks.finish()
 
 

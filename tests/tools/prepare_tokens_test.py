@@ -11,14 +11,29 @@
     config goes too (it stayed, and runs read their special tokens from it); the same tokenizer again
     keeps it;
   * a flag argparse refuses, and a JSONL text holding an unpaired surrogate (written as U+FFFD), are
-    one line, exit 2.
+    one line, exit 2;
+  * a write that fails (a file size limit, RLIMIT_FSIZE, standing in for a full disk), at a shard or
+    at the tokenizer's copy once every shard is written, is one line, exit 1, the folder as it was
+    (the tokenizer was copied in place after the shards' renames: a full disk left the new shards
+    beside a truncated tokenizer.json, with a traceback); the renames go earlier tokenizer files
+    out, then shards in, then tokenizer.json last;
+  * staging files that a killed run of the set left (NAME_train_000007.bin.tmp,
+    NAME_tokenizer.json.tmp) are removed by the next run, other names' kept (they piled up run after
+    run); SIGINT and SIGTERM mid-run end it by the signal with one line, no traceback, nothing
+    staged left, the folder as it was;
+  * a character a character vocabulary has no token for is counted in one line (it was dropped
+    silently); a byte-level BPE's text of any characters never is.
 
 usage: prepare_tokens_test.py   (under .venv-hf's python; skipped, exit 77, without tokenizers)
 """
+import hashlib
 import json
 import os
+import resource
+import signal
 import subprocess
 import sys
+import time
 
 import numpy as np
 
@@ -40,6 +55,46 @@ def read_shard(path):
         tokens = np.frombuffer(f.read(), dtype=np.uint32 if header[0] == 20240801 else np.uint16)
     assert header[2] == len(tokens), f"{path}: header count {header[2]} for {len(tokens)} tokens"
     return tokens.tolist()
+
+
+def listing(folder):
+    """The folder's files and their bytes' hashes: what "left as it was" compares."""
+    hashes = {}
+    for name in sorted(os.listdir(folder)):
+        with open(os.path.join(folder, name), "rb") as f:
+            hashes[name] = hashlib.sha256(f.read()).hexdigest()
+    return hashes
+
+
+def file_size_limit(limit_bytes):
+    """A preexec_fn: no file of the child's may grow past limit_bytes (its writes fail with EFBIG,
+    Python ignoring SIGXFSZ), a full disk without root or a mount."""
+    return lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit_bytes, limit_bytes))
+
+
+def character_tokenizer(chars):
+    """A character vocabulary as `zerotrain ckpt export --format hf` writes a char-level run's (a BPE
+    without merges, pre-tokenizer or byte fallback), with <|endoftext|> added as the delimiter."""
+    from tokenizers import Tokenizer
+    return Tokenizer.from_str(json.dumps({
+        "version": "1.0", "truncation": None, "padding": None, "normalizer": None, "pre_tokenizer": None,
+        "post_processor": None, "decoder": {"type": "Fuse"},
+        "added_tokens": [{"id": len(chars), "content": "<|endoftext|>", "single_word": False, "lstrip": False,
+                          "rstrip": False, "normalized": False, "special": True}],
+        "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
+                  "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
+                  "vocab": {c: i for i, c in enumerate(chars)}, "merges": []}}))
+
+
+# The tokenizers library warns in each child forked after its threads ran (a preexec_fn forks):
+# the tests' tokenizers run on one thread.
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def signals_as_in_a_terminal():
+    """A preexec_fn: SIGINT as a terminal delivers it. Started in the background of a script (ctest
+    &), the tests inherit SIGINT ignored, which the tool rightly keeps ignoring."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def main():
@@ -144,6 +199,99 @@ def main():
     lines = one_line(p)
     check(p.returncode == 2 and len(lines) == 1 and "--tokenizer" in lines[0],
           f"no --tokenizer: one line, exit 2 ({lines})")
+
+    # A write that fails: the file size limit stops the first shard (1,104 bytes: the header and 40
+    # uint16 tokens), or only the tokenizer.json copied after every shard. The folder holds another
+    # tokenizer's set, which must stay whole.
+    tokenizer_bytes = os.path.getsize(tok_a)
+    for what, limit, named in (("a shard", 1100, "data_val_000000.bin"),
+                               ("the tokenizer's copy", 2000, "tokenizer.json")):
+        folder = os.path.join(work, "full_at_" + named.split(".")[0])
+        q = prepare(folder, jsonl, tokenizer=tok_b)
+        before = listing(folder)
+        p = subprocess.run([sys.executable, TOOL, "--tokenizer", tok_a, "--out", folder, "--no-progress",
+                            "--shard-tokens", "40", jsonl], capture_output=True, text=True, timeout=120,
+                           preexec_fn=file_size_limit(limit))
+        lines = one_line(p)
+        check(q.returncode == 0 and tokenizer_bytes > limit and p.returncode == 1 and len(lines) == 1
+              and os.path.join(folder, named) in lines[0] and "cannot be written" in lines[0]
+              and listing(folder) == before,
+              f"a write failing at {what}: one line naming it, exit 1, the folder as it was ({lines})")
+    # The renames' order, seen through os.replace and os.remove: another tokenizer's files out first,
+    # then the shards in, tokenizer.json the last.
+    folder = os.path.join(work, "order")
+    q = prepare(folder, jsonl, tokenizer=tok_b)
+    watch = ("import json, os, sys; sys.path.insert(0, sys.argv[1]); import prepare_tokens; seen = []\n"
+             "for name in ('replace', 'remove'):\n"
+             "    def wrap(*a, real=getattr(os, name), name=name): seen.append((name, os.path.basename(a[-1]))); "
+             "return real(*a)\n"
+             "    setattr(os, name, wrap)\n"
+             "prepare_tokens.main(sys.argv[2:]); print(json.dumps(seen))")
+    p = subprocess.run([sys.executable, "-c", watch, os.path.join(ROOT, "tools"), "--tokenizer", tok_a, "--out", folder,
+                        "--no-progress", "--shard-tokens", "40", jsonl], capture_output=True, text=True, timeout=120)
+    seen = [tuple(step) for step in json.loads(p.stdout.splitlines()[-1])] if p.returncode == 0 else []
+    renamed = [target for step, target in seen if step == "replace"]
+    check(q.returncode == 0 and seen[:1] == [("remove", "tokenizer.json")] and renamed[-2:] ==
+          ["tokenizer_config.json", "tokenizer.json"] and all(t.endswith(".bin") for t in renamed[:-2]) and
+          len(renamed) > 3, f"earlier tokenizer out, shards in, tokenizer.json last ({seen} {p.stderr.strip()[-300:]})")
+
+    # Staging files a killed run left: the set's own removed, other names kept.
+    folder = os.path.join(work, "stale")
+    q = prepare(folder, "--name", "set", jsonl)
+    own = ["set_train_000007.bin.tmp", "set_val_000000.bin.tmp", "set_tokenizer.json.tmp"]
+    others = ["other_train_000001.bin.tmp", "set_train_1.bin.tmp", "notes.tmp"]
+    for name in own + others:
+        with open(os.path.join(folder, name), "w") as f:
+            f.write("left")
+    p = prepare(folder, "--name", "set", jsonl)
+    left = sorted(n for n in os.listdir(folder) if n.endswith(".tmp"))
+    check(q.returncode == 0 and p.returncode == 0 and left == sorted(others) and "removed 3 staging files" in p.stdout,
+          f"a killed run's staging files of the set removed, other names kept ({left}; {p.stdout.strip()[-200:]})")
+
+    # SIGINT and SIGTERM mid-run, once it has staged a shard (a long input; a 40-token shard a few
+    # documents): ended by the signal, one line, nothing staged left, the earlier set whole.
+    long_input = os.path.join(work, "long.jsonl")
+    with open(long_input, "w") as f:
+        f.writelines(json.dumps({"text": f"{d} {i}"}) + "\n" for i, d in enumerate(CORPUS * 1000))
+    folder = os.path.join(work, "stopped")
+    q = prepare(folder, jsonl)
+    before = listing(folder)
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        p = subprocess.Popen([sys.executable, TOOL, "--tokenizer", tok_a, "--out", folder, "--no-progress",
+                              "--shard-tokens", "40", long_input], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True, preexec_fn=signals_as_in_a_terminal)
+        deadline = time.monotonic() + 60
+        while (p.poll() is None and time.monotonic() < deadline
+               and not any(n.endswith(".tmp") for n in os.listdir(folder))):
+            time.sleep(0.005)
+        p.send_signal(sig)
+        out, err = p.communicate(timeout=60)
+        lines = [line for line in err.splitlines() if line.strip()]
+        check(q.returncode == 0 and p.returncode == -sig and len(lines) == 1 and f"stopped by {sig.name}" in lines[0]
+              and listing(folder) == before,
+              f"{sig.name} mid-run: ended by it, one line, no staging file, the folder as it was "
+              f"(exit {p.returncode}, {lines[-3:]})")
+
+    # A character vocabulary (as zerotrain exports a char-level run's) drops characters it has no
+    # token for: counted in one line; a byte-level BPE has a token for every byte.
+    chars = sorted(set("".join(CORPUS) + "\n"))
+    char_tok = os.path.join(work, "chars", "tokenizer.json")
+    os.makedirs(os.path.dirname(char_tok))
+    character_tokenizer(chars).save(char_tok)
+    accents = os.path.join(work, "accents.txt")
+    text = "the fox says ça va, naïve café \U0001F600\n" * 3
+    with open(accents, "w", encoding="utf-8") as f:
+        f.write(text)
+    dropped = sum(c not in chars for c in text)  # ç, ï, é and the emoji, three times
+    p = prepare(os.path.join(work, "chars_out"), "--shard-tokens", "20", accents, tokenizer=char_tok)
+    lines = one_line(p)
+    check(p.returncode == 0 and len(lines) == 1 and f"{dropped} of the corpus's {len(text)} characters have no token"
+          in lines[0] and "U+00E7 'ç'" in lines[0] and "accents.txt" in lines[0]
+          and f"{1 + len(text) - dropped} tokens" in p.stdout,
+          f"a character vocabulary: the {dropped} characters it drops counted in one line "
+          f"({lines}; {p.stdout.strip()})")
+    p = prepare(os.path.join(work, "bytes_out"), "--shard-tokens", "20", accents)
+    check(p.returncode == 0 and not one_line(p), f"a byte-level BPE: no character left out ({one_line(p)})")
     return checks.finish()
 
 

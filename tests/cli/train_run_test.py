@@ -19,6 +19,7 @@ usage: train_run_test.py PATH/TO/zerotrain
 import json
 import math
 import os
+import random
 import re
 import select
 import shutil
@@ -272,6 +273,43 @@ def main():
     check(records(run_c)[-1]["type"] == "summary" and records(run_c)[-1]["val_loss"] is None and
           "val loss: none (no evaluation ran)" in p.stdout,
           f"a run stopped before its first evaluation has no validation loss ({records(run_c)[-1].get('val_loss')})")
+
+    # Context use is judged against what the training frequencies score on the validation windows,
+    # not the training split's entropy: i.i.d. tokens (no context to learn) whose validation split is
+    # mostly 0 score far below that entropy and were said to use context. The figure printed is the
+    # training frequencies' (add-one smoothed) loss on the evaluation's targets, recomputed here from
+    # the sequential windows, and the verdict follows it.
+    iid = os.path.join(work, "iid")
+    os.makedirs(iid)
+    rng = random.Random(5)
+    split_tokens = {}
+    for name, count, zeros in (("train.bin", 20000, 0.7), ("val.bin", 4000, 0.97)):
+        split_tokens[name] = [0 if rng.random() < zeros else rng.randrange(1, 65) for _ in range(count)]
+        with open(os.path.join(iid, name), "wb") as f:
+            f.write(struct.pack("<3i", 20240520, 1, count) + bytes(253 * 4) +
+                    struct.pack(f"<{count}H", *split_tokens[name]))
+    iid_run = os.path.join(work, "iid_run")
+    p = run(binary, ["train", "--config", os.path.join(ROOT, "configs", "tiny_debug.json"), "--run-dir", iid_run,
+                     "--set", "train.num_threads=1", "--set", "log.sample_tokens=0", "--set", "data.order=sequential",
+                     "--set", f"data.train_file={iid}/train.bin", "--set", f"data.val_file={iid}/val.bin", "--set",
+                     "train.max_steps=150", "--set", "optim.lr=0.01"])
+    line = next((l for l in p.stdout.splitlines() if l.startswith("val loss:")), "")
+    m = re.match(r"val loss: (\S+)\s+unigram entropy of the training data: (\S+) nats; .* score (\S+) on the "
+                 r"validation windows \((.*)\)", line)
+    expected = None
+    if p.returncode == 0:
+        with open(os.path.join(iid_run, "config.json")) as f:
+            train_cfg = json.load(f)["train"]
+        T, windows = train_cfg["seq_len"], train_cfg["eval_batches"] * train_cfg["micro_batch"]
+        val = split_tokens["val.bin"]
+        targets = [t for w in range(windows) for t in val[w * T + 1:w * T + T + 1]]
+        fit = [split_tokens["train.bin"].count(v) for v in range(65)]  # tiny_debug's vocabulary
+        expected = -sum(math.log((fit[t] + 1) / (sum(fit) + 65)) for t in targets) / len(targets)
+    check(m is not None and expected is not None and abs(float(m.group(3)) - expected) < 1e-4 and
+          float(m.group(3)) < float(m.group(2)) - 1.0 and
+          m.group(4) == ("below: the model uses context" if float(m.group(1)) < float(m.group(3)) else "not below"),
+          f"context use is judged against the training frequencies' loss on the validation windows ({expected}: "
+          f"{line})")
 
     # With "skip", a stop past train.max_skipped_steps says why this one stopped the run.
     p = run(binary, ["train", "--config", config_path, "--run-dir", os.path.join(work, "c_skip"), "--set",

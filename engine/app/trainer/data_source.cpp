@@ -225,6 +225,15 @@ void DataSource::open(const RunConfig& c) {
     data::check_samples(*val_, val_stream(), c.train.seq_len, 0,
                         std::int64_t{c.train.eval_batches} * c.train.micro_batch);
   }
+  {  // The evaluation's targets, counted: what a model ignoring context would be scored on.
+    const int B = c.train.micro_batch, T = c.train.seq_len;
+    std::vector<std::int32_t> inputs(static_cast<std::size_t>(B) * T), targets(inputs.size());
+    val_counts_.assign(static_cast<std::size_t>(c.model.vocab_size), 0);
+    for (int b = 0; b < c.train.eval_batches; ++b) {
+      data::fill_batch(*val_, val_stream(), B, T, std::int64_t{b} * B, inputs.data(), targets.data());
+      for (const std::int32_t t : targets) ++val_counts_[static_cast<std::size_t>(t)];
+    }
+  }
   {  // a split smaller than what one read asks: said, not hidden (in random order, at least that many)
     const std::int64_t evaluated = std::int64_t{c.train.eval_batches} * c.train.micro_batch;
     const std::int64_t stepped = std::int64_t{c.train.micro_batch} * c.train.grad_accum * c.world_size;

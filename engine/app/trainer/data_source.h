@@ -47,6 +47,10 @@ class DataSource {
   // The unigram entropy of the training split, in nats (what a model that ignores context achieves),
   // from the counts of the sample of it the constructor read (data::unigram_entropy_nats).
   double unigram_entropy_nats() const { return data::unigram_entropy_nats(train_counts_); }
+  // What a model that ignores context, fit to the training split's token frequencies, scores on the
+  // targets of the evaluation's windows (data::unigram_cross_entropy_nats): the bound a validation
+  // loss below shows context use by, also where the splits' frequencies differ.
+  double context_free_val_loss_nats() const { return data::unigram_cross_entropy_nats(val_counts_, train_counts_); }
 
  private:
   void open(const RunConfig& config);
@@ -56,6 +60,7 @@ class DataSource {
   void check_shards_share_tokenizer(const RunConfig& config) const;
 
   std::vector<std::int64_t> train_counts_;  // per token id, over the sample the entropy reads
+  std::vector<std::int64_t> val_counts_;    // per token id, over the evaluation's targets
   std::optional<data::Vocab> vocab_;
   std::string tokenizer_path_;
   data::TokenText text_;

@@ -172,6 +172,7 @@ void report_summary(TrainerState& s, const TrainSummary& summary) {
          {"last_step", summary.last_step},
          {"val_loss", summary.val_loss ? nlohmann::json(*summary.val_loss) : nlohmann::json()},  // null: none ran
          {"unigram_entropy_nats", summary.unigram_entropy_nats},
+         {"context_free_val_loss_nats", summary.context_free_val_loss_nats},
          {"choice_accuracy", summary.choices ? nlohmann::json(summary.choices->accuracy()) : nlohmann::json()},
          {"memory_peak_bytes", memory_json(summary.memory)},
          // The peak of the categories' sum, at one moment (the sum of their peaks above mixes the

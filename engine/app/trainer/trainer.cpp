@@ -224,6 +224,7 @@ TrainSummary Trainer::run() {
   }
   if (resume_checkpoint_.empty()) report_setup_memory(s);  // the weights' set-up: random or init_from
   run.summary.unigram_entropy_nats = s.data.unigram_entropy_nats();
+  run.summary.context_free_val_loss_nats = s.data.context_free_val_loss_nats();
   // The saved run stopped before these (a finished run's are finish_run's).
   const bool stopped = run.start_step < c.train.max_steps && (run.eval_pending || run.sample_pending) &&
                        !evaluate_and_sample(s, run, run.start_step, run.eval_pending, run.sample_pending);

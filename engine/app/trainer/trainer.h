@@ -40,6 +40,7 @@ struct TrainSummary {
   int first_step = 0, last_step = 0;  // the steps of first_loss and last_loss; 0: no step in this run
   std::optional<float> val_loss;      // the last evaluation's; none when no evaluation ran
   double unigram_entropy_nats = 0.0;
+  double context_free_val_loss_nats = 0.0;  // DataSource::context_free_val_loss_nats
   // data.choice_file's score at the last evaluation, when the run scores one.
   std::optional<ChoiceScore> choices;
   std::string sample;

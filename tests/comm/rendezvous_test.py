@@ -10,7 +10,9 @@ usage: rendezvous_test.py PATH/TO/zt_rendezvous_probe [-- MPIRUN FLAGS...]   (no
 """
 import os
 import re
+import signal
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -221,6 +223,55 @@ def check_bad_input(report, binary, work):
     report.check(all(p.rc == 1 and one_error_line(p.err, "rank 1 is claimed twice") for p in done.values()) and
                  all(p.seconds < 8 for p in done.values()),
                  f"tcp, rank 1 given to two processes: every one of them fails naming it, at once ({describe(done)})")
+
+    # A held rank killed and started again (a restarted rank): its closed connection is dropped and
+    # the new process counted, not refused as a second rank 1; the job goes on.
+    port = free_port()
+    spec = f"tcp:127.0.0.1:{port}"
+    r0 = Probe(binary, 0, 3, spec, ZT_RENDEZVOUS_TIMEOUT=10)
+    time.sleep(0.3)
+    first = Probe(binary, 1, 3, spec, ZT_RENDEZVOUS_TIMEOUT=10)
+    time.sleep(1.0)
+    first.proc.kill()
+    first.proc.wait()
+    again = Probe(binary, 1, 3, spec, ZT_RENDEZVOUS_TIMEOUT=10)
+    time.sleep(0.5)
+    r2 = Probe(binary, 2, 3, spec, ZT_RENDEZVOUS_TIMEOUT=10)
+    done = {"0": r0.finish(), "1 again": again.finish(), "2": r2.finish()}
+    report.check(all(p.rc == 0 for p in done.values()) and blobs_agree([p.out for p in done.values()], 3),
+                 f"tcp, a held rank killed and started again: the job goes on ({describe(done)})")
+    # A held rank lost at the go (stopped: it acknowledges nothing): no rank goes on, each says why,
+    # the stopped one too once continued (the others took the id and went on, exit 0).
+    port = free_port()
+    spec = f"tcp:127.0.0.1:{port}"
+    ranks = {0: Probe(binary, 0, 4, spec, ZT_RENDEZVOUS_TIMEOUT=3)}
+    time.sleep(0.3)
+    ranks.update({r: Probe(binary, r, 4, spec, ZT_RENDEZVOUS_TIMEOUT=3) for r in (1, 2)})
+    time.sleep(1.0)
+    os.kill(ranks[2].proc.pid, signal.SIGSTOP)
+    ranks[3] = Probe(binary, 3, 4, spec, ZT_RENDEZVOUS_TIMEOUT=3)
+    ranks[0].finish()
+    os.kill(ranks[2].proc.pid, signal.SIGCONT)
+    done = {r: (p if r == 0 else p.finish()) for r, p in ranks.items()}
+    report.check(all(p.rc == 1 and "left the rendezvous before taking the id" in p.err for p in done.values()),
+                 f"tcp, a held rank lost at the go: no rank goes on, each names it ({describe(done)})")
+    # A rank of an older build (hello "ZTRI"): rank 0 names the mismatch at once.
+    port = free_port()
+    r0 = Probe(binary, 0, 2, f"tcp:127.0.0.1:{port}", ZT_RENDEZVOUS_TIMEOUT=10)
+    answer = b""
+    for _ in range(50):
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=2) as old:
+                old.sendall(struct.pack("!4I", 0x5a545249, 1, 2, 0))
+                answer = old.recv(12)
+            break
+        except OSError:
+            time.sleep(0.1)
+    r0.finish()
+    report.check(r0.rc == 1 and one_error_line(r0.err, "rank 1 runs an older zerotrain") and r0.seconds < 5 and
+                 answer[:4] != struct.pack("!I", 0x5a545252),
+                 f"tcp, a rank of an older build: rank 0 names it at once, and answers no id ({r0.rc}, "
+                 f"{r0.seconds:.1f} s, {r0.err.strip()!r})")
 
     cases = [
         ({"ZT_RANK": 5, "ZT_WORLD_SIZE": 2}, "ZT_RANK=5 is not below ZT_WORLD_SIZE=2"),

@@ -15,6 +15,7 @@
 #include <cstring>
 #include <initializer_list>
 #include <map>
+#include <random>
 #include <set>
 #include <utility>
 
@@ -25,24 +26,32 @@ namespace zt::detail {
 
 namespace {
 
-// Rank r connects and sends a hello (magic, rank, world size, job key); rank 0 answers each with a
-// reply (magic, world size, blob size) and holds the connection. Once every rank has connected it
-// sends each a go word and the blob, and the rank acknowledges with one byte; where the rendezvous
-// fails first (a rank claimed twice, a missing rank, another world size) it sends each held rank an
-// abort word and the reason instead, so that no rank goes on into a job that has already failed.
-// Rank 0 takes connections one at a time; one that sends no valid hello within a few seconds is
-// dropped. A hello of another job (its key not rank 0's) is answered (another magic, rank 0's key)
-// and not counted: that rank goes on trying until its own job's rank 0 listens there.
-constexpr std::uint32_t kHelloMagic = 0x5a54524b;     // "ZTRK" (before the go word: "ZTRI"; job keys: "ZTRH")
+// Rank r connects and sends a hello (magic, rank, world size, job key, a nonce drawn once per
+// process); rank 0 answers each with a reply (magic, world size, blob size) and holds the
+// connection. Once every rank is held, two phases, so that no rank goes on unless every rank took
+// the id: a go word and the blob to each, and each one's acknowledgement (one byte); then a commit
+// word to each, after which a rank returns. Where the rendezvous fails first (a rank claimed twice,
+// a missing rank, another world size, a rank lost before its acknowledgement) every held rank gets
+// an abort word and the reason instead. A held rank sends nothing more, so a held connection that
+// reads ready has closed: its rank is waited for again (the process retrying -- its nonce replaces
+// its own connection -- or a replacement). Rank 0 takes connections one at a time; one that sends
+// no valid hello within a few seconds is dropped. A hello of another job (its key not rank 0's) is
+// answered (another magic, rank 0's key) and not counted: that rank goes on trying until its own
+// job's rank 0 listens there. An older build's hello is answered with a word it does not know, so
+// both ends fail at once naming the mismatch.
+constexpr std::uint32_t kHelloMagic = 0x5a54524b;     // "ZTRK"
+constexpr std::uint32_t kOldHelloMagic = 0x5a545249;  // "ZTRI": before the hold (and "ZTRH" before job keys)
 constexpr std::uint32_t kReplyMagic = 0x5a545252;     // "ZTRR"
 constexpr std::uint32_t kOtherJobMagic = 0x5a54524a;  // "ZTRJ"
+constexpr std::uint32_t kVersionMagic = 0x5a545256;   // "ZTRV": to an older build's hello
 constexpr std::uint32_t kGoMagic = 0x5a545247;        // "ZTRG": the blob follows
+constexpr std::uint32_t kCommitMagic = 0x5a545243;    // "ZTRC": every rank took the id
 constexpr std::uint32_t kAbortMagic = 0x5a545241;     // "ZTRA": the reason's length and text follow
 constexpr std::uint32_t kMaxReasonBytes = 1024;
+constexpr int kStrayConnectionMs = 5000;
 // A held rank waits for rank 0's word this much past its own deadline: rank 0, started later, may
 // time out later, and its reason is the one worth printing.
 constexpr double kHeldGraceS = 5.0;
-constexpr int kStrayConnectionMs = 5000;
 
 class Socket {
  public:
@@ -91,7 +100,7 @@ bool transfer(int fd, void* bytes, std::size_t n, bool sending, const Deadline& 
 }
 
 bool send_words(int fd, std::initializer_list<std::uint32_t> words, const Deadline& deadline) {
-  std::uint32_t wire[4];
+  std::uint32_t wire[8];
   std::size_t i = 0;
   for (std::uint32_t w : words) wire[i++] = htonl(w);
   return transfer(fd, wire, i * 4, true, deadline);
@@ -156,31 +165,83 @@ std::vector<std::uint8_t> share_by_tcp_rank0(const LaunchInfo& launch, const Ren
   }
   std::set<int> waiting;
   for (int r = 1; r < launch.world_size; ++r) waiting.insert(r);
-  std::map<int, Socket> held;  // the ranks connected so far, waiting for the go
+  struct Held {
+    Socket socket;
+    std::uint32_t nonce;
+  };
+  std::map<int, Held> held;  // the ranks connected so far, waiting for the go
   // The job has failed: every held rank is told why before rank 0 says it.
   const auto fail = [&](const std::string& reason) {
     for (auto& [rank, peer] : held) {
       const Deadline brief(1.0);
-      if (send_words(peer.fd(), {kAbortMagic, static_cast<std::uint32_t>(reason.size())}, brief)) {
-        transfer(peer.fd(), const_cast<char*>(reason.data()), reason.size(), true, brief);
+      if (send_words(peer.socket.fd(), {kAbortMagic, static_cast<std::uint32_t>(reason.size())}, brief)) {
+        transfer(peer.socket.fd(), const_cast<char*>(reason.data()), reason.size(), true, brief);
       }
     }
     throw_runtime_error("{}: {}", where, reason);
   };
-  const Deadline deadline(options.timeout_s);
-  while (!waiting.empty()) {
-    if (!wait_ready(listener.fd(), POLLIN, deadline)) {
-      fail(fmt::format("rank 0 timed out after {:g} s waiting for rank(s) {} of {} to connect", options.timeout_s,
-                       list_ranks(waiting), launch.world_size));
+  // A held rank's connection that reads ready has closed (it died, or gives up to retry): its rank
+  // is waited for again.
+  const auto drop_closed = [&] {
+    for (auto it = held.begin(); it != held.end();) {
+      pollfd p{it->second.socket.fd(), POLLIN | POLLRDHUP, 0};
+      if (::poll(&p, 1, 0) > 0) {
+        waiting.insert(it->first);
+        it = held.erase(it);
+      } else {
+        ++it;
+      }
     }
+  };
+  const auto timed_out = [&] {
+    fail(fmt::format("rank 0 timed out after {:g} s waiting for rank(s) {} of {} to connect", options.timeout_s,
+                     list_ranks(waiting), launch.world_size));
+  };
+  const Deadline deadline(options.timeout_s);
+  for (;;) {
+    drop_closed();
+    if (waiting.empty()) {
+      // Every rank is there: the id to each, and each one's acknowledgement.
+      std::set<int> lost;
+      for (auto& [rank, peer] : held) {
+        const Deadline brief(std::max(1.0, deadline.remaining_ms() / 1000.0));
+        std::uint8_t ack = 0;
+        if (!send_words(peer.socket.fd(), {kGoMagic, 0}, brief) ||
+            !transfer(peer.socket.fd(), const_cast<std::uint8_t*>(blob.data()), blob.size(), true, brief) ||
+            !transfer(peer.socket.fd(), &ack, 1, false, brief)) {
+          lost.insert(rank);
+        }
+      }
+      if (!lost.empty()) {  // told too: one merely slow (stopped) reads the abort after the id
+        fail(fmt::format("rank(s) {} of {} left the rendezvous before taking the id", list_ranks(lost),
+                         launch.world_size));
+      }
+      // Each has it: only now does any go on.
+      for (auto& [rank, peer] : held) send_words(peer.socket.fd(), {kCommitMagic, 0}, Deadline(1.0));
+      return blob;
+    }
+    if (deadline.passed() || !wait_ready(listener.fd(), POLLIN, deadline)) timed_out();
     Socket peer(::accept4(listener.fd(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
-    if (!peer) continue;
+    if (!peer) {
+      // Out of descriptors the connection stays queued and the listener ready: said, not spun on.
+      if (errno == EMFILE || errno == ENFILE) {
+        fail(fmt::format("rank 0 cannot hold another rank's connection: {} (ulimit -n: raise it)", errno_text()));
+      }
+      continue;
+    }
     Deadline peer_deadline(0);
     peer_deadline.end = std::min(deadline.end, Clock::now() + std::chrono::milliseconds(kStrayConnectionMs));
-    std::uint32_t hello[4];
-    if (!recv_words(peer.fd(), hello, 4, peer_deadline) || hello[0] != kHelloMagic) continue;  // not a rank
+    std::uint32_t hello[5];
+    if (!recv_words(peer.fd(), hello, 4, peer_deadline)) continue;  // not a rank
+    if (hello[0] == kOldHelloMagic) {
+      send_words(peer.fd(), {kVersionMagic, 0, 0}, peer_deadline);
+      fail(fmt::format("rank {} runs an older zerotrain, whose rendezvous differs: every rank must run the same build",
+                       hello[1]));
+    }
+    if (hello[0] != kHelloMagic || !recv_words(peer.fd(), hello + 4, 1, peer_deadline)) continue;  // not a rank
     const auto rank = static_cast<int>(hello[1]);
     const auto world = static_cast<int>(hello[2]);
+    const std::uint32_t nonce = hello[4];
     if (hello[3] != job_key(options)) {
       send_words(peer.fd(), {kOtherJobMagic, job_key(options), 0}, peer_deadline);
       continue;
@@ -191,34 +252,26 @@ std::vector<std::uint8_t> share_by_tcp_rank0(const LaunchInfo& launch, const Ren
             peer_deadline)) {
       continue;
     }
+    // Told too, under a key no rank has, where the job fails for it.
+    const int unranked = launch.world_size + static_cast<int>(held.size());
     if (world != launch.world_size) {
-      held.emplace(launch.world_size + static_cast<int>(held.size()), std::move(peer));  // told too
+      held.emplace(unranked, Held{std::move(peer), nonce});
       fail(
           fmt::format("rank {} connected saying the job has {} ranks, rank 0 says {}", rank, world, launch.world_size));
     }
+    drop_closed();  // a rank whose earlier process died, or whose own connection closed, is waited for
+    const auto same = held.find(rank);
+    if (same != held.end() && same->second.nonce == nonce) {
+      same->second.socket = std::move(peer);  // the same process again: its connection replaced
+      continue;
+    }
     if (rank < 1 || rank >= launch.world_size || !waiting.contains(rank)) {
-      held.emplace(launch.world_size + static_cast<int>(held.size()), std::move(peer));  // the second one told too
+      held.emplace(unranked, Held{std::move(peer), nonce});
       fail(fmt::format("a second process connected as rank {} of {} (rank {} is claimed twice)", rank, world, rank));
     }
     waiting.erase(rank);
-    held.emplace(rank, std::move(peer));
+    held.emplace(rank, Held{std::move(peer), nonce});
   }
-  // Every rank is there: the blob to each, and its acknowledgement.
-  std::set<int> lost;
-  for (auto& [rank, peer] : held) {
-    const Deadline brief(std::max(1.0, deadline.remaining_ms() / 1000.0));
-    std::uint8_t ack = 0;
-    if (!send_words(peer.fd(), {kGoMagic, 0}, brief) ||
-        !transfer(peer.fd(), const_cast<std::uint8_t*>(blob.data()), blob.size(), true, brief) ||
-        !transfer(peer.fd(), &ack, 1, false, brief)) {
-      lost.insert(rank);
-    }
-  }
-  if (!lost.empty()) {
-    for (int rank : lost) held.erase(rank);
-    fail(fmt::format("rank(s) {} of {} left the rendezvous before taking the id", list_ranks(lost), launch.world_size));
-  }
-  return blob;
 }
 
 constexpr const char* kOtherJobAnswered = "the rank 0 listening there is another job's";
@@ -231,6 +284,9 @@ std::vector<std::uint8_t> share_by_tcp_other(const LaunchInfo& launch, const Ren
   // Where another job's rank 0 answered, said whatever the last attempt met: the final attempt
   // runs out of time mid-connect and would otherwise leave only "timed out" to report.
   bool other_job_answered = false;
+  // This process's, so that rank 0 tells its reconnection (which replaces its own held connection)
+  // from a second process given the same rank.
+  const std::uint32_t nonce = std::random_device{}();
   // Rank 0 may start later than this rank: retry until the deadline.
   for (; !deadline.passed(); deadline.sleep(100)) {
     AddrInfo info;
@@ -259,7 +315,7 @@ std::vector<std::uint8_t> share_by_tcp_other(const LaunchInfo& launch, const Ren
       std::uint32_t reply[3];
       if (!send_words(s.fd(),
                       {kHelloMagic, static_cast<std::uint32_t>(launch.rank),
-                       static_cast<std::uint32_t>(launch.world_size), job_key(options)},
+                       static_cast<std::uint32_t>(launch.world_size), job_key(options), nonce},
                       deadline) ||
           !recv_words(s.fd(), reply, 3, deadline)) {
         last_error = "connection closed before rank 0 answered";
@@ -271,32 +327,48 @@ std::vector<std::uint8_t> share_by_tcp_other(const LaunchInfo& launch, const Ren
         break;
       }
       if (reply[0] != kReplyMagic) {
-        throw_runtime_error("{}: something other than a zerotrain rank 0 answers there", where);
+        throw_runtime_error("{}: something other than a zerotrain rank 0 of this build answers there", where);
       }
       if (reply[1] != static_cast<std::uint32_t>(launch.world_size) || reply[2] != size) {
         throw_runtime_error("{}: rank 0 has {} ranks ({} bytes), but this is rank {} of {} ({} bytes)", where, reply[1],
                             reply[2], launch.rank, launch.world_size, size);
       }
-      // Held until every rank has connected: then the id, or why the job failed meanwhile.
+      // Held until every rank has connected: then the id and, once every rank has it, the commit;
+      // or, either time, why the job failed.
+      const auto held_since = Clock::now();
       const Deadline held(deadline.remaining_ms() / 1000.0 + kHeldGraceS);
-      std::uint32_t word[2];
-      if (!recv_words(s.fd(), word, 2, held)) {
-        last_error = "connection closed while waiting for the other ranks";
-        continue;
-      }
-      if (word[0] == kAbortMagic) {
-        std::string reason(std::min(word[1], kMaxReasonBytes), '\0');
-        if (!transfer(s.fd(), reason.data(), reason.size(), false, held)) reason = "(its reason was cut off)";
-        throw_runtime_error("{}: rank 0 ended the rendezvous, so this rank {} of {} does too: {}", where, launch.rank,
-                            launch.world_size, reason);
-      }
-      if (word[0] != kGoMagic) throw_runtime_error("{}: something other than a zerotrain rank 0 answers there", where);
+      bool closed = false;
+      const auto word_from_rank0 = [&](std::uint32_t expected) {
+        std::uint32_t word[2];
+        if (!recv_words(s.fd(), word, 2, held)) {
+          if (held.passed()) {
+            throw_runtime_error(
+                "{}: rank {} of {} was held by rank 0 for {:.0f} s with no word from it before this rank's timeout "
+                "(rank 0 waits for every rank to connect: start them within ZT_RENDEZVOUS_TIMEOUT of each other)",
+                where, launch.rank, launch.world_size,
+                std::chrono::duration<double>(Clock::now() - held_since).count());
+          }
+          closed = true;
+          return false;
+        }
+        if (word[0] == kAbortMagic) {
+          std::string reason(std::min(word[1], kMaxReasonBytes), '\0');
+          if (!transfer(s.fd(), reason.data(), reason.size(), false, held)) reason = "(its reason was cut off)";
+          throw_runtime_error("{}: rank 0 ended the rendezvous, so this rank {} of {} does too: {}", where, launch.rank,
+                              launch.world_size, reason);
+        }
+        if (word[0] != expected)
+          throw_runtime_error("{}: something other than a zerotrain rank 0 answers there", where);
+        return true;
+      };
       std::vector<std::uint8_t> blob(size);
       std::uint8_t ack = 1;
-      if (transfer(s.fd(), blob.data(), size, false, held) && transfer(s.fd(), &ack, 1, true, held)) {
+      if (word_from_rank0(kGoMagic) && transfer(s.fd(), blob.data(), size, false, held) &&
+          transfer(s.fd(), &ack, 1, true, held) && word_from_rank0(kCommitMagic)) {
         return blob;
       }
-      last_error = "connection closed while receiving the id";
+      last_error =
+          closed ? "rank 0 closed the connection while this rank was held" : "connection closed while receiving the id";
     }
   }
   std::string said = last_error;

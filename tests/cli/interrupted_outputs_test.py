@@ -100,6 +100,14 @@ def main():
         checks.check(p.returncode == 137 and not kept_old,
                      f"prepare killed after {renames} rename(s): the earlier vocab.json is not left beside the new "
                      f"token files (exit {p.returncode}, old vocabulary kept: {kept_old})")
+        # ... and a run there is refused (it trained on the new text's train.bin beside the old
+        # val.bin and decoded nothing).
+        t = subprocess.run([binary, "train", "--config", os.path.join(ROOT, "configs", "tiny_debug.json"),
+                            "--run-dir", os.path.join(work, f"cut_run_{renames}"), "--set", f"data.dataset={dataset}",
+                            "--set", "train.max_steps=1"], capture_output=True, text=True, timeout=120)
+        lines = [line for line in t.stderr.splitlines() if line.strip()]
+        checks.check(t.returncode == 2 and len(lines) == 1 and "a prepare into it was cut" in lines[0],
+                     f"a run on a dataset whose prepare was cut is refused in one line ({lines})")
     again = subprocess.run([binary, "prepare", "--text", TEXT, "--out", dataset], capture_output=True, text=True)
     checks.check(again.returncode == 0 and not leftovers(dataset) and
                  open(os.path.join(dataset, "vocab.json")).read() == old_vocab,

@@ -363,18 +363,16 @@ HfExport export_hf(const CheckpointReader& reader, const std::string& out_dir, D
   // the renames then leaves no config.json beside the new tensors, rather than the old one), then
   // its tensor files that these do not replace, which would mix with them (a sharded export over
   // a single file, or fewer shards), just before the new files take their names.
-  std::error_code removed;
-  fs::remove(dir / "config.json", removed);
-  if (removed) throw_runtime_error("cannot replace {}: {}", (dir / "config.json").string(), removed.message());
+  std::vector<std::string> earlier = {(dir / "config.json").string()};
   for (const fs::directory_entry& e : fs::directory_iterator(dir)) {
     const std::string name = e.path().filename().string();
     const bool tensors = name == "model.safetensors" || name == "model.safetensors.index.json" ||
                          (name.rfind("model-", 0) == 0 && name.ends_with(".safetensors"));
     if (tensors && std::find(result.files.begin(), result.files.end(), name) == result.files.end()) {
-      fs::remove(e.path());
+      earlier.push_back(e.path().string());
     }
   }
-  staged.commit(out_dir);
+  staged.commit(out_dir, earlier);
   folders.keep();
   return result;
 }

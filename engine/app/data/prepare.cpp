@@ -131,12 +131,9 @@ PrepareSummary prepare_text_dataset(const std::string& text_path, const std::str
   ckpt::write_file_synced(staged.stage((dir / "vocab.json").string()), vocab.json_text());
   // Everything is written. The earlier vocab.json goes before the renames (as an export's
   // config.json does): a kill between them then leaves no vocabulary beside the new token files
-  // (a run on them decodes nothing; a prepare again completes it), never the old one, through which
-  // they would train and sample as another text without a word.
-  std::error_code removed;
-  std::filesystem::remove(dir / "vocab.json", removed);
-  if (removed) throw_runtime_error("cannot replace {}: {}", (dir / "vocab.json").string(), removed.message());
-  staged.commit(out_dir);
+  // and its own still staged (a run refuses such a folder; a prepare again completes it), never
+  // the old one, through which they would train and sample as another text without a word.
+  staged.commit(out_dir, {(dir / "vocab.json").string()});
   folders.keep();
 
   return PrepareSummary{vocab.size(), n_train, n_val};

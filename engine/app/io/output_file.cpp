@@ -167,7 +167,7 @@ std::string StagedFiles::stage(const std::string& path) {
   return tmp;
 }
 
-void StagedFiles::commit(const std::string& dir) {
+void StagedFiles::commit(const std::string& dir, const std::vector<std::string>& remove_first) {
   const char* hook = std::getenv("ZT_TEST_EXPORT_EXIT_AFTER_RENAMES");
   int renames_left = hook != nullptr ? std::atoi(hook) : -1;
   // Each file's bytes on disk before its name: a power loss after the renames must not leave an
@@ -192,11 +192,25 @@ void StagedFiles::commit(const std::string& dir) {
     const sigset_t& before;
     ~Unblock() { pthread_sigmask(SIG_SETMASK, &before, nullptr); }
   } unblock{before};
+  bool changed = false;  // the destination is no longer as it was
+  const auto fail = [&](const std::string& what) {
+    if (changed) {  // kept for the next run, which completes the output from them
+      for (Staged& f : staged_) f.partial.reset();
+      staged_.clear();
+    }
+    throw_runtime_error("{}", what);
+  };
+  for (const std::string& path : remove_first) {
+    std::error_code ec;
+    if (std::filesystem::remove(path, ec)) changed = true;
+    if (ec) fail(fmt::format("cannot replace '{}': {}", path, ec.message()));
+  }
   for (const Staged& f : staged_) {
     if (renames_left-- == 0) std::_Exit(137);
     std::error_code ec;
     std::filesystem::rename(f.tmp, f.path, ec);
-    if (ec) throw_runtime_error("cannot rename '{}' to '{}': {}", f.tmp, f.path, ec.message());
+    if (ec) fail(fmt::format("cannot rename '{}' to '{}': {}", f.tmp, f.path, ec.message()));
+    changed = true;
   }
   staged_.clear();  // and their holds
   folder_ = {};

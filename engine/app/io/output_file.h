@@ -76,9 +76,14 @@ class StagedFiles {
   // The temporary name to write `path`'s content under; InputError where another writer has it.
   std::string stage(const std::string& path);
   // Every staged file onto its name (in staging order), then the directory's entries to disk.
+  // `remove_first`: files the output no longer has, removed before the first rename (an earlier
+  // output's config.json, so that a kill during the renames leaves none beside the new files);
+  // like the renames, after every staged file is on disk and with SIGINT, SIGTERM and SIGHUP
+  // held. Once one is removed or renamed, a failure leaves the staged files in place (the
+  // destination is no longer whole; the writer's next run completes it from them).
   // ZT_TEST_EXPORT_EXIT_AFTER_RENAMES=n (docs/config.md, "Testing hooks"): the process ends after
   // n renames, as a kill there would end it.
-  void commit(const std::string& dir);
+  void commit(const std::string& dir, const std::vector<std::string>& remove_first = {});
 
  private:
   struct Staged {

@@ -12,6 +12,7 @@
 #include "engine/app/data/batch_sampler.h"
 #include "engine/app/data/embedded_dataset.h"
 #include "engine/app/io/input_file.h"
+#include "engine/app/io/output_file.h"
 #include "engine/base/core/check.h"
 #include "engine/distributed/comm/communicator.h"
 
@@ -141,6 +142,17 @@ void DataSource::open(const RunConfig& c) {
                     c.model.vocab_size, d.dataset);
       throw_input_error("config error in {}: data.dataset = \"{}\" is neither \"embedded\" nor a directory ({})",
                         c.sources_of({"data.dataset"}), d.dataset, make);
+    }
+    // A prepare cut between its renames left token files of the new text beside the old ones, and
+    // its vocab.json still staged: a run there would train on the mix and decode nothing.
+    for (const char* name : {"vocab.json", "train.bin", "val.bin"}) {
+      const std::string staged = staging_path((dir / name).string());
+      if (!fs::exists(dir / "vocab.json") && fs::exists(staged)) {
+        throw_input_error(
+            "config error in {}: data.dataset = \"{}\": a prepare into it was cut before it ended ({} is still "
+            "staged): run the prepare again",
+            c.sources_of({"data.dataset"}), d.dataset, staged);
+      }
     }
     if (fs::exists(dir / "vocab.json")) {
       data::Vocab own = data::Vocab::load((dir / "vocab.json").string());

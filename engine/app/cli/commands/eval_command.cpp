@@ -198,6 +198,7 @@ int eval_main(const std::vector<std::string>& args) {
                  choices->path(), score.correct, score.examples, score.accuracy());
   }
   if (corpus) {
+    world->set_context("the scoring of --tokens");  // after --choices' where both are given
     // The default window is the model's whole context (131072 tokens for a Llama 3.2): said where
     // it runs out of memory.
     const std::string oom_hint =

@@ -23,88 +23,21 @@ usage: prepare_choices.py --tokenizer tokenizer.json --out hellaswag_val.bin [--
                           [--endings-key endings] [--label-key label] INPUT.jsonl
 """
 import argparse
-import errno
+import functools
 import json
 import os
-import signal
 import struct
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import tokenizer_outputs  # noqa: E402
+from tokenizer_outputs import (Interrupted, StopSignals, characters_left_out, end_by_signal,  # noqa: E402
+                               fail_on_write_error)
+
+TOOL = "prepare_choices"  # what its lines start with
+fail = functools.partial(tokenizer_outputs.fail, TOOL)
+
 MAGIC, VERSION, START = 20240522, 1, 65535
-
-
-def fail(message, status=2):
-    """Bad input: one line naming it, exit 2 (as zerotrain's); status 1 where the machine failed the
-    run (a full disk), as zerotrain's runtime errors."""
-    print(f"prepare_choices: {message}", file=sys.stderr)
-    sys.exit(status)
-
-
-# Write failures of the machine's making (exit 1); any other (a folder that takes no files) is the
-# command's input (exit 2).
-MACHINE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO}
-
-
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-
-
-class Interrupted(BaseException):
-    """A stop signal, raised where the run is so that the temporary file goes on the way out (a
-    BaseException, as KeyboardInterrupt: no `except Exception` takes it for another failure)."""
-
-    def __init__(self, signum):
-        super().__init__(signum)
-        self.signum = signum
-
-
-def raise_interrupted(signum, _frame):
-    for sig in STOP_SIGNALS:  # a second Ctrl-C must not cut the clean-up
-        if signal.getsignal(sig) is raise_interrupted:
-            signal.signal(sig, signal.SIG_IGN)
-    raise Interrupted(signum)
-
-
-def stop_by_exception():
-    """Ctrl-C, SIGTERM and a closed terminal (SIGHUP) as Interrupted: Python's own Ctrl-C is a
-    KeyboardInterrupt traceback, and its SIGTERM leaves the temporary file. A signal already
-    ignored (nohup's SIGHUP) stays ignored."""
-    for sig in STOP_SIGNALS:
-        if signal.getsignal(sig) is not signal.SIG_IGN:
-            signal.signal(sig, raise_interrupted)
-
-
-def end_by_signal(e):
-    """One line, then the process ends by the signal itself, as zerotrain's commands do: a shell sees
-    128 + its number (130 for Ctrl-C, 143 for SIGTERM) and a script running the tool stops too."""
-    print(f"prepare_choices: stopped by {signal.Signals(e.signum).name}; --out is left as it was", file=sys.stderr)
-    sys.stderr.flush()
-    signal.signal(e.signum, signal.SIG_DFL)
-    os.kill(os.getpid(), e.signum)
-    sys.exit(128 + e.signum)  # where the signal did not end it
-
-
-def characters_left_out(tok, text, encoding, alone):
-    """How many characters of `text` its `encoding` holds no token for, and the index of the first
-    ((0, None) where none), as prepare_tokens.py counts them: a tokenizer without byte fallback (a
-    character vocabulary, as `ckpt export --format hf` writes a char-level run's) drops a character
-    it has no token for, where a byte-level BPE (GPT-2's, Llama 3's) has a token for every byte.
-    Told by the tokens' spans (offsets), not by decoding, and looked for only where a character of
-    the text encodes to no token alone (`alone` keeps each character's answer). The library's
-    offsets after a dropped character are shifted back by it (tokenizers 0.19), so they tell that
-    characters are missing, not which: those that encode to no token alone are the ones named."""
-    chars = set(text)
-    for c in chars - alone.keys():
-        alone[c] = not tok.encode(c, add_special_tokens=False).ids
-    dropped = [c for c in chars if alone[c]]
-    if not dropped:
-        return 0, None
-    covered = [False] * len(text)
-    for start, end in encoding.offsets:
-        covered[start:end] = [True] * (end - start)
-    uncovered = covered.count(False)
-    if uncovered == 0:  # within a special token's span ("<|endoftext|>" of characters it has none for)
-        return 0, None
-    return min(uncovered, sum(text.count(c) for c in dropped)), min(text.index(c) for c in dropped)
 
 
 def refuse_characters_left_out(where, field, text, encoding, tok, alone, led_by_space=False):
@@ -200,11 +133,12 @@ def refuse_out_of_another_kind(out, inputs):
 
 
 def main():
-    stop_by_exception()
+    # From the first stop on, a second Ctrl-C waits: it must not cut the temporary file's removal.
+    StopSignals("; --out is left as it was", hold_after_stop=True)
     try:
         run()
     except Interrupted as e:
-        end_by_signal(e)
+        end_by_signal(TOOL, e)
 
 
 def run():
@@ -256,11 +190,10 @@ def run():
         fail(f"{args.input}: no examples")
     tmp = args.out + ".tmp"
     try:
-        with open(tmp, "wb") as f:
-            f.write(file_bytes(words, count, longest))
-        os.replace(tmp, args.out)
-    except OSError as e:
-        fail(f"{args.out}: cannot be written ({e.strerror})", status=1 if e.errno in MACHINE_ERRNOS else 2)
+        with fail_on_write_error(TOOL, args.out):
+            with open(tmp, "wb") as f:
+                f.write(file_bytes(words, count, longest))
+            os.replace(tmp, args.out)
     finally:  # a failure or a stop leaves no partial file
         if os.path.lexists(tmp):
             os.remove(tmp)

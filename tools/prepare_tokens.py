@@ -29,91 +29,25 @@ usage: prepare_tokens.py --tokenizer tokenizer.json --out DIR [--name NAME] [--s
   INPUT: .txt files (each one document) or .jsonl files (one document per line, under --jsonl-key)
 """
 import argparse
-import contextlib
-import errno
-import fcntl
+import functools
 import glob
 import json
 import os
 import re
-import shutil
-import signal
 import sys
 
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import tokenizer_outputs  # noqa: E402
+from tokenizer_outputs import (Interrupted, Staging, StopSignals, characters_left_out, copy_synced,  # noqa: E402
+                               end_by_signal, fail_on_write_error, lock_folder, synced_file)
+
+TOOL = "prepare_tokens"  # what its lines start with
+fail = functools.partial(tokenizer_outputs.fail, TOOL)
+
 # The first the tokenizer has: Llama 3's tokenizer has both <|begin_of_text|> and <|end_of_text|>.
 EOT_CANDIDATES = ["<|endoftext|>", "<|begin_of_text|>", "<|end_of_text|>", "</s>"]
-
-
-def fail(message, status=2):
-    """Bad input: one line naming it, exit 2 (as zerotrain's); status 1 where the machine failed the
-    run (a full disk), as zerotrain's runtime errors."""
-    print(f"prepare_tokens: {message}", file=sys.stderr)
-    sys.exit(status)
-
-
-# Write failures of the machine's making (exit 1); any other (a folder that takes no files) is the
-# command's input (exit 2).
-MACHINE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO}
-
-
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-
-
-class Interrupted(BaseException):
-    """A stop signal, raised where the run is so that it removes what it staged on the way out;
-    `outcome` says what became of OUT. A BaseException, as KeyboardInterrupt: no `except Exception`
-    takes it for the failure of what it interrupted."""
-
-    def __init__(self, signum, outcome):
-        super().__init__(signum)
-        self.signum = signum
-        self.outcome = outcome
-
-
-class StopSignals:
-    """Ctrl-C, SIGTERM and a closed terminal (SIGHUP) as Interrupted: Python's own Ctrl-C is a
-    KeyboardInterrupt traceback, and its SIGTERM ends the process with the staging files left
-    behind. A signal already ignored (nohup's SIGHUP) stays ignored. Within `held()` (the renames,
-    the clean-up) a signal waits until the block ends, so that it cuts neither. `outcome` is what
-    the stop's line says of OUT, kept current by the run."""
-
-    def __init__(self):
-        self.holding = False
-        self.pending = None
-        self.outcome = ""
-        for sig in STOP_SIGNALS:
-            if signal.getsignal(sig) is not signal.SIG_IGN:
-                signal.signal(sig, self.on_signal)
-
-    def on_signal(self, signum, _frame):
-        if self.holding:
-            self.pending = self.pending or signum
-            return
-        raise Interrupted(signum, self.outcome)
-
-    @contextlib.contextmanager
-    def held(self):
-        outer = self.holding
-        self.holding = True
-        try:
-            yield
-        finally:
-            self.holding = outer
-        if self.pending and not outer:
-            signum, self.pending = self.pending, None
-            raise Interrupted(signum, self.outcome)
-
-
-def end_by_signal(e):
-    """One line, then the process ends by the signal itself, as zerotrain's commands do: a shell sees
-    128 + its number (130 for Ctrl-C, 143 for SIGTERM) and a script running the tool stops too."""
-    print(f"prepare_tokens: stopped by {signal.Signals(e.signum).name}{e.outcome}", file=sys.stderr)
-    sys.stderr.flush()
-    signal.signal(e.signum, signal.SIG_DFL)
-    os.kill(os.getpid(), e.signum)
-    sys.exit(128 + e.signum)  # where the signal did not end it
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -173,19 +107,9 @@ def write_shard(tmp, tokens, wide):
     here, before anything in OUT is replaced, and a power loss after the renames finds its bytes)."""
     header = np.zeros(256, dtype=np.int32)
     header[0], header[1], header[2] = (20240801, 7, len(tokens)) if wide else (20240520, 1, len(tokens))
-    with open(tmp, "wb") as f:
+    with synced_file(tmp) as f:
         f.write(header.tobytes())
         f.write(np.asarray(tokens, dtype=np.uint32 if wide else np.uint16).tobytes())
-        f.flush()
-        os.fsync(f.fileno())
-
-
-def copy_staged(source, tmp):
-    """A tokenizer file under its staging name, on disk, as write_shard writes a shard."""
-    with open(source, "rb") as src, open(tmp, "wb") as dst:
-        shutil.copyfileobj(src, dst)
-        dst.flush()
-        os.fsync(dst.fileno())
 
 
 SHARD_NAME = re.compile(r"(.+)_(train|val)_\d{6}\.bin")
@@ -235,104 +159,12 @@ def tokenizer_staging_path(out, name, target):
 def remove_stale_staging(out, name):
     """Removes the staging files of set NAME that an earlier run left in OUT (a SIGKILL, a power
     loss: nothing removed them), so they do not pile up run after run; they are this tool's own
-    names, and no other run is writing into OUT (lock_out). Returns how many there were."""
+    names, and no other run is writing into OUT (lock_folder). Returns how many there were."""
     own = re.compile(re.escape(name) + r"_((train|val)_\d{6}\.bin|tokenizer\.json|tokenizer_config\.json)\.tmp")
     stale = [e.path for e in os.scandir(out) if own.fullmatch(e.name) and e.is_file(follow_symlinks=False)]
     for p in stale:
         os.remove(p)
     return len(stale)
-
-
-def lock_out(out):
-    """Holds OUT for this run (flock, as zerotrain's prepare and ckpt export hold their --out): a
-    second run into it at once would stage under the same names, and remove_stale_staging would take
-    its files for leftovers. Returns the descriptor to keep open; a file system without locks runs
-    unlocked, as before."""
-    fd = os.open(out, os.O_RDONLY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        fail(f"--out {out}: another prepare_tokens or zerotrain command is writing into it now; "
-             "try again once it ends")
-    except OSError:
-        pass
-    return fd
-
-
-class Staging:
-    """The run's files under their staging names, put in place by commit once every one is written:
-    a failure or a stop before then leaves OUT as it was, and remove() takes away what was staged."""
-
-    def __init__(self, out):
-        self.out = out
-        self.files = []  # (staging path, final path), in the order commit renames them
-
-    def stage(self, tmp, final):
-        """Registers `tmp` before it is written, so that an interrupted write is removed too."""
-        self.files.append((tmp, final))
-        return tmp
-
-    def commit(self, earlier, signals):
-        """The earlier tokenizer files (`earlier`: those the new ones replace) and NAME's earlier
-        shards go first, then the new shards take their names, and the tokenizer files theirs last,
-        tokenizer.json the very last: the file whose absence a reader notices goes last, as
-        zerotrain's own prepare and ckpt export stage theirs (engine/app/io/output_file.h), so a
-        kill part way leaves shards beside no tokenizer.json, never beside an earlier tokenizer's.
-        Signals wait until the renames end."""
-        with signals.held():
-            for p in earlier:
-                os.remove(p)
-            for tmp, final in self.files:
-                os.replace(tmp, final)
-            signals.outcome = f"; the new set was in place in {self.out} already"
-            sync_dir(self.out)
-
-    def remove(self):
-        """Removes the staged files not put in place."""
-        for tmp, _ in self.files:
-            if os.path.lexists(tmp):
-                os.remove(tmp)
-
-
-def sync_dir(path):
-    """The folder's entries on disk, so that a power loss after the renames keeps the new names; a
-    file system that cannot sync a folder (some FUSE ones) keeps the renames all the same."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-    except OSError:
-        pass
-
-
-def characters_left_out(tok, text, encoding, alone):
-    """How many characters of `text` its `encoding` holds no token for, and the index of the first
-    ((0, None) where none): a tokenizer without byte fallback (a character vocabulary, as `ckpt
-    export --format hf` writes a char-level run's) drops a character it has no token for, where a
-    byte-level BPE (GPT-2's, Llama 3's) has a token for every byte. Told by the tokens' spans
-    (offsets), not by decoding, and looked for only where a character of the text encodes to no
-    token alone (`alone` keeps each character's answer): never for a byte-level BPE's text, whose
-    offsets would cost a fifth of the encoding's time. The library's offsets after a dropped
-    character are shifted back by it (tokenizers 0.19), so they tell that characters are missing,
-    not which: those that encode to no token alone are the ones named."""
-    chars = set(text)
-    for c in chars - alone.keys():
-        alone[c] = not tok.encode(c, add_special_tokens=False).ids
-    dropped = [c for c in chars if alone[c]]
-    if not dropped:
-        return 0, None
-    n = len(text)
-    offsets = np.asarray(encoding.offsets, dtype=np.int64).reshape(-1, 2)
-    depth = np.cumsum(np.bincount(offsets[:, 0], minlength=n + 1) - np.bincount(offsets[:, 1], minlength=n + 1))
-    uncovered = np.count_nonzero(depth[:n] <= 0)
-    if uncovered == 0:  # within a special token's span ("<|endoftext|>" of characters it has none for)
-        return 0, None
-    # Both counts are at least the true one (a shifted span uncovers more; a character counted may
-    # also sit in a special token's span).
-    return min(uncovered, sum(text.count(c) for c in dropped)), min(text.index(c) for c in dropped)
 
 
 def describe_char(c):
@@ -390,7 +222,7 @@ def main(argv=None):
         return run(argv, signals)
     except Interrupted as e:
         signals.holding = True  # a second Ctrl-C waits for the line, then the first signal ends it
-        end_by_signal(e)
+        end_by_signal(TOOL, e)
 
 
 def run(argv, signals):
@@ -450,7 +282,7 @@ def run(argv, signals):
     created = not os.path.isdir(args.out)
     try:
         os.makedirs(args.out, exist_ok=True)
-        held = lock_out(args.out)
+        held = lock_folder(TOOL, args.out)
         stale = remove_stale_staging(args.out, args.name)
     except OSError as e:
         fail(f"--out {args.out}: {e.strerror}")
@@ -485,16 +317,6 @@ def prepare(args, tok, vocab, eot_name, eot, wide, staging, replacing, stale_sta
             progress.close()
 
 
-def write_or_fail(write, tmp, final, out):
-    """Writes a staged file; a failure (a full disk, a file size limit: exit 1) is one line, and OUT
-    is left as it was (the staged files are removed on the way out)."""
-    try:
-        write(tmp)
-    except OSError as e:
-        fail(f"{final}: cannot be written ({e.strerror}); --out {out} is left as it was",
-             status=1 if e.errno in MACHINE_ERRNOS else 2)
-
-
 def tokenize_and_commit(args, tok, vocab, eot_name, eot, wide, staging, replacing, stale_staging, signals,
                         progress):
     """prepare's work, within its progress bar: the shards staged as they fill, the tokenizer's
@@ -508,14 +330,17 @@ def tokenize_and_commit(args, tok, vocab, eot_name, eot, wide, staging, replacin
     n_docs = n_tokens = n_chars = 0
     shards = []  # (path, tokens) of each staged shard
     left_out, first_left_out, alone = 0, None, {}
+    # A write that fails (a full disk: exit 1) is one line; the staged files go on the way out.
+    left_as_it_was = f"; --out {args.out} is left as it was"
 
     def flush():
         nonlocal filled, index
         split = "val" if index == 0 else "train"
         path = os.path.join(args.out, f"{args.name}_{split}_{index:06d}.bin")
         shards.append((path, filled))
-        write_or_fail(lambda tmp: write_shard(tmp, shard[:filled], wide), staging.stage(path + ".tmp", path), path,
-                      args.out)
+        tmp = staging.stage(path + ".tmp", path)
+        with fail_on_write_error(TOOL, path, left_as_it_was):
+            write_shard(tmp, shard[:filled], wide)
         filled, index = 0, index + 1
 
     # A document's own "<|endoftext|>" is its text, not a delimiter: encoded as ordinary text, as
@@ -554,7 +379,8 @@ def tokenize_and_commit(args, tok, vocab, eot_name, eot, wide, staging, replacin
     for source, final in ((beside, config), (args.tokenizer, target)):
         if os.path.exists(source) and not same_file(source, final):
             tmp = staging.stage(tokenizer_staging_path(args.out, args.name, final), final)
-            write_or_fail(lambda t: copy_staged(source, t), tmp, final, args.out)
+            with fail_on_write_error(TOOL, final, left_as_it_was):
+                copy_synced(source, tmp)
     # Another tokenizer's files go before the new shards take their names (its tokenizer_config.json
     # with it, even where --tokenizer has none: its special tokens are not this one's), unless that
     # config is --tokenizer's own, beside it in OUT.
@@ -563,8 +389,11 @@ def tokenize_and_commit(args, tok, vocab, eot_name, eot, wide, staging, replacin
     # The new set replaces the whole earlier one: a glob over NAME_train_*.bin must not find an
     # earlier preparation's shards past the new set's last (another corpus, or another tokenizer).
     stale = [p for p in earlier_shards(args.out, args.name) if p not in {path for path, _ in shards}]
+    # The earlier tokenizer files and NAME's earlier shards go first, then the new shards take their
+    # names, and the tokenizer files theirs, tokenizer.json the very last: a kill part way leaves
+    # shards beside no tokenizer.json, never beside an earlier tokenizer's.
     try:
-        staging.commit(earlier + stale, signals)
+        staging.commit(earlier + stale, signals, f"; the new set was in place in {args.out} already")
     except OSError as e:
         fail(f"--out {args.out}: the new set cannot be put in place ({e.filename}: {e.strerror}); "
              f"set {args.name} there may be incomplete: run again", status=1)

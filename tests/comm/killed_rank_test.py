@@ -28,6 +28,15 @@ CONFIG = {
 }
 
 
+def output_within(proc, seconds):
+    """The job's output once it ends, killed after `seconds` (a hang is a failure the checks name)."""
+    try:
+        return proc.communicate(timeout=seconds)[0]
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        return proc.communicate()[0]
+
+
 def main():
     split = sys.argv.index("--")
     launcher, binary = sys.argv[1:split], sys.argv[split + 1]
@@ -47,11 +56,7 @@ def main():
     time.sleep(4)
     killed_at = time.time()
     os.kill(pids[1], signal.SIGKILL)
-    try:
-        output, _ = proc.communicate(timeout=150)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        output, _ = proc.communicate()
+    output = output_within(proc, 150)
     elapsed = time.time() - killed_at
     print(output[-2500:])
     errors = [l for l in output.splitlines() if l.startswith("zerotrain: error:")]
@@ -85,11 +90,7 @@ def main():
     time.sleep(2)  # loaded, scoring
     if 1 in eval_pids:
         os.kill(eval_pids[1], signal.SIGKILL)
-    try:
-        output, _ = evaluating.communicate(timeout=150)
-    except subprocess.TimeoutExpired:
-        evaluating.kill()
-        output, _ = evaluating.communicate()
+    output = output_within(evaluating, 150)
     errors = [l for l in output.splitlines() if l.startswith("zerotrain: error:")]
     checks.append((evaluating.returncode != 0 and len(errors) == 1 and "the scoring of --tokens" in errors[0] and
                    "SIGUSR1" not in errors[0], f"eval with a peer killed: the survivor names the scoring, no "

@@ -108,6 +108,25 @@ def main():
         lines = [line for line in t.stderr.splitlines() if line.strip()]
         checks.check(t.returncode == 2 and len(lines) == 1 and "a prepare into it was cut" in lines[0],
                      f"a run on a dataset whose prepare was cut is refused in one line ({lines})")
+    # A prepare again that fails in turn before its commit (here at its vocab.json, past a file-size
+    # limit) removes its own staging files, the staged vocab.json among them: the folder stays known
+    # for a cut one (it refused itself, and trained on the mixed splits, before the marker).
+    many = os.path.join(work, "many_characters.txt")
+    with open(many, "w", encoding="utf-8") as f:
+        f.write("".join(chr(0x100 + i) for i in range(600)))  # few tokens, a large vocabulary
+
+    def limited():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (3000, 3000))
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    failed = subprocess.run([binary, "prepare", "--text", many, "--out", dataset], capture_output=True, text=True,
+                            preexec_fn=limited, timeout=120)
+    t = subprocess.run([binary, "train", "--config", os.path.join(ROOT, "configs", "tiny_debug.json"), "--run-dir",
+                        os.path.join(work, "cut_run_after_retry"), "--set", f"data.dataset={dataset}", "--set",
+                        "train.max_steps=1"], capture_output=True, text=True, timeout=120)
+    checks.check(failed.returncode == 1 and "vocab.json" in failed.stderr and t.returncode == 2 and
+                 "a prepare into it was cut" in t.stderr,
+                 f"a cut prepare whose retry fails too is still refused by a run ({failed.stderr.strip()[-150:]}; "
+                 f"{t.stderr.strip()[-150:]})")
     again = subprocess.run([binary, "prepare", "--text", TEXT, "--out", dataset], capture_output=True, text=True)
     checks.check(again.returncode == 0 and not leftovers(dataset) and
                  open(os.path.join(dataset, "vocab.json")).read() == old_vocab,

@@ -47,9 +47,11 @@ void refuse_others_files(const std::string& out_dir) {
     }
   }
   // A prepare cut between its renames left its token files with no vocab.json (removed before
-  // them), its own still under the staging name: an earlier prepare's folder, which this completes.
+  // them), its own still under the staging name, and the folder marked incomplete (a retry that
+  // failed in turn may have removed the staged one): an earlier prepare's folder, which this completes.
   const bool has_vocab = fs::is_regular_file(vocab, ec);
-  const bool cut_prepare = !has_vocab && fs::is_regular_file(staging_path(vocab.string()), ec);
+  const bool cut_prepare = fs::exists(dir / kIncompleteOutputMarker, ec) ||
+                           (!has_vocab && fs::is_regular_file(staging_path(vocab.string()), ec));
   std::string why;
   if (has_vocab) {
     try {

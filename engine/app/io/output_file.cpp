@@ -193,10 +193,23 @@ void StagedFiles::commit(const std::string& dir, const std::vector<std::string>&
     ~Unblock() { pthread_sigmask(SIG_SETMASK, &before, nullptr); }
   } unblock{before};
   bool changed = false;  // the destination is no longer as it was
+  // An output replaced in several steps is marked incomplete until the last one: a cut between
+  // them (a kill, a failed rename) leaves the marker, which the writer's next run and the output's
+  // readers know it by, whatever that run then stages or removes of its own.
+  const std::string folder = dir.empty() ? "." : dir;
+  const std::string marker = (std::filesystem::path(folder) / kIncompleteOutputMarker).string();
+  const bool marked = !remove_first.empty() || staged_.size() > 1;
+  if (marked) {
+    ckpt::write_file_synced(marker,
+                            "an output being replaced here was cut before it was whole: run its command again\n");
+    ckpt::sync_dir(folder);
+  }
   const auto fail = [&](const std::string& what) {
     if (changed) {  // kept for the next run, which completes the output from them
       for (Staged& f : staged_) f.partial.reset();
       staged_.clear();
+    } else if (marked) {
+      std::remove(marker.c_str());  // the destination is as it was
     }
     throw_runtime_error("{}", what);
   };
@@ -213,8 +226,12 @@ void StagedFiles::commit(const std::string& dir, const std::vector<std::string>&
     changed = true;
   }
   staged_.clear();  // and their holds
+  ckpt::sync_dir(folder);
+  if (marked) {
+    std::remove(marker.c_str());
+    ckpt::sync_dir(folder);
+  }
   folder_ = {};
-  ckpt::sync_dir(dir.empty() ? "." : dir);
 }
 
 }  // namespace zt

@@ -64,6 +64,10 @@ void remove_partial_outputs_on_signal();
 // and rename each other's bytes into place, mixed: each staging file is locked while it is this
 // object's (flock), and a writer that finds one locked is refused; a folder that is an output of
 // its own (an export's, a prepared dataset's) is locked for the whole of it (lock_folder).
+// The file StagedFiles::commit leaves in an output's folder while it replaces the output in several
+// steps, and after a cut between them: the folder holds no whole output (StagedFiles::commit).
+constexpr const char* kIncompleteOutputMarker = ".zt-incomplete-output";
+
 class StagedFiles {
  public:
   StagedFiles() = default;
@@ -80,7 +84,8 @@ class StagedFiles {
   // output's config.json, so that a kill during the renames leaves none beside the new files);
   // like the renames, after every staged file is on disk and with SIGINT, SIGTERM and SIGHUP
   // held. Once one is removed or renamed, a failure leaves the staged files in place (the
-  // destination is no longer whole; the writer's next run completes it from them).
+  // destination is no longer whole; the writer's next run completes it from them). Where it takes
+  // more than one step, kIncompleteOutputMarker marks the folder from the first until the last.
   // ZT_TEST_EXPORT_EXIT_AFTER_RENAMES=n (docs/config.md, "Testing hooks"): the process ends after
   // n renames, as a kill there would end it.
   void commit(const std::string& dir, const std::vector<std::string>& remove_first = {});

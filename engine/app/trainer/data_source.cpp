@@ -145,14 +145,17 @@ void DataSource::open(const RunConfig& c) {
     }
     // A prepare cut between its renames left token files of the new text beside the old ones, and
     // its vocab.json still staged: a run there would train on the mix and decode nothing.
+    std::string cut;
+    if (fs::exists(dir / kIncompleteOutputMarker)) cut = (dir / kIncompleteOutputMarker).string() + " is there";
     for (const char* name : {"vocab.json", "train.bin", "val.bin"}) {
       const std::string staged = staging_path((dir / name).string());
-      if (!fs::exists(dir / "vocab.json") && fs::exists(staged)) {
-        throw_input_error(
-            "config error in {}: data.dataset = \"{}\": a prepare into it was cut before it ended ({} is still "
-            "staged): run the prepare again",
-            c.sources_of({"data.dataset"}), d.dataset, staged);
-      }
+      if (cut.empty() && !fs::exists(dir / "vocab.json") && fs::exists(staged)) cut = staged + " is still staged";
+    }
+    if (!cut.empty()) {
+      throw_input_error(
+          "config error in {}: data.dataset = \"{}\": a prepare into it was cut before it ended ({}): run the "
+          "prepare again",
+          c.sources_of({"data.dataset"}), d.dataset, cut);
     }
     if (fs::exists(dir / "vocab.json")) {
       data::Vocab own = data::Vocab::load((dir / "vocab.json").string());

@@ -14,10 +14,12 @@
 #include <chrono>
 #include <cstring>
 #include <initializer_list>
+#include <iterator>
 #include <map>
 #include <random>
 #include <set>
 #include <utility>
+#include <vector>
 
 #include "engine/base/core/check.h"
 #include "engine/distributed/launch/rendezvous_methods.h"
@@ -39,8 +41,9 @@ namespace {
 // answered (another magic, rank 0's key) and not counted: that rank goes on trying until its own
 // job's rank 0 listens there. An older build's hello is answered with a word it does not know, so
 // both ends fail at once naming the mismatch.
-constexpr std::uint32_t kHelloMagic = 0x5a54524b;     // "ZTRK"
-constexpr std::uint32_t kOldHelloMagic = 0x5a545249;  // "ZTRI": before the hold (and "ZTRH" before job keys)
+constexpr std::uint32_t kHelloMagic = 0x5a54524c;  // "ZTRL"
+// Older builds' hellos, of four words: "ZTRK" (held, no nonce), "ZTRI" (not held), "ZTRH" (no job key).
+constexpr std::uint32_t kOldHelloMagics[] = {0x5a54524b, 0x5a545249, 0x5a545248};
 constexpr std::uint32_t kReplyMagic = 0x5a545252;     // "ZTRR"
 constexpr std::uint32_t kOtherJobMagic = 0x5a54524a;  // "ZTRJ"
 constexpr std::uint32_t kVersionMagic = 0x5a545256;   // "ZTRV": to an older build's hello
@@ -52,6 +55,11 @@ constexpr int kStrayConnectionMs = 5000;
 // A held rank waits for rank 0's word this much past its own deadline: rank 0, started later, may
 // time out later, and its reason is the one worth printing.
 constexpr double kHeldGraceS = 5.0;
+// The go phase, whatever is left of the timeout: rank 0 sends every rank the id, then waits this
+// long for all the acknowledgements together (a live rank answers within milliseconds), and a rank
+// that has the id waits a little longer than that for the commit.
+constexpr double kAckWindowS = 3.0;
+constexpr double kCommitWaitS = kAckWindowS + 2.0;
 
 class Socket {
  public:
@@ -201,22 +209,43 @@ std::vector<std::uint8_t> share_by_tcp_rank0(const LaunchInfo& launch, const Ren
   for (;;) {
     drop_closed();
     if (waiting.empty()) {
-      // Every rank is there: the id to each, and each one's acknowledgement.
+      // Every rank is there: the id to each, then all the acknowledgements within one window.
       std::set<int> lost;
+      std::vector<pollfd> acks;
+      std::vector<int> ack_rank;
       for (auto& [rank, peer] : held) {
-        const Deadline brief(std::max(1.0, deadline.remaining_ms() / 1000.0));
-        std::uint8_t ack = 0;
+        const Deadline brief(1.0);
         if (!send_words(peer.socket.fd(), {kGoMagic, 0}, brief) ||
-            !transfer(peer.socket.fd(), const_cast<std::uint8_t*>(blob.data()), blob.size(), true, brief) ||
-            !transfer(peer.socket.fd(), &ack, 1, false, brief)) {
+            !transfer(peer.socket.fd(), const_cast<std::uint8_t*>(blob.data()), blob.size(), true, brief)) {
           lost.insert(rank);
+          continue;
+        }
+        acks.push_back({peer.socket.fd(), POLLIN, 0});
+        ack_rank.push_back(rank);
+      }
+      const Deadline window(kAckWindowS);
+      std::size_t pending = acks.size();
+      while (pending > 0 && !window.passed()) {
+        if (::poll(acks.data(), acks.size(), window.remaining_ms()) < 0 && errno != EINTR) break;
+        for (std::size_t i = 0; i < acks.size(); ++i) {
+          if (acks[i].fd < 0 || acks[i].revents == 0) continue;
+          std::uint8_t ack = 0;
+          if (::recv(acks[i].fd, &ack, 1, 0) != 1) lost.insert(ack_rank[i]);  // closed: it left
+          acks[i].fd = -1;                                                    // answered (or gone): poll skips it
+          --pending;
         }
       }
-      if (!lost.empty()) {  // told too: one merely slow (stopped) reads the abort after the id
-        fail(fmt::format("rank(s) {} of {} left the rendezvous before taking the id", list_ranks(lost),
-                         launch.world_size));
+      for (std::size_t i = 0; i < acks.size(); ++i) {
+        if (acks[i].fd >= 0) lost.insert(ack_rank[i]);  // no acknowledgement within the window
       }
-      // Each has it: only now does any go on.
+      if (!lost.empty()) {  // told too: one merely slow (stopped) reads the abort after the id
+        fail(
+            fmt::format("rank(s) {} of {} left the rendezvous before taking the id (or did not acknowledge it "
+                        "within {:g} s)",
+                        list_ranks(lost), launch.world_size, kAckWindowS));
+      }
+      // Each has it: only now does any go on. A rank that died since its acknowledgement misses
+      // the commit and fails on its own, if it is not already gone.
       for (auto& [rank, peer] : held) send_words(peer.socket.fd(), {kCommitMagic, 0}, Deadline(1.0));
       return blob;
     }
@@ -233,7 +262,7 @@ std::vector<std::uint8_t> share_by_tcp_rank0(const LaunchInfo& launch, const Ren
     peer_deadline.end = std::min(deadline.end, Clock::now() + std::chrono::milliseconds(kStrayConnectionMs));
     std::uint32_t hello[5];
     if (!recv_words(peer.fd(), hello, 4, peer_deadline)) continue;  // not a rank
-    if (hello[0] == kOldHelloMagic) {
+    if (std::find(std::begin(kOldHelloMagics), std::end(kOldHelloMagics), hello[0]) != std::end(kOldHelloMagics)) {
       send_words(peer.fd(), {kVersionMagic, 0, 0}, peer_deadline);
       fail(fmt::format("rank {} runs an older zerotrain, whose rendezvous differs: every rank must run the same build",
                        hello[1]));
@@ -364,8 +393,19 @@ std::vector<std::uint8_t> share_by_tcp_other(const LaunchInfo& launch, const Ren
       std::vector<std::uint8_t> blob(size);
       std::uint8_t ack = 1;
       if (word_from_rank0(kGoMagic) && transfer(s.fd(), blob.data(), size, false, held) &&
-          transfer(s.fd(), &ack, 1, true, held) && word_from_rank0(kCommitMagic)) {
-        return blob;
+          transfer(s.fd(), &ack, 1, true, held)) {
+        // In the go phase, whatever is left of this rank's own time: rank 0 waits up to its
+        // window for every acknowledgement, then commits or aborts.
+        std::uint32_t word[2] = {0, 0};
+        if (recv_words(s.fd(), word, 2, Deadline(kCommitWaitS)) && word[0] == kCommitMagic) return blob;
+        std::string reason = "no word from rank 0 after this rank took the id (rank 0 failed or ended)";
+        if (word[0] == kAbortMagic) {
+          reason.assign(std::min(word[1], kMaxReasonBytes), '\0');
+          if (!transfer(s.fd(), reason.data(), reason.size(), false, Deadline(1.0)))
+            reason = "(its reason was cut off)";
+        }
+        throw_runtime_error("{}: rank 0 ended the rendezvous, so this rank {} of {} does too: {}", where, launch.rank,
+                            launch.world_size, reason);
       }
       last_error =
           closed ? "rank 0 closed the connection while this rank was held" : "connection closed while receiving the id";

@@ -255,23 +255,25 @@ def check_bad_input(report, binary, work):
     done = {r: (p if r == 0 else p.finish()) for r, p in ranks.items()}
     report.check(all(p.rc == 1 and "left the rendezvous before taking the id" in p.err for p in done.values()),
                  f"tcp, a held rank lost at the go: no rank goes on, each names it ({describe(done)})")
-    # A rank of an older build (hello "ZTRI"): rank 0 names the mismatch at once.
-    port = free_port()
-    r0 = Probe(binary, 0, 2, f"tcp:127.0.0.1:{port}", ZT_RENDEZVOUS_TIMEOUT=10)
-    answer = b""
-    for _ in range(50):
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=2) as old:
-                old.sendall(struct.pack("!4I", 0x5a545249, 1, 2, 0))
-                answer = old.recv(12)
-            break
-        except OSError:
-            time.sleep(0.1)
-    r0.finish()
-    report.check(r0.rc == 1 and one_error_line(r0.err, "rank 1 runs an older zerotrain") and r0.seconds < 5 and
-                 answer[:4] != struct.pack("!I", 0x5a545252),
-                 f"tcp, a rank of an older build: rank 0 names it at once, and answers no id ({r0.rc}, "
-                 f"{r0.seconds:.1f} s, {r0.err.strip()!r})")
+    # A rank of an older build (its four-word hello: "ZTRI" before the hold, "ZTRK" before the
+    # nonce): rank 0 names the mismatch at once.
+    for magic in (0x5a545249, 0x5a54524b):
+        port = free_port()
+        r0 = Probe(binary, 0, 2, f"tcp:127.0.0.1:{port}", ZT_RENDEZVOUS_TIMEOUT=10)
+        answer = b""
+        for _ in range(50):
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=2) as old:
+                    old.sendall(struct.pack("!4I", magic, 1, 2, 0))
+                    answer = old.recv(12)
+                break
+            except OSError:
+                time.sleep(0.1)
+        r0.finish()
+        report.check(r0.rc == 1 and one_error_line(r0.err, "rank 1 runs an older zerotrain") and r0.seconds < 5 and
+                     answer[:4] != struct.pack("!I", 0x5a545252),
+                     f"tcp, a rank of an older build ({magic:#x}): rank 0 names it at once, and answers no id "
+                     f"({r0.rc}, {r0.seconds:.1f} s, {r0.err.strip()!r})")
 
     cases = [
         ({"ZT_RANK": 5, "ZT_WORLD_SIZE": 2}, "ZT_RANK=5 is not below ZT_WORLD_SIZE=2"),

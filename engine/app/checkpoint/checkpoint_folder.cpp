@@ -342,7 +342,7 @@ std::string checkpoint_to_verify(const std::string& path) {
 }
 
 void read_while_folder_changes(const std::string& path, const std::function<void()>& read,
-                               const std::function<void(const std::string& before, const std::string& now)>& again) {
+                               const std::function<void(const std::string& changed)>& again) {
   // Each attempt that fails for it saw the run save again; a run saving every few milliseconds
   // can take a few attempts' checkpoints before one is held.
   constexpr int kReadAttempts = 10;
@@ -361,7 +361,8 @@ void read_while_folder_changes(const std::string& path, const std::function<void
     } catch (const std::exception&) {
       const std::vector<std::string> now = complete();
       if (before.empty() || now == before || attempt == kReadAttempts) throw;
-      again(before.back(), now.empty() ? std::string("none") : now.back());
+      again(fmt::format("{} changed while it was read (a live run? its newest checkpoint was {}, now {})", path,
+                        before.back(), now.empty() ? std::string("none") : now.back()));
     }
   }
 }

@@ -97,10 +97,10 @@ std::string checkpoint_to_verify(const std::string& path);
 // Runs `read` on what `path` names (a checkpoint folder, or a checkpoint). A folder's newest
 // checkpoint may be deleted while it is read: a live run saving there with keep_last removes it
 // once a newer one is complete. Where `read` throws and the folder's complete checkpoints changed
-// meanwhile, it runs again on the folder as it now is (at most ten times in all), `again(before,
-// now)` told the newest complete one's name before and now first; any other failure is the
-// checkpoint's own and is rethrown.
+// meanwhile, it runs again on the folder as it now is (at most ten times in all), `again` told
+// first what changed ("PATH changed while it was read (a live run? its newest checkpoint was
+// step_A, now step_B)"); any other failure is the checkpoint's own and is rethrown.
 void read_while_folder_changes(const std::string& path, const std::function<void()>& read,
-                               const std::function<void(const std::string& before, const std::string& now)>& again);
+                               const std::function<void(const std::string& changed)>& again);
 
 }  // namespace zt::ckpt

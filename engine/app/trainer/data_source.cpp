@@ -234,13 +234,11 @@ void DataSource::open(const RunConfig& c) {
   }
   description_ += fmt::format("; train: {}; val: {}; {} windows", train_->describe(), val_->describe(), d.order);
   // Every evaluation reads the same windows, the validation stream's first eval_batches x
-  // micro_batch: a token there outside the vocabulary (a split made with another tokenizer) ends
-  // the run now, not at its first evaluation, which by default follows its last step.
-  if (val_->checks_on_read()) {
-    data::check_samples(*val_, val_stream(), c.train.seq_len, 0,
-                        std::int64_t{c.train.eval_batches} * c.train.micro_batch);
-  }
-  {  // The evaluation's targets, counted: what a model ignoring context would be scored on.
+  // micro_batch, read here once: their targets counted (what a model ignoring context is scored
+  // on), and, where the split's tokens are checked as they are read, a token there outside the
+  // vocabulary (a split made with another tokenizer) ends the run now, not at its first
+  // evaluation, which by default follows its last step.
+  {
     const int B = c.train.micro_batch, T = c.train.seq_len;
     std::vector<std::int32_t> inputs(static_cast<std::size_t>(B) * T), targets(inputs.size());
     val_counts_.assign(static_cast<std::size_t>(c.model.vocab_size), 0);

@@ -49,12 +49,7 @@ ResumeChoice resolve_resume_checkpoint(Communicator& comm, const std::string& ar
           notes.insert(notes.end(), resolved.notes.begin(), resolved.notes.end());
           chosen = ResumeChoice{std::move(resolved.path), std::move(resolved.held)};
         },
-        [&](const std::string& before, const std::string& now) {
-          notes.push_back(
-              fmt::format("{} changed while it was read (a live run? its newest checkpoint was {}, now {}): read the "
-                          "folder again",
-                          where, before, now));
-        });
+        [&](const std::string& changed) { notes.push_back(changed + ": read the folder again"); });
     for (const std::string& note : notes) print_out("resume: {}\n", note);
   });
   std::vector<std::int32_t> all(2 * static_cast<std::size_t>(comm.world_size()));
@@ -111,7 +106,7 @@ nlohmann::json resumed_model_keys(const std::string& arg, const std::string& che
         path = resolved.path;
         config = ckpt::CheckpointReader(resolved.path).manifest().config;
       },
-      [](const std::string&, const std::string&) {});
+      [](const std::string&) {});
   if (!config.contains("model") || !config["model"].is_object()) {
     throw_input_error("--resume {}: {} records no model section", arg, path);
   }

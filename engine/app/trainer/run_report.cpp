@@ -163,7 +163,7 @@ void report_summary(TrainerState& s, const TrainSummary& summary) {
   s.log({{"type", "summary"},
          {"steps", summary.steps_done},
          {"skipped_steps", summary.skipped_steps},
-         {"stopped_nonfinite", summary.stopped_nonfinite},
+         {"stopped_nonfinite", summary.stopped_nonfinite()},
          {"stopped_by_signal", summary.stop_signal != 0},
          // null when no step ran in this run (a finished run resumed)
          {"first_loss", summary.first_step > 0 ? nlohmann::json(summary.first_loss) : nlohmann::json()},

@@ -100,7 +100,6 @@ bool skip_nonfinite_step(TrainerState& s, RunProgress& run, int step, const Step
                                                run.consecutive_skips, c.train.max_skipped_steps);
     // The run's one error line is the command's, on stderr (train_command.cpp), naming the step.
     s.progress.message(fmt::format("{}; stopping (no optimizer step taken, weights not saved)", stop));
-    run.summary.stopped_nonfinite = true;
     run.summary.nonfinite_stop = stop;
     return false;
   }
@@ -344,7 +343,7 @@ void Trainer::finish_run(int step, RunProgress& run) {
   const RunConfig& c = config_;
   TrainerState& s = *state_;
   TrainSummary& summary = run.summary;
-  const bool finished = !summary.stopped_nonfinite && summary.stop_signal == 0;
+  const bool finished = !summary.stopped_nonfinite() && summary.stop_signal == 0;
   // A fresh run of no steps saves too: the weights as set up (train.init_from's, for ckpt export).
   if (c.checkpoint.at_end && finished && run.last_saved_step != step &&
       (step > run.start_step || resume_checkpoint_.empty())) {

@@ -28,8 +28,9 @@ struct StepResult;
 struct TrainSummary {
   int steps_done = 0;     // optimizer steps taken (over the whole run, resumed ones included)
   int skipped_steps = 0;  // steps skipped for a non-finite loss or gradient
-  bool stopped_nonfinite = false;
-  std::string nonfinite_stop;  // "step 3: non-finite gradient (loss ..., grad norm nan)" where it did
+  // "step 3: non-finite gradient (loss ..., grad norm nan)" where one stopped the run, else empty.
+  std::string nonfinite_stop;
+  bool stopped_nonfinite() const { return !nonfinite_stop.empty(); }
   // A stop request (SIGTERM/SIGINT/SIGUSR1 on any rank, see engine/distributed/launch/signals.h) ended the run
   // early: the signal seen on this rank (-1: it came to another rank), the steps completed and the
   // checkpoint saved for them.

@@ -120,6 +120,12 @@ bool recv_words(int fd, std::uint32_t* words, std::size_t count, const Deadline&
   return true;
 }
 
+// The reason after an abort word (its length `bytes`, at most kMaxReasonBytes read).
+std::string abort_reason(int fd, std::uint32_t bytes, const Deadline& deadline) {
+  std::string reason(std::min(bytes, kMaxReasonBytes), '\0');
+  return transfer(fd, reason.data(), reason.size(), false, deadline) ? reason : "(its reason was cut off)";
+}
+
 struct AddrInfo {
   addrinfo* list = nullptr;
   ~AddrInfo() {
@@ -381,10 +387,8 @@ std::vector<std::uint8_t> share_by_tcp_other(const LaunchInfo& launch, const Ren
           return false;
         }
         if (word[0] == kAbortMagic) {
-          std::string reason(std::min(word[1], kMaxReasonBytes), '\0');
-          if (!transfer(s.fd(), reason.data(), reason.size(), false, held)) reason = "(its reason was cut off)";
           throw_runtime_error("{}: rank 0 ended the rendezvous, so this rank {} of {} does too: {}", where, launch.rank,
-                              launch.world_size, reason);
+                              launch.world_size, abort_reason(s.fd(), word[1], held));
         }
         if (word[0] != expected)
           throw_runtime_error("{}: something other than a zerotrain rank 0 answers there", where);
@@ -398,14 +402,12 @@ std::vector<std::uint8_t> share_by_tcp_other(const LaunchInfo& launch, const Ren
         // window for every acknowledgement, then commits or aborts.
         std::uint32_t word[2] = {0, 0};
         if (recv_words(s.fd(), word, 2, Deadline(kCommitWaitS)) && word[0] == kCommitMagic) return blob;
-        std::string reason = "no word from rank 0 after this rank took the id (rank 0 failed or ended)";
-        if (word[0] == kAbortMagic) {
-          reason.assign(std::min(word[1], kMaxReasonBytes), '\0');
-          if (!transfer(s.fd(), reason.data(), reason.size(), false, Deadline(1.0)))
-            reason = "(its reason was cut off)";
-        }
         throw_runtime_error("{}: rank 0 ended the rendezvous, so this rank {} of {} does too: {}", where, launch.rank,
-                            launch.world_size, reason);
+                            launch.world_size,
+                            word[0] == kAbortMagic
+                                ? abort_reason(s.fd(), word[1], Deadline(1.0))
+                                : std::string("no word from rank 0 after this rank took the id (rank 0 failed or "
+                                              "ended)"));
       }
       last_error =
           closed ? "rank 0 closed the connection while this rank was held" : "connection closed while receiving the id";

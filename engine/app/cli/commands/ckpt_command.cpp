@@ -325,13 +325,7 @@ int ckpt_main(const std::vector<std::string>& args) {
   int status = 0;
   ckpt::read_while_folder_changes(
       path, [&] { status = run_action(action, path, parser); },
-      [&](const std::string& before, const std::string& now) {
-        print_err(
-            "zerotrain ckpt: note: {} changed while it was read (a live run? its newest checkpoint was {}, now {}): "
-            "reading the "
-            "folder again\n",
-            path, before, now);
-      });
+      [](const std::string& changed) { print_err("zerotrain ckpt: note: {}: reading the folder again\n", changed); });
   return status;
 }
 

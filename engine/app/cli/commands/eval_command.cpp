@@ -176,13 +176,13 @@ int eval_main(const std::vector<std::string>& args) {
                              {"choices", choices ? fmt::format("{} rows", choices->rows()) : ""},
                              {"windows", fmt::format("{}", windows)}});
   std::optional<StandaloneModel> loaded;
-  // Where a rank stopped by the launcher was (not "start-up"): the loading, then the scoring.
+  // Where a rank stopped by the launcher was (not "start-up"): the loading, then each scoring.
   world->set_context("the model's loading");
   on_every_rank(*world, [&] { loaded.emplace(source); });  // a GPU may be full on one rank only
-  world->set_context(choices ? "the scoring of --choices" : "the scoring of --tokens");
-  source.checkpoint.reset();  // loaded: a live run's keep_last may take its checkpoint now
+  source.checkpoint.reset();                               // loaded: a live run's keep_last may take its checkpoint now
   StandaloneModel& model = *loaded;
   if (choices) {
+    world->set_context("the scoring of --choices");
     // The forwards are each rank's own (a whole model in a store of its own); the rows' losses are
     // summed over the world.
     const ChoiceScore score = score_choices(
@@ -198,7 +198,7 @@ int eval_main(const std::vector<std::string>& args) {
                  choices->path(), score.correct, score.examples, score.accuracy());
   }
   if (corpus) {
-    world->set_context("the scoring of --tokens");  // after --choices' where both are given
+    world->set_context("the scoring of --tokens");
     // The default window is the model's whole context (131072 tokens for a Llama 3.2): said where
     // it runs out of memory.
     const std::string oom_hint =

@@ -104,11 +104,8 @@ WeightSource resolve_weight_source(const ArgParser& parser, const std::string& c
           }
           s.path = resolved.path;
         },
-        [&](const std::string& before, const std::string& now) {
-          s.notes.push_back(fmt::format(
-              "zerotrain {}: note: {} changed while it was read (a live run? its newest checkpoint was {}, now {}): "
-              "read the folder again",
-              command, folder, before, now));
+        [&](const std::string& changed) {
+          s.notes.push_back(fmt::format("zerotrain {}: note: {}: read the folder again", command, changed));
         });
     s.kind = WeightSource::Kind::kCheckpoint;
     const ckpt::CheckpointReader& reader = *s.checkpoint;

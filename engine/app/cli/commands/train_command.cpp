@@ -220,7 +220,7 @@ int train_main(const std::vector<std::string>& args) {
   const TrainSummary s = trainer.run();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   const std::vector<MemorySnapshot> memory = gather_memory_snapshots(*comm, s.memory);
-  if (!root) return s.stopped_nonfinite ? 1 : 0;
+  if (!root) return s.stopped_nonfinite() ? 1 : 0;
   if (s.stop_signal != 0) {
     print_out("\nstopped after step {} of {} on {}; saved {}\n(continue with the same command and --resume latest)\n",
               s.stopped_after_step, cfg.train.max_steps,
@@ -261,7 +261,7 @@ int train_main(const std::vector<std::string>& args) {
   print_out("(plus {} of freed blocks the host allocator keeps for reuse)\n", format_bytes(host_cached_bytes()));
   print_out("over the whole run (evaluation, sampling and the final gather included):\n{}",
             format_measured_vs_predicted(cfg, memory, {s.final_weights_gathered, s.choice_plan}));
-  if (s.stopped_nonfinite) {
+  if (s.stopped_nonfinite()) {
     print_err("zerotrain: error: {}: training stopped, no weights written (see {}/metrics.jsonl)\n", s.nonfinite_stop,
               cfg.log.run_dir);
     return 1;

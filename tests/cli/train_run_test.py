@@ -561,6 +561,28 @@ def main():
     check(len(parsed) == len(lines) and [r["last_step"] for r in parsed if r["type"] == "summary"] == [6],
           f"metrics.jsonl: every line whole, one summary, the resumed run's ({len(lines) - len(parsed)} bad lines)")
 
+    # The abandoned trajectory resumed in turn from superseded/: its ancestors by save id are
+    # followed through superseded/, so the folder's step 2 (which step 6 descends from through the
+    # step 4 set aside) stays and only the rollback's own step 4 goes aside.
+    run_r = os.path.join(work, "r")
+    common = ["train", "--config", config_path, "--run-dir", run_r, "--set", "optim.decay_steps=6", "--set",
+              "checkpoint.every_steps=2", "--set", "checkpoint.keep_last=0"]
+    run(binary, common + ["--set", "train.max_steps=6"])
+    folder = os.path.join(run_r, "checkpoints")
+    back = run(binary, common + ["--set", "train.max_steps=4", "--resume", os.path.join(folder, "step_00000002")])
+    again = run(binary, common + ["--set", "train.max_steps=6", "--resume",
+                                  os.path.join(folder, "superseded", "step_00000006")])
+    finals = sorted(n for n in os.listdir(run_r) if n.startswith("final."))
+    check(back.returncode == 0 and "final weights from before this resume kept as" in back.stdout and
+          len(finals) == 3 and "final.safetensors" in finals,
+          f"a resume keeps the final weights there aside, as a fresh run does ({finals}, {back.stdout[-300:]})")
+    kept = sorted(d for d in os.listdir(folder) if d.startswith("step_"))
+    aside = sorted(os.listdir(os.path.join(folder, "superseded")))
+    check(back.returncode == 0 and again.returncode == 0 and kept == ["step_00000002"] and
+          aside == ["step_00000004", "step_00000004.2", "step_00000006"] and "moved step_00000004 (" in again.stdout,
+          f"a resume from superseded/ keeps its ancestors in the folder (kept {kept}, aside {aside}, "
+          f"{(again.stdout + again.stderr)[-300:]})")
+
     # No steps with checkpoint.at_end: step 0, the weights as set up, which ckpt export converts.
     run_z = os.path.join(work, "zero_steps")
     p = run(binary, ["train", "--config", config_path, "--run-dir", run_z, "--set", "train.max_steps=0", "--set",

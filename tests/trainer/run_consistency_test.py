@@ -404,6 +404,8 @@ def main():
           and changes[-1]["changes"] == [] and any("val.bin" in c for c in changes[-1].get("evaluation_data", [])),
           f"another validation file resumes without the flag, noted and logged ({(p.stdout + p.stderr)[-300:]}, "
           f"{changes[-1:]})")
+    batches_note = "the training batches are the saved run's"
+    check(batches_note in p.stdout, "a validation file's note says the training batches are unchanged")
     vocabulary_note = "the run directory's vocabulary is now this run's"
     check(vocabulary_note not in p.stdout, "a validation file's note says nothing of the vocabulary")
     # Another vocabulary likewise, and the note says which decodes the earlier checkpoints from now on.
@@ -414,6 +416,15 @@ def main():
     check(p.returncode == 0 and "vocab.json" in p.stdout and vocabulary_note in p.stdout,
           f"another vocabulary resumes, its note says exports of earlier checkpoints take it "
           f"({(p.stdout + p.stderr)[-300:]})")
+    # Training and validation files changed at once (the flag taken): the note does not say the
+    # batches are the saved run's.
+    for split in ("train.bin", "val.bin"):
+        shutil.copy(os.path.join(work, "wd_a", "data", split), os.path.join(data_dir, split))
+    p = subprocess.run([binary, "train", "--config", saved_cfg, "--run-dir", run_dir, "--resume", "latest", "--set",
+                        "train.max_steps=11", "--allow-config-change"], capture_output=True, text=True, timeout=120)
+    check(p.returncode == 0 and "note: resume: data file" in p.stdout and batches_note not in p.stdout,
+          f"with the training files changed too, the note does not call the batches the saved run's "
+          f"({(p.stdout + p.stderr)[-400:]})")
     return checks.finish()
 
 

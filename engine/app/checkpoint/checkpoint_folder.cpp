@@ -189,12 +189,20 @@ std::vector<std::string> set_aside_other_trajectories(const std::string& folder,
                                                       const std::string& lineage_id,
                                                       const std::string& previous_save_id) {
   // The lineage of each checkpoint at or before `step`, read once; then the resumed checkpoint's
-  // ancestors among them: its previous save, that one's, and so on.
+  // ancestors among them: its previous save, that one's, and so on. The chain also passes through
+  // superseded/ (whatever their names there): a checkpoint resumed from it after a rollback
+  // descends from the rollback's abandoned saves, and through them from the folder's older ones.
   std::map<std::string, Lineage> lineages;  // by path
   std::map<std::string, std::string> previous_of;
   for (const CheckpointEntry& c : list_checkpoints(folder)) {
     if (c.step > step) continue;
     const Lineage& l = lineages[c.path] = lineage_of(c.path);
+    if (!l.save_id.empty()) previous_of.emplace(l.save_id, l.previous_save_id);
+  }
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(fs::path(folder) / kSupersededName, ec)) {
+    if (std::error_code dir_ec; !e.is_directory(dir_ec)) continue;
+    const Lineage l = lineage_of(e.path());
     if (!l.save_id.empty()) previous_of.emplace(l.save_id, l.previous_save_id);
   }
   std::set<std::string> ours = {lineage_id};

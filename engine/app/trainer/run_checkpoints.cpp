@@ -85,7 +85,7 @@ RunProgress start_run(TrainerState& s, const std::string& resume_checkpoint, boo
   }
   // Every rank reads the same manifest and judges it alike: a refusal is the job's, printed once.
   std::optional<ckpt::CheckpointReader> opened;
-  std::vector<std::string> changes, evaluation_changed;
+  std::vector<std::string> changes, evaluation_changed, data_changed;
   bool vocabulary = false;
   on_every_rank(s.comm, [&] {
     const ckpt::Manifest& m = opened.emplace(resume_checkpoint).manifest();
@@ -96,9 +96,8 @@ RunProgress start_run(TrainerState& s, const std::string& resume_checkpoint, boo
           resume_checkpoint, m.position.step, c.train.max_steps);
     }
     // Checkpoints from before data identities were recorded have none to compare.
-    const std::vector<std::string> data_changed = m.extra.contains("data_identity")
-                                                      ? data_changes(m.extra["data_identity"], s.data_files)
-                                                      : std::vector<std::string>{};
+    data_changed = m.extra.contains("data_identity") ? data_changes(m.extra["data_identity"], s.data_files)
+                                                     : std::vector<std::string>{};
     if (m.extra.contains("data_identity")) {
       evaluation_changed = evaluation_data_changes(m.extra["data_identity"], s.data_files);
       vocabulary = vocabulary_changed(m.extra["data_identity"], s.data_files);
@@ -113,10 +112,13 @@ RunProgress start_run(TrainerState& s, const std::string& resume_checkpoint, boo
         fmt::format("resume: continuing with a changed config (--allow-config-change): {}", fmt::join(changes, "; ")));
   }
   if (!evaluation_changed.empty()) {
+    // Where the training files changed too (--allow-config-change, said above), the batches are not
+    // the saved run's either.
     s.progress.message(fmt::format(
-        "note: resume: {}: the training batches are the saved run's, but validation losses (or sampled text) "
-        "before and after the resume come from other files{}",
+        "note: resume: {}: {}validation losses (or sampled text) before and after the resume come from other "
+        "files{}",
         fmt::join(evaluation_changed, "; "),
+        data_changed.empty() ? "the training batches are the saved run's, but " : "",
         vocabulary ? "; the run directory's vocabulary is now this run's, which `sample` and `ckpt export` decode "
                      "every checkpoint here with, the earlier ones too"
                    : ""));
@@ -130,6 +132,17 @@ RunProgress start_run(TrainerState& s, const std::string& resume_checkpoint, boo
   }
   ckpt::restore_training_state(reader, s.store, s.optimizer);  // publishes; the first acquire waits for it
   run.start_step = static_cast<int>(m.position.step);
+  // A resume leaves final.safetensors to its own end, as a fresh run does: the one there is of a
+  // step before the resume's or past it (a rollback's abandoned trajectory), which `sample --run`
+  // and `eval --run` would take for this run's weights if it stopped before its end.
+  if (s.root) {
+    if (const std::string kept = keep_aside(s.run_dir + "/final.safetensors", "final weights"); !kept.empty()) {
+      s.progress.message(fmt::format("final.safetensors: the final weights from before this resume kept as {} ({})",
+                                     kept,
+                                     c.log.final_weights ? "this run writes its own at its end"
+                                                         : "this run writes none: log.final_weights = false"));
+    }
+  }
   // A stop before the first step (in an evaluation the saved run left) saves nothing more where the
   // checkpoint is in this run's folder; one from elsewhere is saved here, for --resume latest.
   std::error_code same_ec;

@@ -111,6 +111,38 @@ TEST(StepTimeModel, TheOptimizerScalesByEveryParameter) {
   EXPECT_NEAR(estimated_compute_ms(profile, untied), 12.0 * numel(untied) / numel(tied), 1e-9);
 }
 
+// Stage 3's gathers that no prefetch issued ahead are waited for at their acquire: prefetching
+// (the default) hides them behind compute, so it is never estimated slower than none, and on a slow
+// link faster. Stage 3's first unit of each pass is waited for all the same, so stage 1, with no
+// gather at its acquires, is faster than stage 3 on such a link (a tie had made the planner take
+// stage 3 with no prefetch for a few bytes less).
+TEST(StepTimeModel, GathersNoPrefetchIssuedAreWaitedFor) {
+  const plan::OpProfile profile = one_op_profile(kPlannedGpt, "matmul_forward", 100.0);
+  auto step_s = [&](int stage, int prefetch, double bytes_per_s) {
+    nlohmann::json zero = {{"stage", stage}};
+    if (stage == 3) zero["prefetch_units"] = prefetch;
+    const RunConfig config = parse_run_config(
+        {{"model", kPlannedGpt}, {"train", {{"micro_batch", 4}, {"seq_len", 16}}}, {"zero", zero}}, "plan.json", 2);
+    plan::Links links;
+    links.bytes_per_s = bytes_per_s;
+    return plan::estimate_step_time(profile, config, /*world_size=*/2, links);
+  };
+  for (const double bytes_per_s : {1e4, 1e6, 1e10}) {
+    const plan::StepTime none = step_s(3, 0, bytes_per_s), one = step_s(3, 1, bytes_per_s),
+                         two = step_s(3, 2, bytes_per_s), stage1 = step_s(1, 0, bytes_per_s);
+    EXPECT_DOUBLE_EQ(none.comm_s, one.comm_s) << bytes_per_s;  // the same gathers, issued earlier
+    EXPECT_GE(none.step_s, one.step_s) << bytes_per_s;
+    EXPECT_DOUBLE_EQ(one.step_s, two.step_s) << bytes_per_s;
+    EXPECT_GT(one.step_s, stage1.step_s) << bytes_per_s;
+  }
+  // Where communication takes about half the compute (10 MB/s here), no prefetch waits for every
+  // gather (0.142 s against 0.101); where it outlasts compute (10 kB/s), either waits for all of it.
+  const plan::StepTime none = step_s(3, 0, 1e7), one = step_s(3, 1, 1e7);
+  EXPECT_LT(none.comm_s, none.compute_s);
+  EXPECT_GT(none.step_s, one.step_s * 1.3);
+  EXPECT_DOUBLE_EQ(step_s(3, 0, 1e4).step_s, step_s(3, 0, 1e4).comm_s);
+}
+
 // A profile whose model section a config would refuse names the file and the key.
 TEST(StepTimeModel, ABadProfileModelIsRefusedByName) {
   nlohmann::json bad = planned_llama(3, 128);  // 4 heads are not a multiple of 3 key/value heads

@@ -240,7 +240,12 @@ StepTime estimate_step_time(const OpProfile& profile, const RunConfig& c, int wo
              static_cast<double>(v.bytes_in_group) / links.bytes_per_s +
              static_cast<double>(v.collectives_across_groups) * links.across_latency_s * (groups - 1) +
              static_cast<double>(v.bytes_across_groups) / links.across_bytes_per_s;
-  t.step_s = c.zero.overlap_comm ? std::max(t.compute_s, t.comm_s) : t.compute_s + t.comm_s;
+  // With zero.overlap_comm, communication hides behind compute but for the gathers an acquire
+  // waits for as soon as it issues them (stage 3 without prefetch: each unit's, before its compute
+  // can start); without it, nothing overlaps.
+  const double exposed_s = static_cast<double>(v.exposed_gathers) * links.latency_s * (g - 1) +
+                           static_cast<double>(v.exposed_gather_bytes) / links.bytes_per_s;
+  t.step_s = c.zero.overlap_comm ? exposed_s + std::max(t.compute_s, t.comm_s - exposed_s) : t.compute_s + t.comm_s;
   return t;
 }
 

@@ -6,7 +6,8 @@
 // with the work their class does (the linear layers' FLOPs as the model's family counts them,
 // attention's, the vocabulary's, the MLP activation's over its width, the other elementwise work,
 // the optimizer's shard), so a profile of one family ranks another's choices; recomputed forward ops cost what they
-// cost in the forward; with overlap_comm a step is the longer of compute and communication, else their sum.
+// cost in the forward; with overlap_comm a step is the gathers an acquire waits for at once (stage 3
+// without prefetch) plus the longer of compute and the rest of communication, else their sum.
 #pragma once
 
 #include <map>

@@ -64,13 +64,17 @@ class Replay {
     for (std::size_t i = 0; i < s.size(); ++i) {
       const std::size_t u = static_cast<std::size_t>(s[i].unit);
       switch (s[i].op) {
-        case UnitOp::kAcquire:
-          gather(u);
+        case UnitOp::kAcquire: {
+          const std::int64_t bytes_before = volume_.bytes_in_group, before = volume_.collectives_in_group;
+          gather(u);  // counts a gather only where no prefetch issued it: the acquire waits for it now
+          volume_.exposed_gather_bytes += volume_.bytes_in_group - bytes_before;
+          volume_.exposed_gathers += volume_.collectives_in_group - before;
           land(u);
           if (zero_.overlap_comm) {  // prefetch the next acquires' units
             for_next_acquires(s, i + 1, zero_.prefetch_units, [&](int v) { gather(static_cast<std::size_t>(v)); });
           }
           break;
+        }
         case UnitOp::kRelease: {
           const bool keep =
               pass == Pass::kForward && backward_reads[u] && (!zero_.reshard_after_forward || i > last_acquire);

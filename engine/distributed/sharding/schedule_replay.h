@@ -66,6 +66,10 @@ struct StepVolume {
   std::int64_t bytes_in_group = 0, bytes_across_groups = 0;
   // Collectives started (an exchange of a quantized collective counted as one), for a latency model.
   std::int64_t collectives_in_group = 0, collectives_across_groups = 0;
+  // Of the in-group ones, the parameter gathers an acquire issues and waits for at once (no earlier
+  // acquire prefetched the unit: stage 3 with zero.prefetch_units = 0, a pass's first unit, or
+  // without zero.overlap_comm), which no compute hides.
+  std::int64_t exposed_gather_bytes = 0, exposed_gathers = 0;
 };
 StepVolume predict_step_volume(const ParamTable& table, DType param_dtype, const ZeroOptions& zero, int world_size,
                                const StepSchedule& schedule, int grad_accum, int replica_groups = 1);

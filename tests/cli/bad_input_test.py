@@ -204,6 +204,22 @@ def main():
         if problems:
             failures.append(name)
 
+    # debug-state under a launcher of several ranks: every rank would write the same unsharded state
+    # to the same --out; refused in one line, the file as it was.
+    with open(out, "wb") as f:
+        f.write(sentinel)
+    proc = subprocess.run([binary, "debug-state", "--config", config_file("ds.json", GOOD), "--out", out],
+                          capture_output=True, text=True, timeout=60,
+                          env=dict(os.environ, ZT_RANK="1", ZT_WORLD_SIZE="2"))
+    lines = [l for l in proc.stderr.splitlines() if l.strip()]
+    with open(out, "rb") as f:
+        kept = f.read() == sentinel
+    ok = proc.returncode == 2 and len(lines) == 1 and "rank 1 of 2" in lines[0] and kept
+    print(f"{'debug-state under a launcher':<32} exit={proc.returncode}  {'OK' if ok else 'FAIL'}\n"
+          f"    stderr: {proc.stderr.strip()[:200]}")
+    if not ok:
+        failures.append("debug-state under a launcher")
+
     # A run that cannot fit is refused before it allocates (issue 19): the prediction by category
     # beside what the machine offers, exit 2, nothing written; train.check_memory = false overrides.
     huge = json.loads(json.dumps(GOOD))
@@ -333,7 +349,7 @@ def main():
                            "--set", f"data.train_file={wide}", "--set", f"data.val_file={wide}", "--set",
                            "train.max_steps=2", "--set", "log.sample_tokens=0", "--set", "train.eval_batches=1"],
                           capture_output=True, text=True, timeout=120)
-    unigram = "unigram entropy of the data 4.1589" in proc.stdout  # 64 distinct tokens: ln 64
+    unigram = "unigram entropy of the training data: 4.1589" in proc.stdout  # 64 distinct tokens: ln 64
     print(f"{'uint32 tokens, vocab 70000':<32} exit={proc.returncode}  {'OK' if proc.returncode == 0 and unigram else 'FAIL'}"
           f"\n    stderr: {proc.stderr.strip()[-200:]}")
     if proc.returncode != 0 or not unigram:
@@ -344,7 +360,7 @@ def main():
                            "--set", f"data.train_file={wide}", "--set", f"data.val_file={wide}", "--set",
                            "train.max_steps=2", "--set", "log.sample_tokens=0", "--set", "train.eval_batches=1"],
                           capture_output=True, text=True, timeout=120)
-    ok = proc.returncode == 0 and "unigram entropy of the data 4.1589" in proc.stdout
+    ok = proc.returncode == 0 and "unigram entropy of the training data: 4.1589" in proc.stdout
     print(f"{'Llama on uint32 tokens':<32} exit={proc.returncode}  {'OK' if ok else 'FAIL'}"
           f"\n    stderr: {proc.stderr.strip()[-200:]}")
     if not ok:

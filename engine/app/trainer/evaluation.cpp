@@ -100,8 +100,11 @@ bool evaluate(TrainerState& s, int step, TrainSummary& summary, const StopVote& 
     }
   }
   s.log(record);
-  s.progress.message(fmt::format("step {}: val loss {:.4f} (unigram entropy of the data {:.4f}){}", step, val_loss,
-                                 summary.unigram_entropy_nats, choices));
+  // Beside it what ignoring the context scores on the same windows: the training split's token
+  // frequencies (add-one smoothed) on their targets. Not the training data's unigram entropy,
+  // which another split's frequencies can score below or above.
+  s.progress.message(fmt::format("step {}: val loss {:.4f} (token frequencies alone: {:.4f}){}", step, val_loss,
+                                 summary.context_free_val_loss_nats, choices));
   return true;
 }
 

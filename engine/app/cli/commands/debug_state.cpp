@@ -21,6 +21,7 @@
 #include "engine/base/core/bf16.h"
 #include "engine/base/core/philox.h"
 #include "engine/distributed/comm/local_communicator.h"
+#include "engine/distributed/launch/rendezvous.h"
 #include "engine/distributed/optim/sharded_adamw.h"
 #include "engine/distributed/sharding/zero_param_store.h"
 #include "kernels/compute_backend.h"
@@ -84,8 +85,9 @@ std::string memory_report(const MemorySnapshot& s, std::int64_t predicted_activa
 int debug_state_main(const std::vector<std::string>& args) {
   remove_partial_outputs_on_signal();  // stopped by Ctrl-C, it leaves no .tmp behind
   ArgParser parser("debug-state",
-                   "Run one forward/backward on one deterministic batch and write every tensor the PyTorch parity "
-                   "tests need to a safetensors file.");
+                   "Run one forward/backward in one process on one deterministic batch (uniform random tokens from "
+                   "train.seed: the config's data is not read) and write every tensor the PyTorch parity tests need "
+                   "to a safetensors file.");
   parser.value_flag("config", "FILE", "JSON run config", true)
       .value_flag("out", "FILE", "output safetensors file (an existing file only if an earlier debug-state's)", true)
       .value_flag("steps", "S",
@@ -95,6 +97,14 @@ int debug_state_main(const std::vector<std::string>& args) {
   if (!parser.parse(args)) {
     fmt::print("{}", parser.help_text());
     return 0;
+  }
+  // One process's state: under a launcher every rank would compute the same and write the same
+  // --out, none of it sharded, so a launch of several ranks is refused rather than run N times.
+  if (const LaunchInfo launch = detect_launch(); launch.world_size > 1) {
+    throw_input_error(
+        "zerotrain debug-state: runs in one process (launched here as rank {} of {} by {}): its state is one "
+        "process's, not sharded; run it without the launcher",
+        launch.rank, launch.world_size, launch.source);
   }
   const RunConfig cfg = load_run_config(parser.get("config"), parser.all("set"));
   const int steps = parser.get_int("steps", 0, 0, 100000);

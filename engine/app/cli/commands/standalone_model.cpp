@@ -5,6 +5,8 @@
 
 #include <omp.h>
 
+#include <stdlib.h>
+
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -37,7 +39,29 @@ void add_weight_flags(ArgParser& parser, const std::string& what) {
       .value_flag("dtype", "D",
                   fmt::format("f32 or bf16: the activations {} (default f32); the weights stay in the run's or "
                               "checkpoint's parameter dtype, pretrained ones go to bf16 with bf16",
-                              what));
+                              what))
+      .value_flag("threads", "N",
+                  "CPU threads (default: the cores the 1-minute load average leaves idle, at least 1: threads past "
+                  "them spin-wait on cores another process, a training run, holds)");
+}
+
+std::string fit_threads_to_idle_cores(const ArgParser& parser, WeightSource& source, int processes_on_node) {
+  if (parser.has("threads")) {
+    source.num_threads = parser.get_int("threads", 1, 1, 1024);
+    return "";
+  }
+  double load = 0;
+  if (source.device != Device::kCPU || getloadavg(&load, 1) != 1) return "";
+  if (const char* forced = std::getenv("ZT_TEST_LOAD_AVERAGE"); forced != nullptr) load = std::atof(forced);
+  const int cores = omp_get_num_procs();
+  const int idle = std::max(1, (cores - static_cast<int>(std::lround(load))) / std::max(1, processes_on_node));
+  if (idle >= source.num_threads) return "";
+  const std::string why = fmt::format(
+      "{} CPU thread(s), not {}: the 1-minute load average is {:.2f} on this machine's {} cores, and threads past "
+      "the idle ones spin-wait on cores other processes hold (--threads N to choose)",
+      idle, source.num_threads, load, cores);
+  source.num_threads = idle;
+  return why;
 }
 
 namespace {

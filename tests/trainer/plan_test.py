@@ -168,6 +168,19 @@ def main():
     stages = {c["sets"][0] for c in doc["fitting"]} if doc["fitting"] and "sets" in doc["fitting"][0] else set()
     check(p.returncode == 0 and doc["fitting"] and "zero.stage=0" not in stages and doc["invalid"] > 0,
           f"int8 gathers: no stage-0 choice kept ({sorted(stages)}, {doc.get('invalid')} refused)")
+    # A searched key the user sets is held at its value (the search had replaced --set zero.stage=1
+    # with its own pick), and said; the others are still searched.
+    p = plan("1TB", "--json", "--set", "zero.stage=1", "--set", "train.activation_checkpointing=all")
+    doc = json.loads(p.stdout) if p.returncode == 0 else {"fitting": []}
+    rows = [c["sets"] for c in doc["fitting"]]
+    check(p.returncode == 0 and rows and all("zero.stage=1" in r and "train.activation_checkpointing=all" in r
+                                             for r in rows) and len({value(r, "train.micro_batch") for r in rows}) > 1
+          and doc.get("held") == ["zero.stage=1", "train.activation_checkpointing=all"],
+          f"--set holds a searched key, the rest searched ({len(rows)} rows, held {doc.get('held')})")
+    p = plan("1TB", "--set", "zero.stage=3", "--top", "1")
+    check(p.returncode == 0 and "held as --set gives them, not searched: zero.stage=3" in p.stdout and
+          "--set zero.stage=3" in p.stdout and "mb x acc: train.micro_batch x train.grad_accum" in p.stdout,
+          f"the table says what it held and what its columns are ({p.stdout[-600:]})")
     for args, what in [(["--device-memory", "1KB"], "a budget nothing fits"),
                        (["--device-memory", "lots"], "a size that is not one"),
                        (["--device-memory", "0x10GiB"], "a size in hex (strtod took it as 16 GiB)"),

@@ -34,6 +34,24 @@ RunConfig load_base(const std::string& path, std::vector<std::string> sets, int 
   return c;
 }
 
+// The value of `key` the user's --set entries give (the last one), if any: a searched key given
+// there is held at it (--set zero.stage=1 plans stage 1), as a search over it would drop it.
+std::optional<std::string> held_value(const std::vector<std::string>& sets, const std::string& key) {
+  std::optional<std::string> value;
+  for (const std::string& s : sets) {
+    const std::size_t eq = s.find('=');
+    if (eq != std::string::npos && s.compare(0, eq, key) == 0) value = s.substr(eq + 1);
+  }
+  return value;
+}
+
+// The values searched for `key`: the held one alone where the user set it, else `searched`.
+template <typename T>
+std::vector<T> values_for(const std::vector<std::string>& sets, const std::string& key, std::vector<T> searched,
+                          T held) {
+  return held_value(sets, key) ? std::vector<T>{held} : searched;
+}
+
 }  // namespace
 
 PlanResult plan(const std::string& config_path, const std::vector<std::string>& base_sets, int world_size,
@@ -48,18 +66,45 @@ PlanResult plan(const std::string& config_path, const std::vector<std::string>& 
   if (!choices_note.empty()) out.note += (out.note.empty() ? "" : "; ") + choices_note;
   const std::int64_t per_sequence = static_cast<std::int64_t>(base.train.seq_len) * world_size;
   out.smallest_bytes = -1;
-  for (int stage = 0; stage <= 3; ++stage) {
-    for (int mb = 1; mb * per_sequence <= out.global_batch_tokens; mb *= 2) {
-      if (out.global_batch_tokens % (mb * per_sequence) != 0) continue;
+  // Each searched key the user's --set gives is held at the value the base config read from it.
+  const std::vector<std::string>& held = base_sets;
+  std::vector<int> micro_batches;
+  for (int mb = 1; mb * per_sequence <= out.global_batch_tokens; mb *= 2) micro_batches.push_back(mb);
+  if (held_value(held, "train.micro_batch")) {
+    micro_batches = {base.train.micro_batch};
+  } else if (held_value(held, "train.grad_accum")) {  // the accumulation held: its micro-batch
+    micro_batches = {static_cast<int>(out.global_batch_tokens / (per_sequence * base.train.grad_accum))};
+  }
+  std::vector<std::string> checkpointing(std::begin(kCheckpointing), std::end(kCheckpointing));
+  if (held_value(held, "train.activation_checkpointing")) {
+    checkpointing = {base.train.activation_checkpointing.to_string()};
+  }
+  const std::vector<int> stages = values_for(held, "zero.stage", {0, 1, 2, 3}, base.zero.stage);
+  const std::vector<int> head_chunks =
+      values_for(held, "train.head_chunks", std::vector<int>(std::begin(kHeadChunks), std::end(kHeadChunks)),
+                 base.train.head_chunks);
+  const std::vector<int> block_units = values_for(held, "train.block_units", {1, 2}, base.train.block_units);
+  const std::vector<int> prefetches =
+      values_for(held, "zero.prefetch_units", std::vector<int>(std::begin(kPrefetch), std::end(kPrefetch)),
+                 base.zero.prefetch_units);
+  const std::optional<std::string> held_bound = held_value(held, "zero.max_inflight_reduction_mb");
+  for (const char* key :
+       {"zero.stage", "train.micro_batch", "train.grad_accum", "train.activation_checkpointing", "train.head_chunks",
+        "train.block_units", "zero.prefetch_units", "zero.max_inflight_reduction_mb"}) {
+    if (const std::optional<std::string> value = held_value(held, key)) out.held.push_back(key + ("=" + *value));
+  }
+  for (int stage : stages) {
+    for (int mb : micro_batches) {
+      if (mb < 1 || out.global_batch_tokens % (static_cast<std::int64_t>(mb) * per_sequence) != 0) continue;
       const std::int64_t accum = out.global_batch_tokens / (mb * per_sequence);
-      for (const char* ckpt : kCheckpointing) {
-        for (int chunks : kHeadChunks) {
-          if (chunks > base.model.padded_vocab_size() / 64) continue;
-          for (int units = 1; units <= 2; ++units) {
-            for (int prefetch : stage == 3 ? std::vector<int>(std::begin(kPrefetch), std::end(kPrefetch))
-                                           : std::vector<int>{base.zero.prefetch_units}) {
-              for (double bound : stage >= 2 ? std::vector<double>(std::begin(kInflightMb), std::end(kInflightMb))
-                                             : std::vector<double>{0.0}) {
+      for (const std::string& ckpt : checkpointing) {
+        for (int chunks : head_chunks) {
+          if (chunks > base.model.padded_vocab_size() / 64 && !held_value(held, "train.head_chunks")) continue;
+          for (int units : block_units) {
+            for (int prefetch : stage == 3 ? prefetches : std::vector<int>{base.zero.prefetch_units}) {
+              for (double bound : held_bound   ? std::vector<double>{-1.0}  // the user's text, set as given
+                                  : stage >= 2 ? std::vector<double>(std::begin(kInflightMb), std::end(kInflightMb))
+                                               : std::vector<double>{0.0}) {
                 std::vector<std::string> sets = {fmt::format("zero.stage={}", stage),
                                                  fmt::format("train.micro_batch={}", mb),
                                                  fmt::format("train.grad_accum={}", accum),
@@ -69,7 +114,8 @@ PlanResult plan(const std::string& config_path, const std::vector<std::string>& 
                                                  fmt::format("train.block_units={}", units)};
                 // Only stage 3 gathers ahead: elsewhere the config's own value stays, unnamed.
                 if (stage == 3) sets.push_back(fmt::format("zero.prefetch_units={}", prefetch));
-                sets.push_back(fmt::format("zero.max_inflight_reduction_mb={:g}", bound));
+                sets.push_back(held_bound ? "zero.max_inflight_reduction_mb=" + *held_bound
+                                          : fmt::format("zero.max_inflight_reduction_mb={:g}", bound));
                 std::vector<std::string> all = base_sets;
                 all.insert(all.end(), sets.begin(), sets.end());
                 ++out.considered;

@@ -1,6 +1,7 @@
 // `zerotrain plan`: what fits before launch. The search runs over the choices that trade memory
 // for time (ZeRO stage, micro-batch at the config's global batch, activation checkpointing, head
-// chunks, block units, stage 3's prefetch depth, the in-flight reduction bound), keeps those whose
+// chunks, block units, stage 3's prefetch depth, the in-flight reduction bound; a key the user's
+// --set gives is held at its value instead), keeps those whose
 // exact predicted peak (the memory check's measure: predicted_required_bytes) fits the budget per
 // rank, and ranks them by the estimated step time of step_time_model.h; among equal times the
 // larger micro-batch first (the model counts work, not the efficiency of larger products), then
@@ -35,6 +36,7 @@ struct PlanResult {
   // What the search changed of the config before it could start ("" when nothing): a micro-batch
   // that does not divide the global batch on these ranks (a config written for another rank count).
   std::string note;
+  std::vector<std::string> held;  // the searched keys the user's --set held, "key=value" as given
 };
 
 // `config_path` with `base_sets` applied, on `world_size` ranks with `budget_bytes` per rank.

@@ -31,10 +31,11 @@ namespace {
 void report_set_aside(TrainerState& s, const std::string& folder, const std::vector<std::string>& moved, int step,
                       const std::string& why) {
   const ckpt::SupersededUsage usage = ckpt::superseded_usage(folder);
-  s.progress.message(fmt::format(
-      "{}: moved {} ({}) to {}/{}, which now holds {} checkpoint(s), {:.2f} MB (nothing deletes them: remove "
-      "those no longer needed)",
-      folder, fmt::join(moved, ", "), why, folder, ckpt::kSupersededName, usage.checkpoints, usage.bytes / 1e6));
+  s.progress.message(
+      fmt::format("{}: moved {} ({}) to {}/{}, which now holds {} checkpoint(s), {} (nothing deletes them: remove "
+                  "those no longer needed)",
+                  folder, fmt::join(moved, ", "), why, folder, ckpt::kSupersededName, usage.checkpoints,
+                  format_bytes(usage.bytes)));
   s.log({{"type", "superseded_checkpoints"},
          {"step", step},
          {"moved", moved},
@@ -274,8 +275,10 @@ void report_saved(TrainerState& s, RunProgress& run, const ckpt::SaveResult& r) 
          {"ranks", s.comm.world_size()},
          {"rank_files", r.rank_files},
          {"save_id", r.save_id}});
-  s.progress.message(fmt::format("step {}: saved checkpoint {} ({:.2f} MB in {} rank file(s)) in {:.2f} s{}", r.step,
-                                 r.path, r.total_bytes / 1e6, r.rank_files, r.seconds,
+  // Sizes as every other table and ckpt inspect print them (binary units); both times to the same
+  // places, so a blocked time never reads longer than the whole save it is part of.
+  s.progress.message(fmt::format("step {}: saved checkpoint {} ({} in {} rank file(s)) in {:.3f} s{}", r.step, r.path,
+                                 format_bytes(r.total_bytes), r.rank_files, r.seconds,
                                  async ? fmt::format(", training blocked {:.3f} s", r.blocked_seconds) : ""));
   if (!r.warning.empty()) {
     s.progress.message("warning: " + r.warning);

@@ -217,6 +217,7 @@ int plan_main(const std::vector<std::string>& args) {
                                       {"profile", profile.source},
                                       {"global_batch_tokens", r.global_batch_tokens},
                                       {"notes", notes},
+                                      {"held", r.held},
                                       {"considered", r.considered},
                                       {"invalid", r.invalid},
                                       {"fitting", rows}}
@@ -231,6 +232,7 @@ int plan_main(const std::vector<std::string>& args) {
   fmt::print("zerotrain plan: {} on {} rank(s), {} per rank, global batch {} tokens; profile {} ({})\n",
              parser.get("config"), ranks, format_bytes(budget), r.global_batch_tokens, profile.source, profile.device);
   if (!r.note.empty()) fmt::print("note: {}\n", r.note);
+  if (!r.held.empty()) fmt::print("held as --set gives them, not searched: {}\n", fmt::join(r.held, ", "));
   if (!device_warning.empty()) fmt::print("{}\n", device_warning);
   fmt::print("{} choices considered ({} refused by the config's rules), {} fit\n\n", r.considered, r.invalid,
              r.fitting.size());
@@ -246,6 +248,12 @@ int plan_main(const std::vector<std::string>& args) {
                value_of(c, "zero.max_inflight_reduction_mb"), format_bytes(c.required_bytes),
                format_duration(c.time.compute_s), format_duration(c.time.comm_s), format_duration(c.time.step_s));
   }
+  fmt::print(
+      "(mb x acc: train.micro_batch x train.grad_accum; ckpt: train.activation_checkpointing; chunks: "
+      "train.head_chunks; units: train.block_units; prefetch: zero.prefetch_units, stage 3 only; inflight: "
+      "zero.max_inflight_reduction_mb, 0 for no bound; memory: the memory check's need per rank, a step's, the "
+      "set-up's, the final gather's and a sample's bound; compute, comm and step: the estimate per optimizer step, "
+      "docs/memory.md)\n");
   // Runnable as printed: the batch terms were resolved for `ranks` ranks.
   std::string line = fmt::format("{}zerotrain train --config {}", ranks > 1 ? fmt::format("mpirun -np {} ", ranks) : "",
                                  shell_quoted(parser.get("config")));

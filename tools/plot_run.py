@@ -1,17 +1,30 @@
 """Plots a training run: RUN_DIR/metrics.jsonl -> RUN_DIR/loss.png (or --out).
 
 Draws the train loss per step (thin) with a smoothed line, the validation loss as markers, the
-data's unigram entropy as a dotted line (from the run's summary), and the learning rate on a
-second axis; the title names the model from RUN_DIR/config.json. Renders with
-matplotlib's Agg backend (no display needed). A missing, empty or malformed metrics file is a
-one-line error naming the file (and line), exit 2.
+loss a context-free model scores on the validation windows as a dotted line (from the run's
+summary; a run too old to log it gets its training data's unigram entropy, labelled as such), and
+the learning rate on a second axis; the title names the model from RUN_DIR/config.json. A run that
+trained no steps (train.max_steps=0) plots its evaluation alone. Renders with matplotlib's Agg
+backend (no display needed). A missing, empty or malformed metrics file is a one-line error naming
+the file (and line), exit 2.
 Usage: plot_run.py RUN_DIR [--out PNG|PDF|SVG|JPG] [--smoothing 0.9]
 """
 import argparse
 import json
 import math
 import sys
+from collections import namedtuple
 from pathlib import Path
+
+# train = [(step, loss, lr or None)] and evals = [(step, val_loss)], each by step; reference = the
+# dotted line, (nats, legend label) or None; trained_no_steps: the summary says the run took no step.
+Metrics = namedtuple("Metrics", "train evals reference trained_no_steps")
+Reference = namedtuple("Reference", "nats label")
+# A context-free model scores the validation targets by the training split's token frequencies: that
+# loss, not the training split's entropy, is what beating it shows context use by. The two differ
+# where the splits' frequencies do (either way), so the entropy is no floor, and is named as itself.
+CONTEXT_FREE_LABEL = "context-free (training frequencies)"
+ENTROPY_LABEL = "unigram entropy of the training data (no context-free loss logged)"
 
 
 class InputError(Exception):
@@ -35,13 +48,19 @@ def as_step(value):
     return value
 
 
+def positive(value):
+    """A summary's figure where it is a positive number, else None (absent, null, or 0 from a run
+    with nothing to measure it on)."""
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+    return float(value) if ok else None
+
+
 def read_metrics(path):
-    """(train, evals, entropy): train = [(step, loss, lr or None)], evals = [(step, val_loss)], each
-    by step; entropy = the data's unigram entropy from the run's summary record (the line a model
-    that ignores its context cannot go below), or None where the run has none."""
+    """The run's Metrics. The reference line is the last summary's context-free validation loss, or
+    its training unigram entropy where it has none (an older run), or None without either."""
     if not path.is_file():
         raise InputError(f"{path}: no such file (is it a run directory made by `zerotrain train`?)")
-    train, evals, entropy = [], [], None
+    train, evals, context_free, entropy, summary_steps = [], [], None, None, None
     try:
         with open(path, encoding="utf-8") as f:
             lines = f.readlines()
@@ -65,17 +84,24 @@ def read_metrics(path):
                 train.append((as_step(record["step"]), as_float(record["loss"]), None if lr is None else as_float(lr)))
             elif kind == "eval":
                 evals.append((as_step(record["step"]), as_float(record["val_loss"])))
-            elif kind == "summary":
-                value = record.get("unigram_entropy_nats")
-                entropy = float(value) if isinstance(value, (int, float)) and value > 0 else entropy
+            elif kind == "summary":  # a resumed run appends one per part: the last one's figures hold
+                context_free = positive(record.get("context_free_val_loss_nats")) or context_free
+                entropy = positive(record.get("unigram_entropy_nats")) or entropy
+                summary_steps = record.get("steps")
         except json.JSONDecodeError as e:
             raise InputError(f"{path}:{number}: not JSON ({e.msg}): {line.strip()[:80]}") from None
         except (AttributeError, KeyError, TypeError, ValueError) as e:
             raise InputError(f"{path}:{number}: malformed {kind or 'record'} record "
                              f"({type(e).__name__}: {e}): {line.strip()[:80]}") from None
-    if not train:
+    trained_no_steps = not train and summary_steps == 0
+    if not train and not trained_no_steps:
         raise InputError(f"{path}: no train records (empty or not a metrics file)")
-    return sorted(train), sorted(evals), entropy
+    if trained_no_steps and not evals:
+        raise InputError(f"{path}: the run trained no steps (train.max_steps=0) and logged no evaluation: "
+                         "nothing to plot")
+    reference = (Reference(context_free, CONTEXT_FREE_LABEL) if context_free is not None
+                 else Reference(entropy, ENTROPY_LABEL) if entropy is not None else None)
+    return Metrics(sorted(train), sorted(evals), reference, trained_no_steps)
 
 
 def smooth(values, weight):
@@ -115,24 +141,28 @@ def title_from_config(run_dir):
         return str(run_dir.name)
 
 
-def plot(run_dir, train, evals, out, smoothing, entropy=None):
+def plot(run_dir, metrics, out, smoothing):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
+    train, evals = metrics.train, metrics.evals
     steps = [s for s, _, _ in train]
     losses = [l for _, l, _ in train]
     fig, ax = plt.subplots(figsize=(9, 5), dpi=110)
-    ax.plot(steps, losses, color="tab:blue", alpha=0.3, linewidth=0.8, label="train loss")
+    if train:
+        ax.plot(steps, losses, color="tab:blue", alpha=0.3, linewidth=0.8, label="train loss")
     if smoothing > 0 and len(train) > 1:
         ax.plot(steps, smooth(losses, smoothing), color="tab:blue", linewidth=1.8,
                 label=f"train loss (EMA {smoothing:g})")
     if evals:
         ax.plot([s for s, _ in evals], [v for _, v in evals], "o", color="tab:red", markersize=5,
                 label="val loss")
-    if entropy is not None:
-        ax.axhline(entropy, color="gray", linestyle=":", linewidth=1.2, label="unigram entropy of the data")
+    if metrics.reference is not None:
+        ax.axhline(metrics.reference.nats, color="gray", linestyle=":", linewidth=1.2, label=metrics.reference.label)
     ax.set_xlabel("step")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are whole (a lone step 0 got ticks of 0.02)
     ax.set_ylabel("loss (nats/token)")
     ax.grid(True, alpha=0.3)
     handles, labels = ax.get_legend_handles_labels()
@@ -146,7 +176,9 @@ def plot(run_dir, train, evals, out, smoothing, entropy=None):
         more_handles, more_labels = ax_lr.get_legend_handles_labels()
         handles, labels = handles + more_handles, labels + more_labels
     ax.legend(handles, labels, loc="upper right")
-    ax.set_title(title_from_config(run_dir), fontsize=10)
+    title = title_from_config(run_dir)
+    ax.set_title(title + ("\nno steps trained (train.max_steps=0): the evaluation alone" if not train else ""),
+                 fontsize=10)
     fig.tight_layout()
     fig.savefig(out, format=out.suffix[1:].lower())
     plt.close(fig)
@@ -165,8 +197,8 @@ def main(argv=None):
     if out.suffix.lower() not in (".png", ".pdf", ".svg", ".jpg", ".jpeg"):
         parser.error(f"--out {out}: name a .png, .pdf, .svg or .jpg file (its suffix is its format)")
     try:
-        train, evals, entropy = read_metrics(run_dir / "metrics.jsonl")
-        plot(run_dir, train, evals, out, args.smoothing, entropy)
+        metrics = read_metrics(run_dir / "metrics.jsonl")
+        plot(run_dir, metrics, out, args.smoothing)
     except InputError as e:
         print(f"plot_run: error: {e}", file=sys.stderr)
         return 2
@@ -177,7 +209,12 @@ def main(argv=None):
     except OSError as e:
         print(f"plot_run: error: cannot write {out}: {e.strerror}", file=sys.stderr)
         return 2
-    print(f"plot_run: {len(train)} train steps, {len(evals)} evaluations -> {out}")
+    # A zero-step run is valid (it evaluates the initial or --init-from model): its evaluation is
+    # plotted against the reference line, which is what such a run is for, and the line says why
+    # there is no curve rather than failing a script that plots every run it makes.
+    untrained = "the run trained no steps (train.max_steps=0); " if metrics.trained_no_steps else ""
+    evals = f"{len(metrics.evals)} evaluation{'' if len(metrics.evals) == 1 else 's'}"
+    print(f"plot_run: {untrained}{len(metrics.train)} train steps, {evals} -> {out}")
     return 0
 
 

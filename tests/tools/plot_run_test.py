@@ -2,9 +2,13 @@
 
 Proves that a metrics.jsonl with train, eval, sample and summary records (and a null loss, as the
 engine writes a non-finite one) plots to a PNG with the PNG signature and a plausible size, at the
-default place and at --out; and that a missing, empty or malformed metrics file exits 2 with one
+default place and at --out; that the dotted line is the summary's context-free validation loss
+(the training unigram entropy, labelled as such, only for a run without one); that a run of zero
+steps plots its evaluation; and that a missing, empty or malformed metrics file exits 2 with one
 line naming the file (and the line). Fails, never skips, when matplotlib is missing.
 """
+import contextlib
+import io
 import json
 import math
 import struct
@@ -45,7 +49,20 @@ def synthetic_metrics(steps=300):
         if step % 50 == 0:
             lines.append(json.dumps({"type": "eval", "step": step, "val_loss": loss + 0.05}))
             lines.append(json.dumps({"type": "sample", "step": step, "text": "to be or not"}))
-    lines.append(json.dumps({"type": "summary", "steps": steps, "unigram_entropy_nats": 2.5}))
+    lines.append(json.dumps({"type": "summary", "steps": steps, "unigram_entropy_nats": 2.5,
+                             "context_free_val_loss_nats": 2.8}))
+    return lines
+
+
+def zero_step_metrics(evaluated=True):
+    """What `zerotrain train --set train.max_steps=0` logs (tiny_debug.json, trimmed): no train record."""
+    lines = [json.dumps({"type": "setup_memory", "init_from": "", "measured_peak_bytes": [], "predicted_bytes": {}})]
+    if evaluated:
+        lines.append(json.dumps({"type": "eval", "step": 0, "val_loss": 4.16198205947876, "val_windows": 32}))
+    lines.append(json.dumps({"type": "summary", "steps": 0, "first_step": 0, "first_loss": None, "last_step": 0,
+                             "last_loss": None, "val_loss": 4.16198205947876 if evaluated else None,
+                             "unigram_entropy_nats": 2.9666011715561997,
+                             "context_free_val_loss_nats": 2.9841853705581234}))
     return lines
 
 
@@ -97,16 +114,62 @@ def expect_input_error(tmp, name, lines, *expected):
     check(not (run_dir / "loss.png").exists(), f"{name}: a PNG was written for bad input")
 
 
-def test_unigram_entropy_line(tmp):
-    """The dotted line's height is the summary's unigram entropy; a run without one has no line."""
+def drawn_lines(run_dir):
+    """{legend label: first y} of the figure plot_run.main draws for run_dir, drawn in this process."""
     sys.path.insert(0, str(TOOL.parent))
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
     import plot_run
+    plt.close("all")
+    close, plt.close = plt.close, lambda *a: None  # keep the figure to read it
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            rc = plot_run.main([str(run_dir), "--out", str(run_dir / "drawn.png")])
+    finally:
+        plt.close = close
+    check(rc == 0 and plt.get_fignums(), f"{run_dir.name}: plot_run exits 0 ({rc})")
+    lines = {l.get_label(): l.get_ydata()[0] for ax in plt.gcf().axes for l in ax.get_lines()
+             if len(l.get_ydata())}
+    plt.close("all")
+    return lines
+
+
+def test_context_free_line(tmp):
+    """The dotted line is the summary's context-free validation loss under that name: the training
+    unigram entropy is no floor for the validation loss of a model ignoring its context (the
+    validation targets are scored by the training frequencies, below or above it). A run too old to
+    log it gets the entropy, named as that; a run with neither has no line."""
     run_dir = tmp / "run"
     write_run(run_dir, synthetic_metrics(20))
-    check(plot_run.read_metrics(run_dir / "metrics.jsonl")[2] == 2.5, "the summary's unigram entropy is read")
+    lines = drawn_lines(run_dir)
+    check(lines.get("context-free (training frequencies)") == 2.8,
+          f"the context-free validation loss (2.8, not the entropy 2.5) is drawn under its name: {lines}")
+    check(not any("entropy" in label for label in lines), f"no entropy line beside it: {lines}")
+    old = tmp / "old"
+    write_run(old, [json.dumps({"type": "train", "step": 1, "loss": 4.0, "lr": 1e-3}),
+                    json.dumps({"type": "summary", "steps": 1, "unigram_entropy_nats": 2.5})])
+    lines = drawn_lines(old)
+    check(lines.get("unigram entropy of the training data (no context-free loss logged)") == 2.5,
+          f"an older run's entropy line says what it is: {lines}")
     bare = tmp / "bare"
     write_run(bare, [json.dumps({"type": "train", "step": 1, "loss": 4.0, "lr": 1e-3})])
-    check(plot_run.read_metrics(bare / "metrics.jsonl")[2] is None, "no summary, no entropy line")
+    lines = drawn_lines(bare)
+    check(set(lines) == {"train loss", "learning rate"}, f"no summary, no dotted line: {lines}")
+
+
+def test_zero_step_run(tmp):
+    """A run of train.max_steps=0 is valid (it evaluates the initial model): its evaluation is
+    plotted and the tool says no steps were trained; with no evaluation either, one line, exit 2."""
+    run_dir = tmp / "l0"
+    write_run(run_dir, zero_step_metrics())
+    proc = run_tool(run_dir)
+    check(proc.returncode == 0, f"a zero-step run plots: exit {proc.returncode}: {proc.stderr!r}")
+    check("trained no steps" in proc.stdout and "1 evaluation" in proc.stdout, f"it says so: {proc.stdout!r}")
+    check_png(run_dir / "loss.png")
+    check(drawn_lines(run_dir).get("val loss") == 4.16198205947876, "the step-0 evaluation is the marker")
+    expect_input_error(tmp, "l0_no_eval", zero_step_metrics(evaluated=False), "metrics.jsonl", "trained no steps",
+                       "no evaluation")
 
 
 def test_torn_last_record_and_formats(tmp):
@@ -167,7 +230,7 @@ def main():
     failed = 0
     for name, fn in [("matplotlib_present", test_matplotlib_present), ("plots_synthetic_run", test_plots_synthetic_run),
                      ("out_flag_and_no_config", test_out_flag_and_no_config),
-                     ("unigram_entropy_line", test_unigram_entropy_line),
+                     ("context_free_line", test_context_free_line), ("zero_step_run", test_zero_step_run),
                      ("torn_last_record_and_formats", test_torn_last_record_and_formats), ("errors", test_errors),
                      ("llama_title", test_llama_title)]:
         with tempfile.TemporaryDirectory(prefix="plot_run_test_") as tmp:

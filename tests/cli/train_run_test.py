@@ -601,6 +601,31 @@ def main():
           f"a resume from superseded/ keeps its ancestors in the folder (kept {kept}, aside {aside}, "
           f"{(again.stdout + again.stderr)[-300:]})")
 
+    # Changes a resume allows whose effects it says: another micro-batch at the same global batch
+    # evaluates on other windows (a note and the config_change record); another seq_len (with the
+    # flag) keeps the data position as a count of windows.
+    run_w = os.path.join(work, "w")
+    common = ["train", "--config", config_path, "--run-dir", run_w, "--set", "optim.decay_steps=8", "--set",
+              "train.max_steps=4", "--set", "checkpoint.every_steps=2"]
+    run(binary, common)
+    step2 = os.path.join(run_w, "checkpoints", "step_00000002")
+    halves = run(binary, common + ["--set", "train.micro_batch=4", "--set", "train.grad_accum=2", "--resume", step2])
+    changes = [r for r in records(run_w) if r["type"] == "config_change"]
+    window_note = "the evaluation's windows (train.eval_batches x train.micro_batch): 4 x 8 = 32 -> 4 x 4 = 16"
+    check(halves.returncode == 0 and window_note in halves.stdout and "not comparable" in halves.stdout and changes
+          and any(window_note in c for c in changes[-1].get("evaluation_data", [])),
+          f"another micro-batch's evaluation windows are said and logged ({(halves.stdout + halves.stderr)[-400:]})")
+    shorter = run(binary, common + ["--set", "train.seq_len=16", "--allow-config-change", "--resume", step2])
+    check(shorter.returncode == 0 and "train.seq_len: 32 -> 16 (the data position is kept as a count of windows"
+          in shorter.stdout, f"another seq_len says where the data position goes ({shorter.stdout[-400:]})")
+    # A finished run that saved no checkpoint: --resume says why there is none.
+    run_n = os.path.join(work, "n")
+    run(binary, ["train", "--config", config_path, "--run-dir", run_n, "--set", "train.max_steps=2"])
+    none = run(binary, ["train", "--config", config_path, "--run-dir", run_n, "--set", "train.max_steps=4",
+                        "--resume", "latest"])
+    check(none.returncode == 2 and "its run saved none: checkpoint.every_steps or checkpoint.at_end" in none.stderr,
+          f"a resume of a run that saved nothing says how to save ({none.stderr.strip()})")
+
     # No steps with checkpoint.at_end: step 0, the weights as set up, which ckpt export converts.
     run_z = os.path.join(work, "zero_steps")
     p = run(binary, ["train", "--config", config_path, "--run-dir", run_z, "--set", "train.max_steps=0", "--set",

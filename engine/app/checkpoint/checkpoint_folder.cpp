@@ -335,11 +335,21 @@ ResolvedCheckpoint resolve_checkpoint(const std::string& path, Validation valida
                                          fs::path(c).filename().string(), e.what()));
     }
   }
-  if (candidates.empty())
-    throw_input_error("{}: no checkpoint found (no {} and no step_* directory){}", path, kLatestName,
-                      fs::is_directory(fs::path(path) / "checkpoints")  // a run directory given for its folder
-                          ? fmt::format("; its checkpoints are in {}", (fs::path(path) / "checkpoints").string())
-                          : "");
+  if (candidates.empty()) {
+    // Where they are instead: a run directory given for its folder, a folder whose checkpoints a
+    // rollback set aside, or a run that saved none (a save is asked for: both keys are off by default).
+    std::string where;
+    if (fs::is_directory(fs::path(path) / "checkpoints")) {
+      where = fmt::format("; its checkpoints are in {}", (fs::path(path) / "checkpoints").string());
+    } else if (const SupersededUsage aside = superseded_usage(path); aside.checkpoints > 0) {
+      where = fmt::format("; {} checkpoint(s) set aside in {}: resume one by its path", aside.checkpoints,
+                          (fs::path(path) / kSupersededName).string());
+    } else if (fs::exists(fs::path(path).parent_path() / "metrics.jsonl")) {
+      where = "; its run saved none: checkpoint.every_steps or checkpoint.at_end = true saves them (both off by "
+              "default)";
+    }
+    throw_input_error("{}: no checkpoint found (no {} and no step_* directory){}", path, kLatestName, where);
+  }
   throw_input_error("{}: no valid checkpoint (newest: {})", path, first_error);
 }
 

@@ -253,6 +253,15 @@ std::vector<std::string> trajectory_changes(const nlohmann::json& saved, int sav
     }
   }
   for (std::string& change : changes) {
+    // The data position is a count of windows (manifest next_sample_index): at another length the
+    // same count starts at another token, so a sequential order reads tokens again or skips some.
+    if (change.starts_with("train.seq_len:")) {
+      change +=
+          " (the data position is kept as a count of windows, which at the new length starts at another "
+          "token: a sequential order rereads or skips tokens)";
+    }
+  }
+  for (std::string& change : changes) {
     if (!change.starts_with("optim.decay_steps:") || derived == now.derived.end()) continue;
     change +=
         fmt::format(" (its default, from {}; set optim.decay_steps = {} to keep the saved schedule)",
@@ -291,6 +300,17 @@ std::vector<std::string> trajectory_changes(const nlohmann::json& saved, int sav
     }
   }
   return changes;
+}
+
+std::string evaluation_window_change(const nlohmann::json& saved, const RunConfig& now) {
+  const nlohmann::json batches = at(saved, "train", "eval_batches"), mb = at(saved, "train", "micro_batch");
+  if (!batches.is_number_integer() || !mb.is_number_integer()) return "";  // not recorded: nothing to compare
+  const std::int64_t before = batches.get<std::int64_t>() * mb.get<std::int64_t>();
+  const std::int64_t after = std::int64_t{now.train.eval_batches} * now.train.micro_batch;
+  if (before == after) return "";
+  return fmt::format("the evaluation's windows (train.eval_batches x train.micro_batch): {} x {} = {} -> {} x {} = {}",
+                     batches.get<std::int64_t>(), mb.get<std::int64_t>(), before, now.train.eval_batches,
+                     now.train.micro_batch, after);
 }
 
 std::vector<std::string> deterministic_bit_changes(const nlohmann::json& saved, const RunConfig& now) {

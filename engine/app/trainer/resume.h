@@ -48,6 +48,11 @@ nlohmann::json resumed_model_keys(const std::string& arg, const std::string& che
 std::vector<std::string> trajectory_changes(const nlohmann::json& saved_config, int saved_world_size,
                                             std::int64_t saved_step, const RunConfig& now);
 
+// "" where the evaluation reads the same validation windows as the saved run's, else what changed:
+// its first train.eval_batches x train.micro_batch windows, so another product scores others and the
+// validation losses on either side of the resume are not comparable (the trajectory is the same).
+std::string evaluation_window_change(const nlohmann::json& saved_config, const RunConfig& now);
+
 // What makes a resumed deterministic run's bits differ from the saved run's while its trajectory
 // stays the same (within rounding): the micro-batch, the unit of forward and backward whose
 // gradients the fold adds (docs/zero_memory.md), or the mode itself. Empty outside deterministic mode.

@@ -105,6 +105,9 @@ RunProgress start_run(TrainerState& s, const std::string& resume_checkpoint, boo
     }
     changes = check_resume_fits(resume_checkpoint, m.model, m.config, m.data_parallel_ranks(), m.position.step, c,
                                 allow_config_change, data_changed);
+    if (const std::string windows = evaluation_window_change(m.config, c); !windows.empty()) {
+      evaluation_changed.push_back(windows);
+    }
   });
   const ckpt::CheckpointReader& reader = *opened;
   const ckpt::Manifest& m = reader.manifest();
@@ -116,8 +119,8 @@ RunProgress start_run(TrainerState& s, const std::string& resume_checkpoint, boo
     // Where the training files changed too (--allow-config-change, said above), the batches are not
     // the saved run's either.
     s.progress.message(fmt::format(
-        "note: resume: {}: {}validation losses (or sampled text) before and after the resume come from other "
-        "files{}",
+        "note: resume: {}: {}validation losses (or sampled text) before and after the resume are not "
+        "comparable{}",
         fmt::join(evaluation_changed, "; "),
         data_changed.empty() ? "the training batches are the saved run's, but " : "",
         vocabulary ? "; the run directory's vocabulary is now this run's, which `sample` and `ckpt export` decode "

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -114,6 +115,20 @@ TEST(MemoryCommand, PaperTablePrintsFigure1) {
   EXPECT_EQ(rc, 0);
   for (const char* total : {"120.000", "31.406", "16.641", "1.875"})
     EXPECT_NE(out.find(total), std::string::npos) << out;
+}
+
+// The table's unit follows the count, so neither a thousand parameters (every cell 0.000 GB) nor
+// 1e15 (numbers wider than their columns, run together) loses the figures.
+TEST(MemoryCommand, PaperTableUnitsFollowTheCount) {
+  for (const auto& [params, unit, stage0] : {std::tuple{"1000", "params kB", "16.000"},
+                                             std::tuple{"3e6", "params MB", "48.000"},
+                                             std::tuple{"1e15", "params TB", "16000.000"}}) {
+    ::testing::internal::CaptureStdout();
+    EXPECT_EQ(cli::memory_main({"--params", params, "--ranks", "8"}), 0);
+    const std::string out = ::testing::internal::GetCapturedStdout();
+    EXPECT_NE(out.find(unit), std::string::npos) << out;
+    EXPECT_NE(out.find(std::string(" ") + stage0 + " "), std::string::npos) << out;
+  }
 }
 
 TEST(MemoryCommand, ParamCountIsAnyPlainDecimal) {

@@ -203,6 +203,21 @@ def main():
     errors = [line for line in p.stderr.splitlines() if line.strip()]
     check(p.returncode == 2 and len(errors) == 1 and "cross_group_grad_dtype" in errors[0],
           f"memory --json, a note and then a refused config: one line ({errors})")
+    # --cores-per-node takes a container's fractional CPU quota, as its help says (0.5 was refused).
+    half = plan("1TB", "--cores-per-node", "0.5", "--top", "1")
+    check(half.returncode == 0, f"half a core per node plans ({half.stderr.strip()})")
+    # A stage the config's rules refuse (int8 gathers at stage 0) is predicted but marked, with why;
+    # hybrid sharding is named in the zero line.
+    int8 = ["memory", "--config", config, "--ranks", "4", "--set", "zero.gather_dtype=int8", "--set",
+            "zero.shard_group_size=2"]
+    text = subprocess.run([binary] + int8, capture_output=True, text=True, timeout=120)
+    js = subprocess.run([binary] + int8 + ["--json"], capture_output=True, text=True, timeout=120)
+    rows = json.loads(js.stdout) if js.returncode == 0 else []
+    rows = rows.get("stages", rows) if isinstance(rows, dict) else rows
+    marked = [r.get("refused") is not None for r in rows] if rows else []
+    check(text.returncode == 0 and "stage 0*" in text.stdout and "note: stage 0 (marked *) is refused" in text.stdout
+          and "hybrid: shard groups of 2 ranks, 2 groups" in text.stdout and marked == [True, False, False, False],
+          f"memory marks a stage the config refuses and names hybrid groups ({marked}, {text.stdout[:600]})")
     return checks.finish()
 
 

@@ -120,6 +120,19 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
   std::string choices_note;
   const std::optional<ChoiceShape> choices = run_choice_shape_or_note(cfg, choices_note);
   print_note(choices_note);
+  // The stages this config's rules refuse (zero.gather_dtype = "int8" at stage 0, which gathers
+  // nothing): predicted all the same, for the comparison, and marked, as train would refuse them.
+  std::vector<std::string> refused(kStages);
+  for (int stage = 0; stage < kStages; ++stage) {
+    std::vector<std::string> at_stage = overrides;
+    at_stage.push_back(fmt::format("zero.stage={}", stage));
+    try {
+      check_trainable(load_run_config(parser.get("config"), at_stage, ranks));
+    } catch (const InputError& e) {
+      refused[static_cast<std::size_t>(stage)] = e.what();
+      print_note(fmt::format("stage {} (marked *) is refused by this config: {}", stage, e.what()));
+    }
+  }
   std::vector<RequiredMemory> phases;
   std::vector<std::int64_t> final_gather_buffers;
   for (int stage = 0; stage < kStages; ++stage) {
@@ -176,6 +189,9 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
       const nlohmann::json bytes = by_category(stages[stage]);
       out.push_back(
           {{"stage", stage},
+           {"refused", refused[static_cast<std::size_t>(stage)].empty()
+                           ? nlohmann::json(nullptr)
+                           : nlohmann::json(refused[static_cast<std::size_t>(stage)])},
            {"bytes", bytes},
            {"model_states", stages[stage].model_state_bytes()},
            {"total", stages[stage].total_bytes()},
@@ -238,18 +254,24 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
       cfg.train.micro_batch, cfg.train.seq_len, ckpt, dtype, device_name(cfg.device), activations, attention);
   fmt::print(
       "zero: overlap_comm {}, prefetch_units {}, max_inflight_reductions {}{}, reshard_after_forward {}, "
-      "param_persistence_threshold {}, grad_shard_dtype {}, gather_dtype {}, cross_group_grad_dtype {}{}\n\n",
+      "param_persistence_threshold {}, grad_shard_dtype {}, gather_dtype {}, cross_group_grad_dtype {}{}{}\n\n",
       z.overlap_comm, z.prefetch_units, z.max_inflight_reductions,
       z.max_inflight_reduction_bytes > 0 ? fmt::format(" (at most {:.3g} MiB pending)",
                                                        static_cast<double>(z.max_inflight_reduction_bytes) / 1048576.0)
                                          : "",
       z.reshard_after_forward, z.persistence_threshold, grad_dtype, gather_dtype_name(z.gather_wire),
       cross_group_grad_dtype_name(z.cross_group_grad_wire),
+      z.hybrid(ranks) ? fmt::format("; hybrid: shard groups of {} ranks, {} groups replicating them",
+                                    z.shard_group_size, ranks / z.shard_group_size)
+                      : "",
       !options.deterministic   ? ""
       : z.fold_in_global_order ? "; deterministic: each micro-batch's gradient folded in global order"
                                : "; deterministic reductions");
   std::string head = fmt::format("{:<22}", "category");
-  for (int stage = 0; stage < kStages; ++stage) head += fmt::format("{:>14}", fmt::format("stage {}", stage));
+  for (int stage = 0; stage < kStages; ++stage) {
+    head += fmt::format("{:>14}",
+                        fmt::format("stage {}{}", stage, refused[static_cast<std::size_t>(stage)].empty() ? "" : "*"));
+  }
   fmt::print("{}\n", head);
   auto row = [&](const std::string& name, auto value_of) {
     std::string line = fmt::format("{:<22}", name);

@@ -40,8 +40,17 @@ int memory_paper_table(const ArgParser& parser, int ranks, bool json) {
   constexpr const char* kSharded[] = {"nothing (data parallel)", "optimizer states", "+ gradients", "+ parameters"};
   constexpr const char* kFormula[] = {"(2+2+K)Psi", "2Psi+2Psi+K*Psi/N", "2Psi+(2+K)Psi/N", "(2+2+K)Psi/N"};
   nlohmann::json stages = nlohmann::json::array();
-  std::string table = fmt::format("{:<6}{:<25}{:<19}{:>11}{:>11}{:>14}{:>12}{:>12}\n", "stage", "sharded", "formula",
-                                  "params GB", "grads GB", "optimizer GB", "total GB", "total GiB");
+  // Units the stage-0 total reads in with a few digits (a thousand parameters were 0.000 GB in every
+  // cell), and a space before each number, so a count past the columns' width cannot join them.
+  const double stage0 = static_cast<double>(predict_model_states(psi, 0, ranks, k).total());
+  const auto [scale, unit, binary_scale, binary_unit] = stage0 >= 1e13  ? std::tuple{1e12, "TB", kGiB * 1024, "TiB"}
+                                                        : stage0 >= 1e8 ? std::tuple{kGB, "GB", kGiB, "GiB"}
+                                                        : stage0 >= 1e5 ? std::tuple{1e6, "MB", 1048576.0, "MiB"}
+                                                                        : std::tuple{1e3, "kB", 1024.0, "KiB"};
+  std::string table =
+      fmt::format("{:<6}{:<25}{:<19}{:>11}{:>11}{:>15}{:>12}{:>12}\n", "stage", "sharded", "formula",
+                  fmt::format("params {}", unit), fmt::format("grads {}", unit), fmt::format("optimizer {}", unit),
+                  fmt::format("total {}", unit), fmt::format("total {}", binary_unit));
   for (int stage = 0; stage < kStages; ++stage) {
     const ModelStateBytes m = predict_model_states(psi, stage, ranks, k);
     stages.push_back({{"stage", stage},
@@ -49,9 +58,9 @@ int memory_paper_table(const ArgParser& parser, int ranks, bool json) {
                       {"gradients_bytes", m.gradients},
                       {"optimizer_states_bytes", m.optimizer_states},
                       {"total_bytes", m.total()}});
-    table += fmt::format("{:<6}{:<25}{:<19}{:>11.3f}{:>11.3f}{:>14.3f}{:>12.3f}{:>12.3f}\n", stage, kSharded[stage],
-                         kFormula[stage], m.parameters / kGB, m.gradients / kGB, m.optimizer_states / kGB,
-                         m.total() / kGB, m.total() / kGiB);
+    table += fmt::format("{:<6}{:<25}{:<19} {:>10.3f} {:>10.3f} {:>14.3f} {:>11.3f} {:>11.3f}\n", stage,
+                         kSharded[stage], kFormula[stage], m.parameters / scale, m.gradients / scale,
+                         m.optimizer_states / scale, m.total() / scale, m.total() / binary_scale);
   }
   if (json) {
     const nlohmann::json doc = {{"mode", "paper"},      {"params", psi},       {"ranks", ranks},  {"k", k},
@@ -66,7 +75,9 @@ int memory_paper_table(const ArgParser& parser, int ranks, bool json) {
       "m, v)\n{}",
       table);
   fmt::print(
-      "GB = 1e9 bytes, GiB = 2^30 bytes; no units, padding, buffers or activations (use --config for those).\n"
+      "GB = 1e9 bytes, GiB = 2^30 bytes (TB, TiB, MB, MiB, kB, KiB likewise); no units, padding, buffers or "
+      "activations (use "
+      "--config for those).\n"
       "The paper's Figure 1 (Psi = 7.5e9, N = 64, K = 12) rounds these to 120, 31.4, 16.6 and 1.9 GB.\n");
   return 0;
 }

@@ -192,7 +192,7 @@ int plan_main(const std::vector<std::string>& args) {
   links.latency_s = parse_in_range(parser, "link-latency-us", 5.0, 1e-3, 1e6) * 1e-6;
   links.across_bytes_per_s = parse_in_range(parser, "cross-link-gbps", links.bytes_per_s / 1e9, 1e-3, 1e5) * 1e9;
   links.across_latency_s = parse_in_range(parser, "cross-link-latency-us", links.latency_s * 1e6, 1e-3, 1e6) * 1e-6;
-  links.cores_per_node = parse_in_range(parser, "cores-per-node", static_cast<double>(omp_get_num_procs()), 1, 1e6);
+  links.cores_per_node = parse_in_range(parser, "cores-per-node", static_cast<double>(omp_get_num_procs()), 0.01, 1e6);
   links.ranks_per_node = parser.get_int("ranks-per-node", ranks, 1, ranks);  // a node holds at most the job
   const int top = parser.get_int("top", 10, 1, 1 << 20);                     // read before anything prints
   const plan::PlanResult r = plan::plan(parser.get("config"), parser.all("set"), ranks, budget, profile, links);

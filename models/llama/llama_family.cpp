@@ -80,7 +80,7 @@ class LlamaFamily final : public ModelFamily {
       const std::string n_head = r.dotted("n_head"), n_kv_head = r.dotted("n_kv_head"), n_embd = r.dotted("n_embd");
       throw_input_error("config error in {}: {}", r.sources_of({n_head, n_kv_head, n_embd}), error);
     }
-    if (!r.has("intermediate_size")) {
+    if (l.intermediate_size == 0) {  // left out, or 0 given for the rule
       derived.push_back(
           fmt::format("model.intermediate_size = {} (Llama's rule: 8/3 n_embd rounded up to 256)", l.hidden()));
     }

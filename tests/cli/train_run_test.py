@@ -618,9 +618,14 @@ def main():
     shorter = run(binary, common + ["--set", "train.seq_len=16", "--allow-config-change", "--resume", step2])
     check(shorter.returncode == 0 and "train.seq_len: 32 -> 16 (the data position is kept as a count of windows"
           in shorter.stdout, f"another seq_len says where the data position goes ({shorter.stdout[-400:]})")
-    # A finished run that saved no checkpoint: --resume says why there is none.
+    # A finished run that saved no checkpoint: --resume says why there is none. Its one warm-up
+    # step profiled nothing, and op_profile.json names no first profiled step.
     run_n = os.path.join(work, "n")
-    run(binary, ["train", "--config", config_path, "--run-dir", run_n, "--set", "train.max_steps=2"])
+    run(binary, ["train", "--config", config_path, "--run-dir", run_n, "--set", "train.max_steps=1", "--set",
+                 "log.profile_ops=true"])
+    with open(os.path.join(run_n, "op_profile.json")) as f:
+        profile = json.load(f)
+    check(profile.get("first_profiled_step", 0) is None, f"one step profiles nothing ({profile.get('first_profiled_step')})")
     none = run(binary, ["train", "--config", config_path, "--run-dir", run_n, "--set", "train.max_steps=4",
                         "--resume", "latest"])
     check(none.returncode == 2 and "its run saved none: checkpoint.every_steps or checkpoint.at_end" in none.stderr,

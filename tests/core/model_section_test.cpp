@@ -30,6 +30,12 @@ TEST(RunConfig, LlamaArchKeysDefaultsRoundTripAndRefusals) {
   EXPECT_EQ(l.vocab_size, 65);
   EXPECT_TRUE(std::any_of(c.derived.begin(), c.derived.end(),
                           [](const std::string& d) { return d.starts_with("model.intermediate_size = 256"); }));
+  // 0 given asks for the same rule, and is said the same way (docs/config.md: "printed as derived").
+  doc["model"]["intermediate_size"] = 0;
+  c = parse_run_config(doc, "test.json");
+  EXPECT_TRUE(std::any_of(c.derived.begin(), c.derived.end(),
+                          [](const std::string& d) { return d.starts_with("model.intermediate_size = 256"); }));
+  doc["model"].erase("intermediate_size");
   doc["model"].update(nlohmann::json{{"n_head", 4},
                                      {"n_kv_head", 1},
                                      {"intermediate_size", 48},

@@ -143,18 +143,20 @@ void end_profiled_step(TrainerState& s, RunProgress& run) {
 void report_profile(TrainerState& s, const RunProgress& run) {
   if (!s.profiler || !s.root) return;
   const RunConfig& c = s.config;
-  report_op_profile(*s.profiler, s.run_dir + "/op_profile.json",
-                    {{"device", s.backend.description()},
-                     {"timing", c.device == Device::kCUDA ? "CUDA events on the compute stream around each call"
-                                                          : "host clock around each call"},
-                     {"warmup_steps_excluded", std::min(run.profiled_steps, 1)},
-                     {"first_profiled_step", run.start_step + 2},
-                     {"micro_batches_per_step", c.train.grad_accum},
-                     {"rank", s.comm.rank()},
-                     {"ranks", s.comm.world_size()},
-                     {"kernel_choices", s.backend.kernel_choices()},
-                     {"device_memory", s.backend.device_memory()}},
-                    s.progress);
+  report_op_profile(
+      *s.profiler, s.run_dir + "/op_profile.json",
+      {{"device", s.backend.description()},
+       {"timing", c.device == Device::kCUDA ? "CUDA events on the compute stream around each call"
+                                            : "host clock around each call"},
+       {"warmup_steps_excluded", std::min(run.profiled_steps, 1)},
+       // null where the warm-up step was the run's only one: nothing was profiled
+       {"first_profiled_step", run.profiled_steps >= 2 ? nlohmann::json(run.start_step + 2) : nlohmann::json(nullptr)},
+       {"micro_batches_per_step", c.train.grad_accum},
+       {"rank", s.comm.rank()},
+       {"ranks", s.comm.world_size()},
+       {"kernel_choices", s.backend.kernel_choices()},
+       {"device_memory", s.backend.device_memory()}},
+      s.progress);
 }
 
 void report_summary(TrainerState& s, const TrainSummary& summary) {

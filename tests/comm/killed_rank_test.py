@@ -37,6 +37,16 @@ def output_within(proc, seconds):
         return proc.communicate()[0]
 
 
+def cpu_seconds(pid):
+    """User plus system CPU time of process `pid` so far (0 once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
 def main():
     split = sys.argv.index("--")
     launcher, binary = sys.argv[1:split], sys.argv[split + 1]
@@ -87,7 +97,10 @@ def main():
     while time.time() < deadline and len(eval_pids) < 2:
         time.sleep(0.2)
         eval_pids = rank_pids(os.path.join(work, "eval_marker"))
-    time.sleep(2)  # loaded, scoring
+    # Scoring once rank 1 has computed for a second: the tiny model loads in milliseconds of CPU,
+    # while a fixed 2 s after the ranks appeared could still find it loading on a loaded machine.
+    while time.time() < deadline and 1 in eval_pids and cpu_seconds(eval_pids[1]) < 1.0:
+        time.sleep(0.1)
     if 1 in eval_pids:
         os.kill(eval_pids[1], signal.SIGKILL)
     output = output_within(evaluating, 150)

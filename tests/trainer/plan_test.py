@@ -95,13 +95,14 @@ def main():
         check(False, "the pick has accumulation left to trade for a larger micro-batch (test setup)")
 
     # A config written for another rank count: its own micro-batch does not divide its global batch
-    # on 3 ranks (576 tokens = 3 x 64 x 3 at micro-batch 1); the search sets it, and says so.
+    # on 3 ranks (576 tokens = 3 x 64 x 3 at micro-batch 1); the search sets it, and says so. (The
+    # same micro-batch given with --set is held, and refused by name: below.)
     other_n = os.path.join(work, "other_n.json")
     with open(other_n, "w") as f:
         json.dump({**CONFIG, "train": {**{k: v for k, v in CONFIG["train"].items() if k != "grad_accum"},
-                                       "global_batch_tokens": 576}}, f)
+                                       "global_batch_tokens": 576, "micro_batch": 2}}, f)
     p = subprocess.run([binary, "plan", "--config", other_n, "--ranks", "3", "--device-memory", "1TB", "--profile",
-                        PROFILE, "--set", "train.micro_batch=2"], capture_output=True, text=True, timeout=300)
+                        PROFILE], capture_output=True, text=True, timeout=300)
     best_line = [line for line in p.stdout.splitlines() if line.startswith("best: mpirun -np 3 ")]
     check(p.returncode == 0 and "note: the config's own micro-batch does not load on 3 rank(s)" in p.stdout and
           best_line and best_line[0].count("train.micro_batch=") == 1,
@@ -203,6 +204,21 @@ def main():
     errors = [line for line in p.stderr.splitlines() if line.strip()]
     check(p.returncode == 2 and len(errors) == 1 and "cross_group_grad_dtype" in errors[0],
           f"memory --json, a note and then a refused config: one line ({errors})")
+    # A held micro-batch that cannot split the global batch is refused by name (plan said it held 3
+    # and planned 1); a held accumulation takes the micro-batch that splits the global batch with it
+    # (refused as 'no micro-batch splits it'); a key held in a section's JSON is held as the dotted one.
+    three = plan("1TB", "--set", "train.global_batch_tokens=2048", "--set", "train.micro_batch=3")
+    lines = [line for line in three.stderr.splitlines() if line.strip()]
+    check(three.returncode == 2 and len(lines) == 1 and "train.micro_batch is held as --set gives it" in lines[0],
+          f"a held micro-batch that does not split is refused by name ({lines})")
+    accum = plan("1TB", "--json", "--set", "train.global_batch_tokens=8192", "--set", "train.grad_accum=2")
+    rows = [c["sets"] for c in json.loads(accum.stdout)["fitting"]] if accum.returncode == 0 else []
+    check(rows and all("train.grad_accum=2" in r and "train.micro_batch=32" in r for r in rows),
+          f"a held accumulation plans the micro-batch that splits with it ({accum.stderr.strip()[-300:]})")
+    section = plan("1TB", "--json", "--set", 'zero={"stage":1}')
+    doc = json.loads(section.stdout) if section.returncode == 0 else {"fitting": []}
+    check(doc["fitting"] and all("zero.stage=1" in c["sets"] for c in doc["fitting"]) and
+          doc.get("held") == ["zero.stage=1"], f"a key held in its section's JSON is held ({doc.get('held')})")
     # --cores-per-node takes a container's fractional CPU quota, as its help says (0.5 was refused).
     half = plan("1TB", "--cores-per-node", "0.5", "--top", "1")
     check(half.returncode == 0, f"half a core per node plans ({half.stderr.strip()})")

@@ -2,6 +2,7 @@
 #include "engine/app/plan/planner.h"
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -21,26 +22,23 @@ constexpr int kHeadChunks[] = {1, 2, 4, 8};
 constexpr int kPrefetch[] = {0, 1, 2};
 constexpr double kInflightMb[] = {0.0, 64.0};  // unbounded, or reductions holding at most 64 MiB pending
 
-// The config as given; where it does not load at this rank count with its own micro-batch (one
-// that does not divide its global batch: a config written for another N), with micro_batch 1, since
-// the search sets the micro-batch anyway. The config's own error stands where that fails too.
-RunConfig load_base(const std::string& path, std::vector<std::string> sets, int world_size, std::string& note) {
-  std::string refused;
-  RunConfig c = load_run_config_past_batch_split(path, sets, world_size, "train.micro_batch=1", refused);
-  if (!refused.empty()) {
-    note = fmt::format("the config's own micro-batch does not load on {} rank(s) ({}); the search sets it", world_size,
-                       refused);
-  }
-  return c;
-}
-
-// The value of `key` the user's --set entries give (the last one), if any: a searched key given
-// there is held at it (--set zero.stage=1 plans stage 1), as a search over it would drop it.
+// The value of `key` ("section.name") the user's --set entries give (the last one), if any, in
+// either spelling train takes: "section.name=value", or "section={...}" holding name. A searched key
+// given there is held at it (--set zero.stage=1 plans stage 1), as a search over it would drop it.
 std::optional<std::string> held_value(const std::vector<std::string>& sets, const std::string& key) {
+  const std::size_t dot = key.find('.');
+  const std::string section = key.substr(0, dot), name = key.substr(dot + 1);
   std::optional<std::string> value;
   for (const std::string& s : sets) {
     const std::size_t eq = s.find('=');
-    if (eq != std::string::npos && s.compare(0, eq, key) == 0) value = s.substr(eq + 1);
+    if (eq == std::string::npos) continue;
+    const std::string left = s.substr(0, eq), right = s.substr(eq + 1);
+    if (left == key) {
+      value = right;
+    } else if (left == section) {
+      const nlohmann::json doc = nlohmann::json::parse(right, nullptr, /*allow_exceptions=*/false);
+      if (doc.is_object() && doc.contains(name)) value = doc[name].dump();
+    }
   }
   return value;
 }
@@ -52,12 +50,84 @@ std::vector<T> values_for(const std::vector<std::string>& sets, const std::strin
   return held_value(sets, key) ? std::vector<T>{held} : searched;
 }
 
+// `sets` less the entries that set train.micro_batch or train.grad_accum (dotted or in a train
+// section: the held accumulation's whole section is left out, the config's own values read).
+std::vector<std::string> without_batch_split(const std::vector<std::string>& sets) {
+  std::vector<std::string> out;
+  for (const std::string& s : sets) {
+    const bool dotted = s.starts_with("train.micro_batch=") || s.starts_with("train.grad_accum=");
+    const bool section =
+        s.starts_with("train=") && (held_value({s}, "train.micro_batch") || held_value({s}, "train.grad_accum"));
+    if (!dotted && !section) out.push_back(s);
+  }
+  return out;
+}
+
+// The config to plan from, and the micro-batches the search tries (`micro_batches`). As given where
+// it loads at this rank count: a micro-batch or accumulation the user's --set holds is kept, and
+// without either every power of two that splits the global batch is tried. A config written for
+// another rank count (its own micro-batch does not split its global batch here) is read with
+// micro_batch 1, as the search sets it anyway (said in `note`), but a held accumulation then takes
+// the micro-batch that splits the global batch with it, and a held micro-batch that cannot is
+// refused by name. The config's own errors stand.
+RunConfig load_base(const std::string& path, const std::vector<std::string>& sets, int world_size,
+                    std::vector<int>& micro_batches, std::string& note) {
+  const bool held_mb = held_value(sets, "train.micro_batch").has_value();
+  const bool held_accum = held_value(sets, "train.grad_accum").has_value();
+  auto powers_of_two = [&](const RunConfig& c) {
+    const std::int64_t per_sequence = std::int64_t{c.train.seq_len} * world_size;
+    for (std::int64_t mb = 1; mb * per_sequence <= c.train.global_batch_tokens; mb *= 2) {
+      micro_batches.push_back(static_cast<int>(mb));
+    }
+  };
+  try {
+    RunConfig c = load_run_config(path, sets, world_size);
+    if (held_mb || held_accum) {
+      micro_batches = {c.train.micro_batch};
+    } else {
+      powers_of_two(c);
+    }
+    return c;
+  } catch (const BatchSplitError& e) {
+    if (held_mb) {
+      throw_input_error("{} (train.micro_batch is held as --set gives it: leave it out for the search to set it)",
+                        e.what());
+    }
+  }
+  std::string refused;
+  std::vector<std::string> base_sets = without_batch_split(sets);
+  RunConfig c = load_run_config_past_batch_split(path, base_sets, world_size, "train.micro_batch=1", refused);
+  if (!refused.empty()) {
+    note = fmt::format("the config's own micro-batch does not load on {} rank(s) ({}); the search sets it", world_size,
+                       refused);
+  }
+  if (!held_accum) {
+    powers_of_two(c);
+    return c;
+  }
+  // The held accumulation: a whole number (a --set value is JSON); anything else is refused below
+  // by name, as is one that does not split the global batch.
+  const std::string given = *held_value(sets, "train.grad_accum");
+  const nlohmann::json value = nlohmann::json::parse(given, nullptr, /*allow_exceptions=*/false);
+  const std::int64_t accum = value.is_number_integer() ? value.get<std::int64_t>() : 0;
+  const std::int64_t per_sequence = std::int64_t{c.train.seq_len} * world_size;
+  if (accum < 1 || c.train.global_batch_tokens % (per_sequence * accum) != 0) {
+    throw_input_error(
+        "train.grad_accum = {} (held as --set gives it) does not split train.global_batch_tokens = {} over "
+        "train.seq_len x ranks = {} x {}: leave it out for the search to set it",
+        given, c.train.global_batch_tokens, c.train.seq_len, world_size);
+  }
+  micro_batches = {static_cast<int>(c.train.global_batch_tokens / (per_sequence * accum))};
+  return c;
+}
+
 }  // namespace
 
 PlanResult plan(const std::string& config_path, const std::vector<std::string>& base_sets, int world_size,
                 std::int64_t budget_bytes, const OpProfile& profile, const Links& links) {
   PlanResult out;
-  const RunConfig base = load_base(config_path, base_sets, world_size, out.note);
+  std::vector<int> micro_batches;
+  const RunConfig base = load_base(config_path, base_sets, world_size, micro_batches, out.note);
   out.global_batch_tokens = base.train.global_batch_tokens;
   out.device = base.device;
   // The multiple-choice scorer's plan follows each candidate's micro-batch; its file is read once.
@@ -68,13 +138,6 @@ PlanResult plan(const std::string& config_path, const std::vector<std::string>& 
   out.smallest_bytes = -1;
   // Each searched key the user's --set gives is held at the value the base config read from it.
   const std::vector<std::string>& held = base_sets;
-  std::vector<int> micro_batches;
-  for (int mb = 1; mb * per_sequence <= out.global_batch_tokens; mb *= 2) micro_batches.push_back(mb);
-  if (held_value(held, "train.micro_batch")) {
-    micro_batches = {base.train.micro_batch};
-  } else if (held_value(held, "train.grad_accum")) {  // the accumulation held: its micro-batch
-    micro_batches = {static_cast<int>(out.global_batch_tokens / (per_sequence * base.train.grad_accum))};
-  }
   std::vector<std::string> checkpointing(std::begin(kCheckpointing), std::end(kCheckpointing));
   if (held_value(held, "train.activation_checkpointing")) {
     checkpointing = {base.train.activation_checkpointing.to_string()};

@@ -159,6 +159,7 @@ def main():
     cases = [
         ("unknown action", ["frob", folder], "unknown action 'frob'"),
         ("missing PATH", ["inspect"], "missing PATH"),
+        ("two PATHs", ["verify", folder, folder], "one PATH, got"),
         ("no such path", ["verify", os.path.join(work, "nope")], "nope: no such checkpoint"),
         ("empty folder", ["verify", work + "/hf_f32"], "no checkpoint found"),
         ("bad --format", ["export", folder, "--format", "onnx", "--out", work + "/x"], "--format must be hf or llmc"),
@@ -184,6 +185,11 @@ def main():
         lines = r.stderr.strip().splitlines()
         checks.check(r.returncode == 2 and len(lines) == 1 and fragment in lines[0],
                      f"bad input, {name}: exit 2, one line containing '{fragment}' (rc {r.returncode}: {r.stderr.strip()})")
+    # PATH after the flags, as other commands take their arguments in any order (it was 'missing PATH').
+    after = os.path.join(work, "path_after_flags")
+    r = ckpt("export", "--format=hf", "--out", after, folder)
+    checks.check(r.returncode == 0 and os.path.isfile(os.path.join(after, "config.json")),
+                 f"ckpt export takes PATH after its flags ({r.stderr.strip()})")
     # verify FOLDER judges the checkpoint `latest` names, not an older one that passes: step 3
     # damaged beside a sound step 2 is a failure that says where a resume would go instead.
     two = os.path.join(work, "two")

@@ -9,6 +9,8 @@
 #include <cctype>
 #include <filesystem>
 #include <fstream>
+#include <optional>
+#include <set>
 
 #include "engine/app/checkpoint/checkpoint_export.h"
 #include "engine/app/checkpoint/checkpoint_folder.h"
@@ -309,15 +311,29 @@ int ckpt_main(const std::vector<std::string>& args) {
         .value_flag("max-shard-size", "SIZE",
                     "hf: safetensors shards of at most SIZE (5GB, 500MB, 64KiB; default 5GB)");
   }
-  if (args.size() < 2 || args[1].starts_with("--")) {
-    if (args.size() >= 2 && (args[1] == "--help" || args[1] == "-h")) {
+  // PATH before, between or after the flags, as every other command takes its arguments: the one
+  // argument that is neither a flag nor a value flag's value.
+  const std::set<std::string> value_flags = {"--format", "--out", "--dtype", "--max-shard-size"};
+  std::vector<std::string> flags;
+  std::optional<std::string> path_given;
+  for (std::size_t i = 1; i < args.size(); ++i) {
+    if (args[i] == "--help" || args[i] == "-h") {
       fmt::print("{}", kCkptUsage);
       return 0;
     }
-    throw_input_error("zerotrain ckpt {}: missing PATH (a checkpoint directory or folder)", action);
+    if (args[i].starts_with("--")) {
+      flags.push_back(args[i]);
+      if (action == "export" && value_flags.count(args[i]) > 0 && i + 1 < args.size()) flags.push_back(args[++i]);
+      continue;
+    }
+    if (path_given) {
+      throw_input_error("zerotrain ckpt {}: one PATH, got '{}' and '{}'", action, *path_given, args[i]);
+    }
+    path_given = args[i];
   }
-  const std::string path = args[1];
-  if (!parser.parse(std::vector<std::string>(args.begin() + 2, args.end()))) {
+  if (!path_given) throw_input_error("zerotrain ckpt {}: missing PATH (a checkpoint directory or folder)", action);
+  const std::string path = *path_given;
+  if (!parser.parse(flags)) {
     fmt::print("{}", kCkptUsage);
     return 0;
   }

@@ -591,9 +591,20 @@ def main():
     again = run(binary, common + ["--set", "train.max_steps=6", "--resume",
                                   os.path.join(folder, "superseded", "step_00000006")])
     finals = sorted(n for n in os.listdir(run_r) if n.startswith("final."))
-    check(back.returncode == 0 and "final weights from before this resume kept as" in back.stdout and
-          len(finals) == 3 and "final.safetensors" in finals,
-          f"a resume keeps the final weights there aside, as a fresh run does ({finals}, {back.stdout[-300:]})")
+    check(back.returncode == 0 and "the weights after 6 steps, past the 2 resumed from, kept as" in back.stdout and
+          "another trajectory's weights after 4 steps, kept as" in again.stdout and len(finals) == 3 and
+          "final.safetensors" in finals,
+          f"a rollback keeps the abandoned final weights aside, as a fresh run does ({finals}, {back.stdout[-300:]})")
+    # The resumed checkpoint's own final weights stay: resuming a finished run again and again makes
+    # no copies (each resume kept one).
+    run_f = os.path.join(work, "f")
+    finished = ["train", "--config", config_path, "--run-dir", run_f, "--set", "train.max_steps=2", "--set",
+                "checkpoint.at_end=true"]
+    run(binary, finished)
+    again_f = [run(binary, finished + ["--resume", "latest"]) for _ in range(2)]
+    finals = sorted(n for n in os.listdir(run_f) if n.startswith("final."))
+    check(all(r.returncode == 0 for r in again_f) and finals == ["final.safetensors"],
+          f"resuming a finished run keeps no copy of its own final weights ({finals})")
     kept = sorted(d for d in os.listdir(folder) if d.startswith("step_"))
     aside = sorted(os.listdir(os.path.join(folder, "superseded")))
     check(back.returncode == 0 and again.returncode == 0 and kept == ["step_00000002"] and

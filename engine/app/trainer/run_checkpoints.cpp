@@ -14,6 +14,7 @@
 #include "engine/app/checkpoint/optimizer_checkpoint.h"
 #include "engine/app/io/output_file.h"
 #include "engine/app/io/pretrained.h"
+#include "engine/app/trainer/earlier_outputs.h"
 #include "engine/app/trainer/evaluation.h"
 #include "engine/app/trainer/model_setup.h"
 #include "engine/app/trainer/resume.h"
@@ -23,47 +24,6 @@
 #include "engine/distributed/launch/signals.h"
 
 namespace zt {
-
-namespace {
-
-// Checkpoints moved into folder/superseded/ (set_aside_checkpoints_after): said and logged, with
-// what the folder has grown to, as nothing deletes it.
-void report_set_aside(TrainerState& s, const std::string& folder, const std::vector<std::string>& moved, int step,
-                      const std::string& why) {
-  const ckpt::SupersededUsage usage = ckpt::superseded_usage(folder);
-  s.progress.message(
-      fmt::format("{}: moved {} ({}) to {}/{}, which now holds {} checkpoint(s), {} (nothing deletes them: remove "
-                  "those no longer needed)",
-                  folder, fmt::join(moved, ", "), why, folder, ckpt::kSupersededName, usage.checkpoints,
-                  format_bytes(usage.bytes)));
-  s.log({{"type", "superseded_checkpoints"},
-         {"step", step},
-         {"moved", moved},
-         {"superseded_checkpoints", usage.checkpoints},
-         {"superseded_bytes", usage.bytes}});
-}
-
-// A fresh run starts its own log, an earlier run's kept beside it, and keeps an earlier run's
-// final.safetensors aside too (a run stopped before its end writes none, and `sample --run` would
-// take that one for its weights); once its weights are set up (train.init_from read and checked),
-// so that a run refused at its start leaves the directory as it was.
-void start_fresh_log(TrainerState& s) {
-  if (s.root) {
-    const std::string kept = keep_aside(s.run_dir + "/final.safetensors", "final weights");
-    if (!kept.empty()) {
-      s.progress.message(
-          fmt::format("final.safetensors: an earlier run's weights kept as {} (this run started afresh)", kept));
-    }
-  }
-  if (!s.metrics) return;
-  s.metrics->start_afresh();
-  if (!s.metrics->set_aside().empty()) {
-    s.progress.message(fmt::format("metrics.jsonl: an earlier run's log kept as {} (this run started afresh)",
-                                   s.metrics->set_aside()));
-  }
-}
-
-}  // namespace
 
 RunProgress start_run(TrainerState& s, const std::string& resume_checkpoint, bool allow_config_change) {
   const RunConfig& c = s.config;
@@ -136,17 +96,6 @@ RunProgress start_run(TrainerState& s, const std::string& resume_checkpoint, boo
   }
   ckpt::restore_training_state(reader, s.store, s.optimizer);  // publishes; the first acquire waits for it
   run.start_step = static_cast<int>(m.position.step);
-  // A resume leaves final.safetensors to its own end, as a fresh run does: the one there is of a
-  // step before the resume's or past it (a rollback's abandoned trajectory), which `sample --run`
-  // and `eval --run` would take for this run's weights if it stopped before its end.
-  if (s.root) {
-    if (const std::string kept = keep_aside(s.run_dir + "/final.safetensors", "final weights"); !kept.empty()) {
-      s.progress.message(fmt::format("final.safetensors: the final weights from before this resume kept as {} ({})",
-                                     kept,
-                                     c.log.final_weights ? "this run writes its own at its end"
-                                                         : "this run writes none: log.final_weights = false"));
-    }
-  }
   // A stop before the first step (in an evaluation the saved run left) saves nothing more where the
   // checkpoint is in this run's folder; one from elsewhere is saved here, for --resume latest.
   std::error_code same_ec;
@@ -197,6 +146,7 @@ RunProgress start_run(TrainerState& s, const std::string& resume_checkpoint, boo
                                      dropped, run.start_step));
     }
   }
+  keep_earlier_final_weights_at_resume(s, m.position.optimizer_step, log_is_ours);
   // Logged once the log is known to be this run's: written before, it made a new folder's empty log
   // look like another run's, and went aside with it.
   if (!changes.empty() || !evaluation_changed.empty()) {

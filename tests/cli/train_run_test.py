@@ -117,20 +117,29 @@ def main():
               for flags in (["--temperature", "0"], ["--temperature", "0", "--seed", "9"], ["--top-k", "1"])]
     check(all(g.returncode == 0 for g in greedy) and greedy[0].stdout == greedy[1].stdout == greedy[2].stdout,
           f"--temperature 0 samples greedily ({[g.stdout[:40] for g in greedy]}; {greedy[0].stderr[-200:]})")
-    # The threads: the same text at one and at every core. By default as many as the load average
-    # leaves idle (ZT_TEST_LOAD_AVERAGE stands in for the machine's): said in a note; --threads 0
-    # is refused in one line.
+    # The threads: the same text at one and at every core. By default OMP_NUM_THREADS, else as many
+    # as other processes' runnable threads leave idle (ZT_TEST_RUNNABLE_ELSEWHERE stands in for the
+    # machine's count): said in a note; --threads 0 is refused in one line.
     cores = len(os.sched_getaffinity(0))
     threads = [run(binary, ["sample", "--run", run_a, "--tokens", "30", "--prompt", "the ", "--temperature", "0",
                             "--threads", str(n)]) for n in (1, cores)]
     check(all(t.returncode == 0 and t.stdout == greedy[0].stdout for t in threads),
           f"--threads 1 and --threads {cores} draw the same text ({[t.stdout[:40] for t in threads]})")
     busy = run(binary, ["sample", "--run", run_a, "--tokens", "5", "--prompt", "the "],
-               env_extra={"ZT_TEST_LOAD_AVERAGE": str(cores)})
+               env_extra={"ZT_TEST_RUNNABLE_ELSEWHERE": str(cores)})
     check(busy.returncode == 0 and (cores == 1 or f"note: 1 CPU thread(s), not {cores}:" in busy.stderr.splitlines()[-1]),
           f"a loaded machine's idle cores set the threads, noted ({busy.stderr[-300:]})")
     idle = run(binary, ["sample", "--run", run_a, "--tokens", "5", "--prompt", "the "],
-               env_extra={"ZT_TEST_LOAD_AVERAGE": "0"})
+               env_extra={"ZT_TEST_RUNNABLE_ELSEWHERE": "0"})
+    told = run(binary, ["sample", "--run", run_a, "--tokens", "5", "--prompt", "the "],
+               env_extra={"ZT_TEST_RUNNABLE_ELSEWHERE": str(cores), "OMP_NUM_THREADS": "1"})
+    check(told.returncode == 0 and "CPU thread(s)" not in told.stderr, f"OMP_NUM_THREADS chooses ({told.stderr[-200:]})")
+    derived = run(binary, ["train", "--config", os.path.join(os.path.dirname(__file__), "..", "..", "configs",
+                                                             "tiny.json"), "--run-dir", os.path.join(work, "omp1"),
+                           "--set", "train.max_steps=1", "--set", "log.sample_tokens=0"],
+                  env_extra={"OMP_NUM_THREADS": "1"})
+    check(derived.returncode == 0 and "derived: train.num_threads = 1 (OMP_NUM_THREADS)" in derived.stdout,
+          f"train.num_threads left out takes OMP_NUM_THREADS ({derived.stdout[-300:]})")
     zero = run(binary, ["sample", "--run", run_a, "--tokens", "5", "--threads", "0"])
     check(idle.returncode == 0 and "CPU thread(s)" not in idle.stderr and zero.returncode == 2 and
           len(zero.stderr.strip().splitlines()) == 1 and "--threads" in zero.stderr,

@@ -32,6 +32,20 @@ bool omp_waits_passively() {
   return policy != nullptr && strcasecmp(policy, "passive") == 0;
 }
 
+}  // namespace
+
+int omp_num_threads_from_environment() {
+  // OpenMP's syntax: a list of counts, one a nesting level; the first is the outer regions'.
+  const char* given = std::getenv("OMP_NUM_THREADS");
+  if (given == nullptr) return 0;
+  char* end = nullptr;
+  const long n = std::strtol(given, &end, 10);
+  const bool whole = end != given && (*end == '\0' || *end == ',');
+  return whole && n >= 1 && n <= 1024 ? static_cast<int>(n) : 0;
+}
+
+namespace {
+
 // The batch terms must agree: global_batch_tokens = micro_batch * seq_len * grad_accum * ranks.
 // A missing one is derived (and noted, so the run prints it).
 void resolve_batch(ConfigReader& r, RunConfig& c, bool has_accum, bool has_global) {
@@ -117,6 +131,13 @@ void read_train_section(ConfigReader r, RunConfig& c) {
   t.seed = static_cast<std::uint64_t>(r.get_int("seed", static_cast<int>(t.seed), 0, 2147483647));
   t.deterministic = r.get_bool("deterministic", t.deterministic);
   t.num_threads = r.get_int("num_threads", 0, 0, 1024);
+  // Left out, OMP_NUM_THREADS where it gives a count, as PyTorch and llm.c read it (torchrun sets
+  // it to 1 a rank).
+  const bool from_environment = t.num_threads == 0 && omp_num_threads_from_environment() > 0;
+  if (from_environment) {
+    t.num_threads = omp_num_threads_from_environment();
+    c.derived.push_back(fmt::format("train.num_threads = {} (OMP_NUM_THREADS)", t.num_threads));
+  }
   if (t.num_threads == 0) {
     // The node's cores shared among its ranks: each rank taking every core oversubscribed the node
     // (2 ranks on 2 cores: 350 ms a step against 125 with one thread each). Deterministic runs too:
@@ -135,10 +156,12 @@ void read_train_section(ConfigReader r, RunConfig& c) {
     // 2 threads a rank against 74 at 1, and 79 at 2 with OMP_WAIT_POLICY=passive
     // (docs/results/threads_past_cores_cpu.md).
     c.warnings.push_back(fmt::format(
-        "train.num_threads = {} (given in {}) on each of this node's {} rank(s) asks for {} threads on its {} cores: "
-        "OpenMP's spinning waits can make the steps several times slower; leave train.num_threads out ({} {}here) "
-        "or set OMP_WAIT_POLICY=passive",
-        t.num_threads, r.source_of("num_threads"), node_ranks, t.num_threads * node_ranks, cores,
+        "train.num_threads = {} ({}) on each of this node's {} rank(s) asks for {} threads on its {} cores: "
+        "OpenMP's spinning waits can make the steps several times slower; {} ({} {}here) or set "
+        "OMP_WAIT_POLICY=passive",
+        t.num_threads, from_environment ? "from OMP_NUM_THREADS" : "given in " + r.source_of("num_threads"), node_ranks,
+        t.num_threads * node_ranks, cores,
+        from_environment ? "unset OMP_NUM_THREADS and leave train.num_threads out" : "leave train.num_threads out",
         std::max(1, cores / node_ranks), node_ranks > 1 ? "a rank " : ""));
   }
   const std::string ac = r.get_string("activation_checkpointing", "none");

@@ -18,6 +18,10 @@ void read_train_section(ConfigReader r, RunConfig& c);
 // default); refuses unknown keys.
 void read_optim_section(ConfigReader r, RunConfig& c);
 
+// The thread count OMP_NUM_THREADS gives (its first, the outer regions', of a list), or 0 where it
+// is unset or no count from 1 to 1024: what train.num_threads left out takes, and sample and eval.
+int omp_num_threads_from_environment();
+
 // The sections as to_json writes them: a reload gives the same TrainConfig and OptimConfig.
 // (train.global_batch_tokens is left out: RunConfig::run_file_json adds it where it was given.)
 nlohmann::json train_section_json(const TrainConfig& t);

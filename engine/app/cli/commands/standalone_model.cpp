@@ -5,11 +5,13 @@
 
 #include <omp.h>
 
-#include <stdlib.h>
-
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
+#include <thread>
+#include <vector>
 
 #include "engine/app/checkpoint/checkpoint_export.h"
 #include "engine/app/checkpoint/checkpoint_folder.h"
@@ -18,6 +20,7 @@
 #include "engine/app/checkpoint/folder_lock.h"
 #include "engine/app/cli/commands/commands.h"
 #include "engine/app/config/run_config.h"
+#include "engine/app/config/train_section.h"
 #include "engine/app/io/input_file.h"
 #include "engine/app/io/json_file.h"
 #include "engine/app/io/model_weights.h"
@@ -40,26 +43,57 @@ void add_weight_flags(ArgParser& parser, const std::string& what) {
                   fmt::format("f32 or bf16: the activations {} (default f32); the weights stay in the run's or "
                               "checkpoint's parameter dtype, pretrained ones go to bf16 with bf16",
                               what))
-      .value_flag("threads", "N",
-                  "CPU threads (default: the cores the 1-minute load average leaves idle, at least 1: threads past "
-                  "them spin-wait on cores another process, a training run, holds)");
+      .value_flag(
+          "threads", "N",
+          "CPU threads, per process (default: OMP_NUM_THREADS, else the cores other processes' runnable threads "
+          "leave idle, at least 1: threads past "
+          "them spin-wait on cores another process, a training run, holds)");
 }
+
+namespace {
+
+// Threads of other processes ready to run now, by /proc/loadavg's fourth field (runnable
+// scheduling entities / all), less this one and its `siblings` on the node (eval's other ranks,
+// started with it): the median of five reads 4 ms apart, as one read catches a moment. Unlike the
+// load averages it does not lag: a training run that just ended no longer counts. -1 where the
+// field cannot be read.
+int runnable_elsewhere(int siblings) {
+  if (const char* forced = std::getenv("ZT_TEST_RUNNABLE_ELSEWHERE"); forced != nullptr) return std::atoi(forced);
+  std::vector<int> reads;
+  for (int i = 0; i < 5; ++i) {
+    if (i > 0) std::this_thread::sleep_for(std::chrono::milliseconds(4));
+    std::ifstream in("/proc/loadavg");
+    double one = 0, five = 0, fifteen = 0;
+    int runnable = 0;
+    char slash = 0;
+    if (!(in >> one >> five >> fifteen >> runnable >> slash) || slash != '/') return -1;
+    reads.push_back(runnable);
+  }
+  std::sort(reads.begin(), reads.end());
+  return std::max(0, reads[reads.size() / 2] - 1 - siblings);
+}
+
+}  // namespace
 
 std::string fit_threads_to_idle_cores(const ArgParser& parser, WeightSource& source, int processes_on_node) {
   if (parser.has("threads")) {
     source.num_threads = parser.get_int("threads", 1, 1, 1024);
     return "";
   }
-  double load = 0;
-  if (source.device != Device::kCPU || getloadavg(&load, 1) != 1) return "";
-  if (const char* forced = std::getenv("ZT_TEST_LOAD_AVERAGE"); forced != nullptr) load = std::atof(forced);
+  if (const int from_environment = omp_num_threads_from_environment(); from_environment > 0) {
+    source.num_threads = from_environment;  // as train reads it
+    return "";
+  }
+  if (source.device != Device::kCPU) return "";
+  const int busy = runnable_elsewhere(processes_on_node - 1);
+  if (busy < 0) return "";
   const int cores = omp_get_num_procs();
-  const int idle = std::max(1, (cores - static_cast<int>(std::lround(load))) / std::max(1, processes_on_node));
+  const int idle = std::max(1, (cores - busy) / std::max(1, processes_on_node));
   if (idle >= source.num_threads) return "";
   const std::string why = fmt::format(
-      "{} CPU thread(s), not {}: the 1-minute load average is {:.2f} on this machine's {} cores, and threads past "
-      "the idle ones spin-wait on cores other processes hold (--threads N to choose)",
-      idle, source.num_threads, load, cores);
+      "{} CPU thread(s), not {}: {} thread(s) of other processes were ready to run on this machine's {} cores, and "
+      "threads past the idle ones spin-wait on cores others hold (--threads N to choose)",
+      idle, source.num_threads, busy, cores);
   source.num_threads = idle;
   return why;
 }

@@ -64,7 +64,7 @@ WeightSource resolve_weight_source(const ArgParser& parser, const std::string& c
                                    const std::string& checkpoint = "");
 
 // The CPU threads the model computes on: --threads where given, else source.num_threads (the
-// cores this process may use) less those the machine's 1-minute load average keeps busy, shared by
+// cores this process may use) less those other processes' runnable threads hold now, shared by
 // the `processes_on_node` of this command there, at least 1. Returns why where the load lowered it
 // ("" otherwise), which the commands say after their work (a line before it would make a refusal
 // two). OpenMP's waiting threads spin on cores another process holds: a sample beside a 2-rank

@@ -648,8 +648,11 @@ def main():
     check(profile.get("first_profiled_step", 0) is None, f"one step profiles nothing ({profile.get('first_profiled_step')})")
     none = run(binary, ["train", "--config", config_path, "--run-dir", run_n, "--set", "train.max_steps=4",
                         "--resume", "latest"])
-    check(none.returncode == 2 and "its run saved none: checkpoint.every_steps or checkpoint.at_end" in none.stderr,
-          f"a resume of a run that saved nothing says how to save ({none.stderr.strip()})")
+    slash = run(binary, ["train", "--config", config_path, "--run-dir", run_n, "--set", "train.max_steps=4",
+                         "--resume", os.path.join(run_n, "checkpoints") + "/"])
+    check(none.returncode == 2 and slash.returncode == 2 and
+          all("none was saved there: a run saves them with checkpoint.every_steps" in p.stderr for p in (none, slash)),
+          f"a resume of a run that saved nothing says how to save ({none.stderr.strip()}; {slash.stderr.strip()})")
 
     # No steps with checkpoint.at_end: step 0, the weights as set up, which ckpt export converts.
     run_z = os.path.join(work, "zero_steps")

@@ -344,9 +344,12 @@ ResolvedCheckpoint resolve_checkpoint(const std::string& path, Validation valida
     } else if (const SupersededUsage aside = superseded_usage(path); aside.checkpoints > 0) {
       where = fmt::format("; {} checkpoint(s) set aside in {}: resume one by its path", aside.checkpoints,
                           (fs::path(path) / kSupersededName).string());
-    } else if (fs::exists(fs::path(path).parent_path() / "metrics.jsonl")) {
-      where = "; its run saved none: checkpoint.every_steps or checkpoint.at_end = true saves them (both off by "
-              "default)";
+    } else if (const fs::path folder = fs::path(path).lexically_normal(),
+               run_dir = (folder.has_filename() ? folder : folder.parent_path()).parent_path();
+               fs::exists(run_dir / "metrics.jsonl")) {
+      where =
+          "; none was saved there: a run saves them with checkpoint.every_steps or checkpoint.at_end = true "
+          "(both off by default), or at a stop signal";
     }
     throw_input_error("{}: no checkpoint found (no {} and no step_* directory){}", path, kLatestName, where);
   }

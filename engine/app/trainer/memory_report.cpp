@@ -85,8 +85,8 @@ std::string format_measured_vs_predicted(const RunConfig& config, const std::vec
   std::string phases = named.front();
   for (std::size_t i = 1; i < named.size(); ++i) phases += (i + 1 == named.size() ? " and " : ", ") + named[i];
   const std::string cuda_gaps = config.device == Device::kCUDA
-                                    ? " (less what kernel calls it leaves out hold: cuDNN attention's workspace, "
-                                      "CUB's sort in the embedding backward, a first step's timed searches)"
+                                    ? "; on CUDA, kernel calls it leaves out (cuDNN attention's workspace, CUB's "
+                                      "sort in the embedding backward, a first step's timed searches) may hold more"
                                     : "";
   if (!any_differs) {
     out += fmt::format("(padding in the prediction: {}; every category measured equal to the prediction to the byte)\n",

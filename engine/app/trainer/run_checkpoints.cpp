@@ -79,10 +79,10 @@ RunProgress start_run(TrainerState& s, const std::string& resume_checkpoint, boo
     // Where the training files changed too (--allow-config-change, said above), the batches are not
     // the saved run's either.
     s.progress.message(fmt::format(
-        "note: resume: {}: {}validation losses (or sampled text) before and after the resume are not "
-        "comparable{}",
+        "note: resume: {}: {}validation losses{} before and after the resume are not comparable{}",
         fmt::join(evaluation_changed, "; "),
         data_changed.empty() ? "the training batches are the saved run's, but " : "",
+        vocabulary ? " (and sampled text)" : "",
         vocabulary ? "; the run directory's vocabulary is now this run's, which `sample` and `ckpt export` decode "
                      "every checkpoint here with, the earlier ones too"
                    : ""));

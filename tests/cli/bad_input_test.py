@@ -106,6 +106,15 @@ def main():
                                        "--run-dir", run_dir], "data.dataset"),
         ("inconsistent batch terms", ["train", "--config", config_file("bt.json", dict(GOOD, train={"micro_batch": 2, "grad_accum": 2, "global_batch_tokens": 7})),
                                       "--run-dir", run_dir], "train.global_batch_tokens"),
+        # A data file that cannot be read is named by the key that gave it, and where that came from.
+        ("a missing vocabulary file", ["train", "--config", config_file("vf.json", GOOD), "--run-dir", run_dir,
+                                       "--set", f"data.vocab_file={os.path.join(work, 'none.json')}"],
+         "--set data.vocab_file="),
+        # A cross-key refusal of the model's support names the --set entries it read, not the file alone.
+        ("selective beside the GELU epilogue", ["train", "--config", config_file("ge.json", GOOD), "--run-dir", run_dir,
+                                                "--set", "device=cuda", "--set", "precision.activations=bf16", "--set",
+                                                "train.activation_checkpointing=selective", "--set",
+                                                "precision.gelu_epilogue=true"], "--set precision.gelu_epilogue=true"),
         ("--allow-config-change alone", ["train", "--config", config_file("acc.json", GOOD), "--run-dir", run_dir,
                                          "--allow-config-change"], "--allow-config-change is read only with --resume"),
         ("--set of an unknown section", ["train", "--config", config_file("us.json", GOOD), "--run-dir", run_dir,

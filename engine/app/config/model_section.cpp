@@ -101,7 +101,14 @@ void check_memory_countable(const RunConfig& c) {
 void check_model_support(const RunConfig& c) {
   const ModelFamily& family = model_family(c.model.arch);
   const std::string refusal = family.refuse_run(c.model, {c.device, c.train.micro_batch});
-  if (!refusal.empty()) throw_input_error("config error in {}: {}", c.source, refusal);
+  // The family's refusal reads the model's shape, the device and the micro-batch: named wherever
+  // they came from (the file, or --set alone).
+  if (!refusal.empty()) {
+    throw_input_error("config error in {}: {}",
+                      c.sources_of({"model.arch", "model.n_layer", "model.n_head", "model.n_kv_head", "model.n_embd",
+                                    "model.block_size", "model.vocab_size", "device", "train.micro_batch"}),
+                      refusal);
+  }
   // Dropout draws its mask from a Philox counter of 32 bits a sample ([Note: dropout masks]): the
   // attention probabilities' n_head x T x T elements must fit it, or the first step's kernel would
   // stop the run with an internal error (past T 37837 at 12 heads, past 23170 at 32).
@@ -126,7 +133,7 @@ void check_model_support(const RunConfig& c) {
     throw_input_error(
         "config error in {}: train.activation_checkpointing = \"selective\" recomputes GELU in backward with the "
         "GELU kernel, whose bits the matmul epilogue's need not match: set precision.gelu_epilogue = false",
-        c.source);
+        c.sources_of({"train.activation_checkpointing", "precision.gelu_epilogue", "precision.activations", "device"}));
   }
 }
 

@@ -29,6 +29,20 @@ data::TokenFileFormat token_file_format(const DataConfig& d) {
   return format;
 }
 
+// What `read` returns, a refusal of the file it reads named by the config key that gave it and
+// where that key came from (a config with several paths left the user to guess which one failed).
+// A refusal that already names its config source stands as it is.
+template <typename Read>
+auto naming_key(const RunConfig& c, const std::string& key, Read&& read) {
+  try {
+    return read();
+  } catch (const InputError& e) {
+    const std::string what = e.what();
+    if (what.starts_with("config error in ")) throw;
+    throw_input_error("config error in {}: {}: {}", c.sources_of({key}), key, what);
+  }
+}
+
 }  // namespace
 
 void DataSource::check_shards_share_tokenizer(const RunConfig& c) const {
@@ -73,7 +87,7 @@ void DataSource::open(const RunConfig& c) {
   };
   data::parse_sample_order(d.order, &order_);
   seed_ = c.train.seed;
-  if (!d.vocab_file.empty()) vocab_ = data::Vocab::load(d.vocab_file);
+  if (!d.vocab_file.empty()) vocab_ = naming_key(c, "data.vocab_file", [&] { return data::Vocab::load(d.vocab_file); });
   if (!d.train_files.empty()) {
     const data::TokenFileFormat format = token_file_format(d);
     train_.emplace(data::TokenCorpus::open_shards(d.train_files, format, c.model.vocab_size, "data.train_files"));
@@ -106,7 +120,7 @@ void DataSource::open(const RunConfig& c) {
     }
     description_ = "token shards";
   } else if (!d.train_file.empty()) {
-    open_files(c, d.train_file, d.val_file);
+    open_files(c, d.train_file, d.val_file, "data.train_file", "data.val_file");
     description_ = fmt::format("token files {} / {}", d.train_file, d.val_file);
   } else if (d.dataset == "embedded") {
     const std::string text = data::generate_embedded_text(c.train.seed, d.embedded_chars);
@@ -170,7 +184,7 @@ void DataSource::open(const RunConfig& c) {
       if (!vocab_) vocab_ = std::move(own);
     }
     check_vocab_fits();  // before the token files, whose first id past the model's would be named instead
-    open_files(c, (dir / "train.bin").string(), (dir / "val.bin").string());
+    open_files(c, (dir / "train.bin").string(), (dir / "val.bin").string(), "data.dataset", "data.dataset");
     description_ = fmt::format("prepared dataset {}", d.dataset);
   }
   // The tokenizer: named, the dataset folder's, or the one beside the first training shard.
@@ -184,7 +198,10 @@ void DataSource::open(const RunConfig& c) {
   }
   if (!tokenizer_path_.empty()) {
     // A byte-level BPE, or the character vocabulary an export writes as a tokenizer.json.
-    text_ = data::TokenText::from_tokenizer_file(tokenizer_path_);
+    text_ = d.tokenizer_file.empty() ? data::TokenText::from_tokenizer_file(tokenizer_path_)
+                                     : naming_key(c, "data.tokenizer_file", [&] {
+                                         return data::TokenText::from_tokenizer_file(tokenizer_path_);
+                                       });
     if (text_.size() > c.model.vocab_size) {
       throw_input_error("config error in {}: model.vocab_size = {} is smaller than {}'s vocabulary ({} tokens)",
                         c.sources_of({"model.vocab_size", "data.tokenizer_file", "data.dataset"}), c.model.vocab_size,
@@ -273,7 +290,8 @@ void DataSource::open(const RunConfig& c) {
     }
   }
   if (!d.choice_file.empty()) {
-    choices_.emplace(data::ChoiceFile::load(d.choice_file, c.model.vocab_size));
+    choices_.emplace(
+        naming_key(c, "data.choice_file", [&] { return data::ChoiceFile::load(d.choice_file, c.model.vocab_size); }));
     // A row's inputs are its context and completion but the last token: the model must hold them.
     if (choices_->longest_input() > c.model.block_size) {
       throw_input_error(
@@ -288,11 +306,14 @@ void DataSource::open(const RunConfig& c) {
   }
 }
 
-void DataSource::open_files(const RunConfig& c, const std::string& train_path, const std::string& val_path) {
+void DataSource::open_files(const RunConfig& c, const std::string& train_path, const std::string& val_path,
+                            const std::string& train_key, const std::string& val_key) {
   const data::TokenFileFormat format = token_file_format(c.data);
   // Opening validates every token against the model's vocabulary.
-  train_file_.emplace(data::TokenFile::open(train_path, format, c.model.vocab_size));
-  val_file_.emplace(data::TokenFile::open(val_path, format, c.model.vocab_size));
+  train_file_.emplace(
+      naming_key(c, train_key, [&] { return data::TokenFile::open(train_path, format, c.model.vocab_size); }));
+  val_file_.emplace(
+      naming_key(c, val_key, [&] { return data::TokenFile::open(val_path, format, c.model.vocab_size); }));
   train_.emplace(train_file_->tokens());
   val_.emplace(val_file_->tokens());
 }

@@ -54,7 +54,8 @@ class DataSource {
 
  private:
   void open(const RunConfig& config);
-  void open_files(const RunConfig& config, const std::string& train_path, const std::string& val_path);
+  void open_files(const RunConfig& config, const std::string& train_path, const std::string& val_path,
+                  const std::string& train_key, const std::string& val_key);
   // Where the tokenizer is the one beside the first training shard: every other shard folder's
   // tokenizer.json is the same file's bytes (InputError naming the two otherwise).
   void check_shards_share_tokenizer(const RunConfig& config) const;

@@ -1,4 +1,5 @@
 // Config parsing: defaults, overrides, and one clear error per class of bad input, naming the key.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -54,6 +55,16 @@ TEST(RunConfig, UnknownKeyIsRejectedWithSuggestion) {
   doc = base();
   doc["train"] = {{"every_steps", 3}};
   expect_error(doc, {"unknown key 'train.every_steps'", "did you mean 'checkpoint.every_steps' or 'log.every_steps'?"});
+  // Too far from the key by edits, but one word of it, or another trainer's name for it.
+  for (const auto& [section, typed, meant] :
+       {std::tuple{"optim", "warmup", "optim.warmup_steps"},
+        std::tuple{"checkpoint", "every", "checkpoint.every_steps"}, std::tuple{"train", "steps", "train.max_steps"},
+        std::tuple{"train", "batch_size", "train.micro_batch"}, std::tuple{"optim", "learning_rate", "optim.lr"}}) {
+    doc = base();
+    doc[section] = {{typed, 1}};
+    const std::string hint = fmt::format("did you mean '{}'?", meant);
+    expect_error(doc, {hint.c_str()});
+  }
   doc = base();
   doc["stage"] = 2;  // at the top level
   expect_error(doc, {"unknown key 'stage'", "did you mean 'zero.stage'?"});

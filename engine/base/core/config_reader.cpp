@@ -277,7 +277,30 @@ std::string nearest_key(const std::string& key, const std::set<std::string>& val
       best = cand;
     }
   }
-  return best;
+  if (!best.empty()) return best;
+  // Names other trainers give the same things (Hugging Face's learning_rate and batch_size, a
+  // bare "steps"), where the section has the key they stand for.
+  static const std::pair<const char*, const char*> kOtherNames[] = {{"learning_rate", "lr"},
+                                                                    {"batch_size", "micro_batch"},
+                                                                    {"per_device_batch_size", "micro_batch"},
+                                                                    {"steps", "max_steps"},
+                                                                    {"num_steps", "max_steps"},
+                                                                    {"warmup", "warmup_steps"},
+                                                                    {"weight_decay_rate", "weight_decay"}};
+  for (const auto& [other, ours] : kOtherNames) {
+    if (key == other && valid.count(ours) > 0) return ours;
+  }
+  // A key that is one word of exactly one valid key's ("every" for every_steps): too far from it
+  // by edits, but what it names.
+  std::string holder;
+  for (const std::string& cand : valid) {
+    const bool word =
+        cand.starts_with(key + "_") || cand.ends_with("_" + key) || cand.find("_" + key + "_") != std::string::npos;
+    if (!word) continue;
+    if (!holder.empty()) return "";  // more than one: no guess
+    holder = cand;
+  }
+  return holder;
 }
 
 }  // namespace zt

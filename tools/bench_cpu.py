@@ -58,6 +58,10 @@ class BenchError(Exception):
     """A side failed to run; main prints it as one line and exits 1."""
 
 
+class ConfigRefused(Exception):
+    """zerotrain refuses the benchmark's config (a --set): main prints its line and exits 2."""
+
+
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--steps", type=int, default=20, help="training steps per side (default 20)")
@@ -66,11 +70,14 @@ def parse_args(argv):
     p.add_argument("--rounds", type=int, default=3,
                    help="interleaved rounds, each running every side once, each starting with the next side "
                         "(default 3): figures are medians over the rounds, ratios the median of each round's")
-    p.add_argument("--zerotrain", default=str(REPO / "build" / "zerotrain"), help="zerotrain binary")
-    p.add_argument("--sgemm", default=str(REPO / "build" / "tools" / "zt_bench_sgemm"), help="zt_bench_sgemm binary")
+    p.add_argument("--zerotrain", default=str(REPO / "build" / "zerotrain"),
+                   help="zerotrain binary (default: %(default)s)")
+    p.add_argument("--sgemm", default=str(REPO / "build" / "tools" / "zt_bench_sgemm"),
+                   help="zt_bench_sgemm binary, which measures the peak (default: %(default)s)")
     p.add_argument("--out", default=default_out("cpu_bench.json"), help="result JSON (default runs/results/cpu_bench.json)")
     p.add_argument("--torch-blas", choices=("both", "system", "zerotrain"), default="both",
-                   help="PyTorch with the system libblas.so.3, with zerotrain's OpenBLAS build, or both")
+                   help="PyTorch with the system libblas.so.3, with zerotrain's OpenBLAS build, or both "
+                        "(default: %(default)s)")
     p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
                    help="override the benchmark config (both sides), e.g. --set model.n_layer=2")
     args = p.parse_args(argv)
@@ -108,6 +115,22 @@ def parse_args(argv):
     config["train"].update(max_steps=args.steps, num_threads=args.threads)
     check_out_file("bench_cpu", args.out)
     return args, config
+
+
+def check_config(zerotrain, sets):
+    """The --set flags on the benchmark's config as zerotrain reads them, before anything is measured:
+    what `zerotrain memory` refuses (exit 2) is ConfigRefused, in its own line naming the --set."""
+    with tempfile.TemporaryDirectory(prefix="zt_bench_") as tmp:
+        path = Path(tmp) / "bench.json"
+        path.write_text(json.dumps(DEFAULT_CONFIG))
+        cmd = [zerotrain, "memory", "--config", str(path), "--ranks", "1", "--brief"]
+        try:
+            proc = subprocess.run(cmd + [flag for kv in sets for flag in ("--set", kv)], capture_output=True, text=True)
+        except OSError as e:
+            raise BenchError(f"zerotrain memory: cannot run {zerotrain}: {e.strerror}") from None
+    if proc.returncode == 2:
+        said = (proc.stderr.strip().splitlines() or ["no message"])[-1].removeprefix("zerotrain: error: ")
+        raise ConfigRefused("zerotrain refuses the benchmark's config: " + said.replace(str(path), "its config"))
 
 
 def zerotrain_params(zerotrain, config, n_params):
@@ -341,6 +364,7 @@ def main(argv=None):
     counters_at_start = cpu_counters()
     torch_sides = {"pytorch": None}
     try:
+        check_config(args.zerotrain, args.set)  # what zerotrain refuses, before anything is measured
         zt_blas = zerotrain_blas(args.zerotrain)
         core = zt_blas["core"]
         if args.torch_blas != "system":
@@ -349,10 +373,10 @@ def main(argv=None):
                 raise BenchError(f"no libblas.so.3 beside zerotrain's {zt_blas['library']}: use --torch-blas system")
             if args.torch_blas == "zerotrain":
                 del torch_sides["pytorch"]
+        zerotrain_params(args.zerotrain, config, n_params)  # a count the FLOPs formula misses: before measuring
         print(f"bench_cpu: zerotrain BLAS core {core} ({zt_blas['core_source']}); measuring sgemm peak", flush=True)
         sgemm = run_sgemm(args.sgemm, args.threads)
         print(f"bench_cpu: sgemm {sgemm['gflops']:.1f} GFLOP/s", flush=True)
-        zerotrain_params(args.zerotrain, config, n_params)
         # Rounds in turn, each starting with the next side (a rotation), so that no side always runs
         # first or last while the machine drifts (three invocations in a row once gave zerotrain
         # 18% slower and a PyTorch side 22% faster in the middle one: docs/performance.md).
@@ -377,6 +401,9 @@ def main(argv=None):
                     raise BenchError(f"round {r + 1} of {args.rounds}: {e}") from None
         zt_runs = runs.pop("zerotrain")
         torch_runs = runs
+    except ConfigRefused as e:
+        print(f"bench_cpu: {e}", file=sys.stderr)
+        return 2
     except BenchError as e:
         print(f"bench_cpu: error: {e}", file=sys.stderr)
         return 1

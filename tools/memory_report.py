@@ -8,7 +8,9 @@ the run's real peak, the categories' sum at its highest moment (the summary reco
 of different moments (a step's activations, the final gather's buffer) and so overstates. With
 --readme, the largest rank count's table and the chart also go into that file, between the lines
 `<!-- memory_report:NAME begin -->` and `<!-- memory_report:NAME end -->` (the README's tables are
-the tool's, never typed).
+the tool's, never typed). Bad input (a flag, a config or --set that zerotrain refuses, found by
+`zerotrain memory` before any run, a README without those lines): one line, exit 2; a run that
+fails: exit 1.
 
 usage: /usr/bin/python3 tools/memory_report.py [--zerotrain build/zerotrain] [--config configs/tiny.json]
            [--ranks 1,2,4] [--set KEY=VALUE ...] [--dtype bf16] [--name memory_report]
@@ -45,22 +47,53 @@ PRESETS = {
 }
 
 
+def refuse(message):
+    """Bad input (a flag, the config, the README): one line, exit 2, as zerotrain's own."""
+    print(f"memory_report: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse's usage errors in refuse's one line (it printed the usage above them)."""
+
+    def error(self, message):
+        refuse(f"{message} (see --help)")
+
+
+def run_sets(args):
+    """The --set flags of every run (one step, the weights' dtype, no samples), then the user's."""
+    sets = ["train.max_steps=1", f"precision.param_dtype={args.dtype}", "log.sample_tokens=0", "train.eval_batches=1",
+            "train.num_threads=1", "log.progress=plain", *args.sets]
+    return [flag for kv in sets for flag in ("--set", kv)]
+
+
+def check_config(args, rank_counts):
+    """The config and --set flags as the runs give them, refused in zerotrain's own line before any run:
+    `zerotrain memory` reads them as `train` does, in milliseconds, and exits 2 on what it refuses."""
+    for ranks in rank_counts:
+        cmd = [args.zerotrain, "memory", "--config", args.config, "--ranks", str(ranks), "--brief", *run_sets(args)]
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        if p.returncode == 2:
+            said = (p.stderr.strip().splitlines() or ["no message"])[-1].removeprefix("zerotrain: error: ")
+            on = f"{os.path.basename(args.config)} on {ranks} rank{'s' * (ranks > 1)}"
+            refuse(f"zerotrain refuses the run's config ({on}): {said}")
+
+
 def run(args, ranks, stage, work):
     run_dir = os.path.join(work, f"n{ranks}_s{stage}")
     cmd = [args.zerotrain] if ranks == 1 else MPIRUN + ["-np", str(ranks), args.zerotrain]
-    cmd += ["train", "--config", args.config, "--run-dir", run_dir, "--set", f"zero.stage={stage}",
-            "--set", "train.max_steps=1", "--set", f"precision.param_dtype={args.dtype}", "--set", "log.sample_tokens=0",
-            "--set", "train.eval_batches=1", "--set", "train.num_threads=1", "--set", "log.progress=plain"]
-    for kv in args.sets:
-        cmd += ["--set", kv]
+    cmd += ["train", "--config", args.config, "--run-dir", run_dir, "--set", f"zero.stage={stage}", *run_sets(args)]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     if p.returncode != 0:
         sys.exit(f"memory_report: {' '.join(cmd)} failed:\n{p.stderr[-2000:]}")
     metrics = os.path.join(run_dir, "metrics.jsonl")
     with open(metrics) as f:
         records = [json.loads(l) for l in f if l.strip()]
-    rec = next(r for r in records if r.get("type") == "memory")  # the first step's peaks, per rank
-    summary = next(r for r in reversed(records) if r.get("type") == "summary")
+    rec = next((r for r in records if r.get("type") == "memory"), None)  # the first step's peaks, per rank
+    summary = next((r for r in reversed(records) if r.get("type") == "summary"), None)
+    if rec is None or summary is None:
+        sys.exit(f"memory_report: {metrics}: no {'memory' if rec is None else 'summary'} record (the run ended "
+                 "before its first step's, or its end's)")
     if "memory_total_peak_bytes" not in summary:
         sys.exit(f"memory_report: {metrics}: the summary has no memory_total_peak_bytes (a binary older than "
                  "the total peak's logging: rebuild it, tools/build.sh)")
@@ -148,9 +181,9 @@ def readme_text(path, name):
         with open(path) as f:
             text = f.read()
     except OSError as e:
-        sys.exit(f"memory_report: --readme {path}: {e.strerror}")
+        refuse(f"--readme {path}: {e.strerror}")
     if begin not in text or end not in text or text.index(begin) > text.index(end):
-        sys.exit(f"memory_report: {path} has no '{begin}' ... '{end}' lines to write between")
+        refuse(f"--readme {path} has no '{begin}' ... '{end}' lines to write between")
     return text, begin, end
 
 
@@ -190,15 +223,19 @@ def chart(args, results, png_path):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--zerotrain", default=os.path.join(ROOT, "build", "zerotrain"))
+    ap = OneLineParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--zerotrain", default=os.path.join(ROOT, "build", "zerotrain"),
+                    help="the zerotrain binary that trains and measures (default: %(default)s)")
     ap.add_argument("--preset", choices=sorted(PRESETS), help="a named config, rank count and settings")
     ap.add_argument("--config", default=None, help="run config (default configs/tiny.json)")
     ap.add_argument("--ranks", default=None, help="rank counts, comma-separated (default 1,2,4)")
     ap.add_argument("--set", dest="sets", action="append", default=[], help="KEY=VALUE for every run (repeatable)")
-    ap.add_argument("--dtype", default="bf16", choices=["f32", "bf16"])
+    ap.add_argument("--dtype", default="bf16", choices=["f32", "bf16"],
+                    help="the runs' weight dtype, precision.param_dtype; bf16 keeps fp32 master weights "
+                    "(default: %(default)s)")
     ap.add_argument("--name", default=None, help="output file names (default memory_report)")
-    ap.add_argument("--out-dir", default=default_out(""))
+    ap.add_argument("--out-dir", default=default_out(""),
+                    help="where NAME.md, NAME.json and NAME.png go (default: %(default)s)")
     ap.add_argument("--readme", default=None, help="a Markdown file with this name's begin/end lines to fill")
     args = ap.parse_args(argv)
     # The command as given, for the Markdown to say how to make it again.
@@ -217,12 +254,16 @@ def main(argv=None):
     except ValueError:
         rank_counts = []
     if not rank_counts or min(rank_counts) < 1:
-        sys.exit(f"memory_report: --ranks takes positive rank counts like 1,2,4 (got {args.ranks!r})")
+        refuse(f"--ranks takes positive rank counts like 1,2,4 (got {args.ranks!r})")
     if not (os.path.isfile(args.zerotrain) and os.access(args.zerotrain, os.X_OK)):
-        ap.error(f"--zerotrain {args.zerotrain}: not an executable file (build it: tools/build.sh)")
-    check_out_dir("memory_report", args.out_dir)  # before minutes of runs, not after
+        refuse(f"--zerotrain {args.zerotrain}: not an executable file (build it: tools/build.sh)")
+    if not os.path.isfile(args.config):
+        refuse(f"--config {args.config}: " + ("a folder, not a config file" if os.path.isdir(args.config)
+                                              else "no such file"))
+    check_config(args, rank_counts)  # before minutes of runs, not after; so are the next two
+    check_out_dir("memory_report", args.out_dir)
     if args.readme:
-        readme_text(args.readme, args.name)  # before minutes of runs, not after
+        readme_text(args.readme, args.name)
     work = tempfile.mkdtemp(prefix="zt_memreport_")
     results = {}
     try:

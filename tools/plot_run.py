@@ -188,7 +188,8 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("run_dir", help="a run directory holding metrics.jsonl (and config.json)")
     parser.add_argument("--out", help="image to write, in its suffix's format (default RUN_DIR/loss.png)")
-    parser.add_argument("--smoothing", type=float, default=0.9, help="EMA weight of the smoothed line, 0 = none")
+    parser.add_argument("--smoothing", type=float, default=0.9,
+                        help="EMA weight of the smoothed line, 0 = none (default: %(default)s)")
     args = parser.parse_args(argv)
     if not 0.0 <= args.smoothing < 1.0:
         parser.error(f"--smoothing must be in [0, 1) (got {args.smoothing})")

@@ -81,7 +81,12 @@ def examples(path, keys):
                 fail(f"{path}:{n}: not JSON ({e.msg})")
             if not isinstance(doc, dict):
                 fail(f"{path}:{n}: not a JSON object")
-            context, endings, label = doc.get(context_key), doc.get(endings_key), doc.get(label_key)
+            for key, flag in ((context_key, "--context-key"), (endings_key, "--endings-key"),
+                              (label_key, "--label-key")):
+                if key not in doc:
+                    fail(f"{path}:{n}: the example has no key \"{key}\" ({flag}); its keys: "
+                         + (", ".join(f'"{k}"' for k in doc) or "none"))
+            context, endings, label = doc[context_key], doc[endings_key], doc[label_key]
             if not isinstance(context, str) or not context:
                 fail(f"{path}:{n}: no text under \"{context_key}\" (--context-key)")
             if not isinstance(endings, list) or len(endings) < 2 or not all(isinstance(e, str) and e for e in endings):
@@ -143,12 +148,16 @@ def main():
 
 def run():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--tokenizer", required=True)
-    parser.add_argument("--out", required=True)
-    parser.add_argument("--context-key", default="ctx")
-    parser.add_argument("--endings-key", default="endings")
-    parser.add_argument("--label-key", default="label")
-    parser.add_argument("input")
+    parser.add_argument("--tokenizer", required=True, help="a Hugging Face tokenizer.json (required)")
+    parser.add_argument("--out", required=True,
+                        help="the eval file to write, e.g. hellaswag_val.bin; replaces an earlier one (required)")
+    parser.add_argument("--context-key", default="ctx",
+                        help="the key of each example's context text (default: %(default)s)")
+    parser.add_argument("--endings-key", default="endings",
+                        help="the key of each example's list of candidate endings (default: %(default)s)")
+    parser.add_argument("--label-key", default="label",
+                        help="the key of the correct ending's index, a number or its digits (default: %(default)s)")
+    parser.add_argument("input", metavar="INPUT.jsonl", help="the examples, one JSON object a line")
     args = parser.parse_args()
     for path in (args.tokenizer, args.input):
         if not os.path.isfile(path):

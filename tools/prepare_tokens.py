@@ -29,6 +29,7 @@ usage: prepare_tokens.py --tokenizer tokenizer.json --out DIR [--name NAME] [--s
   INPUT: .txt files (each one document) or .jsonl files (one document per line, under --jsonl-key)
 """
 import argparse
+import contextlib
 import functools
 import glob
 import json
@@ -48,6 +49,7 @@ fail = functools.partial(tokenizer_outputs.fail, TOOL)
 
 # The first the tokenizer has: Llama 3's tokenizer has both <|begin_of_text|> and <|end_of_text|>.
 EOT_CANDIDATES = ["<|endoftext|>", "<|begin_of_text|>", "<|end_of_text|>", "</s>"]
+SHARD_TOKENS = 100_000_000  # --shard-tokens' default: llm.c's fineweb shards
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -227,16 +229,22 @@ def main(argv=None):
 
 def run(argv, signals):
     ap = OneLineParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--tokenizer", required=True, help="a Hugging Face tokenizer.json")
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--name", default="data", help="shard name prefix (NAME_train_000001.bin)")
-    ap.add_argument("--shard-tokens", type=int, default=100_000_000)
-    ap.add_argument("--jsonl-key", default="text")
+    ap.add_argument("--tokenizer", required=True, help="a Hugging Face tokenizer.json (required)")
+    ap.add_argument("--out", required=True,
+                    help="the folder the shards and the tokenizer's files go into, made if missing (required)")
+    ap.add_argument("--name", default="data", help="shard name prefix, NAME_train_000001.bin (default: %(default)s)")
+    ap.add_argument("--shard-tokens", type=int, default=SHARD_TOKENS,
+                    help=f"tokens per shard, llm.c's size; the first shard is the validation split, so the corpus "
+                    f"must fill more than one (default: {SHARD_TOKENS:,})")
+    ap.add_argument("--jsonl-key", default="text",
+                    help="the key of each .jsonl line's document text (default: %(default)s)")
     ap.add_argument("--eot", default=None,
                     help="the token each document starts with (default: the first of " + ", ".join(EOT_CANDIDATES)
                     + " the tokenizer has)")
-    ap.add_argument("--no-progress", action="store_true")
-    ap.add_argument("inputs", nargs="+")
+    ap.add_argument("--no-progress", action="store_true",
+                    help="no progress bar on stderr (default: a bar, where the tqdm package is installed)")
+    ap.add_argument("inputs", nargs="+", metavar="INPUT",
+                    help=".txt files (each one document) or .jsonl files (one document per line, under --jsonl-key)")
     args = ap.parse_args(argv)
     try:
         from tokenizers import Tokenizer
@@ -269,9 +277,12 @@ def run(argv, signals):
     # Ids, not entries: a tokenizer's ids may skip numbers, and the shard's dtype must hold its largest.
     vocab = max(tok.get_vocab(with_added_tokens=True).values(), default=-1) + 1
     eot_name = args.eot or next((t for t in EOT_CANDIDATES if tok.token_to_id(t) is not None), None)
-    if eot_name is None or tok.token_to_id(eot_name) is None:
-        fail(f"{args.tokenizer}: no document delimiter ({args.eot or ', '.join(EOT_CANDIDATES)}); "
-                 "name one with --eot")
+    if args.eot is not None and tok.token_to_id(args.eot) is None:
+        added = [t.content for _, t in sorted(tok.get_added_tokens_decoder().items())]
+        fail(f"--eot {args.eot}: not a token in {args.tokenizer}'s vocabulary"
+             + (f" (its added tokens: {', '.join(added[:8])}{', ...' if len(added) > 8 else ''})" if added else ""))
+    if eot_name is None:
+        fail(f"{args.tokenizer}: no document delimiter (none of {', '.join(EOT_CANDIDATES)}); name one with --eot")
     eot = tok.token_to_id(eot_name)
     wide = vocab > 65536
     # Read once: whether OUT's tokenizer.json (if any) is another than --tokenizer.
@@ -309,12 +320,28 @@ def prepare(args, tok, vocab, eot_name, eot, wide, staging, replacing, stale_sta
             progress = tqdm(total=total_bytes, unit="B", unit_scale=True, desc="tokenizing")
         except ImportError:
             pass
-    try:
+    if progress is None:
         return tokenize_and_commit(args, tok, vocab, eot_name, eot, wide, staging, replacing, stale_staging,
                                    signals, progress)
+    try:
+        with contextlib.redirect_stderr(LinesAfterBar(progress, sys.stderr)):
+            return tokenize_and_commit(args, tok, vocab, eot_name, eot, wide, staging, replacing, stale_staging,
+                                       signals, progress)
     finally:  # a stop's line after it starts a line of its own
-        if progress is not None:
-            progress.close()
+        progress.close()
+
+
+class LinesAfterBar:
+    """sys.stderr while the bar is drawn (to the stream it was made with): a line written, such as any
+    check's failure, closes the bar first, so the line starts a line of its own and no bar is drawn
+    after it (it was glued on, `tokenizing: 100%|###| ...prepare_tokens: ...`, the bar redrawn below)."""
+
+    def __init__(self, bar, stream):
+        self.bar, self.stream, self.flush = bar, stream, stream.flush
+
+    def write(self, text):
+        self.bar.close()  # a closed bar draws nothing more
+        return self.stream.write(text)
 
 
 def tokenize_and_commit(args, tok, vocab, eot_name, eot, wide, staging, replacing, stale_staging, signals,
@@ -368,9 +395,14 @@ def tokenize_and_commit(args, tok, vocab, eot_name, eot, wide, staging, replacin
             last = done
     if filled > 0:
         flush()
+    if progress is not None:  # every input read: what is printed from here on starts a line of its own
+        progress.close()
     if len(shards) < 2:
-        fail(f"{n_tokens} tokens fill only one shard of --shard-tokens {args.shard_tokens}: "
-                 "the first shard is the validation split, so a training split needs a smaller --shard-tokens")
+        smaller = max(2, n_tokens // 10 + 1)  # about 10 shards, the first (a tenth) for validation
+        fail(f"{n_tokens} tokens fill only one shard of --shard-tokens {args.shard_tokens}: the first shard is the "
+             "validation split, so a training split needs a smaller --shard-tokens"
+             + (f", e.g. --shard-tokens {smaller} ({-(-n_tokens // smaller)} shards)" if n_tokens > 2
+                else "; this corpus is too small for two shards of 2 or more tokens"))
     # The tokenizer's files, staged after the shards (tokenizer_config.json, then tokenizer.json: the
     # renames follow this order); --tokenizer given from OUT itself is in place already.
     beside = os.path.join(os.path.dirname(os.path.abspath(args.tokenizer)), "tokenizer_config.json")

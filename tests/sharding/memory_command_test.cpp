@@ -120,9 +120,9 @@ TEST(MemoryCommand, PaperTablePrintsFigure1) {
 // The table's unit follows the count, so neither a thousand parameters (every cell 0.000 GB) nor
 // 1e15 (numbers wider than their columns, run together) loses the figures.
 TEST(MemoryCommand, PaperTableUnitsFollowTheCount) {
-  for (const auto& [params, unit, stage0] : {std::tuple{"1000", "params kB", "16.000"},
-                                             std::tuple{"3e6", "params MB", "48.000"},
-                                             std::tuple{"1e15", "params TB", "16000.000"}}) {
+  for (const auto& [params, unit, stage0] :
+       {std::tuple{"1000", "params kB", "16.000"}, std::tuple{"3e6", "params MB", "48.000"},
+        std::tuple{"1e15", "params TB", "16000.000"}}) {
     ::testing::internal::CaptureStdout();
     EXPECT_EQ(cli::memory_main({"--params", params, "--ranks", "8"}), 0);
     const std::string out = ::testing::internal::GetCapturedStdout();

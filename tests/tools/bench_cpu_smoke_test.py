@@ -5,13 +5,17 @@ median skips the warm-up steps, that speedup, tokens/s, GFLOP/s and fraction of 
 them (no share of a peak a side outran: measured under load) and from flops/token = 6*N + 6*L*C*T (N with the vocabulary padded to 64; a Llama's by its
 own layers), that the real
 PyTorch side runs, and that a failing side gives exit 1 with one line and bad flags exit 2. The real-binary run also
-proves the PyTorch/zt side loads the OpenBLAS build in the directory zerotrain's library is in.
+proves the PyTorch/zt side loads the OpenBLAS build in the directory zerotrain's library is in, and that a --set
+zerotrain refuses exits 2 in one line before the sgemm peak is measured (it exited 1 after it). --help gives every
+flag a meaning and its default.
 With --zerotrain and --sgemm (the real binaries) it also runs a tiny config end to end.
 Usage: bench_cpu_smoke_test.py [--zerotrain build/zerotrain --sgemm build/tools/zt_bench_sgemm]
 """
 import argparse
 import json
 import math
+import os
+import re
 import statistics
 import subprocess
 import sys
@@ -55,6 +59,13 @@ with open(os.path.join(run_dir, "metrics.jsonl"), "w") as f:
 FAKE_SGEMM = """#!{python}
 import sys
 print('{{"size": 2048, "threads": %s, "gflops": {gflops}, "core": "Haswell"}}' % sys.argv[sys.argv.index("--threads") + 1])
+"""
+
+
+RECORDING_SGEMM = """#!{python}
+import os, sys
+open(os.path.join(os.path.dirname(os.path.abspath(sys.argv[0])), "sgemm_ran"), "w").close()
+print('{{"size": 2048, "threads": 1, "gflops": 100.0, "core": "Haswell"}}')
 """
 
 
@@ -192,7 +203,33 @@ def test_failures(tmp):
     check(proc.returncode == 2 and "--rounds" in proc.stderr, f"--rounds 0: rc {proc.returncode} {proc.stderr!r}")
 
 
+def flag_help(help_text, flag):
+    """`flag`'s entry in argparse's --help (its line and the wrapped lines under it), on one line."""
+    m = re.search(rf"^  {re.escape(flag)}(?=[ ,\n]).*?(?=^  \S|\Z)", help_text, re.M | re.S)
+    return " ".join(m.group(0).split()) if m else ""
+
+
+def test_help(tmp):
+    proc = subprocess.run([sys.executable, str(BENCH), "--help"], capture_output=True, text=True, timeout=60,
+                          env=dict(os.environ, COLUMNS="100"))
+    flags = ("--steps", "--warmup", "--threads", "--rounds", "--zerotrain", "--sgemm", "--out", "--torch-blas")
+    helps = {flag: flag_help(proc.stdout, flag) for flag in flags}
+    check(proc.returncode == 0 and all(len(h.split()) > 3 and "default" in h for h in helps.values())
+          and "(default: both)" in helps["--torch-blas"] and "build/zerotrain)" in helps["--zerotrain"]
+          and "build/tools/zt_bench_sgemm)" in helps["--sgemm"] and len(flag_help(proc.stdout, "--set").split()) > 3,
+          f"--help gives each flag a meaning and its default ({helps})")
+
+
 def test_real_binaries(tmp, zerotrain, sgemm):
+    # A --set zerotrain refuses: exit 2 in one line naming it, before the sgemm peak is measured.
+    recording = write_script(tmp / "recording" / "sgemm", RECORDING_SGEMM)
+    proc = run_bench("--zerotrain", zerotrain, "--sgemm", recording, "--set", "bogus.key=1",
+                     "--out", str(tmp / "x.json"))
+    lines = proc.stderr.strip().splitlines()
+    check(proc.returncode == 2 and len(lines) == 1 and "--set bogus.key=1: unknown key 'bogus'" in lines[0]
+          and not (tmp / "recording" / "sgemm_ran").exists() and not (tmp / "x.json").exists(),
+          f"a --set zerotrain refuses: exit 2 in one line before measuring (rc {proc.returncode}, {proc.stderr!r}, "
+          f"sgemm ran: {(tmp / 'recording' / 'sgemm_ran').exists()})")
     out = tmp / "real.json"
     proc = run_bench("--zerotrain", zerotrain, "--sgemm", sgemm, "--steps", "3", "--warmup", "1", "--rounds", "1",
                      "--threads", "1", "--out", str(out), *TINY)
@@ -222,7 +259,7 @@ def main():
     args = parser.parse_args()
     tests = [("arithmetic_with_fakes", test_arithmetic_with_fakes, ()), ("llama_with_fakes", test_llama_with_fakes, ()),
              ("peak_under_load", test_peak_under_load, ()),
-             ("failures", test_failures, ())]
+             ("failures", test_failures, ()), ("help", test_help, ())]
     if args.zerotrain and args.sgemm:
         tests.append(("real_binaries", test_real_binaries, (args.zerotrain, args.sgemm)))
     failed = 0

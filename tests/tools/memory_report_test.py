@@ -9,11 +9,14 @@ mixes moments) and "vs stage 0" the ratio of those peaks, that the JSON holds ev
 tool names it among the files it wrote, that the chart is a PNG, that --readme replaces exactly the
 text between its begin and end lines (the rest of the file untouched, a second run replacing the
 first), and that a README without those lines or a bad --ranks is a one-line error with nothing
-written.
+written. Bad input exits 2 in one line before any run: --ranks 0 or abc, a --config that does not
+exist and a --set zerotrain refuses (they exited 1, the last two after launching a training run,
+with its stderr dumped); --help gives every flag a meaning and its default.
 """
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -52,6 +55,46 @@ def stage3_summary(zerotrain, ranks, work):
         return [json.loads(l) for l in f if '"summary"' in l][-1]
 
 
+def flag_help(help_text, flag):
+    """`flag`'s entry in argparse's --help (its line and the wrapped lines under it), on one line."""
+    m = re.search(rf"^  {re.escape(flag)}(?=[ ,\n]).*?(?=^  \S|\Z)", help_text, re.M | re.S)
+    return " ".join(m.group(0).split()) if m else ""
+
+
+def check_bad_input(checks, zerotrain, work):
+    """Each bad input: exit 2, one line naming it, and no training run launched (a stand-in zerotrain
+    logs each command it is given, then runs the real one)."""
+    log = os.path.join(work, "commands")
+    logging = os.path.join(work, "zerotrain")
+    with open(logging, "w") as f:
+        f.write(f'#!/bin/sh\necho "$1" >> {log}\nexec {zerotrain} "$@"\n')
+    os.chmod(logging, 0o755)
+    tiny = os.path.join(ROOT, "configs", "tiny.json")
+    for flags, named in ((["--ranks", "0"], "--ranks"), (["--ranks", "abc"], "--ranks"),
+                         (["--config", os.path.join(work, "nonexist.json")], "nonexist.json: no such file"),
+                         (["--set", "bogus.key=1"], "--set bogus.key=1: unknown key 'bogus'")):
+        if os.path.exists(log):
+            os.remove(log)
+        p = subprocess.run([sys.executable, TOOL, "--zerotrain", logging, "--config", tiny, "--ranks", "1",
+                            "--out-dir", os.path.join(work, "bad_results"), *flags], capture_output=True, text=True,
+                           timeout=120)
+        lines = [line for line in p.stderr.splitlines() if line.strip()]
+        launched = open(log).read().split() if os.path.exists(log) else []
+        checks.check(p.returncode == 2 and len(lines) == 1 and named in lines[0] and "train" not in launched
+                     and not os.path.exists(os.path.join(work, "bad_results")),
+                     f"{' '.join(flags)}: exit 2 in one line, before any run (exit {p.returncode}, {lines[:3]}, "
+                     f"launched {launched})")
+    p = subprocess.run([sys.executable, TOOL, "--help"], capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ, COLUMNS="100"))
+    helps = {flag: flag_help(p.stdout, flag) for flag in ("--zerotrain", "--preset", "--config", "--ranks", "--set",
+                                                          "--dtype", "--name", "--out-dir", "--readme")}
+    defaults = {"--zerotrain": os.path.join("build", "zerotrain"), "--dtype": "(default: bf16)",
+                "--out-dir": os.path.join("runs", "results"), "--config": "configs/tiny.json", "--ranks": "1,2,4"}
+    checks.check(p.returncode == 0 and all(len(h.split()) > 3 for h in helps.values())
+                 and all("default" in helps[flag] and said in helps[flag] for flag, said in defaults.items()),
+                 f"--help gives each flag a meaning and its default ({helps})")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--zerotrain", required=True)
@@ -64,6 +107,7 @@ def main():
     elif ranks == "1":
         print("SKIP  2 ranks: a build without MPI; stages 0-3 on 1 rank instead")
     with tempfile.TemporaryDirectory() as work:
+        check_bad_input(checks, args.zerotrain, work)
         readme = os.path.join(work, "README.md")
         before, after = "# title\n\nintro line\n", "\n## next section\ntail line\n"
         with open(readme, "w") as f:
@@ -119,19 +163,19 @@ def main():
                      "a training step's peaks equal the prediction in every category")
         checks.check("![memory by category and stage](results/t.png)" in text, "the chart is linked beside the README")
 
-        # Bad input: one line, exit non-zero, nothing touched.
+        # Bad input: one line, exit 2, nothing touched.
         with open(readme, "w") as f:
             f.write("no markers here\n")
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
         lines = [l for l in p.stderr.splitlines() if l.strip()]
         with open(readme) as f:
             untouched = f.read() == "no markers here\n"
-        checks.check(p.returncode != 0 and len(lines) == 1 and "memory_report:t begin" in lines[0] and untouched,
+        checks.check(p.returncode == 2 and len(lines) == 1 and "memory_report:t begin" in lines[0] and untouched,
                      f"a README without the section's lines is refused in one line ({lines[:2]})")
         for bad in ("two", "0", ""):  # mpirun -np 0 would start a rank a slot, labelled N=0
             p = subprocess.run(cmd[:cmd.index("--ranks") + 1] + [bad] + cmd[cmd.index("--ranks") + 2:],
                                capture_output=True, text=True, timeout=60)
-            checks.check(p.returncode != 0 and "--ranks" in p.stderr and len(p.stderr.strip().splitlines()) == 1,
+            checks.check(p.returncode == 2 and "--ranks" in p.stderr and len(p.stderr.strip().splitlines()) == 1,
                          f"--ranks {bad!r} is one line ({p.stderr.strip()[-200:]})")
     return checks.finish()
 

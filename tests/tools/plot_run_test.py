@@ -5,12 +5,15 @@ engine writes a non-finite one) plots to a PNG with the PNG signature and a plau
 default place and at --out; that the dotted line is the summary's context-free validation loss
 (the training unigram entropy, labelled as such, only for a run without one); that a run of zero
 steps plots its evaluation; and that a missing, empty or malformed metrics file exits 2 with one
-line naming the file (and the line). Fails, never skips, when matplotlib is missing.
+line naming the file (and the line); and that --help gives every flag a meaning and its default.
+Fails, never skips, when matplotlib is missing.
 """
 import contextlib
 import io
 import json
 import math
+import os
+import re
 import struct
 import subprocess
 import sys
@@ -213,6 +216,21 @@ def test_errors(tmp):
           f"a metrics file that is not UTF-8: exit 2, one line ({proc.returncode}: {proc.stderr!r})")
 
 
+def flag_help(help_text, flag):
+    """`flag`'s entry in argparse's --help (its line and the wrapped lines under it), on one line."""
+    m = re.search(rf"^  {re.escape(flag)}(?=[ ,\n]).*?(?=^  \S|\Z)", help_text, re.M | re.S)
+    return " ".join(m.group(0).split()) if m else ""
+
+
+def test_help(tmp):
+    proc = subprocess.run([sys.executable, str(TOOL), "--help"], capture_output=True, text=True, timeout=60,
+                          env=dict(os.environ, COLUMNS="100"))
+    helps = {flag: flag_help(proc.stdout, flag) for flag in ("--out", "--smoothing")}
+    check(proc.returncode == 0 and all(len(h.split()) > 3 for h in helps.values())
+          and "(default: 0.9)" in helps["--smoothing"] and "default RUN_DIR/loss.png" in helps["--out"],
+          f"--help gives each flag a meaning and its default ({helps})")
+
+
 def test_llama_title(tmp):
     # The title counts a Llama's parameters as `zerotrain train` does (1.80M here), not as a GPT's.
     run_dir = tmp / "llama"
@@ -232,7 +250,7 @@ def main():
                      ("out_flag_and_no_config", test_out_flag_and_no_config),
                      ("context_free_line", test_context_free_line), ("zero_step_run", test_zero_step_run),
                      ("torn_last_record_and_formats", test_torn_last_record_and_formats), ("errors", test_errors),
-                     ("llama_title", test_llama_title)]:
+                     ("llama_title", test_llama_title), ("help", test_help)]:
         with tempfile.TemporaryDirectory(prefix="plot_run_test_") as tmp:
             try:
                 fn(Path(tmp))

@@ -12,7 +12,9 @@
   * a line without endings, a label past them (or "²", a digit to str.isdigit that int() refuses:
     it was a ValueError traceback) and a missing input are refused in one line, leaving no output
     file; so is an --out that is an input or an existing file of another kind (an earlier choice
-    file is replaced);
+    file is replaced); a key the example lacks (--label-key nope) is named as missing, with the line
+    and the keys the example has (it said "nope" was no index of one of its endings);
+  * --help gives every flag a meaning and its default;
   * a character that a character vocabulary (as zerotrain exports a char-level run's) has no token
     for, in a context or an ending, is refused in one line naming the example, the field and the
     character (it was dropped silently, and eval scored the altered text); a byte-level BPE's text
@@ -38,7 +40,7 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.dirname(HERE))
 from check_report import Checks  # noqa: E402
 from hf_env import require_hf, train_byte_level_bpe  # noqa: E402
-from prepare_tokens_test import character_tokenizer  # noqa: E402
+from prepare_tokens_test import character_tokenizer, flag_help  # noqa: E402
 
 require_hf("torch", "transformers", "tokenizers")
 import torch  # noqa: E402
@@ -179,6 +181,23 @@ def main():
         check(p.returncode == 2 and len(lines) == 1 and f"{bad}:2" in lines[0] and not os.path.exists(bad_out)
               and ("endings" not in line or '"label" is not the index of one of its 2 endings' in lines[0]),
               f"{what}: refused in one line naming the line, no file written ({lines})")
+    # A key the example lacks (a --*-key naming none of its keys): said as missing, with its keys.
+    for flag in ("--label-key", "--endings-key", "--context-key"):
+        bad_out = os.path.join(work, "bad.bin")
+        p = subprocess.run([sys.executable, SCRIPT, "--tokenizer", tok_path, "--out", bad_out, flag, "nope", jsonl],
+                           capture_output=True, text=True, timeout=120)
+        lines = p.stderr.strip().splitlines()
+        check(p.returncode == 2 and lines == [f'prepare_choices: {jsonl}:1: the example has no key "nope" ({flag}); '
+                                              'its keys: "ctx", "endings", "label"'] and not os.path.exists(bad_out),
+              f"{flag} nope: the key named as missing from line 1, with the keys it has ({lines})")
+    p = subprocess.run([sys.executable, SCRIPT, "--help"], capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ, COLUMNS="100"))
+    helps = {flag: flag_help(p.stdout, flag) for flag in ("--tokenizer", "--out", "--context-key", "--endings-key",
+                                                          "--label-key")}
+    check(p.returncode == 0 and all(len(h.split()) > 3 for h in helps.values())
+          and all(f"(default: {key})" in helps[f"--{what}-key"]
+                  for what, key in (("context", "ctx"), ("endings", "endings"), ("label", "label"))),
+          f"--help gives each flag a meaning and its default ({helps})")
     p = subprocess.run([sys.executable, SCRIPT, "--tokenizer", tok_path, "--out", os.path.join(work, "x.bin"),
                         os.path.join(work, "missing.jsonl")], capture_output=True, text=True, timeout=60)
     lines = p.stderr.strip().splitlines()

@@ -22,13 +22,21 @@
     run); SIGINT and SIGTERM mid-run end it by the signal with one line, no traceback, nothing
     staged left, the folder as it was;
   * a character a character vocabulary has no token for is counted in one line (it was dropped
-    silently); a byte-level BPE's text of any characters never is.
+    silently); a byte-level BPE's text of any characters never is;
+  * --help gives every flag a meaning and its default (--shard-tokens' 100,000,000 was not shown);
+  * a refusal while the progress bar is drawn (a torn JSONL line, a corpus that fills one shard)
+    starts a line of its own, the last (it was glued onto the bar, which was drawn again after it);
+    the one-shard refusal names a --shard-tokens that splits the corpus, which then prepares;
+  * an --eot the vocabulary lacks is named as that, with the tokenizer's file (it said "no document
+    delimiter ...; name one with --eot" to a user who had named one).
 
 usage: prepare_tokens_test.py   (under .venv-hf's python; skipped, exit 77, without tokenizers)
 """
 import hashlib
+import importlib.util
 import json
 import os
+import re
 import resource
 import signal
 import subprocess
@@ -89,6 +97,12 @@ def character_tokenizer(chars):
 # The tokenizers library warns in each child forked after its threads ran (a preexec_fn forks):
 # the tests' tokenizers run on one thread.
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def flag_help(help_text, flag):
+    """`flag`'s entry in argparse's --help (its line and the wrapped lines under it), on one line."""
+    m = re.search(rf"^  {re.escape(flag)}(?=[ ,\n]).*?(?=^  \S|\Z)", help_text, re.M | re.S)
+    return " ".join(m.group(0).split()) if m else ""
 
 
 def signals_as_in_a_terminal():
@@ -199,6 +213,49 @@ def main():
     lines = one_line(p)
     check(p.returncode == 2 and len(lines) == 1 and "--tokenizer" in lines[0],
           f"no --tokenizer: one line, exit 2 ({lines})")
+    # An --eot the tokenizer lacks: said as that, not as a delimiter the user should name.
+    p = prepare(os.path.join(work, "bad"), "--eot", "<|nonexist|>", jsonl)
+    lines = one_line(p)
+    check(p.returncode == 2 and len(lines) == 1 and f"--eot <|nonexist|>: not a token in {tok_a}'s vocabulary"
+          in lines[0] and "name one with --eot" not in lines[0] and not os.path.exists(os.path.join(work, "bad")),
+          f"an --eot not in the vocabulary: one line naming the tokenizer file, exit 2 ({lines})")
+
+    # --help: every flag's meaning, and the defaults of those that have one.
+    p = subprocess.run([sys.executable, TOOL, "--help"], capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ, COLUMNS="100"))
+    helps = {flag: flag_help(p.stdout, flag) for flag in ("--tokenizer", "--out", "--name", "--shard-tokens",
+                                                          "--jsonl-key", "--eot", "--no-progress")}
+    defaults = {"--name": "(default: data)", "--shard-tokens": "(default: 100,000,000)",
+                "--jsonl-key": "(default: text)", "--no-progress": "(default: a bar"}
+    check(p.returncode == 0 and all(len(h.split()) > 3 for h in helps.values())
+          and all(said in helps[flag] for flag, said in defaults.items()),
+          f"--help gives each flag a meaning and its default ({helps})")
+
+    # Refusals while the progress bar is drawn (text mode reads its \r as a line's end): the line
+    # starts a row of its own, the last (no bar drawn after it). A corpus that fills only one shard
+    # at the default --shard-tokens is refused naming a --shard-tokens that splits it.
+    def refused_under_bar(folder, *args):
+        p = subprocess.run([sys.executable, TOOL, "--tokenizer", tok_a, "--out", folder, *args], capture_output=True,
+                           text=True, timeout=120)
+        rows = p.stderr.rstrip("\n").split("\n")
+        drawn = "tokenizing" in p.stderr or importlib.util.find_spec("tqdm") is None
+        alone = [i for i, row in enumerate(rows) if "prepare_tokens" in row] == [len(rows) - 1]
+        return p.returncode == 2 and drawn and alone and rows[-1].startswith("prepare_tokens: "), rows
+    torn = os.path.join(work, "torn.jsonl")
+    with open(torn, "w") as f:
+        f.write(json.dumps({"text": CORPUS[0]}) + "\n{not json\n")
+    ok, rows = refused_under_bar(os.path.join(work, "torn"), "--shard-tokens", "40", torn)
+    check(ok and "torn.jsonl:2: not JSON" in rows[-1], f"a line refused mid-input starts its own line ({rows})")
+    folder = os.path.join(work, "one_shard")
+    ok, rows = refused_under_bar(folder, jsonl)
+    suggested = re.search(r"--shard-tokens (\d+) \((\d+) shards\)", rows[-1])
+    check(ok and "fill only one shard" in rows[-1] and suggested is not None and not os.path.exists(folder),
+          f"one shard's worth: refused on a line of its own after the bar, naming a --shard-tokens ({rows})")
+    if suggested:
+        p = subprocess.run([sys.executable, TOOL, "--tokenizer", tok_a, "--out", folder, "--no-progress",
+                            "--shard-tokens", suggested.group(1), jsonl], capture_output=True, text=True, timeout=120)
+        check(p.returncode == 0 and f" {suggested.group(2)} shards in " in p.stdout,
+              f"the --shard-tokens the refusal names splits the corpus ({p.stdout.strip()} {p.stderr.strip()})")
 
     # A write that fails: the file size limit stops the first shard (1,104 bytes: the header and 40
     # uint16 tokens), or only the tokenizer.json copied after every shard. The folder holds another

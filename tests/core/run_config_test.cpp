@@ -305,9 +305,18 @@ TEST(RunConfig, ResolvedConfigReloadsToItself) {
   doc["zero"] = {{"max_inflight_reduction_mb", 0.5}};
   const RunConfig c = parse_run_config(doc, "configs/x.json");
   EXPECT_EQ(c.log.run_dir, "runs/x");
+  // A pipe's name is no config's: `--config <(jq ...)` reads /dev/fd/63 (every such run was runs/63).
+  EXPECT_EQ(parse_run_config(doc, "/dev/fd/63").log.run_dir, "runs/run");
+  EXPECT_EQ(parse_run_config(doc, "/dev/stdin").log.run_dir, "runs/run");
   EXPECT_EQ(c.zero.max_inflight_reduction_bytes, 512 * 1024);
   const RunConfig again = parse_run_config(c.to_json(), "config.json");
   EXPECT_EQ(again.to_json(), c.to_json());
+  // A MiB count is written as given, not as its rounded bytes over 2^20 (0.10000038146972656).
+  doc["zero"] = {{"max_inflight_reduction_mb", 0.1}};
+  const RunConfig tenth = parse_run_config(doc, "configs/x.json");
+  EXPECT_EQ(tenth.to_json()["zero"]["max_inflight_reduction_mb"].get<double>(), 0.1);
+  EXPECT_EQ(parse_run_config(tenth.to_json(), "config.json").zero.max_inflight_reduction_bytes,
+            tenth.zero.max_inflight_reduction_bytes);
 }
 
 TEST(RunConfig, CheckpointSectionDefaultsRangesAndUnknownKeys) {

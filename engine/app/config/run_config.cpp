@@ -29,9 +29,13 @@ namespace {
 
 void read_log(ConfigReader r, LogConfig& l, const std::string& source) {
   // runs/<the config's name>; a name that is no folder's ("...json" has stem "..", which would make
-  // runs/.. the working directory) is "run".
-  std::string stem = std::filesystem::path(source).stem().string();
-  if (stem.empty() || stem == "." || stem == "..") stem = "run";
+  // runs/.. the working directory) is "run", as is a pipe's (`--config <(jq ...)` reads /dev/fd/63,
+  // whose "63" every such run would share, whatever its config).
+  const std::filesystem::path config_path(source);
+  std::string stem = config_path.stem().string();
+  const std::string parent = config_path.parent_path().string();
+  const bool pipe = parent == "/dev/fd" || parent == "/proc/self/fd" || source == "/dev/stdin";
+  if (stem.empty() || stem == "." || stem == ".." || pipe) stem = "run";
   l.run_dir = r.get_path("run_dir", "runs/" + stem);
   l.every_steps = r.get_int("every_steps", l.every_steps, 1, kMaxConfigSteps);
   l.progress = r.get_enum("progress", l.progress, {"auto", "live", "plain"});

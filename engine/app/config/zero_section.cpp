@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <string>
 #include <utility>
 
 #include "engine/base/core/check.h"
@@ -77,12 +78,27 @@ std::string zero_choices_changed(const ZeroOptions& zero) {
   return changed;
 }
 
+namespace {
+
+// The shortest decimal MiB count that reads back as `bytes` (the key is read in MiB and rounded to
+// bytes): 0.1 as given, not 0.10000038146972656.
+double mib_as_given(std::int64_t bytes) {
+  const double exact = static_cast<double>(bytes) / 1048576.0;
+  for (int digits = 1; digits <= 17; ++digits) {
+    const double shorter = std::stod(fmt::format("{:.{}g}", exact, digits));
+    if (std::llround(shorter * 1048576.0) == bytes) return shorter;
+  }
+  return exact;
+}
+
+}  // namespace
+
 nlohmann::json zero_section_json(const ZeroOptions& zero) {
   return {{"stage", zero.stage},
           {"overlap_comm", zero.overlap_comm},
           {"prefetch_units", zero.prefetch_units},
           {"max_inflight_reductions", zero.max_inflight_reductions},
-          {"max_inflight_reduction_mb", static_cast<double>(zero.max_inflight_reduction_bytes) / 1048576.0},
+          {"max_inflight_reduction_mb", mib_as_given(zero.max_inflight_reduction_bytes)},
           {"reshard_after_forward", zero.reshard_after_forward},
           {"param_persistence_threshold", zero.persistence_threshold},
           {"grad_shard_dtype", zero.fp32_grad_shards ? "fp32" : "working"},

@@ -140,6 +140,10 @@ def main():
                   env_extra={"OMP_NUM_THREADS": "1"})
     check(derived.returncode == 0 and "derived: train.num_threads = 1 (OMP_NUM_THREADS)" in derived.stdout,
           f"train.num_threads left out takes OMP_NUM_THREADS ({derived.stdout[-300:]})")
+    past = run(binary, ["sample", "--run", run_a, "--tokens", "5", "--threads", str(cores + 1)],
+               env_extra={"OMP_WAIT_POLICY": "active"})
+    check(past.returncode == 0 and f"--threads {cores + 1} on each of this node's 1 process(es)" in past.stderr,
+          f"--threads past the cores is warned of, as train.num_threads is ({past.stderr[-300:]})")
     zero = run(binary, ["sample", "--run", run_a, "--tokens", "5", "--threads", "0"])
     check(idle.returncode == 0 and "CPU thread(s)" not in idle.stderr and zero.returncode == 2 and
           len(zero.stderr.strip().splitlines()) == 1 and "--threads" in zero.stderr,

@@ -25,14 +25,12 @@ template <typename... Args>
   throw BatchSplitError(fmt::format(f, std::forward<Args>(args)...));
 }
 
-// OMP_WAIT_POLICY=passive (read as libgomp reads it, any case): waiting threads sleep rather than
-// spin, so threads past the cores cost little.
+}  // namespace
+
 bool omp_waits_passively() {
   const char* policy = std::getenv("OMP_WAIT_POLICY");
   return policy != nullptr && strcasecmp(policy, "passive") == 0;
 }
-
-}  // namespace
 
 int omp_num_threads_from_environment() {
   // OpenMP's syntax: a list of counts, one a nesting level; the first is the outer regions'.

@@ -18,6 +18,10 @@ void read_train_section(ConfigReader r, RunConfig& c);
 // default); refuses unknown keys.
 void read_optim_section(ConfigReader r, RunConfig& c);
 
+// OMP_WAIT_POLICY=passive (read as libgomp reads it, any case): waiting threads sleep rather than
+// spin, so threads past the cores cost little.
+bool omp_waits_passively();
+
 // The thread count OMP_NUM_THREADS gives (its first, the outer regions', of a list), or 0 where it
 // is unset or no count from 1 to 1024: what train.num_threads left out takes, and sample and eval.
 int omp_num_threads_from_environment();

@@ -165,8 +165,7 @@ int eval_main(const std::vector<std::string>& args) {
     // train.num_threads, set per rank.
     source.num_threads = std::max(1, source.num_threads / ranks_on_this_node(world->world_size()));
   }
-  const std::string threads_lowered =
-      fit_threads_to_idle_cores(parser, source, ranks_on_this_node(world->world_size()));
+  const std::string threads_note = fit_threads_to_idle_cores(parser, source, ranks_on_this_node(world->world_size()));
   if (root) {
     for (const std::string& note : source.notes) print_err("{}\n", note);
   }
@@ -220,7 +219,7 @@ int eval_main(const std::vector<std::string>& args) {
       fmt::print("{}: loss {:.6f} (perplexity {:.3f}) over {} window{} of {} tokens\n", parser.get("tokens"), loss,
                  std::exp(loss), windows, windows == 1 ? "" : "s", T);
   }
-  if (root && !threads_lowered.empty()) print_err("zerotrain eval: note: {}\n", threads_lowered);
+  if (root && !threads_note.empty()) print_err("zerotrain eval: note: {}\n", threads_note);
   return 0;
 }
 

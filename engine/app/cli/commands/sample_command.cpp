@@ -216,7 +216,7 @@ int sample_main(const std::vector<std::string>& args) {
   }
   const LaunchInfo launch = detect_launch();
   WeightSource source = resolve_weight_source(parser, "sample");
-  const std::string threads_lowered = fit_threads_to_idle_cores(parser, source);
+  const std::string threads_note = fit_threads_to_idle_cores(parser, source);
   for (const std::string& note : source.notes) print_err("{}\n", note);
   // The text, the options and the prompt before the weights load, so a bad one fails at once.
   const data::TokenText text = token_text(parser, source.text_dir);
@@ -253,7 +253,7 @@ int sample_main(const std::vector<std::string>& args) {
   }
   const int code = generate_and_print(model, text, options, prompt,
                                       parser.has("ignore-eos") ? std::vector<std::int32_t>{} : source.end_of_text_ids);
-  if (!threads_lowered.empty()) print_err("zerotrain sample: note: {}\n", threads_lowered);
+  if (!threads_note.empty()) print_err("zerotrain sample: note: {}\n", threads_note);
   return code;
 }
 

@@ -78,7 +78,15 @@ int runnable_elsewhere(int siblings) {
 std::string fit_threads_to_idle_cores(const ArgParser& parser, WeightSource& source, int processes_on_node) {
   if (parser.has("threads")) {
     source.num_threads = parser.get_int("threads", 1, 1, 1024);
-    return "";
+    const int cores = omp_get_num_procs();
+    if (source.device != Device::kCPU || source.num_threads * processes_on_node <= cores || omp_waits_passively()) {
+      return "";
+    }
+    // As train warns of train.num_threads past the cores.
+    return fmt::format(
+        "--threads {} on each of this node's {} process(es) asks for {} threads on its {} cores: OpenMP's spinning "
+        "waits can make this several times slower; leave --threads out or set OMP_WAIT_POLICY=passive",
+        source.num_threads, processes_on_node, source.num_threads * processes_on_node, cores);
   }
   if (const int from_environment = omp_num_threads_from_environment(); from_environment > 0) {
     source.num_threads = from_environment;  // as train reads it

@@ -63,12 +63,13 @@ struct WeightSource {
 WeightSource resolve_weight_source(const ArgParser& parser, const std::string& command,
                                    const std::string& checkpoint = "");
 
-// The CPU threads the model computes on: --threads where given, else source.num_threads (the
-// cores this process may use) less those other processes' runnable threads hold now, shared by
-// the `processes_on_node` of this command there, at least 1. Returns why where the load lowered it
-// ("" otherwise), which the commands say after their work (a line before it would make a refusal
-// two). OpenMP's waiting threads spin on cores another process holds: a sample beside a 2-rank
-// training run on 2 cores took 0.8-6.9 s at 2 threads against 0.3-0.4 s at 1.
+// The CPU threads the model computes on: --threads where given, else OMP_NUM_THREADS, else
+// source.num_threads (the cores this process may use) less those other processes' runnable threads
+// hold now, shared by the `processes_on_node` of this command there, at least 1. Returns a note
+// where the load lowered it, or where --threads asks for more threads than cores ("" otherwise),
+// which the commands say after their work (a line before it would make a refusal two). OpenMP's waiting threads spin on
+// cores another process holds: a sample beside a 2-rank training run on 2 cores took 0.8-6.9 s at 2 threads against
+// 0.3-0.4 s at 1.
 std::string fit_threads_to_idle_cores(const ArgParser& parser, WeightSource& source, int processes_on_node = 1);
 
 class StandaloneModel {

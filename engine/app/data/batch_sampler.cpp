@@ -50,21 +50,4 @@ double unigram_entropy_nats(const std::vector<std::int64_t>& counts) {
   return h;
 }
 
-double unigram_cross_entropy_nats(const std::vector<std::int64_t>& scored, const std::vector<std::int64_t>& fit) {
-  ZT_CHECK(scored.size() == fit.size(), "counts over {} and {} ids", scored.size(), fit.size());
-  double n_scored = 0.0, n_fit = 0.0;
-  for (std::size_t v = 0; v < fit.size(); ++v) {
-    n_scored += static_cast<double>(scored[v]);
-    n_fit += static_cast<double>(fit[v]);
-  }
-  if (n_scored == 0.0) return 0.0;
-  const double denominator = n_fit + static_cast<double>(fit.size());
-  double loss = 0.0;
-  for (std::size_t v = 0; v < fit.size(); ++v) {
-    if (scored[v] == 0) continue;
-    loss -= static_cast<double>(scored[v]) / n_scored * std::log((static_cast<double>(fit[v]) + 1.0) / denominator);
-  }
-  return loss;
-}
-
 }  // namespace zt::data

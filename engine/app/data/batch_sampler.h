@@ -50,12 +50,6 @@ double unigram_entropy_nats(const TokenCorpus& corpus, int vocab_size,
                             std::int64_t sample_tokens = kEntropySampleTokens);
 // The same from counts already taken (TokenCorpus::token_counts).
 double unigram_entropy_nats(const std::vector<std::int64_t>& counts);
-// The mean loss, in nats, on tokens counted as `scored` of the unigram model fit to the tokens
-// counted as `fit` (add-one smoothed, so that an id the fit never saw costs a finite loss): what a
-// model that ignores context, trained on `fit`'s split, scores on `scored`'s. Equal to the
-// unigram entropy, within the smoothing, where both splits hold the same frequencies; above it
-// where they differ.
-double unigram_cross_entropy_nats(const std::vector<std::int64_t>& scored, const std::vector<std::int64_t>& fit);
 inline double unigram_entropy_nats(TokenSpan tokens, int vocab_size) {
   return unigram_entropy_nats(TokenCorpus(tokens), vocab_size);
 }

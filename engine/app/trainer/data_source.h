@@ -47,10 +47,14 @@ class DataSource {
   // The unigram entropy of the training split, in nats (what a model that ignores context achieves),
   // from the counts of the sample of it the constructor read (data::unigram_entropy_nats).
   double unigram_entropy_nats() const { return data::unigram_entropy_nats(train_counts_); }
-  // What a model that ignores context, fit to the training split's token frequencies, scores on the
-  // targets of the evaluation's windows (data::unigram_cross_entropy_nats): the bound a validation
-  // loss below shows context use by, also where the splits' frequencies differ.
-  double context_free_val_loss_nats() const { return data::unigram_cross_entropy_nats(val_counts_, train_counts_); }
+  // The least any model that ignores context scores on the targets of the evaluation's windows:
+  // their own frequencies' entropy (a context-free model predicts one distribution q for every
+  // target, and its loss, the cross-entropy of the targets' frequencies p with q, is at least p's
+  // entropy). A validation loss below it shows context use; one above it shows nothing either way.
+  // Not the training split's entropy, nor a unigram model fit to it: either can score above the
+  // validation targets' floor, and a model that ignores context below them (an untrained model's
+  // ln V fell below an add-one smoothed fit where the data was small beside the vocabulary).
+  double context_free_val_loss_nats() const { return data::unigram_entropy_nats(val_counts_); }
 
  private:
   void open(const RunConfig& config);

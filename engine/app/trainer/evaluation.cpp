@@ -100,10 +100,9 @@ bool evaluate(TrainerState& s, int step, TrainSummary& summary, const StopVote& 
     }
   }
   s.log(record);
-  // Beside it what ignoring the context scores on the same windows: the training split's token
-  // frequencies (add-one smoothed) on their targets. Not the training data's unigram entropy,
-  // which another split's frequencies can score below or above.
-  s.progress.message(fmt::format("step {}: val loss {:.4f} (token frequencies alone: {:.4f}){}", step, val_loss,
+  // Beside it the least a model that ignores context scores on the same windows (their targets'
+  // entropy), not the training data's unigram entropy, which another split can score below.
+  s.progress.message(fmt::format("step {}: val loss {:.4f} (context-free floor {:.4f}){}", step, val_loss,
                                  summary.context_free_val_loss_nats, choices));
   return true;
 }

@@ -241,12 +241,11 @@ int train_main(const std::vector<std::string>& args) {
                                         : fmt::format("resumed at its last step, {}", cfg.train.max_steps));
   }
   if (s.val_loss) {
-    // Context use is judged against what the training data's token frequencies alone score on the
-    // same validation targets: the training split's entropy is that bound only where the splits'
-    // frequencies agree (a validation split of other frequencies fell below it without context).
+    // Context use is judged against the least a model that ignores context can score on the same
+    // validation targets, their own frequencies' entropy (DataSource::context_free_val_loss_nats).
     print_out(
-        "val loss: {:.4f}   unigram entropy of the training data: {:.4f} nats; its token frequencies, which ignore "
-        "context, score {:.4f} on the validation windows ({})\n",
+        "val loss: {:.4f}   unigram entropy of the training data: {:.4f} nats; no model that ignores context "
+        "scores below {:.4f} on the validation windows, their targets' entropy ({})\n",
         *s.val_loss, s.unigram_entropy_nats, s.context_free_val_loss_nats,
         *s.val_loss < s.context_free_val_loss_nats ? "below: the model uses context" : "not below");
   } else {

@@ -1,8 +1,9 @@
 """Plots a training run: RUN_DIR/metrics.jsonl -> RUN_DIR/loss.png (or --out).
 
 Draws the train loss per step (thin) with a smoothed line, the validation loss as markers, the
-loss a context-free model scores on the validation windows as a dotted line (from the run's
-summary; a run too old to log it gets its training data's unigram entropy, labelled as such), and
+least a model that ignores context can score on the validation windows (their targets' entropy,
+from the run's summary; a run too old to log it gets its training data's unigram entropy, labelled
+as such) as a dotted line, and
 the learning rate on a second axis; the title names the model from RUN_DIR/config.json. A run that
 trained no steps (train.max_steps=0) plots its evaluation alone. Renders with matplotlib's Agg
 backend (no display needed). A missing, empty or malformed metrics file is a one-line error naming
@@ -20,10 +21,10 @@ from pathlib import Path
 # dotted line, (nats, legend label) or None; trained_no_steps: the summary says the run took no step.
 Metrics = namedtuple("Metrics", "train evals reference trained_no_steps")
 Reference = namedtuple("Reference", "nats label")
-# A context-free model scores the validation targets by the training split's token frequencies: that
-# loss, not the training split's entropy, is what beating it shows context use by. The two differ
-# where the splits' frequencies do (either way), so the entropy is no floor, and is named as itself.
-CONTEXT_FREE_LABEL = "context-free (training frequencies)"
+# The least any model that ignores context scores on the validation targets is their own entropy (a
+# floor: a validation loss below it shows context use). The training split's entropy is no floor for
+# them (another split's frequencies score below or above it), so it is named as itself.
+CONTEXT_FREE_LABEL = "context-free floor (validation targets' entropy)"
 ENTROPY_LABEL = "unigram entropy of the training data (no context-free loss logged)"
 
 

@@ -1,6 +1,7 @@
-// GPT-2 forward and backward on the CPU backend. The model owns its activations and scratch, not
-// its parameters: it reaches them through a ParamStore, unit by unit in execution order, so the
-// same model runs unsharded or under any ZeRO stage. It knows nothing about parallelism.
+// GPT-2 forward and backward through kernels/ops, on the CPU or a GPU. The model owns its
+// activations and scratch, not its parameters: it reaches them through a ParamStore, unit by unit
+// in execution order, so the same model runs unsharded or under any ZeRO stage. It knows nothing
+// about parallelism.
 #pragma once
 
 #include <array>

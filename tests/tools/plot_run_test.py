@@ -139,14 +139,14 @@ def drawn_lines(run_dir):
 
 
 def test_context_free_line(tmp):
-    """The dotted line is the summary's context-free validation loss under that name: the training
-    unigram entropy is no floor for the validation loss of a model ignoring its context (the
-    validation targets are scored by the training frequencies, below or above it). A run too old to
-    log it gets the entropy, named as that; a run with neither has no line."""
+    """The dotted line is the summary's context-free floor under that name (the validation targets'
+    entropy): the training unigram entropy is no floor for the validation loss of a model ignoring
+    its context. A run too old to log it gets the entropy, named as that; a run with neither has no
+    line."""
     run_dir = tmp / "run"
     write_run(run_dir, synthetic_metrics(20))
     lines = drawn_lines(run_dir)
-    check(lines.get("context-free (training frequencies)") == 2.8,
+    check(lines.get("context-free floor (validation targets' entropy)") == 2.8,
           f"the context-free validation loss (2.8, not the entropy 2.5) is drawn under its name: {lines}")
     check(not any("entropy" in label for label in lines), f"no entropy line beside it: {lines}")
     old = tmp / "old"

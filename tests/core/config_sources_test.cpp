@@ -122,7 +122,7 @@ TEST(ConfigSources, ChecksAfterReadingNameTheSet) {
   std::string msg = message([&] { (void)store_comm_choice(hybrid, 3); });
   EXPECT_NE(msg.find("config error in " + path +
                      " and --set zero.shard_group_size=2: zero.shard_group_size = 2 "
-                     "must divide the 3 rank(s)"),
+                     "must divide the 3 rank(s) and be at least 2 (here 3; 0: the whole world)"),
             std::string::npos)
       << msg;
   const std::string plain_file = ::testing::TempDir() + "/config_sources_plain_file";

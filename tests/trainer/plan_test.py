@@ -121,6 +121,18 @@ def main():
           len(p.stderr.strip().splitlines()) == 1,
           f"a global batch that no micro-batch splits is refused saying so (exit {p.returncode}, "
           f"{p.stderr.strip()[-300:]})")
+    # A --set global batch the config's micro-batch does not split here, but micro-batch 1 does: memory
+    # predicts at the config's micro-batch with a note (it said 'no micro-batch splits it', false),
+    # and train names the micro-batch that splits it.
+    p = subprocess.run([binary, "memory", "--config", config, "--ranks", "5", "--brief", "--set",
+                        "train.global_batch_tokens=960"], capture_output=True, text=True, timeout=300)
+    check(p.returncode == 0 and "note: the config's batch does not load on 5 ranks" in p.stdout and
+          "(train.micro_batch = 1 splits it: grad_accum 3)" in p.stdout,
+          f"memory predicts a --set global batch another micro-batch splits, saying which ({p.stderr.strip()[-300:]})")
+    p = subprocess.run([binary, "train", "--config", config, "--run-dir", os.path.join(work, "split"), "--set",
+                        "train.global_batch_tokens=960"], capture_output=True, text=True, timeout=300)
+    check(p.returncode == 2 and "(train.micro_batch = 1 splits it: grad_accum 15)" in p.stderr,
+          f"train names the micro-batch that splits its global batch ({p.stderr.strip()[-300:]})")
     # plan and memory take the same rank counts (plan stopped at 2^20, memory at 2^24).
     said = [subprocess.run([binary, command, "--config", other_n, "--ranks", "16777217", *extra],
                            capture_output=True, text=True, timeout=300).stderr.strip()

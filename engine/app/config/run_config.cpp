@@ -184,23 +184,16 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
 }
 
 RunConfig load_run_config_past_batch_split(const std::string& path, std::vector<std::string>& overrides, int world_size,
-                                           const std::string& fallback, std::string& refused) {
+                                           const BatchFallback& fallback, std::string& refused) {
   try {
     return load_run_config(path, overrides, world_size);
   } catch (const BatchSplitError& original) {
     std::vector<std::string> retry = overrides;
-    retry.push_back(fallback);
+    for (std::string& set : fallback(original)) retry.push_back(std::move(set));
     RunConfig c;
     try {
       c = load_run_config(path, retry, world_size);
-    } catch (const BatchSplitError&) {
-      // Not even the fallback splits it: no micro-batch can, which the original's words, naming the
-      // config's micro-batch, did not say.
-      throw_input_error(
-          "{}; no micro-batch splits it on {} rank(s): train.global_batch_tokens must be a multiple of "
-          "train.seq_len x ranks",
-          original.what(), world_size);
-    } catch (const InputError&) {
+    } catch (const InputError&) {  // the original says why, and whether any micro-batch splits it
       throw original;
     }
     refused = original.what();

@@ -182,7 +182,10 @@ using SavedModelKeys = std::function<nlohmann::json(const RunConfig& c)>;
 // meets, which `memory` and `plan` read past with a batch term of their own (any other stands).
 class BatchSplitError : public InputError {
  public:
-  using InputError::InputError;
+  // The terms as the config gave them at `world_size` ranks, for a batch of the reader's own.
+  BatchSplitError(const std::string& message, int micro_batch, int seq_len, int world_size)
+      : InputError(message), micro_batch(micro_batch), seq_len(seq_len), world_size(world_size) {}
+  int micro_batch, seq_len, world_size;
 };
 
 // Reads `path`, applies each "section.key=value" override in order, validates, resolves defaults.
@@ -193,11 +196,14 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
                           const SavedModelKeys& saved_model_keys = {});
 
 // load_run_config, and where the config's batch terms do not split over `world_size` (a config
-// written for another rank count: BatchSplitError), again with the `fallback` assignment appended
-// to `overrides` (memory's "train.grad_accum=1", plan's "train.micro_batch=1"), the first error's
-// message in `refused`. Every other error stands, and the first where the second load fails too.
+// written for another rank count: BatchSplitError), again with the `fallback` assignments for that
+// error appended to `overrides` (memory's: the config's micro-batch at grad_accum 1, its global
+// batch following; plan's "train.micro_batch=1"), the first error's message in `refused`. Every
+// other error stands, and the first where the second load fails too (its message says whether any
+// micro-batch splits the global batch).
+using BatchFallback = std::function<std::vector<std::string>(const BatchSplitError&)>;
 RunConfig load_run_config_past_batch_split(const std::string& path, std::vector<std::string>& overrides, int world_size,
-                                           const std::string& fallback, std::string& refused);
+                                           const BatchFallback& fallback, std::string& refused);
 
 // Same, from a document already in memory (tests; `source` names it in messages).
 // `overrides`: the keys --set gave (load_run_config), whose errors then name the --set.

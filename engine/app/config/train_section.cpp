@@ -21,8 +21,24 @@ namespace zt {
 namespace {
 
 template <typename... Args>
-[[noreturn]] void throw_batch_split(fmt::format_string<Args...> f, Args&&... args) {
-  throw BatchSplitError(fmt::format(f, std::forward<Args>(args)...));
+[[noreturn]] void throw_batch_split(const TrainConfig& t, int world_size, fmt::format_string<Args...> f,
+                                    Args&&... args) {
+  throw BatchSplitError(fmt::format(f, std::forward<Args>(args)...), t.micro_batch, t.seq_len, world_size);
+}
+
+// What would split `global` tokens at this rank count: the largest micro-batch up to the config's
+// whose sequences divide it (grad_accum following), or that none does (the global batch is then
+// not a multiple of seq_len x ranks).
+std::string batch_split_hint(const TrainConfig& t, int world_size, std::int64_t global) {
+  const std::int64_t per_sequence = std::int64_t{t.seq_len} * world_size;
+  if (global % per_sequence != 0) {
+    return fmt::format("; no micro-batch splits it on {} rank(s): it must be a multiple of train.seq_len x ranks = {}",
+                       world_size, per_sequence);
+  }
+  int micro_batch = t.micro_batch;
+  while (micro_batch > 1 && global % (micro_batch * per_sequence) != 0) --micro_batch;
+  return fmt::format(" (train.micro_batch = {} splits it: grad_accum {})", micro_batch,
+                     global / (micro_batch * per_sequence));
 }
 
 }  // namespace
@@ -52,14 +68,16 @@ void resolve_batch(ConfigReader& r, RunConfig& c, bool has_accum, bool has_globa
   if (has_global && !has_accum) {
     if (t.global_batch_tokens % per_accum != 0) {
       throw_batch_split(
+          t, c.world_size,
           "config error in {}: train.global_batch_tokens = {} is not a multiple of train.micro_batch x train.seq_len "
-          "x ranks = {} x {} x {}",
+          "x ranks = {} x {} x {}{}",
           r.sources_of({"train.global_batch_tokens", "train.micro_batch", "train.seq_len"}), t.global_batch_tokens,
-          t.micro_batch, t.seq_len, c.world_size);
+          t.micro_batch, t.seq_len, c.world_size, batch_split_hint(t, c.world_size, t.global_batch_tokens));
     }
     const std::int64_t accum = t.global_batch_tokens / per_accum;
     if (accum > kMaxConfigGradAccum) {  // the range train.grad_accum itself is read in
       throw_batch_split(
+          t, c.world_size,
           "config error in {}: train.global_batch_tokens = {} over train.micro_batch x train.seq_len x ranks = {} x "
           "{} x {} makes train.grad_accum = {}, above its largest, {} (raise train.micro_batch)",
           r.sources_of({"train.global_batch_tokens", "train.micro_batch", "train.seq_len"}), t.global_batch_tokens,
@@ -73,6 +91,7 @@ void resolve_batch(ConfigReader& r, RunConfig& c, bool has_accum, bool has_globa
   const std::int64_t implied = per_accum * t.grad_accum;
   if (has_global && t.global_batch_tokens != implied) {
     throw_batch_split(
+        t, c.world_size,
         "config error in {}: train.global_batch_tokens = {} disagrees with train.micro_batch x train.seq_len x "
         "train.grad_accum x ranks = {} x {} x {} x {} = {}",
         r.sources_of({"train.global_batch_tokens", "train.micro_batch", "train.seq_len", "train.grad_accum"}),
@@ -86,7 +105,7 @@ void resolve_batch(ConfigReader& r, RunConfig& c, bool has_accum, bool has_globa
         t.grad_accum, c.world_size, implied);
     // Too many at one rank already: no rank count's batch cures it (memory and plan stand by it).
     if (implied / c.world_size > 2147483647) throw InputError(message);
-    throw BatchSplitError(message);
+    throw BatchSplitError(message, t.micro_batch, t.seq_len, c.world_size);
   }
   if (!has_global) {
     c.derived.push_back(

@@ -96,7 +96,9 @@ RunConfig load_base(const std::string& path, const std::vector<std::string>& set
   }
   std::string refused;
   std::vector<std::string> base_sets = without_batch_split(sets);
-  RunConfig c = load_run_config_past_batch_split(path, base_sets, world_size, "train.micro_batch=1", refused);
+  RunConfig c = load_run_config_past_batch_split(
+      path, base_sets, world_size,
+      [](const BatchSplitError&) { return std::vector<std::string>{"train.micro_batch=1"}; }, refused);
   if (!refused.empty()) {
     note = fmt::format("the config's own micro-batch does not load on {} rank(s) ({}); the search sets it", world_size,
                        refused);

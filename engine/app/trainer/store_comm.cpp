@@ -1,8 +1,13 @@
 // The store's communicator choice (see the header).
 #include "engine/app/trainer/store_comm.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <cstdlib>
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include "engine/base/core/check.h"
 
@@ -34,10 +39,15 @@ StoreCommChoice store_comm_choice(const RunConfig& config, int world_size) {
   }
   if (hybrid) {
     if (g < 2 || world_size % g != 0) {
+      std::vector<std::string> sizes;  // those that would do here, the whole world's included
+      for (int d = 2; d <= world_size; ++d) {
+        if (world_size % d == 0) sizes.push_back(std::to_string(d));
+      }
       throw_input_error(
-          "config error in {}: zero.shard_group_size = {} must divide the {} rank(s) and be at least 2 (0: the whole "
-          "world)",
-          config.sources_of({"zero.shard_group_size"}), g, world_size);
+          "config error in {}: zero.shard_group_size = {} must divide the {} rank(s) and be at least 2 (here {}; 0: "
+          "the whole world)",
+          config.sources_of({"zero.shard_group_size"}), g, world_size,
+          sizes.empty() ? std::string("none: one rank has no groups") : fmt::format("{}", fmt::join(sizes, ", ")));
     }
     const bool cuda = config.device == Device::kCUDA;
     const char* unsupported = cuda && config.comm_backend == CommBackend::kMpi ? "comm.backend = \"mpi\" on CUDA"

@@ -76,7 +76,16 @@ void brief_table(const RunConfig& cfg, const ParamTable& table, int ranks, const
 // accumulation. Any other error stands (a grad_accum of "two" was predicted at 1, and exit 0).
 RunConfig load_for_ranks(const std::string& path, std::vector<std::string>& overrides, int ranks, std::string& note) {
   std::string refused;
-  RunConfig c = load_run_config_past_batch_split(path, overrides, ranks, "train.grad_accum=1", refused);
+  // The config's own micro-batch at grad_accum 1, the global batch following (a --set global batch
+  // would otherwise disagree with both).
+  RunConfig c = load_run_config_past_batch_split(
+      path, overrides, ranks,
+      [](const BatchSplitError& e) {
+        return std::vector<std::string>{
+            "train.grad_accum=1",
+            fmt::format("train.global_batch_tokens={}", std::int64_t{e.micro_batch} * e.seq_len * e.world_size)};
+      },
+      refused);
   if (!refused.empty()) {
     note = fmt::format(
         "the config's batch does not load on {} rank{} ({}); predicted at train.grad_accum = 1: a step's bytes per "

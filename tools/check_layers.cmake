@@ -1,7 +1,8 @@
-# The layering rule, checked before any layer compiles (CMakeLists.txt runs this script): a file
-# includes only headers of its own layer or the layers below it, and only kernels/ itself includes
-# a backend's headers (kernels/cpu, kernels/cuda); everything else reaches the kernels through
-# kernels/ops.h and kernels/compute_backend.h. Layers, bottom to top:
+# The layering rule, checked before any layer compiles (CMakeLists.txt runs this script) over the
+# files of engine/, kernels/ and models/ (tests and tools are not checked): a file includes only
+# headers of its own layer or the layers below it, and only kernels/ itself includes a backend's
+# headers (kernels/cpu, kernels/cuda); the other layers reach the kernels through kernels/ops.h,
+# compute_backend.h, exec_context.h, op_profiler.h and kernels/contracts/. Layers, bottom to top:
 #   0 engine/base  1 kernels  2 engine/distributed  3 models  4 engine/app
 # Usage: cmake -DROOT=<source dir> -P tools/check_layers.cmake  (a violation fails with each one listed)
 

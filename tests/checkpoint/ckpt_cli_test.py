@@ -160,6 +160,8 @@ def main():
         ("unknown action", ["frob", folder], "unknown action 'frob'"),
         ("missing PATH", ["inspect"], "missing PATH"),
         ("two PATHs", ["verify", folder, folder], "one PATH, got"),
+        # A misspelt flag is named, not its value taken for a second PATH.
+        ("a misspelt flag", ["export", "--fromat", "hf", "--out", work + "/x", folder], "--fromat"),
         ("no such path", ["verify", os.path.join(work, "nope")], "nope: no such checkpoint"),
         ("empty folder", ["verify", work + "/hf_f32"], "no checkpoint found"),
         ("bad --format", ["export", folder, "--format", "onnx", "--out", work + "/x"], "--format must be hf or llmc"),

@@ -142,8 +142,12 @@ def main():
           f"train.num_threads left out takes OMP_NUM_THREADS ({derived.stdout[-300:]})")
     past = run(binary, ["sample", "--run", run_a, "--tokens", "5", "--threads", str(cores + 1)],
                env_extra={"OMP_WAIT_POLICY": "active"})
-    check(past.returncode == 0 and f"--threads {cores + 1} on each of this node's 1 process(es)" in past.stderr,
-          f"--threads past the cores is warned of, as train.num_threads is ({past.stderr[-300:]})")
+    env_past = run(binary, ["sample", "--run", run_a, "--tokens", "5"],
+                   env_extra={"OMP_WAIT_POLICY": "active", "OMP_NUM_THREADS": f"{cores + 1},2"})
+    check(past.returncode == 0 and f"--threads = {cores + 1} on each of this node's 1 process(es)" in past.stderr and
+          env_past.returncode == 0 and f"OMP_NUM_THREADS = {cores + 1} on each" in env_past.stderr,
+          f"--threads or OMP_NUM_THREADS past the cores is warned of, as train.num_threads is ({past.stderr[-300:]}; "
+          f"{env_past.stderr[-300:]})")
     zero = run(binary, ["sample", "--run", run_a, "--tokens", "5", "--threads", "0"])
     check(idle.returncode == 0 and "CPU thread(s)" not in idle.stderr and zero.returncode == 2 and
           len(zero.stderr.strip().splitlines()) == 1 and "--threads" in zero.stderr,

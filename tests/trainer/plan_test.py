@@ -231,6 +231,31 @@ def main():
     doc = json.loads(section.stdout) if section.returncode == 0 else {"fitting": []}
     check(doc["fitting"] and all("zero.stage=1" in c["sets"] for c in doc["fitting"]) and
           doc.get("held") == ["zero.stage=1"], f"a key held in its section's JSON is held ({doc.get('held')})")
+    # A train section holding the accumulation keeps its other keys (the global batch was dropped
+    # with the section); a file giving both batch terms plans at its global batch (refused as
+    # 'disagrees' where micro-batch 1 kept the file's grad_accum).
+    p = plan("1TB", "--json", "--set", 'train={"global_batch_tokens":2048,"grad_accum":2}')
+    rows = [c["sets"] for c in json.loads(p.stdout)["fitting"]] if p.returncode == 0 else []
+    check(rows and all("train.global_batch_tokens=2048" in r and "train.micro_batch=8" in r for r in rows),
+          f"a held accumulation in a train section keeps its global batch ({p.stderr.strip()[-300:]})")
+    both = os.path.join(work, "both.json")
+    with open(both, "w") as f:
+        json.dump({**CONFIG, "train": {**CONFIG["train"], "micro_batch": 4, "grad_accum": 2,
+                                       "global_batch_tokens": 1024}}, f)
+    p = subprocess.run([binary, "plan", "--config", both, "--ranks", "4", "--device-memory", "1TB", "--profile",
+                        PROFILE, "--top", "1"], capture_output=True, text=True, timeout=300)
+    check(p.returncode == 0 and "global batch 1024 tokens" in p.stdout,
+          f"a file with both batch terms is planned at its global batch ({p.stderr.strip()[-300:]})")
+    t = subprocess.run([binary, "train", "--config", both, "--run-dir", os.path.join(work, "both_run")],
+                       capture_output=True, text=True, timeout=300)
+    check(t.returncode == 2 and "(train.grad_accum = 4 agrees with it)" in t.stderr,
+          f"terms that disagree name the accumulation that agrees ({t.stderr.strip()[-300:]})")
+    # The split named keeps grad_accum in its range (it named micro-batch 3 at grad_accum 65537).
+    t = subprocess.run([binary, "train", "--config", config, "--run-dir", os.path.join(work, "cap_run"), "--set",
+                        "train.seq_len=1", "--set", "train.global_batch_tokens=196611"],
+                       capture_output=True, text=True, timeout=300)
+    check(t.returncode == 2 and "(train.micro_batch = 65537 splits it: grad_accum 3)" in t.stderr,
+          f"the split named is one the config takes ({t.stderr.strip()[-300:]})")
     # --cores-per-node takes a container's fractional CPU quota, as its help says (0.5 was refused).
     half = plan("1TB", "--cores-per-node", "0.5", "--top", "1")
     check(half.returncode == 0, f"half a core per node plans ({half.stderr.strip()})")

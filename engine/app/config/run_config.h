@@ -183,9 +183,15 @@ using SavedModelKeys = std::function<nlohmann::json(const RunConfig& c)>;
 class BatchSplitError : public InputError {
  public:
   // The terms as the config gave them at `world_size` ranks, for a batch of the reader's own.
-  BatchSplitError(const std::string& message, int micro_batch, int seq_len, int world_size)
-      : InputError(message), micro_batch(micro_batch), seq_len(seq_len), world_size(world_size) {}
+  BatchSplitError(const std::string& message, int micro_batch, int seq_len, int world_size,
+                  std::int64_t global_batch_tokens)
+      : InputError(message),
+        micro_batch(micro_batch),
+        seq_len(seq_len),
+        world_size(world_size),
+        global_batch_tokens(global_batch_tokens) {}
   int micro_batch, seq_len, world_size;
+  std::int64_t global_batch_tokens;  // as given; 0 where the config derives it
 };
 
 // Reads `path`, applies each "section.key=value" override in order, validates, resolves defaults.

@@ -20,25 +20,38 @@ namespace zt {
 
 namespace {
 
+// The global batch given (t.global_batch_tokens, read before the split is resolved).
 template <typename... Args>
 [[noreturn]] void throw_batch_split(const TrainConfig& t, int world_size, fmt::format_string<Args...> f,
                                     Args&&... args) {
-  throw BatchSplitError(fmt::format(f, std::forward<Args>(args)...), t.micro_batch, t.seq_len, world_size);
+  throw BatchSplitError(fmt::format(f, std::forward<Args>(args)...), t.micro_batch, t.seq_len, world_size,
+                        t.global_batch_tokens);
 }
 
-// What would split `global` tokens at this rank count: the largest micro-batch up to the config's
-// whose sequences divide it (grad_accum following), or that none does (the global batch is then
-// not a multiple of seq_len x ranks).
+// What would split `global` tokens at this rank count: the micro-batch nearest the config's from
+// below (else above) whose sequences divide it with a grad_accum in its range, or that none does
+// (not a multiple of seq_len x ranks, or every split's accumulation past its largest).
 std::string batch_split_hint(const TrainConfig& t, int world_size, std::int64_t global) {
   const std::int64_t per_sequence = std::int64_t{t.seq_len} * world_size;
   if (global % per_sequence != 0) {
     return fmt::format("; no micro-batch splits it on {} rank(s): it must be a multiple of train.seq_len x ranks = {}",
                        world_size, per_sequence);
   }
-  int micro_batch = t.micro_batch;
-  while (micro_batch > 1 && global % (micro_batch * per_sequence) != 0) --micro_batch;
-  return fmt::format(" (train.micro_batch = {} splits it: grad_accum {})", micro_batch,
-                     global / (micro_batch * per_sequence));
+  const std::int64_t sequences = global / per_sequence;  // micro_batch x grad_accum
+  const auto splits = [&](std::int64_t m) { return sequences % m == 0 && sequences / m <= kMaxConfigGradAccum; };
+  std::int64_t micro_batch = std::min<std::int64_t>(t.micro_batch, sequences);
+  while (micro_batch > 1 && !splits(micro_batch)) --micro_batch;
+  if (!splits(micro_batch)) {  // every split below needs more accumulation than its range: a larger one
+    const std::int64_t most = std::min<std::int64_t>(sequences, kMaxConfigDim);
+    micro_batch =
+        std::max<std::int64_t>(t.micro_batch + 1, (sequences + kMaxConfigGradAccum - 1) / kMaxConfigGradAccum);
+    while (micro_batch <= most && !splits(micro_batch)) ++micro_batch;
+    if (micro_batch > most) {
+      return fmt::format("; no micro-batch splits it on {} rank(s) within train.grad_accum's largest, {}", world_size,
+                         kMaxConfigGradAccum);
+    }
+  }
+  return fmt::format(" (train.micro_batch = {} splits it: grad_accum {})", micro_batch, sequences / micro_batch);
 }
 
 }  // namespace
@@ -54,6 +67,7 @@ int omp_num_threads_from_environment() {
   if (given == nullptr) return 0;
   char* end = nullptr;
   const long n = std::strtol(given, &end, 10);
+  while (*end == ' ' || *end == '\t') ++end;  // libgomp takes surrounding blanks
   const bool whole = end != given && (*end == '\0' || *end == ',');
   return whole && n >= 1 && n <= 1024 ? static_cast<int>(n) : 0;
 }
@@ -93,9 +107,12 @@ void resolve_batch(ConfigReader& r, RunConfig& c, bool has_accum, bool has_globa
     throw_batch_split(
         t, c.world_size,
         "config error in {}: train.global_batch_tokens = {} disagrees with train.micro_batch x train.seq_len x "
-        "train.grad_accum x ranks = {} x {} x {} x {} = {}",
+        "train.grad_accum x ranks = {} x {} x {} x {} = {}{}",
         r.sources_of({"train.global_batch_tokens", "train.micro_batch", "train.seq_len", "train.grad_accum"}),
-        t.global_batch_tokens, t.micro_batch, t.seq_len, t.grad_accum, c.world_size, implied);
+        t.global_batch_tokens, t.micro_batch, t.seq_len, t.grad_accum, c.world_size, implied,
+        t.global_batch_tokens % per_accum == 0 && t.global_batch_tokens / per_accum <= kMaxConfigGradAccum
+            ? fmt::format(" (train.grad_accum = {} agrees with it)", t.global_batch_tokens / per_accum)
+            : batch_split_hint(t, c.world_size, t.global_batch_tokens));
   }
   if (!has_global && implied > 2147483647) {  // the range a train.global_batch_tokens given is read in
     const std::string message = fmt::format(
@@ -105,7 +122,7 @@ void resolve_batch(ConfigReader& r, RunConfig& c, bool has_accum, bool has_globa
         t.grad_accum, c.world_size, implied);
     // Too many at one rank already: no rank count's batch cures it (memory and plan stand by it).
     if (implied / c.world_size > 2147483647) throw InputError(message);
-    throw BatchSplitError(message, t.micro_batch, t.seq_len, c.world_size);
+    throw BatchSplitError(message, t.micro_batch, t.seq_len, c.world_size, 0);
   }
   if (!has_global) {
     c.derived.push_back(

@@ -50,15 +50,22 @@ std::vector<T> values_for(const std::vector<std::string>& sets, const std::strin
   return held_value(sets, key) ? std::vector<T>{held} : searched;
 }
 
-// `sets` less the entries that set train.micro_batch or train.grad_accum (dotted or in a train
-// section: the held accumulation's whole section is left out, the config's own values read).
+// `sets` less what sets train.micro_batch or train.grad_accum: a dotted entry, or those two keys of
+// a train section's JSON (its other keys, a global batch or seq_len, stay).
 std::vector<std::string> without_batch_split(const std::vector<std::string>& sets) {
   std::vector<std::string> out;
   for (const std::string& s : sets) {
-    const bool dotted = s.starts_with("train.micro_batch=") || s.starts_with("train.grad_accum=");
-    const bool section =
-        s.starts_with("train=") && (held_value({s}, "train.micro_batch") || held_value({s}, "train.grad_accum"));
-    if (!dotted && !section) out.push_back(s);
+    if (s.starts_with("train.micro_batch=") || s.starts_with("train.grad_accum=")) continue;
+    if (s.starts_with("train=")) {
+      nlohmann::json section = nlohmann::json::parse(s.substr(6), nullptr, /*allow_exceptions=*/false);
+      if (section.is_object() && (section.contains("micro_batch") || section.contains("grad_accum"))) {
+        section.erase("micro_batch");
+        section.erase("grad_accum");
+        if (!section.empty()) out.push_back("train=" + section.dump());
+        continue;
+      }
+    }
+    out.push_back(s);
   }
   return out;
 }
@@ -96,12 +103,24 @@ RunConfig load_base(const std::string& path, const std::vector<std::string>& set
   }
   std::string refused;
   std::vector<std::string> base_sets = without_batch_split(sets);
+  // Micro-batch 1 at the config's global batch, where it gave one: a --set global batch wins over
+  // a grad_accum the file gives too, which would otherwise refuse micro-batch 1 as well.
   RunConfig c = load_run_config_past_batch_split(
       path, base_sets, world_size,
-      [](const BatchSplitError&) { return std::vector<std::string>{"train.micro_batch=1"}; }, refused);
+      [](const BatchSplitError& e) {
+        std::vector<std::string> fallback = {"train.micro_batch=1"};
+        if (e.global_batch_tokens > 0) {
+          fallback.push_back(fmt::format("train.global_batch_tokens={}", e.global_batch_tokens));
+        }
+        return fallback;
+      },
+      refused);
   if (!refused.empty()) {
-    note = fmt::format("the config's own micro-batch does not load on {} rank(s) ({}); the search sets it", world_size,
-                       refused);
+    // A held accumulation's micro-batch is the search's: the refusal's own hint would name another.
+    note = held_accum
+               ? fmt::format("the config's own micro-batch does not load on {} rank(s); the search sets it", world_size)
+               : fmt::format("the config's own micro-batch does not load on {} rank(s) ({}); the search sets it",
+                             world_size, refused);
   }
   if (!held_accum) {
     powers_of_two(c);

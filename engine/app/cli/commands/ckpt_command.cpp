@@ -9,7 +9,6 @@
 #include <cctype>
 #include <filesystem>
 #include <fstream>
-#include <optional>
 #include <set>
 
 #include "engine/app/checkpoint/checkpoint_export.h"
@@ -312,31 +311,32 @@ int ckpt_main(const std::vector<std::string>& args) {
                     "hf: safetensors shards of at most SIZE (5GB, 500MB, 64KiB; default 5GB)");
   }
   // PATH before, between or after the flags, as every other command takes its arguments: the one
-  // argument that is neither a flag nor a value flag's value.
+  // argument that is neither a flag nor a value flag's value. --help anywhere asks for help (also
+  // where a value flag would take it for its value); the flags are parsed before the PATHs are
+  // counted, so a misspelt flag is named rather than its value taken for a second PATH.
+  if (std::any_of(args.begin() + 1, args.end(), [](const std::string& a) { return a == "--help" || a == "-h"; })) {
+    fmt::print("{}", kCkptUsage);
+    return 0;
+  }
   const std::set<std::string> value_flags = {"--format", "--out", "--dtype", "--max-shard-size"};
-  std::vector<std::string> flags;
-  std::optional<std::string> path_given;
+  std::vector<std::string> flags, paths;
   for (std::size_t i = 1; i < args.size(); ++i) {
-    if (args[i] == "--help" || args[i] == "-h") {
-      fmt::print("{}", kCkptUsage);
-      return 0;
-    }
     if (args[i].starts_with("--")) {
       flags.push_back(args[i]);
       if (action == "export" && value_flags.count(args[i]) > 0 && i + 1 < args.size()) flags.push_back(args[++i]);
       continue;
     }
-    if (path_given) {
-      throw_input_error("zerotrain ckpt {}: one PATH, got '{}' and '{}'", action, *path_given, args[i]);
-    }
-    path_given = args[i];
+    paths.push_back(args[i]);
   }
-  if (!path_given) throw_input_error("zerotrain ckpt {}: missing PATH (a checkpoint directory or folder)", action);
-  const std::string path = *path_given;
   if (!parser.parse(flags)) {
     fmt::print("{}", kCkptUsage);
     return 0;
   }
+  if (paths.empty()) throw_input_error("zerotrain ckpt {}: missing PATH (a checkpoint directory or folder)", action);
+  if (paths.size() > 1) {
+    throw_input_error("zerotrain ckpt {}: one PATH, got '{}' and '{}'", action, paths[0], paths[1]);
+  }
+  const std::string path = paths.front();
   // A live run's folder: the action starts over where the checkpoint it read went meanwhile.
   int status = 0;
   ckpt::read_while_folder_changes(

@@ -159,10 +159,9 @@ int eval_main(const std::vector<std::string>& args) {
       }
     }
   });
-  if (world->world_size() > 1 && source.kind != WeightSource::Kind::kRun) {
+  if (world->world_size() > 1) {
     // The cores this process may use, shared with the other ranks on its node (unbound ranks would
-    // otherwise each start as many threads as the node has cores). A run's weights keep its own
-    // train.num_threads, set per rank.
+    // otherwise each start as many threads as the node has cores).
     source.num_threads = std::max(1, source.num_threads / ranks_on_this_node(world->world_size()));
   }
   const std::string threads_note = fit_threads_to_idle_cores(parser, source, ranks_on_this_node(world->world_size()));

@@ -76,21 +76,19 @@ int runnable_elsewhere(int siblings) {
 }  // namespace
 
 std::string fit_threads_to_idle_cores(const ArgParser& parser, WeightSource& source, int processes_on_node) {
-  if (parser.has("threads")) {
-    source.num_threads = parser.get_int("threads", 1, 1, 1024);
+  const int from_environment = omp_num_threads_from_environment();
+  if (parser.has("threads") || from_environment > 0) {  // as train reads OMP_NUM_THREADS too
+    source.num_threads = parser.has("threads") ? parser.get_int("threads", 1, 1, 1024) : from_environment;
     const int cores = omp_get_num_procs();
     if (source.device != Device::kCPU || source.num_threads * processes_on_node <= cores || omp_waits_passively()) {
       return "";
     }
     // As train warns of train.num_threads past the cores.
+    const char* given = parser.has("threads") ? "--threads" : "OMP_NUM_THREADS";
     return fmt::format(
-        "--threads {} on each of this node's {} process(es) asks for {} threads on its {} cores: OpenMP's spinning "
-        "waits can make this several times slower; leave --threads out or set OMP_WAIT_POLICY=passive",
-        source.num_threads, processes_on_node, source.num_threads * processes_on_node, cores);
-  }
-  if (const int from_environment = omp_num_threads_from_environment(); from_environment > 0) {
-    source.num_threads = from_environment;  // as train reads it
-    return "";
+        "{} = {} on each of this node's {} process(es) asks for {} threads on its {} cores: OpenMP's spinning "
+        "waits can make this several times slower; leave {} out or set OMP_WAIT_POLICY=passive",
+        given, source.num_threads, processes_on_node, source.num_threads * processes_on_node, cores, given);
   }
   if (source.device != Device::kCPU) return "";
   const int busy = runnable_elsewhere(processes_on_node - 1);
@@ -264,7 +262,7 @@ WeightSource resolve_weight_source(const ArgParser& parser, const std::string& c
   s.spec.layout = {};  // the weights file holds whole tensors, so any unit layout reads it: the default one
   s.param_dtype = cfg.param_dtype;
   s.context = cfg.train.seq_len;
-  s.num_threads = cfg.train.num_threads;
+  s.num_threads = omp_get_num_procs();  // not the run's training threads, a rank's share of its node
   s.text_dir = s.path;
   if (command != "sample") return s;
   // What its checkpoints carry of the model it started from (a final.safetensors carries nothing),

@@ -1,6 +1,7 @@
 """Running a tool that writes its result as JSON, as the tools' smoke tests do."""
 import json
 import os
+import re
 import subprocess
 
 
@@ -14,3 +15,10 @@ def run_tool_json(checks, cmd, out, timeout, what="it runs"):
         return None, p
     with open(out) as f:
         return json.load(f), p
+
+
+def flag_help(help_text, flag):
+    """`flag`'s entry in argparse's --help (its line and the wrapped lines under it), on one line:
+    the tools' tests check each flag says what it is and its default."""
+    m = re.search(rf"^  {re.escape(flag)}(?=[ ,\n]).*?(?=^  \S|\Z)", help_text, re.M | re.S)
+    return " ".join(m.group(0).split()) if m else ""

@@ -15,12 +15,14 @@ import argparse
 import json
 import math
 import os
-import re
 import statistics
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tool_run_util import flag_help  # noqa: E402
 
 BENCH = Path(__file__).resolve().parents[2] / "tools" / "bench_cpu.py"
 TINY = ["--set", "model.n_layer=1", "--set", "model.n_head=2", "--set", "model.n_embd=32",
@@ -202,11 +204,6 @@ def test_failures(tmp):
     proc = run_bench("--rounds", "0")
     check(proc.returncode == 2 and "--rounds" in proc.stderr, f"--rounds 0: rc {proc.returncode} {proc.stderr!r}")
 
-
-def flag_help(help_text, flag):
-    """`flag`'s entry in argparse's --help (its line and the wrapped lines under it), on one line."""
-    m = re.search(rf"^  {re.escape(flag)}(?=[ ,\n]).*?(?=^  \S|\Z)", help_text, re.M | re.S)
-    return " ".join(m.group(0).split()) if m else ""
 
 
 def test_help(tmp):

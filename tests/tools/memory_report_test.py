@@ -16,7 +16,6 @@ with its stderr dumped); --help gives every flag a meaning and its default.
 import argparse
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -26,6 +25,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.dirname(HERE))
 from check_report import Checks  # noqa: E402
+from tool_run_util import flag_help  # noqa: E402
 
 TOOL = os.path.join(ROOT, "tools", "memory_report.py")
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -54,11 +54,6 @@ def stage3_summary(zerotrain, ranks, work):
     with open(os.path.join(run_dir, "metrics.jsonl")) as f:
         return [json.loads(l) for l in f if '"summary"' in l][-1]
 
-
-def flag_help(help_text, flag):
-    """`flag`'s entry in argparse's --help (its line and the wrapped lines under it), on one line."""
-    m = re.search(rf"^  {re.escape(flag)}(?=[ ,\n]).*?(?=^  \S|\Z)", help_text, re.M | re.S)
-    return " ".join(m.group(0).split()) if m else ""
 
 
 def check_bad_input(checks, zerotrain, work):

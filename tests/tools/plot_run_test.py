@@ -13,12 +13,14 @@ import io
 import json
 import math
 import os
-import re
 import struct
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tool_run_util import flag_help  # noqa: E402
 
 TOOL = Path(__file__).resolve().parents[2] / "tools" / "plot_run.py"
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -215,11 +217,6 @@ def test_errors(tmp):
     check(proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1 and "not UTF-8" in proc.stderr,
           f"a metrics file that is not UTF-8: exit 2, one line ({proc.returncode}: {proc.stderr!r})")
 
-
-def flag_help(help_text, flag):
-    """`flag`'s entry in argparse's --help (its line and the wrapped lines under it), on one line."""
-    m = re.search(rf"^  {re.escape(flag)}(?=[ ,\n]).*?(?=^  \S|\Z)", help_text, re.M | re.S)
-    return " ".join(m.group(0).split()) if m else ""
 
 
 def test_help(tmp):

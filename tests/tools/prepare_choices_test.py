@@ -40,7 +40,8 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.dirname(HERE))
 from check_report import Checks  # noqa: E402
 from hf_env import require_hf, train_byte_level_bpe  # noqa: E402
-from prepare_tokens_test import character_tokenizer, flag_help  # noqa: E402
+from prepare_tokens_test import character_tokenizer  # noqa: E402
+from tool_run_util import flag_help  # noqa: E402
 
 require_hf("torch", "transformers", "tokenizers")
 import torch  # noqa: E402

@@ -49,6 +49,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.dirname(HERE))
 from check_report import Checks  # noqa: E402
+from tool_run_util import flag_help  # noqa: E402
 from hf_env import require_hf, train_byte_level_bpe  # noqa: E402
 
 TOOL = os.path.join(ROOT, "tools", "prepare_tokens.py")
@@ -98,11 +99,6 @@ def character_tokenizer(chars):
 # the tests' tokenizers run on one thread.
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-
-def flag_help(help_text, flag):
-    """`flag`'s entry in argparse's --help (its line and the wrapped lines under it), on one line."""
-    m = re.search(rf"^  {re.escape(flag)}(?=[ ,\n]).*?(?=^  \S|\Z)", help_text, re.M | re.S)
-    return " ".join(m.group(0).split()) if m else ""
 
 
 def signals_as_in_a_terminal():

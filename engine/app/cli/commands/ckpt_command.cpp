@@ -36,7 +36,7 @@ constexpr const char* kCkptUsage =
     "                                                          Hugging Face folder (tensors, config, tokenizer)\n"
     "  export PATH --format llmc --out FILE [--dtype f32|bf16]  llm.c model file\n\n"
     "PATH is a step_XXXXXXXX directory or a checkpoint folder (its newest complete checkpoint, normally\n"
-    "the one its 'latest' names).\n";
+    "the one its 'latest' names); it may come before, between or after the flags.\n";
 
 std::string resolve(const std::string& path, ckpt::Validation validation) {
   const ckpt::ResolvedCheckpoint r = ckpt::resolve_checkpoint(path, validation);

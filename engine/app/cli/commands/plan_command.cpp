@@ -153,7 +153,10 @@ std::string value_of(const plan::Choice& c, const std::string& key) {
 int plan_main(const std::vector<std::string>& args) {
   ArgParser parser("plan", "Search what fits a memory budget per rank, fastest first (nothing is trained).");
   parser.value_flag("config", "FILE", "JSON run config", true)
-      .value_flag("set", "SECTION.KEY=VALUE", "override a config key", false, true)
+      .value_flag("set", "SECTION.KEY=VALUE",
+                  "override a config key; a key the search sets (zero.stage, train.micro_batch, ...) given here is "
+                  "held at its value, not searched",
+                  false, true)
       .value_flag("ranks", "N", "ranks the run will use (default 1)")
       .value_flag("device-memory", "SIZE",
                   "memory per rank: the GPU's less the CUDA context's and NCCL's (not predicted), or the host's share "
@@ -251,9 +254,9 @@ int plan_main(const std::vector<std::string>& args) {
   fmt::print(
       "(mb x acc: train.micro_batch x train.grad_accum; ckpt: train.activation_checkpointing; chunks: "
       "train.head_chunks; units: train.block_units; prefetch: zero.prefetch_units, stage 3 only; inflight: "
-      "zero.max_inflight_reduction_mb, 0 for no bound; memory: the memory check's need per rank, a step's, the "
-      "set-up's, the final gather's and a sample's bound; compute, comm and step: the estimate per optimizer step, "
-      "docs/memory.md)\n");
+      "zero.max_inflight_reduction_mb, 0 for no bound; memory: the memory check's need per rank, the largest of a "
+      "step's, the set-up's, the final gather's, a sample's bound and the multiple-choice scorer's, with "
+      "checkpoint.async's staging; compute, comm and step: the estimate per optimizer step, docs/memory.md)\n");
   // Runnable as printed: the batch terms were resolved for `ranks` ranks.
   std::string line = fmt::format("{}zerotrain train --config {}", ranks > 1 ? fmt::format("mpirun -np {} ", ranks) : "",
                                  shell_quoted(parser.get("config")));

@@ -110,6 +110,9 @@ def main():
         ("a missing vocabulary file", ["train", "--config", config_file("vf.json", GOOD), "--run-dir", run_dir,
                                        "--set", f"data.vocab_file={os.path.join(work, 'none.json')}"],
          "--set data.vocab_file="),
+        ("a missing shard", ["train", "--config", config_file("sf.json", GOOD), "--run-dir", run_dir, "--set",
+                             f"data.train_files={os.path.join(work, 'none_0.bin')}", "--set",
+                             f"data.val_files={os.path.join(work, 'none_1.bin')}"], "--set data.train_files="),
         # A cross-key refusal of the model's support names the --set entries it read, not the file alone.
         ("selective beside the GELU epilogue", ["train", "--config", config_file("ge.json", GOOD), "--run-dir", run_dir,
                                                 "--set", "device=cuda", "--set", "precision.activations=bf16", "--set",

@@ -37,8 +37,9 @@ auto naming_key(const RunConfig& c, const std::string& key, Read&& read) {
   try {
     return read();
   } catch (const InputError& e) {
-    const std::string what = e.what();
+    std::string what = e.what();
     if (what.starts_with("config error in ")) throw;
+    if (what.starts_with(key + ": ")) what.erase(0, key.size() + 2);  // named once, with its source
     throw_input_error("config error in {}: {}: {}", c.sources_of({key}), key, what);
   }
 }
@@ -90,8 +91,12 @@ void DataSource::open(const RunConfig& c) {
   if (!d.vocab_file.empty()) vocab_ = naming_key(c, "data.vocab_file", [&] { return data::Vocab::load(d.vocab_file); });
   if (!d.train_files.empty()) {
     const data::TokenFileFormat format = token_file_format(d);
-    train_.emplace(data::TokenCorpus::open_shards(d.train_files, format, c.model.vocab_size, "data.train_files"));
-    val_.emplace(data::TokenCorpus::open_shards(d.val_files, format, c.model.vocab_size, "data.val_files"));
+    train_.emplace(naming_key(c, "data.train_files", [&] {
+      return data::TokenCorpus::open_shards(d.train_files, format, c.model.vocab_size, "data.train_files");
+    }));
+    val_.emplace(naming_key(c, "data.val_files", [&] {
+      return data::TokenCorpus::open_shards(d.val_files, format, c.model.vocab_size, "data.val_files");
+    }));
     // A glob such as "d/*" taking d/val.bin into training, or d/train.bin into validation, would
     // score trained tokens; a file named in both lists is the user's choice (a memorisation check).
     const auto named_in = [&](const std::vector<std::string>& patterns, const std::string& path) {

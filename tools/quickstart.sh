@@ -3,7 +3,8 @@
 # the zerotrain binary alone (tools/build.sh --main: the CUDA backend only where a GPU is present or
 # ZT_CUDA=ON), and train the tiny GPT on the embedded generated dataset for 600 steps on 2 MPI ranks
 # with ZeRO stage 3 (one process when MPI cannot start). Prints the loss curve's ends, the
-# validation loss beside the data's unigram entropy, a text sample, the run's wall time and its
+# validation loss beside the data's unigram entropy and the context-free floor (the validation
+# targets' entropy: no model that ignores context scores below it), a text sample, the run's wall time and its
 # memory measured beside the prediction; then the predicted memory per rank of every ZeRO stage for
 # GPT-2 124M and the Llama 3.2 1B shape on 8 ranks, where sharding matters; and its own time.
 # Extra arguments go to `zerotrain train`.

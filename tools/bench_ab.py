@@ -11,7 +11,6 @@ usage: /usr/bin/python3 tools/bench_ab.py --a BASELINE/zerotrain --b build/zerot
            [--config configs/tiny.json] [--steps 12] [--warmup 2] [--repeats 3] [--ops fill_zero,accumulate_into]
            --case "NAME:RANKS:key=value,key=value" [--case ...]
 """
-import argparse
 import atexit
 import datetime
 import json
@@ -25,20 +24,15 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from mpirun_command import MPIRUN  # noqa: E402
-from repo_commit import head_commit  # noqa: E402
-
-
-def built_from(folder):
-    """The commit of the checkout a binary's folder lies in (its source tree's HEAD), or "?"."""
-    try:
-        p = subprocess.run(["git", "-C", folder, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
-    except OSError:  # no git on this machine
-        return "?"
-    return p.stdout.strip() if p.returncode == 0 else "?"
+from repo_commit import binary_commit, head_commit  # noqa: E402
+from result_paths import OneLineParser, check_out_file, check_program  # noqa: E402
 
 
 def parse_case(text):
+    """NAME:RANKS:key=value,...; a malformed one is argparse's one-line error (a ValueError)."""
     name, ranks, sets = text.split(":", 2)
+    if int(ranks) < 1:
+        raise ValueError(f"ranks {ranks}")
     return {"name": name, "ranks": int(ranks), "sets": [s for s in sets.split(",") if s]}
 
 
@@ -66,22 +60,43 @@ def run(binary, case, args, work):
             "calls": {op: ops.get(op, 0) for op in args.ops}}
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--a", required=True, help="the baseline binary")
-    ap.add_argument("--b", default=os.path.join(ROOT, "build", "zerotrain"), help="the changed binary")
-    ap.add_argument("--out", required=True, help="the result's path without .json/.md")
-    ap.add_argument("--config", default=os.path.join(ROOT, "configs", "tiny.json"))
-    ap.add_argument("--steps", type=int, default=12)
-    ap.add_argument("--warmup", type=int, default=2)
-    ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--ops", type=lambda s: s.split(","), default=["fill_zero", "accumulate_into"])
-    ap.add_argument("--case", action="append", type=parse_case, required=True)
+def parse_args():
+    """The flags, every one checked before any run: bad input is one line, exit 2."""
+    ap = OneLineParser("bench_ab", description=__doc__.splitlines()[0])
+    ap.add_argument("--a", required=True, help="the baseline zerotrain binary (required)")
+    ap.add_argument("--b", default=os.path.join(ROOT, "build", "zerotrain"),
+                    help="the changed zerotrain binary (default: %(default)s)")
+    ap.add_argument("--out", required=True, help="the result's path without .json/.md (required): writes OUT.json "
+                    "and OUT.md")
+    ap.add_argument("--config", default=os.path.join(ROOT, "configs", "tiny.json"),
+                    help="the run config every case starts from (default: %(default)s)")
+    ap.add_argument("--steps", type=int, default=12, help="training steps per run (default: %(default)s)")
+    ap.add_argument("--warmup", type=int, default=2,
+                    help="leading steps left out of each run's median ms/step (default: %(default)s)")
+    ap.add_argument("--repeats", type=int, default=3,
+                    help="runs of each binary per case, A and B interleaved; the table gives their median "
+                    "(default: %(default)s)")
+    ap.add_argument("--ops", type=lambda s: s.split(","), default=["fill_zero", "accumulate_into"],
+                    help="ops whose calls per step the table compares, comma-separated "
+                    "(default: fill_zero,accumulate_into)")
+    ap.add_argument("--case", action="append", type=parse_case, required=True,
+                    help="NAME:RANKS:key=value,key=value: one training run's --set overrides, under mpirun when "
+                    "RANKS > 1 (repeatable, at least one; no default)")
     args = ap.parse_args()
+    if args.steps < 1 or args.repeats < 1 or not 0 <= args.warmup < args.steps:
+        ap.error(f"need --steps >= 1, --repeats >= 1 and 0 <= --warmup < --steps (got --steps {args.steps} "
+                 f"--warmup {args.warmup} --repeats {args.repeats})")
     for side in ("a", "b"):
-        binary = getattr(args, side)
-        if not (os.path.isfile(binary) and os.access(binary, os.X_OK)):
-            sys.exit(f"bench_ab: --{side} {binary} is not an executable file")
+        check_program("bench_ab", getattr(args, side), f"--{side}")
+    if not os.path.isfile(args.config):
+        ap.error(f"--config {args.config}: no such file")
+    for suffix in (".json", ".md"):
+        check_out_file("bench_ab", args.out + suffix)
+    return args
+
+
+def main():
+    args = parse_args()
     work = tempfile.mkdtemp(prefix="zt_bench_ab_")
     atexit.register(shutil.rmtree, work, True)  # every run's final weights; the table and JSON are the result
     rows = []
@@ -98,9 +113,10 @@ def main():
         row["b_over_a_ms"] = row["b"]["ms_per_step"] / row["a"]["ms_per_step"]
         rows.append(row)
     commit = head_commit(short=True) or "unknown"
-    a_commit, b_commit = built_from(os.path.dirname(os.path.abspath(args.a))), built_from(
-        os.path.dirname(os.path.abspath(args.b)))
-    result = {"date": datetime.date.today().isoformat(), "commit": commit, "a": args.a, "b": args.b,
+    # The commit each binary was built from, as it reports it ("+dirty": built with uncommitted changes);
+    # the checkout's HEAD (`commit`) need not be either.
+    a_commit, b_commit = (binary_commit(getattr(args, side)) or "unknown" for side in ("a", "b"))
+    result = {"date": datetime.date.today().isoformat(), "checkout_commit": commit, "a": args.a, "b": args.b,
               "a_commit": a_commit, "b_commit": b_commit,
               "config": os.path.relpath(args.config, ROOT), "steps": args.steps, "warmup": args.warmup,
               "repeats": args.repeats, "machine": f"{os.cpu_count()} cores", "rows": rows}
@@ -117,8 +133,9 @@ def main():
     with open(args.out + ".json", "w") as f:
         json.dump(result, f, indent=1)
     with open(args.out + ".md", "w") as f:
-        f.write(f"# A/B: {os.path.basename(args.out)}\n\n{result['date']}, commit {commit}, {result['machine']}; "
-                f"A = {args.a} (built from {a_commit}), B = {args.b} (built from {b_commit}, uncommitted changes not seen); {result['config']}, {args.steps} steps, median ms/step after "
+        f.write(f"# A/B: {os.path.basename(args.out)}\n\n{result['date']}, checkout at {commit}, {result['machine']}; "
+                f"A = {args.a} (built from {a_commit}), B = {args.b} (built from {b_commit}); {result['config']}, "
+                f"{args.steps} steps, median ms/step after "
                 f"{args.warmup}, median of {args.repeats} interleaved runs (`tools/bench_ab.py`).\n\n{table}\n")
 
 

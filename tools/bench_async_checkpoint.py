@@ -35,7 +35,7 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 from repo_commit import head_commit  # noqa: E402
-from result_paths import check_out_dir, check_out_file, default_out  # noqa: E402
+from result_paths import OneLineParser, check_out_dir, check_out_file, default_out  # noqa: E402
 
 GPT2_124M = {"arch": "gpt2", "n_layer": 12, "n_head": 12, "n_embd": 768, "block_size": 1024, "vocab_size": 50257}
 
@@ -97,13 +97,17 @@ def summarize(records):
 
 
 def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("--zerotrain", default=os.path.join(ROOT, "build", "zerotrain"))
-    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
-    p.add_argument("--steps", type=int, default=125)
-    p.add_argument("--every", type=int, default=40)
+    p = OneLineParser("bench_async_checkpoint", description=__doc__.splitlines()[0])
+    p.add_argument("--zerotrain", default=os.path.join(ROOT, "build", "zerotrain"),
+                   help="the zerotrain binary that trains and saves (default: %(default)s)")
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
+                   help="where the runs train: cpu (a small step) or cuda (configs/gpt2_124m.json) (default: %(default)s)")
+    p.add_argument("--steps", type=int, default=125, help="training steps per run (default: %(default)s)")
+    p.add_argument("--every", type=int, default=40,
+                   help="steps between checkpoint saves, 1 to --steps (default: %(default)s)")
     p.add_argument("--work", default=None, help="folder for the runs (default: a temporary one, removed)")
-    p.add_argument("--out", default=None)
+    p.add_argument("--out", default=None,
+                   help="the result JSON (default: runs/results/async_checkpoint_bench_DEVICE.json)")
     # Its test's small model: every run's zerotrain --set values (GPT-2 124M's two runs take minutes).
     p.add_argument("--zerotrain-set", dest="zerotrain_sets", action="append", default=[], help=argparse.SUPPRESS)
     a = p.parse_args()

@@ -7,7 +7,6 @@ optimizer step, no forward/backward) until the trainer saves checkpoints itself.
 usage: tools/bench_checkpoint.py [--build build] [--config configs/gpt2_124m.json] [--ranks 4]
                                  [--out runs/results/checkpoint_bench.json]
 """
-import argparse
 import datetime
 import json
 import os
@@ -21,7 +20,7 @@ import sys  # noqa: E402
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 from mpirun_command import MPIRUN  # noqa: E402
 from repo_commit import head_commit  # noqa: E402
-from result_paths import check_out_file, default_out  # noqa: E402
+from result_paths import OneLineParser, check_out_file, default_out  # noqa: E402
 
 
 def per_rank(text, pattern):
@@ -29,12 +28,16 @@ def per_rank(text, pattern):
 
 
 def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("--build", default=os.path.join(ROOT, "build"))
-    p.add_argument("--config", default=os.path.join(ROOT, "configs", "gpt2_124m.json"))
-    p.add_argument("--ranks", type=int, default=4)
-    p.add_argument("--stage", type=int, default=3)
-    p.add_argument("--out", default=default_out("checkpoint_bench.json"))
+    p = OneLineParser("bench_checkpoint", description=__doc__.splitlines()[0])
+    p.add_argument("--build", default=os.path.join(ROOT, "build"),
+                   help="the build folder holding zerotrain and tests/zt_checkpoint_resume_driver (default: %(default)s)")
+    p.add_argument("--config", default=os.path.join(ROOT, "configs", "gpt2_124m.json"),
+                   help="the model config whose state is saved and loaded (default: %(default)s)")
+    p.add_argument("--ranks", type=int, default=4,
+                   help="ranks that save; the resharded load runs on half as many (default: %(default)s)")
+    p.add_argument("--stage", type=int, default=3, help="the ZeRO stage the checkpoint is saved at, 0-3 "
+                   "(default: %(default)s)")
+    p.add_argument("--out", default=default_out("checkpoint_bench.json"), help="the result JSON (default: %(default)s)")
     a = p.parse_args()
     if a.ranks < 1:
         p.error(f"--ranks {a.ranks}: at least 1 (mpirun -np 0 would start a rank on every slot)")

@@ -13,7 +13,7 @@ a Llama 6 x 384 (6 heads, 2 key/value heads, SwiGLU 1024), B 8, T 256, fp32, on 
 usage: tools/bench_checkpointing.py [--zerotrain build/zerotrain] [--steps 6] [--rounds 3]
                                     [--out runs/results/checkpointing_bench_cpu.json]
 """
-import argparse
+import atexit
 import json
 import os
 import platform
@@ -26,7 +26,7 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 from repo_commit import head_commit  # noqa: E402
-from result_paths import check_out_file, default_out  # noqa: E402
+from result_paths import OneLineParser, check_out_file, check_program, default_out  # noqa: E402
 
 POLICIES = ["none", "selective", "every:2", "all"]
 MODELS = {
@@ -58,14 +58,24 @@ def run(zerotrain, path, run_dir, policy):
 
 
 def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("--zerotrain", default=os.path.join(ROOT, "build", "zerotrain"))
-    p.add_argument("--steps", type=int, default=6)
-    p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--out", default=default_out("checkpointing_bench_cpu.json"))
+    p = OneLineParser("bench_checkpointing", description=__doc__.splitlines()[0])
+    p.add_argument("--zerotrain", default=os.path.join(ROOT, "build", "zerotrain"),
+                   help="the zerotrain binary that trains (default: %(default)s)")
+    p.add_argument("--steps", type=int, default=6,
+                   help="training steps per run, 2 or more: a run's time is the median step after the first "
+                   "(default: %(default)s)")
+    p.add_argument("--rounds", type=int, default=3,
+                   help="rounds, each running every policy once; a policy's time is the median of its rounds' "
+                   "(default: %(default)s)")
+    p.add_argument("--out", default=default_out("checkpointing_bench_cpu.json"),
+                   help="the result JSON (default: %(default)s)")
     a = p.parse_args()
+    if a.steps < 2 or a.rounds < 1:  # a median of no steps after the first, of no rounds
+        p.error(f"need --steps >= 2 and --rounds >= 1 (got --steps {a.steps} --rounds {a.rounds})")
+    check_program("bench_checkpointing", a.zerotrain)
     check_out_file("bench_checkpointing", a.out)
     work = tempfile.mkdtemp(prefix="zt_ckpt_policy_bench_")
+    atexit.register(shutil.rmtree, work, True)  # the runs' folders (42 MB), on every exit: a failed run's too
     result = {"benchmark": "activation checkpointing policies on the CPU: step time and activation memory",
               "commit": head_commit() or "unknown", "machine": platform.node(),
               "cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
@@ -93,7 +103,6 @@ def main():
                 "activations_plus_workspace": measured["activations"] + measured["workspace"],
             }
         result["models"][name] = {"config": cfg, "policies": rows}
-    shutil.rmtree(work, ignore_errors=True)
     os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
     with open(a.out, "w") as f:
         json.dump(result, f, indent=2)

@@ -23,7 +23,6 @@ round's own ratio, not the ratio of the medians (the JSON keeps every round's, a
 range). With several rounds a side's `step_ms` holds every round's steps one after the other, each
 with its own warm-up steps (`step_ms_by_round` splits them).
 """
-import argparse
 import datetime
 import json
 import os
@@ -37,9 +36,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tools"))
-from repo_commit import head_commit, tree_dirty  # noqa: E402
+from repo_commit import head_commit, tree_dirty, version_commit  # noqa: E402
 from bench_cpu_model import model_flops_per_token, params_without_padding, set_llama_widths  # noqa: E402
-from result_paths import check_out_file, default_out  # noqa: E402
+from result_paths import OneLineParser, check_out_file, check_program, default_out  # noqa: E402
 TARGET_SPEEDUP = 2.0
 TARGET_PEAK_FRACTION = 0.6
 SGEMM_SIZE = 2048
@@ -63,7 +62,7 @@ class ConfigRefused(Exception):
 
 
 def parse_args(argv):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = OneLineParser("bench_cpu", description=__doc__.splitlines()[0])
     p.add_argument("--steps", type=int, default=20, help="training steps per side (default 20)")
     p.add_argument("--warmup", type=int, default=5, help="leading steps left out of the median (default 5)")
     p.add_argument("--threads", type=int, default=2, help="CPU threads for both sides and sgemm (default 2)")
@@ -113,6 +112,8 @@ def parse_args(argv):
         except ValueError as e:
             p.error(str(e))
     config["train"].update(max_steps=args.steps, num_threads=args.threads)
+    check_program("bench_cpu", args.zerotrain)
+    check_program("bench_cpu", args.sgemm, "--sgemm")
     check_out_file("bench_cpu", args.out)
     return args, config
 
@@ -269,8 +270,9 @@ def machine_info():
             "hostname": platform.node()}
 
 
-def git_commit():
-    """(HEAD commit, whether tracked files have uncommitted changes), or (None, None) without git."""
+def checkout_commit():
+    """The checkout this tool ran from: (HEAD commit, whether tracked files have uncommitted changes), or
+    (None, None) without git. Not the measured code's: the binary names that (version_commit)."""
     return head_commit(env=False), tree_dirty()
 
 
@@ -409,7 +411,7 @@ def main(argv=None):
         return 1
     tokens_per_step = zt_runs[0]["tokens_per_step"] or t["micro_batch"] * t["seq_len"] * t.get("grad_accum", 1)
     machine["cpu_competition"] = cpu_competition(counters_at_start)
-    commit, dirty = git_commit()
+    checkout, checkout_dirty = checkout_commit()
 
     def side(rounds):
         return summarize([run["step_ms"] for run in rounds], args.warmup, tokens_per_step, flops_per_token,
@@ -417,7 +419,10 @@ def main(argv=None):
 
     result = {
         "benchmark": "cpu_train_step", "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "git_commit": commit, "git_dirty": dirty, "machine": machine, "config": config,
+        # The measured code: the commit the zerotrain binary was built from, as it reports it ("+dirty":
+        # built with uncommitted changes); the checkout the tool ran from may differ.
+        "commit": version_commit(zt_blas["version"]), "checkout_commit": checkout, "checkout_dirty": checkout_dirty,
+        "machine": machine, "config": config,
         "steps": args.steps, "warmup": args.warmup, "threads": args.threads, "rounds": args.rounds,
         "order_by_round": order_by_round,
         "flops": {"per_token": flops_per_token, "formula": "6*N + 6*L*C*T", "n_params": n_params,

@@ -148,10 +148,12 @@ def main(argv=None):
     args.zerotrain_sets = dict(kv.split("=", 1) for kv in args.zerotrain_sets)
     args.zerotrain = os.path.abspath(args.zerotrain)
     visible = args.fake_gpus if args.fake_gpus is not None else bench_harness.visible_gpu_count()
-    gpus = args.gpus or visible
+    gpus = visible if args.gpus is None else args.gpus
     if gpus < 2 or gpus > visible:
-        print(f"bench_multi_gpu: {gpus} GPUs asked for, {visible} visible: this benchmark needs 2 or more",
-              file=sys.stderr)
+        # Without --gpus it takes every one visible: "0 GPUs asked for" named a request never made.
+        seen = "no GPU visible" if visible == 0 else f"{visible} GPU{'s' if visible > 1 else ''} visible"
+        asked = "" if args.gpus is None else f"{gpus} GPUs asked for, "
+        print(f"bench_multi_gpu: {asked}{seen}: this benchmark needs 2 or more", file=sys.stderr)
         sys.exit(2)
     engines = make_engines(gpus)
     chosen_names = args.engines or list(engines)

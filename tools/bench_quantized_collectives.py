@@ -17,7 +17,7 @@ usage: tools/bench_quantized_collectives.py [--zerotrain build/zerotrain] [--ste
            [--micro-batch 2] [--eval-every 50] [--variants exact,qwZ+qgZ]
            [--out runs/results/quantized_collectives_cpu.json]
 """
-import argparse
+import atexit
 import json
 import os
 import platform
@@ -31,7 +31,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 from mpirun_command import MPIRUN  # noqa: E402
 from repo_commit import head_commit  # noqa: E402
-from result_paths import check_out_file, default_out  # noqa: E402
+from result_paths import OneLineParser, check_out_file, check_program, default_out  # noqa: E402
 
 VARIANTS = {
     "exact": [],
@@ -42,20 +42,42 @@ VARIANTS = {
 
 
 def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("--zerotrain", default=os.path.join(ROOT, "build", "zerotrain"))
-    p.add_argument("--text", default=os.path.join(ROOT, "..", "shared", "data", "tinyshakespeare.txt"))
-    p.add_argument("--steps", type=int, default=200)
-    p.add_argument("--micro-batch", type=int, default=2)
-    p.add_argument("--eval-every", type=int, default=50)
-    p.add_argument("--eval-batches", type=int, default=20)
-    p.add_argument("--variants", default="exact,qwZ+qgZ")
-    p.add_argument("--out", default=default_out("quantized_collectives_cpu.json"))
+    p = OneLineParser("bench_quantized_collectives", description=__doc__.splitlines()[0])
+    p.add_argument("--zerotrain", default=os.path.join(ROOT, "build", "zerotrain"),
+                   help="the zerotrain binary that prepares the data and trains (default: %(default)s)")
+    p.add_argument("--text", default=os.path.join(ROOT, "..", "shared", "data", "tinyshakespeare.txt"),
+                   help="the text `zerotrain prepare` turns into the character data set (default: %(default)s)")
+    p.add_argument("--steps", type=int, default=200,
+                   help="training steps per variant, 2 or more; the cosine schedule ends there (default: %(default)s)")
+    p.add_argument("--micro-batch", type=int, default=2,
+                   help="sequences of 256 tokens per rank per step (default: %(default)s)")
+    p.add_argument("--eval-every", type=int, default=50,
+                   help="steps between validation losses (default: %(default)s)")
+    p.add_argument("--eval-batches", type=int, default=20,
+                   help="batches per validation loss (default: %(default)s)")
+    p.add_argument("--variants", default="exact,qwZ+qgZ",
+                   help=f"comma-separated, of {', '.join(VARIANTS)} (default: %(default)s)")
+    p.add_argument("--out", default=default_out("quantized_collectives_cpu.json"),
+                   help="the result JSON; the table goes beside it as .md (default: %(default)s)")
     a = p.parse_args()
+    unknown = [name for name in a.variants.split(",") if name not in VARIANTS]
+    if unknown:
+        p.error(f"--variants {a.variants}: unknown {', '.join(unknown)} (known: {', '.join(VARIANTS)})")
+    if a.steps < 2 or a.micro_batch < 1 or a.eval_every < 1 or a.eval_batches < 1:  # median of steps after the first
+        p.error(f"need --steps >= 2 and --micro-batch, --eval-every, --eval-batches >= 1 (got --steps {a.steps} "
+                f"--micro-batch {a.micro_batch} --eval-every {a.eval_every} --eval-batches {a.eval_batches})")
+    check_program("bench_quantized_collectives", a.zerotrain)
     check_out_file("bench_quantized_collectives", a.out)
+    check_out_file("bench_quantized_collectives", os.path.splitext(a.out)[0] + ".md")
+    if not os.path.isfile(a.text):
+        p.error(f"--text {a.text}: no such file")
     work = tempfile.mkdtemp(prefix="zt_quantized_bench_")
+    atexit.register(shutil.rmtree, work, True)  # the data set and every run's final weights, on every exit
     data = os.path.join(work, "shakespeare_char")
-    subprocess.run([a.zerotrain, "prepare", "--text", a.text, "--out", data], check=True, capture_output=True)
+    prep = subprocess.run([a.zerotrain, "prepare", "--text", a.text, "--out", data], capture_output=True, text=True)
+    if prep.returncode != 0:
+        sys.exit(f"bench_quantized_collectives: zerotrain prepare failed (exit {prep.returncode}): "
+                 f"{(prep.stdout + prep.stderr)[-1200:]}")
     base = ["zero.stage=3", "zero.shard_group_size=2", "train.deterministic=true", f"data.dataset={data}",
             f"train.micro_batch={a.micro_batch}", f"train.max_steps={a.steps}", f"optim.decay_steps={a.steps}",
             f"optim.warmup_steps={max(1, a.steps // 20)}",
@@ -107,7 +129,6 @@ def main():
         json.dump(result, f, indent=2)
     with open(os.path.splitext(a.out)[0] + ".md", "w") as f:
         f.write(table)
-    shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

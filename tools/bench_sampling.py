@@ -13,7 +13,6 @@ usage: tools/bench_sampling.py [--zerotrain build/zerotrain] [--tokens 32 128] [
                                [--device cpu|cuda] [--dtype f32|bf16] [--tiny]
                                [--out runs/results/sampling_bench_cpu.json]
 """
-import argparse
 import json
 import os
 import platform
@@ -28,7 +27,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 from repo_commit import head_commit  # noqa: E402
-from result_paths import check_out_file, default_out  # noqa: E402
+from result_paths import OneLineParser, check_out_file, default_out  # noqa: E402
 
 MODELS = {
     "GPT-2 124M": {"arch": "gpt2", "n_layer": 12, "n_head": 12, "n_embd": 768, "block_size": 1024,
@@ -77,14 +76,20 @@ def sample(zerotrain, run_dir, tokens, cached, device, dtype):
 
 
 def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("--zerotrain", default=os.path.join(ROOT, "build", "zerotrain"))
-    p.add_argument("--tokens", type=int, nargs="+", default=[32, 128])
-    p.add_argument("--rounds", type=int, default=2)
-    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
-    p.add_argument("--dtype", choices=["f32", "bf16"], default="f32")
-    p.add_argument("--tiny", action="store_true", help="tiny models (the script's own test), not 124M-sized ones")
-    p.add_argument("--out", default=default_out("sampling_bench_cpu.json"))
+    p = OneLineParser("bench_sampling", description=__doc__.splitlines()[0])
+    p.add_argument("--zerotrain", default=os.path.join(ROOT, "build", "zerotrain"),
+                   help="the zerotrain binary that trains and samples (default: %(default)s)")
+    p.add_argument("--tokens", type=int, nargs="+", default=[32, 128],
+                   help="tokens to sample, one row per count (default: 32 128)")
+    p.add_argument("--rounds", type=int, default=2,
+                   help="rounds, each timing both modes once; the figures are medians of rounds (default: %(default)s)")
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                   help="where the sampling runs (default: %(default)s)")
+    p.add_argument("--dtype", choices=["f32", "bf16"], default="f32",
+                   help="the sampling's activations (default: %(default)s)")
+    p.add_argument("--tiny", action="store_true",
+                   help="tiny models (the script's own test), not 124M-sized ones (default: off)")
+    p.add_argument("--out", default=default_out("sampling_bench_cpu.json"), help="the result JSON (default: %(default)s)")
     a = p.parse_args()
     check_out_file("bench_sampling", a.out)
     if min(a.tokens) < 1 or a.rounds < 1:

@@ -23,7 +23,6 @@ oversubscribed machine, not scaling.
 usage: /usr/bin/python3 tools/bench_zero.py [--zerotrain build/zerotrain] [--config configs/tiny.json]
                                             [--steps 12] [--warmup 2] [--deterministic]
 """
-import argparse
 import atexit
 import datetime
 import hashlib
@@ -39,7 +38,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 from mpirun_command import MPIRUN  # noqa: E402
 from repo_commit import head_commit  # noqa: E402
-from result_paths import check_out_dir, default_out  # noqa: E402
+from result_paths import OneLineParser, check_out_dir, check_program, default_out  # noqa: E402
 
 
 def param_count(binary, config):
@@ -146,7 +145,7 @@ def deterministic_cost(args, psi):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = OneLineParser("bench_zero", description=__doc__.split("\n\n")[0])
     ap.add_argument("--zerotrain", default=os.path.join(ROOT, "build", "zerotrain"))
     ap.add_argument("--config", default=os.path.join(ROOT, "configs", "tiny.json"))
     ap.add_argument("--steps", type=int, default=12)
@@ -162,6 +161,9 @@ def main():
     if args.steps < 1 or args.repeats < 1 or not 0 <= args.warmup < args.steps:
         ap.error(f"need --steps >= 1, --repeats >= 1 and 0 <= --warmup < --steps (got --steps {args.steps} "
                  f"--warmup {args.warmup} --repeats {args.repeats})")
+    check_program("bench_zero", args.zerotrain)
+    if not os.path.isfile(args.config):
+        ap.error(f"--config {args.config}: no such file")
     check_out_dir("bench_zero", args.out_dir)
     psi = param_count(args.zerotrain, args.config)
     if args.deterministic:

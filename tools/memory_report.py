@@ -2,7 +2,9 @@
 """ZeRO memory report: trains the same config for one step at stages 0-3 on each rank count asked
 for (real processes, mpirun), and writes what each rank measured per memory category beside the
 prediction (`engine/distributed/sharding/memory_model`) as a Markdown table and a PNG bar chart
-(OUT_DIR/NAME.md, OUT_DIR/NAME.png) plus the raw figures as JSON (OUT_DIR/NAME.json). The total is
+(OUT_DIR/NAME.md, OUT_DIR/NAME.png) plus the raw figures as JSON (OUT_DIR/NAME.json: a key per run,
+N<ranks>_stage<stage>, and "generated", how the file was made: the binary's commit, date, config,
+ranks, dtype, --set values, machine; readers of the runs skip that key). The total is
 the run's real peak, the categories' sum at its highest moment (the summary record's
 `memory_total_peak_bytes`, rank 0's), not the sum of each category's own peak, which adds peaks
 of different moments (a step's activations, the final gather's buffer) and so overstates. With
@@ -20,10 +22,10 @@ usage: /usr/bin/python3 tools/memory_report.py [--zerotrain build/zerotrain] [--
 with the embedded data, micro-batch 1 x 128 tokens (model states, not activations, dominate), fp32
 products; 144 s on 2 cores (2026-11-27, 1a42773), 83 s on 2 shared cores (2026-12-06, c3860a9).
 """
-import argparse
 import datetime
 import json
 import os
+import platform
 import shlex
 import shutil
 import subprocess
@@ -33,8 +35,10 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 from mpirun_command import MPIRUN  # noqa: E402
-from repo_commit import head_commit  # noqa: E402
-from result_paths import check_out_dir, default_out  # noqa: E402
+from repo_commit import binary_commit, head_commit  # noqa: E402
+from result_paths import OneLineParser, check_out_dir, default_out  # noqa: E402
+import result_paths  # noqa: E402
+GENERATED = "generated"  # the JSON's key for how it was made; every other key is a run
 CATEGORIES = ["parameters", "gradients", "master_weights", "optimizer_states", "activations", "comm_buffers",
               "workspace"]
 
@@ -49,15 +53,7 @@ PRESETS = {
 
 def refuse(message):
     """Bad input (a flag, the config, the README): one line, exit 2, as zerotrain's own."""
-    print(f"memory_report: {message}", file=sys.stderr)
-    sys.exit(2)
-
-
-class OneLineParser(argparse.ArgumentParser):
-    """argparse's usage errors in refuse's one line (it printed the usage above them)."""
-
-    def error(self, message):
-        refuse(f"{message} (see --help)")
+    result_paths.refuse("memory_report", message)
 
 
 def run_sets(args):
@@ -196,6 +192,16 @@ def update_readme(path, name, lines):
     os.replace(path + ".tmp", path)
 
 
+def generated(args, rank_counts):
+    """How the JSON was made, under GENERATED: the code measured is the binary's commit (as it reports
+    it, "+dirty" included); the checkout's is kept beside it."""
+    return {"tool": "tools/memory_report.py", "command": args.command, "date": datetime.date.today().isoformat(),
+            "commit": binary_commit(args.zerotrain) or "unknown", "checkout_commit": commit(),
+            "config": os.path.relpath(os.path.abspath(args.config), ROOT), "ranks": rank_counts, "dtype": args.dtype,
+            "sets": args.sets, "machine": {"hostname": platform.node(), "cpu": platform.processor() or
+                                           platform.machine(), "cores": os.cpu_count()}}
+
+
 def chart(args, results, png_path):
     import matplotlib
     matplotlib.use("Agg")
@@ -223,7 +229,7 @@ def chart(args, results, png_path):
 
 
 def main(argv=None):
-    ap = OneLineParser(description=__doc__.split("\n")[0])
+    ap = OneLineParser("memory_report", description=__doc__.split("\n")[0])
     ap.add_argument("--zerotrain", default=os.path.join(ROOT, "build", "zerotrain"),
                     help="the zerotrain binary that trains and measures (default: %(default)s)")
     ap.add_argument("--preset", choices=sorted(PRESETS), help="a named config, rank count and settings")
@@ -282,7 +288,8 @@ def main(argv=None):
         f.write("\n".join(full_table(args, results)) + "\n")
     json_path = os.path.join(args.out_dir, f"{args.name}.json")
     with open(json_path, "w") as f:
-        json.dump({f"N{n}_stage{st}": rec for (n, st), rec in results.items()}, f, indent=1)
+        runs = {f"N{n}_stage{st}": rec for (n, st), rec in results.items()}
+        json.dump({GENERATED: generated(args, rank_counts), **runs}, f, indent=1)
     png_path = os.path.join(args.out_dir, f"{args.name}.png")
     chart(args, results, png_path)
     if args.readme:

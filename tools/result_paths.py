@@ -1,7 +1,9 @@
 """Where the benchmark and report tools write: runs/results/ (ignored by git) unless --out or
 --out-dir names a place, so a run never replaces the committed results under docs/results/ unless
 its command names them; and a check, before minutes of runs, that the place can be written, so a
-bad path fails in one line (exit 2) instead of a traceback after the work."""
+bad path fails in one line (exit 2) instead of a traceback after the work. Other bad input (a
+missing binary, a flag out of range) follows the same convention: refuse, check_program, OneLineParser."""
+import argparse
 import os
 import sys
 import tempfile
@@ -15,9 +17,32 @@ def default_out(name):
     return os.path.join(RESULTS_DIR, name)
 
 
-def _refuse(tool, flag, path, why):
-    sys.stderr.write(f"{tool}: {flag} {path}: {why}\n")
+def refuse(tool, message):
+    """Bad input: one line naming the tool, exit 2, before any work."""
+    sys.stderr.write(f"{tool}: {message}\n")
     sys.exit(2)
+
+
+def _refuse(tool, flag, path, why):
+    refuse(tool, f"{flag} {path}: {why}")
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse with its usage errors in refuse's one line (it printed the usage above them, exit 2)."""
+
+    def __init__(self, tool, **kwargs):
+        super().__init__(**kwargs)
+        self.tool = tool
+
+    def error(self, message):
+        refuse(self.tool, f"{message} (see --help)")
+
+
+def check_program(tool, path, flag="--zerotrain"):
+    """Exits 2 with one line unless `path` is an executable file (a missing build gave a traceback
+    from the first run, or a failure after others had run)."""
+    if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+        _refuse(tool, flag, path, "not an executable file (build it: tools/build.sh)")
 
 
 def _make_folders(tool, flag, path, folder):

@@ -1,11 +1,16 @@
 """Smoke test of tools/bench_ab.py: the same real zerotrain as A and B on a tiny 1-rank run gives
 a row whose op counts and comm_buffers agree, whose losses are bitwise equal and whose B/A is the
-ratio of the two medians; the JSON and markdown files are written; a missing binary stops the tool
-with exit 1 and one line naming it.
+ratio of the two medians; the JSON and markdown files are written; each binary's commit is the one it
+reports (`zerotrain version`, "+dirty" included), not its folder's checkout's HEAD. Bad input stops the
+tool before any run with exit 2 and one line naming the flag: a missing binary, an --out that cannot be
+written (it failed with a traceback after all the runs), --warmup >= --steps and --repeats 0 (a
+median of nothing after the runs). --help gives every flag a meaning and its default.
 Usage: bench_ab_smoke_test.py --zerotrain build/zerotrain
 """
 import argparse
 import json
+import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -13,6 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from check_report import close_work_folders  # noqa: E402
+from tool_run_util import flag_help  # noqa: E402
 
 BENCH = Path(__file__).resolve().parents[2] / "tools" / "bench_ab.py"
 CASE = ("tiny:1:model.n_layer=1,model.n_head=2,model.n_embd=32,model.block_size=16,train.seq_len=16,"
@@ -44,11 +50,33 @@ def main():
             failures.append("B/A is not the ratio of the medians")
         if "| tiny | 1 |" not in out.with_suffix(".md").read_text():
             failures.append("the markdown table has no row for the case")
-    bad = subprocess.run(base[:3] + ["/nonexistent/zerotrain"] + base[4:] + ["--out", str(out) + "_bad"],
-                         capture_output=True, text=True, timeout=300)
-    lines = bad.stderr.strip().splitlines()
-    if bad.returncode == 0 or len(lines) != 1 or "bench_ab:" not in lines[0]:
-        failures.append(f"a failing binary: exit {bad.returncode}, stderr {bad.stderr.strip()[-300:]!r}")
+        reported = re.search(r"\(commit (\S+)\)", subprocess.run([args.zerotrain, "version"], capture_output=True,
+                                                                 text=True).stdout.splitlines()[0]).group(1)
+        md = out.with_suffix(".md").read_text()
+        if result["a_commit"] != reported or result["b_commit"] != reported or f"built from {reported})" not in md:
+            failures.append(f"each binary's commit is the one it reports, {reported}: JSON {result['a_commit']}, "
+                            f"{result['b_commit']}; markdown {md[:400]!r}")
+    a_file = Path(work) / "a_file"
+    a_file.write_text("")
+    refused = [(["--a", "/nonexistent/zerotrain"], "--a"), (["--out", str(a_file / "ab")], "--out"),
+               (["--steps", "2", "--warmup", "2"], "--warmup"), (["--repeats", "0"], "--repeats")]
+    for flags, named in refused:
+        argv = base + ["--out", str(out) + "_bad"]
+        for flag, value in zip(flags[::2], flags[1::2]):  # each flag is in argv: its value replaced
+            argv[argv.index(flag) + 1] = value
+        bad = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+        lines = bad.stderr.strip().splitlines()
+        if bad.returncode != 2 or len(lines) != 1 or "bench_ab:" not in lines[0] or named not in lines[0]:
+            failures.append(f"{' '.join(flags)}: exit 2 in one line naming {named} (exit {bad.returncode}, stderr "
+                            f"{bad.stderr.strip()[-300:]!r})")
+    left = sorted(n for n in os.listdir(work) if n.startswith("ab_bad"))
+    if left:
+        failures.append(f"refused runs wrote {left}")
+    helped = subprocess.run([sys.executable, str(BENCH), "--help"], capture_output=True, text=True, timeout=60)
+    bare = [flag for flag in ("--a", "--b", "--out", "--config", "--steps", "--warmup", "--repeats", "--ops", "--case")
+            if not re.search(r"default|required", flag_help(helped.stdout, flag))]
+    if helped.returncode != 0 or bare or "Two zerotrain binaries side by side" not in helped.stdout:
+        failures.append(f"--help: a description and each flag's meaning and default (bare: {bare})")
     for f in failures:
         print("FAIL", f)
     print("bench_ab smoke test:", "failed" if failures else "passed")

@@ -7,7 +7,8 @@ own layers), that the real
 PyTorch side runs, and that a failing side gives exit 1 with one line and bad flags exit 2. The real-binary run also
 proves the PyTorch/zt side loads the OpenBLAS build in the directory zerotrain's library is in, and that a --set
 zerotrain refuses exits 2 in one line before the sgemm peak is measured (it exited 1 after it). --help gives every
-flag a meaning and its default.
+flag a meaning and its default. The result's commit is the one the zerotrain binary reports (`zerotrain version`,
+"+dirty" included), the checkout's under checkout_commit; a missing binary exits 2 in one line before any work.
 With --zerotrain and --sgemm (the real binaries) it also runs a tiny config end to end.
 Usage: bench_cpu_smoke_test.py [--zerotrain build/zerotrain --sgemm build/tools/zt_bench_sgemm]
 """
@@ -32,7 +33,7 @@ FAKE_ZEROTRAIN = """#!{python}
 import json, sys
 args = sys.argv[1:]
 if args[0] == "version":
-    print("zerotrain 0.0\\ncpu blas: /fake/libopenblas.so.0 core=Haswell (detected), OpenBLAS fake")
+    print("zerotrain 0.0 (commit 0123456789ab+dirty)\\ncpu blas: /fake/libopenblas.so.0 core=Haswell (detected), OpenBLAS fake")
     sys.exit(0)
 import os
 calls = os.path.join(os.path.dirname(os.path.abspath(sys.argv[0])), "train_calls")  # this fake's earlier trains
@@ -122,8 +123,9 @@ def test_arithmetic_with_fakes(tmp):
     check(pt["blas"]["core"] in ("Haswell", "unknown"), f"PyTorch ran with core {pt['blas']['core']}, not Haswell")
     check(math.isfinite(pt["final_loss"]), "PyTorch loss not finite")
     check(r["targets"]["speedup_pass"]["pytorch"] == (r["speedup"]["pytorch"] >= 2.0), "speedup verdict")
-    for key in ("git_commit", "date", "machine", "config", "sgemm"):
+    for key in ("checkout_commit", "checkout_dirty", "date", "machine", "config", "sgemm"):
         check(key in r, f"result lacks {key}")
+    check(r.get("commit") == "0123456789ab+dirty", f"the commit is the binary's own: {r.get('commit')}")
     check("speedup over PyTorch (median of the rounds' PyTorch ms / zerotrain ms)" in proc.stdout
           and "target >= 60%" in proc.stdout,
           f"table lacks the verdict lines:\n{proc.stdout}")
@@ -193,8 +195,11 @@ def test_failures(tmp):
     check(proc.returncode == 1 and len(lines) == 1 and "round 2 of 2: zerotrain train exited 2" in lines[0],
           f"a failure in round 2: rc {proc.returncode}, stderr {proc.stderr!r}")
     check(not (tmp / "x.json").exists(), "a run failed in round 2 wrote a result file")
-    proc = run_bench("--zerotrain", str(tmp / "missing"), "--out", str(tmp / "x.json"))
-    check(proc.returncode == 1 and "cannot run" in proc.stderr, f"missing binary: {proc.stderr!r}")
+    for flag in ("--zerotrain", "--sgemm"):
+        proc = run_bench(flag, str(tmp / "missing"), "--out", str(tmp / "x.json"))
+        lines = proc.stderr.strip().splitlines()
+        check(proc.returncode == 2 and len(lines) == 1 and f"{flag} {tmp / 'missing'}" in lines[0]
+              and "sgemm" not in proc.stdout, f"missing {flag}: exit 2 in one line (rc {proc.returncode}, {proc.stderr!r})")
     proc = run_bench("--zerotrain", write_script(tmp / "fake_zerotrain", FAKE_ZEROTRAIN, fail_from=-1),
                      "--sgemm", sgemm, "--torch-blas", "zerotrain", "--out", str(tmp / "x.json"))
     check(proc.returncode == 1 and "no libblas.so.3 beside zerotrain's /fake/libopenblas.so.0" in proc.stderr,

@@ -3,7 +3,8 @@
 ranks under mpirun at stages 0-3 and on one, all timed step to step, each block with every rank's
 measured memory beside the prediction; the FSDP2 anchor under torchrun, which a torch without
 fully_shard turns into a failed row naming the reason, the other rows still measured), the ratios
-it can give, and with fewer than 2 GPUs one line and exit 2.
+it can give, and with fewer than 2 GPUs one line and exit 2, saying how many are visible without
+claiming a --gpus that was not given ("0 GPUs asked for, 0 visible" without a GPU).
 
 usage: bench_multi_gpu_test.py --zerotrain PATH --mpirun "mpirun ..."
 """
@@ -24,6 +25,18 @@ SMALL = ["device=cpu", "precision.matmul=fp32", "precision.param_dtype=f32", "pr
          "model.n_layer=1", "model.n_embd=32", "model.n_head=2", "model.block_size=32", "train.seq_len=32",
          "train.num_threads=1"]
 TORCH_SMALL = ["--device=cpu", "--n-layer=1", "--n-embd=32", "--n-head=2", "--seq-len=32", "--vocab=256"]
+
+
+def check_too_few_gpus(checks, tool, zerotrain):
+    """Fewer than 2 GPUs: the one line names what is visible, and a count asked for only when --gpus was given."""
+    for flags, said in ((["--fake-gpus", "0"], "bench_multi_gpu: no GPU visible: this benchmark needs 2 or more"),
+                        (["--fake-gpus", "1"], "bench_multi_gpu: 1 GPU visible: this benchmark needs 2 or more"),
+                        (["--fake-gpus", "1", "--gpus", "2"],
+                         "bench_multi_gpu: 2 GPUs asked for, 1 GPU visible: this benchmark needs 2 or more")):
+        p = subprocess.run([sys.executable, tool, "--zerotrain", zerotrain, *flags], capture_output=True, text=True,
+                           timeout=60)
+        checks.check(p.returncode == 2 and p.stderr.strip() == said,
+                     f"{' '.join(flags)}: exit 2, {said!r} (exit {p.returncode}: {p.stderr.strip()[:300]!r})")
 
 
 def main():
@@ -115,6 +128,7 @@ def main():
         lines = one.stderr.strip().splitlines()
         checks.check(one.returncode == 2 and len(lines) == 1 and "needs 2 or more" in lines[0],
                      f"one GPU: one line and exit 2 (exit {one.returncode}: {one.stderr.strip()[:300]})")
+    check_too_few_gpus(checks, tool, args.zerotrain)
     return checks.finish()
 
 

@@ -6,8 +6,9 @@ Proves that the Markdown table has a row per stage whose figures are the runs' o
 to predicted, as a training step's peaks are), that its total is the run's real total peak (a
 stage-3 run's own summary `memory_total_peak_bytes`, not the sum of each category's peak, which
 mixes moments) and "vs stage 0" the ratio of those peaks, that the JSON holds every run and the
-tool names it among the files it wrote, that the chart is a PNG, that --readme replaces exactly the
-text between its begin and end lines (the rest of the file untouched, a second run replacing the
+tool names it among the files it wrote, with a "generated" record of how it was made (the binary's
+commit, date, config, ranks, dtype, --set values, machine), that the chart is a PNG, that --readme
+replaces exactly the text between its begin and end lines (the rest of the file untouched, a second run replacing the
 first), and that a README without those lines or a bad --ranks is a one-line error with nothing
 written. Bad input exits 2 in one line before any run: --ranks 0 or abc, a --config that does not
 exist and a --set zerotrain refuses (they exited 1, the last two after launching a training run,
@@ -119,7 +120,15 @@ def main():
                      f"({p.stdout.strip().splitlines()[-1:]})")
         with open(os.path.join(out_dir, "t.json")) as f:
             runs = json.load(f)
+        made = runs.pop("generated", {})  # how it was made; every other key is a run
         checks.check(sorted(runs) == [f"N{ranks}_stage{s}" for s in range(4)], f"the JSON holds every run ({sorted(runs)})")
+        version = subprocess.run([args.zerotrain, "version"], capture_output=True, text=True).stdout.splitlines()[0]
+        checks.check(made.get("commit") and f"(commit {made['commit']})" in version and made.get("date")
+                     and made.get("config") == "configs/tiny.json" and made.get("ranks") == [int(ranks)]
+                     and made.get("dtype") == "bf16" and made.get("sets") == ["train.micro_batch=2"]
+                     and made.get("machine", {}).get("cores") == os.cpu_count(),
+                     f"the JSON says how it was made: the binary's commit ({version}), date, config, ranks, dtype, "
+                     f"--set values, machine ({made})")
         with open(os.path.join(out_dir, "t.png"), "rb") as f:
             checks.check(f.read(8) == PNG_SIGNATURE, "the chart is a PNG")
         with open(readme) as f:

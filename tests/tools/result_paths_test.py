@@ -12,12 +12,21 @@ place they cannot write before their runs, in one line:
     and a model size that is not a whole number; memory_report.py a --preset with --ranks;
     bench_checkpoint.py --ranks 0 (mpirun -np 0 starts a rank on every slot); bench_zero.py
     repeats or steps it cannot take a median of; memory_report.py a missing binary;
+  * every tool that runs zerotrain refuses a missing --zerotrain in one line, exit 2 (some gave a
+    traceback or exit 1), and bench_checkpointing.py --steps 1 or --rounds 0 and bench_planner.py
+    --steps 1 (a median of nothing: a traceback after minutes of runs); bench_checkpointing.py
+    leaves no temporary folder behind when it fails (42 MB of runs);
+  * bench_checkpoint, bench_checkpointing, bench_async_checkpoint, bench_quantized_collectives and
+    bench_planner's --help describe the tool and give every flag a meaning and its default;
+  * bench_planner.py's table names its estimate column for what it holds: the step time, which
+    overlaps communication with computation, then its compute and comm parts (not their sum);
   * bench_async_checkpoint.py --device cuda without a GPU: one line, before any run; on the CPU,
     a small model's runs with a synchronous save before the end give its table and JSON (the
     synchronous saves carry no staging time, whose mean was a TypeError after both runs).
 
 usage: result_paths_test.py PATH/TO/zerotrain
 """
+import glob
 import json
 import os
 import re
@@ -29,6 +38,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.dirname(HERE))
 from check_report import Checks  # noqa: E402
+from tool_run_util import flag_help  # noqa: E402
 
 TOOLS = os.path.join(ROOT, "tools")
 # A default that names docs/results: os.path.join(ROOT, "docs", "results", ...), REPO / "docs" /
@@ -58,6 +68,57 @@ def check_async_checkpoint_table(check, zerotrain, work):
           f"the asynchronous run: blocked and staging time ({asyn})")
     rows = [line.split()[0] for line in p.stdout.splitlines() if line.split()[:1] in (["sync"], ["async"])]
     check(rows == ["sync", "async"] and f"wrote {out}" in p.stdout, f"its table names both runs:\n{p.stdout}")
+
+
+HELPED = {  # tool: its flags, each of which --help must explain with its default
+    "bench_checkpoint.py": ("--build", "--config", "--ranks", "--stage", "--out"),
+    "bench_checkpointing.py": ("--zerotrain", "--steps", "--rounds", "--out"),
+    "bench_async_checkpoint.py": ("--zerotrain", "--device", "--steps", "--every", "--work", "--out"),
+    "bench_quantized_collectives.py": ("--zerotrain", "--text", "--steps", "--micro-batch", "--eval-every",
+                                       "--eval-batches", "--variants", "--out"),
+    "bench_planner.py": ("--zerotrain", "--budget", "--steps", "--link-gbps", "--link-latency-us", "--out"),
+}
+
+
+def check_help(check):
+    for tool, flags in HELPED.items():
+        with open(os.path.join(TOOLS, tool)) as f:
+            first = f.read().split('"""')[1].splitlines()[0]
+        p = subprocess.run([sys.executable, os.path.join(TOOLS, tool), "--help"], capture_output=True, text=True,
+                           timeout=60)
+        text = " ".join(p.stdout.split())
+        bare = [flag for flag in flags if "default" not in flag_help(p.stdout, flag)]
+        check(p.returncode == 0 and " ".join(first.split()) in text and not bare,
+              f"{tool} --help: its docstring's first line and each flag's meaning and default (bare: {bare})")
+
+
+def check_planner_table(check):
+    """The estimate is the step time (comm overlapped with compute), not compute + comm."""
+    sys.path.insert(0, TOOLS)
+    import bench_planner
+    row = {"model": "gpt2", "ranks": 2, "sets": ["zero.stage=1"], "estimate_step_ms": 120.0,
+           "estimate_compute_ms": 100.0, "estimate_comm_ms": 50.0, "measured_step_ms": 125.0, "error": -0.04}
+    table = bench_planner.table({"commit": "abc", "cpu": "x86_64", "cores": 2, "budget": "600MB", "link_gbps": 5.0,
+                                 "link_latency_us": 20.0, "rows": [row]})
+    check("| estimate: step (compute, comm) |" in table and "| 120 ms (100, 50.0) |" in table
+          and "compute + comm" not in table, f"bench_planner's estimate column says what it holds:\n{table}")
+
+
+def check_checkpointing_cleans_up(check, work):
+    """bench_checkpointing.py with a zerotrain that fails its first run: its one line, exit 1, and no
+    zt_ckpt_policy_bench_* folder left in TMPDIR (it held 42 MB of runs)."""
+    failing = os.path.join(work, "zerotrain")
+    with open(failing, "w") as f:
+        f.write("#!/bin/sh\necho 'train: error: a planted failure' >&2\nexit 1\n")
+    os.chmod(failing, 0o755)
+    tmp = os.path.join(work, "tmp")
+    os.mkdir(tmp)
+    p = subprocess.run([sys.executable, os.path.join(TOOLS, "bench_checkpointing.py"), "--zerotrain", failing,
+                        "--out", os.path.join(work, "c.json")], capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ, TMPDIR=tmp))
+    left = glob.glob(os.path.join(tmp, "zt_ckpt_policy_bench_*"))
+    check(p.returncode == 1 and "planted failure" in p.stderr and not left,
+          f"bench_checkpointing, a failing run: exit 1 and no temporary folder left (exit {p.returncode}, {left})")
 
 
 def main():
@@ -97,7 +158,13 @@ def main():
         (["bench_zero.py", "--zerotrain", zerotrain, "--config", tiny, "--repeats", "0"], "--repeats"),
         (["bench_zero.py", "--zerotrain", zerotrain, "--config", tiny, "--steps", "2", "--warmup", "2"], "--warmup"),
         (["memory_report.py", "--zerotrain", os.path.join(work, "no_zerotrain"), "--ranks", "1"], "--zerotrain"),
-    ]
+        (["bench_checkpointing.py", "--steps", "1"], "--steps"),
+        (["bench_checkpointing.py", "--rounds", "0"], "--rounds"),
+        (["bench_planner.py", "--zerotrain", zerotrain, "--steps", "1"], "--steps"),
+        (["bench_quantized_collectives.py", "--zerotrain", zerotrain, "--variants", "exact,qXY"], "--variants"),
+    ] + [([tool, "--zerotrain", os.path.join(work, "no_zerotrain")], "--zerotrain")
+         for tool in ("bench_checkpointing.py", "bench_quantized_collectives.py", "bench_planner.py", "bench_zero.py",
+                      "bench_cpu.py", "bench_sampling.py", "bench_async_checkpoint.py")]
     for argv, named in cases:
         try:
             p = subprocess.run([sys.executable, os.path.join(TOOLS, argv[0]), *argv[1:]], capture_output=True, text=True,
@@ -106,7 +173,7 @@ def main():
             check(False, f"{' '.join(argv)}: refused at once (still running after 60 s)")
             continue
         lines = [line for line in p.stderr.splitlines() if line.strip()]
-        check(p.returncode == 2 and lines and named in lines[-1] and "Traceback" not in p.stderr,
+        check(p.returncode == 2 and len(lines) == 1 and named in lines[-1] and "Traceback" not in p.stderr,
               f"{' '.join(os.path.relpath(a, work) if a.startswith(work) else a for a in argv)}: exit 2 naming "
               f"{named} (exit {p.returncode}: {lines[-1:] if lines else p.stdout.strip()[-200:]})")
     # A GPU benchmark without a GPU: its one line, before any run (it printed a run's cut-off stderr).
@@ -131,6 +198,9 @@ def main():
     check(passed and sorted(os.listdir(links)) == ["out.json"], f"a dangling link as --out is taken, nothing left "
                                                                f"({passed}, {sorted(os.listdir(links))})")
     check_async_checkpoint_table(check, zerotrain, checks.work_folder("zt_async_bench_"))
+    check_help(check)
+    check_planner_table(check)
+    check_checkpointing_cleans_up(check, checks.work_folder("zt_ckpt_policy_cleanup_"))
     return checks.finish()
 
 

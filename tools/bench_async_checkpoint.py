@@ -34,7 +34,7 @@ import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
-from repo_commit import head_commit  # noqa: E402
+from repo_commit import binary_commit, head_commit  # noqa: E402
 from result_paths import OneLineParser, check_out_dir, check_out_file, default_out  # noqa: E402
 
 GPT2_124M = {"arch": "gpt2", "n_layer": 12, "n_head": 12, "n_embd": 768, "block_size": 1024, "vocab_size": 50257}
@@ -130,7 +130,7 @@ def main():
         json.dump(config, f)
     model = "GPT-2 124M" + (f" with --set {', '.join(a.zerotrain_sets)}" if a.zerotrain_sets else "")
     result = {"benchmark": "blocked time per checkpoint save, synchronous vs checkpoint.async",
-              "commit": head_commit() or "unknown", "device": a.device, "machine": platform.node(),
+              "commit": binary_commit(a.zerotrain) or head_commit() or "unknown", "device": a.device, "machine": platform.node(),
               "cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
               "model": model, "config": config, "modes": {}}
     for mode in ("sync", "async"):

@@ -25,7 +25,7 @@ import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
-from repo_commit import head_commit  # noqa: E402
+from repo_commit import binary_commit, head_commit  # noqa: E402
 from result_paths import OneLineParser, check_out_file, check_program, default_out  # noqa: E402
 
 POLICIES = ["none", "selective", "every:2", "all"]
@@ -77,7 +77,7 @@ def main():
     work = tempfile.mkdtemp(prefix="zt_ckpt_policy_bench_")
     atexit.register(shutil.rmtree, work, True)  # the runs' folders (42 MB), on every exit: a failed run's too
     result = {"benchmark": "activation checkpointing policies on the CPU: step time and activation memory",
-              "commit": head_commit() or "unknown", "machine": platform.node(),
+              "commit": binary_commit(a.zerotrain) or head_commit() or "unknown", "machine": platform.node(),
               "cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
               "rounds": a.rounds, "steps_per_run": a.steps, "models": {}}
     for name, model in MODELS.items():

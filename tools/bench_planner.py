@@ -26,7 +26,7 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 from mpirun_command import MPIRUN  # noqa: E402
-from repo_commit import head_commit  # noqa: E402
+from repo_commit import binary_commit, head_commit  # noqa: E402
 from result_paths import OneLineParser, check_out_file, check_program, default_out  # noqa: E402
 
 CONFIG = {
@@ -122,7 +122,7 @@ def main():
                      "error": (estimate - measured) / measured})
         print(f"{model} N={ranks}: estimate {estimate:.0f} ms, measured {measured:.0f} ms", flush=True)
     result = {"benchmark": "zerotrain plan: estimated against measured step time on the CPU",
-              "commit": head_commit() or "unknown", "machine": platform.node(),
+              "commit": binary_commit(a.zerotrain) or head_commit() or "unknown", "machine": platform.node(),
               "cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(), "config": CONFIG, "llama_config": LLAMA,
               "budget": a.budget, "link_gbps": a.link_gbps, "link_latency_us": a.link_latency_us,
               "rows": rows}

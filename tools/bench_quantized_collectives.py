@@ -30,7 +30,7 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 from mpirun_command import MPIRUN  # noqa: E402
-from repo_commit import head_commit  # noqa: E402
+from repo_commit import binary_commit, head_commit  # noqa: E402
 from result_paths import OneLineParser, check_out_file, check_program, default_out  # noqa: E402
 
 VARIANTS = {
@@ -87,7 +87,7 @@ def main():
               "config": "configs/shakespeare_char.json", "ranks": 4, "shard_group_size": 2, "stage": 3,
               "micro_batch_per_rank": a.micro_batch, "seq_len": 256, "steps": a.steps,
               "eval_every": a.eval_every, "eval_batches": a.eval_batches,
-              "commit": head_commit() or "unknown", "machine": platform.node(),
+              "commit": binary_commit(a.zerotrain) or head_commit() or "unknown", "machine": platform.node(),
               "cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(), "variants": {}}
     for name in a.variants.split(","):
         run_dir = os.path.join(work, name)

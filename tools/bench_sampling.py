@@ -26,7 +26,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
-from repo_commit import head_commit  # noqa: E402
+from repo_commit import binary_commit, head_commit  # noqa: E402
 from result_paths import OneLineParser, check_out_file, default_out  # noqa: E402
 
 MODELS = {
@@ -102,7 +102,7 @@ def main():
         gpu = "{} (driver {})".format(*device_facts())
     work = tempfile.mkdtemp(prefix="zt_sampling_bench_")
     result = {"benchmark": f"zerotrain sample: key/value cache against the whole window per token, {a.device}",
-              "commit": os.environ.get("ZT_COMMIT") or head_commit() or "unknown", "machine": platform.node(),
+              "commit": os.environ.get("ZT_COMMIT") or binary_commit(a.zerotrain) or head_commit() or "unknown", "machine": platform.node(),
               "cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(), "rounds": a.rounds,
               "device": a.device, "dtype": a.dtype, "gpu": gpu,
               "timing": "wall clock of `zerotrain sample --run`, loading the weights included (*_s), and the "

@@ -6,7 +6,8 @@ beside the ZeRO paper's volumes (2 Psi for stages 0-2, 3 Psi for stage 3, as rin
 move them: the measured count divided by (N-1)/N). Each configuration runs twice, with the
 overlapped schedule (zero.overlap_comm = true, the default) and with every collective waited at
 once (false), interleaved, and reports both and the time each rank spent blocked waiting for
-communication (comm_wait_ms: what computation did not hide). Writes
+communication (comm_wait_ms: what computation did not hide). The repeats are rounds, each running
+every configuration once, and a ratio is the median of each round's (side by side in time). Writes
 OUT_DIR/zero_bench.{json,md} (--out-dir, default runs/results; --out-dir docs/results updates the
 committed ones).
 
@@ -28,6 +29,7 @@ import datetime
 import hashlib
 import json
 import os
+import platform
 import shutil
 import statistics
 import subprocess
@@ -37,7 +39,7 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 from mpirun_command import MPIRUN  # noqa: E402
-from repo_commit import head_commit  # noqa: E402
+from repo_commit import binary_commit, head_commit  # noqa: E402
 from result_paths import OneLineParser, check_out_dir, check_program, default_out  # noqa: E402
 
 
@@ -80,6 +82,11 @@ def run(args, ranks, stage, overlap, work, extra=()):
             "predicted_gradients": memory["predicted_bytes"]["gradients"],
             "predicted_comm_buffers": memory["predicted_bytes"]["comm_buffers"],
             "final_loss": steps[-1]["loss"], "weights_hash": weights}
+
+
+def per_round_ratios(ms_by_stage):
+    """[stage][round] ms/step -> [stage][round] that round's ms over stage 0's in the same round."""
+    return [[ms / base for ms, base in zip(stage, ms_by_stage[0])] for stage in ms_by_stage]
 
 
 def median_run(runs):
@@ -170,30 +177,34 @@ def main():
         return deterministic_cost(args, psi)
     work = tempfile.mkdtemp(prefix="zt_zerobench_")
     atexit.register(shutil.rmtree, work, True)  # every run's final weights
+    # Round by round, every configuration once a round (stage 0 to 3, synchronous then overlapped),
+    # so a ratio's two runs are neighbours in time: the ratios are each round's, their median kept
+    # (the median runs of whole blocks of repeats divided runs minutes apart on a drifting machine).
+    pairs = {(n, st): [] for n in (2, 4) for st in range(4)}
+    for _ in range(args.repeats):
+        for n, st in pairs:
+            pairs[(n, st)].append((run(args, n, st, False, work), run(args, n, st, True, work)))
     results = {}
+    for (n, st), runs in pairs.items():
+        sync, r = (median_run(list(side)) for side in zip(*runs))
+        results[f"N{n}_stage{st}"] = r
+        r["ranks"], r["stage"] = n, st
+        r["sync"] = sync
+        r["volume_psi"] = r["elements_sent_per_step"] / psi / ((n - 1) / n)
+        r["paper_volume_psi"] = 3.0 if st == 3 else 2.0
+        r["overlap_speedup"] = statistics.median(s["ms_per_step"] / o["ms_per_step"] for s, o in runs)
     for n in (2, 4):
-        for st in range(4):
-            # Overlapped and synchronous runs alternate, so both see the same machine noise; the
-            # median over repeats drops the runs a neighbour disturbed.
-            pairs = [(run(args, n, st, False, work), run(args, n, st, True, work)) for _ in range(args.repeats)]
-            sync, r = (median_run(runs) for runs in zip(*pairs))
-            results[f"N{n}_stage{st}"] = r
-            r["ranks"], r["stage"] = n, st
-            r["sync"] = sync
-            r["volume_psi"] = r["elements_sent_per_step"] / psi / ((n - 1) / n)
-            r["paper_volume_psi"] = 3.0 if st == 3 else 2.0
-    for n in (2, 4):
-        base = results[f"N{n}_stage0"]["ms_per_step"]
-        for st in range(4):
-            r = results[f"N{n}_stage{st}"]
-            r["ratio_to_stage0"] = r["ms_per_step"] / base
-            r["overlap_speedup"] = r["sync"]["ms_per_step"] / r["ms_per_step"]
-    commit = head_commit(env=False) or "unknown"
+        overlapped = [[o["ms_per_step"] for _, o in pairs[(n, st)]] for st in range(4)]
+        for st, ratios in enumerate(per_round_ratios(overlapped)):
+            results[f"N{n}_stage{st}"]["ratio_to_stage0_rounds"] = ratios
+            results[f"N{n}_stage{st}"]["ratio_to_stage0"] = statistics.median(ratios)
+    commit = binary_commit(args.zerotrain) or head_commit(env=False) or "unknown"
     target = results["N2_stage3"]["ratio_to_stage0"] <= 1.25
     lines = [f"# ZeRO stages on CPU ranks ({os.path.basename(args.config)}, Psi = {psi:,} parameters)", "",
              f"`tools/bench_zero.py`, {datetime.date.today()}, commit {commit[:10]}; median of steps "
-             f"{args.warmup + 1}-{args.steps}, the median run of {args.repeats}; one compute thread per rank on a 2-core machine (4 ranks "
-             "oversubscribe it). 'overlapped' is the default schedule (collectives progressed by the "
+             f"{args.warmup + 1}-{args.steps}, the median run of {args.repeats} rounds, each running every row once "
+             f"(vs stage 0: the median of each round's ratio); one compute thread per rank on {os.cpu_count()} cores. "
+             "'overlapped' is the default schedule (collectives progressed by the "
              "communication thread while the rank computes), 'synchronous' waits each collective at once; "
              "'blocked' is the time per step a rank spent waiting for communication. At 4 ranks eight "
              "threads share two cores and identical runs differ by up to 1.8x in ms/step: read the volumes and "
@@ -210,7 +221,8 @@ def main():
                   f"{results['N2_stage3']['ratio_to_stage0']:.2f}x, {'PASS' if target else 'FAIL'}."]
     write_result(args, "zero_bench", lines,
                  {"commit": commit, "config": args.config, "psi": psi, "steps": args.steps, "warmup": args.warmup,
-                  "results": results, "target_stage3_within_1_25x_at_2_ranks": target})
+                  "repeats": args.repeats, "machine": platform.node(), "cores": os.cpu_count(), "results": results,
+                  "target_stage3_within_1_25x_at_2_ranks": target})
 
 
 if __name__ == "__main__":

@@ -104,6 +104,15 @@ def check_planner_table(check):
           and "compute + comm" not in table, f"bench_planner's estimate column says what it holds:\n{table}")
 
 
+def check_zero_ratios_by_round(check):
+    """bench_zero's ratio to stage 0 is each round's (the two runs neighbours in time), not one of
+    medians taken minutes apart: a machine twice as slow in round 2 moves neither ratio."""
+    sys.path.insert(0, TOOLS)
+    import bench_zero
+    ratios = bench_zero.per_round_ratios([[100.0, 200.0], [110.0, 220.0]])
+    check(ratios == [[1.0, 1.0], [1.1, 1.1]], f"bench_zero: each round's ratio to its own stage 0 ({ratios})")
+
+
 def check_checkpointing_cleans_up(check, work):
     """bench_checkpointing.py with a zerotrain that fails its first run: its one line, exit 1, and no
     zt_ckpt_policy_bench_* folder left in TMPDIR (it held 42 MB of runs)."""
@@ -200,6 +209,7 @@ def main():
     check_async_checkpoint_table(check, zerotrain, checks.work_folder("zt_async_bench_"))
     check_help(check)
     check_planner_table(check)
+    check_zero_ratios_by_round(check)
     check_checkpointing_cleans_up(check, checks.work_folder("zt_ckpt_policy_cleanup_"))
     return checks.finish()
 

@@ -234,6 +234,26 @@ std::optional<ConfigReader> ConfigReader::optional_section(const std::string& ke
   return section(key);
 }
 
+namespace {
+
+// Names other trainers give the same things (Hugging Face's learning_rate and batch_size, a bare
+// "steps"): the key they stand for here, or nullptr.
+const char* our_name_for(const std::string& key) {
+  static const std::pair<const char*, const char*> kOtherNames[] = {{"learning_rate", "lr"},
+                                                                    {"batch_size", "micro_batch"},
+                                                                    {"per_device_batch_size", "micro_batch"},
+                                                                    {"steps", "max_steps"},
+                                                                    {"num_steps", "max_steps"},
+                                                                    {"warmup", "warmup_steps"},
+                                                                    {"weight_decay_rate", "weight_decay"}};
+  for (const auto& [other, ours] : kOtherNames) {
+    if (key == other) return ours;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
 void ConfigReader::reject_unknown_keys() const {
   for (auto it = node_.begin(); it != node_.end(); ++it) {
     if (known_.count(it.key()) != 0) continue;
@@ -251,6 +271,12 @@ void ConfigReader::reject_unknown_keys() const {
     }
     if (const std::string near = nearest_key(it.key(), known_); hint.empty() && !near.empty()) {
       hint = " (did you mean '" + dotted(near) + "'?)";
+    }
+    // Another trainer's name for a key of another section (train.learning_rate is optim.lr).
+    if (const char* ours = our_name_for(it.key()); hint.empty() && ours != nullptr && homes_ != nullptr) {
+      if (const auto home = homes_->find(ours); home != homes_->end() && !home->second.empty()) {
+        hint = fmt::format(" (did you mean '{}'?)", *home->second.begin());
+      }
     }
     throw_input_error("config error in {}: unknown key '{}'{}", source_of(it.key()), dotted(it.key()), hint);
   }
@@ -278,18 +304,8 @@ std::string nearest_key(const std::string& key, const std::set<std::string>& val
     }
   }
   if (!best.empty()) return best;
-  // Names other trainers give the same things (Hugging Face's learning_rate and batch_size, a
-  // bare "steps"), where the section has the key they stand for.
-  static const std::pair<const char*, const char*> kOtherNames[] = {{"learning_rate", "lr"},
-                                                                    {"batch_size", "micro_batch"},
-                                                                    {"per_device_batch_size", "micro_batch"},
-                                                                    {"steps", "max_steps"},
-                                                                    {"num_steps", "max_steps"},
-                                                                    {"warmup", "warmup_steps"},
-                                                                    {"weight_decay_rate", "weight_decay"}};
-  for (const auto& [other, ours] : kOtherNames) {
-    if (key == other && valid.count(ours) > 0) return ours;
-  }
+  // Another trainer's name for a key the section has.
+  if (const char* ours = our_name_for(key); ours != nullptr && valid.count(ours) > 0) return ours;
   // A key that is one word of exactly one valid key's ("every" for every_steps): too far from it
   // by edits, but what it names.
   std::string holder;

@@ -59,7 +59,9 @@ TEST(RunConfig, UnknownKeyIsRejectedWithSuggestion) {
   for (const auto& [section, typed, meant] :
        {std::tuple{"optim", "warmup", "optim.warmup_steps"},
         std::tuple{"checkpoint", "every", "checkpoint.every_steps"}, std::tuple{"train", "steps", "train.max_steps"},
-        std::tuple{"train", "batch_size", "train.micro_batch"}, std::tuple{"optim", "learning_rate", "optim.lr"}}) {
+        std::tuple{"train", "batch_size", "train.micro_batch"}, std::tuple{"optim", "learning_rate", "optim.lr"},
+        // ... also of a key of another section
+        std::tuple{"train", "learning_rate", "optim.lr"}, std::tuple{"train", "warmup", "optim.warmup_steps"}}) {
     doc = base();
     doc[section] = {{typed, 1}};
     const std::string hint = fmt::format("did you mean '{}'?", meant);

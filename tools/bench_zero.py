@@ -157,7 +157,8 @@ def main():
     ap.add_argument("--config", default=os.path.join(ROOT, "configs", "tiny.json"))
     ap.add_argument("--steps", type=int, default=12)
     ap.add_argument("--warmup", type=int, default=2)
-    ap.add_argument("--repeats", type=int, default=3, help="runs of each configuration (median of their medians)")
+    ap.add_argument("--repeats", type=int, default=3, help="rounds, each running every configuration once (the median run's figures, the median of each round's "
+                         "ratio; default 3)")
     ap.add_argument("--out-dir", default=default_out(""))
     ap.add_argument("--deterministic", action="store_true",
                     help="measure instead what train.deterministic costs: one global batch of 4 micro-batches at "

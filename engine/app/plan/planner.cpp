@@ -6,12 +6,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <optional>
 #include <string>
 
 #include "engine/app/trainer/memory_check.h"
 #include "engine/app/trainer/run_memory.h"
 #include "engine/base/core/check.h"
+#include "engine/base/core/config_text.h"
 
 namespace zt::plan {
 
@@ -22,50 +24,59 @@ constexpr int kHeadChunks[] = {1, 2, 4, 8};
 constexpr int kPrefetch[] = {0, 1, 2};
 constexpr double kInflightMb[] = {0.0, 64.0};  // unbounded, or reductions holding at most 64 MiB pending
 
-// The value of `key` ("section.name") the user's --set entries give (the last one), if any, in
-// either spelling train takes: "section.name=value", or "section={...}" holding name. A searched key
-// given there is held at it (--set zero.stage=1 plans stage 1), as a search over it would drop it.
-std::optional<std::string> held_value(const std::vector<std::string>& sets, const std::string& key) {
-  const std::size_t dot = key.find('.');
-  const std::string section = key.substr(0, dot), name = key.substr(dot + 1);
-  std::optional<std::string> value;
+// The keys the user's --set entries give, with their values as train reads them: config_text's
+// apply_override on a document whose sections are objects, so that a section's JSON
+// (--set 'zero={"stage":1}') sets its keys one by one, as the dotted spelling does. A searched key
+// among them is held at its value (--set zero.stage=1 plans stage 1), as a search over it would
+// drop it.
+using SetKeys = std::map<std::string, nlohmann::json>;
+
+// The keys `assignment` sets, applied to `doc` (its section made an object first).
+std::vector<std::string> apply_set(nlohmann::json& doc, const std::string& assignment) {
+  const std::string section = assignment.substr(0, std::min(assignment.find('.'), assignment.find('=')));
+  if (!doc.contains(section) || !doc[section].is_object()) doc[section] = nlohmann::json::object();
+  return apply_override(doc, assignment);
+}
+
+SetKeys set_keys(const std::vector<std::string>& sets) {
+  nlohmann::json doc = nlohmann::json::object();
+  SetKeys out;
   for (const std::string& s : sets) {
-    const std::size_t eq = s.find('=');
-    if (eq == std::string::npos) continue;
-    const std::string left = s.substr(0, eq), right = s.substr(eq + 1);
-    if (left == key) {
-      value = right;
-    } else if (left == section) {
-      const nlohmann::json doc = nlohmann::json::parse(right, nullptr, /*allow_exceptions=*/false);
-      if (doc.is_object() && doc.contains(name)) value = doc[name].dump();
+    for (const std::string& key : apply_set(doc, s)) {
+      std::string pointer = "/" + key;
+      std::replace(pointer.begin(), pointer.end(), '.', '/');
+      out[key] = doc.at(nlohmann::json::json_pointer(pointer));
     }
   }
-  return value;
+  return out;
+}
+
+// A held value as the plan prints and sets it: a string's text, else its JSON.
+std::string held_text(const nlohmann::json& value) {
+  return value.is_string() ? value.get<std::string>() : value.dump();
 }
 
 // The values searched for `key`: the held one alone where the user set it, else `searched`.
 template <typename T>
-std::vector<T> values_for(const std::vector<std::string>& sets, const std::string& key, std::vector<T> searched,
-                          T held) {
-  return held_value(sets, key) ? std::vector<T>{held} : searched;
+std::vector<T> values_for(const SetKeys& held, const std::string& key, std::vector<T> searched, T held_value) {
+  return held.count(key) > 0 ? std::vector<T>{held_value} : searched;
 }
 
 // `sets` less what sets train.micro_batch or train.grad_accum: a dotted entry, or those two keys of
-// a train section's JSON (its other keys, a global batch or seq_len, stay).
+// a train section's JSON (its other keys, a global batch or seq_len, stay, each set on its own).
 std::vector<std::string> without_batch_split(const std::vector<std::string>& sets) {
   std::vector<std::string> out;
   for (const std::string& s : sets) {
-    if (s.starts_with("train.micro_batch=") || s.starts_with("train.grad_accum=")) continue;
-    if (s.starts_with("train=")) {
-      nlohmann::json section = nlohmann::json::parse(s.substr(6), nullptr, /*allow_exceptions=*/false);
-      if (section.is_object() && (section.contains("micro_batch") || section.contains("grad_accum"))) {
-        section.erase("micro_batch");
-        section.erase("grad_accum");
-        if (!section.empty()) out.push_back("train=" + section.dump());
-        continue;
-      }
+    nlohmann::json doc = nlohmann::json::object();
+    const std::vector<std::string> keys = apply_set(doc, s);
+    const auto batch_term = [](const std::string& k) { return k == "train.micro_batch" || k == "train.grad_accum"; };
+    if (std::none_of(keys.begin(), keys.end(), batch_term)) {
+      out.push_back(s);
+      continue;
     }
-    out.push_back(s);
+    for (const auto& [key, value] : set_keys({s})) {
+      if (!batch_term(key)) out.push_back(key + "=" + value.dump());
+    }
   }
   return out;
 }
@@ -77,10 +88,9 @@ std::vector<std::string> without_batch_split(const std::vector<std::string>& set
 // micro_batch 1, as the search sets it anyway (said in `note`), but a held accumulation then takes
 // the micro-batch that splits the global batch with it, and a held micro-batch that cannot is
 // refused by name. The config's own errors stand.
-RunConfig load_base(const std::string& path, const std::vector<std::string>& sets, int world_size,
+RunConfig load_base(const std::string& path, const std::vector<std::string>& sets, const SetKeys& held, int world_size,
                     std::vector<int>& micro_batches, std::string& note) {
-  const bool held_mb = held_value(sets, "train.micro_batch").has_value();
-  const bool held_accum = held_value(sets, "train.grad_accum").has_value();
+  const bool held_mb = held.count("train.micro_batch") > 0, held_accum = held.count("train.grad_accum") > 0;
   auto powers_of_two = [&](const RunConfig& c) {
     const std::int64_t per_sequence = std::int64_t{c.train.seq_len} * world_size;
     for (std::int64_t mb = 1; mb * per_sequence <= c.train.global_batch_tokens; mb *= 2) {
@@ -128,15 +138,14 @@ RunConfig load_base(const std::string& path, const std::vector<std::string>& set
   }
   // The held accumulation: a whole number (a --set value is JSON); anything else is refused below
   // by name, as is one that does not split the global batch.
-  const std::string given = *held_value(sets, "train.grad_accum");
-  const nlohmann::json value = nlohmann::json::parse(given, nullptr, /*allow_exceptions=*/false);
+  const nlohmann::json& value = held.at("train.grad_accum");
   const std::int64_t accum = value.is_number_integer() ? value.get<std::int64_t>() : 0;
   const std::int64_t per_sequence = std::int64_t{c.train.seq_len} * world_size;
   if (accum < 1 || c.train.global_batch_tokens % (per_sequence * accum) != 0) {
     throw_input_error(
         "train.grad_accum = {} (held as --set gives it) does not split train.global_batch_tokens = {} over "
         "train.seq_len x ranks = {} x {}: leave it out for the search to set it",
-        given, c.train.global_batch_tokens, c.train.seq_len, world_size);
+        held_text(value), c.train.global_batch_tokens, c.train.seq_len, world_size);
   }
   micro_batches = {static_cast<int>(c.train.global_batch_tokens / (per_sequence * accum))};
   return c;
@@ -147,8 +156,10 @@ RunConfig load_base(const std::string& path, const std::vector<std::string>& set
 PlanResult plan(const std::string& config_path, const std::vector<std::string>& base_sets, int world_size,
                 std::int64_t budget_bytes, const OpProfile& profile, const Links& links) {
   PlanResult out;
+  // Each searched key the user's --set gives is held at the value the base config read from it.
+  const SetKeys held = set_keys(base_sets);
   std::vector<int> micro_batches;
-  const RunConfig base = load_base(config_path, base_sets, world_size, micro_batches, out.note);
+  const RunConfig base = load_base(config_path, base_sets, held, world_size, micro_batches, out.note);
   out.global_batch_tokens = base.train.global_batch_tokens;
   out.device = base.device;
   // The multiple-choice scorer's plan follows each candidate's micro-batch; its file is read once.
@@ -157,10 +168,8 @@ PlanResult plan(const std::string& config_path, const std::vector<std::string>& 
   if (!choices_note.empty()) out.note += (out.note.empty() ? "" : "; ") + choices_note;
   const std::int64_t per_sequence = static_cast<std::int64_t>(base.train.seq_len) * world_size;
   out.smallest_bytes = -1;
-  // Each searched key the user's --set gives is held at the value the base config read from it.
-  const std::vector<std::string>& held = base_sets;
   std::vector<std::string> checkpointing(std::begin(kCheckpointing), std::end(kCheckpointing));
-  if (held_value(held, "train.activation_checkpointing")) {
+  if (held.count("train.activation_checkpointing") > 0) {
     checkpointing = {base.train.activation_checkpointing.to_string()};
   }
   const std::vector<int> stages = values_for(held, "zero.stage", {0, 1, 2, 3}, base.zero.stage);
@@ -171,11 +180,15 @@ PlanResult plan(const std::string& config_path, const std::vector<std::string>& 
   const std::vector<int> prefetches =
       values_for(held, "zero.prefetch_units", std::vector<int>(std::begin(kPrefetch), std::end(kPrefetch)),
                  base.zero.prefetch_units);
-  const std::optional<std::string> held_bound = held_value(held, "zero.max_inflight_reduction_mb");
+  const auto bound_given = held.find("zero.max_inflight_reduction_mb");
+  const std::optional<std::string> held_bound =
+      bound_given != held.end() ? std::optional<std::string>(bound_given->second.dump()) : std::nullopt;  // as JSON
+  const bool chunks_held = held.count("train.head_chunks") > 0;
   for (const char* key :
        {"zero.stage", "train.micro_batch", "train.grad_accum", "train.activation_checkpointing", "train.head_chunks",
         "train.block_units", "zero.prefetch_units", "zero.max_inflight_reduction_mb"}) {
-    if (const std::optional<std::string> value = held_value(held, key)) out.held.push_back(key + ("=" + *value));
+    if (const auto given = held.find(key); given != held.end())
+      out.held.push_back(key + ("=" + held_text(given->second)));
   }
   for (int stage : stages) {
     for (int mb : micro_batches) {
@@ -183,7 +196,7 @@ PlanResult plan(const std::string& config_path, const std::vector<std::string>& 
       const std::int64_t accum = out.global_batch_tokens / (mb * per_sequence);
       for (const std::string& ckpt : checkpointing) {
         for (int chunks : head_chunks) {
-          if (chunks > base.model.padded_vocab_size() / 64 && !held_value(held, "train.head_chunks")) continue;
+          if (chunks > base.model.padded_vocab_size() / 64 && !chunks_held) continue;
           for (int units : block_units) {
             for (int prefetch : stage == 3 ? prefetches : std::vector<int>{base.zero.prefetch_units}) {
               for (double bound : held_bound   ? std::vector<double>{-1.0}  // the user's text, set as given

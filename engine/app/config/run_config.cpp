@@ -202,6 +202,13 @@ RunConfig load_run_config_past_batch_split(const std::string& path, std::vector<
   }
 }
 
+void rethrow_naming_key(const RunConfig& c, const std::string& key, const InputError& e) {
+  std::string what = e.what();
+  if (what.starts_with("config error in ")) throw;
+  if (what.starts_with(key + ": ")) what.erase(0, key.size() + 2);  // named once, with its source
+  throw_input_error("config error in {}: {}: {}", c.sources_of({key}), key, what);
+}
+
 nlohmann::json RunConfig::model_json() const { return model_section_json(*this); }
 
 nlohmann::json RunConfig::run_file_json() const {

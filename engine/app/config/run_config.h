@@ -211,6 +211,21 @@ using BatchFallback = std::function<std::vector<std::string>(const BatchSplitErr
 RunConfig load_run_config_past_batch_split(const std::string& path, std::vector<std::string>& overrides, int world_size,
                                            const BatchFallback& fallback, std::string& refused);
 
+// A refusal of a file the config names (it cannot be read, or holds what it must not), named by
+// the config key that gave the file and where that key came from (a config with several paths left
+// the user to guess which one failed): call in the handler of `e`. A refusal that already names its
+// config source is rethrown as it is.
+[[noreturn]] void rethrow_naming_key(const RunConfig& c, const std::string& key, const InputError& e);
+// What `read` returns, its refusal named by `key` (rethrow_naming_key).
+template <typename Read>
+auto read_naming_key(const RunConfig& c, const std::string& key, Read&& read) {
+  try {
+    return read();
+  } catch (const InputError& e) {
+    rethrow_naming_key(c, key, e);
+  }
+}
+
 // Same, from a document already in memory (tests; `source` names it in messages).
 // `overrides`: the keys --set gave (load_run_config), whose errors then name the --set.
 RunConfig parse_run_config(nlohmann::json doc, const std::string& source, int world_size = 1,

@@ -29,21 +29,6 @@ data::TokenFileFormat token_file_format(const DataConfig& d) {
   return format;
 }
 
-// What `read` returns, a refusal of the file it reads named by the config key that gave it and
-// where that key came from (a config with several paths left the user to guess which one failed).
-// A refusal that already names its config source stands as it is.
-template <typename Read>
-auto naming_key(const RunConfig& c, const std::string& key, Read&& read) {
-  try {
-    return read();
-  } catch (const InputError& e) {
-    std::string what = e.what();
-    if (what.starts_with("config error in ")) throw;
-    if (what.starts_with(key + ": ")) what.erase(0, key.size() + 2);  // named once, with its source
-    throw_input_error("config error in {}: {}: {}", c.sources_of({key}), key, what);
-  }
-}
-
 }  // namespace
 
 void DataSource::check_shards_share_tokenizer(const RunConfig& c) const {
@@ -88,13 +73,14 @@ void DataSource::open(const RunConfig& c) {
   };
   data::parse_sample_order(d.order, &order_);
   seed_ = c.train.seed;
-  if (!d.vocab_file.empty()) vocab_ = naming_key(c, "data.vocab_file", [&] { return data::Vocab::load(d.vocab_file); });
+  if (!d.vocab_file.empty())
+    vocab_ = read_naming_key(c, "data.vocab_file", [&] { return data::Vocab::load(d.vocab_file); });
   if (!d.train_files.empty()) {
     const data::TokenFileFormat format = token_file_format(d);
-    train_.emplace(naming_key(c, "data.train_files", [&] {
+    train_.emplace(read_naming_key(c, "data.train_files", [&] {
       return data::TokenCorpus::open_shards(d.train_files, format, c.model.vocab_size, "data.train_files");
     }));
-    val_.emplace(naming_key(c, "data.val_files", [&] {
+    val_.emplace(read_naming_key(c, "data.val_files", [&] {
       return data::TokenCorpus::open_shards(d.val_files, format, c.model.vocab_size, "data.val_files");
     }));
     // A glob such as "d/*" taking d/val.bin into training, or d/train.bin into validation, would
@@ -204,7 +190,7 @@ void DataSource::open(const RunConfig& c) {
   if (!tokenizer_path_.empty()) {
     // A byte-level BPE, or the character vocabulary an export writes as a tokenizer.json.
     text_ = d.tokenizer_file.empty() ? data::TokenText::from_tokenizer_file(tokenizer_path_)
-                                     : naming_key(c, "data.tokenizer_file", [&] {
+                                     : read_naming_key(c, "data.tokenizer_file", [&] {
                                          return data::TokenText::from_tokenizer_file(tokenizer_path_);
                                        });
     if (text_.size() > c.model.vocab_size) {
@@ -295,8 +281,8 @@ void DataSource::open(const RunConfig& c) {
     }
   }
   if (!d.choice_file.empty()) {
-    choices_.emplace(
-        naming_key(c, "data.choice_file", [&] { return data::ChoiceFile::load(d.choice_file, c.model.vocab_size); }));
+    choices_.emplace(read_naming_key(c, "data.choice_file",
+                                     [&] { return data::ChoiceFile::load(d.choice_file, c.model.vocab_size); }));
     // A row's inputs are its context and completion but the last token: the model must hold them.
     if (choices_->longest_input() > c.model.block_size) {
       throw_input_error(
@@ -316,9 +302,9 @@ void DataSource::open_files(const RunConfig& c, const std::string& train_path, c
   const data::TokenFileFormat format = token_file_format(c.data);
   // Opening validates every token against the model's vocabulary.
   train_file_.emplace(
-      naming_key(c, train_key, [&] { return data::TokenFile::open(train_path, format, c.model.vocab_size); }));
+      read_naming_key(c, train_key, [&] { return data::TokenFile::open(train_path, format, c.model.vocab_size); }));
   val_file_.emplace(
-      naming_key(c, val_key, [&] { return data::TokenFile::open(val_path, format, c.model.vocab_size); }));
+      read_naming_key(c, val_key, [&] { return data::TokenFile::open(val_path, format, c.model.vocab_size); }));
   train_.emplace(train_file_->tokens());
   val_.emplace(val_file_->tokens());
 }

@@ -220,11 +220,9 @@ namespace {
 // The file's shape, read and checked (InputError for a bad file); none without a file.
 std::optional<ChoiceShape> read_choice_shape(const RunConfig& c) {
   if (c.data.choice_file.empty()) return std::nullopt;
-  try {
-    return choice_shape(data::ChoiceFile::load(c.data.choice_file, c.model.vocab_size));
-  } catch (const InputError& e) {  // named by its key, as the run's data names its files
-    throw_input_error("config error in {}: data.choice_file: {}", c.sources_of({"data.choice_file"}), e.what());
-  }
+  // Named by its key, as the run's data names its files.
+  return read_naming_key(c, "data.choice_file",
+                         [&] { return choice_shape(data::ChoiceFile::load(c.data.choice_file, c.model.vocab_size)); });
 }
 
 // An example past model.block_size: the run's data refuses the file (DataSource).

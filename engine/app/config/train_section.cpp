@@ -167,9 +167,10 @@ void read_train_section(ConfigReader r, RunConfig& c) {
   t.num_threads = r.get_int("num_threads", 0, 0, 1024);
   // Left out, OMP_NUM_THREADS where it gives a count, as PyTorch and llm.c read it (torchrun sets
   // it to 1 a rank).
-  const bool from_environment = t.num_threads == 0 && omp_num_threads_from_environment() > 0;
+  const int environment_threads = t.num_threads == 0 ? omp_num_threads_from_environment() : 0;
+  const bool from_environment = environment_threads > 0;
   if (from_environment) {
-    t.num_threads = omp_num_threads_from_environment();
+    t.num_threads = environment_threads;
     c.derived.push_back(fmt::format("train.num_threads = {} (OMP_NUM_THREADS)", t.num_threads));
   }
   if (t.num_threads == 0) {

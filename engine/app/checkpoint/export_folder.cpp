@@ -1,0 +1,155 @@
+// What an HF export writes beside its tensors (the run's tokenizer files) and which folders it may
+// write into: its own earlier export's, or a new or empty one.
+#include "engine/app/checkpoint/export_folder.h"
+
+#include <fmt/format.h>
+
+#include "engine/app/data/special_tokens.h"
+#include "engine/app/data/token_file.h"
+#include "engine/app/data/token_text.h"
+#include "engine/app/data/vocab_tokenizer_json.h"
+#include "engine/app/io/input_file.h"
+#include "engine/app/io/json_file.h"
+#include "engine/app/io/safetensors.h"
+#include "engine/base/core/check.h"
+
+namespace zt::ckpt {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// Whether the safetensors file at `path` is an export's: its metadata name this tool, or, from
+// before they did (`legacy`: the folder's config.json is not save_pretrained's, which always
+// records transformers_version), are transformers' own {"format": "pt"} alone. Unreadable: no.
+bool written_by_export(const fs::path& path, bool legacy) {
+  try {
+    const SafetensorsHeader header = read_safetensors_header(path.string());
+    const nlohmann::json meta = header.json.value("__metadata__", nlohmann::json::object());
+    if (!meta.is_object()) return false;
+    if (meta.contains(kExportedByKey)) return meta[kExportedByKey] == kExportedBy;
+    return legacy && meta == nlohmann::json{{"format", "pt"}};
+  } catch (const InputError&) {
+    return false;
+  }
+}
+
+}  // namespace
+
+bool is_init_from(const std::string& out_dir, const Manifest& manifest) {
+  const nlohmann::json& train = manifest.config.value("train", nlohmann::json::object());
+  for (const std::string& p : {extra_string(manifest.extra, "init_from_path"),
+                               train.is_object() && train.contains("init_from") && train["init_from"].is_string()
+                                   ? train["init_from"].get<std::string>()
+                                   : std::string()}) {
+    std::error_code ec;
+    if (!p.empty() && fs::exists(p, ec) && fs::equivalent(out_dir, p, ec)) return true;
+  }
+  return false;
+}
+
+TokenizerFiles export_tokenizer_files(const fs::path& run_dir, const ModelSpec& spec) {
+  TokenizerFiles out;
+  for (const char* f : data::kTokenizerFiles) {
+    if (fs::exists(run_dir / f)) out.files.emplace_back(f, read_whole_input((run_dir / f).string(), "tokenizer file"));
+  }
+  // A tokenizer.json alone (the tokenizers library's save): a tokenizer_config.json naming the
+  // generic fast class and the delimiters config.json numbers, so that AutoTokenizer neither takes
+  // the model type's class nor adds its default special tokens past the model's vocabulary.
+  if (fs::exists(run_dir / "tokenizer.json") && !fs::exists(run_dir / "tokenizer_config.json")) {
+    nlohmann::ordered_json config = data::fast_tokenizer_config(spec.model.block_size);
+    const nlohmann::json delimiters = data::document_delimiter_tokens(run_dir.string());
+    for (const auto& [key, token] : delimiters.items()) config[key] = token;
+    out.files.emplace_back("tokenizer_config.json", config.dump(2) + "\n");
+  }
+  if (out.files.empty() && fs::exists(run_dir / "vocab.json")) {
+    const data::Vocab vocab = data::Vocab::load((run_dir / "vocab.json").string());
+    out.files = {{"tokenizer.json", data::tokenizer_json_of_vocab(vocab).dump(2) + "\n"},
+                 {"tokenizer_config.json", data::fast_tokenizer_config(spec.model.block_size).dump(2) + "\n"}};
+    out.from_vocab = true;
+  }
+  return out;
+}
+
+// The export replaces the folder's config.json and its tensor files. Right for an earlier export;
+// anything else there is someone else's model or file, and would be lost (or mixed with this
+// model's: a foreign tokenizer, pytorch_model.bin): refused, before anything is written. So is the
+// folder the run started from (train.init_from), even where an earlier export wrote it.
+void check_hf_export_folder(const std::string& out_dir, const Manifest& manifest, const TokenizerFiles& tokenizer) {
+  std::error_code ec;
+  if (is_init_from(out_dir, manifest)) {
+    throw_input_error(
+        "--out {} is the folder this run started from (train.init_from): the export would replace its pretrained "
+        "weights; export to another folder",
+        out_dir);
+  }
+  if (!fs::is_directory(out_dir, ec)) return;
+  const fs::path config = fs::path(out_dir) / "config.json";
+  std::string why;
+  bool legacy = false;  // a config.json an earlier export may have written
+  if (fs::exists(config, ec)) {
+    try {
+      const nlohmann::json doc = read_json_file(config.string());
+      if (!doc.is_object() || !doc.contains("model_type")) why = "a config.json that is not a Hugging Face model's";
+      legacy = doc.is_object() && !doc.contains("transformers_version");
+    } catch (const InputError& e) {
+      why = fmt::format("a config.json that is not a Hugging Face model's ({})", e.what());
+    }
+  }
+  // An export that names itself names every tensor file it writes: beside one of those, a file with
+  // transformers' metadata alone is someone's shard (a save_pretrained's), not a legacy export's.
+  for (const fs::directory_entry& e : fs::directory_iterator(out_dir, ec)) {
+    if (legacy && e.path().filename().string().ends_with(".safetensors") &&
+        written_by_export(e.path(), /*legacy=*/false)) {
+      legacy = false;
+    }
+  }
+  // Its tensor files must be an earlier export's, config.json or none (an export cut between its
+  // renames leaves none; without one, only the metadata naming this tool tell).
+  for (const fs::directory_entry& e : fs::directory_iterator(out_dir, ec)) {
+    if (!why.empty()) break;
+    const std::string name = e.path().filename().string();
+    const bool foreign = name.ends_with(".safetensors")
+                             ? !written_by_export(e.path(), legacy)
+                             : name.ends_with(".bin") || name.ends_with(".pt") || name.ends_with(".pth") ||
+                                   name.ends_with(".h5") || name.ends_with(".msgpack") || name.ends_with(".gguf");
+    // A tokenized corpus's shard is no model: the export's tokenizer.json would replace the one the
+    // shards were encoded with.
+    if (foreign && name.ends_with(".bin") && data::llmc_token_magic(e.path().string()) != 0) {
+      why = fmt::format(
+          "a token shard ({}: a tokenized corpus's folder, whose tokenizer.json the export would replace)", name);
+    } else if (foreign) {
+      why = fmt::format("a model that no export wrote ({})", name);
+    }
+  }
+  // A tokenizer belongs to the model beside it: one in a folder with no earlier export's tensors
+  // is someone else's (the export would overwrite it, or leave it to number this model's tokens),
+  // unless it is the very file this export writes (an export of this run cut before its tensors
+  // took their names: the next one completes it).
+  bool earlier_export = false;
+  for (const fs::directory_entry& e : fs::directory_iterator(out_dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.ends_with(".safetensors") && written_by_export(e.path(), legacy)) earlier_export = true;
+  }
+  auto ours = [&](const char* f) {
+    for (const auto& [name, text] : tokenizer.files) {
+      if (name == f)
+        return fs::file_size(fs::path(out_dir) / f, ec) == text.size() && !ec &&
+               read_whole_input((fs::path(out_dir) / f).string(), "--out") == text;
+    }
+    return false;
+  };
+  for (const char* f : data::kTokenizerFiles) {
+    if (why.empty() && !earlier_export && fs::exists(fs::path(out_dir) / f, ec) && !ours(f)) {
+      why = fmt::format("a tokenizer that no export wrote ({})", f);
+    }
+  }
+  if (!why.empty()) {
+    throw_input_error(
+        "--out {} holds {}: the export's files would replace or mix with it; export into a new or empty folder, "
+        "or over an earlier export",
+        out_dir, why);
+  }
+}
+
+}  // namespace zt::ckpt

@@ -63,7 +63,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 from gpu_state import gpu_state  # noqa: E402
-from repo_commit import head_commit  # noqa: E402
+from repo_commit import binary_commit, head_commit  # noqa: E402
 from result_paths import check_out_file, default_out  # noqa: E402
 from bench_harness import (Context, EngineError, add_run_arguments, device_facts, exit_on_sigterm,  # noqa: E402
                            interleave, peak_bf16_flops, print_ratio, print_rows, process_tree, profile_rows,
@@ -442,13 +442,16 @@ def main(argv=None):
     name, driver = (args.fake_device, "none") if args.fake_device else device_facts()
     n_params, flops_tok = flops_per_token()
     peak, peak_source = peak_bf16_flops(name, args.peak_tflops)
-    # ZT_COMMIT: the commit measured, for copies of the tree that travel without .git (device calls).
-    commit = head_commit() or "unknown"
+    # The code measured: the commit the binary was built from, as it reports it ("+dirty": built
+    # with uncommitted changes); the checkout's (ZT_COMMIT for copies of the tree that travel
+    # without .git, as the device calls carry) beside it, for a binary that names none.
+    checkout = head_commit() or "unknown"
+    commit = binary_commit(args.zerotrain) or checkout
     slug = re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_")
     out = args.out or default_out(f"gpu_bench_{slug}.json")
     check_out_file("bench_gpu", out)
-    meta = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(), "commit": commit, "device": name,
-            "driver": driver, "batch": args.batch, "seq_len": T, "params": n_params, "flops_per_token": flops_tok,
+    meta = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(), "commit": commit,
+            "checkout_commit": checkout, "device": name, "driver": driver, "batch": args.batch, "seq_len": T, "params": n_params, "flops_per_token": flops_tok,
             "peak_bf16_flops": peak, "peak_source": peak_source, "rounds": args.rounds, "steps": args.steps, "warmup": args.warmup,
             "order": args.engines, "gpu_state_at_start": gpu_state()}
     chosen = [engines[e] for e in args.engines]

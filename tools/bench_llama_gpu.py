@@ -44,7 +44,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 import bench_gpu  # noqa: E402
 import bench_harness  # noqa: E402
-from repo_commit import head_commit  # noqa: E402
+from repo_commit import binary_commit, head_commit  # noqa: E402
 from result_paths import check_out_file, default_out  # noqa: E402
 from gpu_state import gpu_state  # noqa: E402
 
@@ -120,11 +120,12 @@ def main(argv=None):
     flops_tok = 6 * n_params + 6 * model["n_layer"] * model["n_embd"] * args.seq_len
     tokens_per_step = args.batch * args.seq_len
     peak, peak_source = bench_harness.peak_bf16_flops(name, args.peak_tflops)
-    commit = head_commit() or "unknown"
+    checkout = head_commit() or "unknown"  # ZT_COMMIT where the tree travelled without .git
+    commit = binary_commit(args.zerotrain) or checkout  # the code measured, as the binary names it
     slug = re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_")
     out = args.out or default_out(f"gpu_llama_bench_{slug}.json")
     check_out_file("bench_llama_gpu", out)
-    meta = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(), "commit": commit, "device": name,
+    meta = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(), "commit": commit, "checkout_commit": checkout, "device": name,
             "driver": driver, "config": CONFIG, "batch": args.batch, "seq_len": args.seq_len, "params": n_params,
             "flops_per_token": flops_tok, "peak_bf16_flops": peak, "peak_source": peak_source, "rounds": args.rounds,
             "steps": args.steps, "warmup": args.warmup,

@@ -39,7 +39,7 @@ import bench_gpu  # noqa: E402  zerotrain's engine, the model's flops
 import bench_harness  # noqa: E402
 from gpu_state import gpu_state  # noqa: E402
 from mpirun_command import MPIRUN  # noqa: E402
-from repo_commit import head_commit  # noqa: E402
+from repo_commit import binary_commit, head_commit  # noqa: E402
 from result_paths import check_out_file, default_out  # noqa: E402
 
 
@@ -166,8 +166,8 @@ def main(argv=None):
     slug = re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_")
     out = args.out or default_out(f"gpu_multi_gpu_bench_{slug}.json")
     check_out_file("bench_multi_gpu", out)
-    meta = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(), "commit": head_commit() or "unknown",
-            "device": name, "driver": driver, "gpus": gpus, "batch_per_gpu": args.batch, "seq_len": bench_gpu.T,
+    meta = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(), "commit": binary_commit(args.zerotrain) or head_commit() or "unknown",
+            "checkout_commit": head_commit() or "unknown", "device": name, "driver": driver, "gpus": gpus, "batch_per_gpu": args.batch, "seq_len": bench_gpu.T,
             "params": n_params, "flops_per_token": flops_tok, "peak_bf16_flops": peak, "peak_source": peak_source,
             "figures": "per GPU", "rounds": args.rounds, "steps": args.steps, "warmup": args.warmup,
             "order": chosen_names, "gpu_state_at_start": gpu_state()}

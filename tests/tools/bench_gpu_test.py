@@ -25,6 +25,7 @@ sys.path.insert(0, os.path.join(ROOT, "tools"))
 sys.path.insert(0, os.path.dirname(HERE))
 import bench_gpu  # noqa: E402
 import bench_harness  # noqa: E402
+from repo_commit import binary_commit  # noqa: E402
 from check_report import Checks  # noqa: E402
 
 
@@ -257,6 +258,8 @@ def check_real_plumbing(checks, zerotrain, work):
     with open(out) as f:
         report = json.load(f)
     rows = {r["name"]: r for r in report["rows"]}
+    checks.check(report["commit"] == binary_commit(zerotrain) and "checkout_commit" in report,
+                 f"the result names the commit the binary was built from ({report['commit']}), the checkout's beside it")
     checks.check(all(len(rows[n].get("rounds", [])) == 2 and "tokens_per_s" in rows[n] for n in rows),
                  f"every engine measured in both rounds ({ {n: rows[n].get('error', 'ok')[:200] for n in rows} })")
     llmc_block = rows["llmc"]["rounds"][0]
@@ -314,6 +317,8 @@ def check_llama_plumbing(checks, zerotrain, work):
         return
     with open(out) as f:
         report = json.load(f)
+    checks.check(report["commit"] == binary_commit(zerotrain),
+                 f"the Llama result names the commit the binary was built from ({report['commit']})")
     checks.check(report["batch"] == 16, f"with room for all, the largest micro-batch is chosen ({report['batch']})")
     ratios = report["ratios"]
     checks.check(all(len(r["rounds"]) == 2 and "tokens_per_s" in r for r in report["rows"]) and

@@ -19,7 +19,9 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "tools"))
 from check_report import Checks  # noqa: E402
+from repo_commit import binary_commit  # noqa: E402
 
 SMALL = ["device=cpu", "precision.matmul=fp32", "precision.param_dtype=f32", "precision.activations=fp32",
          "model.n_layer=1", "model.n_embd=32", "model.n_head=2", "model.block_size=32", "train.seq_len=32",
@@ -59,6 +61,9 @@ def main():
         with open(out) as f:
             report = json.load(f)
         rows = {r["name"]: r for r in report["rows"]}
+        checks.check(report["commit"] == binary_commit(args.zerotrain) and "checkout_commit" in report,
+                     f"the result names the commit the binary was built from ({report['commit']}), the checkout's "
+                     f"beside it")
         zt = [f"zerotrain-s{k}-n2" for k in range(4)] + ["zerotrain-s0-n1"]
         checks.check(sorted(rows) == sorted(zt + ["fsdp2-n2"]) and report["gpus"] == 2 and report["complete"],
                      f"stages 0-3 on 2 ranks, stage 0 on one, and FSDP2 on 2 ({sorted(rows)})")
@@ -74,7 +79,6 @@ def main():
         checks.check(all(m["measured_peak_bytes"][0] == m["predicted_bytes"] for m in mem.values()),
                      "and on the CPU ranks measured equals predicted in every category")
         fsdp = rows["fsdp2-n2"]
-        sys.path.insert(0, os.path.join(ROOT, "tools"))
         import bench_gpu_torch  # the anchor's interpreter is this one (Debian's torch, before FSDP2)
         if bench_gpu_torch.fsdp2_api() is None:
             checks.check("tokens_per_s" not in fsdp and "FSDP2" in fsdp.get("error", ""),
@@ -96,7 +100,7 @@ def main():
         marker = os.path.join(work, "rank_alive")
         rank = f"trap '' TERM; sleep 30; touch {marker}"
         launcher = [sys.executable, "-c", "import subprocess, sys, time; "
-                    f"subprocess.Popen(['bash', '-c', sys.argv[1]], start_new_session=True); time.sleep(30)", rank]
+                    "subprocess.Popen(['bash', '-c', sys.argv[1]], start_new_session=True); time.sleep(30)", rank]
 
         def left():
             time.sleep(0.2)

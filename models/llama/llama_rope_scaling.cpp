@@ -168,6 +168,18 @@ nlohmann::json rope_scaling_from_hf(const nlohmann::json& hf, const std::string&
   // transformers (4.43 on) copies "type" over "rope_type" where a config has it (configs written
   // before 4.43 have only "type").
   const std::string type = r.has("type") ? r.string_or("type", "") : r.string_or("rope_type", "default");
+  // An object with no type but a scaling's fields (a factor) says positions are stretched without
+  // saying how: read as none, it trained another model than the file's (transformers cannot build
+  // it either). A rope_parameters holding rope_theta alone is transformers 5's unscaled one.
+  if (!r.has("type") && !r.has("rope_type")) {
+    for (const auto& [key, value] : raw.items()) {
+      if (key != "rope_theta" && key != "partial_rotary_factor" && key != "type" && key != "rope_type") {
+        top.refuse(rope.key, fmt::format("has {} but names no rope_type (nor type): say which scaling it is "
+                                         "(linear or llama3), or remove it for none",
+                                         key));
+      }
+    }
+  }
   if (type == "default") return nullptr;
   if (type != "linear" && type != "llama3") {
     top.refuse(rope.key, "zerotrain's Llama implements rope_type linear and llama3, not " + type);

@@ -725,6 +725,12 @@ def main():
         ("rotary parameters per layer type",
          llama_variant("llama_per_layer", rope_parameters={"full_attention": {"rope_type": "default"}}), [],
          ["llama_per_layer/config.json: rope_parameters", "one object per layer type"]),
+        # A factor without its type: it was read as no scaling (the model trained and exported unscaled).
+        ("a rope_scaling that names no type", llama_variant("llama_untyped", rope_scaling={"factor": 2.0}), [],
+         ["llama_untyped/config.json: rope_scaling", "names no rope_type"]),
+        ("a rope_scaling whose type is null",
+         llama_variant("llama_null_type", rope_scaling={"type": None, "factor": 2.0}), [],
+         ["llama_null_type/config.json: rope_scaling", "names no rope_type"]),
         ("pretraining_tp that does not divide the vocabulary", llama_variant("llama_tp", pretraining_tp=3), [],
          ["llama_tp/config.json: pretraining_tp = 3", "set it to 1"]),
         ("conflicting model keys", gpt_folder, ["--set", "model.n_layer=4", "--set", "model.n_embd=64"],

@@ -1,0 +1,114 @@
+// The model a pretrained checkpoint holds (see the header): a Hugging Face folder's config.json
+// (and generation_config.json) through its family, or an llm.c model file's header.
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "engine/app/io/json_file.h"
+#include "engine/app/io/llmc_model_file.h"
+#include "engine/app/io/pretrained.h"
+#include "engine/base/core/check.h"
+#include "models/model_family.h"
+
+namespace zt {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// What zerotrain wrote at `path`, where that is not pretrained weights ("" otherwise): a user
+// pointing train.init_from at a run of their own is told how to make a folder of it.
+std::string zerotrain_output_kind(const fs::path& path) {
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) {
+    if (fs::exists(path / "manifest.json", ec)) return "a zerotrain checkpoint";
+    if (fs::exists(path / "latest", ec)) return "a zerotrain checkpoint folder";
+    if (fs::exists(path / "metrics.jsonl", ec) || fs::exists(path / "final.safetensors", ec)) {
+      return "a zerotrain run directory";
+    }
+    return "";
+  }
+  return path.extension() == ".safetensors"
+             ? "a safetensors file (a Hugging Face folder holds it beside its config.json)"
+             : "";
+}
+
+}  // namespace
+
+PretrainedModel read_pretrained_model(const std::string& path) {
+  if (const std::string kind = zerotrain_output_kind(path); !kind.empty()) {
+    throw_input_error(
+        "{}: {}, not a Hugging Face folder or an llm.c model file (train --resume and eval/sample --run or --ckpt "
+        "read zerotrain's own; `zerotrain ckpt export CHECKPOINT --format hf --out DIR` makes a Hugging Face folder "
+        "of a checkpoint)",
+        path, kind);
+  }
+  if (fs::is_directory(path)) {
+    const std::string config = (fs::path(path) / "config.json").string();
+    if (!fs::exists(config)) throw_input_error("{}: a Hugging Face folder needs a config.json", path);
+    const nlohmann::json hf = read_json_file(config);
+    if (!hf.is_object() || !hf.contains("model_type") || !hf["model_type"].is_string()) {
+      throw_input_error("{}: no \"model_type\" string", config);
+    }
+    const ModelFamily& family = model_family_for_hf(hf["model_type"].get<std::string>(), config);
+    // Only named in the description: anything but a list of strings is read as none.
+    const nlohmann::json archs = hf.value("architectures", nlohmann::json::array());
+    const std::string arch = archs.is_array() && !archs.empty() && archs[0].is_string()
+                                 ? archs[0].get<std::string>()
+                                 : hf["model_type"].get<std::string>();
+    nlohmann::json keys = family.model_keys_from_hf(hf, config);
+    // The special tokens' ids the run carries into its exports: a token of the vocabulary, or a
+    // list of them (an instruct model's eos_token_id names each token its turns end with), else none.
+    const std::int64_t vocab = keys.value("vocab_size", std::int64_t{0});
+    const auto in_vocabulary = [vocab](const nlohmann::json& id) {
+      return id.is_number_integer() && id.get<std::int64_t>() >= 0 && id.get<std::int64_t>() < vocab;
+    };
+    // A list keeps its members in the vocabulary (generate stops at each of those), null if none is.
+    const auto in_vocabulary_ids = [&](const nlohmann::json& id) -> nlohmann::json {
+      nlohmann::json kept = nlohmann::json::array();
+      for (const nlohmann::json& one : id.is_array() ? id : nlohmann::json::array({id})) {
+        if (in_vocabulary(one)) kept.push_back(one);
+      }
+      if (kept.empty()) return nullptr;
+      return id.is_array() ? kept : kept[0];
+    };
+    nlohmann::json ids = nlohmann::json::object();
+    for (const char* key : {"bos_token_id", "eos_token_id", "pad_token_id"}) {
+      if (!hf.contains(key)) continue;
+      if (nlohmann::json kept = in_vocabulary_ids(hf[key]); !kept.is_null()) ids[key] = std::move(kept);
+    }
+    // generate stops where the generation config says, which from_pretrained reads from
+    // generation_config.json where the folder has one (an instruct model lists every end of turn
+    // there), its eos_token_id alone (absent or null: none), and from config.json where it has none
+    // or the file does not parse (transformers then falls back to the model's config). So do
+    // sample --from and a run started from the folder, whose samples stop there and whose export's
+    // config.json carries the ids.
+    std::ifstream generation(fs::path(path) / "generation_config.json");
+    const nlohmann::json doc =
+        generation ? nlohmann::json::parse(generation, nullptr, /*allow_exceptions=*/false) : nlohmann::json();
+    if (doc.is_object()) {
+      const nlohmann::json eos = doc.contains("eos_token_id") ? in_vocabulary_ids(doc["eos_token_id"]) : nullptr;
+      if (eos.is_null()) {
+        ids.erase("eos_token_id");
+      } else {
+        ids["eos_token_id"] = eos;
+      }
+    }
+    return {std::move(keys), fmt::format("Hugging Face {} folder {}", arch, path), config, ids};
+  }
+  if (!fs::exists(path)) throw_input_error("{}: no such Hugging Face folder or llm.c model file", path);
+  // Any padding of the vocabulary (llm.c's train_gpt2.py rounds up to 128, zerotrain to 64): the
+  // reader takes the true vocabulary's rows, where the tensors' offsets follow the header's.
+  const LlmcModelHeader h = read_llmc_model_header(path);
+  return {{{"arch", "gpt2"},
+           {"n_layer", h.n_layer},
+           {"n_head", h.n_head},
+           {"n_embd", h.n_embd},
+           {"block_size", h.max_t},
+           {"vocab_size", h.vocab}},
+          fmt::format("llm.c model file {} ({})", path, h.dtype == DType::kBF16 ? "bf16" : "fp32"),
+          path};
+}
+
+}  // namespace zt

@@ -8,7 +8,9 @@
     and said it wrote its final weights);
   * the same found by the next save, where it comes before the heartbeat;
   * moved during a save: the save's failure says so, not the file it could not create;
-  * a checkpoint folder elsewhere removed: made again, the saves go on there, said once.
+  * a checkpoint folder elsewhere removed: made again, the saves go on there, said once;
+  * a checkpoint folder removed during a save: that save is said lost and the run goes on
+    (synchronous: saved again at once; asynchronous: the next save makes the folder again).
 
 usage: moved_folders_test.py PATH/TO/zerotrain
 """
@@ -90,6 +92,40 @@ def main():
                  and f"the run directory {moving} was moved or removed" in lines[0] and not os.path.exists(moving),
                  f"a run directory moved during a save: the save's failure names the move (exit {proc.returncode}, "
                  f"{lines})")
+
+    # The checkpoint folder removed in the middle of a save (a clean-up script racing the run): the
+    # save is said lost and the run goes on (it ended with exit 1, the training since the start lost
+    # with it: a trial). A synchronous save is made again at once into a folder made again; an
+    # asynchronous one is made up by the next save, or by a save at the run's end where it was the
+    # last step's (lost as the run finished it).
+    for mode, sets, lost_step, then in (
+            ("synchronous", [], 2, "saving it again into a new folder there"),
+            ("asynchronous", ["checkpoint.async=true"], 2, "the next save (at the latest the run's end) makes"),
+            ("asynchronous, the last step's", ["checkpoint.async=true"], 6, "the next save (at the latest the run's end) makes")):
+        run_dir = os.path.join(work, f"lost_save_{len(os.listdir(work))}")
+        proc = start(run_dir, "train.max_steps=6", "checkpoint.every_steps=2", *sets, heartbeat_s=60,
+                     env={"ZT_TEST_CHECKPOINT_PAUSE_MS": "2000"})
+        folder = os.path.join(run_dir, "checkpoints")
+        staging = os.path.join(folder, f".tmp-step_{lost_step:08d}")
+        in_save = wait_until(lambda: os.path.isdir(staging) and os.listdir(staging) != [])
+        shutil.rmtree(folder, ignore_errors=True)
+        out, lines = end(proc)
+        records = train_records(run_dir)
+        lost = [r for r in records if r["type"] == "checkpoint_lost"]
+        saved = sorted(r["step"] for r in records if r["type"] == "checkpoint")
+        said = f"warning: checkpoint at step {lost_step} not saved: its folder {folder} was moved or removed while"
+        checks.check(in_save and proc.returncode == 0 and not lines and out.count(said) == 1 and then in out and
+                     [r["step"] for r in lost] == [lost_step] and max(r["step"] for r in records if r["type"] == "train") == 6,
+                     f"{mode} save: a checkpoint folder removed during it loses that save, said once, and the run "
+                     f"trains on to its end (exit {proc.returncode}, {lines}, lost {lost}, saved {saved})")
+        kept = sorted(d for d in os.listdir(folder) if d.startswith("step_")) if os.path.isdir(folder) else []
+        # Synchronous: step 2 saved again, then 4 and 6; asynchronous: 4 and 6 (6 saved again where lost).
+        want = ["step_00000002", "step_00000004", "step_00000006"] if mode == "synchronous" else \
+            ["step_00000004", "step_00000006"] if lost_step == 2 else ["step_00000006"]
+        latest = os.path.join(folder, "latest")
+        checks.check(kept == want and os.path.exists(latest) and open(latest).read().strip() == "step_00000006",
+                     f"... and the folder made again holds the saves after it ({kept}, latest "
+                     f"{open(latest).read().strip() if os.path.exists(latest) else None})")
 
     elsewhere = os.path.join(work, "elsewhere_ckpt")
     # Slower steps (micro_batch 64): the folder goes right after step 100's save, long before step 200's.

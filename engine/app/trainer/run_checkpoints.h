@@ -18,7 +18,9 @@ RunProgress start_run(TrainerState& s, const std::string& resume_checkpoint, boo
 // Collective: every rank writes its shard of the training state after `steps_completed` steps;
 // rank 0 logs the save (and any warning) and remembers it in `run`. With checkpoint.async the
 // state is staged and written in the background: the save is committed (and logged) by a later
-// poll_checkpoint or finish_checkpoint.
+// poll_checkpoint or finish_checkpoint. A save whose checkpoint folder is moved or removed while
+// it writes is said lost and made again, or left to the next save where asynchronous, rather than
+// ending the run ([Note: a save that loses its folder] in run_saves.cpp).
 void save_checkpoint(TrainerState& s, RunProgress& run, int steps_completed);
 // Collective, at every step boundary: commits an asynchronous save whose files every rank has
 // written (one small all-gather while one is in flight; nothing otherwise). A save that failed
@@ -26,6 +28,10 @@ void save_checkpoint(TrainerState& s, RunProgress& run, int steps_completed);
 void poll_checkpoint(TrainerState& s, RunProgress& run);
 // Collective: waits for an asynchronous save in flight and commits it (before a stop or the end).
 void finish_checkpoint(TrainerState& s, RunProgress& run);
+// Collective: the state after `steps_completed` steps saved and committed before it returns (a
+// stop's save, the end's): a save in flight finished, this step's made where none was (again where
+// one was lost with its folder as it finished). Throws where it cannot be.
+void save_and_finish(TrainerState& s, RunProgress& run, int steps_completed);
 
 // A stop request agreed at a step boundary: saves (unless this step was just saved), records the
 // stop in the summary and says how to resume. The caller then ends the loop.

@@ -1,6 +1,7 @@
 // A run's saves (see run_checkpoints.h): every step's, an asynchronous one's commit at a later step
 // boundary, and a stop request's.
 #include <fmt/format.h>
+#include <sys/stat.h>
 
 #include <filesystem>
 #include <optional>
@@ -29,6 +30,7 @@ std::string new_save_id() {
 // A save committed: remembered in `run`, logged by rank 0 (and any warning).
 void report_saved(TrainerState& s, RunProgress& run, const ckpt::SaveResult& r) {
   run.last_saved_path = r.path;
+  run.save_lost = false;
   const bool async = s.async_saves != nullptr;
   s.log({{"type", "checkpoint"},
          {"step", r.step},
@@ -67,9 +69,63 @@ void throw_if_run_directory_moved(const TrainerState& s, int step) {
   }
 }
 
-}  // namespace
+// [Note: a save that loses its folder]
+// A checkpoint folder moved or removed under a live run is made again, and the saves go on there
+// (docs/checkpoint_format.md, "One run per folder"). One moved or removed while a save writes into
+// it fails that save: its files, or the rename into place, find no folder. Ending the run for it
+// would lose what the run trained since its last save, which went with the folder. So rank 0
+// compares the folder with the one the save began in (SaveUnderWay), every rank learns the answer,
+// and such a save is said lost (a `checkpoint_lost` record) rather than ending the run: a
+// synchronous one is made again at once (nothing trained since: the same state), an asynchronous
+// one, found at a later step, is made up by the next save, which makes the folder again, or by a
+// save at the run's end (Trainer::run); a stop's is made again before the run ends (save_and_finish). Any other
+// failure, and a second save lost in a row, still ends the run (exit 1).
 
-void save_checkpoint(TrainerState& s, RunProgress& run, int steps_completed) {
+constexpr std::string_view kSavedAgain = "saving it again into a new folder there";
+constexpr std::string_view kNextSaveMakesIt =
+    "training goes on, and the next save (at the latest the run's end) makes the folder again";
+
+// The folder's identity (device, inode); {0, 0} where its name reads as none.
+std::pair<std::uint64_t, std::uint64_t> folder_identity(const std::string& folder) {
+  struct stat st {};
+  if (::stat(folder.c_str(), &st) != 0) return {0, 0};
+  return {static_cast<std::uint64_t>(st.st_dev), static_cast<std::uint64_t>(st.st_ino)};
+}
+
+// Collective, where the save under way failed on every rank: whether it failed because its
+// checkpoint folder was moved or removed meanwhile (the run directory still in place). Where it
+// did, the save is said lost (`then` says what follows) and the run's last save is the one before.
+bool save_lost_with_its_folder(TrainerState& s, RunProgress& run, std::string_view then) {
+  const RunProgress::SaveUnderWay& w = run.save_under_way;
+  const std::string folder = s.config.checkpoint.folder_for(s.run_dir);
+  std::string lost;
+  if (s.root) {
+    bool run_directory_moved = false;
+    for (const ckpt::FolderLock* lock : s.locks) {
+      run_directory_moved |= lock->kind() == ckpt::LockedFolder::kRunDirectory && lock->moved_now();
+    }
+    const auto began_in = std::pair{w.folder_device, w.folder_inode};
+    if (!run_directory_moved && began_in.second != 0 && folder_identity(folder) != began_in) {
+      lost = fmt::format(
+          "checkpoint at step {} not saved: its folder {} was moved or removed while the save wrote into it (the "
+          "checkpoints saved before went with it); {}",
+          w.step, folder, then);
+    }
+  }
+  lost = broadcast_string(s.comm, lost);
+  if (lost.empty()) return false;
+  s.progress.message("warning: " + lost);
+  s.log({{"type", "checkpoint_lost"}, {"step", w.step}, {"text", lost}});
+  run.last_saved_step = w.previous_saved_step;
+  run.last_save_id = w.previous_save_id;
+  run.folder_moved_said = true;  // said: the next save's own warning would repeat it
+  run.save_lost = true;
+  return true;
+}
+
+// One save of the state after `steps_completed` steps (started, where asynchronous); false where
+// a synchronous one was lost with its folder, said.
+bool save_once(TrainerState& s, RunProgress& run, int steps_completed) {
   const RunConfig& c = s.config;
   // A rank stopped in the save (a peer died in it) says so, not the last step's micro-batch.
   s.set_comm_context(fmt::format("the checkpoint save of step {}", steps_completed));
@@ -93,6 +149,7 @@ void save_checkpoint(TrainerState& s, RunProgress& run, int steps_completed) {
   std::error_code ec;
   const std::filesystem::path run_dir = std::filesystem::weakly_canonical(std::filesystem::absolute(s.run_dir), ec);
   if (!ec) meta.extra["run_dir"] = run_dir.string();
+  run.save_under_way = {steps_completed, run.last_saved_step, run.last_save_id, 0, 0};
   if (s.root) {  // rank 0 writes the manifest
     meta.extra["save_id"] = new_save_id();
     meta.extra["previous_save_id"] = run.last_save_id;
@@ -141,6 +198,11 @@ void save_checkpoint(TrainerState& s, RunProgress& run, int steps_completed) {
           report_set_aside(s, folder, moved, steps_completed, "an earlier run's; this run started afresh");
         }
       }
+      // The folder the save begins in (made now where it was removed since the last save, as the
+      // save would make it), to tell a failure for want of it from another.
+      std::error_code made;
+      std::filesystem::create_directories(folder, made);
+      std::tie(run.save_under_way.folder_device, run.save_under_way.folder_inode) = folder_identity(folder);
     } catch (const std::exception& e) {
       refusal = fmt::format("checkpoint at step {} not saved: {}", steps_completed, e.what());
     }
@@ -150,7 +212,6 @@ void save_checkpoint(TrainerState& s, RunProgress& run, int steps_completed) {
   if (!refusal.empty()) throw_runtime_error("{}", refusal);
   run.last_saved_step = steps_completed;
   if (s.async_saves) {
-    finish_checkpoint(s, run);  // one save in flight at most; the previous one reported first
     const double blocked =
         ckpt::start_training_state_save(*s.async_saves, folder, s.store, s.optimizer, meta, c.checkpoint.keep_last);
     s.log({{"type", "checkpoint_started"},
@@ -159,7 +220,7 @@ void save_checkpoint(TrainerState& s, RunProgress& run, int steps_completed) {
            {"save_id", ckpt::extra_string(meta.extra, "save_id")}});
     s.progress.message(
         fmt::format("step {}: checkpoint staged in {:.3f} s; writing it in the background", steps_completed, blocked));
-    return;
+    return true;
   }
   HybridCommunicator* hybrid = s.hybrid_comm();
   if (hybrid == nullptr) {
@@ -167,11 +228,12 @@ void save_checkpoint(TrainerState& s, RunProgress& run, int steps_completed) {
     try {
       saved = ckpt::save_training_state(s.comm, folder, s.store, s.optimizer, meta, c.checkpoint.keep_last);
     } catch (const std::exception&) {
+      if (save_lost_with_its_folder(s, run, kSavedAgain)) return false;
       throw_if_run_directory_moved(s, steps_completed);
       throw;
     }
     report_saved(s, run, *saved);
-    return;
+    return true;
   }
   // Hybrid sharding: every group holds the whole state, sharded over its g ranks; group 0 saves it
   // as a checkpoint of g ranks (which resumes on any number, as any checkpoint does), and every
@@ -190,28 +252,65 @@ void save_checkpoint(TrainerState& s, RunProgress& run, int steps_completed) {
   // collective timeout still bounds it).
   s.comm.all_reduce(TensorView{&failed, DType::kF32, Device::kCPU, Shape{1}}, ReduceOp::kSum)
       .wait(/*bounded_by_stop_grace=*/false);
-  if (failed > 0.0f) throw_if_run_directory_moved(s, steps_completed);
+  if (failed > 0.0f) {
+    if (save_lost_with_its_folder(s, run, kSavedAgain)) return false;
+    throw_if_run_directory_moved(s, steps_completed);
+  }
   if (!error.empty()) throw_runtime_error("{}", error);
   if (failed > 0.0f) throw_runtime_error("checkpoint at step {} not saved (failed in rank group 0)", steps_completed);
   if (saved) report_saved(s, run, *saved);
+  return true;
+}
+
+}  // namespace
+
+void save_checkpoint(TrainerState& s, RunProgress& run, int steps_completed) {
+  // One save in flight at most: the previous one concluded first, so that one lost with its folder
+  // leaves the lineage (the last save id) this one continues.
+  finish_checkpoint(s, run);
+  if (!save_once(s, run, steps_completed) && !save_once(s, run, steps_completed)) {
+    throw_runtime_error("checkpoint at step {} not saved: its folder was moved or removed during two saves in a row",
+                        steps_completed);
+  }
+}
+
+void save_and_finish(TrainerState& s, RunProgress& run, int steps_completed) {
+  finish_checkpoint(s, run);  // a save in flight: this step's, or an earlier one
+  // An asynchronous save of this step lost with its folder as it concluded: made again (nothing
+  // trained since), once.
+  for (int attempt = 0; attempt < 2 && run.last_saved_step != steps_completed; ++attempt) {
+    save_checkpoint(s, run, steps_completed);
+    finish_checkpoint(s, run);
+  }
+  if (run.last_saved_step != steps_completed) {
+    throw_runtime_error("checkpoint at step {} not saved: its folder was moved or removed during two saves in a row",
+                        steps_completed);
+  }
 }
 
 void poll_checkpoint(TrainerState& s, RunProgress& run) {
   if (!s.async_saves || !s.async_saves->in_flight()) return;
-  if (const std::optional<ckpt::SaveResult> r = s.async_saves->poll()) report_saved(s, run, *r);
+  try {
+    if (const std::optional<ckpt::SaveResult> r = s.async_saves->poll()) report_saved(s, run, *r);
+  } catch (const std::exception&) {
+    if (!save_lost_with_its_folder(s, run, kNextSaveMakesIt)) throw;
+  }
 }
 
 void finish_checkpoint(TrainerState& s, RunProgress& run) {
-  if (!s.async_saves) return;
-  if (const std::optional<ckpt::SaveResult> r = s.async_saves->finish()) report_saved(s, run, *r);
+  if (!s.async_saves || !s.async_saves->in_flight()) return;
+  try {
+    if (const std::optional<ckpt::SaveResult> r = s.async_saves->finish()) report_saved(s, run, *r);
+  } catch (const std::exception&) {
+    if (!save_lost_with_its_folder(s, run, kNextSaveMakesIt)) throw;
+  }
 }
 
 void stop_after(TrainerState& s, RunProgress& run, int steps_completed) {
   TrainSummary& summary = run.summary;
   summary.stop_signal = stop_signal() != 0 ? stop_signal() : -1;
   summary.stopped_after_step = steps_completed;
-  if (run.last_saved_step != steps_completed) save_checkpoint(s, run, steps_completed);
-  finish_checkpoint(s, run);  // the stop's checkpoint is complete before the process exits
+  save_and_finish(s, run, steps_completed);  // the stop's checkpoint is complete before the process exits
   summary.stop_checkpoint = run.last_saved_path;
   const std::string by = summary.stop_signal > 0 ? signal_name(summary.stop_signal) : "a signal to another rank";
   s.log({{"type", "stop"}, {"step", steps_completed}, {"signal", by}, {"checkpoint", run.last_saved_path}});

@@ -344,12 +344,12 @@ void Trainer::finish_run(int step, RunProgress& run) {
   TrainerState& s = *state_;
   TrainSummary& summary = run.summary;
   const bool finished = !summary.stopped_nonfinite() && summary.stop_signal == 0;
-  // A fresh run of no steps saves too: the weights as set up (train.init_from's, for ckpt export).
-  if (c.checkpoint.at_end && finished && run.last_saved_step != step &&
-      (step > run.start_step || resume_checkpoint_.empty())) {
-    save_checkpoint(s, run, step);
-  }
   finish_checkpoint(s, run);  // an asynchronous save in flight, before the final weights
+  // checkpoint.at_end's save (a fresh run of no steps saves too: the weights as set up,
+  // train.init_from's, for ckpt export), or one making up for a save lost with its folder.
+  if (finished && ((c.checkpoint.at_end && (step > run.start_step || resume_checkpoint_.empty())) || run.save_lost)) {
+    save_and_finish(s, run, step);  // where this step's is not saved already
+  }
   report_profile(s, run);
   if (finished) {
     if (c.log.final_weights) {

@@ -128,7 +128,17 @@ struct RunProgress {
   bool eval_pending = false, sample_pending = false;
   bool fresh_folder = false;       // a fresh run that has not saved yet (save_checkpoint)
   bool folder_moved_said = false;  // the checkpoint folder was found moved away, and a save said so
-  TrainSummary summary;            // what Trainer::run returns
+  // The save under way (an asynchronous one until a step boundary concludes it): the run's last save
+  // before it, which stays the last where this one is lost with its folder, and the identity of the
+  // checkpoint folder it began in (rank 0's stat; 0 where it could not be read): [Note: a save that
+  // loses its folder] in run_saves.cpp.
+  struct SaveUnderWay {
+    int step = -1, previous_saved_step = -1;
+    std::string previous_save_id;
+    std::uint64_t folder_device = 0, folder_inode = 0;
+  } save_under_way;
+  bool save_lost = false;  // a save lost with its folder since the last one kept: the run's end makes it up
+  TrainSummary summary;    // what Trainer::run returns
 
   // Counts optimizer step `step` (1-based), whose loss was `loss`, into the summary.
   void count_step(int step, float loss) {

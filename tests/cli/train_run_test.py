@@ -662,6 +662,16 @@ def main():
     check(none.returncode == 2 and slash.returncode == 2 and
           all("none was saved there: a run saves them with checkpoint.every_steps" in p.stderr for p in (none, slash)),
           f"a resume of a run that saved nothing says how to save ({none.stderr.strip()}; {slash.stderr.strip()})")
+    # Its only save cut off (a kill during it leaves the staging directory): said as that, not as a
+    # config that saves nothing (the hint sent a run saving every 20 steps to turn saves on).
+    os.makedirs(os.path.join(run_n, "checkpoints", ".tmp-step_00000003"))
+    cut = run(binary, ["train", "--config", config_path, "--run-dir", run_n, "--set", "train.max_steps=4",
+                       "--resume", "latest"])
+    verify = run(binary, ["ckpt", "verify", os.path.join(run_n, "checkpoints")])
+    check(cut.returncode == 2 and verify.returncode == 2 and
+          all("the save begun there (step 3, .tmp-step_00000003) was cut off before it completed" in p.stderr and
+              "checkpoint.every_steps" not in p.stderr for p in (cut, verify)),
+          f"a resume of a run whose only save was cut off says so ({cut.stderr.strip()}; {verify.stderr.strip()})")
 
     # No steps with checkpoint.at_end: step 0, the weights as set up, which ckpt export converts.
     run_z = os.path.join(work, "zero_steps")

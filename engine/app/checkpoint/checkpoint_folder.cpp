@@ -2,6 +2,7 @@
 #include "engine/app/checkpoint/checkpoint_folder.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -267,6 +268,24 @@ std::string current_latest(const std::string& folder) {
   return read_latest(folder);
 }
 
+// The staging directories of saves begun in `folder` and never committed (.tmp-step_*, oldest
+// first), named with their steps ("step 20, .tmp-step_00000020"); "" for none.
+std::string cut_off_saves(const std::string& folder) {
+  std::vector<std::pair<std::int64_t, std::string>> found;
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(folder, ec)) {
+    const std::string name = e.path().filename().string();
+    if (!name.starts_with(kTempPrefix)) continue;
+    if (const std::int64_t step = step_of(name.substr(std::string_view(kTempPrefix).size())); step >= 0) {
+      found.emplace_back(step, name);
+    }
+  }
+  std::sort(found.begin(), found.end());
+  std::vector<std::string> named;
+  for (const auto& [step, name] : found) named.push_back(fmt::format("step {}, {}", step, name));
+  return fmt::format("{}", fmt::join(named, "; "));
+}
+
 }  // namespace
 
 ResolvedCheckpoint resolve_checkpoint(const std::string& path, Validation validation) {
@@ -344,6 +363,12 @@ ResolvedCheckpoint resolve_checkpoint(const std::string& path, Validation valida
     } else if (const SupersededUsage aside = superseded_usage(path); aside.checkpoints > 0) {
       where = fmt::format("; {} checkpoint(s) set aside in {}: resume one by its path", aside.checkpoints,
                           (fs::path(path) / kSupersededName).string());
+    } else if (const std::string cut_off = cut_off_saves(path); !cut_off.empty()) {
+      // A save was asked for and begun: the folder's config saves; what it lacks is a save that ended.
+      where = fmt::format(
+          "; the save begun there ({}) was cut off before it completed (the run was killed or "
+          "failed during it), so there is nothing to resume: start the run afresh",
+          cut_off);
     } else if (const fs::path folder = fs::path(path).lexically_normal(),
                run_dir = (folder.has_filename() ? folder : folder.parent_path()).parent_path();
                fs::exists(run_dir / "metrics.jsonl")) {

@@ -672,6 +672,24 @@ def main():
           all("the save begun there (step 3, .tmp-step_00000003) was cut off before it completed" in p.stderr and
               "checkpoint.every_steps" not in p.stderr for p in (cut, verify)),
           f"a resume of a run whose only save was cut off says so ({cut.stderr.strip()}; {verify.stderr.strip()})")
+    # A damaged newest checkpoint that --resume latest falls back past is set aside as damaged, not
+    # as "another trajectory's" (it is this one's).
+    run_d = os.path.join(work, "damaged")
+    run(binary, ["train", "--config", config_path, "--run-dir", run_d, "--set", "train.max_steps=2", "--set",
+                 "checkpoint.every_steps=1"])
+    rank_file = os.path.join(run_d, "checkpoints", "step_00000002", "rank_00000.bin")
+    with open(rank_file, "r+b") as f:
+        f.seek(os.path.getsize(rank_file) // 2)
+        byte = f.read(1)
+        f.seek(-1, 1)
+        f.write(bytes([byte[0] ^ 1]))
+    fell_back = run(binary, ["train", "--config", config_path, "--run-dir", run_d, "--set", "train.max_steps=3",
+                             "--set", "checkpoint.every_steps=1", "--resume", "latest"])
+    aside = [r for r in records(run_d) if r["type"] == "superseded_checkpoints"]
+    check(fell_back.returncode == 0 and "moved step_00000002 (damaged: not usable" in fell_back.stdout and
+          "another trajectory" not in fell_back.stdout and len(aside) == 1 and
+          aside[0]["reason"].startswith("damaged:") and aside[0]["moved"] == ["step_00000002"],
+          f"a damaged checkpoint fallen back past is set aside as damaged ({fell_back.stdout[-600:]}; {aside})")
 
     # No steps with checkpoint.at_end: step 0, the weights as set up, which ckpt export converts.
     run_z = os.path.join(work, "zero_steps")

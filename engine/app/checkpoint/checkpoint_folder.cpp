@@ -350,6 +350,7 @@ ResolvedCheckpoint resolve_checkpoint(const std::string& path, Validation valida
       return result;
     } catch (const InputError& e) {
       if (first_error.empty()) first_error = e.what();
+      result.unusable.push_back(fs::path(c).filename().string());
       result.notes.push_back(fmt::format("checkpoint {} is not usable ({}); falling back to an older one",
                                          fs::path(c).filename().string(), e.what()));
     }

@@ -75,7 +75,8 @@ enum class Validation {
 
 struct ResolvedCheckpoint {
   std::string path;
-  std::vector<std::string> notes;  // why newer candidates were skipped ("falling back to ...")
+  std::vector<std::string> notes;     // why newer candidates were skipped ("falling back to ...")
+  std::vector<std::string> unusable;  // the names (step_XXXXXXXX) of those skipped as damaged
   // The chosen checkpoint held for reading since before it was validated, so a live run's
   // keep_last leaves it until the caller's reader holds it too (its validation reads every file:
   // longer than a small run's step).

@@ -80,6 +80,7 @@ void report_set_aside(TrainerState& s, const std::string& folder, const std::vec
   s.log({{"type", "superseded_checkpoints"},
          {"step", step},
          {"moved", moved},
+         {"reason", why},
          {"superseded_checkpoints", usage.checkpoints},
          {"superseded_bytes", usage.bytes}});
 }

@@ -47,7 +47,7 @@ ResumeChoice resolve_resume_checkpoint(Communicator& comm, const std::string& ar
           choice[0] = static_cast<std::int32_t>(step);
           choice[1] = resolved.path == where ? 1 : 0;
           notes.insert(notes.end(), resolved.notes.begin(), resolved.notes.end());
-          chosen = ResumeChoice{std::move(resolved.path), std::move(resolved.held)};
+          chosen = ResumeChoice{std::move(resolved.path), std::move(resolved.held), std::move(resolved.unusable)};
         },
         [&](const std::string& changed) { notes.push_back(changed + ": read the folder again"); });
     for (const std::string& note : notes) print_out("resume: {}\n", note);

@@ -20,6 +20,9 @@ struct ResumeChoice {
   // run's, resumed from elsewhere) deletes it with keep_last only once this is let go, which the
   // trainer does when every rank's reader holds it (Trainer::hold_resume_checkpoint).
   ckpt::FileHandle held;
+  // Rank 0's: the newer checkpoints it fell back past as damaged (step_XXXXXXXX names), which the
+  // resumed run sets aside as such rather than as another trajectory's.
+  std::vector<std::string> unusable;
 };
 
 // Collective. `arg` is "latest" (the newest valid checkpoint in `checkpoint_folder`), a checkpoint

@@ -22,7 +22,8 @@
 
 namespace zt {
 
-RunProgress start_run(TrainerState& s, const std::string& resume_checkpoint, bool allow_config_change) {
+RunProgress start_run(TrainerState& s, const std::string& resume_checkpoint, bool allow_config_change,
+                      const std::vector<std::string>& unusable) {
   const RunConfig& c = s.config;
   RunProgress run;
   run.fresh_folder = resume_checkpoint.empty();  // its first save sets an earlier run's aside
@@ -183,9 +184,16 @@ RunProgress start_run(TrainerState& s, const std::string& resume_checkpoint, boo
   }
   if (s.root && writes_checkpoints(c)) {  // rank 0 holds the folder's lock
     const std::string folder = c.checkpoint.folder_for(s.run_dir);
-    if (const auto moved = ckpt::set_aside_other_trajectories(folder, run.start_step, m.lineage_id(), previous_id);
-        !moved.empty()) {
-      report_set_aside(s, folder, moved, run.start_step,
+    std::vector<std::string> damaged, others;
+    for (std::string& name : ckpt::set_aside_other_trajectories(folder, run.start_step, m.lineage_id(), previous_id)) {
+      const bool fell_back_past = std::find(unusable.begin(), unusable.end(), name) != unusable.end();
+      (fell_back_past ? damaged : others).push_back(std::move(name));
+    }
+    if (!damaged.empty()) {
+      report_set_aside(s, folder, damaged, run.start_step, "damaged: not usable, as the resume said above");
+    }
+    if (!others.empty()) {
+      report_set_aside(s, folder, others, run.start_step,
                        fmt::format("past step {}, or not on the lineage of the checkpoint resumed: another "
                                    "trajectory's, which keep_last and the folder's fallback would take for this run's",
                                    run.start_step));

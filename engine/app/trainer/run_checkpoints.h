@@ -13,7 +13,10 @@ namespace zt {
 // With one: checks it fits this config (check_resume_fits; `allow_config_change` lets the
 // trajectory change, said in the log), restores the store and optimizer from it (and publishes the
 // parameters), drops metrics.jsonl's records past its step, and returns its position and counts.
-RunProgress start_run(TrainerState& s, const std::string& resume_checkpoint, bool allow_config_change);
+// The folder's checkpoints off the resumed one's trajectory are set aside (superseded/), those the
+// resume fell back past as damaged (`unusable`, rank 0's) said as such.
+RunProgress start_run(TrainerState& s, const std::string& resume_checkpoint, bool allow_config_change,
+                      const std::vector<std::string>& unusable = {});
 
 // Collective: every rank writes its shard of the training state after `steps_completed` steps;
 // rank 0 logs the save (and any warning) and remembers it in `run`. With checkpoint.async the

@@ -211,7 +211,7 @@ std::string Trainer::store_comm_name() const { return state_->store_comm().backe
 TrainSummary Trainer::run() {
   const RunConfig& c = config_;
   TrainerState& s = *state_;
-  RunProgress run = start_run(s, resume_checkpoint_, allow_config_change_);
+  RunProgress run = start_run(s, resume_checkpoint_, allow_config_change_, resume_unusable_);
   // Every rank's reader held the checkpoint before start_run's agreement on it: rank 0's earlier
   // hold is no longer needed, and would keep a live run's keep_last from deleting it.
   resume_held_ = ckpt::FileHandle();

@@ -64,6 +64,9 @@ class Trainer {
   // A resume whose config changes the trajectory (trajectory_changes in resume.h) is refused unless
   // this is set (train --allow-config-change); then it continues and says what changed.
   void allow_config_change(bool allow) { allow_config_change_ = allow; }
+  // The checkpoints the resume fell back past as damaged (ResumeChoice::unusable), which the run
+  // sets aside saying so.
+  void resume_fell_back_past(std::vector<std::string> unusable) { resume_unusable_ = std::move(unusable); }
   // Rank 0's hold on the checkpoint resumed from (ResumeChoice::held): kept until every rank's
   // reader holds it, so a live run's keep_last cannot delete it before it is read.
   void hold_resume_checkpoint(ckpt::FileHandle held) { resume_held_ = std::move(held); }
@@ -94,6 +97,7 @@ class Trainer {
   std::string run_dir_;
   std::string resume_checkpoint_;
   bool allow_config_change_ = false;
+  std::vector<std::string> resume_unusable_;
   ckpt::FileHandle resume_held_;
   std::unique_ptr<ckpt::FolderLock> run_lock_;     // rank 0's, for the whole run; freed after state_
   std::unique_ptr<ckpt::FolderLock> folder_lock_;  // rank 0's, while the run may save; freed after state_

@@ -198,6 +198,7 @@ int train_main(const std::vector<std::string>& args) {
   const MadeRunFolders made_folders(cfg, root);
   Trainer trainer(cfg, cfg.log.run_dir, *comm, tracker, resume_checkpoint, &data_files);
   trainer.allow_config_change(parser.has("allow-config-change"));
+  trainer.resume_fell_back_past(std::move(resume.unusable));
   trainer.hold_resume_checkpoint(std::move(resume.held));
   const auto& blas = cpu_blas_description();
   if (root) {

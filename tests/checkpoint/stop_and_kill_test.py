@@ -14,7 +14,8 @@
   * SIGTERM while a periodic save is written: the run stops on that checkpoint (no step more, no
     second save), and the resume finishes bitwise equal to the uninterrupted run;
   * SIGTERM during a long evaluation or sample: the run stops there on its step's checkpoint, and
-    the resume makes the evaluation (bitwise as uninterrupted).
+    the resume makes the evaluation (bitwise as uninterrupted);
+  * SIGTERM in the last step: the run finishes, its checkpoint saved before its final weights.
 
 The step at which a signal lands is whatever it is; the checks hold for any step.
 
@@ -159,6 +160,26 @@ def main():
                 check(f"on {sig.name}" in out, f"{name}: names the signal")
                 if ok(run(1, LONG, run_dir, ["--resume", "latest"]), f"{name}: --resume latest exits 0"):
                     same_as_reference(name, run_dir, ref_dir, LONG["train"]["max_steps"])
+
+    # A stop in the run's last step (one step of seconds, the signal sent as the run directory is
+    # made): the run finishes, its checkpoint saved before final.safetensors is gathered and written,
+    # so that a second signal during those costs only them (the final weights came first, and a
+    # second SIGTERM then left no checkpoint at all).
+    name = "1 process, SIGTERM in the last step"
+    last = os.path.join(work, "last_step")
+    one_long_step = deep_merge(LONG, {"model": {"n_layer": 4, "n_embd": 256, "n_head": 4, "block_size": 128},
+                                      "train": {"max_steps": 1, "micro_batch": 32}})
+    proc = start(1, one_long_step, last)
+    begun = wait_until(lambda: os.path.exists(os.path.join(last, "RUN_LOCK")))
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=180)
+    manifest = os.path.join(last, "checkpoints", "step_00000001", "manifest.json")
+    final = os.path.join(last, "final.safetensors")
+    stops = [r["step"] for r in train_records(last) if r["type"] == "stop"]
+    check(begun and proc.returncode == 0 and stops == [1] and os.path.exists(manifest) and os.path.exists(final) and
+          os.stat(manifest).st_mtime_ns <= os.stat(final).st_mtime_ns,
+          f"{name}: saves step 1's checkpoint before it writes final.safetensors (exit {proc.returncode}, stops "
+          f"{stops}, {(out + err)[-300:]})")
 
     if mpirun:
         # 150 steps (decay_steps stays 600): about 2 s at ~13 ms a step, still long enough to signal.

@@ -1,5 +1,6 @@
 // Stop requests (engine/distributed/launch/signals.h) in one process: a signal is recorded, not fatal; a repeated
-// SIGUSR1 is harmless; a second SIGTERM or SIGINT ends the process at once; and a collective that
+// SIGUSR1 is harmless; a second SIGTERM or SIGINT ends the process at once (after a SIGUSR1 or a
+// hang-up, the second of those); and a collective that
 // stays blocked after a stop request gives up after the grace period, long before its timeout,
 // naming the signal. ctest runs each test in a process of its own (gtest_discover_tests), so each
 // starts with no request.
@@ -71,6 +72,34 @@ TEST(StopSignalDeathTest, ASecondSigtermOrSigintEndsTheProcessAtOnce) {
         },
         testing::ExitedWithCode(128 + sig), "a second stop signal: exiting now, without a checkpoint")
         << signal_name(sig);
+  }
+}
+
+// After an early warning (SIGUSR1: Slurm's --signal=USR1@120) or a hang-up, the scheduler's SIGTERM
+// at the time limit (or a first Ctrl-C) is its follow-up: said, the stop and its save go on (it
+// ended the process without the save in progress); the next SIGTERM or SIGINT ends it.
+TEST(StopSignalDeathTest, AfterSigusr1OrAHangUpTheSecondSigtermOrSigintEndsTheProcess) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  for (const auto& [first, then] : {std::pair{SIGUSR1, SIGTERM}, std::pair{SIGHUP, SIGINT}}) {
+    EXPECT_EXIT(
+        {
+          install_stop_request_handlers("zerotrain", "a test's stop");
+          std::raise(first);
+          std::raise(then);  // a follow-up: the process lives, the first request kept
+          std::exit(stop_signal() == first ? 0 : 1);
+        },
+        testing::ExitedWithCode(0), first == SIGUSR1 ? "already stopping on the earlier request" : "")
+        << signal_name(first);
+    EXPECT_EXIT(
+        {
+          install_stop_request_handlers("zerotrain", "a test's stop");
+          std::raise(first);
+          std::raise(then);
+          std::raise(then);  // the second of those: ends the process
+          std::exit(0);
+        },
+        testing::ExitedWithCode(128 + then), "a second stop signal: exiting now, without a checkpoint")
+        << signal_name(first);
   }
 }
 

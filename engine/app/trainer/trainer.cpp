@@ -249,6 +249,7 @@ TrainSummary Trainer::run() {
     }
     poll_checkpoint(s, run);  // commits an asynchronous save whose files are written
     bool stop = result.stop_requested;
+    run.stop_in_last_step = result.stop_in_last_step;
     if (c.checkpoint.every_steps > 0 && (step + 1) % c.checkpoint.every_steps == 0) {
       save_checkpoint(s, run, step + 1);
       // A stop that came while the checkpoint was written (seconds, for a large model) stops on
@@ -328,6 +329,7 @@ StepResult Trainer::train_step(int step, const RunProgress& run) {
   if (r.lock_lost) return r;  // the run ends (end_on_lost_lock): no update, nothing written
   // On the last step the run simply finishes: its final weights are what a resume would make.
   r.stop_requested = agreed.stop_requested && step + 1 < c.train.max_steps;
+  r.stop_in_last_step = agreed.stop_requested && step + 1 == c.train.max_steps;
   // Each rank's fp64 sum of squares over the same partition (N ways, or the group's g) at every
   // stage, summed in rank order; folding, an exact sum (the same at every rank count).
   r.grad_norm = std::sqrt(s.store.global_grad_sum_of_squares());
@@ -347,7 +349,10 @@ void Trainer::finish_run(int step, RunProgress& run) {
   finish_checkpoint(s, run);  // an asynchronous save in flight, before the final weights
   // checkpoint.at_end's save (a fresh run of no steps saves too: the weights as set up,
   // train.init_from's, for ckpt export), or one making up for a save lost with its folder.
-  if (finished && ((c.checkpoint.at_end && (step > run.start_step || resume_checkpoint_.empty())) || run.save_lost)) {
+  // And a stop requested during the last step: its checkpoint before the final weights, so that a
+  // second signal while they are gathered and written costs only them (a resume writes them again).
+  if (finished && ((c.checkpoint.at_end && (step > run.start_step || resume_checkpoint_.empty())) || run.save_lost ||
+                   run.stop_in_last_step)) {
     save_and_finish(s, run, step);  // where this step's is not saved already
   }
   report_profile(s, run);

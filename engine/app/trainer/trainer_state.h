@@ -137,8 +137,9 @@ struct RunProgress {
     std::string previous_save_id;
     std::uint64_t folder_device = 0, folder_inode = 0;
   } save_under_way;
-  bool save_lost = false;  // a save lost with its folder since the last one kept: the run's end makes it up
-  TrainSummary summary;    // what Trainer::run returns
+  bool save_lost = false;          // a save lost with its folder since the last one kept: the run's end makes it up
+  bool stop_in_last_step = false;  // a stop request agreed in the last step: saved before the final weights
+  TrainSummary summary;            // what Trainer::run returns
 
   // Counts optimizer step `step` (1-based), whose loss was `loss`, into the summary.
   void count_step(int step, float loss) {
@@ -154,12 +155,13 @@ struct RunProgress {
 
 // What one training step produced.
 struct StepResult {
-  float loss = 0.0f;            // the micro-batches' mean, averaged over ranks
-  double grad_norm = 0.0;       // the global gradient norm, before clipping
-  float lr = 0.0f;              // the learning rate AdamW used (0 when it did not run)
-  bool stop_requested = false;  // a rank has a stop request (never set on the run's last step)
-  bool lock_lost = false;       // rank 0's lock was taken over: the run ends (no update taken)
-  bool updated = false;         // false: the loss or gradient norm was not finite; no weights touched
+  float loss = 0.0f;               // the micro-batches' mean, averaged over ranks
+  double grad_norm = 0.0;          // the global gradient norm, before clipping
+  float lr = 0.0f;                 // the learning rate AdamW used (0 when it did not run)
+  bool stop_requested = false;     // a rank has a stop request (never set on the run's last step)
+  bool stop_in_last_step = false;  // ... on the run's last step: the run finishes, its save first
+  bool lock_lost = false;          // rank 0's lock was taken over: the run ends (no update taken)
+  bool updated = false;            // false: the loss or gradient norm was not finite; no weights touched
 };
 
 }  // namespace zt

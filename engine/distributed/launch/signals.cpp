@@ -85,6 +85,14 @@ extern "C" void on_launcher_termination(int) { terminate_for_launcher(); }
 std::atomic<int> g_stop_signal{0};
 std::atomic<std::int64_t> g_stop_time_ns{0};  // CLOCK_MONOTONIC, written before g_stop_signal
 std::atomic<int> g_stop_sender{0};            // the first request's sending pid (0: the kernel, a terminal)
+// A SIGTERM or SIGINT has come (the first request's, or one after a SIGUSR1 or a hang-up): the
+// next of those ends the process. After an early warning (Slurm's --signal=USR1@120) the
+// scheduler's SIGTERM at the time limit is its follow-up, not a user insisting: the save in
+// progress goes on until its KillWait's SIGKILL. That one's signal, sender and time, for
+// repeats_the_request, where it came after the first request.
+std::atomic<bool> g_term_or_int_seen{false};
+std::atomic<int> g_followup_signal{0}, g_followup_sender{0};
+std::atomic<std::int64_t> g_followup_ns{0};
 std::atomic<bool> g_under_mpirun{false};
 std::atomic<bool> g_stop_handlers_installed{false};
 // What a second stop request prints as it ends the process (a static string: read in the handler).
@@ -94,6 +102,7 @@ std::atomic<const char*> g_second_stop_line{"zerotrain: a second stop signal: ex
 // ends the process without its checkpoint. Preformatted at installation (the handler only writes).
 constexpr std::size_t kAckBytes = 320;
 char g_ack_lines[3][kAckBytes] = {{0}, {0}, {0}};  // SIGTERM, SIGINT, SIGUSR1
+char g_followup_lines[2][kAckBytes] = {{0}, {0}};  // SIGTERM, SIGINT after a SIGUSR1 or a hang-up
 bool g_ack = false;
 // Whether stdout and stderr were terminals at installation: a line written into a live progress
 // line starts on its own; and after a hang-up (when a terminal answers no more) they go to /dev/null.
@@ -115,7 +124,9 @@ constexpr std::int64_t kSameRequestNs = 2'000'000'000;
 
 bool repeats_the_request(int sig, const siginfo_t* info) {
   if (info == nullptr || info->si_pid <= 0 || info->si_pid == getpid()) return false;
-  return sig == g_stop_signal && info->si_pid == g_stop_sender && monotonic_ns() - g_stop_time_ns < kSameRequestNs;
+  const std::int64_t now = monotonic_ns();
+  return (sig == g_stop_signal && info->si_pid == g_stop_sender && now - g_stop_time_ns < kSameRequestNs) ||
+         (sig == g_followup_signal && info->si_pid == g_followup_sender && now - g_followup_ns < kSameRequestNs);
 }
 
 int ack_slot(int sig) { return sig == SIGTERM ? 0 : sig == SIGINT ? 1 : 2; }
@@ -141,12 +152,20 @@ extern "C" void on_stop_request(int sig, siginfo_t* info, void*) {
   if (g_stop_signal != 0) {
     if (sig == SIGUSR1 || sig == SIGHUP) return;  // a repeated forward of the same request; a hang-up
     if (repeats_the_request(sig, info)) return;
+    if (!g_term_or_int_seen.exchange(true)) {  // the first SIGTERM or SIGINT, after a SIGUSR1 or a hang-up
+      g_followup_ns = monotonic_ns();
+      g_followup_sender = info != nullptr ? static_cast<int>(info->si_pid) : 0;
+      g_followup_signal = sig;
+      if (g_ack) write_stderr(g_followup_lines[sig == SIGTERM ? 0 : 1]);
+      return;
+    }
     if (g_stderr_tty) write_stderr("\n");
     write_stderr(g_second_stop_line.load());
     _exit(128 + sig);
   }
   g_stop_time_ns = monotonic_ns();
   g_stop_sender = info != nullptr ? static_cast<int>(info->si_pid) : 0;
+  g_term_or_int_seen = sig == SIGTERM || sig == SIGINT;
   g_stop_signal = sig;
   if (g_ack && sig != SIGHUP) write_stderr(g_ack_lines[ack_slot(sig)]);
 }
@@ -218,6 +237,12 @@ void install_stop_request_handlers(const char* command, const char* what_follows
   for (int sig : {SIGTERM, SIGINT, SIGUSR1}) {
     std::snprintf(g_ack_lines[ack_slot(sig)], kAckBytes, "%s%s: %s received: %s\n", g_stderr_tty ? "\n" : "", command,
                   signal_name(sig).c_str(), what_follows);
+  }
+  for (int sig : {SIGTERM, SIGINT}) {
+    std::snprintf(g_followup_lines[sig == SIGTERM ? 0 : 1], kAckBytes,
+                  "%s%s: %s received: already stopping on the earlier request, which goes on (a second SIGTERM or "
+                  "SIGINT exits at once)\n",
+                  g_stderr_tty ? "\n" : "", command, signal_name(sig).c_str());
   }
   g_stop_handlers_installed = true;
   struct sigaction action {};

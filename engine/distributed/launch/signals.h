@@ -33,10 +33,11 @@ void install_launcher_termination_handler();
 // job, which it follows with SIGKILL within a second): that one keeps the launcher-termination
 // behaviour. The first request prints "<command>: SIGINT received: <what_follows>" at once on rank
 // 0 (a stop may take a step and a save to act on); a hang-up sends what is printed to a terminal
-// from then on to /dev/null. A second SIGINT or SIGTERM after a request ends the process at once
-// (exit 130 / 143) without a checkpoint, but for the same signal from the same other process
-// within 2 s (GNU timeout's to the child, then to its group). `what_follows` must outlive the call
-// only (it is copied).
+// from then on to /dev/null. A second SIGINT or SIGTERM ends the process at once (exit 130 / 143)
+// without a checkpoint, but for the same signal from the same other process within 2 s (GNU
+// timeout's to the child, then to its group); after a SIGUSR1 or a hang-up, the first SIGINT or
+// SIGTERM only says the stop goes on (a scheduler's SIGTERM after its early warning). `what_follows` must outlive the
+// call only (it is copied).
 void install_stop_request_handlers(const char* command, const char* what_follows);
 // Gives SIGTERM, SIGINT, SIGUSR1 and SIGHUP back what they did before install_stop_request_handlers
 // (SIGTERM under mpirun its launcher-termination action): a run whose config turns stops off

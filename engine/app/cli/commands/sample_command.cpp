@@ -156,8 +156,8 @@ int generate_and_print(StandaloneModel& model, const data::TokenText& text, cons
   // Ctrl-C (or SIGTERM) ends a long sample after the token being drawn, with its text and the
   // summary below; a second one ends it at once. Installed only now, so that one during the
   // weights' load still ends the process there.
-  install_stop_request_handlers("zerotrain sample",
-                                "the sample ends after the token being drawn (a second one ends it at once)");
+  install_stop_request_handlers(
+      "zerotrain sample", "the sample ends after the token being drawn (a second SIGTERM or SIGINT ends it at once)");
   set_second_stop_line("zerotrain sample: a second stop signal: exiting now\n");
   // Standard output that cannot be written (a full disk, a pipe whose reader ended while SIGPIPE is
   // ignored) ends the sample too: its tokens would be drawn for nobody (200,000 of them took 86 s).

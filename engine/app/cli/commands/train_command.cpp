@@ -132,7 +132,7 @@ int train_main(const std::vector<std::string>& args) {
   // the launcher's banner); given back below where the config turns it off.
   install_stop_request_handlers("zerotrain",
                                 "the run stops at the end of the current step (or of its first), with a checkpoint (a "
-                                "second one exits at once, without one)");
+                                "second SIGTERM or SIGINT exits at once, without one)");
   // A pipe's reader that ends (`| head`, a log shipper, a killed tee) does not end the run before
   // its save: the writes to the pipe fail instead, said at the run's end (metrics.jsonl has the
   // run's record). SIGPIPE's default killed the run there, lost every step since its last save and

@@ -169,8 +169,9 @@ nlohmann::json rope_scaling_from_hf(const nlohmann::json& hf, const std::string&
   // before 4.43 have only "type").
   const std::string type = r.has("type") ? r.string_or("type", "") : r.string_or("rope_type", "default");
   // An object with no type but a scaling's fields (a factor) says positions are stretched without
-  // saying how: read as none, it trained another model than the file's (transformers cannot build
-  // it either). A rope_parameters holding rope_theta alone is transformers 5's unscaled one.
+  // saying how: read as none, it trained another model than the one meant (transformers 4 refuses
+  // it; 5 takes the type as "default" and builds it unscaled). A rope_parameters holding rope_theta
+  // alone is transformers 5's unscaled one.
   if (!r.has("type") && !r.has("rope_type")) {
     for (const auto& [key, value] : raw.items()) {
       if (key != "rope_theta" && key != "partial_rotary_factor" && key != "type" && key != "rope_type") {

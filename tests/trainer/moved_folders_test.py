@@ -127,6 +127,27 @@ def main():
                      f"... and the folder made again holds the saves after it ({kept}, latest "
                      f"{open(latest).read().strip() if os.path.exists(latest) else None})")
 
+    # Lost twice in a row (a clean-up that keeps removing the folder): the run ends, exit 1, rather
+    # than training on with no checkpoint kept; and while a live run writes its first save, the
+    # folder is said to be that, not a save cut off.
+    run_dir = os.path.join(work, "lost_twice")
+    proc = start(run_dir, "train.max_steps=8", "checkpoint.every_steps=2", "checkpoint.async=true", heartbeat_s=60,
+                 env={"ZT_TEST_CHECKPOINT_PAUSE_MS": "2000"})
+    folder = os.path.join(run_dir, "checkpoints")
+    first = wait_until(lambda: os.path.isdir(os.path.join(folder, ".tmp-step_00000002")))
+    verify = subprocess.run([binary, "ckpt", "verify", folder], capture_output=True, text=True, timeout=60)
+    for step in (2, 4):
+        staging = os.path.join(folder, f".tmp-step_{step:08d}")
+        in_save = wait_until(lambda: os.path.isdir(staging) and os.listdir(staging) != [])
+        shutil.rmtree(folder, ignore_errors=True)
+    out, lines = end(proc)
+    checks.check(first and verify.returncode == 2 and "a live run (" in verify.stderr and
+                 "is writing its first save there (step 2, .tmp-step_00000002): wait for it" in verify.stderr,
+                 f"ckpt verify during a live run's first save says so ({verify.stderr.strip()})")
+    checks.check(in_save and proc.returncode == 1 and len(lines) == 1 and
+                 "checkpoint at step 4 not saved: its folder was moved or removed during two saves in a row" in lines[0],
+                 f"two asynchronous saves lost in a row end the run (exit {proc.returncode}, {lines})")
+
     elsewhere = os.path.join(work, "elsewhere_ckpt")
     # Slower steps (micro_batch 64): the folder goes right after step 100's save, long before step 200's.
     # After the save's commit, which step 101's record follows: step_00000100 appears before the

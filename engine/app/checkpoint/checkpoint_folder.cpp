@@ -16,6 +16,7 @@
 #include "engine/app/checkpoint/checkpoint_manifest.h"
 #include "engine/app/checkpoint/checkpoint_reader.h"
 #include "engine/app/checkpoint/durable_file.h"
+#include "engine/app/checkpoint/folder_lock.h"
 #include "engine/base/core/check.h"
 
 namespace zt::ckpt {
@@ -365,11 +366,16 @@ ResolvedCheckpoint resolve_checkpoint(const std::string& path, Validation valida
       where = fmt::format("; {} checkpoint(s) set aside in {}: resume one by its path", aside.checkpoints,
                           (fs::path(path) / kSupersededName).string());
     } else if (const std::string cut_off = cut_off_saves(path); !cut_off.empty()) {
-      // A save was asked for and begun: the folder's config saves; what it lacks is a save that ended.
-      where = fmt::format(
-          "; the save begun there ({}) was cut off before it completed (the run was killed or "
-          "failed during it), so there is nothing to resume: start the run afresh",
-          cut_off);
+      // A save was asked for and begun: the folder's config saves; what it lacks is a save that
+      // ended, or a live run's first one is still being written.
+      const std::string holder = live_holder((fs::path(path) / "LOCK").string());
+      where = holder.empty()
+                  ? fmt::format(
+                        "; the save begun there ({}) was cut off before it completed (the run "
+                        "was killed or failed during it), so there is nothing to resume: start "
+                        "the run afresh",
+                        cut_off)
+                  : fmt::format("; a live run ({}) is writing its first save there ({}): wait for it", holder, cut_off);
     } else if (const fs::path folder = fs::path(path).lexically_normal(),
                run_dir = (folder.has_filename() ? folder : folder.parent_path()).parent_path();
                fs::exists(run_dir / "metrics.jsonl")) {

@@ -47,6 +47,9 @@ ResumeChoice resolve_resume_checkpoint(Communicator& comm, const std::string& ar
           choice[0] = static_cast<std::int32_t>(step);
           choice[1] = resolved.path == where ? 1 : 0;
           notes.insert(notes.end(), resolved.notes.begin(), resolved.notes.end());
+          // Names the run's set-aside reads in its own folder: those of another folder are not its.
+          std::error_code ec;
+          if (!latest && !std::filesystem::equivalent(where, checkpoint_folder, ec)) resolved.unusable.clear();
           chosen = ResumeChoice{std::move(resolved.path), std::move(resolved.held), std::move(resolved.unusable)};
         },
         [&](const std::string& changed) { notes.push_back(changed + ": read the folder again"); });

@@ -1,9 +1,13 @@
 // A run's saves (see run_checkpoints.h): every step's, an asynchronous one's commit at a later step
 // boundary, and a stop request's.
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 
+#include <cerrno>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <random>
 
@@ -85,11 +89,19 @@ constexpr std::string_view kSavedAgain = "saving it again into a new folder ther
 constexpr std::string_view kNextSaveMakesIt =
     "training goes on, and the next save (at the latest the run's end) makes the folder again";
 
-// The folder's identity (device, inode); {0, 0} where its name reads as none.
-std::pair<std::uint64_t, std::uint64_t> folder_identity(const std::string& folder) {
-  struct stat st {};
-  if (::stat(folder.c_str(), &st) != 0) return {0, 0};
-  return {static_cast<std::uint64_t>(st.st_dev), static_cast<std::uint64_t>(st.st_ino)};
+// The folder's identity: device, inode and birth time (0 where the file system keeps none: a
+// folder removed and made again may take the same inode number); {} where its name reads as none,
+// nullopt where it could not be read (a network file system's transient error says nothing of it:
+// FolderLock::moved_now reads it so too).
+std::optional<FolderIdentity> folder_identity(const std::string& folder) {
+  struct statx st {};
+  if (::statx(AT_FDCWD, folder.c_str(), 0, STATX_INO | STATX_BTIME, &st) != 0) {
+    return errno == ENOENT || errno == ENOTDIR ? std::optional<FolderIdentity>(FolderIdentity{}) : std::nullopt;
+  }
+  const std::uint64_t born = (st.stx_mask & STATX_BTIME) != 0
+                                 ? static_cast<std::uint64_t>(st.stx_btime.tv_sec) * 1000000000u + st.stx_btime.tv_nsec
+                                 : 0;
+  return FolderIdentity{makedev(st.stx_dev_major, st.stx_dev_minor), st.stx_ino, born};
 }
 
 // Collective, where the save under way failed on every rank: whether it failed because its
@@ -104,8 +116,8 @@ bool save_lost_with_its_folder(TrainerState& s, RunProgress& run, std::string_vi
     for (const ckpt::FolderLock* lock : s.locks) {
       run_directory_moved |= lock->kind() == ckpt::LockedFolder::kRunDirectory && lock->moved_now();
     }
-    const auto began_in = std::pair{w.folder_device, w.folder_inode};
-    if (!run_directory_moved && began_in.second != 0 && folder_identity(folder) != began_in) {
+    const std::optional<FolderIdentity> now = folder_identity(folder);
+    if (!run_directory_moved && w.folder.inode != 0 && now && *now != w.folder) {
       lost = fmt::format(
           "checkpoint at step {} not saved: its folder {} was moved or removed while the save wrote into it (the "
           "checkpoints saved before went with it); {}",
@@ -115,7 +127,8 @@ bool save_lost_with_its_folder(TrainerState& s, RunProgress& run, std::string_vi
   lost = broadcast_string(s.comm, lost);
   if (lost.empty()) return false;
   s.progress.message("warning: " + lost);
-  s.log({{"type", "checkpoint_lost"}, {"step", w.step}, {"text", lost}});
+  // Rank 0's id of the lost save (its checkpoint_started record's), before the lineage goes back.
+  s.log({{"type", "checkpoint_lost"}, {"step", w.step}, {"save_id", run.last_save_id}, {"text", lost}});
   run.last_saved_step = w.previous_saved_step;
   run.last_save_id = w.previous_save_id;
   run.folder_moved_said = true;  // said: the next save's own warning would repeat it
@@ -127,8 +140,6 @@ bool save_lost_with_its_folder(TrainerState& s, RunProgress& run, std::string_vi
 // a synchronous one was lost with its folder, said.
 bool save_once(TrainerState& s, RunProgress& run, int steps_completed) {
   const RunConfig& c = s.config;
-  // A rank stopped in the save (a peer died in it) says so, not the last step's micro-batch.
-  s.set_comm_context(fmt::format("the checkpoint save of step {}", steps_completed));
   const std::int64_t samples_per_step =
       static_cast<std::int64_t>(c.train.grad_accum) * c.train.micro_batch * c.world_size;
   ckpt::CheckpointMeta meta;
@@ -149,7 +160,7 @@ bool save_once(TrainerState& s, RunProgress& run, int steps_completed) {
   std::error_code ec;
   const std::filesystem::path run_dir = std::filesystem::weakly_canonical(std::filesystem::absolute(s.run_dir), ec);
   if (!ec) meta.extra["run_dir"] = run_dir.string();
-  run.save_under_way = {steps_completed, run.last_saved_step, run.last_save_id, 0, 0};
+  run.save_under_way = {steps_completed, run.last_saved_step, run.last_save_id, {}};
   if (s.root) {  // rank 0 writes the manifest
     meta.extra["save_id"] = new_save_id();
     meta.extra["previous_save_id"] = run.last_save_id;
@@ -202,7 +213,7 @@ bool save_once(TrainerState& s, RunProgress& run, int steps_completed) {
       // save would make it), to tell a failure for want of it from another.
       std::error_code made;
       std::filesystem::create_directories(folder, made);
-      std::tie(run.save_under_way.folder_device, run.save_under_way.folder_inode) = folder_identity(folder);
+      run.save_under_way.folder = folder_identity(folder).value_or(FolderIdentity{});
     } catch (const std::exception& e) {
       refusal = fmt::format("checkpoint at step {} not saved: {}", steps_completed, e.what());
     }
@@ -255,6 +266,8 @@ bool save_once(TrainerState& s, RunProgress& run, int steps_completed) {
   if (failed > 0.0f) {
     if (save_lost_with_its_folder(s, run, kSavedAgain)) return false;
     throw_if_run_directory_moved(s, steps_completed);
+  } else {
+    run.save_lost = false;  // on every rank: group 0 alone reports the save (report_saved)
   }
   if (!error.empty()) throw_runtime_error("{}", error);
   if (failed > 0.0f) throw_runtime_error("checkpoint at step {} not saved (failed in rank group 0)", steps_completed);
@@ -265,6 +278,8 @@ bool save_once(TrainerState& s, RunProgress& run, int steps_completed) {
 }  // namespace
 
 void save_checkpoint(TrainerState& s, RunProgress& run, int steps_completed) {
+  // A rank stopped in the save (a peer died in it) says so, not the last step's micro-batch.
+  s.set_comm_context(fmt::format("the checkpoint save of step {}", steps_completed));
   // One save in flight at most: the previous one concluded first, so that one lost with its folder
   // leaves the lineage (the last save id) this one continues.
   finish_checkpoint(s, run);
@@ -288,22 +303,36 @@ void save_and_finish(TrainerState& s, RunProgress& run, int steps_completed) {
   }
 }
 
+namespace {
+
+// An asynchronous save's conclusion (`conclude`: a poll, or waiting for it): reported where it
+// committed; where it failed on every rank, lost with its folder (the first in a row) or thrown.
+void conclude_async_save(TrainerState& s, RunProgress& run,
+                         const std::function<std::optional<ckpt::SaveResult>()>& conclude) {
+  std::optional<ckpt::SaveResult> saved;
+  try {
+    saved = conclude();
+  } catch (const std::exception&) {
+    const bool lost_before = run.save_lost;  // every rank's: set and cleared as all learn the outcomes
+    if (!save_lost_with_its_folder(s, run, kNextSaveMakesIt)) throw;
+    if (lost_before) {
+      throw_runtime_error("checkpoint at step {} not saved: its folder was moved or removed during two saves in a row",
+                          run.save_under_way.step);
+    }
+  }
+  if (saved) report_saved(s, run, *saved);
+}
+
+}  // namespace
+
 void poll_checkpoint(TrainerState& s, RunProgress& run) {
   if (!s.async_saves || !s.async_saves->in_flight()) return;
-  try {
-    if (const std::optional<ckpt::SaveResult> r = s.async_saves->poll()) report_saved(s, run, *r);
-  } catch (const std::exception&) {
-    if (!save_lost_with_its_folder(s, run, kNextSaveMakesIt)) throw;
-  }
+  conclude_async_save(s, run, [&] { return s.async_saves->poll(); });
 }
 
 void finish_checkpoint(TrainerState& s, RunProgress& run) {
   if (!s.async_saves || !s.async_saves->in_flight()) return;
-  try {
-    if (const std::optional<ckpt::SaveResult> r = s.async_saves->finish()) report_saved(s, run, *r);
-  } catch (const std::exception&) {
-    if (!save_lost_with_its_folder(s, run, kNextSaveMakesIt)) throw;
-  }
+  conclude_async_save(s, run, [&] { return s.async_saves->finish(); });
 }
 
 void stop_after(TrainerState& s, RunProgress& run, int steps_completed) {

@@ -99,6 +99,13 @@ struct TrainerState {
 };
 
 // Where a run stands between steps.
+// A folder's identity as statx(2) reads it (birth time 0 where the file system keeps none): another
+// folder made under the same name differs.
+struct FolderIdentity {
+  std::uint64_t device = 0, inode = 0, born_ns = 0;
+  bool operator==(const FolderIdentity&) const = default;
+};
+
 struct RunProgress {
   // Where the run started: step 0 and sample 0, or a checkpoint's position (the LR schedule, data
   // windows and dropout are functions of the step and the global sample index, so nothing else is
@@ -130,12 +137,12 @@ struct RunProgress {
   bool folder_moved_said = false;  // the checkpoint folder was found moved away, and a save said so
   // The save under way (an asynchronous one until a step boundary concludes it): the run's last save
   // before it, which stays the last where this one is lost with its folder, and the identity of the
-  // checkpoint folder it began in (rank 0's stat; 0 where it could not be read): [Note: a save that
+  // checkpoint folder it began in (rank 0's; inode 0 where it could not be read): [Note: a save that
   // loses its folder] in run_saves.cpp.
   struct SaveUnderWay {
     int step = -1, previous_saved_step = -1;
     std::string previous_save_id;
-    std::uint64_t folder_device = 0, folder_inode = 0;
+    FolderIdentity folder;
   } save_under_way;
   bool save_lost = false;          // a save lost with its folder since the last one kept: the run's end makes it up
   bool stop_in_last_step = false;  // a stop request agreed in the last step: saved before the final weights

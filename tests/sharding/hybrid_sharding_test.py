@@ -167,6 +167,32 @@ def main():
               f"hybrid + checkpoint.async: a write failing in the background stops the run naming the save "
               f"(exit {proc.returncode}: {err.strip().splitlines()[-1:] if err.strip() else ''})")
 
+        # The checkpoint folder removed during a synchronous save (step 2): group 0's save is said
+        # lost and saved again, and every rank knows it was kept; a run ending at step 5, past its last
+        # save, finishes (the other group's ranks went on to save again alone and hung at the end).
+        lost = os.path.join(work, "N4_g2_lost_save")
+        cmd = launcher + ["-np", "4", binary, "train", "--config", config, "--run-dir", lost, "--set", "zero.stage=2",
+                          "--set", "zero.shard_group_size=2", "--set", "checkpoint.every_steps=2", "--set",
+                          "train.max_steps=5", "--set", "train.collective_timeout_s=60"]
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env={**env, "ZT_TEST_CHECKPOINT_PAUSE_MS": "1500"})
+        temp = os.path.join(lost, "checkpoints", ".tmp-step_00000002")
+        deadline = time.time() + 60
+        while time.time() < deadline and not (os.path.isdir(temp) and os.listdir(temp)):
+            time.sleep(0.02)
+        shutil.rmtree(os.path.join(lost, "checkpoints"), ignore_errors=True)
+        try:
+            out, err = proc.communicate(timeout=150)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
+        kept = sorted(os.listdir(os.path.join(lost, "checkpoints"))) if os.path.isdir(
+            os.path.join(lost, "checkpoints")) else []
+        check(proc.returncode == 0 and out.count("checkpoint at step 2 not saved: its folder") == 1 and
+              "step_00000002" in kept and "step_00000004" in kept,
+              f"hybrid: a checkpoint folder removed during a save: saved again, the run ends (exit {proc.returncode}, "
+              f"{kept}, {err.strip().splitlines()[-1:] if err.strip() else ''})")
+
     # Memory and traffic in the other paths: bf16 with non-deterministic reductions, accumulation and
     # the head's units reduced in rounds (vocabulary chunks); stage 1 reducing every micro-batch.
     for name, sets in [("N4_g2_stage3_bf16_accum2_chunks2",

@@ -100,6 +100,55 @@ TEST(RunConfig, WrongTypesNameTheKey) {
   expect_error(doc, {"'train' must be a JSON object"});
 }
 
+// DeepSpeed's configs write whole numbers in exponent form (1e5): taken for an integer key; a
+// fraction is still refused.
+TEST(RunConfig, AWholeNumberInExponentFormIsAnInteger) {
+  nlohmann::json doc = base();
+  doc["zero"] = {{"param_persistence_threshold", 1e5}};
+  EXPECT_EQ(parse_run_config(doc, "test.json").zero.persistence_threshold, 100000);
+  doc["zero"] = {{"param_persistence_threshold", 1.5}};
+  expect_error(doc, {"'zero.param_persistence_threshold' must be an integer"});
+  doc["zero"] = {{"param_persistence_threshold", 3e9}};
+  expect_error(doc, {"'zero.param_persistence_threshold' = 3e+09 is out of range"});
+}
+
+// A byte bound under half a byte rounded to 0, which reads as no bound at all: refused.
+TEST(RunConfig, AnInflightBoundUnderOneByteIsRefused) {
+  nlohmann::json doc = base();
+  doc["zero"] = {{"max_inflight_reduction_mb", 4e-7}};
+  expect_error(doc, {"zero.max_inflight_reduction_mb", "rounds to 0 bytes, which means no bound"});
+  doc["zero"] = {{"max_inflight_reduction_mb", 1e-6}};
+  EXPECT_EQ(parse_run_config(doc, "test.json").zero.max_inflight_reduction_bytes, 1);
+}
+
+// A zero key with nothing to act on is said among the derived notes, rather than shown in force.
+TEST(RunConfig, ZeroKeysWithoutEffectAreSaid) {
+  const auto notes = [](nlohmann::json zero, int world_size) {
+    nlohmann::json doc = base();
+    doc["zero"] = std::move(zero);
+    std::string all;
+    for (const std::string& note : parse_run_config(doc, "test.json", world_size).derived) all += note + "\n";
+    return all;
+  };
+  EXPECT_NE(notes({{"stage", 0}, {"max_inflight_reduction_mb", 0.001}}, 2)
+                .find("zero.max_inflight_reduction_mb bounds pending gradients, which stage 0 holds only"),
+            std::string::npos);
+  EXPECT_NE(notes({{"stage", 3}, {"overlap_comm", false}, {"prefetch_units", 2}}, 2)
+                .find("zero.prefetch_units limits what is in flight, and zero.overlap_comm = false"),
+            std::string::npos);
+  EXPECT_NE(notes({{"stage", 3}, {"prefetch_units", 2}, {"reshard_after_forward", false}}, 1)
+                .find("zero.prefetch_units, zero.reshard_after_forward act on collectives, which one rank on the "
+                      "solo path"),
+            std::string::npos);
+  EXPECT_NE(notes({{"stage", 2}, {"grad_shard_dtype", "fp32"}}, 2)
+                .find("zero.grad_shard_dtype = fp32 changes nothing with fp32 parameters"),
+            std::string::npos);
+  EXPECT_NE(notes({{"solo_path", false}}, 2).find("zero.solo_path = false is a one-rank option"), std::string::npos);
+  // In force: no note.
+  EXPECT_EQ(notes({{"stage", 3}, {"prefetch_units", 2}, {"max_inflight_reduction_mb", 1}}, 2).find("zero."),
+            std::string::npos);
+}
+
 TEST(RunConfig, RangesAndConsistencyAreChecked) {
   for (const char* key : {"n_layer", "n_head", "n_embd", "block_size", "vocab_size"}) {
     nlohmann::json doc = base();

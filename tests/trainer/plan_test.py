@@ -216,6 +216,13 @@ def main():
     errors = [line for line in p.stderr.splitlines() if line.strip()]
     check(p.returncode == 2 and len(errors) == 1 and "cross_group_grad_dtype" in errors[0],
           f"memory --json, a note and then a refused config: one line ({errors})")
+    # On 2 ranks no shard_group_size makes two groups: the refusal says so (it asked for a group size
+    # below 2, which none can be).
+    p = subprocess.run([binary, "memory", "--config", config, "--ranks", "2", "--set", "zero.stage=2", "--set",
+                        "zero.shard_group_size=2", "--set", 'zero.cross_group_grad_dtype="int8"'],
+                       capture_output=True, text=True, timeout=120)
+    check(p.returncode == 2 and "two groups of 2 ranks or more (4 ranks or more)" in p.stderr,
+          f"cross_group_grad_dtype on 2 ranks: the refusal says what it needs ({p.stderr.strip()})")
     # A held micro-batch that cannot split the global batch is refused by name (plan said it held 3
     # and planned 1); a held accumulation takes the micro-batch that splits the global batch with it
     # (refused as 'no micro-batch splits it'); a key held in a section's JSON is held as the dotted one.

@@ -2,10 +2,14 @@
 #include "engine/app/config/zero_section.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
+#include <string_view>
 #include <utility>
+#include <vector>
 
 #include "engine/base/core/check.h"
 
@@ -17,6 +21,77 @@ const char* cross_group_grad_dtype_name(WireDType wire) {
   return wire == WireDType::kExact ? "fp32" : wire_dtype_name(wire);
 }
 
+namespace {
+
+// An option changed from its default where it has nothing to act on is kept (a resume at another
+// stage or rank count takes it) and said, rather than shown in force without a word: a stage-3
+// (or stage 2-3) option at a stage that does not use it, the overlap limits where every
+// collective is waited at once, anything but the stage on one rank's solo path (no collective),
+// fp32 gradient shards where the working dtype is fp32, and the solo path's switch on several ranks.
+void note_keys_without_effect(RunConfig& c) {
+  const ZeroOptions& z = c.zero;
+  const nlohmann::json chosen = zero_section_json(z), defaults = zero_section_json(ZeroOptions{});
+  const auto changed = [&](const char* key) { return chosen[key] != defaults[key]; };
+  std::vector<std::string> noted;
+  for (const auto& [key, used_from] : {std::pair{"prefetch_units", 3}, std::pair{"reshard_after_forward", 3},
+                                       std::pair{"param_persistence_threshold", 3}, std::pair{"grad_shard_dtype", 2}}) {
+    if (z.stage < used_from && changed(key)) {
+      noted.emplace_back(key);
+      c.derived.push_back(fmt::format("zero.{} is a stage{} option: stage {} runs without it", key,
+                                      used_from == 3 ? " 3" : "s 2-3", z.stage));
+    }
+  }
+  if (c.world_size == 1 && z.solo_path && z.stage >= 1) {
+    std::vector<std::string> moot;
+    for (const char* key : {"overlap_comm", "prefetch_units", "max_inflight_reductions", "max_inflight_reduction_mb",
+                            "reshard_after_forward", "param_persistence_threshold", "grad_shard_dtype"}) {
+      if (changed(key) && std::find(noted.begin(), noted.end(), key) == noted.end()) {
+        moot.push_back(fmt::format("zero.{}", key));
+      }
+    }
+    if (!moot.empty()) {
+      c.derived.push_back(
+          fmt::format("{} {} on collectives, which one rank on the solo path does not call (stage 0's "
+                      "work); zero.solo_path = false keeps them at one rank",
+                      fmt::join(moot, ", "), moot.size() == 1 ? "acts" : "act"));
+    }
+    return;
+  }
+  // Deterministic stages 0-1 on several ranks pend their gradients too (docs/config.md).
+  const bool pends = z.stage >= 2 || (c.train.deterministic && c.world_size > 1);
+  if (!pends && changed("max_inflight_reduction_mb")) {
+    c.derived.push_back(
+        fmt::format("zero.max_inflight_reduction_mb bounds pending gradients, which stage {} holds only with "
+                    "train.deterministic on several ranks: this run runs without it",
+                    z.stage));
+  }
+  if (!z.overlap_comm) {
+    std::vector<std::string> moot;
+    for (const char* key : {"prefetch_units", "max_inflight_reductions", "max_inflight_reduction_mb"}) {
+      if (changed(key) && (std::string_view(key) != "prefetch_units" || z.stage == 3)) {
+        moot.push_back(fmt::format("zero.{}", key));
+      }
+    }
+    if (!moot.empty()) {
+      c.derived.push_back(
+          fmt::format("{} {} what is in flight, and zero.overlap_comm = false waits every "
+                      "collective at once (stage 3 gathers each unit at its use): nothing to limit",
+                      fmt::join(moot, ", "), moot.size() == 1 ? "limits" : "limit"));
+    }
+  }
+  if (z.fp32_grad_shards && z.stage >= 2 && c.param_dtype == DType::kF32) {
+    c.derived.push_back("zero.grad_shard_dtype = fp32 changes nothing with fp32 parameters (their working dtype)");
+  }
+  if (!z.solo_path && c.world_size > 1) {
+    c.derived.push_back(
+        fmt::format("zero.solo_path = false is a one-rank option: {} ranks call their collectives "
+                    "either way",
+                    c.world_size));
+  }
+}
+
+}  // namespace
+
 void read_zero_section(ConfigReader r, RunConfig& c) {
   ZeroOptions& z = c.zero;
   z.stage = r.get_int("stage", z.stage, 0, 3);
@@ -24,8 +99,14 @@ void read_zero_section(ConfigReader r, RunConfig& c) {
   z.prefetch_units = r.get_int("prefetch_units", z.prefetch_units, 0, 64);
   z.max_inflight_reductions = r.get_int("max_inflight_reductions", z.max_inflight_reductions, 1, 64);
   // MiB in the config (fractions allowed), bytes in the store.
-  z.max_inflight_reduction_bytes =
-      std::llround(r.get_double("max_inflight_reduction_mb", 0.0, 0.0, 1048576.0) * 1048576.0);
+  const double inflight_mb = r.get_double("max_inflight_reduction_mb", 0.0, 0.0, 1048576.0);
+  z.max_inflight_reduction_bytes = std::llround(inflight_mb * 1048576.0);
+  if (inflight_mb > 0.0 && z.max_inflight_reduction_bytes == 0) {  // it read as 0: no bound at all
+    throw_input_error(
+        "config error in {}: key '{}' = {:g} MiB rounds to 0 bytes, which means no bound; one byte (each "
+        "reduction waited for before the next) is 1e-06",
+        r.source_of("max_inflight_reduction_mb"), r.dotted("max_inflight_reduction_mb"), inflight_mb);
+  }
   z.reshard_after_forward = r.get_bool("reshard_after_forward", z.reshard_after_forward);
   z.persistence_threshold = r.get_int("param_persistence_threshold", 0, 0, 2000000000);
   z.fp32_grad_shards = r.get_enum("grad_shard_dtype", "working", {"working", "fp32"}) == "fp32";
@@ -38,16 +119,7 @@ void read_zero_section(ConfigReader r, RunConfig& c) {
                             : across == "bf16" ? WireDType::kBF16
                                                : WireDType::kExact;
   r.reject_unknown_keys();
-  // A stage-3 (or stage 2-3) option changed from its default at a stage that does not use it is
-  // kept (a resume at another stage takes it) and said, rather than accepted without a word.
-  const nlohmann::json chosen = zero_section_json(z), defaults = zero_section_json(ZeroOptions{});
-  for (const auto& [key, used_from] : {std::pair{"prefetch_units", 3}, std::pair{"reshard_after_forward", 3},
-                                       std::pair{"param_persistence_threshold", 3}, std::pair{"grad_shard_dtype", 2}}) {
-    if (z.stage < used_from && chosen[key] != defaults[key]) {
-      c.derived.push_back(fmt::format("zero.{} is a stage{} option: stage {} runs without it", key,
-                                      used_from == 3 ? " 3" : "s 2-3", z.stage));
-    }
-  }
+  note_keys_without_effect(c);
   // One rank on the solo path calls no collective: int8 gathers would quantize nothing, and the run
   // would train on exact weights where the key promises the decoded ones.
   if (z.gather_wire != WireDType::kExact && z.stage >= 1 && c.world_size == 1 && z.solo_path) {

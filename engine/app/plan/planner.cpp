@@ -198,10 +198,13 @@ PlanResult plan(const std::string& config_path, const std::vector<std::string>& 
         for (int chunks : head_chunks) {
           if (chunks > base.model.padded_vocab_size() / 64 && !chunks_held) continue;
           for (int units : block_units) {
-            for (int prefetch : stage == 3 ? prefetches : std::vector<int>{base.zero.prefetch_units}) {
-              for (double bound : held_bound   ? std::vector<double>{-1.0}  // the user's text, set as given
-                                  : stage >= 2 ? std::vector<double>(std::begin(kInflightMb), std::end(kInflightMb))
-                                               : std::vector<double>{0.0}) {
+            // zero.overlap_comm = false waits every collective at once: no prefetch or bound to choose.
+            for (int prefetch :
+                 stage == 3 && base.zero.overlap_comm ? prefetches : std::vector<int>{base.zero.prefetch_units}) {
+              for (double bound : held_bound ? std::vector<double>{-1.0}  // the user's text, set as given
+                                  : stage >= 2 && base.zero.overlap_comm
+                                      ? std::vector<double>(std::begin(kInflightMb), std::end(kInflightMb))
+                                      : std::vector<double>{0.0}) {
                 std::vector<std::string> sets = {fmt::format("zero.stage={}", stage),
                                                  fmt::format("train.micro_batch={}", mb),
                                                  fmt::format("train.grad_accum={}", accum),

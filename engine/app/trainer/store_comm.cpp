@@ -31,11 +31,13 @@ StoreCommChoice store_comm_choice(const RunConfig& config, int world_size) {
   const int g = config.zero.shard_group_size;
   const bool hybrid = config.zero.hybrid(world_size);
   if (config.zero.cross_group_grad_wire != WireDType::kExact && !hybrid) {
+    // Two groups of two ranks at least: on fewer than 4 ranks no shard_group_size makes them.
     throw_input_error(
         "config error in {}: zero.cross_group_grad_dtype = \"{}\" quantizes hybrid sharding's reduction across "
-        "groups: it needs zero.shard_group_size below the {} rank(s)",
+        "groups: it needs zero.shard_group_size below the {} rank(s){}",
         config.sources_of({"zero.cross_group_grad_dtype", "zero.shard_group_size"}),
-        wire_dtype_name(config.zero.cross_group_grad_wire), world_size);
+        wire_dtype_name(config.zero.cross_group_grad_wire), world_size,
+        world_size < 4 ? " and two groups of 2 ranks or more (4 ranks or more); set it to fp32 here" : "");
   }
   if (hybrid) {
     if (g < 2 || world_size % g != 0) {

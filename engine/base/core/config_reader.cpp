@@ -124,6 +124,15 @@ std::optional<long long> json_integer_in(const nlohmann::json& v, long long min_
 int ConfigReader::get_int(const std::string& key, int fallback, long long min_value, long long max_value) {
   const nlohmann::json* v = find(key);
   if (v == nullptr) return fallback;
+  // A whole number in exponent form (DeepSpeed's configs write 1e5 and 5e8) is a JSON float: taken.
+  if (v->is_number_float()) {
+    const double d = v->get<double>();
+    if (!std::isfinite(d) || d != std::floor(d)) fail_type(key, "an integer", *v);
+    if (d < static_cast<double>(min_value) || d > static_cast<double>(max_value)) {
+      fail_range(key, fmt::format("{:g}", d), fmt::format("{}", min_value), fmt::format("{}", max_value));
+    }
+    return static_cast<int>(d);
+  }
   if (!v->is_number_integer()) fail_type(key, "an integer", *v);
   const std::optional<long long> x = json_integer_in(*v, min_value, max_value);
   if (!x) fail_range(key, v->dump(), fmt::format("{}", min_value), fmt::format("{}", max_value));

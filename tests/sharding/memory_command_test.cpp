@@ -115,6 +115,13 @@ TEST(MemoryCommand, PaperTablePrintsFigure1) {
   EXPECT_EQ(rc, 0);
   for (const char* total : {"120.000", "31.406", "16.641", "1.875"})
     EXPECT_NE(out.find(total), std::string::npos) << out;
+  EXPECT_NE(out.find("rounds these to 120, 31.4"), std::string::npos) << out;
+  // Another model's table is not the figure's: its values are named as the paper's case.
+  ::testing::internal::CaptureStdout();
+  EXPECT_EQ(cli::memory_main({"--params", "1000", "--ranks", "3", "--k", "0"}), 0);
+  const std::string other = ::testing::internal::GetCapturedStdout();
+  EXPECT_EQ(other.find("rounds these"), std::string::npos) << other;
+  EXPECT_NE(other.find("gives 120, 31.4, 16.6 and 1.9 GB for Psi = 7.5e9"), std::string::npos) << other;
 }
 
 // The table's unit follows the count, so neither a thousand parameters (every cell 0.000 GB) nor

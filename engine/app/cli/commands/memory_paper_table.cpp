@@ -78,7 +78,12 @@ int memory_paper_table(const ArgParser& parser, int ranks, bool json) {
       "GB = 1e9 bytes, GiB = 2^30 bytes (TB, TiB, MB, MiB, kB, KiB likewise); no units, padding, buffers or "
       "activations (use "
       "--config for those).\n"
-      "The paper's Figure 1 (Psi = 7.5e9, N = 64, K = 12) rounds these to 120, 31.4, 16.6 and 1.9 GB.\n");
+      "{}",
+      // The paper's own figure, where these are its values; another model's are not its.
+      psi == 7500000000 && ranks == 64 && k == 12
+          ? "The paper's Figure 1 (Psi = 7.5e9, N = 64, K = 12) rounds these to 120, 31.4, 16.6 and 1.9 GB.\n"
+          : "The paper's Figure 1 gives 120, 31.4, 16.6 and 1.9 GB for Psi = 7.5e9, N = 64, K = 12 (`--params 7.5e9 "
+            "--ranks 64` prints that case).\n");
   return 0;
 }
 

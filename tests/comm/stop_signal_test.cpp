@@ -88,7 +88,7 @@ TEST(StopSignalDeathTest, AfterSigusr1OrAHangUpTheSecondSigtermOrSigintEndsThePr
           std::raise(then);  // a follow-up: the process lives, the first request kept
           std::exit(stop_signal() == first ? 0 : 1);
         },
-        testing::ExitedWithCode(0), first == SIGUSR1 ? "already stopping on the earlier request" : "")
+        testing::ExitedWithCode(0), "already stopping on the earlier request")
         << signal_name(first);
     EXPECT_EXIT(
         {
@@ -155,6 +155,22 @@ TEST(StopSignalDeathTest, RestoredDefaultsEndTheProcess) {
         install_stop_request_handlers("zerotrain", "a test's stop");
         std::raise(SIGTERM);              // recorded while the config is read
         restore_default_stop_handlers();  // raised again
+        std::exit(0);
+      },
+      testing::KilledBySignal(SIGTERM), "");
+}
+
+// A SIGUSR1 that came inherited ignored, then a SIGTERM, before the config turned stops off: the
+// SIGTERM is what the default does with it (both were swallowed: the run trained on).
+TEST(StopSignalDeathTest, RestoredDefaultsRaiseAFollowUpToo) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        std::signal(SIGUSR1, SIG_IGN);
+        install_stop_request_handlers("zerotrain", "a test's stop");
+        std::raise(SIGUSR1);
+        std::raise(SIGTERM);              // a follow-up
+        restore_default_stop_handlers();  // SIGUSR1 back to ignored; the SIGTERM raised again
         std::exit(0);
       },
       testing::KilledBySignal(SIGTERM), "");

@@ -109,7 +109,7 @@ TEST(RunConfig, AWholeNumberInExponentFormIsAnInteger) {
   doc["zero"] = {{"param_persistence_threshold", 1.5}};
   expect_error(doc, {"'zero.param_persistence_threshold' must be an integer"});
   doc["zero"] = {{"param_persistence_threshold", 3e9}};
-  expect_error(doc, {"'zero.param_persistence_threshold' = 3e+09 is out of range"});
+  expect_error(doc, {"'zero.param_persistence_threshold' = 3000000000 is out of range"});
 }
 
 // A byte bound under half a byte rounded to 0, which reads as no bound at all: refused.
@@ -144,9 +144,26 @@ TEST(RunConfig, ZeroKeysWithoutEffectAreSaid) {
                 .find("zero.grad_shard_dtype = fp32 changes nothing with fp32 parameters"),
             std::string::npos);
   EXPECT_NE(notes({{"solo_path", false}}, 2).find("zero.solo_path = false is a one-rank option"), std::string::npos);
-  // In force: no note.
+  // In force: no note. One rank at stage 2 with fp32 shards of bf16 parameters pends its gradients
+  // (the limits and the shards' dtype act); so does a tied table reduced in rounds at stage 0.
   EXPECT_EQ(notes({{"stage", 3}, {"prefetch_units", 2}, {"max_inflight_reduction_mb", 1}}, 2).find("zero."),
             std::string::npos);
+  nlohmann::json bf16 = base();
+  bf16["precision"] = {{"param_dtype", "bf16"}};
+  bf16["zero"] = {{"stage", 2}, {"grad_shard_dtype", "fp32"}, {"overlap_comm", false}};
+  for (const std::string& note : parse_run_config(bf16, "test.json", 1).derived) {
+    EXPECT_EQ(note.find("zero."), std::string::npos) << note;
+  }
+  nlohmann::json rounds = base();
+  rounds["train"] = {{"head_chunks", 2}};
+  rounds["zero"] = {{"stage", 0}, {"max_inflight_reduction_mb", 0.001}};
+  for (const std::string& note : parse_run_config(rounds, "test.json", 2).derived) {
+    EXPECT_EQ(note.find("zero."), std::string::npos) << note;
+  }
+  // Each key said once: at stage 0 without pending gradients and under overlap_comm = false.
+  const std::string both = notes({{"stage", 0}, {"overlap_comm", false}, {"max_inflight_reduction_mb", 1}}, 2);
+  EXPECT_EQ(both.find("max_inflight_reduction_mb", both.find("max_inflight_reduction_mb") + 1), std::string::npos)
+      << both;
 }
 
 TEST(RunConfig, RangesAndConsistencyAreChecked) {

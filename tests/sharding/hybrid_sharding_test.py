@@ -176,9 +176,12 @@ def main():
                           "train.max_steps=5", "--set", "train.collective_timeout_s=60"]
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 env={**env, "ZT_TEST_CHECKPOINT_PAUSE_MS": "1500"})
+        # Both of group 0's rank files written (the pause holds the save after them), so that no
+        # writer makes its file again under a folder being removed.
         temp = os.path.join(lost, "checkpoints", ".tmp-step_00000002")
         deadline = time.time() + 60
-        while time.time() < deadline and not (os.path.isdir(temp) and os.listdir(temp)):
+        while time.time() < deadline and not all(os.path.exists(os.path.join(temp, f"rank_{r:05d}.bin"))
+                                                  for r in (0, 1)):
             time.sleep(0.02)
         shutil.rmtree(os.path.join(lost, "checkpoints"), ignore_errors=True)
         try:

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "engine/base/core/check.h"
+#include "engine/distributed/sharding/stage_policy.h"
 
 namespace zt {
 
@@ -26,61 +27,67 @@ namespace {
 // An option changed from its default where it has nothing to act on is kept (a resume at another
 // stage or rank count takes it) and said, rather than shown in force without a word: a stage-3
 // (or stage 2-3) option at a stage that does not use it, the overlap limits where every
-// collective is waited at once, anything but the stage on one rank's solo path (no collective),
-// fp32 gradient shards where the working dtype is fp32, and the solo path's switch on several ranks.
+// collective is waited at once, what one rank's solo path does not call, the reduction limits
+// where no gradient pends (StagePolicy::pends, or a table reduced in rounds on several ranks), fp32
+// gradient shards where the working dtype is fp32, and the solo path's switch on several ranks.
+// Each key once. Called once the section's derived options (fold_in_global_order, ...) are set.
 void note_keys_without_effect(RunConfig& c) {
   const ZeroOptions& z = c.zero;
+  const StagePolicy policy = make_stage_policy(z, c.world_size, c.param_dtype);
+  // A unit reduced in rounds (a tied table under train.head_chunks) pends on several ranks at any stage.
+  const bool pends = policy.pends || (c.world_size > 1 && c.train.head_chunks > 1);
   const nlohmann::json chosen = zero_section_json(z), defaults = zero_section_json(ZeroOptions{});
-  const auto changed = [&](const char* key) { return chosen[key] != defaults[key]; };
   std::vector<std::string> noted;
+  const auto unnoted = [&](const char* key) {
+    return chosen[key] != defaults[key] && std::find(noted.begin(), noted.end(), key) == noted.end();
+  };
+  const auto say = [&](std::vector<std::string> keys, std::string_view one, std::string_view several,
+                       std::string_view why) {
+    if (keys.empty()) return;
+    noted.insert(noted.end(), keys.begin(), keys.end());
+    for (std::string& key : keys) key = "zero." + key;
+    c.derived.push_back(fmt::format("{} {} {}", fmt::join(keys, ", "), keys.size() == 1 ? one : several, why));
+  };
   for (const auto& [key, used_from] : {std::pair{"prefetch_units", 3}, std::pair{"reshard_after_forward", 3},
                                        std::pair{"param_persistence_threshold", 3}, std::pair{"grad_shard_dtype", 2}}) {
-    if (z.stage < used_from && changed(key)) {
-      noted.emplace_back(key);
-      c.derived.push_back(fmt::format("zero.{} is a stage{} option: stage {} runs without it", key,
-                                      used_from == 3 ? " 3" : "s 2-3", z.stage));
+    if (z.stage < used_from && unnoted(key)) {
+      say({key}, "is", "are",
+          fmt::format("a stage{} option: stage {} runs without it", used_from == 3 ? " 3" : "s 2-3", z.stage));
     }
   }
-  if (c.world_size == 1 && z.solo_path && z.stage >= 1) {
+  // What acts on pending gradients: the reduction limits, their overlap, fp32 gradient shards.
+  const std::vector<const char*> on_pending = {"overlap_comm", "max_inflight_reductions", "max_inflight_reduction_mb",
+                                               "grad_shard_dtype"};
+  if (policy.solo) {
     std::vector<std::string> moot;
     for (const char* key : {"overlap_comm", "prefetch_units", "max_inflight_reductions", "max_inflight_reduction_mb",
                             "reshard_after_forward", "param_persistence_threshold", "grad_shard_dtype"}) {
-      if (changed(key) && std::find(noted.begin(), noted.end(), key) == noted.end()) {
-        moot.push_back(fmt::format("zero.{}", key));
-      }
+      const bool acts =
+          pends && std::find(on_pending.begin(), on_pending.end(), std::string_view(key)) != on_pending.end();
+      if (unnoted(key) && !acts) moot.emplace_back(key);
     }
-    if (!moot.empty()) {
-      c.derived.push_back(
-          fmt::format("{} {} on collectives, which one rank on the solo path does not call (stage 0's "
-                      "work); zero.solo_path = false keeps them at one rank",
-                      fmt::join(moot, ", "), moot.size() == 1 ? "acts" : "act"));
-    }
+    say(moot, "acts", "act",
+        "on collectives, which one rank on the solo path does not call (stage 0's work); zero.solo_path = false "
+        "keeps them at one rank");
     return;
   }
-  // Deterministic stages 0-1 on several ranks pend their gradients too (docs/config.md).
-  const bool pends = z.stage >= 2 || (c.train.deterministic && c.world_size > 1);
-  if (!pends && changed("max_inflight_reduction_mb")) {
-    c.derived.push_back(
-        fmt::format("zero.max_inflight_reduction_mb bounds pending gradients, which stage {} holds only with "
-                    "train.deterministic on several ranks: this run runs without it",
+  if (!pends && unnoted("max_inflight_reduction_mb")) {
+    say({"max_inflight_reduction_mb"}, "bounds", "bound",
+        fmt::format("pending gradients, which stage {} holds only with train.deterministic or a token table "
+                    "reduced in rounds (train.head_chunks) on several ranks: this run runs without it",
                     z.stage));
   }
   if (!z.overlap_comm) {
     std::vector<std::string> moot;
     for (const char* key : {"prefetch_units", "max_inflight_reductions", "max_inflight_reduction_mb"}) {
-      if (changed(key) && (std::string_view(key) != "prefetch_units" || z.stage == 3)) {
-        moot.push_back(fmt::format("zero.{}", key));
-      }
+      if (unnoted(key) && (std::string_view(key) != "prefetch_units" || z.stage == 3)) moot.emplace_back(key);
     }
-    if (!moot.empty()) {
-      c.derived.push_back(
-          fmt::format("{} {} what is in flight, and zero.overlap_comm = false waits every "
-                      "collective at once (stage 3 gathers each unit at its use): nothing to limit",
-                      fmt::join(moot, ", "), moot.size() == 1 ? "limits" : "limit"));
-    }
+    say(moot, "limits", "limit",
+        "what is in flight, and zero.overlap_comm = false waits every collective at once (stage 3 gathers each "
+        "unit at its use): nothing to limit");
   }
-  if (z.fp32_grad_shards && z.stage >= 2 && c.param_dtype == DType::kF32) {
-    c.derived.push_back("zero.grad_shard_dtype = fp32 changes nothing with fp32 parameters (their working dtype)");
+  if (z.fp32_grad_shards && z.stage >= 2 && c.param_dtype == DType::kF32 && unnoted("grad_shard_dtype")) {
+    say({"grad_shard_dtype"}, "=", "=", "fp32 changes nothing with fp32 parameters (their working dtype)");
   }
   if (!z.solo_path && c.world_size > 1) {
     c.derived.push_back(
@@ -119,7 +126,6 @@ void read_zero_section(ConfigReader r, RunConfig& c) {
                             : across == "bf16" ? WireDType::kBF16
                                                : WireDType::kExact;
   r.reject_unknown_keys();
-  note_keys_without_effect(c);
   // One rank on the solo path calls no collective: int8 gathers would quantize nothing, and the run
   // would train on exact weights where the key promises the decoded ones.
   if (z.gather_wire != WireDType::kExact && z.stage >= 1 && c.world_size == 1 && z.solo_path) {
@@ -137,6 +143,7 @@ void read_zero_section(ConfigReader r, RunConfig& c) {
   z.fold_in_global_order = c.train.deterministic && !z.hybrid(c.world_size);
   z.reduce_every_micro_batch =
       c.train.deterministic && z.hybrid(c.world_size) && (c.train.grad_accum > 1 || c.param_dtype != DType::kF32);
+  note_keys_without_effect(c);
 }
 
 std::string zero_choices_changed(const ZeroOptions& zero) {

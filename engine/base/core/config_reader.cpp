@@ -129,7 +129,7 @@ int ConfigReader::get_int(const std::string& key, int fallback, long long min_va
     const double d = v->get<double>();
     if (!std::isfinite(d) || d != std::floor(d)) fail_type(key, "an integer", *v);
     if (d < static_cast<double>(min_value) || d > static_cast<double>(max_value)) {
-      fail_range(key, fmt::format("{:g}", d), fmt::format("{}", min_value), fmt::format("{}", max_value));
+      fail_range(key, fmt::format("{}", d), fmt::format("{}", min_value), fmt::format("{}", max_value));
     }
     return static_cast<int>(d);
   }

@@ -152,12 +152,17 @@ extern "C" void on_stop_request(int sig, siginfo_t* info, void*) {
   if (g_stop_signal != 0) {
     if (sig == SIGUSR1 || sig == SIGHUP) return;  // a repeated forward of the same request; a hang-up
     if (repeats_the_request(sig, info)) return;
-    if (!g_term_or_int_seen.exchange(true)) {  // the first SIGTERM or SIGINT, after a SIGUSR1 or a hang-up
+    if (!g_term_or_int_seen) {  // the first SIGTERM or SIGINT, after a SIGUSR1 or a hang-up
+      // Recorded before it is claimed: the same request arriving at once on another thread (GNU
+      // timeout's second send) then reads as its repeat below, whichever thread claims it.
       g_followup_ns = monotonic_ns();
       g_followup_sender = info != nullptr ? static_cast<int>(info->si_pid) : 0;
       g_followup_signal = sig;
-      if (g_ack) write_stderr(g_followup_lines[sig == SIGTERM ? 0 : 1]);
-      return;
+      if (!g_term_or_int_seen.exchange(true)) {
+        if (g_ack) write_stderr(g_followup_lines[sig == SIGTERM ? 0 : 1]);
+        return;
+      }
+      if (repeats_the_request(sig, info)) return;
     }
     if (g_stderr_tty) write_stderr("\n");
     write_stderr(g_second_stop_line.load());
@@ -268,8 +273,12 @@ void restore_default_stop_handlers() {
     }
   }
   if (g_under_mpirun && !signal_ignored(SIGTERM)) std::signal(SIGTERM, on_launcher_termination);
-  // A request that came meanwhile is what the default would have done with it.
-  if (const int sig = g_stop_signal.exchange(0); sig != 0) raise(sig);
+  // A request that came meanwhile is what the default would have done with it, and so is a
+  // SIGTERM or SIGINT that followed it (the first one inherited ignored, as SIGUSR1 may be).
+  const int sig = g_stop_signal.exchange(0), followup = g_followup_signal.exchange(0);
+  g_term_or_int_seen = false;
+  if (sig != 0) raise(sig);
+  if (followup != 0) raise(followup);
 }
 
 int stop_signal() { return g_stop_signal; }

@@ -246,20 +246,25 @@ def main():
         g = h.run("hybrid_nccl_n4", 4, "gpu", *hybrid, comm="nccl")
         c = h.run("hybrid_cpu_n4", 4, "cpu", *hybrid)
         row = {"comm": "nccl", "ranks": 4, "stage": 3, "shard_group_size": 2}
-        if check("error" not in g and "error" not in c, "hybrid N=4 g=2 stage 3: trains on 4 GPUs through NCCL's "
-                 f"splits and on 4 CPU ranks ({(g.get('error') or c.get('error') or '')[-600:]})"):
-            check("groups of 2" in g["header"], f"hybrid N=4: the store's communicator is hybrid ({g['header']!r})")
+        against_cpu(row, g, c, "hybrid N=4 g=2 stage 3 (4 GPUs through NCCL's splits)", "groups of 2",
+                    "the store's communicator is hybrid")
+        save()
+
+    def against_cpu(row, g, c, what, header_mark, header_means):
+        """Row `row` of a GPU-side run `g` against its CPU reference `c`, not bitwise: both train, the
+        header names `header_mark`, the losses stay within the bound, device memory as predicted."""
+        if check("error" not in g and "error" not in c, f"{what}: trains on the GPU side and on the CPU "
+                 f"({(g.get('error') or c.get('error') or '')[-600:]})"):
+            check(header_mark in g["header"], f"{what}: {header_means} ({g['header']!r})")
             row["max_rel_loss_diff_vs_cpu"] = rel_loss_diff(g["loss"], c["loss"])
             check(row["max_rel_loss_diff_vs_cpu"] <= LOSS_BOUND,
-                  f"hybrid N=4: losses within {LOSS_BOUND} of the CPU's hybrid run "
-                  f"({row['max_rel_loss_diff_vs_cpu']:.2e})")
+                  f"{what}: losses within {LOSS_BOUND} of the CPU's ({row['max_rel_loss_diff_vs_cpu']:.2e})")
             ok, detail = memory_ok(g["memory"])
             row["memory_as_predicted"] = ok
-            check(ok, f"hybrid N=4: device memory per category as predicted ({detail})")
+            check(ok, f"{what}: device memory per category as predicted ({detail})")
         else:
             row["error"] = (g.get("error") or c.get("error"))[-1500:]
         report["rows"].append(row)
-        save()
 
     # Not deterministic, as users train by default: stage 0's all-reduce, stage 1's reduce-scatter in
     # place, stages 2-3 reducing each micro-batch's gradient into the shard as it is made, bf16
@@ -276,20 +281,8 @@ def main():
                 cpu_default_runs[(n, st)] = h.run(f"cpu_n{n}_s{st}_default", n, "cpu", f"zero.stage={st}", *sets)
             c = cpu_default_runs[(n, st)]
             row = {"comm": comm, "ranks": n, "stage": st, "deterministic": False, "grad_accum": 2}
-            if check("error" not in g and "error" not in c,
-                     f"{tag} stage {st}, not deterministic, grad_accum 2: trains on the GPU side and the CPU "
-                     f"({(g.get('error') or c.get('error') or '')[-600:]})"):
-                check(HEADER_MARK[comm] in g["header"], f"{tag} stage {st}, not deterministic: {comm} collectives")
-                row["max_rel_loss_diff_vs_cpu"] = rel_loss_diff(g["loss"], c["loss"])
-                check(row["max_rel_loss_diff_vs_cpu"] <= LOSS_BOUND,
-                      f"{tag} stage {st}, not deterministic: losses within {LOSS_BOUND} of the CPU's "
-                      f"({row['max_rel_loss_diff_vs_cpu']:.2e})")
-                ok, detail = memory_ok(g["memory"])
-                row["memory_as_predicted"] = ok
-                check(ok, f"{tag} stage {st}, not deterministic: device memory per category as predicted ({detail})")
-            else:
-                row["error"] = (g.get("error") or c.get("error"))[-1500:]
-            report["rows"].append(row)
+            against_cpu(row, g, c, f"{tag} stage {st}, not deterministic, grad_accum 2", HEADER_MARK[comm],
+                        f"{comm} collectives")
         save()
 
     def checkpoint_and_eval(ckpt_comm):

@@ -21,8 +21,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.dirname(HERE))
 from check_report import Checks  # noqa: E402
+from shared_corpus import require_tiny_shakespeare  # noqa: E402
 
-TEXT = os.path.join(ROOT, "..", "shared", "data", "tinyshakespeare.txt")
 CALL = re.compile(r'^(\d+) +(openat|fsync|fdatasync|rename|renameat2?|close|write|pwrite64)\((.*)\) += (-?\d+)')
 
 
@@ -88,10 +88,11 @@ def main():
     if shutil.which("strace") is None:
         print("SKIP: strace is not installed")
         return 77
+    text = require_tiny_shakespeare()  # exits 77 (skipped) where the shared corpus is absent
     checks = Checks()
     work = checks.work_folder("zt_durability_")
     dataset = os.path.join(work, "dataset")
-    p, calls = traced(work, "prepare", [binary, "prepare", "--text", TEXT, "--out", dataset])
+    p, calls = traced(work, "prepare", [binary, "prepare", "--text", text, "--out", dataset])
     bad, _ = unsynced_renames(calls)
     renamed = [c for c in calls if c[0].startswith("rename")]
     checks.check(p.returncode == 0 and len(renamed) >= 3 and not bad,

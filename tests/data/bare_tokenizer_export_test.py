@@ -18,6 +18,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.dirname(HERE))
 from check_report import Checks  # noqa: E402
+from shared_corpus import require_tiny_shakespeare  # noqa: E402
 from hf_env import require_hf  # noqa: E402
 
 require_hf("torch", "transformers", "tokenizers")
@@ -25,7 +26,7 @@ import torch  # noqa: E402
 import transformers  # noqa: E402
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers  # noqa: E402
 
-TEXT = os.path.join(ROOT, "..", "shared", "data", "tinyshakespeare.txt")
+TEXT = require_tiny_shakespeare()  # exits 77 (skipped) where the shared corpus is absent
 
 
 def llama_style_tokenizer(docs):

@@ -26,9 +26,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.dirname(HERE))
 from check_report import Checks  # noqa: E402
+from shared_corpus import require_tiny_shakespeare  # noqa: E402
 from run_dir_util import curve, train_records  # noqa: E402
 
-TEXT = os.path.join(ROOT, "..", "shared", "data", "tinyshakespeare.txt")
+TEXT = require_tiny_shakespeare()  # exits 77 (skipped) where the shared corpus is absent
 CONFIG = {
     "model": {"n_layer": 2, "n_head": 2, "n_embd": 32, "block_size": 32, "vocab_size": 65},
     "train": {"micro_batch": 4, "max_steps": 6, "eval_batches": 2, "num_threads": 1, "deterministic": True},

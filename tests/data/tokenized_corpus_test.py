@@ -22,6 +22,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.dirname(HERE))
 from check_report import Checks  # noqa: E402
+from shared_corpus import require_tiny_shakespeare  # noqa: E402
 from run_dir_util import train_records  # noqa: E402
 
 from hf_env import require_hf, train_byte_level_bpe  # noqa: E402
@@ -30,7 +31,7 @@ require_hf()
 import torch  # noqa: E402
 import transformers  # noqa: E402
 
-TEXT = os.path.join(ROOT, "..", "shared", "data", "tinyshakespeare.txt")
+TEXT = require_tiny_shakespeare()  # exits 77 (skipped) where the shared corpus is absent
 
 
 def main():

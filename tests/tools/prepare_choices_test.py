@@ -39,6 +39,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.dirname(HERE))
 from check_report import Checks  # noqa: E402
+from shared_corpus import require_tiny_shakespeare  # noqa: E402
 from hf_env import require_hf, train_byte_level_bpe  # noqa: E402
 from prepare_tokens_test import character_tokenizer  # noqa: E402
 from tool_run_util import flag_help  # noqa: E402
@@ -47,7 +48,7 @@ require_hf("torch", "transformers", "tokenizers")
 import torch  # noqa: E402
 import transformers  # noqa: E402
 
-TEXT = os.path.join(ROOT, "..", "shared", "data", "tinyshakespeare.txt")
+TEXT = require_tiny_shakespeare()  # exits 77 (skipped) where the shared corpus is absent
 SCRIPT = os.path.join(ROOT, "tools", "prepare_choices.py")
 EXAMPLES = [
     {"ctx": "ROMEO: But soft, what light", "endings": ["through yonder window breaks.", "is the sun.",

@@ -107,6 +107,7 @@ def main():
     final = scores[-1][1]
     summary = train_records(run_dir)[-1]
     check(summary["type"] == "summary" and summary["choice_accuracy"] == final / 40 and
+          summary.get("choice_correct") == final and summary.get("choice_examples") == 40 and
           f"multiple choice ({choices}): {final}/40" in stdout,
           f"the summary record and the printout carry the last score ({summary.get('choice_accuracy')})")
     # By chance 10 of 40; 16 or more by chance has probability 2%.

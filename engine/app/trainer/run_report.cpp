@@ -176,6 +176,8 @@ void report_summary(TrainerState& s, const TrainSummary& summary) {
          {"unigram_entropy_nats", summary.unigram_entropy_nats},
          {"context_free_val_loss_nats", summary.context_free_val_loss_nats},
          {"choice_accuracy", summary.choices ? nlohmann::json(summary.choices->accuracy()) : nlohmann::json()},
+         {"choice_correct", summary.choices ? nlohmann::json(summary.choices->correct) : nlohmann::json()},
+         {"choice_examples", summary.choices ? nlohmann::json(summary.choices->examples) : nlohmann::json()},
          {"memory_peak_bytes", memory_json(summary.memory)},
          // The peak of the categories' sum, at one moment (the sum of their peaks above mixes the
          // steps' with the final gather's and the sample's).

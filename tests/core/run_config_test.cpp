@@ -112,6 +112,18 @@ TEST(RunConfig, AWholeNumberInExponentFormIsAnInteger) {
   expect_error(doc, {"'zero.param_persistence_threshold' = 3000000000 is out of range"});
 }
 
+// A constant rate reads neither decay_steps nor min_lr: neither is printed as derived.
+TEST(RunConfig, AConstantRateDerivesNoDecayTerms) {
+  nlohmann::json doc = base();
+  doc["optim"] = {{"decay", "constant"}};
+  for (const std::string& note : parse_run_config(doc, "test.json").derived) {
+    EXPECT_EQ(note.find("optim."), std::string::npos) << note;
+  }
+  doc["optim"] = {{"decay", "cosine"}};
+  const std::vector<std::string> cosine = parse_run_config(doc, "test.json").derived;
+  EXPECT_NE(std::find(cosine.begin(), cosine.end(), "optim.min_lr = 0.000100000005 (optim.lr / 10)"), cosine.end());
+}
+
 // A byte bound under half a byte rounded to 0, which reads as no bound at all: refused.
 TEST(RunConfig, AnInflightBoundUnderOneByteIsRefused) {
   nlohmann::json doc = base();

@@ -236,11 +236,13 @@ void read_optim_section(ConfigReader r, RunConfig& c) {
   a.eps = static_cast<float>(r.get_double("eps", 1e-8, 1e-30, 1.0));
   a.weight_decay = static_cast<float>(r.get_double("weight_decay", 0.1, 0.0, 10.0));
   o.min_lr = static_cast<float>(r.get_double("min_lr", a.lr / 10.0, 0.0, 10.0));
-  // From the single-precision lr: 1e-3 gives 0.000100000005, not the float nearest 1e-4, so a run
-  // that states 0.0001 is another schedule (a resume says which to write).
-  if (!r.has("min_lr")) derived.push_back(fmt::format("optim.min_lr = {} (optim.lr / 10)", o.min_lr));
   o.warmup_steps = r.get_int("warmup_steps", 0, 0, kMaxConfigSteps);
   o.decay = r.get_enum("decay", o.decay, {"cosine", "linear", "constant", "wsd"});
+  // From the single-precision lr: 1e-3 gives 0.000100000005, not the float nearest 1e-4, so a run
+  // that states 0.0001 is another schedule (a resume says which to write). A constant rate reads it not.
+  if (!r.has("min_lr") && o.decay != "constant") {
+    derived.push_back(fmt::format("optim.min_lr = {} (optim.lr / 10)", o.min_lr));
+  }
   if (r.has("cooldown_fraction") && o.decay != "wsd") {
     throw_input_error(
         "config error in {}: optim.cooldown_fraction is read only with optim.decay = \"wsd\" (decay is \"{}\")",

@@ -61,8 +61,11 @@ def main():
     check(kept and all(c["required_bytes"] <= budget for c in kept) and len(kept) < len(needs),
           f"at {budget} bytes: {len(kept)} of {len(needs)} choices kept, each within the budget")
     text = plan(budget)
-    best_line = [line for line in text.stdout.splitlines() if line.startswith("best: mpirun -np 2 zerotrain train")]
-    check(text.returncode == 0 and best_line, f"the table ends with a ready command for 2 ranks ({best_line})")
+    best_line = [line for line in text.stdout.splitlines() if line.startswith("best: mpirun -np 2 ")]
+    words = shlex.split(best_line[0])[4:6] if best_line else []
+    # The binary that planned (as build/zerotrain from the root), not a `zerotrain` on PATH.
+    check(text.returncode == 0 and len(words) == 2 and os.path.samefile(words[0], binary) and words[1] == "train",
+          f"the table ends with a ready command for 2 ranks, of this binary ({best_line})")
     best = kept[0]["sets"] if kept else []
     check(best_line and all(f"--set {s}" in best_line[0] for s in best), "the command carries the best choice's sets")
 
@@ -172,7 +175,8 @@ def main():
                         PROFILE, "--set", prompt], capture_output=True, text=True, timeout=300)
     best_line = [line[len("best: "):] for line in p.stdout.splitlines() if line.startswith("best: ")]
     argv = shlex.split(best_line[0]) if best_line else []
-    check(p.returncode == 0 and argv[:4] == ["zerotrain", "train", "--config", spaced] and prompt in argv,
+    check(p.returncode == 0 and len(argv) > 4 and os.path.samefile(argv[0], binary) and
+          argv[1:4] == ["train", "--config", spaced] and prompt in argv,
           f"the best line quotes what the shell would split ({best_line})")
     # A choice the trainer refuses (int8 gathers at stage 0, which has none) is counted refused,
     # not ranked (48 of them came first at 2 ranks).

@@ -150,6 +150,20 @@ std::string value_of(const plan::Choice& c, const std::string& key) {
 
 }  // namespace
 
+namespace {
+
+// This process's binary: relative to the working directory where it lies under it, else absolute;
+// "zerotrain" where /proc cannot tell.
+std::string this_binary() {
+  std::error_code ec;
+  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) return "zerotrain";
+  const std::filesystem::path here = std::filesystem::relative(exe, std::filesystem::current_path(ec), ec);
+  return !ec && !here.empty() && *here.begin() != ".." ? here.string() : exe.string();
+}
+
+}  // namespace
+
 int plan_main(const std::vector<std::string>& args) {
   ArgParser parser("plan", "Search what fits a memory budget per rank, fastest first (nothing is trained).");
   parser.value_flag("config", "FILE", "JSON run config", true)
@@ -257,9 +271,10 @@ int plan_main(const std::vector<std::string>& args) {
       "zero.max_inflight_reduction_mb, 0 for no bound; memory: the memory check's need per rank, the largest of a "
       "step's, the set-up's, the final gather's, a sample's bound and the multiple-choice scorer's, with "
       "checkpoint.async's staging; compute, comm and step: the estimate per optimizer step, docs/memory.md)\n");
-  // Runnable as printed: the batch terms were resolved for `ranks` ranks.
-  std::string line = fmt::format("{}zerotrain train --config {}", ranks > 1 ? fmt::format("mpirun -np {} ", ranks) : "",
-                                 shell_quoted(parser.get("config")));
+  // Runnable as printed: the batch terms were resolved for `ranks` ranks, and the binary is this one
+  // (relative to this directory where it lies under it: build/zerotrain), not a `zerotrain` on PATH.
+  std::string line = fmt::format("{}{} train --config {}", ranks > 1 ? fmt::format("mpirun -np {} ", ranks) : "",
+                                 shell_quoted(this_binary()), shell_quoted(parser.get("config")));
   // The user's own --set entries but those the best choice sets again (its value wins).
   const std::vector<std::string>& best = r.fitting.front().sets;
   for (const std::string& s : parser.all("set")) {

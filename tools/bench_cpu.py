@@ -9,12 +9,12 @@ fraction of the sgemm peak that
 build/tools/zt_bench_sgemm measures at the same thread count. FLOPs are model FLOPs, the same count
 for both sides: flops/token = 6*N + 6*L*C*T, N = every parameter including the embeddings with the
 vocabulary padded to a multiple of 64 as zerotrain pads it (the attention term counts the causal
-half of QK^T and AV). Prints PASS/FAIL against the issue's targets (speedup >= 2x, >= 60% of the
+half of QK^T and AV). Prints PASS/FAIL against the project's CPU targets (speedup >= 2x, >= 60% of the
 sgemm peak; no share of a peak that a side outran, measured under load) but exits 0 either way: 1
 only when a side failed to run, 2 on bad flags.
 
 PyTorch runs twice (--torch-blas): "PyTorch" with Debian's libblas.so.3 (the pthread OpenBLAS by
-default: the issue's baseline), and "PyTorch/zt" with LD_LIBRARY_PATH pointing at the directory of
+default: the targets' baseline), and "PyTorch/zt" with LD_LIBRARY_PATH pointing at the directory of
 the OpenBLAS zerotrain loads (the OpenMP build), so its BLAS shares torch's OpenMP thread pool
 instead of spinning a second pool on the same cores. The speedup is reported against both.
 The sides run in --rounds interleaved rounds (default 3), each round starting with the next side (a
@@ -43,7 +43,7 @@ from bench_cpu_report import (TORCH_SIDES, cpu_competition, cpu_counters, machin
 TARGET_SPEEDUP = 2.0
 TARGET_PEAK_FRACTION = 0.6
 SGEMM_SIZE = 2048
-DEFAULT_CONFIG = {  # the issue's benchmark: char-level (vocab 65) 4-layer GPT, f32, AdamW
+DEFAULT_CONFIG = {  # the CPU targets' benchmark: char-level (vocab 65) 4-layer GPT, f32, AdamW
     "model": {"n_layer": 4, "n_head": 4, "n_embd": 256, "block_size": 128, "vocab_size": 65, "dropout": 0.0},
     "train": {"micro_batch": 16, "seq_len": 128, "grad_accum": 1, "seed": 1337, "eval_every": 0},
     "optim": {"lr": 1e-4, "weight_decay": 0.1, "beta1": 0.9, "beta2": 0.95},

@@ -94,10 +94,10 @@ def print_table(r):
     print()
     for key, label in TORCH_SIDES.items():
         if key in r["speedup"]:
-            # The 2x target is against Debian's PyTorch as installed (same core type);
+            # The project's 2x target is against Debian's PyTorch as installed (same core type);
             # PyTorch on the OpenMP OpenBLAS is a stronger baseline, reported for information.
             verdict = "PASS" if tg["speedup_pass"][key] else "FAIL"
-            note = "the issue's target" if key == "pytorch" else "stronger baseline, for information"
+            note = "the project's target" if key == "pytorch" else "stronger baseline, for information"
             by_round = r["speedup_by_round"][key]
             spread = f" (rounds {min(by_round):.2f}-{max(by_round):.2f}x)" if len(by_round) > 1 else ""
             what = f"({label} ms / zerotrain ms)" if len(by_round) == 1 else \

@@ -739,7 +739,7 @@ def main():
          ["broken", "no tensor 'transformer.h.2.ln_1.weight'"]),
         ("an unsupported config", scaled, [], ["scaled/config.json", "rope_scaling", "not dynamic"]),
         ("attention left unscaled", unscaled, [], ["unscaled/config.json", "scale_attn_weights", "1 / sqrt"]),
-        ("a missing path", os.path.join(work, "nothing"), [], ["nothing", "no such"]),
+        ("a missing path", os.path.join(work, "nothing"), [], ["train.init_from: ", "nothing", "no such"]),
         ("a tied model's file with another head", other_head, [],
          ["tensor 'lm_head.weight' differs from 'transformer.wte.weight'", "tie_word_embeddings",
           "zerotrain's GPT-2 ties its head"]),

@@ -44,7 +44,17 @@ OverrideSources apply_init_from(nlohmann::json& doc, ConfigReader& root,
     }
     return set;
   }
-  const PretrainedModel pretrained = read_pretrained_model(path);
+  // Refusals named by the key and where it was set, as a data file's are (rethrow_naming_key): a
+  // missing folder said only "gpt2: no such Hugging Face folder ...".
+  const PretrainedModel pretrained = [&] {
+    try {
+      return read_pretrained_model(path);
+    } catch (const InputError& e) {
+      const std::string what = e.what();
+      if (what.starts_with("config error in ")) throw;
+      throw_input_error("config error in {}: train.init_from: {}", root.section("train").source_of("init_from"), what);
+    }
+  }();
   nlohmann::json& model = doc["model"];
   ConfigReader section = root.section("model");
   const ModelFamily& family = model_family(pretrained.model_keys.value("arch", ""));

@@ -19,7 +19,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.dirname(HERE))
 from check_report import Checks  # noqa: E402
-from recipe_steps import TEXT, export_hf, prepare_tokens, sample, validation_tokens  # noqa: E402
+from recipe_steps import export_hf, prepare_tokens, sample, validation_tokens  # noqa: E402
+from shared_corpus import require_tiny_shakespeare  # noqa: E402
 from run_dir_util import train_records  # noqa: E402
 
 from hf_env import require_hf, train_byte_level_bpe  # noqa: E402
@@ -41,11 +42,12 @@ def val_loss(model, tokens):
 
 
 def main():
+    corpus = require_tiny_shakespeare()  # exits 77 (skipped) where the shared corpus is absent
     binary = sys.argv[sys.argv.index("--") + 1]
     checks = Checks()
     work = checks.work_folder("zt_recipe_")
     gpt2 = os.path.join(work, "gpt2")  # stands in for the downloaded folder
-    with open(TEXT, encoding="utf-8") as f:
+    with open(corpus, encoding="utf-8") as f:
         text = f.read()
     tok = train_byte_level_bpe([text[i:i + 5000] for i in range(0, len(text), 5000)], 512)
     torch.manual_seed(0)

@@ -25,7 +25,8 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "parity"))
 from check_report import Checks  # noqa: E402
-from recipe_steps import TEXT, export_hf, prepare_tokens, sample, validation_tokens  # noqa: E402
+from recipe_steps import export_hf, prepare_tokens, sample, validation_tokens  # noqa: E402
+from shared_corpus import require_tiny_shakespeare  # noqa: E402
 from run_dir_util import train_records  # noqa: E402
 
 from hf_env import require_hf  # noqa: E402
@@ -98,12 +99,13 @@ def val_loss(params, config_text, tokens):
 
 
 def main():
+    corpus = require_tiny_shakespeare()  # exits 77 (skipped) where the shared corpus is absent
     split = sys.argv.index("--")
     launcher, binary = sys.argv[1:split], sys.argv[split + 1]
     checks = Checks()
     work = checks.work_folder("zt_llama_recipe_")
     folder = os.path.join(work, "Llama-3.2-1B")  # stands in for the downloaded folder
-    with open(TEXT, encoding="utf-8") as f:
+    with open(corpus, encoding="utf-8") as f:
         text = f.read()
     tok, start = make_folder(folder, text)
     with open(os.path.join(folder, "config.json")) as f:

@@ -9,13 +9,13 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 from shared_corpus import require_tiny_shakespeare  # noqa: E402
 
-TEXT = require_tiny_shakespeare()  # exits 77 (skipped) where the shared corpus is absent
-
 
 def prepare_tokens(tokenizer_json, out):
-    """tools/prepare_tokens.py on tinyshakespeare into shards of 100000 tokens named shakespeare_*."""
+    """tools/prepare_tokens.py on tinyshakespeare into shards of 100000 tokens named shakespeare_*
+    (exits 77, skipped, where the shared corpus is absent)."""
     return subprocess.run([sys.executable, "tools/prepare_tokens.py", "--tokenizer", tokenizer_json, "--out", out,
-                           "--name", "shakespeare", "--shard-tokens", "100000", "--no-progress", TEXT],
+                           "--name", "shakespeare", "--shard-tokens", "100000", "--no-progress",
+                           require_tiny_shakespeare()],
                           capture_output=True, text=True, timeout=600, cwd=ROOT)
 
 

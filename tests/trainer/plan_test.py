@@ -175,6 +175,12 @@ def main():
                         PROFILE, "--set", prompt], capture_output=True, text=True, timeout=300)
     best_line = [line[len("best: "):] for line in p.stdout.splitlines() if line.startswith("best: ")]
     argv = shlex.split(best_line[0]) if best_line else []
+    # From the binary's own folder the line names ./zerotrain (a bare name would be looked up on PATH).
+    here = subprocess.run([binary, "plan", "--config", spaced, "--ranks", "1", "--device-memory", "1TB", "--profile",
+                           PROFILE], capture_output=True, text=True, timeout=300, cwd=os.path.dirname(binary))
+    own = [line[len("best: "):] for line in here.stdout.splitlines() if line.startswith("best: ")]
+    check(here.returncode == 0 and own and shlex.split(own[0])[0] == "./" + os.path.basename(binary),
+          f"plan run from the binary's folder names ./{os.path.basename(binary)} ({own})")
     check(p.returncode == 0 and len(argv) > 4 and os.path.samefile(argv[0], binary) and
           argv[1:4] == ["train", "--config", spaced] and prompt in argv,
           f"the best line quotes what the shell would split ({best_line})")

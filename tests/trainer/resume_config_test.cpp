@@ -55,6 +55,12 @@ TEST(ResumeTrajectory, KeysCountWhereTheScheduleReadsThem) {
   EXPECT_TRUE(wsd[0].starts_with("optim.cooldown_fraction: 0.2")) << wsd[0];
   // The warmup is read by every schedule.
   EXPECT_EQ(changes(constant, 4, {{"decay", "constant"}, {"warmup_steps", 2}}, 4).size(), 1u);
+  // A switch to a constant rate is the decay's change alone: its floor and length are not read (the
+  // floor was listed without the hint that the derived line gave, which a constant rate no longer prints).
+  const std::vector<std::string> to_constant =
+      changes({{"decay", "cosine"}, {"min_lr", 1e-4}}, 4, {{"decay", "constant"}}, 8);
+  ASSERT_EQ(to_constant.size(), 1u);
+  EXPECT_TRUE(to_constant[0].starts_with("optim.decay: \"cosine\" -> \"constant\"")) << to_constant[0];
 }
 
 // The default floor is the single-precision lr / 10 (1e-3 gives 0.000100000005): stating 1e-4 is

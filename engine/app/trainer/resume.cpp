@@ -169,15 +169,14 @@ constexpr ConfigKey kTrajectoryKeys[] = {
 // And what deterministic mode's bits follow beside them (deterministic_bit_changes).
 constexpr ConfigKey kDeterministicBitKeys[] = {{"train", "deterministic"}, {"train", "micro_batch"}};
 
-// Whether the learning-rate schedule of either config reads `key` (lr_schedule.h): a constant
+// Whether the continued run's learning-rate schedule reads `key` (lr_schedule.h): a constant
 // schedule never decays, so its length and floor are not read, and training a constant-LR run for
-// longer (whose decay_steps follows max_steps) changes nothing. (The config refuses a cooldown
-// fraction outside WSD.)
-bool schedule_reads(const ConfigKey& k, const nlohmann::json& saved, const nlohmann::json& current) {
+// longer (whose decay_steps follows max_steps) changes nothing; a switch to a constant rate is said
+// by the change of optim.decay itself. (The config refuses a cooldown fraction outside WSD.)
+bool schedule_reads(const ConfigKey& k, const nlohmann::json& /*saved*/, const nlohmann::json& current) {
   const std::string_view section = k.first, key = k.second;
   if (section != "optim") return true;
-  const auto decay_is = [](const nlohmann::json& doc, const char* decay) { return at(doc, "optim", "decay") == decay; };
-  if (key == "decay_steps" || key == "min_lr") return !(decay_is(saved, "constant") && decay_is(current, "constant"));
+  if (key == "decay_steps" || key == "min_lr") return at(current, "optim", "decay") != "constant";
   return true;
 }
 

@@ -152,14 +152,15 @@ std::string value_of(const plan::Choice& c, const std::string& key) {
 
 namespace {
 
-// This process's binary: relative to the working directory where it lies under it, else absolute;
-// "zerotrain" where /proc cannot tell.
+// This process's binary: relative to the working directory where it lies under it (./zerotrain in
+// its own folder), else absolute; "zerotrain" where /proc cannot tell.
 std::string this_binary() {
   std::error_code ec;
   const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
   if (ec) return "zerotrain";
   const std::filesystem::path here = std::filesystem::relative(exe, std::filesystem::current_path(ec), ec);
-  return !ec && !here.empty() && *here.begin() != ".." ? here.string() : exe.string();
+  if (ec || here.empty() || *here.begin() == ".." || !std::filesystem::exists(exe, ec)) return exe.string();
+  return here.has_parent_path() ? here.string() : "./" + here.string();  // a bare name is looked up on PATH
 }
 
 }  // namespace

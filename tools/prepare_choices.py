@@ -89,8 +89,11 @@ def examples(path, keys):
             context, endings, label = doc[context_key], doc[endings_key], doc[label_key]
             if not isinstance(context, str) or not context:
                 fail(f"{path}:{n}: no text under \"{context_key}\" (--context-key)")
-            if not isinstance(endings, list) or len(endings) < 2 or not all(isinstance(e, str) and e for e in endings):
+            if not isinstance(endings, list) or len(endings) < 2 or not all(isinstance(e, str) for e in endings):
                 fail(f"{path}:{n}: \"{endings_key}\" is not a list of two or more texts (--endings-key)")
+            empty = [i for i, e in enumerate(endings) if not e]
+            if empty:  # a completion of nothing: a hole in the data, not an answer to score
+                fail(f"{path}:{n}: ending {empty[0]} of \"{endings_key}\" is empty (--endings-key)")
             # HellaSwag's test split keeps labels as text; ASCII digits alone ("²" is a digit to
             # isdigit, and int() refuses it).
             if isinstance(label, str) and label.isascii() and label.isdigit():

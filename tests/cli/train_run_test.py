@@ -172,6 +172,12 @@ def main():
           "the prompt's 1 position included" in empty.stderr and newline.stdout == "\n" + empty.stdout,
           f"an empty prompt starts from token 0, said so ({empty.stderr.strip()[-300:]!r}; {empty.stdout[:30]!r} "
           f"against {newline.stdout[:31]!r})")
+    # A prompt past the 32 positions the sample attends to: its last 32 condition it, said (the
+    # summary counted all 40 as run, and nothing said the first 8 were cut off).
+    long_prompt = run(binary, ["sample", "--run", run_a, "--tokens", "2", "--temperature", "0", "--prompt", "\n" * 40])
+    check(long_prompt.returncode == 0 and "the prompt's 32 positions included" in long_prompt.stderr and
+          "the prompt's first 8 of 40 tokens were cut off: the sample attends to 32 positions" in long_prompt.stderr,
+          f"a prompt past the context says what was cut off ({long_prompt.stderr.strip()[-300:]!r})")
     # The text comes as it is drawn: a long sample's first characters reach a pipe within seconds,
     # and a Ctrl-C keeps them (it printed nothing until the last token).
     long = subprocess.Popen([binary, "sample", "--run", run_a, "--tokens", "1000000", "--prompt", "the "],

@@ -172,13 +172,20 @@ int generate_and_print(StandaloneModel& model, const data::TokenText& text, cons
   const int stopped_by = static_cast<int>(tokens.size()) < options.max_new_tokens ? stop_signal() : 0;
   const bool ended = ended_at.has_value() && static_cast<int>(tokens.size()) < options.max_new_tokens;
   // "N tokens in S s" stays whole: tools parse it.
+  // A prompt past the positions the model attends to conditions the sample by its last ones only,
+  // as nanoGPT crops it (transformers' generate refuses such a prompt): said, and counted as run.
+  const std::size_t prompt_run = std::min(prompt.ids.size(), static_cast<std::size_t>(prompt.limit));
   print_err(
       "zerotrain sample: {}{} tokens in {:.3f} s ({:.1f} tokens/s; the models' set-up and the prompt's {} "
-      "position{} included){}\n",
+      "position{} included){}{}\n",
       stopped_by != 0 ? fmt::format("stopped by {} after ", signal_name(stopped_by)) : "", tokens.size(), seconds,
-      static_cast<double>(tokens.size()) / seconds, prompt.ids.size(), prompt.ids.size() == 1 ? "" : "s",
+      static_cast<double>(tokens.size()) / seconds, prompt_run, prompt_run == 1 ? "" : "s",
       ended && stopped_by == 0
           ? fmt::format("; ended by the end-of-text token {} (--ignore-eos draws on past it)", *ended_at)
+          : "",
+      prompt.ids.size() > prompt_run
+          ? fmt::format("; the prompt's first {} of {} tokens were cut off: the sample attends to {} positions",
+                        prompt.ids.size() - prompt_run, prompt.ids.size(), prompt.limit)
           : "");
   return stopped_by != 0 ? 128 + stopped_by : 0;  // as a shell reports a command its signal ended
 }

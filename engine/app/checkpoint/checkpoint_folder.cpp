@@ -2,7 +2,6 @@
 #include "engine/app/checkpoint/checkpoint_folder.h"
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -13,10 +12,10 @@
 #include <sstream>
 #include <string_view>
 
+#include "engine/app/checkpoint/checkpoint_absence.h"
 #include "engine/app/checkpoint/checkpoint_manifest.h"
 #include "engine/app/checkpoint/checkpoint_reader.h"
 #include "engine/app/checkpoint/durable_file.h"
-#include "engine/app/checkpoint/folder_lock.h"
 #include "engine/base/core/check.h"
 
 namespace zt::ckpt {
@@ -269,24 +268,6 @@ std::string current_latest(const std::string& folder) {
   return read_latest(folder);
 }
 
-// The staging directories of saves begun in `folder` and never committed (.tmp-step_*, oldest
-// first), named with their steps ("step 20, .tmp-step_00000020"); "" for none.
-std::string cut_off_saves(const std::string& folder) {
-  std::vector<std::pair<std::int64_t, std::string>> found;
-  std::error_code ec;
-  for (const fs::directory_entry& e : fs::directory_iterator(folder, ec)) {
-    const std::string name = e.path().filename().string();
-    if (!name.starts_with(kTempPrefix)) continue;
-    if (const std::int64_t step = step_of(name.substr(std::string_view(kTempPrefix).size())); step >= 0) {
-      found.emplace_back(step, name);
-    }
-  }
-  std::sort(found.begin(), found.end());
-  std::vector<std::string> named;
-  for (const auto& [step, name] : found) named.push_back(fmt::format("step {}, {}", step, name));
-  return fmt::format("{}", fmt::join(named, "; "));
-}
-
 }  // namespace
 
 ResolvedCheckpoint resolve_checkpoint(const std::string& path, Validation validation) {
@@ -357,33 +338,8 @@ ResolvedCheckpoint resolve_checkpoint(const std::string& path, Validation valida
     }
   }
   if (candidates.empty()) {
-    // Where they are instead: a run directory given for its folder, a folder whose checkpoints a
-    // rollback set aside, or a run that saved none (a save is asked for: both keys are off by default).
-    std::string where;
-    if (fs::is_directory(fs::path(path) / "checkpoints")) {
-      where = fmt::format("; its checkpoints are in {}", (fs::path(path) / "checkpoints").string());
-    } else if (const SupersededUsage aside = superseded_usage(path); aside.checkpoints > 0) {
-      where = fmt::format("; {} checkpoint(s) set aside in {}: resume one by its path", aside.checkpoints,
-                          (fs::path(path) / kSupersededName).string());
-    } else if (const std::string cut_off = cut_off_saves(path); !cut_off.empty()) {
-      // A save was asked for and begun: the folder's config saves; what it lacks is a save that
-      // ended, or a live run's first one is still being written.
-      const std::string holder = live_holder((fs::path(path) / "LOCK").string());
-      where = holder.empty()
-                  ? fmt::format(
-                        "; the save begun there ({}) was cut off before it completed (the run "
-                        "was killed or failed during it), so there is nothing to resume: start "
-                        "the run afresh",
-                        cut_off)
-                  : fmt::format("; a live run ({}) is writing its first save there ({}): wait for it", holder, cut_off);
-    } else if (const fs::path folder = fs::path(path).lexically_normal(),
-               run_dir = (folder.has_filename() ? folder : folder.parent_path()).parent_path();
-               fs::exists(run_dir / "metrics.jsonl")) {
-      where =
-          "; none was saved there: a run saves them with checkpoint.every_steps or checkpoint.at_end = true "
-          "(both off by default), or at a stop signal";
-    }
-    throw_input_error("{}: no checkpoint found (no {} and no step_* directory){}", path, kLatestName, where);
+    throw_input_error("{}: no checkpoint found (no {} and no step_* directory){}", path, kLatestName,
+                      where_checkpoints_are_not(path));
   }
   throw_input_error("{}: no valid checkpoint (newest: {})", path, first_error);
 }

@@ -72,6 +72,15 @@ void MetricsLog::write(const nlohmann::json& record) {
   }
 }
 
+void MetricsLog::write_while(const nlohmann::json& record, const std::function<bool()>& still_ours) {
+  struct stat st {};
+  const bool sized = regular_ && ::fstat(::fileno(file_), &st) == 0;  // every record is flushed: the size is the file's
+  write(record);
+  if (sized && !still_ours() && ::ftruncate(::fileno(file_), st.st_size) != 0) {
+    throw_runtime_error("cannot take a record back out of metrics file '{}': {}", path_, std::strerror(errno));
+  }
+}
+
 void MetricsLog::sync() {
   if (std::fflush(file_) != 0 || (regular_ && ::fsync(::fileno(file_)) != 0)) {
     throw_runtime_error("cannot sync metrics file '{}' to disk: {}", path_, std::strerror(errno));

@@ -25,6 +25,10 @@ class MetricsLog {
   MetricsLog& operator=(const MetricsLog&) = delete;
 
   void write(const nlohmann::json& record);
+  // write, then, where `still_ours()` no longer holds (the run's directory taken over by another
+  // run while this process was stopped between its caller's check and the write: a SIGSTOP), the
+  // record taken back out of a regular file, so no record of this run follows the taker's.
+  void write_while(const nlohmann::json& record, const std::function<bool()>& still_ours);
   // The records written so far onto the disk (a regular file's; nothing for a pipe or a device):
   // before a checkpoint commits, so that a power loss never leaves a checkpoint whose run's log
   // lacks the steps before it.

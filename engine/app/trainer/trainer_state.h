@@ -84,7 +84,9 @@ struct TrainerState {
   // A record for metrics.jsonl; none once a lock is lost, so a run stopped past the locks'
   // staleness and taken over never writes beside its taker (the step's vote then ends it).
   void log(const nlohmann::json& record) {
-    if (metrics && lock_lost_to().empty()) metrics->write(record);
+    // Checked again after the write: a process stopped between the check and the write (SIGSTOP)
+    // may continue after another run took the directory over (its record is then taken back).
+    if (metrics && lock_lost_to().empty()) metrics->write_while(record, [this] { return lock_lost_to().empty(); });
   }
   // The communicator the parameter store's collectives go through (its volume is the ZeRO one).
   Communicator& store_comm() { return device_comm ? *device_comm : comm; }

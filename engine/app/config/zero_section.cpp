@@ -35,7 +35,7 @@ void note_keys_without_effect(RunConfig& c) {
   const ZeroOptions& z = c.zero;
   const StagePolicy policy = make_stage_policy(z, c.world_size, c.param_dtype);
   // A unit reduced in rounds (a tied table under train.head_chunks) pends on several ranks at any stage.
-  const bool pends = policy.pends || (c.world_size > 1 && c.train.head_chunks > 1);
+  const bool pends = policy.pends_unit(/*reduced_in_rounds=*/c.train.head_chunks > 1);
   const nlohmann::json chosen = zero_section_json(z), defaults = zero_section_json(ZeroOptions{});
   std::vector<std::string> noted;
   const auto unnoted = [&](const char* key) {

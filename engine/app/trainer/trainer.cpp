@@ -248,13 +248,16 @@ TrainSummary Trainer::run() {
       report_step(s, run, step + 1, result, meter);
     }
     poll_checkpoint(s, run);  // commits an asynchronous save whose files are written
-    bool stop = result.stop_requested;
-    run.stop_in_last_step = result.stop_in_last_step;
+    // On the last step the run simply finishes (finish_run saves first): its final weights are what a
+    // resume would make.
+    const bool last = step + 1 == c.train.max_steps;
+    bool stop = result.stop_requested && !last;
+    run.stop_in_last_step = result.stop_requested && last;
     if (c.checkpoint.every_steps > 0 && (step + 1) % c.checkpoint.every_steps == 0) {
       save_checkpoint(s, run, step + 1);
       // A stop that came while the checkpoint was written (seconds, for a large model) stops on
       // it, rather than after a step more and a second save; the ranks vote as at a step's end.
-      if (step + 1 < c.train.max_steps) {
+      if (!last) {
         const AgreedLoss agreed = agree_on_stop(s, c.zero.fold_in_global_order);
         if (agreed.lock_lost) end_on_lost_lock(s, step + 1);
         stop = stop || agreed.stop_requested;
@@ -265,7 +268,6 @@ TrainSummary Trainer::run() {
       break;
     }
     // The last step's evaluation and sample come after its weights are saved (finish_run).
-    const bool last = step + 1 == c.train.max_steps;
     const bool eval_due = !last && evaluates_after(c, step + 1);
     const bool sample_due = !last && samples_after(c, step + 1);
     if ((eval_due || sample_due) && !evaluate_and_sample(s, run, step + 1, eval_due, sample_due)) {
@@ -327,9 +329,7 @@ StepResult Trainer::train_step(int step, const RunProgress& run) {
   r.loss = agreed.loss;
   r.lock_lost = agreed.lock_lost;
   if (r.lock_lost) return r;  // the run ends (end_on_lost_lock): no update, nothing written
-  // On the last step the run simply finishes: its final weights are what a resume would make.
-  r.stop_requested = agreed.stop_requested && step + 1 < c.train.max_steps;
-  r.stop_in_last_step = agreed.stop_requested && step + 1 == c.train.max_steps;
+  r.stop_requested = agreed.stop_requested;
   // Each rank's fp64 sum of squares over the same partition (N ways, or the group's g) at every
   // stage, summed in rank order; folding, an exact sum (the same at every rank count).
   r.grad_norm = std::sqrt(s.store.global_grad_sum_of_squares());

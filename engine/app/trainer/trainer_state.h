@@ -100,7 +100,6 @@ struct TrainerState {
   HybridCommunicator* hybrid_comm() { return dynamic_cast<HybridCommunicator*>(device_comm.get()); }
 };
 
-// Where a run stands between steps.
 // A folder's identity as statx(2) reads it (birth time 0 where the file system keeps none): another
 // folder made under the same name differs.
 struct FolderIdentity {
@@ -108,6 +107,7 @@ struct FolderIdentity {
   bool operator==(const FolderIdentity&) const = default;
 };
 
+// Where a run stands between steps.
 struct RunProgress {
   // Where the run started: step 0 and sample 0, or a checkpoint's position (the LR schedule, data
   // windows and dropout are functions of the step and the global sample index, so nothing else is
@@ -164,13 +164,12 @@ struct RunProgress {
 
 // What one training step produced.
 struct StepResult {
-  float loss = 0.0f;               // the micro-batches' mean, averaged over ranks
-  double grad_norm = 0.0;          // the global gradient norm, before clipping
-  float lr = 0.0f;                 // the learning rate AdamW used (0 when it did not run)
-  bool stop_requested = false;     // a rank has a stop request (never set on the run's last step)
-  bool stop_in_last_step = false;  // ... on the run's last step: the run finishes, its save first
-  bool lock_lost = false;          // rank 0's lock was taken over: the run ends (no update taken)
-  bool updated = false;            // false: the loss or gradient norm was not finite; no weights touched
+  float loss = 0.0f;            // the micro-batches' mean, averaged over ranks
+  double grad_norm = 0.0;       // the global gradient norm, before clipping
+  float lr = 0.0f;              // the learning rate AdamW used (0 when it did not run)
+  bool stop_requested = false;  // a rank has a stop request (on the last step the run finishes, its save first)
+  bool lock_lost = false;       // rank 0's lock was taken over: the run ends (no update taken)
+  bool updated = false;         // false: the loss or gradient norm was not finite; no weights touched
 };
 
 }  // namespace zt

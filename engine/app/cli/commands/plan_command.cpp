@@ -27,14 +27,29 @@ namespace {
 
 constexpr const char* kDefaultProfile = "docs/results/cpu_op_profile.json";
 
-// The committed profile: in the working directory (the repository's root), else in the repository
-// whose build/ holds this binary (build/zerotrain run from anywhere); "" where neither has it.
-// Where the default profile is looked for: the working directory's repository, then the one the
-// binary sits in (build/zerotrain's ../).
-std::filesystem::path profile_beside_binary() {
+// This process's binary, as /proc names it; empty where it cannot tell.
+std::filesystem::path own_binary() {
   std::error_code ec;
   const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
-  return ec ? std::filesystem::path() : exe.parent_path().parent_path() / kDefaultProfile;
+  return ec ? std::filesystem::path() : exe;
+}
+
+// Where the default profile is looked for after the working directory (the repository's root): in
+// the repository whose build/ holds this binary (build/zerotrain run from anywhere).
+std::filesystem::path profile_beside_binary() {
+  const std::filesystem::path exe = own_binary();
+  return exe.empty() ? std::filesystem::path() : exe.parent_path().parent_path() / kDefaultProfile;
+}
+
+// This process's binary for a command line: relative to the working directory where it lies under
+// it (./zerotrain in its own folder), else absolute; "zerotrain" where /proc cannot tell.
+std::string this_binary() {
+  const std::filesystem::path exe = own_binary();
+  if (exe.empty()) return "zerotrain";
+  std::error_code ec;
+  const std::filesystem::path here = std::filesystem::relative(exe, std::filesystem::current_path(ec), ec);
+  if (ec || here.empty() || *here.begin() == ".." || !std::filesystem::exists(exe, ec)) return exe.string();
+  return here.has_parent_path() ? here.string() : "./" + here.string();  // a bare name is looked up on PATH
 }
 
 std::string default_profile() {
@@ -146,21 +161,6 @@ std::string value_of(const plan::Choice& c, const std::string& key) {
     if (s.starts_with(key + "=")) return s.substr(key.size() + 1);
   }
   return "-";  // a key the choice does not set: unused at its stage (prefetch below stage 3)
-}
-
-}  // namespace
-
-namespace {
-
-// This process's binary: relative to the working directory where it lies under it (./zerotrain in
-// its own folder), else absolute; "zerotrain" where /proc cannot tell.
-std::string this_binary() {
-  std::error_code ec;
-  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (ec) return "zerotrain";
-  const std::filesystem::path here = std::filesystem::relative(exe, std::filesystem::current_path(ec), ec);
-  if (ec || here.empty() || *here.begin() == ".." || !std::filesystem::exists(exe, ec)) return exe.string();
-  return here.has_parent_path() ? here.string() : "./" + here.string();  // a bare name is looked up on PATH
 }
 
 }  // namespace

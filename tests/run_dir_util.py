@@ -88,14 +88,17 @@ def train_records(run_dir):
 
 
 def records_so_far(run_dir):
-    """The records of a running job's metrics.jsonl so far: whole lines only (a read beside the
-    writer can end inside a line, which json.loads refuses), none before the file exists."""
+    """The records of a running job's metrics.jsonl so far: whole lines only, none before the file
+    exists. One read to the end: iterating the file line by line beside the writer yields a line cut
+    at the end of what was there, then its rest as a line of its own once written."""
     try:
         with open(os.path.join(run_dir, "metrics.jsonl")) as f:
-            lines = [line for line in f if line.endswith("\n")]
+            text = f.read()
     except FileNotFoundError:
         return []
-    return [json.loads(line) for line in lines]
+    # A last line still being written is not a record yet. Split at "\n" alone: a sample's text may
+    # hold U+2028 or U+0085, where str.splitlines would cut a record.
+    return [json.loads(line) for line in text.split("\n")[:-1]]
 
 
 def curve(recs):

@@ -64,14 +64,17 @@ def read_metrics(path):
     train, evals, context_free, entropy, summary_steps = [], [], None, None, None
     try:
         with open(path, encoding="utf-8") as f:
-            lines = f.readlines()
+            # One read to the end (readlines beside a live run's writer can yield a line cut at the
+            # end of what was there, then its rest as a line of its own), split at "\n" alone (a
+            # sample's text may hold U+2028, where str.splitlines would cut a record).
+            lines = f.read().split("\n")  # the last: "", or a line with no newline after it
     except UnicodeDecodeError as e:
         raise InputError(f"{path}: not UTF-8 text (byte 0x{e.object[e.start]:02x} at offset {e.start}): "
                          "not a metrics file") from None
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
-        if number == len(lines) and not line.endswith("\n"):  # a record still being written: not one yet
+        if number == len(lines):  # a record still being written is not one yet
             try:
                 json.loads(line)
             except json.JSONDecodeError:

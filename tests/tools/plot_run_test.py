@@ -4,7 +4,8 @@ Proves that a metrics.jsonl with train, eval, sample and summary records (and a 
 engine writes a non-finite one) plots to a PNG with the PNG signature and a plausible size, at the
 default place and at --out; that the dotted line is the summary's context-free validation loss
 (the training unigram entropy, labelled as such, only for a run without one); that a run of zero
-steps plots its evaluation; and that a missing, empty or malformed metrics file exits 2 with one
+steps plots its evaluation; that a log read while its run writes a record is read up to that
+record; and that a missing, empty or malformed metrics file exits 2 with one
 line naming the file (and the line); and that --help gives every flag a meaning and its default.
 Fails, never skips, when matplotlib is missing.
 """
@@ -195,6 +196,53 @@ def test_torn_last_record_and_formats(tmp):
           f"an --out of no image format is refused: {proc.stderr!r}")
 
 
+class GrowingFile(io.RawIOBase):
+    """A file a live run appends to: the first reads end at `first`'s end (a record cut short), then
+    one read answers end of file, and the later ones give `rest`, as the writer's next write would."""
+
+    def __init__(self, first, rest):
+        self.chunks = [first, b"", rest]
+
+    def readable(self):
+        return True
+
+    def readinto(self, buffer):
+        while self.chunks:
+            chunk = self.chunks[0]
+            n = min(len(buffer), len(chunk))
+            buffer[:n] = chunk[:n]
+            if n < len(chunk):
+                self.chunks[0] = chunk[n:]
+            else:
+                self.chunks.pop(0)
+            if n or chunk == b"":
+                return n
+        return 0
+
+
+def test_live_log(tmp):
+    """A log read while its run writes the record it cut short is read up to that record (a
+    line-by-line read took the record's rest for a line of its own: 'not JSON'); a sample's text
+    holding U+2028 or U+0085 (Python's other line ends) is one record."""
+    sys.path.insert(0, str(TOOL.parent))
+    import plot_run
+    run_dir = tmp / "live"
+    lines = synthetic_metrics(20)
+    lines.insert(3, json.dumps({"type": "sample", "step": 2, "text": "a\u2028b\u0085c"}, ensure_ascii=False))
+    write_run(run_dir, lines)
+    whole = (run_dir / "metrics.jsonl").read_bytes()
+    record = b'{"type": "train", "step": 21, "loss": 1.5, "lr": 0.001}\n'
+    plot_run.open = lambda path, encoding: io.TextIOWrapper(io.BufferedReader(GrowingFile(whole + record[:30],
+                                                                                          record[30:])), encoding)
+    try:
+        train = plot_run.read_metrics(run_dir / "metrics.jsonl")[0]
+    except plot_run.InputError as e:
+        raise AssertionError(f"a live log is read up to the record being written: {e}") from None
+    finally:
+        del plot_run.open
+    check(len(train) == 20, f"the record being written is not one yet ({len(train)} train records)")
+
+
 def test_errors(tmp):
     expect_input_error(tmp, "missing", None, "metrics.jsonl", "no such file")
     expect_input_error(tmp, "empty", [], "metrics.jsonl", "no train records")
@@ -246,7 +294,8 @@ def main():
     for name, fn in [("matplotlib_present", test_matplotlib_present), ("plots_synthetic_run", test_plots_synthetic_run),
                      ("out_flag_and_no_config", test_out_flag_and_no_config),
                      ("context_free_line", test_context_free_line), ("zero_step_run", test_zero_step_run),
-                     ("torn_last_record_and_formats", test_torn_last_record_and_formats), ("errors", test_errors),
+                     ("torn_last_record_and_formats", test_torn_last_record_and_formats),
+                     ("live_log", test_live_log), ("errors", test_errors),
                      ("llama_title", test_llama_title), ("help", test_help)]:
         with tempfile.TemporaryDirectory(prefix="plot_run_test_") as tmp:
             try:

@@ -1,6 +1,7 @@
 // What a resume reads of metrics.jsonl (MetricsLog::read_at_step, one pass) and the records it then
 // drops (drop_records_after_step): a step's records, the save ids, records past the step, a
-// summary's last_step, a last line a kill cut short, lines that are not records.
+// summary's last_step, a last line a kill cut short, lines that are not records; and what
+// write_while takes back once another run took the directory over.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -101,6 +102,36 @@ TEST_F(MetricsLogAtStep, AMissingLogIsEmpty) {
   const MetricsLog::AtStep at = log.read_at_step(4, {"s4"});
   EXPECT_FALSE(at.any_record);
   EXPECT_EQ(at.past, 0);
+}
+
+// write_while: a record written while the run's directory is still its own stays; one written just
+// as another run took the directory over (this process stopped meanwhile) is taken back out, but
+// only where it still ends the file: the taker's records, before it or after it, stay.
+class MetricsLogWriteWhile : public MetricsLogAtStep {
+ protected:
+  void append(const std::string& text) const { std::ofstream(path_, std::ios::binary | std::ios::app) << text; }
+};
+
+TEST_F(MetricsLogWriteWhile, KeepsTheRecordWhileTheDirectoryIsOurs) {
+  MetricsLog log(path_);
+  log.write_while({{"type", "train"}, {"step", 1}}, [] { return true; });
+  EXPECT_EQ(read_log(), "{\"step\":1,\"type\":\"train\"}\n");
+}
+
+TEST_F(MetricsLogWriteWhile, TakesBackItsRecordOnlyWhereItEndsTheFile) {
+  write_log("{\"step\":1}\n");
+  MetricsLog log(path_);
+  // Another run took the directory over before this write, and wrote a record (appended to the same file).
+  append("{\"taker\":1}\n");
+  log.write_while({{"step", 2}}, [] { return false; });
+  EXPECT_EQ(read_log(), "{\"step\":1}\n{\"taker\":1}\n");
+  // ... and after it, before this process checked: the record stays, the taker's too (cutting ours
+  // would cut theirs).
+  log.write_while({{"step", 3}}, [this] {
+    append("{\"taker\":2}\n");
+    return false;
+  });
+  EXPECT_EQ(read_log(), "{\"step\":1}\n{\"taker\":1}\n{\"step\":3}\n{\"taker\":2}\n");
 }
 
 }  // namespace

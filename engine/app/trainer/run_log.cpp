@@ -63,20 +63,32 @@ MetricsLog::~MetricsLog() {
   if (file_ != nullptr) std::fclose(file_);
 }
 
-void MetricsLog::write(const nlohmann::json& record) {
+void MetricsLog::write(const nlohmann::json& record) { write_line(line_of(record)); }
+
+std::string MetricsLog::line_of(const nlohmann::json& record) {
   // A sample of a byte-level vocabulary may cut a character short: its invalid bytes are written as
   // U+FFFD (what Hugging Face's decode gives), not a reason to end the run.
-  const std::string line = record.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  return record.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+}
+
+void MetricsLog::write_line(const std::string& line) {
   if (std::fwrite(line.data(), 1, line.size(), file_) != line.size() || std::fflush(file_) != 0) {
     throw_runtime_error("write to metrics file '{}' failed: {}", path_, std::strerror(errno));
   }
 }
 
 void MetricsLog::write_while(const nlohmann::json& record, const std::function<bool()>& still_ours) {
+  const std::string line = line_of(record);
+  write_line(line);
+  if (!regular_ || still_ours()) return;
+  // Appended and flushed: the offset is the record's end. Only a record that still ends the file is
+  // cut off: a record the taker wrote after it (or, had this process been stopped before its
+  // write, before it) is the taker's, never cut with it.
+  const int fd = ::fileno(file_);
+  const off_t end = ::lseek(fd, 0, SEEK_CUR);
+  const auto size = static_cast<off_t>(line.size());
   struct stat st {};
-  const bool sized = regular_ && ::fstat(::fileno(file_), &st) == 0;  // every record is flushed: the size is the file's
-  write(record);
-  if (sized && !still_ours() && ::ftruncate(::fileno(file_), st.st_size) != 0) {
+  if (end >= size && ::fstat(fd, &st) == 0 && st.st_size == end && ::ftruncate(fd, end - size) != 0) {
     throw_runtime_error("cannot take a record back out of metrics file '{}': {}", path_, std::strerror(errno));
   }
 }

@@ -27,7 +27,8 @@ class MetricsLog {
   void write(const nlohmann::json& record);
   // write, then, where `still_ours()` no longer holds (the run's directory taken over by another
   // run while this process was stopped between its caller's check and the write: a SIGSTOP), the
-  // record taken back out of a regular file, so no record of this run follows the taker's.
+  // record taken back out of a regular file where it still ends it, so no record of this run
+  // follows the taker's (and none of the taker's goes with it).
   void write_while(const nlohmann::json& record, const std::function<bool()>& still_ours);
   // The records written so far onto the disk (a regular file's; nothing for a pipe or a device):
   // before a checkpoint commits, so that a power loss never leaves a checkpoint whose run's log
@@ -57,6 +58,8 @@ class MetricsLog {
   const std::string& set_aside() const { return set_aside_; }
 
  private:
+  static std::string line_of(const nlohmann::json& record);
+  void write_line(const std::string& line);
   void open_file(bool truncate);
   void set_aside_file();
   // Calls visit(line, torn) for each line until it returns false (torn: the last line, no newline

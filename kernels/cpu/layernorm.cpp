@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/contracts/norm_row_scale.h"
 #include "kernels/cpu/bf16_staging.h"
 #include "kernels/cpu/residual.h"
 #include "kernels/cpu/vec_math.h"
@@ -97,7 +98,7 @@ void layernorm_forward(const ExecContext& ctx, TensorView out, TensorView mean, 
     // Two-pass variance: (x - mean)^2 stays accurate when |mean| >> std. orow is the scratch.
     for (std::int64_t c = 0; c < C; ++c) orow[c] = xr[c] - m;
     const float var = vec::dot(orow, orow, C) / static_cast<float>(C);
-    const float s = 1.0f / std::sqrt(var + kLayerNormEps);
+    const float s = norm_row_scale(var, kLayerNormEps);
     for (std::int64_t c = 0; c < C; ++c) orow[c] = orow[c] * s * w[c] + b[c];
     mean_p[n] = m;
     rstd_p[n] = s;

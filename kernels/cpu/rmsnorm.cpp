@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/contracts/norm_row_scale.h"
 #include "kernels/cpu/bf16_staging.h"
 #include "kernels/cpu/vec_math.h"
 
@@ -77,7 +78,7 @@ void rmsnorm_forward(const ExecContext& ctx, TensorView out, TensorView rstd, Te
   for (std::int64_t n = 0; n < d.rows; ++n) {
     const float* xr = x + n * C;
     float* orow = o + n * C;  // may be xr: each element is read before it is written
-    const float s = 1.0f / std::sqrt(vec::dot(xr, xr, C) / static_cast<float>(C) + eps);
+    const float s = norm_row_scale(vec::dot(xr, xr, C) / static_cast<float>(C), eps);
     for (std::int64_t c = 0; c < C; ++c) orow[c] = xr[c] * s * w[c];
     rstd_p[n] = s;
   }

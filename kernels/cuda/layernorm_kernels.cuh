@@ -17,6 +17,7 @@
 
 #include "kernels/contracts/kernel_scratch.h"
 #include "kernels/contracts/layernorm_eps.h"  // kLayerNormEps
+#include "kernels/contracts/norm_row_scale.h"
 #include "kernels/cuda/block_row_backward.cuh"
 #include "kernels/cuda/chunk_partials.cuh"
 #include "kernels/cuda/device_helpers.cuh"
@@ -94,7 +95,7 @@ __device__ __forceinline__ void forward_whole_row(T* out, float* mean, float* rs
     if (lane + b * detail::kWarpSize < groups) add_group_deviations<kVec>(Vec::widen(xr[b]), m, sq);
   }
   const float var = detail::warp_sum(sq) / static_cast<float>(C);
-  const float s = 1.0f / sqrtf(var + kLayerNormEps);
+  const float s = norm_row_scale(var, kLayerNormEps);
   // The weight and bias, read by every row (L1 and L2 hits), loaded only now: through the passes
   // their registers would cost an SM a block.
   typename ParamVec::Raw wr[kRowBatch]{}, br[kRowBatch]{};
@@ -151,7 +152,7 @@ __global__ void layernorm_forward_kernel(T* out, float* mean, float* rstd, T* re
   float sq = 0.0f;
   for (int q = lane; q < groups; q += detail::kWarpSize) add_group_deviations<kVec>(Vec::load(x + q * kVec), m, sq);
   const float var = detail::warp_sum(sq) / static_cast<float>(C);
-  const float s = 1.0f / sqrtf(var + kLayerNormEps);
+  const float s = norm_row_scale(var, kLayerNormEps);
   T* o = out + row * C;
   for (int q = lane; q < groups; q += detail::kWarpSize) {
     const ParamVec wv = ParamVec::load(weight + q * kVec), bv = ParamVec::load(bias + q * kVec);

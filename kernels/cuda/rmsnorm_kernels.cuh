@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "kernels/contracts/kernel_scratch.h"
+#include "kernels/contracts/norm_row_scale.h"
 #include "kernels/cuda/block_row_backward.cuh"
 #include "kernels/cuda/chunk_partials.cuh"
 #include "kernels/cuda/device_helpers.cuh"
@@ -82,7 +83,7 @@ __global__ void rmsnorm_forward_kernel(T* out, float* rstd, const T* inp, const 
         }
       }
     }
-    const float s = 1.0f / sqrtf(detail::warp_sum(sq) / static_cast<float>(C) + eps);
+    const float s = norm_row_scale(detail::warp_sum(sq) / static_cast<float>(C), eps);
 #pragma unroll
     for (int h = 0; h < kHalves; ++h) {
       store_scaled_batch<T, P, kVec>(o, xr[h], weight, lane + h * kRowBatch * detail::kWarpSize, groups, s);
@@ -96,7 +97,7 @@ __global__ void rmsnorm_forward_kernel(T* out, float* rstd, const T* inp, const 
 #pragma unroll
     for (int i = 0; i < kVec; ++i) sq += xv[i] * xv[i];
   }
-  const float s = 1.0f / sqrtf(detail::warp_sum(sq) / static_cast<float>(C) + eps);
+  const float s = norm_row_scale(detail::warp_sum(sq) / static_cast<float>(C), eps);
   // kRowBatch groups' loads (row and weight) at once, then their outputs ([Note: loads in batches]
   // in row_batches.cuh): a group at a time took a round trip each, 8 a row at C = 2048.
   for (int q0 = lane; q0 < groups; q0 += kRowBatch * detail::kWarpSize) {

@@ -8,9 +8,12 @@
 // before it may flip), and the fused residual bitwise (one addition rounded once on both sides).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <initializer_list>
 #include <string>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -219,6 +222,59 @@ TEST(LayerNormEmulation, ForwardFusedAndBackwardMatchCpu) {
   run_shape<float, float, 1>(rng, 600, 40);
   run_shape<bf16_dev, bf16_dev, 8>(rng, 600, 40);
 #endif
+}
+
+// A row whose variance overflows float (values of +-1e20, a diverging run's residual stream)
+// normalizes to NaN on the CPU and in both CUDA forwards (kernels/contracts/norm_row_scale.h), as
+// PyTorch's layer_norm gives: never to its bias alone (a scale of 0, uniform logits, a finite loss
+// no check sees). The row beside it stays as it was.
+template <typename T, typename P, int kVec>
+void expect_overflowed_ln_row_nan() {
+  SCOPED_TRACE(::testing::Message() << (std::is_same_v<T, float> ? "F32" : "BF16") << " activations, kVec=" << kVec);
+  constexpr std::int64_t N = 2, C = 64;
+  std::vector<float> values(static_cast<std::size_t>(N * C));
+  for (std::int64_t c = 0; c < C; ++c) {
+    values[static_cast<std::size_t>(c)] = c % 2 == 0 ? 1e20f : -1e20f;
+    values[static_cast<std::size_t>(C + c)] = 0.25f * static_cast<float>(c % 7) - 0.5f;
+  }
+  std::vector<T> x = device_values<T>(values), out_c(x.size());
+  std::vector<P> w = device_values<P>(std::vector<float>(C, 1.0f)),
+                 bias = device_values<P>(std::vector<float>(C, 0.5f));
+  std::vector<float> mean_c(N), rstd_c(N);
+  const DType dt = dtype_of<T>(), pt = dtype_of<P>();
+  cpu::layernorm_forward(reference_ctx(), TensorView{out_c.data(), dt, Device::kCPU, Shape{N, C}}, view_of(mean_c),
+                         view_of(rstd_c), TensorView{x.data(), dt, Device::kCPU, Shape{N, C}},
+                         TensorView{w.data(), pt, Device::kCPU, Shape{C}},
+                         TensorView{bias.data(), pt, Device::kCPU, Shape{C}});
+  const dim3 grid(static_cast<unsigned>((N + ln::kForwardWarps - 1) / ln::kForwardWarps));
+  for (const bool whole : {false, true}) {
+    std::vector<T> out_g = device_values<T>(std::vector<float>(x.size(), 0.0f));
+    std::vector<float> mean_g(N, 0.0f), rstd_g(N, 0.0f);
+    auto kernel = whole ? ln::layernorm_forward_kernel<T, P, kVec, true> : ln::layernorm_forward_kernel<T, P, kVec>;
+    simt::launch(grid, ln::kForwardWarps * cuda::detail::kWarpSize, 0, kernel, out_g.data(), mean_g.data(),
+                 rstd_g.data(), static_cast<T*>(nullptr), x.data(), static_cast<const T*>(nullptr), w.data(),
+                 bias.data(), N, static_cast<int>(C));
+    for (const auto& [side, out, rstd] :
+         {std::tuple{"CPU", host_values(out_c), rstd_c},
+          std::tuple{whole ? "CUDA, whole rows" : "CUDA", host_values(out_g), rstd_g}}) {
+      const auto first = out.begin(), second = out.begin() + C;
+      EXPECT_TRUE(std::isnan(rstd[0]) && std::all_of(first, second, [](float v) { return std::isnan(v); }))
+          << side << ": the overflowed row is NaN (rstd " << rstd[0] << ", out[0] " << out[0] << ")";
+      EXPECT_TRUE(std::isfinite(rstd[1]) && std::all_of(second, out.end(), [](float v) { return std::isfinite(v); }))
+          << side << ": the row beside it is finite";
+    }
+    const std::vector<float> got = host_values(out_g), want = host_values(out_c);
+    EXPECT_TRUE(close_to_cpu(std::vector<float>(got.begin() + C, got.end()),
+                             std::vector<float>(want.begin() + C, want.end()), !std::is_same_v<T, float>))
+        << "the finite row as the CPU's";
+  }
+  for (const std::string& v : simt::violations()) ADD_FAILURE() << "emulator rule broken: " << v;
+}
+
+TEST(LayerNormEmulation, ARowWhoseVarianceOverflowsIsNotANumber) {
+  expect_overflowed_ln_row_nan<float, float, 4>();
+  expect_overflowed_ln_row_nan<bf16_dev, float, 8>();
+  expect_overflowed_ln_row_nan<bf16_dev, bf16_dev, 8>();
 }
 
 }  // namespace

@@ -6,8 +6,11 @@
 // normwise for fp32 results; BF16 results also within 2^-7 of the CPU's per element.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <string>
+#include <tuple>
 #include <type_traits>
 #include <vector>
 
@@ -125,6 +128,55 @@ TEST(RmsNormEmulation, ForwardAndBackwardMatchCpu) {
   run_rms_shape<bf16_dev, float, 8>(rng, 37, 2048);
   run_rms_shape<float, float, 4>(rng, 35, 1028);
   run_rms_shape<bf16_dev, float, 8>(rng, 9, 1040);
+}
+
+// A row whose mean square overflows float (values of +-1e20) normalizes to NaN on the CPU and in
+// both CUDA forwards (kernels/contracts/norm_row_scale.h), never to zeros (a scale of 0, a finite
+// loss no check sees). The row beside it stays as it was.
+template <typename T, typename P, int kVec>
+void expect_overflowed_rms_row_nan() {
+  SCOPED_TRACE(::testing::Message() << (std::is_same_v<T, float> ? "F32" : "BF16") << " activations, kVec=" << kVec);
+  constexpr std::int64_t N = 2, C = 64;
+  std::vector<float> values(static_cast<std::size_t>(N * C));
+  for (std::int64_t c = 0; c < C; ++c) {
+    values[static_cast<std::size_t>(c)] = c % 2 == 0 ? 1e20f : -1e20f;
+    values[static_cast<std::size_t>(C + c)] = 0.25f * static_cast<float>(c % 7) - 0.5f;
+  }
+  std::vector<T> x = device_values<T>(values), out_c(x.size());
+  std::vector<P> w = device_values<P>(std::vector<float>(C, 1.0f));
+  std::vector<float> rstd_c(N);
+  const DType dt = dtype_of<T>();
+  cpu::rmsnorm_forward(reference_ctx(), TensorView{out_c.data(), dt, Device::kCPU, Shape{N, C}}, view_of(rstd_c),
+                       TensorView{x.data(), dt, Device::kCPU, Shape{N, C}},
+                       TensorView{w.data(), dtype_of<P>(), Device::kCPU, Shape{C}}, kEps);
+  const auto blocks = static_cast<unsigned>((N + rms::kForwardWarps - 1) / rms::kForwardWarps);
+  for (const bool whole : {false, true}) {
+    std::vector<T> out_g = device_values<T>(std::vector<float>(x.size(), 0.0f));
+    std::vector<float> rstd_g(N, 0.0f);
+    auto kernel = whole ? rms::rmsnorm_forward_kernel<T, P, kVec, true> : rms::rmsnorm_forward_kernel<T, P, kVec>;
+    simt::launch(dim3(blocks), rms::kForwardWarps * 32, 0, kernel, out_g.data(), rstd_g.data(), x.data(), w.data(), N,
+                 static_cast<int>(C), kEps);
+    for (const auto& [side, out, rstd] :
+         {std::tuple{"CPU", host_values(out_c), rstd_c},
+          std::tuple{whole ? "CUDA, whole rows" : "CUDA", host_values(out_g), rstd_g}}) {
+      const auto first = out.begin(), second = out.begin() + C;
+      EXPECT_TRUE(std::isnan(rstd[0]) && std::all_of(first, second, [](float v) { return std::isnan(v); }))
+          << side << ": the overflowed row is NaN (rstd " << rstd[0] << ", out[0] " << out[0] << ")";
+      EXPECT_TRUE(std::isfinite(rstd[1]) && std::all_of(second, out.end(), [](float v) { return std::isfinite(v); }))
+          << side << ": the row beside it is finite";
+    }
+    const std::vector<float> got = host_values(out_g), want = host_values(out_c);
+    EXPECT_TRUE(close_to_cpu(std::vector<float>(got.begin() + C, got.end()),
+                             std::vector<float>(want.begin() + C, want.end()), !std::is_same_v<T, float>))
+        << "the finite row as the CPU's";
+  }
+  for (const std::string& v : simt::violations()) ADD_FAILURE() << "emulator rule broken: " << v;
+}
+
+TEST(RmsNormEmulation, ARowWhoseMeanSquareOverflowsIsNotANumber) {
+  expect_overflowed_rms_row_nan<float, float, 4>();
+  expect_overflowed_rms_row_nan<bf16_dev, float, 8>();
+  expect_overflowed_rms_row_nan<bf16_dev, bf16_dev, 8>();
 }
 
 }  // namespace

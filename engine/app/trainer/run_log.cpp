@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <fmt/chrono.h>
 #include <fmt/format.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -14,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <string_view>
 
 #include "engine/app/checkpoint/durable_file.h"
 #include "engine/app/io/output_file.h"
@@ -204,7 +206,16 @@ ProgressPrinter::~ProgressPrinter() {
 void ProgressPrinter::step(int step, int total_steps, const std::string& line) {
   if (quiet_) return;
   if (live_) {
-    print_out("\r{}\x1b[K", line);  // carriage return, then clear what the longer old line left
+    // A line wider than the terminal wraps, and the carriage return goes back to its last row only:
+    // every step left the rows above behind (136 characters at stage 0, 150 at stage 3, against 80
+    // columns). Cut to the terminal's width, read at each step (a window may be resized); the last
+    // column stays free (a line that fills it wraps on some terminals).
+    std::string_view shown = line;
+    winsize size{};
+    if (::ioctl(STDOUT_FILENO, TIOCGWINSZ, &size) == 0 && size.ws_col > 1 && shown.size() >= size.ws_col) {
+      shown = shown.substr(0, size.ws_col - 1u);
+    }
+    print_out("\r{}\x1b[K", shown);  // carriage return, then clear what the longer old line left
     std::fflush(stdout);
     line_open_ = true;
     return;

@@ -77,8 +77,8 @@ class ProgressPrinter {
   ProgressPrinter(const std::string& mode, int every_steps);
   ~ProgressPrinter();
 
-  // A step's line: live mode rewrites one line; plain mode prints every `every_steps` steps and
-  // always for the last step.
+  // A step's line: live mode rewrites one line (cut to a terminal's width); plain mode prints every
+  // `every_steps` steps and always for the last step.
   void step(int step, int total_steps, const std::string& line);
   // A line that stays (evaluation, samples, warnings); ends any live line first.
   void message(const std::string& text);

@@ -502,6 +502,12 @@ def main():
     kinds = [(r["type"], r.get("step")) for r in records(run_g) if r["type"] in ("eval", "sample")]
     check(p.returncode == 0 and kinds == [("eval", 4), ("sample", 4)] and "had finished at step 4" in p.stdout,
           f"resuming a finished run logs its final evaluation and sample once ({kinds}; {p.stdout.strip()[-200:]})")
+    # ... and says that this run, not the run, evaluated nothing, and why its peaks are below a step's.
+    check("val loss: none in this run (the run had finished: its final evaluation is in metrics.jsonl)" in p.stdout
+          and "no evaluation ran" not in p.stdout and
+          "* measured other than predicted: no training step ran in this run, so none of a step's peaks were "
+          "reached" in p.stdout, f"a finished run resumed says why it has no val loss and lower peaks "
+                                 f"({p.stdout.strip()[-600:]})")
     # A kill after the last save left neither: the resume makes them.
     log_path = os.path.join(run_g, "metrics.jsonl")
     kept = [line for line in open(log_path) if json.loads(line)["type"] not in ("eval", "sample", "summary")]

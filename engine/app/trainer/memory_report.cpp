@@ -93,10 +93,14 @@ std::string format_measured_vs_predicted(const RunConfig& config, const std::vec
                        format_bytes(predicted.padding_bytes));
     return out;
   }
+  // A run of no step never reached a step's activations and workspace: its lower peaks are not a
+  // prediction missed.
   out += fmt::format(
-      "(padding in the prediction: {}; * measured other than predicted: the prediction covers {}, "
+      "(padding in the prediction: {}; * measured other than predicted: {}the prediction covers {}, "
       "to the byte on the CPU{}; {})\n",
-      format_bytes(predicted.padding_bytes), phases, cuda_gaps,
+      format_bytes(predicted.padding_bytes),
+      beside.stepped ? "" : "no training step ran in this run, so none of a step's peaks were reached; ", phases,
+      cuda_gaps,
       whole_run ? "a sample's activations and workspace are bounded for the memory check, not "
                   "predicted here (zerotrain memory)"
                 : "evaluation, sampling and the final gather may add workspace and activations");

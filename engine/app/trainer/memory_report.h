@@ -29,6 +29,7 @@ std::vector<MemorySnapshot> gather_memory_snapshots(Communicator& comm, const Me
 
 // What a whole run did beside its steps that the table's prediction takes in.
 struct BesideTheSteps {
+  bool stepped = true;                    // a training step ran (none: a finished run resumed, max_steps 0)
   bool final_gathered = false;            // final.safetensors was gathered
   std::optional<ChoicePlan> choice_plan;  // the multiple-choice scorer ran, by this plan
 };

@@ -236,6 +236,7 @@ TrainSummary Trainer::run() {
     begin_profiled_step(s);
     const StepMeter meter(s);
     const StepResult result = train_step(step, run);
+    ++run.summary.steps_this_run;
     if (result.lock_lost) end_on_lost_lock(s, step + 1);
     end_profiled_step(s, run);
     // A skipped step is still a step (its batch used up, the schedule on): the saves, evaluations

@@ -250,6 +250,8 @@ int train_main(const std::vector<std::string>& args) {
         "scores below {:.4f} on the validation windows, their targets' entropy ({})\n",
         *s.val_loss, s.unigram_entropy_nats, s.context_free_val_loss_nats,
         *s.val_loss < s.context_free_val_loss_nats ? "below: the model uses context" : "not below");
+  } else if (s.steps_this_run == 0 && !resume_checkpoint.empty()) {
+    print_out("val loss: none in this run (the run had finished: its final evaluation is in metrics.jsonl)\n");
   } else {
     print_out("val loss: none (no evaluation ran)\n");
   }
@@ -261,7 +263,7 @@ int train_main(const std::vector<std::string>& args) {
   print_out("memory on rank 0 (bytes per category over the run):\n{}", format_memory_table(s.memory));
   print_out("(plus {} of freed blocks the host allocator keeps for reuse)\n", format_bytes(host_cached_bytes()));
   print_out("over the whole run (evaluation, sampling and the final gather included):\n{}",
-            format_measured_vs_predicted(cfg, memory, {s.final_weights_gathered, s.choice_plan}));
+            format_measured_vs_predicted(cfg, memory, {s.steps_this_run > 0, s.final_weights_gathered, s.choice_plan}));
   if (s.stopped_nonfinite()) {
     print_err("zerotrain: error: {}: training stopped, no weights written (see {}/metrics.jsonl)\n", s.nonfinite_stop,
               cfg.log.run_dir);

@@ -308,7 +308,14 @@ def main():
           not any(line.startswith("error:") for line in p.stdout.splitlines()),
           f"the stop is explained in one error line naming the step ({err_lines})")
     check(not os.path.exists(os.path.join(run_c, "final.safetensors")), "no weights are written after a NaN stop")
-    check(any(r["type"] == "nonfinite" and r["step"] == 4 for r in records(run_c)), "metrics record the NaN step")
+    nonfinite = [r for r in records(run_c) if r["type"] == "nonfinite"]
+    step3 = [r for r in records(run_c) if r["type"] == "train" and r["step"] == 3]
+    # In place of the step's train record: the batch it used up and its rate in the schedule (rising
+    # in the warm-up), what is not finite null (the loss is finite: the gradient was poisoned).
+    check(len(nonfinite) == 1 and nonfinite[0]["step"] == 4 and step3 and
+          isinstance(nonfinite[0]["loss"], float) and nonfinite[0]["grad_norm"] is None and
+          nonfinite[0]["tokens"] == step3[0]["tokens"] and nonfinite[0]["lr"] > step3[0]["lr"] and
+          nonfinite[0]["action"] == "stop", f"metrics record the NaN step ({nonfinite}, step 3: {step3})")
     check(max(r["step"] for r in records(run_c) if r["type"] == "train") == 3, "no optimizer step after the NaN")
     # Stopped before any evaluation: no validation loss, not 0.0 "below the unigram entropy".
     check(records(run_c)[-1]["type"] == "summary" and records(run_c)[-1]["val_loss"] is None and

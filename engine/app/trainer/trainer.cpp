@@ -91,7 +91,16 @@ bool skip_nonfinite_step(TrainerState& s, RunProgress& run, int step, const Step
   const bool loss_finite = std::isfinite(r.loss);
   const std::string what = fmt::format("step {}: non-finite {} (loss {}, grad norm {})", step,
                                        loss_finite ? "gradient" : "loss", r.loss, r.grad_norm);
-  s.log({{"type", "nonfinite"}, {"step", step}, {"loss", loss_finite ? r.loss : -1.0f}, {"action", c.train.nonfinite}});
+  // In place of the step's train record: its batch was used up and its rate in the schedule passed
+  // (so summing `tokens` counts the data read); what is not finite is null, as in a train record.
+  auto finite_or_null = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(); };
+  s.log({{"type", "nonfinite"},
+         {"step", step},
+         {"loss", loss_finite ? nlohmann::json(r.loss) : nlohmann::json()},
+         {"grad_norm", finite_or_null(r.grad_norm)},
+         {"lr", s.schedule.at(step - 1)},
+         {"tokens", c.train.global_batch_tokens},
+         {"action", c.train.nonfinite}});
   if (c.train.nonfinite == "stop" || ++run.consecutive_skips > c.train.max_skipped_steps) {
     // With "skip", why this one stops the run where the ones before were skipped.
     const std::string stop = c.train.nonfinite == "stop"

@@ -19,7 +19,9 @@ another set's shards in OUT (set "d" beside set "d_val"), or holding a glob's pa
 (NAME_train_000001.bin.tmp, NAME_tokenizer.json.tmp) and renamed once all are written, tokenizer.json
 last, so a failed run (a full disk: one line, exit 1), a Ctrl-C or a kill (one line; the process
 ends by the signal, 130 or 143 in a shell) leaves OUT as it was; a later run removes the staging
-files of NAME that a SIGKILL left (a second run into OUT at once is refused). A character the
+files of NAME that a SIGKILL left (a second run into OUT at once is refused). A SIGKILL or a power
+loss during the renames leaves OUT/.zt-incomplete-output, and zerotrain then reads no shard there
+(new shards beside old ones of NAME would look whole) until a run completes. A character the
 tokenizer has no token for (a character vocabulary's, without byte fallback) is left out of the
 shards, and counted in one line. Bad input: one line, exit 2. Needs the `tokenizers` package
 (tools/setup.sh installs it in .venv-hf).

@@ -38,6 +38,10 @@ def fail_on_write_error(tool, path, outcome=""):
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
+# engine/app/io/output_file.h's kIncompleteOutputMarker: a folder whose output was cut part way
+# through its replacement; zerotrain reads no token file in a folder that holds it.
+INCOMPLETE_MARKER = ".zt-incomplete-output"
+
 
 class Interrupted(BaseException):
     """A stop signal, raised where the run is so that it removes what it staged on the way out;
@@ -163,14 +167,34 @@ class Staging:
         take their names in the order staged, so that the one staged last, the file whose absence a
         reader notices, goes last, as zerotrain's own prepare and ckpt export stage theirs
         (engine/app/io/output_file.h). Signals wait until the renames end; a stop after them says
-        `outcome`."""
+        `outcome`. From the first step to the last, INCOMPLETE_MARKER marks the folder, as zerotrain's
+        StagedFiles::commit does: a kill between them (an OOM kill, a power loss) leaves new shards
+        beside old ones of the same names' set, which zerotrain then refuses to read; this tool's next
+        run into the folder takes the marker away with its own commit."""
+        marker = os.path.join(self.out, INCOMPLETE_MARKER)
+        marked = len(earlier) + len(self.files) > 1 or os.path.lexists(marker)
+        changed = False
         with signals.held():
-            for p in earlier:
-                os.remove(p)
-            for tmp, final in self.files:
-                os.replace(tmp, final)
+            try:
+                if marked:
+                    with synced_file(marker) as f:
+                        f.write(b"an output being replaced here was cut before it was whole: run its command again\n")
+                    sync_dir(self.out)
+                for p in earlier:
+                    os.remove(p)
+                    changed = True
+                for tmp, final in self.files:
+                    os.replace(tmp, final)
+                    changed = True
+            except OSError:
+                if marked and not changed:
+                    os.remove(marker)  # the folder is as it was
+                raise
             signals.outcome = outcome
             sync_dir(self.out)
+            if marked:
+                os.remove(marker)
+                sync_dir(self.out)
 
     def remove(self):
         """Removes the staged files not put in place."""

@@ -109,6 +109,18 @@ def main():
         lines = [line for line in t.stderr.splitlines() if line.strip()]
         checks.check(t.returncode == 2 and len(lines) == 1 and "a prepare into it was cut" in lines[0],
                      f"a run on a dataset whose prepare was cut is refused in one line ({lines})")
+        # ... whichever key names its token files (data.train_files and data.train_file read them as
+        # whole: the session-start binary of 2026-12-06 trained on them).
+        for key, val_key in (("data.train_files", "data.val_files"), ("data.train_file", "data.val_file")):
+            t = subprocess.run([binary, "train", "--config", os.path.join(ROOT, "configs", "tiny_debug.json"),
+                                "--run-dir", os.path.join(work, f"cut_run_{renames}_{key}"), "--set",
+                                f"{key}={dataset}/train.bin", "--set", f"{val_key}={dataset}/val.bin", "--set",
+                                "model.vocab_size=128", "--set", "train.max_steps=1"],
+                               capture_output=True, text=True, timeout=120)
+            lines = [line for line in t.stderr.splitlines() if line.strip()]
+            checks.check(t.returncode == 2 and len(lines) == 1 and key in lines[0] and
+                         ".zt-incomplete-output is there: a prepare into that folder was cut" in lines[0],
+                         f"{key} of a dataset whose prepare was cut: refused in one line ({lines})")
     # A prepare again that fails in turn before its commit (here at its vocab.json, past a file-size
     # limit) removes its own staging files, the staged vocab.json among them: the folder stays known
     # for a cut one (it refused itself, and trained on the mixed splits, before the marker).

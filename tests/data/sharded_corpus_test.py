@@ -11,7 +11,8 @@
     stops at that step, the job printing one line naming the shard (exit 2, no hang), and the checkpoint written
     before it still resumes;
   * a pattern that matches nothing, a mix of uint16 and uint32 shards, a file in both splits and a
-    text file matched as raw tokens are refused in one line.
+    text file matched as raw tokens are refused in one line; so are shards of two prepared
+    datasets of other vocabularies (where data.vocab_file names none).
 
 usage: sharded_corpus_test.py MPIRUN [MPIRUN FLAGS...] -- PATH/TO/zerotrain
 """
@@ -221,6 +222,32 @@ def main():
         lines = p.stderr.strip().splitlines()
         checks.check(p.returncode == 2 and len(lines) == 1 and all(f in lines[0] for f in fragments),
                      f"{what} is refused in one line with exit 2 (exit {p.returncode}: {lines})")
+    # Shards of two zerotrain prepare datasets of other vocabularies (a text of digits beside
+    # Shakespeare's): refused in one line naming both vocab.json files (it trained, id 11 read as 'A'
+    # in one and 'B' in the other); a vocabulary named with data.vocab_file is the user's choice.
+    digits = os.path.join(work, "digits")
+    with open(os.path.join(work, "digits.txt"), "w") as f:
+        f.write("0123456789 \n" * 3000)
+    subprocess.run([binary, "prepare", "--text", os.path.join(work, "digits.txt"), "--out", digits], check=True,
+                   capture_output=True)
+    two_folders = ["--set", f"data.train_files=[\"{prepared}/train.bin\", \"{digits}/train.bin\"]",
+                   "--set", f"data.val_files={prepared}/val.bin", "--set", "train.max_steps=1"]
+    p = subprocess.run([binary, "train", "--config", config, "--run-dir", os.path.join(work, "two_vocabularies"),
+                        *two_folders], capture_output=True, text=True, timeout=120)
+    lines = p.stderr.strip().splitlines()
+    checks.check(p.returncode == 2 and len(lines) == 1 and "different vocabularies" in lines[0] and
+                 f"{prepared}/vocab.json" in lines[0] and f"{digits}/vocab.json" in lines[0],
+                 f"shards of two prepared datasets of other vocabularies: refused naming both (exit {p.returncode}: "
+                 f"{lines})")
+    p = subprocess.run([binary, "train", "--config", config, "--run-dir", os.path.join(work, "one_vocabulary"),
+                        *two_folders, "--set", f"data.vocab_file={prepared}/vocab.json"], capture_output=True,
+                       text=True, timeout=120)
+    same = subprocess.run([binary, "train", "--config", config, "--run-dir", os.path.join(work, "one_folder"), "--set",
+                           f"data.train_files={prepared}/train.bin", "--set", f"data.val_files={prepared}/val.bin",
+                           "--set", "train.max_steps=1"], capture_output=True, text=True, timeout=120)
+    checks.check(p.returncode == 0 and same.returncode == 0,
+                 f"... named with data.vocab_file, and one folder's splits, train ({p.stderr.strip()[-200:]}; "
+                 f"{same.stderr.strip()[-200:]})")
     # On 2 ranks, a data error every rank meets alike is the job's: one line, not one a rank.
     for what, sets in [("a missing validation file", ["--set", f"data.val_files={work}/no_such_val.bin"]),
                        ("a validation token outside the vocabulary",

@@ -7,7 +7,9 @@ them (the run directory keeps a copy, the run's sample is text), `sample --run` 
 prompt and decoding with it (a hot sample's stray bytes printed as U+FFFD: standard output stays
 UTF-8), and `ckpt export --format hf --max-shard-size` writing shards with an
 index and the tokenizer, which AutoModelForCausalLM, AutoTokenizer and a text-generation pipeline
-load, with logits equal to zerotrain's own export in one file.
+load, with logits equal to zerotrain's own export in one file. Shards of other tokenizers, or of a
+tokenizer beside a character dataset's, are refused in one run; a preparation killed during its
+renames marks its folder, which a run refuses until a preparation again completes it.
 
 usage: tokenized_corpus_test.py MPIRUN [MPIRUN FLAGS...] -- PATH/TO/zerotrain   (run with .venv-hf's python)
 """
@@ -302,6 +304,51 @@ def main():
     checks.check(made.returncode == 0 and mixed.returncode == 2 and len(lines) == 1 and
                  "different tokenizers" in lines[0] and os.path.join(other_dir, "tokenizer.json") in lines[0],
                  f"shards of two tokenizers in one run: refused naming both ({lines})")
+    # ... and a zerotrain prepare dataset's (a character vocabulary.json) beside them, listed first:
+    # refused too (no tokenizer.json beside the first shard, so nothing was compared).
+    chars = os.path.join(work, "chars")
+    subprocess.run([binary, "prepare", "--text", TEXT, "--out", chars], check=True, capture_output=True)
+    mixed = subprocess.run([binary, "train", "--config", config, "--run-dir", os.path.join(work, "mixed_chars"),
+                            "--set", "train.max_steps=1", "--set",
+                            f'data.train_files=["{chars}/train.bin", "{shards}/shakespeare_train_*.bin"]'],
+                           capture_output=True, text=True, timeout=120)
+    lines = [line for line in mixed.stderr.splitlines() if line.strip()]
+    checks.check(mixed.returncode == 2 and len(lines) == 1 and "different vocabularies" in lines[0] and
+                 os.path.join(chars, "vocab.json") in lines[0] and os.path.join(shards, "tokenizer.json") in lines[0],
+                 f"a character dataset's shard beside a tokenizer's: refused naming both ({lines})")
+    # A preparation killed during its renames (the process ends after the second, as a SIGKILL or
+    # a power loss there would) leaves new shards beside the earlier set's of the same names, which
+    # look whole: the folder is marked, a run refuses it naming the marker, and a preparation again
+    # completes the set and takes the marker away.
+    cut = os.path.join(work, "cut")
+    first = prepare(cut, os.path.join(tok_dir, "tokenizer.json"), corpus[:40000])
+    source = os.path.join(work, "cut_source.txt")
+    with open(source, "w", encoding="utf-8") as f:
+        f.write(corpus[:20000])
+    killer = ("import os, sys; sys.path.insert(0, sys.argv[1]); import prepare_tokens; count = [0]\n"
+              "def replace(*a, real=os.replace):\n"
+              "    if count[0] == 2: os._exit(137)\n"
+              "    count[0] += 1; return real(*a)\n"
+              "os.replace = replace; prepare_tokens.main(sys.argv[2:])")
+    killed = subprocess.run([sys.executable, "-c", killer, os.path.join(ROOT, "tools"), "--tokenizer",
+                             os.path.join(tok_dir, "tokenizer.json"), "--out", cut, "--no-progress", "--shard-tokens",
+                             "500", source], capture_output=True, text=True, timeout=120)
+    marker = os.path.join(cut, ".zt-incomplete-output")
+
+    def train_on_cut(name):
+        return subprocess.run([binary, "train", "--config", config, "--run-dir", os.path.join(work, name), "--set",
+                               "train.max_steps=1", "--set", f"data.train_files={cut}/data_train_*.bin", "--set",
+                               f"data.val_files={cut}/data_val_*.bin"], capture_output=True, text=True, timeout=120)
+    refused = train_on_cut("cut_run")
+    lines = [line for line in refused.stderr.splitlines() if line.strip()]
+    checks.check(first.returncode == 0 and killed.returncode == 137 and os.path.exists(marker) and
+                 refused.returncode == 2 and len(lines) == 1 and f"{marker} is there" in lines[0],
+                 f"a preparation killed during its renames marks the folder, and a run refuses it (exit "
+                 f"{killed.returncode}, {lines})")
+    redone = prepare(cut, os.path.join(tok_dir, "tokenizer.json"), corpus[:20000])
+    trained = train_on_cut("cut_run_again")
+    checks.check(redone.returncode == 0 and not os.path.exists(marker) and trained.returncode == 0,
+                 f"a preparation again completes the set and unmarks it ({trained.stderr.strip()[-200:]})")
     # A --name with a folder in it or with glob characters (the run's NAME_train_*.bin would read
     # another set: "[x]" is "x"), and a shard size past llm.c's int32 count: one line, exit 2.
     for flags, named in ((["--name", "sub/set"], "--name"), (["--name", "[x]"], "--name"), (["--name", "a*"], "--name"),

@@ -31,24 +31,41 @@ data::TokenFileFormat token_file_format(const DataConfig& d) {
 
 }  // namespace
 
-void DataSource::check_shards_share_tokenizer(const RunConfig& c) const {
-  // Shards from folders of other tokenizers (two prepare_tokens.py corpora in one list) would train
-  // on ids that mean other text, and every sample and export decode them through the first's.
-  const std::string chosen = read_whole_input(tokenizer_path_, "tokenizer");
-  std::vector<fs::path> seen = {fs::path(tokenizer_path_).parent_path()};
+void DataSource::check_shards_share_vocabulary(const RunConfig& c) const {
+  // Shards from folders of other vocabularies (two prepare_tokens.py corpora, two zerotrain prepare
+  // datasets of other texts, one of each) would train on ids that mean other text, and every sample
+  // and export decode them through the first's. A folder's vocabulary is its tokenizer.json, else
+  // its vocab.json; a folder of neither says nothing.
+  struct Vocabulary {
+    fs::path file;
+    std::string content;
+  };
+  std::optional<Vocabulary> first;
+  std::vector<fs::path> seen;
   for (const data::TokenCorpus* split : {&*train_, &*val_}) {
     for (int i = 0; i < split->shard_count(); ++i) {
       const fs::path folder = fs::path(split->shard_name(i)).parent_path();
       if (std::find(seen.begin(), seen.end(), folder) != seen.end()) continue;
       seen.push_back(folder);
-      const fs::path other = folder / "tokenizer.json";
       std::error_code ec;
-      if (!fs::exists(other, ec) || read_whole_input(other.string(), "tokenizer") == chosen) continue;
+      fs::path file = folder / "tokenizer.json";
+      if (!fs::exists(file, ec)) file = folder / "vocab.json";
+      if (!fs::exists(file, ec)) continue;
+      Vocabulary here{file, read_whole_input(file.string(), file.filename().string())};
+      if (!first) {
+        first = std::move(here);
+        continue;
+      }
+      if (here.file.filename() == first->file.filename() && here.content == first->content) continue;
+      const bool tokenizers = here.file.filename() == "tokenizer.json" && first->file.filename() == "tokenizer.json";
       throw_input_error(
-          "config error in {}: the shards come from folders of different tokenizers ({} and {} differ): one "
-          "set's ids would be read as another's tokens; train on shards of one tokenizer (where the two files are "
-          "one tokenizer saved twice, name it with data.tokenizer_file)",
-          c.sources_of({"data.train_files", "data.val_files"}), tokenizer_path_, other.string());
+          "config error in {}: the shards come from folders of different {} ({} and {} differ): one set's ids would "
+          "be read as another's tokens; train on shards of one {} (where the two files are one {} saved twice, name "
+          "it with {})",
+          c.sources_of({"data.train_files", "data.val_files"}), tokenizers ? "tokenizers" : "vocabularies",
+          first->file.string(), here.file.string(), tokenizers ? "tokenizer" : "vocabulary",
+          tokenizers ? "tokenizer" : "vocabulary",
+          tokenizers ? "data.tokenizer_file" : "data.tokenizer_file or data.vocab_file");
     }
   }
 }
@@ -185,7 +202,7 @@ void DataSource::open(const RunConfig& c) {
                             : d.dataset != "embedded" && d.train_file.empty() ? fs::path(d.dataset) / "tokenizer.json"
                                                                               : fs::path();
     if (!beside.empty() && fs::exists(beside)) tokenizer_path_ = beside.string();
-    if (!tokenizer_path_.empty() && !d.train_files.empty()) check_shards_share_tokenizer(c);
+    if (!d.train_files.empty() && d.vocab_file.empty()) check_shards_share_vocabulary(c);
   }
   if (!tokenizer_path_.empty()) {
     // A byte-level BPE, or the character vocabulary an export writes as a tokenizer.json.

@@ -233,10 +233,19 @@ TEST_F(RendezvousEnv, MpiWorldMustBeTheLaunchersWorld) {
   EXPECT_NE(mpi_world_mismatch({1, 3, 1, "OpenMPI"}, 2, 3).find("OMPI_COMM_WORLD_RANK=1 and OMPI_COMM_WORLD_SIZE=3"),
             std::string::npos);
   // Launchers whose variables do not come from MPI are not held to its world (srun's Slurm
-  // variables count nodes' proxies under some MPIs), nor is a process no launcher named.
-  EXPECT_EQ(mpi_world_mismatch({0, 4, 0, "Slurm"}, 1, 2), "");
-  EXPECT_EQ(mpi_world_mismatch({0, 2, 0, "torchrun"}, 0, 1), "");
+  // variables count nodes' proxies under some MPIs), nor is a process no launcher named ...
+  EXPECT_EQ(mpi_world_mismatch({0, 2, 0, "Slurm"}, 1, 4), "");
   EXPECT_EQ(mpi_world_mismatch(LaunchInfo{}, 0, 2), "");
+  // ... but a world smaller than theirs is processes training apart (srun --mpi=pmix beside an MPI
+  // that does not join the job: worlds of one, each training alone, as a trial found).
+  EXPECT_EQ(mpi_world_mismatch({1, 2, 1, "Slurm"}, 0, 1),
+            "SLURM_PROCID=1 and SLURM_NTASKS=2 say rank 1 of 2, but MPI started this process as rank 0 of 1: each "
+            "MPI world would train apart (srun --mpi=pmix beside an MPI that does not join the PMIx job, or variables "
+            "left from another launch?); start the ranks with the mpirun of the MPI this binary was built with, or "
+            "unset them");
+  EXPECT_NE(mpi_world_mismatch({0, 2, 0, "torchrun"}, 0, 1).find("RANK=0 and WORLD_SIZE=2 say rank 0 of 2"),
+            std::string::npos);
+  EXPECT_NE(mpi_world_mismatch({1, 2, 1, "ZT_RANK"}, 0, 1).find("ZT_RANK=1 and ZT_WORLD_SIZE=2"), std::string::npos);
 }
 
 TEST_F(RendezvousEnv, MalformedMethodsNameTheVariable) {

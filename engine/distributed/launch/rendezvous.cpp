@@ -153,9 +153,22 @@ LaunchInfo detect_launch() {
 std::string mpi_world_mismatch(const LaunchInfo& launch, int mpi_rank, int mpi_world_size) {
   const LauncherVars* vars = nullptr;
   for (const LauncherVars& v : kLaunchers) {
-    if (launch.source == v.source && (launch.source == "OpenMPI" || launch.source == "PMI")) vars = &v;
+    if (launch.source == v.source) vars = &v;
   }
   if (vars == nullptr || (launch.rank == mpi_rank && launch.world_size == mpi_world_size)) return "";
+  if (launch.source != "OpenMPI" && launch.source != "PMI") {
+    // Variables not MPI's own (Slurm's, torchrun's, ZT_RANK) need not count MPI's ranks (srun's
+    // tasks may be the nodes' proxies, each starting several), but a world smaller than they say is
+    // processes that each train apart, the job's work done over: srun --mpi=pmix beside an MPI that
+    // does not join the PMIx job comes up as worlds of one.
+    if (mpi_world_size >= launch.world_size) return "";
+    return fmt::format(
+        "{}={} and {}={} say rank {} of {}, but MPI started this process as rank {} of {}: each MPI world would "
+        "train apart (srun --mpi=pmix beside an MPI that does not join the PMIx job, or variables left from another "
+        "launch?); start the ranks with the mpirun of the MPI this binary was built with, or unset them",
+        vars->rank, launch.rank, vars->world, launch.world_size, launch.rank, launch.world_size, mpi_rank,
+        mpi_world_size);
+  }
   return fmt::format(
       "{}={} and {}={} say rank {} of {}, but MPI started this process as rank {} of {} (started by another MPI's "
       "launcher, or the variables set by hand? start the ranks with the mpirun of the MPI this binary was built "

@@ -148,6 +148,8 @@ TEST_F(RendezvousEnv, MalformedValuesNameTheVariable) {
   EXPECT_EQ(input_error(detect_launch), "ZT_RANK=5 is not below ZT_WORLD_SIZE=2");
   set("ZT_WORLD_SIZE", "two");
   EXPECT_EQ(input_error(detect_launch), "ZT_WORLD_SIZE='two' is not a non-negative integer");
+  set("ZT_WORLD_SIZE", "99999999999999999999");  // a number, only past an int
+  EXPECT_EQ(input_error(detect_launch), "ZT_WORLD_SIZE='99999999999999999999' is too large (at most 2147483647)");
   set("ZT_WORLD_SIZE", "0");
   EXPECT_EQ(input_error(detect_launch), "ZT_WORLD_SIZE=0 must be at least 1");
   SetUp();
@@ -272,7 +274,12 @@ TEST_F(RendezvousEnv, UnsetMethodFollowsTheLauncher) {
                 .find("rank 0 of 2 (from ZT_RANK) needs a rendezvous: set ZT_RENDEZVOUS=file:/shared/path or "
                       "tcp:host:port, or MASTER_ADDR and MASTER_PORT"),
             std::string::npos);
+  // One of torchrun's pair alone is named.
   set("MASTER_ADDR", "10.0.0.1");
+  EXPECT_NE(input_error([&] {
+              rendezvous_from_env(launch);
+            }).find("needs a rendezvous: MASTER_ADDR is set but MASTER_PORT is not; set ZT_RENDEZVOUS="),
+            std::string::npos);
   set("MASTER_PORT", "29500");
   RendezvousOptions options = rendezvous_from_env(launch);
   EXPECT_EQ(options.method, RendezvousMethod::kTcp);

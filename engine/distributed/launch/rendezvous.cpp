@@ -46,8 +46,13 @@ int parse_count(std::string_view text) {
 
 int parse_env_int(const char* name, const char* text) {
   const int value = parse_count(text);
-  if (value < 0) throw_input_error("{}='{}' is not a non-negative integer", name, text);
-  return value;
+  if (value >= 0) return value;
+  // A run of digits past an int is a number, only too large: said so.
+  const std::string_view digits(text);
+  if (!digits.empty() && digits.find_first_not_of("0123456789") == std::string_view::npos) {
+    throw_input_error("{}='{}' is too large (at most {})", name, text, INT_MAX);
+  }
+  throw_input_error("{}='{}' is not a non-negative integer", name, text);
 }
 
 struct LauncherVars {
@@ -290,10 +295,15 @@ RendezvousOptions rendezvous_from_env(const LaunchInfo& launch) {
       ++options.port;
     }
   } else {
+    // One of torchrun's pair without the other is named: "set MASTER_ADDR and MASTER_PORT" read
+    // wrong to a user who had set one.
+    const char* half = env("MASTER_ADDR") != nullptr   ? "MASTER_ADDR is set but MASTER_PORT is not; "
+                       : env("MASTER_PORT") != nullptr ? "MASTER_PORT is set but MASTER_ADDR is not; "
+                                                       : "";
     throw_input_error(
-        "rank {} of {} (from {}) needs a rendezvous: set ZT_RENDEZVOUS=file:/shared/path or "
+        "rank {} of {} (from {}) needs a rendezvous: {}set ZT_RENDEZVOUS=file:/shared/path or "
         "tcp:host:port, or MASTER_ADDR and MASTER_PORT{}",
-        launch.rank, launch.world_size, launch.source,
+        launch.rank, launch.world_size, launch.source, half,
         by_mpi_launcher ? " (this build has no MPI for ZT_RENDEZVOUS=mpi)" : "");
   }
   if (options.method == RendezvousMethod::kSingle && launch.world_size != 1) {

@@ -207,9 +207,27 @@ def check_bad_input(report, binary, work):
         ones = sorted(done[:2], key=lambda p: p.rc)
         if "waiting for rank 0 to write it" not in ones[1].err:
             break
-    report.check(done[2].rc == 0 and ones[0].rc == 0 and ones[1].rc == 2 and
-                 one_error_line(ones[1].err, "rank 1 is claimed twice"),
+    # Rank 0 had the first one's ack: it finished, or, where the refusal came while it still
+    # polled, gives up naming it (and the first rank 1 with it), as over TCP.
+    finished = done[2].rc == 0 and ones[0].rc == 0
+    gave_up = (done[2].rc == 1 and one_error_line(done[2].err, "a rank refused it", "rank 1 is claimed twice") and
+               ones[0].rc == 1)
+    report.check((finished or gave_up) and ones[-1].rc == 2 and one_error_line(ones[-1].err, "rank 1 is claimed twice"),
                  f"rank 1 given to two processes: one of them exits 2 naming it ({describe(dict(zip(['1a', '1b', 0], done)))})")
+
+    # A rank that refuses rank 0's file (another world size: rank 1 of 3 against rank 0 of 2) says
+    # why where rank 0 looks: rank 0 gives up at once naming it (it waited out its timeout, then
+    # blamed a rank that had not started), leaving nothing behind.
+    mismatch = f"{directory}/mismatch"
+    r0 = Probe(binary, 0, 2, f"file:{mismatch}", ZT_RENDEZVOUS_TIMEOUT=20)
+    time.sleep(0.3)
+    r1 = Probe(binary, 1, 3, f"file:{mismatch}", ZT_RENDEZVOUS_TIMEOUT=20)
+    done = {"0": r0.finish(), "1": r1.finish()}
+    report.check(done["1"].rc == 1 and one_error_line(done["1"].err, "written by rank 0 of 2 ranks") and
+                 done["0"].rc == 1 and one_error_line(done["0"].err, "a rank refused it, so rank 0 gives up: rank 1: "
+                                                                     "written by rank 0 of 2 ranks") and
+                 done["0"].seconds < 10 and not [n for n in os.listdir(directory) if n.startswith("mismatch")],
+                 f"a rank refusing the file: rank 0 gives up at once naming it, nothing left ({describe(done)})")
 
     # The same over TCP: rank 0 refuses the second, and both processes given rank 1 fail with its
     # reason (the first took the id and went on, exit 0, while rank 0 failed).

@@ -26,7 +26,9 @@ namespace {
 // nonce, removes the acks and then <path>: a rank that finds <path> gone and its ack gone succeeded. When rank 0 gives
 // up it removes only <path>; a rank that then still sees its own ack knows rank 0 failed, removes the ack and fails
 // too. So nothing is left behind unless rank 0 is killed; a next run's rank 0 refuses to start over its leftovers,
-// since the other ranks would take a stale id for the new one.
+// since the other ranks would take a stale id for the new one. A rank that refuses <path> (another world size, a
+// rank claimed twice) says why in <path>.refused before it fails, the first refusal kept: rank 0 then gives up at
+// once, naming it, rather than wait out its timeout for a rank that did start, and removes it with <path>.
 
 constexpr char kFileMagic[8] = {'Z', 'T', 'R', 'D', 'V', 'F', '0', '2'};
 constexpr std::size_t kFileHeaderBytes = sizeof(kFileMagic) + 4 + 4 + 8 + 4;
@@ -99,6 +101,16 @@ void refuse_directory(const std::string& path) {
 }
 
 std::string ack_path(const std::string& path, int rank) { return fmt::format("{}.ack{}", path, rank); }
+std::string refusal_path(const std::string& path) { return path + ".refused"; }
+
+// A rank's refusal of rank 0's file, where rank 0 looks for it ([Note: file rendezvous]); the first
+// refusal of the job is kept (O_EXCL), and a refusal that cannot be written leaves rank 0 its
+// timeout, as before.
+void leave_refusal(const std::string& path, int rank, const std::string& why) {
+  const std::string text = fmt::format("rank {}: {}", rank, why);
+  (void)write_and_close(::open(refusal_path(path).c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644),
+                        std::vector<std::uint8_t>(text.begin(), text.end()));
+}
 
 }  // namespace
 
@@ -106,11 +118,12 @@ std::vector<std::uint8_t> share_by_file_rank0(const LaunchInfo& launch, const Re
                                               const std::vector<std::uint8_t>& blob) {
   const std::string& path = options.file_path;
   refuse_directory(path);
-  for (int r = 0; r < launch.world_size; ++r) {
-    const std::string leftover = r == 0 ? path : ack_path(path, r);
+  for (int r = 0; r <= launch.world_size; ++r) {
+    const std::string leftover = r == 0 ? path : r == launch.world_size ? refusal_path(path) : ack_path(path, r);
     if (file_exists(leftover)) {
-      throw_input_error("rendezvous file {} exists, left by an earlier run; remove it (and {}.ack*) and start again",
-                        leftover, path);
+      throw_input_error(
+          "rendezvous file {} exists, left by an earlier run; remove it (and {}.ack*, {}) and start again", leftover,
+          path, refusal_path(path));
     }
   }
   std::uint64_t nonce = std::random_device{}();
@@ -138,6 +151,12 @@ std::vector<std::uint8_t> share_by_file_rank0(const LaunchInfo& launch, const Re
       it = acked ? waiting.erase(it) : std::next(it);
     }
     if (waiting.empty()) break;
+    if (const auto refusal = read_file(refusal_path(path)); refusal && !refusal->empty()) {
+      ::unlink(path.c_str());  // as when it gives up: the ranks that acknowledged fail too
+      ::unlink(refusal_path(path).c_str());
+      throw_runtime_error("rendezvous via file {}: a rank refused it, so rank 0 gives up: {}", path,
+                          std::string(refusal->begin(), refusal->end()));
+    }
     if (deadline.passed()) {
       ::unlink(path.c_str());  // the ranks that acknowledged see it vanish with their ack still there
       throw_runtime_error(
@@ -185,16 +204,23 @@ std::vector<std::uint8_t> share_by_file_other(const LaunchInfo& launch, const Re
                         path);
   }
   if (world != static_cast<std::uint32_t>(launch.world_size) || file_size != size) {
-    throw_runtime_error(
-        "rendezvous via file {}: written by rank 0 of {} ranks ({} bytes), but this is rank {} of {} "
-        "({} bytes)",
-        path, world, file_size, launch.rank, launch.world_size, size);
+    const std::string why =
+        fmt::format("written by rank 0 of {} ranks ({} bytes), but this is rank {} of {} ({} bytes)", world, file_size,
+                    launch.rank, launch.world_size, size);
+    leave_refusal(path, launch.rank, why);
+    throw_runtime_error("rendezvous via file {}: {}", path, why);
   }
   // The ack is made, never replaced: a second process given this rank finds it and says so (a
   // rename let both go on as rank r of the same world).
   const std::string ack = ack_path(path, launch.rank);
   if (!create_ack(ack, std::vector<std::uint8_t>(file->begin() + 16, file->begin() + 24),
                   fmt::format("rank {}", launch.rank).c_str())) {
+    // Where rank 0 still waits (for other ranks; it had this rank's ack, and finishes once it has theirs).
+    if (file_exists(path)) {
+      leave_refusal(
+          path, launch.rank,
+          fmt::format("rank {} is claimed twice (another process of this job was given the same rank)", launch.rank));
+    }
     throw_input_error(
         "rendezvous via file {}: rank {} is claimed twice ({} exists: another process of this job was given the "
         "same rank, or an earlier run left it; remove it and start again)",

@@ -142,6 +142,17 @@ def check_two_jobs(report, binary, work):
                  all(p.rc == 0 for p in a.values()),
                  f"a rank meeting only another job's rank 0 names it when it times out ({lost.rc}, "
                  f"{lost.err.strip()!r}; A: {describe(a)})")
+    # ... and that rank 0, timing out in turn, says another job's rank connected (it said only that
+    # rank 1 never did).
+    port = free_port()
+    spec = f"tcp:127.0.0.1:{port}"
+    a0 = Probe(binary, 0, 2, spec, ZT_JOB_ID="job-a", ZT_RENDEZVOUS_TIMEOUT=TIMEOUT_S + 1)
+    time.sleep(0.3)
+    lost = Probe(binary, 1, 2, spec, ZT_JOB_ID="job-b", ZT_RENDEZVOUS_TIMEOUT=TIMEOUT_S).finish()
+    a0.finish()
+    report.check(a0.rc == 1 and one_error_line(a0.err, "waiting for rank(s) 1 of 2 to connect (rank(s) 1 of another "
+                                                       "job connected: a job id differs; this job: job-a)"),
+                 f"rank 0 timing out names another job's rank that connected ({a0.rc}, {a0.err.strip()!r})")
 
 
 def check_missing_peers(report, binary, work):

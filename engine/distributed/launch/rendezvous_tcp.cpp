@@ -207,9 +207,16 @@ std::vector<std::uint8_t> share_by_tcp_rank0(const LaunchInfo& launch, const Ren
       }
     }
   };
+  // Ranks of another job (another ZT_JOB_ID, or launcher's job id) that connected: the ranks waited
+  // for may be among them, told their own job's id differs.
+  std::set<int> other_job_ranks;
   const auto timed_out = [&] {
-    fail(fmt::format("rank 0 timed out after {:g} s waiting for rank(s) {} of {} to connect", options.timeout_s,
-                     list_ranks(waiting), launch.world_size));
+    fail(fmt::format("rank 0 timed out after {:g} s waiting for rank(s) {} of {} to connect{}", options.timeout_s,
+                     list_ranks(waiting), launch.world_size,
+                     other_job_ranks.empty()
+                         ? std::string()
+                         : fmt::format(" (rank(s) {} of another job connected: a job id differs; this job: {})",
+                                       list_ranks(other_job_ranks), options.job.empty() ? "none named" : options.job)));
   };
   const Deadline deadline(options.timeout_s);
   for (;;) {
@@ -279,6 +286,7 @@ std::vector<std::uint8_t> share_by_tcp_rank0(const LaunchInfo& launch, const Ren
     const std::uint32_t nonce = hello[4];
     if (hello[3] != job_key(options)) {
       send_words(peer.fd(), {kOtherJobMagic, job_key(options), 0}, peer_deadline);
+      other_job_ranks.insert(static_cast<int>(hello[1]));
       continue;
     }
     if (!send_words(

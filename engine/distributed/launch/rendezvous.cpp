@@ -1,16 +1,13 @@
-// Launch detection, the rendezvous method chosen from the environment, and share_from_rank0, which
+// The rendezvous method chosen from the environment (the launch itself: launch_env.cpp), and share_from_rank0, which
 // hands rank 0's blob to every rank by MPI broadcast (here) or by the methods in rendezvous_file.cpp
 // and rendezvous_tcp.cpp. Every wait has a deadline, so a peer that never arrives becomes a one-line
 // RuntimeError naming the method and the file or address.
 #include "engine/distributed/launch/rendezvous.h"
 
-#include <charconv>
 #include <climits>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
-#include <optional>
-#include <span>
 #include <string_view>
 #include <utility>
 
@@ -30,182 +27,8 @@
 
 namespace zt {
 
-namespace {
-
-const char* env(const char* name) {
-  const char* value = std::getenv(name);
-  return value != nullptr && *value != '\0' ? value : nullptr;
-}
-
-// A non-negative int, or -1 when `text` is anything else (a sign, spaces, letters, overflow).
-int parse_count(std::string_view text) {
-  int value = 0;
-  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  return ec == std::errc() && ptr == text.data() + text.size() && value >= 0 ? value : -1;
-}
-
-int parse_env_int(const char* name, const char* text) {
-  const int value = parse_count(text);
-  if (value >= 0) return value;
-  // A run of digits past an int is a number, only too large: said so.
-  const std::string_view digits(text);
-  if (!digits.empty() && digits.find_first_not_of("0123456789") == std::string_view::npos) {
-    throw_input_error("{}='{}' is too large (at most {})", name, text, INT_MAX);
-  }
-  throw_input_error("{}='{}' is not a non-negative integer", name, text);
-}
-
-struct LauncherVars {
-  const char* source;
-  const char* rank;
-  const char* world;
-  const char* local_rank;
-  const char* local_size;  // the launcher's count of ranks on this node (none for ZT_RANK, Slurm)
-  // Both needed to count: RANK and WORLD_SIZE may be set for other reasons, and salloc and sbatch
-  // set SLURM_PROCID=0 in their shell without SLURM_NTASKS unless tasks were asked for.
-  bool both_needed;
-};
-
-constexpr LauncherVars kLaunchers[] = {
-    {"ZT_RANK", "ZT_RANK", "ZT_WORLD_SIZE", "ZT_LOCAL_RANK", nullptr, false},
-    {"OpenMPI", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
-     "OMPI_COMM_WORLD_LOCAL_SIZE", false},
-    {"Slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", nullptr, true},
-    {"PMI", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS", false},
-    {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", true},
-};
-
-// What one launcher's variables say, or nullopt where they are absent (or, for names set for other
-// reasons, half there). InputError for a malformed value.
-std::optional<LaunchInfo> read_launcher(const LauncherVars& vars) {
-  const char* rank_text = env(vars.rank);
-  const char* world_text = env(vars.world);
-  if (rank_text == nullptr && world_text == nullptr) return std::nullopt;
-  if (rank_text == nullptr || world_text == nullptr) {
-    if (vars.both_needed) return std::nullopt;
-    throw_input_error("{} is set but {} is not", rank_text ? vars.rank : vars.world,
-                      rank_text ? vars.world : vars.rank);
-  }
-  LaunchInfo info;
-  info.source = vars.source;
-  info.rank = parse_env_int(vars.rank, rank_text);
-  info.world_size = parse_env_int(vars.world, world_text);
-  if (info.world_size < 1) throw_input_error("{}={} must be at least 1", vars.world, info.world_size);
-  if (info.rank >= info.world_size) {
-    throw_input_error("{}={} is not below {}={}", vars.rank, info.rank, vars.world, info.world_size);
-  }
-  info.local_rank = info.rank;
-  if (const char* local = env(vars.local_rank)) {
-    info.local_rank = parse_env_int(vars.local_rank, local);
-    if (info.local_rank >= info.world_size) {
-      throw_input_error("{}={} is not below {}={}", vars.local_rank, info.local_rank, vars.world, info.world_size);
-    }
-  }
-  return info;
-}
-
-}  // namespace
-
-LaunchInfo detect_launch() {
-  for (const LauncherVars& vars : kLaunchers) {
-    std::optional<LaunchInfo> info = read_launcher(vars);
-    if (!info) continue;
-    // ZT_RANK wins, but not against the MPI launcher that started this process: values left in the
-    // shell from a launch by hand would give every rank of an mpirun the same rank and GPU.
-    if (&vars == &kLaunchers[0]) {
-      for (const LauncherVars* mpi : {&kLaunchers[1], &kLaunchers[3]}) {  // OpenMPI, PMI
-        std::optional<LaunchInfo> other;
-        try {
-          other = read_launcher(*mpi);
-        } catch (const InputError&) {  // half-set or malformed: not a launch to hold ZT_RANK against
-        }
-        if (other && (other->rank != info->rank || other->world_size != info->world_size)) {
-          throw_input_error(
-              "{}={} and {}={} disagree with {}'s {}={} and {}={} (ZT_ variables left in the environment from a "
-              "launch by hand? unset them, or the MPI launcher's where it only starts the processes that set them)",
-              vars.rank, info->rank, vars.world, info->world_size, mpi->source, mpi->rank, other->rank, mpi->world,
-              other->world_size);
-        }
-      }
-      if (const char* pmix = env("PMIX_RANK");
-          pmix != nullptr && parse_count(pmix) >= 0 && parse_count(pmix) != info->rank) {  // srun --mpi=pmix
-        throw_input_error("{}={} disagrees with PMIX_RANK={} (ZT_ variables left in the environment? unset them)",
-                          vars.rank, info->rank, pmix);
-      }
-      // No ZT_LOCAL_RANK (a wrapper that sets ZT_RANK from its launcher's): the launcher's local rank
-      // where it counts the same rank and world, rather than the global rank, which under
-      // `--map-by node` or on a second node picks another rank's GPU.
-      if (env(vars.local_rank) == nullptr) {
-        for (const LauncherVars& other_vars : std::span(kLaunchers).subspan(1)) {
-          std::optional<LaunchInfo> other;
-          try {
-            other = read_launcher(other_vars);
-          } catch (const InputError&) {  // malformed: not a launcher to take a local rank from
-          }
-          if (other && other->rank == info->rank && other->world_size == info->world_size &&
-              env(other_vars.local_rank) != nullptr) {
-            info->local_rank = other->local_rank;
-            break;
-          }
-        }
-      }
-    }
-    return *info;
-  }
-  return {};
-}
-
-std::string mpi_world_mismatch(const LaunchInfo& launch, int mpi_rank, int mpi_world_size) {
-  const LauncherVars* vars = nullptr;
-  for (const LauncherVars& v : kLaunchers) {
-    if (launch.source == v.source) vars = &v;
-  }
-  if (vars == nullptr || (launch.rank == mpi_rank && launch.world_size == mpi_world_size)) return "";
-  if (launch.source != "OpenMPI" && launch.source != "PMI") {
-    // Variables not MPI's own (Slurm's, torchrun's, ZT_RANK) need not count MPI's ranks (srun's
-    // tasks may be the nodes' proxies, each starting several), but a world smaller than they say is
-    // processes that each train apart, the job's work done over: srun --mpi=pmix beside an MPI that
-    // does not join the PMIx job comes up as worlds of one.
-    if (mpi_world_size >= launch.world_size) return "";
-    return fmt::format(
-        "{}={} and {}={} say rank {} of {}, but MPI started this process as rank {} of {}: each MPI world would "
-        "train apart (srun --mpi=pmix beside an MPI that does not join the PMIx job, or variables left from another "
-        "launch?); start the ranks with the mpirun of the MPI this binary was built with, or unset them",
-        vars->rank, launch.rank, vars->world, launch.world_size, launch.rank, launch.world_size, mpi_rank,
-        mpi_world_size);
-  }
-  return fmt::format(
-      "{}={} and {}={} say rank {} of {}, but MPI started this process as rank {} of {} (started by another MPI's "
-      "launcher, or the variables set by hand? start the ranks with the mpirun of the MPI this binary was built "
-      "with, or unset them)",
-      vars->rank, launch.rank, vars->world, launch.world_size, launch.rank, launch.world_size, mpi_rank,
-      mpi_world_size);
-}
-
-int ranks_on_this_node(int world_size) {
-  for (const char* source : {"OpenMPI", "torchrun", "PMI"}) {  // the first launcher that says
-    if (const int n = launcher_ranks_on_this_node(source); n > 0) return n;
-  }
-  return world_size;
-}
-
-int launcher_ranks_on_this_node(const std::string& source) {
-  for (const LauncherVars& vars : kLaunchers) {
-    if (source != vars.source || vars.local_size == nullptr) continue;
-    const char* v = env(vars.local_size);
-    const int n = v != nullptr ? parse_count(v) : 0;
-    return n > 0 ? n : 0;
-  }
-  return 0;
-}
-
-int ranks_on_this_node() {
-  int world_size = 1;
-  try {
-    world_size = detect_launch().world_size;
-  } catch (const InputError&) {}
-  return ranks_on_this_node(world_size);
-}
+using detail::env_value;
+using detail::parse_count;
 
 namespace {
 
@@ -248,16 +71,9 @@ void parse_rendezvous_spec(const std::string& spec, RendezvousOptions& options) 
 
 }  // namespace
 
-bool launched_by_mpi() {
-  for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "MPI_LOCALNRANKS"}) {
-    if (env(var) != nullptr) return true;
-  }
-  return false;
-}
-
 RendezvousOptions rendezvous_from_env(const LaunchInfo& launch) {
   RendezvousOptions options;
-  if (const char* timeout = env("ZT_RENDEZVOUS_TIMEOUT")) {
+  if (const char* timeout = env_value("ZT_RENDEZVOUS_TIMEOUT")) {
     char* end = nullptr;
     options.timeout_s = std::strtod(timeout, &end);
     if (*end != '\0' || !std::isfinite(options.timeout_s) || options.timeout_s <= 0) {
@@ -266,17 +82,17 @@ RendezvousOptions rendezvous_from_env(const LaunchInfo& launch) {
   }
   // The launcher that gave the ranks names the job (a rank 0 in an salloc shell and others started
   // over ssh share no Slurm job id, but were launched by hand, by ZT_RANK: no job name then).
-  if (const char* job = env("ZT_JOB_ID")) {
+  if (const char* job = env_value("ZT_JOB_ID")) {
     options.job = job;
-  } else if (const char* slurm = env("SLURM_JOB_ID"); slurm != nullptr && launch.source == "Slurm") {
+  } else if (const char* slurm = env_value("SLURM_JOB_ID"); slurm != nullptr && launch.source == "Slurm") {
     options.job = fmt::format("slurm:{}", slurm);  // not the step: one srun per rank is one job
-  } else if (const char* run = env("TORCHELASTIC_RUN_ID"); run != nullptr && launch.source == "torchrun") {
+  } else if (const char* run = env_value("TORCHELASTIC_RUN_ID"); run != nullptr && launch.source == "torchrun") {
     options.job = fmt::format("torchrun:{}", run);
   }
   // MPI's own variables, not the launcher's: srun without PMI sets Slurm's, and MPI would then
   // start each rank as a world of one.
   const bool by_mpi_launcher = launched_by_mpi();
-  if (const char* spec = env("ZT_RENDEZVOUS")) {
+  if (const char* spec = env_value("ZT_RENDEZVOUS")) {
     parse_rendezvous_spec(spec, options);
   } else if (launch.world_size == 1) {
     options.method = RendezvousMethod::kSingle;
@@ -284,12 +100,12 @@ RendezvousOptions rendezvous_from_env(const LaunchInfo& launch) {
   } else if (by_mpi_launcher) {
     options.method = RendezvousMethod::kMpi;
 #endif
-  } else if (env("MASTER_ADDR") != nullptr && env("MASTER_PORT") != nullptr) {
+  } else if (env_value("MASTER_ADDR") != nullptr && env_value("MASTER_PORT") != nullptr) {
     options.method = RendezvousMethod::kTcp;
-    options.host = env("MASTER_ADDR");
-    options.port = parse_port(fmt::format("MASTER_PORT='{}'", env("MASTER_PORT")), env("MASTER_PORT"));
+    options.host = env_value("MASTER_ADDR");
+    options.port = parse_port(fmt::format("MASTER_PORT='{}'", env_value("MASTER_PORT")), env_value("MASTER_PORT"));
     // torchrun's agent serves its own store on MASTER_PORT when it says so (static rendezvous).
-    const char* agent_store = env("TORCHELASTIC_USE_AGENT_STORE");
+    const char* agent_store = env_value("TORCHELASTIC_USE_AGENT_STORE");
     if (agent_store != nullptr && std::string_view(agent_store) == "True") {
       if (options.port == 65535) throw_input_error("MASTER_PORT=65535: torchrun holds it, and 65536 is no port");
       ++options.port;
@@ -297,9 +113,9 @@ RendezvousOptions rendezvous_from_env(const LaunchInfo& launch) {
   } else {
     // One of torchrun's pair without the other is named: "set MASTER_ADDR and MASTER_PORT" read
     // wrong to a user who had set one.
-    const char* half = env("MASTER_ADDR") != nullptr   ? "MASTER_ADDR is set but MASTER_PORT is not; "
-                       : env("MASTER_PORT") != nullptr ? "MASTER_PORT is set but MASTER_ADDR is not; "
-                                                       : "";
+    const char* half = env_value("MASTER_ADDR") != nullptr   ? "MASTER_ADDR is set but MASTER_PORT is not; "
+                       : env_value("MASTER_PORT") != nullptr ? "MASTER_PORT is set but MASTER_ADDR is not; "
+                                                             : "";
     throw_input_error(
         "rank {} of {} (from {}) needs a rendezvous: {}set ZT_RENDEZVOUS=file:/shared/path or "
         "tcp:host:port, or MASTER_ADDR and MASTER_PORT{}",

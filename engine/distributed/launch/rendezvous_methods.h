@@ -1,4 +1,5 @@
-// Internal to the rendezvous (engine/distributed/launch/rendezvous*.cpp): the deadline every wait counts down to,
+// Internal to the rendezvous (engine/distributed/launch/rendezvous*.cpp, launch_env.cpp): the environment's
+// values, the deadline every wait counts down to,
 // the error-text helpers more than one method uses, and the per-method functions that
 // share_from_rank0 dispatches to. Not a public header: callers include engine/distributed/launch/rendezvous.h.
 #pragma once
@@ -7,13 +8,16 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <climits>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <set>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -38,6 +42,19 @@ struct Deadline {
 };
 
 inline std::string errno_text() { return std::strerror(errno); }
+
+// An environment variable's value, or nullptr where it is unset or empty.
+inline const char* env_value(const char* name) {
+  const char* value = std::getenv(name);
+  return value != nullptr && *value != '\0' ? value : nullptr;
+}
+
+// A non-negative int, or -1 when `text` is anything else (a sign, spaces, letters, overflow).
+inline int parse_count(std::string_view text) {
+  int value = 0;
+  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  return ec == std::errc() && ptr == text.data() + text.size() && value >= 0 ? value : -1;
+}
 
 // Up to eight ranks, comma-separated, then "and N more": for the errors naming who never arrived.
 inline std::string list_ranks(const std::set<int>& ranks) {

@@ -20,8 +20,9 @@ another set's shards in OUT (set "d" beside set "d_val"), or holding a glob's pa
 last, so a failed run (a full disk: one line, exit 1), a Ctrl-C or a kill (one line; the process
 ends by the signal, 130 or 143 in a shell) leaves OUT as it was; a later run removes the staging
 files of NAME that a SIGKILL left (a second run into OUT at once is refused). A SIGKILL or a power
-loss during the renames leaves OUT/.zt-incomplete-output, and zerotrain then reads no shard there
-(new shards beside old ones of NAME would look whole) until a run completes. A character the
+loss during the renames leaves OUT/.zt-incomplete-output, naming the set, and zerotrain then reads
+no shard there (new shards beside old ones of NAME would look whole) until a run of that set
+completes; a run of another set into OUT meanwhile is refused, so as not to take the mark away. A character the
 tokenizer has no token for (a character vocabulary's, without byte fallback) is left out of the
 shards, and counted in one line. Bad input: one line, exit 2. Needs the `tokenizers` package
 (tools/setup.sh installs it in .venv-hf).
@@ -200,7 +201,12 @@ def run(argv, signals):
         stale = remove_stale_staging(args.out, args.name)
     except OSError as e:
         fail(f"--out {args.out}: {e.strerror}")
-    staging = Staging(args.out)
+    staging = Staging(args.out, f"{TOOL} --name {args.name}")
+    if (cut := staging.foreign_marker()) is not None:
+        os.close(held)
+        fail(f"--out {args.out}: {staging.marker} is there: another output into it was cut before it ended "
+             f"({cut.split(':')[0] if cut.startswith(TOOL + ' --name') else 'a zerotrain prepare or ckpt export'})"
+             ", and its files there may be mixed; run that one again first")
     signals.outcome = f"; --out {args.out} is left as it was"
     try:
         return prepare(args, tok, vocab, eot_name, eot, wide, staging, replacing, stale, signals)

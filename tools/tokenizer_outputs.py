@@ -153,9 +153,22 @@ class Staging:
     a failure or a stop before then leaves the folder `out` as it was, and remove() takes away what
     was staged."""
 
-    def __init__(self, out):
+    def __init__(self, out, owner):
         self.out = out
+        self.owner = owner  # what INCOMPLETE_MARKER names as the output cut ("prepare_tokens.py --name data")
         self.files = []  # (staging path, final path), in the order commit renames them
+        self.marker = os.path.join(out, INCOMPLETE_MARKER)
+
+    def foreign_marker(self):
+        """INCOMPLETE_MARKER's text where another output's cut left it in `out` (another set's, or
+        zerotrain prepare's dataset): this run's commit must not take it away while that output is
+        still mixed. None where there is none, or it is this output's own."""
+        try:
+            with open(self.marker, encoding="utf-8", errors="replace") as f:
+                text = f.read().strip()
+        except FileNotFoundError:
+            return None
+        return None if text.startswith(self.owner + ":") else text
 
     def stage(self, tmp, final):
         """Registers `tmp` before it is written, so that an interrupted write is removed too."""
@@ -171,14 +184,16 @@ class Staging:
         StagedFiles::commit does: a kill between them (an OOM kill, a power loss) leaves new shards
         beside old ones of the same names' set, which zerotrain then refuses to read; this tool's next
         run into the folder takes the marker away with its own commit."""
-        marker = os.path.join(self.out, INCOMPLETE_MARKER)
-        marked = len(earlier) + len(self.files) > 1 or os.path.lexists(marker)
+        marker = self.marker
+        was_marked = os.path.lexists(marker)  # by this output's own earlier cut (foreign_marker refused another's)
+        marked = len(earlier) + len(self.files) > 1 or was_marked
         changed = False
         with signals.held():
             try:
                 if marked:
                     with synced_file(marker) as f:
-                        f.write(b"an output being replaced here was cut before it was whole: run its command again\n")
+                        f.write(f"{self.owner}: an output being replaced here was cut before it was whole: run its "
+                                "command again\n".encode())
                     sync_dir(self.out)
                 for p in earlier:
                     os.remove(p)
@@ -187,8 +202,9 @@ class Staging:
                     os.replace(tmp, final)
                     changed = True
             except OSError:
-                if marked and not changed:
-                    os.remove(marker)  # the folder is as it was
+                if marked and not changed and not was_marked:
+                    with contextlib.suppress(FileNotFoundError):
+                        os.remove(marker)  # the folder is as it was
                 raise
             signals.outcome = outcome
             sync_dir(self.out)

@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """`zerotrain train`'s live progress line on a terminal (a pseudo-terminal of a set width):
 
-  * on 60 columns every rewrite of the step line is cut to 59 characters: a line wider than the
-    terminal wraps, and the carriage return goes back to its last row only, so each step left the
-    rows above behind (the line is 130 characters at this config, 136 at configs/tiny.json);
+  * on 60 columns every rewrite of the step line fits in 59 characters, its last fields dropped
+    but the ETA: a line wider than the terminal wraps, and the carriage return goes back to its
+    last row only, so each step left the rows above behind (the line is 130 characters at this
+    config, 136 at configs/tiny.json);
   * on 200 columns the line is whole (it ends with the memory figures);
   * the lines that stay (the banner, the memory table) are not cut.
 
@@ -66,6 +67,9 @@ def main():
         check(code == 0 and len(steps) >= 4 and all(len(s) <= 59 for s in steps),
               f"on 60 columns every rewrite of the step line fits in 59 (exit {code}, "
               f"widths {[len(s) for s in steps]})")
+        # Fields go from the end, the ETA kept: what a user watching a long run reads first.
+        check(all(" | eta " in s and " | mem " not in s and s.startswith("step ") for s in steps),
+              f"... its last fields dropped, the ETA kept ({steps[-1:]})")
         kept = [line for line in text.replace("\r", "\n").split("\n") if len(line) > 60]
         check(kept, "lines that stay (the banner, the memory table) are not cut to the terminal's width")
 

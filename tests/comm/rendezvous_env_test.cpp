@@ -248,6 +248,13 @@ TEST_F(RendezvousEnv, MpiWorldMustBeTheLaunchersWorld) {
   EXPECT_NE(mpi_world_mismatch({0, 2, 0, "torchrun"}, 0, 1).find("RANK=0 and WORLD_SIZE=2 say rank 0 of 2"),
             std::string::npos);
   EXPECT_NE(mpi_world_mismatch({1, 2, 1, "ZT_RANK"}, 0, 1).find("ZT_RANK=1 and ZT_WORLD_SIZE=2"), std::string::npos);
+  // MPI's own launcher's world, where it says one, is judged rather than the allocation's Slurm
+  // variables it runs in (sbatch -n 4, then MPICH's mpiexec -n 2: a launch of fewer ranks).
+  set("PMI_RANK", "1");
+  set("PMI_SIZE", "2");
+  EXPECT_EQ(mpi_world_mismatch({0, 4, 0, "Slurm"}, 1, 2), "");
+  EXPECT_NE(mpi_world_mismatch({0, 4, 0, "Slurm"}, 0, 1).find("PMI_RANK=1 and PMI_SIZE=2 say rank 1 of 2"),
+            std::string::npos);
 }
 
 TEST_F(RendezvousEnv, MalformedMethodsNameTheVariable) {

@@ -316,6 +316,32 @@ def main():
     checks.check(mixed.returncode == 2 and len(lines) == 1 and "different vocabularies" in lines[0] and
                  os.path.join(chars, "vocab.json") in lines[0] and os.path.join(shards, "tokenizer.json") in lines[0],
                  f"a character dataset's shard beside a tokenizer's: refused naming both ({lines})")
+    # data.vocab_file named leaves the two tokenizers' shards refused (samples still decode through the
+    # first shard's tokenizer.json) ...
+    mixed = subprocess.run([binary, "train", "--config", config, "--run-dir", os.path.join(work, "mixed_named"),
+                            "--set", "train.max_steps=1", "--set", f"data.vocab_file={chars}/vocab.json", "--set",
+                            f'data.train_files=["{shards}/shakespeare_train_*.bin", "{other_dir}/other_train_*.bin"]'],
+                           capture_output=True, text=True, timeout=120)
+    lines = [line for line in mixed.stderr.splitlines() if line.strip()]
+    checks.check(mixed.returncode == 2 and len(lines) == 1 and "different tokenizers" in lines[0],
+                 f"shards of two tokenizers with data.vocab_file named: still refused ({lines})")
+    # ... and a Hugging Face vocab.json (GPT-2's token map beside merges.txt) is the tokenizer in another
+    # form, not a vocabulary of its own: its folder's shards train beside the tokenizer.json's.
+    hf_form = os.path.join(work, "hf_form")
+    os.makedirs(hf_form)
+    with open(os.path.join(hf_form, "vocab.json"), "w") as f:
+        json.dump({t: i for t, i in tok.get_vocab().items()}, f)
+    with open(os.path.join(hf_form, "merges.txt"), "w") as f:
+        f.write("#version: 0.2\n")
+    with open(os.path.join(shards, "shakespeare_train_000001.bin"), "rb") as src, \
+            open(os.path.join(hf_form, "part_000000.bin"), "wb") as dst:
+        dst.write(src.read())
+    beside = subprocess.run([binary, "train", "--config", config, "--run-dir", os.path.join(work, "hf_form_run"),
+                             "--set", "train.max_steps=1", "--set",
+                             f'data.train_files=["{shards}/shakespeare_train_*.bin", "{hf_form}/part_*.bin"]'],
+                            capture_output=True, text=True, timeout=120)
+    checks.check(beside.returncode == 0, f"a Hugging Face vocab.json beside shards is not taken for another "
+                                         f"vocabulary ({beside.stderr.strip()[-300:]})")
     # A preparation killed during its renames (the process ends after the second, as a SIGKILL or
     # a power loss there would) leaves new shards beside the earlier set's of the same names, which
     # look whole: the folder is marked, a run refuses it naming the marker, and a preparation again

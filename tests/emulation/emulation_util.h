@@ -6,7 +6,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <string>
+#include <tuple>
 #include <type_traits>
 #include <vector>
 
@@ -55,6 +57,26 @@ inline ::testing::AssertionResult close_to_cpu(const std::vector<float>& got, co
     }
   }
   return ::testing::AssertionSuccess();
+}
+
+// A norm's two rows of C, the first of values whose mean square overflows float: that row NaN on
+// both sides (its scale and every output), the second finite, the emulated one within the CPU's
+// bounds (kernels/contracts/norm_row_scale.h).
+inline void expect_overflowed_row_nan(const std::string& kernel, const std::vector<float>& got,
+                                      const std::vector<float>& got_rstd, const std::vector<float>& cpu,
+                                      const std::vector<float>& cpu_rstd, std::int64_t C, bool bf16) {
+  const auto is_nan = [](float v) { return std::isnan(v); };
+  const auto is_finite = [](float v) { return std::isfinite(v); };
+  for (const auto& [side, out, rstd] :
+       {std::tuple{"CPU", &cpu, &cpu_rstd}, std::tuple{kernel.c_str(), &got, &got_rstd}}) {
+    EXPECT_TRUE(std::isnan((*rstd)[0]) && std::all_of(out->begin(), out->begin() + C, is_nan))
+        << side << ": the overflowed row is NaN (rstd " << (*rstd)[0] << ", out[0] " << (*out)[0] << ")";
+    EXPECT_TRUE(std::isfinite((*rstd)[1]) && std::all_of(out->begin() + C, out->end(), is_finite))
+        << side << ": the row beside it is finite";
+  }
+  EXPECT_TRUE(close_to_cpu(std::vector<float>(got.begin() + C, got.end()),
+                           std::vector<float>(cpu.begin() + C, cpu.end()), bf16))
+      << kernel << ": the finite row as the CPU's";
 }
 
 // Every broken emulator rule (simt::violations) as a test failure.

@@ -17,6 +17,8 @@
     (the tokenizer was copied in place after the shards' renames: a full disk left the new shards
     beside a truncated tokenizer.json, with a traceback); the renames go earlier tokenizer files
     out, then shards in, then tokenizer.json last;
+  * a folder another output's cut left marked (.zt-incomplete-output, zerotrain prepare's or another
+    set's) refuses a run of this set, the mark kept; the set's own mark its run takes away;
   * staging files that a killed run of the set left (NAME_train_000007.bin.tmp,
     NAME_tokenizer.json.tmp) are removed by the next run, other names' kept (they piled up run after
     run); SIGINT and SIGTERM mid-run end it by the signal with one line, no traceback, nothing
@@ -300,6 +302,26 @@ def main():
     left = sorted(n for n in os.listdir(folder) if n.endswith(".tmp"))
     check(q.returncode == 0 and p.returncode == 0 and left == sorted(others) and "removed 3 staging files" in p.stdout,
           f"a killed run's staging files of the set removed, other names kept ({left}; {p.stdout.strip()[-200:]})")
+
+    # A folder another output's cut left marked (.zt-incomplete-output: zerotrain prepare's, or another
+    # set's): a run of this set is refused, the mark kept (its commit took the mark away, and zerotrain
+    # then trained on the other output's mixed files); this set's own mark is taken away by its run.
+    folder = os.path.join(work, "marked")
+    q = prepare(folder, "--name", "a", jsonl)
+    marker = os.path.join(folder, ".zt-incomplete-output")
+    for text, refused in (("an output being replaced here was cut before it was whole: run its command again\n",
+                           "a zerotrain prepare or ckpt export"),
+                          ("prepare_tokens --name a: an output being replaced here was cut\n", "prepare_tokens --name a")):
+        with open(marker, "w") as f:
+            f.write(text)
+        p = prepare(folder, "--name", "b", jsonl)
+        lines = one_line(p)
+        check(q.returncode == 0 and p.returncode == 2 and len(lines) == 1 and f"{marker} is there" in lines[0] and
+              f"({refused})" in lines[0] and os.path.exists(marker) and
+              not any(n.startswith("b_") for n in os.listdir(folder)),
+              f"another output's mark ({refused}): a run of set b is refused, the mark kept ({lines})")
+    p = prepare(folder, "--name", "a", jsonl)
+    check(p.returncode == 0 and not os.path.exists(marker), f"a set's own mark is taken away by its run ({one_line(p)})")
 
     # SIGINT and SIGTERM mid-run, once it has staged a shard (a long input; a 40-token shard a few
     # documents): ended by the signal, one line, nothing staged left, the earlier set whole.

@@ -134,5 +134,16 @@ TEST_F(MetricsLogWriteWhile, TakesBackItsRecordOnlyWhereItEndsTheFile) {
   EXPECT_EQ(read_log(), "{\"step\":1}\n{\"taker\":1}\n{\"step\":3}\n{\"taker\":2}\n");
 }
 
+TEST_F(MetricsLogWriteWhile, AFreshLogAppendsToo) {
+  // A fresh run's log (start_afresh: the file truncated) also writes at the end: a record written
+  // after another run's appended ones lands after them, and is taken back alone.
+  MetricsLog log(path_);
+  log.start_afresh();
+  log.write({{"step", 1}});
+  append("{\"taker\":1}\n");
+  log.write_while({{"step", 2}}, [] { return false; });
+  EXPECT_EQ(read_log(), "{\"step\":1}\n{\"taker\":1}\n");
+}
+
 }  // namespace
 }  // namespace zt

@@ -199,6 +199,8 @@ void StagedFiles::commit(const std::string& dir, const std::vector<std::string>&
   const std::string folder = dir.empty() ? "." : dir;
   const std::string marker = (std::filesystem::path(folder) / kIncompleteOutputMarker).string();
   const bool marked = !remove_first.empty() || staged_.size() > 1;
+  std::error_code gone;
+  const bool was_marked = std::filesystem::exists(marker, gone);  // an earlier cut's: kept where this one fails
   if (marked) {
     ckpt::write_file_synced(marker,
                             "an output being replaced here was cut before it was whole: run its command again\n");
@@ -208,7 +210,7 @@ void StagedFiles::commit(const std::string& dir, const std::vector<std::string>&
     if (changed) {  // kept for the next run, which completes the output from them
       for (Staged& f : staged_) f.partial.reset();
       staged_.clear();
-    } else if (marked) {
+    } else if (marked && !was_marked) {
       std::remove(marker.c_str());  // the destination is as it was
     }
     throw_runtime_error("{}", what);

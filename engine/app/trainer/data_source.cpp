@@ -2,10 +2,13 @@
 #include "engine/app/trainer/data_source.h"
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -31,14 +34,28 @@ data::TokenFileFormat token_file_format(const DataConfig& d) {
 
 }  // namespace
 
-void DataSource::check_shards_share_vocabulary(const RunConfig& c) const {
+void DataSource::check_shards_share_vocabulary(const RunConfig& c, bool with_vocab_files) const {
   // Shards from folders of other vocabularies (two prepare_tokens.py corpora, two zerotrain prepare
   // datasets of other texts, one of each) would train on ids that mean other text, and every sample
   // and export decode them through the first's. A folder's vocabulary is its tokenizer.json, else
-  // its vocab.json; a folder of neither says nothing.
+  // its zerotrain vocab.json (not a Hugging Face one beside merges.txt: the same tokenizer in
+  // another form); a folder of neither says nothing.
   struct Vocabulary {
     fs::path file;
     std::string content;
+    bool tokenizer() const { return file.filename() == "tokenizer.json"; }
+  };
+  const auto vocabulary_of = [&](const fs::path& folder) -> std::optional<Vocabulary> {
+    std::error_code ec;
+    if (const fs::path t = folder / "tokenizer.json"; fs::exists(t, ec)) {
+      return Vocabulary{t, read_whole_input(t.string(), "tokenizer")};
+    }
+    const fs::path v = folder / "vocab.json";
+    if (!with_vocab_files || !fs::exists(v, ec)) return std::nullopt;
+    std::string content = read_whole_input(v.string(), "vocabulary");
+    const nlohmann::json j = nlohmann::json::parse(content, nullptr, /*allow_exceptions=*/false);
+    if (!j.is_object() || j.value("format", "") != "zerotrain-vocab") return std::nullopt;
+    return Vocabulary{v, std::move(content)};
   };
   std::optional<Vocabulary> first;
   std::vector<fs::path> seen;
@@ -47,25 +64,27 @@ void DataSource::check_shards_share_vocabulary(const RunConfig& c) const {
       const fs::path folder = fs::path(split->shard_name(i)).parent_path();
       if (std::find(seen.begin(), seen.end(), folder) != seen.end()) continue;
       seen.push_back(folder);
-      std::error_code ec;
-      fs::path file = folder / "tokenizer.json";
-      if (!fs::exists(file, ec)) file = folder / "vocab.json";
-      if (!fs::exists(file, ec)) continue;
-      Vocabulary here{file, read_whole_input(file.string(), file.filename().string())};
+      std::optional<Vocabulary> here = vocabulary_of(folder);
+      if (!here) continue;
       if (!first) {
         first = std::move(here);
         continue;
       }
-      if (here.file.filename() == first->file.filename() && here.content == first->content) continue;
-      const bool tokenizers = here.file.filename() == "tokenizer.json" && first->file.filename() == "tokenizer.json";
+      if (here->tokenizer() == first->tokenizer() && here->content == first->content) continue;
+      // Where both are of one kind, the two may be one saved twice: the key that names the one to read.
+      const std::string kind = here->tokenizer() && first->tokenizer()     ? "tokenizer"
+                               : !here->tokenizer() && !first->tokenizer() ? "vocabulary"
+                                                                           : "";
       throw_input_error(
           "config error in {}: the shards come from folders of different {} ({} and {} differ): one set's ids would "
-          "be read as another's tokens; train on shards of one {} (where the two files are one {} saved twice, name "
-          "it with {})",
-          c.sources_of({"data.train_files", "data.val_files"}), tokenizers ? "tokenizers" : "vocabularies",
-          first->file.string(), here.file.string(), tokenizers ? "tokenizer" : "vocabulary",
-          tokenizers ? "tokenizer" : "vocabulary",
-          tokenizers ? "data.tokenizer_file" : "data.tokenizer_file or data.vocab_file");
+          "be read as another's tokens; train on shards of one {}",
+          c.sources_of({"data.train_files", "data.val_files"}), kind == "tokenizer" ? "tokenizers" : "vocabularies",
+          first->file.string(), here->file.string(),
+          kind == "tokenizer"    ? "tokenizer (where the two files are one tokenizer saved twice, name it with "
+                                   "data.tokenizer_file)"
+          : kind == "vocabulary" ? "vocabulary (where the two files are one vocabulary saved twice, name it with "
+                                   "data.vocab_file)"
+                                 : "vocabulary");
     }
   }
 }
@@ -202,7 +221,7 @@ void DataSource::open(const RunConfig& c) {
                             : d.dataset != "embedded" && d.train_file.empty() ? fs::path(d.dataset) / "tokenizer.json"
                                                                               : fs::path();
     if (!beside.empty() && fs::exists(beside)) tokenizer_path_ = beside.string();
-    if (!d.train_files.empty() && d.vocab_file.empty()) check_shards_share_vocabulary(c);
+    if (!d.train_files.empty()) check_shards_share_vocabulary(c, /*with_vocab_files=*/d.vocab_file.empty());
   }
   if (!tokenizer_path_.empty()) {
     // A byte-level BPE, or the character vocabulary an export writes as a tokenizer.json.

@@ -60,10 +60,10 @@ class DataSource {
   void open(const RunConfig& config);
   void open_files(const RunConfig& config, const std::string& train_path, const std::string& val_path,
                   const std::string& train_key, const std::string& val_key);
-  // Where neither data.tokenizer_file nor data.vocab_file names the vocabulary: every shard folder
-  // that has one (its tokenizer.json, else its vocab.json) has the same file's bytes (InputError
-  // naming the two otherwise).
-  void check_shards_share_vocabulary(const RunConfig& config) const;
+  // Where data.tokenizer_file names no tokenizer: every shard folder that has one (its
+  // tokenizer.json, else, `with_vocab_files` (no data.vocab_file named), its zerotrain vocab.json)
+  // has the same file's bytes (InputError naming the two otherwise).
+  void check_shards_share_vocabulary(const RunConfig& config, bool with_vocab_files) const;
 
   std::vector<std::int64_t> train_counts_;  // per token id, over the sample the entropy reads
   std::vector<std::int64_t> val_counts_;    // per token id, over the evaluation's targets

@@ -15,7 +15,9 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "engine/app/checkpoint/durable_file.h"
 #include "engine/app/io/output_file.h"
@@ -31,9 +33,10 @@ MetricsLog::MetricsLog(const std::string& path) : path_(path) { open_file(/*trun
 
 void MetricsLog::open_file(bool truncate) {
   // Not blocking in the open: a FIFO without a reader is refused (ENXIO) rather than waited on; one
-  // with a reader (a pipe, /dev/stdout into one) is written as any file.
+  // with a reader (a pipe, /dev/stdout into one) is written as any file. Appending, truncated or not:
+  // each record lands at the file's end, also after another run's (write_while takes ours back).
   const int fd =
-      ::open(path_.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | O_NONBLOCK | (truncate ? O_TRUNC : O_APPEND), 0644);
+      ::open(path_.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | O_NONBLOCK | O_APPEND | (truncate ? O_TRUNC : 0), 0644);
   if (fd < 0 && errno == ENXIO) {
     throw_input_error("metrics file {}: is a FIFO that nothing reads, whose open would wait; give a regular file",
                       path_);
@@ -42,7 +45,7 @@ void MetricsLog::open_file(bool truncate) {
   struct stat st {};
   regular_ = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
   ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
-  file_ = ::fdopen(fd, truncate ? "w" : "a");
+  file_ = ::fdopen(fd, "a");
   if (file_ == nullptr) {
     ::close(fd);
     throw_runtime_error("cannot open metrics file '{}' for writing: {}", path_, std::strerror(errno));
@@ -193,6 +196,36 @@ int MetricsLog::drop_records_after_step(std::int64_t step, int past) {
   return past;
 }
 
+namespace {
+
+// `line` in at most `columns` bytes (its text is ASCII): its " | "-separated fields dropped from the
+// end, the ETA kept (what a user watching a long run reads first), then cut.
+std::string fit_to_columns(const std::string& line, std::size_t columns) {
+  if (line.size() <= columns) return line;
+  constexpr std::string_view kSep = " | ";
+  std::vector<std::string> fields;
+  for (std::size_t at = 0;;) {
+    const std::size_t next = line.find(kSep, at);
+    fields.push_back(line.substr(at, next == std::string::npos ? std::string::npos : next - at));
+    if (next == std::string::npos) break;
+    at = next + kSep.size();
+  }
+  const auto joined = [&] {
+    std::string text;
+    for (const std::string& f : fields) text += (text.empty() ? "" : std::string(kSep)) + f;
+    return text;
+  };
+  std::string text = joined();
+  for (std::size_t i = fields.size(); text.size() > columns && i-- > 1;) {
+    if (fields[i].starts_with("eta ")) continue;
+    fields.erase(fields.begin() + static_cast<std::ptrdiff_t>(i));
+    text = joined();
+  }
+  return text.substr(0, columns);
+}
+
+}  // namespace
+
 ProgressPrinter::ProgressPrinter(const std::string& mode, int every_steps)
     // Under mpirun stdout is the launcher's pseudo-terminal, not the user's: "auto" is plain there.
     : live_(mode == "live" || (mode == "auto" && isatty(STDOUT_FILENO) == 1 && !launched_by_mpi())),
@@ -208,14 +241,12 @@ void ProgressPrinter::step(int step, int total_steps, const std::string& line) {
   if (live_) {
     // A line wider than the terminal wraps, and the carriage return goes back to its last row only:
     // every step left the rows above behind (136 characters at stage 0, 150 at stage 3, against 80
-    // columns). Cut to the terminal's width, read at each step (a window may be resized); the last
-    // column stays free (a line that fills it wraps on some terminals).
-    std::string_view shown = line;
+    // columns). Fitted to the terminal's width, read at each step (a window may be resized); the
+    // last column stays free (a line that fills it wraps on some terminals).
     winsize size{};
-    if (::ioctl(STDOUT_FILENO, TIOCGWINSZ, &size) == 0 && size.ws_col > 1 && shown.size() >= size.ws_col) {
-      shown = shown.substr(0, size.ws_col - 1u);
-    }
-    print_out("\r{}\x1b[K", shown);  // carriage return, then clear what the longer old line left
+    const bool sized = ::ioctl(STDOUT_FILENO, TIOCGWINSZ, &size) == 0 && size.ws_col > 1;
+    // Carriage return, the line, then clear what a longer old line left.
+    print_out("\r{}\x1b[K", sized ? fit_to_columns(line, size.ws_col - 1u) : line);
     std::fflush(stdout);
     line_open_ = true;
     return;

@@ -129,31 +129,36 @@ LaunchInfo detect_launch() {
   return {};
 }
 
-std::string mpi_world_mismatch(const LaunchInfo& launch, int mpi_rank, int mpi_world_size) {
+std::string mpi_world_mismatch(const LaunchInfo& given, int mpi_rank, int mpi_world_size) {
+  LaunchInfo launch = given;
+  bool mpis_own = launch.source == "OpenMPI" || launch.source == "PMI";
+  // Where MPI's own launcher says its world (OpenMPI's, or PMI's: MPICH's mpiexec), that is judged,
+  // not the Slurm variables of an allocation it runs in (sbatch -n 8, then mpiexec -n 4).
+  for (const LauncherVars* mpi : {&kLaunchers[1], &kLaunchers[3]}) {
+    if (mpis_own) break;
+    if (std::optional<LaunchInfo> own = read_launcher(*mpi)) {
+      launch = *own;
+      mpis_own = true;
+    }
+  }
   const LauncherVars* vars = nullptr;
   for (const LauncherVars& v : kLaunchers) {
     if (launch.source == v.source) vars = &v;
   }
   if (vars == nullptr || (launch.rank == mpi_rank && launch.world_size == mpi_world_size)) return "";
-  if (launch.source != "OpenMPI" && launch.source != "PMI") {
-    // Variables not MPI's own (Slurm's, torchrun's, ZT_RANK) need not count MPI's ranks (srun's
-    // tasks may be the nodes' proxies, each starting several), but a world smaller than they say is
-    // processes that each train apart, the job's work done over: srun --mpi=pmix beside an MPI that
-    // does not join the PMIx job comes up as worlds of one.
-    if (mpi_world_size >= launch.world_size) return "";
-    return fmt::format(
-        "{}={} and {}={} say rank {} of {}, but MPI started this process as rank {} of {}: each MPI world would "
-        "train apart (srun --mpi=pmix beside an MPI that does not join the PMIx job, or variables left from another "
-        "launch?); start the ranks with the mpirun of the MPI this binary was built with, or unset them",
-        vars->rank, launch.rank, vars->world, launch.world_size, launch.rank, launch.world_size, mpi_rank,
-        mpi_world_size);
-  }
-  return fmt::format(
-      "{}={} and {}={} say rank {} of {}, but MPI started this process as rank {} of {} (started by another MPI's "
-      "launcher, or the variables set by hand? start the ranks with the mpirun of the MPI this binary was built "
-      "with, or unset them)",
-      vars->rank, launch.rank, vars->world, launch.world_size, launch.rank, launch.world_size, mpi_rank,
-      mpi_world_size);
+  // Variables not MPI's own (Slurm's, torchrun's, ZT_RANK) need not count MPI's ranks (srun's tasks
+  // may be the nodes' proxies, each starting several), but a world smaller than they say is
+  // processes that each train apart, the job's work done over: srun --mpi=pmix beside an MPI that
+  // does not join the PMIx job comes up as worlds of one.
+  if (!mpis_own && mpi_world_size >= launch.world_size) return "";
+  return fmt::format("{}={} and {}={} say rank {} of {}, but MPI started this process as rank {} of {}{}", vars->rank,
+                     launch.rank, vars->world, launch.world_size, launch.rank, launch.world_size, mpi_rank,
+                     mpi_world_size,
+                     mpis_own ? " (started by another MPI's launcher, or the variables set by hand? start the ranks "
+                                "with the mpirun of the MPI this binary was built with, or unset them)"
+                              : ": each MPI world would train apart (srun --mpi=pmix beside an MPI that does not join "
+                                "the PMIx job, or variables left from another launch?); start the ranks with the "
+                                "mpirun of the MPI this binary was built with, or unset them");
 }
 
 int ranks_on_this_node(int world_size) {

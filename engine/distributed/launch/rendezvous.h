@@ -50,7 +50,8 @@ bool launched_by_mpi();
 // beside PMI_SIZE = 2 is a process started by another MPI's launcher (MPICH's mpiexec starting an
 // Open MPI binary), or variables set by hand: each process would train alone as a world of one.
 // Slurm's, torchrun's or ZT_RANK's variables are held to a world at least theirs (srun's tasks may
-// be proxies of several ranks each, never fewer ranks than they say).
+// be proxies of several ranks each, never fewer ranks than they say), unless OpenMPI's or PMI's
+// world variables are there too: those are judged then (mpiexec inside an allocation).
 std::string mpi_world_mismatch(const LaunchInfo& launch, int mpi_rank, int mpi_world_size);
 
 // MPI's finalisation, registered with std::atexit by whichever part of the process initialised MPI

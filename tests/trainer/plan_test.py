@@ -244,6 +244,32 @@ def main():
     rows = [c["sets"] for c in json.loads(accum.stdout)["fitting"]] if accum.returncode == 0 else []
     check(rows and all("train.grad_accum=2" in r and "train.micro_batch=32" in r for r in rows),
           f"a held accumulation plans the micro-batch that splits with it ({accum.stderr.strip()[-300:]})")
+    # The config derives its global batch (2 x 64 x 8 x 2 ranks = 2048): a held micro-batch or
+    # accumulation splits that one, as the search's do (it derived another: a held micro_batch of 4
+    # planned 4096 tokens a step, a hyper-parameter changed unsaid).
+    for held, split in (("train.micro_batch=4", "train.grad_accum=4"), ("train.grad_accum=2", "train.micro_batch=8")):
+        p = plan("1TB", "--json", "--set", held)
+        doc = json.loads(p.stdout) if p.returncode == 0 else {"fitting": []}
+        check(doc.get("global_batch_tokens") == 2048 and doc["fitting"] and
+              all(held in c["sets"] and split in c["sets"] for c in doc["fitting"]),
+              f"a held {held} splits the config's own global batch ({doc.get('global_batch_tokens')}, "
+              f"{p.stderr.strip()[-300:]})")
+    # The config's own in-flight bound is among those searched where gradients pend (a config that
+    # fitted only with it was said to fit nothing), and named by no choice where none pends.
+    bounded = os.path.join(work, "bounded.json")
+    with open(bounded, "w") as f:
+        json.dump({**CONFIG, "zero": {"max_inflight_reduction_mb": 0.1}}, f)
+    p = subprocess.run([binary, "plan", "--config", bounded, "--ranks", "2", "--device-memory", "1TB", "--profile",
+                        PROFILE, "--json"], capture_output=True, text=True, timeout=300)
+    rows = json.loads(p.stdout)["fitting"] if p.returncode == 0 else []
+    bound_of = {}
+    for c in rows:
+        stage = next(int(x.split("=")[1]) for x in c["sets"] if x.startswith("zero.stage="))
+        bound_of.setdefault(stage, set()).update(x.split("=")[1] for x in c["sets"]
+                                                 if x.startswith("zero.max_inflight_reduction_mb="))
+    check(bound_of.get(0) == set() and bound_of.get(1) == set() and bound_of.get(2) == {"0", "64", "0.1"} and
+          bound_of.get(3) == {"0", "64", "0.1"},
+          f"the config's own bound is searched at stages 2-3, none named at 0-1 ({bound_of}, {p.stderr.strip()[-200:]})")
     section = plan("1TB", "--json", "--set", 'zero={"stage":1}')
     doc = json.loads(section.stdout) if section.returncode == 0 else {"fitting": []}
     check(doc["fitting"] and all("zero.stage=1" in c["sets"] for c in doc["fitting"]) and

@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 
+#include "engine/app/config/zero_section.h"
 #include "engine/app/trainer/memory_check.h"
 #include "engine/app/trainer/run_memory.h"
 #include "engine/base/core/check.h"
@@ -23,6 +24,13 @@ constexpr const char* kCheckpointing[] = {"none", "selective", "every:2", "all"}
 constexpr int kHeadChunks[] = {1, 2, 4, 8};
 constexpr int kPrefetch[] = {0, 1, 2};
 constexpr double kInflightMb[] = {0.0, 64.0};  // unbounded, or reductions holding at most 64 MiB pending
+
+// The in-flight bounds searched where gradients pend: kInflightMb and the config's own.
+std::vector<double> inflight_bounds(double config_mb) {
+  std::vector<double> bounds(std::begin(kInflightMb), std::end(kInflightMb));
+  if (std::find(bounds.begin(), bounds.end(), config_mb) == bounds.end()) bounds.push_back(config_mb);
+  return bounds;
+}
 
 // The keys the user's --set entries give, with their values as train reads them: config_text's
 // apply_override on a document whose sections are objects, so that a section's JSON
@@ -88,9 +96,21 @@ std::vector<std::string> without_batch_split(const std::vector<std::string>& set
 // micro_batch 1, as the search sets it anyway (said in `note`), but a held accumulation then takes
 // the micro-batch that splits the global batch with it, and a held micro-batch that cannot is
 // refused by name. The config's own errors stand.
-RunConfig load_base(const std::string& path, const std::vector<std::string>& sets, const SetKeys& held, int world_size,
-                    std::vector<int>& micro_batches, std::string& note) {
+RunConfig load_base(const std::string& path, const std::vector<std::string>& given_sets, const SetKeys& held,
+                    int world_size, std::vector<int>& micro_batches, std::string& note) {
   const bool held_mb = held.count("train.micro_batch") > 0, held_accum = held.count("train.grad_accum") > 0;
+  // A held micro-batch or accumulation splits the config's global batch, as the search's do: where
+  // the config derives its global batch (micro_batch x seq_len x grad_accum x ranks), the held key
+  // would derive another, a hyper-parameter changed unsaid (a held micro_batch of 3 planned a
+  // global batch 5.3 times smaller). Pinned at the config's own; one that cannot split it is
+  // refused by name below. (A config whose own split fails here gives its global batch itself.)
+  std::vector<std::string> sets = given_sets;
+  if (held_mb || held_accum) {
+    try {
+      const RunConfig unheld = load_run_config(path, without_batch_split(given_sets), world_size);
+      sets.push_back(fmt::format("train.global_batch_tokens={}", unheld.train.global_batch_tokens));
+    } catch (const BatchSplitError&) {}
+  }
   auto powers_of_two = [&](const RunConfig& c) {
     const std::int64_t per_sequence = std::int64_t{c.train.seq_len} * world_size;
     for (std::int64_t mb = 1; mb * per_sequence <= c.train.global_batch_tokens; mb *= 2) {
@@ -107,8 +127,10 @@ RunConfig load_base(const std::string& path, const std::vector<std::string>& set
     return c;
   } catch (const BatchSplitError& e) {
     if (held_mb) {
-      throw_input_error("{} (train.micro_batch is held as --set gives it: leave it out for the search to set it)",
-                        e.what());
+      throw_input_error(
+          "{} (train.micro_batch is held as --set gives it, at the config's own global batch: leave it out for the "
+          "search to set it)",
+          e.what());
     }
   }
   std::string refused;
@@ -184,6 +206,8 @@ PlanResult plan(const std::string& config_path, const std::vector<std::string>& 
   const std::optional<std::string> held_bound =
       bound_given != held.end() ? std::optional<std::string>(bound_given->second.dump()) : std::nullopt;  // as JSON
   const bool chunks_held = held.count("train.head_chunks") > 0;
+  // The config's own bound as its MiB, written as short as gives its bytes (as a run's config.json).
+  const double config_bound_mb = zero_section_json(base.zero).at("max_inflight_reduction_mb").get<double>();
   for (const char* key :
        {"zero.stage", "train.micro_batch", "train.grad_accum", "train.activation_checkpointing", "train.head_chunks",
         "train.block_units", "zero.prefetch_units", "zero.max_inflight_reduction_mb"}) {
@@ -201,10 +225,12 @@ PlanResult plan(const std::string& config_path, const std::vector<std::string>& 
             // zero.overlap_comm = false waits every collective at once: no prefetch or bound to choose.
             for (int prefetch :
                  stage == 3 && base.zero.overlap_comm ? prefetches : std::vector<int>{base.zero.prefetch_units}) {
-              for (double bound : held_bound ? std::vector<double>{-1.0}  // the user's text, set as given
-                                  : stage >= 2 && base.zero.overlap_comm
-                                      ? std::vector<double>(std::begin(kInflightMb), std::end(kInflightMb))
-                                      : std::vector<double>{0.0}) {
+              // Where gradients pend (stages 2-3, overlapped), the bounds searched and the config's
+              // own (a bound the user tuned is a choice too: without it a config that fits was
+              // said to fit nothing); elsewhere the config's value stays, unnamed, as it acts on nothing.
+              const bool bounded = stage >= 2 && base.zero.overlap_comm;
+              for (double bound : held_bound || !bounded ? std::vector<double>{-1.0}  // not searched
+                                                         : inflight_bounds(config_bound_mb)) {
                 std::vector<std::string> sets = {fmt::format("zero.stage={}", stage),
                                                  fmt::format("train.micro_batch={}", mb),
                                                  fmt::format("train.grad_accum={}", accum),
@@ -214,8 +240,11 @@ PlanResult plan(const std::string& config_path, const std::vector<std::string>& 
                                                  fmt::format("train.block_units={}", units)};
                 // Only stage 3 gathers ahead: elsewhere the config's own value stays, unnamed.
                 if (stage == 3) sets.push_back(fmt::format("zero.prefetch_units={}", prefetch));
-                sets.push_back(held_bound ? "zero.max_inflight_reduction_mb=" + *held_bound
-                                          : fmt::format("zero.max_inflight_reduction_mb={:g}", bound));
+                if (held_bound) {
+                  sets.push_back("zero.max_inflight_reduction_mb=" + *held_bound);  // the user's text, as given
+                } else if (bounded) {
+                  sets.push_back(fmt::format("zero.max_inflight_reduction_mb={}", bound));
+                }
                 std::vector<std::string> all = base_sets;
                 all.insert(all.end(), sets.begin(), sets.end());
                 ++out.considered;

@@ -219,6 +219,17 @@ def main():
         errors = [line for line in p.stderr.splitlines() if line.strip()]
         named = "must be a size" in p.stderr or "0.5" not in args and "4611686018427387905" not in args
         check(p.returncode == 2 and len(errors) == 1 and named, f"{what}: refused in one line ({errors})")
+    # --json of a budget nothing fits carries the least any choice needs, as the error line says it;
+    # a small model's count is its own (it read "0.0 M parameters"), one rank is "1 rank".
+    p = plan("1KB", "--json")
+    least = json.loads(p.stdout).get("least_required_bytes") if p.stdout.strip() else None
+    check(p.returncode == 2 and isinstance(least, int) and least > 1000, f"nothing fits, --json: the least need ({least})")
+    brief = subprocess.run([binary, "memory", "--config", os.path.join(ROOT, "configs", "tiny_debug.json"), "--ranks",
+                            "2", "--brief"], capture_output=True, text=True, timeout=120)
+    paper = subprocess.run([binary, "memory", "--params", "124e6", "--ranks", "1"], capture_output=True, text=True,
+                           timeout=120)
+    check(brief.stdout.startswith(os.path.join(ROOT, "configs", "tiny_debug.json") + ": gpt2, 30080 parameters") and
+          "N = 1 rank," in paper.stdout, f"counts as they are ({brief.stdout[:90]!r}; {paper.stdout[:140]!r})")
     # memory --json's notes wait for its JSON: a config refused after one gave two lines.
     p = subprocess.run([binary, "memory", "--config", os.path.join(ROOT, "configs", "gpt2_124m.json"), "--ranks", "5",
                         "--json", "--set", 'zero.cross_group_grad_dtype="bf16"'], capture_output=True, text=True,

@@ -40,8 +40,10 @@ void brief_table(const RunConfig& cfg, const ParamTable& table, int ranks, const
                  const std::string& attention) {
   const char* master = cfg.param_dtype == DType::kBF16 ? " with fp32 master weights" : "";
   const double params = static_cast<double>(table.total_numel());
-  const std::string count =
-      params >= 1e9 ? fmt::format("{:.2f} B", params / 1e9) : fmt::format("{:.1f} M", params / 1e6);
+  // Below 100,000 the count itself: "0.0 M" said nothing of a 30,080-parameter model.
+  const std::string count = params >= 1e9   ? fmt::format("{:.2f} B", params / 1e9)
+                            : params >= 1e5 ? fmt::format("{:.1f} M", params / 1e6)
+                                            : fmt::format("{}", table.total_numel());
   fmt::print("{}: {}, {} parameters, {} weights{}, AdamW; {} rank{}, micro_batch {} x {} on {}\n", cfg.source,
              cfg.model.arch, count, cfg.param_dtype == DType::kBF16 ? "bf16" : "fp32", master, ranks,
              ranks == 1 ? "" : "s", cfg.train.micro_batch, cfg.train.seq_len, device_name(cfg.device));

@@ -68,8 +68,9 @@ int memory_paper_table(const ArgParser& parser, int ranks, bool json) {
     fmt::print("{}\n", doc.dump(2));
     return 0;
   }
-  fmt::print("ZeRO model states per rank, the paper's 2Psi + 2Psi + K*Psi: Psi = {} parameters, N = {} ranks, K = {}\n",
-             psi, ranks, k);
+  fmt::print(
+      "ZeRO model states per rank, the paper's 2Psi + 2Psi + K*Psi: Psi = {} parameters, N = {} rank{}, K = {}\n", psi,
+      ranks, ranks == 1 ? "" : "s", k);
   fmt::print(
       "(bf16 parameters and gradients, 2 bytes each; K bytes of optimizer state per parameter: fp32 master, "
       "m, v)\n{}",

@@ -238,6 +238,9 @@ int plan_main(const std::vector<std::string>& args) {
                                       {"held", r.held},
                                       {"considered", r.considered},
                                       {"invalid", r.invalid},
+                                      // the least any choice the config's rules accept needs (null: none)
+                                      {"least_required_bytes",
+                                       r.smallest_bytes >= 0 ? nlohmann::json(r.smallest_bytes) : nlohmann::json()},
                                       {"fitting", rows}}
                            .dump(2));
     if (r.fitting.empty()) {  // the JSON says so on stdout; the reason on stderr, one line, as without --json

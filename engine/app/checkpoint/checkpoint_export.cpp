@@ -14,6 +14,7 @@
 #include "engine/app/checkpoint/durable_file.h"
 #include "engine/app/checkpoint/export_folder.h"
 #include "engine/app/data/special_tokens.h"
+#include "engine/app/data/token_text.h"
 #include "engine/app/io/input_file.h"
 #include "engine/app/io/llmc_model_file.h"
 #include "engine/app/io/made_folders.h"
@@ -77,8 +78,9 @@ std::int64_t tensor_bytes(const TensorParts& t, DType dtype) {
 // One safetensors file of `tensors` (HF shapes, `dtype`) at `path`, each read, converted, written
 // and dropped in turn: the header is known before any data (shapes and dtypes come from the table).
 void write_safetensors(const CheckpointReader& reader, const std::vector<TensorParts>& tensors, DType dtype,
-                       const std::string& path) {
-  nlohmann::ordered_json header = {{"__metadata__", {{"format", "pt"}, {kExportedByKey, kExportedBy}}}};
+                       const std::string& tokenizer_files, const std::string& path) {
+  nlohmann::ordered_json header = {
+      {"__metadata__", {{"format", "pt"}, {kExportedByKey, kExportedBy}, {kTokenizerFilesKey, tokenizer_files}}}};
   std::int64_t data_bytes = 0;
   for (const TensorParts& t : tensors) {
     const std::int64_t bytes = tensor_bytes(t, dtype);
@@ -99,6 +101,31 @@ void write_safetensors(const CheckpointReader& reader, const std::vector<TensorP
     write_values(out, offset, values, dtype, scratch);
   }
   close_durably(out);
+}
+
+}  // namespace
+
+namespace {
+
+// The staging files an export killed before its renames (kill -9, a power loss) left in `dir`:
+// never renamed, never removed, and uploaded with the folder. The caller holds the folder
+// (lock_folder), so no other export is writing them; only an export's own names go.
+void remove_stale_staging(const fs::path& dir) {
+  std::error_code ec;
+  std::vector<fs::path> stale;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (!name.ends_with(".tmp")) continue;
+    const std::string target = name.substr(0, name.size() - 4);
+    const bool tokenizer = std::find_if(std::begin(data::kTokenizerFiles), std::end(data::kTokenizerFiles),
+                                        [&](const char* f) { return target == f; }) != std::end(data::kTokenizerFiles);
+    const bool shard = target.starts_with("model-") && target.ends_with(".safetensors");
+    if (tokenizer || shard || target == "model.safetensors" || target == "model.safetensors.index.json" ||
+        target == "config.json") {
+      stale.push_back(e.path());
+    }
+  }
+  for (const fs::path& p : stale) fs::remove(p, ec);
 }
 
 }  // namespace
@@ -185,14 +212,17 @@ HfExport export_hf(const CheckpointReader& reader, const std::string& out_dir, D
   const fs::path dir(out_dir);
   StagedFiles staged;
   staged.lock_folder(out_dir, "--out");  // a second export into it at once is refused
+  remove_stale_staging(dir);
+  std::string tokenizer_list;
+  for (const auto& [name, text] : tokenizer.files) tokenizer_list += (tokenizer_list.empty() ? "" : ",") + name;
   if (shards.size() == 1) {
-    write_safetensors(reader, shards[0], dtype, staged.stage((dir / "model.safetensors").string()));
+    write_safetensors(reader, shards[0], dtype, tokenizer_list, staged.stage((dir / "model.safetensors").string()));
     result.files.push_back("model.safetensors");
   } else {
     nlohmann::ordered_json weight_map = nlohmann::ordered_json::object();
     for (std::size_t i = 0; i < shards.size(); ++i) {
       const std::string name = fmt::format("model-{:05d}-of-{:05d}.safetensors", i + 1, shards.size());
-      write_safetensors(reader, shards[i], dtype, staged.stage((dir / name).string()));
+      write_safetensors(reader, shards[i], dtype, tokenizer_list, staged.stage((dir / name).string()));
       for (const TensorParts& t : shards[i]) weight_map[t.name] = name;
       result.files.push_back(name);
     }
@@ -215,6 +245,22 @@ HfExport export_hf(const CheckpointReader& reader, const std::string& out_dir, D
   // its tensor files that these do not replace, which would mix with them (a sharded export over
   // a single file, or fewer shards), just before the new files take their names.
   std::vector<std::string> earlier = {(dir / "config.json").string()};
+  // The tokenizer files an earlier export wrote that this one does not write again: another run's
+  // (re-exporting a run of no tokenizer over it left them to number this model's tokens). Those
+  // it did not write (a user's) stay, and are named for the command's note.
+  const std::vector<std::string> earlier_tokenizer = earlier_export_tokenizer_files(dir);
+  for (const char* f : data::kTokenizerFiles) {
+    std::error_code ec;
+    if (std::find(result.tokenizer_files.begin(), result.tokenizer_files.end(), f) != result.tokenizer_files.end() ||
+        !fs::exists(dir / f, ec)) {
+      continue;
+    }
+    if (std::find(earlier_tokenizer.begin(), earlier_tokenizer.end(), f) != earlier_tokenizer.end()) {
+      earlier.push_back((dir / f).string());
+    } else {
+      result.kept_tokenizer_files.emplace_back(f);
+    }
+  }
   for (const fs::directory_entry& e : fs::directory_iterator(dir)) {
     const std::string name = e.path().filename().string();
     const bool tensors = name == "model.safetensors" || name == "model.safetensors.index.json" ||

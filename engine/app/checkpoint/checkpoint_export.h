@@ -34,9 +34,12 @@ nlohmann::json run_special_token_ids(const std::string& run_dir, const nlohmann:
 struct HfExport {
   std::vector<std::string> files;            // model.safetensors, or model-0000k-of-0000n.safetensors
   std::vector<std::string> tokenizer_files;  // copied from the run directory, or made of its vocab.json
-  bool tokenizer_from_vocab = false;         // the latter
-  std::string run_dir;                       // where they were looked for (run_directory_of; "" for none)
-  std::int64_t total_bytes = 0;              // tensor data
+  // Tokenizer files in the folder that no export recorded writing (a user's, an older export's),
+  // kept, where this export writes no file of that name: said, as they may number another model's tokens.
+  std::vector<std::string> kept_tokenizer_files;
+  bool tokenizer_from_vocab = false;  // the latter
+  std::string run_dir;                // where they were looked for (run_directory_of; "" for none)
+  std::int64_t total_bytes = 0;       // tensor data
 };
 // DIR/config.json (the family's ModelFamily::hf_config) and the tensors (F32 or BF16, round to
 // nearest even) in DIR/model.safetensors, or, past max_shard_bytes, in shards of at most that much

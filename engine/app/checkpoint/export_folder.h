@@ -16,6 +16,14 @@ namespace zt::ckpt {
 // wrote the folder, so a later export can tell its own earlier one from someone else's model.
 inline constexpr const char* kExportedByKey = "exported_by";
 inline constexpr const char* kExportedBy = "zerotrain ckpt export";
+// And the tokenizer files it wrote beside them, comma-separated ("" for none): a later export into
+// the folder removes those it does not write again (they would number another model's tokens), and
+// keeps any it did not write (a user's, or an export's from before this record).
+inline constexpr const char* kTokenizerFilesKey = "tokenizer_files";
+
+// The tokenizer files the folder's earlier export recorded writing (kTokenizerFilesKey of its
+// tensor files), present still; none where no export of the folder recorded them.
+std::vector<std::string> earlier_export_tokenizer_files(const std::filesystem::path& out_dir);
 
 // The tokenizer files an export writes, by name, with their contents: the run directory's own
 // (copied), or its character- or byte-level vocab.json written as one.

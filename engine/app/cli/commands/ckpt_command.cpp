@@ -251,6 +251,10 @@ int run_action(const std::string& action, const std::string& path, const ArgPars
   }
   const DType dtype = export_dtype(parser);
   const std::string out = parser.get("out");
+  if (out.empty()) {  // "cannot access '': Invalid argument" named no flag
+    throw_input_error("zerotrain ckpt export: --out is empty: name the {} to write",
+                      format == "hf" ? "folder" : "file");
+  }
   if (format == "llmc" && std::filesystem::is_directory(out)) {  // before any tensor is read or written
     throw_input_error("zerotrain ckpt export: --out {} is a directory; llm.c's model is one file (e.g. --out {})", out,
                       (std::filesystem::path(out) / "model.bin").string());
@@ -272,11 +276,21 @@ int run_action(const std::string& action, const std::string& path, const ArgPars
         : e.tokenizer_from_vocab  ? fmt::format(", and the run's vocabulary as {}", fmt::join(e.tokenizer_files, ", "))
                                   : fmt::format(", and the run's {}", fmt::join(e.tokenizer_files, ", ")),
         reader.manifest().position.step);
-    if (e.tokenizer_files.empty()) {  // AutoTokenizer.from_pretrained(out) would fail: said, not left to find
+    const std::string no_tokenizer =
+        e.run_dir.empty() ? fmt::format("the run directory {} that saved the checkpoint no longer exists",
+                                        ckpt::extra_string(reader.manifest().extra, "run_dir"))
+                          : fmt::format("no tokenizer.json or vocab.json in the run directory {}", e.run_dir);
+    if (e.tokenizer_files.empty() && e.kept_tokenizer_files.empty()) {
+      // AutoTokenizer.from_pretrained(out) would fail: said, not left to find.
       print_err("zerotrain ckpt: note: {}: the folder has no tokenizer (put the model's tokenizer files there)\n",
-                e.run_dir.empty() ? fmt::format("the run directory {} that saved the checkpoint no longer exists",
-                                                ckpt::extra_string(reader.manifest().extra, "run_dir"))
-                                  : fmt::format("no tokenizer.json or vocab.json in the run directory {}", e.run_dir));
+                no_tokenizer);
+    } else if (!e.kept_tokenizer_files.empty()) {
+      print_err(
+          "zerotrain ckpt: note: {}/{} {} not this export's (yours, or an older export's), kept: check {} this "
+          "model's tokenizer{}\n",
+          out, fmt::join(e.kept_tokenizer_files, ", " + out + "/"), e.kept_tokenizer_files.size() == 1 ? "is" : "are",
+          e.kept_tokenizer_files.size() == 1 ? "it is" : "they are",
+          e.tokenizer_files.empty() ? fmt::format(" ({})", no_tokenizer) : "");
     }
   } else {
     ckpt::export_llmc(reader, out, dtype);

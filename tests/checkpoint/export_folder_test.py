@@ -1,0 +1,94 @@
+#!/usr/bin/env python3
+"""`ckpt export --format hf` over an earlier export's folder, through the binary:
+
+  * a run of no tokenizer exported over a character run's export leaves no tokenizer of the earlier
+    run (its tokenizer.json numbered another model's 41 tokens, and the note said the folder had
+    none): the export records in its safetensors metadata the tokenizer files it wrote, and the
+    next export removes those it does not write again;
+  * a tokenizer.json no export recorded (the user's, after the note asked for one) stays, said;
+  * staging files an export killed before its renames left (model-00001-of-00006.safetensors.tmp)
+    go with the next export into the folder; a .tmp of another name stays;
+  * --out "" is refused naming the flag (it said "cannot access '': Invalid argument").
+
+usage: export_folder_test.py PATH/TO/zerotrain
+"""
+import json
+import os
+import struct
+import subprocess
+import sys
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.dirname(HERE))
+from check_report import Checks  # noqa: E402
+
+CONFIG = os.path.join(ROOT, "configs", "tiny_debug.json")
+
+
+def metadata(path):
+    with open(path, "rb") as f:
+        return json.loads(f.read(struct.unpack("<Q", f.read(8))[0])).get("__metadata__", {})
+
+
+def main():
+    binary = sys.argv[1]
+    checks = Checks()
+    work = checks.work_folder("zt_export_folder_")
+
+    def run(*args):
+        return subprocess.run([binary, *args], capture_output=True, text=True, timeout=300)
+
+    def train(name, *sets):
+        run_dir = os.path.join(work, name)
+        p = run("train", "--config", CONFIG, "--run-dir", run_dir, "--set", "train.max_steps=2", "--set",
+                "checkpoint.at_end=true", "--set", "log.sample_tokens=0", *sets)
+        checks.check(p.returncode == 0, f"{name} trains ({p.stderr.strip()[-300:]})")
+        return os.path.join(run_dir, "checkpoints")
+
+    chars = train("char_run")  # the embedded text's character vocabulary: exported as a tokenizer
+    tokens = os.path.join(work, "tokens.bin")
+    header = np.zeros(256, np.int32)
+    header[:3] = [20240520, 1, 2000]
+    with open(tokens, "wb") as f:
+        f.write(header.tobytes() + np.random.default_rng(0).integers(0, 300, 2000).astype(np.uint16).tobytes())
+    ids = train("token_run", "--set", "model.vocab_size=300", "--set", f"data.train_file={tokens}", "--set",
+                f"data.val_file={tokens}")  # token ids alone: no tokenizer to export
+
+    out = os.path.join(work, "published")
+    first = run("ckpt", "export", chars, "--format", "hf", "--out", out)
+    recorded = metadata(os.path.join(out, "model.safetensors")).get("tokenizer_files") if first.returncode == 0 else None
+    checks.check(first.returncode == 0 and recorded == "tokenizer.json,tokenizer_config.json",
+                 f"an export records the tokenizer files it writes ({recorded!r}; {first.stderr.strip()[-200:]})")
+    second = run("ckpt", "export", ids, "--format", "hf", "--out", out)
+    left = sorted(n for n in os.listdir(out) if n.startswith("tokenizer"))
+    checks.check(second.returncode == 0 and left == [] and "the folder has no tokenizer" in second.stderr,
+                 f"a run of no tokenizer exported over it leaves none of the earlier run's ({left}; "
+                 f"{second.stderr.strip()[-200:]})")
+
+    with open(os.path.join(out, "tokenizer.json"), "w") as f:
+        f.write("{}")  # the user's, as the note asked
+    third = run("ckpt", "export", ids, "--format", "hf", "--out", out)
+    checks.check(third.returncode == 0 and os.path.exists(os.path.join(out, "tokenizer.json")) and
+                 "tokenizer.json is not this export's (yours, or an older export's), kept" in third.stderr,
+                 f"a tokenizer.json no export wrote stays, said ({third.stderr.strip()[-300:]})")
+
+    for name in ("model-00001-of-00006.safetensors.tmp", "config.json.tmp", "notes.tmp"):
+        with open(os.path.join(out, name), "wb") as f:
+            f.write(b"left by a killed export")
+    fourth = run("ckpt", "export", ids, "--format", "hf", "--out", out)
+    stale = sorted(n for n in os.listdir(out) if n.endswith(".tmp"))
+    checks.check(fourth.returncode == 0 and stale == ["notes.tmp"],
+                 f"a killed export's staging files go with the next export, others stay ({stale})")
+
+    empty = run("ckpt", "export", ids, "--format", "hf", "--out", "")
+    lines = [line for line in empty.stderr.splitlines() if line.strip()]
+    checks.check(empty.returncode == 2 and len(lines) == 1 and "--out is empty" in lines[0],
+                 f"--out \"\" is refused naming the flag ({lines})")
+    return checks.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -170,13 +170,13 @@ nlohmann::json run_special_token_ids(const std::string& run_dir, const nlohmann:
 }
 
 HfExport export_hf(const CheckpointReader& reader, const std::string& out_dir, DType dtype,
-                   std::int64_t max_shard_bytes) {
+                   std::int64_t max_shard_bytes, const std::string& text_dir) {
   ZT_CHECK(dtype == DType::kF32 || dtype == DType::kBF16);
   ZT_CHECK(max_shard_bytes > 0, "max shard bytes {}", max_shard_bytes);
   const ModelSpec spec = model_spec_of(reader);
   const ParamTable& table = reader.manifest().table;
   // The run's tokenizer: written beside the model, and its special tokens' ids in config.json.
-  const std::string run_dir = run_directory_of(reader.dir(), reader.manifest());
+  const std::string& run_dir = text_dir;
   const TokenizerFiles tokenizer = run_dir.empty() ? TokenizerFiles() : export_tokenizer_files(run_dir, spec);
   check_hf_export_folder(out_dir, reader.manifest(), tokenizer);
   // Folders made here (the export's, and any missing above it) and left empty by a failure (a full

@@ -44,9 +44,10 @@ struct HfExport {
 // DIR/config.json (the family's ModelFamily::hf_config) and the tensors (F32 or BF16, round to
 // nearest even) in DIR/model.safetensors, or, past max_shard_bytes, in shards of at most that much
 // (a larger tensor alone) with model.safetensors.index.json, as save_pretrained writes them; one
-// tensor in memory at a time. The run's tokenizer files (run_directory_of) are copied.
+// tensor in memory at a time. The tokenizer files of `text_dir` (the run directory, run_directory_of,
+// or where the checkpoint's own vocabulary now is; "" for none) are copied.
 HfExport export_hf(const CheckpointReader& reader, const std::string& out_dir, DType dtype,
-                   std::int64_t max_shard_bytes);
+                   std::int64_t max_shard_bytes, const std::string& text_dir);
 // llm.c's model file (GPT-2 only; InputError for another family): 256 int32 header (magic
 // 20240326, version 3 fp32 / 5 bf16, maxT, V, L, H, C, Vp), then wte, wpe and the per-layer
 // tensors stacked over layers, linear weights [out, in].

@@ -70,6 +70,44 @@ std::vector<std::pair<std::string, const char*>> data_paths(const DataConfig& d)
   return paths;
 }
 
+void flatten(const nlohmann::json& j, const std::string& prefix, IdentityEntries& out) {
+  if (!j.is_object()) {
+    out.emplace_back(prefix, j.dump());  // as JSON: a string quoted, a newline escaped (one line each)
+    return;
+  }
+  for (const auto& [key, value] : j.items()) flatten(value, prefix.empty() ? key : prefix + "." + key, out);
+}
+
+std::string text_of(const IdentityEntries& entries) {
+  std::string text;
+  for (const auto& [key, value] : entries) text += key + '\t' + value + '\n';
+  return text;
+}
+
+IdentityEntries parse(const std::string& text) {
+  IdentityEntries out;
+  std::size_t at = 0;
+  while (at < text.size()) {
+    const std::size_t end = text.find('\n', at), tab = text.find('\t', at);
+    if (end == std::string::npos || tab > end) break;
+    out.emplace_back(text.substr(at, tab - at), text.substr(tab + 1, end - tab - 1));
+    at = end + 1;
+  }
+  return out;
+}
+
+std::string shown(const std::string& value) {
+  return value.size() <= kShownChars ? value : value.substr(0, kShownChars) + "...";
+}
+
+std::string rank_list(const std::vector<int>& ranks) {
+  std::string s = ranks.size() == 1 ? "rank " : "ranks ";
+  for (std::size_t i = 0; i < ranks.size(); ++i) s += (i > 0 ? ", " : "") + std::to_string(ranks[i]);
+  return s;
+}
+
+}  // namespace
+
 nlohmann::json file_identity(const std::string& path) {
   std::error_code ec;
   const std::uintmax_t size = fs::file_size(path, ec);                 // fails for all but regular files
@@ -111,44 +149,6 @@ bool same_contents(const nlohmann::json& a, const nlohmann::json& b) {
   const std::optional<std::uint32_t> sa = sampled_fingerprint(a), sb = sampled_fingerprint(b);
   return a["bytes"] == b["bytes"] && a["fingerprint"] == b["fingerprint"] && (!sa || !sb || *sa == *sb);
 }
-
-void flatten(const nlohmann::json& j, const std::string& prefix, IdentityEntries& out) {
-  if (!j.is_object()) {
-    out.emplace_back(prefix, j.dump());  // as JSON: a string quoted, a newline escaped (one line each)
-    return;
-  }
-  for (const auto& [key, value] : j.items()) flatten(value, prefix.empty() ? key : prefix + "." + key, out);
-}
-
-std::string text_of(const IdentityEntries& entries) {
-  std::string text;
-  for (const auto& [key, value] : entries) text += key + '\t' + value + '\n';
-  return text;
-}
-
-IdentityEntries parse(const std::string& text) {
-  IdentityEntries out;
-  std::size_t at = 0;
-  while (at < text.size()) {
-    const std::size_t end = text.find('\n', at), tab = text.find('\t', at);
-    if (end == std::string::npos || tab > end) break;
-    out.emplace_back(text.substr(at, tab - at), text.substr(tab + 1, end - tab - 1));
-    at = end + 1;
-  }
-  return out;
-}
-
-std::string shown(const std::string& value) {
-  return value.size() <= kShownChars ? value : value.substr(0, kShownChars) + "...";
-}
-
-std::string rank_list(const std::vector<int>& ranks) {
-  std::string s = ranks.size() == 1 ? "rank " : "ranks ";
-  for (std::size_t i = 0; i < ranks.size(); ++i) s += (i > 0 ? ", " : "") + std::to_string(ranks[i]);
-  return s;
-}
-
-}  // namespace
 
 std::string describe_contents(const nlohmann::json& f) {
   const std::optional<std::uint32_t> sampled = sampled_fingerprint(f);

@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -29,6 +30,13 @@ inline constexpr const char* kVocabSplit = "vocab";
 // none (its text follows from data.embedded_chars and train.seed). A file that cannot be read is
 // listed with bytes -1: opening it reports the error.
 nlohmann::json data_identity(const RunConfig& config);
+// One file's entry as data_identity lists it ({"path", "bytes", "fingerprint"} and, past 128 KiB,
+// "sampled_fingerprint"; bytes -1 where it cannot be read).
+nlohmann::json file_identity(const std::string& path);
+// Whether two entries are the same contents (a sampled fingerprint compared where both have one).
+bool same_contents(const nlohmann::json& a, const nlohmann::json& b);
+// The crc32 of the blocks between a file's ends, where its entry has one.
+std::optional<std::uint32_t> sampled_fingerprint(const nlohmann::json& f);
 // One entry's contents as messages and `ckpt inspect` show them: "N bytes, fingerprint X" and, where
 // it has one, ", sampled Y" (its "bytes" and "fingerprint" checked by the caller where untrusted).
 std::string describe_contents(const nlohmann::json& f);

@@ -18,6 +18,7 @@
 #include "engine/app/cli/commands/commands.h"
 #include "engine/app/io/llmc_model_file.h"
 #include "engine/app/io/output_file.h"
+#include "engine/app/trainer/checkpoint_vocabulary.h"
 #include "engine/app/trainer/run_identity.h"
 #include "engine/base/core/check.h"
 #include "engine/base/core/console.h"
@@ -266,8 +267,13 @@ int run_action(const std::string& action, const std::string& path, const ArgPars
   const ckpt::CheckpointReader reader(resolve(path, ckpt::Validation::kChecksumsToChoose));
   refuse_out_over_inputs(out, reader.dir(), format);
   if (format == "hf") {
-    const ckpt::HfExport e =
-        ckpt::export_hf(reader, out, dtype, parse_size(parser.get("max-shard-size", "5GB"), "--max-shard-size"));
+    std::string moved;  // where the checkpoint's vocabulary is no longer its run directory's
+    const std::string text_dir = checkpoint_text_dir(ckpt::run_directory_of(reader.dir(), reader.manifest()),
+                                                     reader.manifest().extra.value("data_identity", nlohmann::json()),
+                                                     reader.manifest().config, reader.dir(), moved);
+    if (!moved.empty()) print_err("zerotrain ckpt: note: {}\n", moved);
+    const ckpt::HfExport e = ckpt::export_hf(
+        reader, out, dtype, parse_size(parser.get("max-shard-size", "5GB"), "--max-shard-size"), text_dir);
     fmt::print(
         "wrote {}/config.json and {} ({}){} from step {}\n", out,
         e.files.size() == 1 ? e.files[0] : fmt::format("{} shards with model.safetensors.index.json", e.files.size()),

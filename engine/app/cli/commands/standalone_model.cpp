@@ -25,6 +25,7 @@
 #include "engine/app/io/json_file.h"
 #include "engine/app/io/model_weights.h"
 #include "engine/app/io/pretrained.h"
+#include "engine/app/trainer/checkpoint_vocabulary.h"
 #include "engine/base/core/check.h"
 #include "engine/base/core/console.h"
 #include "engine/distributed/launch/rendezvous.h"
@@ -185,7 +186,13 @@ WeightSource resolve_weight_source(const ArgParser& parser, const std::string& c
                     : s.spec.block_size();
     // The run's tokenizer and end of text, in its directory (beside its checkpoint folder, or
     // where the manifest records it).
-    s.text_dir = ckpt::run_directory_of(s.path, reader.manifest());
+    std::string moved;  // where the checkpoint's vocabulary is no longer its run directory's
+    const bool text_named = parser.has("tokenizer") || parser.has("vocab");  // sample's: the run's is not read
+    s.text_dir = text_named ? ckpt::run_directory_of(s.path, reader.manifest())
+                            : checkpoint_text_dir(ckpt::run_directory_of(s.path, reader.manifest()),
+                                                  reader.manifest().extra.value("data_identity", nlohmann::json()),
+                                                  reader.manifest().config, reader.dir(), moved);
+    if (!moved.empty()) s.notes.push_back(fmt::format("zerotrain {}: note: {}", command, moved));
     if (s.text_dir.empty() && command == "sample") {
       s.notes.push_back(fmt::format("zerotrain sample: the run directory {} that saved the checkpoint no longer exists",
                                     ckpt::extra_string(reader.manifest().extra, "run_dir")));

@@ -1,0 +1,93 @@
+#!/usr/bin/env python3
+"""The vocabulary a checkpoint's tokens are read with, where a later run in the same run directory
+replaced the directory's copy (a fresh run whose first save set the earlier checkpoints aside in
+superseded/):
+
+  * `ckpt export --format hf` and `sample --ckpt` of the earlier run's checkpoint read the
+    vocabulary it recorded (its prepared dataset's vocab.json, still there), said in a note (they
+    took the later run's: a 41-token tokenizer for a model of Shakespeare's 65 characters, exit 0);
+  * with that file gone, both are refused in one line naming it, nothing written;
+  * a checkpoint of the embedded text, whose run directory now holds a prepared dataset's
+    vocabulary, is refused (nothing was recorded to find its own with); `sample --vocab` names one;
+  * the later run's own checkpoints read the directory's copy, with no note.
+
+usage: checkpoint_vocabulary_test.py PATH/TO/zerotrain
+"""
+import json
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.dirname(HERE))
+from check_report import Checks  # noqa: E402
+from shared_corpus import require_tiny_shakespeare  # noqa: E402
+
+TEXT = require_tiny_shakespeare()  # exits 77 (skipped) where the shared corpus is absent
+CONFIG = os.path.join(ROOT, "configs", "tiny_debug.json")
+
+
+def main():
+    binary = sys.argv[1]
+    checks = Checks()
+    work = checks.work_folder("zt_ckpt_vocab_")
+
+    def run(*args):
+        return subprocess.run([binary, *args], capture_output=True, text=True, timeout=300)
+
+    def lines(p):
+        return [line for line in p.stderr.splitlines() if line.strip()]
+
+    def tokens_of(folder):
+        with open(os.path.join(folder, "tokenizer.json")) as f:
+            return len(json.load(f)["model"]["vocab"])
+
+    dataset = os.path.join(work, "shakespeare")
+    run("prepare", "--text", TEXT, "--out", dataset)
+    shakespeare = ["--set", f"data.dataset={dataset}", "--set", "model.vocab_size=65"]
+
+    def train(run_dir, steps, *sets):
+        p = run("train", "--config", CONFIG, "--run-dir", run_dir, "--set", f"train.max_steps={steps}", "--set",
+                "checkpoint.at_end=true", "--set", "log.sample_tokens=0", *sets)
+        checks.check(p.returncode == 0, f"a run of {steps} steps in {os.path.basename(run_dir)} ({p.stderr[-200:]})")
+
+    # Shakespeare's characters first, then the embedded text's in the same directory.
+    first = os.path.join(work, "shakespeare_then_embedded")
+    train(first, 3, *shakespeare)
+    train(first, 2)
+    aside = os.path.join(first, "checkpoints", "superseded", "step_00000003")
+    out = os.path.join(work, "export_aside")
+    p = run("ckpt", "export", aside, "--format", "hf", "--out", out)
+    checks.check(p.returncode == 0 and tokens_of(out) == 65 and f"vocabulary is {dataset}/vocab.json" in p.stderr,
+                 f"the set-aside checkpoint exports with its own vocabulary, said ({p.stderr.strip()[-300:]})")
+    s = run("sample", "--ckpt", aside, "--prompt", "ROMEO", "--tokens", "5")
+    checks.check(s.returncode == 0 and s.stdout.startswith("ROMEO"),
+                 f"... and samples a prompt of its characters ({s.stderr.strip()[-300:]})")
+    latest = run("ckpt", "export", os.path.join(first, "checkpoints"), "--format", "hf", "--out",
+                 os.path.join(work, "export_latest"))
+    checks.check(latest.returncode == 0 and tokens_of(os.path.join(work, "export_latest")) < 65 and
+                 "vocabulary is" not in latest.stderr,
+                 f"the later run's checkpoint reads the directory's copy, no note ({latest.stderr.strip()[-200:]})")
+    os.rename(os.path.join(dataset, "vocab.json"), os.path.join(work, "vocab.json.away"))
+    gone = run("ckpt", "export", aside, "--format", "hf", "--out", os.path.join(work, "export_gone"))
+    checks.check(gone.returncode == 2 and len(lines(gone)) == 1 and f"{dataset}/vocab.json" in lines(gone)[0] and
+                 "gone or changed" in lines(gone)[0] and not os.path.exists(os.path.join(work, "export_gone")),
+                 f"with its vocabulary gone: refused in one line, nothing written ({lines(gone)})")
+    os.rename(os.path.join(work, "vocab.json.away"), os.path.join(dataset, "vocab.json"))
+
+    # The embedded text's first, then Shakespeare's.
+    second = os.path.join(work, "embedded_then_shakespeare")
+    train(second, 3)
+    train(second, 2, *shakespeare)
+    aside = os.path.join(second, "checkpoints", "superseded", "step_00000003")
+    p = run("ckpt", "export", aside, "--format", "hf", "--out", os.path.join(work, "export_embedded"))
+    checks.check(p.returncode == 2 and len(lines(p)) == 1 and "trained on the embedded text" in lines(p)[0],
+                 f"an embedded-text checkpoint beside a later run's vocabulary: refused ({lines(p)})")
+    named = run("sample", "--ckpt", aside, "--vocab", os.path.join(first, "vocab.json"), "--tokens", "3")
+    checks.check(named.returncode == 0, f"... sample --vocab names one ({named.stderr.strip()[-200:]})")
+    return checks.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

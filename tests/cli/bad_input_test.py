@@ -41,6 +41,9 @@ def main():
         return doc
 
     cases = [  # (name, argv after the binary, fragment the error must contain)
+        # Named as the flag, not as train.init_from, which the user never set.
+        ("sample --from a missing file", ["sample", "--from", os.path.join(work, "nope.bin")],
+         f"sample: --from {os.path.join(work, 'nope.bin')}: no such Hugging Face folder"),
         ("missing config file", ["debug-state", "--config", os.path.join(work, "nope.json"), "--out", out], "nope.json"),
         ("malformed JSON", ["debug-state", "--config", config_file("bad.json", '{"model": {"n_layer": 1,,}}'),
                             "--out", out], "malformed JSON at line 1"),

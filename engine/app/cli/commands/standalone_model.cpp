@@ -206,6 +206,10 @@ WeightSource resolve_weight_source(const ArgParser& parser, const std::string& c
   if (parser.has("from")) {  // as train.init_from reads it
     s.kind = WeightSource::Kind::kPretrained;
     s.path = parser.get("from");
+    std::error_code ec;
+    if (!fs::exists(s.path, ec)) {  // named as the flag it is, not as train.init_from, which the user never set
+      throw_input_error("zerotrain {}: --from {}: no such Hugging Face folder or llm.c model file", command, s.path);
+    }
     const nlohmann::json doc = {{"model", nlohmann::json::object()}, {"train", {{"init_from", s.path}}}};
     const RunConfig cfg = parse_run_config(doc, "--from " + s.path, 1);
     s.spec = cfg.model_spec();

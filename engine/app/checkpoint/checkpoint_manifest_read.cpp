@@ -1,0 +1,259 @@
+// Manifest::from_json: reading a manifest with validation strict enough that a loader can trust
+// the offsets it computes (every file's segments must equal the N-way split of the recorded
+// table), and each value of the type and range the writer gives it.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <tuple>
+
+#include "engine/app/checkpoint/checkpoint_manifest.h"
+#include "engine/app/checkpoint/durable_file.h"
+#include "engine/app/config/config_limits.h"
+#include "engine/base/core/check.h"
+#include "engine/base/core/config_reader.h"
+
+namespace zt::ckpt {
+
+namespace {
+
+// A manifest's number as a T, whole and in T's range: nlohmann's get<int> takes true for 1, cuts
+// 2.5 to 2 and wraps 2^32 to 0, each a number no writer wrote passing for one it did.
+template <class T>
+T manifest_integer(const nlohmann::json& v, const char* key, const std::string& source) {
+  const std::optional<long long> x = json_integer_in(v, std::numeric_limits<T>::min(), std::numeric_limits<T>::max());
+  if (!x) throw_input_error("{}: {} {} is not a whole number a manifest holds", source, key, v.dump());
+  return static_cast<T>(*x);
+}
+
+StateKind state_kind_from(const std::string& name, const std::string& source) {
+  for (int k = 0; k < kNumStateKinds; ++k) {
+    if (state_kind_name(static_cast<StateKind>(k)) == name) return static_cast<StateKind>(k);
+  }
+  throw_input_error("{}: unknown state '{}' in a file segment", source, name);
+}
+
+ParamTable table_from_json(const nlohmann::json& doc, const std::string& source) {
+  ParamTable t;
+  const auto& units = doc.at("units");
+  const auto& params = doc.at("params");
+  int last_unit = -1;
+  for (const auto& p : params) {
+    const int unit = manifest_integer<int>(p.at("unit"), "a parameter's unit", source);
+    if (unit != last_unit) {
+      if (unit != last_unit + 1 || unit >= static_cast<int>(units.size())) {
+        throw_input_error("{}: parameter '{}' names unit {} out of order", source, p.at("name").get<std::string>(),
+                          unit);
+      }
+      t.add_unit(units.at(static_cast<std::size_t>(unit)).at("name").get<std::string>());
+      last_unit = unit;
+    }
+    if (p.at("dtype").get<std::string>() != "F32") {
+      throw_input_error("{}: parameter '{}' state dtype is not F32", source, p.at("name").get<std::string>());
+    }
+    const auto shape = p.at("shape").get<std::vector<std::int64_t>>();
+    const auto hf_shape = p.at("hf_shape").get<std::vector<std::int64_t>>();
+    for (std::int64_t d : shape) {
+      if (d < 0 || d > (std::int64_t{1} << 40))
+        throw_input_error("{}: parameter '{}' has a bad shape", source, p.at("name").get<std::string>());
+    }
+    // A part of a tensor split by rows across units continues the rows of its earlier parts
+    // (manifests written before row parts existed have no row_offset: whole tensors).
+    const std::string name = p.at("name").get<std::string>();
+    if (shape.empty() || hf_shape.size() != shape.size()) {
+      throw_input_error(
+          "{}: parameter '{}' has shape [{}] and Hugging Face shape [{}] (the same number of "
+          "dimensions, at least one)",
+          source, name, fmt::join(shape, ", "), fmt::join(hf_shape, ", "));
+    }
+    const std::int64_t row_offset = p.value("row_offset", std::int64_t{0});
+    std::int64_t rows_before = 0;
+    for (const TensorParts& known : t.tensors()) {
+      if (known.name != name) continue;
+      rows_before = known.shape[0];
+      if (!std::equal(shape.begin() + 1, shape.end(), known.shape.begin() + 1, known.shape.end())) {
+        throw_input_error("{}: parameter '{}' part [{}] does not continue its earlier parts' rows [{}]", source, name,
+                          fmt::join(shape, ", "), fmt::join(known.shape, ", "));
+      }
+    }
+    if (row_offset != rows_before) {
+      throw_input_error("{}: parameter '{}' starts at row {} but its earlier parts hold {} rows", source, name,
+                        row_offset, rows_before);
+    }
+    const int index = t.add_param(name, shape, hf_shape, p.at("decays").get<bool>(), row_offset);
+    const auto offset = manifest_integer<std::int64_t>(p.at("offset"), "a parameter's offset", source);
+    if (t.param(index).offset != offset) {
+      throw_input_error("{}: parameter '{}' offset {} does not follow the previous parameter", source,
+                        t.param(index).name, offset);
+    }
+  }
+  if (t.units().size() != units.size())
+    throw_input_error("{}: {} units listed but parameters use {}", source, units.size(), t.units().size());
+  for (std::size_t u = 0; u < units.size(); ++u) {
+    const auto numel = manifest_integer<std::int64_t>(units[u].at("numel"), "a unit's numel", source);
+    if (numel != t.units()[u].numel) {
+      throw_input_error("{}: unit '{}' numel {} is not the sum of its parameters ({})", source, t.units()[u].name,
+                        numel, t.units()[u].numel);
+    }
+  }
+  return t;
+}
+
+// The types of what the readers take from config and extra, as the writer gives them: a manifest
+// resealed by hand with another (config.train a string, extra.skipped_steps a list) threw the
+// library's error from a reader later, naming neither the file nor the key.
+void check_config_and_extra_types(const nlohmann::json& config, const nlohmann::json& extra,
+                                  const std::string& source) {
+  for (const char* section : {"model", "train", "optim", "data", "precision", "zero", "checkpoint", "log", "comm"}) {
+    if (config.contains(section) && !config[section].is_object()) {
+      throw_input_error("{}: config.{} is {}, not an object", source, section, config[section].dump());
+    }
+  }
+  if (config.contains("model") && config["model"].contains("dropout") && !config["model"]["dropout"].is_number()) {
+    throw_input_error("{}: config.model.dropout is {}, not a number", source, config["model"]["dropout"].dump());
+  }
+  // Counts of steps (read as int), and the data-parallel ranks, as many as world_size may be.
+  for (const auto& [key, least, most] : {std::tuple{"skipped_steps", 0LL, kMaxConfigSteps},
+                                         {"consecutive_skips", 0LL, kMaxConfigSteps},
+                                         {"data_parallel_ranks", 1LL, 1LL << 20}}) {
+    if (!extra.contains(key)) continue;
+    const nlohmann::json& v = extra[key];
+    if (!v.is_number_integer() || v.get<std::int64_t>() < least || v.get<std::int64_t>() > most) {
+      throw_input_error("{}: extra.{} is {}, not a count in [{}, {}]", source, key, v.dump(), least, most);
+    }
+  }
+  if (extra.contains("special_token_ids") && !extra["special_token_ids"].is_object()) {
+    throw_input_error("{}: extra.special_token_ids is {}, not an object", source, extra["special_token_ids"].dump());
+  }
+  // The files the run read: a list of {path, bytes, fingerprint[, split]} (run_identity.h).
+  if (extra.contains("data_identity")) {
+    const nlohmann::json& files = extra["data_identity"];
+    const auto is_file = [](const nlohmann::json& f) {
+      return f.is_object() && f.contains("path") && f["path"].is_string() && f.contains("bytes") &&
+             f["bytes"].is_number_integer() && f.contains("fingerprint") && f["fingerprint"].is_number_integer() &&
+             (!f.contains("split") || f["split"].is_string());
+    };
+    if (!files.is_array() || !std::all_of(files.begin(), files.end(), is_file)) {
+      throw_input_error("{}: extra.data_identity is {}, not a list of files (path, bytes, fingerprint)", source,
+                        files.dump().substr(0, 200));
+    }
+  }
+  for (const char* key : {"save_id", "previous_save_id", "init_from_path", "run_dir"}) {
+    if (extra.contains(key) && !extra[key].is_string()) {
+      throw_input_error("{}: extra.{} is {}, not a string", source, key, extra[key].dump());
+    }
+  }
+}
+
+}  // namespace
+
+Manifest Manifest::from_json(const nlohmann::json& doc, const std::string& source) {
+  // Not value(): a "format" of another type (null) threw the library's own error, naming nothing.
+  if (!doc.is_object() || !doc.contains("format") || doc["format"] != kFormatName) {
+    throw_input_error("{}: not a zerotrain checkpoint manifest (no \"format\": \"{}\")", source, kFormatName);
+  }
+  Manifest m;
+  try {
+    m.format_version = manifest_integer<int>(doc.at("format_version"), "format_version", source);
+    if (m.format_version < kFormatVersion || m.format_version > kNewestFormatVersion) {
+      throw_input_error(
+          "{}: checkpoint format version {} is not supported (this build reads versions {}-{}; a newer version "
+          "was written by a newer zerotrain: read it with that one)",
+          source, m.format_version, kFormatVersion, kNewestFormatVersion);
+    }
+    m.position.step = manifest_integer<std::int64_t>(doc.at("step"), "step", source);
+    m.position.tokens_seen = manifest_integer<std::int64_t>(doc.at("tokens_seen"), "tokens_seen", source);
+    m.position.next_sample_index =
+        manifest_integer<std::int64_t>(doc.at("next_sample_index"), "next_sample_index", source);
+    const int optimizer_step = manifest_integer<int>(doc.at("optimizer_step"), "optimizer_step", source);
+    m.world_size = manifest_integer<int>(doc.at("world_size"), "world_size", source);
+    m.zero_stage = manifest_integer<int>(doc.at("zero_stage"), "zero_stage", source);
+    m.param_dtype = doc.at("param_dtype").get<std::string>();
+    m.model = doc.at("model");
+    m.config = doc.at("config");
+    m.extra = doc.value("extra", nlohmann::json::object());
+    for (const auto& [key, value] : {std::pair{"model", &m.model}, {"config", &m.config}, {"extra", &m.extra}}) {
+      if (!value->is_object()) throw_input_error("{}: \"{}\" is {}, not an object", source, key, value->dump());
+    }
+    check_config_and_extra_types(m.config, m.extra, source);
+    m.checksum_chunk_bytes =
+        manifest_integer<std::int64_t>(doc.at("checksum").at("chunk_bytes"), "checksum.chunk_bytes", source);
+    // A chunk is read whole to check it: no larger than a writer's (kChecksumChunkBytes) by far.
+    if (doc.at("checksum").at("algorithm").get<std::string>() != "crc32" || m.checksum_chunk_bytes <= 0 ||
+        m.checksum_chunk_bytes > kMaxChecksumChunkBytes) {
+      throw_input_error("{}: unsupported checksum {}", source, doc.at("checksum").dump());
+    }
+    // The position a resume continues from: counts, none negative, and no more updates than steps
+    // (a skipped step counts as a step, not an update). A step is an int (train.max_steps'), and
+    // the sample and token counts stay below 2^53, far past any run, so that a resume's sums of
+    // them cannot overflow.
+    constexpr std::int64_t kMaxCount = std::int64_t{1} << 53;
+    for (const auto& [key, value, most] : {std::tuple{"step", m.position.step, std::int64_t{INT32_MAX}},
+                                           {"tokens_seen", m.position.tokens_seen, kMaxCount},
+                                           {"next_sample_index", m.position.next_sample_index, kMaxCount}}) {
+      if (value < 0 || value > most) {
+        throw_input_error("{}: {} {} is not a count (0 to {})", source, key, doc.at(key).dump(), most);
+      }
+    }
+    if (optimizer_step < 0 || optimizer_step > m.position.step) {
+      throw_input_error("{}: optimizer_step {} is not a count of at most its step {}", source,
+                        doc.at("optimizer_step").dump(), m.position.step);
+    }
+    m.position.optimizer_step = optimizer_step;
+    if (m.zero_stage < 0 || m.zero_stage > 3) throw_input_error("{}: zero_stage {} is not 0-3", source, m.zero_stage);
+    if (m.world_size < 1 || m.world_size > (1 << 20))
+      throw_input_error("{}: world_size {} out of range", source, m.world_size);
+    // The rank files' states and their dtype, as this version writes them (the segments name each).
+    if (doc.value("state", nlohmann::json{"master", "exp_avg", "exp_avg_sq"}) !=
+            nlohmann::json{"master", "exp_avg", "exp_avg_sq"} ||
+        doc.value("state_dtype", nlohmann::json("F32")) != nlohmann::json("F32")) {
+      throw_input_error("{}: states {} in {}, not this format's master, exp_avg and exp_avg_sq in F32", source,
+                        doc.value("state", nlohmann::json()).dump(), doc.value("state_dtype", nlohmann::json()).dump());
+    }
+    if (m.param_dtype != "f32" && m.param_dtype != "bf16")
+      throw_input_error("{}: param_dtype '{}' is not f32 or bf16", source, m.param_dtype);
+    m.table = table_from_json(doc, source);
+    const auto& files = doc.at("files");
+    if (files.size() != static_cast<std::size_t>(m.world_size)) {
+      throw_input_error("{}: {} rank files listed for world_size {}", source, files.size(), m.world_size);
+    }
+    for (int r = 0; r < m.world_size; ++r) {
+      const auto& f = files[static_cast<std::size_t>(r)];
+      RankFile rf;
+      rf.name = f.at("name").get<std::string>();
+      rf.rank = manifest_integer<int>(f.at("rank"), "a file's rank", source);
+      rf.bytes = manifest_integer<std::int64_t>(f.at("bytes"), "a file's bytes", source);
+      rf.crc32 = f.at("crc32").get<std::uint32_t>();
+      rf.chunk_crc32 = f.at("chunk_crc32").get<std::vector<std::uint32_t>>();
+      for (const auto& s : f.at("segments")) {
+        rf.segments.push_back({state_kind_from(s.at("state").get<std::string>(), source),
+                               manifest_integer<int>(s.at("unit"), "a segment's unit", source),
+                               manifest_integer<std::int64_t>(s.at("begin"), "a segment's begin", source),
+                               manifest_integer<std::int64_t>(s.at("end"), "a segment's end", source),
+                               manifest_integer<std::int64_t>(s.at("offset"), "a segment's offset", source)});
+      }
+      // The loader reads through these segments; they must be the documented split, nothing else.
+      if (rf.rank != r || rf.name != rank_file_name(r) || rf.segments != rank_file_segments(m.table, m.world_size, r) ||
+          rf.bytes != segments_bytes(rf.segments)) {
+        throw_input_error("{}: entry for rank {} ('{}') does not describe the {}-way split of the parameter table",
+                          source, r, rf.name, m.world_size);
+      }
+      const std::int64_t chunks = (rf.bytes + m.checksum_chunk_bytes - 1) / m.checksum_chunk_bytes;
+      if (static_cast<std::int64_t>(rf.chunk_crc32.size()) != chunks) {
+        throw_input_error("{}: '{}' lists {} chunk checksums for {} bytes (expected {})", source, rf.name,
+                          rf.chunk_crc32.size(), rf.bytes, chunks);
+      }
+      m.files.push_back(std::move(rf));
+    }
+  } catch (const nlohmann::json::exception& e) {
+    throw_input_error("{}: malformed manifest: {}", source, e.what());
+  } catch (const InternalError& e) {
+    throw_input_error("{}: inconsistent manifest: {}", source, e.what());
+  }
+  return m;
+}
+
+}  // namespace zt::ckpt

@@ -9,7 +9,9 @@ superseded/):
   * with that file gone, both are refused in one line naming it, nothing written;
   * a checkpoint of the embedded text, whose run directory now holds a prepared dataset's
     vocabulary, is refused (nothing was recorded to find its own with); `sample --vocab` names one;
-  * the later run's own checkpoints read the directory's copy, with no note.
+  * the later run's own checkpoints read the directory's copy, with no note, and so do a resumed
+    run's earlier ones (another seed by --allow-config-change); eval, which reads no vocabulary,
+    scores a set-aside checkpoint all the same.
 
 usage: checkpoint_vocabulary_test.py PATH/TO/zerotrain
 """
@@ -86,6 +88,23 @@ def main():
                  f"an embedded-text checkpoint beside a later run's vocabulary: refused ({lines(p)})")
     named = run("sample", "--ckpt", aside, "--vocab", os.path.join(first, "vocab.json"), "--tokens", "3")
     checks.check(named.returncode == 0, f"... sample --vocab names one ({named.stderr.strip()[-200:]})")
+    # eval reads no vocabulary: it scores the set-aside checkpoint all the same.
+    scored = run("eval", "--ckpt", aside, "--tokens", os.path.join(dataset, "val.bin"), "--windows", "2")
+    checks.check(scored.returncode == 0, f"eval --ckpt of it scores tokens ({scored.stderr.strip()[-200:]})")
+
+    # A run resumed with another seed (--allow-config-change): its earlier checkpoints, in its own
+    # folder, are its trajectory's, read with the directory's copy (they were refused as a later
+    # run's: the embedded text's seed differed).
+    resumed = os.path.join(work, "resumed")
+    train(resumed, 2)
+    p = run("train", "--config", CONFIG, "--run-dir", resumed, "--set", "train.max_steps=3", "--set",
+            "checkpoint.at_end=true", "--set", "log.sample_tokens=0", "--set", "train.seed=7", "--resume", "latest",
+            "--allow-config-change")
+    exported = run("ckpt", "export", os.path.join(resumed, "checkpoints", "step_00000002"), "--format", "hf",
+                   "--out", os.path.join(work, "export_resumed"))
+    checks.check(p.returncode == 0 and exported.returncode == 0 and "vocabulary is" not in exported.stderr,
+                 f"a resumed run's earlier checkpoint exports as before ({p.stderr.strip()[-200:]}; "
+                 f"{exported.stderr.strip()[-200:]})")
     return checks.finish()
 
 

@@ -14,6 +14,7 @@ usage: export_folder_test.py PATH/TO/zerotrain
 """
 import json
 import os
+import shutil
 import struct
 import subprocess
 import sys
@@ -75,13 +76,27 @@ def main():
                  "tokenizer.json is not this export's (yours, or an older export's), kept" in third.stderr,
                  f"a tokenizer.json no export wrote stays, said ({third.stderr.strip()[-300:]})")
 
-    for name in ("model-00001-of-00006.safetensors.tmp", "config.json.tmp", "notes.tmp"):
+    for name in ("model-00001-of-00006.safetensors.tmp", "tokenizer.json.tmp", "notes.tmp"):
         with open(os.path.join(out, name), "wb") as f:
             f.write(b"left by a killed export")
     fourth = run("ckpt", "export", ids, "--format", "hf", "--out", out)
     stale = sorted(n for n in os.listdir(out) if n.endswith(".tmp"))
     checks.check(fourth.returncode == 0 and stale == ["notes.tmp"],
                  f"a killed export's staging files go with the next export, others stay ({stale})")
+
+    # Where the run directory is unknown (moved away), whether the run had a tokenizer is too: the
+    # tokenizer files an earlier export of it recorded are kept (they were removed, and the note
+    # asked for them again).
+    kept = os.path.join(work, "kept")
+    run("ckpt", "export", chars, "--format", "hf", "--out", kept)
+    lone = os.path.join(work, "lone", "checkpoints", "step_00000002")  # the checkpoint copied on its own
+    shutil.copytree(os.path.join(chars, "step_00000002"), lone)
+    os.rename(os.path.join(work, "char_run"), os.path.join(work, "char_run_away"))
+    moved = run("ckpt", "export", lone, "--format", "hf", "--out", kept)
+    os.rename(os.path.join(work, "char_run_away"), os.path.join(work, "char_run"))
+    checks.check(moved.returncode == 0 and "no longer exists" in moved.stderr and
+                 os.path.exists(os.path.join(kept, "tokenizer.json")),
+                 f"a run directory not found keeps the earlier export's tokenizer ({moved.stderr.strip()[-300:]})")
 
     empty = run("ckpt", "export", ids, "--format", "hf", "--out", "")
     lines = [line for line in empty.stderr.splitlines() if line.strip()]

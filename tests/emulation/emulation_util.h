@@ -59,6 +59,17 @@ inline ::testing::AssertionResult close_to_cpu(const std::vector<float>& got, co
   return ::testing::AssertionSuccess();
 }
 
+// Two rows of C values for a norm: the first +-1e20 (its mean square overflows float, a diverging
+// run's residual stream), the second ordinary.
+inline std::vector<float> overflowing_then_plain_rows(std::int64_t C) {
+  std::vector<float> values(static_cast<std::size_t>(2 * C));
+  for (std::int64_t c = 0; c < C; ++c) {
+    values[static_cast<std::size_t>(c)] = c % 2 == 0 ? 1e20f : -1e20f;
+    values[static_cast<std::size_t>(C + c)] = 0.25f * static_cast<float>(c % 7) - 0.5f;
+  }
+  return values;
+}
+
 // A norm's two rows of C, the first of values whose mean square overflows float: that row NaN on
 // both sides (its scale and every output), the second finite, the emulated one within the CPU's
 // bounds (kernels/contracts/norm_row_scale.h).

@@ -230,12 +230,7 @@ template <typename T, typename P, int kVec>
 void expect_overflowed_ln_row_nan() {
   SCOPED_TRACE(::testing::Message() << (std::is_same_v<T, float> ? "F32" : "BF16") << " activations, kVec=" << kVec);
   constexpr std::int64_t N = 2, C = 64;
-  std::vector<float> values(static_cast<std::size_t>(N * C));
-  for (std::int64_t c = 0; c < C; ++c) {
-    values[static_cast<std::size_t>(c)] = c % 2 == 0 ? 1e20f : -1e20f;
-    values[static_cast<std::size_t>(C + c)] = 0.25f * static_cast<float>(c % 7) - 0.5f;
-  }
-  std::vector<T> x = device_values<T>(values), out_c(x.size());
+  std::vector<T> x = device_values<T>(overflowing_then_plain_rows(C)), out_c(x.size());
   std::vector<P> w = device_values<P>(std::vector<float>(C, 1.0f)),
                  bias = device_values<P>(std::vector<float>(C, 0.5f));
   std::vector<float> mean_c(N), rstd_c(N);

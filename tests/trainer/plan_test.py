@@ -276,11 +276,19 @@ def main():
     bound_of = {}
     for c in rows:
         stage = next(int(x.split("=")[1]) for x in c["sets"] if x.startswith("zero.stage="))
-        bound_of.setdefault(stage, set()).update(x.split("=")[1] for x in c["sets"]
-                                                 if x.startswith("zero.max_inflight_reduction_mb="))
-    check(bound_of.get(0) == set() and bound_of.get(1) == set() and bound_of.get(2) == {"0", "64", "0.1"} and
-          bound_of.get(3) == {"0", "64", "0.1"},
-          f"the config's own bound is searched at stages 2-3, none named at 0-1 ({bound_of}, {p.stderr.strip()[-200:]})")
+        chunked = "train.head_chunks=1" not in c["sets"]  # reduced in rounds: pends at every stage on 2 ranks
+        bound_of.setdefault((stage, chunked), set()).update(x.split("=")[1] for x in c["sets"]
+                                                            if x.startswith("zero.max_inflight_reduction_mb="))
+    searched = {"0", "64", "0.1"}
+    check(bound_of.get((0, False)) == set() and bound_of.get((1, False)) == set() and
+          all(bound_of.get(k) == searched for k in ((0, True), (1, True), (2, False), (2, True), (3, False), (3, True))),
+          f"the config's own bound is searched where gradients pend (stages 2-3, a chunked head), none named "
+          f"elsewhere ({bound_of}, {p.stderr.strip()[-200:]})")
+    # Both batch terms held: the global batch follows from them, as train derives it.
+    both = plan("1TB", "--json", "--set", "train.micro_batch=4", "--set", "train.grad_accum=2")
+    doc = json.loads(both.stdout) if both.returncode == 0 else {}
+    check(doc.get("global_batch_tokens") == 4 * 64 * 2 * 2, f"micro_batch and grad_accum held: their global batch "
+                                                             f"({doc.get('global_batch_tokens')}, {both.stderr.strip()[-200:]})")
     section = plan("1TB", "--json", "--set", 'zero={"stage":1}')
     doc = json.loads(section.stdout) if section.returncode == 0 else {"fitting": []}
     check(doc["fitting"] and all("zero.stage=1" in c["sets"] for c in doc["fitting"]) and

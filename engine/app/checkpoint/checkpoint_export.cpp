@@ -255,7 +255,9 @@ HfExport export_hf(const CheckpointReader& reader, const std::string& out_dir, D
         !fs::exists(dir / f, ec)) {
       continue;
     }
-    if (std::find(earlier_tokenizer.begin(), earlier_tokenizer.end(), f) != earlier_tokenizer.end()) {
+    // Where the run directory is unknown (gone, moved), whether the run had a tokenizer is too: kept.
+    if (!run_dir.empty() &&
+        std::find(earlier_tokenizer.begin(), earlier_tokenizer.end(), f) != earlier_tokenizer.end()) {
       earlier.push_back((dir / f).string());
     } else {
       result.kept_tokenizer_files.emplace_back(f);

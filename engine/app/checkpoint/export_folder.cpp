@@ -37,27 +37,28 @@ bool written_by_export(const fs::path& path, bool legacy) {
 }  // namespace
 
 std::vector<std::string> earlier_export_tokenizer_files(const fs::path& out_dir) {
+  // Over every tensor file an export wrote: an export cut between its renames may leave shards of
+  // two exports, each naming its own.
+  std::string lists;
   std::error_code ec;
   for (const fs::directory_entry& e : fs::directory_iterator(out_dir, ec)) {
     const std::string name = e.path().filename().string();
     if (!name.ends_with(".safetensors") || !written_by_export(e.path(), /*legacy=*/false)) continue;
-    nlohmann::json meta;
     try {
-      meta = read_safetensors_header(e.path().string()).json.value("__metadata__", nlohmann::json::object());
-    } catch (const InputError&) {
-      continue;
-    }
-    if (!meta.is_object() || !meta.contains(kTokenizerFilesKey) || !meta[kTokenizerFilesKey].is_string()) continue;
-    std::vector<std::string> files;
-    const std::string list = meta[kTokenizerFilesKey].get<std::string>();
-    for (const char* f : data::kTokenizerFiles) {  // only a tokenizer file's name: nothing else is removed
-      if (("," + list + ",").find("," + std::string(f) + ",") != std::string::npos && fs::exists(out_dir / f, ec)) {
-        files.emplace_back(f);
+      const nlohmann::json meta =
+          read_safetensors_header(e.path().string()).json.value("__metadata__", nlohmann::json::object());
+      if (meta.is_object() && meta.contains(kTokenizerFilesKey) && meta[kTokenizerFilesKey].is_string()) {
+        lists.append(",").append(meta[kTokenizerFilesKey].get<std::string>());
       }
-    }
-    return files;
+    } catch (const InputError&) {}
   }
-  return {};
+  lists.append(",");
+  std::vector<std::string> files;
+  for (const char* f : data::kTokenizerFiles) {  // only a tokenizer file's name: nothing else is removed
+    const std::string item = std::string(",").append(f).append(",");
+    if (lists.find(item) != std::string::npos && fs::exists(out_dir / f, ec)) files.emplace_back(f);
+  }
+  return files;
 }
 
 bool is_init_from(const std::string& out_dir, const Manifest& manifest) {

@@ -15,6 +15,7 @@
 #include "engine/app/trainer/run_memory.h"
 #include "engine/base/core/check.h"
 #include "engine/base/core/config_text.h"
+#include "engine/distributed/sharding/stage_policy.h"
 
 namespace zt::plan {
 
@@ -105,7 +106,7 @@ RunConfig load_base(const std::string& path, const std::vector<std::string>& giv
   // global batch 5.3 times smaller). Pinned at the config's own; one that cannot split it is
   // refused by name below. (A config whose own split fails here gives its global batch itself.)
   std::vector<std::string> sets = given_sets;
-  if (held_mb || held_accum) {
+  if (held_mb != held_accum) {  // both held derive the global batch, as train does
     try {
       const RunConfig unheld = load_run_config(path, without_batch_split(given_sets), world_size);
       sets.push_back(fmt::format("train.global_batch_tokens={}", unheld.train.global_batch_tokens));
@@ -225,10 +226,15 @@ PlanResult plan(const std::string& config_path, const std::vector<std::string>& 
             // zero.overlap_comm = false waits every collective at once: no prefetch or bound to choose.
             for (int prefetch :
                  stage == 3 && base.zero.overlap_comm ? prefetches : std::vector<int>{base.zero.prefetch_units}) {
-              // Where gradients pend (stages 2-3, overlapped), the bounds searched and the config's
-              // own (a bound the user tuned is a choice too: without it a config that fits was
-              // said to fit nothing); elsewhere the config's value stays, unnamed, as it acts on nothing.
-              const bool bounded = stage >= 2 && base.zero.overlap_comm;
+              // Where gradients pend (stages 2-3; at any stage a head reduced in rounds on several
+              // ranks, zero.reduce_every_micro_batch, zero.fold_in_global_order: the stage policy's
+              // rule) and collectives overlap, the bounds searched and the config's own (a bound
+              // the user tuned is a choice too: without it a config that fits was said to fit
+              // nothing); elsewhere the config's value stays, unnamed, as it acts on nothing.
+              ZeroOptions at_stage = base.zero;
+              at_stage.stage = stage;
+              const bool bounded = base.zero.overlap_comm && make_stage_policy(at_stage, world_size, base.param_dtype)
+                                                                 .pends_unit(/*reduced_in_rounds=*/chunks > 1);
               for (double bound : held_bound || !bounded ? std::vector<double>{-1.0}  // not searched
                                                          : inflight_bounds(config_bound_mb)) {
                 std::vector<std::string> sets = {fmt::format("zero.stage={}", stage),

@@ -21,75 +21,101 @@ nlohmann::json read_json_or_null(const std::string& path) {
   return in ? nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false) : nlohmann::json();
 }
 
-// Whether two configs take their vocabulary from the same place: the data keys that name it (and,
-// for the embedded text, the seed its text follows from). Other keys may differ between versions
-// or by a resume's --allow-config-change.
+nlohmann::json key_of(const nlohmann::json& config, const char* section, const char* key) {
+  const nlohmann::json s = config.is_object() ? config.value(section, nlohmann::json()) : nlohmann::json();
+  return s.is_object() ? s.value(key, nlohmann::json()) : nlohmann::json();
+}
+
+bool given(const nlohmann::json& v) { return !v.is_null() && v != "" && v != nlohmann::json::array(); }
+
+// What a config's tokens come from, for messages: the embedded text (data.dataset's default, where
+// no token file is named), shards, a token file or a prepared dataset.
+std::string data_kind(const nlohmann::json& config) {
+  if (given(key_of(config, "data", "train_files"))) return "shards with no vocabulary file recorded";
+  if (given(key_of(config, "data", "train_file"))) return "a token file with no vocabulary file recorded";
+  if (key_of(config, "data", "dataset") == "embedded") return "the embedded text";
+  return "a dataset with no vocabulary file recorded";
+}
+
+// Whether two configs take their vocabulary from the same place: the data keys that name it and,
+// for the embedded text, the seed and length its text follows from. Other keys may differ between
+// versions or by a resume's --allow-config-change.
 bool same_vocabulary_source(const nlohmann::json& a, const nlohmann::json& b) {
-  const auto at = [](const nlohmann::json& config, const char* section, const char* key) {
-    const nlohmann::json s = config.is_object() ? config.value(section, nlohmann::json()) : nlohmann::json();
-    return s.is_object() ? s.value(key, nlohmann::json()) : nlohmann::json();
-  };
   for (const char* key : {"dataset", "vocab_file", "tokenizer_file", "train_file", "train_files", "embedded_chars"}) {
-    if (at(a, "data", key) != at(b, "data", key)) return false;
+    if (key_of(a, "data", key) != key_of(b, "data", key)) return false;
   }
-  return at(a, "data", "dataset") != "embedded" || at(a, "train", "seed") == at(b, "train", "seed");
+  return data_kind(a) != "the embedded text" || key_of(a, "train", "seed") == key_of(b, "train", "seed");
+}
+
+bool matches_one(const nlohmann::json& file, const std::vector<nlohmann::json>& among) {
+  for (const nlohmann::json& f : among) {
+    if (f.value("bytes", std::int64_t{-1}) >= 0 && same_contents(file, f)) return true;
+  }
+  return false;
 }
 
 }  // namespace
 
-std::string checkpoint_text_dir(const std::string& run_dir, const nlohmann::json& data_identity,
-                                const nlohmann::json& checkpoint_config, const std::string& checkpoint,
+std::string checkpoint_text_dir(const std::string& run_dir, const std::string& checkpoint,
+                                const nlohmann::json& data_identity, const nlohmann::json& checkpoint_config,
                                 std::string& note) {
-  if (run_dir.empty() || !data_identity.is_array()) return run_dir;
+  // Only a checkpoint a later run set aside: in its own folder a checkpoint is the run directory's
+  // trajectory's (a resume that changed the vocabulary says so when it resumes).
+  std::error_code ec;
+  const fs::path canonical = fs::weakly_canonical(fs::absolute(checkpoint, ec), ec);
+  if (run_dir.empty() || canonical.parent_path().filename() != "superseded") return run_dir;
+  std::vector<nlohmann::json> copies;  // the run directory's: what the later run wrote there
+  for (const char* name : {"vocab.json", "tokenizer.json"}) {
+    if (fs::exists(fs::path(run_dir) / name, ec)) copies.push_back(file_identity((fs::path(run_dir) / name).string()));
+  }
+  if (copies.empty()) return run_dir;
   std::vector<nlohmann::json> recorded;
-  for (const nlohmann::json& f : data_identity) {
-    if (f.is_object() && f.value("split", "") == kVocabSplit && f.contains("bytes") && f.contains("fingerprint") &&
-        f.value("bytes", std::int64_t{-1}) >= 0) {
-      recorded.push_back(f);
+  if (data_identity.is_array()) {
+    for (const nlohmann::json& f : data_identity) {
+      if (f.is_object() && f.value("split", "") == kVocabSplit && f.value("bytes", std::int64_t{-1}) >= 0 &&
+          f.contains("fingerprint")) {
+        recorded.push_back(f);
+      }
     }
   }
-  std::vector<nlohmann::json> copies;  // the run directory's, which the run copied its vocabulary to
-  for (const char* name : {"vocab.json", "tokenizer.json"}) {
-    std::error_code ec;
-    if (fs::exists(fs::path(run_dir) / name, ec)) copies.push_back(file_identity((fs::path(run_dir) / name).string()));
+  if (recorded.empty()) {
+    const nlohmann::json current = read_json_or_null((fs::path(run_dir) / "config.json").string());
+    if (!current.is_object() || same_vocabulary_source(current, checkpoint_config)) return run_dir;
+    throw_input_error(
+        "{} trained on {}, and its run directory {} now holds a later run's vocabulary, on other data: its tokens "
+        "would be read as that vocabulary's text{}",
+        checkpoint, data_kind(checkpoint_config), run_dir,
+        data_kind(checkpoint_config) == "the embedded text" ? "" : " (sample --tokenizer or --vocab can name its own)");
   }
   const nlohmann::json* differs = nullptr;
   for (const nlohmann::json& f : recorded) {
-    bool copied = false;
-    for (const nlohmann::json& c : copies)
-      copied = copied || (c.value("bytes", std::int64_t{-1}) >= 0 && same_contents(f, c));
-    if (!copied) {
-      differs = &f;
-      break;
-    }
+    if (!matches_one(f, copies)) differs = differs ? differs : &f;
   }
-  if (copies.empty()) return run_dir;
-  // The copy is written again by the run (Vocab::save), not copied byte for byte: a vocab_file of
-  // another layout differs in bytes alone. The directory's config.json taking its vocabulary from
-  // where the checkpoint's does is the same vocabulary; another place is a later run's.
-  const nlohmann::json current = read_json_or_null((fs::path(run_dir) / "config.json").string());
-  const bool same_source = !current.is_object() || same_vocabulary_source(current, checkpoint_config);
-  if (differs == nullptr && (!recorded.empty() || same_source)) return run_dir;
-  if (differs == nullptr) {  // nothing recorded (the embedded text's, token ids alone), a later run's copy there
-    const nlohmann::json data =
-        checkpoint_config.is_object() ? checkpoint_config.value("data", nlohmann::json()) : nlohmann::json();
-    const bool embedded = data.is_object() && data.value("dataset", "") == "embedded";
-    throw_input_error(
-        "{} trained on {}, and the run directory {} now holds a later run's vocabulary, on other data: its tokens "
-        "would be read as that vocabulary's text",
-        checkpoint, embedded ? "the embedded text" : "token ids with no vocabulary", run_dir);
+  if (differs == nullptr) return run_dir;
+  // The recorded file, where it still holds what the checkpoint trained with: read from its folder,
+  // which the readers search by these names alone, and only where the folder's other vocabulary
+  // file is recorded too (not someone else's beside it).
+  const fs::path path = differs->value("path", "");
+  const std::string name = path.filename().string();
+  bool usable = (name == "vocab.json" || name == "tokenizer.json") && same_contents(*differs, file_identity(path));
+  for (const char* other : {"vocab.json", "tokenizer.json"}) {
+    const fs::path beside = path.parent_path() / other;
+    if (usable && other != name && fs::exists(beside, ec))
+      usable = matches_one(file_identity(beside.string()), recorded);
   }
-  if (same_source) return run_dir;
-  const std::string path = differs->value("path", "");
-  if (!path.empty() && same_contents(*differs, file_identity(path))) {
-    note = fmt::format("{}'s vocabulary is {} (the run directory {} holds a later run's): read from there", checkpoint,
-                       path, run_dir);
-    return fs::path(path).parent_path().string();
+  if (usable) {
+    note = fmt::format("{}'s vocabulary is {} (its run directory {} holds a later run's): read from there", checkpoint,
+                       path.string(), run_dir);
+    return path.parent_path().string();
   }
   throw_input_error(
-      "{} trained with the vocabulary {} ({}), but the run directory {} holds another (a later run's there), and "
-      "that file is gone or changed: its tokens would be read as another vocabulary's text",
-      checkpoint, path, describe_contents(*differs), run_dir);
+      "{} trained with the vocabulary {} ({}), but its run directory {} holds a later run's, and {}: its tokens would "
+      "be read as another vocabulary's text (sample --tokenizer or --vocab can name its own)",
+      checkpoint, path.string(), describe_contents(*differs), run_dir,
+      path.is_relative() && !fs::exists(path, ec) ? "that path, relative to where that run started, is not here"
+      : name != "vocab.json" && name != "tokenizer.json" && same_contents(*differs, file_identity(path))
+          ? "that file is not one the readers find by name"
+          : "that file is gone or changed");
 }
 
 }  // namespace zt

@@ -11,15 +11,15 @@
 
 namespace zt {
 
-// `run_dir` where the checkpoint's recorded vocabulary files (its data identity's "vocab" split:
-// path, bytes, fingerprint) are all among the run directory's vocab.json and tokenizer.json, or
-// the directory's config.json has the checkpoint config's data section (the same vocabulary,
-// written again), or the checkpoint recorded none, or the directory holds neither. Otherwise the
-// folder of a recorded file that still holds the recorded contents (the prepared dataset's, the
-// shards' tokenizer folder), with `note` saying so; InputError naming `checkpoint`, the recorded
-// file and the run directory where none does.
-std::string checkpoint_text_dir(const std::string& run_dir, const nlohmann::json& data_identity,
-                                const nlohmann::json& checkpoint_config, const std::string& checkpoint,
+// `run_dir`, but for a checkpoint in superseded/ (set aside by a later run in the directory) whose
+// run directory's vocab.json or tokenizer.json is not what it trained with: the checkpoint's
+// recorded vocabulary files (its data identity's "vocab" split: path, bytes, fingerprint) are
+// compared with the directory's copies, or, where it recorded none, its config's data keys with
+// the directory's config.json. Then the folder of the recorded file, where it still holds the
+// recorded contents under the name readers look for (vocab.json, tokenizer.json), with `note`
+// saying so; else InputError naming `checkpoint` and why.
+std::string checkpoint_text_dir(const std::string& run_dir, const std::string& checkpoint,
+                                const nlohmann::json& data_identity, const nlohmann::json& checkpoint_config,
                                 std::string& note);
 
 }  // namespace zt

@@ -26,8 +26,8 @@ struct RunProgress;
 struct StepResult;
 
 struct TrainSummary {
-  int steps_done = 0;     // optimizer steps taken (over the whole run, resumed ones included)
-  int skipped_steps = 0;  // steps skipped for a non-finite loss or gradient
+  int steps_done = 0;      // optimizer steps taken (over the whole run, resumed ones included)
+  int skipped_steps = 0;   // steps skipped for a non-finite loss or gradient
   int steps_this_run = 0;  // steps this process took, updated or skipped (none: a finished run resumed)
   // "step 3: non-finite gradient (loss ..., grad norm nan)" where one stopped the run, else empty.
   std::string nonfinite_stop;

@@ -268,9 +268,9 @@ int run_action(const std::string& action, const std::string& path, const ArgPars
   refuse_out_over_inputs(out, reader.dir(), format);
   if (format == "hf") {
     std::string moved;  // where the checkpoint's vocabulary is no longer its run directory's
-    const std::string text_dir = checkpoint_text_dir(ckpt::run_directory_of(reader.dir(), reader.manifest()),
-                                                     reader.manifest().extra.value("data_identity", nlohmann::json()),
-                                                     reader.manifest().config, reader.dir(), moved);
+    const std::string text_dir = checkpoint_text_dir(
+        ckpt::run_directory_of(reader.dir(), reader.manifest()), reader.dir(),
+        reader.manifest().extra.value("data_identity", nlohmann::json()), reader.manifest().config, moved);
     if (!moved.empty()) print_err("zerotrain ckpt: note: {}\n", moved);
     const ckpt::HfExport e = ckpt::export_hf(
         reader, out, dtype, parse_size(parser.get("max-shard-size", "5GB"), "--max-shard-size"), text_dir);

@@ -272,7 +272,8 @@ int plan_main(const std::vector<std::string>& args) {
   fmt::print(
       "(mb x acc: train.micro_batch x train.grad_accum; ckpt: train.activation_checkpointing; chunks: "
       "train.head_chunks; units: train.block_units; prefetch: zero.prefetch_units, stage 3 only; inflight: "
-      "zero.max_inflight_reduction_mb, 0 for no bound, stages 2-3 only (where gradients pend); memory: the memory "
+      "zero.max_inflight_reduction_mb, 0 for no bound, where gradients pend (stages 2-3, or a head in chunks on "
+      "several ranks); memory: the memory "
       "check's need per rank, the largest of a "
       "step's, the set-up's, the final gather's, a sample's bound and the multiple-choice scorer's, with "
       "checkpoint.async's staging; compute, comm and step: the estimate per optimizer step, docs/memory.md)\n");

@@ -187,11 +187,12 @@ WeightSource resolve_weight_source(const ArgParser& parser, const std::string& c
     // The run's tokenizer and end of text, in its directory (beside its checkpoint folder, or
     // where the manifest records it).
     std::string moved;  // where the checkpoint's vocabulary is no longer its run directory's
-    const bool text_named = parser.has("tokenizer") || parser.has("vocab");  // sample's: the run's is not read
-    s.text_dir = text_named ? ckpt::run_directory_of(s.path, reader.manifest())
-                            : checkpoint_text_dir(ckpt::run_directory_of(s.path, reader.manifest()),
+    // eval reads no vocabulary; sample's --tokenizer or --vocab names the one it reads.
+    const bool text_read = command == "sample" && !parser.has("tokenizer") && !parser.has("vocab");
+    s.text_dir = !text_read ? ckpt::run_directory_of(s.path, reader.manifest())
+                            : checkpoint_text_dir(ckpt::run_directory_of(s.path, reader.manifest()), reader.dir(),
                                                   reader.manifest().extra.value("data_identity", nlohmann::json()),
-                                                  reader.manifest().config, reader.dir(), moved);
+                                                  reader.manifest().config, moved);
     if (!moved.empty()) s.notes.push_back(fmt::format("zerotrain {}: note: {}", command, moved));
     if (s.text_dir.empty() && command == "sample") {
       s.notes.push_back(fmt::format("zerotrain sample: the run directory {} that saved the checkpoint no longer exists",

@@ -104,7 +104,8 @@ TEST(ResumeTrajectory, AStepZeroCheckpointTakesAnySchedule) {
 }
 
 // The working parameters' and the activations' dtypes change what every step computes: a change of
-// trajectory. A checkpoint saved before the key was recorded has nothing to compare; the products'
+// trajectory, as do the collectives' lossy formats. A checkpoint saved before the key was recorded
+// has nothing to compare; the products'
 // precision and the attention kernels (rounding within the same formats) are not compared.
 TEST(ResumeTrajectory, TheNumberFormatsAreTrajectoryKeys) {
   nlohmann::json doc = base();
@@ -120,6 +121,13 @@ TEST(ResumeTrajectory, TheNumberFormatsAreTrajectoryKeys) {
   nlohmann::json older = saved;
   older["precision"].erase("activations");
   EXPECT_EQ(trajectory_changes(older, 1, 4, parse_run_config(bf16, "t.json")).size(), 1u);
+  // int8 gathers: every rank computes with the decoded values (a resume switching them on changed
+  // the losses, unsaid); the gradient shard's and the cross-group reduction's formats alike.
+  nlohmann::json int8 = doc;
+  int8["zero"] = {{"stage", 3}, {"gather_dtype", "int8"}, {"grad_shard_dtype", "fp32"}};
+  const std::vector<std::string> z = trajectory_changes(saved, 1, 4, parse_run_config(int8, "t.json"));
+  EXPECT_NE(std::find(z.begin(), z.end(), "zero.gather_dtype: \"param\" -> \"int8\""), z.end()) << z.size();
+  EXPECT_NE(std::find(z.begin(), z.end(), "zero.grad_shard_dtype: \"working\" -> \"fp32\""), z.end());
   nlohmann::json tf32 = doc;
   tf32["device"] = "cuda";  // and the device: the same formats, rounded otherwise
   tf32["precision"] = {{"matmul", "tf32"}};

@@ -271,12 +271,17 @@ std::vector<std::string> trajectory_changes(const nlohmann::json& saved, int sav
                     at(saved, "optim", "decay_steps").dump());
   }
   // The number formats the step computes in: the working parameters' (the master weights and
-  // AdamW's moments stay fp32 either way) and the activations'. Which windows a step reads, beside
+  // AdamW's moments stay fp32 either way), the activations' and the collectives'. Which windows a step reads, beside
   // the files themselves (data_changes): their order, and the generated text's size where both runs
   // read it.
   const bool embedded = at(saved, "data", "dataset") == "embedded" && now.data.dataset == "embedded" &&
                         now.data.train_file.empty() && now.data.train_files.empty();
-  std::vector<ConfigKey> recorded = {{"precision", "param_dtype"}, {"precision", "activations"}, {"data", "order"}};
+  // The wire formats that round what every rank computes with are formats too: int8 gathers (each
+  // rank computes with the decoded values), a lossy cross-group reduction, and the gradient
+  // shard's (fp32 or the working dtype) accumulation.
+  std::vector<ConfigKey> recorded = {
+      {"precision", "param_dtype"}, {"precision", "activations"},       {"data", "order"},
+      {"zero", "gather_dtype"},     {"zero", "cross_group_grad_dtype"}, {"zero", "grad_shard_dtype"}};
   if (embedded) recorded.push_back({"data", "embedded_chars"});
   for (std::string& c : recorded_changes(saved, current, recorded)) changes.push_back(std::move(c));
   // The samples of a step are a function of the global batch only (engine/app/data/batch_sampler.h).

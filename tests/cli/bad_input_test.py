@@ -782,7 +782,17 @@ def main():
     report("Slurm's world of 2 beside an MPI world of 1", proc.returncode == 2 and len(lines) == 1 and
            ("SLURM_PROCID=1 and SLURM_NTASKS=2 say rank 1 of 2, but MPI started this process as rank 0 of 1" in
             lines[0] or "without MPI" in lines[0]) and not os.path.exists(pmi_run), proc.returncode, lines[-1:])
-    print(f"{len(cases) + 25 - len(failures)} passed, {len(failures)} failed")
+    # A config read from a pipe that never ends (`--config <(yes)`): refused past 256 MiB in one
+    # line (it grew until the allocation failed: std::bad_alloc, exit 1).
+    endless = subprocess.Popen(["yes", " "], stdout=subprocess.PIPE)
+    proc = subprocess.run([binary, "memory", "--ranks", "1", "--config", "/dev/stdin"], stdin=endless.stdout,
+                          capture_output=True, text=True, timeout=120)
+    endless.kill()
+    endless.wait()
+    lines = proc.stderr.strip().splitlines()
+    report("a config from an endless pipe", proc.returncode == 2 and len(lines) == 1 and
+           "larger than 256 MiB" in lines[0], proc.returncode, lines[-1:])
+    print(f"{len(cases) + 26 - len(failures)} passed, {len(failures)} failed")
     close_work_folders([work], passed=not failures)
     return 1 if failures else 0
 

@@ -46,6 +46,12 @@ std::string read_whole_input(const std::string& path, std::string_view what) {
     require_regular_file(path, what);  // names what it is instead
     throw_input_error("{} {}: not a regular file", what, path);
   }
+  const auto too_large = [&] {
+    ::close(fd);
+    throw_input_error("{} {}: larger than {} MiB, more than any such input holds: not read", what, path,
+                      kMaxWholeInputBytes >> 20);
+  };
+  if (S_ISREG(st.st_mode) && st.st_size > kMaxWholeInputBytes) too_large();
   ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);  // a pipe's writer may be slower than us
   std::string text;
   char buffer[1 << 16];
@@ -58,6 +64,7 @@ std::string read_whole_input(const std::string& path, std::string_view what) {
       throw_input_error("{} {}: read failed: {}", what, path, std::strerror(err));
     }
     if (n == 0) break;
+    if (static_cast<std::int64_t>(text.size()) + n > kMaxWholeInputBytes) too_large();
     text.append(buffer, static_cast<std::size_t>(n));
   }
   ::close(fd);

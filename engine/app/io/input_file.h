@@ -4,6 +4,7 @@
 // and then fails with a stream's exception.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -18,7 +19,9 @@ void require_regular_file(const std::string& path, std::string_view what);
 // a writer (`--config <(jq ...)`, `/dev/stdin` fed by one). Opened without blocking, so a named
 // FIFO nothing writes is refused ("is a FIFO that nothing writes") instead of hanging; devices and
 // directories are refused as require_regular_file refuses them. InputError naming `what` and
-// `path`, also when it cannot be opened.
+// `path`, also when it cannot be opened, and where it holds more than kMaxWholeInputBytes (a pipe
+// that never ends, `<(yes)`, grew until the allocation failed: std::bad_alloc).
+inline constexpr std::int64_t kMaxWholeInputBytes = std::int64_t{256} << 20;
 std::string read_whole_input(const std::string& path, std::string_view what);
 
 }  // namespace zt

@@ -13,8 +13,9 @@
     `--resume latest` resumes from it and finishes bitwise equal to the uninterrupted run;
   * SIGTERM while a periodic save is written: the run stops on that checkpoint (no step more, no
     second save), and the resume finishes bitwise equal to the uninterrupted run;
-  * SIGTERM during a long evaluation or sample: the run stops there on its step's checkpoint, and
-    the resume makes the evaluation (bitwise as uninterrupted);
+  * SIGTERM during a long evaluation (its validation loss or its multiple-choice scoring) or
+    sample: the run stops there on its step's checkpoint, and the resume makes the evaluation
+    (bitwise as uninterrupted);
   * SIGTERM in the last step: the run finishes, its checkpoint saved before its final weights.
 
 The step at which a signal lands is whatever it is; the checks hold for any step.
@@ -25,6 +26,7 @@ import argparse
 import json
 import os
 import signal
+import struct
 import subprocess
 import sys
 import time
@@ -274,9 +276,19 @@ def main():
     # a step more and a save), and the resume makes them, as the uninterrupted run did.
     slow_eval = deep_merge(SHORT, {"train": {"eval_batches": 2000}})
     slow_sample = deep_merge(SHORT, {"log": {"sample_tokens": 100000}, "train": {"eval_every": 0}})
+    # ... or its multiple-choice scoring (4000 examples of 2 completions in llm.c's format, whose
+    # scorer never asked for a stop: a full HellaSwag file is minutes of forwards on the CPU).
+    choices = os.path.join(work, "choices.bin")
+    n = 4000
+    with open(choices, "wb") as f:
+        f.write(struct.pack("<256i", 20240522, 1, n, 24, *([0] * 252)))
+        for i in range(n):  # 65535, bytes, index, label, 2 completions, context (5, 6), endings (7) and (8)
+            f.write(struct.pack("<12H", 65535, 24, i % 65536, 0, 2, 2, 5, 6, 1, 7, 1, 8))
+    slow_choices = deep_merge(SHORT, {"data": {"choice_file": choices}})
     ref_dir = os.path.join(work, "ref_slow_eval")
     if ok(run(1, slow_eval, ref_dir), "1 rank, a long evaluation: uninterrupted run exits 0"):
-        for what, kind, config in (("evaluation", "eval", slow_eval), ("sample", "sample", slow_sample)):
+        for what, kind, config in (("evaluation", "eval", slow_eval), ("sample", "sample", slow_sample),
+                                   ("evaluation's multiple-choice scoring", "eval", slow_choices)):
             name = f"1 rank, SIGTERM during the {what} of step 4"
             run_dir = os.path.join(work, f"term_in_{what}")
             proc = start(1, config, run_dir)
@@ -293,15 +305,19 @@ def main():
                        "step 4: stopping on SIGTERM" in out),
                   f"{name}: stops there on step 4's checkpoint, nothing of it logged (exit {proc.returncode}, "
                   f"{recs}, {(out + err)[-300:]})")
-            resumed = slow_eval if kind == "eval" else deep_merge(slow_sample, {"log": {"sample_tokens": 8}})
+            resumed = config if kind == "eval" else deep_merge(slow_sample, {"log": {"sample_tokens": 8}})
             p = run(1, resumed, run_dir, ["--resume", "latest"])
             if ok(p, f"{name}: --resume latest exits 0") and kind == "sample":
                 made = [r["step"] for r in train_records(run_dir) if r["type"] == "sample"]
                 check(made == [4, 8], f"{name}: the resume makes step 4's sample ({made})")
             elif p.returncode == 0:
                 same_as_reference(name, run_dir, ref_dir, SHORT["train"]["max_steps"])
-                made = [(r["type"], r["step"], r.get("val_loss")) for r in train_records(run_dir) if r["type"] == "eval"]
-                ref = [(r["type"], r["step"], r.get("val_loss")) for r in train_records(ref_dir) if r["type"] == "eval"]
+                # (The scoring's run validates on 2 batches, the reference on 2000: its steps alone.)
+                whole = config is slow_choices
+                made = [(r["type"], r["step"], None if whole else r.get("val_loss"), "choice_correct" in r)
+                        for r in train_records(run_dir) if r["type"] == "eval"]
+                ref = [(r["type"], r["step"], None if whole else r.get("val_loss"), whole)
+                       for r in train_records(ref_dir) if r["type"] == "eval"]
                 check(made == ref, f"{name}: the resume makes step 4's evaluation, as uninterrupted ({made} vs {ref})")
         # Resumed into another run directory from a checkpoint of ref_dir's folder, the evaluation of
         # step 4 is pending (this run's log lacks it); stopped in it, the run saves step 4 into its

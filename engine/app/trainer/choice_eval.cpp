@@ -48,7 +48,7 @@ std::pair<int, int> fill_row(const data::ChoiceExample& x, int completion, int T
 }  // namespace
 
 ChoiceScore score_choices(const data::ChoiceFile& file, const ChoicePlan& plan, const ChoiceModelBuilder& build,
-                          ParamStore& store, Communicator& comm) {
+                          ParamStore& store, Communicator& comm, const std::function<bool()>& stop) {
   ZT_CHECK(plan.rows == file.rows() && plan.rows_per_rank * comm.world_size() >= file.rows() &&
                plan.forwards * plan.rows_per_forward >= plan.rows_per_rank && plan.seq_len >= file.longest_input(),
            "{}: a plan of {} rows, {} a rank in {} forwards of {} rows of {} positions, on {} ranks", file.path(),
@@ -85,6 +85,13 @@ ChoiceScore score_choices(const data::ChoiceFile& file, const ChoicePlan& plan, 
         double sum = 0.0;
         for (int i = from; i < to; ++i) sum += losses[static_cast<std::size_t>(b) * T + static_cast<std::size_t>(i)];
         row_loss[static_cast<std::size_t>(begin + b)] = static_cast<float>(sum / (to - from));
+      }
+      if (stop && stop()) {
+        model->release_activations();
+        ChoiceScore stopped;
+        stopped.stopped = true;
+        stopped.forwards_done = f + 1;
+        return stopped;
       }
     }
     model->release_activations();

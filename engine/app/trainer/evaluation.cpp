@@ -84,8 +84,14 @@ bool evaluate(TrainerState& s, int step, TrainSummary& summary, const StopVote& 
     s.model->release_param_copies();  // the scorer's models hold their own
     // The plan the memory check weighed (predict_choice_memory).
     const ChoicePlan plan = run_choice_plan(c, choice_shape(*s.data.choices()), s.comm.world_size());
-    const ChoiceScore score = score_choices(*s.data.choices(), plan, build, s.store, s.comm);
+    const ChoiceScore score = score_choices(*s.data.choices(), plan, build, s.store, s.comm, stop);
     summary.choice_plan = plan;
+    if (score.stopped) {  // the evaluation is made again on resume, its val loss with it
+      report_stopped(s, step,
+                     fmt::format("the evaluation's multiple-choice scoring (after {} of {} forwards)",
+                                 score.forwards_done, plan.forwards));
+      return false;
+    }
     if (score.nonfinite.empty()) {
       summary.choices = score;
       record["choice_accuracy"] = score.accuracy();

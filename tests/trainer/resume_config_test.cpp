@@ -134,6 +134,26 @@ TEST(ResumeTrajectory, TheNumberFormatsAreTrajectoryKeys) {
   EXPECT_TRUE(trajectory_changes(saved, 1, 4, parse_run_config(tf32, "t.json")).empty());
 }
 
+// Another multiple-choice file (or one added, or dropped) is an evaluation change: said, its
+// accuracies on either side not comparable; the same path, or a checkpoint from before the key was
+// recorded, says nothing.
+TEST(ResumeEvaluation, AnotherChoiceFileIsSaid) {
+  nlohmann::json doc = base();
+  doc["train"] = {{"max_steps", 8}};
+  doc["data"] = {{"choice_file", "a.bin"}};
+  const nlohmann::json saved = parse_run_config(doc, "t.json").to_json();
+  EXPECT_EQ(choice_file_change(saved, parse_run_config(doc, "t.json")), "");
+  nlohmann::json other = doc;
+  other["data"] = {{"choice_file", "b.bin"}};
+  EXPECT_EQ(choice_file_change(saved, parse_run_config(other, "t.json")),
+            "data.choice_file: \"a.bin\" -> \"b.bin\" (multiple-choice accuracies on either side are not comparable)");
+  other["data"] = nlohmann::json::object();
+  EXPECT_NE(choice_file_change(saved, parse_run_config(other, "t.json")).find("\"a.bin\" -> none"), std::string::npos);
+  nlohmann::json older = saved;
+  older["data"].erase("choice_file");
+  EXPECT_EQ(choice_file_change(older, parse_run_config(other, "t.json")), "");
+}
+
 // A resume on another rank count names the setting that keeps the saved global batch (16
 // sequences a step: micro_batch 4 x grad_accum 2 x 2 ranks), or says that none can.
 TEST(ResumeTrajectory, AnotherRankCountIsToldHowToKeepTheGlobalBatch) {

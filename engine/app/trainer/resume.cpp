@@ -320,6 +320,16 @@ std::string evaluation_window_change(const nlohmann::json& saved, const RunConfi
                      now.train.micro_batch, after);
 }
 
+std::string choice_file_change(const nlohmann::json& saved, const RunConfig& now) {
+  const nlohmann::json data = saved.is_object() ? saved.value("data", nlohmann::json()) : nlohmann::json();
+  if (!data.is_object() || !data.contains("choice_file")) return "";  // not recorded: nothing to compare
+  const std::string before = data["choice_file"].is_string() ? data["choice_file"].get<std::string>() : "";
+  if (before == now.data.choice_file) return "";
+  const auto shown = [](const std::string& f) { return f.empty() ? std::string("none") : nlohmann::json(f).dump(); };
+  return fmt::format("data.choice_file: {} -> {} (multiple-choice accuracies on either side are not comparable)",
+                     shown(before), shown(now.data.choice_file));
+}
+
 std::vector<std::string> deterministic_bit_changes(const nlohmann::json& saved, const RunConfig& now) {
   if (!now.train.deterministic && at(saved, "train", "deterministic") != nlohmann::json(true)) return {};
   return changed_keys(saved, now.to_json(), kDeterministicBitKeys);

@@ -55,6 +55,9 @@ std::vector<std::string> trajectory_changes(const nlohmann::json& saved_config, 
 // its first train.eval_batches x train.micro_batch windows, so another product scores others and the
 // validation losses on either side of the resume are not comparable (the trajectory is the same).
 std::string evaluation_window_change(const nlohmann::json& saved_config, const RunConfig& now);
+// "" where the evaluation scores the saved run's multiple-choice file (data.choice_file, by path),
+// else the change: the accuracies on either side of the resume are another file's.
+std::string choice_file_change(const nlohmann::json& saved_config, const RunConfig& now);
 
 // What makes a resumed deterministic run's bits differ from the saved run's while its trajectory
 // stays the same (within rounding): the micro-batch, the unit of forward and backward whose

@@ -45,6 +45,7 @@ RunProgress start_run(TrainerState& s, const std::string& resume_checkpoint, boo
   // Every rank reads the same manifest and judges it alike: a refusal is the job's, printed once.
   std::optional<ckpt::CheckpointReader> opened;
   std::vector<std::string> changes, evaluation_changed, data_changed;
+  std::string choice_changed;
   bool vocabulary = false;
   on_every_rank(s.comm, [&] {
     const ckpt::Manifest& m = opened.emplace(resume_checkpoint).manifest();
@@ -66,6 +67,7 @@ RunProgress start_run(TrainerState& s, const std::string& resume_checkpoint, boo
     if (const std::string windows = evaluation_window_change(m.config, c); !windows.empty()) {
       evaluation_changed.push_back(windows);
     }
+    choice_changed = choice_file_change(m.config, c);
   });
   const ckpt::CheckpointReader& reader = *opened;
   const ckpt::Manifest& m = reader.manifest();
@@ -85,6 +87,7 @@ RunProgress start_run(TrainerState& s, const std::string& resume_checkpoint, boo
                      "every checkpoint here with, the earlier ones too"
                    : ""));
   }
+  if (!choice_changed.empty()) s.progress.message(fmt::format("note: resume: {}", choice_changed));
   const std::vector<std::string> bits = deterministic_bit_changes(m.config, c);
   if (!bits.empty()) {
     s.progress.message(
@@ -145,6 +148,7 @@ RunProgress start_run(TrainerState& s, const std::string& resume_checkpoint, boo
     }
   }
   keep_earlier_final_weights_at_resume(s, m.position.optimizer_step, log_is_ours);
+  if (!choice_changed.empty()) evaluation_changed.push_back(choice_changed);  // in the record's evaluation_data
   // Logged once the log is known to be this run's: written before, it made a new folder's empty log
   // look like another run's, and went aside with it.
   if (!changes.empty() || !evaluation_changed.empty()) {

@@ -460,6 +460,20 @@ def main():
           f"({[line for line in again.stdout.splitlines() if line.startswith('batch:')]})")
     sampled = run(binary, ["sample", "--run", run_gb, "--tokens", "5"])
     check(sampled.returncode == 0, f"and the run samples ({sampled.stderr.strip()[-200:]})")
+    # Defaults that follow other keys (decay_steps from max_steps, min_lr from lr, seq_len from
+    # block_size) are named in config.json's "derived": given again with another max_steps it decays
+    # over the new run (decay_steps stayed 5, the warmup's, the rate at its floor from step 6 on).
+    saved_doc = json.load(open(os.path.join(run_gb, "config.json")))
+    saved_optim = saved_doc["optim"]
+    longer = os.path.join(work, "global_batch_longer")
+    p = run(binary, ["train", "--config", os.path.join(run_gb, "config.json"), "--run-dir", longer, "--set",
+                     "train.max_steps=6"])
+    rates = [r["lr"] for r in records(longer) if r["type"] == "train"]
+    check(p.returncode == 0 and saved_optim.get("decay_steps") == 5 and "seq_len" in saved_train and
+          sorted(saved_doc.get("derived", [])) == ["optim.decay_steps", "optim.min_lr", "train.seq_len"] and
+          "optim.decay_steps = 6 (train.max_steps)" in p.stdout and len(rates) == 6,
+          f"config.json names its derived defaults, which follow their keys when it is given again "
+          f"({saved_doc.get('derived')}; rates {rates})")
 
     # final.safetensors is gathered and written a unit at a time: the run's workspace peak is the
     # step's plus one unit's fp32 values at most (the whole model was gathered first: 4 bytes a

@@ -172,6 +172,7 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
     throw_input_error("config error in {}: the top level must be a JSON object of sections, not {}", path,
                       doc.type_name());
   }
+  take_derived_out(doc, path);  // before the --set entries, which may give those keys
   auto sources = std::make_shared<OverrideSources>();
   for (const std::string& o : overrides) {
     for (const std::string& key : apply_override(doc, o)) {
@@ -217,7 +218,36 @@ nlohmann::json RunConfig::run_file_json() const {
     j["train"].erase("grad_accum");
     j["train"]["global_batch_tokens"] = train.global_batch_tokens;
   }
+  // The defaults that follow another key, named: the file stays the whole resolved config, and,
+  // given again, derives them again (take_derived_out), so that with --set train.max_steps=6 the
+  // schedule is 6 steps long (written as given, decay_steps stayed the first run's 2 and the rate
+  // sat at its floor from step 3).
+  nlohmann::json derived_keys = nlohmann::json::array();
+  if (!train.seq_len_given) derived_keys.push_back("train.seq_len");
+  if (!optim.min_lr_given) derived_keys.push_back("optim.min_lr");
+  if (!optim.decay_steps_given) derived_keys.push_back("optim.decay_steps");
+  if (!derived_keys.empty()) j["derived"] = std::move(derived_keys);
   return j;
+}
+
+void take_derived_out(nlohmann::json& doc, const std::string& source) {
+  if (!doc.is_object() || !doc.contains("derived")) return;
+  const nlohmann::json list = doc["derived"];
+  doc.erase("derived");
+  const auto refuse = [&] {
+    throw_input_error(
+        "config error in {}: \"derived\" (a run's config.json names the defaults it derived) must be a list of "
+        "\"train.seq_len\", \"optim.min_lr\" or \"optim.decay_steps\"; got {}",
+        source, list.dump());
+  };
+  if (!list.is_array()) refuse();
+  for (const nlohmann::json& key : list) {
+    if (!key.is_string()) refuse();
+    const std::string k = key.get<std::string>();
+    if (k != "train.seq_len" && k != "optim.min_lr" && k != "optim.decay_steps") refuse();
+    const std::string section = k.substr(0, k.find('.')), name = k.substr(k.find('.') + 1);
+    if (doc.contains(section) && doc[section].is_object()) doc[section].erase(name);
+  }
 }
 
 nlohmann::json RunConfig::to_json() const {

@@ -46,6 +46,7 @@ struct TrainConfig {
   std::string init_from;
   int micro_batch = 4;                   // sequences per forward/backward (B)
   int seq_len = 0;                       // tokens per sequence (T); defaults to model.block_size
+  bool seq_len_given = false;            // the config gave it (else run_file_json leaves it out)
   int grad_accum = 1;                    // micro-batches per optimizer step
   std::int64_t global_batch_tokens = 0;  // micro_batch * seq_len * grad_accum * ranks
   bool global_batch_given = false;       // the config gave global_batch_tokens (grad_accum derived)
@@ -76,7 +77,10 @@ struct OptimConfig {
   std::string decay = "cosine";    // cosine | linear | constant | wsd
   int decay_steps = 0;             // step at which the floor is reached; defaults to train.max_steps
   double cooldown_fraction = 0.2;  // wsd: the share of decay_steps, at its end, that falls to min_lr
-  float grad_clip = 1.0f;          // global-norm clipping; 0 disables
+  // The config gave them (else derived, from optim.lr and train.max_steps: run_file_json leaves them
+  // out, so that a run's config.json given again with another lr or max_steps derives them again).
+  bool min_lr_given = false, decay_steps_given = false;
+  float grad_clip = 1.0f;  // global-norm clipping; 0 disables
 };
 
 struct LogConfig {
@@ -155,7 +159,8 @@ struct RunConfig {
   nlohmann::json to_json() const;
   // What a run directory's config.json keeps: to_json, but a global batch the config gave kept as
   // given rather than the grad_accum it made at this rank count (which, run again on another,
-  // would change the batch).
+  // would change the batch), and a "derived" list naming the defaults that follow other keys
+  // (train.seq_len, optim.min_lr, optim.decay_steps), which the file given again derives again.
   nlohmann::json run_file_json() const;
   nlohmann::json model_json() const;  // to_json()'s "model" section
   // The model this config trains (its family, hyper-parameters and unit layout), and how the
@@ -193,6 +198,11 @@ class BatchSplitError : public InputError {
   int micro_batch, seq_len, world_size;
   std::int64_t global_batch_tokens;  // as given; 0 where the config derives it
 };
+
+// A run's config.json names, in "derived", the defaults it derived (RunConfig::run_file_json):
+// those keys are taken out of `doc` (and "derived" with them), to be derived again from the keys
+// they follow. InputError naming `source` for a "derived" that is not such a list.
+void take_derived_out(nlohmann::json& doc, const std::string& source);
 
 // Reads `path`, applies each "section.key=value" override in order, validates, resolves defaults.
 // Throws InputError (BatchSplitError for the batch terms) with a one-line message naming the file

@@ -140,7 +140,8 @@ void read_train_section(ConfigReader r, RunConfig& c) {
   const int block_size = c.model.block_size;
   t.init_from = r.get_path("init_from", "");
   t.micro_batch = r.get_int("micro_batch", t.micro_batch, 1, kMaxConfigDim);
-  if (!r.has("seq_len")) c.derived.push_back(fmt::format("train.seq_len = {} (model.block_size)", block_size));
+  t.seq_len_given = r.has("seq_len");
+  if (!t.seq_len_given) c.derived.push_back(fmt::format("train.seq_len = {} (model.block_size)", block_size));
   t.seq_len = r.get_int("seq_len", block_size, 1, kMaxConfigDim);
   if (t.seq_len > block_size) {
     throw_input_error("config error in {}: train.seq_len = {} exceeds model.block_size = {}",
@@ -236,6 +237,7 @@ void read_optim_section(ConfigReader r, RunConfig& c) {
   a.eps = static_cast<float>(r.get_double("eps", 1e-8, 1e-30, 1.0));
   a.weight_decay = static_cast<float>(r.get_double("weight_decay", 0.1, 0.0, 10.0));
   o.min_lr = static_cast<float>(r.get_double("min_lr", a.lr / 10.0, 0.0, 10.0));
+  o.min_lr_given = r.has("min_lr");
   o.warmup_steps = r.get_int("warmup_steps", 0, 0, kMaxConfigSteps);
   o.decay = r.get_enum("decay", o.decay, {"cosine", "linear", "constant", "wsd"});
   // From the single-precision lr: 1e-3 gives 0.000100000005, not the float nearest 1e-4, so a run
@@ -251,6 +253,7 @@ void read_optim_section(ConfigReader r, RunConfig& c) {
   o.cooldown_fraction = r.get_double("cooldown_fraction", o.cooldown_fraction, 0.0, 1.0);
   // By default the decay ends with the run (or with the warmup, for a run shorter than its warmup).
   o.decay_steps = r.get_int("decay_steps", std::max(max_steps, o.warmup_steps), 0, kMaxConfigSteps);
+  o.decay_steps_given = r.has("decay_steps");
   if (!r.has("decay_steps") && o.decay != "constant") {  // a resume that changes max_steps changes it too
     derived.push_back(fmt::format(
         "optim.decay_steps = {} ({})", o.decay_steps,

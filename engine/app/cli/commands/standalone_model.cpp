@@ -258,6 +258,7 @@ WeightSource resolve_weight_source(const ArgParser& parser, const std::string& c
   // into micro-batches of one process.
   const std::string config_path = (dir / "config.json").string();
   nlohmann::json doc = read_json_file(config_path);
+  take_derived_out(doc, config_path);
   if (doc.is_object()) doc.erase("optim");
   // Nor its attention kernels' choice: the flags choose the device and dtype, and a "cudnn" that
   // this build refuses for the run's shape (a rule newer than the run) must not refuse its weights.

@@ -61,12 +61,24 @@ TEST(RunConfig, UnknownKeyIsRejectedWithSuggestion) {
         std::tuple{"checkpoint", "every", "checkpoint.every_steps"}, std::tuple{"train", "steps", "train.max_steps"},
         std::tuple{"train", "batch_size", "train.micro_batch"}, std::tuple{"optim", "learning_rate", "optim.lr"},
         // ... also of a key of another section
-        std::tuple{"train", "learning_rate", "optim.lr"}, std::tuple{"train", "warmup", "optim.warmup_steps"}}) {
+        std::tuple{"train", "learning_rate", "optim.lr"}, std::tuple{"train", "warmup", "optim.warmup_steps"},
+        // ... before a near spelling, which guessed another key (optim.eps, train.eval_every,
+        // optim.decay_steps): nanoGPT's and DeepSpeed's names
+        std::tuple{"optim", "steps", "train.max_steps"}, std::tuple{"train", "eval_iters", "train.eval_batches"},
+        std::tuple{"optim", "decay_type", "optim.decay"}, std::tuple{"optim", "lr_decay_iters", "optim.decay_steps"},
+        std::tuple{"train", "gradient_accumulation_steps", "train.grad_accum"},
+        std::tuple{"optim", "gradient_clipping", "optim.grad_clip"}}) {
     doc = base();
     doc[section] = {{typed, 1}};
     const std::string hint = fmt::format("did you mean '{}'?", meant);
     expect_error(doc, {hint.c_str()});
   }
+  doc = base();
+  doc["optim"] = {{"betas", {0.9, 0.95}}};  // one key of theirs, two of ours
+  expect_error(doc, {"did you mean 'optim.beta1' and 'optim.beta2'?"});
+  doc = base();
+  doc["train"] = {{"activation_checkpointing", true}};  // a choice, not a string to quote
+  expect_error(doc, {"must be one of: none, selective, all or every:K (K >= 1) (got true)"});
   doc = base();
   doc["stage"] = 2;  // at the top level
   expect_error(doc, {"unknown key 'stage'", "did you mean 'zero.stage'?"});

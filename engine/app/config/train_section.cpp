@@ -200,7 +200,7 @@ void read_train_section(ConfigReader r, RunConfig& c) {
         from_environment ? "unset OMP_NUM_THREADS and leave train.num_threads out" : "leave train.num_threads out",
         std::max(1, cores / node_ranks), node_ranks > 1 ? "a rank " : ""));
   }
-  const std::string ac = r.get_string("activation_checkpointing", "none");
+  const std::string ac = r.get_choice("activation_checkpointing", "none", "none, selective, all or every:K (K >= 1)");
   if (!CheckpointPolicy::parse(ac, &t.activation_checkpointing)) {
     throw_input_error(
         "config error in {}: train.activation_checkpointing = \"{}\" is not none, selective, all or every:K (K >= 1)",

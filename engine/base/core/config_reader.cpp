@@ -157,12 +157,22 @@ std::string ConfigReader::get_string(const std::string& key, const std::string& 
   return v->get<std::string>();
 }
 
+std::string ConfigReader::get_choice(const std::string& key, const std::string& fallback, const std::string& choices) {
+  const nlohmann::json* v = find(key);
+  if (v == nullptr) return fallback;
+  if (!v->is_string()) {
+    throw_input_error("config error in {}: key '{}' must be one of: {} (got {})", source_of(key), dotted(key), choices,
+                      preview_json(*v));
+  }
+  return v->get<std::string>();
+}
+
 std::string ConfigReader::get_enum(const std::string& key, const std::string& fallback,
                                    const std::vector<std::string>& allowed) {
-  const std::string s = get_string(key, fallback);
+  std::string list;
+  for (const std::string& a : allowed) list += (list.empty() ? "" : ", ") + a;
+  const std::string s = get_choice(key, fallback, list);
   if (std::find(allowed.begin(), allowed.end(), s) == allowed.end()) {
-    std::string list;
-    for (const std::string& a : allowed) list += (list.empty() ? "" : ", ") + a;
     throw_input_error("config error in {}: key '{}' = {} is not one of: {}", source_of(key), dotted(key),
                       preview_json(nlohmann::json(s)), list);
   }
@@ -245,20 +255,40 @@ std::optional<ConfigReader> ConfigReader::optional_section(const std::string& ke
 
 namespace {
 
-// Names other trainers give the same things (Hugging Face's learning_rate and batch_size, a bare
-// "steps"): the key they stand for here, or nullptr.
-const char* our_name_for(const std::string& key) {
-  static const std::pair<const char*, const char*> kOtherNames[] = {{"learning_rate", "lr"},
-                                                                    {"batch_size", "micro_batch"},
-                                                                    {"per_device_batch_size", "micro_batch"},
-                                                                    {"steps", "max_steps"},
-                                                                    {"num_steps", "max_steps"},
-                                                                    {"warmup", "warmup_steps"},
-                                                                    {"weight_decay_rate", "weight_decay"}};
+// Names other trainers give the same things (Hugging Face's learning_rate and batch_size,
+// nanoGPT's max_iters, eval_iters and lr_decay_iters, DeepSpeed's gradient_accumulation_steps and
+// gradient_clipping, a bare "steps"): the keys they stand for here, or none. Asked before the
+// nearest spelling, which guesses (optim.steps is train.max_steps, not optim.eps; nanoGPT's
+// eval_iters counts evaluation batches, not train.eval_every).
+std::vector<const char*> our_names_for(const std::string& key) {
+  static const std::pair<const char*, std::vector<const char*>> kOtherNames[] = {
+      {"learning_rate", {"lr"}},
+      {"batch_size", {"micro_batch"}},
+      {"per_device_batch_size", {"micro_batch"}},
+      {"per_device_train_batch_size", {"micro_batch"}},
+      {"steps", {"max_steps"}},
+      {"num_steps", {"max_steps"}},
+      {"max_iters", {"max_steps"}},
+      {"warmup", {"warmup_steps"}},
+      {"warmup_iters", {"warmup_steps"}},
+      {"weight_decay_rate", {"weight_decay"}},
+      {"gradient_accumulation_steps", {"grad_accum"}},
+      {"gradient_clipping", {"grad_clip"}},
+      {"max_grad_norm", {"grad_clip"}},
+      {"eval_interval", {"eval_every"}},
+      {"eval_iters", {"eval_batches"}},
+      {"lr_decay_iters", {"decay_steps"}},
+      {"min_learning_rate", {"min_lr"}},
+      {"decay_type", {"decay"}},
+      {"lr_scheduler", {"decay"}},
+      {"lr_scheduler_type", {"decay"}},
+      {"betas", {"beta1", "beta2"}},
+      {"gradient_checkpointing", {"activation_checkpointing"}},
+  };
   for (const auto& [other, ours] : kOtherNames) {
     if (key == other) return ours;
   }
-  return nullptr;
+  return {};
 }
 
 }  // namespace
@@ -278,20 +308,32 @@ void ConfigReader::reject_unknown_keys() const {
         if (!elsewhere.empty()) hint = fmt::format(" (did you mean {}?)", fmt::join(elsewhere, " or "));
       }
     }
+    // Another trainer's name for a key of this section or another (train.learning_rate is optim.lr).
+    if (hint.empty()) {
+      std::vector<std::string> named;
+      for (const char* ours : our_names_for(it.key())) {
+        if (known_.count(ours) != 0) {
+          named.push_back("'" + dotted(ours) + "'");
+        } else if (homes_ != nullptr) {
+          if (const auto home = homes_->find(ours); home != homes_->end() && !home->second.empty()) {
+            named.push_back("'" + *home->second.begin() + "'");
+          }
+        }
+      }
+      if (!named.empty()) hint = fmt::format(" (did you mean {}?)", fmt::join(named, " and "));
+    }
     if (const std::string near = nearest_key(it.key(), known_); hint.empty() && !near.empty()) {
       hint = " (did you mean '" + dotted(near) + "'?)";
-    }
-    // Another trainer's name for a key of another section (train.learning_rate is optim.lr).
-    if (const char* ours = our_name_for(it.key()); hint.empty() && ours != nullptr && homes_ != nullptr) {
-      if (const auto home = homes_->find(ours); home != homes_->end() && !home->second.empty()) {
-        hint = fmt::format(" (did you mean '{}'?)", *home->second.begin());
-      }
     }
     throw_input_error("config error in {}: unknown key '{}'{}", source_of(it.key()), dotted(it.key()), hint);
   }
 }
 
 std::string nearest_key(const std::string& key, const std::set<std::string>& valid) {
+  // Another trainer's name for a key the section has: what it means, before any spelling's guess.
+  for (const char* ours : our_names_for(key)) {
+    if (valid.count(ours) > 0) return ours;
+  }
   std::string best;
   std::size_t best_distance = std::max<std::size_t>(2, key.size() / 3) + 1;
   for (const std::string& cand : valid) {
@@ -313,8 +355,6 @@ std::string nearest_key(const std::string& key, const std::set<std::string>& val
     }
   }
   if (!best.empty()) return best;
-  // Another trainer's name for a key the section has.
-  if (const char* ours = our_name_for(key); ours != nullptr && valid.count(ours) > 0) return ours;
   // A key that is one word of exactly one valid key's ("every" for every_steps): too far from it
   // by edits, but what it names.
   std::string holder;

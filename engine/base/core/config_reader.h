@@ -47,6 +47,9 @@ class ConfigReader {
   int get_int(const std::string& key, int fallback, long long min_value, long long max_value);
   double get_double(const std::string& key, double fallback, double min_value, double max_value);
   std::string get_string(const std::string& key, const std::string& fallback);
+  // A string naming one of `choices` (their text, for the message): a value of another type is
+  // refused listing them (a quoted true is no choice either: --set train.activation_checkpointing=true).
+  std::string get_choice(const std::string& key, const std::string& fallback, const std::string& choices);
   std::string get_enum(const std::string& key, const std::string& fallback, const std::vector<std::string>& allowed);
   // A list of strings: a JSON array of strings, or one string as a list of one (so --set takes a
   // plain value); empty when absent or []. An empty string in it is refused.

@@ -792,7 +792,19 @@ def main():
     lines = proc.stderr.strip().splitlines()
     report("a config from an endless pipe", proc.returncode == 2 and len(lines) == 1 and
            "larger than 256 MiB" in lines[0], proc.returncode, lines[-1:])
-    print(f"{len(cases) + 26 - len(failures)} passed, {len(failures)} failed")
+    # device = "cuda" where no GPU is: named with the file that set it (it named only the key). On a
+    # machine with a device the run would start: checked only without one.
+    version = subprocess.run([binary, "version"], capture_output=True, text=True, timeout=60).stdout
+    if "cuda:" not in version or "; 0 device(s)" in version:
+        cuda_cfg = config_file("cuda.json", json.dumps({"device": "cuda", "model": {"n_layer": 1}}))
+        proc = subprocess.run([binary, "train", "--config", cuda_cfg, "--run-dir", os.path.join(work, "cuda_run")],
+                              capture_output=True, text=True, timeout=120)
+        lines = proc.stderr.strip().splitlines()
+        report("device cuda without a GPU", proc.returncode == 2 and len(lines) == 1 and
+               f"config error in {cuda_cfg}: device = \"cuda\"" in lines[0], proc.returncode, lines[-1:])
+    else:
+        report("device cuda without a GPU", True, 0, "a CUDA device is visible: not applicable")
+    print(f"{len(cases) + 27 - len(failures)} passed, {len(failures)} failed")
     close_work_folders([work], passed=not failures)
     return 1 if failures else 0
 

@@ -129,7 +129,13 @@ Trainer::Trainer(RunConfig config, std::string run_dir, Communicator& comm, Memo
   // that one refusing ends the job in one line rather than leaving the others in the next collective.
   // A GPU that is not there, before any folder is made (a refused start left an empty checkpoints/).
   on_every_rank(comm, [&] {
-    if (config_.device == Device::kCUDA) require_cuda_device(rank_device_index(config_));
+    if (config_.device == Device::kCUDA) {
+      try {
+        require_cuda_device(rank_device_index(config_));
+      } catch (const InputError& e) {  // named with where the config set the device
+        throw_input_error("config error in {}: {}", config_.sources_of({"device"}), e.what());
+      }
+    }
     check_memory_fits(config_, comm.world_size(), rank_device_index(config_));
   });
   if (comm.rank() == 0) {

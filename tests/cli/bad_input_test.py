@@ -796,7 +796,8 @@ def main():
     # machine with a device the run would start: checked only without one.
     version = subprocess.run([binary, "version"], capture_output=True, text=True, timeout=60).stdout
     if "cuda:" not in version or "; 0 device(s)" in version:
-        cuda_cfg = config_file("cuda.json", json.dumps({"device": "cuda", "model": {"n_layer": 1}}))
+        with open(os.path.join(ROOT, "configs", "tiny_debug.json")) as f:
+            cuda_cfg = config_file("cuda.json", {**json.load(f), "device": "cuda"})
         proc = subprocess.run([binary, "train", "--config", cuda_cfg, "--run-dir", os.path.join(work, "cuda_run")],
                               capture_output=True, text=True, timeout=120)
         lines = proc.stderr.strip().splitlines()

@@ -79,7 +79,9 @@ def main():
     resumed = os.path.join(work, "resumed")
     p = run(1, ["train", "--config", os.path.join(s3["dir"], "config.json"), "--run-dir", resumed,
                 "--resume", ckpt_root, "--set", "train.max_steps=34", "--set", "zero.stage=0",
-                "--set", "train.micro_batch=8"])
+                "--set", "train.micro_batch=8",
+                # The saved schedule kept (config.json's decay_steps is derived: it would follow max_steps).
+                "--set", "optim.decay_steps=30"])
     ok = p.returncode == 0
     if check(ok, "the 2-rank stage-3 checkpoint resumes on 1 rank at stage 0" +
              ("" if ok else f" (exit {p.returncode}: {(p.stdout + p.stderr)[-600:]})")):

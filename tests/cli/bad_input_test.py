@@ -47,6 +47,9 @@ def main():
         ("missing config file", ["debug-state", "--config", os.path.join(work, "nope.json"), "--out", out], "nope.json"),
         ("malformed JSON", ["debug-state", "--config", config_file("bad.json", '{"model": {"n_layer": 1,,}}'),
                             "--out", out], "malformed JSON at line 1"),
+        # A trailing comma (JavaScript and Python take one): said, as a comment is.
+        ("a trailing comma", ["debug-state", "--config", config_file("comma.json", '{"model": {"n_layer": 1,\n}}'),
+                              "--out", out], "line 2, column 1 (JSON allows no comma after a last item"),
         ("unknown key", ["debug-state", "--config", config_file("k.json", with_model(n_layers=2)), "--out", out],
          "model.n_layers"),
         ("wrong type", ["debug-state", "--config", config_file("t.json", with_model(n_embd="8")), "--out", out],

@@ -178,8 +178,14 @@ nlohmann::json parse_config_json(const std::string& text, const std::string& sou
     // nlohmann's byte is one past where it stopped: a '/' there begins a comment, which JSON lacks.
     const std::size_t at = e.byte > 0 ? e.byte - 1 : 0;
     const bool comment = at + 1 < text.size() && text[at] == '/' && (text[at + 1] == '/' || text[at + 1] == '*');
+    // A '}' or ']' right after a comma: a trailing comma, which JSON lacks (JavaScript and Python take it).
+    const std::size_t before = at < text.size() ? text.find_last_not_of(" \t\r\n", at == 0 ? 0 : at - 1) : 0;
+    const bool trailing_comma = at > 0 && at < text.size() && (text[at] == '}' || text[at] == ']') &&
+                                before != std::string::npos && text[before] == ',';
     throw_input_error("config error in {}: malformed JSON at line {}, column {}{}", source, line, col,
-                      comment ? " (JSON has no comments: remove the // or /* */ text)" : "");
+                      comment          ? " (JSON has no comments: remove the // or /* */ text)"
+                      : trailing_comma ? " (JSON allows no comma after a last item: remove the one before it)"
+                                       : "");
   } catch (const nlohmann::json::out_of_range& e) {  // e.g. 1e999, a number no double holds
     const std::string what = e.what();
     throw_input_error("config error in {}: {}", source, what.substr(what.find("] ") + 2));

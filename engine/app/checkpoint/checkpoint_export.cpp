@@ -107,6 +107,12 @@ void write_safetensors(const CheckpointReader& reader, const std::vector<TensorP
 
 namespace {
 
+// Whether `name` is one of an HF export's tensor files: model.safetensors, its shards, their index.
+bool export_tensor_file(const std::string& name) {
+  return name == "model.safetensors" || name == "model.safetensors.index.json" ||
+         (name.starts_with("model-") && name.ends_with(".safetensors"));
+}
+
 // The staging files an export killed before its renames (kill -9, a power loss) left in `dir`:
 // never renamed, never removed, and uploaded with the folder. The caller holds the folder
 // (lock_folder), so no other export is writing them; only an export's own names go.
@@ -119,9 +125,7 @@ void remove_stale_staging(const fs::path& dir) {
     const std::string target = name.substr(0, name.size() - 4);
     const bool tokenizer = std::find_if(std::begin(data::kTokenizerFiles), std::end(data::kTokenizerFiles),
                                         [&](const char* f) { return target == f; }) != std::end(data::kTokenizerFiles);
-    const bool shard = target.starts_with("model-") && target.ends_with(".safetensors");
-    if (tokenizer || shard || target == "model.safetensors" || target == "model.safetensors.index.json" ||
-        target == "config.json") {
+    if (tokenizer || export_tensor_file(target) || target == "config.json") {
       stale.push_back(e.path());
     }
   }
@@ -265,9 +269,7 @@ HfExport export_hf(const CheckpointReader& reader, const std::string& out_dir, D
   }
   for (const fs::directory_entry& e : fs::directory_iterator(dir)) {
     const std::string name = e.path().filename().string();
-    const bool tensors = name == "model.safetensors" || name == "model.safetensors.index.json" ||
-                         (name.rfind("model-", 0) == 0 && name.ends_with(".safetensors"));
-    if (tensors && std::find(result.files.begin(), result.files.end(), name) == result.files.end()) {
+    if (export_tensor_file(name) && std::find(result.files.begin(), result.files.end(), name) == result.files.end()) {
       earlier.push_back(e.path().string());
     }
   }

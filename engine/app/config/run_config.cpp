@@ -212,6 +212,14 @@ void rethrow_naming_key(const RunConfig& c, const std::string& key, const InputE
 
 nlohmann::json RunConfig::model_json() const { return model_section_json(*this); }
 
+namespace {
+
+// The defaults a run's config.json names in "derived" (run_file_json), which a config given again
+// derives again (take_derived_out).
+constexpr const char* kFileDerivedKeys[] = {"train.seq_len", "optim.min_lr", "optim.decay_steps"};
+
+}  // namespace
+
 nlohmann::json RunConfig::run_file_json() const {
   nlohmann::json j = to_json();
   if (train.global_batch_given) {
@@ -223,9 +231,10 @@ nlohmann::json RunConfig::run_file_json() const {
   // schedule is 6 steps long (written as given, decay_steps stayed the first run's 2 and the rate
   // sat at its floor from step 3).
   nlohmann::json derived_keys = nlohmann::json::array();
-  if (!train.seq_len_given) derived_keys.push_back("train.seq_len");
-  if (!optim.min_lr_given) derived_keys.push_back("optim.min_lr");
-  if (!optim.decay_steps_given) derived_keys.push_back("optim.decay_steps");
+  const bool given[] = {train.seq_len_given, optim.min_lr_given, optim.decay_steps_given};  // kFileDerivedKeys'
+  for (std::size_t i = 0; i < std::size(kFileDerivedKeys); ++i) {
+    if (!given[i]) derived_keys.push_back(kFileDerivedKeys[i]);
+  }
   if (!derived_keys.empty()) j["derived"] = std::move(derived_keys);
   return j;
 }
@@ -237,14 +246,14 @@ void take_derived_out(nlohmann::json& doc, const std::string& source) {
   const auto refuse = [&] {
     throw_input_error(
         "config error in {}: \"derived\" (a run's config.json names the defaults it derived) must be a list of "
-        "\"train.seq_len\", \"optim.min_lr\" or \"optim.decay_steps\"; got {}",
-        source, list.dump());
+        "\"{}\", \"{}\" or \"{}\"; got {}",
+        source, kFileDerivedKeys[0], kFileDerivedKeys[1], kFileDerivedKeys[2], list.dump());
   };
   if (!list.is_array()) refuse();
   for (const nlohmann::json& key : list) {
     if (!key.is_string()) refuse();
     const std::string k = key.get<std::string>();
-    if (k != "train.seq_len" && k != "optim.min_lr" && k != "optim.decay_steps") refuse();
+    if (std::find(std::begin(kFileDerivedKeys), std::end(kFileDerivedKeys), k) == std::end(kFileDerivedKeys)) refuse();
     const std::string section = k.substr(0, k.find('.')), name = k.substr(k.find('.') + 1);
     if (doc.contains(section) && doc[section].is_object()) doc[section].erase(name);
   }

@@ -96,9 +96,13 @@ Vocab Vocab::byte_level() {
   return v;
 }
 
+bool Vocab::is_own_format(const nlohmann::json& j) {
+  return j.is_object() && j.contains("format") && j["format"] == "zerotrain-vocab";
+}
+
 Vocab Vocab::load(const std::string& path) {
   const nlohmann::json j = read_json_file(path);  // a directory, unreadable or not JSON: one line naming it
-  if (!j.is_object() || !j.contains("format") || j["format"] != "zerotrain-vocab") {
+  if (!is_own_format(j)) {
     throw_input_error("{}: not a zerotrain vocabulary (\"format\" must be \"zerotrain-vocab\")", path);
   }
   if (!j.contains("version") || j["version"] != 1) {

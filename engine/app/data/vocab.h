@@ -2,6 +2,8 @@
 // token ids and decoding ids back to UTF-8 (for prepared datasets and for printing samples).
 #pragma once
 
+#include <nlohmann/json.hpp>
+
 #include <cstdint>
 #include <span>
 #include <string>
@@ -22,6 +24,9 @@ class Vocab {
   // JSON: {"format": "zerotrain-vocab", "version": 1, "kind": "char"|"byte", "tokens": [...]} with
   // each token's UTF-8 text (char level) or its byte value 0..255 (byte level).
   static Vocab load(const std::string& path);
+  // Whether `j` is this format's JSON (its "format" names it): a Hugging Face vocab.json, GPT-2's
+  // token map, is not.
+  static bool is_own_format(const nlohmann::json& j);
   // Char level from its tokens in id order, each exactly one character and none twice (InputError
   // naming `where` otherwise).
   static Vocab from_chars(std::vector<std::string> tokens, const std::string& where);

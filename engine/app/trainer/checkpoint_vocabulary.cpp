@@ -9,6 +9,7 @@
 
 #include "engine/app/trainer/run_identity.h"
 #include "engine/base/core/check.h"
+#include "engine/base/core/config_text.h"
 
 namespace zt {
 
@@ -21,19 +22,14 @@ nlohmann::json read_json_or_null(const std::string& path) {
   return in ? nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false) : nlohmann::json();
 }
 
-nlohmann::json key_of(const nlohmann::json& config, const char* section, const char* key) {
-  const nlohmann::json s = config.is_object() ? config.value(section, nlohmann::json()) : nlohmann::json();
-  return s.is_object() ? s.value(key, nlohmann::json()) : nlohmann::json();
-}
-
 bool given(const nlohmann::json& v) { return !v.is_null() && v != "" && v != nlohmann::json::array(); }
 
 // What a config's tokens come from, for messages: the embedded text (data.dataset's default, where
 // no token file is named), shards, a token file or a prepared dataset.
 std::string data_kind(const nlohmann::json& config) {
-  if (given(key_of(config, "data", "train_files"))) return "shards with no vocabulary file recorded";
-  if (given(key_of(config, "data", "train_file"))) return "a token file with no vocabulary file recorded";
-  if (key_of(config, "data", "dataset") == "embedded") return "the embedded text";
+  if (given(section_value(config, "data", "train_files"))) return "shards with no vocabulary file recorded";
+  if (given(section_value(config, "data", "train_file"))) return "a token file with no vocabulary file recorded";
+  if (section_value(config, "data", "dataset") == "embedded") return "the embedded text";
   return "a dataset with no vocabulary file recorded";
 }
 
@@ -42,9 +38,9 @@ std::string data_kind(const nlohmann::json& config) {
 // versions or by a resume's --allow-config-change.
 bool same_vocabulary_source(const nlohmann::json& a, const nlohmann::json& b) {
   for (const char* key : {"dataset", "vocab_file", "tokenizer_file", "train_file", "train_files", "embedded_chars"}) {
-    if (key_of(a, "data", key) != key_of(b, "data", key)) return false;
+    if (section_value(a, "data", key) != section_value(b, "data", key)) return false;
   }
-  return data_kind(a) != "the embedded text" || key_of(a, "train", "seed") == key_of(b, "train", "seed");
+  return data_kind(a) != "the embedded text" || section_value(a, "train", "seed") == section_value(b, "train", "seed");
 }
 
 bool matches_one(const nlohmann::json& file, const std::vector<nlohmann::json>& among) {

@@ -54,7 +54,7 @@ void DataSource::check_shards_share_vocabulary(const RunConfig& c, bool with_voc
     if (!with_vocab_files || !fs::exists(v, ec)) return std::nullopt;
     std::string content = read_whole_input(v.string(), "vocabulary");
     const nlohmann::json j = nlohmann::json::parse(content, nullptr, /*allow_exceptions=*/false);
-    if (!j.is_object() || j.value("format", "") != "zerotrain-vocab") return std::nullopt;
+    if (!data::Vocab::is_own_format(j)) return std::nullopt;
     return Vocabulary{v, std::move(content)};
   };
   std::optional<Vocabulary> first;

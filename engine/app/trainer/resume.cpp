@@ -19,6 +19,7 @@
 #include "engine/app/checkpoint/checkpoint_reader.h"
 #include "engine/app/config/config_limits.h"
 #include "engine/base/core/check.h"
+#include "engine/base/core/config_text.h"
 #include "engine/base/core/console.h"
 
 namespace zt {
@@ -155,10 +156,6 @@ namespace {
 
 using ConfigKey = std::pair<const char*, const char*>;  // section, key
 
-nlohmann::json at(const nlohmann::json& doc, const char* section, const char* key) {
-  return doc.contains(section) && doc[section].contains(key) ? doc[section][key] : nlohmann::json();
-}
-
 // The keys besides the global batch whose change changes the trajectory (trajectory_changes).
 constexpr ConfigKey kTrajectoryKeys[] = {
     {"train", "seed"},         {"train", "seq_len"},     {"model", "dropout"},
@@ -176,7 +173,7 @@ constexpr ConfigKey kDeterministicBitKeys[] = {{"train", "deterministic"}, {"tra
 bool schedule_reads(const ConfigKey& k, const nlohmann::json& /*saved*/, const nlohmann::json& current) {
   const std::string_view section = k.first, key = k.second;
   if (section != "optim") return true;
-  if (key == "decay_steps" || key == "min_lr") return at(current, "optim", "decay") != "constant";
+  if (key == "decay_steps" || key == "min_lr") return section_value(current, "optim", "decay") != "constant";
   return true;
 }
 
@@ -187,7 +184,7 @@ std::vector<std::string> changed_keys(const nlohmann::json& saved, const nlohman
   for (const ConfigKey& k : keys) {
     if (!schedule_reads(k, saved, current)) continue;
     const auto& [section, key] = k;
-    const nlohmann::json before = at(saved, section, key), after = at(current, section, key);
+    const nlohmann::json before = section_value(saved, section, key), after = section_value(current, section, key);
     if (before != after) changes.push_back(fmt::format("{}.{}: {} -> {}", section, key, before.dump(), after.dump()));
   }
   return changes;
@@ -199,7 +196,7 @@ std::vector<std::string> recorded_changes(const nlohmann::json& saved, const nlo
                                           std::span<const ConfigKey> keys) {
   std::vector<ConfigKey> recorded;
   for (const ConfigKey& k : keys) {
-    if (!at(saved, k.first, k.second).is_null()) recorded.push_back(k);
+    if (!section_value(saved, k.first, k.second).is_null()) recorded.push_back(k);
   }
   return changed_keys(saved, current, recorded);
 }
@@ -212,7 +209,7 @@ namespace {
 // share in micro-batches of at most the run's own (the sampler's windows of a step are the global
 // batch's alone, so the run continues as saved), or why no setting can.
 std::string keep_global_batch_hint(const nlohmann::json& saved, std::int64_t sequences, const RunConfig& now) {
-  const nlohmann::json saved_seq = at(saved, "train", "seq_len");
+  const nlohmann::json saved_seq = section_value(saved, "train", "seq_len");
   const std::int64_t seq_len = saved_seq.is_number_integer() ? saved_seq.get<std::int64_t>() : now.train.seq_len;
   if (sequences % now.world_size != 0) {
     return fmt::format(" (its {} sequences a step do not split over {} ranks: no micro-batch keeps it)", sequences,
@@ -240,7 +237,8 @@ std::vector<std::string> trajectory_changes(const nlohmann::json& saved, int sav
   // min_lr by default is the single-precision lr / 10 (1e-3: 0.000100000005): say which to write.
   const bool min_lr_derived = std::any_of(now.derived.begin(), now.derived.end(),
                                           [](const std::string& d) { return d.starts_with("optim.min_lr = "); });
-  const nlohmann::json saved_lr = at(saved, "optim", "lr"), saved_min_lr = at(saved, "optim", "min_lr");
+  const nlohmann::json saved_lr = section_value(saved, "optim", "lr"),
+                       saved_min_lr = section_value(saved, "optim", "min_lr");
   const bool saved_min_lr_default = saved_lr.is_number() && saved_min_lr.is_number() &&
                                     static_cast<float>(saved_min_lr.get<double>()) ==
                                         static_cast<float>(static_cast<float>(saved_lr.get<double>()) / 10.0);
@@ -249,7 +247,8 @@ std::vector<std::string> trajectory_changes(const nlohmann::json& saved, int sav
     if (min_lr_derived) {
       change += fmt::format(" (its default, optim.lr / 10; set optim.min_lr = {} to keep the saved schedule)",
                             saved_min_lr.dump());
-    } else if (saved_min_lr_default && saved_lr == at(current, "optim", "lr")) {  // unset then gives it again
+    } else if (saved_min_lr_default &&
+               saved_lr == section_value(current, "optim", "lr")) {  // unset then gives it again
       change +=
           " (the saved run's is its default, optim.lr / 10 in single precision: leave optim.min_lr unset to keep it)";
     }
@@ -268,13 +267,13 @@ std::vector<std::string> trajectory_changes(const nlohmann::json& saved, int sav
     change +=
         fmt::format(" (its default, from {}; set optim.decay_steps = {} to keep the saved schedule)",
                     derived->find("train.max_steps") != std::string::npos ? "train.max_steps" : "optim.warmup_steps",
-                    at(saved, "optim", "decay_steps").dump());
+                    section_value(saved, "optim", "decay_steps").dump());
   }
   // The number formats the step computes in: the working parameters' (the master weights and
   // AdamW's moments stay fp32 either way), the activations' and the collectives'. Which windows a step reads, beside
   // the files themselves (data_changes): their order, and the generated text's size where both runs
   // read it.
-  const bool embedded = at(saved, "data", "dataset") == "embedded" && now.data.dataset == "embedded" &&
+  const bool embedded = section_value(saved, "data", "dataset") == "embedded" && now.data.dataset == "embedded" &&
                         now.data.train_file.empty() && now.data.train_files.empty();
   // The wire formats that round what every rank computes with are formats too: int8 gathers (each
   // rank computes with the decoded values), a lossy cross-group reduction, and the gradient
@@ -285,7 +284,8 @@ std::vector<std::string> trajectory_changes(const nlohmann::json& saved, int sav
   if (embedded) recorded.push_back({"data", "embedded_chars"});
   for (std::string& c : recorded_changes(saved, current, recorded)) changes.push_back(std::move(c));
   // The samples of a step are a function of the global batch only (engine/app/data/batch_sampler.h).
-  const nlohmann::json mb = at(saved, "train", "micro_batch"), ga = at(saved, "train", "grad_accum");
+  const nlohmann::json mb = section_value(saved, "train", "micro_batch"),
+                       ga = section_value(saved, "train", "grad_accum");
   // Within the config's own ranges: a manifest resealed by hand with micro_batch 0 divided by zero
   // below (SIGFPE), and a grad_accum of 2^63 overflowed the product.
   const auto within = [](const nlohmann::json& v, long long most) {
@@ -310,7 +310,8 @@ std::vector<std::string> trajectory_changes(const nlohmann::json& saved, int sav
 }
 
 std::string evaluation_window_change(const nlohmann::json& saved, const RunConfig& now) {
-  const nlohmann::json batches = at(saved, "train", "eval_batches"), mb = at(saved, "train", "micro_batch");
+  const nlohmann::json batches = section_value(saved, "train", "eval_batches"),
+                       mb = section_value(saved, "train", "micro_batch");
   if (!batches.is_number_integer() || !mb.is_number_integer()) return "";  // not recorded: nothing to compare
   const std::int64_t before = batches.get<std::int64_t>() * mb.get<std::int64_t>();
   const std::int64_t after = std::int64_t{now.train.eval_batches} * now.train.micro_batch;
@@ -321,9 +322,9 @@ std::string evaluation_window_change(const nlohmann::json& saved, const RunConfi
 }
 
 std::string choice_file_change(const nlohmann::json& saved, const RunConfig& now) {
-  const nlohmann::json data = saved.is_object() ? saved.value("data", nlohmann::json()) : nlohmann::json();
-  if (!data.is_object() || !data.contains("choice_file")) return "";  // not recorded: nothing to compare
-  const std::string before = data["choice_file"].is_string() ? data["choice_file"].get<std::string>() : "";
+  const nlohmann::json recorded = section_value(saved, "data", "choice_file");
+  if (recorded.is_null()) return "";  // not recorded: nothing to compare
+  const std::string before = recorded.is_string() ? recorded.get<std::string>() : "";
   if (before == now.data.choice_file) return "";
   const auto shown = [](const std::string& f) { return f.empty() ? std::string("none") : nlohmann::json(f).dump(); };
   return fmt::format("data.choice_file: {} -> {} (multiple-choice accuracies on either side are not comparable)",
@@ -331,7 +332,7 @@ std::string choice_file_change(const nlohmann::json& saved, const RunConfig& now
 }
 
 std::vector<std::string> deterministic_bit_changes(const nlohmann::json& saved, const RunConfig& now) {
-  if (!now.train.deterministic && at(saved, "train", "deterministic") != nlohmann::json(true)) return {};
+  if (!now.train.deterministic && section_value(saved, "train", "deterministic") != nlohmann::json(true)) return {};
   return changed_keys(saved, now.to_json(), kDeterministicBitKeys);
 }
 

@@ -313,10 +313,10 @@ void ConfigReader::reject_unknown_keys() const {
       std::vector<std::string> named;
       for (const char* ours : our_names_for(it.key())) {
         if (known_.count(ours) != 0) {
-          named.push_back("'" + dotted(ours) + "'");
+          named.push_back(fmt::format("'{}'", dotted(ours)));
         } else if (homes_ != nullptr) {
           if (const auto home = homes_->find(ours); home != homes_->end() && !home->second.empty()) {
-            named.push_back("'" + *home->second.begin() + "'");
+            named.push_back(fmt::format("'{}'", *home->second.begin()));
           }
         }
       }

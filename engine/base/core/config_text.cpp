@@ -50,6 +50,10 @@ std::string preview_json(const nlohmann::json& value, int depth) {
   return out;
 }
 
+nlohmann::json section_value(const nlohmann::json& doc, const char* section, const char* key) {
+  return doc.contains(section) && doc[section].contains(key) ? doc[section][key] : nlohmann::json();
+}
+
 std::vector<std::string> apply_override(nlohmann::json& doc, const std::string& assignment) {
   const std::size_t eq = assignment.find('=');
   if (eq == std::string::npos || eq == 0) {

@@ -22,6 +22,10 @@ std::string preview_json(const nlohmann::json& value, int depth = 0);
 // key's value replaces what was there (an object-valued key such as model.rope_scaling whole).
 std::vector<std::string> apply_override(nlohmann::json& doc, const std::string& assignment);
 
+// doc[section][key] where both are there, else null: a saved config's value (a checkpoint's, a run
+// directory's config.json), which may predate the key.
+nlohmann::json section_value(const nlohmann::json& doc, const char* section, const char* key);
+
 // A parser callback for any JSON a user's file holds (a config, a safetensors header, a Hugging
 // Face config.json): InputError naming `source` for a value nested deeper than a config ever is.
 // nlohmann::json copies, prints and compares values by recursing once a level, so a value nested

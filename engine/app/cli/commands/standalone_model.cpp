@@ -189,10 +189,11 @@ WeightSource resolve_weight_source(const ArgParser& parser, const std::string& c
     std::string moved;  // where the checkpoint's vocabulary is no longer its run directory's
     // eval reads no vocabulary; sample's --tokenizer or --vocab names the one it reads.
     const bool text_read = command == "sample" && !parser.has("tokenizer") && !parser.has("vocab");
-    s.text_dir = !text_read ? ckpt::run_directory_of(s.path, reader.manifest())
-                            : checkpoint_text_dir(ckpt::run_directory_of(s.path, reader.manifest()), reader.dir(),
-                                                  reader.manifest().extra.value("data_identity", nlohmann::json()),
-                                                  reader.manifest().config, moved);
+    const std::string run_dir = ckpt::run_directory_of(s.path, reader.manifest());
+    s.text_dir = text_read ? checkpoint_text_dir(run_dir, reader.dir(),
+                                                 reader.manifest().extra.value("data_identity", nlohmann::json()),
+                                                 reader.manifest().config, moved)
+                           : run_dir;
     if (!moved.empty()) s.notes.push_back(fmt::format("zerotrain {}: note: {}", command, moved));
     if (s.text_dir.empty() && command == "sample") {
       s.notes.push_back(fmt::format("zerotrain sample: the run directory {} that saved the checkpoint no longer exists",

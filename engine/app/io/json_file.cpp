@@ -5,6 +5,7 @@
 #include "engine/base/core/check.h"
 #include "engine/base/core/config_reader.h"
 #include "engine/base/core/config_text.h"
+#include "engine/base/core/json_syntax_hint.h"
 
 namespace zt {
 
@@ -12,7 +13,9 @@ nlohmann::json read_json_file(const std::string& path) {
   const std::string text = read_whole_input(path, "JSON file");
   try {
     return nlohmann::json::parse(text, json_depth_limit(path));
-  } catch (const nlohmann::json::exception& e) {
+  } catch (const nlohmann::json::parse_error& e) {  // where, and what was likely meant
+    throw_input_error("{}: not valid JSON at {}", path, where_json_stopped(text, e.byte, e.what()));
+  } catch (const nlohmann::json::exception& e) {  // e.g. 1e999, a number no double holds
     throw_input_error("{}: not valid JSON ({})", path, e.what());
   }
 }

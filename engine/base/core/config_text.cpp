@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "engine/base/core/check.h"
+#include "engine/base/core/json_syntax_hint.h"
 
 namespace zt {
 
@@ -114,22 +115,6 @@ nlohmann::json::parser_callback_t json_depth_limit(const std::string& source) {
   };
 }
 
-namespace {
-// Line and column of a 1-based byte offset into `text`.
-std::pair<std::size_t, std::size_t> line_and_column(const std::string& text, std::size_t byte) {
-  std::size_t line = 1, col = 1;
-  for (std::size_t i = 0; i + 1 < byte && i < text.size(); ++i) {
-    if (text[i] == '\n') {
-      ++line;
-      col = 1;
-    } else {
-      ++col;
-    }
-  }
-  return {line, col};
-}
-}  // namespace
-
 nlohmann::json parse_config_json(const std::string& text, const std::string& source) {
   // Each object or array being parsed, innermost last: the key it is the value of (none for the
   // top level and an array's elements) and an object's keys met so far; a duplicate is named by its
@@ -178,18 +163,7 @@ nlohmann::json parse_config_json(const std::string& text, const std::string& sou
   try {
     doc = nlohmann::json::parse(text, check);
   } catch (const nlohmann::json::parse_error& e) {
-    const auto [line, col] = line_and_column(text, e.byte);
-    // nlohmann's byte is one past where it stopped: a '/' there begins a comment, which JSON lacks.
-    const std::size_t at = e.byte > 0 ? e.byte - 1 : 0;
-    const bool comment = at + 1 < text.size() && text[at] == '/' && (text[at + 1] == '/' || text[at + 1] == '*');
-    // A '}' or ']' right after a comma: a trailing comma, which JSON lacks (JavaScript and Python take it).
-    const std::size_t before = at < text.size() ? text.find_last_not_of(" \t\r\n", at == 0 ? 0 : at - 1) : 0;
-    const bool trailing_comma = at > 0 && at < text.size() && (text[at] == '}' || text[at] == ']') &&
-                                before != std::string::npos && text[before] == ',';
-    throw_input_error("config error in {}: malformed JSON at line {}, column {}{}", source, line, col,
-                      comment          ? " (JSON has no comments: remove the // or /* */ text)"
-                      : trailing_comma ? " (JSON allows no comma after a last item: remove the one before it)"
-                                       : "");
+    throw_input_error("config error in {}: malformed JSON at {}", source, where_json_stopped(text, e.byte, e.what()));
   } catch (const nlohmann::json::out_of_range& e) {  // e.g. 1e999, a number no double holds
     const std::string what = e.what();
     throw_input_error("config error in {}: {}", source, what.substr(what.find("] ") + 2));

@@ -179,7 +179,12 @@ NcclCommunicator::~NcclCommunicator() {
   cudaStreamSynchronize(impl_->comm_stream.get());
   launch_order().forget(impl_.get());
   unregister_live();
-  if (impl_->comm != nullptr) ncclCommDestroy(impl_->comm);
+  // A destructor cannot throw; a failed destroy (a peer gone mid-teardown) is said, not swallowed.
+  if (impl_->comm != nullptr) {
+    if (const ncclResult_t r = ncclCommDestroy(impl_->comm); r != ncclSuccess) {
+      std::fprintf(stderr, "zerotrain: rank %d: ncclCommDestroy failed: %s\n", rank_, ncclGetErrorString(r));
+    }
+  }
 }
 
 void NcclCommunicator::own_backend(std::shared_ptr<void> owner) { owned_backend_ = std::move(owner); }

@@ -249,8 +249,16 @@ def main():
     # (refused as 'no micro-batch splits it'); a key held in a section's JSON is held as the dotted one.
     three = plan("1TB", "--set", "train.global_batch_tokens=2048", "--set", "train.micro_batch=3")
     lines = [line for line in three.stderr.splitlines() if line.strip()]
-    check(three.returncode == 2 and len(lines) == 1 and "train.micro_batch is held as --set gives it" in lines[0],
+    check(three.returncode == 2 and len(lines) == 1 and "train.micro_batch = 3 (held as --set gives it)" in lines[0]
+          and "train.micro_batch = 2 splits it: grad_accum 8" in lines[0],
           f"a held micro-batch that does not split is refused by name ({lines})")
+    # The config's own global batch (2 x 64 x 8 x 2 ranks = 2048), pinned for a held micro-batch, is
+    # not named as a --set the user gave.
+    three = plan("1TB", "--set", "train.micro_batch=3")
+    lines = [line for line in three.stderr.splitlines() if line.strip()]
+    check(three.returncode == 2 and len(lines) == 1 and "train.global_batch_tokens = 2048 over" in lines[0]
+          and "--set train.global_batch_tokens" not in lines[0],
+          f"a held micro-batch at the config's derived global batch: refused without a --set never given ({lines})")
     accum = plan("1TB", "--json", "--set", "train.global_batch_tokens=8192", "--set", "train.grad_accum=2")
     rows = [c["sets"] for c in json.loads(accum.stdout)["fitting"]] if accum.returncode == 0 else []
     check(rows and all("train.grad_accum=2" in r and "train.micro_batch=32" in r for r in rows),

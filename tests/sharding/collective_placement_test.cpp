@@ -132,5 +132,51 @@ TEST(ZeroParamStore, EveryRanksCollectivesUseItsSlotOrDisjointBuffers) {
   }
 }
 
+// Collectives that finish only when advanced, as a worker thread's or a device's do: counted as
+// started and finished, so a test sees any left running when the store that owns their buffers goes.
+class DeferredCommunicator final : public Communicator {
+ public:
+  DeferredCommunicator() : Communicator(CommOptions{}) {}
+  int rank() const override { return 0; }
+  int world_size() const override { return 2; }
+  std::string backend_name() const override { return "deferred"; }
+  Work all_gather(TensorView, TensorView) override { return deferred("all_gather"); }
+  Work reduce_scatter(TensorView, TensorView, ReduceOp) override { return deferred("reduce_scatter"); }
+  Work all_reduce(TensorView, ReduceOp) override { return deferred("all_reduce"); }
+  Work broadcast(TensorView, int) override { return deferred("broadcast"); }
+  void barrier() override {}
+
+  int started = 0;
+  int finished = 0;
+
+ private:
+  Work deferred(const char* op) {
+    ++started;
+    return Work([this, done = false]() mutable { return done || (done = true, ++finished, true); }, op, 60.0, nullptr);
+  }
+};
+
+// A run's last step publishes its updated units without waiting (each is waited at the unit's next
+// acquire); a run that ends there (stopped by a signal, no save) destroyed the store with them in
+// flight, their writes landing in freed buffers. The store waits for them as it goes.
+TEST(ZeroParamStore, CollectivesInFlightAreWaitedForBeforeTheBuffersGo) {
+  const ParamTable table = small_units();
+  const ExecContext ctx{Device::kCPU, 1, nullptr};
+  for (int stage = 1; stage <= 3; ++stage) {
+    SCOPED_TRACE(::testing::Message() << "stage " << stage);
+    MemoryTracker tracker;
+    DeferredCommunicator comm;
+    {
+      ZeroOptions zero;
+      zero.stage = stage;
+      zero.persistence_threshold = stage == 3 ? 4 : 0;  // stage 3 publishes its persistent units
+      ZeroParamStore store(table, DType::kF32, zero, comm, tracker, ctx);
+      one_step(store, table);
+      EXPECT_LT(comm.finished, comm.started) << "the publishes are in flight after the step";
+    }
+    EXPECT_EQ(comm.finished, comm.started);
+  }
+}
+
 }  // namespace
 }  // namespace zt

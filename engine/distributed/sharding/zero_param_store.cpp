@@ -5,6 +5,9 @@
 
 #include <fmt/format.h>
 
+#include <cstdio>
+#include <exception>
+
 #include "engine/base/core/check.h"
 #include "engine/distributed/comm/quantized_collectives.h"
 #include "engine/distributed/sharding/global_order_fold.h"
@@ -60,9 +63,22 @@ ZeroParamStore::ZeroParamStore(const ParamTable& table, DType param_dtype, const
   }
 }
 
-// Collectives still in flight here mean an error is unwinding the run; the job is failing and
-// MPI_Abort follows, so nothing waits for them.
-ZeroParamStore::~ZeroParamStore() = default;
+// A collective still in flight writes into this store's buffers from the communicator's worker
+// (or its staging's copies) after they are freed: a publish is waited only at its unit's next
+// acquire, which a run that ends without another pass (stopped by a signal, no save asked) never
+// makes. Every rank issued them, in one order, so they complete: waited for here. Not while an
+// exception unwinds the run: a peer may never join, the job is failing, and the communicator's
+// teardown (MPI_Abort, ncclCommAbort) ends them.
+ZeroParamStore::~ZeroParamStore() {
+  if (std::uncaught_exceptions() > 0) return;
+  try {
+    for (Work& w : publishes_) w.wait();
+    for (Work& w : gathers_) w.wait();
+    for (PendingReduction& r : reductions_) r.work.wait();
+  } catch (const std::exception& e) {  // a destructor cannot throw: said, and the buffers go
+    std::fprintf(stderr, "zerotrain: rank %d: collectives left in flight at the end: %s\n", comm_.rank(), e.what());
+  }
+}
 
 TensorView ZeroParamStore::full_params(int unit) const {
   const std::int64_t n = layout_.unit(unit).numel;

@@ -140,7 +140,7 @@ def main():
         ("sample: unknown --device", ["sample", "--run", os.path.join(work, "norun"), "--device", "tpu"],
          "--device must be cpu or cuda (got 'tpu')"),
         ("sample: unknown --dtype", ["sample", "--run", os.path.join(work, "norun"), "--dtype", "f16"],
-         "--dtype must be f32 or bf16 (got 'f16')"),
+         "--dtype must be f32 (fp32) or bf16 (got 'f16')"),
         ("train: unknown flag", ["train", "--confg", "x.json"], "--confg"),
         ("log.profile_ops not a bool", ["train", "--config", config_file("po.json", GOOD), "--run-dir", run_dir,
                                         "--set", "log.profile_ops=yes"], "log.profile_ops"),

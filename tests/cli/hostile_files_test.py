@@ -106,6 +106,13 @@ def main():
             json.dump(dict(original, architectures=archs), f)
         p = run(binary, "sample", "--from", hf, "--tokens", "2")
         check(p.returncode == 0, f"architectures {archs!r}: sampled as without it ({p.returncode}, {p.lines})")
+    # A config zerotrain refuses: named by --from, the flag given, not as a "config error" in
+    # train.init_from, which sample has none of.
+    with open(hf_config, "w") as f:
+        json.dump(dict(original, activation_function="relu"), f)
+    p = run(binary, "sample", "--from", hf, "--tokens", "2")
+    check(refused(p, f"sample: --from {hf_config}: activation_function") and "init_from" not in p.lines[0],
+          f"a refused Hugging Face config: named by --from ({p.lines})")
     with open(hf_config, "w") as f:
         json.dump(original, f)
 

@@ -65,13 +65,15 @@ def main():
                      f"train with 6000-token samples into a pipe whose reader ended: to the end, exit 0 "
                      f"(exit {train.returncode}, {left}, {err.strip()[-200:]!r})")
         # A sample whose output cannot be written stops drawing (it drew every token for nobody),
-        # exit 1 naming standard output.
+        # exit 1 naming standard output and the system's reason (as eval's does; it said "an earlier
+        # write failed", its own flush having taken the reason).
         with open("/dev/full", "w") as full:
             p = subprocess.run([binary, "sample", "--run", os.path.join(work, "piped"), "--tokens", "100000"],
                                stdout=full, stderr=subprocess.PIPE, text=True, timeout=300)
         drawn = re.search(r"zerotrain sample: (\d+) tokens in", p.stderr)
         checks.check(p.returncode == 1 and drawn is not None and int(drawn.group(1)) < 100 and
-                     "cannot write the sample command's output to standard output" in p.stderr,
+                     "cannot write the sample command's output to standard output: No space left on device" in
+                     p.stderr,
                      f"sample into a full disk: stops drawing, exit 1, says so (exit {p.returncode}, "
                      f"{p.stderr.strip()[-300:]!r})")
         long_prompt = ["--set", "log.sample_prompt=" + "x" * 20000]

@@ -735,6 +735,24 @@ def main():
           f"max_steps 0 with at_end saves step 0, which exports ({(p.stdout + p.stderr)[-200:]} {e.stderr[-200:]})")
     check("train loss: no step in this run (train.max_steps = 0)" in p.stdout,
           "a fresh run of no steps says why it has no loss (it said it was resumed)")
+    # Weights given to --run that another flag reads are named with that flag (it said "has no
+    # final.safetensors", or could not open a checkpoint folder's config.json); a Hugging Face folder
+    # given to --ckpt is named too.
+    hf_out, ckpt_folder = os.path.join(work, "zero_steps_hf"), os.path.join(run_z, "checkpoints")
+    for given, words in ((hf_out, f"a Hugging Face folder, not a run directory: --from {hf_out} reads"),
+                         (ckpt_folder, f"a zerotrain checkpoint folder, not a run directory: --ckpt {ckpt_folder}"),
+                         (os.path.join(ckpt_folder, "step_00000000"), "a zerotrain checkpoint, not a run directory"),
+                         (os.path.join(hf_out, "config.json"), "a file, not a run directory: --from")):
+        for command in (["sample", "--tokens", "2"], ["eval", "--tokens", given]):
+            w = run(binary, [command[0], "--run", given, *command[1:]])
+            check(w.returncode == 2 and words in w.stderr and len(w.stderr.strip().splitlines()) == 1,
+                  f"{command[0]} --run {os.path.basename(given)}: named with the flag that reads it ({w.stderr.strip()})")
+    # --dtype reads fp32 as the config keys and ckpt export do.
+    w = run(binary, ["sample", "--ckpt", ckpt_folder, "--tokens", "2", "--dtype", "fp32"])
+    check(w.returncode == 0, f"sample --dtype fp32 is f32 ({w.stderr.strip()[-200:]})")
+    w = run(binary, ["sample", "--ckpt", hf_out, "--tokens", "2"])
+    check(w.returncode == 2 and "a Hugging Face folder: eval/sample --from and train.init_from read it" in w.stderr,
+          f"sample --ckpt of a Hugging Face folder: --from named ({w.stderr.strip()})")
 
     # A byte-level vocabulary's sample cuts characters short: written to metrics.jsonl with U+FFFD,
     # where it used to end the run (the JSON writer refused the bytes).

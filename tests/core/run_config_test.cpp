@@ -210,6 +210,17 @@ TEST(RunConfig, RangesAndConsistencyAreChecked) {
   expect_error(doc, {"precision.param_dtype", "f32, fp32, bf16"});
   doc["precision"] = {{"param_dtype", "fp32"}};  // as every other dtype key spells it
   EXPECT_EQ(parse_run_config(doc, "test.json").param_dtype, DType::kF32);
+  // ... and every other dtype key reads param_dtype's "f32" as fp32 (a trial's fp32 recipe was
+  // refused key after key), saved as "fp32".
+  doc["precision"] = {{"activations", "f32"}, {"matmul", "f32"}};
+  doc["zero"] = {{"grad_shard_dtype", "f32"}, {"cross_group_grad_dtype", "f32"}};
+  const RunConfig f32 = parse_run_config(doc, "test.json");
+  EXPECT_EQ(f32.activation_dtype, DType::kF32);
+  EXPECT_EQ(f32.matmul_precision, MatmulPrecision::kFp32);
+  EXPECT_TRUE(f32.zero.fp32_grad_shards);
+  EXPECT_EQ(f32.zero.cross_group_grad_wire, WireDType::kExact);
+  EXPECT_EQ(f32.run_file_json()["precision"]["activations"], "fp32");
+  EXPECT_EQ(f32.run_file_json()["zero"]["grad_shard_dtype"], "fp32");
   doc = base();
   doc["model"].erase("vocab_size");
   expect_error(doc, {"missing required key 'model.vocab_size'"});
@@ -479,7 +490,7 @@ TEST(RunConfig, MatmulPrecisionIsForCudaOnlyAndRoundTrips) {
   nlohmann::json doc = base();
   doc["device"] = "cuda";
   doc["precision"] = {{"matmul", "fp16"}};
-  expect_error(doc, {"precision.matmul", "fp32, tf32, bf16"});
+  expect_error(doc, {"precision.matmul", "fp32, f32, tf32, bf16"});
 }
 
 TEST(RunConfig, Bf16ActivationsOnEitherDeviceImplyBf16MatmulsOnCuda) {
@@ -503,7 +514,7 @@ TEST(RunConfig, Bf16ActivationsOnEitherDeviceImplyBf16MatmulsOnCuda) {
     expect_error(doc, {"test.json", "precision.matmul", name, "conflicts with precision.activations"});
   }
   doc["precision"] = {{"activations", "fp16"}};
-  expect_error(doc, {"precision.activations", "fp32, bf16"});
+  expect_error(doc, {"precision.activations", "fp32, f32, bf16"});
 }
 
 TEST(RunConfig, AttentionKernelsAndGeluEpilogueAreCudaChoicesAndRoundTrip) {

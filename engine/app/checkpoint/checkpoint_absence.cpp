@@ -1,5 +1,6 @@
 // Why a checkpoint folder holds no checkpoint, and where they are instead (see the header).
 #include "engine/app/checkpoint/checkpoint_absence.h"
+#include "engine/app/io/weights_location.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -44,7 +45,9 @@ std::string where_checkpoints_are_not(const std::string& path) {
   // Where they are instead: a run directory given for its folder, a folder whose checkpoints a
   // rollback set aside, or a run that saved none (a save is asked for: both keys are off by default).
   std::string where;
-  if (fs::is_directory(fs::path(path) / "checkpoints")) {
+  if (weights_at(path) == WeightsAt::kHuggingFaceFolder) {  // pretrained weights, which --from reads
+    where = "; a Hugging Face folder: eval/sample --from and train.init_from read it";
+  } else if (fs::is_directory(fs::path(path) / "checkpoints")) {
     where = fmt::format("; its checkpoints are in {}", (fs::path(path) / "checkpoints").string());
   } else if (const SupersededUsage aside = superseded_usage(path); aside.checkpoints > 0) {
     where = fmt::format("; {} checkpoint(s) set aside in {}: resume one by its path", aside.checkpoints,

@@ -12,20 +12,22 @@
 namespace zt {
 
 void read_precision_section(ConfigReader precision, RunConfig& c) {
-  // "f32" was this key's name for fp32 before every other dtype key said "fp32": both are read.
+  // "f32" was this key's name for fp32 before every other dtype key said "fp32": both are read,
+  // here and in every other dtype key (the flags' --dtype too), so neither spelling is refused.
   c.param_dtype =
       precision.get_enum("param_dtype", "f32", {"f32", "fp32", "bf16"}) == "bf16" ? DType::kBF16 : DType::kF32;
-  const std::string matmul = precision.get_enum("matmul", "fp32", {"fp32", "tf32", "bf16"});
+  const std::string matmul = precision.get_enum("matmul", "fp32", {"fp32", "f32", "tf32", "bf16"});
   for (MatmulPrecision p : {MatmulPrecision::kFp32, MatmulPrecision::kTf32, MatmulPrecision::kBf16}) {
     if (matmul_precision_name(p) == matmul) c.matmul_precision = p;  // get_enum admitted only these names
   }
+  if (matmul == "f32") c.matmul_precision = MatmulPrecision::kFp32;
   if (c.matmul_precision != MatmulPrecision::kFp32 && c.device != Device::kCUDA) {
     throw_input_error(
         "config error in {}: precision.matmul = \"{}\" needs device = \"cuda\" (the CPU multiplies in fp32)",
         precision.sources_of({"precision.matmul", "device"}), matmul);
   }
   const bool matmul_given = precision.has("matmul");
-  if (precision.get_enum("activations", "fp32", {"fp32", "bf16"}) == "bf16") {
+  if (precision.get_enum("activations", "fp32", {"fp32", "f32", "bf16"}) == "bf16") {
     c.activation_dtype = DType::kBF16;
     // bf16 activations are multiplied as bf16 (weights rounded too) on either device.
     if (c.device == Device::kCUDA && matmul_given && c.matmul_precision != MatmulPrecision::kBf16) {

@@ -116,12 +116,12 @@ void read_zero_section(ConfigReader r, RunConfig& c) {
   }
   z.reshard_after_forward = r.get_bool("reshard_after_forward", z.reshard_after_forward);
   z.persistence_threshold = r.get_int("param_persistence_threshold", 0, 0, 2000000000);
-  z.fp32_grad_shards = r.get_enum("grad_shard_dtype", "working", {"working", "fp32"}) == "fp32";
+  z.fp32_grad_shards = r.get_enum("grad_shard_dtype", "working", {"working", "fp32", "f32"}) != "working";
   z.solo_path = r.get_bool("solo_path", z.solo_path);
   z.shard_group_size = r.get_int("shard_group_size", 0, 0, 1 << 20);
   const std::string gather = r.get_enum("gather_dtype", "param", {"param", "int8"});
   z.gather_wire = gather == "int8" ? WireDType::kInt8 : WireDType::kExact;
-  const std::string across = r.get_enum("cross_group_grad_dtype", "fp32", {"fp32", "bf16", "int8"});
+  const std::string across = r.get_enum("cross_group_grad_dtype", "fp32", {"fp32", "f32", "bf16", "int8"});
   z.cross_group_grad_wire = across == "int8"   ? WireDType::kInt8
                             : across == "bf16" ? WireDType::kBF16
                                                : WireDType::kExact;

@@ -8,6 +8,7 @@
 #include "engine/app/io/json_file.h"
 #include "engine/app/io/llmc_model_file.h"
 #include "engine/app/io/pretrained.h"
+#include "engine/app/io/weights_location.h"
 #include "engine/base/core/check.h"
 #include "models/model_family.h"
 
@@ -20,18 +21,18 @@ namespace fs = std::filesystem;
 // What zerotrain wrote at `path`, where that is not pretrained weights ("" otherwise): a user
 // pointing train.init_from at a run of their own is told how to make a folder of it.
 std::string zerotrain_output_kind(const fs::path& path) {
-  std::error_code ec;
-  if (fs::is_directory(path, ec)) {
-    if (fs::exists(path / "manifest.json", ec)) return "a zerotrain checkpoint";
-    if (fs::exists(path / "latest", ec)) return "a zerotrain checkpoint folder";
-    if (fs::exists(path / "metrics.jsonl", ec) || fs::exists(path / "final.safetensors", ec)) {
-      return "a zerotrain run directory";
-    }
-    return "";
+  switch (const WeightsAt at = weights_at(path.string())) {
+    case WeightsAt::kCheckpoint:
+    case WeightsAt::kCheckpointFolder:
+    case WeightsAt::kRunDirectory: return weights_at_name(at);
+    case WeightsAt::kFile:
+      return path.extension() == ".safetensors"
+                 ? "a safetensors file (a Hugging Face folder holds it beside its config.json)"
+                 : "";
+    case WeightsAt::kHuggingFaceFolder:
+    case WeightsAt::kNothingKnown: break;
   }
-  return path.extension() == ".safetensors"
-             ? "a safetensors file (a Hugging Face folder holds it beside its config.json)"
-             : "";
+  return "";
 }
 
 }  // namespace

@@ -3,7 +3,9 @@
 
 #include <sys/stat.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 
 #include "engine/base/core/check.h"
 
@@ -11,9 +13,32 @@ namespace zt {
 
 // fwrite reports a failed write by its count alone (and sets the stream's error flag, which the
 // command line reads at the end): nothing is thrown.
-void print_stdout(std::string_view text) {
-  [[maybe_unused]] const std::size_t written = std::fwrite(text.data(), 1, text.size(), stdout);
+namespace {
+
+std::string& first_stdout_failure() {
+  static std::string reason;
+  return reason;
 }
+
+void keep_stdout_failure() {
+  if (first_stdout_failure().empty()) first_stdout_failure() = errno != 0 ? std::strerror(errno) : "";
+}
+
+}  // namespace
+
+void print_stdout(std::string_view text) {
+  errno = 0;
+  if (std::fwrite(text.data(), 1, text.size(), stdout) < text.size()) keep_stdout_failure();
+}
+
+bool flush_stdout() {
+  errno = 0;
+  if (std::fflush(stdout) == 0) return true;
+  keep_stdout_failure();
+  return false;
+}
+
+std::string stdout_failure_reason() { return first_stdout_failure(); }
 
 namespace {
 

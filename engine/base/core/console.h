@@ -16,6 +16,12 @@ namespace zt {
 void print_stdout(std::string_view text);
 void print_stderr(std::string_view text);
 
+// Flushes stdout; false where that failed. The first failed write's reason (print_stdout's or a
+// flush's) is kept for stdout_failure_reason, "" until one fails: the stream keeps only a flag, and
+// errno has moved on by the time a command checks it at its end.
+bool flush_stdout();
+std::string stdout_failure_reason();
+
 // An error's one line, "zerotrain: error: MESSAGE\n": a message that names its command ("zerotrain
 // sample: ...") names it once ("zerotrain: error: sample: ...").
 std::string error_line(std::string_view message);

@@ -2,9 +2,7 @@
 // one-line errors and exit codes (2: usage/config/input, 1: runtime failure).
 #include <fmt/format.h>
 
-#include <cerrno>
 #include <cstdio>
-#include <cstring>
 #include <exception>
 #include <filesystem>
 #include <set>
@@ -44,11 +42,11 @@ namespace {
 // output silently. train's record is its run directory, whose files it checks itself: a console
 // that could not be written is a warning there.
 int check_stdout(const std::string& command, int code) {
-  errno = 0;
-  const bool flushed = std::fflush(stdout) == 0;
+  const bool flushed = flush_stdout();
   if (flushed && std::ferror(stdout) == 0) return code;
-  // The flush's own reason; an earlier write's is gone (errno moved on since).
-  const std::string why = !flushed && errno != 0 ? std::strerror(errno) : "an earlier write failed";
+  // The first failed write's reason (a command that flushed as it went failed before this flush).
+  const std::string kept = stdout_failure_reason();
+  const std::string why = !kept.empty() ? kept : "an earlier write failed";
   std::clearerr(stdout);
   if (command == "train") {
     print_err(

@@ -141,15 +141,15 @@ int generate_and_print(StandaloneModel& model, const data::TokenText& text, cons
     print_err("zerotrain sample: note: the prompt encodes to no token; the sample starts from token 0 ({:?})\n",
               text.decode(zero));
   }
-  if (text.has()) fmt::print("{}", utf8.feed(prompt.text));
+  if (text.has()) print_out("{}", utf8.feed(prompt.text));
   SamplingOptions streaming = options;
   bool first = true;
   // A drawn end of text (the model's eos_token_id) ends the sample after it, as generate stops.
   std::optional<std::int32_t> ended_at;
   streaming.on_token = [&](std::int32_t token) {
     const std::int32_t one[] = {token};
-    fmt::print("{}{}", !text.has() && !first ? " " : "", utf8.feed(text.decode(one)));
-    std::fflush(stdout);
+    print_out("{}{}", !text.has() && !first ? " " : "", utf8.feed(text.decode(one)));
+    flush_stdout();
     first = false;
     if (std::find(end_ids.begin(), end_ids.end(), token) != end_ids.end()) ended_at = token;
   };
@@ -165,8 +165,8 @@ int generate_and_print(StandaloneModel& model, const data::TokenText& text, cons
   const auto started = std::chrono::steady_clock::now();
   const auto tokens = sample_tokens(build, model.store(), prompt.ids, streaming, prompt.limit);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  fmt::print("{}\n", utf8.finish());
-  std::fflush(stdout);
+  print_out("{}\n", utf8.finish());
+  flush_stdout();
   // On stderr, so the text on stdout stays the text alone (tools/bench_sampling.py reads this line).
   // A signal after the last draw stopped nothing: the sample is whole.
   const int stopped_by = static_cast<int>(tokens.size()) < options.max_new_tokens ? stop_signal() : 0;

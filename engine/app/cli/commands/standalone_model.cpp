@@ -6,11 +6,8 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
-#include <thread>
 #include <vector>
 
 #include "engine/app/checkpoint/checkpoint_export.h"
@@ -25,6 +22,7 @@
 #include "engine/app/io/json_file.h"
 #include "engine/app/io/model_weights.h"
 #include "engine/app/io/pretrained.h"
+#include "engine/app/io/weights_location.h"
 #include "engine/app/trainer/checkpoint_vocabulary.h"
 #include "engine/base/core/check.h"
 #include "engine/base/core/console.h"
@@ -41,7 +39,7 @@ void add_weight_flags(ArgParser& parser, const std::string& what) {
       .value_flag("from", "PATH", "pretrained weights: a Hugging Face folder or an llm.c model file")
       .value_flag("device", "DEV", "cpu or cuda (the first GPU, or under mpirun its local rank's; default cpu)")
       .value_flag("dtype", "D",
-                  fmt::format("f32 or bf16: the activations {} (default f32); the weights stay in the run's or "
+                  fmt::format("f32 (fp32) or bf16: the activations {} (default f32); the weights stay in the run's or "
                               "checkpoint's parameter dtype, pretrained ones go to bf16 with bf16",
                               what))
       .value_flag(
@@ -49,60 +47,6 @@ void add_weight_flags(ArgParser& parser, const std::string& what) {
           "CPU threads, per process (default: OMP_NUM_THREADS, else the cores other processes' runnable threads "
           "leave idle, at least 1: threads past "
           "them spin-wait on cores another process, a training run, holds)");
-}
-
-namespace {
-
-// Threads of other processes ready to run now, by /proc/loadavg's fourth field (runnable
-// scheduling entities / all), less this one and its `siblings` on the node (eval's other ranks,
-// started with it): the median of five reads 4 ms apart, as one read catches a moment. Unlike the
-// load averages it does not lag: a training run that just ended no longer counts. -1 where the
-// field cannot be read.
-int runnable_elsewhere(int siblings) {
-  if (const char* forced = std::getenv("ZT_TEST_RUNNABLE_ELSEWHERE"); forced != nullptr) return std::atoi(forced);
-  std::vector<int> reads;
-  for (int i = 0; i < 5; ++i) {
-    if (i > 0) std::this_thread::sleep_for(std::chrono::milliseconds(4));
-    std::ifstream in("/proc/loadavg");
-    double one = 0, five = 0, fifteen = 0;
-    int runnable = 0;
-    char slash = 0;
-    if (!(in >> one >> five >> fifteen >> runnable >> slash) || slash != '/') return -1;
-    reads.push_back(runnable);
-  }
-  std::sort(reads.begin(), reads.end());
-  return std::max(0, reads[reads.size() / 2] - 1 - siblings);
-}
-
-}  // namespace
-
-std::string fit_threads_to_idle_cores(const ArgParser& parser, WeightSource& source, int processes_on_node) {
-  const int from_environment = omp_num_threads_from_environment();
-  if (parser.has("threads") || from_environment > 0) {  // as train reads OMP_NUM_THREADS too
-    source.num_threads = parser.has("threads") ? parser.get_int("threads", 1, 1, 1024) : from_environment;
-    const int cores = omp_get_num_procs();
-    if (source.device != Device::kCPU || source.num_threads * processes_on_node <= cores || omp_waits_passively()) {
-      return "";
-    }
-    // As train warns of train.num_threads past the cores.
-    const char* given = parser.has("threads") ? "--threads" : "OMP_NUM_THREADS";
-    return fmt::format(
-        "{} = {} on each of this node's {} process(es) asks for {} threads on its {} cores: OpenMP's spinning "
-        "waits can make this several times slower; leave {} out or set OMP_WAIT_POLICY=passive",
-        given, source.num_threads, processes_on_node, source.num_threads * processes_on_node, cores, given);
-  }
-  if (source.device != Device::kCPU) return "";
-  const int busy = runnable_elsewhere(processes_on_node - 1);
-  if (busy < 0) return "";
-  const int cores = omp_get_num_procs();
-  const int idle = std::max(1, (cores - busy) / std::max(1, processes_on_node));
-  if (idle >= source.num_threads) return "";
-  const std::string why = fmt::format(
-      "{} CPU thread(s), not {}: {} thread(s) of other processes were ready to run on this machine's {} cores, and "
-      "threads past the idle ones spin-wait on cores others hold (--threads N to choose)",
-      idle, source.num_threads, busy, cores);
-  source.num_threads = idle;
-  return why;
 }
 
 namespace {
@@ -145,12 +89,14 @@ WeightSource resolve_weight_source(const ArgParser& parser, const std::string& c
   if (device != "cpu" && device != "cuda") {
     throw_input_error("zerotrain {}: --device must be cpu or cuda (got '{}')", command, device);
   }
-  if (dtype != "f32" && dtype != "bf16") {
-    throw_input_error("zerotrain {}: --dtype must be f32 or bf16 (got '{}')", command, dtype);
+  // Each dtype as the config keys and ckpt export's --dtype spell it.
+  const bool f32 = dtype == "f32" || dtype == "fp32" || dtype == "float32";
+  if (!f32 && dtype != "bf16" && dtype != "bfloat16") {
+    throw_input_error("zerotrain {}: --dtype must be f32 (fp32) or bf16 (got '{}')", command, dtype);
   }
   s.device = device == "cuda" ? Device::kCUDA : Device::kCPU;
   s.device_index = s.device == Device::kCUDA ? cuda_device_for_local_rank(detect_launch().local_rank) : 0;
-  s.activations = dtype == "bf16" ? DType::kBF16 : DType::kF32;
+  s.activations = f32 ? DType::kF32 : DType::kBF16;
   s.num_threads = omp_get_num_procs();
   if (parser.has("ckpt")) {
     // The model from the manifest, whatever the number of ranks and stage that saved it (its units:
@@ -212,6 +158,13 @@ WeightSource resolve_weight_source(const ArgParser& parser, const std::string& c
     if (!fs::exists(s.path, ec)) {  // named as the flag it is, not as train.init_from, which the user never set
       throw_input_error("zerotrain {}: --from {}: no such Hugging Face folder or llm.c model file", command, s.path);
     }
+    // The reader's refusal named by the flag: through the config below it would be a "config
+    // error" in train.init_from, which the user never set.
+    try {
+      static_cast<void>(read_pretrained_model(s.path));
+    } catch (const InputError& e) {
+      throw_input_error("zerotrain {}: --from {}", command, e.what());
+    }
     const nlohmann::json doc = {{"model", nlohmann::json::object()}, {"train", {{"init_from", s.path}}}};
     const RunConfig cfg = parse_run_config(doc, "--from " + s.path, 1);
     s.spec = cfg.model_spec();
@@ -233,6 +186,21 @@ WeightSource resolve_weight_source(const ArgParser& parser, const std::string& c
         command, dir.string(), holder,
         fs::exists(dir / "final.safetensors") ? " (the final.safetensors there now is an earlier run's)" : "");
   }
+  // Weights another flag reads: named with it (it said "has no final.safetensors").
+  switch (const WeightsAt at = weights_at(s.path)) {
+    case WeightsAt::kCheckpoint:
+    case WeightsAt::kCheckpointFolder:
+      throw_input_error("zerotrain {}: --run {}: {}, not a run directory: --ckpt {} reads it", command, s.path,
+                        weights_at_name(at), s.path);
+    case WeightsAt::kHuggingFaceFolder:
+    case WeightsAt::kFile:
+      throw_input_error(
+          "zerotrain {}: --run {}: {}, not a run directory: --from {} reads a Hugging Face folder or "
+          "an llm.c model file",
+          command, s.path, weights_at_name(at), s.path);
+    case WeightsAt::kRunDirectory:
+    case WeightsAt::kNothingKnown: break;
+  }
   if (!fs::is_directory(dir)) throw_input_error("zerotrain {}: --run {}: no such run directory", command, s.path);
   for (const char* f : {"config.json", "final.safetensors"}) {
     if (fs::exists(dir / f)) continue;
@@ -240,8 +208,10 @@ WeightSource resolve_weight_source(const ArgParser& parser, const std::string& c
     // so does one whose config asked for none.
     const bool final_weights = std::string_view(f) == "final.safetensors";
     const bool checkpoints = final_weights && fs::exists(dir / "checkpoints" / "latest");
-    const nlohmann::json config = nlohmann::json::parse(read_whole_input((dir / "config.json").string(), "--run"),
-                                                        nullptr, /*allow_exceptions=*/false);
+    const nlohmann::json config =
+        final_weights ? nlohmann::json::parse(read_whole_input((dir / "config.json").string(), "--run"), nullptr,
+                                              /*allow_exceptions=*/false)
+                      : nlohmann::json();
     const bool none_asked = final_weights && config.is_object() && config.contains("log") &&
                             config["log"].is_object() && config["log"].value("final_weights", true) == false;
     const std::string why = none_asked ? "its config sets log.final_weights = false" : "it stopped before its end?";

@@ -40,32 +40,50 @@ bool samples_after(const RunConfig& c, int step) {
 // forwards, since a stage-3 forward gathers its units collectively and the stop vote is collective:
 // in the last round a rank with no batch left runs batch 0 again and drops its loss (no more
 // forwards than each rank ran when every rank evaluated every batch).
-bool evaluate(TrainerState& s, int step, TrainSummary& summary, const StopVote& stop) {
-  const RunConfig& c = s.config;
-  s.set_comm_context(fmt::format("the evaluation after step {}", step));
-  const int B = c.train.micro_batch, T = c.train.seq_len;
-  const int batches = c.train.eval_batches, ranks = s.comm.world_size(), rank = s.comm.rank();
+ValidationLoss validation_loss(const data::TokenCorpus& val, const data::SampleStream& stream, int B, int T,
+                               int batches, Communicator& comm, std::int32_t* inputs, std::int32_t* targets,
+                               const std::function<double()>& forward, const std::function<void()>& after_forwards,
+                               const StopVote& stop) {
+  const int ranks = comm.world_size(), rank = comm.rank();
   const int rounds = (batches + ranks - 1) / ranks;
+  ValidationLoss result;
+  result.batches_per_rank = rounds;
   std::vector<double> mine(static_cast<std::size_t>(rounds), 0.0);
   for (int k = 0; k < rounds; ++k) {
     const int batch = k * ranks + rank;
     const std::int64_t first_window = static_cast<std::int64_t>(batch < batches ? batch : 0) * B;
-    data::fill_batch(s.data.val(), s.data.val_stream(), B, T, first_window, s.inputs.data(), s.targets.data());
-    const double loss = s.model->forward(s.store, s.inputs.data(), s.targets.data(), {.training = false});
+    data::fill_batch(val, stream, B, T, first_window, inputs, targets);
+    const double loss = forward();
     if (batch < batches) mine[static_cast<std::size_t>(k)] = loss;
-    // After the last forward too: the choices, or the sample after, can take as long again.
+    result.batches_done = std::min(batches, (k + 1) * ranks);
     if (stop && stop()) {
-      s.model->release_activations();
-      report_stopped(
-          s, step, fmt::format("the evaluation (after {} of {} batches)", std::min(batches, (k + 1) * ranks), batches));
-      return false;
+      after_forwards();
+      return result;
     }
   }
-  s.model->release_activations();
-  const std::vector<double> all = all_gather_values<double>(s.comm, mine);  // rank-major: [ranks][rounds]
+  after_forwards();  // before the gather's buffers: the peak stays the forwards'
+  const std::vector<double> all = all_gather_values<double>(comm, mine);  // rank-major: [ranks][rounds]
   double sum = 0.0;
   for (int i = 0; i < batches; ++i) sum += all[static_cast<std::size_t>((i % ranks) * rounds + i / ranks)];
-  const float val_loss = static_cast<float>(sum / batches);
+  result.loss = static_cast<float>(sum / batches);
+  return result;
+}
+
+bool evaluate(TrainerState& s, int step, TrainSummary& summary, const StopVote& stop) {
+  const RunConfig& c = s.config;
+  s.set_comm_context(fmt::format("the evaluation after step {}", step));
+  const int B = c.train.micro_batch, T = c.train.seq_len, batches = c.train.eval_batches;
+  // After the last forward too: the choices, or the sample after, can take as long again.
+  const ValidationLoss v = validation_loss(
+      s.data.val(), s.data.val_stream(), B, T, batches, s.comm, s.inputs.data(), s.targets.data(),
+      [&] { return s.model->forward(s.store, s.inputs.data(), s.targets.data(), {.training = false}); },
+      [&] { s.model->release_activations(); }, stop);
+  if (!v.loss) {
+    report_stopped(s, step, fmt::format("the evaluation (after {} of {} batches)", v.batches_done, batches));
+    return false;
+  }
+  const float val_loss = *v.loss;
+  const int rounds = v.batches_per_rank;
   summary.val_loss = val_loss;
   // The windows it averaged over: eval_batches micro-batches, so another micro_batch (the same
   // global batch through grad_accum) evaluates on other windows, and its val_loss differs.

@@ -23,6 +23,8 @@
 #include "engine/app/data/token_corpus.h"
 #include "engine/app/data/token_file.h"
 #include "engine/app/trainer/choice_eval.h"
+#include "engine/app/trainer/data_source.h"
+#include "engine/app/trainer/evaluation.h"
 #include "engine/app/trainer/run_identity.h"
 #include "engine/base/core/check.h"
 #include "engine/base/core/console.h"
@@ -90,6 +92,10 @@ int eval_main(const std::vector<std::string>& args) {
       .value_flag("choices", "FILE",
                   "a multiple-choice eval file in llm.c's format (dev/data/hellaswag.py's hellaswag_val.bin)")
       .value_flag("tokens", "FILE", "a token file, or a glob of shards (llm.c's or nanoGPT's format): the mean loss")
+      .bool_flag("val",
+                 "--run or --ckpt: the run's validation loss, as its evaluations make it: train.eval_batches batches "
+                 "of train.micro_batch windows of its validation data, drawn as its data.order draws them (its "
+                 "logged val_loss at those weights: bit for bit where it trained with train.deterministic)")
       .value_flag(
           "seq-len", "T",
           "--tokens: tokens a window feeds the model (default: the run's train.seq_len with --run or --ckpt, the "
@@ -105,8 +111,13 @@ int eval_main(const std::vector<std::string>& args) {
     fmt::print("{}", parser.help_text());
     return 0;
   }
-  if (!parser.has("choices") && !parser.has("tokens")) {
-    throw_input_error("zerotrain eval: give --choices FILE, --tokens FILE or both");
+  if (!parser.has("choices") && !parser.has("tokens") && !parser.has("val")) {
+    throw_input_error("zerotrain eval: give --choices FILE, --tokens FILE, --val, or several");
+  }
+  if (parser.has("val") && parser.has("from")) {
+    throw_input_error(
+        "zerotrain eval: --val scores a run's validation data: give its --run or --ckpt (--tokens "
+        "FILE scores pretrained weights on a token file)");
   }
   for (const char* flag : {"seq-len", "windows", "format"}) {  // --tokens' flags: nothing else reads them
     if (parser.has(flag) && !parser.has("tokens")) {
@@ -122,6 +133,8 @@ int eval_main(const std::vector<std::string>& args) {
   WeightSource source;
   std::optional<data::ChoiceFile> choices;
   std::optional<data::TokenCorpus> corpus;
+  std::optional<RunConfig> run;  // --val: the run's config and its data
+  std::optional<DataSource> run_data;
   int T = 1;
   std::int64_t windows = 0;
   // A checkpoint folder is resolved by rank 0 alone and its choice sent to the others: resolved on
@@ -142,6 +155,10 @@ int eval_main(const std::vector<std::string>& args) {
         throw_input_error("zerotrain eval: --choices {}: its longest example needs {} positions, over the model's {}",
                           choices->path(), choices->longest_input(), source.spec.block_size());
       }
+    }
+    if (parser.has("val")) {
+      run.emplace(saved_run_config(source.saved_config, fmt::format("{}'s config", source.path)));
+      run_data.emplace(*run);  // its data keys as it read them: paths relative to where it started
     }
     T = parser.get_int("seq-len", source.context, 1, source.spec.block_size());
     if (parser.has("tokens")) {
@@ -174,7 +191,8 @@ int eval_main(const std::vector<std::string>& args) {
   check_ranks_agree(*world, {{"command line", fmt::format("{}", fmt::join(args, " "))},
                              {"weights", source.path},
                              {"choices", choices ? fmt::format("{} rows", choices->rows()) : ""},
-                             {"windows", fmt::format("{}", windows)}});
+                             {"windows", fmt::format("{}", windows)},
+                             {"validation data", run_data ? run_data->description() : ""}});
   std::optional<StandaloneModel> loaded;
   // Where a rank stopped by the launcher was (not "start-up"): the loading, then each scoring.
   world->set_context("the model's loading");
@@ -217,6 +235,28 @@ int eval_main(const std::vector<std::string>& args) {
     if (root)
       fmt::print("{}: loss {:.6f} (perplexity {:.3f}) over {} window{} of {} tokens\n", parser.get("tokens"), loss,
                  std::exp(loss), windows, windows == 1 ? "" : "s", T);
+  }
+  if (run_data) {
+    world->set_context("the run's validation loss (--val)");
+    const int B = run->train.micro_batch, seq_len = run->train.seq_len, batches = run->train.eval_batches;
+    std::unique_ptr<LanguageModel> m;
+    on_every_rank(*world, [&] { m = model.build(B, seq_len); });
+    std::vector<std::int32_t> inputs(static_cast<std::size_t>(B) * seq_len), targets(inputs.size());
+    const ValidationLoss v = validation_loss(
+        run_data->val(), run_data->val_stream(), B, seq_len, batches, *world, inputs.data(), targets.data(),
+        [&] { return m->forward(model.store(), inputs.data(), targets.data(), {.training = false}); },
+        [&] { m->release_activations(); });
+    if (!std::isfinite(*v.loss)) {  // every rank holds the same loss: one line for the job
+      fail_on_every_rank(
+          *world, fmt::format("the run's validation loss is {} (its forward overflowed): no loss to report", *v.loss),
+          /*input_error=*/false);
+    }
+    // The float as the run's metrics.jsonl records it, shortest form: read back, the same bits.
+    if (root) {
+      fmt::print(
+          "validation (the run's evaluation: {} batch{} of {} window{} of {} tokens, data.order {}): val_loss {}\n",
+          batches, batches == 1 ? "" : "es", B, B == 1 ? "" : "s", seq_len, run->data.order, *v.loss);
+    }
   }
   if (root && !threads_note.empty()) print_err("zerotrain eval: note: {}\n", threads_note);
   return 0;

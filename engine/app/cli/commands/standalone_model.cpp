@@ -78,6 +78,28 @@ std::vector<std::int32_t> pretrained_end_of_text_ids(const std::string& path, st
 
 }  // namespace
 
+// The run's model; its config's device and precision keys aside (the flags choose them).
+// Its model keys are all in its config: train.init_from's folder is not needed. Its optimizer
+// plays no part: its section is left out, so a run whose optimizer values this build refuses
+// (optim.eps = 0, which builds before 2026-12-03 took) can still be sampled and evaluated. Nor
+// does its batch: a global batch kept as given (RunConfig::run_file_json) need not divide into
+// micro-batches of one process.
+RunConfig saved_run_config(nlohmann::json doc, const std::string& source) {
+  take_derived_out(doc, source);
+  if (doc.is_object()) doc.erase("optim");
+  // Nor its attention kernels' choice: the flags choose the device and dtype, and a "cudnn" that
+  // this build refuses for the run's shape (a rule newer than the run) must not refuse its weights.
+  if (doc.is_object() && doc.contains("precision") && doc["precision"].is_object()) {
+    doc["precision"].erase("attention");
+  }
+  if (doc.is_object() && doc.contains("train") && doc["train"].is_object()) {
+    doc["train"].erase("grad_accum");
+    doc["train"].erase("global_batch_tokens");
+  }
+  return parse_run_config(std::move(doc), source, 1, nullptr,
+                          [](const RunConfig&) { return nlohmann::json::object(); });
+}
+
 WeightSource resolve_weight_source(const ArgParser& parser, const std::string& command, const std::string& checkpoint) {
   if (static_cast<int>(parser.has("run")) + static_cast<int>(parser.has("ckpt")) +
           static_cast<int>(parser.has("from")) !=
@@ -123,6 +145,7 @@ WeightSource resolve_weight_source(const ArgParser& parser, const std::string& c
     s.spec = ckpt::model_spec_of(reader);
     // The run's working parameters: its fp32 masters rounded where it held bf16 ones, as it did.
     s.param_dtype = reader.manifest().param_dtype == "bf16" ? DType::kBF16 : DType::kF32;
+    s.saved_config = reader.manifest().config;
     // As for --run: the positions its run trained (train.seq_len), where its config records them.
     const nlohmann::json seq_len =
         reader.manifest().config.value("train", nlohmann::json::object()).value("seq_len", nlohmann::json());
@@ -221,27 +244,9 @@ WeightSource resolve_weight_source(const ArgParser& parser, const std::string& c
                       : none_asked ? fmt::format(" ({})", why)
                                    : "");
   }
-  // The run's model; its config's device and precision keys aside (the flags choose them).
-  // Its model keys are all in its config.json: train.init_from's folder is not needed. Its
-  // optimizer plays no part: its section is left out, so a run whose optimizer values this build
-  // refuses (optim.eps = 0, which builds before 2026-12-03 took) can still be sampled and evaluated.
-  // Nor does its batch: a global batch kept as given (RunConfig::run_file_json) need not divide
-  // into micro-batches of one process.
   const std::string config_path = (dir / "config.json").string();
-  nlohmann::json doc = read_json_file(config_path);
-  take_derived_out(doc, config_path);
-  if (doc.is_object()) doc.erase("optim");
-  // Nor its attention kernels' choice: the flags choose the device and dtype, and a "cudnn" that
-  // this build refuses for the run's shape (a rule newer than the run) must not refuse its weights.
-  if (doc.is_object() && doc.contains("precision") && doc["precision"].is_object()) {
-    doc["precision"].erase("attention");
-  }
-  if (doc.is_object() && doc.contains("train") && doc["train"].is_object()) {
-    doc["train"].erase("grad_accum");
-    doc["train"].erase("global_batch_tokens");
-  }
-  const RunConfig cfg = parse_run_config(std::move(doc), config_path, 1, nullptr,
-                                         [](const RunConfig&) { return nlohmann::json::object(); });
+  s.saved_config = read_json_file(config_path);
+  const RunConfig cfg = saved_run_config(s.saved_config, config_path);
   s.spec = cfg.model_spec();
   s.spec.layout = {};  // the weights file holds whole tensors, so any unit layout reads it: the default one
   s.param_dtype = cfg.param_dtype;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "engine/app/cli/commands/arg_parser.h"
+#include "engine/app/config/run_config.h"
 #include "engine/app/io/pretrained.h"
 #include "engine/base/core/memory_tracker.h"
 #include "engine/distributed/comm/local_communicator.h"
@@ -54,7 +55,14 @@ struct WeightSource {
   // Empty for an llm.c model file and a run without a tokenizer or pretrained model to name one,
   // and for every command but sample (eval ends nothing: its files are not read).
   std::vector<std::int32_t> end_of_text_ids;
+  // The run's config as it saved it (its config.json, a checkpoint's manifest); null for --from.
+  nlohmann::json saved_config;
 };
+
+// A run's saved config as one process reads its model, data and batch: the keys that could refuse
+// a run's weights in this build aside (its optimizer, attention kernels, the batch terms that split
+// its global batch over its ranks). InputError naming `source`.
+RunConfig saved_run_config(nlohmann::json doc, const std::string& source);
 
 // Exactly one of --run, --ckpt and --from, else an InputError naming `command`; likewise a bad
 // --device or --dtype.

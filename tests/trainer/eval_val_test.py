@@ -1,0 +1,129 @@
+#!/usr/bin/env python3
+"""`zerotrain eval --val`: a run's validation loss from its saved weights, as its evaluations make it
+(train.eval_batches batches of train.micro_batch windows of its validation data, drawn as its
+data.order draws them), end to end through the real binary:
+
+  * a deterministic run's logged val_loss, bit for bit (as float32): from its final weights
+    (--run), from a checkpoint of an earlier step (--ckpt) at that step's record, with data.order
+    random (the default, whose windows `eval --tokens` cannot read) and sequential;
+  * a 2-rank stage-3 bf16 run's, from its checkpoint, by 1 process and by 2 ranks under mpirun;
+  * a run without train.deterministic: within rounding of its record (its products split by the
+    library, eval's in fixed blocks);
+  * refused in one line: --val with --from (no run's data), and for a run whose data is gone,
+    naming the data key.
+
+usage: eval_val_test.py MPIRUN [MPIRUN FLAGS...] -- PATH/TO/zerotrain
+"""
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.dirname(HERE))
+from check_report import Checks  # noqa: E402
+from run_dir_util import train_records  # noqa: E402
+
+CONFIG = os.path.join(ROOT, "configs", "tiny_debug.json")
+PRINTED = re.compile(r"validation \(the run's evaluation: (\d+) batch(?:es)? of (\d+) windows? of (\d+) tokens, "
+                     r"data\.order (\w+)\): val_loss (\S+)")
+
+
+def run(argv, timeout=300):
+    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
+                          env=dict(os.environ, OMP_WAIT_POLICY="passive"))
+
+
+def printed_loss(p):
+    """The printed val_loss as float32, None where none was printed."""
+    m = PRINTED.search(p.stdout)
+    return np.float32(float(m.group(5))) if p.returncode == 0 and m else None
+
+
+def logged(run_dir, step):
+    """The run's eval record of `step`, as float32."""
+    found = [r["val_loss"] for r in train_records(run_dir) if r.get("type") == "eval" and r["step"] == step]
+    return np.float32(found[-1]) if found else None
+
+
+def main():
+    split = sys.argv.index("--")
+    launcher, binary = sys.argv[1:split], sys.argv[split + 1]
+    checks = Checks()
+    check = checks.check
+    work = checks.work_folder("zt_eval_val_")
+    common = ["--set", "train.max_steps=4", "--set", "train.eval_every=2", "--set", "train.eval_batches=3",
+              "--set", "checkpoint.every_steps=2", "--set", "log.sample_tokens=0"]
+
+    for order in ("random", "sequential"):
+        run_dir = os.path.join(work, f"det_{order}")
+        p = run([binary, "train", "--config", CONFIG, "--run-dir", run_dir, *common, "--set",
+                 "train.deterministic=true", "--set", f"data.order=\"{order}\""])
+        if not check(p.returncode == 0, f"a deterministic run, data.order {order} ({p.stderr.strip()[-300:]})"):
+            return checks.finish()
+        final = run([binary, "eval", "--run", run_dir, "--val"])
+        m = PRINTED.search(final.stdout)
+        check(printed_loss(final) is not None and printed_loss(final) == logged(run_dir, 4) and m.group(1) == "3"
+              and m.group(4) == order,
+              f"data.order {order}: --run --val is the run's last logged val_loss bit for bit "
+              f"({final.stdout.strip()} vs {logged(run_dir, 4)}; {final.stderr.strip()[-200:]})")
+        step2 = run([binary, "eval", "--ckpt", os.path.join(run_dir, "checkpoints", "step_00000002"), "--val"])
+        check(printed_loss(step2) is not None and printed_loss(step2) == logged(run_dir, 2),
+              f"data.order {order}: --ckpt step 2 --val is step 2's logged val_loss ({step2.stdout.strip()} vs "
+              f"{logged(run_dir, 2)}; {step2.stderr.strip()[-200:]})")
+
+    # 2 ranks at stage 3 with bf16 parameters: its checkpoint's validation loss from 1 process and
+    # from 2 ranks (each scoring its share of the batches).
+    sharded = os.path.join(work, "sharded")
+    p = run([*launcher, "-np", "2", binary, "train", "--config", CONFIG, "--run-dir", sharded, *common, "--set",
+             "train.deterministic=true", "--set", "zero.stage=3", "--set", "precision.param_dtype=bf16"], timeout=600)
+    if check(p.returncode == 0, f"a 2-rank stage-3 bf16 run ({p.stderr.strip()[-300:]})"):
+        ckpt = os.path.join(sharded, "checkpoints")
+        one = run([binary, "eval", "--ckpt", ckpt, "--val"])
+        two = run([*launcher, "-np", "2", binary, "eval", "--ckpt", ckpt, "--val"], timeout=600)
+        check(printed_loss(one) is not None and printed_loss(one) == logged(sharded, 4),
+              f"2 ranks at stage 3, bf16: --ckpt --val is its logged val_loss ({one.stdout.strip()} vs "
+              f"{logged(sharded, 4)}; {one.stderr.strip()[-200:]})")
+        check(printed_loss(two) is not None and printed_loss(two) == printed_loss(one) and
+              len(PRINTED.findall(two.stdout)) == 1,
+              f"... and under mpirun -np 2 the same, printed once ({two.stdout.strip()}; {two.stderr.strip()[-200:]})")
+
+    # Without train.deterministic the run's products split as the library does, eval's in fixed
+    # blocks: the same loss within rounding.
+    loose = os.path.join(work, "loose")
+    p = run([binary, "train", "--config", CONFIG, "--run-dir", loose, *common])
+    if check(p.returncode == 0, f"a run without train.deterministic ({p.stderr.strip()[-300:]})"):
+        e = run([binary, "eval", "--run", loose, "--val"])
+        got, want = printed_loss(e), logged(loose, 4)
+        check(got is not None and abs(float(got) - float(want)) <= 1e-5 * abs(float(want)),
+              f"not deterministic: --val within 1e-5 of the logged val_loss ({got} vs {want})")
+
+    # Refusals: pretrained weights have no run's data; a run's data that is gone is named.
+    hf = os.path.join(work, "hf")
+    p = run([binary, "ckpt", "export", os.path.join(loose, "checkpoints"), "--format", "hf", "--out", hf])
+    e = run([binary, "eval", "--from", hf, "--val"])
+    check(p.returncode == 0 and e.returncode == 2 and len(e.stderr.strip().splitlines()) == 1 and
+          "--val scores a run's validation data: give its --run or --ckpt" in e.stderr,
+          f"--val with --from: refused in one line ({e.stderr.strip()})")
+    prepared = os.path.join(work, "prepared")
+    text = os.path.join(work, "text.txt")
+    with open(text, "w") as f:
+        f.write("the quick brown fox jumps over the lazy dog. " * 400)
+    p = run([binary, "prepare", "--text", text, "--out", prepared])
+    moved = os.path.join(work, "moved")
+    p2 = run([binary, "train", "--config", CONFIG, "--run-dir", moved, "--set", f"data.dataset={prepared}", "--set",
+              "model.vocab_size=65", *common])
+    if check(p.returncode == 0 and p2.returncode == 0, f"a run on a prepared folder ({p2.stderr.strip()[-300:]})"):
+        shutil.rmtree(prepared)
+        e = run([binary, "eval", "--run", moved, "--val"])
+        check(e.returncode == 2 and len(e.stderr.strip().splitlines()) == 1 and "data.dataset" in e.stderr,
+              f"--val of a run whose data is gone: one line naming data.dataset ({e.stderr.strip()})")
+    return checks.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

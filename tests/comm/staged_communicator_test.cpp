@@ -190,5 +190,31 @@ TEST(StagedCommunicator, StagesOnlyDeviceOperandsOnItsOwnTracker) {
       << "the run's tracker pays nothing for the staged path";
 }
 
+// The host backend runs the collectives, so their waits quote its context and keep its options:
+// both reach it when set on the staged communicator after construction (the train command sets the
+// options once the config is read; they stayed on the wrapper).
+TEST(StagedCommunicator, PassesItsContextAndOptionsToTheHostBackend) {
+  Communicator* host = nullptr;
+  const CommOptions start = test_comm().options();
+  StagedCommunicator staged(
+      [&](MemoryTracker& t) {
+        std::unique_ptr<Communicator> made = make_communicator(t, start);
+        host = made.get();
+        return made;
+      },
+      std::make_unique<HostStagingDevice>(1, Device::kCUDA));
+  ASSERT_NE(host, nullptr);
+  CommOptions later = start;
+  later.deterministic = !start.deterministic;
+  later.timeout_s = start.timeout_s + 7.0;
+  staged.set_options(later);
+  EXPECT_EQ(host->options().deterministic, later.deterministic);
+  EXPECT_EQ(host->options().timeout_s, later.timeout_s);
+  EXPECT_EQ(staged.options().timeout_s, later.timeout_s);
+  staged.set_context("step 12");
+  EXPECT_EQ(*host->context_ptr(), "step 12");
+  EXPECT_EQ(*staged.context_ptr(), "step 12");
+}
+
 }  // namespace
 }  // namespace zt

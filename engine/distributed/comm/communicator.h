@@ -121,7 +121,8 @@ class Communicator {
   virtual std::int64_t elements_sent() const { return elements_sent_; }
   virtual std::int64_t bytes_sent() const { return bytes_sent_; }
   // Timeout and reduction order for the collectives that follow (e.g. once the config is read).
-  void set_options(const CommOptions& options) { options_ = options; }
+  // Virtual: a communicator over others (staged, hybrid) passes them on to those that run them.
+  virtual void set_options(const CommOptions& options) { options_ = options; }
 
  protected:
   explicit Communicator(CommOptions options) : options_(options) {}

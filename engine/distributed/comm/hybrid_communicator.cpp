@@ -44,6 +44,12 @@ void HybridCommunicator::set_context(std::string context) {
   Communicator::set_context(std::move(context));
 }
 
+void HybridCommunicator::set_options(const CommOptions& options) {
+  group_->set_options(options);
+  replicas_->set_options(options);
+  Communicator::set_options(options);
+}
+
 void HybridCommunicator::set_profiler(OpProfiler* profiler) {
   group_->set_profiler(profiler);
   replicas_->set_profiler(profiler);

@@ -48,6 +48,7 @@ class HybridCommunicator final : public Communicator {
   void abort_after_timeout(const std::string& message) override { group_->abort_after_timeout(message); }
   // Both hops take the context and the profiler, and their sums are this one's volume.
   void set_context(std::string context) override;
+  void set_options(const CommOptions& options) override;
   void set_profiler(OpProfiler* profiler) override;
   std::int64_t elements_sent() const override;
   std::int64_t bytes_sent() const override;

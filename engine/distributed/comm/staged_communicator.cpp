@@ -135,6 +135,16 @@ StagedCommunicator::StagedCommunicator(const HostFactory& make_host, std::unique
 
 StagedCommunicator::~StagedCommunicator() = default;
 
+void StagedCommunicator::set_context(std::string context) {
+  host_->set_context(context);
+  Communicator::set_context(std::move(context));
+}
+
+void StagedCommunicator::set_options(const CommOptions& options) {
+  host_->set_options(options);
+  Communicator::set_options(options);
+}
+
 Work StagedCommunicator::all_gather(TensorView send, TensorView recv) {
   ZT_CHECK(send.dtype == recv.dtype, "all_gather: send is {}, recv {}", dtype_name(send.dtype), dtype_name(recv.dtype));
   ZT_CHECK(recv.numel() == send.numel() * world_size(), "all_gather: recv has {} elements, needs {} x {}", recv.numel(),

@@ -43,6 +43,9 @@ class StagedCommunicator final : public Communicator {
   Work broadcast(TensorView buf, int root) override;
   void barrier() override { host_->barrier(); }
   void abort_after_timeout(const std::string& message) override { host_->abort_after_timeout(message); }
+  // The host backend runs the collectives: its waits quote the context and keep the options.
+  void set_context(std::string context) override;
+  void set_options(const CommOptions& options) override;
 
   // Host memory the collectives staged through (and the host backend's own buffers), per category.
   const MemoryTracker& host_staging() const { return staging_tracker_; }

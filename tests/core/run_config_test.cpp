@@ -285,12 +285,22 @@ TEST(RunConfig, BatchTermsAreDerivedOrMustAgree) {
   // A derived grad_accum keeps its own range (a run of 2^31 micro-batches a step would never end a step).
   doc["train"] = {{"micro_batch", 1}, {"seq_len", 1}, {"global_batch_tokens", 65537}};
   expect_error(doc, {"makes train.grad_accum = 65537, above its largest, 65536"});
-  // A derived global batch keeps the range a given one is read in (it was taken, and `zerotrain
-  // plan` then refused every choice that set it).
+  // 2^31 tokens a step (as 16384 ranks of one 131072-token sequence make: `memory` refused to
+  // predict them) is taken, derived or given.
   doc = base();
   doc["model"]["block_size"] = 65536;
-  doc["train"] = {{"micro_batch", 32768}, {"seq_len", 65536}};
-  expect_error(doc, {"32768 x 65536 x 1 x 1 = 2147483648 tokens a step, past the 2147483647"});
+  doc["train"] = {{"micro_batch", 32768}, {"seq_len", 65536}, {"max_steps", 10}};
+  EXPECT_EQ(parse_run_config(doc, "test.json").train.global_batch_tokens, 2147483648LL);
+  doc["train"] = {{"micro_batch", 32768}, {"seq_len", 65536}, {"max_steps", 10}, {"global_batch_tokens", 2147483648LL}};
+  EXPECT_EQ(parse_run_config(doc, "test.json").train.grad_accum, 1);
+  // A derived global batch keeps the range a given one is read in (it was taken, and `zerotrain
+  // plan` then refused every choice that set it).
+  doc["train"] = {{"micro_batch", 32768}, {"seq_len", 65536}, {"max_steps", 10}, {"grad_accum", 1024}};
+  expect_error(doc, {"32768 x 65536 x 1024 x 1 = 2199023255552 tokens a step, past the 1099511627776"});
+  // A run's tokens in all (steps times a step's: tokens seen, sample indices) stay in int64.
+  doc["train"] = {{"micro_batch", 32768}, {"seq_len", 65536}, {"grad_accum", 512}, {"max_steps", 1000000000}};
+  expect_error(doc, {"train.max_steps x train.global_batch_tokens = 1000000000 x 1099511627776 tokens, past the "
+                     "4611686018427387904 a run counts"});
 }
 
 // A batch term given with --set wins over the file's other one, which is then derived (and the

@@ -78,9 +78,14 @@ namespace {
 // A missing one is derived (and noted, so the run prints it).
 void resolve_batch(ConfigReader& r, RunConfig& c, bool has_accum, bool has_global) {
   TrainConfig& t = c.train;
-  const std::int64_t per_accum = static_cast<std::int64_t>(t.micro_batch) * t.seq_len * c.world_size;
+  // In double first: the int64 product of the largest terms (2^20 x 2^20 x 2^24 ranks) overflows.
+  const double per_accum_wide =
+      static_cast<double>(t.micro_batch) * static_cast<double>(t.seq_len) * static_cast<double>(c.world_size);
+  const bool past_any_batch = per_accum_wide > static_cast<double>(kMaxConfigGlobalBatchTokens);
+  const std::int64_t per_accum =
+      past_any_batch ? 0 : static_cast<std::int64_t>(t.micro_batch) * t.seq_len * c.world_size;
   if (has_global && !has_accum) {
-    if (t.global_batch_tokens % per_accum != 0) {
+    if (past_any_batch || t.global_batch_tokens % per_accum != 0) {
       throw_batch_split(
           t, c.world_size,
           "config error in {}: train.global_batch_tokens = {} is not a multiple of train.micro_batch x train.seq_len "
@@ -102,27 +107,30 @@ void resolve_batch(ConfigReader& r, RunConfig& c, bool has_accum, bool has_globa
                                     t.global_batch_tokens));
     return;
   }
-  const std::int64_t implied = per_accum * t.grad_accum;
-  if (has_global && t.global_batch_tokens != implied) {
+  const double implied_wide = per_accum_wide * t.grad_accum;
+  if (!has_global && implied_wide > static_cast<double>(kMaxConfigGlobalBatchTokens)) {
+    // Past the range a given one is read in.
+    const std::string message = fmt::format(
+        "config error in {}: train.micro_batch x train.seq_len x train.grad_accum x ranks = {} x {} x {} x {} = {:.0f} "
+        "tokens a step, past the {} train.global_batch_tokens takes",
+        r.sources_of({"train.micro_batch", "train.seq_len", "train.grad_accum"}), t.micro_batch, t.seq_len,
+        t.grad_accum, c.world_size, implied_wide, kMaxConfigGlobalBatchTokens);
+    // Too many at one rank already: no rank count's batch cures it (memory and plan stand by it).
+    if (implied_wide / c.world_size > static_cast<double>(kMaxConfigGlobalBatchTokens)) throw InputError(message);
+    throw BatchSplitError(message, t.micro_batch, t.seq_len, c.world_size, 0);
+  }
+  const std::int64_t implied = past_any_batch ? 0 : per_accum * t.grad_accum;
+  if (has_global && (past_any_batch || t.global_batch_tokens != implied)) {
     throw_batch_split(
         t, c.world_size,
         "config error in {}: train.global_batch_tokens = {} disagrees with train.micro_batch x train.seq_len x "
-        "train.grad_accum x ranks = {} x {} x {} x {} = {}{}",
+        "train.grad_accum x ranks = {} x {} x {} x {} = {:.0f}{}",
         r.sources_of({"train.global_batch_tokens", "train.micro_batch", "train.seq_len", "train.grad_accum"}),
-        t.global_batch_tokens, t.micro_batch, t.seq_len, t.grad_accum, c.world_size, implied,
-        t.global_batch_tokens % per_accum == 0 && t.global_batch_tokens / per_accum <= kMaxConfigGradAccum
+        t.global_batch_tokens, t.micro_batch, t.seq_len, t.grad_accum, c.world_size, implied_wide,
+        !past_any_batch && t.global_batch_tokens % per_accum == 0 &&
+                t.global_batch_tokens / per_accum <= kMaxConfigGradAccum
             ? fmt::format(" (train.grad_accum = {} agrees with it)", t.global_batch_tokens / per_accum)
             : batch_split_hint(t, c.world_size, t.global_batch_tokens));
-  }
-  if (!has_global && implied > 2147483647) {  // the range a train.global_batch_tokens given is read in
-    const std::string message = fmt::format(
-        "config error in {}: train.micro_batch x train.seq_len x train.grad_accum x ranks = {} x {} x {} x {} = {} "
-        "tokens a step, past the 2147483647 train.global_batch_tokens takes",
-        r.sources_of({"train.micro_batch", "train.seq_len", "train.grad_accum"}), t.micro_batch, t.seq_len,
-        t.grad_accum, c.world_size, implied);
-    // Too many at one rank already: no rank count's batch cures it (memory and plan stand by it).
-    if (implied / c.world_size > 2147483647) throw InputError(message);
-    throw BatchSplitError(message, t.micro_batch, t.seq_len, c.world_size, 0);
   }
   if (!has_global) {
     c.derived.push_back(
@@ -149,7 +157,7 @@ void read_train_section(ConfigReader r, RunConfig& c) {
   }
   bool has_accum = r.has("grad_accum"), has_global = r.has("global_batch_tokens");
   t.grad_accum = r.get_int("grad_accum", 1, 1, kMaxConfigGradAccum);
-  t.global_batch_tokens = r.get_int("global_batch_tokens", 0, 1, 2147483647);
+  t.global_batch_tokens = r.get_int64("global_batch_tokens", 0, 1, kMaxConfigGlobalBatchTokens);
   // A batch term given with --set wins over the file's other one (which is then derived): the
   // way to take a config whose file fixes grad_accum to a global batch kept at any rank count.
   const bool accum_set = has_accum && r.source_of("grad_accum") != r.file(),
@@ -163,6 +171,14 @@ void read_train_section(ConfigReader r, RunConfig& c) {
   resolve_batch(r, c, has_accum, has_global);
   t.global_batch_given = has_global;
   t.max_steps = r.get_int("max_steps", t.max_steps, 0, kMaxConfigSteps);
+  // The run's token count and sample indices (steps times a step's) are int64.
+  if (static_cast<double>(t.max_steps) * static_cast<double>(t.global_batch_tokens) >
+      static_cast<double>(kMaxRunTokens)) {
+    throw_input_error(
+        "config error in {}: train.max_steps x train.global_batch_tokens = {} x {} tokens, past the {} a run counts",
+        r.sources_of({"train.max_steps", "train.global_batch_tokens", "train.micro_batch"}), t.max_steps,
+        t.global_batch_tokens, kMaxRunTokens);
+  }
   t.seed = static_cast<std::uint64_t>(r.get_int("seed", static_cast<int>(t.seed), 0, 2147483647));
   t.deterministic = r.get_bool("deterministic", t.deterministic);
   t.num_threads = r.get_int("num_threads", 0, 0, 1024);

@@ -122,6 +122,11 @@ std::optional<long long> json_integer_in(const nlohmann::json& v, long long min_
 }
 
 int ConfigReader::get_int(const std::string& key, int fallback, long long min_value, long long max_value) {
+  return static_cast<int>(get_int64(key, fallback, min_value, max_value));  // callers' ranges are int's
+}
+
+std::int64_t ConfigReader::get_int64(const std::string& key, std::int64_t fallback, long long min_value,
+                                     long long max_value) {
   const nlohmann::json* v = find(key);
   if (v == nullptr) return fallback;
   // A whole number in exponent form (DeepSpeed's configs write 1e5 and 5e8) is a JSON float: taken.
@@ -131,12 +136,12 @@ int ConfigReader::get_int(const std::string& key, int fallback, long long min_va
     if (d < static_cast<double>(min_value) || d > static_cast<double>(max_value)) {
       fail_range(key, fmt::format("{}", d), fmt::format("{}", min_value), fmt::format("{}", max_value));
     }
-    return static_cast<int>(d);
+    return static_cast<std::int64_t>(d);
   }
   if (!v->is_number_integer()) fail_type(key, "an integer", *v);
   const std::optional<long long> x = json_integer_in(*v, min_value, max_value);
   if (!x) fail_range(key, v->dump(), fmt::format("{}", min_value), fmt::format("{}", max_value));
-  return static_cast<int>(*x);
+  return static_cast<std::int64_t>(*x);
 }
 
 double ConfigReader::get_double(const std::string& key, double fallback, double min_value, double max_value) {

@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstdint>
 #include <initializer_list>
 #include <map>
 #include <memory>
@@ -45,6 +46,7 @@ class ConfigReader {
 
   // Each getter returns `fallback` when the key is absent and throws when present but invalid.
   int get_int(const std::string& key, int fallback, long long min_value, long long max_value);
+  std::int64_t get_int64(const std::string& key, std::int64_t fallback, long long min_value, long long max_value);
   double get_double(const std::string& key, double fallback, double min_value, double max_value);
   std::string get_string(const std::string& key, const std::string& fallback);
   // A string naming one of `choices` (their text, for the message): a value of another type is

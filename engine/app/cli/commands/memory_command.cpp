@@ -278,15 +278,16 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
       !options.deterministic   ? ""
       : z.fold_in_global_order ? "; deterministic: each micro-batch's gradient folded in global order"
                                : "; deterministic reductions");
+  // Each cell after a space: a count past 13 digits (a 65B model's elements a step) ran into the next.
   std::string head = fmt::format("{:<22}", "category");
   for (int stage = 0; stage < kStages; ++stage) {
-    head += fmt::format("{:>14}",
+    head += fmt::format(" {:>13}",
                         fmt::format("stage {}{}", stage, refused[static_cast<std::size_t>(stage)].empty() ? "" : "*"));
   }
   fmt::print("{}\n", head);
   auto row = [&](const std::string& name, auto value_of) {
     std::string line = fmt::format("{:<22}", name);
-    for (const StageMemory& m : stages) line += fmt::format("{:>14}", format_bytes(value_of(m)));
+    for (const StageMemory& m : stages) line += fmt::format(" {:>13}", format_bytes(value_of(m)));
     fmt::print("{}\n", line);
   };
   for (MemCategory c : kRows) row(std::string(mem_category_name(c)), [c](const StageMemory& m) { return m[c]; });
@@ -296,7 +297,7 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
   if (on_cuda) row("largest kernel call", [](const StageMemory& m) { return m.kernel_scratch_bytes; });
   auto per_stage = [&](const std::string& name, const std::vector<std::int64_t>& bytes) {
     std::string line = fmt::format("{:<22}", name);
-    for (const std::int64_t b : bytes) line += fmt::format("{:>14}", format_bytes(b));
+    for (const std::int64_t b : bytes) line += fmt::format(" {:>13}", format_bytes(b));
     fmt::print("{}\n", line);
   };
   if (any_stage.weighs_timed_step) per_stage("first step (at most)", timed_step_totals);
@@ -307,7 +308,7 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
   per_stage("required", required);
   auto elements = [&](const std::string& name, auto value_of) {
     std::string line = fmt::format("{:<22}", name);
-    for (const StepVolume& v : volumes) line += fmt::format("{:>14}", value_of(v));
+    for (const StepVolume& v : volumes) line += fmt::format(" {:>13}", value_of(v));
     fmt::print("{}\n", line);
   };
   const bool hybrid = volumes[0].across_groups > 0;
@@ -315,13 +316,13 @@ int config_table(const ArgParser& parser, int ranks, bool json) {
   if (hybrid) elements("elements/step across", [](const StepVolume& v) { return v.across_groups; });
   auto sent = [&](const std::string& name, auto bytes_of) {
     std::string line = fmt::format("{:<22}", name);
-    for (const StepVolume& v : volumes) line += fmt::format("{:>14}", format_bytes(bytes_of(v)));
+    for (const StepVolume& v : volumes) line += fmt::format(" {:>13}", format_bytes(bytes_of(v)));
     fmt::print("{}\n", line);
   };
   sent(hybrid ? "sent/step in group" : "sent/step", [](const StepVolume& v) { return v.bytes_in_group; });
   if (hybrid) sent("sent/step across", [](const StepVolume& v) { return v.bytes_across_groups; });
   std::string other = fmt::format("{:<22}", fmt::format("gradients, {} shards", other_grad_dtype));
-  for (std::int64_t g : other_grads) other += fmt::format("{:>14}", format_bytes(g));
+  for (std::int64_t g : other_grads) other += fmt::format(" {:>13}", format_bytes(g));
   fmt::print("{}   (zero.grad_shard_dtype = {}: stages 2-3)\n", other, other_grad_dtype);
   if (cfg.checkpoint.async) {
     fmt::print("checkpoint staging    {:>14}   (checkpoint.async: host memory, every stage; not in the total)\n",

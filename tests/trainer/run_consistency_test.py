@@ -351,6 +351,35 @@ def main():
           f"a resume from superseded/ sets the folder's other trajectory aside (kept {now}, aside {aside}, "
           f"{(back.stdout + back.stderr)[-300:]})")
 
+    # A rollback (a resume of an earlier checkpoint of the same run) sets the later checkpoints
+    # aside before it cuts the log to its step: one that fails there (a file where superseded/ goes)
+    # leaves the run as it was. It cut the log first, and a --resume latest then went on from the
+    # last checkpoint, taking the cut log for another run's: the later steps' records were lost.
+    rolled = os.path.join(work, "rolled")
+    full = subprocess.run([binary, "train", "--config", every2, "--run-dir", rolled], capture_output=True, text=True,
+                          timeout=120)
+    rolled_folder = os.path.join(rolled, "checkpoints")
+    with open(os.path.join(rolled, "metrics.jsonl")) as f:
+        log_before = f.read()
+    open(os.path.join(rolled_folder, "superseded"), "w").close()
+    back = subprocess.run([binary, "train", "--config", every2, "--run-dir", rolled, "--resume",
+                           os.path.join(rolled_folder, "step_00000002")], capture_output=True, text=True, timeout=120)
+    with open(os.path.join(rolled, "metrics.jsonl")) as f:
+        log_after = f.read()
+    with open(os.path.join(rolled_folder, "latest")) as f:
+        latest = f.read().strip()
+    check(full.returncode == 0 and back.returncode != 0 and "superseded" in back.stderr and log_after == log_before
+          and latest == "step_00000006" and os.path.exists(os.path.join(rolled, "final.safetensors")),
+          f"a rollback that cannot set the later checkpoints aside leaves the log, latest and the final weights "
+          f"(exit {back.returncode}, latest {latest}, log {len(log_before)} -> {len(log_after)} bytes, "
+          f"{back.stderr.strip()[-200:]})")
+    os.remove(os.path.join(rolled_folder, "superseded"))
+    again = subprocess.run([binary, "train", "--config", every2, "--run-dir", rolled, "--resume", "latest"],
+                           capture_output=True, text=True, timeout=120)
+    steps = [r["step"] for r in train_records(rolled) if r["type"] == "train"]
+    check(again.returncode == 0 and steps == [1, 2, 3, 4, 5, 6] and "another run's log" not in again.stdout,
+          f"... and --resume latest then finds the run's whole log ({steps}; {again.stdout.strip()[-200:]})")
+
     # Resume on other data: other files in the same vocabulary (wd_b's text has other characters,
     # which the dataset's vocab.json could not decode, so a run refuses them beside it).
     other = os.path.join(work, "other")

@@ -133,6 +133,20 @@ RunProgress start_run(TrainerState& s, const std::string& resume_checkpoint, boo
                                              : logged.save_ids.count(saved_id) > 0 ||
                                                    (!previous_id.empty() && logged.save_ids.count(previous_id) > 0 &&
                                                     logged.any_record && !logged.other_save));
+  // The checkpoints past the one resumed (a rollback's) or off its lineage go aside before the log
+  // is cut to its step and the final weights go aside: a kill or a failure in between then leaves
+  // `latest` at the checkpoint resumed, which a `--resume latest` continues (cutting the log
+  // itself), not a log cut to a step whose later checkpoints still stand, which it resumed past
+  // and took for another run's log (those steps' records lost). Reported below, once the log is
+  // known to be this run's. Rank 0 holds the folder's lock.
+  const std::string folder = c.checkpoint.folder_for(s.run_dir);
+  std::vector<std::string> damaged, others;
+  if (s.root && writes_checkpoints(c)) {
+    for (std::string& name : ckpt::set_aside_other_trajectories(folder, run.start_step, m.lineage_id(), previous_id)) {
+      const bool fell_back_past = std::find(unusable.begin(), unusable.end(), name) != unusable.end();
+      (fell_back_past ? damaged : others).push_back(std::move(name));
+    }
+  }
   if (!log_is_ours) {
     s.metrics->start_afresh();
     if (!s.metrics->set_aside().empty()) {
@@ -186,13 +200,7 @@ RunProgress start_run(TrainerState& s, const std::string& resume_checkpoint, boo
     run.eval_pending = pending.find('e') != std::string::npos;
     run.sample_pending = pending.find('s') != std::string::npos;
   }
-  if (s.root && writes_checkpoints(c)) {  // rank 0 holds the folder's lock
-    const std::string folder = c.checkpoint.folder_for(s.run_dir);
-    std::vector<std::string> damaged, others;
-    for (std::string& name : ckpt::set_aside_other_trajectories(folder, run.start_step, m.lineage_id(), previous_id)) {
-      const bool fell_back_past = std::find(unusable.begin(), unusable.end(), name) != unusable.end();
-      (fell_back_past ? damaged : others).push_back(std::move(name));
-    }
+  if (s.root && writes_checkpoints(c)) {  // set aside above, before the log was cut
     if (!damaged.empty()) {
       report_set_aside(s, folder, damaged, run.start_step, "damaged: not usable, as the resume said above");
     }

@@ -24,6 +24,7 @@ import re
 import select
 import shutil
 import signal
+import socket
 import struct
 import subprocess
 import sys
@@ -411,6 +412,27 @@ def main():
     p = run(binary, ["sample", "--run", run_e, "--tokens", "4"])
     check(p.returncode == 2 and "has no final.safetensors (its config sets log.final_weights = false" in p.stderr,
           f"sample --run of such a run names the setting ({p.stderr.strip()[-200:]})")
+
+    # Staging files a kill left (a lock's, LOCK.<host>.<pid>.tmp[.tmp], made while taking it; a log's
+    # rewrite, metrics.jsonl.tmp) are removed by the next run that holds the folder, where their
+    # process is gone; a live process's, and another host's, stay.
+    host = socket.gethostname()
+    dead_pid = 4194000  # above any pid this machine hands out (pid_max is at most 4194304)
+    left = {os.path.join(run_e, f"RUN_LOCK.{host}.{dead_pid}.tmp.tmp"): False,
+            os.path.join(run_e, f"RUN_LOCK.{host}.{dead_pid}.tmp"): False,
+            os.path.join(run_e, "checkpoints", f"LOCK.{host}.{dead_pid}.tmp.takeover"): False,
+            os.path.join(run_e, "metrics.jsonl.tmp"): False,
+            os.path.join(run_e, f"RUN_LOCK.{host}.{os.getpid()}.tmp"): True,
+            os.path.join(run_e, f"RUN_LOCK.other-host.{dead_pid}.tmp"): True}
+    os.makedirs(os.path.join(run_e, "checkpoints"), exist_ok=True)
+    for path in left:
+        with open(path, "w") as f:
+            f.write("{}")
+    p = run(binary, ["train", "--config", config_path, "--run-dir", run_e, "--set", "train.max_steps=2", "--set",
+                     "checkpoint.at_end=true"])
+    stayed = {os.path.basename(path): os.path.exists(path) for path in left}
+    check(p.returncode == 0 and all(os.path.exists(path) == kept for path, kept in left.items()),
+          f"a killed run's staging files are removed, a live or another host's kept ({stayed})")
 
     # 4. Nothing known at the start fails a run after training (issue 19): a sample prompt outside
     # the data's vocabulary and a checkpoint folder that cannot be made stop it before step 1,

@@ -177,6 +177,23 @@ TEST(ResumeTrajectory, AnotherRankCountIsToldHowToKeepTheGlobalBatch) {
   EXPECT_EQ(change_at(3),
             "global batch (micro_batch x grad_accum x ranks): 4 x 2 x 2 = 16 -> 4 x 2 x 3 = 24 (its 16 sequences a "
             "step do not split over 3 ranks: no micro-batch keeps it)");
+  // grad_accum given on the command line would disagree with the global batch the hint sets beside
+  // it (a trial followed the hint and was refused): the hint leaves it out.
+  nlohmann::json file = doc;
+  file["train"].erase("grad_accum");
+  const std::string path = ::testing::TempDir() + "/resume_hint.json";
+  {
+    std::ofstream out(path);
+    out << file.dump();
+  }
+  const std::vector<std::string> set_accum =
+      trajectory_changes(saved, 2, 4, load_run_config(path, {"train.grad_accum=2"}, 4));
+  ASSERT_EQ(set_accum.size(), 1u);
+  EXPECT_NE(set_accum[0].find("(--set train.grad_accum=2 left out, --set train.global_batch_tokens=256 keeps it on 4 "
+                              "ranks: grad_accum 1 is derived)"),
+            std::string::npos)
+      << set_accum[0];
+  EXPECT_EQ(load_run_config(path, {"train.global_batch_tokens=256"}, 4).train.grad_accum, 1);
   // What the hint says, set: no change.
   nlohmann::json kept = doc;
   kept["train"].erase("grad_accum");

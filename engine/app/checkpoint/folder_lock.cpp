@@ -160,6 +160,33 @@ std::string canonical_folder(const std::string& folder) {
   return ec ? folder : p.string();
 }
 
+// The staging files of the lock at `lock_path` that processes of this host left when killed while
+// making it (LOCK.<host>.<pid>.tmp, its own .tmp, its .takeover forms): removed once the caller
+// holds the lock, where that pid is no process now. Another host's are left: its pids say nothing
+// here.
+void remove_dead_takers_staging(const std::string& lock_path, const std::string& host) {
+  const fs::path lock(lock_path);
+  const std::string prefix = lock.filename().string() + "." + host + ".";
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(lock.parent_path(), ec)) {
+    const std::string name = e.path().filename().string();
+    if (!name.starts_with(prefix)) continue;
+    std::string rest = name.substr(prefix.size());  // <pid>.tmp[.tmp | .takeover[.tmp]]
+    const std::size_t dot = rest.find('.');
+    if (dot == std::string::npos) continue;
+    const std::string suffix = rest.substr(dot);
+    if (suffix != ".tmp" && suffix != ".tmp.tmp" && suffix != ".tmp.takeover" && suffix != ".tmp.takeover.tmp") {
+      continue;
+    }
+    char* end = nullptr;
+    const long pid = std::strtol(rest.c_str(), &end, 10);
+    if (end != rest.c_str() + dot || pid <= 0 || pid == getpid()) continue;
+    if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;  // alive (or not ours to judge)
+    std::error_code removed;
+    fs::remove(e.path(), removed);
+  }
+}
+
 }  // namespace
 
 void check_folder_lock_still_held(const std::string& folder) {
@@ -250,6 +277,7 @@ FolderLock::FolderLock(const std::string& folder, const std::string& run_dir, Lo
   if (read_text(path_).find(token_) == std::string::npos) {
     throw_input_error("{} {}: could not take its lock (another run is taking it over)", what, folder);
   }
+  remove_dead_takers_staging(path_, host);
   dir_ = folder;
   kind_ = kind;
   struct stat st {};

@@ -220,7 +220,13 @@ std::string keep_global_batch_hint(const nlohmann::json& saved, std::int64_t seq
   while (per_rank % micro_batch != 0) --micro_batch;
   std::string sets = fmt::format("--set train.global_batch_tokens={}", sequences * seq_len);
   if (micro_batch != now.train.micro_batch) sets += fmt::format(" --set train.micro_batch={}", micro_batch);
-  return fmt::format(" ({} keeps it on {} rank{}: grad_accum {} is derived)", sets, now.world_size,
+  // A grad_accum the command line gives would disagree with the global batch set beside it (one in
+  // the file is set aside for it): the advice says to leave it out.
+  const std::string accum_given = now.overrides != nullptr && now.overrides->count("train.grad_accum") > 0
+                                      ? now.overrides->at("train.grad_accum")
+                                      : "";
+  return fmt::format(" ({}{} keeps it on {} rank{}: grad_accum {} is derived)",
+                     accum_given.empty() ? "" : fmt::format("{} left out, ", accum_given), sets, now.world_size,
                      now.world_size == 1 ? "" : "s", per_rank / micro_batch);
 }
 

@@ -29,7 +29,15 @@
 
 namespace zt {
 
-MetricsLog::MetricsLog(const std::string& path) : path_(path) { open_file(/*truncate=*/false); }
+MetricsLog::MetricsLog(const std::string& path) : path_(path) {
+  // A rewrite (drop_records_after_step) killed before its rename left its staging file: the run
+  // directory's lock is this run's now, so nothing else writes it.
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(path_, ec)) {
+    std::filesystem::remove(staging_path(ckpt::rename_target(path_, "metrics file")), ec);
+  }
+  open_file(/*truncate=*/false);
+}
 
 void MetricsLog::open_file(bool truncate) {
   // Not blocking in the open: a FIFO without a reader is refused (ENXIO) rather than waited on; one

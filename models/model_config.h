@@ -8,6 +8,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace zt {
 
@@ -24,6 +25,10 @@ struct ModelConfig {
   // The family's own keys, resolved: what config.json and the manifest write back, so a reload or
   // a resume sees the same values (Llama's SwiGLU width as a number, not its rule).
   nlohmann::json family_keys = nlohmann::json::object();
+  // Those of family_keys the family derived from other keys (Llama's n_kv_head from n_head, its
+  // SwiGLU width from n_embd): a run's config.json names them in "derived", so that given again
+  // with another n_head or n_embd it derives them again rather than keeping the first model's.
+  std::vector<std::string> derived_family_keys;
 
   // The vocabulary every family computes with: padded to a multiple of 64 for aligned products.
   int padded_vocab_size() const { return (vocab_size + 63) / 64 * 64; }

@@ -80,9 +80,16 @@ class LlamaFamily final : public ModelFamily {
       const std::string n_head = r.dotted("n_head"), n_kv_head = r.dotted("n_kv_head"), n_embd = r.dotted("n_embd");
       throw_input_error("config error in {}: {}", r.sources_of({n_head, n_kv_head, n_embd}), error);
     }
+    model.derived_family_keys.clear();
+    if (!r.has("n_kv_head")) {
+      derived.push_back(
+          fmt::format("model.n_kv_head = {} (model.n_head: every head its own keys and values)", l.n_kv_head));
+      model.derived_family_keys.push_back("n_kv_head");
+    }
     if (l.intermediate_size == 0) {  // left out, or 0 given for the rule
       derived.push_back(
           fmt::format("model.intermediate_size = {} (Llama's rule: 8/3 n_embd rounded up to 256)", l.hidden()));
+      model.derived_family_keys.push_back("intermediate_size");
     }
     model.family_keys = family_keys_of(l);
   }

@@ -36,6 +36,31 @@ TEST(RunConfig, LlamaArchKeysDefaultsRoundTripAndRefusals) {
   EXPECT_TRUE(std::any_of(c.derived.begin(), c.derived.end(),
                           [](const std::string& d) { return d.starts_with("model.intermediate_size = 256"); }));
   doc["model"].erase("intermediate_size");
+  // A run's config.json names the Llama keys derived from others (and the node's thread count) in
+  // "derived": given again with a wider model, they follow it (they stayed the first model's: 4
+  // key/value heads under 8 query heads, SwiGLU 256 under n_embd 128, a model nobody asked for).
+  {
+    nlohmann::json file = parse_run_config(doc, "test.json").run_file_json();
+    const std::vector<std::string> derived = file["derived"];
+    for (const char* key : {"model.n_kv_head", "model.intermediate_size", "train.num_threads"}) {
+      EXPECT_NE(std::find(derived.begin(), derived.end(), key), derived.end()) << key;
+    }
+    take_derived_out(file, "config.json");
+    file["model"]["n_head"] = 8;
+    file["model"]["n_embd"] = 128;
+    const llama::LlamaConfig wider = llama::llama_config(parse_run_config(file, "config.json").model);
+    EXPECT_EQ(wider.n_kv_head, 8);
+    EXPECT_EQ(wider.hidden(), 512);  // 8/3 x 128 = 342, rounded up to 512
+    // Given, they stay given: not in "derived".
+    nlohmann::json given = doc;
+    given["model"]["n_kv_head"] = 1;
+    given["model"]["intermediate_size"] = 64;
+    given["train"] = {{"num_threads", 1}};
+    const nlohmann::json kept = parse_run_config(given, "test.json").run_file_json();
+    for (const char* key : {"model.n_kv_head", "model.intermediate_size", "train.num_threads"}) {
+      EXPECT_EQ(kept.value("derived", nlohmann::json::array()).dump().find(key), std::string::npos) << key;
+    }
+  }
   doc["model"].update(nlohmann::json{{"n_head", 4},
                                      {"n_kv_head", 1},
                                      {"intermediate_size", 48},

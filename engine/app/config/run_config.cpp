@@ -5,6 +5,8 @@
 // run directory's config.json reloads).
 #include "engine/app/config/run_config.h"
 
+#include <fmt/ranges.h>
+
 #include <algorithm>
 #include <filesystem>
 #include <map>
@@ -216,7 +218,10 @@ namespace {
 
 // The defaults a run's config.json names in "derived" (run_file_json), which a config given again
 // derives again (take_derived_out).
-constexpr const char* kFileDerivedKeys[] = {"train.seq_len", "optim.min_lr", "optim.decay_steps"};
+// The first three from flags of their sections; train.num_threads where the node's cores (or
+// OMP_NUM_THREADS) gave it; the model family's own (ModelConfig::derived_family_keys).
+constexpr const char* kFileDerivedKeys[] = {"train.seq_len",     "optim.min_lr",    "optim.decay_steps",
+                                            "train.num_threads", "model.n_kv_head", "model.intermediate_size"};
 
 }  // namespace
 
@@ -231,10 +236,12 @@ nlohmann::json RunConfig::run_file_json() const {
   // schedule is 6 steps long (written as given, decay_steps stayed the first run's 2 and the rate
   // sat at its floor from step 3).
   nlohmann::json derived_keys = nlohmann::json::array();
-  const bool given[] = {train.seq_len_given, optim.min_lr_given, optim.decay_steps_given};  // kFileDerivedKeys'
-  for (std::size_t i = 0; i < std::size(kFileDerivedKeys); ++i) {
+  const bool given[] = {train.seq_len_given, optim.min_lr_given, optim.decay_steps_given,
+                        train.num_threads_given};  // kFileDerivedKeys' first four
+  for (std::size_t i = 0; i < std::size(given); ++i) {
     if (!given[i]) derived_keys.push_back(kFileDerivedKeys[i]);
   }
+  for (const std::string& key : model.derived_family_keys) derived_keys.push_back("model." + key);
   if (!derived_keys.empty()) j["derived"] = std::move(derived_keys);
   return j;
 }
@@ -246,8 +253,8 @@ void take_derived_out(nlohmann::json& doc, const std::string& source) {
   const auto refuse = [&] {
     throw_input_error(
         "config error in {}: \"derived\" (a run's config.json names the defaults it derived) must be a list of "
-        "\"{}\", \"{}\" or \"{}\"; got {}",
-        source, kFileDerivedKeys[0], kFileDerivedKeys[1], kFileDerivedKeys[2], list.dump());
+        "keys among \"{}\"; got {}",
+        source, fmt::join(kFileDerivedKeys, "\", \""), list.dump());
   };
   if (!list.is_array()) refuse();
   for (const nlohmann::json& key : list) {

@@ -52,7 +52,8 @@ struct TrainConfig {
   bool global_batch_given = false;       // the config gave global_batch_tokens (grad_accum derived)
   int max_steps = 100;
   std::uint64_t seed = 1337;
-  int num_threads = 0;  // CPU threads for kernels and BLAS; 0 means every core
+  int num_threads = 0;             // CPU threads for kernels and BLAS; 0 means every core
+  bool num_threads_given = false;  // the config gave it (else the node's cores or OMP_NUM_THREADS did)
   CheckpointPolicy activation_checkpointing;
   // The LM head's logits in this many vocabulary chunks, never held whole (1: all at once); costs
   // the head's logits a second time per step (models/gpt/gpt_model.h, docs/memory.md).

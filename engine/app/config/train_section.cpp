@@ -182,6 +182,7 @@ void read_train_section(ConfigReader r, RunConfig& c) {
   t.seed = static_cast<std::uint64_t>(r.get_int("seed", static_cast<int>(t.seed), 0, 2147483647));
   t.deterministic = r.get_bool("deterministic", t.deterministic);
   t.num_threads = r.get_int("num_threads", 0, 0, 1024);
+  t.num_threads_given = t.num_threads > 0;
   // Left out, OMP_NUM_THREADS where it gives a count, as PyTorch and llm.c read it (torchrun sets
   // it to 1 a rank).
   const int environment_threads = t.num_threads == 0 ? omp_num_threads_from_environment() : 0;
